@@ -1,0 +1,214 @@
+"""Agent profiles, their specialists and prompt versions, MCP servers and tools."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from agents.schemas import validate_guardrail_settings, validate_judge_settings, validate_tool_args_schema
+
+slug_validator_message = "Use lowercase letters, digits and underscores, starting with a letter."
+
+
+class RoutingMode(models.TextChoices):
+    ROUTER = "router", "Router (one specialist per turn)"
+    SUPERVISOR = "supervisor", "Supervisor (plan of one or more specialists)"
+    HYBRID = "hybrid", "Hybrid (active specialist keeps short follow-ups)"
+
+
+class AgentProfile(models.Model):
+    """A template such as ``telecom_contas``: isolates configuration and conversations."""
+
+    agent_id = models.SlugField(
+        max_length=64,
+        unique=True,
+        help_text="Identifier clients send as agent_id, e.g. telecom_contas.",
+    )
+    name = models.CharField(max_length=200)
+    domain = models.CharField(max_length=64, blank=True)
+    description = models.TextField(blank=True)
+    policy = models.TextField(
+        blank=True,
+        help_text="Profile-wide instructions every specialist of this profile receives.",
+    )
+    routing_mode = models.CharField(max_length=16, choices=RoutingMode.choices, default=RoutingMode.ROUTER)
+    fallback_specialist = models.ForeignKey(
+        "agents.Specialist",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Answers when no state policy, keyword or classifier decides.",
+    )
+    llm_router_enabled = models.BooleanField(
+        default=False,
+        help_text="Ask the LLM classifier when no keyword matches.",
+    )
+    llm_router_threshold = models.FloatField(
+        default=0.6,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Below this confidence the classifier does not decide.",
+    )
+    handoffs_enabled = models.BooleanField(default=True)
+    hybrid_followup_max_chars = models.PositiveIntegerField(
+        default=40,
+        help_text="Hybrid mode: messages up to this length that hit no intent stay with the active specialist.",
+    )
+    llm_model = models.CharField(max_length=200, blank=True, help_text="Overrides LLM_MODEL for this profile.")
+    llm_temperature = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
+    )
+    guardrails = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_guardrail_settings],
+        help_text='e.g. {"blocked_terms": ["..."], "max_input_chars": 4000, "store_original_input": false}',
+    )
+    judges = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_judge_settings],
+        help_text='e.g. {"min_score": 0.5, "llm_judge": false}',
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent_id"]
+        verbose_name = "agent profile"
+
+    def __str__(self) -> str:
+        return self.agent_id
+
+    def clean(self) -> None:
+        if self.fallback_specialist_id and self.pk and self.fallback_specialist.profile_id != self.pk:
+            raise ValidationError({"fallback_specialist": "The fallback specialist must belong to this profile."})
+
+
+class Specialist(models.Model):
+    """A specialist agent of one profile, e.g. ``billing_agent`` of ``telecom_contas``."""
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="specialists")
+    name = models.SlugField(max_length=64, help_text="Technical name, e.g. billing_agent.")
+    display_name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    allowed_tools = models.ManyToManyField(
+        "agents.McpTool",
+        blank=True,
+        related_name="specialists",
+        help_text="The MCP tools this specialist may ever use.",
+    )
+    handoff_targets = models.ManyToManyField(
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="handoff_sources",
+        help_text="Specialists this one may hand the conversation to.",
+    )
+    step_limit = models.PositiveSmallIntegerField(
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Maximum model/tool steps per turn.",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile__agent_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "name"], name="specialist_unique_name_per_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile.agent_id}/{self.name}"
+
+
+class SpecialistPrompt(models.Model):
+    """One version of a specialist's system prompt; exactly one version is active."""
+
+    specialist = models.ForeignKey(Specialist, on_delete=models.CASCADE, related_name="prompts")
+    version = models.PositiveIntegerField()
+    text = models.TextField()
+    note = models.CharField(max_length=200, blank=True, help_text="What changed in this version.")
+    is_active = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["specialist", "-version"]
+        verbose_name = "specialist prompt"
+        constraints = [
+            models.UniqueConstraint(fields=["specialist", "version"], name="prompt_unique_version"),
+            models.UniqueConstraint(
+                fields=["specialist"],
+                condition=models.Q(is_active=True),
+                name="prompt_one_active_per_specialist",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.specialist} v{self.version}"
+
+
+class McpTransport(models.TextChoices):
+    STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
+
+
+class McpServer(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    transport = models.CharField(max_length=32, choices=McpTransport.choices, default=McpTransport.STREAMABLE_HTTP)
+    endpoint = models.URLField(max_length=500, help_text="e.g. http://localhost:8100/mcp")
+    enabled = models.BooleanField(default=True)
+    timeout = models.FloatField(
+        default=10.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(300.0)],
+        help_text="Seconds before a call to this server is given up.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class McpTool(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
+    description = models.TextField(blank=True)
+    args_schema = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_tool_args_schema],
+        help_text='JSON Schema of the arguments, e.g. {"type": "object", "properties": {"msisdn": {"type": "string"}}}',
+    )
+    enabled = models.BooleanField(default=True)
+    needs_permission = models.BooleanField(
+        default=False,
+        help_text="Run only after the user agreed in the conversation.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP tool"
+
+    def __str__(self) -> str:
+        return self.name

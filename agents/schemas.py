@@ -1,0 +1,101 @@
+"""Typed validation of JSON fields that hold configuration.
+
+Each validator raises :class:`django.core.exceptions.ValidationError` with a
+message naming the offending key, so the admin, the YAML importer and the API
+all report the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+# Shorthand types accepted in tools.yaml (``msisdn: string``), as in seed 000 §10.3.
+SHORTHAND_TYPES = {"string", "integer", "number", "boolean", "object", "array"}
+
+
+def expand_args_schema(value: Any) -> dict[str, Any]:
+    """Turn the seeds' shorthand ``{arg: type}`` into a JSON Schema object.
+
+    A mapping that already looks like a JSON Schema (has ``type`` or
+    ``properties``) is returned unchanged; ``{}``/``None`` means "no arguments".
+    """
+    if value in (None, {}):
+        return {"type": "object", "properties": {}}
+    if not isinstance(value, dict):
+        raise ValidationError("args_schema must be a mapping.")
+    if "type" in value or "properties" in value or "$schema" in value:
+        return value
+    properties: dict[str, Any] = {}
+    for arg, arg_type in value.items():
+        if arg_type not in SHORTHAND_TYPES:
+            raise ValidationError(
+                f"args_schema.{arg}: unknown type {arg_type!r}; use one of {', '.join(sorted(SHORTHAND_TYPES))}."
+            )
+        properties[arg] = {"type": arg_type}
+    return {"type": "object", "properties": properties}
+
+
+def validate_tool_args_schema(value: Any) -> None:
+    """A tool's arguments must be described by a valid JSON Schema of an object."""
+    if value in (None, {}):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError("The argument schema must be a JSON object.")
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path) or "schema"
+        raise ValidationError(f"Invalid JSON Schema at {where}: {exc.message}") from exc
+    if value.get("type", "object") != "object":
+        raise ValidationError("The argument schema must describe an object (type: object).")
+    properties = value.get("properties", {})
+    missing = [name for name in value.get("required", []) if name not in properties]
+    if missing:
+        raise ValidationError(f"required names arguments that are not in properties: {', '.join(missing)}.")
+
+
+GUARDRAIL_KEYS: dict[str, type | tuple[type, ...]] = {
+    "blocked_terms": list,
+    "max_input_chars": int,
+    "mask_personal_data": bool,
+    "store_original_input": bool,
+}
+
+JUDGE_KEYS: dict[str, type | tuple[type, ...]] = {
+    "min_score": (int, float),
+    "llm_judge": bool,
+    "replace_failed_answers": bool,
+}
+
+
+def _validate_settings(value: Any, allowed: dict[str, type | tuple[type, ...]], label: str) -> None:
+    if value in (None, {}):
+        return
+    if not isinstance(value, dict):
+        raise ValidationError(f"{label} must be a JSON object.")
+    for key, item in value.items():
+        if key not in allowed:
+            raise ValidationError(f"{label}.{key} is not a known setting; known: {', '.join(sorted(allowed))}.")
+        expected = allowed[key]
+        if isinstance(item, bool) and expected in (int, (int, float)):
+            raise ValidationError(f"{label}.{key} must be a number.")
+        if not isinstance(item, expected):
+            raise ValidationError(f"{label}.{key} has the wrong type.")
+    if "blocked_terms" in value and not all(isinstance(t, str) and t.strip() for t in value["blocked_terms"]):
+        raise ValidationError(f"{label}.blocked_terms must be a list of non-empty strings.")
+    if "max_input_chars" in value and value["max_input_chars"] < 1:
+        raise ValidationError(f"{label}.max_input_chars must be positive.")
+    if "min_score" in value and not 0 <= value["min_score"] <= 1:
+        raise ValidationError(f"{label}.min_score must be between 0 and 1.")
+
+
+def validate_guardrail_settings(value: Any) -> None:
+    _validate_settings(value, GUARDRAIL_KEYS, "guardrails")
+
+
+def validate_judge_settings(value: Any) -> None:
+    _validate_settings(value, JUDGE_KEYS, "judges")

@@ -1,0 +1,9 @@
+"""WSGI entry point (the platform is served as ASGI; this exists for tooling)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+
+application = get_wsgi_application()

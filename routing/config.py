@@ -1,0 +1,83 @@
+"""Routing-configuration versioning: how every process learns that the admin changed something.
+
+The message path must not query routing configuration. Instead each process
+keeps a compiled snapshot (:mod:`routing.snapshot`) tagged with a version and,
+per message, compares it with the current version — one cache read.
+
+* Writers call :func:`config_version_bump` (the signals in :mod:`routing.signals`
+  do it for every save and delete of routing models). It increments the
+  database row inside the writer's transaction, marks this process's snapshot
+  stale at once, and publishes the new number to the shared cache on commit.
+* Readers call :func:`config_version`. A cache miss falls back to the database
+  row and repopulates the cache with ``add`` (never ``set``), so a reader can
+  never overwrite a newer number a writer published. The short timeout bounds
+  how long any cache mishap can hide a change.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import F
+
+CACHE_KEY = "routing:config-version"
+CACHE_TIMEOUT_SECONDS = 15
+
+_state = threading.local()
+_local_generation = 0
+_generation_lock = threading.Lock()
+
+
+def local_generation() -> int:
+    """A counter bumped whenever this process itself changed routing data."""
+    return _local_generation
+
+
+def _bump_local() -> None:
+    global _local_generation
+    with _generation_lock:
+        _local_generation += 1
+
+
+def config_version() -> int:
+    """The current routing-configuration version, normally from the shared cache."""
+    from routing.models import RoutingConfigVersion
+
+    version = cache.get(CACHE_KEY)
+    if version is None:
+        version = RoutingConfigVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
+        cache.add(CACHE_KEY, version, CACHE_TIMEOUT_SECONDS)
+    return version
+
+
+def config_version_bump() -> None:
+    """Record that routing configuration changed; batched inside :func:`config_batch`."""
+    if getattr(_state, "batch_depth", 0):
+        _state.batch_dirty = True
+        return
+    from routing.models import RoutingConfigVersion
+
+    with transaction.atomic():
+        updated = RoutingConfigVersion.objects.filter(pk=1).update(version=F("version") + 1)
+        if not updated:
+            RoutingConfigVersion.objects.create(pk=1, version=1)
+        version = RoutingConfigVersion.objects.values_list("version", flat=True).get(pk=1)
+    _bump_local()
+    transaction.on_commit(lambda: cache.set(CACHE_KEY, version, CACHE_TIMEOUT_SECONDS))
+
+
+@contextmanager
+def config_batch() -> Iterator[None]:
+    """Collapse the bumps of many writes (an import, a bulk action) into one."""
+    _state.batch_depth = getattr(_state, "batch_depth", 0) + 1
+    try:
+        yield
+    finally:
+        _state.batch_depth -= 1
+        if _state.batch_depth == 0 and getattr(_state, "batch_dirty", False):
+            _state.batch_dirty = False
+            config_version_bump()

@@ -1,0 +1,259 @@
+"""Tenants and keys, routing content (intents, keywords, state policies) and conversation data."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from routing.text import normalize
+
+
+class Tenant(models.Model):
+    """An organisation. API keys belong to one; it sees only its own conversations."""
+
+    slug = models.SlugField(max_length=64, unique=True, help_text="The tenant_id in conversation keys.")
+    name = models.CharField(max_length=200, blank=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ApiKey(models.Model):
+    """A hashed bearer key. Only the prefix is kept readable; the key is shown once."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    is_debug = models.BooleanField(default=False, help_text="May call /api/debug/*.")
+    can_preview = models.BooleanField(default=False, help_text="May call the multi-agent preview endpoint.")
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.tenant})"
+
+
+class Intent(models.Model):
+    """A routable intention of one profile; its keywords are rows of :class:`Keyword`."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="intents")
+    name = models.SlugField(max_length=100, help_text="e.g. billing_invoice_explanation")
+    domain = models.CharField(max_length=64, blank=True)
+    specialist = models.ForeignKey("agents.Specialist", on_delete=models.PROTECT, related_name="intents")
+    description = models.TextField(blank=True)
+    priority = models.IntegerField(default=100, help_text="Lower number wins when several intents match.")
+    enabled = models.BooleanField(default=True)
+    examples = models.JSONField(default=list, blank=True, help_text="Example messages (a JSON list of strings).")
+    mcp_tools = models.ManyToManyField(
+        "agents.McpTool",
+        blank=True,
+        related_name="intents",
+        help_text="MCP tools authorised when this intent wins.",
+    )
+    next_state = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Conversation state to set after this intent answers, e.g. WAITING_PAYMENT_CONFIRMATION.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile__agent_id", "priority", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "name"], name="intent_unique_name_per_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Keyword(models.Model):
+    """A word or phrase of an intent, matched accent- and case-insensitively on word boundaries."""
+
+    intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="keywords")
+    text = models.CharField(max_length=200)
+    normalized = models.CharField(max_length=200, editable=False, db_index=True)
+
+    class Meta:
+        ordering = ["intent", "text"]
+        constraints = [
+            models.UniqueConstraint(fields=["intent", "normalized"], name="keyword_unique_per_intent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.text
+
+    def save(self, *args, **kwargs) -> None:
+        # Derived column, not business logic: the normalised form the matcher and
+        # the uniqueness rule compare.
+        self.normalized = normalize(self.text)
+        super().save(*args, **kwargs)
+
+
+class StatePolicy(models.Model):
+    """While a conversation is in ``state``, short replies stay with this specialist and intent."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="state_policies")
+    state = models.CharField(max_length=100, help_text="e.g. WAITING_PAYMENT_CONFIRMATION")
+    specialist = models.ForeignKey("agents.Specialist", on_delete=models.PROTECT, related_name="state_policies")
+    intent = models.ForeignKey(
+        Intent,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="state_policies",
+        help_text="Intent reported (and whose tools are authorised) when the policy decides.",
+    )
+    description = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile__agent_id", "state"]
+        verbose_name = "state policy"
+        verbose_name_plural = "state policies"
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "state"], name="state_policy_unique_per_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.state} → {self.specialist.name}"
+
+
+class RoutingConfigVersion(models.Model):
+    """Single row counting changes to routing configuration; see :mod:`routing.config`."""
+
+    version = models.BigIntegerField(default=0)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "routing configuration version"
+
+    def __str__(self) -> str:
+        return f"v{self.version}"
+
+
+class Conversation(models.Model):
+    """One conversation, keyed ``tenant_id:agent_id:session_id``."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="conversations")
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="conversations")
+    session_id = models.CharField(max_length=200)
+    conversation_key = models.CharField(max_length=400, unique=True)
+    user_id = models.CharField(max_length=200, blank=True)
+    channel = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=100, blank=True)
+    active_specialist = models.CharField(max_length=64, blank=True)
+    pending_result = models.JSONField(null=True, blank=True)
+    granted_permissions = models.JSONField(default=list, blank=True)
+    message_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [
+            models.Index(fields=["tenant", "-updated_at"], name="conversation_tenant_recent"),
+            models.Index(fields=["tenant", "created_at"], name="conversation_tenant_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.conversation_key
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    SYSTEM = "system", "System"
+
+
+class Message(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    agent = models.CharField(max_length=64, blank=True, help_text="Specialist that wrote an assistant message.")
+    content = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    step = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["conversation", "created_at"], name="message_conversation_time")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class RouteDecisionRecord(models.Model):
+    """A stored routing decision (the contract lives in :class:`routing.router.RouteDecision`)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="route_decisions")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    mode = models.CharField(max_length=16)
+    route = models.CharField(max_length=64)
+    agent = models.CharField(max_length=64)
+    intent = models.CharField(max_length=100)
+    confidence = models.FloatField(default=0.0)
+    reason = models.TextField(blank=True)
+    method = models.CharField(max_length=16)
+    next_state = models.CharField(max_length=100, blank=True)
+    handoff = models.BooleanField(default=False)
+    domain = models.CharField(max_length=64, blank=True)
+    mcp_tools = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name = "route decision"
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="decision_conversation_time"),
+            models.Index(fields=["created_at", "method"], name="decision_time_method"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.method}: {self.agent}/{self.intent}"
+
+
+class ToolCallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+    TIMEOUT = "timeout", "Timeout"
+    INVALID = "invalid_arguments", "Invalid arguments"
+    UNAVAILABLE = "unavailable", "Server unavailable"
+
+
+class ToolCall(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="tool_calls")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="tool_calls")
+    agent = models.CharField(max_length=64)
+    tool = models.CharField(max_length=100)
+    server = models.CharField(max_length=64, blank=True)
+    arguments = models.JSONField(default=dict, blank=True, help_text="Masked.")
+    status = models.CharField(max_length=32, choices=ToolCallStatus.choices)
+    latency_ms = models.FloatField(default=0.0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="toolcall_conversation_time"),
+            models.Index(fields=["tool", "created_at"], name="toolcall_tool_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.status})"

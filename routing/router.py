@@ -1,0 +1,319 @@
+"""The routing decision: pure functions over plain data, no ORM.
+
+A :class:`CompiledRouter` is built once per profile from :class:`IntentSpec` and
+:class:`StatePolicySpec` values (see :mod:`routing.snapshot`) and then decides
+without touching the database. Keywords are compiled into one Aho-Corasick
+automaton over the normalised text (:func:`routing.text.normalize`), so a
+message is scanned once whatever the number of keywords.
+
+Decision order (router mode), recorded as ``method``:
+
+1. ``state``   — the conversation's state has an enabled state policy;
+2. ``keyword`` — enabled intents whose keywords occur in the message;
+3. ``llm``     — the classifier, when enabled for the profile and confident
+   enough (at or above the profile's threshold);
+4. ``fallback`` — the profile's fallback specialist.
+
+Keyword ties are broken deterministically, in this order:
+
+1. lower ``priority`` number;
+2. more distinct keywords of the intent found in the message;
+3. the longer matched keyword (a phrase such as "segunda via" beats a word);
+4. the earlier first match in the message;
+5. the intent name, alphabetically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import ahocorasick
+
+from routing.text import normalize
+
+Method = Literal["state", "keyword", "llm", "fallback"]
+
+FALLBACK_INTENT = "fallback"
+MULTI_INTENT = "multi_intent"
+
+
+@dataclass(frozen=True)
+class IntentSpec:
+    name: str
+    agent: str
+    domain: str = ""
+    description: str = ""
+    priority: int = 100
+    keywords: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    mcp_tools: tuple[str, ...] = ()
+    next_state: str = ""
+
+
+@dataclass(frozen=True)
+class StatePolicySpec:
+    state: str
+    agent: str
+    intent: str = ""
+    domain: str = ""
+    mcp_tools: tuple[str, ...] = ()
+    next_state: str = ""
+
+
+@dataclass
+class RouteDecision:
+    """The contract of a routing decision (seed 000 §6.2), stored for every message."""
+
+    route: str
+    agent: str
+    intent: str
+    confidence: float = 0.0
+    reason: str = ""
+    method: Method = "fallback"
+    next_state: str | None = None
+    handoff: bool = False
+    domain: str | None = None
+    mcp_tools: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    """One intent the message hit, with the evidence used to rank it."""
+
+    intent: IntentSpec
+    keywords: tuple[str, ...]
+    first_position: int
+    longest: int
+
+    def rank(self) -> tuple[int, int, int, int, str]:
+        return (self.intent.priority, -len(self.keywords), -self.longest, self.first_position, self.intent.name)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "intent": self.intent.name,
+            "agent": self.intent.agent,
+            "priority": self.intent.priority,
+            "matched_keywords": list(self.keywords),
+        }
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What a classifier (LLM or offline) says about a message."""
+
+    intent: str
+    confidence: float
+    reason: str = ""
+
+
+Classifier = Callable[[str, tuple[IntentSpec, ...]], Awaitable[Classification | None]]
+
+
+class CompiledRouter:
+    """The routing of one profile, compiled for repeated decisions."""
+
+    def __init__(
+        self,
+        *,
+        intents: tuple[IntentSpec, ...],
+        state_policies: tuple[StatePolicySpec, ...] = (),
+        fallback_agent: str = "",
+        llm_enabled: bool = False,
+        llm_threshold: float = 0.6,
+    ) -> None:
+        self.intents = intents
+        self.intents_by_name = {intent.name: intent for intent in intents}
+        self.state_policies = {policy.state: policy for policy in state_policies}
+        self.fallback_agent = fallback_agent
+        self.llm_enabled = llm_enabled
+        self.llm_threshold = llm_threshold
+        self._automaton = self._compile(intents)
+
+    @staticmethod
+    def _compile(intents: tuple[IntentSpec, ...]) -> ahocorasick.Automaton | None:
+        # Keys are padded with spaces and the text is padded too, so every match
+        # starts and ends on a word boundary of the normalised text.
+        entries: dict[str, list[tuple[int, str]]] = {}
+        for index, intent in enumerate(intents):
+            for keyword in intent.keywords:
+                normalized = normalize(keyword)
+                if normalized:
+                    entries.setdefault(f" {normalized} ", []).append((index, keyword))
+        if not entries:
+            return None
+        automaton = ahocorasick.Automaton()
+        for key, owners in entries.items():
+            automaton.add_word(key, (len(key) - 2, tuple(owners)))
+        automaton.make_automaton()
+        return automaton
+
+    # -- steps ----------------------------------------------------------------
+
+    def match(self, text: str) -> list[KeywordHit]:
+        """Every enabled intent whose keywords occur in ``text``, best first."""
+        if self._automaton is None:
+            return []
+        haystack = f" {normalize(text)} "
+        found: dict[int, dict[str, Any]] = {}
+        for end, (length, owners) in self._automaton.iter(haystack):
+            start = end - length
+            for index, keyword in owners:
+                entry = found.setdefault(index, {"keywords": {}, "first": start, "longest": 0})
+                entry["keywords"].setdefault(keyword, start)
+                entry["first"] = min(entry["first"], start)
+                entry["longest"] = max(entry["longest"], length)
+        hits = [
+            KeywordHit(
+                intent=self.intents[index],
+                keywords=tuple(sorted(entry["keywords"], key=entry["keywords"].get)),
+                first_position=entry["first"],
+                longest=entry["longest"],
+            )
+            for index, entry in found.items()
+        ]
+        hits.sort(key=KeywordHit.rank)
+        return hits
+
+    def by_state(self, state: str | None) -> RouteDecision | None:
+        policy = self.state_policies.get(state or "")
+        if policy is None:
+            return None
+        return RouteDecision(
+            route=policy.agent,
+            agent=policy.agent,
+            intent=policy.intent or f"state:{policy.state}",
+            confidence=1.0,
+            reason=f"Conversation state {policy.state} is handled by {policy.agent}.",
+            method="state",
+            next_state=policy.next_state or None,
+            domain=policy.domain or None,
+            mcp_tools=list(policy.mcp_tools),
+            metadata={"state": policy.state},
+        )
+
+    def by_keywords(self, text: str) -> RouteDecision | None:
+        hits = self.match(text)
+        if not hits:
+            return None
+        winner, beaten = hits[0], hits[1:]
+        intent = winner.intent
+        confidence = min(0.99, 0.8 + 0.05 * (len(winner.keywords) - 1))
+        quoted = ", ".join(repr(keyword) for keyword in winner.keywords)
+        return RouteDecision(
+            route=intent.agent,
+            agent=intent.agent,
+            intent=intent.name,
+            confidence=round(confidence, 2),
+            reason=f"Keyword {quoted} matched intent {intent.name} (priority {intent.priority}).",
+            method="keyword",
+            next_state=intent.next_state or None,
+            domain=intent.domain or None,
+            mcp_tools=list(intent.mcp_tools),
+            metadata={
+                "matched_keywords": list(winner.keywords),
+                "candidates": [hit.describe() for hit in beaten],
+            },
+        )
+
+    def from_classification(self, result: Classification | None) -> RouteDecision | None:
+        """A decision from the classifier's answer, or ``None`` when it is unknown or not confident."""
+        if result is None:
+            return None
+        intent = self.intents_by_name.get(result.intent)
+        if intent is None or result.confidence < self.llm_threshold:
+            return None
+        return RouteDecision(
+            route=intent.agent,
+            agent=intent.agent,
+            intent=intent.name,
+            confidence=round(result.confidence, 2),
+            reason=result.reason or f"Classifier chose {intent.name}.",
+            method="llm",
+            next_state=intent.next_state or None,
+            domain=intent.domain or None,
+            mcp_tools=list(intent.mcp_tools),
+            metadata={},
+        )
+
+    def fallback(self, reason: str = "No state policy, keyword or classifier decided.") -> RouteDecision:
+        return RouteDecision(
+            route=self.fallback_agent,
+            agent=self.fallback_agent,
+            intent=FALLBACK_INTENT,
+            confidence=0.0,
+            reason=reason,
+            method="fallback",
+        )
+
+    # -- the decision ---------------------------------------------------------
+
+    async def route(
+        self,
+        text: str,
+        *,
+        state: str | None = None,
+        active_agent: str = "",
+        classifier: Classifier | None = None,
+    ) -> RouteDecision:
+        """Decide in the documented order; ``classifier`` is consulted only when enabled."""
+        decision = self.by_state(state) or self.by_keywords(text)
+        classification: Classification | None = None
+        if decision is None and self.llm_enabled and classifier is not None and self.intents:
+            classification = await classifier(text, self.intents)
+            decision = self.from_classification(classification)
+        if decision is None:
+            reason = "No state policy, keyword or classifier decided."
+            if classification is not None:
+                reason = (
+                    f"Classifier proposed {classification.intent!r} with confidence "
+                    f"{classification.confidence:.2f}, below the threshold {self.llm_threshold:.2f} or unknown."
+                )
+            decision = self.fallback(reason)
+        if classification is not None:
+            decision.metadata["classifier"] = asdict(classification)
+        decision.handoff = bool(active_agent) and decision.agent != active_agent
+        if decision.handoff:
+            decision.metadata["previous_agent"] = active_agent
+        return decision
+
+    def route_sync(self, text: str, *, state: str | None = None, active_agent: str = "") -> RouteDecision:
+        """The same order without the classifier step (for previews and benchmarks)."""
+        decision = self.by_state(state) or self.by_keywords(text) or self.fallback()
+        decision.handoff = bool(active_agent) and decision.agent != active_agent
+        return decision
+
+
+def naive_keyword_match(intents: tuple[IntentSpec, ...], text: str) -> list[KeywordHit]:
+    """Reference implementation: a loop over every keyword (what the compiled router replaces).
+
+    Same semantics and ranking as :meth:`CompiledRouter.match`; kept for the
+    benchmark and for the test that checks both agree.
+    """
+    haystack = f" {normalize(text)} "
+    hits = []
+    for intent in intents:
+        positions: dict[str, int] = {}
+        longest = 0
+        for keyword in intent.keywords:
+            normalized = normalize(keyword)
+            position = haystack.find(f" {normalized} ") if normalized else -1
+            if position >= 0 and keyword not in positions:
+                positions[keyword] = position + 1
+                longest = max(longest, len(normalized))
+        if positions:
+            hits.append(
+                KeywordHit(
+                    intent=intent,
+                    keywords=tuple(sorted(positions, key=positions.get)),
+                    first_position=min(positions.values()),
+                    longest=longest,
+                )
+            )
+    hits.sort(key=KeywordHit.rank)
+    return hits

@@ -1,0 +1,236 @@
+"""The in-memory snapshot of all routing configuration, compiled once per version.
+
+The message path reads profiles, specialists, intents, tools and servers from
+:func:`current` — plain frozen data and one :class:`~routing.router.CompiledRouter`
+per profile — never from the ORM. :func:`current` costs one version check
+(:func:`routing.config.config_version`, a cache read) and rebuilds the snapshot
+when the version moved or this process changed routing data itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from routing.config import config_version, local_generation
+from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    endpoint: str
+    transport: str
+    timeout: float
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    server: str
+    description: str
+    args_schema: dict[str, Any]
+    needs_permission: bool
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class SpecialistSpec:
+    name: str
+    display_name: str
+    description: str
+    prompt: str
+    prompt_version: int | None
+    allowed_tools: frozenset[str]
+    handoff_targets: tuple[str, ...]
+    step_limit: int
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    pk: int
+    agent_id: str
+    name: str
+    domain: str
+    description: str
+    policy: str
+    routing_mode: str
+    fallback_agent: str
+    llm_router_enabled: bool
+    llm_router_threshold: float
+    handoffs_enabled: bool
+    hybrid_followup_max_chars: int
+    llm_model: str
+    llm_temperature: float | None
+    guardrails: dict[str, Any]
+    judges: dict[str, Any]
+    specialists: dict[str, SpecialistSpec]
+    intents: tuple[IntentSpec, ...]
+    router: CompiledRouter = field(repr=False, compare=False)
+
+    @property
+    def effective_mode(self) -> str:
+        """``ROUTING_MODE`` from the environment overrides the profile's mode."""
+        return settings.ROUTING_MODE or self.routing_mode
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    version: int
+    generation: int
+    profiles: dict[str, ProfileSpec]
+    tools: dict[str, ToolSpec]
+    servers: dict[str, ServerSpec]
+
+
+_lock = threading.Lock()
+_current: Snapshot | None = None
+
+
+def invalidate() -> None:
+    """Drop this process's snapshot; the next :func:`current` rebuilds it."""
+    global _current
+    with _lock:
+        _current = None
+
+
+def current() -> Snapshot:
+    """The up-to-date snapshot (sync; call through ``sync_to_async`` from async code)."""
+    global _current
+    version = config_version()
+    generation = local_generation()
+    snapshot = _current
+    if snapshot is not None and snapshot.version == version and snapshot.generation == generation:
+        return snapshot
+    with _lock:
+        snapshot = _current
+        if snapshot is None or snapshot.version != version or snapshot.generation != generation:
+            snapshot = build(version=version, generation=generation)
+            _current = snapshot
+        return snapshot
+
+
+def build(*, version: int, generation: int) -> Snapshot:
+    """Load every enabled piece of routing configuration and compile the routers."""
+    from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+    from routing.models import Intent, Keyword, StatePolicy
+
+    servers = {
+        server.name: ServerSpec(
+            name=server.name,
+            endpoint=server.endpoint,
+            transport=server.transport,
+            timeout=server.timeout,
+            enabled=server.enabled,
+        )
+        for server in McpServer.objects.all()
+    }
+    tools = {
+        tool.name: ToolSpec(
+            name=tool.name,
+            server=tool.server.name,
+            description=tool.description,
+            args_schema=tool.args_schema or {},
+            needs_permission=tool.needs_permission,
+            enabled=tool.enabled and tool.server.enabled,
+        )
+        for tool in McpTool.objects.select_related("server")
+    }
+    usable_tools = {name for name, tool in tools.items() if tool.enabled}
+
+    active_prompts = {
+        prompt.specialist_id: prompt
+        for prompt in SpecialistPrompt.objects.filter(is_active=True).only("specialist_id", "version", "text")
+    }
+    specialists_by_profile: dict[int, dict[str, SpecialistSpec]] = {}
+    for specialist in Specialist.objects.filter(enabled=True).prefetch_related("allowed_tools", "handoff_targets"):
+        prompt = active_prompts.get(specialist.pk)
+        specialists_by_profile.setdefault(specialist.profile_id, {})[specialist.name] = SpecialistSpec(
+            name=specialist.name,
+            display_name=specialist.display_name or specialist.name,
+            description=specialist.description,
+            prompt=prompt.text if prompt else "",
+            prompt_version=prompt.version if prompt else None,
+            allowed_tools=frozenset(tool.name for tool in specialist.allowed_tools.all()),
+            handoff_targets=tuple(sorted(target.name for target in specialist.handoff_targets.all() if target.enabled)),
+            step_limit=specialist.step_limit,
+        )
+
+    keywords_by_intent: dict[int, list[str]] = {}
+    for intent_id, text in Keyword.objects.filter(intent__enabled=True).values_list("intent_id", "text"):
+        keywords_by_intent.setdefault(intent_id, []).append(text)
+
+    intents_by_profile: dict[int, list[IntentSpec]] = {}
+    intent_specs: dict[int, IntentSpec] = {}
+    for intent in (
+        Intent.objects.filter(enabled=True, specialist__enabled=True)
+        .select_related("specialist")
+        .prefetch_related("mcp_tools")
+        .order_by("priority", "name")
+    ):
+        spec = IntentSpec(
+            name=intent.name,
+            agent=intent.specialist.name,
+            domain=intent.domain,
+            description=intent.description,
+            priority=intent.priority,
+            keywords=tuple(sorted(keywords_by_intent.get(intent.pk, []))),
+            examples=tuple(str(example) for example in intent.examples or []),
+            mcp_tools=tuple(tool.name for tool in intent.mcp_tools.all() if tool.name in usable_tools),
+            next_state=intent.next_state,
+        )
+        intent_specs[intent.pk] = spec
+        intents_by_profile.setdefault(intent.profile_id, []).append(spec)
+
+    policies_by_profile: dict[int, list[StatePolicySpec]] = {}
+    for policy in StatePolicy.objects.filter(enabled=True, specialist__enabled=True).select_related("specialist"):
+        intent = intent_specs.get(policy.intent_id) if policy.intent_id else None
+        policies_by_profile.setdefault(policy.profile_id, []).append(
+            StatePolicySpec(
+                state=policy.state,
+                agent=policy.specialist.name,
+                intent=intent.name if intent else "",
+                domain=intent.domain if intent else "",
+                mcp_tools=intent.mcp_tools if intent else (),
+                next_state=intent.next_state if intent else "",
+            )
+        )
+
+    profiles: dict[str, ProfileSpec] = {}
+    for profile in AgentProfile.objects.filter(enabled=True).select_related("fallback_specialist"):
+        specialists = specialists_by_profile.get(profile.pk, {})
+        fallback = profile.fallback_specialist
+        fallback_agent = fallback.name if fallback and fallback.name in specialists else min(specialists, default="")
+        intents = tuple(intents_by_profile.get(profile.pk, []))
+        profiles[profile.agent_id] = ProfileSpec(
+            pk=profile.pk,
+            agent_id=profile.agent_id,
+            name=profile.name,
+            domain=profile.domain,
+            description=profile.description,
+            policy=profile.policy,
+            routing_mode=profile.routing_mode,
+            fallback_agent=fallback_agent,
+            llm_router_enabled=profile.llm_router_enabled,
+            llm_router_threshold=profile.llm_router_threshold,
+            handoffs_enabled=profile.handoffs_enabled,
+            hybrid_followup_max_chars=profile.hybrid_followup_max_chars,
+            llm_model=profile.llm_model,
+            llm_temperature=profile.llm_temperature,
+            guardrails=dict(profile.guardrails or {}),
+            judges=dict(profile.judges or {}),
+            specialists=specialists,
+            intents=intents,
+            router=CompiledRouter(
+                intents=intents,
+                state_policies=tuple(policies_by_profile.get(profile.pk, [])),
+                fallback_agent=fallback_agent,
+                llm_enabled=profile.llm_router_enabled,
+                llm_threshold=profile.llm_router_threshold,
+            ),
+        )
+    return Snapshot(version=version, generation=generation, profiles=profiles, tools=tools, servers=servers)
