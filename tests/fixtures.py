@@ -1,10 +1,20 @@
-"""The named cast of fixtures shared by every app's tests."""
+"""The named cast of fixtures shared by every app's tests.
+
+* ``tenant`` / ``tenant_key`` — a customer organisation and its bearer key;
+* ``debug_key`` — a key of the same tenant made with ``--debug``;
+* ``outsider`` / ``outsider_key`` — another tenant that must see nothing of ``tenant``;
+* ``staff_user`` — a superuser analyst; ``editor`` — a member of "Routing editors";
+* ``telecom`` — a small profile in the demo's shape, built with factories.
+"""
 
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from routing import snapshot
+from routing.services import api_key_create
+from tests.factories import AgentProfileFactory, IntentFactory, McpServerFactory, McpToolFactory, SpecialistFactory
 
 
 @pytest.fixture(autouse=True)
@@ -13,3 +23,125 @@ def fresh_routing_snapshot():
     snapshot.invalidate()
     yield
     snapshot.invalidate()
+
+
+@pytest.fixture
+def tenant_key(db):
+    key, raw = api_key_create(tenant_slug="tenant_a", name="test key")
+    key.raw = raw
+    return key
+
+
+@pytest.fixture
+def tenant(tenant_key):
+    return tenant_key.tenant
+
+
+@pytest.fixture
+def debug_key(db):
+    key, raw = api_key_create(tenant_slug="tenant_a", name="debug key", is_debug=True)
+    key.raw = raw
+    return key
+
+
+@pytest.fixture
+def outsider_key(db):
+    key, raw = api_key_create(tenant_slug="outsider", name="outsider key")
+    key.raw = raw
+    return key
+
+
+@pytest.fixture
+def outsider(outsider_key):
+    return outsider_key.tenant
+
+
+def _client_for(raw_key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+    return client
+
+
+@pytest.fixture
+def api(tenant_key) -> APIClient:
+    return _client_for(tenant_key.raw)
+
+
+@pytest.fixture
+def debug_api(debug_key) -> APIClient:
+    return _client_for(debug_key.raw)
+
+
+@pytest.fixture
+def outsider_api(outsider_key) -> APIClient:
+    return _client_for(outsider_key.raw)
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    return django_user_model.objects.create_superuser("analyst", "analyst@example.com", "analyst-password")
+
+
+@pytest.fixture
+def editor(django_user_model):
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
+    user.groups.add(Group.objects.get(name="Routing editors"))
+    return user
+
+
+@pytest.fixture
+def telecom(db):
+    """``telecom_contas`` with billing/orders/product/support specialists and the seed's intents."""
+    profile = AgentProfileFactory(agent_id="telecom_contas", name="Agente Telecom Contas", domain="telecom")
+    billing = SpecialistFactory(profile=profile, name="billing_agent")
+    orders = SpecialistFactory(profile=profile, name="orders_agent")
+    product = SpecialistFactory(profile=profile, name="product_agent")
+    support = SpecialistFactory(profile=profile, name="support_agent")
+    profile.fallback_specialist = support
+    profile.save(update_fields=["fallback_specialist"])
+    telecom_server = McpServerFactory(name="telecom", endpoint="http://127.0.0.1:8100/mcp")
+    retail_server = McpServerFactory(name="retail", endpoint="http://127.0.0.1:8200/mcp")
+    fatura = McpToolFactory(name="consultar_fatura", server=telecom_server)
+    pagamentos = McpToolFactory(name="consultar_pagamentos", server=telecom_server)
+    pedido = McpToolFactory(name="consultar_pedido", server=retail_server)
+    entrega = McpToolFactory(name="consultar_entrega", server=retail_server)
+    billing.allowed_tools.set([fatura, pagamentos])
+    orders.allowed_tools.set([pedido, entrega])
+    IntentFactory(
+        profile=profile,
+        name="billing_invoice_explanation",
+        domain="telecom",
+        specialist=billing,
+        priority=10,
+        next_state="",
+        keywords=["fatura", "conta", "cobrança", "boleto", "vencimento", "segunda via", "contestar", "valor alto"],
+        tools=[fatura, pagamentos],
+    )
+    IntentFactory(
+        profile=profile,
+        name="retail_order_tracking",
+        domain="retail",
+        specialist=orders,
+        priority=20,
+        keywords=["pedido", "entrega", "rastreio", "atraso"],
+        tools=[pedido, entrega],
+    )
+    IntentFactory(
+        profile=profile,
+        name="product_information",
+        domain="telecom",
+        specialist=product,
+        priority=30,
+        keywords=["produto", "plano", "serviço", "internet"],
+    )
+    IntentFactory(
+        profile=profile,
+        name="support_request",
+        domain="retail",
+        specialist=support,
+        priority=40,
+        keywords=["troca", "devolução", "garantia", "defeito"],
+    )
+    return profile
