@@ -1,1 +1,11 @@
-urlpatterns: list = []
+from django.urls import path
+
+from routing import apis
+
+urlpatterns = [
+    path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
+    path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
+    path("health", apis.HealthApi.as_view(), name="health"),
+    path("agents", apis.AgentsApi.as_view(), name="agents"),
+    path("sessions/<str:conversation_key>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),
+]

@@ -1,0 +1,328 @@
+"""The chat API: gateway, routing debug, health, agents, sessions.
+
+Views stay thin: validate, resolve the tenant from the key, call the graph or
+a selector. Errors are mapped to JSON in one place (:mod:`routing.errors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit
+
+from adrf.views import APIView as AsyncAPIView
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import permissions, serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from handoffs.selectors import handoff_list_for_conversation
+from routing import schema as _schema  # noqa: F401  (registers the bearer scheme)
+from routing import snapshot
+from routing.auth import ApiClient
+from routing.decide import route_decide
+from routing.errors import (
+    ERROR_CONVERSATION_NOT_FOUND,
+    ERROR_DEBUG_FORBIDDEN,
+    ERROR_TEXT_TOO_LONG,
+    ERROR_UNKNOWN_AGENT,
+    DomainError,
+    NotFound,
+)
+from routing.graph import TurnInput, new_session_id, run_turn
+from routing.models import Conversation, Tenant
+from routing.selectors import conversation_get_for_tenant, conversation_messages
+
+ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant_id to act for."
+
+
+class IsDebugClient(permissions.BasePermission):
+    """A key created with ``--debug``, or a staff user's session."""
+
+    message = ERROR_DEBUG_FORBIDDEN
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if isinstance(user, ApiClient):
+            return user.can_debug
+        return bool(user and user.is_authenticated and user.is_staff)
+
+
+class PayloadSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=None, trim_whitespace=True)
+    session_id = serializers.CharField(max_length=200, required=False, allow_blank=False)
+    user_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    channel_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    context = serializers.DictField(required=False, default=dict)
+
+
+class MessageInputSerializer(serializers.Serializer):
+    channel = serializers.CharField(max_length=64, required=False, default="api")
+    agent_id = serializers.SlugField(max_length=64)
+    tenant_id = serializers.SlugField(
+        max_length=64,
+        required=False,
+        help_text="Ignored for API keys (the key names the tenant); required for staff sessions.",
+    )
+    payload = PayloadSerializer()
+
+
+GATEWAY_EXAMPLE = OpenApiExample(
+    "Invoice question",
+    value={
+        "channel": "web",
+        "agent_id": "telecom_contas",
+        "payload": {
+            "text": "Minha fatura veio alta",
+            "session_id": "web-001",
+            "user_id": "u1",
+            "context": {"msisdn": "5511999999999", "invoice_id": "INV001"},
+        },
+    },
+    request_only=True,
+)
+
+ERROR_RESPONSE = inline_serializer(
+    "Error",
+    {
+        "error": inline_serializer(
+            "ErrorBody",
+            {
+                "code": serializers.CharField(),
+                "message": serializers.CharField(),
+                "fields": serializers.DictField(child=serializers.ListField(child=serializers.CharField())),
+            },
+        )
+    },
+)
+
+ANSWER_RESPONSE = inline_serializer(
+    "Answer",
+    {
+        "answer": serializers.CharField(),
+        "agent": serializers.CharField(),
+        "conversation_key": serializers.CharField(),
+        "metadata": serializers.DictField(),
+    },
+)
+
+
+def _tenant_for(request, data: dict[str, Any]) -> Tenant:
+    user = request.user
+    if isinstance(user, ApiClient):
+        return user.tenant
+    slug = data.get("tenant_id")
+    if not slug:
+        raise DomainError(ERROR_TENANT_REQUIRED, fields={"tenant_id": [ERROR_TENANT_REQUIRED]})
+    tenant = Tenant.objects.filter(slug=slug, is_active=True).first()
+    if tenant is None:
+        raise DomainError(f"Unknown tenant_id {slug!r}.", fields={"tenant_id": [f"Unknown tenant_id {slug!r}."]})
+    return tenant
+
+
+def _validated_message(request) -> tuple[dict[str, Any], snapshot.ProfileSpec]:
+    """Validate a gateway-shaped body; raises before anything is stored."""
+    serializer = MessageInputSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    profile = snapshot.current().profiles.get(data["agent_id"])
+    if profile is None:
+        message = ERROR_UNKNOWN_AGENT.format(agent_id=data["agent_id"])
+        raise DomainError(message, fields={"agent_id": [message]})
+    limit = profile.guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS)
+    if len(data["payload"]["text"]) > limit:
+        message = ERROR_TEXT_TOO_LONG.format(limit=limit)
+        raise DomainError(message, fields={"payload.text": [message]})
+    return data, profile
+
+
+def _turn_input(request, data: dict[str, Any], profile: snapshot.ProfileSpec) -> TurnInput:
+    tenant = _tenant_for(request, data)
+    payload = data["payload"]
+    return TurnInput(
+        tenant_pk=tenant.pk,
+        tenant_slug=tenant.slug,
+        profile=profile,
+        text=payload["text"],
+        session_id=payload.get("session_id") or new_session_id(),
+        user_id=payload.get("user_id", ""),
+        channel=data.get("channel") or "api",
+        context=payload.get("context") or {},
+    )
+
+
+class GatewayMessageApi(AsyncAPIView):
+    @extend_schema(
+        summary="Send one user message through the routing graph",
+        request=MessageInputSerializer,
+        responses={200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE},
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request):
+        data, profile = await sync_to_async(_validated_message)(request)
+        turn_input = await sync_to_async(_turn_input)(request, data, profile)
+        result = await run_turn(turn_input)
+        return Response(result.as_dict())
+
+
+class DebugRouteApi(AsyncAPIView):
+    permission_classes = [IsDebugClient]
+
+    @extend_schema(
+        summary="The routing decision alone (nothing executed or stored)",
+        request=MessageInputSerializer,
+        responses={200: OpenApiResponse(description="The decision with its mode"), 400: ERROR_RESPONSE},
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request):
+        data, profile = await sync_to_async(_validated_message)(request)
+        turn_input = await sync_to_async(_turn_input)(request, data, profile)
+        conversation = await Conversation.objects.filter(conversation_key=turn_input.conversation_key).values(
+            "state", "active_specialist"
+        ).afirst() or {"state": "", "active_specialist": ""}
+        decision = await route_decide(
+            profile=profile,
+            text=turn_input.text,
+            state=conversation["state"] or None,
+            active_agent=conversation["active_specialist"],
+        )
+        return Response(
+            {
+                "mode": profile.effective_mode,
+                "agent_id": profile.agent_id,
+                "conversation_key": turn_input.conversation_key,
+                **decision.as_dict(),
+            }
+        )
+
+
+async def _reachable(endpoint: str, timeout: float = 0.5) -> bool:
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+def _database_status() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 — health reports, never raises
+        return f"error: {type(exc).__name__}"
+
+
+class HealthApi(AsyncAPIView):
+    authentication_classes: list = []
+    permission_classes = [permissions.AllowAny]
+
+    @extend_schema(
+        summary="Service health: database, broker, profiles, routing modes, MCP servers",
+        responses={200: OpenApiResponse(description="Health report")},
+    )
+    async def get(self, request):
+        database = await sync_to_async(_database_status)()
+        current = await sync_to_async(snapshot.current)()
+        servers = [server for server in current.servers.values() if server.enabled]
+        reachable = await asyncio.gather(*(_reachable(server.endpoint) for server in servers))
+        from agents.llm import llm_configured
+
+        return Response(
+            {
+                "status": "ok" if database == "ok" else "degraded",
+                "routing_mode": settings.ROUTING_MODE or "per-profile",
+                "routing_modes": {agent_id: p.effective_mode for agent_id, p in current.profiles.items()},
+                "agents": sorted(current.profiles),
+                "database": {"engine": connection.vendor, "status": database},
+                "broker": "redis" if settings.REDIS_URL else "none (embedded, in-process)",
+                "llm": "openai" if llm_configured() else "offline",
+                "routing_config_version": current.version,
+                "mcp_servers": [
+                    {"name": server.name, "endpoint": server.endpoint, "reachable": ok}
+                    for server, ok in zip(servers, reachable, strict=True)
+                ],
+            }
+        )
+
+
+class AgentsApi(APIView):
+    @extend_schema(
+        summary="Agent profiles with their specialists and intents",
+        responses={200: OpenApiResponse(description="Profiles, specialists and intents")},
+    )
+    def get(self, request):
+        current = snapshot.current()
+        return Response(
+            {
+                "agents": [
+                    {
+                        "agent_id": profile.agent_id,
+                        "name": profile.name,
+                        "domain": profile.domain,
+                        "routing_mode": profile.effective_mode,
+                        "fallback_agent": profile.fallback_agent,
+                        "llm_router_enabled": profile.llm_router_enabled,
+                        "specialists": [
+                            {
+                                "name": spec.name,
+                                "display_name": spec.display_name,
+                                "description": spec.description,
+                                "prompt_version": spec.prompt_version,
+                                "tools": sorted(spec.allowed_tools),
+                                "handoff_targets": list(spec.handoff_targets),
+                            }
+                            for spec in profile.specialists.values()
+                        ],
+                        "intents": [
+                            {
+                                "name": intent.name,
+                                "agent": intent.agent,
+                                "domain": intent.domain,
+                                "priority": intent.priority,
+                                "keywords": list(intent.keywords),
+                                "mcp_tools": list(intent.mcp_tools),
+                                "next_state": intent.next_state,
+                            }
+                            for intent in profile.intents
+                        ],
+                    }
+                    for profile in current.profiles.values()
+                ]
+            }
+        )
+
+
+class SessionMessagesApi(APIView):
+    @extend_schema(
+        summary="A conversation's messages, route decisions and handoffs",
+        responses={200: OpenApiResponse(description="The conversation"), 404: ERROR_RESPONSE},
+    )
+    def get(self, request, conversation_key: str):
+        user = request.user
+        if isinstance(user, ApiClient):
+            conversation = conversation_get_for_tenant(tenant=user.tenant, conversation_key=conversation_key)
+        elif user.is_staff:
+            conversation = Conversation.objects.filter(conversation_key=conversation_key).first()
+        else:
+            conversation = None
+        if conversation is None:
+            raise NotFound(ERROR_CONVERSATION_NOT_FOUND, fields={"conversation_key": [ERROR_CONVERSATION_NOT_FOUND]})
+        messages, decisions = conversation_messages(conversation=conversation)
+        return Response(
+            {
+                "conversation_key": conversation.conversation_key,
+                "state": conversation.state,
+                "active_specialist": conversation.active_specialist,
+                "granted_permissions": conversation.granted_permissions,
+                "messages": messages,
+                "route_decisions": decisions,
+                "handoffs": handoff_list_for_conversation(conversation_id=conversation.pk),
+            }
+        )

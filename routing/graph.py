@@ -1,0 +1,325 @@
+"""The routing graph: one pass per user message.
+
+``input_guardrails → routing_decision → <specialist> → output_guardrails → judge
+→ supervisor_review → persist``
+
+Each node is an async function over :class:`Turn` and is timed into
+``turn.trace``. The graph reads configuration only from the compiled snapshot
+and touches the database twice: once to read the conversation's state, once to
+persist the whole turn in one transaction. No transaction or lock is held while
+a model is called.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from agents.llm import AnswerRequest, ModelAnswer, llm_configured, provider_for
+from routing.decide import route_decide
+from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord
+from routing.router import RouteDecision
+from routing.snapshot import ProfileSpec
+
+BLOCKED_ANSWER = (
+    "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
+)
+NO_SPECIALIST_ANSWER = (
+    "Nenhum especialista está disponível para este perfil agora. "
+    "(No specialist is available for this profile right now.)"
+)
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """A validated user message. ``tenant_id`` is the key's tenant, never the body's."""
+
+    tenant_pk: int
+    tenant_slug: str
+    profile: ProfileSpec
+    text: str
+    session_id: str = ""
+    user_id: str = ""
+    channel: str = "api"
+    context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.tenant_slug}:{self.profile.agent_id}:{self.session_id}"
+
+
+@dataclass
+class Turn:
+    """Everything one pass through the graph knows and produces."""
+
+    input: TurnInput
+    mode: str
+    state: str = ""
+    active_agent: str = ""
+    history: tuple[tuple[str, str], ...] = ()
+    sanitized_text: str = ""
+    blocked: bool = False
+    decision: RouteDecision | None = None
+    agent: str = ""
+    answer: str = ""
+    model: ModelAnswer | None = None
+    guardrails: dict[str, Any] = field(default_factory=dict)
+    judges: dict[str, Any] = field(default_factory=dict)
+    review: dict[str, Any] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    conversation_pk: int | None = None
+
+    def metadata(self) -> dict[str, Any]:
+        decision = self.decision
+        return {
+            "mode": self.mode,
+            "route": decision.route if decision else "",
+            "intent": decision.intent if decision else "",
+            "route_decision": decision.as_dict() if decision else None,
+            "mcp_tools": list(decision.mcp_tools) if decision else [],
+            "mcp_results": [],
+            "guardrails": self.guardrails,
+            "judges": self.judges,
+            "review": self.review,
+            "handoffs": [],
+            "flags": {},
+            "llm": self.model.llm if self.model else ("openai" if llm_configured() else "offline"),
+            "model": self.model.describe() if self.model else None,
+            "prompt_version": self._prompt_version(),
+            "trace": self.trace,
+        }
+
+    def _prompt_version(self) -> int | None:
+        specialist = self.input.profile.specialists.get(self.agent)
+        return specialist.prompt_version if specialist else None
+
+
+Node = Callable[[Turn], Awaitable[None]]
+
+
+async def _timed(turn: Turn, name: str, node: Node) -> None:
+    started = time.perf_counter()
+    try:
+        await node(turn)
+    finally:
+        turn.trace.append({"node": name, "ms": round((time.perf_counter() - started) * 1000, 3)})
+
+
+# --- nodes ---------------------------------------------------------------------
+
+
+async def input_guardrails(turn: Turn) -> None:
+    profile = turn.input.profile
+    text = turn.input.text.strip()
+    limit = profile.guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS)
+    blocked_terms = profile.guardrails.get("blocked_terms", [])
+    from routing.text import normalize
+
+    normalized = f" {normalize(text)} "
+    hits = [term for term in blocked_terms if f" {normalize(term)} " in normalized]
+    checks = [
+        {"name": "size_limit", "passed": len(text) <= limit, "limit": limit},
+        {"name": "blocked_terms", "passed": not hits, "hits": len(hits)},
+    ]
+    turn.blocked = not all(check["passed"] for check in checks)
+    turn.sanitized_text = text
+    turn.guardrails["input"] = {"passed": not turn.blocked, "checks": checks}
+
+
+async def routing_decision(turn: Turn) -> None:
+    if turn.blocked:
+        return
+    turn.decision = await route_decide(
+        profile=turn.input.profile,
+        text=turn.sanitized_text,
+        state=turn.state or None,
+        active_agent=turn.active_agent,
+    )
+    turn.agent = turn.decision.agent
+
+
+async def specialist(turn: Turn) -> None:
+    if turn.blocked:
+        turn.answer = BLOCKED_ANSWER
+        return
+    profile = turn.input.profile
+    spec = profile.specialists.get(turn.agent)
+    if spec is None:
+        turn.answer = NO_SPECIALIST_ANSWER
+        return
+    decision = turn.decision
+    intent = next((item for item in profile.intents if decision and item.name == decision.intent), None)
+    turn.model = await provider_for(profile).respond(
+        AnswerRequest(
+            profile=profile,
+            specialist=spec,
+            text=turn.sanitized_text,
+            intent=decision.intent if decision else "",
+            intent_description=intent.description if intent else "",
+            history=turn.history,
+            context=turn.input.context,
+        )
+    )
+    turn.answer = turn.model.text
+
+
+async def output_guardrails(turn: Turn) -> None:
+    checks = [{"name": "non_empty", "passed": bool(turn.answer.strip())}]
+    turn.guardrails["output"] = {"passed": all(check["passed"] for check in checks), "checks": checks}
+
+
+async def judge(turn: Turn) -> None:
+    answered = bool(turn.answer.strip()) and not turn.blocked and not (turn.model and turn.model.error)
+    turn.judges = {
+        "rule_based": {"score": 1.0 if answered else 0.0, "passed": answered, "checks": {"answered": answered}}
+    }
+
+
+async def supervisor_review(turn: Turn) -> None:
+    turn.review = {"action": "accept"}
+
+
+async def persist(turn: Turn) -> None:
+    turn.conversation_pk = await sync_to_async(_persist)(turn)
+
+
+NODES: tuple[tuple[str, Node], ...] = (
+    ("input_guardrails", input_guardrails),
+    ("routing_decision", routing_decision),
+    ("specialist", specialist),
+    ("output_guardrails", output_guardrails),
+    ("judge", judge),
+    ("supervisor_review", supervisor_review),
+    ("persist", persist),
+)
+
+
+# --- database edges --------------------------------------------------------------
+
+
+def _load_conversation(turn: Turn) -> None:
+    row = (
+        Conversation.objects.filter(conversation_key=turn.input.conversation_key)
+        .values("pk", "state", "active_specialist")
+        .first()
+    )
+    if row is None:
+        return
+    turn.conversation_pk = row["pk"]
+    turn.state = row["state"]
+    turn.active_agent = row["active_specialist"]
+    limit = settings.CONVERSATION_HISTORY_LIMIT
+    recent = list(
+        Message.objects.filter(conversation_id=row["pk"], role__in=[MessageRole.USER, MessageRole.ASSISTANT])
+        .order_by("-created_at", "-id")
+        .values_list("role", "content")[:limit]
+    )
+    turn.history = tuple(reversed(recent))
+
+
+def _persist(turn: Turn) -> int:
+    """Write the whole turn in one transaction; the conversation row is locked only here."""
+    data = turn.input
+    decision = turn.decision
+    with transaction.atomic():
+        conversation, _ = Conversation.objects.select_for_update().get_or_create(
+            conversation_key=data.conversation_key,
+            defaults={
+                "tenant_id": data.tenant_pk,
+                "profile_id": data.profile.pk,
+                "session_id": data.session_id,
+                "user_id": data.user_id,
+                "channel": data.channel,
+            },
+        )
+        user_message = Message.objects.create(
+            conversation=conversation,
+            role=MessageRole.USER,
+            content=turn.sanitized_text,
+            metadata={"channel": data.channel, "user_id": data.user_id},
+        )
+        if decision is not None:
+            RouteDecisionRecord.objects.create(
+                conversation=conversation,
+                message=user_message,
+                mode=turn.mode,
+                route=decision.route,
+                agent=decision.agent,
+                intent=decision.intent,
+                confidence=decision.confidence,
+                reason=decision.reason,
+                method=decision.method,
+                next_state=decision.next_state or "",
+                handoff=decision.handoff,
+                domain=decision.domain or "",
+                mcp_tools=decision.mcp_tools,
+                metadata=decision.metadata,
+            )
+        Message.objects.create(
+            conversation=conversation,
+            role=MessageRole.ASSISTANT,
+            agent=turn.agent,
+            content=turn.answer,
+            metadata=turn.metadata(),
+        )
+        updates: dict[str, Any] = {"message_count": F("message_count") + 2}
+        if decision is not None:
+            updates["state"] = decision.next_state or ""
+            updates["active_specialist"] = decision.agent
+        Conversation.objects.filter(pk=conversation.pk).update(**updates)
+        if decision is not None and decision.handoff:
+            from handoffs.services import handoff_record
+
+            handoff_record(
+                conversation=conversation,
+                from_agent=turn.active_agent,
+                to_agent=decision.agent,
+                kind="routing_handoff",
+                reason=decision.reason,
+            )
+    return conversation.pk
+
+
+# --- entry point -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    answer: str
+    agent: str
+    conversation_key: str
+    metadata: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "agent": self.agent,
+            "conversation_key": self.conversation_key,
+            "metadata": self.metadata,
+        }
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+async def run_turn(data: TurnInput) -> TurnResult:
+    """Run one user message through the graph and persist it; never raises for model failures."""
+    turn = Turn(input=data, mode=data.profile.effective_mode)
+    await sync_to_async(_load_conversation)(turn)
+    for name, node in NODES:
+        await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
+    return TurnResult(
+        answer=turn.answer,
+        agent=turn.agent,
+        conversation_key=data.conversation_key,
+        metadata=turn.metadata(),
+    )
