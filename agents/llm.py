@@ -184,16 +184,18 @@ CLASSIFIER_PROMPT = (
 
 
 @lru_cache(maxsize=32)
-def _chat_model(model: str, temperature: float | None) -> Any:
-    """One client per (model, temperature), reused so HTTP connections are pooled."""
+def _chat_model(
+    base_url: str, api_key: str, model: str, temperature: float | None, timeout: float, max_retries: int
+) -> Any:
+    """One client per configuration, reused so HTTP connections are pooled."""
     from langchain_openai import ChatOpenAI
 
     options: dict[str, Any] = {
         "model": model,
-        "base_url": settings.OPENAI_BASE_URL,
-        "api_key": settings.OPENAI_API_KEY or "not-needed",
-        "timeout": settings.LLM_TIMEOUT_SECONDS,
-        "max_retries": settings.LLM_MAX_RETRIES,
+        "base_url": base_url,
+        "api_key": api_key or "not-needed",
+        "timeout": timeout,
+        "max_retries": max_retries,
     }
     if temperature is not None:
         options["temperature"] = temperature
@@ -208,7 +210,14 @@ class OpenAICompatibleModel(ModelProvider):
         return self.profile.llm_model or settings.LLM_MODEL
 
     def client(self) -> Any:
-        return _chat_model(self.model, self.profile.llm_temperature)
+        return _chat_model(
+            settings.OPENAI_BASE_URL,
+            settings.OPENAI_API_KEY,
+            self.model,
+            self.profile.llm_temperature,
+            settings.LLM_TIMEOUT_SECONDS,
+            settings.LLM_MAX_RETRIES,
+        )
 
     async def classify(self, text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
         catalogue = "\n".join(
@@ -254,6 +263,11 @@ PROVIDERS: dict[str, type[ModelProvider]] = {
     OfflineModel.name: OfflineModel,
     OpenAICompatibleModel.name: OpenAICompatibleModel,
 }
+
+
+def reset_clients() -> None:
+    """Forget pooled clients (after the endpoint settings changed)."""
+    _chat_model.cache_clear()
 
 
 def llm_configured() -> bool:

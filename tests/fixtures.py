@@ -12,14 +12,14 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from routing import snapshot
-from routing.services import api_key_create
-from tests.factories import AgentProfileFactory, IntentFactory, McpServerFactory, McpToolFactory, SpecialistFactory
+# Project modules are imported inside the fixtures: this plugin loads before Django is set up.
 
 
 @pytest.fixture(autouse=True)
 def fresh_routing_snapshot():
     """Each test starts from the database it built, not from a snapshot of an earlier test."""
+    from routing import snapshot
+
     snapshot.invalidate()
     yield
     snapshot.invalidate()
@@ -27,6 +27,8 @@ def fresh_routing_snapshot():
 
 @pytest.fixture
 def tenant_key(db):
+    from routing.services import api_key_create
+
     key, raw = api_key_create(tenant_slug="tenant_a", name="test key")
     key.raw = raw
     return key
@@ -39,6 +41,8 @@ def tenant(tenant_key):
 
 @pytest.fixture
 def debug_key(db):
+    from routing.services import api_key_create
+
     key, raw = api_key_create(tenant_slug="tenant_a", name="debug key", is_debug=True)
     key.raw = raw
     return key
@@ -46,6 +50,8 @@ def debug_key(db):
 
 @pytest.fixture
 def outsider_key(db):
+    from routing.services import api_key_create
+
     key, raw = api_key_create(tenant_slug="outsider", name="outsider key")
     key.raw = raw
     return key
@@ -94,6 +100,14 @@ def editor(django_user_model):
 @pytest.fixture
 def telecom(db):
     """``telecom_contas`` with billing/orders/product/support specialists and the seed's intents."""
+    from tests.factories import (
+        AgentProfileFactory,
+        IntentFactory,
+        McpServerFactory,
+        McpToolFactory,
+        SpecialistFactory,
+    )
+
     profile = AgentProfileFactory(agent_id="telecom_contas", name="Agente Telecom Contas", domain="telecom")
     billing = SpecialistFactory(profile=profile, name="billing_agent")
     orders = SpecialistFactory(profile=profile, name="orders_agent")
@@ -145,3 +159,21 @@ def telecom(db):
         keywords=["troca", "devolução", "garantia", "defeito"],
     )
     return profile
+
+
+@pytest.fixture
+def scripted_llm(settings):
+    """A running scripted OpenAI-compatible server, configured as the platform's LLM endpoint."""
+    from agents.llm import reset_clients
+    from tests.llm_server import ScriptedLLMServer
+
+    server = ScriptedLLMServer().start()
+    settings.OPENAI_BASE_URL = server.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    settings.LLM_MODEL = "scripted-model"
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_TIMEOUT_SECONDS = 5
+    reset_clients()
+    yield server
+    server.stop()
+    reset_clients()

@@ -1,0 +1,270 @@
+"""The compiled router: pure decisions over plain data (no database)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from routing.router import (
+    Classification,
+    CompiledRouter,
+    IntentSpec,
+    StatePolicySpec,
+    naive_keyword_match,
+)
+from routing.text import normalize
+
+BILLING = IntentSpec(
+    name="billing_invoice_explanation",
+    agent="billing_agent",
+    domain="telecom",
+    priority=10,
+    keywords=("fatura", "conta", "cobrança", "boleto", "vencimento", "segunda via", "contestar", "valor alto"),
+    mcp_tools=("consultar_fatura", "consultar_pagamentos"),
+)
+ORDERS = IntentSpec(
+    name="retail_order_tracking",
+    agent="orders_agent",
+    domain="retail",
+    priority=20,
+    keywords=("pedido", "entrega", "rastreio", "atraso"),
+    mcp_tools=("consultar_pedido", "consultar_entrega"),
+)
+SUPPORT = IntentSpec(name="support_request", agent="support_agent", priority=40, keywords=("troca", "defeito"))
+PAYMENT_POLICY = StatePolicySpec(
+    state="WAITING_PAYMENT_CONFIRMATION",
+    agent="billing_agent",
+    intent="billing_payment_confirmation",
+    mcp_tools=("consultar_pagamentos",),
+)
+
+
+def make_router(*intents: IntentSpec, llm_enabled: bool = False, threshold: float = 0.6) -> CompiledRouter:
+    return CompiledRouter(
+        intents=intents or (BILLING, ORDERS, SUPPORT),
+        state_policies=(PAYMENT_POLICY,),
+        fallback_agent="support_agent",
+        llm_enabled=llm_enabled,
+        llm_threshold=threshold,
+    )
+
+
+def route(router: CompiledRouter, text: str, **kwargs):
+    return asyncio.run(router.route(text, **kwargs))
+
+
+class RecordingClassifier:
+    def __init__(self, result: Classification | None) -> None:
+        self.result = result
+        self.calls: list[str] = []
+
+    async def __call__(self, text, intents):
+        self.calls.append(text)
+        return self.result
+
+
+# -- normalisation and matching ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("COBRANÇA", "cobranca"),
+        ("Cobrança!!", "cobranca"),
+        ("segunda-via", "segunda via"),
+        ("  Não   sei ", "nao sei"),
+        ("pedido_123", "pedido 123"),
+    ],
+)
+def test_normalisation_folds_case_accents_and_punctuation(text, expected):
+    assert normalize(text) == expected
+
+
+@pytest.mark.parametrize("text", ["Minha COBRANÇA veio errada", "minha cobranca veio errada", "Cobrança?"])
+def test_keywords_match_whatever_the_case_and_accents(text):
+    decision = make_router().by_keywords(text)
+    assert decision is not None
+    assert decision.intent == "billing_invoice_explanation"
+
+
+def test_a_keyword_does_not_match_inside_a_longer_word():
+    assert make_router().by_keywords("Qual é o contato de vocês?") is None
+
+
+def test_a_keyword_matches_next_to_punctuation():
+    assert make_router().by_keywords("Minha conta, por favor.").intent == "billing_invoice_explanation"
+
+
+def test_a_phrase_keyword_matches_only_as_a_whole_phrase():
+    router = make_router()
+    assert router.by_keywords("Preciso da segunda-via").metadata["matched_keywords"] == ["segunda via"]
+    assert router.by_keywords("Preciso da segunda opção") is None
+    assert router.by_keywords("O valor está alto") is None
+
+
+def test_the_decision_carries_every_field_of_the_contract():
+    decision = route(make_router(), "Minha fatura veio alta")
+    assert decision.as_dict().keys() == {
+        "route",
+        "agent",
+        "intent",
+        "confidence",
+        "reason",
+        "method",
+        "next_state",
+        "handoff",
+        "domain",
+        "mcp_tools",
+        "metadata",
+    }
+    assert (decision.route, decision.agent, decision.intent, decision.method) == (
+        "billing_agent",
+        "billing_agent",
+        "billing_invoice_explanation",
+        "keyword",
+    )
+    assert decision.mcp_tools == ["consultar_fatura", "consultar_pagamentos"]
+    assert decision.domain == "telecom"
+    assert "fatura" in decision.reason
+
+
+def test_the_order_question_goes_to_the_orders_agent():
+    decision = route(make_router(), "Onde está meu pedido?")
+    assert (decision.agent, decision.intent, decision.method) == ("orders_agent", "retail_order_tracking", "keyword")
+    assert decision.mcp_tools == ["consultar_pedido", "consultar_entrega"]
+
+
+# -- priority and ties ----------------------------------------------------------------
+
+
+def test_the_lower_priority_number_wins_and_the_beaten_candidates_are_listed():
+    decision = route(make_router(), "Meu pedido atrasou e minha fatura veio duplicada")
+    assert decision.intent == "billing_invoice_explanation"
+    assert decision.metadata["candidates"] == [
+        {
+            "intent": "retail_order_tracking",
+            "agent": "orders_agent",
+            "priority": 20,
+            "matched_keywords": ["pedido"],
+        }
+    ]
+
+
+def test_a_priority_tie_goes_to_the_intent_with_more_matched_keywords():
+    one = IntentSpec(name="a_one", agent="a", priority=5, keywords=("internet",))
+    two = IntentSpec(name="b_two", agent="b", priority=5, keywords=("plano", "lento"))
+    assert make_router(one, two).by_keywords("plano de internet lento").intent == "b_two"
+
+
+def test_a_priority_tie_with_equal_counts_goes_to_the_longer_keyword():
+    word = IntentSpec(name="a_word", agent="a", priority=5, keywords=("via",))
+    phrase = IntentSpec(name="b_phrase", agent="b", priority=5, keywords=("segunda via",))
+    assert make_router(word, phrase).by_keywords("quero a segunda via").intent == "b_phrase"
+
+
+def test_a_remaining_tie_goes_to_the_earlier_match_then_the_name():
+    first = IntentSpec(name="z_first", agent="a", priority=5, keywords=("boleto",))
+    second = IntentSpec(name="a_second", agent="b", priority=5, keywords=("cartao",))
+    assert make_router(first, second).by_keywords("boleto ou cartão").intent == "z_first"
+    assert make_router(first, second).by_keywords("cartão ou boleto").intent == "a_second"
+    same = IntentSpec(name="y_same", agent="c", priority=5, keywords=("cartao",))
+    assert make_router(same, second).by_keywords("cartão").intent == "a_second"
+
+
+# -- the order of the steps --------------------------------------------------------------
+
+
+def test_a_short_confirmation_stays_with_the_flow_that_asked():
+    decision = route(make_router(), "sim", state="WAITING_PAYMENT_CONFIRMATION")
+    assert (decision.method, decision.agent, decision.intent) == (
+        "state",
+        "billing_agent",
+        "billing_payment_confirmation",
+    )
+    assert decision.confidence == 1.0
+    assert decision.mcp_tools == ["consultar_pagamentos"]
+
+
+def test_the_state_policy_decides_before_keywords():
+    decision = route(make_router(), "sim, e o pedido?", state="WAITING_PAYMENT_CONFIRMATION")
+    assert decision.method == "state"
+
+
+def test_an_unknown_state_falls_through_to_keywords():
+    assert route(make_router(), "meu pedido", state="SOMETHING_ELSE").method == "keyword"
+
+
+def test_nothing_matching_falls_back_to_the_fallback_specialist():
+    decision = route(make_router(), "olá, bom dia")
+    assert (decision.method, decision.agent, decision.intent, decision.confidence) == (
+        "fallback",
+        "support_agent",
+        "fallback",
+        0.0,
+    )
+
+
+def test_the_classifier_is_not_consulted_when_a_keyword_decides():
+    classifier = RecordingClassifier(Classification("retail_order_tracking", 0.99))
+    decision = route(make_router(llm_enabled=True), "minha fatura", classifier=classifier)
+    assert decision.method == "keyword"
+    assert classifier.calls == []
+
+
+def test_the_classifier_decides_when_no_keyword_matches_and_it_is_confident():
+    classifier = RecordingClassifier(Classification("retail_order_tracking", 0.9, "It is about a parcel."))
+    decision = route(make_router(llm_enabled=True), "cadê minha encomenda?", classifier=classifier)
+    assert (decision.method, decision.agent, decision.intent) == ("llm", "orders_agent", "retail_order_tracking")
+    assert decision.reason == "It is about a parcel."
+    assert decision.metadata["classifier"]["confidence"] == 0.9
+
+
+def test_a_low_confidence_classification_falls_through_to_the_fallback():
+    classifier = RecordingClassifier(Classification("retail_order_tracking", 0.3))
+    decision = route(make_router(llm_enabled=True, threshold=0.6), "cadê minha encomenda?", classifier=classifier)
+    assert decision.method == "fallback"
+    assert "below the threshold" in decision.reason
+    assert decision.metadata["classifier"]["intent"] == "retail_order_tracking"
+
+
+def test_a_classification_naming_an_unknown_intent_falls_through():
+    classifier = RecordingClassifier(Classification("made_up_intent", 0.99))
+    assert route(make_router(llm_enabled=True), "hmm", classifier=classifier).method == "fallback"
+
+
+def test_the_classifier_is_never_consulted_when_disabled_for_the_profile():
+    classifier = RecordingClassifier(Classification("retail_order_tracking", 0.99))
+    assert route(make_router(llm_enabled=False), "cadê minha encomenda?", classifier=classifier).method == "fallback"
+    assert classifier.calls == []
+
+
+def test_moving_away_from_the_active_specialist_is_marked_as_a_handoff():
+    router = make_router()
+    assert route(router, "meu pedido", active_agent="billing_agent").handoff is True
+    assert route(router, "minha fatura", active_agent="billing_agent").handoff is False
+    assert route(router, "minha fatura").handoff is False
+
+
+# -- compiled versus the naive loop ----------------------------------------------------
+
+
+def test_the_compiled_matcher_agrees_with_the_per_keyword_loop_on_random_data():
+    rng = random.Random(7)
+    vocabulary = [f"palavra{n}" for n in range(400)] + ["cobrança", "segunda via", "não", "atenção"]
+    intents = tuple(
+        IntentSpec(
+            name=f"intent_{n:03d}",
+            agent=f"agent_{n % 7}",
+            priority=rng.randint(1, 20),
+            keywords=tuple(rng.sample(vocabulary, 5)),
+        )
+        for n in range(120)
+    )
+    router = make_router(*intents)
+    for _ in range(300):
+        text = " ".join(rng.choice([*vocabulary, "x", "y", "z"]) for _ in range(rng.randint(1, 30)))
+        compiled = [(hit.intent.name, hit.keywords) for hit in router.match(text)]
+        naive = [(hit.intent.name, hit.keywords) for hit in naive_keyword_match(intents, text)]
+        assert compiled == naive, text

@@ -1,0 +1,139 @@
+"""A scripted OpenAI-compatible HTTP server for tests.
+
+It speaks the Chat Completions wire format over real HTTP so that the code
+under test goes through langchain-openai and the openai client unchanged.
+Tests queue replies (text, tool calls, structured output, HTTP errors,
+delays) and read back what the server received.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    delay: float = 0.0
+
+
+class ScriptedLLMServer:
+    """Queue :class:`Reply` objects; each chat completion request takes the next one.
+
+    With the queue empty the server answers ``default`` (a plain text reply).
+    """
+
+    def __init__(self, default: str = "scripted answer") -> None:
+        self.default = default
+        self.replies: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> ScriptedLLMServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- scripting ------------------------------------------------------------
+
+    def reply(self, content: str, *, delay: float = 0.0) -> None:
+        self.replies.append(Reply(content=content, delay=delay))
+
+    def reply_tool_call(self, name: str, arguments: dict[str, Any], *, delay: float = 0.0) -> None:
+        call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
+        self.replies.append(Reply(tool_calls=[call], delay=delay))
+
+    def reply_error(self, status: int = 500, *, delay: float = 0.0) -> None:
+        self.replies.append(Reply(status=status, delay=delay))
+
+    def reply_slowly(self, content: str, delay: float) -> None:
+        self.replies.append(Reply(content=content, delay=delay))
+
+    def _next(self) -> Reply:
+        with self._lock:
+            return self.replies.popleft() if self.replies else Reply(content=self.default)
+
+    # -- HTTP -----------------------------------------------------------------
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format, *args):
+                return
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "not found"}})
+                    return
+                with server._lock:
+                    server.requests.append(body)
+                reply = server._next()
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server_error"}})
+                    return
+                message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+                finish = "stop"
+                if reply.tool_calls:
+                    finish = "tool_calls"
+                    message["content"] = None
+                    message["tool_calls"] = [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"]},
+                        }
+                        for c in reply.tool_calls
+                    ]
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "scripted"),
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
+
+        return Handler
