@@ -51,16 +51,27 @@ class IsDebugClient(permissions.BasePermission):
         return bool(user and user.is_authenticated and user.is_staff)
 
 
+class StrictCharField(serializers.CharField):
+    """A string field that refuses numbers and booleans instead of converting them."""
+
+    default_error_messages = {"not_a_string": "Must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
 class PayloadSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=None, trim_whitespace=True)
-    session_id = serializers.CharField(max_length=200, required=False, allow_blank=False)
-    user_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    channel_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    text = StrictCharField(max_length=None, trim_whitespace=True)
+    session_id = StrictCharField(max_length=200, required=False, allow_blank=False)
+    user_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    channel_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     context = serializers.DictField(required=False, default=dict)
 
 
 class MessageInputSerializer(serializers.Serializer):
-    channel = serializers.CharField(max_length=64, required=False, default="api")
+    channel = StrictCharField(max_length=64, required=False, default="api")
     agent_id = serializers.SlugField(max_length=64)
     tenant_id = serializers.SlugField(
         max_length=64,

@@ -32,6 +32,7 @@ class SpecialistFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Specialist
         django_get_or_create = ("profile", "name")
+        skip_postgeneration_save = True
 
     profile = factory.SubFactory(AgentProfileFactory)
     name = factory.Sequence(lambda n: f"specialist_{n}")
@@ -65,6 +66,7 @@ class McpToolFactory(factory.django.DjangoModelFactory):
 class IntentFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Intent
+        skip_postgeneration_save = True
 
     profile = factory.SubFactory(AgentProfileFactory)
     name = factory.Sequence(lambda n: f"intent_{n}")
