@@ -1,0 +1,239 @@
+"""Throwaway services for one command: start them, run the command, tear them down.
+
+    python scripts/services.py --postgres --scratch -- python -m pytest -x
+
+Each service is a context manager that starts something private to this run
+and yields the environment variables that point the project at it; teardown
+happens on every way out (normal exit, failure, Ctrl-C, SIGTERM, SIGHUP). The
+command's exit status becomes ours.
+
+To add a service (Redis, an example MCP server), write one more context manager
+yielding its variables and register it in ``SERVICES``; the order there is the
+start order. Only the standard library is used, so this runs under any python3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+Env = dict[str, str]
+
+POSTGRES_DATABASE = "platform"
+POSTGRES_SUPERUSER = "postgres"
+# Speed over durability: the cluster is deleted when the run ends.
+POSTGRES_SETTINGS = {
+    "listen_addresses": "'127.0.0.1'",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+}
+
+
+def say(message: str) -> None:
+    print(f"services: {message}", file=sys.stderr, flush=True)
+
+
+class ServiceError(RuntimeError):
+    """A service could not start; the message says why and what to do."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    version = path.parent.parent.name  # /usr/lib/postgresql/<version>/bin/<tool>
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+def postgres_bindir() -> Path:
+    """Where initdb and pg_ctl live: on PATH, else Debian's newest /usr/lib/postgresql/<version>/bin."""
+    on_path = shutil.which("pg_ctl")
+    if on_path and shutil.which("initdb"):
+        return Path(on_path).resolve().parent
+    installed = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=_version_key)
+    if not installed:
+        raise ServiceError("PostgreSQL server binaries not found; run scripts/bootstrap --with-postgres")
+    return installed[-1].parent
+
+
+def _system_tool(name: str) -> str:
+    """An administration tool (runuser, useradd), found even when /usr/sbin is not on PATH."""
+    for found in (shutil.which(name), f"/usr/sbin/{name}", f"/sbin/{name}"):
+        if found and os.access(found, os.X_OK):
+            return found
+    raise ServiceError(f"{name} not found; it comes with Debian's util-linux / passwd packages")
+
+
+def _ensure_postgres_user() -> pwd.struct_passwd:
+    """PostgreSQL refuses to run as root; the Debian package creates this user, we do if it did not."""
+    try:
+        return pwd.getpwnam(POSTGRES_SUPERUSER)
+    except KeyError:
+        say(f"creating system user {POSTGRES_SUPERUSER!r}")
+        subprocess.run(
+            [
+                _system_tool("useradd"),
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--shell",
+                "/bin/false",
+                POSTGRES_SUPERUSER,
+            ],
+            check=True,
+        )
+        return pwd.getpwnam(POSTGRES_SUPERUSER)
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[Env]:
+    """A fresh PostgreSQL cluster on a free port of 127.0.0.1, trust auth, deleted afterwards.
+
+    Yields ``DATABASE_URL`` for a database named ``platform``. When the
+    environment already points ``DATABASE_URL`` at a PostgreSQL server, that
+    server is used and nothing is started.
+    """
+    existing = os.environ.get("DATABASE_URL", "")
+    if existing.startswith(("postgres://", "postgresql://")):
+        say("using the PostgreSQL server from DATABASE_URL")
+        yield {}
+        return
+
+    bindir = postgres_bindir()
+    as_postgres: list[str] = []
+    root = tempfile.mkdtemp(prefix="platform-postgres-")
+    data, sockets, log = f"{root}/data", f"{root}/sockets", f"{root}/postgres.log"
+    started = False
+    try:
+        os.mkdir(sockets)
+        if os.geteuid() == 0:
+            user = _ensure_postgres_user()
+            for path in (root, sockets):
+                os.chown(path, user.pw_uid, user.pw_gid)
+            as_postgres = [_system_tool("runuser"), "-u", POSTGRES_SUPERUSER, "--"]
+
+        def pg(tool: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
+            command = [*as_postgres, str(bindir / tool), *args]
+            result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+            if result.returncode != 0:
+                details = (result.stdout + result.stderr).strip()
+                if os.path.exists(log):
+                    details += "\n--- postgres.log ---\n" + Path(log).read_text(errors="replace")
+                raise ServiceError(f"{tool} failed (exit {result.returncode}):\n{details}")
+            return result
+
+        port = free_port()
+        pg("initdb", "-D", data, "-U", POSTGRES_SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+        settings = {**POSTGRES_SETTINGS, "port": str(port), "unix_socket_directories": f"'{sockets}'"}
+        with open(f"{data}/postgresql.conf", "a", encoding="utf-8") as conf:
+            conf.write("\n# scripts/services.py\n")
+            conf.writelines(f"{name} = {value}\n" for name, value in settings.items())
+        # Its own session, so a Ctrl-C meant for the tests does not stop the server under them.
+        pg("pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "start", start_new_session=True)
+        started = True
+        pg("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", POSTGRES_SUPERUSER, POSTGRES_DATABASE)
+        say(f"PostgreSQL ready on 127.0.0.1:{port} (binaries from {bindir})")
+        yield {"DATABASE_URL": f"postgres://{POSTGRES_SUPERUSER}@127.0.0.1:{port}/{POSTGRES_DATABASE}"}
+    finally:
+        if started:
+            subprocess.run(
+                [*as_postgres, str(bindir / "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
+                capture_output=True,
+                check=False,
+            )
+            say("PostgreSQL stopped")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[Env]:
+    """Private VAR_DIR and CACHE_DIR, so a run never touches the developer's var/."""
+    with tempfile.TemporaryDirectory(prefix="platform-scratch-") as root:
+        env = {"VAR_DIR": f"{root}/var", "CACHE_DIR": f"{root}/cache"}
+        for path in env.values():
+            os.mkdir(path)
+        yield env
+
+
+SERVICES: dict[str, Callable[[], contextlib.AbstractContextManager[Env]]] = {
+    "scratch": scratch,
+    "postgres": postgres,
+}
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C so every service is torn down."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise Stopped(signum)
+
+
+def run(command: list[str], env: Env) -> int:
+    """Run ``command`` to completion; if we are interrupted, stop it before tearing services down."""
+    child = subprocess.Popen(command, env=env)
+    try:
+        return child.wait()
+    except BaseException:
+        # A terminal Ctrl-C reached the child too: give it a moment to finish its report.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        raise
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name in SERVICES:
+        parser.add_argument(f"--{name}", action="store_true", help=SERVICES[name].__doc__.splitlines()[0])
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- command to run with the services")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command to run after --")
+
+    signal.signal(signal.SIGTERM, _raise_stopped)
+    signal.signal(signal.SIGHUP, _raise_stopped)
+    env = dict(os.environ)
+    try:
+        with contextlib.ExitStack() as stack:
+            for name, service in SERVICES.items():
+                if getattr(args, name):
+                    env.update(stack.enter_context(service()))
+            return run(command, env)
+    except ServiceError as exc:
+        say(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except Stopped as exc:
+        return 128 + exc.signum
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
