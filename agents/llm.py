@@ -117,8 +117,9 @@ class OfflineModel(ModelProvider):
     """Deterministic, network-free model.
 
     * classification: bag-of-words cosine similarity between the message and
-      each intent's name, description, keywords and examples; the best intent
-      wins with its similarity as confidence (ties: priority, then name);
+      each intent's examples (one by one) and its name, description and
+      keywords (together); the intent with the closest match wins with that
+      similarity as confidence (ties: priority, then name);
     * answers: composed from the specialist, the intent and the request, in
       Portuguese and English, marked as coming from the offline model.
     """
@@ -134,12 +135,12 @@ class OfflineModel(ModelProvider):
         message = Counter(_tokens(text))
         best: tuple[float, int, str] | None = None
         for intent in intents:
-            vocabulary = Counter(
-                _tokens(
-                    " ".join([intent.name.replace("_", " "), intent.description, *intent.keywords, *intent.examples])
-                )
+            # Nearest example, or the intent's own vocabulary, whichever is closer.
+            bags = [Counter(_tokens(example)) for example in intent.examples]
+            bags.append(
+                Counter(_tokens(" ".join([intent.name.replace("_", " "), intent.description, *intent.keywords])))
             )
-            score = _cosine(message, vocabulary)
+            score = max(_cosine(message, bag) for bag in bags)
             candidate = (score, -intent.priority, intent.name)
             if score > 0 and (best is None or (candidate[0], candidate[1]) > (best[0], best[1])):
                 best = candidate

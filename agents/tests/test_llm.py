@@ -1,0 +1,142 @@
+"""The LLM layer over real HTTP: langchain-openai against a scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.llm import ERROR_ANSWER
+
+pytestmark = pytest.mark.django_db
+
+
+def send(api, text, session_id="s-llm"):
+    return api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session_id}},
+        format="json",
+    )
+
+
+@pytest.fixture
+def llm_routing(telecom):
+    telecom.llm_router_enabled = True
+    telecom.llm_router_threshold = 0.6
+    telecom.save()
+    return telecom
+
+
+def classifier_requests(server):
+    return [r for r in server.requests if any(t["function"]["name"] == "IntentChoice" for t in r.get("tools", []))]
+
+
+def test_the_classifier_decides_when_no_keyword_matches(api, llm_routing, scripted_llm):
+    scripted_llm.reply_tool_call(
+        "IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.92, "reason": "A parcel question."}
+    )
+    scripted_llm.reply("Seu pacote está a caminho.")
+
+    body = send(api, "Cadê minha encomenda?").json()
+
+    decision = body["metadata"]["route_decision"]
+    assert (decision["method"], decision["agent"], decision["intent"]) == (
+        "llm",
+        "orders_agent",
+        "retail_order_tracking",
+    )
+    assert decision["confidence"] == 0.92
+    assert body["answer"] == "Seu pacote está a caminho."
+    assert body["metadata"]["llm"] == "openai"
+    (request,) = classifier_requests(scripted_llm)
+    system = request["messages"][0]["content"]
+    assert "retail_order_tracking" in system and "billing_invoice_explanation" in system
+    assert request["messages"][-1]["content"] == "Cadê minha encomenda?"
+    assert request["model"] == "scripted-model"
+
+
+def test_a_low_confidence_classification_falls_through_to_the_fallback(api, llm_routing, scripted_llm):
+    scripted_llm.reply_tool_call("IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.3, "reason": "?"})
+
+    decision = send(api, "Hmm, não sei bem").json()["metadata"]["route_decision"]
+
+    assert (decision["method"], decision["agent"]) == ("fallback", "support_agent")
+    assert decision["metadata"]["classifier"]["confidence"] == 0.3
+
+
+def test_the_classifier_is_not_called_when_a_keyword_decides(api, llm_routing, scripted_llm):
+    send(api, "Minha fatura veio alta")
+    assert classifier_requests(scripted_llm) == []
+    assert len(scripted_llm.requests) == 1  # the specialist's answer only
+
+
+def test_the_specialist_prompt_and_profile_policy_reach_the_model(api, telecom, scripted_llm):
+    telecom.policy = "Responda sempre em português."
+    telecom.save()
+    send(api, "Minha fatura veio alta")
+
+    (request,) = scripted_llm.requests
+    system = request["messages"][0]
+    assert system["role"] == "system"
+    assert "Responda sempre em português." in system["content"]
+    assert "You are billing_agent" in system["content"]
+
+
+def test_the_conversation_history_reaches_the_model(api, telecom, scripted_llm):
+    scripted_llm.reply("Primeira resposta.")
+    send(api, "Minha fatura veio alta")
+    send(api, "E o vencimento?")
+
+    history = [(m["role"], m["content"]) for m in scripted_llm.requests[-1]["messages"][1:]]
+    assert history == [
+        ("user", "Minha fatura veio alta"),
+        ("assistant", "Primeira resposta."),
+        ("user", "E o vencimento?"),
+    ]
+
+
+def test_a_model_server_error_gives_a_graceful_answer_and_a_recorded_error(api, telecom, scripted_llm):
+    scripted_llm.reply_error(500)
+
+    response = send(api, "Minha fatura veio alta")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["answer"] == ERROR_ANSWER
+    assert "500" in body["metadata"]["model"]["error"]
+    assert body["metadata"]["judges"]["rule_based"]["passed"] is False
+
+
+def test_a_model_timeout_gives_a_graceful_answer(api, telecom, scripted_llm, settings):
+    settings.LLM_TIMEOUT_SECONDS = 0.5
+    from agents.llm import reset_clients
+
+    reset_clients()
+    scripted_llm.reply_slowly("too late", delay=2)
+
+    body = send(api, "Minha fatura veio alta").json()
+
+    assert body["answer"] == ERROR_ANSWER
+    assert "Timeout" in body["metadata"]["model"]["error"]
+
+
+def test_a_classifier_error_falls_back_instead_of_failing(api, llm_routing, scripted_llm):
+    scripted_llm.reply_error(503)
+
+    response = send(api, "Cadê minha encomenda?")
+
+    assert response.status_code == 200
+    decision = response.json()["metadata"]["route_decision"]
+    assert decision["method"] == "fallback"
+    assert "Classifier error" in json.dumps(decision["metadata"]["classifier"])
+
+
+def test_the_offline_classifier_picks_the_most_similar_intent(api, llm_routing):
+    intent = llm_routing.intents.get(name="retail_order_tracking")
+    intent.examples = ["cadê minha encomenda", "minha encomenda não chegou"]
+    intent.save()
+
+    decision = send(api, "Cadê minha encomenda?").json()["metadata"]["route_decision"]
+
+    assert (decision["method"], decision["intent"]) == ("llm", "retail_order_tracking")
+    assert "Offline classifier" in decision["reason"]
