@@ -11,8 +11,8 @@ from routing.router import (
     Classification,
     CompiledRouter,
     IntentSpec,
+    KeywordLoopMatcher,
     StatePolicySpec,
-    naive_keyword_match,
 )
 from routing.text import normalize
 
@@ -263,8 +263,9 @@ def test_the_compiled_matcher_agrees_with_the_per_keyword_loop_on_random_data():
         for n in range(120)
     )
     router = make_router(*intents)
+    loop = KeywordLoopMatcher(intents)
     for _ in range(300):
         text = " ".join(rng.choice([*vocabulary, "x", "y", "z"]) for _ in range(rng.randint(1, 30)))
         compiled = [(hit.intent.name, hit.keywords) for hit in router.match(text)]
-        naive = [(hit.intent.name, hit.keywords) for hit in naive_keyword_match(intents, text)]
+        naive = [(hit.intent.name, hit.keywords) for hit in loop.match(text)]
         assert compiled == naive, text
