@@ -1,0 +1,19 @@
+"""YAML import and export of routing, agent, tool and MCP-server configuration.
+
+The format (seed 000 §10, extended) is documented in ``docs/configuration.md``.
+Management commands, ``seed_demo`` and the admin all go through these functions.
+"""
+
+from routing.configio.exporter import config_export, config_export_data, routing_file_name
+from routing.configio.importer import ConfigImportError, ImportReport, config_import
+from routing.configio.source import Source
+
+__all__ = [
+    "ConfigImportError",
+    "ImportReport",
+    "Source",
+    "config_export",
+    "config_export_data",
+    "config_import",
+    "routing_file_name",
+]

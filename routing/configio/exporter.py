@@ -1,0 +1,178 @@
+"""Export the configuration as the YAML files :mod:`routing.configio.importer` reads.
+
+The output is deterministic (names sorted in Python, not by the database's
+collation), so exporting twice gives identical files and an export imported
+into an empty database exports to the same files again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from routing.models import Intent, StatePolicy
+
+HEADER = "# Exported by `manage.py export_config`; load with `manage.py import_config <files>`.\n"
+
+
+def routing_file_name(agent_id: str) -> str:
+    return f"routing.{agent_id}.yaml"
+
+
+def config_export_data() -> dict[str, dict[str, Any]]:
+    """The configuration as plain data, one entry per file name."""
+    files: dict[str, dict[str, Any]] = {
+        "mcp_servers.yaml": {"servers": _servers()},
+        "tools.yaml": {"tools": _tools()},
+    }
+    profiles = list(AgentProfile.objects.select_related("fallback_specialist"))
+    profiles.sort(key=lambda p: p.agent_id)
+    files["agents.yaml"] = {"agents": [_profile(profile) for profile in profiles]}
+    for profile in profiles:
+        files[routing_file_name(profile.agent_id)] = _routing(profile)
+    return files
+
+
+def config_export() -> dict[str, str]:
+    """The configuration as YAML texts, keyed by file name."""
+    return {name: HEADER + dump(data) for name, data in config_export_data().items()}
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # Indent list items under their key, as people write them by hand.
+        super().increase_indent(flow, False)
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # Prompts and descriptions read best as literal blocks.
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+
+
+def _sorted_names(objects) -> list[str]:
+    return sorted(obj.name for obj in objects)
+
+
+def _servers() -> dict[str, Any]:
+    return {
+        server.name: {
+            "description": server.description,
+            "transport": server.transport,
+            "endpoint": server.endpoint,
+            "timeout": server.timeout,
+            "enabled": server.enabled,
+        }
+        for server in sorted(McpServer.objects.all(), key=lambda s: s.name)
+    }
+
+
+def _tools() -> dict[str, Any]:
+    return {
+        tool.name: {
+            "description": tool.description,
+            "mcp_server": tool.server.name,
+            "enabled": tool.enabled,
+            "needs_permission": tool.needs_permission,
+            "args_schema": tool.args_schema or {"type": "object", "properties": {}},
+        }
+        for tool in sorted(McpTool.objects.select_related("server"), key=lambda t: t.name)
+    }
+
+
+def _profile(profile: AgentProfile) -> dict[str, Any]:
+    specialists = sorted(
+        Specialist.objects.filter(profile=profile).prefetch_related("allowed_tools", "handoff_targets"),
+        key=lambda s: s.name,
+    )
+    prompts = {
+        prompt.specialist_id: prompt.text
+        for prompt in SpecialistPrompt.objects.filter(specialist__profile=profile, is_active=True)
+    }
+    # Routing switches (mode, LLM router, handoffs, fallback) go to the profile's routing file.
+    return {
+        "agent_id": profile.agent_id,
+        "name": profile.name,
+        "description": profile.description,
+        "enabled": profile.enabled,
+        "metadata": {"domain": profile.domain},
+        "policy": profile.policy,
+        "hybrid_followup_max_chars": profile.hybrid_followup_max_chars,
+        "llm": {"model": profile.llm_model, "temperature": profile.llm_temperature},
+        "guardrails": profile.guardrails or {},
+        "judges": profile.judges or {},
+        "specialists": [_specialist(specialist, prompts.get(specialist.pk)) for specialist in specialists],
+    }
+
+
+def _specialist(specialist: Specialist, prompt: str | None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": specialist.name,
+        "display_name": specialist.display_name,
+        "description": specialist.description,
+        "enabled": specialist.enabled,
+        "step_limit": specialist.step_limit,
+        "tools": _sorted_names(specialist.allowed_tools.all()),
+        "handoff_targets": _sorted_names(specialist.handoff_targets.all()),
+    }
+    if prompt is not None:
+        data["prompt"] = prompt
+    return data
+
+
+def _routing(profile: AgentProfile) -> dict[str, Any]:
+    policies = sorted(
+        StatePolicy.objects.filter(profile=profile).select_related("specialist", "intent"), key=lambda p: p.state
+    )
+    intents = sorted(
+        Intent.objects.filter(profile=profile).select_related("specialist").prefetch_related("keywords", "mcp_tools"),
+        key=lambda i: (i.priority, i.name),
+    )
+    return {
+        "agent_id": profile.agent_id,
+        "router": {
+            "mode": profile.routing_mode,
+            "fallback_agent": profile.fallback_specialist.name if profile.fallback_specialist else None,
+            "llm_enabled": profile.llm_router_enabled,
+            "threshold": profile.llm_router_threshold,
+            "allow_handoff": profile.handoffs_enabled,
+        },
+        "state_policies": {
+            policy.state: {
+                "agent": policy.specialist.name,
+                "intent": policy.intent.name if policy.intent else None,
+                "description": policy.description,
+                "enabled": policy.enabled,
+            }
+            for policy in policies
+        },
+        "intents": [_intent(intent) for intent in intents],
+    }
+
+
+def _intent(intent: Intent) -> dict[str, Any]:
+    keywords = sorted(intent.keywords.all(), key=lambda k: (k.normalized, k.text))
+    return {
+        "name": intent.name,
+        "domain": intent.domain,
+        "agent": intent.specialist.name,
+        "description": intent.description,
+        "priority": intent.priority,
+        "enabled": intent.enabled,
+        "keywords": [keyword.text for keyword in keywords],
+        "examples": [str(example) for example in intent.examples or []],
+        "mcp_tools": _sorted_names(intent.mcp_tools.all()),
+        "next_state": intent.next_state,
+    }

@@ -1,0 +1,532 @@
+"""Import YAML configuration: validate everything, then write it in one transaction.
+
+The import is an *upsert*: entities named in the files are created or
+updated, fields a file leaves out keep their value, and entities the files do
+not name are left alone. Lists a file gives (an intent's keywords and tools, a
+specialist's tools and handoff targets) replace the stored list.
+
+Nothing is written unless every file is valid, and writing changes only rows
+whose values differ, so importing the same files twice changes nothing (no
+new prompt version, no ``updated_at`` moved, no routing-version bump).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from django.db import models, transaction
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.services import prompt_version_create
+from routing.config import config_batch
+from routing.configio import messages
+from routing.configio.parse import Parsed, Patch, parse_source
+from routing.configio.source import Node, Problems, Source, format_path, load
+from routing.models import Intent, Keyword, StatePolicy
+from routing.services import ERROR_KEYWORD_TAKEN
+
+# Entity kinds in the order they are written (and reported).
+KINDS = ("MCP server", "MCP tool", "profile", "specialist", "prompt version", "intent", "state policy")
+PLURALS = {"state policy": "state policies"}
+
+
+class ConfigImportError(Exception):
+    """The files were refused; ``messages`` lists every problem as ``file:line: path: message``."""
+
+    def __init__(self, errors: list[str], warnings: list[str] | None = None) -> None:
+        super().__init__(f"{len(errors)} problem(s) in the configuration; nothing was imported.")
+        self.messages = errors
+        self.warnings = warnings or []
+
+
+@dataclass
+class ImportReport:
+    """What an import did, per entity kind: ``created``, ``updated`` and ``unchanged`` counts."""
+
+    counts: dict[str, Counter] = field(default_factory=lambda: {kind: Counter() for kind in KINDS})
+    warnings: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    def count(self, kind: str, status: str) -> None:
+        self.counts[kind][status] += 1
+
+    @property
+    def changed(self) -> bool:
+        return any(counter["created"] or counter["updated"] for counter in self.counts.values())
+
+    def summary_lines(self) -> list[str]:
+        lines = []
+        for kind in KINDS:
+            counter = self.counts[kind]
+            if not sum(counter.values()):
+                continue
+            parts = [f"{counter[status]} {status}" for status in ("created", "updated", "unchanged") if counter[status]]
+            lines.append(f"{PLURALS.get(kind, kind + 's')}: {', '.join(parts)}")
+        return lines
+
+
+def config_import(
+    *, sources: list[Source], profile: str | None = None, user=None, dry_run: bool = False
+) -> ImportReport:
+    """Validate ``sources`` together and write them in one transaction.
+
+    ``profile`` is the agent_id for routing files without an ``agent_id:`` key.
+    Raises :class:`ConfigImportError` with every problem found (nothing is
+    written then). With ``dry_run`` everything is validated and written, then
+    rolled back, so the report shows what would change. Compiled routing is
+    invalidated once, after the transaction, and only when something changed.
+    """
+    problems = Problems()
+    parsed = Parsed()
+    loaded = True
+    for source in sources:
+        root = load(source, problems)
+        if root is None:
+            loaded = False
+            continue
+        parse_source(root, problems, parsed, profile_option=profile)
+    # A file that did not parse leaves holes that would show up as a cascade of unknown references.
+    if not loaded:
+        _refuse(problems)
+
+    report = ImportReport(dry_run=dry_run)
+    with config_batch(), transaction.atomic():
+        world = _World.load(parsed)
+        plan = _resolve(parsed, world, problems)
+        if problems:
+            _refuse(problems)
+        _Writer(world, plan, report, user).run()
+        if dry_run:
+            transaction.set_rollback(True)
+    report.warnings = _unique(str(p) for p in problems.warnings)
+    return report
+
+
+def _refuse(problems: Problems) -> None:
+    errors = sorted(problems.errors, key=lambda p: (p.source.name if p.source else "", p.line))
+    raise ConfigImportError(_unique(str(p) for p in errors), _unique(str(p) for p in problems.warnings))
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# -- what the database holds now ---------------------------------------------------
+
+
+@dataclass
+class _World:
+    servers: dict[str, McpServer]
+    tools: dict[str, McpTool]
+    profiles: dict[str, AgentProfile]
+    specialists: dict[tuple[str, str], Specialist]
+    intents: dict[tuple[str, str], Intent]
+    policies: dict[tuple[str, str], StatePolicy]
+    active_prompts: dict[int, SpecialistPrompt]
+
+    @classmethod
+    def load(cls, parsed: Parsed) -> _World:
+        """Every row the import may compare with or refer to (configuration tables are small)."""
+        routed = {patch.key[0] for patch in (*parsed.intents, *parsed.policies)}
+        intents = (
+            Intent.objects.filter(profile__agent_id__in=routed)
+            .select_related("profile", "specialist")
+            .prefetch_related("mcp_tools", "keywords")
+        )
+        policies = StatePolicy.objects.filter(profile__agent_id__in=routed).select_related(
+            "profile", "specialist", "intent"
+        )
+        specialists = Specialist.objects.select_related("profile").prefetch_related("allowed_tools", "handoff_targets")
+        return cls(
+            servers={server.name: server for server in McpServer.objects.all()},
+            tools={tool.name: tool for tool in McpTool.objects.select_related("server")},
+            profiles={
+                profile.agent_id: profile for profile in AgentProfile.objects.select_related("fallback_specialist")
+            },
+            specialists={(s.profile.agent_id, s.name): s for s in specialists},
+            intents={(i.profile.agent_id, i.name): i for i in intents},
+            policies={(p.profile.agent_id, p.state): p for p in policies},
+            active_prompts={p.specialist_id: p for p in SpecialistPrompt.objects.filter(is_active=True)},
+        )
+
+
+# -- resolving references ----------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    servers: dict[str, Patch]
+    tools: dict[str, Patch]
+    profiles: dict[str, Patch]
+    specialists: dict[tuple[str, str], Patch]
+    intents: dict[tuple[str, str], Patch]
+    policies: dict[tuple[str, str], Patch]
+
+
+def _by_key(patches: list[Patch], problems: Problems) -> dict[Any, Patch]:
+    """Index patches by identity; a second one with the same identity is a duplicate."""
+    out: dict[Any, Patch] = {}
+    for patch in patches:
+        first = out.get(patch.key)
+        if first is not None:
+            problems.add(
+                patch.node, messages.ERROR_DUPLICATE.format(what=patch.kind, name=patch.name, where=first.node.where)
+            )
+            continue
+        out[patch.key] = patch
+    return out
+
+
+def _merge_profiles(patches: list[Patch], problems: Problems) -> dict[str, Patch]:
+    """One patch per profile from agents.yaml entries and routing files' ``router`` blocks.
+
+    Both may set the routing mode, the LLM-router switch and threshold and the
+    handoff switch; they must agree.
+    """
+    by_section: dict[str, dict[Any, Patch]] = {}
+    for section in ("agents", "router"):
+        by_section[section] = _by_key([p for p in patches if p.section == section], problems)
+    merged: dict[str, Patch] = {}
+    for section in ("agents", "router"):
+        for key, patch in by_section[section].items():
+            target = merged.get(key[0])
+            if target is None:
+                merged[key[0]] = Patch("profile", section, key, patch.node, dict(patch.values), dict(patch.where))
+                merged[key[0]].refs = dict(patch.refs)
+                continue
+            for name, value in patch.values.items():
+                if name in target.values and target.values[name] != value:
+                    other = target.where[name]
+                    problems.add(
+                        patch.where[name],
+                        messages.ERROR_CONFLICT.format(
+                            value=value,
+                            other=target.values[name],
+                            other_path=format_path(other.path),
+                            where=other.where,
+                        ),
+                    )
+                    continue
+                target.put(name, patch.where[name], value)
+            target.refs.update(patch.refs)
+    return merged
+
+
+def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
+    plan = _Plan(
+        servers={key[0]: patch for key, patch in _by_key(parsed.servers, problems).items()},
+        tools={key[0]: patch for key, patch in _by_key(parsed.tools, problems).items()},
+        profiles=_merge_profiles(parsed.profiles, problems),
+        specialists=_by_key(parsed.specialists, problems),
+        intents=_by_key(parsed.intents, problems),
+        policies=_by_key(parsed.policies, problems),
+    )
+    servers = set(world.servers) | set(plan.servers)
+    tools = set(world.tools) | set(plan.tools)
+    defined_profiles = set(world.profiles) | {p.key[0] for p in parsed.profiles if p.section == "agents"}
+    specialists = set(world.specialists) | set(plan.specialists)
+    intents = set(world.intents) | set(plan.intents)
+
+    def require(node: Node, known: bool, message: str, **kwargs: Any) -> None:
+        if not known:
+            problems.add(node, message.format(name=node.value, **kwargs))
+
+    for node in parsed.default_agents:
+        require(node, node.value in defined_profiles, messages.ERROR_UNKNOWN_PROFILE)
+    for patch in plan.tools.values():
+        if "server" in patch.refs:
+            require(patch.refs["server"], patch.refs["server"].value in servers, messages.ERROR_UNKNOWN_SERVER)
+
+    # Routing for a profile that does not exist: one message per file, not one per intent.
+    known_routed: set[str] = set()
+    for patch in (*plan.profiles.values(), *plan.intents.values(), *plan.policies.values()):
+        profile = patch.refs.get("profile")
+        if profile is None:
+            continue
+        if profile.value in defined_profiles:
+            known_routed.add(profile.value)
+        else:
+            require(profile, False, messages.ERROR_UNKNOWN_PROFILE)
+
+    for (agent_id, name), patch in plan.specialists.items():
+        for tool in patch.refs.get("tools", []):
+            require(tool, tool.value in tools, messages.ERROR_UNKNOWN_TOOL)
+        for target in patch.refs.get("handoff_targets", []):
+            if target.value == name:
+                problems.add(target, messages.ERROR_SELF_HANDOFF)
+            else:
+                require(
+                    target, (agent_id, target.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
+                )
+
+    for agent_id, patch in plan.profiles.items():
+        fallback = patch.refs.get("fallback")
+        if fallback is not None and fallback.value is not None and agent_id in known_routed | defined_profiles:
+            require(
+                fallback, (agent_id, fallback.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
+            )
+
+    for (agent_id, _name), patch in plan.intents.items():
+        if agent_id not in known_routed:
+            continue
+        if "agent" in patch.refs:
+            agent = patch.refs["agent"]
+            require(agent, (agent_id, agent.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+        for tool in patch.refs.get("mcp_tools", []):
+            require(tool, tool.value in tools, messages.ERROR_UNKNOWN_TOOL)
+
+    for (agent_id, _state), patch in plan.policies.items():
+        if agent_id not in known_routed:
+            continue
+        if "agent" in patch.refs:
+            agent = patch.refs["agent"]
+            require(agent, (agent_id, agent.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+        intent = patch.refs.get("intent")
+        if intent is not None and intent.value is not None:
+            require(intent, (agent_id, intent.value) in intents, messages.ERROR_UNKNOWN_INTENT, profile=agent_id)
+
+    for agent_id in sorted(known_routed):
+        _check_keywords(agent_id, plan, world, problems)
+    _warn_unusable_tools(plan, world, problems)
+    return plan
+
+
+def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problems) -> None:
+    """No keyword may belong to two enabled intents of one profile (routing.services.keywords_validate_unique).
+
+    Checked on the result of the import: stored intents the files do not name
+    keep their keywords and claim them first; then the files' intents in order.
+    """
+    claimed: dict[str, str] = {}
+    for (profile, name), intent in world.intents.items():
+        if profile == agent_id and (profile, name) not in plan.intents and intent.enabled:
+            for keyword in intent.keywords.all():
+                claimed.setdefault(keyword.normalized, name)
+    for (profile, name), patch in plan.intents.items():
+        if profile != agent_id:
+            continue
+        stored = world.intents.get((profile, name))
+        enabled = patch.values.get("enabled", stored.enabled if stored else True)
+        if not enabled:
+            continue
+        if "keywords" in patch.refs:
+            keywords = patch.refs["keywords"]
+        elif stored is not None:
+            keywords = [Node(patch.node.source, patch.node.path, (k.text, k.normalized)) for k in stored.keywords.all()]
+        else:
+            keywords = []
+        for keyword in keywords:
+            text, normalized = keyword.value
+            other = claimed.get(normalized)
+            if other is not None and other != name:
+                problems.add(keyword, ERROR_KEYWORD_TAKEN.format(keyword=text, intent=other).rstrip("."))
+            else:
+                claimed[normalized] = name
+
+
+def _warn_unusable_tools(plan: _Plan, world: _World, problems: Problems) -> None:
+    def allowed(agent_id: str, specialist: str) -> set[str] | None:
+        patch = plan.specialists.get((agent_id, specialist))
+        if patch is not None and "tools" in patch.refs:
+            return {node.value for node in patch.refs["tools"]}
+        stored = world.specialists.get((agent_id, specialist))
+        return {tool.name for tool in stored.allowed_tools.all()} if stored else None
+
+    for (agent_id, _name), patch in plan.intents.items():
+        if "agent" not in patch.refs or "mcp_tools" not in patch.refs:
+            continue
+        specialist = patch.refs["agent"].value
+        usable = allowed(agent_id, specialist)
+        if usable is None:
+            continue
+        for tool in patch.refs["mcp_tools"]:
+            if tool.value not in usable:
+                problems.warn(tool, messages.WARNING_TOOL_NOT_ALLOWED.format(tool=tool.value, specialist=specialist))
+
+
+# -- writing -------------------------------------------------------------------------
+
+
+class _Writer:
+    """Applies a validated plan; touches only rows whose values differ."""
+
+    def __init__(self, world: _World, plan: _Plan, report: ImportReport, user) -> None:
+        self.world = world
+        self.plan = plan
+        self.report = report
+        self.user = user
+        self.status: dict[tuple, str] = {}
+
+    def run(self) -> None:
+        self._servers()
+        self._tools()
+        self._profiles()
+        self._specialists()
+        self._fallbacks()
+        self._intents()
+        self._policies()
+
+    def _upsert(self, kind: str, model, existing, create: dict[str, Any], values: dict[str, Any]):
+        if existing is None:
+            obj = model(**create, **values)
+            obj.save()
+            self.report.count(kind, "created")
+            return obj, "created"
+        changed = []
+        for name, value in values.items():
+            if model._meta.get_field(name).is_relation:
+                current = getattr(existing, f"{name}_id")
+                value_cmp = value.pk if value is not None else None
+            else:
+                current, value_cmp = getattr(existing, name), value
+            if current != value_cmp:
+                setattr(existing, name, value)
+                changed.append(name)
+        if changed:
+            existing.save(update_fields=[*changed, "updated_at"])
+            return existing, "updated"
+        return existing, "unchanged"
+
+    def _changed(self, key: tuple, changed: bool) -> None:
+        """A related list (keywords, tools, targets) changed: an unchanged row counts as updated."""
+        if changed and self.status[key] == "unchanged":
+            self.status[key] = "updated"
+
+    def _count(self, kind: str, status: str) -> None:
+        if status != "created":  # creations are counted as they happen
+            self.report.count(kind, status)
+
+    @staticmethod
+    def _sync_m2m(manager, wanted: list[models.Model]) -> bool:
+        if {obj.pk for obj in manager.all()} == {obj.pk for obj in wanted}:
+            return False
+        manager.set(wanted)
+        return True
+
+    def _servers(self) -> None:
+        for name, patch in self.plan.servers.items():
+            obj, status = self._upsert("MCP server", McpServer, self.world.servers.get(name), {}, patch.values)
+            self.world.servers[name] = obj
+            self._count("MCP server", status)
+
+    def _tools(self) -> None:
+        for name, patch in self.plan.tools.items():
+            values = dict(patch.values)
+            if "server" in patch.refs:
+                values["server"] = self.world.servers[patch.refs["server"].value]
+            obj, status = self._upsert("MCP tool", McpTool, self.world.tools.get(name), {}, values)
+            self.world.tools[name] = obj
+            self._count("MCP tool", status)
+
+    def _profiles(self) -> None:
+        for agent_id, patch in self.plan.profiles.items():
+            existing = self.world.profiles.get(agent_id)
+            values = {k: v for k, v in patch.values.items() if k != "agent_id"}
+            if existing is None:
+                values.setdefault("name", agent_id)
+            obj, status = self._upsert("profile", AgentProfile, existing, {"agent_id": agent_id}, values)
+            self.world.profiles[agent_id] = obj
+            self.status[("profile", agent_id)] = status
+
+    def _specialists(self) -> None:
+        for key, patch in self.plan.specialists.items():
+            agent_id, name = key
+            values = {k: v for k, v in patch.values.items() if k != "name"}
+            create = {"profile": self.world.profiles[agent_id], "name": name}
+            obj, status = self._upsert("specialist", Specialist, self.world.specialists.get(key), create, values)
+            self.world.specialists[key] = obj
+            self.status[("specialist", key)] = status
+            if "tools" in patch.refs:
+                tools = [self.world.tools[node.value] for node in patch.refs["tools"]]
+                self._changed(("specialist", key), self._sync_m2m(obj.allowed_tools, tools))
+            if "prompt" in patch.refs:
+                self._prompt(obj, patch.refs["prompt"])
+        # Second pass: handoff targets may be specialists created after the one that names them.
+        for key, patch in self.plan.specialists.items():
+            if "handoff_targets" in patch.refs:
+                targets = [self.world.specialists[(key[0], node.value)] for node in patch.refs["handoff_targets"]]
+                self._changed(("specialist", key), self._sync_m2m(self.world.specialists[key].handoff_targets, targets))
+        for key in self.plan.specialists:
+            self._count("specialist", self.status[("specialist", key)])
+
+    def _prompt(self, specialist: Specialist, node: Node) -> None:
+        active = self.world.active_prompts.get(specialist.pk)
+        if active is not None and active.text.strip() == node.value:
+            self.report.count("prompt version", "unchanged")
+            return
+        note = f"Imported from {PurePath(node.source.name).name}"[:200]
+        self.world.active_prompts[specialist.pk] = prompt_version_create(
+            specialist=specialist, text=node.value, note=note, user=self.user
+        )
+        self.report.count("prompt version", "created")
+
+    def _fallbacks(self) -> None:
+        for agent_id, patch in self.plan.profiles.items():
+            profile = self.world.profiles[agent_id]
+            fallback = patch.refs.get("fallback")
+            if fallback is not None:
+                target = self.world.specialists[(agent_id, fallback.value)] if fallback.value is not None else None
+                if profile.fallback_specialist_id != (target.pk if target else None):
+                    profile.fallback_specialist = target
+                    profile.save(update_fields=["fallback_specialist", "updated_at"])
+                    self._changed(("profile", agent_id), True)
+            self._count("profile", self.status[("profile", agent_id)])
+
+    def _intents(self) -> None:
+        for key, patch in self.plan.intents.items():
+            agent_id, name = key
+            profile = self.world.profiles[agent_id]
+            values = {k: v for k, v in patch.values.items() if k != "name"}
+            if "agent" in patch.refs:
+                values["specialist"] = self.world.specialists[(agent_id, patch.refs["agent"].value)]
+            existing = self.world.intents.get(key)
+            create = {"profile": profile, "name": name}
+            if existing is None and "domain" not in values:
+                create["domain"] = profile.domain
+            obj, status = self._upsert("intent", Intent, existing, create, values)
+            self.world.intents[key] = obj
+            self.status[("intent", key)] = status
+            if "keywords" in patch.refs:
+                keywords = [node.value for node in patch.refs["keywords"]]
+                self._changed(("intent", key), self._sync_keywords(obj, keywords, status))
+            if "mcp_tools" in patch.refs:
+                tools = [self.world.tools[node.value] for node in patch.refs["mcp_tools"]]
+                self._changed(("intent", key), self._sync_m2m(obj.mcp_tools, tools))
+            self._count("intent", self.status[("intent", key)])
+
+    @staticmethod
+    def _sync_keywords(intent: Intent, wanted: list[tuple[str, str]], status: str) -> bool:
+        """Make the intent's keywords exactly ``wanted`` (text, normalized), keeping rows that match."""
+        current = {} if status == "created" else {k.normalized: k for k in intent.keywords.all()}
+        wanted_by_normalized = dict((normalized, text) for text, normalized in wanted)
+        changed = False
+        stale = [k.pk for normalized, k in current.items() if normalized not in wanted_by_normalized]
+        if stale:
+            Keyword.objects.filter(pk__in=stale).delete()
+            changed = True
+        for normalized, text in wanted_by_normalized.items():
+            keyword = current.get(normalized)
+            if keyword is None:
+                Keyword.objects.create(intent=intent, text=text)
+                changed = True
+            elif keyword.text != text:
+                keyword.text = text
+                keyword.save(update_fields=["text", "normalized"])
+                changed = True
+        return changed
+
+    def _policies(self) -> None:
+        for key, patch in self.plan.policies.items():
+            agent_id, state = key
+            values = {k: v for k, v in patch.values.items() if k != "state"}
+            if "agent" in patch.refs:
+                values["specialist"] = self.world.specialists[(agent_id, patch.refs["agent"].value)]
+            if "intent" in patch.refs:
+                intent = patch.refs["intent"].value
+                values["intent"] = self.world.intents[(agent_id, intent)] if intent is not None else None
+            create = {"profile": self.world.profiles[agent_id], "state": state}
+            _obj, status = self._upsert("state policy", StatePolicy, self.world.policies.get(key), create, values)
+            self._count("state policy", status)

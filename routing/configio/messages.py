@@ -1,0 +1,48 @@
+"""Messages of the YAML importer, as constants the tests import.
+
+Every problem is reported as ``<file>:<line>: <path>: <message>``; these are
+the ``<message>`` parts. The keyword rule reuses
+:data:`routing.services.ERROR_KEYWORD_TAKEN` so the admin and the importer say
+the same thing.
+"""
+
+from __future__ import annotations
+
+ERROR_READ = "cannot read the file: {problem}"
+ERROR_YAML_SYNTAX = "YAML syntax error: {problem}"
+ERROR_EMPTY_FILE = "the file is empty"
+ERROR_NOT_A_MAPPING = "the file must be a mapping of sections ({expected})"
+ERROR_NOTHING_TO_IMPORT = "no section to import; expected one of: {expected}"
+ERROR_UNKNOWN_TOP_KEY = "unknown top-level key {key!r}; expected one of: {expected}"
+ERROR_UNKNOWN_KEY = "unknown key {key!r}; expected one of: {expected}"
+ERROR_DUPLICATE_KEY = "duplicate key {key!r} (first on line {line})"
+ERROR_COMPLEX_KEY = "keys must be plain strings"
+ERROR_TOO_DEEP = "nested too deeply"
+ERROR_TYPE = "must be {expected}, not {actual}"
+ERROR_REQUIRED = "{key!r} is required"
+ERROR_EMPTY = "must not be empty"
+ERROR_BAD_CHOICE = "{value!r} is not one of: {choices}"
+ERROR_AGENT_ID_ALONE = "'agent_id' names the profile of router/state_policies/intents, but the file has none of them"
+
+ERROR_NO_PROFILE = "routing settings need a profile: add 'agent_id: <profile>' to the file or pass --profile <agent_id>"
+ERROR_PROFILE_MISMATCH = "the file is for profile {file_profile!r} but --profile {option!r} was given"
+
+ERROR_DUPLICATE = "duplicate {what} {name!r} (first at {where})"
+ERROR_CONFLICT = "{value!r} conflicts with {other_path} = {other!r} at {where}"
+
+ERROR_UNKNOWN_PROFILE = "unknown profile {name!r}"
+ERROR_UNKNOWN_SPECIALIST = "unknown specialist {name!r} of profile {profile}"
+ERROR_UNKNOWN_INTENT = "unknown intent {name!r} of profile {profile}"
+ERROR_UNKNOWN_TOOL = "unknown MCP tool {name!r}"
+ERROR_UNKNOWN_SERVER = "unknown MCP server {name!r}"
+ERROR_SELF_HANDOFF = "a specialist cannot hand off to itself"
+ERROR_SHORTHAND_TYPE = "unknown argument type {value!r}; use one of: {choices}, or a full JSON Schema"
+ERROR_KEYWORD_EMPTY = "a keyword needs at least one letter or digit"
+ERROR_KEYWORD_REPEATED = "keyword {keyword!r} is listed twice in this intent (first at {where})"
+
+WARNING_IGNORED_KEY = "{key!r} is ignored: this platform keeps that configuration in the database"
+WARNING_DEFAULT_AGENT = "'default_agent_id' is checked but not stored: clients always send agent_id"
+WARNING_TOOL_NOT_ALLOWED = (
+    "intent authorises tool {tool!r}, which its specialist {specialist!r} may not use; "
+    "add it to the specialist's tools or the call will be refused"
+)

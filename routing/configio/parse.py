@@ -1,0 +1,620 @@
+"""One YAML file → :class:`Patch` values, checked on their own (types, keys, model validators).
+
+Nothing here reads the database: references between entities (a tool's
+server, an intent's specialist) are checked in :mod:`routing.configio.importer`
+once every file of the import has been parsed, which is what makes the order
+of the files irrelevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist
+from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_args_schema
+from routing.configio import messages
+from routing.configio.source import Node, Problems, Source
+from routing.models import Intent, Keyword, StatePolicy
+from routing.text import normalize
+
+ROUTING_KEYS = ("router", "state_policies", "intents")
+TOP_KEYS = ("default_agent_id", "agents", "servers", "tools", "agent_id", *ROUTING_KEYS)
+
+# Seed 000 §10.1 points agents.yaml at other files; here that configuration lives in the database.
+IGNORED_PROFILE_KEYS = (
+    "prompt_policy_path",
+    "routing_config_path",
+    "guardrails_config_path",
+    "judges_config_path",
+    "mcp_servers_config_path",
+    "tools_config_path",
+)
+PROFILE_KEYS = (
+    "agent_id",
+    "name",
+    "description",
+    "enabled",
+    "metadata",
+    "policy",
+    "routing_mode",
+    "llm_router",
+    "handoffs_enabled",
+    "hybrid_followup_max_chars",
+    "llm",
+    "guardrails",
+    "judges",
+    "specialists",
+)
+SPECIALIST_KEYS = ("name", "display_name", "description", "prompt", "tools", "handoff_targets", "step_limit", "enabled")
+SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
+TOOL_KEYS = ("description", "mcp_server", "enabled", "needs_permission", "args_schema")
+ROUTER_KEYS = ("mode", "fallback_agent", "llm_enabled", "threshold", "allow_handoff")
+POLICY_KEYS = ("agent", "intent", "description", "enabled")
+INTENT_KEYS = (
+    "name",
+    "domain",
+    "agent",
+    "description",
+    "priority",
+    "enabled",
+    "keywords",
+    "examples",
+    "mcp_tools",
+    "next_state",
+)
+
+# ``http`` is the seeds' name for MCP's streamable HTTP transport.
+TRANSPORT_ALIASES = {"http": McpTransport.STREAMABLE_HTTP, "streamable-http": McpTransport.STREAMABLE_HTTP}
+TRANSPORTS = {choice.value for choice in McpTransport}
+MODES = [choice.value for choice in RoutingMode]
+
+
+@dataclass(eq=False)
+class Patch:
+    """What one file says about one entity: only the fields it names (the rest stay as they are).
+
+    ``values`` maps model field names to new values and ``where`` to the node
+    each came from. ``refs`` holds names of other entities, still unresolved:
+    a single :class:`Node` (``server``, ``agent``, ``intent``, ``fallback``) or
+    a list of them (``tools``, ``handoff_targets``, ``mcp_tools``, ``keywords``).
+    """
+
+    kind: str
+    section: str
+    key: tuple[str, ...]
+    node: Node
+    values: dict[str, Any] = field(default_factory=dict)
+    where: dict[str, Node] = field(default_factory=dict)
+    refs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.key[-1]
+
+    def put(self, model_field: str, node: Node, value: Any) -> None:
+        self.values[model_field] = value
+        self.where[model_field] = node
+
+
+@dataclass
+class Parsed:
+    """Everything the files of one import say, before references are resolved."""
+
+    servers: list[Patch] = field(default_factory=list)
+    tools: list[Patch] = field(default_factory=list)
+    profiles: list[Patch] = field(default_factory=list)
+    specialists: list[Patch] = field(default_factory=list)
+    intents: list[Patch] = field(default_factory=list)
+    policies: list[Patch] = field(default_factory=list)
+    default_agents: list[Node] = field(default_factory=list)
+
+
+# -- small type checks ---------------------------------------------------------
+
+_TYPE_NAMES = {
+    "string": "a string",
+    "text": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "mapping": "a mapping",
+    "list": "a list",
+}
+
+
+def _actual(value: Any) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "text":
+        return value is None or isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "mapping":
+        return isinstance(value, dict)
+    if kind == "list":
+        return isinstance(value, list)
+    raise ValueError(kind)
+
+
+def check(node: Node, kind: str, problems: Problems) -> bool:
+    """Record a type error unless ``node`` holds a value of ``kind``."""
+    if _is(node.value, kind):
+        return True
+    problems.add(node, messages.ERROR_TYPE.format(expected=_TYPE_NAMES[kind], actual=_actual(node.value)))
+    return False
+
+
+def keys_of(
+    node: Node,
+    problems: Problems,
+    known: Iterable[str],
+    *,
+    required: Iterable[str] = (),
+    ignored: Iterable[str] = (),
+) -> dict[str, Node] | None:
+    """The known keys of a mapping node; unknown keys are errors, ``ignored`` ones warnings."""
+    if not check(node, "mapping", problems):
+        return None
+    known = tuple(known)
+    ignored = tuple(ignored)
+    out: dict[str, Node] = {}
+    for key, child in node.items():
+        if key in known:
+            out[key] = child
+        elif key in ignored:
+            problems.warn(child, messages.WARNING_IGNORED_KEY.format(key=key))
+        else:
+            problems.add(child, messages.ERROR_UNKNOWN_KEY.format(key=key, expected=", ".join(known)))
+    for key in required:
+        if key not in node.value:
+            problems.add(node, messages.ERROR_REQUIRED.format(key=key))
+    return out
+
+
+def name_of(node: Node, problems: Problems) -> str | None:
+    """A non-empty string naming something (a reference or an identity)."""
+    if not check(node, "string", problems):
+        return None
+    if not node.value.strip():
+        problems.add(node, messages.ERROR_EMPTY)
+        return None
+    return node.value.strip()
+
+
+def names_of(node: Node, problems: Problems) -> list[Node] | None:
+    """A list of names, each as its own node (so each can be reported on its line)."""
+    if node.value is None:
+        return []
+    if not check(node, "list", problems):
+        return None
+    out = []
+    for element in node.elements():
+        name = name_of(element, problems)
+        if name is not None:
+            out.append(Node(element.source, element.path, name))
+    return out
+
+
+def _scalar(
+    patch: Patch, keys: dict[str, Node], key: str, kind: str, problems: Problems, model_field: str = ""
+) -> None:
+    node = keys.get(key)
+    if node is None or not check(node, kind, problems):
+        return
+    value = node.value
+    if kind == "text":
+        value = (value or "").strip()
+    elif kind == "number":
+        value = float(value)
+    patch.put(model_field or key, node, value)
+
+
+def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
+    """A list of free-text strings stored as a JSON list (intent examples)."""
+    node = keys.get(key)
+    if node is None:
+        return
+    if node.value is None:
+        patch.put(key, node, [])
+        return
+    if not check(node, "list", problems):
+        return
+    values = []
+    for element in node.elements():
+        if check(element, "string", problems):
+            values.append(element.value.strip())
+    patch.put(key, node, values)
+
+
+def model_clean(patch: Patch, model: type[models.Model], problems: Problems, *, skip: Iterable[str] = ()) -> None:
+    """Run the model's own field validators (lengths, ranges, slugs, URLs, JSON settings) on the given values."""
+    values = {name: value for name, value in patch.values.items() if name not in skip}
+    if not values:
+        return
+    instance = model(**values)
+    exclude = [f.name for f in model._meta.get_fields() if f.concrete and f.name not in values]
+    try:
+        instance.clean_fields(exclude=exclude)
+    except ValidationError as exc:
+        for name, errors in exc.message_dict.items():
+            node = patch.where.get(name, patch.node)
+            for error in errors:
+                problems.add(node, error.rstrip("."))
+
+
+# -- sections --------------------------------------------------------------------
+
+
+def parse_source(root: Node, problems: Problems, parsed: Parsed, *, profile_option: str | None) -> None:
+    """Add what one file says to ``parsed``; its kind follows from its top-level keys."""
+    source = root.source
+    if not isinstance(root.value, dict):
+        problems.add(root, messages.ERROR_NOT_A_MAPPING.format(expected=", ".join(TOP_KEYS)))
+        return
+    for key, child in root.items():
+        if key not in TOP_KEYS:
+            problems.add(child, messages.ERROR_UNKNOWN_TOP_KEY.format(key=key, expected=", ".join(TOP_KEYS)))
+    sections = {key: root.child(key) for key in root.value if key in TOP_KEYS}
+    if not sections:
+        if not root.value:
+            problems.add(root, messages.ERROR_NOTHING_TO_IMPORT.format(expected=", ".join(TOP_KEYS)))
+        return
+
+    if "default_agent_id" in sections:
+        node = sections["default_agent_id"]
+        if name_of(node, problems) is not None:
+            parsed.default_agents.append(node)
+            problems.warn(node, messages.WARNING_DEFAULT_AGENT)
+    if "servers" in sections:
+        _parse_servers(sections["servers"], problems, parsed)
+    if "tools" in sections:
+        _parse_tools(sections["tools"], problems, parsed)
+    if "agents" in sections:
+        _parse_agents(sections["agents"], problems, parsed)
+
+    routing = [key for key in ROUTING_KEYS if key in sections]
+    if not routing:
+        if "agent_id" in sections:
+            problems.add(sections["agent_id"], messages.ERROR_AGENT_ID_ALONE)
+        return
+    profile_node = _routing_profile(source, sections, routing, problems, profile_option)
+    if profile_node is None:
+        return
+    if "router" in sections:
+        _parse_router(sections["router"], profile_node, problems, parsed)
+    if "state_policies" in sections:
+        _parse_policies(sections["state_policies"], profile_node, problems, parsed)
+    if "intents" in sections:
+        _parse_intents(sections["intents"], profile_node, problems, parsed)
+
+
+def _routing_profile(
+    source: Source, sections: dict[str, Node], routing: list[str], problems: Problems, option: str | None
+) -> Node | None:
+    """The node naming the profile whose routing this file holds (``agent_id:`` or ``--profile``)."""
+    if "agent_id" in sections:
+        node = sections["agent_id"]
+        agent_id = name_of(node, problems)
+        if agent_id is None:
+            return None
+        if option and option != agent_id:
+            problems.add(node, messages.ERROR_PROFILE_MISMATCH.format(file_profile=agent_id, option=option))
+            return None
+        return Node(source, node.path, agent_id)
+    if option:
+        # Not in the file: messages about it point at the first routing section.
+        return Node(source, (routing[0],), option)
+    problems.add(sections[routing[0]], messages.ERROR_NO_PROFILE)
+    return None
+
+
+def _parse_servers(section: Node, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "mapping", problems):
+        return
+    for name, node in section.items():
+        keys = keys_of(node, problems, SERVER_KEYS, required=("endpoint",))
+        if keys is None:
+            continue
+        patch = Patch("MCP server", "servers", (name,), node)
+        patch.where["name"] = node
+        patch.values["name"] = name
+        if "transport" in keys and name_of(keys["transport"], problems) is not None:
+            raw = keys["transport"].value.strip()
+            transport = TRANSPORT_ALIASES.get(raw, raw)
+            if transport in TRANSPORTS:
+                patch.put("transport", keys["transport"], str(transport))
+            else:
+                choices = ", ".join(sorted({*TRANSPORTS, *TRANSPORT_ALIASES}))
+                problems.add(keys["transport"], messages.ERROR_BAD_CHOICE.format(value=raw, choices=choices))
+        if "endpoint" in keys and name_of(keys["endpoint"], problems) is not None:
+            patch.put("endpoint", keys["endpoint"], keys["endpoint"].value.strip())
+        _scalar(patch, keys, "enabled", "boolean", problems)
+        _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "timeout", "number", problems)
+        model_clean(patch, McpServer, problems)
+        parsed.servers.append(patch)
+
+
+def _parse_tools(section: Node, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "mapping", problems):
+        return
+    for name, node in section.items():
+        keys = keys_of(node, problems, TOOL_KEYS, required=("mcp_server",))
+        if keys is None:
+            continue
+        patch = Patch("MCP tool", "tools", (name,), node)
+        patch.put("name", node, name)
+        if "mcp_server" in keys and name_of(keys["mcp_server"], problems) is not None:
+            patch.refs["server"] = Node(node.source, keys["mcp_server"].path, keys["mcp_server"].value.strip())
+        _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "enabled", "boolean", problems)
+        _scalar(patch, keys, "needs_permission", "boolean", problems)
+        if "args_schema" in keys:
+            schema = _args_schema(keys["args_schema"], problems)
+            if schema is not None:
+                patch.put("args_schema", keys["args_schema"], schema)
+        model_clean(patch, McpTool, problems, skip=("args_schema",))
+        parsed.tools.append(patch)
+
+
+def _args_schema(node: Node, problems: Problems) -> dict[str, Any] | None:
+    """Expand the seed's ``{arg: type}`` shorthand, then validate it as JSON Schema (agents.schemas)."""
+    if node.value is not None and not check(node, "mapping", problems):
+        return None
+    value = node.value or {}
+    shorthand = not ({"type", "properties", "$schema"} & set(value))
+    if shorthand:
+        bad = False
+        for _arg, child in node.items() if value else []:
+            if child.value not in SHORTHAND_TYPES:
+                choices = ", ".join(sorted(SHORTHAND_TYPES))
+                problems.add(child, messages.ERROR_SHORTHAND_TYPE.format(value=child.value, choices=choices))
+                bad = True
+        if bad:
+            return None
+    try:
+        schema = expand_args_schema(value)
+        validate_tool_args_schema(schema)
+    except ValidationError as exc:
+        problems.add(_schema_error_node(node, value), "; ".join(m.rstrip(".") for m in exc.messages))
+        return None
+    return schema
+
+
+def _schema_error_node(node: Node, value: Any) -> Node:
+    """The node nearest to where the JSON Schema is wrong, for the line number."""
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as exc:
+        return Node(node.source, (*node.path, *exc.absolute_path), None)
+    return node
+
+
+def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "list", problems):
+        return
+    for node in section.elements():
+        keys = keys_of(node, problems, PROFILE_KEYS, required=("agent_id",), ignored=IGNORED_PROFILE_KEYS)
+        if keys is None or "agent_id" not in keys:
+            continue
+        agent_id = name_of(keys["agent_id"], problems)
+        if agent_id is None:
+            continue
+        patch = Patch("profile", "agents", (agent_id,), keys["agent_id"])
+        patch.put("agent_id", keys["agent_id"], agent_id)
+        if "name" in keys and name_of(keys["name"], problems) is not None:
+            patch.put("name", keys["name"], keys["name"].value.strip())
+        _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "enabled", "boolean", problems)
+        _scalar(patch, keys, "policy", "text", problems)
+        _scalar(patch, keys, "handoffs_enabled", "boolean", problems)
+        _scalar(patch, keys, "hybrid_followup_max_chars", "integer", problems)
+        if "metadata" in keys:
+            metadata = keys_of(keys["metadata"], problems, ("domain",))
+            if metadata is not None:
+                _scalar(patch, metadata, "domain", "text", problems)
+        if "routing_mode" in keys:
+            _mode(patch, keys["routing_mode"], problems)
+        if "llm_router" in keys:
+            llm_router = keys_of(keys["llm_router"], problems, ("enabled", "threshold"))
+            if llm_router is not None:
+                _scalar(patch, llm_router, "enabled", "boolean", problems, "llm_router_enabled")
+                _scalar(patch, llm_router, "threshold", "number", problems, "llm_router_threshold")
+        if "llm" in keys:
+            llm = keys_of(keys["llm"], problems, ("model", "temperature"))
+            if llm is not None:
+                _scalar(patch, llm, "model", "text", problems, "llm_model")
+                if "temperature" in llm:
+                    node_t = llm["temperature"]
+                    if node_t.value is None:
+                        patch.put("llm_temperature", node_t, None)
+                    else:
+                        _scalar(patch, llm, "temperature", "number", problems, "llm_temperature")
+        for settings_key in ("guardrails", "judges"):
+            if settings_key in keys:
+                node_s = keys[settings_key]
+                if node_s.value is None:
+                    patch.put(settings_key, node_s, {})
+                elif check(node_s, "mapping", problems):
+                    patch.put(settings_key, node_s, node_s.value)
+        model_clean(patch, AgentProfile, problems)
+        parsed.profiles.append(patch)
+        if "specialists" in keys:
+            _parse_specialists(keys["specialists"], agent_id, problems, parsed)
+
+
+def _mode(patch: Patch, node: Node, problems: Problems) -> None:
+    if name_of(node, problems) is None:
+        return
+    if node.value not in MODES:
+        problems.add(node, messages.ERROR_BAD_CHOICE.format(value=node.value, choices=", ".join(MODES)))
+        return
+    patch.put("routing_mode", node, node.value)
+
+
+def _parse_specialists(section: Node, agent_id: str, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "list", problems):
+        return
+    for node in section.elements():
+        keys = keys_of(node, problems, SPECIALIST_KEYS, required=("name",))
+        if keys is None or "name" not in keys:
+            continue
+        name = name_of(keys["name"], problems)
+        if name is None:
+            continue
+        patch = Patch("specialist", "specialists", (agent_id, name), keys["name"])
+        patch.put("name", keys["name"], name)
+        _scalar(patch, keys, "display_name", "text", problems)
+        _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "step_limit", "integer", problems)
+        _scalar(patch, keys, "enabled", "boolean", problems)
+        if "prompt" in keys and check(keys["prompt"], "string", problems):
+            if keys["prompt"].value.strip():
+                patch.refs["prompt"] = Node(node.source, keys["prompt"].path, keys["prompt"].value.strip())
+            else:
+                problems.add(keys["prompt"], messages.ERROR_EMPTY)
+        for ref in ("tools", "handoff_targets"):
+            if ref in keys:
+                names = names_of(keys[ref], problems)
+                if names is not None:
+                    patch.refs[ref] = names
+        model_clean(patch, Specialist, problems)
+        parsed.specialists.append(patch)
+
+
+def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Parsed) -> None:
+    keys = keys_of(section, problems, ROUTER_KEYS)
+    if keys is None:
+        return
+    patch = Patch("profile", "router", (profile.value,), profile)
+    patch.refs["profile"] = profile
+    if "mode" in keys:
+        _mode(patch, keys["mode"], problems)
+    _scalar(patch, keys, "llm_enabled", "boolean", problems, "llm_router_enabled")
+    _scalar(patch, keys, "threshold", "number", problems, "llm_router_threshold")
+    _scalar(patch, keys, "allow_handoff", "boolean", problems, "handoffs_enabled")
+    if "fallback_agent" in keys:
+        node = keys["fallback_agent"]
+        if node.value in (None, ""):
+            patch.refs["fallback"] = Node(node.source, node.path, None)
+        elif name_of(node, problems) is not None:
+            patch.refs["fallback"] = Node(node.source, node.path, node.value.strip())
+    model_clean(patch, AgentProfile, problems)
+    parsed.profiles.append(patch)
+
+
+def _parse_policies(section: Node, profile: Node, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "mapping", problems):
+        return
+    for state, node in section.items():
+        patch = Patch("state policy", "state_policies", (profile.value, state), node)
+        patch.refs["profile"] = profile
+        patch.put("state", node, state)
+        if isinstance(node.value, str):
+            # Shorthand ``STATE: specialist``.
+            if name_of(node, problems) is not None:
+                patch.refs["agent"] = Node(node.source, node.path, node.value.strip())
+        else:
+            keys = keys_of(node, problems, POLICY_KEYS, required=("agent",))
+            if keys is None:
+                continue
+            if "agent" in keys and name_of(keys["agent"], problems) is not None:
+                patch.refs["agent"] = Node(node.source, keys["agent"].path, keys["agent"].value.strip())
+            if "intent" in keys:
+                intent = keys["intent"]
+                if intent.value in (None, ""):
+                    patch.refs["intent"] = Node(node.source, intent.path, None)
+                elif name_of(intent, problems) is not None:
+                    patch.refs["intent"] = Node(node.source, intent.path, intent.value.strip())
+            _scalar(patch, keys, "description", "text", problems)
+            _scalar(patch, keys, "enabled", "boolean", problems)
+        model_clean(patch, StatePolicy, problems)
+        parsed.policies.append(patch)
+
+
+def _parse_intents(section: Node, profile: Node, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "list", problems):
+        return
+    for node in section.elements():
+        keys = keys_of(node, problems, INTENT_KEYS, required=("name", "agent"))
+        if keys is None or "name" not in keys:
+            continue
+        name = name_of(keys["name"], problems)
+        if name is None:
+            continue
+        patch = Patch("intent", "intents", (profile.value, name), keys["name"])
+        patch.refs["profile"] = profile
+        patch.put("name", keys["name"], name)
+        if "agent" in keys and name_of(keys["agent"], problems) is not None:
+            patch.refs["agent"] = Node(node.source, keys["agent"].path, keys["agent"].value.strip())
+        _scalar(patch, keys, "domain", "text", problems)
+        _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "priority", "integer", problems)
+        _scalar(patch, keys, "enabled", "boolean", problems)
+        _scalar(patch, keys, "next_state", "text", problems)
+        _strings(patch, keys, "examples", problems)
+        if "mcp_tools" in keys:
+            names = names_of(keys["mcp_tools"], problems)
+            if names is not None:
+                patch.refs["mcp_tools"] = names
+        if "keywords" in keys:
+            keywords = _keywords(keys["keywords"], problems)
+            if keywords is not None:
+                patch.refs["keywords"] = keywords
+        model_clean(patch, Intent, problems)
+        parsed.intents.append(patch)
+
+
+def _keywords(node: Node, problems: Problems) -> list[Node] | None:
+    """Keyword texts, each checked on its own line; values are ``(text, normalized)``."""
+    names = names_of(node, problems)
+    if names is None:
+        return None
+    max_length = Keyword._meta.get_field("text").max_length
+    seen: dict[str, Node] = {}
+    out = []
+    for keyword in names:
+        normalized = normalize(keyword.value)
+        if not normalized:
+            problems.add(keyword, messages.ERROR_KEYWORD_EMPTY)
+            continue
+        if len(keyword.value) > max_length:
+            problems.add(keyword, f"Ensure this value has at most {max_length} characters")
+            continue
+        if normalized in seen:
+            problems.add(
+                keyword, messages.ERROR_KEYWORD_REPEATED.format(keyword=keyword.value, where=seen[normalized].where)
+            )
+            continue
+        seen[normalized] = keyword
+        out.append(Node(keyword.source, keyword.path, (keyword.value, normalized)))
+    return out
