@@ -1,0 +1,31 @@
+# The platform image: web (uvicorn), Celery workers and the example MCP servers
+# all run from it; docker-compose.yml picks the command.
+FROM python:3.11-slim-bookworm
+
+# PYTHONPATH: the project root must come first on sys.path (platform/ shadows the stdlib module).
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONPATH=/app \
+    DJANGO_SETTINGS_MODULE=platform.settings \
+    VAR_DIR=/app/var
+
+WORKDIR /app
+
+RUN useradd --system --user-group --home-dir /app --no-create-home app
+
+COPY requirements.txt .
+RUN pip install -r requirements.txt
+
+COPY . .
+
+# Static files are baked into the image and served by WhiteNoise. The key only
+# lets settings load for collectstatic; it signs nothing.
+RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
+    && mkdir -p /app/var/cache \
+    && chown -R app:app /app/var
+
+USER app
+EXPOSE 8000
+CMD ["uvicorn", "platform.asgi:application", "--host", "0.0.0.0", "--port", "8000"]
