@@ -93,14 +93,24 @@ def config_import(
         _refuse(problems)
 
     report = ImportReport(dry_run=dry_run)
-    with config_batch(), transaction.atomic():
+
+    def validate_and_write() -> None:
         world = _World.load(parsed)
         plan = _resolve(parsed, world, problems)
         if problems:
             _refuse(problems)
         _Writer(world, plan, report, user).run()
-        if dry_run:
+
+    if dry_run:
+        # The batch's version bump happens inside the transaction and is rolled back with it.
+        with transaction.atomic():
+            with config_batch():
+                validate_and_write()
             transaction.set_rollback(True)
+    else:
+        # The bump runs after the commit: a failed import never bumps inside a broken transaction.
+        with config_batch(), transaction.atomic():
+            validate_and_write()
     report.warnings = _unique(str(p) for p in problems.warnings)
     return report
 
@@ -264,7 +274,7 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
 
     for agent_id, patch in plan.profiles.items():
         fallback = patch.refs.get("fallback")
-        if fallback is not None and fallback.value is not None and agent_id in known_routed | defined_profiles:
+        if fallback is not None and fallback.value is not None and agent_id in defined_profiles:
             require(
                 fallback, (agent_id, fallback.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
             )

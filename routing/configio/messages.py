@@ -40,8 +40,8 @@ ERROR_SHORTHAND_TYPE = "unknown argument type {value!r}; use one of: {choices}, 
 ERROR_KEYWORD_EMPTY = "a keyword needs at least one letter or digit"
 ERROR_KEYWORD_REPEATED = "keyword {keyword!r} is listed twice in this intent (first at {where})"
 
-WARNING_IGNORED_KEY = "{key!r} is ignored: this platform keeps that configuration in the database"
-WARNING_DEFAULT_AGENT = "'default_agent_id' is checked but not stored: clients always send agent_id"
+WARNING_IGNORED_KEY = "ignored: this platform keeps that configuration in the database, import its content instead"
+WARNING_DEFAULT_AGENT = "checked but not stored: clients always send agent_id"
 WARNING_TOOL_NOT_ALLOWED = (
     "intent authorises tool {tool!r}, which its specialist {specialist!r} may not use; "
     "add it to the specialist's tools or the call will be refused"

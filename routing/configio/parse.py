@@ -191,7 +191,7 @@ def keys_of(
         if key in known:
             out[key] = child
         elif key in ignored:
-            problems.warn(child, messages.WARNING_IGNORED_KEY.format(key=key))
+            problems.warn(child, messages.WARNING_IGNORED_KEY)
         else:
             problems.add(child, messages.ERROR_UNKNOWN_KEY.format(key=key, expected=", ".join(known)))
     for key in required:
