@@ -11,6 +11,7 @@ from platform import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env.string("VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded SQLite database and file cache live here
 
 DEBUG = env.boolean("DJANGO_DEBUG", True)
 SECRET_KEY = env.string("DJANGO_SECRET_KEY")
@@ -102,8 +103,16 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-CELERY_BROKER_URL = REDIS_URL or None
-CELERY_RESULT_BACKEND = REDIS_URL or None
+# Without REDIS_URL there is no broker: work that would go to Celery runs in-process.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_RESULT_EXPIRES = env.integer("CELERY_RESULT_EXPIRES", 3600)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
