@@ -226,7 +226,7 @@ def test_the_demo_routes_the_seed_examples_and_the_confirmation_flow():
     assert confirmed.mcp_tools == ["consultar_pagamentos"]
     assert telecom.route_sync("oi, tudo bem?").agent == "support_agent"
 
-    asked = retail.route_sync("Quero cancelar o pedido PED-1002")
+    asked = retail.route_sync("Quero cancelar o pedido P300")
     assert (asked.intent, asked.next_state) == ("retail_order_cancellation", "WAITING_CANCELLATION_CONFIRMATION")
     assert retail.route_sync("sim", state=asked.next_state).intent == "retail_cancellation_confirmation"
     assert retail.route_sync("Onde está meu pedido?").intent == "retail_order_tracking"
