@@ -1,0 +1,188 @@
+"""Admin pages that are not a model's list or form: the route preview.
+
+The preview runs the same decision the chat API runs (:func:`routing.decide.route_decide`
+over the current compiled snapshot) and explains it; nothing is executed or stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib.admin import ModelAdmin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views import View
+
+from agents.models import AgentProfile
+from routing import snapshot
+from routing.decide import route_decide
+from routing.forms import RoutePreviewForm
+from routing.models import Intent, StatePolicy
+from routing.router import RouteDecision
+
+logger = logging.getLogger(__name__)
+
+METHOD_LABELS = {
+    "state": "Conversation state policy",
+    "keyword": "Keyword match",
+    "llm": "LLM classifier",
+    "fallback": "Fallback specialist",
+}
+
+ERROR_PROFILE_NOT_ROUTABLE = "Profile {agent_id} is not in the compiled routing (is it enabled?)."
+ERROR_DECISION_FAILED = "The routing decision failed: {error}"
+
+
+@dataclass
+class Candidate:
+    intent: str
+    agent: str
+    priority: int
+    matched_keywords: list[str]
+    lost_because: str
+    url: str = ""
+
+
+@dataclass
+class RoutePreview:
+    """A decision with what a business user needs to understand it."""
+
+    profile: AgentProfile
+    decision: RouteDecision
+    method_label: str
+    matched_keywords: list[str]
+    candidates: list[Candidate]
+    classifier: dict[str, Any] | None
+    classifier_note: str
+    effective_mode: str
+    config_version: int
+    intent_url: str = ""
+    decision_json: str = field(default="", repr=False)
+
+
+def _lost_because(candidate: dict[str, Any], *, winner_priority: int, winner_keywords: int) -> str:
+    """Which rule of the documented tie-break order (see :mod:`routing.router`) put the candidate behind."""
+    if candidate["priority"] > winner_priority:
+        return f"Lower priority ({candidate['priority']} vs {winner_priority}; lower number wins)"
+    if len(candidate["matched_keywords"]) < winner_keywords:
+        return f"Fewer keywords matched ({len(candidate['matched_keywords'])} vs {winner_keywords})"
+    return "Tie-break: longer keyword, then earlier match, then name"
+
+
+def _classifier_note(decision: RouteDecision, *, llm_enabled: bool) -> str:
+    classification = decision.metadata.get("classifier")
+    if classification is not None:
+        if decision.method == "llm":
+            return "Consulted, and it decided."
+        return "Consulted, but it did not decide (unknown intent or confidence below the threshold)."
+    if not llm_enabled:
+        return "Not consulted: the LLM classifier is switched off for this profile."
+    if decision.method in ("state", "keyword"):
+        return f"Not consulted: the {METHOD_LABELS[decision.method].lower()} decided first."
+    return "Not consulted: the profile has no enabled intents to classify into."
+
+
+def route_preview(*, profile: AgentProfile, text: str, state: str = "", active_agent: str = "") -> RoutePreview:
+    """Decide ``text`` for ``profile`` exactly as the chat API would, and explain the decision.
+
+    Raises :class:`LookupError` when the profile is not in the compiled snapshot.
+    """
+    current = snapshot.current()
+    spec = current.profiles.get(profile.agent_id)
+    if spec is None:
+        raise LookupError(ERROR_PROFILE_NOT_ROUTABLE.format(agent_id=profile.agent_id))
+    decision = async_to_sync(route_decide)(profile=spec, text=text, state=state or None, active_agent=active_agent)
+
+    matched = list(decision.metadata.get("matched_keywords", []))
+    raw_candidates = list(decision.metadata.get("candidates", []))
+    winner = spec.router.intents_by_name.get(decision.intent)
+    intent_ids = dict(
+        Intent.objects.filter(
+            profile_id=profile.pk, name__in=[decision.intent, *(c["intent"] for c in raw_candidates)]
+        ).values_list("name", "pk")
+    )
+
+    def url_for(name: str) -> str:
+        pk = intent_ids.get(name)
+        return reverse("admin:routing_intent_change", args=[pk]) if pk else ""
+
+    candidates = [
+        Candidate(
+            intent=c["intent"],
+            agent=c["agent"],
+            priority=c["priority"],
+            matched_keywords=list(c["matched_keywords"]),
+            lost_because=_lost_because(
+                c, winner_priority=winner.priority if winner else 0, winner_keywords=len(matched)
+            ),
+            url=url_for(c["intent"]),
+        )
+        for c in raw_candidates
+    ]
+    return RoutePreview(
+        profile=profile,
+        decision=decision,
+        method_label=METHOD_LABELS.get(decision.method, decision.method),
+        matched_keywords=matched,
+        candidates=candidates,
+        classifier=decision.metadata.get("classifier"),
+        classifier_note=_classifier_note(decision, llm_enabled=spec.llm_router_enabled),
+        effective_mode=spec.effective_mode,
+        config_version=current.version,
+        intent_url=url_for(decision.intent),
+        decision_json=json.dumps(decision.as_dict(), ensure_ascii=False, indent=2),
+    )
+
+
+class RoutePreviewView(View):
+    """``/admin/routing/intent/preview/``: for anyone who may view intents (routing editors too).
+
+    The form is sent with GET: a preview changes nothing, and its URL can be shared.
+    """
+
+    model_admin: ModelAdmin | None = None
+    template_name = "admin/routing/intent/route_preview.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        assert self.model_admin is not None
+        if not self.model_admin.has_view_permission(request):
+            raise PermissionDenied
+        form = RoutePreviewForm(request.GET if "text" in request.GET else None)
+        preview = None
+        if form.is_bound and form.is_valid():
+            data = form.cleaned_data
+            specialist = data.get("active_specialist")
+            try:
+                preview = route_preview(
+                    profile=data["profile"],
+                    text=data["text"],
+                    state=data["state"],
+                    active_agent=specialist.name if specialist else "",
+                )
+            except LookupError as exc:
+                form.add_error("profile", str(exc))
+            except Exception as exc:
+                # A classifier that cannot reach its model must not turn the page into a 500.
+                logger.exception("route preview failed")
+                form.add_error(None, ERROR_DECISION_FAILED.format(error=exc))
+        opts = Intent._meta
+        context = {
+            **self.model_admin.admin_site.each_context(request),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "title": "Route preview",
+            "subtitle": None,
+            "form": form,
+            "preview": preview,
+            "known_states": (
+                StatePolicy.objects.filter(enabled=True).order_by("state").values_list("state", flat=True).distinct()
+            ),
+            "changelist_url": reverse("admin:routing_intent_changelist"),
+        }
+        return TemplateResponse(request, self.template_name, context)

@@ -1,0 +1,257 @@
+"""Admin forms: the keyword rule, readable JSON and lists, and the route preview.
+
+The rule "a keyword belongs to one enabled intent per profile" is enforced by
+:func:`routing.services.keywords_validate_unique`; these forms only gather the
+keywords a save would leave behind and put its errors where the user looks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from agents.models import AgentProfile, Specialist
+from routing.models import Intent, Keyword, StatePolicy
+from routing.services import keywords_validate_unique
+from routing.text import normalize
+
+ERROR_KEYWORD_DUPLICATE = "Keyword {keyword!r} appears twice in this intent (as {other!r})."
+ERROR_KEYWORD_EMPTY = "A keyword needs at least one letter or digit."
+ERROR_SPECIALIST_OTHER_PROFILE = "Specialist {specialist} belongs to profile {profile}, not to {expected}."
+ERROR_INTENT_OTHER_PROFILE = "Intent {intent} belongs to profile {profile}, not to {expected}."
+
+
+class PrettyJSONField(forms.JSONField):
+    """A JSON field shown indented, so a schema is readable and editable in a textarea."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 12, "cols": 80, "class": "vLargeTextField"}))
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False, cls=self.encoder)
+
+
+class LinesField(forms.Field):
+    """A list of strings edited as one item per line (intent examples)."""
+
+    widget = forms.Textarea(attrs={"rows": 5, "cols": 80, "class": "vLargeTextField"})
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            return "\n".join(str(item) for item in value)
+        return value or ""
+
+    def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, (list, tuple)):
+            return [str(item) for item in value]
+        return [line.strip() for line in str(value or "").splitlines() if line.strip()]
+
+
+def profile_label(profile: AgentProfile) -> str:
+    return f"{profile.agent_id} — {profile.name}" if profile.name else profile.agent_id
+
+
+def _check_same_profile(form: forms.Form, profile: AgentProfile | None) -> None:
+    """Add field errors when the chosen specialist or intent belongs to another profile."""
+    if profile is None:
+        return
+    specialist = form.cleaned_data.get("specialist")
+    if specialist is not None and specialist.profile_id != profile.pk:
+        form.add_error(
+            "specialist",
+            ERROR_SPECIALIST_OTHER_PROFILE.format(
+                specialist=specialist.name, profile=specialist.profile.agent_id, expected=profile.agent_id
+            ),
+        )
+    intent = form.cleaned_data.get("intent")
+    if intent is not None and intent.profile_id != profile.pk:
+        form.add_error(
+            "intent",
+            ERROR_INTENT_OTHER_PROFILE.format(
+                intent=intent.name, profile=intent.profile.agent_id, expected=profile.agent_id
+            ),
+        )
+
+
+class IntentAdminForm(forms.ModelForm):
+    examples = LinesField(
+        required=False,
+        help_text="One example message per line; the LLM classifier reads them.",
+    )
+
+    class Meta:
+        model = Intent
+        fields = [
+            "profile",
+            "name",
+            "specialist",
+            "domain",
+            "priority",
+            "enabled",
+            "description",
+            "examples",
+            "mcp_tools",
+            "next_state",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        _check_same_profile(self, cleaned.get("profile"))
+        return cleaned
+
+
+class IntentChangelistForm(forms.ModelForm):
+    """The changelist's editable columns; enabling an intent re-checks its stored keywords."""
+
+    class Meta:
+        model = Intent
+        fields = ["priority", "enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if cleaned.get("enabled") and "enabled" in self.changed_data:
+            texts = list(self.instance.keywords.values_list("text", flat=True))
+            intent = self.instance
+            intent.enabled = True
+            try:
+                keywords_validate_unique(intent=intent, texts=texts)
+            except ValidationError as exc:
+                self.add_error("enabled", exc)
+        return cleaned
+
+
+class KeywordInlineFormSet(forms.BaseInlineFormSet):
+    """Keywords of one intent: no duplicates among them, none taken by another enabled intent.
+
+    Runs after the intent's own form was cleaned, so ``self.instance`` already
+    carries the profile and ``enabled`` flag the save would store.
+    """
+
+    def clean(self) -> None:
+        super().clean()
+        if any(form.errors for form in self.forms):
+            return
+        kept: list[tuple[forms.Form, str]] = []
+        seen: dict[str, str] = {}
+        for form in self.forms:
+            text = (form.cleaned_data or {}).get("text")
+            if not text or self._should_delete_form(form):
+                continue
+            normalized = normalize(text)
+            if normalized in seen:
+                form.add_error("text", ERROR_KEYWORD_DUPLICATE.format(keyword=text, other=seen[normalized]))
+                continue
+            seen[normalized] = text
+            kept.append((form, text))
+        intent = self.instance
+        if intent.profile_id is None or any(form.errors for form in self.forms):
+            return
+        # One check per row so each error sits on the keyword it is about.
+        for form, text in kept:
+            try:
+                keywords_validate_unique(intent=intent, texts=[text])
+            except ValidationError as exc:
+                form.add_error("text", exc)
+
+
+class KeywordAdminForm(forms.ModelForm):
+    """A keyword edited on its own: the same rule as the inline, for one row."""
+
+    class Meta:
+        model = Keyword
+        fields = ["intent", "text"]
+
+    def clean_text(self) -> str:
+        text = self.cleaned_data["text"].strip()
+        if not normalize(text):
+            raise ValidationError(ERROR_KEYWORD_EMPTY)
+        return text
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        intent, text = cleaned.get("intent"), cleaned.get("text")
+        if intent is None or not text:
+            return cleaned
+        same = Keyword.objects.filter(intent=intent, normalized=normalize(text)).exclude(pk=self.instance.pk).first()
+        if same is not None:
+            self.add_error("text", ERROR_KEYWORD_DUPLICATE.format(keyword=text, other=same.text))
+            return cleaned
+        try:
+            keywords_validate_unique(intent=intent, texts=[text])
+        except ValidationError as exc:
+            self.add_error("text", exc)
+        return cleaned
+
+
+class KeywordInlineForm(forms.ModelForm):
+    class Meta:
+        model = Keyword
+        fields = ["text"]
+
+    def clean_text(self) -> str:
+        text = self.cleaned_data["text"].strip()
+        if not normalize(text):
+            raise ValidationError(ERROR_KEYWORD_EMPTY)
+        return text
+
+
+class StatePolicyAdminForm(forms.ModelForm):
+    class Meta:
+        model = StatePolicy
+        fields = ["profile", "state", "specialist", "intent", "description", "enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        _check_same_profile(self, cleaned.get("profile"))
+        return cleaned
+
+
+class RoutePreviewForm(forms.Form):
+    """A message to route, as the chat API would see it, without running or storing anything."""
+
+    profile = forms.ModelChoiceField(
+        queryset=AgentProfile.objects.filter(enabled=True),
+        empty_label=None,
+        help_text="Only enabled profiles route messages.",
+    )
+    text = forms.CharField(
+        label="Message",
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "class": "vLargeTextField", "autofocus": True}),
+    )
+    state = forms.CharField(
+        label="Conversation state",
+        required=False,
+        max_length=100,
+        widget=forms.TextInput(attrs={"list": "route-preview-states", "class": "vTextField"}),
+        help_text="Optional, e.g. WAITING_PAYMENT_CONFIRMATION: the state the conversation is in.",
+    )
+    active_specialist = forms.ModelChoiceField(
+        queryset=Specialist.objects.filter(enabled=True).select_related("profile"),
+        required=False,
+        empty_label="(none — a new conversation)",
+        help_text="Optional: the specialist currently holding the conversation; a different route is a handoff.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["profile"].label_from_instance = profile_label
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        profile, specialist = cleaned.get("profile"), cleaned.get("active_specialist")
+        if profile is not None and specialist is not None and specialist.profile_id != profile.pk:
+            self.add_error(
+                "active_specialist",
+                ERROR_SPECIALIST_OTHER_PROFILE.format(
+                    specialist=specialist.name, profile=specialist.profile.agent_id, expected=profile.agent_id
+                ),
+            )
+        cleaned["state"] = (cleaned.get("state") or "").strip()
+        return cleaned

@@ -1,0 +1,699 @@
+"""The routing admin: smoke tests of every page, the keyword rule, read-only conversations,
+the routing editors' permissions and the route preview."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from handoffs.models import Handoff
+from routing.auth import key_hash
+from routing.forms import ERROR_KEYWORD_DUPLICATE, ERROR_SPECIALIST_OTHER_PROFILE
+from routing.models import (
+    ApiKey,
+    Conversation,
+    Intent,
+    Keyword,
+    Message,
+    RouteDecisionRecord,
+    StatePolicy,
+    Tenant,
+    ToolCall,
+)
+from routing.services import ERROR_KEYWORD_TAKEN
+from routing.tests.adminkit import (
+    add_url,
+    change_url,
+    changelist_url,
+    conversation_with_history,
+    error_messages,
+    form_data,
+)
+from tests.factories import AgentProfileFactory, IntentFactory, SpecialistFactory, StatePolicyFactory
+
+pytestmark = pytest.mark.django_db
+
+PREVIEW_URL = "/admin/routing/intent/preview/"
+
+
+@pytest.fixture
+def staff_client(client, staff_user):
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def editor_client(client, editor):
+    client.force_login(editor)
+    return client
+
+
+@pytest.fixture
+def billing(telecom) -> Intent:
+    return Intent.objects.get(profile=telecom, name="billing_invoice_explanation")
+
+
+@pytest.fixture
+def orders(telecom) -> Intent:
+    return Intent.objects.get(profile=telecom, name="retail_order_tracking")
+
+
+@pytest.fixture
+def waiting_policy(telecom) -> StatePolicy:
+    return StatePolicyFactory(
+        profile=telecom,
+        state="WAITING_PAYMENT_CONFIRMATION",
+        specialist=Specialist.objects.get(profile=telecom, name="billing_agent"),
+        intent=Intent.objects.get(profile=telecom, name="billing_invoice_explanation"),
+    )
+
+
+@pytest.fixture
+def conversation(tenant, telecom) -> Conversation:
+    return conversation_with_history(tenant=tenant, profile=telecom)
+
+
+def intent_add_data(client, **fields) -> dict:
+    """The add-intent form as rendered, filled with ``fields`` (``keywords`` fill the inline rows)."""
+    data = form_data(client.get(add_url(Intent)))
+    keywords = fields.pop("keywords", [])
+    data.update({key: str(value) for key, value in fields.items()})
+    for index, text in enumerate(keywords):
+        data[f"keywords-{index}-text"] = text
+    data["keywords-TOTAL_FORMS"] = str(max(len(keywords), int(data["keywords-TOTAL_FORMS"])))
+    return data
+
+
+def errors_of(response) -> str:
+    """Every error the admin form and its inlines show, as one string."""
+    return "\n".join(error_messages(response))
+
+
+# -- every page of every registered model --------------------------------------------
+
+ALL_REGISTERED = {
+    Tenant,
+    ApiKey,
+    Intent,
+    Keyword,
+    StatePolicy,
+    Conversation,
+    Message,
+    RouteDecisionRecord,
+    ToolCall,
+    AgentProfile,
+    Specialist,
+    SpecialistPrompt,
+    McpServer,
+    McpTool,
+    Handoff,
+}
+
+
+def test_every_model_of_the_platform_has_an_admin_with_smoke_tests():
+    registered = {model for model in admin.site._registry if model._meta.app_label in {"routing", "agents", "handoffs"}}
+    assert registered == ALL_REGISTERED
+
+
+@pytest.fixture
+def routing_objects(tenant_key, telecom, waiting_policy, conversation):
+    """One object per routing model, and a search term that finds it."""
+    return {
+        Tenant: (tenant_key.tenant, "tenant_a"),
+        ApiKey: (tenant_key, "test key"),
+        Intent: (Intent.objects.get(name="billing_invoice_explanation"), "segunda via"),
+        Keyword: (Keyword.objects.get(text="fatura"), "fatura"),
+        StatePolicy: (waiting_policy, "WAITING"),
+        Conversation: (conversation, "s-1"),
+        Message: (conversation.messages.first(), "fatura"),
+        RouteDecisionRecord: (conversation.route_decisions.first(), "billing"),
+        ToolCall: (conversation.tool_calls.first(), "consultar_fatura"),
+    }
+
+
+ROUTING_MODELS = [Tenant, ApiKey, Intent, Keyword, StatePolicy, Conversation, Message, RouteDecisionRecord, ToolCall]
+READ_ONLY_MODELS = {Conversation, Message, RouteDecisionRecord, ToolCall}
+MODEL_IDS = [model.__name__ for model in ROUTING_MODELS]
+
+
+@pytest.mark.parametrize("model", ROUTING_MODELS, ids=MODEL_IDS)
+def test_the_changelist_lists_the_objects(staff_client, routing_objects, model):
+    obj, _ = routing_objects[model]
+    response = staff_client.get(changelist_url(model))
+    assert response.status_code == 200
+    assert obj in response.context["cl"].result_list
+
+
+@pytest.mark.parametrize("model", ROUTING_MODELS, ids=MODEL_IDS)
+def test_the_changelist_search_finds_the_object(staff_client, routing_objects, model):
+    obj, term = routing_objects[model]
+    response = staff_client.get(changelist_url(model), {"q": term})
+    assert response.status_code == 200
+    assert obj in response.context["cl"].result_list
+
+
+@pytest.mark.parametrize("model", ROUTING_MODELS, ids=MODEL_IDS)
+def test_the_add_page_opens_unless_the_model_is_read_only(staff_client, routing_objects, model):
+    response = staff_client.get(add_url(model))
+    assert response.status_code == (403 if model in READ_ONLY_MODELS else 200)
+
+
+@pytest.mark.parametrize("model", ROUTING_MODELS, ids=MODEL_IDS)
+def test_the_change_page_opens(staff_client, routing_objects, model):
+    obj, _ = routing_objects[model]
+    response = staff_client.get(change_url(obj))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("model", "changes"),
+    [
+        (Tenant, {"name": "Tenant A renamed"}),
+        (ApiKey, {"name": "renamed key"}),
+        (Intent, {"priority": "5", "description": "Invoices and charges"}),
+        (Keyword, {"text": "faturas"}),
+        (StatePolicy, {"description": "Short replies confirm the payment."}),
+    ],
+    ids=["Tenant", "ApiKey", "Intent", "Keyword", "StatePolicy"],
+)
+def test_the_change_page_saves(staff_client, routing_objects, model, changes):
+    obj, _ = routing_objects[model]
+    data = form_data(staff_client.get(change_url(obj)))
+    data.update(changes)
+    response = staff_client.post(change_url(obj), data)
+    assert response.status_code == 302, errors_of(response)
+    obj.refresh_from_db()
+    for name, value in changes.items():
+        assert str(getattr(obj, name)) == value
+
+
+def test_adding_a_tenant_creates_it(staff_client):
+    data = form_data(staff_client.get(add_url(Tenant)))
+    data.update({"slug": "acme", "name": "Acme"})
+    response = staff_client.post(add_url(Tenant), data)
+    assert response.status_code == 302
+    assert Tenant.objects.get(slug="acme").name == "Acme"
+
+
+def test_adding_an_intent_with_keywords_creates_both(staff_client, telecom):
+    support = Specialist.objects.get(profile=telecom, name="support_agent")
+    data = intent_add_data(
+        staff_client,
+        profile=telecom.pk,
+        name="cancel_request",
+        specialist=support.pk,
+        priority=50,
+        examples="Quero cancelar\nCancelar minha linha",
+        keywords=["cancelar", "cancelamento"],
+    )
+    response = staff_client.post(add_url(Intent), data)
+    assert response.status_code == 302, errors_of(response)
+    intent = Intent.objects.get(name="cancel_request")
+    assert sorted(intent.keywords.values_list("text", flat=True)) == ["cancelamento", "cancelar"]
+    assert intent.examples == ["Quero cancelar", "Cancelar minha linha"]
+    assert intent.enabled
+
+
+def test_adding_a_keyword_on_its_own_page_creates_it(staff_client, billing):
+    data = form_data(staff_client.get(add_url(Keyword)))
+    data.update({"intent": billing.pk, "text": "Débito automático"})
+    response = staff_client.post(add_url(Keyword), data)
+    assert response.status_code == 302
+    assert Keyword.objects.get(intent=billing, text="Débito automático").normalized == "debito automatico"
+
+
+def test_adding_a_state_policy_creates_it(staff_client, telecom, orders):
+    data = form_data(staff_client.get(add_url(StatePolicy)))
+    data.update(
+        {
+            "profile": telecom.pk,
+            "state": "WAITING_ORDER_NUMBER",
+            "specialist": Specialist.objects.get(profile=telecom, name="orders_agent").pk,
+            "intent": orders.pk,
+        }
+    )
+    response = staff_client.post(add_url(StatePolicy), data)
+    assert response.status_code == 302
+    assert StatePolicy.objects.get(state="WAITING_ORDER_NUMBER").intent == orders
+
+
+def test_a_state_policy_refuses_a_specialist_of_another_profile(staff_client, telecom):
+    other = SpecialistFactory(profile=AgentProfileFactory(agent_id="retail_orders"), name="orders_agent")
+    data = form_data(staff_client.get(add_url(StatePolicy)))
+    data.update({"profile": telecom.pk, "state": "WAITING_X", "specialist": other.pk})
+    response = staff_client.post(add_url(StatePolicy), data)
+    assert response.status_code == 200
+    expected = ERROR_SPECIALIST_OTHER_PROFILE.format(
+        specialist="orders_agent", profile="retail_orders", expected="telecom_contas"
+    )
+    assert expected in response.context["adminform"].form.errors["specialist"]
+
+
+# -- API keys ----------------------------------------------------------------------------
+
+
+def test_adding_an_api_key_shows_the_raw_key_once_and_stores_only_its_hash(staff_client, tenant):
+    data = form_data(staff_client.get(add_url(ApiKey)))
+    data.update({"tenant": tenant.pk, "name": "website chat", "is_debug": "on"})
+    response = staff_client.post(add_url(ApiKey), data, follow=True)
+    assert response.status_code == 200
+
+    key = ApiKey.objects.get(name="website chat")
+    shown = [str(message) for message in response.context["messages"] if "copy it now" in str(message)]
+    assert len(shown) == 1
+    raw = shown[0].split("<code", 1)[1].split(">", 1)[1].split("</code>", 1)[0]
+    assert key.prefix in raw
+    assert key_hash(raw) == key.key_hash
+    assert key.is_debug and key.tenant == tenant
+
+    again = staff_client.get(change_url(key))
+    assert raw not in again.content.decode()
+    assert raw not in staff_client.get(changelist_url(ApiKey)).content.decode()
+
+
+def test_the_api_key_change_page_keeps_hash_and_prefix_read_only(staff_client, tenant_key):
+    response = staff_client.get(change_url(tenant_key))
+    form = response.context["adminform"].form
+    assert "key_hash" not in form.fields and "prefix" not in form.fields and "tenant" not in form.fields
+    assert tenant_key.key_hash in response.content.decode()
+
+
+# -- the keyword rule ----------------------------------------------------------------
+
+
+def test_an_intent_may_not_take_a_keyword_another_enabled_intent_of_the_profile_uses(staff_client, telecom):
+    support = Specialist.objects.get(profile=telecom, name="support_agent")
+    data = intent_add_data(
+        staff_client,
+        profile=telecom.pk,
+        name="invoice_dispute",
+        specialist=support.pk,
+        keywords=["disputa", "FATURA"],
+    )
+    response = staff_client.post(add_url(Intent), data)
+    assert response.status_code == 200
+    expected = ERROR_KEYWORD_TAKEN.format(keyword="FATURA", intent="billing_invoice_explanation")
+    assert expected in errors_of(response)
+    assert "billing_invoice_explanation" in response.content.decode()
+    assert not Intent.objects.filter(name="invoice_dispute").exists()
+
+
+def test_adding_a_taken_keyword_on_the_change_page_is_refused(staff_client, orders):
+    data = form_data(staff_client.get(change_url(orders)))
+    total = int(data["keywords-TOTAL_FORMS"])
+    initial = int(data["keywords-INITIAL_FORMS"])
+    assert total > initial
+    data[f"keywords-{initial}-text"] = "Cobranca"
+    response = staff_client.post(change_url(orders), data)
+    assert response.status_code == 200
+    assert ERROR_KEYWORD_TAKEN.format(keyword="Cobranca", intent="billing_invoice_explanation") in errors_of(response)
+    assert not orders.keywords.filter(normalized="cobranca").exists()
+
+
+def test_the_same_keyword_twice_in_one_intent_is_refused(staff_client, telecom):
+    support = Specialist.objects.get(profile=telecom, name="support_agent")
+    data = intent_add_data(
+        staff_client,
+        profile=telecom.pk,
+        name="cancel_request",
+        specialist=support.pk,
+        keywords=["cancelar", "Cancelar!"],
+    )
+    response = staff_client.post(add_url(Intent), data)
+    assert response.status_code == 200
+    assert ERROR_KEYWORD_DUPLICATE.format(keyword="Cancelar!", other="cancelar") in errors_of(response)
+    assert not Intent.objects.filter(name="cancel_request").exists()
+
+
+def test_a_disabled_intent_may_share_a_keyword(staff_client, telecom):
+    support = Specialist.objects.get(profile=telecom, name="support_agent")
+    data = intent_add_data(
+        staff_client, profile=telecom.pk, name="invoice_draft", specialist=support.pk, keywords=["fatura"]
+    )
+    del data["enabled"]
+    response = staff_client.post(add_url(Intent), data)
+    assert response.status_code == 302, errors_of(response)
+    assert not Intent.objects.get(name="invoice_draft").enabled
+
+
+def test_the_same_keyword_in_another_profile_is_allowed(staff_client, telecom):
+    retail = AgentProfileFactory(agent_id="retail_orders")
+    specialist = SpecialistFactory(profile=retail, name="orders_agent")
+    data = intent_add_data(
+        staff_client, profile=retail.pk, name="retail_invoice", specialist=specialist.pk, keywords=["fatura"]
+    )
+    response = staff_client.post(add_url(Intent), data)
+    assert response.status_code == 302, errors_of(response)
+
+
+def test_enabling_a_conflicting_intent_on_its_change_page_is_refused(staff_client, telecom):
+    draft = IntentFactory(profile=telecom, name="invoice_draft", enabled=False, keywords=["fatura", "rascunho"])
+    data = form_data(staff_client.get(change_url(draft)))
+    data["enabled"] = "on"
+    response = staff_client.post(change_url(draft), data)
+    assert response.status_code == 200
+    assert ERROR_KEYWORD_TAKEN.format(keyword="fatura", intent="billing_invoice_explanation") in errors_of(response)
+    draft.refresh_from_db()
+    assert not draft.enabled
+
+
+def test_enabling_and_dropping_the_conflicting_keyword_in_one_save_is_allowed(staff_client, telecom):
+    draft = IntentFactory(profile=telecom, name="invoice_draft", enabled=False, keywords=["fatura", "rascunho"])
+    data = form_data(staff_client.get(change_url(draft)))
+    data["enabled"] = "on"
+    fatura_row = next(k for k, v in data.items() if k.startswith("keywords-") and v == "fatura")
+    data[fatura_row.replace("-text", "-DELETE")] = "on"
+    response = staff_client.post(change_url(draft), data)
+    assert response.status_code == 302, errors_of(response)
+    draft.refresh_from_db()
+    assert draft.enabled
+    assert list(draft.keywords.values_list("text", flat=True)) == ["rascunho"]
+
+
+def test_the_enable_action_refuses_a_conflicting_intent_and_names_the_other_intent(staff_client, telecom):
+    draft = IntentFactory(profile=telecom, name="invoice_draft", enabled=False, keywords=["boleto"])
+    clean = IntentFactory(profile=telecom, name="roaming_info", enabled=False, keywords=["roaming"])
+    response = staff_client.post(
+        changelist_url(Intent),
+        {"action": "enable_intents", "_selected_action": [draft.pk, clean.pk]},
+        follow=True,
+    )
+    notes = [str(message) for message in response.context["messages"]]
+    refusal = next(note for note in notes if "invoice_draft" in note)
+    assert "billing_invoice_explanation" in refusal
+    assert ERROR_KEYWORD_TAKEN.format(keyword="boleto", intent="billing_invoice_explanation") in refusal
+    assert "Enabled 1 intent(s)." in notes
+    draft.refresh_from_db()
+    clean.refresh_from_db()
+    assert not draft.enabled
+    assert clean.enabled
+
+
+def test_the_enable_action_refuses_the_second_of_two_selected_intents_sharing_a_keyword(staff_client, telecom):
+    first = IntentFactory(profile=telecom, name="a_first", enabled=False, keywords=["roaming"])
+    second = IntentFactory(profile=telecom, name="b_second", enabled=False, keywords=["roaming"])
+    staff_client.post(changelist_url(Intent), {"action": "enable_intents", "_selected_action": [first.pk, second.pk]})
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.enabled and not second.enabled
+
+
+def test_the_disable_action_disables(staff_client, orders):
+    staff_client.post(changelist_url(Intent), {"action": "disable_intents", "_selected_action": [orders.pk]})
+    orders.refresh_from_db()
+    assert not orders.enabled
+
+
+def test_ticking_enabled_in_the_changelist_is_refused_for_a_conflicting_intent(staff_client, telecom):
+    draft = IntentFactory(profile=telecom, name="invoice_draft", enabled=False, priority=90, keywords=["boleto"])
+    url = changelist_url(Intent) + "?enabled__exact=0"
+    data = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-0-id": str(draft.pk),
+        "form-0-priority": "90",
+        "form-0-enabled": "on",
+        "_save": "Save",
+    }
+    response = staff_client.post(url, data)
+    assert response.status_code == 200
+    errors = str(response.context["cl"].formset.errors)
+    assert ERROR_KEYWORD_TAKEN.format(keyword="boleto", intent="billing_invoice_explanation") in errors
+    draft.refresh_from_db()
+    assert not draft.enabled
+
+
+def test_editing_priority_in_the_changelist_saves(staff_client, orders):
+    url = changelist_url(Intent) + f"?q={orders.name}"
+    data = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-0-id": str(orders.pk),
+        "form-0-priority": "15",
+        "form-0-enabled": "on",
+        "_save": "Save",
+    }
+    response = staff_client.post(url, data)
+    assert response.status_code == 302
+    orders.refresh_from_db()
+    assert orders.priority == 15
+
+
+def test_a_keyword_added_on_its_own_page_follows_the_rule_too(staff_client, orders):
+    data = form_data(staff_client.get(add_url(Keyword)))
+    data.update({"intent": orders.pk, "text": "Fatura"})
+    response = staff_client.post(add_url(Keyword), data)
+    assert response.status_code == 200
+    assert ERROR_KEYWORD_TAKEN.format(keyword="Fatura", intent="billing_invoice_explanation") in errors_of(response)
+
+
+def test_intent_search_finds_keywords_without_accents(staff_client, billing):
+    response = staff_client.get(changelist_url(Intent), {"q": "cobranca"})
+    assert list(response.context["cl"].result_list) == [billing]
+
+
+def test_the_intent_changelist_does_not_query_per_row(staff_client, telecom, django_assert_max_num_queries):
+    staff_client.get(changelist_url(Intent))  # warm the session and content types
+    with django_assert_max_num_queries(20) as few:
+        staff_client.get(changelist_url(Intent))
+    for index in range(15):
+        IntentFactory(profile=telecom, name=f"extra_{index}", keywords=[f"palavra{index}"], tools=[])
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        response = staff_client.get(changelist_url(Intent))
+    assert response.context["cl"].result_count == 19
+
+
+# -- conversations are read-only ----------------------------------------------------------
+
+
+def test_conversations_can_be_viewed_with_their_history_but_not_added_changed_or_deleted(staff_client, conversation):
+    response = staff_client.get(change_url(conversation))
+    page = response.content.decode()
+    assert response.status_code == 200
+    for text in ("Minha fatura veio alta", "consultar_fatura", "support_agent", "Keyword &#x27;fatura&#x27; matched."):
+        assert text in page
+    assert 'name="_save"' not in page
+
+    assert staff_client.get(add_url(Conversation)).status_code == 403
+    assert staff_client.post(change_url(conversation), {"state": "HACKED"}).status_code == 403
+    conversation.refresh_from_db()
+    assert conversation.state == ""
+
+    changelist = staff_client.get(changelist_url(Conversation))
+    assert changelist.context["action_form"] is None  # not even "delete selected"
+    delete_url = reverse("admin:routing_conversation_delete", args=[conversation.pk])
+    assert staff_client.post(delete_url, {"post": "yes"}).status_code == 403
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
+
+
+@pytest.mark.parametrize("model", [Message, RouteDecisionRecord, ToolCall], ids=lambda m: m.__name__)
+def test_conversation_records_refuse_changes(staff_client, conversation, model):
+    obj = model.objects.filter(conversation=conversation).first()
+    assert staff_client.post(change_url(obj), {}).status_code == 403
+
+
+# -- the routing editors -----------------------------------------------------------------
+
+
+def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(editor):
+    codenames = set(
+        Permission.objects.filter(group__name="Routing editors").values_list("content_type__app_label", "codename")
+    )
+    full = {
+        (app, f"{action}_{model}")
+        for app, model in [
+            ("routing", "intent"),
+            ("routing", "keyword"),
+            ("routing", "statepolicy"),
+            ("agents", "specialistprompt"),
+        ]
+        for action in ("add", "change", "delete", "view")
+    }
+    view_only = {("agents", "view_agentprofile"), ("agents", "view_specialist"), ("agents", "view_mcptool")}
+    assert codenames == full | view_only
+
+
+def test_an_editor_can_add_an_intent_with_keywords(editor_client, telecom):
+    support = Specialist.objects.get(profile=telecom, name="support_agent")
+    data = intent_add_data(
+        editor_client, profile=telecom.pk, name="cancel_request", specialist=support.pk, keywords=["cancelar"]
+    )
+    response = editor_client.post(add_url(Intent), data)
+    assert response.status_code == 302, errors_of(response)
+    assert Intent.objects.get(name="cancel_request").keywords.get().text == "cancelar"
+
+
+def test_an_editor_can_change_intents_keywords_and_state_policies(editor_client, billing, waiting_policy):
+    for obj, changes in [
+        (billing, {"priority": "7"}),
+        (Keyword.objects.get(text="boleto"), {"text": "boletos"}),
+        (waiting_policy, {"description": "Confirms payments."}),
+    ]:
+        data = form_data(editor_client.get(change_url(obj)))
+        data.update(changes)
+        response = editor_client.post(change_url(obj), data)
+        assert response.status_code == 302, errors_of(response)
+        obj.refresh_from_db()
+        for name, value in changes.items():
+            assert str(getattr(obj, name)) == value
+
+
+def test_an_editor_can_delete_a_keyword(editor_client, billing):
+    keyword = Keyword.objects.get(text="boleto")
+    url = reverse("admin:routing_keyword_delete", args=[keyword.pk])
+    assert editor_client.post(url, {"post": "yes"}).status_code == 302
+    assert not Keyword.objects.filter(pk=keyword.pk).exists()
+
+
+def test_an_editor_can_view_profiles_specialists_and_tools_but_not_change_them(editor_client, telecom):
+    specialist = Specialist.objects.get(profile=telecom, name="billing_agent")
+    tool = McpTool.objects.get(name="consultar_fatura")
+    for obj in (telecom, specialist, tool):
+        assert editor_client.get(change_url(obj)).status_code == 200
+        assert editor_client.post(change_url(obj), {"name": "renamed"}).status_code == 403
+        assert editor_client.get(add_url(type(obj))).status_code == 403
+    telecom.refresh_from_db()
+    assert telecom.name == "Agente Telecom Contas"
+
+
+def test_an_editor_is_refused_servers_keys_tenants_users_and_conversations(
+    editor_client, editor, telecom, tenant_key, conversation
+):
+    server = McpServer.objects.get(name="telecom")
+    refused = [
+        changelist_url(McpServer),
+        change_url(server),
+        changelist_url(ApiKey),
+        add_url(ApiKey),
+        change_url(tenant_key),
+        changelist_url(Tenant),
+        change_url(tenant_key.tenant),
+        reverse("admin:auth_user_changelist"),
+        reverse("admin:auth_user_change", args=[editor.pk]),
+        reverse("admin:auth_group_changelist"),
+        changelist_url(Conversation),
+        change_url(conversation),
+        changelist_url(Handoff),
+    ]
+    for url in refused:
+        assert editor_client.get(url).status_code == 403, url
+    assert editor_client.post(change_url(conversation), {}).status_code == 403
+    assert editor_client.post(change_url(server), {"name": "x"}).status_code == 403
+
+
+def test_the_index_links_the_route_preview_for_editors(editor_client):
+    response = editor_client.get(reverse("admin:index"))
+    assert PREVIEW_URL in response.content.decode()
+
+
+def test_the_intent_changelist_links_the_route_preview(staff_client, telecom):
+    assert PREVIEW_URL in staff_client.get(changelist_url(Intent)).content.decode()
+
+
+# -- route preview ------------------------------------------------------------------------
+
+
+def test_the_route_preview_form_renders_inside_the_admin(staff_client, telecom):
+    response = staff_client.get(PREVIEW_URL)
+    assert response.status_code == 200
+    assert "admin/base_site.html" in [template.name for template in response.templates]
+    assert response.context["preview"] is None
+    assert "telecom_contas" in response.content.decode()
+
+
+def test_the_route_preview_shows_the_keyword_decision_for_an_invoice_complaint(staff_client, telecom):
+    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "Minha fatura veio alta"})
+    assert response.status_code == 200
+    preview = response.context["preview"]
+    decision = preview.decision
+    assert (decision.agent, decision.intent, decision.method) == (
+        "billing_agent",
+        "billing_invoice_explanation",
+        "keyword",
+    )
+    assert preview.matched_keywords == ["fatura"]
+    assert preview.candidates == []
+    assert preview.classifier is None
+    page = response.content.decode()
+    for text in ("billing_agent", "billing_invoice_explanation", "Keyword match", "fatura", "consultar_fatura"):
+        assert text in page
+    assert "Not consulted: the LLM classifier is switched off" in page
+
+
+def test_the_route_preview_lists_the_candidate_it_beat(staff_client, telecom):
+    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "Minha fatura e meu pedido"})
+    preview = response.context["preview"]
+    assert preview.decision.intent == "billing_invoice_explanation"
+    [candidate] = preview.candidates
+    assert (candidate.intent, candidate.agent, candidate.priority, candidate.matched_keywords) == (
+        "retail_order_tracking",
+        "orders_agent",
+        20,
+        ["pedido"],
+    )
+    assert candidate.lost_because.startswith("Lower priority (20 vs 10")
+    page = response.content.decode()
+    assert "Candidates it beat" in page
+    assert "retail_order_tracking" in page
+    assert change_url(Intent.objects.get(name="retail_order_tracking")) in page
+
+
+def test_the_route_preview_follows_a_state_policy_and_reports_a_handoff(staff_client, telecom, waiting_policy):
+    support = Specialist.objects.get(profile=telecom, name="support_agent")
+    response = staff_client.get(
+        PREVIEW_URL,
+        {
+            "profile": telecom.pk,
+            "text": "sim",
+            "state": "WAITING_PAYMENT_CONFIRMATION",
+            "active_specialist": support.pk,
+        },
+    )
+    decision = response.context["preview"].decision
+    assert (decision.method, decision.agent, decision.handoff) == ("state", "billing_agent", True)
+    assert "from support_agent to billing_agent" in response.content.decode()
+
+
+def test_the_route_preview_falls_back_when_nothing_matches(staff_client, telecom):
+    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "bom dia"})
+    decision = response.context["preview"].decision
+    assert (decision.method, decision.agent) == ("fallback", "support_agent")
+
+
+def test_the_route_preview_reports_when_the_classifier_was_consulted(staff_client, telecom):
+    telecom.llm_router_enabled = True
+    telecom.save(update_fields=["llm_router_enabled"])
+    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "bom dia, tudo bem?"})
+    preview = response.context["preview"]
+    assert preview.classifier is not None
+    assert preview.classifier_note.startswith("Consulted")
+
+
+def test_the_route_preview_refuses_an_active_specialist_of_another_profile(staff_client, telecom):
+    stranger = SpecialistFactory(profile=AgentProfileFactory(agent_id="retail_orders"), name="orders_agent")
+    response = staff_client.get(
+        PREVIEW_URL, {"profile": telecom.pk, "text": "fatura", "active_specialist": stranger.pk}
+    )
+    assert response.context["preview"] is None
+    assert "active_specialist" in response.context["form"].errors
+
+
+def test_editors_may_use_the_route_preview(editor_client, telecom):
+    response = editor_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "Minha fatura veio alta"})
+    assert response.status_code == 200
+    assert response.context["preview"].decision.agent == "billing_agent"
+
+
+def test_the_route_preview_needs_view_permission_on_intents(client, django_user_model, telecom):
+    clerk = django_user_model.objects.create_user("clerk", password="clerk-password", is_staff=True)
+    client.force_login(clerk)
+    assert client.get(PREVIEW_URL).status_code == 403
+
+
+def test_the_route_preview_sends_anonymous_users_to_the_login(client):
+    response = client.get(PREVIEW_URL)
+    assert response.status_code == 302
+    assert reverse("admin:login") in response["Location"]
