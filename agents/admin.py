@@ -1,1 +1,628 @@
-from django.contrib import admin  # noqa: F401
+"""Agent profiles, specialists and their prompt versions, MCP servers and tools.
+
+Prompt versions are never edited in place: a change to a specialist's prompt
+becomes the next version (:func:`agents.services.prompt_version_create`) and
+any older one can be made active again in one click
+(:func:`agents.services.prompt_activate`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.defaultfilters import truncatechars
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.schemas import expand_args_schema
+from agents.services import prompt_activate, prompt_version_create
+from routing.admin import SpecialistListFilter
+from routing.config import config_version_bump
+from routing.forms import PrettyJSONField
+
+PRETTY_JSON = {models.JSONField: {"form_class": PrettyJSONField}}
+
+
+def active_version_subquery() -> Subquery:
+    return Subquery(
+        SpecialistPrompt.objects.filter(specialist=OuterRef("pk"), is_active=True).values("version")[:1],
+        output_field=models.PositiveIntegerField(),
+    )
+
+
+# -- profiles ------------------------------------------------------------------------
+
+
+class SpecialistInline(admin.TabularInline):
+    """The profile's specialists as links; they are edited on their own page."""
+
+    model = Specialist
+    fk_name = "profile"
+    fields = ["name", "display_name", "enabled", "step_limit", "active_version"]
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Specialist]:
+        return super().get_queryset(request).annotate(active_prompt_version=active_version_subquery())
+
+    @admin.display(description="active prompt")
+    def active_version(self, obj: Specialist) -> str:
+        version = getattr(obj, "active_prompt_version", None)
+        return f"v{version}" if version else "—"
+
+
+@admin.register(AgentProfile)
+class AgentProfileAdmin(admin.ModelAdmin):
+    list_display = [
+        "agent_id",
+        "name",
+        "domain",
+        "routing_mode",
+        "fallback_specialist_name",
+        "llm_router_enabled",
+        "handoffs_enabled",
+        "enabled",
+        "specialist_count",
+        "intent_count",
+    ]
+    list_filter = ["routing_mode", "enabled", "llm_router_enabled", "handoffs_enabled", "domain"]
+    list_select_related = ["fallback_specialist"]
+    search_fields = ["agent_id", "name", "domain", "description"]
+    formfield_overrides = PRETTY_JSON
+    inlines = [SpecialistInline]
+    save_on_top = True
+    fieldsets = [
+        (None, {"fields": ["agent_id", "name", "domain", "description", "enabled"]}),
+        (
+            "Routing",
+            {
+                "fields": [
+                    "routing_mode",
+                    "fallback_specialist",
+                    "llm_router_enabled",
+                    "llm_router_threshold",
+                    "hybrid_followup_max_chars",
+                ]
+            },
+        ),
+        ("Answers and handoffs", {"fields": ["policy", "handoffs_enabled", "llm_model", "llm_temperature"]}),
+        ("Guardrails and judges", {"fields": ["guardrails", "judges"], "classes": ["collapse"]}),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                specialist_total=Count("specialists", distinct=True),
+                intent_total=Count("intents", distinct=True),
+            )
+        )
+
+    def get_form(self, request: HttpRequest, obj: AgentProfile | None = None, **kwargs: Any):
+        form = super().get_form(request, obj, **kwargs)
+        field = form.base_fields.get("fallback_specialist")
+        if field is not None:
+            # Only this profile's specialists; a new profile gets its fallback once it has some.
+            field.queryset = Specialist.objects.filter(profile=obj) if obj else Specialist.objects.none()
+            field.label_from_instance = lambda specialist: specialist.name
+        return form
+
+    @admin.display(description="fallback", ordering="fallback_specialist__name")
+    def fallback_specialist_name(self, obj: AgentProfile) -> str:
+        return obj.fallback_specialist.name if obj.fallback_specialist else "—"
+
+    @admin.display(description="specialists", ordering="specialist_total")
+    def specialist_count(self, obj: AgentProfile) -> int:
+        return obj.specialist_total
+
+    @admin.display(description="intents", ordering="intent_total")
+    def intent_count(self, obj: AgentProfile) -> int:
+        return obj.intent_total
+
+
+# -- specialists and prompts -----------------------------------------------------------
+
+
+def activate_button(prompt: SpecialistPrompt, *, next_url: str = "") -> str:
+    """A submit button that posts its surrounding admin form (and CSRF token) to the revert view."""
+    url = reverse("admin:agents_specialistprompt_activate", args=[prompt.pk])
+    if next_url:
+        url = f"{url}?{urlencode({'next': next_url})}"
+    return format_html(
+        '<button type="submit" class="button" formaction="{}" formmethod="post" name="_activate">{}</button>',
+        url,
+        "Make this version active",
+    )
+
+
+class SpecialistPromptInline(admin.TabularInline):
+    """The specialist's prompt history, newest first, with a revert button on each older version."""
+
+    model = SpecialistPrompt
+    fields = ["version", "is_active", "note", "excerpt", "created_at", "created_by"]
+    readonly_fields = fields
+    ordering = ["-version"]
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+    verbose_name_plural = "prompt versions"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def _can_activate(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("agents.change_specialistprompt")
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.fields, "make_active"] if self._can_activate(request) else list(self.fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return self.get_fields(request, obj)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SpecialistPrompt]:
+        return super().get_queryset(request).select_related("created_by")
+
+    @admin.display(description="text")
+    def excerpt(self, obj: SpecialistPrompt) -> str:
+        return truncatechars(obj.text, 120)
+
+    @admin.display(description="")
+    def make_active(self, obj: SpecialistPrompt) -> str:
+        if obj.pk is None or obj.is_active:
+            return ""
+        return activate_button(obj, next_url=reverse("admin:agents_specialist_change", args=[obj.specialist_id]))
+
+
+class SpecialistAdminForm(forms.ModelForm):
+    prompt_text = forms.CharField(
+        label="Prompt",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 90, "class": "vLargeTextField"}),
+        help_text="The active version's text. Saving a different text creates the next version and makes it active; "
+        "older versions stay below and can be made active again.",
+    )
+    prompt_note = forms.CharField(
+        label="What changed",
+        required=False,
+        max_length=200,
+        help_text="A note stored with the new version, e.g. 'Ask for the invoice month first'.",
+    )
+
+    class Meta:
+        model = Specialist
+        fields = [
+            "profile",
+            "name",
+            "display_name",
+            "description",
+            "enabled",
+            "step_limit",
+            "allowed_tools",
+            "handoff_targets",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.active_prompt = None
+        if self.instance.pk:
+            self.active_prompt = self.instance.prompts.filter(is_active=True).first()
+        if self.active_prompt is not None:
+            self.fields["prompt_text"].initial = self.active_prompt.text
+        for name in ("allowed_tools", "handoff_targets"):
+            if name in self.fields:
+                self.fields[name].queryset = self.fields[name].queryset.select_related(
+                    "profile" if name == "handoff_targets" else "server"
+                )
+        if "handoff_targets" in self.fields and self.instance.pk:
+            self.fields["handoff_targets"].queryset = (
+                self.fields["handoff_targets"]
+                .queryset.filter(profile_id=self.instance.profile_id)
+                .exclude(pk=self.instance.pk)
+            )
+
+    def new_prompt_text(self) -> str | None:
+        """The text to store as a new version, or ``None`` when the prompt did not change."""
+        text = (self.cleaned_data.get("prompt_text") or "").strip()
+        if not text:
+            return None
+        if self.active_prompt is not None and text == self.active_prompt.text.strip():
+            return None
+        return text
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        profile = cleaned.get("profile")
+        strangers = [t.name for t in cleaned.get("handoff_targets") or [] if profile and t.profile_id != profile.pk]
+        if strangers:
+            self.add_error("handoff_targets", f"Not specialists of this profile: {', '.join(strangers)}.")
+        return cleaned
+
+
+@admin.register(Specialist)
+class SpecialistAdmin(admin.ModelAdmin):
+    form = SpecialistAdminForm
+    inlines = [SpecialistPromptInline]
+    list_display = [
+        "name",
+        "profile",
+        "display_name",
+        "enabled",
+        "step_limit",
+        "active_version",
+        "tool_count",
+        "intent_count",
+        "updated_at",
+    ]
+    list_filter = ["profile", "enabled"]
+    list_select_related = ["profile"]
+    search_fields = ["name", "display_name", "description", "profile__agent_id"]
+    filter_horizontal = ["allowed_tools", "handoff_targets"]
+    save_on_top = True
+    fieldsets = [
+        (None, {"fields": ["profile", "name", "display_name", "description", "enabled", "step_limit"]}),
+        ("Prompt", {"fields": ["prompt_text", "prompt_note"]}),
+        ("Tools and handoffs", {"fields": ["allowed_tools", "handoff_targets"]}),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Specialist]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                active_prompt_version=active_version_subquery(),
+                tool_total=Count("allowed_tools", distinct=True),
+                intent_total=Count("intents", distinct=True),
+            )
+        )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Specialist | None = None):
+        if obj is not None and not self.has_change_permission(request, obj):
+            # View only: the prompt is shown by :meth:`prompt_text`; there is nothing to note.
+            return [
+                (name, {**opts, "fields": [f for f in opts["fields"] if f != "prompt_note"]})
+                for name, opts in self.fieldsets
+            ]
+        return super().get_fieldsets(request, obj)
+
+    @admin.display(description="prompt (active version)")
+    def prompt_text(self, obj: Specialist) -> str:
+        """The read-only rendering of the prompt field, for users who may only view specialists."""
+        active = obj.prompts.filter(is_active=True).first()
+        if active is None:
+            return "—"
+        return format_html('<pre style="white-space: pre-wrap; margin: 0">v{}: {}</pre>', active.version, active.text)
+
+    def save_related(self, request: HttpRequest, form: SpecialistAdminForm, formsets, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        text = form.new_prompt_text()
+        if text is not None:
+            prompt = prompt_version_create(
+                specialist=form.instance, text=text, note=form.cleaned_data.get("prompt_note", ""), user=request.user
+            )
+            self.message_user(request, f"Saved the prompt as version {prompt.version}; it is now active.")
+
+    @admin.display(description="active prompt", ordering="active_prompt_version")
+    def active_version(self, obj: Specialist) -> str:
+        return f"v{obj.active_prompt_version}" if obj.active_prompt_version else "—"
+
+    @admin.display(description="tools", ordering="tool_total")
+    def tool_count(self, obj: Specialist) -> int:
+        return obj.tool_total
+
+    @admin.display(description="intents", ordering="intent_total")
+    def intent_count(self, obj: Specialist) -> int:
+        return obj.intent_total
+
+
+class SpecialistPromptAddForm(forms.ModelForm):
+    activate = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Make it the active version",
+        help_text="Untick to store a draft that can be activated later.",
+    )
+
+    class Meta:
+        model = SpecialistPrompt
+        fields = ["specialist", "text", "note"]
+
+
+@admin.register(SpecialistPrompt)
+class SpecialistPromptAdmin(admin.ModelAdmin):
+    """Versions are added, compared and activated — never edited."""
+
+    list_display = ["specialist", "version", "is_active", "note", "excerpt", "created_at", "created_by"]
+    list_display_links = ["specialist", "version"]
+    list_filter = [("specialist", SpecialistListFilter), "specialist__profile", "is_active"]
+    list_select_related = ["specialist__profile", "created_by"]
+    search_fields = ["text", "note", "specialist__name", "specialist__profile__agent_id"]
+    date_hierarchy = "created_at"
+    actions = ["make_active"]
+    change_form_template = "admin/agents/specialistprompt/change_form.html"
+    readonly_fields = [
+        "specialist",
+        "version",
+        "status",
+        "note",
+        "text_block",
+        "diff_vs_active",
+        "created_at",
+        "created_by",
+    ]
+
+    def get_form(self, request: HttpRequest, obj: SpecialistPrompt | None = None, **kwargs: Any):
+        if obj is None:
+            kwargs["form"] = SpecialistPromptAddForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: SpecialistPrompt | None = None) -> list[str]:
+        if obj is None:
+            return ["specialist", "text", "note", "activate"]
+        return list(self.readonly_fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: SpecialistPrompt | None = None) -> list[str]:
+        return list(self.readonly_fields) if obj is not None else []
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "specialist" and formfield is not None:
+            formfield.queryset = formfield.queryset.select_related("profile")
+        return formfield
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        specialist_id = initial.get("specialist")
+        if specialist_id and "text" not in initial:
+            # Start the new version from the active one: most changes are edits.
+            active = SpecialistPrompt.objects.filter(specialist_id=specialist_id, is_active=True).first()
+            if active is not None:
+                initial["text"] = active.text
+        return initial
+
+    def has_delete_permission(self, request: HttpRequest, obj: SpecialistPrompt | None = None) -> bool:
+        if obj is not None and obj.is_active:
+            return False  # the specialist would be left without a prompt
+        return super().has_delete_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: SpecialistPrompt, form, change: bool) -> None:
+        if change:
+            return  # every field of a stored version is read-only
+        created = prompt_version_create(
+            specialist=obj.specialist,
+            text=obj.text,
+            note=obj.note,
+            user=request.user,
+            activate=form.cleaned_data.get("activate", True),
+        )
+        # The admin goes on with ``obj`` (log entry, redirect): make it the stored version.
+        for field in SpecialistPrompt._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(created, field.attname))
+        obj._state.adding = False
+        obj._state.db = created._state.db
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/activate/",
+                self.admin_site.admin_view(self.activate_view),
+                name="agents_specialistprompt_activate",
+            ),
+            *super().get_urls(),
+        ]
+
+    def activate_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: make this version the active one (a revert when it is older)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        prompt = self.get_object(request, unquote(object_id))
+        if prompt is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_change_permission(request, prompt):
+            raise PermissionDenied
+        self._activate(request, prompt)
+        next_url = request.GET.get("next", "")
+        if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
+            next_url = reverse("admin:agents_specialistprompt_change", args=[prompt.pk])
+        return HttpResponseRedirect(next_url)
+
+    def _activate(self, request: HttpRequest, prompt: SpecialistPrompt) -> None:
+        prompt_activate(prompt=prompt)
+        self.log_change(request, prompt, [{"changed": {"fields": ["is_active"]}}])
+        self.message_user(request, f"Version {prompt.version} of {prompt.specialist} is now active.", messages.SUCCESS)
+
+    @admin.action(description="Make this version active", permissions=["change"])
+    def make_active(self, request: HttpRequest, queryset: QuerySet[SpecialistPrompt]) -> None:
+        prompts = list(queryset.select_related("specialist__profile"))
+        by_specialist: dict[int, list[SpecialistPrompt]] = {}
+        for prompt in prompts:
+            by_specialist.setdefault(prompt.specialist_id, []).append(prompt)
+        for choices in by_specialist.values():
+            if len(choices) > 1:
+                self.message_user(
+                    request,
+                    f"Choose one version of {choices[0].specialist}; "
+                    f"versions {', '.join(str(p.version) for p in choices)} were selected.",
+                    messages.ERROR,
+                )
+                continue
+            self._activate(request, choices[0])
+
+    # -- read-only display ----------------------------------------------------------
+
+    @admin.display(description="text")
+    def excerpt(self, obj: SpecialistPrompt) -> str:
+        return truncatechars(obj.text, 80)
+
+    @admin.display(description="text")
+    def text_block(self, obj: SpecialistPrompt) -> str:
+        return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', obj.text)
+
+    @admin.display(description="status")
+    def status(self, obj: SpecialistPrompt) -> str:
+        return "Active — this is the version specialists answer with." if obj.is_active else "Not active."
+
+    @admin.display(description="changes from the active version")
+    def diff_vs_active(self, obj: SpecialistPrompt) -> str:
+        if obj.is_active:
+            return "This is the active version."
+        active = SpecialistPrompt.objects.filter(specialist_id=obj.specialist_id, is_active=True).first()
+        if active is None:
+            return "The specialist has no active version."
+        lines = list(
+            difflib.unified_diff(
+                active.text.splitlines(),
+                obj.text.splitlines(),
+                fromfile=f"v{active.version} (active)",
+                tofile=f"v{obj.version} (this version)",
+                lineterm="",
+            )
+        )
+        if not lines:
+            return f"Same text as the active version v{active.version}."
+        colours = {"+": "#1b7f3b", "-": "#b3261e", "@": "#6b6b6b"}
+        rows = format_html_join(
+            "\n",
+            '<span style="color: {}">{}</span>',
+            ((colours.get(line[:1], "inherit"), line) for line in lines),
+        )
+        return format_html('<pre class="prompt-diff" style="white-space: pre-wrap; margin: 0">{}</pre>', rows)
+
+
+# -- MCP servers and tools ---------------------------------------------------------
+
+
+class McpToolInline(admin.TabularInline):
+    model = McpTool
+    fields = ["name", "enabled", "needs_permission", "description"]
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class EnableDisableActions:
+    """Bulk switches: one ``update`` plus one explicit bump (``update`` skips the invalidation signals)."""
+
+    actions = ["enable_selected", "disable_selected"]
+
+    def _switch(self, request: HttpRequest, queryset: QuerySet, *, enabled: bool) -> None:
+        count = queryset.exclude(enabled=enabled).update(enabled=enabled)
+        if count:
+            config_version_bump()
+        verb = "Enabled" if enabled else "Disabled"
+        self.message_user(request, f"{verb} {count} {self.opts.verbose_name_plural}.", messages.SUCCESS)
+
+    @admin.action(description="Enable selected %(verbose_name_plural)s", permissions=["change"])
+    def enable_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._switch(request, queryset, enabled=True)
+
+    @admin.action(description="Disable selected %(verbose_name_plural)s", permissions=["change"])
+    def disable_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._switch(request, queryset, enabled=False)
+
+
+@admin.register(McpServer)
+class McpServerAdmin(EnableDisableActions, admin.ModelAdmin):
+    list_display = ["name", "transport", "endpoint", "enabled", "timeout", "tool_count", "updated_at"]
+    list_filter = ["enabled", "transport"]
+    search_fields = ["name", "endpoint", "description"]
+    inlines = [McpToolInline]
+    fields = ["name", "description", "transport", "endpoint", "timeout", "enabled"]
+    # Example and in-cluster servers are plain http; do not guess https for a bare host.
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
+        return super().get_queryset(request).annotate(tool_total=Count("tools"))
+
+    @admin.display(description="tools", ordering="tool_total")
+    def tool_count(self, obj: McpServer) -> int:
+        return obj.tool_total
+
+
+class McpToolAdminForm(forms.ModelForm):
+    args_schema = PrettyJSONField(
+        required=False,
+        label="Argument schema",
+        help_text='A JSON Schema of an object, e.g. {"type": "object", "properties": {"msisdn": {"type": "string"}}, '
+        '"required": ["msisdn"]}. The short form {"msisdn": "string"} is expanded on save.',
+    )
+
+    class Meta:
+        model = McpTool
+        fields = ["name", "server", "description", "args_schema", "enabled", "needs_permission"]
+
+    def clean_args_schema(self) -> dict[str, Any]:
+        value = self.cleaned_data.get("args_schema")
+        if value in (None, "", {}):
+            return {}
+        # Shorthand errors are raised here; JSON Schema errors by the model field's validator,
+        # which the form reports on this same field.
+        return expand_args_schema(value)
+
+
+@admin.register(McpTool)
+class McpToolAdmin(EnableDisableActions, admin.ModelAdmin):
+    form = McpToolAdminForm
+    list_display = ["name", "server", "enabled", "needs_permission", "intent_count", "specialist_count", "updated_at"]
+    list_filter = ["server", "enabled", "needs_permission"]
+    list_select_related = ["server"]
+    search_fields = ["name", "description", "server__name"]
+    fields = ["name", "server", "description", "args_schema", "enabled", "needs_permission"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[McpTool]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                intent_total=Count("intents", distinct=True), specialist_total=Count("specialists", distinct=True)
+            )
+        )
+
+    @admin.display(description="intents", ordering="intent_total")
+    def intent_count(self, obj: McpTool) -> int:
+        return obj.intent_total
+
+    @admin.display(description="specialists", ordering="specialist_total")
+    def specialist_count(self, obj: McpTool) -> int:
+        return obj.specialist_total

@@ -1,1 +1,29 @@
-from django.contrib import admin  # noqa: F401
+"""The ``agent_handoffs`` table, read-only: handoffs are recorded by the graph, never typed in."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from handoffs.models import Handoff
+from routing.admin import ReadOnlyAdminMixin
+
+
+@admin.register(Handoff)
+class HandoffAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["created_at", "from_agent", "to_agent", "kind", "status", "profile", "tenant", "conversation"]
+    list_filter = ["kind", "status", "created_at", "profile", "tenant"]
+    list_select_related = ["conversation", "profile", "tenant"]
+    search_fields = ["from_agent", "to_agent", "reason", "conversation__conversation_key"]
+    date_hierarchy = "created_at"
+    fields = [
+        "created_at",
+        "conversation",
+        "tenant",
+        "profile",
+        "from_agent",
+        "to_agent",
+        "kind",
+        "status",
+        "reason",
+        "context_summary",
+    ]
