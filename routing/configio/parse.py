@@ -515,7 +515,7 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
     keys = keys_of(section, problems, ROUTER_KEYS)
     if keys is None:
         return
-    patch = Patch("profile", "router", (profile.value,), profile)
+    patch = Patch("router block of profile", "router", (profile.value,), profile)
     patch.refs["profile"] = profile
     if "mode" in keys:
         _mode(patch, keys["mode"], problems)
