@@ -1,0 +1,1 @@
+"""Example retail MCP server (see ``server.py``)."""

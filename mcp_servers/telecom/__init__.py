@@ -1,0 +1,1 @@
+"""Example telecom MCP server (see ``server.py``)."""

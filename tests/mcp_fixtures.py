@@ -1,0 +1,25 @@
+"""Fixtures that run the example MCP servers as real processes (see ``tests/mcp_processes.py``).
+
+* ``mcp_servers`` — both servers for the whole session: ``{"telecom": url, "retail": url}``;
+* ``slow_telecom_server`` — a telecom server of its own whose every tool call takes 3 s: its URL.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mcp_processes import running_mcp_servers
+
+SLOW_SERVER_DELAY_MS = 3000
+
+
+@pytest.fixture(scope="session")
+def mcp_servers():
+    with running_mcp_servers("telecom", "retail") as urls:
+        yield urls
+
+
+@pytest.fixture
+def slow_telecom_server():
+    with running_mcp_servers("telecom", delay_ms=SLOW_SERVER_DELAY_MS) as urls:
+        yield urls["telecom"]
