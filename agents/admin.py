@@ -233,17 +233,14 @@ class SpecialistAdminForm(forms.ModelForm):
             self.active_prompt = self.instance.prompts.filter(is_active=True).first()
         if self.active_prompt is not None:
             self.fields["prompt_text"].initial = self.active_prompt.text
-        for name in ("allowed_tools", "handoff_targets"):
-            if name in self.fields:
-                self.fields[name].queryset = self.fields[name].queryset.select_related(
-                    "profile" if name == "handoff_targets" else "server"
+        targets = self.fields.get("handoff_targets")
+        if targets is not None:
+            # Labels name the profile; an existing specialist hands off within its own profile only.
+            targets.queryset = targets.queryset.select_related("profile")
+            if self.instance.pk:
+                targets.queryset = targets.queryset.filter(profile_id=self.instance.profile_id).exclude(
+                    pk=self.instance.pk
                 )
-        if "handoff_targets" in self.fields and self.instance.pk:
-            self.fields["handoff_targets"].queryset = (
-                self.fields["handoff_targets"]
-                .queryset.filter(profile_id=self.instance.profile_id)
-                .exclude(pk=self.instance.pk)
-            )
 
     def new_prompt_text(self) -> str | None:
         """The text to store as a new version, or ``None`` when the prompt did not change."""
