@@ -7,7 +7,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from agents.schemas import validate_guardrail_settings, validate_judge_settings, validate_tool_args_schema
+from agents.schemas import (
+    validate_endpoint_url,
+    validate_guardrail_settings,
+    validate_judge_settings,
+    validate_tool_args_schema,
+)
 
 slug_validator_message = "Use lowercase letters, digits and underscores, starting with a letter."
 
@@ -170,7 +175,11 @@ class McpServer(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     description = models.TextField(blank=True)
     transport = models.CharField(max_length=32, choices=McpTransport.choices, default=McpTransport.STREAMABLE_HTTP)
-    endpoint = models.URLField(max_length=500, help_text="e.g. http://localhost:8100/mcp")
+    endpoint = models.CharField(
+        max_length=500,
+        validators=[validate_endpoint_url],
+        help_text="e.g. http://localhost:8100/mcp",
+    )
     enabled = models.BooleanField(default=True)
     timeout = models.FloatField(
         default=10.0,

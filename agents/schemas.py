@@ -58,6 +58,22 @@ def validate_tool_args_schema(value: Any) -> None:
         raise ValidationError(f"required names arguments that are not in properties: {', '.join(missing)}.")
 
 
+def validate_endpoint_url(value: str) -> None:
+    """An http(s) URL with a host. Unlike ``URLField`` it accepts single-label
+    host names such as ``mcp-telecom`` (Docker service names)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ValidationError(f"Not a valid URL: {exc}.") from exc
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValidationError("Enter an http:// or https:// URL with a host, e.g. http://localhost:8100/mcp.")
+    if port == 0 or any(ch.isspace() for ch in value):
+        raise ValidationError("Enter a valid URL (no spaces, a port between 1 and 65535).")
+
+
 GUARDRAIL_KEYS: dict[str, type | tuple[type, ...]] = {
     "blocked_terms": list,
     "max_input_chars": int,

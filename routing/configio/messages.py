@@ -46,3 +46,4 @@ WARNING_TOOL_NOT_ALLOWED = (
     "intent authorises tool {tool!r}, which its specialist {specialist!r} may not use; "
     "add it to the specialist's tools or the call will be refused"
 )
+ERROR_ENV_UNSET = "environment variable {name} is not set and has no default (write ${{{name}:-default}})"

@@ -20,7 +20,7 @@ from jsonschema.exceptions import SchemaError
 from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_args_schema
 from routing.configio import messages
-from routing.configio.source import Node, Problems, Source
+from routing.configio.source import Node, Problems, Source, expand_env
 from routing.models import Intent, Keyword, StatePolicy
 from routing.text import normalize
 
@@ -356,7 +356,10 @@ def _parse_servers(section: Node, problems: Problems, parsed: Parsed) -> None:
                 choices = ", ".join(sorted({*TRANSPORTS, *TRANSPORT_ALIASES}))
                 problems.add(keys["transport"], messages.ERROR_BAD_CHOICE.format(value=raw, choices=choices))
         if "endpoint" in keys and name_of(keys["endpoint"], problems) is not None:
-            patch.put("endpoint", keys["endpoint"], keys["endpoint"].value.strip())
+            endpoint, missing = expand_env(keys["endpoint"].value.strip())
+            for variable in missing:
+                problems.add(keys["endpoint"], messages.ERROR_ENV_UNSET.format(name=variable))
+            patch.put("endpoint", keys["endpoint"], endpoint)
         _scalar(patch, keys, "enabled", "boolean", problems)
         _scalar(patch, keys, "description", "text", problems)
         _scalar(patch, keys, "timeout", "number", problems)

@@ -9,17 +9,43 @@ value plus its place (file and path), so every later check can report
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
+from platform import env
 from routing.configio import messages
 
 Path = tuple[str | int, ...]
 
 MAX_DEPTH = 40
+
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(text: str) -> tuple[str, list[str]]:
+    """Replace ``${NAME}`` and ``${NAME:-default}`` with the environment's values.
+
+    Returns the expanded text and the names that were neither set nor given a
+    default (the caller reports them). Used for MCP server endpoints, so one
+    file serves a laptop (``127.0.0.1``) and a compose network (``mcp-telecom``).
+    """
+    missing: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = env.string(name)
+        if value:
+            return value
+        if default is not None:
+            return default
+        missing.append(name)
+        return match.group(0)
+
+    return _ENV_REFERENCE.sub(replace, text), missing
 
 
 @dataclass(eq=False)

@@ -705,7 +705,7 @@ def test_model_validators_apply_to_imported_values(imported):
     )
     error = assert_refused_without_writing(servers)
     assert f"{servers}:3: servers.telecom.transport: 'grpc' is not one of" in error
-    assert f"{servers}:4: servers.telecom.endpoint: Enter a valid URL" in error
+    assert f"{servers}:4: servers.telecom.endpoint: Enter an http:// or https:// URL" in error
     assert f"{servers}:5: servers.telecom.timeout: Ensure this value is greater than or equal to 0.1" in error
 
 
@@ -718,3 +718,27 @@ def test_one_bad_file_keeps_the_good_ones_out_too(tmp_path):
 
     assert "unknown specialist 'order_agent' of profile retail_orders" in error
     assert sum(row_counts().values()) == 0
+
+
+def test_server_endpoints_expand_environment_variables_with_defaults(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_TEST_HOST", "mcp-telecom")
+    monkeypatch.delenv("MCP_TEST_PORT", raising=False)
+    path = tmp_path / "servers.yaml"
+    path.write_text(
+        "servers:\n  telecom:\n    endpoint: http://${MCP_TEST_HOST:-127.0.0.1}:${MCP_TEST_PORT:-8100}/mcp\n"
+    )
+
+    run_import(path)
+
+    assert McpServer.objects.get(name="telecom").endpoint == "http://mcp-telecom:8100/mcp"
+
+
+def test_an_unset_variable_without_a_default_refuses_the_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("MCP_NOT_SET", raising=False)
+    path = tmp_path / "servers.yaml"
+    path.write_text("servers:\n  telecom:\n    endpoint: http://${MCP_NOT_SET}/mcp\n")
+
+    error = refused(path)
+
+    assert "servers.yaml:3" in error and "MCP_NOT_SET" in error
+    assert not McpServer.objects.exists()
