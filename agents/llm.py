@@ -157,11 +157,11 @@ class OfflineModel(ModelProvider):
         started = time.perf_counter()
         await self._pause()
         specialist = request.specialist
-        topic = request.intent_description or request.intent.replace("_", " ") or "sua solicitação"
+        topic = (request.intent_description or request.intent.replace("_", " ")).strip().rstrip(".")
+        subject = f" Assunto: {topic[:1].lower()}{topic[1:]}." if topic and request.intent != "fallback" else ""
         text = (
-            f"{specialist.display_name} {OFFLINE_NOTICE}: recebi sua mensagem sobre {topic.rstrip('.')}. "
-            f'Você disse: "{request.text}". '
-            f"Vou tratar disso como {specialist.name}."
+            f"{specialist.display_name} {OFFLINE_NOTICE}: recebi sua mensagem.{subject} "
+            f'Você disse: "{request.text}". Vou tratar disso como {specialist.name}.'
         )
         return ModelAnswer(text=text, llm=self.name, model="offline", latency_ms=(time.perf_counter() - started) * 1000)
 
