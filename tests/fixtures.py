@@ -25,13 +25,17 @@ def fresh_routing_snapshot():
     snapshot.invalidate()
 
 
-@pytest.fixture
-def tenant_key(db):
+def _key(tenant_slug: str, name: str, **flags):
     from routing.services import api_key_create
 
-    key, raw = api_key_create(tenant_slug="tenant_a", name="test key")
-    key.raw = raw
+    key, raw = api_key_create(tenant_slug=tenant_slug, name=name, **flags)
+    key.raw = raw  # the raw key exists only here: the database keeps its hash
     return key
+
+
+@pytest.fixture
+def tenant_key(db):
+    return _key("tenant_a", "test key")
 
 
 @pytest.fixture
@@ -41,20 +45,12 @@ def tenant(tenant_key):
 
 @pytest.fixture
 def debug_key(db):
-    from routing.services import api_key_create
-
-    key, raw = api_key_create(tenant_slug="tenant_a", name="debug key", is_debug=True)
-    key.raw = raw
-    return key
+    return _key("tenant_a", "debug key", is_debug=True)
 
 
 @pytest.fixture
 def outsider_key(db):
-    from routing.services import api_key_create
-
-    key, raw = api_key_create(tenant_slug="outsider", name="outsider key")
-    key.raw = raw
-    return key
+    return _key("outsider", "outsider key")
 
 
 @pytest.fixture
