@@ -1,0 +1,326 @@
+"""Tool calls over the Model Context Protocol (JSON-RPC 2.0 over streamable HTTP).
+
+We use the official ``mcp`` SDK's client (``streamable_http_client`` +
+``ClientSession``) rather than hand-written JSON-RPC over httpx: the SDK does
+the initialisation handshake, protocol-version negotiation, request ids,
+notifications and result validation the way servers expect, and follows the
+protocol as it evolves.
+
+Sessions are reused, not opened per call. An SDK session belongs to the event
+loop (and the task) that opened it, while our callers run on many loops —
+uvicorn's, ``async_to_sync``'s short-lived ones, Celery workers'. So every
+session lives on **one dedicated event-loop thread per process**
+(:class:`McpRuntime`); callers hand it coroutines and await the result from
+their own loop. A session is owned by one task there (the SDK requires its
+contexts to be entered and left by the same task) and is shared by all
+concurrent calls to that server.
+
+A server that is down, slow or answers an error never raises to the caller:
+:func:`tool_call` returns a :class:`ToolResult` whose ``status`` says what
+happened, and the specialist answers without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+logger = logging.getLogger(__name__)
+
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+STATUS_TIMEOUT = "timeout"
+STATUS_UNAVAILABLE = "unavailable"
+STATUS_INVALID = "invalid_arguments"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a server is and how long we wait for it (from the admin's MCP server)."""
+
+    name: str
+    url: str
+    timeout: float
+
+
+@dataclass
+class ToolResult:
+    tool: str
+    server: str
+    arguments: dict[str, Any]
+    status: str
+    latency_ms: float = 0.0
+    result: Any = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == STATUS_OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "server": self.server,
+            "arguments": self.arguments,
+            "status": self.status,
+            "latency_ms": round(self.latency_ms, 1),
+            "result": self.result,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """A tool as a server lists it (``tools/list``)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = field(default_factory=dict)
+
+
+class McpUnavailable(Exception):
+    """The server could not be reached or its session broke."""
+
+
+class McpRuntime:
+    """A daemon thread running the event loop that owns every MCP session of this process.
+
+    Started lazily, and again after a fork (Celery's prefork pool), since
+    threads do not survive one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+        self.connections: dict[Endpoint, ServerConnection] = {}
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid() or not self._loop.is_running():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(target=self._serve, args=(loop, ready), name="mcp-runtime", daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._pid, self.connections = loop, os.getpid(), {}
+            return self._loop
+
+    @staticmethod
+    def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    async def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coroutine`` on the runtime loop and await its result from the caller's loop."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop())
+        return await asyncio.wrap_future(future)
+
+    def run_sync(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """The same, for synchronous callers (management commands, admin actions)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop()).result()
+
+    def connection(self, endpoint: Endpoint) -> ServerConnection:
+        """The shared connection to ``endpoint`` (call on the runtime loop)."""
+        connection = self.connections.get(endpoint)
+        if connection is None:
+            connection = self.connections[endpoint] = ServerConnection(endpoint)
+        return connection
+
+    async def close_all(self) -> None:
+        connections, self.connections = list(self.connections.values()), {}
+        await asyncio.gather(*(connection.close() for connection in connections), return_exceptions=True)
+
+
+class ServerConnection:
+    """One MCP session to one server, opened on first use and reopened after a failure."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.session: Any = None
+        self._owner: asyncio.Task | None = None
+        self._closing: asyncio.Event | None = None
+        self._opening: asyncio.Future | None = None
+
+    async def ensure(self) -> Any:
+        if self.session is not None:
+            return self.session
+        if self._opening is None or self._opening.done():
+            self._opening = asyncio.get_running_loop().create_future()
+            self._closing = asyncio.Event()
+            self._owner = asyncio.create_task(self._own(self._opening, self._closing))
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._opening), self.endpoint.timeout)
+        except TimeoutError:
+            await self.close()
+            raise McpUnavailable(f"no answer from {self.endpoint.url} within {self.endpoint.timeout:g}s") from None
+
+    async def _own(self, opened: asyncio.Future, closing: asyncio.Event) -> None:
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        try:
+            async with (
+                streamable_http_client(self.endpoint.url) as (read_stream, write_stream),
+                ClientSession(read_stream, write_stream, read_timeout_seconds=self.endpoint.timeout) as session,
+            ):
+                await session.initialize()
+                await session.list_tools()  # the SDK validates results against listed output schemas
+                self.session = session
+                if not opened.done():
+                    opened.set_result(session)
+                await closing.wait()
+        except BaseException as exc:
+            if not opened.done():
+                opened.set_exception(McpUnavailable(_describe(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.session = None
+
+    def broken(self) -> None:
+        """Forget a session whose transport failed; the next call reconnects."""
+        self.session = None
+        if self._closing is not None:
+            self._closing.set()
+
+    async def close(self) -> None:
+        self.broken()
+        owner, self._owner = self._owner, None
+        if owner is not None and not owner.done():
+            try:
+                await asyncio.wait_for(owner, 5)
+            except (TimeoutError, asyncio.CancelledError):
+                owner.cancel()
+
+
+def _describe(exc: BaseException) -> str:
+    leaves: list[BaseException] = []
+
+    def walk(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                walk(inner)
+        else:
+            leaves.append(error)
+
+    walk(exc)
+    first = leaves[0] if leaves else exc
+    return f"{type(first).__name__}: {first}".rstrip(": ")
+
+
+runtime = McpRuntime()
+
+
+# --- arguments ---------------------------------------------------------------------------
+
+
+def arguments_from_context(
+    schema: dict[str, Any], context: dict[str, Any], given: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Build a tool's arguments: the schema's properties taken from ``given`` (the model's) or the request context.
+
+    Only names the schema declares are passed; ``None`` values are dropped.
+    """
+    properties = (schema or {}).get("properties", {})
+    arguments: dict[str, Any] = {}
+    for name in properties:
+        value = (given or {}).get(name)
+        if value is None:
+            value = context.get(name)
+        if value is not None:
+            arguments[name] = value
+    return arguments
+
+
+def arguments_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """Validation errors of ``arguments`` against the tool's JSON Schema (empty when valid)."""
+    if not schema:
+        return []
+    validator = Draft202012Validator(schema)
+    return [
+        f"{'.'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
+        for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    ]
+
+
+def missing_required(schema: dict[str, Any], context: dict[str, Any]) -> list[str]:
+    return [name for name in (schema or {}).get("required", []) if context.get(name) in (None, "")]
+
+
+# --- calls -------------------------------------------------------------------------------
+
+
+def _result_payload(result: Any) -> Any:
+    if getattr(result, "structured_content", None) is not None:
+        return result.structured_content
+    texts = [getattr(item, "text", "") for item in getattr(result, "content", []) or []]
+    return "\n".join(text for text in texts if text)
+
+
+async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tuple[str, Any, str]:
+    from mcp.shared.exceptions import MCPError
+
+    connection = runtime.connection(endpoint)
+    try:
+        session = await connection.ensure()
+    except McpUnavailable as exc:
+        return STATUS_UNAVAILABLE, None, str(exc)
+    try:
+        result = await asyncio.wait_for(session.call_tool(tool, arguments), endpoint.timeout)
+    except TimeoutError:
+        return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s"
+    except MCPError as exc:
+        if exc.code == -32001:  # the SDK's request timeout
+            return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s"
+        connection.broken()
+        return STATUS_UNAVAILABLE, None, f"{endpoint.name}: {exc.message}"
+    except Exception as exc:  # noqa: BLE001 — a broken transport; reconnect next time
+        connection.broken()
+        return STATUS_UNAVAILABLE, None, _describe(exc)
+    payload = _result_payload(result)
+    if getattr(result, "is_error", False):
+        return STATUS_ERROR, None, payload if isinstance(payload, str) else str(payload)
+    return STATUS_OK, payload, ""
+
+
+async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
+    """Validate ``arguments`` against ``schema`` and call ``tool``; never raises."""
+    started = time.perf_counter()
+    errors = arguments_errors(schema, arguments)
+    if errors:
+        return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
+    status, payload, error = await runtime.run(_call(endpoint, tool, arguments))
+    latency = (time.perf_counter() - started) * 1000
+    if status != STATUS_OK:
+        logger.warning("MCP %s.%s %s: %s", endpoint.name, tool, status, error)
+    return ToolResult(tool, endpoint.name, arguments, status, latency, payload, error)
+
+
+async def _list(endpoint: Endpoint) -> list[ToolInfo]:
+    connection = runtime.connection(endpoint)
+    session = await connection.ensure()
+    try:
+        listed = await asyncio.wait_for(session.list_tools(), endpoint.timeout)
+    except Exception as exc:
+        connection.broken()
+        raise McpUnavailable(_describe(exc)) from exc
+    return [ToolInfo(tool.name, tool.description or "", dict(tool.input_schema or {})) for tool in listed.tools]
+
+
+async def tools_list(endpoint: Endpoint) -> list[ToolInfo]:
+    """The server's ``tools/list``; raises :class:`McpUnavailable` when it cannot be reached."""
+    return await runtime.run(_list(endpoint))
+
+
+def tools_list_sync(endpoint: Endpoint) -> list[ToolInfo]:
+    return runtime.run_sync(_list(endpoint))
