@@ -1,11 +1,14 @@
-"""Writes of agent data: prompt versions."""
+"""Writes of agent data: prompt versions, MCP tools synchronised from their servers."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
-from agents.models import Specialist, SpecialistPrompt
+from agents.models import McpServer, McpTool, Specialist, SpecialistPrompt
 
 
 @transaction.atomic
@@ -40,3 +43,50 @@ def prompt_activate(*, prompt: SpecialistPrompt) -> SpecialistPrompt:
         prompt.is_active = True
         prompt.save(update_fields=["is_active"])
     return prompt
+
+
+@dataclass
+class ToolSyncReport:
+    server: str
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        parts = [f"{len(self.created)} created", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
+        return f"{self.server}: " + ", ".join(parts)
+
+
+def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
+    """Create or update ``server``'s tools from its ``tools/list`` (descriptions and argument schemas).
+
+    Tools the server no longer lists are left alone (an admin may disable
+    them). A tool of the same name on another server is refused rather than
+    moved. Raises :class:`agents.mcp.McpUnavailable` when the server cannot be
+    reached, and :class:`ValidationError` for a schema that is not valid JSON Schema.
+    """
+    from agents.mcp import Endpoint, tools_list_sync
+
+    listed = tools_list_sync(Endpoint(server.name, server.endpoint, server.timeout))
+    report = ToolSyncReport(server=server.name)
+    with transaction.atomic():
+        existing = {tool.name: tool for tool in McpTool.objects.filter(name__in=[t.name for t in listed])}
+        for info in listed:
+            tool = existing.get(info.name)
+            if tool is not None and tool.server_id != server.pk:
+                raise ValidationError(f"Tool {info.name!r} already belongs to the server {tool.server.name!r}.")
+            if tool is None:
+                tool = McpTool(
+                    name=info.name, server=server, description=info.description, args_schema=info.input_schema
+                )
+                tool.full_clean()
+                tool.save()
+                report.created.append(info.name)
+            elif (tool.description, tool.args_schema) != (info.description, info.input_schema):
+                tool.description, tool.args_schema = info.description, info.input_schema
+                tool.full_clean()
+                tool.save(update_fields=["description", "args_schema", "updated_at"])
+                report.updated.append(info.name)
+            else:
+                report.unchanged.append(info.name)
+    return report

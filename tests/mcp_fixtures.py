@@ -23,3 +23,16 @@ def mcp_servers():
 def slow_telecom_server():
     with running_mcp_servers("telecom", delay_ms=SLOW_SERVER_DELAY_MS) as urls:
         yield urls["telecom"]
+
+
+@pytest.fixture
+def live_mcp(db, telecom, mcp_servers):
+    """The ``telecom`` fixture's MCP servers pointed at the running example servers."""
+    from agents.models import McpServer
+
+    for name, url in mcp_servers.items():
+        McpServer.objects.filter(name=name).update(endpoint=url)
+    from routing.config import config_version_bump
+
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+    return mcp_servers

@@ -1,0 +1,95 @@
+"""sync_mcp_tools and the debug MCP endpoints, against the running example servers."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from agents.models import McpServer, McpTool
+
+pytestmark = pytest.mark.django_db
+
+
+def test_sync_mcp_tools_updates_descriptions_and_schemas_from_tools_list(live_mcp):
+    out = StringIO()
+    call_command("sync_mcp_tools", "telecom", stdout=out)
+
+    fatura = McpTool.objects.get(name="consultar_fatura")
+    assert fatura.description
+    assert fatura.args_schema["required"] == ["msisdn"]
+    assert "invoice_id" in fatura.args_schema["properties"]
+    assert "telecom: 0 created, 2 updated, 0 unchanged" in out.getvalue()
+
+    again = StringIO()
+    call_command("sync_mcp_tools", "telecom", stdout=again)
+    assert "0 created, 0 updated, 2 unchanged" in again.getvalue()
+
+
+def test_sync_mcp_tools_creates_tools_it_did_not_know(live_mcp):
+    McpTool.objects.filter(name="consultar_entrega").delete()
+
+    call_command("sync_mcp_tools", "retail", stdout=StringIO())
+
+    assert McpTool.objects.get(name="consultar_entrega").server.name == "retail"
+
+
+def test_sync_mcp_tools_without_a_name_syncs_every_enabled_server(live_mcp):
+    out = StringIO()
+    call_command("sync_mcp_tools", stdout=out)
+    assert "telecom:" in out.getvalue() and "retail:" in out.getvalue()
+
+
+def test_sync_mcp_tools_reports_a_server_that_is_down(live_mcp):
+    McpServer.objects.filter(name="retail").update(endpoint="http://127.0.0.1:9/mcp", timeout=2)
+    err = StringIO()
+
+    with pytest.raises(CommandError):
+        call_command("sync_mcp_tools", "retail", stdout=StringIO(), stderr=err)
+
+    assert "retail:" in err.getvalue()
+
+
+def test_sync_mcp_tools_refuses_an_unknown_server(db):
+    with pytest.raises(CommandError, match="Unknown MCP server"):
+        call_command("sync_mcp_tools", "nope", stdout=StringIO())
+
+
+def test_the_debug_tools_list_shows_every_tool_with_its_server(debug_api, live_mcp):
+    tools = {tool["name"]: tool for tool in debug_api.get("/api/debug/mcp/tools").json()["tools"]}
+
+    assert set(tools) == {"consultar_fatura", "consultar_pagamentos", "consultar_pedido", "consultar_entrega"}
+    assert tools["consultar_pedido"]["server"] == "retail"
+
+
+def test_the_debug_call_runs_the_tool_over_mcp(debug_api, live_mcp):
+    call_command("sync_mcp_tools", stdout=StringIO())
+
+    fatura = debug_api.post(
+        "/api/debug/mcp/call/consultar_fatura", {"msisdn": "5511999999999", "invoice_id": "INV001"}, format="json"
+    ).json()
+    pedido = debug_api.post(
+        "/api/debug/mcp/call/consultar_pedido", {"order_id": "P100", "customer_id": "C001"}, format="json"
+    ).json()
+
+    assert fatura["status"] == "ok" and fatura["result"]["invoice_id"] == "INV001"
+    assert pedido["status"] == "ok" and pedido["result"]["order_id"] == "P100"
+
+
+def test_the_debug_call_validates_arguments_against_the_schema(debug_api, live_mcp):
+    call_command("sync_mcp_tools", stdout=StringIO())
+
+    body = debug_api.post("/api/debug/mcp/call/consultar_fatura", {"invoice_id": "INV001"}, format="json").json()
+
+    assert body["status"] == "invalid_arguments"
+    assert "msisdn" in body["error"]
+
+
+def test_the_debug_call_of_an_unknown_tool_is_not_found(debug_api, live_mcp):
+    assert debug_api.post("/api/debug/mcp/call/nope", {}, format="json").status_code == 404
+
+
+def test_the_debug_mcp_routes_need_a_debug_key(api, live_mcp):
+    assert api.get("/api/debug/mcp/tools").status_code == 403
+    assert api.post("/api/debug/mcp/call/consultar_fatura", {}, format="json").status_code == 403
