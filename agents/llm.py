@@ -17,22 +17,25 @@ graceful :class:`ModelAnswer` with ``error`` set, or a ``None`` classification.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, Field
 
 from routing.router import Classification, IntentSpec
 from routing.text import normalize
 
 if TYPE_CHECKING:
-    from routing.snapshot import ProfileSpec, SpecialistSpec
+    from routing.snapshot import ProfileSpec
 
 logger = logging.getLogger(__name__)
 
@@ -43,40 +46,14 @@ ERROR_ANSWER = (
 )
 
 
-@dataclass(frozen=True)
-class AnswerRequest:
-    """What a specialist answers from."""
-
-    profile: ProfileSpec
-    specialist: SpecialistSpec
-    text: str
-    intent: str = ""
-    intent_description: str = ""
-    history: tuple[tuple[str, str], ...] = ()
-    context: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ModelAnswer:
-    text: str
-    llm: str
-    model: str
-    latency_ms: float = 0.0
-    error: str | None = None
-
-    def describe(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"llm": self.llm, "model": self.model, "latency_ms": round(self.latency_ms, 1)}
-        if self.error:
-            info["error"] = self.error
-        return info
-
-
 class ModelProvider:
     """Contract of a model provider.
 
     ``classify`` returns the intent it believes the message belongs to (or
-    ``None`` when it cannot say); ``respond`` returns the specialist's answer.
-    Neither raises: failures are reported in the return value and logged.
+    ``None`` when it cannot say) and never raises. ``chat_model`` returns a
+    langchain-core chat model that supports ``bind_tools``; the specialist
+    runtime (:mod:`agents.runtime`) drives it, the same loop for every
+    provider, and turns its errors into graceful answers.
     """
 
     name: ClassVar[str]
@@ -84,10 +61,15 @@ class ModelProvider:
     def __init__(self, profile: ProfileSpec) -> None:
         self.profile = profile
 
+    @property
+    def model_name(self) -> str:
+        raise NotImplementedError
+
     async def classify(self, text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
         raise NotImplementedError
 
-    async def respond(self, request: AnswerRequest) -> ModelAnswer:
+    def chat_model(self, *, context: dict[str, Any], display_name: str, topic: str) -> BaseChatModel:
+        """A chat model for one specialist turn; ``context`` is the (masked) request context."""
         raise NotImplementedError
 
 
@@ -153,17 +135,107 @@ class OfflineModel(ModelProvider):
             reason=f"Offline classifier: message most similar to {name} (cosine {score:.2f}).",
         )
 
-    async def respond(self, request: AnswerRequest) -> ModelAnswer:
-        started = time.perf_counter()
-        await self._pause()
-        specialist = request.specialist
-        topic = (request.intent_description or request.intent.replace("_", " ")).strip().rstrip(".")
-        subject = f" Assunto: {topic[:1].lower()}{topic[1:]}." if topic and request.intent != "fallback" else ""
-        text = (
-            f"{specialist.display_name} {OFFLINE_NOTICE}: recebi sua mensagem.{subject} "
-            f'Você disse: "{request.text}". Vou tratar disso como {specialist.name}.'
+    @property
+    def model_name(self) -> str:
+        return "offline"
+
+    def chat_model(self, *, context: dict[str, Any], display_name: str, topic: str) -> BaseChatModel:
+        return OfflineChatModel(
+            context=context,
+            display_name=display_name,
+            topic=topic,
+            latency_ms=settings.OFFLINE_LLM_LATENCY_MS,
         )
-        return ModelAnswer(text=text, llm=self.name, model="offline", latency_ms=(time.perf_counter() - started) * 1000)
+
+
+def _result_summary(payload: Any) -> str:
+    """A sentence from a tool result: its ``resumo`` when it has one, else its scalar fields."""
+    if isinstance(payload, dict):
+        for key in ("resumo", "summary", "message"):
+            if isinstance(payload.get(key), str) and payload[key].strip():
+                return payload[key].strip()
+        scalars = [f"{key}: {value}" for key, value in payload.items() if isinstance(value, (str, int, float))]
+        return "; ".join(scalars[:6])
+    return str(payload)[:300]
+
+
+class OfflineChatModel(BaseChatModel):
+    """The offline model as a langchain chat model, so it runs through the same tool loop.
+
+    * With tools bound and no tool result yet, it calls every offered tool
+      whose required arguments are all present in the request context (never
+      a tool that was not offered).
+    * With tool results in the conversation, it composes the answer from them.
+    * Otherwise it acknowledges the message, naming the specialist and subject.
+    """
+
+    context: dict[str, Any] = Field(default_factory=dict)
+    display_name: str = ""
+    topic: str = ""
+    latency_ms: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "offline"
+
+    def bind_tools(self, tools, *, tool_choice: str | None = None, **kwargs):
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], tool_choice=tool_choice, **kwargs)
+
+    def _reply(self, messages: list[Any], tools: list[dict[str, Any]], tool_choice: str | None) -> AIMessage:
+        from langchain_core.messages import HumanMessage, ToolMessage
+
+        last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
+        if not results and tools and tool_choice != "none":
+            calls = []
+            for tool in tools:
+                function = tool["function"]
+                parameters = function.get("parameters") or {}
+                required = parameters.get("required", [])
+                if all(self.context.get(name) not in (None, "") for name in required):
+                    arguments = {
+                        name: self.context[name]
+                        for name in parameters.get("properties", {})
+                        if self.context.get(name) not in (None, "")
+                    }
+                    calls.append({"name": function["name"], "args": arguments, "id": f"offline_{len(calls) + 1}"})
+            if calls:
+                return AIMessage(content="", tool_calls=calls)
+        text = messages[last_human].content if last_human >= 0 else ""
+        header = f"{self.display_name} {OFFLINE_NOTICE}:"
+        if results:
+            lines = []
+            for result in results:
+                try:
+                    payload = json.loads(result.content)
+                except (TypeError, ValueError):
+                    payload = result.content
+                if getattr(result, "status", "success") == "error" or (
+                    isinstance(payload, dict) and "error" in payload
+                ):
+                    error = payload.get("error") if isinstance(payload, dict) else payload
+                    lines.append(f"- {result.name}: não consegui consultar agora ({error}).")
+                else:
+                    lines.append(f"- {result.name}: {_result_summary(payload)}")
+            return AIMessage(content=f"{header} consultei os sistemas sobre sua mensagem.\n" + "\n".join(lines))
+        subject = f" Assunto: {self.topic[:1].lower()}{self.topic[1:]}." if self.topic else ""
+        return AIMessage(
+            content=f'{header} recebi sua mensagem.{subject} Você disse: "{text}". Vou tratar disso como especialista.'
+        )
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        if self.latency_ms:
+            time.sleep(self.latency_ms / 1000)
+        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        if self.latency_ms:
+            await asyncio.sleep(self.latency_ms / 1000)
+        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 # --- OpenAI-compatible -----------------------------------------------------------
@@ -238,26 +310,12 @@ class OpenAICompatibleModel(ModelProvider):
             return None
         return Classification(intent=choice.intent, confidence=choice.confidence, reason=choice.reason)
 
-    async def respond(self, request: AnswerRequest) -> ModelAnswer:
-        started = time.perf_counter()
-        system = "\n\n".join(part for part in (request.profile.policy, request.specialist.prompt) if part)
-        messages: list[tuple[str, str]] = [("system", system or f"You are {request.specialist.display_name}.")]
-        messages.extend(("human" if role == "user" else "ai", content) for role, content in request.history)
-        messages.append(("human", request.text))
-        try:
-            reply = await self.client().ainvoke(messages)
-            text = reply.content if isinstance(reply.content, str) else str(reply.content)
-            error = None
-        except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
-            logger.warning("LLM call failed for %s: %s", request.specialist.name, exc)
-            text, error = ERROR_ANSWER, f"{type(exc).__name__}: {exc}"
-        return ModelAnswer(
-            text=text,
-            llm=self.name,
-            model=self.model,
-            latency_ms=(time.perf_counter() - started) * 1000,
-            error=error,
-        )
+    @property
+    def model_name(self) -> str:
+        return self.model
+
+    def chat_model(self, *, context: dict[str, Any], display_name: str, topic: str) -> BaseChatModel:
+        return self.client()
 
 
 PROVIDERS: dict[str, type[ModelProvider]] = {

@@ -139,7 +139,8 @@ def _validated_message(request) -> tuple[dict[str, Any], snapshot.ProfileSpec]:
     serializer = MessageInputSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
-    profile = snapshot.current().profiles.get(data["agent_id"])
+    data["snapshot"] = current = snapshot.current()
+    profile = current.profiles.get(data["agent_id"])
     if profile is None:
         message = ERROR_UNKNOWN_AGENT.format(agent_id=data["agent_id"])
         raise DomainError(message, fields={"agent_id": [message]})
@@ -162,6 +163,7 @@ def _turn_input(request, data: dict[str, Any], profile: snapshot.ProfileSpec) ->
         user_id=payload.get("user_id", ""),
         channel=data.get("channel") or "api",
         context=payload.get("context") or {},
+        snapshot=data.get("snapshot"),
     )
 
 

@@ -23,11 +23,13 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from agents.llm import AnswerRequest, ModelAnswer, llm_configured, provider_for
+from agents.llm import llm_configured
+from agents.runtime import SpecialistOutcome, SpecialistRequest, specialist_run, tools_for_turn
+from routing import snapshot as snapshots
 from routing.decide import route_decide
-from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord
+from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from routing.router import RouteDecision
-from routing.snapshot import ProfileSpec
+from routing.snapshot import ProfileSpec, Snapshot
 
 BLOCKED_ANSWER = (
     "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
@@ -50,6 +52,7 @@ class TurnInput:
     user_id: str = ""
     channel: str = "api"
     context: dict[str, Any] = field(default_factory=dict)
+    snapshot: Snapshot | None = None
 
     @property
     def conversation_key(self) -> str:
@@ -70,7 +73,8 @@ class Turn:
     decision: RouteDecision | None = None
     agent: str = ""
     answer: str = ""
-    model: ModelAnswer | None = None
+    offered_tools: list[str] = field(default_factory=list)
+    outcome: SpecialistOutcome | None = None
     guardrails: dict[str, Any] = field(default_factory=dict)
     judges: dict[str, Any] = field(default_factory=dict)
     review: dict[str, Any] = field(default_factory=dict)
@@ -84,15 +88,15 @@ class Turn:
             "route": decision.route if decision else "",
             "intent": decision.intent if decision else "",
             "route_decision": decision.as_dict() if decision else None,
-            "mcp_tools": list(decision.mcp_tools) if decision else [],
-            "mcp_results": [],
+            "mcp_tools": self.offered_tools,
+            "mcp_results": [result.as_dict() for result in self.outcome.tool_results] if self.outcome else [],
             "guardrails": self.guardrails,
             "judges": self.judges,
             "review": self.review,
             "handoffs": [],
             "flags": {},
-            "llm": self.model.llm if self.model else ("openai" if llm_configured() else "offline"),
-            "model": self.model.describe() if self.model else None,
+            "llm": self.outcome.llm if self.outcome else ("openai" if llm_configured() else "offline"),
+            "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
             "trace": self.trace,
         }
@@ -155,10 +159,18 @@ async def specialist(turn: Turn) -> None:
     if spec is None:
         turn.answer = NO_SPECIALIST_ANSWER
         return
+    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
     decision = turn.decision
     intent = next((item for item in profile.intents if decision and item.name == decision.intent), None)
-    turn.model = await provider_for(profile).respond(
-        AnswerRequest(
+    tools = tools_for_turn(
+        profile=profile,
+        specialist=spec,
+        intent_tools=decision.mcp_tools if decision else [],
+        all_tools=current.tools,
+    )
+    turn.offered_tools = [tool.name for tool in tools]
+    turn.outcome = await specialist_run(
+        SpecialistRequest(
             profile=profile,
             specialist=spec,
             text=turn.sanitized_text,
@@ -166,9 +178,12 @@ async def specialist(turn: Turn) -> None:
             intent_description=intent.description if intent else "",
             history=turn.history,
             context=turn.input.context,
+            model_context=turn.input.context,
+            tools=tools,
+            servers=current.servers,
         )
     )
-    turn.answer = turn.model.text
+    turn.answer = turn.outcome.answer
 
 
 async def output_guardrails(turn: Turn) -> None:
@@ -177,7 +192,7 @@ async def output_guardrails(turn: Turn) -> None:
 
 
 async def judge(turn: Turn) -> None:
-    answered = bool(turn.answer.strip()) and not turn.blocked and not (turn.model and turn.model.error)
+    answered = bool(turn.answer.strip()) and not turn.blocked and not (turn.outcome and turn.outcome.error)
     turn.judges = {
         "rule_based": {"score": 1.0 if answered else 0.0, "passed": answered, "checks": {"answered": answered}}
     }
@@ -263,13 +278,29 @@ def _persist(turn: Turn) -> int:
                 mcp_tools=decision.mcp_tools,
                 metadata=decision.metadata,
             )
-        Message.objects.create(
+        answer = Message.objects.create(
             conversation=conversation,
             role=MessageRole.ASSISTANT,
             agent=turn.agent,
             content=turn.answer,
             metadata=turn.metadata(),
         )
+        if turn.outcome and turn.outcome.tool_results:
+            ToolCall.objects.bulk_create(
+                ToolCall(
+                    conversation=conversation,
+                    message=answer,
+                    agent=turn.agent,
+                    tool=result.tool,
+                    server=result.server,
+                    arguments=result.arguments,
+                    status=result.status,
+                    latency_ms=result.latency_ms,
+                    result=result.result,
+                    error=result.error,
+                )
+                for result in turn.outcome.tool_results
+            )
         updates: dict[str, Any] = {"message_count": F("message_count") + 2}
         if decision is not None:
             updates["state"] = decision.next_state or ""

@@ -113,10 +113,19 @@ def telecom(db):
     profile.save(update_fields=["fallback_specialist"])
     telecom_server = McpServerFactory(name="telecom", endpoint="http://127.0.0.1:8100/mcp")
     retail_server = McpServerFactory(name="retail", endpoint="http://127.0.0.1:8200/mcp")
-    fatura = McpToolFactory(name="consultar_fatura", server=telecom_server)
-    pagamentos = McpToolFactory(name="consultar_pagamentos", server=telecom_server)
-    pedido = McpToolFactory(name="consultar_pedido", server=retail_server)
-    entrega = McpToolFactory(name="consultar_entrega", server=retail_server)
+
+    def schema(required: list[str], optional: list[str] = ()) -> dict:
+        names = [*required, *optional]
+        return {"type": "object", "properties": {n: {"type": "string"} for n in names}, "required": required}
+
+    fatura = McpToolFactory(
+        name="consultar_fatura", server=telecom_server, args_schema=schema(["msisdn"], ["invoice_id"])
+    )
+    pagamentos = McpToolFactory(name="consultar_pagamentos", server=telecom_server, args_schema=schema(["msisdn"]))
+    pedido = McpToolFactory(
+        name="consultar_pedido", server=retail_server, args_schema=schema(["order_id"], ["customer_id"])
+    )
+    entrega = McpToolFactory(name="consultar_entrega", server=retail_server, args_schema=schema(["order_id"]))
     billing.allowed_tools.set([fatura, pagamentos])
     orders.allowed_tools.set([pedido, entrega])
     IntentFactory(
