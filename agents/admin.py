@@ -28,6 +28,7 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist, Speciali
 from agents.schemas import expand_args_schema
 from agents.services import prompt_activate, prompt_version_create
 from routing.admin import SpecialistListFilter
+from routing.adminkit import ReadOnlyInlineMixin
 from routing.config import config_version_bump
 from routing.forms import PrettyJSONField
 
@@ -44,23 +45,12 @@ def active_version_subquery() -> Subquery:
 # -- profiles ------------------------------------------------------------------------
 
 
-class SpecialistInline(admin.TabularInline):
+class SpecialistInline(ReadOnlyInlineMixin, admin.TabularInline):
     """The profile's specialists as links; they are edited on their own page."""
 
     model = Specialist
     fk_name = "profile"
     fields = ["name", "display_name", "enabled", "step_limit", "active_version"]
-    readonly_fields = fields
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Specialist]:
         return super().get_queryset(request).annotate(active_prompt_version=active_version_subquery())
@@ -156,24 +146,13 @@ def activate_button(prompt: SpecialistPrompt, *, next_url: str = "") -> str:
     )
 
 
-class SpecialistPromptInline(admin.TabularInline):
+class SpecialistPromptInline(ReadOnlyInlineMixin, admin.TabularInline):
     """The specialist's prompt history, newest first, with a revert button on each older version."""
 
     model = SpecialistPrompt
     fields = ["version", "is_active", "note", "excerpt", "created_at", "created_by"]
-    readonly_fields = fields
     ordering = ["-version"]
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = True
     verbose_name_plural = "prompt versions"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def _can_activate(self, request: HttpRequest) -> bool:
         return request.user.has_perm("agents.change_specialistprompt")
@@ -522,20 +501,9 @@ class SpecialistPromptAdmin(admin.ModelAdmin):
 # -- MCP servers and tools ---------------------------------------------------------
 
 
-class McpToolInline(admin.TabularInline):
+class McpToolInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = McpTool
     fields = ["name", "enabled", "needs_permission", "description"]
-    readonly_fields = fields
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class EnableDisableActions:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from handoffs.models import Handoff
-from routing.admin import ReadOnlyAdminMixin
+from routing.adminkit import ReadOnlyAdminMixin
 
 
 @admin.register(Handoff)

@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from agents.models import Specialist
 from handoffs.models import Handoff
 from routing import admin_views
+from routing.adminkit import ListingInlineMixin, ReadOnlyAdminMixin, ReadOnlyInlineMixin
 from routing.config import config_batch
 from routing.forms import (
     IntentAdminForm,
@@ -45,33 +46,6 @@ from routing.services import api_key_create, keywords_validate_unique
 # -- shared pieces ---------------------------------------------------------------
 
 
-class ReadOnlyAdminMixin:
-    """Viewable but never written through the admin: the chat API records these.
-
-    Nobody — superusers included — may add, change or delete; view permission
-    decides who sees them.
-    """
-
-    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = True
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return list(self.fields or [])
-
-
 class SpecialistListFilter(admin.RelatedFieldListFilter):
     """Specialists labelled ``profile/name`` without a query per choice."""
 
@@ -94,18 +68,10 @@ def intent_label(intent: Intent) -> str:
 # -- tenants and keys ------------------------------------------------------------
 
 
-class ApiKeyInline(admin.TabularInline):
+class ApiKeyInline(ListingInlineMixin, admin.TabularInline):
     model = ApiKey
     fields = ["prefix", "name", "is_active", "is_debug", "can_preview", "created_at", "last_used_at"]
-    readonly_fields = fields
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = True
     verbose_name_plural = "API keys (create new ones from the API key page)"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Tenant)
@@ -342,23 +308,23 @@ class StatePolicyAdmin(admin.ModelAdmin):
 # -- conversations (read-only) -----------------------------------------------------
 
 
-class MessageInline(ReadOnlyInline):
+class MessageInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = Message
     fields = ["created_at", "role", "agent", "content", "step"]
 
 
-class RouteDecisionInline(ReadOnlyInline):
+class RouteDecisionInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = RouteDecisionRecord
     fields = ["created_at", "method", "agent", "intent", "confidence", "handoff", "reason"]
     verbose_name_plural = "route decisions"
 
 
-class ToolCallInline(ReadOnlyInline):
+class ToolCallInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = ToolCall
     fields = ["created_at", "agent", "tool", "status", "latency_ms", "error"]
 
 
-class HandoffInline(ReadOnlyInline):
+class HandoffInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = Handoff
     fields = ["created_at", "from_agent", "to_agent", "kind", "status", "reason"]
 
