@@ -338,6 +338,19 @@ def provider_for(profile: ProfileSpec) -> ModelProvider:
     return PROVIDERS[OpenAICompatibleModel.name if llm_configured() else OfflineModel.name](profile)
 
 
+def judge_asker(profile: ProfileSpec):
+    """``ask(prompt) -> str`` for the LLM judge, or ``None`` when no model endpoint is configured."""
+    if not llm_configured():
+        return None
+    client = OpenAICompatibleModel(profile).client()
+
+    async def ask(prompt: str) -> str:
+        reply = await client.ainvoke([("human", prompt)])
+        return reply.content if isinstance(reply.content, str) else str(reply.content)
+
+    return ask
+
+
 def intent_classifier(profile: ProfileSpec):
     """The classifier step of the router for ``profile``."""
     provider = provider_for(profile)

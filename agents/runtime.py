@@ -170,7 +170,6 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
                 break
             results = await asyncio.gather(*(_run_tool(request, offered, call) for call in reply.tool_calls))
             for call, result in zip(reply.tool_calls, results, strict=True):
-                result.arguments = request.mask(result.arguments)
                 outcome.tool_results.append(result)
                 messages.append(_tool_message(call, result, request.mask))
         else:

@@ -23,10 +23,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from agents.llm import llm_configured
+from agents.llm import ERROR_ANSWER, judge_asker, llm_configured
 from agents.runtime import SpecialistOutcome, SpecialistRequest, specialist_run, tools_for_turn
 from routing import snapshot as snapshots
 from routing.decide import route_decide
+from routing.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
+from routing.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
 from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from routing.router import RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
@@ -68,7 +70,9 @@ class Turn:
     state: str = ""
     active_agent: str = ""
     history: tuple[tuple[str, str], ...] = ()
+    vault: MaskVault = field(default_factory=MaskVault)
     sanitized_text: str = ""
+    text_to_store: str = ""
     blocked: bool = False
     decision: RouteDecision | None = None
     agent: str = ""
@@ -89,7 +93,7 @@ class Turn:
             "intent": decision.intent if decision else "",
             "route_decision": decision.as_dict() if decision else None,
             "mcp_tools": self.offered_tools,
-            "mcp_results": [result.as_dict() for result in self.outcome.tool_results] if self.outcome else [],
+            "mcp_results": self.mcp_results(),
             "guardrails": self.guardrails,
             "judges": self.judges,
             "review": self.review,
@@ -100,6 +104,12 @@ class Turn:
             "prompt_version": self._prompt_version(),
             "trace": self.trace,
         }
+
+    def mcp_results(self) -> list[dict[str, Any]]:
+        """The turn's tool calls as stored and shown: personal data and secrets redacted."""
+        if not self.outcome:
+            return []
+        return [self.vault.redact(result.as_dict()) for result in self.outcome.tool_results]
 
     def _prompt_version(self) -> int | None:
         specialist = self.input.profile.specialists.get(self.agent)
@@ -121,21 +131,17 @@ async def _timed(turn: Turn, name: str, node: Node) -> None:
 
 
 async def input_guardrails(turn: Turn) -> None:
-    profile = turn.input.profile
-    text = turn.input.text.strip()
-    limit = profile.guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS)
-    blocked_terms = profile.guardrails.get("blocked_terms", [])
-    from routing.text import normalize
-
-    normalized = f" {normalize(text)} "
-    hits = [term for term in blocked_terms if f" {normalize(term)} " in normalized]
-    checks = [
-        {"name": "size_limit", "passed": len(text) <= limit, "limit": limit},
-        {"name": "blocked_terms", "passed": not hits, "hits": len(hits)},
-    ]
-    turn.blocked = not all(check["passed"] for check in checks)
-    turn.sanitized_text = text
-    turn.guardrails["input"] = {"passed": not turn.blocked, "checks": checks}
+    """Size limit, blocked terms, and personal data masked before any model, log or trace sees it."""
+    report = run_input_guardrails(
+        turn.input.text.strip(),
+        turn.input.profile.guardrails,
+        turn.vault,
+        default_max_input_chars=settings.MAX_INPUT_CHARS,
+    )
+    turn.blocked = report.blocked
+    turn.sanitized_text = report.text_for_model
+    turn.text_to_store = report.text_to_store
+    turn.guardrails["input"] = report.as_dict()
 
 
 async def routing_decision(turn: Turn) -> None:
@@ -178,28 +184,46 @@ async def specialist(turn: Turn) -> None:
             intent_description=intent.description if intent else "",
             history=turn.history,
             context=turn.input.context,
-            model_context=turn.input.context,
+            model_context=turn.vault.mask_value(turn.input.context),
             tools=tools,
             servers=current.servers,
+            unmask=turn.vault.unmask,
+            mask=turn.vault.mask_value,
         )
     )
     turn.answer = turn.outcome.answer
 
 
+def _tool_results(turn: Turn) -> list[dict[str, Any]]:
+    return [result.as_dict() for result in turn.outcome.tool_results] if turn.outcome else []
+
+
 async def output_guardrails(turn: Turn) -> None:
-    checks = [{"name": "non_empty", "passed": bool(turn.answer.strip())}]
-    turn.guardrails["output"] = {"passed": all(check["passed"] for check in checks), "checks": checks}
+    """No raw tool JSON, stack traces or personal data in the answer."""
+    report = run_output_guardrails(turn.answer, turn.vault, _tool_results(turn), settings=turn.input.profile.guardrails)
+    turn.answer = report.answer
+    turn.guardrails["output"] = report.as_dict()
 
 
 async def judge(turn: Turn) -> None:
-    answered = bool(turn.answer.strip()) and not turn.blocked and not (turn.outcome and turn.outcome.error)
-    turn.judges = {
-        "rule_based": {"score": 1.0 if answered else 0.0, "passed": answered, "checks": {"answered": answered}}
-    }
+    """Rule-based judge always; the LLM judge when the profile asks for it and a model is configured."""
+    judges = turn.input.profile.judges
+    turn.judges = await judge_answer(
+        question=turn.sanitized_text,
+        answer=turn.answer,
+        tool_results=_tool_results(turn),
+        settings=judges,
+        boilerplate=(ERROR_ANSWER, BLOCKED_ANSWER, NO_SPECIALIST_ANSWER, REVIEW_FALLBACK_ANSWER),
+        ask=judge_asker(turn.input.profile) if judges.get("llm_judge") else None,
+    )
 
 
 async def supervisor_review(turn: Turn) -> None:
-    turn.review = {"action": "accept"}
+    """Replace an answer that failed the judges with a safe fallback (when the profile allows)."""
+    turn.review = review_decision(turn.judges, turn.input.profile.judges)
+    if turn.review.get("action") == "replace":
+        turn.review["replaced_answer_chars"] = len(turn.answer)
+        turn.answer = REVIEW_FALLBACK_ANSWER
 
 
 async def persist(turn: Turn) -> None:
@@ -258,7 +282,7 @@ def _persist(turn: Turn) -> int:
         user_message = Message.objects.create(
             conversation=conversation,
             role=MessageRole.USER,
-            content=turn.sanitized_text,
+            content=turn.text_to_store,
             metadata={"channel": data.channel, "user_id": data.user_id},
         )
         if decision is not None:
@@ -285,21 +309,22 @@ def _persist(turn: Turn) -> int:
             content=turn.answer,
             metadata=turn.metadata(),
         )
-        if turn.outcome and turn.outcome.tool_results:
+        results = turn.mcp_results()
+        if results:
             ToolCall.objects.bulk_create(
                 ToolCall(
                     conversation=conversation,
                     message=answer,
                     agent=turn.agent,
-                    tool=result.tool,
-                    server=result.server,
-                    arguments=result.arguments,
-                    status=result.status,
-                    latency_ms=result.latency_ms,
-                    result=result.result,
-                    error=result.error,
+                    tool=result["tool"],
+                    server=result["server"],
+                    arguments=result["arguments"],
+                    status=result["status"],
+                    latency_ms=result["latency_ms"],
+                    result=result["result"],
+                    error=result["error"] or "",
                 )
-                for result in turn.outcome.tool_results
+                for result in results
             )
         updates: dict[str, Any] = {"message_count": F("message_count") + 2}
         if decision is not None:
