@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
@@ -24,9 +24,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from agents.schemas import expand_args_schema
-from agents.services import prompt_activate, prompt_version_create
+from agents.services import mcp_tools_sync, prompt_activate, prompt_version_create
 from routing.admin import SpecialistListFilter
 from routing.adminkit import ReadOnlyInlineMixin
 from routing.config import config_version_bump
@@ -534,11 +535,21 @@ class McpServerAdmin(EnableDisableActions, admin.ModelAdmin):
     search_fields = ["name", "endpoint", "description"]
     inlines = [McpToolInline]
     fields = ["name", "description", "transport", "endpoint", "timeout", "enabled"]
-    # Example and in-cluster servers are plain http; do not guess https for a bare host.
-    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
+    actions = [*EnableDisableActions.actions, "sync_tools"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
         return super().get_queryset(request).annotate(tool_total=Count("tools"))
+
+    @admin.action(description="Sync tools from the server (tools/list)", permissions=["change"])
+    def sync_tools(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        """Create or update each selected server's tools from what the server lists."""
+        for server in queryset:
+            try:
+                report = mcp_tools_sync(server=server)
+            except (McpUnavailable, ValidationError) as exc:
+                self.message_user(request, f"{server.name}: {exc}", messages.ERROR)
+                continue
+            self.message_user(request, str(report), messages.SUCCESS)
 
     @admin.display(description="tools", ordering="tool_total")
     def tool_count(self, obj: McpServer) -> int:

@@ -93,3 +93,34 @@ def test_the_debug_call_of_an_unknown_tool_is_not_found(debug_api, live_mcp):
 def test_the_debug_mcp_routes_need_a_debug_key(api, live_mcp):
     assert api.get("/api/debug/mcp/tools").status_code == 403
     assert api.post("/api/debug/mcp/call/consultar_fatura", {}, format="json").status_code == 403
+
+
+def test_the_admin_action_syncs_a_servers_tools(client, staff_user, live_mcp):
+    McpTool.objects.filter(name="consultar_entrega").delete()
+    client.force_login(staff_user)
+    retail = McpServer.objects.get(name="retail")
+
+    response = client.post(
+        "/admin/agents/mcpserver/",
+        {"action": "sync_tools", "_selected_action": [retail.pk]},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    assert [m.message for m in response.context["messages"]] == ["retail: 1 created, 1 updated, 0 unchanged"]
+    assert McpTool.objects.filter(name="consultar_entrega", server=retail).exists()
+
+
+def test_the_admin_action_reports_a_server_that_is_down(client, staff_user, live_mcp):
+    McpServer.objects.filter(name="retail").update(endpoint="http://127.0.0.1:9/mcp", timeout=2)
+    client.force_login(staff_user)
+
+    response = client.post(
+        "/admin/agents/mcpserver/",
+        {"action": "sync_tools", "_selected_action": [McpServer.objects.get(name="retail").pk]},
+        follow=True,
+    )
+
+    (message,) = [m.message for m in response.context["messages"]]
+    assert message.startswith("retail:")
+    assert "ConnectError" in message
