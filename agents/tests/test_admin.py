@@ -1,4 +1,7 @@
-"""The agents admin: profiles, specialists, prompt versions with revert, MCP servers and tools."""
+"""The agents admin: profiles, specialists, prompt versions with revert, MCP servers and tools.
+
+Every page's smoke test (list, search, add, change) is in ``tests/test_admin_smoke.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +10,13 @@ import json
 import pytest
 from django.urls import reverse
 
-from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.models import McpServer, McpTool, Specialist, SpecialistPrompt
 from agents.services import prompt_version_create
 from routing.models import RoutingConfigVersion
-from routing.tests.adminkit import add_url, change_url, changelist_url, error_messages, form_data
+from routing.tests.adminkit import add_url, change_url, changelist_url, delete_url, error_messages, form_data
 from tests.factories import SpecialistFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
-def editor_client(client, editor):
-    client.force_login(editor)
-    return client
 
 
 @pytest.fixture
@@ -47,80 +38,7 @@ def activate_url(prompt: SpecialistPrompt) -> str:
     return reverse("admin:agents_specialistprompt_activate", args=[prompt.pk])
 
 
-# -- every page ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def agent_objects(telecom, billing):
-    return {
-        AgentProfile: (telecom, "telecom"),
-        Specialist: (billing, "billing"),
-        SpecialistPrompt: (billing.prompts.get(is_active=True), "You are billing_agent"),
-        McpServer: (McpServer.objects.get(name="telecom"), "8100"),
-        McpTool: (McpTool.objects.get(name="consultar_fatura"), "fatura"),
-    }
-
-
-AGENT_MODELS = [AgentProfile, Specialist, SpecialistPrompt, McpServer, McpTool]
-MODEL_IDS = [model.__name__ for model in AGENT_MODELS]
-
-
-@pytest.mark.parametrize("model", AGENT_MODELS, ids=MODEL_IDS)
-def test_the_changelist_lists_the_objects(staff_client, agent_objects, model):
-    obj, _ = agent_objects[model]
-    response = staff_client.get(changelist_url(model))
-    assert response.status_code == 200
-    assert obj in response.context["cl"].result_list
-
-
-@pytest.mark.parametrize("model", AGENT_MODELS, ids=MODEL_IDS)
-def test_the_changelist_search_finds_the_object(staff_client, agent_objects, model):
-    obj, term = agent_objects[model]
-    response = staff_client.get(changelist_url(model), {"q": term})
-    assert response.status_code == 200
-    assert obj in response.context["cl"].result_list
-
-
-@pytest.mark.parametrize("model", AGENT_MODELS, ids=MODEL_IDS)
-def test_the_add_page_opens(staff_client, agent_objects, model):
-    assert staff_client.get(add_url(model)).status_code == 200
-
-
-@pytest.mark.parametrize("model", AGENT_MODELS, ids=MODEL_IDS)
-def test_the_change_page_opens(staff_client, agent_objects, model):
-    obj, _ = agent_objects[model]
-    assert staff_client.get(change_url(obj)).status_code == 200
-
-
-@pytest.mark.parametrize(
-    ("model", "changes"),
-    [
-        (AgentProfile, {"name": "Telecom renamed", "llm_router_threshold": "0.7"}),
-        (Specialist, {"display_name": "Billing", "step_limit": "5"}),
-        (McpServer, {"timeout": "3.5"}),
-        (McpTool, {"description": "Reads an invoice."}),
-    ],
-    ids=["AgentProfile", "Specialist", "McpServer", "McpTool"],
-)
-def test_the_change_page_saves(staff_client, agent_objects, model, changes):
-    obj, _ = agent_objects[model]
-    data = form_data(staff_client.get(change_url(obj)))
-    data.update(changes)
-    response = staff_client.post(change_url(obj), data)
-    assert response.status_code == 302, error_messages(response)
-    obj.refresh_from_db()
-    for name, value in changes.items():
-        assert str(getattr(obj, name)) == value
-
-
-def test_adding_a_profile_creates_it(staff_client):
-    data = form_data(staff_client.get(add_url(AgentProfile)))
-    data.update({"agent_id": "retail_orders", "name": "Retail orders", "routing_mode": "supervisor"})
-    response = staff_client.post(add_url(AgentProfile), data)
-    assert response.status_code == 302, error_messages(response)
-    profile = AgentProfile.objects.get(agent_id="retail_orders")
-    assert profile.routing_mode == "supervisor"
-    assert profile.guardrails == {}
+# -- adding -----------------------------------------------------------------------------
 
 
 def test_adding_a_specialist_with_a_prompt_creates_its_first_version(staff_client, telecom):
@@ -246,10 +164,8 @@ def test_an_older_version_shows_its_diff_against_the_active_one(staff_client, ve
 
 def test_the_active_version_cannot_be_deleted(staff_client, versions):
     active = versions[-1]
-    delete = reverse("admin:agents_specialistprompt_delete", args=[active.pk])
-    assert staff_client.post(delete, {"post": "yes"}).status_code == 403
-    older = reverse("admin:agents_specialistprompt_delete", args=[versions[0].pk])
-    assert staff_client.post(older, {"post": "yes"}).status_code == 302
+    assert staff_client.post(delete_url(active), {"post": "yes"}).status_code == 403
+    assert staff_client.post(delete_url(versions[0]), {"post": "yes"}).status_code == 302
     assert SpecialistPrompt.objects.filter(pk=active.pk).exists()
 
 

@@ -1,0 +1,282 @@
+"""Smoke tests of every admin page of every model the project registers: list, search, add, change.
+
+The models come from the admin registry itself, so registering a model without
+saying here what its pages should do fails :func:`test_every_registered_model_has_expectations`
+(and every smoke test of that model). What each app's admin does beyond these
+pages — the keyword rule, prompt versions, API keys, editors' permissions — is
+tested in the app's own ``tests/test_admin.py``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.db import models
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from handoffs.models import Handoff
+from routing.models import (
+    ApiKey,
+    Conversation,
+    Intent,
+    Keyword,
+    Message,
+    RouteDecisionRecord,
+    StatePolicy,
+    Tenant,
+    ToolCall,
+)
+from routing.tests.adminkit import (
+    add_url,
+    change_url,
+    changelist_url,
+    conversation_with_history,
+    delete_url,
+    error_messages,
+    form_data,
+)
+from tests.factories import StatePolicyFactory
+
+pytestmark = pytest.mark.django_db
+
+PROJECT_APPS = {"agents", "routing", "handoffs", "analytics"}
+
+Samples = Mapping[type[models.Model], models.Model]
+
+
+class OnChange(enum.Enum):
+    """What posting the change page does."""
+
+    SAVES = "saves"
+    IGNORED = "ignored"  # every field is read-only and the save is a no-op (prompt versions are never edited)
+    REFUSED = "refused"  # 403: written by the chat API only
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What one model's admin pages should do with the sample object of :func:`samples`."""
+
+    search: tuple[str, ...]  # terms that each find the sample in the changelist
+    change: dict[str, str]  # posted over the rendered change form
+    on_change: OnChange = OnChange.SAVES
+    # Posted over the rendered add form (given the samples, for foreign keys); None: adding is refused.
+    add: Callable[[Samples], dict[str, Any]] | None = None
+    added: dict[str, Any] = field(default_factory=dict)  # what the new object holds besides the posted values
+
+    @property
+    def read_only(self) -> bool:
+        return self.add is None and self.on_change is OnChange.REFUSED
+
+
+EXPECT: dict[type[models.Model], Expect] = {
+    # -- routing
+    Tenant: Expect(
+        search=("tenant_a",),
+        add=lambda s: {"slug": "acme", "name": "Acme"},
+        change={"name": "Tenant A renamed"},
+    ),
+    ApiKey: Expect(
+        search=("test key",),
+        add=lambda s: {"tenant": s[Tenant].pk, "name": "website chat"},
+        change={"name": "renamed key"},
+    ),
+    Intent: Expect(
+        search=("segunda via",),
+        add=lambda s: {
+            "profile": s[AgentProfile].pk,
+            "name": "cancel_request",
+            "specialist": s[Specialist].pk,
+            "priority": "50",
+        },
+        change={"priority": "5", "description": "Invoices and charges"},
+    ),
+    Keyword: Expect(
+        search=("fatura",),
+        add=lambda s: {"intent": s[Intent].pk, "text": "Débito automático"},
+        change={"text": "faturas"},
+    ),
+    StatePolicy: Expect(
+        search=("WAITING",),
+        add=lambda s: {
+            "profile": s[AgentProfile].pk,
+            "state": "WAITING_ORDER_NUMBER",
+            "specialist": s[Specialist].pk,
+            "intent": s[Intent].pk,
+        },
+        change={"description": "Short replies confirm the payment."},
+    ),
+    Conversation: Expect(search=("s-1",), change={"state": "HACKED"}, on_change=OnChange.REFUSED),
+    Message: Expect(search=("fatura",), change={"content": "edited"}, on_change=OnChange.REFUSED),
+    RouteDecisionRecord: Expect(search=("billing",), change={"reason": "edited"}, on_change=OnChange.REFUSED),
+    ToolCall: Expect(search=("consultar_fatura",), change={"error": "edited"}, on_change=OnChange.REFUSED),
+    # -- handoffs: by either agent or by the conversation
+    Handoff: Expect(
+        search=("support_agent", "billing_agent", "tenant_a:telecom_contas:s-1"),
+        change={"reason": "edited"},
+        on_change=OnChange.REFUSED,
+    ),
+    # -- agents
+    AgentProfile: Expect(
+        search=("telecom",),
+        add=lambda s: {"agent_id": "retail_orders", "name": "Retail orders", "routing_mode": "supervisor"},
+        added={"guardrails": {}},
+        change={"name": "Telecom renamed", "llm_router_threshold": "0.7"},
+    ),
+    Specialist: Expect(
+        search=("billing",),
+        add=lambda s: {"profile": s[AgentProfile].pk, "name": "retention_agent"},
+        change={"display_name": "Billing", "step_limit": "5"},
+    ),
+    SpecialistPrompt: Expect(
+        search=("You are billing_agent",),
+        add=lambda s: {"specialist": s[Specialist].pk, "text": "You explain invoices in detail."},
+        change={"text": "rewritten"},
+        on_change=OnChange.IGNORED,
+    ),
+    McpServer: Expect(
+        search=("8100",),
+        add=lambda s: {"name": "billing_mcp", "endpoint": "http://127.0.0.1:8300/mcp"},
+        change={"timeout": "3.5"},
+    ),
+    McpTool: Expect(
+        search=("fatura",),
+        add=lambda s: {"name": "segunda_via", "server": s[McpServer].pk},
+        change={"description": "Reads an invoice."},
+    ),
+}
+
+REGISTERED = sorted(
+    (model for model in admin.site._registry if model._meta.app_label in PROJECT_APPS),
+    key=lambda model: model._meta.label,
+)
+SEARCHES = [
+    pytest.param(model, term, id=f"{model._meta.label}-{term}")
+    for model in REGISTERED
+    for term in (EXPECT[model].search if model in EXPECT else (None,))
+]
+READ_ONLY = [model for model in REGISTERED if model in EXPECT and EXPECT[model].read_only]
+
+
+def label(model: type[models.Model]) -> str:
+    return model._meta.label
+
+
+def expect_for(model: type[models.Model]) -> Expect:
+    if model not in EXPECT:
+        pytest.fail(f"{label(model)} is registered in the admin: say in EXPECT what its pages should do.")
+    return EXPECT[model]
+
+
+def row(obj: models.Model) -> dict[str, Any]:
+    """The object's stored column values."""
+    return type(obj).objects.filter(pk=obj.pk).values().get()
+
+
+def created_lookup(model: type[models.Model], posted: dict[str, Any]) -> dict[str, Any]:
+    """The posted values that are columns of ``model`` (extra form fields and many-to-many left out)."""
+    columns = {f.name for f in model._meta.concrete_fields}
+    return {name: value for name, value in posted.items() if name in columns}
+
+
+@pytest.fixture
+def samples(tenant_key, telecom) -> Samples:
+    """One object of every registered model, built from the fixtures' cast."""
+    conversation = conversation_with_history(tenant=tenant_key.tenant, profile=telecom)
+    billing = Specialist.objects.get(profile=telecom, name="billing_agent")
+    invoices = Intent.objects.get(profile=telecom, name="billing_invoice_explanation")
+    return {
+        Tenant: tenant_key.tenant,
+        ApiKey: tenant_key,
+        Intent: invoices,
+        Keyword: Keyword.objects.get(intent=invoices, text="fatura"),
+        StatePolicy: StatePolicyFactory(
+            profile=telecom, state="WAITING_PAYMENT_CONFIRMATION", specialist=billing, intent=invoices
+        ),
+        Conversation: conversation,
+        Message: conversation.messages.get(role="user"),
+        RouteDecisionRecord: conversation.route_decisions.get(),
+        ToolCall: conversation.tool_calls.get(),
+        Handoff: conversation.handoffs.get(),
+        AgentProfile: telecom,
+        Specialist: billing,
+        SpecialistPrompt: billing.prompts.get(is_active=True),
+        McpServer: McpServer.objects.get(name="telecom"),
+        McpTool: McpTool.objects.get(name="consultar_fatura"),
+    }
+
+
+def test_every_registered_model_has_expectations():
+    assert {label(model) for model in REGISTERED} == {label(model) for model in EXPECT}
+
+
+@pytest.mark.parametrize("model", REGISTERED, ids=label)
+def test_the_changelist_lists_the_object(staff_client, samples, model):
+    expect_for(model)
+    response = staff_client.get(changelist_url(model))
+    assert response.status_code == 200
+    assert samples[model] in response.context["cl"].result_list
+
+
+@pytest.mark.parametrize(("model", "term"), SEARCHES)
+def test_the_changelist_search_finds_the_object(staff_client, samples, model, term):
+    expect_for(model)
+    response = staff_client.get(changelist_url(model), {"q": term})
+    assert response.status_code == 200
+    assert samples[model] in response.context["cl"].result_list
+
+
+@pytest.mark.parametrize("model", REGISTERED, ids=label)
+def test_the_add_page_opens_unless_adding_is_refused(staff_client, samples, model):
+    expected = 403 if expect_for(model).add is None else 200
+    assert staff_client.get(add_url(model)).status_code == expected
+
+
+@pytest.mark.parametrize("model", REGISTERED, ids=label)
+def test_the_add_page_creates_the_object_unless_adding_is_refused(staff_client, samples, model):
+    expect = expect_for(model)
+    if expect.add is None:
+        count = model.objects.count()
+        assert staff_client.post(add_url(model), {}).status_code == 403
+        assert model.objects.count() == count
+        return
+    posted = expect.add(samples)
+    data = form_data(staff_client.get(add_url(model)))
+    data.update(posted)
+    response = staff_client.post(add_url(model), data)
+    assert response.status_code == 302, error_messages(response)
+    assert model.objects.filter(**created_lookup(model, posted), **expect.added).count() == 1
+
+
+@pytest.mark.parametrize("model", REGISTERED, ids=label)
+def test_the_change_page_opens(staff_client, samples, model):
+    expect_for(model)
+    assert staff_client.get(change_url(samples[model])).status_code == 200
+
+
+@pytest.mark.parametrize("model", REGISTERED, ids=label)
+def test_the_change_page_saves_ignores_or_refuses_changes_as_expected(staff_client, samples, model):
+    expect = expect_for(model)
+    obj = samples[model]
+    before = row(obj)
+    data = form_data(staff_client.get(change_url(obj)))
+    data.update(expect.change)
+    response = staff_client.post(change_url(obj), data)
+    if expect.on_change is OnChange.SAVES:
+        assert response.status_code == 302, error_messages(response)
+        obj.refresh_from_db()
+        assert {name: str(getattr(obj, name)) for name in expect.change} == expect.change
+        return
+    assert response.status_code == (302 if expect.on_change is OnChange.IGNORED else 403)
+    assert row(obj) == before
+
+
+@pytest.mark.parametrize("model", READ_ONLY, ids=label)
+def test_a_read_only_model_refuses_deletion(staff_client, samples, model):
+    obj = samples[model]
+    assert staff_client.post(delete_url(obj), {"post": "yes"}).status_code == 403
+    assert model.objects.filter(pk=obj.pk).exists()
