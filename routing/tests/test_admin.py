@@ -64,15 +64,23 @@ def conversation(tenant, telecom) -> Conversation:
     return conversation_with_history(tenant=tenant, profile=telecom)
 
 
-def intent_add_data(client, **fields) -> dict:
-    """The add-intent form as rendered, filled with ``fields`` (``keywords`` fill the inline rows)."""
+def add_intent(client, profile, *, name: str, keywords: list[str], specialist: str = "support_agent", **fields):
+    """Post the add-intent page as rendered, filled in: the intent of ``profile`` answered by its
+    ``specialist`` (a name), ``keywords`` in the inline rows, ``enabled=False`` unticks the box and
+    other ``fields`` are posted as given."""
     data = form_data(client.get(add_url(Intent)))
-    keywords = fields.pop("keywords", [])
+    if not fields.pop("enabled", True):
+        del data["enabled"]
     data.update({key: str(value) for key, value in fields.items()})
+    data.update(
+        profile=str(profile.pk),
+        name=name,
+        specialist=str(Specialist.objects.get(profile=profile, name=specialist).pk),
+    )
     for index, text in enumerate(keywords):
         data[f"keywords-{index}-text"] = text
     data["keywords-TOTAL_FORMS"] = str(max(len(keywords), int(data["keywords-TOTAL_FORMS"])))
-    return data
+    return client.post(add_url(Intent), data)
 
 
 def errors_of(response) -> str:
@@ -84,17 +92,14 @@ def errors_of(response) -> str:
 
 
 def test_adding_an_intent_with_keywords_creates_both(staff_client, telecom):
-    support = Specialist.objects.get(profile=telecom, name="support_agent")
-    data = intent_add_data(
+    response = add_intent(
         staff_client,
-        profile=telecom.pk,
+        telecom,
         name="cancel_request",
-        specialist=support.pk,
         priority=50,
         examples="Quero cancelar\nCancelar minha linha",
         keywords=["cancelar", "cancelamento"],
     )
-    response = staff_client.post(add_url(Intent), data)
     assert response.status_code == 302, errors_of(response)
     intent = Intent.objects.get(name="cancel_request")
     assert sorted(intent.keywords.values_list("text", flat=True)) == ["cancelamento", "cancelar"]
@@ -155,15 +160,7 @@ def test_the_api_key_change_page_keeps_hash_and_prefix_read_only(staff_client, t
 
 
 def test_an_intent_may_not_take_a_keyword_another_enabled_intent_of_the_profile_uses(staff_client, telecom):
-    support = Specialist.objects.get(profile=telecom, name="support_agent")
-    data = intent_add_data(
-        staff_client,
-        profile=telecom.pk,
-        name="invoice_dispute",
-        specialist=support.pk,
-        keywords=["disputa", "FATURA"],
-    )
-    response = staff_client.post(add_url(Intent), data)
+    response = add_intent(staff_client, telecom, name="invoice_dispute", keywords=["disputa", "FATURA"])
     assert response.status_code == 200
     expected = ERROR_KEYWORD_TAKEN.format(keyword="FATURA", intent="billing_invoice_explanation")
     assert expected in errors_of(response)
@@ -184,38 +181,22 @@ def test_adding_a_taken_keyword_on_the_change_page_is_refused(staff_client, orde
 
 
 def test_the_same_keyword_twice_in_one_intent_is_refused(staff_client, telecom):
-    support = Specialist.objects.get(profile=telecom, name="support_agent")
-    data = intent_add_data(
-        staff_client,
-        profile=telecom.pk,
-        name="cancel_request",
-        specialist=support.pk,
-        keywords=["cancelar", "Cancelar!"],
-    )
-    response = staff_client.post(add_url(Intent), data)
+    response = add_intent(staff_client, telecom, name="cancel_request", keywords=["cancelar", "Cancelar!"])
     assert response.status_code == 200
     assert ERROR_KEYWORD_DUPLICATE.format(keyword="Cancelar!", other="cancelar") in errors_of(response)
     assert not Intent.objects.filter(name="cancel_request").exists()
 
 
 def test_a_disabled_intent_may_share_a_keyword(staff_client, telecom):
-    support = Specialist.objects.get(profile=telecom, name="support_agent")
-    data = intent_add_data(
-        staff_client, profile=telecom.pk, name="invoice_draft", specialist=support.pk, keywords=["fatura"]
-    )
-    del data["enabled"]
-    response = staff_client.post(add_url(Intent), data)
+    response = add_intent(staff_client, telecom, name="invoice_draft", keywords=["fatura"], enabled=False)
     assert response.status_code == 302, errors_of(response)
     assert not Intent.objects.get(name="invoice_draft").enabled
 
 
 def test_the_same_keyword_in_another_profile_is_allowed(staff_client, telecom):
     retail = AgentProfileFactory(agent_id="retail_orders")
-    specialist = SpecialistFactory(profile=retail, name="orders_agent")
-    data = intent_add_data(
-        staff_client, profile=retail.pk, name="retail_invoice", specialist=specialist.pk, keywords=["fatura"]
-    )
-    response = staff_client.post(add_url(Intent), data)
+    SpecialistFactory(profile=retail, name="orders_agent")
+    response = add_intent(staff_client, retail, name="retail_invoice", specialist="orders_agent", keywords=["fatura"])
     assert response.status_code == 302, errors_of(response)
 
 
@@ -373,11 +354,7 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
 
 
 def test_an_editor_can_add_an_intent_with_keywords(editor_client, telecom):
-    support = Specialist.objects.get(profile=telecom, name="support_agent")
-    data = intent_add_data(
-        editor_client, profile=telecom.pk, name="cancel_request", specialist=support.pk, keywords=["cancelar"]
-    )
-    response = editor_client.post(add_url(Intent), data)
+    response = add_intent(editor_client, telecom, name="cancel_request", keywords=["cancelar"])
     assert response.status_code == 302, errors_of(response)
     assert Intent.objects.get(name="cancel_request").keywords.get().text == "cancelar"
 
