@@ -28,4 +28,4 @@ RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only python manage.py col
 
 USER app
 EXPOSE 8000
-CMD ["uvicorn", "platform.asgi:application", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["python", "-m", "platform.serve", "--host", "0.0.0.0", "--port", "8000"]

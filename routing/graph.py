@@ -20,7 +20,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured
@@ -245,103 +245,123 @@ NODES: tuple[tuple[str, Node], ...] = (
 
 
 def _load_conversation(turn: Turn) -> None:
-    row = (
-        Conversation.objects.filter(conversation_key=turn.input.conversation_key)
-        .values("pk", "state", "active_specialist")
-        .first()
-    )
-    if row is None:
-        return
-    turn.conversation_pk = row["pk"]
-    turn.state = row["state"]
-    turn.active_agent = row["active_specialist"]
-    limit = settings.CONVERSATION_HISTORY_LIMIT
-    recent = list(
-        Message.objects.filter(conversation_id=row["pk"], role__in=[MessageRole.USER, MessageRole.ASSISTANT])
-        .order_by("-created_at", "-id")
-        .values_list("role", "content")[:limit]
-    )
-    turn.history = tuple(reversed(recent))
+    """Read the conversation's state and recent history, then give the connection back.
+
+    The model call that follows takes seconds; a connection held across it (this
+    request thread's, opened by authentication) would make every chat in flight
+    hold one, and 200 of them exceed PostgreSQL's connections. Closed, it goes
+    back to the pool (``DATABASE_POOL``) and ``_persist`` takes one again. Inside
+    an atomic block (a test's transaction) the connection is left alone.
+    """
+    try:
+        row = (
+            Conversation.objects.filter(conversation_key=turn.input.conversation_key)
+            .values("pk", "state", "active_specialist")
+            .first()
+        )
+        if row is None:
+            return
+        turn.conversation_pk = row["pk"]
+        turn.state = row["state"]
+        turn.active_agent = row["active_specialist"]
+        limit = settings.CONVERSATION_HISTORY_LIMIT
+        recent = list(
+            Message.objects.filter(conversation_id=row["pk"], role__in=[MessageRole.USER, MessageRole.ASSISTANT])
+            .order_by("-created_at", "-id")
+            .values_list("role", "content")[:limit]
+        )
+        turn.history = tuple(reversed(recent))
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 def _persist(turn: Turn) -> int:
-    """Write the whole turn in one transaction; the conversation row is locked only here."""
+    """Write the whole turn in one transaction; the conversation row is locked only here.
+
+    The connection goes back to the pool as soon as the transaction ends, not
+    when the response has been sent (see :func:`_load_conversation`).
+    """
     data = turn.input
     decision = turn.decision
-    with transaction.atomic():
-        conversation, _ = Conversation.objects.select_for_update().get_or_create(
-            conversation_key=data.conversation_key,
-            defaults={
-                "tenant_id": data.tenant_pk,
-                "profile_id": data.profile.pk,
-                "session_id": data.session_id,
-                "user_id": data.user_id,
-                "channel": data.channel,
-            },
-        )
-        user_message = Message.objects.create(
-            conversation=conversation,
-            role=MessageRole.USER,
-            content=turn.text_to_store,
-            metadata={"channel": data.channel, "user_id": data.user_id},
-        )
-        if decision is not None:
-            RouteDecisionRecord.objects.create(
-                conversation=conversation,
-                message=user_message,
-                mode=turn.mode,
-                route=decision.route,
-                agent=decision.agent,
-                intent=decision.intent,
-                confidence=decision.confidence,
-                reason=decision.reason,
-                method=decision.method,
-                next_state=decision.next_state or "",
-                handoff=decision.handoff,
-                domain=decision.domain or "",
-                mcp_tools=decision.mcp_tools,
-                metadata=decision.metadata,
+    try:
+        with transaction.atomic():
+            conversation, _ = Conversation.objects.select_for_update().get_or_create(
+                conversation_key=data.conversation_key,
+                defaults={
+                    "tenant_id": data.tenant_pk,
+                    "profile_id": data.profile.pk,
+                    "session_id": data.session_id,
+                    "user_id": data.user_id,
+                    "channel": data.channel,
+                },
             )
-        answer = Message.objects.create(
-            conversation=conversation,
-            role=MessageRole.ASSISTANT,
-            agent=turn.agent,
-            content=turn.answer,
-            metadata=turn.metadata(),
-        )
-        results = turn.mcp_results()
-        if results:
-            ToolCall.objects.bulk_create(
-                ToolCall(
+            user_message = Message.objects.create(
+                conversation=conversation,
+                role=MessageRole.USER,
+                content=turn.text_to_store,
+                metadata={"channel": data.channel, "user_id": data.user_id},
+            )
+            if decision is not None:
+                RouteDecisionRecord.objects.create(
                     conversation=conversation,
-                    message=answer,
-                    agent=turn.agent,
-                    tool=result["tool"],
-                    server=result["server"],
-                    arguments=result["arguments"],
-                    status=result["status"],
-                    latency_ms=result["latency_ms"],
-                    result=result["result"],
-                    error=result["error"] or "",
+                    message=user_message,
+                    mode=turn.mode,
+                    route=decision.route,
+                    agent=decision.agent,
+                    intent=decision.intent,
+                    confidence=decision.confidence,
+                    reason=decision.reason,
+                    method=decision.method,
+                    next_state=decision.next_state or "",
+                    handoff=decision.handoff,
+                    domain=decision.domain or "",
+                    mcp_tools=decision.mcp_tools,
+                    metadata=decision.metadata,
                 )
-                for result in results
-            )
-        updates: dict[str, Any] = {"message_count": F("message_count") + 2}
-        if decision is not None:
-            updates["state"] = decision.next_state or ""
-            updates["active_specialist"] = decision.agent
-        Conversation.objects.filter(pk=conversation.pk).update(**updates)
-        if decision is not None and decision.handoff:
-            from handoffs.services import handoff_record
-
-            handoff_record(
+            answer = Message.objects.create(
                 conversation=conversation,
-                from_agent=turn.active_agent,
-                to_agent=decision.agent,
-                kind="routing_handoff",
-                reason=decision.reason,
+                role=MessageRole.ASSISTANT,
+                agent=turn.agent,
+                content=turn.answer,
+                metadata=turn.metadata(),
             )
-    return conversation.pk
+            results = turn.mcp_results()
+            if results:
+                ToolCall.objects.bulk_create(
+                    ToolCall(
+                        conversation=conversation,
+                        message=answer,
+                        agent=turn.agent,
+                        tool=result["tool"],
+                        server=result["server"],
+                        arguments=result["arguments"],
+                        status=result["status"],
+                        latency_ms=result["latency_ms"],
+                        result=result["result"],
+                        error=result["error"] or "",
+                    )
+                    for result in results
+                )
+            updates: dict[str, Any] = {"message_count": F("message_count") + 2}
+            if decision is not None:
+                updates["state"] = decision.next_state or ""
+                updates["active_specialist"] = decision.agent
+            Conversation.objects.filter(pk=conversation.pk).update(**updates)
+            if decision is not None and decision.handoff:
+                from handoffs.services import handoff_record
+
+                handoff_record(
+                    conversation=conversation,
+                    from_agent=turn.active_agent,
+                    to_agent=decision.agent,
+                    kind="routing_handoff",
+                    reason=decision.reason,
+                )
+        return conversation.pk
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 # --- entry point -------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The production web server: uvicorn workers, each listening on its own SO_REUSEPORT socket.
+
+    python -m platform.serve [--host 0.0.0.0] [--port 8000] [--workers N] [--no-access-log]
+
+``uvicorn --workers N`` lets its workers share one listening socket, and
+whichever worker wakes first accepts a new connection. Chat clients keep
+their connections alive, so connections pile onto one or two workers (200
+connections opened over a second split 147/53 between two idle workers,
+measured) and the busiest worker saturates its one core's worth of GIL while
+the others idle. Here every worker binds its own socket with SO_REUSEPORT and
+the kernel spreads new connections evenly over them (README, Benchmarks).
+
+The workers are plain ``uvicorn.Server`` instances (uvloop, httptools when
+installed). This process only supervises: a worker that dies is replaced;
+SIGTERM or SIGINT stops them all and waits for their graceful shutdown.
+Defaults come from ``HOST``, ``PORT`` and ``WEB_CONCURRENCY`` (two workers per
+core when unset: the chat path spends most of its time waiting, and a worker
+with fewer requests in flight loses less time to its GIL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+
+from platform import env
+
+logger = logging.getLogger("platform.serve")
+
+APP = "platform.asgi:application"
+RESTART_PAUSE_SECONDS = 1.0
+STARTUP_SECONDS = 10.0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def worker(host: str, port: int, access_log: bool) -> None:
+    """One uvicorn server on its own socket (runs in a spawned process)."""
+    import uvicorn
+
+    config = uvicorn.Config(APP, host=host, port=port, access_log=access_log, lifespan="off")
+    uvicorn.Server(config).run(sockets=[_listen(host, port)])
+
+
+def supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
+    """Run ``workers`` workers until SIGTERM/SIGINT; 1 if a worker died while starting, else 0."""
+    _listen(host, port).close()  # fail here, once, if the address is taken or invalid
+    context = multiprocessing.get_context("spawn")
+    stopping = False
+
+    def start() -> multiprocessing.process.BaseProcess:
+        process = context.Process(target=worker, args=(host, port, access_log), daemon=False)
+        process.start()
+        return process
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    processes = [start() for _ in range(workers)]
+    started = time.monotonic()
+    logger.info("serving %s on %s:%s with %d workers (SO_REUSEPORT)", APP, host, port, workers)
+    status = 0
+    while not stopping:
+        time.sleep(0.2)
+        for n, process in enumerate(processes):
+            if stopping or process.is_alive():
+                continue
+            if time.monotonic() - started < STARTUP_SECONDS:
+                # Dying at startup (bad settings, unreachable database) would only repeat itself.
+                logger.error("worker %s exited with %s while starting; stopping", process.pid, process.exitcode)
+                stopping, status = True, 1
+                break
+            logger.warning("worker %s exited with %s; starting another", process.pid, process.exitcode)
+            time.sleep(RESTART_PAUSE_SECONDS)
+            processes[n] = start()
+    for process in processes:
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGTERM)  # uvicorn's graceful shutdown
+    for process in processes:
+        process.join(timeout=30)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=env.string("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=env.integer("PORT", 8000))
+    parser.add_argument("--workers", type=int, default=env.integer("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
+    parser.add_argument("--no-access-log", dest="access_log", action="store_false", help="no line per request")
+    args = parser.parse_args(argv)
+    return supervise(host=args.host, port=args.port, workers=args.workers, access_log=args.access_log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

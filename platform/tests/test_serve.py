@@ -1,0 +1,96 @@
+"""platform.serve: workers on their own SO_REUSEPORT sockets share the connections and stop cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _workers(pid: int) -> list[int]:
+    """The server's worker processes (not multiprocessing's resource tracker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if parent == pid and b"spawn_main" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+def _sockets(pid: int) -> int:
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith("socket:")
+    return count
+
+
+def _get(sock: socket.socket) -> bytes:
+    sock.sendall(b"GET /no-such-page HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return sock.recv(65536)
+
+
+def test_the_workers_share_kept_alive_connections_and_stop_on_sigterm(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)  # SQLite in tmp_path: a 404 needs no database
+    server = subprocess.Popen(
+        [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    connections: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            workers = _workers(server.pid)
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as probe:
+                    answered = _get(probe).startswith(b"HTTP/1.1 404")
+            except OSError:
+                answered = False
+            if answered and len(workers) == 2:
+                break
+            time.sleep(0.3)
+        else:
+            pytest.fail("platform.serve did not answer with two workers")
+        time.sleep(2)  # both workers listening
+        baseline = {pid: _sockets(pid) for pid in workers}
+
+        for _ in range(40):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            assert _get(sock).startswith(b"HTTP/1.1 404")
+            connections.append(sock)
+
+        held = {pid: _sockets(pid) - baseline[pid] for pid in workers}
+        assert sum(held.values()) >= 40
+        assert min(held.values()) >= 5, held  # the kernel spread them; one shared socket piles them up
+    finally:
+        for sock in connections:
+            sock.close()
+        server.send_signal(signal.SIGTERM)
+        status = server.wait(timeout=40)
+    assert status == 0
