@@ -1,0 +1,474 @@
+"""Chat API load benchmark: concurrent conversations against the platform served as in production.
+
+    PYTHONPATH=. .venv/bin/python bench/chat_load.py [--clients 200] [--duration 30] [--workers N]
+
+Starts everything itself: a throwaway PostgreSQL and scratch VAR_DIR
+(``scripts/services.py``), ``migrate``, ``seed_demo``, ``create_api_key``, then
+the production server (``python -m platform.serve``, as docker-compose.yml and
+the Dockerfile run it) as a subprocess, with ``DJANGO_DEBUG=false`` and the
+offline model sleeping ``--latency-ms`` per call. Each of ``--clients``
+clients has its own session and kept-alive connection and sends invoice
+questions to ``telecom_contas`` through ``POST /api/gateway/message`` one after
+another (the next when the answer arrives) for ``--warmup`` + ``--duration``
+seconds; only the last ``--duration`` seconds are measured. With a model that
+takes L ms the ideal is ``clients × 1000 / L`` messages/s.
+
+Then it checks that nothing was lost: per conversation, the user and
+assistant Message rows in the database must equal the client's count of 2xx
+answers (warm-up and stragglers included). Exits non-zero on any error or
+lost message.
+
+CPU is measured per party, from /proc, over the measured window: the server
+(each worker too, to show how evenly the connections were shared out),
+PostgreSQL (postmaster and backends) and the load generator itself
+(``--client-procs`` processes sharing the same cores), so its cost is visible
+next to the figures. It also prints the most PostgreSQL connections open and
+where the server spent the time (the graph's own ``metadata.trace``).
+Variants: ``--env NAME=VALUE`` (server environment), ``--workers``,
+``--server uvicorn`` (stock ``uvicorn --workers``) and ``--server-arg``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import multiprocessing
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
+
+AGENT_ID = "telecom_contas"
+TENANT = "tenant_a"
+# Invoice questions that the keyword router sends to billing_agent; without a
+# context no tool's required arguments are present, so no MCP server is called.
+TEXTS = (
+    "Minha fatura veio alta",
+    "Por que a minha fatura veio com valor alto este mês?",
+    "Quando vence a minha conta?",
+    "Preciso da segunda via do boleto",
+    "Quero contestar uma cobrança que não reconheço na fatura",
+)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --- CPU accounting from /proc ----------------------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rindex(")") + 2 :].split()  # fields from the 3rd on (state, ppid, ...)
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and all its live descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def process_cpu_seconds(root: int | None) -> dict[int, float]:
+    """CPU seconds of each process of a tree; reaped children are counted in their parents."""
+    if root is None:
+        return {}
+    found = {}
+    for pid in _tree(root):
+        fields = _stat_fields(pid)
+        if fields:  # utime, stime, cutime, cstime are fields 14-17
+            found[pid] = sum(int(value) for value in fields[11:15]) / CLOCK_TICKS
+    return found
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    total = sum(values[:8])
+    return (total - idle) / CLOCK_TICKS, total / CLOCK_TICKS
+
+
+# --- the load generator (one or more processes) ------------------------------------
+
+
+def _new_report() -> dict:
+    return {
+        "latencies": [],  # seconds, of the answers completed inside the measured window
+        "errors": Counter(),  # every failure, warm-up included
+        "accepted": Counter(),  # session -> 2xx answers, warm-up and stragglers included
+        "cpu_seconds": 0.0,  # this process over the measured window
+        "trace": {},  # graph node -> its ms per answer (metadata.trace)
+    }
+
+
+async def _converse(client, key: str, session: str, plan: dict, report: dict) -> None:
+    """One client: one session, the next message as soon as the answer arrives."""
+    await asyncio.sleep(max(0.0, plan["start"] - time.time()) + random.random() * plan["ramp"])
+    headers = {"Authorization": f"Bearer {key}"}
+    expected_key = f"{TENANT}:{AGENT_ID}:{session}"
+    sent = 0
+    while time.time() < plan["stop"]:
+        body = {
+            "channel": "web",
+            "agent_id": AGENT_ID,
+            "payload": {"text": TEXTS[sent % len(TEXTS)], "session_id": session, "user_id": session},
+        }
+        sent += 1
+        began = time.perf_counter()
+        try:
+            response = await client.post("/api/gateway/message", json=body, headers=headers)
+            failure = "" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+        except Exception as exc:  # noqa: BLE001 — every failure is counted, none stops the run
+            failure = type(exc).__name__
+        latency = time.perf_counter() - began
+        in_window = plan["window_start"] <= time.time() <= plan["stop"]
+        if not failure:
+            report["accepted"][session] += 1
+            try:
+                answer = response.json()
+                if answer["conversation_key"] != expected_key or not answer["answer"]:
+                    failure = "wrong answer"
+                elif in_window:  # where the server spent the time, from the graph's own trace
+                    for step in answer["metadata"]["trace"]:
+                        report["trace"].setdefault(step["node"], []).append(step["ms"])
+            except (ValueError, KeyError, TypeError):
+                failure = "malformed answer"
+        if failure:
+            report["errors"][failure] += 1
+        elif in_window:
+            report["latencies"].append(latency)
+
+
+async def _measure_own_cpu(plan: dict, report: dict) -> None:
+    await asyncio.sleep(max(0.0, plan["window_start"] - time.time()))
+    began = time.process_time()
+    await asyncio.sleep(max(0.0, plan["stop"] - time.time()))
+    report["cpu_seconds"] = time.process_time() - began
+
+
+async def _load(base_url: str, key: str, sessions: list[str], plan: dict, timeout: float) -> dict:
+    import httpx
+
+    report = _new_report()
+    # One client with one kept-alive connection per conversation, as each user has their own. One
+    # AsyncClient shared by 200 connections costs 7× the CPU per request (its pool scans every
+    # connection for every request: 13.7 ms against 1.9 ms measured here) and becomes the bottleneck.
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout))
+            for _ in sessions
+        ]
+        await asyncio.gather(
+            _measure_own_cpu(plan, report),
+            *(_converse(client, key, session, plan, report) for client, session in zip(clients, sessions, strict=True)),
+        )
+    return report
+
+
+def load_process(base_url: str, key: str, sessions: list[str], timeout: float, ready, go, plan_box, results) -> None:
+    """A load-generator process (spawned): waits for the common start, runs its clients, sends its report."""
+    import uvloop
+
+    ready.put(os.getpid())
+    go.wait()
+    plan = json.loads(plan_box.value.decode())
+    results.put(uvloop.run(_load(base_url, key, sessions, plan, timeout)))
+
+
+# --- orchestration -------------------------------------------------------------------
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def _wait_healthy(base_url: str, server: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base_url}/api/health", timeout=5) as answer:
+            if answer.status == 200:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"the server did not answer /api/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def _postmaster_pid(database_url: str) -> int | None:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    fields = _stat_fields(backend)
+    return int(fields[1]) if fields else None
+
+
+def _watch_connections(database_url: str, until: float) -> int:
+    """The most client connections PostgreSQL had open (this one excluded), sampled until ``until``."""
+    import psycopg
+
+    peak = 0
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while time.time() < until:
+            count = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            ).fetchone()[0]
+            peak = max(peak, count)
+            time.sleep(0.25)
+    return peak
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _stored_counts(env: dict[str, str], prefix: str) -> dict[str, Counter]:
+    """session -> Counter(role -> Message rows), read with the ORM once the server has stopped."""
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.db.models import Count
+
+    from routing.models import Message
+
+    stored: dict[str, Counter] = {}
+    rows = (
+        Message.objects.filter(conversation__conversation_key__startswith=f"{TENANT}:{AGENT_ID}:{prefix}")
+        .values_list("conversation__session_id", "role")
+        .annotate(count=Count("id"))
+    )
+    for session, role, count in rows:
+        stored.setdefault(session, Counter())[role] = count
+    return stored
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides = dict(item.split("=", 1) for item in args.env)
+    with contextlib.ExitStack() as stack:
+        env = dict(os.environ)
+        env.update(stack.enter_context(services.scratch()))
+        env.update(stack.enter_context(services.postgres()))
+        env.update(
+            {
+                "PYTHONPATH": str(ROOT),
+                "DJANGO_SETTINGS_MODULE": "platform.settings",
+                "DJANGO_DEBUG": "false",
+                "DJANGO_SECRET_KEY": "bench-only-not-a-secret",
+                "OFFLINE_LLM_LATENCY_MS": str(args.latency_ms),
+            }
+        )
+        env.update(overrides)
+        if not env.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+            raise SystemExit("the benchmark needs PostgreSQL: scripts/services.py did not provide DATABASE_URL")
+        _manage(env, "migrate", "--noinput")
+        _manage(env, "seed_demo")
+        key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
+
+        port = services.free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        if args.server == "serve":
+            command = ["platform.serve", "--host", "127.0.0.1", "--port", str(port)]
+        else:  # stock uvicorn workers sharing one socket, for comparison
+            command = ["uvicorn", "platform.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+        command += ["--workers", str(args.workers), *args.server_arg]
+        log = Path(env["VAR_DIR"]) / "server.log"
+        with log.open("w") as log_file:
+            server = subprocess.Popen(
+                [sys.executable, "-m", *command], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
+            )
+        stack.callback(_stop, server)
+        _wait_healthy(base_url, server, log)
+        postmaster = _postmaster_pid(env["DATABASE_URL"])
+
+        prefix = f"bench-{os.getpid()}-{int(time.time())}-"
+        sessions = [f"{prefix}{n:04d}" for n in range(args.clients)]
+        spawn = multiprocessing.get_context("spawn")
+        ready, results, go = spawn.Queue(), spawn.Queue(), spawn.Event()
+        plan_box = spawn.Array("c", 256)
+        loaders = [
+            spawn.Process(
+                target=load_process,
+                args=(base_url, key, sessions[n :: args.client_procs], args.timeout, ready, go, plan_box, results),
+            )
+            for n in range(args.client_procs)
+        ]
+        for loader in loaders:
+            loader.start()
+        for _ in loaders:
+            ready.get(timeout=60)
+        start = time.time() + 0.5
+        plan = {
+            "start": start,
+            "ramp": args.ramp,
+            "window_start": start + args.warmup,
+            "stop": start + args.warmup + args.duration,
+        }
+        plan_box.value = json.dumps(plan).encode()
+        go.set()
+
+        time.sleep(max(0.0, plan["window_start"] - time.time()))
+        before = (process_cpu_seconds(server.pid), process_cpu_seconds(postmaster), machine_busy_seconds())
+        peak_connections = _watch_connections(env["DATABASE_URL"], plan["stop"])
+        after = (process_cpu_seconds(server.pid), process_cpu_seconds(postmaster), machine_busy_seconds())
+        reports = [results.get(timeout=args.timeout + 30) for _ in loaders]
+        for loader in loaders:
+            loader.join()
+        _stop(server)
+        server_log = log.read_text(errors="replace")
+        stored = _stored_counts(env, prefix)
+
+    latencies = [value for report in reports for value in report["latencies"]]
+    errors = sum((report["errors"] for report in reports), Counter())
+    accepted = sum((report["accepted"] for report in reports), Counter())
+    lost = sum(
+        max(0, accepted[session] - stored.get(session, Counter())[role])
+        for session in sessions
+        for role in ("user", "assistant")
+    )
+    unanswered = sum(  # rows for messages the client never saw accepted (it timed out, say)
+        max(0, stored[session][role] - accepted[session]) for session in stored for role in ("user", "assistant")
+    )
+    ideal = args.clients * 1000 / args.latency_ms
+    rate = len(latencies) / args.duration
+    seconds = args.duration
+    # Per server process (the workers show whether the connections were shared out evenly).
+    server_processes = {pid: (cpu - before[0].get(pid, 0.0)) / seconds for pid, cpu in after[0].items()}
+    server_cores = sum(server_processes.values())
+    postgres_cores = (sum(after[1].values()) - sum(before[1].values())) / seconds
+    client_cores = sum(report["cpu_seconds"] for report in reports) / seconds
+    machine_cores = (after[2][0] - before[2][0]) / seconds
+    # The last line of each traceback in the server log names the exception.
+    lines = server_log.splitlines()
+    server_errors = Counter(
+        line[:200] for before, line in itertools.pairwise(lines) if before.startswith("  ") and line[:1] not in " "
+    )
+
+    print()
+    print(
+        f"Chat API load: {args.clients} clients × {args.duration:.0f} s (after {args.warmup:.0f} s warm-up), "
+        f"offline model {args.latency_ms} ms, PostgreSQL, {args.client_procs} load-generator process(es)"
+    )
+    print(f"server: {' '.join(command)}")
+    if overrides:
+        print(f"server environment: {' '.join(f'{k}={v}' for k, v in overrides.items())}")
+    print()
+    print(
+        "| msg/s | ratio to ideal | p50 | p99 | errors | accepted | lost | server CPU | PostgreSQL CPU | load-gen CPU |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        f"| {rate:.1f} | {rate / ideal:.0%} of {ideal:.0f} | {_percentile(latencies, 0.5) * 1000:,.0f} ms "
+        f"| {_percentile(latencies, 0.99) * 1000:,.0f} ms | {sum(errors.values())} | {sum(accepted.values())} "
+        f"| {lost} | {server_cores:.2f} cores | {postgres_cores:.2f} cores | {client_cores:.2f} cores |"
+    )
+    print()
+    print(
+        f"CPU per answered message: server {server_cores * 1000 / max(rate, 1e-9):.1f} ms, "
+        f"PostgreSQL {postgres_cores * 1000 / max(rate, 1e-9):.1f} ms, "
+        f"load generator {client_cores * 1000 / max(rate, 1e-9):.1f} ms"
+    )
+    print(
+        "server processes (cores): "
+        + ", ".join(f"{cores:.2f}" for _, cores in sorted(server_processes.items()) if cores >= 0.005)
+    )
+    print(
+        f"machine: {machine_cores:.2f} of {os.cpu_count()} cores busy in the window "
+        f"({max(0.0, machine_cores - server_cores - postgres_cores - client_cores):.2f} by other processes); "
+        f"latency mean {statistics.fmean(latencies) * 1000 if latencies else float('nan'):,.0f} ms, "
+        f"max {max(latencies, default=float('nan')) * 1000:,.0f} ms; "
+        f"{len(stored)} conversations stored, {unanswered} rows beyond the 2xx answers; "
+        f"at most {peak_connections} PostgreSQL connections open"
+    )
+    if errors:
+        print("errors:", ", ".join(f"{name} × {count}" for name, count in errors.most_common()))
+    trace: dict[str, list[float]] = {}
+    for report in reports:
+        for node, values in report["trace"].items():
+            trace.setdefault(node, []).extend(values)
+    graph_ms = sum(statistics.median(values) for values in trace.values())
+    print(
+        "graph nodes, median ms: "
+        + ", ".join(f"{node} {statistics.median(values):.1f}" for node, values in trace.items())
+        + f"; outside the graph (HTTP, middleware, auth, validation, loading the conversation): "
+        f"{_percentile(latencies, 0.5) * 1000 - graph_ms:.0f} ms of the median"
+    )
+    for line, count in server_errors.most_common(5):
+        print(f"server log: {count} × {line}")
+    verdict = rate / ideal >= args.target
+    print(
+        f"target ≥ {args.target:.0%} of ideal, zero errors, zero lost: "
+        f"{'met' if verdict and not errors and not lost else 'NOT met'}"
+    )
+    return 1 if errors or lost else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=200, help="concurrent clients, each its own session")
+    parser.add_argument("--duration", type=float, default=30, help="measured seconds")
+    parser.add_argument("--warmup", type=float, default=5, help="seconds of load before the measured window")
+    parser.add_argument("--latency-ms", type=int, default=1000, help="OFFLINE_LLM_LATENCY_MS of the server")
+    parser.add_argument(
+        "--workers", type=int, default=2 * (os.cpu_count() or 1), help="server worker processes (as platform.serve)"
+    )
+    parser.add_argument(
+        "--server", choices=("serve", "uvicorn"), default="serve", help="platform.serve, or stock uvicorn --workers"
+    )
+    parser.add_argument("--client-procs", type=int, default=1, help="load-generator processes")
+    parser.add_argument("--ramp", type=float, default=1, help="seconds over which the clients start")
+    parser.add_argument("--timeout", type=float, default=60, help="client timeout per request, seconds")
+    parser.add_argument("--target", type=float, default=0.75, help="share of the ideal rate to meet")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="server environment (variants)"
+    )
+    parser.add_argument("--server-arg", action="append", default=[], help="extra server option (variants)")
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
