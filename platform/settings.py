@@ -90,7 +90,7 @@ elif env.boolean("DATABASE_POOL", True):
     # psycopg's pool, one per process. The ASGI handler gives every request a thread of its own, so
     # without a pool every request connects anew; the chat path hands its connection back before the
     # model call (routing.graph), so a few per process serve hundreds of chats in flight. A small
-    # pool also bounds how many threads run queries at once: 5 beat 10 and 20 (README, Benchmarks).
+    # pool also bounds how many threads query at once; 20 was no faster than 3 to 10 (README).
     if DATABASES["default"]["CONN_MAX_AGE"]:
         raise ImproperlyConfigured("DATABASE_POOL replaces DATABASE_CONN_MAX_AGE; set one of them, not both.")
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {

@@ -296,11 +296,23 @@ def _persist(turn: Turn) -> int:
                     "channel": data.channel,
                 },
             )
-            user_message = Message.objects.create(
-                conversation=conversation,
-                role=MessageRole.USER,
-                content=turn.text_to_store,
-                metadata={"channel": data.channel, "user_id": data.user_id},
+            # Both messages in one insert; PostgreSQL (and SQLite) return their ids in order.
+            user_message, answer = Message.objects.bulk_create(
+                [
+                    Message(
+                        conversation=conversation,
+                        role=MessageRole.USER,
+                        content=turn.text_to_store,
+                        metadata={"channel": data.channel, "user_id": data.user_id},
+                    ),
+                    Message(
+                        conversation=conversation,
+                        role=MessageRole.ASSISTANT,
+                        agent=turn.agent,
+                        content=turn.answer,
+                        metadata=turn.metadata(),
+                    ),
+                ]
             )
             if decision is not None:
                 RouteDecisionRecord.objects.create(
@@ -319,13 +331,6 @@ def _persist(turn: Turn) -> int:
                     mcp_tools=decision.mcp_tools,
                     metadata=decision.metadata,
                 )
-            answer = Message.objects.create(
-                conversation=conversation,
-                role=MessageRole.ASSISTANT,
-                agent=turn.agent,
-                content=turn.answer,
-                metadata=turn.metadata(),
-            )
             results = turn.mcp_results()
             if results:
                 ToolCall.objects.bulk_create(
