@@ -21,7 +21,7 @@ from agents.models import Specialist
 from handoffs.models import Handoff
 from routing import admin_views
 from routing.adminkit import ListingInlineMixin, ReadOnlyAdminMixin, ReadOnlyInlineMixin
-from routing.config import config_batch
+from routing.config import config_batch, config_version_bump
 from routing.forms import (
     IntentAdminForm,
     IntentChangelistForm,
@@ -155,6 +155,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Deactivate selected API keys", permissions=["change"])
     def deactivate_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         updated = queryset.filter(is_active=True).update(is_active=False)
+        config_version_bump()  # QuerySet.update bypasses the signals; cached keys must go at once
         self.message_user(request, f"Deactivated {updated} API key(s).", messages.SUCCESS)
 
 

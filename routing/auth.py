@@ -43,6 +43,28 @@ class ApiClient:
         return self.key.can_preview
 
 
+# Keys looked up in this process, by hash, with the configuration version they were read at.
+# Every save or delete of a key or tenant bumps that version (routing/signals.py), so a revoked
+# key is refused on the next request, in every process; meanwhile a message costs no key query.
+_KEY_CACHE: dict[str, tuple[tuple[int, int], ApiClient | None]] = {}
+_KEY_CACHE_MAX = 10_000
+
+
+def _client_for(digest: str) -> ApiClient | None:
+    from routing.config import config_version, local_generation
+
+    version = (config_version(), local_generation())
+    cached = _KEY_CACHE.get(digest)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    key = ApiKey.objects.select_related("tenant").filter(key_hash=digest).first()
+    client = ApiClient(tenant=key.tenant, key=key) if key and key.is_active and key.tenant.is_active else None
+    if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+        _KEY_CACHE.clear()  # bounded: a flood of wrong keys cannot grow it without limit
+    _KEY_CACHE[digest] = (version, client)
+    return client
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -53,13 +75,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         scheme, _, raw = header.partition(" ")
         if scheme.lower() != self.keyword.lower() or not raw.strip():
             raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
-        try:
-            key = ApiKey.objects.select_related("tenant").get(key_hash=key_hash(raw.strip()))
-        except ApiKey.DoesNotExist:
-            raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY) from None
-        if not key.is_active or not key.tenant.is_active:
+        client = _client_for(key_hash(raw.strip()))
+        if client is None:
             raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
-        return ApiClient(tenant=key.tenant, key=key), key
+        return client, client.key
 
     def authenticate_header(self, request) -> str:
         return self.keyword

@@ -14,13 +14,12 @@ import asyncio
 import json
 import math
 import re
-import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
-from routing.text import normalize
+from routing.text import fold, normalize
 
 REVIEW_FALLBACK_ANSWER = (
     "Desculpe, não consegui preparar uma resposta confiável agora. Pode reformular a pergunta ou pedir "
@@ -144,8 +143,7 @@ _ID = re.compile(r"^(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{2,40}$|^\d{3,
 
 def _fold(text: str) -> str:
     """Case and accents folded, punctuation kept (numbers and dates need it)."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+    return fold(text)
 
 
 def _canonical(number: Decimal) -> str:

@@ -13,9 +13,21 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from routing.config import config_version_bump
-from routing.models import Intent, Keyword, StatePolicy
+from routing.models import ApiKey, Intent, Keyword, StatePolicy, Tenant
 
-ROUTING_MODELS = (AgentProfile, Specialist, SpecialistPrompt, McpServer, McpTool, Intent, Keyword, StatePolicy)
+# Keys and tenants are here too: the API-key cache of routing/auth.py is tagged with the same version.
+ROUTING_MODELS = (
+    AgentProfile,
+    Specialist,
+    SpecialistPrompt,
+    McpServer,
+    McpTool,
+    Intent,
+    Keyword,
+    StatePolicy,
+    ApiKey,
+    Tenant,
+)
 
 
 def _changed(sender, **kwargs) -> None:

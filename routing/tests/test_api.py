@@ -183,8 +183,23 @@ def test_a_request_with_a_wrong_key_is_refused(client, telecom, header):
 
 
 def test_a_revoked_key_is_refused(api, tenant_key, telecom):
+    assert send(api, "fatura").status_code == 200  # the key is now cached in this process
     tenant_key.is_active = False
     tenant_key.save()
+    assert send(api, "fatura").status_code == 401
+
+
+def test_a_key_deactivated_by_the_admin_action_is_refused_at_once(api, tenant_key, telecom, client, staff_user):
+    assert send(api, "fatura").status_code == 200
+    client.force_login(staff_user)
+    client.post("/admin/routing/apikey/", {"action": "deactivate_keys", "_selected_action": [tenant_key.pk]})
+    assert send(api, "fatura").status_code == 401
+
+
+def test_a_deactivated_tenant_is_refused(api, tenant, telecom):
+    assert send(api, "fatura").status_code == 200
+    tenant.is_active = False
+    tenant.save()
     assert send(api, "fatura").status_code == 401
 
 
@@ -338,9 +353,9 @@ def test_a_message_reads_no_routing_configuration_from_the_database(api, telecom
 
 def test_the_message_path_has_a_fixed_query_budget(api, telecom, django_assert_num_queries):
     send(api, "Minha fatura veio alta")
-    # key lookup, conversation read, history read; then in one transaction:
-    # savepoint pair, locked get, both messages (one insert), decision, conversation update.
-    with django_assert_num_queries(9):
+    # conversation read, history read (the key is cached in the process); then in one
+    # transaction: savepoint pair, locked get, both messages (one insert), decision, conversation update.
+    with django_assert_num_queries(8):
         send(api, "Minha fatura veio alta de novo")
 
 
