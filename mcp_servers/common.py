@@ -115,4 +115,5 @@ def main(
         # On 127.0.0.1/localhost the SDK turns on DNS-rebinding protection (Host/Origin checks).
         host=args.host,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+    # workers=1: uvicorn would otherwise read the web server's WEB_CONCURRENCY and refuse an app object.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), workers=1)
