@@ -255,7 +255,7 @@ def test_the_port_comes_from_the_environment_unless_given(module, monkeypatch):
         return dict(served)
 
     monkeypatch.setenv(module.PORT_ENV, "9123")
-    assert serve() == {"host": "127.0.0.1", "port": 9123, "log_level": "info"}
+    assert serve() == {"host": "127.0.0.1", "port": 9123, "log_level": "info", "workers": 1}
     assert serve("--port", "9")["port"] == 9
     monkeypatch.delenv(module.PORT_ENV)
     assert serve()["port"] == module.DEFAULT_PORT
