@@ -276,18 +276,27 @@ def _chat_model(
 
 
 class OpenAICompatibleModel(ModelProvider):
+    """An OpenAI-compatible endpoint; the answering one by default, the routing one with ``for_routing``."""
+
     name = "openai"
+
+    def __init__(self, profile: ProfileSpec, *, for_routing: bool = False) -> None:
+        super().__init__(profile)
+        self.for_routing = for_routing
 
     @property
     def model(self) -> str:
+        if self.for_routing and settings.ROUTER_LLM_MODEL:
+            return settings.ROUTER_LLM_MODEL
         return self.profile.llm_model or settings.LLM_MODEL
 
     def client(self) -> Any:
+        routing = self.for_routing and router_llm_separate()
         return _chat_model(
-            settings.OPENAI_BASE_URL,
-            settings.OPENAI_API_KEY,
+            settings.ROUTER_LLM_BASE_URL if routing else settings.OPENAI_BASE_URL,
+            (settings.ROUTER_LLM_API_KEY or settings.OPENAI_API_KEY) if routing else settings.OPENAI_API_KEY,
             self.model,
-            self.profile.llm_temperature,
+            None if routing else self.profile.llm_temperature,
             settings.LLM_TIMEOUT_SECONDS,
             settings.LLM_MAX_RETRIES,
         )
@@ -333,6 +342,11 @@ def llm_configured() -> bool:
     return bool(settings.OPENAI_BASE_URL and settings.LLM_MODEL)
 
 
+def router_llm_separate() -> bool:
+    """Routing has an endpoint of its own (``ROUTER_LLM_BASE_URL`` and ``ROUTER_LLM_MODEL``)."""
+    return bool(settings.ROUTER_LLM_BASE_URL and settings.ROUTER_LLM_MODEL)
+
+
 def provider_for(profile: ProfileSpec) -> ModelProvider:
     """The provider that answers for ``profile``: the endpoint when configured, else offline."""
     return PROVIDERS[OpenAICompatibleModel.name if llm_configured() else OfflineModel.name](profile)
@@ -352,6 +366,11 @@ def judge_asker(profile: ProfileSpec):
 
 
 def intent_classifier(profile: ProfileSpec):
-    """The classifier step of the router for ``profile``."""
-    provider = provider_for(profile)
-    return provider.classify
+    """The classifier step of the router for ``profile``.
+
+    A routing endpoint of its own (``ROUTER_LLM_*``: often a small, fast model)
+    wins; otherwise the answering endpoint; otherwise the offline classifier.
+    """
+    if router_llm_separate() or llm_configured():
+        return OpenAICompatibleModel(profile, for_routing=True).classify
+    return OfflineModel(profile).classify

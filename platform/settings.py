@@ -175,6 +175,7 @@ SPECTACULAR_SETTINGS = {
 # --- Product knobs -----------------------------------------------------------
 ROUTING_MODE = env.choice("ROUTING_MODE", ("router", "supervisor", "hybrid"))  # overrides every profile
 MAX_INPUT_CHARS = env.integer("MAX_INPUT_CHARS", 4000)
+SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = env.decimal("SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS", 30.0)
 CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
 
 OPENAI_BASE_URL = env.string("OPENAI_BASE_URL")
@@ -183,6 +184,10 @@ LLM_MODEL = env.string("LLM_MODEL")
 LLM_TIMEOUT_SECONDS = env.decimal("LLM_TIMEOUT_SECONDS", 30.0)
 LLM_MAX_RETRIES = env.integer("LLM_MAX_RETRIES", 2)
 OFFLINE_LLM_LATENCY_MS = env.integer("OFFLINE_LLM_LATENCY_MS", 0)
+# Optional endpoint for routing alone (the LLM classifier), e.g. a small fast model; else the one above.
+ROUTER_LLM_BASE_URL = env.string("ROUTER_LLM_BASE_URL")
+ROUTER_LLM_API_KEY = env.string("ROUTER_LLM_API_KEY")
+ROUTER_LLM_MODEL = env.string("ROUTER_LLM_MODEL")
 
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)
 MCP_RETAIL_PORT = env.integer("MCP_RETAIL_PORT", 8200)

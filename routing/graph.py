@@ -25,13 +25,16 @@ from django.db.models import F
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured
 from agents.runtime import SpecialistOutcome, SpecialistRequest, specialist_run, tools_for_turn
+from handoffs.models import HandoffKind
+from handoffs.services import handoff_record
 from routing import snapshot as snapshots
 from routing.decide import route_decide
 from routing.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
 from routing.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
 from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
-from routing.router import RouteDecision
+from routing.router import SUPERVISOR_ROUTE, PlanStep, RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
+from routing.supervisor import PlanResult, consolidate_join, plan_run
 
 BLOCKED_ANSWER = (
     "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
@@ -69,6 +72,7 @@ class Turn:
     mode: str
     state: str = ""
     active_agent: str = ""
+    active_intent: str = ""
     history: tuple[tuple[str, str], ...] = ()
     vault: MaskVault = field(default_factory=MaskVault)
     sanitized_text: str = ""
@@ -79,6 +83,7 @@ class Turn:
     answer: str = ""
     offered_tools: list[str] = field(default_factory=list)
     outcome: SpecialistOutcome | None = None
+    plan_result: PlanResult | None = None
     guardrails: dict[str, Any] = field(default_factory=dict)
     judges: dict[str, Any] = field(default_factory=dict)
     review: dict[str, Any] = field(default_factory=dict)
@@ -102,14 +107,16 @@ class Turn:
             "llm": self.outcome.llm if self.outcome else ("openai" if llm_configured() else "offline"),
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
+            "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
             "trace": self.trace,
         }
 
     def mcp_results(self) -> list[dict[str, Any]]:
         """The turn's tool calls as stored and shown: personal data and secrets redacted."""
-        if not self.outcome:
-            return []
-        return [self.vault.redact(result.as_dict()) for result in self.outcome.tool_results]
+        results = (
+            self.plan_result.tool_results() if self.plan_result else self.outcome.tool_results if self.outcome else []
+        )
+        return [self.vault.redact(result.as_dict()) for result in results]
 
     def _prompt_version(self) -> int | None:
         specialist = self.input.profile.specialists.get(self.agent)
@@ -152,50 +159,71 @@ async def routing_decision(turn: Turn) -> None:
         text=turn.sanitized_text,
         state=turn.state or None,
         active_agent=turn.active_agent,
+        active_intent=turn.active_intent,
     )
     turn.agent = turn.decision.agent
 
 
+def _specialist_request(
+    turn: Turn, current: Snapshot, agent: str, intent_name: str, intent_tools
+) -> SpecialistRequest | None:
+    profile = turn.input.profile
+    spec = profile.specialists.get(agent)
+    if spec is None:
+        return None
+    intent = next((item for item in profile.intents if item.name == intent_name), None)
+    tools = tools_for_turn(profile=profile, specialist=spec, intent_tools=list(intent_tools), all_tools=current.tools)
+    return SpecialistRequest(
+        profile=profile,
+        specialist=spec,
+        text=turn.sanitized_text,
+        intent=intent_name,
+        intent_description=intent.description if intent else "",
+        history=turn.history,
+        context=turn.input.context,
+        model_context=turn.vault.mask_value(turn.input.context),
+        tools=tools,
+        servers=current.servers,
+        unmask=turn.vault.unmask,
+        mask=turn.vault.mask_value,
+    )
+
+
 async def specialist(turn: Turn) -> None:
+    """The chosen specialist answers; for a supervisor plan, every planned specialist does, concurrently."""
     if turn.blocked:
         turn.answer = BLOCKED_ANSWER
         return
-    profile = turn.input.profile
-    spec = profile.specialists.get(turn.agent)
-    if spec is None:
+    decision = turn.decision
+    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    if decision is not None and decision.is_plan:
+        await _supervisor_agent(turn, current, decision.plan)
+        return
+    request = _specialist_request(
+        turn, current, turn.agent, decision.intent if decision else "", decision.mcp_tools if decision else []
+    )
+    if request is None:
         turn.answer = NO_SPECIALIST_ANSWER
         return
-    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
-    decision = turn.decision
-    intent = next((item for item in profile.intents if decision and item.name == decision.intent), None)
-    tools = tools_for_turn(
-        profile=profile,
-        specialist=spec,
-        intent_tools=decision.mcp_tools if decision else [],
-        all_tools=current.tools,
-    )
-    turn.offered_tools = [tool.name for tool in tools]
-    turn.outcome = await specialist_run(
-        SpecialistRequest(
-            profile=profile,
-            specialist=spec,
-            text=turn.sanitized_text,
-            intent=decision.intent if decision else "",
-            intent_description=intent.description if intent else "",
-            history=turn.history,
-            context=turn.input.context,
-            model_context=turn.vault.mask_value(turn.input.context),
-            tools=tools,
-            servers=current.servers,
-            unmask=turn.vault.unmask,
-            mask=turn.vault.mask_value,
-        )
-    )
+    turn.offered_tools = [tool.name for tool in request.tools]
+    turn.outcome = await specialist_run(request)
     turn.answer = turn.outcome.answer
 
 
+async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]) -> None:
+    requests = {
+        step.agent: _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools) for step in steps
+    }
+    turn.offered_tools = sorted({tool.name for request in requests.values() if request for tool in request.tools})
+    turn.plan_result = await plan_run(
+        steps, lambda step: requests[step.agent], timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS
+    )
+    turn.answer = consolidate_join(turn.plan_result)
+
+
 def _tool_results(turn: Turn) -> list[dict[str, Any]]:
-    return [result.as_dict() for result in turn.outcome.tool_results] if turn.outcome else []
+    results = turn.plan_result.tool_results() if turn.plan_result else turn.outcome.tool_results if turn.outcome else []
+    return [result.as_dict() for result in results]
 
 
 async def output_guardrails(turn: Turn) -> None:
@@ -256,7 +284,7 @@ def _load_conversation(turn: Turn) -> None:
     try:
         row = (
             Conversation.objects.filter(conversation_key=turn.input.conversation_key)
-            .values("pk", "state", "active_specialist")
+            .values("pk", "state", "active_specialist", "active_intent")
             .first()
         )
         if row is None:
@@ -264,6 +292,7 @@ def _load_conversation(turn: Turn) -> None:
         turn.conversation_pk = row["pk"]
         turn.state = row["state"]
         turn.active_agent = row["active_specialist"]
+        turn.active_intent = row["active_intent"]
         limit = settings.CONVERSATION_HISTORY_LIMIT
         recent = list(
             Message.objects.filter(conversation_id=row["pk"], role__in=[MessageRole.USER, MessageRole.ASSISTANT])
@@ -351,17 +380,25 @@ def _persist(turn: Turn) -> int:
             updates: dict[str, Any] = {"message_count": F("message_count") + 2}
             if decision is not None:
                 updates["state"] = decision.next_state or ""
-                updates["active_specialist"] = decision.agent
+                updates["active_specialist"] = decision.agents[0] if decision.agents else decision.agent
+                updates["active_intent"] = decision.plan[0].intent if decision.plan else decision.intent
             Conversation.objects.filter(pk=conversation.pk).update(**updates)
             if decision is not None and decision.handoff:
-                from handoffs.services import handoff_record
-
                 handoff_record(
                     conversation=conversation,
                     from_agent=turn.active_agent,
                     to_agent=decision.agent,
-                    kind="routing_handoff",
+                    kind=HandoffKind.ROUTING,
                     reason=decision.reason,
+                )
+            for partial in turn.plan_result.partials if turn.plan_result else []:
+                handoff_record(
+                    conversation=conversation,
+                    from_agent=SUPERVISOR_ROUTE,
+                    to_agent=partial.agent,
+                    kind=HandoffKind.FANOUT,
+                    reason=f"{partial.intent}: {partial.status}" + (f" ({partial.error})" if partial.error else ""),
+                    context_summary=decision.reason if decision else "",
                 )
         return conversation.pk
     finally:

@@ -156,6 +156,7 @@ class Conversation(models.Model):
     channel = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=100, blank=True)
     active_specialist = models.CharField(max_length=64, blank=True)
+    active_intent = models.CharField(max_length=100, blank=True)
     pending_result = models.JSONField(null=True, blank=True)
     granted_permissions = models.JSONField(default=list, blank=True)
     message_count = models.PositiveIntegerField(default=0)

@@ -33,10 +33,11 @@ import ahocorasick
 
 from routing.text import normalize
 
-Method = Literal["state", "keyword", "llm", "fallback"]
+Method = Literal["state", "followup", "keyword", "llm", "fallback"]
 
 FALLBACK_INTENT = "fallback"
 MULTI_INTENT = "multi_intent"
+SUPERVISOR_ROUTE = "supervisor_agent"
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,31 @@ class RouteDecision:
     domain: str | None = None
     mcp_tools: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    agents: list[str] = field(default_factory=list)
+    plan: list[PlanStep] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.agents and self.agent:
+            self.agents = [self.agent]
+
+    @property
+    def is_plan(self) -> bool:
+        """Several specialists answer this message (supervisor mode)."""
+        return self.route == SUPERVISOR_ROUTE
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One specialist of a supervisor plan, with the intent that brought it in."""
+
+    agent: str
+    intent: str
+    mcp_tools: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    next_state: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,8 +220,8 @@ class CompiledRouter:
             metadata={"state": policy.state},
         )
 
-    def by_keywords(self, text: str) -> RouteDecision | None:
-        hits = self.match(text)
+    def by_keywords(self, text: str, hits: list[KeywordHit] | None = None) -> RouteDecision | None:
+        hits = self.match(text) if hits is None else hits
         if not hits:
             return None
         winner, beaten = hits[0], hits[1:]
@@ -219,6 +242,65 @@ class CompiledRouter:
                 "matched_keywords": list(winner.keywords),
                 "candidates": [hit.describe() for hit in beaten],
             },
+        )
+
+    def by_plan(self, text: str, hits: list[KeywordHit] | None = None) -> RouteDecision | None:
+        """Supervisor planning: every intent the message hits brings its specialist, best first, once each.
+
+        One specialist → the same decision as router mode; several → route
+        ``supervisor_agent`` with ``intent: multi_intent`` and the plan.
+        """
+        hits = self.match(text) if hits is None else hits
+        steps: list[PlanStep] = []
+        for hit in hits:
+            if all(step.agent != hit.intent.agent for step in steps):
+                steps.append(
+                    PlanStep(
+                        agent=hit.intent.agent,
+                        intent=hit.intent.name,
+                        mcp_tools=hit.intent.mcp_tools,
+                        keywords=hit.keywords,
+                        next_state=hit.intent.next_state,
+                    )
+                )
+        if len(steps) < 2:
+            return self.by_keywords(text, hits)
+        domains = {hit.intent.domain for hit in hits if hit.intent.domain}
+        return RouteDecision(
+            route=SUPERVISOR_ROUTE,
+            agent=SUPERVISOR_ROUTE,
+            intent=MULTI_INTENT,
+            confidence=0.9,
+            reason=(
+                f"Supervisor found {len(steps)} intents ("
+                + ", ".join(f"{step.intent} → {step.agent}" for step in steps)
+                + ") and will consult each specialist."
+            ),
+            method="keyword",
+            domain=domains.pop() if len(domains) == 1 else None,
+            mcp_tools=sorted({tool for step in steps for tool in step.mcp_tools}),
+            metadata={"matched_keywords": [k for step in steps for k in step.keywords]},
+            agents=[step.agent for step in steps],
+            plan=steps,
+        )
+
+    def by_followup(
+        self, text: str, *, active_agent: str, active_intent: str, max_chars: int, hits: list[KeywordHit]
+    ) -> RouteDecision | None:
+        """Hybrid mode: a short message that hits no intent stays with the active specialist, no model asked."""
+        if not active_agent or hits or len(text.strip()) > max_chars:
+            return None
+        intent = self.intents_by_name.get(active_intent)
+        return RouteDecision(
+            route=active_agent,
+            agent=active_agent,
+            intent=active_intent or "followup",
+            confidence=0.7,
+            reason=f"Short follow-up ({len(text.strip())} ≤ {max_chars} characters) kept by {active_agent}.",
+            method="followup",
+            domain=(intent.domain or None) if intent else None,
+            mcp_tools=list(intent.mcp_tools) if intent else [],
+            metadata={"followup_max_chars": max_chars},
         )
 
     def from_classification(self, result: Classification | None) -> RouteDecision | None:
@@ -253,16 +335,60 @@ class CompiledRouter:
 
     # -- the decision ---------------------------------------------------------
 
+    def _decide_without_model(
+        self,
+        text: str,
+        *,
+        state: str | None,
+        mode: str,
+        active_agent: str,
+        active_intent: str,
+        followup_max_chars: int,
+    ) -> RouteDecision | None:
+        decision = self.by_state(state)
+        if decision is not None:
+            return decision
+        hits = self.match(text)
+        if mode == "hybrid":
+            decision = self.by_followup(
+                text, active_agent=active_agent, active_intent=active_intent, max_chars=followup_max_chars, hits=hits
+            )
+            if decision is not None:
+                return decision
+        return self.by_plan(text, hits) if mode == "supervisor" else self.by_keywords(text, hits)
+
+    @staticmethod
+    def _mark_handoff(decision: RouteDecision, active_agent: str) -> RouteDecision:
+        decision.handoff = bool(active_agent) and not decision.is_plan and decision.agent != active_agent
+        if decision.handoff:
+            decision.metadata["previous_agent"] = active_agent
+        return decision
+
     async def route(
         self,
         text: str,
         *,
         state: str | None = None,
         active_agent: str = "",
+        active_intent: str = "",
         classifier: Classifier | None = None,
+        mode: str = "router",
+        followup_max_chars: int = 0,
     ) -> RouteDecision:
-        """Decide in the documented order; ``classifier`` is consulted only when enabled."""
-        decision = self.by_state(state) or self.by_keywords(text)
+        """Decide in the documented order; ``classifier`` is consulted only when enabled.
+
+        ``mode`` is the profile's effective routing mode: ``supervisor`` plans
+        every specialist the message hits; ``hybrid`` first keeps short
+        follow-ups with ``active_agent``; both route like ``router`` otherwise.
+        """
+        decision = self._decide_without_model(
+            text,
+            state=state,
+            mode=mode,
+            active_agent=active_agent,
+            active_intent=active_intent,
+            followup_max_chars=followup_max_chars,
+        )
         classification: Classification | None = None
         if decision is None and self.llm_enabled and classifier is not None and self.intents:
             classification = await classifier(text, self.intents)
@@ -277,16 +403,16 @@ class CompiledRouter:
             decision = self.fallback(reason)
         if classification is not None:
             decision.metadata["classifier"] = asdict(classification)
-        decision.handoff = bool(active_agent) and decision.agent != active_agent
-        if decision.handoff:
-            decision.metadata["previous_agent"] = active_agent
-        return decision
+        return self._mark_handoff(decision, active_agent)
 
-    def route_sync(self, text: str, *, state: str | None = None, active_agent: str = "") -> RouteDecision:
+    def route_sync(
+        self, text: str, *, state: str | None = None, active_agent: str = "", mode: str = "router"
+    ) -> RouteDecision:
         """The same order without the classifier step (for previews and benchmarks)."""
-        decision = self.by_state(state) or self.by_keywords(text) or self.fallback()
-        decision.handoff = bool(active_agent) and decision.agent != active_agent
-        return decision
+        decision = self._decide_without_model(
+            text, state=state, mode=mode, active_agent=active_agent, active_intent="", followup_max_chars=0
+        )
+        return self._mark_handoff(decision or self.fallback(), active_agent)
 
 
 class KeywordLoopMatcher:

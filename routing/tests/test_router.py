@@ -118,7 +118,11 @@ def test_the_decision_carries_every_field_of_the_contract():
         "domain",
         "mcp_tools",
         "metadata",
+        "agents",
+        "plan",
     }
+    assert decision.agents == ["billing_agent"]
+    assert decision.plan == []
     assert (decision.route, decision.agent, decision.intent, decision.method) == (
         "billing_agent",
         "billing_agent",
