@@ -96,7 +96,10 @@ class AgentProfileAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Answers and handoffs", {"fields": ["policy", "handoffs_enabled", "llm_model", "llm_temperature"]}),
+        (
+            "Answers and handoffs",
+            {"fields": ["policy", "synthesis_prompt", "handoffs_enabled", "llm_model", "llm_temperature"]},
+        ),
         ("Guardrails and judges", {"fields": ["guardrails", "judges"], "classes": ["collapse"]}),
     ]
 

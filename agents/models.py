@@ -57,6 +57,16 @@ class AgentProfile(models.Model):
         help_text="Below this confidence the classifier does not decide.",
     )
     handoffs_enabled = models.BooleanField(default=True)
+    synthesis_prompt = models.TextField(
+        blank=True,
+        default=(
+            "Você é o supervisor de uma equipe de especialistas de atendimento. Junte as respostas parciais "
+            "abaixo numa única resposta ao cliente, na língua dele, sem repetir, sem inventar dados e sem "
+            "mencionar especialistas. Se uma parte ficou sem resposta, diga com franqueza o que não foi possível "
+            "verificar agora."
+        ),
+        help_text="Supervisor mode with a model configured: how the specialists' partial answers are merged.",
+    )
     hybrid_followup_max_chars = models.PositiveIntegerField(
         default=40,
         help_text="Hybrid mode: messages up to this length that hit no intent stay with the active specialist.",

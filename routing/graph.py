@@ -34,7 +34,7 @@ from routing.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
 from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from routing.router import SUPERVISOR_ROUTE, PlanStep, RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
-from routing.supervisor import PlanResult, consolidate_join, plan_run
+from routing.supervisor import PlanResult, consolidate, plan_run
 
 BLOCKED_ANSWER = (
     "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
@@ -84,6 +84,7 @@ class Turn:
     offered_tools: list[str] = field(default_factory=list)
     outcome: SpecialistOutcome | None = None
     plan_result: PlanResult | None = None
+    consolidation: dict[str, Any] | None = None
     guardrails: dict[str, Any] = field(default_factory=dict)
     judges: dict[str, Any] = field(default_factory=dict)
     review: dict[str, Any] = field(default_factory=dict)
@@ -108,6 +109,7 @@ class Turn:
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
             "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
+            "consolidation": self.consolidation,
             "trace": self.trace,
         }
 
@@ -218,7 +220,9 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
     turn.plan_result = await plan_run(
         steps, lambda step: requests[step.agent], timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS
     )
-    turn.answer = consolidate_join(turn.plan_result)
+    turn.answer, turn.consolidation = await consolidate(
+        turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text
+    )
 
 
 def _tool_results(turn: Turn) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ class ProfileSpec:
     domain: str
     description: str
     policy: str
+    synthesis_prompt: str
     routing_mode: str
     fallback_agent: str
     llm_router_enabled: bool
@@ -213,6 +214,7 @@ def build(*, version: int, generation: int) -> Snapshot:
             domain=profile.domain,
             description=profile.description,
             policy=profile.policy,
+            synthesis_prompt=profile.synthesis_prompt,
             routing_mode=profile.routing_mode,
             fallback_agent=fallback_agent,
             llm_router_enabled=profile.llm_router_enabled,

@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.router import PlanStep
+from routing.snapshot import ProfileSpec
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,40 @@ async def plan_run(
         )
 
     return PlanResult(partials=list(await asyncio.gather(*(one(step) for step in steps))))
+
+
+SYNTHESIS_REQUEST = (
+    "Pergunta do cliente (customer's question):\n{question}\n\nRespostas parciais (partial answers):\n{parts}"
+)
+
+
+async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str) -> tuple[str, dict[str, Any]]:
+    """The consolidated answer and how it was made.
+
+    With a model configured, the profile's synthesis prompt merges the partial
+    answers (``question`` and the answers are already masked); without one, or
+    when the model fails, they are joined per specialist in plan order.
+    """
+    from agents.llm import OpenAICompatibleModel, llm_configured
+
+    if not llm_configured():
+        return consolidate_join(result), {"method": "join"}
+    parts = "\n\n".join(
+        f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.partials
+    )
+    client = OpenAICompatibleModel(profile).client()
+    try:
+        reply = await client.ainvoke(
+            [
+                ("system", profile.synthesis_prompt),
+                ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
+            ]
+        )
+    except Exception as exc:  # noqa: BLE001 — fall back to the join, record why
+        logger.warning("Synthesis failed: %s", exc)
+        return consolidate_join(result), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}
+    text = reply.content if isinstance(reply.content, str) else str(reply.content)
+    return text, {"method": "llm"}
 
 
 def consolidate_join(result: PlanResult) -> str:

@@ -109,6 +109,7 @@ def _profile(profile: AgentProfile) -> dict[str, Any]:
         "enabled": profile.enabled,
         "metadata": {"domain": profile.domain},
         "policy": profile.policy,
+        "synthesis_prompt": profile.synthesis_prompt,
         "hybrid_followup_max_chars": profile.hybrid_followup_max_chars,
         "llm": {"model": profile.llm_model, "temperature": profile.llm_temperature},
         "guardrails": profile.guardrails or {},

@@ -43,6 +43,7 @@ PROFILE_KEYS = (
     "enabled",
     "metadata",
     "policy",
+    "synthesis_prompt",
     "routing_mode",
     "llm_router",
     "handoffs_enabled",
@@ -439,6 +440,7 @@ def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
         _scalar(patch, keys, "description", "text", problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
         _scalar(patch, keys, "policy", "text", problems)
+        _scalar(patch, keys, "synthesis_prompt", "text", problems)
         _scalar(patch, keys, "handoffs_enabled", "boolean", problems)
         _scalar(patch, keys, "hybrid_followup_max_chars", "integer", problems)
         if "metadata" in keys:

@@ -208,3 +208,40 @@ def test_a_hybrid_follow_up_is_kept_without_any_model_call(api, telecom, scripte
     scripted_llm.reply_tool_call("IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.9, "reason": "."})
     send(api, "cadê minha encomenda que não chegou ainda até hoje?")
     assert len(scripted_llm.requests) == 1  # a long message with no keyword does ask the router's model
+
+
+@pytest.mark.django_db
+def test_without_a_model_the_parts_are_joined(api, supervisor):
+    assert send(api, SEED_MESSAGE)["metadata"]["consolidation"] == {"method": "join"}
+
+
+@pytest.mark.django_db
+def test_with_a_model_the_synthesis_prompt_merges_the_parts(api, supervisor, scripted_llm):
+    supervisor.synthesis_prompt = "Merge the parts into one friendly answer."
+    supervisor.save()
+    scripted_llm.reply("Parte de faturas.")
+    scripted_llm.reply("Parte de pedidos.")
+    scripted_llm.reply("Sua fatura foi cobrada em duplicidade e seu pedido está atrasado; já verificamos ambos.")
+
+    body = send(api, SEED_MESSAGE)
+
+    assert body["answer"] == ("Sua fatura foi cobrada em duplicidade e seu pedido está atrasado; já verificamos ambos.")
+    assert body["metadata"]["consolidation"] == {"method": "llm"}
+    synthesis = scripted_llm.requests[-1]
+    assert synthesis["messages"][0]["content"] == "Merge the parts into one friendly answer."
+    assert "Parte de faturas." in synthesis["messages"][1]["content"]
+    assert "Parte de pedidos." in synthesis["messages"][1]["content"]
+    assert "judges" in body["metadata"] and body["metadata"]["guardrails"]["output"]["passed"] in (True, False)
+
+
+@pytest.mark.django_db
+def test_a_failed_synthesis_falls_back_to_the_join(api, supervisor, scripted_llm):
+    scripted_llm.reply("Parte A.")
+    scripted_llm.reply("Parte B.")
+    scripted_llm.reply_error(500)
+
+    body = send(api, SEED_MESSAGE)
+
+    assert body["answer"].startswith(CONSOLIDATION_HEADER)
+    assert body["metadata"]["consolidation"]["method"] == "join"
+    assert "500" in body["metadata"]["consolidation"]["error"]
