@@ -34,7 +34,16 @@ from routing.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
 from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from routing.router import SUPERVISOR_ROUTE, PlanStep, RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
-from routing.supervisor import PlanResult, consolidate, plan_run
+from routing.supervisor import (
+    GAP_TEXT,
+    MAX_REVIEW_ROUNDS,
+    PlanResult,
+    consolidate,
+    failed_steps,
+    llm_uncovered,
+    plan_run,
+    review_loop,
+)
 
 BLOCKED_ANSWER = (
     "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
@@ -109,6 +118,7 @@ class Turn:
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
             "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
+            "review_rounds": self.plan_result.rounds if self.plan_result else [],
             "consolidation": self.consolidation,
             "trace": self.trace,
         }
@@ -213,13 +223,36 @@ async def specialist(turn: Turn) -> None:
 
 
 async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]) -> None:
-    requests = {
-        step.agent: _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools) for step in steps
-    }
-    turn.offered_tools = sorted({tool.name for request in requests.values() if request for tool in request.tools})
-    turn.plan_result = await plan_run(
-        steps, lambda step: requests[step.agent], timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS
-    )
+    """Run the plan, then the review loop (uncovered parts go on to their specialists), then consolidate."""
+    steps = list(steps)
+
+    async def run(batch: list[PlanStep], round_number: int) -> PlanResult:
+        requests = {
+            step.agent: _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools) for step in batch
+        }
+        offered = {tool.name for request in requests.values() if request for tool in request.tools}
+        turn.offered_tools = sorted({*turn.offered_tools, *offered})
+        return await plan_run(
+            batch,
+            lambda step: requests[step.agent],
+            timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS,
+            round_number=round_number,
+        )
+
+    async def uncovered(result: PlanResult) -> list[PlanStep]:
+        missing = failed_steps(result, steps)
+        if llm_configured():
+            answered = {p.agent for p in result.latest() if p.status == "ok"}
+            known = {step.agent for step in missing}
+            for step in await llm_uncovered(profile=turn.input.profile, question=turn.sanitized_text, result=result):
+                if step.agent not in answered and step.agent not in known:
+                    steps.append(step)
+                    missing.append(step)
+                    known.add(step.agent)
+        return missing
+
+    result = await run(steps, 0)
+    turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
     turn.answer, turn.consolidation = await consolidate(
         turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text
     )
@@ -329,8 +362,20 @@ def _persist(turn: Turn) -> int:
                     "channel": data.channel,
                 },
             )
-            # Both messages in one insert; PostgreSQL (and SQLite) return their ids in order.
-            user_message, answer = Message.objects.bulk_create(
+            # The turn's messages in one insert, in reading order: the user's, each specialist's part of a
+            # supervisor turn (role "agent", step = round + 1), the answer. PostgreSQL and SQLite return ids in order.
+            parts = [
+                Message(
+                    conversation=conversation,
+                    role=MessageRole.AGENT,
+                    agent=partial.agent,
+                    content=turn.vault.redact(partial.answer) or GAP_TEXT.format(reason=partial.status),
+                    step=partial.round + 1,
+                    metadata={"intent": partial.intent, "status": partial.status, "error": partial.error},
+                )
+                for partial in (turn.plan_result.partials if turn.plan_result else [])
+            ]
+            created = Message.objects.bulk_create(
                 [
                     Message(
                         conversation=conversation,
@@ -338,6 +383,7 @@ def _persist(turn: Turn) -> int:
                         content=turn.text_to_store,
                         metadata={"channel": data.channel, "user_id": data.user_id},
                     ),
+                    *parts,
                     Message(
                         conversation=conversation,
                         role=MessageRole.ASSISTANT,
@@ -347,6 +393,7 @@ def _persist(turn: Turn) -> int:
                     ),
                 ]
             )
+            user_message, answer = created[0], created[-1]
             if decision is not None:
                 RouteDecisionRecord.objects.create(
                     conversation=conversation,
@@ -381,7 +428,7 @@ def _persist(turn: Turn) -> int:
                     )
                     for result in results
                 )
-            updates: dict[str, Any] = {"message_count": F("message_count") + 2}
+            updates: dict[str, Any] = {"message_count": F("message_count") + len(created)}
             if decision is not None:
                 updates["state"] = decision.next_state or ""
                 updates["active_specialist"] = decision.agents[0] if decision.agents else decision.agent

@@ -177,6 +177,7 @@ class Conversation(models.Model):
 class MessageRole(models.TextChoices):
     USER = "user", "User"
     ASSISTANT = "assistant", "Assistant"
+    AGENT = "agent", "Agent (a specialist's part of a supervisor turn)"
     SYSTEM = "system", "System"
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import BaseModel, Field
 
 from agents.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.router import PlanStep
@@ -38,6 +40,7 @@ class Partial:
     outcome: SpecialistOutcome | None = None
     error: str = ""
     latency_ms: float = 0.0
+    round: int = 0
 
     @property
     def answer(self) -> str:
@@ -48,6 +51,7 @@ class Partial:
             "agent": self.agent,
             "intent": self.intent,
             "status": self.status,
+            "round": self.round,
             "latency_ms": round(self.latency_ms, 1),
         }
         if self.error:
@@ -59,10 +63,95 @@ class Partial:
 
 @dataclass
 class PlanResult:
+    """Every part of a supervisor turn, in the order they were made (review rounds included)."""
+
     partials: list[Partial] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
     def tool_results(self) -> list[Any]:
         return [result for partial in self.partials if partial.outcome for result in partial.outcome.tool_results]
+
+    def latest(self) -> list[Partial]:
+        """Each specialist's last part, in the order they were first asked."""
+        latest: dict[str, Partial] = {}
+        for partial in self.partials:
+            latest[partial.agent] = partial
+        return list(latest.values())
+
+
+MAX_REVIEW_ROUNDS = 3
+
+Runner = Callable[[list[PlanStep], int], Awaitable[PlanResult]]
+CoverageCheck = Callable[[PlanResult], Awaitable[list[PlanStep]]]
+
+
+async def review_loop(result: PlanResult, *, run: Runner, uncovered: CoverageCheck, max_rounds: int) -> PlanResult:
+    """Send every uncovered part of the request on to its specialist, at most ``max_rounds`` times.
+
+    ``uncovered`` says which steps still need an answer (the plan's failed
+    steps, and what a model finds missing when one is configured); ``run``
+    asks them. Each round is recorded in ``result.rounds``.
+    """
+    for number in range(1, max_rounds + 1):
+        steps = await uncovered(result)
+        if not steps:
+            break
+        more = await run(steps, number)
+        result.partials.extend(more.partials)
+        result.rounds.append(
+            {
+                "round": number,
+                "uncovered": [step.intent for step in steps],
+                "sent_to": [step.agent for step in steps],
+                "covered": [p.agent for p in more.partials if p.status == STATUS_OK],
+            }
+        )
+    return result
+
+
+COVERAGE_PROMPT = (
+    "You review a customer-service team's work. Given the customer's request, the answers given so far and the "
+    "intents the team handles, name the intents of the request that no answer covers yet (none when all are "
+    "covered). Intents:\n{catalogue}"
+)
+
+
+class Coverage(BaseModel):
+    """Structured output of the model's coverage check."""
+
+    uncovered_intents: list[str] = Field(default_factory=list, description="Intent names not covered yet.")
+
+
+async def llm_uncovered(*, profile: ProfileSpec, question: str, result: PlanResult) -> list[PlanStep]:
+    """Steps for the intents the model finds uncovered; ``[]`` on any model failure."""
+    from agents.llm import OpenAICompatibleModel
+
+    catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in profile.intents)
+    answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
+    runnable = OpenAICompatibleModel(profile).client().with_structured_output(Coverage, method="function_calling")
+    try:
+        coverage = await runnable.ainvoke(
+            [
+                ("system", COVERAGE_PROMPT.format(catalogue=catalogue)),
+                ("human", f"Request:\n{question}\n\nAnswers:\n{answers}"),
+            ]
+        )
+    except Exception as exc:  # noqa: BLE001 — no review beats a failed request
+        logger.warning("Coverage check failed: %s", exc)
+        return []
+    by_name = {intent.name: intent for intent in profile.intents}
+    names = coverage.uncovered_intents if isinstance(coverage, Coverage) else []
+    return [
+        PlanStep(agent=by_name[name].agent, intent=name, mcp_tools=by_name[name].mcp_tools)
+        for name in dict.fromkeys(names)
+        if name in by_name
+    ]
+
+
+def failed_steps(result: PlanResult, steps: list[PlanStep]) -> list[PlanStep]:
+    """The plan's steps whose specialist has no successful answer yet."""
+    answered = {partial.agent for partial in result.latest() if partial.status == STATUS_OK}
+    return [step for step in steps if step.agent not in answered]
 
 
 async def plan_run(
@@ -70,6 +159,7 @@ async def plan_run(
     build_request: Callable[[PlanStep], SpecialistRequest | None],
     *,
     timeout: float,
+    round_number: int = 0,
 ) -> PlanResult:
     """Run every step's specialist concurrently in this process, each under ``timeout`` seconds."""
 
@@ -107,7 +197,10 @@ async def plan_run(
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 
-    return PlanResult(partials=list(await asyncio.gather(*(one(step) for step in steps))))
+    partials = list(await asyncio.gather(*(one(step) for step in steps)))
+    for partial in partials:
+        partial.round = round_number
+    return PlanResult(partials=partials)
 
 
 SYNTHESIS_REQUEST = (
@@ -127,7 +220,7 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     if not llm_configured():
         return consolidate_join(result), {"method": "join"}
     parts = "\n\n".join(
-        f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.partials
+        f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.latest()
     )
     client = OpenAICompatibleModel(profile).client()
     try:
@@ -147,7 +240,7 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
 def consolidate_join(result: PlanResult) -> str:
     """The partial answers joined per specialist in plan order; a failed one is a marked gap."""
     parts = [CONSOLIDATION_HEADER]
-    for partial in result.partials:
+    for partial in result.latest():
         body = partial.answer or GAP_TEXT.format(reason=partial.status)
         parts.append(f"{partial.agent}: {body}")
     return "\n\n".join(parts)

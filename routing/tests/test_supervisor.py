@@ -221,6 +221,7 @@ def test_with_a_model_the_synthesis_prompt_merges_the_parts(api, supervisor, scr
     supervisor.save()
     scripted_llm.reply("Parte de faturas.")
     scripted_llm.reply("Parte de pedidos.")
+    scripted_llm.reply_tool_call("Coverage", {"uncovered_intents": []})
     scripted_llm.reply("Sua fatura foi cobrada em duplicidade e seu pedido está atrasado; já verificamos ambos.")
 
     body = send(api, SEED_MESSAGE)
@@ -238,6 +239,7 @@ def test_with_a_model_the_synthesis_prompt_merges_the_parts(api, supervisor, scr
 def test_a_failed_synthesis_falls_back_to_the_join(api, supervisor, scripted_llm):
     scripted_llm.reply("Parte A.")
     scripted_llm.reply("Parte B.")
+    scripted_llm.reply_tool_call("Coverage", {"uncovered_intents": []})
     scripted_llm.reply_error(500)
 
     body = send(api, SEED_MESSAGE)
@@ -245,3 +247,54 @@ def test_a_failed_synthesis_falls_back_to_the_join(api, supervisor, scripted_llm
     assert body["answer"].startswith(CONSOLIDATION_HEADER)
     assert body["metadata"]["consolidation"]["method"] == "join"
     assert "500" in body["metadata"]["consolidation"]["error"]
+
+
+# -- the review loop ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_each_specialists_part_is_in_the_history_with_role_agent_and_step(api, supervisor):
+    send(api, SEED_MESSAGE, session_id="s-history")
+
+    messages = api.get("/api/sessions/tenant_a:telecom_contas:s-history/messages").json()["messages"]
+    assert [(m["role"], m["agent"], m["step"]) for m in messages] == [
+        ("user", "", 0),
+        ("agent", "billing_agent", 1),
+        ("agent", "orders_agent", 1),
+        ("assistant", "supervisor_agent", 0),
+    ]
+
+
+@pytest.mark.django_db
+def test_a_failed_part_is_sent_on_again_at_most_three_rounds(api, supervisor, live_mcp, slow_telecom_server, settings):
+    McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=10)
+    config_version_bump()
+    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 0.5
+
+    body = send(api, SEED_MESSAGE, context={"msisdn": "5511999999999", "order_id": "P100"})
+
+    rounds = body["metadata"]["review_rounds"]
+    assert [r["round"] for r in rounds] == [1, 2, 3]
+    assert all(r["sent_to"] == ["billing_agent"] and r["covered"] == [] for r in rounds)
+    billing = [p for p in body["metadata"]["supervisor"] if p["agent"] == "billing_agent"]
+    assert [p["round"] for p in billing] == [0, 1, 2, 3]
+    assert "billing_agent: [sem resposta: timeout" in body["answer"]
+
+
+@pytest.mark.django_db
+def test_the_model_finds_an_uncovered_part_and_its_specialist_answers_it(api, supervisor, scripted_llm):
+    scripted_llm.reply("Parte de faturas.")
+    scripted_llm.reply("Parte de pedidos.")
+    scripted_llm.reply_tool_call("Coverage", {"uncovered_intents": ["support_request"]})
+    scripted_llm.reply("Parte de suporte: a troca pode ser feita na loja.")
+    scripted_llm.reply_tool_call("Coverage", {"uncovered_intents": []})
+    scripted_llm.reply("Resposta final consolidada.")
+
+    body = send(api, SEED_MESSAGE + ", e quero saber das regras")
+
+    assert body["metadata"]["review_rounds"] == [
+        {"round": 1, "uncovered": ["support_request"], "sent_to": ["support_agent"], "covered": ["support_agent"]}
+    ]
+    assert [p["agent"] for p in body["metadata"]["supervisor"]] == ["billing_agent", "orders_agent", "support_agent"]
+    assert "Parte de suporte" in scripted_llm.requests[-1]["messages"][1]["content"]
+    assert body["answer"] == "Resposta final consolidada."
