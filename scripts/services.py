@@ -1,13 +1,13 @@
 """Throwaway services for one command: start them, run the command, tear them down.
 
-    python scripts/services.py --postgres --scratch -- python -m pytest -x
+    python scripts/services.py --scratch --postgres --redis -- python -m pytest -x
 
 Each service is a context manager that starts something private to this run
 and yields the environment variables that point the project at it; teardown
 happens on every way out (normal exit, failure, Ctrl-C, SIGTERM, SIGHUP). The
 command's exit status becomes ours.
 
-To add a service (Redis, an example MCP server), write one more context manager
+To add a service (an example MCP server, say), write one more context manager
 yielding its variables and register it in ``SERVICES``; the order there is the
 start order. Only the standard library is used, so this runs under any python3.
 """
@@ -21,11 +21,14 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 Env = dict[str, str]
 
@@ -160,6 +163,107 @@ def postgres() -> Iterator[Env]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _redis_command(sock: socket.socket, *args: str) -> bytes:
+    """Send one command in RESP and return the first line of the reply (b"+PONG", b"-NOAUTH ...")."""
+    encoded = [arg.encode() for arg in args]
+    sock.sendall(b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in encoded))
+    reply = b""
+    while not reply.endswith(b"\r\n"):
+        chunk = sock.recv(512)
+        if not chunk:
+            break
+        reply += chunk
+    return reply.strip()
+
+
+def redis_answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether the Redis server at ``url`` (redis:// or rediss://) answers PING, after AUTH if it has a password."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        return False
+    try:
+        sock = socket.create_connection((parts.hostname, parts.port or 6379), timeout=timeout)
+    except OSError:
+        return False
+    try:
+        if parts.scheme == "rediss":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname)
+        if parts.password:
+            credentials = [unquote(parts.username)] if parts.username else []
+            if not _redis_command(sock, "AUTH", *credentials, unquote(parts.password)).startswith(b"+OK"):
+                return False
+        return _redis_command(sock, "PING") == b"+PONG"
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def _redis_started(process: subprocess.Popen, port: int, log: str, timeout: float = 20.0) -> bool:
+    """Wait until the server answers; False if it exited because the port was taken meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not redis_answers(f"redis://127.0.0.1:{port}/0", timeout=0.5):
+        output = Path(log).read_text(errors="replace") if os.path.exists(log) else ""
+        if process.poll() is not None:
+            if "address already in use" in output.lower():
+                return False
+            raise ServiceError(f"redis-server exited with status {process.returncode}:\n{output}")
+        if time.monotonic() > deadline:
+            raise ServiceError(f"redis-server did not answer on 127.0.0.1:{port} within {timeout:g}s:\n{output}")
+        time.sleep(0.02)
+    return True
+
+
+@contextlib.contextmanager
+def redis() -> Iterator[Env]:
+    """A private redis-server on a free port of 127.0.0.1, nothing persisted, stopped afterwards.
+
+    Yields ``REDIS_URL`` for its database 0. When the environment already
+    points ``REDIS_URL`` at a Redis server that answers PING, that server is
+    used and nothing is started.
+    """
+    existing = os.environ.get("REDIS_URL", "")
+    if existing:
+        if redis_answers(existing):
+            say("using the Redis server from REDIS_URL")
+            yield {}
+            return
+        say("REDIS_URL does not answer PING; starting a throwaway redis-server instead")
+
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not os.access(binary, os.X_OK):
+        raise ServiceError("redis-server not found; run scripts/bootstrap --with-redis")
+    root = tempfile.mkdtemp(prefix="platform-redis-")
+    log = f"{root}/redis.log"
+    process: subprocess.Popen | None = None
+    try:
+        # Another process may take the free port before redis-server binds it: try a few.
+        for _attempt in range(3):
+            port = free_port()
+            # The settings go on the command line (no config file); --save "" turns RDB snapshots off.
+            command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", root, "--logfile", log]
+            command += ["--save", "", "--appendonly", "no", "--daemonize", "no"]
+            # Its own session, so a Ctrl-C meant for the tests does not stop the server under them.
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+            if _redis_started(process, port, log):
+                break
+            process = None
+        else:
+            raise ServiceError("redis-server found no free port in three attempts")
+        say(f"Redis ready on 127.0.0.1:{port} ({binary})")
+        yield {"REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    finally:
+        if process is not None and process.poll() is None:
+            process.terminate()  # nothing to save, so SIGTERM is a prompt shutdown
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            say("Redis stopped")
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def scratch() -> Iterator[Env]:
     """Private VAR_DIR and CACHE_DIR, so a run never touches the developer's var/."""
@@ -173,6 +277,7 @@ def scratch() -> Iterator[Env]:
 SERVICES: dict[str, Callable[[], contextlib.AbstractContextManager[Env]]] = {
     "scratch": scratch,
     "postgres": postgres,
+    "redis": redis,
 }
 
 
