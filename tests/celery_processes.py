@@ -32,6 +32,17 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
+# Runs the worker in place of itself once the kernel will SIGKILL it when this process dies (Linux's
+# PR_SET_PDEATHSIG, kept across exec): a test run killed before its teardown leaves no worker behind,
+# retrying a Redis that is gone. The pool children follow their main process on their own.
+ORPHAN_GUARD = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("the test process died before the worker started")
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
 # Start-up flags. Mingle (asking the other workers for revoked ids at start) costs a broker round trip
 # and a wait for replies that never come; gossip and heartbeats are events only a monitor would read.
 FAST_START = ("--without-gossip", "--without-mingle", "--without-heartbeat")
@@ -92,7 +103,6 @@ class CeleryWorkerProcess:
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
         command = [
-            sys.executable,
             "-m",
             "celery",
             "-A",
@@ -107,11 +117,13 @@ class CeleryWorkerProcess:
             self.hostname,
             *FAST_START,
         ]
+        if sys.platform == "linux":
+            command = ["-c", ORPHAN_GUARD, str(os.getpid()), *command]
         began = time.monotonic()
         # A file, not a pipe: nobody drains a pipe while the worker runs, and a full one would block it.
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                command,
+                [sys.executable, *command],
                 cwd=PROJECT_ROOT,
                 env=env,
                 stdin=subprocess.DEVNULL,
