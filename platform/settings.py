@@ -176,6 +176,8 @@ SPECTACULAR_SETTINGS = {
 ROUTING_MODE = env.choice("ROUTING_MODE", ("router", "supervisor", "hybrid"))  # overrides every profile
 MAX_INPUT_CHARS = env.integer("MAX_INPUT_CHARS", 4000)
 SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = env.decimal("SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS", 30.0)
+# Where a supervisor plan's specialists run: Celery workers when REDIS_URL is set ("auto"), or in-process.
+SUPERVISOR_EXECUTOR = env.choice("SUPERVISOR_EXECUTOR", ("auto", "celery", "inprocess"), "auto")
 CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
 
 OPENAI_BASE_URL = env.string("OPENAI_BASE_URL")

@@ -29,6 +29,7 @@ from handoffs.models import HandoffKind
 from handoffs.services import handoff_record
 from routing import snapshot as snapshots
 from routing.decide import route_decide
+from routing.fanout import executor_for
 from routing.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
 from routing.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
 from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
@@ -41,7 +42,6 @@ from routing.supervisor import (
     consolidate,
     failed_steps,
     llm_uncovered,
-    plan_run,
     review_loop,
 )
 
@@ -232,11 +232,12 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
         }
         offered = {tool.name for request in requests.values() if request for tool in request.tools}
         turn.offered_tools = sorted({*turn.offered_tools, *offered})
-        return await plan_run(
+        return await executor_for().run(
             batch,
-            lambda step: requests[step.agent],
+            requests,
             timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS,
             round_number=round_number,
+            vault=turn.vault,
         )
 
     async def uncovered(result: PlanResult) -> list[PlanStep]:

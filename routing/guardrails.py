@@ -226,6 +226,20 @@ class MaskVault:
     def __len__(self) -> int:
         return len(self._originals)
 
+    def entries(self) -> list[tuple[str, str, str]]:
+        """``(placeholder, kind, value)`` of every masked value, to hand the vault to a worker process."""
+        return [(token, kind, value) for token, (kind, value) in self._originals.items()]
+
+    @classmethod
+    def from_entries(cls, entries: list[tuple[str, str, str]] | list[list[str]]) -> MaskVault:
+        """The vault :meth:`entries` described (same placeholders, same originals)."""
+        vault = cls()
+        for token, kind, value in entries:
+            vault._originals[token] = (kind, value)
+            vault._placeholders[(kind, _identity(kind, value))] = token
+            vault._numbers[kind] += 1
+        return vault
+
     def placeholder(self, kind: str, value: str) -> str:
         """The placeholder for ``value``, created on first sight."""
         key = (kind, _identity(kind, value))

@@ -182,3 +182,14 @@ def scripted_llm(settings):
     yield server
     server.stop()
     reset_clients()
+
+
+@pytest.fixture(autouse=True)
+def supervisor_plans_in_process(settings):
+    """Plans run in-process unless a test asks for Celery workers (and uses ``celery_worker``).
+
+    The suite runs with a real Redis (``REDIS_URL``), where "auto" would pick
+    Celery, but a worker can only see committed rows: most tests' data lives in
+    a transaction it cannot read.
+    """
+    settings.SUPERVISOR_EXECUTOR = "inprocess"
