@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
@@ -92,32 +93,74 @@ def _send(payloads: list[dict[str, Any] | None], timeout: float) -> list[Any]:
     ]
 
 
+@lru_cache(maxsize=4)
+def _redis(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url)
+
+
 def _collect(results: list[Any], deadline: float) -> list[dict[str, Any]]:
     """Wait for every result until ``deadline`` (``time.perf_counter()``); missing ones are timeouts.
 
-    ``AsyncResult.get`` on the Redis backend waits on the result's pub/sub
-    channel, so an answer is taken as soon as it is published (no 0.5 s poll).
-    Waiting in turn is enough: the steps run in parallel on the workers, and the
-    wait ends with the slowest of them or at the deadline.
+    Celery's own waiting does not fit per-step deadlines on the Redis backend:
+    ``AsyncResult.get(timeout=...)`` waits in whole-second slices and
+    ``GroupResult.get()`` sleeps 0.5 s before it reads. So we subscribe to the
+    results' pub/sub channels (where the backend publishes each result as it is
+    stored), read what is already stored, and take the rest as it arrives.
     """
-    answers: list[dict[str, Any]] = []
-    for result in results:
-        if result is None:
-            answers.append({"status": STATUS_ERROR, "error": "unknown or disabled specialist"})
-            continue
-        begun = time.perf_counter()
-        remaining = deadline - begun
+    from celery import states
+
+    from platform.celery import app
+
+    backend = app.backend
+    answers: list[dict[str, Any] | None] = [
+        None if result is not None else {"status": STATUS_ERROR, "error": "unknown or disabled specialist"}
+        for result in results
+    ]
+    keys = {
+        backend.get_key_for_task(result.id).decode(): index
+        for index, result in enumerate(results)
+        if result is not None
+    }
+
+    def take(raw: bytes, index: int) -> None:
+        meta = backend.decode_result(raw)
+        if meta["status"] not in states.READY_STATES or answers[index] is not None:
+            return
+        value = meta["result"]
+        if meta["status"] == states.SUCCESS and isinstance(value, dict):
+            answers[index] = value
+        else:
+            answers[index] = {"status": STATUS_ERROR, "error": f"{meta['status']}: {value}"}
+
+    if keys:
+        client = _redis(settings.CELERY_RESULT_BACKEND)
+        pubsub = client.pubsub()
         try:
-            value = result.get(timeout=max(remaining, 0.01), propagate=False, interval=0.05)
-        except Exception:  # noqa: BLE001 — celery.exceptions.TimeoutError and broker errors alike: a gap
-            answers.append({"status": STATUS_TIMEOUT})
-            result.revoke()
-            continue
-        if not result.successful() or not isinstance(value, dict):
-            answers.append({"status": STATUS_ERROR, "error": f"{type(value).__name__}: {value}"})
-            continue
-        answers.append(value)
-    return answers
+            pubsub.subscribe(*keys)
+            confirmed = 0
+            while confirmed < len(keys) and time.perf_counter() < deadline:
+                message = pubsub.get_message(timeout=min(1.0, max(deadline - time.perf_counter(), 0.01)))
+                if message and message["type"] == "subscribe":
+                    confirmed += 1
+            for raw, index in zip(client.mget(list(keys)), keys.values(), strict=True):
+                if raw is not None:
+                    take(raw, index)
+            while any(answers[index] is None for index in keys.values()):
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                message = pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
+                if message and message["type"] == "message":
+                    take(message["data"], keys[message["channel"].decode()])
+        finally:
+            pubsub.close()
+    for index, result in enumerate(results):
+        if answers[index] is None:
+            result.revoke()  # still queued or running past its deadline: nobody waits for it any more
+            answers[index] = {"status": STATUS_TIMEOUT}
+    return answers  # type: ignore[return-value]
 
 
 def _partial(step: PlanStep, answer: dict[str, Any], timeout: float) -> Partial:

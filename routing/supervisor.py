@@ -165,10 +165,10 @@ async def plan_run(
 
     async def one(step: PlanStep) -> Partial:
         started = time.perf_counter()
-        request = build_request(step)
-        if request is None:
-            return Partial(step.agent, step.intent, STATUS_ERROR, error="unknown or disabled specialist")
         try:
+            request = build_request(step)
+            if request is None:
+                return Partial(step.agent, step.intent, STATUS_ERROR, error="unknown or disabled specialist")
             outcome = await asyncio.wait_for(specialist_run(request), timeout)
         except TimeoutError:
             return Partial(

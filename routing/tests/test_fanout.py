@@ -54,3 +54,54 @@ def test_the_embedded_executor_gives_the_same_answer_as_celery(api, supervisor, 
     assert [(p["agent"], p["status"]) for p in through_workers["metadata"]["supervisor"]] == [
         (p["agent"], p["status"]) for p in in_process["metadata"]["supervisor"]
     ]
+
+
+def test_a_step_that_overruns_on_a_worker_is_a_gap_within_the_time_limit(
+    api, supervisor, live_mcp, slow_telecom_server, celery_worker, settings
+):
+    import time
+
+    from agents.models import McpServer
+
+    McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=10)
+    settings.SUPERVISOR_EXECUTOR = "celery"
+    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 1.5
+
+    started = time.perf_counter()
+    response = api.post(
+        "/api/gateway/message",
+        {
+            "agent_id": "telecom_contas",
+            "payload": {"text": SEED_MESSAGE, "session_id": "s-gap", "context": {"msisdn": "5511999999999"}},
+        },
+        format="json",
+    )
+    elapsed = time.perf_counter() - started
+
+    body = response.json()
+    first_round = {p["agent"]: p["status"] for p in body["metadata"]["supervisor"] if p["round"] == 0}
+    assert first_round == {"billing_agent": "timeout", "orders_agent": "ok"}
+    assert "billing_agent: [sem resposta: timeout" in body["answer"]
+    # the first round and three review rounds, each bounded by the step limit (plus the request's own work)
+    assert elapsed < 4 * 1.5 + 3
+
+
+def test_a_step_that_crashes_in_process_is_a_marked_gap(api, supervisor, monkeypatch):
+    import routing.supervisor as supervisor_module
+
+    real = supervisor_module.specialist_run
+
+    async def crash_for_orders(request):
+        if request.specialist.name == "orders_agent":
+            raise RuntimeError("specialist crashed")
+        return await real(request)
+
+    monkeypatch.setattr(supervisor_module, "specialist_run", crash_for_orders)
+
+    body = send(api, SEED_MESSAGE, "s-crash")
+
+    first_round = {p["agent"]: p for p in body["metadata"]["supervisor"] if p["round"] == 0}
+    assert first_round["billing_agent"]["status"] == "ok"
+    assert first_round["orders_agent"]["status"] == "error"
+    assert "specialist crashed" in first_round["orders_agent"]["error"]
+    assert "orders_agent: [sem resposta: error" in body["answer"]
