@@ -17,6 +17,7 @@ per message, compares it with the current version — one cache read.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -64,7 +65,9 @@ def config_version_bump() -> None:
     with transaction.atomic():
         updated = RoutingConfigVersion.objects.filter(pk=1).update(version=F("version") + 1)
         if not updated:
-            RoutingConfigVersion.objects.create(pk=1, version=1)
+            # A (re)created row starts from the clock, so it can never repeat a number that another
+            # process's snapshot was built at before the row went away (a flushed database).
+            RoutingConfigVersion.objects.create(pk=1, version=time.time_ns())
         version = RoutingConfigVersion.objects.values_list("version", flat=True).get(pk=1)
     _bump_local()
     transaction.on_commit(lambda: cache.set(CACHE_KEY, version, CACHE_TIMEOUT_SECONDS))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from routing.config import config_version_bump
 from routing.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,6 +65,7 @@ def test_a_step_that_overruns_on_a_worker_is_a_gap_within_the_time_limit(
     from agents.models import McpServer
 
     McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=10)
+    config_version_bump()  # QuerySet.update bypasses the signals; the worker must see the slow server
     settings.SUPERVISOR_EXECUTOR = "celery"
     settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 1.5
 
@@ -105,3 +107,52 @@ def test_a_step_that_crashes_in_process_is_a_marked_gap(api, supervisor, monkeyp
     assert first_round["orders_agent"]["status"] == "error"
     assert "specialist crashed" in first_round["orders_agent"]["error"]
     assert "orders_agent: [sem resposta: error" in body["answer"]
+
+
+def test_a_worker_killed_mid_task_leaves_a_marked_gap_and_a_consistent_conversation(
+    api, supervisor, live_mcp, slow_telecom_server, celery_worker, settings
+):
+    """The killed step is a gap (the workers only compute; the web process stores), nothing is stored twice."""
+    import threading
+    import time
+
+    from agents.models import McpServer
+
+    McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=10)
+    config_version_bump()  # QuerySet.update bypasses the signals; the worker must see the slow server
+    settings.SUPERVISOR_EXECUTOR = "celery"
+    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 2
+
+    def kill_mid_task():
+        time.sleep(1.0)  # billing_agent's task is waiting on the slow telecom server (3 s)
+        celery_worker.kill()
+
+    killer = threading.Thread(target=kill_mid_task)
+    killer.start()
+    try:
+        body = send_with_context(api, "s-kill", {"msisdn": "5511999999999"})
+    finally:
+        killer.join()
+        celery_worker.restart()
+
+    parts = [(p["agent"], p["round"], p["status"]) for p in body["metadata"]["supervisor"]]
+    assert ("orders_agent", 0, "ok") in parts
+    assert [status for agent, _, status in parts if agent == "billing_agent"] == ["timeout"] * 4
+    assert "billing_agent: [sem resposta: timeout" in body["answer"]
+    stored = list(Message.objects.filter(conversation__session_id="s-kill").values_list("role", "agent", "step"))
+    assert len(stored) == len(set(stored)) == 1 + 5 + 1  # user, five parts (four rounds of billing), answer
+
+    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 10
+    again = send_with_context(api, "s-kill", {"msisdn": "5511999999999"})
+    assert {p["agent"]: p["status"] for p in again["metadata"]["supervisor"]}["billing_agent"] == "ok"
+    assert Message.objects.filter(conversation__session_id="s-kill", role="user").count() == 2
+
+
+def send_with_context(api, session_id, context):
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": SEED_MESSAGE, "session_id": session_id, "context": context}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
