@@ -70,6 +70,8 @@ class SpecialistOutcome:
     error: str | None = None
     stopped: str | None = None
     tool_results: list[ToolResult] = field(default_factory=list)
+    started_at: float = 0.0  # wall-clock seconds (time.time()), comparable across processes
+    finished_at: float = 0.0
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -145,6 +147,7 @@ def _tool_message(call: dict[str, Any], result: ToolResult, mask: Callable[[Any]
 async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     """Answer one turn as ``request.specialist``; bounded by its step limit, never raises."""
     started = time.perf_counter()
+    started_at = time.time()
     provider = provider_for(request.profile)
     topic = (request.intent_description or "").strip().rstrip(".")
     model = provider.chat_model(
@@ -159,7 +162,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         messages.append(HumanMessage(content) if role == "user" else AIMessage(content))
     messages.append(HumanMessage(request.text))
 
-    outcome = SpecialistOutcome(answer="", llm=provider.name, model=provider.model_name)
+    outcome = SpecialistOutcome(answer="", llm=provider.name, model=provider.model_name, started_at=started_at)
     try:
         for _ in range(request.specialist.step_limit):
             outcome.steps += 1
@@ -183,4 +186,5 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         outcome.answer = ERROR_ANSWER
         outcome.error = f"{type(exc).__name__}: {exc}"
     outcome.latency_ms = (time.perf_counter() - started) * 1000
+    outcome.finished_at = time.time()
     return outcome

@@ -58,6 +58,8 @@ class Partial:
             info["error"] = self.error
         if self.outcome:
             info["tools"] = [result.tool for result in self.outcome.tool_results]
+            info["started_at"] = self.outcome.started_at
+            info["finished_at"] = self.outcome.finished_at
         return info
 
 

@@ -156,3 +156,23 @@ def send_with_context(api, session_id, context):
     )
     assert response.status_code == 200, response.content
     return response.json()
+
+
+def test_the_plans_specialists_run_at_the_same_time_on_the_workers(
+    api, supervisor, live_mcp, slow_telecom_server, celery_worker, settings
+):
+    from agents.models import McpServer
+
+    McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=10)
+    config_version_bump()
+    settings.SUPERVISOR_EXECUTOR = "celery"
+    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 10
+
+    body = send_with_context(api, "s-parallel", {"msisdn": "5511999999999", "order_id": "P100"})
+
+    parts = {p["agent"]: p for p in body["metadata"]["supervisor"]}
+    billing, orders = parts["billing_agent"], parts["orders_agent"]
+    assert billing["status"] == orders["status"] == "ok"
+    assert billing["finished_at"] - billing["started_at"] > 2.5  # the slow telecom server's 3 s
+    # the two windows overlap: each started before the other finished
+    assert orders["started_at"] < billing["finished_at"] and billing["started_at"] < orders["finished_at"]
