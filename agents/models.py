@@ -12,6 +12,7 @@ from agents.schemas import (
     validate_guardrail_settings,
     validate_judge_settings,
     validate_tool_args_schema,
+    validate_word_list,
 )
 
 slug_validator_message = "Use lowercase letters, digits and underscores, starting with a letter."
@@ -21,6 +22,54 @@ class RoutingMode(models.TextChoices):
     ROUTER = "router", "Router (one specialist per turn)"
     SUPERVISOR = "supervisor", "Supervisor (plan of one or more specialists)"
     HYBRID = "hybrid", "Hybrid (active specialist keeps short follow-ups)"
+
+
+# Replies that grant a needs-permission tool (seed 003's keywords, plus Portuguese and Spanish).
+DEFAULT_CONFIRMATION_WORDS = [
+    "sim",
+    "pode",
+    "claro",
+    "autorizo",
+    "pode consultar",
+    "yes",
+    "sure",
+    "okay",
+    "ok",
+    "go ahead",
+    "please check",
+    "proceed",
+    "connect",
+    "si",
+    "dale",
+    "adelante",
+]
+# Replies that refuse it; a refusal word wins over a confirmation word ("não pode").
+DEFAULT_DENIAL_WORDS = ["não", "nao", "no", "nope", "negativo", "prefiro não", "don't", "do not", "cancel"]
+# Replies that close a delegated sub-conversation (the offline model ends it with "completed").
+DEFAULT_CLOSING_WORDS = [
+    "obrigado",
+    "obrigada",
+    "resolvido",
+    "valeu",
+    "era só isso",
+    "thanks",
+    "thank you",
+    "resolved",
+    "gracias",
+    "resuelto",
+]
+
+
+def default_confirmation_words() -> list[str]:
+    return list(DEFAULT_CONFIRMATION_WORDS)
+
+
+def default_denial_words() -> list[str]:
+    return list(DEFAULT_DENIAL_WORDS)
+
+
+def default_closing_words() -> list[str]:
+    return list(DEFAULT_CLOSING_WORDS)
 
 
 class AgentProfile(models.Model):
@@ -56,7 +105,64 @@ class AgentProfile(models.Model):
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Below this confidence the classifier does not decide.",
     )
-    handoffs_enabled = models.BooleanField(default=True)
+    handoffs_enabled = models.BooleanField(
+        default=True,
+        help_text="Specialists may hand the conversation to their handoff targets (request_handoff).",
+    )
+    coordinator = models.ForeignKey(
+        "agents.Specialist",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=(
+            "Delegation (sub-conversations): this specialist receives every message outside a sub-conversation "
+            "and may delegate to the others with request_specialist_sub_conversation. Router and hybrid modes."
+        ),
+    )
+    # Loop safety (seed 003): checked before every agent-to-agent handoff.
+    max_handoffs_per_turn = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(20)],
+        help_text="At most this many handoffs within one user message.",
+    )
+    max_steps_per_agent = models.PositiveSmallIntegerField(
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="At most this many model steps per specialist per user message (its own step limit may be lower).",
+    )
+    block_ping_pong = models.BooleanField(
+        default=True,
+        help_text="Stop A → B → A within one user message.",
+    )
+    loop_window = models.PositiveSmallIntegerField(
+        default=5,
+        validators=[MinValueValidator(2), MaxValueValidator(50)],
+        help_text="How many of the conversation's last handoffs the repeated-path check looks at.",
+    )
+    loop_max_repeats = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(2), MaxValueValidator(20)],
+        help_text="Stop a from → to path that would appear this many times within the window.",
+    )
+    confirmation_words = models.JSONField(
+        default=default_confirmation_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Replies that grant a tool needing permission (matched on word boundaries, accents ignored).",
+    )
+    denial_words = models.JSONField(
+        default=default_denial_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Replies that refuse it; they win over confirmation words.",
+    )
+    closing_words = models.JSONField(
+        default=default_closing_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Replies with which the user closes a delegated sub-conversation (offline model: status completed).",
+    )
     synthesis_prompt = models.TextField(
         blank=True,
         default=(
@@ -101,8 +207,13 @@ class AgentProfile(models.Model):
         return self.agent_id
 
     def clean(self) -> None:
+        errors = {}
         if self.fallback_specialist_id and self.pk and self.fallback_specialist.profile_id != self.pk:
-            raise ValidationError({"fallback_specialist": "The fallback specialist must belong to this profile."})
+            errors["fallback_specialist"] = "The fallback specialist must belong to this profile."
+        if self.coordinator_id and self.pk and self.coordinator.profile_id != self.pk:
+            errors["coordinator"] = "The coordinator must belong to this profile."
+        if errors:
+            raise ValidationError(errors)
 
 
 class Specialist(models.Model):

@@ -115,3 +115,12 @@ def validate_guardrail_settings(value: Any) -> None:
 
 def validate_judge_settings(value: Any) -> None:
     _validate_settings(value, JUDGE_KEYS, "judges")
+
+
+def validate_word_list(value: Any) -> None:
+    """A list of non-empty words or phrases (confirmation and closing words of a profile)."""
+    if not isinstance(value, list):
+        raise ValidationError('Give a list of words or phrases, e.g. ["sim", "pode", "go ahead"].')
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise ValidationError(f"[{index}]: each entry must be a non-empty word or phrase.")

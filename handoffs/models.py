@@ -39,6 +39,14 @@ class Handoff(models.Model):
     status = models.CharField(max_length=16, choices=HandoffStatus.choices, default=HandoffStatus.COMPLETED)
     reason = models.TextField(blank=True)
     context_summary = models.TextField(blank=True)
+    outcome = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text=(
+            "How it ended: a return's sub-conversation status (completed, out_of_scope, ...); a stop's or "
+            "refusal's cause (ping_pong, path_repeated, handoff_limit, step_limit, not_allowed)."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

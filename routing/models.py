@@ -157,8 +157,27 @@ class Conversation(models.Model):
     state = models.CharField(max_length=100, blank=True)
     active_specialist = models.CharField(max_length=64, blank=True)
     active_intent = models.CharField(max_length=100, blank=True)
-    pending_result = models.JSONField(null=True, blank=True)
-    granted_permissions = models.JSONField(default=list, blank=True)
+    sub_conversation = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The open delegated sub-conversation: specialist, coordinator, initial context, start.",
+    )
+    pending_result = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A finished sub-conversation's result, given to the coordinator once with the next message.",
+    )
+    pending_permission = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The tool call waiting for the user's agreement: tool, specialist, intent, request.",
+    )
+    granted_permissions = models.JSONField(default=list, blank=True, help_text="Tools the user agreed to.")
+    # Turn ordering: tickets are taken on arrival and served one at a time (see routing.ordering).
+    turn_tickets_issued = models.PositiveBigIntegerField(default=0)
+    turn_tickets_done = models.PositiveBigIntegerField(default=0)
+    turn_started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="When the session was last ended via the API.")
     message_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

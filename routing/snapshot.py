@@ -51,6 +51,17 @@ class SpecialistSpec:
 
 
 @dataclass(frozen=True)
+class LoopSafety:
+    """A profile's loop-safety limits (seed 003), checked before every agent-to-agent handoff."""
+
+    max_handoffs_per_turn: int = 3
+    max_steps_per_agent: int = 10
+    block_ping_pong: bool = True
+    window: int = 5
+    max_repeats: int = 3
+
+
+@dataclass(frozen=True)
 class ProfileSpec:
     pk: int
     agent_id: str
@@ -72,6 +83,11 @@ class ProfileSpec:
     specialists: dict[str, SpecialistSpec]
     intents: tuple[IntentSpec, ...]
     router: CompiledRouter = field(repr=False, compare=False)
+    coordinator: str = ""
+    loop_safety: LoopSafety = field(default_factory=LoopSafety)
+    confirmation_words: tuple[str, ...] = ()
+    denial_words: tuple[str, ...] = ()
+    closing_words: tuple[str, ...] = ()
 
     @property
     def effective_mode(self) -> str:
@@ -202,11 +218,12 @@ def build(*, version: int, generation: int) -> Snapshot:
         )
 
     profiles: dict[str, ProfileSpec] = {}
-    for profile in AgentProfile.objects.filter(enabled=True).select_related("fallback_specialist"):
+    for profile in AgentProfile.objects.filter(enabled=True).select_related("fallback_specialist", "coordinator"):
         specialists = specialists_by_profile.get(profile.pk, {})
         fallback = profile.fallback_specialist
         fallback_agent = fallback.name if fallback and fallback.name in specialists else min(specialists, default="")
         intents = tuple(intents_by_profile.get(profile.pk, []))
+        coordinator = profile.coordinator
         profiles[profile.agent_id] = ProfileSpec(
             pk=profile.pk,
             agent_id=profile.agent_id,
@@ -234,5 +251,16 @@ def build(*, version: int, generation: int) -> Snapshot:
                 llm_enabled=profile.llm_router_enabled,
                 llm_threshold=profile.llm_router_threshold,
             ),
+            coordinator=coordinator.name if coordinator and coordinator.name in specialists else "",
+            loop_safety=LoopSafety(
+                max_handoffs_per_turn=profile.max_handoffs_per_turn,
+                max_steps_per_agent=profile.max_steps_per_agent,
+                block_ping_pong=profile.block_ping_pong,
+                window=profile.loop_window,
+                max_repeats=profile.loop_max_repeats,
+            ),
+            confirmation_words=tuple(profile.confirmation_words or ()),
+            denial_words=tuple(profile.denial_words or ()),
+            closing_words=tuple(profile.closing_words or ()),
         )
     return Snapshot(version=version, generation=generation, profiles=profiles, tools=tools, servers=servers)
