@@ -1,7 +1,7 @@
 """The chat API: gateway, routing debug, health, agents, sessions.
 
-Views stay thin: validate, resolve the tenant from the key, call the graph or
-a selector. Errors are mapped to JSON in one place (:mod:`routing.errors`).
+Views stay thin: validate, resolve the tenant from the key, call the graph, a
+selector or a service. Errors are mapped to JSON in one place (:mod:`routing.errors`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from routing.errors import (
 from routing.graph import TurnInput, new_session_id, run_turn
 from routing.models import Conversation, Tenant
 from routing.selectors import conversation_get_for_tenant, conversation_messages
+from routing.services import session_clear, session_end
 
 ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant_id to act for."
 
@@ -312,21 +313,101 @@ class AgentsApi(APIView):
         )
 
 
+def _conversation_not_found() -> NotFound:
+    return NotFound(ERROR_CONVERSATION_NOT_FOUND, fields={"conversation_key": [ERROR_CONVERSATION_NOT_FOUND]})
+
+
+def _conversation_for(request, conversation_key: str) -> Conversation:
+    """The conversation this request may act on: its key's tenant's, or any for a staff session.
+
+    Raises :class:`NotFound` otherwise: another tenant's conversation is indistinguishable from an unknown key.
+    """
+    user = request.user
+    if isinstance(user, ApiClient):
+        conversation = conversation_get_for_tenant(tenant=user.tenant, conversation_key=conversation_key)
+    elif user.is_staff:
+        conversation = Conversation.objects.filter(conversation_key=conversation_key).first()
+    else:
+        conversation = None
+    if conversation is None:
+        raise _conversation_not_found()
+    return conversation
+
+
+SESSION_ENDED_RESPONSE = inline_serializer(
+    "SessionEnded",
+    {
+        "conversation_key": serializers.CharField(),
+        "ended": serializers.BooleanField(),
+        "ended_at": serializers.DateTimeField(),
+    },
+)
+
+SESSION_CLEARED_RESPONSE = inline_serializer(
+    "SessionCleared",
+    {
+        "conversation_key": serializers.CharField(),
+        "cleared": inline_serializer(
+            "SessionClearedCounts",
+            {
+                "messages": serializers.IntegerField(),
+                "route_decisions": serializers.IntegerField(),
+                "tool_calls": serializers.IntegerField(),
+            },
+        ),
+    },
+)
+
+
+class SessionApi(APIView):
+    @extend_schema(
+        summary="End a session: forget its live agent state (history is kept)",
+        description=(
+            "Resets the conversation's state, active specialist and intent, open sub-conversation, pending result, "
+            "pending permission and granted permissions, and stamps `ended_at`. Messages, route decisions, tool "
+            "calls and handoffs stay. The next message with the same session_id starts fresh on the same conversation."
+        ),
+        request=None,
+        responses={200: SESSION_ENDED_RESPONSE, 401: ERROR_RESPONSE, 404: ERROR_RESPONSE},
+    )
+    def delete(self, request, conversation_key: str):
+        conversation = _conversation_for(request, conversation_key)
+        try:
+            conversation = session_end(conversation=conversation)
+        except Conversation.DoesNotExist:
+            raise _conversation_not_found() from None
+        return Response(
+            {"conversation_key": conversation.conversation_key, "ended": True, "ended_at": conversation.ended_at}
+        )
+
+
+class SessionClearApi(APIView):
+    @extend_schema(
+        summary="Clear a session's history: messages, route decisions and tool calls",
+        description=(
+            "Deletes the conversation's messages, route decisions and tool calls and sets its message count to 0. "
+            "Handoff rows stay (analytics count them) with their context summaries blanked. The live state is kept; "
+            "`DELETE /api/sessions/{conversation_key}` ends the session."
+        ),
+        request=None,
+        responses={200: SESSION_CLEARED_RESPONSE, 401: ERROR_RESPONSE, 404: ERROR_RESPONSE},
+    )
+    def post(self, request, conversation_key: str):
+        conversation = _conversation_for(request, conversation_key)
+        try:
+            cleared = session_clear(conversation=conversation)
+        except Conversation.DoesNotExist:
+            raise _conversation_not_found() from None
+        return Response({"conversation_key": conversation.conversation_key, "cleared": cleared})
+
+
 class SessionMessagesApi(APIView):
     @extend_schema(
         summary="A conversation's messages, route decisions and handoffs",
         responses={200: OpenApiResponse(description="The conversation"), 404: ERROR_RESPONSE},
     )
     def get(self, request, conversation_key: str):
-        user = request.user
-        if isinstance(user, ApiClient):
-            conversation = conversation_get_for_tenant(tenant=user.tenant, conversation_key=conversation_key)
-        elif user.is_staff:
-            conversation = Conversation.objects.filter(conversation_key=conversation_key).first()
-        else:
-            conversation = None
-        if conversation is None:
-            raise NotFound(ERROR_CONVERSATION_NOT_FOUND, fields={"conversation_key": [ERROR_CONVERSATION_NOT_FOUND]})
+        conversation = _conversation_for(request, conversation_key)
         messages, decisions = conversation_messages(conversation=conversation)
         return Response(
             {
@@ -334,6 +415,10 @@ class SessionMessagesApi(APIView):
                 "state": conversation.state,
                 "active_specialist": conversation.active_specialist,
                 "granted_permissions": conversation.granted_permissions,
+                "sub_conversation": conversation.sub_conversation,
+                "pending_result": conversation.pending_result,
+                "pending_permission": conversation.pending_permission,
+                "ended_at": conversation.ended_at,
                 "messages": messages,
                 "route_decisions": decisions,
                 "handoffs": handoff_list_for_conversation(conversation_id=conversation.pk),

@@ -7,5 +7,7 @@ urlpatterns = [
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
     path("health", apis.HealthApi.as_view(), name="health"),
     path("agents", apis.AgentsApi.as_view(), name="agents"),
+    path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
+    path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),
     path("sessions/<str:conversation_key>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),
 ]
