@@ -111,7 +111,7 @@ def test_a_slow_server_times_out_within_its_timeout(slow_telecom_server):
 def test_tools_list_gives_names_descriptions_and_schemas(telecom):
     tools = {tool.name: tool for tool in asyncio.run(tools_list(telecom))}
 
-    assert set(tools) == {"consultar_fatura", "consultar_pagamentos"}
+    assert set(tools) == {"consultar_fatura", "consultar_pagamentos", "diagnosticar_linha"}
     assert tools["consultar_fatura"].input_schema["required"] == ["msisdn"]
     assert tools["consultar_fatura"].description
 

@@ -20,11 +20,25 @@ def test_sync_mcp_tools_updates_descriptions_and_schemas_from_tools_list(live_mc
     assert fatura.description
     assert fatura.args_schema["required"] == ["msisdn"]
     assert "invoice_id" in fatura.args_schema["properties"]
-    assert "telecom: 0 created, 2 updated, 0 unchanged" in out.getvalue()
+    # diagnosticar_linha is on the server but not among the fixture's tools.
+    assert "telecom: 1 created, 2 updated, 0 unchanged" in out.getvalue()
+    assert McpTool.objects.get(name="diagnosticar_linha").server.name == "telecom"
 
     again = StringIO()
     call_command("sync_mcp_tools", "telecom", stdout=again)
-    assert "0 created, 0 updated, 2 unchanged" in again.getvalue()
+    assert "0 created, 0 updated, 3 unchanged" in again.getvalue()
+
+
+def test_sync_mcp_tools_keeps_the_permission_gate_of_a_known_tool(live_mcp):
+    from tests.factories import McpToolFactory
+
+    McpToolFactory(name="diagnosticar_linha", server=McpServer.objects.get(name="telecom"), needs_permission=True)
+
+    call_command("sync_mcp_tools", "telecom", stdout=StringIO())
+
+    diagnosis = McpTool.objects.get(name="diagnosticar_linha")
+    assert diagnosis.args_schema["required"] == ["msisdn"]
+    assert diagnosis.needs_permission is True
 
 
 def test_sync_mcp_tools_creates_tools_it_did_not_know(live_mcp):

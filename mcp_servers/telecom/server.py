@@ -1,11 +1,14 @@
-"""Example telecom MCP server: invoices and payments of phone lines.
+"""Example telecom MCP server: invoices, payments and network diagnosis of phone lines.
 
     python -m mcp_servers.telecom.server [--host 127.0.0.1] [--port 8100] [--delay-ms 0]
 
-Tools: ``consultar_fatura(msisdn, invoice_id=None)`` and ``consultar_pagamentos(msisdn)``.
-The demo line 5511999999999 has a high invoice INV001 (roaming and extra data
-on top of the plan, against INV000 the month before) and a duplicated payment
-of INV000. Everything is fixed data: the same call always gives the same answer.
+Tools: ``consultar_fatura(msisdn, invoice_id=None)``, ``consultar_pagamentos(msisdn)``
+and ``diagnosticar_linha(msisdn)``. The demo line 5511999999999 has a high
+invoice INV001 (roaming and extra data on top of the plan, against INV000 the
+month before), a duplicated payment of INV000, and a weak signal because its
+cell is under maintenance. ``diagnosticar_linha`` stands for a live network
+query (the platform's demo configuration gates it with ``needs_permission``);
+here it answers fixed data too: the same call always gives the same answer.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from mcp_servers.common import READ_ONLY, LogLevel, brl, main, new_server
@@ -113,6 +117,72 @@ PAYMENTS: dict[str, list[dict[str, Any]]] = {
         },
     ],
 }
+
+# What the live network would report for each line, frozen for the demo.
+DIAGNOSES: dict[str, dict[str, Any]] = {
+    "5511999999999": {
+        "diagnosticado_em": "2025-06-03T14:20:00-03:00",
+        "sinal": {
+            "status": "fraco",
+            "tecnologia": "4G",
+            "intensidade_dbm": -112,
+            "celula": "SP-PINHEIROS-0421",
+        },
+        "ultimo_registro_rede": {
+            "data_hora": "2025-06-03T14:12:37-03:00",
+            "celula": "SP-PINHEIROS-0421",
+            "localidade": "São Paulo - SP",
+            "tecnologia": "4G",
+        },
+        "sessao_dados": {
+            "status": "ativa",
+            "apn": "internet.conecta.com.br",
+            "iniciada_em": "2025-06-03T08:05:11-03:00",
+            "velocidade_estimada_mbps": 0.8,
+        },
+        "bloqueio": None,
+        "ocorrencia_rede": {
+            "protocolo": "REDE-20250603-0042",
+            "descricao": "Manutenção na antena SP-PINHEIROS-0421",
+            "previsao_normalizacao": "2025-06-03T18:00:00-03:00",
+        },
+        "recomendacao": (
+            "Sinal fraco por manutenção na antena que atende a região, com normalização prevista para "
+            "2025-06-03 18:00. Até lá, use o Wi-Fi quando possível; se o problema continuar depois disso, "
+            "reinicie o aparelho e abra um chamado técnico."
+        ),
+    },
+    "5521988887777": {
+        "diagnosticado_em": "2025-06-03T14:20:00-03:00",
+        "sinal": {
+            "status": "bom",
+            "tecnologia": "5G",
+            "intensidade_dbm": -84,
+            "celula": "RJ-BOTAFOGO-0107",
+        },
+        "ultimo_registro_rede": {
+            "data_hora": "2025-06-03T14:18:02-03:00",
+            "celula": "RJ-BOTAFOGO-0107",
+            "localidade": "Rio de Janeiro - RJ",
+            "tecnologia": "5G",
+        },
+        "sessao_dados": {
+            "status": "ativa",
+            "apn": "internet.conecta.com.br",
+            "iniciada_em": "2025-06-03T07:41:55-03:00",
+            "velocidade_estimada_mbps": 180.0,
+        },
+        "bloqueio": None,
+        "ocorrencia_rede": None,
+        "recomendacao": (
+            "A rede não mostra problema nesta linha. Reinicie o aparelho, confira se os dados móveis estão "
+            "ligados e teste o chip em outro aparelho; se continuar, abra um chamado técnico."
+        ),
+    },
+}
+
+# The diagnosis reads the live network: read-only, but not closed-world data.
+LIVE_READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
 MsisdnArg = Annotated[
     str,
@@ -229,11 +299,37 @@ def consultar_pagamentos(msisdn: MsisdnArg) -> dict[str, Any]:
     }
 
 
+def diagnosticar_linha(msisdn: MsisdnArg) -> dict[str, Any]:
+    number, line = _line(msisdn)
+    diagnosis = DIAGNOSES[number]
+    signal, session, block = diagnosis["sinal"], diagnosis["sessao_dados"], diagnosis["bloqueio"]
+    summary = (
+        f"Linha {line['situacao']}, sinal {signal['status']} ({signal['tecnologia']}, {signal['intensidade_dbm']} dBm)"
+        f", sessão de dados {session['status']}"
+    )
+    summary += f", bloqueio: {block['motivo']}." if block else ", sem bloqueios."
+    if diagnosis["ocorrencia_rede"]:
+        incident = diagnosis["ocorrencia_rede"]
+        summary += f" {incident['descricao']} (protocolo {incident['protocolo']})"
+        summary += f", normalização prevista para {incident['previsao_normalizacao']}."
+    return {
+        "msisdn": number,
+        "cliente": line["cliente"],
+        "plano": line["plano"],
+        "situacao_linha": line["situacao"],
+        **diagnosis,
+        "resumo": summary,
+    }
+
+
 def build_server(*, delay_ms: int = 0, log_level: LogLevel = "INFO") -> MCPServer:
     server = new_server(
         NAME,
         title="Telecom (exemplo)",
-        instructions="Faturas e pagamentos de linhas telefônicas (phone-line invoices and payments). Dados de demo.",
+        instructions=(
+            "Faturas, pagamentos e diagnóstico de rede de linhas telefônicas "
+            "(phone-line invoices, payments and network diagnosis). Dados de demo."
+        ),
         delay_ms=delay_ms,
         log_level=log_level,
     )
@@ -258,6 +354,19 @@ def build_server(*, delay_ms: int = 0, log_level: LogLevel = "INFO") -> MCPServe
             "duplicated charges.)"
         ),
         annotations=READ_ONLY,
+    )
+    server.add_tool(
+        diagnosticar_linha,
+        title="Diagnosticar linha",
+        description=(
+            "Diagnóstico da linha na rede em tempo real: status do sinal, último registro na rede, sessão de "
+            "dados, bloqueios, ocorrências na região e uma recomendação. Acessa a rede ao vivo: use só com o "
+            "consentimento do cliente. "
+            "(Live network diagnosis of a phone line — signal, last network registration, data session, "
+            "blocks, incidents nearby and a recommendation. Reaches the live network: use only with the "
+            "customer's consent.)"
+        ),
+        annotations=LIVE_READ,
     )
     return server
 

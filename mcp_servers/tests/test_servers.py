@@ -43,7 +43,7 @@ async def test_telecom_server_lists_its_tools_with_json_schemas(mcp_servers):
     async with session_to(mcp_servers["telecom"]) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
 
-    assert set(tools) == {"consultar_fatura", "consultar_pagamentos"}
+    assert set(tools) == {"consultar_fatura", "consultar_pagamentos", "diagnosticar_linha"}
     fatura = tools["consultar_fatura"].input_schema
     assert fatura["type"] == "object"
     assert fatura["required"] == ["msisdn"]
@@ -52,6 +52,11 @@ async def test_telecom_server_lists_its_tools_with_json_schemas(mcp_servers):
     assert "(" in tools["consultar_fatura"].description  # Portuguese, English in parentheses
     assert tools["consultar_pagamentos"].input_schema["required"] == ["msisdn"]
     assert tools["consultar_fatura"].annotations.read_only_hint is True
+    diagnosis = tools["diagnosticar_linha"]
+    assert diagnosis.input_schema["required"] == ["msisdn"]
+    assert diagnosis.input_schema["properties"]["msisdn"] == fatura["properties"]["msisdn"]
+    assert "consentimento" in diagnosis.description and "consent" in diagnosis.description
+    assert (diagnosis.annotations.read_only_hint, diagnosis.annotations.open_world_hint) == (True, True)
 
 
 async def test_retail_server_lists_its_tools_with_json_schemas(mcp_servers):
@@ -140,6 +145,47 @@ async def test_consultar_pagamentos_shows_the_duplicated_payment_and_the_open_in
     assert payments["faturas_em_aberto"] == [
         {"invoice_id": "INV001", "valor_total": 289.90, "vencimento": "2025-06-10"}
     ]
+
+
+async def test_diagnosticar_linha_reports_the_weak_signal_of_the_demo_line(mcp_servers):
+    async with session_to(mcp_servers["telecom"]) as session:
+        result = await session.call_tool("diagnosticar_linha", {"msisdn": "+55 (11) 99999-9999"})
+        again = await session.call_tool("diagnosticar_linha", {"msisdn": DEMO_LINE})
+
+    assert not result.is_error
+    diagnosis = result.structured_content
+    assert diagnosis["msisdn"] == DEMO_LINE
+    assert diagnosis["cliente"] == "Ana Paula Ribeiro"
+    assert diagnosis["situacao_linha"] == "ativa"
+    assert diagnosis["sinal"]["status"] == "fraco"
+    assert diagnosis["sinal"]["tecnologia"] == "4G"
+    assert diagnosis["ultimo_registro_rede"]["celula"] == diagnosis["sinal"]["celula"] == "SP-PINHEIROS-0421"
+    assert diagnosis["sessao_dados"]["status"] == "ativa"
+    assert diagnosis["bloqueio"] is None
+    assert diagnosis["ocorrencia_rede"]["protocolo"] == "REDE-20250603-0042"
+    assert "manutenção" in diagnosis["recomendacao"]
+    assert "sinal fraco" in diagnosis["resumo"] and "sem bloqueios" in diagnosis["resumo"]
+    assert json.loads(result.content[0].text) == diagnosis
+    assert again.structured_content == diagnosis  # fixed data: the same call, the same answer
+
+
+async def test_diagnosticar_linha_of_an_unknown_line_is_a_tool_error(mcp_servers):
+    async with session_to(mcp_servers["telecom"]) as session:
+        unknown = await session.call_tool("diagnosticar_linha", {"msisdn": "5599000000000"})
+        missing = await session.call_tool("diagnosticar_linha", {})
+        healthy = await session.call_tool("diagnosticar_linha", {"msisdn": "21988887777"})
+
+    assert telecom.LINE_NOT_FOUND.format(msisdn="5599000000000") in tool_error(unknown)
+    assert "msisdn" in tool_error(missing)
+    assert healthy.structured_content["sinal"]["status"] == "bom"
+    assert healthy.structured_content["ocorrencia_rede"] is None
+
+
+def test_a_blocked_line_says_why_in_the_summary(monkeypatch):
+    blocked = {**telecom.DIAGNOSES[DEMO_LINE], "bloqueio": {"tipo": "perda_ou_roubo", "motivo": "perda ou roubo"}}
+    monkeypatch.setitem(telecom.DIAGNOSES, DEMO_LINE, blocked)
+
+    assert "bloqueio: perda ou roubo." in telecom.diagnosticar_linha(DEMO_LINE)["resumo"]
 
 
 async def test_consultar_pedido_returns_order_p100_of_customer_c001(mcp_servers):
