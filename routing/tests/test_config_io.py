@@ -232,6 +232,38 @@ def test_the_demo_routes_the_seed_examples_and_the_confirmation_flow():
     assert retail.route_sync("Onde está meu pedido?").intent == "retail_order_tracking"
 
 
+def test_the_demo_sends_line_problems_to_support_with_the_gated_diagnosis():
+    from routing import snapshot
+
+    call_command("seed_demo", stdout=StringIO())
+    telecom = snapshot.current().profiles["telecom_contas"].router
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+
+    for message in (
+        "Meu celular está sem sinal",
+        "Minha internet lenta não melhora",  # "internet" is product_information's keyword too
+        "Estou SEM INTERNET desde ontem",
+        "O celular não conecta",
+        "O chip não funciona",
+    ):
+        decision = telecom.route_sync(message)
+        assert (decision.intent, decision.agent, decision.mcp_tools) == (
+            "technical_support",
+            "support_agent",
+            ["diagnosticar_linha"],
+        ), message
+    assert telecom.route_sync("Qual plano de internet fibra vocês têm?").intent == "product_information"
+    assert telecom.route_sync("Meu modem está com defeito").intent == "support_request"
+
+    diagnosis = McpTool.objects.get(name="diagnosticar_linha")
+    assert (diagnosis.server.name, diagnosis.needs_permission) == ("telecom", True)
+    assert diagnosis.args_schema["required"] == ["msisdn"]
+    support = profile.specialists.get(name="support_agent")
+    assert set(support.allowed_tools.values_list("name", flat=True)) == {"consultar_pedido", "diagnosticar_linha"}
+    others = profile.specialists.exclude(name="support_agent")
+    assert not others.filter(allowed_tools__name="diagnosticar_linha").exists()
+
+
 # -- idempotency, round trip, order ----------------------------------------------------------
 
 
