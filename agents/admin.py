@@ -26,7 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-from agents.schemas import expand_args_schema
+from agents.schemas import expand_args_schema, validate_word_list
 from agents.services import mcp_tools_sync, prompt_activate, prompt_version_create
 from routing.admin import SpecialistListFilter
 from routing.adminkit import ReadOnlyInlineMixin
@@ -62,14 +62,48 @@ class SpecialistInline(ReadOnlyInlineMixin, admin.TabularInline):
         return f"v{version}" if version else "—"
 
 
+ERROR_FALLBACK_OTHER_PROFILE = "The fallback specialist must be one of this profile's specialists."
+ERROR_COORDINATOR_OTHER_PROFILE = "The coordinator must be one of this profile's specialists."
+
+
+class AgentProfileAdminForm(forms.ModelForm):
+    """Word lists are JSON lists of words; an emptied box means no words, and errors name the list."""
+
+    class Meta:
+        model = AgentProfile
+        fields = ["confirmation_words", "denial_words", "closing_words"]  # the admin adds its fieldsets' fields
+
+    def _clean_word_list(self, name: str) -> list[str]:
+        value = self.cleaned_data.get(name)
+        if value is None:  # the box was emptied
+            return []
+        try:
+            validate_word_list(value)
+        except ValidationError as exc:
+            message = exc.messages[0]  # "[1]: ..." for an entry, a sentence for the whole value
+            raise ValidationError(f"{name}{'' if message.startswith('[') else ': '}{message}") from exc
+        return value
+
+    def clean_confirmation_words(self) -> list[str]:
+        return self._clean_word_list("confirmation_words")
+
+    def clean_denial_words(self) -> list[str]:
+        return self._clean_word_list("denial_words")
+
+    def clean_closing_words(self) -> list[str]:
+        return self._clean_word_list("closing_words")
+
+
 @admin.register(AgentProfile)
 class AgentProfileAdmin(admin.ModelAdmin):
+    form = AgentProfileAdminForm
     list_display = [
         "agent_id",
         "name",
         "domain",
         "routing_mode",
         "fallback_specialist_name",
+        "coordinator_name",
         "llm_router_enabled",
         "handoffs_enabled",
         "enabled",
@@ -77,7 +111,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
         "intent_count",
     ]
     list_filter = ["routing_mode", "enabled", "llm_router_enabled", "handoffs_enabled", "domain"]
-    list_select_related = ["fallback_specialist"]
+    list_select_related = ["fallback_specialist", "coordinator"]
     search_fields = ["agent_id", "name", "domain", "description"]
     formfield_overrides = PRETTY_JSON
     inlines = [SpecialistInline]
@@ -96,9 +130,24 @@ class AgentProfileAdmin(admin.ModelAdmin):
                 ]
             },
         ),
+        ("Answers", {"fields": ["policy", "synthesis_prompt", "llm_model", "llm_temperature"]}),
+        ("Handoffs and delegation", {"fields": ["handoffs_enabled", "coordinator"]}),
         (
-            "Answers and handoffs",
-            {"fields": ["policy", "synthesis_prompt", "handoffs_enabled", "llm_model", "llm_temperature"]},
+            "Loop safety",
+            {
+                "fields": [
+                    "max_handoffs_per_turn",
+                    "max_steps_per_agent",
+                    "block_ping_pong",
+                    "loop_window",
+                    "loop_max_repeats",
+                ],
+                "classes": ["collapse"],
+            },
+        ),
+        (
+            "Conversation words",
+            {"fields": ["confirmation_words", "denial_words", "closing_words"], "classes": ["collapse"]},
         ),
         ("Guardrails and judges", {"fields": ["guardrails", "judges"], "classes": ["collapse"]}),
     ]
@@ -115,16 +164,25 @@ class AgentProfileAdmin(admin.ModelAdmin):
 
     def get_form(self, request: HttpRequest, obj: AgentProfile | None = None, **kwargs: Any):
         form = super().get_form(request, obj, **kwargs)
-        field = form.base_fields.get("fallback_specialist")
-        if field is not None:
-            # Only this profile's specialists; a new profile gets its fallback once it has some.
-            field.queryset = Specialist.objects.filter(profile=obj) if obj else Specialist.objects.none()
-            field.label_from_instance = lambda specialist: specialist.name
+        for name, message in (
+            ("fallback_specialist", ERROR_FALLBACK_OTHER_PROFILE),
+            ("coordinator", ERROR_COORDINATOR_OTHER_PROFILE),
+        ):
+            field = form.base_fields.get(name)
+            if field is not None:
+                # Only this profile's specialists; a new profile gets them once it has some.
+                field.queryset = Specialist.objects.filter(profile=obj) if obj else Specialist.objects.none()
+                field.label_from_instance = lambda specialist: specialist.name
+                field.error_messages = {**field.error_messages, "invalid_choice": message}
         return form
 
     @admin.display(description="fallback", ordering="fallback_specialist__name")
     def fallback_specialist_name(self, obj: AgentProfile) -> str:
         return obj.fallback_specialist.name if obj.fallback_specialist else "—"
+
+    @admin.display(description="coordinator", ordering="coordinator__name")
+    def coordinator_name(self, obj: AgentProfile) -> str:
+        return obj.coordinator.name if obj.coordinator else "—"
 
     @admin.display(description="specialists", ordering="specialist_total")
     def specialist_count(self, obj: AgentProfile) -> int:
@@ -601,6 +659,10 @@ class McpToolAdmin(EnableDisableActions, admin.ModelAdmin):
     @admin.display(description="intents", ordering="intent_total")
     def intent_count(self, obj: McpTool) -> int:
         return obj.intent_total
+
+    @admin.display(description="coordinator", ordering="coordinator__name")
+    def coordinator_name(self, obj: AgentProfile) -> str:
+        return obj.coordinator.name if obj.coordinator else "—"
 
     @admin.display(description="specialists", ordering="specialist_total")
     def specialist_count(self, obj: McpTool) -> int:

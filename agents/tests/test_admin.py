@@ -10,6 +10,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from agents.admin import ERROR_COORDINATOR_OTHER_PROFILE
 from agents.models import McpServer, McpTool, Specialist, SpecialistPrompt
 from agents.services import prompt_version_create
 from routing.models import RoutingConfigVersion
@@ -198,6 +199,111 @@ def test_the_fallback_specialist_is_chosen_among_the_profile_own(staff_client, t
     form = staff_client.get(change_url(telecom)).context["adminform"].form
     names = {specialist.name for specialist in form.fields["fallback_specialist"].queryset}
     assert names == {"billing_agent", "orders_agent", "product_agent", "support_agent"}
+
+
+# -- profiles: delegation, loop safety, conversation words --------------------------------
+
+
+@pytest.fixture
+def stranger() -> Specialist:
+    return SpecialistFactory(profile__agent_id="retail_orders", name="stranger_agent")
+
+
+def post_profile(client, profile, **changes):
+    data = form_data(client.get(change_url(profile)))
+    data.update(changes)
+    return client.post(change_url(profile), data)
+
+
+def test_the_coordinator_is_chosen_among_the_profile_own_specialists(staff_client, telecom, stranger):
+    form = staff_client.get(change_url(telecom)).context["adminform"].form
+    names = {specialist.name for specialist in form.fields["coordinator"].queryset}
+    assert names == {"billing_agent", "orders_agent", "product_agent", "support_agent"}
+
+
+def test_a_coordinator_of_the_same_profile_can_be_set_on_the_profile_page(staff_client, telecom):
+    support = Specialist.objects.get(profile=telecom, name="support_agent")
+    response = post_profile(staff_client, telecom, coordinator=support.pk)
+    assert response.status_code == 302, error_messages(response)
+    telecom.refresh_from_db()
+    assert telecom.coordinator == support
+
+    response = post_profile(staff_client, telecom, coordinator="")
+    assert response.status_code == 302, error_messages(response)
+    telecom.refresh_from_db()
+    assert telecom.coordinator is None
+
+
+def test_a_coordinator_of_another_profile_is_refused_naming_the_field(staff_client, telecom, stranger):
+    response = post_profile(staff_client, telecom, coordinator=stranger.pk)
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["coordinator"] == [ERROR_COORDINATOR_OTHER_PROFILE]
+    assert "coordinator" in ERROR_COORDINATOR_OTHER_PROFILE
+    telecom.refresh_from_db()
+    assert telecom.coordinator is None
+
+
+def test_loop_safety_limits_and_word_lists_are_saved_from_the_profile_page(staff_client, telecom):
+    data = form_data(staff_client.get(change_url(telecom)))
+    del data["block_ping_pong"]  # unticked
+    data.update(
+        {
+            "max_handoffs_per_turn": "2",
+            "max_steps_per_agent": "6",
+            "loop_window": "4",
+            "loop_max_repeats": "2",
+            "closing_words": '["valeu", "era só isso"]',
+            "denial_words": "",
+        }
+    )
+    response = staff_client.post(change_url(telecom), data)
+    assert response.status_code == 302, error_messages(response)
+    telecom.refresh_from_db()
+    assert (telecom.max_handoffs_per_turn, telecom.max_steps_per_agent) == (2, 6)
+    assert (telecom.block_ping_pong, telecom.loop_window, telecom.loop_max_repeats) == (False, 4, 2)
+    assert telecom.closing_words == ["valeu", "era só isso"]
+    assert telecom.denial_words == []  # an emptied box means no words
+
+
+def test_the_word_lists_are_edited_as_indented_json(staff_client, telecom):
+    form = staff_client.get(change_url(telecom)).context["adminform"].form
+    assert form["confirmation_words"].value() == json.dumps(telecom.confirmation_words, ensure_ascii=False, indent=2)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("confirmation_words", '[""]', "confirmation_words[0]: each entry must be a non-empty word or phrase."),
+        ("denial_words", '["não", 3]', "denial_words[1]: each entry must be a non-empty word or phrase."),
+        ("closing_words", '"obrigado"', "closing_words: Give a list of words or phrases"),
+        ("closing_words", '{"obrigado": true}', "closing_words: Give a list of words or phrases"),
+    ],
+    ids=["empty-word", "not-a-string", "a-string", "a-mapping"],
+)
+def test_a_bad_word_list_is_refused_naming_the_field(staff_client, telecom, field, value, expected):
+    before = getattr(telecom, field)
+    response = post_profile(staff_client, telecom, **{field: value})
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == [field]
+    assert errors[field][0].startswith(expected), errors[field]
+    telecom.refresh_from_db()
+    assert getattr(telecom, field) == before
+
+
+def test_a_loop_safety_limit_out_of_range_is_refused_on_its_field(staff_client, telecom):
+    response = post_profile(staff_client, telecom, loop_window="1", max_handoffs_per_turn="0")
+    assert response.status_code == 200
+    assert set(response.context["adminform"].form.errors) == {"loop_window", "max_handoffs_per_turn"}
+
+
+def test_a_routing_editor_sees_the_delegation_settings_but_cannot_change_them(editor_client, telecom):
+    response = editor_client.get(change_url(telecom))
+    assert response.status_code == 200
+    page = response.content.decode()
+    for heading in ("Handoffs and delegation", "Loop safety", "Conversation words"):
+        assert heading in page
+    assert 'name="_save"' not in page
 
 
 # -- MCP tools and servers -------------------------------------------------------------
