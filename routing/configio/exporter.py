@@ -27,7 +27,7 @@ def config_export_data() -> dict[str, dict[str, Any]]:
         "mcp_servers.yaml": {"servers": _servers()},
         "tools.yaml": {"tools": _tools()},
     }
-    profiles = list(AgentProfile.objects.select_related("fallback_specialist"))
+    profiles = list(AgentProfile.objects.select_related("fallback_specialist", "coordinator"))
     profiles.sort(key=lambda p: p.agent_id)
     files["agents.yaml"] = {"agents": [_profile(profile) for profile in profiles]}
     for profile in profiles:
@@ -101,7 +101,7 @@ def _profile(profile: AgentProfile) -> dict[str, Any]:
         prompt.specialist_id: prompt.text
         for prompt in SpecialistPrompt.objects.filter(specialist__profile=profile, is_active=True)
     }
-    # Routing switches (mode, LLM router, handoffs, fallback) go to the profile's routing file.
+    # Routing switches (mode, LLM router, handoffs, fallback, coordinator, loop safety) go to the routing file.
     return {
         "agent_id": profile.agent_id,
         "name": profile.name,
@@ -114,6 +114,9 @@ def _profile(profile: AgentProfile) -> dict[str, Any]:
         "llm": {"model": profile.llm_model, "temperature": profile.llm_temperature},
         "guardrails": profile.guardrails or {},
         "judges": profile.judges or {},
+        "confirmation_words": list(profile.confirmation_words or []),
+        "denial_words": list(profile.denial_words or []),
+        "closing_words": list(profile.closing_words or []),
         "specialists": [_specialist(specialist, prompts.get(specialist.pk)) for specialist in specialists],
     }
 
@@ -146,9 +149,17 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
         "router": {
             "mode": profile.routing_mode,
             "fallback_agent": profile.fallback_specialist.name if profile.fallback_specialist else None,
+            "coordinator": profile.coordinator.name if profile.coordinator else None,
             "llm_enabled": profile.llm_router_enabled,
             "threshold": profile.llm_router_threshold,
             "allow_handoff": profile.handoffs_enabled,
+            "loop_safety": {
+                "max_handoffs_per_turn": profile.max_handoffs_per_turn,
+                "max_steps_per_agent": profile.max_steps_per_agent,
+                "block_ping_pong": profile.block_ping_pong,
+                "window": profile.loop_window,
+                "max_repeats": profile.loop_max_repeats,
+            },
         },
         "state_policies": {
             policy.state: {

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import models, transaction
 
-from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.models import AgentProfile, McpServer, McpTool, RoutingMode, Specialist, SpecialistPrompt
 from agents.services import prompt_version_create
 from routing.config import config_batch
 from routing.configio import messages
@@ -273,11 +273,15 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
                 )
 
     for agent_id, patch in plan.profiles.items():
-        fallback = patch.refs.get("fallback")
-        if fallback is not None and fallback.value is not None and agent_id in defined_profiles:
-            require(
-                fallback, (agent_id, fallback.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
-            )
+        if agent_id not in defined_profiles:
+            continue
+        for ref in ("fallback", "coordinator"):
+            node = patch.refs.get(ref)
+            if node is not None and node.value is not None:
+                require(
+                    node, (agent_id, node.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
+                )
+        _warn_coordinator_mode(agent_id, patch, world, problems)
 
     for (agent_id, _name), patch in plan.intents.items():
         if agent_id not in known_routed:
@@ -337,6 +341,18 @@ def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problem
                 claimed[normalized] = name
 
 
+def _warn_coordinator_mode(agent_id: str, patch: Patch, world: _World, problems: Problems) -> None:
+    """A coordinator takes part in router and hybrid modes only; in supervisor mode it is stored but unused."""
+    coordinator = patch.refs.get("coordinator")
+    if coordinator is None or coordinator.value is None:
+        return
+    stored = world.profiles.get(agent_id)
+    default = AgentProfile._meta.get_field("routing_mode").default
+    mode = patch.values.get("routing_mode", stored.routing_mode if stored else default)
+    if mode == RoutingMode.SUPERVISOR:
+        problems.warn(coordinator, messages.WARNING_COORDINATOR_UNUSED.format(mode=mode))
+
+
 def _warn_unusable_tools(plan: _Plan, world: _World, problems: Problems) -> None:
     def allowed(agent_id: str, specialist: str) -> set[str] | None:
         patch = plan.specialists.get((agent_id, specialist))
@@ -375,7 +391,7 @@ class _Writer:
         self._tools()
         self._profiles()
         self._specialists()
-        self._fallbacks()
+        self._profile_specialists()
         self._intents()
         self._policies()
 
@@ -473,16 +489,22 @@ class _Writer:
         )
         self.report.count("prompt version", "created")
 
-    def _fallbacks(self) -> None:
+    def _profile_specialists(self) -> None:
+        """The profile's fallback and coordinator, once its specialists exist."""
         for agent_id, patch in self.plan.profiles.items():
             profile = self.world.profiles[agent_id]
-            fallback = patch.refs.get("fallback")
-            if fallback is not None:
-                target = self.world.specialists[(agent_id, fallback.value)] if fallback.value is not None else None
-                if profile.fallback_specialist_id != (target.pk if target else None):
-                    profile.fallback_specialist = target
-                    profile.save(update_fields=["fallback_specialist", "updated_at"])
-                    self._changed(("profile", agent_id), True)
+            changed = []
+            for ref, model_field in (("fallback", "fallback_specialist"), ("coordinator", "coordinator")):
+                node = patch.refs.get(ref)
+                if node is None:
+                    continue
+                target = self.world.specialists[(agent_id, node.value)] if node.value is not None else None
+                if getattr(profile, f"{model_field}_id") != (target.pk if target else None):
+                    setattr(profile, model_field, target)
+                    changed.append(model_field)
+            if changed:
+                profile.save(update_fields=[*changed, "updated_at"])
+                self._changed(("profile", agent_id), True)
             self._count("profile", self.status[("profile", agent_id)])
 
     def _intents(self) -> None:

@@ -37,6 +37,7 @@ ERROR_UNKNOWN_TOOL = "unknown MCP tool {name!r}"
 ERROR_UNKNOWN_SERVER = "unknown MCP server {name!r}"
 ERROR_SELF_HANDOFF = "a specialist cannot hand off to itself"
 ERROR_SHORTHAND_TYPE = "unknown argument type {value!r}; use one of: {choices}, or a full JSON Schema"
+ERROR_WORD_BOOLEAN = "YAML reads this word as true or false: quote it, e.g. 'yes', 'no', 'on', 'off'"
 ERROR_KEYWORD_EMPTY = "a keyword needs at least one letter or digit"
 ERROR_KEYWORD_REPEATED = "keyword {keyword!r} is listed twice in this intent (first at {where})"
 
@@ -45,5 +46,8 @@ WARNING_DEFAULT_AGENT = "checked but not stored: clients always send agent_id"
 WARNING_TOOL_NOT_ALLOWED = (
     "intent authorises tool {tool!r}, which its specialist {specialist!r} may not use; "
     "add it to the specialist's tools or the call will be refused"
+)
+WARNING_COORDINATOR_UNUSED = (
+    "the profile is in {mode} mode, where no coordinator takes part; it is stored for router and hybrid modes"
 )
 ERROR_ENV_UNSET = "environment variable {name} is not set and has no default (write ${{{name}:-default}})"

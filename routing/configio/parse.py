@@ -51,12 +51,24 @@ PROFILE_KEYS = (
     "llm",
     "guardrails",
     "judges",
+    "confirmation_words",
+    "denial_words",
+    "closing_words",
     "specialists",
 )
+WORD_LIST_KEYS = ("confirmation_words", "denial_words", "closing_words")
 SPECIALIST_KEYS = ("name", "display_name", "description", "prompt", "tools", "handoff_targets", "step_limit", "enabled")
 SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
 TOOL_KEYS = ("description", "mcp_server", "enabled", "needs_permission", "args_schema")
-ROUTER_KEYS = ("mode", "fallback_agent", "llm_enabled", "threshold", "allow_handoff")
+ROUTER_KEYS = ("mode", "fallback_agent", "coordinator", "llm_enabled", "threshold", "allow_handoff", "loop_safety")
+# ``router.loop_safety`` keys → AgentProfile fields.
+LOOP_SAFETY_FIELDS = {
+    "max_handoffs_per_turn": "max_handoffs_per_turn",
+    "max_steps_per_agent": "max_steps_per_agent",
+    "block_ping_pong": "block_ping_pong",
+    "window": "loop_window",
+    "max_repeats": "loop_max_repeats",
+}
 POLICY_KEYS = ("agent", "intent", "description", "enabled")
 INTENT_KEYS = (
     "name",
@@ -83,7 +95,7 @@ class Patch:
 
     ``values`` maps model field names to new values and ``where`` to the node
     each came from. ``refs`` holds names of other entities, still unresolved:
-    a single :class:`Node` (``server``, ``agent``, ``intent``, ``fallback``) or
+    a single :class:`Node` (``server``, ``agent``, ``intent``, ``fallback``, ``coordinator``) or
     a list of them (``tools``, ``handoff_targets``, ``mcp_tools``, ``keywords``).
     """
 
@@ -254,6 +266,41 @@ def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) 
         if check(element, "string", problems):
             values.append(element.value.strip())
     patch.put(key, node, values)
+
+
+def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
+    """A list of non-empty words or phrases (a profile's confirmation, denial and closing words), kept as written."""
+    node = keys.get(key)
+    if node is None:
+        return
+    if node.value is None:
+        patch.put(key, node, [])
+        return
+    if not check(node, "list", problems):
+        return
+    values, valid = [], True
+    for element in node.elements():
+        if isinstance(element.value, bool):
+            problems.add(element, messages.ERROR_WORD_BOOLEAN)
+            valid = False
+        elif not check(element, "string", problems):
+            valid = False
+        elif not element.value.strip():
+            problems.add(element, messages.ERROR_EMPTY)
+            valid = False
+        else:
+            values.append(element.value)
+    if valid:
+        patch.put(key, node, values)
+
+
+def _optional_name(node: Node, problems: Problems) -> Node | None:
+    """A reference that may be cleared: ``null`` or ``""`` give a node holding ``None``."""
+    if node.value in (None, ""):
+        return Node(node.source, node.path, None)
+    if name_of(node, problems) is None:
+        return None
+    return Node(node.source, node.path, node.value.strip())
 
 
 def model_clean(patch: Patch, model: type[models.Model], problems: Problems, *, skip: Iterable[str] = ()) -> None:
@@ -471,6 +518,8 @@ def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
                     patch.put(settings_key, node_s, {})
                 elif check(node_s, "mapping", problems):
                     patch.put(settings_key, node_s, node_s.value)
+        for words_key in WORD_LIST_KEYS:
+            _words(patch, keys, words_key, problems)
         model_clean(patch, AgentProfile, problems)
         parsed.profiles.append(patch)
         if "specialists" in keys:
@@ -527,12 +576,17 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
     _scalar(patch, keys, "llm_enabled", "boolean", problems, "llm_router_enabled")
     _scalar(patch, keys, "threshold", "number", problems, "llm_router_threshold")
     _scalar(patch, keys, "allow_handoff", "boolean", problems, "handoffs_enabled")
-    if "fallback_agent" in keys:
-        node = keys["fallback_agent"]
-        if node.value in (None, ""):
-            patch.refs["fallback"] = Node(node.source, node.path, None)
-        elif name_of(node, problems) is not None:
-            patch.refs["fallback"] = Node(node.source, node.path, node.value.strip())
+    for key, ref in (("fallback_agent", "fallback"), ("coordinator", "coordinator")):
+        if key in keys:
+            node = _optional_name(keys[key], problems)
+            if node is not None:
+                patch.refs[ref] = node
+    if "loop_safety" in keys:
+        limits = keys_of(keys["loop_safety"], problems, LOOP_SAFETY_FIELDS)
+        if limits is not None:
+            for key, model_field in LOOP_SAFETY_FIELDS.items():
+                kind = "boolean" if key == "block_ping_pong" else "integer"
+                _scalar(patch, limits, key, kind, problems, model_field)
     model_clean(patch, AgentProfile, problems)
     parsed.profiles.append(patch)
 

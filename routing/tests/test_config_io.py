@@ -27,6 +27,7 @@ DEMO_FILES = [
     "agents.yaml",
     "routing.telecom_contas.yaml",
     "routing.retail_orders.yaml",
+    "routing.telecom_assistente.yaml",
 ]
 CONFIG_MODELS = (McpServer, McpTool, AgentProfile, Specialist, SpecialistPrompt, Intent, Keyword, StatePolicy)
 THROUGH_MODELS = (
@@ -191,7 +192,58 @@ def test_seed_demo_loads_both_profiles_with_their_intents():
     )
     assert McpServer.objects.get(name="retail").endpoint == "http://127.0.0.1:8200/mcp"
     assert McpTool.objects.get(name="consultar_fatura").args_schema["required"] == ["msisdn"]
-    assert "profiles: 2 created" in out.getvalue()
+    assert "profiles: 3 created" in out.getvalue()
+
+
+def test_seed_demo_loads_the_delegation_profile_with_its_coordinator():
+    call_command("seed_demo", stdout=StringIO())
+
+    profile = AgentProfile.objects.get(agent_id="telecom_assistente")
+    assert (profile.name, profile.routing_mode) == ("Assistente virtual Conecta Telecom", "router")
+    assert profile.coordinator.name == profile.fallback_specialist.name == "assistente_virtual"
+    tools = {s.name: set(s.allowed_tools.values_list("name", flat=True)) for s in profile.specialists.all()}
+    assert tools == {
+        "assistente_virtual": set(),
+        "billing_agent": {"consultar_fatura", "consultar_pagamentos"},
+        "orders_agent": {"consultar_pedido", "consultar_entrega"},
+        "support_agent": {"consultar_pedido"},
+    }
+    assert (profile.max_handoffs_per_turn, profile.max_steps_per_agent, profile.block_ping_pong) == (3, 10, True)
+    assert (profile.loop_window, profile.loop_max_repeats) == (5, 3)
+    assert "era só isso" in profile.closing_words
+    assert profile.confirmation_words == AgentProfile._meta.get_field("confirmation_words").get_default()
+
+    prompts = {s.name: s.prompts.get(is_active=True).text for s in profile.specialists.all()}
+    coordinator = prompts.pop("assistente_virtual")
+    for needed in (
+        "request_specialist_sub_conversation",
+        "specialist_role",
+        "initial_context",
+        "[SYSTEM_NOTE:",
+        "final_result",
+        "last_user_message",
+        "message_to_coordinator",
+        "out_of_scope",
+        "billing_agent",
+        "orders_agent",
+        "support_agent",
+    ):
+        assert needed in coordinator, needed
+    for name, prompt in prompts.items():
+        for needed in ("end_specialist_sub_conversation", "final_result", "last_user_message", "out_of_scope"):
+            assert needed in prompt, (name, needed)
+        assert "request_handoff" not in prompt
+
+    intents = {i.name: i for i in profile.intents.all()}
+    assert {name: i.specialist.name for name, i in intents.items()} == {
+        "billing_invoice_explanation": "billing_agent",
+        "retail_order_tracking": "orders_agent",
+        "support_request": "support_agent",
+    }
+    assert {"fatura", "segunda via", "pix"} <= set(
+        intents["billing_invoice_explanation"].keywords.values_list("text", flat=True)
+    )
+    assert set(intents["support_request"].mcp_tools.values_list("name", flat=True)) == {"consultar_pedido"}
 
 
 def test_seed_demo_twice_changes_nothing():
@@ -225,6 +277,12 @@ def test_the_demo_routes_the_seed_examples_and_the_confirmation_flow():
     )
     assert confirmed.mcp_tools == ["consultar_pagamentos"]
     assert telecom.route_sync("oi, tudo bem?").agent == "support_agent"
+
+    assistente = snapshot.current().profiles["telecom_assistente"]
+    assert assistente.coordinator == "assistente_virtual"
+    assert assistente.router.route_sync("Preciso da segunda via").agent == "billing_agent"
+    assert assistente.router.route_sync("Meu celular está sem sinal").agent == "support_agent"
+    assert assistente.router.route_sync("oi, tudo bem?").agent == "assistente_virtual"
 
     asked = retail.route_sync("Quero cancelar o pedido P300")
     assert (asked.intent, asked.next_state) == ("retail_order_cancellation", "WAITING_CANCELLATION_CONFIRMATION")
@@ -276,7 +334,7 @@ def test_importing_the_same_files_twice_changes_nothing():
     assert database_dump() == before  # no new prompt version, no row touched, no updated_at moved
     assert routing_version() == version
     assert "changed nothing" in out
-    assert "8 unchanged" in out
+    assert "specialists: 12 unchanged" in out
 
 
 def test_an_import_invalidates_compiled_routing_once():
@@ -302,6 +360,7 @@ def test_an_export_imported_into_an_empty_database_exports_the_same_files(tmp_pa
     assert set(first) == {"agents.yaml", "tools.yaml", "mcp_servers.yaml"} | {
         "routing.telecom_contas.yaml",
         "routing.retail_orders.yaml",
+        "routing.telecom_assistente.yaml",
     }
     assert first == second
     assert config_export_data() == data
@@ -327,8 +386,8 @@ def test_the_order_of_the_files_does_not_matter(tmp_path):
 
 def test_a_directory_stands_for_its_yaml_files():
     out = run_import(DEMO_DIR)
-    assert "Imported 5 file(s)" in out
-    assert AgentProfile.objects.count() == 2
+    assert "Imported 6 file(s)" in out
+    assert AgentProfile.objects.count() == 3
 
 
 # -- upsert semantics ---------------------------------------------------------------------------
@@ -436,6 +495,88 @@ def test_routing_settings_may_be_given_in_agents_yaml_or_in_the_router_block(sma
     profile = AgentProfile.objects.get()
     assert (profile.routing_mode, profile.llm_router_threshold) == ("hybrid", 0.7)
     assert profile.fallback_specialist.name == "support_agent"
+
+
+DELEGATION = """
+    agent_id: telecom_contas
+    router:
+      coordinator: support_agent
+      loop_safety:
+        max_handoffs_per_turn: 2
+        max_steps_per_agent: 6
+        block_ping_pong: false
+        window: 4
+        max_repeats: 2
+"""
+
+# Put before the profile's specialists in AGENTS.
+WORDS = (
+    "        confirmation_words: [sim, pode consultar]\n"
+    "        denial_words: []\n"
+    "        closing_words: [valeu, era só isso]\n"
+    "        specialists:\n"
+)
+
+
+def test_the_coordinator_loop_safety_and_word_lists_are_imported_and_exported(small):
+    write(small, "agents.yaml", AGENTS.replace("        specialists:\n", WORDS, 1))
+    write(small, "routing.yaml", DELEGATION)
+    run_import(small)
+
+    profile = AgentProfile.objects.get()
+    assert profile.coordinator.name == "support_agent"
+    assert (profile.max_handoffs_per_turn, profile.max_steps_per_agent, profile.block_ping_pong) == (2, 6, False)
+    assert (profile.loop_window, profile.loop_max_repeats) == (4, 2)
+    assert (profile.confirmation_words, profile.denial_words) == (["sim", "pode consultar"], [])
+    assert profile.closing_words == ["valeu", "era só isso"]
+
+    data = config_export_data()
+    exported = data["agents.yaml"]["agents"][0]
+    assert (exported["confirmation_words"], exported["denial_words"]) == (["sim", "pode consultar"], [])
+    assert exported["closing_words"] == ["valeu", "era só isso"]
+    router = data["routing.telecom_contas.yaml"]["router"]
+    assert router["coordinator"] == "support_agent"
+    assert router["loop_safety"] == {
+        "max_handoffs_per_turn": 2,
+        "max_steps_per_agent": 6,
+        "block_ping_pong": False,
+        "window": 4,
+        "max_repeats": 2,
+    }
+
+    before = database_dump()
+    assert "changed nothing" in run_import(small)
+    assert database_dump() == before
+
+    write(small, "routing.yaml", "agent_id: telecom_contas\nrouter:\n  coordinator: null\n")
+    run_import(small)
+    profile.refresh_from_db()
+    assert profile.coordinator is None
+    assert config_export_data()["routing.telecom_contas.yaml"]["router"]["coordinator"] is None
+
+
+def test_word_lists_a_file_leaves_out_keep_their_stored_words(small):
+    run_import(small)
+    profile = AgentProfile.objects.get()
+    assert profile.closing_words == AgentProfile._meta.get_field("closing_words").get_default()
+    profile.closing_words = ["valeu"]
+    profile.save(update_fields=["closing_words"])
+
+    run_import(small)
+
+    profile.refresh_from_db()
+    assert profile.closing_words == ["valeu"]
+
+
+def test_a_coordinator_in_supervisor_mode_is_stored_with_a_warning(small):
+    write(
+        small, "routing.yaml", "agent_id: telecom_contas\nrouter:\n  mode: supervisor\n  coordinator: support_agent\n"
+    )
+    report = config_import(sources=[Source(str(p), p.read_text()) for p in sorted(small.iterdir())])
+
+    assert AgentProfile.objects.get().coordinator.name == "support_agent"
+    warning = m.WARNING_COORDINATOR_UNUSED.format(mode="supervisor")
+    assert f"{small / 'routing.yaml'}:4: router.coordinator: {warning}" in report.warnings
 
 
 def test_profile_option_names_the_profile_of_a_routing_file_without_agent_id(small, tmp_path):
@@ -708,6 +849,58 @@ def test_a_routing_file_without_a_profile_is_refused(imported):
     routing = write(imported, "routing.yaml", "intents:\n  - name: x\n    agent: billing_agent\n")
     error = assert_refused_without_writing(routing)
     assert f"{routing}:1: intents: {m.ERROR_NO_PROFILE}" in error
+
+
+def test_an_unknown_coordinator_is_refused_with_its_line(imported):
+    routing = write(
+        imported, "routing.yaml", DELEGATION.replace("coordinator: support_agent", "coordinator: suport_agent")
+    )
+    error = assert_refused_without_writing(routing)
+    assert f"{routing}:3: router.coordinator: unknown specialist 'suport_agent' of profile telecom_contas" in error
+
+
+def test_bad_loop_safety_limits_are_refused_with_their_lines(imported):
+    routing = write(
+        imported,
+        "routing.yaml",
+        """
+        agent_id: telecom_contas
+        router:
+          coordinator: [support_agent]
+          loop_safety:
+            max_handoffs_per_turn: "3"
+            max_steps_per_agent: 0
+            block_ping_pong: "yes"
+            window: 1
+            max_repeat: 3
+        """,
+    )
+    error = assert_refused_without_writing(routing)
+    assert f"{routing}:3: router.coordinator: must be a string, not a list" in error
+    assert f"{routing}:5: router.loop_safety.max_handoffs_per_turn: must be an integer, not a string" in error
+    assert (
+        f"{routing}:6: router.loop_safety.max_steps_per_agent: Ensure this value is greater than or equal to 1" in error
+    )
+    assert f"{routing}:7: router.loop_safety.block_ping_pong: must be true or false, not a string" in error
+    assert f"{routing}:8: router.loop_safety.window: Ensure this value is greater than or equal to 2" in error
+    assert f"{routing}:9: router.loop_safety.max_repeat: unknown key 'max_repeat'" in error
+
+
+def test_bad_word_lists_are_refused_with_their_lines(imported):
+    words = (
+        '        confirmation_words: [sim, "", yes]\n'
+        "        denial_words: não\n"
+        "        closing_words:\n"
+        "          - valeu\n"
+        "          - 3\n"
+        "        specialists:\n"
+    )
+    agents = write(imported, "agents.yaml", AGENTS.replace("        specialists:\n", words, 1))
+    error = assert_refused_without_writing(agents)
+    assert f"{agents}:6: agents[0].confirmation_words[1]: must not be empty" in error
+    assert f"{agents}:6: agents[0].confirmation_words[2]: {m.ERROR_WORD_BOOLEAN}" in error
+    assert f"{agents}:7: agents[0].denial_words: must be a list, not a string" in error
+    assert f"{agents}:10: agents[0].closing_words[1]: must be a string, not an integer" in error
 
 
 def test_routing_for_an_unknown_profile_is_refused(imported):
