@@ -31,8 +31,9 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, Field
 
+from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
 from routing.router import Classification, IntentSpec
-from routing.text import normalize
+from routing.text import normalize, phrase_found
 
 if TYPE_CHECKING:
     from routing.snapshot import ProfileSpec
@@ -68,8 +69,22 @@ class ModelProvider:
     async def classify(self, text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
         raise NotImplementedError
 
-    def chat_model(self, *, context: dict[str, Any], display_name: str, topic: str) -> BaseChatModel:
-        """A chat model for one specialist turn; ``context`` is the (masked) request context."""
+    def chat_model(
+        self,
+        *,
+        context: dict[str, Any],
+        display_name: str,
+        topic: str,
+        agent: str = "",
+        hit_agents: tuple[str, ...] = (),
+        closing_words: tuple[str, ...] = (),
+    ) -> BaseChatModel:
+        """A chat model for one specialist turn; ``context`` is the (masked) request context.
+
+        ``agent``, ``hit_agents`` (the specialists whose intents the message
+        hits, best first) and ``closing_words`` are what the offline model
+        decides handoffs and delegation on; a real model reads its prompt instead.
+        """
         raise NotImplementedError
 
 
@@ -139,16 +154,28 @@ class OfflineModel(ModelProvider):
     def model_name(self) -> str:
         return "offline"
 
-    def chat_model(self, *, context: dict[str, Any], display_name: str, topic: str) -> BaseChatModel:
+    def chat_model(
+        self,
+        *,
+        context: dict[str, Any],
+        display_name: str,
+        topic: str,
+        agent: str = "",
+        hit_agents: tuple[str, ...] = (),
+        closing_words: tuple[str, ...] = (),
+    ) -> BaseChatModel:
         return OfflineChatModel(
             context=context,
             display_name=display_name,
             topic=topic,
             latency_ms=settings.OFFLINE_LLM_LATENCY_MS,
+            agent=agent,
+            hit_agents=list(hit_agents),
+            closing_words=list(closing_words),
         )
 
 
-def _result_summary(payload: Any) -> str:
+def result_summary(payload: Any) -> str:
     """A sentence from a tool result: its ``resumo`` when it has one, else its scalar fields."""
     if isinstance(payload, dict):
         for key in ("resumo", "summary", "message"):
@@ -162,17 +189,31 @@ def _result_summary(payload: Any) -> str:
 class OfflineChatModel(BaseChatModel):
     """The offline model as a langchain chat model, so it runs through the same tool loop.
 
-    * With tools bound and no tool result yet, it calls every offered tool
-      whose required arguments are all present in the request context (never
-      a tool that was not offered).
-    * With tool results in the conversation, it composes the answer from them.
-    * Otherwise it acknowledges the message, naming the specialist and subject.
+    With tools bound and no tool result yet for the user's message, it plays
+    its part in the team first (the rules the README documents):
+
+    * as a delegated specialist (offered ``end_specialist_sub_conversation``):
+      the message holds a closing word → ends with ``completed``; the message
+      hits other specialists' intents and none of its own → ends with
+      ``out_of_scope`` and no text (it does not answer what is not its own);
+    * as a coordinator (offered ``request_specialist_sub_conversation``): the
+      message hits a specialist's intent → delegates to the best one, no text;
+    * as a specialist (offered ``request_handoff``): the message hits intents of
+      specialists it may hand off to and none of its own → hands off to the best.
+
+    Otherwise it calls every offered MCP tool whose required arguments are all
+    present in the request context (never a tool that was not offered); with
+    tool results it composes the answer from them; with neither it
+    acknowledges the message, naming the specialist and subject.
     """
 
     context: dict[str, Any] = Field(default_factory=dict)
     display_name: str = ""
     topic: str = ""
     latency_ms: int = 0
+    agent: str = ""
+    hit_agents: list[str] = Field(default_factory=list)
+    closing_words: list[str] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -188,10 +229,16 @@ class OfflineChatModel(BaseChatModel):
 
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
+        text = messages[last_human].content if last_human >= 0 else ""
         if not results and tools and tool_choice != "none":
+            move = self._move(text, messages[:last_human], tools)
+            if move is not None:
+                return move
             calls = []
             for tool in tools:
                 function = tool["function"]
+                if function["name"] in CONTROL_TOOLS:
+                    continue
                 parameters = function.get("parameters") or {}
                 required = parameters.get("required", [])
                 if all(self.context.get(name) not in (None, "") for name in required):
@@ -203,7 +250,6 @@ class OfflineChatModel(BaseChatModel):
                     calls.append({"name": function["name"], "args": arguments, "id": f"offline_{len(calls) + 1}"})
             if calls:
                 return AIMessage(content="", tool_calls=calls)
-        text = messages[last_human].content if last_human >= 0 else ""
         header = f"{self.display_name} {OFFLINE_NOTICE}:"
         if results:
             lines = []
@@ -218,12 +264,71 @@ class OfflineChatModel(BaseChatModel):
                     error = payload.get("error") if isinstance(payload, dict) else payload
                     lines.append(f"- {result.name}: não consegui consultar agora ({error}).")
                 else:
-                    lines.append(f"- {result.name}: {_result_summary(payload)}")
+                    lines.append(f"- {result.name}: {result_summary(payload)}")
             return AIMessage(content=f"{header} consultei os sistemas sobre sua mensagem.\n" + "\n".join(lines))
         subject = f" Assunto: {self.topic[:1].lower()}{self.topic[1:]}." if self.topic else ""
         return AIMessage(
             content=f'{header} recebi sua mensagem.{subject} Você disse: "{text}". Vou tratar disso como especialista.'
         )
+
+    def _move(self, text: str, earlier: list[Any], tools: list[dict[str, Any]]) -> AIMessage | None:
+        """A handoff, delegation or end of sub-conversation, when the rules above call for one."""
+        offered = {tool["function"]["name"]: tool["function"] for tool in tools}
+        own = self.agent in self.hit_agents
+        header = f"{self.display_name} {OFFLINE_NOTICE}:"
+
+        def reachable(name: str) -> list[str]:
+            properties = (offered[name].get("parameters") or {}).get("properties", {})
+            allowed = (properties.get("target_agent") or properties.get("specialist_role") or {}).get("enum", [])
+            return [agent for agent in self.hit_agents if agent in allowed and agent != self.agent]
+
+        def call(name: str, args: dict[str, Any], content: str = "") -> AIMessage:
+            return AIMessage(content=content, tool_calls=[{"name": name, "args": args, "id": f"offline_{name}"}])
+
+        if END_SUB_CONVERSATION in offered:
+            closing = phrase_found(text, self.closing_words)
+            if closing:
+                said = next((m.content for m in reversed(earlier) if isinstance(m, AIMessage) and m.content), "")
+                return call(
+                    END_SUB_CONVERSATION,
+                    {
+                        "status": "completed",
+                        "final_result": {"resolved": True, "specialist": self.agent, "last_answer": said[:500]},
+                        "last_user_message": text,
+                        "message_to_coordinator": f"O cliente encerrou o assunto ({closing!r}).",
+                    },
+                    f"{header} que bom que pude ajudar! Se precisar de algo mais, é só chamar. "
+                    "(Glad I could help; just ask if you need anything else.)",
+                )
+            if self.hit_agents and not own:
+                return call(
+                    END_SUB_CONVERSATION,
+                    {
+                        "status": "out_of_scope",
+                        "final_result": {"reason": "out_of_scope", "suggested_specialist": self.hit_agents[0]},
+                        "last_user_message": text,
+                        "message_to_coordinator": f"Fora do meu escopo; parece ser assunto de {self.hit_agents[0]}.",
+                    },
+                )
+        if REQUEST_SUB_CONVERSATION in offered:
+            targets = reachable(REQUEST_SUB_CONVERSATION)
+            if targets:
+                return call(
+                    REQUEST_SUB_CONVERSATION,
+                    {"specialist_role": targets[0], "initial_context": f"O cliente escreveu: {text[:300]}"},
+                )
+        if REQUEST_HANDOFF in offered and not own:
+            targets = reachable(REQUEST_HANDOFF)
+            if targets:
+                return call(
+                    REQUEST_HANDOFF,
+                    {
+                        "target_agent": targets[0],
+                        "reason": f"A mensagem é do escopo de {targets[0]}, não de {self.agent}.",
+                        "context_summary": f'{self.display_name} recebeu: "{text[:300]}"; nada consultado ainda.',
+                    },
+                )
+        return None
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         if self.latency_ms:
@@ -323,7 +428,16 @@ class OpenAICompatibleModel(ModelProvider):
     def model_name(self) -> str:
         return self.model
 
-    def chat_model(self, *, context: dict[str, Any], display_name: str, topic: str) -> BaseChatModel:
+    def chat_model(
+        self,
+        *,
+        context: dict[str, Any],
+        display_name: str,
+        topic: str,
+        agent: str = "",
+        hit_agents: tuple[str, ...] = (),
+        closing_words: tuple[str, ...] = (),
+    ) -> BaseChatModel:
         return self.client()
 
 

@@ -28,11 +28,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from agents.llm import ERROR_ANSWER, provider_for
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
+from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
 from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
 logger = logging.getLogger(__name__)
 
 STATUS_NOT_OFFERED = "not_offered"
+STATUS_PERMISSION_REQUIRED = "permission_required"
 
 STEP_LIMIT_NOTE = (
     "The step limit of this turn is reached: do not call tools again; answer the user now with what you have."
@@ -58,6 +60,14 @@ class SpecialistRequest:
     servers: dict[str, ServerSpec] = field(default_factory=dict)
     unmask: Callable[[Any], Any] = _identity
     mask: Callable[[Any], Any] = _identity
+    control: tuple[ControlTool, ...] = ()  # handoff / delegation tools offered in this run
+    notes: tuple[str, ...] = ()  # system notes placed just before the user's message
+    step_limit: int = 0  # steps left for this specialist in this turn; 0 → its own limit
+    granted: frozenset[str] = frozenset()  # needs-permission tools the user agreed to
+
+    @property
+    def steps_allowed(self) -> int:
+        return self.step_limit or self.specialist.step_limit
 
 
 @dataclass
@@ -72,6 +82,10 @@ class SpecialistOutcome:
     tool_results: list[ToolResult] = field(default_factory=list)
     started_at: float = 0.0  # wall-clock seconds (time.time()), comparable across processes
     finished_at: float = 0.0
+    control: ControlCall | None = None  # the handoff / delegation call that ended the run
+    refused: list[ControlCall] = field(default_factory=list)  # moves to agents this one may not reach
+    permission_needed: ToolSpec | None = None  # a needs-permission tool the model called without a grant
+    permission_args: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -144,6 +158,76 @@ def _tool_message(call: dict[str, Any], result: ToolResult, mask: Callable[[Any]
     return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool, status="error")
 
 
+def _hit_agents(request: SpecialistRequest) -> tuple[str, ...]:
+    """The specialists whose intents the message hits, best first (what the offline model decides moves on)."""
+    agents: list[str] = []
+    for hit in request.profile.router.match(request.text):
+        if hit.intent.agent not in agents:
+            agents.append(hit.intent.agent)
+    return tuple(agents)
+
+
+def _gated(request: SpecialistRequest, offered: dict[str, ToolSpec], call: dict[str, Any]) -> bool:
+    spec = offered.get(call.get("name", ""))
+    return spec is not None and spec.needs_permission and spec.name not in request.granted
+
+
+async def _tool_step(
+    request: SpecialistRequest,
+    outcome: SpecialistOutcome,
+    offered: dict[str, ToolSpec],
+    control: dict[str, ControlTool],
+    reply: AIMessage,
+    messages: list[BaseMessage],
+) -> bool:
+    """Run one reply's tool calls; ``True`` when the run ends here (a move, or a tool waiting for permission).
+
+    MCP tools run concurrently. A needs-permission tool without a grant is not
+    run: the run stops so the user can be asked. A control call to an agent this
+    specialist may reach ends the run; one to any other agent is refused and
+    the model is told whom it may reach.
+    """
+    calls = [call for call in reply.tool_calls if call.get("name") not in control]
+    runnable = [call for call in calls if not _gated(request, offered, call)]
+    results = await asyncio.gather(*(_run_tool(request, offered, call) for call in runnable))
+    for call, result in zip(runnable, results, strict=True):
+        outcome.tool_results.append(result)
+        messages.append(_tool_message(call, result, request.mask))
+    for call in calls:
+        if _gated(request, offered, call) and outcome.permission_needed is None:
+            spec = offered[call["name"]]
+            outcome.permission_needed = spec
+            outcome.permission_args = request.mask(call.get("args") or {})
+            outcome.tool_results.append(
+                ToolResult(
+                    spec.name,
+                    spec.server,
+                    outcome.permission_args,
+                    STATUS_PERMISSION_REQUIRED,
+                    error="waiting for the user's agreement",
+                )
+            )
+    for call in reply.tool_calls:
+        tool = control.get(call.get("name", ""))
+        if tool is None:
+            continue
+        move = ControlCall(tool.name, dict(call.get("args") or {}))
+        if outcome.control is None and (tool.name == END_SUB_CONVERSATION or move.target in tool.targets):
+            outcome.control = move
+            continue
+        outcome.refused.append(move)
+        allowed = ", ".join(tool.targets) or "none"
+        messages.append(
+            ToolMessage(
+                content=json.dumps({"error": f"not allowed: {move.target or '(none)'}; you may reach: {allowed}"}),
+                tool_call_id=call.get("id") or tool.name,
+                name=tool.name,
+                status="error",
+            )
+        )
+    return outcome.control is not None or outcome.permission_needed is not None
+
+
 async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     """Answer one turn as ``request.specialist``; bounded by its step limit, never raises."""
     started = time.perf_counter()
@@ -151,30 +235,36 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     provider = provider_for(request.profile)
     topic = (request.intent_description or "").strip().rstrip(".")
     model = provider.chat_model(
-        context=request.model_context, display_name=request.specialist.display_name, topic=topic
+        context=request.model_context,
+        display_name=request.specialist.display_name,
+        topic=topic,
+        agent=request.specialist.name,
+        hit_agents=_hit_agents(request),
+        closing_words=request.profile.closing_words,
     )
     offered = {tool.name: tool for tool in request.tools}
-    definitions = [_tool_definition(tool) for tool in request.tools]
+    control = {tool.name: tool for tool in request.control}
+    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
     runnable = model.bind_tools(definitions) if definitions else model
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     for role, content in request.history:
         messages.append(HumanMessage(content) if role == "user" else AIMessage(content))
+    messages.extend(SystemMessage(note) for note in request.notes)
     messages.append(HumanMessage(request.text))
 
     outcome = SpecialistOutcome(answer="", llm=provider.name, model=provider.model_name, started_at=started_at)
     try:
-        for _ in range(request.specialist.step_limit):
+        for _ in range(request.steps_allowed):
             outcome.steps += 1
             reply = await runnable.ainvoke(messages)
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
                 break
-            results = await asyncio.gather(*(_run_tool(request, offered, call) for call in reply.tool_calls))
-            for call, result in zip(reply.tool_calls, results, strict=True):
-                outcome.tool_results.append(result)
-                messages.append(_tool_message(call, result, request.mask))
+            if await _tool_step(request, outcome, offered, control, reply, messages):
+                outcome.answer = _text(reply)
+                break
         else:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))

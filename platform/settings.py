@@ -179,6 +179,8 @@ SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = env.decimal("SUPERVISOR_SPECIALIST_TIMEO
 # Where a supervisor plan's specialists run: Celery workers when REDIS_URL is set ("auto"), or in-process.
 SUPERVISOR_EXECUTOR = env.choice("SUPERVISOR_EXECUTOR", ("auto", "celery", "inprocess"), "auto")
 CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
+# A turn that makes no progress for this long (its process died) no longer holds up its conversation.
+CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS", 300.0)
 
 OPENAI_BASE_URL = env.string("OPENAI_BASE_URL")
 OPENAI_API_KEY = env.string("OPENAI_API_KEY")

@@ -5,6 +5,52 @@ from __future__ import annotations
 from routing.router import RouteDecision
 from routing.snapshot import ProfileSpec
 
+COORDINATION_INTENT = "coordination"
+
+
+def delegation_decide(
+    *, profile: ProfileSpec, text: str, delegated_to: str = "", delegated_intent: str = ""
+) -> RouteDecision:
+    """A profile with a coordinator (seed 001): the open sub-conversation's specialist, else the coordinator.
+
+    State policies, keywords and the classifier do not route here: the
+    coordinator decides whether to delegate (the keyword hits are in the
+    metadata, and are what the offline model delegates on).
+    """
+    router = profile.router
+    candidates = [hit.describe() for hit in router.match(text)]
+    if delegated_to and delegated_to in profile.specialists:
+        intent = router.intent_of(delegated_to, text, preferred=delegated_intent)
+        return RouteDecision(
+            route=delegated_to,
+            agent=delegated_to,
+            intent=intent.name if intent else delegated_intent,
+            confidence=1.0,
+            reason=f"Sub-conversation open with {delegated_to}: it receives the messages until it ends it.",
+            method="sub_conversation",
+            domain=(intent.domain or None) if intent else None,
+            mcp_tools=list(intent.mcp_tools) if intent else [],
+            metadata={"candidates": candidates},
+        )
+    coordinator = profile.coordinator
+    intent = router.intent_of(coordinator, text)
+    return RouteDecision(
+        route=coordinator,
+        agent=coordinator,
+        intent=intent.name if intent else COORDINATION_INTENT,
+        confidence=1.0,
+        reason=f"{coordinator} coordinates: it answers or delegates every message outside a sub-conversation.",
+        method="coordinator",
+        domain=(intent.domain or None) if intent else None,
+        mcp_tools=list(intent.mcp_tools) if intent else [],
+        metadata={"candidates": candidates},
+    )
+
+
+def delegation_active(profile: ProfileSpec) -> bool:
+    """Delegation applies to profiles with a coordinator in router and hybrid modes (a supervisor plans instead)."""
+    return bool(profile.coordinator) and profile.effective_mode != "supervisor"
+
 
 async def route_decide(
     *,
@@ -13,14 +59,22 @@ async def route_decide(
     state: str | None = None,
     active_agent: str = "",
     active_intent: str = "",
+    delegated_to: str = "",
+    delegated_intent: str = "",
 ) -> RouteDecision:
     """State policy → (hybrid: short follow-up) → keywords, or a supervisor plan → classifier → fallback.
+
+    A profile with a coordinator routes by :func:`delegation_decide` instead.
 
     The mode is the profile's, unless ``ROUTING_MODE`` overrides it. Pure apart
     from the classifier, which may call a model; never touches the ORM.
     """
     from agents.llm import intent_classifier
 
+    if delegation_active(profile):
+        return delegation_decide(
+            profile=profile, text=text, delegated_to=delegated_to, delegated_intent=delegated_intent
+        )
     classifier = intent_classifier(profile) if profile.llm_router_enabled else None
     return await profile.router.route(
         text,

@@ -5,13 +5,21 @@
 
 Each node is an async function over :class:`Turn` and is timed into
 ``turn.trace``. The graph reads configuration only from the compiled snapshot
-and touches the database twice: once to read the conversation's state, once to
-persist the whole turn in one transaction. No transaction or lock is held while
-a model is called.
+and touches the database at the edges: a ticket that orders the
+conversation's turns (:mod:`routing.ordering`), one read of the
+conversation's state, and one transaction that persists the whole turn. No
+transaction or lock is held while a model is called.
+
+The ``specialist`` node runs a chain: the chosen specialist may hand the turn
+to another (``request_handoff``), a coordinator may delegate it
+(``request_specialist_sub_conversation``), a delegated specialist may give it
+back (``end_specialist_sub_conversation``) — each move checked by loop safety
+(:mod:`handoffs.safety`) and recorded in ``agent_handoffs``.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,14 +29,31 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 
-from agents.llm import ERROR_ANSWER, judge_asker, llm_configured
+from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
+from agents.permissions import (
+    GRANTED,
+    permission_context,
+    permission_note,
+    permission_question,
+    permission_reply,
+)
 from agents.runtime import SpecialistOutcome, SpecialistRequest, specialist_run, tools_for_turn
-from handoffs.models import HandoffKind
-from handoffs.services import handoff_record
+from handoffs.models import Handoff, HandoffKind, HandoffStatus
+from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
+from handoffs.services import Move, moves_record
+from handoffs.tools import (
+    END_SUB_CONVERSATION,
+    REQUEST_HANDOFF,
+    REQUEST_SUB_CONVERSATION,
+    STATUS_OUT_OF_SCOPE,
+    ControlCall,
+    ControlTool,
+)
+from routing import ordering
 from routing import snapshot as snapshots
-from routing.decide import route_decide
+from routing.decide import delegation_active, route_decide
 from routing.fanout import executor_for
 from routing.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
 from routing.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
@@ -99,6 +124,45 @@ class Turn:
     review: dict[str, Any] = field(default_factory=dict)
     trace: list[dict[str, Any]] = field(default_factory=list)
     conversation_pk: int | None = None
+    ticket: int = 0
+    # The conversation's live state as loaded, changed by the turn, written back by persist.
+    sub_conversation: dict[str, Any] | None = None
+    pending_result: dict[str, Any] | None = None
+    pending_permission: dict[str, Any] | None = None
+    granted: list[str] = field(default_factory=list)
+    recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
+    # What the chain of specialists did.
+    context: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain
+    stored_notes: list[tuple[str, str]] = field(default_factory=list)  # (agent, note) kept as system messages
+    runs: list[tuple[str, SpecialistOutcome]] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    permission: dict[str, Any] | None = None
+    final_intent: str = ""
+    next_state: str = ""
+
+    def all_moves(self) -> list[Move]:
+        """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
+        moves: list[Move] = []
+        decision = self.decision
+        if decision is not None and decision.handoff:
+            moves.append(Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason))
+        for partial in self.plan_result.partials if self.plan_result else []:
+            moves.append(
+                Move(
+                    SUPERVISOR_ROUTE,
+                    partial.agent,
+                    HandoffKind.FANOUT,
+                    reason=f"{partial.intent}: {partial.status}" + (f" ({partial.error})" if partial.error else ""),
+                    context_summary=decision.reason if decision else "",
+                )
+            )
+        return moves + self.moves
+
+    def tool_results(self) -> list[Any]:
+        if self.plan_result:
+            return self.plan_result.tool_results()
+        return [result for _, outcome in self.runs for result in outcome.tool_results]
 
     def metadata(self) -> dict[str, Any]:
         decision = self.decision
@@ -112,7 +176,11 @@ class Turn:
             "guardrails": self.guardrails,
             "judges": self.judges,
             "review": self.review,
-            "handoffs": [],
+            "handoffs": [move.as_dict() for move in self.all_moves()],
+            "agents": [agent for agent, _ in self.runs],
+            "permission": self.permission,
+            "granted_permissions": list(self.granted),
+            "sub_conversation": self.sub_conversation,
             "flags": {},
             "llm": self.outcome.llm if self.outcome else ("openai" if llm_configured() else "offline"),
             "model": self.outcome.describe() if self.outcome else None,
@@ -125,10 +193,7 @@ class Turn:
 
     def mcp_results(self) -> list[dict[str, Any]]:
         """The turn's tool calls as stored and shown: personal data and secrets redacted."""
-        results = (
-            self.plan_result.tool_results() if self.plan_result else self.outcome.tool_results if self.outcome else []
-        )
-        return [self.vault.redact(result.as_dict()) for result in results]
+        return [self.vault.redact(result.as_dict()) for result in self.tool_results()]
 
     def _prompt_version(self) -> int | None:
         specialist = self.input.profile.specialists.get(self.agent)
@@ -164,26 +229,92 @@ async def input_guardrails(turn: Turn) -> None:
 
 
 async def routing_decision(turn: Turn) -> None:
+    """The permission gate's reply first, then the profile's routing (coordinator or router/hybrid/supervisor)."""
     if turn.blocked:
         return
-    turn.decision = await route_decide(
-        profile=turn.input.profile,
-        text=turn.sanitized_text,
-        state=turn.state or None,
-        active_agent=turn.active_agent,
-        active_intent=turn.active_intent,
-    )
+    profile = turn.input.profile
+    turn.decision = _permission_decision(turn)
+    if turn.decision is None:
+        sub = turn.sub_conversation or {}
+        turn.decision = await route_decide(
+            profile=profile,
+            text=turn.sanitized_text,
+            state=turn.state or None,
+            active_agent=turn.active_agent,
+            active_intent=turn.active_intent,
+            delegated_to=sub.get("specialist", ""),
+            delegated_intent=sub.get("intent", ""),
+        )
+        if turn.decision.method in ("coordinator", "sub_conversation"):
+            turn.decision.handoff = False  # moves under a coordinator are delegations and returns
     turn.agent = turn.decision.agent
+    turn.final_intent = turn.decision.intent
+    turn.next_state = turn.decision.next_state or ""
+    if turn.decision.method == "coordinator" and turn.pending_result:
+        # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message.
+        note = _result_note(turn.pending_result)
+        turn.notes.append(note)
+        turn.stored_notes.append((turn.agent, note))
+        turn.pending_result = None
+
+
+def _permission_decision(turn: Turn) -> RouteDecision | None:
+    """A reply to the permission question goes back to the specialist that asked, granted or denied.
+
+    Any other reply drops the waiting request and is routed as usual.
+    """
+    pending, turn.pending_permission = turn.pending_permission, None
+    if not pending:
+        return None
+    reply = permission_reply(turn.sanitized_text, turn.input.profile)
+    if reply is None:
+        return None
+    tool = pending["tool"]
+    if reply == GRANTED and tool not in turn.granted:
+        turn.granted.append(tool)
+    turn.permission = {"tool": tool, "reply": reply}
+    turn.context = {**pending.get("context", {}), **turn.input.context}
+    turn.notes.append(permission_note(tool, reply))
+    tools = [name for name in pending.get("mcp_tools", []) if reply == GRANTED or name != tool]
+    return RouteDecision(
+        route=pending["agent"],
+        agent=pending["agent"],
+        intent=pending.get("intent", ""),
+        confidence=1.0,
+        reason=f"Reply to the permission question: the user {reply} {tool}.",
+        method="permission",
+        mcp_tools=tools,
+        metadata={"permission": turn.permission},
+    )
+
+
+def _result_note(result: dict[str, Any]) -> str:
+    """The system note that gives a finished sub-conversation's result to the coordinator."""
+    return (
+        f"[SYSTEM_NOTE: the sub-conversation with {result.get('specialist', '')} ended. "
+        f"status: {result.get('status', '')}; "
+        f"final_result: {json.dumps(result.get('final_result'), ensure_ascii=False, default=str)}; "
+        f"last_user_message: {json.dumps(result.get('last_user_message', ''), ensure_ascii=False)}; "
+        f"message_to_coordinator: {json.dumps(result.get('message_to_coordinator', ''), ensure_ascii=False)}]"
+    )
 
 
 def _specialist_request(
-    turn: Turn, current: Snapshot, agent: str, intent_name: str, intent_tools
+    turn: Turn,
+    current: Snapshot,
+    agent: str,
+    intent_name: str,
+    intent_tools,
+    *,
+    notes: tuple[str, ...] = (),
+    control: tuple[ControlTool, ...] = (),
+    step_limit: int = 0,
 ) -> SpecialistRequest | None:
     profile = turn.input.profile
     spec = profile.specialists.get(agent)
     if spec is None:
         return None
-    intent = next((item for item in profile.intents if item.name == intent_name), None)
+    intent = profile.router.intents_by_name.get(intent_name)
     tools = tools_for_turn(profile=profile, specialist=spec, intent_tools=list(intent_tools), all_tools=current.tools)
     return SpecialistRequest(
         profile=profile,
@@ -192,17 +323,21 @@ def _specialist_request(
         intent=intent_name,
         intent_description=intent.description if intent else "",
         history=turn.history,
-        context=turn.input.context,
-        model_context=turn.vault.mask_value(turn.input.context),
+        context=turn.context,
+        model_context=turn.vault.mask_value(turn.context),
         tools=tools,
         servers=current.servers,
         unmask=turn.vault.unmask,
         mask=turn.vault.mask_value,
+        control=control,
+        notes=notes,
+        step_limit=step_limit,
+        granted=frozenset(turn.granted),
     )
 
 
 async def specialist(turn: Turn) -> None:
-    """The chosen specialist answers; for a supervisor plan, every planned specialist does, concurrently."""
+    """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does."""
     if turn.blocked:
         turn.answer = BLOCKED_ANSWER
         return
@@ -211,15 +346,204 @@ async def specialist(turn: Turn) -> None:
     if decision is not None and decision.is_plan:
         await _supervisor_agent(turn, current, decision.plan)
         return
-    request = _specialist_request(
-        turn, current, turn.agent, decision.intent if decision else "", decision.mcp_tools if decision else []
+    await _chain(turn, current)
+
+
+def _control_tools(turn: Turn, agent: str) -> tuple[ControlTool, ...]:
+    """The moves ``agent`` is offered: end its sub-conversation, delegate (coordinator), or hand off."""
+    profile = turn.input.profile
+    spec = profile.specialists[agent]
+    if delegation_active(profile):
+        sub = turn.sub_conversation
+        if sub and sub.get("specialist") == agent:
+            return (ControlTool(END_SUB_CONVERSATION),)
+        if agent == profile.coordinator:
+            others = spec.handoff_targets or tuple(name for name in sorted(profile.specialists) if name != agent)
+            return (ControlTool(REQUEST_SUB_CONVERSATION, others),) if others else ()
+        return ()
+    if profile.handoffs_enabled and spec.handoff_targets:
+        return (ControlTool(REQUEST_HANDOFF, spec.handoff_targets),)
+    return ()
+
+
+def _steps_left(turn: Turn, agent: str, used: dict[str, int]) -> int:
+    spec = turn.input.profile.specialists.get(agent)
+    if spec is None:
+        return 0
+    return min(spec.step_limit, turn.input.profile.loop_safety.max_steps_per_agent) - used.get(agent, 0)
+
+
+def _findings(turn: Turn) -> list[str]:
+    return [f"{result.tool}: {result_summary(result.result)}" for result in turn.tool_results() if result.ok]
+
+
+async def _chain(turn: Turn, current: Snapshot) -> None:
+    """Run specialists until one answers: each handoff, delegation and return moves the turn within this request.
+
+    The target of a move gets the user's message plus a system note (the
+    handoff's reason and summary, the coordinator's initial context, or the
+    finished sub-conversation's result); whatever the mover wrote is not shown,
+    so the user never sees a transfer announced. Loop safety checks every
+    handoff and delegation; a stop answers with what was found so far.
+    """
+    profile = turn.input.profile
+    limits = profile.loop_safety
+    agent, intent_name = turn.agent, turn.final_intent
+    tools = list(turn.decision.mcp_tools) if turn.decision else []
+    notes = tuple(turn.notes)
+    chain, used = [agent], {}
+    while True:
+        request = _specialist_request(
+            turn,
+            current,
+            agent,
+            intent_name,
+            tools,
+            notes=notes,
+            control=_control_tools(turn, agent) if agent in profile.specialists else (),
+            step_limit=max(_steps_left(turn, agent, used), 1),
+        )
+        if request is None:
+            turn.answer = NO_SPECIALIST_ANSWER
+            return
+        turn.agent, turn.final_intent = agent, intent_name
+        turn.offered_tools = sorted({*turn.offered_tools, *(tool.name for tool in request.tools)})
+        outcome = await specialist_run(request)
+        turn.outcome = outcome
+        turn.runs.append((agent, outcome))
+        used[agent] = used.get(agent, 0) + outcome.steps
+        for refused in outcome.refused:
+            turn.moves.append(
+                Move(
+                    agent,
+                    refused.target,
+                    HandoffKind.DELEGATION if refused.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF,
+                    HandoffStatus.REFUSED,
+                    reason=refused.text("reason") or f"{refused.target or '(none)'} is not a target of {agent}.",
+                    context_summary=refused.text("context_summary") or refused.text("initial_context"),
+                    outcome=REFUSED_NOT_ALLOWED,
+                )
+            )
+        if outcome.stopped == STOP_STEP_LIMIT:
+            turn.moves.append(
+                Move(
+                    agent,
+                    "",
+                    HandoffKind.HANDOFF,
+                    HandoffStatus.STOPPED,
+                    reason=f"{agent} used its {outcome.steps - 1} steps; it answered with what it had.",
+                    outcome=STOP_STEP_LIMIT,
+                )
+            )
+        if outcome.permission_needed is not None:
+            _ask_permission(turn, request, outcome)
+            return
+        move = outcome.control
+        if move is None:
+            turn.answer = outcome.answer
+            return
+        if move.name == END_SUB_CONVERSATION:
+            coordinator = _end_sub_conversation(turn, agent, move)
+            if move.status != STATUS_OUT_OF_SCOPE and outcome.answer.strip():
+                turn.answer = outcome.answer  # the result waits for the coordinator (next message)
+                return
+            # Out of scope (or nothing said to the user): the coordinator takes this very message, with the result.
+            note = _result_note(turn.pending_result or {})
+            turn.pending_result = None
+            turn.stored_notes.append((coordinator, note))
+            agent, notes = coordinator, (note,)
+            chain.append(agent)
+            intent = profile.router.intent_of(agent, turn.sanitized_text)
+            intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("coordination", [])
+            continue
+        target = move.target
+        kind = HandoffKind.DELEGATION if move.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF
+        summary = move.text("context_summary") or move.text("initial_context")
+        reason = move.text("reason") or f"{agent} delegated to {target}."
+        this_turn = [(m.from_agent, m.to_agent) for m in turn.moves if _counts_as_path(m)]
+        if turn.recent_paths is None:
+            turn.recent_paths = await sync_to_async(_recent_paths)(turn.conversation_pk, limits.window)
+        stop = move_check(
+            chain=chain,
+            target=target,
+            moves_this_turn=sum(1 for m in turn.moves if _counts_as_move(m)),
+            recent_paths=turn.recent_paths + this_turn,
+            steps_left=_steps_left(turn, target, used),
+            max_handoffs=limits.max_handoffs_per_turn,
+            block_ping_pong=limits.block_ping_pong,
+            window=limits.window,
+            max_repeats=limits.max_repeats,
+        )
+        if stop:
+            turn.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
+            turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn))
+            return
+        turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
+        chain.append(target)
+        intent = profile.router.intent_of(target, turn.sanitized_text)
+        intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("", [])
+        if kind == HandoffKind.DELEGATION:
+            turn.sub_conversation = {
+                "specialist": target,
+                "coordinator": agent,
+                "intent": intent_name,
+                "initial_context": summary,
+                "started_at": time.time(),
+            }
+            notes = (f"[SYSTEM_NOTE: the coordinator {agent} passed you this conversation. Context: {summary}]",)
+        else:
+            notes = (f"[SYSTEM_NOTE: {agent} handed this conversation to you. Reason: {reason} Summary: {summary}]",)
+        agent = target
+
+
+def _counts_as_move(move: Move) -> bool:
+    """Handoffs and delegations made this turn count towards its limit (returns and refusals don't)."""
+    return move.status == HandoffStatus.COMPLETED and move.kind in (HandoffKind.HANDOFF, HandoffKind.DELEGATION)
+
+
+def _counts_as_path(move: Move) -> bool:
+    return move.status == HandoffStatus.COMPLETED and move.kind == HandoffKind.HANDOFF
+
+
+def _end_sub_conversation(turn: Turn, agent: str, move: ControlCall) -> str:
+    """Close the sub-conversation, keep its result pending for the coordinator; returns the coordinator."""
+    sub = turn.sub_conversation or {}
+    coordinator = sub.get("coordinator") or turn.input.profile.coordinator
+    result = {
+        "specialist": agent,
+        "status": move.status,
+        "final_result": move.args.get("final_result"),
+        "last_user_message": move.text("last_user_message") or turn.sanitized_text,
+        "message_to_coordinator": move.text("message_to_coordinator"),
+    }
+    turn.sub_conversation = None
+    turn.pending_result = result
+    turn.moves.append(
+        Move(
+            agent,
+            coordinator,
+            HandoffKind.RETURN,
+            HandoffStatus.COMPLETED,
+            reason=result["message_to_coordinator"] or f"{agent} ended its sub-conversation: {move.status}.",
+            context_summary=json.dumps(result["final_result"], ensure_ascii=False, default=str)[:2000],
+            outcome=move.status[:32],
+        )
     )
-    if request is None:
-        turn.answer = NO_SPECIALIST_ANSWER
-        return
-    turn.offered_tools = [tool.name for tool in request.tools]
-    turn.outcome = await specialist_run(request)
-    turn.answer = turn.outcome.answer
+    return coordinator
+
+
+def _ask_permission(turn: Turn, request: SpecialistRequest, outcome: SpecialistOutcome) -> None:
+    """The specialist called a needs-permission tool without a grant: ask, and keep the request waiting."""
+    tool = outcome.permission_needed
+    turn.answer = permission_question(turn.input.profile, tool)
+    turn.pending_permission = {
+        "tool": tool.name,
+        "agent": request.specialist.name,
+        "intent": request.intent,
+        "mcp_tools": [spec.name for spec in request.tools],
+        "context": permission_context(request.tools, turn.context),
+        "asked_at": time.time(),
+    }
 
 
 async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]) -> None:
@@ -260,8 +584,7 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
 
 
 def _tool_results(turn: Turn) -> list[dict[str, Any]]:
-    results = turn.plan_result.tool_results() if turn.plan_result else turn.outcome.tool_results if turn.outcome else []
-    return [result.as_dict() for result in results]
+    return [result.as_dict() for result in turn.tool_results()]
 
 
 async def output_guardrails(turn: Turn) -> None:
@@ -310,8 +633,18 @@ NODES: tuple[tuple[str, Node], ...] = (
 # --- database edges --------------------------------------------------------------
 
 
-def _load_conversation(turn: Turn) -> None:
-    """Read the conversation's state and recent history, then give the connection back.
+def _conversation_defaults(data: TurnInput) -> dict[str, Any]:
+    return {
+        "tenant_id": data.tenant_pk,
+        "profile_id": data.profile.pk,
+        "session_id": data.session_id,
+        "user_id": data.user_id,
+        "channel": data.channel,
+    }
+
+
+def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
+    """Read the conversation's state (unless the ticket brought it) and recent history; give the connection back.
 
     The model call that follows takes seconds; a connection held across it (this
     request thread's, opened by authentication) would make every chat in flight
@@ -320,20 +653,24 @@ def _load_conversation(turn: Turn) -> None:
     an atomic block (a test's transaction) the connection is left alone.
     """
     try:
-        row = (
-            Conversation.objects.filter(conversation_key=turn.input.conversation_key)
-            .values("pk", "state", "active_specialist", "active_intent")
-            .first()
-        )
-        if row is None:
-            return
-        turn.conversation_pk = row["pk"]
-        turn.state = row["state"]
-        turn.active_agent = row["active_specialist"]
-        turn.active_intent = row["active_intent"]
+        if state is None:
+            state = Conversation.objects.filter(pk=turn.conversation_pk).values(*ordering.STATE_COLUMNS).first()
+            if state is None:
+                return
+        turn.state = state["state"]
+        turn.active_agent = state["active_specialist"]
+        turn.active_intent = state["active_intent"]
+        turn.sub_conversation = state["sub_conversation"]
+        turn.pending_result = state["pending_result"]
+        turn.pending_permission = state["pending_permission"]
+        turn.granted = list(state["granted_permissions"] or [])
         limit = settings.CONVERSATION_HISTORY_LIMIT
         recent = list(
-            Message.objects.filter(conversation_id=row["pk"], role__in=[MessageRole.USER, MessageRole.ASSISTANT])
+            Message.objects.filter(
+                conversation_id=turn.conversation_pk, role__in=[MessageRole.USER, MessageRole.ASSISTANT]
+            )
+            # A session ended through the API starts afresh: earlier messages stay stored but not in the model's view.
+            .filter(Q(conversation__ended_at__isnull=True) | Q(created_at__gt=F("conversation__ended_at")))
             .order_by("-created_at", "-id")
             .values_list("role", "content")[:limit]
         )
@@ -343,8 +680,34 @@ def _load_conversation(turn: Turn) -> None:
             connection.close()
 
 
+def _recent_paths(conversation_pk: int | None, window: int) -> list[tuple[str, str]]:
+    """The conversation's last ``window`` agent handoffs (from, to), oldest first; read only when a move is checked."""
+    try:
+        paths = (
+            Handoff.objects.filter(
+                conversation_id=conversation_pk, kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED
+            )
+            .order_by("-created_at", "-id")
+            .values_list("from_agent", "to_agent")[:window]
+        )
+        return list(reversed(list(paths)))
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def _active_specialist(turn: Turn) -> str:
+    profile = turn.input.profile
+    if delegation_active(profile):
+        return (turn.sub_conversation or {}).get("specialist") or profile.coordinator
+    decision = turn.decision
+    if decision is not None and decision.is_plan:
+        return decision.agents[0]
+    return turn.agent
+
+
 def _persist(turn: Turn) -> int:
-    """Write the whole turn in one transaction; the conversation row is locked only here.
+    """Write the whole turn in one transaction and hand the conversation to its next message.
 
     The connection goes back to the pool as soon as the transaction ends, not
     when the response has been sent (see :func:`_load_conversation`).
@@ -353,21 +716,24 @@ def _persist(turn: Turn) -> int:
     decision = turn.decision
     try:
         with transaction.atomic():
-            conversation, _ = Conversation.objects.select_for_update().get_or_create(
-                conversation_key=data.conversation_key,
-                defaults={
-                    "tenant_id": data.tenant_pk,
-                    "profile_id": data.profile.pk,
-                    "session_id": data.session_id,
-                    "user_id": data.user_id,
-                    "channel": data.channel,
-                },
-            )
-            # The turn's messages in one insert, in reading order: the user's, each specialist's part of a
-            # supervisor turn (role "agent", step = round + 1), the answer. PostgreSQL and SQLite return ids in order.
+            # No lock is needed: this turn holds the conversation's ticket (routing.ordering).
+            conversation = turn.conversation_pk
+            # The turn's messages in one insert, in reading order: the user's, the system notes the specialists
+            # got (a finished sub-conversation's result), each specialist's part of a supervisor turn (role
+            # "agent", step = round + 1), the answer. PostgreSQL and SQLite return ids in order.
+            notes = [
+                Message(
+                    conversation_id=conversation,
+                    role=MessageRole.SYSTEM,
+                    agent=agent,
+                    content=turn.vault.redact(note),
+                    metadata={"kind": "sub_conversation_result"},
+                )
+                for agent, note in turn.stored_notes
+            ]
             parts = [
                 Message(
-                    conversation=conversation,
+                    conversation_id=conversation,
                     role=MessageRole.AGENT,
                     agent=partial.agent,
                     content=turn.vault.redact(partial.answer) or GAP_TEXT.format(reason=partial.status),
@@ -379,14 +745,15 @@ def _persist(turn: Turn) -> int:
             created = Message.objects.bulk_create(
                 [
                     Message(
-                        conversation=conversation,
+                        conversation_id=conversation,
                         role=MessageRole.USER,
                         content=turn.text_to_store,
                         metadata={"channel": data.channel, "user_id": data.user_id},
                     ),
+                    *notes,
                     *parts,
                     Message(
-                        conversation=conversation,
+                        conversation_id=conversation,
                         role=MessageRole.ASSISTANT,
                         agent=turn.agent,
                         content=turn.answer,
@@ -397,7 +764,7 @@ def _persist(turn: Turn) -> int:
             user_message, answer = created[0], created[-1]
             if decision is not None:
                 RouteDecisionRecord.objects.create(
-                    conversation=conversation,
+                    conversation_id=conversation,
                     message=user_message,
                     mode=turn.mode,
                     route=decision.route,
@@ -416,7 +783,7 @@ def _persist(turn: Turn) -> int:
             if results:
                 ToolCall.objects.bulk_create(
                     ToolCall(
-                        conversation=conversation,
+                        conversation_id=conversation,
                         message=answer,
                         agent=turn.agent,
                         tool=result["tool"],
@@ -429,30 +796,25 @@ def _persist(turn: Turn) -> int:
                     )
                     for result in results
                 )
-            updates: dict[str, Any] = {"message_count": F("message_count") + len(created)}
+            updates: dict[str, Any] = {
+                "message_count": F("message_count") + len(created),
+                "sub_conversation": turn.sub_conversation,
+                "pending_result": turn.pending_result,
+                "pending_permission": turn.pending_permission,
+                "granted_permissions": turn.granted,
+                **ordering.ticket_pass_updates(turn.ticket),
+            }
             if decision is not None:
-                updates["state"] = decision.next_state or ""
-                updates["active_specialist"] = decision.agents[0] if decision.agents else decision.agent
-                updates["active_intent"] = decision.plan[0].intent if decision.plan else decision.intent
-            Conversation.objects.filter(pk=conversation.pk).update(**updates)
-            if decision is not None and decision.handoff:
-                handoff_record(
-                    conversation=conversation,
-                    from_agent=turn.active_agent,
-                    to_agent=decision.agent,
-                    kind=HandoffKind.ROUTING,
-                    reason=decision.reason,
+                updates["state"] = turn.next_state
+                updates["active_specialist"] = _active_specialist(turn)
+                updates["active_intent"] = decision.plan[0].intent if decision.plan else turn.final_intent
+            Conversation.objects.filter(pk=conversation).update(**updates)
+            moves = turn.all_moves()
+            if moves:
+                moves_record(
+                    conversation_id=conversation, tenant_id=data.tenant_pk, profile_id=data.profile.pk, moves=moves
                 )
-            for partial in turn.plan_result.partials if turn.plan_result else []:
-                handoff_record(
-                    conversation=conversation,
-                    from_agent=SUPERVISOR_ROUTE,
-                    to_agent=partial.agent,
-                    kind=HandoffKind.FANOUT,
-                    reason=f"{partial.intent}: {partial.status}" + (f" ({partial.error})" if partial.error else ""),
-                    context_summary=decision.reason if decision else "",
-                )
-        return conversation.pk
+        return conversation
     finally:
         if not connection.in_atomic_block:
             connection.close()
@@ -483,10 +845,22 @@ def new_session_id() -> str:
 
 async def run_turn(data: TurnInput) -> TurnResult:
     """Run one user message through the graph and persist it; never raises for model failures."""
-    turn = Turn(input=data, mode=data.profile.effective_mode)
-    await sync_to_async(_load_conversation)(turn)
-    for name, node in NODES:
-        await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
+    turn = Turn(input=data, mode=data.profile.effective_mode, context=dict(data.context))
+    turn.conversation_pk, turn.ticket, state = await sync_to_async(ordering.ticket_take)(
+        conversation_key=data.conversation_key, defaults=_conversation_defaults(data)
+    )
+    persisted = False
+    try:
+        if state is None:
+            waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+            turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
+        await sync_to_async(_load_conversation)(turn, state)
+        for name, node in NODES:
+            await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
+        persisted = True
+    finally:
+        if not persisted:
+            await sync_to_async(ordering.ticket_release)(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
     return TurnResult(
         answer=turn.answer,
         agent=turn.agent,

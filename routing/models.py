@@ -254,6 +254,8 @@ class ToolCallStatus(models.TextChoices):
     TIMEOUT = "timeout", "Timeout"
     INVALID = "invalid_arguments", "Invalid arguments"
     UNAVAILABLE = "unavailable", "Server unavailable"
+    NOT_OFFERED = "not_offered", "Not offered to the specialist"
+    PERMISSION_REQUIRED = "permission_required", "Waiting for the user's permission"
 
 
 class ToolCall(models.Model):

@@ -33,7 +33,7 @@ import ahocorasick
 
 from routing.text import normalize
 
-Method = Literal["state", "followup", "keyword", "llm", "fallback"]
+Method = Literal["state", "followup", "keyword", "llm", "fallback", "coordinator", "sub_conversation", "permission"]
 
 FALLBACK_INTENT = "fallback"
 MULTI_INTENT = "multi_intent"
@@ -202,6 +202,19 @@ class CompiledRouter:
         ]
         hits.sort(key=KeywordHit.rank)
         return hits
+
+    def intent_of(self, agent: str, text: str, *, preferred: str = "") -> IntentSpec | None:
+        """The intent ``agent`` works under for ``text``: its best keyword hit, else ``preferred`` when that
+        intent is its own, else its first intent by priority (decides a handoff or delegation target's tools)."""
+        for hit in self.match(text):
+            if hit.intent.agent == agent:
+                return hit.intent
+        chosen = self.intents_by_name.get(preferred)
+        if chosen is not None and chosen.agent == agent:
+            return chosen
+        return next(
+            (intent for intent in sorted(self.intents, key=lambda i: i.priority) if intent.agent == agent), None
+        )
 
     def by_state(self, state: str | None) -> RouteDecision | None:
         policy = self.state_policies.get(state or "")

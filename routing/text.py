@@ -27,3 +27,13 @@ def normalize(text: str) -> str:
     ``"conta"`` never matches inside ``"contato"``.
     """
     return _NON_WORD.sub(" ", fold(text)).strip()
+
+
+def phrase_found(text: str, phrases) -> str | None:
+    """The first of ``phrases`` that occurs in ``text`` on word boundaries (case and accents ignored)."""
+    haystack = f" {normalize(text)} "
+    for phrase in phrases:
+        needle = normalize(phrase)
+        if needle and f" {needle} " in haystack:
+            return phrase
+    return None
