@@ -20,9 +20,10 @@ import asyncio
 import json
 import logging
 import math
+import threading
 import time
+import weakref
 from collections import Counter
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
@@ -361,23 +362,43 @@ CLASSIFIER_PROMPT = (
 )
 
 
-@lru_cache(maxsize=32)
+# Clients per event loop: an async HTTP connection belongs to the loop that opened it. Under ASGI a worker
+# has one loop and reuses its pooled connections; under WSGI (or a test client) each request runs its own loop,
+# and a connection pooled by a finished loop would fail with "Event loop is closed".
+_clients_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, Any]] = weakref.WeakKeyDictionary()
+_clients_without_loop: dict[tuple, Any] = {}
+_clients_lock = threading.Lock()
+
+
 def _chat_model(
     base_url: str, api_key: str, model: str, temperature: float | None, timeout: float, max_retries: int
 ) -> Any:
-    """One client per configuration, reused so HTTP connections are pooled."""
+    """One client per configuration and event loop, reused so HTTP connections are pooled."""
+    import openai
     from langchain_openai import ChatOpenAI
 
-    options: dict[str, Any] = {
-        "model": model,
-        "base_url": base_url,
-        "api_key": api_key or "not-needed",
-        "timeout": timeout,
-        "max_retries": max_retries,
-    }
-    if temperature is not None:
-        options["temperature"] = temperature
-    return ChatOpenAI(**options)
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    key = (base_url, api_key, model, temperature, timeout, max_retries)
+    with _clients_lock:
+        cache = _clients_without_loop if loop is None else _clients_by_loop.setdefault(loop, {})
+        client = cache.get(key)
+        if client is None:
+            options: dict[str, Any] = {
+                "model": model,
+                "base_url": base_url,
+                "api_key": api_key or "not-needed",
+                "timeout": timeout,
+                "max_retries": max_retries,
+            }
+            if temperature is not None:
+                options["temperature"] = temperature
+            if loop is not None:
+                options["http_async_client"] = openai.DefaultAsyncHttpxClient(timeout=timeout)
+            client = cache[key] = ChatOpenAI(**options)
+        return client
 
 
 class OpenAICompatibleModel(ModelProvider):
@@ -449,7 +470,9 @@ PROVIDERS: dict[str, type[ModelProvider]] = {
 
 def reset_clients() -> None:
     """Forget pooled clients (after the endpoint settings changed)."""
-    _chat_model.cache_clear()
+    with _clients_lock:
+        _clients_by_loop.clear()
+        _clients_without_loop.clear()
 
 
 def llm_configured() -> bool:

@@ -22,7 +22,7 @@ class Move:
     outcome: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {key: str(value) for key, value in asdict(self).items()}
 
 
 def handoff_record(

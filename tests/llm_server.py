@@ -58,9 +58,12 @@ class ScriptedLLMServer:
     def reply(self, content: str, *, delay: float = 0.0) -> None:
         self.replies.append(Reply(content=content, delay=delay))
 
-    def reply_tool_call(self, name: str, arguments: dict[str, Any], *, delay: float = 0.0) -> None:
+    def reply_tool_call(
+        self, name: str, arguments: dict[str, Any], *, delay: float = 0.0, content: str | None = None
+    ) -> None:
+        """A tool call; ``content`` is text the model writes alongside it (models do, though told not to)."""
         call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
-        self.replies.append(Reply(tool_calls=[call], delay=delay))
+        self.replies.append(Reply(content=content, tool_calls=[call], delay=delay))
 
     def reply_error(self, status: int = 500, *, delay: float = 0.0) -> None:
         self.replies.append(Reply(status=status, delay=delay))
@@ -118,7 +121,6 @@ class ScriptedLLMServer:
                 finish = "stop"
                 if reply.tool_calls:
                     finish = "tool_calls"
-                    message["content"] = None
                     message["tool_calls"] = [
                         {
                             "id": c["id"],

@@ -1,0 +1,233 @@
+"""Handoffs, delegation and the permission gate end to end on the demo data, with the offline model.
+
+The demo configuration (``seed_demo``) is loaded as shipped and its MCP
+servers run as real processes, so these are the flows the README shows.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from agents.models import McpServer
+from handoffs.models import Handoff
+from routing.config import config_version_bump
+from routing.models import Conversation, Message, ToolCall
+
+MSISDN = "5511999999999"
+
+
+@pytest.fixture
+def demo(db, mcp_servers):
+    call_command("seed_demo", stdout=StringIO())
+    for name, url in mcp_servers.items():
+        McpServer.objects.filter(name=name).update(endpoint=url)
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+
+
+def say(api, text, *, agent_id="telecom_assistente", session="demo-1", **context):
+    response = api.post(
+        "/api/gateway/message",
+        {"channel": "api", "agent_id": agent_id, "payload": {"text": text, "session_id": session, "context": context}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def moves(body) -> list[tuple[str, str, str, str, str]]:
+    return [
+        (m["from_agent"], m["to_agent"], m["kind"], m["status"], m["outcome"]) for m in body["metadata"]["handoffs"]
+    ]
+
+
+def session(api, key):
+    response = api.get(f"/api/sessions/{key}/messages")
+    assert response.status_code == 200
+    return response.json()
+
+
+# --- sub-conversations (seed 001) ------------------------------------------------------------
+
+
+def test_the_coordinator_delegates_and_the_specialist_answers_the_same_message_at_once(api, demo):
+    body = say(api, "Minha fatura veio alta", msisdn=MSISDN)
+
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["agents"] == ["assistente_virtual", "billing_agent"]
+    assert moves(body) == [("assistente_virtual", "billing_agent", "delegation", "completed", "")]
+    # The specialist answered the user's own message, from the tools it ran over MCP.
+    assert {r["tool"]: r["status"] for r in body["metadata"]["mcp_results"]} == {
+        "consultar_fatura": "ok",
+        "consultar_pagamentos": "ok",
+    }
+    assert "289,90" in body["answer"]
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.active_specialist == "billing_agent"
+    assert conversation.sub_conversation["specialist"] == "billing_agent"
+    assert conversation.sub_conversation["coordinator"] == "assistente_virtual"
+
+
+def test_the_transfer_is_never_announced_to_the_user(api, demo):
+    body = say(api, "Minha fatura veio alta", msisdn=MSISDN)
+
+    stored = session(api, body["conversation_key"])
+    shown = [m for m in stored["messages"] if m["role"] == "assistant"]
+    assert len(shown) == 1 and shown[0]["agent"] == "billing_agent"
+    assert "assistente" not in body["answer"].lower() and "transfer" not in body["answer"].lower()
+
+
+def test_follow_ups_go_to_the_delegated_specialist_without_the_router(api, demo):
+    first = say(api, "Minha fatura veio alta", msisdn=MSISDN)
+    second = say(api, "e quando vence?")
+
+    assert second["agent"] == "billing_agent"
+    assert second["metadata"]["route_decision"]["method"] == "sub_conversation"
+    assert second["metadata"]["handoffs"] == []
+    assert second["conversation_key"] == first["conversation_key"]
+
+
+def test_ending_the_sub_conversation_returns_control_and_the_result_reaches_the_coordinator_once(api, demo):
+    say(api, "Minha fatura veio alta", msisdn=MSISDN)
+    closing = say(api, "Obrigado, resolvido!")
+
+    assert closing["agent"] == "billing_agent"  # the specialist says goodbye itself
+    assert moves(closing) == [("billing_agent", "assistente_virtual", "return", "completed", "completed")]
+    conversation = Conversation.objects.get(conversation_key=closing["conversation_key"])
+    assert conversation.sub_conversation is None
+    assert conversation.active_specialist == "assistente_virtual"
+    assert conversation.pending_result["status"] == "completed"
+    assert conversation.pending_result["last_user_message"] == "Obrigado, resolvido!"
+
+    nxt = say(api, "Oi, tudo bem?")
+    assert nxt["agent"] == "assistente_virtual"
+    assert nxt["metadata"]["route_decision"]["method"] == "coordinator"
+    conversation.refresh_from_db()
+    assert conversation.pending_result is None
+    notes = Message.objects.filter(conversation=conversation, role="system")
+    assert notes.count() == 1
+    assert notes.get().content.startswith(
+        "[SYSTEM_NOTE: the sub-conversation with billing_agent ended. status: completed"
+    )
+
+    say(api, "Mais uma dúvida geral")
+    assert Message.objects.filter(conversation=conversation, role="system").count() == 1  # delivered once
+
+
+def test_an_out_of_scope_message_is_re_delegated_to_the_right_specialist_in_the_same_turn(api, demo):
+    say(api, "Minha fatura veio alta", msisdn=MSISDN)
+    body = say(api, "Meu pedido P100 atrasou", order_id="P100")
+
+    assert body["agent"] == "orders_agent"
+    assert moves(body) == [
+        ("billing_agent", "assistente_virtual", "return", "completed", "out_of_scope"),
+        ("assistente_virtual", "orders_agent", "delegation", "completed", ""),
+    ]
+    assert body["metadata"]["agents"] == ["billing_agent", "assistente_virtual", "orders_agent"]
+    assert {r["tool"] for r in body["metadata"]["mcp_results"]} == {"consultar_pedido", "consultar_entrega"}
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.sub_conversation["specialist"] == "orders_agent"
+    assert conversation.pending_result is None  # the coordinator used it at once
+    rows = list(Handoff.objects.filter(conversation=conversation).values_list("kind", "outcome"))
+    assert rows == [("delegation", ""), ("return", "out_of_scope"), ("delegation", "")]
+
+
+def test_a_message_that_hits_no_specialist_stays_with_the_coordinator(api, demo):
+    body = say(api, "Bom dia!")
+
+    assert body["agent"] == "assistente_virtual"
+    assert body["metadata"]["handoffs"] == []
+    assert Conversation.objects.get(conversation_key=body["conversation_key"]).sub_conversation is None
+
+
+# --- agent-to-agent handoff (router mode) ---------------------------------------------------
+
+
+def test_a_specialist_hands_off_when_the_state_policy_brought_a_message_of_another_specialist(api, demo):
+    say(api, "Quero pagar com pix", agent_id="telecom_contas", session="h-1", msisdn=MSISDN)
+    body = say(api, "Na verdade meu pedido P100 atrasou", agent_id="telecom_contas", session="h-1", order_id="P100")
+
+    assert body["metadata"]["route_decision"]["method"] == "state"
+    assert body["agent"] == "orders_agent"
+    ((source, target, kind, status, _),) = moves(body)
+    assert (source, target, kind, status) == ("billing_agent", "orders_agent", "handoff", "completed")
+    row = Handoff.objects.get(conversation__conversation_key=body["conversation_key"])
+    assert "orders_agent" in row.reason and "P100" in row.context_summary
+    stored = session(api, body["conversation_key"])
+    assert stored["active_specialist"] == "orders_agent"
+    assert [(h["from_agent"], h["to_agent"], h["kind"]) for h in stored["handoffs"]] == [
+        ("billing_agent", "orders_agent", "handoff")
+    ]
+
+
+# --- permission gate ------------------------------------------------------------------------
+
+
+def test_a_tool_needing_permission_is_asked_for_and_not_run(api, demo):
+    body = say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="p-1", msisdn=MSISDN)
+
+    assert body["agent"] == "support_agent"
+    assert "autorização" in body["answer"] and "diagnosticar_linha" in body["answer"]
+    assert [r["status"] for r in body["metadata"]["mcp_results"]] == ["permission_required"]
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.pending_permission["tool"] == "diagnosticar_linha"
+    assert conversation.granted_permissions == []
+    assert list(ToolCall.objects.filter(conversation=conversation).values_list("status", flat=True)) == [
+        "permission_required"
+    ]
+
+
+def test_a_confirmation_grants_the_tool_runs_it_and_the_grant_is_remembered(api, demo):
+    say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="p-2", msisdn=MSISDN)
+    granted = say(api, "Sim, pode", agent_id="telecom_contas", session="p-2")
+
+    assert granted["metadata"]["route_decision"]["method"] == "permission"
+    assert granted["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "granted"}
+    assert [(r["tool"], r["status"]) for r in granted["metadata"]["mcp_results"]] == [("diagnosticar_linha", "ok")]
+    stored = session(api, granted["conversation_key"])
+    assert stored["granted_permissions"] == ["diagnosticar_linha"]
+    assert stored["pending_permission"] is None
+
+    again = say(api, "Continuo sem sinal", agent_id="telecom_contas", session="p-2", msisdn=MSISDN)
+    assert [(r["tool"], r["status"]) for r in again["metadata"]["mcp_results"]] == [("diagnosticar_linha", "ok")]
+    assert "autorização" not in again["answer"]
+
+
+def test_a_refusal_keeps_the_tool_unrun_and_ungranted(api, demo):
+    say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="p-3", msisdn=MSISDN)
+    denied = say(api, "Não, prefiro não", agent_id="telecom_contas", session="p-3")
+
+    assert denied["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "denied"}
+    assert denied["metadata"]["mcp_results"] == []
+    assert "diagnosticar_linha" not in denied["metadata"]["mcp_tools"]
+    conversation = Conversation.objects.get(conversation_key=denied["conversation_key"])
+    assert conversation.granted_permissions == [] and conversation.pending_permission is None
+
+    # Asked again next time: a refusal is not remembered as a grant.
+    asked = say(api, "Estou sem sinal de novo", agent_id="telecom_contas", session="p-3", msisdn=MSISDN)
+    assert [r["status"] for r in asked["metadata"]["mcp_results"]] == ["permission_required"]
+
+
+def test_an_unrelated_reply_drops_the_waiting_request_and_is_routed_as_usual(api, demo):
+    say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="p-4", msisdn=MSISDN)
+    body = say(api, "Minha fatura veio alta", agent_id="telecom_contas", session="p-4", msisdn=MSISDN)
+
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["route_decision"]["method"] == "keyword"
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.pending_permission is None and conversation.granted_permissions == []
+
+
+def test_the_confirmation_words_are_the_profiles_own(api, demo):
+    from agents.models import AgentProfile
+
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    profile.confirmation_words = ["manda ver"]
+    profile.save()
+
+    say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="p-5", msisdn=MSISDN)
+    body = say(api, "manda ver", agent_id="telecom_contas", session="p-5")
+
+    assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "granted"}
