@@ -178,6 +178,7 @@ class Turn:
             "review": self.review,
             "handoffs": [move.as_dict() for move in self.all_moves()],
             "agents": [agent for agent, _ in self.runs],
+            "turn": self.ticket + 1,  # the message's place in its conversation, in arrival order
             "permission": self.permission,
             "granted_permissions": list(self.granted),
             "sub_conversation": self.sub_conversation,
