@@ -10,8 +10,18 @@ from routing.adminkit import ReadOnlyAdminMixin
 
 @admin.register(Handoff)
 class HandoffAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["created_at", "from_agent", "to_agent", "kind", "status", "profile", "tenant", "conversation"]
-    list_filter = ["kind", "status", "created_at", "profile", "tenant"]
+    list_display = [
+        "created_at",
+        "from_agent",
+        "to_agent",
+        "kind",
+        "status",
+        "outcome",
+        "profile",
+        "tenant",
+        "conversation",
+    ]
+    list_filter = ["kind", "status", "outcome", "created_at", "profile", "tenant"]
     list_select_related = ["conversation", "profile", "tenant"]
     search_fields = ["from_agent", "to_agent", "reason", "conversation__conversation_key"]
     date_hierarchy = "created_at"
@@ -24,6 +34,7 @@ class HandoffAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "to_agent",
         "kind",
         "status",
+        "outcome",
         "reason",
         "context_summary",
     ]
