@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 import threading
 import time
 import weakref
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OFFLINE_NOTICE = "(offline model)"
+# The system note with which a finished sub-conversation's result reaches the coordinator (routing.graph).
+_ENDED_NOTE = re.compile(r"\[SYSTEM_NOTE: the sub-conversation with (\w+) ended\. status: (\w+)")
 ERROR_ANSWER = (
     "Desculpe, não consegui concluir sua solicitação agora. Tente novamente em instantes. "
     "(Sorry, I could not complete your request right now. Please try again shortly.)"
@@ -226,7 +229,7 @@ class OfflineChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], tool_choice=tool_choice, **kwargs)
 
     def _reply(self, messages: list[Any], tools: list[dict[str, Any]], tool_choice: str | None) -> AIMessage:
-        from langchain_core.messages import HumanMessage, ToolMessage
+        from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
@@ -268,8 +271,14 @@ class OfflineChatModel(BaseChatModel):
                     lines.append(f"- {result.name}: {result_summary(payload)}")
             return AIMessage(content=f"{header} consultei os sistemas sobre sua mensagem.\n" + "\n".join(lines))
         subject = f" Assunto: {self.topic[:1].lower()}{self.topic[1:]}." if self.topic else ""
+        resumed = ""
+        for message in messages[:last_human]:
+            ended = _ENDED_NOTE.search(message.content) if isinstance(message, SystemMessage) else None
+            if ended:
+                resumed = f" Retomando o atendimento: {ended.group(1)} concluiu ({ended.group(2)})."
         return AIMessage(
-            content=f'{header} recebi sua mensagem.{subject} Você disse: "{text}". Vou tratar disso como especialista.'
+            content=f'{header}{resumed} recebi sua mensagem.{subject} Você disse: "{text}". '
+            "Vou tratar disso como especialista."
         )
 
     def _move(self, text: str, earlier: list[Any], tools: list[dict[str, Any]]) -> AIMessage | None:

@@ -17,6 +17,7 @@ def handoff_list_for_conversation(*, conversation_id: int) -> list[dict[str, Any
             "status": row.status,
             "reason": row.reason,
             "context_summary": row.context_summary,
+            "outcome": row.outcome,
             "created_at": row.created_at,
         }
         for row in Handoff.objects.filter(conversation_id=conversation_id).order_by("created_at", "id")

@@ -103,6 +103,7 @@ def test_ending_the_sub_conversation_returns_control_and_the_result_reaches_the_
 
     nxt = say(api, "Oi, tudo bem?")
     assert nxt["agent"] == "assistente_virtual"
+    assert "Retomando o atendimento: billing_agent concluiu (completed)." in nxt["answer"]
     assert nxt["metadata"]["route_decision"]["method"] == "coordinator"
     conversation.refresh_from_db()
     assert conversation.pending_result is None
@@ -112,7 +113,8 @@ def test_ending_the_sub_conversation_returns_control_and_the_result_reaches_the_
         "[SYSTEM_NOTE: the sub-conversation with billing_agent ended. status: completed"
     )
 
-    say(api, "Mais uma dúvida geral")
+    later = say(api, "Mais uma dúvida geral")
+    assert "Retomando" not in later["answer"]
     assert Message.objects.filter(conversation=conversation, role="system").count() == 1  # delivered once
 
 
