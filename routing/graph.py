@@ -483,6 +483,7 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
         chain.append(target)
         intent = profile.router.intent_of(target, turn.sanitized_text)
         intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("", [])
+        turn.next_state = intent.next_state if intent else ""
         if kind == HandoffKind.DELEGATION:
             turn.sub_conversation = {
                 "specialist": target,
