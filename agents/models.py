@@ -210,6 +210,15 @@ class AgentProfile(models.Model):
         errors = {}
         if self.fallback_specialist_id and self.pk and self.fallback_specialist.profile_id != self.pk:
             errors["fallback_specialist"] = "The fallback specialist must belong to this profile."
+        if (
+            self.loop_window is not None
+            and self.loop_max_repeats is not None
+            and self.loop_max_repeats > self.loop_window
+        ):
+            errors["loop_max_repeats"] = (
+                f"Must not exceed the window ({self.loop_window}): a path cannot repeat more often than the "
+                "handoffs the check looks at."
+            )
         if self.coordinator_id and self.pk and self.coordinator.profile_id != self.pk:
             errors["coordinator"] = "The coordinator must belong to this profile."
         if errors:

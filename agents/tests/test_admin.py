@@ -297,6 +297,14 @@ def test_a_loop_safety_limit_out_of_range_is_refused_on_its_field(staff_client, 
     assert set(response.context["adminform"].form.errors) == {"loop_window", "max_handoffs_per_turn"}
 
 
+def test_more_repeats_than_the_window_holds_is_refused_on_the_repeats_field(staff_client, telecom):
+    response = post_profile(staff_client, telecom, loop_window="2", loop_max_repeats="3")
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["loop_max_repeats"]
+    assert "window (2)" in errors["loop_max_repeats"][0]
+
+
 def test_a_routing_editor_sees_the_delegation_settings_but_cannot_change_them(editor_client, telecom):
     response = editor_client.get(change_url(telecom))
     assert response.status_code == 200

@@ -587,6 +587,9 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
             for key, model_field in LOOP_SAFETY_FIELDS.items():
                 kind = "boolean" if key == "block_ping_pong" else "integer"
                 _scalar(patch, limits, key, kind, problems, model_field)
+            window, repeats = patch.values.get("loop_window"), patch.values.get("loop_max_repeats")
+            if isinstance(window, int) and isinstance(repeats, int) and repeats > window:
+                problems.add(limits["max_repeats"], f"must not exceed window ({window})")
     model_clean(patch, AgentProfile, problems)
     parsed.profiles.append(patch)
 

@@ -886,6 +886,22 @@ def test_bad_loop_safety_limits_are_refused_with_their_lines(imported):
     assert f"{routing}:9: router.loop_safety.max_repeat: unknown key 'max_repeat'" in error
 
 
+def test_more_repeats_than_the_window_holds_is_refused_with_its_line(imported):
+    routing = write(
+        imported,
+        "routing.yaml",
+        """
+        agent_id: telecom_contas
+        router:
+          loop_safety:
+            window: 2
+            max_repeats: 3
+        """,
+    )
+    error = assert_refused_without_writing(routing)
+    assert f"{routing}:5: router.loop_safety.max_repeats: must not exceed window (2)" in error
+
+
 def test_bad_word_lists_are_refused_with_their_lines(imported):
     words = (
         '        confirmation_words: [sim, "", yes]\n'
