@@ -210,10 +210,11 @@ class AgentProfile(models.Model):
         errors = {}
         if self.fallback_specialist_id and self.pk and self.fallback_specialist.profile_id != self.pk:
             errors["fallback_specialist"] = "The fallback specialist must belong to this profile."
+        # Compared only when both are in range (clean() runs after a field's own error too).
         if (
-            self.loop_window is not None
-            and self.loop_max_repeats is not None
-            and self.loop_max_repeats > self.loop_window
+            isinstance(self.loop_window, int)
+            and isinstance(self.loop_max_repeats, int)
+            and 2 <= self.loop_window < self.loop_max_repeats
         ):
             errors["loop_max_repeats"] = (
                 f"Must not exceed the window ({self.loop_window}): a path cannot repeat more often than the "
