@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from agents.llm import ERROR_ANSWER, provider_for
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
+from agents.permissions import permission_question
 from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
 from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
@@ -264,6 +265,8 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
                 break
             if await _tool_step(request, outcome, offered, control, reply, messages):
                 outcome.answer = _text(reply)
+                if outcome.permission_needed is not None:
+                    outcome.answer = permission_question(request.profile, outcome.permission_needed)
                 break
         else:
             outcome.stopped = "step_limit"

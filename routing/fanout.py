@@ -202,6 +202,8 @@ def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[s
         "context": request.context,
         "model_context": request.model_context,
         "tools": [tool.name for tool in request.tools],
+        "granted": sorted(request.granted),
+        "notes": list(request.notes),
         "vault": vault.entries(),
     }
 
@@ -229,11 +231,17 @@ def request_from_payload(payload: dict[str, Any], current: Snapshot) -> Speciali
         servers=current.servers,
         unmask=vault.unmask,
         mask=vault.mask_value,
+        granted=frozenset(payload.get("granted", [])),
+        notes=tuple(payload.get("notes", [])),
     )
 
 
+# A plan's part makes no moves; a tool waiting for permission shows in its tool results.
+_LOCAL_ONLY = ("control", "refused", "permission_needed", "permission_args")
+
+
 def outcome_as_dict(outcome: SpecialistOutcome) -> dict[str, Any]:
-    data = asdict(outcome)
+    data = {key: value for key, value in asdict(outcome).items() if key not in _LOCAL_ONLY}
     data["tool_results"] = [result.as_dict() for result in outcome.tool_results]
     return data
 

@@ -36,10 +36,15 @@ from agents.permissions import (
     GRANTED,
     permission_context,
     permission_note,
-    permission_question,
     permission_reply,
 )
-from agents.runtime import SpecialistOutcome, SpecialistRequest, specialist_run, tools_for_turn
+from agents.runtime import (
+    STATUS_PERMISSION_REQUIRED,
+    SpecialistOutcome,
+    SpecialistRequest,
+    specialist_run,
+    tools_for_turn,
+)
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move, moves_record
@@ -535,11 +540,14 @@ def _end_sub_conversation(turn: Turn, agent: str, move: ControlCall) -> str:
 
 
 def _ask_permission(turn: Turn, request: SpecialistRequest, outcome: SpecialistOutcome) -> None:
-    """The specialist called a needs-permission tool without a grant: ask, and keep the request waiting."""
-    tool = outcome.permission_needed
-    turn.answer = permission_question(turn.input.profile, tool)
-    turn.pending_permission = {
-        "tool": tool.name,
+    """The specialist called a needs-permission tool without a grant: it asks, and the request waits."""
+    turn.answer = outcome.answer
+    turn.pending_permission = _waiting_request(turn, request, outcome.permission_needed.name)
+
+
+def _waiting_request(turn: Turn, request: SpecialistRequest, tool: str) -> dict[str, Any]:
+    return {
+        "tool": tool,
         "agent": request.specialist.name,
         "intent": request.intent,
         "mcp_tools": [spec.name for spec in request.tools],
@@ -580,6 +588,15 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
 
     result = await run(steps, 0)
     turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
+    # A part that stopped at a tool needing permission asked for it in its answer; the reply goes to that
+    # specialist, as in router mode.
+    for partial in turn.plan_result.partials:
+        results = partial.outcome.tool_results if partial.outcome else []
+        waiting = next((r.tool for r in results if r.status == STATUS_PERMISSION_REQUIRED), None)
+        step = next((item for item in steps if item.agent == partial.agent), None)
+        if waiting and step is not None and turn.pending_permission is None:
+            request = _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools)
+            turn.pending_permission = _waiting_request(turn, request, waiting)
     turn.answer, turn.consolidation = await consolidate(
         turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text
     )
