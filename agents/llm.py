@@ -174,8 +174,8 @@ class OfflineModel(ModelProvider):
             topic=topic,
             latency_ms=settings.OFFLINE_LLM_LATENCY_MS,
             agent=agent,
-            hit_agents=list(hit_agents),
-            closing_words=list(closing_words),
+            hit_agents=tuple(hit_agents),
+            closing_words=tuple(closing_words),
         )
 
 
@@ -211,13 +211,14 @@ class OfflineChatModel(BaseChatModel):
     acknowledges the message, naming the specialist and subject.
     """
 
-    context: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] | None = None
     display_name: str = ""
     topic: str = ""
     latency_ms: int = 0
     agent: str = ""
-    hit_agents: list[str] = Field(default_factory=list)
-    closing_words: list[str] = Field(default_factory=list)
+    # Plain tuple defaults: langchain inspects every default factory each time a model is built.
+    hit_agents: tuple[str, ...] = ()
+    closing_words: tuple[str, ...] = ()
 
     @property
     def _llm_type(self) -> str:
@@ -245,11 +246,12 @@ class OfflineChatModel(BaseChatModel):
                     continue
                 parameters = function.get("parameters") or {}
                 required = parameters.get("required", [])
-                if all(self.context.get(name) not in (None, "") for name in required):
+                context = self.context or {}
+                if all(context.get(name) not in (None, "") for name in required):
                     arguments = {
-                        name: self.context[name]
+                        name: context[name]
                         for name in parameters.get("properties", {})
-                        if self.context.get(name) not in (None, "")
+                        if context.get(name) not in (None, "")
                     }
                     calls.append({"name": function["name"], "args": arguments, "id": f"offline_{len(calls) + 1}"})
             if calls:

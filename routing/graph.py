@@ -662,6 +662,22 @@ def _conversation_defaults(data: TurnInput) -> dict[str, Any]:
     }
 
 
+def _start(turn: Turn) -> bool:
+    """Take the message's ticket; when no earlier message is being answered, read the conversation at once
+    (one trip to the database thread, one connection). ``False`` when the turn must wait for its ticket."""
+    data = turn.input
+    try:
+        turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
+            conversation_key=data.conversation_key, defaults=_conversation_defaults(data)
+        )
+        if state is not None:
+            _load_conversation(turn, state)
+        return state is not None
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
 def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
     """Read the conversation's state (unless the ticket brought it) and recent history; give the connection back.
 
@@ -865,15 +881,13 @@ def new_session_id() -> str:
 async def run_turn(data: TurnInput) -> TurnResult:
     """Run one user message through the graph and persist it; never raises for model failures."""
     turn = Turn(input=data, mode=data.profile.effective_mode, context=dict(data.context))
-    turn.conversation_pk, turn.ticket, state = await sync_to_async(ordering.ticket_take)(
-        conversation_key=data.conversation_key, defaults=_conversation_defaults(data)
-    )
+    ready = await sync_to_async(_start)(turn)
     persisted = False
     try:
-        if state is None:
+        if not ready:
             waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
-        await sync_to_async(_load_conversation)(turn, state)
+            await sync_to_async(_load_conversation)(turn, None)
         for name, node in NODES:
             await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
         persisted = True

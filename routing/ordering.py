@@ -85,17 +85,15 @@ def ticket_take(*, conversation_key: str, defaults: dict) -> tuple[int, int, dic
     """``(conversation pk, ticket, state)``; ``state`` is the conversation's when the turn may run at once,
     ``None`` when earlier messages are still being answered (wait with :func:`ticket_wait`, then read it).
 
-    The conversation is created on its first message.
+    The conversation is created on its first message. The connection stays open so the caller can read
+    on with it (the graph reads the history in the same trip to the database thread); the caller gives it back.
     """
-    try:
+    taken = _take(conversation_key)
+    if taken is None:
+        Conversation.objects.get_or_create(conversation_key=conversation_key, defaults=defaults)
         taken = _take(conversation_key)
-        if taken is None:
-            Conversation.objects.get_or_create(conversation_key=conversation_key, defaults=defaults)
-            taken = _take(conversation_key)
-        pk, ticket, ready, state = taken
-        return pk, ticket, state if ready else None
-    finally:
-        _give_back_connection()
+    pk, ticket, ready, state = taken
+    return pk, ticket, state if ready else None
 
 
 def ticket_ready(*, conversation_pk: int, ticket: int) -> bool:

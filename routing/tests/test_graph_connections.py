@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from routing import ordering, snapshot
-from routing.graph import Turn, TurnInput, _conversation_defaults, _load_conversation, _persist
+from routing import snapshot
+from routing.graph import Turn, TurnInput, _load_conversation, _persist, _start
 from routing.models import Message
 
 
@@ -22,16 +22,14 @@ def _turn(tenant, session_id: str) -> Turn:
     turn = Turn(input=data, mode=profile.effective_mode)
     turn.text_to_store = turn.sanitized_text = data.text
     turn.answer = "Resposta"
-    turn.conversation_pk, turn.ticket, _ = ordering.ticket_take(
-        conversation_key=data.conversation_key, defaults=_conversation_defaults(data)
-    )
+    assert _start(turn)  # the ticket, and the conversation read with it
     return turn
 
 
 @pytest.mark.django_db(transaction=True)
 def test_loading_and_persisting_a_turn_each_hand_the_connection_back(tenant, telecom):
     turn = _turn(tenant, "conn-1")
-    assert connection.connection is None  # taking the ticket gave it back too
+    assert connection.connection is None  # taking the ticket and reading the conversation gave it back too
     _persist(turn)
     assert connection.connection is None
 
