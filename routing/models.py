@@ -1,8 +1,11 @@
-"""Tenants and keys, routing content (intents, keywords, state policies) and conversation data."""
+"""Tenants and keys, routing content (intents, keywords, state policies), rollout flags and conversation data."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from routing.text import normalize
 
@@ -30,7 +33,7 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16, db_index=True, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     is_debug = models.BooleanField(default=False, help_text="May call /api/debug/*.")
-    can_preview = models.BooleanField(default=False, help_text="May call the multi-agent preview endpoint.")
+    can_preview = models.BooleanField(default=False, help_text="May call POST /api/chat/multi-agent/message.")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -145,6 +148,121 @@ class RoutingConfigVersion(models.Model):
         return f"v{self.version}"
 
 
+# -- rollout flags -----------------------------------------------------------------
+# Written only through the services (routing/services.py), which keep the history; read on the message
+# path from the compiled snapshot (routing/snapshot.py), never from these tables.
+
+
+class Stickiness(models.TextChoices):
+    USER_ID = "user_id", "User id"
+    SESSION_ID = "session_id", "Session id"
+
+
+class RolloutFlag(models.Model):
+    """A percentage rollout: who gets a feature (e.g. ``multi_agent``: the multi-agent graph)."""
+
+    key = models.SlugField(max_length=64, unique=True, help_text="e.g. multi_agent")
+    description = models.TextField(blank=True)
+    kill_switch = models.BooleanField(
+        "kill switch (everyone off)",
+        default=False,
+        help_text="On: the flag is off for everyone, overrides included. The instant rollback.",
+    )
+    percentage = models.PositiveSmallIntegerField(
+        default=0,
+        validators=[MinValueValidator(0), MaxValueValidator(100)],
+        help_text="Share of users (0–100) that get the flag; the same user always lands on the same side.",
+    )
+    stickiness = models.CharField(
+        max_length=16,
+        choices=Stickiness.choices,
+        default=Stickiness.USER_ID,
+        help_text="What keeps a person on one side of the percentage: their user id or their session id.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["key"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(percentage__gte=0, percentage__lte=100), name="rollout_flag_percentage_0_100"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class RolloutUserOverride(models.Model):
+    """One user always on (or always off) for a flag, whatever the percentage; the kill switch still wins."""
+
+    flag = models.ForeignKey(RolloutFlag, on_delete=models.CASCADE, related_name="user_overrides")
+    user_id = models.CharField(max_length=200, help_text="The user_id the chat API receives.")
+    enabled = models.BooleanField(default=True, help_text="Ticked: always on; unticked: always off.")
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["flag", "user_id"]
+        verbose_name = "user override"
+        constraints = [
+            models.UniqueConstraint(fields=["flag", "user_id"], name="rollout_user_override_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {'on' if self.enabled else 'off'}"
+
+
+class RolloutTenantOverride(models.Model):
+    """Every user of one tenant on (or off) for a flag; a user override wins over it."""
+
+    flag = models.ForeignKey(RolloutFlag, on_delete=models.CASCADE, related_name="tenant_overrides")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="rollout_overrides")
+    enabled = models.BooleanField(default=True, help_text="Ticked: always on; unticked: always off.")
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["flag", "tenant"]
+        verbose_name = "tenant override"
+        constraints = [
+            models.UniqueConstraint(fields=["flag", "tenant"], name="rollout_tenant_override_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {'on' if self.enabled else 'off'}"
+
+
+class RolloutFlagChange(models.Model):
+    """One change to a flag or one of its overrides: who, when, what, old → new. Written once, never edited.
+
+    ``what`` is a field name (``percentage``, ``kill_switch``, ``stickiness``, ``description``), ``created``,
+    ``deleted``, ``user_override:<user_id>`` or ``tenant_override:<tenant slug>``; an absent value reads ``none``.
+    """
+
+    # SET_NULL and a copy of the key: the history of a deleted flag stays readable.
+    flag = models.ForeignKey(RolloutFlag, on_delete=models.SET_NULL, null=True, blank=True, related_name="changes")
+    flag_key = models.CharField(max_length=64)
+    what = models.CharField(max_length=300)
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    actor = models.CharField(max_length=200, help_text='"admin: <username>" or "manage.py set_rollout (<OS user>)".')
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+        verbose_name = "rollout flag change"
+        indexes = [models.Index(fields=["flag", "-changed_at"], name="rollout_change_flag_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.flag_key} {self.what}: {self.old_value} → {self.new_value}"
+
+
+COHORT_HELP = "Which side of the multi_agent flag answered: multi_agent, single_agent, or blank (not decided)."
+
+
 class Conversation(models.Model):
     """One conversation, keyed ``tenant_id:agent_id:session_id``."""
 
@@ -179,6 +297,7 @@ class Conversation(models.Model):
     turn_started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True, help_text="When the session was last ended via the API.")
     message_count = models.PositiveIntegerField(default=0)
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -207,6 +326,7 @@ class Message(models.Model):
     content = models.TextField()
     metadata = models.JSONField(default=dict, blank=True)
     step = models.PositiveSmallIntegerField(default=0)
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -13,9 +13,20 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from routing.config import config_version_bump
-from routing.models import ApiKey, Intent, Keyword, StatePolicy, Tenant
+from routing.models import (
+    ApiKey,
+    Intent,
+    Keyword,
+    RolloutFlag,
+    RolloutTenantOverride,
+    RolloutUserOverride,
+    StatePolicy,
+    Tenant,
+)
 
-# Keys and tenants are here too: the API-key cache of routing/auth.py is tagged with the same version.
+# Keys and tenants are here too: the API-key cache of routing/auth.py is tagged with the same version. Rollout
+# flags too: the snapshot carries them, so a change reaches every process on its next message. Their history
+# (RolloutFlagChange) is not configuration.
 ROUTING_MODELS = (
     AgentProfile,
     Specialist,
@@ -27,6 +38,9 @@ ROUTING_MODELS = (
     StatePolicy,
     ApiKey,
     Tenant,
+    RolloutFlag,
+    RolloutUserOverride,
+    RolloutTenantOverride,
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from routing.config import config_version, local_generation
+from routing.rollout import FlagSpec
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 
 
@@ -102,6 +103,7 @@ class Snapshot:
     profiles: dict[str, ProfileSpec]
     tools: dict[str, ToolSpec]
     servers: dict[str, ServerSpec]
+    flags: dict[str, FlagSpec] = field(default_factory=dict)  # rollout flags by key
 
 
 _lock = threading.Lock()
@@ -134,7 +136,7 @@ def current() -> Snapshot:
 def build(*, version: int, generation: int) -> Snapshot:
     """Load every enabled piece of routing configuration and compile the routers."""
     from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-    from routing.models import Intent, Keyword, StatePolicy
+    from routing.models import Intent, Keyword, RolloutFlag, RolloutTenantOverride, RolloutUserOverride, StatePolicy
 
     servers = {
         server.name: ServerSpec(
@@ -263,4 +265,27 @@ def build(*, version: int, generation: int) -> Snapshot:
             denial_words=tuple(profile.denial_words or ()),
             closing_words=tuple(profile.closing_words or ()),
         )
-    return Snapshot(version=version, generation=generation, profiles=profiles, tools=tools, servers=servers)
+
+    # Rollout flags: three queries whatever the number of flags and overrides.
+    user_overrides: dict[int, dict[str, bool]] = {}
+    for flag_id, user_id, enabled in RolloutUserOverride.objects.values_list("flag_id", "user_id", "enabled"):
+        user_overrides.setdefault(flag_id, {})[user_id] = enabled
+    tenant_overrides: dict[int, dict[str, bool]] = {}
+    for flag_id, slug, enabled in RolloutTenantOverride.objects.values_list("flag_id", "tenant__slug", "enabled"):
+        tenant_overrides.setdefault(flag_id, {})[slug] = enabled
+    flags = {
+        key: FlagSpec(
+            key=key,
+            kill_switch=kill_switch,
+            percentage=percentage,
+            stickiness=stickiness,
+            user_overrides=user_overrides.get(pk, {}),
+            tenant_overrides=tenant_overrides.get(pk, {}),
+        )
+        for pk, key, kill_switch, percentage, stickiness in RolloutFlag.objects.values_list(
+            "pk", "key", "kill_switch", "percentage", "stickiness"
+        )
+    }
+    return Snapshot(
+        version=version, generation=generation, profiles=profiles, tools=tools, servers=servers, flags=flags
+    )
