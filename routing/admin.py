@@ -1,8 +1,10 @@
-"""The business users' workspace for routing: intents and keywords, state policies, keys, conversations.
+"""The business users' workspace for routing: intents and keywords, state policies, keys, rollout flags,
+conversations.
 
 Writes go through the services where a rule lives there (API keys, the
-keyword rule); bulk actions save per object inside :func:`config_batch` so the
-invalidation signals fire and the compiled routing is rebuilt once.
+keyword rule, rollout flags and their history); bulk actions save per object
+inside :func:`config_batch` so the invalidation signals fire and the compiled
+routing is rebuilt once.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.template.defaultfilters import truncatechars
-from django.urls import path
-from django.utils.html import format_html
+from django.urls import path, reverse
+from django.utils.formats import localize
+from django.utils.html import format_html, format_html_join
+from django.utils.timezone import localtime
 
 from agents.models import Specialist
 from handoffs.models import Handoff
@@ -36,12 +40,24 @@ from routing.models import (
     Intent,
     Keyword,
     Message,
+    RolloutFlag,
+    RolloutFlagChange,
+    RolloutTenantOverride,
+    RolloutUserOverride,
     RouteDecisionRecord,
     StatePolicy,
     Tenant,
     ToolCall,
 )
-from routing.services import api_key_create, keywords_validate_unique
+from routing.services import (
+    api_key_create,
+    keywords_validate_unique,
+    rollout_actor_admin,
+    rollout_flag_delete,
+    rollout_flag_set,
+    rollout_tenant_override_set,
+    rollout_user_override_set,
+)
 
 # -- shared pieces ---------------------------------------------------------------
 
@@ -304,6 +320,197 @@ class StatePolicyAdmin(admin.ModelAdmin):
     @admin.display(description="specialist", ordering="specialist__name")
     def specialist_name(self, obj: StatePolicy) -> str:
         return obj.specialist.name
+
+
+# -- rollout flags -----------------------------------------------------------------
+# Staff only: the "Routing editors" group has no permission on these models, so they see none of it. Every
+# write goes through the rollout services, which record the history.
+
+HISTORY_SHOWN = 50
+
+
+class RolloutUserOverrideInline(admin.TabularInline):
+    model = RolloutUserOverride
+    fields = ["user_id", "enabled", "note"]
+    extra = 1
+    verbose_name_plural = "user overrides (ticked: always on; unticked: always off; the kill switch still wins)"
+
+
+class RolloutTenantOverrideInline(admin.TabularInline):
+    model = RolloutTenantOverride
+    fields = ["tenant", "enabled", "note"]
+    extra = 1
+    verbose_name_plural = "tenant overrides (every user of the tenant; a user override wins)"
+
+
+@admin.register(RolloutFlag)
+class RolloutFlagAdmin(admin.ModelAdmin):
+    list_display = [
+        "key",
+        "percentage",
+        "kill_switch",
+        "stickiness",
+        "user_override_count",
+        "tenant_override_count",
+        "updated_at",
+    ]
+    list_filter = ["kill_switch", "stickiness"]
+    search_fields = ["key", "description", "user_overrides__user_id", "tenant_overrides__tenant__slug"]
+    inlines = [RolloutUserOverrideInline, RolloutTenantOverrideInline]
+    fieldsets = [
+        (None, {"fields": ["key", "description"]}),
+        ("Who gets it", {"fields": ["kill_switch", "percentage", "stickiness"]}),
+        ("History", {"fields": ["history"]}),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RolloutFlag]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                user_override_total=Count("user_overrides", distinct=True),
+                tenant_override_total=Count("tenant_overrides", distinct=True),
+            )
+        )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: RolloutFlag | None = None) -> list[str]:
+        # Code asks for a flag by its key: renaming one would switch it off silently.
+        return ["history"] if obj is None else ["key", "history"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "tenant":
+            kwargs.setdefault("queryset", Tenant.objects.order_by("slug"))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="user overrides", ordering="user_override_total")
+    def user_override_count(self, obj: RolloutFlag) -> int:
+        return obj.user_override_total
+
+    @admin.display(description="tenant overrides", ordering="tenant_override_total")
+    def tenant_override_count(self, obj: RolloutFlag) -> int:
+        return obj.tenant_override_total
+
+    @admin.display(description="changes, newest first")
+    def history(self, obj: RolloutFlag | None) -> str:
+        if obj is None or obj.pk is None:
+            return "—"
+        changes = list(obj.changes.select_related("changed_by")[: HISTORY_SHOWN + 1])
+        if not changes:
+            return "—"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td></tr>",
+            (
+                (
+                    localize(localtime(change.changed_at)),
+                    change.actor,
+                    change.what,
+                    change.old_value,
+                    change.new_value,
+                )
+                for change in changes[:HISTORY_SHOWN]
+            ),
+        )
+        more = ""
+        if len(changes) > HISTORY_SHOWN:
+            more = format_html(
+                '<p><a href="{}?flag_key={}">All changes of {}</a></p>',
+                reverse("admin:routing_rolloutflagchange_changelist"),
+                obj.key,
+                obj.key,
+            )
+        return format_html(
+            "<table><thead><tr><th>when</th><th>who</th><th>what</th><th>old → new</th></tr></thead>"
+            "<tbody>{}</tbody></table>{}",
+            rows,
+            more,
+        )
+
+    def save_model(self, request: HttpRequest, obj: RolloutFlag, form, change: bool) -> None:
+        rollout_flag_set(
+            key=obj.key,
+            actor=rollout_actor_admin(user=request.user),
+            user=request.user,
+            description=obj.description,
+            kill_switch=obj.kill_switch,
+            percentage=obj.percentage,
+            stickiness=obj.stickiness,
+            create=not change,
+        )
+        # The admin goes on with ``obj`` (inlines, log entry, redirect): make it the stored flag.
+        stored = RolloutFlag.objects.get(key=obj.key)
+        for field in RolloutFlag._meta.concrete_fields:
+            setattr(obj, field.attname, getattr(stored, field.attname))
+        obj._state.adding = False
+        obj._state.db = stored._state.db
+
+    def save_formset(self, request: HttpRequest, form, formset, change: bool) -> None:
+        if formset.model not in (RolloutUserOverride, RolloutTenantOverride):
+            super().save_formset(request, form, formset, change)
+            return
+        # commit=False fills new/changed/deleted_objects for the admin's change message and writes nothing;
+        # the services write and record the history.
+        formset.save(commit=False)
+        removals: list[str] = []
+        sets: list[RolloutUserOverride | RolloutTenantOverride] = []
+        for inline_form in formset.forms:
+            existing = inline_form.instance.pk is not None
+            if inline_form in formset.deleted_forms:
+                if existing:
+                    removals.append(self._override_identity(formset.model, inline_form.initial))
+                continue
+            if not inline_form.has_changed():
+                continue
+            identity_field = "user_id" if formset.model is RolloutUserOverride else "tenant"
+            if existing and identity_field in inline_form.changed_data:  # the row now names someone else
+                removals.append(self._override_identity(formset.model, inline_form.initial))
+            sets.append(inline_form.instance)
+        # Removals first: a row may take the user or tenant another row just gave up.
+        for identity in removals:
+            self._override_set(request, form.instance, formset.model, identity, enabled=None, note=None)
+        for override in sets:
+            identity = override.user_id if formset.model is RolloutUserOverride else override.tenant.slug
+            self._override_set(
+                request, form.instance, formset.model, identity, enabled=override.enabled, note=override.note
+            )
+
+    @staticmethod
+    def _override_identity(model, initial: dict[str, Any]) -> str:
+        if model is RolloutUserOverride:
+            return initial["user_id"]
+        return Tenant.objects.values_list("slug", flat=True).get(pk=initial["tenant"])
+
+    @staticmethod
+    def _override_set(request, flag: RolloutFlag, model, identity: str, *, enabled: bool | None, note: str | None):
+        common = {
+            "key": flag.key,
+            "enabled": enabled,
+            "note": note,
+            "actor": rollout_actor_admin(user=request.user),
+            "user": request.user,
+        }
+        if model is RolloutUserOverride:
+            rollout_user_override_set(user_id=identity, **common)
+        else:
+            rollout_tenant_override_set(tenant_slug=identity, **common)
+
+    def delete_model(self, request: HttpRequest, obj: RolloutFlag) -> None:
+        rollout_flag_delete(key=obj.key, actor=rollout_actor_admin(user=request.user), user=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RolloutFlag]) -> None:
+        with config_batch():
+            for key in queryset.values_list("key", flat=True):
+                rollout_flag_delete(key=key, actor=rollout_actor_admin(user=request.user), user=request.user)
+
+
+@admin.register(RolloutFlagChange)
+class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["changed_at", "flag_key", "what", "old_value", "new_value", "actor", "changed_by"]
+    list_filter = ["flag_key", "actor", "changed_at"]
+    list_select_related = ["changed_by"]
+    search_fields = ["flag_key", "what", "old_value", "new_value", "actor"]
+    date_hierarchy = "changed_at"
+    fields = ["changed_at", "flag", "flag_key", "what", "old_value", "new_value", "actor", "changed_by"]
 
 
 # -- conversations (read-only) -----------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from routing.models import Conversation, Keyword, Tenant
+from routing.models import Conversation, Keyword, RolloutFlag, RolloutFlagChange, Tenant
 from routing.text import normalize
 
 
@@ -70,3 +70,13 @@ def conversation_messages(*, conversation: Conversation) -> tuple[list[dict[str,
         for decision in conversation.route_decisions.order_by("created_at", "id")
     ]
     return messages, decisions
+
+
+def rollout_flag_get(*, key: str) -> RolloutFlag | None:
+    """The flag with its user and tenant overrides (and their tenants) loaded, or ``None``."""
+    return RolloutFlag.objects.prefetch_related("user_overrides", "tenant_overrides__tenant").filter(key=key).first()
+
+
+def rollout_flag_changes(*, key: str, limit: int = 10) -> list[RolloutFlagChange]:
+    """The flag's latest history rows, newest first (also those of a deleted flag of that key)."""
+    return list(RolloutFlagChange.objects.filter(flag_key=key).order_by("-changed_at", "-id")[:limit])

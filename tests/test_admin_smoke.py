@@ -26,11 +26,14 @@ from routing.models import (
     Intent,
     Keyword,
     Message,
+    RolloutFlag,
+    RolloutFlagChange,
     RouteDecisionRecord,
     StatePolicy,
     Tenant,
     ToolCall,
 )
+from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
 from routing.tests.adminkit import (
     add_url,
     change_url,
@@ -114,6 +117,14 @@ EXPECT: dict[type[models.Model], Expect] = {
     Message: Expect(search=("fatura",), change={"content": "edited"}, on_change=OnChange.REFUSED),
     RouteDecisionRecord: Expect(search=("billing",), change={"reason": "edited"}, on_change=OnChange.REFUSED),
     ToolCall: Expect(search=("consultar_fatura",), change={"error": "edited"}, on_change=OnChange.REFUSED),
+    RolloutFlag: Expect(
+        search=("multi_agent", "admin_user", "tenant_a"),
+        add=lambda s: {"key": "new_checkout", "percentage": "10", "stickiness": "session_id"},
+        change={"percentage": "25", "description": "The multi-agent graph."},
+    ),
+    RolloutFlagChange: Expect(
+        search=("multi_agent", "percentage"), change={"new_value": "99"}, on_change=OnChange.REFUSED
+    ),
     # -- handoffs: by either agent or by the conversation
     Handoff: Expect(
         search=("support_agent", "billing_agent", "tenant_a:telecom_contas:s-1"),
@@ -187,6 +198,10 @@ def created_lookup(model: type[models.Model], posted: dict[str, Any]) -> dict[st
 def samples(tenant_key, telecom) -> Samples:
     """One object of every registered model, built from the fixtures' cast."""
     conversation = conversation_with_history(tenant=tenant_key.tenant, profile=telecom)
+    rollout_flag_set(key="multi_agent", actor="test", create=True)  # the migration's flag, unless a flush removed it
+    rollout_flag_set(key="multi_agent", actor="test", percentage=10)
+    rollout_user_override_set(key="multi_agent", user_id="admin_user", enabled=True, actor="test")
+    rollout_tenant_override_set(key="multi_agent", tenant_slug=tenant_key.tenant.slug, enabled=False, actor="test")
     billing = Specialist.objects.get(profile=telecom, name="billing_agent")
     invoices = Intent.objects.get(profile=telecom, name="billing_invoice_explanation")
     return {
@@ -201,6 +216,8 @@ def samples(tenant_key, telecom) -> Samples:
         Message: conversation.messages.get(role="user"),
         RouteDecisionRecord: conversation.route_decisions.get(),
         ToolCall: conversation.tool_calls.get(),
+        RolloutFlag: RolloutFlag.objects.get(key="multi_agent"),
+        RolloutFlagChange: RolloutFlagChange.objects.get(flag_key="multi_agent", what="percentage"),
         Handoff: conversation.handoffs.get(),
         AgentProfile: telecom,
         Specialist: billing,
