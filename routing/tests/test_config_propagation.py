@@ -1,4 +1,4 @@
-"""A routing edit made in one process is seen by the compiled router of another process."""
+"""A routing edit made in one process is seen by the compiled router of another process; so is a rollout flag."""
 
 from __future__ import annotations
 
@@ -6,13 +6,17 @@ import json
 import os
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 
-from routing.models import Keyword
+from routing.models import Keyword, RolloutFlag
+from routing.services import rollout_flag_set
+from routing.tests.adminkit import change_url, form_data
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +28,11 @@ from routing import snapshot
 for line in sys.stdin:
     current = snapshot.current()
     decision = current.profiles["telecom_contas"].router.route_sync(line.strip())
-    print(json.dumps({"agent": decision.agent, "version": current.version}), flush=True)
+    flags = {
+        key: {"kill_switch": flag.kill_switch, "percentage": flag.percentage, "users": dict(flag.user_overrides)}
+        for key, flag in current.flags.items()
+    }
+    print(json.dumps({"agent": decision.agent, "version": current.version, "flags": flags}), flush=True)
 """
 
 
@@ -84,3 +92,24 @@ def test_disabling_an_intent_is_seen_by_another_process(telecom, second_process)
     intent.save()
 
     assert second_process("Minha fatura veio alta")["agent"] == "support_agent"
+
+
+def test_a_rollout_change_in_the_admin_and_a_kill_from_the_shell_reach_another_process(
+    telecom, second_process, client, staff_user
+):
+    rollout_flag_set(key="multi_agent", actor="test", create=True)  # an earlier flush may have removed the migration's
+    flag = RolloutFlag.objects.get(key="multi_agent")
+    assert second_process("oi")["flags"]["multi_agent"] == {"kill_switch": False, "percentage": 0, "users": {}}
+
+    client.force_login(staff_user)
+    data = form_data(client.get(change_url(flag)))
+    data.update({"percentage": "10", "user_overrides-0-user_id": "admin_user", "user_overrides-0-enabled": "on"})
+    assert client.post(change_url(flag), data).status_code == 302
+    assert second_process("oi")["flags"]["multi_agent"] == {
+        "kill_switch": False,
+        "percentage": 10,
+        "users": {"admin_user": True},
+    }
+
+    call_command("set_rollout", "multi_agent", "--kill", stdout=StringIO())
+    assert second_process("oi")["flags"]["multi_agent"]["kill_switch"] is True
