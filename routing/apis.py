@@ -7,6 +7,7 @@ selector or a service. Errors are mapped to JSON in one place (:mod:`routing.err
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +28,7 @@ from routing.decide import route_decide
 from routing.errors import (
     ERROR_CONVERSATION_NOT_FOUND,
     ERROR_DEBUG_FORBIDDEN,
+    ERROR_PREVIEW_FORBIDDEN,
     ERROR_TEXT_TOO_LONG,
     ERROR_UNKNOWN_AGENT,
     DomainError,
@@ -34,6 +36,7 @@ from routing.errors import (
 )
 from routing.graph import TurnInput, new_session_id, run_turn
 from routing.models import Conversation, Tenant
+from routing.rollout import flag_evaluate
 from routing.selectors import conversation_get_for_tenant, conversation_messages
 from routing.services import session_clear, session_end
 
@@ -179,6 +182,86 @@ class GatewayMessageApi(AsyncAPIView):
         data, profile = await sync_to_async(_validated_message)(request)
         turn_input = await sync_to_async(_turn_input)(request, data, profile)
         result = await run_turn(turn_input)
+        return Response(result.as_dict())
+
+
+MULTI_AGENT_FLAG = "multi_agent"
+COHORT_MULTI_AGENT = "multi_agent"
+COHORT_SINGLE_AGENT = "single_agent"
+
+
+class IsPreviewClient(permissions.BasePermission):
+    """A key allowed to preview the multi-agent graph, or a staff user's session."""
+
+    message = ERROR_PREVIEW_FORBIDDEN
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if isinstance(user, ApiClient):
+            return user.can_preview
+        return bool(user and user.is_authenticated and user.is_staff)
+
+
+def _flag_routed(turn_input: TurnInput, current: snapshot.Snapshot, *, preview: bool) -> TurnInput:
+    """Seed 003's feature flag: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the
+    single-agent path; a preview always gets the multi-agent graph (and says what the flag would have done).
+
+    The flag comes from the compiled snapshot: no query beyond the version check every message makes.
+    """
+    evaluation = flag_evaluate(
+        current.flags.get(MULTI_AGENT_FLAG),
+        key=MULTI_AGENT_FLAG,
+        user_id=turn_input.user_id,
+        session_id=turn_input.session_id,
+        tenant=turn_input.tenant_slug,
+    ).as_dict()
+    if preview:
+        forced = {**evaluation, "enabled": True, "reason": "preview", "flag_result": evaluation["enabled"]}
+        return replace(turn_input, flags={MULTI_AGENT_FLAG: forced})
+    enabled = evaluation["enabled"]
+    return replace(
+        turn_input,
+        single_agent=not enabled,
+        flags={MULTI_AGENT_FLAG: evaluation},
+        cohort=COHORT_MULTI_AGENT if enabled else COHORT_SINGLE_AGENT,
+    )
+
+
+class ChatMessageApi(AsyncAPIView):
+    @extend_schema(
+        summary="One user message, on the path the multi_agent rollout flag gives this user",
+        description=(
+            "Same body and answer as POST /api/gateway/message. Users in the `multi_agent` flag's cohort go "
+            "through the multi-agent graph (the profile's mode: supervisor plans, handoffs, delegation); everyone "
+            "else through the single-agent path (the profile's fallback specialist answers everything). "
+            "`metadata.flags.multi_agent` says the result and why (kill_switch, user_override, tenant_override, "
+            "bucket, no_stickiness_value), with the bucket."
+        ),
+        request=MessageInputSerializer,
+        responses={200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE},
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request):
+        data, profile = await sync_to_async(_validated_message)(request)
+        turn_input = await sync_to_async(_turn_input)(request, data, profile)
+        result = await run_turn(_flag_routed(turn_input, data["snapshot"], preview=False))
+        return Response(result.as_dict())
+
+
+class MultiAgentChatMessageApi(AsyncAPIView):
+    permission_classes = [IsPreviewClient]
+
+    @extend_schema(
+        summary="One user message, always through the multi-agent graph (preview)",
+        description="For keys allowed to preview (`can_preview`) and staff sessions; bypasses the rollout flag.",
+        request=MessageInputSerializer,
+        responses={200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE, 403: ERROR_RESPONSE},
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request):
+        data, profile = await sync_to_async(_validated_message)(request)
+        turn_input = await sync_to_async(_turn_input)(request, data, profile)
+        result = await run_turn(_flag_routed(turn_input, data["snapshot"], preview=True))
         return Response(result.as_dict())
 
 

@@ -47,6 +47,22 @@ def delegation_decide(
     )
 
 
+def single_agent_decide(decision: RouteDecision, profile: ProfileSpec) -> RouteDecision:
+    """The single-agent path (seed 003's legacy agent): the profile's general specialist answers everything.
+
+    The general specialist is the profile's fallback specialist. The router still decides the intent (its
+    tools, its next state, the routing analytics), in router mode: no supervisor plan, no coordinator, no
+    handoffs. The intent's tools are then limited to what the general specialist may use, as always.
+    """
+    general = profile.fallback_agent
+    decision.metadata["routed_agent"] = decision.agent
+    decision.route = decision.agent = general
+    decision.agents = [general]
+    decision.handoff = False
+    decision.reason = f"Single-agent path: {general} answers every message. Router: {decision.reason}"
+    return decision
+
+
 def delegation_active(profile: ProfileSpec) -> bool:
     """Delegation applies to profiles with a coordinator in router and hybrid modes (a supervisor plans instead)."""
     return bool(profile.coordinator) and profile.effective_mode != "supervisor"
@@ -61,20 +77,30 @@ async def route_decide(
     active_intent: str = "",
     delegated_to: str = "",
     delegated_intent: str = "",
+    single_agent: bool = False,
 ) -> RouteDecision:
     """State policy → (hybrid: short follow-up) → keywords, or a supervisor plan → classifier → fallback.
 
-    A profile with a coordinator routes by :func:`delegation_decide` instead.
+    A profile with a coordinator routes by :func:`delegation_decide` instead; the single-agent path (the
+    rollout flag's other cohort) by :func:`single_agent_decide`.
 
     The mode is the profile's, unless ``ROUTING_MODE`` overrides it. Pure apart
     from the classifier, which may call a model; never touches the ORM.
     """
-    from agents.llm import intent_classifier
-
+    if single_agent:
+        return single_agent_decide(await _routed(profile, text, state, active_agent, active_intent, "router"), profile)
     if delegation_active(profile):
         return delegation_decide(
             profile=profile, text=text, delegated_to=delegated_to, delegated_intent=delegated_intent
         )
+    return await _routed(profile, text, state, active_agent, active_intent, profile.effective_mode)
+
+
+async def _routed(
+    profile: ProfileSpec, text: str, state: str | None, active_agent: str, active_intent: str, mode: str
+) -> RouteDecision:
+    from agents.llm import intent_classifier
+
     classifier = intent_classifier(profile) if profile.llm_router_enabled else None
     return await profile.router.route(
         text,
@@ -82,6 +108,6 @@ async def route_decide(
         active_agent=active_agent,
         active_intent=active_intent,
         classifier=classifier,
-        mode=profile.effective_mode,
+        mode=mode,
         followup_max_chars=profile.hybrid_followup_max_chars,
     )

@@ -97,6 +97,11 @@ class TurnInput:
     channel: str = "api"
     context: dict[str, Any] = field(default_factory=dict)
     snapshot: Snapshot | None = None
+    # The rollout: the single-agent path (no plan, no handoffs, no delegation), the flags evaluated for this
+    # message (shown in metadata.flags) and the cohort they put the message in ("" when no flag decided).
+    single_agent: bool = False
+    flags: dict[str, Any] = field(default_factory=dict)
+    cohort: str = ""
 
     @property
     def conversation_key(self) -> str:
@@ -187,7 +192,8 @@ class Turn:
             "permission": self.permission,
             "granted_permissions": list(self.granted),
             "sub_conversation": self.sub_conversation,
-            "flags": {},
+            "flags": self.input.flags,
+            "cohort": self.input.cohort,
             "llm": self.outcome.llm if self.outcome else ("openai" if llm_configured() else "offline"),
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
@@ -250,6 +256,7 @@ async def routing_decision(turn: Turn) -> None:
             active_intent=turn.active_intent,
             delegated_to=sub.get("specialist", ""),
             delegated_intent=sub.get("intent", ""),
+            single_agent=turn.input.single_agent,
         )
         if turn.decision.method in ("coordinator", "sub_conversation"):
             turn.decision.handoff = False  # moves under a coordinator are delegations and returns
@@ -359,6 +366,8 @@ def _control_tools(turn: Turn, agent: str) -> tuple[ControlTool, ...]:
     """The moves ``agent`` is offered: end its sub-conversation, delegate (coordinator), or hand off."""
     profile = turn.input.profile
     spec = profile.specialists[agent]
+    if turn.input.single_agent:
+        return ()
     if delegation_active(profile):
         sub = turn.sub_conversation
         if sub and sub.get("specialist") == agent:
@@ -733,7 +742,7 @@ def _recent_paths(conversation_pk: int | None, window: int) -> list[tuple[str, s
 
 def _active_specialist(turn: Turn) -> str:
     profile = turn.input.profile
-    if delegation_active(profile):
+    if delegation_active(profile) and not turn.input.single_agent:
         return (turn.sub_conversation or {}).get("specialist") or profile.coordinator
     decision = turn.decision
     if decision is not None and decision.is_plan:
@@ -760,6 +769,7 @@ def _persist(turn: Turn) -> int:
                 Message(
                     conversation_id=conversation,
                     role=MessageRole.SYSTEM,
+                    cohort=data.cohort,
                     agent=agent,
                     content=turn.vault.redact(note),
                     metadata={"kind": "sub_conversation_result"},
@@ -770,6 +780,7 @@ def _persist(turn: Turn) -> int:
                 Message(
                     conversation_id=conversation,
                     role=MessageRole.AGENT,
+                    cohort=data.cohort,
                     agent=partial.agent,
                     content=turn.vault.redact(partial.answer) or GAP_TEXT.format(reason=partial.status),
                     step=partial.round + 1,
@@ -782,6 +793,7 @@ def _persist(turn: Turn) -> int:
                     Message(
                         conversation_id=conversation,
                         role=MessageRole.USER,
+                        cohort=data.cohort,
                         content=turn.text_to_store,
                         metadata={"channel": data.channel, "user_id": data.user_id},
                     ),
@@ -790,6 +802,7 @@ def _persist(turn: Turn) -> int:
                     Message(
                         conversation_id=conversation,
                         role=MessageRole.ASSISTANT,
+                        cohort=data.cohort,
                         agent=turn.agent,
                         content=turn.answer,
                         metadata=turn.metadata(),
@@ -839,6 +852,8 @@ def _persist(turn: Turn) -> int:
                 "granted_permissions": turn.granted,
                 **ordering.ticket_pass_updates(turn.ticket),
             }
+            if data.cohort:
+                updates["cohort"] = data.cohort
             if decision is not None:
                 updates["state"] = turn.next_state
                 updates["active_specialist"] = _active_specialist(turn)
@@ -880,7 +895,8 @@ def new_session_id() -> str:
 
 async def run_turn(data: TurnInput) -> TurnResult:
     """Run one user message through the graph and persist it; never raises for model failures."""
-    turn = Turn(input=data, mode=data.profile.effective_mode, context=dict(data.context))
+    mode = "single_agent" if data.single_agent else data.profile.effective_mode
+    turn = Turn(input=data, mode=mode, context=dict(data.context))
     ready = await sync_to_async(_start)(turn)
     persisted = False
     try:

@@ -4,6 +4,8 @@ from routing import apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
+    path("chat/message", apis.ChatMessageApi.as_view(), name="chat-message"),
+    path("chat/multi-agent/message", apis.MultiAgentChatMessageApi.as_view(), name="chat-multi-agent-message"),
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
     path("health", apis.HealthApi.as_view(), name="health"),
     path("agents", apis.AgentsApi.as_view(), name="agents"),
