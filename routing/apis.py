@@ -228,6 +228,10 @@ def _flag_routed(turn_input: TurnInput, current: snapshot.Snapshot, *, preview: 
 
 
 class ChatMessageApi(AsyncAPIView):
+    """``POST /api/chat/message``: the flag decides; :class:`MultiAgentChatMessageApi` forces the preview."""
+
+    preview = False
+
     @extend_schema(
         summary="One user message, on the path the multi_agent rollout flag gives this user",
         description=(
@@ -244,12 +248,13 @@ class ChatMessageApi(AsyncAPIView):
     async def post(self, request):
         data, profile = await sync_to_async(_validated_message)(request)
         turn_input = await sync_to_async(_turn_input)(request, data, profile)
-        result = await run_turn(_flag_routed(turn_input, data["snapshot"], preview=False))
+        result = await run_turn(_flag_routed(turn_input, data["snapshot"], preview=self.preview))
         return Response(result.as_dict())
 
 
-class MultiAgentChatMessageApi(AsyncAPIView):
+class MultiAgentChatMessageApi(ChatMessageApi):
     permission_classes = [IsPreviewClient]
+    preview = True
 
     @extend_schema(
         summary="One user message, always through the multi-agent graph (preview)",
@@ -259,10 +264,7 @@ class MultiAgentChatMessageApi(AsyncAPIView):
         examples=[GATEWAY_EXAMPLE],
     )
     async def post(self, request):
-        data, profile = await sync_to_async(_validated_message)(request)
-        turn_input = await sync_to_async(_turn_input)(request, data, profile)
-        result = await run_turn(_flag_routed(turn_input, data["snapshot"], preview=True))
-        return Response(result.as_dict())
+        return await super().post(request)
 
 
 class DebugRouteApi(AsyncAPIView):
