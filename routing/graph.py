@@ -803,6 +803,8 @@ def _persist(turn: Turn) -> int:
                         conversation_id=conversation,
                         role=MessageRole.ASSISTANT,
                         cohort=data.cohort,
+                        latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
+                        judge_score=(turn.judges.get("rule_based") or {}).get("score"),
                         agent=turn.agent,
                         content=turn.answer,
                         metadata=turn.metadata(),

@@ -367,3 +367,13 @@ def test_an_admin_edit_is_seen_by_the_next_message(api, telecom):
     product.keywords.create(text="upgrade")
 
     assert send(api, "quero um upgrade").json()["agent"] == "product_agent"
+
+
+def test_an_answer_keeps_its_latency_and_judge_score_in_columns_for_the_analytics(api, telecom):
+    body = send(api, "Minha fatura veio alta").json()
+
+    answer = Message.objects.get(conversation__conversation_key=body["conversation_key"], role="assistant")
+    assert answer.judge_score == body["metadata"]["judges"]["rule_based"]["score"]
+    graph_ms = sum(node["ms"] for node in body["metadata"]["trace"] if node["node"] != "persist")
+    assert answer.latency_ms == pytest.approx(graph_ms, abs=0.01)
+    assert Message.objects.get(conversation=answer.conversation, role="user").latency_ms is None
