@@ -7,5 +7,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/debug/mcp/", include("agents.urls")),
+    path("api/analytics/", include("analytics.urls")),
     path("api/", include("routing.urls")),
 ]

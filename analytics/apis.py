@@ -1,0 +1,365 @@
+"""The analytics API: ``GET /api/analytics/...``, JSON, read-only.
+
+Who reads what: an API key reads its own tenant (``tenant=`` naming another one is a 404, as for an unknown
+slug); a logged-in user with ``analytics.view_analytics`` reads every tenant, or one with ``tenant=``; other
+users get 403, anonymous requests 401. Views parse the filters (:mod:`analytics.filters`) and call one selector.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import permissions, serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from analytics import selectors
+from analytics.filters import (
+    BUCKETS,
+    DEFAULT_DAYS,
+    DEFAULT_RECENT_LIMIT,
+    ERROR_ANALYTICS_FORBIDDEN,
+    KINDS,
+    MAX_DAYS,
+    MAX_HOUR_BUCKET_DAYS,
+    MAX_RECENT_LIMIT,
+    AnalyticsFilters,
+    analytics_filters_parse,
+    bucket_parse,
+    can_view_all_tenants,
+    limit_parse,
+)
+from routing.apis import ERROR_RESPONSE
+from routing.auth import ApiClient
+
+
+class CanViewAnalytics(permissions.BasePermission):
+    """An API key (its own tenant only), or a user with ``analytics.view_analytics``."""
+
+    message = ERROR_ANALYTICS_FORBIDDEN
+
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.user, ApiClient) or can_view_all_tenants(request.user)
+
+
+FILTER_PARAMETERS = [
+    OpenApiParameter(
+        "days",
+        OpenApiTypes.INT,
+        description=f"The last N UTC days, today included (1–{MAX_DAYS}, default {DEFAULT_DAYS}). Not with start/end.",
+    ),
+    OpenApiParameter(
+        "start",
+        OpenApiTypes.DATE,
+        description=f"First day (YYYY-MM-DD, UTC). Without it: {DEFAULT_DAYS} days up to end.",
+    ),
+    OpenApiParameter(
+        "end", OpenApiTypes.DATE, description=f"Last day, included (default today). At most {MAX_DAYS} days from start."
+    ),
+    OpenApiParameter("profile", OpenApiTypes.STR, description="An agent profile's agent_id, e.g. telecom_contas."),
+    OpenApiParameter(
+        "tenant",
+        OpenApiTypes.STR,
+        description=(
+            "A tenant's slug. Users with analytics.view_analytics: that tenant only (default: every tenant). "
+            "API keys: their own tenant only; any other slug is a 404."
+        ),
+    ),
+]
+KIND_PARAMETER = OpenApiParameter(
+    "kind",
+    OpenApiTypes.STR,
+    many=True,
+    description=f"Handoff kinds, repeated or comma-separated: {', '.join(KINDS)}.",
+)
+ERRORS = {400: ERROR_RESPONSE, 401: ERROR_RESPONSE, 403: ERROR_RESPONSE, 404: ERROR_RESPONSE}
+
+
+def _counts(name: str, key: str, **extra: serializers.Field):
+    return inline_serializer(
+        name, {key: serializers.CharField(), "count": serializers.IntegerField(), **extra}, many=True
+    )
+
+
+HANDOFFS_RESPONSE = inline_serializer(
+    "HandoffAnalytics",
+    {
+        "total_handoffs": serializers.IntegerField(),
+        "handoff_paths": inline_serializer(
+            "HandoffPath",
+            {"from": serializers.CharField(), "to": serializers.CharField(), "count": serializers.IntegerField()},
+            many=True,
+        ),
+        "conversations_with_handoffs": serializers.IntegerField(),
+        "total_conversations": serializers.IntegerField(),
+        "handoff_rate_percentage": serializers.FloatField(),
+    },
+)
+AGENTS_RESPONSE = inline_serializer(
+    "AgentUtilisation",
+    {
+        "agent": serializers.CharField(),
+        "turns": serializers.IntegerField(),
+        "share_percentage": serializers.FloatField(),
+    },
+    many=True,
+)
+METHODS_RESPONSE = inline_serializer(
+    "RoutingMethods",
+    {
+        "methods": _counts("RoutingMethodCount", "method", share_percentage=serializers.FloatField()),
+        "fallback_rate_percentage": serializers.FloatField(),
+        "total": serializers.IntegerField(),
+    },
+)
+TIMELINE_RESPONSE = inline_serializer(
+    "HandoffTimelinePeriod",
+    {
+        "period": serializers.DateTimeField(),
+        "count": serializers.IntegerField(),
+        "by_kind": serializers.DictField(child=serializers.IntegerField()),
+    },
+    many=True,
+)
+STOPS_RESPONSE = inline_serializer(
+    "LoopStops",
+    {
+        "total_stopped": serializers.IntegerField(),
+        "by_outcome": _counts("LoopStopOutcome", "outcome"),
+        "by_agent": _counts("LoopStopAgent", "agent"),
+        "total_refused": serializers.IntegerField(),
+        "refused_by_agent": _counts("RefusalAgent", "agent"),
+    },
+)
+DELEGATIONS_RESPONSE = inline_serializer(
+    "DelegationOutcomes",
+    {
+        "total_delegations": serializers.IntegerField(),
+        "total_returns": serializers.IntegerField(),
+        "returns_by_outcome": _counts("ReturnOutcome", "outcome", share_percentage=serializers.FloatField()),
+        "returns_by_specialist": _counts("ReturnSpecialist", "agent"),
+    },
+)
+TOOLS_RESPONSE = inline_serializer(
+    "ToolCallStats",
+    {
+        "tools": inline_serializer(
+            "ToolStats",
+            {
+                "tool": serializers.CharField(),
+                "server": serializers.CharField(),
+                "calls": serializers.IntegerField(),
+                "errors": serializers.IntegerField(),
+                "errors_by_status": serializers.DictField(child=serializers.IntegerField()),
+                "error_rate_percentage": serializers.FloatField(),
+                "avg_latency_ms": serializers.FloatField(),
+            },
+            many=True,
+        ),
+        "total_calls": serializers.IntegerField(),
+        "total_errors": serializers.IntegerField(),
+        "error_statuses": serializers.ListField(child=serializers.CharField()),
+    },
+)
+COHORTS_RESPONSE = inline_serializer(
+    "CohortComparison",
+    {
+        "cohorts": inline_serializer(
+            "Cohort",
+            {
+                "cohort": serializers.CharField(),
+                "messages": serializers.IntegerField(),
+                "answers": serializers.IntegerField(),
+                "conversations": serializers.IntegerField(),
+                "handoffs": serializers.IntegerField(),
+                "conversations_with_handoffs": serializers.IntegerField(),
+                "handoff_rate_percentage": serializers.FloatField(),
+                "avg_judge_score": serializers.FloatField(allow_null=True),
+                "avg_latency_ms": serializers.FloatField(allow_null=True),
+                "p50_latency_ms": serializers.FloatField(allow_null=True),
+                "p95_latency_ms": serializers.FloatField(allow_null=True),
+            },
+            many=True,
+        ),
+        "percentiles": serializers.BooleanField(),
+    },
+)
+RECENT_RESPONSE = inline_serializer(
+    "RecentHandoff",
+    {
+        "id": serializers.IntegerField(),
+        "conversation_id": serializers.IntegerField(),
+        "conversation_key": serializers.CharField(),
+        "tenant": serializers.CharField(),
+        "profile": serializers.CharField(),
+        "from_agent": serializers.CharField(),
+        "to_agent": serializers.CharField(),
+        "kind": serializers.CharField(),
+        "status": serializers.CharField(),
+        "outcome": serializers.CharField(),
+        "reason": serializers.CharField(),
+        "created_at": serializers.DateTimeField(),
+    },
+    many=True,
+)
+
+COUNTED = "Counted handoffs: completed moves of kind handoff, routing_handoff or delegation (or of the kinds given)."
+
+
+class AnalyticsApi(APIView):
+    permission_classes = [permissions.IsAuthenticated, CanViewAnalytics]
+    kinds_allowed = False
+
+    def filters(self, request) -> AnalyticsFilters:
+        return analytics_filters_parse(params=request.query_params, user=request.user, kinds_allowed=self.kinds_allowed)
+
+
+class HandoffsApi(AnalyticsApi):
+    kinds_allowed = True
+
+    @extend_schema(
+        summary="Handoff analytics (seed 003): totals, paths between agents, handoff rate",
+        description=(
+            f"{COUNTED} `total_conversations`: conversations created in the window; `conversations_with_handoffs`: "
+            "distinct conversations with a counted handoff in the window; `handoff_rate_percentage` = 100 × with / "
+            "total, 2 decimals (0 without conversations). Paths: most frequent first, then by from and to."
+        ),
+        parameters=[*FILTER_PARAMETERS, KIND_PARAMETER],
+        responses={200: HANDOFFS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        filters = self.filters(request)
+        return Response(selectors.handoff_summary(**filters.selector_kwargs(kinds=True)))
+
+
+class HandoffTimelineApi(AnalyticsApi):
+    kinds_allowed = True
+
+    @extend_schema(
+        summary="Counted handoffs per day or hour, with empty periods as 0",
+        description=(
+            f"{COUNTED} Periods are UTC days or hours, oldest first, from the window's start up to now; `by_kind` "
+            f"names every kind counted. `bucket=hour` covers at most {MAX_HOUR_BUCKET_DAYS} days."
+        ),
+        parameters=[
+            *FILTER_PARAMETERS,
+            KIND_PARAMETER,
+            OpenApiParameter("bucket", OpenApiTypes.STR, enum=list(BUCKETS), description="day (default) or hour."),
+        ],
+        responses={200: TIMELINE_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        filters = self.filters(request)
+        bucket = bucket_parse(params=request.query_params, filters=filters)
+        return Response(selectors.handoff_timeline(**filters.selector_kwargs(kinds=True), bucket=bucket))
+
+
+class RecentHandoffsApi(AnalyticsApi):
+    kinds_allowed = True
+
+    @extend_schema(
+        summary="The latest handoff rows (every status), newest first",
+        description=(
+            "Each row names its conversation (`conversation_key`; `conversation_id` opens "
+            "/admin/routing/conversation/<id>/change/ for staff). Stops and refusals are listed too; `kind` narrows."
+        ),
+        parameters=[
+            *FILTER_PARAMETERS,
+            KIND_PARAMETER,
+            OpenApiParameter(
+                "limit",
+                OpenApiTypes.INT,
+                description=f"How many rows (1–{MAX_RECENT_LIMIT}, default {DEFAULT_RECENT_LIMIT}).",
+            ),
+        ],
+        responses={200: RECENT_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        filters = self.filters(request)
+        limit = limit_parse(params=request.query_params)
+        return Response(selectors.handoff_list_recent(**filters.selector_kwargs(kinds=True), limit=limit))
+
+
+class LoopStopsApi(AnalyticsApi):
+    kinds_allowed = True
+
+    @extend_schema(
+        summary="Moves loop safety stopped (by cause and by agent) and moves refused",
+        description=(
+            "Stopped rows: outcome ping_pong, path_repeated, handoff_limit or step_limit; refused rows: a target the "
+            "agent may not reach. `agent` is the one that tried to move; `kind` narrows to the kinds of move tried."
+        ),
+        parameters=[*FILTER_PARAMETERS, KIND_PARAMETER],
+        responses={200: STOPS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        filters = self.filters(request)
+        return Response(selectors.handoff_stops(**filters.selector_kwargs(kinds=True)))
+
+
+class DelegationsApi(AnalyticsApi):
+    @extend_schema(
+        summary="Sub-conversations: delegations made and how they came back",
+        description=(
+            "Delegations: completed `delegation` rows. Returns: `return` rows by outcome (the status the specialist "
+            "ended its sub-conversation with: completed, out_of_scope, ...) and by specialist."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: DELEGATIONS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(selectors.delegation_outcomes(**self.filters(request).selector_kwargs()))
+
+
+class AgentsApi(AnalyticsApi):
+    @extend_schema(
+        summary="Agent utilisation: share of answered turns per specialist",
+        description="Assistant messages in the window per specialist (`agent`), most first.",
+        parameters=FILTER_PARAMETERS,
+        responses={200: AGENTS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(selectors.agent_utilisation(**self.filters(request).selector_kwargs()))
+
+
+class RoutingMethodsApi(AnalyticsApi):
+    @extend_schema(
+        summary="Routing-method mix and fallback rate",
+        description=(
+            "Stored route decisions by method (state, keyword, llm, fallback always listed; followup, coordinator, "
+            "sub_conversation, permission when they occur). `fallback_rate_percentage` is the fallback share."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: METHODS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(selectors.route_method_mix(**self.filters(request).selector_kwargs()))
+
+
+class ToolsApi(AnalyticsApi):
+    @extend_schema(
+        summary="MCP tool calls per tool: calls, errors, error rate, average latency",
+        description=(
+            "An error is any status but ok (`error_statuses` lists them); `errors_by_status` splits each tool's. "
+            "`avg_latency_ms` averages all the tool's calls."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: TOOLS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(selectors.tool_call_stats(**self.filters(request).selector_kwargs()))
+
+
+class CohortsApi(AnalyticsApi):
+    @extend_schema(
+        summary="Rollout cohorts side by side: multi_agent vs single_agent",
+        description=(
+            "User messages, answers, conversations, counted handoffs and handoff rate, average judge score and "
+            "latency (p50/p95 on PostgreSQL; `percentiles` false and null elsewhere) per side of the multi_agent "
+            "flag. Turns the flag did not decide (blank cohort) are left out."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: COHORTS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(selectors.cohort_comparison(**self.filters(request).selector_kwargs()))

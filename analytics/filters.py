@@ -1,0 +1,216 @@
+"""The analytics' filters: who may read which tenant, the date window, the profile and the handoff kinds.
+
+:func:`analytics_filters_parse` turns query parameters (the API's, or a page's GET form) into
+:class:`AnalyticsFilters`, whose :meth:`~AnalyticsFilters.selector_kwargs` are the keyword arguments every
+selector of :mod:`analytics.selectors` takes. Dates are UTC calendar days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from agents.models import AgentProfile
+from handoffs.models import HandoffKind
+from routing.auth import ApiClient
+from routing.errors import DomainError, NotFound
+from routing.models import Tenant
+
+ANALYTICS_PERMISSION = "analytics.view_analytics"
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 366
+MAX_HOUR_BUCKET_DAYS = 31
+DEFAULT_RECENT_LIMIT = 20
+MAX_RECENT_LIMIT = 100
+BUCKETS = ("day", "hour")
+KINDS = tuple(HandoffKind.values)
+
+ERROR_DAYS = f"days must be a whole number from 1 to {MAX_DAYS}."
+ERROR_DATE = "Not a date; use YYYY-MM-DD."
+ERROR_DAYS_WITH_DATES = "Give either days or start/end, not both."
+ERROR_START_AFTER_END = "start must not be after end."
+ERROR_RANGE_TOO_LONG = f"The range covers more than {MAX_DAYS} days."
+ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
+ERROR_UNKNOWN_KIND = "Unknown kind {kind!r}; one of " + ", ".join(KINDS) + "."
+ERROR_TENANT_NOT_FOUND = "No tenant with this slug."
+ERROR_BUCKET = "bucket must be day or hour."
+ERROR_HOUR_BUCKET_RANGE = f"bucket=hour covers at most {MAX_HOUR_BUCKET_DAYS} days; narrow the range."
+ERROR_LIMIT = f"limit must be a whole number from 1 to {MAX_RECENT_LIMIT}."
+ERROR_ANALYTICS_FORBIDDEN = "Reading the analytics needs the permission analytics.view_analytics."
+
+
+class AnalyticsForbidden(DomainError):
+    status_code = 403
+    code = "permission_denied"
+
+
+@dataclass(frozen=True)
+class AnalyticsFilters:
+    """What the analytics count: ``[start, end)`` (aware UTC datetimes), one tenant or all (``tenant_id`` None),
+    one profile or all, and the handoff kinds asked for (``None``: each selector's default)."""
+
+    start: dt.datetime
+    end: dt.datetime
+    tenant_id: int | None
+    profile_id: int | None = None
+    kinds: tuple[str, ...] | None = None
+
+    def selector_kwargs(self, *, kinds: bool = False) -> dict[str, Any]:
+        """Keyword arguments for a selector; ``kinds=True`` for the selectors that take ``kinds``."""
+        kwargs: dict[str, Any] = {
+            "start": self.start,
+            "end": self.end,
+            "tenant_id": self.tenant_id,
+            "profile_id": self.profile_id,
+        }
+        if kinds:
+            kwargs["kinds"] = self.kinds
+        return kwargs
+
+
+def can_view_all_tenants(user: Any) -> bool:
+    """A logged-in user with ``analytics.view_analytics`` (an API key never is one)."""
+    if user is None or isinstance(user, ApiClient) or not user.is_authenticated:
+        return False
+    return user.has_perm(ANALYTICS_PERMISSION)
+
+
+def _param(params: Mapping[str, Any], name: str) -> str:
+    value = params.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _date(params: Mapping[str, Any], name: str, errors: dict[str, list[str]]) -> dt.date | None:
+    raw = _param(params, name)
+    if not raw:
+        return None
+    try:
+        return dt.date.fromisoformat(raw)
+    except ValueError:
+        errors[name] = [ERROR_DATE]
+        return None
+
+
+def _whole_number(raw: str, low: int, high: int) -> int | None:
+    if not raw.isdigit():  # refuses signs, decimals and words alike
+        return None
+    value = int(raw)
+    return value if low <= value <= high else None
+
+
+def _window(params: Mapping[str, Any], errors: dict[str, list[str]], today: dt.date) -> tuple[dt.date, dt.date]:
+    """The first and last day (both included). ``days=N``: the last N days, today included."""
+    raw_days = _param(params, "days")
+    start, end = _date(params, "start", errors), _date(params, "end", errors)
+    dates_given = bool(_param(params, "start") or _param(params, "end"))
+    if raw_days and dates_given:
+        errors["days"] = [ERROR_DAYS_WITH_DATES]
+    days = DEFAULT_DAYS
+    if raw_days:
+        parsed = _whole_number(raw_days, 1, MAX_DAYS)
+        if parsed is None:
+            errors.setdefault("days", [ERROR_DAYS])
+        else:
+            days = parsed
+    if not dates_given:
+        return today - dt.timedelta(days=days - 1), today
+    end = end or today
+    start = start or end - dt.timedelta(days=DEFAULT_DAYS - 1)
+    if start > end:
+        errors.setdefault("start", [ERROR_START_AFTER_END])
+    elif (end - start).days + 1 > MAX_DAYS:
+        errors.setdefault("start", [ERROR_RANGE_TOO_LONG])
+    return start, end
+
+
+def _kinds(params: Mapping[str, Any], errors: dict[str, list[str]]) -> tuple[str, ...] | None:
+    raws = params.getlist("kind") if hasattr(params, "getlist") else [params.get("kind") or ""]
+    kinds: list[str] = []
+    for raw in raws:
+        for kind in (part.strip() for part in str(raw).split(",")):
+            if not kind:
+                continue
+            if kind not in KINDS:
+                errors["kind"] = [ERROR_UNKNOWN_KIND.format(kind=kind)]
+                return None
+            if kind not in kinds:
+                kinds.append(kind)
+    return tuple(kinds) or None
+
+
+def _tenant_id(params: Mapping[str, Any], user: Any) -> int | None:
+    """The tenant the request reads: the key's own, or (with the permission) the named one or all.
+
+    Another tenant's slug reads exactly like an unknown one (404): a key learns nothing about other tenants.
+    """
+    slug = _param(params, "tenant")
+    not_found = NotFound(ERROR_TENANT_NOT_FOUND, fields={"tenant": [ERROR_TENANT_NOT_FOUND]})
+    if isinstance(user, ApiClient):
+        if slug and slug != user.tenant.slug:
+            raise not_found
+        return user.tenant.pk
+    if not can_view_all_tenants(user):
+        raise AnalyticsForbidden(ERROR_ANALYTICS_FORBIDDEN)
+    if not slug:
+        return None
+    tenant_id = Tenant.objects.filter(slug=slug).values_list("pk", flat=True).first()
+    if tenant_id is None:
+        raise not_found
+    return tenant_id
+
+
+def analytics_filters_parse(
+    *, params: Mapping[str, Any], user: Any, kinds_allowed: bool = False, today: dt.date | None = None
+) -> AnalyticsFilters:
+    """Read ``days`` (1..366, default 30) or ``start``/``end`` (ISO dates, ``end`` included), ``profile``
+    (agent_id), ``kind`` (repeated or comma-separated; only when ``kinds_allowed``) and ``tenant`` (slug).
+
+    Raises :class:`AnalyticsForbidden` (403) for a user without ``analytics.view_analytics``,
+    :class:`~routing.errors.NotFound` naming ``tenant`` for a tenant the user may not read or that does not
+    exist, and :class:`~routing.errors.DomainError` (400) naming every bad field at once.
+    """
+    tenant_id = _tenant_id(params, user)
+    errors: dict[str, list[str]] = {}
+    first, last = _window(params, errors, today or timezone.now().astimezone(dt.UTC).date())
+    kinds = _kinds(params, errors) if kinds_allowed else None
+    profile_id = None
+    agent_id = _param(params, "profile")
+    if agent_id:
+        profile_id = AgentProfile.objects.filter(agent_id=agent_id).values_list("pk", flat=True).first()
+        if profile_id is None:
+            errors["profile"] = [ERROR_UNKNOWN_PROFILE.format(profile=agent_id)]
+    if errors:
+        raise DomainError(f"Invalid filter: {', '.join(errors)}.", fields=errors)
+    return AnalyticsFilters(
+        start=dt.datetime.combine(first, dt.time.min, tzinfo=dt.UTC),
+        end=dt.datetime.combine(last + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC),
+        tenant_id=tenant_id,
+        profile_id=profile_id,
+        kinds=kinds,
+    )
+
+
+def bucket_parse(*, params: Mapping[str, Any], filters: AnalyticsFilters) -> str:
+    """``bucket``: ``day`` (default) or ``hour`` (ranges of at most 31 days). Raises DomainError naming it."""
+    bucket = _param(params, "bucket") or "day"
+    if bucket not in BUCKETS:
+        raise DomainError(ERROR_BUCKET, fields={"bucket": [ERROR_BUCKET]})
+    if bucket == "hour" and (filters.end - filters.start).days > MAX_HOUR_BUCKET_DAYS:
+        raise DomainError(ERROR_HOUR_BUCKET_RANGE, fields={"bucket": [ERROR_HOUR_BUCKET_RANGE]})
+    return bucket
+
+
+def limit_parse(*, params: Mapping[str, Any]) -> int:
+    """``limit``: 1..100, default 20. Raises DomainError naming it."""
+    raw = _param(params, "limit")
+    if not raw:
+        return DEFAULT_RECENT_LIMIT
+    limit = _whole_number(raw, 1, MAX_RECENT_LIMIT)
+    if limit is None:
+        raise DomainError(ERROR_LIMIT, fields={"limit": [ERROR_LIMIT]})
+    return limit

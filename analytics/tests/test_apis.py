@@ -1,0 +1,314 @@
+"""Every analytics endpoint against the hand-built traffic (analytics/tests/traffic.py), numbers worked by hand.
+
+Unless a test says otherwise the reader is tenant A's API key and the window the default 30 days (D29..today),
+which holds every row of the table except c5's creation, h13 and the D40 messages, decision and tool call.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+pytestmark = pytest.mark.django_db
+
+
+def get(client, path, **params):
+    response = client.get(f"/api/analytics/{path}", params)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+# -- /api/analytics/handoffs -----------------------------------------------------------------------------------------
+
+
+def test_it_counts_completed_handoffs_routing_handoffs_and_delegations_with_their_paths_and_rate(api, traffic):
+    # Counted: h1, h2, h4, h6, h10, h12 (h3/h11 stopped, h8 refused, h5/h7 returns, h9 fan-out, h13 too old).
+    # With handoffs: c1, c2, c4, c5. Created in the window: c1, c2, c3, c4, c6, c7, c8 → 4 / 7 = 57.14 %.
+    assert get(api, "handoffs") == {
+        "total_handoffs": 6,
+        "handoff_paths": [
+            {"from": "billing_agent", "to": "orders_agent", "count": 3},  # h1, h10, h12
+            {"from": "coordinator", "to": "billing_agent", "count": 1},
+            {"from": "coordinator", "to": "orders_agent", "count": 1},
+            {"from": "orders_agent", "to": "billing_agent", "count": 1},
+        ],
+        "conversations_with_handoffs": 4,
+        "total_conversations": 7,
+        "handoff_rate_percentage": 57.14,
+    }
+
+
+def test_it_counts_only_the_given_profiles_handoffs_and_conversations(api, traffic):
+    # P1: h1, h2, h4, h6, h12 in c1, c2, c5; P1 conversations created: c1, c2, c3, c6, c7, c8 → 3 / 6.
+    body = get(api, "handoffs", profile="telecom_contas")
+    assert (body["total_handoffs"], body["conversations_with_handoffs"], body["total_conversations"]) == (5, 3, 6)
+    assert body["handoff_rate_percentage"] == 50.0
+    # P2: h10 in c4, the only P2 conversation.
+    assert get(api, "handoffs", profile="retail_loja") == {
+        "total_handoffs": 1,
+        "handoff_paths": [{"from": "billing_agent", "to": "orders_agent", "count": 1}],
+        "conversations_with_handoffs": 1,
+        "total_conversations": 1,
+        "handoff_rate_percentage": 100.0,
+    }
+
+
+def test_the_kind_filter_counts_exactly_the_kinds_named(api, traffic):
+    # h1, h10 in c1, c4 → 2 / 7.
+    body = get(api, "handoffs", kind="routing_handoff")
+    assert body["total_handoffs"] == 2
+    assert body["handoff_paths"] == [{"from": "billing_agent", "to": "orders_agent", "count": 2}]
+    assert body["handoff_rate_percentage"] == 28.57
+    # Returns only when asked: h5, h7 in c2 → 1 / 7.
+    body = get(api, "handoffs", kind="return")
+    assert body["handoff_paths"] == [
+        {"from": "billing_agent", "to": "coordinator", "count": 1},
+        {"from": "orders_agent", "to": "coordinator", "count": 1},
+    ]
+    assert (body["conversations_with_handoffs"], body["handoff_rate_percentage"]) == (1, 14.29)
+    # Repeated or comma-separated: h2, h12 (handoff) and h4, h6 (delegation) in c1, c2, c5 → 3 / 7.
+    for params in ({"kind": "handoff,delegation"}, {"kind": ["handoff", "delegation"]}):
+        body = get(api, "handoffs", **params)
+        assert (body["total_handoffs"], body["conversations_with_handoffs"]) == (4, 3)
+        assert body["handoff_rate_percentage"] == 42.86
+
+
+def test_days_and_start_end_choose_the_window(api, traffic):
+    # days=2 is D1 and today: h4, h6, h12 in c2, c5; created: c2, c3, c7, c8 → 2 / 4.
+    body = get(api, "handoffs", days=2)
+    assert (body["total_handoffs"], body["conversations_with_handoffs"], body["total_conversations"]) == (3, 2, 4)
+    assert body["handoff_rate_percentage"] == 50.0
+    # D3..D2, both included: h10, h1, h2 in c4, c1; created: c4, c1, c6 → 2 / 3.
+    body = get(api, "handoffs", start=traffic.day(3), end=traffic.day(2))
+    assert (body["total_handoffs"], body["conversations_with_handoffs"], body["total_conversations"]) == (3, 2, 3)
+    assert body["handoff_rate_percentage"] == 66.67
+    # 90 days reach D40: h13 too, and c5 is created in the window → 4 / 8.
+    body = get(api, "handoffs", days=90)
+    assert (body["total_handoffs"], body["conversations_with_handoffs"], body["total_conversations"]) == (7, 4, 8)
+    assert body["handoff_rate_percentage"] == 50.0
+    # Nothing on D10: a rate of 0, not a division by zero.
+    assert get(api, "handoffs", start=traffic.day(10), end=traffic.day(10)) == {
+        "total_handoffs": 0,
+        "handoff_paths": [],
+        "conversations_with_handoffs": 0,
+        "total_conversations": 0,
+        "handoff_rate_percentage": 0.0,
+    }
+
+
+# -- /api/analytics/handoffs/timeline --------------------------------------------------------------------------------
+
+
+def test_the_daily_timeline_counts_handoffs_per_kind_and_fills_empty_days_with_zero(api, traffic):
+    body = get(api, "handoffs/timeline", start=traffic.day(5), end=traffic.day(1))
+    zero = {"handoff": 0, "routing_handoff": 0, "delegation": 0}
+    assert body == [
+        {"period": f"{traffic.day(5)}T00:00:00+00:00", "count": 0, "by_kind": zero},
+        {"period": f"{traffic.day(4)}T00:00:00+00:00", "count": 0, "by_kind": zero},
+        {"period": f"{traffic.day(3)}T00:00:00+00:00", "count": 1, "by_kind": {**zero, "routing_handoff": 1}},  # h10
+        {
+            "period": f"{traffic.day(2)}T00:00:00+00:00",
+            "count": 2,
+            "by_kind": {**zero, "handoff": 1, "routing_handoff": 1},
+        },
+        {"period": f"{traffic.day(1)}T00:00:00+00:00", "count": 3, "by_kind": {**zero, "handoff": 1, "delegation": 2}},
+    ]
+
+
+def test_the_default_timeline_has_one_period_per_day_of_the_window_up_to_today(api, traffic):
+    body = get(api, "handoffs/timeline")
+    assert len(body) == 30
+    assert body[-1]["period"] == f"{traffic.day(0)}T00:00:00+00:00"
+    assert sum(period["count"] for period in body) == 6
+
+
+def test_the_hourly_timeline_lists_every_hour_of_the_range(api, traffic):
+    body = get(api, "handoffs/timeline", start=traffic.day(2), end=traffic.day(2), bucket="hour", kind="handoff")
+    assert len(body) == 24
+    counts = {period["period"][11:13]: period["count"] for period in body if period["count"]}
+    assert counts == {"10": 1}  # h2 (h1 is a routing handoff, h3 was stopped)
+    assert body[10]["by_kind"] == {"handoff": 1}
+
+
+# -- /api/analytics/loop-stops and /api/analytics/delegations --------------------------------------------------------
+
+
+def test_loop_stops_are_grouped_by_cause_and_agent_with_the_refusals_apart(api, traffic):
+    assert get(api, "loop-stops") == {
+        "total_stopped": 2,  # h3, h11
+        "by_outcome": [{"outcome": "ping_pong", "count": 1}, {"outcome": "step_limit", "count": 1}],
+        "by_agent": [{"agent": "billing_agent", "count": 2}],
+        "total_refused": 1,  # h8
+        "refused_by_agent": [{"agent": "coordinator", "count": 1}],
+    }
+    # h8 was a delegation: asking for handoffs leaves it out.
+    body = get(api, "loop-stops", kind="handoff")
+    assert (body["total_stopped"], body["total_refused"]) == (2, 0)
+    assert get(api, "loop-stops", days=2)["total_stopped"] == 0
+
+
+def test_delegations_count_and_their_returns_by_outcome(api, traffic):
+    assert get(api, "delegations") == {
+        "total_delegations": 2,  # h4, h6 (h8 refused)
+        "total_returns": 2,  # h5, h7
+        "returns_by_outcome": [
+            {"outcome": "completed", "count": 1, "share_percentage": 50.0},
+            {"outcome": "out_of_scope", "count": 1, "share_percentage": 50.0},
+        ],
+        "returns_by_specialist": [{"agent": "billing_agent", "count": 1}, {"agent": "orders_agent", "count": 1}],
+    }
+
+
+# -- /api/analytics/handoffs/recent ----------------------------------------------------------------------------------
+
+
+def test_recent_handoffs_are_the_latest_rows_of_every_status_with_their_conversation(api, traffic):
+    body = get(api, "handoffs/recent", limit=3)
+    assert [row["id"] for row in body] == [traffic.handoffs[name].pk for name in ("h12", "h9", "h7")]
+    c2 = traffic.conversations["c2"]
+    assert body[2] == {
+        "id": traffic.handoffs["h7"].pk,
+        "conversation_id": c2.pk,
+        "conversation_key": "tenant_a:telecom_contas:c2",
+        "tenant": "tenant_a",
+        "profile": "telecom_contas",
+        "from_agent": "orders_agent",
+        "to_agent": "coordinator",
+        "kind": "return",
+        "status": "completed",
+        "outcome": "out_of_scope",
+        "reason": "h7: orders_agent → coordinator",
+        "created_at": traffic.handoffs["h7"].created_at.isoformat().replace("+00:00", "Z"),
+    }
+    # 12 rows in the window (h1–h12), 20 by default; kind and profile narrow.
+    assert len(get(api, "handoffs/recent")) == 12
+    stopped = get(api, "handoffs/recent", kind="handoff", profile="retail_loja")
+    assert [(row["id"], row["status"]) for row in stopped] == [(traffic.handoffs["h11"].pk, "stopped")]
+
+
+# -- agents, routing methods, tools ----------------------------------------------------------------------------------
+
+
+def test_agent_utilisation_is_the_share_of_answers_per_specialist(api, traffic):
+    # Answers in 30 days: billing c1×2 + c2; orders c2 + c4 + c5; support c3×2 → 3, 3, 2 of 8.
+    assert get(api, "agents") == [
+        {"agent": "billing_agent", "turns": 3, "share_percentage": 37.5},
+        {"agent": "orders_agent", "turns": 3, "share_percentage": 37.5},
+        {"agent": "support_agent", "turns": 2, "share_percentage": 25.0},
+    ]
+    assert get(api, "agents", profile="retail_loja") == [
+        {"agent": "orders_agent", "turns": 1, "share_percentage": 100.0}
+    ]
+
+
+def test_routing_methods_give_each_methods_share_and_the_fallback_rate(api, traffic):
+    # keyword c1×2 + c4; fallback c3×2; coordinator, sub_conversation, llm, state once each → 9.
+    assert get(api, "routing-methods") == {
+        "methods": [
+            {"method": "keyword", "count": 3, "share_percentage": 33.33},
+            {"method": "fallback", "count": 2, "share_percentage": 22.22},
+            {"method": "coordinator", "count": 1, "share_percentage": 11.11},
+            {"method": "llm", "count": 1, "share_percentage": 11.11},
+            {"method": "state", "count": 1, "share_percentage": 11.11},
+            {"method": "sub_conversation", "count": 1, "share_percentage": 11.11},
+        ],
+        "fallback_rate_percentage": 22.22,
+        "total": 9,
+    }
+    # P2 only routed by keyword; the core methods stay listed at 0.
+    assert get(api, "routing-methods", profile="retail_loja") == {
+        "methods": [
+            {"method": "keyword", "count": 1, "share_percentage": 100.0},
+            {"method": "fallback", "count": 0, "share_percentage": 0.0},
+            {"method": "llm", "count": 0, "share_percentage": 0.0},
+            {"method": "state", "count": 0, "share_percentage": 0.0},
+        ],
+        "fallback_rate_percentage": 0.0,
+        "total": 1,
+    }
+
+
+def test_tool_calls_give_errors_error_rate_and_average_latency_per_tool(api, traffic):
+    body = get(api, "tools")
+    assert body["tools"] == [
+        {
+            "tool": "consultar_fatura",
+            "server": "telecom",
+            "calls": 4,
+            "errors": 2,
+            "errors_by_status": {"error": 1, "timeout": 1},
+            "error_rate_percentage": 50.0,
+            "avg_latency_ms": 837.5,  # (100 + 200 + 3000 + 50) / 4
+        },
+        {
+            "tool": "consultar_pedido",
+            "server": "retail",
+            "calls": 3,
+            "errors": 1,
+            "errors_by_status": {"permission_required": 1},
+            "error_rate_percentage": 33.33,
+            "avg_latency_ms": 66.67,  # (120 + 0 + 80) / 3
+        },
+        {
+            "tool": "diagnosticar_linha",
+            "server": "telecom",
+            "calls": 1,
+            "errors": 1,
+            "errors_by_status": {"not_offered": 1},
+            "error_rate_percentage": 100.0,
+            "avg_latency_ms": 0.0,
+        },
+    ]
+    assert (body["total_calls"], body["total_errors"]) == (8, 4)
+    assert body["error_statuses"] == [
+        "error",
+        "timeout",
+        "invalid_arguments",
+        "unavailable",
+        "not_offered",
+        "permission_required",
+    ]
+
+
+# -- /api/analytics/cohorts ------------------------------------------------------------------------------------------
+
+
+def test_cohorts_compare_the_multi_agent_and_single_agent_sides(api, traffic):
+    body = get(api, "cohorts")
+    postgres = connection.vendor == "postgresql"
+    assert body["percentiles"] is postgres
+    multi, single = body["cohorts"]
+    assert multi == {
+        "cohort": "multi_agent",
+        "messages": 5,  # user messages of c1 ×2, c2 ×2, c5 (its D40 turn is too old)
+        "answers": 5,
+        "conversations": 4,  # c1, c2, c6, c8 (c5 was created on D40)
+        "handoffs": 5,  # h1, h2 (c1), h4, h6 (c2), h12 (c5)
+        "conversations_with_handoffs": 3,  # c1, c2, c5
+        "handoff_rate_percentage": 75.0,
+        "avg_judge_score": 0.66,  # (.8 + .6 + 1 + .4 + .5) / 5
+        "avg_latency_ms": 300.0,  # 100, 300, 200, 500, 400
+        "p50_latency_ms": 300.0 if postgres else None,
+        "p95_latency_ms": 480.0 if postgres else None,  # 400 + 0.8 × (500 − 400)
+    }
+    assert single == {
+        "cohort": "single_agent",
+        "messages": 2,
+        "answers": 2,
+        "conversations": 2,  # c3, c7
+        "handoffs": 0,
+        "conversations_with_handoffs": 0,
+        "handoff_rate_percentage": 0.0,
+        "avg_judge_score": 0.8,
+        "avg_latency_ms": 60.0,
+        "p50_latency_ms": 60.0 if postgres else None,
+        "p95_latency_ms": 69.0 if postgres else None,  # 50 + 0.95 × 20
+    }
+
+
+def test_a_cohort_without_traffic_is_still_listed_with_zeros(api, traffic):
+    body = get(api, "cohorts", start=traffic.day(3), end=traffic.day(3))  # only c4, whose cohort is blank
+    assert [(c["cohort"], c["messages"], c["conversations"], c["avg_latency_ms"]) for c in body["cohorts"]] == [
+        ("multi_agent", 0, 0, None),
+        ("single_agent", 0, 0, None),
+    ]

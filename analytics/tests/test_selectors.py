@@ -1,0 +1,53 @@
+"""The selectors as the dashboard calls them: plain data, a fixed number of queries however many rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from analytics import selectors
+
+pytestmark = pytest.mark.django_db
+
+QUERIES = [
+    (selectors.handoff_summary, 3),
+    (selectors.handoff_timeline, 1),
+    (selectors.handoff_stops, 1),
+    (selectors.handoff_list_recent, 1),
+    (selectors.delegation_outcomes, 1),
+    (selectors.agent_utilisation, 1),
+    (selectors.route_method_mix, 1),
+    (selectors.tool_call_stats, 1),
+    (selectors.cohort_comparison, 4),
+]
+
+
+def window(traffic, days: int = 30) -> dict:
+    end = dt.datetime.combine(traffic.today + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
+    return {"start": end - dt.timedelta(days=days), "end": end}
+
+
+@pytest.mark.parametrize(("selector", "queries"), QUERIES, ids=[s.__name__ for s, _ in QUERIES])
+def test_each_selector_runs_a_fixed_number_of_queries_for_one_tenant_or_all(
+    selector, queries, traffic, django_assert_num_queries
+):
+    for tenant_id in (traffic.tenant_a.pk, None):
+        with django_assert_num_queries(queries):
+            result = selector(**window(traffic), tenant_id=tenant_id, profile_id=traffic.p1.pk)
+        json.dumps(result, default=str)  # plain data, ready for a template or a JSON response
+
+
+def test_the_dashboard_gets_the_same_numbers_as_the_api(api, traffic):
+    body = api.get("/api/analytics/handoffs").json()
+    assert selectors.handoff_summary(**window(traffic), tenant_id=traffic.tenant_a.pk) == body
+
+
+def test_the_timeline_stops_at_now(traffic):
+    now = dt.datetime.combine(traffic.today, dt.time(5, 30), tzinfo=dt.UTC)
+    start = dt.datetime.combine(traffic.today, dt.time.min, tzinfo=dt.UTC)
+    timeline = selectors.handoff_timeline(
+        start=start, end=start + dt.timedelta(days=1), tenant_id=None, bucket="hour", now=now
+    )
+    assert [period["period"][11:16] for period in timeline] == ["00:00", "01:00", "02:00", "03:00", "04:00", "05:00"]
