@@ -2,8 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from analytics.views import DashboardView
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("analytics/", DashboardView.as_view(), name="analytics-dashboard"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/debug/mcp/", include("agents.urls")),

@@ -1,0 +1,927 @@
+/*
+ * The analytics dashboard (/analytics/): reads the filters, calls the analytics API with the page's session,
+ * and draws each answer twice: as an Apache ECharts chart and as text (figures and tables carrying data-*
+ * attributes with the raw numbers). No framework, no build step.
+ *
+ * When everything is drawn, #content-main gets data-state="ready" and data-query=<the query string used>;
+ * on a failure data-state="error" and #analytics-error says what went wrong.
+ */
+(function () {
+  "use strict";
+
+  var root = document.getElementById("content-main");
+  var form = document.getElementById("analytics-filters");
+  if (!root || !form) {
+    return;
+  }
+
+  var API = root.dataset.apiBase;
+  var ENDPOINTS = {
+    handoffs: "handoffs",
+    timeline: "handoffs/timeline",
+    agents: "agents",
+    methods: "routing-methods",
+    cohorts: "cohorts",
+    loopStops: "loop-stops",
+    delegations: "delegations",
+    tools: "tools",
+    recent: "handoffs/recent",
+  };
+  var DEFAULT_DAYS = "30";
+  var HOUR_BUCKET_MAX_DAYS = 2; // "automatic" draws hours for ranges this short, days otherwise
+  var RECENT_LIMIT = 20;
+  var EMPTY_HANDOFFS = "No handoffs in this period";
+
+  var METHOD_LABELS = {
+    state: "Conversation state policy",
+    keyword: "Keyword match",
+    llm: "LLM classifier",
+    fallback: "Fallback specialist",
+  };
+  var KIND_LABELS = {
+    handoff: "Agent handoff",
+    routing_handoff: "Routing handoff",
+    delegation: "Delegation",
+    return: "Return",
+    supervisor_fanout: "Supervisor fan-out",
+  };
+  var KIND_SHORT_LABELS = {
+    handoff: "Agent",
+    routing_handoff: "Routing",
+    delegation: "Delegation",
+    return: "Return",
+    supervisor_fanout: "Fan-out",
+  };
+  var COHORT_LABELS = { multi_agent: "Multi-agent", single_agent: "Single-agent", "": "Not decided" };
+
+  var charts = {};
+  var loadSerial = 0;
+
+  // --- formatting --------------------------------------------------------------------------------------
+
+  var integer = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+  var decimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 2 });
+
+  function isNumber(value) {
+    return typeof value === "number" && isFinite(value);
+  }
+
+  function formatCount(value) {
+    return isNumber(value) ? integer.format(value) : "–";
+  }
+
+  function formatPercent(value) {
+    return isNumber(value) ? decimal.format(value) + " %" : "–";
+  }
+
+  function formatNumber(value) {
+    if (!isNumber(value)) {
+      return "–";
+    }
+    return Number.isInteger(value) ? integer.format(value) : decimal.format(value);
+  }
+
+  function humanise(key) {
+    var text = String(key).replace(/_/g, " ");
+    return text.charAt(0).toUpperCase() + text.slice(1);
+  }
+
+  function formatWhen(iso) {
+    // "2026-11-20T14:03:00Z" -> "2026-11-20 14:03" (the API speaks UTC, and so does the page)
+    if (typeof iso !== "string") {
+      return "–";
+    }
+    return iso.replace("T", " ").replace(/(:\d\d)(\.\d+)?(Z|[+-]00:?00)?$/, "$1").slice(0, 16);
+  }
+
+  function formatPeriod(iso, bucket) {
+    if (typeof iso !== "string") {
+      return String(iso);
+    }
+    return bucket === "hour" ? formatWhen(iso) : iso.slice(0, 10);
+  }
+
+  // --- small DOM helpers ------------------------------------------------------------------------------
+
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      var value = attrs[name];
+      if (value === null || value === undefined) {
+        return;
+      }
+      if (name === "text") {
+        node.textContent = value;
+      } else if (name === "className") {
+        node.className = value;
+      } else if (name.indexOf("data-") === 0) {
+        node.setAttribute(name, typeof value === "object" ? JSON.stringify(value) : String(value));
+      } else {
+        node.setAttribute(name, value);
+      }
+    });
+    (children || []).forEach(function (child) {
+      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    });
+    return node;
+  }
+
+  function setFigure(id, value, text) {
+    var node = byId(id);
+    if (!node) {
+      return;
+    }
+    node.textContent = text;
+    node.setAttribute("data-value", isNumber(value) ? String(value) : "");
+  }
+
+  function fillTable(table, headers, rows, emptyText) {
+    var thead = table.tHead || table.createTHead();
+    var tbody = table.tBodies[0] || table.createTBody();
+    if (headers) {
+      thead.replaceChildren(
+        el(
+          "tr",
+          {},
+          headers.map(function (header) {
+            return el("th", { scope: "col", className: header.numeric ? "num" : "", text: header.label });
+          }),
+        ),
+      );
+    }
+    var columns = thead.rows.length ? thead.rows[0].cells.length : 1;
+    if (!rows.length) {
+      tbody.replaceChildren(el("tr", { className: "analytics-empty" }, [el("td", { colspan: columns, text: emptyText })]));
+      return;
+    }
+    tbody.replaceChildren.apply(tbody, rows);
+  }
+
+  function cell(text, attrs) {
+    return el("td", attrs || {}, [text]);
+  }
+
+  function numCell(value, text) {
+    return el("td", { className: "num", "data-value": isNumber(value) ? value : "" }, [text]);
+  }
+
+  // --- charts -------------------------------------------------------------------------------------------
+
+  function chartShow(id, option, emptyText) {
+    var node = byId(id);
+    var note = node.parentNode.querySelector('.analytics-chart-empty[data-for="' + id + '"]');
+    if (!note) {
+      note = el("p", { className: "analytics-chart-empty", "data-for": id, hidden: "" });
+      node.parentNode.insertBefore(note, node);
+    }
+    if (!option) {
+      if (charts[id]) {
+        charts[id].dispose();
+        delete charts[id];
+      }
+      node.hidden = true;
+      node.removeAttribute("data-rendered");
+      note.textContent = emptyText;
+      note.hidden = false;
+      return;
+    }
+    note.hidden = true;
+    node.hidden = false;
+    if (!charts[id]) {
+      charts[id] = window.echarts.init(node, null, { renderer: "canvas" });
+      // "finished": drawn, animations included; what a screenshot or a test waits for.
+      charts[id].on("finished", function () {
+        node.setAttribute("data-rendered", "true");
+      });
+    }
+    node.setAttribute("data-rendered", "false");
+    charts[id].setOption(option, true);
+  }
+
+  var TEXT_STYLE = { fontFamily: "inherit" };
+
+  // --- the sections ---------------------------------------------------------------------------------
+
+  function drawHandoffs(data) {
+    setFigure("kpi-total-handoffs", data.total_handoffs, formatCount(data.total_handoffs));
+    setFigure("kpi-handoff-rate", data.handoff_rate_percentage, formatPercent(data.handoff_rate_percentage));
+    setFigure(
+      "kpi-conversations-with-handoffs",
+      data.conversations_with_handoffs,
+      formatCount(data.conversations_with_handoffs),
+    );
+    setFigure("kpi-total-conversations", data.total_conversations, formatCount(data.total_conversations));
+
+    var paths = data.handoff_paths || [];
+    fillTable(
+      byId("table-paths"),
+      null,
+      paths.map(function (path) {
+        return el("tr", { "data-from": path.from, "data-to": path.to, "data-count": path.count }, [
+          cell(path.from),
+          cell(path.to),
+          numCell(path.count, formatCount(path.count)),
+        ]);
+      }),
+      EMPTY_HANDOFFS,
+    );
+    if (!paths.length) {
+      chartShow("chart-paths", null, EMPTY_HANDOFFS);
+      return;
+    }
+    // Two columns, senders left and receivers right: handoffs go both ways (A→B and B→A), and a Sankey must
+    // not have cycles, so each agent appears once per side.
+    var nodes = {};
+    var links = paths.map(function (path) {
+      var source = "from|" + path.from;
+      var target = "to|" + path.to;
+      nodes[source] = { name: source };
+      nodes[target] = { name: target };
+      return { source: source, target: target, value: path.count };
+    });
+    function agentOf(name) {
+      return String(name).split("|").slice(1).join("|");
+    }
+    chartShow("chart-paths", {
+      textStyle: TEXT_STYLE,
+      tooltip: {
+        trigger: "item",
+        formatter: function (params) {
+          if (params.dataType === "edge") {
+            return (
+              agentOf(params.data.source) +
+              " → " +
+              agentOf(params.data.target) +
+              ": " +
+              formatCount(params.data.value) +
+              " handoffs"
+            );
+          }
+          var side = String(params.name).indexOf("from|") === 0 ? "handed off" : "received";
+          return agentOf(params.name) + " " + side + " " + formatCount(params.value) + " handoffs";
+        },
+      },
+      series: [
+        {
+          type: "sankey",
+          left: 8,
+          right: 120,
+          top: 8,
+          bottom: 8,
+          nodeAlign: "justify",
+          draggable: false,
+          emphasis: { focus: "adjacency" },
+          lineStyle: { color: "gradient", opacity: 0.45 },
+          label: {
+            formatter: function (params) {
+              return agentOf(params.name);
+            },
+          },
+          data: Object.keys(nodes).map(function (key) {
+            return nodes[key];
+          }),
+          links: links,
+        },
+      ],
+    });
+  }
+
+  function drawTimeline(rows, bucket) {
+    var unit = bucket === "hour" ? "(handoffs per hour, UTC)" : "(handoffs per day, UTC)";
+    byId("timeline-unit").textContent = unit;
+    var kinds = [];
+    rows.forEach(function (row) {
+      Object.keys(row.by_kind || {}).forEach(function (kind) {
+        if (kinds.indexOf(kind) < 0) {
+          kinds.push(kind);
+        }
+      });
+    });
+    kinds.sort();
+    var headers = [{ label: bucket === "hour" ? "Hour (UTC)" : "Day (UTC)" }, { label: "Handoffs", numeric: true }];
+    kinds.forEach(function (kind) {
+      headers.push({ label: KIND_SHORT_LABELS[kind] || humanise(kind), numeric: true });
+    });
+    fillTable(
+      byId("table-timeline"),
+      headers,
+      // Newest first in the table, where the latest days matter most; the chart runs left to right.
+      rows.slice().reverse().map(function (row) {
+        var cells = [cell(formatPeriod(row.period, bucket)), numCell(row.count, formatCount(row.count))];
+        kinds.forEach(function (kind) {
+          var value = (row.by_kind || {})[kind] || 0;
+          cells.push(numCell(value, formatCount(value)));
+        });
+        return el("tr", { "data-period": row.period, "data-count": row.count, "data-by-kind": row.by_kind || {} }, cells);
+      }),
+      EMPTY_HANDOFFS,
+    );
+    var total = rows.reduce(function (sum, row) {
+      return sum + (row.count || 0);
+    }, 0);
+    if (!total) {
+      chartShow("chart-timeline", null, EMPTY_HANDOFFS);
+      return;
+    }
+    var series = (kinds.length ? kinds : ["all"]).map(function (kind) {
+      return {
+        name: KIND_LABELS[kind] || (kind === "all" ? "Handoffs" : humanise(kind)),
+        type: "bar",
+        stack: "handoffs",
+        barMaxWidth: 28,
+        emphasis: { focus: "series" },
+        data: rows.map(function (row) {
+          return [row.period, kind === "all" ? row.count : (row.by_kind || {})[kind] || 0];
+        }),
+      };
+    });
+    chartShow("chart-timeline", {
+      textStyle: TEXT_STYLE,
+      tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+      legend: { top: 0 },
+      grid: { left: 48, right: 16, top: 36, bottom: 32 },
+      xAxis: { type: "time" },
+      yAxis: { type: "value", name: "handoffs", minInterval: 1 },
+      series: series,
+    });
+  }
+
+  function drawAgents(rows) {
+    var empty = "No answered turns in this period";
+    fillTable(
+      byId("table-agents"),
+      null,
+      rows.map(function (row) {
+        return el("tr", { "data-agent": row.agent, "data-turns": row.turns, "data-share": row.share_percentage }, [
+          cell(row.agent),
+          numCell(row.turns, formatCount(row.turns)),
+          numCell(row.share_percentage, formatPercent(row.share_percentage)),
+        ]);
+      }),
+      empty,
+    );
+    if (!rows.length) {
+      chartShow("chart-agents", null, empty);
+      return;
+    }
+    var ordered = rows.slice().reverse(); // the largest at the top of a horizontal bar chart
+    chartShow("chart-agents", {
+      textStyle: TEXT_STYLE,
+      tooltip: {
+        trigger: "item",
+        formatter: function (params) {
+          var row = ordered[params.dataIndex];
+          return row.agent + ": " + formatCount(row.turns) + " turns (" + formatPercent(row.share_percentage) + ")";
+        },
+      },
+      grid: { left: 8, right: 64, top: 8, bottom: 24, containLabel: true },
+      xAxis: { type: "value", max: 100, axisLabel: { formatter: "{value} %" } },
+      yAxis: {
+        type: "category",
+        data: ordered.map(function (row) {
+          return row.agent;
+        }),
+      },
+      series: [
+        {
+          type: "bar",
+          barMaxWidth: 22,
+          label: {
+            show: true,
+            position: "right",
+            formatter: function (params) {
+              return formatPercent(params.value);
+            },
+          },
+          data: ordered.map(function (row) {
+            return row.share_percentage;
+          }),
+        },
+      ],
+    });
+  }
+
+  function drawMethods(data) {
+    var methods = data.methods || [];
+    setFigure("kpi-fallback-rate", data.fallback_rate_percentage, formatPercent(data.fallback_rate_percentage));
+    setFigure("kpi-routing-total", data.total, formatCount(data.total));
+    var empty = "No routing decisions in this period";
+    fillTable(
+      byId("table-methods"),
+      null,
+      methods.map(function (row) {
+        return el("tr", { "data-method": row.method, "data-count": row.count, "data-share": row.share_percentage }, [
+          cell(METHOD_LABELS[row.method] || humanise(row.method)),
+          numCell(row.count, formatCount(row.count)),
+          numCell(row.share_percentage, formatPercent(row.share_percentage)),
+        ]);
+      }),
+      empty,
+    );
+    if (!methods.length) {
+      chartShow("chart-methods", null, empty);
+      return;
+    }
+    chartShow("chart-methods", {
+      textStyle: TEXT_STYLE,
+      tooltip: {
+        trigger: "item",
+        formatter: function (params) {
+          return params.name + ": " + formatCount(params.value) + " decisions (" + formatPercent(params.percent) + ")";
+        },
+      },
+      legend: { bottom: 0 },
+      series: [
+        {
+          type: "pie",
+          radius: ["40%", "68%"],
+          center: ["50%", "45%"],
+          label: { formatter: "{d} %" },
+          data: methods.map(function (row) {
+            return { name: METHOD_LABELS[row.method] || humanise(row.method), value: row.count };
+          }),
+        },
+      ],
+    });
+  }
+
+  // --- tables of records ------------------------------------------------------------------------------
+
+  // One row per record, one column per field; each row carries its record as data-* attributes
+  // (data-agent="billing_agent" data-count="3") for whoever reads the page without the charts.
+  function recordsTable(id, records, columns, emptyText) {
+    fillTable(
+      byId(id),
+      null,
+      records.map(function (record) {
+        var attrs = {};
+        Object.keys(record).forEach(function (key) {
+          var value = record[key];
+          if (value !== null && typeof value !== "object") {
+            attrs["data-" + key.replace(/_/g, "-")] = value;
+          }
+        });
+        return el(
+          "tr",
+          attrs,
+          columns.map(function (column) {
+            var value = record[column.key];
+            var text = column.format ? column.format(value, record) : value === "" || value == null ? "–" : String(value);
+            return column.numeric ? numCell(value, text) : cell(text);
+          }),
+        );
+      }),
+      emptyText,
+    );
+  }
+
+  var STOP_LABELS = {
+    ping_pong: "Ping-pong (back and forth between two agents)",
+    path_repeated: "The same path again",
+    handoff_limit: "Too many handoffs in one turn",
+    step_limit: "Too many steps in one turn",
+  };
+  var OUTCOME_LABELS = { completed: "Completed", out_of_scope: "Out of scope" };
+
+  function labelled(labels) {
+    return function (value) {
+      return labels[value] || humanise(value || "(none)");
+    };
+  }
+
+  function formatMs(value) {
+    return isNumber(value) ? decimal.format(value) + " ms" : "–";
+  }
+
+  function drawLoopStops(data) {
+    setFigure("kpi-loop-stops", data.total_stopped, formatCount(data.total_stopped));
+    setFigure("stops-total", data.total_stopped, formatCount(data.total_stopped));
+    setFigure("stops-refused", data.total_refused, formatCount(data.total_refused));
+    recordsTable(
+      "table-stops-outcome",
+      data.by_outcome || [],
+      [
+        { key: "outcome", format: labelled(STOP_LABELS) },
+        { key: "count", numeric: true, format: formatCount },
+      ],
+      "No loop-safety stops in this period",
+    );
+    recordsTable(
+      "table-stops-agent",
+      data.by_agent || [],
+      [{ key: "agent" }, { key: "count", numeric: true, format: formatCount }],
+      "No loop-safety stops in this period",
+    );
+    recordsTable(
+      "table-refused-agent",
+      data.refused_by_agent || [],
+      [{ key: "agent" }, { key: "count", numeric: true, format: formatCount }],
+      "No refused handoffs in this period",
+    );
+  }
+
+  function drawDelegations(data) {
+    setFigure("delegations-total", data.total_delegations, formatCount(data.total_delegations));
+    setFigure("returns-total", data.total_returns, formatCount(data.total_returns));
+    recordsTable(
+      "table-returns-outcome",
+      data.returns_by_outcome || [],
+      [
+        { key: "outcome", format: labelled(OUTCOME_LABELS) },
+        { key: "count", numeric: true, format: formatCount },
+        { key: "share_percentage", numeric: true, format: formatPercent },
+      ],
+      "No returns from delegations in this period",
+    );
+    recordsTable(
+      "table-returns-specialist",
+      data.returns_by_specialist || [],
+      [{ key: "agent" }, { key: "count", numeric: true, format: formatCount }],
+      "No returns from delegations in this period",
+    );
+  }
+
+  function drawTools(data) {
+    setFigure("tools-calls", data.total_calls, formatCount(data.total_calls));
+    setFigure("tools-errors", data.total_errors, formatCount(data.total_errors));
+    recordsTable(
+      "table-tools",
+      data.tools || [],
+      [
+        { key: "tool" },
+        { key: "server" },
+        { key: "calls", numeric: true, format: formatCount },
+        { key: "errors", numeric: true, format: formatCount },
+        { key: "error_rate_percentage", numeric: true, format: formatPercent },
+        { key: "avg_latency_ms", numeric: true, format: formatMs },
+      ],
+      "No MCP tool calls in this period",
+    );
+  }
+
+  // --- cohorts -----------------------------------------------------------------------------------------
+
+  var COHORT_MEASURES = [
+    { key: "conversations", label: "Conversations", format: formatCount },
+    { key: "messages", label: "User messages", format: formatCount, chart: "Messages" },
+    { key: "answers", label: "Answers", format: formatCount },
+    { key: "handoffs", label: "Handoffs", format: formatCount },
+    { key: "handoff_rate_percentage", label: "Handoff rate", format: formatPercent, chart: "Handoff rate (%)" },
+    { key: "avg_judge_score", label: "Judge score (average)", format: formatNumber, chart: "Judge score" },
+    { key: "avg_latency_ms", label: "Latency (average)", format: formatMs, chart: "Latency (ms, average)" },
+    { key: "p50_latency_ms", label: "Latency (median)", format: formatMs, percentile: true },
+    { key: "p95_latency_ms", label: "Latency (95th percentile)", format: formatMs, percentile: true },
+  ];
+
+  function drawCohorts(data) {
+    var cohorts = data.cohorts || [];
+    var empty = "No conversations decided by the multi_agent flag in this period";
+    var measures = COHORT_MEASURES.filter(function (measure) {
+      return !measure.percentile || data.percentiles;
+    });
+    var any = cohorts.some(function (cohort) {
+      return cohort.messages || cohort.answers || cohort.conversations;
+    });
+    var names = cohorts.map(function (cohort) {
+      return COHORT_LABELS[cohort.cohort] || humanise(cohort.cohort);
+    });
+    fillTable(
+      byId("table-cohorts"),
+      [{ label: "Measure" }].concat(
+        names.map(function (name) {
+          return { label: name, numeric: true };
+        }),
+      ),
+      any
+        ? measures.map(function (measure) {
+            return el(
+              "tr",
+              { "data-measure": measure.key },
+              [el("th", { scope: "row", text: measure.label })].concat(
+                cohorts.map(function (cohort) {
+                  var td = numCell(cohort[measure.key], measure.format(cohort[measure.key]));
+                  td.setAttribute("data-cohort", cohort.cohort);
+                  return td;
+                }),
+              ),
+            );
+          })
+        : [],
+      empty,
+    );
+    if (!any) {
+      chartShow("chart-cohorts", null, empty);
+      return;
+    }
+    // One small bar chart per measure, the cohorts side by side: the measures have different units.
+    var charted = measures.filter(function (measure) {
+      return measure.chart;
+    });
+    var width = 100 / charted.length;
+    var option = { textStyle: TEXT_STYLE, tooltip: { trigger: "item" }, title: [], grid: [], xAxis: [], yAxis: [], series: [] };
+    charted.forEach(function (measure, index) {
+      option.title.push({
+        text: measure.chart,
+        left: index * width + width / 2 + "%",
+        textAlign: "center",
+        top: 0,
+        textStyle: { fontSize: 12, fontWeight: "normal" },
+      });
+      option.grid.push({ left: index * width + 2 + "%", width: width - 4 + "%", top: 40, bottom: 8, containLabel: true });
+      option.xAxis.push({ type: "category", gridIndex: index, data: names, axisLabel: { interval: 0, fontSize: 11 } });
+      option.yAxis.push({ type: "value", gridIndex: index, splitNumber: 3 });
+      option.series.push({
+        type: "bar",
+        name: measure.label,
+        xAxisIndex: index,
+        yAxisIndex: index,
+        barMaxWidth: 36,
+        colorBy: "data",
+        label: {
+          show: true,
+          position: "top",
+          fontSize: 11,
+          formatter: function (params) {
+            return measure.format(params.value);
+          },
+        },
+        tooltip: {
+          formatter: function (params) {
+            return params.name + " — " + measure.label + ": " + measure.format(params.value);
+          },
+        },
+        data: cohorts.map(function (cohort) {
+          return isNumber(cohort[measure.key]) ? cohort[measure.key] : null;
+        }),
+      });
+    });
+    chartShow("chart-cohorts", option, empty);
+  }
+
+  function drawRecent(rows, conversationUrl) {
+    fillTable(
+      byId("table-recent"),
+      null,
+      rows.map(function (row) {
+        var link = el(
+          "a",
+          {
+            href: conversationUrl.replace("/0/", "/" + encodeURIComponent(row.conversation_id) + "/"),
+            className: "analytics-conversation-link",
+            "data-conversation-id": row.conversation_id,
+            title: "Open the conversation in the admin",
+            text: row.conversation_key || "Conversation " + row.conversation_id,
+          },
+        );
+        var status = humanise(row.status || "");
+        if (row.outcome) {
+          status += " (" + (STOP_LABELS[row.outcome] || OUTCOME_LABELS[row.outcome] || humanise(row.outcome)) + ")";
+        }
+        return el(
+          "tr",
+          {
+            "data-handoff-id": row.id,
+            "data-conversation-id": row.conversation_id,
+            "data-from": row.from_agent,
+            "data-to": row.to_agent,
+            "data-kind": row.kind,
+            "data-created-at": row.created_at,
+          },
+          [
+            cell(formatWhen(row.created_at), { title: row.created_at }),
+            cell(row.tenant || "–"),
+            cell(row.profile || "–"),
+            cell(row.from_agent + " → " + row.to_agent, { title: row.reason || "" }),
+            cell(KIND_LABELS[row.kind] || humanise(row.kind || "")),
+            cell(status),
+            el("td", {}, [link]),
+          ],
+        );
+      }),
+      EMPTY_HANDOFFS,
+    );
+  }
+
+  // --- filters ------------------------------------------------------------------------------------------
+
+  function filtersFromUrl() {
+    var params = new URLSearchParams(window.location.search);
+    var start = params.get("start") || "";
+    var end = params.get("end") || "";
+    return {
+      days: start || end ? "" : params.get("days") || DEFAULT_DAYS,
+      start: start,
+      end: end,
+      profile: params.get("profile") || "",
+      tenant: params.get("tenant") || "",
+      bucket: params.get("bucket") || "",
+    };
+  }
+
+  function filtersToForm(filters) {
+    byId("filter-days").value = filters.days;
+    byId("filter-start").value = filters.start;
+    byId("filter-end").value = filters.end;
+    byId("filter-profile").value = filters.profile;
+    if (byId("filter-tenant")) {
+      byId("filter-tenant").value = filters.tenant;
+    }
+    byId("filter-bucket").value = filters.bucket;
+    form.querySelectorAll(".analytics-preset").forEach(function (button) {
+      button.setAttribute("aria-pressed", String(button.dataset.days === filters.days));
+    });
+  }
+
+  function filtersFromForm() {
+    var start = byId("filter-start").value;
+    var end = byId("filter-end").value;
+    return {
+      days: start || end ? "" : byId("filter-days").value || DEFAULT_DAYS,
+      start: start,
+      end: end,
+      profile: byId("filter-profile").value,
+      tenant: byId("filter-tenant") ? byId("filter-tenant").value : "",
+      bucket: byId("filter-bucket").value,
+    };
+  }
+
+  // The API takes either days or start/end, never both; empty parameters are left out.
+  function apiParams(filters) {
+    var params = new URLSearchParams();
+    ["days", "start", "end", "profile", "tenant"].forEach(function (name) {
+      if (filters[name]) {
+        params.set(name, filters[name]);
+      }
+    });
+    return params;
+  }
+
+  function rangeDays(filters) {
+    if (filters.days) {
+      return Number(filters.days);
+    }
+    var end = filters.end ? new Date(filters.end + "T00:00:00Z") : new Date();
+    var start = filters.start ? new Date(filters.start + "T00:00:00Z") : new Date(end.getTime() - 29 * 864e5);
+    return Math.round((end - start) / 864e5) + 1;
+  }
+
+  function bucketFor(filters) {
+    return filters.bucket || (rangeDays(filters) <= HOUR_BUCKET_MAX_DAYS ? "hour" : "day");
+  }
+
+  function describePeriod(filters) {
+    var scope = [filters.profile ? "profile " + filters.profile : "all profiles"];
+    if (byId("filter-tenant")) {
+      scope.push(filters.tenant ? "tenant " + filters.tenant : "all tenants");
+    }
+    var period = filters.days
+      ? "the last " + filters.days + " days (today included, UTC)"
+      : (filters.start || "…") + " to " + (filters.end || "today") + " (UTC, both days included)";
+    return "Showing " + period + " for " + scope.join(" and ") + ".";
+  }
+
+  // --- loading ------------------------------------------------------------------------------------------
+
+  function apiError(response, body) {
+    var message = body && body.error && body.error.message ? body.error.message : response.statusText;
+    var fields = body && body.error && body.error.fields ? body.error.fields : {};
+    var details = Object.keys(fields).map(function (name) {
+      return name + ": " + fields[name].join(" ");
+    });
+    var error = new Error("HTTP " + response.status + ": " + message + (details.length ? " (" + details.join("; ") + ")" : ""));
+    error.status = response.status;
+    return error;
+  }
+
+  function fetchJson(path, params) {
+    var query = params.toString();
+    return fetch(API + path + (query ? "?" + query : ""), {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    }).then(function (response) {
+      return response
+        .json()
+        .catch(function () {
+          return null;
+        })
+        .then(function (body) {
+          if (!response.ok) {
+            throw apiError(response, body);
+          }
+          return body;
+        });
+    });
+  }
+
+  function showError(message) {
+    var note = byId("analytics-error");
+    note.textContent = "Some figures could not be loaded: " + message + ".";
+    note.hidden = false;
+  }
+
+  function load(filters) {
+    var serial = ++loadSerial;
+    var params = apiParams(filters);
+    var bucket = bucketFor(filters);
+    var timelineParams = new URLSearchParams(params);
+    timelineParams.set("bucket", bucket);
+    var recentParams = new URLSearchParams(params);
+    recentParams.set("limit", String(RECENT_LIMIT));
+
+    root.dataset.state = "loading";
+    root.setAttribute("aria-busy", "true");
+    byId("analytics-error").hidden = true;
+    byId("analytics-period").textContent = describePeriod(filters);
+
+    // Each answer is drawn as it arrives; one that fails leaves the others standing and names itself.
+    var sections = [
+      ["handoffs", ENDPOINTS.handoffs, params, drawHandoffs],
+      ["timeline", ENDPOINTS.timeline, timelineParams, function (data) {
+        drawTimeline(data, bucket);
+      }],
+      ["agents", ENDPOINTS.agents, params, drawAgents],
+      ["routing methods", ENDPOINTS.methods, params, drawMethods],
+      ["cohorts", ENDPOINTS.cohorts, params, drawCohorts],
+      ["loop stops", ENDPOINTS.loopStops, params, drawLoopStops],
+      ["delegations", ENDPOINTS.delegations, params, drawDelegations],
+      ["tools", ENDPOINTS.tools, params, drawTools],
+      ["recent handoffs", ENDPOINTS.recent, recentParams, function (data) {
+        drawRecent(data, root.dataset.conversationUrl);
+      }],
+    ];
+    var failures = [];
+    return Promise.all(
+      sections.map(function (section) {
+        return fetchJson(section[1], section[2])
+          .then(function (data) {
+            if (serial === loadSerial) {
+              section[3](data);
+            }
+          })
+          .catch(function (error) {
+            failures.push(section[0] + " (" + error.message + ")");
+          });
+      }),
+    ).then(function () {
+      if (serial !== loadSerial) {
+        return; // a newer filter change is on its way
+      }
+      root.dataset.query = params.toString();
+      root.dataset.bucket = bucket;
+      root.removeAttribute("aria-busy");
+      if (failures.length) {
+        showError(failures.join("; "));
+        root.dataset.state = "error";
+      } else {
+        root.dataset.state = "ready";
+      }
+    });
+  }
+
+  function apply(filters, push) {
+    filtersToForm(filters);
+    var query = apiParams(filters);
+    if (filters.bucket) {
+      query.set("bucket", filters.bucket);
+    }
+    var url = window.location.pathname + (query.toString() ? "?" + query.toString() : "");
+    if (push) {
+      window.history.pushState(null, "", url);
+    }
+    return load(filters);
+  }
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    apply(filtersFromForm(), true);
+  });
+  form.querySelectorAll(".analytics-preset").forEach(function (button) {
+    button.addEventListener("click", function () {
+      byId("filter-start").value = "";
+      byId("filter-end").value = "";
+      byId("filter-days").value = button.dataset.days;
+      apply(filtersFromForm(), true);
+    });
+  });
+  ["filter-profile", "filter-tenant", "filter-bucket"].forEach(function (id) {
+    if (byId(id)) {
+      byId(id).addEventListener("change", function () {
+        apply(filtersFromForm(), true);
+      });
+    }
+  });
+  window.addEventListener("popstate", function () {
+    apply(filtersFromUrl(), false);
+  });
+  window.addEventListener("resize", function () {
+    Object.keys(charts).forEach(function (id) {
+      charts[id].resize();
+    });
+  });
+
+  apply(filtersFromUrl(), false);
+})();

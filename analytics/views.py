@@ -1,0 +1,54 @@
+"""The analytics dashboard at ``/analytics/``: a page inside the admin's frame that draws the analytics API.
+
+The page holds no numbers of its own. Its script (``analytics/static/analytics/dashboard.js``) reads the
+filters from the query string, calls the ``/api/analytics/`` endpoints with the same session and the same
+parameters, and draws each answer as a chart with its figures beside it. So the page, the API and the
+browser test all read one source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.http import HttpRequest
+from django.urls import reverse
+from django.views.generic import TemplateView
+
+from agents.models import AgentProfile
+from routing.models import Tenant
+
+PERMISSION = "analytics.view_analytics"
+DAY_PRESETS = (7, 30, 90)
+DEFAULT_DAYS = 30
+
+
+class DashboardView(PermissionRequiredMixin, TemplateView):
+    """Staff with ``analytics.view_analytics`` (superusers have it) see every tenant's analytics.
+
+    Anonymous visitors are sent to the admin login (``LOGIN_URL``); a logged-in user without the permission, or
+    who is not staff (such as a member of "Routing editors"), gets 403.
+    """
+
+    template_name = "analytics/dashboard.html"
+    permission_required = PERMISSION
+
+    def has_permission(self) -> bool:
+        return self.request.user.is_staff and super().has_permission()
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        request: HttpRequest = self.request
+        return {
+            **super().get_context_data(**kwargs),
+            **admin.site.each_context(request),
+            "title": "Handoff analytics",
+            "is_nav_sidebar_enabled": False,  # the charts need the width
+            # The script appends each endpoint's path (handoffs, handoffs/timeline, agents, ...) to this.
+            "api_base": reverse("analytics-handoffs").removesuffix("handoffs"),
+            "day_presets": DAY_PRESETS,
+            "default_days": DEFAULT_DAYS,
+            "profiles": list(AgentProfile.objects.order_by("agent_id").values_list("agent_id", "name")),
+            # The permission opens every tenant's analytics, so whoever sees the page may pick one.
+            "tenants": list(Tenant.objects.order_by("slug").values_list("slug", "name")),
+        }
