@@ -1,0 +1,447 @@
+"""The analytics dashboard in a real browser: Debian's Chromium driven by Playwright against ``live_server``.
+
+Chromium comes from ``scripts/bootstrap --with-chromium`` (``scripts/test`` asks for it); Playwright starts that
+binary (``executable_path``) and never downloads a browser of its own. Without Chromium the tests skip on a
+developer's machine and fail under ``CI=true``.
+
+The data is built by hand (:func:`build_traffic`), and each figure the page shows is checked twice: against
+what the analytics API answers for the same filters and session, and against the count worked out below.
+A screenshot of the drawn dashboard goes to ``test-output/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from django.utils import timezone
+
+from agents.models import AgentProfile
+from handoffs.models import Handoff
+from routing.models import Conversation, Message, RouteDecisionRecord, Tenant, ToolCall
+from tests.factories import AgentProfileFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOT = "analytics-dashboard.png"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",  # root in CI containers; Chromium's sandbox needs user namespaces it may not have there
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+WAIT_MS = 20_000
+CHARTS = ("chart-timeline", "chart-paths", "chart-agents", "chart-methods", "chart-cohorts")
+DASHBOARD = "/analytics/"
+API = "/api/analytics/"
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"{reason}; CI must run the browser tests (scripts/test bootstraps --with-chromium).")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    executable = shutil.which("chromium")
+    if executable is None:
+        _unavailable("Debian's chromium is not installed (scripts/bootstrap --with-chromium installs it)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (it is in requirements.txt)")
+    # Playwright's sync API parks its event loop in this thread between calls, and Django's ORM refuses to run
+    # where a loop is running (it guards coroutines against blocking queries). Nothing here is a coroutine:
+    # the test's own queries (data, the database flush) run between Playwright calls, never inside one.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US", timezone_id="UTC")
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def editor(django_user_model):
+    """The cast's routing editor. An earlier transactional test's flush empties the tables that only data
+    migrations fill, the "Routing editors" group among them, so the group is rebuilt from its migration first."""
+    from django.contrib.auth.models import Group, Permission
+
+    migration = importlib.import_module("routing.migrations.0002_routing_editors_group")
+    group, created = Group.objects.get_or_create(name=migration.GROUP_NAME)
+    if created:
+        group.permissions.set(
+            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
+            for (app, model), actions in migration.PERMISSIONS.items()
+            for action in actions
+        )
+    user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
+    user.groups.add(group)
+    return user
+
+
+# -- the hand-built traffic ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Traffic:
+    """Two tenants' handoffs, by UTC days back from today (``D2`` = two days ago).
+
+    ======  ======  ======  ============  =================================================================
+    conv    tenant  day     cohort        handoffs (all completed, all counted)
+    ======  ======  ======  ============  =================================================================
+    a1      A       D2      multi_agent   billing→orders handoff 10:05; orders→billing routing_handoff 10:10
+    a2      A       D3      single_agent  billing→support handoff 09:00
+    a3      A       D4      multi_agent   —
+    b1      B       D2      multi_agent   product→support handoff ×3, 08:00–08:02
+    a_old   A       D45     multi_agent   billing→orders handoff; support→billing delegation
+    ======  ======  ======  ============  =================================================================
+
+    Last 30 days, every tenant: 6 handoffs, 3 of 4 conversations (75 %). Last 90 days: 8, 4 of 5 (80 %).
+    D45 alone: 2, 1 of 1 (100 %). Tenant A, last 30 days: 3, 2 of 3 (66.67 %).
+    """
+
+    today: dt.date
+    tenant_a: Tenant
+    tenant_b: Tenant
+    profile: AgentProfile
+    conversations: dict[str, Conversation] = field(default_factory=dict)
+
+    def day(self, days_ago: int) -> str:
+        return (self.today - dt.timedelta(days=days_ago)).isoformat()
+
+
+def _dated(obj: Any, when: dt.datetime) -> Any:
+    type(obj).objects.filter(pk=obj.pk).update(created_at=when)  # created_at is auto_now_add
+    obj.created_at = when
+    return obj
+
+
+def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
+    today = timezone.now().astimezone(dt.UTC).date()
+    traffic = Traffic(
+        today=today, tenant_a=tenant_a, tenant_b=tenant_b, profile=AgentProfileFactory(agent_id="telecom_contas")
+    )
+
+    def at(days_ago: int, clock: str) -> dt.datetime:
+        hour, minute = (int(part) for part in clock.split(":"))
+        return dt.datetime.combine(today - dt.timedelta(days=days_ago), dt.time(hour, minute), tzinfo=dt.UTC)
+
+    def conversation(name: str, tenant: Tenant, when: dt.datetime, cohort: str) -> Conversation:
+        row = Conversation.objects.create(
+            tenant=tenant,
+            profile=traffic.profile,
+            session_id=name,
+            conversation_key=f"{tenant.slug}:{traffic.profile.agent_id}:{name}",
+            cohort=cohort,
+        )
+        traffic.conversations[name] = _dated(row, when)
+        return row
+
+    def handoff(conv: Conversation, from_agent: str, to_agent: str, kind: str, when: dt.datetime) -> None:
+        row = Handoff.objects.create(
+            conversation=conv,
+            tenant_id=conv.tenant_id,
+            profile_id=conv.profile_id,
+            from_agent=from_agent,
+            to_agent=to_agent,
+            kind=kind,
+            reason=f"{from_agent} hands over to {to_agent}",
+        )
+        _dated(row, when)
+
+    def turn(conv: Conversation, when: dt.datetime, agent: str, method: str, latency: float, judge: float) -> None:
+        question = Message.objects.create(conversation=conv, role="user", content="Minha fatura", cohort=conv.cohort)
+        answer = Message.objects.create(
+            conversation=conv,
+            role="assistant",
+            agent=agent,
+            content="Resposta",
+            cohort=conv.cohort,
+            latency_ms=latency,
+            judge_score=judge,
+        )
+        decision = RouteDecisionRecord.objects.create(
+            conversation=conv, message=answer, mode="router", route=agent, agent=agent, intent="x", method=method
+        )
+        for row in (question, answer, decision):
+            _dated(row, when)
+
+    a1 = conversation("a1", tenant_a, at(2, "10:00"), "multi_agent")
+    a2 = conversation("a2", tenant_a, at(3, "09:00"), "single_agent")
+    a3 = conversation("a3", tenant_a, at(4, "11:00"), "multi_agent")
+    b1 = conversation("b1", tenant_b, at(2, "08:00"), "multi_agent")
+    old = conversation("a_old", tenant_a, at(45, "12:00"), "multi_agent")
+
+    handoff(a1, "billing_agent", "orders_agent", "handoff", at(2, "10:05"))
+    handoff(a1, "orders_agent", "billing_agent", "routing_handoff", at(2, "10:10"))
+    handoff(a2, "billing_agent", "support_agent", "handoff", at(3, "09:00"))
+    for minute in range(3):
+        handoff(b1, "product_agent", "support_agent", "handoff", at(2, f"08:0{minute}"))
+    handoff(old, "billing_agent", "orders_agent", "handoff", at(45, "12:05"))
+    handoff(old, "support_agent", "billing_agent", "delegation", at(45, "12:10"))
+
+    turn(a1, at(2, "10:00"), "billing_agent", "keyword", 120.0, 0.9)
+    turn(a1, at(2, "10:06"), "orders_agent", "keyword", 180.0, 0.7)
+    turn(a2, at(3, "09:00"), "support_agent", "fallback", 60.0, 0.5)
+    turn(a3, at(4, "11:00"), "billing_agent", "state", 100.0, 0.8)
+    turn(b1, at(2, "08:00"), "product_agent", "llm", 300.0, 0.6)
+    turn(old, at(45, "12:00"), "billing_agent", "keyword", 90.0, 1.0)
+    for when, status in ((at(2, "10:01"), "ok"), (at(2, "10:02"), "error")):
+        call = ToolCall.objects.create(
+            conversation=a1, agent="billing_agent", tool="consultar_fatura", server="telecom", status=status
+        )
+        _dated(call, when)
+    return traffic
+
+
+@pytest.fixture
+def traffic(tenant, outsider) -> Traffic:
+    return build_traffic(tenant_a=tenant, tenant_b=outsider)
+
+
+# -- reading the page --------------------------------------------------------------------------------------------
+
+
+def log_in(page, base_url: str, *, username: str, password: str, next_path: str = DASHBOARD) -> None:
+    """Through the admin's login form, as a person would: the dashboard sends anonymous visitors there."""
+    page.goto(base_url + next_path)
+    assert "/admin/login/" in page.url
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("#login-form input[type=submit]")
+    page.wait_for_load_state()
+
+
+def wait_until_drawn(page, query: str) -> None:
+    """Until the page has drawn the answers for ``query`` and every chart it shows has finished animating."""
+    page.wait_for_function(
+        """query => {
+            const root = document.getElementById("content-main");
+            if (!root || root.dataset.state === "loading" || root.dataset.query !== query) return false;
+            const charts = [...document.querySelectorAll(".analytics-chart")].filter(chart => !chart.hidden);
+            return charts.every(chart => chart.dataset.rendered === "true");
+        }""",
+        arg=query,
+    )
+    assert page.get_attribute("#content-main", "data-state") == "ready", page.inner_text("#analytics-error")
+
+
+def api(page, base_url: str, path: str, params: dict[str, Any]) -> Any:
+    """The analytics API, asked with the page's own session cookie."""
+    response = page.request.get(f"{base_url}{API}{path}?{urlencode(params)}")
+    assert response.status == 200, response.text()
+    return response.json()
+
+
+def figure(page, element_id: str) -> float:
+    return float(page.get_attribute(f"#{element_id}", "data-value"))
+
+
+def rows(page, table_id: str, *attributes: str) -> list[tuple[str, ...]]:
+    found = page.eval_on_selector_all(
+        f"#{table_id} tbody tr:not(.analytics-empty)",
+        "(rows, names) => rows.map(row => names.map(name => row.getAttribute('data-' + name)))",
+        list(attributes),
+    )
+    return [tuple(row) for row in found]
+
+
+def chart_option(page, chart_id: str) -> dict:
+    """What ECharts holds for the chart (its data, not the pixels), after checking that it drew a canvas."""
+    assert page.locator(f"#{chart_id} canvas").count() >= 1, chart_id
+    return page.evaluate(
+        """id => {
+            const chart = echarts.getInstanceByDom(document.getElementById(id));
+            const option = chart.getOption();
+            return {series: option.series.map(series => ({type: series.type, data: series.data, links: series.links}))};
+        }""",
+        chart_id,
+    )
+
+
+def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
+    """Every figure on the page, and the charts' data, equal what the API answers for ``params``."""
+    summary = api(page, base_url, "handoffs", params)
+    assert figure(page, "kpi-total-handoffs") == summary["total_handoffs"]
+    assert page.inner_text("#kpi-total-handoffs") == f"{summary['total_handoffs']:,}"
+    assert figure(page, "kpi-handoff-rate") == summary["handoff_rate_percentage"]
+    assert figure(page, "kpi-conversations-with-handoffs") == summary["conversations_with_handoffs"]
+    assert figure(page, "kpi-total-conversations") == summary["total_conversations"]
+    expected_paths = [(p["from"], p["to"], str(p["count"])) for p in summary["handoff_paths"]]
+    assert rows(page, "table-paths", "from", "to", "count") == expected_paths
+
+    if summary["handoff_paths"]:
+        sankey = chart_option(page, "chart-paths")["series"][0]
+        assert sankey["type"] == "sankey"
+        drawn = sorted((link["source"], link["target"], link["value"]) for link in sankey["links"])
+        assert drawn == sorted((f"from|{p['from']}", f"to|{p['to']}", p["count"]) for p in summary["handoff_paths"])
+
+    bucket = page.get_attribute("#content-main", "data-bucket")
+    timeline = api(page, base_url, "handoffs/timeline", {**params, "bucket": bucket})
+    assert rows(page, "table-timeline", "period", "count") == [(t["period"], str(t["count"])) for t in timeline[::-1]]
+    if summary["total_handoffs"]:
+        stacks = chart_option(page, "chart-timeline")["series"]
+        drawn_per_period = [sum(series["data"][i][1] for series in stacks) for i in range(len(timeline))]
+        assert drawn_per_period == [t["count"] for t in timeline]
+
+    agents = api(page, base_url, "agents", params)
+    shown_agents = rows(page, "table-agents", "agent", "turns", "share")
+    assert [(agent, int(turns), float(share)) for agent, turns, share in shown_agents] == [
+        (a["agent"], a["turns"], a["share_percentage"]) for a in agents
+    ]
+    if agents:
+        bars = chart_option(page, "chart-agents")["series"][0]["data"]
+        assert sorted(bars) == sorted(a["share_percentage"] for a in agents)
+
+    methods = api(page, base_url, "routing-methods", params)
+    assert figure(page, "kpi-fallback-rate") == methods["fallback_rate_percentage"]
+    assert figure(page, "kpi-routing-total") == methods["total"]
+    shown_methods = rows(page, "table-methods", "method", "count")
+    assert shown_methods == [(m["method"], str(m["count"])) for m in methods["methods"]]
+
+    cohorts = api(page, base_url, "cohorts", params)["cohorts"]
+    for cohort in cohorts:
+        for measure in ("messages", "handoff_rate_percentage", "avg_judge_score", "avg_latency_ms"):
+            shown = page.get_attribute(
+                f'#table-cohorts tr[data-measure="{measure}"] td[data-cohort="{cohort["cohort"]}"]', "data-value"
+            )
+            assert (float(shown) if shown else None) == cohort[measure], (cohort["cohort"], measure)
+
+    stops = api(page, base_url, "loop-stops", params)
+    assert figure(page, "kpi-loop-stops") == stops["total_stopped"]
+    tools = api(page, base_url, "tools", params)
+    assert figure(page, "tools-calls") == tools["total_calls"]
+    assert rows(page, "table-tools", "tool", "calls", "errors") == [
+        (t["tool"], str(t["calls"]), str(t["errors"])) for t in tools["tools"]
+    ]
+    delegations = api(page, base_url, "delegations", params)
+    assert figure(page, "delegations-total") == delegations["total_delegations"]
+
+    recent = api(page, base_url, "handoffs/recent", {**params, "limit": 20})
+    assert rows(page, "table-recent", "handoff-id") == [(str(r["id"]),) for r in recent]
+    return summary
+
+
+def screenshot_path() -> Path:
+    folder = Path(os.environ.get("TEST_OUTPUT_DIR") or ROOT / "test-output") / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / SCREENSHOT
+
+
+# -- the tests ---------------------------------------------------------------------------------------------------
+
+
+def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_a_conversation(
+    live_server, browser_page, staff_user, traffic
+):
+    page, base = browser_page, live_server.url
+    log_in(page, base, username="analyst", password="analyst-password")
+    assert page.url == base + DASHBOARD
+
+    wait_until_drawn(page, "days=30")
+    for chart_id in CHARTS:
+        assert page.evaluate("id => !!echarts.getInstanceByDom(document.getElementById(id))", chart_id), chart_id
+    summary = assert_page_shows(page, base, {"days": 30})
+    assert (summary["total_handoffs"], summary["conversations_with_handoffs"], summary["total_conversations"]) == (
+        6,
+        3,
+        4,
+    )
+    assert summary["handoff_rate_percentage"] == 75.0
+    assert page.inner_text("#kpi-handoff-rate") == "75 %"
+    assert rows(page, "table-paths", "from", "to", "count")[0] == ("product_agent", "support_agent", "3")
+    page.screenshot(path=str(screenshot_path()), full_page=True)
+
+    page.click("button.analytics-preset[data-days='90']")
+    wait_until_drawn(page, "days=90")
+    assert "days=90" in page.url
+    summary = assert_page_shows(page, base, {"days": 90})
+    assert (summary["total_handoffs"], summary["total_conversations"], summary["handoff_rate_percentage"]) == (8, 5, 80)
+
+    page.fill("#filter-start", traffic.day(45))
+    page.fill("#filter-end", traffic.day(45))
+    page.click("#filter-apply")
+    query = urlencode({"start": traffic.day(45), "end": traffic.day(45)})
+    wait_until_drawn(page, query)
+    summary = assert_page_shows(page, base, {"start": traffic.day(45), "end": traffic.day(45)})
+    assert summary["total_handoffs"] == 2
+    assert rows(page, "table-paths", "from", "to", "count") == [
+        ("billing_agent", "orders_agent", "1"),
+        ("support_agent", "billing_agent", "1"),
+    ]
+    assert page.get_attribute("#content-main", "data-bucket") == "hour"  # a one-day range is drawn by the hour
+
+    page.click("button.analytics-preset[data-days='30']")
+    wait_until_drawn(page, "days=30")
+    page.select_option("#filter-tenant", traffic.tenant_a.slug)
+    wait_until_drawn(page, f"days=30&tenant={traffic.tenant_a.slug}")
+    summary = assert_page_shows(page, base, {"days": 30, "tenant": traffic.tenant_a.slug})
+    assert (summary["total_handoffs"], summary["handoff_rate_percentage"]) == (3, 66.67)
+    assert page.locator("#table-recent", has_text="tenant_b").count() == 0
+
+    newest = traffic.conversations["a1"]
+    link = page.locator(f".analytics-conversation-link[data-conversation-id='{newest.pk}']").first
+    assert link.inner_text() == newest.conversation_key
+    link.click()
+    page.wait_for_url(f"**/admin/routing/conversation/{newest.pk}/change/")
+    assert newest.conversation_key in page.content()
+    assert page.errors == []
+
+
+def test_the_dashboard_says_so_when_there_are_no_handoffs(live_server, browser_page, staff_user, traffic):
+    page, base = browser_page, live_server.url
+    log_in(page, base, username="analyst", password="analyst-password", next_path=f"{DASHBOARD}?days=1")
+    wait_until_drawn(page, "days=1")
+    assert figure(page, "kpi-total-handoffs") == 0
+    assert page.locator("#chart-paths").is_hidden()
+    assert page.locator("#panel-paths", has_text="No handoffs in this period").count() == 1
+    assert page.locator("#table-recent", has_text="No handoffs in this period").count() == 1
+    assert page.errors == []
+
+
+def test_a_routing_editor_reaches_neither_the_dashboard_nor_any_tenants_analytics(
+    live_server, browser_page, editor, traffic
+):
+    page, base = browser_page, live_server.url
+    page.goto(base + "/admin/")
+    page.fill("#id_username", "editor")
+    page.fill("#id_password", "editor-password")
+    page.click("#login-form input[type=submit]")
+    page.wait_for_url(base + "/admin/")
+    assert page.locator("#analytics-module").count() == 0
+    assert page.locator("#analytics-link").count() == 0
+
+    response = page.goto(base + DASHBOARD)
+    assert response.status == 403
+    for tenant in ("", traffic.tenant_a.slug, traffic.tenant_b.slug):
+        for path in ("handoffs", "handoffs/recent", "cohorts"):
+            answer = page.request.get(f"{base}{API}{path}?{urlencode({'tenant': tenant} if tenant else {})}")
+            assert answer.status == 403, (path, tenant)
