@@ -171,6 +171,17 @@
 
   // --- charts -------------------------------------------------------------------------------------------
 
+  // The admin's colour theme: "dark", "light", or "auto" (the system's preference).
+  function darkTheme() {
+    var theme = document.documentElement.dataset.theme;
+    if (theme === "dark" || theme === "light") {
+      return theme === "dark";
+    }
+    return Boolean(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
+  }
+
+  var shownOptions = {};
+
   function chartShow(id, option, emptyText) {
     var node = byId(id);
     var note = node.parentNode.querySelector('.analytics-chart-empty[data-for="' + id + '"]');
@@ -183,6 +194,7 @@
         charts[id].dispose();
         delete charts[id];
       }
+      delete shownOptions[id];
       node.hidden = true;
       node.removeAttribute("data-rendered");
       note.textContent = emptyText;
@@ -191,8 +203,10 @@
     }
     note.hidden = true;
     node.hidden = false;
+    option.backgroundColor = "transparent"; // the panel's own background, in either theme
+    shownOptions[id] = option;
     if (!charts[id]) {
-      charts[id] = window.echarts.init(node, null, { renderer: "canvas" });
+      charts[id] = window.echarts.init(node, darkTheme() ? "dark" : null, { renderer: "canvas" });
       // "finished": drawn, animations included; what a screenshot or a test waits for.
       charts[id].on("finished", function () {
         node.setAttribute("data-rendered", "true");
@@ -917,6 +931,14 @@
   window.addEventListener("popstate", function () {
     apply(filtersFromUrl(), false);
   });
+  // The admin's theme toggle switches data-theme on <html>: redraw the charts in the new colours.
+  new MutationObserver(function () {
+    Object.keys(charts).forEach(function (id) {
+      charts[id].dispose();
+      delete charts[id];
+      chartShow(id, shownOptions[id], "");
+    });
+  }).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
   window.addEventListener("resize", function () {
     Object.keys(charts).forEach(function (id) {
       charts[id].resize();
