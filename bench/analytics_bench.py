@@ -1,0 +1,319 @@
+"""Analytics API benchmark: every /api/analytics/ endpoint over real HTTP at 1,000,000 handoffs on PostgreSQL.
+
+    PYTHONPATH=. .venv/bin/python bench/analytics_bench.py [--count 1000000] [--runs 5] [--reuse]
+
+Starts a throwaway PostgreSQL and scratch VAR_DIR (``scripts/services.py``), migrates, fills the bench
+tenants with ``manage.py generate_handoffs --count N`` (realistic conversations of the demo profiles over
+90 days, ending now), runs ``VACUUM (ANALYZE)``, then serves the project as in production
+(``python -m platform.serve``, ``DJANGO_DEBUG=false``, one worker: the requests are sequential).
+
+Each endpoint is asked for ``days=30`` and ``days=90``, each with and without ``profile=telecom_contas``,
+by two callers: an API key of ``bench_tenant_1`` (its own tenant, about half the data) and a staff
+session with ``analytics.view_analytics`` (every tenant). Every URL is fetched once to warm up, then
+``--runs`` times, the URLs interleaved so the shared machine's noise spreads over all of them; the table
+shows the median and the slowest of the runs, client-side, in ms. Target: every median under 300 ms.
+For every URL over it, the endpoint's queries are captured in-process and shown with
+``EXPLAIN (ANALYZE, BUFFERS)``. Exits non-zero when a target is missed.
+
+``--reuse``: when ``DATABASE_URL`` points at a PostgreSQL server that keeps its data (scripts/services.py
+then starts none), data already generated there (the bench tenants holding ``--count`` handoffs) is used as
+it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
+
+ENDPOINTS = (
+    "handoffs",
+    "handoffs/timeline",
+    "handoffs/recent",
+    "agents",
+    "routing-methods",
+    "loop-stops",
+    "delegations",
+    "tools",
+    "cohorts",
+)
+WINDOWS = ("days=30", "days=90", "days=30&profile=telecom_contas", "days=90&profile=telecom_contas")
+CALLERS = ("key", "staff")
+TENANT = "bench_tenant_1"
+TARGET_MS = 300.0
+SLOW_QUERY_MS = 20.0  # queries of a slow endpoint worth an EXPLAIN
+
+
+def _env(stack: contextlib.ExitStack) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(stack.enter_context(services.scratch()))
+    env.update(stack.enter_context(services.postgres()))
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "DJANGO_SETTINGS_MODULE": "platform.settings",
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": "bench-only-not-a-secret",
+        }
+    )
+    if not env.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        raise SystemExit("the benchmark needs PostgreSQL: scripts/services.py did not provide DATABASE_URL")
+    return env
+
+
+def _django(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    import django
+
+    django.setup()
+
+
+def _generate(args: argparse.Namespace) -> float | None:
+    """Generate the data unless ``--reuse`` finds it; returns the seconds it took (None when reused)."""
+    from django.core.management import call_command
+
+    from handoffs.models import Handoff
+
+    stored = Handoff.objects.filter(tenant__slug__startswith="bench_tenant_").count()
+    if args.reuse and stored >= args.count:
+        print(f"reusing the {stored:,} bench handoffs already stored")
+        return None
+    started = time.perf_counter()
+    call_command(
+        "generate_handoffs",
+        "--clear",
+        "--count",
+        str(args.count),
+        "--tenants",
+        str(args.tenants),
+        "--days",
+        "90",
+        "--seed",
+        str(args.seed),
+        stdout=sys.stdout,
+    )
+    return time.perf_counter() - started
+
+
+def _vacuum_analyze() -> float:
+    """VACUUM (ANALYZE): fresh statistics and visibility maps, as autovacuum leaves a table after a bulk load
+    (left to autovacuum, it would run in the middle of the timings)."""
+    from django.db import connection
+
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started
+
+
+def _sizes() -> list[tuple[str, int, str]]:
+    from django.db import connection
+
+    tables = ("agent_handoffs", "routing_conversation", "routing_message", "routing_routedecisionrecord")
+    tables += ("routing_toolcall",)
+    rows = []
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(
+                f"SELECT count(*), pg_size_pretty(pg_total_relation_size('{table}')) FROM {table}"  # noqa: S608
+            )
+            count, size = cursor.fetchone()
+            rows.append((table, count, size))
+    return rows
+
+
+@dataclass
+class Callers:
+    key: str  # a raw API key of TENANT
+    session: str  # a staff session's cookie value
+    client: Any  # django.test.Client logged in as that staff user, for the in-process EXPLAIN
+
+    def http(self, caller: str) -> dict[str, dict[str, str]]:
+        if caller == "key":
+            return {"headers": {"Authorization": f"Bearer {self.key}"}}
+        return {"cookies": {"sessionid": self.session}}
+
+
+def _callers() -> Callers:
+    """An API key of TENANT and a staff user with analytics.view_analytics, logged in."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from routing.services import api_key_create
+
+    _, raw = api_key_create(tenant_slug=TENANT, name="analytics bench")
+    user, _ = get_user_model().objects.get_or_create(username="analytics-bench", defaults={"is_staff": True})
+    user.user_permissions.add(Permission.objects.get(codename="view_analytics", content_type__app_label="analytics"))
+    client = Client()
+    client.force_login(user)
+    return Callers(key=raw, session=client.cookies["sessionid"].value, client=client)
+
+
+def _wait_healthy(base_url: str, server: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base_url}/api/health", timeout=5) as answer:
+            if answer.status == 200:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"the server did not answer /api/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _serve(env: dict[str, str], stack: contextlib.ExitStack) -> str:
+    port = services.free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    log = Path(env["VAR_DIR"]) / "server.log"
+    command = ["platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--no-access-log"]
+    with log.open("w") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, "-m", *command], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
+        )
+    stack.callback(_stop, server)
+    _wait_healthy(base_url, server, log)
+    return base_url
+
+
+def _measure(base_url: str, callers: Callers, runs: int) -> dict[tuple[str, str, str], list[float]]:
+    import httpx
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # Django's logging shows each request at INFO
+    clients = {  # one kept-alive connection each
+        name: httpx.Client(base_url=base_url, timeout=120, **callers.http(name)) for name in CALLERS
+    }
+    cells = [(endpoint, window, caller) for endpoint in ENDPOINTS for window in WINDOWS for caller in CALLERS]
+    timings: dict[tuple[str, str, str], list[float]] = {cell: [] for cell in cells}
+    try:
+        for round_ in range(runs + 1):  # round 0 warms up
+            for endpoint, window, caller in cells:
+                began = time.perf_counter()
+                response = clients[caller].get(f"/api/analytics/{endpoint}?{window}")
+                elapsed = (time.perf_counter() - began) * 1000
+                if response.status_code != 200:
+                    raise SystemExit(f"{caller} GET {endpoint}?{window}: HTTP {response.status_code} {response.text}")
+                if round_:
+                    timings[(endpoint, window, caller)].append(elapsed)
+            print(f"round {round_}/{runs} done" + (" (warm-up)" if not round_ else ""), flush=True)
+    finally:
+        for client in clients.values():
+            client.close()
+    return timings
+
+
+def _explain(callers: Callers, endpoint: str, window: str, caller: str) -> None:
+    """The endpoint's queries, captured in-process, with EXPLAIN (ANALYZE, BUFFERS) for the slow ones."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client, headers = callers.client, {}
+    if caller == "key":  # no session: the key alone
+        client, headers = Client(), {"HTTP_AUTHORIZATION": f"Bearer {callers.key}"}
+    with CaptureQueriesContext(connection) as captured:
+        client.get(f"/api/analytics/{endpoint}?{window}", **headers)
+    print(f"\n#### {caller} GET /api/analytics/{endpoint}?{window}\n")
+    for query in captured.captured_queries:
+        if float(query["time"]) * 1000 < SLOW_QUERY_MS:
+            continue
+        print(f"-- {float(query['time']) * 1000:,.0f} ms in the request\n{query['sql']}\n")
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {query['sql']}")
+            print("\n".join(row[0] for row in cursor.fetchall()))
+        print()
+
+
+def run(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as stack:
+        env = _env(stack)
+        _django(env)
+        from django.core.management import call_command
+
+        call_command("migrate", "--noinput", verbosity=0)
+        generation = _generate(args)
+        vacuum = _vacuum_analyze()
+        sizes = _sizes()
+        callers = _callers()
+        base_url = _serve(env, stack)
+        timings = _measure(base_url, callers, args.runs)
+
+        print(f"\nAnalytics API at {args.count:,} handoffs ({args.tenants} bench tenants, 90 days), PostgreSQL")
+        if generation is not None:
+            minutes, seconds = divmod(generation, 60)
+            print(f"generate_handoffs --count {args.count}: {int(minutes)} min {seconds:.0f} s")
+        print(f"VACUUM (ANALYZE): {vacuum:.0f} s")
+        for table, count, size in sizes:
+            print(f"  {table}: {count:,} rows, {size}")
+        print(
+            f"\nmedian / slowest of {args.runs} warm runs, ms, client-side over HTTP (platform.serve, 1 worker); "
+            f"key = an API key of {TENANT}, staff = a staff session over every tenant; "
+            f"profile = profile=telecom_contas\n"
+        )
+        header = [
+            f"{window.replace('&profile=telecom_contas', ' + profile')} {caller}"
+            for window in WINDOWS
+            for caller in CALLERS
+        ]
+        print("| endpoint | " + " | ".join(header) + " |")
+        print("| --- |" + " ---: |" * len(header))
+        slow = []
+        for endpoint in ENDPOINTS:
+            cells = []
+            for window in WINDOWS:
+                for caller in CALLERS:
+                    values = timings[(endpoint, window, caller)]
+                    median = statistics.median(values)
+                    if median > TARGET_MS:
+                        slow.append((median, endpoint, window, caller))
+                    mark = "**" if median > TARGET_MS else ""
+                    cells.append(f"{mark}{median:,.0f}{mark} / {max(values):,.0f}")
+            print(f"| `{endpoint}` | " + " | ".join(cells) + " |")
+        every = [value for values in timings.values() for value in values]
+        print(
+            f"\nall {len(every):,} requests: median {statistics.median(every):,.0f} ms, slowest {max(every):,.0f} ms; "
+            f"{len(timings) - len(slow)} of {len(timings)} URLs under {TARGET_MS:.0f} ms (median)"
+        )
+        if slow:
+            print(f"\n### Over {TARGET_MS:.0f} ms: the queries, with EXPLAIN (ANALYZE, BUFFERS)")
+            for _, endpoint, window, caller in sorted(slow, reverse=True):
+                _explain(callers, endpoint, window, caller)
+    return 1 if slow else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=1_000_000, help="handoff rows to generate")
+    parser.add_argument("--tenants", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=5, help="measured requests per URL, after one warm-up")
+    parser.add_argument("--reuse", action="store_true", help="keep data already generated (see the docstring)")
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
