@@ -8,7 +8,9 @@ Every selector takes the same keyword-only filters and returns plain dicts and l
 * ``kinds`` (handoff selectors only) — the handoff kinds to count, or ``None`` for the selector's default.
 
 Queries group in SQL (``values().annotate()``) and Python only folds the grouped rows, whose number is
-bounded by agents, kinds, statuses, periods or tools — never by the number of handoffs or messages.
+bounded by agents, kinds, statuses, periods or tools — never by the number of handoffs or messages. They
+count ``*`` rather than ids and read only columns of the covering indexes declared on the models, so that
+PostgreSQL answers them with index-only scans.
 Handoffs are read from ``agent_handoffs`` alone (tenant and profile are denormalised on it); messages,
 route decisions and tool calls reach the tenant and profile through their conversation.
 """
@@ -127,7 +129,7 @@ def handoff_summary(
     paths = [
         {"from": row["from_agent"], "to": row["to_agent"], "count": row["count"]}
         for row in counted.values("from_agent", "to_agent")
-        .annotate(count=Count("id"))
+        .annotate(count=Count("*"))
         .order_by("-count", "from_agent", "to_agent")
     ]
     with_handoffs = counted.aggregate(n=Count("conversation_id", distinct=True))["n"]
@@ -178,7 +180,7 @@ def handoff_timeline(
     grouped = (
         counted.annotate(period=Trunc("created_at", bucket, tzinfo=dt.UTC))
         .values("period", "kind")
-        .annotate(count=Count("id"))
+        .annotate(count=Count("*"))
     )
     found: dict[dt.datetime, dict[str, int]] = {}
     for row in grouped:
@@ -214,7 +216,7 @@ def handoff_stops(
     by_outcome: dict[str, int] = {}
     by_agent: dict[str, int] = {}
     refused_by_agent: dict[str, int] = {}
-    for row in rows.values("status", "outcome", "from_agent").annotate(count=Count("id")):
+    for row in rows.values("status", "outcome", "from_agent").annotate(count=Count("*")):
         if row["status"] == HandoffStatus.STOPPED:
             by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["count"]
             by_agent[row["from_agent"]] = by_agent.get(row["from_agent"], 0) + row["count"]
@@ -249,7 +251,7 @@ def delegation_outcomes(
     delegations = 0
     by_outcome: dict[str, int] = {}
     by_specialist: dict[str, int] = {}
-    for row in rows.values("kind", "outcome", "from_agent").annotate(count=Count("id")):
+    for row in rows.values("kind", "outcome", "from_agent").annotate(count=Count("*")):
         if row["kind"] == HandoffKind.DELEGATION:
             delegations += row["count"]
         else:
@@ -314,7 +316,7 @@ def agent_utilisation(
         tenant_id=tenant_id,
         profile_id=profile_id,
     )
-    grouped = list(rows.values("agent").annotate(turns=Count("id")).order_by("-turns", "agent"))
+    grouped = list(rows.values("agent").annotate(turns=Count("*")).order_by("-turns", "agent"))
     total = sum(row["turns"] for row in grouped)
     return [
         {"agent": row["agent"], "turns": row["turns"], "share_percentage": _share(row["turns"], total)}
@@ -333,7 +335,7 @@ def route_method_mix(
         RouteDecisionRecord.objects.all(), start=start, end=end, tenant_id=tenant_id, profile_id=profile_id
     )
     counts = dict.fromkeys(CORE_METHODS, 0)
-    for row in rows.values("method").annotate(count=Count("id")):
+    for row in rows.values("method").annotate(count=Count("*")):
         counts[row["method"]] = row["count"]
     total = sum(counts.values())
     return {
@@ -357,7 +359,7 @@ def tool_call_stats(
         ToolCall.objects.all(), start=start, end=end, tenant_id=tenant_id, profile_id=profile_id
     )
     tools: dict[tuple[str, str], dict[str, Any]] = {}
-    grouped = rows.values("tool", "server", "status").annotate(calls=Count("id"), latency=Sum("latency_ms"))
+    grouped = rows.values("tool", "server", "status").annotate(calls=Count("*"), latency=Sum("latency_ms"))
     for row in grouped:
         tool = tools.setdefault(
             (row["tool"], row["server"]),
@@ -417,11 +419,11 @@ def cohort_comparison(
         for cohort in COHORTS
     }
     messages = _through_conversation(Message.objects.filter(cohort__in=COHORTS), **scope)
-    users = messages.filter(role=MessageRole.USER).values("cohort").annotate(n=Count("id"))
+    users = messages.filter(role=MessageRole.USER).values("cohort").annotate(n=Count("*"))
     for row in users:
         result[row["cohort"]]["messages"] = row["n"]
     answer_stats: dict[str, Any] = {
-        "n": Count("id"),
+        "n": Count("*"),
         "judge": Avg("judge_score"),
         "latency": Avg("latency_ms"),
     }
@@ -435,14 +437,14 @@ def cohort_comparison(
         item["avg_latency_ms"] = _round(row["latency"])
         item["p50_latency_ms"] = _round(row.get("p50"))
         item["p95_latency_ms"] = _round(row.get("p95"))
-    conversations = _conversations(**scope).filter(cohort__in=COHORTS).values("cohort").annotate(n=Count("id"))
+    conversations = _conversations(**scope).filter(cohort__in=COHORTS).values("cohort").annotate(n=Count("*"))
     for row in conversations:
         result[row["cohort"]]["conversations"] = row["n"]
     handoffs = (
         _counted(**scope, kinds=None)
         .filter(conversation__cohort__in=COHORTS)
         .values("conversation__cohort")
-        .annotate(n=Count("id"), conversations=Count("conversation_id", distinct=True))
+        .annotate(n=Count("*"), conversations=Count("conversation_id", distinct=True))
     )
     for row in handoffs:
         item = result[row["conversation__cohort"]]

@@ -56,6 +56,22 @@ class Handoff(models.Model):
             models.Index(fields=["conversation", "created_at"], name="agent_handoffs_conv_time"),
             models.Index(fields=["created_at"], name="agent_handoffs_time"),
             models.Index(fields=["tenant", "created_at"], name="agent_handoffs_tenant_time"),
+            # The analytics count by status and kind over a window, reading tenant, profile, path, conversation
+            # and outcome from this index alone (an index-only scan on PostgreSQL; see analytics/selectors.py).
+            models.Index(
+                fields=[
+                    "status",
+                    "kind",
+                    "created_at",
+                    "tenant",
+                    "profile",
+                    "from_agent",
+                    "to_agent",
+                    "conversation",
+                    "outcome",
+                ],
+                name="agent_handoffs_status_kind",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -303,9 +303,14 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        # The analytics' indexes (analytics/selectors.py) carry every column those queries read, so PostgreSQL
+        # answers from the index alone: conversations created in a window per tenant, profile and cohort, and
+        # the ids of a tenant's conversations that messages, decisions and tool calls are joined to.
         indexes = [
             models.Index(fields=["tenant", "-updated_at"], name="conversation_tenant_recent"),
-            models.Index(fields=["tenant", "created_at"], name="conversation_tenant_created"),
+            models.Index(fields=["tenant", "created_at", "profile", "cohort"], name="conversation_tenant_window"),
+            models.Index(fields=["created_at", "tenant", "profile", "cohort"], name="conversation_window"),
+            models.Index(fields=["tenant", "profile", "id", "cohort"], name="conversation_tenant_ids"),
         ]
 
     def __str__(self) -> str:
@@ -334,7 +339,20 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["conversation", "created_at"], name="message_conversation_time")]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="message_conversation_time"),
+            # The analytics (covering, see Conversation): answers per specialist and cohort, user messages per cohort.
+            models.Index(
+                fields=["created_at", "agent", "cohort", "latency_ms", "judge_score", "conversation"],
+                condition=models.Q(role="assistant"),
+                name="message_answer_window",
+            ),
+            models.Index(
+                fields=["created_at", "cohort", "conversation"],
+                condition=models.Q(role="user"),
+                name="message_user_window",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
@@ -364,7 +382,8 @@ class RouteDecisionRecord(models.Model):
         verbose_name = "route decision"
         indexes = [
             models.Index(fields=["conversation", "created_at"], name="decision_conversation_time"),
-            models.Index(fields=["created_at", "method"], name="decision_time_method"),
+            # The analytics' routing-method mix (covering, see Conversation).
+            models.Index(fields=["created_at", "method", "conversation"], name="decision_window_method"),
         ]
 
     def __str__(self) -> str:
@@ -399,6 +418,11 @@ class ToolCall(models.Model):
         indexes = [
             models.Index(fields=["conversation", "created_at"], name="toolcall_conversation_time"),
             models.Index(fields=["tool", "created_at"], name="toolcall_tool_time"),
+            # The analytics' per-tool figures (covering, see Conversation).
+            models.Index(
+                fields=["created_at", "tool", "server", "status", "latency_ms", "conversation"],
+                name="toolcall_window",
+            ),
         ]
 
     def __str__(self) -> str:
