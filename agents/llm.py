@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import BaseModel, Field
 
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OFFLINE_NOTICE = "(offline model)"
+_WORDS = re.compile(r"\S+\s*|\s+")
 # The system note with which a finished sub-conversation's result reaches the coordinator (routing.graph).
 _ENDED_NOTE = re.compile(r"\[SYSTEM_NOTE: the sub-conversation with (\w+) ended\. status: (\w+)")
 ERROR_ANSWER = (
@@ -347,6 +348,21 @@ class OfflineChatModel(BaseChatModel):
             time.sleep(self.latency_ms / 1000)
         reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        """Word by word, after the same pause as a whole answer (a tool call comes as one chunk)."""
+        if self.latency_ms:
+            await asyncio.sleep(self.latency_ms / 1000)
+        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
+        if reply.tool_calls:
+            chunks = [
+                {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": index}
+                for index, call in enumerate(reply.tool_calls)
+            ]
+            yield ChatGenerationChunk(message=AIMessageChunk(content=reply.content, tool_call_chunks=chunks))
+            return
+        for piece in _WORDS.findall(reply.content):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         if self.latency_ms:

@@ -30,6 +30,7 @@ from agents.llm import ERROR_ANSWER, provider_for
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.permissions import permission_question
 from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
+from routing.events import Emit, emit_safely
 from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class SpecialistRequest:
     notes: tuple[str, ...] = ()  # system notes placed just before the user's message
     step_limit: int = 0  # steps left for this specialist in this turn; 0 → its own limit
     granted: frozenset[str] = frozenset()  # needs-permission tools the user agreed to
+    emit: Emit | None = None  # streaming clients: tokens and tool calls as they happen (routing.events)
 
     @property
     def steps_allowed(self) -> int:
@@ -143,12 +145,20 @@ async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], ca
     arguments = arguments_from_context(spec.args_schema, request.context, request.unmask(call.get("args") or {}))
     if server is None or not server.enabled:
         return ToolResult(name, spec.server, arguments, "unavailable", 0.0, None, "server disabled")
-    return await tool_call(
+    event = {"agent": request.specialist.name, "tool": name, "server": spec.server}
+    await emit_safely(request.emit, "tool_call", {**event, "phase": "started"})
+    result = await tool_call(
         endpoint=Endpoint(server.name, server.endpoint, server.timeout),
         tool=name,
         arguments=arguments,
         schema=spec.args_schema,
     )
+    await emit_safely(
+        request.emit,
+        "tool_call",
+        {**event, "phase": "finished", "status": result.status, "latency_ms": round(result.latency_ms, 1)},
+    )
+    return result
 
 
 def _tool_message(call: dict[str, Any], result: ToolResult, mask: Callable[[Any], Any]) -> ToolMessage:
@@ -229,6 +239,19 @@ async def _tool_step(
     return outcome.control is not None or outcome.permission_needed is not None
 
 
+async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> BaseMessage:
+    """One model step; for a streaming client, the text goes out as the model writes it."""
+    if request.emit is None:
+        return await runnable.ainvoke(messages)
+    reply = None
+    async for chunk in runnable.astream(messages):
+        reply = chunk if reply is None else reply + chunk
+        text = chunk.content if isinstance(chunk.content, str) else ""
+        if text:
+            await emit_safely(request.emit, "token", {"agent": request.specialist.name, "text": text})
+    return reply if reply is not None else AIMessage(content="")
+
+
 async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     """Answer one turn as ``request.specialist``; bounded by its step limit, never raises."""
     started = time.perf_counter()
@@ -258,7 +281,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     try:
         for _ in range(request.steps_allowed):
             outcome.steps += 1
-            reply = await runnable.ainvoke(messages)
+            reply = await _ask(runnable, messages, request)
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
@@ -273,7 +296,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
             final = model.bind_tools(definitions, tool_choice="none") if definitions else model
             outcome.steps += 1
-            outcome.answer = _text(await final.ainvoke(messages))
+            outcome.answer = _text(await _ask(final, messages, request))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = ERROR_ANSWER

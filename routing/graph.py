@@ -59,6 +59,7 @@ from handoffs.tools import (
 from routing import ordering
 from routing import snapshot as snapshots
 from routing.decide import delegation_active, route_decide
+from routing.events import Emit, emit_safely
 from routing.fanout import executor_for
 from routing.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
 from routing.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
@@ -102,6 +103,8 @@ class TurnInput:
     single_agent: bool = False
     flags: dict[str, Any] = field(default_factory=dict)
     cohort: str = ""
+    # A streaming client's event sink (routing.events); None for the JSON API.
+    emit: Emit | None = field(default=None, compare=False, repr=False)
 
     @property
     def conversation_key(self) -> str:
@@ -263,6 +266,22 @@ async def routing_decision(turn: Turn) -> None:
     turn.agent = turn.decision.agent
     turn.final_intent = turn.decision.intent
     turn.next_state = turn.decision.next_state or ""
+    decision = turn.decision
+    await emit_safely(
+        turn.input.emit,
+        "route",
+        {
+            "mode": turn.mode,
+            "route": decision.route,
+            "agent": decision.agent,
+            "agents": decision.agents,
+            "intent": decision.intent,
+            "method": decision.method,
+            "reason": decision.reason,
+        },
+    )
+    if decision.handoff:
+        await emit_safely(turn.input.emit, "handoff", turn.all_moves()[0].as_dict())
     if turn.decision.method == "coordinator" and turn.pending_result:
         # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message.
         note = _result_note(turn.pending_result)
@@ -322,6 +341,7 @@ def _specialist_request(
     notes: tuple[str, ...] = (),
     control: tuple[ControlTool, ...] = (),
     step_limit: int = 0,
+    emit: Emit | None = None,
 ) -> SpecialistRequest | None:
     profile = turn.input.profile
     spec = profile.specialists.get(agent)
@@ -346,6 +366,7 @@ def _specialist_request(
         notes=notes,
         step_limit=step_limit,
         granted=frozenset(turn.granted),
+        emit=emit,
     )
 
 
@@ -406,7 +427,8 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
     agent, intent_name = turn.agent, turn.final_intent
     tools = list(turn.decision.mcp_tools) if turn.decision else []
     notes = tuple(turn.notes)
-    chain, used = [agent], {}
+    chain, used, via = [agent], {}, "route"
+    emit = turn.input.emit
     while True:
         request = _specialist_request(
             turn,
@@ -417,12 +439,15 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
             notes=notes,
             control=_control_tools(turn, agent) if agent in profile.specialists else (),
             step_limit=max(_steps_left(turn, agent, used), 1),
+            emit=emit,
         )
         if request is None:
             turn.answer = NO_SPECIALIST_ANSWER
             return
         turn.agent, turn.final_intent = agent, intent_name
         turn.offered_tools = sorted({*turn.offered_tools, *(tool.name for tool in request.tools)})
+        await emit_safely(emit, "agent", {"agent": agent, "display_name": request.specialist.display_name, "via": via})
+        moves_before = len(turn.moves)
         outcome = await specialist_run(request)
         turn.outcome = outcome
         turn.runs.append((agent, outcome))
@@ -452,21 +477,27 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
             )
         if outcome.permission_needed is not None:
             _ask_permission(turn, request, outcome)
+            await _emit_moves(turn, moves_before)
             return
         move = outcome.control
         if move is None:
             turn.answer = outcome.answer
+            await _emit_moves(turn, moves_before)
             return
+        if outcome.answer.strip() and not (move.name == END_SUB_CONVERSATION and move.status != STATUS_OUT_OF_SCOPE):
+            await emit_safely(emit, "discard", {"agent": agent})
         if move.name == END_SUB_CONVERSATION:
             coordinator = _end_sub_conversation(turn, agent, move)
             if move.status != STATUS_OUT_OF_SCOPE and outcome.answer.strip():
                 turn.answer = outcome.answer  # the result waits for the coordinator (next message)
+                await _emit_moves(turn, moves_before)
                 return
             # Out of scope (or nothing said to the user): the coordinator takes this very message, with the result.
             note = _result_note(turn.pending_result or {})
             turn.pending_result = None
             turn.stored_notes.append((coordinator, note))
-            agent, notes = coordinator, (note,)
+            agent, notes, via = coordinator, (note,), HandoffKind.RETURN
+            await _emit_moves(turn, moves_before)
             chain.append(agent)
             intent = profile.router.intent_of(agent, turn.sanitized_text)
             intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("coordination", [])
@@ -492,8 +523,11 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
         if stop:
             turn.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
             turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn))
+            await _emit_moves(turn, moves_before)
             return
         turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
+        await _emit_moves(turn, moves_before)
+        via = str(kind)
         chain.append(target)
         intent = profile.router.intent_of(target, turn.sanitized_text)
         intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("", [])
@@ -510,6 +544,11 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
         else:
             notes = (f"[SYSTEM_NOTE: {agent} handed this conversation to you. Reason: {reason} Summary: {summary}]",)
         agent = target
+
+
+async def _emit_moves(turn: Turn, since: int) -> None:
+    for move in turn.moves[since:]:
+        await emit_safely(turn.input.emit, "handoff", move.as_dict())
 
 
 def _counts_as_move(move: Move) -> bool:
@@ -595,8 +634,15 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
                     known.add(step.agent)
         return missing
 
+    for step in steps:
+        spec = turn.input.profile.specialists.get(step.agent)
+        name = spec.display_name if spec else step.agent
+        await emit_safely(turn.input.emit, "agent", {"agent": step.agent, "display_name": name, "via": "supervisor"})
     result = await run(steps, 0)
     turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
+    for partial in sorted(turn.plan_result.partials, key=lambda p: p.outcome.finished_at if p.outcome else 0):
+        event = {"agent": partial.agent, "intent": partial.intent, "status": partial.status, "round": partial.round}
+        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.vault.redact(partial.answer)})
     # A part that stopped at a tool needing permission asked for it in its answer; the reply goes to that
     # specialist, as in router mode.
     for partial in turn.plan_result.partials:

@@ -1,0 +1,41 @@
+"""Events of a turn as it happens, for clients that stream (WebSocket, SSE).
+
+A turn takes an optional ``emit(event_type, data)`` coroutine function; the
+graph and the specialist runtime call it at each step. Nothing else changes:
+without ``emit`` a turn runs exactly as before. An emitter that fails (a
+client gone) never breaks the turn: the turn still finishes and persists.
+
+Event types, in the order a client sees them:
+
+* ``route`` — the routing decision (``mode``, ``route``, ``agent``, ``intent``, ``method``, ``reason``);
+* ``agent`` — a specialist starts answering (``agent``, ``display_name``, ``via``: ``route``, ``handoff``,
+  ``delegation``, ``return`` or ``supervisor``);
+* ``handoff`` — a move between agents, as stored in ``agent_handoffs``;
+* ``tool_call`` — an MCP tool call ``started`` / ``finished`` (``tool``, ``status``, ``latency_ms``);
+* ``token`` — answer text as the model writes it (``agent``, ``text``); provisional: output guardrails,
+  judges and review may change the final answer;
+* ``discard`` — the text streamed by ``agent`` since its last ``agent`` event is not part of the answer
+  (it moved the conversation instead of answering);
+* ``partial`` — a supervisor plan's specialist finished (``agent``, ``status``, ``answer``);
+* ``done`` — the final answer with its metadata, exactly what the JSON API answers (sent by the transport).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+async def emit_safely(emit: Emit | None, event: str, data: dict[str, Any]) -> None:
+    """Call ``emit`` if there is one; a failing client never breaks the turn."""
+    if emit is None:
+        return
+    try:
+        await emit(event, data)
+    except Exception as exc:  # noqa: BLE001 — the turn goes on and persists whatever the client does
+        logger.info("Event %s not delivered: %s", event, exc)
