@@ -12,4 +12,5 @@ urlpatterns = [
     path("api/debug/mcp/", include("agents.urls")),
     path("api/analytics/", include("analytics.urls")),
     path("api/", include("routing.urls")),
+    path("v1/", include("routing.openai_urls")),
 ]
