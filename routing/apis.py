@@ -7,6 +7,9 @@ selector or a service. Errors are mapped to JSON in one place (:mod:`routing.err
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import json
+import logging
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +18,7 @@ from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import permissions, serializers
 from rest_framework.response import Response
@@ -39,6 +43,8 @@ from routing.models import Conversation, Tenant
 from routing.rollout import flag_evaluate
 from routing.selectors import conversation_get_for_tenant, conversation_messages
 from routing.services import session_clear, session_end
+
+logger = logging.getLogger(__name__)
 
 ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant_id to act for."
 
@@ -183,6 +189,63 @@ class GatewayMessageApi(AsyncAPIView):
         turn_input = await sync_to_async(_turn_input)(request, data, profile)
         result = await run_turn(turn_input)
         return Response(result.as_dict())
+
+
+# Turns of clients that went away keep running to the end (and persist); references keep them alive.
+_RUNNING_TURNS: set[asyncio.Task] = set()
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
+
+
+class GatewayMessageStreamApi(AsyncAPIView):
+    """``POST /api/gateway/message/stream``: the same turn, as Server-Sent Events while it happens."""
+
+    @extend_schema(
+        summary="Send one user message and receive the turn's events as Server-Sent Events",
+        description=(
+            "Same body as POST /api/gateway/message. Answers `text/event-stream`: `route`, `agent`, `handoff`, "
+            "`tool_call`, `token`, `discard`, `partial` events as they happen (see routing/events.py), then "
+            "`done` with exactly the JSON the non-streaming route answers. Bad input is refused before the "
+            "stream starts, with the usual JSON error. A client that disconnects does not stop the turn."
+        ),
+        request=MessageInputSerializer,
+        responses={200: OpenApiResponse(description="text/event-stream"), 400: ERROR_RESPONSE, 401: ERROR_RESPONSE},
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request):
+        data, profile = await sync_to_async(_validated_message)(request)
+        turn_input = await sync_to_async(_turn_input)(request, data, profile)
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+
+        async def emit(event: str, payload: dict[str, Any]) -> None:
+            queue.put_nowait((event, payload))
+
+        async def turn() -> None:
+            try:
+                result = await run_turn(replace(turn_input, emit=emit))
+                queue.put_nowait(("done", result.as_dict()))
+            except Exception:
+                logger.exception("Streaming turn failed")
+                queue.put_nowait(("error", {"error": {"code": "server_error", "message": "The turn failed."}}))
+            finally:
+                queue.put_nowait(None)
+
+        # A context of its own: the request's thread-sensitive executor ends with the request (a client that
+        # disconnects), and the turn must still reach the database to finish and persist.
+        task = asyncio.create_task(turn(), context=contextvars.Context())
+        _RUNNING_TURNS.add(task)
+        task.add_done_callback(_RUNNING_TURNS.discard)
+
+        async def events():
+            while (item := await queue.get()) is not None:
+                yield _sse(*item)
+
+        response = StreamingHttpResponse(events(), content_type="text/event-stream; charset=utf-8")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # proxies must not hold the stream back
+        return response
 
 
 MULTI_AGENT_FLAG = "multi_agent"

@@ -4,6 +4,7 @@ from routing import apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
+    path("gateway/message/stream", apis.GatewayMessageStreamApi.as_view(), name="gateway-message-stream"),
     path("chat/message", apis.ChatMessageApi.as_view(), name="chat-message"),
     path("chat/multi-agent/message", apis.MultiAgentChatMessageApi.as_view(), name="chat-multi-agent-message"),
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
