@@ -276,3 +276,49 @@ def test_the_stream_reaches_the_client_while_the_turn_is_still_running(asgi_url,
     first, last = arrivals[0][0], arrivals[-1][0]
     assert '"role": "assistant"' in arrivals[0][1]
     assert first < 0.4 <= last  # the role chunk came before the model had answered: nothing buffered the stream
+
+
+def fake_turn(tokens, answer, *, discard_after=None):
+    """A ``run_turn`` streaming ``tokens`` (a ``discard`` after the first ``discard_after``), answering ``answer``."""
+    from routing.graph import TurnResult
+
+    async def run(data):
+        for index, text in enumerate(tokens):
+            await data.emit("token", {"agent": "billing_agent", "text": text})
+            if discard_after is not None and index + 1 == discard_after:
+                await data.emit("discard", {"agent": "billing_agent"})
+        return TurnResult(answer=answer, agent="orders_agent", conversation_key="k", metadata={"handoffs": []})
+
+    return run
+
+
+def streamed(api, monkeypatch, run):
+    import json
+
+    monkeypatch.setattr("routing.openai_api.run_turn", run)
+    response = api.post(
+        "/v1/chat/completions",
+        {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
+        format="json",
+    )
+    with pytest.warns(Warning, match="consume asynchronous iterators"):
+        events = [line[len("data: ") :] for line in b"".join(response).decode().splitlines() if line]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    text = "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks if chunk["choices"])
+    return text, chunks[-1]["x_agent_routing"]
+
+
+def test_text_the_model_did_not_stream_is_sent_before_the_end(api, telecom, monkeypatch):
+    text, routing = streamed(api, monkeypatch, fake_turn(["Sua ", "fatura "], "Sua fatura foi explicada. [nota]"))
+
+    assert text == "Sua fatura foi explicada. [nota]" and "revised_answer" not in routing
+
+
+def test_streamed_text_the_graph_replaced_is_revised_in_the_extension(api, telecom, monkeypatch):
+    text, routing = streamed(
+        api, monkeypatch, fake_turn(["Vou passar ", "para pedidos."], "Pedido P100 em trânsito.", discard_after=2)
+    )
+
+    assert text == "Vou passar para pedidos."  # already on the client's screen: a stream cannot take it back
+    assert routing["revised_answer"] == "Pedido P100 em trânsito." and routing["agent"] == "orders_agent"
