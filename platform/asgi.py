@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django; WebSockets join here in a later step."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (routing/routing.py)."""
 
 import os
 
@@ -8,6 +8,19 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
 
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up first)
+# Imported after Django is set up: the consumers import models.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from platform.websocket_security import BrowserOriginValidator  # noqa: E402
+from routing.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": BrowserOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS
+        ),
+    }
+)
