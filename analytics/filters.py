@@ -129,7 +129,11 @@ def _window(params: Mapping[str, Any], errors: dict[str, list[str]], today: dt.d
 
 
 def _kinds(params: Mapping[str, Any], errors: dict[str, list[str]]) -> tuple[str, ...] | None:
-    raws = params.getlist("kind") if hasattr(params, "getlist") else [params.get("kind") or ""]
+    if hasattr(params, "getlist"):  # a QueryDict: kind=a&kind=b
+        raws = params.getlist("kind")
+    else:
+        value = params.get("kind") or ""
+        raws = list(value) if isinstance(value, list | tuple) else [value]
     kinds: list[str] = []
     for raw in raws:
         for kind in (part.strip() for part in str(raw).split(",")):

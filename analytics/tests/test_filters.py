@@ -82,5 +82,13 @@ def test_start_alone_runs_to_today_and_end_alone_reaches_back_thirty_days(tenant
     assert (until.start.date(), until.end.date()) == (dt.date(2026, 1, 30), dt.date(2026, 3, 1))
 
 
+def test_kinds_come_from_a_plain_dict_too(tenant_key):
+    from routing.auth import ApiClient
+
+    user = ApiClient(tenant=tenant_key.tenant, key=tenant_key)
+    for params in ({"kind": "return,handoff"}, {"kind": ["return", "handoff", "return"]}):
+        assert analytics_filters_parse(params=params, user=user, kinds_allowed=True).kinds == ("return", "handoff")
+
+
 def test_kind_is_ignored_where_an_endpoint_does_not_take_it(api):
     assert api.get("/api/analytics/agents", {"kind": "teleport"}).status_code == 200
