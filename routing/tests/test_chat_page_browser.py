@@ -1,0 +1,158 @@
+"""The chat page in a real browser: Debian's Chromium driven by Playwright against uvicorn.
+
+``live_server`` serves WSGI and cannot hold a WebSocket, so the page and its socket are served by
+``platform.asgi.application`` under uvicorn in a thread (the ``uvicorn_server`` fixture of
+``test_websocket.py``), on the test database. Chromium comes from ``scripts/bootstrap --with-chromium``;
+Playwright starts that binary and never downloads a browser of its own. Without Chromium the test skips on
+a developer's machine and fails under ``CI=true``. A screenshot goes to ``test-output/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from routing.models import Conversation, Message
+from routing.tests.test_websocket import (
+    MSISDN,
+    uvicorn_server,  # noqa: F401 — the fixture, reused
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOT = "chat-page.png"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",  # root in CI containers; Chromium's sandbox needs user namespaces it may not have there
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+WAIT_MS = 20_000
+CHAT = "/chat/"
+INVOICE = "Minha fatura veio alta"  # the seed's billing example
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"{reason}; CI must run the browser tests (scripts/test bootstraps --with-chromium).")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    executable = shutil.which("chromium")
+    if executable is None:
+        _unavailable("Debian's chromium is not installed (scripts/bootstrap --with-chromium installs it)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (it is in requirements.txt)")
+    # Playwright's sync API parks its event loop in this thread between calls, and Django's ORM refuses to run
+    # where a loop is running. Nothing here is a coroutine: the test's own queries run between Playwright calls.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    context = chromium.new_context(viewport={"width": 1200, "height": 900}, locale="en-US", timezone_id="UTC")
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def base_url(uvicorn_server) -> str:  # noqa: F811 — the imported fixture
+    return uvicorn_server.replace("ws://", "http://", 1)
+
+
+def screenshot_path() -> Path:
+    folder = Path(os.environ.get("TEST_OUTPUT_DIR") or ROOT / "test-output") / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / SCREENSHOT
+
+
+def test_anonymous_visitors_are_sent_to_the_admin_login(base_url, browser_page):
+    browser_page.goto(base_url + CHAT)
+    assert "/admin/login/" in browser_page.url
+
+
+def test_staff_chat_with_telecom_contas_and_see_billing_agent_stream_the_answer(
+    base_url, browser_page, staff_user, tenant, live_mcp, settings
+):
+    settings.OFFLINE_LLM_LATENCY_MS = 5
+    page = browser_page
+
+    page.goto(base_url + "/admin/")
+    page.fill("#id_username", "analyst")
+    page.fill("#id_password", "analyst-password")
+    page.click("#login-form input[type=submit]")
+    page.wait_for_url(base_url + "/admin/")
+    page.click("#chat-link")
+    page.wait_for_url(base_url + CHAT)
+
+    page.select_option("#chat-profile", "telecom_contas")
+    page.select_option("#chat-tenant", tenant.slug)
+    page.wait_for_selector("#chat-connection[data-state=open]")
+    session_id = page.input_value("#chat-session")
+    assert session_id
+
+    page.fill("#chat-user", "u1")
+    page.fill("#chat-context", json.dumps({"msisdn": MSISDN}))  # the billing tools look the line up by it
+    page.fill("#chat-input", INVOICE)
+    page.click("#chat-send")
+    answer = page.wait_for_selector(".chat-answer[data-state=done]")
+
+    assert page.get_attribute("#chat-current-agent", "data-agent") == "billing_agent"
+    display_name = page.get_attribute("#chat-current-agent", "data-display-name")
+    assert display_name
+    assert page.inner_text("#chat-current-agent") in (f"{display_name} (billing_agent)", "billing_agent")
+    assert page.locator(".chat-agent[data-agent=billing_agent]").count() == 1
+    assert answer.get_attribute("data-agent") == "billing_agent"
+    assert "billing_agent" in answer.query_selector(".chat-answer-agent").inner_text()
+
+    # Streamed token by token, and the tokens spelled out the answer that done then confirmed.
+    assert int(answer.get_attribute("data-tokens")) > 10
+    assert answer.get_attribute("data-streamed") == "complete"
+    shown = answer.query_selector(".chat-answer-text").evaluate("node => node.textContent")
+
+    conversation = Conversation.objects.get(conversation_key=f"{tenant.slug}:telecom_contas:{session_id}")
+    assert answer.get_attribute("data-conversation-key") == conversation.conversation_key
+    stored = Message.objects.filter(conversation=conversation, role="assistant").order_by("-pk").first()
+    assert stored is not None and stored.agent == "billing_agent"
+    assert shown == stored.content
+    assert conversation.user_id == "u1" and conversation.channel == "websocket"
+
+    # Tool calls folded, opened on demand.
+    tools = page.locator("details.chat-tool")
+    assert tools.count() >= 1
+    first = tools.first
+    assert first.get_attribute("open") is None
+    assert not first.locator(".chat-tool-finished").is_visible()
+    assert first.get_attribute("data-status") == "ok"
+    first.locator("summary").click()
+    assert first.locator(".chat-tool-finished").is_visible()
+    assert "finished: ok" in first.locator(".chat-tool-finished").inner_text()
+
+    assert page.is_hidden("#chat-error")
+    page.screenshot(path=str(screenshot_path()), full_page=True)
+    assert page.errors == []
