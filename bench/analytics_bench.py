@@ -33,6 +33,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,18 @@ def _sizes() -> list[tuple[str, int, str]]:
             count, size = cursor.fetchone()
             rows.append((table, count, size))
     return rows
+
+
+def _span() -> tuple[datetime, datetime, float]:
+    """When the bench handoffs start and end (a reused data set ages), and TENANT's share of them."""
+    from django.db.models import Count, Max, Min, Q
+
+    from handoffs.models import Handoff
+
+    found = Handoff.objects.filter(tenant__slug__startswith="bench_tenant_").aggregate(
+        first=Min("created_at"), last=Max("created_at"), n=Count("id"), own=Count("id", filter=Q(tenant__slug=TENANT))
+    )
+    return found["first"], found["last"], found["own"] / max(found["n"], 1)
 
 
 @dataclass
@@ -258,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         generation = _generate(args)
         vacuum = _vacuum_analyze()
         sizes = _sizes()
+        first, last, tenant_share = _span()
         callers = _callers()
         base_url = _serve(env, stack)
         timings = _measure(base_url, callers, args.runs)
@@ -267,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
             minutes, seconds = divmod(generation, 60)
             print(f"generate_handoffs --count {args.count}: {int(minutes)} min {seconds:.0f} s")
         print(f"VACUUM (ANALYZE): {vacuum:.0f} s")
+        print(
+            f"handoffs from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC; {tenant_share:.0%} of them {TENANT}'s"
+        )
         for table, count, size in sizes:
             print(f"  {table}: {count:,} rows, {size}")
         print(
