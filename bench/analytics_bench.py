@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -245,6 +246,7 @@ def _explain(callers: Callers, endpoint: str, window: str, caller: str) -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
+    warnings.filterwarnings("ignore", message="No directory at")  # WhiteNoise: no collectstatic in the scratch VAR_DIR
     client, headers = callers.client, {}
     if caller == "key":  # no session: the key alone
         client, headers = Client(), {"HTTP_AUTHORIZATION": f"Bearer {callers.key}"}
