@@ -15,4 +15,10 @@ if not hasattr(sys.modules.get("platform"), "__path__"):
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
 
-pytest_plugins = ["tests.fixtures", "tests.admin_fixtures", "tests.mcp_fixtures", "tests.celery_fixtures"]
+pytest_plugins = [
+    "tests.fixtures",
+    "tests.admin_fixtures",
+    "tests.mcp_fixtures",
+    "tests.celery_fixtures",
+    "tests.browser_fixtures",
+]

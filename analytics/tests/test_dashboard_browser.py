@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
-import os
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,66 +23,15 @@ from django.utils import timezone
 from agents.models import AgentProfile
 from handoffs.models import Handoff
 from routing.models import Conversation, Message, RouteDecisionRecord, Tenant, ToolCall
+from tests.browser_fixtures import screenshot_path
 from tests.factories import AgentProfileFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = "analytics-dashboard.png"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",  # root in CI containers; Chromium's sandbox needs user namespaces it may not have there
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-WAIT_MS = 20_000
 CHARTS = ("chart-timeline", "chart-paths", "chart-agents", "chart-methods", "chart-cohorts")
 DASHBOARD = "/analytics/"
 API = "/api/analytics/"
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"{reason}; CI must run the browser tests (scripts/test bootstraps --with-chromium).")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    executable = shutil.which("chromium")
-    if executable is None:
-        _unavailable("Debian's chromium is not installed (scripts/bootstrap --with-chromium installs it)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (it is in requirements.txt)")
-    # Playwright's sync API parks its event loop in this thread between calls, and Django's ORM refuses to run
-    # where a loop is running (it guards coroutines against blocking queries). Nothing here is a coroutine:
-    # the test's own queries (data, the database flush) run between Playwright calls, never inside one.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def browser_page(chromium):
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US", timezone_id="UTC")
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.errors = errors
-    yield page
-    context.close()
 
 
 @pytest.fixture
@@ -350,12 +296,6 @@ def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
     return summary
 
 
-def screenshot_path() -> Path:
-    folder = Path(os.environ.get("TEST_OUTPUT_DIR") or ROOT / "test-output") / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / SCREENSHOT
-
-
 # -- the tests ---------------------------------------------------------------------------------------------------
 
 
@@ -378,7 +318,7 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
     assert summary["handoff_rate_percentage"] == 75.0
     assert page.inner_text("#kpi-handoff-rate") == "75 %"
     assert rows(page, "table-paths", "from", "to", "count")[0] == ("product_agent", "support_agent", "3")
-    page.screenshot(path=str(screenshot_path()), full_page=True)
+    page.screenshot(path=str(screenshot_path(SCREENSHOT)), full_page=True)
 
     page.click("button.analytics-preset[data-days='90']")
     wait_until_drawn(page, "days=90")

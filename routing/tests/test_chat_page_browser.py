@@ -10,9 +10,6 @@ a developer's machine and fails under ``CI=true``. A screenshot goes to ``test-o
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -21,74 +18,23 @@ from routing.tests.test_websocket import (
     MSISDN,
     uvicorn_server,  # noqa: F401 — the fixture, reused
 )
+from tests.browser_fixtures import screenshot_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = "chat-page.png"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",  # root in CI containers; Chromium's sandbox needs user namespaces it may not have there
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-WAIT_MS = 20_000
 CHAT = "/chat/"
 INVOICE = "Minha fatura veio alta"  # the seed's billing example
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"{reason}; CI must run the browser tests (scripts/test bootstraps --with-chromium).")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    executable = shutil.which("chromium")
-    if executable is None:
-        _unavailable("Debian's chromium is not installed (scripts/bootstrap --with-chromium installs it)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (it is in requirements.txt)")
-    # Playwright's sync API parks its event loop in this thread between calls, and Django's ORM refuses to run
-    # where a loop is running. Nothing here is a coroutine: the test's own queries run between Playwright calls.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def browser_page(chromium):
-    context = chromium.new_context(viewport={"width": 1200, "height": 900}, locale="en-US", timezone_id="UTC")
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.errors = errors
-    yield page
-    context.close()
+def browser_viewport() -> dict[str, int]:
+    return {"width": 1200, "height": 900}
 
 
 @pytest.fixture
 def base_url(uvicorn_server) -> str:  # noqa: F811 — the imported fixture
     return uvicorn_server.replace("ws://", "http://", 1)
-
-
-def screenshot_path() -> Path:
-    folder = Path(os.environ.get("TEST_OUTPUT_DIR") or ROOT / "test-output") / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / SCREENSHOT
 
 
 def test_anonymous_visitors_are_sent_to_the_admin_login(base_url, browser_page):
@@ -154,5 +100,5 @@ def test_staff_chat_with_telecom_contas_and_see_billing_agent_stream_the_answer(
     assert "finished: ok" in first.locator(".chat-tool-finished").inner_text()
 
     assert page.is_hidden("#chat-error")
-    page.screenshot(path=str(screenshot_path()), full_page=True)
+    page.screenshot(path=str(screenshot_path(SCREENSHOT)), full_page=True)
     assert page.errors == []
