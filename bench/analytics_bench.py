@@ -26,12 +26,10 @@ import argparse
 import contextlib
 import logging
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 import warnings
 from dataclasses import dataclass
 from datetime import datetime
@@ -178,28 +176,6 @@ def _callers() -> Callers:
     return Callers(key=raw, session=client.cookies["sessionid"].value, client=client)
 
 
-def _wait_healthy(base_url: str, server: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}:\n{log.read_text()[-3000:]}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base_url}/api/health", timeout=5) as answer:
-            if answer.status == 200:
-                return
-        time.sleep(0.2)
-    raise SystemExit(f"the server did not answer /api/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def _serve(env: dict[str, str], stack: contextlib.ExitStack) -> str:
     port = services.free_port()
     base_url = f"http://127.0.0.1:{port}"
@@ -209,8 +185,8 @@ def _serve(env: dict[str, str], stack: contextlib.ExitStack) -> str:
         server = subprocess.Popen(
             [sys.executable, "-m", *command], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
         )
-    stack.callback(_stop, server)
-    _wait_healthy(base_url, server, log)
+    stack.callback(services.stop_process, server)
+    services.wait_healthy(base_url, server, log)
     return base_url
 
 

@@ -38,7 +38,6 @@ import json
 import multiprocessing
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -209,20 +208,6 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-def _wait_healthy(base_url: str, server: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}:\n{log.read_text()[-3000:]}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base_url}/api/health", timeout=5) as answer:
-            if answer.status == 200:
-                return
-        time.sleep(0.2)
-    raise SystemExit(f"the server did not answer /api/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
-
-
 def _postmaster_pid(database_url: str) -> int | None:
     import psycopg
 
@@ -246,16 +231,6 @@ def _watch_connections(database_url: str, until: float) -> int:
             peak = max(peak, count)
             time.sleep(0.25)
     return peak
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _stored_counts(env: dict[str, str], prefix: str) -> dict[str, Counter]:
@@ -320,8 +295,8 @@ def run(args: argparse.Namespace) -> int:
             server = subprocess.Popen(
                 [sys.executable, "-m", *command], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
             )
-        stack.callback(_stop, server)
-        _wait_healthy(base_url, server, log)
+        stack.callback(services.stop_process, server)
+        services.wait_healthy(base_url, server, log)
         postmaster = _postmaster_pid(env["DATABASE_URL"])
 
         prefix = f"bench-{os.getpid()}-{int(time.time())}-"
@@ -357,7 +332,7 @@ def run(args: argparse.Namespace) -> int:
         reports = [results.get(timeout=args.timeout + 30) for _ in loaders]
         for loader in loaders:
             loader.join()
-        _stop(server)
+        services.stop_process(server)
         server_log = log.read_text(errors="replace")
         stored = _stored_counts(env, prefix)
 

@@ -58,6 +58,33 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen, timeout: float = 20.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_healthy(base_url: str, server: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """Wait until the platform at ``base_url`` answers ``/api/health``; exit with its log if it dies or hangs."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+        health = f"{base_url}/api/health"  # the http URL of the server this script started
+        with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=5) as answer:  # noqa: S310
+            if answer.status == 200:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"the server did not answer /api/health within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
 def _version_key(path: Path) -> tuple[int, ...]:
     version = path.parent.parent.name  # /usr/lib/postgresql/<version>/bin/<tool>
     return tuple(int(part) for part in version.split(".") if part.isdigit())
