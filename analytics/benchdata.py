@@ -36,8 +36,11 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import CASCADE, QuerySet
 
 from agents.models import AgentProfile
+from analytics.rollups import FACTS
+from analytics.services import rollup_build
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
+from handoffs.services import moves_kinds
 from routing import snapshot
 from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, Tenant, ToolCall, ToolCallStatus
 from routing.rollout import bucket
@@ -263,6 +266,7 @@ CONVERSATION_FIELDS = (
     "cohort",
     "created_at",
     "updated_at",
+    "handoff_kinds",
 )
 MESSAGE_FIELDS = (
     "id",
@@ -319,6 +323,7 @@ HANDOFF_FIELDS = (
     "context_summary",
     "outcome",
     "created_at",
+    "cohort",
 )
 
 
@@ -343,6 +348,8 @@ class GenerateReport:
     outcomes: Counter = field(default_factory=Counter)
     methods: Counter = field(default_factory=Counter)
     cohorts: Counter = field(default_factory=Counter)
+    days_summed: int = 0
+    rollup_seconds: float = 0.0
     tool_statuses: Counter = field(default_factory=Counter)
 
 
@@ -523,7 +530,7 @@ class Simulator:
             live.sub["started_at"] = round(live.sub["started_at"] - overflow, 3)
         messages = batch.messages
         first_message = len(messages)
-        profile_id, kinds, methods, handoffs = catalogue.spec.pk, Counter(), Counter(), 0
+        profile_id, kinds, methods, handoffs, handoff_kinds = catalogue.spec.pk, Counter(), Counter(), 0, 0
         for number, (persisted, turn) in enumerate(simulated, start=1):
             persisted -= overflow
             handoffs += self._rows(
@@ -540,6 +547,7 @@ class Simulator:
                 turn=turn,
             )
             kinds.update(move.kind for move in turn.moves)
+            handoff_kinds |= moves_kinds(turn.moves)
             methods[turn.decision.method] += 1
         last_moment = simulated[-1][0] - overflow
         sub = live.sub
@@ -567,6 +575,7 @@ class Simulator:
                 cohort,
                 _when(arrival),
                 _when(last_moment),
+                handoff_kinds,
             ]
         )
         return handoffs, kinds, methods
@@ -1194,6 +1203,7 @@ class Simulator:
                     move.context_summary,
                     move.outcome,
                     at(),
+                    cohort,
                 ]
             )
         return len(turn.moves)
@@ -1317,6 +1327,8 @@ def bench_data_clear() -> dict[str, int]:
     with transaction.atomic():
         for queryset in [*_dependents(messages), *_dependents(conversations), messages, conversations]:
             deleted[queryset.model._meta.label] += _delete_rows(queryset)
+        for fact in FACTS:  # the bench tenants' daily totals counted exactly the rows just deleted
+            fact.rollup.objects.filter(tenant_id__in=tenant_ids).delete()
     return dict(deleted)
 
 
@@ -1387,6 +1399,10 @@ def bench_data_generate(
             if progress is not None:
                 seconds = time.perf_counter() - started
                 progress(Progress(written, count, report.conversations, report.messages, seconds))
+    # The rows are dated back: sum their days into the analytics' daily totals again (today stays live).
+    summing = time.perf_counter()
+    report.days_summed = len(rollup_build(first=_when(end - days * 86400).date(), last=until.date(), rebuild=True))
+    report.rollup_seconds = time.perf_counter() - summing
     report.seconds = time.perf_counter() - started
     return report
 

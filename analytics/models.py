@@ -1,6 +1,11 @@
-"""The analytics own no data: they read conversations, messages, route decisions, tool calls and handoffs.
+"""The analytics' own tables: daily totals of closed days, and the permission that opens the analytics to a user.
 
-This module only carries the permission that opens them to a logged-in user.
+The analytics read conversations, messages, route decisions, tool calls and handoffs. Summing those rows over
+90 days of a busy platform takes seconds, so every UTC day that has closed is summed once into the ``Daily*``
+tables below (:mod:`analytics.rollups` says what each holds and how; :mod:`analytics.services` builds them).
+A :class:`RollupDay` row marks a day whose totals are complete; the selectors read those days from the totals
+and every other day (today, a day not built yet, a day whose totals went stale) from the rows themselves, so
+the figures are the same either way.
 """
 
 from __future__ import annotations
@@ -24,3 +29,138 @@ class AnalyticsAccess(models.Model):
 
     def __str__(self) -> str:
         return "analytics access"
+
+
+class RollupDay(models.Model):
+    """One UTC day of the daily totals. ``sealed``: its totals are complete and the selectors read them.
+
+    A change to a closed day's rows (a cleared session, a conversation of that day changing cohort or having
+    its first move of a kind) unseals it; it is built again on the next read or ``rollup_analytics`` run.
+    """
+
+    day = models.DateField(primary_key=True)
+    sealed = models.BooleanField(default=False)
+    built_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["day"]
+
+    def __str__(self) -> str:
+        return f"{self.day} ({'sealed' if self.sealed else 'open'})"
+
+
+class DailyTotal(models.Model):
+    """Columns every daily table shares: the day, the tenant and profile, and how many rows were summed."""
+
+    day = models.DateField()
+    tenant = models.ForeignKey("routing.Tenant", on_delete=models.CASCADE, related_name="+")
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    n = models.PositiveBigIntegerField()
+
+    class Meta:
+        abstract = True
+
+    def describe(self, *dimensions: object) -> str:
+        scope = [str(self.day), f"tenant {self.tenant_id}", f"profile {self.profile_id}"]
+        return " · ".join([*scope, *map(str, dimensions), f"n={self.n}"])
+
+
+def _indexes(name: str) -> list[models.Index]:
+    return [
+        models.Index(fields=["day", "tenant", "profile"], name=f"{name}_day"),
+        models.Index(fields=["tenant", "day", "profile"], name=f"{name}_tenant_day"),
+    ]
+
+
+class DailyMessages(DailyTotal):
+    """Messages per day, tenant, profile, cohort, role and agent, with the answers' latency and judge sums."""
+
+    cohort = models.CharField(max_length=16, blank=True)
+    role = models.CharField(max_length=16)
+    agent = models.CharField(max_length=64, blank=True)
+    latency_sum = models.FloatField(default=0.0)
+    latency_n = models.PositiveBigIntegerField(default=0)
+    judge_sum = models.FloatField(default=0.0)
+    judge_n = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        indexes = _indexes("daily_messages")
+        verbose_name_plural = "daily messages"
+
+    def __str__(self) -> str:
+        return self.describe(self.cohort, self.role, self.agent)
+
+
+class DailyLatencies(DailyTotal):
+    """Answers per latency bucket (a log scale, see :data:`analytics.rollups.LATENCY_BUCKET_RATIO`)."""
+
+    cohort = models.CharField(max_length=16, blank=True)
+    bucket = models.SmallIntegerField()
+
+    class Meta:
+        indexes = _indexes("daily_latencies")
+        verbose_name_plural = "daily latencies"
+
+    def __str__(self) -> str:
+        return self.describe(self.cohort, f"bucket {self.bucket}")
+
+
+class DailyRouteMethods(DailyTotal):
+    """Route decisions per method."""
+
+    method = models.CharField(max_length=32)
+
+    class Meta:
+        indexes = _indexes("daily_route_methods")
+        verbose_name_plural = "daily route methods"
+
+    def __str__(self) -> str:
+        return self.describe(self.method)
+
+
+class DailyToolCalls(DailyTotal):
+    """MCP tool calls per tool, server and status, with their latency sum."""
+
+    tool = models.CharField(max_length=200)
+    server = models.CharField(max_length=100)
+    status = models.CharField(max_length=32)
+    latency_sum = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = _indexes("daily_tool_calls")
+        verbose_name_plural = "daily tool calls"
+
+    def __str__(self) -> str:
+        return self.describe(self.tool, self.server, self.status)
+
+
+class DailyHandoffs(DailyTotal):
+    """``agent_handoffs`` rows per cohort, path, kind, status and outcome."""
+
+    cohort = models.CharField(max_length=16, blank=True)
+    from_agent = models.CharField(max_length=64)
+    to_agent = models.CharField(max_length=64)
+    kind = models.CharField(max_length=32)
+    status = models.CharField(max_length=16)
+    outcome = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        indexes = _indexes("daily_handoffs")
+        verbose_name_plural = "daily handoffs"
+
+    def __str__(self) -> str:
+        return self.describe(f"{self.from_agent} → {self.to_agent}", self.kind, self.status, self.outcome)
+
+
+class DailyConversations(DailyTotal):
+    """Conversations by the day they were created, per cohort and the kinds of completed move they have had."""
+
+    cohort = models.CharField(max_length=16, blank=True)
+    handoff_kinds = models.PositiveSmallIntegerField()
+
+    class Meta:
+        indexes = _indexes("daily_conversations")
+        verbose_name_plural = "daily conversations"
+
+    def __str__(self) -> str:
+        return self.describe(self.cohort, f"kinds {self.handoff_kinds}")

@@ -7,12 +7,10 @@ Every selector takes the same keyword-only filters and returns plain dicts and l
 * ``profile_id`` — one agent profile, or ``None`` for all;
 * ``kinds`` (handoff selectors only) — the handoff kinds to count, or ``None`` for the selector's default.
 
-Queries group in SQL (``values().annotate()``) and Python only folds the grouped rows, whose number is
-bounded by agents, kinds, statuses, periods or tools — never by the number of handoffs or messages. They
-count ``*`` rather than ids and read only columns of the covering indexes declared on the models, so that
-PostgreSQL answers them with index-only scans.
-Handoffs are read from ``agent_handoffs`` alone (tenant and profile are denormalised on it); messages,
-route decisions and tool calls reach the tenant and profile through their conversation.
+The window's closed days are read from the daily totals and the rest (today) from the rows themselves
+(:mod:`analytics.rollups`); either way the rows are grouped in SQL and Python only adds up grouped rows,
+whose number is bounded by days, agents, kinds, statuses, methods or tools — never by the number of
+handoffs or messages.
 """
 
 from __future__ import annotations
@@ -21,12 +19,23 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
-from django.db.models import Aggregate, Avg, Count, FloatField, QuerySet, Sum
+from django.db.models import Count, QuerySet
 from django.db.models.functions import Trunc
 
-from handoffs.models import Handoff, HandoffKind, HandoffStatus
-from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall, ToolCallStatus
+from analytics.rollups import (
+    CONVERSATIONS,
+    HANDOFFS,
+    LATENCIES,
+    MESSAGES,
+    ROUTE_METHODS,
+    TOOL_CALLS,
+    day_start,
+    fact_rows,
+    histogram_percentile,
+    window_open,
+)
+from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
+from routing.models import MessageRole, ToolCallStatus
 
 # What counts as a handoff: an agent-to-agent move that happened. Returns end a delegation (they are the
 # delegation endpoint's) and a supervisor's fan-out runs specialists in parallel, handing nothing over;
@@ -37,23 +46,6 @@ COHORTS: tuple[str, ...] = ("multi_agent", "single_agent")
 CORE_METHODS: tuple[str, ...] = ("state", "keyword", "llm", "fallback")
 FALLBACK_METHOD = "fallback"
 TOOL_ERROR_STATUSES: tuple[str, ...] = tuple(s for s in ToolCallStatus.values if s != ToolCallStatus.OK)
-
-
-class PercentileCont(Aggregate):
-    """PostgreSQL's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)``: a continuous percentile."""
-
-    function = "PERCENTILE_CONT"
-    name = "PercentileCont"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression: str, *, fraction: float, **extra: Any) -> None:
-        super().__init__(expression, fraction=repr(float(fraction)), **extra)
-
-
-def percentiles_supported() -> bool:
-    """p50/p95 need PostgreSQL; elsewhere (SQLite, the quick start) they are ``None``."""
-    return connection.vendor == "postgresql"
 
 
 def _share(part: float, whole: float) -> float:
@@ -73,37 +65,14 @@ def _handoffs(*, start: dt.datetime, end: dt.datetime, tenant_id: int | None, pr
     return rows.order_by()  # no model ordering: it would join the GROUP BY
 
 
-def _counted(
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: int | None,
-    profile_id: int | None,
-    kinds: Sequence[str] | None,
-) -> QuerySet:
-    rows = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
-    return rows.filter(status=HandoffStatus.COMPLETED, kind__in=list(kinds or COUNTED_KINDS))
+def _scope(tenant_id: int | None, profile_id: int | None) -> dict[str, int | None]:
+    return {"tenant_id": tenant_id, "profile_id": profile_id}
 
 
-def _conversations(*, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None) -> QuerySet:
-    rows = Conversation.objects.filter(created_at__gte=start, created_at__lt=end)
-    if tenant_id is not None:
-        rows = rows.filter(tenant_id=tenant_id)
-    if profile_id is not None:
-        rows = rows.filter(profile_id=profile_id)
-    return rows.order_by()
-
-
-def _through_conversation(
-    rows: QuerySet, *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None
-) -> QuerySet:
-    """Rows of a conversation's child table in the window, scoped through the conversation (joined only if asked)."""
-    rows = rows.filter(created_at__gte=start, created_at__lt=end)
-    if tenant_id is not None:
-        rows = rows.filter(conversation__tenant_id=tenant_id)
-    if profile_id is not None:
-        rows = rows.filter(conversation__profile_id=profile_id)
-    return rows.order_by()
+def _conversations_with(rows: list[dict[str, Any]], mask: int) -> tuple[int, int]:
+    """``(conversations, of which with a completed move of a kind in mask)`` from rows grouped by handoff_kinds."""
+    total = sum(row["n"] for row in rows)
+    return total, sum(row["n"] for row in rows if row["handoff_kinds"] & mask)
 
 
 # -- handoffs ----------------------------------------------------------------------------------------------
@@ -120,20 +89,27 @@ def handoff_summary(
     """Seed 003's ``get_handoff_analytics``: ``{total_handoffs, handoff_paths: [{from, to, count}],
     conversations_with_handoffs, total_conversations, handoff_rate_percentage}``.
 
-    Counts completed moves of ``kinds`` (default :data:`COUNTED_KINDS`) made in the window. ``total_conversations``
-    are the conversations created in the window; ``conversations_with_handoffs`` the distinct conversations with
-    a counted move in it (one begun before the window counts too, so the rate may exceed 100 on short windows).
-    Paths are sorted by count (most first), then from and to. Three queries.
+    ``total_handoffs`` and the paths count the completed moves of ``kinds`` (default :data:`COUNTED_KINDS`)
+    made in the window. ``total_conversations`` are the conversations created in the window, and
+    ``conversations_with_handoffs`` those of them that have had a completed move of ``kinds`` (whenever it
+    happened), so the rate is the share of the window's conversations that were handed on (never over 100).
+    Paths are sorted by count (most first), then from and to.
     """
-    counted = _counted(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, kinds=kinds)
+    window = window_open(start, end)
+    kinds = tuple(kinds or COUNTED_KINDS)
+    grouped = fact_rows(
+        HANDOFFS,
+        window,
+        by=("from_agent", "to_agent"),
+        where={"status": HandoffStatus.COMPLETED, "kind__in": kinds},
+        **_scope(tenant_id, profile_id),
+    )
     paths = [
-        {"from": row["from_agent"], "to": row["to_agent"], "count": row["count"]}
-        for row in counted.values("from_agent", "to_agent")
-        .annotate(count=Count("*"))
-        .order_by("-count", "from_agent", "to_agent")
+        {"from": row["from_agent"], "to": row["to_agent"], "count": row["n"]}
+        for row in sorted(grouped, key=lambda row: (-row["n"], row["from_agent"], row["to_agent"]))
     ]
-    with_handoffs = counted.aggregate(n=Count("conversation_id", distinct=True))["n"]
-    total_conversations = _conversations(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id).count()
+    conversations = fact_rows(CONVERSATIONS, window, by=("handoff_kinds",), **_scope(tenant_id, profile_id))
+    total_conversations, with_handoffs = _conversations_with(conversations, kinds_mask(kinds))
     return {
         "total_handoffs": sum(path["count"] for path in paths),
         "handoff_paths": paths,
@@ -171,20 +147,34 @@ def handoff_timeline(
 
     Every period from the window's start up to ``now`` (the window's end if sooner) is listed, empty ones
     with 0, and ``by_kind`` names every kind counted, so charts are continuous. ``period`` is ISO 8601.
-    One query.
+    Days are read as :func:`handoff_summary` reads them; hours always from the handoff rows (the daily totals
+    have no hours, and hourly windows are short).
     """
     if bucket not in ("day", "hour"):
         raise ValueError(f"bucket must be 'day' or 'hour', not {bucket!r}")
     kinds = tuple(kinds or COUNTED_KINDS)
-    counted = _counted(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, kinds=kinds)
-    grouped = (
-        counted.annotate(period=Trunc("created_at", bucket, tzinfo=dt.UTC))
-        .values("period", "kind")
-        .annotate(count=Count("*"))
-    )
     found: dict[dt.datetime, dict[str, int]] = {}
-    for row in grouped:
-        found.setdefault(row["period"].astimezone(dt.UTC), {})[row["kind"]] = row["count"]
+    if bucket == "day":
+        grouped = fact_rows(
+            HANDOFFS,
+            window_open(start, end),
+            by=("day", "kind"),
+            where={"status": HandoffStatus.COMPLETED, "kind__in": kinds},
+            **_scope(tenant_id, profile_id),
+        )
+        for row in grouped:
+            found.setdefault(day_start(row["day"]), {})[row["kind"]] = row["n"]
+    else:
+        counted = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id).filter(
+            status=HandoffStatus.COMPLETED, kind__in=kinds
+        )
+        grouped = (
+            counted.annotate(period=Trunc("created_at", "hour", tzinfo=dt.UTC))
+            .values("period", "kind")
+            .annotate(count=Count("*"))
+        )
+        for row in grouped:
+            found.setdefault(row["period"].astimezone(dt.UTC), {})[row["kind"]] = row["count"]
     until = min(end, now or dt.datetime.now(dt.UTC))
     timeline = []
     for period in _periods(start, until, bucket):
@@ -206,22 +196,27 @@ def handoff_stops(
 
     Stopped rows are loop safety's (outcome ping_pong, path_repeated, handoff_limit, step_limit); refused rows a
     target the agent may not reach (outcome not_allowed). ``agent`` is the one that tried to move. Lists are
-    sorted by count, then name. ``kinds`` narrows to the kinds of move tried (default: all). One query.
+    sorted by count, then name. ``kinds`` narrows to the kinds of move tried (default: all).
     """
-    rows = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id).filter(
-        status__in=[HandoffStatus.STOPPED, HandoffStatus.REFUSED]
-    )
+    where: dict[str, Any] = {"status__in": [HandoffStatus.STOPPED, HandoffStatus.REFUSED]}
     if kinds:
-        rows = rows.filter(kind__in=list(kinds))
+        where["kind__in"] = list(kinds)
+    grouped = fact_rows(
+        HANDOFFS,
+        window_open(start, end),
+        by=("status", "outcome", "from_agent"),
+        where=where,
+        **_scope(tenant_id, profile_id),
+    )
     by_outcome: dict[str, int] = {}
     by_agent: dict[str, int] = {}
     refused_by_agent: dict[str, int] = {}
-    for row in rows.values("status", "outcome", "from_agent").annotate(count=Count("*")):
+    for row in grouped:
         if row["status"] == HandoffStatus.STOPPED:
-            by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["count"]
-            by_agent[row["from_agent"]] = by_agent.get(row["from_agent"], 0) + row["count"]
+            by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["n"]
+            by_agent[row["from_agent"]] = by_agent.get(row["from_agent"], 0) + row["n"]
         else:
-            refused_by_agent[row["from_agent"]] = refused_by_agent.get(row["from_agent"], 0) + row["count"]
+            refused_by_agent[row["from_agent"]] = refused_by_agent.get(row["from_agent"], 0) + row["n"]
     return {
         "total_stopped": sum(by_outcome.values()),
         "by_outcome": _ranked(by_outcome, "outcome"),
@@ -243,20 +238,24 @@ def delegation_outcomes(
 
     Delegations are completed ``delegation`` rows (a coordinator passed the conversation on); returns are
     ``return`` rows, whose outcome is the status the specialist ended with (completed, out_of_scope, ...).
-    Shares are of the returns. Sorted by count, then name. One query.
+    Shares are of the returns. Sorted by count, then name.
     """
-    rows = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id).filter(
-        status=HandoffStatus.COMPLETED, kind__in=[HandoffKind.DELEGATION, HandoffKind.RETURN]
+    grouped = fact_rows(
+        HANDOFFS,
+        window_open(start, end),
+        by=("kind", "outcome", "from_agent"),
+        where={"status": HandoffStatus.COMPLETED, "kind__in": [HandoffKind.DELEGATION, HandoffKind.RETURN]},
+        **_scope(tenant_id, profile_id),
     )
     delegations = 0
     by_outcome: dict[str, int] = {}
     by_specialist: dict[str, int] = {}
-    for row in rows.values("kind", "outcome", "from_agent").annotate(count=Count("*")):
+    for row in grouped:
         if row["kind"] == HandoffKind.DELEGATION:
-            delegations += row["count"]
+            delegations += row["n"]
         else:
-            by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["count"]
-            by_specialist[row["from_agent"]] = by_specialist.get(row["from_agent"], 0) + row["count"]
+            by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["n"]
+            by_specialist[row["from_agent"]] = by_specialist.get(row["from_agent"], 0) + row["n"]
     returns = sum(by_outcome.values())
     return {
         "total_delegations": delegations,
@@ -279,7 +278,7 @@ def handoff_list_recent(
 ) -> list[dict[str, Any]]:
     """The latest ``limit`` handoff rows of the window, newest first, of every status (stops and refusals
     included) and of ``kinds`` (default: all): ``[{id, conversation_id, conversation_key, tenant, profile,
-    from_agent, to_agent, kind, status, outcome, reason, created_at}]``. One query."""
+    from_agent, to_agent, kind, status, outcome, reason, created_at}]``. One query, on the rows themselves."""
     rows = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
     if kinds:
         rows = rows.filter(kind__in=list(kinds))
@@ -308,20 +307,17 @@ def agent_utilisation(
     *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
 ) -> list[dict[str, Any]]:
     """Seed 003's agent utilisation: answered turns (assistant messages) per specialist,
-    ``[{agent, turns, share_percentage}]``, most turns first, then by name. One query."""
-    rows = _through_conversation(
-        Message.objects.filter(role=MessageRole.ASSISTANT),
-        start=start,
-        end=end,
-        tenant_id=tenant_id,
-        profile_id=profile_id,
+    ``[{agent, turns, share_percentage}]``, most turns first, then by name."""
+    grouped = fact_rows(
+        MESSAGES,
+        window_open(start, end),
+        by=("agent",),
+        where={"role": MessageRole.ASSISTANT},
+        **_scope(tenant_id, profile_id),
     )
-    grouped = list(rows.values("agent").annotate(turns=Count("*")).order_by("-turns", "agent"))
-    total = sum(row["turns"] for row in grouped)
-    return [
-        {"agent": row["agent"], "turns": row["turns"], "share_percentage": _share(row["turns"], total)}
-        for row in grouped
-    ]
+    grouped.sort(key=lambda row: (-row["n"], row["agent"]))
+    total = sum(row["n"] for row in grouped)
+    return [{"agent": row["agent"], "turns": row["n"], "share_percentage": _share(row["n"], total)} for row in grouped]
 
 
 def route_method_mix(
@@ -330,13 +326,10 @@ def route_method_mix(
     """How messages were routed: ``{methods: [{method, count, share_percentage}], fallback_rate_percentage,
     total}`` over the stored route decisions. The core methods (state, keyword, llm, fallback) are listed even
     at 0; the others (followup, coordinator, sub_conversation, permission) when they occur. Sorted by count,
-    then name. One query."""
-    rows = _through_conversation(
-        RouteDecisionRecord.objects.all(), start=start, end=end, tenant_id=tenant_id, profile_id=profile_id
-    )
+    then name."""
     counts = dict.fromkeys(CORE_METHODS, 0)
-    for row in rows.values("method").annotate(count=Count("*")):
-        counts[row["method"]] = row["count"]
+    for row in fact_rows(ROUTE_METHODS, window_open(start, end), by=("method",), **_scope(tenant_id, profile_id)):
+        counts[row["method"]] = row["n"]
     total = sum(counts.values())
     return {
         "methods": [{**item, "share_percentage": _share(item["count"], total)} for item in _ranked(counts, "method")],
@@ -353,23 +346,22 @@ def tool_call_stats(
 
     An error is any status but ``ok`` (:data:`TOOL_ERROR_STATUSES`: error, timeout, invalid_arguments,
     unavailable, not_offered, permission_required). ``avg_latency_ms`` averages every call of the tool (calls
-    that never reached the server count with their ~0 ms). Most calls first, then by name. One query.
+    that never reached the server count with their ~0 ms). Most calls first, then by name.
     """
-    rows = _through_conversation(
-        ToolCall.objects.all(), start=start, end=end, tenant_id=tenant_id, profile_id=profile_id
+    grouped = fact_rows(
+        TOOL_CALLS, window_open(start, end), by=("tool", "server", "status"), **_scope(tenant_id, profile_id)
     )
     tools: dict[tuple[str, str], dict[str, Any]] = {}
-    grouped = rows.values("tool", "server", "status").annotate(calls=Count("*"), latency=Sum("latency_ms"))
     for row in grouped:
         tool = tools.setdefault(
             (row["tool"], row["server"]),
             {"tool": row["tool"], "server": row["server"], "calls": 0, "errors": 0, "errors_by_status": {}, "ms": 0.0},
         )
-        tool["calls"] += row["calls"]
-        tool["ms"] += row["latency"] or 0.0
+        tool["calls"] += row["n"]
+        tool["ms"] += row["latency_sum"]
         if row["status"] != ToolCallStatus.OK:
-            tool["errors"] += row["calls"]
-            tool["errors_by_status"][row["status"]] = row["calls"]
+            tool["errors"] += row["n"]
+            tool["errors_by_status"][row["status"]] = row["n"]
     listed = []
     for tool in sorted(tools.values(), key=lambda t: (-t["calls"], t["tool"], t["server"])):
         ms = tool.pop("ms")
@@ -395,13 +387,15 @@ def cohort_comparison(
     conversations, handoffs, conversations_with_handoffs, handoff_rate_percentage, avg_judge_score,
     avg_latency_ms, p50_latency_ms, p95_latency_ms}], percentiles}`` — always both cohorts, multi_agent first.
 
-    ``messages`` are user messages and ``answers`` assistant ones, by the cohort stored on the message;
-    conversations (created in the window) and their handoffs (counted as in :func:`handoff_summary`) by the
-    conversation's cohort. Turns the flag did not decide (blank cohort) are left out. Scores and latencies are
-    the answers'; percentiles are PostgreSQL's ``percentile_cont`` (``percentiles`` is false and they are
-    ``None`` on other databases). Four queries.
+    ``messages`` are user messages and ``answers`` assistant ones, and ``handoffs`` the moves counted as in
+    :func:`handoff_summary`, each by the cohort of the turn that wrote it; ``conversations`` are those created
+    in the window, and ``conversations_with_handoffs`` those of them with a counted move, by the conversation's
+    cohort. Turns the flag did not decide (blank cohort) are left out. Scores and latencies are the answers';
+    p50 and p95 are read from latency buckets 5 % wide (:func:`analytics.rollups.histogram_percentile`), within
+    5 % of the exact value, on every database (``percentiles`` is always true).
     """
-    scope = {"start": start, "end": end, "tenant_id": tenant_id, "profile_id": profile_id}
+    window = window_open(start, end)
+    scope = _scope(tenant_id, profile_id)
     result = {
         cohort: {
             "cohort": cohort,
@@ -418,38 +412,31 @@ def cohort_comparison(
         }
         for cohort in COHORTS
     }
-    messages = _through_conversation(Message.objects.filter(cohort__in=COHORTS), **scope)
-    users = messages.filter(role=MessageRole.USER).values("cohort").annotate(n=Count("*"))
-    for row in users:
-        result[row["cohort"]]["messages"] = row["n"]
-    answer_stats: dict[str, Any] = {
-        "n": Count("*"),
-        "judge": Avg("judge_score"),
-        "latency": Avg("latency_ms"),
-    }
-    if percentiles_supported():
-        answer_stats["p50"] = PercentileCont("latency_ms", fraction=0.5)
-        answer_stats["p95"] = PercentileCont("latency_ms", fraction=0.95)
-    for row in messages.filter(role=MessageRole.ASSISTANT).values("cohort").annotate(**answer_stats):
+    in_cohorts = {"cohort__in": COHORTS}
+    roles = [MessageRole.USER, MessageRole.ASSISTANT]
+    for row in fact_rows(MESSAGES, window, by=("cohort", "role"), where={**in_cohorts, "role__in": roles}, **scope):
         item = result[row["cohort"]]
+        if row["role"] == MessageRole.USER:
+            item["messages"] = row["n"]
+            continue
         item["answers"] = row["n"]
-        item["avg_judge_score"] = _round(row["judge"], 3)
-        item["avg_latency_ms"] = _round(row["latency"])
-        item["p50_latency_ms"] = _round(row.get("p50"))
-        item["p95_latency_ms"] = _round(row.get("p95"))
-    conversations = _conversations(**scope).filter(cohort__in=COHORTS).values("cohort").annotate(n=Count("*"))
-    for row in conversations:
-        result[row["cohort"]]["conversations"] = row["n"]
-    handoffs = (
-        _counted(**scope, kinds=None)
-        .filter(conversation__cohort__in=COHORTS)
-        .values("conversation__cohort")
-        .annotate(n=Count("*"), conversations=Count("conversation_id", distinct=True))
-    )
-    for row in handoffs:
-        item = result[row["conversation__cohort"]]
-        item["handoffs"] = row["n"]
-        item["conversations_with_handoffs"] = row["conversations"]
-    for item in result.values():
+        item["avg_judge_score"] = _round(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
+        item["avg_latency_ms"] = _round(row["latency_sum"] / row["latency_n"]) if row["latency_n"] else None
+    buckets: dict[str, dict[int, int]] = {cohort: {} for cohort in COHORTS}
+    for row in fact_rows(LATENCIES, window, by=("cohort", "bucket"), where=in_cohorts, **scope):
+        buckets[row["cohort"]][row["bucket"]] = row["n"]
+    for cohort, counts in buckets.items():
+        result[cohort]["p50_latency_ms"] = _round(histogram_percentile(counts, 0.5))
+        result[cohort]["p95_latency_ms"] = _round(histogram_percentile(counts, 0.95))
+    counted = {"status": HandoffStatus.COMPLETED, "kind__in": COUNTED_KINDS}
+    for row in fact_rows(HANDOFFS, window, by=("cohort",), where={**in_cohorts, **counted}, **scope):
+        result[row["cohort"]]["handoffs"] = row["n"]
+    conversations = fact_rows(CONVERSATIONS, window, by=("cohort", "handoff_kinds"), where=in_cohorts, **scope)
+    for cohort in COHORTS:
+        item = result[cohort]
+        rows = [row for row in conversations if row["cohort"] == cohort]
+        item["conversations"], item["conversations_with_handoffs"] = _conversations_with(
+            rows, kinds_mask(COUNTED_KINDS)
+        )
         item["handoff_rate_percentage"] = _share(item["conversations_with_handoffs"], item["conversations"])
-    return {"cohorts": [result[cohort] for cohort in COHORTS], "percentiles": percentiles_supported()}
+    return {"cohorts": [result[cohort] for cohort in COHORTS], "percentiles": True}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db import models
 
 
@@ -11,6 +13,25 @@ class HandoffKind(models.TextChoices):
     DELEGATION = "delegation", "Delegation"
     RETURN = "return", "Return"
     FANOUT = "supervisor_fanout", "Supervisor fan-out"
+
+
+# One bit per kind, for Conversation.handoff_kinds (the kinds of completed move a conversation has had). Fixed
+# values, not the choices' order: stored masks must keep their meaning when a kind is added.
+KIND_BITS: dict[str, int] = {
+    HandoffKind.HANDOFF: 1,
+    HandoffKind.ROUTING: 2,
+    HandoffKind.DELEGATION: 4,
+    HandoffKind.RETURN: 8,
+    HandoffKind.FANOUT: 16,
+}
+
+
+def kinds_mask(kinds: Iterable[str]) -> int:
+    """The bits of ``kinds`` (see :data:`KIND_BITS`) or'ed together."""
+    mask = 0
+    for kind in kinds:
+        mask |= KIND_BITS[kind]
+    return mask
 
 
 class HandoffStatus(models.TextChoices):
@@ -46,6 +67,11 @@ class Handoff(models.Model):
             "How it ended: a return's sub-conversation status (completed, out_of_scope, ...); a stop's or "
             "refusal's cause (ping_pong, path_repeated, handoff_limit, step_limit, not_allowed)."
         ),
+    )
+    cohort = models.CharField(
+        max_length=16,
+        blank=True,
+        help_text="The rollout cohort of the turn that made the move (multi_agent or single_agent; blank: none).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -182,6 +182,11 @@ CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
 # A turn that makes no progress for this long (its process died) no longer holds up its conversation.
 CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS", 300.0)
 
+# The analytics sum each closed UTC day once into daily totals (analytics/services.py) and read them instead
+# of the day's rows; a day closes this long after midnight, once no running turn can still write to it.
+ANALYTICS_ROLLUPS = env.boolean("ANALYTICS_ROLLUPS", True)
+ANALYTICS_ROLLUP_GRACE_SECONDS = env.decimal("ANALYTICS_ROLLUP_GRACE_SECONDS", 600.0)
+
 OPENAI_BASE_URL = env.string("OPENAI_BASE_URL")
 OPENAI_API_KEY = env.string("OPENAI_API_KEY")
 LLM_MODEL = env.string("LLM_MODEL")

@@ -19,6 +19,7 @@ back (``end_specialist_sub_conversation``) — each move checked by loop safety
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 import uuid
@@ -45,9 +46,10 @@ from agents.runtime import (
     specialist_run,
     tools_for_turn,
 )
+from analytics.services import conversation_counted_again
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
-from handoffs.services import Move, moves_record
+from handoffs.services import Move, moves_kinds, moves_record
 from handoffs.tools import (
     END_SUB_CONVERSATION,
     REQUEST_HANDOFF,
@@ -143,6 +145,10 @@ class Turn:
     pending_result: dict[str, Any] | None = None
     pending_permission: dict[str, Any] | None = None
     granted: list[str] = field(default_factory=list)
+    # What the analytics' daily totals know of the conversation (see _persist).
+    stored_cohort: str = ""
+    handoff_kinds: int = 0
+    conversation_created_at: dt.datetime | None = None
     recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
     # What the chain of specialists did.
     context: dict[str, Any] = field(default_factory=dict)
@@ -754,6 +760,9 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.pending_result = state["pending_result"]
         turn.pending_permission = state["pending_permission"]
         turn.granted = list(state["granted_permissions"] or [])
+        turn.stored_cohort = state["cohort"]
+        turn.handoff_kinds = state["handoff_kinds"]
+        turn.conversation_created_at = state["created_at"]
         limit = settings.CONVERSATION_HISTORY_LIMIT
         recent = list(
             Message.objects.filter(
@@ -906,12 +915,22 @@ def _persist(turn: Turn) -> int:
                 updates["state"] = turn.next_state
                 updates["active_specialist"] = _active_specialist(turn)
                 updates["active_intent"] = decision.plan[0].intent if decision.plan else turn.final_intent
-            Conversation.objects.filter(pk=conversation).update(**updates)
             moves = turn.all_moves()
+            kinds = turn.handoff_kinds | moves_kinds(moves)
+            if kinds != turn.handoff_kinds:
+                updates["handoff_kinds"] = kinds
+            Conversation.objects.filter(pk=conversation).update(**updates)
             if moves:
                 moves_record(
-                    conversation_id=conversation, tenant_id=data.tenant_pk, profile_id=data.profile.pk, moves=moves
+                    conversation_id=conversation,
+                    tenant_id=data.tenant_pk,
+                    profile_id=data.profile.pk,
+                    cohort=data.cohort,
+                    moves=moves,
                 )
+            if "handoff_kinds" in updates or (data.cohort and data.cohort != turn.stored_cohort):
+                # The conversation is counted on the day it was created, under its cohort and kinds of move.
+                conversation_counted_again(turn.conversation_created_at)
         return conversation
     finally:
         if not connection.in_atomic_block:

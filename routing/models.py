@@ -298,6 +298,10 @@ class Conversation(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True, help_text="When the session was last ended via the API.")
     message_count = models.PositiveIntegerField(default=0)
     cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    handoff_kinds = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="The kinds of completed move the conversation has had, one bit each (handoffs.models.KIND_BITS).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

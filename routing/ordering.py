@@ -18,7 +18,7 @@ messages (nothing is lost), after the ones that overtook it.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from routing.models import Conversation
 
@@ -47,6 +48,9 @@ STATE_COLUMNS = (
     "pending_result",
     "pending_permission",
     "granted_permissions",
+    "cohort",
+    "handoff_kinds",
+    "created_at",
 )
 JSON_COLUMNS = frozenset({"sub_conversation", "pending_result", "pending_permission", "granted_permissions"})
 
@@ -60,6 +64,13 @@ def _take_sql() -> str:
         "WHERE conversation_key = %s "
         f"RETURNING id, turn_tickets_issued, turn_tickets_done, {', '.join(STATE_COLUMNS)}"
     )
+
+
+def _aware(value: Any) -> datetime:
+    """A datetime column read by a raw cursor: SQLite may give text or a naive UTC datetime."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
 
 
 def _take(conversation_key: str) -> tuple[int, int, bool, dict[str, Any]] | None:
@@ -77,6 +88,7 @@ def _take(conversation_key: str) -> tuple[int, int, bool, dict[str, Any]] | None
         else value
         for column, value in zip(STATE_COLUMNS, values, strict=True)
     }
+    state["created_at"] = _aware(state["created_at"])
     ticket = issued - 1
     return pk, ticket, done == ticket, state
 

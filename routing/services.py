@@ -3,14 +3,17 @@ or clearing a session."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TypedDict
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import transaction
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from analytics.services import rollup_days_unseal
 from handoffs.models import Handoff
 from routing.auth import key_generate, key_hash
 from routing.models import (
@@ -114,6 +117,15 @@ def session_end(*, conversation: Conversation) -> Conversation:
     return locked
 
 
+def _days_written(conversation: Conversation) -> set:
+    """The UTC days on which the conversation's messages, route decisions and tool calls were written."""
+    days: set = set()
+    for model in (Message, RouteDecisionRecord, ToolCall):
+        rows = model.objects.filter(conversation=conversation).order_by()
+        days.update(rows.annotate(day=TruncDate("created_at", tzinfo=dt.UTC)).values_list("day", flat=True).distinct())
+    return days
+
+
 @transaction.atomic
 def session_clear(*, conversation: Conversation) -> ClearedCounts:
     """Clear the session's history: delete its messages, route decisions and tool calls, set the
@@ -123,6 +135,8 @@ def session_clear(*, conversation: Conversation) -> ClearedCounts:
     state is left alone (that is :func:`session_end`). Returns how many rows of each kind were deleted.
     """
     locked = _locked(conversation)
+    # The analytics' daily totals of the days these rows were written go stale (analytics/services.py).
+    rollup_days_unseal(_days_written(locked))
     # Decisions and tool calls first: both also cascade from their message, which would fold them into its count.
     _, tool_calls = ToolCall.objects.filter(conversation=locked).delete()
     _, route_decisions = RouteDecisionRecord.objects.filter(conversation=locked).delete()

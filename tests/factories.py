@@ -92,3 +92,13 @@ class StatePolicyFactory(factory.django.DjangoModelFactory):
     profile = factory.SubFactory(AgentProfileFactory)
     state = factory.Sequence(lambda n: f"WAITING_{n}")
     specialist = factory.SubFactory(SpecialistFactory, profile=factory.SelfAttribute("..profile"))
+
+
+class ConversationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "routing.Conversation"
+
+    tenant = factory.SubFactory(TenantFactory)
+    profile = factory.SubFactory(AgentProfileFactory)
+    session_id = factory.Sequence(lambda n: f"session-{n}")
+    conversation_key = factory.LazyAttribute(lambda c: f"{c.tenant.slug}:{c.profile.agent_id}:{c.session_id}")

@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from rest_framework.test import APIClient
 
 # Project modules are imported inside the fixtures: conftest modules load before Django is set up.
 
 
-@pytest.fixture
-def traffic(tenant, outsider):
+# Every figure must be the same whichever days are read from the daily totals: all closed days summed (the
+# usual case), none (ANALYTICS_ROLLUPS off, every row read), or only some (D2 and D40 summed; with a grace of a
+# year no other day closes, so the rest is read from the rows around them).
+READS = ("daily_totals", "rows", "mixed")
+
+
+@pytest.fixture(params=READS)
+def traffic(request, tenant, outsider, settings):
+    from analytics.services import rollup_build
     from analytics.tests.traffic import build_traffic
 
-    return build_traffic(tenant_a=tenant, tenant_b=outsider)
+    built = build_traffic(tenant_a=tenant, tenant_b=outsider)
+    if request.param == "rows":
+        settings.ANALYTICS_ROLLUPS = False
+    elif request.param == "daily_totals":
+        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    else:
+        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+        for days_ago in (2, 40):
+            day = built.today - dt.timedelta(days=days_ago)
+            assert rollup_build(first=day, last=day) == [day]
+        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 366 * 86400
+    return built
 
 
 def _session(user) -> APIClient:

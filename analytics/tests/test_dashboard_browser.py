@@ -21,7 +21,7 @@ import pytest
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from handoffs.models import Handoff
+from handoffs.models import KIND_BITS, Handoff
 from routing.models import Conversation, Message, RouteDecisionRecord, Tenant, ToolCall
 from tests.browser_fixtures import screenshot_path
 from tests.factories import AgentProfileFactory
@@ -119,9 +119,12 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             from_agent=from_agent,
             to_agent=to_agent,
             kind=kind,
+            cohort=conv.cohort,
             reason=f"{from_agent} hands over to {to_agent}",
         )
         _dated(row, when)
+        conv.handoff_kinds |= KIND_BITS[kind]  # as the turn that records a move does (routing.graph._persist)
+        Conversation.objects.filter(pk=conv.pk).update(handoff_kinds=conv.handoff_kinds)
 
     def turn(conv: Conversation, when: dt.datetime, agent: str, method: str, latency: float, judge: float) -> None:
         question = Message.objects.create(conversation=conv, role="user", content="Minha fatura", cohort=conv.cohort)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -41,3 +43,52 @@ def test_a_routing_handoff_made_by_the_gateway_is_counted(api, telecom):
     assert sum(period["by_kind"]["routing_handoff"] for period in timeline) == 1
     [recent] = api.get("/api/analytics/handoffs/recent").json()
     assert (recent["conversation_key"], recent["kind"]) == ("tenant_a:telecom_contas:web-001", "routing_handoff")
+
+
+def _to_yesterday(conversation_key: str) -> dt.date:
+    """Date the conversation and everything written so far back to yesterday; returns that day."""
+    from handoffs.models import Handoff
+    from routing.models import Conversation, Message, RouteDecisionRecord, ToolCall
+
+    yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    conversation = Conversation.objects.get(conversation_key=conversation_key)
+    for model in (Message, RouteDecisionRecord, ToolCall, Handoff):
+        model.objects.filter(conversation=conversation).update(created_at=yesterday)
+    Conversation.objects.filter(pk=conversation.pk).update(created_at=yesterday)
+    return yesterday.date()
+
+
+def test_a_conversation_of_a_summed_day_that_moves_today_is_counted_again(api, telecom, settings):
+    from analytics.models import RollupDay
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    assert send(api, "Minha fatura veio alta")["agent"] == "billing_agent"
+    day = _to_yesterday("tenant_a:telecom_contas:web-001")
+    before = api.get("/api/analytics/handoffs", {"days": 2}).json()  # sums yesterday: one conversation, no move
+    assert (before["total_conversations"], before["conversations_with_handoffs"]) == (1, 0)
+    assert RollupDay.objects.get(day=day).sealed
+
+    assert send(api, "E o meu pedido?")["agent"] == "orders_agent"  # today's turn: its first routing handoff
+
+    assert not RollupDay.objects.get(day=day).sealed  # yesterday's conversation is counted under new kinds
+    after = api.get("/api/analytics/handoffs", {"days": 2}).json()
+    assert (after["total_handoffs"], after["total_conversations"], after["conversations_with_handoffs"]) == (1, 1, 1)
+    assert RollupDay.objects.get(day=day).sealed  # summed again by that read
+
+
+def test_clearing_a_session_unseals_the_days_of_the_rows_it_deletes(api, telecom, settings):
+    from analytics.models import RollupDay
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    send(api, "Minha fatura veio alta")
+    send(api, "E o meu pedido?")
+    day = _to_yesterday("tenant_a:telecom_contas:web-001")
+    assert sum(row["turns"] for row in api.get("/api/analytics/agents", {"days": 2}).json()) == 2
+    assert RollupDay.objects.get(day=day).sealed
+
+    response = api.post("/api/sessions/tenant_a:telecom_contas:web-001/clear")
+    assert response.status_code == 200, response.content
+
+    assert not RollupDay.objects.get(day=day).sealed
+    assert api.get("/api/analytics/agents", {"days": 2}).json() == []
+    assert api.get("/api/analytics/handoffs", {"days": 2}).json()["total_handoffs"] == 1  # handoff rows stay

@@ -43,7 +43,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from handoffs.models import Handoff
+from handoffs.models import KIND_BITS, Handoff
 from routing.models import Conversation, Message, RouteDecisionRecord, Tenant, ToolCall
 from tests.factories import AgentProfileFactory
 
@@ -104,9 +104,13 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             kind=kind,
             status=status,
             outcome=outcome,
+            cohort=row.cohort,
             reason=f"{name}: {from_agent} → {to_agent}",
         )
         traffic.handoffs[name] = _dated(created, when)
+        if status == "completed":  # as the turn that records a move does (routing.graph._persist)
+            row.handoff_kinds |= KIND_BITS[kind]
+            Conversation.objects.filter(pk=row.pk).update(handoff_kinds=row.handoff_kinds)
 
     def message(conv, role, when, agent="", latency=None, judge=None) -> None:
         row = traffic.conversations[conv]

@@ -91,4 +91,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  outcomes: {', '.join(f'{k} {v:,}' for k, v in report.outcomes.most_common())}")
         self.stdout.write(f"  route methods: {_shares(report.methods, report.decisions)}")
         self.stdout.write(f"  conversations by cohort: {_shares(report.cohorts, report.conversations)}")
+        self.stdout.write(
+            f"  daily totals: {report.days_summed} closed days summed in {report.rollup_seconds:.1f} s (included above)"
+        )
         self.stdout.write(f"  tool calls: {_shares(report.tool_statuses, report.tool_calls)}")

@@ -1,0 +1,306 @@
+"""What the daily totals hold, and reading a window from them and from the rows of days not summed.
+
+Each :class:`Fact` names a source of rows (messages, latencies of answers, route decisions, tool calls,
+handoffs, conversations), the path from a row to its tenant and profile, the dimensions it is grouped by and
+the measures summed. The same definition builds the daily table (:func:`fact_group` over closed days, see
+:mod:`analytics.services`) and reads a window (:func:`fact_rows`): sealed days from the daily table, every
+other part of the window from the source rows, grouped the same way and added up, so a figure never depends
+on which days happen to be summed. Python only adds up grouped rows, never source rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, F, FloatField, Func, IntegerField, Model, Q, QuerySet, Sum, Value
+from django.db.models.functions import Cast, Floor, Greatest, Ln, TruncDate
+
+from analytics.models import (
+    DailyConversations,
+    DailyHandoffs,
+    DailyLatencies,
+    DailyMessages,
+    DailyRouteMethods,
+    DailyToolCalls,
+    RollupDay,
+)
+from handoffs.models import Handoff
+from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+
+DAY = dt.timedelta(days=1)
+# Answers' latencies are counted in buckets 5 % wide on a log scale: bucket b holds [R**b, R**(b+1)) ms, so a
+# percentile read from the buckets is within 5 % of the exact one (:func:`histogram_percentile`).
+LATENCY_BUCKET_RATIO = 1.05
+LATENCY_FLOOR_MS = 0.001  # latencies at or under it (0 ms: a call that never left) share the lowest bucket
+
+
+def _utc_day(field: str) -> Func:
+    return TruncDate(field, tzinfo=dt.UTC)
+
+
+def latency_bucket(field: str = "latency_ms") -> Func:
+    """The SQL of a latency's bucket: ``floor(ln(max(ms, floor)) / ln(ratio))`` as an integer."""
+    log_ms = Ln(Greatest(Cast(field, FloatField()), Value(LATENCY_FLOOR_MS)))
+    return Cast(Floor(log_ms / Value(math.log(LATENCY_BUCKET_RATIO))), IntegerField())
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A kind of source row and its daily table.
+
+    ``dimensions`` map a daily table column to the source expression grouped by (``None``: the source field of
+    the same name); ``measures`` a daily column to the aggregate over source rows (read back with ``Sum``).
+    """
+
+    name: str
+    rollup: type[Model]
+    source: Callable[[], QuerySet]
+    tenant: str
+    profile: str
+    dimensions: Mapping[str, Any]
+    measures: Mapping[str, Any]
+    time: str = "created_at"
+
+    def rows(self) -> QuerySet:
+        """Source rows with ``day`` and every computed dimension annotated; no ordering."""
+        rows = self.source().order_by()
+        computed = {"day": _utc_day(self.time)}
+        computed.update({name: expr for name, expr in self.dimensions.items() if expr is not None})
+        scope = {name: F(path) for name, path in (("tenant_id", self.tenant), ("profile_id", self.profile))}
+        computed.update({name: expr for name, expr in scope.items() if expr.name != name})
+        return rows.annotate(**computed)
+
+
+MESSAGES = Fact(
+    name="messages",
+    rollup=DailyMessages,
+    source=Message.objects.all,
+    tenant="conversation__tenant_id",
+    profile="conversation__profile_id",
+    dimensions={"cohort": None, "role": None, "agent": None},
+    measures={
+        "n": Count("*"),
+        "latency_sum": Sum("latency_ms", default=0.0),
+        "latency_n": Count("latency_ms"),
+        "judge_sum": Sum("judge_score", default=0.0),
+        "judge_n": Count("judge_score"),
+    },
+)
+LATENCIES = Fact(
+    name="latencies",
+    rollup=DailyLatencies,
+    source=lambda: Message.objects.filter(role=MessageRole.ASSISTANT, latency_ms__isnull=False),
+    tenant="conversation__tenant_id",
+    profile="conversation__profile_id",
+    dimensions={"cohort": None, "bucket": latency_bucket()},
+    measures={"n": Count("*")},
+)
+ROUTE_METHODS = Fact(
+    name="route_methods",
+    rollup=DailyRouteMethods,
+    source=RouteDecisionRecord.objects.all,
+    tenant="conversation__tenant_id",
+    profile="conversation__profile_id",
+    dimensions={"method": None},
+    measures={"n": Count("*")},
+)
+TOOL_CALLS = Fact(
+    name="tool_calls",
+    rollup=DailyToolCalls,
+    source=ToolCall.objects.all,
+    tenant="conversation__tenant_id",
+    profile="conversation__profile_id",
+    dimensions={"tool": None, "server": None, "status": None},
+    measures={"n": Count("*"), "latency_sum": Sum("latency_ms", default=0.0)},
+)
+HANDOFFS = Fact(
+    name="handoffs",
+    rollup=DailyHandoffs,
+    source=Handoff.objects.all,
+    tenant="tenant_id",
+    profile="profile_id",
+    dimensions={"cohort": None, "from_agent": None, "to_agent": None, "kind": None, "status": None, "outcome": None},
+    measures={"n": Count("*")},
+)
+CONVERSATIONS = Fact(
+    name="conversations",
+    rollup=DailyConversations,
+    source=Conversation.objects.all,
+    tenant="tenant_id",
+    profile="profile_id",
+    dimensions={"cohort": None, "handoff_kinds": None},
+    measures={"n": Count("*")},
+)
+FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS)
+
+
+# -- the window -----------------------------------------------------------------------------------------------
+
+
+def _ranges(days: Iterable[dt.date]) -> list[tuple[dt.date, dt.date]]:
+    """Sorted days folded into ``(first, last)`` runs of consecutive days."""
+    runs: list[tuple[dt.date, dt.date]] = []
+    for day in sorted(days):
+        if runs and runs[-1][1] + DAY == day:
+            runs[-1] = (runs[-1][0], day)
+        else:
+            runs.append((day, day))
+    return runs
+
+
+def rollups_enabled() -> bool:
+    return bool(settings.ANALYTICS_ROLLUPS)
+
+
+def day_start(day: dt.date) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
+
+
+def whole_days(start: dt.datetime, end: dt.datetime) -> list[dt.date]:
+    """The UTC days lying wholly inside ``[start, end)``."""
+    first = start.astimezone(dt.UTC).date()
+    if day_start(first) < start:
+        first += DAY
+    days = []
+    while day_start(first + DAY) <= end:
+        days.append(first)
+        first += DAY
+    return days
+
+
+@dataclass(frozen=True)
+class Window:
+    """``[start, end)`` split into sealed days (read from the daily tables) and datetime ranges read live."""
+
+    start: dt.datetime
+    end: dt.datetime
+    sealed: tuple[tuple[dt.date, dt.date], ...]
+    live: tuple[tuple[dt.datetime, dt.datetime], ...]
+
+    @classmethod
+    def split(cls, start: dt.datetime, end: dt.datetime, sealed_days: Iterable[dt.date]) -> Window:
+        sealed = _ranges(day for day in sealed_days if start <= day_start(day) and day_start(day) + DAY <= end)
+        live: list[tuple[dt.datetime, dt.datetime]] = []
+        cursor = start
+        for first, last in sealed:
+            if cursor < day_start(first):
+                live.append((cursor, day_start(first)))
+            cursor = day_start(last) + DAY
+        if cursor < end:
+            live.append((cursor, end))
+        return cls(start=start, end=end, sealed=tuple(sealed), live=tuple(live))
+
+
+def window_open(start: dt.datetime, end: dt.datetime) -> Window:
+    """The window ``[start, end)``, after summing its closed days that are not yet (one transaction each run
+    of days, see :func:`analytics.services.rollup_build`). Without rollups everything is read live."""
+    if not rollups_enabled():
+        return Window(start=start, end=end, sealed=(), live=((start, end),))
+    from analytics.services import rollup_build, rollup_closed_before  # the services import this module
+
+    days = whole_days(start, end)
+    if not days:
+        return Window(start=start, end=end, sealed=(), live=((start, end),))
+    sealed = set(
+        RollupDay.objects.filter(day__gte=days[0], day__lte=days[-1], sealed=True).values_list("day", flat=True)
+    )
+    closed_before = rollup_closed_before()
+    missing = [day for day in days if day not in sealed and day < closed_before]
+    for first, last in _ranges(missing):
+        sealed.update(rollup_build(first=first, last=last))
+    return Window.split(start, end, sealed)
+
+
+# -- reading --------------------------------------------------------------------------------------------------
+
+
+def _scoped(rows: QuerySet, fact: Fact | None, *, tenant_id: int | None, profile_id: int | None) -> QuerySet:
+    tenant, profile = ("tenant_id", "profile_id") if fact is None else (fact.tenant, fact.profile)
+    if tenant_id is not None:
+        rows = rows.filter(**{tenant: tenant_id})
+    if profile_id is not None:
+        rows = rows.filter(**{profile: profile_id})
+    return rows
+
+
+def _any(conditions: Iterable[Q]) -> Q | None:
+    combined = None
+    for condition in conditions:
+        combined = condition if combined is None else combined | condition
+    return combined
+
+
+def fact_group(fact: Fact, rows: QuerySet, by: Sequence[str]) -> QuerySet:
+    """Source ``rows`` of ``fact`` grouped by ``by`` (daily columns) with the fact's measures."""
+    return rows.values(*by).annotate(**fact.measures).order_by()
+
+
+def fact_rows(
+    fact: Fact,
+    window: Window,
+    *,
+    by: Sequence[str],
+    tenant_id: int | None,
+    profile_id: int | None,
+    where: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The fact's measures over ``window`` grouped by ``by`` (daily column names, ``day`` included), filtered by
+    ``where`` (lookups on daily column names): sealed days from the daily table, the rest from source rows,
+    added up per group. Two queries at most; rows in no particular order."""
+    where = dict(where or {})
+    totals: dict[tuple, dict[str, Any]] = {}
+
+    def add(grouped: Iterable[dict[str, Any]]) -> None:
+        for row in grouped:
+            key = tuple(row[name] for name in by)
+            total = totals.get(key)
+            if total is None:
+                totals[key] = {name: row[name] for name in by} | {m: row[m] or 0 for m in fact.measures}
+            else:
+                for measure in fact.measures:
+                    total[measure] += row[measure] or 0
+
+    sealed = _any(Q(day__gte=first, day__lte=last) for first, last in window.sealed)
+    if sealed is not None:
+        rows = _scoped(fact.rollup.objects.filter(sealed, **where), None, tenant_id=tenant_id, profile_id=profile_id)
+        add(rows.values(*by).annotate(**{m: Sum(m) for m in fact.measures}).order_by())
+    live = _any(Q(**{f"{fact.time}__gte": lo, f"{fact.time}__lt": hi}) for lo, hi in window.live)
+    if live is not None:
+        rows = _scoped(fact.rows().filter(live, **where), fact, tenant_id=tenant_id, profile_id=profile_id)
+        add(fact_group(fact, rows, by))
+    return list(totals.values())
+
+
+# -- latency percentiles --------------------------------------------------------------------------------------
+
+
+def histogram_percentile(counts: Mapping[int, int], fraction: float) -> float | None:
+    """The ``fraction`` percentile of the latencies counted in ``counts`` (bucket → answers), ranked as
+    PostgreSQL's ``percentile_cont`` ranks (position ``fraction × (n − 1)``, interpolated between the two
+    answers around it); ``None`` without answers.
+
+    The j-th of a bucket's n answers is taken to lie at ``R ** (bucket + (j + 0.5) / n)``, spread evenly over
+    the bucket on the log scale, so every answer is placed within its bucket's width (5 %) of its latency and
+    the percentile too.
+    """
+    total = sum(counts.values())
+    if not total:
+        return None
+    position = fraction * (total - 1)
+    low = math.floor(position)
+    wanted = {low, min(low + 1, total - 1)}
+    placed: dict[int, float] = {}
+    seen = 0
+    for bucket in sorted(counts):
+        n = counts[bucket]
+        for rank in wanted:
+            if seen <= rank < seen + n:
+                placed[rank] = LATENCY_BUCKET_RATIO ** (bucket + (rank - seen + 0.5) / n)
+        seen += n
+    below, above = placed[low], placed[min(low + 1, total - 1)]
+    return below + (position - low) * (above - below)

@@ -1,0 +1,82 @@
+"""Writing the daily totals (:mod:`analytics.rollups`): building closed days and unsealing days whose rows changed.
+
+A day is *closed* once it ended ``ANALYTICS_ROLLUP_GRACE_SECONDS`` ago: no turn still running can write a row
+dated that day any more. :func:`rollup_build` sums closed days into the daily tables and seals them; the
+selectors call it for the closed days of the window they read (the first read after midnight sums yesterday),
+and ``manage.py rollup_analytics`` does it ahead of time. Rows are never dated back, but a closed day's
+totals can still go stale: a cleared session deletes its messages, and a conversation counted on the day it
+was created may later change cohort or have its first move of a kind. Those writers call
+:func:`rollup_days_unseal` in their own transaction; the day is read from its rows until it is built again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from analytics.models import RollupDay
+from analytics.rollups import DAY, FACTS, day_start, fact_group
+
+BUILD_BATCH_SIZE = 5000
+
+
+def rollup_closed_before(now: dt.datetime | None = None) -> dt.date:
+    """The first day that is not closed yet: every earlier day may be summed."""
+    now = (now or timezone.now()).astimezone(dt.UTC)
+    return (now - dt.timedelta(seconds=float(settings.ANALYTICS_ROLLUP_GRACE_SECONDS))).date()
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def rollup_build(*, first: dt.date, last: dt.date, rebuild: bool = False) -> list[dt.date]:
+    """Sum the closed days from ``first`` to ``last`` (both included) into the daily tables and seal them, in one
+    transaction; with ``rebuild`` sealed days are summed again too. Returns the days sealed by this call.
+
+    The days' :class:`RollupDay` rows are locked while they are summed, so two readers never sum the same day
+    twice and an unseal waits for the build and then wins.
+    """
+    last = min(last, rollup_closed_before() - DAY)
+    if last < first:
+        return []
+    with transaction.atomic():
+        RollupDay.objects.bulk_create([RollupDay(day=day) for day in _days(first, last)], ignore_conflicts=True)
+        locked = RollupDay.objects.select_for_update().filter(day__gte=first, day__lte=last).order_by("day")
+        days = [row.day for row in locked if rebuild or not row.sealed]
+        if not days:
+            return []
+        for fact in FACTS:
+            fact.rollup.objects.filter(day__in=days).delete()
+            span = {f"{fact.time}__gte": day_start(days[0]), f"{fact.time}__lt": day_start(days[-1]) + DAY}
+            rows = fact.rows().filter(**span)
+            by = ("day", "tenant_id", "profile_id", *fact.dimensions)
+            wanted = set(days)
+            fact.rollup.objects.bulk_create(
+                (fact.rollup(**row) for row in fact_group(fact, rows, by).iterator() if row["day"] in wanted),
+                batch_size=BUILD_BATCH_SIZE,
+            )
+        RollupDay.objects.filter(day__in=days).update(sealed=True, built_at=timezone.now())
+    return days
+
+
+def rollup_days_unseal(days: Iterable[dt.date]) -> int:
+    """Mark the days' totals stale (call in the transaction that changes their rows). Returns how many were sealed."""
+    days = sorted(set(days))
+    if not days:
+        return 0
+    return RollupDay.objects.filter(day__in=days, sealed=True).update(sealed=False)
+
+
+def conversation_counted_again(created_at: dt.datetime | None) -> None:
+    """A conversation changed what it is counted under (its cohort, or the kinds of move it has had): unseal
+    the day it was created, if that day may be summed already. Call in the transaction that changes it."""
+    if created_at is None:
+        return
+    day = created_at.astimezone(dt.UTC).date()
+    if day < rollup_closed_before():
+        rollup_days_unseal([day])

@@ -1,0 +1,137 @@
+"""The daily totals: which days are summed, how a window is split, and percentiles read from latency buckets."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pytest
+
+from analytics.models import DailyMessages, RollupDay
+from analytics.rollups import Window, histogram_percentile, latency_bucket, whole_days
+from analytics.services import rollup_build, rollup_closed_before, rollup_days_unseal
+
+D = dt.date(2026, 3, 10)
+
+
+def at(day: dt.date, hour: int = 0) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time(hour), tzinfo=dt.UTC)
+
+
+def test_a_window_reads_sealed_whole_days_from_the_totals_and_everything_else_from_the_rows():
+    days = [D + dt.timedelta(days=i) for i in range(6)]
+    window = Window.split(at(days[0], 12), at(days[5]), sealed_days=[days[1], days[2], days[4], days[5]])
+    # days[5] is outside [start, end); days[0] is only half inside.
+    assert window.sealed == ((days[1], days[2]), (days[4], days[4]))
+    assert window.live == ((at(days[0], 12), at(days[1])), (at(days[3]), at(days[4])))
+
+
+def test_whole_days_are_those_wholly_inside_the_window():
+    assert whole_days(at(D, 1), at(D + dt.timedelta(days=3))) == [D + dt.timedelta(days=1), D + dt.timedelta(days=2)]
+    assert whole_days(at(D), at(D, 23)) == []
+
+
+def exact_percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (position - low) * (ordered[high] - ordered[low])
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 1000])
+def test_percentiles_from_the_buckets_are_within_five_percent_of_the_exact_ones(size):
+    import math
+
+    rng = random.Random(size)
+    values = [rng.lognormvariate(math.log(1200), 0.6) for _ in range(size)]
+    counts: dict[int, int] = {}
+    for value in values:
+        bucket = math.floor(math.log(value) / math.log(1.05))
+        counts[bucket] = counts.get(bucket, 0) + 1
+    for fraction in (0.0, 0.5, 0.95, 1.0):
+        assert histogram_percentile(counts, fraction) == pytest.approx(exact_percentile(values, fraction), rel=0.05)
+    assert histogram_percentile({}, 0.5) is None
+
+
+@pytest.mark.django_db
+def test_the_database_puts_a_latency_in_the_bucket_python_expects():
+    from routing.models import Message
+    from tests.factories import ConversationFactory
+
+    conversation = ConversationFactory()
+    for ms in (0, 0.5, 1, 99.9, 100, 1234.5, 60000):
+        Message.objects.create(conversation=conversation, role="assistant", latency_ms=ms)
+    buckets = list(Message.objects.order_by("id").annotate(b=latency_bucket()).values_list("latency_ms", "b"))
+    import math
+
+    for ms, bucket in buckets:
+        expected = math.floor(math.log(max(ms, 0.001)) / math.log(1.05))
+        assert bucket == expected, ms
+
+
+@pytest.mark.django_db
+def test_only_closed_days_are_summed_and_a_build_seals_them(settings):
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 600
+    today = dt.datetime.now(dt.UTC).date()
+    closed_before = rollup_closed_before()
+    assert closed_before in (today, today - dt.timedelta(days=1))
+    built = rollup_build(first=today - dt.timedelta(days=3), last=today)
+    assert built == [today - dt.timedelta(days=i) for i in (3, 2, 1)][: (closed_before - today).days + 3]
+    assert not RollupDay.objects.filter(day=today).exists()
+    assert rollup_build(first=today - dt.timedelta(days=3), last=today) == []  # already sealed
+    assert rollup_days_unseal([today - dt.timedelta(days=2)]) == 1
+    assert rollup_build(first=today - dt.timedelta(days=3), last=today) == [today - dt.timedelta(days=2)]
+
+
+@pytest.mark.django_db
+def test_a_build_sums_each_group_once_and_a_rebuild_replaces_it(settings, tenant):
+    from routing.models import Message
+    from tests.factories import ConversationFactory
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    conversation = ConversationFactory(tenant=tenant, cohort="multi_agent")
+    for ms, score in ((100, 0.5), (300, 1.0)):
+        Message.objects.create(
+            conversation=conversation,
+            role="assistant",
+            agent="billing_agent",
+            cohort="multi_agent",
+            latency_ms=ms,
+            judge_score=score,
+        )
+    Message.objects.filter(conversation=conversation).update(created_at=at(D, 9))
+    assert rollup_build(first=D, last=D) == [D]
+    [row] = DailyMessages.objects.all()
+    assert (row.day, row.tenant_id, row.agent, row.n, row.latency_sum, row.latency_n, row.judge_sum) == (
+        D,
+        tenant.pk,
+        "billing_agent",
+        2,
+        400.0,
+        2,
+        1.5,
+    )
+    assert rollup_build(first=D, last=D, rebuild=True) == [D]
+    assert DailyMessages.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_rollup_analytics_sums_the_closed_days_and_says_how_many(settings):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    out = StringIO()
+    call_command("rollup_analytics", "--days", "3", stdout=out)
+    assert out.getvalue().startswith("Summed 3 of the 3 closed days")
+    assert RollupDay.objects.filter(sealed=True).count() == 3
+    out = StringIO()
+    call_command("rollup_analytics", "--days", "5", stdout=out)
+    assert out.getvalue().startswith("Summed 2 of the 5 closed days") and "(3 already sealed)" in out.getvalue()
+    out = StringIO()
+    call_command("rollup_analytics", "--days", "5", "--rebuild", stdout=out)
+    assert out.getvalue().startswith("Summed 5 of the 5")
+    with pytest.raises(CommandError, match="--days must be"):
+        call_command("rollup_analytics", "--days", "0")
