@@ -6,16 +6,28 @@ tasks running in parallel on the workers (``celery -A platform worker``), each
 with its own time limit, and the request collects what finishes in time. With
 no broker (the embedded default) the same steps run concurrently here.
 ``SUPERVISOR_EXECUTOR`` (``auto`` | ``celery`` | ``inprocess``) forces one.
+
+A streaming turn (WebSocket, SSE) passes ``on_partial`` and hears of each step
+the moment it finishes. In-process that is a call; from a Celery worker the
+step's answer comes through the Channels layer (Redis, ``channels_redis``): the
+request opens a channel of its own, the task carries its name
+(``reply_channel``), and the worker sends the answer there before it stores its
+result. A step whose message is lost is still reported, once, when the plan's
+results have been collected.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from dataclasses import asdict
 from functools import lru_cache
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents.mcp import ToolResult
@@ -23,7 +35,18 @@ from agents.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
 from routing.guardrails import MaskVault
 from routing.router import PlanStep
 from routing.snapshot import Snapshot
-from routing.supervisor import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, Partial, PlanResult, plan_run
+from routing.supervisor import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_TIMEOUT,
+    Partial,
+    PartialReport,
+    PlanResult,
+    plan_run,
+)
+
+logger = logging.getLogger(__name__)
+PARTIAL_MESSAGE_TYPE = "plan.partial"
 
 # Extra seconds a worker gets beyond the step's limit before Celery kills the task outright.
 HARD_LIMIT_SLACK_SECONDS = 5
@@ -47,6 +70,7 @@ class PlanExecutor:
         timeout: float,
         round_number: int,
         vault: MaskVault,
+        on_partial: PartialReport | None = None,
     ) -> PlanResult:
         raise NotImplementedError
 
@@ -54,27 +78,85 @@ class PlanExecutor:
 class InProcessExecutor(PlanExecutor):
     name = "inprocess"
 
-    async def run(self, steps, requests, *, timeout, round_number, vault) -> PlanResult:
-        return await plan_run(steps, lambda step: requests[step.agent], timeout=timeout, round_number=round_number)
+    async def run(self, steps, requests, *, timeout, round_number, vault, on_partial=None) -> PlanResult:
+        return await plan_run(
+            steps,
+            lambda step: requests[step.agent],
+            timeout=timeout,
+            round_number=round_number,
+            on_partial=on_partial,
+        )
 
 
 class CeleryExecutor(PlanExecutor):
     name = "celery"
 
-    async def run(self, steps, requests, *, timeout, round_number, vault) -> PlanResult:
+    async def run(self, steps, requests, *, timeout, round_number, vault, on_partial=None) -> PlanResult:
         started = time.perf_counter()
         payloads = [
             payload_from_request(requests[step.agent], vault) if requests[step.agent] else None for step in steps
         ]
-        sent = await sync_to_async(_send, thread_sensitive=False)(payloads, timeout)
-        answers = await sync_to_async(_collect, thread_sensitive=False)(sent, started + timeout)
-        partials = []
-        for step, answer in zip(steps, answers, strict=True):
-            partial = _partial(step, answer, timeout)
+        reported: set[int] = set()
+
+        def partial_of(index: int, answer: dict[str, Any]) -> Partial:
+            partial = _partial(steps[index], answer, timeout)
             partial.round = round_number
             partial.latency_ms = answer.get("latency_ms", (time.perf_counter() - started) * 1000)
-            partials.append(partial)
+            return partial
+
+        async def report(index: int, partial: Partial) -> None:
+            if on_partial is not None and index not in reported:
+                reported.add(index)
+                await on_partial(partial)
+
+        layer = get_channel_layer() if on_partial is not None else None
+        listener = None
+        if layer is not None:
+            channel = await layer.new_channel("plan.")
+            for index, payload in enumerate(payloads):
+                if payload is not None:
+                    payload["reply_channel"], payload["reply_index"] = channel, index
+            listener = asyncio.create_task(_listen(layer, channel, len(payloads), partial_of, report))
+        try:
+            sent = await sync_to_async(_send, thread_sensitive=False)(payloads, timeout)
+            answers = await sync_to_async(_collect, thread_sensitive=False)(sent, started + timeout)
+        finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
+        partials = [partial_of(index, answer) for index, answer in enumerate(answers)]
+        for index, partial in enumerate(partials):
+            await report(index, partial)  # the ones whose message did not come (unknown step, timeout, lost)
         return PlanResult(partials=partials)
+
+
+async def _listen(layer: Any, channel: str, expected: int, partial_of, report) -> None:
+    """Report each step a worker sends to ``channel`` until all have come (cancelled when the plan ends)."""
+    heard = 0
+    while heard < expected:
+        message = await layer.receive(channel)
+        if message.get("type") != PARTIAL_MESSAGE_TYPE:
+            continue
+        heard += 1
+        try:
+            index = int(message["index"])
+            await report(index, partial_of(index, message["answer"]))
+        except Exception:
+            logger.warning("Ignoring a malformed plan.partial message on %s", channel, exc_info=True)
+
+
+def partial_send(payload: dict[str, Any], answer: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
+    """On a worker: send the step's answer to the request's channel, if it asked (see :class:`CeleryExecutor`)."""
+    channel = payload.get("reply_channel")
+    layer = get_channel_layer() if channel else None
+    if layer is None:
+        return
+    message = {"type": PARTIAL_MESSAGE_TYPE, "index": payload.get("reply_index", 0), "answer": answer}
+    try:
+        loop.run_until_complete(layer.send(channel, message))
+    except Exception as exc:  # noqa: BLE001 — the result still goes to the backend; the request reports it then
+        logger.warning("Could not send a plan step's answer to %s: %s", channel, exc)
 
 
 def _send(payloads: list[dict[str, Any] | None], timeout: float) -> list[Any]:

@@ -71,6 +71,7 @@ from routing.snapshot import ProfileSpec, Snapshot
 from routing.supervisor import (
     GAP_TEXT,
     MAX_REVIEW_ROUNDS,
+    Partial,
     PlanResult,
     consolidate,
     failed_steps,
@@ -626,7 +627,13 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
             timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS,
             round_number=round_number,
             vault=turn.vault,
+            on_partial=report if turn.input.emit is not None else None,
         )
+
+    async def report(partial: Partial) -> None:
+        """A step finished: streaming clients see its part at once, before the others and the consolidation."""
+        event = {"agent": partial.agent, "intent": partial.intent, "status": partial.status, "round": partial.round}
+        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.vault.redact(partial.answer)})
 
     async def uncovered(result: PlanResult) -> list[PlanStep]:
         missing = failed_steps(result, steps)
@@ -646,9 +653,6 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
         await emit_safely(turn.input.emit, "agent", {"agent": step.agent, "display_name": name, "via": "supervisor"})
     result = await run(steps, 0)
     turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
-    for partial in sorted(turn.plan_result.partials, key=lambda p: p.outcome.finished_at if p.outcome else 0):
-        event = {"agent": partial.agent, "intent": partial.intent, "status": partial.status, "round": partial.round}
-        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.vault.redact(partial.answer)})
     # A part that stopped at a tool needing permission asked for it in its answer; the reply goes to that
     # specialist, as in router mode.
     for partial in turn.plan_result.partials:

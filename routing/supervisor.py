@@ -84,6 +84,8 @@ class PlanResult:
 MAX_REVIEW_ROUNDS = 3
 
 Runner = Callable[[list[PlanStep], int], Awaitable[PlanResult]]
+# Told of each step of a plan the moment it finishes (streaming clients see the parts arrive one by one).
+PartialReport = Callable[[Partial], Awaitable[None]]
 CoverageCheck = Callable[[PlanResult], Awaitable[list[PlanStep]]]
 
 
@@ -162,10 +164,19 @@ async def plan_run(
     *,
     timeout: float,
     round_number: int = 0,
+    on_partial: PartialReport | None = None,
 ) -> PlanResult:
-    """Run every step's specialist concurrently in this process, each under ``timeout`` seconds."""
+    """Run every step's specialist concurrently in this process, each under ``timeout`` seconds;
+    ``on_partial`` hears of each step as it finishes."""
 
     async def one(step: PlanStep) -> Partial:
+        partial = await attempt(step)
+        partial.round = round_number
+        if on_partial is not None:
+            await on_partial(partial)
+        return partial
+
+    async def attempt(step: PlanStep) -> Partial:
         started = time.perf_counter()
         try:
             request = build_request(step)
@@ -199,10 +210,7 @@ async def plan_run(
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 
-    partials = list(await asyncio.gather(*(one(step) for step in steps)))
-    for partial in partials:
-        partial.round = round_number
-    return PlanResult(partials=partials)
+    return PlanResult(partials=list(await asyncio.gather(*(one(step) for step in steps))))
 
 
 SYNTHESIS_REQUEST = (

@@ -34,13 +34,17 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 @app.task(name="routing.specialist_step", acks_late=True, reject_on_worker_lost=True)
 def specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
     """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`routing.fanout`)."""
-    from routing.fanout import outcome_as_dict, request_from_payload
+    from routing.fanout import outcome_as_dict, partial_send, request_from_payload
     from routing.snapshot import current
 
+    loop = _worker_loop()
     request = request_from_payload(payload, current())
     if request is None:
-        return {"status": "error", "error": "unknown or disabled specialist"}
-    from agents.runtime import specialist_run
+        answer = {"status": "error", "error": "unknown or disabled specialist"}
+    else:
+        from agents.runtime import specialist_run
 
-    outcome = _worker_loop().run_until_complete(specialist_run(request))
-    return {"status": "error" if outcome.error else "ok", "outcome": outcome_as_dict(outcome)}
+        outcome = loop.run_until_complete(specialist_run(request))
+        answer = {"status": "error" if outcome.error else "ok", "outcome": outcome_as_dict(outcome)}
+    partial_send(payload, answer, loop)  # a streaming request shows it at once (routing.fanout)
+    return answer

@@ -139,3 +139,42 @@ def test_a_client_that_fails_does_not_break_the_turn(demo):
     )
     result = asyncio.run(run_turn(data))
     assert result.agent == "billing_agent" and result.answer
+
+
+def test_in_process_a_plans_parts_are_reported_as_each_finishes(demo, settings, monkeypatch):
+    """The embedded executor reports each part when its specialist is done, not when the plan is."""
+    import time
+
+    from agents import runtime
+    from agents.models import AgentProfile
+    from routing import supervisor
+
+    AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
+    config_version_bump()
+    settings.SUPERVISOR_EXECUTOR = "inprocess"
+    real_run = runtime.specialist_run
+
+    async def billing_takes_longer(request):
+        if request.specialist.name == "billing_agent":
+            await asyncio.sleep(1.5)
+        return await real_run(request)
+
+    monkeypatch.setattr(supervisor, "specialist_run", billing_takes_longer)
+    arrived: dict[str, float] = {}
+
+    async def emit(event, data):
+        if event == "partial":
+            arrived[data["agent"]] = time.perf_counter()
+
+    profile = snapshot.current().profiles["telecom_contas"]
+    data = TurnInput(
+        tenant_pk=demo.pk,
+        tenant_slug=demo.slug,
+        profile=profile,
+        text="Meu pedido atrasou e minha fatura veio duplicada",
+        session_id="e-partials",
+        context={"msisdn": MSISDN, "order_id": "P100"},
+        emit=emit,
+    )
+    asyncio.run(run_turn(data))
+    assert arrived["billing_agent"] - arrived["orders_agent"] > 1.0

@@ -176,3 +176,64 @@ def test_the_plans_specialists_run_at_the_same_time_on_the_workers(
     assert billing["finished_at"] - billing["started_at"] > 2.5  # the slow telecom server's 3 s
     # the two windows overlap: each started before the other finished
     assert orders["started_at"] < billing["finished_at"] and billing["started_at"] < orders["finished_at"]
+
+
+def _streamed_turn(tenant, session_id: str, context: dict) -> list[tuple[float, str, dict]]:
+    """Run the seed message through the graph as a streaming client would; the events with their arrival time."""
+    import asyncio
+    import time
+
+    from routing import snapshot
+    from routing.graph import TurnInput, run_turn
+
+    events: list[tuple[float, str, dict]] = []
+
+    async def emit(event, data):
+        events.append((time.perf_counter(), event, data))
+
+    data = TurnInput(
+        tenant_pk=tenant.pk,
+        tenant_slug=tenant.slug,
+        profile=snapshot.current().profiles["telecom_contas"],
+        text=SEED_MESSAGE,
+        session_id=session_id,
+        context=context,
+        emit=emit,
+    )
+    asyncio.run(run_turn(data))
+    return events
+
+
+def test_a_workers_part_reaches_a_streaming_client_as_soon_as_it_finishes_through_the_channel_layer(
+    tenant, supervisor, live_mcp, slow_telecom_server, celery_worker, settings
+):
+    from agents.models import McpServer
+
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=10)
+    config_version_bump()
+    settings.SUPERVISOR_EXECUTOR = "celery"
+    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 10
+
+    events = _streamed_turn(tenant, "s-partials", {"msisdn": "5511999999999", "order_id": "P100"})
+
+    partials = {data["agent"]: (at, data) for at, event, data in events if event == "partial"}
+    assert set(partials) == {"billing_agent", "orders_agent"}  # each once
+    assert [data["agent"] for _, event, data in events if event == "partial"].count("orders_agent") == 1
+    (orders_at, orders), (billing_at, billing) = partials["orders_agent"], partials["billing_agent"]
+    assert orders["status"] == billing["status"] == "ok" and orders["answer"] and billing["answer"]
+    # orders' worker answered at once; billing's waited for the slow telecom server's 3 s: the client saw
+    # orders' part seconds before billing's, not both when the plan ended
+    assert billing_at - orders_at > 2.0
+
+
+def test_without_a_streaming_client_no_channel_is_opened(api, supervisor, celery_worker, settings, monkeypatch):
+    from routing import fanout
+
+    def no_layer():
+        raise AssertionError("a plan nobody streams must not open a channel")
+
+    monkeypatch.setattr(fanout, "get_channel_layer", no_layer)
+    settings.SUPERVISOR_EXECUTOR = "celery"
+    body = send(api, SEED_MESSAGE, "s-no-stream")
+    assert [p["status"] for p in body["metadata"]["supervisor"]] == ["ok", "ok"]
