@@ -102,3 +102,79 @@ def test_staff_chat_with_telecom_contas_and_see_billing_agent_stream_the_answer(
     assert page.is_hidden("#chat-error")
     page.screenshot(path=str(screenshot_path(SCREENSHOT)), full_page=True)
     assert page.errors == []
+
+
+@pytest.fixture
+def demo_profiles(transactional_db, mcp_servers):
+    """seed_demo's profiles (telecom_assistente delegates) with their MCP servers running."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from agents.models import McpServer
+    from routing.config import config_version_bump
+
+    call_command("seed_demo", stdout=StringIO())
+    for name, url in mcp_servers.items():
+        McpServer.objects.filter(name=name).update(endpoint=url)
+    config_version_bump()
+
+
+def test_delegations_returns_and_agent_switches_show_inline_as_they_happen(
+    base_url, browser_page, staff_user, tenant, demo_profiles, settings
+):
+    from handoffs.models import Handoff
+
+    settings.OFFLINE_LLM_LATENCY_MS = 5
+    page = browser_page
+    page.goto(base_url + "/admin/login/?next=" + CHAT)
+    page.fill("#id_username", "analyst")
+    page.fill("#id_password", "analyst-password")
+    page.click("#login-form input[type=submit]")
+    page.wait_for_url(base_url + CHAT)
+    page.select_option("#chat-profile", "telecom_assistente")
+    page.select_option("#chat-tenant", tenant.slug)
+    page.wait_for_selector("#chat-connection[data-state=open]")
+    session_id = page.input_value("#chat-session")
+    page.fill("#chat-context", json.dumps({"msisdn": MSISDN, "order_id": "P100"}))
+
+    def send(text: str, turns: int):
+        page.fill("#chat-input", text)
+        page.click("#chat-send")
+        page.wait_for_function(
+            "n => document.querySelectorAll('.chat-answer[data-state=done]').length === n", arg=turns
+        )
+
+    # The coordinator delegates the invoice to billing_agent, who answers in the same turn.
+    send(INVOICE, 1)
+    moves = page.locator(".chat-move")
+    assert [moves.nth(i).get_attribute("data-kind") for i in range(moves.count())] == ["delegation"]
+    assert moves.first.inner_text() == "assistente_virtual → billing_agent (delegation)"
+    assert page.get_attribute("#chat-current-agent", "data-agent") == "billing_agent"
+    assert page.locator(".chat-answer").last.get_attribute("data-agent") == "billing_agent"
+
+    # An order question is out of billing's scope: it returns, and the coordinator delegates to orders_agent.
+    send("Meu pedido P100 atrasou?", 2)
+    second = page.locator(".chat-turn").last
+    kinds = [m.get_attribute("data-kind") for m in second.locator(".chat-move").all()]
+    assert kinds == ["return", "delegation"]
+    assert [m.inner_text() for m in second.locator(".chat-move").all()] == [
+        "billing_agent → assistente_virtual (return)",
+        "assistente_virtual → orders_agent (delegation)",
+    ]
+    switches = second.locator(".chat-switch")
+    assert switches.count() >= 1
+    assert switches.first.get_attribute("data-from") == "billing_agent"
+    assert switches.last.get_attribute("data-to") == "orders_agent"
+    assert page.get_attribute("#chat-current-agent", "data-agent") == "orders_agent"
+    last_answer = page.locator(".chat-answer").last
+    assert last_answer.get_attribute("data-agent") == "orders_agent"
+
+    # The page showed exactly the moves stored in agent_handoffs, in order.
+    conversation = Conversation.objects.get(conversation_key=f"{tenant.slug}:telecom_assistente:{session_id}")
+    stored = list(
+        Handoff.objects.filter(conversation=conversation).order_by("created_at", "id").values_list("kind", flat=True)
+    )
+    assert stored == ["delegation", "return", "delegation"]
+    page.screenshot(path=str(screenshot_path("chat-page-delegation.png")), full_page=True)
+    assert page.errors == []
