@@ -413,12 +413,12 @@ def cohort_comparison(
         for cohort in COHORTS
     }
     in_cohorts = {"cohort__in": COHORTS}
-    roles = [MessageRole.USER, MessageRole.ASSISTANT]
-    for row in fact_rows(MESSAGES, window, by=("cohort", "role"), where={**in_cohorts, "role__in": roles}, **scope):
+    # User messages and answers apart: each reads today's rows through its own partial index (routing.Message).
+    users, answers = ({**in_cohorts, "role": role} for role in (MessageRole.USER, MessageRole.ASSISTANT))
+    for row in fact_rows(MESSAGES, window, by=("cohort",), where=users, **scope):
+        result[row["cohort"]]["messages"] = row["n"]
+    for row in fact_rows(MESSAGES, window, by=("cohort",), where=answers, **scope):
         item = result[row["cohort"]]
-        if row["role"] == MessageRole.USER:
-            item["messages"] = row["n"]
-            continue
         item["answers"] = row["n"]
         item["avg_judge_score"] = _round(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
         item["avg_latency_ms"] = _round(row["latency_sum"] / row["latency_n"]) if row["latency_n"] else None

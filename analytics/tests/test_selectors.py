@@ -23,7 +23,7 @@ SOURCES = [
     (selectors.agent_utilisation, 1),
     (selectors.route_method_mix, 1),
     (selectors.tool_call_stats, 1),
-    (selectors.cohort_comparison, 4),
+    (selectors.cohort_comparison, 5),
 ]
 
 
