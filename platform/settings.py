@@ -116,7 +116,14 @@ else:
     }
 
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    # channels_redis waits for messages with BZPOPMIN for 5 s; redis-py 8 reads with a default 5 s socket timeout,
+    # so under load the read gave up first and the socket's consumer died (bench/ws_bench.py). Read for longer.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
