@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "bench"))
 import services  # noqa: E402  (scripts/services.py)
-from chat_load import _manage, _tree  # noqa: E402
+from chat_load import _manage, _percentile, _tree  # noqa: E402
 
 AGENT_ID = "telecom_contas"
 TENANT = "tenant_a"
@@ -56,13 +56,6 @@ def rss_mib(root: int) -> float:
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
     return total / 1024
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def _open(url: str, key: str):

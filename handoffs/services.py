@@ -56,9 +56,10 @@ def handoff_record(
         reason=reason,
         context_summary=context_summary,
     )
-    if status == HandoffStatus.COMPLETED and not conversation.handoff_kinds & kinds_mask([kind]):
-        conversation.handoff_kinds |= kinds_mask([kind])
-        Conversation.objects.filter(pk=conversation.pk).update(handoff_kinds=F("handoff_kinds").bitor(KIND_BITS[kind]))
+    bit = KIND_BITS[kind]
+    if status == HandoffStatus.COMPLETED and not conversation.handoff_kinds & bit:
+        conversation.handoff_kinds |= bit
+        Conversation.objects.filter(pk=conversation.pk).update(handoff_kinds=F("handoff_kinds").bitor(bit))
         conversation_counted_again(conversation.created_at)
     return handoff
 
