@@ -138,6 +138,11 @@ def _error_event(exc: Exception) -> dict[str, Any]:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
+    # A socket needs no channel of its own: its turn's events come from the turn it runs, and a plan's parts
+    # from the workers through the plan's own channel (routing.fanout). Without one, the consumer does not
+    # wait on the layer (channels_redis allows one receiving event loop per layer instance).
+    channel_layer_alias = None
+
     async def connect(self) -> None:
         kwargs = self.scope["url_route"]["kwargs"]
         self.agent_id: str = kwargs["agent_id"]

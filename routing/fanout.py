@@ -22,12 +22,13 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from dataclasses import asdict
 from functools import lru_cache
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_layer
 from django.conf import settings
 
 from agents.mcp import ToolResult
@@ -47,6 +48,23 @@ from routing.supervisor import (
 
 logger = logging.getLogger(__name__)
 PARTIAL_MESSAGE_TYPE = "plan.partial"
+
+# The request's side of the layer, one instance per event loop: channels_redis lets one loop at a time
+# receive on an instance (a process-wide one breaks as soon as a second loop receives: async_to_sync,
+# a WSGI request's loop, a test's asyncio.run), and its Redis connections belong to the loop that opened them.
+_layers_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def receiving_layer() -> Any:
+    """This event loop's own channel layer instance, or ``None`` when no layer is configured."""
+    if DEFAULT_CHANNEL_LAYER not in settings.CHANNEL_LAYERS:
+        return None
+    loop = asyncio.get_running_loop()
+    layer = _layers_by_loop.get(loop)
+    if layer is None:
+        layer = _layers_by_loop[loop] = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+    return layer
+
 
 # Extra seconds a worker gets beyond the step's limit before Celery kills the task outright.
 HARD_LIMIT_SLACK_SECONDS = 5
@@ -109,7 +127,7 @@ class CeleryExecutor(PlanExecutor):
                 reported.add(index)
                 await on_partial(partial)
 
-        layer = get_channel_layer() if on_partial is not None else None
+        layer = receiving_layer() if on_partial is not None else None
         listener = None
         if layer is not None:
             channel = await layer.new_channel("plan.")

@@ -233,7 +233,7 @@ def test_without_a_streaming_client_no_channel_is_opened(api, supervisor, celery
     def no_layer():
         raise AssertionError("a plan nobody streams must not open a channel")
 
-    monkeypatch.setattr(fanout, "get_channel_layer", no_layer)
+    monkeypatch.setattr(fanout, "receiving_layer", no_layer)
     settings.SUPERVISOR_EXECUTOR = "celery"
     body = send(api, SEED_MESSAGE, "s-no-stream")
     assert [p["status"] for p in body["metadata"]["supervisor"]] == ["ok", "ok"]
