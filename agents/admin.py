@@ -28,12 +28,26 @@ from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from agents.schemas import expand_args_schema, validate_word_list
 from agents.services import mcp_tools_sync, prompt_activate, prompt_version_create
-from routing.admin import SpecialistListFilter
-from routing.adminkit import ReadOnlyInlineMixin
-from routing.config import config_version_bump
-from routing.forms import PrettyJSONField
+from common.adminkit import ReadOnlyInlineMixin
+from common.config_version import config_version_bump
+from common.forms import PrettyJSONField
 
 PRETTY_JSON = {models.JSONField: {"form_class": PrettyJSONField}}
+
+
+class SpecialistListFilter(admin.RelatedFieldListFilter):
+    """Specialists labelled ``profile/name`` without a query per choice."""
+
+    def field_choices(self, field, request, model_admin):
+        specialists = Specialist.objects.select_related("profile").order_by("profile__agent_id", "name")
+        return [(specialist.pk, str(specialist)) for specialist in specialists]
+
+
+def specialist_choices(db_field, formfield):
+    """Select specialists with their profile in one query (their label names the profile)."""
+    if formfield is not None and db_field.related_model is Specialist:
+        formfield.queryset = formfield.queryset.select_related("profile")
+    return formfield
 
 
 def active_version_subquery() -> Subquery:

@@ -33,9 +33,9 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import BaseModel, Field
 
+from common.text import normalize, phrase_found
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
 from routing.router import Classification, IntentSpec
-from routing.text import normalize, phrase_found
 
 if TYPE_CHECKING:
     from routing.snapshot import ProfileSpec
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 OFFLINE_NOTICE = "(offline model)"
 _WORDS = re.compile(r"\S+\s*|\s+")
-# The system note with which a finished sub-conversation's result reaches the coordinator (routing.graph).
+# The system note with which a finished sub-conversation's result reaches the coordinator (conversations.graph).
 _ENDED_NOTE = re.compile(r"\[SYSTEM_NOTE: the sub-conversation with (\w+) ended\. status: (\w+)")
 ERROR_ANSWER = (
     "Desculpe, não consegui concluir sua solicitação agora. Tente novamente em instantes. "
@@ -58,7 +58,7 @@ class ModelProvider:
     ``classify`` returns the intent it believes the message belongs to (or
     ``None`` when it cannot say) and never raises. ``chat_model`` returns a
     langchain-core chat model that supports ``bind_tools``; the specialist
-    runtime (:mod:`agents.runtime`) drives it, the same loop for every
+    runtime (:mod:`conversations.runtime`) drives it, the same loop for every
     provider, and turns its errors into graceful answers.
     """
 

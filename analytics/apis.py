@@ -29,8 +29,8 @@ from analytics.filters import (
     can_view_all_tenants,
     limit_parse,
 )
-from routing.apis import ERROR_RESPONSE
-from routing.auth import ApiClient
+from common.errors import ERROR_RESPONSE
+from tenants.auth import ApiClient
 
 
 class CanViewAnalytics(permissions.BasePermission):
@@ -261,7 +261,8 @@ class RecentHandoffsApi(AnalyticsApi):
         summary="The latest handoff rows (every status), newest first",
         description=(
             "Each row names its conversation (`conversation_key`; `conversation_id` opens "
-            "/admin/routing/conversation/<id>/change/ for staff). Stops and refusals are listed too; `kind` narrows."
+            "/admin/conversations/conversation/<id>/change/ for staff). Stops and refusals are listed too; "
+            "`kind` narrows."
         ),
         parameters=[
             *FILTER_PARAMETERS,

@@ -5,3 +5,20 @@ class AnalyticsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "analytics"
     verbose_name = "Analytics"
+
+    def ready(self) -> None:
+        from analytics.services import conversation_counted_again, rollup_days_unseal
+        from conversations.signals import conversation_recounted, store_rows_deleted
+
+        # Writers of the conversation store do not know about the daily totals: they send signals, and the
+        # totals of the days whose rows changed are marked stale here (analytics/services.py).
+        conversation_recounted.connect(
+            lambda sender, created_at, **kwargs: conversation_counted_again(created_at),
+            dispatch_uid="analytics-conversation-recounted",
+            weak=False,
+        )
+        store_rows_deleted.connect(
+            lambda sender, days, **kwargs: rollup_days_unseal(days),
+            dispatch_uid="analytics-store-rows-deleted",
+            weak=False,
+        )

@@ -8,7 +8,7 @@ moves follow the graph's rules (a routing handoff when the routed specialist
 differs from the active one, delegations and returns under a coordinator, a
 supervisor plan's fan-out, loop-safety stops checked by
 ``handoffs.safety.move_check``), and each turn writes the rows that
-``routing.graph._persist`` writes: the user's message, system notes, a
+``conversations.graph._persist`` writes: the user's message, system notes, a
 supervisor's parts, the answer (with its latency and judge score), one route
 decision, the tool calls and the moves.
 
@@ -38,14 +38,22 @@ from django.db.models import CASCADE, QuerySet
 from agents.models import AgentProfile
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
+from conversations.models import (
+    Conversation,
+    Message,
+    MessageRole,
+    RouteDecisionRecord,
+    ToolCall,
+    ToolCallStatus,
+)
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import moves_kinds
 from routing import snapshot
-from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, Tenant, ToolCall, ToolCallStatus
 from routing.rollout import bucket
 from routing.router import SUPERVISOR_ROUTE, RouteDecision
-from routing.services import tenant_get_or_create
+from tenants.models import Tenant
+from tenants.services import tenant_get_or_create
 
 BENCH_TENANT_PREFIX = "bench_tenant_"
 DEMO_PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente")
@@ -1210,7 +1218,7 @@ class Simulator:
 
 
 def _result_note(result: dict[str, Any]) -> str:
-    """The system note a coordinator gets with a finished sub-conversation's result (as ``routing.graph``)."""
+    """The system note a coordinator gets with a finished sub-conversation's result (as ``conversations.graph``)."""
     return (
         f"[SYSTEM_NOTE: the sub-conversation with {result.get('specialist', '')} ended. "
         f"status: {result.get('status', '')}; "

@@ -15,10 +15,10 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from common.errors import DomainError, NotFound
 from handoffs.models import HandoffKind
-from routing.auth import ApiClient
-from routing.errors import DomainError, NotFound
-from routing.models import Tenant
+from tenants.auth import ApiClient
+from tenants.models import Tenant
 
 ANALYTICS_PERMISSION = "analytics.view_analytics"
 
@@ -175,8 +175,8 @@ def analytics_filters_parse(
     (agent_id), ``kind`` (repeated or comma-separated; only when ``kinds_allowed``) and ``tenant`` (slug).
 
     Raises :class:`AnalyticsForbidden` (403) for a user without ``analytics.view_analytics``,
-    :class:`~routing.errors.NotFound` naming ``tenant`` for a tenant the user may not read or that does not
-    exist, and :class:`~routing.errors.DomainError` (400) naming every bad field at once.
+    :class:`~common.errors.NotFound` naming ``tenant`` for a tenant the user may not read or that does not
+    exist, and :class:`~common.errors.DomainError` (400) naming every bad field at once.
     """
     tenant_id = _tenant_id(params, user)
     errors: dict[str, list[str]] = {}

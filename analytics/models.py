@@ -53,7 +53,7 @@ class DailyTotal(models.Model):
     """Columns every daily table shares: the day, the tenant and profile, and how many rows were summed."""
 
     day = models.DateField()
-    tenant = models.ForeignKey("routing.Tenant", on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
     n = models.PositiveBigIntegerField()
 

@@ -29,8 +29,8 @@ from analytics.models import (
     DailyToolCalls,
     RollupDay,
 )
+from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
-from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 
 DAY = dt.timedelta(days=1)
 # Answers' latencies are counted in buckets 5 % wide on a log scale: bucket b holds [R**b, R**(b+1)) ms, so a

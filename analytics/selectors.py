@@ -34,8 +34,8 @@ from analytics.rollups import (
     histogram_percentile,
     window_open,
 )
+from conversations.models import MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
-from routing.models import MessageRole, ToolCallStatus
 
 # What counts as a handoff: an agent-to-agent move that happened. Returns end a delegation (they are the
 # delegation endpoint's) and a supervisor's fan-out runs specialists in parallel, handing nothing over;

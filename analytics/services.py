@@ -5,8 +5,10 @@ dated that day any more. :func:`rollup_build` sums closed days into the daily ta
 selectors call it for the closed days of the window they read (the first read after midnight sums yesterday),
 and ``manage.py rollup_analytics`` does it ahead of time. Rows are never dated back, but a closed day's
 totals can still go stale: a cleared session deletes its messages, and a conversation counted on the day it
-was created may later change cohort or have its first move of a kind. Those writers call
-:func:`rollup_days_unseal` in their own transaction; the day is read from its rows until it is built again.
+was created may later change cohort or have its first move of a kind. Those writers send the conversation
+store's signals (:mod:`conversations.signals`) in their own transaction, and :class:`analytics.apps.AnalyticsConfig`
+connects them to :func:`conversation_counted_again` and :func:`rollup_days_unseal`: nobody imports the
+analytics. The day is read from its rows until it is built again.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.generic import TemplateView
 
 from agents.models import AgentProfile
-from routing.models import Tenant
+from tenants.models import Tenant
 
 PERMISSION = "analytics.view_analytics"
 DAY_PRESETS = (7, 30, 90)

@@ -166,7 +166,7 @@ def _callers() -> Callers:
     from django.contrib.auth.models import Permission
     from django.test import Client
 
-    from routing.services import api_key_create
+    from tenants.services import api_key_create
 
     _, raw = api_key_create(tenant_slug=TENANT, name="analytics bench")
     user, _ = get_user_model().objects.get_or_create(username="analytics-bench", defaults={"is_staff": True})

@@ -241,7 +241,7 @@ def _stored_counts(env: dict[str, str], prefix: str) -> dict[str, Counter]:
     django.setup()
     from django.db.models import Count
 
-    from routing.models import Message
+    from conversations.models import Message
 
     stored: dict[str, Counter] = {}
     rows = (

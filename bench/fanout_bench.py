@@ -53,15 +53,15 @@ def inner(args: argparse.Namespace) -> int:
     from django.core.management import call_command
 
     from agents.models import AgentProfile
+    from conversations.graph import TurnInput, run_turn
     from routing import snapshot
-    from routing.graph import TurnInput, run_turn
-    from routing.services import tenant_get_or_create
+    from tenants.services import tenant_get_or_create
     from tests.celery_processes import CeleryWorkerProcess
 
     call_command("migrate", verbosity=0)
     call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
     AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
-    from routing.config import config_version_bump
+    from common.config_version import config_version_bump
 
     config_version_bump()
     tenant, _ = tenant_get_or_create(slug="bench")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from common.adminkit import ReadOnlyAdminMixin
 from handoffs.models import Handoff
-from routing.adminkit import ReadOnlyAdminMixin
 
 
 @admin.register(Handoff)

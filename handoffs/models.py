@@ -48,11 +48,11 @@ class Handoff(models.Model):
     """
 
     conversation = models.ForeignKey(
-        "routing.Conversation",
+        "conversations.Conversation",
         on_delete=models.CASCADE,
         related_name="handoffs",
     )
-    tenant = models.ForeignKey("routing.Tenant", on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
     from_agent = models.CharField(max_length=64)
     to_agent = models.CharField(max_length=64)

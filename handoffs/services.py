@@ -6,11 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.db.models import F
-
-from analytics.services import conversation_counted_again
-from handoffs.models import KIND_BITS, Handoff, HandoffKind, HandoffStatus, kinds_mask
-from routing.models import Conversation
+from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
 
 
 @dataclass(frozen=True)
@@ -27,41 +23,6 @@ class Move:
 
     def as_dict(self) -> dict[str, Any]:
         return {key: str(value) for key, value in asdict(self).items()}
-
-
-def handoff_record(
-    *,
-    conversation: Conversation,
-    from_agent: str,
-    to_agent: str,
-    kind: str = HandoffKind.HANDOFF,
-    reason: str = "",
-    context_summary: str = "",
-    status: str = HandoffStatus.COMPLETED,
-) -> Handoff:
-    """Record one move of ``conversation`` from ``from_agent`` to ``to_agent``.
-
-    Call inside the transaction that persists the turn, so a handoff never
-    exists without the messages that caused it.
-    """
-    handoff = Handoff.objects.create(
-        conversation=conversation,
-        tenant_id=conversation.tenant_id,
-        profile_id=conversation.profile_id,
-        cohort=conversation.cohort,
-        from_agent=from_agent,
-        to_agent=to_agent,
-        kind=kind,
-        status=status,
-        reason=reason,
-        context_summary=context_summary,
-    )
-    bit = KIND_BITS[kind]
-    if status == HandoffStatus.COMPLETED and not conversation.handoff_kinds & bit:
-        conversation.handoff_kinds |= bit
-        Conversation.objects.filter(pk=conversation.pk).update(handoff_kinds=F("handoff_kinds").bitor(bit))
-        conversation_counted_again(conversation.created_at)
-    return handoff
 
 
 def moves_kinds(moves: Iterable[Move]) -> int:

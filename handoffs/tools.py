@@ -1,8 +1,8 @@
 """The control tools a specialist may be offered besides its MCP tools.
 
-They are not run anywhere: the runtime (:mod:`agents.runtime`) stops the
+They are not run anywhere: the runtime (:mod:`conversations.runtime`) stops the
 specialist's loop when one is called and hands the call to the graph, which
-moves the turn (:mod:`routing.graph`).
+moves the turn (:mod:`conversations.graph`).
 
 * ``request_handoff`` (seed 003) — give the conversation to another
   specialist; the target must be one the admin lets this one hand off to.

@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (routing/routing.py)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (chat/routing.py)."""
 
 import os
 
@@ -13,8 +13,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from chat.routing import websocket_urlpatterns  # noqa: E402
 from platform.websocket_security import BrowserOriginValidator  # noqa: E402
-from routing.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -33,9 +33,14 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    # The product's apps, lowest layer first (docs/architecture.md): each imports only the ones above it here.
+    "common",
+    "tenants",
+    "handoffs",
     "agents",
     "routing",
-    "handoffs",
+    "conversations",
+    "chat",
     "analytics",
 ]
 
@@ -89,7 +94,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif env.boolean("DATABASE_POOL", True):
     # psycopg's pool, one per process. The ASGI handler gives every request a thread of its own, so
     # without a pool every request connects anew; the chat path hands its connection back before the
-    # model call (routing.graph), so a few per process serve hundreds of chats in flight. A small
+    # model call (conversations.graph), so a few per process serve hundreds of chats in flight. A small
     # pool also bounds how many threads query at once; 20 was no faster than 3 to 10 (README).
     if DATABASES["default"]["CONN_MAX_AGE"]:
         raise ImproperlyConfigured("DATABASE_POOL replaces DATABASE_CONN_MAX_AGE; set one of them, not both.")
@@ -161,12 +166,12 @@ LOGIN_URL = "admin:login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "routing.auth.ApiKeyAuthentication",
+        "tenants.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "routing.errors.exception_handler",
+    "EXCEPTION_HANDLER": "common.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 

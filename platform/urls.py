@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from analytics.views import DashboardView
-from routing.chat_page import chat_page
+from chat.chat_page import chat_page
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -11,8 +11,7 @@ urlpatterns = [
     path("chat/", chat_page, name="chat"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/debug/mcp/", include("agents.urls")),
     path("api/analytics/", include("analytics.urls")),
-    path("api/", include("routing.urls")),
-    path("v1/", include("routing.openai_urls")),
+    path("api/", include("chat.urls")),
+    path("v1/", include("chat.openai_urls")),
 ]

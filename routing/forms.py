@@ -1,4 +1,4 @@
-"""Admin forms: the keyword rule, readable JSON and lists, and the route preview.
+"""Admin forms: the keyword rule and the route preview.
 
 The rule "a keyword belongs to one enabled intent per profile" is enforced by
 :func:`routing.services.keywords_validate_unique`; these forms only gather the
@@ -7,50 +7,21 @@ keywords a save would leave behind and put its errors where the user looks.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
 from agents.models import AgentProfile, Specialist
+from common.forms import LinesField
+from common.text import normalize
 from routing.models import Intent, Keyword, StatePolicy
 from routing.services import keywords_validate_unique
-from routing.text import normalize
 
 ERROR_KEYWORD_DUPLICATE = "Keyword {keyword!r} appears twice in this intent (as {other!r})."
 ERROR_KEYWORD_EMPTY = "A keyword needs at least one letter or digit."
 ERROR_SPECIALIST_OTHER_PROFILE = "Specialist {specialist} belongs to profile {profile}, not to {expected}."
 ERROR_INTENT_OTHER_PROFILE = "Intent {intent} belongs to profile {profile}, not to {expected}."
-
-
-class PrettyJSONField(forms.JSONField):
-    """A JSON field shown indented, so a schema is readable and editable in a textarea."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 12, "cols": 80, "class": "vLargeTextField"}))
-        super().__init__(**kwargs)
-
-    def prepare_value(self, value: Any) -> str:
-        if isinstance(value, forms.fields.InvalidJSONInput):
-            return value
-        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False, cls=self.encoder)
-
-
-class LinesField(forms.Field):
-    """A list of strings edited as one item per line (intent examples)."""
-
-    widget = forms.Textarea(attrs={"rows": 5, "cols": 80, "class": "vLargeTextField"})
-
-    def prepare_value(self, value: Any) -> str:
-        if isinstance(value, (list, tuple)):
-            return "\n".join(str(item) for item in value)
-        return value or ""
-
-    def to_python(self, value: Any) -> list[str]:
-        if isinstance(value, (list, tuple)):
-            return [str(item) for item in value]
-        return [line.strip() for line in str(value or "").splitlines() if line.strip()]
 
 
 def profile_label(profile: AgentProfile) -> str:

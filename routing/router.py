@@ -3,7 +3,7 @@
 A :class:`CompiledRouter` is built once per profile from :class:`IntentSpec` and
 :class:`StatePolicySpec` values (see :mod:`routing.snapshot`) and then decides
 without touching the database. Keywords are compiled into one Aho-Corasick
-automaton over the normalised text (:func:`routing.text.normalize`), so a
+automaton over the normalised text (:func:`common.text.normalize`), so a
 message is scanned once whatever the number of keywords.
 
 Decision order (router mode), recorded as ``method``:
@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import ahocorasick
 
-from routing.text import normalize
+from common.text import normalize
 
 Method = Literal["state", "followup", "keyword", "llm", "fallback", "coordinator", "sub_conversation", "permission"]
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from routing.models import Conversation, Keyword, RolloutFlag, RolloutFlagChange, Tenant
-from routing.text import normalize
+from common.text import normalize
+from routing.models import Keyword, RolloutFlag, RolloutFlagChange
 
 
 def keyword_conflicts(*, profile_id: int, texts: Iterable[str], exclude_intent_id: int | None = None) -> dict[str, str]:
@@ -31,45 +30,6 @@ def keyword_conflicts(*, profile_id: int, texts: Iterable[str], exclude_intent_i
     for normalized, intent_name in rows.values_list("normalized", "intent__name").order_by("intent__name"):
         conflicts.setdefault(by_normalized[normalized], intent_name)
     return conflicts
-
-
-def conversation_get_for_tenant(*, tenant: Tenant, conversation_key: str) -> Conversation | None:
-    """The conversation if it belongs to ``tenant``; ``None`` otherwise (callers answer 404, not 403)."""
-    return Conversation.objects.filter(tenant=tenant, conversation_key=conversation_key).first()
-
-
-def conversation_messages(*, conversation: Conversation) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A conversation's messages and route decisions, oldest first, as the sessions API shows them."""
-    messages = [
-        {
-            "role": message.role,
-            "agent": message.agent,
-            "content": message.content,
-            "step": message.step,
-            "created_at": message.created_at,
-            "metadata": message.metadata,
-        }
-        for message in conversation.messages.order_by("created_at", "id")
-    ]
-    decisions = [
-        {
-            "mode": decision.mode,
-            "route": decision.route,
-            "agent": decision.agent,
-            "intent": decision.intent,
-            "confidence": decision.confidence,
-            "reason": decision.reason,
-            "method": decision.method,
-            "next_state": decision.next_state,
-            "handoff": decision.handoff,
-            "domain": decision.domain,
-            "mcp_tools": decision.mcp_tools,
-            "metadata": decision.metadata,
-            "created_at": decision.created_at,
-        }
-        for decision in conversation.route_decisions.order_by("created_at", "id")
-    ]
-    return messages, decisions
 
 
 def rollout_flag_get(*, key: str) -> RolloutFlag | None:

@@ -3,7 +3,7 @@
 The message path reads profiles, specialists, intents, tools and servers from
 :func:`current` — plain frozen data and one :class:`~routing.router.CompiledRouter`
 per profile — never from the ORM. :func:`current` costs one version check
-(:func:`routing.config.config_version`, a cache read) and rebuilds the snapshot
+(:func:`common.config_version.config_version`, a cache read) and rebuilds the snapshot
 when the version moved or this process changed routing data itself.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from routing.config import config_version, local_generation
+from common.config_version import config_version, local_generation
 from routing.rollout import FlagSpec
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 
@@ -136,7 +136,14 @@ def current() -> Snapshot:
 def build(*, version: int, generation: int) -> Snapshot:
     """Load every enabled piece of routing configuration and compile the routers."""
     from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-    from routing.models import Intent, Keyword, RolloutFlag, RolloutTenantOverride, RolloutUserOverride, StatePolicy
+    from routing.models import (
+        Intent,
+        Keyword,
+        RolloutFlag,
+        RolloutTenantOverride,
+        RolloutUserOverride,
+        StatePolicy,
+    )
 
     servers = {
         server.name: ServerSpec(

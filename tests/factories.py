@@ -6,7 +6,8 @@ import factory
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist
 from agents.services import prompt_version_create
-from routing.models import Intent, Keyword, StatePolicy, Tenant
+from routing.models import Intent, Keyword, StatePolicy
+from tenants.models import Tenant
 
 
 class TenantFactory(factory.django.DjangoModelFactory):
@@ -96,7 +97,7 @@ class StatePolicyFactory(factory.django.DjangoModelFactory):
 
 class ConversationFactory(factory.django.DjangoModelFactory):
     class Meta:
-        model = "routing.Conversation"
+        model = "conversations.Conversation"
 
     tenant = factory.SubFactory(TenantFactory)
     profile = factory.SubFactory(AgentProfileFactory)

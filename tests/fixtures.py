@@ -26,7 +26,7 @@ def fresh_routing_snapshot():
 
 
 def _key(tenant_slug: str, name: str, **flags):
-    from routing.services import api_key_create
+    from tenants.services import api_key_create
 
     key, raw = api_key_create(tenant_slug=tenant_slug, name=name, **flags)
     key.raw = raw  # the raw key exists only here: the database keeps its hash

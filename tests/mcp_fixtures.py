@@ -32,7 +32,7 @@ def live_mcp(db, telecom, mcp_servers):
 
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
-    from routing.config import config_version_bump
+    from common.config_version import config_version_bump
 
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
     return mcp_servers

@@ -19,22 +19,12 @@ from django.contrib import admin
 from django.db import models
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
-from routing.models import (
-    ApiKey,
-    Conversation,
-    Intent,
-    Keyword,
-    Message,
-    RolloutFlag,
-    RolloutFlagChange,
-    RouteDecisionRecord,
-    StatePolicy,
-    Tenant,
-    ToolCall,
-)
+from routing.models import Intent, Keyword, RolloutFlag, RolloutFlagChange, StatePolicy
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
-from routing.tests.adminkit import (
+from tenants.models import ApiKey, Tenant
+from tests.adminkit import (
     add_url,
     change_url,
     changelist_url,
@@ -47,7 +37,7 @@ from tests.factories import StatePolicyFactory
 
 pytestmark = pytest.mark.django_db
 
-PROJECT_APPS = {"agents", "routing", "handoffs", "analytics"}
+PROJECT_APPS = {"common", "tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics"}
 
 Samples = Mapping[type[models.Model], models.Model]
 
@@ -77,7 +67,7 @@ class Expect:
 
 
 EXPECT: dict[type[models.Model], Expect] = {
-    # -- routing
+    # -- tenants
     Tenant: Expect(
         search=("tenant_a",),
         add=lambda s: {"slug": "acme", "name": "Acme"},

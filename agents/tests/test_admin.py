@@ -13,8 +13,8 @@ from django.urls import reverse
 from agents.admin import ERROR_COORDINATOR_OTHER_PROFILE
 from agents.models import McpServer, McpTool, Specialist, SpecialistPrompt
 from agents.services import prompt_version_create
-from routing.models import RoutingConfigVersion
-from routing.tests.adminkit import add_url, change_url, changelist_url, delete_url, error_messages, form_data
+from common.models import ConfigVersion
+from tests.adminkit import add_url, change_url, changelist_url, delete_url, error_messages, form_data
 from tests.factories import SpecialistFactory
 
 pytestmark = pytest.mark.django_db
@@ -350,11 +350,11 @@ def test_an_invalid_argument_schema_is_reported_on_its_field(staff_client, telec
 
 def test_the_server_actions_switch_servers_and_invalidate_the_routing(staff_client, telecom):
     server = McpServer.objects.get(name="telecom")
-    before = RoutingConfigVersion.objects.get(pk=1).version
+    before = ConfigVersion.objects.get(pk=1).version
     staff_client.post(changelist_url(McpServer), {"action": "disable_selected", "_selected_action": [server.pk]})
     server.refresh_from_db()
     assert not server.enabled
-    assert RoutingConfigVersion.objects.get(pk=1).version > before
+    assert ConfigVersion.objects.get(pk=1).version > before
 
     staff_client.post(changelist_url(McpServer), {"action": "enable_selected", "_selected_action": [server.pk]})
     server.refresh_from_db()

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from analytics.filters import ERROR_ANALYTICS_FORBIDDEN, ERROR_TENANT_NOT_FOUND
-from routing.errors import ERROR_NOT_AUTHENTICATED
+from common.errors import ERROR_NOT_AUTHENTICATED
 
 pytestmark = pytest.mark.django_db
 

@@ -67,7 +67,7 @@ def test_the_page_sits_in_the_admins_frame_and_loads_its_scripts_from_its_own_st
 def test_the_page_points_its_script_at_the_analytics_api_and_the_conversation_pages(staff_client):
     html = staff_client.get(DASHBOARD).content.decode()
     assert 'data-api-base="/api/analytics/"' in html
-    assert 'data-conversation-url="/admin/routing/conversation/0/change/"' in html
+    assert 'data-conversation-url="/admin/conversations/conversation/0/change/"' in html
 
 
 def test_the_filters_offer_the_day_presets_every_profile_and_every_tenant(staff_client, tenant, outsider):
@@ -89,7 +89,7 @@ def test_the_admin_links_the_dashboard_on_its_index_and_in_the_user_tools_for_st
     assert 'id="analytics-module"' in html
     assert 'id="analytics-link"' in html
     assert f'href="{DASHBOARD}"' in html
-    other_page = staff_client.get(reverse("admin:routing_conversation_changelist")).content.decode()
+    other_page = staff_client.get(reverse("admin:conversations_conversation_changelist")).content.decode()
     assert 'id="analytics-link"' in other_page
 
 

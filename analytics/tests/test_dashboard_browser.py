@@ -21,8 +21,9 @@ import pytest
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import KIND_BITS, Handoff
-from routing.models import Conversation, Message, RouteDecisionRecord, Tenant, ToolCall
+from tenants.models import Tenant
 from tests.browser_fixtures import screenshot_path
 from tests.factories import AgentProfileFactory
 
@@ -123,7 +124,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             reason=f"{from_agent} hands over to {to_agent}",
         )
         _dated(row, when)
-        conv.handoff_kinds |= KIND_BITS[kind]  # as the turn that records a move does (routing.graph._persist)
+        conv.handoff_kinds |= KIND_BITS[kind]  # as the turn that records a move does (conversations.graph._persist)
         Conversation.objects.filter(pk=conv.pk).update(handoff_kinds=conv.handoff_kinds)
 
     def turn(conv: Conversation, when: dt.datetime, agent: str, method: str, latency: float, judge: float) -> None:
@@ -354,7 +355,7 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
     link = page.locator(f".analytics-conversation-link[data-conversation-id='{newest.pk}']").first
     assert link.inner_text() == newest.conversation_key
     link.click()
-    page.wait_for_url(f"**/admin/routing/conversation/{newest.pk}/change/")
+    page.wait_for_url(f"**/admin/conversations/conversation/{newest.pk}/change/")
     assert newest.conversation_key in page.content()
     assert page.errors == []
 

@@ -62,7 +62,7 @@ def test_a_366_day_range_and_an_hourly_month_are_allowed(api):
 
 
 def test_days_means_the_last_n_utc_days_today_included(tenant_key):
-    from routing.auth import ApiClient
+    from tenants.auth import ApiClient
 
     user = ApiClient(tenant=tenant_key.tenant, key=tenant_key)
     filters = analytics_filters_parse(params={"days": "7"}, user=user, today=dt.date(2026, 3, 10))
@@ -72,7 +72,7 @@ def test_days_means_the_last_n_utc_days_today_included(tenant_key):
 
 
 def test_start_alone_runs_to_today_and_end_alone_reaches_back_thirty_days(tenant_key):
-    from routing.auth import ApiClient
+    from tenants.auth import ApiClient
 
     user = ApiClient(tenant=tenant_key.tenant, key=tenant_key)
     today = dt.date(2026, 3, 10)
@@ -83,7 +83,7 @@ def test_start_alone_runs_to_today_and_end_alone_reaches_back_thirty_days(tenant
 
 
 def test_kinds_come_from_a_plain_dict_too(tenant_key):
-    from routing.auth import ApiClient
+    from tenants.auth import ApiClient
 
     user = ApiClient(tenant=tenant_key.tenant, key=tenant_key)
     for params in ({"kind": "return,handoff"}, {"kind": ["return", "handoff", "return"]}):

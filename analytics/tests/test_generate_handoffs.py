@@ -12,8 +12,9 @@ from django.db.models import Count, F, Max, Min, Q
 
 from agents.models import AgentProfile
 from analytics.benchdata import ERROR_ALREADY_GENERATED
+from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
-from routing.models import Conversation, Message, MessageRole, RouteDecisionRecord, Tenant, ToolCall
+from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db
 

@@ -56,7 +56,7 @@ def test_percentiles_from_the_buckets_are_within_five_percent_of_the_exact_ones(
 
 @pytest.mark.django_db
 def test_the_database_puts_a_latency_in_the_bucket_python_expects():
-    from routing.models import Message
+    from conversations.models import Message
     from tests.factories import ConversationFactory
 
     conversation = ConversationFactory()
@@ -86,7 +86,7 @@ def test_only_closed_days_are_summed_and_a_build_seals_them(settings):
 
 @pytest.mark.django_db
 def test_a_build_sums_each_group_once_and_a_rebuild_replaces_it(settings, tenant):
-    from routing.models import Message
+    from conversations.models import Message
     from tests.factories import ConversationFactory
 
     settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0

@@ -47,8 +47,8 @@ def test_a_routing_handoff_made_by_the_gateway_is_counted(api, telecom):
 
 def _to_yesterday(conversation_key: str) -> dt.date:
     """Date the conversation and everything written so far back to yesterday; returns that day."""
+    from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
     from handoffs.models import Handoff
-    from routing.models import Conversation, Message, RouteDecisionRecord, ToolCall
 
     yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     conversation = Conversation.objects.get(conversation_key=conversation_key)

@@ -43,8 +43,9 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import KIND_BITS, Handoff
-from routing.models import Conversation, Message, RouteDecisionRecord, Tenant, ToolCall
+from tenants.models import Tenant
 from tests.factories import AgentProfileFactory
 
 
@@ -108,7 +109,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             reason=f"{name}: {from_agent} → {to_agent}",
         )
         traffic.handoffs[name] = _dated(created, when)
-        if status == "completed":  # as the turn that records a move does (routing.graph._persist)
+        if status == "completed":  # as the turn that records a move does (conversations.graph._persist)
             row.handoff_kinds |= KIND_BITS[kind]
             Conversation.objects.filter(pk=row.pk).update(handoff_kinds=row.handoff_kinds)
 

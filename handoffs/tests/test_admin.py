@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
-from routing.tests.adminkit import change_url, changelist_url, conversation_with_history
+from tests.adminkit import change_url, changelist_url, conversation_with_history
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from conversations.models import Conversation, Message
 from handoffs.models import Handoff
-from routing.models import Conversation, Message
 from tests.factories import SpecialistFactory
 
 NOTE = "[SYSTEM_NOTE: the sub-conversation with"

@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 
 from agents.models import McpServer
+from common.config_version import config_version_bump
+from conversations.models import Conversation, Message, ToolCall
 from handoffs.models import Handoff
-from routing.config import config_version_bump
-from routing.models import Conversation, Message, ToolCall
 
 MSISDN = "5511999999999"
 

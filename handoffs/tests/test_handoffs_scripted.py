@@ -13,7 +13,7 @@ import json
 import pytest
 
 from agents.models import Specialist
-from agents.runtime import STEP_LIMIT_NOTE
+from conversations.runtime import STEP_LIMIT_NOTE
 from handoffs.models import Handoff
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agents.models import McpTool
-from routing.models import Conversation, ToolCall
+from conversations.models import Conversation, ToolCall
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import AgentProfile, McpTool
-from routing.models import Conversation
+from conversations.models import Conversation
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from django.db import models, transaction
 
 from agents.models import AgentProfile, McpServer, McpTool, RoutingMode, Specialist, SpecialistPrompt
 from agents.services import prompt_version_create
-from routing.config import config_batch
+from common.config_version import config_batch
 from routing.configio import messages
 from routing.configio.parse import Parsed, Patch, parse_source
 from routing.configio.source import Node, Problems, Source, format_path, load

@@ -19,10 +19,10 @@ from jsonschema.exceptions import SchemaError
 
 from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_args_schema
+from common.text import normalize
 from routing.configio import messages
 from routing.configio.source import Node, Problems, Source, expand_env
 from routing.models import Intent, Keyword, StatePolicy
-from routing.text import normalize
 
 ROUTING_KEYS = ("router", "state_policies", "intents")
 TOP_KEYS = ("default_agent_id", "agents", "servers", "tools", "agent_id", *ROUTING_KEYS)

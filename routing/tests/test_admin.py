@@ -11,19 +11,14 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from agents.models import McpServer, McpTool, Specialist
+from conversations.models import Conversation
 from handoffs.models import Handoff
-from routing.auth import key_hash
 from routing.forms import ERROR_KEYWORD_DUPLICATE, ERROR_SPECIALIST_OTHER_PROFILE
-from routing.models import (
-    ApiKey,
-    Conversation,
-    Intent,
-    Keyword,
-    StatePolicy,
-    Tenant,
-)
+from routing.models import Intent, Keyword, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
-from routing.tests.adminkit import (
+from tenants.auth import key_hash
+from tenants.models import ApiKey, Tenant
+from tests.adminkit import (
     add_url,
     change_url,
     changelist_url,

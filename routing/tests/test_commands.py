@@ -7,8 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from routing.auth import key_hash
-from routing.models import ApiKey, Tenant
+from tenants.auth import key_hash
+from tenants.models import ApiKey, Tenant
 
 pytestmark = pytest.mark.django_db
 

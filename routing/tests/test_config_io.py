@@ -12,9 +12,10 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from common.models import ConfigVersion
 from routing.configio import Source, config_export, config_export_data, config_import
 from routing.configio import messages as m
-from routing.models import Intent, Keyword, RoutingConfigVersion, StatePolicy
+from routing.models import Intent, Keyword, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
 from tests.factories import IntentFactory
 
@@ -71,7 +72,7 @@ def row_counts() -> dict[str, int]:
 
 
 def routing_version() -> int:
-    return RoutingConfigVersion.objects.values_list("version", flat=True).first() or 0
+    return ConfigVersion.objects.values_list("version", flat=True).first() or 0
 
 
 def demo_copy(tmp_path: Path) -> Path:
@@ -338,7 +339,7 @@ def test_importing_the_same_files_twice_changes_nothing():
 
 
 def test_an_import_invalidates_compiled_routing_once():
-    from routing.config import config_version_bump
+    from common.config_version import config_version_bump
 
     config_version_bump()  # the row exists: an import then adds exactly one
     version = routing_version()

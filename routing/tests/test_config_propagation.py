@@ -16,7 +16,7 @@ from django.db import connection
 
 from routing.models import Keyword, RolloutFlag
 from routing.services import rollout_flag_set
-from routing.tests.adminkit import change_url, form_data
+from tests.adminkit import change_url, form_data
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,16 +14,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from common.config_version import config_version
 from routing import snapshot
-from routing.config import config_version
-from routing.models import (
-    ApiKey,
-    RolloutFlag,
-    RolloutFlagChange,
-    RolloutTenantOverride,
-    RolloutUserOverride,
-    Tenant,
-)
+from routing.models import RolloutFlag, RolloutFlagChange, RolloutTenantOverride, RolloutUserOverride
 from routing.services import (
     ERROR_FLAG_UNKNOWN,
     ERROR_PERCENTAGE,
@@ -33,7 +26,8 @@ from routing.services import (
     rollout_tenant_override_set,
     rollout_user_override_set,
 )
-from routing.tests.adminkit import add_url, change_url, changelist_url, delete_url, error_messages, form_data
+from tenants.models import ApiKey, Tenant
+from tests.adminkit import add_url, change_url, changelist_url, delete_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db
 

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from common.text import normalize
 from routing.router import (
     Classification,
     CompiledRouter,
@@ -14,7 +15,6 @@ from routing.router import (
     KeywordLoopMatcher,
     StatePolicySpec,
 )
-from routing.text import normalize
 
 BILLING = IntentSpec(
     name="billing_invoice_explanation",

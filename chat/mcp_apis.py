@@ -1,0 +1,72 @@
+"""Debug API for MCP tools: list them and call one by hand (seed 000 §13.4)."""
+
+from __future__ import annotations
+
+from adrf.views import APIView as AsyncAPIView
+from asgiref.sync import sync_to_async
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from agents.mcp import Endpoint, tool_call
+from chat.apis import IsDebugClient
+from common.errors import ERROR_RESPONSE, DomainError, NotFound
+from routing import snapshot
+
+ERROR_UNKNOWN_TOOL = "Unknown MCP tool {tool!r}."
+ERROR_TOOL_DISABLED = "The MCP tool {tool!r} or its server is disabled."
+
+
+class McpToolsApi(AsyncAPIView):
+    permission_classes = [IsDebugClient]
+
+    @extend_schema(summary="MCP tools with their servers and argument schemas", responses={200: OpenApiResponse()})
+    async def get(self, request):
+        current = await sync_to_async(snapshot.current)()
+        return Response(
+            {
+                "tools": [
+                    {
+                        "name": tool.name,
+                        "server": tool.server,
+                        "endpoint": current.servers[tool.server].endpoint,
+                        "description": tool.description,
+                        "enabled": tool.enabled,
+                        "needs_permission": tool.needs_permission,
+                        "args_schema": tool.args_schema,
+                    }
+                    for tool in sorted(current.tools.values(), key=lambda t: t.name)
+                ]
+            }
+        )
+
+
+class McpCallApi(AsyncAPIView):
+    permission_classes = [IsDebugClient]
+
+    @extend_schema(
+        summary="Call one MCP tool with the body as its arguments",
+        request=serializers.DictField(),
+        responses={200: OpenApiResponse(description="The tool result"), 404: ERROR_RESPONSE},
+    )
+    async def post(self, request, tool: str):
+        current = await sync_to_async(snapshot.current)()
+        spec = current.tools.get(tool)
+        if spec is None:
+            raise NotFound(
+                ERROR_UNKNOWN_TOOL.format(tool=tool), fields={"tool": [ERROR_UNKNOWN_TOOL.format(tool=tool)]}
+            )
+        if not spec.enabled:
+            raise DomainError(
+                ERROR_TOOL_DISABLED.format(tool=tool), fields={"tool": [ERROR_TOOL_DISABLED.format(tool=tool)]}
+            )
+        if not isinstance(request.data, dict):
+            raise DomainError("The body must be a JSON object of arguments.", fields={"body": ["Must be an object."]})
+        server = current.servers[spec.server]
+        result = await tool_call(
+            endpoint=Endpoint(server.name, server.endpoint, server.timeout),
+            tool=tool,
+            arguments=dict(request.data),
+            schema=spec.args_schema,
+        )
+        return Response(result.as_dict())

@@ -1,0 +1,311 @@
+/* The chat page: the WebSocket chat (/ws/chat/<agent_id>/<session_id>/?tenant=<slug>) with the staff
+ * session, each event of a turn drawn as it arrives (common/events.py). Plain DOM, no framework. */
+"use strict";
+
+(function () {
+  const root = document.getElementById("content-main");
+  const profileSelect = document.getElementById("chat-profile");
+  const tenantSelect = document.getElementById("chat-tenant");
+  const sessionInput = document.getElementById("chat-session");
+  const connection = document.getElementById("chat-connection");
+  const current = document.getElementById("chat-current-agent");
+  const log = document.getElementById("chat-log");
+  const errorBox = document.getElementById("chat-error");
+  const form = document.getElementById("chat-form");
+  const input = document.getElementById("chat-input");
+  const userInput = document.getElementById("chat-user");
+  const contextInput = document.getElementById("chat-context");
+
+  let socket = null;
+  let waiting = []; // frames typed before the socket opened
+  let turns = []; // turns sent and not finished yet, oldest first: events belong to turns[0]
+  let answering = null; // {agent, display_name} of the agent answering now
+  const displayNames = {};
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function newSessionId() {
+    if (window.crypto && crypto.randomUUID) return "chat-" + crypto.randomUUID().replaceAll("-", "");
+    return "chat-" + Date.now().toString(16) + Math.random().toString(16).slice(2);
+  }
+
+  function agentLabel(agent, displayName) {
+    const name = displayName || displayNames[agent];
+    return name && name !== agent ? name + " (" + agent + ")" : agent;
+  }
+
+  function scroll() {
+    log.scrollTop = log.scrollHeight;
+  }
+
+  function setConnection(state, text) {
+    connection.dataset.state = state;
+    connection.textContent = text;
+  }
+
+  function showError(message) {
+    errorBox.textContent = message;
+    errorBox.hidden = false;
+  }
+
+  function errorText(event) {
+    const error = event.error || {};
+    const fields = error.fields || {};
+    const details = Object.keys(fields).map((name) => name + ": " + [].concat(fields[name]).join(" "));
+    return (error.message || "Error") + (details.length ? " (" + details.join("; ") + ")" : "");
+  }
+
+  // -- the socket ----------------------------------------------------------------------------------------
+
+  function connect() {
+    if (socket) {
+      socket.onclose = null;
+      socket.close();
+    }
+    turns.forEach((turn) => finish(turn, "closed"));
+    turns = [];
+    const profile = profileSelect.value;
+    const tenant = tenantSelect.value;
+    if (!profile || !tenant) {
+      setConnection("closed", "Pick a profile and a tenant");
+      return;
+    }
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const url =
+      scheme + "//" + location.host + "/ws/chat/" + encodeURIComponent(profile) + "/" +
+      encodeURIComponent(sessionInput.value) + "/?tenant=" + encodeURIComponent(tenant);
+    setConnection("connecting", "Connecting…");
+    const ws = new WebSocket(url);
+    socket = ws;
+    ws.onopen = () => {
+      setConnection("open", "Connected as staff for " + tenant);
+      waiting.forEach((frame) => ws.send(frame));
+      waiting = [];
+    };
+    ws.onmessage = (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch (error) {
+        showError("The server sent a frame that is not JSON.");
+        return;
+      }
+      handle(event);
+    };
+    ws.onclose = (close) => {
+      if (socket !== ws) return;
+      socket = null;
+      setConnection("closed", "Disconnected" + (close.code >= 4000 ? " (" + close.code + ")" : ""));
+      turns.forEach((turn) => finish(turn, "closed"));
+      turns = [];
+      root.dataset.state = "idle";
+    };
+  }
+
+  function restart() {
+    sessionInput.value = newSessionId();
+    log.replaceChildren();
+    errorBox.hidden = true;
+    answering = null;
+    current.textContent = "—";
+    current.dataset.agent = "";
+    root.dataset.state = "idle";
+    waiting = [];
+    connect();
+  }
+
+  function send(text) {
+    const message = { text: text };
+    if (userInput.value.trim()) message.user_id = userInput.value.trim();
+    if (contextInput.value.trim()) {
+      try {
+        message.context = JSON.parse(contextInput.value);
+      } catch (error) {
+        showError("The context is not valid JSON: " + error.message);
+        return false;
+      }
+    }
+    const frame = JSON.stringify(message);
+    const turn = { element: el("div", "chat-turn"), answer: null };
+    turn.element.dataset.state = "waiting";
+    turn.element.append(el("div", "chat-user", text));
+    log.append(turn.element);
+    turns.push(turn);
+    root.dataset.state = "streaming";
+    errorBox.hidden = true;
+    scroll();
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(frame);
+    } else {
+      waiting.push(frame);
+      if (!socket) connect();
+    }
+    return true;
+  }
+
+  function finish(turn, state) {
+    turn.element.dataset.state = state;
+    if (turn.answer && turn.answer.dataset.state === "streaming") turn.answer.dataset.state = state;
+  }
+
+  // -- a turn's events -----------------------------------------------------------------------------------
+
+  function note(turn, className, text) {
+    const line = el("p", "chat-note " + className, text);
+    turn.element.append(line);
+    return line;
+  }
+
+  function answerBlock(turn, agent) {
+    if (!turn.answer || turn.answer.dataset.agent !== agent || turn.answer.dataset.state !== "streaming") {
+      const block = el("div", "chat-answer");
+      block.dataset.agent = agent;
+      block.dataset.state = "streaming";
+      block.append(el("span", "chat-answer-agent", agentLabel(agent)), el("span", "chat-answer-text", ""));
+      turn.element.append(block);
+      turn.answer = block;
+    }
+    return turn.answer;
+  }
+
+  const handlers = {
+    route(turn, event) {
+      const how = [event.method, event.intent && "intent " + event.intent].filter(Boolean).join(", ");
+      const line = note(turn, "chat-route", "Routed to " + (event.agent || event.route) + (how ? " (" + how + ")" : ""));
+      line.dataset.agent = event.agent || "";
+      if (event.reason) line.title = event.reason;
+    },
+    agent(turn, event) {
+      displayNames[event.agent] = event.display_name || event.agent;
+      if (answering && answering.agent !== event.agent) {
+        const marker = note(
+          turn,
+          "chat-switch",
+          "⇄ " + agentLabel(answering.agent) + " → " + agentLabel(event.agent) + " (" + event.via + ")"
+        );
+        marker.dataset.from = answering.agent;
+        marker.dataset.to = event.agent;
+      } else {
+        note(turn, "chat-agent", agentLabel(event.agent) + " answering (" + event.via + ")").dataset.agent = event.agent;
+      }
+      answering = { agent: event.agent, display_name: event.display_name };
+      current.textContent = agentLabel(event.agent);
+      current.dataset.agent = event.agent;
+      current.dataset.displayName = event.display_name || "";
+      if (turn.answer && turn.answer.dataset.state === "streaming") turn.answer = null;
+    },
+    handoff(turn, event) {
+      const line = note(turn, "chat-move", event.from_agent + " → " + event.to_agent + " (" + event.kind + ")");
+      line.dataset.kind = event.kind;
+      if (event.reason) line.title = event.reason;
+    },
+    tool_call(turn, event) {
+      if (event.phase === "started") {
+        const block = el("details", "chat-tool");
+        block.dataset.tool = event.tool;
+        block.dataset.agent = event.agent;
+        block.dataset.status = "running";
+        block.append(el("summary", "", "Tool " + event.tool + " — running"));
+        const body = el("ul", "chat-tool-body");
+        body.append(el("li", "", "agent: " + agentLabel(event.agent)));
+        body.append(el("li", "", "server: " + event.server));
+        body.append(el("li", "chat-tool-started", "started"));
+        block.append(body);
+        turn.element.append(block);
+        return;
+      }
+      const running = [...turn.element.querySelectorAll("details.chat-tool[data-status=running]")].filter(
+        (block) => block.dataset.tool === event.tool && block.dataset.agent === event.agent
+      );
+      const block = running[0];
+      if (!block) return;
+      block.dataset.status = event.status;
+      block.dataset.latencyMs = event.latency_ms;
+      block.querySelector("summary").textContent =
+        "Tool " + event.tool + " — " + event.status + ", " + event.latency_ms + " ms";
+      block.querySelector("ul").append(
+        el("li", "chat-tool-finished", "finished: " + event.status + " in " + event.latency_ms + " ms")
+      );
+    },
+    token(turn, event) {
+      const block = answerBlock(turn, event.agent);
+      block.querySelector(".chat-answer-text").textContent += event.text;
+      block.dataset.tokens = (Number(block.dataset.tokens) || 0) + 1;
+    },
+    discard(turn, event) {
+      if (turn.answer && turn.answer.dataset.agent === event.agent && turn.answer.dataset.state === "streaming") {
+        turn.answer.remove();
+        turn.answer = null;
+      }
+      note(turn, "chat-discard", agentLabel(event.agent) + " passed the conversation on");
+    },
+    partial(turn, event) {
+      const block = el("details", "chat-partial");
+      block.dataset.agent = event.agent;
+      block.append(el("summary", "", agentLabel(event.agent) + " finished (" + event.status + ")"));
+      block.append(el("div", "chat-partial-answer", event.answer || ""));
+      turn.element.append(block);
+      turn.answer = null;
+    },
+    done(turn, event) {
+      let block = turn.answer;
+      if (!block || block.dataset.state !== "streaming") block = answerBlock(turn, event.agent);
+      block.dataset.agent = event.agent;
+      block.querySelector(".chat-answer-agent").textContent = agentLabel(event.agent);
+      const streamed = block.querySelector(".chat-answer-text").textContent;
+      // "complete": the tokens spelled out the final answer; "revised": guardrails or review changed it.
+      block.dataset.streamed = streamed === event.answer ? "complete" : "revised";
+      block.querySelector(".chat-answer-text").textContent = event.answer;
+      block.dataset.state = "done";
+      block.dataset.conversationKey = event.conversation_key;
+      if (!answering || answering.agent !== event.agent) {
+        answering = { agent: event.agent, display_name: displayNames[event.agent] };
+      }
+      current.textContent = agentLabel(event.agent);
+      current.dataset.agent = event.agent;
+      turn.element.dataset.state = "done";
+    },
+  };
+
+  function handle(event) {
+    const turn = turns[0];
+    if (event.type === "error") {
+      showError(errorText(event));
+      if (turn) {
+        note(turn, "chat-error-note errornote", errorText(event));
+        finish(turn, "error");
+        turns.shift();
+      }
+    } else if (turn && handlers[event.type]) {
+      turn.element.dataset.state = "streaming";
+      handlers[event.type](turn, event);
+      if (event.type === "done") turns.shift();
+    }
+    if (!turns.length) root.dataset.state = "idle";
+    scroll();
+  }
+
+  // -- the page ------------------------------------------------------------------------------------------
+
+  profileSelect.addEventListener("change", restart);
+  tenantSelect.addEventListener("change", restart);
+  document.getElementById("chat-new").addEventListener("click", restart);
+  form.addEventListener("submit", (submitted) => {
+    submitted.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    if (send(text)) input.value = "";
+  });
+  input.addEventListener("keydown", (key) => {
+    if (key.key === "Enter" && !key.shiftKey) {
+      key.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  restart();
+})();

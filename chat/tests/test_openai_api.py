@@ -1,0 +1,324 @@
+"""The OpenAI-compatible endpoint, driven by the official ``openai`` SDK against a real ASGI server (uvicorn).
+
+The offline model answers; streaming goes through uvicorn and Django's ASGI handler chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from conversations.models import Conversation, Message
+
+TEXT = "Minha fatura veio alta"
+
+
+@pytest.fixture
+def asgi_url(transactional_db):
+    """``platform.asgi.application`` served by uvicorn in a thread, on a free port."""
+    import uvicorn
+
+    from platform.asgi import application
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(application, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+@pytest.fixture
+def client(asgi_url, tenant_key, telecom):
+    return openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, max_retries=0, timeout=30)
+
+
+def routing_of(completion) -> dict:
+    return completion.model_extra["x_agent_routing"]
+
+
+def test_models_lists_the_enabled_profiles_as_models_of_the_keys_tenant(client, tenant):
+    models = client.models.list()
+
+    ids = [model.id for model in models.data]
+    assert "telecom_contas" in ids
+    model = next(model for model in models.data if model.id == "telecom_contas")
+    assert model.object == "model" and model.owned_by == tenant.slug and model.created > 0
+
+
+def test_a_completion_answers_from_the_routed_agent_with_the_routing_extension(client, tenant):
+    completion = client.chat.completions.create(
+        model="telecom_contas",
+        messages=[
+            {"role": "system", "content": "ignored: the platform has its own prompts"},
+            {"role": "user", "content": TEXT},
+        ],
+        user="s1",
+    )
+
+    assert completion.object == "chat.completion" and completion.id.startswith("chatcmpl-")
+    assert completion.model == "telecom_contas"
+    choice = completion.choices[0]
+    assert choice.message.role == "assistant" and choice.finish_reason == "stop"
+    assert choice.message.content
+    assert completion.usage.prompt_tokens > 0 and completion.usage.completion_tokens > 0
+    assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
+    routing = routing_of(completion)
+    assert routing["agent"] == "billing_agent"
+    assert routing["intent"] == "billing_invoice_explanation"
+    assert routing["method"] == "keyword"
+    assert routing["conversation_key"] == f"{tenant.slug}:telecom_contas:s1"
+    assert completion.to_dict()["x_agent_routing"] == routing
+    conversation = Conversation.objects.get(conversation_key=routing["conversation_key"])
+    stored = Message.objects.filter(conversation=conversation).order_by("id").values_list("role", "content")
+    assert list(stored) == [("user", TEXT), ("assistant", choice.message.content)]
+
+
+def test_the_same_user_continues_the_same_conversation_and_earlier_messages_are_not_resent(client, tenant):
+    first = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user="s1"
+    )
+    second = client.chat.completions.create(
+        model="telecom_contas",
+        messages=[
+            {"role": "user", "content": TEXT},
+            {"role": "assistant", "content": first.choices[0].message.content},
+            {"role": "user", "content": [{"type": "text", "text": "Quero a segunda via do boleto"}]},
+        ],
+        user="s1",
+    )
+
+    key = f"{tenant.slug}:telecom_contas:s1"
+    assert routing_of(first)["conversation_key"] == routing_of(second)["conversation_key"] == key
+    conversation = Conversation.objects.get(conversation_key=key)
+    users = conversation.messages.filter(role="user").order_by("id").values_list("content", flat=True)
+    assert list(users) == [TEXT, "Quero a segunda via do boleto"]  # the platform's history, not the request's
+    assert conversation.messages.filter(role="assistant").count() == 2
+
+
+def test_the_session_header_names_the_conversation_and_without_one_each_request_is_new(
+    asgi_url, tenant_key, telecom, tenant
+):
+    with_header = openai.OpenAI(
+        base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, default_headers={"X-Session-Id": "chat-42"}
+    )
+    completion = with_header.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user="u9"
+    )
+    assert routing_of(completion)["conversation_key"] == f"{tenant.slug}:telecom_contas:chat-42"
+    assert Conversation.objects.get(session_id="chat-42").messages.count() == 2
+
+    anonymous = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=tenant_key.raw)
+    keys = {
+        routing_of(
+            anonymous.chat.completions.create(model="telecom_contas", messages=[{"role": "user", "content": TEXT}])
+        )["conversation_key"]
+        for _ in range(2)
+    }
+    assert len(keys) == 2
+
+
+def test_streaming_sends_the_answer_chunk_by_chunk_then_the_routing_extension(client):
+    plain = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user="fresh-plain"
+    )
+
+    stream = client.chat.completions.create(
+        model="telecom_contas",
+        messages=[{"role": "user", "content": TEXT}],
+        user="fresh-stream",
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+
+    assert all(chunk.object == "chat.completion.chunk" and chunk.model == "telecom_contas" for chunk in chunks)
+    assert len({chunk.id for chunk in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text_chunks = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(text_chunks) > 10  # the offline model streams word by word
+    assert "".join(text_chunks) == plain.choices[0].message.content
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason)
+    assert final.choices[0].finish_reason == "stop"
+    routing = final.model_extra["x_agent_routing"]
+    assert routing["agent"] == "billing_agent" and routing["conversation_key"].endswith(":fresh-stream")
+    assert "revised_answer" not in routing
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    conversation = Conversation.objects.get(session_id="fresh-stream")
+    assert conversation.messages.get(role="assistant").content == "".join(text_chunks)
+
+
+def test_the_stream_is_server_sent_events_ending_with_done(asgi_url, tenant_key, telecom):
+    with httpx.stream(
+        "POST",
+        f"{asgi_url}/v1/chat/completions",
+        json={"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
+        headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        timeout=30,
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in response.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in lines)
+    assert lines[-1] == "data: [DONE]"
+
+
+def test_a_wrong_key_is_an_authentication_error(asgi_url, telecom):
+    wrong = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key="ark_wrong_key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as raised:
+        wrong.chat.completions.create(model="telecom_contas", messages=[{"role": "user", "content": TEXT}])
+    assert raised.value.status_code == 401
+    assert raised.value.body["type"] == "authentication_error"
+    with pytest.raises(openai.AuthenticationError):
+        wrong.models.list()
+
+
+def test_an_unknown_model_is_not_found_in_openais_error_shape(client):
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.chat.completions.create(model="no_such_profile", messages=[{"role": "user", "content": TEXT}])
+
+    assert raised.value.body == {
+        "message": "The model 'no_such_profile' does not exist.",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+    assert not Conversation.objects.exists()
+
+
+# --- bad input (Django's test client is enough: nothing streams) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "telecom_contas"}, "messages"),
+        ({"model": "telecom_contas", "messages": []}, "messages"),
+        ({"model": "telecom_contas", "messages": "hello"}, "messages"),
+        ({"model": "telecom_contas", "messages": [{"role": "system", "content": "x"}]}, "messages"),
+        ({"model": "telecom_contas", "messages": [{"content": "x"}]}, "messages.0"),
+        ({"model": "telecom_contas", "messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+        ({"model": "telecom_contas", "messages": [{"role": "user", "content": "  "}]}, "messages.0.content"),
+        (
+            {"model": "telecom_contas", "messages": [{"role": "user", "content": [{"type": "text"}]}]},
+            "messages.0.content.0.text",
+        ),
+        ({"messages": [{"role": "user", "content": TEXT}]}, "model"),
+        ({"model": 3, "messages": [{"role": "user", "content": TEXT}]}, "model"),
+        ({"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "user": 7}, "user"),
+        ({"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": "yes"}, "stream"),
+        ({"model": "telecom_contas", "messages": [{"role": "user", "content": "x" * 5000}]}, "messages"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_param(api, telecom, body, param):
+    response = api.post("/v1/chat/completions", body, format="json")
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error" and error["message"]
+    assert not Conversation.objects.exists()
+
+
+def test_malformed_json_and_a_missing_key_answer_in_openais_shape(api, telecom):
+    response = api.post("/v1/chat/completions", "{not json", content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
+
+    from rest_framework.test import APIClient
+
+    response = APIClient().get("/v1/models")
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "authentication_error"
+
+
+def test_streaming_also_works_through_djangos_test_client(api, telecom):
+    response = api.post(
+        "/v1/chat/completions",
+        {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True, "user": "w"},
+        format="json",
+    )
+
+    assert response.status_code == 200 and response.streaming
+    with pytest.warns(Warning, match="consume asynchronous iterators"):
+        body = b"".join(response).decode()
+    assert body.startswith("data: {") and body.rstrip().endswith("data: [DONE]")
+    assert '"x_agent_routing"' in body and '"billing_agent"' in body
+
+
+def test_the_stream_reaches_the_client_while_the_turn_is_still_running(asgi_url, tenant_key, telecom, settings):
+    settings.OFFLINE_LLM_LATENCY_MS = 400  # each model call takes this long
+    started = time.monotonic()
+    arrivals = []
+    with httpx.stream(
+        "POST",
+        f"{asgi_url}/v1/chat/completions",
+        json={"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
+        headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        timeout=30,
+    ) as response:
+        for line in response.iter_lines():
+            if line:
+                arrivals.append((time.monotonic() - started, line))
+
+    first, last = arrivals[0][0], arrivals[-1][0]
+    assert '"role": "assistant"' in arrivals[0][1]
+    assert first < 0.4 <= last  # the role chunk came before the model had answered: nothing buffered the stream
+
+
+def fake_turn(tokens, answer, *, discard_after=None):
+    """A ``run_turn`` streaming ``tokens`` (a ``discard`` after the first ``discard_after``), answering ``answer``."""
+    from conversations.graph import TurnResult
+
+    async def run(data):
+        for index, text in enumerate(tokens):
+            await data.emit("token", {"agent": "billing_agent", "text": text})
+            if discard_after is not None and index + 1 == discard_after:
+                await data.emit("discard", {"agent": "billing_agent"})
+        return TurnResult(answer=answer, agent="orders_agent", conversation_key="k", metadata={"handoffs": []})
+
+    return run
+
+
+def streamed(api, monkeypatch, run):
+    import json
+
+    monkeypatch.setattr("chat.openai_api.run_turn", run)
+    response = api.post(
+        "/v1/chat/completions",
+        {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
+        format="json",
+    )
+    with pytest.warns(Warning, match="consume asynchronous iterators"):
+        events = [line[len("data: ") :] for line in b"".join(response).decode().splitlines() if line]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    text = "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks if chunk["choices"])
+    return text, chunks[-1]["x_agent_routing"]
+
+
+def test_text_the_model_did_not_stream_is_sent_before_the_end(api, telecom, monkeypatch):
+    text, routing = streamed(api, monkeypatch, fake_turn(["Sua ", "fatura "], "Sua fatura foi explicada. [nota]"))
+
+    assert text == "Sua fatura foi explicada. [nota]" and "revised_answer" not in routing
+
+
+def test_streamed_text_the_graph_replaced_is_revised_in_the_extension(api, telecom, monkeypatch):
+    text, routing = streamed(
+        api, monkeypatch, fake_turn(["Vou passar ", "para pedidos."], "Pedido P100 em trânsito.", discard_after=2)
+    )
+
+    assert text == "Vou passar para pedidos."  # already on the client's screen: a stream cannot take it back
+    assert routing["revised_answer"] == "Pedido P100 em trânsito." and routing["agent"] == "orders_agent"

@@ -1,0 +1,89 @@
+"""``POST /api/gateway/message/stream``: the turn's events as Server-Sent Events, then the JSON answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.test import AsyncClient
+
+from conversations.models import Conversation, Message
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def parse(body: bytes) -> list[tuple[str, dict]]:
+    events = []
+    for block in body.decode().strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def run(coroutine):
+    """Run a client coroutine, then close the connections its database thread opened (the test DB is dropped)."""
+
+    async def with_cleanup():
+        try:
+            return await coroutine
+        finally:
+            await sync_to_async(connections.close_all)()
+
+    return asyncio.run(with_cleanup())
+
+
+async def stream(key, text, **payload):
+    # Per request: AsyncClient(headers=...) would put them in the scope, not in its headers.
+    response = await AsyncClient().post(
+        "/api/gateway/message/stream",
+        {"agent_id": "telecom_contas", "payload": {"text": text, **payload}},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {key.raw}"},
+    )
+    return response
+
+
+async def read(response) -> bytes:
+    return b"".join([chunk async for chunk in response.streaming_content])
+
+
+def test_the_stream_sends_the_turns_events_then_the_answer(tenant_key, telecom):
+    response, body = run(_stream_and_read(tenant_key, "Minha fatura veio alta", session_id="sse-1"))
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/event-stream")
+    events = parse(body)
+    names = [name for name, _ in events]
+    assert names[:2] == ["route", "agent"] and names[-1] == "done"
+    assert "token" in names
+    done = events[-1][1]
+    assert done["agent"] == "billing_agent"
+    assert "".join(data["text"] for name, data in events if name == "token") == done["answer"]
+    assert Message.objects.filter(conversation__conversation_key=done["conversation_key"]).count() == 2
+
+
+async def _stream_and_read(key, text, **payload):
+    response = await stream(key, text, **payload)
+    return response, await read(response)
+
+
+def test_bad_input_is_refused_before_the_stream_starts(tenant_key, telecom):
+    response = run(stream(tenant_key, ""))
+
+    assert response.status_code == 400
+    assert "payload.text" in json.loads(response.content)["error"]["fields"]
+    assert Conversation.objects.count() == 0
+
+
+def test_the_stream_needs_a_key(telecom):
+    response = run(
+        AsyncClient().post(
+            "/api/gateway/message/stream",
+            {"agent_id": "telecom_contas", "payload": {"text": "oi"}},
+            content_type="application/json",
+        )
+    )
+    assert response.status_code == 401

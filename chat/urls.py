@@ -1,0 +1,20 @@
+"""The chat API's HTTP routes, mounted at ``/api/`` (the OpenAI-compatible ones are in chat/openai_urls.py)."""
+
+from django.urls import path
+
+from chat import apis, mcp_apis
+
+urlpatterns = [
+    path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
+    path("gateway/message/stream", apis.GatewayMessageStreamApi.as_view(), name="gateway-message-stream"),
+    path("chat/message", apis.ChatMessageApi.as_view(), name="chat-message"),
+    path("chat/multi-agent/message", apis.MultiAgentChatMessageApi.as_view(), name="chat-multi-agent-message"),
+    path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
+    path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
+    path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),
+    path("health", apis.HealthApi.as_view(), name="health"),
+    path("agents", apis.AgentsApi.as_view(), name="agents"),
+    path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
+    path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),
+    path("sessions/<str:conversation_key>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),
+]

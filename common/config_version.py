@@ -1,0 +1,116 @@
+"""Configuration versioning: how every process learns that the admin changed something.
+
+The message path must not query routing configuration. Instead each process
+keeps a compiled snapshot (:mod:`routing.snapshot`) tagged with a version and,
+per message, compares it with the current version — one cache read.
+
+* Writers call :func:`config_version_bump`. Every app that owns configuration
+  hands its models to :func:`config_models_watch` in its ``AppConfig.ready``, so
+  every save and delete of them bumps the version (admin forms and inlines, the
+  YAML importer, a shell session: none has to remember). It increments the
+  database row inside the writer's transaction, marks this process's snapshot
+  stale at once, and publishes the new number to the shared cache on commit.
+* Readers call :func:`config_version`. A cache miss falls back to the database
+  row and repopulates the cache with ``add`` (never ``set``), so a reader can
+  never overwrite a newer number a writer published. The short timeout bounds
+  how long any cache mishap can hide a change.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.core.cache import cache
+from django.db import models, transaction
+from django.db.models import F
+from django.db.models.signals import m2m_changed, post_delete, post_save
+
+CACHE_KEY = "routing:config-version"
+CACHE_TIMEOUT_SECONDS = 15
+
+_state = threading.local()
+_local_generation = 0
+_generation_lock = threading.Lock()
+
+
+def local_generation() -> int:
+    """A counter bumped whenever this process itself changed routing data."""
+    return _local_generation
+
+
+def _bump_local() -> None:
+    global _local_generation
+    with _generation_lock:
+        _local_generation += 1
+
+
+def config_version() -> int:
+    """The current configuration version, normally from the shared cache."""
+    from common.models import ConfigVersion
+
+    version = cache.get(CACHE_KEY)
+    if version is None:
+        version = ConfigVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
+        cache.add(CACHE_KEY, version, CACHE_TIMEOUT_SECONDS)
+    return version
+
+
+def config_version_bump() -> None:
+    """Record that configuration changed; batched inside :func:`config_batch`."""
+    if getattr(_state, "batch_depth", 0):
+        _state.batch_dirty = True
+        return
+    from common.models import ConfigVersion
+
+    with transaction.atomic():
+        updated = ConfigVersion.objects.filter(pk=1).update(version=F("version") + 1)
+        if not updated:
+            # A (re)created row starts from the clock, so it can never repeat a number that another
+            # process's snapshot was built at before the row went away (a flushed database).
+            ConfigVersion.objects.create(pk=1, version=time.time_ns())
+        version = ConfigVersion.objects.values_list("version", flat=True).get(pk=1)
+    _bump_local()
+    transaction.on_commit(lambda: cache.set(CACHE_KEY, version, CACHE_TIMEOUT_SECONDS))
+
+
+@contextmanager
+def config_batch() -> Iterator[None]:
+    """Collapse the bumps of many writes (an import, a bulk action) into one."""
+    _state.batch_depth = getattr(_state, "batch_depth", 0) + 1
+    try:
+        yield
+    finally:
+        _state.batch_depth -= 1
+        if _state.batch_depth == 0 and getattr(_state, "batch_dirty", False):
+            _state.batch_dirty = False
+            config_version_bump()
+
+
+def _changed(sender: type[models.Model], **kwargs: object) -> None:
+    if kwargs.get("raw"):  # loaddata: fixtures bump once at the end of their transaction anyway
+        return
+    config_version_bump()
+
+
+def _m2m_changed(sender: type[models.Model], action: str, **kwargs: object) -> None:
+    if action in {"post_add", "post_remove", "post_clear"}:
+        config_version_bump()
+
+
+def config_models_watch(*watched: type[models.Model], relations: tuple[type[models.Model], ...] = ()) -> None:
+    """Bump the version on every save and delete of ``watched``, and every change of the many-to-many
+    ``relations`` (their ``through`` models). Call from ``AppConfig.ready``.
+
+    Signals are used here (and only here) because every write path must be covered. This is cache
+    invalidation, not business logic. Bulk ``QuerySet.update`` bypasses signals; the few places that use
+    it call :func:`config_version_bump` themselves.
+    """
+    for model in watched:
+        label = model._meta.label
+        post_save.connect(_changed, sender=model, dispatch_uid=f"config-version-save-{label}")
+        post_delete.connect(_changed, sender=model, dispatch_uid=f"config-version-delete-{label}")
+    for through in relations:
+        m2m_changed.connect(_m2m_changed, sender=through, dispatch_uid=f"config-version-m2m-{through._meta.label}")

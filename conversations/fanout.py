@@ -1,0 +1,351 @@
+"""Where a supervisor plan's specialists run: in this process, or on Celery workers.
+
+Both executors honour one contract (:class:`PlanExecutor`); the graph does not
+know which one ran. With a broker (``REDIS_URL``) the plan's steps are Celery
+tasks running in parallel on the workers (``celery -A platform worker``), each
+with its own time limit, and the request collects what finishes in time. With
+no broker (the embedded default) the same steps run concurrently here.
+``SUPERVISOR_EXECUTOR`` (``auto`` | ``celery`` | ``inprocess``) forces one.
+
+A streaming turn (WebSocket, SSE) passes ``on_partial`` and hears of each step
+the moment it finishes. In-process that is a call; from a Celery worker the
+step's answer comes through the Channels layer (Redis, ``channels_redis``): the
+request opens a channel of its own, the task carries its name
+(``reply_channel``), and the worker sends the answer there before it stores its
+result. A step whose message is lost is still reported, once, when the plan's
+results have been collected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from dataclasses import asdict
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from asgiref.sync import sync_to_async
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_layer
+from django.conf import settings
+
+from agents.mcp import ToolResult
+from conversations.guardrails import MaskVault
+from conversations.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
+from conversations.supervisor import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_TIMEOUT,
+    Partial,
+    PartialReport,
+    PlanResult,
+    plan_run,
+)
+from routing.router import PlanStep
+from routing.snapshot import Snapshot
+
+logger = logging.getLogger(__name__)
+PARTIAL_MESSAGE_TYPE = "plan.partial"
+
+# The request's side of the layer, one instance per event loop: channels_redis lets one loop at a time
+# receive on an instance (a process-wide one breaks as soon as a second loop receives: async_to_sync,
+# a WSGI request's loop, a test's asyncio.run), and its Redis connections belong to the loop that opened them.
+_layers_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def receiving_layer() -> Any:
+    """This event loop's own channel layer instance, or ``None`` when no layer is configured."""
+    if DEFAULT_CHANNEL_LAYER not in settings.CHANNEL_LAYERS:
+        return None
+    loop = asyncio.get_running_loop()
+    layer = _layers_by_loop.get(loop)
+    if layer is None:
+        layer = _layers_by_loop[loop] = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+    return layer
+
+
+# Extra seconds a worker gets beyond the step's limit before Celery kills the task outright.
+HARD_LIMIT_SLACK_SECONDS = 5
+
+
+class PlanExecutor:
+    """Run a plan's steps concurrently, each under ``timeout`` seconds.
+
+    Returns one :class:`~conversations.supervisor.Partial` per step, in step order,
+    tagged with ``round_number``; a step that fails or overruns is a partial
+    with status ``error`` or ``timeout``. Never raises.
+    """
+
+    name: ClassVar[str]
+
+    async def run(
+        self,
+        steps: list[PlanStep],
+        requests: dict[str, SpecialistRequest | None],
+        *,
+        timeout: float,
+        round_number: int,
+        vault: MaskVault,
+        on_partial: PartialReport | None = None,
+    ) -> PlanResult:
+        raise NotImplementedError
+
+
+class InProcessExecutor(PlanExecutor):
+    name = "inprocess"
+
+    async def run(self, steps, requests, *, timeout, round_number, vault, on_partial=None) -> PlanResult:
+        return await plan_run(
+            steps,
+            lambda step: requests[step.agent],
+            timeout=timeout,
+            round_number=round_number,
+            on_partial=on_partial,
+        )
+
+
+class CeleryExecutor(PlanExecutor):
+    name = "celery"
+
+    async def run(self, steps, requests, *, timeout, round_number, vault, on_partial=None) -> PlanResult:
+        started = time.perf_counter()
+        payloads = [
+            payload_from_request(requests[step.agent], vault) if requests[step.agent] else None for step in steps
+        ]
+        reported: set[int] = set()
+
+        def partial_of(index: int, answer: dict[str, Any]) -> Partial:
+            partial = _partial(steps[index], answer, timeout)
+            partial.round = round_number
+            partial.latency_ms = answer.get("latency_ms", (time.perf_counter() - started) * 1000)
+            return partial
+
+        async def report(index: int, partial: Partial) -> None:
+            if on_partial is not None and index not in reported:
+                reported.add(index)
+                await on_partial(partial)
+
+        layer = receiving_layer() if on_partial is not None else None
+        listener = None
+        if layer is not None:
+            channel = await layer.new_channel("plan.")
+            for index, payload in enumerate(payloads):
+                if payload is not None:
+                    payload["reply_channel"], payload["reply_index"] = channel, index
+            listener = asyncio.create_task(_listen(layer, channel, len(payloads), partial_of, report))
+        try:
+            sent = await sync_to_async(_send, thread_sensitive=False)(payloads, timeout)
+            answers = await sync_to_async(_collect, thread_sensitive=False)(sent, started + timeout)
+        finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
+        partials = [partial_of(index, answer) for index, answer in enumerate(answers)]
+        for index, partial in enumerate(partials):
+            await report(index, partial)  # the ones whose message did not come (unknown step, timeout, lost)
+        return PlanResult(partials=partials)
+
+
+async def _listen(layer: Any, channel: str, expected: int, partial_of, report) -> None:
+    """Report each step a worker sends to ``channel`` until all have come (cancelled when the plan ends)."""
+    heard = 0
+    while heard < expected:
+        message = await layer.receive(channel)
+        if message.get("type") != PARTIAL_MESSAGE_TYPE:
+            continue
+        heard += 1
+        try:
+            index = int(message["index"])
+            await report(index, partial_of(index, message["answer"]))
+        except Exception:
+            logger.warning("Ignoring a malformed plan.partial message on %s", channel, exc_info=True)
+
+
+def partial_send(payload: dict[str, Any], answer: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
+    """On a worker: send the step's answer to the request's channel, if it asked (see :class:`CeleryExecutor`)."""
+    channel = payload.get("reply_channel")
+    layer = get_channel_layer() if channel else None
+    if layer is None:
+        return
+    message = {"type": PARTIAL_MESSAGE_TYPE, "index": payload.get("reply_index", 0), "answer": answer}
+    try:
+        loop.run_until_complete(layer.send(channel, message))
+    except Exception as exc:  # noqa: BLE001 — the result still goes to the backend; the request reports it then
+        logger.warning("Could not send a plan step's answer to %s: %s", channel, exc)
+
+
+def _send(payloads: list[dict[str, Any] | None], timeout: float) -> list[Any]:
+    from conversations.tasks import specialist_step
+
+    return [
+        specialist_step.apply_async(
+            args=[payload],
+            soft_time_limit=timeout,
+            time_limit=timeout + HARD_LIMIT_SLACK_SECONDS,
+            expires=timeout,
+        )
+        if payload is not None
+        else None
+        for payload in payloads
+    ]
+
+
+@lru_cache(maxsize=4)
+def _redis(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url)
+
+
+def _collect(results: list[Any], deadline: float) -> list[dict[str, Any]]:
+    """Wait for every result until ``deadline`` (``time.perf_counter()``); missing ones are timeouts.
+
+    Celery's own waiting does not fit per-step deadlines on the Redis backend:
+    ``AsyncResult.get(timeout=...)`` waits in whole-second slices and
+    ``GroupResult.get()`` sleeps 0.5 s before it reads. So we subscribe to the
+    results' pub/sub channels (where the backend publishes each result as it is
+    stored), read what is already stored, and take the rest as it arrives.
+    """
+    from celery import states
+
+    from platform.celery import app
+
+    backend = app.backend
+    answers: list[dict[str, Any] | None] = [
+        None if result is not None else {"status": STATUS_ERROR, "error": "unknown or disabled specialist"}
+        for result in results
+    ]
+    keys = {
+        backend.get_key_for_task(result.id).decode(): index
+        for index, result in enumerate(results)
+        if result is not None
+    }
+
+    def take(raw: bytes, index: int) -> None:
+        meta = backend.decode_result(raw)
+        if meta["status"] not in states.READY_STATES or answers[index] is not None:
+            return
+        value = meta["result"]
+        if meta["status"] == states.SUCCESS and isinstance(value, dict):
+            answers[index] = value
+        else:
+            answers[index] = {"status": STATUS_ERROR, "error": f"{meta['status']}: {value}"}
+
+    if keys:
+        client = _redis(settings.CELERY_RESULT_BACKEND)
+        pubsub = client.pubsub()
+        try:
+            pubsub.subscribe(*keys)
+            confirmed = 0
+            while confirmed < len(keys) and time.perf_counter() < deadline:
+                message = pubsub.get_message(timeout=min(1.0, max(deadline - time.perf_counter(), 0.01)))
+                if message and message["type"] == "subscribe":
+                    confirmed += 1
+            for raw, index in zip(client.mget(list(keys)), keys.values(), strict=True):
+                if raw is not None:
+                    take(raw, index)
+            while any(answers[index] is None for index in keys.values()):
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                message = pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
+                if message and message["type"] == "message":
+                    take(message["data"], keys[message["channel"].decode()])
+        finally:
+            pubsub.close()
+    for index, result in enumerate(results):
+        if answers[index] is None:
+            result.revoke()  # still queued or running past its deadline: nobody waits for it any more
+            answers[index] = {"status": STATUS_TIMEOUT}
+    return answers  # type: ignore[return-value]
+
+
+def _partial(step: PlanStep, answer: dict[str, Any], timeout: float) -> Partial:
+    status = answer.get("status", STATUS_ERROR)
+    if status == STATUS_TIMEOUT:
+        return Partial(step.agent, step.intent, STATUS_TIMEOUT, error=f"no answer within {timeout:g}s")
+    outcome = outcome_from_dict(answer["outcome"]) if answer.get("outcome") else None
+    if status == STATUS_OK and outcome is not None:
+        return Partial(step.agent, step.intent, STATUS_OK, outcome=outcome)
+    error = answer.get("error") or (outcome.error if outcome else "") or "failed"
+    return Partial(step.agent, step.intent, STATUS_ERROR, outcome=outcome, error=error)
+
+
+EXECUTORS: dict[str, type[PlanExecutor]] = {
+    InProcessExecutor.name: InProcessExecutor,
+    CeleryExecutor.name: CeleryExecutor,
+}
+
+
+def executor_for() -> PlanExecutor:
+    """Celery when a broker is configured (or forced), otherwise in-process."""
+    choice = settings.SUPERVISOR_EXECUTOR
+    if choice == "auto":
+        choice = CeleryExecutor.name if settings.REDIS_URL else InProcessExecutor.name
+    return EXECUTORS[choice]()
+
+
+# --- plain data across the broker ------------------------------------------------------------
+
+
+def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[str, Any]:
+    return {
+        "agent_id": request.profile.agent_id,
+        "specialist": request.specialist.name,
+        "intent": request.intent,
+        "intent_description": request.intent_description,
+        "text": request.text,
+        "history": [list(item) for item in request.history],
+        "context": request.context,
+        "model_context": request.model_context,
+        "tools": [tool.name for tool in request.tools],
+        "granted": sorted(request.granted),
+        "notes": list(request.notes),
+        "vault": vault.entries(),
+    }
+
+
+def request_from_payload(payload: dict[str, Any], current: Snapshot) -> SpecialistRequest | None:
+    """The specialist's request rebuilt on a worker from its own snapshot; ``None`` if it no longer exists."""
+    profile = current.profiles.get(payload["agent_id"])
+    specialist = profile.specialists.get(payload["specialist"]) if profile else None
+    if profile is None or specialist is None:
+        return None
+    vault = MaskVault.from_entries(payload.get("vault", []))
+    tools = tools_for_turn(
+        profile=profile, specialist=specialist, intent_tools=payload.get("tools", []), all_tools=current.tools
+    )
+    return SpecialistRequest(
+        profile=profile,
+        specialist=specialist,
+        text=payload["text"],
+        intent=payload.get("intent", ""),
+        intent_description=payload.get("intent_description", ""),
+        history=tuple(tuple(item) for item in payload.get("history", [])),
+        context=payload.get("context", {}),
+        model_context=payload.get("model_context", {}),
+        tools=tools,
+        servers=current.servers,
+        unmask=vault.unmask,
+        mask=vault.mask_value,
+        granted=frozenset(payload.get("granted", [])),
+        notes=tuple(payload.get("notes", [])),
+    )
+
+
+# A plan's part makes no moves; a tool waiting for permission shows in its tool results.
+_LOCAL_ONLY = ("control", "refused", "permission_needed", "permission_args")
+
+
+def outcome_as_dict(outcome: SpecialistOutcome) -> dict[str, Any]:
+    data = {key: value for key, value in asdict(outcome).items() if key not in _LOCAL_ONLY}
+    data["tool_results"] = [result.as_dict() for result in outcome.tool_results]
+    return data
+
+
+def outcome_from_dict(data: dict[str, Any]) -> SpecialistOutcome:
+    results = [ToolResult(**result) for result in data.get("tool_results", [])]
+    return SpecialistOutcome(**{**data, "tool_results": results})

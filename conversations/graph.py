@@ -1,0 +1,989 @@
+"""The routing graph: one pass per user message.
+
+``input_guardrails → routing_decision → <specialist> → output_guardrails → judge
+→ supervisor_review → persist``
+
+Each node is an async function over :class:`Turn` and is timed into
+``turn.trace``. The graph reads configuration only from the compiled snapshot
+and touches the database at the edges: a ticket that orders the
+conversation's turns (:mod:`conversations.ordering`), one read of the
+conversation's state, and one transaction that persists the whole turn. No
+transaction or lock is held while a model is called.
+
+The ``specialist`` node runs a chain: the chosen specialist may hand the turn
+to another (``request_handoff``), a coordinator may delegate it
+(``request_specialist_sub_conversation``), a delegated specialist may give it
+back (``end_specialist_sub_conversation``) — each move checked by loop safety
+(:mod:`handoffs.safety`) and recorded in ``agent_handoffs``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q
+
+from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
+from common.events import Emit, emit_safely
+from conversations import ordering
+from conversations.fanout import executor_for
+from conversations.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
+from conversations.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
+from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+from conversations.permissions import (
+    GRANTED,
+    permission_context,
+    permission_note,
+    permission_reply,
+)
+from conversations.runtime import (
+    STATUS_PERMISSION_REQUIRED,
+    SpecialistOutcome,
+    SpecialistRequest,
+    specialist_run,
+    tools_for_turn,
+)
+from conversations.signals import conversation_recounted
+from conversations.supervisor import (
+    GAP_TEXT,
+    MAX_REVIEW_ROUNDS,
+    Partial,
+    PlanResult,
+    consolidate,
+    failed_steps,
+    llm_uncovered,
+    review_loop,
+)
+from handoffs.models import Handoff, HandoffKind, HandoffStatus
+from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
+from handoffs.services import Move, moves_kinds, moves_record
+from handoffs.tools import (
+    END_SUB_CONVERSATION,
+    REQUEST_HANDOFF,
+    REQUEST_SUB_CONVERSATION,
+    STATUS_OUT_OF_SCOPE,
+    ControlCall,
+    ControlTool,
+)
+from routing import snapshot as snapshots
+from routing.decide import delegation_active, route_decide
+from routing.router import SUPERVISOR_ROUTE, PlanStep, RouteDecision
+from routing.snapshot import ProfileSpec, Snapshot
+
+BLOCKED_ANSWER = (
+    "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
+)
+NO_SPECIALIST_ANSWER = (
+    "Nenhum especialista está disponível para este perfil agora. "
+    "(No specialist is available for this profile right now.)"
+)
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """A validated user message. ``tenant_id`` is the key's tenant, never the body's."""
+
+    tenant_pk: int
+    tenant_slug: str
+    profile: ProfileSpec
+    text: str
+    session_id: str = ""
+    user_id: str = ""
+    channel: str = "api"
+    context: dict[str, Any] = field(default_factory=dict)
+    snapshot: Snapshot | None = None
+    # The rollout: the single-agent path (no plan, no handoffs, no delegation), the flags evaluated for this
+    # message (shown in metadata.flags) and the cohort they put the message in ("" when no flag decided).
+    single_agent: bool = False
+    flags: dict[str, Any] = field(default_factory=dict)
+    cohort: str = ""
+    # A streaming client's event sink (common.events); None for the JSON API.
+    emit: Emit | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.tenant_slug}:{self.profile.agent_id}:{self.session_id}"
+
+
+@dataclass
+class Turn:
+    """Everything one pass through the graph knows and produces."""
+
+    input: TurnInput
+    mode: str
+    state: str = ""
+    active_agent: str = ""
+    active_intent: str = ""
+    history: tuple[tuple[str, str], ...] = ()
+    vault: MaskVault = field(default_factory=MaskVault)
+    sanitized_text: str = ""
+    text_to_store: str = ""
+    blocked: bool = False
+    decision: RouteDecision | None = None
+    agent: str = ""
+    answer: str = ""
+    offered_tools: list[str] = field(default_factory=list)
+    outcome: SpecialistOutcome | None = None
+    plan_result: PlanResult | None = None
+    consolidation: dict[str, Any] | None = None
+    guardrails: dict[str, Any] = field(default_factory=dict)
+    judges: dict[str, Any] = field(default_factory=dict)
+    review: dict[str, Any] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    conversation_pk: int | None = None
+    ticket: int = 0
+    # The conversation's live state as loaded, changed by the turn, written back by persist.
+    sub_conversation: dict[str, Any] | None = None
+    pending_result: dict[str, Any] | None = None
+    pending_permission: dict[str, Any] | None = None
+    granted: list[str] = field(default_factory=list)
+    # What the analytics' daily totals know of the conversation (see _persist).
+    stored_cohort: str = ""
+    handoff_kinds: int = 0
+    conversation_created_at: dt.datetime | None = None
+    recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
+    # What the chain of specialists did.
+    context: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain
+    stored_notes: list[tuple[str, str]] = field(default_factory=list)  # (agent, note) kept as system messages
+    runs: list[tuple[str, SpecialistOutcome]] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    permission: dict[str, Any] | None = None
+    final_intent: str = ""
+    next_state: str = ""
+
+    def all_moves(self) -> list[Move]:
+        """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
+        moves: list[Move] = []
+        decision = self.decision
+        if decision is not None and decision.handoff:
+            moves.append(Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason))
+        for partial in self.plan_result.partials if self.plan_result else []:
+            moves.append(
+                Move(
+                    SUPERVISOR_ROUTE,
+                    partial.agent,
+                    HandoffKind.FANOUT,
+                    reason=f"{partial.intent}: {partial.status}" + (f" ({partial.error})" if partial.error else ""),
+                    context_summary=decision.reason if decision else "",
+                )
+            )
+        return moves + self.moves
+
+    def tool_results(self) -> list[Any]:
+        if self.plan_result:
+            return self.plan_result.tool_results()
+        return [result for _, outcome in self.runs for result in outcome.tool_results]
+
+    def metadata(self) -> dict[str, Any]:
+        decision = self.decision
+        return {
+            "mode": self.mode,
+            "route": decision.route if decision else "",
+            "intent": decision.intent if decision else "",
+            "route_decision": decision.as_dict() if decision else None,
+            "mcp_tools": self.offered_tools,
+            "mcp_results": self.mcp_results(),
+            "guardrails": self.guardrails,
+            "judges": self.judges,
+            "review": self.review,
+            "handoffs": [move.as_dict() for move in self.all_moves()],
+            "agents": [agent for agent, _ in self.runs],
+            "turn": self.ticket + 1,  # the message's place in its conversation, in arrival order
+            "permission": self.permission,
+            "granted_permissions": list(self.granted),
+            "sub_conversation": self.sub_conversation,
+            "flags": self.input.flags,
+            "cohort": self.input.cohort,
+            "llm": self.outcome.llm if self.outcome else ("openai" if llm_configured() else "offline"),
+            "model": self.outcome.describe() if self.outcome else None,
+            "prompt_version": self._prompt_version(),
+            "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
+            "review_rounds": self.plan_result.rounds if self.plan_result else [],
+            "consolidation": self.consolidation,
+            "trace": self.trace,
+        }
+
+    def mcp_results(self) -> list[dict[str, Any]]:
+        """The turn's tool calls as stored and shown: personal data and secrets redacted."""
+        return [self.vault.redact(result.as_dict()) for result in self.tool_results()]
+
+    def _prompt_version(self) -> int | None:
+        specialist = self.input.profile.specialists.get(self.agent)
+        return specialist.prompt_version if specialist else None
+
+
+Node = Callable[[Turn], Awaitable[None]]
+
+
+async def _timed(turn: Turn, name: str, node: Node) -> None:
+    started = time.perf_counter()
+    try:
+        await node(turn)
+    finally:
+        turn.trace.append({"node": name, "ms": round((time.perf_counter() - started) * 1000, 3)})
+
+
+# --- nodes ---------------------------------------------------------------------
+
+
+async def input_guardrails(turn: Turn) -> None:
+    """Size limit, blocked terms, and personal data masked before any model, log or trace sees it."""
+    report = run_input_guardrails(
+        turn.input.text.strip(),
+        turn.input.profile.guardrails,
+        turn.vault,
+        default_max_input_chars=settings.MAX_INPUT_CHARS,
+    )
+    turn.blocked = report.blocked
+    turn.sanitized_text = report.text_for_model
+    turn.text_to_store = report.text_to_store
+    turn.guardrails["input"] = report.as_dict()
+
+
+async def routing_decision(turn: Turn) -> None:
+    """The permission gate's reply first, then the profile's routing (coordinator or router/hybrid/supervisor)."""
+    if turn.blocked:
+        return
+    profile = turn.input.profile
+    turn.decision = _permission_decision(turn)
+    if turn.decision is None:
+        sub = turn.sub_conversation or {}
+        turn.decision = await route_decide(
+            profile=profile,
+            text=turn.sanitized_text,
+            state=turn.state or None,
+            active_agent=turn.active_agent,
+            active_intent=turn.active_intent,
+            delegated_to=sub.get("specialist", ""),
+            delegated_intent=sub.get("intent", ""),
+            single_agent=turn.input.single_agent,
+        )
+        if turn.decision.method in ("coordinator", "sub_conversation"):
+            turn.decision.handoff = False  # moves under a coordinator are delegations and returns
+    turn.agent = turn.decision.agent
+    turn.final_intent = turn.decision.intent
+    turn.next_state = turn.decision.next_state or ""
+    decision = turn.decision
+    await emit_safely(
+        turn.input.emit,
+        "route",
+        {
+            "mode": turn.mode,
+            "route": decision.route,
+            "agent": decision.agent,
+            "agents": decision.agents,
+            "intent": decision.intent,
+            "method": decision.method,
+            "reason": decision.reason,
+        },
+    )
+    if decision.handoff:
+        await emit_safely(turn.input.emit, "handoff", turn.all_moves()[0].as_dict())
+    if turn.decision.method == "coordinator" and turn.pending_result:
+        # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message.
+        note = _result_note(turn.pending_result)
+        turn.notes.append(note)
+        turn.stored_notes.append((turn.agent, note))
+        turn.pending_result = None
+
+
+def _permission_decision(turn: Turn) -> RouteDecision | None:
+    """A reply to the permission question goes back to the specialist that asked, granted or denied.
+
+    Any other reply drops the waiting request and is routed as usual.
+    """
+    pending, turn.pending_permission = turn.pending_permission, None
+    if not pending:
+        return None
+    reply = permission_reply(turn.sanitized_text, turn.input.profile)
+    if reply is None:
+        return None
+    tool = pending["tool"]
+    if reply == GRANTED and tool not in turn.granted:
+        turn.granted.append(tool)
+    turn.permission = {"tool": tool, "reply": reply}
+    turn.context = {**pending.get("context", {}), **turn.input.context}
+    turn.notes.append(permission_note(tool, reply))
+    tools = [name for name in pending.get("mcp_tools", []) if reply == GRANTED or name != tool]
+    return RouteDecision(
+        route=pending["agent"],
+        agent=pending["agent"],
+        intent=pending.get("intent", ""),
+        confidence=1.0,
+        reason=f"Reply to the permission question: the user {reply} {tool}.",
+        method="permission",
+        mcp_tools=tools,
+        metadata={"permission": turn.permission},
+    )
+
+
+def _result_note(result: dict[str, Any]) -> str:
+    """The system note that gives a finished sub-conversation's result to the coordinator."""
+    return (
+        f"[SYSTEM_NOTE: the sub-conversation with {result.get('specialist', '')} ended. "
+        f"status: {result.get('status', '')}; "
+        f"final_result: {json.dumps(result.get('final_result'), ensure_ascii=False, default=str)}; "
+        f"last_user_message: {json.dumps(result.get('last_user_message', ''), ensure_ascii=False)}; "
+        f"message_to_coordinator: {json.dumps(result.get('message_to_coordinator', ''), ensure_ascii=False)}]"
+    )
+
+
+def _specialist_request(
+    turn: Turn,
+    current: Snapshot,
+    agent: str,
+    intent_name: str,
+    intent_tools,
+    *,
+    notes: tuple[str, ...] = (),
+    control: tuple[ControlTool, ...] = (),
+    step_limit: int = 0,
+    emit: Emit | None = None,
+) -> SpecialistRequest | None:
+    profile = turn.input.profile
+    spec = profile.specialists.get(agent)
+    if spec is None:
+        return None
+    intent = profile.router.intents_by_name.get(intent_name)
+    tools = tools_for_turn(profile=profile, specialist=spec, intent_tools=list(intent_tools), all_tools=current.tools)
+    return SpecialistRequest(
+        profile=profile,
+        specialist=spec,
+        text=turn.sanitized_text,
+        intent=intent_name,
+        intent_description=intent.description if intent else "",
+        history=turn.history,
+        context=turn.context,
+        model_context=turn.vault.mask_value(turn.context),
+        tools=tools,
+        servers=current.servers,
+        unmask=turn.vault.unmask,
+        mask=turn.vault.mask_value,
+        control=control,
+        notes=notes,
+        step_limit=step_limit,
+        granted=frozenset(turn.granted),
+        emit=emit,
+    )
+
+
+async def specialist(turn: Turn) -> None:
+    """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does."""
+    if turn.blocked:
+        turn.answer = BLOCKED_ANSWER
+        return
+    decision = turn.decision
+    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    if decision is not None and decision.is_plan:
+        await _supervisor_agent(turn, current, decision.plan)
+        return
+    await _chain(turn, current)
+
+
+def _control_tools(turn: Turn, agent: str) -> tuple[ControlTool, ...]:
+    """The moves ``agent`` is offered: end its sub-conversation, delegate (coordinator), or hand off."""
+    profile = turn.input.profile
+    spec = profile.specialists[agent]
+    if turn.input.single_agent:
+        return ()
+    if delegation_active(profile):
+        sub = turn.sub_conversation
+        if sub and sub.get("specialist") == agent:
+            return (ControlTool(END_SUB_CONVERSATION),)
+        if agent == profile.coordinator:
+            others = spec.handoff_targets or tuple(name for name in sorted(profile.specialists) if name != agent)
+            return (ControlTool(REQUEST_SUB_CONVERSATION, others),) if others else ()
+        return ()
+    if profile.handoffs_enabled and spec.handoff_targets:
+        return (ControlTool(REQUEST_HANDOFF, spec.handoff_targets),)
+    return ()
+
+
+def _steps_left(turn: Turn, agent: str, used: dict[str, int]) -> int:
+    spec = turn.input.profile.specialists.get(agent)
+    if spec is None:
+        return 0
+    return min(spec.step_limit, turn.input.profile.loop_safety.max_steps_per_agent) - used.get(agent, 0)
+
+
+def _findings(turn: Turn) -> list[str]:
+    return [f"{result.tool}: {result_summary(result.result)}" for result in turn.tool_results() if result.ok]
+
+
+async def _chain(turn: Turn, current: Snapshot) -> None:
+    """Run specialists until one answers: each handoff, delegation and return moves the turn within this request.
+
+    The target of a move gets the user's message plus a system note (the
+    handoff's reason and summary, the coordinator's initial context, or the
+    finished sub-conversation's result); whatever the mover wrote is not shown,
+    so the user never sees a transfer announced. Loop safety checks every
+    handoff and delegation; a stop answers with what was found so far.
+    """
+    profile = turn.input.profile
+    limits = profile.loop_safety
+    agent, intent_name = turn.agent, turn.final_intent
+    tools = list(turn.decision.mcp_tools) if turn.decision else []
+    notes = tuple(turn.notes)
+    chain, used, via = [agent], {}, "route"
+    emit = turn.input.emit
+    while True:
+        request = _specialist_request(
+            turn,
+            current,
+            agent,
+            intent_name,
+            tools,
+            notes=notes,
+            control=_control_tools(turn, agent) if agent in profile.specialists else (),
+            step_limit=max(_steps_left(turn, agent, used), 1),
+            emit=emit,
+        )
+        if request is None:
+            turn.answer = NO_SPECIALIST_ANSWER
+            return
+        turn.agent, turn.final_intent = agent, intent_name
+        turn.offered_tools = sorted({*turn.offered_tools, *(tool.name for tool in request.tools)})
+        await emit_safely(emit, "agent", {"agent": agent, "display_name": request.specialist.display_name, "via": via})
+        moves_before = len(turn.moves)
+        outcome = await specialist_run(request)
+        turn.outcome = outcome
+        turn.runs.append((agent, outcome))
+        used[agent] = used.get(agent, 0) + outcome.steps
+        for refused in outcome.refused:
+            turn.moves.append(
+                Move(
+                    agent,
+                    refused.target,
+                    HandoffKind.DELEGATION if refused.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF,
+                    HandoffStatus.REFUSED,
+                    reason=refused.text("reason") or f"{refused.target or '(none)'} is not a target of {agent}.",
+                    context_summary=refused.text("context_summary") or refused.text("initial_context"),
+                    outcome=REFUSED_NOT_ALLOWED,
+                )
+            )
+        if outcome.stopped == STOP_STEP_LIMIT:
+            turn.moves.append(
+                Move(
+                    agent,
+                    "",
+                    HandoffKind.HANDOFF,
+                    HandoffStatus.STOPPED,
+                    reason=f"{agent} used its {outcome.steps - 1} steps; it answered with what it had.",
+                    outcome=STOP_STEP_LIMIT,
+                )
+            )
+        if outcome.permission_needed is not None:
+            _ask_permission(turn, request, outcome)
+            await _emit_moves(turn, moves_before)
+            return
+        move = outcome.control
+        if move is None:
+            turn.answer = outcome.answer
+            await _emit_moves(turn, moves_before)
+            return
+        if outcome.answer.strip() and not (move.name == END_SUB_CONVERSATION and move.status != STATUS_OUT_OF_SCOPE):
+            await emit_safely(emit, "discard", {"agent": agent})
+        if move.name == END_SUB_CONVERSATION:
+            coordinator = _end_sub_conversation(turn, agent, move)
+            if move.status != STATUS_OUT_OF_SCOPE and outcome.answer.strip():
+                turn.answer = outcome.answer  # the result waits for the coordinator (next message)
+                await _emit_moves(turn, moves_before)
+                return
+            # Out of scope (or nothing said to the user): the coordinator takes this very message, with the result.
+            note = _result_note(turn.pending_result or {})
+            turn.pending_result = None
+            turn.stored_notes.append((coordinator, note))
+            agent, notes, via = coordinator, (note,), HandoffKind.RETURN
+            await _emit_moves(turn, moves_before)
+            chain.append(agent)
+            intent = profile.router.intent_of(agent, turn.sanitized_text)
+            intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("coordination", [])
+            continue
+        target = move.target
+        kind = HandoffKind.DELEGATION if move.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF
+        summary = move.text("context_summary") or move.text("initial_context")
+        reason = move.text("reason") or f"{agent} delegated to {target}."
+        this_turn = [(m.from_agent, m.to_agent) for m in turn.moves if _counts_as_path(m)]
+        if turn.recent_paths is None:
+            turn.recent_paths = await sync_to_async(_recent_paths)(turn.conversation_pk, limits.window)
+        stop = move_check(
+            chain=chain,
+            target=target,
+            moves_this_turn=sum(1 for m in turn.moves if _counts_as_move(m)),
+            recent_paths=turn.recent_paths + this_turn,
+            steps_left=_steps_left(turn, target, used),
+            max_handoffs=limits.max_handoffs_per_turn,
+            block_ping_pong=limits.block_ping_pong,
+            window=limits.window,
+            max_repeats=limits.max_repeats,
+        )
+        if stop:
+            turn.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
+            turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn))
+            await _emit_moves(turn, moves_before)
+            return
+        turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
+        await _emit_moves(turn, moves_before)
+        via = str(kind)
+        chain.append(target)
+        intent = profile.router.intent_of(target, turn.sanitized_text)
+        intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("", [])
+        turn.next_state = intent.next_state if intent else ""
+        if kind == HandoffKind.DELEGATION:
+            turn.sub_conversation = {
+                "specialist": target,
+                "coordinator": agent,
+                "intent": intent_name,
+                "initial_context": summary,
+                "started_at": time.time(),
+            }
+            notes = (f"[SYSTEM_NOTE: the coordinator {agent} passed you this conversation. Context: {summary}]",)
+        else:
+            notes = (f"[SYSTEM_NOTE: {agent} handed this conversation to you. Reason: {reason} Summary: {summary}]",)
+        agent = target
+
+
+async def _emit_moves(turn: Turn, since: int) -> None:
+    for move in turn.moves[since:]:
+        await emit_safely(turn.input.emit, "handoff", move.as_dict())
+
+
+def _counts_as_move(move: Move) -> bool:
+    """Handoffs and delegations made this turn count towards its limit (returns and refusals don't)."""
+    return move.status == HandoffStatus.COMPLETED and move.kind in (HandoffKind.HANDOFF, HandoffKind.DELEGATION)
+
+
+def _counts_as_path(move: Move) -> bool:
+    return move.status == HandoffStatus.COMPLETED and move.kind == HandoffKind.HANDOFF
+
+
+def _end_sub_conversation(turn: Turn, agent: str, move: ControlCall) -> str:
+    """Close the sub-conversation, keep its result pending for the coordinator; returns the coordinator."""
+    sub = turn.sub_conversation or {}
+    coordinator = sub.get("coordinator") or turn.input.profile.coordinator
+    result = {
+        "specialist": agent,
+        "status": move.status,
+        "final_result": move.args.get("final_result"),
+        "last_user_message": move.text("last_user_message") or turn.sanitized_text,
+        "message_to_coordinator": move.text("message_to_coordinator"),
+    }
+    turn.sub_conversation = None
+    turn.pending_result = result
+    turn.moves.append(
+        Move(
+            agent,
+            coordinator,
+            HandoffKind.RETURN,
+            HandoffStatus.COMPLETED,
+            reason=result["message_to_coordinator"] or f"{agent} ended its sub-conversation: {move.status}.",
+            context_summary=json.dumps(result["final_result"], ensure_ascii=False, default=str)[:2000],
+            outcome=move.status[:32],
+        )
+    )
+    return coordinator
+
+
+def _ask_permission(turn: Turn, request: SpecialistRequest, outcome: SpecialistOutcome) -> None:
+    """The specialist called a needs-permission tool without a grant: it asks, and the request waits."""
+    turn.answer = outcome.answer
+    turn.pending_permission = _waiting_request(turn, request, outcome.permission_needed.name)
+
+
+def _waiting_request(turn: Turn, request: SpecialistRequest, tool: str) -> dict[str, Any]:
+    return {
+        "tool": tool,
+        "agent": request.specialist.name,
+        "intent": request.intent,
+        "mcp_tools": [spec.name for spec in request.tools],
+        "context": permission_context(request.tools, turn.context),
+        "asked_at": time.time(),
+    }
+
+
+async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]) -> None:
+    """Run the plan, then the review loop (uncovered parts go on to their specialists), then consolidate."""
+    steps = list(steps)
+
+    async def run(batch: list[PlanStep], round_number: int) -> PlanResult:
+        requests = {
+            step.agent: _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools) for step in batch
+        }
+        offered = {tool.name for request in requests.values() if request for tool in request.tools}
+        turn.offered_tools = sorted({*turn.offered_tools, *offered})
+        return await executor_for().run(
+            batch,
+            requests,
+            timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS,
+            round_number=round_number,
+            vault=turn.vault,
+            on_partial=report if turn.input.emit is not None else None,
+        )
+
+    async def report(partial: Partial) -> None:
+        """A step finished: streaming clients see its part at once, before the others and the consolidation."""
+        event = {"agent": partial.agent, "intent": partial.intent, "status": partial.status, "round": partial.round}
+        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.vault.redact(partial.answer)})
+
+    async def uncovered(result: PlanResult) -> list[PlanStep]:
+        missing = failed_steps(result, steps)
+        if llm_configured():
+            answered = {p.agent for p in result.latest() if p.status == "ok"}
+            known = {step.agent for step in missing}
+            for step in await llm_uncovered(profile=turn.input.profile, question=turn.sanitized_text, result=result):
+                if step.agent not in answered and step.agent not in known:
+                    steps.append(step)
+                    missing.append(step)
+                    known.add(step.agent)
+        return missing
+
+    for step in steps:
+        spec = turn.input.profile.specialists.get(step.agent)
+        name = spec.display_name if spec else step.agent
+        await emit_safely(turn.input.emit, "agent", {"agent": step.agent, "display_name": name, "via": "supervisor"})
+    result = await run(steps, 0)
+    turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
+    # A part that stopped at a tool needing permission asked for it in its answer; the reply goes to that
+    # specialist, as in router mode.
+    for partial in turn.plan_result.partials:
+        results = partial.outcome.tool_results if partial.outcome else []
+        waiting = next((r.tool for r in results if r.status == STATUS_PERMISSION_REQUIRED), None)
+        step = next((item for item in steps if item.agent == partial.agent), None)
+        if waiting and step is not None and turn.pending_permission is None:
+            request = _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools)
+            turn.pending_permission = _waiting_request(turn, request, waiting)
+    turn.answer, turn.consolidation = await consolidate(
+        turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text
+    )
+
+
+def _tool_results(turn: Turn) -> list[dict[str, Any]]:
+    return [result.as_dict() for result in turn.tool_results()]
+
+
+async def output_guardrails(turn: Turn) -> None:
+    """No raw tool JSON, stack traces or personal data in the answer."""
+    report = run_output_guardrails(turn.answer, turn.vault, _tool_results(turn), settings=turn.input.profile.guardrails)
+    turn.answer = report.answer
+    turn.guardrails["output"] = report.as_dict()
+
+
+async def judge(turn: Turn) -> None:
+    """Rule-based judge always; the LLM judge when the profile asks for it and a model is configured."""
+    judges = turn.input.profile.judges
+    turn.judges = await judge_answer(
+        question=turn.sanitized_text,
+        answer=turn.answer,
+        tool_results=_tool_results(turn),
+        settings=judges,
+        boilerplate=(ERROR_ANSWER, BLOCKED_ANSWER, NO_SPECIALIST_ANSWER, REVIEW_FALLBACK_ANSWER),
+        ask=judge_asker(turn.input.profile) if judges.get("llm_judge") else None,
+    )
+
+
+async def supervisor_review(turn: Turn) -> None:
+    """Replace an answer that failed the judges with a safe fallback (when the profile allows)."""
+    turn.review = review_decision(turn.judges, turn.input.profile.judges)
+    if turn.review.get("action") == "replace":
+        turn.review["replaced_answer_chars"] = len(turn.answer)
+        turn.answer = REVIEW_FALLBACK_ANSWER
+
+
+async def persist(turn: Turn) -> None:
+    turn.conversation_pk = await sync_to_async(_persist)(turn)
+
+
+NODES: tuple[tuple[str, Node], ...] = (
+    ("input_guardrails", input_guardrails),
+    ("routing_decision", routing_decision),
+    ("specialist", specialist),
+    ("output_guardrails", output_guardrails),
+    ("judge", judge),
+    ("supervisor_review", supervisor_review),
+    ("persist", persist),
+)
+
+
+# --- database edges --------------------------------------------------------------
+
+
+def _conversation_defaults(data: TurnInput) -> dict[str, Any]:
+    return {
+        "tenant_id": data.tenant_pk,
+        "profile_id": data.profile.pk,
+        "session_id": data.session_id,
+        "user_id": data.user_id,
+        "channel": data.channel,
+    }
+
+
+def _start(turn: Turn) -> bool:
+    """Take the message's ticket; when no earlier message is being answered, read the conversation at once
+    (one trip to the database thread, one connection). ``False`` when the turn must wait for its ticket."""
+    data = turn.input
+    try:
+        turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
+            conversation_key=data.conversation_key, defaults=_conversation_defaults(data)
+        )
+        if state is not None:
+            _load_conversation(turn, state)
+        return state is not None
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
+    """Read the conversation's state (unless the ticket brought it) and recent history; give the connection back.
+
+    The model call that follows takes seconds; a connection held across it (this
+    request thread's, opened by authentication) would make every chat in flight
+    hold one, and 200 of them exceed PostgreSQL's connections. Closed, it goes
+    back to the pool (``DATABASE_POOL``) and ``_persist`` takes one again. Inside
+    an atomic block (a test's transaction) the connection is left alone.
+    """
+    try:
+        if state is None:
+            state = Conversation.objects.filter(pk=turn.conversation_pk).values(*ordering.STATE_COLUMNS).first()
+            if state is None:
+                return
+        turn.state = state["state"]
+        turn.active_agent = state["active_specialist"]
+        turn.active_intent = state["active_intent"]
+        turn.sub_conversation = state["sub_conversation"]
+        turn.pending_result = state["pending_result"]
+        turn.pending_permission = state["pending_permission"]
+        turn.granted = list(state["granted_permissions"] or [])
+        turn.stored_cohort = state["cohort"]
+        turn.handoff_kinds = state["handoff_kinds"]
+        turn.conversation_created_at = state["created_at"]
+        limit = settings.CONVERSATION_HISTORY_LIMIT
+        recent = list(
+            Message.objects.filter(
+                conversation_id=turn.conversation_pk, role__in=[MessageRole.USER, MessageRole.ASSISTANT]
+            )
+            # A session ended through the API starts afresh: earlier messages stay stored but not in the model's view.
+            .filter(Q(conversation__ended_at__isnull=True) | Q(created_at__gt=F("conversation__ended_at")))
+            .order_by("-created_at", "-id")
+            .values_list("role", "content")[:limit]
+        )
+        turn.history = tuple(reversed(recent))
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def _recent_paths(conversation_pk: int | None, window: int) -> list[tuple[str, str]]:
+    """The conversation's last ``window`` agent handoffs (from, to), oldest first; read only when a move is checked."""
+    try:
+        paths = (
+            Handoff.objects.filter(
+                conversation_id=conversation_pk, kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED
+            )
+            .order_by("-created_at", "-id")
+            .values_list("from_agent", "to_agent")[:window]
+        )
+        return list(reversed(list(paths)))
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def _active_specialist(turn: Turn) -> str:
+    profile = turn.input.profile
+    if delegation_active(profile) and not turn.input.single_agent:
+        return (turn.sub_conversation or {}).get("specialist") or profile.coordinator
+    decision = turn.decision
+    if decision is not None and decision.is_plan:
+        return decision.agents[0]
+    return turn.agent
+
+
+def _persist(turn: Turn) -> int:
+    """Write the whole turn in one transaction and hand the conversation to its next message.
+
+    The connection goes back to the pool as soon as the transaction ends, not
+    when the response has been sent (see :func:`_load_conversation`).
+    """
+    data = turn.input
+    decision = turn.decision
+    try:
+        with transaction.atomic():
+            # No lock is needed: this turn holds the conversation's ticket (conversations.ordering).
+            conversation = turn.conversation_pk
+            # The turn's messages in one insert, in reading order: the user's, the system notes the specialists
+            # got (a finished sub-conversation's result), each specialist's part of a supervisor turn (role
+            # "agent", step = round + 1), the answer. PostgreSQL and SQLite return ids in order.
+            notes = [
+                Message(
+                    conversation_id=conversation,
+                    role=MessageRole.SYSTEM,
+                    cohort=data.cohort,
+                    agent=agent,
+                    content=turn.vault.redact(note),
+                    metadata={"kind": "sub_conversation_result"},
+                )
+                for agent, note in turn.stored_notes
+            ]
+            parts = [
+                Message(
+                    conversation_id=conversation,
+                    role=MessageRole.AGENT,
+                    cohort=data.cohort,
+                    agent=partial.agent,
+                    content=turn.vault.redact(partial.answer) or GAP_TEXT.format(reason=partial.status),
+                    step=partial.round + 1,
+                    metadata={"intent": partial.intent, "status": partial.status, "error": partial.error},
+                )
+                for partial in (turn.plan_result.partials if turn.plan_result else [])
+            ]
+            created = Message.objects.bulk_create(
+                [
+                    Message(
+                        conversation_id=conversation,
+                        role=MessageRole.USER,
+                        cohort=data.cohort,
+                        content=turn.text_to_store,
+                        metadata={"channel": data.channel, "user_id": data.user_id},
+                    ),
+                    *notes,
+                    *parts,
+                    Message(
+                        conversation_id=conversation,
+                        role=MessageRole.ASSISTANT,
+                        cohort=data.cohort,
+                        latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
+                        judge_score=(turn.judges.get("rule_based") or {}).get("score"),
+                        agent=turn.agent,
+                        content=turn.answer,
+                        metadata=turn.metadata(),
+                    ),
+                ]
+            )
+            user_message, answer = created[0], created[-1]
+            if decision is not None:
+                RouteDecisionRecord.objects.create(
+                    conversation_id=conversation,
+                    message=user_message,
+                    mode=turn.mode,
+                    route=decision.route,
+                    agent=decision.agent,
+                    intent=decision.intent,
+                    confidence=decision.confidence,
+                    reason=decision.reason,
+                    method=decision.method,
+                    next_state=decision.next_state or "",
+                    handoff=decision.handoff,
+                    domain=decision.domain or "",
+                    mcp_tools=decision.mcp_tools,
+                    metadata=decision.metadata,
+                )
+            results = turn.mcp_results()
+            if results:
+                ToolCall.objects.bulk_create(
+                    ToolCall(
+                        conversation_id=conversation,
+                        message=answer,
+                        agent=turn.agent,
+                        tool=result["tool"],
+                        server=result["server"],
+                        arguments=result["arguments"],
+                        status=result["status"],
+                        latency_ms=result["latency_ms"],
+                        result=result["result"],
+                        error=result["error"] or "",
+                    )
+                    for result in results
+                )
+            updates: dict[str, Any] = {
+                "message_count": F("message_count") + len(created),
+                "sub_conversation": turn.sub_conversation,
+                "pending_result": turn.pending_result,
+                "pending_permission": turn.pending_permission,
+                "granted_permissions": turn.granted,
+                **ordering.ticket_pass_updates(turn.ticket),
+            }
+            if data.cohort:
+                updates["cohort"] = data.cohort
+            if decision is not None:
+                updates["state"] = turn.next_state
+                updates["active_specialist"] = _active_specialist(turn)
+                updates["active_intent"] = decision.plan[0].intent if decision.plan else turn.final_intent
+            moves = turn.all_moves()
+            kinds = turn.handoff_kinds | moves_kinds(moves)
+            if kinds != turn.handoff_kinds:
+                updates["handoff_kinds"] = kinds
+            Conversation.objects.filter(pk=conversation).update(**updates)
+            if moves:
+                moves_record(
+                    conversation_id=conversation,
+                    tenant_id=data.tenant_pk,
+                    profile_id=data.profile.pk,
+                    cohort=data.cohort,
+                    moves=moves,
+                )
+            if "handoff_kinds" in updates or (data.cohort and data.cohort != turn.stored_cohort):
+                # The conversation is counted on the day it was created, under its cohort and kinds of move.
+                conversation_recounted.send(sender=Conversation, created_at=turn.conversation_created_at)
+        return conversation
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+# --- entry point -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    answer: str
+    agent: str
+    conversation_key: str
+    metadata: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "agent": self.agent,
+            "conversation_key": self.conversation_key,
+            "metadata": self.metadata,
+        }
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+async def run_turn(data: TurnInput) -> TurnResult:
+    """Run one user message through the graph and persist it; never raises for model failures."""
+    mode = "single_agent" if data.single_agent else data.profile.effective_mode
+    turn = Turn(input=data, mode=mode, context=dict(data.context))
+    ready = await sync_to_async(_start)(turn)
+    persisted = False
+    try:
+        if not ready:
+            waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+            turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
+            await sync_to_async(_load_conversation)(turn, None)
+        for name, node in NODES:
+            await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
+        persisted = True
+    finally:
+        if not persisted:
+            await sync_to_async(ordering.ticket_release)(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+    return TurnResult(
+        answer=turn.answer,
+        agent=turn.agent,
+        conversation_key=data.conversation_key,
+        metadata=turn.metadata(),
+    )

@@ -1,0 +1,749 @@
+"""Guardrails around a model: personal-data masking, input checks and output checks.
+
+Pure functions and small classes over plain data — no ORM, no settings. The
+graph hands them the profile's guardrail settings (``agents.schemas.GUARDRAIL_KEYS``)
+and a :class:`MaskVault` that lives for one turn.
+
+Personal data (CPF, CNPJ, e-mail, phone, payment card) is found by
+:func:`find_personal_data`. A :class:`MaskVault` swaps each distinct value for a
+stable placeholder (``[CPF_1]``) before text reaches a model, log or trace, and
+swaps it back (:meth:`MaskVault.unmask`) only where a real value is needed — the
+arguments of a tool call. :meth:`MaskVault.redact` gives the irreversible form
+kept in storage (``[CPF]``, ``[CARD ••••1111]``).
+
+Guardrails are looked up in :data:`INPUT_GUARDRAILS` and :data:`OUTPUT_GUARDRAILS`
+and run in that order by :func:`run_input_guardrails` and
+:func:`run_output_guardrails`.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from common.text import normalize
+
+# --- personal data ---------------------------------------------------------------
+
+CPF = "cpf"
+CNPJ = "cnpj"
+EMAIL = "email"
+PHONE = "phone"
+CARD = "card"
+PERSONAL_DATA_KINDS = (CPF, CNPJ, EMAIL, PHONE, CARD)
+
+# A value must stand on its own: not glued to a word (INV001, RL123456789BR), an
+# id's dash (PAG-7001), a decimal or thousands separator (1.234,56) or a date.
+_START = r"(?<![\w.,/@+-])"
+_END = r"(?![\w@]|[.,/-]\d)"
+
+
+def _digits(value: str) -> str:
+    return "".join(ch for ch in value if ch.isdigit())
+
+
+def cpf_is_valid(value: str) -> bool:
+    """Whether ``value`` (punctuated or not) is a CPF with correct check digits."""
+    digits = _digits(value)
+    if len(digits) != 11 or len(set(digits)) == 1:
+        return False
+    for size in (9, 10):
+        total = sum(int(digits[i]) * (size + 1 - i) for i in range(size))
+        if (total * 10) % 11 % 10 != int(digits[size]):
+            return False
+    return True
+
+
+def cnpj_is_valid(value: str) -> bool:
+    """Whether ``value`` (punctuated or not) is a CNPJ with correct check digits."""
+    digits = _digits(value)
+    if len(digits) != 14 or len(set(digits)) == 1:
+        return False
+    weights = [5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]
+    for size, factors in ((12, weights), (13, [6, *weights])):
+        remainder = sum(int(d) * w for d, w in zip(digits[:size], factors, strict=True)) % 11
+        if (0 if remainder < 2 else 11 - remainder) != int(digits[size]):
+            return False
+    return True
+
+
+def luhn_is_valid(digits: str) -> bool:
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = int(char)
+        if position % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def card_is_valid(value: str) -> bool:
+    """13–19 digits, a card network's first digit (2–6; 13 digits only for Visa's 4), Luhn-valid."""
+    digits = _digits(value)
+    if not 13 <= len(digits) <= 19 or digits[0] not in "23456":
+        return False
+    if len(digits) == 13 and digits[0] != "4":
+        return False
+    return luhn_is_valid(digits)
+
+
+def _phone_is_valid(value: str) -> bool:
+    return 8 <= len(_digits(value)) <= 15
+
+
+_DDD = r"[1-9][1-9]"
+
+# Detection order matters: an earlier detector claims its text first, so an
+# e-mail's digits are never a phone and a valid CPF is not read as a phone.
+_DETECTORS: tuple[tuple[str, re.Pattern[str], Callable[[str], bool]], ...] = (
+    (EMAIL, re.compile(r"(?<![\w.%+-])[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w@])"), lambda _v: True),
+    (
+        CARD,
+        re.compile(
+            _START + r"(?:\d{4}(?:[ -]\d{4}){3}[ -]\d{1,3}|\d{4}(?:[ -]\d{4}){2}[ -]\d{1,7}"
+            r"|\d{4}[ -]\d{6}[ -]\d{4,5}|\d{13,19})" + _END
+        ),
+        card_is_valid,
+    ),
+    (CNPJ, re.compile(_START + r"(?:\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}|\d{14})" + _END), cnpj_is_valid),
+    (CPF, re.compile(_START + r"(?:\d{3}\.\d{3}\.\d{3}-\d{2}|\d{11})" + _END), cpf_is_valid),
+    (
+        PHONE,
+        re.compile(
+            "|".join(
+                (
+                    # Brazil with country code: +55 11 99999-9999, +55 (11) 3333-4444, +5511999999999
+                    rf"(?<![\w.,/@+-])\+55[ .-]?(?:\({_DDD}\)|{_DDD})[ .-]?9?\d{{4}}[ .-]?\d{{4}}{_END}",
+                    # msisdn: 5511999999999 (mobile) or 551133334444 (landline)
+                    rf"{_START}55{_DDD}(?:9\d{{8}}|[2-5]\d{{7}}){_END}",
+                    # national, formatted: (11) 99999-9999, 11 99999-9999, (11)3333-4444
+                    rf"{_START}(?:\({_DDD}\)[ ]?|{_DDD}[ -])9?\d{{4}}[ -]?\d{{4}}{_END}",
+                    # national, digits only: 11999999999 (mobile), 1133334444 (landline)
+                    rf"{_START}{_DDD}(?:9\d{{8}}|[2-5]\d{{7}}){_END}",
+                    # mobile without area code: 99999-9999
+                    rf"{_START}9\d{{4}}-\d{{4}}{_END}",
+                    # North American: (415) 555-2671, 415-555-2671
+                    rf"{_START}(?:\(\d{{3}}\)[ ]?|\d{{3}}-)\d{{3}}-\d{{4}}{_END}",
+                    # any other international number: +44 20 7946 0958, +1 415 555 2671
+                    rf"(?<![\w.,/@+-])\+[1-9]\d{{0,2}}(?:[ .-]?\(?\d{{1,4}}\)?){{2,6}}{_END}",
+                )
+            )
+        ),
+        _phone_is_valid,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One piece of personal data in a text: its kind, where it is, and the value."""
+
+    kind: str
+    start: int
+    end: int
+    value: str
+
+
+def find_personal_data(text: str) -> list[Finding]:
+    """Every CPF, CNPJ, e-mail, phone and card number in ``text``, in reading order.
+
+    CPF, CNPJ and card numbers count only when their check digits are valid, so a
+    random 11-digit number, an order id (``P100``), an invoice (``INV001``), a date,
+    an amount (``R$ 1.234,56``) or a short number is left alone.
+    """
+    if not text:
+        return []
+    taken: list[Finding] = []
+    for kind, pattern, accept in _DETECTORS:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if not accept(match.group()):
+                continue
+            if any(start < other.end and other.start < end for other in taken):
+                continue
+            taken.append(Finding(kind=kind, start=start, end=end, value=match.group()))
+    return sorted(taken, key=lambda finding: finding.start)
+
+
+def _identity(kind: str, value: str) -> str:
+    """What makes two spellings the same value (``123.456.789-09`` = ``12345678909``)."""
+    if kind == EMAIL:
+        return value.casefold()
+    digits = _digits(value)
+    if kind == PHONE and len(digits) in (12, 13) and digits.startswith("55"):
+        return digits[2:]  # +55 11 99999-9999 and (11) 99999-9999 are one line
+    return digits
+
+
+def redact_label(kind: str, value: str) -> str:
+    """The irreversible label stored instead of a value: ``[CPF]``, ``[CARD ••••1111]``."""
+    if kind == CARD:
+        return f"[CARD ••••{_digits(value)[-4:]}]"
+    return f"[{kind.upper()}]"
+
+
+PLACEHOLDER_RE = re.compile(r"\[(CPF|CNPJ|EMAIL|PHONE|CARD)_(\d+)\]", re.IGNORECASE)
+
+
+def _walk(obj: Any, on_string: Callable[[str], Any]) -> Any:
+    """Apply ``on_string`` to every string inside a JSON-like value, keeping its shape."""
+    if isinstance(obj, str):
+        return on_string(obj)
+    if isinstance(obj, Mapping):
+        return {key: _walk(item, on_string) for key, item in obj.items()}
+    if isinstance(obj, list):
+        return [_walk(item, on_string) for item in obj]
+    if isinstance(obj, tuple):
+        return tuple(_walk(item, on_string) for item in obj)
+    if isinstance(obj, int) and not isinstance(obj, bool) and abs(obj) >= 10**9:
+        # A CPF, phone or card stored as a number; it becomes a string only if masked.
+        text = str(obj)
+        changed = on_string(text)
+        return obj if changed == text else changed
+    return obj
+
+
+class MaskVault:
+    """Reversible masking of personal data for one turn.
+
+    Each distinct value gets one placeholder, numbered per kind in order of
+    appearance (``[CPF_1]``, ``[EMAIL_1]``, ``[PHONE_2]``); different spellings of
+    the same value share it. The vault keeps the originals in memory only: it is
+    never stored, and a new turn starts a new vault.
+    """
+
+    def __init__(self) -> None:
+        self._placeholders: dict[tuple[str, str], str] = {}
+        self._originals: dict[str, tuple[str, str]] = {}
+        self._numbers: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._originals)
+
+    def entries(self) -> list[tuple[str, str, str]]:
+        """``(placeholder, kind, value)`` of every masked value, to hand the vault to a worker process."""
+        return [(token, kind, value) for token, (kind, value) in self._originals.items()]
+
+    @classmethod
+    def from_entries(cls, entries: list[tuple[str, str, str]] | list[list[str]]) -> MaskVault:
+        """The vault :meth:`entries` described (same placeholders, same originals)."""
+        vault = cls()
+        for token, kind, value in entries:
+            vault._originals[token] = (kind, value)
+            vault._placeholders[(kind, _identity(kind, value))] = token
+            vault._numbers[kind] += 1
+        return vault
+
+    def placeholder(self, kind: str, value: str) -> str:
+        """The placeholder for ``value``, created on first sight."""
+        key = (kind, _identity(kind, value))
+        if key not in self._placeholders:
+            self._numbers[kind] += 1
+            token = f"[{kind.upper()}_{self._numbers[kind]}]"
+            self._placeholders[key] = token
+            self._originals[token] = (kind, value)
+        return self._placeholders[key]
+
+    def original(self, placeholder: str) -> str | None:
+        """The value behind ``placeholder``, or ``None`` when this vault did not make it."""
+        entry = self._originals.get(placeholder.upper())
+        return entry[1] if entry else None
+
+    def mask_counting(self, text: str) -> tuple[str, dict[str, int]]:
+        """``text`` with personal data replaced by placeholders, and how many of each kind were replaced."""
+        counts: Counter[str] = Counter()
+
+        def replace(finding: Finding) -> str:
+            counts[finding.kind] += 1
+            return self.placeholder(finding.kind, finding.value)
+
+        return _replace_findings(text, replace), dict(counts)
+
+    def mask(self, text: str) -> str:
+        """``text`` with each piece of personal data replaced by its placeholder."""
+        return self.mask_counting(text)[0]
+
+    def mask_value(self, obj: Any) -> Any:
+        """Mask every string inside a JSON-like value (tool arguments and results)."""
+        return _walk(obj, self.mask)
+
+    def unmask(self, obj: Any) -> Any:
+        """Put the originals back for this vault's placeholders, in a string or recursively.
+
+        Used on the arguments a model wrote with placeholders, just before the tool
+        is called. Placeholders this vault did not make are left as they are.
+        """
+
+        def restore(text: str) -> str:
+            return PLACEHOLDER_RE.sub(lambda m: self.original(m.group()) or m.group(), text)
+
+        return _walk(obj, restore)
+
+    def redact_placeholders(self, text: str) -> str:
+        """Turn placeholders into redacted labels; one this vault did not make becomes ``[KIND]``."""
+
+        def label(match: re.Match[str]) -> str:
+            entry = self._originals.get(match.group().upper())
+            return redact_label(*entry) if entry else f"[{match.group(1).upper()}]"
+
+        return PLACEHOLDER_RE.sub(label, text)
+
+    def redact(self, obj: Any) -> Any:
+        """The storage form: placeholders and raw personal data become irreversible labels,
+        and values under secret-looking keys are hidden (see :func:`mask_secrets`)."""
+        return _walk(mask_secrets(obj), lambda text: _redact_findings(self.redact_placeholders(text)))
+
+
+def _replace_findings(text: str, replace: Callable[[Finding], str]) -> str:
+    pieces: list[str] = []
+    last = 0
+    for finding in find_personal_data(text):
+        pieces += [text[last : finding.start], replace(finding)]
+        last = finding.end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _redact_findings(text: str) -> str:
+    return _replace_findings(text, lambda finding: redact_label(finding.kind, finding.value))
+
+
+def redact(obj: Any) -> Any:
+    """Redact personal data and secrets in a value seen by no vault (e.g. for a log line)."""
+    return MaskVault().redact(obj)
+
+
+# --- secrets ---------------------------------------------------------------------------
+
+SECRET_MASK = "***"  # noqa: S105 — what a secret is replaced with, not a secret
+_SECRET_WORDS = frozenset(
+    {
+        "password", "passwd", "pwd", "passphrase", "senha", "contrasena", "token", "secret", "authorization",
+        "auth", "cvv", "cvc", "cvv2", "pin", "apikey", "credential", "credentials", "cookie", "privatekey",
+        "accesskey", "otp",
+    }
+)  # fmt: skip
+_KEY_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_BEARER = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}")
+
+
+def is_secret_key(key: Any) -> bool:
+    """Whether a mapping key names a secret: ``password``, ``access_token``, ``apiKey``, ``X-Api-Key``, ``cvv``…
+
+    Matches whole words of the key, so ``max_tokens`` or ``author`` are not secrets.
+    """
+    if not isinstance(key, str):
+        return False
+    words = [word.lower() for word in _KEY_WORDS.findall(key)]
+    pairs = (first + second for first, second in itertools.pairwise(words))
+    return any(word in _SECRET_WORDS for word in (*words, *pairs, "".join(words)))
+
+
+def mask_secrets(obj: Any) -> Any:
+    """Hide the values under secret-looking keys (recursively) and bearer tokens inside strings."""
+    if isinstance(obj, str):
+        return _BEARER.sub(lambda m: f"{m.group(1)} {SECRET_MASK}", obj)
+    if isinstance(obj, Mapping):
+        return {key: SECRET_MASK if is_secret_key(key) else mask_secrets(item) for key, item in obj.items()}
+    if isinstance(obj, list):
+        return [mask_secrets(item) for item in obj]
+    if isinstance(obj, tuple):
+        return tuple(mask_secrets(item) for item in obj)
+    return obj
+
+
+# --- guardrail results --------------------------------------------------------------
+
+PASS = "pass"  # noqa: S105 — an action name
+BLOCK = "block"
+SANITIZE = "sanitize"
+DEFAULT_MAX_INPUT_CHARS = 4000
+
+
+@dataclass
+class GuardrailResult:
+    """What one guardrail found. ``details`` hold counts and limits, never personal data;
+    ``replacement`` (for ``sanitize``) is the text that goes on, and is not part of :meth:`as_dict`."""
+
+    name: str
+    passed: bool
+    action: str = PASS
+    details: dict[str, Any] = field(default_factory=dict)
+    replacement: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "action": self.action, "details": self.details}
+
+
+def _tidy(text: str) -> str:
+    """Close the gaps left where something was cut out."""
+    text = re.sub(r"[ \t]{2,}", " ", text)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    text = re.sub(r" +([,.;:!?])", r"\1", text)
+    return text.strip()
+
+
+# --- input guardrails ------------------------------------------------------------------
+
+
+class InputGuardrail:
+    """Contract of an input guardrail.
+
+    ``check(text, settings=..., vault=...)`` looks at the user's message as left by
+    the guardrails before it and returns a :class:`GuardrailResult` named
+    :attr:`name`: ``pass``; ``block`` (``passed`` is false and the message must not
+    reach a model); or ``sanitize`` with ``replacement``, the text the next
+    guardrail and the model see. ``settings`` is the profile's guardrail settings
+    (keys of ``agents.schemas.GUARDRAIL_KEYS``, any of them absent). It never
+    raises for text or settings the schema accepts, and its ``details`` never
+    contain the user's personal data.
+    """
+
+    name: ClassVar[str]
+
+    def check(self, text: str, *, settings: Mapping[str, Any], vault: MaskVault) -> GuardrailResult:
+        raise NotImplementedError
+
+
+class SizeLimit(InputGuardrail):
+    """Blocks a message longer than ``max_input_chars``."""
+
+    name = "size_limit"
+
+    def check(self, text: str, *, settings: Mapping[str, Any], vault: MaskVault) -> GuardrailResult:
+        limit = settings.get("max_input_chars", DEFAULT_MAX_INPUT_CHARS)
+        passed = len(text) <= limit
+        return GuardrailResult(
+            self.name, passed, PASS if passed else BLOCK, details={"limit": limit, "length": len(text)}
+        )
+
+
+class BlockedTerms(InputGuardrail):
+    """Blocks a message containing one of ``blocked_terms`` as whole words, case and accents folded
+    (``"golpe"`` matches ``"GOLPE!"`` but not ``"golpeado"``)."""
+
+    name = "blocked_terms"
+
+    def check(self, text: str, *, settings: Mapping[str, Any], vault: MaskVault) -> GuardrailResult:
+        normalized = f" {normalize(text)} "
+        hits = []
+        for term in settings.get("blocked_terms") or ():
+            folded = normalize(term)
+            if folded and f" {folded} " in normalized:
+                hits.append(term)
+        return GuardrailResult(self.name, not hits, BLOCK if hits else PASS, details={"hits": len(hits), "terms": hits})
+
+
+class PersonalData(InputGuardrail):
+    """Masks personal data through the vault (unless ``mask_personal_data`` is false).
+    Never blocks; reports how many values of each kind it masked, never the values."""
+
+    name = "personal_data"
+
+    def check(self, text: str, *, settings: Mapping[str, Any], vault: MaskVault) -> GuardrailResult:
+        if not settings.get("mask_personal_data", True):
+            return GuardrailResult(self.name, True, PASS, details={"enabled": False})
+        masked, counts = vault.mask_counting(text)
+        details = {"enabled": True, "masked": counts, "total": sum(counts.values())}
+        if not counts:
+            return GuardrailResult(self.name, True, PASS, details=details)
+        return GuardrailResult(self.name, True, SANITIZE, details=details, replacement=masked)
+
+
+INPUT_GUARDRAILS: dict[str, type[InputGuardrail]] = {
+    SizeLimit.name: SizeLimit,
+    BlockedTerms.name: BlockedTerms,
+    PersonalData.name: PersonalData,
+}
+
+
+@dataclass
+class InputReport:
+    """The outcome of the input guardrails.
+
+    ``text_for_model`` is what any model, log or trace may see (masked);
+    ``text_to_store`` is what the stored user message keeps: the original only when
+    the profile's ``store_original_input`` allows it, else the redacted text.
+    """
+
+    text_for_model: str
+    blocked: bool
+    checks: list[dict[str, Any]]
+    text_to_store: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.blocked
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "blocked": self.blocked, "checks": self.checks}
+
+
+def run_input_guardrails(
+    text: str,
+    settings: Mapping[str, Any] | None,
+    vault: MaskVault,
+    *,
+    default_max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
+) -> InputReport:
+    """Run every input guardrail in registry order over ``text``.
+
+    All of them run even after one blocks, so a blocked message is still masked
+    before it is stored. ``default_max_input_chars`` applies when the profile sets
+    no ``max_input_chars``.
+    """
+    options = {"max_input_chars": default_max_input_chars, **(settings or {})}
+    current = text
+    blocked = False
+    checks = []
+    for guardrail_class in INPUT_GUARDRAILS.values():
+        result = guardrail_class().check(current, settings=options, vault=vault)
+        blocked = blocked or result.action == BLOCK
+        if result.action == SANITIZE and result.replacement is not None:
+            current = result.replacement
+        checks.append(result.as_dict())
+    stored = text if options.get("store_original_input", False) else vault.redact(current)
+    return InputReport(text_for_model=current, blocked=blocked, checks=checks, text_to_store=stored)
+
+
+# --- output guardrails -----------------------------------------------------------------
+
+
+class OutputGuardrail:
+    """Contract of an output guardrail.
+
+    ``check(answer, vault=..., tool_results=..., settings=...)`` looks at the
+    answer as left by the guardrails before it and returns a
+    :class:`GuardrailResult` named :attr:`name`: ``pass``, or ``sanitize`` (``passed``
+    false) with ``replacement``, the answer cleaned of what it must not show —
+    possibly empty, which the judge then treats as unanswered. ``tool_results`` are
+    the turn's tool results (``[{"tool", "status", "result", ...}]`` or bare values).
+    It never raises, and its ``details`` are counts, never personal data.
+    """
+
+    name: ClassVar[str]
+
+    def check(
+        self, answer: str, *, vault: MaskVault, tool_results: Sequence[Any], settings: Mapping[str, Any]
+    ) -> GuardrailResult:
+        raise NotImplementedError
+
+
+_JSON_FENCE_LANGUAGES = frozenset({"json", "jsonc", "json5", "javascript", "js"})
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+_DECODER = json.JSONDecoder()
+# Only a bracket opening a record or a list of records/strings can start a dump; prose
+# brackets ("[1]", "[CPF_1]") are not even tried, and a pathological text is tried a bounded number of times.
+_DUMP_START = re.compile(r"[{\[](?=\s*[\"'{\[])")
+_MAX_DECODE_ATTEMPTS = 200
+
+
+def _looks_like_dump(value: Any) -> bool:
+    """A mapping with keys, or a list holding records or strings (not a footnote like ``[1]``)."""
+    if isinstance(value, dict):
+        return bool(value)
+    if isinstance(value, list):
+        return any(isinstance(item, dict | list | str) for item in value)
+    return False
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Where the bracket opened at ``start`` closes, skipping quoted strings."""
+    pairs = {"{": "}", "[": "]"}
+    stack: list[str] = []
+    quote = ""
+    index = start
+    while index < len(text) and index - start < 20_000:
+        char = text[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in pairs:
+            stack.append(pairs[char])
+        elif char in "}]":
+            if not stack or stack.pop() != char:
+                return None
+            if not stack:
+                return index + 1
+        index += 1
+    return None
+
+
+def _decode_at(text: str, start: int) -> tuple[Any, int] | None:
+    """A JSON value — or a Python literal such as ``{'a': None}`` — starting at ``start``."""
+    try:
+        return _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        pass
+    end = _balanced_end(text, start)
+    if end is None:
+        return None
+    try:
+        return ast.literal_eval(text[start:end]), end
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, Mapping):
+        found = {str(key) for key in value}
+        for item in value.values():
+            found |= _keys(item)
+        return found
+    if isinstance(value, list | tuple):
+        return set().union(*(_keys(item) for item in value)) if value else set()
+    return set()
+
+
+class NoRawToolJson(OutputGuardrail):
+    """An answer must be prose: raw JSON (or Python-literal) dumps and fenced JSON blocks are cut out."""
+
+    name = "no_raw_tool_json"
+
+    def check(
+        self, answer: str, *, vault: MaskVault, tool_results: Sequence[Any], settings: Mapping[str, Any]
+    ) -> GuardrailResult:
+        removed: list[Any] = []
+
+        def fence(match: re.Match[str]) -> str:
+            language, body = match.group(1).lower(), match.group(2).strip()
+            decoded = _decode_at(body, 0) if body[:1] in "{[" else None
+            if language in _JSON_FENCE_LANGUAGES or (decoded and _looks_like_dump(decoded[0])):
+                removed.append(decoded[0] if decoded else None)
+                return "\n"
+            return match.group()
+
+        text = _FENCE.sub(fence, answer)
+        pieces: list[str] = []
+        last = 0
+        attempts = 0
+        for opening in _DUMP_START.finditer(text):
+            index = opening.start()
+            if index < last or attempts >= _MAX_DECODE_ATTEMPTS:
+                continue
+            attempts += 1
+            decoded = _decode_at(text, index)
+            if decoded and _looks_like_dump(decoded[0]):
+                pieces.append(text[last:index])
+                removed.append(decoded[0])
+                last = decoded[1]
+        pieces.append(text[last:])
+        if not removed:
+            return GuardrailResult(self.name, True)
+        tool_keys = _keys([item.get("result") if isinstance(item, Mapping) else item for item in tool_results])
+        from_tools = sum(1 for dump in removed if _keys(dump) & tool_keys)
+        return GuardrailResult(
+            self.name,
+            False,
+            SANITIZE,
+            details={"removed": len(removed), "matching_tool_results": from_tools},
+            replacement=_tidy("".join(pieces)),
+        )
+
+
+_EXCEPTION_NAME = r"(?:[A-Z]\w*(?:Error|Exception|Timeout|Exit|Interrupt|Warning|Fault)|Exception)\b"
+_TRACEBACK = re.compile(
+    r"Traceback \(most recent call last\):[^\n]*(?:\n[ \t]+[^\n]*)*(?:\n[A-Za-z_][\w.]*(?::[^\n]*)?(?=\n|\Z))?\n?"
+)
+_FRAME = re.compile(r'^[ \t]*File "[^"\n]+", line \d+[^\n]*(?:\n[ \t]+(?!File ")[^\n]*)?\n?', re.MULTILINE)
+_EXCEPTION = re.compile(rf"\b(?:[a-z_]\w*\.)*{_EXCEPTION_NAME}(?:: [^\n]*|\([^\n]*?\))|<class '[\w.]+'>")
+
+
+class NoStackTrace(OutputGuardrail):
+    """No Python internals in an answer: tracebacks, ``File "...", line N`` frames and
+    exception dumps (``KeyError: 'x'``, ``httpx.ConnectError(...)``) are cut out."""
+
+    name = "no_stack_trace"
+
+    def check(
+        self, answer: str, *, vault: MaskVault, tool_results: Sequence[Any], settings: Mapping[str, Any]
+    ) -> GuardrailResult:
+        text, tracebacks = _TRACEBACK.subn("", answer)
+        text, frames = _FRAME.subn("", text)
+        text, exceptions = _EXCEPTION.subn("", text)
+        if not (tracebacks or frames or exceptions):
+            return GuardrailResult(self.name, True)
+        return GuardrailResult(
+            self.name,
+            False,
+            SANITIZE,
+            details={"tracebacks": tracebacks, "frames": frames, "exceptions": exceptions},
+            replacement=_tidy(text),
+        )
+
+
+class NoMaskedData(OutputGuardrail):
+    """An answer shows neither placeholders (``[CPF_1]``) nor raw personal data: both become
+    redacted labels (``[CPF]``, ``[CARD ••••1111]``). With ``mask_personal_data`` off,
+    only placeholders are looked for."""
+
+    name = "no_masked_data"
+
+    def check(
+        self, answer: str, *, vault: MaskVault, tool_results: Sequence[Any], settings: Mapping[str, Any]
+    ) -> GuardrailResult:
+        placeholders = len(PLACEHOLDER_RE.findall(answer))
+        scan = settings.get("mask_personal_data", True)
+        found = Counter(finding.kind for finding in find_personal_data(answer)) if scan else Counter()
+        if not placeholders and not found:
+            return GuardrailResult(self.name, True)
+        cleaned = vault.redact_placeholders(answer)
+        if scan:
+            cleaned = _redact_findings(cleaned)
+        return GuardrailResult(
+            self.name,
+            False,
+            SANITIZE,
+            details={"placeholders": placeholders, "personal_data": dict(found)},
+            replacement=cleaned,
+        )
+
+
+OUTPUT_GUARDRAILS: dict[str, type[OutputGuardrail]] = {
+    NoRawToolJson.name: NoRawToolJson,
+    NoStackTrace.name: NoStackTrace,
+    NoMaskedData.name: NoMaskedData,
+}
+
+
+@dataclass
+class OutputReport:
+    """The outcome of the output guardrails: the answer to show and store, and the checks."""
+
+    answer: str
+    passed: bool
+    checks: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "checks": self.checks}
+
+
+def run_output_guardrails(
+    answer: str,
+    vault: MaskVault,
+    tool_results: Iterable[Any] = (),
+    *,
+    settings: Mapping[str, Any] | None = None,
+) -> OutputReport:
+    """Run every output guardrail in registry order; each sanitises the answer the next one sees."""
+    results = list(tool_results)
+    options = dict(settings or {})
+    current = answer
+    checks = []
+    for guardrail_class in OUTPUT_GUARDRAILS.values():
+        result = guardrail_class().check(current, vault=vault, tool_results=results, settings=options)
+        if result.action == SANITIZE and result.replacement is not None:
+            current = result.replacement
+        checks.append(result.as_dict())
+    return OutputReport(answer=current, passed=all(check["passed"] for check in checks), checks=checks)

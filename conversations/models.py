@@ -1,0 +1,186 @@
+"""The conversation store: conversations, their messages, route decisions and tool calls.
+
+Written by the turn (:mod:`conversations.records`) and the session services; read by the sessions API,
+the admin (read-only) and the analytics. The tables kept their names when the models moved here from
+``routing`` (``db_table``), so no row was copied.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+COHORT_HELP = "Which side of the multi_agent flag answered: multi_agent, single_agent, or blank (not decided)."
+
+
+class Conversation(models.Model):
+    """One conversation, keyed ``tenant_id:agent_id:session_id``."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="conversations")
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="conversations")
+    session_id = models.CharField(max_length=200)
+    conversation_key = models.CharField(max_length=400, unique=True)
+    user_id = models.CharField(max_length=200, blank=True)
+    channel = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=100, blank=True)
+    active_specialist = models.CharField(max_length=64, blank=True)
+    active_intent = models.CharField(max_length=100, blank=True)
+    sub_conversation = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The open delegated sub-conversation: specialist, coordinator, initial context, start.",
+    )
+    pending_result = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A finished sub-conversation's result, given to the coordinator once with the next message.",
+    )
+    pending_permission = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The tool call waiting for the user's agreement: tool, specialist, intent, request.",
+    )
+    granted_permissions = models.JSONField(default=list, blank=True, help_text="Tools the user agreed to.")
+    # Turn ordering: tickets are taken on arrival and served one at a time (see conversations.ordering).
+    turn_tickets_issued = models.PositiveBigIntegerField(default=0)
+    turn_tickets_done = models.PositiveBigIntegerField(default=0)
+    turn_started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="When the session was last ended via the API.")
+    message_count = models.PositiveIntegerField(default=0)
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    handoff_kinds = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="The kinds of completed move the conversation has had, one bit each (handoffs.models.KIND_BITS).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "routing_conversation"
+        ordering = ["-updated_at"]
+        # The analytics' indexes (analytics/selectors.py) carry every column those queries read, so PostgreSQL
+        # answers from the index alone: conversations created in a window per tenant, profile and cohort, and
+        # the ids of a tenant's conversations that messages, decisions and tool calls are joined to.
+        indexes = [
+            models.Index(fields=["tenant", "-updated_at"], name="conversation_tenant_recent"),
+            models.Index(fields=["tenant", "created_at", "profile", "cohort"], name="conversation_tenant_window"),
+            models.Index(fields=["created_at", "tenant", "profile", "cohort"], name="conversation_window"),
+            models.Index(fields=["tenant", "profile", "id", "cohort"], name="conversation_tenant_ids"),
+        ]
+
+    def __str__(self) -> str:
+        return self.conversation_key
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    AGENT = "agent", "Agent (a specialist's part of a supervisor turn)"
+    SYSTEM = "system", "System"
+
+
+class Message(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    agent = models.CharField(max_length=64, blank=True, help_text="Specialist that wrote an assistant message.")
+    content = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    step = models.PositiveSmallIntegerField(default=0)
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    # Kept apart from metadata on answers, so the analytics average them in the database.
+    latency_ms = models.FloatField(null=True, blank=True, help_text="An answer: the turn's time in the graph.")
+    judge_score = models.FloatField(null=True, blank=True, help_text="An answer: the rule-based judge's score.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "routing_message"
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="message_conversation_time"),
+            # The analytics (covering, see Conversation): answers per specialist and cohort, user messages per cohort.
+            models.Index(
+                fields=["created_at", "agent", "cohort", "latency_ms", "judge_score", "conversation"],
+                condition=models.Q(role="assistant"),
+                name="message_answer_window",
+            ),
+            models.Index(
+                fields=["created_at", "cohort", "conversation"],
+                condition=models.Q(role="user"),
+                name="message_user_window",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class RouteDecisionRecord(models.Model):
+    """A stored routing decision (the contract lives in :class:`routing.router.RouteDecision`)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="route_decisions")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    mode = models.CharField(max_length=16)
+    route = models.CharField(max_length=64)
+    agent = models.CharField(max_length=64)
+    intent = models.CharField(max_length=100)
+    confidence = models.FloatField(default=0.0)
+    reason = models.TextField(blank=True)
+    method = models.CharField(max_length=16)
+    next_state = models.CharField(max_length=100, blank=True)
+    handoff = models.BooleanField(default=False)
+    domain = models.CharField(max_length=64, blank=True)
+    mcp_tools = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "routing_routedecisionrecord"
+        ordering = ["created_at", "id"]
+        verbose_name = "route decision"
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="decision_conversation_time"),
+            # The analytics' routing-method mix (covering, see Conversation).
+            models.Index(fields=["created_at", "method", "conversation"], name="decision_window_method"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.method}: {self.agent}/{self.intent}"
+
+
+class ToolCallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+    TIMEOUT = "timeout", "Timeout"
+    INVALID = "invalid_arguments", "Invalid arguments"
+    UNAVAILABLE = "unavailable", "Server unavailable"
+    NOT_OFFERED = "not_offered", "Not offered to the specialist"
+    PERMISSION_REQUIRED = "permission_required", "Waiting for the user's permission"
+
+
+class ToolCall(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="tool_calls")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="tool_calls")
+    agent = models.CharField(max_length=64)
+    tool = models.CharField(max_length=100)
+    server = models.CharField(max_length=64, blank=True)
+    arguments = models.JSONField(default=dict, blank=True, help_text="Masked.")
+    status = models.CharField(max_length=32, choices=ToolCallStatus.choices)
+    latency_ms = models.FloatField(default=0.0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "routing_toolcall"
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="toolcall_conversation_time"),
+            models.Index(fields=["tool", "created_at"], name="toolcall_tool_time"),
+            # The analytics' per-tool figures (covering, see Conversation).
+            models.Index(
+                fields=["created_at", "tool", "server", "status", "latency_ms", "conversation"],
+                name="toolcall_window",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.status})"

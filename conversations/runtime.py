@@ -1,0 +1,306 @@
+"""The specialist runtime: one bounded tool-calling loop for every model provider.
+
+A specialist answers with its active prompt version plus the profile's policy,
+the conversation's recent history and the tools it may use this turn — the
+winning intent's tools ∩ the specialist's allowed tools ∩ enabled tools. The
+loop asks the model, runs the tool calls it makes over MCP (concurrently
+within one step), feeds the results back, and stops when the model answers
+without tools or the specialist's step limit is reached (then the model is
+asked once more, with tools switched off, to answer from what it has).
+
+Personal data never reaches the model: the model sees the masked text and
+context (placeholders such as ``[PHONE_1]``); the arguments it writes are
+unmasked before the call and completed from the request context, and what is
+recorded is masked again. Nothing here raises for a model or tool failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from agents.llm import ERROR_ANSWER, provider_for
+from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
+from common.events import Emit, emit_safely
+from conversations.permissions import permission_question
+from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
+from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+STATUS_NOT_OFFERED = "not_offered"
+STATUS_PERMISSION_REQUIRED = "permission_required"
+
+STEP_LIMIT_NOTE = (
+    "The step limit of this turn is reached: do not call tools again; answer the user now with what you have."
+)
+CONTEXT_NOTE = "Request context (values you may pass as tool arguments; placeholders stand for personal data):"
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class SpecialistRequest:
+    profile: ProfileSpec
+    specialist: SpecialistSpec
+    text: str
+    intent: str = ""
+    intent_description: str = ""
+    history: tuple[tuple[str, str], ...] = ()
+    context: dict[str, Any] = field(default_factory=dict)
+    model_context: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[ToolSpec, ...] = ()
+    servers: dict[str, ServerSpec] = field(default_factory=dict)
+    unmask: Callable[[Any], Any] = _identity
+    mask: Callable[[Any], Any] = _identity
+    control: tuple[ControlTool, ...] = ()  # handoff / delegation tools offered in this run
+    notes: tuple[str, ...] = ()  # system notes placed just before the user's message
+    step_limit: int = 0  # steps left for this specialist in this turn; 0 → its own limit
+    granted: frozenset[str] = frozenset()  # needs-permission tools the user agreed to
+    emit: Emit | None = None  # streaming clients: tokens and tool calls as they happen (common.events)
+
+    @property
+    def steps_allowed(self) -> int:
+        return self.step_limit or self.specialist.step_limit
+
+
+@dataclass
+class SpecialistOutcome:
+    answer: str
+    llm: str
+    model: str
+    latency_ms: float = 0.0
+    steps: int = 0
+    error: str | None = None
+    stopped: str | None = None
+    tool_results: list[ToolResult] = field(default_factory=list)
+    started_at: float = 0.0  # wall-clock seconds (time.time()), comparable across processes
+    finished_at: float = 0.0
+    control: ControlCall | None = None  # the handoff / delegation call that ended the run
+    refused: list[ControlCall] = field(default_factory=list)  # moves to agents this one may not reach
+    permission_needed: ToolSpec | None = None  # a needs-permission tool the model called without a grant
+    permission_args: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "llm": self.llm,
+            "model": self.model,
+            "latency_ms": round(self.latency_ms, 1),
+            "steps": self.steps,
+        }
+        if self.error:
+            info["error"] = self.error
+        if self.stopped:
+            info["stopped"] = self.stopped
+        return info
+
+
+def tools_for_turn(
+    *, profile: ProfileSpec, specialist: SpecialistSpec, intent_tools: list[str], all_tools: dict[str, ToolSpec]
+) -> tuple[ToolSpec, ...]:
+    """The winning intent's tools ∩ the specialist's allowed tools ∩ enabled tools, in the intent's order."""
+    return tuple(
+        all_tools[name]
+        for name in intent_tools
+        if name in specialist.allowed_tools and name in all_tools and all_tools[name].enabled
+    )
+
+
+def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
+    parameters = tool.args_schema or {"type": "object", "properties": {}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": parameters},
+    }
+
+
+def _system_prompt(request: SpecialistRequest) -> str:
+    parts = [request.profile.policy, request.specialist.prompt or f"You are {request.specialist.display_name}."]
+    if request.tools and request.model_context:
+        parts.append(f"{CONTEXT_NOTE}\n{json.dumps(request.model_context, ensure_ascii=False, sort_keys=True)}")
+    return "\n\n".join(part for part in parts if part)
+
+
+def _text(message: AIMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in message.content)
+
+
+async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], call: dict[str, Any]) -> ToolResult:
+    name = call.get("name", "")
+    spec = offered.get(name)
+    if spec is None:
+        return ToolResult(name, "", request.mask(call.get("args") or {}), STATUS_NOT_OFFERED, 0.0, None, "not offered")
+    server = request.servers.get(spec.server)
+    arguments = arguments_from_context(spec.args_schema, request.context, request.unmask(call.get("args") or {}))
+    if server is None or not server.enabled:
+        return ToolResult(name, spec.server, arguments, "unavailable", 0.0, None, "server disabled")
+    event = {"agent": request.specialist.name, "tool": name, "server": spec.server}
+    await emit_safely(request.emit, "tool_call", {**event, "phase": "started"})
+    result = await tool_call(
+        endpoint=Endpoint(server.name, server.endpoint, server.timeout),
+        tool=name,
+        arguments=arguments,
+        schema=spec.args_schema,
+    )
+    await emit_safely(
+        request.emit,
+        "tool_call",
+        {**event, "phase": "finished", "status": result.status, "latency_ms": round(result.latency_ms, 1)},
+    )
+    return result
+
+
+def _tool_message(call: dict[str, Any], result: ToolResult, mask: Callable[[Any], Any]) -> ToolMessage:
+    if result.status == STATUS_OK:
+        content = json.dumps(mask(result.result), ensure_ascii=False, default=str)
+        return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool)
+    content = json.dumps({"error": f"{result.status}: {mask(result.error)}"}, ensure_ascii=False)
+    return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool, status="error")
+
+
+def _hit_agents(request: SpecialistRequest) -> tuple[str, ...]:
+    """The specialists whose intents the message hits, best first (what the offline model decides moves on)."""
+    agents: list[str] = []
+    for hit in request.profile.router.match(request.text):
+        if hit.intent.agent not in agents:
+            agents.append(hit.intent.agent)
+    return tuple(agents)
+
+
+def _gated(request: SpecialistRequest, offered: dict[str, ToolSpec], call: dict[str, Any]) -> bool:
+    spec = offered.get(call.get("name", ""))
+    return spec is not None and spec.needs_permission and spec.name not in request.granted
+
+
+async def _tool_step(
+    request: SpecialistRequest,
+    outcome: SpecialistOutcome,
+    offered: dict[str, ToolSpec],
+    control: dict[str, ControlTool],
+    reply: AIMessage,
+    messages: list[BaseMessage],
+) -> bool:
+    """Run one reply's tool calls; ``True`` when the run ends here (a move, or a tool waiting for permission).
+
+    MCP tools run concurrently. A needs-permission tool without a grant is not
+    run: the run stops so the user can be asked. A control call to an agent this
+    specialist may reach ends the run; one to any other agent is refused and
+    the model is told whom it may reach.
+    """
+    calls = [call for call in reply.tool_calls if call.get("name") not in control]
+    runnable = [call for call in calls if not _gated(request, offered, call)]
+    results = await asyncio.gather(*(_run_tool(request, offered, call) for call in runnable))
+    for call, result in zip(runnable, results, strict=True):
+        outcome.tool_results.append(result)
+        messages.append(_tool_message(call, result, request.mask))
+    for call in calls:
+        if _gated(request, offered, call) and outcome.permission_needed is None:
+            spec = offered[call["name"]]
+            outcome.permission_needed = spec
+            outcome.permission_args = request.mask(call.get("args") or {})
+            outcome.tool_results.append(
+                ToolResult(
+                    spec.name,
+                    spec.server,
+                    outcome.permission_args,
+                    STATUS_PERMISSION_REQUIRED,
+                    error="waiting for the user's agreement",
+                )
+            )
+    for call in reply.tool_calls:
+        tool = control.get(call.get("name", ""))
+        if tool is None:
+            continue
+        move = ControlCall(tool.name, dict(call.get("args") or {}))
+        if outcome.control is None and (tool.name == END_SUB_CONVERSATION or move.target in tool.targets):
+            outcome.control = move
+            continue
+        outcome.refused.append(move)
+        allowed = ", ".join(tool.targets) or "none"
+        messages.append(
+            ToolMessage(
+                content=json.dumps({"error": f"not allowed: {move.target or '(none)'}; you may reach: {allowed}"}),
+                tool_call_id=call.get("id") or tool.name,
+                name=tool.name,
+                status="error",
+            )
+        )
+    return outcome.control is not None or outcome.permission_needed is not None
+
+
+async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> BaseMessage:
+    """One model step; for a streaming client, the text goes out as the model writes it."""
+    if request.emit is None:
+        return await runnable.ainvoke(messages)
+    reply = None
+    async for chunk in runnable.astream(messages):
+        reply = chunk if reply is None else reply + chunk
+        text = chunk.content if isinstance(chunk.content, str) else ""
+        if text:
+            await emit_safely(request.emit, "token", {"agent": request.specialist.name, "text": text})
+    return reply if reply is not None else AIMessage(content="")
+
+
+async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
+    """Answer one turn as ``request.specialist``; bounded by its step limit, never raises."""
+    started = time.perf_counter()
+    started_at = time.time()
+    provider = provider_for(request.profile)
+    topic = (request.intent_description or "").strip().rstrip(".")
+    model = provider.chat_model(
+        context=request.model_context,
+        display_name=request.specialist.display_name,
+        topic=topic,
+        agent=request.specialist.name,
+        hit_agents=_hit_agents(request),
+        closing_words=request.profile.closing_words,
+    )
+    offered = {tool.name: tool for tool in request.tools}
+    control = {tool.name: tool for tool in request.control}
+    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
+    runnable = model.bind_tools(definitions) if definitions else model
+
+    messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
+    for role, content in request.history:
+        messages.append(HumanMessage(content) if role == "user" else AIMessage(content))
+    messages.extend(SystemMessage(note) for note in request.notes)
+    messages.append(HumanMessage(request.text))
+
+    outcome = SpecialistOutcome(answer="", llm=provider.name, model=provider.model_name, started_at=started_at)
+    try:
+        for _ in range(request.steps_allowed):
+            outcome.steps += 1
+            reply = await _ask(runnable, messages, request)
+            messages.append(reply)
+            if not reply.tool_calls:
+                outcome.answer = _text(reply)
+                break
+            if await _tool_step(request, outcome, offered, control, reply, messages):
+                outcome.answer = _text(reply)
+                if outcome.permission_needed is not None:
+                    outcome.answer = permission_question(request.profile, outcome.permission_needed)
+                break
+        else:
+            outcome.stopped = "step_limit"
+            messages.append(SystemMessage(STEP_LIMIT_NOTE))
+            final = model.bind_tools(definitions, tool_choice="none") if definitions else model
+            outcome.steps += 1
+            outcome.answer = _text(await _ask(final, messages, request))
+    except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
+        logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
+        outcome.answer = ERROR_ANSWER
+        outcome.error = f"{type(exc).__name__}: {exc}"
+    outcome.latency_ms = (time.perf_counter() - started) * 1000
+    outcome.finished_at = time.time()
+    return outcome

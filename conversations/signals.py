@@ -1,0 +1,17 @@
+"""Signals the conversation store sends when rows that may be counted already change.
+
+Sent inside the transaction that changes the rows; receivers run in it too. The analytics' daily totals
+listen (analytics/apps.py) and mark the days stale, so that no writer has to know about them.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+# A conversation changed what it is counted under (its cohort, or the kinds of move it has had).
+# Keyword argument: ``created_at``, when the conversation was created (the day it is counted on).
+conversation_recounted = Signal()
+
+# Rows of the store were deleted (a session's history cleared). Keyword argument: ``days``, the UTC dates the
+# deleted rows had been written on.
+store_rows_deleted = Signal()

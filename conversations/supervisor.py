@@ -1,0 +1,256 @@
+"""Supervisor mode: run a plan's specialists concurrently and consolidate their answers.
+
+Each specialist of a plan runs under its own time limit; one that fails or
+times out leaves a marked gap in the consolidated answer (and in
+``metadata.supervisor``), never a failed request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
+from routing.router import PlanStep
+from routing.snapshot import ProfileSpec
+
+logger = logging.getLogger(__name__)
+
+STATUS_OK = "ok"
+STATUS_TIMEOUT = "timeout"
+STATUS_ERROR = "error"
+
+CONSOLIDATION_HEADER = "[Supervisor] Consolidação de múltiplos agentes acionados."
+GAP_TEXT = "[sem resposta: {reason} — no answer: {reason}]"
+
+
+@dataclass
+class Partial:
+    """One specialist's part of a supervisor turn."""
+
+    agent: str
+    intent: str
+    status: str
+    outcome: SpecialistOutcome | None = None
+    error: str = ""
+    latency_ms: float = 0.0
+    round: int = 0
+
+    @property
+    def answer(self) -> str:
+        return self.outcome.answer if self.outcome and self.status == STATUS_OK else ""
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "agent": self.agent,
+            "intent": self.intent,
+            "status": self.status,
+            "round": self.round,
+            "latency_ms": round(self.latency_ms, 1),
+        }
+        if self.error:
+            info["error"] = self.error
+        if self.outcome:
+            info["tools"] = [result.tool for result in self.outcome.tool_results]
+            info["started_at"] = self.outcome.started_at
+            info["finished_at"] = self.outcome.finished_at
+        return info
+
+
+@dataclass
+class PlanResult:
+    """Every part of a supervisor turn, in the order they were made (review rounds included)."""
+
+    partials: list[Partial] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    def tool_results(self) -> list[Any]:
+        return [result for partial in self.partials if partial.outcome for result in partial.outcome.tool_results]
+
+    def latest(self) -> list[Partial]:
+        """Each specialist's last part, in the order they were first asked."""
+        latest: dict[str, Partial] = {}
+        for partial in self.partials:
+            latest[partial.agent] = partial
+        return list(latest.values())
+
+
+MAX_REVIEW_ROUNDS = 3
+
+Runner = Callable[[list[PlanStep], int], Awaitable[PlanResult]]
+# Told of each step of a plan the moment it finishes (streaming clients see the parts arrive one by one).
+PartialReport = Callable[[Partial], Awaitable[None]]
+CoverageCheck = Callable[[PlanResult], Awaitable[list[PlanStep]]]
+
+
+async def review_loop(result: PlanResult, *, run: Runner, uncovered: CoverageCheck, max_rounds: int) -> PlanResult:
+    """Send every uncovered part of the request on to its specialist, at most ``max_rounds`` times.
+
+    ``uncovered`` says which steps still need an answer (the plan's failed
+    steps, and what a model finds missing when one is configured); ``run``
+    asks them. Each round is recorded in ``result.rounds``.
+    """
+    for number in range(1, max_rounds + 1):
+        steps = await uncovered(result)
+        if not steps:
+            break
+        more = await run(steps, number)
+        result.partials.extend(more.partials)
+        result.rounds.append(
+            {
+                "round": number,
+                "uncovered": [step.intent for step in steps],
+                "sent_to": [step.agent for step in steps],
+                "covered": [p.agent for p in more.partials if p.status == STATUS_OK],
+            }
+        )
+    return result
+
+
+COVERAGE_PROMPT = (
+    "You review a customer-service team's work. Given the customer's request, the answers given so far and the "
+    "intents the team handles, name the intents of the request that no answer covers yet (none when all are "
+    "covered). Intents:\n{catalogue}"
+)
+
+
+class Coverage(BaseModel):
+    """Structured output of the model's coverage check."""
+
+    uncovered_intents: list[str] = Field(default_factory=list, description="Intent names not covered yet.")
+
+
+async def llm_uncovered(*, profile: ProfileSpec, question: str, result: PlanResult) -> list[PlanStep]:
+    """Steps for the intents the model finds uncovered; ``[]`` on any model failure."""
+    from agents.llm import OpenAICompatibleModel
+
+    catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in profile.intents)
+    answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
+    runnable = OpenAICompatibleModel(profile).client().with_structured_output(Coverage, method="function_calling")
+    try:
+        coverage = await runnable.ainvoke(
+            [
+                ("system", COVERAGE_PROMPT.format(catalogue=catalogue)),
+                ("human", f"Request:\n{question}\n\nAnswers:\n{answers}"),
+            ]
+        )
+    except Exception as exc:  # noqa: BLE001 — no review beats a failed request
+        logger.warning("Coverage check failed: %s", exc)
+        return []
+    by_name = {intent.name: intent for intent in profile.intents}
+    names = coverage.uncovered_intents if isinstance(coverage, Coverage) else []
+    return [
+        PlanStep(agent=by_name[name].agent, intent=name, mcp_tools=by_name[name].mcp_tools)
+        for name in dict.fromkeys(names)
+        if name in by_name
+    ]
+
+
+def failed_steps(result: PlanResult, steps: list[PlanStep]) -> list[PlanStep]:
+    """The plan's steps whose specialist has no successful answer yet."""
+    answered = {partial.agent for partial in result.latest() if partial.status == STATUS_OK}
+    return [step for step in steps if step.agent not in answered]
+
+
+async def plan_run(
+    steps: list[PlanStep],
+    build_request: Callable[[PlanStep], SpecialistRequest | None],
+    *,
+    timeout: float,
+    round_number: int = 0,
+    on_partial: PartialReport | None = None,
+) -> PlanResult:
+    """Run every step's specialist concurrently in this process, each under ``timeout`` seconds;
+    ``on_partial`` hears of each step as it finishes."""
+
+    async def one(step: PlanStep) -> Partial:
+        partial = await attempt(step)
+        partial.round = round_number
+        if on_partial is not None:
+            await on_partial(partial)
+        return partial
+
+    async def attempt(step: PlanStep) -> Partial:
+        started = time.perf_counter()
+        try:
+            request = build_request(step)
+            if request is None:
+                return Partial(step.agent, step.intent, STATUS_ERROR, error="unknown or disabled specialist")
+            outcome = await asyncio.wait_for(specialist_run(request), timeout)
+        except TimeoutError:
+            return Partial(
+                step.agent,
+                step.intent,
+                STATUS_TIMEOUT,
+                error=f"no answer within {timeout:g}s",
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        except Exception as exc:  # noqa: BLE001 — a failed specialist is a gap, not a failed request
+            logger.warning("Supervisor step %s failed: %s", step.agent, exc)
+            return Partial(
+                step.agent,
+                step.intent,
+                STATUS_ERROR,
+                error=f"{type(exc).__name__}: {exc}",
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        status = STATUS_ERROR if outcome.error else STATUS_OK
+        return Partial(
+            step.agent,
+            step.intent,
+            status,
+            outcome=outcome,
+            error=outcome.error or "",
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    return PlanResult(partials=list(await asyncio.gather(*(one(step) for step in steps))))
+
+
+SYNTHESIS_REQUEST = (
+    "Pergunta do cliente (customer's question):\n{question}\n\nRespostas parciais (partial answers):\n{parts}"
+)
+
+
+async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str) -> tuple[str, dict[str, Any]]:
+    """The consolidated answer and how it was made.
+
+    With a model configured, the profile's synthesis prompt merges the partial
+    answers (``question`` and the answers are already masked); without one, or
+    when the model fails, they are joined per specialist in plan order.
+    """
+    from agents.llm import OpenAICompatibleModel, llm_configured
+
+    if not llm_configured():
+        return consolidate_join(result), {"method": "join"}
+    parts = "\n\n".join(
+        f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.latest()
+    )
+    client = OpenAICompatibleModel(profile).client()
+    try:
+        reply = await client.ainvoke(
+            [
+                ("system", profile.synthesis_prompt),
+                ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
+            ]
+        )
+    except Exception as exc:  # noqa: BLE001 — fall back to the join, record why
+        logger.warning("Synthesis failed: %s", exc)
+        return consolidate_join(result), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}
+    text = reply.content if isinstance(reply.content, str) else str(reply.content)
+    return text, {"method": "llm"}
+
+
+def consolidate_join(result: PlanResult) -> str:
+    """The partial answers joined per specialist in plan order; a failed one is a marked gap."""
+    parts = [CONSOLIDATION_HEADER]
+    for partial in result.latest():
+        body = partial.answer or GAP_TEXT.format(reason=partial.status)
+        parts.append(f"{partial.agent}: {body}")
+    return "\n\n".join(parts)

@@ -1,0 +1,51 @@
+"""Celery tasks of the conversation engine: one supervisor-plan step on a worker.
+
+Tasks take ids and plain values, never ORM objects: the profile by its
+``agent_id``, the specialist and tools by name, the turn's masked text and
+history, and the request context the tools need. The worker rebuilds the
+specialist's request from its own compiled snapshot. The masking vault travels
+with the task (placeholders and their originals) so placeholders a model writes
+into tool arguments can be turned back into real values there; the broker
+therefore sees the personal data the tools need, never the model, and results
+expire (``CELERY_RESULT_EXPIRES``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from platform.celery import app
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _worker_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per worker process, reused task after task (model clients stay bound to it)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            _loop = asyncio.new_event_loop()
+        return _loop
+
+
+# The name predates the move from routing/ and stays: steps queued before a deploy still find their task.
+@app.task(name="routing.specialist_step", acks_late=True, reject_on_worker_lost=True)
+def specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
+    """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`conversations.fanout`)."""
+    from conversations.fanout import outcome_as_dict, partial_send, request_from_payload
+    from routing.snapshot import current
+
+    loop = _worker_loop()
+    request = request_from_payload(payload, current())
+    if request is None:
+        answer = {"status": "error", "error": "unknown or disabled specialist"}
+    else:
+        from conversations.runtime import specialist_run
+
+        outcome = loop.run_until_complete(specialist_run(request))
+        answer = {"status": "error" if outcome.error else "ok", "outcome": outcome_as_dict(outcome)}
+    partial_send(payload, answer, loop)  # a streaming request shows it at once (conversations.fanout)
+    return answer

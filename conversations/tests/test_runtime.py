@@ -1,0 +1,170 @@
+"""Specialists that really work: tool calls over MCP through the gateway, with both models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.models import McpServer, McpTool
+from common.config_version import config_version_bump
+from conversations.models import ToolCall
+
+pytestmark = pytest.mark.django_db
+
+INVOICE_CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001"}
+
+
+def send(api, text, *, agent_id="telecom_contas", context=None, session_id="s-tools"):
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": agent_id, "payload": {"text": text, "session_id": session_id, "context": context or {}}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def results_by_tool(body):
+    return {result["tool"]: result for result in body["metadata"]["mcp_results"]}
+
+
+# -- the offline model ------------------------------------------------------------------
+
+
+def test_the_invoice_question_calls_both_billing_tools_and_answers_from_their_results(api, live_mcp):
+    body = send(api, "Minha fatura veio alta. Pode consultar?", context=INVOICE_CONTEXT)
+
+    results = results_by_tool(body)
+    assert set(results) == {"consultar_fatura", "consultar_pagamentos"}
+    assert all(result["status"] == "ok" for result in results.values())
+    assert results["consultar_fatura"]["result"]["invoice_id"] == "INV001"
+    assert "R$ 289,90" in body["answer"]
+    assert "duplicidade" in body["answer"]
+    assert body["metadata"]["mcp_tools"] == ["consultar_fatura", "consultar_pagamentos"]
+    assert body["metadata"]["prompt_version"] == 1
+    assert ToolCall.objects.filter(status="ok").count() == 2
+
+
+def test_the_order_question_calls_the_retail_tools(api, live_mcp):
+    body = send(api, "Onde está meu pedido?", context={"order_id": "P100", "customer_id": "C001"})
+
+    results = results_by_tool(body)
+    assert {name: r["status"] for name, r in results.items()} == {"consultar_entrega": "ok", "consultar_pedido": "ok"}
+    assert "RL123456789BR" in body["answer"]
+
+
+def test_a_tool_whose_required_arguments_are_missing_is_not_called(api, live_mcp):
+    body = send(api, "Minha fatura veio alta", context={"invoice_id": "INV001"})
+
+    assert body["metadata"]["mcp_results"] == []
+    assert body["metadata"]["mcp_tools"] == ["consultar_fatura", "consultar_pagamentos"]
+
+
+def test_only_tools_the_specialist_is_allowed_are_offered(api, live_mcp, telecom):
+    telecom.specialists.get(name="billing_agent").allowed_tools.remove(McpTool.objects.get(name="consultar_pagamentos"))
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    assert body["metadata"]["mcp_tools"] == ["consultar_fatura"]
+    assert set(results_by_tool(body)) == {"consultar_fatura"}
+
+
+def test_a_disabled_tool_is_not_offered(api, live_mcp):
+    McpTool.objects.filter(name="consultar_fatura").update(enabled=False)
+    config_version_bump()
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    assert body["metadata"]["mcp_tools"] == ["consultar_pagamentos"]
+
+
+def test_a_server_that_is_down_is_recorded_and_the_specialist_still_answers(api, live_mcp):
+    McpServer.objects.filter(name="telecom").update(endpoint="http://127.0.0.1:9/mcp", timeout=2)
+    config_version_bump()
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    assert {r["status"] for r in body["metadata"]["mcp_results"]} == {"unavailable"}
+    assert "não consegui consultar" in body["answer"]
+    assert ToolCall.objects.filter(status="unavailable").count() == 2
+
+
+def test_a_slow_server_times_out_and_the_answer_goes_on(api, live_mcp, slow_telecom_server):
+    McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=1)
+    config_version_bump()
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    assert {r["status"] for r in body["metadata"]["mcp_results"]} == {"timeout"}
+    assert all(r["latency_ms"] < 2500 for r in body["metadata"]["mcp_results"])
+
+
+def test_a_tool_error_is_recorded_with_its_message(api, live_mcp):
+    body = send(api, "Minha fatura veio alta", context={"msisdn": "5500000000000"})
+
+    results = results_by_tool(body)
+    assert results["consultar_fatura"]["status"] == "error"
+    assert "não encontrada" in results["consultar_fatura"]["error"]
+
+
+# -- a real model over HTTP (scripted OpenAI-compatible server) ------------------------------
+
+
+def tool_messages(request):
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_a_models_tool_call_is_run_over_mcp_and_the_model_sees_the_result(api, live_mcp, scripted_llm):
+    scripted_llm.reply_tool_call("consultar_fatura", {"msisdn": "5511999999999", "invoice_id": "INV001"})
+    scripted_llm.reply("Sua fatura INV001 está em R$ 289,90 por causa do roaming.")
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    assert body["answer"] == "Sua fatura INV001 está em R$ 289,90 por causa do roaming."
+    assert results_by_tool(body)["consultar_fatura"]["status"] == "ok"
+    first, second = scripted_llm.requests
+    assert {tool["function"]["name"] for tool in first["tools"]} == {"consultar_fatura", "consultar_pagamentos"}
+    (tool_message,) = tool_messages(second)
+    assert json.loads(tool_message["content"])["invoice_id"] == "INV001"
+
+
+def test_only_the_offered_tools_are_sent_to_the_model(api, live_mcp, scripted_llm):
+    send(api, "Onde está meu pedido?", context={"order_id": "P100"})
+
+    names = {tool["function"]["name"] for tool in scripted_llm.requests[0]["tools"]}
+    assert names == {"consultar_pedido", "consultar_entrega"}
+
+
+def test_a_tool_the_model_was_not_offered_is_refused_not_called(api, live_mcp, scripted_llm):
+    scripted_llm.reply_tool_call("consultar_pedido", {"order_id": "P100"})
+    scripted_llm.reply("Ok.")
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    result = results_by_tool(body)["consultar_pedido"]
+    assert result["status"] == "not_offered"
+    assert "not_offered" in tool_messages(scripted_llm.requests[1])[0]["content"]
+
+
+def test_the_tool_loop_stops_at_the_specialists_step_limit(api, live_mcp, scripted_llm, telecom):
+    billing = telecom.specialists.get(name="billing_agent")
+    billing.step_limit = 2
+    billing.save()
+    for _ in range(2):
+        scripted_llm.reply_tool_call("consultar_pagamentos", {"msisdn": "5511999999999"})
+    scripted_llm.reply("Resumo final.")
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    assert body["answer"] == "Resumo final."
+    assert body["metadata"]["model"]["stopped"] == "step_limit"
+    assert len(scripted_llm.requests) == 3
+    assert scripted_llm.requests[-1]["tool_choice"] == "none"
+
+
+def test_the_request_context_reaches_the_model_with_the_tools(api, live_mcp, scripted_llm):
+    send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    system = scripted_llm.requests[0]["messages"][0]["content"]
+    assert "invoice_id" in system

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class TenantsConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "tenants"
+    verbose_name = "Tenants and API keys"
+
+    def ready(self) -> None:
+        from common.config_version import config_models_watch
+        from tenants.models import ApiKey, Tenant
+
+        # The API-key cache (tenants/auth.py) is tagged with the configuration version.
+        config_models_watch(Tenant, ApiKey)

@@ -1,0 +1,84 @@
+"""Bearer API keys: the tenant comes from the key, never from the request body."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from rest_framework import authentication, exceptions
+
+from common.errors import ERROR_INVALID_KEY
+from tenants.models import ApiKey, Tenant
+
+KEY_PREFIX = "ark"
+
+
+def key_hash(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+def key_generate() -> tuple[str, str]:
+    """A new raw key and its display prefix. The raw key is never stored."""
+    prefix = secrets.token_hex(4)
+    return f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}", prefix
+
+
+@dataclass(frozen=True)
+class ApiClient:
+    """The authenticated principal of an API-key request (``request.user``)."""
+
+    tenant: Tenant
+    key: ApiKey
+
+    is_authenticated = True
+    is_staff = False
+
+    @property
+    def can_debug(self) -> bool:
+        return self.key.is_debug
+
+    @property
+    def can_preview(self) -> bool:
+        return self.key.can_preview
+
+
+# Keys looked up in this process, by hash, with the configuration version they were read at.
+# Every save or delete of a key or tenant bumps that version (tenants/apps.py), so a revoked
+# key is refused on the next request, in every process; meanwhile a message costs no key query.
+_KEY_CACHE: dict[str, tuple[tuple[int, int], ApiClient | None]] = {}
+_KEY_CACHE_MAX = 10_000
+
+
+def _client_for(digest: str) -> ApiClient | None:
+    from common.config_version import config_version, local_generation
+
+    version = (config_version(), local_generation())
+    cached = _KEY_CACHE.get(digest)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    key = ApiKey.objects.select_related("tenant").filter(key_hash=digest).first()
+    client = ApiClient(tenant=key.tenant, key=key) if key and key.is_active and key.tenant.is_active else None
+    if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+        _KEY_CACHE.clear()  # bounded: a flood of wrong keys cannot grow it without limit
+    _KEY_CACHE[digest] = (version, client)
+    return client
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != self.keyword.lower() or not raw.strip():
+            raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
+        client = _client_for(key_hash(raw.strip()))
+        if client is None:
+            raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
+        return client, client.key
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword

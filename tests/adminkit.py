@@ -1,0 +1,126 @@
+"""Helpers for admin tests: URLs, re-submitting a rendered change form, conversation data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.urls import reverse
+
+from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+from handoffs.models import Handoff, HandoffKind
+
+
+def changelist_url(model: type[models.Model]) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+
+
+def add_url(model: type[models.Model]) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_add")
+
+
+def change_url(obj: models.Model) -> str:
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+
+
+def delete_url(obj: models.Model) -> str:
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_delete", args=[obj.pk])
+
+
+def _post_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return [str(item) for item in value]
+    return str(value)
+
+
+def form_data(response) -> dict[str, Any]:
+    """The POST data a browser would send back for an admin add/change page as rendered.
+
+    Covers the main form, every inline formset (management form included) and
+    leaves unticked checkboxes out, as browsers do.
+    """
+    forms = [response.context["adminform"].form]
+    for inline in response.context["inline_admin_formsets"]:
+        forms.append(inline.formset.management_form)
+        forms.extend(inline.formset.forms)
+    data: dict[str, Any] = {}
+    for form in forms:
+        for bound in form:
+            if bound.field.disabled:
+                continue
+            value = bound.value()
+            widget = getattr(bound.field.widget, "widget", bound.field.widget)  # unwrap the related-field wrapper
+            if getattr(widget, "allow_multiple_selected", False):
+                if value:
+                    data[bound.html_name] = _post_value(value)
+                continue
+            if isinstance(value, bool) or bound.widget_type == "checkbox":
+                if value:
+                    data[bound.html_name] = "on"
+                continue
+            data[bound.html_name] = _post_value(value)
+    return data
+
+
+def error_messages(response) -> list[str]:
+    """Every error message the admin form and its inline formsets show, unescaped."""
+    collected: list[str] = []
+    forms = [response.context["adminform"].form]
+    for inline in response.context["inline_admin_formsets"]:
+        collected.extend(inline.formset.non_form_errors())
+        forms.extend(inline.formset.forms)
+    for form in forms:
+        for errors in form.errors.values():
+            collected.extend(errors)
+    return collected
+
+
+def conversation_with_history(*, tenant, profile) -> Conversation:
+    """A conversation with one exchange, its route decision, a tool call and a handoff."""
+    conversation = Conversation.objects.create(
+        tenant=tenant,
+        profile=profile,
+        session_id="s-1",
+        conversation_key=f"{tenant.slug}:{profile.agent_id}:s-1",
+        user_id="u-1",
+        channel="web",
+        active_specialist="billing_agent",
+        message_count=2,
+    )
+    question = Message.objects.create(conversation=conversation, role="user", content="Minha fatura veio alta")
+    Message.objects.create(
+        conversation=conversation, role="assistant", agent="billing_agent", content="Sua fatura subiu por roaming."
+    )
+    RouteDecisionRecord.objects.create(
+        conversation=conversation,
+        message=question,
+        mode="router",
+        route="billing_agent",
+        agent="billing_agent",
+        intent="billing_invoice_explanation",
+        confidence=0.8,
+        reason="Keyword 'fatura' matched.",
+        method="keyword",
+    )
+    ToolCall.objects.create(
+        conversation=conversation,
+        message=question,
+        agent="billing_agent",
+        tool="consultar_fatura",
+        server="telecom",
+        status="ok",
+        latency_ms=12.5,
+        result={"total": 120},
+    )
+    Handoff.objects.create(
+        conversation=conversation,
+        tenant=tenant,
+        profile=profile,
+        from_agent="support_agent",
+        to_agent="billing_agent",
+        kind=HandoffKind.ROUTING,
+        reason="The user asks about the invoice.",
+    )
+    return conversation
