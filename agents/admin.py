@@ -9,12 +9,13 @@ any older one can be made active again in one click
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import flatten, unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Count, OuterRef, QuerySet, Subquery
@@ -30,9 +31,41 @@ from agents.schemas import expand_args_schema, validate_word_list
 from agents.services import mcp_tools_sync, prompt_activate, prompt_version_create
 from common.adminkit import ReadOnlyInlineMixin
 from common.config_version import config_version_bump
-from common.forms import PrettyJSONField
+from common.forms import PrettyJSONField, label_choices
 
-PRETTY_JSON = {models.JSONField: {"form_class": PrettyJSONField}}
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    from common.adminkit import FieldGroups
+
+    _ModelAdminBase = admin.ModelAdmin[Any]
+else:
+    _ModelAdminBase = object  # a mixin: the ModelAdmin comes later in the MRO
+
+PRETTY_JSON: Mapping[type[models.Field[Any, Any]], Mapping[str, Any]] = {
+    models.JSONField: {"form_class": PrettyJSONField}
+}
+
+
+# What the admins' get_queryset() annotate, read by their list columns.
+class _ProfileTotals(TypedDict):
+    specialist_total: int
+    intent_total: int
+
+
+class _SpecialistTotals(TypedDict):
+    active_prompt_version: int | None
+    tool_total: int
+    intent_total: int
+
+
+class _ServerTotals(TypedDict):
+    tool_total: int
+
+
+class _ToolTotals(TypedDict):
+    intent_total: int
+    specialist_total: int
 
 
 class SpecialistListFilter(admin.RelatedFieldListFilter):
@@ -48,6 +81,10 @@ def specialist_choices(db_field, formfield):
     if formfield is not None and db_field.related_model is Specialist:
         formfield.queryset = formfield.queryset.select_related("profile")
     return formfield
+
+
+def specialist_name(specialist: Specialist) -> str:
+    return specialist.name
 
 
 def active_version_subquery() -> Subquery:
@@ -176,17 +213,19 @@ class AgentProfileAdmin(admin.ModelAdmin):
             )
         )
 
-    def get_form(self, request: HttpRequest, obj: AgentProfile | None = None, **kwargs: Any):
-        form = super().get_form(request, obj, **kwargs)
+    def get_form(
+        self, request: HttpRequest, obj: AgentProfile | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[AgentProfile]]:
+        form = super().get_form(request, obj, change, **kwargs)
         for name, message in (
             ("fallback_specialist", ERROR_FALLBACK_OTHER_PROFILE),
             ("coordinator", ERROR_COORDINATOR_OTHER_PROFILE),
         ):
             field = form.base_fields.get(name)
-            if field is not None:
+            if isinstance(field, forms.ModelChoiceField):
                 # Only this profile's specialists; a new profile gets them once it has some.
                 field.queryset = Specialist.objects.filter(profile=obj) if obj else Specialist.objects.none()
-                field.label_from_instance = lambda specialist: specialist.name
+                label_choices(field, specialist_name)
                 field.error_messages = {**field.error_messages, "invalid_choice": message}
         return form
 
@@ -199,11 +238,11 @@ class AgentProfileAdmin(admin.ModelAdmin):
         return obj.coordinator.name if obj.coordinator else "—"
 
     @admin.display(description="specialists", ordering="specialist_total")
-    def specialist_count(self, obj: AgentProfile) -> int:
+    def specialist_count(self, obj: WithAnnotations[AgentProfile, _ProfileTotals]) -> int:
         return obj.specialist_total
 
     @admin.display(description="intents", ordering="intent_total")
-    def intent_count(self, obj: AgentProfile) -> int:
+    def intent_count(self, obj: WithAnnotations[AgentProfile, _ProfileTotals]) -> int:
         return obj.intent_total
 
 
@@ -233,11 +272,12 @@ class SpecialistPromptInline(ReadOnlyInlineMixin, admin.TabularInline):
     def _can_activate(self, request: HttpRequest) -> bool:
         return request.user.has_perm("agents.change_specialistprompt")
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [*self.fields, "make_active"] if self._can_activate(request) else list(self.fields)
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> FieldGroups:
+        fields = super().get_fields(request, obj)
+        return [*fields, "make_active"] if self._can_activate(request) else list(fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return self.get_fields(request, obj)
+        return flatten(self.get_fields(request, obj))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[SpecialistPrompt]:
         return super().get_queryset(request).select_related("created_by")
@@ -289,7 +329,7 @@ class SpecialistAdminForm(forms.ModelForm):
         if self.active_prompt is not None:
             self.fields["prompt_text"].initial = self.active_prompt.text
         targets = self.fields.get("handoff_targets")
-        if targets is not None:
+        if isinstance(targets, forms.ModelMultipleChoiceField) and targets.queryset is not None:
             # Labels name the profile; an existing specialist hands off within its own profile only.
             targets.queryset = targets.queryset.select_related("profile")
             if self.instance.pk:
@@ -307,7 +347,8 @@ class SpecialistAdminForm(forms.ModelForm):
         return text
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         profile = cleaned.get("profile")
         strangers = [t.name for t in cleaned.get("handoff_targets") or [] if profile and t.profile_id != profile.pk]
         if strangers:
@@ -379,15 +420,15 @@ class SpecialistAdmin(admin.ModelAdmin):
             self.message_user(request, f"Saved the prompt as version {prompt.version}; it is now active.")
 
     @admin.display(description="active prompt", ordering="active_prompt_version")
-    def active_version(self, obj: Specialist) -> str:
+    def active_version(self, obj: WithAnnotations[Specialist, _SpecialistTotals]) -> str:
         return f"v{obj.active_prompt_version}" if obj.active_prompt_version else "—"
 
     @admin.display(description="tools", ordering="tool_total")
-    def tool_count(self, obj: Specialist) -> int:
+    def tool_count(self, obj: WithAnnotations[Specialist, _SpecialistTotals]) -> int:
         return obj.tool_total
 
     @admin.display(description="intents", ordering="intent_total")
-    def intent_count(self, obj: Specialist) -> int:
+    def intent_count(self, obj: WithAnnotations[Specialist, _SpecialistTotals]) -> int:
         return obj.intent_total
 
 
@@ -427,12 +468,14 @@ class SpecialistPromptAdmin(admin.ModelAdmin):
         "created_by",
     ]
 
-    def get_form(self, request: HttpRequest, obj: SpecialistPrompt | None = None, **kwargs: Any):
+    def get_form(
+        self, request: HttpRequest, obj: SpecialistPrompt | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[SpecialistPrompt]]:
         if obj is None:
             kwargs["form"] = SpecialistPromptAddForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change, **kwargs)
 
-    def get_fields(self, request: HttpRequest, obj: SpecialistPrompt | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: SpecialistPrompt | None = None) -> FieldGroups:
         if obj is None:
             return ["specialist", "text", "note", "activate"]
         return list(self.readonly_fields)
@@ -442,14 +485,14 @@ class SpecialistPromptAdmin(admin.ModelAdmin):
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
-        if db_field.name == "specialist" and formfield is not None:
+        if db_field.name == "specialist" and formfield is not None and formfield.queryset is not None:
             formfield.queryset = formfield.queryset.select_related("profile")
         return formfield
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         initial = super().get_changeform_initial_data(request)
-        specialist_id = initial.get("specialist")
-        if specialist_id and "text" not in initial:
+        specialist_id = initial.get("specialist")  # a foreign key's initial value is one string
+        if isinstance(specialist_id, str) and specialist_id and "text" not in initial:
             # Start the new version from the active one: most changes are edits.
             active = SpecialistPrompt.objects.filter(specialist_id=specialist_id, is_active=True).first()
             if active is not None:
@@ -502,7 +545,9 @@ class SpecialistPromptAdmin(admin.ModelAdmin):
             return HttpResponseNotAllowed(["POST"])
         prompt = self.get_object(request, unquote(object_id))
         if prompt is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            # The redirect Django's own change view makes; a private method, so django-stubs leave it out.
+            redirect = self._get_obj_does_not_exist_redirect  # type: ignore[attr-defined]  # private Django method
+            return redirect(request, self.opts, object_id)
         if not self.has_change_permission(request, prompt):
             raise PermissionDenied
         self._activate(request, prompt)
@@ -582,7 +627,7 @@ class McpToolInline(ReadOnlyInlineMixin, admin.TabularInline):
     fields = ["name", "enabled", "needs_permission", "description"]
 
 
-class EnableDisableActions:
+class EnableDisableActions(_ModelAdminBase):
     """Bulk switches: one ``update`` plus one explicit bump (``update`` skips the invalidation signals)."""
 
     actions = ["enable_selected", "disable_selected"]
@@ -627,7 +672,7 @@ class McpServerAdmin(EnableDisableActions, admin.ModelAdmin):
             self.message_user(request, str(report), messages.SUCCESS)
 
     @admin.display(description="tools", ordering="tool_total")
-    def tool_count(self, obj: McpServer) -> int:
+    def tool_count(self, obj: WithAnnotations[McpServer, _ServerTotals]) -> int:
         return obj.tool_total
 
 
@@ -671,7 +716,7 @@ class McpToolAdmin(EnableDisableActions, admin.ModelAdmin):
         )
 
     @admin.display(description="intents", ordering="intent_total")
-    def intent_count(self, obj: McpTool) -> int:
+    def intent_count(self, obj: WithAnnotations[McpTool, _ToolTotals]) -> int:
         return obj.intent_total
 
     @admin.display(description="coordinator", ordering="coordinator__name")
@@ -679,5 +724,5 @@ class McpToolAdmin(EnableDisableActions, admin.ModelAdmin):
         return obj.coordinator.name if obj.coordinator else "—"
 
     @admin.display(description="specialists", ordering="specialist_total")
-    def specialist_count(self, obj: McpTool) -> int:
+    def specialist_count(self, obj: WithAnnotations[McpTool, _ToolTotals]) -> int:
         return obj.specialist_total

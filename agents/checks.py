@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 
 @register()
-def llm_settings_check(app_configs, **kwargs):
-    problems = []
+def llm_settings_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
+    problems: list[CheckMessage] = []
     configured = [bool(settings.OPENAI_BASE_URL), bool(settings.LLM_MODEL)]
     if any(configured) and not all(configured):
         problems.append(

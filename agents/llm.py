@@ -1,4 +1,4 @@
-"""The one module that owns model access.
+"""The one module that owns model access (beside the MCP client, :mod:`agents.mcp`: both are the agents' clients).
 
 Two providers stand behind :class:`ModelProvider`, looked up in :data:`PROVIDERS`:
 
@@ -10,8 +10,10 @@ Two providers stand behind :class:`ModelProvider`, looked up in :data:`PROVIDERS
   ``"llm": "offline"``, and ``OFFLINE_LLM_LATENCY_MS`` makes it take that long
   per call (for benchmarks).
 
-Providers never raise to the caller: a model error or timeout becomes a
-graceful :class:`ModelAnswer` with ``error`` set, or a ``None`` classification.
+Providers never raise to the caller: the specialist runtime turns a model error or
+timeout into a graceful answer. The router's classifier step is built on them in
+:mod:`routing.classifier`. A provider reads a profile's model settings only
+(:class:`ModelSettings`), so this module knows nothing of routing.
 """
 
 from __future__ import annotations
@@ -19,26 +21,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import re
 import threading
 import time
 import weakref
-from collections import Counter
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import BaseModel, Field
 
-from common.text import normalize, phrase_found
+from common.text import phrase_found
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
-from routing.router import Classification, IntentSpec
-
-if TYPE_CHECKING:
-    from routing.snapshot import ProfileSpec
 
 logger = logging.getLogger(__name__)
 
@@ -52,26 +48,32 @@ ERROR_ANSWER = (
 )
 
 
+class ModelSettings(Protocol):
+    """What a provider reads of a profile (``routing.snapshot.ProfileSpec`` has it): "" and ``None`` mean the
+    platform's ``LLM_MODEL`` and the model's own temperature."""
+
+    @property
+    def llm_model(self) -> str: ...
+
+    @property
+    def llm_temperature(self) -> float | None: ...
+
+
 class ModelProvider:
     """Contract of a model provider.
 
-    ``classify`` returns the intent it believes the message belongs to (or
-    ``None`` when it cannot say) and never raises. ``chat_model`` returns a
-    langchain-core chat model that supports ``bind_tools``; the specialist
+    ``chat_model`` returns a langchain-core chat model that supports ``bind_tools``; the specialist
     runtime (:mod:`conversations.runtime`) drives it, the same loop for every
     provider, and turns its errors into graceful answers.
     """
 
     name: ClassVar[str]
 
-    def __init__(self, profile: ProfileSpec) -> None:
+    def __init__(self, profile: ModelSettings) -> None:
         self.profile = profile
 
     @property
     def model_name(self) -> str:
-        raise NotImplementedError
-
-    async def classify(self, text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
         raise NotImplementedError
 
     def chat_model(
@@ -95,65 +97,21 @@ class ModelProvider:
 
 # --- offline -------------------------------------------------------------------
 
-# Function words ignored by the offline classifier (Portuguese, English, Spanish).
-_STOPWORD_TEXT = (
-    "a o as os um uma de do da dos das e em no na nos nas por para com que meu minha meus minhas seu sua se "
-    "eu voce me mim ja nao sim the an of to and in on for my is it i you your be el la los las y en con mi "
-    "mis su es"
-)
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
-
-def _tokens(text: str) -> list[str]:
-    return [token for token in normalize(text).split() if len(token) > 2 and token not in _STOPWORDS]
-
-
-def _cosine(left: Counter, right: Counter) -> float:
-    if not left or not right:
-        return 0.0
-    dot = sum(count * right[token] for token, count in left.items())
-    return dot / (math.sqrt(sum(c * c for c in left.values())) * math.sqrt(sum(c * c for c in right.values())))
+async def offline_pause() -> None:
+    """The offline model's latency (``OFFLINE_LLM_LATENCY_MS``, for benchmarks), for a call that is not a chat."""
+    if settings.OFFLINE_LLM_LATENCY_MS:
+        await asyncio.sleep(settings.OFFLINE_LLM_LATENCY_MS / 1000)
 
 
 class OfflineModel(ModelProvider):
     """Deterministic, network-free model.
 
-    * classification: bag-of-words cosine similarity between the message and
-      each intent's examples (one by one) and its name, description and
-      keywords (together); the intent with the closest match wins with that
-      similarity as confidence (ties: priority, then name);
     * answers: composed from the specialist, the intent and the request, in
       Portuguese and English, marked as coming from the offline model.
     """
 
     name = "offline"
-
-    async def _pause(self) -> None:
-        if settings.OFFLINE_LLM_LATENCY_MS:
-            await asyncio.sleep(settings.OFFLINE_LLM_LATENCY_MS / 1000)
-
-    async def classify(self, text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
-        await self._pause()
-        message = Counter(_tokens(text))
-        best: tuple[float, int, str] | None = None
-        for intent in intents:
-            # Nearest example, or the intent's own vocabulary, whichever is closer.
-            bags = [Counter(_tokens(example)) for example in intent.examples]
-            bags.append(
-                Counter(_tokens(" ".join([intent.name.replace("_", " "), intent.description, *intent.keywords])))
-            )
-            score = max(_cosine(message, bag) for bag in bags)
-            candidate = (score, -intent.priority, intent.name)
-            if score > 0 and (best is None or (candidate[0], candidate[1]) > (best[0], best[1])):
-                best = candidate
-        if best is None:
-            return Classification(intent="", confidence=0.0, reason="Offline classifier found no similar intent.")
-        score, _, name = best
-        return Classification(
-            intent=name,
-            confidence=round(score, 3),
-            reason=f"Offline classifier: message most similar to {name} (cosine {score:.2f}).",
-        )
 
     @property
     def model_name(self) -> str:
@@ -240,7 +198,7 @@ class OfflineChatModel(BaseChatModel):
             move = self._move(text, messages[:last_human], tools)
             if move is not None:
                 return move
-            calls = []
+            calls: list[ToolCall] = []
             for tool in tools:
                 function = tool["function"]
                 if function["name"] in CONTROL_TOOLS:
@@ -262,8 +220,8 @@ class OfflineChatModel(BaseChatModel):
             lines = []
             for result in results:
                 try:
-                    payload = json.loads(result.content)
-                except (TypeError, ValueError):
+                    payload = json.loads(result.content) if isinstance(result.content, str) else result.content
+                except ValueError:
                     payload = result.content
                 if getattr(result, "status", "success") == "error" or (
                     isinstance(payload, dict) and "error" in payload
@@ -276,7 +234,7 @@ class OfflineChatModel(BaseChatModel):
         subject = f" Assunto: {self.topic[:1].lower()}{self.topic[1:]}." if self.topic else ""
         resumed = ""
         for message in messages[:last_human]:
-            ended = _ENDED_NOTE.search(message.content) if isinstance(message, SystemMessage) else None
+            ended = _ENDED_NOTE.search(message.text) if isinstance(message, SystemMessage) else None
             if ended:
                 resumed = f" Retomando o atendimento: {ended.group(1)} concluiu ({ended.group(2)})."
         return AIMessage(
@@ -355,13 +313,13 @@ class OfflineChatModel(BaseChatModel):
             await asyncio.sleep(self.latency_ms / 1000)
         reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
         if reply.tool_calls:
-            chunks = [
+            chunks: list[ToolCallChunk] = [
                 {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": index}
                 for index, call in enumerate(reply.tool_calls)
             ]
             yield ChatGenerationChunk(message=AIMessageChunk(content=reply.content, tool_call_chunks=chunks))
             return
-        for piece in _WORDS.findall(reply.content):
+        for piece in _WORDS.findall(reply.text):
             yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
@@ -372,21 +330,6 @@ class OfflineChatModel(BaseChatModel):
 
 
 # --- OpenAI-compatible -----------------------------------------------------------
-
-
-class IntentChoice(BaseModel):
-    """Structured output of the LLM classifier."""
-
-    intent: str = Field(description="The name of the best matching intent, or an empty string when none fits.")
-    confidence: float = Field(ge=0.0, le=1.0, description="How sure you are, from 0 to 1.")
-    reason: str = Field(default="", description="One short sentence explaining the choice.")
-
-
-CLASSIFIER_PROMPT = (
-    "You route customer messages to intents. Choose the single intent that best fits the message, "
-    "using the intents' descriptions and examples. If none fits, answer an empty intent with confidence 0. "
-    "Intents:\n{catalogue}"
-)
 
 
 # Clients per event loop: an async HTTP connection belongs to the loop that opened it. Under ASGI a worker
@@ -433,7 +376,7 @@ class OpenAICompatibleModel(ModelProvider):
 
     name = "openai"
 
-    def __init__(self, profile: ProfileSpec, *, for_routing: bool = False) -> None:
+    def __init__(self, profile: ModelSettings, *, for_routing: bool = False) -> None:
         super().__init__(profile)
         self.for_routing = for_routing
 
@@ -453,24 +396,6 @@ class OpenAICompatibleModel(ModelProvider):
             settings.LLM_TIMEOUT_SECONDS,
             settings.LLM_MAX_RETRIES,
         )
-
-    async def classify(self, text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
-        catalogue = "\n".join(
-            f"- {intent.name}: {intent.description}"
-            + (f" Examples: {'; '.join(intent.examples)}" if intent.examples else "")
-            for intent in intents
-        )
-        runnable = self.client().with_structured_output(IntentChoice, method="function_calling")
-        try:
-            choice = await runnable.ainvoke(
-                [("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)]
-            )
-        except Exception as exc:  # noqa: BLE001 — any client failure means "no decision"
-            logger.warning("LLM classifier failed: %s", exc)
-            return Classification(intent="", confidence=0.0, reason=f"Classifier error: {type(exc).__name__}")
-        if not isinstance(choice, IntentChoice):
-            return None
-        return Classification(intent=choice.intent, confidence=choice.confidence, reason=choice.reason)
 
     @property
     def model_name(self) -> str:
@@ -511,12 +436,12 @@ def router_llm_separate() -> bool:
     return bool(settings.ROUTER_LLM_BASE_URL and settings.ROUTER_LLM_MODEL)
 
 
-def provider_for(profile: ProfileSpec) -> ModelProvider:
+def provider_for(profile: ModelSettings) -> ModelProvider:
     """The provider that answers for ``profile``: the endpoint when configured, else offline."""
     return PROVIDERS[OpenAICompatibleModel.name if llm_configured() else OfflineModel.name](profile)
 
 
-def judge_asker(profile: ProfileSpec):
+def judge_asker(profile: ModelSettings) -> Callable[[str], Awaitable[str]] | None:
     """``ask(prompt) -> str`` for the LLM judge, or ``None`` when no model endpoint is configured."""
     if not llm_configured():
         return None
@@ -527,14 +452,3 @@ def judge_asker(profile: ProfileSpec):
         return reply.content if isinstance(reply.content, str) else str(reply.content)
 
     return ask
-
-
-def intent_classifier(profile: ProfileSpec):
-    """The classifier step of the router for ``profile``.
-
-    A routing endpoint of its own (``ROUTER_LLM_*``: often a small, fast model)
-    wins; otherwise the answering endpoint; otherwise the offline classifier.
-    """
-    if router_llm_separate() or llm_configured():
-        return OpenAICompatibleModel(profile, for_routing=True).classify
-    return OfflineModel(profile).classify

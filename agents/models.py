@@ -208,7 +208,7 @@ class AgentProfile(models.Model):
 
     def clean(self) -> None:
         errors = {}
-        if self.fallback_specialist_id and self.pk and self.fallback_specialist.profile_id != self.pk:
+        if self.pk and self.fallback_specialist is not None and self.fallback_specialist.profile_id != self.pk:
             errors["fallback_specialist"] = "The fallback specialist must belong to this profile."
         # Compared only when both are in range (clean() runs after a field's own error too).
         if (
@@ -220,7 +220,7 @@ class AgentProfile(models.Model):
                 f"Must not exceed the window ({self.loop_window}): a path cannot repeat more often than the "
                 "handoffs the check looks at."
             )
-        if self.coordinator_id and self.pk and self.coordinator.profile_id != self.pk:
+        if self.pk and self.coordinator is not None and self.coordinator.profile_id != self.pk:
             errors["coordinator"] = "The coordinator must belong to this profile."
         if errors:
             raise ValidationError(errors)

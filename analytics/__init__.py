@@ -1,0 +1,5 @@
+"""Reads everything, written by nobody else, imported by nobody: the dashboard and the analytics API. Layer 8 (top
+app).
+
+The layers and their rules: docs/architecture.md.
+"""

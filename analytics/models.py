@@ -57,6 +57,9 @@ class DailyTotal(models.Model):
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
     n = models.PositiveBigIntegerField()
 
+    # Every daily table's manager, declared here so that code handling any of them (analytics.rollups.Fact) sees it.
+    objects = models.Manager()
+
     class Meta:
         abstract = True
 

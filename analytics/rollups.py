@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, FloatField, Func, IntegerField, Model, Q, QuerySet, Sum, Value
+from django.db.models import Count, F, FloatField, Func, IntegerField, Q, QuerySet, Sum, Value
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast, Floor, Greatest, Ln, TruncDate
 
 from analytics.models import (
@@ -27,6 +28,7 @@ from analytics.models import (
     DailyMessages,
     DailyRouteMethods,
     DailyToolCalls,
+    DailyTotal,
     RollupDay,
 )
 from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
@@ -58,7 +60,7 @@ class Fact:
     """
 
     name: str
-    rollup: type[Model]
+    rollup: type[DailyTotal]
     source: Callable[[], QuerySet]
     tenant: str
     profile: str
@@ -69,10 +71,10 @@ class Fact:
     def rows(self) -> QuerySet:
         """Source rows with ``day`` and every computed dimension annotated; no ordering."""
         rows = self.source().order_by()
-        computed = {"day": _utc_day(self.time)}
+        computed: dict[str, Combinable] = {"day": _utc_day(self.time)}
         computed.update({name: expr for name, expr in self.dimensions.items() if expr is not None})
-        scope = {name: F(path) for name, path in (("tenant_id", self.tenant), ("profile_id", self.profile))}
-        computed.update({name: expr for name, expr in scope.items() if expr.name != name})
+        scope = (("tenant_id", self.tenant), ("profile_id", self.profile))
+        computed.update({name: F(path) for name, path in scope if path != name})
         return rows.annotate(**computed)
 
 

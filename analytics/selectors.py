@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import Count, QuerySet
 from django.db.models.functions import Trunc
@@ -65,7 +65,14 @@ def _handoffs(*, start: dt.datetime, end: dt.datetime, tenant_id: int | None, pr
     return rows.order_by()  # no model ordering: it would join the GROUP BY
 
 
-def _scope(tenant_id: int | None, profile_id: int | None) -> dict[str, int | None]:
+class _Scope(TypedDict):
+    """The scope keywords of :func:`analytics.rollups.fact_rows`."""
+
+    tenant_id: int | None
+    profile_id: int | None
+
+
+def _scope(tenant_id: int | None, profile_id: int | None) -> _Scope:
     return {"tenant_id": tenant_id, "profile_id": profile_id}
 
 
@@ -380,6 +387,22 @@ def tool_call_stats(
 # -- rollout cohorts ------------------------------------------------------------------------------------------
 
 
+class _CohortFigures(TypedDict):
+    """One cohort of :func:`cohort_comparison`."""
+
+    cohort: str
+    messages: int
+    answers: int
+    conversations: int
+    handoffs: int
+    conversations_with_handoffs: int
+    handoff_rate_percentage: float
+    avg_judge_score: float | None
+    avg_latency_ms: float | None
+    p50_latency_ms: float | None
+    p95_latency_ms: float | None
+
+
 def cohort_comparison(
     *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
 ) -> dict[str, Any]:
@@ -396,7 +419,7 @@ def cohort_comparison(
     """
     window = window_open(start, end)
     scope = _scope(tenant_id, profile_id)
-    result = {
+    result: dict[str, _CohortFigures] = {
         cohort: {
             "cohort": cohort,
             "messages": 0,

@@ -1,15 +1,22 @@
+"""The analytics' routes, mounted at the root: the dashboard page and the analytics API.
+
+``platform/urls.py`` includes this module by name: nobody imports the analytics.
+"""
+
 from django.urls import path
 
 from analytics import apis
+from analytics.views import DashboardView
 
 urlpatterns = [
-    path("handoffs", apis.HandoffsApi.as_view(), name="analytics-handoffs"),
-    path("handoffs/timeline", apis.HandoffTimelineApi.as_view(), name="analytics-handoffs-timeline"),
-    path("handoffs/recent", apis.RecentHandoffsApi.as_view(), name="analytics-handoffs-recent"),
-    path("loop-stops", apis.LoopStopsApi.as_view(), name="analytics-loop-stops"),
-    path("delegations", apis.DelegationsApi.as_view(), name="analytics-delegations"),
-    path("agents", apis.AgentsApi.as_view(), name="analytics-agents"),
-    path("routing-methods", apis.RoutingMethodsApi.as_view(), name="analytics-routing-methods"),
-    path("tools", apis.ToolsApi.as_view(), name="analytics-tools"),
-    path("cohorts", apis.CohortsApi.as_view(), name="analytics-cohorts"),
+    path("analytics/", DashboardView.as_view(), name="analytics-dashboard"),
+    path("api/analytics/handoffs", apis.HandoffsApi.as_view(), name="analytics-handoffs"),
+    path("api/analytics/handoffs/timeline", apis.HandoffTimelineApi.as_view(), name="analytics-handoffs-timeline"),
+    path("api/analytics/handoffs/recent", apis.RecentHandoffsApi.as_view(), name="analytics-handoffs-recent"),
+    path("api/analytics/loop-stops", apis.LoopStopsApi.as_view(), name="analytics-loop-stops"),
+    path("api/analytics/delegations", apis.DelegationsApi.as_view(), name="analytics-delegations"),
+    path("api/analytics/agents", apis.AgentsApi.as_view(), name="analytics-agents"),
+    path("api/analytics/routing-methods", apis.RoutingMethodsApi.as_view(), name="analytics-routing-methods"),
+    path("api/analytics/tools", apis.ToolsApi.as_view(), name="analytics-tools"),
+    path("api/analytics/cohorts", apis.CohortsApi.as_view(), name="analytics-cohorts"),
 ]

@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python bench/analytics_bench.py [--count 1000000] [--runs 5] [--reuse]
 
 Starts a throwaway PostgreSQL and scratch VAR_DIR (``scripts/services.py``), migrates, fills the bench
-tenants with ``manage.py generate_handoffs --count N`` (realistic conversations of the demo profiles over
+tenants with ``bench/generate_handoffs.py --count N`` (realistic conversations of the demo profiles over
 90 days, ending now), runs ``VACUUM (ANALYZE)``, then serves the project as in production
 (``python -m platform.serve``, ``DJANGO_DEBUG=false``, one worker: the requests are sequential).
 
@@ -82,10 +82,8 @@ def _django(env: dict[str, str]) -> None:
     django.setup()
 
 
-def _generate(args: argparse.Namespace) -> float | None:
+def _generate(args: argparse.Namespace, env: dict[str, str]) -> float | None:
     """Generate the data unless ``--reuse`` finds it; returns the seconds it took (None when reused)."""
-    from django.core.management import call_command
-
     from handoffs.models import Handoff
 
     stored = Handoff.objects.filter(tenant__slug__startswith="bench_tenant_").count()
@@ -93,19 +91,10 @@ def _generate(args: argparse.Namespace) -> float | None:
         print(f"reusing the {stored:,} bench handoffs already stored")
         return None
     started = time.perf_counter()
-    call_command(
-        "generate_handoffs",
-        "--clear",
-        "--count",
-        str(args.count),
-        "--tenants",
-        str(args.tenants),
-        "--days",
-        "90",
-        "--seed",
-        str(args.seed),
-        stdout=sys.stdout,
-    )
+    command = [sys.executable, str(ROOT / "bench" / "generate_handoffs.py"), "--clear", "--count", str(args.count)]
+    command += ["--tenants", str(args.tenants), "--days", "90", "--seed", str(args.seed)]
+    sys.stdout.flush()
+    subprocess.run(command, cwd=ROOT, env=env, check=True)
     return time.perf_counter() - started
 
 
@@ -246,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         from django.core.management import call_command
 
         call_command("migrate", "--noinput", verbosity=0)
-        generation = _generate(args)
+        generation = _generate(args, env)
         vacuum = _vacuum_analyze()
         sizes = _sizes()
         first, last, tenant_share = _span()
@@ -257,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nAnalytics API at {args.count:,} handoffs ({args.tenants} bench tenants, 90 days), PostgreSQL")
         if generation is not None:
             minutes, seconds = divmod(generation, 60)
-            print(f"generate_handoffs --count {args.count}: {int(minutes)} min {seconds:.0f} s")
+            print(f"bench/generate_handoffs.py --count {args.count}: {int(minutes)} min {seconds:.0f} s")
         print(f"VACUUM (ANALYZE): {vacuum:.0f} s")
         print(
             f"handoffs from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC; {tenant_share:.0%} of them {TENANT}'s"

@@ -1,7 +1,9 @@
-"""The chat API: gateway, routing debug, health, agents, sessions.
+"""The chat API: gateway, chat and multi-agent preview (as JSON or Server-Sent Events), routing debug, health,
+agents, sessions.
 
-Views stay thin: validate, resolve the tenant from the key, call the graph, a
-selector or a service. Errors are mapped to JSON in one place (:mod:`common.errors`).
+Views stay thin: the front door (:mod:`chat.intake`) reads the message and finds its tenant, profile and route;
+the engine runs the turn; selectors and services do the rest. Errors are mapped to JSON in one place
+(:mod:`common.errors`). Which route follows the ``multi_agent`` rollout flag: see :class:`chat.intake.Route`.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import asyncio
 import contextvars
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from adrf.views import APIView as AsyncAPIView
@@ -21,76 +24,30 @@ from django.db import connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import permissions, serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.errors import (
-    ERROR_CONVERSATION_NOT_FOUND,
-    ERROR_DEBUG_FORBIDDEN,
-    ERROR_PREVIEW_FORBIDDEN,
-    ERROR_RESPONSE,
-    ERROR_TEXT_TOO_LONG,
-    ERROR_UNKNOWN_AGENT,
-    DomainError,
-    NotFound,
-)
-from conversations.graph import TurnInput, new_session_id, run_turn
+from agents.llm import llm_configured
+from chat.intake import MessageInputSerializer, Route, message_intake, principal_is_staff
+from chat.permissions import IsDebugClient, IsPreviewClient
+from common.errors import ERROR_CONVERSATION_NOT_FOUND, ERROR_RESPONSE, NotFound
+from conversations.graph import TurnInput, run_turn, turn_detach
 from conversations.models import Conversation
-from conversations.selectors import conversation_get_for_tenant, conversation_messages
+from conversations.selectors import (
+    conversation_get,
+    conversation_get_for_tenant,
+    conversation_messages,
+    conversation_route_state,
+)
 from conversations.services import session_clear, session_end
 from handoffs.selectors import handoff_list_for_conversation
 from routing import snapshot
 from routing.decide import route_decide
-from routing.rollout import flag_evaluate
 from tenants import schema as _schema  # noqa: F401  (registers the bearer scheme)
 from tenants.auth import ApiClient
-from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
-
-ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant_id to act for."
-
-
-class IsDebugClient(permissions.BasePermission):
-    """A key created with ``--debug``, or a staff user's session."""
-
-    message = ERROR_DEBUG_FORBIDDEN
-
-    def has_permission(self, request, view) -> bool:
-        user = request.user
-        if isinstance(user, ApiClient):
-            return user.can_debug
-        return bool(user and user.is_authenticated and user.is_staff)
-
-
-class StrictCharField(serializers.CharField):
-    """A string field that refuses numbers and booleans instead of converting them."""
-
-    default_error_messages = {"not_a_string": "Must be a string."}
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("not_a_string")
-        return super().to_internal_value(data)
-
-
-class PayloadSerializer(serializers.Serializer):
-    text = StrictCharField(max_length=None, trim_whitespace=True)
-    session_id = StrictCharField(max_length=200, required=False, allow_blank=False)
-    user_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-    channel_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-    context = serializers.DictField(required=False, default=dict)
-
-
-class MessageInputSerializer(serializers.Serializer):
-    channel = StrictCharField(max_length=64, required=False, default="api")
-    agent_id = serializers.SlugField(max_length=64)
-    tenant_id = serializers.SlugField(
-        max_length=64,
-        required=False,
-        help_text="Ignored for API keys (the key names the tenant); required for staff sessions.",
-    )
-    payload = PayloadSerializer()
 
 
 GATEWAY_EXAMPLE = OpenApiExample(
@@ -119,92 +76,29 @@ ANSWER_RESPONSE = inline_serializer(
 )
 
 
-def _tenant_for(request, data: dict[str, Any]) -> Tenant:
-    user = request.user
-    if isinstance(user, ApiClient):
-        return user.tenant
-    slug = data.get("tenant_id")
-    if not slug:
-        raise DomainError(ERROR_TENANT_REQUIRED, fields={"tenant_id": [ERROR_TENANT_REQUIRED]})
-    tenant = Tenant.objects.filter(slug=slug, is_active=True).first()
-    if tenant is None:
-        raise DomainError(f"Unknown tenant_id {slug!r}.", fields={"tenant_id": [f"Unknown tenant_id {slug!r}."]})
-    return tenant
+# -- a message in, its answer out ---------------------------------------------------------------------------
 
 
-def _validated_message(request) -> tuple[dict[str, Any], snapshot.ProfileSpec]:
-    """Validate a gateway-shaped body; raises before anything is stored."""
-    serializer = MessageInputSerializer(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    data = serializer.validated_data
-    data["snapshot"] = current = snapshot.current()
-    profile = current.profiles.get(data["agent_id"])
-    if profile is None:
-        message = ERROR_UNKNOWN_AGENT.format(agent_id=data["agent_id"])
-        raise DomainError(message, fields={"agent_id": [message]})
-    limit = profile.guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS)
-    if len(data["payload"]["text"]) > limit:
-        message = ERROR_TEXT_TOO_LONG.format(limit=limit)
-        raise DomainError(message, fields={"payload.text": [message]})
-    return data, profile
+class MessageApi(AsyncAPIView):
+    """A message through the graph its :attr:`route` gives (the subclasses differ only in that and the schema)."""
 
+    route: ClassVar[Route] = Route.PROFILE
 
-def _turn_input(request, data: dict[str, Any], profile: snapshot.ProfileSpec) -> TurnInput:
-    tenant = _tenant_for(request, data)
-    payload = data["payload"]
-    return TurnInput(
-        tenant_pk=tenant.pk,
-        tenant_slug=tenant.slug,
-        profile=profile,
-        text=payload["text"],
-        session_id=payload.get("session_id") or new_session_id(),
-        user_id=payload.get("user_id", ""),
-        channel=data.get("channel") or "api",
-        context=payload.get("context") or {},
-        snapshot=data.get("snapshot"),
-    )
+    async def intake(self, request: Request) -> TurnInput:
+        return await sync_to_async(message_intake)(principal=request.user, data=request.data, route=self.route)
 
-
-class GatewayMessageApi(AsyncAPIView):
-    @extend_schema(
-        summary="Send one user message through the routing graph",
-        request=MessageInputSerializer,
-        responses={200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE},
-        examples=[GATEWAY_EXAMPLE],
-    )
-    async def post(self, request):
-        data, profile = await sync_to_async(_validated_message)(request)
-        turn_input = await sync_to_async(_turn_input)(request, data, profile)
-        result = await run_turn(turn_input)
+    async def answer(self, request: Request) -> Response:
+        result = await run_turn(await self.intake(request))
         return Response(result.as_dict())
 
+    async def stream(self, request: Request) -> StreamingHttpResponse:
+        """The turn's events as Server-Sent Events while it happens, then ``done`` with the JSON answer.
 
-# Turns of clients that went away keep running to the end (and persist); references keep them alive.
-_RUNNING_TURNS: set[asyncio.Task] = set()
-
-
-def _sse(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
-
-
-class GatewayMessageStreamApi(AsyncAPIView):
-    """``POST /api/gateway/message/stream``: the same turn, as Server-Sent Events while it happens."""
-
-    @extend_schema(
-        summary="Send one user message and receive the turn's events as Server-Sent Events",
-        description=(
-            "Same body as POST /api/gateway/message. Answers `text/event-stream`: `route`, `agent`, `handoff`, "
-            "`tool_call`, `token`, `discard`, `partial` events as they happen (see common/events.py), then "
-            "`done` with exactly the JSON the non-streaming route answers. Bad input is refused before the "
-            "stream starts, with the usual JSON error. A client that disconnects does not stop the turn."
-        ),
-        request=MessageInputSerializer,
-        responses={200: OpenApiResponse(description="text/event-stream"), 400: ERROR_RESPONSE, 401: ERROR_RESPONSE},
-        examples=[GATEWAY_EXAMPLE],
-    )
-    async def post(self, request):
-        data, profile = await sync_to_async(_validated_message)(request)
-        turn_input = await sync_to_async(_turn_input)(request, data, profile)
+        Bad input is refused before the stream starts. The turn runs in a context of its own: the request's
+        thread-sensitive executor ends with the request (a client that disconnects), and the turn must still
+        reach the database to finish and persist.
+        """
+        turn_input = await self.intake(request)
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
 
         async def emit(event: str, payload: dict[str, Any]) -> None:
@@ -220,13 +114,9 @@ class GatewayMessageStreamApi(AsyncAPIView):
             finally:
                 queue.put_nowait(None)
 
-        # A context of its own: the request's thread-sensitive executor ends with the request (a client that
-        # disconnects), and the turn must still reach the database to finish and persist.
-        task = asyncio.create_task(turn(), context=contextvars.Context())
-        _RUNNING_TURNS.add(task)
-        task.add_done_callback(_RUNNING_TURNS.discard)
+        turn_detach(turn(), context=contextvars.Context())
 
-        async def events():
+        async def events() -> AsyncIterator[bytes]:
             while (item := await queue.get()) is not None:
                 yield _sse(*item)
 
@@ -236,86 +126,128 @@ class GatewayMessageStreamApi(AsyncAPIView):
         return response
 
 
-MULTI_AGENT_FLAG = "multi_agent"
-COHORT_MULTI_AGENT = "multi_agent"
-COHORT_SINGLE_AGENT = "single_agent"
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
 
 
-class IsPreviewClient(permissions.BasePermission):
-    """A key allowed to preview the multi-agent graph, or a staff user's session."""
+JSON_RESPONSES = {200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE}
+SSE_RESPONSES = {200: OpenApiResponse(description="text/event-stream"), 400: ERROR_RESPONSE, 401: ERROR_RESPONSE}
+PREVIEW_JSON_RESPONSES = {**JSON_RESPONSES, 403: ERROR_RESPONSE}
+PREVIEW_SSE_RESPONSES = {**SSE_RESPONSES, 403: ERROR_RESPONSE}
+SSE_DESCRIPTION = (
+    "Answers `text/event-stream`: `route`, `agent`, `handoff`, `tool_call`, `token`, `discard`, `partial` events as "
+    "they happen (see common/events.py), then `done` with exactly the JSON the non-streaming route answers. Bad "
+    "input is refused before the stream starts, with the usual JSON error. A client that disconnects does not "
+    "stop the turn."
+)
+FLAG_DESCRIPTION = (
+    "Users in the `multi_agent` rollout flag's cohort go through the multi-agent graph (the profile's mode: "
+    "supervisor plans, handoffs, delegation); everyone else through the single-agent path (the profile's fallback "
+    "specialist answers everything). `metadata.flags.multi_agent` says the result and why (kill_switch, "
+    "user_override, tenant_override, bucket, no_stickiness_value), with the bucket."
+)
+PROFILE_DESCRIPTION = (
+    "The profile's configured routing mode, whatever the `multi_agent` rollout flag says; "
+    "`metadata.flags.multi_agent` tells what the flag would have given (`flag_result`)."
+)
+PREVIEW_DESCRIPTION = (
+    "For keys allowed to preview (`can_preview`) and staff sessions: always the multi-agent graph, bypassing the "
+    "rollout flag; `metadata.flags.multi_agent.flag_result` tells what the flag would have given."
+)
 
-    message = ERROR_PREVIEW_FORBIDDEN
 
-    def has_permission(self, request, view) -> bool:
-        user = request.user
-        if isinstance(user, ApiClient):
-            return user.can_preview
-        return bool(user and user.is_authenticated and user.is_staff)
+class GatewayMessageApi(MessageApi):
+    """``POST /api/gateway/message``: the profile's own mode."""
 
-
-def _flag_routed(turn_input: TurnInput, current: snapshot.Snapshot, *, preview: bool) -> TurnInput:
-    """Seed 003's feature flag: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the
-    single-agent path; a preview always gets the multi-agent graph (and says what the flag would have done).
-
-    The flag comes from the compiled snapshot: no query beyond the version check every message makes.
-    """
-    evaluation = flag_evaluate(
-        current.flags.get(MULTI_AGENT_FLAG),
-        key=MULTI_AGENT_FLAG,
-        user_id=turn_input.user_id,
-        session_id=turn_input.session_id,
-        tenant=turn_input.tenant_slug,
-    ).as_dict()
-    if preview:
-        forced = {**evaluation, "enabled": True, "reason": "preview", "flag_result": evaluation["enabled"]}
-        return replace(turn_input, flags={MULTI_AGENT_FLAG: forced})
-    enabled = evaluation["enabled"]
-    return replace(
-        turn_input,
-        single_agent=not enabled,
-        flags={MULTI_AGENT_FLAG: evaluation},
-        cohort=COHORT_MULTI_AGENT if enabled else COHORT_SINGLE_AGENT,
+    @extend_schema(
+        summary="Send one user message through the routing graph, in the profile's mode",
+        description=PROFILE_DESCRIPTION,
+        request=MessageInputSerializer,
+        responses=JSON_RESPONSES,
+        examples=[GATEWAY_EXAMPLE],
     )
+    async def post(self, request: Request) -> Response:
+        return await self.answer(request)
 
 
-class ChatMessageApi(AsyncAPIView):
-    """``POST /api/chat/message``: the flag decides; :class:`MultiAgentChatMessageApi` forces the preview."""
+class GatewayMessageStreamApi(MessageApi):
+    """``POST /api/gateway/message/stream``: the gateway's turn, as Server-Sent Events while it happens."""
 
-    preview = False
+    @extend_schema(
+        summary="Send one user message in the profile's mode and receive the turn's events as Server-Sent Events",
+        description=f"Same body as POST /api/gateway/message. {PROFILE_DESCRIPTION} {SSE_DESCRIPTION}",
+        request=MessageInputSerializer,
+        responses=SSE_RESPONSES,
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request: Request) -> StreamingHttpResponse:
+        return await self.stream(request)
+
+
+class ChatMessageApi(MessageApi):
+    """``POST /api/chat/message``: the ``multi_agent`` flag decides per user."""
+
+    route = Route.ROLLOUT
 
     @extend_schema(
         summary="One user message, on the path the multi_agent rollout flag gives this user",
-        description=(
-            "Same body and answer as POST /api/gateway/message. Users in the `multi_agent` flag's cohort go "
-            "through the multi-agent graph (the profile's mode: supervisor plans, handoffs, delegation); everyone "
-            "else through the single-agent path (the profile's fallback specialist answers everything). "
-            "`metadata.flags.multi_agent` says the result and why (kill_switch, user_override, tenant_override, "
-            "bucket, no_stickiness_value), with the bucket."
-        ),
+        description=f"Same body and answer as POST /api/gateway/message. {FLAG_DESCRIPTION}",
         request=MessageInputSerializer,
-        responses={200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE},
+        responses=JSON_RESPONSES,
         examples=[GATEWAY_EXAMPLE],
     )
-    async def post(self, request):
-        data, profile = await sync_to_async(_validated_message)(request)
-        turn_input = await sync_to_async(_turn_input)(request, data, profile)
-        result = await run_turn(_flag_routed(turn_input, data["snapshot"], preview=self.preview))
-        return Response(result.as_dict())
+    async def post(self, request: Request) -> Response:
+        return await self.answer(request)
 
 
-class MultiAgentChatMessageApi(ChatMessageApi):
+class ChatMessageStreamApi(MessageApi):
+    """``POST /api/chat/message/stream``: the chat route's turn, as Server-Sent Events."""
+
+    route = Route.ROLLOUT
+
+    @extend_schema(
+        summary="One user message on the rollout flag's path, as Server-Sent Events",
+        description=f"Same body as POST /api/chat/message. {FLAG_DESCRIPTION} {SSE_DESCRIPTION}",
+        request=MessageInputSerializer,
+        responses=SSE_RESPONSES,
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request: Request) -> StreamingHttpResponse:
+        return await self.stream(request)
+
+
+class MultiAgentChatMessageApi(MessageApi):
+    """``POST /api/chat/multi-agent/message``: the multi-agent graph, whatever the flag says (preview)."""
+
+    route = Route.PREVIEW
     permission_classes = [IsPreviewClient]
-    preview = True
 
     @extend_schema(
         summary="One user message, always through the multi-agent graph (preview)",
-        description="For keys allowed to preview (`can_preview`) and staff sessions; bypasses the rollout flag.",
+        description=PREVIEW_DESCRIPTION,
         request=MessageInputSerializer,
-        responses={200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE, 403: ERROR_RESPONSE},
+        responses=PREVIEW_JSON_RESPONSES,
         examples=[GATEWAY_EXAMPLE],
     )
-    async def post(self, request):
-        return await super().post(request)
+    async def post(self, request: Request) -> Response:
+        return await self.answer(request)
+
+
+class MultiAgentChatMessageStreamApi(MessageApi):
+    """``POST /api/chat/multi-agent/message/stream``: the preview, as Server-Sent Events."""
+
+    route = Route.PREVIEW
+    permission_classes = [IsPreviewClient]
+
+    @extend_schema(
+        summary="One user message through the multi-agent graph (preview), as Server-Sent Events",
+        description=f"{PREVIEW_DESCRIPTION} {SSE_DESCRIPTION}",
+        request=MessageInputSerializer,
+        responses=PREVIEW_SSE_RESPONSES,
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request: Request) -> StreamingHttpResponse:
+        return await self.stream(request)
 
 
 class DebugRouteApi(AsyncAPIView):
@@ -327,17 +259,14 @@ class DebugRouteApi(AsyncAPIView):
         responses={200: OpenApiResponse(description="The decision with its mode"), 400: ERROR_RESPONSE},
         examples=[GATEWAY_EXAMPLE],
     )
-    async def post(self, request):
-        data, profile = await sync_to_async(_validated_message)(request)
-        turn_input = await sync_to_async(_turn_input)(request, data, profile)
-        conversation = await Conversation.objects.filter(conversation_key=turn_input.conversation_key).values(
-            "state", "active_specialist"
-        ).afirst() or {"state": "", "active_specialist": ""}
+    async def post(self, request: Request) -> Response:
+        turn_input = await sync_to_async(message_intake)(principal=request.user, data=request.data, route=Route.PROFILE)
+        state, active_agent = await sync_to_async(conversation_route_state)(
+            conversation_key=turn_input.conversation_key
+        )
+        profile = turn_input.profile
         decision = await route_decide(
-            profile=profile,
-            text=turn_input.text,
-            state=conversation["state"] or None,
-            active_agent=conversation["active_specialist"],
+            profile=profile, text=turn_input.text, state=state or None, active_agent=active_agent
         )
         return Response(
             {
@@ -382,8 +311,6 @@ class HealthApi(AsyncAPIView):
         current = await sync_to_async(snapshot.current)()
         servers = [server for server in current.servers.values() if server.enabled]
         reachable = await asyncio.gather(*(_reachable(server.endpoint) for server in servers))
-        from agents.llm import llm_configured
-
         return Response(
             {
                 "status": "ok" if database == "ok" else "degraded",
@@ -461,8 +388,8 @@ def _conversation_for(request, conversation_key: str) -> Conversation:
     user = request.user
     if isinstance(user, ApiClient):
         conversation = conversation_get_for_tenant(tenant=user.tenant, conversation_key=conversation_key)
-    elif user.is_staff:
-        conversation = Conversation.objects.filter(conversation_key=conversation_key).first()
+    elif principal_is_staff(user):
+        conversation = conversation_get(conversation_key=conversation_key)
     else:
         conversation = None
     if conversation is None:

@@ -1,7 +1,7 @@
 """The chat page at ``/chat/``: staff talk to a profile's agents for a tenant, over the WebSocket chat.
 
-The page carries the pickers and an empty transcript; ``chat/static/chat/chat.js`` opens
-``/ws/chat/<agent_id>/<session_id>/?tenant=<slug>`` with the staff session's cookie and draws the turn's
+The page carries the pickers (profile, tenant, route) and an empty transcript; ``chat/static/chat/chat.js`` opens
+``/ws/chat/<agent_id>/<session_id>/?tenant=<slug>&route=<route>`` with the staff session's cookie and draws the turn's
 events (:mod:`common.events`) as they arrive: which agent answers, moves between agents, tool calls, the
 answer's tokens, then the final answer of ``done``.
 """
@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from routing import snapshot
-from tenants.models import Tenant
+from tenants.selectors import tenant_choices
 
 
 @staff_member_required
@@ -26,6 +26,6 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         "title": "Chat",
         "is_nav_sidebar_enabled": False,
         "profiles": [(profile.agent_id, profile.name) for profile in profiles],
-        "tenants": list(Tenant.objects.filter(is_active=True).order_by("slug").values_list("slug", "name")),
+        "tenants": tenant_choices(),
     }
     return render(request, "chat/chat.html", context)

@@ -9,14 +9,19 @@ Authentication (the tenant always comes from the key, or from ``?tenant=`` for s
 
 Refusals are sent after the handshake, so that every client (browsers too) sees why: the socket is
 accepted, gets one ``{"type": "error", "error": {...}}`` event and is closed with 4401 (no or invalid
-key, a session that is not staff, an unknown tenant) or 4404 (unknown ``agent_id``).
+key, a session that is not staff, an unknown tenant), 4403 (``?route=multi_agent`` without the right to
+preview), 4400 (an unknown ``?route=``) or 4404 (unknown ``agent_id``).
 
-A frame in is ``{"text", "user_id"?, "context"?}``, validated with the rules of ``POST
-/api/gateway/message``; a bad frame gets an ``error`` event and the socket stays open. Out, as they
-happen: every event of :mod:`common.events` as ``{"type": <event>, ...data}``, then ``{"type": "done",
-"answer", "agent", "conversation_key", "metadata"}``. One turn runs at a time per socket: frames that
-arrive meanwhile wait their turn. A client that disconnects does not stop the running turn: it finishes
-and persists (frames still waiting are dropped).
+Which graph answers: the ``multi_agent`` rollout flag's verdict for the user (``?route=rollout``, the default),
+the profile's own mode (``?route=profile``), or the multi-agent preview (``?route=multi_agent``: keys allowed to
+preview and staff), as on the HTTP routes (:class:`chat.intake.Route`).
+
+A frame in is ``{"text", "user_id"?, "context"?}``, read by the front door (:mod:`chat.intake`) as a
+gateway body whose agent and session come from the URL; a bad frame gets an ``error`` event and the socket
+stays open. Out, as they happen: every event of :mod:`common.events` as ``{"type": <event>, ...data}``,
+then ``{"type": "done", "answer", "agent", "conversation_key", "metadata"}``. One turn runs at a time per
+socket: frames that arrive meanwhile wait their turn. A client that disconnects does not stop the running
+turn: it finishes and persists (frames still waiting are dropped).
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -33,15 +38,27 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from rest_framework.exceptions import ValidationError
 
-from common.errors import ERROR_INVALID_KEY, ERROR_UNKNOWN_AGENT, DomainError, _flatten, error_body
-from conversations.graph import TurnInput, run_turn
-from routing import snapshot
-from tenants.auth import _client_for, key_hash
+from chat.intake import (
+    MessageIn,
+    PreviewForbidden,
+    Route,
+    message_read,
+    profile_get,
+    route_check,
+    route_parse,
+    tenant_resolve,
+    turn_input_build,
+)
+from common.errors import ERROR_INVALID_KEY, DomainError, error_body, error_fields
+from conversations.graph import TurnInput, run_turn, turn_detach
+from tenants.auth import api_client_for_key
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
+CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_FORBIDDEN = 4403
 CLOSE_UNKNOWN_AGENT = 4404
 SUBPROTOCOL_PREFIX = "bearer."
 
@@ -49,29 +66,19 @@ ERROR_WS_NOT_AUTHENTICATED = (
     "Missing or invalid API key; send ?key=<key>, 'Authorization: Bearer <key>' or the subprotocol "
     "'bearer.<key>', or log in as staff and name the tenant with ?tenant=<slug>."
 )
-ERROR_WS_TENANT_REQUIRED = "Staff sessions must name the tenant to act for with ?tenant=<slug>."
 ERROR_WS_MALFORMED_JSON = "The frame is not valid JSON."
 ERROR_WS_NOT_AN_OBJECT = 'A frame must be a JSON object: {"text": "...", "user_id"?, "context"?}.'
 ERROR_WS_BINARY = "Send text frames of JSON, not binary frames."
 
-# Turns of sockets that went away keep running to the end (and persist); references keep them alive.
-_RUNNING_TURNS: set[asyncio.Task] = set()
 
-
-async def turns_finished() -> None:
-    """Wait for every turn this process is running for a socket (tests, shutdown)."""
-    while _RUNNING_TURNS:
-        await asyncio.gather(*list(_RUNNING_TURNS), return_exceptions=True)
-
-
-def _header(scope: dict[str, Any], name: bytes) -> str:
+def _header(scope: Mapping[str, Any], name: bytes) -> str:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return value.decode("latin-1")
     return ""
 
 
-def _raw_key(scope: dict[str, Any], query: dict[str, list[str]]) -> str | None:
+def _raw_key(scope: Mapping[str, Any], query: dict[str, list[str]]) -> str | None:
     """The raw API key the client offered, wherever it put it; None when it offered none."""
     if query.get("key"):
         return query["key"][0].strip()
@@ -85,7 +92,7 @@ def _raw_key(scope: dict[str, Any], query: dict[str, list[str]]) -> str | None:
     return None
 
 
-def _chosen_subprotocol(scope: dict[str, Any]) -> str | None:
+def _chosen_subprotocol(scope: Mapping[str, Any]) -> str | None:
     """The subprotocol to answer: the first one offered that is not the key, else the key's (a browser
     fails a handshake whose answer names none of the offered ones)."""
     offered = scope.get("subprotocols") or []
@@ -93,40 +100,57 @@ def _chosen_subprotocol(scope: dict[str, Any]) -> str | None:
     return (others or offered or [None])[0]
 
 
-def _tenant_for(scope: dict[str, Any]) -> tuple[Tenant | None, str]:
-    """The tenant this socket acts for, or None and why."""
+class Refused(Exception):
+    """The socket is refused: the error event's code, message and fields, and the close code."""
+
+    def __init__(self, code: str, message: str, close_code: int, fields: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.close_code, self.fields = code, message, close_code, fields
+
+
+def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route]:
+    """The tenant and route this socket acts for, through the front door; raises :class:`Refused`."""
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     raw = _raw_key(scope, query)
     if raw is not None:
-        client = _client_for(key_hash(raw)) if raw else None
-        return (client.tenant, "") if client else (None, ERROR_INVALID_KEY)
-    user = scope.get("user")
-    if user is None or not user.is_authenticated or not user.is_staff:
-        return None, ERROR_WS_NOT_AUTHENTICATED
-    slug = (query.get("tenant") or [""])[0]
-    if not slug:
-        return None, ERROR_WS_TENANT_REQUIRED
-    tenant = Tenant.objects.filter(slug=slug, is_active=True).first()
-    return (tenant, "") if tenant else (None, f"Unknown tenant {slug!r}.")
+        principal: Any = api_client_for_key(raw) if raw else None
+        if principal is None:
+            raise Refused("not_authenticated", ERROR_INVALID_KEY, CLOSE_UNAUTHORIZED)
+    else:
+        principal = scope.get("user")
+    try:
+        route = route_parse((query.get("route") or [""])[0], default=Route.ROLLOUT)
+    except DomainError as exc:
+        raise Refused(exc.code, exc.message, CLOSE_BAD_REQUEST, exc.fields) from None
+    try:
+        tenant = tenant_resolve(principal=principal, tenant_slug=(query.get("tenant") or [""])[0], field_name="tenant")
+    except DomainError as exc:
+        message = exc.message if exc.fields else ERROR_WS_NOT_AUTHENTICATED
+        raise Refused("not_authenticated", message, CLOSE_UNAUTHORIZED, exc.fields) from None
+    try:
+        route_check(principal=principal, route=route)
+    except PreviewForbidden as exc:
+        raise Refused(exc.code, exc.message, CLOSE_FORBIDDEN, exc.fields) from None
+    try:
+        profile_get(agent_id)
+    except DomainError as exc:
+        raise Refused("not_found", exc.message, CLOSE_UNKNOWN_AGENT, exc.fields) from None
+    return tenant, route
 
 
-def _profile_for(agent_id: str) -> snapshot.ProfileSpec | None:
-    return snapshot.current().profiles.get(agent_id)
-
-
-def _validated_frame(agent_id: str, session_id: str, frame: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    """The frame checked as the HTTP API checks a gateway body (the URL gives agent and session)."""
-    from chat.apis import _validated_message
-
+def _frame_turn(*, tenant: Tenant, route: Route, agent_id: str, session_id: str, frame: dict[str, Any]) -> TurnInput:
+    """A frame read by the front door as a gateway body whose agent and session come from the URL."""
     payload = {key: frame[key] for key in ("text", "user_id", "context") if key in frame}
-    body = {"channel": "websocket", "agent_id": agent_id, "payload": {**payload, "session_id": session_id}}
-    return _validated_message(SimpleNamespace(data=body))
+    message: MessageIn = message_read(
+        {"channel": "websocket", "agent_id": agent_id, "payload": {**payload, "session_id": session_id}}
+    )
+    return turn_input_build(tenant=tenant, message=message, route=route)
 
 
 def _error_event(exc: Exception) -> dict[str, Any]:
     """The HTTP API's error body for the same mistake, with the frame's own field names."""
     if isinstance(exc, ValidationError):
-        fields = _flatten(exc.detail)
+        fields = error_fields(exc.detail)
         code = "validation_error"
     elif isinstance(exc, DomainError):
         fields, code = exc.fields, exc.code
@@ -141,7 +165,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     # A socket needs no channel of its own: its turn's events come from the turn it runs, and a plan's parts
     # from the workers through the plan's own channel (conversations.fanout). Without one, the consumer does not
     # wait on the layer (channels_redis allows one receiving event loop per layer instance).
-    channel_layer_alias = None
+    channel_layer_alias = None  # type: ignore[assignment]  # None: no layer (Channels allows it; the stubs say str)
 
     async def connect(self) -> None:
         kwargs = self.scope["url_route"]["kwargs"]
@@ -151,21 +175,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.worker: asyncio.Task | None = None
         await self.accept(subprotocol=_chosen_subprotocol(self.scope))
-        tenant, why = await database_sync_to_async(_tenant_for)(self.scope)
-        if tenant is None:
-            await self._refuse("not_authenticated", why, CLOSE_UNAUTHORIZED)
+        try:
+            self.tenant, self.route = await database_sync_to_async(_admitted)(self.scope, self.agent_id)
+        except Refused as refused:
+            await self._refuse(refused)
             return
-        if await database_sync_to_async(_profile_for)(self.agent_id) is None:
-            message = ERROR_UNKNOWN_AGENT.format(agent_id=self.agent_id)
-            await self._refuse("not_found", message, CLOSE_UNKNOWN_AGENT, {"agent_id": [message]})
-            return
-        self.tenant = tenant
         self.worker = asyncio.create_task(self._work())
 
-    async def _refuse(self, code: str, message: str, close_code: int, fields=None) -> None:
+    async def _refuse(self, refused: Refused) -> None:
         self.gone = True
-        await self.send_json({"type": "error", **error_body(code, message, fields)})
-        await self.close(code=close_code)
+        await self.send_json({"type": "error", **error_body(refused.code, refused.message, refused.fields)})
+        await self.close(code=refused.close_code)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
         if self.worker is None:
@@ -200,7 +220,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         while not self.gone:
             frame = await self.frames.get()
             try:
-                data, profile = await database_sync_to_async(_validated_frame)(self.agent_id, self.session_id, frame)
+                turn_input = await database_sync_to_async(_frame_turn)(
+                    tenant=self.tenant,
+                    route=self.route,
+                    agent_id=self.agent_id,
+                    session_id=self.session_id,
+                    frame=frame,
+                )
             except (ValidationError, DomainError) as exc:
                 await self._send(_error_event(exc))
                 continue
@@ -208,23 +234,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 logger.exception("WebSocket frame not validated")
                 await self._send_error("server_error", "The frame could not be read.")
                 continue
-            turn_input = TurnInput(
-                tenant_pk=self.tenant.pk,
-                tenant_slug=self.tenant.slug,
-                profile=profile,
-                text=data["payload"]["text"],
-                session_id=self.session_id,
-                user_id=data["payload"].get("user_id", ""),
-                channel="websocket",
-                context=data["payload"].get("context") or {},
-                snapshot=data.get("snapshot"),
-            )
             # The turn is its own task, kept referenced and shielded: a disconnect cancels this worker,
             # never the turn, which finishes and persists whatever happens to the socket.
-            task = asyncio.create_task(self._turn(turn_input))
-            _RUNNING_TURNS.add(task)
-            task.add_done_callback(_RUNNING_TURNS.discard)
-            await asyncio.shield(task)
+            await asyncio.shield(turn_detach(self._turn(turn_input)))
 
     async def _turn(self, turn_input: TurnInput) -> None:
         async def emit(event: str, data: dict[str, Any]) -> None:

@@ -7,9 +7,13 @@
 Same Bearer API key as the rest of the API; the tenant comes from the key. The conversation is the one of the
 ``X-Session-Id`` header if sent, else of the request's ``user`` field; with neither, every request starts a new
 session. Earlier messages in ``messages`` are ignored: the platform keeps the conversation's history itself.
+The message goes through the same front door as the chat routes (:mod:`chat.intake`): the ``multi_agent``
+rollout flag decides its graph, unless the ``X-Agent-Route`` header names another route (``profile``, or
+``multi_agent`` for keys allowed to preview).
 
 Every answer carries the extension field ``x_agent_routing`` (on the final chunk when streaming): which agent
-answered, the route, intent and routing method, the conversation key and the turn's handoffs. Streamed text is
+answered, the route, intent and routing method, the rollout cohort and flags, the conversation key and the
+turn's handoffs. Streamed text is
 the model's text as it is written; when the graph changed it afterwards (a specialist that handed the turn on,
 output guardrails, judges), ``x_agent_routing.revised_answer`` holds the answer the platform stored.
 
@@ -30,14 +34,23 @@ from typing import Any
 
 from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from common.errors import ERROR_INVALID_KEY, ERROR_MALFORMED_JSON, ERROR_NOT_AUTHENTICATED
-from conversations.graph import TurnInput, TurnResult, new_session_id, run_turn
+from chat.intake import (
+    MessageIn,
+    PreviewForbidden,
+    Route,
+    TextTooLong,
+    UnknownProfile,
+    route_check,
+    route_parse,
+    turn_input_build,
+)
+from common.errors import ERROR_INVALID_KEY, ERROR_MALFORMED_JSON, ERROR_NOT_AUTHENTICATED, DomainError
+from conversations.graph import TurnInput, TurnResult, new_session_id, run_turn, turn_detach
 from routing import snapshot
 from tenants.auth import ApiClient
 
@@ -45,11 +58,10 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "openai"
 SESSION_HEADER = "X-Session-Id"
+ROUTE_HEADER = "X-Agent-Route"
 SESSION_MAX_CHARS = 200
 # Unix time this process started: the "created" of every model (profiles carry no creation time).
 _STARTED = int(time.time())
-# Streaming turns whose client went away keep running to the end (and persist); references keep them alive.
-_RUNNING_TURNS: set[asyncio.Task] = set()
 
 
 class OpenAIError(Exception):
@@ -205,31 +217,33 @@ def _completion_request(request) -> tuple[TurnInput, bool, bool]:
     if not isinstance(options, dict):
         raise _invalid("stream_options", "'stream_options' must be an object.")
     text = _last_user_text(body.get("messages"))
-    current = snapshot.current()
-    profile = current.profiles.get(model)
-    if profile is None:
-        raise OpenAIError(f"The model {model!r} does not exist.", status=404, param="model", code="model_not_found")
-    limit = profile.guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS)
-    if len(text) > limit:
-        raise _invalid(
-            "messages", f"The last user message is longer than {limit} characters.", code="context_length_exceeded"
-        )
     session_id, user_id = _session_for(request, body)
     client = request.user
     if not isinstance(client, ApiClient):
         # A staff session has no tenant; this face of the API is for API keys.
         raise OpenAIError(ERROR_INVALID_KEY, status=401, code="invalid_api_key", type_="authentication_error")
-    turn_input = TurnInput(
-        tenant_pk=client.tenant.pk,
-        tenant_slug=client.tenant.slug,
-        profile=profile,
-        text=text,
-        session_id=session_id,
-        user_id=user_id,
-        channel=CHANNEL,
-        snapshot=current,
-    )
+    message = MessageIn(agent_id=model, text=text, session_id=session_id, user_id=user_id, channel=CHANNEL)
+    try:
+        route = route_parse(request.headers.get(ROUTE_HEADER), default=Route.ROLLOUT, field_name=ROUTE_HEADER)
+        route_check(principal=client, route=route)
+        turn_input = turn_input_build(tenant=client.tenant, message=message, route=route)
+    except DomainError as exc:
+        raise _openai_error(exc, model=model) from None
     return turn_input, stream, bool(options.get("include_usage"))
+
+
+def _openai_error(exc: DomainError, *, model: str) -> OpenAIError:
+    """The front door's refusal in OpenAI's words: its parameter names and codes."""
+    if isinstance(exc, UnknownProfile):
+        return OpenAIError(f"The model {model!r} does not exist.", status=404, param="model", code="model_not_found")
+    if isinstance(exc, TextTooLong):
+        message = f"The last user message is longer than {exc.limit} characters."
+        return _invalid("messages", message, code="context_length_exceeded")
+    if isinstance(exc, PreviewForbidden):
+        return OpenAIError(
+            exc.message, status=403, param=ROUTE_HEADER, code="permission_denied", type_="permission_error"
+        )
+    return _invalid(next(iter(exc.fields), "body"), exc.message)
 
 
 def _tokens(text: str) -> int:
@@ -256,6 +270,8 @@ def routing_extension(result: TurnResult) -> dict[str, Any]:
         "intent": metadata.get("intent", ""),
         "method": decision.get("method", ""),
         "mode": metadata.get("mode", ""),
+        "cohort": metadata.get("cohort", ""),
+        "flags": metadata.get("flags", {}),
         "conversation_key": result.conversation_key,
         "handoffs": [
             {key: move.get(key) for key in ("from_agent", "to_agent", "kind", "status", "reason") if key in move}
@@ -275,7 +291,9 @@ class ChatCompletionsApi(OpenAIView):
             "`model` is the profile's agent_id. Only the last user message is sent: the platform keeps the "
             "conversation's history, identified by the `X-Session-Id` header or the `user` field (neither: a new "
             "session). `stream: true` answers Server-Sent Events of `chat.completion.chunk`. The extension field "
-            "`x_agent_routing` (agent, route, intent, method, mode, conversation_key, handoffs) says who answered."
+            "`x_agent_routing` (agent, route, intent, method, mode, cohort, flags, conversation_key, handoffs) says "
+            "who answered. The `multi_agent` rollout flag decides the graph unless the `X-Agent-Route` header names "
+            "`profile` or `multi_agent` (keys allowed to preview)."
         ),
         request=None,
         responses={200: OpenApiResponse(description="chat.completion or a stream of chat.completion.chunk")},
@@ -346,9 +364,7 @@ async def _stream(turn_input: TurnInput, include_usage: bool) -> AsyncIterator[b
         }
         return _sse(body)
 
-    task = asyncio.create_task(turn())
-    _RUNNING_TURNS.add(task)
-    task.add_done_callback(_RUNNING_TURNS.discard)
+    task = turn_detach(turn())
     yield chunk({"role": "assistant", "content": ""})
     sent: list[str] = []
     while (item := await queue.get()) is not None:

@@ -8,7 +8,13 @@ urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
     path("gateway/message/stream", apis.GatewayMessageStreamApi.as_view(), name="gateway-message-stream"),
     path("chat/message", apis.ChatMessageApi.as_view(), name="chat-message"),
+    path("chat/message/stream", apis.ChatMessageStreamApi.as_view(), name="chat-message-stream"),
     path("chat/multi-agent/message", apis.MultiAgentChatMessageApi.as_view(), name="chat-multi-agent-message"),
+    path(
+        "chat/multi-agent/message/stream",
+        apis.MultiAgentChatMessageStreamApi.as_view(),
+        name="chat-multi-agent-message-stream",
+    ),
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
     path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
     path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),

@@ -7,12 +7,24 @@ listed on a parent's page, which are edited — if at all — on their own page.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from django.contrib.admin.utils import flatten
 from django.http import HttpRequest
 
+if TYPE_CHECKING:
+    from django.contrib.admin.options import BaseModelAdmin, InlineModelAdmin, _FieldGroups
 
-class ReadOnlyAdminMixin:
+    FieldGroups: TypeAlias = _FieldGroups  # what an admin's get_fields() returns: names, or tuples of names
+
+    _AdminBase = BaseModelAdmin[Any]
+    _InlineBase = InlineModelAdmin[Any, Any]
+else:
+    # At run time the mixins stay plain classes: the admin class they are mixed into comes later in the MRO.
+    _AdminBase = _InlineBase = object
+
+
+class ReadOnlyAdminMixin(_AdminBase):
     """Viewable but never written through the admin: for a ``ModelAdmin`` or an inline.
 
     Nobody — superusers included — may add, change or delete; view permission
@@ -29,7 +41,7 @@ class ReadOnlyAdminMixin:
         return False
 
 
-class ListingInlineMixin:
+class ListingInlineMixin(_InlineBase):
     """Related rows listed on the parent's page, each a link to the row's own page.
 
     No blank rows, no delete boxes, nothing added here, and every field named in
@@ -46,7 +58,7 @@ class ListingInlineMixin:
         return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return list(self.fields or [])
+        return flatten(self.fields or [])
 
 
 class ReadOnlyInlineMixin(ReadOnlyAdminMixin, ListingInlineMixin):

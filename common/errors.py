@@ -29,7 +29,7 @@ ERROR_CONVERSATION_NOT_FOUND = "No conversation with this key."
 class DomainError(Exception):
     """An error the API reports as a 4xx with a stable code."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST  # subclasses set other 4xx codes
     code = "invalid"
 
     def __init__(self, message: str, *, fields: dict[str, list[str]] | None = None) -> None:
@@ -43,19 +43,20 @@ class NotFound(DomainError):
     code = "not_found"
 
 
-def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+def error_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested validation detail as ``{dotted field name: [messages]}`` (``payload.text``)."""
     if isinstance(detail, dict):
         out: dict[str, list[str]] = {}
         for key, value in detail.items():
             name = f"{prefix}.{key}" if prefix and key != "non_field_errors" else (prefix or str(key))
-            out.update(_flatten(value, name))
+            out.update(error_fields(value, name))
         return out
     if isinstance(detail, list):
         if all(not isinstance(item, (dict, list)) for item in detail):
             return {prefix or "non_field_errors": [str(item) for item in detail]}
         out = {}
         for index, item in enumerate(detail):
-            out.update(_flatten(item, f"{prefix}.{index}" if prefix else str(index)))
+            out.update(error_fields(item, f"{prefix}.{index}" if prefix else str(index)))
         return out
     return {prefix or "non_field_errors": [str(detail)]}
 
@@ -89,12 +90,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ParseError):
         return Response(error_body("malformed_json", ERROR_MALFORMED_JSON, {"body": [str(exc.detail)]}), status=400)
     if isinstance(exc, exceptions.NotAuthenticated):
-        exc.detail = ERROR_NOT_AUTHENTICATED
+        exc.detail = exceptions.ErrorDetail(ERROR_NOT_AUTHENTICATED, code=exc.default_code)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        fields = _flatten(exc.detail)
+        fields = error_fields(exc.detail)
         first = next(iter(fields), "body")
         response.data = error_body("validation_error", f"Invalid input: {first}.", fields)
     else:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django import forms
+from django.db import models
+
+_M = TypeVar("_M", bound=models.Model)
 
 
 class PrettyJSONField(forms.JSONField):
@@ -35,3 +39,13 @@ class LinesField(forms.Field):
         if isinstance(value, (list, tuple)):
             return [str(item) for item in value]
         return [line.strip() for line in str(value or "").splitlines() if line.strip()]
+
+
+def label_choices(field: forms.ModelChoiceField[_M], label: Callable[[_M], str]) -> None:
+    """Label this one field's choices with ``label(obj)`` instead of ``str(obj)``.
+
+    Django's docs subclass the field for this; setting the method on the instance does it for a field that
+    the admin or the form already made.
+    """
+    # mypy types the attribute as the unbound method (with self), so the callable looks incompatible.
+    field.label_from_instance = label  # type: ignore[method-assign, assignment]  # shadows the method on purpose

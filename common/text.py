@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -29,7 +30,7 @@ def normalize(text: str) -> str:
     return _NON_WORD.sub(" ", fold(text)).strip()
 
 
-def phrase_found(text: str, phrases) -> str | None:
+def phrase_found(text: str, phrases: Iterable[str]) -> str | None:
     """The first of ``phrases`` that occurs in ``text`` on word boundaries (case and accents ignored)."""
     haystack = f" {normalize(text)} "
     for phrase in phrases:

@@ -23,17 +23,17 @@ import contextlib
 import logging
 import time
 import weakref
-from dataclasses import asdict
 from functools import lru_cache
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
-from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers
 from django.conf import settings
 
-from agents.mcp import ToolResult
 from conversations.guardrails import MaskVault
-from conversations.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
+from conversations.runtime import SpecialistRequest
+from conversations.steps import PARTIAL_MESSAGE_TYPE, outcome_from_dict, payload_from_request
 from conversations.supervisor import (
     STATUS_ERROR,
     STATUS_OK,
@@ -44,10 +44,8 @@ from conversations.supervisor import (
     plan_run,
 )
 from routing.router import PlanStep
-from routing.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
-PARTIAL_MESSAGE_TYPE = "plan.partial"
 
 # The request's side of the layer, one instance per event loop: channels_redis lets one loop at a time
 # receive on an instance (a process-wide one breaks as soon as a second loop receives: async_to_sync,
@@ -164,27 +162,15 @@ async def _listen(layer: Any, channel: str, expected: int, partial_of, report) -
             logger.warning("Ignoring a malformed plan.partial message on %s", channel, exc_info=True)
 
 
-def partial_send(payload: dict[str, Any], answer: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
-    """On a worker: send the step's answer to the request's channel, if it asked (see :class:`CeleryExecutor`)."""
-    channel = payload.get("reply_channel")
-    layer = get_channel_layer() if channel else None
-    if layer is None:
-        return
-    message = {"type": PARTIAL_MESSAGE_TYPE, "index": payload.get("reply_index", 0), "answer": answer}
-    try:
-        loop.run_until_complete(layer.send(channel, message))
-    except Exception as exc:  # noqa: BLE001 — the result still goes to the backend; the request reports it then
-        logger.warning("Could not send a plan step's answer to %s: %s", channel, exc)
-
-
 def _send(payloads: list[dict[str, Any] | None], timeout: float) -> list[Any]:
     from conversations.tasks import specialist_step
 
     return [
+        # The limits keep fractions of a second: Celery's timers take float seconds (celery-types says int).
         specialist_step.apply_async(
-            args=[payload],
-            soft_time_limit=timeout,
-            time_limit=timeout + HARD_LIMIT_SLACK_SECONDS,
+            args=(payload,),
+            soft_time_limit=timeout,  # type: ignore[arg-type]  # Celery takes float seconds
+            time_limit=timeout + HARD_LIMIT_SLACK_SECONDS,  # type: ignore[arg-type]  # Celery takes float seconds
             expires=timeout,
         )
         if payload is not None
@@ -219,7 +205,8 @@ def _collect(results: list[Any], deadline: float) -> list[dict[str, Any]]:
         for result in results
     ]
     keys = {
-        backend.get_key_for_task(result.id).decode(): index
+        # A key-value backend's method (Redis here, returning bytes); app.backend is typed as the base Backend.
+        backend.get_key_for_task(result.id).decode(): index  # type: ignore[attr-defined]  # Redis backend only
         for index, result in enumerate(results)
         if result is not None
     }
@@ -256,11 +243,13 @@ def _collect(results: list[Any], deadline: float) -> list[dict[str, Any]]:
                     take(message["data"], keys[message["channel"].decode()])
         finally:
             pubsub.close()
-    for index, result in enumerate(results):
-        if answers[index] is None:
+    collected: list[dict[str, Any]] = []
+    for answer, result in zip(answers, results, strict=True):
+        if answer is None:
             result.revoke()  # still queued or running past its deadline: nobody waits for it any more
-            answers[index] = {"status": STATUS_TIMEOUT}
-    return answers  # type: ignore[return-value]
+            answer = {"status": STATUS_TIMEOUT}
+        collected.append(answer)
+    return collected
 
 
 def _partial(step: PlanStep, answer: dict[str, Any], timeout: float) -> Partial:
@@ -286,66 +275,3 @@ def executor_for() -> PlanExecutor:
     if choice == "auto":
         choice = CeleryExecutor.name if settings.REDIS_URL else InProcessExecutor.name
     return EXECUTORS[choice]()
-
-
-# --- plain data across the broker ------------------------------------------------------------
-
-
-def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[str, Any]:
-    return {
-        "agent_id": request.profile.agent_id,
-        "specialist": request.specialist.name,
-        "intent": request.intent,
-        "intent_description": request.intent_description,
-        "text": request.text,
-        "history": [list(item) for item in request.history],
-        "context": request.context,
-        "model_context": request.model_context,
-        "tools": [tool.name for tool in request.tools],
-        "granted": sorted(request.granted),
-        "notes": list(request.notes),
-        "vault": vault.entries(),
-    }
-
-
-def request_from_payload(payload: dict[str, Any], current: Snapshot) -> SpecialistRequest | None:
-    """The specialist's request rebuilt on a worker from its own snapshot; ``None`` if it no longer exists."""
-    profile = current.profiles.get(payload["agent_id"])
-    specialist = profile.specialists.get(payload["specialist"]) if profile else None
-    if profile is None or specialist is None:
-        return None
-    vault = MaskVault.from_entries(payload.get("vault", []))
-    tools = tools_for_turn(
-        profile=profile, specialist=specialist, intent_tools=payload.get("tools", []), all_tools=current.tools
-    )
-    return SpecialistRequest(
-        profile=profile,
-        specialist=specialist,
-        text=payload["text"],
-        intent=payload.get("intent", ""),
-        intent_description=payload.get("intent_description", ""),
-        history=tuple(tuple(item) for item in payload.get("history", [])),
-        context=payload.get("context", {}),
-        model_context=payload.get("model_context", {}),
-        tools=tools,
-        servers=current.servers,
-        unmask=vault.unmask,
-        mask=vault.mask_value,
-        granted=frozenset(payload.get("granted", [])),
-        notes=tuple(payload.get("notes", [])),
-    )
-
-
-# A plan's part makes no moves; a tool waiting for permission shows in its tool results.
-_LOCAL_ONLY = ("control", "refused", "permission_needed", "permission_args")
-
-
-def outcome_as_dict(outcome: SpecialistOutcome) -> dict[str, Any]:
-    data = {key: value for key, value in asdict(outcome).items() if key not in _LOCAL_ONLY}
-    data["tool_results"] = [result.as_dict() for result in outcome.tool_results]
-    return data
-
-
-def outcome_from_dict(data: dict[str, Any]) -> SpecialistOutcome:
-    results = [ToolResult(**result) for result in data.get("tool_results", [])]
-    return SpecialistOutcome(**{**data, "tool_results": results})

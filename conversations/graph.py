@@ -19,17 +19,19 @@ back (``end_specialist_sub_conversation``) — each move checked by loop safety
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import datetime as dt
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F, Q
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
@@ -38,13 +40,14 @@ from conversations import ordering
 from conversations.fanout import executor_for
 from conversations.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
 from conversations.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
-from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+from conversations.models import Conversation, Message, MessageRole
 from conversations.permissions import (
     GRANTED,
     permission_context,
     permission_note,
     permission_reply,
 )
+from conversations.records import CountedAs, LiveState, PartRecord, TurnRecord, conversation_turn_record
 from conversations.runtime import (
     STATUS_PERMISSION_REQUIRED,
     SpecialistOutcome,
@@ -52,9 +55,7 @@ from conversations.runtime import (
     specialist_run,
     tools_for_turn,
 )
-from conversations.signals import conversation_recounted
 from conversations.supervisor import (
-    GAP_TEXT,
     MAX_REVIEW_ROUNDS,
     Partial,
     PlanResult,
@@ -65,7 +66,7 @@ from conversations.supervisor import (
 )
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
-from handoffs.services import Move, moves_kinds, moves_record
+from handoffs.services import Move
 from handoffs.tools import (
     END_SUB_CONVERSATION,
     REQUEST_HANDOFF,
@@ -75,9 +76,11 @@ from handoffs.tools import (
     ControlTool,
 )
 from routing import snapshot as snapshots
-from routing.decide import delegation_active, route_decide
-from routing.router import SUPERVISOR_ROUTE, PlanStep, RouteDecision
+from routing.decide import COORDINATION_INTENT, delegation_active, route_decide
+from routing.router import SUPERVISOR_ROUTE, IntentSpec, PlanStep, RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
+
+T = TypeVar("T")
 
 BLOCKED_ANSWER = (
     "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
@@ -139,7 +142,7 @@ class Turn:
     judges: dict[str, Any] = field(default_factory=dict)
     review: dict[str, Any] = field(default_factory=dict)
     trace: list[dict[str, Any]] = field(default_factory=list)
-    conversation_pk: int | None = None
+    conversation_pk: int = 0  # set when the turn takes its ticket
     ticket: int = 0
     # The conversation's live state as loaded, changed by the turn, written back by persist.
     sub_conversation: dict[str, Any] | None = None
@@ -291,7 +294,7 @@ async def routing_decision(turn: Turn) -> None:
         await emit_safely(turn.input.emit, "handoff", turn.all_moves()[0].as_dict())
     if turn.decision.method == "coordinator" and turn.pending_result:
         # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message.
-        note = _result_note(turn.pending_result)
+        note = result_note(turn.pending_result)
         turn.notes.append(note)
         turn.stored_notes.append((turn.agent, note))
         turn.pending_result = None
@@ -327,7 +330,7 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
     )
 
 
-def _result_note(result: dict[str, Any]) -> str:
+def result_note(result: dict[str, Any]) -> str:
     """The system note that gives a finished sub-conversation's result to the coordinator."""
     return (
         f"[SYSTEM_NOTE: the sub-conversation with {result.get('specialist', '')} ended. "
@@ -343,7 +346,7 @@ def _specialist_request(
     current: Snapshot,
     agent: str,
     intent_name: str,
-    intent_tools,
+    intent_tools: Iterable[str],
     *,
     notes: tuple[str, ...] = (),
     control: tuple[ControlTool, ...] = (),
@@ -420,6 +423,24 @@ def _findings(turn: Turn) -> list[str]:
     return [f"{result.tool}: {result_summary(result.result)}" for result in turn.tool_results() if result.ok]
 
 
+@dataclass
+class _Link:
+    """Where the chain of specialists stands: who answers next, on which intent and tools, told what."""
+
+    agent: str
+    intent: str
+    tools: list[str]
+    notes: tuple[str, ...] = ()
+    via: str = "route"  # how the agent got the turn: route, handoff, delegation or return
+    path: list[str] = field(default_factory=list)  # the agents the turn went through, in order
+    used: dict[str, int] = field(default_factory=dict)  # model steps each agent used this turn
+
+    def move_to(self, agent: str, intent: IntentSpec | None, *, via: str, notes: tuple[str, ...]) -> None:
+        self.agent, self.via, self.notes = agent, via, notes
+        self.intent, self.tools = (intent.name, list(intent.mcp_tools)) if intent else ("", [])
+        self.path.append(agent)
+
+
 async def _chain(turn: Turn, current: Snapshot) -> None:
     """Run specialists until one answers: each handoff, delegation and return moves the turn within this request.
 
@@ -427,130 +448,142 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
     handoff's reason and summary, the coordinator's initial context, or the
     finished sub-conversation's result); whatever the mover wrote is not shown,
     so the user never sees a transfer announced. Loop safety checks every
-    handoff and delegation; a stop answers with what was found so far.
+    handoff and delegation; a stop answers with what was found so far. Each
+    control tool has its handler in :data:`MOVES`.
     """
-    profile = turn.input.profile
-    limits = profile.loop_safety
-    agent, intent_name = turn.agent, turn.final_intent
     tools = list(turn.decision.mcp_tools) if turn.decision else []
-    notes = tuple(turn.notes)
-    chain, used, via = [agent], {}, "route"
-    emit = turn.input.emit
+    link = _Link(agent=turn.agent, intent=turn.final_intent, tools=tools, notes=tuple(turn.notes), path=[turn.agent])
     while True:
-        request = _specialist_request(
-            turn,
-            current,
-            agent,
-            intent_name,
-            tools,
-            notes=notes,
-            control=_control_tools(turn, agent) if agent in profile.specialists else (),
-            step_limit=max(_steps_left(turn, agent, used), 1),
-            emit=emit,
-        )
-        if request is None:
+        moves_before = len(turn.moves)
+        step = await _step(turn, current, link)
+        if step is None:
             turn.answer = NO_SPECIALIST_ANSWER
             return
-        turn.agent, turn.final_intent = agent, intent_name
-        turn.offered_tools = sorted({*turn.offered_tools, *(tool.name for tool in request.tools)})
-        await emit_safely(emit, "agent", {"agent": agent, "display_name": request.specialist.display_name, "via": via})
-        moves_before = len(turn.moves)
-        outcome = await specialist_run(request)
-        turn.outcome = outcome
-        turn.runs.append((agent, outcome))
-        used[agent] = used.get(agent, 0) + outcome.steps
-        for refused in outcome.refused:
-            turn.moves.append(
-                Move(
-                    agent,
-                    refused.target,
-                    HandoffKind.DELEGATION if refused.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF,
-                    HandoffStatus.REFUSED,
-                    reason=refused.text("reason") or f"{refused.target or '(none)'} is not a target of {agent}.",
-                    context_summary=refused.text("context_summary") or refused.text("initial_context"),
-                    outcome=REFUSED_NOT_ALLOWED,
-                )
-            )
-        if outcome.stopped == STOP_STEP_LIMIT:
-            turn.moves.append(
-                Move(
-                    agent,
-                    "",
-                    HandoffKind.HANDOFF,
-                    HandoffStatus.STOPPED,
-                    reason=f"{agent} used its {outcome.steps - 1} steps; it answered with what it had.",
-                    outcome=STOP_STEP_LIMIT,
-                )
-            )
+        request, outcome = step
         if outcome.permission_needed is not None:
-            _ask_permission(turn, request, outcome)
-            await _emit_moves(turn, moves_before)
-            return
-        move = outcome.control
-        if move is None:
+            # The specialist called a needs-permission tool without a grant: it asks, and the request waits.
             turn.answer = outcome.answer
-            await _emit_moves(turn, moves_before)
-            return
-        if outcome.answer.strip() and not (move.name == END_SUB_CONVERSATION and move.status != STATUS_OUT_OF_SCOPE):
-            await emit_safely(emit, "discard", {"agent": agent})
-        if move.name == END_SUB_CONVERSATION:
-            coordinator = _end_sub_conversation(turn, agent, move)
-            if move.status != STATUS_OUT_OF_SCOPE and outcome.answer.strip():
-                turn.answer = outcome.answer  # the result waits for the coordinator (next message)
-                await _emit_moves(turn, moves_before)
-                return
-            # Out of scope (or nothing said to the user): the coordinator takes this very message, with the result.
-            note = _result_note(turn.pending_result or {})
-            turn.pending_result = None
-            turn.stored_notes.append((coordinator, note))
-            agent, notes, via = coordinator, (note,), HandoffKind.RETURN
-            await _emit_moves(turn, moves_before)
-            chain.append(agent)
-            intent = profile.router.intent_of(agent, turn.sanitized_text)
-            intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("coordination", [])
-            continue
-        target = move.target
-        kind = HandoffKind.DELEGATION if move.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF
-        summary = move.text("context_summary") or move.text("initial_context")
-        reason = move.text("reason") or f"{agent} delegated to {target}."
-        this_turn = [(m.from_agent, m.to_agent) for m in turn.moves if _counts_as_path(m)]
-        if turn.recent_paths is None:
-            turn.recent_paths = await sync_to_async(_recent_paths)(turn.conversation_pk, limits.window)
-        stop = move_check(
-            chain=chain,
-            target=target,
-            moves_this_turn=sum(1 for m in turn.moves if _counts_as_move(m)),
-            recent_paths=turn.recent_paths + this_turn,
-            steps_left=_steps_left(turn, target, used),
-            max_handoffs=limits.max_handoffs_per_turn,
-            block_ping_pong=limits.block_ping_pong,
-            window=limits.window,
-            max_repeats=limits.max_repeats,
-        )
-        if stop:
-            turn.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
-            turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn))
-            await _emit_moves(turn, moves_before)
-            return
-        turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
-        await _emit_moves(turn, moves_before)
-        via = str(kind)
-        chain.append(target)
-        intent = profile.router.intent_of(target, turn.sanitized_text)
-        intent_name, tools = (intent.name, list(intent.mcp_tools)) if intent else ("", [])
-        turn.next_state = intent.next_state if intent else ""
-        if kind == HandoffKind.DELEGATION:
-            turn.sub_conversation = {
-                "specialist": target,
-                "coordinator": agent,
-                "intent": intent_name,
-                "initial_context": summary,
-                "started_at": time.time(),
-            }
-            notes = (f"[SYSTEM_NOTE: the coordinator {agent} passed you this conversation. Context: {summary}]",)
+            turn.pending_permission = _waiting_request(turn, request, outcome.permission_needed.name)
+            answered = True
+        elif outcome.control is None:
+            turn.answer, answered = outcome.answer, True
         else:
-            notes = (f"[SYSTEM_NOTE: {agent} handed this conversation to you. Reason: {reason} Summary: {summary}]",)
-        agent = target
+            answered = await MOVES[outcome.control.name](turn, link, outcome, outcome.control)
+        await _emit_moves(turn, moves_before)
+        if answered:
+            return
+
+
+async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistRequest, SpecialistOutcome] | None:
+    """``link.agent`` answers once (its model steps bounded by what it has left); refusals and a step-limit stop
+    become moves. ``None`` when the agent is not one of the profile's specialists."""
+    agent, profile = link.agent, turn.input.profile
+    request = _specialist_request(
+        turn,
+        current,
+        agent,
+        link.intent,
+        link.tools,
+        notes=link.notes,
+        control=_control_tools(turn, agent) if agent in profile.specialists else (),
+        step_limit=max(_steps_left(turn, agent, link.used), 1),
+        emit=turn.input.emit,
+    )
+    if request is None:
+        return None
+    turn.agent, turn.final_intent = agent, link.intent
+    turn.offered_tools = sorted({*turn.offered_tools, *(tool.name for tool in request.tools)})
+    event = {"agent": agent, "display_name": request.specialist.display_name, "via": link.via}
+    await emit_safely(turn.input.emit, "agent", event)
+    outcome = await specialist_run(request)
+    turn.outcome = outcome
+    turn.runs.append((agent, outcome))
+    link.used[agent] = link.used.get(agent, 0) + outcome.steps
+    for refused in outcome.refused:
+        kind = HandoffKind.DELEGATION if refused.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF
+        reason = refused.text("reason") or f"{refused.target or '(none)'} is not a target of {agent}."
+        summary = refused.text("context_summary") or refused.text("initial_context")
+        turn.moves.append(
+            Move(agent, refused.target, kind, HandoffStatus.REFUSED, reason, summary, outcome=REFUSED_NOT_ALLOWED)
+        )
+    if outcome.stopped == STOP_STEP_LIMIT:
+        reason = f"{agent} used its {outcome.steps - 1} steps; it answered with what it had."
+        turn.moves.append(Move(agent, "", HandoffKind.HANDOFF, HandoffStatus.STOPPED, reason, outcome=STOP_STEP_LIMIT))
+    move = outcome.control
+    if move is not None and outcome.permission_needed is None and outcome.answer.strip():
+        kept = move.name == END_SUB_CONVERSATION and move.status != STATUS_OUT_OF_SCOPE
+        if not kept:  # what the mover wrote is not the answer
+            await emit_safely(turn.input.emit, "discard", {"agent": agent})
+    return request, outcome
+
+
+async def _sub_conversation_ended(turn: Turn, link: _Link, outcome: SpecialistOutcome, move: ControlCall) -> bool:
+    """``end_specialist_sub_conversation``: the result waits for the coordinator, and the specialist's answer is
+    the turn's; out of scope (or nothing said to the user), the coordinator takes this very message, with the
+    result. Returns whether the turn is answered."""
+    coordinator = _end_sub_conversation(turn, link.agent, move)
+    if move.status != STATUS_OUT_OF_SCOPE and outcome.answer.strip():
+        turn.answer = outcome.answer
+        return True
+    note = result_note(turn.pending_result or {})
+    turn.pending_result = None
+    turn.stored_notes.append((coordinator, note))
+    intent = turn.input.profile.router.intent_of(coordinator, turn.sanitized_text)
+    link.move_to(coordinator, intent, via=HandoffKind.RETURN, notes=(note,))
+    if intent is None:
+        link.intent = COORDINATION_INTENT
+    return False
+
+
+async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move: ControlCall) -> bool:
+    """``request_handoff`` and ``request_specialist_sub_conversation``: loop safety checks the move; a stop answers
+    with what was found so far, else the target takes the turn with a system note. Returns whether answered."""
+    agent, target, limits = link.agent, move.target, turn.input.profile.loop_safety
+    kind = HandoffKind.DELEGATION if move.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF
+    summary = move.text("context_summary") or move.text("initial_context")
+    reason = move.text("reason") or f"{agent} delegated to {target}."
+    if turn.recent_paths is None:
+        turn.recent_paths = await sync_to_async(_recent_paths)(turn.conversation_pk, limits.window)
+    stop = move_check(
+        chain=link.path,
+        target=target,
+        moves_this_turn=sum(1 for m in turn.moves if _counts_as_move(m)),
+        recent_paths=turn.recent_paths + [(m.from_agent, m.to_agent) for m in turn.moves if _counts_as_path(m)],
+        steps_left=_steps_left(turn, target, link.used),
+        max_handoffs=limits.max_handoffs_per_turn,
+        block_ping_pong=limits.block_ping_pong,
+        window=limits.window,
+        max_repeats=limits.max_repeats,
+    )
+    if stop:
+        turn.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
+        turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn))
+        return True
+    turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
+    intent = turn.input.profile.router.intent_of(target, turn.sanitized_text)
+    turn.next_state = intent.next_state if intent else ""
+    if kind == HandoffKind.DELEGATION:
+        turn.sub_conversation = {
+            "specialist": target,
+            "coordinator": agent,
+            "intent": intent.name if intent else "",
+            "initial_context": summary,
+            "started_at": time.time(),
+        }
+        notes = (f"[SYSTEM_NOTE: the coordinator {agent} passed you this conversation. Context: {summary}]",)
+    else:
+        notes = (f"[SYSTEM_NOTE: {agent} handed this conversation to you. Reason: {reason} Summary: {summary}]",)
+    link.move_to(target, intent, via=str(kind), notes=notes)
+    return False
+
+
+# What each control tool does to the chain (handoffs/tools.py names them).
+MoveHandler = Callable[[Turn, _Link, SpecialistOutcome, ControlCall], Awaitable[bool]]
+MOVES: dict[str, MoveHandler] = {
+    END_SUB_CONVERSATION: _sub_conversation_ended,
+    REQUEST_HANDOFF: _transferred,
+    REQUEST_SUB_CONVERSATION: _transferred,
+}
 
 
 async def _emit_moves(turn: Turn, since: int) -> None:
@@ -592,12 +625,6 @@ def _end_sub_conversation(turn: Turn, agent: str, move: ControlCall) -> str:
         )
     )
     return coordinator
-
-
-def _ask_permission(turn: Turn, request: SpecialistRequest, outcome: SpecialistOutcome) -> None:
-    """The specialist called a needs-permission tool without a grant: it asks, and the request waits."""
-    turn.answer = outcome.answer
-    turn.pending_permission = _waiting_request(turn, request, outcome.permission_needed.name)
 
 
 def _waiting_request(turn: Turn, request: SpecialistRequest, tool: str) -> dict[str, Any]:
@@ -658,10 +685,11 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
     for partial in turn.plan_result.partials:
         results = partial.outcome.tool_results if partial.outcome else []
         waiting = next((r.tool for r in results if r.status == STATUS_PERMISSION_REQUIRED), None)
-        step = next((item for item in steps if item.agent == partial.agent), None)
-        if waiting and step is not None and turn.pending_permission is None:
-            request = _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools)
-            turn.pending_permission = _waiting_request(turn, request, waiting)
+        planned = next((item for item in steps if item.agent == partial.agent), None)
+        if waiting and planned is not None and turn.pending_permission is None:
+            request = _specialist_request(turn, current, planned.agent, planned.intent, planned.mcp_tools)
+            if request is not None:
+                turn.pending_permission = _waiting_request(turn, request, waiting)
     turn.answer, turn.consolidation = await consolidate(
         turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text
     )
@@ -717,7 +745,8 @@ NODES: tuple[tuple[str, Node], ...] = (
 # --- database edges --------------------------------------------------------------
 
 
-def _conversation_defaults(data: TurnInput) -> dict[str, Any]:
+def conversation_defaults(data: TurnInput) -> dict[str, Any]:
+    """The columns a conversation is created with on its first message."""
     return {
         "tenant_id": data.tenant_pk,
         "profile_id": data.profile.pk,
@@ -733,7 +762,7 @@ def _start(turn: Turn) -> bool:
     data = turn.input
     try:
         turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
-            conversation_key=data.conversation_key, defaults=_conversation_defaults(data)
+            conversation_key=data.conversation_key, defaults=conversation_defaults(data)
         )
         if state is not None:
             _load_conversation(turn, state)
@@ -783,7 +812,7 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
             connection.close()
 
 
-def _recent_paths(conversation_pk: int | None, window: int) -> list[tuple[str, str]]:
+def _recent_paths(conversation_pk: int, window: int) -> list[tuple[str, str]]:
     """The conversation's last ``window`` agent handoffs (from, to), oldest first; read only when a move is checked."""
     try:
         paths = (
@@ -809,136 +838,61 @@ def _active_specialist(turn: Turn) -> str:
     return turn.agent
 
 
-def _persist(turn: Turn) -> int:
-    """Write the whole turn in one transaction and hand the conversation to its next message.
-
-    The connection goes back to the pool as soon as the transaction ends, not
-    when the response has been sent (see :func:`_load_conversation`).
-    """
-    data = turn.input
-    decision = turn.decision
-    try:
-        with transaction.atomic():
-            # No lock is needed: this turn holds the conversation's ticket (conversations.ordering).
-            conversation = turn.conversation_pk
-            # The turn's messages in one insert, in reading order: the user's, the system notes the specialists
-            # got (a finished sub-conversation's result), each specialist's part of a supervisor turn (role
-            # "agent", step = round + 1), the answer. PostgreSQL and SQLite return ids in order.
-            notes = [
-                Message(
-                    conversation_id=conversation,
-                    role=MessageRole.SYSTEM,
-                    cohort=data.cohort,
-                    agent=agent,
-                    content=turn.vault.redact(note),
-                    metadata={"kind": "sub_conversation_result"},
-                )
-                for agent, note in turn.stored_notes
-            ]
-            parts = [
-                Message(
-                    conversation_id=conversation,
-                    role=MessageRole.AGENT,
-                    cohort=data.cohort,
-                    agent=partial.agent,
-                    content=turn.vault.redact(partial.answer) or GAP_TEXT.format(reason=partial.status),
-                    step=partial.round + 1,
-                    metadata={"intent": partial.intent, "status": partial.status, "error": partial.error},
-                )
-                for partial in (turn.plan_result.partials if turn.plan_result else [])
-            ]
-            created = Message.objects.bulk_create(
-                [
-                    Message(
-                        conversation_id=conversation,
-                        role=MessageRole.USER,
-                        cohort=data.cohort,
-                        content=turn.text_to_store,
-                        metadata={"channel": data.channel, "user_id": data.user_id},
-                    ),
-                    *notes,
-                    *parts,
-                    Message(
-                        conversation_id=conversation,
-                        role=MessageRole.ASSISTANT,
-                        cohort=data.cohort,
-                        latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
-                        judge_score=(turn.judges.get("rule_based") or {}).get("score"),
-                        agent=turn.agent,
-                        content=turn.answer,
-                        metadata=turn.metadata(),
-                    ),
-                ]
+def turn_record(turn: Turn) -> TurnRecord:
+    """What the turn stores, as :mod:`conversations.records` defines it: personal data masked, results redacted."""
+    data, vault = turn.input, turn.vault
+    return TurnRecord(
+        conversation_id=turn.conversation_pk,
+        tenant_id=data.tenant_pk,
+        profile_id=data.profile.pk,
+        text=turn.text_to_store,
+        answer=turn.answer,
+        agent=turn.agent,
+        mode=turn.mode,
+        metadata=turn.metadata(),
+        cohort=data.cohort,
+        channel=data.channel,
+        user_id=data.user_id,
+        latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
+        judge_score=(turn.judges.get("rule_based") or {}).get("score"),
+        decision=turn.decision,
+        notes=[(agent, vault.redact(note)) for agent, note in turn.stored_notes],
+        parts=[
+            PartRecord(
+                agent=partial.agent,
+                intent=partial.intent,
+                status=partial.status,
+                answer=vault.redact(partial.answer),
+                error=partial.error,
+                round=partial.round,
             )
-            user_message, answer = created[0], created[-1]
-            if decision is not None:
-                RouteDecisionRecord.objects.create(
-                    conversation_id=conversation,
-                    message=user_message,
-                    mode=turn.mode,
-                    route=decision.route,
-                    agent=decision.agent,
-                    intent=decision.intent,
-                    confidence=decision.confidence,
-                    reason=decision.reason,
-                    method=decision.method,
-                    next_state=decision.next_state or "",
-                    handoff=decision.handoff,
-                    domain=decision.domain or "",
-                    mcp_tools=decision.mcp_tools,
-                    metadata=decision.metadata,
-                )
-            results = turn.mcp_results()
-            if results:
-                ToolCall.objects.bulk_create(
-                    ToolCall(
-                        conversation_id=conversation,
-                        message=answer,
-                        agent=turn.agent,
-                        tool=result["tool"],
-                        server=result["server"],
-                        arguments=result["arguments"],
-                        status=result["status"],
-                        latency_ms=result["latency_ms"],
-                        result=result["result"],
-                        error=result["error"] or "",
-                    )
-                    for result in results
-                )
-            updates: dict[str, Any] = {
-                "message_count": F("message_count") + len(created),
-                "sub_conversation": turn.sub_conversation,
-                "pending_result": turn.pending_result,
-                "pending_permission": turn.pending_permission,
-                "granted_permissions": turn.granted,
-                **ordering.ticket_pass_updates(turn.ticket),
-            }
-            if data.cohort:
-                updates["cohort"] = data.cohort
-            if decision is not None:
-                updates["state"] = turn.next_state
-                updates["active_specialist"] = _active_specialist(turn)
-                updates["active_intent"] = decision.plan[0].intent if decision.plan else turn.final_intent
-            moves = turn.all_moves()
-            kinds = turn.handoff_kinds | moves_kinds(moves)
-            if kinds != turn.handoff_kinds:
-                updates["handoff_kinds"] = kinds
-            Conversation.objects.filter(pk=conversation).update(**updates)
-            if moves:
-                moves_record(
-                    conversation_id=conversation,
-                    tenant_id=data.tenant_pk,
-                    profile_id=data.profile.pk,
-                    cohort=data.cohort,
-                    moves=moves,
-                )
-            if "handoff_kinds" in updates or (data.cohort and data.cohort != turn.stored_cohort):
-                # The conversation is counted on the day it was created, under its cohort and kinds of move.
-                conversation_recounted.send(sender=Conversation, created_at=turn.conversation_created_at)
-        return conversation
-    finally:
-        if not connection.in_atomic_block:
-            connection.close()
+            for partial in (turn.plan_result.partials if turn.plan_result else [])
+        ],
+        tool_calls=turn.mcp_results(),
+        moves=turn.all_moves(),
+    )
+
+
+def _persist(turn: Turn) -> int:
+    decision = turn.decision
+    live = LiveState(
+        sub_conversation=turn.sub_conversation,
+        pending_result=turn.pending_result,
+        pending_permission=turn.pending_permission,
+        granted_permissions=turn.granted,
+        routed=None
+        if decision is None
+        else (
+            turn.next_state,
+            _active_specialist(turn),
+            decision.plan[0].intent if decision.plan else turn.final_intent,
+        ),
+    )
+    counted = CountedAs(
+        cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at
+    )
+    conversation_turn_record(record=turn_record(turn), live=live, counted=counted, ticket=turn.ticket)
+    return turn.conversation_pk
 
 
 # --- entry point -------------------------------------------------------------------
@@ -962,6 +916,31 @@ class TurnResult:
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
+
+
+# Turns whose client went away keep running to the end (and persist); these references keep their tasks alive.
+_DETACHED: set[asyncio.Task[Any]] = set()
+
+
+def turn_detach(work: Coroutine[Any, Any, T], *, context: contextvars.Context | None = None) -> asyncio.Task[T]:
+    """Run ``work`` (a turn, or a face's wrapper around :func:`run_turn`) as a task of its own, which finishes and
+    persists whatever happens to the client that asked: a streaming face awaits it (or shields it) and may go.
+    ``context``: run it in that context instead of a copy of the caller's."""
+    task = asyncio.create_task(work, context=context)
+    _DETACHED.add(task)
+    task.add_done_callback(_DETACHED.discard)
+    return task
+
+
+def turns_detached() -> int:
+    """How many detached turns this process is running."""
+    return len(_DETACHED)
+
+
+async def turns_finished() -> None:
+    """Wait for every detached turn of this process (tests, shutdown)."""
+    while _DETACHED:
+        await asyncio.gather(*list(_DETACHED), return_exceptions=True)
 
 
 async def run_turn(data: TurnInput) -> TurnResult:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, JSONField, Value, When
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -73,6 +73,13 @@ def _aware(value: Any) -> datetime:
     return value if timezone.is_aware(value) else value.replace(tzinfo=UTC)
 
 
+def _json_value(column: str, value: Any) -> Any:
+    """A JSON column read by a raw cursor, decoded as the model field decodes it."""
+    field = cast(JSONField, Conversation._meta.get_field(column))  # one of JSON_COLUMNS
+    # No expression: a raw cursor has none, and Django's JSONField reads it only to spot a key transform.
+    return field.from_db_value(value, None, connection)  # type: ignore[arg-type]  # no expression to pass
+
+
 def _take(conversation_key: str) -> tuple[int, int, bool, dict[str, Any]] | None:
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
@@ -83,9 +90,7 @@ def _take(conversation_key: str) -> tuple[int, int, bool, dict[str, Any]] | None
         return None
     pk, issued, done, *values = row
     state = {
-        column: Conversation._meta.get_field(column).from_db_value(value, None, connection)
-        if column in JSON_COLUMNS
-        else value
+        column: _json_value(column, value) if column in JSON_COLUMNS else value
         for column, value in zip(STATE_COLUMNS, values, strict=True)
     }
     state["created_at"] = _aware(state["created_at"])
@@ -104,6 +109,7 @@ def ticket_take(*, conversation_key: str, defaults: dict) -> tuple[int, int, dic
     if taken is None:
         Conversation.objects.get_or_create(conversation_key=conversation_key, defaults=defaults)
         taken = _take(conversation_key)
+        assert taken is not None  # the row exists now
     pk, ticket, ready, state = taken
     return pk, ticket, state if ready else None
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 
 from agents.llm import ERROR_ANSWER, provider_for
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 STATUS_NOT_OFFERED = "not_offered"
 STATUS_PERMISSION_REQUIRED = "permission_required"
+PERMISSION_WAITING = "waiting for the user's agreement"  # the error of a tool call that waits for permission
 
 STEP_LIMIT_NOTE = (
     "The step limit of this turn is reached: do not call tools again; answer the user now with what you have."
@@ -136,7 +137,7 @@ def _text(message: AIMessage) -> str:
     return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in message.content)
 
 
-async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], call: dict[str, Any]) -> ToolResult:
+async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], call: ToolCall) -> ToolResult:
     name = call.get("name", "")
     spec = offered.get(name)
     if spec is None:
@@ -161,7 +162,7 @@ async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], ca
     return result
 
 
-def _tool_message(call: dict[str, Any], result: ToolResult, mask: Callable[[Any], Any]) -> ToolMessage:
+def _tool_message(call: ToolCall, result: ToolResult, mask: Callable[[Any], Any]) -> ToolMessage:
     if result.status == STATUS_OK:
         content = json.dumps(mask(result.result), ensure_ascii=False, default=str)
         return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool)
@@ -178,7 +179,7 @@ def _hit_agents(request: SpecialistRequest) -> tuple[str, ...]:
     return tuple(agents)
 
 
-def _gated(request: SpecialistRequest, offered: dict[str, ToolSpec], call: dict[str, Any]) -> bool:
+def _gated(request: SpecialistRequest, offered: dict[str, ToolSpec], call: ToolCall) -> bool:
     spec = offered.get(call.get("name", ""))
     return spec is not None and spec.needs_permission and spec.name not in request.granted
 
@@ -215,7 +216,7 @@ async def _tool_step(
                     spec.server,
                     outcome.permission_args,
                     STATUS_PERMISSION_REQUIRED,
-                    error="waiting for the user's agreement",
+                    error=PERMISSION_WAITING,
                 )
             )
     for call in reply.tool_calls:
@@ -239,8 +240,9 @@ async def _tool_step(
     return outcome.control is not None or outcome.permission_needed is not None
 
 
-async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> BaseMessage:
-    """One model step; for a streaming client, the text goes out as the model writes it."""
+async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> AIMessage:
+    """One model step (a chat model's reply, or the sum of its chunks); for a streaming client, the text goes
+    out as the model writes it."""
     if request.emit is None:
         return await runnable.ainvoke(messages)
     reply = None

@@ -45,3 +45,14 @@ def conversation_messages(*, conversation: Conversation) -> tuple[list[dict[str,
         for decision in conversation.route_decisions.order_by("created_at", "id")
     ]
     return messages, decisions
+
+
+def conversation_get(*, conversation_key: str) -> Conversation | None:
+    """Any tenant's conversation (staff); tenants' callers use :func:`conversation_get_for_tenant`."""
+    return Conversation.objects.filter(conversation_key=conversation_key).first()
+
+
+def conversation_route_state(*, conversation_key: str) -> tuple[str, str]:
+    """``(state, active_specialist)`` of the conversation, ``("", "")`` when it does not exist yet."""
+    row = Conversation.objects.filter(conversation_key=conversation_key).values_list("state", "active_specialist")
+    return row.first() or ("", "")

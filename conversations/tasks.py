@@ -35,11 +35,12 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 @app.task(name="routing.specialist_step", acks_late=True, reject_on_worker_lost=True)
 def specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
     """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`conversations.fanout`)."""
-    from conversations.fanout import outcome_as_dict, partial_send, request_from_payload
+    from conversations.steps import outcome_as_dict, partial_send, request_from_payload
     from routing.snapshot import current
 
     loop = _worker_loop()
     request = request_from_payload(payload, current())
+    answer: dict[str, Any]  # {"status", "error"} or {"status", "outcome"}, read by conversations.fanout
     if request is None:
         answer = {"status": "error", "error": "unknown or disabled specialist"}
     else:
@@ -47,5 +48,5 @@ def specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
 
         outcome = loop.run_until_complete(specialist_run(request))
         answer = {"status": "error" if outcome.error else "ok", "outcome": outcome_as_dict(outcome)}
-    partial_send(payload, answer, loop)  # a streaming request shows it at once (conversations.fanout)
+    partial_send(payload, answer, loop)  # a streaming request shows it at once (conversations.steps)
     return answer

@@ -1,5 +1,8 @@
 """The Django project package -- and, by necessity, the standard library's ``platform``.
 
+Both ends of the house (docs/architecture.md): its settings, environment reader and Celery app are the bottom
+layer and import no app; its URLs and servers (urls, asgi, wsgi, serve) are the top and include the apps.
+
 A top-level package called ``platform`` shadows the standard-library module of
 the same name whenever the project root comes first on ``sys.path`` (which it
 must, for ``platform.settings`` to import). ``uuid``, Django, Celery, pytest and

@@ -91,7 +91,7 @@ def supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
             processes[n] = start()
     for process in processes:
         if process.is_alive():
-            os.kill(process.pid, signal.SIGTERM)  # uvicorn's graceful shutdown
+            process.terminate()  # SIGTERM: uvicorn's graceful shutdown
     for process in processes:
         process.join(timeout=30)
         if process.is_alive():

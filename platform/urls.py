@@ -1,17 +1,15 @@
+"""The project's URLs: each app's routes, included by module name (the top of the house: it imports no app)."""
+
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from analytics.views import DashboardView
-from chat.chat_page import chat_page
-
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("analytics/", DashboardView.as_view(), name="analytics-dashboard"),
-    path("chat/", chat_page, name="chat"),
+    path("", include("analytics.urls")),  # the dashboard at analytics/, its API at api/analytics/
+    path("chat/", include("chat.page_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/analytics/", include("analytics.urls")),
     path("api/", include("chat.urls")),
     path("v1/", include("chat.openai_urls")),
 ]

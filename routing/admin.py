@@ -8,10 +8,10 @@ routing is rebuilt once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import path, reverse
@@ -22,6 +22,7 @@ from django.utils.timezone import localtime
 from agents.admin import SpecialistListFilter, specialist_choices
 from common.adminkit import ReadOnlyAdminMixin
 from common.config_version import config_batch
+from common.forms import label_choices
 from routing import admin_views
 from routing.forms import (
     IntentAdminForm,
@@ -50,11 +51,33 @@ from routing.services import (
 )
 from tenants.models import Tenant
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django_stubs_ext import WithAnnotations
+
 # -- shared pieces ---------------------------------------------------------------
 
 
 def intent_label(intent: Intent) -> str:
     return f"{intent.profile.agent_id}/{intent.name}"
+
+
+def staff_user(request: HttpRequest) -> User:
+    """Who makes a change in the admin: always a signed-in user (the admin site lets no one else in)."""
+    user = request.user
+    if not user.is_authenticated:
+        raise PermissionDenied
+    return user
+
+
+# What the admins' get_queryset() annotate, read by their list columns.
+class _IntentTotals(TypedDict):
+    keyword_total: int
+
+
+class _FlagTotals(TypedDict):
+    user_override_total: int
+    tenant_override_total: int
 
 
 # -- routing content -------------------------------------------------------------
@@ -129,7 +152,7 @@ class IntentAdmin(admin.ModelAdmin):
         return obj.specialist.name
 
     @admin.display(description="keywords", ordering="keyword_total")
-    def keyword_count(self, obj: Intent) -> int:
+    def keyword_count(self, obj: WithAnnotations[Intent, _IntentTotals]) -> int:
         return obj.keyword_total
 
     @admin.display(description="MCP tools")
@@ -193,9 +216,9 @@ class StatePolicyAdmin(admin.ModelAdmin):
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
-        if db_field.name == "intent" and formfield is not None:
+        if db_field.name == "intent" and formfield is not None and formfield.queryset is not None:
             formfield.queryset = formfield.queryset.select_related("profile")
-            formfield.label_from_instance = intent_label
+            label_choices(formfield, intent_label)
             return formfield
         return specialist_choices(db_field, formfield)
 
@@ -265,11 +288,11 @@ class RolloutFlagAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="user overrides", ordering="user_override_total")
-    def user_override_count(self, obj: RolloutFlag) -> int:
+    def user_override_count(self, obj: WithAnnotations[RolloutFlag, _FlagTotals]) -> int:
         return obj.user_override_total
 
     @admin.display(description="tenant overrides", ordering="tenant_override_total")
-    def tenant_override_count(self, obj: RolloutFlag) -> int:
+    def tenant_override_count(self, obj: WithAnnotations[RolloutFlag, _FlagTotals]) -> int:
         return obj.tenant_override_total
 
     @admin.display(description="changes, newest first")
@@ -309,10 +332,11 @@ class RolloutFlagAdmin(admin.ModelAdmin):
         )
 
     def save_model(self, request: HttpRequest, obj: RolloutFlag, form, change: bool) -> None:
+        user = staff_user(request)
         rollout_flag_set(
             key=obj.key,
-            actor=rollout_actor_admin(user=request.user),
-            user=request.user,
+            actor=rollout_actor_admin(user=user),
+            user=user,
             description=obj.description,
             kill_switch=obj.kill_switch,
             percentage=obj.percentage,
@@ -351,7 +375,7 @@ class RolloutFlagAdmin(admin.ModelAdmin):
         for identity in removals:
             self._override_set(request, form.instance, formset.model, identity, enabled=None, note=None)
         for override in sets:
-            identity = override.user_id if formset.model is RolloutUserOverride else override.tenant.slug
+            identity = override.user_id if isinstance(override, RolloutUserOverride) else override.tenant.slug
             self._override_set(
                 request, form.instance, formset.model, identity, enabled=override.enabled, note=override.note
             )
@@ -377,12 +401,14 @@ class RolloutFlagAdmin(admin.ModelAdmin):
             rollout_tenant_override_set(tenant_slug=identity, **common)
 
     def delete_model(self, request: HttpRequest, obj: RolloutFlag) -> None:
-        rollout_flag_delete(key=obj.key, actor=rollout_actor_admin(user=request.user), user=request.user)
+        user = staff_user(request)
+        rollout_flag_delete(key=obj.key, actor=rollout_actor_admin(user=user), user=user)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RolloutFlag]) -> None:
+        user = staff_user(request)
         with config_batch():
             for key in queryset.values_list("key", flat=True):
-                rollout_flag_delete(key=key, actor=rollout_actor_admin(user=request.user), user=request.user)
+                rollout_flag_delete(key=key, actor=rollout_actor_admin(user=user), user=user)
 
 
 @admin.register(RolloutFlagChange)

@@ -1,7 +1,8 @@
-"""The routing decision for one message of one profile."""
+"""The routing decision for one message of one profile: state, delegation, the compiled router, the classifier."""
 
 from __future__ import annotations
 
+from routing.classifier import intent_classifier
 from routing.router import RouteDecision
 from routing.snapshot import ProfileSpec
 
@@ -85,7 +86,7 @@ async def route_decide(
     rollout flag's other cohort) by :func:`single_agent_decide`.
 
     The mode is the profile's, unless ``ROUTING_MODE`` overrides it. Pure apart
-    from the classifier, which may call a model; never touches the ORM.
+    from the classifier (:mod:`routing.classifier`), which may call a model; never touches the ORM.
     """
     if single_agent:
         return single_agent_decide(await _routed(profile, text, state, active_agent, active_intent, "router"), profile)
@@ -99,8 +100,6 @@ async def route_decide(
 async def _routed(
     profile: ProfileSpec, text: str, state: str | None, active_agent: str, active_intent: str, mode: str
 ) -> RouteDecision:
-    from agents.llm import intent_classifier
-
     classifier = intent_classifier(profile) if profile.llm_router_enabled else None
     return await profile.router.route(
         text,

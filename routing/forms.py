@@ -7,13 +7,14 @@ keywords a save would leave behind and put its errors where the user looks.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.formsets import DELETION_FIELD_NAME
 
 from agents.models import AgentProfile, Specialist
-from common.forms import LinesField
+from common.forms import LinesField, label_choices
 from common.text import normalize
 from routing.models import Intent, Keyword, StatePolicy
 from routing.services import keywords_validate_unique
@@ -28,7 +29,7 @@ def profile_label(profile: AgentProfile) -> str:
     return f"{profile.agent_id} — {profile.name}" if profile.name else profile.agent_id
 
 
-def _check_same_profile(form: forms.Form, profile: AgentProfile | None) -> None:
+def _check_same_profile(form: forms.BaseForm, profile: AgentProfile | None) -> None:
     """Add field errors when the chosen specialist or intent belongs to another profile."""
     if profile is None:
         return
@@ -72,7 +73,8 @@ class IntentAdminForm(forms.ModelForm):
         ]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         _check_same_profile(self, cleaned.get("profile"))
         return cleaned
 
@@ -85,7 +87,8 @@ class IntentChangelistForm(forms.ModelForm):
         fields = ["priority", "enabled"]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if cleaned.get("enabled") and "enabled" in self.changed_data:
             texts = list(self.instance.keywords.values_list("text", flat=True))
             intent = self.instance
@@ -108,11 +111,12 @@ class KeywordInlineFormSet(forms.BaseInlineFormSet):
         super().clean()
         if any(form.errors for form in self.forms):
             return
-        kept: list[tuple[forms.Form, str]] = []
+        kept: list[tuple[forms.ModelForm[Keyword], str]] = []
         seen: dict[str, str] = {}
         for form in self.forms:
-            text = (form.cleaned_data or {}).get("text")
-            if not text or self._should_delete_form(form):
+            data = form.cleaned_data or {}
+            text = data.get("text")
+            if not text or data.get(DELETION_FIELD_NAME):  # a row ticked for deletion
                 continue
             normalized = normalize(text)
             if normalized in seen:
@@ -145,7 +149,8 @@ class KeywordAdminForm(forms.ModelForm):
         return text
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         intent, text = cleaned.get("intent"), cleaned.get("text")
         if intent is None or not text:
             return cleaned
@@ -178,7 +183,8 @@ class StatePolicyAdminForm(forms.ModelForm):
         fields = ["profile", "state", "specialist", "intent", "description", "enabled"]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         _check_same_profile(self, cleaned.get("profile"))
         return cleaned
 
@@ -212,10 +218,11 @@ class RoutePreviewForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["profile"].label_from_instance = profile_label
+        label_choices(cast("forms.ModelChoiceField[AgentProfile]", self.fields["profile"]), profile_label)
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         profile, specialist = cleaned.get("profile"), cleaned.get("active_specialist")
         if profile is not None and specialist is not None and specialist.profile_id != profile.pk:
             self.add_error(

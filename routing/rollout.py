@@ -50,6 +50,11 @@ REASON_BUCKET = "bucket"
 REASON_NO_STICKINESS = "no_stickiness_value"
 REASON_UNKNOWN_FLAG = "unknown_flag"
 
+# The flag that rolls the multi-agent graph out (seed 003), and the cohorts it puts messages in.
+MULTI_AGENT_FLAG = "multi_agent"
+COHORT_MULTI_AGENT = "multi_agent"
+COHORT_SINGLE_AGENT = "single_agent"
+
 
 def bucket(group_id: str, identifier: str, *, modulus: int = 100, seed: int = 0) -> int:
     """The subject's bucket, from 1 to ``modulus``: Unleash's ``normalized(identifier, group_id)``.

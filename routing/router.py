@@ -371,7 +371,8 @@ class CompiledRouter:
         return self.by_plan(text, hits) if mode == "supervisor" else self.by_keywords(text, hits)
 
     @staticmethod
-    def _mark_handoff(decision: RouteDecision, active_agent: str) -> RouteDecision:
+    def mark_handoff(decision: RouteDecision, active_agent: str) -> RouteDecision:
+        """A routing handoff is a decision that moves the conversation off its active specialist (not a plan)."""
         decision.handoff = bool(active_agent) and not decision.is_plan and decision.agent != active_agent
         if decision.handoff:
             decision.metadata["previous_agent"] = active_agent
@@ -416,7 +417,7 @@ class CompiledRouter:
             decision = self.fallback(reason)
         if classification is not None:
             decision.metadata["classifier"] = asdict(classification)
-        return self._mark_handoff(decision, active_agent)
+        return self.mark_handoff(decision, active_agent)
 
     def route_sync(
         self, text: str, *, state: str | None = None, active_agent: str = "", mode: str = "router"
@@ -425,7 +426,7 @@ class CompiledRouter:
         decision = self._decide_without_model(
             text, state=state, mode=mode, active_agent=active_agent, active_intent="", followup_max_chars=0
         )
-        return self._mark_handoff(decision or self.fallback(), active_agent)
+        return self.mark_handoff(decision or self.fallback(), active_agent)
 
 
 class KeywordLoopMatcher:
@@ -458,7 +459,7 @@ class KeywordLoopMatcher:
                 hits.append(
                     KeywordHit(
                         intent=intent,
-                        keywords=tuple(sorted(positions, key=positions.get)),
+                        keywords=tuple(sorted(positions, key=positions.__getitem__)),
                         first_position=min(positions.values()),
                         longest=longest,
                     )

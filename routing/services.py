@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
@@ -17,6 +19,9 @@ from routing.models import (
 )
 from routing.selectors import keyword_conflicts
 from tenants.models import Tenant
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User  # settings.AUTH_USER_MODEL: RolloutFlagChange.changed_by
 
 ERROR_KEYWORD_TAKEN = "Keyword {keyword!r} is already used by the enabled intent {intent!r} of this profile."
 
@@ -90,7 +95,7 @@ def _flag_locked(key: str) -> RolloutFlag:
 
 
 def _record(
-    *, flag: RolloutFlag, what: str, old: str, new: str, actor: str, user: AbstractBaseUser | None
+    *, flag: RolloutFlag, what: str, old: str, new: str, actor: str, user: User | None
 ) -> RolloutFlagChange | None:
     if old == new:
         return None
@@ -125,7 +130,7 @@ def _override_write(
 
 
 def _override_recorded(
-    *, flag: RolloutFlag, what: str, old: str, new: str, actor: str, user: AbstractBaseUser | None
+    *, flag: RolloutFlag, what: str, old: str, new: str, actor: str, user: User | None
 ) -> list[RolloutFlagChange]:
     change = _record(flag=flag, what=what, old=old, new=new, actor=actor, user=user)
     if change is None:
@@ -150,7 +155,7 @@ def rollout_flag_set(
     *,
     key: str,
     actor: str,
-    user: AbstractBaseUser | None = None,
+    user: User | None = None,
     percentage: int | None = None,
     kill_switch: bool | None = None,
     stickiness: str | None = None,
@@ -187,7 +192,7 @@ def rollout_flag_set(
         change = _record(flag=flag, what="created", old=ABSENT, new=_flag_summary(flag), actor=actor, user=user)
         return [change] if change else []
 
-    wanted = {
+    wanted: dict[str, Any] = {  # a value of each field's own type; None: leave it as it is
         "description": description,
         "kill_switch": kill_switch,
         "percentage": percentage,
@@ -218,7 +223,7 @@ def rollout_user_override_set(
     user_id: str,
     enabled: bool | None,
     actor: str,
-    user: AbstractBaseUser | None = None,
+    user: User | None = None,
     note: str | None = None,
 ) -> list[RolloutFlagChange]:
     """Turn flag ``key`` on (``True``) or off (``False``) for one user whatever the percentage, or remove the
@@ -242,7 +247,7 @@ def rollout_tenant_override_set(
     tenant_slug: str,
     enabled: bool | None,
     actor: str,
-    user: AbstractBaseUser | None = None,
+    user: User | None = None,
     note: str | None = None,
 ) -> list[RolloutFlagChange]:
     """As :func:`rollout_user_override_set`, for every user of one tenant (``tenant_override:<slug>``); a user
@@ -261,7 +266,7 @@ def rollout_tenant_override_set(
 
 
 @transaction.atomic
-def rollout_flag_delete(*, key: str, actor: str, user: AbstractBaseUser | None = None) -> RolloutFlagChange:
+def rollout_flag_delete(*, key: str, actor: str, user: User | None = None) -> RolloutFlagChange:
     """Delete flag ``key`` with its overrides, recording a ``deleted`` row; its history stays (by ``flag_key``).
 
     The kill switch, not deletion, is the rollback: it keeps the percentage and overrides for a revive.

@@ -95,6 +95,11 @@ class ProfileSpec:
         """``ROUTING_MODE`` from the environment overrides the profile's mode."""
         return settings.ROUTING_MODE or self.routing_mode
 
+    @property
+    def max_input_chars(self) -> int:
+        """The longest message this profile takes: its guardrails' ``max_input_chars``, else ``MAX_INPUT_CHARS``."""
+        return int(self.guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS))
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -134,18 +139,31 @@ def current() -> Snapshot:
 
 
 def build(*, version: int, generation: int) -> Snapshot:
-    """Load every enabled piece of routing configuration and compile the routers."""
-    from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-    from routing.models import (
-        Intent,
-        Keyword,
-        RolloutFlag,
-        RolloutTenantOverride,
-        RolloutUserOverride,
-        StatePolicy,
+    """Load every enabled piece of configuration and compile the routers: one query per model, whatever the sizes.
+
+    Each kind has its compiler below; a compiler takes what the kinds before it compiled.
+    """
+    tools = _tools()
+    usable_tools = frozenset(name for name, tool in tools.items() if tool.enabled)
+    intents_by_profile, intent_specs = _intents(usable_tools)
+    return Snapshot(
+        version=version,
+        generation=generation,
+        profiles=_profiles(
+            specialists_by_profile=_specialists(),
+            intents_by_profile=intents_by_profile,
+            policies_by_profile=_state_policies(intent_specs),
+        ),
+        tools=tools,
+        servers=_servers(),
+        flags=_flags(),
     )
 
-    servers = {
+
+def _servers() -> dict[str, ServerSpec]:
+    from agents.models import McpServer
+
+    return {
         server.name: ServerSpec(
             name=server.name,
             endpoint=server.endpoint,
@@ -155,7 +173,13 @@ def build(*, version: int, generation: int) -> Snapshot:
         )
         for server in McpServer.objects.all()
     }
-    tools = {
+
+
+def _tools() -> dict[str, ToolSpec]:
+    """Every tool; a tool of a disabled server is disabled too."""
+    from agents.models import McpTool
+
+    return {
         tool.name: ToolSpec(
             name=tool.name,
             server=tool.server.name,
@@ -166,16 +190,20 @@ def build(*, version: int, generation: int) -> Snapshot:
         )
         for tool in McpTool.objects.select_related("server")
     }
-    usable_tools = {name for name, tool in tools.items() if tool.enabled}
+
+
+def _specialists() -> dict[int, dict[str, SpecialistSpec]]:
+    """Enabled specialists with their active prompt, by profile pk and name (three queries)."""
+    from agents.models import Specialist, SpecialistPrompt
 
     active_prompts = {
         prompt.specialist_id: prompt
         for prompt in SpecialistPrompt.objects.filter(is_active=True).only("specialist_id", "version", "text")
     }
-    specialists_by_profile: dict[int, dict[str, SpecialistSpec]] = {}
+    by_profile: dict[int, dict[str, SpecialistSpec]] = {}
     for specialist in Specialist.objects.filter(enabled=True).prefetch_related("allowed_tools", "handoff_targets"):
         prompt = active_prompts.get(specialist.pk)
-        specialists_by_profile.setdefault(specialist.profile_id, {})[specialist.name] = SpecialistSpec(
+        by_profile.setdefault(specialist.profile_id, {})[specialist.name] = SpecialistSpec(
             name=specialist.name,
             display_name=specialist.display_name or specialist.name,
             description=specialist.description,
@@ -185,13 +213,19 @@ def build(*, version: int, generation: int) -> Snapshot:
             handoff_targets=tuple(sorted(target.name for target in specialist.handoff_targets.all() if target.enabled)),
             step_limit=specialist.step_limit,
         )
+    return by_profile
+
+
+def _intents(usable_tools: frozenset[str]) -> tuple[dict[int, list[IntentSpec]], dict[int, IntentSpec]]:
+    """Enabled intents of enabled specialists with their keywords and usable tools, by profile pk (in priority
+    order) and by intent pk."""
+    from routing.models import Intent, Keyword
 
     keywords_by_intent: dict[int, list[str]] = {}
     for intent_id, text in Keyword.objects.filter(intent__enabled=True).values_list("intent_id", "text"):
         keywords_by_intent.setdefault(intent_id, []).append(text)
-
-    intents_by_profile: dict[int, list[IntentSpec]] = {}
-    intent_specs: dict[int, IntentSpec] = {}
+    by_profile: dict[int, list[IntentSpec]] = {}
+    by_pk: dict[int, IntentSpec] = {}
     for intent in (
         Intent.objects.filter(enabled=True, specialist__enabled=True)
         .select_related("specialist")
@@ -209,13 +243,19 @@ def build(*, version: int, generation: int) -> Snapshot:
             mcp_tools=tuple(tool.name for tool in intent.mcp_tools.all() if tool.name in usable_tools),
             next_state=intent.next_state,
         )
-        intent_specs[intent.pk] = spec
-        intents_by_profile.setdefault(intent.profile_id, []).append(spec)
+        by_pk[intent.pk] = spec
+        by_profile.setdefault(intent.profile_id, []).append(spec)
+    return by_profile, by_pk
 
-    policies_by_profile: dict[int, list[StatePolicySpec]] = {}
+
+def _state_policies(intent_specs: dict[int, IntentSpec]) -> dict[int, list[StatePolicySpec]]:
+    """Enabled state policies of enabled specialists, by profile pk; a policy's intent lends it its tools."""
+    from routing.models import StatePolicy
+
+    by_profile: dict[int, list[StatePolicySpec]] = {}
     for policy in StatePolicy.objects.filter(enabled=True, specialist__enabled=True).select_related("specialist"):
         intent = intent_specs.get(policy.intent_id) if policy.intent_id else None
-        policies_by_profile.setdefault(policy.profile_id, []).append(
+        by_profile.setdefault(policy.profile_id, []).append(
             StatePolicySpec(
                 state=policy.state,
                 agent=policy.specialist.name,
@@ -225,6 +265,17 @@ def build(*, version: int, generation: int) -> Snapshot:
                 next_state=intent.next_state if intent else "",
             )
         )
+    return by_profile
+
+
+def _profiles(
+    *,
+    specialists_by_profile: dict[int, dict[str, SpecialistSpec]],
+    intents_by_profile: dict[int, list[IntentSpec]],
+    policies_by_profile: dict[int, list[StatePolicySpec]],
+) -> dict[str, ProfileSpec]:
+    """Enabled profiles, each with its specialists, intents and compiled router, by ``agent_id``."""
+    from agents.models import AgentProfile
 
     profiles: dict[str, ProfileSpec] = {}
     for profile in AgentProfile.objects.filter(enabled=True).select_related("fallback_specialist", "coordinator"):
@@ -272,15 +323,20 @@ def build(*, version: int, generation: int) -> Snapshot:
             denial_words=tuple(profile.denial_words or ()),
             closing_words=tuple(profile.closing_words or ()),
         )
+    return profiles
 
-    # Rollout flags: three queries whatever the number of flags and overrides.
+
+def _flags() -> dict[str, FlagSpec]:
+    """Rollout flags with their overrides: three queries whatever the number of flags and overrides."""
+    from routing.models import RolloutFlag, RolloutTenantOverride, RolloutUserOverride
+
     user_overrides: dict[int, dict[str, bool]] = {}
     for flag_id, user_id, enabled in RolloutUserOverride.objects.values_list("flag_id", "user_id", "enabled"):
         user_overrides.setdefault(flag_id, {})[user_id] = enabled
     tenant_overrides: dict[int, dict[str, bool]] = {}
     for flag_id, slug, enabled in RolloutTenantOverride.objects.values_list("flag_id", "tenant__slug", "enabled"):
         tenant_overrides.setdefault(flag_id, {})[slug] = enabled
-    flags = {
+    return {
         key: FlagSpec(
             key=key,
             kill_switch=kill_switch,
@@ -293,6 +349,3 @@ def build(*, version: int, generation: int) -> Snapshot:
             "pk", "key", "kill_switch", "percentage", "stickiness"
         )
     }
-    return Snapshot(
-        version=version, generation=generation, profiles=profiles, tools=tools, servers=servers, flags=flags
-    )

@@ -1,0 +1,4 @@
+"""Tenants, their API keys, and who a request is. Layer 2: imports only common.
+
+The layers and their rules: docs/architecture.md.
+"""

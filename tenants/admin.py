@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
@@ -11,6 +13,16 @@ from common.adminkit import ListingInlineMixin
 from common.config_version import config_version_bump
 from tenants.models import ApiKey, Tenant
 from tenants.services import api_key_create
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    from common.adminkit import FieldGroups
+
+
+class _TenantTotals(TypedDict):
+    key_total: int
+    conversation_total: int
 
 
 class ApiKeyInline(ListingInlineMixin, admin.TabularInline):
@@ -37,11 +49,11 @@ class TenantAdmin(admin.ModelAdmin):
         )
 
     @admin.display(description="API keys", ordering="key_total")
-    def key_count(self, obj: Tenant) -> int:
+    def key_count(self, obj: WithAnnotations[Tenant, _TenantTotals]) -> int:
         return obj.key_total
 
     @admin.display(description="conversations", ordering="conversation_total")
-    def conversation_count(self, obj: Tenant) -> int:
+    def conversation_count(self, obj: WithAnnotations[Tenant, _TenantTotals]) -> int:
         return obj.conversation_total
 
 
@@ -56,7 +68,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     actions = ["deactivate_keys"]
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> FieldGroups:
         if obj is None:
             return ["tenant", "name", "is_debug", "can_preview"]
         return [

@@ -50,6 +50,11 @@ _KEY_CACHE: dict[str, tuple[tuple[int, int], ApiClient | None]] = {}
 _KEY_CACHE_MAX = 10_000
 
 
+def api_client_for_key(raw_key: str) -> ApiClient | None:
+    """The principal of an active key of an active tenant, or ``None``; costs no query while nothing changed."""
+    return _client_for(key_hash(raw_key))
+
+
 def _client_for(digest: str) -> ApiClient | None:
     from common.config_version import config_version, local_generation
 
@@ -75,7 +80,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         scheme, _, raw = header.partition(" ")
         if scheme.lower() != self.keyword.lower() or not raw.strip():
             raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
-        client = _client_for(key_hash(raw.strip()))
+        client = api_client_for_key(raw.strip())
         if client is None:
             raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
         return client, client.key

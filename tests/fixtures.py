@@ -17,9 +17,15 @@ from rest_framework.test import APIClient
 
 @pytest.fixture(autouse=True)
 def fresh_routing_snapshot():
-    """Each test starts from the database it built, not from a snapshot of an earlier test."""
+    """Each test starts from the database it built, not from a snapshot of an earlier test, nor from the
+    configuration version an earlier test left in the shared cache (it could expire mid-test and make the
+    snapshot rebuild between two messages)."""
+    from django.core.cache import cache
+
+    from common.config_version import CACHE_KEY
     from routing import snapshot
 
+    cache.delete(CACHE_KEY)
     snapshot.invalidate()
     yield
     snapshot.invalidate()
@@ -77,6 +83,14 @@ def debug_api(debug_key) -> APIClient:
 @pytest.fixture
 def outsider_api(outsider_key) -> APIClient:
     return _client_for(outsider_key.raw)
+
+
+@pytest.fixture
+def multi_agent_for_everyone(db):
+    """The ``multi_agent`` rollout at 100 %: every face a customer talks through runs the multi-agent graph."""
+    from routing.services import rollout_flag_set
+
+    rollout_flag_set(key="multi_agent", actor="test", percentage=100, create=True)
 
 
 @pytest.fixture

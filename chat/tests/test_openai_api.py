@@ -47,6 +47,11 @@ def client(asgi_url, tenant_key, telecom):
     return openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, max_retries=0, timeout=30)
 
 
+@pytest.fixture(autouse=True)
+def rolled_out(multi_agent_for_everyone):
+    """These tests are about the face, on the multi-agent graph (the flag itself: chat/tests/test_front_door.py)."""
+
+
 def routing_of(completion) -> dict:
     return completion.model_extra["x_agent_routing"]
 

@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 from django.test import AsyncClient
 
 from conversations.models import Conversation, Message
+from tests.streaming import run
+from tests.streaming import sse_events as parse
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def parse(body: bytes) -> list[tuple[str, dict]]:
-    events = []
-    for block in body.decode().strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        events.append((lines["event"], json.loads(lines["data"])))
-    return events
-
-
-def run(coroutine):
-    """Run a client coroutine, then close the connections its database thread opened (the test DB is dropped)."""
-
-    async def with_cleanup():
-        try:
-            return await coroutine
-        finally:
-            await sync_to_async(connections.close_all)()
-
-    return asyncio.run(with_cleanup())
 
 
 async def stream(key, text, **payload):

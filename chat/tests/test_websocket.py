@@ -13,7 +13,6 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from chat import consumers
 from chat.consumers import CLOSE_UNAUTHORIZED, CLOSE_UNKNOWN_AGENT
 from conversations import graph
 from conversations.models import Conversation, Message
@@ -23,6 +22,11 @@ MSISDN = "5511999999999"
 INVOICE = {"text": "Minha fatura veio alta", "user_id": "u1", "context": {"msisdn": MSISDN}}
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def rolled_out(multi_agent_for_everyone):
+    """These tests are about the face, on the multi-agent graph (the flag itself: chat/tests/test_front_door.py)."""
 
 
 def path(key: str | None = None, *, agent_id: str = "telecom_contas", session_id: str = "ws-1", **query) -> str:
@@ -254,7 +258,7 @@ def test_frames_sent_during_a_turn_wait_for_it(tenant_key, telecom, settings):
 
 def test_a_second_tenant_with_the_same_session_id_reaches_another_conversation(tenant_key, outsider_key, telecom):
     (ours,) = chat(path(tenant_key.raw, session_id="shared"), INVOICE)
-    (theirs,) = chat(path(outsider_key.raw, session_id="shared"), {"text": "Meu pedido P100 atrasou"})
+    (theirs,) = chat(path(outsider_key.raw, session_id="shared"), {"text": "Meu pedido P100 atrasou", "user_id": "u2"})
 
     assert ours[-1]["conversation_key"] == "tenant_a:telecom_contas:shared"
     assert theirs[-1]["conversation_key"] == "outsider:telecom_contas:shared"
@@ -287,9 +291,9 @@ def test_a_disconnect_mid_answer_lets_the_turn_finish_and_persist(tenant_key, te
         while event.get("type") != "token":
             event = await communicator.receive_json_from(timeout=10)
         await communicator.disconnect()
-        unfinished = len(consumers._RUNNING_TURNS)
+        unfinished = graph.turns_detached()
         stored_then = await database_sync_to_async(Message.objects.count)()
-        await consumers.turns_finished()
+        await graph.turns_finished()
         return event, unfinished, stored_then
 
     first_token, unfinished, stored_then = asyncio.run(go())

@@ -13,6 +13,7 @@ new prompt version, no ``updated_at`` moved, no routing-version bump).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -276,10 +277,10 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
         if agent_id not in defined_profiles:
             continue
         for ref in ("fallback", "coordinator"):
-            node = patch.refs.get(ref)
-            if node is not None and node.value is not None:
+            named = patch.refs.get(ref)
+            if named is not None and named.value is not None:
                 require(
-                    node, (agent_id, node.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
+                    named, (agent_id, named.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
                 )
         _warn_coordinator_mode(agent_id, patch, world, problems)
 
@@ -426,7 +427,7 @@ class _Writer:
             self.report.count(kind, status)
 
     @staticmethod
-    def _sync_m2m(manager, wanted: list[models.Model]) -> bool:
+    def _sync_m2m(manager, wanted: Sequence[models.Model]) -> bool:
         if {obj.pk for obj in manager.all()} == {obj.pk for obj in wanted}:
             return False
         manager.set(wanted)

@@ -669,7 +669,7 @@ def _keywords(node: Node, problems: Problems) -> list[Node] | None:
         if not normalized:
             problems.add(keyword, messages.ERROR_KEYWORD_EMPTY)
             continue
-        if len(keyword.value) > max_length:
+        if max_length is not None and len(keyword.value) > max_length:
             problems.add(keyword, f"Ensure this value has at most {max_length} characters")
             continue
         if normalized in seen:

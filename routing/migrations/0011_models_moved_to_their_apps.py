@@ -23,17 +23,35 @@ def _move_content_types(apps, schema_editor, moves):
     Permission = apps.get_model("auth", "Permission")
     db = schema_editor.connection.alias
     for (old_app, old_model), (new_app, new_model) in moves.items():
-        if ContentType.objects.using(db).filter(app_label=new_app, model=new_model).exists():
-            continue  # already there (made by hand or by a post_migrate run in between): leave both alone
-        content_type = ContentType.objects.using(db).filter(app_label=old_app, model=old_model).first()
-        if content_type is None:
+        old = ContentType.objects.using(db).filter(app_label=old_app, model=old_model).first()
+        if old is None:
             continue  # a database whose content types were never created: post_migrate makes the new ones
-        content_type.app_label, content_type.model = new_app, new_model
-        content_type.save(update_fields=["app_label", "model"])
-        if old_model != new_model:  # a renamed model: its default permissions follow its name
-            for permission in Permission.objects.using(db).filter(content_type=content_type):
-                permission.codename = permission.codename.replace(f"_{old_model}", f"_{new_model}")
-                permission.save(update_fields=["codename"])
+        new = ContentType.objects.using(db).filter(app_label=new_app, model=new_model).first()
+        if new is None:
+            old.app_label, old.model = new_app, new_model
+            old.save(update_fields=["app_label", "model"])
+            new = old
+        for permission in Permission.objects.using(db).filter(content_type=old):
+            _permission_move(Permission, db, permission, new, old_model, new_model)
+        if new.pk != old.pk:
+            old.delete()  # its permissions were moved onto the content type made meanwhile (a partial migrate)
+
+
+def _permission_move(Permission, db, permission, content_type, old_model, new_model):
+    """Give ``permission`` to the moved model, renamed with it; if the model already has one of that codename
+    (made by a post_migrate run in between), the groups and users holding it are given that one instead."""
+    codename = permission.codename.replace(f"_{old_model}", f"_{new_model}")
+    name = permission.name.replace("routing configuration version", "configuration version")
+    existing = Permission.objects.using(db).filter(content_type=content_type, codename=codename).first()
+    if existing is None or existing.pk == permission.pk:
+        permission.content_type, permission.codename, permission.name = content_type, codename, name
+        permission.save(update_fields=["content_type", "codename", "name"])
+        return
+    for group in permission.group_set.all():
+        group.permissions.add(existing)
+    for user in permission.user_set.all():
+        user.user_permissions.add(existing)
+    permission.delete()
 
 
 def content_types_follow(apps, schema_editor):

@@ -1,4 +1,4 @@
-/* The chat page: the WebSocket chat (/ws/chat/<agent_id>/<session_id>/?tenant=<slug>) with the staff
+/* The chat page: the WebSocket chat (/ws/chat/<agent_id>/<session_id>/?tenant=<slug>&route=<route>) with the staff
  * session, each event of a turn drawn as it arrives (common/events.py). Plain DOM, no framework. */
 "use strict";
 
@@ -6,6 +6,7 @@
   const root = document.getElementById("content-main");
   const profileSelect = document.getElementById("chat-profile");
   const tenantSelect = document.getElementById("chat-tenant");
+  const routeSelect = document.getElementById("chat-route");
   const sessionInput = document.getElementById("chat-session");
   const connection = document.getElementById("chat-connection");
   const current = document.getElementById("chat-current-agent");
@@ -78,7 +79,8 @@
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const url =
       scheme + "//" + location.host + "/ws/chat/" + encodeURIComponent(profile) + "/" +
-      encodeURIComponent(sessionInput.value) + "/?tenant=" + encodeURIComponent(tenant);
+      encodeURIComponent(sessionInput.value) + "/?tenant=" + encodeURIComponent(tenant) +
+      "&route=" + encodeURIComponent(routeSelect.value);
     setConnection("connecting", "Connecting…");
     const ws = new WebSocket(url);
     socket = ws;
@@ -294,6 +296,7 @@
 
   profileSelect.addEventListener("change", restart);
   tenantSelect.addEventListener("change", restart);
+  routeSelect.addEventListener("change", restart);
   document.getElementById("chat-new").addEventListener("click", restart);
   form.addEventListener("submit", (submitted) => {
     submitted.preventDefault();

@@ -1,57 +1,70 @@
 """Bench data for the analytics: conversations as the platform stores them, down to the agent_handoffs rows.
 
-``manage.py generate_handoffs`` calls :func:`bench_data_generate` and
-:func:`bench_data_clear`. The data is simulated turn by turn against the demo
-profiles' compiled configuration (``routing.snapshot``): the decisions are
-the compiled router's own (its reasons, confidences, tools, next states), the
-moves follow the graph's rules (a routing handoff when the routed specialist
-differs from the active one, delegations and returns under a coordinator, a
-supervisor plan's fan-out, loop-safety stops checked by
-``handoffs.safety.move_check``), and each turn writes the rows that
-``conversations.graph._persist`` writes: the user's message, system notes, a
-supervisor's parts, the answer (with its latency and judge score), one route
-decision, the tool calls and the moves.
+``bench/generate_handoffs.py`` calls :func:`bench_data_generate` and :func:`bench_data_clear`. The data is
+simulated turn by turn against the demo profiles' compiled configuration (``routing.snapshot``): the decisions
+are the compiled router's own (its reasons, confidences, tools, next states), the moves follow the graph's rules
+(a routing handoff when the routed specialist differs from the active one, delegations and returns under a
+coordinator, a supervisor plan's fan-out, loop-safety stops checked by ``handoffs.safety.move_check``).
 
-Only bench tenants (``bench_tenant_N``) get data. Everything comes from one
-``random.Random(seed)``, so a seed and an ``until`` give the same rows; the
-batch size changes only how they are written. On PostgreSQL the rows go in
-with ``COPY``; elsewhere with ``executemany``.
+The rows are not typed here. Each simulated turn becomes a :class:`conversations.records.TurnRecord` — the
+plain data the graph's :func:`conversations.graph.turn_record` fills from a real turn — and
+:func:`conversations.records.turn_rows` builds its rows from it, as it does for the graph: the user's message,
+the system notes, a supervisor's parts, the answer (with its latency and judge score), the route decision, the
+tool calls and the moves. The conversation's row takes, turn after turn, the live state that
+:func:`conversations.records.conversation_updates` gives it. Only the timestamps are set here, once the rows are
+built (the simulation dates them back).
+
+Only bench tenants (``bench_tenant_N``) get data. Everything comes from one ``random.Random(seed)``, so a seed
+and an ``until`` give the same rows; the batch size changes only how they are written. The rows go in with
+``COPY`` on PostgreSQL, with ``executemany`` elsewhere; the columns and their values come from each model's
+fields, encoded as Django encodes them (JSON included).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import gc
 import io
 import json
 import math
+import operator
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management import call_command
-from django.db import IntegrityError, connection, transaction
-from django.db.models import CASCADE, QuerySet
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
+from django.db.models import CASCADE, Field, Model, QuerySet
 
+from agents.mcp import ToolResult
 from agents.models import AgentProfile
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
-from conversations.models import (
-    Conversation,
-    Message,
-    MessageRole,
-    RouteDecisionRecord,
-    ToolCall,
-    ToolCallStatus,
+from conversations.graph import TurnInput, conversation_defaults, result_note
+from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall, ToolCallStatus
+from conversations.records import (
+    CountedAs,
+    LiveState,
+    PartRecord,
+    TurnRecord,
+    TurnRows,
+    conversation_updates,
+    turn_rows,
 )
+from conversations.runtime import PERMISSION_WAITING
+from conversations.supervisor import STATUS_OK, STATUS_TIMEOUT
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
-from handoffs.services import moves_kinds
+from handoffs.services import Move
 from routing import snapshot
+from routing.decide import COORDINATION_INTENT, single_agent_decide
 from routing.rollout import bucket
-from routing.router import SUPERVISOR_ROUTE, RouteDecision
+from routing.router import SUPERVISOR_ROUTE, CompiledRouter, IntentSpec, RouteDecision
 from tenants.models import Tenant
 from tenants.services import tenant_get_or_create
 
@@ -131,57 +144,23 @@ PERMISSION_QUESTION = (
     'Responda "sim" para autorizar ou "não" para continuar sem isso.'
 )
 
-
-# json.dumps(ensure_ascii=False) builds an encoder on every call; this one is built once.
-_encode = json.JSONEncoder(ensure_ascii=False).encode
+PART_TIMEOUT_ERROR = "the step did not answer in time"  # a supervisor part that timed out
 
 
 # --- the catalogue: each demo profile's routing, compiled once ---------------------------
 
 
 @dataclass
-class Decision:
-    """A routing decision ready to store, with its JSON columns encoded once."""
-
-    route: str
-    agent: str
-    intent: str
-    confidence: float
-    reason: str
-    method: str
-    next_state: str
-    domain: str
-    mcp_tools: tuple[str, ...]
-    metadata: dict[str, Any]
-    plan: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # a supervisor plan: (agent, intent, tools)
-    metadata_json: str = ""  # the catalogue's decisions are encoded once; "" = encode when stored
-
-    @classmethod
-    def of(cls, decision: RouteDecision) -> Decision:
-        return cls(
-            route=decision.route,
-            agent=decision.agent,
-            intent=decision.intent,
-            confidence=decision.confidence,
-            reason=decision.reason,
-            method=decision.method,
-            next_state=decision.next_state or "",
-            domain=decision.domain or "",
-            mcp_tools=tuple(decision.mcp_tools),
-            metadata=dict(decision.metadata),
-            plan=tuple((step.agent, step.intent, tuple(step.mcp_tools)) for step in decision.plan or ()),
-            metadata_json=_encode(decision.metadata),
-        )
-
-
-@dataclass
 class ProfileCatalogue:
-    """What the simulation needs of one profile: specialists, intents and texts with their decisions."""
+    """What the simulation needs of one profile: specialists, intents and texts with the router's decisions.
+
+    A decision here is shared by every turn that draws its text: a turn that changes it works on a copy.
+    """
 
     spec: snapshot.ProfileSpec
-    by_keyword: dict[str, list[tuple[str, Decision]]] = field(default_factory=dict)  # specialist → (text, decision)
+    by_keyword: dict[str, list[tuple[str, RouteDecision]]] = field(default_factory=dict)  # specialist → (text, …)
     by_classifier: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # specialist → (text, intent)
-    plans: list[tuple[str, Decision]] = field(default_factory=list)
+    plans: list[tuple[str, RouteDecision]] = field(default_factory=list)
     state_intent: dict[str, str] = field(default_factory=dict)  # intent → the state it sets
 
     @property
@@ -209,8 +188,7 @@ def _catalogue(spec: snapshot.ProfileSpec) -> ProfileCatalogue:
             decision = router.by_keywords(text)
             if decision is not None and decision.intent == intent.name:
                 entries = [
-                    (opening + (text[0].lower() + text[1:] if opening else text), Decision.of(decision))
-                    for opening in openings
+                    (opening + (text[0].lower() + text[1:] if opening else text), decision) for opening in openings
                 ]
                 found.by_keyword.setdefault(intent.agent, []).extend(entries * weight)
     for agent, texts in CLASSIFIER_TEXTS.items():
@@ -224,7 +202,7 @@ def _catalogue(spec: snapshot.ProfileSpec) -> ProfileCatalogue:
                 text = f"{found.by_keyword[first][0][0]} e também {found.by_keyword[second][0][0].lower()}"
                 decision = router.by_plan(text)
                 if decision is not None and decision.plan:
-                    found.plans.append((text, Decision.of(decision)))
+                    found.plans.append((text, decision))
     return found
 
 
@@ -248,100 +226,43 @@ class BenchDataError(RuntimeError):
 
 
 # --- the rows of one batch ---------------------------------------------------------------
-# Conversations and messages carry ids (others point at them), as offsets within the batch until the
-# batch reserves its ids; decisions, tool calls and handoffs get theirs from the database.
-
-CONVERSATION_FIELDS = (
-    "id",
-    "tenant_id",
-    "profile_id",
-    "session_id",
-    "conversation_key",
-    "user_id",
-    "channel",
-    "state",
-    "active_specialist",
-    "active_intent",
-    "sub_conversation",
-    "pending_result",
-    "pending_permission",
-    "granted_permissions",
-    "turn_tickets_issued",
-    "turn_tickets_done",
-    "turn_started_at",
-    "ended_at",
-    "message_count",
-    "cohort",
-    "created_at",
-    "updated_at",
-    "handoff_kinds",
-)
-MESSAGE_FIELDS = (
-    "id",
-    "conversation_id",
-    "role",
-    "agent",
-    "content",
-    "metadata",
-    "step",
-    "cohort",
-    "latency_ms",
-    "judge_score",
-    "created_at",
-)
-DECISION_FIELDS = (
-    "conversation_id",
-    "message_id",
-    "mode",
-    "route",
-    "agent",
-    "intent",
-    "confidence",
-    "reason",
-    "method",
-    "next_state",
-    "handoff",
-    "domain",
-    "mcp_tools",
-    "metadata",
-    "created_at",
-)
-TOOL_CALL_FIELDS = (
-    "conversation_id",
-    "message_id",
-    "agent",
-    "tool",
-    "server",
-    "arguments",
-    "status",
-    "latency_ms",
-    "result",
-    "error",
-    "created_at",
-)
-HANDOFF_FIELDS = (
-    "conversation_id",
-    "tenant_id",
-    "profile_id",
-    "from_agent",
-    "to_agent",
-    "kind",
-    "status",
-    "reason",
-    "context_summary",
-    "outcome",
-    "created_at",
-    "cohort",
-)
 
 
 @dataclass
 class Batch:
-    conversations: list[list[Any]] = field(default_factory=list)
-    messages: list[list[Any]] = field(default_factory=list)
-    decisions: list[list[Any]] = field(default_factory=list)
-    tool_calls: list[list[Any]] = field(default_factory=list)
-    handoffs: list[list[Any]] = field(default_factory=list)
+    """A batch's rows, unsaved, as :func:`conversations.records.turn_rows` built them.
+
+    Conversations and messages carry ids (other rows point at them): their place in the batch, to which
+    :func:`_write` adds the first id :func:`_flush` reserved for the batch. Decisions, tool calls and handoffs get
+    theirs from the database.
+    """
+
+    conversations: list[Conversation] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    decisions: list[RouteDecisionRecord] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    handoffs: list[Handoff] = field(default_factory=list)
+
+    def add(self, rows: TurnRows) -> None:
+        """Append a turn's rows; its messages get their places, and the rows pointing at them the same."""
+        for message in rows.messages:
+            message.pk = len(self.messages)
+            self.messages.append(message)
+        rows.link()
+        if rows.decision is not None:
+            self.decisions.append(rows.decision)
+        self.tool_calls.extend(rows.tool_calls)
+        self.handoffs.extend(rows.handoffs)
+
+
+# The tables in the order they are written (what a row points at comes first), and their lists in a Batch.
+TABLES: tuple[tuple[type[Model], str], ...] = (
+    (Conversation, "conversations"),
+    (Message, "messages"),
+    (RouteDecisionRecord, "decisions"),
+    (ToolCall, "tool_calls"),
+    (Handoff, "handoffs"),
+)
 
 
 @dataclass
@@ -380,41 +301,18 @@ def _threshold(draw: float, table: Sequence[tuple[float, Any]], default: Any = N
 
 
 @dataclass
-class _Move:
-    from_agent: str
-    to_agent: str
-    kind: str
-    status: str = HandoffStatus.COMPLETED
-    reason: str = ""
-    context_summary: str = ""
-    outcome: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        return {
-            "from_agent": self.from_agent,
-            "to_agent": self.to_agent,
-            "kind": self.kind,
-            "status": self.status,
-            "reason": self.reason,
-            "context_summary": self.context_summary,
-            "outcome": self.outcome,
-        }
-
-
-@dataclass
 class _Turn:
-    """One user message and everything its persist writes."""
+    """One user message as simulated: what its :class:`~conversations.records.TurnRecord` is made of."""
 
     text: str
-    decision: Decision
+    decision: RouteDecision
     mode: str
     agent: str = ""  # who answers
     answer: str = ""
-    handoff: bool = False  # the decision's routing handoff flag
-    moves: list[_Move] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (agent, system note)
-    parts: list[tuple[str, str, str]] = field(default_factory=list)  # supervisor: (agent, intent, answer)
-    tools: list[tuple[str, str, str, float, str]] = field(default_factory=list)  # tool, server, status, ms, error
+    parts: list[PartRecord] = field(default_factory=list)  # a supervisor plan's parts
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # ToolResult.as_dict()
     agents: list[str] = field(default_factory=list)
     model_calls: int = 1
     quality: float = 0.0  # lowers the judge's score (fallbacks, stops)
@@ -422,7 +320,7 @@ class _Turn:
 
 
 @dataclass
-class _Conversation:
+class _Live:
     """A conversation's live state while its turns are simulated."""
 
     catalogue: ProfileCatalogue
@@ -438,6 +336,33 @@ class _Conversation:
     pending_permission: dict[str, Any] | None = None
     granted: list[str] = field(default_factory=list)
     paths: list[tuple[str, str]] = field(default_factory=list)  # completed agent handoffs, oldest first
+
+    def left(self) -> LiveState:
+        """What a turn that ends now hands to the conversation's next message."""
+        return LiveState(
+            sub_conversation=self.sub,
+            pending_result=self.pending_result,
+            pending_permission=self.pending_permission,
+            granted_permissions=tuple(self.granted),
+            routed=(self.state, self.active_agent, self.active_intent),
+        )
+
+
+@dataclass(frozen=True)
+class _Who:
+    """Whose conversation: the tenant, the profile, the user (and their side of the flag), session and channel."""
+
+    tenant: Tenant
+    catalogue: ProfileCatalogue
+    user_id: str
+    multi_agent: bool
+    flags: dict[str, Any]
+    session_id: str
+    channel: str
+
+    @property
+    def cohort(self) -> str:
+        return "multi_agent" if self.multi_agent else "single_agent"
 
 
 class Simulator:
@@ -485,9 +410,13 @@ class Simulator:
 
     # -- conversations -----------------------------------------------------------------
 
-    def _user(self) -> tuple[str, bool, dict[str, Any]]:
-        """A user of the tenant and their side of the multi_agent flag, decided as the platform does."""
-        user_id = f"u{self.rng.randrange(self.users_per_tenant):06d}"
+    def _who(self) -> _Who:
+        """A tenant, a profile, a user of the tenant and their side of the multi_agent flag (decided as the
+        platform decides it), a session and a channel."""
+        rng = self.rng
+        tenant = self.tenants[rng.choices(range(len(self.tenants)), weights=self.tenant_weights)[0]]
+        catalogue = rng.choices(self.catalogues, weights=self.profile_weights)[0]
+        user_id = f"u{rng.randrange(self.users_per_tenant):06d}"
         found = bucket(MULTI_AGENT_FLAG, user_id)
         enabled = found <= MULTI_AGENT_PERCENTAGE
         evaluation = {
@@ -499,30 +428,61 @@ class Simulator:
             "stickiness_value": user_id,
             "bucket": found,
         }
-        return user_id, enabled, {MULTI_AGENT_FLAG: evaluation}
+        return _Who(
+            tenant=tenant,
+            catalogue=catalogue,
+            user_id=user_id,
+            multi_agent=enabled,
+            flags={MULTI_AGENT_FLAG: evaluation},
+            session_id=f"{rng.getrandbits(128):032x}",
+            channel=rng.choices([c for c, _ in CHANNELS], weights=[w for _, w in CHANNELS])[0],
+        )
 
     def conversation(self, local_id: int, batch: Batch) -> tuple[int, Counter, Counter]:
         """Simulate one conversation and append its rows to ``batch``; returns (handoffs, kinds, methods)."""
-        rng = self.rng
-        tenant = self.tenants[rng.choices(range(len(self.tenants)), weights=self.tenant_weights)[0]]
-        catalogue = rng.choices(self.catalogues, weights=self.profile_weights)[0]
-        user_id, multi_agent, flags = self._user()
-        cohort = "multi_agent" if multi_agent else "single_agent"
-        session_id = f"{rng.getrandbits(128):032x}"
-        channel = rng.choices([c for c, _ in CHANNELS], weights=[w for _, w in CHANNELS])[0]
-        turns = rng.choices(range(1, len(TURN_WEIGHTS) + 1), weights=TURN_WEIGHTS)[0]
+        who = self._who()
+        turns = self.rng.choices(range(1, len(TURN_WEIGHTS) + 1), weights=TURN_WEIGHTS)[0]
         arrival = self._arrival()
-        live = _Conversation(
+        live = self._live(who, turns, arrival)
+        simulated = self._simulate(live, turns, arrival)
+        overflow = max(0.0, simulated[-1][0] - self.until)  # a conversation ends within the range
+        if live.sub:
+            live.sub["started_at"] = round(live.sub["started_at"] - overflow, 3)
+        row = _conversation_row(local_id, who)
+        handoffs, kinds, methods = 0, Counter(), Counter()
+        for number, (persisted, turn, left) in enumerate(simulated, start=1):
+            record = self._record(row, who, number, turn)
+            rows = turn_rows(record)
+            _conversation_turn(row, record, left, rows)
+            _stamp(rows, persisted - overflow)
+            batch.add(rows)
+            handoffs += len(rows.handoffs)
+            kinds.update(move.kind for move in turn.moves)
+            methods[turn.decision.method] += 1
+        row.created_at = _when(arrival - overflow)
+        row.updated_at = row.turn_started_at = _when(simulated[-1][0] - overflow)
+        batch.conversations.append(row)
+        return handoffs, kinds, methods
+
+    def _live(self, who: _Who, turns: int, arrival: float) -> _Live:
+        """The conversation's state before its first message; now and then, one that will loop."""
+        rng, catalogue = self.rng, who.catalogue
+        live = _Live(
             catalogue=catalogue,
-            multi_agent=multi_agent,
-            supervisor=(catalogue.agent_id == "telecom_contas" and multi_agent and arrival >= self.supervisor_from),
+            multi_agent=who.multi_agent,
+            supervisor=catalogue.agent_id == "telecom_contas" and who.multi_agent and arrival >= self.supervisor_from,
             looping=None,
         )
-        if multi_agent and not catalogue.delegation and turns >= 3 and rng.random() < LOOPING_CONVERSATIONS:
+        if who.multi_agent and not catalogue.delegation and turns >= 3 and rng.random() < LOOPING_CONVERSATIONS:
             first = _pick(rng, {name: START_WEIGHTS.get(name, 0.1) for name in catalogue.by_keyword})
             targets = [name for name in catalogue.spec.specialists[first].handoff_targets if name != first]
             live.looping = (first, rng.choice(targets)) if targets else None
-        simulated: list[tuple[float, _Turn]] = []
+        return live
+
+    def _simulate(self, live: _Live, turns: int, arrival: float) -> list[tuple[float, _Turn, LiveState]]:
+        """The conversation's turns, each with the moment it is stored (the customer takes a while to answer) and
+        the live state it leaves."""
+        simulated: list[tuple[float, _Turn, LiveState]] = []
         moment = arrival
         for index in range(turns):
             turn = self._turn(live, first=index == 0)
@@ -530,63 +490,9 @@ class Simulator:
             moment += turn.latency_ms / 1000
             if live.sub and not live.sub["started_at"]:
                 live.sub["started_at"] = moment
-            simulated.append((moment, turn))
-            moment += min(rng.lognormvariate(math.log(40), 0.8), 900)
-        overflow = max(0.0, simulated[-1][0] - self.until)  # a conversation ends within the range
-        arrival -= overflow
-        if live.sub:
-            live.sub["started_at"] = round(live.sub["started_at"] - overflow, 3)
-        messages = batch.messages
-        first_message = len(messages)
-        profile_id, kinds, methods, handoffs, handoff_kinds = catalogue.spec.pk, Counter(), Counter(), 0, 0
-        for number, (persisted, turn) in enumerate(simulated, start=1):
-            persisted -= overflow
-            handoffs += self._rows(
-                batch,
-                local_id=local_id,
-                tenant_id=tenant.pk,
-                profile_id=profile_id,
-                cohort=cohort,
-                flags=flags,
-                user_id=user_id,
-                channel=channel,
-                number=number,
-                persisted=persisted,
-                turn=turn,
-            )
-            kinds.update(move.kind for move in turn.moves)
-            handoff_kinds |= moves_kinds(turn.moves)
-            methods[turn.decision.method] += 1
-        last_moment = simulated[-1][0] - overflow
-        sub = live.sub
-        batch.conversations.append(
-            [
-                local_id,
-                tenant.pk,
-                profile_id,
-                session_id,
-                f"{tenant.slug}:{catalogue.agent_id}:{session_id}",
-                user_id,
-                channel,
-                live.state,
-                live.active_agent,
-                live.active_intent,
-                _encode(sub) if sub else None,
-                _encode(live.pending_result) if live.pending_result else None,
-                _encode(live.pending_permission) if live.pending_permission else None,
-                _encode(live.granted),
-                turns,
-                turns,
-                _when(last_moment),
-                None,
-                len(messages) - first_message,
-                cohort,
-                _when(arrival),
-                _when(last_moment),
-                handoff_kinds,
-            ]
-        )
-        return handoffs, kinds, methods
+            simulated.append((moment, turn, live.left()))
+            moment += min(self.rng.lognormvariate(math.log(40), 0.8), 900)
+        return simulated
 
     def _latency(self, turn: _Turn) -> float:
         if turn.parts:  # the parts run at once: the slowest, then the consolidation
@@ -595,11 +501,69 @@ class Simulator:
             model = sum(self._model_ms() for _ in range(turn.model_calls))
         if turn.decision.method == "llm":
             model += self.rng.lognormvariate(math.log(600), 0.3)
-        return model + sum(tool[3] for tool in turn.tools)
+        return model + sum(call["latency_ms"] for call in turn.tool_calls)
+
+    # -- what a turn stores ------------------------------------------------------------
+
+    def _record(self, row: Conversation, who: _Who, number: int, turn: _Turn) -> TurnRecord:
+        """The turn as the graph's ``turn_record`` would give it: its answer's metadata, latency and score."""
+        decision, trace = turn.decision, self._trace(turn)
+        score = self.rng.betavariate(7.0, 1.7) if who.multi_agent else self.rng.betavariate(5.5, 2.0)
+        score = round(max(0.0, score - turn.quality), 3)
+        metadata = {
+            "mode": turn.mode,
+            "route": decision.route,
+            "intent": decision.intent,
+            "mcp_tools": list(decision.mcp_tools),
+            "handoffs": [move.as_dict() for move in turn.moves],
+            "agents": turn.agents,
+            "turn": number,
+            "cohort": who.cohort,
+            "flags": who.flags,
+            "judges": {"rule_based": {"name": "rule_based", "status": "ok", "score": score, "passed": score >= 0.5}},
+            "llm": "offline",
+            "trace": trace,
+        }
+        return TurnRecord(
+            conversation_id=row.pk,
+            tenant_id=row.tenant_id,
+            profile_id=row.profile_id,
+            text=turn.text,
+            answer=turn.answer,
+            agent=turn.agent,
+            mode=turn.mode,
+            metadata=metadata,
+            cohort=who.cohort,
+            channel=who.channel,
+            user_id=who.user_id,
+            latency_ms=round(sum(node["ms"] for node in trace), 3),
+            judge_score=score,
+            decision=decision,
+            notes=turn.notes,
+            parts=turn.parts,
+            tool_calls=turn.tool_calls,
+            moves=turn.moves,
+        )
+
+    def _trace(self, turn: _Turn) -> list[dict[str, Any]]:
+        """The graph's nodes and their times: routing (longer with the classifier), the specialist, the rest."""
+        rng, decision = self.rng, turn.decision
+        trace = [
+            {"node": "input_guardrails", "ms": round(rng.uniform(0.1, 0.8), 3)},
+            {"node": "routing_decision", "ms": 0.0},
+            {"node": decision.agent or "specialist", "ms": 0.0},
+            {"node": "output_guardrails", "ms": round(rng.uniform(0.2, 1.2), 3)},
+            {"node": "judge", "ms": round(rng.uniform(0.5, 3.0), 3)},
+        ]
+        total = turn.latency_ms
+        routing_ms = round(rng.uniform(0.05, 0.4) + (total * 0.3 if decision.method == "llm" else 0), 3)
+        trace[1]["ms"] = routing_ms
+        trace[2]["ms"] = round(max(total - routing_ms, 1.0), 3)
+        return trace
 
     # -- one turn ----------------------------------------------------------------------
 
-    def _turn(self, live: _Conversation, *, first: bool) -> _Turn:
+    def _turn(self, live: _Live, *, first: bool) -> _Turn:
         catalogue = live.catalogue
         turn = self._permission_reply(live)
         if turn is None and catalogue.delegation and live.multi_agent:
@@ -609,7 +573,7 @@ class Simulator:
         turn.agents = turn.agents or [turn.agent]
         return turn
 
-    def _next_topic(self, live: _Conversation, first: bool) -> str:
+    def _next_topic(self, live: _Live, first: bool) -> str:
         rng = self.rng
         names = live.catalogue.by_keyword
         if first or not live.topic:
@@ -621,12 +585,15 @@ class Simulator:
             weights = weights or {name: 1.0 for name in names if name != live.topic}
         return _pick(rng, weights)
 
-    def _routed_decision(self, live: _Conversation, *, first: bool) -> tuple[str, Decision]:
-        """The router's decision, as ``CompiledRouter.route`` makes it: state, keywords, classifier, fallback."""
+    def _routed_decision(self, live: _Live, *, first: bool) -> tuple[str, RouteDecision]:
+        """The router's decision, as ``CompiledRouter.route`` makes it: state, keywords, classifier, fallback.
+
+        The decision may be the catalogue's, shared: not to be changed.
+        """
         rng, catalogue = self.rng, live.catalogue
         router = catalogue.spec.router
         if live.state and live.state in router.state_policies:
-            return rng.choice(STATE_REPLIES), Decision.of(router.by_state(live.state))
+            return rng.choice(STATE_REPLIES), router.by_state(live.state)
         if live.looping:
             live.topic = live.looping[0]
             return rng.choice(catalogue.by_keyword[live.topic])
@@ -637,64 +604,32 @@ class Simulator:
             if texts:
                 live.topic = topic
                 text, intent_name = rng.choice(texts)
-                intent = router.intents_by_name[intent_name]
-                score = round(rng.uniform(0.62, 0.95), 2)
-                return text, Decision(
-                    route=intent.agent,
-                    agent=intent.agent,
-                    intent=intent.name,
-                    confidence=score,
-                    reason=f"Offline classifier: message most similar to {intent.name} (cosine {score:.2f}).",
-                    method="llm",
-                    next_state=intent.next_state,
-                    domain=intent.domain,
-                    mcp_tools=tuple(intent.mcp_tools),
-                    metadata={
-                        "classifier": {
-                            "intent": intent.name,
-                            "confidence": score,
-                            "reason": f"Offline classifier: message most similar to {intent.name}.",
-                        }
-                    },
-                )
+                return text, _classified(router.intents_by_name[intent_name], round(rng.uniform(0.62, 0.95), 2))
             method = "keyword"
         if method == "fallback":
-            return rng.choice(VAGUE_TEXTS), Decision.of(router.fallback())
+            return rng.choice(VAGUE_TEXTS), router.fallback()
         live.topic = self._next_topic(live, first)
-        text, decision = rng.choice(catalogue.by_keyword[live.topic])
-        return text, decision
+        return rng.choice(catalogue.by_keyword[live.topic])
 
-    def _routed_turn(self, live: _Conversation, *, first: bool, single_agent: bool) -> _Turn:
+    def _routed_turn(self, live: _Live, *, first: bool, single_agent: bool) -> _Turn:
         """A router profile's turn, or any profile's single-agent turn (the general specialist answers)."""
         rng, spec = self.rng, live.catalogue.spec
         plan = live.supervisor and not live.state and live.catalogue.plans and rng.random() < SUPERVISOR_PLAN_SHARE
-        if plan:
-            text, decision = rng.choice(live.catalogue.plans)
-        else:
-            text, decision = self._routed_decision(live, first=first)
+        text, routed = rng.choice(live.catalogue.plans) if plan else self._routed_decision(live, first=first)
+        # The router marks the move on its decision, the single-agent path then takes it over: on a copy here.
+        decision = copy.copy(routed)
+        decision.metadata = dict(routed.metadata)
+        decision = CompiledRouter.mark_handoff(decision, live.active_agent)
+        if single_agent:
+            decision = single_agent_decide(decision, spec)
         mode = "single_agent" if single_agent else ("supervisor" if live.supervisor else spec.routing_mode)
-        handoff = not single_agent and not decision.plan and live.active_agent not in ("", decision.agent)
-        if single_agent:  # routing.decide.single_agent_decide
-            general = spec.fallback_agent
-            decision = replace(
-                decision,
-                route=general,
-                agent=general,
-                reason=f"Single-agent path: {general} answers every message. Router: {decision.reason}",
-                metadata={**decision.metadata, "routed_agent": decision.agent},
-                metadata_json="",
-            )
-        elif handoff:  # CompiledRouter._mark_handoff
-            decision = replace(
-                decision, metadata={**decision.metadata, "previous_agent": live.active_agent}, metadata_json=""
-            )
-        turn = _Turn(text=text, decision=decision, mode=mode, handoff=handoff)
-        if handoff:
-            turn.moves.append(_Move(live.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason))
-        live.state = decision.next_state
+        turn = _Turn(text=text, decision=decision, mode=mode)
+        if decision.handoff:
+            turn.moves.append(Move(live.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason))
+        live.state = decision.next_state or ""
         if decision.plan:
             self._plan(live, turn)
-            live.active_agent, live.active_intent = decision.plan[0][0], decision.plan[0][1]
+            live.active_agent, live.active_intent = decision.plan[0].agent, decision.plan[0].intent
             return turn
         turn.agent = decision.agent
         if decision.method == "fallback":
@@ -706,7 +641,7 @@ class Simulator:
         turn.answer = turn.answer or self._answer(spec, turn.agent, decision.intent)
         return turn
 
-    def _permission_reply(self, live: _Conversation) -> _Turn | None:
+    def _permission_reply(self, live: _Live) -> _Turn | None:
         """The message after a specialist asked to use a tool needing permission (the graph's permission gate)."""
         pending, live.pending_permission = live.pending_permission, None
         if not pending:
@@ -719,15 +654,14 @@ class Simulator:
         reply = "granted" if granted else "denied"
         if granted and tool not in live.granted:
             live.granted.append(tool)
-        tools = tuple(name for name in pending["mcp_tools"] if granted or name != tool)
-        decision = Decision(
+        tools = [name for name in pending["mcp_tools"] if granted or name != tool]
+        decision = RouteDecision(
             route=agent,
             agent=agent,
             intent=pending["intent"],
             confidence=1.0,
             reason=f"Reply to the permission question: the user {reply} {tool}.",
             method="permission",
-            next_state="",
             domain=live.catalogue.spec.domain,
             mcp_tools=tools,
             metadata={"permission": {"tool": tool, "reply": reply}},
@@ -743,32 +677,37 @@ class Simulator:
         live.state, live.active_agent, live.active_intent = "", agent, decision.intent
         return turn
 
-    def _plan(self, live: _Conversation, turn: _Turn) -> None:
+    def _plan(self, live: _Live, turn: _Turn) -> None:
         """A supervisor plan: each specialist answers its part, then one consolidated answer."""
         rng, decision = self.rng, turn.decision
         turn.agent = SUPERVISOR_ROUTE
-        for agent, intent, tools in decision.plan:
-            status = "ok" if rng.random() < 0.97 else "timeout"
-            part = self._answer(live.catalogue.spec, agent, intent) if status == "ok" else ""
-            turn.parts.append((agent, intent, part))
+        for step in decision.plan:
+            answered = rng.random() < 0.97
+            part = PartRecord(
+                agent=step.agent,
+                intent=step.intent,
+                status=STATUS_OK if answered else STATUS_TIMEOUT,
+                answer=self._answer(live.catalogue.spec, step.agent, step.intent) if answered else "",
+                error="" if answered else PART_TIMEOUT_ERROR,
+            )
+            turn.parts.append(part)
             turn.moves.append(
-                _Move(
+                Move(
                     SUPERVISOR_ROUTE,
-                    agent,
+                    step.agent,
                     HandoffKind.FANOUT,
-                    reason=f"{intent}: {status}" + (" (the step did not answer in time)" if status != "ok" else ""),
+                    reason=f"{part.intent}: {part.status}" + (f" ({part.error})" if part.error else ""),
                     context_summary=decision.reason,
                 )
             )
-            self._tools(live, turn, SUPERVISOR_ROUTE, tools, allowed_for=agent)
-        turn.agents = [agent for agent, _, _ in decision.plan]
-        turn.answer = " ".join(part for _, _, part in turn.parts if part) or GREETING_ANSWER
+            self._tools(live, turn, SUPERVISOR_ROUTE, step.mcp_tools, allowed_for=step.agent)
+        turn.agents = [step.agent for step in decision.plan]
+        turn.answer = " ".join(part.answer for part in turn.parts if part.answer) or GREETING_ANSWER
 
-    def _chain(self, live: _Conversation, turn: _Turn) -> None:
+    def _chain(self, live: _Live, turn: _Turn) -> None:
         """Moves inside the turn: a specialist's handoff, and loop safety's stops (``move_check``)."""
         rng, spec = self.rng, live.catalogue.spec
-        limits = spec.loop_safety
-        earlier = live.paths[-limits.window :]  # what the graph reads from agent_handoffs
+        earlier = live.paths[-spec.loop_safety.window :]  # what the graph reads from agent_handoffs
         looping = live.looping is not None and turn.agent == live.looping[0]
         event = "handoff" if looping else _threshold(rng.random(), CHAIN_EVENTS)
         if event is None:
@@ -777,41 +716,34 @@ class Simulator:
         targets = spec.specialists[agent].handoff_targets if agent in spec.specialists else ()
         if event == "refused" or not targets:
             target = rng.choice(UNKNOWN_TARGETS)
+            reason = f"{target} is not a target of {agent}."
             turn.moves.append(
-                _Move(
-                    agent,
-                    target,
-                    HandoffKind.HANDOFF,
-                    HandoffStatus.REFUSED,
-                    reason=f"{target} is not a target of {agent}.",
-                    outcome=REFUSED_NOT_ALLOWED,
-                )
+                Move(agent, target, HandoffKind.HANDOFF, HandoffStatus.REFUSED, reason, outcome=REFUSED_NOT_ALLOWED)
             )
             turn.model_calls += 1
-            return
-        if event == "step_limit":
-            steps = spec.specialists[agent].step_limit
+        elif event == "step_limit":
+            reason = f"{agent} used its {spec.specialists[agent].step_limit} steps; it answered with what it had."
             turn.moves.append(
-                _Move(
-                    agent,
-                    "",
-                    HandoffKind.HANDOFF,
-                    HandoffStatus.STOPPED,
-                    reason=f"{agent} used its {steps} steps; it answered with what it had.",
-                    outcome=STOP_STEP_LIMIT,
-                )
+                Move(agent, "", HandoffKind.HANDOFF, HandoffStatus.STOPPED, reason, outcome=STOP_STEP_LIMIT)
             )
             turn.model_calls += 2
             turn.quality = 0.25
-            return
+        else:
+            self._hops(live, turn, event, earlier, looping=looping)
+
+    def _hops(self, live: _Live, turn: _Turn, event: str, earlier: list[tuple[str, str]], *, looping: bool) -> None:
+        """The specialists hand the turn on (once, back and forth, or past the limit) until one answers or
+        loop safety stops them."""
+        rng, spec = self.rng, live.catalogue.spec
+        limits = spec.loop_safety
         hops = {"handoff": 1, "ping_pong": 2, "handoff_limit": limits.max_handoffs_per_turn + 1}[event]
-        chain = [agent]
+        chain = [turn.agent]
         for hop in range(hops):
             current = chain[-1]
             options = spec.specialists[current].handoff_targets if current in spec.specialists else ()
             if event == "ping_pong" and hop == 1:
                 target = chain[-2]
-            elif looping:
+            elif looping and live.looping is not None:
                 target = live.looping[1]
             else:
                 fresh = [name for name in options if name not in chain] or list(options)
@@ -839,129 +771,131 @@ class Simulator:
             turn.model_calls += 1
             if stop:
                 turn.moves.append(
-                    _Move(current, target, HandoffKind.HANDOFF, HandoffStatus.STOPPED, reason, summary, stop)
+                    Move(current, target, HandoffKind.HANDOFF, HandoffStatus.STOPPED, reason, summary, stop)
                 )
                 turn.answer = stop_summary(reason=stop, answer="", findings=[])
                 turn.quality = 0.3
                 break
-            turn.moves.append(_Move(current, target, HandoffKind.HANDOFF, reason=reason, context_summary=summary))
+            turn.moves.append(Move(current, target, HandoffKind.HANDOFF, reason=reason, context_summary=summary))
             live.paths.append((current, target))
             chain.append(target)
         turn.agent = chain[-1]
         turn.agents = list(chain)
 
-    def _coordinated_turn(self, live: _Conversation) -> _Turn:
-        """A delegation profile's turn (seed 001): the coordinator, or the open sub-conversation's specialist."""
+    def _coordinated_turn(self, live: _Live) -> _Turn:
+        """A delegation profile's turn (seed 001): the open sub-conversation's specialist, or the coordinator."""
+        return self._sub_conversation_turn(live) if live.sub else self._coordinator_turn(live)
+
+    def _sub_conversation_turn(self, live: _Live) -> _Turn:
+        """The delegated specialist's next message: the customer follows up, closes, or asks for something
+        out of its scope (or the specialist finds it needs follow-up, or cannot resolve it)."""
+        rng, catalogue = self.rng, live.catalogue
+        spec, sub = catalogue.spec, live.sub or {}
+        specialist, intent = sub["specialist"], spec.router.intents_by_name.get(sub["intent"])
+        decision = RouteDecision(
+            route=specialist,
+            agent=specialist,
+            intent=sub["intent"],
+            confidence=1.0,
+            reason=f"Sub-conversation open with {specialist}: it receives the messages until it ends it.",
+            method="sub_conversation",
+            domain=spec.domain,
+            mcp_tools=list(intent.mcp_tools) if intent else [],
+            metadata={"candidates": []},
+        )
+        event = _threshold(rng.random(), SUB_EVENTS, "out_of_scope")
+        others = [name for name in catalogue.specialists() if name != specialist and name in catalogue.by_keyword]
+        if event == "out_of_scope" and not others:
+            event = "completed"
+        other = ""
+        if event == "followup":
+            text = rng.choice(FOLLOWUPS)
+        elif event == "out_of_scope":
+            other = rng.choice(others)
+            text = rng.choice(catalogue.by_keyword[other])[0]
+        else:
+            text = rng.choice(CLOSINGS)
+        turn = _Turn(text=text, decision=decision, mode=spec.routing_mode, agent=specialist)
+        if event == "followup":
+            self._tools(live, turn, specialist, decision.mcp_tools)
+            turn.answer = self._answer(spec, specialist, decision.intent)
+        else:
+            self._sub_return(live, turn, event, other)
+        return turn
+
+    def _sub_return(self, live: _Live, turn: _Turn, event: str, other: str) -> None:
+        """The specialist ends its sub-conversation. The result reaches the coordinator with the next message;
+        out of scope, the coordinator takes this same message at once and delegates it again."""
+        coordinator, specialist, text = live.catalogue.spec.coordinator, turn.agent, turn.text
+        if event == "out_of_scope":
+            final: dict[str, Any] = {"reason": "out_of_scope", "suggested_specialist": other}
+            note = f"Fora do meu escopo; parece ser assunto de {other}."
+        else:
+            final = {"resolved": event == "completed", "specialist": specialist, "last_answer": "..."}
+            note = f"O cliente encerrou o assunto ({text!r})." if event == "completed" else ""
+        reason = note or f"{specialist} ended its sub-conversation: {event}."
+        summary = json.dumps(final, ensure_ascii=False)
+        turn.moves.append(
+            Move(specialist, coordinator, HandoffKind.RETURN, reason=reason, context_summary=summary, outcome=event)
+        )
+        result = {
+            "specialist": specialist,
+            "status": event,
+            "final_result": final,
+            "last_user_message": text,
+            "message_to_coordinator": note,
+        }
+        live.sub = None
+        if event != "out_of_scope":
+            live.pending_result = result
+            turn.answer = GOODBYE
+            live.active_agent, live.active_intent = coordinator, turn.decision.intent
+            return
+        live.pending_result = None
+        turn.notes.append((coordinator, result_note(result)))
+        turn.model_calls += 1
+        target = specialist if self.rng.random() < 0.05 else other  # now and then, straight back: ping-pong
+        self._delegate(live, turn, coordinator, target, text, chain=[specialist, coordinator])
+
+    def _coordinator_turn(self, live: _Live) -> _Turn:
+        """The coordinator takes the message (with a finished sub-conversation's result): it delegates it, or
+        answers a greeting itself."""
         rng, catalogue = self.rng, live.catalogue
         spec = catalogue.spec
         coordinator = spec.coordinator
-        specialists = catalogue.specialists()
-        if live.sub:
-            specialist = live.sub["specialist"]
-            decision = Decision(
-                route=specialist,
-                agent=specialist,
-                intent=live.sub["intent"],
-                confidence=1.0,
-                reason=f"Sub-conversation open with {specialist}: it receives the messages until it ends it.",
-                method="sub_conversation",
-                next_state="",
-                domain=spec.domain,
-                mcp_tools=tuple(spec.router.intents_by_name[live.sub["intent"]].mcp_tools)
-                if live.sub["intent"] in spec.router.intents_by_name
-                else (),
-                metadata={"candidates": []},
-            )
-            event = _threshold(rng.random(), SUB_EVENTS, "out_of_scope")
-            others = [name for name in specialists if name != specialist and name in catalogue.by_keyword]
-            if event == "out_of_scope" and not others:
-                event = "completed"
-            if event == "followup":
-                text = rng.choice(FOLLOWUPS)
-            elif event == "out_of_scope":
-                other = rng.choice(others)
-                text = rng.choice(catalogue.by_keyword[other])[0]
-            else:
-                text = rng.choice(CLOSINGS)
-            turn = _Turn(text=text, decision=decision, mode=spec.routing_mode, agent=specialist)
-            if event == "followup":
-                self._tools(live, turn, specialist, decision.mcp_tools)
-                turn.answer = self._answer(spec, specialist, decision.intent)
-                return turn
-            if event == "out_of_scope":
-                final = {"reason": "out_of_scope", "suggested_specialist": other}
-                note = f"Fora do meu escopo; parece ser assunto de {other}."
-            else:
-                final = {"resolved": event == "completed", "specialist": specialist, "last_answer": "..."}
-                note = f"O cliente encerrou o assunto ({text!r})." if event == "completed" else ""
-            turn.moves.append(
-                _Move(
-                    specialist,
-                    coordinator,
-                    HandoffKind.RETURN,
-                    reason=note or f"{specialist} ended its sub-conversation: {event}.",
-                    context_summary=_encode(final),
-                    outcome=event,
-                )
-            )
-            result = {
-                "specialist": specialist,
-                "status": event,
-                "final_result": final,
-                "last_user_message": text,
-                "message_to_coordinator": note,
-            }
-            live.sub = None
-            if event != "out_of_scope":
-                live.pending_result = result
-                turn.answer = GOODBYE
-                live.active_agent, live.active_intent = coordinator, decision.intent
-                return turn
-            # Out of scope: the coordinator takes this same message at once and delegates it again.
-            live.pending_result = None
-            turn.notes.append((coordinator, _result_note(result)))
-            turn.model_calls += 1
-            target = specialist if rng.random() < 0.05 else other  # now and then, straight back: ping-pong
-            self._delegate(live, turn, coordinator, target, text, chain=[specialist, coordinator])
-            return turn
-
-        decision = Decision(
+        decision = RouteDecision(
             route=coordinator,
             agent=coordinator,
-            intent="coordination",
+            intent=COORDINATION_INTENT,
             confidence=1.0,
             reason=f"{coordinator} coordinates: it answers or delegates every message outside a sub-conversation.",
             method="coordinator",
-            next_state="",
             domain=spec.domain,
-            mcp_tools=(),
             metadata={"candidates": []},
         )
-        if live.pending_result:
-            note = _result_note(live.pending_result)
-            live.pending_result = None
-        else:
-            note = ""
-        delegates = [name for name in specialists if name in catalogue.by_keyword]
+        note = result_note(live.pending_result) if live.pending_result else ""
+        live.pending_result = None
+        delegates = [name for name in catalogue.specialists() if name in catalogue.by_keyword]
+        target = ""
         if delegates and rng.random() < DELEGATE_SHARE:
             target = _pick(rng, {name: START_WEIGHTS.get(name, 0.1) for name in delegates})
             text, routed = rng.choice(catalogue.by_keyword[target])
             decision.metadata = {"candidates": [{"intent": routed.intent, "agent": target}]}
-            turn = _Turn(text=text, decision=decision, mode=spec.routing_mode, agent=coordinator)
         else:
-            target = ""
-            turn = _Turn(text=rng.choice(VAGUE_TEXTS), decision=decision, mode=spec.routing_mode, agent=coordinator)
+            text = rng.choice(VAGUE_TEXTS)
+        turn = _Turn(text=text, decision=decision, mode=spec.routing_mode, agent=coordinator)
         if note:
             turn.notes.append((coordinator, note))
         if target and rng.random() < 0.012:  # a model naming a role it does not have
             wrong = rng.choice(UNKNOWN_TARGETS)
+            reason = f"{wrong} is not a target of {coordinator}."
             turn.moves.append(
-                _Move(
+                Move(
                     coordinator,
                     wrong,
                     HandoffKind.DELEGATION,
                     HandoffStatus.REFUSED,
-                    reason=f"{wrong} is not a target of {coordinator}.",
+                    reason,
                     outcome=REFUSED_NOT_ALLOWED,
                 )
             )
@@ -970,12 +904,10 @@ class Simulator:
             self._delegate(live, turn, coordinator, target, text, chain=[coordinator])
         else:
             turn.answer = GREETING_ANSWER
-            live.active_agent, live.active_intent = coordinator, "coordination"
+            live.active_agent, live.active_intent = coordinator, COORDINATION_INTENT
         return turn
 
-    def _delegate(
-        self, live: _Conversation, turn: _Turn, coordinator: str, target: str, text: str, chain: list[str]
-    ) -> None:
+    def _delegate(self, live: _Live, turn: _Turn, coordinator: str, target: str, text: str, chain: list[str]) -> None:
         spec, limits = live.catalogue.spec, live.catalogue.spec.loop_safety
         intent = spec.router.intent_of(target, text)
         summary = f"O cliente escreveu: {text[:300]}"
@@ -993,13 +925,13 @@ class Simulator:
         )
         if stop:
             turn.moves.append(
-                _Move(coordinator, target, HandoffKind.DELEGATION, HandoffStatus.STOPPED, reason, summary, stop)
+                Move(coordinator, target, HandoffKind.DELEGATION, HandoffStatus.STOPPED, reason, summary, stop)
             )
             turn.answer = stop_summary(reason=stop, answer="", findings=[])
             turn.agent, turn.quality = coordinator, 0.3
-            live.active_agent, live.active_intent = coordinator, "coordination"
+            live.active_agent, live.active_intent = coordinator, COORDINATION_INTENT
             return
-        turn.moves.append(_Move(coordinator, target, HandoffKind.DELEGATION, reason=reason, context_summary=summary))
+        turn.moves.append(Move(coordinator, target, HandoffKind.DELEGATION, reason=reason, context_summary=summary))
         turn.model_calls += 1
         intent_name = intent.name if intent else ""
         live.sub = {
@@ -1017,7 +949,7 @@ class Simulator:
 
     def _tools(
         self,
-        live: _Conversation,
+        live: _Live,
         turn: _Turn,
         agent: str,
         offered: Sequence[str],
@@ -1032,11 +964,15 @@ class Simulator:
             return
         for tool in rng.sample(tools, k=2 if len(tools) > 1 and rng.random() < 0.25 else 1):
             server = self.tool_servers.get(tool, "")
+            arguments = {"order_id": "P1**"} if server == "retail" else {"msisdn": "5511*****1234"}  # masked
             needs = tool == "diagnosticar_linha"
             if needs and tool not in live.granted and turn.decision.method != "permission":
                 if allowed_for:  # a supervisor's part: left out rather than asked for
                     continue
-                turn.tools.append((tool, server, ToolCallStatus.PERMISSION_REQUIRED, 0.0, ""))
+                waiting = ToolResult(
+                    tool, server, arguments, ToolCallStatus.PERMISSION_REQUIRED, error=PERMISSION_WAITING
+                )
+                turn.tool_calls.append(waiting.as_dict())
                 live.pending_permission = {
                     "tool": tool,
                     "agent": agent,
@@ -1055,7 +991,8 @@ class Simulator:
             else:
                 ms = rng.lognormvariate(math.log(180), 0.5)
                 error = "Upstream error 502." if status == ToolCallStatus.ERROR else ""
-            turn.tools.append((tool, server, status, round(ms, 3), error))
+            result = {"status": "ok"} if status == ToolCallStatus.OK else None
+            turn.tool_calls.append(ToolResult(tool, server, arguments, status, ms, result, error).as_dict())
             if status != ToolCallStatus.OK:
                 turn.quality = max(turn.quality, 0.1)
 
@@ -1064,187 +1001,68 @@ class Simulator:
         subject = specialist.display_name.lower() if specialist else intent.replace("_", " ")
         return self.rng.choice(ANSWERS).format(subject=subject)
 
-    # -- rows --------------------------------------------------------------------------
 
-    def _rows(
-        self,
-        batch: Batch,
-        *,
-        local_id: int,
-        tenant_id: int,
-        profile_id: int,
-        cohort: str,
-        flags: dict[str, Any],
-        user_id: str,
-        channel: str,
-        number: int,
-        persisted: float,
-        turn: _Turn,
-    ) -> int:
-        """Append one turn's rows as ``_persist`` writes them; returns how many handoff rows."""
-        rng, messages = self.rng, batch.messages
-        tick = iter(range(1, 10_000))
-
-        def at() -> datetime:  # rows of one turn are stored together, in order, microseconds apart
-            return _when(persisted + next(tick) * 2e-5)
-
-        user_local = len(messages)
-        messages.append(
-            [
-                user_local,
-                local_id,
-                MessageRole.USER,
-                "",
-                turn.text,
-                f'{{"channel": {_encode(channel)}, "user_id": {_encode(user_id)}}}',
-                0,
-                cohort,
-                None,
-                None,
-                at(),
-            ]
-        )
-        for agent, note in turn.notes:
-            metadata = '{"kind": "sub_conversation_result"}'
-            messages.append([len(messages), local_id, MessageRole.SYSTEM, agent, note, metadata])
-            messages[-1].extend([0, cohort, None, None, at()])
-        for agent, intent, part in turn.parts:
-            status = "ok" if part else "timeout"
-            metadata = _encode({"intent": intent, "status": status, "error": "" if part else "timeout"})
-            content = part or f"(sem resposta desta parte: {status})"
-            messages.append([len(messages), local_id, MessageRole.AGENT, agent, content, metadata])
-            messages[-1].extend([1, cohort, None, None, at()])
-        decision = turn.decision
-        trace = [
-            {"node": "input_guardrails", "ms": round(rng.uniform(0.1, 0.8), 3)},
-            {"node": "routing_decision", "ms": 0.0},
-            {"node": decision.agent or "specialist", "ms": 0.0},
-            {"node": "output_guardrails", "ms": round(rng.uniform(0.2, 1.2), 3)},
-            {"node": "judge", "ms": round(rng.uniform(0.5, 3.0), 3)},
-        ]
-        total = turn.latency_ms
-        routing_ms = round(rng.uniform(0.05, 0.4) + (total * 0.3 if decision.method == "llm" else 0), 3)
-        trace[1]["ms"] = routing_ms
-        trace[2]["ms"] = round(max(total - routing_ms, 1.0), 3)
-        latency = round(sum(node["ms"] for node in trace), 3)
-        score = rng.betavariate(7.0, 1.7) if cohort == "multi_agent" else rng.betavariate(5.5, 2.0)
-        score = round(max(0.0, score - turn.quality), 3)
-        moves = [move.as_dict() for move in turn.moves]
-        metadata = {
-            "mode": turn.mode,
-            "route": decision.route,
-            "intent": decision.intent,
-            "mcp_tools": list(decision.mcp_tools),
-            "handoffs": moves,
-            "agents": turn.agents,
-            "turn": number,
-            "cohort": cohort,
-            "flags": flags,
-            "judges": {"rule_based": {"name": "rule_based", "status": "ok", "score": score, "passed": score >= 0.5}},
-            "llm": "offline",
-            "trace": trace,
-        }
-        answer_local = len(messages)
-        messages.append(
-            [
-                answer_local,
-                local_id,
-                MessageRole.ASSISTANT,
-                turn.agent,
-                turn.answer,
-                _encode(metadata),
-                0,
-                cohort,
-                latency,
-                score,
-                at(),
-            ]
-        )
-        batch.decisions.append(
-            [
-                local_id,
-                user_local,
-                turn.mode,
-                decision.route,
-                decision.agent,
-                decision.intent,
-                decision.confidence,
-                decision.reason,
-                decision.method,
-                decision.next_state,
-                turn.handoff,
-                decision.domain,
-                _encode(list(decision.mcp_tools)),
-                decision.metadata_json or _encode(decision.metadata),
-                at(),
-            ]
-        )
-        for tool, server, status, ms, error in turn.tools:
-            arguments = {"order_id": "P1**"} if server == "retail" else {"msisdn": "5511*****1234"}
-            result = {"status": "ok"} if status == ToolCallStatus.OK else None
-            batch.tool_calls.append(
-                [
-                    local_id,
-                    answer_local,
-                    turn.agent,
-                    tool,
-                    server,
-                    _encode(arguments),
-                    status,
-                    ms,
-                    _encode(result) if result else None,
-                    error,
-                    at(),
-                ]
-            )
-        for move in turn.moves:
-            batch.handoffs.append(
-                [
-                    local_id,
-                    tenant_id,
-                    profile_id,
-                    move.from_agent,
-                    move.to_agent,
-                    move.kind,
-                    move.status,
-                    move.reason,
-                    move.context_summary,
-                    move.outcome,
-                    at(),
-                    cohort,
-                ]
-            )
-        return len(turn.moves)
-
-
-def _result_note(result: dict[str, Any]) -> str:
-    """The system note a coordinator gets with a finished sub-conversation's result (as ``conversations.graph``)."""
-    return (
-        f"[SYSTEM_NOTE: the sub-conversation with {result.get('specialist', '')} ended. "
-        f"status: {result.get('status', '')}; "
-        f"final_result: {_encode(result.get('final_result'))}; "
-        f"last_user_message: {_encode(result.get('last_user_message', ''))}; "
-        f"message_to_coordinator: {_encode(result.get('message_to_coordinator', ''))}]"
+def _classified(intent: IntentSpec, score: float) -> RouteDecision:
+    """The classifier's decision for ``intent`` (offline: the most similar intent's examples)."""
+    return RouteDecision(
+        route=intent.agent,
+        agent=intent.agent,
+        intent=intent.name,
+        confidence=score,
+        reason=f"Offline classifier: message most similar to {intent.name} (cosine {score:.2f}).",
+        method="llm",
+        next_state=intent.next_state or None,
+        domain=intent.domain or None,
+        mcp_tools=list(intent.mcp_tools),
+        metadata={
+            "classifier": {
+                "intent": intent.name,
+                "confidence": score,
+                "reason": f"Offline classifier: message most similar to {intent.name}.",
+            }
+        },
     )
+
+
+# --- the rows: conversations.records builds them, the simulation dates them ---------------
+
+
+def _conversation_row(local_id: int, who: _Who) -> Conversation:
+    """The conversation as its first message creates it (``conversations.ordering.ticket_take``)."""
+    data = TurnInput(
+        tenant_pk=who.tenant.pk,
+        tenant_slug=who.tenant.slug,
+        profile=who.catalogue.spec,
+        text="",
+        session_id=who.session_id,
+        user_id=who.user_id,
+        channel=who.channel,
+    )
+    return Conversation(id=local_id, conversation_key=data.conversation_key, **conversation_defaults(data))
+
+
+def _conversation_turn(row: Conversation, record: TurnRecord, live: LiveState, rows: TurnRows) -> None:
+    """What a turn's transaction does to its conversation's row (``conversation_turn_record``): the live state
+    :func:`~conversations.records.conversation_updates` gives, the messages counted, the next ticket's turn."""
+    counted = CountedAs(cohort=row.cohort, handoff_kinds=row.handoff_kinds, created_at=row.created_at)
+    for name, value in conversation_updates(record, live, counted).items():
+        setattr(row, name, value)
+    row.message_count += len(rows.messages)
+    row.turn_tickets_issued += 1
+    row.turn_tickets_done += 1
+
+
+def _stamp(rows: TurnRows, persisted: float) -> None:
+    """Date a turn's rows: stored together by one transaction, in order, microseconds apart."""
+    ordered: list[Model] = [*rows.messages, *([rows.decision] if rows.decision else []), *rows.tool_calls]
+    for tick, row in enumerate([*ordered, *rows.handoffs], start=1):
+        row.created_at = _when(persisted + tick * 2e-5)
 
 
 # --- writing -------------------------------------------------------------------------------
 
 
-def _columns(model: type, names: Sequence[str]) -> list[str]:
-    return [model._meta.get_field(name).column for name in names]  # get_field knows "tenant_id" too
-
-
-TABLES = (
-    (Conversation, CONVERSATION_FIELDS, "conversations"),
-    (Message, MESSAGE_FIELDS, "messages"),
-    (RouteDecisionRecord, DECISION_FIELDS, "decisions"),
-    (ToolCall, TOOL_CALL_FIELDS, "tool_calls"),
-    (Handoff, HANDOFF_FIELDS, "handoffs"),
-)
-
-
-def _reserve_ids(model: type, count: int) -> int:
+def _reserve_ids(model: type[Model], count: int) -> int:
     """The first of ``count`` consecutive ids nobody else will be given (call inside the batch's transaction).
 
     PostgreSQL: the table's sequence jumps ahead by ``count`` in one statement. Elsewhere: after the
@@ -1262,42 +1080,80 @@ def _reserve_ids(model: type, count: int) -> int:
         return cursor.fetchone()[0] + 1
 
 
-def _write(model: type, names: Sequence[str], rows: list[list[Any]]) -> None:
+def _write(model: type[Model], rows: Sequence[Model], bases: dict[type[Model], int]) -> None:
+    """Insert ``rows`` in one statement: every concrete field's column (the id when the rows carry one), each
+    value prepared as a save prepares it (:func:`_prepared`).
+
+    Ids of conversations and messages, and the references to them, are places in the batch: ``bases`` (the
+    first id reserved for the batch, per model) turns them into ids.
+    """
     if not rows:
         return
-    table = connection.ops.quote_name(model._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(column) for column in _columns(model, names))
+    fields = [each for each in model._meta.concrete_fields if not each.primary_key or rows[0].pk is not None]
+    offsets = [(i, bases[target]) for i, each in enumerate(fields) if (target := _identifies(model, each)) in bases]
+    quote = connection.ops.quote_name
+    table, columns = quote(model._meta.db_table), ", ".join(quote(each.column) for each in fields)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # The raw psycopg cursor's errors are Django's (IntegrityError, ...) only inside this wrapper.
-            with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
+            with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as stream:
+                for values in _prepared(fields, rows, offsets):
+                    stream.write_row(values)
             return
-        adapt = connection.ops.adapt_datetimefield_value
-        prepared = [[adapt(value) if isinstance(value, datetime) else value for value in row] for row in rows]
-        placeholders = ", ".join(["%s"] * len(names))
-        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", prepared)  # noqa: S608
+        placeholders = ", ".join(["%s"] * len(fields))
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"  # noqa: S608
+        cursor.executemany(sql, list(_prepared(fields, rows, offsets)))
+
+
+def _identifies(model: type[Model], model_field: Field) -> type[Model] | None:
+    """The model whose rows ``model_field`` holds ids of: ``model`` for its primary key, the related model for a
+    foreign key, ``None`` for any other field."""
+    if model_field.is_relation:
+        return model_field.related_model
+    return model if model_field.primary_key else None
+
+
+def _prepared(
+    fields: Sequence[Field], rows: Iterable[Model], offsets: Sequence[tuple[int, int]] = ()
+) -> Iterator[list[Any]]:
+    """Each row's values of ``fields`` as a save sends them (``get_db_prep_save``: JSON encoded, datetimes
+    adapted to the database, ...), after adding ``offsets`` (position, number) to the values at those positions.
+
+    Most values come back from ``get_db_prep_save`` unchanged (a str in a CharField, an int in an IntegerField,
+    an aware datetime on PostgreSQL): which ones is learnt from the first row of each combination of value types,
+    and only the others are prepared in the rows that follow (a bulk load calls it for millions of values).
+    """
+    database = connections[DEFAULT_DB_ALIAS]  # what ``connection`` stands for, without a lookup per value
+    read = operator.attrgetter(*(each.attname for each in fields))
+    prepare = [each.get_db_prep_save for each in fields]
+    changed: dict[tuple[type, ...], list[int]] = {}  # value types → positions whose value preparing changes
+    for row in rows:
+        values = list(read(row)) if len(fields) > 1 else [read(row)]
+        for i, offset in offsets:
+            values[i] += offset
+        kinds = tuple(map(type, values))
+        positions = changed.get(kinds)
+        if positions is None:
+            prepared = [prep(value, database) for prep, value in zip(prepare, values, strict=True)]
+            changed[kinds] = [
+                i for i, (value, ready) in enumerate(zip(values, prepared, strict=True)) if ready is not value
+            ]
+            yield prepared
+            continue
+        for i in positions:
+            values[i] = prepare[i](values[i], database)
+        yield values
 
 
 def _flush(batch: Batch) -> None:
     """Write a batch in one transaction: conversations and messages get their ids, the references follow."""
     with transaction.atomic():
-        conversation_base = _reserve_ids(Conversation, len(batch.conversations))
-        message_base = _reserve_ids(Message, len(batch.messages)) if batch.messages else 0
-        for row in batch.conversations:
-            row[0] += conversation_base
-        for row in batch.messages:
-            row[0] += message_base
-            row[1] += conversation_base
-        for rows in (batch.decisions, batch.tool_calls):
-            for row in rows:
-                row[0] += conversation_base
-                row[1] += message_base
-        for row in batch.handoffs:
-            row[0] += conversation_base
-        for model, names, attribute in TABLES:
-            _write(model, names, getattr(batch, attribute))
+        bases = {
+            Conversation: _reserve_ids(Conversation, len(batch.conversations)),
+            Message: _reserve_ids(Message, len(batch.messages)) if batch.messages else 0,
+        }
+        for model, name in TABLES:
+            _write(model, getattr(batch, name), bases)
 
 
 # --- the entry points ----------------------------------------------------------------------
@@ -1391,12 +1247,43 @@ def bench_data_generate(
         until=end,
     )
     report = GenerateReport()
+    with _cycle_collector_paused():
+        _batches(simulator, count=count, size=batch, report=report, progress=progress, started=started)
+    _statistics_refresh()
+    # The rows are dated back: sum their days into the analytics' daily totals again (today stays live).
+    summing = time.perf_counter()
+    report.days_summed = len(rollup_build(first=_when(end - days * 86400).date(), last=until.date(), rebuild=True))
+    report.rollup_seconds = time.perf_counter() - summing
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _statistics_refresh() -> None:
+    """ANALYZE the tables just filled (PostgreSQL), so the next query plans see their size: a ``--clear`` right
+    after a large load otherwise checks each deleted row's references by scanning tables it believes empty."""
+    if connection.vendor != "postgresql":
+        return
+    tables = [model._meta.db_table for model in (Conversation, Message, RouteDecisionRecord, ToolCall, Handoff)]
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(table) for table in tables))
+
+
+def _batches(
+    simulator: Simulator,
+    *,
+    count: int,
+    size: int,
+    report: GenerateReport,
+    progress: Callable[[Progress], None] | None,
+    started: float,
+) -> None:
+    """Draw and write conversations, a transaction per ``size`` handoffs, until ``count`` handoffs are written."""
     current = Batch()
     written = 0
     while written + len(current.handoffs) < count or current.conversations:
         if written + len(current.handoffs) < count:
             _draw(simulator, current, count - written - len(current.handoffs), report)
-        if len(current.handoffs) >= batch or written + len(current.handoffs) >= count:
+        if len(current.handoffs) >= size or written + len(current.handoffs) >= count:
             try:
                 _flush(current)
             except IntegrityError as exc:
@@ -1407,18 +1294,28 @@ def bench_data_generate(
             if progress is not None:
                 seconds = time.perf_counter() - started
                 progress(Progress(written, count, report.conversations, report.messages, seconds))
-    # The rows are dated back: sum their days into the analytics' daily totals again (today stays live).
-    summing = time.perf_counter()
-    report.days_summed = len(rollup_build(first=_when(end - days * 86400).date(), last=until.date(), rebuild=True))
-    report.rollup_seconds = time.perf_counter() - summing
-    report.seconds = time.perf_counter() - started
-    return report
+
+
+@contextlib.contextmanager
+def _cycle_collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while the batches are drawn and written.
+
+    A batch holds a few hundred thousand model instances and none is in a reference cycle, but the collector
+    would walk them again and again while they are made: about a third of the generator's time.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _draw(simulator: Simulator, batch: Batch, remaining: int, report: GenerateReport) -> None:
     """Add one conversation to ``batch`` with at most ``remaining`` handoffs (drawing again until one fits)."""
     while True:
-        marks = {name: len(getattr(batch, name)) for _, _, name in TABLES}
+        marks = {name: len(getattr(batch, name)) for _, name in TABLES}
         handoffs, kinds, methods = simulator.conversation(len(batch.conversations), batch)
         if handoffs <= remaining:
             report.kinds.update(kinds)
@@ -1434,6 +1331,6 @@ def _count(report: GenerateReport, batch: Batch) -> None:
     report.messages += len(batch.messages)
     report.decisions += len(batch.decisions)
     report.tool_calls += len(batch.tool_calls)
-    report.cohorts.update(row[19] for row in batch.conversations)
-    report.tool_statuses.update(row[6] for row in batch.tool_calls)
-    report.outcomes.update(row[9] for row in batch.handoffs if row[9])
+    report.cohorts.update(conversation.cohort for conversation in batch.conversations)
+    report.tool_statuses.update(call.status for call in batch.tool_calls)
+    report.outcomes.update(handoff.outcome for handoff in batch.handoffs if handoff.outcome)

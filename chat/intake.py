@@ -1,0 +1,292 @@
+"""The front door of a message: every face turns what a client sent into the engine's :class:`TurnInput` here.
+
+One place decides, for the gateway and chat routes, their SSE streams, a WebSocket frame and an
+OpenAI-compatible completion alike:
+
+* what a message must be (:func:`message_read`: text, ids, context, each error naming its field);
+* whose it is (:func:`tenant_resolve`: the API key's tenant, or the tenant a staff session names);
+* which profile answers, and whether the text fits its size limit (:func:`turn_input_build`);
+* which graph it takes (:class:`Route`): the profile's own mode, the ``multi_agent`` rollout flag's verdict
+  for this user, or the multi-agent preview; ``metadata.flags.multi_agent`` says which and why.
+
+Faces differ only in how they read a request and how they word an error: every error here is a
+:class:`~common.errors.DomainError` naming the field as the gateway body spells it (``agent_id``,
+``payload.text``, ``tenant_id``), and a face maps those names onto its own when they differ.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rest_framework import serializers, status
+
+from common.errors import (
+    ERROR_PREVIEW_FORBIDDEN,
+    ERROR_TEXT_TOO_LONG,
+    ERROR_UNKNOWN_AGENT,
+    DomainError,
+)
+from conversations.graph import TurnInput, new_session_id
+from routing import snapshot
+from routing.rollout import (
+    COHORT_MULTI_AGENT,
+    COHORT_SINGLE_AGENT,
+    MULTI_AGENT_FLAG,
+    REASON_UNKNOWN_FLAG,
+    flag_evaluate,
+)
+from tenants.auth import ApiClient
+from tenants.models import Tenant
+from tenants.selectors import tenant_get_active
+
+ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant to act for ({field})."
+ERROR_UNKNOWN_TENANT = "Unknown tenant {slug!r}."
+ERROR_NOT_A_CLIENT = "Only an API key or a staff session may send messages."
+ERROR_UNKNOWN_ROUTE = "Unknown route {route!r}: one of {choices}."
+
+
+class Route(enum.StrEnum):
+    """Which graph a message takes (the README's table says which face defaults to which)."""
+
+    PROFILE = "profile"  # the profile's configured mode; the rollout flag is not asked (the gateway)
+    ROLLOUT = "rollout"  # the multi_agent flag decides per user: multi-agent graph or single-agent path
+    PREVIEW = "multi_agent"  # always the multi-agent graph (keys allowed to preview, staff)
+
+
+def route_parse(value: str | None, *, default: Route, field_name: str = "route") -> Route:
+    """A route a client named (``None`` or ``""``: ``default``); raises :class:`DomainError` naming the field."""
+    if not value:
+        return default
+    try:
+        return Route(value)
+    except ValueError:
+        message = ERROR_UNKNOWN_ROUTE.format(route=value, choices=", ".join(route.value for route in Route))
+        raise DomainError(message, fields={field_name: [message]}) from None
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+
+
+class UnknownProfile(DomainError):
+    """No enabled profile has the ``agent_id``."""
+
+
+class TextTooLong(DomainError):
+    """The text is over the profile's size limit (``limit`` characters), reported on ``payload.text``."""
+
+    def __init__(self, limit: int) -> None:
+        message = ERROR_TEXT_TOO_LONG.format(limit=limit)
+        super().__init__(message, fields={"payload.text": [message]})
+        self.limit = limit
+
+
+class TenantRequired(DomainError):
+    """A staff session did not name the tenant it acts for (or the principal is neither a key nor staff)."""
+
+
+class UnknownTenant(DomainError):
+    """A staff session named a tenant that does not exist or is inactive."""
+
+
+class PreviewForbidden(DomainError):
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "permission_denied"
+
+
+# -- reading a message -------------------------------------------------------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    """A string field that refuses numbers and booleans instead of converting them."""
+
+    default_error_messages = {"not_a_string": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
+class PayloadSerializer(serializers.Serializer):
+    text = StrictCharField(max_length=None, trim_whitespace=True)
+    session_id = StrictCharField(max_length=200, required=False, allow_blank=False)
+    user_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    channel_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    # DRF's metaclass takes declared fields off the class, so this field does not hide Serializer.context;
+    # the stubs cannot know.
+    context = serializers.DictField(required=False, default=dict)  # type: ignore[assignment]
+
+
+class MessageInputSerializer(serializers.Serializer):
+    """The gateway body, ``{channel, agent_id, tenant_id?, payload: {text, session_id, user_id, context}}``."""
+
+    channel = StrictCharField(max_length=64, required=False, default="api")
+    agent_id = serializers.SlugField(max_length=64)
+    tenant_id = serializers.SlugField(
+        max_length=64,
+        required=False,
+        help_text="Ignored for API keys (the key names the tenant); required for staff sessions.",
+    )
+    payload = PayloadSerializer()
+
+
+@dataclass(frozen=True)
+class MessageIn:
+    """A message as every face reads it, before the tenant and the profile are known."""
+
+    agent_id: str
+    text: str
+    session_id: str = ""  # "" = a new session
+    user_id: str = ""
+    channel: str = "api"
+    context: dict[str, Any] = field(default_factory=dict)
+    tenant_slug: str = ""  # what a staff session names; ignored for an API key
+
+
+def message_read(data: Any) -> MessageIn:
+    """A gateway-shaped body read and checked; raises DRF's ``ValidationError`` naming every bad field."""
+    serializer = MessageInputSerializer(data=data)
+    serializer.is_valid(raise_exception=True)
+    valid = serializer.validated_data
+    payload = valid["payload"]
+    return MessageIn(
+        agent_id=valid["agent_id"],
+        text=payload["text"],
+        session_id=payload.get("session_id") or "",
+        user_id=payload.get("user_id", ""),
+        channel=valid.get("channel") or "api",
+        context=payload.get("context") or {},
+        tenant_slug=valid.get("tenant_id", ""),
+    )
+
+
+# -- who, which profile, which graph -----------------------------------------------------------------------
+
+
+def principal_is_staff(principal: Any) -> bool:
+    """A logged-in staff user (a session), as opposed to an API key's client."""
+    return (
+        principal is not None
+        and not isinstance(principal, ApiClient)
+        and bool(getattr(principal, "is_authenticated", False) and getattr(principal, "is_staff", False))
+    )
+
+
+def tenant_resolve(*, principal: Any, tenant_slug: str, field_name: str = "tenant_id") -> Tenant:
+    """The tenant a request acts for: an API key's own (``tenant_slug`` ignored), or the active tenant a staff
+    session names in ``field_name``. Raises :class:`TenantRequired` or :class:`UnknownTenant` otherwise."""
+    if isinstance(principal, ApiClient):
+        return principal.tenant
+    if not principal_is_staff(principal):
+        raise TenantRequired(ERROR_NOT_A_CLIENT)
+    if not tenant_slug:
+        message = ERROR_TENANT_REQUIRED.format(field=field_name)
+        raise TenantRequired(message, fields={field_name: [message]})
+    tenant = tenant_get_active(slug=tenant_slug)
+    if tenant is None:
+        message = ERROR_UNKNOWN_TENANT.format(slug=tenant_slug)
+        raise UnknownTenant(message, fields={field_name: [message]})
+    return tenant
+
+
+def profile_get(agent_id: str, current: snapshot.Snapshot | None = None) -> snapshot.ProfileSpec:
+    """The enabled profile ``agent_id`` from the compiled snapshot; raises :class:`UnknownProfile`."""
+    profile = (current or snapshot.current()).profiles.get(agent_id)
+    if profile is None:
+        message = ERROR_UNKNOWN_AGENT.format(agent_id=agent_id)
+        raise UnknownProfile(message, fields={"agent_id": [message]})
+    return profile
+
+
+def preview_allowed(principal: Any) -> bool:
+    """A key allowed to preview the multi-agent graph (``can_preview``), or a staff session."""
+    return principal.can_preview if isinstance(principal, ApiClient) else principal_is_staff(principal)
+
+
+def route_check(*, principal: Any, route: Route) -> None:
+    """The preview needs a key allowed to preview or a staff session; raises :class:`PreviewForbidden`."""
+    if route is Route.PREVIEW and not preview_allowed(principal):
+        raise PreviewForbidden(ERROR_PREVIEW_FORBIDDEN, fields={"route": [ERROR_PREVIEW_FORBIDDEN]})
+
+
+def turn_input_build(
+    *,
+    tenant: Tenant,
+    message: MessageIn,
+    route: Route,
+    current: snapshot.Snapshot | None = None,
+) -> TurnInput:
+    """The engine's input for ``message``: its profile (raises :class:`UnknownProfile`), its size checked against
+    the profile's limit (raises :class:`TextTooLong`, naming ``payload.text``), a new session id when it has
+    none, and the route's graph. Nothing is stored. Call :func:`route_check` first for a client's route."""
+    current = current or snapshot.current()
+    profile = profile_get(message.agent_id, current)
+    limit = profile.max_input_chars
+    if len(message.text) > limit:
+        raise TextTooLong(limit)
+    turn_input = TurnInput(
+        tenant_pk=tenant.pk,
+        tenant_slug=tenant.slug,
+        profile=profile,
+        text=message.text,
+        session_id=message.session_id or new_session_id(),
+        user_id=message.user_id,
+        channel=message.channel,
+        context=dict(message.context),
+        snapshot=current,
+    )
+    return rollout_apply(turn_input, current, route)
+
+
+def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route) -> TurnInput:
+    """Seed 003's feature flag, on every face.
+
+    The rollout route: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the single-agent
+    path; with no ``multi_agent`` flag at all (nothing is being rolled out) the profile's own mode runs, in no
+    cohort (reason ``unknown_flag``). The preview always gets the multi-agent graph, the profile route the
+    profile's own mode; both say what the flag would have given (``flag_result``) and put the message in no
+    cohort.
+
+    The flag comes from the compiled snapshot: no query beyond the version check every message makes.
+    """
+    evaluation = flag_evaluate(
+        current.flags.get(MULTI_AGENT_FLAG),
+        key=MULTI_AGENT_FLAG,
+        user_id=turn_input.user_id,
+        session_id=turn_input.session_id,
+        tenant=turn_input.tenant_slug,
+    ).as_dict()
+    if route is Route.ROLLOUT and evaluation["reason"] == REASON_UNKNOWN_FLAG:
+        # No multi_agent flag: nothing is being rolled out, so the profile's own mode runs, in no cohort.
+        return replace(turn_input, flags={MULTI_AGENT_FLAG: {**evaluation, "enabled": True, "route": route.value}})
+    if route is Route.ROLLOUT:
+        enabled = evaluation["enabled"]
+        return replace(
+            turn_input,
+            single_agent=not enabled,
+            flags={MULTI_AGENT_FLAG: {**evaluation, "route": route.value}},
+            cohort=COHORT_MULTI_AGENT if enabled else COHORT_SINGLE_AGENT,
+        )
+    reason = "preview" if route is Route.PREVIEW else "profile_route"
+    forced = {
+        **evaluation,
+        "enabled": True,
+        "reason": reason,
+        "flag_result": evaluation["enabled"],
+        "route": route.value,
+    }
+    return replace(turn_input, flags={MULTI_AGENT_FLAG: forced})
+
+
+def message_intake(*, principal: Any, data: Mapping[str, Any] | Any, route: Route) -> TurnInput:
+    """A gateway-shaped request in, the engine's input out: read, route checked, tenant, profile, size, rollout.
+
+    Raises DRF's ``ValidationError`` or a :class:`DomainError` naming the field; nothing is stored before.
+    """
+    message = message_read(data)
+    route_check(principal=principal, route=route)
+    tenant = tenant_resolve(principal=principal, tenant_slug=message.tenant_slug)
+    return turn_input_build(tenant=tenant, message=message, route=route)

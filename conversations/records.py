@@ -1,0 +1,269 @@
+"""The turn's write: the rows one message leaves behind, defined once.
+
+A turn ends with one transaction (:func:`conversation_turn_record`): the user's message, the system notes the
+specialists got, a supervisor plan's parts, the answer, the route decision, the tool calls, the conversation's
+new live state and the moves between agents. :func:`turn_rows` is the one definition of those rows, built from
+a :class:`TurnRecord` — plain data that the graph fills from its turn and the analytics benchmark's generator
+(``bench/benchdata.py``) from its simulation — so the benchmark's data cannot drift from what the graph writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+
+from conversations import ordering
+from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+from conversations.signals import conversation_recounted
+from conversations.supervisor import GAP_TEXT
+from handoffs.models import Handoff
+from handoffs.services import Move, handoff_rows, moves_kinds
+from routing.router import RouteDecision
+
+RESULT_NOTE_KIND = "sub_conversation_result"
+
+
+@dataclass(frozen=True)
+class PartRecord:
+    """One specialist's part of a supervisor turn, as stored (role ``agent``, step = round + 1)."""
+
+    agent: str
+    intent: str
+    status: str
+    answer: str  # masked; "" when the part gave none
+    error: str = ""
+    round: int = 0
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """Everything one turn stores, as plain data: personal data already masked, tool results redacted."""
+
+    conversation_id: int
+    tenant_id: int
+    profile_id: int
+    text: str  # the user's message as stored
+    answer: str
+    agent: str  # who answered
+    mode: str  # the graph's mode for this turn (router, supervisor, hybrid, single_agent)
+    metadata: dict[str, Any]  # the answer's metadata (what the API answered)
+    cohort: str = ""
+    channel: str = "api"
+    user_id: str = ""
+    latency_ms: float | None = None
+    judge_score: float | None = None
+    decision: RouteDecision | None = None
+    notes: Sequence[tuple[str, str]] = ()  # (agent, note): system notes the specialists got
+    parts: Sequence[PartRecord] = ()
+    tool_calls: Sequence[dict[str, Any]] = ()  # ToolResult.as_dict(), redacted
+    moves: Sequence[Move] = ()
+
+
+@dataclass
+class TurnRows:
+    """A turn's rows, unsaved: ``messages`` in reading order (the user's first, the answer last); the decision
+    points at the user's message, the tool calls at the answer."""
+
+    messages: list[Message]
+    decision: RouteDecisionRecord | None
+    tool_calls: list[ToolCall]
+    handoffs: list[Handoff] = field(default_factory=list)
+
+    @property
+    def user_message(self) -> Message:
+        return self.messages[0]
+
+    @property
+    def answer(self) -> Message:
+        return self.messages[-1]
+
+    def link(self) -> None:
+        """Copy the messages' ids, once they have them, into the rows that point at them."""
+        if self.decision is not None:
+            self.decision.message_id = self.user_message.pk
+        for call in self.tool_calls:
+            call.message_id = self.answer.pk
+
+
+def turn_rows(record: TurnRecord) -> TurnRows:
+    """The rows ``record`` stores; nothing is saved."""
+    messages = _message_rows(record)
+    return TurnRows(
+        messages=messages,
+        decision=_decision_row(record, messages[0]),
+        tool_calls=[
+            ToolCall(
+                conversation_id=record.conversation_id,
+                message=messages[-1],
+                agent=record.agent,
+                tool=call["tool"],
+                server=call["server"],
+                arguments=call["arguments"],
+                status=call["status"],
+                latency_ms=call["latency_ms"],
+                result=call["result"],
+                error=call["error"] or "",
+            )
+            for call in record.tool_calls
+        ],
+        handoffs=handoff_rows(
+            conversation_id=record.conversation_id,
+            tenant_id=record.tenant_id,
+            profile_id=record.profile_id,
+            cohort=record.cohort,
+            moves=record.moves,
+        ),
+    )
+
+
+def _message_rows(record: TurnRecord) -> list[Message]:
+    """In reading order: the user's message, the system notes the specialists got (a finished sub-conversation's
+    result), each specialist's part of a supervisor turn (role ``agent``, step = round + 1), the answer."""
+    conversation, cohort = record.conversation_id, record.cohort
+    user = Message(
+        conversation_id=conversation,
+        role=MessageRole.USER,
+        cohort=cohort,
+        content=record.text,
+        metadata={"channel": record.channel, "user_id": record.user_id},
+    )
+    notes = [
+        Message(
+            conversation_id=conversation,
+            role=MessageRole.SYSTEM,
+            cohort=cohort,
+            agent=agent,
+            content=note,
+            metadata={"kind": RESULT_NOTE_KIND},
+        )
+        for agent, note in record.notes
+    ]
+    parts = [
+        Message(
+            conversation_id=conversation,
+            role=MessageRole.AGENT,
+            cohort=cohort,
+            agent=part.agent,
+            content=part.answer or GAP_TEXT.format(reason=part.status),
+            step=part.round + 1,
+            metadata={"intent": part.intent, "status": part.status, "error": part.error},
+        )
+        for part in record.parts
+    ]
+    answer = Message(
+        conversation_id=conversation,
+        role=MessageRole.ASSISTANT,
+        cohort=cohort,
+        latency_ms=record.latency_ms,
+        judge_score=record.judge_score,
+        agent=record.agent,
+        content=record.answer,
+        metadata=record.metadata,
+    )
+    return [user, *notes, *parts, answer]
+
+
+def _decision_row(record: TurnRecord, user_message: Message) -> RouteDecisionRecord | None:
+    decision = record.decision
+    if decision is None:
+        return None
+    return RouteDecisionRecord(
+        conversation_id=record.conversation_id,
+        message=user_message,
+        mode=record.mode,
+        route=decision.route,
+        agent=decision.agent,
+        intent=decision.intent,
+        confidence=decision.confidence,
+        reason=decision.reason,
+        method=decision.method,
+        next_state=decision.next_state or "",
+        handoff=decision.handoff,
+        domain=decision.domain or "",
+        mcp_tools=decision.mcp_tools,
+        metadata=decision.metadata,
+    )
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """What the conversation carries into its next message, as the turn left it.
+
+    ``routed`` is ``(state, active_specialist, active_intent)`` when the turn was routed, ``None`` when it never
+    got that far (a blocked message), which leaves them as they were.
+    """
+
+    sub_conversation: dict[str, Any] | None = None
+    pending_result: dict[str, Any] | None = None
+    pending_permission: dict[str, Any] | None = None
+    granted_permissions: Sequence[str] = ()
+    routed: tuple[str, str, str] | None = None
+
+
+@dataclass(frozen=True)
+class CountedAs:
+    """What the analytics' daily totals know of the conversation: its cohort, the kinds of move it has had
+    (``handoff_kinds``) and the day it was created, as the turn read them."""
+
+    cohort: str = ""
+    handoff_kinds: int = 0
+    created_at: dt.datetime | None = None
+
+
+def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs) -> dict[str, Any]:
+    """The conversation's columns the turn changes (the ticket's hand-over aside)."""
+    updates: dict[str, Any] = {
+        "sub_conversation": live.sub_conversation,
+        "pending_result": live.pending_result,
+        "pending_permission": live.pending_permission,
+        "granted_permissions": list(live.granted_permissions),
+    }
+    if record.cohort:
+        updates["cohort"] = record.cohort
+    if live.routed is not None:
+        updates["state"], updates["active_specialist"], updates["active_intent"] = live.routed
+    kinds = counted.handoff_kinds | moves_kinds(record.moves)
+    if kinds != counted.handoff_kinds:
+        updates["handoff_kinds"] = kinds
+    return updates
+
+
+def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: CountedAs, ticket: int) -> TurnRows:
+    """Write the whole turn in one transaction and hand the conversation to its next message.
+
+    No row lock is taken or expected: the caller holds the conversation's ticket ``ticket``
+    (:mod:`conversations.ordering`), so no other turn of the conversation writes meanwhile. A conversation that
+    changes what the daily totals count it under (a first cohort, a new kind of move) sends
+    :data:`~conversations.signals.conversation_recounted`. The connection goes back to the pool as soon as the
+    transaction ends, not when the response has been sent. Returns the saved rows.
+    """
+    rows = turn_rows(record)
+    updates = conversation_updates(record, live, counted)
+    try:
+        with transaction.atomic():
+            # One insert for the messages, in reading order; PostgreSQL and SQLite return their ids in order.
+            Message.objects.bulk_create(rows.messages)
+            rows.link()
+            if rows.decision is not None:
+                rows.decision.save(force_insert=True)
+            if rows.tool_calls:
+                ToolCall.objects.bulk_create(rows.tool_calls)
+            Conversation.objects.filter(pk=record.conversation_id).update(
+                message_count=F("message_count") + len(rows.messages),
+                **updates,
+                **ordering.ticket_pass_updates(ticket),
+            )
+            if rows.handoffs:
+                Handoff.objects.bulk_create(rows.handoffs)
+            if "handoff_kinds" in updates or (record.cohort and record.cohort != counted.cohort):
+                # The conversation is counted on the day it was created, under its cohort and kinds of move.
+                conversation_recounted.send(sender=Conversation, created_at=counted.created_at)
+        return rows
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()

@@ -1,0 +1,121 @@
+"""The router's classifier step: which intent a message belongs to when no keyword decided.
+
+Two classifiers, chosen per profile by :func:`intent_classifier`:
+
+* over an OpenAI-compatible endpoint (``ROUTER_LLM_*`` when routing has an endpoint of its own, else the
+  answering one): structured output over the enabled intents' names, descriptions and examples;
+* offline, with no endpoint configured: bag-of-words cosine similarity between the message and each intent's
+  examples (one by one) and its name, description and keywords (together); the closest intent wins with that
+  similarity as its confidence (ties: priority, then name). It takes the offline model's latency.
+
+Neither raises: a failing endpoint gives a zero-confidence :class:`~routing.router.Classification` (below any
+threshold, so the router falls back), and the router decides what the confidence is worth.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+
+from pydantic import BaseModel, Field
+
+from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
+from common.text import normalize
+from routing.router import Classification, Classifier, IntentSpec
+from routing.snapshot import ProfileSpec
+
+logger = logging.getLogger(__name__)
+
+# Function words ignored by the offline classifier (Portuguese, English, Spanish).
+_STOPWORD_TEXT = (
+    "a o as os um uma de do da dos das e em no na nos nas por para com que meu minha meus minhas seu sua se "
+    "eu voce me mim ja nao sim the an of to and in on for my is it i you your be el la los las y en con mi "
+    "mis su es"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def _tokens(text: str) -> list[str]:
+    return [token for token in normalize(text).split() if len(token) > 2 and token not in _STOPWORDS]
+
+
+def _cosine(left: Counter[str], right: Counter[str]) -> float:
+    if not left or not right:
+        return 0.0
+    dot = sum(count * right[token] for token, count in left.items())
+    return dot / (math.sqrt(sum(c * c for c in left.values())) * math.sqrt(sum(c * c for c in right.values())))
+
+
+async def offline_classify(text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
+    """The offline classifier (see the module docstring)."""
+    await offline_pause()
+    message = Counter(_tokens(text))
+    best: tuple[float, int, str] | None = None
+    for intent in intents:
+        # Nearest example, or the intent's own vocabulary, whichever is closer.
+        bags = [Counter(_tokens(example)) for example in intent.examples]
+        bags.append(Counter(_tokens(" ".join([intent.name.replace("_", " "), intent.description, *intent.keywords]))))
+        score = max(_cosine(message, bag) for bag in bags)
+        candidate = (score, -intent.priority, intent.name)
+        if score > 0 and (best is None or (candidate[0], candidate[1]) > (best[0], best[1])):
+            best = candidate
+    if best is None:
+        return Classification(intent="", confidence=0.0, reason="Offline classifier found no similar intent.")
+    score, _, name = best
+    return Classification(
+        intent=name,
+        confidence=round(score, 3),
+        reason=f"Offline classifier: message most similar to {name} (cosine {score:.2f}).",
+    )
+
+
+class IntentChoice(BaseModel):
+    """Structured output of the LLM classifier."""
+
+    intent: str = Field(description="The name of the best matching intent, or an empty string when none fits.")
+    confidence: float = Field(ge=0.0, le=1.0, description="How sure you are, from 0 to 1.")
+    reason: str = Field(default="", description="One short sentence explaining the choice.")
+
+
+CLASSIFIER_PROMPT = (
+    "You route customer messages to intents. Choose the single intent that best fits the message, "
+    "using the intents' descriptions and examples. If none fits, answer an empty intent with confidence 0. "
+    "Intents:\n{catalogue}"
+)
+
+
+def llm_classifier(profile: ProfileSpec) -> Classifier:
+    """The classifier over the profile's routing endpoint (structured output, one call per message)."""
+    model = OpenAICompatibleModel(profile, for_routing=True)
+
+    async def classify(text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
+        catalogue = "\n".join(
+            f"- {intent.name}: {intent.description}"
+            + (f" Examples: {'; '.join(intent.examples)}" if intent.examples else "")
+            for intent in intents
+        )
+        runnable = model.client().with_structured_output(IntentChoice, method="function_calling")
+        try:
+            choice = await runnable.ainvoke(
+                [("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)]
+            )
+        except Exception as exc:  # noqa: BLE001 — any client failure means "no decision"
+            logger.warning("LLM classifier failed: %s", exc)
+            return Classification(intent="", confidence=0.0, reason=f"Classifier error: {type(exc).__name__}")
+        if not isinstance(choice, IntentChoice):
+            return None
+        return Classification(intent=choice.intent, confidence=choice.confidence, reason=choice.reason)
+
+    return classify
+
+
+def intent_classifier(profile: ProfileSpec) -> Classifier:
+    """The classifier step of the router for ``profile``.
+
+    A routing endpoint of its own (``ROUTER_LLM_*``: often a small, fast model)
+    wins; otherwise the answering endpoint; otherwise the offline classifier.
+    """
+    if router_llm_separate() or llm_configured():
+        return llm_classifier(profile)
+    return offline_classify

@@ -1,0 +1,78 @@
+"""The layers of docs/architecture.md, held against the code's own imports (scripts/architecture.py measures them)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _architecture():
+    spec = importlib.util.spec_from_file_location("architecture", ROOT / "scripts" / "architecture.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+architecture = _architecture()
+
+
+@pytest.fixture(scope="module")
+def house():
+    return architecture.measure(ROOT)
+
+
+def broken(house, word: str) -> list[str]:
+    return [line for line in house.broken if word in line]
+
+
+def test_every_import_between_apps_points_down_a_layer(house):
+    assert broken(house, "not below it") == []
+
+
+def test_nobody_imports_the_analytics(house):
+    assert broken(house, "nobody imports the analytics") == []
+    assert not [pair for pair in house.edges if pair[1] == "analytics"]
+
+
+def test_no_two_apps_import_each_other(house):
+    assert not [(a, b) for (a, b) in house.edges if (b, a) in house.edges]
+
+
+def test_no_app_holds_more_than_forty_percent_of_the_product(house):
+    shares = {app: round(house.share(app), 3) for app, _ in architecture.LAYERS}
+    assert max(shares.values()) <= architecture.MAX_SHARE, shares
+
+
+def test_no_module_imports_another_modules_private_name(house):
+    assert broken(house, "private") == []
+
+
+def test_each_app_says_its_layers_rule_at_the_top_of_its_package():
+    for app, _ in architecture.LAYERS:
+        doc = (ROOT / app / "__init__.py").read_text(encoding="utf-8")
+        assert doc.startswith('"""') and "architecture.md" in doc, app
+
+
+def test_the_rules_catch_an_upward_import_a_private_import_and_an_oversized_app(tmp_path):
+    def write(relative: str, text: str) -> None:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    write("common/text.py", "from conversations.graph import run_turn\n")  # the kernel reaching up
+    write("tenants/auth.py", "from common.text import _fold\n" + "x = 1\n" * 500)  # a private name; most lines
+    write("platform/urls.py", "from analytics import views\n")
+
+    found = architecture.measure(tmp_path).broken
+
+    assert any("common/text.py:1: common imports conversations.graph" in line for line in found)
+    assert any("imports the private _fold of common.text" in line for line in found)
+    assert any("nobody imports the analytics" in line for line in found)
+    assert any(line.startswith("tenants/ holds") for line in found)
