@@ -44,6 +44,8 @@ def outer(args: argparse.Namespace) -> int:
 
 
 def inner(args: argparse.Namespace) -> int:
+    # The project root before this script's folder, whose tests/ (bench/tests) would hide the project's tests/.
+    sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
     import django
 
