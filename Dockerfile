@@ -16,7 +16,7 @@ WORKDIR /app
 RUN useradd --system --user-group --home-dir /app --no-create-home app
 
 COPY requirements.txt .
-RUN pip install -r requirements.txt
+RUN pip install -r requirements.txt  # the runtime only: test tooling is in requirements-dev.txt
 
 COPY . .
 
