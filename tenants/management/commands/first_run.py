@@ -1,0 +1,101 @@
+"""The first run of a deployment: an admin user, demo data when asked, a tenant and an API key.
+
+    python manage.py first_run [--demo] [--tenant tenant_a] [--new-key] [--password-file PATH]
+
+Safe to run again: an existing superuser keeps its password unless ``ADMIN_PASSWORD`` is set, and the tenant gets
+a key only while it has no active one (``--new-key`` makes one every time). What was made is printed on stdout as
+``name value`` lines (``admin_user``, ``admin_password``, ``api_key``; a value is empty when it is not new), for the
+operator's terminal (`docker compose run --rm first-run`) or a script (scripts/start); it is never logged.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.utils.text import slugify
+
+from tenants.models import ApiKey
+from tenants.services import api_key_create
+
+
+class Command(BaseCommand):
+    help = "Create the admin user, demo data when asked (--demo), a tenant and an API key; prints what it made."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--demo", action="store_true", help="Load the demo profiles (manage.py seed_demo).")
+        parser.add_argument("--tenant", default="tenant_a", help="The tenant to make a key for (created if needed).")
+        parser.add_argument("--new-key", action="store_true", help="Make a key even if the tenant has one.")
+        parser.add_argument("--debug", action="store_true", help="The key may call /api/debug/*.")
+        parser.add_argument("--preview", action="store_true", help="The key may call the multi-agent preview route.")
+        parser.add_argument(
+            "--password-file",
+            default="",
+            help="Keep a generated admin password in this file (mode 600) instead of printing it only once.",
+        )
+
+    def handle(self, *args, **options):
+        slug = options["tenant"].strip()
+        if not slug or slugify(slug).replace("-", "_") != slug.replace("-", "_"):
+            raise CommandError(f"--tenant must be a slug (letters, digits, _ and -), got {slug!r}.")
+        if options["demo"]:
+            call_command("seed_demo", stdout=self.stderr)
+        username, password = self._admin(Path(options["password_file"]) if options["password_file"] else None)
+        raw_key = self._key(slug, options)
+        self.stdout.write(f"admin_user {username}")
+        self.stdout.write(f"admin_password {password}")
+        self.stdout.write(f"api_key {raw_key}")
+
+    def _admin(self, password_file: Path | None) -> tuple[str, str]:
+        """The superuser's name, and its password when this run set it or the password file knows it."""
+        user_model = get_user_model()
+        username = os.environ.get("ADMIN_USERNAME", "admin")
+        wanted = os.environ.get("ADMIN_PASSWORD", "")
+        with transaction.atomic():
+            admin = user_model.objects.filter(username=username).first()
+            if wanted:
+                if admin is None:
+                    user_model.objects.create_superuser(username, os.environ.get("ADMIN_EMAIL", ""), wanted)
+                else:
+                    admin.set_password(wanted)
+                    admin.save(update_fields=["password"])
+                if password_file is not None:
+                    password_file.unlink(missing_ok=True)
+                self.stderr.write(f"Admin user {username}: password from ADMIN_PASSWORD.")
+                return username, wanted
+            superuser = admin if admin is not None and admin.is_superuser else None
+            superuser = superuser or user_model.objects.filter(is_superuser=True).order_by("pk").first()
+            if superuser is None:
+                if admin is not None:
+                    raise CommandError(
+                        f"User {username!r} exists but is not a superuser; set ADMIN_USERNAME to another name."
+                    )
+                password = secrets.token_urlsafe(12)
+                user_model.objects.create_superuser(username, os.environ.get("ADMIN_EMAIL", ""), password)
+                if password_file is not None:
+                    password_file.touch(mode=0o600)
+                    password_file.write_text(password + "\n")
+                self.stderr.write(f"Admin user {username} created with a generated password.")
+                return username, password
+        name = superuser.get_username()
+        known = ""
+        if password_file is not None and password_file.exists() and name == username:
+            known = password_file.read_text().strip()
+        self.stderr.write(f"Admin user {name} exists; password unchanged (set ADMIN_PASSWORD to reset it).")
+        return name, known
+
+    def _key(self, slug: str, options: dict) -> str:
+        has_key = ApiKey.objects.filter(tenant__slug=slug, is_active=True).exists()
+        if has_key and not options["new_key"]:
+            self.stderr.write(f"Tenant {slug} already has an active key; none made (--new-key makes one).")
+            return ""
+        key, raw = api_key_create(
+            tenant_slug=slug, name="first run", is_debug=options["debug"], can_preview=options["preview"]
+        )
+        self.stderr.write(f"Created key {key.prefix}… for tenant {slug}.")
+        return raw
