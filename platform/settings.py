@@ -23,6 +23,24 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env.listing("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.listing("DJANGO_CSRF_TRUSTED_ORIGINS")
 
+# HTTPS in production (`manage.py check --deploy` is clean with DJANGO_DEBUG=false): HSTS, secure cookies and a
+# redirect to https, each configurable; behind a TLS-terminating proxy, DJANGO_SECURE_PROXY_SSL_HEADER names the
+# header it sets (e.g. X-Forwarded-Proto), and only that proxy may reach the app. Health routes are never
+# redirected: load balancers probe them over plain HTTP.
+SECURE_SSL_REDIRECT = env.boolean("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^api/health(/|$)"]
+SECURE_HSTS_SECONDS = env.integer("DJANGO_SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.boolean("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env.boolean("DJANGO_SECURE_HSTS_PRELOAD", False)
+# Preloading commits the whole domain to HTTPS in browsers for good: the operator opts in, so its reminder is off.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+SESSION_COOKIE_SECURE = env.boolean("DJANGO_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+_proxy_ssl_header = env.string("DJANGO_SECURE_PROXY_SSL_HEADER")
+if _proxy_ssl_header:
+    # "X-Forwarded-Proto" → ("HTTP_X_FORWARDED_PROTO", "https"), the form Django reads.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
