@@ -895,6 +895,12 @@ def _persist(turn: Turn) -> int:
     return turn.conversation_pk
 
 
+def _abandon_taken(start: asyncio.Future[bool], turn: Turn) -> None:
+    """Give up the ticket a cancelled request took (if taking it succeeded)."""
+    if not start.cancelled() and start.exception() is None:
+        ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+
+
 # --- entry point -------------------------------------------------------------------
 
 
@@ -947,8 +953,15 @@ async def run_turn(data: TurnInput) -> TurnResult:
     """Run one user message through the graph and persist it; never raises for model failures."""
     mode = "single_agent" if data.single_agent else data.profile.effective_mode
     turn = Turn(input=data, mode=mode, context=dict(data.context))
-    ready = await sync_to_async(_start)(turn)
-    persisted = False
+    # The ticket is taken in a thread that a cancellation cannot stop: a request cancelled meanwhile gives
+    # the ticket up once it has been taken (see conversations.ordering for who hands a ticket on).
+    start = asyncio.ensure_future(sync_to_async(_start)(turn))
+    try:
+        ready = await asyncio.shield(start)
+    except asyncio.CancelledError:
+        start.add_done_callback(lambda task: _abandon_taken(task, turn))
+        raise
+    handed_on = False
     try:
         if not ready:
             waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
@@ -956,9 +969,15 @@ async def run_turn(data: TurnInput) -> TurnResult:
             await sync_to_async(_load_conversation)(turn, None)
         for name, node in NODES:
             await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
-        persisted = True
+        handed_on = True  # by the persisting transaction
+    except asyncio.CancelledError:
+        # The client went away while the turn waited or ran: awaiting anything more here could be cancelled
+        # again, so the ticket is handed on from the background as soon as its turn comes.
+        ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+        handed_on = True
+        raise
     finally:
-        if not persisted:
+        if not handed_on:
             await sync_to_async(ordering.ticket_release)(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
     return TurnResult(
         answer=turn.answer,

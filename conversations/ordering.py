@@ -9,29 +9,60 @@ with a short back-off, each poll a single indexed read on a pooled
 connection given straight back, so a waiting request holds neither a lock nor
 a connection.
 
-A holder that vanished (its process was killed) cannot block a conversation
-for ever: after ``CONVERSATION_TURN_LEASE_SECONDS`` without progress the next
-waiter skips its ticket. A skipped turn that comes back late still stores its
-messages (nothing is lost), after the ones that overtook it.
+Every ticket is handed on exactly once, and only when its turn has come: every
+hand-over is the conditional ``turn_tickets_done = ticket → ticket + 1``
+(:func:`ticket_pass_updates`), so it can never move the conversation back, skip
+an earlier ticket or count twice. Who hands it on:
+
+* the turn's own persisting transaction, when the turn is answered;
+* :func:`ticket_release`, when the turn failed before persisting. If that write
+  fails too (the database is gone: the error that failed the turn), the release
+  is queued to this process's *hand-on* thread, which retries with back-off
+  until the database answers, and logs that it did;
+* :func:`ticket_abandon`, when the request was cancelled (the client went away
+  and the ASGI handler cancelled the view) while it waited or ran: a cancelled
+  task cannot be trusted to await anything more, so the hand-on thread waits for
+  the ticket's turn and passes it at once. The abandoned message stores nothing;
+* the lease, when the holder's process died: after
+  ``CONVERSATION_TURN_LEASE_SECONDS`` without progress the next waiter skips the
+  stalled ticket. A skipped turn that comes back late still stores its messages
+  (nothing is lost), after the ones that overtook it, and moves nothing.
+
+A turn cancelled while its persisting transaction is already on its way may
+race its own hand-on: whichever updates the row first moves the counter, the
+other finds it moved (PostgreSQL re-reads a row it waited for) and moves
+nothing; the turn's messages are stored either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Case, F, JSONField, Value, When
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from conversations.models import Conversation
 
+logger = logging.getLogger(__name__)
+
 POLL_FIRST_SECONDS = 0.005
 POLL_MAX_SECONDS = 0.2
+# The hand-on thread's pause after a failed write: doubling from the first to the last.
+RETRY_FIRST_SECONDS = 0.25
+RETRY_MAX_SECONDS = 2.0
+# Errors of a database that cannot be reached (psycopg's pool timeout arrives as OperationalError).
+UNREACHABLE = (OperationalError, InterfaceError)
 
 
 def _give_back_connection() -> None:
@@ -164,9 +195,109 @@ def ticket_pass_updates(ticket: int) -> dict[str, Any]:
     }
 
 
-def ticket_release(*, conversation_pk: int, ticket: int) -> None:
-    """Hand the turn on when the turn ended without persisting (an unexpected error)."""
+def _pass(conversation_pk: int, ticket: int) -> None:
     try:
         Conversation.objects.filter(pk=conversation_pk).update(**ticket_pass_updates(ticket))
     finally:
         _give_back_connection()
+
+
+def ticket_release(*, conversation_pk: int, ticket: int) -> None:
+    """Hand the turn on when the turn ended without persisting (an unexpected error); never raises for a
+    database that cannot be reached: the release is then retried in the background until it can."""
+    try:
+        _pass(conversation_pk, ticket)
+    except UNREACHABLE as exc:
+        logger.warning(
+            "Could not hand on ticket %s of conversation %s (%s); retrying in the background",
+            ticket,
+            conversation_pk,
+            type(exc).__name__,
+        )
+        hand_on.add(conversation_pk, ticket, failed=True)
+
+
+def ticket_abandon(*, conversation_pk: int, ticket: int) -> None:
+    """Hand ``ticket`` on as soon as its turn comes, from the background, without blocking (a cancelled turn)."""
+    hand_on.add(conversation_pk, ticket)
+
+
+@dataclass
+class _Pending:
+    due: float
+    pause: float = POLL_FIRST_SECONDS
+    failures: int = 0
+
+
+class HandOn:
+    """The thread that hands on tickets of turns that ended without doing it themselves.
+
+    One daemon thread per process, started on first use (and again after a fork). Each pending ticket is
+    tried when due: handed on if its turn has come (the lease applies as to any waiter), polled again with
+    back-off while earlier turns run, retried with back-off while the database cannot be reached. A process
+    that dies with tickets pending leaves them to the lease.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: dict[tuple[int, int], _Pending] = {}
+        self._pid = 0
+
+    def add(self, conversation_pk: int, ticket: int, *, failed: bool = False) -> None:
+        with self._cond:
+            if self._pid != os.getpid():
+                self._pending = {}
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, name="ticket-hand-on", daemon=True).start()
+            pending = _Pending(due=time.monotonic())
+            if failed:
+                pending.failures, pending.due, pending.pause = 1, time.monotonic() + RETRY_FIRST_SECONDS, 0
+            self._pending[(conversation_pk, ticket)] = pending
+            self._cond.notify()
+
+    def pending(self) -> int:
+        """How many tickets wait to be handed on (tests, health)."""
+        with self._cond:
+            return len(self._pending)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [(key, item) for key, item in self._pending.items() if item.due <= now]
+                if not due:
+                    soonest = min((item.due for item in self._pending.values()), default=now + 60)
+                    self._cond.wait(timeout=max(soonest - now, 0.001))
+                    continue
+            for (conversation_pk, ticket), item in due:
+                done = self._try(conversation_pk, ticket, item)
+                with self._cond:
+                    if done and self._pending.get((conversation_pk, ticket)) is item:
+                        del self._pending[(conversation_pk, ticket)]
+
+    @staticmethod
+    def _try(conversation_pk: int, ticket: int, item: _Pending) -> bool:
+        try:
+            if ticket_ready(conversation_pk=conversation_pk, ticket=ticket):
+                _pass(conversation_pk, ticket)
+                if item.failures:
+                    logger.warning(
+                        "Handed on ticket %s of conversation %s after %d failed attempts",
+                        ticket,
+                        conversation_pk,
+                        item.failures,
+                    )
+                return True
+            item.pause = min(max(item.pause * 2, POLL_FIRST_SECONDS), POLL_MAX_SECONDS)
+        except UNREACHABLE:
+            item.failures += 1
+            item.pause = min(max(item.pause * 2, RETRY_FIRST_SECONDS), RETRY_MAX_SECONDS)
+        except Exception:  # a bug must not kill the thread: keep trying, slowly, and say so
+            logger.exception("Handing on ticket %s of conversation %s failed", ticket, conversation_pk)
+            item.failures += 1
+            item.pause = RETRY_MAX_SECONDS
+        item.due = time.monotonic() + item.pause
+        return False
+
+
+hand_on = HandOn()

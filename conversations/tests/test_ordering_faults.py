@@ -1,0 +1,204 @@
+"""Nothing holds a conversation after a fault: a database outage during a turn, a client that goes away.
+
+The database outage is real: the test database stops accepting connections and every backend on it is
+terminated (what ``pg_ctl stop -m fast`` does to the platform's connections), then it accepts them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.db import connection, connections
+
+from conversations import ordering
+from conversations.graph import TurnInput, run_turn
+from conversations.models import Conversation, Message
+from routing import snapshot
+
+# Far below the lease (300 s): "answered within seconds" rather than "after the stalled ticket's lease".
+PROMPTLY_SECONDS = 30
+
+
+@contextlib.contextmanager
+def database_outage() -> Iterator[callable]:
+    """Yield a function that takes the test database down (no new connections, every backend terminated);
+    it comes back when the function's returned ``restore`` is called or the block ends."""
+    params = connection.get_connection_params()
+    name = connection.settings_dict["NAME"]
+    admin = psycopg.connect(
+        host=params.get("host"),
+        port=params.get("port"),
+        user=params.get("user"),
+        password=params.get("password"),
+        dbname="postgres",
+        autocommit=True,
+    )
+    quoted = psycopg.sql.Identifier(name)
+
+    def down() -> None:
+        admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(quoted))
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
+
+    def up() -> None:
+        admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(quoted))
+
+    try:
+        yield down, up
+    finally:
+        up()
+        admin.close()
+        for alias in connections:  # this thread's connection was terminated with the others
+            with contextlib.suppress(Exception):
+                connections[alias].close()
+
+
+def message(tenant, text: str, session_id: str) -> TurnInput:
+    profile = snapshot.current().profiles["telecom_contas"]
+    return TurnInput(tenant_pk=tenant.pk, tenant_slug=tenant.slug, profile=profile, text=text, session_id=session_id)
+
+
+def wait_for(condition, timeout: float = PROMPTLY_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def tickets(session_id: str) -> tuple[int, int]:
+    row = Conversation.objects.filter(session_id=session_id).values("turn_tickets_issued", "turn_tickets_done")
+    first = row.first()
+    return (first["turn_tickets_issued"], first["turn_tickets_done"]) if first else (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_that_failed_with_the_database_hands_its_ticket_on_when_the_database_returns(
+    tenant, telecom, settings, caplog
+):
+    settings.OFFLINE_LLM_LATENCY_MS = 1500
+    settings.CONVERSATION_TURN_LEASE_SECONDS = 300
+    failed: list[BaseException] = []
+
+    def first_turn() -> None:
+        try:
+            asyncio.run(run_turn(message(tenant, "m1 minha fatura", "outage")))
+        except BaseException as exc:  # noqa: BLE001 — the turn is expected to fail with the database
+            failed.append(exc)
+
+    with database_outage() as (down, up):
+        thread = threading.Thread(target=first_turn)
+        thread.start()
+        wait_for(lambda: tickets("outage") == (1, 0))  # the turn holds its ticket and is in its model call
+        connection.close()
+        down()
+        thread.join(timeout=60)
+        assert failed, "the turn should have failed without its database"
+        # Its release could not be written either: the hand-on thread holds it until the database answers.
+        assert ordering.hand_on.pending() == 1
+        assert "retrying in the background" in caplog.text
+        time.sleep(1)
+        up()
+
+    started = time.monotonic()
+    asyncio.run(run_turn(message(tenant, "m2 minha fatura de novo", "outage")))
+    answered_in = time.monotonic() - started
+
+    assert answered_in < PROMPTLY_SECONDS  # not the 300 s lease of the failed turn's ticket
+    conversation = Conversation.objects.get(session_id="outage")
+    assert (conversation.turn_tickets_issued, conversation.turn_tickets_done) == (2, 2)
+    # The failed turn stored nothing; the next one stored its message and its answer once.
+    assert list(Message.objects.filter(conversation=conversation).values_list("role", flat=True)) == [
+        "user",
+        "assistant",
+    ]
+    assert Message.objects.get(conversation=conversation, role="user").content.startswith("m2")
+    assert ordering.hand_on.pending() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_cancelled_while_waiting_does_not_delay_the_next_message(tenant, telecom, settings):
+    settings.OFFLINE_LLM_LATENCY_MS = 1000
+    settings.CONVERSATION_TURN_LEASE_SECONDS = 300
+
+    m1, m2, m3 = (message(tenant, text, "gone") for text in ("m1 primeira", "m2 segunda", "m3 terceira"))
+
+    async def main() -> float:
+        first = asyncio.create_task(run_turn(m1))
+        await asyncio.sleep(0.3)
+        waiting = asyncio.create_task(run_turn(m2))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        waiting.cancel()  # what Django's ASGI handler does when the client disconnects
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        started = asyncio.get_running_loop().time()
+        third = await run_turn(m3)
+        await first
+        assert "m3" in third.answer
+        return asyncio.get_running_loop().time() - started
+
+    answered_in = asyncio.run(main())
+
+    assert answered_in < PROMPTLY_SECONDS
+    wait_for(lambda: ordering.hand_on.pending() == 0)
+    conversation = Conversation.objects.get(session_id="gone")
+    assert (conversation.turn_tickets_issued, conversation.turn_tickets_done) == (3, 3)
+    users = list(
+        Message.objects.filter(conversation=conversation, role="user")
+        .order_by("created_at", "id")
+        .values_list("content", flat=True)
+    )
+    assert [text[:2] for text in users] == ["m1", "m3"]  # in order; the abandoned message stored nothing
+    assert Message.objects.filter(conversation=conversation).count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_cancelled_while_it_runs_hands_the_conversation_on_at_once(tenant, telecom, settings):
+    settings.OFFLINE_LLM_LATENCY_MS = 1000
+    settings.CONVERSATION_TURN_LEASE_SECONDS = 300
+
+    m1, m2 = message(tenant, "m1 primeira", "cut"), message(tenant, "m2 segunda", "cut")
+
+    async def main() -> float:
+        running = asyncio.create_task(run_turn(m1))
+        await asyncio.sleep(0.3)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        started = asyncio.get_running_loop().time()
+        await run_turn(m2)
+        return asyncio.get_running_loop().time() - started
+
+    answered_in = asyncio.run(main())
+
+    assert answered_in < PROMPTLY_SECONDS
+    wait_for(lambda: ordering.hand_on.pending() == 0)
+    conversation = Conversation.objects.get(session_id="cut")
+    assert (conversation.turn_tickets_issued, conversation.turn_tickets_done) == (2, 2)
+    assert [
+        text[:2]
+        for text in Message.objects.filter(conversation=conversation, role="user").values_list("content", flat=True)
+    ] == ["m2"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_ticket_abandoned_behind_a_running_turn_waits_for_its_turn_before_moving_the_conversation(tenant, telecom):
+    key = f"{tenant.slug}:telecom_contas:queue"
+    defaults = {"tenant_id": tenant.pk, "profile_id": telecom.pk, "session_id": "queue"}
+    pk, running, _ = ordering.ticket_take(conversation_key=key, defaults=defaults)
+    _, abandoned, _ = ordering.ticket_take(conversation_key=key, defaults=defaults)
+    _, last, state = ordering.ticket_take(conversation_key=key, defaults=defaults)
+    assert state is None
+
+    ordering.ticket_abandon(conversation_pk=pk, ticket=abandoned)
+    time.sleep(0.5)
+    assert tickets("queue") == (3, 0)  # the running turn still holds the conversation: nothing moved past it
+
+    ordering.ticket_release(conversation_pk=pk, ticket=running)
+    wait_for(lambda: ordering.ticket_ready(conversation_pk=pk, ticket=last))
+    assert tickets("queue") == (3, 2)
