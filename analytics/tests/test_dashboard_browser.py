@@ -389,3 +389,54 @@ def test_a_routing_editor_reaches_neither_the_dashboard_nor_any_tenants_analytic
         for path in ("handoffs", "handoffs/recent", "cohorts"):
             answer = page.request.get(f"{base}{API}{path}?{urlencode({'tenant': tenant} if tenant else {})}")
             assert answer.status == 403, (path, tenant)
+
+
+XSS = '<img src=x onerror="window.__xss=1">'
+
+
+def test_names_from_the_data_show_as_text_in_every_charts_tooltip(live_server, browser_page, staff_user, traffic):
+    """A model may name a specialist anything; the tooltips (ECharts renders them as HTML) must not run it."""
+    conv = traffic.conversations["a1"]
+    Handoff.objects.create(
+        conversation=conv,
+        tenant_id=conv.tenant_id,
+        profile_id=conv.profile_id,
+        from_agent="billing_agent",
+        to_agent=XSS,
+        kind="handoff",
+        cohort=conv.cohort,
+        reason="test",
+    )
+    answer = Message.objects.create(conversation=conv, role="assistant", agent=XSS, content="x", cohort=conv.cohort)
+    RouteDecisionRecord.objects.create(
+        conversation=conv, message=answer, mode="router", route=XSS, agent=XSS, intent="x", method="<img src=x>"
+    )
+    page, base = browser_page, live_server.url
+    log_in(page, base, username="analyst", password="analyst-password")
+    wait_until_drawn(page, "days=30")
+    shown = page.evaluate(
+        """ids => {
+            const texts = [];
+            for (const id of ids) {
+                const element = document.getElementById(id);
+                const chart = element && !element.hidden && echarts.getInstanceByDom(element);
+                if (!chart) continue;
+                const series = chart.getOption().series || [];
+                series.forEach((serie, seriesIndex) => {
+                    const count = (serie.data || []).length + ((serie.links || []).length);
+                    for (let dataIndex = 0; dataIndex < count; dataIndex++) {
+                        chart.dispatchAction({type: "showTip", seriesIndex, dataIndex});
+                        for (const tip of element.querySelectorAll("div")) texts.push(tip.innerHTML);
+                        chart.dispatchAction({type: "showTip", seriesIndex, dataIndex, dataType: "edge"});
+                        for (const tip of element.querySelectorAll("div")) texts.push(tip.innerHTML);
+                    }
+                });
+            }
+            return texts.join("\\n");
+        }""",
+        list(CHARTS),
+    )
+    assert "&lt;img src=x" in shown  # the name was shown, as text
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("img[src=x]").count() == 0
+    assert page.errors == []

@@ -81,6 +81,13 @@
     return Number.isInteger(value) ? integer.format(value) : decimal.format(value);
   }
 
+  // ECharts renders tooltips as HTML: every name that comes from data (agent, tool, method, cohort) is escaped.
+  function escapeHtml(text) {
+    return String(text).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+
   function humanise(key) {
     var text = String(key).replace(/_/g, " ");
     return text.charAt(0).toUpperCase() + text.slice(1);
@@ -267,16 +274,16 @@
         formatter: function (params) {
           if (params.dataType === "edge") {
             return (
-              agentOf(params.data.source) +
+              escapeHtml(agentOf(params.data.source)) +
               " → " +
-              agentOf(params.data.target) +
+              escapeHtml(agentOf(params.data.target)) +
               ": " +
               formatCount(params.data.value) +
               " handoffs"
             );
           }
           var side = String(params.name).indexOf("from|") === 0 ? "handed off" : "received";
-          return agentOf(params.name) + " " + side + " " + formatCount(params.value) + " handoffs";
+          return escapeHtml(agentOf(params.name)) + " " + side + " " + formatCount(params.value) + " handoffs";
         },
       },
       series: [
@@ -389,7 +396,8 @@
         trigger: "item",
         formatter: function (params) {
           var row = ordered[params.dataIndex];
-          return row.agent + ": " + formatCount(row.turns) + " turns (" + formatPercent(row.share_percentage) + ")";
+          var share = formatPercent(row.share_percentage);
+          return escapeHtml(row.agent) + ": " + formatCount(row.turns) + " turns (" + share + ")";
         },
       },
       grid: { left: 8, right: 64, top: 8, bottom: 24, containLabel: true },
@@ -445,7 +453,8 @@
       tooltip: {
         trigger: "item",
         formatter: function (params) {
-          return params.name + ": " + formatCount(params.value) + " decisions (" + formatPercent(params.percent) + ")";
+          var share = formatPercent(params.percent);
+          return escapeHtml(params.name) + ": " + formatCount(params.value) + " decisions (" + share + ")";
         },
       },
       legend: { bottom: 0 },
@@ -665,7 +674,7 @@
         },
         tooltip: {
           formatter: function (params) {
-            return params.name + " — " + measure.label + ": " + measure.format(params.value);
+            return escapeHtml(params.name) + " — " + measure.label + ": " + measure.format(params.value);
           },
         },
         data: cohorts.map(function (cohort) {
