@@ -21,4 +21,5 @@ pytest_plugins = [
     "tests.mcp_fixtures",
     "tests.celery_fixtures",
     "tests.browser_fixtures",
+    "tests.production_stack",
 ]
