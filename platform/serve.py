@@ -51,7 +51,12 @@ def worker(host: str, port: int, access_log: bool) -> None:
     """One uvicorn server on its own socket (runs in a spawned process)."""
     import uvicorn
 
-    config = uvicorn.Config(APP, host=host, port=port, access_log=access_log, lifespan="off")
+    from platform.logs import uvicorn_log_config
+
+    # uvicorn's own logging, with credentials and personal data filtered out of every line (platform/logs.py).
+    config = uvicorn.Config(
+        APP, host=host, port=port, access_log=access_log, lifespan="off", log_config=uvicorn_log_config()
+    )
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
 

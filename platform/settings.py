@@ -231,11 +231,15 @@ ROUTER_LLM_MODEL = env.string("ROUTER_LLM_MODEL")
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)
 MCP_RETAIL_PORT = env.integer("MCP_RETAIL_PORT", 8200)
 
+# Every handler carries platform.logs.RedactFilter: no API key in a URL, no bearer token, no personal data
+# (CPF, card, e-mail, phone) reaches a log line, whoever logged it; the Celery worker's handlers get it through
+# platform/celery.py, uvicorn's through platform/serve.py.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "platform.logs.RedactFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env.string("LOG_LEVEL", "INFO")},
     "loggers": {
         # Django's own config also logs to the console; one line per event is enough.

@@ -40,7 +40,9 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("chat", "the faces: every way a message comes in (REST, SSE, WebSocket, OpenAI-compatible, chat page)"),
     ("analytics", "reads everything, imported by nobody: the dashboard and the analytics API"),
 )
-PLATFORM_TOP = frozenset({"platform/urls.py", "platform/asgi.py", "platform/wsgi.py", "platform/serve.py"})
+PLATFORM_TOP = frozenset(
+    {"platform/urls.py", "platform/asgi.py", "platform/wsgi.py", "platform/serve.py", "platform/logs.py"}
+)
 TOP = "platform (top)"
 MAX_SHARE = 0.40
 

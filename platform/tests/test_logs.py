@@ -1,0 +1,186 @@
+"""Logs without secrets or personal data: the web server's and Django's handlers, and the Celery worker's."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from uvicorn.logging import AccessFormatter
+
+from platform.logs import RedactFilter, TaskResultFilter, redact_line, uvicorn_log_config
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "ark_1a2b3c4d_Q0DOsecretsecretsecret"
+PROBE_LINE = "Error executing tool consultar_fatura: Linha (11) 98765-4321 não encontrada"
+
+
+def record(name: str, msg: str, args: tuple | dict | None = None, level: int = logging.INFO) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, msg, args, None)
+
+
+def written(handler_record: logging.LogRecord, formatter: logging.Formatter | None = None) -> str:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter or logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    handler.addFilter(RedactFilter())
+    handler.handle(handler_record)
+    return stream.getvalue()
+
+
+def test_a_websocket_url_with_a_key_is_logged_without_the_key():
+    line = written(
+        record("uvicorn.error", '%s - "WebSocket %s" [accepted]', ("127.0.0.1:5000", f"/ws/chat/a/s/?key={KEY}"))
+    )
+
+    assert KEY not in line
+    assert '"WebSocket /ws/chat/a/s/?key=***" [accepted]' in line
+
+
+def test_an_access_line_keeps_its_fields_and_loses_every_credential_in_its_query():
+    access = record(
+        "uvicorn.access",
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", f"/api/x?tenant=a&api_key={KEY}&access_token=tok123&page=2", "1.1", 200),
+    )
+
+    line = written(access, AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False))
+
+    assert KEY not in line and "tok123" not in line
+    assert line.strip() == '127.0.0.1:5000 - "GET /api/x?tenant=a&api_key=***&access_token=***&page=2 HTTP/1.1" 200 OK'
+
+
+def test_the_probes_mcp_warning_logs_the_phone_masked():
+    error = RuntimeError(PROBE_LINE)
+
+    line = written(record("agents.mcp", "MCP %s error: %s", ("telecom.consultar_fatura", error), logging.WARNING))
+
+    assert "98765-4321" not in line
+    assert "MCP telecom.consultar_fatura error: Error executing tool consultar_fatura: Linha [PHONE] não" in line
+
+
+def test_cpf_card_email_and_bearer_tokens_are_masked_in_a_line_and_its_traceback():
+    try:
+        raise ValueError("cliente joao.silva@example.com, cartão 4111 1111 1111 1111")
+    except ValueError:
+        failed = logging.LogRecord("x", logging.ERROR, __file__, 1, "CPF %s with %s", None, sys.exc_info())
+    failed.args = ("123.456.789-09", f"Authorization: Bearer {KEY}")
+
+    line = written(failed)
+
+    for raw in ("123.456.789-09", "joao.silva@example.com", "4111 1111 1111 1111", KEY):
+        assert raw not in line
+    assert "CPF [CPF] with Authorization: Bearer ***" in line
+    assert "[EMAIL], cartão [CARD ••••1111]" in line
+
+
+def test_a_line_without_digits_or_at_signs_is_left_as_it_is():
+    plain = record("django.request", "Not Found: %s", ("/api/nowhere",))
+
+    RedactFilter().filter(plain)
+
+    assert plain.msg == "Not Found: %s" and plain.args == ("/api/nowhere",)
+    assert redact_line("serving platform.asgi") == "serving platform.asgi"
+
+
+def test_the_success_line_of_a_task_keeps_name_id_and_time_but_not_the_result():
+    context = {
+        "id": "abc",
+        "name": "routing.specialist_step",
+        "runtime": 0.25,
+        "return_value": "{'answer': 'R$ 289,90'}",
+    }
+    success = record("celery.app.trace", "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s", context)
+    success.data = dict(context)
+
+    TaskResultFilter().filter(success)
+
+    assert success.getMessage() == "Task routing.specialist_step[abc] succeeded in 0.25s"
+    assert "return_value" not in success.data
+
+
+def test_djangos_console_handler_and_uvicorns_handlers_carry_the_filter():
+    root = logging.getLogger()
+    assert any(isinstance(f, RedactFilter) for handler in root.handlers for f in handler.filters)
+    config = uvicorn_log_config()
+    assert all("redact" in handler["filters"] for handler in config["handlers"].values())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_the_production_server_logs_neither_keys_nor_personal_data(tmp_path):
+    import websockets.sync.client
+
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)  # SQLite in tmp_path: the requests below need no data
+    log = (tmp_path / "web.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as probe:
+                    probe.sendall(f"GET /nowhere?key={KEY}&phone=11987654321 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                    if probe.recv(65536).startswith(b"HTTP/1.1"):
+                        break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            pytest.fail("platform.serve did not answer")
+        # Refused or closed: either way the server logged the URL.
+        with (
+            contextlib.suppress(Exception),
+            websockets.sync.client.connect(
+                f"ws://127.0.0.1:{port}/ws/chat/telecom_contas/s1/?key={KEY}", open_timeout=10
+            ) as ws,
+        ):
+            ws.recv(timeout=10)
+        time.sleep(1)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=40)
+        log.close()
+    text = (tmp_path / "web.log").read_text(encoding="utf-8", errors="replace")
+
+    assert "/nowhere?key=***" in text
+    assert "WebSocket /ws/chat/telecom_contas/s1/?key=***" in text
+    assert KEY not in text and "11987654321" not in text
+
+
+@pytest.mark.slow
+def test_the_worker_logs_that_a_task_succeeded_but_not_its_result_and_masks_personal_data(celery_worker):
+    from platform.celery import app
+
+    marker = "R$ 289,90 tracking RL123456789BR"
+    result = app.send_task("celery.accumulate", args=(marker,))
+    assert result.get(timeout=10) == [marker]
+    app.send_task("no.such.task", args=("joao.silva@example.com", "(11) 98765-4321"))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "no.such.task" not in celery_worker.output():
+        time.sleep(0.2)
+    text = celery_worker.output()
+
+    assert f"Task celery.accumulate[{result.id}] succeeded in" in text
+    assert marker not in text and "RL123456789BR" not in text
+    assert "no.such.task" in text  # the unregistered task's message, arguments included, is logged...
+    assert "[EMAIL]" in text and "joao.silva@example.com" not in text and "98765-4321" not in text  # ...masked
