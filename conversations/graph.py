@@ -38,7 +38,13 @@ from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
 from common.events import Emit, emit_safely
 from conversations import ordering
 from conversations.fanout import executor_for
-from conversations.guardrails import MaskVault, run_input_guardrails, run_output_guardrails
+from conversations.guardrails import (
+    MaskVault,
+    StreamMasker,
+    identifier_pseudonym,
+    run_input_guardrails,
+    run_output_guardrails,
+)
 from conversations.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
 from conversations.models import Conversation, Message, MessageRole
 from conversations.permissions import (
@@ -478,6 +484,7 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
     """``link.agent`` answers once (its model steps bounded by what it has left); refusals and a step-limit stop
     become moves. ``None`` when the agent is not one of the profile's specialists."""
     agent, profile = link.agent, turn.input.profile
+    masker = StreamMasker(turn.vault, profile.guardrails)
     request = _specialist_request(
         turn,
         current,
@@ -487,7 +494,7 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
         notes=link.notes,
         control=_control_tools(turn, agent) if agent in profile.specialists else (),
         step_limit=max(_steps_left(turn, agent, link.used), 1),
-        emit=turn.input.emit,
+        emit=_masking_tokens(turn.input.emit, masker),
     )
     if request is None:
         return None
@@ -496,6 +503,8 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
     event = {"agent": agent, "display_name": request.specialist.display_name, "via": link.via}
     await emit_safely(turn.input.emit, "agent", event)
     outcome = await specialist_run(request)
+    if rest := masker.flush():
+        await emit_safely(turn.input.emit, "token", {"agent": agent, "text": rest})
     turn.outcome = outcome
     turn.runs.append((agent, outcome))
     link.used[agent] = link.used.get(agent, 0) + outcome.steps
@@ -515,6 +524,24 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
         if not kept:  # what the mover wrote is not the answer
             await emit_safely(turn.input.emit, "discard", {"agent": agent})
     return request, outcome
+
+
+def _masking_tokens(emit: Emit | None, masker: StreamMasker) -> Emit | None:
+    """``emit`` with every ``token`` passed through the output guardrails' masking before it leaves: the tokens
+    a client joins are the masked answer, never a raw value or a placeholder (:class:`StreamMasker`)."""
+    if emit is None:
+        return None
+    sink = emit
+
+    async def masked(event: str, data: dict[str, Any]) -> None:
+        if event == "token":
+            text = masker.push(data.get("text") or "")
+            if not text:
+                return
+            data = {**data, "text": text}
+        await sink(event, data)
+
+    return masked
 
 
 async def _sub_conversation_ended(turn: Turn, link: _Link, outcome: SpecialistOutcome, move: ControlCall) -> bool:
@@ -751,9 +778,15 @@ def conversation_defaults(data: TurnInput) -> dict[str, Any]:
         "tenant_id": data.tenant_pk,
         "profile_id": data.profile.pk,
         "session_id": data.session_id,
-        "user_id": data.user_id,
+        "user_id": stored_user_id(data),
         "channel": data.channel,
     }
+
+
+def stored_user_id(data: TurnInput) -> str:
+    """The user id the store keeps: a keyed pseudonym when the client's id is personal data (an e-mail, phone,
+    CPF; the OpenAI ``user`` field too), else the id itself (:func:`conversations.guardrails.identifier_pseudonym`)."""
+    return identifier_pseudonym(data.user_id, key=settings.SECRET_KEY) if data.user_id else ""
 
 
 def _start(turn: Turn) -> bool:
@@ -852,7 +885,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         metadata=turn.metadata(),
         cohort=data.cohort,
         channel=data.channel,
-        user_id=data.user_id,
+        user_id=stored_user_id(data),
         latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
         judge_score=(turn.judges.get("rule_based") or {}).get("score"),
         decision=turn.decision,

@@ -19,6 +19,8 @@ and run in that order by :func:`run_input_guardrails` and
 from __future__ import annotations
 
 import ast
+import hashlib
+import hmac
 import itertools
 import json
 import re
@@ -186,6 +188,18 @@ def redact_label(kind: str, value: str) -> str:
     if kind == CARD:
         return f"[CARD ••••{_digits(value)[-4:]}]"
     return f"[{kind.upper()}]"
+
+
+def identifier_pseudonym(identifier: str, *, key: str) -> str:
+    """``identifier`` as it may be stored: unchanged, unless it holds personal data (an e-mail, phone or CPF used
+    as a user id); then ``<kind>:<20 hex digits>`` (``email:3f9a1c…``), an HMAC-SHA256 of the whole identifier
+    under ``key``. Stable for one identifier and key, so one customer's conversations still group; keyed, so
+    hashing guesses without the key does not reverse it."""
+    findings = find_personal_data(identifier)
+    if not findings:
+        return identifier
+    digest = hmac.new(key.encode(), identifier.encode(), hashlib.sha256).hexdigest()[:20]
+    return f"{findings[0].kind}:{digest}"
 
 
 PLACEHOLDER_RE = re.compile(r"\[(CPF|CNPJ|EMAIL|PHONE|CARD)_(\d+)\]", re.IGNORECASE)
@@ -698,16 +712,101 @@ class NoMaskedData(OutputGuardrail):
         found = Counter(finding.kind for finding in find_personal_data(answer)) if scan else Counter()
         if not placeholders and not found:
             return GuardrailResult(self.name, True)
-        cleaned = vault.redact_placeholders(answer)
-        if scan:
-            cleaned = _redact_findings(cleaned)
         return GuardrailResult(
             self.name,
             False,
             SANITIZE,
             details={"placeholders": placeholders, "personal_data": dict(found)},
-            replacement=cleaned,
+            replacement=mask_answer(answer, vault, scan=scan),
         )
+
+
+def mask_answer(answer: str, vault: MaskVault, *, scan: bool = True) -> str:
+    """What :class:`NoMaskedData` leaves of an answer: placeholders, and raw personal data unless ``scan`` is
+    false, become redacted labels."""
+    cleaned = vault.redact_placeholders(answer)
+    return _redact_findings(cleaned) if scan else cleaned
+
+
+# The longest stretch a pattern written with spaces can span (an international phone: 46 characters), rounded up.
+_SPACED_SPAN = 64
+# A space after one of these may sit inside a card or phone number ("4111 1111", "(11) 98765-4321").
+_INSIDE_A_NUMBER = frozenset("0123456789)")
+
+
+class StreamMasker:
+    """:class:`NoMaskedData`'s masking over an answer that arrives in pieces (a model's streamed tokens).
+
+    :meth:`push` takes the next piece and returns the masked text that may leave now; :meth:`flush`, at the
+    end, returns the rest. Everything returned, joined, equals :func:`mask_answer` of everything pushed, so a
+    streaming client sees exactly the masked answer, never a raw value or a placeholder, not even in part. It
+    holds back only the tail a pattern may still complete: the last run of characters without a space (an
+    e-mail, a placeholder, a number), the groups before it of a number written with spaces (a card, a phone:
+    at most :data:`_SPACED_SPAN` characters), and any candidate match reaching into them.
+
+    Only what was not yet committed is kept: a whitespace that no pattern can cross ends the text that can
+    still change, so the work per piece stays small however long the answer.
+    """
+
+    def __init__(self, vault: MaskVault, settings: Mapping[str, Any] | None = None) -> None:
+        self._vault = vault
+        self._scan = bool((settings or {}).get("mask_personal_data", True))
+        self._raw = ""  # the pushed text since the last commit
+        self._sent = ""  # the masked text of a prefix of _raw already returned
+
+    def push(self, text: str) -> str:
+        self._raw += text
+        return self._release(self._held_from())
+
+    def flush(self) -> str:
+        rest = self._release(len(self._raw))
+        self._raw = self._sent = ""
+        return rest
+
+    def _mask(self, text: str) -> str:
+        return mask_answer(text, self._vault, scan=self._scan)
+
+    def _held_from(self) -> int:
+        """Where the tail that may still change starts."""
+        raw, end = self._raw, len(self._raw)
+        start = end
+        while start and not raw[start - 1].isspace():
+            start -= 1
+        while start >= 2 and raw[start - 1] == " " and raw[start - 2] in _INSIDE_A_NUMBER:
+            group = start - 1
+            while group and not raw[group - 1].isspace():
+                group -= 1
+            if end - group > _SPACED_SPAN:
+                start = max(group, end - _SPACED_SPAN)
+                break
+            start = group
+        patterns = (PLACEHOLDER_RE, *(pattern for _, pattern, _ in _DETECTORS))
+        moved = True
+        while moved:  # a candidate (valid or not) reaching into the tail may still change: hold it whole
+            moved = False
+            for pattern in patterns:
+                for match in pattern.finditer(raw, 0, end):
+                    if match.start() < start < match.end():
+                        start, moved = match.start(), True
+        return start
+
+    def _release(self, cut: int) -> str:
+        masked = self._mask(self._raw[:cut])
+        if not masked.startswith(self._sent):  # the hold above makes this impossible; never send a correction
+            return ""
+        released, self._sent = masked[len(self._sent) :], masked
+        # Commit up to the last whitespace no pattern can cross: the text before it is final.
+        commit = cut
+        while commit and not (
+            self._raw[commit - 1].isspace()
+            and not (self._raw[commit - 1] == " " and commit >= 2 and self._raw[commit - 2] in _INSIDE_A_NUMBER)
+        ):
+            commit -= 1
+        if commit:
+            head = self._mask(self._raw[:commit])
+            if self._sent.startswith(head):
+                self._raw, self._sent = self._raw[commit:], self._sent[len(head) :]
+        return released
 
 
 OUTPUT_GUARDRAILS: dict[str, type[OutputGuardrail]] = {

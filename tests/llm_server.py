@@ -24,6 +24,7 @@ class Reply:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     status: int = 200
     delay: float = 0.0
+    chunks: list[str] | None = None  # how the text is split when the client asks for a stream (else one piece)
 
 
 class ScriptedLLMServer:
@@ -65,6 +66,10 @@ class ScriptedLLMServer:
         call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
         self.replies.append(Reply(content=content, tool_calls=[call], delay=delay))
 
+    def reply_streamed(self, chunks: list[str]) -> None:
+        """A text reply that a streaming client receives in exactly these pieces (a JSON client gets them joined)."""
+        self.replies.append(Reply(content="".join(chunks), chunks=list(chunks)))
+
     def reply_error(self, status: int = 500, *, delay: float = 0.0) -> None:
         self.replies.append(Reply(status=status, delay=delay))
 
@@ -97,6 +102,32 @@ class ScriptedLLMServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test); nothing to answer
 
+            def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+                """The reply as Server-Sent Events of ``chat.completion.chunk`` (sent at once, in order)."""
+                base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk"}
+                base.update(created=int(time.time()), model=body.get("model", "scripted"))
+                deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+                pieces = reply.chunks if reply.chunks is not None else [reply.content] if reply.content else []
+                deltas += [{"content": piece} for piece in pieces]
+                for index, call in enumerate(reply.tool_calls):
+                    function = {"name": call["name"], "arguments": call["arguments"]}
+                    deltas.append(
+                        {"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": function}]}
+                    )
+                finish = "tool_calls" if reply.tool_calls else "stop"
+                events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+                events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                data = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+                payload = data.encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
@@ -116,6 +147,9 @@ class ScriptedLLMServer:
                     time.sleep(reply.delay)
                 if reply.status != 200:
                     self._send(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server_error"}})
+                    return
+                if body.get("stream"):
+                    self._stream(body, reply)
                     return
                 message: dict[str, Any] = {"role": "assistant", "content": reply.content}
                 finish = "stop"

@@ -1,0 +1,57 @@
+"""A user id that is personal data (e-mail, phone, CPF) is stored as a keyed pseudonym, from every face."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conversations.guardrails import identifier_pseudonym
+from conversations.models import Conversation, Message
+
+EMAIL = "joao.silva@example.com"
+
+
+def test_an_email_phone_or_cpf_becomes_a_stable_keyed_pseudonym_naming_its_kind():
+    for identifier, kind in ((EMAIL, "email"), ("(11) 98765-4321", "phone"), ("123.456.789-09", "cpf")):
+        pseudonym = identifier_pseudonym(identifier, key="k1")
+        assert re.fullmatch(rf"{kind}:[0-9a-f]{{20}}", pseudonym)
+        assert identifier_pseudonym(identifier, key="k1") == pseudonym  # stable: conversations still group
+        assert identifier_pseudonym(identifier, key="k2") != pseudonym  # keyed: a guess hashed without it fails
+
+
+def test_an_identifier_without_personal_data_is_kept_as_it_is():
+    assert identifier_pseudonym("customer-42", key="k1") == "customer-42"
+    assert identifier_pseudonym("", key="k1") == ""
+
+
+@pytest.mark.django_db
+def test_a_gateway_user_id_that_is_an_email_is_stored_only_as_its_pseudonym(api, telecom):
+    for session in ("p-1", "p-2"):
+        response = api.post(
+            "/api/gateway/message",
+            {"agent_id": "telecom_contas", "payload": {"text": "oi", "session_id": session, "user_id": EMAIL}},
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+
+    stored = set(Conversation.objects.values_list("user_id", flat=True))
+    assert len(stored) == 1 and next(iter(stored)).startswith("email:")  # both conversations under one pseudonym
+    user_messages = Message.objects.filter(role="user")
+    assert [m.metadata["user_id"] for m in user_messages] == [next(iter(stored))] * 2
+    assert not Conversation.objects.filter(user_id__icontains="example.com").exists()
+
+
+@pytest.mark.django_db
+def test_the_openai_user_field_that_is_a_phone_is_stored_only_as_its_pseudonym(api, telecom):
+    response = api.post(
+        "/v1/chat/completions",
+        {"model": "telecom_contas", "messages": [{"role": "user", "content": "oi"}], "user": "11987654321"},
+        format="json",
+        HTTP_X_SESSION_ID="o-1",
+    )
+    assert response.status_code == 200, response.content
+
+    conversation = Conversation.objects.get()
+    assert conversation.user_id.startswith("phone:")
+    assert Message.objects.get(role="user").metadata["user_id"] == conversation.user_id
