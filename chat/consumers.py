@@ -27,7 +27,6 @@ turn: it finishes and persists (frames still waiting are dropped).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
@@ -53,6 +52,7 @@ from common.errors import ERROR_INVALID_KEY, DomainError, error_body, error_fiel
 from conversations.graph import TurnInput, run_turn, turn_detach
 from tenants.auth import api_client_for_key
 from tenants.models import Tenant
+from common.parsers import JsonTooDeep, json_loads_limited
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._send_error("malformed_frame", ERROR_WS_BINARY)
             return
         try:
-            frame = json.loads(text_data)
+            frame = await self.decode_json(text_data)
+        except JsonTooDeep as exc:
+            await self._send_error(exc.default_code, str(exc.detail), {"frame": [str(exc.detail)]})
+            return
         except ValueError as exc:
             await self._send_error("malformed_json", ERROR_WS_MALFORMED_JSON, {"frame": [str(exc)]})
             return
@@ -208,6 +211,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send(self, content: dict[str, Any]) -> None:
         if self.gone:
+    @classmethod
+    async def decode_json(cls, text_data: str) -> Any:
+        """A frame's JSON, its nesting bounded like an HTTP body's (``API_JSON_MAX_DEPTH``): raises
+        :class:`~common.parsers.JsonTooDeep`, or ``ValueError`` for text that is not JSON."""
+        return json_loads_limited(text_data)
+
             return
         try:
             await self.send_json(content)

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rest_framework import serializers, status
+from django.conf import settings
 
 from common.errors import (
     ERROR_PREVIEW_FORBIDDEN,
@@ -48,6 +50,7 @@ ERROR_NOT_A_CLIENT = "Only an API key or a staff session may send messages."
 ERROR_UNKNOWN_ROUTE = "Unknown route {route!r}: one of {choices}."
 
 
+ERROR_CONTEXT_TOO_LARGE = "context is larger than the limit of {limit} bytes (as JSON)."
 class Route(enum.StrEnum):
     """Which graph a message takes (the README's table says which face defaults to which)."""
 
@@ -117,7 +120,21 @@ class PayloadSerializer(serializers.Serializer):
     channel_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     # DRF's metaclass takes declared fields off the class, so this field does not hide Serializer.context;
     # the stubs cannot know.
-    context = serializers.DictField(required=False, default=dict)  # type: ignore[assignment]
+    context = ContextField(required=False, default=dict)  # type: ignore[assignment]
+
+class ContextField(serializers.DictField):
+    """A JSON object of at most ``API_MAX_CONTEXT_BYTES`` bytes (as compact UTF-8 JSON)."""
+
+    default_error_messages = {"too_large": ERROR_CONTEXT_TOO_LARGE}
+
+    def to_internal_value(self, data: Any) -> dict[Any, Any]:
+        value = super().to_internal_value(data)
+        limit = settings.API_MAX_CONTEXT_BYTES
+        size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())
+        if size > limit:
+            self.fail("too_large", limit=limit)
+        return value
+
 
 
 class MessageInputSerializer(serializers.Serializer):

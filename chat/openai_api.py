@@ -34,6 +34,8 @@ from typing import Any
 
 from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
@@ -49,7 +51,16 @@ from chat.intake import (
     route_parse,
     turn_input_build,
 )
-from common.errors import ERROR_INVALID_KEY, ERROR_MALFORMED_JSON, ERROR_NOT_AUTHENTICATED, DomainError
+from common.errors import (
+    DATABASE_UNAVAILABLE,
+    ERROR_INVALID_KEY,
+    ERROR_MALFORMED_JSON,
+    ERROR_NOT_AUTHENTICATED,
+    DomainError,
+    database_unavailable_body,
+    database_unavailable_response,
+)
+from common.parsers import BodyTooLarge, JsonTooDeep
 from conversations.graph import TurnInput, TurnResult, new_session_id, run_turn, turn_detach
 from routing import snapshot
 from tenants.auth import ApiClient
@@ -95,6 +106,15 @@ def openai_exception_handler(exc: Exception, context: dict[str, Any]) -> Respons
         error = OpenAIError(ERROR_NOT_AUTHENTICATED, status=401, code="invalid_api_key", type_="authentication_error")
     elif isinstance(exc, exceptions.AuthenticationFailed):
         error = OpenAIError(ERROR_INVALID_KEY, status=401, code="invalid_api_key", type_="authentication_error")
+    elif isinstance(exc, JsonTooDeep | BodyTooLarge):
+        error = OpenAIError(str(exc.detail), status=exc.status_code, param="body", code=exc.default_code)
+    elif isinstance(exc, RequestDataTooBig):
+        return openai_exception_handler(BodyTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0), context)
+    elif isinstance(exc, DATABASE_UNAVAILABLE):
+        request = context.get("request")
+        body = database_unavailable_body(exc, f"{request.method} {request.path}" if request else "a completion")
+        error = OpenAIError(body["error"]["message"], status=503, code="service_unavailable", type_="server_error")
+        return database_unavailable_response(error.as_dict())
     elif isinstance(exc, exceptions.ParseError):
         error = OpenAIError(ERROR_MALFORMED_JSON, code="invalid_json")
     elif isinstance(exc, exceptions.APIException):

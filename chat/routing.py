@@ -1,10 +1,15 @@
 """WebSocket routes (HTTP routes are in chat/urls.py)."""
 
-from django.urls import path
+from django.urls import re_path
 
 from chat.consumers import ChatConsumer
 
 websocket_urlpatterns = [
-    # An ASGI application where Django's stubs expect a view: Channels' URLRouter takes path() patterns so.
-    path("ws/chat/<slug:agent_id>/<str:session_id>/", ChatConsumer.as_asgi(), name="ws-chat"),  # type: ignore[arg-type]
+    # /ws/chat/<agent_id>/<session_id>/, the trailing slash optional (clients drop it).
+    # An ASGI application where Django's stubs expect a view: Channels' URLRouter takes re_path() patterns so.
+    re_path(
+        r"^ws/chat/(?P<agent_id>[-a-zA-Z0-9_]+)/(?P<session_id>[^/]+)/?$",
+        ChatConsumer.as_asgi(),  # type: ignore[arg-type]
+        name="ws-chat",
+    ),
 ]

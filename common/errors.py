@@ -2,16 +2,29 @@
 
 Every API error has the shape ``{"error": {"code", "message", "fields"}}``;
 ``fields`` maps dotted field names (``payload.text``) to messages. Messages are
-constants so tests can import them.
+constants so tests can import them. Errors Django answers outside DRF (unknown
+paths, a 500, a bad Host) get the same shape from ``platform/errors.py``.
+
+A database that cannot be reached (:data:`DATABASE_UNAVAILABLE`) is a 503 with
+``Retry-After``, logged as one WARNING line: an outage is not a bug in a view.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from drf_spectacular.utils import inline_serializer
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
+from drf_spectacular.utils import OpenApiResponse, inline_serializer
+from psycopg_pool import PoolTimeout
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
+
+from common.parsers import BodyTooLarge, JsonTooDeep
+
+logger = logging.getLogger(__name__)
 
 ERROR_INVALID_KEY = "Missing or invalid API key; send 'Authorization: Bearer <key>'."
 ERROR_NOT_AUTHENTICATED = "Authentication required; send 'Authorization: Bearer <key>'."
@@ -24,6 +37,16 @@ ERROR_TEXT_REQUIRED = "This field is required and must not be empty."
 ERROR_TEXT_TOO_LONG = "Text is longer than the limit of {limit} characters."
 ERROR_UNKNOWN_AGENT = "Unknown agent_id {agent_id!r}."
 ERROR_CONVERSATION_NOT_FOUND = "No conversation with this key."
+ERROR_SERVICE_UNAVAILABLE = "The service is briefly unavailable (its database cannot be reached); retry shortly."
+ERROR_SERVER = "The server failed to answer this request."
+ERROR_PATH_NOT_FOUND = "No API route at this path."
+ERROR_BAD_REQUEST = "The request could not be read."
+ERROR_FORBIDDEN = "You may not do this."
+ERROR_CSRF = "CSRF check failed: send the CSRF token with a session, or use 'Authorization: Bearer <key>'."
+
+# What a database outage raises: Django's wrappers of the driver's errors, and the pool's wait running out.
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError, PoolTimeout)
+RETRY_AFTER_SECONDS = 5
 
 
 class DomainError(Exception):
@@ -77,8 +100,42 @@ ERROR_RESPONSE = inline_serializer(
 )
 
 
+ERROR_DESCRIPTIONS = {
+    400: "Invalid input, malformed JSON or JSON nested too deep; `fields` names what is wrong.",
+    401: "No API key, or an unknown or revoked one.",
+    403: "The key or session may not do this.",
+    404: "Nothing with this name or key (another tenant's looks the same).",
+    405: "Method not allowed on this path.",
+    413: "The request body is over the size limit.",
+    415: "The body is not `application/json`.",
+    429: "Too many requests; retry after `Retry-After` seconds.",
+    503: "The database cannot be reached; retry after `Retry-After` seconds.",
+}
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """The schema's error answers for ``codes``, in the one error shape.
+
+    One line per view: ``responses={200: ANSWER, **error_responses(400, 401, 413)}``.
+    """
+    return {code: OpenApiResponse(ERROR_RESPONSE, description=ERROR_DESCRIPTIONS[code]) for code in codes}
+
+
 def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def database_unavailable_response(body: dict[str, Any]) -> Response:
+    """A 503 with ``Retry-After`` for a logged outage (Django does not log it again as an ERROR)."""
+    response = Response(body, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    response._has_been_logged = True  # type: ignore[attr-defined]  # django.utils.log.log_response skips it
+    return response
+
+
+def database_unavailable_body(exc: BaseException, where: str) -> dict[str, Any]:
+    """The 503 body for a database outage, logged as one WARNING line (no traceback: the cause is the outage)."""
+    logger.warning("Database unavailable during %s: %s: %s", where, type(exc).__name__, str(exc).strip()[:200])
+    return error_body("service_unavailable", ERROR_SERVICE_UNAVAILABLE)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -87,6 +144,18 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status_code)
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        request = context.get("request")
+        where = f"{request.method} {request.path}" if request is not None else "a request"
+        return database_unavailable_response(database_unavailable_body(exc, where))
+    if isinstance(exc, JsonTooDeep):
+        message = str(exc.detail)
+        return Response(error_body(exc.default_code, message, {"body": [message]}), status=400)
+    if isinstance(exc, RequestDataTooBig):  # Django's own check, when something read the body before DRF
+        exc = BodyTooLarge(_body_limit())
+    if isinstance(exc, BodyTooLarge):
+        message = str(exc.detail)
+        return Response(error_body(exc.default_code, message, {"body": [message]}), status=exc.status_code)
     if isinstance(exc, exceptions.ParseError):
         return Response(error_body("malformed_json", ERROR_MALFORMED_JSON, {"body": [str(exc.detail)]}), status=400)
     if isinstance(exc, exceptions.NotAuthenticated):
@@ -102,3 +171,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = getattr(exc, "default_code", "error")
         response.data = error_body(code, str(getattr(exc, "detail", exc)))
     return response
+
+
+def _body_limit() -> int:
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0

@@ -25,7 +25,7 @@ import itertools
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -206,15 +206,53 @@ PLACEHOLDER_RE = re.compile(r"\[(CPF|CNPJ|EMAIL|PHONE|CARD)_(\d+)\]", re.IGNOREC
 
 
 def _walk(obj: Any, on_string: Callable[[str], Any]) -> Any:
-    """Apply ``on_string`` to every string inside a JSON-like value, keeping its shape."""
+    """Apply ``on_string`` to every string inside a JSON-like value, keeping its shape.
+
+    Iterative (an explicit stack): no nesting depth a client sends can raise ``RecursionError``.
+    """
+    if not isinstance(obj, _CONTAINERS):
+        return _walk_leaf(obj, on_string)
+    top = _walk_empty(obj)
+    # A frame: the items of a container still to visit, its copy being built, and where that copy goes
+    # (parent copy and key) once the container is done (a tuple is built as a list and frozen then).
+    stack: list[tuple[Any, Iterator[tuple[Any, Any]], Any, Any, Any]] = [(obj, _walk_items(obj), top, None, None)]
+    while stack:
+        source, items, out, parent, key = stack[-1]
+        for item_key, item in items:
+            if isinstance(item, _CONTAINERS):
+                child = _walk_empty(item)
+                _walk_put(out, item_key, child)
+                stack.append((item, _walk_items(item), child, out, item_key))
+                break
+            _walk_put(out, item_key, _walk_leaf(item, on_string))
+        else:
+            stack.pop()
+            if isinstance(source, tuple) and parent is not None:
+                parent[key] = tuple(out)
+    return tuple(top) if isinstance(obj, tuple) else top
+
+
+_CONTAINERS = (Mapping, list, tuple)
+
+
+def _walk_empty(obj: Any) -> Any:
+    return {} if isinstance(obj, Mapping) else []
+
+
+def _walk_items(obj: Any) -> Iterator[tuple[Any, Any]]:
+    return iter(obj.items()) if isinstance(obj, Mapping) else enumerate(obj)
+
+
+def _walk_put(out: Any, key: Any, value: Any) -> None:
+    if isinstance(out, dict):
+        out[key] = value
+    else:
+        out.append(value)  # items come in order, so the index is the key
+
+
+def _walk_leaf(obj: Any, on_string: Callable[[str], Any]) -> Any:
     if isinstance(obj, str):
         return on_string(obj)
-    if isinstance(obj, Mapping):
-        return {key: _walk(item, on_string) for key, item in obj.items()}
-    if isinstance(obj, list):
-        return [_walk(item, on_string) for item in obj]
-    if isinstance(obj, tuple):
-        return tuple(_walk(item, on_string) for item in obj)
     if isinstance(obj, int) and not isinstance(obj, bool) and abs(obj) >= 10**9:
         # A CPF, phone or card stored as a number; it becomes a string only if masked.
         text = str(obj)

@@ -12,12 +12,17 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from platform.errors import websocket_not_found  # noqa: E402
 from platform.websocket_security import BrowserOriginValidator  # noqa: E402
 
 # types-channels types the routes as its stub-only _ExtendedURLPattern, which Django's path() is never typed to return.
-websocket_router = URLRouter(websocket_urlpatterns)  # type: ignore[arg-type]  # channels' stubs reject path() patterns
+# The last route takes every path the others do not match and refuses it at the handshake (no 500, no traceback).
+websocket_router = URLRouter(
+    [*websocket_urlpatterns, re_path(r"", websocket_not_found)]  # type: ignore[list-item,arg-type]  # as above
+)
 
 application = ProtocolTypeRouter(
     {

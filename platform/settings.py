@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "channels",
     # The product's apps, lowest layer first (docs/architecture.md): each imports only the ones above it here.
     "common",
@@ -71,6 +72,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "platform.errors.DatabaseUnavailableMiddleware",  # a view that hits a database outage answers 503
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -214,6 +216,8 @@ CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS",
 
 # The analytics sum each closed UTC day once into daily totals (analytics/services.py) and read them instead
 # of the day's rows; a day closes this long after midnight, once no running turn can still write to it.
+    # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
+    "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
 ANALYTICS_ROLLUPS = env.boolean("ANALYTICS_ROLLUPS", True)
 ANALYTICS_ROLLUP_GRACE_SECONDS = env.decimal("ANALYTICS_ROLLUP_GRACE_SECONDS", 600.0)
 
@@ -224,8 +228,21 @@ LLM_TIMEOUT_SECONDS = env.decimal("LLM_TIMEOUT_SECONDS", 30.0)
 LLM_MAX_RETRIES = env.integer("LLM_MAX_RETRIES", 2)
 OFFLINE_LLM_LATENCY_MS = env.integer("OFFLINE_LLM_LATENCY_MS", 0)
 # Optional endpoint for routing alone (the LLM classifier), e.g. a small fast model; else the one above.
+    # Swagger UI from drf-spectacular-sidecar's static files: /api/docs/ works offline, at a pinned version.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 ROUTER_LLM_BASE_URL = env.string("ROUTER_LLM_BASE_URL")
 ROUTER_LLM_API_KEY = env.string("ROUTER_LLM_API_KEY")
+# Request limits (README, Errors): a body over API_MAX_BODY_BYTES is a 413, JSON nested deeper than
+# API_JSON_MAX_DEPTH a 400 (before it is decoded), a message's payload.context over API_MAX_CONTEXT_BYTES
+# (as JSON) a 400 naming it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.integer("API_MAX_BODY_BYTES", 2_621_440)  # Django's default, 2.5 MiB
+API_JSON_MAX_DEPTH = env.integer("API_JSON_MAX_DEPTH", 32)
+API_MAX_CONTEXT_BYTES = env.integer("API_MAX_CONTEXT_BYTES", 65_536)
+# A CSRF failure outside the admin and the pages is answered in the API's error shape (platform/errors.py).
+CSRF_FAILURE_VIEW = "platform.errors.csrf_failure"
+
 ROUTER_LLM_MODEL = env.string("ROUTER_LLM_MODEL")
 
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)

@@ -1,4 +1,8 @@
-"""The project's URLs: each app's routes, included by module name (the top of the house: it imports no app)."""
+"""The project's URLs: each app's routes, included by module name (the top of the house: it imports no app).
+
+Django's own error answers (404, 500, 400, 403) are JSON in the API's error shape outside the admin and the
+pages: platform/errors.py.
+"""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -13,3 +17,8 @@ urlpatterns = [
     path("api/", include("chat.urls")),
     path("v1/", include("chat.openai_urls")),
 ]
+
+handler400 = "platform.errors.bad_request"
+handler403 = "platform.errors.permission_denied"
+handler404 = "platform.errors.page_not_found"
+handler500 = "platform.errors.server_error"

@@ -1,0 +1,148 @@
+"""Request limits on the chat faces (README, Errors): body size (413), JSON nesting (400), context size (400).
+
+Each refused request stores nothing: no conversation row, no message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from django.test import Client
+
+from common.parsers import ERROR_BODY_TOO_LARGE, ERROR_JSON_TOO_DEEP
+from conversations.models import Conversation, Message
+
+pytestmark = pytest.mark.django_db
+
+CHAT_PATHS = ["/api/gateway/message", "/api/chat/message"]
+
+
+def nested(levels: int) -> str:
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+def gateway_body(context_json: str) -> str:
+    return (
+        '{"agent_id":"telecom_contas","payload":{"text":"oi","session_id":"deep-1","context":' + context_json + "}}"
+    )
+
+
+def completions_body(extra_json: str) -> str:
+    return '{"model":"telecom_contas","messages":[{"role":"user","content":"oi"}],"extra":' + extra_json + "}"
+
+
+def post(tenant_key, path: str, body: str | bytes):
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
+    return client.post(path, data=body, content_type="application/json")
+
+
+def nothing_stored() -> bool:
+    return not Conversation.objects.exists() and not Message.objects.exists()
+
+
+@pytest.mark.parametrize("levels", [500, 10_000])
+@pytest.mark.parametrize("path", CHAT_PATHS)
+def test_deeply_nested_json_is_a_400_naming_the_body_and_stores_nothing(tenant_key, telecom, path, levels):
+    response = post(tenant_key, path, gateway_body(nested(levels)))
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "json_too_deep"
+    assert error["message"] == ERROR_JSON_TOO_DEEP.format(limit=32)
+    assert error["fields"] == {"body": [error["message"]]}
+    assert nothing_stored()
+
+
+@pytest.mark.parametrize("levels", [500, 10_000, 100_000])
+def test_deeply_nested_json_on_the_openai_face_is_a_400_in_its_shape(tenant_key, telecom, levels):
+    response = post(tenant_key, "/v1/chat/completions", completions_body("[" * levels + "]" * levels))
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "json_too_deep" and error["param"] == "body"
+    assert error["message"] == ERROR_JSON_TOO_DEEP.format(limit=32)
+    assert nothing_stored()
+
+
+def test_nesting_up_to_the_limit_is_answered(tenant_key, telecom, settings):
+    settings.API_JSON_MAX_DEPTH = 8
+    # The body and its payload are two levels; the context adds its own.
+    ok = post(tenant_key, "/api/gateway/message", gateway_body(nested(6)))
+    too_deep = post(tenant_key, "/api/gateway/message", gateway_body(nested(7)))
+
+    assert ok.status_code == 200, ok.content
+    assert too_deep.status_code == 400
+    assert too_deep.json()["error"]["message"] == ERROR_JSON_TOO_DEEP.format(limit=8)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tenant_key, telecom):
+    context = json.dumps({"note": "[" * 5000 + "{" * 5000, "quote": '\\"[[[[' * 100})
+    response = post(tenant_key, "/api/gateway/message", gateway_body(context))
+    assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize("path", [*CHAT_PATHS, "/v1/chat/completions"])
+def test_a_body_over_the_size_limit_is_a_json_413_and_stores_nothing(tenant_key, telecom, path, caplog):
+    body = gateway_body(json.dumps({"blob": "a" * 3_000_000}))
+    with caplog.at_level("WARNING"):
+        response = post(tenant_key, path, body)
+
+    assert response.status_code == 413, response.content[:300]
+    assert response["Content-Type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["code"] == "body_too_large"
+    assert error["message"] == ERROR_BODY_TOO_LARGE.format(limit=2_621_440)
+    assert nothing_stored()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], "a refused body is not a server error"
+
+
+def test_the_body_limit_is_configurable(tenant_key, telecom, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2_000
+    response = post(tenant_key, "/api/gateway/message", gateway_body(json.dumps({"blob": "a" * 2_000})))
+    assert response.status_code == 413
+    assert response.json()["error"]["message"] == ERROR_BODY_TOO_LARGE.format(limit=2_000)
+
+
+def test_a_context_over_its_limit_is_a_400_naming_payload_context(tenant_key, telecom):
+    response = post(tenant_key, "/api/gateway/message", gateway_body(json.dumps({"blob": "a" * 900_000})))
+
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert list(error["fields"]) == ["payload.context"]
+    assert "65536 bytes" in error["fields"]["payload.context"][0]
+    assert nothing_stored()
+
+
+def test_a_form_body_is_refused_as_unsupported(tenant_key, telecom):
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
+    response = client.post("/api/gateway/message", {"agent_id": "telecom_contas", "channel": "web"})
+
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+    assert nothing_stored()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_websocket_frame_nested_too_deep_gets_an_error_event_and_the_socket_stays_open(tenant_key, telecom):
+    from channels.testing import WebsocketCommunicator
+
+    from platform.asgi import application
+
+    async def go():
+        communicator = WebsocketCommunicator(application, f"/ws/chat/telecom_contas/ws-deep/?key={tenant_key.raw}")
+        connected, _ = await communicator.connect(timeout=5)
+        assert connected
+        await communicator.send_to(text_data='{"text":"oi","context":' + nested(10_000) + "}")
+        error = await communicator.receive_json_from(timeout=5)
+        await communicator.send_to(text_data='{"text":"oi","context":' + nested(500) + "}")
+        second = await communicator.receive_json_from(timeout=5)
+        await communicator.disconnect()
+        return error, second
+
+    error, second = asyncio.run(go())
+    assert error["type"] == "error" and error["error"]["code"] == "json_too_deep"
+    assert error["error"]["fields"] == {"frame": [ERROR_JSON_TOO_DEEP.format(limit=32)]}
+    assert second["error"]["code"] == "json_too_deep"
+    assert nothing_stored()

@@ -1,0 +1,125 @@
+"""Errors Django answers itself, outside DRF, in the API's one error shape (:mod:`common.errors`).
+
+DRF's views answer their own errors (``common.errors.exception_handler``). What is left is Django's: a path no
+route matches (404), an unhandled exception (500), a bad ``Host`` header or a body over
+``DATA_UPLOAD_MAX_MEMORY_SIZE`` (400, answered 413), a 403 and a CSRF failure. On the admin and the HTML pages
+(:data:`PAGE_PREFIXES`) those stay Django's pages; everywhere else they are JSON. A database outage in any view
+answers 503 with ``Retry-After`` (:class:`DatabaseUnavailableMiddleware`), logged as one WARNING line.
+
+A WebSocket path that no route matches is refused at the handshake (:func:`websocket_not_found`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.deprecation import MiddlewareMixin
+from django.views import csrf, defaults
+
+from common.errors import (
+    DATABASE_UNAVAILABLE,
+    ERROR_BAD_REQUEST,
+    ERROR_CSRF,
+    ERROR_FORBIDDEN,
+    ERROR_PATH_NOT_FOUND,
+    ERROR_SERVER,
+    ERROR_SERVICE_UNAVAILABLE,
+    RETRY_AFTER_SECONDS,
+    database_unavailable_body,
+    error_body,
+)
+from common.parsers import ERROR_BODY_TOO_LARGE
+
+logger = logging.getLogger(__name__)
+
+# Where Django's own HTML error pages stay: the admin and the pages people open in a browser.
+PAGE_PREFIXES = ("/admin/", "/chat/", "/analytics/", "/api/docs/")
+
+
+def is_page(request: HttpRequest) -> bool:
+    return request.path.startswith(PAGE_PREFIXES)
+
+
+def _json(status: int, code: str, message: str, fields: dict[str, list[str]] | None = None) -> JsonResponse:
+    return JsonResponse(error_body(code, message, fields), status=status)
+
+
+def _unavailable(body: dict[str, Any], request: HttpRequest) -> HttpResponse:
+    if is_page(request):
+        response: HttpResponse = HttpResponse(ERROR_SERVICE_UNAVAILABLE, status=503, content_type="text/plain")
+    else:
+        response = JsonResponse(body, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response._has_been_logged = True  # type: ignore[attr-defined]  # logged once, as a warning: Django adds no ERROR
+    return response
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler400``: a bad Host header, a body over the size limit (413), other suspicious requests."""
+    if isinstance(exception, RequestDataTooBig):
+        message = ERROR_BODY_TOO_LARGE.format(limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        if is_page(request):
+            return HttpResponse(message, status=413, content_type="text/plain")
+        return _json(413, "body_too_large", message, {"body": [message]})
+    if is_page(request):
+        return defaults.bad_request(request, exception)  # type: ignore[arg-type]
+    return _json(400, "bad_request", ERROR_BAD_REQUEST)
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler403``."""
+    if is_page(request):
+        return defaults.permission_denied(request, exception)  # type: ignore[arg-type]
+    return _json(403, "permission_denied", ERROR_FORBIDDEN)
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler404``: an unknown path (DRF's views answer their own 404s)."""
+    if is_page(request):
+        return defaults.page_not_found(request, exception)
+    return _json(404, "not_found", ERROR_PATH_NOT_FOUND)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: Django calls it while handling the exception, so ``sys.exc_info()`` names it."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        return _unavailable(database_unavailable_body(exc, f"{request.method} {request.path}"), request)
+    if is_page(request):
+        return defaults.server_error(request)
+    return _json(500, "server_error", ERROR_SERVER)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: Django's page in the admin and the pages, the error shape elsewhere."""
+    if is_page(request):
+        return csrf.csrf_failure(request, reason)
+    return _json(403, "csrf_failed", ERROR_CSRF, {"csrf": [reason]} if reason else None)
+
+
+class DatabaseUnavailableMiddleware(MiddlewareMixin):
+    """A view that hits a database outage answers 503 with ``Retry-After``, logged as one WARNING line.
+
+    Without it Django logs every such request at ERROR with a whole traceback and answers a 500: an outage of
+    a few seconds floods the log with identical tracebacks and tells clients the fault is the server's code.
+    (DRF's views map the outage in their exception handler; this is the same for every other view.)
+    """
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, DATABASE_UNAVAILABLE):
+            return _unavailable(database_unavailable_body(exception, f"{request.method} {request.path}"), request)
+        return None
+
+
+async def websocket_not_found(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The WebSocket router's last route: a path no route matches is refused at the handshake (HTTP 403),
+    with one log line, instead of Channels' ``ValueError`` and a 500 with a traceback."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        logger.info("WebSocket refused: no route for path %r", scope.get("path", "")[:300])
+        await send({"type": "websocket.close", "code": 4404})
