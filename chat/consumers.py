@@ -49,10 +49,10 @@ from chat.intake import (
     turn_input_build,
 )
 from common.errors import ERROR_INVALID_KEY, DomainError, error_body, error_fields
+from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.graph import TurnInput, run_turn, turn_detach
 from tenants.auth import api_client_for_key
 from tenants.models import Tenant
-from common.parsers import JsonTooDeep, json_loads_limited
 
 logger = logging.getLogger(__name__)
 
@@ -206,17 +206,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         self.frames.put_nowait(frame)
 
-    async def _send_error(self, code: str, message: str, fields=None) -> None:
-        await self._send({"type": "error", **error_body(code, message, fields)})
-
-    async def _send(self, content: dict[str, Any]) -> None:
-        if self.gone:
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
         """A frame's JSON, its nesting bounded like an HTTP body's (``API_JSON_MAX_DEPTH``): raises
         :class:`~common.parsers.JsonTooDeep`, or ``ValueError`` for text that is not JSON."""
         return json_loads_limited(text_data)
 
+    async def _send_error(self, code: str, message: str, fields=None) -> None:
+        await self._send({"type": "error", **error_body(code, message, fields)})
+
+    async def _send(self, content: dict[str, Any]) -> None:
+        if self.gone:
             return
         try:
             await self.send_json(content)

@@ -17,13 +17,13 @@ Faces differ only in how they read a request and how they word an error: every e
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rest_framework import serializers, status
 from django.conf import settings
+from rest_framework import serializers, status
 
 from common.errors import (
     ERROR_PREVIEW_FORBIDDEN,
@@ -48,9 +48,9 @@ ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant to act for ({field}
 ERROR_UNKNOWN_TENANT = "Unknown tenant {slug!r}."
 ERROR_NOT_A_CLIENT = "Only an API key or a staff session may send messages."
 ERROR_UNKNOWN_ROUTE = "Unknown route {route!r}: one of {choices}."
-
-
 ERROR_CONTEXT_TOO_LARGE = "context is larger than the limit of {limit} bytes (as JSON)."
+
+
 class Route(enum.StrEnum):
     """Which graph a message takes (the README's table says which face defaults to which)."""
 
@@ -113,15 +113,6 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class PayloadSerializer(serializers.Serializer):
-    text = StrictCharField(max_length=None, trim_whitespace=True)
-    session_id = StrictCharField(max_length=200, required=False, allow_blank=False)
-    user_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-    channel_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
-    # DRF's metaclass takes declared fields off the class, so this field does not hide Serializer.context;
-    # the stubs cannot know.
-    context = ContextField(required=False, default=dict)  # type: ignore[assignment]
-
 class ContextField(serializers.DictField):
     """A JSON object of at most ``API_MAX_CONTEXT_BYTES`` bytes (as compact UTF-8 JSON)."""
 
@@ -135,6 +126,15 @@ class ContextField(serializers.DictField):
             self.fail("too_large", limit=limit)
         return value
 
+
+class PayloadSerializer(serializers.Serializer):
+    text = StrictCharField(max_length=None, trim_whitespace=True)
+    session_id = StrictCharField(max_length=200, required=False, allow_blank=False)
+    user_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    channel_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    # DRF's metaclass takes declared fields off the class, so this field does not hide Serializer.context;
+    # the stubs cannot know.
+    context = ContextField(required=False, default=dict)  # type: ignore[assignment]
 
 
 class MessageInputSerializer(serializers.Serializer):

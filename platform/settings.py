@@ -192,6 +192,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "common.errors.exception_handler",
+    # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
+    "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -202,7 +204,21 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from drf-spectacular-sidecar's static files: /api/docs/ works offline, at a pinned version.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+
+# Request limits (README, Errors): a body over API_MAX_BODY_BYTES is a 413, JSON nested deeper than
+# API_JSON_MAX_DEPTH a 400 (before it is decoded), a message's payload.context over API_MAX_CONTEXT_BYTES
+# (as JSON) a 400 naming it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.integer("API_MAX_BODY_BYTES", 2_621_440)  # Django's default, 2.5 MiB
+API_JSON_MAX_DEPTH = env.integer("API_JSON_MAX_DEPTH", 32)
+API_MAX_CONTEXT_BYTES = env.integer("API_MAX_CONTEXT_BYTES", 65_536)
+# A CSRF failure outside the admin and the pages is answered in the API's error shape (platform/errors.py).
+CSRF_FAILURE_VIEW = "platform.errors.csrf_failure"
+# A CSRF failure outside the admin and the pages is answered in the API's error shape (platform/errors.py).
 
 # --- Product knobs -----------------------------------------------------------
 ROUTING_MODE = env.choice("ROUTING_MODE", ("router", "supervisor", "hybrid"))  # overrides every profile
@@ -216,8 +232,6 @@ CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS",
 
 # The analytics sum each closed UTC day once into daily totals (analytics/services.py) and read them instead
 # of the day's rows; a day closes this long after midnight, once no running turn can still write to it.
-    # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
-    "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
 ANALYTICS_ROLLUPS = env.boolean("ANALYTICS_ROLLUPS", True)
 ANALYTICS_ROLLUP_GRACE_SECONDS = env.decimal("ANALYTICS_ROLLUP_GRACE_SECONDS", 600.0)
 
@@ -228,21 +242,8 @@ LLM_TIMEOUT_SECONDS = env.decimal("LLM_TIMEOUT_SECONDS", 30.0)
 LLM_MAX_RETRIES = env.integer("LLM_MAX_RETRIES", 2)
 OFFLINE_LLM_LATENCY_MS = env.integer("OFFLINE_LLM_LATENCY_MS", 0)
 # Optional endpoint for routing alone (the LLM classifier), e.g. a small fast model; else the one above.
-    # Swagger UI from drf-spectacular-sidecar's static files: /api/docs/ works offline, at a pinned version.
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
 ROUTER_LLM_BASE_URL = env.string("ROUTER_LLM_BASE_URL")
 ROUTER_LLM_API_KEY = env.string("ROUTER_LLM_API_KEY")
-# Request limits (README, Errors): a body over API_MAX_BODY_BYTES is a 413, JSON nested deeper than
-# API_JSON_MAX_DEPTH a 400 (before it is decoded), a message's payload.context over API_MAX_CONTEXT_BYTES
-# (as JSON) a 400 naming it.
-DATA_UPLOAD_MAX_MEMORY_SIZE = env.integer("API_MAX_BODY_BYTES", 2_621_440)  # Django's default, 2.5 MiB
-API_JSON_MAX_DEPTH = env.integer("API_JSON_MAX_DEPTH", 32)
-API_MAX_CONTEXT_BYTES = env.integer("API_MAX_CONTEXT_BYTES", 65_536)
-# A CSRF failure outside the admin and the pages is answered in the API's error shape (platform/errors.py).
-CSRF_FAILURE_VIEW = "platform.errors.csrf_failure"
-
 ROUTER_LLM_MODEL = env.string("ROUTER_LLM_MODEL")
 
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)
