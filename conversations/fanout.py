@@ -14,6 +14,14 @@ request opens a channel of its own, the task carries its name
 (``reply_channel``), and the worker sends the answer there before it stores its
 result. A step whose message is lost is still reported, once, when the plan's
 results have been collected.
+
+Redis down is not a failed turn: when the broker cannot take the steps within
+``PUBLISH_TIMEOUT_SECONDS`` (or failed moments ago: the :class:`~common.cache.Circuit`
+stays open for ``REDIS_OUTAGE_PAUSE_SECONDS``), the plan runs in-process instead;
+steps whose results cannot be read any more (Redis went away after they were
+sent) are run again in-process within what is left of the time limit; a
+channel layer that cannot be reached only means the parts are reported when
+the plan's results are in.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers
 from django.conf import settings
 
+from common.cache import REDIS_DOWN, Circuit
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistRequest
 from conversations.steps import PARTIAL_MESSAGE_TYPE, outcome_from_dict, payload_from_request
@@ -66,6 +75,11 @@ def receiving_layer() -> Any:
 
 # Extra seconds a worker gets beyond the step's limit before Celery kills the task outright.
 HARD_LIMIT_SLACK_SECONDS = 5
+# How long a plan waits for the broker to take its steps before it runs them in-process.
+PUBLISH_TIMEOUT_SECONDS = 2.0
+
+# Redis as the fan-out sees it (broker, results, channel layer): one outage, logged once.
+redis_circuit = Circuit("Redis (fan-out broker)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
 
 
 class PlanExecutor:
@@ -108,6 +122,11 @@ class CeleryExecutor(PlanExecutor):
     name = "celery"
 
     async def run(self, steps, requests, *, timeout, round_number, vault, on_partial=None) -> PlanResult:
+        in_process = InProcessExecutor()
+        if not redis_circuit.allows():
+            return await in_process.run(
+                steps, requests, timeout=timeout, round_number=round_number, vault=vault, on_partial=on_partial
+            )
         started = time.perf_counter()
         payloads = [
             payload_from_request(requests[step.agent], vault) if requests[step.agent] else None for step in steps
@@ -134,14 +153,38 @@ class CeleryExecutor(PlanExecutor):
                     payload["reply_channel"], payload["reply_index"] = channel, index
             listener = asyncio.create_task(_listen(layer, channel, len(payloads), partial_of, report))
         try:
-            sent = await sync_to_async(_send, thread_sensitive=False)(payloads, timeout)
+            try:
+                sent = await asyncio.wait_for(
+                    sync_to_async(_send, thread_sensitive=False)(payloads, timeout), PUBLISH_TIMEOUT_SECONDS
+                )
+            except Exception as exc:  # noqa: BLE001 — whatever stops the broker taking the steps: run them here
+                redis_circuit.failed(exc if str(exc) else TimeoutError(f"no answer in {PUBLISH_TIMEOUT_SECONDS:g}s"))
+                return await in_process.run(
+                    steps, requests, timeout=timeout, round_number=round_number, vault=vault, on_partial=on_partial
+                )
+            redis_circuit.succeeded()
             answers = await sync_to_async(_collect, thread_sensitive=False)(sent, started + timeout)
         finally:
             if listener is not None:
                 listener.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await listener
-        partials = [partial_of(index, answer) for index, answer in enumerate(answers)]
+        lost = [index for index, answer in enumerate(answers) if answer is None]
+        if lost:  # Redis went away after the steps were sent: answer them here with the time that is left
+            again = await in_process.run(
+                [steps[index] for index in lost],
+                requests,
+                timeout=max(started + timeout - time.perf_counter(), 0.001),
+                round_number=round_number,
+                vault=vault,
+                on_partial=on_partial,
+            )
+            for index, partial in zip(lost, again.partials, strict=True):
+                reported.add(index)
+                answers[index] = partial
+        partials = [
+            answer if isinstance(answer, Partial) else partial_of(index, answer) for index, answer in enumerate(answers)
+        ]
         for index, partial in enumerate(partials):
             await report(index, partial)  # the ones whose message did not come (unknown step, timeout, lost)
         return PlanResult(partials=partials)
@@ -151,7 +194,11 @@ async def _listen(layer: Any, channel: str, expected: int, partial_of, report) -
     """Report each step a worker sends to ``channel`` until all have come (cancelled when the plan ends)."""
     heard = 0
     while heard < expected:
-        message = await layer.receive(channel)
+        try:
+            message = await layer.receive(channel)
+        except Exception as exc:  # noqa: BLE001 — no layer, no early parts: they are reported with the results
+            redis_circuit.failed(exc)
+            return
         if message.get("type") != PARTIAL_MESSAGE_TYPE:
             continue
         heard += 1
@@ -186,8 +233,9 @@ def _redis(url: str) -> Any:
     return redis.Redis.from_url(url)
 
 
-def _collect(results: list[Any], deadline: float) -> list[dict[str, Any]]:
-    """Wait for every result until ``deadline`` (``time.perf_counter()``); missing ones are timeouts.
+def _collect(results: list[Any], deadline: float) -> list[dict[str, Any] | None]:
+    """Wait for every result until ``deadline`` (``time.perf_counter()``); missing ones are timeouts, and
+    ``None`` when Redis could not be read (the caller answers those steps itself).
 
     Celery's own waiting does not fit per-step deadlines on the Redis backend:
     ``AsyncResult.get(timeout=...)`` waits in whole-second slices and
@@ -221,6 +269,7 @@ def _collect(results: list[Any], deadline: float) -> list[dict[str, Any]]:
         else:
             answers[index] = {"status": STATUS_ERROR, "error": f"{meta['status']}: {value}"}
 
+    lost = False
     if keys:
         client = _redis(settings.CELERY_RESULT_BACKEND)
         pubsub = client.pubsub()
@@ -241,12 +290,19 @@ def _collect(results: list[Any], deadline: float) -> list[dict[str, Any]]:
                 message = pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
                 if message and message["type"] == "message":
                     take(message["data"], keys[message["channel"].decode()])
+        except REDIS_DOWN as exc:
+            redis_circuit.failed(exc)
+            lost = True
         finally:
-            pubsub.close()
-    collected: list[dict[str, Any]] = []
+            with contextlib.suppress(*REDIS_DOWN):
+                pubsub.close()
+    if lost:
+        return answers
+    collected: list[dict[str, Any] | None] = []
     for answer, result in zip(answers, results, strict=True):
         if answer is None:
-            result.revoke()  # still queued or running past its deadline: nobody waits for it any more
+            with contextlib.suppress(Exception):  # best effort: an expiring task is dropped by the worker anyway
+                result.revoke()  # still queued or running past its deadline: nobody waits for it any more
             answer = {"status": STATUS_TIMEOUT}
         collected.append(answer)
     return collected

@@ -128,10 +128,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.string("REDIS_URL")
 
-# The cache carries the routing-configuration version between processes, so it
-# must be shared: Redis when configured, otherwise a file cache on this machine.
+# Seconds the platform goes on without Redis after a failed call before it tries Redis again (common/cache.py).
+REDIS_OUTAGE_PAUSE_SECONDS = env.decimal("REDIS_OUTAGE_PAUSE_SECONDS", 3.0)
+
+# The cache carries the routing-configuration version between processes (and the throttles' counts), so it
+# must be shared: Redis when configured, otherwise a file cache on this machine. While Redis cannot be
+# reached the cache answers as a miss (common/cache.py); short timeouts keep an unanswering host cheap.
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "common.cache.ResilientRedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_connect_timeout": 0.5,
+                "socket_timeout": 1.0,
+                "outage_pause": REDIS_OUTAGE_PAUSE_SECONDS,
+            },
+        }
+    }
 else:
     CACHES = {
         "default": {
@@ -162,6 +176,16 @@ CELERY_RESULT_EXPIRES = env.integer("CELERY_RESULT_EXPIRES", 3600)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Fail fast when Redis is gone, so a supervisor plan runs in-process instead (conversations/fanout.py):
+# publishing retries twice within ~0.4 s (Celery's default is three), the result store once (its default
+# is 20 times a second apart, during which the request's thread waits), connecting gives up after 1 s.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {
+    "retry_policy": {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
+}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1.0}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
+CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
