@@ -242,7 +242,6 @@ API_JSON_MAX_DEPTH = env.integer("API_JSON_MAX_DEPTH", 32)
 API_MAX_CONTEXT_BYTES = env.integer("API_MAX_CONTEXT_BYTES", 65_536)
 # A CSRF failure outside the admin and the pages is answered in the API's error shape (platform/errors.py).
 CSRF_FAILURE_VIEW = "platform.errors.csrf_failure"
-# A CSRF failure outside the admin and the pages is answered in the API's error shape (platform/errors.py).
 
 # --- Product knobs -----------------------------------------------------------
 ROUTING_MODE = env.choice("ROUTING_MODE", ("router", "supervisor", "hybrid"))  # overrides every profile
