@@ -46,6 +46,8 @@ from routing import snapshot
 from routing.decide import route_decide
 from tenants import schema as _schema  # noqa: F401  (registers the bearer scheme)
 from tenants.auth import ApiClient
+from tenants.models import TenantRight
+from tenants.selectors import tenant_right_held
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +262,9 @@ class DebugRouteApi(AsyncAPIView):
         examples=[GATEWAY_EXAMPLE],
     )
     async def post(self, request: Request) -> Response:
-        turn_input = await sync_to_async(message_intake)(principal=request.user, data=request.data, route=Route.PROFILE)
+        turn_input = await sync_to_async(message_intake)(
+            principal=request.user, data=request.data, route=Route.PROFILE, right=TenantRight.DEBUG
+        )
         state, active_agent = await sync_to_async(conversation_route_state)(
             conversation_key=turn_input.conversation_key
         )
@@ -381,15 +385,19 @@ def _conversation_not_found() -> NotFound:
 
 
 def _conversation_for(request, conversation_key: str) -> Conversation:
-    """The conversation this request may act on: its key's tenant's, or any for a staff session.
+    """The conversation this request may act on: its key's tenant's, or, for a staff session, one of a tenant over
+    which it holds the right to read (``GET``) or to end and clear (the other methods) conversations.
 
     Raises :class:`NotFound` otherwise: another tenant's conversation is indistinguishable from an unknown key.
     """
     user = request.user
+    right = TenantRight.READ if request.method in permissions.SAFE_METHODS else TenantRight.MANAGE
     if isinstance(user, ApiClient):
         conversation = conversation_get_for_tenant(tenant=user.tenant, conversation_key=conversation_key)
     elif principal_is_staff(user):
         conversation = conversation_get(conversation_key=conversation_key)
+        if conversation is not None and not tenant_right_held(user=user, tenant_id=conversation.tenant_id, right=right):
+            conversation = None
     else:
         conversation = None
     if conversation is None:

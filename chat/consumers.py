@@ -5,12 +5,14 @@ Authentication (the tenant always comes from the key, or from ``?tenant=`` for s
 * the tenant's API key as ``?key=<raw>``, an ``Authorization: Bearer <raw>`` header, or the subprotocol
   ``bearer.<raw>`` (browsers cannot set headers; offer ``["chat", "bearer.<raw>"]`` and the server
   answers ``chat``);
-* or a logged-in staff session (the session cookie, through ``AuthMiddlewareStack``) with ``?tenant=<slug>``.
+* or a logged-in staff session (the session cookie, through ``AuthMiddlewareStack``) with ``?tenant=<slug>``, a
+  tenant it holds the right to act for (:class:`tenants.models.TenantRight`).
 
 Refusals are sent after the handshake, so that every client (browsers too) sees why: the socket is
 accepted, gets one ``{"type": "error", "error": {...}}`` event and is closed with 4401 (no or invalid
-key, a session that is not staff, an unknown tenant), 4403 (``?route=multi_agent`` without the right to
-preview), 4400 (an unknown ``?route=``) or 4404 (unknown ``agent_id``).
+key, a session that is not staff, no tenant named), 4403 (a staff session naming a tenant it may not act for,
+or ``?route=multi_agent`` without the right to preview), 4400 (an unknown ``?route=``) or 4404 (unknown
+``agent_id``).
 
 Which graph answers: the ``multi_agent`` rollout flag's verdict for the user (``?route=rollout``, the default),
 the profile's own mode (``?route=profile``), or the multi-agent preview (``?route=multi_agent``: keys allowed to
@@ -41,6 +43,7 @@ from chat.intake import (
     MessageIn,
     PreviewForbidden,
     Route,
+    TenantForbidden,
     message_read,
     profile_get,
     route_check,
@@ -124,6 +127,8 @@ def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route]:
         raise Refused(exc.code, exc.message, CLOSE_BAD_REQUEST, exc.fields) from None
     try:
         tenant = tenant_resolve(principal=principal, tenant_slug=(query.get("tenant") or [""])[0], field_name="tenant")
+    except TenantForbidden as exc:
+        raise Refused(exc.code, exc.message, CLOSE_FORBIDDEN, exc.fields) from None
     except DomainError as exc:
         message = exc.message if exc.fields else ERROR_WS_NOT_AUTHENTICATED
         raise Refused("not_authenticated", message, CLOSE_UNAUTHORIZED, exc.fields) from None

@@ -4,7 +4,8 @@ One place decides, for the gateway and chat routes, their SSE streams, a WebSock
 OpenAI-compatible completion alike:
 
 * what a message must be (:func:`message_read`: text, ids, context, each error naming its field);
-* whose it is (:func:`tenant_resolve`: the API key's tenant, or the tenant a staff session names);
+* whose it is (:func:`tenant_resolve`: the API key's tenant, or the tenant a staff session names and holds the
+  right to act for, :class:`tenants.models.TenantRight`);
 * which profile answers, and whether the text fits its size limit (:func:`turn_input_build`);
 * which graph it takes (:class:`Route`): the profile's own mode, the ``multi_agent`` rollout flag's verdict
   for this user, or the multi-agent preview; ``metadata.flags.multi_agent`` says which and why.
@@ -41,12 +42,13 @@ from routing.rollout import (
     flag_evaluate,
 )
 from tenants.auth import ApiClient
-from tenants.models import Tenant
-from tenants.selectors import tenant_get_active
+from tenants.models import Tenant, TenantRight
+from tenants.selectors import tenant_get_active, tenant_ids_with_right, tenant_right_held_anywhere
 
 ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant to act for ({field})."
 ERROR_UNKNOWN_TENANT = "Unknown tenant {slug!r}."
 ERROR_NOT_A_CLIENT = "Only an API key or a staff session may send messages."
+ERROR_TENANT_FORBIDDEN = "This session lacks the right to {right} (tenants.{codename}) for tenant {slug!r}."
 ERROR_UNKNOWN_ROUTE = "Unknown route {route!r}: one of {choices}."
 ERROR_CONTEXT_TOO_LARGE = "context is larger than the limit of {limit} bytes (as JSON)."
 
@@ -92,6 +94,13 @@ class TenantRequired(DomainError):
 
 class UnknownTenant(DomainError):
     """A staff session named a tenant that does not exist or is inactive."""
+
+
+class TenantForbidden(DomainError):
+    """A staff session named a tenant it holds no right over (an unknown tenant looks the same to it)."""
+
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "permission_denied"
 
 
 class PreviewForbidden(DomainError):
@@ -192,9 +201,16 @@ def principal_is_staff(principal: Any) -> bool:
     )
 
 
-def tenant_resolve(*, principal: Any, tenant_slug: str, field_name: str = "tenant_id") -> Tenant:
+def tenant_resolve(
+    *, principal: Any, tenant_slug: str, field_name: str = "tenant_id", right: TenantRight = TenantRight.ACT
+) -> Tenant:
     """The tenant a request acts for: an API key's own (``tenant_slug`` ignored), or the active tenant a staff
-    session names in ``field_name``. Raises :class:`TenantRequired` or :class:`UnknownTenant` otherwise."""
+    session names in ``field_name`` and holds ``right`` over.
+
+    Raises :class:`TenantRequired` (not a key nor staff, or no tenant named), :class:`TenantForbidden` (403: no
+    ``right`` over that tenant; an unknown tenant looks the same to a session that holds the right tenant by
+    tenant), or :class:`UnknownTenant` (a session holding ``right`` over every tenant names an unknown one).
+    """
     if isinstance(principal, ApiClient):
         return principal.tenant
     if not principal_is_staff(principal):
@@ -202,10 +218,14 @@ def tenant_resolve(*, principal: Any, tenant_slug: str, field_name: str = "tenan
     if not tenant_slug:
         message = ERROR_TENANT_REQUIRED.format(field=field_name)
         raise TenantRequired(message, fields={field_name: [message]})
-    tenant = tenant_get_active(slug=tenant_slug)
-    if tenant is None:
+    allowed = tenant_ids_with_right(user=principal, right=right)  # None: every tenant
+    tenant = tenant_get_active(slug=tenant_slug) if allowed != set() else None
+    if allowed is None and tenant is None:
         message = ERROR_UNKNOWN_TENANT.format(slug=tenant_slug)
         raise UnknownTenant(message, fields={field_name: [message]})
+    if tenant is None or (allowed is not None and tenant.pk not in allowed):
+        message = ERROR_TENANT_FORBIDDEN.format(right=right.label, codename=right.value, slug=tenant_slug)
+        raise TenantForbidden(message, fields={field_name: [message]})
     return tenant
 
 
@@ -219,8 +239,11 @@ def profile_get(agent_id: str, current: snapshot.Snapshot | None = None) -> snap
 
 
 def preview_allowed(principal: Any) -> bool:
-    """A key allowed to preview the multi-agent graph (``can_preview``), or a staff session."""
-    return principal.can_preview if isinstance(principal, ApiClient) else principal_is_staff(principal)
+    """A key allowed to preview the multi-agent graph (``can_preview``), or a staff session that may act for some
+    tenant (:func:`tenant_resolve` then checks the tenant it names)."""
+    if isinstance(principal, ApiClient):
+        return principal.can_preview
+    return principal_is_staff(principal) and tenant_right_held_anywhere(user=principal, right=TenantRight.ACT)
 
 
 def route_check(*, principal: Any, route: Route) -> None:
@@ -298,12 +321,15 @@ def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Rout
     return replace(turn_input, flags={MULTI_AGENT_FLAG: forced})
 
 
-def message_intake(*, principal: Any, data: Mapping[str, Any] | Any, route: Route) -> TurnInput:
+def message_intake(
+    *, principal: Any, data: Mapping[str, Any] | Any, route: Route, right: TenantRight = TenantRight.ACT
+) -> TurnInput:
     """A gateway-shaped request in, the engine's input out: read, route checked, tenant, profile, size, rollout.
 
+    A staff session needs ``right`` over the tenant it names (the routing debug asks for ``DEBUG``).
     Raises DRF's ``ValidationError`` or a :class:`DomainError` naming the field; nothing is stored before.
     """
     message = message_read(data)
     route_check(principal=principal, route=route)
-    tenant = tenant_resolve(principal=principal, tenant_slug=message.tenant_slug)
+    tenant = tenant_resolve(principal=principal, tenant_slug=message.tenant_slug, right=right)
     return turn_input_build(tenant=tenant, message=message, route=route)

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from agents.mcp import Endpoint, tool_call
-from chat.apis import IsDebugClient
+from chat.permissions import IsDebugClient
 from common.errors import ERROR_RESPONSE, DomainError, NotFound
 from routing import snapshot
 

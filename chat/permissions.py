@@ -10,20 +10,28 @@ from rest_framework.request import Request
 from chat.intake import preview_allowed, principal_is_staff
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_PREVIEW_FORBIDDEN
 from tenants.auth import ApiClient
+from tenants.models import TenantRight
+from tenants.selectors import tenant_right_held_anywhere
 
 
 class IsDebugClient(permissions.BasePermission):
-    """A key created with ``--debug``, or a staff user's session."""
+    """A key created with ``--debug``, or a staff session holding the debug right over some tenant.
+
+    MCP tools belong to no tenant: a session with the debug right over one tenant may list and call them, as that
+    tenant's debug key may. The routing debug then needs the right over the tenant it names (:mod:`chat.intake`).
+    """
 
     message = ERROR_DEBUG_FORBIDDEN
 
     def has_permission(self, request: Request, view: Any) -> bool:
         user = request.user
-        return user.can_debug if isinstance(user, ApiClient) else principal_is_staff(user)
+        if isinstance(user, ApiClient):
+            return user.can_debug
+        return principal_is_staff(user) and tenant_right_held_anywhere(user=user, right=TenantRight.DEBUG)
 
 
 class IsPreviewClient(permissions.BasePermission):
-    """A key allowed to preview the multi-agent graph, or a staff user's session."""
+    """A key allowed to preview the multi-agent graph, or a staff session that may act for some tenant."""
 
     message = ERROR_PREVIEW_FORBIDDEN
 

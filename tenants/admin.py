@@ -1,4 +1,8 @@
-"""Tenants and their API keys in the admin. A key is made only by the "add" page, which shows the secret once."""
+"""Tenants, their API keys and the staff rights over them in the admin.
+
+A key is made only by the "add" page, which answers with a page showing the secret once: never in a flash message,
+which would carry it to the browser and back in the ``messages`` cookie.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,13 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
-from django.utils.html import format_html
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from common.adminkit import ListingInlineMixin
 from common.config_version import config_version_bump
-from tenants.models import ApiKey, Tenant
+from tenants.models import ApiKey, Tenant, TenantGrant, TenantRight
 from tenants.services import api_key_create
 
 if TYPE_CHECKING:
@@ -31,12 +36,35 @@ class ApiKeyInline(ListingInlineMixin, admin.TabularInline):
     verbose_name_plural = "API keys (create new ones from the API key page)"
 
 
+RIGHT_FIELDS = [right.value for right in TenantRight]
+
+
+class TenantGrantInline(admin.TabularInline):
+    """Who may read, end and clear, chat as, or debug this tenant (the permissions on Tenant give it on all)."""
+
+    model = TenantGrant
+    fields = ["user", "group", *RIGHT_FIELDS]
+    autocomplete_fields = ["user", "group"]
+    extra = 0
+    verbose_name_plural = "Staff rights over this tenant (a user or a group per row)"
+
+
+@admin.register(TenantGrant)
+class TenantGrantAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "user", "group", *RIGHT_FIELDS, "created_at"]
+    list_filter = ["tenant", *RIGHT_FIELDS]
+    list_select_related = ["tenant", "user", "group"]
+    search_fields = ["tenant__slug", "user__username", "group__name"]
+    autocomplete_fields = ["tenant", "user", "group"]
+    fields = ["tenant", "user", "group", *RIGHT_FIELDS]
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "is_active", "key_count", "conversation_count", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["slug", "name"]
-    inlines = [ApiKeyInline]
+    inlines = [ApiKeyInline, TenantGrantInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
         return (
@@ -95,19 +123,32 @@ class ApiKeyAdmin(admin.ModelAdmin):
         key, raw = api_key_create(
             tenant_slug=obj.tenant.slug, name=obj.name, is_debug=obj.is_debug, can_preview=obj.can_preview
         )
-        # The admin goes on with ``obj`` (log entry, redirect): make it the stored key.
+        # The admin goes on with ``obj`` (log entry, then response_add): make it the stored key.
         for field in ApiKey._meta.concrete_fields:
             setattr(obj, field.attname, getattr(key, field.attname))
         obj._state.adding = False
         obj._state.db = key._state.db
-        messages.warning(
-            request,
-            format_html(
-                "The new API key is <code style='user-select: all'>{}</code> — copy it now: "
-                "only its hash is stored and it will not be shown again.",
-                raw,
-            ),
-        )
+        obj.raw_key = raw  # type: ignore[attr-defined]  # lives on this instance for response_add, nowhere else
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+        """The new key, once, in this response's body: not a flash message (the ``messages`` cookie), nor the
+        session."""
+        raw = getattr(obj, "raw_key", None)
+        if raw is None:
+            return super().response_add(request, obj, post_url_continue)
+        opts = self.opts
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Copy the new API key",
+            "opts": opts,
+            "key": obj,
+            "raw_key": raw,
+            "change_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]),
+            "add_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_add"),
+            "list_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+        }
+        # The admin's views are never cached (no-store), this answer included.
+        return TemplateResponse(request, "admin/tenants/apikey/created.html", context)
 
     @admin.action(description="Deactivate selected API keys", permissions=["change"])
     def deactivate_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:

@@ -1,8 +1,24 @@
-"""Tenants and their API keys: who is calling, and whose data a request may see."""
+"""Tenants, their API keys, and the rights a staff user holds over a tenant: who is calling, and whose data a
+request may see."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
+
+
+class TenantRight(models.TextChoices):
+    """What a logged-in user may do for a tenant through the API, the WebSocket and the chat page.
+
+    Each is a permission on :class:`Tenant` (``tenants.<value>``): held by a user or a group, it covers every
+    tenant; a :class:`TenantGrant` gives it for one tenant. Superusers hold them all. An API key needs none:
+    it acts for its own tenant, its ``is_debug`` and ``can_preview`` flags say the rest.
+    """
+
+    READ = "read_conversations", "read conversations"
+    MANAGE = "manage_conversations", "end and clear conversations"
+    ACT = "act_for_tenant", "chat as the tenant"
+    DEBUG = "debug_tenant", "use the debug routes"
 
 
 class Tenant(models.Model):
@@ -16,6 +32,12 @@ class Tenant(models.Model):
     class Meta:
         db_table = "routing_tenant"  # the table kept its name when the model moved here from routing
         ordering = ["slug"]
+        permissions = [
+            (TenantRight.READ.value, "Can read the conversations of every tenant"),
+            (TenantRight.MANAGE.value, "Can end and clear the conversations of every tenant"),
+            (TenantRight.ACT.value, "Can chat as every tenant (API, WebSocket, chat page, multi-agent preview)"),
+            (TenantRight.DEBUG.value, "Can use the debug routes (route debug, MCP tools) for every tenant"),
+        ]
 
     def __str__(self) -> str:
         return self.slug
@@ -41,3 +63,45 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.tenant})"
+
+
+class TenantGrant(models.Model):
+    """Rights of one user or one group over one tenant (the tenant-by-tenant form of the ``Tenant`` permissions)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="grants")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="tenant_grants"
+    )
+    group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="tenant_grants"
+    )
+    read_conversations = models.BooleanField(default=False, help_text="Read this tenant's conversations.")
+    manage_conversations = models.BooleanField(default=False, help_text="End and clear this tenant's conversations.")
+    act_for_tenant = models.BooleanField(
+        default=False, help_text="Chat as this tenant: API, WebSocket, chat page, multi-agent preview."
+    )
+    debug_tenant = models.BooleanField(
+        default=False, help_text="Debug routes: the routing decision for this tenant, MCP tools list and call."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "id"]
+        verbose_name = "tenant grant"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False),
+                name="tenantgrant_user_xor_group",
+                violation_error_message="A grant is for a user or for a group (exactly one).",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "user"], name="tenantgrant_one_per_user", condition=models.Q(user__isnull=False)
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "group"], name="tenantgrant_one_per_group", condition=models.Q(group__isnull=False)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user or self.group} on {self.tenant}"
