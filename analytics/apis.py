@@ -29,7 +29,7 @@ from analytics.filters import (
     can_view_all_tenants,
     limit_parse,
 )
-from common.errors import ERROR_RESPONSE
+from common.errors import error_responses
 from tenants.auth import ApiClient
 
 
@@ -45,13 +45,20 @@ class CanViewAnalytics(permissions.BasePermission):
 FILTER_PARAMETERS = [
     OpenApiParameter(
         "days",
-        OpenApiTypes.INT,
-        description=f"The last N UTC days, today included (1–{MAX_DAYS}, default {DEFAULT_DAYS}). Not with start/end.",
+        {"type": "integer", "minimum": 1, "maximum": MAX_DAYS},
+        description=(
+            f"The last N UTC days, today included (1–{MAX_DAYS}, default {DEFAULT_DAYS}). **Either `days` or "
+            "`start`/`end`, not both**: a request with both is a 400 naming `days` (OpenAPI 3.0 cannot state "
+            "that two parameters exclude each other, so this text is the contract)."
+        ),
     ),
     OpenApiParameter(
         "start",
         OpenApiTypes.DATE,
-        description=f"First day (YYYY-MM-DD, UTC). Without it: {DEFAULT_DAYS} days up to end.",
+        description=(
+            f"First day (YYYY-MM-DD, UTC). Without it: {DEFAULT_DAYS} days up to end. Not with `days`; not after "
+            f"`end`; at most {MAX_DAYS} days before it (else a 400 naming `start`)."
+        ),
     ),
     OpenApiParameter(
         "end", OpenApiTypes.DATE, description=f"Last day, included (default today). At most {MAX_DAYS} days from start."
@@ -72,7 +79,7 @@ KIND_PARAMETER = OpenApiParameter(
     many=True,
     description=f"Handoff kinds, repeated or comma-separated: {', '.join(KINDS)}.",
 )
-ERRORS = {400: ERROR_RESPONSE, 401: ERROR_RESPONSE, 403: ERROR_RESPONSE, 404: ERROR_RESPONSE}
+ERRORS = error_responses(400, 401, 403, 404, 429, 503)
 
 
 def _counts(name: str, key: str, **extra: serializers.Field):
@@ -269,7 +276,7 @@ class RecentHandoffsApi(AnalyticsApi):
             KIND_PARAMETER,
             OpenApiParameter(
                 "limit",
-                OpenApiTypes.INT,
+                {"type": "integer", "minimum": 1, "maximum": MAX_RECENT_LIMIT},
                 description=f"How many rows (1–{MAX_RECENT_LIMIT}, default {DEFAULT_RECENT_LIMIT}).",
             ),
         ],

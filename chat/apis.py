@@ -31,7 +31,7 @@ from rest_framework.views import APIView
 from agents.llm import llm_configured
 from chat.intake import MessageInputSerializer, Route, message_intake, principal_is_staff
 from chat.permissions import IsDebugClient, IsPreviewClient
-from common.errors import ERROR_CONVERSATION_NOT_FOUND, ERROR_RESPONSE, NotFound
+from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
 from conversations.graph import TurnInput, run_turn, turn_detach
 from conversations.models import Conversation
 from conversations.selectors import (
@@ -132,10 +132,12 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
 
 
-JSON_RESPONSES = {200: ANSWER_RESPONSE, 400: ERROR_RESPONSE, 401: ERROR_RESPONSE}
-SSE_RESPONSES = {200: OpenApiResponse(description="text/event-stream"), 400: ERROR_RESPONSE, 401: ERROR_RESPONSE}
-PREVIEW_JSON_RESPONSES = {**JSON_RESPONSES, 403: ERROR_RESPONSE}
-PREVIEW_SSE_RESPONSES = {**SSE_RESPONSES, 403: ERROR_RESPONSE}
+# Every status a message POST can answer besides 200 (403: a session's CSRF or tenant right, or the preview).
+MESSAGE_ERRORS = error_responses(400, 401, 403, 413, 415, 429, 503)
+JSON_RESPONSES = {200: ANSWER_RESPONSE, **MESSAGE_ERRORS}
+SSE_RESPONSES = {200: OpenApiResponse(description="text/event-stream"), **MESSAGE_ERRORS}
+PREVIEW_JSON_RESPONSES = JSON_RESPONSES
+PREVIEW_SSE_RESPONSES = SSE_RESPONSES
 SSE_DESCRIPTION = (
     "Answers `text/event-stream`: `route`, `agent`, `handoff`, `tool_call`, `token`, `discard`, `partial` events as "
     "they happen (see common/events.py), then `done` with exactly the JSON the non-streaming route answers. Bad "
@@ -258,7 +260,7 @@ class DebugRouteApi(AsyncAPIView):
     @extend_schema(
         summary="The routing decision alone (nothing executed or stored)",
         request=MessageInputSerializer,
-        responses={200: OpenApiResponse(description="The decision with its mode"), 400: ERROR_RESPONSE},
+        responses={200: OpenApiResponse(description="The decision with its mode"), **MESSAGE_ERRORS},
         examples=[GATEWAY_EXAMPLE],
     )
     async def post(self, request: Request) -> Response:
@@ -336,7 +338,10 @@ class HealthApi(AsyncAPIView):
 class AgentsApi(APIView):
     @extend_schema(
         summary="Agent profiles with their specialists and intents",
-        responses={200: OpenApiResponse(description="Profiles, specialists and intents")},
+        responses={
+            200: OpenApiResponse(description="Profiles, specialists and intents"),
+            **error_responses(401, 429, 503),
+        },
     )
     def get(self, request):
         current = snapshot.current()
@@ -439,7 +444,7 @@ class SessionApi(APIView):
             "calls and handoffs stay. The next message with the same session_id starts fresh on the same conversation."
         ),
         request=None,
-        responses={200: SESSION_ENDED_RESPONSE, 401: ERROR_RESPONSE, 404: ERROR_RESPONSE},
+        responses={200: SESSION_ENDED_RESPONSE, **error_responses(401, 403, 404, 429, 503)},
     )
     def delete(self, request, conversation_key: str):
         conversation = _conversation_for(request, conversation_key)
@@ -461,7 +466,7 @@ class SessionClearApi(APIView):
             "`DELETE /api/sessions/{conversation_key}` ends the session."
         ),
         request=None,
-        responses={200: SESSION_CLEARED_RESPONSE, 401: ERROR_RESPONSE, 404: ERROR_RESPONSE},
+        responses={200: SESSION_CLEARED_RESPONSE, **error_responses(401, 403, 404, 429, 503)},
     )
     def post(self, request, conversation_key: str):
         conversation = _conversation_for(request, conversation_key)
@@ -475,7 +480,10 @@ class SessionClearApi(APIView):
 class SessionMessagesApi(APIView):
     @extend_schema(
         summary="A conversation's messages, route decisions and handoffs",
-        responses={200: OpenApiResponse(description="The conversation"), 404: ERROR_RESPONSE},
+        responses={
+            200: OpenApiResponse(description="The conversation"),
+            **error_responses(401, 403, 404, 429, 503),
+        },
     )
     def get(self, request, conversation_key: str):
         conversation = _conversation_for(request, conversation_key)

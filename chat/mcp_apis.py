@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
 from rest_framework.response import Response
 
 from agents.mcp import Endpoint, tool_call
 from chat.permissions import IsDebugClient
-from common.errors import ERROR_RESPONSE, DomainError, NotFound
+from common.errors import DomainError, NotFound, error_responses
 from routing import snapshot
 
 ERROR_UNKNOWN_TOOL = "Unknown MCP tool {tool!r}."
@@ -20,7 +20,10 @@ ERROR_TOOL_DISABLED = "The MCP tool {tool!r} or its server is disabled."
 class McpToolsApi(AsyncAPIView):
     permission_classes = [IsDebugClient]
 
-    @extend_schema(summary="MCP tools with their servers and argument schemas", responses={200: OpenApiResponse()})
+    @extend_schema(
+        summary="MCP tools with their servers and argument schemas",
+        responses={200: OpenApiResponse(description="The tools"), **error_responses(401, 403, 429, 503)},
+    )
     async def get(self, request):
         current = await sync_to_async(snapshot.current)()
         return Response(
@@ -46,8 +49,16 @@ class McpCallApi(AsyncAPIView):
 
     @extend_schema(
         summary="Call one MCP tool with the body as its arguments",
-        request=serializers.DictField(),
-        responses={200: OpenApiResponse(description="The tool result"), 404: ERROR_RESPONSE},
+        description=(
+            "The body is the tool's arguments, a JSON object checked against its `args_schema` (GET "
+            "/api/debug/mcp/tools); a tool's own refusal comes back in the result. 400: the tool or its server is "
+            "disabled, or the body is not an object; 404: no such tool."
+        ),
+        request={"application/json": OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiResponse(description="The tool result"),
+            **error_responses(400, 401, 403, 404, 413, 415, 429, 503),
+        },
     )
     async def post(self, request, tool: str):
         current = await sync_to_async(snapshot.current)()

@@ -37,8 +37,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
 from chat.intake import (
@@ -53,6 +53,7 @@ from chat.intake import (
 )
 from common.errors import (
     DATABASE_UNAVAILABLE,
+    ERROR_DESCRIPTIONS,
     ERROR_INVALID_KEY,
     ERROR_MALFORMED_JSON,
     ERROR_NOT_AUTHENTICATED,
@@ -135,6 +136,73 @@ def _error_type(status: int) -> str:
     )
 
 
+# --- the schema ----------------------------------------------------------------------------------------------
+
+OPENAI_ERROR_RESPONSE = inline_serializer(
+    "OpenAIError",
+    {
+        "error": inline_serializer(
+            "OpenAIErrorBody",
+            {
+                "message": serializers.CharField(),
+                "type": serializers.CharField(),
+                "param": serializers.CharField(allow_null=True),
+                "code": serializers.CharField(allow_null=True),
+            },
+        )
+    },
+)
+
+
+def _openai_errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """The schema's error answers for ``codes``, in OpenAI's shape."""
+    return {code: OpenApiResponse(OPENAI_ERROR_RESPONSE, description=ERROR_DESCRIPTIONS[code]) for code in codes}
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "description": "The message's text."},
+            {
+                "type": "array",
+                "description": "Content parts; the text parts' `text` is the message.",
+                "items": {
+                    "type": "object",
+                    "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+                    "required": ["type"],
+                },
+            },
+        ]
+    }
+)
+class _ContentField(serializers.JSONField):
+    """A message's content: a string or a list of content parts (schema only)."""
+
+
+COMPLETION_REQUEST = inline_serializer(
+    "ChatCompletionRequest",
+    {
+        "model": serializers.CharField(help_text="An agent profile's agent_id (GET /v1/models)."),
+        "messages": inline_serializer(
+            "ChatCompletionMessage",
+            {
+                "role": serializers.CharField(help_text="system, user, assistant, …; the last user message is sent."),
+                "content": _ContentField(),
+            },
+            many=True,
+            help_text="The conversation as the client sees it; only the last message with role `user` is sent.",
+        ),
+        "stream": serializers.BooleanField(required=False, default=False),
+        "stream_options": inline_serializer(
+            "ChatCompletionStreamOptions", {"include_usage": serializers.BooleanField(required=False)}, required=False
+        ),
+        "user": serializers.CharField(
+            required=False, max_length=SESSION_MAX_CHARS, help_text="The conversation, unless X-Session-Id is sent."
+        ),
+    },
+)
+
+
 class OpenAIView(AsyncAPIView):
     def get_exception_handler(self):
         return openai_exception_handler
@@ -151,7 +219,10 @@ def _tenant_slug(request) -> str:
 class ModelsApi(OpenAIView):
     @extend_schema(
         summary="OpenAI-compatible: the agent profiles as models",
-        responses={200: OpenApiResponse(description='{"object": "list", "data": [{"id", "object", ...}]}')},
+        responses={
+            200: OpenApiResponse(description='{"object": "list", "data": [{"id", "object", ...}]}'),
+            **_openai_errors(401, 429, 503),
+        },
     )
     async def get(self, request):
         current = await sync_to_async(snapshot.current)()
@@ -315,8 +386,11 @@ class ChatCompletionsApi(OpenAIView):
             "who answered. The `multi_agent` rollout flag decides the graph unless the `X-Agent-Route` header names "
             "`profile` or `multi_agent` (keys allowed to preview)."
         ),
-        request=None,
-        responses={200: OpenApiResponse(description="chat.completion or a stream of chat.completion.chunk")},
+        request=COMPLETION_REQUEST,
+        responses={
+            200: OpenApiResponse(description="chat.completion or a stream of chat.completion.chunk"),
+            **_openai_errors(400, 401, 403, 404, 413, 415, 429, 503),
+        },
     )
     async def post(self, request):
         turn_input, stream, include_usage = await sync_to_async(_completion_request)(request)

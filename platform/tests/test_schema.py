@@ -1,0 +1,73 @@
+"""The OpenAPI schema says what the API does (README, Errors), and /api/docs/ loads from the app itself."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+OPEN_OPERATIONS = {("get", "/api/health"), ("get", "/api/health/live"), ("get", "/api/health/ready")}
+
+
+@pytest.fixture
+def schema() -> dict:
+    response = Client().get("/api/schema/", {"format": "json"})
+    assert response.status_code == 200
+    return response.json()
+
+
+def operations(schema: dict):
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            yield method, path, operation
+
+
+def test_every_request_body_is_json_only(schema):
+    bodies = {(m, p): list(op["requestBody"]["content"]) for m, p, op in operations(schema) if "requestBody" in op}
+    assert ("post", "/api/gateway/message") in bodies
+    assert all(types == ["application/json"] for types in bodies.values()), bodies
+
+
+def test_the_chat_completion_and_the_mcp_call_describe_their_bodies(schema):
+    completion = schema["paths"]["/v1/chat/completions"]["post"]
+    ref = completion["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    body = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert set(body["required"]) == {"model", "messages"}
+    assert {"stream", "stream_options", "user"} <= set(body["properties"])
+    call = schema["paths"]["/api/debug/mcp/call/{tool}"]["post"]
+    assert call["requestBody"]["content"]["application/json"]["schema"]["type"] == "object"
+    assert {"400", "404"} <= set(call["responses"])
+
+
+def test_every_operation_documents_the_errors_it_can_answer(schema):
+    for method, path, operation in operations(schema):
+        statuses = set(operation["responses"])
+        if (method, path) in OPEN_OPERATIONS:
+            continue
+        assert {"401", "503"} <= statuses, (method, path, statuses)
+        if "requestBody" in operation:
+            assert {"400", "413", "415"} <= statuses, (method, path, statuses)
+        if "{" in path:
+            assert "404" in statuses, (method, path, statuses)
+
+
+def test_the_analytics_schema_bounds_days_and_says_it_excludes_start_and_end(schema):
+    days = next(p for p in schema["paths"]["/api/analytics/handoffs"]["get"]["parameters"] if p["name"] == "days")
+    assert days["schema"] == {"type": "integer", "minimum": 1, "maximum": 366}
+    assert "not both" in days["description"]
+
+
+def test_the_swagger_ui_loads_only_from_the_apps_own_static_files(settings):
+    settings.WHITENOISE_USE_FINDERS = True  # tests do not collectstatic; production serves the collected copy
+    client = Client()
+    html = client.get("/api/docs/").content.decode()
+
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert any(asset.endswith("swagger-ui-bundle.js") for asset in assets)
+    assert not re.search(r"https?://", html), "no CDN or other external URL"
+    for asset in assets:
+        response = client.get(asset)
+        assert response.status_code == 200, asset
