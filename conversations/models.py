@@ -7,6 +7,7 @@ the admin (read-only) and the analytics. The tables kept their names when the mo
 
 from __future__ import annotations
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 COHORT_HELP = "Which side of the multi_agent flag answered: multi_agent, single_agent, or blank (not decided)."
@@ -184,3 +185,29 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"
+
+
+class IdempotentRequest(models.Model):
+    """A message POST sent with an ``Idempotency-Key``: its answer, kept so a retry gets it instead of a second turn.
+
+    One row per (tenant, endpoint, key); the unique constraint is what lets exactly one of two concurrent requests
+    with the same key run its turn. ``response`` is empty while the turn runs; the row expires at ``expires_at``
+    (the face's logic: ``chat/idempotency.py``).
+    """
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="idempotent_requests")
+    endpoint = models.CharField(max_length=100)
+    key = models.CharField(max_length=255)
+    body_sha256 = models.CharField(max_length=64, help_text="The request body's fingerprint: a retry must repeat it.")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Empty while the turn runs.")
+    response = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "endpoint", "key"], name="idempotent_request_unique_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.key}"

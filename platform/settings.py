@@ -252,6 +252,8 @@ SUPERVISOR_EXECUTOR = env.choice("SUPERVISOR_EXECUTOR", ("auto", "celery", "inpr
 CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
 # A turn that makes no progress for this long (its process died) no longer holds up its conversation.
 CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS", 300.0)
+# How long a message POST's Idempotency-Key and its stored answer are kept (chat/idempotency.py).
+IDEMPOTENCY_KEY_TTL_SECONDS = env.integer("IDEMPOTENCY_KEY_TTL_SECONDS", 86400)
 
 # The analytics sum each closed UTC day once into daily totals (analytics/services.py) and read them instead
 # of the day's rows; a day closes this long after midnight, once no running turn can still write to it.

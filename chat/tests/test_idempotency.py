@@ -1,0 +1,153 @@
+"""``Idempotency-Key`` on the message POSTs: a retry gets the stored answer, never a second turn."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.test import AsyncClient
+from django.utils import timezone
+
+from chat.idempotency import ERROR_IN_PROGRESS, ERROR_KEY_REUSED, ERROR_NOT_ON_STREAMS, HEADER, body_fingerprint
+from conversations.models import IdempotentRequest, Message
+from tests.streaming import run
+
+pytestmark = pytest.mark.django_db
+
+
+def body(text="Minha fatura veio alta", session="idem-1"):
+    return {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session}}
+
+
+def post(client, path="/api/gateway/message", data=None, key="k-1"):
+    return client.post(path, data or body(), format="json", HTTP_IDEMPOTENCY_KEY=key)
+
+
+def turns() -> int:
+    return Message.objects.filter(role="user").count()
+
+
+@pytest.mark.parametrize("path", ["/api/gateway/message", "/api/chat/message"])
+def test_the_same_key_twice_runs_one_turn_and_answers_the_same_body(api, telecom, path):
+    first = post(api, path)
+    again = post(api, path)
+
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first
+    assert turns() == 1
+
+
+def test_without_a_key_every_post_is_a_turn(api, telecom):
+    api.post("/api/gateway/message", body(), format="json")
+    api.post("/api/gateway/message", body(), format="json")
+
+    assert turns() == 2
+
+
+def test_the_same_key_with_another_body_is_a_422_naming_the_header(api, telecom):
+    post(api)
+    response = post(api, data=body(text="Outra mensagem"))
+
+    assert response.status_code == 422
+    assert response.json()["error"] == {
+        "code": "idempotency_key_reused",
+        "message": ERROR_KEY_REUSED,
+        "fields": {HEADER: [ERROR_KEY_REUSED]},
+    }
+    assert turns() == 1
+
+
+def test_a_retry_while_the_first_is_still_answered_is_a_409(api, telecom, tenant):
+    IdempotentRequest.objects.create(
+        tenant=tenant,
+        endpoint="/api/gateway/message",
+        key="k-1",
+        body_sha256=body_fingerprint(body()),
+        expires_at=timezone.now() + dt.timedelta(hours=1),
+    )
+
+    response = post(api)
+
+    assert response.status_code == 409
+    assert response.json()["error"]["message"] == ERROR_IN_PROGRESS
+    assert turns() == 0
+
+
+def test_the_same_key_from_two_tenants_or_two_routes_is_two_keys(api, outsider_api, telecom):
+    assert post(api).status_code == 200
+    assert post(outsider_api).status_code == 200
+    assert post(api, "/api/chat/message").status_code == 200
+
+    assert turns() == 3
+    assert IdempotentRequest.objects.count() == 3
+
+
+def test_an_expired_key_runs_again_and_the_purge_deletes_expired_keys(api, telecom):
+    post(api)
+    IdempotentRequest.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+
+    again = post(api)
+
+    assert again.status_code == 200 and "Idempotent-Replayed" not in again
+    assert turns() == 2
+    IdempotentRequest.objects.update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    call_command("idempotency_purge", stdout=StringIO())
+    assert not IdempotentRequest.objects.exists()
+
+
+def test_a_streaming_route_refuses_the_key_naming_the_header(api, telecom):
+    response = post(api, "/api/gateway/message/stream")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {HEADER: [ERROR_NOT_ON_STREAMS]}
+    assert turns() == 0
+
+
+def test_an_openai_completion_retried_with_its_key_is_answered_once(api, telecom):
+    completion = {"model": "telecom_contas", "messages": [{"role": "user", "content": "Minha fatura veio alta"}]}
+
+    first = post(api, "/v1/chat/completions", completion, key="oa-1")
+    again = post(api, "/v1/chat/completions", completion, key="oa-1")
+    other = post(api, "/v1/chat/completions", {**completion, "user": "x"}, key="oa-1")
+    streamed = post(api, "/v1/chat/completions", {**completion, "stream": True}, key="oa-2")
+
+    assert first.status_code == again.status_code == 200 and again.json() == first.json()
+    assert other.status_code == 422 and other.json()["error"]["param"] == HEADER
+    assert streamed.status_code == 400 and streamed.json()["error"]["message"] == ERROR_NOT_ON_STREAMS
+    assert turns() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_requests_with_the_same_key_run_exactly_one_turn(tenant_key, telecom, settings):
+    settings.OFFLINE_LLM_LATENCY_MS = 300
+
+    async def send():
+        return await AsyncClient().post(
+            "/api/gateway/message",
+            body(session="idem-race"),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}", HEADER: "race-1"},
+        )
+
+    async def both():
+        return await asyncio.gather(*(send() for _ in range(4)))
+
+    responses = run(both())
+
+    codes = sorted(response.status_code for response in responses)
+    assert codes.count(200) >= 1 and set(codes) <= {200, 409}
+    answered = [r.json() for r in responses if r.status_code == 200]
+    assert all(answer == answered[0] for answer in answered)
+    assert turns() == 1
+
+
+def test_the_schema_documents_the_header_on_the_four_message_routes(api):
+    schema = api.get("/api/schema/?format=json").json()
+
+    for path in ("/api/gateway/message", "/api/chat/message", "/api/chat/multi-agent/message", "/v1/chat/completions"):
+        parameters = schema["paths"][path]["post"].get("parameters", [])
+        assert {"in": "header", "name": HEADER} in [{"in": p["in"], "name": p["name"]} for p in parameters], path
