@@ -29,6 +29,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.llm import llm_configured
+from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
+from chat.idempotency import idempotent, refuse_on_streams
 from chat.intake import MessageInputSerializer, Route, message_intake, principal_is_staff
 from chat.permissions import IsDebugClient, IsPreviewClient
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
@@ -90,8 +92,13 @@ class MessageApi(AsyncAPIView):
         return await sync_to_async(message_intake)(principal=request.user, data=request.data, route=self.route)
 
     async def answer(self, request: Request) -> Response:
-        result = await run_turn(await self.intake(request))
-        return Response(result.as_dict())
+        turn_input = await self.intake(request)
+
+        async def answered() -> dict[str, Any]:
+            return (await run_turn(turn_input)).as_dict()
+
+        # An Idempotency-Key makes a retry get the stored answer instead of a second turn (chat/idempotency.py).
+        return await idempotent(request, tenant_pk=turn_input.tenant_pk, answer=answered)
 
     async def stream(self, request: Request) -> StreamingHttpResponse:
         """The turn's events as Server-Sent Events while it happens, then ``done`` with the JSON answer.
@@ -100,6 +107,7 @@ class MessageApi(AsyncAPIView):
         thread-sensitive executor ends with the request (a client that disconnects), and the turn must still
         reach the database to finish and persist.
         """
+        refuse_on_streams(request)
         turn_input = await self.intake(request)
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
 
@@ -160,6 +168,7 @@ PREVIEW_DESCRIPTION = (
 )
 
 
+@extend_schema(parameters=[IDEMPOTENCY_KEY])
 class GatewayMessageApi(MessageApi):
     """``POST /api/gateway/message``: the profile's own mode."""
 
@@ -188,6 +197,7 @@ class GatewayMessageStreamApi(MessageApi):
         return await self.stream(request)
 
 
+@extend_schema(parameters=[IDEMPOTENCY_KEY])
 class ChatMessageApi(MessageApi):
     """``POST /api/chat/message``: the ``multi_agent`` flag decides per user."""
 
@@ -220,6 +230,7 @@ class ChatMessageStreamApi(MessageApi):
         return await self.stream(request)
 
 
+@extend_schema(parameters=[IDEMPOTENCY_KEY])
 class MultiAgentChatMessageApi(MessageApi):
     """``POST /api/chat/multi-agent/message``: the multi-agent graph, whatever the flag says (preview)."""
 

@@ -41,6 +41,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
+from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
+from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
+from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.intake import (
     MessageIn,
     PreviewForbidden,
@@ -375,6 +378,7 @@ def _completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
+@extend_schema(parameters=[IDEMPOTENCY_KEY])
 class ChatCompletionsApi(OpenAIView):
     @extend_schema(
         summary="OpenAI-compatible chat completion through an agent profile's routing graph",
@@ -395,15 +399,18 @@ class ChatCompletionsApi(OpenAIView):
     async def post(self, request):
         turn_input, stream, include_usage = await sync_to_async(_completion_request)(request)
         if stream:
+            if idempotency_key(request) is not None:
+                raise OpenAIError(ERROR_NOT_ON_STREAMS, param=IDEMPOTENCY_HEADER, code="idempotency_not_on_streams")
             response = StreamingHttpResponse(
                 _stream(turn_input, include_usage), content_type="text/event-stream; charset=utf-8"
             )
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # proxies must not hold the stream back
             return response
-        result = await run_turn(turn_input)
-        return Response(
-            {
+
+        async def completion() -> dict[str, Any]:
+            result = await run_turn(turn_input)
+            return {
                 "id": _completion_id(),
                 "object": "chat.completion",
                 "created": int(time.time()),
@@ -419,7 +426,11 @@ class ChatCompletionsApi(OpenAIView):
                 "usage": _usage(turn_input.text, result.answer),
                 "x_agent_routing": routing_extension(result),
             }
-        )
+
+        try:  # an Idempotency-Key makes a retry get the stored completion instead of a second turn
+            return await idempotent(request, tenant_pk=turn_input.tenant_pk, answer=completion)
+        except DomainError as exc:  # the key's refusals (409, 422, 400), in OpenAI's shape
+            raise OpenAIError(exc.message, status=exc.status_code, param=IDEMPOTENCY_HEADER, code=exc.code) from exc
 
 
 def _sse(data: dict[str, Any] | str) -> bytes:
