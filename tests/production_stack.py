@@ -300,7 +300,8 @@ class ProductionStack:
         serve = ["platform.serve", "--host", HOST, "--port", str(self.port), "--workers", str(WEB_WORKERS)]
         self.web = LoggedProcess("web", [sys.executable, "-m", *serve], env=env, log_dir=self.log_dir)
         self._exit.callback(self.web.stop)
-        self.web.start(lambda: _http_status(f"{self.base_url}/api/health") == 200)
+        # Up once it answers liveness; whether it is ready (the database, Redis) is for the tests to check.
+        self.web.start(lambda: _http_status(f"{self.base_url}/api/health/live") == 200)
 
     def close(self) -> None:
         self._exit.close()
@@ -314,8 +315,11 @@ class ProductionStack:
         # services.postgres() logs to postgres.log beside the data directory; a restart appends there too.
         return PostgresCluster(url=url, data_dir=data_dir, log_path=data_dir.parent / "postgres.log")
 
-    def manage(self, *args: str) -> str:
-        """``manage.py <args>`` against the stack's database; its stdout. :class:`StackError` if it fails."""
+    def manage(self, *args: str, secret_output: bool = False) -> str:
+        """``manage.py <args>`` against the stack's database; its stdout. :class:`StackError` if it fails.
+
+        Its output goes to ``manage.log`` with the others, but for ``secret_output`` (a new key) stderr only.
+        """
         result = subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=PROJECT_ROOT,
@@ -326,13 +330,14 @@ class ProductionStack:
             timeout=300,
         )
         with (self.log_dir / "manage.log").open("a", encoding="utf-8") as log:
-            log.write(f"$ manage.py {' '.join(args)}\n{result.stdout}{result.stderr}\n")
+            log.write(f"$ manage.py {' '.join(args)}\n{'' if secret_output else result.stdout}{result.stderr}\n")
         if result.returncode != 0:
-            raise StackError(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+            raise StackError(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
         return result.stdout
 
     def _prepare_database(self) -> None:
         self.manage("migrate", "--no-input")
+        self.manage("collectstatic", "--no-input")
         self.manage("seed_demo")
         # What an operator does in the admin: one profile fans out to the workers, each MCP server has a short
         # timeout (the fault tests wait for it).
@@ -350,7 +355,11 @@ class ProductionStack:
             "tenant_a_debug": ["--tenant", "tenant_a", "--debug", "--preview"],
             "tenant_b": ["--tenant", "tenant_b"],
         }.items():
-            self.keys[name] = self.manage("create_api_key", *args, "--name", f"stack {name}").strip().splitlines()[-1]
+            self.keys[name] = (
+                self.manage("create_api_key", *args, "--name", f"stack {name}", secret_output=True)
+                .strip()
+                .splitlines()[-1]
+            )
 
     # ---- addresses
 
