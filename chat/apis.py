@@ -1,5 +1,5 @@
-"""The chat API: gateway, chat and multi-agent preview (as JSON or Server-Sent Events), routing debug, health,
-agents, sessions.
+"""The chat API: gateway, chat and multi-agent preview (as JSON or Server-Sent Events), routing debug, agents,
+sessions (health: :mod:`chat.health`).
 
 Views stay thin: the front door (:mod:`chat.intake`) reads the message and finds its tenant, profile and route;
 the engine runs the turn; selectors and services do the rest. Errors are mapped to JSON in one place
@@ -15,12 +15,9 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.db import connection
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import permissions, serializers
@@ -28,7 +25,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.llm import llm_configured
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.idempotency import idempotent, refuse_on_streams
 from chat.intake import MessageInputSerializer, Route, message_intake, principal_is_staff
@@ -87,6 +83,7 @@ class MessageApi(AsyncAPIView):
     """A message through the graph its :attr:`route` gives (the subclasses differ only in that and the schema)."""
 
     route: ClassVar[Route] = Route.PROFILE
+    throttle_scope = "messages"  # tenants/throttles.py: the rate of the routes that run a turn
 
     async def intake(self, request: Request) -> TurnInput:
         return await sync_to_async(message_intake)(principal=request.user, data=request.data, route=self.route)
@@ -291,57 +288,6 @@ class DebugRouteApi(AsyncAPIView):
                 "agent_id": profile.agent_id,
                 "conversation_key": turn_input.conversation_key,
                 **decision.as_dict(),
-            }
-        )
-
-
-async def _reachable(endpoint: str, timeout: float = 0.5) -> bool:
-    parts = urlsplit(endpoint)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    return True
-
-
-def _database_status() -> str:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        return "ok"
-    except Exception as exc:  # noqa: BLE001 — health reports, never raises
-        return f"error: {type(exc).__name__}"
-
-
-class HealthApi(AsyncAPIView):
-    authentication_classes: list = []
-    permission_classes = [permissions.AllowAny]
-
-    @extend_schema(
-        summary="Service health: database, broker, profiles, routing modes, MCP servers",
-        responses={200: OpenApiResponse(description="Health report")},
-    )
-    async def get(self, request):
-        database = await sync_to_async(_database_status)()
-        current = await sync_to_async(snapshot.current)()
-        servers = [server for server in current.servers.values() if server.enabled]
-        reachable = await asyncio.gather(*(_reachable(server.endpoint) for server in servers))
-        return Response(
-            {
-                "status": "ok" if database == "ok" else "degraded",
-                "routing_mode": settings.ROUTING_MODE or "per-profile",
-                "routing_modes": {agent_id: p.effective_mode for agent_id, p in current.profiles.items()},
-                "agents": sorted(current.profiles),
-                "database": {"engine": connection.vendor, "status": database},
-                "broker": "redis" if settings.REDIS_URL else "none (embedded, in-process)",
-                "llm": "openai" if llm_configured() else "offline",
-                "routing_config_version": current.version,
-                "mcp_servers": [
-                    {"name": server.name, "endpoint": server.endpoint, "reachable": ok}
-                    for server, ok in zip(servers, reachable, strict=True)
-                ],
             }
         )
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chat import apis, mcp_apis
+from chat import apis, health, mcp_apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
@@ -18,7 +18,9 @@ urlpatterns = [
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
     path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
     path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),
-    path("health", apis.HealthApi.as_view(), name="health"),
+    path("health", health.HealthApi.as_view(), name="health"),
+    path("health/live", health.HealthLiveApi.as_view(), name="health-live"),
+    path("health/ready", health.HealthReadyApi.as_view(), name="health-ready"),
     path("agents", apis.AgentsApi.as_view(), name="agents"),
     path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
     path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),

@@ -297,7 +297,7 @@ def test_the_routing_mode_environment_variable_overrides_the_profile(debug_api, 
 # -- health, agents, schema -----------------------------------------------------------------------
 
 
-def test_health_reports_database_modes_profiles_and_servers(client, telecom):
+def test_health_reports_database_modes_profiles_and_servers(client, telecom, live_mcp):
     body = client.get("/api/health").json()
     assert body["status"] == "ok"
     assert body["agents"] == ["telecom_contas"]

@@ -7,15 +7,13 @@ terminated (what ``pg_ctl stop -m fast`` does to the platform's connections), th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
-from collections.abc import Iterator
 
-import psycopg
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
+from common.tests.database_outage import database_outage
 from conversations import ordering
 from conversations.graph import TurnInput, run_turn
 from conversations.models import Conversation, Message
@@ -23,39 +21,6 @@ from routing import snapshot
 
 # Far below the lease (300 s): "answered within seconds" rather than "after the stalled ticket's lease".
 PROMPTLY_SECONDS = 30
-
-
-@contextlib.contextmanager
-def database_outage() -> Iterator[callable]:
-    """Yield a function that takes the test database down (no new connections, every backend terminated);
-    it comes back when the function's returned ``restore`` is called or the block ends."""
-    params = connection.get_connection_params()
-    name = connection.settings_dict["NAME"]
-    admin = psycopg.connect(
-        host=params.get("host"),
-        port=params.get("port"),
-        user=params.get("user"),
-        password=params.get("password"),
-        dbname="postgres",
-        autocommit=True,
-    )
-    quoted = psycopg.sql.Identifier(name)
-
-    def down() -> None:
-        admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(quoted))
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [name])
-
-    def up() -> None:
-        admin.execute(psycopg.sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(quoted))
-
-    try:
-        yield down, up
-    finally:
-        up()
-        admin.close()
-        for alias in connections:  # this thread's connection was terminated with the others
-            with contextlib.suppress(Exception):
-                connections[alias].close()
 
 
 def message(tenant, text: str, session_id: str) -> TurnInput:

@@ -1,0 +1,80 @@
+"""Health for load balancers: liveness, readiness with status codes they read, and the full report."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.tests.database_outage import database_outage
+from common.tests.private_redis import PrivateRedis
+
+
+def test_liveness_answers_without_touching_the_database(client):
+    response = client.get("/api/health/live")  # no django_db mark: a query would raise here
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_readiness_is_ok_when_the_database_redis_and_every_mcp_server_answer(client, live_mcp):
+    response = client.get("/api/health/ready")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["status"], body["reasons"]) == ("ok", [])
+    assert {(s["name"], s["reachable"]) for s in body["mcp_servers"]} == {("telecom", True), ("retail", True)}
+
+
+def test_an_mcp_server_that_is_down_makes_readiness_degraded_not_unavailable(client, live_mcp, mcp_servers):
+    from agents.models import McpServer
+    from common.config_version import config_version_bump
+
+    McpServer.objects.filter(name="telecom").update(endpoint="http://127.0.0.1:9/mcp")  # nothing listens there
+    config_version_bump()
+
+    response = client.get("/api/health/ready")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["reasons"] == ["MCP server telecom unreachable"]
+    full = client.get("/api/health")
+    assert full.status_code == 200 and full.json()["status"] == "degraded"
+
+
+def test_anonymous_callers_see_mcp_server_names_and_reachability_but_not_their_addresses(client, live_mcp, staff_user):
+    for path in ("/api/health", "/api/health/ready"):
+        anonymous = client.get(path).json()
+        assert anonymous["mcp_servers"] and all(set(s) == {"name", "reachable"} for s in anonymous["mcp_servers"])
+        assert "127.0.0.1" not in str(anonymous)
+    client.force_login(staff_user)
+    staff = client.get("/api/health").json()
+    assert {s["endpoint"] for s in staff["mcp_servers"]} == set(live_mcp.values())
+
+
+def test_redis_down_makes_readiness_degraded_and_says_so(client, live_mcp, settings):
+    with PrivateRedis() as redis:
+        settings.REDIS_URL = redis.url
+        assert client.get("/api/health/ready").json()["status"] == "ok"
+        redis.stop()
+        response = client.get("/api/health/ready")
+    assert response.status_code == 200  # chat still answers without Redis: keep sending traffic
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert any(reason.startswith("redis unreachable") for reason in body["reasons"]), body
+    assert client.get("/api/health").json()["redis"].startswith("error")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_down_makes_readiness_and_the_report_503_with_retry_after(client, telecom):
+    with database_outage() as (down, up):
+        down()
+        ready = client.get("/api/health/ready")
+        report = client.get("/api/health")
+        live = client.get("/api/health/live")
+        up()
+    for response in (ready, report):
+        assert response.status_code == 503
+        assert response["Content-Type"].startswith("application/json")
+        assert int(response["Retry-After"]) > 0
+        body = response.json()
+        assert body["status"] == "unavailable"
+        assert body["reasons"][0].startswith("database unreachable")
+        assert body["error"]["code"] == "service_unavailable"
+    assert live.status_code == 200  # the process itself is fine: do not restart it
+    assert client.get("/api/health/ready").status_code == 200  # back without a restart
