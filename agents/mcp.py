@@ -65,6 +65,15 @@ class ToolResult:
     def ok(self) -> bool:
         return self.status == STATUS_OK
 
+    @property
+    def reason(self) -> str:
+        """Why the call failed, as a model and a customer may read it: a server that cannot be reached is said
+        so in words (``error`` keeps the transport's exception for the tool call's row and the log; an answer
+        quoting it would lose it to the ``no_stack_trace`` guardrail, which cuts exception text out)."""
+        if self.status == STATUS_UNAVAILABLE:
+            return f"{self.server} could not be reached"
+        return self.error
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "tool": self.tool,
@@ -151,23 +160,43 @@ class ServerConnection:
         self._closing: asyncio.Event | None = None
         self._opening: asyncio.Future | None = None
 
-    async def ensure(self) -> Any:
+    async def ensure(self, deadline: float | None = None) -> Any:
+        """The open session; raises :class:`McpUnavailable`, or ``TimeoutError`` at ``deadline`` (the loop's
+        clock; default: the endpoint's timeout from now). A session still opening at the deadline is closed in
+        the background: the caller's time limit is the whole call's, not one per step."""
         if self.session is not None:
             return self.session
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + self.endpoint.timeout
         if self._opening is None or self._opening.done():
-            self._opening = asyncio.get_running_loop().create_future()
+            self._opening = loop.create_future()
             self._closing = asyncio.Event()
             self._owner = asyncio.create_task(self._own(self._opening, self._closing))
         try:
-            return await asyncio.wait_for(asyncio.shield(self._opening), self.endpoint.timeout)
+            return await asyncio.wait_for(asyncio.shield(self._opening), max(deadline - loop.time(), 0))
         except TimeoutError:
-            await self.close()
-            raise McpUnavailable(f"no answer from {self.endpoint.url} within {self.endpoint.timeout:g}s") from None
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        """Drop a session that is still opening at a caller's deadline; it closes in the background, and the
+        next call opens a new one (rather than waiting on this one)."""
+        owner, closing = self._owner, self._closing
+        self._owner = self._closing = self._opening = None
+        self.session = None
+        if closing is not None:
+            closing.set()
+        if owner is not None and not owner.done():
+            task = asyncio.create_task(_finish(owner))
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
 
     async def _own(self, opened: asyncio.Future, closing: asyncio.Event) -> None:
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
+        owned = None
         try:
             async with (
                 streamable_http_client(self.endpoint.url) as (read_stream, write_stream),
@@ -175,7 +204,9 @@ class ServerConnection:
             ):
                 await session.initialize()
                 await session.list_tools()  # the SDK validates results against listed output schemas
-                self.session = session
+                if closing.is_set():  # abandoned while it opened
+                    return
+                self.session = owned = session
                 if not opened.done():
                     opened.set_result(session)
                 await closing.wait()
@@ -185,7 +216,8 @@ class ServerConnection:
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
-            self.session = None
+            if owned is not None and self.session is owned:  # not a newer session opened meanwhile
+                self.session = None
 
     def broken(self) -> None:
         """Forget a session whose transport failed; the next call reconnects."""
@@ -201,6 +233,17 @@ class ServerConnection:
                 await asyncio.wait_for(owner, 5)
             except (TimeoutError, asyncio.CancelledError):
                 owner.cancel()
+
+
+# Sessions being closed after a timeout, kept referenced until they are (the caller does not wait for it).
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+async def _finish(owner: asyncio.Task) -> None:
+    try:
+        await asyncio.wait_for(owner, 5)
+    except (TimeoutError, asyncio.CancelledError):
+        owner.cancel()
 
 
 def _describe(exc: BaseException) -> str:
@@ -271,14 +314,20 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     from mcp.shared.exceptions import MCPError
 
     connection = runtime.connection(endpoint)
+    timed_out = (STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s")
+    # One limit for the whole call: connecting, the handshake and the call share it.
+    deadline = asyncio.get_running_loop().time() + endpoint.timeout
     try:
-        session = await connection.ensure()
+        session = await connection.ensure(deadline)
+    except TimeoutError:
+        return timed_out
     except McpUnavailable as exc:
         return STATUS_UNAVAILABLE, None, str(exc)
     try:
-        result = await asyncio.wait_for(session.call_tool(tool, arguments), endpoint.timeout)
+        async with asyncio.timeout_at(deadline):
+            result = await session.call_tool(tool, arguments)
     except TimeoutError:
-        return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s"
+        return timed_out
     except MCPError as exc:
         if exc.code == -32001:  # the SDK's request timeout
             return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s"
@@ -308,7 +357,10 @@ async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any],
 
 async def _list(endpoint: Endpoint) -> list[ToolInfo]:
     connection = runtime.connection(endpoint)
-    session = await connection.ensure()
+    try:
+        session = await connection.ensure()
+    except TimeoutError:
+        raise McpUnavailable(f"no answer from {endpoint.url} within {endpoint.timeout:g}s") from None
     try:
         listed = await asyncio.wait_for(session.list_tools(), endpoint.timeout)
     except Exception as exc:

@@ -166,7 +166,7 @@ def _tool_message(call: ToolCall, result: ToolResult, mask: Callable[[Any], Any]
     if result.status == STATUS_OK:
         content = json.dumps(mask(result.result), ensure_ascii=False, default=str)
         return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool)
-    content = json.dumps({"error": f"{result.status}: {mask(result.error)}"}, ensure_ascii=False)
+    content = json.dumps({"error": f"{result.status}: {mask(result.reason)}"}, ensure_ascii=False)
     return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool, status="error")
 
 

@@ -1,0 +1,83 @@
+"""An MCP call's time limit is the whole call's, and the answer names a tool's failure whole."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agents.mcp import STATUS_TIMEOUT, STATUS_UNAVAILABLE, Endpoint, tool_call
+
+LIMIT_SECONDS = 1.0
+MARGIN_SECONDS = 0.5  # scheduling on a busy machine, not a second limit
+
+SCHEMA = {"type": "object", "properties": {"msisdn": {"type": "string"}}}
+
+
+@pytest.fixture
+def frozen_server() -> Iterator[str]:
+    """A server that accepts connections and never answers: what a SIGSTOPped process looks like from outside
+    (the kernel completes the handshake for it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+
+
+def timed_call(endpoint: Endpoint):
+    started = time.monotonic()
+    result = asyncio.run(tool_call(endpoint=endpoint, tool="consultar_fatura", arguments={}, schema=SCHEMA))
+    return result, time.monotonic() - started
+
+
+def test_a_call_to_a_frozen_server_ends_within_its_limit_connecting_included(frozen_server):
+    endpoint = Endpoint("frozen", frozen_server, timeout=LIMIT_SECONDS)
+    for _ in range(2):  # the second call opens a new session too: still one limit, no wait for the old one
+        result, seconds = timed_call(endpoint)
+        assert result.status == STATUS_TIMEOUT
+        assert result.error == f"no answer from frozen within {LIMIT_SECONDS:g}s"
+        assert seconds < LIMIT_SECONDS + MARGIN_SECONDS
+        assert result.latency_ms < (LIMIT_SECONDS + MARGIN_SECONDS) * 1000
+
+
+def test_a_call_to_a_slow_server_ends_within_its_limit(slow_telecom_server):
+    endpoint = Endpoint("slow", slow_telecom_server, timeout=LIMIT_SECONDS)
+    for _ in range(2):
+        result, seconds = timed_call(endpoint)
+        assert result.status == STATUS_TIMEOUT
+        assert seconds < LIMIT_SECONDS + MARGIN_SECONDS
+
+
+def test_the_answer_names_why_a_tool_was_unavailable_whole(api, telecom):
+    from agents.models import McpServer
+    from common.config_version import config_version_bump
+    from conversations.models import ToolCall
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    McpServer.objects.filter(name="telecom").update(endpoint=f"http://127.0.0.1:{port}/mcp")
+    config_version_bump()
+
+    response = api.post(
+        "/api/gateway/message",
+        {
+            "agent_id": "telecom_contas",
+            "payload": {
+                "text": "Minha fatura veio alta",
+                "session_id": "mcp-down",
+                "context": {"msisdn": "5511999999999", "invoice_id": "INV001"},
+            },
+        },
+        format="json",
+    )
+
+    assert response.status_code == 200
+    calls = list(ToolCall.objects.filter(status=STATUS_UNAVAILABLE).values_list("error", flat=True))
+    assert calls, "no tool call was made"
+    answer = response.json()["answer"]
+    assert all(error.startswith("ConnectError") for error in calls)  # the rows keep the detail for operators
+    assert answer.count("não consegui consultar agora (unavailable: telecom could not be reached).") == len(calls)
