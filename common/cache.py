@@ -141,4 +141,4 @@ class ResilientRedisCache(RedisCache):
         self.circuit.call(lambda: super(ResilientRedisCache, self).delete_many(keys, version), None)
 
     def clear(self):
-        return self.circuit.call(lambda: super(ResilientRedisCache, self).clear(), False)
+        self.circuit.call(lambda: super(ResilientRedisCache, self).clear(), None)

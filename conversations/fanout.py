@@ -170,6 +170,7 @@ class CeleryExecutor(PlanExecutor):
                 with contextlib.suppress(asyncio.CancelledError):
                     await listener
         lost = [index for index, answer in enumerate(answers) if answer is None]
+        rerun: dict[int, Partial] = {}
         if lost:  # Redis went away after the steps were sent: answer them here with the time that is left
             again = await in_process.run(
                 [steps[index] for index in lost],
@@ -181,10 +182,8 @@ class CeleryExecutor(PlanExecutor):
             )
             for index, partial in zip(lost, again.partials, strict=True):
                 reported.add(index)
-                answers[index] = partial
-        partials = [
-            answer if isinstance(answer, Partial) else partial_of(index, answer) for index, answer in enumerate(answers)
-        ]
+                rerun[index] = partial
+        partials = [rerun.get(index) or partial_of(index, answer or {}) for index, answer in enumerate(answers)]
         for index, partial in enumerate(partials):
             await report(index, partial)  # the ones whose message did not come (unknown step, timeout, lost)
         return PlanResult(partials=partials)
