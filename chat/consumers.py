@@ -11,8 +11,10 @@ Authentication (the tenant always comes from the key, or from ``?tenant=`` for s
 Refusals are sent after the handshake, so that every client (browsers too) sees why: the socket is
 accepted, gets one ``{"type": "error", "error": {...}}`` event and is closed with 4401 (no or invalid
 key, a session that is not staff, no tenant named), 4403 (a staff session naming a tenant it may not act for,
-or ``?route=multi_agent`` without the right to preview), 4400 (an unknown ``?route=``) or 4404 (unknown
-``agent_id``).
+or ``?route=multi_agent`` without the right to preview), 4400 (an unknown ``?route=``), 4404 (unknown
+``agent_id``) or 4429 (``throttled``: the client's address is locked out after too many wrong keys, or the key or
+user opens sockets faster than ``API_RATE_PER_KEY``). Frames count against ``API_MESSAGE_RATE_PER_KEY``: one
+over it gets a ``throttled`` error event and is dropped; the socket stays open (:mod:`tenants.throttles`).
 
 Which graph answers: the ``multi_agent`` rollout flag's verdict for the user (``?route=rollout``, the default),
 the profile's own mode (``?route=profile``), or the multi-agent preview (``?route=multi_agent``: keys allowed to
@@ -37,7 +39,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 
 from chat.intake import (
     MessageIn,
@@ -54,8 +56,9 @@ from chat.intake import (
 from common.errors import ERROR_INVALID_KEY, DomainError, error_body, error_fields
 from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.graph import TurnInput, run_turn, turn_detach
-from tenants.auth import api_client_for_key
+from tenants.auth import api_client_authenticate
 from tenants.models import Tenant
+from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, rate_hit, retry_after
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,7 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_UNKNOWN_AGENT = 4404
+CLOSE_RATE_LIMITED = 4429
 SUBPROTOCOL_PREFIX = "bearer."
 
 ERROR_WS_NOT_AUTHENTICATED = (
@@ -111,16 +115,28 @@ class Refused(Exception):
         self.code, self.message, self.close_code, self.fields = code, message, close_code, fields
 
 
-def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route]:
-    """The tenant and route this socket acts for, through the front door; raises :class:`Refused`."""
+def _address(scope: Mapping[str, Any]) -> str:
+    client = scope.get("client")
+    return client_address(client[0] if client else None, _header(scope, b"x-forwarded-for") or None)
+
+
+def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, str | None]:
+    """The tenant and route this socket acts for, through the front door, and whom its frames count against
+    (:func:`tenants.throttles.principal_ident`); raises :class:`Refused`."""
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     raw = _raw_key(scope, query)
     if raw is not None:
-        principal: Any = api_client_for_key(raw) if raw else None
+        try:
+            principal: Any = api_client_authenticate(raw_key=raw, address=_address(scope)) if raw else None
+        except Throttled as exc:
+            raise Refused(exc.default_code, str(exc.detail), CLOSE_RATE_LIMITED) from None
         if principal is None:
             raise Refused("not_authenticated", ERROR_INVALID_KEY, CLOSE_UNAUTHORIZED)
     else:
         principal = scope.get("user")
+    ident = principal_ident(principal)
+    if ident is not None and (wait := rate_hit(scope=API_SCOPE, ident=ident)) is not None:
+        raise Refused(Throttled.default_code, str(Throttled(retry_after(wait)).detail), CLOSE_RATE_LIMITED)
     try:
         route = route_parse((query.get("route") or [""])[0], default=Route.ROLLOUT)
     except DomainError as exc:
@@ -140,11 +156,22 @@ def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route]:
         profile_get(agent_id)
     except DomainError as exc:
         raise Refused("not_found", exc.message, CLOSE_UNKNOWN_AGENT, exc.fields) from None
-    return tenant, route
+    return tenant, route, ident
 
 
-def _frame_turn(*, tenant: Tenant, route: Route, agent_id: str, session_id: str, frame: dict[str, Any]) -> TurnInput:
-    """A frame read by the front door as a gateway body whose agent and session come from the URL."""
+class FrameThrottled(DomainError):
+    """A frame over the sender's message rate: answered with an ``error`` event, the socket stays open."""
+
+    code = Throttled.default_code
+
+
+def _frame_turn(
+    *, tenant: Tenant, route: Route, agent_id: str, session_id: str, frame: dict[str, Any], ident: str | None = None
+) -> TurnInput:
+    """A frame read by the front door as a gateway body whose agent and session come from the URL, counted against
+    ``ident``'s message rate (raises :class:`FrameThrottled` over it)."""
+    if ident is not None and (wait := rate_hit(scope=MESSAGES_SCOPE, ident=ident)) is not None:
+        raise FrameThrottled(str(Throttled(retry_after(wait)).detail))
     payload = {key: frame[key] for key in ("text", "user_id", "context") if key in frame}
     message: MessageIn = message_read(
         {"channel": "websocket", "agent_id": agent_id, "payload": {**payload, "session_id": session_id}}
@@ -181,7 +208,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.worker: asyncio.Task | None = None
         await self.accept(subprotocol=_chosen_subprotocol(self.scope))
         try:
-            self.tenant, self.route = await database_sync_to_async(_admitted)(self.scope, self.agent_id)
+            self.tenant, self.route, self.ident = await database_sync_to_async(_admitted)(self.scope, self.agent_id)
         except Refused as refused:
             await self._refuse(refused)
             return
@@ -240,6 +267,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                     agent_id=self.agent_id,
                     session_id=self.session_id,
                     frame=frame,
+                    ident=self.ident,
                 )
             except (ValidationError, DomainError) as exc:
                 await self._send(_error_event(exc))

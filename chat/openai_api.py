@@ -130,13 +130,18 @@ def openai_exception_handler(exc: Exception, context: dict[str, Any]) -> Respons
     response = Response(error.as_dict(), status=error.status)
     if error.status == 401:
         response["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, exceptions.Throttled) and (wait := getattr(exc, "wait", None)):  # the stubs omit .wait
+        response["Retry-After"] = str(wait)  # tenants/throttles.py; OpenAI's clients wait this long
     return response
 
 
 def _error_type(status: int) -> str:
-    return {401: "authentication_error", 403: "permission_error", 404: "invalid_request_error"}.get(
-        status, "invalid_request_error" if status < 500 else "server_error"
-    )
+    return {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "invalid_request_error",
+        429: "rate_limit_error",
+    }.get(status, "invalid_request_error" if status < 500 else "server_error")
 
 
 # --- the schema ----------------------------------------------------------------------------------------------
@@ -380,6 +385,8 @@ def _completion_id() -> str:
 
 @extend_schema(parameters=[IDEMPOTENCY_KEY])
 class ChatCompletionsApi(OpenAIView):
+    throttle_scope = "messages"  # tenants/throttles.py: the rate of the routes that run a turn
+
     @extend_schema(
         summary="OpenAI-compatible chat completion through an agent profile's routing graph",
         description=(

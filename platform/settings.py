@@ -219,7 +219,21 @@ REST_FRAMEWORK = {
     # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
     "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": None,
+    # Per API key or staff user, in the shared cache; the rates are the API_*_RATE_PER_KEY settings below.
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.throttles.ApiRateThrottle"],
 }
+
+# --- Throttling (tenants/throttles.py) ---------------------------------------
+# "<count>/<second|minute|hour|day>" or "off". Messages: every route that runs a turn (HTTP, SSE, WebSocket
+# frames, /v1/chat/completions); the other rate: every other API route.
+API_MESSAGE_RATE_PER_KEY = env.string("API_MESSAGE_RATE_PER_KEY", "300/minute")
+API_RATE_PER_KEY = env.string("API_RATE_PER_KEY", "1200/minute")
+# This many wrong keys from one client address within the window lock it out (429, no database lookup).
+AUTH_FAILURE_LIMIT = env.integer("AUTH_FAILURE_LIMIT", 30)
+AUTH_FAILURE_WINDOW_SECONDS = env.integer("AUTH_FAILURE_WINDOW_SECONDS", 600)
+AUTH_LOCKOUT_SECONDS = env.integer("AUTH_LOCKOUT_SECONDS", 900)
+# Proxies in front of the app that append to X-Forwarded-For; 0: the header is ignored, REMOTE_ADDR is the client.
+TRUSTED_PROXY_COUNT = env.integer("TRUSTED_PROXY_COUNT", 0)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent routing platform API",

@@ -7,8 +7,13 @@ class TenantsConfig(AppConfig):
     verbose_name = "Tenants and API keys"
 
     def ready(self) -> None:
+        from django.core import checks
+
         from common.config_version import config_models_watch
         from tenants.models import ApiKey, Tenant
+        from tenants.throttles import throttle_settings_check
+
+        checks.register(throttle_settings_check)
 
         # The API-key cache (tenants/auth.py) is tagged with the configuration version.
         config_models_watch(Tenant, ApiKey)

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rest_framework import authentication, exceptions
 
 from common.errors import ERROR_INVALID_KEY
 from tenants.models import ApiKey, Tenant
+from tenants.throttles import (
+    ERROR_AUTH_LOCKED,
+    auth_failure_record,
+    auth_lockout_wait,
+    request_address,
+    retry_after,
+)
 
 KEY_PREFIX = "ark"
 
@@ -55,13 +63,37 @@ def api_client_for_key(raw_key: str) -> ApiClient | None:
     return _client_for(key_hash(raw_key))
 
 
-def _client_for(digest: str) -> ApiClient | None:
+def api_client_authenticate(*, raw_key: str, address: str) -> ApiClient | None:
+    """:func:`api_client_for_key` for a client at ``address``, which a wrong key counts against.
+
+    Raises DRF's ``Throttled`` (429, with the wait) while the address is locked out (:mod:`tenants.throttles`),
+    before any database lookup; a key this process already knows to be valid passes without that check.
+    """
+
+    def unless_locked_out() -> None:
+        wait = auth_lockout_wait(address)
+        if wait is not None:
+            raise exceptions.Throttled(wait=retry_after(wait), detail=ERROR_AUTH_LOCKED)
+
+    client = _client_for(key_hash(raw_key), guard=unless_locked_out)
+    if client is None:
+        auth_failure_record(address)
+    return client
+
+
+def _client_for(digest: str, *, guard: Callable[[], None] | None = None) -> ApiClient | None:
+    """The key's principal; ``guard`` runs first unless the key is one this process knows to be valid."""
     from common.config_version import config_version, local_generation
 
-    version = (config_version(), local_generation())
     cached = _KEY_CACHE.get(digest)
+    if guard is not None and (cached is None or cached[1] is None):
+        guard()  # before the version read, which may query the database on a cache miss
+        guard = None
+    version = (config_version(), local_generation())
     if cached is not None and cached[0] == version:
         return cached[1]
+    if guard is not None:
+        guard()  # a valid key of an older version: looked up again, so checked like any other
     key = ApiKey.objects.select_related("tenant").filter(key_hash=digest).first()
     client = ApiClient(tenant=key.tenant, key=key) if key and key.is_active and key.tenant.is_active else None
     if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
@@ -80,7 +112,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         scheme, _, raw = header.partition(" ")
         if scheme.lower() != self.keyword.lower() or not raw.strip():
             raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
-        client = api_client_for_key(raw.strip())
+        client = api_client_authenticate(raw_key=raw.strip(), address=request_address(request))
         if client is None:
             raise exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
         return client, client.key

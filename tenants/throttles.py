@@ -1,0 +1,224 @@
+"""Throttling: requests per API key (or staff user), and a lockout of client addresses that fail authentication.
+
+* :class:`ApiRateThrottle` (DRF's ``DEFAULT_THROTTLE_CLASSES``) counts every API request of a key, or of a staff
+  user's session, in fixed windows: views with ``throttle_scope = "messages"`` (every face that runs a turn) at
+  ``API_MESSAGE_RATE_PER_KEY``, every other API route at ``API_RATE_PER_KEY``. Anonymous requests are not counted
+  (they reach nothing but health and the schema). The WebSocket counts its frames the same way (:func:`rate_hit`).
+* A wrong key costs a database lookup, so failures are counted per client address (:func:`auth_failure_record`);
+  ``AUTH_FAILURE_LIMIT`` failures within ``AUTH_FAILURE_WINDOW_SECONDS`` lock the address out for
+  ``AUTH_LOCKOUT_SECONDS``: keys it sends are refused with 429 before any lookup (:func:`auth_lockout_wait`).
+  A key this process has already verified is not a guess, and is let through without reading the lockout.
+* The client address is ``REMOTE_ADDR``; behind ``TRUSTED_PROXY_COUNT`` proxies, the address the outermost of
+  them saw, read from ``X-Forwarded-For`` (never trusted by default).
+
+The counters live in Django's shared cache: one round trip a request (Redis: ``SET NX EX`` and ``INCR`` in one
+pipeline). Throttling must never turn a cache outage into errors: when the cache fails, requests go through
+uncounted (fail open), and the failure is logged once until the cache answers again.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
+from django.core.exceptions import ImproperlyConfigured
+from rest_framework import throttling
+
+logger = logging.getLogger(__name__)
+
+MESSAGES_SCOPE = "messages"
+API_SCOPE = "api"
+KEY_PREFIX = "throttle"
+PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "day": 86400}
+OFF = {"", "off", "none", "0"}
+
+ERROR_AUTH_LOCKED = "Too many failed authentications from this address."
+ERROR_RATE = "Too many requests for this API key."
+
+_failing = False  # the cache failed and nothing has succeeded since: log only the first failure
+
+
+@functools.lru_cache(maxsize=16)
+def rate_parse(rate: str) -> tuple[int, int] | None:
+    """``"300/minute"`` → ``(300, 60)`` (requests, seconds); ``"off"`` → ``None``. Periods: s, m, h, day (DRF's
+    words too: second, min, minute, hour). Raises :class:`ImproperlyConfigured`."""
+    text = rate.strip().lower()
+    if text in OFF:
+        return None
+    count, _, period = text.partition("/")
+    seconds = PERIODS.get(period.strip())
+    if not count.strip().isdigit() or seconds is None or int(count) < 1:
+        raise ImproperlyConfigured(f"A rate is <count>/<second|minute|hour|day> or off; got {rate!r}.")
+    return int(count), seconds
+
+
+def scope_rate(scope: str) -> tuple[int, int] | None:
+    """The rate of a throttle scope, from the settings (read at each call, so tests and reloads see changes)."""
+    rate = settings.API_MESSAGE_RATE_PER_KEY if scope == MESSAGES_SCOPE else settings.API_RATE_PER_KEY
+    return rate_parse(rate)
+
+
+def client_address(remote_addr: str | None, forwarded_for: str | None) -> str:
+    """The client's address: ``remote_addr``, or behind ``TRUSTED_PROXY_COUNT`` proxies the hop of
+    ``X-Forwarded-For`` that the outermost trusted proxy appended (each proxy appends the address it saw)."""
+    proxies = settings.TRUSTED_PROXY_COUNT
+    if proxies > 0 and forwarded_for:
+        hops = [hop.strip() for hop in forwarded_for.split(",") if hop.strip()]
+        if hops:
+            return hops[-min(proxies, len(hops))]
+    return remote_addr or "unknown"
+
+
+def request_address(request: Any) -> str:
+    """:func:`client_address` of a Django or DRF request."""
+    meta = request.META
+    return client_address(meta.get("REMOTE_ADDR"), meta.get("HTTP_X_FORWARDED_FOR"))
+
+
+def _cache_failed(error: Exception) -> None:
+    global _failing
+    if not _failing:
+        logger.warning(
+            "Throttling skipped: the cache failed (%s: %s); requests go through uncounted", type(error).__name__, error
+        )
+    _failing = True
+
+
+def _cache_ok() -> None:
+    global _failing
+    if _failing:
+        logger.warning("Throttling counts again: the cache answers")
+    _failing = False
+
+
+def _incr(key: str, ttl: int) -> int | None:
+    """Add one to the counter ``key`` (created with ``ttl`` seconds to live); its new value, or None if the cache
+    failed. One round trip on Redis."""
+    cache = caches["default"]
+    try:
+        if isinstance(cache, RedisCache):
+            count = _redis_incr(cache, key, ttl)
+        else:
+            cache.add(key, 0, ttl)
+            count = cache.incr(key)
+    except Exception as exc:  # noqa: BLE001 — any cache failure lets the request through
+        _cache_failed(exc)
+        return None
+    if count is None:  # the cache's circuit is open (common/cache.py): Redis is skipped for now
+        return None
+    _cache_ok()
+    return count
+
+
+def _redis_incr(backend: Any, key: str, ttl: int) -> int | None:
+    full_key = backend.make_and_validate_key(key)
+
+    def work() -> int:
+        pipe = backend._cache.get_client(full_key, write=True).pipeline(transaction=False)
+        pipe.set(full_key, 0, ex=ttl, nx=True)
+        pipe.incr(full_key)
+        return pipe.execute()[1]
+
+    circuit = getattr(backend, "circuit", None)  # the resilient cache skips Redis during an outage
+    return circuit.call(work, None) if circuit is not None else work()
+
+
+def rate_hit(*, scope: str, ident: str) -> float | None:
+    """Count one request of ``ident`` (``key:<pk>`` or ``user:<pk>``) in ``scope``: None if it is within the rate,
+    else the seconds until the window ends (the ``Retry-After``)."""
+    rate = scope_rate(scope)
+    if rate is None:
+        return None
+    limit, period = rate
+    now = time.time()
+    window = int(now // period)
+    count = _incr(f"{KEY_PREFIX}:{scope}:{ident}:{period}:{window}", period + 1)
+    if count is None or count <= limit:
+        return None
+    return (window + 1) * period - now
+
+
+def principal_ident(principal: Any) -> str | None:
+    """Whom a request counts against: its API key, or its logged-in user; None for anonymous requests."""
+    key = getattr(principal, "key", None)
+    if key is not None and getattr(principal, "tenant", None) is not None:  # tenants.auth.ApiClient
+        return f"key:{key.pk}"
+    if getattr(principal, "is_authenticated", False) and getattr(principal, "pk", None) is not None:
+        return f"user:{principal.pk}"
+    return None
+
+
+def auth_lockout_wait(address: str) -> float | None:
+    """Seconds left of ``address``'s lockout, or None (not locked out, or the cache failed). One cache read."""
+    try:
+        until = caches["default"].get(f"{KEY_PREFIX}:authlock:{address}")
+    except Exception as exc:  # noqa: BLE001
+        _cache_failed(exc)
+        return None
+    if until is None:
+        return None
+    left = float(until) - time.time()
+    return left if left > 0 else None
+
+
+def auth_failure_record(address: str) -> None:
+    """Count a failed authentication of ``address``; the ``AUTH_FAILURE_LIMIT``-th within the window locks the
+    address out for ``AUTH_LOCKOUT_SECONDS``."""
+    limit, window = settings.AUTH_FAILURE_LIMIT, settings.AUTH_FAILURE_WINDOW_SECONDS
+    if limit <= 0:
+        return
+    index = int(time.time() // window)
+    count = _incr(f"{KEY_PREFIX}:authfail:{address}:{window}:{index}", window + 1)
+    if count is not None and count >= limit:
+        lockout = settings.AUTH_LOCKOUT_SECONDS
+        try:
+            caches["default"].set(f"{KEY_PREFIX}:authlock:{address}", time.time() + lockout, lockout)
+        except Exception as exc:  # noqa: BLE001
+            _cache_failed(exc)
+        if count == limit:
+            logger.warning("Authentication locked out for %ss: %s failed %s times", lockout, address, count)
+
+
+def retry_after(wait: float) -> int:
+    """Whole seconds for a ``Retry-After`` header (at least 1)."""
+    return max(1, math.ceil(wait))
+
+
+class ApiRateThrottle(throttling.BaseThrottle):
+    """Requests per API key or staff user: the view's ``throttle_scope`` (``"messages"`` or the default ``"api"``)
+    names the rate. Refused requests answer 429 with ``Retry-After`` (DRF's ``Throttled``)."""
+
+    def __init__(self) -> None:
+        self._wait: float | None = None
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        ident = principal_ident(request.user)
+        if ident is None:
+            return True
+        scope = getattr(view, "throttle_scope", None) or API_SCOPE
+        self._wait = rate_hit(scope=scope, ident=ident)
+        return self._wait is None
+
+    def wait(self) -> float | None:
+        return retry_after(self._wait) if self._wait is not None else None
+
+
+def throttle_settings_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The rates read as rates, and the lockout numbers are positive (system check ``tenants.E001``/``E002``)."""
+    errors: list[checks.CheckMessage] = []
+    for name in ("API_MESSAGE_RATE_PER_KEY", "API_RATE_PER_KEY"):
+        try:
+            rate_parse(getattr(settings, name))
+        except ImproperlyConfigured as exc:
+            errors.append(checks.Error(f"{name}: {exc}", hint='For example "300/minute", or "off".', id="tenants.E001"))
+    for name in ("AUTH_FAILURE_WINDOW_SECONDS", "AUTH_LOCKOUT_SECONDS"):
+        if getattr(settings, name) < 1:
+            errors.append(checks.Error(f"{name} must be at least 1 second.", id="tenants.E002"))
+    return errors
