@@ -28,9 +28,13 @@ logger = logging.getLogger(__name__)
 
 ERROR_INVALID_KEY = "Missing or invalid API key; send 'Authorization: Bearer <key>'."
 ERROR_NOT_AUTHENTICATED = "Authentication required; send 'Authorization: Bearer <key>'."
-ERROR_DEBUG_FORBIDDEN = "This route needs a debug API key (create_api_key --debug) or a staff session."
+ERROR_DEBUG_FORBIDDEN = (
+    "This route needs a debug API key (create_api_key --debug) or a session whose user has the debug right "
+    "over the tenant."
+)
 ERROR_PREVIEW_FORBIDDEN = (
-    "This route needs an API key allowed to preview the multi-agent graph (can_preview) or a staff session."
+    "This route needs an API key allowed to preview the multi-agent graph (can_preview) or a session whose user "
+    "may chat as the tenant."
 )
 ERROR_MALFORMED_JSON = "The request body is not valid JSON."
 ERROR_TEXT_REQUIRED = "This field is required and must not be empty."

@@ -55,7 +55,15 @@ def worker(host: str, port: int, access_log: bool) -> None:
 
     # uvicorn's own logging, with credentials and personal data filtered out of every line (platform/logs.py).
     config = uvicorn.Config(
-        APP, host=host, port=port, access_log=access_log, lifespan="off", log_config=uvicorn_log_config()
+        APP,
+        host=host,
+        port=port,
+        access_log=access_log,
+        lifespan="off",
+        log_config=uvicorn_log_config(),
+        # The client's address stays the peer's: X-Forwarded-For is read by the app alone, and only through
+        # TRUSTED_PROXY_COUNT (tenants/throttles.py), never because the proxy happens to be on 127.0.0.1.
+        proxy_headers=False,
     )
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
