@@ -66,6 +66,7 @@ from common.errors import (
 )
 from common.parsers import BodyTooLarge, JsonTooDeep
 from conversations.graph import TurnInput, TurnResult, new_session_id, run_turn, turn_detach
+from conversations.guardrails import identifier_pseudonym
 from routing import snapshot
 from tenants.auth import ApiClient
 
@@ -296,6 +297,9 @@ def _session_for(request, body: dict[str, Any]) -> tuple[str, str]:
     if len(session) > SESSION_MAX_CHARS:
         param = SESSION_HEADER if header else "user"
         raise _invalid(param, f"The session identifier is longer than {SESSION_MAX_CHARS} characters.")
+    if not header and user:
+        # ``user`` names the conversation too: an e-mail or phone there becomes its keyed pseudonym in the key.
+        session = identifier_pseudonym(user, key=settings.SECRET_KEY)
     return session or new_session_id(), user[:SESSION_MAX_CHARS]
 
 

@@ -115,6 +115,24 @@ def test_the_same_user_continues_the_same_conversation_and_earlier_messages_are_
     assert conversation.messages.filter(role="assistant").count() == 2
 
 
+def test_a_user_that_is_an_email_names_the_conversation_by_its_pseudonym_and_is_stored_nowhere_raw(client, tenant):
+    email = "joao.silva@example.com"
+    first = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user=email
+    )
+    second = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user=email
+    )
+
+    key = routing_of(first)["conversation_key"]
+    assert key == routing_of(second)["conversation_key"]  # the same customer continues the same conversation
+    assert email not in key and key.startswith(f"{tenant.slug}:telecom_contas:email:")
+    conversation = Conversation.objects.get(conversation_key=key)
+    assert email not in (conversation.session_id, conversation.user_id)
+    assert conversation.messages.count() == 4
+    assert not Conversation.objects.filter(conversation_key__contains=email).exists()
+
+
 def test_the_session_header_names_the_conversation_and_without_one_each_request_is_new(
     asgi_url, tenant_key, telecom, tenant
 ):
