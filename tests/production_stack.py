@@ -170,18 +170,23 @@ class StackCeleryWorker(CeleryWorkerProcess):
         self.broker_url = broker_url
 
     def _wait_until_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while not self._answers_ping():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise CeleryWorkerStartError(
+                    f"Celery worker {self.hostname} did not come up (exit status {self.process.poll()}).\n"
+                    f"--- its log ({self.log_path}) ---\n{self.output()}"
+                )
+
+    def _answers_ping(self) -> bool:
         from celery import Celery
 
-        assert self.process is not None
         pinger = Celery("production-stack-ping", broker=self.broker_url)
         try:
-            deadline = time.monotonic() + self.startup_timeout
-            while not pinger.control.ping(destination=[self.hostname], timeout=0.25):
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise CeleryWorkerStartError(
-                        f"Celery worker {self.hostname} did not come up (exit status {self.process.poll()}).\n"
-                        f"--- its log ({self.log_path}) ---\n{self.output()}"
-                    )
+            return bool(pinger.control.ping(destination=[self.hostname], timeout=0.5))
+        except Exception:  # noqa: BLE001 — a broker connection from before a Redis restart: ask again
+            return False
         finally:
             pinger.close()
 

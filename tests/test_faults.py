@@ -83,9 +83,18 @@ class Run:
     ws_turns: list[WsTurn] = field(default_factory=list)
     ws_closes: list[int] = field(default_factory=list)
     ws_connect_failures: list[str] = field(default_factory=list)
-    probes: list[tuple[float, int | None, Any]] = field(default_factory=list)  # (time, status, body)
+    broken_at: float = 0.0  # the part is down from here (break_part returned) ...
+    mending_at: float = 0.0  # ... to here (mend_part called)
+    probes: list[tuple[float, float, int | None, Any]] = field(default_factory=list)  # (sent, answered, status, body)
     next_replies: list[Reply] = field(default_factory=list)
     in_flight: dict[str, float] = field(default_factory=dict)
+
+    def while_down(self, sent: float, answered: float | None = None) -> bool:
+        """Whether a probe sent (and answered) at these times met the part down the whole time."""
+        return self.broken_at <= sent and (answered or sent) <= self.mending_at
+
+    def probes_while_down(self) -> list[tuple[int | None, Any]]:
+        return [(status, body) for sent, answered, status, body in self.probes if self.while_down(sent, answered)]
 
     def during(self) -> list[Reply]:
         return [reply for reply in self.replies if reply.overlaps(self.fault_start, self.fault_end)]
@@ -133,7 +142,7 @@ class Run:
             }
         if self.probes:
             figures["health_ready_during_fault"] = status_counts(
-                [Reply("", "", t, 0.0, status) for t, status, _ in self.probes]
+                [Reply("", "", sent, 0.0, status) for sent, _, status, _ in self.probes if self.while_down(sent)]
             )
         return figures
 
@@ -216,9 +225,9 @@ async def probe_ready(stack: ProductionStack, run: Run, client, until: asyncio.E
         try:
             response = await client.get("/api/health/ready", timeout=10)
             body: Any = response.json() if "json" in response.headers.get("content-type", "") else response.text
-            run.probes.append((began, response.status_code, body))
+            run.probes.append((began, time.monotonic(), response.status_code, body))
         except httpx.HTTPError as exc:
-            run.probes.append((began, None, str(exc)))
+            run.probes.append((began, time.monotonic(), None, str(exc)))
         await asyncio.sleep(0.5)
 
 
@@ -264,8 +273,10 @@ async def drive(
                 await hold(run)
             run.fault_start = time.monotonic()
             await asyncio.to_thread(break_part)
+            run.broken_at = time.monotonic()
             prober = asyncio.create_task(probe_ready(stack, run, client, mended)) if probe else None
             await asyncio.sleep(outage)
+            run.mending_at = time.monotonic()
             await asyncio.to_thread(mend_part)
             run.fault_end = time.monotonic()
             mended.set()
@@ -354,7 +365,7 @@ def test_with_redis_stopped_chat_keeps_answering_and_websockets_survive_or_recon
     assert not unclean, f"WebSockets dropped without a close frame: {run.ws_closes}"
     # A socket closed cleanly mid-turn may lose that turn's events (the turn itself finishes and is stored).
     assert all(outcome.startswith("closed ") for _, outcome in ws_failed), f"WebSocket turns failed: {ws_failed}"
-    down = [(status, body) for t, status, body in run.probes if run.fault_start + 1.0 <= t <= run.fault_end - 1.0]
+    down = run.probes_while_down()
     assert down, "no readiness probe while Redis was down"
     for status, body in down:
         assert status == 200, f"/api/health/ready while Redis was down: {status} {body}"
@@ -369,7 +380,9 @@ def test_with_postgres_stopped_requests_fail_fast_with_json_503_and_no_conversat
     chats = chats_on_both_paths("pg", 4)
 
     run = asyncio.run(
-        drive(stack, chats=chats, break_part=stack.stop_postgres, mend_part=stack.start_postgres, probe=True)
+        drive(
+            stack, chats=chats, break_part=stack.stop_postgres, mend_part=stack.start_postgres, probe=True, outage=8.0
+        )
     )
     figures = run.figures()
     write_figures("postgres_stopped", figures)
@@ -383,7 +396,7 @@ def test_with_postgres_stopped_requests_fail_fast_with_json_503_and_no_conversat
         assert reply.retry_after, f"503 without Retry-After: {reply.body}"
     slow = [(r.conversation_key, r.status, round(r.seconds, 1)) for r in run.during() if r.seconds > FAIL_FAST_SECONDS]
     assert not slow, f"requests during the outage took longer than {FAIL_FAST_SECONDS:g} s: {slow}"
-    down = [(status, body) for t, status, body in run.probes if run.fault_start + 1.0 <= t <= run.fault_end - 1.0]
+    down = run.probes_while_down()
     assert down, "no readiness probe while PostgreSQL was down"
     assert {status for status, _ in down} == {503}, down
     assert_consistent(stack, run)
