@@ -123,6 +123,10 @@ class Run:
             "requests_by_status": status_counts(self.replies),
             "requests_during_fault_by_status": status_counts(during),
             "max_latency_during_fault_seconds": round(max((r.seconds for r in during), default=0.0), 2),
+            "latencies_during_fault_seconds": {
+                status: sorted(round(r.seconds, 2) for r in during if str(r.status) == status)
+                for status in status_counts(during)
+            },
             "first_success_after_recovery_seconds": (
                 round(min(r.ended for r in after) - self.fault_end, 2) if after else None
             ),
