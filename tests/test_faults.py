@@ -124,7 +124,11 @@ class Run:
             "requests_during_fault_by_status": status_counts(during),
             "max_latency_during_fault_seconds": round(max((r.seconds for r in during), default=0.0), 2),
             "latencies_during_fault_seconds": {
-                status: sorted(round(r.seconds, 2) for r in during if str(r.status) == status)
+                status: sorted(
+                    round(r.seconds, 2)
+                    for r in during
+                    if (str(r.status) if r.status is not None else "no answer") == status
+                )
                 for status in status_counts(during)
             },
             "first_success_after_recovery_seconds": (
