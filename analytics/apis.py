@@ -33,6 +33,12 @@ from common.errors import error_responses
 from tenants.auth import ApiClient
 
 
+def _or_empty(schema: dict) -> dict:
+    """A query parameter's schema that also takes the empty string: ``?start=`` is read as not given (as a page's
+    GET form sends it), so the schema says so."""
+    return {"oneOf": [schema, {"type": "string", "maxLength": 0}]}
+
+
 class CanViewAnalytics(permissions.BasePermission):
     """An API key (its own tenant only), or a user with ``analytics.view_analytics``."""
 
@@ -45,7 +51,7 @@ class CanViewAnalytics(permissions.BasePermission):
 FILTER_PARAMETERS = [
     OpenApiParameter(
         "days",
-        {"type": "integer", "minimum": 1, "maximum": MAX_DAYS},
+        _or_empty({"type": "integer", "minimum": 1, "maximum": MAX_DAYS}),
         description=(
             f"The last N UTC days, today included (1–{MAX_DAYS}, default {DEFAULT_DAYS}). **Either `days` or "
             "`start`/`end`, not both**: a request with both is a 400 naming `days` (OpenAPI 3.0 cannot state "
@@ -54,14 +60,16 @@ FILTER_PARAMETERS = [
     ),
     OpenApiParameter(
         "start",
-        OpenApiTypes.DATE,
+        _or_empty({"type": "string", "format": "date"}),
         description=(
             f"First day (YYYY-MM-DD, UTC). Without it: {DEFAULT_DAYS} days up to end. Not with `days`; not after "
             f"`end`; at most {MAX_DAYS} days before it (else a 400 naming `start`)."
         ),
     ),
     OpenApiParameter(
-        "end", OpenApiTypes.DATE, description=f"Last day, included (default today). At most {MAX_DAYS} days from start."
+        "end",
+        _or_empty({"type": "string", "format": "date"}),
+        description=f"Last day, included (default today). At most {MAX_DAYS} days from start.",
     ),
     OpenApiParameter("profile", OpenApiTypes.STR, description="An agent profile's agent_id, e.g. telecom_contas."),
     OpenApiParameter(
@@ -251,7 +259,9 @@ class HandoffTimelineApi(AnalyticsApi):
         parameters=[
             *FILTER_PARAMETERS,
             KIND_PARAMETER,
-            OpenApiParameter("bucket", OpenApiTypes.STR, enum=list(BUCKETS), description="day (default) or hour."),
+            OpenApiParameter(
+                "bucket", _or_empty({"type": "string", "enum": list(BUCKETS)}), description="day (default) or hour."
+            ),
         ],
         responses={200: TIMELINE_RESPONSE, **ERRORS},
     )
@@ -276,7 +286,7 @@ class RecentHandoffsApi(AnalyticsApi):
             KIND_PARAMETER,
             OpenApiParameter(
                 "limit",
-                {"type": "integer", "minimum": 1, "maximum": MAX_RECENT_LIMIT},
+                _or_empty({"type": "integer", "minimum": 1, "maximum": MAX_RECENT_LIMIT}),
                 description=f"How many rows (1–{MAX_RECENT_LIMIT}, default {DEFAULT_RECENT_LIMIT}).",
             ),
         ],

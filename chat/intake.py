@@ -122,6 +122,17 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class StrictSlugField(serializers.SlugField):
+    """A slug that must arrive as a string: ``0`` is refused, not read as ``"0"``."""
+
+    default_error_messages = {"not_a_string": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
 class ContextField(serializers.DictField):
     """A JSON object of at most ``API_MAX_CONTEXT_BYTES`` bytes (as compact UTF-8 JSON)."""
 
@@ -150,8 +161,8 @@ class MessageInputSerializer(serializers.Serializer):
     """The gateway body, ``{channel, agent_id, tenant_id?, payload: {text, session_id, user_id, context}}``."""
 
     channel = StrictCharField(max_length=64, required=False, default="api")
-    agent_id = serializers.SlugField(max_length=64)
-    tenant_id = serializers.SlugField(
+    agent_id = StrictSlugField(max_length=64)
+    tenant_id = StrictSlugField(
         max_length=64,
         required=False,
         help_text="Ignored for API keys (the key names the tenant); required for staff sessions.",

@@ -24,9 +24,7 @@ def nested(levels: int) -> str:
 
 
 def gateway_body(context_json: str) -> str:
-    return (
-        '{"agent_id":"telecom_contas","payload":{"text":"oi","session_id":"deep-1","context":' + context_json + "}}"
-    )
+    return '{"agent_id":"telecom_contas","payload":{"text":"oi","session_id":"deep-1","context":' + context_json + "}}"
 
 
 def completions_body(extra_json: str) -> str:
@@ -145,4 +143,14 @@ def test_a_websocket_frame_nested_too_deep_gets_an_error_event_and_the_socket_st
     assert error["type"] == "error" and error["error"]["code"] == "json_too_deep"
     assert error["error"]["fields"] == {"frame": [ERROR_JSON_TOO_DEEP.format(limit=32)]}
     assert second["error"]["code"] == "json_too_deep"
+    assert nothing_stored()
+
+
+@pytest.mark.parametrize("field", ["agent_id", "tenant_id"])
+def test_a_slug_sent_as_a_number_is_refused_not_read_as_a_string(tenant_key, telecom, field):
+    body = {"agent_id": "telecom_contas", "payload": {"text": "oi"}, field: 0}
+    response = post(tenant_key, "/api/gateway/message", json.dumps(body))
+
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["fields"] == {field: ["Must be a string."]}
     assert nothing_stored()
