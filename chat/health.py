@@ -43,6 +43,8 @@ STATUS_UNAVAILABLE = "unavailable"
 def _select_one() -> None:
     pool = getattr(connection, "pool", None)
     if pool is not None:
+        # Django opens its pool on the process's first query; a probe may come first (a new worker). Idempotent.
+        pool.open(wait=False)
         with pool.connection(timeout=CHECK_SECONDS) as conn:
             conn.execute("SELECT 1")
         return

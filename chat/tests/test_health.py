@@ -21,6 +21,17 @@ def test_readiness_is_ok_when_the_database_redis_and_every_mcp_server_answer(cli
     assert {(s["name"], s["reachable"]) for s in body["mcp_servers"]} == {("telecom", True), ("retail", True)}
 
 
+def test_readiness_is_ok_in_a_new_worker_whose_pool_no_query_has_opened_yet(transactional_db, client):
+    from django.db import connection
+
+    connection.close()
+    connection.close_pool()  # as in a worker process that has served nothing yet: Django opens it on first use
+    assert connection.pool is not None and connection.pool.closed
+    response = client.get("/api/health/ready")
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] in ("ok", "degraded")  # no MCP server runs in this test
+
+
 def test_an_mcp_server_that_is_down_makes_readiness_degraded_not_unavailable(client, live_mcp, mcp_servers):
     from agents.models import McpServer
     from common.config_version import config_version_bump
