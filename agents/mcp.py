@@ -23,6 +23,7 @@ happened, and the specialist answers without it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -188,9 +189,7 @@ class ServerConnection:
         if closing is not None:
             closing.set()
         if owner is not None and not owner.done():
-            task = asyncio.create_task(_finish(owner))
-            _CLOSING.add(task)
-            task.add_done_callback(_CLOSING.discard)
+            _in_background(_finish(owner))
 
     async def _own(self, opened: asyncio.Future, closing: asyncio.Event) -> None:
         from mcp import ClientSession
@@ -237,6 +236,18 @@ class ServerConnection:
 
 # Sessions being closed after a timeout, kept referenced until they are (the caller does not wait for it).
 _CLOSING: set[asyncio.Task[None]] = set()
+
+
+def _in_background(coroutine: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(coroutine)
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+
+
+async def _cancel(call: asyncio.Future) -> None:
+    call.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait_for(call, 30)
 
 
 async def _finish(owner: asyncio.Task) -> None:
@@ -323,11 +334,18 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
         return timed_out
     except McpUnavailable as exc:
         return STATUS_UNAVAILABLE, None, str(exc)
-    try:
-        async with asyncio.timeout_at(deadline):
-            result = await session.call_tool(tool, arguments)
-    except TimeoutError:
+    loop = asyncio.get_running_loop()
+    call = asyncio.ensure_future(session.call_tool(tool, arguments))
+    await asyncio.wait({call}, timeout=max(deadline - loop.time(), 0))
+    if not call.done():
+        # Not cancelled in place: the SDK then tells the server, shielded from cancellation, and a frozen server
+        # holds that up for its transport's timeout (a 3 s limit took 8 s). The call and its session are dropped
+        # in the background; the next call opens a new session within its own limit.
+        _in_background(_cancel(call))
+        connection.broken()
         return timed_out
+    try:
+        result = call.result()
     except MCPError as exc:
         if exc.code == -32001:  # the SDK's request timeout
             return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s"

@@ -81,3 +81,39 @@ def test_the_answer_names_why_a_tool_was_unavailable_whole(api, telecom):
     answer = response.json()["answer"]
     assert all(error.startswith("ConnectError") for error in calls)  # the rows keep the detail for operators
     assert answer.count("não consegui consultar agora (unavailable: telecom could not be reached).") == len(calls)
+
+
+def test_calls_on_an_open_session_to_a_server_that_froze_each_end_within_the_limit_and_recover_after():
+    """The probe's case: a session already open, then the server stops answering (SIGSTOP). Cancelling the SDK's
+    call in place waited, shielded, to tell the frozen server — the second call took the limit plus ~5 s."""
+    import os
+    import signal
+
+    from tests.mcp_processes import MCPServerProcess
+
+    server = MCPServerProcess("telecom").start()
+    try:
+        endpoint = Endpoint("telecom", server.url, timeout=LIMIT_SECONDS)
+        arguments = {"msisdn": "5511999999999"}
+
+        def call(tool: str):
+            started = time.monotonic()
+            result = asyncio.run(tool_call(endpoint=endpoint, tool=tool, arguments=arguments, schema=SCHEMA))
+            return result, time.monotonic() - started
+
+        assert call("consultar_fatura")[0].status == "ok"  # the session is open
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            for tool in ("consultar_fatura", "consultar_pagamentos", "consultar_fatura"):
+                result, seconds = call(tool)
+                assert result.status == STATUS_TIMEOUT, (tool, result.error)
+                assert seconds < LIMIT_SECONDS + MARGIN_SECONDS, (tool, seconds)
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while (result := call("consultar_pagamentos")[0]).status != "ok" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert result.status == "ok", result.error  # no restart of anything: a new session
+    finally:
+        server.stop()
