@@ -80,7 +80,7 @@ def test_a_tool_error_is_reported_not_raised(telecom):
     result = call(telecom, "consultar_fatura", {"msisdn": "0000"})
 
     assert result.status == STATUS_ERROR
-    assert telecom_server.LINE_NOT_FOUND.format(msisdn="0000") in result.error
+    assert telecom_server.LINE_NOT_FOUND.format(line=telecom_server.line_label("0000")) in result.error
 
 
 def test_arguments_are_validated_before_the_call(telecom):

@@ -28,9 +28,17 @@ NAME = "telecom"
 DEFAULT_PORT = 8100
 PORT_ENV = "MCP_TELECOM_PORT"
 
-LINE_NOT_FOUND = "Linha {msisdn} não encontrada (line not found)."
-INVOICE_NOT_FOUND = "Fatura {invoice_id} não encontrada para a linha {msisdn} (invoice not found for this line)."
-NO_INVOICES = "A linha {msisdn} ainda não tem faturas (this line has no invoices yet)."
+# Errors name a line by its last four digits only: they travel to the caller and into this server's own log.
+LINE_NOT_FOUND = "Linha {line} não encontrada (line not found)."
+INVOICE_NOT_FOUND = "Fatura {invoice_id} não encontrada para a linha {line} (invoice not found for this line)."
+NO_INVOICES = "A linha {line} ainda não tem faturas (this line has no invoices yet)."
+
+
+def line_label(msisdn: str) -> str:
+    """How an error names a line: ``final 4321``, never the whole number (personal data)."""
+    digits = re.sub(r"\D", "", msisdn)
+    return f"final {digits[-4:]}" if len(digits) > 4 else "informada"
+
 
 LINES: dict[str, dict[str, Any]] = {
     "5511999999999": {"cliente": "Ana Paula Ribeiro", "plano": "Controle 20GB", "situacao": "ativa"},
@@ -200,7 +208,7 @@ def _line(msisdn: str) -> tuple[str, dict[str, Any]]:
     if len(digits) in (10, 11):
         digits = "55" + digits
     if digits not in LINES:
-        raise ToolError(LINE_NOT_FOUND.format(msisdn=msisdn))
+        raise ToolError(LINE_NOT_FOUND.format(line=line_label(msisdn)))
     return digits, LINES[digits]
 
 
@@ -219,14 +227,14 @@ def consultar_fatura(msisdn: MsisdnArg, invoice_id: InvoiceIdArg = None) -> dict
     number, line = _line(msisdn)
     invoices = _invoices_of(number)
     if not invoices:
-        raise ToolError(NO_INVOICES.format(msisdn=number))
+        raise ToolError(NO_INVOICES.format(line=line_label(number)))
     if invoice_id is None or not invoice_id.strip():
         position = len(invoices) - 1
     else:
         wanted = invoice_id.strip().upper()
         ids = [found for found, _ in invoices]
         if wanted not in ids:
-            raise ToolError(INVOICE_NOT_FOUND.format(invoice_id=invoice_id, msisdn=number))
+            raise ToolError(INVOICE_NOT_FOUND.format(invoice_id=invoice_id, line=line_label(number)))
         position = ids.index(wanted)
     found_id, invoice = invoices[position]
 

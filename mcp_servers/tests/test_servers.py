@@ -110,10 +110,11 @@ async def test_unknown_line_or_invoice_is_a_tool_error_not_a_crash(mcp_servers):
         payments_of_unknown_line = await session.call_tool("consultar_pagamentos", {"msisdn": "123"})
         still_serving = await session.call_tool("consultar_fatura", {"msisdn": DEMO_LINE})
 
-    assert telecom.LINE_NOT_FOUND.format(msisdn="5599000000000") in tool_error(unknown_line)
-    expected = telecom.INVOICE_NOT_FOUND.format(invoice_id="INV010", msisdn=DEMO_LINE)
+    assert telecom.LINE_NOT_FOUND.format(line=telecom.line_label("5599000000000")) in tool_error(unknown_line)
+    assert "5599000000000" not in tool_error(unknown_line) and "final 0000" in tool_error(unknown_line)
+    expected = telecom.INVOICE_NOT_FOUND.format(invoice_id="INV010", line=telecom.line_label(DEMO_LINE))
     assert expected in tool_error(other_lines_invoice)
-    assert telecom.LINE_NOT_FOUND.format(msisdn="123") in tool_error(payments_of_unknown_line)
+    assert telecom.LINE_NOT_FOUND.format(line=telecom.line_label("123")) in tool_error(payments_of_unknown_line)
     assert not still_serving.is_error
 
 
@@ -175,7 +176,7 @@ async def test_diagnosticar_linha_of_an_unknown_line_is_a_tool_error(mcp_servers
         missing = await session.call_tool("diagnosticar_linha", {})
         healthy = await session.call_tool("diagnosticar_linha", {"msisdn": "21988887777"})
 
-    assert telecom.LINE_NOT_FOUND.format(msisdn="5599000000000") in tool_error(unknown)
+    assert telecom.LINE_NOT_FOUND.format(line=telecom.line_label("5599000000000")) in tool_error(unknown)
     assert "msisdn" in tool_error(missing)
     assert healthy.structured_content["sinal"]["status"] == "bom"
     assert healthy.structured_content["ocorrencia_rede"] is None
