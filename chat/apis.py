@@ -139,7 +139,8 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 # Every status a message POST can answer besides 200 (403: a session's CSRF or tenant right, or the preview).
 MESSAGE_ERRORS = error_responses(400, 401, 403, 413, 415, 429, 503)
-JSON_RESPONSES = {200: ANSWER_RESPONSE, **MESSAGE_ERRORS}
+# The routes that take an Idempotency-Key (chat/idempotency.py) also answer 409 and 422.
+JSON_RESPONSES = {200: ANSWER_RESPONSE, **MESSAGE_ERRORS, **error_responses(409, 422)}
 SSE_RESPONSES = {200: OpenApiResponse(description="text/event-stream"), **MESSAGE_ERRORS}
 PREVIEW_JSON_RESPONSES = JSON_RESPONSES
 PREVIEW_SSE_RESPONSES = SSE_RESPONSES

@@ -147,7 +147,22 @@ class ContextField(serializers.DictField):
         return value
 
 
-class PayloadSerializer(serializers.Serializer):
+ERROR_UNKNOWN_FIELD = "Unknown field; see the API schema for the fields this body takes."
+
+
+class KnownFieldsSerializer(serializers.Serializer):
+    """Refuses fields it does not declare (400 naming each), as its schema says (``additionalProperties: false``):
+    a misspelt ``session_id`` must not be silently ignored and start a new conversation."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({key: [ERROR_UNKNOWN_FIELD] for key in unknown})
+        return super().to_internal_value(data)
+
+
+class PayloadSerializer(KnownFieldsSerializer):
     text = StrictCharField(max_length=None, trim_whitespace=True)
     session_id = StrictCharField(max_length=200, required=False, allow_blank=False)
     user_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
@@ -157,7 +172,7 @@ class PayloadSerializer(serializers.Serializer):
     context = ContextField(required=False, default=dict)  # type: ignore[assignment]
 
 
-class MessageInputSerializer(serializers.Serializer):
+class MessageInputSerializer(KnownFieldsSerializer):
     """The gateway body, ``{channel, agent_id, tenant_id?, payload: {text, session_id, user_id, context}}``."""
 
     channel = StrictCharField(max_length=64, required=False, default="api")

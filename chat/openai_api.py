@@ -404,7 +404,7 @@ class ChatCompletionsApi(OpenAIView):
         request=COMPLETION_REQUEST,
         responses={
             200: OpenApiResponse(description="chat.completion or a stream of chat.completion.chunk"),
-            **_openai_errors(400, 401, 403, 404, 413, 415, 429, 503),
+            **_openai_errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
         },
     )
     async def post(self, request):

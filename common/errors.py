@@ -111,7 +111,9 @@ ERROR_DESCRIPTIONS = {
     404: "Nothing with this name or key (another tenant's looks the same).",
     405: "Method not allowed on this path.",
     413: "The request body is over the size limit.",
+    409: "A request with this `Idempotency-Key` is still being answered; retry after it ends.",
     415: "The body is not `application/json`.",
+    422: "This `Idempotency-Key` was used with another request body.",
     429: "Too many requests; retry after `Retry-After` seconds.",
     503: "The database cannot be reached; retry after `Retry-After` seconds.",
 }

@@ -246,6 +246,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",  # the default hook, kept
+        "chat.schema.closed_request_bodies",
+    ],
 }
 
 # Request limits (README, Errors): a body over API_MAX_BODY_BYTES is a 413, JSON nested deeper than

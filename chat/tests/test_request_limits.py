@@ -154,3 +154,30 @@ def test_a_slug_sent_as_a_number_is_refused_not_read_as_a_string(tenant_key, tel
     assert response.status_code == 400, response.content
     assert response.json()["error"]["fields"] == {field: ["Must be a string."]}
     assert nothing_stored()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"agent_id": "telecom_contas", "payload": {"text": "oi"}, "error": {"fields": {}}}, "error"),
+        ({"agent_id": "telecom_contas", "payload": {"text": "oi", "sesion_id": "typo"}}, "payload.sesion_id"),
+    ],
+)
+@pytest.mark.parametrize("path", [*CHAT_PATHS, "/api/chat/message/stream"])
+def test_an_unknown_field_is_a_400_naming_it_not_silently_ignored(tenant_key, telecom, path, body, field):
+    """A misspelt session_id would otherwise start a new conversation without a word (the schema says
+    additionalProperties: false)."""
+    response = post(tenant_key, path, json.dumps(body))
+
+    assert response.status_code == 400, response.content
+    assert field in response.json()["error"]["fields"]
+    assert nothing_stored()
+
+
+def test_the_schema_says_the_message_bodies_take_no_other_fields(client):
+    schema = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+    assert schema["MessageInput"]["additionalProperties"] is False
+    assert schema["Payload"]["additionalProperties"] is False
+    assert "additionalProperties" not in schema["Payload"]["properties"]["context"] or (
+        schema["Payload"]["properties"]["context"]["additionalProperties"] is not False
+    )  # the context stays an open object
