@@ -22,6 +22,7 @@ from psycopg_pool import PoolTimeout
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
+from common.outages import database_circuit
 from common.parsers import BodyTooLarge, JsonTooDeep
 
 logger = logging.getLogger(__name__)
@@ -141,6 +142,7 @@ def database_unavailable_response(body: dict[str, Any]) -> Response:
 def database_unavailable_body(exc: BaseException, where: str) -> dict[str, Any]:
     """The 503 body for a database outage, logged as one WARNING line (no traceback: the cause is the outage)."""
     logger.warning("Database unavailable during %s: %s: %s", where, type(exc).__name__, str(exc).strip()[:200])
+    database_circuit.trip()  # the next requests are answered at once, not after the pool's timeout each
     return error_body("service_unavailable", ERROR_SERVICE_UNAVAILABLE)
 
 

@@ -33,6 +33,7 @@ from common.errors import (
     database_unavailable_body,
     error_body,
 )
+from common.outages import TRIAL, database_circuit
 from common.parsers import ERROR_BODY_TOO_LARGE
 
 logger = logging.getLogger(__name__)
@@ -49,12 +50,12 @@ def _json(status: int, code: str, message: str, fields: dict[str, list[str]] | N
     return JsonResponse(error_body(code, message, fields), status=status)
 
 
-def _unavailable(body: dict[str, Any], request: HttpRequest) -> HttpResponse:
+def _unavailable(body: dict[str, Any], request: HttpRequest, retry_after: int = RETRY_AFTER_SECONDS) -> HttpResponse:
     if is_page(request):
         response: HttpResponse = HttpResponse(ERROR_SERVICE_UNAVAILABLE, status=503, content_type="text/plain")
     else:
         response = JsonResponse(body, status=503)
-    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response["Retry-After"] = str(retry_after)
     response._has_been_logged = True  # type: ignore[attr-defined]  # logged once, as a warning: Django adds no ERROR
     return response
 
@@ -100,6 +101,33 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     if is_page(request):
         return csrf.csrf_failure(request, reason)
     return _json(403, "csrf_failed", ERROR_CSRF, {"csrf": [reason]} if reason else None)
+
+
+class DatabaseCircuitMiddleware(MiddlewareMixin):
+    """While the database is known to be down (:data:`common.outages.database_circuit`), answer 503 at once.
+
+    Without it every request of an outage waits the pool's whole timeout (``DATABASE_POOL_TIMEOUT``) before its
+    503. One request per ``DATABASE_OUTAGE_PAUSE_SECONDS`` still goes through as a trial; when it does not meet
+    the outage, everything goes through again. The health routes always run (readiness probes the database
+    itself), and so do static files, which need no database.
+    """
+
+    EXEMPT_PREFIXES = ("/api/health",)
+
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        if request.path.startswith(self.EXEMPT_PREFIXES) or request.path.startswith("/" + settings.STATIC_URL):
+            return None
+        admitted = database_circuit.admit()
+        if admitted is None:
+            body = error_body("service_unavailable", ERROR_SERVICE_UNAVAILABLE)
+            return _unavailable(body, request, retry_after=max(round(database_circuit.seconds_left()), 1))
+        request._database_trial = admitted == TRIAL  # type: ignore[attr-defined]  # read in process_response
+        return None
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if getattr(request, "_database_trial", False):
+            database_circuit.trial_done()
+        return response
 
 
 class DatabaseUnavailableMiddleware(MiddlewareMixin):

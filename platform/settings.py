@@ -69,6 +69,7 @@ INSTALLED_APPS = [
 # about 20 per request, costing the chat API 1-2 ms of CPU and ~150 ms of latency per message under
 # load (README, Benchmarks). Static files are still served before any view runs.
 MIDDLEWARE = [
+    "platform.errors.DatabaseCircuitMiddleware",  # while the database is known to be down: 503 at once
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -123,6 +124,9 @@ elif env.boolean("DATABASE_POOL", True):
         "max_size": env.integer("DATABASE_POOL_MAX_SIZE", 5),
         "timeout": env.decimal("DATABASE_POOL_TIMEOUT", 10.0),
     }
+# Once a request met a database outage, the process answers 503 at once for this long, then lets one request
+# try (common/outages.py); without it each request of the outage waits DATABASE_POOL_TIMEOUT for its 503.
+DATABASE_OUTAGE_PAUSE_SECONDS = env.decimal("DATABASE_OUTAGE_PAUSE_SECONDS", 2.0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

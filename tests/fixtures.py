@@ -16,6 +16,16 @@ from rest_framework.test import APIClient
 
 
 @pytest.fixture(autouse=True)
+def database_circuit_closed():
+    """No test starts with the database circuit opened by an earlier test's outage (common/outages.py)."""
+    from common.outages import database_circuit
+
+    database_circuit.reset()
+    yield
+    database_circuit.reset()
+
+
+@pytest.fixture(autouse=True)
 def fresh_routing_snapshot():
     """Each test starts from the database it built, not from a snapshot of an earlier test, nor from the
     configuration version an earlier test left in the shared cache (it could expire mid-test and make the

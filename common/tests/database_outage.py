@@ -45,3 +45,7 @@ def database_outage() -> Iterator[tuple[Callable[[], None], Callable[[], None]]]
         for alias in connections:  # this thread's connection was terminated with the others
             with contextlib.suppress(Exception):
                 connections[alias].close()
+            pool = getattr(connections[alias], "pool", None)
+            if pool is not None and not pool.closed:
+                with contextlib.suppress(Exception):
+                    pool.check()  # drop the pooled connections the outage cut, so the test's teardown gets live ones

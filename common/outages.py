@@ -1,0 +1,91 @@
+"""A circuit for an outage of something every request needs (the database): fail fast while it is down.
+
+When a request meets the outage (:meth:`Circuit.trip`), the circuit opens: for ``pause`` seconds every request
+is answered 503 at once instead of waiting, each, for the connection pool's timeout. Then one request at a time
+is let through as a trial; if it meets the outage again the circuit opens for another pause, and if it does not,
+the circuit closes and everything goes through again. Process-local: each web worker finds out for itself, with
+one trial per pause, so a recovered database is back in use within about a pause.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+CLOSED = 0  # the admission of an ordinary request
+TRIAL = 1  # the admission of the one request that tries the resource while the circuit is open
+
+
+class Circuit:
+    def __init__(self, name: str, pause_seconds: Callable[[], float]) -> None:
+        self.name = name
+        self._pause_seconds = pause_seconds
+        self._lock = threading.Lock()
+        self._tripped = False
+        self._open_until = 0.0
+        self._trial_running = False
+        self._trips = 0  # bumped by every trip: a trial that ends after a new trip does not close the circuit
+        self._trial_trips = 0
+
+    @property
+    def is_open(self) -> bool:
+        return self._tripped
+
+    def trip(self) -> None:
+        """The resource failed a request: refuse requests for a pause."""
+        with self._lock:
+            if not self._tripped:
+                # INFO: each request that met the outage already logged its own WARNING line.
+                logger.info("%s unavailable: answering 503 at once, trying again every %gs", self.name, self.pause)
+            self._tripped = True
+            self._trips += 1
+            self._open_until = time.monotonic() + self.pause
+            self._trial_running = False
+
+    @property
+    def pause(self) -> float:
+        return self._pause_seconds()
+
+    def admit(self) -> int | None:
+        """``CLOSED`` or ``TRIAL`` when the request may go on (a trial must call :meth:`trial_done`), ``None`` when
+        it is to be refused. Costs one attribute read while the circuit is closed."""
+        if not self._tripped:
+            return CLOSED
+        with self._lock:
+            if not self._tripped:
+                return CLOSED
+            if self._trial_running or time.monotonic() < self._open_until:
+                return None
+            self._trial_running = True
+            self._trial_trips = self._trips
+            return TRIAL
+
+    def trial_done(self) -> None:
+        """The trial request ended: unless it tripped the circuit again, the resource is back."""
+        with self._lock:
+            if self._tripped and self._trial_running and self._trips == self._trial_trips:
+                self._tripped = False
+                logger.info("%s answers again", self.name)
+            self._trial_running = False
+
+    def reset(self) -> None:
+        """Closed, as at start (tests)."""
+        with self._lock:
+            self._tripped = self._trial_running = False
+            self._open_until = 0.0
+
+    def seconds_left(self) -> float:
+        return max(self._open_until - time.monotonic(), 0.0)
+
+
+def _database_pause() -> float:
+    from django.conf import settings
+
+    return float(getattr(settings, "DATABASE_OUTAGE_PAUSE_SECONDS", 2.0))
+
+
+database_circuit = Circuit("database", _database_pause)

@@ -1,0 +1,76 @@
+"""The database circuit: after an outage is met, requests are answered 503 at once, one trial at a time."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.test import Client
+
+from common.outages import CLOSED, TRIAL, Circuit
+from common.tests.database_outage import database_outage
+
+
+def test_a_closed_circuit_admits_everything():
+    circuit = Circuit("thing", lambda: 60.0)
+    assert [circuit.admit() for _ in range(3)] == [CLOSED] * 3
+
+
+def test_a_tripped_circuit_refuses_until_its_pause_ends_then_admits_one_trial_at_a_time():
+    circuit = Circuit("thing", lambda: 0.2)
+    circuit.trip()
+    assert circuit.admit() is None
+    time.sleep(0.25)
+    assert circuit.admit() == TRIAL
+    assert circuit.admit() is None  # the trial is still running
+    circuit.trial_done()
+    assert circuit.admit() == CLOSED and not circuit.is_open
+
+
+def test_a_trial_that_meets_the_outage_again_keeps_the_circuit_open_for_another_pause():
+    circuit = Circuit("thing", lambda: 0.2)
+    circuit.trip()
+    time.sleep(0.25)
+    assert circuit.admit() == TRIAL
+    circuit.trip()  # the trial failed
+    circuit.trial_done()
+    assert circuit.is_open and circuit.admit() is None
+
+
+def test_only_one_of_many_concurrent_requests_is_the_trial():
+    circuit = Circuit("thing", lambda: 0.0)
+    circuit.trip()
+    results: list[int | None] = []
+    threads = [threading.Thread(target=lambda: results.append(circuit.admit())) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(TRIAL) == 1 and results.count(None) == 19
+
+
+@pytest.mark.django_db(transaction=True)
+def test_during_a_database_outage_requests_after_the_first_are_refused_at_once_and_service_resumes_after(
+    tenant_key, telecom, settings
+):
+    settings.DATABASE_OUTAGE_PAUSE_SECONDS = 1.0
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
+    client.raise_request_exception = False
+    path = f"/api/sessions/{tenant_key.tenant.slug}:telecom_contas:outage/messages"  # reads the conversation store
+    assert client.get("/api/agents").status_code == 200  # the key is known to this process now
+    with database_outage() as (down, up):
+        down()
+        first = client.get(path)
+        assert first.status_code == 503 and first.json()["error"]["code"] == "service_unavailable"
+        started = time.monotonic()
+        refused = [client.get(path) for _ in range(5)]
+        assert time.monotonic() - started < 1.0  # no pool wait: refused before any view runs
+        assert {r.status_code for r in refused} == {503}
+        assert all(1 <= int(r["Retry-After"]) <= 1 for r in refused)
+        assert client.get("/api/health/live").status_code == 200  # health routes are never refused
+        up()
+    deadline = time.monotonic() + 15
+    while (answer := client.get(path)).status_code != 404 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert answer.status_code == 404  # the store answers again (no such conversation): the circuit closed
