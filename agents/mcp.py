@@ -199,7 +199,9 @@ class ServerConnection:
         try:
             async with (
                 streamable_http_client(self.endpoint.url) as (read_stream, write_stream),
-                ClientSession(read_stream, write_stream, read_timeout_seconds=self.endpoint.timeout) as session,
+                # The SDK's own request timeout only backs ours up: the caller's deadline decides, so a frozen
+                # server is always a `timeout` (the SDK timing out the handshake first said `unavailable`).
+                ClientSession(read_stream, write_stream, read_timeout_seconds=self.endpoint.timeout + 1) as session,
             ):
                 await session.initialize()
                 await session.list_tools()  # the SDK validates results against listed output schemas

@@ -111,26 +111,23 @@ class PreviewForbidden(DomainError):
 # -- reading a message -------------------------------------------------------------------------------------
 
 
-class StrictCharField(serializers.CharField):
+class StringOnly(serializers.Field):
+    """Mixed into a string field: numbers and booleans are refused (``0`` is not read as ``"0"``)."""
+
+    default_error_messages = {"not_a_string": "Must be a string."}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(StringOnly, serializers.CharField):
     """A string field that refuses numbers and booleans instead of converting them."""
 
-    default_error_messages = {"not_a_string": "Must be a string."}
 
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("not_a_string")
-        return super().to_internal_value(data)
-
-
-class StrictSlugField(serializers.SlugField):
-    """A slug that must arrive as a string: ``0`` is refused, not read as ``"0"``."""
-
-    default_error_messages = {"not_a_string": "Must be a string."}
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("not_a_string")
-        return super().to_internal_value(data)
+class StrictSlugField(StringOnly, serializers.SlugField):
+    """A slug that must arrive as a string."""
 
 
 class ContextField(serializers.DictField):

@@ -110,10 +110,22 @@ def staff_user(django_user_model):
 
 @pytest.fixture
 def editor(django_user_model):
-    from django.contrib.auth.models import Group
+    """A member of "Routing editors". A transactional test's flush empties the tables only data migrations fill,
+    the group among them, so the group is rebuilt from its migration when it is gone."""
+    import importlib
 
+    from django.contrib.auth.models import Group, Permission
+
+    migration = importlib.import_module("routing.migrations.0002_routing_editors_group")
+    group, created = Group.objects.get_or_create(name=migration.GROUP_NAME)
+    if created:
+        group.permissions.set(
+            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
+            for (app, model), actions in migration.PERMISSIONS.items()
+            for action in actions
+        )
     user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
-    user.groups.add(Group.objects.get(name="Routing editors"))
+    user.groups.add(group)
     return user
 
 

@@ -12,7 +12,6 @@ A screenshot of the drawn dashboard goes to ``test-output/screenshots/``.
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -33,25 +32,6 @@ SCREENSHOT = "analytics-dashboard.png"
 CHARTS = ("chart-timeline", "chart-paths", "chart-agents", "chart-methods", "chart-cohorts")
 DASHBOARD = "/analytics/"
 API = "/api/analytics/"
-
-
-@pytest.fixture
-def editor(django_user_model):
-    """The cast's routing editor. An earlier transactional test's flush empties the tables that only data
-    migrations fill, the "Routing editors" group among them, so the group is rebuilt from its migration first."""
-    from django.contrib.auth.models import Group, Permission
-
-    migration = importlib.import_module("routing.migrations.0002_routing_editors_group")
-    group, created = Group.objects.get_or_create(name=migration.GROUP_NAME)
-    if created:
-        group.permissions.set(
-            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
-            for (app, model), actions in migration.PERMISSIONS.items()
-            for action in actions
-        )
-    user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
-    user.groups.add(group)
-    return user
 
 
 # -- the hand-built traffic ------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ everything (the rest of chat/tests uses ``staff_user``, a superuser).
 from __future__ import annotations
 
 import asyncio
-import importlib
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -24,23 +23,6 @@ from tenants.models import TenantGrant, TenantRight
 from tests.factories import ConversationFactory, TenantFactory
 
 PRODUCT = "Qual o melhor plano de internet?"  # the product specialist answers; no MCP tool is called
-
-
-@pytest.fixture
-def editor(django_user_model):
-    """A member of "Routing editors", the group rebuilt from its migration if a transactional test's flush
-    emptied it."""
-    migration = importlib.import_module("routing.migrations.0002_routing_editors_group")
-    group, created = Group.objects.get_or_create(name=migration.GROUP_NAME)
-    if created:
-        group.permissions.set(
-            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
-            for (app, model), actions in migration.PERMISSIONS.items()
-            for action in actions
-        )
-    user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
-    user.groups.add(group)
-    return user
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 from uvicorn.logging import AccessFormatter
 
 from platform.logs import RedactFilter, TaskResultFilter, redact_line, uvicorn_log_config
+from tests.mcp_processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "ark_1a2b3c4d_Q0DOsecretsecretsecret"
@@ -114,17 +115,11 @@ def test_djangos_console_handler_and_uvicorns_handlers_carry_the_filter():
     assert all("redact" in handler["filters"] for handler in config["handlers"].values())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_the_production_server_logs_neither_keys_nor_personal_data(tmp_path):
     import websockets.sync.client
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path)}
     env.pop("DATABASE_URL", None)  # SQLite in tmp_path: the requests below need no data
     log = (tmp_path / "web.log").open("wb")
