@@ -41,7 +41,14 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("analytics", "reads everything, imported by nobody: the dashboard and the analytics API"),
 )
 PLATFORM_TOP = frozenset(
-    {"platform/urls.py", "platform/asgi.py", "platform/wsgi.py", "platform/serve.py", "platform/logs.py"}
+    {
+        "platform/urls.py",
+        "platform/asgi.py",
+        "platform/wsgi.py",
+        "platform/serve.py",
+        "platform/logs.py",
+        "platform/errors.py",
+    }
 )
 TOP = "platform (top)"
 MAX_SHARE = 0.40
