@@ -341,10 +341,10 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     await asyncio.wait({call}, timeout=max(deadline - loop.time(), 0))
     if not call.done():
         # Not cancelled in place: the SDK then tells the server, shielded from cancellation, and a frozen server
-        # holds that up for its transport's timeout (a 3 s limit took 8 s). The call and its session are dropped
-        # in the background; the next call opens a new session within its own limit.
+        # holds that up for its transport's timeout (a 3 s limit took 8 s). The call is cancelled in the
+        # background. The session stays: other calls share it (closing it would fail them as "unavailable" at
+        # their own deadline), each is bounded by its own, and a server that answers again serves it at once.
         _in_background(_cancel(call))
-        connection.broken()
         return timed_out
     try:
         result = call.result()
