@@ -170,7 +170,11 @@ class _HealthView(AsyncAPIView):
     async def get(self, request: Request) -> Response:
         status, body = await health_checks(full=self.full, staff=principal_is_staff(request.user))
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
-        return Response(body, status=status, headers=headers)
+        response = Response(body, status=status, headers=headers)
+        # A probe's 503 is its answer, not a fault of this request: no ERROR line every few seconds of an outage
+        # (the requests that met it logged one WARNING each).
+        response._has_been_logged = True  # type: ignore[attr-defined]  # read by django.utils.log.log_response
+        return response
 
 
 class HealthApi(_HealthView):

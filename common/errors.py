@@ -22,7 +22,7 @@ from psycopg_pool import PoolTimeout
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
-from common.outages import database_circuit
+from common.outages import database_circuit, database_outage_evident
 from common.parsers import BodyTooLarge, JsonTooDeep
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,8 @@ def database_unavailable_response(body: dict[str, Any]) -> Response:
 def database_unavailable_body(exc: BaseException, where: str) -> dict[str, Any]:
     """The 503 body for a database outage, logged as one WARNING line (no traceback: the cause is the outage)."""
     logger.warning("Database unavailable during %s: %s: %s", where, type(exc).__name__, str(exc).strip()[:200])
-    database_circuit.trip()  # the next requests are answered at once, not after the pool's timeout each
+    if database_outage_evident(exc):
+        database_circuit.trip()  # the next requests are answered at once, not after the pool's timeout each
     return error_body("service_unavailable", ERROR_SERVICE_UNAVAILABLE)
 
 

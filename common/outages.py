@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -21,9 +22,18 @@ TRIAL = 1  # the admission of the one request that tries the resource while the 
 
 
 class Circuit:
-    def __init__(self, name: str, pause_seconds: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        name: str,
+        pause_seconds: Callable[[], float],
+        *,
+        on_open: Callable[[], None] | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         self.name = name
         self._pause_seconds = pause_seconds
+        self._on_open = on_open
+        self._on_close = on_close
         self._lock = threading.Lock()
         self._tripped = False
         self._open_until = 0.0
@@ -41,6 +51,8 @@ class Circuit:
             if not self._tripped:
                 # INFO: each request that met the outage already logged its own WARNING line.
                 logger.info("%s unavailable: answering 503 at once, trying again every %gs", self.name, self.pause)
+                if self._on_open is not None:
+                    self._on_open()
             self._tripped = True
             self._trips += 1
             self._open_until = time.monotonic() + self.pause
@@ -70,11 +82,15 @@ class Circuit:
             if self._tripped and self._trial_running and self._trips == self._trial_trips:
                 self._tripped = False
                 logger.info("%s answers again", self.name)
+                if self._on_close is not None:
+                    self._on_close()
             self._trial_running = False
 
     def reset(self) -> None:
         """Closed, as at start (tests)."""
         with self._lock:
+            if self._tripped and self._on_close is not None:
+                self._on_close()
             self._tripped = self._trial_running = False
             self._open_until = 0.0
 
@@ -88,4 +104,44 @@ def _database_pause() -> float:
     return float(getattr(settings, "DATABASE_OUTAGE_PAUSE_SECONDS", 2.0))
 
 
-database_circuit = Circuit("database", _database_pause)
+# While the circuit is open, a request already under way waits this long for a pooled connection at each later
+# step, not the pool's whole timeout again (psycopg_pool reads ``pool.timeout`` at each ``getconn``).
+OUTAGE_POOL_WAIT_SECONDS = 1.0
+_pool_timeouts: dict[str, float] = {}
+
+
+def _pools() -> list[tuple[str, Any]]:
+    from django.db import connections
+
+    found = []
+    for alias in connections:
+        pool = getattr(connections[alias], "pool", None)  # PostgreSQL with DATABASE_POOL on; None otherwise
+        if pool is not None:
+            found.append((alias, pool))
+    return found
+
+
+def _shorten_pool_waits() -> None:
+    for alias, pool in _pools():
+        _pool_timeouts.setdefault(alias, pool.timeout)
+        pool.timeout = min(pool.timeout, OUTAGE_POOL_WAIT_SECONDS)
+
+
+def _restore_pool_waits() -> None:
+    for alias, pool in _pools():
+        if alias in _pool_timeouts:
+            pool.timeout = _pool_timeouts.pop(alias)
+
+
+database_circuit = Circuit("database", _database_pause, on_open=_shorten_pool_waits, on_close=_restore_pool_waits)
+
+
+def database_outage_evident(exc: BaseException) -> bool:
+    """Whether ``exc`` shows the database down, not merely busy: a connection error does; a pool's wait running out
+    does only while the pool holds fewer connections than it may (it failed to open more). Under load the pool is
+    full and every connection in use: that wait is the load's, and opening the circuit would shed it all."""
+    from psycopg_pool import PoolTimeout
+
+    if not isinstance(exc, PoolTimeout):
+        return True
+    return any(pool.get_stats().get("pool_size", 0) < pool.max_size for _, pool in _pools())

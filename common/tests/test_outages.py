@@ -6,9 +6,10 @@ import threading
 import time
 
 import pytest
+from django.db import connection
 from django.test import Client
 
-from common.outages import CLOSED, TRIAL, Circuit
+from common.outages import CLOSED, OUTAGE_POOL_WAIT_SECONDS, TRIAL, Circuit
 from common.tests.database_outage import database_outage
 
 
@@ -69,8 +70,28 @@ def test_during_a_database_outage_requests_after_the_first_are_refused_at_once_a
         assert {r.status_code for r in refused} == {503}
         assert all(1 <= int(r["Retry-After"]) <= 1 for r in refused)
         assert client.get("/api/health/live").status_code == 200  # health routes are never refused
+        assert connection.pool.timeout == OUTAGE_POOL_WAIT_SECONDS  # a request under way waits 1 s a step, not 10
         up()
     deadline = time.monotonic() + 15
     while (answer := client.get(path)).status_code != 404 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert answer.status_code == 404  # the store answers again (no such conversation): the circuit closed
+    assert connection.pool.timeout == settings.DATABASES["default"]["OPTIONS"]["pool"]["timeout"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pool_wait_that_runs_out_under_load_does_not_open_the_circuit(settings):
+    """Every connection in use and the pool at its size: the wait is the load's, not an outage."""
+    from psycopg_pool import PoolTimeout
+
+    from common.outages import database_outage_evident
+
+    pool = connection.pool
+    held = [pool.getconn() for _ in range(pool.max_size)]
+    try:
+        with pytest.raises(PoolTimeout) as waited:
+            pool.getconn(timeout=0.1)
+        assert not database_outage_evident(waited.value)
+    finally:
+        for conn in held:
+            pool.putconn(conn)
