@@ -1,0 +1,348 @@
+"""Goal-based orchestration's deterministic core (seed 002): goal → capabilities → an execution plan, from metadata.
+
+The model only reads a message's goal and human-friendly entities (:class:`IntentOutput`). Everything after that is
+decided here, by the metadata the domains publish in their manifests — never by naming a capability in code:
+
+* :func:`goal_resolve` — ``IntentOutput`` → one :class:`ExecutionIntent` per capability, through the goal's
+  ``capability_map`` (an enum entity's value names one capability or a list of them; a missing value takes the
+  entity's ``default``, else its first value) or, for a goal with one capability, the goal's own ``capabilities``;
+* :func:`plan_build` — intents → :class:`ExecutionPlan`: ``decomposition.array_params`` fans a list parameter out
+  into one step per element (under the parameter's ``max_concurrency``), ``composition`` adds follow-up steps of
+  the capabilities that play a ``followup_roles`` role when ``enabled_if`` holds, with params from ``param_map``;
+* :func:`plan_check` — refuses, with a clear error, a cycle, a reference to no earlier step, and an unknown or
+  disabled capability, before anything runs;
+* :func:`refs_resolve` — ``${1.explanation}`` and ``${<output_key>.result.<field>}`` from the outputs of earlier
+  steps.
+
+Pure functions over frozen dataclasses: no model, no database, no domain call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
+LAST, REPORT, MERGE = "last", "report", "merge"
+DEFAULT_MAX_CONCURRENCY = 4
+EXPLANATION_PARAM = "_step_explanation"  # what a param_map's from_parameters names for the step's explanation
+
+REF_RE = re.compile(r"\$\{([A-Za-z0-9_]+)\.([A-Za-z0-9_.]+)\}")
+
+
+class PlanError(ValueError):
+    """A plan that cannot run: a cycle, a reference to no earlier step, an unknown or disabled capability."""
+
+
+@dataclass(frozen=True)
+class GoalSpec:
+    domain: str
+    name: str
+    entities_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    capabilities: Sequence[str] = ()  # a goal served by one capability whatever its entities say
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CapabilitySpec:
+    domain: str
+    name: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    enabled: bool = True
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(self.metadata.get("roles") or ())
+
+
+@dataclass(frozen=True)
+class IntentOutput:
+    primary_domain: str
+    goal: str
+    entities: Mapping[str, Any]
+    confidence: float
+    original_query: str
+
+
+@dataclass(frozen=True)
+class ExecutionIntent:
+    domain: str
+    capability: str
+    parameters: Mapping[str, Any]
+    confidence: float
+    original_query: str
+
+
+@dataclass(frozen=True)
+class ExecutionStep:
+    id: int
+    domain: str
+    capability: str
+    params: Mapping[str, Any]
+    depends_on: tuple[int, ...] = ()
+    required: bool = True
+    output_key: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    execution_mode: str
+    combine_mode: str
+    max_concurrency: int
+    steps: tuple[ExecutionStep, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "execution_mode": self.execution_mode,
+            "combine_mode": self.combine_mode,
+            "max_concurrency": self.max_concurrency,
+            "steps": [
+                {
+                    "id": step.id,
+                    "domain": step.domain,
+                    "capability": step.capability,
+                    "params": dict(step.params),
+                    "depends_on": list(step.depends_on),
+                    "required": step.required,
+                    "output_key": step.output_key,
+                }
+                for step in self.steps
+            ],
+        }
+
+
+# -- goal → capabilities -----------------------------------------------------------------------------------------
+
+
+def _mapped(goal: GoalSpec, entities: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The capabilities the goal's ``capability_map`` names for ``entities``, and the entities with the enum's
+    chosen value filled in."""
+    for name, schema in goal.entities_schema.items():
+        mapping = schema.get("capability_map")
+        if not mapping:
+            continue
+        values = list(schema.get("values") or mapping)
+        value = entities.get(name)
+        if value not in mapping:
+            value = schema.get("default") if schema.get("default") in mapping else values[0]
+        named = mapping[value]
+        return ([named] if isinstance(named, str) else list(named)), {**entities, name: value}
+    return list(goal.capabilities), dict(entities)
+
+
+def goal_resolve(intent: IntentOutput, goal: GoalSpec) -> list[ExecutionIntent]:
+    """``intent`` → one :class:`ExecutionIntent` per capability the goal's metadata names (deterministic)."""
+    capabilities, parameters = _mapped(goal, intent.entities)
+    if not capabilities:
+        raise PlanError(f"Goal {goal.domain}.{goal.name} names no capability (capability_map or capabilities).")
+    return [
+        ExecutionIntent(
+            domain=goal.domain,
+            capability=capability,
+            parameters=parameters,
+            confidence=intent.confidence,
+            original_query=intent.original_query,
+        )
+        for capability in capabilities
+    ]
+
+
+# -- capabilities → plan -----------------------------------------------------------------------------------------
+
+
+def _path_value(path: str, scope: Mapping[str, Any]) -> Any:
+    value: Any = scope
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _enabled(condition: Mapping[str, Any] | None, intent: ExecutionIntent) -> bool:
+    if not condition:
+        return True
+    value = _path_value(str(condition.get("path", "")), {"parameters": intent.parameters})
+    if "equals" in condition:
+        return value == condition["equals"]
+    return bool(value)
+
+
+def _fanned(intent: ExecutionIntent, capability: CapabilitySpec) -> tuple[list[dict[str, Any]], int | None]:
+    """The params of each step ``intent`` becomes (one per element of an ``array_params`` list), and the bound."""
+    params = {key: value for key, value in intent.parameters.items()}
+    for spec in (capability.metadata.get("decomposition") or {}).get("array_params") or ():
+        many = params.get(spec["param_name"])
+        if isinstance(many, list) and many:
+            rest = {key: value for key, value in params.items() if key != spec["param_name"]}
+            single = spec.get("single_param_name", spec["param_name"])
+            return [{**rest, single: element} for element in many], spec.get("max_concurrency")
+    return [params], None
+
+
+def _followups(
+    intent: ExecutionIntent, capability: CapabilitySpec, catalogue: Mapping[str, CapabilitySpec]
+) -> list[tuple[CapabilitySpec, dict[str, Any]]]:
+    """The follow-up capabilities ``composition`` asks for, each with its param map (values are source names)."""
+    composition = capability.metadata.get("composition") or {}
+    if not composition or not _enabled(composition.get("enabled_if"), intent):
+        return []
+    roles = set(composition.get("followup_roles") or ())
+    found = [spec for spec in catalogue.values() if spec.enabled and roles.intersection(spec.roles)]
+    return [(spec, dict(composition.get("param_map") or {})) for spec in sorted(found, key=lambda s: s.name)]
+
+
+def _mapped_params(param_map: Mapping[str, Any], source_id: int, intent: ExecutionIntent) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for name, rule in param_map.items():
+        for source in rule.get("from_parameters") or ():
+            if source == EXPLANATION_PARAM:
+                params[name] = f"${{{source_id}.explanation}}"
+                break
+            if source in intent.parameters:
+                params[name] = intent.parameters[source]
+                break
+    return params
+
+
+def plan_build(
+    intents: Sequence[ExecutionIntent], catalogue: Mapping[str, CapabilitySpec], *, max_concurrency: int | None = None
+) -> ExecutionPlan:
+    """The plan for ``intents``, from the capabilities' metadata alone; checked by :func:`plan_check`."""
+    steps: list[ExecutionStep] = []
+    bounds: list[int] = []
+    followups: list[ExecutionStep] = []
+    for intent in intents:
+        capability = catalogue.get(intent.capability)
+        if capability is None:
+            raise PlanError(f"Unknown capability {intent.capability!r}.")
+        fanned, bound = _fanned(intent, capability)
+        if bound:
+            bounds.append(int(bound))
+        primary_ids = []
+        for params in fanned:
+            step = ExecutionStep(
+                id=len(steps) + 1,
+                domain=intent.domain,
+                capability=intent.capability,
+                params=params,
+                output_key="primary" if not steps and len(fanned) == 1 else f"{intent.capability}_{len(steps) + 1}",
+            )
+            steps.append(step)
+            primary_ids.append(step.id)
+        for spec, param_map in _followups(intent, capability, catalogue):
+            for source_id in primary_ids:
+                followups.append(
+                    ExecutionStep(
+                        id=0,  # numbered below, after every primary step
+                        domain=spec.domain,
+                        capability=spec.name,
+                        params=_mapped_params(param_map, source_id, intent),
+                        depends_on=(source_id,),
+                        required=False,
+                        output_key=f"{spec.name}_{source_id}",
+                    )
+                )
+    for followup in followups:
+        steps.append(replace(followup, id=len(steps) + 1))
+    mode = DAG if any(step.depends_on for step in steps) else PARALLEL if len(steps) > 1 else SEQUENTIAL
+    plan = ExecutionPlan(
+        execution_mode=mode,
+        combine_mode=LAST if len(steps) == 1 else REPORT,
+        max_concurrency=max_concurrency or min(bounds, default=DEFAULT_MAX_CONCURRENCY),
+        steps=tuple(steps),
+    )
+    plan_check(plan, catalogue)
+    return plan
+
+
+# -- checking and references -------------------------------------------------------------------------------------
+
+
+def _refs(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [match.group(1) for match in REF_RE.finditer(value)]
+    if isinstance(value, Mapping):
+        return [ref for item in value.values() for ref in _refs(item)]
+    if isinstance(value, list | tuple):
+        return [ref for item in value for ref in _refs(item)]
+    return []
+
+
+def plan_check(plan: ExecutionPlan, catalogue: Mapping[str, CapabilitySpec]) -> None:
+    """Raise :class:`PlanError` for what would fail at run time: checked before any step runs."""
+    by_id = {step.id: step for step in plan.steps}
+    if len(by_id) != len(plan.steps):
+        raise PlanError("Two steps share an id.")
+    keys = {step.output_key: step.id for step in plan.steps if step.output_key}
+    for step in plan.steps:
+        capability = catalogue.get(step.capability)
+        if capability is None:
+            raise PlanError(f"Step {step.id}: unknown capability {step.capability!r}.")
+        if not capability.enabled:
+            raise PlanError(f"Step {step.id}: capability {step.capability!r} is disabled.")
+        for dependency in step.depends_on:
+            if dependency not in by_id:
+                raise PlanError(f"Step {step.id} depends on step {dependency}, which is not in the plan.")
+        for ref in _refs(step.params):
+            target = int(ref) if ref.isdigit() else keys.get(ref)
+            if target is None or target not in by_id:
+                raise PlanError(f"Step {step.id} refers to ${{{ref}…}}, which no step of the plan produces.")
+            if target not in _ancestors(step.id, by_id):
+                raise PlanError(f"Step {step.id} refers to step {target} without depending on it.")
+    _acyclic(by_id)
+
+
+def _ancestors(step_id: int, by_id: Mapping[int, ExecutionStep]) -> set[int]:
+    seen: set[int] = set()
+    stack = list(by_id[step_id].depends_on)
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in by_id:
+            continue
+        seen.add(current)
+        stack.extend(by_id[current].depends_on)
+    return seen
+
+
+def _acyclic(by_id: Mapping[int, ExecutionStep]) -> None:
+    state: dict[int, int] = {}  # 1: on the path being walked, 2: done
+    for start in by_id:
+        stack: list[tuple[int, int]] = [(start, 0)]
+        while stack:
+            node, index = stack.pop()
+            if index == 0:
+                if state.get(node) == 2:
+                    continue
+                if state.get(node) == 1:
+                    raise PlanError(f"The plan's steps depend on each other in a cycle (through step {node}).")
+                state[node] = 1
+            dependencies = by_id[node].depends_on
+            if index < len(dependencies):
+                stack.append((node, index + 1))
+                child = dependencies[index]
+                if state.get(child) == 1:
+                    raise PlanError(f"The plan's steps depend on each other in a cycle (through step {child}).")
+                if state.get(child) != 2 and child in by_id:
+                    stack.append((child, 0))
+            else:
+                state[node] = 2
+
+
+def refs_resolve(params: Any, outputs: Mapping[str, Mapping[str, Any]]) -> Any:
+    """``params`` with each ``${<step id or output_key>.<path>}`` replaced from ``outputs`` (keyed both ways).
+
+    A whole-string reference keeps the referenced value's type; one inside a longer string is written in as text.
+    """
+    if isinstance(params, Mapping):
+        return {key: refs_resolve(value, outputs) for key, value in params.items()}
+    if isinstance(params, list):
+        return [refs_resolve(value, outputs) for value in params]
+    if not isinstance(params, str):
+        return params
+    whole = REF_RE.fullmatch(params)
+    if whole:
+        return _path_value(whole.group(2), outputs.get(whole.group(1)) or {})
+    return REF_RE.sub(lambda match: str(_path_value(match.group(2), outputs.get(match.group(1)) or {}) or ""), params)

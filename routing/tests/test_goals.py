@@ -1,0 +1,203 @@
+"""The deterministic core of goal orchestration (seed 002): resolver, decomposer, composition, checks, references."""
+
+from __future__ import annotations
+
+import pytest
+
+from routing.goals import (
+    DAG,
+    LAST,
+    PARALLEL,
+    REPORT,
+    SEQUENTIAL,
+    CapabilitySpec,
+    ExecutionPlan,
+    ExecutionStep,
+    GoalSpec,
+    IntentOutput,
+    PlanError,
+    goal_resolve,
+    plan_build,
+    plan_check,
+    refs_resolve,
+)
+
+GET_QUOTE = GoalSpec(
+    domain="finance",
+    name="GET_QUOTE",
+    entities_schema={"symbol_text": {"type": "string", "required": True}},
+    capabilities=["get_stock_price"],
+)
+TOP_MOVERS = GoalSpec(
+    domain="finance",
+    name="TOP_MOVERS",
+    entities_schema={
+        "direction": {
+            "type": "enum",
+            "values": ["GAINERS", "LOSERS", "BOTH"],
+            "required": True,
+            "capability_map": {
+                "GAINERS": "get_top_gainers",
+                "LOSERS": "get_top_losers",
+                "BOTH": ["get_top_gainers", "get_top_losers"],
+            },
+        },
+        "market_text": {"type": "string"},
+    },
+)
+CATALOGUE = {
+    "get_stock_price": CapabilitySpec(
+        "finance",
+        "get_stock_price",
+        {
+            "decomposition": {
+                "array_params": [{"param_name": "symbols", "single_param_name": "symbol_text", "max_concurrency": 2}]
+            },
+            "composition": {
+                "followup_roles": ["notifier"],
+                "enabled_if": {"path": "parameters.notify", "equals": True},
+                "param_map": {"message": {"from_parameters": ["_step_explanation"]}},
+            },
+        },
+    ),
+    "get_top_gainers": CapabilitySpec("finance", "get_top_gainers"),
+    "get_top_losers": CapabilitySpec("finance", "get_top_losers"),
+    "send_message": CapabilitySpec("notify", "send_message", {"roles": ["notifier"]}),
+    "retired": CapabilitySpec("finance", "retired", enabled=False),
+}
+
+
+def intent(goal: str, **entities) -> IntentOutput:
+    return IntentOutput("finance", goal, entities, 0.95, "…")
+
+
+@pytest.mark.parametrize(
+    ("goal", "entities", "capabilities"),
+    [
+        (GET_QUOTE, {"symbol_text": "Nordea"}, ["get_stock_price"]),
+        (TOP_MOVERS, {"direction": "GAINERS"}, ["get_top_gainers"]),
+        (TOP_MOVERS, {"direction": "LOSERS"}, ["get_top_losers"]),
+        (TOP_MOVERS, {}, ["get_top_gainers"]),  # no direction and no default: the first value
+        (TOP_MOVERS, {"direction": "SIDEWAYS"}, ["get_top_gainers"]),  # not a value of the enum: the same
+        (TOP_MOVERS, {"direction": "BOTH"}, ["get_top_gainers", "get_top_losers"]),
+    ],
+)
+def test_the_resolver_follows_seed_002s_table(goal, entities, capabilities):
+    resolved = goal_resolve(intent(goal.name, **entities), goal)
+    assert [one.capability for one in resolved] == capabilities
+    assert all(one.domain == "finance" and one.confidence == 0.95 for one in resolved)
+
+
+def test_a_missing_enum_takes_its_default_and_the_parameters_carry_the_chosen_value():
+    with_default = GoalSpec(
+        "finance",
+        "TOP_MOVERS",
+        {"direction": {**TOP_MOVERS.entities_schema["direction"], "default": "BOTH"}},
+    )
+    resolved = goal_resolve(intent("TOP_MOVERS", market_text="Brasil"), with_default)
+    assert [one.capability for one in resolved] == ["get_top_gainers", "get_top_losers"]
+    assert resolved[0].parameters == {"market_text": "Brasil", "direction": "BOTH"}
+
+
+def test_a_goal_that_names_no_capability_is_refused():
+    with pytest.raises(PlanError, match="names no capability"):
+        goal_resolve(intent("EMPTY"), GoalSpec("finance", "EMPTY"))
+
+
+def test_one_capability_is_a_one_step_sequential_plan_whose_answer_is_the_last_output():
+    plan = plan_build(goal_resolve(intent("GET_QUOTE", symbol_text="Nordea"), GET_QUOTE), CATALOGUE)
+    assert (plan.execution_mode, plan.combine_mode, len(plan.steps)) == (SEQUENTIAL, LAST, 1)
+    assert plan.steps[0].params == {"symbol_text": "Nordea"} and plan.steps[0].output_key == "primary"
+
+
+def test_a_list_parameter_fans_out_into_parallel_steps_bounded_by_its_metadata():
+    resolved = goal_resolve(intent("GET_QUOTE", symbols=["PETR4", "VALE3", "Nordea"]), GET_QUOTE)
+    plan = plan_build(resolved, CATALOGUE)
+    assert plan.execution_mode == PARALLEL and plan.combine_mode == REPORT
+    assert plan.max_concurrency == 2  # array_params' max_concurrency
+    assert [step.params for step in plan.steps] == [
+        {"symbol_text": "PETR4"},
+        {"symbol_text": "VALE3"},
+        {"symbol_text": "Nordea"},
+    ]
+
+
+def test_both_directions_are_two_independent_steps():
+    plan = plan_build(goal_resolve(intent("TOP_MOVERS", direction="BOTH"), TOP_MOVERS), CATALOGUE)
+    assert plan.execution_mode == PARALLEL
+    assert [step.capability for step in plan.steps] == ["get_top_gainers", "get_top_losers"]
+
+
+def test_composition_adds_an_optional_notifier_that_reads_the_quotes_explanation_when_asked():
+    resolved = goal_resolve(intent("GET_QUOTE", symbol_text="PETR4", notify=True), GET_QUOTE)
+    plan = plan_build(resolved, CATALOGUE)
+    assert plan.execution_mode == DAG and plan.combine_mode == REPORT
+    quote, notify = plan.steps
+    assert (notify.capability, notify.depends_on, notify.required) == ("send_message", (quote.id,), False)
+    assert notify.params == {"message": "${1.explanation}"}
+
+
+def test_composition_stays_out_when_its_condition_does_not_hold():
+    plan = plan_build(goal_resolve(intent("GET_QUOTE", symbol_text="PETR4"), GET_QUOTE), CATALOGUE)
+    assert [step.capability for step in plan.steps] == ["get_stock_price"]
+
+
+def test_each_fanned_out_quote_gets_its_own_notification():
+    resolved = goal_resolve(intent("GET_QUOTE", symbols=["PETR4", "VALE3"], notify=True), GET_QUOTE)
+    plan = plan_build(resolved, CATALOGUE)
+    notes = [step for step in plan.steps if step.capability == "send_message"]
+    assert [(step.depends_on, step.params["message"]) for step in notes] == [
+        ((1,), "${1.explanation}"),
+        ((2,), "${2.explanation}"),
+    ]
+
+
+def step(id, capability="get_stock_price", depends_on=(), **params):
+    return ExecutionStep(id=id, domain="finance", capability=capability, params=params, depends_on=tuple(depends_on))
+
+
+def plan_of(*steps):
+    return ExecutionPlan(DAG, REPORT, 4, tuple(steps))
+
+
+@pytest.mark.parametrize(
+    ("plan", "error"),
+    [
+        (plan_of(step(1, depends_on=[2]), step(2, depends_on=[1])), "cycle"),
+        (plan_of(step(1, depends_on=[1])), "cycle"),
+        (plan_of(step(1), step(2, depends_on=[7])), "not in the plan"),
+        (plan_of(step(1), step(2, capability="send_message", message="${3.explanation}")), "no step of the plan"),
+        (plan_of(step(1), step(2, capability="send_message", message="${1.explanation}")), "without depending"),
+        (plan_of(step(1, capability="nowhere")), "unknown capability"),
+        (plan_of(step(1, capability="retired")), "disabled"),
+    ],
+)
+def test_a_plan_that_cannot_run_is_refused_before_anything_runs(plan, error):
+    with pytest.raises(PlanError, match=error):
+        plan_check(plan, CATALOGUE)
+
+
+def test_a_long_chain_is_checked_without_recursion():
+    chain = [step(1)] + [step(n, depends_on=[n - 1]) for n in range(2, 5000)]
+    plan_check(plan_of(*chain), CATALOGUE)
+
+
+def test_references_take_values_from_earlier_outputs_by_id_or_output_key():
+    outputs = {
+        "1": {"explanation": "PETR4 está em R$ 38,20", "result": {"price": 38.2}},
+        "primary": {"explanation": "PETR4 está em R$ 38,20", "result": {"price": 38.2}},
+    }
+    params = {
+        "message": "${1.explanation}",
+        "price": "${primary.result.price}",
+        "text": "Preço: ${primary.result.price} (${1.explanation})",
+        "list": ["${1.explanation}", 3],
+        "missing": "${primary.result.volume}",
+    }
+    assert refs_resolve(params, outputs) == {
+        "message": "PETR4 está em R$ 38,20",
+        "price": 38.2,  # a whole-string reference keeps its type
+        "text": "Preço: 38.2 (PETR4 está em R$ 38,20)",
+        "list": ["PETR4 está em R$ 38,20", 3],
+        "missing": None,
+    }
