@@ -12,7 +12,9 @@ decided here, by the metadata the domains publish in their manifests — never b
 * :func:`plan_check` — refuses, with a clear error, a cycle, a reference to no earlier step, and an unknown or
   disabled capability, before anything runs;
 * :func:`refs_resolve` — ``${1.explanation}`` and ``${<output_key>.result.<field>}`` from the outputs of earlier
-  steps.
+  steps;
+* :func:`manifest_read` — a domain's manifest (the JSON an MCP server serves as ``manifest://<domain>``) checked
+  and read into the specs above.
 
 Pure functions over frozen dataclasses: no model, no database, no domain call.
 """
@@ -346,3 +348,83 @@ def refs_resolve(params: Any, outputs: Mapping[str, Mapping[str, Any]]) -> Any:
     if whole:
         return _path_value(whole.group(2), outputs.get(whole.group(1)) or {})
     return REF_RE.sub(lambda match: str(_path_value(match.group(2), outputs.get(match.group(1)) or {}) or ""), params)
+
+
+# -- manifests ---------------------------------------------------------------------------------------------------
+
+ENTITY_TYPES = frozenset({"string", "enum", "list", "boolean"})  # seed 002's string and enum, and two extensions
+
+
+class ManifestError(ValueError):
+    """A manifest the platform cannot serve; the message names the place (``goals[1].entities_schema.direction``)."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    domain: str
+    goals: Mapping[str, GoalSpec]
+    capabilities: Mapping[str, CapabilitySpec]
+    tools: Mapping[str, str]  # capability → the MCP tool that serves it
+
+
+def _need(condition: bool, where: str, problem: str) -> None:
+    if not condition:
+        raise ManifestError(f"{where}: {problem}")
+
+
+def _entities(where: str, schema: Any, capabilities: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    _need(isinstance(schema, Mapping), where, "must be an object of entities")
+    for name, entity in schema.items():
+        at = f"{where}.{name}"
+        _need(isinstance(entity, Mapping), at, "must be an object")
+        kind = entity.get("type", "string")
+        _need(kind in ENTITY_TYPES, at, f"type must be one of {', '.join(sorted(ENTITY_TYPES))}, not {kind!r}")
+        if kind == "enum":
+            values = entity.get("values")
+            _need(isinstance(values, list) and bool(values), at, "an enum needs its values")
+            _need("default" not in entity or entity["default"] in values, at, "default must be one of the values")
+        for value, named in (entity.get("capability_map") or {}).items():
+            _need(kind != "enum" or value in entity["values"], at, f"capability_map names {value!r}, not a value")
+            for capability in [named] if isinstance(named, str) else list(named):
+                _need(capability in capabilities, at, f"capability_map names unknown capability {capability!r}")
+    return {name: dict(entity) for name, entity in schema.items()}
+
+
+def manifest_read(data: Any) -> Manifest:
+    """Check a domain's manifest and read it into specs; raises :class:`ManifestError` naming what is wrong."""
+    _need(isinstance(data, Mapping), "manifest", "must be a JSON object")
+    domain = data.get("domain")
+    _need(isinstance(domain, str) and bool(domain.strip()), "domain", "must be a non-empty string")
+    raw_capabilities = data.get("capabilities") or []
+    _need(isinstance(raw_capabilities, list), "capabilities", "must be a list")
+    capabilities: dict[str, CapabilitySpec] = {}
+    tools: dict[str, str] = {}
+    for index, raw in enumerate(raw_capabilities):
+        at = f"capabilities[{index}]"
+        _need(isinstance(raw, Mapping) and isinstance(raw.get("capability"), str), at, "needs a capability name")
+        name = raw["capability"]
+        _need(name not in capabilities, at, f"capability {name!r} is declared twice")
+        metadata = raw.get("metadata") or {}
+        _need(isinstance(metadata, Mapping), f"{at}.metadata", "must be an object")
+        capabilities[name] = CapabilitySpec(domain=domain, name=name, metadata=dict(metadata))
+        tools[name] = str(raw.get("tool") or name)
+    raw_goals = data.get("goals") or []
+    _need(isinstance(raw_goals, list) and bool(raw_goals), "goals", "must be a non-empty list")
+    goals: dict[str, GoalSpec] = {}
+    for index, raw in enumerate(raw_goals):
+        at = f"goals[{index}]"
+        _need(isinstance(raw, Mapping) and isinstance(raw.get("goal"), str), at, "needs a goal name")
+        entities = _entities(f"{at}.entities_schema", raw.get("entities_schema") or {}, capabilities)
+        named = list(raw.get("capabilities") or [])
+        for capability in named:
+            _need(capability in capabilities, f"{at}.capabilities", f"unknown capability {capability!r}")
+        goal = GoalSpec(
+            domain=domain,
+            name=raw["goal"],
+            entities_schema=entities,
+            capabilities=tuple(named),
+            description=str(raw.get("description") or ""),
+        )
+        _need(bool(_mapped(goal, {})[0]), at, "names no capability (capability_map or capabilities)")
+        goals[goal.name] = goal
+    return Manifest(domain=domain, goals=goals, capabilities=capabilities, tools=tools)

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SERVER_NAMES = ("telecom", "retail")
+SERVER_NAMES = ("telecom", "retail", "finance")
 HOST = "127.0.0.1"
 
 

@@ -1,0 +1,281 @@
+"""Example finance MCP server (seed 002's domain): quotes, top movers, symbol search, a notifier, and its manifest.
+
+    python -m mcp_servers.finance.server [--host 127.0.0.1] [--port 8300] [--delay-ms 0]
+
+Tools: ``search_symbol(query)``, ``get_stock_price(symbol)``, ``get_top_gainers(market=None, limit=3)``,
+``get_top_losers(market=None, limit=3)``, ``send_message(message)`` and ``sent_messages()``. The resource
+``manifest://finance`` is the domain's manifest (docs/goals.md): its goals with their ``entities_schema`` and its
+capabilities with their metadata, which is all the platform's goal mode needs to serve the domain.
+
+Demo data only, fixed (no clock, no randomness): a few Brazilian and Nordic stocks, Nordea listed twice
+(Stockholm and Helsinki) so that "qual o preço da Nordea?" is ambiguous. ``send_message`` delivers nothing: it
+records the message in this process so that a test can read back what was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mcp_servers.common import READ_ONLY, LogLevel, main, new_server
+
+NAME = "finance"
+DEFAULT_PORT = 8300
+PORT_ENV = "MCP_FINANCE_PORT"
+MANIFEST_URI = f"manifest://{NAME}"
+
+MARKETS: dict[str, dict[str, Any]] = {
+    "BR": {"exchange": "B3", "currency": "BRL", "timezone": "America/Sao_Paulo", "names": ["brasil", "b3", "br"]},
+    "SE": {"exchange": "OMX Stockholm", "currency": "SEK", "timezone": "Europe/Stockholm", "names": ["suecia"]},
+    "FI": {"exchange": "OMX Helsinki", "currency": "EUR", "timezone": "Europe/Helsinki", "names": ["finlandia"]},
+    "NO": {"exchange": "Oslo Børs", "currency": "NOK", "timezone": "Europe/Oslo", "names": ["noruega"]},
+}
+
+STOCKS: dict[str, dict[str, Any]] = {
+    "PETR4.SA": {"name": "Petrobras PN", "market": "BR", "price": 38.20, "change_pct": 1.85},
+    "VALE3.SA": {"name": "Vale ON", "market": "BR", "price": 61.47, "change_pct": -2.10},
+    "ITUB4.SA": {"name": "Itaú Unibanco PN", "market": "BR", "price": 34.05, "change_pct": 0.62},
+    "MGLU3.SA": {"name": "Magazine Luiza ON", "market": "BR", "price": 9.12, "change_pct": 4.33},
+    "NDA-SE.ST": {"name": "Nordea Bank", "market": "SE", "price": 112.50, "change_pct": 0.45},
+    "NDA-FI.HE": {"name": "Nordea Bank", "market": "FI", "price": 10.05, "change_pct": 0.38},
+    "ERIC-B.ST": {"name": "Ericsson B", "market": "SE", "price": 71.32, "change_pct": -1.27},
+    "EQNR.OL": {"name": "Equinor", "market": "NO", "price": 276.40, "change_pct": 2.02},
+}
+
+SENT: list[dict[str, Any]] = []  # what send_message "delivered", in this process
+
+UNKNOWN_SYMBOL = "Símbolo {symbol} não encontrado (unknown symbol); use search_symbol."
+
+
+def _folded(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(char for char in decomposed if not unicodedata.combining(char)).casefold().strip()
+
+
+def _listing(symbol: str) -> dict[str, Any]:
+    stock = STOCKS[symbol]
+    market = MARKETS[stock["market"]]
+    return {
+        "symbol": symbol,
+        "name": stock["name"],
+        "market": stock["market"],
+        "exchange": market["exchange"],
+        "currency": market["currency"],
+    }
+
+
+def _market_of(text: str | None) -> str | None:
+    """``"Brasil"`` → ``"BR"``; ``None`` for no market (every market)."""
+    if not text or not text.strip():
+        return None
+    wanted = _folded(text)
+    for code, market in MARKETS.items():
+        if wanted == code.casefold() or wanted in market["names"]:
+            return code
+    raise ToolError(f"Mercado {text!r} desconhecido (unknown market); conhecidos: {', '.join(MARKETS)}.")
+
+
+def search_symbol(
+    query: Annotated[str, Field(description="Nome ou código como o usuário disse (Nordea, PETR4).")],
+) -> dict[str, Any]:
+    """Listings whose symbol or name matches ``query``: one, several (ambiguous), or none."""
+    wanted = _folded(query)
+    if not wanted:
+        raise ToolError("query vazia (empty query).")
+    matches = [
+        _listing(symbol)
+        for symbol, stock in STOCKS.items()
+        if _folded(symbol).startswith(wanted) or wanted in _folded(stock["name"])
+    ]
+    return {"query": query, "matches": matches}
+
+
+def get_stock_price(
+    symbol: Annotated[str, Field(description="Código da listagem, ex. PETR4.SA ou NDA-SE.ST.")],
+) -> dict[str, Any]:
+    """The listing's last price and change, with its market context."""
+    key = symbol.strip().upper()
+    if key not in STOCKS:
+        raise ToolError(UNKNOWN_SYMBOL.format(symbol=symbol))
+    stock, listing = STOCKS[key], _listing(key)
+    market = MARKETS[stock["market"]]
+    return {
+        **listing,
+        "price": stock["price"],
+        "change_pct": stock["change_pct"],
+        "_market_context": {"market": stock["market"], "exchange": market["exchange"], "timezone": market["timezone"]},
+        "explanation": f"{stock['name']} ({key}) está em {stock['price']:.2f} {market['currency']} "
+        f"({stock['change_pct']:+.2f}% no dia).",
+    }
+
+
+def _movers(market: str | None, limit: int, *, gainers: bool) -> dict[str, Any]:
+    code = _market_of(market)
+    rows = [
+        {**_listing(symbol), "price": stock["price"], "change_pct": stock["change_pct"]}
+        for symbol, stock in STOCKS.items()
+        if code is None or stock["market"] == code
+    ]
+    rows = [row for row in rows if (row["change_pct"] > 0) == gainers]
+    rows.sort(key=lambda row: row["change_pct"], reverse=gainers)
+    top = rows[: max(1, min(limit, 10))]
+    title = "Maiores altas" if gainers else "Maiores baixas"
+    where = f" ({code})" if code else ""
+    listed = "; ".join(f"{row['name']} {row['change_pct']:+.2f}%" for row in top) or "nenhuma"
+    return {
+        "market": code,
+        "direction": "GAINERS" if gainers else "LOSERS",
+        "items": top,
+        "explanation": f"{title}{where}: {listed}.",
+    }
+
+
+MarketArg = Annotated[str | None, Field(description="Mercado como o usuário disse (Brasil, Suécia); vazio: todos.")]
+LimitArg = Annotated[int, Field(ge=1, le=10, description="Quantas listagens (1–10).")]
+
+
+def get_top_gainers(market: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
+    """The day's biggest gains, in a market or in all."""
+    return _movers(market, limit, gainers=True)
+
+
+def get_top_losers(market: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
+    """The day's biggest losses, in a market or in all."""
+    return _movers(market, limit, gainers=False)
+
+
+def send_message(
+    message: Annotated[str, Field(min_length=1, max_length=2000, description="O texto a enviar.")],
+) -> dict[str, Any]:
+    """Record a notification (the demo delivers nothing) and say it was sent."""
+    SENT.append({"id": len(SENT) + 1, "message": message})
+    return {"sent": True, "id": len(SENT), "explanation": "Notificação enviada."}
+
+
+def sent_messages() -> dict[str, Any]:
+    """What ``send_message`` recorded in this process, oldest first."""
+    return {"messages": list(SENT)}
+
+
+MANIFEST: dict[str, Any] = {
+    "domain": NAME,
+    "description": "Cotações, maiores altas e baixas e avisos (quotes, top movers and notifications). Demo data.",
+    "goals": [
+        {
+            "goal": "GET_QUOTE",
+            "description": "O preço de uma ou mais ações (the price of one or more stocks).",
+            "examples": ["qual o preço da Nordea?", "cotação da PETR4", "quanto está a Vale e a Petrobras?"],
+            "capabilities": ["get_stock_price"],
+            "entities_schema": {
+                "symbol_text": {
+                    "type": "string",
+                    "required": True,
+                    "description": "Nome ou código como o usuário disse, nunca um ticker deduzido.",
+                },
+                "symbols": {"type": "list", "description": "Vários nomes ou códigos, como o usuário disse."},
+                "notify": {"type": "boolean", "description": "O usuário pediu para avisar/enviar o resultado."},
+            },
+        },
+        {
+            "goal": "TOP_MOVERS",
+            "description": "As maiores altas ou baixas do dia (the day's top gainers or losers).",
+            "examples": ["maiores altas do Brasil", "quais ações mais caíram hoje?"],
+            "entities_schema": {
+                "direction": {
+                    "type": "enum",
+                    "values": ["GAINERS", "LOSERS", "BOTH"],
+                    "required": True,
+                    "aliases": {
+                        "GAINERS": ["altas", "alta", "subiram", "ganhos", "gainers"],
+                        "LOSERS": ["baixas", "baixa", "caíram", "quedas", "losers"],
+                        "BOTH": ["altas e baixas", "movers"],
+                    },
+                    "capability_map": {
+                        "GAINERS": "get_top_gainers",
+                        "LOSERS": "get_top_losers",
+                        "BOTH": ["get_top_gainers", "get_top_losers"],
+                    },
+                },
+                "market_text": {"type": "string", "description": "Mercado como o usuário mencionou."},
+            },
+        },
+    ],
+    "capabilities": [
+        {
+            "capability": "get_stock_price",
+            "tool": "get_stock_price",
+            "metadata": {
+                "intent_hints": {
+                    "keywords": ["preço", "valor", "cotação", "quanto está"],
+                    "examples": ["qual o preço da PETR4?"],
+                },
+                "decomposition": {
+                    "array_params": [
+                        {"param_name": "symbols", "single_param_name": "symbol_text", "max_concurrency": 4}
+                    ]
+                },
+                "composition": {
+                    "followup_roles": ["notifier"],
+                    "enabled_if": {"path": "parameters.notify", "equals": True},
+                    "param_map": {"message": {"from_parameters": ["_step_explanation"]}},
+                },
+                "flow": {"pre": [{"type": "resolve_symbol", "param": "symbol", "search_capability": "search_symbol"}]},
+            },
+        },
+        {"capability": "search_symbol", "tool": "search_symbol", "metadata": {"roles": ["symbol_search"]}},
+        {
+            "capability": "get_top_gainers",
+            "tool": "get_top_gainers",
+            "metadata": {"intent_hints": {"keywords": ["maiores altas", "subiram"]}},
+        },
+        {
+            "capability": "get_top_losers",
+            "tool": "get_top_losers",
+            "metadata": {"intent_hints": {"keywords": ["maiores baixas", "caíram"]}},
+        },
+        {"capability": "send_message", "tool": "send_message", "metadata": {"roles": ["notifier"]}},
+    ],
+}
+
+
+def manifest() -> str:
+    """The domain manifest, as JSON."""
+    return json.dumps(MANIFEST, ensure_ascii=False)
+
+
+NOTIFY = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+
+
+def build_server(*, delay_ms: int = 0, log_level: LogLevel = "INFO") -> MCPServer:
+    server = new_server(
+        NAME,
+        title="Finance (exemplo)",
+        instructions="Cotações, maiores altas/baixas, busca de símbolos e avisos. Dados de demo; manifesto em "
+        f"{MANIFEST_URI}.",
+        delay_ms=delay_ms,
+        log_level=log_level,
+    )
+    for tool, hints in (
+        (search_symbol, READ_ONLY),
+        (get_stock_price, READ_ONLY),
+        (get_top_gainers, READ_ONLY),
+        (get_top_losers, READ_ONLY),
+        (send_message, NOTIFY),
+        (sent_messages, READ_ONLY),
+    ):
+        server.add_tool(tool, annotations=hints)
+    described = server.resource(
+        MANIFEST_URI, name="manifest", description="The finance domain's manifest", mime_type="application/json"
+    )
+    described(manifest)
+    return server
+
+
+if __name__ == "__main__":
+    main(build_server, description=__doc__.splitlines()[0], port_env=PORT_ENV, default_port=DEFAULT_PORT)
