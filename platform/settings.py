@@ -266,7 +266,7 @@ API_MAX_CONTEXT_BYTES = env.integer("API_MAX_CONTEXT_BYTES", 65_536)
 CSRF_FAILURE_VIEW = "platform.errors.csrf_failure"
 
 # --- Product knobs -----------------------------------------------------------
-ROUTING_MODE = env.choice("ROUTING_MODE", ("router", "supervisor", "hybrid"))  # overrides every profile
+ROUTING_MODE = env.choice("ROUTING_MODE", ("router", "supervisor", "hybrid", "goal"))  # overrides every profile
 MAX_INPUT_CHARS = env.integer("MAX_INPUT_CHARS", 4000)
 SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = env.decimal("SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS", 30.0)
 # Where a supervisor plan's specialists run: Celery workers when REDIS_URL is set ("auto"), or in-process.

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
+SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # DomainOutput and turn statuses
+GENERAL_DOMAIN = "general"  # small talk and what no goal covers: exempt from the confidence gate
+DEFAULT_CONFIDENCE_THRESHOLD = 0.94
 LAST, REPORT, MERGE = "last", "report", "merge"
 DEFAULT_MAX_CONCURRENCY = 4
 EXPLANATION_PARAM = "_step_explanation"  # what a param_map's from_parameters names for the step's explanation
@@ -45,6 +48,9 @@ class GoalSpec:
     entities_schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     capabilities: Sequence[str] = ()  # a goal served by one capability whatever its entities say
     description: str = ""
+    examples: tuple[str, ...] = ()
+    confidence_threshold: float | None = None  # None: the profile's
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,53 @@ class CapabilitySpec:
     name: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
     enabled: bool = True
+    tool: str = ""  # the MCP tool that serves it ("" = the capability's name)
+    description: str = ""
+
+    @property
+    def tool_name(self) -> str:
+        return self.tool or self.name
 
     @property
     def roles(self) -> tuple[str, ...]:
         return tuple(self.metadata.get("roles") or ())
+
+
+@dataclass(frozen=True)
+class GoalCatalogue:
+    """The goals and capabilities a goal-mode profile serves, compiled into the routing snapshot."""
+
+    goals: Mapping[tuple[str, str], GoalSpec] = field(default_factory=dict)  # (domain, goal name) → goal
+    capabilities: Mapping[str, CapabilitySpec] = field(default_factory=dict)  # capability name → capability
+
+    def goal(self, domain: str, name: str) -> GoalSpec | None:
+        return self.goals.get((domain, name))
+
+    def enabled_goals(self) -> list[GoalSpec]:
+        return [goal for goal in self.goals.values() if goal.enabled]
+
+    def __bool__(self) -> bool:
+        return bool(self.goals)
+
+
+@dataclass(frozen=True)
+class DomainOutput:
+    """What one plan step produced (seed 002): ``status`` success, failure or clarification."""
+
+    status: str
+    result: Any = None
+    explanation: str = ""
+    confidence: float = 1.0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "result": self.result,
+            "explanation": self.explanation,
+            "confidence": self.confidence,
+            "metadata": dict(self.metadata),
+        }
 
 
 @dataclass(frozen=True)
@@ -67,6 +116,15 @@ class IntentOutput:
     confidence: float
     original_query: str
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "primary_domain": self.primary_domain,
+            "goal": self.goal,
+            "entities": dict(self.entities),
+            "confidence": self.confidence,
+            "original_query": self.original_query,
+        }
+
 
 @dataclass(frozen=True)
 class ExecutionIntent:
@@ -75,6 +133,15 @@ class ExecutionIntent:
     parameters: Mapping[str, Any]
     confidence: float
     original_query: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "domain": self.domain,
+            "capability": self.capability,
+            "parameters": dict(self.parameters),
+            "confidence": self.confidence,
+            "original_query": self.original_query,
+        }
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from common.config_version import config_version, local_generation
+from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.rollout import FlagSpec
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 
@@ -89,6 +90,9 @@ class ProfileSpec:
     confirmation_words: tuple[str, ...] = ()
     denial_words: tuple[str, ...] = ()
     closing_words: tuple[str, ...] = ()
+    # Goal mode (seed 002): the goals and capabilities the profile serves, and its confidence gate.
+    goals: GoalCatalogue = field(default_factory=GoalCatalogue)
+    goal_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
 
     @property
     def effective_mode(self) -> str:
