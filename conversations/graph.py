@@ -155,6 +155,7 @@ class Turn:
     pending_result: dict[str, Any] | None = None
     pending_permission: dict[str, Any] | None = None
     granted: list[str] = field(default_factory=list)
+    goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
     # What the analytics' daily totals know of the conversation (see _persist).
     stored_cohort: str = ""
     handoff_kinds: int = 0
@@ -826,6 +827,7 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.pending_result = state["pending_result"]
         turn.pending_permission = state["pending_permission"]
         turn.granted = list(state["granted_permissions"] or [])
+        turn.goal_state = state["goal_state"]
         turn.stored_cohort = state["cohort"]
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]
@@ -913,6 +915,7 @@ def _persist(turn: Turn) -> int:
         pending_result=turn.pending_result,
         pending_permission=turn.pending_permission,
         granted_permissions=turn.granted,
+        goal_state=turn.goal_state,
         routed=None
         if decision is None
         else (

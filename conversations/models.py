@@ -41,6 +41,12 @@ class Conversation(models.Model):
         help_text="The tool call waiting for the user's agreement: tool, specialist, intent, request.",
     )
     granted_permissions = models.JSONField(default=list, blank=True, help_text="Tools the user agreed to.")
+    goal_state = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Goal mode: the goal waiting for the user's answer (a clarification) and the last goal served, "
+        "with their entities, so that a reply or a follow-up completes them.",
+    )
     # Turn ordering: tickets are taken on arrival and served one at a time (see conversations.ordering).
     turn_tickets_issued = models.PositiveBigIntegerField(default=0)
     turn_tickets_done = models.PositiveBigIntegerField(default=0)

@@ -79,11 +79,14 @@ STATE_COLUMNS = (
     "pending_result",
     "pending_permission",
     "granted_permissions",
+    "goal_state",
     "cohort",
     "handoff_kinds",
     "created_at",
 )
-JSON_COLUMNS = frozenset({"sub_conversation", "pending_result", "pending_permission", "granted_permissions"})
+JSON_COLUMNS = frozenset(
+    {"sub_conversation", "pending_result", "pending_permission", "granted_permissions", "goal_state"}
+)
 
 
 def _take_sql() -> str:

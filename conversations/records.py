@@ -203,6 +203,7 @@ class LiveState:
     pending_permission: dict[str, Any] | None = None
     granted_permissions: Sequence[str] = ()
     routed: tuple[str, str, str] | None = None
+    goal_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         "pending_result": live.pending_result,
         "pending_permission": live.pending_permission,
         "granted_permissions": list(live.granted_permissions),
+        "goal_state": live.goal_state,
     }
     if record.cohort:
         updates["cohort"] = record.cohort
