@@ -1,4 +1,4 @@
-"""The conversation store: conversations, their messages, route decisions and tool calls.
+"""The conversation store: conversations, their messages, route decisions, tool calls and goal-mode runs.
 
 Written by the turn (:mod:`conversations.records`) and the session services; read by the sessions API,
 the admin (read-only) and the analytics. The tables kept their names when the models moved here from
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.utils import timezone
 
 COHORT_HELP = "Which side of the multi_agent flag answered: multi_agent, single_agent, or blank (not decided)."
 
@@ -217,3 +218,102 @@ class IdempotentRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} {self.key}"
+
+
+class GoalRunStatus(models.TextChoices):
+    SUCCESS = "success", "Success"
+    FAILURE = "failure", "Failure"
+    CLARIFICATION = "clarification", "Asked the user to clarify"
+    GENERAL = "general", "General (no goal: answered by a specialist)"
+
+
+class GoalStepStatus(models.TextChoices):
+    SUCCESS = "success", "Success"
+    FAILURE = "failure", "Failure"
+    CLARIFICATION = "clarification", "Asked the user to clarify"
+    SKIPPED = "skipped", "Skipped"
+
+
+# What the goal analytics read from each row, after the window's columns in their indexes (covering, see
+# Conversation): PostgreSQL answers from the index alone.
+GOAL_RUN_READ = [
+    "status",
+    "clarification_reason",
+    "domain",
+    "goal",
+    "step_count",
+    "failed_step_count",
+    "plan_latency_ms",
+]
+GOAL_STEP_READ = ["domain", "capability", "status", "latency_ms"]
+
+
+class GoalRun(models.Model):
+    """One goal-mode answer, as :mod:`conversations.goal_records` reads it from the answer's ``metadata["goal"]``.
+
+    The answer's metadata keeps the whole record (intent, plan, outputs); this row keeps what the analytics count.
+    ``tenant``, ``profile`` and ``cohort`` repeat what the conversation and the message know (as ``Handoff``
+    does), so that the analytics aggregate over this table alone; ``created_at`` is the answer's.
+    """
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="goal_run")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="goal_runs")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    domain = models.CharField(max_length=64, blank=True, help_text="The intent's primary domain.")
+    goal = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=16, choices=GoalRunStatus.choices)
+    clarification_reason = models.CharField(
+        max_length=32, blank=True, help_text="A clarification's reason: low_confidence, missing_entity, ambiguous."
+    )
+    confidence = models.FloatField(default=0.0, help_text="The intent's confidence.")
+    # Counts, not the rows: ``steps`` is the step rows' related name.
+    step_count = models.PositiveSmallIntegerField(default=0, help_text="Steps in the plan (0: no plan).")
+    failed_step_count = models.PositiveSmallIntegerField(default=0, help_text="Steps whose output was a failure.")
+    plan_latency_ms = models.FloatField(
+        null=True, blank=True, help_text="The plan's execution time; empty: no plan ran."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "conversations_goalrun"
+        ordering = ["created_at", "id"]
+        indexes = [
+            # The goal analytics (analytics/selectors.py): a window for one tenant, or for every tenant.
+            models.Index(fields=["tenant", "created_at", "profile", *GOAL_RUN_READ], name="goal_run_tenant_window"),
+            models.Index(fields=["created_at", "tenant", "profile", *GOAL_RUN_READ], name="goal_run_window"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.domain}/{self.goal} ({self.status})"
+
+
+class GoalStepRun(models.Model):
+    """One step of a goal-mode answer's plan and what it did (its ``DomainOutput``'s status and metadata).
+
+    ``tenant`` and ``profile`` repeat the run's, for the same reason as there.
+    """
+
+    run = models.ForeignKey(GoalRun, on_delete=models.CASCADE, related_name="steps")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    step_id = models.PositiveSmallIntegerField(help_text="The step's id in the plan.")
+    domain = models.CharField(max_length=64, blank=True)
+    capability = models.CharField(max_length=100)
+    status = models.CharField(max_length=16, choices=GoalStepStatus.choices)
+    required = models.BooleanField(default=True)
+    latency_ms = models.FloatField(null=True, blank=True, help_text="Empty: the step never ran.")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "conversations_goalsteprun"
+        ordering = ["run_id", "step_id"]
+        indexes = [
+            models.Index(fields=["tenant", "created_at", "profile", *GOAL_STEP_READ], name="goal_step_tenant_window"),
+            models.Index(fields=["created_at", "tenant", "profile", *GOAL_STEP_READ], name="goal_step_window"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step_id}. {self.capability} ({self.status})"
