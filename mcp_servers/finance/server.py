@@ -176,10 +176,32 @@ MANIFEST: dict[str, Any] = {
                 "symbol_text": {
                     "type": "string",
                     "required": True,
-                    "description": "Nome ou código como o usuário disse, nunca um ticker deduzido.",
+                    "description": "o ativo (the stock): nome ou código como o usuário disse, nunca um ticker "
+                    "deduzido.",
+                    # For the offline model: a capitalised name or a ticker after "da", "of", "de", "e", "a"…
+                    # ("qual o preço da Nordea?", "a Vale e a Petrobras"), or a bare name as the whole reply
+                    # ("Nordea", not "Obrigado!").
+                    "pattern": r"(?:^\s*(?!(?i:obrigad|valeu|ok\b|oi\b|ol[aá]\b|bom\b|boa\b|sim\b|n[aã]o\b|"
+                    r"thanks?\b|hello\b|hi\b|hola\b|gracias\b|tchau\b|bye\b))"
+                    r"(?=(?:[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:\s+[A-ZÀ-Ý][\w&-]*)*|[a-z]{4}\d{1,2}\b)\s*[?!.]*\s*$)"
+                    r"|(?i:\b(?:da|do|de|das|dos|del|of|for|is|a|e|y|and)\s+))"
+                    r"(?P<value>[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:\s+[A-ZÀ-Ý][\w&-]*)*|[a-z]{4}\d{1,2}\b)",
                 },
-                "symbols": {"type": "list", "description": "Vários nomes ou códigos, como o usuário disse."},
-                "notify": {"type": "boolean", "description": "O usuário pediu para avisar/enviar o resultado."},
+                "symbols": {
+                    "type": "list",
+                    "collects": "symbol_text",
+                    "carry": False,
+                    "description": "os ativos (the stocks): vários nomes ou códigos, como o usuário disse.",
+                },
+                "notify": {
+                    "type": "boolean",
+                    "carry": False,
+                    "keywords": [
+                        *("avise", "me avisa", "avisa", "envie", "notifique", "mande"),
+                        *("avísame", "envíame", "notifícame", "notify", "let me know", "send it"),
+                    ],
+                    "description": "o aviso (notify): o usuário pediu para avisar/enviar o resultado.",
+                },
             },
         },
         {
@@ -191,10 +213,19 @@ MANIFEST: dict[str, Any] = {
                     "type": "enum",
                     "values": ["GAINERS", "LOSERS", "BOTH"],
                     "required": True,
+                    "description": "a direção, altas ou baixas (the direction, gainers or losers).",
                     "aliases": {
-                        "GAINERS": ["altas", "alta", "subiram", "ganhos", "gainers"],
-                        "LOSERS": ["baixas", "baixa", "caíram", "quedas", "losers"],
-                        "BOTH": ["altas e baixas", "movers"],
+                        "GAINERS": [
+                            *("altas", "alta", "subiram", "ganhos"),
+                            *("gainers", "top gainers", "biggest gains"),
+                            *("mayores subidas", "subidas", "subieron"),
+                        ],
+                        "LOSERS": [
+                            *("baixas", "baixa", "caíram", "quedas"),
+                            *("losers", "top losers", "biggest losses"),
+                            *("mayores caídas", "caídas", "cayeron", "mayores bajadas", "bajadas"),
+                        ],
+                        "BOTH": ["altas e baixas", "movers", "gainers and losers", "subidas y caídas", "altas y bajas"],
                     },
                     "capability_map": {
                         "GAINERS": "get_top_gainers",
@@ -202,7 +233,11 @@ MANIFEST: dict[str, Any] = {
                         "BOTH": ["get_top_gainers", "get_top_losers"],
                     },
                 },
-                "market_text": {"type": "string", "description": "Mercado como o usuário mencionou."},
+                "market_text": {
+                    "type": "string",
+                    "description": "o mercado (the market): como o usuário mencionou, ex. Brasil, Suécia.",
+                    "pattern": r"(?i:\b(?P<value>brasil|b3|su[eé]cia|finl[aâ]ndia|noruega)\b)",  # the markets served
+                },
             },
         },
     ],
@@ -212,7 +247,10 @@ MANIFEST: dict[str, Any] = {
             "tool": "get_stock_price",
             "metadata": {
                 "intent_hints": {
-                    "keywords": ["preço", "valor", "cotação", "quanto está"],
+                    "keywords": [
+                        *("preço", "valor", "cotação", "quanto está"),
+                        *("price", "how much", "precio", "cotización"),
+                    ],
                     "examples": ["qual o preço da PETR4?"],
                 },
                 "decomposition": {

@@ -1,0 +1,492 @@
+"""The intent adapter of goal mode (seed 002): a message → its goal and human-friendly entities (``IntentOutput``).
+
+Two readers, chosen like the classifier's (:func:`routing.classifier.intent_classifier`):
+
+* over an OpenAI-compatible endpoint (``ROUTER_LLM_*`` when routing has one of its own, else the answering one):
+  structured output (one function call, :class:`GoalIntent`) after a prompt that shows the enabled goals — domain,
+  name, description, examples and ``entities_schema`` — and the conversation's goal when there is one;
+* offline, with no endpoint: deterministic, from the manifests' hints alone — the goal's capabilities'
+  ``intent_hints`` (keywords, examples) and its enum entities' ``aliases`` pick the goal; ``aliases``, boolean
+  ``keywords`` and string/list ``pattern`` read its entities (docs/goals.md, "The intent adapter").
+
+Whatever a reader returns is checked, never trusted: a goal outside the catalogue is ``general``; an entity outside
+the goal's schema, an enum value outside ``values`` and a string the user did not write are dropped; a required
+entity still missing caps the confidence below the gate. Neither reader raises: a model error gives a
+zero-confidence output that the gate turns into a question.
+
+The memory rule (:func:`entities_merge`), what is missing (:func:`missing_required`) and the question that asks for
+it (:func:`clarification_question`) are read from the same schema. Nothing here names a goal, an entity or a
+domain: a new domain's manifest is read with no change to this file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
+from common.text import fold, normalize, phrase_found
+from routing.goals import GENERAL_DOMAIN, GoalCatalogue, GoalSpec, IntentOutput
+from routing.snapshot import ProfileSpec
+
+logger = logging.getLogger(__name__)
+
+CONFIDENT = 0.97  # offline: a goal found by its hints, with every required entity
+FOLLOW_UP = 0.95  # offline: no goal found, but the message completes the conversation's goal
+INCOMPLETE = 0.6  # a goal found with a required entity missing (either reader): below the gate, which asks
+GENERAL_CONFIDENCE = 1.0  # nothing found: general, exempt from the gate, answered by the profile's specialists
+REPHRASE_QUESTION = "Não entendi o pedido; pode dizer de outro jeito? (Could you rephrase that?)"
+
+# Function words that say nothing about a goal (Portuguese, English, Spanish); words of two letters never count.
+_STOPWORD_TEXT = (
+    "uma umas uns dos das nos nas por para com que meu minha meus minhas seu sua seus suas voce ele ela "
+    "the and for you your with from that this what are del los las con una unos unas"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_TRIM = " \t\r\n.,;:!?¿¡\"'()[]"
+
+
+def _blank(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    if isinstance(value, list | tuple | dict | set):
+        return not value
+    return False
+
+
+# -- the schema's own rules: memory, what is missing, the question ------------------------------------------------
+
+
+def _collected(goal: GoalSpec, schema: Mapping[str, Any]) -> str:
+    """The entity of ``goal`` whose values the list entity ``schema`` takes when several are named; "" for none."""
+    collected = schema.get("collects") if schema.get("type") == "list" else None
+    return collected if isinstance(collected, str) and collected in goal.entities_schema else ""
+
+
+def _collectors(goal: GoalSpec, name: str) -> list[str]:
+    """The list entities that take ``name``'s values when the message names several (``collects``)."""
+    return [other for other, schema in goal.entities_schema.items() if _collected(goal, schema) == name]
+
+
+def _alternatives(goal: GoalSpec, name: str) -> set[str]:
+    """Entities that stand for ``name`` (a list collecting it, or the entity it collects): one replaces the other."""
+    collected = _collected(goal, goal.entities_schema.get(name) or {})
+    return set(_collectors(goal, name)) | ({collected} if collected else set())
+
+
+def entities_merge(goal: GoalSpec, previous: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A follow-up's entities: ``new`` wins; what it leaves out comes from ``previous``.
+
+    Only the goal's entities are kept. An entity marked ``"carry": false`` is never taken from ``previous`` (a
+    list of symbols, a request to notify), nor is one whose alternative (``collects``) the new message gives.
+    """
+    schema = goal.entities_schema
+    merged = {name: value for name, value in new.items() if name in schema and not _blank(value)}
+    for name, value in previous.items():
+        if name not in schema or name in merged or _blank(value) or schema[name].get("carry", True) is False:
+            continue
+        if _alternatives(goal, name) & merged.keys():
+            continue
+        merged[name] = value
+    return {name: merged[name] for name in schema if name in merged}
+
+
+def missing_required(goal: GoalSpec, entities: Mapping[str, Any]) -> list[str]:
+    """The goal's required entities that ``entities`` leaves absent or empty, in the schema's order.
+
+    A required enum is never missing (the resolver takes its ``default``, else its first value); a required entity
+    is present when a list entity that ``collects`` it holds values.
+    """
+    missing = []
+    for name, schema in goal.entities_schema.items():
+        if not schema.get("required"):
+            continue
+        if schema.get("type") == "enum" and (schema.get("default") is not None or schema.get("values")):
+            continue
+        if not _blank(entities.get(name)):
+            continue
+        if any(not _blank(entities.get(collector)) for collector in _collectors(goal, name)):
+            continue
+        missing.append(name)
+    return missing
+
+
+_GLOSSED = re.compile(r"^\s*(?P<label>[^():]+?)\s*\((?P<gloss>[^()]+)\)")
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
+_PLURAL_ARTICLE = re.compile(r"^(?:os|as)\s", re.IGNORECASE)
+
+
+def _labels(goal: GoalSpec, name: str) -> tuple[str, str]:
+    """What the entity is called, in Portuguese and in English, from its description ``"<label> (<gloss>): …"``."""
+    description = str((goal.entities_schema.get(name) or {}).get("description") or "")
+    plain = name.removesuffix("_text").replace("_", " ")
+    glossed = _GLOSSED.match(description)
+    if glossed:
+        label, gloss = glossed["label"], _ARTICLE.sub("", glossed["gloss"].strip())
+    else:
+        label, gloss = re.split(r"[:.;]", description, maxsplit=1)[0], plain
+    label = label.strip() or plain
+    first = label.split()[0]
+    if not first.isupper():
+        label = label[0].lower() + label[1:]
+    return label, gloss
+
+
+def _joined(items: Sequence[str], conjunction: str) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
+
+
+def clarification_question(goal: GoalSpec, missing: Sequence[str]) -> str:
+    """One short question asking for ``missing``, named by the entities' descriptions, with an English gloss.
+
+    ``"o ativo (the stock): …"`` → ``"Qual o ativo? (Which stock?)"``; several → ``"Qual a cidade e o dia? (Which
+    city and day?)"``. With nothing named, the question asks to rephrase.
+    """
+    if not missing:
+        return REPHRASE_QUESTION
+    labels = [_labels(goal, name) for name in missing]
+    portuguese = _joined([label for label, _ in labels], "e")
+    which = "Quais" if len(labels) == 1 and _PLURAL_ARTICLE.match(portuguese) else "Qual"
+    return f"{which} {portuguese}? (Which {_joined([gloss for _, gloss in labels], 'and')}?)"
+
+
+# -- the offline reader ------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        logger.warning("Entity pattern %r does not compile (%s); the entity is not read offline.", pattern, exc)
+        return None
+
+
+def _pattern_matches(schema: Mapping[str, Any], text: str) -> list[str]:
+    """The distinct values ``schema``'s ``pattern`` finds in ``text`` (its ``value`` group), as written."""
+    compiled = _compiled(str(schema["pattern"])) if schema.get("pattern") else None
+    if compiled is None:
+        return []
+    found: dict[str, str] = {}
+    for match in compiled.finditer(text):
+        value = (match.groupdict().get("value") or match.group(0) or "").strip(_TRIM)
+        if value:
+            found.setdefault(fold(value), value)
+    return list(found.values())
+
+
+def _found(phrase: str, haystack: str) -> bool:
+    needle = normalize(phrase)
+    return bool(needle) and f" {needle} " in haystack
+
+
+def _entities_read(goal: GoalSpec, text: str) -> dict[str, Any]:
+    """The goal's entities as ``text`` states them: enums by ``aliases`` (the longest alias found wins), booleans by
+    ``keywords``, strings (first match) and lists (every match) by ``pattern``, several matches of a collected
+    entity into the list that ``collects`` it. An enum the message does not name is left to the resolver."""
+    haystack = f" {normalize(text)} "
+    entities: dict[str, Any] = {}
+    for name, schema in goal.entities_schema.items():
+        kind = schema.get("type", "string")
+        if kind == "enum":
+            aliases = schema.get("aliases") or {}
+            best: tuple[int, str] | None = None
+            for value in schema.get("values") or ():
+                for alias in aliases.get(value) or ():
+                    if _found(alias, haystack) and (best is None or len(normalize(alias)) > best[0]):
+                        best = (len(normalize(alias)), value)
+            if best is not None:
+                entities[name] = best[1]
+        elif kind == "boolean":
+            if phrase_found(text, schema.get("keywords") or ()):
+                entities[name] = True
+        elif kind == "list":
+            matches = _pattern_matches(schema, text)
+            if matches:
+                entities[name] = matches
+        else:
+            matches = _pattern_matches(schema, text)
+            if matches:
+                entities[name] = matches[0]
+    for name, schema in goal.entities_schema.items():
+        collected = _collected(goal, schema)
+        if collected:
+            matches = _pattern_matches(goal.entities_schema[collected], text)
+            if len(matches) > 1:
+                entities[name] = matches
+                entities.pop(collected, None)
+    return entities
+
+
+def _capabilities_of(goal: GoalSpec) -> list[str]:
+    names = list(goal.capabilities)
+    for schema in goal.entities_schema.values():
+        for named in (schema.get("capability_map") or {}).values():
+            names.extend([named] if isinstance(named, str) else named)
+    return list(dict.fromkeys(names))
+
+
+def _words(text: str) -> set[str]:
+    return {word for word in normalize(text).split() if len(word) > 2 and word not in _STOPWORDS}
+
+
+def _example_words(goal: GoalSpec, example: str) -> set[str]:
+    """An example's words less the entity values in it ("qual o preço da Nordea?" → qual, preco)."""
+    values = [
+        value
+        for schema in goal.entities_schema.values()
+        if schema.get("type", "string") in ("string", "list")
+        for value in _pattern_matches(schema, example)
+    ]
+    return _words(example) - _words(" ".join(values))
+
+
+def _goal_score(goal: GoalSpec, catalogue: GoalCatalogue, text: str) -> int:
+    """How much of the goal's hints ``text`` holds: 2 a keyword or alias, 3 an example whose words it all has."""
+    haystack = f" {normalize(text)} "
+    phrases: set[str] = set()
+    examples = list(goal.examples)
+    for name in _capabilities_of(goal):
+        capability = catalogue.capabilities.get(name)
+        if capability is None or not capability.enabled:
+            continue
+        hints = capability.metadata.get("intent_hints") or {}
+        phrases.update(normalize(keyword) for keyword in hints.get("keywords") or ())
+        examples.extend(hints.get("examples") or ())
+    for schema in goal.entities_schema.values():
+        if schema.get("type") == "enum":
+            for aliases in (schema.get("aliases") or {}).values():
+                phrases.update(normalize(alias) for alias in aliases)
+    score = 2 * sum(1 for phrase in phrases if phrase and f" {phrase} " in haystack)
+    words = _words(text)
+    for example in dict.fromkeys(examples):
+        needed = _example_words(goal, example)
+        if needed and needed <= words:
+            score += 3
+    return score
+
+
+def _held(goal: GoalSpec, entities: Mapping[str, Any], previous: IntentOutput | None) -> Mapping[str, Any]:
+    """What the turn will hold: ``entities``, merged with the conversation's when it is the same goal."""
+    if previous is not None and (previous.primary_domain, previous.goal) == (goal.domain, goal.name):
+        return entities_merge(goal, previous.entities, entities)
+    return entities
+
+
+def _general(text: str, confidence: float = GENERAL_CONFIDENCE) -> IntentOutput:
+    return IntentOutput(GENERAL_DOMAIN, "", {}, confidence, text)
+
+
+async def offline_intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput | None = None) -> IntentOutput:
+    """The offline reader (see the module docstring); ties: the conversation's goal, then domain and name."""
+    await offline_pause()
+    catalogue = profile.goals
+    current = (previous.primary_domain, previous.goal) if previous is not None else None
+    scored = [(_goal_score(goal, catalogue, text), goal) for goal in catalogue.enabled_goals()]
+    found = [(score, goal) for score, goal in scored if score > 0]
+    if found:
+        _, goal = min(
+            found, key=lambda item: (-item[0], (item[1].domain, item[1].name) != current, item[1].domain, item[1].name)
+        )
+        entities = _entities_read(goal, text)
+        complete = not missing_required(goal, _held(goal, entities, previous))
+        return IntentOutput(goal.domain, goal.name, entities, CONFIDENT if complete else INCOMPLETE, text)
+    pending = catalogue.goal(previous.primary_domain, previous.goal) if previous is not None else None
+    if pending is not None and pending.enabled:
+        entities = _entities_read(pending, text)
+        if entities:
+            complete = not missing_required(pending, _held(pending, entities, previous))
+            return IntentOutput(pending.domain, pending.name, entities, FOLLOW_UP if complete else INCOMPLETE, text)
+    return _general(text)
+
+
+# -- the model reader --------------------------------------------------------------------------------------------
+
+
+class GoalIntent(BaseModel):
+    """The goal a message asks for and its entities (structured output of the intent adapter)."""
+
+    domain: str = Field(description="The goal's domain, or 'general' when no goal fits.")
+    goal: str = Field(description="The goal's name from the catalogue, or an empty string when no goal fits.")
+    entities: dict[str, Any] = Field(
+        default_factory=dict, description="The goal's entities that the message states, by their schema names."
+    )
+    confidence: float = Field(description="How sure you are of the goal, from 0 to 1.")
+
+
+INTENT_PROMPT = (
+    "You read what a customer asks a goal-based assistant. Choose the one goal of the catalogue the message asks "
+    "for and extract that goal's entities.\n"
+    "- Only the entities the goal lists. A string or list entity holds the words exactly as the user wrote them "
+    "(a name, a market, a period), never a code, ticker or id you inferred; an enum holds one of its values; a "
+    "boolean is true only when the message asks for it.\n"
+    "- Leave out what the message does not say: never fill a default.\n"
+    '- Greetings, small talk and whatever no goal covers: domain "general", goal "", no entities.\n'
+    "{conversation}"
+    "Catalogue:\n{catalogue}"
+)
+CONVERSATION_PROMPT = (
+    "- The conversation's current goal is {domain} {goal}, with entities {entities}. A message that only names "
+    'new entities for it (like "e da Vale?" or a bare name answering a question) continues that goal: answer '
+    "that goal with the entities the new message states.\n"
+)
+
+
+def _entity_line(goal: GoalSpec, name: str, schema: Mapping[str, Any]) -> str:
+    kind = schema.get("type", "string")
+    facts = [f"enum, one of {' | '.join(map(str, schema.get('values') or ()))}" if kind == "enum" else kind]
+    if kind == "list":
+        facts[0] = "list of strings"
+        if _collected(goal, schema):
+            facts.append(f"instead of {_collected(goal, schema)} when the message names several")
+    if schema.get("required"):
+        facts.append("required")
+    if schema.get("default") is not None:
+        facts.append(f"default {schema['default']}")
+    description = f": {schema['description']}" if schema.get("description") else ""
+    return f"    - {name} ({'; '.join(facts)}){description}"
+
+
+def catalogue_prompt(goals: Iterable[GoalSpec], catalogue: GoalCatalogue) -> str:
+    """The goals as the model sees them: domain, name, description, examples and each entity's schema."""
+    lines = []
+    for goal in goals:
+        described = f": {goal.description}" if goal.description else ""
+        lines.append(f"- domain {goal.domain}, goal {goal.name}{described}")
+        examples = list(goal.examples)
+        for name in _capabilities_of(goal):
+            capability = catalogue.capabilities.get(name)
+            if capability is not None:
+                examples.extend((capability.metadata.get("intent_hints") or {}).get("examples") or ())
+        if examples:
+            lines.append("  examples: " + "; ".join(json.dumps(e, ensure_ascii=False) for e in dict.fromkeys(examples)))
+        if goal.entities_schema:
+            lines.append("  entities:")
+            lines.extend(_entity_line(goal, name, schema) for name, schema in goal.entities_schema.items())
+    return "\n".join(lines)
+
+
+def _catalogued(catalogue: GoalCatalogue, domain: str, name: str) -> GoalSpec | None:
+    """The enabled goal the model named: by domain and name, else by a name only one enabled goal has."""
+    goal = catalogue.goal(domain, name)
+    if goal is not None and goal.enabled:
+        return goal
+    named = [goal for goal in catalogue.enabled_goals() if goal.name == name]
+    return named[0] if len(named) == 1 else None
+
+
+def _strings(value: Any) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    return [str(item).strip() for item in items if isinstance(item, str | int | float) and not isinstance(item, bool)]
+
+
+def _entities_checked(
+    goal: GoalSpec, raw: Mapping[str, Any], text: str, previous: IntentOutput | None
+) -> dict[str, Any]:
+    """The model's entities that the schema allows and the user said (or the conversation holds)."""
+    said = [f" {normalize(text)} "]
+    if previous is not None:
+        said += [f" {normalize(s)} " for value in previous.entities.values() for s in _strings(value)]
+    entities: dict[str, Any] = {}
+    dropped = []
+    for name, value in raw.items():
+        schema = goal.entities_schema.get(name)
+        kind = (schema or {}).get("type", "string")
+        kept: Any = None
+        if schema is None or _blank(value):
+            pass
+        elif kind == "enum":
+            wanted = fold(str(value).strip()) if isinstance(value, str) else None
+            kept = next((allowed for allowed in schema.get("values") or () if fold(str(allowed)) == wanted), None)
+        elif kind == "boolean":
+            if isinstance(value, bool):
+                kept = value
+            elif isinstance(value, str) and value.strip().casefold() in ("true", "false"):
+                kept = value.strip().casefold() == "true"
+        else:
+            written = [s for s in _strings(value) if s and any(_found(s, haystack) for haystack in said)]
+            distinct: dict[str, str] = {}
+            for spelling in written:
+                distinct.setdefault(fold(spelling), spelling)
+            written = list(distinct.values())
+            if kind == "list":
+                kept = written or None
+            elif written and not isinstance(value, list):
+                kept = written[0]
+        if kept is None:
+            dropped.append(name)
+        else:
+            entities[name] = kept
+    if dropped:
+        logger.info("Intent adapter dropped entities %s of %s.%s: %r", dropped, goal.domain, goal.name, dict(raw))
+    for name, schema in goal.entities_schema.items():  # a list of one is its collected entity, and vice versa
+        collected = _collected(goal, schema)
+        many = entities.get(name)
+        if not collected or not isinstance(many, list):
+            continue
+        if len(many) == 1 and _blank(entities.get(collected)):
+            entities[collected] = many[0]
+            del entities[name]
+        elif len(many) > 1:
+            entities.pop(collected, None)
+    return entities
+
+
+async def model_intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput | None = None) -> IntentOutput:
+    """The reader over the profile's routing endpoint (see the module docstring)."""
+    catalogue = profile.goals
+    goals = catalogue.enabled_goals()
+    conversation = ""
+    current = catalogue.goal(previous.primary_domain, previous.goal) if previous is not None else None
+    if previous is not None and current is not None and current.enabled:
+        conversation = CONVERSATION_PROMPT.format(
+            domain=current.domain,
+            goal=current.name,
+            entities=json.dumps(dict(previous.entities), ensure_ascii=False),
+        )
+    system = INTENT_PROMPT.format(conversation=conversation, catalogue=catalogue_prompt(goals, catalogue))
+    runnable = (
+        OpenAICompatibleModel(profile, for_routing=True)
+        .client()
+        .with_structured_output(GoalIntent, method="function_calling")
+    )
+    try:
+        reading = await runnable.ainvoke([("system", system), ("human", text)])
+    except Exception as exc:  # noqa: BLE001 — any client failure means "not understood": the gate asks
+        logger.warning("Goal intent model failed: %s", exc)
+        return IntentOutput("", "", {}, 0.0, text)
+    if not isinstance(reading, GoalIntent):
+        logger.warning("Goal intent model answered no %s call.", GoalIntent.__name__)
+        return IntentOutput("", "", {}, 0.0, text)
+    confidence = min(max(float(reading.confidence), 0.0), 1.0)
+    goal = _catalogued(catalogue, reading.domain.strip(), reading.goal.strip())
+    if goal is None:
+        if reading.goal.strip():
+            logger.info("Goal intent model named %s.%s, not in the catalogue.", reading.domain, reading.goal)
+        return _general(text, confidence)
+    entities = _entities_checked(goal, reading.entities, text, previous)
+    if missing_required(goal, _held(goal, entities, previous)):
+        confidence = min(confidence, INCOMPLETE)
+    return IntentOutput(goal.domain, goal.name, entities, confidence, text)
+
+
+async def intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput | None = None) -> IntentOutput:
+    """``text``'s goal and entities for ``profile``: over the routing endpoint when one is configured (a routing
+    endpoint of its own wins over the answering one), else offline. Never raises.
+
+    ``previous`` is the conversation's pending or last goal with its entities: a follow-up that only names
+    entities keeps that goal. The output holds what this message states; :func:`entities_merge` adds the rest.
+    """
+    if not profile.goals.enabled_goals():
+        return _general(text)
+    if router_llm_separate() or llm_configured():
+        return await model_intent_read(profile, text, previous=previous)
+    return await offline_intent_read(profile, text, previous=previous)
