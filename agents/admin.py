@@ -9,7 +9,7 @@ any older one can be made active again in one click
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlencode
 
@@ -28,7 +28,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from agents.schemas import expand_args_schema, validate_word_list
-from agents.services import mcp_tools_sync, prompt_activate, prompt_version_create
+from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import ReadOnlyInlineMixin
 from common.config_version import config_version_bump
 from common.forms import PrettyJSONField, label_choices
@@ -166,6 +166,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
     search_fields = ["agent_id", "name", "domain", "description"]
     formfield_overrides = PRETTY_JSON
     inlines = [SpecialistInline]
+    filter_horizontal = ["goal_domains"]
     save_on_top = True
     fieldsets = [
         (None, {"fields": ["agent_id", "name", "domain", "description", "enabled"]}),
@@ -179,6 +180,15 @@ class AgentProfileAdmin(admin.ModelAdmin):
                     "llm_router_threshold",
                     "hybrid_followup_max_chars",
                 ]
+            },
+        ),
+        (
+            "Goal mode",
+            {
+                "fields": ["goal_threshold", "goal_domains"],
+                "description": "Routing mode goal (seed 002): the model reads the message's goal and entities, and the "
+                "goals and capabilities synced from the domains' manifests decide the rest. Small talk and what no "
+                "goal covers (the domain general) go to the specialists above, fallback first.",
             },
         ),
         ("Answers", {"fields": ["policy", "synthesis_prompt", "llm_model", "llm_temperature"]}),
@@ -648,6 +658,23 @@ class EnableDisableActions(_ModelAdminBase):
         self._switch(request, queryset, enabled=False)
 
 
+def servers_sync_messages(
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, servers: Iterable[McpServer]
+) -> None:
+    """Synchronise ``servers`` (:func:`agents.services.mcp_server_sync`) and say everything the reports hold."""
+    for server in servers:
+        try:
+            report = mcp_server_sync(server=server)
+        except (McpUnavailable, ValidationError) as exc:
+            model_admin.message_user(request, f"{server.name}: {exc}", messages.ERROR)
+            continue
+        model_admin.message_user(request, str(report), messages.SUCCESS if report.ok else messages.WARNING)
+        for line in report.lines:
+            model_admin.message_user(request, line, messages.INFO)
+        for error in report.errors:
+            model_admin.message_user(request, error, messages.ERROR)
+
+
 @admin.register(McpServer)
 class McpServerAdmin(EnableDisableActions, admin.ModelAdmin):
     list_display = ["name", "transport", "endpoint", "enabled", "timeout", "tool_count", "updated_at"]
@@ -660,16 +687,11 @@ class McpServerAdmin(EnableDisableActions, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
         return super().get_queryset(request).annotate(tool_total=Count("tools"))
 
-    @admin.action(description="Sync tools from the server (tools/list)", permissions=["change"])
+    @admin.action(description="Sync tools and domain manifests from the server", permissions=["change"])
     def sync_tools(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
-        """Create or update each selected server's tools from what the server lists."""
-        for server in queryset:
-            try:
-                report = mcp_tools_sync(server=server)
-            except (McpUnavailable, ValidationError) as exc:
-                self.message_user(request, f"{server.name}: {exc}", messages.ERROR)
-                continue
-            self.message_user(request, str(report), messages.SUCCESS)
+        """Create or update each selected server's tools, goals and capabilities from what the server lists and
+        serves; what was edited here is kept."""
+        servers_sync_messages(self, request, queryset)
 
     @admin.display(description="tools", ordering="tool_total")
     def tool_count(self, obj: WithAnnotations[McpServer, _ServerTotals]) -> int:
@@ -687,6 +709,10 @@ class McpToolAdminForm(forms.ModelForm):
     class Meta:
         model = McpTool
         fields = ["name", "server", "description", "args_schema", "enabled", "needs_permission"]
+        help_texts = {
+            "description": "What the model reads about the tool. Once edited here, a sync keeps it (the server's "
+            "own description is shown below); make it equal to the server's again to let syncs update it.",
+        }
 
     def clean_args_schema(self) -> dict[str, Any]:
         value = self.cleaned_data.get("args_schema")
@@ -704,7 +730,8 @@ class McpToolAdmin(EnableDisableActions, admin.ModelAdmin):
     list_filter = ["server", "enabled", "needs_permission"]
     list_select_related = ["server"]
     search_fields = ["name", "description", "server__name"]
-    fields = ["name", "server", "description", "args_schema", "enabled", "needs_permission"]
+    fields = ["name", "server", "description", "synced_description", "args_schema", "enabled", "needs_permission"]
+    readonly_fields = ["synced_description"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpTool]:
         return (

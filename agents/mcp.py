@@ -396,3 +396,59 @@ async def tools_list(endpoint: Endpoint) -> list[ToolInfo]:
 
 def tools_list_sync(endpoint: Endpoint) -> list[ToolInfo]:
     return runtime.run_sync(_list(endpoint))
+
+
+# --- resources: domain manifests ---------------------------------------------------------
+
+MANIFEST_SCHEME = "manifest://"  # a domain's manifest (docs/goals.md): manifest://<domain>
+
+
+async def _manifests(endpoint: Endpoint) -> list[tuple[str, str]]:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import PaginatedRequestParams
+
+    connection = runtime.connection(endpoint)
+    try:
+        session = await connection.ensure()
+    except TimeoutError:
+        raise McpUnavailable(f"no answer from {endpoint.url} within {endpoint.timeout:g}s") from None
+    capabilities = session.server_capabilities
+    if capabilities is not None and capabilities.resources is None:
+        return []  # the server offers no resources, so no manifest
+    try:
+        uris: list[str] = []
+        cursor: str | None = None
+        while True:
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            listed = await asyncio.wait_for(session.list_resources(params=params), endpoint.timeout)
+            uris.extend(str(resource.uri) for resource in listed.resources)
+            cursor = listed.next_cursor
+            if not cursor:
+                break
+        manifests = []
+        for uri in uris:
+            if not uri.startswith(MANIFEST_SCHEME):
+                continue
+            read = await asyncio.wait_for(session.read_resource(uri), endpoint.timeout)
+            text = "".join(getattr(content, "text", "") for content in read.contents)
+            manifests.append((uri, text))
+    except MCPError as exc:
+        if exc.code == -32601:  # method not found: a server without resources
+            return []
+        connection.broken()
+        raise McpUnavailable(f"{endpoint.name}: {exc.message}") from exc
+    except Exception as exc:
+        connection.broken()
+        raise McpUnavailable(_describe(exc)) from exc
+    return manifests
+
+
+async def manifests_read(endpoint: Endpoint) -> list[tuple[str, str]]:
+    """``(uri, text)`` of every ``manifest://`` resource the server lists (``resources/list``, then
+    ``resources/read``); ``[]`` for a server without resources. Raises :class:`McpUnavailable` when the server
+    cannot be reached. The text is not checked here: ``routing.goals.manifest_read`` does that."""
+    return await runtime.run(_manifests(endpoint))
+
+
+def manifests_read_sync(endpoint: Endpoint) -> list[tuple[str, str]]:
+    return runtime.run_sync(_manifests(endpoint))

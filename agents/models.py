@@ -22,6 +22,11 @@ class RoutingMode(models.TextChoices):
     ROUTER = "router", "Router (one specialist per turn)"
     SUPERVISOR = "supervisor", "Supervisor (plan of one or more specialists)"
     HYBRID = "hybrid", "Hybrid (active specialist keeps short follow-ups)"
+    GOAL = "goal", "Goal (seed 002: goals and capabilities over MCP)"
+
+
+# routing.goals.DEFAULT_CONFIDENCE_THRESHOLD (seed 002's 0.94), written out: agents sit below routing.
+DEFAULT_GOAL_THRESHOLD = 0.94
 
 
 # Replies that grant a needs-permission tool (seed 003's keywords, plus Portuguese and Spanish).
@@ -176,6 +181,19 @@ class AgentProfile(models.Model):
     hybrid_followup_max_chars = models.PositiveIntegerField(
         default=40,
         help_text="Hybrid mode: messages up to this length that hit no intent stay with the active specialist.",
+    )
+    goal_threshold = models.FloatField(
+        default=DEFAULT_GOAL_THRESHOLD,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Goal mode: below this confidence a turn asks the user instead of acting (a goal's own threshold "
+        "overrides it). The domain general — small talk and what no goal covers — is exempt.",
+    )
+    goal_domains = models.ManyToManyField(
+        "agents.McpServer",
+        blank=True,
+        related_name="goal_profiles",
+        help_text="Goal mode: the domains — MCP servers publishing a manifest — whose goals this profile serves; "
+        "none selected = every synced domain. What no goal covers goes to the specialists as usual.",
     )
     llm_model = models.CharField(max_length=200, blank=True, help_text="Overrides LLM_MODEL for this profile.")
     llm_temperature = models.FloatField(
@@ -332,6 +350,12 @@ class McpTool(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
     description = models.TextField(blank=True)
+    synced_description = models.TextField(
+        blank=True,
+        editable=False,
+        help_text="The description the server gave at the last sync: while the description still equals it, "
+        "nobody edited it, and a sync may replace it.",
+    )
     args_schema = models.JSONField(
         default=dict,
         blank=True,

@@ -1,4 +1,4 @@
-"""Writes of agent data: prompt versions, MCP tools synchronised from their servers."""
+"""Writes of agent data: prompt versions, MCP servers synchronised (their tools, and what the layers above read)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from agents.models import McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.signals import SyncNotes, mcp_server_synced
 
 
 @transaction.atomic
@@ -47,23 +48,37 @@ def prompt_activate(*, prompt: SpecialistPrompt) -> SpecialistPrompt:
 
 @dataclass
 class ToolSyncReport:
+    """What a sync did to one server's tools, and what the receivers of ``mcp_server_synced`` reported."""
+
     server: str
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    kept_edited: list[str] = field(default_factory=list)  # edited descriptions kept over the server's
+    lines: list[str] = field(default_factory=list)  # the receivers' report lines (goals and capabilities)
+    errors: list[str] = field(default_factory=list)  # the receivers' problems (a bad manifest, naming the place)
 
     def __str__(self) -> str:
         parts = [f"{len(self.created)} created", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
-        return f"{self.server}: " + ", ".join(parts)
+        summary = f"{self.server}: " + ", ".join(parts)
+        if self.kept_edited:
+            summary += f"; kept the edited description of {', '.join(self.kept_edited)}"
+        return summary
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
 
 
 def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
     """Create or update ``server``'s tools from its ``tools/list`` (descriptions and argument schemas).
 
-    Tools the server no longer lists are left alone (an admin may disable
-    them). A tool of the same name on another server is refused rather than
-    moved. Raises :class:`agents.mcp.McpUnavailable` when the server cannot be
-    reached, and :class:`ValidationError` for a schema that is not valid JSON Schema.
+    A description follows the server only while nobody edited it (it still equals ``synced_description``, what
+    the server said at the last sync); ``synced_description`` always records the server's latest, and the
+    argument schema always follows the server. Tools the server no longer lists are left alone (an admin may
+    disable them). A tool of the same name on another server is refused rather than moved. Raises
+    :class:`agents.mcp.McpUnavailable` when the server cannot be reached, and :class:`ValidationError` for a
+    schema that is not valid JSON Schema.
     """
     from agents.mcp import Endpoint, tools_list_sync
 
@@ -77,16 +92,46 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
                 raise ValidationError(f"Tool {info.name!r} already belongs to the server {tool.server.name!r}.")
             if tool is None:
                 tool = McpTool(
-                    name=info.name, server=server, description=info.description, args_schema=info.input_schema
+                    name=info.name,
+                    server=server,
+                    description=info.description,
+                    synced_description=info.description,
+                    args_schema=info.input_schema,
                 )
                 tool.full_clean()
                 tool.save()
                 report.created.append(info.name)
-            elif (tool.description, tool.args_schema) != (info.description, info.input_schema):
-                tool.description, tool.args_schema = info.description, info.input_schema
-                tool.full_clean()
-                tool.save(update_fields=["description", "args_schema", "updated_at"])
-                report.updated.append(info.name)
-            else:
+                continue
+            edited = tool.description != tool.synced_description
+            description = tool.description if edited else info.description
+            if edited and description != info.description:
+                report.kept_edited.append(info.name)
+            stored = (tool.description, tool.synced_description, tool.args_schema)
+            if stored == (description, info.description, info.input_schema):
                 report.unchanged.append(info.name)
+                continue
+            tool.description, tool.synced_description, tool.args_schema = (
+                description,
+                info.description,
+                info.input_schema,
+            )
+            tool.full_clean()
+            tool.save(update_fields=["description", "synced_description", "args_schema", "updated_at"])
+            report.updated.append(info.name)
+    return report
+
+
+def mcp_server_sync(*, server: McpServer) -> ToolSyncReport:
+    """Synchronise ``server``: its tools (:func:`mcp_tools_sync`), then whatever the layers above read from it.
+
+    Sends :data:`agents.signals.mcp_server_synced` once the tools are stored (routing reads the server's domain
+    manifests into goals and capabilities); each receiver's :class:`~agents.signals.SyncNotes` lands in the
+    report's ``lines`` and ``errors``. Raises what :func:`mcp_tools_sync` raises; a receiver's problems are
+    reported, not raised.
+    """
+    report = mcp_tools_sync(server=server)
+    for _receiver, notes in mcp_server_synced.send(sender=McpServer, server=server):
+        if isinstance(notes, SyncNotes):
+            report.lines.extend(notes.lines)
+            report.errors.extend(notes.errors)
     return report

@@ -7,17 +7,34 @@ class RoutingConfig(AppConfig):
     verbose_name = "Routing"
 
     def ready(self) -> None:
+        from agents.models import AgentProfile, McpServer
+        from agents.signals import mcp_server_synced
         from common.config_version import config_models_watch
-        from routing.models import Intent, Keyword, RolloutFlag, RolloutTenantOverride, RolloutUserOverride, StatePolicy
+        from routing.goal_sync import on_mcp_server_synced
+        from routing.models import (
+            Capability,
+            Goal,
+            Intent,
+            Keyword,
+            RolloutFlag,
+            RolloutTenantOverride,
+            RolloutUserOverride,
+            StatePolicy,
+        )
 
         # Rollout flags too: the snapshot carries them, so a change reaches every process on its next message.
-        # Their history (RolloutFlagChange) is not configuration.
+        # Their history (RolloutFlagChange) is not configuration. A profile's goal domains are watched here: only
+        # routing's snapshot reads them.
         config_models_watch(
             Intent,
             Keyword,
             StatePolicy,
+            Goal,
+            Capability,
             RolloutFlag,
             RolloutUserOverride,
             RolloutTenantOverride,
-            relations=(Intent.mcp_tools.through,),
+            relations=(Intent.mcp_tools.through, AgentProfile.goal_domains.through),
         )
+        # A synced MCP server's domain manifests become goals and capabilities.
+        mcp_server_synced.connect(on_mcp_server_synced, sender=McpServer, dispatch_uid="routing-goal-sync")

@@ -495,3 +495,20 @@ def manifest_read(data: Any) -> Manifest:
         _need(bool(_mapped(goal, {})[0]), at, "names no capability (capability_map or capabilities)")
         goals[goal.name] = goal
     return Manifest(domain=domain, goals=goals, capabilities=capabilities, tools=tools)
+
+
+def goal_check(
+    where: str, *, entities_schema: Any, capabilities: Any, capability_names: Sequence[str] | set[str] | frozenset[str]
+) -> dict[str, Mapping[str, Any]]:
+    """A goal edited in the admin, checked by the manifest's rules against its domain's ``capability_names``:
+    the ``entities_schema`` (unknown type, enum without values, default or map key not a value, a map naming an
+    unknown capability), the goal's own ``capabilities``, and that it names some capability. Raises
+    :class:`ManifestError` naming the place (``where.entities_schema.direction``); returns the entities."""
+    known = dict.fromkeys(capability_names)
+    entities = _entities(f"{where}.entities_schema", entities_schema if entities_schema is not None else {}, known)
+    _need(isinstance(capabilities, list | tuple), f"{where}.capabilities", "must be a list of capability names")
+    for capability in capabilities:
+        _need(capability in known, f"{where}.capabilities", f"unknown capability {capability!r}")
+    goal = GoalSpec(domain="", name=where, entities_schema=entities, capabilities=tuple(capabilities))
+    _need(bool(_mapped(goal, {})[0]), where, "names no capability (capability_map or capabilities)")
+    return entities

@@ -1,13 +1,16 @@
-"""Routing content (intents, keywords, state policies) and rollout flags: what business users edit about routing."""
+"""Routing content (intents, keywords, state policies, goals and capabilities) and rollout flags: what business
+users edit about routing."""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
 from common.text import normalize
+from routing.goals import ManifestError, goal_check
 
 
 class Intent(models.Model):
@@ -97,6 +100,157 @@ class StatePolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.state} → {self.specialist.name}"
+
+
+# -- goals and capabilities (seed 002) ------------------------------------------------
+# Read from the domains' manifests by routing/goal_sync.py, then edited by business users: a re-sync takes a
+# manifest's change of a field only while the field still holds what the last sync wrote (``synced``).
+
+
+def _string_list_errors(name: str, value: object) -> dict[str, str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return {name: f"{name}: must be a list of strings."}
+    return {}
+
+
+class Goal(models.Model):
+    """A business goal of a domain (``finance.TOP_MOVERS``): what the model recognises, with the entities it
+    extracts; its ``entities_schema`` (``capability_map``) or ``capabilities`` say which capabilities serve it."""
+
+    # The fields a sync writes and a business user may edit; their last synced values are in ``synced``.
+    SYNCED_FIELDS = ("description", "examples", "entities_schema", "capabilities")
+
+    server = models.ForeignKey(
+        "agents.McpServer",
+        on_delete=models.CASCADE,
+        related_name="goals",
+        help_text="The MCP server whose manifest declares the goal.",
+    )
+    domain = models.CharField(max_length=64, help_text="The manifest's domain, e.g. finance.")
+    name = models.CharField(max_length=100, help_text="e.g. TOP_MOVERS")
+    description = models.TextField(blank=True, help_text="What the goal is; the model reads it.")
+    examples = models.JSONField(default=list, blank=True, help_text="Example messages (a JSON list of strings).")
+    entities_schema = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='The entities the model extracts, e.g. {"direction": {"type": "enum", "values": ["GAINERS", '
+        '"LOSERS"], "capability_map": {"GAINERS": "get_top_gainers", "LOSERS": "get_top_losers"}}} (docs/goals.md).',
+    )
+    capabilities = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='The capability of a goal that has no enum to choose by, e.g. ["get_stock_price"].',
+    )
+    confidence_threshold = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Below this confidence a turn asks instead of acting; empty: the profile's goal threshold.",
+    )
+    enabled = models.BooleanField(default=True)
+    synced = models.JSONField(
+        default=dict, blank=True, editable=False, help_text="The manifest's values at the last sync, per field."
+    )
+    synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["domain", "name"]
+        constraints = [models.UniqueConstraint(fields=["domain", "name"], name="goal_unique_name_per_domain")]
+
+    def __str__(self) -> str:
+        return f"{self.domain}.{self.name}"
+
+    def edited_fields(self) -> list[str]:
+        """The synced fields whose value differs from what the last sync wrote (edited since)."""
+        return [name for name in self.SYNCED_FIELDS if name in self.synced and getattr(self, name) != self.synced[name]]
+
+    def clean(self) -> None:
+        errors = _string_list_errors("examples", self.examples)
+        if not isinstance(self.entities_schema, dict):
+            errors["entities_schema"] = "entities_schema: must be an object of entities."
+        if not isinstance(self.capabilities, list) or not all(isinstance(c, str) for c in self.capabilities):
+            errors["capabilities"] = "capabilities: must be a list of capability names."
+        if "entities_schema" not in errors and "capabilities" not in errors and self.domain:
+            names = set(Capability.objects.filter(domain=self.domain).values_list("name", flat=True))
+            try:
+                goal_check(
+                    self.name or "goal",
+                    entities_schema=self.entities_schema,
+                    capabilities=self.capabilities,
+                    capability_names=names,
+                )
+            except ManifestError as exc:
+                message = str(exc)
+                field = "capabilities" if ".capabilities" in message else "entities_schema"
+                errors[field] = message
+        if errors:
+            raise ValidationError(errors)
+
+
+class Capability(models.Model):
+    """What a domain can do (``get_top_gainers``), served by one MCP tool; its ``metadata`` drives the planner
+    (decomposition, composition, flow, roles), its keywords and examples are the manifest's ``intent_hints``."""
+
+    SYNCED_FIELDS = ("description", "keywords", "examples", "metadata")
+
+    server = models.ForeignKey(
+        "agents.McpServer",
+        on_delete=models.CASCADE,
+        related_name="capabilities",
+        help_text="The MCP server whose manifest declares the capability.",
+    )
+    domain = models.CharField(max_length=64, help_text="The manifest's domain, e.g. finance.")
+    name = models.SlugField(max_length=100, unique=True, help_text="e.g. get_top_gainers")
+    tool = models.ForeignKey(
+        "agents.McpTool",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="capabilities",
+        help_text="The MCP tool that serves it (the manifest's tool, on the same server). Without an enabled tool "
+        "the capability cannot run.",
+    )
+    description = models.TextField(blank=True)
+    keywords = models.JSONField(
+        default=list, blank=True, help_text="Words that hint at the capability (intent_hints.keywords)."
+    )
+    examples = models.JSONField(
+        default=list, blank=True, help_text="Example messages (intent_hints.examples, a JSON list of strings)."
+    )
+    metadata = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The rest of the manifest's metadata: decomposition, composition, flow, roles (docs/goals.md).",
+    )
+    enabled = models.BooleanField(default=True)
+    synced = models.JSONField(
+        default=dict, blank=True, editable=False, help_text="The manifest's values at the last sync, per field."
+    )
+    synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["domain", "name"]
+        verbose_name_plural = "capabilities"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def edited_fields(self) -> list[str]:
+        """The synced fields whose value differs from what the last sync wrote (edited since)."""
+        return [name for name in self.SYNCED_FIELDS if name in self.synced and getattr(self, name) != self.synced[name]]
+
+    def clean(self) -> None:
+        errors = {**_string_list_errors("keywords", self.keywords), **_string_list_errors("examples", self.examples)}
+        if not isinstance(self.metadata, dict):
+            errors["metadata"] = "metadata: must be an object."
+        if self.tool_id is not None and self.server_id is not None and self.tool.server_id != self.server_id:
+            errors["tool"] = f"The tool must be one of the server {self.server.name}'s tools."
+        if errors:
+            raise ValidationError(errors)
 
 
 # -- rollout flags -----------------------------------------------------------------

@@ -3,11 +3,15 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.mcp import McpUnavailable
 from agents.models import McpServer
-from agents.services import mcp_tools_sync
+from agents.services import mcp_server_sync
 
 
 class Command(BaseCommand):
-    help = "Read MCP servers' tools/list and create or update their tools (descriptions and argument schemas)."
+    help = (
+        "Read MCP servers' tools/list and create or update their tools (descriptions and argument schemas), then "
+        "read their domain manifests (manifest://<domain>) into goals and capabilities. What was edited in the "
+        "admin is kept."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("server", nargs="?", help="Server name; all enabled servers when omitted.")
@@ -20,11 +24,17 @@ class Command(BaseCommand):
         failures = 0
         for server in servers:
             try:
-                report = mcp_tools_sync(server=server)
+                report = mcp_server_sync(server=server)
             except (McpUnavailable, ValidationError) as exc:
                 failures += 1
                 self.stderr.write(f"{server.name}: {exc}")
                 continue
             self.stdout.write(str(report))
+            for line in report.lines:
+                self.stdout.write(line)
+            for error in report.errors:
+                self.stderr.write(error)
+            if not report.ok:
+                failures += 1
         if failures:
             raise CommandError(f"{failures} server(s) could not be synchronised.")
