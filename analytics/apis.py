@@ -199,6 +199,55 @@ COHORTS_RESPONSE = inline_serializer(
         "percentiles": serializers.BooleanField(),
     },
 )
+GOALS_RESPONSE = inline_serializer(
+    "GoalAnalytics",
+    {
+        "summary": inline_serializer(
+            "GoalSummary",
+            {
+                "runs": serializers.IntegerField(),
+                "by_status": serializers.DictField(child=serializers.IntegerField()),
+                "clarification_rate_percentage": serializers.FloatField(),
+                "failure_rate_percentage": serializers.FloatField(),
+                "clarification_reasons": _counts("ClarificationReason", "reason"),
+                "steps": serializers.IntegerField(),
+                "failed_steps": serializers.IntegerField(),
+                "plans_run": serializers.IntegerField(),
+                "p50_plan_latency_ms": serializers.FloatField(allow_null=True),
+                "p95_plan_latency_ms": serializers.FloatField(allow_null=True),
+            },
+        ),
+        "goals": inline_serializer(
+            "GoalRuns",
+            {
+                "domain": serializers.CharField(),
+                "goal": serializers.CharField(),
+                "runs": serializers.IntegerField(),
+                "success": serializers.IntegerField(),
+                "failure": serializers.IntegerField(),
+                "clarification": serializers.IntegerField(),
+                "general": serializers.IntegerField(),
+            },
+            many=True,
+        ),
+        "capabilities": inline_serializer(
+            "CapabilityStats",
+            {
+                "domain": serializers.CharField(),
+                "capability": serializers.CharField(),
+                "steps": serializers.IntegerField(),
+                "success": serializers.IntegerField(),
+                "failures": serializers.IntegerField(),
+                "clarifications": serializers.IntegerField(),
+                "skipped": serializers.IntegerField(),
+                "failure_rate_percentage": serializers.FloatField(),
+                "avg_latency_ms": serializers.FloatField(allow_null=True),
+                "p95_latency_ms": serializers.FloatField(allow_null=True),
+            },
+            many=True,
+        ),
+    },
+)
 RECENT_RESPONSE = inline_serializer(
     "RecentHandoff",
     {
@@ -381,3 +430,21 @@ class CohortsApi(AnalyticsApi):
     )
     def get(self, request):
         return Response(selectors.cohort_comparison(**self.filters(request).selector_kwargs()))
+
+
+class GoalsApi(AnalyticsApi):
+    @extend_schema(
+        summary="Goal mode: answers by status, clarification and failure rates, plan latency, goals, capabilities",
+        description=(
+            "`summary.runs` counts every goal-mode answer, domain `general` included (status `general`); "
+            "`clarification_rate_percentage` and `failure_rate_percentage` are of `runs`. The plan latency's p50 "
+            "and p95 are over the answers whose plan ran (`plans_run`), read from buckets 5 % wide (null when no "
+            "plan ran). `goals`: answers per domain and goal by status, most first. `capabilities`: plan steps per "
+            "capability by status; `skipped` steps never ran, `failure_rate_percentage` is of the steps that ran; "
+            "latencies are of the steps that ran."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: GOALS_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(selectors.goal_analytics(**self.filters(request).selector_kwargs()))

@@ -19,4 +19,5 @@ urlpatterns = [
     path("api/analytics/routing-methods", apis.RoutingMethodsApi.as_view(), name="analytics-routing-methods"),
     path("api/analytics/tools", apis.ToolsApi.as_view(), name="analytics-tools"),
     path("api/analytics/cohorts", apis.CohortsApi.as_view(), name="analytics-cohorts"),
+    path("api/analytics/goals", apis.GoalsApi.as_view(), name="analytics-goals"),
 ]

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.template.defaultfilters import truncatechars
 
 from common.adminkit import ReadOnlyAdminMixin, ReadOnlyInlineMixin
-from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+from conversations.models import Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 
 
@@ -24,6 +24,23 @@ class RouteDecisionInline(ReadOnlyInlineMixin, admin.TabularInline):
 class ToolCallInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = ToolCall
     fields = ["created_at", "agent", "tool", "status", "latency_ms", "error"]
+
+
+class GoalRunInline(ReadOnlyInlineMixin, admin.TabularInline):
+    """Goal-mode answers as the analytics count them (each step is in the answer's metadata)."""
+
+    model = GoalRun
+    fields = [
+        "created_at",
+        "domain",
+        "goal",
+        "status",
+        "clarification_reason",
+        "step_count",
+        "failed_step_count",
+        "plan_latency_ms",
+    ]
+    verbose_name_plural = "goal-mode answers"
 
 
 class HandoffInline(ReadOnlyInlineMixin, admin.TabularInline):
@@ -48,7 +65,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["tenant", "profile"]
     search_fields = ["conversation_key", "session_id", "user_id", "state", "active_specialist"]
     date_hierarchy = "created_at"
-    inlines = [MessageInline, RouteDecisionInline, ToolCallInline, HandoffInline]
+    inlines = [MessageInline, RouteDecisionInline, ToolCallInline, GoalRunInline, HandoffInline]
     fieldsets = [
         (None, {"fields": ["conversation_key", "tenant", "profile", "session_id", "user_id", "channel"]}),
         ("State", {"fields": ["state", "active_specialist", "pending_result", "granted_permissions"]}),

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from django.db.models import Model
 from django.utils import timezone
 
 from conversations.models import Conversation, GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, Message
@@ -43,8 +44,8 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _field_length(model: type, name: str) -> int:
-    return model._meta.get_field(name).max_length
+def _field_length(model: type[Model], name: str) -> int | None:
+    return getattr(model._meta.get_field(name), "max_length", None)
 
 
 def _step_id(value: Any, position: int) -> int:

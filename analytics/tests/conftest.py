@@ -35,6 +35,13 @@ def traffic(request, tenant, outsider, settings):
     return built
 
 
+@pytest.fixture
+def goal_traffic(tenant, outsider):
+    from analytics.tests.goal_traffic import build_goal_traffic
+
+    return build_goal_traffic(tenant_a=tenant, tenant_b=outsider)
+
+
 def _session(user) -> APIClient:
     client = APIClient()
     client.force_login(user)

@@ -20,7 +20,9 @@ import pytest
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+from conversations.goal_records import goal_rows_create
+from conversations.models import Conversation, GoalRun, GoalStepRun, Message, RouteDecisionRecord, ToolCall
+from conversations.tests import goal_examples
 from handoffs.models import KIND_BITS, Handoff
 from tenants.models import Tenant
 from tests.browser_fixtures import screenshot_path
@@ -29,7 +31,7 @@ from tests.factories import AgentProfileFactory
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SCREENSHOT = "analytics-dashboard.png"
-CHARTS = ("chart-timeline", "chart-paths", "chart-agents", "chart-methods", "chart-cohorts")
+CHARTS = ("chart-timeline", "chart-paths", "chart-agents", "chart-methods", "chart-cohorts", "chart-goals")
 DASHBOARD = "/analytics/"
 API = "/api/analytics/"
 
@@ -53,6 +55,9 @@ class Traffic:
 
     Last 30 days, every tenant: 6 handoffs, 3 of 4 conversations (75 %). Last 90 days: 8, 4 of 5 (80 %).
     D45 alone: 2, 1 of 1 (100 %). Tenant A, last 30 days: 3, 2 of 3 (66.67 %).
+
+    Goal-mode answers (conversations/tests/goal_examples.py) in a1: quote_and_notify (success) and
+    ambiguous_quote (clarification) on D2; in b1: failed_movers (failure) on D2.
     """
 
     today: dt.date
@@ -144,12 +149,27 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
     turn(a3, at(4, "11:00"), "billing_agent", "state", 100.0, 0.8)
     turn(b1, at(2, "08:00"), "product_agent", "llm", 300.0, 0.6)
     turn(old, at(45, "12:00"), "billing_agent", "keyword", 90.0, 1.0)
+    goal_answer(a1, goal_examples.quote_and_notify(), at(2, "10:20"))
+    goal_answer(a1, goal_examples.ambiguous_quote(), at(2, "10:30"))
+    goal_answer(b1, goal_examples.failed_movers(), at(2, "08:30"))
     for when, status in ((at(2, "10:01"), "ok"), (at(2, "10:02"), "error")):
         call = ToolCall.objects.create(
             conversation=a1, agent="billing_agent", tool="consultar_fatura", server="telecom", status=status
         )
         _dated(call, when)
     return traffic
+
+
+def goal_answer(conv: Conversation, goal: dict[str, Any], when: dt.datetime) -> GoalRun:
+    """A goal-mode answer, recorded by the product's own writer and dated ``when``."""
+    message = Message.objects.create(
+        conversation=conv, role="assistant", agent="finance", content="…", metadata={"goal": goal}
+    )
+    run = goal_rows_create(message=message, goal=goal, tenant_id=conv.tenant_id, profile_id=conv.profile_id)
+    _dated(message, when)
+    _dated(run, when)
+    GoalStepRun.objects.filter(run=run).update(created_at=when)
+    return run
 
 
 @pytest.fixture
@@ -275,6 +295,24 @@ def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
     delegations = api(page, base_url, "delegations", params)
     assert figure(page, "delegations-total") == delegations["total_delegations"]
 
+    goals = api(page, base_url, "goals", params)
+    summary_of_goals = goals["summary"]
+    assert figure(page, "goals-runs") == summary_of_goals["runs"]
+    assert figure(page, "goals-clarification-rate") == summary_of_goals["clarification_rate_percentage"]
+    assert figure(page, "goals-failure-rate") == summary_of_goals["failure_rate_percentage"]
+    if summary_of_goals["plans_run"]:
+        assert figure(page, "goals-p95") == summary_of_goals["p95_plan_latency_ms"]
+    assert rows(page, "table-goals", "domain", "goal", "runs") == [
+        (g["domain"], g["goal"], str(g["runs"])) for g in goals["goals"]
+    ]
+    assert rows(page, "table-capabilities", "capability", "steps", "failures") == [
+        (c["capability"], str(c["steps"]), str(c["failures"])) for c in goals["capabilities"]
+    ]
+    if goals["goals"]:
+        stacks = chart_option(page, "chart-goals")["series"]
+        drawn = sorted(sum(series["data"][i] for series in stacks) for i in range(len(goals["goals"])))
+        assert drawn == sorted(g["runs"] for g in goals["goals"])
+
     recent = api(page, base_url, "handoffs/recent", {**params, "limit": 20})
     assert rows(page, "table-recent", "handoff-id") == [(str(r["id"]),) for r in recent]
     return summary
@@ -301,6 +339,7 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
     )
     assert summary["handoff_rate_percentage"] == 75.0
     assert page.inner_text("#kpi-handoff-rate") == "75 %"
+    assert (figure(page, "goals-runs"), figure(page, "goals-clarification-rate")) == (3, 33.33)
     assert rows(page, "table-paths", "from", "to", "count")[0] == ("product_agent", "support_agent", "3")
     page.screenshot(path=str(screenshot_path(SCREENSHOT)), full_page=True)
 
@@ -388,6 +427,9 @@ def test_names_from_the_data_show_as_text_in_every_charts_tooltip(live_server, b
         reason="test",
     )
     answer = Message.objects.create(conversation=conv, role="assistant", agent=XSS, content="x", cohort=conv.cohort)
+    goal = goal_examples.quote_and_notify()
+    goal["intent_output"]["goal"] = XSS
+    goal_answer(conv, goal, dt.datetime.now(dt.UTC))
     RouteDecisionRecord.objects.create(
         conversation=conv, message=answer, mode="router", route=XSS, agent=XSS, intent="x", method="<img src=x>"
     )

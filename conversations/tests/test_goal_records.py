@@ -178,3 +178,12 @@ def test_rows_are_dated_like_their_answer(conversation):
     run = goal_rows_create(message=message, goal=goal)
     assert run.created_at == when
     assert set(run.steps.values_list("created_at", flat=True)) == {when}
+
+
+def test_the_conversations_admin_page_lists_its_goal_mode_answers_read_only(staff_client, conversation):
+    record(conversation, goal_examples.ambiguous_quote())
+    html = staff_client.get(f"/admin/conversations/conversation/{conversation.pk}/change/").content.decode()
+    assert "goal-mode answers" in html.lower()
+    assert "GET_QUOTE" in html
+    assert "ambiguous" in html
+    assert 'name="goal_runs-0-goal"' not in html  # shown, not editable

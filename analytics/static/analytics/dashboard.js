@@ -26,6 +26,7 @@
     delegations: "delegations",
     tools: "tools",
     recent: "handoffs/recent",
+    goals: "goals",
   };
   var DEFAULT_DAYS = "30";
   var HOUR_BUCKET_MAX_DAYS = 2; // "automatic" draws hours for ranges this short, days otherwise
@@ -586,6 +587,119 @@
     );
   }
 
+  // --- goals -------------------------------------------------------------------------------------------
+
+  var GOAL_STATUSES = ["success", "clarification", "failure", "general"];
+  var GOAL_STATUS_LABELS = {
+    success: "Succeeded",
+    clarification: "Asked to clarify",
+    failure: "Failed",
+    general: "General (no goal)",
+  };
+  var CLARIFICATION_LABELS = {
+    low_confidence: "Not sure of the goal",
+    missing_entity: "Something missing",
+    ambiguous: "Ambiguous (several matches)",
+  };
+
+  function goalName(row) {
+    return row.goal ? row.domain + " · " + row.goal : row.domain || "(none)";
+  }
+
+  function drawGoals(data) {
+    var summary = data.summary || {};
+    var goals = data.goals || [];
+    var empty = "No goal-mode answers in this period";
+    setFigure("goals-runs", summary.runs, formatCount(summary.runs));
+    setFigure(
+      "goals-clarification-rate",
+      summary.clarification_rate_percentage,
+      formatPercent(summary.clarification_rate_percentage),
+    );
+    setFigure("goals-failure-rate", summary.failure_rate_percentage, formatPercent(summary.failure_rate_percentage));
+    setFigure("goals-p50", summary.p50_plan_latency_ms, formatMs(summary.p50_plan_latency_ms));
+    setFigure("goals-p95", summary.p95_plan_latency_ms, formatMs(summary.p95_plan_latency_ms));
+    setFigure("goals-plans-run", summary.plans_run, formatCount(summary.plans_run));
+    setFigure("goals-steps", summary.steps, formatCount(summary.steps));
+    setFigure("goals-failed-steps", summary.failed_steps, formatCount(summary.failed_steps));
+    recordsTable(
+      "table-goals",
+      goals,
+      [
+        { key: "domain" },
+        { key: "goal" },
+        { key: "runs", numeric: true, format: formatCount },
+        { key: "success", numeric: true, format: formatCount },
+        { key: "clarification", numeric: true, format: formatCount },
+        { key: "failure", numeric: true, format: formatCount },
+        { key: "general", numeric: true, format: formatCount },
+      ],
+      empty,
+    );
+    recordsTable(
+      "table-clarification-reasons",
+      summary.clarification_reasons || [],
+      [
+        { key: "reason", format: labelled(CLARIFICATION_LABELS) },
+        { key: "count", numeric: true, format: formatCount },
+      ],
+      "No clarifications asked in this period",
+    );
+    recordsTable(
+      "table-capabilities",
+      data.capabilities || [],
+      [
+        { key: "capability" },
+        { key: "domain" },
+        { key: "steps", numeric: true, format: formatCount },
+        { key: "failures", numeric: true, format: formatCount },
+        { key: "skipped", numeric: true, format: formatCount },
+        { key: "failure_rate_percentage", numeric: true, format: formatPercent },
+        { key: "avg_latency_ms", numeric: true, format: formatMs },
+        { key: "p95_latency_ms", numeric: true, format: formatMs },
+      ],
+      "No plan steps in this period",
+    );
+    if (!goals.length) {
+      chartShow("chart-goals", null, empty);
+      return;
+    }
+    var ordered = goals.slice().reverse(); // the most answered at the top of a horizontal bar chart
+    var names = ordered.map(goalName);
+    chartShow("chart-goals", {
+      textStyle: TEXT_STYLE,
+      tooltip: {
+        trigger: "item",
+        formatter: function (params) {
+          return (
+            escapeHtml(names[params.dataIndex]) +
+            " — " +
+            escapeHtml(params.seriesName) +
+            ": " +
+            formatCount(params.value) +
+            " answers"
+          );
+        },
+      },
+      legend: { top: 0 },
+      grid: { left: 8, right: 24, top: 36, bottom: 24, containLabel: true },
+      xAxis: { type: "value", minInterval: 1 },
+      yAxis: { type: "category", data: names },
+      series: GOAL_STATUSES.map(function (status) {
+        return {
+          type: "bar",
+          stack: "answers",
+          name: GOAL_STATUS_LABELS[status],
+          barMaxWidth: 22,
+          emphasis: { focus: "series" },
+          data: ordered.map(function (row) {
+            return row[status] || 0;
+          }),
+        };
+      }),
+    });
+  }
+
   // --- cohorts -----------------------------------------------------------------------------------------
 
   var COHORT_MEASURES = [
@@ -872,6 +986,7 @@
       ["loop stops", ENDPOINTS.loopStops, params, drawLoopStops],
       ["delegations", ENDPOINTS.delegations, params, drawDelegations],
       ["tools", ENDPOINTS.tools, params, drawTools],
+      ["goals", ENDPOINTS.goals, params, drawGoals],
       ["recent handoffs", ENDPOINTS.recent, recentParams, function (data) {
         drawRecent(data, root.dataset.conversationUrl);
       }],
