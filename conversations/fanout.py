@@ -22,6 +22,10 @@ steps whose results cannot be read any more (Redis went away after they were
 sent) are run again in-process within what is left of the time limit; a
 channel layer that cannot be reached only means the parts are reported when
 the plan's results are in.
+
+A goal plan's steps (:mod:`conversations.goal_engine`) use the same switch
+(:func:`executor_name`), broker hand-off (:func:`broker_send`), circuit and
+result collection (:func:`results_collect`).
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ import contextlib
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from asgiref.sync import sync_to_async
 from channels import DEFAULT_CHANNEL_LAYER
@@ -55,6 +60,8 @@ from conversations.supervisor import (
 from routing.router import PlanStep
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # The request's side of the layer, one instance per event loop: channels_redis lets one loop at a time
 # receive on an instance (a process-wide one breaks as soon as a second loop receives: async_to_sync,
@@ -153,17 +160,12 @@ class CeleryExecutor(PlanExecutor):
                     payload["reply_channel"], payload["reply_index"] = channel, index
             listener = asyncio.create_task(_listen(layer, channel, len(payloads), partial_of, report))
         try:
-            try:
-                sent = await asyncio.wait_for(
-                    sync_to_async(_send, thread_sensitive=False)(payloads, timeout), PUBLISH_TIMEOUT_SECONDS
-                )
-            except Exception as exc:  # noqa: BLE001 — whatever stops the broker taking the steps: run them here
-                redis_circuit.failed(exc if str(exc) else TimeoutError(f"no answer in {PUBLISH_TIMEOUT_SECONDS:g}s"))
+            sent = await broker_send(lambda: _send(payloads, timeout))
+            if sent is None:  # the broker cannot take the steps: run them here
                 return await in_process.run(
                     steps, requests, timeout=timeout, round_number=round_number, vault=vault, on_partial=on_partial
                 )
-            redis_circuit.succeeded()
-            answers = await sync_to_async(_collect, thread_sensitive=False)(sent, started + timeout)
+            answers = await sync_to_async(results_collect, thread_sensitive=False)(sent, started + timeout)
         finally:
             if listener is not None:
                 listener.cancel()
@@ -208,6 +210,18 @@ async def _listen(layer: Any, channel: str, expected: int, partial_of, report) -
             logger.warning("Ignoring a malformed plan.partial message on %s", channel, exc_info=True)
 
 
+async def broker_send(send: Callable[[], T]) -> T | None:
+    """``send()`` — which hands tasks to the broker — in a thread, given ``PUBLISH_TIMEOUT_SECONDS``; ``None``
+    when the broker could not take them (the circuit records it): the caller then runs the work in-process."""
+    try:
+        sent = await asyncio.wait_for(sync_to_async(send, thread_sensitive=False)(), PUBLISH_TIMEOUT_SECONDS)
+    except Exception as exc:  # noqa: BLE001 — whatever stops the broker taking the tasks
+        redis_circuit.failed(exc if str(exc) else TimeoutError(f"no answer in {PUBLISH_TIMEOUT_SECONDS:g}s"))
+        return None
+    redis_circuit.succeeded()
+    return sent
+
+
 def _send(payloads: list[dict[str, Any] | None], timeout: float) -> list[Any]:
     from conversations.tasks import specialist_step
 
@@ -232,7 +246,7 @@ def _redis(url: str) -> Any:
     return redis.Redis.from_url(url)
 
 
-def _collect(results: list[Any], deadline: float) -> list[dict[str, Any] | None]:
+def results_collect(results: list[Any], deadline: float) -> list[dict[str, Any] | None]:
     """Wait for every result until ``deadline`` (``time.perf_counter()``); missing ones are timeouts, and
     ``None`` when Redis could not be read (the caller answers those steps itself).
 
@@ -324,9 +338,14 @@ EXECUTORS: dict[str, type[PlanExecutor]] = {
 }
 
 
-def executor_for() -> PlanExecutor:
-    """Celery when a broker is configured (or forced), otherwise in-process."""
+def executor_name() -> str:
+    """``celery`` when a broker is configured (or ``SUPERVISOR_EXECUTOR`` forces it), otherwise ``inprocess``."""
     choice = settings.SUPERVISOR_EXECUTOR
     if choice == "auto":
         choice = CeleryExecutor.name if settings.REDIS_URL else InProcessExecutor.name
-    return EXECUTORS[choice]()
+    return choice
+
+
+def executor_for() -> PlanExecutor:
+    """Celery when a broker is configured (or forced), otherwise in-process."""
+    return EXECUTORS[executor_name()]()

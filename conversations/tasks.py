@@ -1,4 +1,4 @@
-"""Celery tasks of the conversation engine: one supervisor-plan step on a worker.
+"""Celery tasks of the conversation engine: one supervisor-plan step, or one goal-plan MCP call, on a worker.
 
 Tasks take ids and plain values, never ORM objects: the profile by its
 ``agent_id``, the specialist and tools by name, the turn's masked text and
@@ -50,3 +50,18 @@ def specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
         answer = {"status": "error" if outcome.error else "ok", "outcome": outcome_as_dict(outcome)}
     partial_send(payload, answer, loop)  # a streaming request shows it at once (conversations.steps)
     return answer
+
+
+@app.task(name="conversations.goal_step", acks_late=True, reject_on_worker_lost=True)
+def goal_step(payload: dict[str, Any]) -> dict[str, Any]:
+    """Make one goal-plan step's MCP call; returns the :class:`~agents.mcp.ToolResult` as plain data.
+
+    ``payload`` holds plain values only — ``server``, ``endpoint`` (its URL), ``timeout`` (seconds), ``tool``,
+    ``arguments`` and ``schema`` (the tool's arguments schema) — so the worker needs no snapshot: the request
+    (:mod:`conversations.goal_engine`) schedules the plan and reads each step's result.
+    """
+    from agents.mcp import Endpoint, tool_call
+
+    endpoint = Endpoint(name=payload["server"], url=payload["endpoint"], timeout=float(payload["timeout"]))
+    call = tool_call(endpoint=endpoint, tool=payload["tool"], arguments=payload["arguments"], schema=payload["schema"])
+    return _worker_loop().run_until_complete(call).as_dict()

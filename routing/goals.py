@@ -9,10 +9,13 @@ decided here, by the metadata the domains publish in their manifests — never b
 * :func:`plan_build` — intents → :class:`ExecutionPlan`: ``decomposition.array_params`` fans a list parameter out
   into one step per element (under the parameter's ``max_concurrency``), ``composition`` adds follow-up steps of
   the capabilities that play a ``followup_roles`` role when ``enabled_if`` holds, with params from ``param_map``;
+  ``flow.pre`` puts pre-steps before a step, such as a ``resolve`` of ``symbol_text`` into ``symbol`` through a
+  search capability (:func:`pre_entries`);
 * :func:`plan_check` — refuses, with a clear error, a cycle, a reference to no earlier step, and an unknown or
   disabled capability, before anything runs;
 * :func:`refs_resolve` — ``${1.explanation}`` and ``${<output_key>.result.<field>}`` from the outputs of earlier
   steps;
+* :func:`candidate_choose` — which of an ambiguous resolve's candidates the user's reply picks;
 * :func:`manifest_read` — a domain's manifest (the JSON an MCP server serves as ``manifest://<domain>``) checked
   and read into the specs above.
 
@@ -26,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from common.text import normalize
+
 SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
 SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # DomainOutput and turn statuses
 GENERAL_DOMAIN = "general"  # small talk and what no goal covers: exempt from the confidence gate
@@ -33,6 +38,8 @@ DEFAULT_CONFIDENCE_THRESHOLD = 0.94
 LAST, REPORT, MERGE = "last", "report", "merge"
 DEFAULT_MAX_CONCURRENCY = 4
 EXPLANATION_PARAM = "_step_explanation"  # what a param_map's from_parameters names for the step's explanation
+RESOLVE = "resolve"  # the pre-step that resolves a human-friendly entity through a search capability (flow.pre)
+PRE_STEP_TYPES = {RESOLVE: RESOLVE, "resolve_symbol": RESOLVE}  # a flow.pre entry's type → its kind (seed's alias)
 
 REF_RE = re.compile(r"\$\{([A-Za-z0-9_]+)\.([A-Za-z0-9_.]+)\}")
 
@@ -153,6 +160,22 @@ class ExecutionStep:
     depends_on: tuple[int, ...] = ()
     required: bool = True
     output_key: str = ""
+    kind: str = ""  # "" = the capability's own call; RESOLVE = a pre-step from ``flow.pre`` (its entry in ``pre``)
+    pre: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {
+            "id": self.id,
+            "domain": self.domain,
+            "capability": self.capability,
+            "params": dict(self.params),
+            "depends_on": list(self.depends_on),
+            "required": self.required,
+            "output_key": self.output_key,
+        }
+        if self.kind:
+            data.update(kind=self.kind, pre=dict(self.pre))
+        return data
 
 
 @dataclass(frozen=True)
@@ -167,18 +190,7 @@ class ExecutionPlan:
             "execution_mode": self.execution_mode,
             "combine_mode": self.combine_mode,
             "max_concurrency": self.max_concurrency,
-            "steps": [
-                {
-                    "id": step.id,
-                    "domain": step.domain,
-                    "capability": step.capability,
-                    "params": dict(step.params),
-                    "depends_on": list(step.depends_on),
-                    "required": step.required,
-                    "output_key": step.output_key,
-                }
-                for step in self.steps
-            ],
+            "steps": [step.as_dict() for step in self.steps],
         }
 
 
@@ -276,6 +288,75 @@ def _mapped_params(param_map: Mapping[str, Any], source_id: int, intent: Executi
     return params
 
 
+def pre_entries(capability: CapabilitySpec) -> list[dict[str, Any]]:
+    """The capability's ``flow.pre`` entries with their defaults filled in; raises :class:`PlanError` for an
+    entry of an unknown type or without its ``param`` and ``search_capability``.
+
+    A ``resolve`` entry (seed 002's ``resolve_symbol`` is an alias) turns the human-friendly ``from_param``
+    (default ``<param>_text``) into ``param`` through ``search_capability`` called with ``query_param`` (default
+    ``query``): the search result's ``candidates`` list (default ``matches``) gives the value (the candidate's
+    ``value`` field, default ``param``) and the ``label`` fields shown when several match (default ``name``).
+    """
+    entries = []
+    for index, entry in enumerate((capability.metadata.get("flow") or {}).get("pre") or ()):
+        where = f"{capability.name}: flow.pre[{index}]"
+        kind = PRE_STEP_TYPES.get(str(entry.get("type", "")) if isinstance(entry, Mapping) else "")
+        if kind is None:
+            raise PlanError(f"{where} has an unknown type (known: {', '.join(sorted(PRE_STEP_TYPES))}).")
+        if not entry.get("param") or not entry.get("search_capability"):
+            raise PlanError(f"{where} needs a param and a search_capability.")
+        param = str(entry["param"])
+        label = entry.get("label") or ["name"]
+        entries.append(
+            {
+                **entry,
+                "type": kind,
+                "param": param,
+                "from_param": str(entry.get("from_param") or f"{param}_text"),
+                "search_capability": str(entry["search_capability"]),
+                "query_param": str(entry.get("query_param") or "query"),
+                "candidates": str(entry.get("candidates") or "matches"),
+                "value": str(entry.get("value") or param),
+                "label": [label] if isinstance(label, str) else [str(name) for name in label],
+            }
+        )
+    return entries
+
+
+def _with_pre_steps(
+    params: dict[str, Any],
+    capability: CapabilitySpec,
+    catalogue: Mapping[str, CapabilitySpec],
+    steps: list[ExecutionStep],
+) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """Append to ``steps`` the pre-steps ``params`` needs; the params that read their results, and their ids.
+
+    No pre-step for a param the params already hold (the user chose it) or whose ``from_param`` they lack.
+    """
+    ids: list[int] = []
+    for entry in pre_entries(capability):
+        text = params.get(entry["from_param"])
+        if params.get(entry["param"]) not in (None, "") or text in (None, ""):
+            continue
+        search = catalogue.get(entry["search_capability"])
+        step_id = len(steps) + 1
+        steps.append(
+            ExecutionStep(
+                id=step_id,
+                domain=search.domain if search is not None else capability.domain,
+                capability=entry["search_capability"],
+                params={entry["query_param"]: text},
+                output_key=f"{entry['search_capability']}_{step_id}",
+                kind=entry["type"],
+                pre=entry,
+            )
+        )
+        params = {key: value for key, value in params.items() if key != entry["from_param"]}
+        params[entry["param"]] = f"${{{step_id}.result.resolved}}"
+        ids.append(step_id)
+    return params, tuple(ids)
+
+
 def plan_build(
     intents: Sequence[ExecutionIntent], catalogue: Mapping[str, CapabilitySpec], *, max_concurrency: int | None = None
 ) -> ExecutionPlan:
@@ -291,13 +372,16 @@ def plan_build(
         if bound:
             bounds.append(int(bound))
         primary_ids = []
-        for params in fanned:
+        for fanned_params in fanned:
+            first = not any(not step.kind for step in steps)
+            params, pre_ids = _with_pre_steps(fanned_params, capability, catalogue, steps)
             step = ExecutionStep(
                 id=len(steps) + 1,
                 domain=intent.domain,
                 capability=intent.capability,
                 params=params,
-                output_key="primary" if not steps and len(fanned) == 1 else f"{intent.capability}_{len(steps) + 1}",
+                depends_on=pre_ids,
+                output_key="primary" if first and len(fanned) == 1 else f"{intent.capability}_{len(steps) + 1}",
             )
             steps.append(step)
             primary_ids.append(step.id)
@@ -319,7 +403,7 @@ def plan_build(
     mode = DAG if any(step.depends_on for step in steps) else PARALLEL if len(steps) > 1 else SEQUENTIAL
     plan = ExecutionPlan(
         execution_mode=mode,
-        combine_mode=LAST if len(steps) == 1 else REPORT,
+        combine_mode=LAST if sum(not step.kind for step in steps) == 1 else REPORT,
         max_concurrency=max_concurrency or min(bounds, default=DEFAULT_MAX_CONCURRENCY),
         steps=tuple(steps),
     )
@@ -415,6 +499,57 @@ def refs_resolve(params: Any, outputs: Mapping[str, Mapping[str, Any]]) -> Any:
     if whole:
         return _path_value(whole.group(2), outputs.get(whole.group(1)) or {})
     return REF_RE.sub(lambda match: str(_path_value(match.group(2), outputs.get(match.group(1)) or {}) or ""), params)
+
+
+# -- choosing among candidates -----------------------------------------------------------------------------------
+
+_ORDINALS = {
+    **dict.fromkeys(("primeira", "primeiro", "primera", "primero", "first", "1st"), 1),
+    **dict.fromkeys(("segunda", "segundo", "second", "2nd"), 2),
+    **dict.fromkeys(("terceira", "terceiro", "tercera", "tercero", "third", "3rd"), 3),
+    **dict.fromkeys(("quarta", "quarto", "cuarta", "cuarto", "fourth", "4th"), 4),
+    **dict.fromkeys(("quinta", "quinto", "fifth", "5th"), 5),
+}
+_LAST_WORDS = frozenset({"ultima", "ultimo", "last"})
+_NUMBERED = re.compile(r"(\d{1,2})(?:a|o|st|nd|rd|th)?")  # "2", "2a" (2ª), "2o" (2º), "2nd", once folded
+# Words that say nothing about which candidate: never a label word, even where a label holds them.
+_FILLER = frozenset({"a", "o", "as", "os", "de", "da", "do", "das", "dos", "em", "na", "the", "of", "in", "la", "el"})
+
+
+def candidate_choose(
+    text: str, candidates: Sequence[Mapping[str, Any]], label_fields: Sequence[str], value_field: str
+) -> int | None:
+    """The index of the candidate the user's ``text`` picks, or ``None`` when it picks none or several.
+
+    A reply picks by ordinal ("a segunda", "2", "the second", "la segunda", "primeira", "última"), by the
+    candidate's value ("NDA-FI.HE", case and punctuation ignored) or by a word of the ``label_fields`` that only
+    one candidate has ("Helsinki"); words that all the picked-from candidates share ("Nordea") pick nothing.
+    """
+    words = normalize(text).split()
+    if not words or not candidates:
+        return None
+    picks: set[int] = set()
+    haystack = f" {' '.join(words)} "
+    for index, candidate in enumerate(candidates):
+        value = normalize(str(candidate.get(value_field) or ""))
+        if value and f" {value} " in haystack:
+            picks.add(index)
+    for word in words:
+        numbered = _NUMBERED.fullmatch(word)
+        position = int(numbered.group(1)) if numbered else _ORDINALS.get(word)
+        if word in _LAST_WORDS:
+            position = len(candidates)
+        if position is not None and 1 <= position <= len(candidates):
+            picks.add(position - 1)
+    labels = [
+        {word for name in label_fields for word in normalize(str(candidate.get(name) or "")).split()} - _FILLER
+        for candidate in candidates
+    ]
+    for word in set(words):
+        having = [index for index, label in enumerate(labels) if word in label]
+        if len(having) == 1:
+            picks.add(having[0])
+    return picks.pop() if len(picks) == 1 else None
 
 
 # -- manifests ---------------------------------------------------------------------------------------------------

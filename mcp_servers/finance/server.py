@@ -263,7 +263,23 @@ MANIFEST: dict[str, Any] = {
                     "enabled_if": {"path": "parameters.notify", "equals": True},
                     "param_map": {"message": {"from_parameters": ["_step_explanation"]}},
                 },
-                "flow": {"pre": [{"type": "resolve_symbol", "param": "symbol", "search_capability": "search_symbol"}]},
+                "flow": {
+                    "pre": [
+                        {
+                            "type": "resolve",
+                            "param": "symbol",
+                            "from_param": "symbol_text",
+                            "search_capability": "search_symbol",
+                            "query_param": "query",
+                            "candidates": "matches",
+                            "value": "symbol",
+                            "label": ["name", "exchange", "currency"],
+                            "question": "Encontrei mais de uma listagem para '{query}': {choices} Qual delas? "
+                            "(Which one?)",
+                            "not_found": "Não encontrei nenhuma listagem para '{query}' (not found).",
+                        }
+                    ]
+                },
             },
         },
         {"capability": "search_symbol", "tool": "search_symbol", "metadata": {"roles": ["symbol_search"]}},

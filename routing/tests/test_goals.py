@@ -11,11 +11,13 @@ from routing.goals import (
     REPORT,
     SEQUENTIAL,
     CapabilitySpec,
+    ExecutionIntent,
     ExecutionPlan,
     ExecutionStep,
     GoalSpec,
     IntentOutput,
     PlanError,
+    candidate_choose,
     goal_resolve,
     plan_build,
     plan_check,
@@ -201,3 +203,154 @@ def test_references_take_values_from_earlier_outputs_by_id_or_output_key():
         "list": ["PETR4 está em R$ 38,20", 3],
         "missing": None,
     }
+
+
+# -- flow.pre: pre-steps from metadata ---------------------------------------------------------------------------
+
+RESOLVING = {
+    **CATALOGUE,
+    "get_stock_price": CapabilitySpec(
+        "finance",
+        "get_stock_price",
+        {
+            **CATALOGUE["get_stock_price"].metadata,
+            "flow": {"pre": [{"type": "resolve", "param": "symbol", "search_capability": "search_symbol"}]},
+        },
+    ),
+    "search_symbol": CapabilitySpec("finance", "search_symbol"),
+}
+
+
+def test_a_resolve_pre_step_searches_the_text_and_the_step_reads_the_resolved_value():
+    plan = plan_build(goal_resolve(intent("GET_QUOTE", symbol_text="Nordea"), GET_QUOTE), RESOLVING)
+
+    search, quote = plan.steps
+    assert (search.capability, search.params, search.kind, search.required) == (
+        "search_symbol",
+        {"query": "Nordea"},
+        "resolve",
+        True,
+    )
+    assert search.pre == {
+        "type": "resolve",
+        "param": "symbol",
+        "from_param": "symbol_text",
+        "search_capability": "search_symbol",
+        "query_param": "query",
+        "candidates": "matches",
+        "value": "symbol",
+        "label": ["name"],
+    }
+    assert (quote.capability, quote.params, quote.depends_on) == (
+        "get_stock_price",
+        {"symbol": "${1.result.resolved}"},
+        (1,),
+    )
+    assert quote.output_key == "primary"
+    assert plan.execution_mode == DAG and plan.combine_mode == LAST  # the pre-step is not an answer of its own
+    assert plan.as_dict()["steps"][0]["kind"] == "resolve" and "kind" not in plan.as_dict()["steps"][1]
+
+
+def test_seed_002s_resolve_symbol_is_an_alias_and_every_field_can_be_named():
+    metadata = {
+        "flow": {
+            "pre": [
+                {
+                    "type": "resolve_symbol",
+                    "param": "ticker",
+                    "from_param": "company",
+                    "search_capability": "lookup",
+                    "query_param": "q",
+                    "candidates": "hits",
+                    "value": "code",
+                    "label": ["title", "venue"],
+                }
+            ]
+        }
+    }
+    catalogue = {"quote": CapabilitySpec("x", "quote", metadata), "lookup": CapabilitySpec("x", "lookup")}
+    resolved = [ExecutionIntent("x", "quote", {"company": "Acme", "currency": "EUR"}, 0.99, "…")]
+
+    lookup, quote = plan_build(resolved, catalogue).steps
+
+    assert (lookup.kind, lookup.params, lookup.pre["label"]) == ("resolve", {"q": "Acme"}, ["title", "venue"])
+    assert quote.params == {"currency": "EUR", "ticker": "${1.result.resolved}"}
+
+
+def test_no_pre_step_once_the_params_hold_what_it_would_resolve():
+    chosen = goal_resolve(intent("GET_QUOTE", symbol_text="Nordea", symbol="NDA-FI.HE"), GET_QUOTE)
+    plan = plan_build(chosen, RESOLVING)
+    assert [(step.capability, step.kind) for step in plan.steps] == [("get_stock_price", "")]
+    assert plan.steps[0].params["symbol"] == "NDA-FI.HE" and plan.execution_mode == SEQUENTIAL
+
+
+def test_each_fanned_out_element_gets_its_own_search_so_the_searches_and_then_the_quotes_run_side_by_side():
+    plan = plan_build(goal_resolve(intent("GET_QUOTE", symbols=["PETR4", "Vale"], notify=True), GET_QUOTE), RESOLVING)
+
+    assert [(s.id, s.capability, s.depends_on, s.params) for s in plan.steps] == [
+        (1, "search_symbol", (), {"query": "PETR4"}),
+        (2, "get_stock_price", (1,), {"notify": True, "symbol": "${1.result.resolved}"}),
+        (3, "search_symbol", (), {"query": "Vale"}),
+        (4, "get_stock_price", (3,), {"notify": True, "symbol": "${3.result.resolved}"}),
+        (5, "send_message", (2,), {"message": "${2.explanation}"}),
+        (6, "send_message", (4,), {"message": "${4.explanation}"}),
+    ]
+    assert plan.execution_mode == DAG and plan.combine_mode == REPORT
+
+
+@pytest.mark.parametrize(
+    ("pre", "error"),
+    [
+        ({"type": "guess", "param": "symbol", "search_capability": "search_symbol"}, "unknown type"),
+        ({"type": "resolve", "search_capability": "search_symbol"}, "needs a param"),
+        ({"type": "resolve", "param": "symbol", "search_capability": "nowhere"}, "unknown capability 'nowhere'"),
+    ],
+)
+def test_a_pre_step_the_platform_cannot_run_is_refused_when_planning(pre, error):
+    catalogue = {**RESOLVING, "get_stock_price": CapabilitySpec("finance", "get_stock_price", {"flow": {"pre": [pre]}})}
+    with pytest.raises(PlanError, match=error):
+        plan_build(goal_resolve(intent("GET_QUOTE", symbol_text="Nordea"), GET_QUOTE), catalogue)
+
+
+# -- choosing among candidates -----------------------------------------------------------------------------------
+
+NORDEA = [
+    {"symbol": "NDA-SE.ST", "name": "Nordea Bank", "exchange": "OMX Stockholm", "market": "SE", "city": "Estocolmo"},
+    {"symbol": "NDA-FI.HE", "name": "Nordea Bank", "exchange": "OMX Helsinki", "market": "FI", "city": "Helsinque"},
+]
+LABELS = ["name", "exchange", "market", "city"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "chosen"),
+    [
+        ("a segunda", 1),
+        ("segunda", 1),
+        ("2", 1),
+        ("a 2ª", 1),
+        ("opção 1", 0),
+        ("the second", 1),
+        ("la segunda", 1),
+        ("primeira", 0),
+        ("first one", 0),
+        ("la primera", 0),
+        ("a última", 1),
+        ("last", 1),
+        ("NDA-FI.HE", 1),
+        ("quero a nda-se.st", 0),
+        ("Helsinki", 1),
+        ("a de Estocolmo", 0),
+        ("a de Helsinki, por favor", 1),
+        ("Nordea Bank", None),  # both have it: it picks neither
+        ("a terceira", None),  # there is no third
+        ("a primeira, de Helsinki", None),  # two different picks
+        ("tanto faz", None),
+        ("", None),
+    ],
+)
+def test_a_reply_picks_a_candidate_by_ordinal_value_or_a_word_only_one_has(reply, chosen):
+    assert candidate_choose(reply, NORDEA, LABELS, "symbol") == chosen
+
+
+def test_a_reply_that_names_the_same_candidate_twice_picks_it():
+    assert candidate_choose("a segunda, NDA-FI.HE de Helsinki", NORDEA, LABELS, "symbol") == 1

@@ -1,0 +1,477 @@
+"""The goal plan engine (seed 002) over real MCP servers: references between steps, parallel steps under
+max_concurrency, required and optional failures, time limits, plans refused before any call, combining, and the
+answer. The test's own server (``plan``) runs in this process and records what it saw: its calls, in order, and
+how many were in flight at once."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import pytest
+from mcp.server.mcpserver.exceptions import ToolError
+
+from agents.mcp import Endpoint, tools_list
+from conversations.goal_engine import (
+    SKIPPED,
+    STEP_EVENT,
+    answer_write,
+    outputs_combine,
+    plan_execute,
+)
+from mcp_servers.common import new_server
+from routing.goals import (
+    DAG,
+    FAILURE,
+    LAST,
+    MERGE,
+    REPORT,
+    SUCCESS,
+    CapabilitySpec,
+    DomainOutput,
+    ExecutionPlan,
+    ExecutionStep,
+    GoalCatalogue,
+)
+from routing.snapshot import ServerSpec, Snapshot, ToolSpec
+from tests.mcp_inline import mcp_serving
+
+pytestmark = pytest.mark.slow
+
+
+class Seen:
+    """What the plan server observed."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.log: list[tuple[str, str]] = []  # ("start" | "end", label) in the order they happened
+        self.arguments: list[tuple[str, dict]] = []
+        self.in_flight = 0
+        self.peak = 0
+
+
+SEEN = Seen()
+
+
+async def work(label: str, delay_ms: int = 300) -> dict[str, Any]:
+    """Take ``delay_ms``; the server notes when it started and ended, and how many ran at once."""
+    SEEN.arguments.append(("work", {"label": label, "delay_ms": delay_ms}))
+    SEEN.log.append(("start", label))
+    SEEN.in_flight += 1
+    SEEN.peak = max(SEEN.peak, SEEN.in_flight)
+    try:
+        await anyio.sleep(delay_ms / 1000)
+    finally:
+        SEEN.in_flight -= 1
+        SEEN.log.append(("end", label))
+    return {"label": label, "explanation": f"feito: {label}"}
+
+
+def echo(message: str) -> dict[str, Any]:
+    """Say ``message`` back."""
+    SEEN.arguments.append(("echo", {"message": message}))
+    return {"message": message, "explanation": f"eco: {message}"}
+
+
+def number(n: int) -> dict:
+    """``n`` and its double (no explanation: the engine writes one from the result). A plain ``dict`` has no
+    output schema, so the SDK sends it as JSON text, as a server without structured output does."""
+    SEEN.arguments.append(("number", {"n": n}))
+    return {"n": n, "double": n * 2}
+
+
+def fail(reason: str = "boom") -> dict[str, Any]:
+    """Always fails."""
+    SEEN.arguments.append(("fail", {"reason": reason}))
+    raise ToolError(reason)
+
+
+@pytest.fixture(scope="module")
+def plan_url():
+    server = new_server("plan", title="Plan test server", instructions="Tools for the goal engine's tests.")
+    for tool in (work, echo, number, fail):
+        server.add_tool(tool)
+    with mcp_serving(server) as url:
+        yield url
+
+
+@pytest.fixture
+def plan_server(plan_url):
+    SEEN.reset()
+    return plan_url
+
+
+def snapshot_of(**urls: str) -> Snapshot:
+    """A snapshot with the servers at ``urls`` and the tools they list (their real argument schemas)."""
+    tools = {}
+    for name, url in urls.items():
+        for info in asyncio.run(tools_list(Endpoint(name, url, 5.0))):
+            tools[info.name] = ToolSpec(info.name, name, info.description, info.input_schema, False, True)
+    servers = {name: ServerSpec(name, url, "streamable_http", 5.0, True) for name, url in urls.items()}
+    return Snapshot(version=0, generation=0, profiles={}, tools=tools, servers=servers)
+
+
+def catalogue_of(*capabilities: CapabilitySpec) -> GoalCatalogue:
+    plain = {name: CapabilitySpec("plan", name) for name in ("work", "echo", "number", "fail")}
+    return GoalCatalogue(goals={}, capabilities={**plain, **{spec.name: spec for spec in capabilities}})
+
+
+def step(id: int, capability: str, *depends_on: int, required: bool = True, output_key: str = "", **params):
+    return ExecutionStep(id, "plan", capability, params, tuple(depends_on), required, output_key or f"s{id}")
+
+
+def plan_of(*steps: ExecutionStep, max_concurrency: int = 4, combine_mode: str = REPORT) -> ExecutionPlan:
+    return ExecutionPlan(DAG, combine_mode, max_concurrency, tuple(steps))
+
+
+def execute(plan, catalogue=None, snapshot=None, **options):
+    events: list[dict] = []
+
+    async def on_event(name, data):
+        assert name == STEP_EVENT
+        events.append(data)
+
+    catalogue = catalogue if catalogue is not None else catalogue_of()  # an empty GoalCatalogue is falsy
+    run = asyncio.run(plan_execute(plan, catalogue, snapshot, on_event=on_event, **options))
+    return run, events
+
+
+def statuses(run) -> dict[int, str]:
+    return {step_id: output.status for step_id, output in run.outputs.items()}
+
+
+# -- references --------------------------------------------------------------------------------------------------
+
+
+def test_references_carry_an_explanation_and_a_result_field_from_one_real_call_to_the_next(plan_server):
+    plan = plan_of(
+        step(1, "number", output_key="primary", n=21),
+        step(2, "echo", 1, message="${1.explanation}"),
+        step(3, "echo", 1, message="dobro: ${primary.result.double}"),
+        step(4, "number", 1, n="${primary.result.double}"),  # a whole reference keeps the value's type
+    )
+
+    run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
+
+    assert run.status == SUCCESS, run.as_dict()
+    assert run.outputs[1].explanation == "n: 21; double: 42"  # no explanation in the result: its summary
+    assert run.outputs[2].result["message"] == "n: 21; double: 42"
+    assert run.outputs[3].result["message"] == "dobro: 42"
+    assert run.outputs[4].result == {"n": 42, "double": 84}
+    assert ("number", {"n": 42}) in SEEN.arguments
+    assert run.outputs[2].metadata["tool"] == "echo" and run.outputs[2].metadata["required"] is True
+
+
+# -- parallel, under max_concurrency -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_concurrency", [1, 2, 5])
+def test_independent_steps_run_side_by_side_but_never_more_at_once_than_max_concurrency(plan_server, max_concurrency):
+    plan = plan_of(*(step(n, "work", label=f"w{n}") for n in range(1, 6)), max_concurrency=max_concurrency)
+
+    run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
+
+    assert run.status == SUCCESS
+    assert SEEN.peak == max_concurrency  # as the server saw them: five calls of 300 ms each
+
+
+def test_a_step_starts_once_the_steps_it_depends_on_have_ended_and_not_before(plan_server):
+    plan = plan_of(
+        step(1, "work", label="a1"),
+        step(2, "work", label="a2", delay_ms=100),
+        step(3, "work", 2, label="b", delay_ms=100),  # may start while a1 still runs
+        step(4, "work", 1, 3, label="c"),
+    )
+
+    run, events = execute(plan, snapshot=snapshot_of(plan=plan_server))
+
+    assert run.status == SUCCESS
+    order = SEEN.log
+    assert order.index(("start", "b")) > order.index(("end", "a2"))
+    assert order.index(("start", "b")) < order.index(("end", "a1"))  # b did not wait for a1, which it does not need
+    assert order.index(("start", "c")) > max(order.index(("end", "a1")), order.index(("end", "b")))
+    started = [event["id"] for event in events if event["status"] == "started"]
+    assert started[:2] == [1, 2] and sorted(started) == [1, 2, 3, 4]
+    assert [event for event in events if event["id"] == 4][-1] == {
+        "id": 4,
+        "capability": "work",
+        "domain": "plan",
+        "status": SUCCESS,
+        "explanation": "feito: c",
+        "latency_ms": run.outputs[4].metadata["latency_ms"],
+    }
+
+
+# -- failures ----------------------------------------------------------------------------------------------------
+
+
+def test_a_failed_required_step_ends_the_plan_and_keeps_what_completed(plan_server):
+    plan = plan_of(
+        step(1, "number", n=1),
+        step(2, "fail", 1, reason="sem sistema"),
+        step(3, "echo", 2, message="${2.explanation}"),
+        step(4, "work", 1, label="never"),
+        max_concurrency=1,  # 2 and 4 are both ready after 1; 2 goes first and fails
+    )
+
+    run, events = execute(plan, snapshot=snapshot_of(plan=plan_server))
+
+    assert run.status == FAILURE
+    assert statuses(run) == {1: SUCCESS, 2: FAILURE, 3: SKIPPED, 4: SKIPPED}
+    assert run.outputs[1].result == {"n": 1, "double": 2}
+    assert run.outputs[2].metadata["status"] == "error" and "sem sistema" in run.outputs[2].metadata["error"]
+    assert run.outputs[2].explanation == "fail falhou: Error executing tool fail: sem sistema (failed)."  # the SDK's
+    assert ("start", "never") not in SEEN.log  # not started once the plan ended
+    assert [(call.tool, call.status) for call in run.tool_results] == [("number", "ok"), ("fail", "error")]
+    assert {event["id"]: event["status"] for event in events if event["status"] != "started"} == {
+        1: SUCCESS,
+        2: FAILURE,
+        3: SKIPPED,
+        4: SKIPPED,
+    }
+
+
+def test_a_failed_optional_step_is_marked_and_the_plan_goes_on_without_what_needed_it(plan_server):
+    plan = plan_of(
+        step(1, "number", n=1),
+        step(2, "fail", 1, required=False),
+        step(3, "echo", 2, required=False, message="${2.explanation}"),
+        step(4, "echo", 1, message="${1.explanation}"),
+    )
+
+    run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
+
+    assert run.status == SUCCESS
+    assert statuses(run) == {1: SUCCESS, 2: FAILURE, 3: SKIPPED, 4: SUCCESS}
+    assert "passo 2" in run.outputs[3].explanation
+    assert [name for name, _ in SEEN.arguments].count("echo") == 1  # step 3 never called
+
+
+def test_a_required_step_that_needed_a_failed_optional_one_is_skipped_and_the_plan_fails(plan_server):
+    plan = plan_of(step(1, "fail", required=False), step(2, "echo", 1, message="${1.explanation}"))
+
+    run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
+
+    assert run.status == FAILURE and statuses(run) == {1: FAILURE, 2: SKIPPED}
+
+
+def test_a_step_past_its_capabilitys_time_limit_is_a_timeout_and_an_optional_one_leaves_the_rest(plan_server):
+    slow = CapabilitySpec("plan", "slow_work", {"timeout_seconds": 0.5}, tool="work")
+    plan = plan_of(step(1, "slow_work", required=False, label="slow", delay_ms=3000), step(2, "number", n=3))
+
+    run, _ = execute(plan, catalogue_of(slow), snapshot_of(plan=plan_server))
+
+    assert run.status == SUCCESS
+    assert run.outputs[1].status == FAILURE and run.outputs[1].metadata["status"] == "timeout"
+    assert run.outputs[1].explanation == "slow_work não respondeu em 0.5 s (no answer in time)."
+    assert run.outputs[2].result == {"n": 3, "double": 6}
+
+
+# -- refused before anything runs --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("steps", "error"),
+    [
+        ((step(1, "echo", 2, message="x"), step(2, "echo", 1, message="y")), "cycle"),
+        ((step(1, "number", n=1), step(2, "echo", 1, message="${9.explanation}")), "no step of the plan"),
+        ((step(1, "number", n=1), step(2, "echo", 1, message="${nowhere.result.x}")), "no step of the plan"),
+        ((step(1, "number", n=1), step(2, "teleport", 1)), "unknown capability 'teleport'"),
+        ((step(1, "number", n=1), step(2, "retired", 1)), "'retired' is disabled"),
+        ((step(1, "number", n=1), step(2, "unserved", 1)), "tool 'ghost' of 'unserved' is not registered"),
+    ],
+)
+def test_a_plan_that_cannot_run_is_refused_before_any_call(plan_server, steps, error):
+    catalogue = catalogue_of(
+        CapabilitySpec("plan", "retired", enabled=False, tool="echo"), CapabilitySpec("plan", "unserved", tool="ghost")
+    )
+
+    run, events = execute(plan_of(*steps), catalogue, snapshot_of(plan=plan_server))
+
+    assert run.status == FAILURE and error in run.error
+    assert run.outputs == {} and events == []
+    assert SEEN.arguments == []  # the server saw no call
+
+
+def test_a_disabled_server_is_refused_before_any_call(plan_server):
+    snapshot = snapshot_of(plan=plan_server)
+    snapshot = replace(snapshot, servers={"plan": replace(snapshot.servers["plan"], enabled=False)})
+
+    run, _ = execute(plan_of(step(1, "number", n=1)), snapshot=snapshot)
+
+    assert run.status == FAILURE and "server 'plan'" in run.error and SEEN.arguments == []
+
+
+# -- combining ---------------------------------------------------------------------------------------------------
+
+QUOTE = DomainOutput(SUCCESS, {"price": 10.05}, "Nordea está em 10,05 EUR.", metadata={"step": 2})
+NOTE = DomainOutput(SUCCESS, {"sent": True}, "Notificação enviada.", metadata={"step": 3})
+SEARCH = DomainOutput(SUCCESS, {"resolved": "NDA-FI.HE"}, "'Nordea' → NDA-FI.HE", metadata={"step": 1})
+PRE = ExecutionStep(1, "finance", "search_symbol", {"query": "Nordea"}, output_key="search_symbol_1", kind="resolve")
+
+
+def combined(combine_mode, outputs, *steps):
+    return outputs_combine(ExecutionPlan(DAG, combine_mode, 4, tuple(steps)), outputs)
+
+
+def test_last_is_the_last_steps_output_and_never_a_pre_steps():
+    quote = ExecutionStep(
+        2, "finance", "get_stock_price", {"symbol": "${1.result.resolved}"}, (1,), output_key="primary"
+    )
+    result = combined(LAST, {1: SEARCH, 2: QUOTE}, PRE, quote)
+    assert result["mode"] == LAST and result["explanation"] == "Nordea está em 10,05 EUR."
+    assert result["result"] == {"price": 10.05}
+
+
+def test_report_gives_each_steps_explanation_in_order_and_marks_failed_and_skipped_ones():
+    steps = (
+        PRE,
+        ExecutionStep(2, "finance", "get_stock_price", {}, (1,), output_key="primary"),
+        ExecutionStep(3, "finance", "send_message", {}, (2,), False, "send_message_2"),
+        ExecutionStep(4, "finance", "get_top_gainers", {}, (), output_key="get_top_gainers_4"),
+        ExecutionStep(5, "finance", "send_message", {}, (4,), False, "send_message_4"),
+    )
+    failed = DomainOutput(FAILURE, None, "get_top_gainers falhou: fora do ar (failed).", metadata={"status": "error"})
+    skipped = DomainOutput(SKIPPED, None, "Não executado")
+
+    result = combined(REPORT, {1: SEARCH, 2: QUOTE, 3: NOTE, 4: failed, 5: skipped}, *steps)
+
+    assert result["explanation"].splitlines() == [
+        "Nordea está em 10,05 EUR.",
+        "Notificação enviada.",
+        "[get_top_gainers: get_top_gainers falhou: fora do ar (failed).]",
+        "[send_message: não executado (skipped)]",
+    ]
+    assert [(part["step"], part["status"]) for part in result["parts"]] == [
+        (2, SUCCESS),
+        (3, SUCCESS),
+        (4, FAILURE),
+        (5, SKIPPED),
+    ]
+
+
+def test_merge_puts_the_results_in_one_dict_by_output_key():
+    gainers = DomainOutput(SUCCESS, {"items": ["MGLU3"]}, "Maiores altas: Magazine Luiza.")
+    losers = DomainOutput(SUCCESS, {"items": ["VALE3"]}, "Maiores baixas: Vale.")
+    steps = (
+        ExecutionStep(1, "finance", "get_top_gainers", {}, output_key="primary"),
+        ExecutionStep(2, "finance", "get_top_losers", {}, output_key="get_top_losers_2"),
+    )
+
+    result = combined(MERGE, {1: gainers, 2: losers}, *steps)
+
+    assert result["result"] == {"primary": {"items": ["MGLU3"]}, "get_top_losers_2": {"items": ["VALE3"]}}
+    assert result["explanation"] == "Maiores altas: Magazine Luiza.\nMaiores baixas: Vale."
+
+
+# -- the answer --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def profile(telecom):
+    from routing import snapshot
+
+    return snapshot.current().profiles["telecom_contas"]
+
+
+REPORTED = {"mode": REPORT, "explanation": "PETR4 está em 38,20 BRL.\nVale está em 61,47 BRL.", "result": None}
+
+
+def test_offline_the_answer_is_the_combined_explanation_marked_as_the_offline_models(profile, settings):
+    settings.OPENAI_BASE_URL = ""
+
+    answer, how = asyncio.run(answer_write(profile, "quanto estão PETR4 e Vale?", REPORTED))
+
+    assert how == {"method": "offline"}
+    assert answer == f"{profile.name} (offline model):\nPETR4 está em 38,20 BRL.\nVale está em 61,47 BRL."
+
+
+def test_with_a_model_the_profiles_model_writes_the_answer_from_the_combined_output(profile, scripted_llm):
+    scripted_llm.reply("A PETR4 está em R$ 38,20 e a Vale em R$ 61,47.")
+
+    answer, how = asyncio.run(answer_write(profile, "quanto estão PETR4 e Vale?", REPORTED))
+
+    assert (answer, how) == ("A PETR4 está em R$ 38,20 e a Vale em R$ 61,47.", {"method": "llm"})
+    (request,) = scripted_llm.requests
+    sent = "\n".join(str(message["content"]) for message in request["messages"])
+    assert "quanto estão PETR4 e Vale?" in sent and "Vale está em 61,47 BRL." in sent
+
+
+def test_a_model_that_fails_leaves_the_combined_explanation_as_the_answer(profile, scripted_llm):
+    scripted_llm.reply_error(500)
+
+    answer, how = asyncio.run(answer_write(profile, "quanto estão PETR4 e Vale?", REPORTED))
+
+    assert answer == REPORTED["explanation"]
+    assert how["method"] == "fallback" and "500" in how["error"]
+
+
+# -- Celery workers ----------------------------------------------------------------------------------------------
+
+
+def _plain(run) -> dict:
+    """The run's outputs without what differs from one run to the next (latencies)."""
+    outputs = run.as_dict()["outputs"]
+    for output in outputs.values():
+        output["metadata"].pop("latency_ms", None)
+    return {"status": run.status, "outputs": outputs}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_celery_workers_give_the_same_outputs_as_in_process_and_keep_max_concurrency(
+    plan_server, celery_worker, settings
+):
+    plan = plan_of(
+        step(1, "number", output_key="primary", n=21),
+        step(2, "echo", 1, message="${1.explanation}"),
+        step(3, "fail", 1, required=False),
+        # long enough to overlap even when a worker process makes its first MCP call (imports, a new session)
+        step(4, "work", 1, label="x", delay_ms=1500),
+        step(5, "work", 1, label="y", delay_ms=1500),
+        step(6, "work", 1, label="z", delay_ms=1500),
+        step(7, "echo", 4, 5, 6, message="${4.explanation}, ${5.explanation}, ${6.explanation}"),
+        max_concurrency=2,
+    )
+    snapshot = snapshot_of(plan=plan_server)
+    received = celery_worker.output().count("conversations.goal_step")
+
+    settings.SUPERVISOR_EXECUTOR = "celery"
+    on_workers, _ = execute(plan, snapshot=snapshot)
+    peak_on_workers = SEEN.peak
+    settings.SUPERVISOR_EXECUTOR = "inprocess"
+    in_process, _ = execute(plan, snapshot=snapshot)
+
+    assert _plain(on_workers) == _plain(in_process)
+    assert on_workers.outputs[7].result["message"] == "feito: x, feito: y, feito: z"
+    assert peak_on_workers == 2  # three work steps ready together, four worker processes: two at a time
+    assert celery_worker.output().count("conversations.goal_step") - received >= 7  # each call was a task
+
+
+def test_with_the_broker_circuit_open_the_celery_executor_calls_in_process(plan_server, settings):
+    from conversations.fanout import redis_circuit
+
+    settings.SUPERVISOR_EXECUTOR = "celery"
+    redis_circuit.failed(ConnectionError("test: the broker is down"))
+    try:
+        run, _ = execute(plan_of(step(1, "number", n=5)), snapshot=snapshot_of(plan=plan_server))
+    finally:
+        redis_circuit.succeeded()
+
+    assert run.status == SUCCESS and run.outputs[1].result == {"n": 5, "double": 10}
+
+
+# -- the run as data ---------------------------------------------------------------------------------------------
+
+
+def test_a_run_is_json_ready(plan_server):
+    import json
+
+    run, _ = execute(plan_of(step(1, "number", n=2), step(2, "fail", 1)), snapshot=snapshot_of(plan=plan_server))
+
+    data = json.loads(json.dumps(run.as_dict()))
+    assert data["status"] == FAILURE and data["clarification"] is None
+    assert data["outputs"]["2"]["metadata"]["status"] == "error" and data["latency_ms"] > 0
