@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
                 ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='goal_runs', to='conversations.conversation')),
                 ('message', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='goal_run', to='conversations.message')),
                 ('profile', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='agents.agentprofile')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
+                ('tenant', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
             ],
             options={
                 'db_table': 'conversations_goalrun',
@@ -52,7 +52,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('profile', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='agents.agentprofile')),
                 ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='conversations.goalrun')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
+                ('tenant', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
             ],
             options={
                 'db_table': 'conversations_goalsteprun',
