@@ -6,8 +6,8 @@ turn. Everything is read defensively: a key left out (a clarification asked befo
 outputs) or a value of the wrong type is read as absent, never as an error that would lose the turn.
 
 A goal-mode turn that the intent adapter put in domain ``general`` (small talk, what no goal covers: answered by
-a specialist, no plan) is recorded too, with status ``general``, so that the clarification rate is taken over
-every goal-mode answer.
+a specialist, no plan; the graph's ``metadata["goal"]`` says ``{"status": "general", "intent_output": ...}``) is
+recorded too, with status ``general``, so that the clarification rate is taken over every goal-mode answer.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from routing.goals import GENERAL_DOMAIN
 
 logger = logging.getLogger(__name__)
 
-# The turn statuses a goal may report (``general`` is the record's own, from the intent's domain).
+# The statuses of a turn that served a goal (``general``: the intent's domain, or the graph's status, says none).
 TURN_STATUSES = frozenset({GoalRunStatus.SUCCESS, GoalRunStatus.FAILURE, GoalRunStatus.CLARIFICATION})
 MAX_STEP_ID = 32767  # the column is a small integer
 
@@ -98,9 +98,9 @@ def _step_row(step: Mapping[str, Any], output: Mapping[str, Any] | None, step_id
 
 
 def _run_status(goal: Mapping[str, Any], domain: str) -> str:
-    if domain == GENERAL_DOMAIN:
-        return GoalRunStatus.GENERAL
     status = goal.get("status")
+    if domain == GENERAL_DOMAIN or status == GoalRunStatus.GENERAL:
+        return GoalRunStatus.GENERAL
     if status in TURN_STATUSES:
         return status
     # The graph always writes one; a record that cannot say how the turn ended does not count as a success.

@@ -100,6 +100,12 @@ def test_a_failed_required_step_ends_the_plan_and_the_step_never_run_is_stored_a
     ]
 
 
+def test_a_general_turn_as_the_graph_writes_it_is_stored_with_status_general(conversation):
+    intent = goal_examples.small_talk()["intent_output"]
+    run = record(conversation, {"status": "general", "intent_output": intent})
+    assert (run.domain, run.status, run.step_count, run.plan_latency_ms) == ("general", "general", 0, None)
+
+
 def test_a_general_turn_is_stored_with_status_general_whatever_its_status_says(conversation):
     run = record(conversation, goal_examples.small_talk())
     assert (run.domain, run.goal, run.status, run.step_count, run.plan_latency_ms) == (
