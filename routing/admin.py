@@ -1,4 +1,5 @@
-"""The business users' workspace for routing: intents and keywords, state policies, rollout flags.
+"""The business users' workspace for routing: intents and keywords, state policies, goals and capabilities,
+rollout flags.
 
 Writes go through the services where a rule lives there (the keyword rule,
 rollout flags and their history); bulk actions save per object
@@ -8,8 +9,10 @@ routing is rebuilt once.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, QuerySet
@@ -19,10 +22,11 @@ from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
-from agents.admin import SpecialistListFilter, specialist_choices
+from agents.admin import SpecialistListFilter, servers_sync_messages, specialist_choices
+from agents.models import McpServer, McpTool
 from common.adminkit import ReadOnlyAdminMixin
 from common.config_version import config_batch
-from common.forms import label_choices
+from common.forms import LinesField, PrettyJSONField, label_choices
 from routing import admin_views
 from routing.forms import (
     IntentAdminForm,
@@ -33,6 +37,8 @@ from routing.forms import (
     StatePolicyAdminForm,
 )
 from routing.models import (
+    Capability,
+    Goal,
     Intent,
     Keyword,
     RolloutFlag,
@@ -225,6 +231,146 @@ class StatePolicyAdmin(admin.ModelAdmin):
     @admin.display(description="specialist", ordering="specialist__name")
     def specialist_name(self, obj: StatePolicy) -> str:
         return obj.specialist.name
+
+
+# -- goals and capabilities (seed 002) ---------------------------------------------
+# Read from the domains' manifests (routing/goal_sync.py) and edited here; a re-sync keeps what was edited. The
+# "Routing editors" group may add, change and view them, not delete them (a re-sync would bring them back).
+
+
+def _json_field(name: str, **kwargs: Any) -> PrettyJSONField:
+    return PrettyJSONField(
+        required=False, error_messages={"invalid": f"{name}: enter valid JSON (docs/goals.md)."}, **kwargs
+    )
+
+
+def _synced_block(obj: Goal | Capability | None) -> str:
+    if obj is None or obj.pk is None or not obj.synced:
+        return "Never synced: made here."
+    when = localize(localtime(obj.synced_at)) if obj.synced_at else "—"
+    edited = obj.edited_fields()
+    note = f"Edited since: {', '.join(edited)} (a re-sync keeps them)." if edited else "Nothing edited since."
+    return format_html(
+        '<p>Last sync: {}. {}</p><pre style="white-space: pre-wrap; margin: 0">{}</pre>',
+        when,
+        note,
+        json.dumps(obj.synced, ensure_ascii=False, indent=2),
+    )
+
+
+class GoalAdminForm(forms.ModelForm):
+    examples = LinesField(required=False, help_text="One example message per line; the model reads them.")
+    capabilities = LinesField(
+        required=False,
+        help_text="One capability name per line: the goal's capability when no enum of its entities chooses one.",
+    )
+    entities_schema = _json_field(
+        "entities_schema",
+        help_text="The entities the model extracts, as in the manifest (docs/goals.md): type string, enum (with "
+        "values), list or boolean; an enum's capability_map names the capability of each value.",
+    )
+
+    class Meta:
+        model = Goal
+        fields = [
+            "server",
+            "domain",
+            "name",
+            "enabled",
+            "confidence_threshold",
+            "description",
+            "examples",
+            "entities_schema",
+            "capabilities",
+        ]
+
+    def clean_entities_schema(self) -> Any:
+        value = self.cleaned_data.get("entities_schema")
+        return {} if value in (None, "") else value
+
+
+class CapabilityAdminForm(forms.ModelForm):
+    keywords = LinesField(required=False, help_text="One word or phrase per line (the manifest's intent_hints).")
+    examples = LinesField(required=False, help_text="One example message per line (the manifest's intent_hints).")
+    metadata = _json_field(
+        "metadata",
+        help_text="What drives the planner, as in the manifest (docs/goals.md): decomposition.array_params, "
+        "composition, flow.pre, roles.",
+    )
+
+    class Meta:
+        model = Capability
+        fields = ["server", "domain", "name", "tool", "enabled", "description", "keywords", "examples", "metadata"]
+
+    def clean_metadata(self) -> Any:
+        value = self.cleaned_data.get("metadata")
+        return {} if value in (None, "") else value
+
+
+class SyncedAdmin(admin.ModelAdmin):
+    """What goals and capabilities share: the edited-since-sync column, the synced values read-only, and the
+    re-sync action."""
+
+    actions = ["resync"]
+    save_on_top = True
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Where it comes from is the manifest's to say; a row made here names it once.
+        return ["synced_values"] if obj is None else ["server", "domain", "name", "synced_values"]
+
+    @admin.display(description="edited since sync")
+    def edited(self, obj: Goal | Capability) -> str:
+        if not obj.synced:
+            return "made here"
+        return ", ".join(obj.edited_fields()) or "—"
+
+    @admin.display(description="synced from the manifest")
+    def synced_values(self, obj: Goal | Capability | None) -> str:
+        return _synced_block(obj)
+
+    @admin.action(description="Re-sync from the MCP server", permissions=["change"])
+    def resync(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        """Sync the servers of the selected rows: their tools, goals and capabilities (edits are kept)."""
+        servers = McpServer.objects.filter(pk__in=queryset.values("server_id"))
+        servers_sync_messages(self, request, servers)
+
+
+@admin.register(Goal)
+class GoalAdmin(SyncedAdmin):
+    form = GoalAdminForm
+    list_display = ["name", "domain", "enabled", "threshold", "edited", "synced_at"]
+    list_filter = ["domain", "enabled"]
+    search_fields = ["name", "domain", "description"]
+    fieldsets = [
+        (None, {"fields": ["server", "domain", "name", "enabled", "confidence_threshold"]}),
+        ("What the model reads", {"fields": ["description", "examples", "entities_schema", "capabilities"]}),
+        ("Synced", {"fields": ["synced_values"], "classes": ["collapse"]}),
+    ]
+
+    @admin.display(description="threshold", ordering="confidence_threshold")
+    def threshold(self, obj: Goal) -> str:
+        return "profile's" if obj.confidence_threshold is None else f"{obj.confidence_threshold:g}"
+
+
+@admin.register(Capability)
+class CapabilityAdmin(SyncedAdmin):
+    form = CapabilityAdminForm
+    list_display = ["name", "domain", "tool", "enabled", "edited", "synced_at"]
+    list_filter = ["domain", "enabled"]
+    list_select_related = ["tool"]
+    search_fields = ["name", "domain", "description", "tool__name"]
+    fieldsets = [
+        (None, {"fields": ["server", "domain", "name", "tool", "enabled"]}),
+        ("What the model and the planner read", {"fields": ["description", "keywords", "examples", "metadata"]}),
+        ("Synced", {"fields": ["synced_values"], "classes": ["collapse"]}),
+    ]
+
+    def get_form(self, request: HttpRequest, obj: Capability | None = None, change: bool = False, **kwargs: Any):
+        form = super().get_form(request, obj, change, **kwargs)
+        tool = form.base_fields.get("tool")
+        if obj is not None and isinstance(tool, forms.ModelChoiceField):
+            tool.queryset = McpTool.objects.filter(server_id=obj.server_id)  # its server's tools
+        return form
 
 
 # -- rollout flags -----------------------------------------------------------------

@@ -81,8 +81,8 @@ def _rows(manifest: Manifest, data: Mapping[str, Any]) -> tuple[list[_Row], list
         goals.append(_Row(spec.name, values))
     capabilities = []
     for index, raw in enumerate(data.get("capabilities") or []):
-        spec = manifest.capabilities[raw["capability"]]
-        metadata = dict(spec.metadata)
+        capability = manifest.capabilities[raw["capability"]]
+        metadata = dict(capability.metadata)
         hints = metadata.pop("intent_hints", None) or {}
         at = f"capabilities[{index}].metadata.intent_hints"
         if not isinstance(hints, Mapping):
@@ -99,7 +99,7 @@ def _rows(manifest: Manifest, data: Mapping[str, Any]) -> tuple[list[_Row], list
             "examples": _strings(hints.get("examples"), f"{at}.examples"),
             "metadata": metadata,
         }
-        capabilities.append(_Row(spec.name, values, tool=manifest.tools[spec.name]))
+        capabilities.append(_Row(capability.name, values, tool=manifest.tools[capability.name]))
     return goals, capabilities
 
 

@@ -247,7 +247,8 @@ class Capability(models.Model):
         errors = {**_string_list_errors("keywords", self.keywords), **_string_list_errors("examples", self.examples)}
         if not isinstance(self.metadata, dict):
             errors["metadata"] = "metadata: must be an object."
-        if self.tool_id is not None and self.server_id is not None and self.tool.server_id != self.server_id:
+        tool = self.tool if self.tool_id is not None else None
+        if tool is not None and self.server_id is not None and tool.server_id != self.server_id:
             errors["tool"] = f"The tool must be one of the server {self.server.name}'s tools."
         if errors:
             raise ValidationError(errors)

@@ -10,13 +10,14 @@ when the version moved or this process changed routing data itself.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
 from common.config_version import config_version, local_generation
-from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
+from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, CapabilitySpec, GoalCatalogue, GoalSpec
 from routing.rollout import FlagSpec
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 
@@ -278,9 +279,10 @@ def _profiles(
     intents_by_profile: dict[int, list[IntentSpec]],
     policies_by_profile: dict[int, list[StatePolicySpec]],
 ) -> dict[str, ProfileSpec]:
-    """Enabled profiles, each with its specialists, intents and compiled router, by ``agent_id``."""
+    """Enabled profiles, each with its specialists, intents, compiled router and goal catalogue, by ``agent_id``."""
     from agents.models import AgentProfile
 
+    catalogue_of = _goal_catalogues()
     profiles: dict[str, ProfileSpec] = {}
     for profile in AgentProfile.objects.filter(enabled=True).select_related("fallback_specialist", "coordinator"):
         specialists = specialists_by_profile.get(profile.pk, {})
@@ -326,8 +328,69 @@ def _profiles(
             confirmation_words=tuple(profile.confirmation_words or ()),
             denial_words=tuple(profile.denial_words or ()),
             closing_words=tuple(profile.closing_words or ()),
+            # Every profile, not only those in goal mode: ROUTING_MODE=goal puts them all in it.
+            goals=catalogue_of(profile.pk),
+            goal_threshold=profile.goal_threshold,
         )
     return profiles
+
+
+def _goal_catalogues() -> Callable[[int], GoalCatalogue]:
+    """Each profile's goal catalogue, by profile pk: the goals and capabilities of its goal domains (every synced
+    domain when it names none). Three queries whatever the numbers of goals, capabilities and profiles.
+
+    A capability is enabled when it is, and its MCP tool exists and is enabled on an enabled server; without a
+    description of its own it reads its tool's.
+    """
+    from agents.models import AgentProfile
+    from routing.models import Capability, Goal
+
+    goals: dict[int, list[GoalSpec]] = {}  # by server pk
+    for goal in Goal.objects.order_by("domain", "name"):
+        goals.setdefault(goal.server_id, []).append(
+            GoalSpec(
+                domain=goal.domain,
+                name=goal.name,
+                entities_schema=dict(goal.entities_schema or {}),
+                capabilities=tuple(goal.capabilities or ()),
+                description=goal.description,
+                examples=tuple(str(example) for example in goal.examples or ()),
+                confidence_threshold=goal.confidence_threshold,
+                enabled=goal.enabled,
+            )
+        )
+    capabilities: dict[int, list[CapabilitySpec]] = {}
+    for capability in Capability.objects.select_related("tool__server").order_by("name"):
+        tool = capability.tool
+        hints = dict((capability.metadata or {}).get("intent_hints") or {})
+        hints.update(keywords=list(capability.keywords or ()), examples=list(capability.examples or ()))
+        capabilities.setdefault(capability.server_id, []).append(
+            CapabilitySpec(
+                domain=capability.domain,
+                name=capability.name,
+                metadata={**(capability.metadata or {}), "intent_hints": hints},
+                enabled=capability.enabled and tool is not None and tool.enabled and tool.server.enabled,
+                tool=tool.name if tool is not None else "",
+                description=capability.description or (tool.description if tool is not None else ""),
+            )
+        )
+    domains: dict[int, set[int]] = {}
+    for profile_id, server_id in AgentProfile.goal_domains.through.objects.values_list(
+        "agentprofile_id", "mcpserver_id"
+    ):
+        domains.setdefault(profile_id, set()).add(server_id)
+    every = frozenset(goals) | frozenset(capabilities)
+    compiled: dict[frozenset[int], GoalCatalogue] = {}
+
+    def catalogue(servers: frozenset[int]) -> GoalCatalogue:
+        if servers not in compiled:
+            compiled[servers] = GoalCatalogue(
+                goals={(g.domain, g.name): g for server in sorted(servers) for g in goals.get(server, ())},
+                capabilities={c.name: c for server in sorted(servers) for c in capabilities.get(server, ())},
+            )
+        return compiled[servers]
+
+    return lambda profile_id: catalogue(frozenset(domains.get(profile_id) or every))
 
 
 def _flags() -> dict[str, FlagSpec]:
