@@ -35,6 +35,7 @@ from conversations.models import Conversation
 from conversations.selectors import (
     conversation_get,
     conversation_get_for_tenant,
+    conversation_goal_state,
     conversation_messages,
     conversation_route_state,
 )
@@ -42,6 +43,7 @@ from conversations.services import session_clear, session_end
 from handoffs.selectors import handoff_list_for_conversation
 from routing import snapshot
 from routing.decide import route_decide
+from routing.goal_decide import goal_decide
 from tenants import schema as _schema  # noqa: F401  (registers the bearer scheme)
 from tenants.auth import ApiClient
 from tenants.models import TenantRight
@@ -289,6 +291,48 @@ class DebugRouteApi(AsyncAPIView):
                 "agent_id": profile.agent_id,
                 "conversation_key": turn_input.conversation_key,
                 **decision.as_dict(),
+            }
+        )
+
+
+class DebugPlanApi(AsyncAPIView):
+    """``POST /api/debug/plan``: what goal mode would do with a message, executing nothing."""
+
+    permission_classes = [IsDebugClient]
+
+    @extend_schema(
+        summary="Goal mode's reading and plan for a message (nothing executed or stored)",
+        description=(
+            "The same body as /api/debug/route. Returns the goal and entities read from the message "
+            "(intent_output), the capabilities they resolve to (execution_intents), the execution plan (a DAG of "
+            "steps over the domains' MCP capabilities), or the clarification the confidence gate would ask — for "
+            "the profile's goals whatever its routing mode, and with the conversation's pending goal when the "
+            "session has one."
+        ),
+        request=MessageInputSerializer,
+        responses={200: OpenApiResponse(description="The goal decision and its plan"), **MESSAGE_ERRORS},
+        examples=[GATEWAY_EXAMPLE],
+    )
+    async def post(self, request: Request) -> Response:
+        turn_input = await sync_to_async(message_intake)(
+            principal=request.user, data=request.data, route=Route.PROFILE, right=TenantRight.DEBUG
+        )
+        goal_state = await sync_to_async(conversation_goal_state)(conversation_key=turn_input.conversation_key)
+        profile = turn_input.profile
+        decision = await goal_decide(profile=profile, text=turn_input.text, goal_state=goal_state)
+        shown = decision.as_dict()
+        return Response(
+            {
+                "mode": profile.effective_mode,
+                "agent_id": profile.agent_id,
+                "conversation_key": turn_input.conversation_key,
+                "status": shown["status"],
+                "intent_output": shown["intent_output"],
+                "execution_intent": shown["execution_intents"][0] if shown["execution_intents"] else None,
+                "execution_intents": shown["execution_intents"],
+                "plan": shown["plan"],
+                "clarification": shown["clarification"],
+                "reason": shown["reason"],
             }
         )
 

@@ -16,6 +16,7 @@ urlpatterns = [
         name="chat-multi-agent-message-stream",
     ),
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
+    path("debug/plan", apis.DebugPlanApi.as_view(), name="debug-plan"),
     path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
     path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),
     path("health", health.HealthApi.as_view(), name="health"),

@@ -38,6 +38,7 @@ from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
 from common.events import Emit, emit_safely
 from conversations import ordering
 from conversations.fanout import executor_for
+from conversations.goal_turn import GENERAL, GoalTurn, goal_answer, goal_routing
 from conversations.guardrails import (
     MaskVault,
     StreamMasker,
@@ -156,6 +157,7 @@ class Turn:
     pending_permission: dict[str, Any] | None = None
     granted: list[str] = field(default_factory=list)
     goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
+    goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
     # What the analytics' daily totals know of the conversation (see _persist).
     stored_cohort: str = ""
     handoff_kinds: int = 0
@@ -192,6 +194,8 @@ class Turn:
     def tool_results(self) -> list[Any]:
         if self.plan_result:
             return self.plan_result.tool_results()
+        if self.goal is not None and self.goal.run is not None:
+            return self.goal.tool_results()
         return [result for _, outcome in self.runs for result in outcome.tool_results]
 
     def metadata(self) -> dict[str, Any]:
@@ -220,6 +224,7 @@ class Turn:
             "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
             "review_rounds": self.plan_result.rounds if self.plan_result else [],
             "consolidation": self.consolidation,
+            "goal": self.goal.metadata() if self.goal else None,
             "trace": self.trace,
         }
 
@@ -266,6 +271,8 @@ async def routing_decision(turn: Turn) -> None:
         return
     profile = turn.input.profile
     turn.decision = _permission_decision(turn)
+    if turn.decision is None and turn.mode == "goal":
+        turn.decision = await goal_routing(turn)
     if turn.decision is None:
         sub = turn.sub_conversation or {}
         turn.decision = await route_decide(
@@ -396,6 +403,9 @@ async def specialist(turn: Turn) -> None:
     current = turn.input.snapshot or await sync_to_async(snapshots.current)()
     if decision is not None and decision.is_plan:
         await _supervisor_agent(turn, current, decision.plan)
+        return
+    if turn.goal is not None and turn.goal.decision.status != GENERAL:
+        await goal_answer(turn, current)
         return
     await _chain(turn, current)
 

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from conversations import ordering
+from conversations.goal_records import goal_rows_create
 from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from conversations.signals import conversation_recounted
 from conversations.supervisor import GAP_TEXT
@@ -255,6 +256,13 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
                 rows.decision.save(force_insert=True)
             if rows.tool_calls:
                 ToolCall.objects.bulk_create(rows.tool_calls)
+            if record.metadata.get("goal"):  # goal mode: the run and its steps, for the goal analytics
+                goal_rows_create(
+                    message=rows.answer,
+                    goal=record.metadata["goal"],
+                    tenant_id=record.tenant_id,
+                    profile_id=record.profile_id,
+                )
             Conversation.objects.filter(pk=record.conversation_id).update(
                 message_count=F("message_count") + len(rows.messages),
                 **updates,

@@ -56,3 +56,9 @@ def conversation_route_state(*, conversation_key: str) -> tuple[str, str]:
     """``(state, active_specialist)`` of the conversation, ``("", "")`` when it does not exist yet."""
     row = Conversation.objects.filter(conversation_key=conversation_key).values_list("state", "active_specialist")
     return row.first() or ("", "")
+
+
+def conversation_goal_state(*, conversation_key: str) -> dict[str, Any] | None:
+    """The conversation's goal state (goal mode's pending and last goal), ``None`` when it has none or does not
+    exist yet."""
+    return Conversation.objects.filter(conversation_key=conversation_key).values_list("goal_state", flat=True).first()

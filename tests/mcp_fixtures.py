@@ -1,7 +1,8 @@
 """Fixtures that run the example MCP servers as real processes (see ``tests/mcp_processes.py``).
 
 * ``mcp_servers`` — both servers for the whole session: ``{"telecom": url, "retail": url}``;
-* ``slow_telecom_server`` — a telecom server of its own whose every tool call takes 3 s: its URL.
+* ``slow_telecom_server`` — a telecom server of its own whose every tool call takes 3 s: its URL;
+* ``finance_mcp`` — the finance server (goal mode's example domain) for the whole session: its URL.
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ SLOW_SERVER_DELAY_MS = 3000
 def mcp_servers():
     with running_mcp_servers("telecom", "retail") as urls:
         yield urls
+
+
+@pytest.fixture(scope="session")
+def finance_mcp():
+    with running_mcp_servers("finance") as urls:
+        yield urls["finance"]
 
 
 @pytest.fixture

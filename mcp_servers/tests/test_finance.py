@@ -11,7 +11,6 @@ from mcp_servers.finance import server as finance
 from mcp_servers.tests.test_servers import session_to
 from routing.goals import (
     DAG,
-    PARALLEL,
     IntentOutput,
     ManifestError,
     goal_resolve,
@@ -70,11 +69,12 @@ async def test_seed_002s_examples_plan_from_the_served_manifest_alone(finance_ur
     notified = plan("GET_QUOTE", symbol_text="PETR4", notify=True)
     assert notified.execution_mode == DAG
     assert [(s.capability, s.params) for s in notified.steps] == [
-        ("get_stock_price", {"symbol_text": "PETR4", "notify": True}),
-        ("send_message", {"message": "${1.explanation}"}),
+        ("search_symbol", {"query": "PETR4"}),  # flow.pre: the name as the user said it becomes a symbol
+        ("get_stock_price", {"notify": True, "symbol": "${1.result.resolved}"}),
+        ("send_message", {"message": "${2.explanation}"}),
     ]
     several = plan("GET_QUOTE", symbols=["PETR4", "Vale", "Equinor"])
-    assert several.execution_mode == PARALLEL and len(several.steps) == 3
+    assert several.execution_mode == DAG and len(several.steps) == 6  # three searches ∥, then three prices ∥
 
 
 async def test_nordea_has_two_listings_so_a_search_finds_both(finance_url):

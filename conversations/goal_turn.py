@@ -1,0 +1,144 @@
+"""Goal mode inside the routing graph (seed 002): the decision node's goal reading and the plan as the answer.
+
+A goal-mode profile's message goes through the same graph as any other — input guardrails, the decision,
+the answer, output guardrails, judges, review, persist — with two nodes doing goal work:
+
+* :func:`goal_routing` (in ``routing_decision``): :func:`routing.goal_decide.goal_decide` reads the goal and
+  entities, completes them from the conversation's goal state and gates them. A message no goal covers
+  (domain ``general``) is routed to the profile's specialists as in router mode, handoffs and all;
+* :func:`goal_answer` (in ``specialist``): the plan runs over MCP (:mod:`conversations.goal_engine`), its
+  outputs are combined and the profile's model writes the answer; a clarification's question is the answer.
+
+What happened is ``metadata.goal`` (:meth:`GoalTurn.metadata`) and, for streaming clients, the ``goal`` and
+``plan_step`` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents.mcp import ToolResult
+from common.events import emit_safely
+from conversations.goal_engine import PlanRun, answer_write, outputs_combine, plan_execute
+from routing.decide import route_decide
+from routing.goal_decide import CLARIFICATION, GENERAL, PLAN, GoalDecision, ambiguity_pending, goal_decide
+from routing.goals import FAILURE
+from routing.router import RouteDecision
+from routing.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from conversations.graph import Turn
+
+GOAL_ROUTE = "goal"
+GOAL_AGENT = "goal_planner"  # the answer's author in goal mode: the plan, written up by the profile's model
+FAILED_PLAN_ANSWER = "Não consegui concluir o pedido agora: {reason} (I could not complete the request right now.)"
+
+
+@dataclass
+class GoalTurn:
+    """Goal mode's part of one turn."""
+
+    decision: GoalDecision
+    run: PlanRun | None = None
+    combined: dict[str, Any] | None = None
+    writing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        if self.decision.status == PLAN:
+            return self.run.status if self.run is not None else FAILURE
+        return self.decision.status
+
+    def clarification(self) -> dict[str, Any] | None:
+        if self.run is not None and self.run.clarification:
+            return self.run.clarification
+        return self.decision.clarification
+
+    def metadata(self) -> dict[str, Any]:
+        decided = self.decision.as_dict()
+        return {
+            "status": self.status,
+            "intent_output": decided["intent_output"],
+            "execution_intents": decided["execution_intents"],
+            "plan": decided["plan"],
+            "outputs": {str(step): output.as_dict() for step, output in (self.run.outputs if self.run else {}).items()},
+            "clarification": self.clarification(),
+            "reason": decided["reason"],
+            "threshold": decided["threshold"],
+            "combined": self.combined,
+            "answer": self.writing,
+            "latency_ms": round(self.run.latency_ms, 3) if self.run else 0.0,
+        }
+
+    def tool_results(self) -> list[ToolResult]:
+        return list(self.run.tool_results) if self.run is not None else []
+
+
+async def goal_routing(turn: Turn) -> RouteDecision:
+    """The decision for a goal-mode message; sets ``turn.goal`` and the goal state the conversation keeps."""
+    profile = turn.input.profile
+    decision = await goal_decide(profile=profile, text=turn.sanitized_text, goal_state=turn.goal_state)
+    turn.goal = GoalTurn(decision)
+    turn.goal_state = decision.goal_state
+    read = decision.intent_output
+    await emit_safely(turn.input.emit, "goal", {"phase": "decided", **_public(decision)})
+    if decision.status == GENERAL:
+        routed = await route_decide(
+            profile=profile,
+            text=turn.sanitized_text,
+            state=turn.state or None,
+            active_agent=turn.active_agent,
+            active_intent=turn.active_intent,
+        )
+        routed.metadata["goal"] = {"status": GENERAL, "intent_output": read.as_dict()}
+        return routed
+    tools = [
+        spec.tool_name
+        for step in (decision.plan.steps if decision.plan else ())
+        if (spec := profile.goals.capabilities.get(step.capability)) is not None
+    ]
+    previous = turn.active_agent
+    return RouteDecision(
+        route=GOAL_ROUTE,
+        agent=GOAL_AGENT,
+        intent=f"{read.primary_domain}.{read.goal}",
+        confidence=read.confidence,
+        reason=decision.reason,
+        method="goal",
+        handoff=bool(previous) and previous != GOAL_AGENT,
+        domain=read.primary_domain,
+        mcp_tools=sorted(set(tools)),
+        metadata={"goal_status": decision.status},
+    )
+
+
+def _public(decision: GoalDecision) -> dict[str, Any]:
+    shown = decision.as_dict()
+    return {key: shown[key] for key in ("status", "intent_output", "plan", "clarification")}
+
+
+async def goal_answer(turn: Turn, current: Snapshot) -> None:
+    """Run the plan (or ask), combine its outputs and write the answer."""
+    goal = turn.goal
+    assert goal is not None and goal.decision.status != GENERAL
+    decision = goal.decision
+    if decision.status == CLARIFICATION:
+        turn.answer = str((decision.clarification or {}).get("question", ""))
+        return
+    if decision.status == FAILURE or decision.plan is None:
+        turn.answer = FAILED_PLAN_ANSWER.format(reason=decision.reason)
+        return
+    turn.offered_tools = sorted({*turn.offered_tools, *(turn.decision.mcp_tools if turn.decision else [])})
+
+    async def on_event(event: str, data: dict[str, Any]) -> None:
+        await emit_safely(turn.input.emit, event, turn.vault.redact(data))
+
+    goal.run = await plan_execute(decision.plan, turn.input.profile.goals, current, on_event=on_event)
+    if goal.run.status == CLARIFICATION and goal.run.clarification:
+        turn.goal_state = ambiguity_pending(decision, goal.run.clarification)
+        turn.answer = str(goal.run.clarification.get("question", ""))
+        return
+    goal.combined = outputs_combine(decision.plan, goal.run.outputs)
+    turn.answer, goal.writing = await answer_write(turn.input.profile, turn.sanitized_text, goal.combined)
+    await emit_safely(turn.input.emit, "goal", {"phase": "finished", "status": goal.status})

@@ -1,0 +1,259 @@
+"""Goal mode end to end (seed 002): the demo's finance_assistente over the real finance MCP server, offline model.
+
+The demo configuration is loaded as shipped, the finance server runs as a real process, and its manifest is
+synced into the admin's goals and capabilities by ``sync_mcp_tools`` — the way ``scripts/start`` does it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from agents.mcp import Endpoint, tool_call
+from agents.models import AgentProfile, McpServer
+from common.config_version import config_version_bump
+from conversations.models import Conversation, Message
+from handoffs.models import Handoff, HandoffKind
+from routing.models import Goal
+from tests.streaming import run, sse_events
+
+AGENT_ID = "finance_assistente"
+
+
+@pytest.fixture
+def finance(db, finance_mcp):
+    call_command("seed_demo", stdout=StringIO())
+    McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+    call_command("sync_mcp_tools", "finance", stdout=StringIO())
+    return finance_mcp
+
+
+def say(api, text, *, session="fin-1", agent_id=AGENT_ID):
+    response = api.post(
+        "/api/gateway/message",
+        {"channel": "api", "agent_id": agent_id, "payload": {"text": text, "session_id": session}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def steps(body) -> list[tuple[str, dict]]:
+    return [(step["capability"], step["params"]) for step in body["metadata"]["goal"]["plan"]["steps"]]
+
+
+def sent(url: str) -> list[str]:
+    result = asyncio.run(
+        tool_call(endpoint=Endpoint("finance", url, 10.0), tool="sent_messages", arguments={}, schema={})
+    )
+    return [item["message"] for item in result.result["messages"]]
+
+
+def test_an_ambiguous_name_is_asked_about_and_the_users_choice_completes_the_plan(api, finance):
+    asked = say(api, "qual o preço da Nordea?")
+
+    goal = asked["metadata"]["goal"]
+    assert asked["metadata"]["mode"] == "goal"
+    assert goal["status"] == "clarification"
+    assert goal["intent_output"]["goal"] == "GET_QUOTE"
+    assert goal["intent_output"]["entities"]["symbol_text"] == "Nordea"
+    assert goal["clarification"]["reason"] == "ambiguous"
+    assert [c["value"] for c in goal["clarification"]["candidates"]] == ["NDA-SE.ST", "NDA-FI.HE"]
+    assert "NDA-SE.ST" in asked["answer"] and "NDA-FI.HE" in asked["answer"]
+    conversation = Conversation.objects.get(conversation_key=asked["conversation_key"])
+    assert conversation.goal_state["pending"]["reason"] == "ambiguous"
+
+    answered = say(api, "a segunda")
+
+    goal = answered["metadata"]["goal"]
+    assert goal["status"] == "success"
+    assert "10.05" in answered["answer"] and "NDA-FI.HE" in answered["answer"]
+    assert answered["agent"] == "goal_planner"
+    conversation.refresh_from_db()
+    assert conversation.goal_state["pending"] is None
+    assert conversation.goal_state["last"]["goal"] == "GET_QUOTE"
+
+
+def test_top_gainers_of_brazil_map_direction_gainers_to_get_top_gainers(api, finance):
+    body = say(api, "maiores altas do Brasil")
+
+    goal = body["metadata"]["goal"]
+    assert goal["status"] == "success"
+    assert goal["intent_output"]["entities"]["direction"] == "GAINERS"
+    assert [intent["capability"] for intent in goal["execution_intents"]] == ["get_top_gainers"]
+    assert [capability for capability, _ in steps(body)] == ["get_top_gainers"]
+    assert "Magazine Luiza" in body["answer"] and "Vale" not in body["answer"]
+    assert {r["tool"]: r["status"] for r in body["metadata"]["mcp_results"]} == {"get_top_gainers": "ok"}
+
+
+def test_a_quote_that_is_then_notified_sends_the_quotes_explanation(api, finance):
+    before = len(sent(finance))
+
+    body = say(api, "cotação da PETR4 e me avise")
+
+    plan = body["metadata"]["goal"]["plan"]["steps"]
+    notify = next(step for step in plan if step["capability"] == "send_message")
+    quote = next(step for step in plan if step["capability"] == "get_stock_price")
+    assert notify["params"]["message"] == f"${{{quote['id']}.explanation}}"
+    assert quote["id"] in notify["depends_on"] and notify["required"] is False
+    assert body["metadata"]["goal"]["status"] == "success"
+    delivered = sent(finance)[before:]
+    assert len(delivered) == 1 and "PETR4.SA" in delivered[0] and "38.20" in delivered[0]
+
+
+def test_a_message_naming_several_symbols_is_decomposed_into_parallel_steps(api, finance):
+    body = say(api, "quanto está a Vale e a Petrobras?")
+
+    plan = body["metadata"]["goal"]["plan"]
+    prices = [step for step in plan["steps"] if step["capability"] == "get_stock_price"]
+    assert len(prices) == 2
+    # Neither price waits for the other: each depends only on its own symbol search.
+    assert all(not set(p["depends_on"]) & {q["id"] for q in prices} for p in prices)
+    assert body["metadata"]["goal"]["status"] == "success"
+    assert "VALE3.SA" in body["answer"] and "PETR4.SA" in body["answer"]
+
+
+def test_a_follow_up_keeps_the_goal_and_the_entities_it_leaves_out(api, finance):
+    say(api, "cotação da PETR4")
+
+    body = say(api, "e da Vale?")
+
+    goal = body["metadata"]["goal"]
+    assert goal["intent_output"]["goal"] == "GET_QUOTE"
+    assert goal["intent_output"]["entities"]["symbol_text"] == "Vale"
+    assert goal["status"] == "success" and "VALE3.SA" in body["answer"]
+
+
+def test_a_goal_missing_an_entity_asks_for_it_and_the_reply_completes_it(api, finance):
+    asked = say(api, "qual o preço?")
+
+    assert asked["metadata"]["goal"]["status"] == "clarification"
+    assert asked["metadata"]["goal"]["clarification"]["reason"] == "missing_entity"
+    assert asked["metadata"]["goal"]["plan"] is None
+
+    answered = say(api, "Vale")
+
+    assert answered["metadata"]["goal"]["status"] == "success"
+    assert answered["metadata"]["goal"]["intent_output"]["goal"] == "GET_QUOTE"
+    assert "VALE3.SA" in answered["answer"]
+
+
+def test_below_the_threshold_the_user_is_asked_and_a_yes_runs_the_goal(api, finance):
+    Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
+    config_version_bump()
+
+    asked = say(api, "maiores baixas do Brasil")
+
+    assert asked["metadata"]["goal"]["status"] == "clarification"
+    assert asked["metadata"]["goal"]["clarification"]["reason"] == "low_confidence"
+    assert asked["metadata"]["mcp_results"] == []
+
+    answered = say(api, "sim")
+
+    assert answered["metadata"]["goal"]["status"] == "success"
+    assert "Vale" in answered["answer"]
+
+
+def test_small_talk_is_the_general_domain_answered_by_the_specialist_and_the_move_to_the_planner_is_recorded(
+    api, finance
+):
+    greeted = say(api, "bom dia")
+
+    assert greeted["agent"] == "general_agent"
+    assert greeted["metadata"]["goal"]["status"] == "general"
+
+    quoted = say(api, "cotação da PETR4")
+
+    assert quoted["agent"] == "goal_planner"
+    moves = Handoff.objects.filter(conversation__conversation_key=quoted["conversation_key"])
+    assert [(m.from_agent, m.to_agent, m.kind) for m in moves] == [
+        ("general_agent", "goal_planner", HandoffKind.ROUTING)
+    ]
+
+
+def test_the_answer_is_stored_with_its_goal_metadata_and_shown_by_the_sessions_api(api, finance):
+    body = say(api, "maiores altas do Brasil")
+
+    stored = Message.objects.get(conversation__conversation_key=body["conversation_key"], role="assistant")
+    assert stored.metadata["goal"]["status"] == "success"
+    assert stored.metadata["goal"]["outputs"]["1"]["status"] == "success"
+    shown = api.get(f"/api/sessions/{body['conversation_key']}/messages").json()
+    assert any((m.get("metadata") or {}).get("goal") for m in shown["messages"] if m["role"] == "assistant")
+
+
+def test_debug_plan_shows_the_reading_and_the_plan_without_running_it(debug_api, finance):
+    before = len(sent(finance))
+
+    response = debug_api.post(
+        "/api/debug/plan",
+        {"agent_id": AGENT_ID, "payload": {"text": "cotação da PETR4 e me avise", "session_id": "dbg-1"}},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["intent_output"]["goal"] == "GET_QUOTE"
+    assert body["execution_intent"]["capability"] == "get_stock_price"
+    assert {step["capability"] for step in body["plan"]["steps"]} >= {"get_stock_price", "send_message"}
+    assert len(sent(finance)) == before
+    assert not Conversation.objects.filter(conversation_key__endswith=":dbg-1").exists()
+
+
+def test_debug_plan_names_the_field_of_bad_input(debug_api, finance):
+    response = debug_api.post("/api/debug/plan", {"agent_id": AGENT_ID, "payload": {}}, format="json")
+
+    assert response.status_code == 400
+    assert "payload.text" in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)  # the ASGI request's thread must see the data
+def test_a_streaming_client_sees_the_goal_and_each_plan_step(tenant_key, finance):
+    from django.test import AsyncClient
+
+    async def stream() -> bytes:
+        client = AsyncClient()
+        response = await client.post(
+            "/api/gateway/message/stream",
+            {"channel": "api", "agent_id": AGENT_ID, "payload": {"text": "maiores altas do Brasil", "session_id": "s"}},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        )
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    events = sse_events(run(stream()))
+
+    names = [name for name, _ in events]
+    assert "goal" in names
+    step_events = [data for name, data in events if name == "plan_step"]
+    assert [e["status"] for e in step_events] == ["started", "success"]
+    assert step_events[0]["capability"] == "get_top_gainers"
+    assert names[-1] == "done"
+
+
+def test_routing_mode_goal_from_the_environment_serves_any_profile_with_goals(api, finance, settings):
+    settings.ROUTING_MODE = "goal"
+
+    body = say(api, "maiores altas do Brasil", agent_id="telecom_contas")
+
+    assert body["metadata"]["mode"] == "goal"
+    assert body["metadata"]["goal"]["status"] == "success"
+
+
+def test_a_disabled_goal_is_not_served(api, finance):
+    Goal.objects.filter(name="TOP_MOVERS").update(enabled=False)
+    config_version_bump()
+
+    body = say(api, "maiores altas do Brasil")
+
+    assert body["metadata"]["goal"]["status"] == "general"
+    assert body["agent"] == "general_agent"
+
+
+def test_a_profile_in_goal_mode_is_set_in_the_admin_model(finance):
+    profile = AgentProfile.objects.get(agent_id=AGENT_ID)
+
+    assert profile.routing_mode == "goal"

@@ -1,0 +1,219 @@
+"""Goal mode's decision for one message (seed 002): what the user wants, whether to ask first, and the plan.
+
+:func:`goal_decide` reads the message's goal and entities (:mod:`routing.goal_intent`: the model, or the offline
+reading of the manifests' hints), completes them from the conversation's goal state, passes them through the
+confidence gate and, when nothing needs asking, resolves and plans them (:mod:`routing.goals`). It executes
+nothing: the engine runs the plan (``conversations.goal_engine``), and ``/api/debug/plan`` shows the decision.
+
+The conversation's goal state (``Conversation.goal_state``) carries two things between messages:
+
+* ``pending`` — a goal that asked the user something: ``{"reason", "intent_output", "clarification"}``. The
+  reply completes it: a choice among the candidates of an ambiguous entity ("a segunda", the symbol), the
+  missing entity, or a yes to "is this what you meant?";
+* ``last`` — the last goal served with its entities, so a follow-up that names only what changes ("e da
+  Vale?") keeps the goal and the entities it leaves out (unless the schema says ``"carry": false``).
+
+A message no goal covers (domain ``general``) is answered by the profile's specialists, and is exempt from the
+gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from common.text import phrase_found
+from routing.goal_intent import (
+    REPHRASE_QUESTION,
+    clarification_question,
+    entities_merge,
+    intent_read,
+    missing_required,
+)
+from routing.goals import (
+    CLARIFICATION,
+    FAILURE,
+    GENERAL_DOMAIN,
+    ExecutionIntent,
+    ExecutionPlan,
+    GoalSpec,
+    IntentOutput,
+    PlanError,
+    candidate_choose,
+    goal_resolve,
+    plan_build,
+)
+from routing.snapshot import ProfileSpec
+
+PLAN, GENERAL = "plan", "general"  # besides CLARIFICATION and FAILURE
+AMBIGUOUS, MISSING_ENTITY, LOW_CONFIDENCE = "ambiguous", "missing_entity", "low_confidence"
+UNREAD = "unread"  # the model could not read the message (an error): the user is asked to rephrase
+
+CONFIRM_QUESTION = "Você quer {goal}{entities}? Responda sim para continuar. (Is that what you want? Reply yes.)"
+
+
+@dataclass
+class GoalDecision:
+    """What goal mode decided for a message, and the goal state the conversation keeps after it."""
+
+    status: str  # plan | clarification | general | failure
+    intent_output: IntentOutput
+    goal_state: dict[str, Any] | None
+    execution_intents: list[ExecutionIntent] = field(default_factory=list)
+    plan: ExecutionPlan | None = None
+    clarification: dict[str, Any] | None = None
+    reason: str = ""
+    threshold: float | None = None
+
+    @property
+    def domain(self) -> str:
+        return self.intent_output.primary_domain
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "intent_output": self.intent_output.as_dict(),
+            "execution_intents": [intent.as_dict() for intent in self.execution_intents],
+            "plan": self.plan.as_dict() if self.plan else None,
+            "clarification": self.clarification,
+            "reason": self.reason,
+            "threshold": self.threshold,
+        }
+
+
+def _intent(data: Mapping[str, Any]) -> IntentOutput:
+    return IntentOutput(
+        primary_domain=str(data.get("primary_domain", "")),
+        goal=str(data.get("goal", "")),
+        entities=dict(data.get("entities") or {}),
+        confidence=float(data.get("confidence", 0.0)),
+        original_query=str(data.get("original_query", "")),
+    )
+
+
+def _replaced(entities: Mapping[str, Any], query: str, value: str) -> dict[str, Any]:
+    """``entities`` with the ambiguous text the user was asked about replaced by the candidate they chose."""
+    out: dict[str, Any] = {}
+    for name, current in entities.items():
+        if isinstance(current, list):
+            out[name] = [value if item == query else item for item in current]
+        else:
+            out[name] = value if current == query else current
+    return out
+
+
+def _describe(entities: Mapping[str, Any]) -> str:
+    shown = [f"{value}" for value in entities.values() if value not in (None, "", [], False)]
+    return f" ({', '.join(str(item) for item in shown)})" if shown else ""
+
+
+async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[str, Any] | None) -> GoalDecision:
+    """The decision for ``text`` given the conversation's goal state (see the module docstring)."""
+    state = dict(goal_state or {})
+    pending, last = state.get("pending"), state.get("last")
+    if pending:
+        answered = _pending_answered(profile, text, pending)
+        if answered is not None:
+            return _planned(profile, answered, last_kept=last, reason=f"The user answered: {pending['reason']}.")
+        previous: IntentOutput | None = _intent(pending["intent_output"])
+    else:
+        previous = _intent({**last, "primary_domain": last.get("domain", ""), "confidence": 1.0}) if last else None
+    read = await intent_read(profile, text, previous=previous)
+    if not read.primary_domain and read.confidence <= 0.0:  # the model failed: ask rather than guess
+        clarification = {"reason": UNREAD, "question": REPHRASE_QUESTION, "candidates": []}
+        kept = {"pending": None, "last": last} if last else None
+        return GoalDecision(CLARIFICATION, read, kept, clarification=clarification, reason="The message was not read.")
+    goal = profile.goals.goal(read.primary_domain, read.goal) if read.goal else None
+    if read.primary_domain == GENERAL_DOMAIN or goal is None or not goal.enabled:
+        general = replace(read, primary_domain=GENERAL_DOMAIN, goal="") if goal is None else read
+        kept = {"pending": None, "last": last} if last else None
+        return GoalDecision(GENERAL, general, kept, reason="No goal of the profile's domains covers the message.")
+    if previous is not None and (previous.primary_domain, previous.goal) == (goal.domain, goal.name):
+        read = replace(read, entities=entities_merge(goal, previous.entities, read.entities))
+    return _gated(profile, goal, read, last)
+
+
+def _pending_answered(profile: ProfileSpec, text: str, pending: Mapping[str, Any]) -> IntentOutput | None:
+    """The pending goal completed by ``text`` when it answers the question asked, else ``None``."""
+    intent = _intent(pending["intent_output"])
+    clarification = pending.get("clarification") or {}
+    if pending.get("reason") == AMBIGUOUS:
+        candidates = clarification.get("candidates") or []
+        index = candidate_choose(
+            text,
+            candidates,
+            label_fields=tuple(clarification.get("label_fields") or ("label",)),
+            value_field=str(clarification.get("value_field") or "value"),
+        )
+        if index is None:
+            return None
+        chosen = str(candidates[index].get("value", ""))
+        entities = _replaced(intent.entities, str(clarification.get("query", "")), chosen)
+        return replace(intent, entities=entities, confidence=1.0)
+    if pending.get("reason") == LOW_CONFIDENCE and phrase_found(text, profile.confirmation_words):
+        return replace(intent, confidence=1.0)
+    return None
+
+
+def _gated(profile: ProfileSpec, goal: GoalSpec, read: IntentOutput, last: Any) -> GoalDecision:
+    """Ask when an entity the goal requires is missing or the reading is not sure enough; else plan."""
+    threshold = goal.confidence_threshold if goal.confidence_threshold is not None else profile.goal_threshold
+    missing = missing_required(goal, read.entities)
+    if missing:
+        question = clarification_question(goal, missing)
+        return _asking(read, last, MISSING_ENTITY, {"question": question, "missing": missing}, threshold)
+    if read.confidence < threshold:
+        question = CONFIRM_QUESTION.format(goal=goal.description or goal.name, entities=_describe(read.entities))
+        return _asking(read, last, LOW_CONFIDENCE, {"question": question}, threshold)
+    decision = _planned(profile, read, last_kept=last, reason="")
+    decision.threshold = threshold
+    return decision
+
+
+def _asking(read: IntentOutput, last: Any, reason: str, details: dict[str, Any], threshold: float) -> GoalDecision:
+    clarification = {"reason": reason, "candidates": [], **details}
+    pending = {"reason": reason, "intent_output": read.as_dict(), "clarification": clarification}
+    why = {
+        MISSING_ENTITY: f"The goal needs {', '.join(details.get('missing', []))}: the user is asked.",
+        LOW_CONFIDENCE: f"Confidence {read.confidence:.2f} is below the threshold {threshold:.2f}: the user is asked.",
+    }[reason]
+    return GoalDecision(
+        CLARIFICATION,
+        read,
+        {"pending": pending, "last": last},
+        clarification=clarification,
+        reason=why,
+        threshold=threshold,
+    )
+
+
+def _planned(profile: ProfileSpec, read: IntentOutput, *, last_kept: Any, reason: str) -> GoalDecision:
+    """Resolve and plan ``read`` (deterministic: capability_map and the capabilities' metadata)."""
+    goal = profile.goals.goal(read.primary_domain, read.goal)
+    served = {"domain": read.primary_domain, "goal": read.goal, "entities": dict(read.entities)}
+    if goal is None:
+        return GoalDecision(FAILURE, read, {"pending": None, "last": last_kept}, reason="The goal is not served.")
+    try:
+        intents = goal_resolve(read, goal)
+        plan = plan_build(intents, profile.goals.capabilities)
+    except PlanError as exc:
+        return GoalDecision(FAILURE, read, {"pending": None, "last": served}, reason=str(exc))
+    return GoalDecision(
+        PLAN,
+        read,
+        {"pending": None, "last": served},
+        execution_intents=intents,
+        plan=plan,
+        reason=reason or f"Goal {read.primary_domain}.{read.goal} with confidence {read.confidence:.2f}.",
+    )
+
+
+def ambiguity_pending(decision: GoalDecision, clarification: Mapping[str, Any]) -> dict[str, Any]:
+    """The goal state after the engine found an ambiguous entity: the reply will choose among the candidates."""
+    pending = {
+        "reason": AMBIGUOUS,
+        "intent_output": decision.intent_output.as_dict(),
+        "clarification": dict(clarification),
+    }
+    return {"pending": pending, "last": (decision.goal_state or {}).get("last")}
