@@ -111,16 +111,20 @@ def staff_user(django_user_model):
 @pytest.fixture
 def editor(django_user_model):
     """A member of "Routing editors". A transactional test's flush empties the tables only data migrations fill,
-    the group among them, so the group is rebuilt from its migration when it is gone."""
+    the group among them, so the group is rebuilt from its migrations when it is gone."""
     import importlib
 
     from django.contrib.auth.models import Group, Permission
 
-    migration = importlib.import_module("routing.migrations.0002_routing_editors_group")
-    group, created = Group.objects.get_or_create(name=migration.GROUP_NAME)
+    migrations = [
+        importlib.import_module(f"routing.migrations.{name}")
+        for name in ("0002_routing_editors_group", "0013_routing_editors_edit_goals")
+    ]
+    group, created = Group.objects.get_or_create(name=migrations[0].GROUP_NAME)
     if created:
         group.permissions.set(
             Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
+            for migration in migrations
             for (app, model), actions in migration.PERMISSIONS.items()
             for action in actions
         )

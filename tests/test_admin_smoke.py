@@ -22,7 +22,7 @@ from django.db import models
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
-from routing.models import Intent, Keyword, RolloutFlag, RolloutFlagChange, StatePolicy
+from routing.models import Capability, Goal, Intent, Keyword, RolloutFlag, RolloutFlagChange, StatePolicy
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
 from tenants.models import ApiKey, Tenant, TenantGrant
 from tests.adminkit import (
@@ -109,6 +109,22 @@ EXPECT: dict[type[models.Model], Expect] = {
         },
         change={"description": "Short replies confirm the payment."},
     ),
+    Goal: Expect(
+        search=("GET_QUOTE", "finance"),
+        add=lambda s: {
+            "server": s[Capability].server_id,
+            "domain": "finance",
+            "name": "TOP_MOVERS",
+            "capabilities": "get_stock_price",  # one per line
+        },
+        added={"capabilities": ["get_stock_price"]},
+        change={"description": "Quotes", "confidence_threshold": "0.8"},
+    ),
+    Capability: Expect(
+        search=("get_stock_price", "finance"),
+        add=lambda s: {"server": s[Capability].server_id, "domain": "finance", "name": "search_symbol"},
+        change={"description": "Reads a quote."},
+    ),
     Conversation: Expect(search=("s-1",), change={"state": "HACKED"}, on_change=OnChange.REFUSED),
     Message: Expect(search=("fatura",), change={"content": "edited"}, on_change=OnChange.REFUSED),
     RouteDecisionRecord: Expect(search=("billing",), change={"reason": "edited"}, on_change=OnChange.REFUSED),
@@ -185,8 +201,9 @@ def row(obj: models.Model) -> dict[str, Any]:
 
 
 def created_lookup(model: type[models.Model], posted: dict[str, Any]) -> dict[str, Any]:
-    """The posted values that are columns of ``model`` (extra form fields and many-to-many left out)."""
-    columns = {f.name for f in model._meta.concrete_fields}
+    """The posted values that are columns of ``model`` (extra form fields, many-to-many and JSON left out: a JSON
+    field's posted text is not its stored value, which ``Expect.added`` says)."""
+    columns = {f.name for f in model._meta.concrete_fields if not isinstance(f, models.JSONField)}
     return {name: value for name, value in posted.items() if name in columns}
 
 
@@ -201,6 +218,8 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
     rollout_tenant_override_set(key="multi_agent", tenant_slug=tenant_key.tenant.slug, enabled=False, actor="test")
     billing = Specialist.objects.get(profile=telecom, name="billing_agent")
     invoices = Intent.objects.get(profile=telecom, name="billing_invoice_explanation")
+    finance = McpServer.objects.create(name="finance", endpoint="http://127.0.0.1:8300/mcp")
+    price = Capability.objects.create(server=finance, domain="finance", name="get_stock_price", keywords=["preço"])
     return {
         Tenant: tenant_key.tenant,
         ApiKey: tenant_key,
@@ -223,6 +242,10 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
         SpecialistPrompt: billing.prompts.get(is_active=True),
         McpServer: McpServer.objects.get(name="telecom"),
         McpTool: McpTool.objects.get(name="consultar_fatura"),
+        Goal: Goal.objects.create(
+            server=finance, domain="finance", name="GET_QUOTE", capabilities=["get_stock_price"], examples=["preço?"]
+        ),
+        Capability: price,
     }
 
 
