@@ -86,7 +86,10 @@ def test_top_gainers_of_brazil_map_direction_gainers_to_get_top_gainers(api, fin
     assert goal["intent_output"]["entities"]["direction"] == "GAINERS"
     assert [intent["capability"] for intent in goal["execution_intents"]] == ["get_top_gainers"]
     assert [capability for capability, _ in steps(body)] == ["get_top_gainers"]
-    assert "Magazine Luiza" in body["answer"] and "Vale" not in body["answer"]
+    assert [step["params"].get("market_text") for step in body["metadata"]["goal"]["plan"]["steps"]] == ["Brasil"]
+    # Brazil's gainers only: the market reached the tool (Equinor, up 2.02 % in Oslo, is not listed).
+    assert "Magazine Luiza" in body["answer"] and "Petrobras" in body["answer"]
+    assert "Equinor" not in body["answer"] and "Vale" not in body["answer"]
     assert {r["tool"]: r["status"] for r in body["metadata"]["mcp_results"]} == {"get_top_gainers": "ok"}
 
 

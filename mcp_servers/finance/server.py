@@ -2,8 +2,8 @@
 
     python -m mcp_servers.finance.server [--host 127.0.0.1] [--port 8300] [--delay-ms 0]
 
-Tools: ``search_symbol(query)``, ``get_stock_price(symbol)``, ``get_top_gainers(market=None, limit=3)``,
-``get_top_losers(market=None, limit=3)``, ``send_message(message)`` and ``sent_messages()``. The resource
+Tools: ``search_symbol(query)``, ``get_stock_price(symbol)``, ``get_top_gainers(market_text=None, limit=3)``,
+``get_top_losers(market_text=None, limit=3)``, ``send_message(message)`` and ``sent_messages()``. The resource
 ``manifest://finance`` is the domain's manifest (docs/goals.md): its goals with their ``entities_schema`` and its
 capabilities with their metadata, which is all the platform's goal mode needs to serve the domain.
 
@@ -140,14 +140,15 @@ MarketArg = Annotated[str | None, Field(description="Mercado como o usuário dis
 LimitArg = Annotated[int, Field(ge=1, le=10, description="Quantas listagens (1–10).")]
 
 
-def get_top_gainers(market: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
+# The market as the user said it (seed 002: capabilities take the human-friendly entity and resolve it).
+def get_top_gainers(market_text: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
     """The day's biggest gains, in a market or in all."""
-    return _movers(market, limit, gainers=True)
+    return _movers(market_text, limit, gainers=True)
 
 
-def get_top_losers(market: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
+def get_top_losers(market_text: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
     """The day's biggest losses, in a market or in all."""
-    return _movers(market, limit, gainers=False)
+    return _movers(market_text, limit, gainers=False)
 
 
 def send_message(

@@ -96,7 +96,7 @@ async def test_a_quote_carries_its_market_context_and_an_explanation(finance_url
 
 async def test_top_gainers_and_losers_of_a_market(finance_url):
     async with session_to(finance_url) as session:
-        gainers = (await session.call_tool("get_top_gainers", {"market": "Brasil"})).structured_content
+        gainers = (await session.call_tool("get_top_gainers", {"market_text": "Brasil"})).structured_content
         losers = (await session.call_tool("get_top_losers", {})).structured_content
     assert [item["symbol"] for item in gainers["items"]] == ["MGLU3.SA", "PETR4.SA", "ITUB4.SA"]
     assert [item["symbol"] for item in losers["items"]] == ["VALE3.SA", "ERIC-B.ST"]
