@@ -17,6 +17,10 @@ Event types, in the order a client sees them:
 * ``discard`` — the text streamed by ``agent`` since its last ``agent`` event is not part of the answer
   (it moved the conversation instead of answering);
 * ``partial`` — a supervisor plan's specialist finished (``agent``, ``status``, ``answer``);
+* ``goal`` — goal mode: ``phase`` ``decided`` (``status``, ``intent_output``, ``plan``, ``clarification``), then
+  ``finished`` (``status``) once the plan has run;
+* ``plan_step`` — goal mode: a plan step ``started``, then ``success``, ``failure``, ``skipped`` or
+  ``clarification`` (``id``, ``capability``, ``domain``, ``explanation``, ``latency_ms``);
 * ``done`` — the final answer with its metadata, exactly what the JSON API answers (sent by the transport).
 """
 
