@@ -3,7 +3,9 @@
 The page carries the pickers (profile, tenant: those the user may act for, route) and an empty transcript;
 ``chat/static/chat/chat.js`` opens ``/ws/chat/<agent_id>/<session_id>/?tenant=<slug>&route=<route>`` with the
 staff session's cookie and draws the turn's events (:mod:`common.events`) as they arrive: which agent answers,
-moves between agents, tool calls, the answer's tokens, then the final answer of ``done``.
+moves between agents, tool calls, the answer's tokens, then the final answer of ``done``. A goal-mode profile's
+turn (seed 002) also shows the goal and entities read, the plan's steps as they run, and a clarification's
+candidates as buttons that answer it. The profile picker names each profile's routing mode.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         **admin.site.each_context(request),
         "title": "Chat",
         "is_nav_sidebar_enabled": False,
-        "profiles": [(profile.agent_id, profile.name) for profile in profiles],
+        "profiles": [(profile.agent_id, profile.name, profile.effective_mode) for profile in profiles],
         "tenants": tenants,
     }
     return render(request, "chat/chat.html", context)

@@ -178,3 +178,120 @@ def test_delegations_returns_and_agent_switches_show_inline_as_they_happen(
     assert stored == ["delegation", "return", "delegation"]
     page.screenshot(path=str(screenshot_path("chat-page-delegation.png")), full_page=True)
     assert page.errors == []
+
+
+@pytest.fixture
+def finance_profile(transactional_db, finance_mcp):
+    """seed_demo's finance_assistente (goal mode) over the real finance MCP server, its manifest synced into goals
+    and capabilities as scripts/start does it."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from agents.models import McpServer
+    from common.config_version import config_version_bump
+
+    call_command("seed_demo", stdout=StringIO())
+    McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+    call_command("sync_mcp_tools", "finance", stdout=StringIO())
+
+
+def test_goal_mode_shows_the_goal_read_the_plan_steps_and_asks_with_candidate_buttons(
+    base_url, browser_page, staff_user, tenant, finance_profile, settings
+):
+    settings.OFFLINE_LLM_LATENCY_MS = 5
+    page = browser_page
+    page.goto(base_url + "/admin/login/?next=" + CHAT)
+    page.fill("#id_username", "analyst")
+    page.fill("#id_password", "analyst-password")
+    page.click("#login-form input[type=submit]")
+    page.wait_for_url(base_url + CHAT)
+
+    option = page.locator("#chat-profile option[value=finance_assistente]")
+    assert option.get_attribute("data-mode") == "goal"
+    assert "goal mode" in option.inner_text()
+    page.select_option("#chat-profile", "finance_assistente")
+    page.select_option("#chat-tenant", tenant.slug)
+    page.wait_for_selector("#chat-connection[data-state=open]")
+    session_id = page.input_value("#chat-session")
+
+    def answers(turns: int) -> None:
+        page.wait_for_function(
+            "n => document.querySelectorAll('.chat-answer[data-state=done]').length === n", arg=turns
+        )
+
+    page.fill("#chat-input", "qual o preço da Nordea?")
+    page.click("#chat-send")
+    answers(1)
+    asking = page.locator(".chat-turn").first
+
+    # The goal and the entities read, then the plan: the symbol search asked, the quote never ran.
+    assert asking.locator(".chat-goal-text").inner_text() == "GET_QUOTE · symbol_text: Nordea"
+    steps = asking.locator(".chat-plan-step")
+    assert [(s.get_attribute("data-capability"), s.get_attribute("data-status")) for s in steps.all()] == [
+        ("search_symbol", "clarification"),
+        ("get_stock_price", "skipped"),
+    ]
+    assert "ms" in steps.first.locator(".chat-plan-status").inner_text()
+
+    # The candidates, as buttons; the second one answers with its number.
+    choices = asking.locator("button.chat-choice")
+    assert [c.get_attribute("data-value") for c in choices.all()] == ["NDA-SE.ST", "NDA-FI.HE"]
+    assert "NDA-FI.HE" in choices.nth(1).inner_text()
+    choices.nth(1).click()
+    answers(2)
+
+    answered = page.locator(".chat-turn").last
+    assert answered.locator(".chat-user").inner_text() == "2"
+    assert choices.nth(1).get_attribute("data-chosen") == "true"
+    assert all(c.is_disabled() for c in choices.all())  # a question answered is not answered twice
+    answer = answered.locator(".chat-answer")
+    assert answer.get_attribute("data-agent") == "goal_planner"
+    assert "NDA-FI.HE" in answer.locator(".chat-answer-text").inner_text()
+    assert answered.locator(".chat-goal").get_attribute("data-status") == "success"
+    shown = [
+        (s.get_attribute("data-capability"), s.get_attribute("data-status"))
+        for s in answered.locator(".chat-plan-step").all()
+    ]
+    assert ("get_stock_price", "success") in shown
+    assert answered.locator("button.chat-choice").count() == 0
+
+    conversation = Conversation.objects.get(conversation_key=f"{tenant.slug}:finance_assistente:{session_id}")
+    stored = Message.objects.filter(conversation=conversation, role="assistant").order_by("-pk").first()
+    assert stored is not None and stored.metadata["goal"]["status"] == "success"
+    assert answer.locator(".chat-answer-text").evaluate("node => node.textContent") == stored.content
+    page.screenshot(path=str(screenshot_path("chat-page-goal.png")), full_page=True)
+    assert page.errors == []
+
+
+HOSTILE = '<img src=x onerror="document.title=1">'
+
+
+def test_what_goal_mode_shows_is_text_never_markup(
+    base_url, browser_page, staff_user, tenant, finance_profile, scripted_llm, settings
+):
+    from routing.goal_intent import GoalIntent
+
+    # The model reads the markup as the stock's name; the user did write it, so it is kept.
+    arguments = {"domain": "finance", "goal": "GET_QUOTE", "entities": {"symbol_text": HOSTILE}, "confidence": 0.97}
+    scripted_llm.reply_tool_call(GoalIntent.__name__, arguments)
+    page = browser_page
+    page.goto(base_url + "/admin/login/?next=" + CHAT)
+    page.fill("#id_username", "analyst")
+    page.fill("#id_password", "analyst-password")
+    page.click("#login-form input[type=submit]")
+    page.wait_for_url(base_url + CHAT)
+    page.select_option("#chat-profile", "finance_assistente")
+    page.select_option("#chat-tenant", tenant.slug)
+    page.wait_for_selector("#chat-connection[data-state=open]")
+    title = page.title()
+
+    page.fill("#chat-input", f"qual o preço da {HOSTILE}?")
+    page.click("#chat-send")
+    page.wait_for_selector(".chat-answer[data-state=done]")
+
+    assert page.locator(".chat-goal-text").inner_text() == f"GET_QUOTE · symbol_text: {HOSTILE}"
+    assert page.locator("#chat-log img").count() == 0
+    assert page.title() == title
+    assert page.errors == []

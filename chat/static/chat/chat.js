@@ -1,5 +1,9 @@
 /* The chat page: the WebSocket chat (/ws/chat/<agent_id>/<session_id>/?tenant=<slug>&route=<route>) with the staff
- * session, each event of a turn drawn as it arrives (common/events.py). Plain DOM, no framework. */
+ * session, each event of a turn drawn as it arrives (common/events.py). Plain DOM, no framework; every text the
+ * server sends is set with textContent, never parsed as HTML.
+ *
+ * Goal mode (seed 002): the goal event shows the goal and entities read and the plan's steps, each step then
+ * updated by its plan_step events; a clarification's candidates are buttons that send the candidate's number. */
 "use strict";
 
 (function () {
@@ -133,7 +137,9 @@
       }
     }
     const frame = JSON.stringify(message);
-    const turn = { element: el("div", "chat-turn"), answer: null };
+    // An earlier question's choices are stale once anything else is said.
+    log.querySelectorAll("button.chat-choice").forEach((button) => (button.disabled = true));
+    const turn = { element: el("div", "chat-turn"), answer: null, goal: null, choices: null };
     turn.element.dataset.state = "waiting";
     turn.element.append(el("div", "chat-user", text));
     log.append(turn.element);
@@ -246,6 +252,23 @@
       }
       note(turn, "chat-discard", agentLabel(event.agent) + " passed the conversation on");
     },
+    goal(turn, event) {
+      if (event.phase === "finished") {
+        if (turn.goal) turn.goal.dataset.status = event.status || "";
+        return;
+      }
+      goalBlock(turn, event);
+      if (event.clarification) choicesShow(turn, event.clarification);
+    },
+    plan_step(turn, event) {
+      const step = planStep(turn, event);
+      step.dataset.status = event.status;
+      const timed = event.latency_ms !== undefined && event.status !== "skipped"; // a skipped step made no call
+      if (timed) step.dataset.latencyMs = event.latency_ms;
+      step.querySelector(".chat-plan-status").textContent =
+        event.status + (timed ? ", " + Math.round(event.latency_ms) + " ms" : "");
+      if (event.explanation) step.title = event.explanation;
+    },
     partial(turn, event) {
       const block = el("details", "chat-partial");
       block.dataset.agent = event.agent;
@@ -271,8 +294,106 @@
       current.textContent = agentLabel(event.agent);
       current.dataset.agent = event.agent;
       turn.element.dataset.state = "done";
+      const goal = (event.metadata || {}).goal;
+      if (goal && goal.clarification) choicesShow(turn, goal.clarification);
+      if (goal && turn.goal) turn.goal.dataset.status = goal.status || "";
     },
   };
+
+  // -- goal mode -----------------------------------------------------------------------------------------
+
+  function shown(value) {
+    if (Array.isArray(value)) return value.map(shown).join(", ");
+    if (value !== null && typeof value === "object") return JSON.stringify(value);
+    return String(value);
+  }
+
+  function entitiesText(entities) {
+    return Object.keys(entities || {})
+      .filter((name) => ![null, undefined, "", false].includes(entities[name]) && shown(entities[name]) !== "")
+      .map((name) => name + ": " + shown(entities[name]));
+  }
+
+  function goalBlock(turn, event) {
+    const read = event.intent_output || {};
+    const block = el("div", "chat-goal");
+    block.dataset.status = event.status || "";
+    block.dataset.goal = read.goal || "";
+    const general = event.status === "general" || !read.goal;
+    const heading = general
+      ? ["no goal: the specialists answer"]
+      : [read.goal].concat(entitiesText(read.entities));
+    const title = el("p", "chat-goal-read");
+    title.append(el("span", "chat-goal-label", "Goal "), el("span", "chat-goal-text", heading.join(" · ")));
+    if (typeof read.confidence === "number") {
+      title.append(el("span", "chat-goal-confidence", " (" + (read.primary_domain || "") + ", " +
+        read.confidence.toFixed(2) + ")"));
+    }
+    block.append(title);
+    const steps = (event.plan && event.plan.steps) || [];
+    if (steps.length) {
+      const list = el("ol", "chat-plan");
+      block.append(list);
+      steps.forEach((step) => planStep({ goal: block }, { ...step, status: "planned" }));
+    }
+    turn.element.append(block);
+    turn.goal = block;
+    return block;
+  }
+
+  function planStep(turn, event) {
+    if (!turn.goal) goalBlock(turn, { status: "plan" });
+    let list = turn.goal.querySelector("ol.chat-plan");
+    if (!list) {
+      list = el("ol", "chat-plan");
+      turn.goal.append(list);
+    }
+    const id = String(event.id);
+    let item = [...list.children].find((child) => child.dataset.step === id);
+    if (!item) {
+      item = el("li", "chat-plan-step");
+      item.dataset.step = id;
+      item.dataset.capability = event.capability || "";
+      item.dataset.status = event.status || "planned";
+      const name = (event.capability || "") + (event.kind ? " (" + event.kind + ")" : "");
+      const after = (event.depends_on || []).length ? " after step " + event.depends_on.join(", ") : "";
+      item.append(
+        el("span", "chat-plan-capability", name),
+        el("span", "chat-plan-after", after),
+        el("span", "chat-plan-sep", " — "),
+        el("span", "chat-plan-status", event.status || "planned")
+      );
+      if (event.required === false) item.dataset.optional = "true";
+      list.append(item);
+    }
+    return item;
+  }
+
+  function choicesShow(turn, clarification) {
+    const candidates = (clarification.candidates || []).filter((c) => c && typeof c === "object");
+    if (!candidates.length || turn.choices) return;
+    const box = el("div", "chat-choices");
+    box.dataset.reason = clarification.reason || "";
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "Choose one");
+    candidates.forEach((candidate, index) => {
+      const number = String(index + 1);
+      const value = candidate.value === undefined || candidate.value === null ? "" : String(candidate.value);
+      const label = candidate.label ? String(candidate.label) : value;
+      const text = number + ". " + label + (value && value !== label ? " (" + value + ")" : "");
+      const button = el("button", "button chat-choice", text);
+      button.type = "button";
+      button.dataset.number = number;
+      button.dataset.value = value;
+      button.addEventListener("click", () => {
+        if (button.disabled) return;
+        if (send(number)) button.dataset.chosen = "true";
+      });
+      box.append(button);
+    });
+    turn.element.append(box);
+    turn.choices = box;
+  }
 
   function handle(event) {
     const turn = turns[0];
