@@ -260,3 +260,41 @@ def test_a_profile_in_goal_mode_is_set_in_the_admin_model(finance):
     profile = AgentProfile.objects.get(agent_id=AGENT_ID)
 
     assert profile.routing_mode == "goal"
+
+
+def test_with_a_model_the_goal_is_read_by_structured_output_and_the_answer_written_from_the_plans_output(
+    api, finance, scripted_llm
+):
+    from routing.goal_intent import GoalIntent
+
+    scripted_llm.reply_tool_call(
+        GoalIntent.__name__,
+        {"domain": "finance", "goal": "TOP_MOVERS", "entities": {"direction": "LOSERS"}, "confidence": 0.98},
+    )
+    scripted_llm.reply("As maiores baixas de hoje: Vale ON e Ericsson B.")
+
+    body = say(api, "what fell the most today?")
+
+    goal = body["metadata"]["goal"]
+    assert goal["intent_output"]["goal"] == "TOP_MOVERS" and goal["intent_output"]["confidence"] == 0.98
+    assert [intent["capability"] for intent in goal["execution_intents"]] == ["get_top_losers"]
+    assert goal["answer"]["method"] == "llm"
+    assert body["answer"] == "As maiores baixas de hoje: Vale ON e Ericsson B."
+    # The model wrote the answer from the plan's output, which it was shown.
+    writing = scripted_llm.requests[-1]["messages"]
+    assert any("Vale ON" in str(message.get("content")) for message in writing)
+
+
+def test_a_model_below_the_threshold_makes_the_turn_ask(api, finance, scripted_llm):
+    from routing.goal_intent import GoalIntent
+
+    scripted_llm.reply_tool_call(
+        GoalIntent.__name__,
+        {"domain": "finance", "goal": "TOP_MOVERS", "entities": {"direction": "GAINERS"}, "confidence": 0.7},
+    )
+
+    body = say(api, "o que subiu?")
+
+    assert body["metadata"]["goal"]["status"] == "clarification"
+    assert body["metadata"]["goal"]["clarification"]["reason"] == "low_confidence"
+    assert body["metadata"]["mcp_results"] == []
