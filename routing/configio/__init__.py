@@ -1,10 +1,10 @@
-"""YAML import and export of routing, agent, tool and MCP-server configuration.
+"""YAML import and export of routing, agent, tool and MCP-server configuration, and of domains' goals and capabilities.
 
 The format (seed 000 §10, extended) is documented in ``docs/configuration.md``.
 Management commands, ``seed_demo`` and the admin all go through these functions.
 """
 
-from routing.configio.exporter import config_export, config_export_data, routing_file_name
+from routing.configio.exporter import config_export, config_export_data, goals_file_name, routing_file_name
 from routing.configio.importer import ConfigImportError, ImportReport, config_import
 from routing.configio.source import Source
 
@@ -15,5 +15,6 @@ __all__ = [
     "config_export",
     "config_export_data",
     "config_import",
+    "goals_file_name",
     "routing_file_name",
 ]

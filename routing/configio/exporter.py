@@ -12,13 +12,17 @@ from typing import Any
 import yaml
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-from routing.models import Intent, StatePolicy
+from routing.models import Capability, Goal, Intent, StatePolicy
 
 HEADER = "# Exported by `manage.py export_config`; load with `manage.py import_config <files>`.\n"
 
 
 def routing_file_name(agent_id: str) -> str:
     return f"routing.{agent_id}.yaml"
+
+
+def goals_file_name(domain: str) -> str:
+    return f"goals.{domain}.yaml"
 
 
 def config_export_data() -> dict[str, dict[str, Any]]:
@@ -32,6 +36,7 @@ def config_export_data() -> dict[str, dict[str, Any]]:
     files["agents.yaml"] = {"agents": [_profile(profile) for profile in profiles]}
     for profile in profiles:
         files[routing_file_name(profile.agent_id)] = _routing(profile)
+    files.update(_domains())
     return files
 
 
@@ -153,6 +158,8 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
             "llm_enabled": profile.llm_router_enabled,
             "threshold": profile.llm_router_threshold,
             "allow_handoff": profile.handoffs_enabled,
+            "goal_threshold": profile.goal_threshold,
+            "goal_domains": _sorted_names(profile.goal_domains.all()),
             "loop_safety": {
                 "max_handoffs_per_turn": profile.max_handoffs_per_turn,
                 "max_steps_per_agent": profile.max_steps_per_agent,
@@ -187,4 +194,53 @@ def _intent(intent: Intent) -> dict[str, Any]:
         "examples": [str(example) for example in intent.examples or []],
         "mcp_tools": _sorted_names(intent.mcp_tools.all()),
         "next_state": intent.next_state,
+    }
+
+
+def _domains() -> dict[str, dict[str, Any]]:
+    """One ``goals.<domain>.yaml`` per domain: its capabilities and goals, the fields a business user may edit
+    (``synced`` stays in the database: an import never writes it)."""
+    capabilities: dict[str, list[Capability]] = {}
+    goals: dict[str, list[Goal]] = {}
+    servers: dict[str, set[str]] = {}
+    for capability in Capability.objects.select_related("server", "tool"):
+        capabilities.setdefault(capability.domain, []).append(capability)
+        servers.setdefault(capability.domain, set()).add(capability.server.name)
+    for goal in Goal.objects.select_related("server"):
+        goals.setdefault(goal.domain, []).append(goal)
+        servers.setdefault(goal.domain, set()).add(goal.server.name)
+    return {
+        goals_file_name(domain): {
+            "domain": domain,
+            # One server per domain (the sync and the importer hold to it); the first by name otherwise.
+            "mcp_server": sorted(servers[domain])[0],
+            "capabilities": {
+                capability.name: _capability(capability)
+                for capability in sorted(capabilities.get(domain, []), key=lambda c: c.name)
+            },
+            "goals": {goal.name: _goal(goal) for goal in sorted(goals.get(domain, []), key=lambda g: g.name)},
+        }
+        for domain in sorted(servers)
+    }
+
+
+def _capability(capability: Capability) -> dict[str, Any]:
+    return {
+        "tool": capability.tool.name if capability.tool else None,
+        "description": capability.description,
+        "enabled": capability.enabled,
+        "keywords": list(capability.keywords or []),
+        "examples": list(capability.examples or []),
+        "metadata": capability.metadata or {},
+    }
+
+
+def _goal(goal: Goal) -> dict[str, Any]:
+    return {
+        "description": goal.description,
+        "enabled": goal.enabled,
+        "confidence_threshold": goal.confidence_threshold,
+        "examples": list(goal.examples or []),
+        "capabilities": list(goal.capabilities or []),
+        "entities_schema": goal.entities_schema or {},
     }

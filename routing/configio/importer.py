@@ -5,6 +5,9 @@ updated, fields a file leaves out keep their value, and entities the files do
 not name are left alone. Lists a file gives (an intent's keywords and tools, a
 specialist's tools and handoff targets) replace the stored list.
 
+Goals and capabilities are written by the same rules; their ``synced`` values (what the last manifest sync
+wrote) are never touched, so a later sync sees what an import changed as the business user's edit and keeps it.
+
 Nothing is written unless every file is valid, and writing changes only rows
 whose values differ, so importing the same files twice changes nothing (no
 new prompt version, no ``updated_at`` moved, no routing-version bump).
@@ -26,12 +29,23 @@ from common.config_version import config_batch
 from routing.configio import messages
 from routing.configio.parse import Parsed, Patch, parse_source
 from routing.configio.source import Node, Problems, Source, format_path, load
-from routing.models import Intent, Keyword, StatePolicy
+from routing.goals import ManifestError, goal_check
+from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
 
 # Entity kinds in the order they are written (and reported).
-KINDS = ("MCP server", "MCP tool", "profile", "specialist", "prompt version", "intent", "state policy")
-PLURALS = {"state policy": "state policies"}
+KINDS = (
+    "MCP server",
+    "MCP tool",
+    "profile",
+    "specialist",
+    "prompt version",
+    "intent",
+    "state policy",
+    "capability",
+    "goal",
+)
+PLURALS = {"state policy": "state policies", "capability": "capabilities"}
 
 
 class ConfigImportError(Exception):
@@ -137,6 +151,9 @@ class _World:
     intents: dict[tuple[str, str], Intent]
     policies: dict[tuple[str, str], StatePolicy]
     active_prompts: dict[int, SpecialistPrompt]
+    capabilities: dict[str, Capability]
+    goals: dict[tuple[str, str], Goal]
+    domain_servers: dict[str, set[str]]  # domain → the servers of its stored goals and capabilities
 
     @classmethod
     def load(cls, parsed: Parsed) -> _World:
@@ -161,7 +178,18 @@ class _World:
             intents={(i.profile.agent_id, i.name): i for i in intents},
             policies={(p.profile.agent_id, p.state): p for p in policies},
             active_prompts={p.specialist_id: p for p in SpecialistPrompt.objects.filter(is_active=True)},
+            capabilities={c.name: c for c in Capability.objects.select_related("server")},
+            goals={(g.domain, g.name): g for g in Goal.objects.select_related("server")},
+            domain_servers=_domain_servers(),
         )
+
+
+def _domain_servers() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for model in (Goal, Capability):
+        for domain, server in model.objects.values_list("domain", "server__name").distinct():
+            out.setdefault(domain, set()).add(server)
+    return out
 
 
 # -- resolving references ----------------------------------------------------------
@@ -175,6 +203,8 @@ class _Plan:
     specialists: dict[tuple[str, str], Patch]
     intents: dict[tuple[str, str], Patch]
     policies: dict[tuple[str, str], Patch]
+    capabilities: dict[str, Patch]
+    goals: dict[tuple[str, str], Patch]
 
 
 def _by_key(patches: list[Patch], problems: Problems) -> dict[Any, Patch]:
@@ -234,6 +264,8 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
         specialists=_by_key(parsed.specialists, problems),
         intents=_by_key(parsed.intents, problems),
         policies=_by_key(parsed.policies, problems),
+        capabilities={key[0]: patch for key, patch in _by_key(parsed.capabilities, problems).items()},
+        goals=_by_key(parsed.goals, problems),
     )
     servers = set(world.servers) | set(plan.servers)
     tools = set(world.tools) | set(plan.tools)
@@ -283,6 +315,8 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
                     named, (agent_id, named.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
                 )
         _warn_coordinator_mode(agent_id, patch, world, problems)
+        for server in patch.refs.get("goal_domains", []):
+            require(server, server.value in servers, messages.ERROR_UNKNOWN_SERVER)
 
     for (agent_id, _name), patch in plan.intents.items():
         if agent_id not in known_routed:
@@ -306,7 +340,89 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
     for agent_id in sorted(known_routed):
         _check_keywords(agent_id, plan, world, problems)
     _warn_unusable_tools(plan, world, problems)
+    _check_domains(plan, world, problems, servers)
     return plan
+
+
+def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[str]) -> None:
+    """Goals and capabilities: a domain belongs to one MCP server, a capability name to one domain, a
+    capability's tool to its domain's server, and every goal passes :func:`routing.goals.goal_check` (the
+    admin's and the manifest's rules) against its domain's capabilities, stored and imported."""
+    domain_server: dict[str, Node] = {}
+    reported: set[tuple[str, Any]] = set()
+
+    def once(node: Node, message: str) -> None:
+        if (node.source.name, node.path) not in reported:
+            reported.add((node.source.name, node.path))
+            problems.add(node, message)
+
+    patches = [*plan.capabilities.values(), *plan.goals.values()]
+    for patch in patches:
+        domain, server = patch.values["domain"], patch.refs["server"]
+        if server.value not in servers:
+            once(server, messages.ERROR_UNKNOWN_SERVER.format(name=server.value))
+            continue
+        others = sorted(world.domain_servers.get(domain, set()) - {server.value})
+        if others:
+            once(server, messages.ERROR_DOMAIN_SERVER.format(domain=domain, other=others[0]))
+        first = domain_server.setdefault(domain, server)
+        if first.value != server.value:
+            once(
+                server,
+                messages.ERROR_CONFLICT.format(
+                    value=server.value, other=first.value, other_path=format_path(first.path), where=first.where
+                ),
+            )
+
+    for name, patch in plan.capabilities.items():
+        domain, server = patch.values["domain"], patch.refs["server"].value
+        stored = world.capabilities.get(name)
+        if stored is not None and stored.domain != domain:
+            problems.add(
+                patch.node,
+                messages.ERROR_CAPABILITY_DOMAIN.format(name=name, domain=stored.domain, server=stored.server.name),
+            )
+        tool = patch.refs.get("tool")
+        if tool is None or tool.value is None or server not in servers:
+            continue
+        if tool.value not in plan.tools and tool.value not in world.tools:
+            problems.add(tool, messages.ERROR_UNKNOWN_TOOL.format(name=tool.value))
+            continue
+        tool_patch = plan.tools.get(tool.value)
+        if tool_patch is not None and "server" in tool_patch.refs:
+            tool_server = tool_patch.refs["server"].value
+        else:
+            tool_server = world.tools[tool.value].server.name
+        if tool_server != server:
+            problems.add(tool, messages.ERROR_TOOL_SERVER.format(name=tool.value, server=tool_server, expected=server))
+
+    names: dict[str, set[str]] = {}
+    for capability in world.capabilities.values():
+        names.setdefault(capability.domain, set()).add(capability.name)
+    for name, patch in plan.capabilities.items():
+        names.setdefault(patch.values["domain"], set()).add(name)
+    for (domain, name), patch in plan.goals.items():
+        goal = world.goals.get((domain, name))
+        try:
+            goal_check(
+                name,
+                entities_schema=patch.values.get("entities_schema", goal.entities_schema if goal else {}),
+                capabilities=patch.values.get("capabilities", goal.capabilities if goal else []),
+                capability_names=names.get(domain, set()),
+            )
+        except ManifestError as exc:
+            _goal_problem(patch, name, str(exc), problems)
+
+
+def _goal_problem(patch: Patch, name: str, message: str, problems: Problems) -> None:
+    """Report ``goal_check``'s ``<name>.entities_schema.direction: problem`` at that place of the file."""
+    place, problem = "", message
+    if message.startswith(name):
+        place, separator, problem = message[len(name) :].partition(": ")
+        if not separator:
+            place, problem = "", message
+    path = (*patch.node.path, *(part for part in place.split(".") if part))
+    problems.add(Node(patch.node.source, path, None), problem)
 
 
 def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problems) -> None:
@@ -395,6 +511,8 @@ class _Writer:
         self._profile_specialists()
         self._intents()
         self._policies()
+        self._capabilities()
+        self._goals()
 
     def _upsert(self, kind: str, model, existing, create: dict[str, Any], values: dict[str, Any]):
         if existing is None:
@@ -457,6 +575,9 @@ class _Writer:
             obj, status = self._upsert("profile", AgentProfile, existing, {"agent_id": agent_id}, values)
             self.world.profiles[agent_id] = obj
             self.status[("profile", agent_id)] = status
+            if "goal_domains" in patch.refs:
+                servers = [self.world.servers[node.value] for node in patch.refs["goal_domains"]]
+                self._changed(("profile", agent_id), self._sync_m2m(obj.goal_domains, servers))
 
     def _specialists(self) -> None:
         for key, patch in self.plan.specialists.items():
@@ -563,3 +684,33 @@ class _Writer:
             create = {"profile": self.world.profiles[agent_id], "state": state}
             _obj, status = self._upsert("state policy", StatePolicy, self.world.policies.get(key), create, values)
             self._count("state policy", status)
+
+    def _capabilities(self) -> None:
+        for name, patch in self.plan.capabilities.items():
+            existing = self.world.capabilities.get(name)
+            values = _as_stored(patch, existing)
+            if "tool" in patch.refs:
+                tool = patch.refs["tool"].value
+                values["tool"] = self.world.tools[tool] if tool is not None else None
+            create = {"server": self.world.servers[patch.refs["server"].value], "name": name}
+            obj, status = self._upsert("capability", Capability, existing, create, values)
+            self.world.capabilities[name] = obj
+            self._count("capability", status)
+
+    def _goals(self) -> None:
+        for (domain, name), patch in self.plan.goals.items():
+            existing = self.world.goals.get((domain, name))
+            create = {"server": self.world.servers[patch.refs["server"].value], "name": name}
+            obj, status = self._upsert("goal", Goal, existing, create, _as_stored(patch, existing))
+            self.world.goals[(domain, name)] = obj
+            self._count("goal", status)
+
+
+def _as_stored(patch: Patch, existing: Goal | Capability | None) -> dict[str, Any]:
+    """A goal's or capability's imported values; ``synced`` is never among them (a re-sync then sees what differs
+    from it as the business user's edit). A description equal to the stored one but for the whitespace around it
+    keeps the stored text, so an exported manifest text imports unchanged and is not counted as edited."""
+    values = {k: v for k, v in patch.values.items() if k != "name"}
+    if existing is not None and "description" in values and existing.description.strip() == values["description"]:
+        values["description"] = existing.description
+    return values

@@ -22,10 +22,21 @@ from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_ar
 from common.text import normalize
 from routing.configio import messages
 from routing.configio.source import Node, Problems, Source, expand_env
-from routing.models import Intent, Keyword, StatePolicy
+from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
 
 ROUTING_KEYS = ("router", "state_policies", "intents")
-TOP_KEYS = ("default_agent_id", "agents", "servers", "tools", "agent_id", *ROUTING_KEYS)
+GOAL_SECTION_KEYS = ("capabilities", "goals")
+DOMAIN_KEYS = ("domain", "mcp_server")
+TOP_KEYS = (
+    "default_agent_id",
+    "agents",
+    "servers",
+    "tools",
+    "agent_id",
+    *ROUTING_KEYS,
+    *DOMAIN_KEYS,
+    *GOAL_SECTION_KEYS,
+)
 
 # Seed 000 §10.1 points agents.yaml at other files; here that configuration lives in the database.
 IGNORED_PROFILE_KEYS = (
@@ -60,7 +71,17 @@ WORD_LIST_KEYS = ("confirmation_words", "denial_words", "closing_words")
 SPECIALIST_KEYS = ("name", "display_name", "description", "prompt", "tools", "handoff_targets", "step_limit", "enabled")
 SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
 TOOL_KEYS = ("description", "mcp_server", "enabled", "needs_permission", "args_schema")
-ROUTER_KEYS = ("mode", "fallback_agent", "coordinator", "llm_enabled", "threshold", "allow_handoff", "loop_safety")
+ROUTER_KEYS = (
+    "mode",
+    "fallback_agent",
+    "coordinator",
+    "llm_enabled",
+    "threshold",
+    "allow_handoff",
+    "loop_safety",
+    "goal_threshold",
+    "goal_domains",
+)
 # ``router.loop_safety`` keys → AgentProfile fields.
 LOOP_SAFETY_FIELDS = {
     "max_handoffs_per_turn": "max_handoffs_per_turn",
@@ -82,6 +103,9 @@ INTENT_KEYS = (
     "mcp_tools",
     "next_state",
 )
+# A domain's goals and capabilities (seed 002): the fields a business user may edit (docs/goals.md).
+GOAL_KEYS = ("description", "enabled", "confidence_threshold", "examples", "capabilities", "entities_schema")
+CAPABILITY_KEYS = ("tool", "description", "enabled", "keywords", "examples", "metadata")
 
 # ``http`` is the seeds' name for MCP's streamable HTTP transport.
 TRANSPORT_ALIASES = {"http": McpTransport.STREAMABLE_HTTP, "streamable-http": McpTransport.STREAMABLE_HTTP}
@@ -95,8 +119,8 @@ class Patch:
 
     ``values`` maps model field names to new values and ``where`` to the node
     each came from. ``refs`` holds names of other entities, still unresolved:
-    a single :class:`Node` (``server``, ``agent``, ``intent``, ``fallback``, ``coordinator``) or
-    a list of them (``tools``, ``handoff_targets``, ``mcp_tools``, ``keywords``).
+    a single :class:`Node` (``server``, ``agent``, ``intent``, ``fallback``, ``coordinator``, ``tool``) or
+    a list of them (``tools``, ``handoff_targets``, ``mcp_tools``, ``keywords``, ``goal_domains``).
     """
 
     kind: str
@@ -126,6 +150,8 @@ class Parsed:
     specialists: list[Patch] = field(default_factory=list)
     intents: list[Patch] = field(default_factory=list)
     policies: list[Patch] = field(default_factory=list)
+    capabilities: list[Patch] = field(default_factory=list)
+    goals: list[Patch] = field(default_factory=list)
     default_agents: list[Node] = field(default_factory=list)
 
 
@@ -348,6 +374,7 @@ def parse_source(root: Node, problems: Problems, parsed: Parsed, *, profile_opti
         _parse_tools(sections["tools"], problems, parsed)
     if "agents" in sections:
         _parse_agents(sections["agents"], problems, parsed)
+    _parse_domain(root, sections, problems, parsed)
 
     routing = [key for key in ROUTING_KEYS if key in sections]
     if not routing:
@@ -581,6 +608,11 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
             node = _optional_name(keys[key], problems)
             if node is not None:
                 patch.refs[ref] = node
+    _scalar(patch, keys, "goal_threshold", "number", problems)
+    if "goal_domains" in keys:
+        names = names_of(keys["goal_domains"], problems)
+        if names is not None:
+            patch.refs["goal_domains"] = names
     if "loop_safety" in keys:
         limits = keys_of(keys["loop_safety"], problems, LOOP_SAFETY_FIELDS)
         if limits is not None:
@@ -680,3 +712,120 @@ def _keywords(node: Node, problems: Problems) -> list[Node] | None:
         seen[normalized] = keyword
         out.append(Node(keyword.source, keyword.path, (keyword.value, normalized)))
     return out
+
+
+# -- a domain's goals and capabilities (seed 002) ---------------------------------------
+
+
+def _parse_domain(root: Node, sections: dict[str, Node], problems: Problems, parsed: Parsed) -> None:
+    """``domain`` + ``mcp_server`` + ``capabilities``/``goals``: what one domain's manifest declares, as edited.
+
+    Only the fields a business user may edit (the admin's); ``synced`` is never read nor written here.
+    """
+    present = [key for key in GOAL_SECTION_KEYS if key in sections]
+    if not present:
+        for key in DOMAIN_KEYS:
+            if key in sections:
+                problems.add(sections[key], messages.ERROR_DOMAIN_ALONE.format(key=key))
+        return
+    missing = [key for key in DOMAIN_KEYS if key not in sections]
+    if missing:
+        for key in missing:
+            problems.add(sections[present[0]], messages.ERROR_DOMAIN_REQUIRED.format(key=key))
+        return
+    domain, server = sections["domain"], sections["mcp_server"]
+    if name_of(domain, problems) is None or name_of(server, problems) is None:
+        return
+    domain = Node(domain.source, domain.path, domain.value.strip())
+    server = Node(server.source, server.path, server.value.strip())
+    if "capabilities" in sections:
+        _parse_capabilities(sections["capabilities"], domain, server, problems, parsed)
+    if "goals" in sections:
+        _parse_goals(sections["goals"], domain, server, problems, parsed)
+
+
+def _texts(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
+    """A list of strings kept as written (a goal's examples, a capability's keywords): ``null`` is ``[]``."""
+    node = keys.get(key)
+    if node is None:
+        return
+    if node.value is None:
+        patch.put(key, node, [])
+        return
+    if not check(node, "list", problems):
+        return
+    valid = True
+    for element in node.elements():
+        if isinstance(element.value, bool):
+            problems.add(element, messages.ERROR_WORD_BOOLEAN)
+            valid = False
+        elif not check(element, "string", problems):
+            valid = False
+    if valid:
+        patch.put(key, node, list(node.value))
+
+
+def _json_object(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
+    """A JSON object (``entities_schema``, ``metadata``): ``null`` is ``{}``."""
+    node = keys.get(key)
+    if node is None:
+        return
+    if node.value is None:
+        patch.put(key, node, {})
+    elif check(node, "mapping", problems):
+        patch.put(key, node, node.value)
+
+
+def _domain_patch(kind: str, section: str, key: tuple[str, ...], node: Node, domain: Node, server: Node) -> Patch:
+    patch = Patch(kind, section, key, node)
+    patch.put("name", node, key[-1])
+    patch.put("domain", domain, domain.value)
+    patch.refs["server"] = server
+    return patch
+
+
+def _parse_capabilities(section: Node, domain: Node, server: Node, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "mapping", problems):
+        return
+    for name, node in section.items():
+        keys = keys_of(node, problems, CAPABILITY_KEYS) if node.value is not None else {}
+        if keys is None:
+            continue
+        patch = _domain_patch("capability", "capabilities", (name,), node, domain, server)
+        if "tool" in keys:
+            tool = _optional_name(keys["tool"], problems)
+            if tool is not None:
+                patch.refs["tool"] = tool
+        _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "enabled", "boolean", problems)
+        _texts(patch, keys, "keywords", problems)
+        _texts(patch, keys, "examples", problems)
+        _json_object(patch, keys, "metadata", problems)
+        model_clean(patch, Capability, problems)
+        parsed.capabilities.append(patch)
+
+
+def _parse_goals(section: Node, domain: Node, server: Node, problems: Problems, parsed: Parsed) -> None:
+    if section.value is None or not check(section, "mapping", problems):
+        return
+    for name, node in section.items():
+        keys = keys_of(node, problems, GOAL_KEYS) if node.value is not None else {}
+        if keys is None:
+            continue
+        patch = _domain_patch("goal", "goals", (domain.value, name), node, domain, server)
+        _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "enabled", "boolean", problems)
+        threshold = keys.get("confidence_threshold")
+        if threshold is not None:
+            if threshold.value is None:
+                patch.put("confidence_threshold", threshold, None)  # the profile's goal_threshold
+            else:
+                _scalar(patch, keys, "confidence_threshold", "number", problems)
+        _texts(patch, keys, "examples", problems)
+        _json_object(patch, keys, "entities_schema", problems)
+        if "capabilities" in keys:
+            names = names_of(keys["capabilities"], problems)
+            if names is not None:
+                patch.put("capabilities", keys["capabilities"], [node.value for node in names])
+        model_clean(patch, Goal, problems)
+        parsed.goals.append(patch)

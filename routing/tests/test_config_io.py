@@ -15,7 +15,7 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist, Speciali
 from common.models import ConfigVersion
 from routing.configio import Source, config_export, config_export_data, config_import
 from routing.configio import messages as m
-from routing.models import Intent, Keyword, StatePolicy
+from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
 from tests.factories import IntentFactory
 
@@ -29,12 +29,25 @@ DEMO_FILES = [
     "routing.telecom_contas.yaml",
     "routing.retail_orders.yaml",
     "routing.telecom_assistente.yaml",
+    "routing.finance_assistente.yaml",
 ]
-CONFIG_MODELS = (McpServer, McpTool, AgentProfile, Specialist, SpecialistPrompt, Intent, Keyword, StatePolicy)
+CONFIG_MODELS = (
+    McpServer,
+    McpTool,
+    AgentProfile,
+    Specialist,
+    SpecialistPrompt,
+    Intent,
+    Keyword,
+    StatePolicy,
+    Capability,
+    Goal,
+)
 THROUGH_MODELS = (
     Intent.mcp_tools.through,
     Specialist.allowed_tools.through,
     Specialist.handoff_targets.through,
+    AgentProfile.goal_domains.through,
 )
 
 
@@ -193,7 +206,7 @@ def test_seed_demo_loads_both_profiles_with_their_intents():
     )
     assert McpServer.objects.get(name="retail").endpoint == "http://127.0.0.1:8200/mcp"
     assert McpTool.objects.get(name="consultar_fatura").args_schema["required"] == ["msisdn"]
-    assert "profiles: 3 created" in out.getvalue()
+    assert "profiles: 4 created" in out.getvalue()
 
 
 def test_seed_demo_loads_the_delegation_profile_with_its_coordinator():
@@ -335,7 +348,7 @@ def test_importing_the_same_files_twice_changes_nothing():
     assert database_dump() == before  # no new prompt version, no row touched, no updated_at moved
     assert routing_version() == version
     assert "changed nothing" in out
-    assert "specialists: 12 unchanged" in out
+    assert "specialists: 13 unchanged" in out
 
 
 def test_an_import_invalidates_compiled_routing_once():
@@ -362,6 +375,7 @@ def test_an_export_imported_into_an_empty_database_exports_the_same_files(tmp_pa
         "routing.telecom_contas.yaml",
         "routing.retail_orders.yaml",
         "routing.telecom_assistente.yaml",
+        "routing.finance_assistente.yaml",
     }
     assert first == second
     assert config_export_data() == data
@@ -387,8 +401,8 @@ def test_the_order_of_the_files_does_not_matter(tmp_path):
 
 def test_a_directory_stands_for_its_yaml_files():
     out = run_import(DEMO_DIR)
-    assert "Imported 6 file(s)" in out
-    assert AgentProfile.objects.count() == 3
+    assert "Imported 7 file(s)" in out
+    assert AgentProfile.objects.count() == 4
 
 
 # -- upsert semantics ---------------------------------------------------------------------------

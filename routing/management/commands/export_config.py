@@ -11,8 +11,9 @@ from routing.configio import config_export
 
 class Command(BaseCommand):
     help = (
-        "Write agents.yaml, tools.yaml, mcp_servers.yaml and routing.<agent_id>.yaml for every profile to DIR, "
-        "so that `import_config DIR` reproduces the configuration. Other files in DIR are left alone."
+        "Write agents.yaml, tools.yaml, mcp_servers.yaml, routing.<agent_id>.yaml for every profile and "
+        "goals.<domain>.yaml for every domain with goals or capabilities to DIR, so that `import_config DIR` "
+        "reproduces the configuration. Other files in DIR are left alone."
     )
 
     def add_arguments(self, parser):

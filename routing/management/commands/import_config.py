@@ -47,8 +47,8 @@ def write_report(command: BaseCommand, report: ImportReport, *, title: str) -> N
 
 class Command(BaseCommand):
     help = (
-        "Import agents.yaml, tools.yaml, mcp_servers.yaml and routing YAML files (any order, any mix) in one "
-        "transaction. Entities in the files are created or updated; others are left alone. "
+        "Import agents.yaml, tools.yaml, mcp_servers.yaml, routing and goals.<domain> YAML files (any order, any "
+        "mix) in one transaction. Entities in the files are created or updated; others are left alone. "
         "Invalid files are refused whole, with every problem listed as file:line: path: message."
     )
 

@@ -1,4 +1,5 @@
-"""``manage.py seed_demo``: the demo profiles telecom_contas, retail_orders and telecom_assistente from config/demo/."""
+"""``manage.py seed_demo``: the demo profiles (telecom_contas, retail_orders, telecom_assistente, finance_assistente)
+from config/demo/."""
 
 from __future__ import annotations
 
@@ -20,4 +21,6 @@ class Command(BaseCommand):
             report = config_import(sources=sources)
         except ConfigImportError as exc:
             raise CommandError("\n".join(["The demo configuration is invalid:", *exc.messages])) from exc
-        write_report(self, report, title="Demo data (telecom_contas, retail_orders, telecom_assistente)")
+        write_report(
+            self, report, title="Demo data (telecom_contas, retail_orders, telecom_assistente, finance_assistente)"
+        )
