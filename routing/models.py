@@ -113,7 +113,29 @@ def _string_list_errors(name: str, value: object) -> dict[str, str]:
     return {}
 
 
-class Goal(models.Model):
+class SyncedFromManifest(models.Model):
+    """What goals and capabilities share: written by a manifest sync, then edited by business users; ``synced``
+    holds what the last sync wrote to each of ``SYNCED_FIELDS``, so a re-sync can tell an edit from a stale value."""
+
+    SYNCED_FIELDS: tuple[str, ...] = ()
+
+    enabled = models.BooleanField(default=True)
+    synced = models.JSONField(
+        default=dict, blank=True, editable=False, help_text="The manifest's values at the last sync, per field."
+    )
+    synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def edited_fields(self) -> list[str]:
+        """The synced fields whose value differs from what the last sync wrote (edited since)."""
+        return [name for name in self.SYNCED_FIELDS if name in self.synced and getattr(self, name) != self.synced[name]]
+
+
+class Goal(SyncedFromManifest):
     """A business goal of a domain (``finance.TOP_MOVERS``): what the model recognises, with the entities it
     extracts; its ``entities_schema`` (``capability_map``) or ``capabilities`` say which capabilities serve it."""
 
@@ -147,13 +169,6 @@ class Goal(models.Model):
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Below this confidence a turn asks instead of acting; empty: the profile's goal threshold.",
     )
-    enabled = models.BooleanField(default=True)
-    synced = models.JSONField(
-        default=dict, blank=True, editable=False, help_text="The manifest's values at the last sync, per field."
-    )
-    synced_at = models.DateTimeField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["domain", "name"]
@@ -161,10 +176,6 @@ class Goal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.domain}.{self.name}"
-
-    def edited_fields(self) -> list[str]:
-        """The synced fields whose value differs from what the last sync wrote (edited since)."""
-        return [name for name in self.SYNCED_FIELDS if name in self.synced and getattr(self, name) != self.synced[name]]
 
     def clean(self) -> None:
         errors = _string_list_errors("examples", self.examples)
@@ -189,7 +200,7 @@ class Goal(models.Model):
             raise ValidationError(errors)
 
 
-class Capability(models.Model):
+class Capability(SyncedFromManifest):
     """What a domain can do (``get_top_gainers``), served by one MCP tool; its ``metadata`` drives the planner
     (decomposition, composition, flow, roles), its keywords and examples are the manifest's ``intent_hints``."""
 
@@ -224,13 +235,6 @@ class Capability(models.Model):
         blank=True,
         help_text="The rest of the manifest's metadata: decomposition, composition, flow, roles (docs/goals.md).",
     )
-    enabled = models.BooleanField(default=True)
-    synced = models.JSONField(
-        default=dict, blank=True, editable=False, help_text="The manifest's values at the last sync, per field."
-    )
-    synced_at = models.DateTimeField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["domain", "name"]
@@ -238,10 +242,6 @@ class Capability(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def edited_fields(self) -> list[str]:
-        """The synced fields whose value differs from what the last sync wrote (edited since)."""
-        return [name for name in self.SYNCED_FIELDS if name in self.synced and getattr(self, name) != self.synced[name]]
 
     def clean(self) -> None:
         errors = {**_string_list_errors("keywords", self.keywords), **_string_list_errors("examples", self.examples)}

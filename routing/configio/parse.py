@@ -277,8 +277,9 @@ def _scalar(
     patch.put(model_field or key, node, value)
 
 
-def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
-    """A list of free-text strings stored as a JSON list (intent examples)."""
+def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, *, strip: bool = True) -> None:
+    """A list of free-text strings stored as a JSON list (intent and goal examples, a capability's keywords):
+    ``null`` is ``[]``; ``strip=False`` keeps them as written (what a manifest sync compares them with)."""
     node = keys.get(key)
     if node is None:
         return
@@ -287,11 +288,17 @@ def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) 
         return
     if not check(node, "list", problems):
         return
-    values = []
+    values, valid = [], True
     for element in node.elements():
-        if check(element, "string", problems):
-            values.append(element.value.strip())
-    patch.put(key, node, values)
+        if isinstance(element.value, bool):  # YAML reads an unquoted yes/no as a boolean
+            problems.add(element, messages.ERROR_WORD_BOOLEAN)
+            valid = False
+        elif check(element, "string", problems):
+            values.append(element.value.strip() if strip else element.value)
+        else:
+            valid = False
+    if valid:
+        patch.put(key, node, values)
 
 
 def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
@@ -744,27 +751,6 @@ def _parse_domain(root: Node, sections: dict[str, Node], problems: Problems, par
         _parse_goals(sections["goals"], domain, server, problems, parsed)
 
 
-def _texts(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
-    """A list of strings kept as written (a goal's examples, a capability's keywords): ``null`` is ``[]``."""
-    node = keys.get(key)
-    if node is None:
-        return
-    if node.value is None:
-        patch.put(key, node, [])
-        return
-    if not check(node, "list", problems):
-        return
-    valid = True
-    for element in node.elements():
-        if isinstance(element.value, bool):
-            problems.add(element, messages.ERROR_WORD_BOOLEAN)
-            valid = False
-        elif not check(element, "string", problems):
-            valid = False
-    if valid:
-        patch.put(key, node, list(node.value))
-
-
 def _json_object(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
     """A JSON object (``entities_schema``, ``metadata``): ``null`` is ``{}``."""
     node = keys.get(key)
@@ -798,8 +784,8 @@ def _parse_capabilities(section: Node, domain: Node, server: Node, problems: Pro
                 patch.refs["tool"] = tool
         _scalar(patch, keys, "description", "text", problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
-        _texts(patch, keys, "keywords", problems)
-        _texts(patch, keys, "examples", problems)
+        _strings(patch, keys, "keywords", problems, strip=False)
+        _strings(patch, keys, "examples", problems, strip=False)
         _json_object(patch, keys, "metadata", problems)
         model_clean(patch, Capability, problems)
         parsed.capabilities.append(patch)
@@ -821,7 +807,7 @@ def _parse_goals(section: Node, domain: Node, server: Node, problems: Problems, 
                 patch.put("confidence_threshold", threshold, None)  # the profile's goal_threshold
             else:
                 _scalar(patch, keys, "confidence_threshold", "number", problems)
-        _texts(patch, keys, "examples", problems)
+        _strings(patch, keys, "examples", problems, strip=False)
         _json_object(patch, keys, "entities_schema", problems)
         if "capabilities" in keys:
             names = names_of(keys["capabilities"], problems)
