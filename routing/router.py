@@ -33,7 +33,9 @@ import ahocorasick
 
 from common.text import normalize
 
-Method = Literal["state", "followup", "keyword", "llm", "fallback", "coordinator", "sub_conversation", "permission", "goal"]
+Method = Literal[
+    "state", "followup", "keyword", "llm", "fallback", "coordinator", "sub_conversation", "permission", "goal"
+]
 
 FALLBACK_INTENT = "fallback"
 MULTI_INTENT = "multi_intent"
