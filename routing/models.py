@@ -364,3 +364,54 @@ class RolloutFlagChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.flag_key} {self.what}: {self.old_value} → {self.new_value}"
+
+
+# -- versions (W2 4/8) -------------------------------------------------------------
+# A profile's behaviour is edited as a draft (the rows above and the agents' rows) and published as an immutable,
+# numbered document (routing.documents): customers are served the released version, editors try the draft.
+
+
+class RoutingVersion(models.Model):
+    """One published state of a profile's behaviour: its whole document, numbered, never changed afterwards."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="routing_versions")
+    number = models.PositiveIntegerField()
+    document = models.JSONField(help_text="Everything that decides the profile's behaviour (docs/versions.md).")
+    note = models.CharField(max_length=300, blank=True, help_text="What changed and why.")
+    reverted_from = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The earlier version this one publishes again (a revert)."
+    )
+    forced_reason = models.TextField(
+        blank=True, help_text="Why it was published although saved routing tests failed (who may: a permission)."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["profile", "-number"]
+        constraints = [models.UniqueConstraint(fields=["profile", "number"], name="version_unique_number")]
+        permissions = [("publish_failing_version", "Can publish a version whose routing tests fail")]
+
+    def __str__(self) -> str:
+        return f"{self.profile} v{self.number}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None and not kwargs.get("force_insert"):
+            raise ValidationError("A published version is immutable: publish a new one.")
+        super().save(*args, **kwargs)
+
+
+class ProfileRelease(models.Model):
+    """Which version of a profile customers are served (one row per profile once it has been published)."""
+
+    profile = models.OneToOneField("agents.AgentProfile", on_delete=models.CASCADE, related_name="release")
+    version = models.ForeignKey(RoutingVersion, on_delete=models.PROTECT, related_name="+")
+    published_at = models.DateTimeField(default=timezone.now)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.profile}: v{self.version.number}"

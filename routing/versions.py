@@ -1,0 +1,267 @@
+"""Versions of a profile's behaviour (W2 4/8): publish the draft, revert to an earlier version, say what changed.
+
+The draft is what editors change in the admin (profiles, specialists and prompts, intents and keywords, state
+policies, goals and capabilities, tool rights); :func:`routing.documents.profile_documents` reads it as one
+document. Publishing stores that document as the next immutable :class:`~routing.models.RoutingVersion` and
+points the profile's :class:`~routing.models.ProfileRelease` at it, in one transaction; a revert publishes an
+earlier version's document again under a new number. Two editors publishing at once: the profile's row is
+locked while one publishes, and the other's ``based_on`` (the live number they reviewed) no longer matches, so
+they get :class:`VersionConflict` and nothing of theirs is lost — their draft is still there.
+
+:func:`document_diff` says what changed between two documents in words a business user reads ("keyword
+'portabilidade' added to intent portabilidade_numero", "intent billing: priority 15 → 10"), with a text diff
+for prompts and other long texts. It reads the documents' shape only: a top-level mapping whose values are all
+mappings is a collection of named entries (intents, specialists…), any other mapping is a set of settings.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from rest_framework import status
+
+from common.config_version import config_version_bump
+from common.errors import DomainError, NotFound
+from routing.models import ProfileRelease, RoutingVersion
+
+ADDED, REMOVED, CHANGED = "added", "removed", "changed"
+UNSET: Any = object()  # based_on not given: publish whatever is live
+
+# Fields whose values are long texts: a change is shown as a text diff, not "old → new".
+LONG_TEXTS = frozenset({"prompt", "policy", "synthesis_prompt", "description"})
+# How a collection, or a list field, is named in a sentence (else: the name with underscores as spaces, less a final s).
+NAMES = {
+    "state_policies": "state policy",
+    "capabilities": "capability",
+    "mcp_tools": "MCP tool",
+    "allowed_tools": "allowed tool",
+    "handoff_targets": "handoff target",
+    "goal_domains": "goal domain",
+    "entities_schema": "entities",
+}
+
+
+class VersionConflict(DomainError):
+    status_code = status.HTTP_409_CONFLICT
+    code = "version_conflict"
+
+
+class NothingToPublish(DomainError):
+    status_code = status.HTTP_409_CONFLICT
+    code = "nothing_to_publish"
+
+
+def _draft_document(agent_id: str) -> dict[str, Any]:
+    from routing.documents import profile_documents
+
+    return profile_documents([agent_id])[agent_id]
+
+
+def live_version(profile: Any) -> RoutingVersion | None:
+    """The version customers are served, or ``None`` for a profile never published."""
+    release = ProfileRelease.objects.filter(profile=profile).select_related("version").first()
+    return release.version if release else None
+
+
+@transaction.atomic
+def version_publish(
+    *,
+    profile: Any,
+    user: Any = None,
+    note: str = "",
+    based_on: int | None = UNSET,
+    document: Mapping[str, Any] | None = None,
+    reverted_from: int | None = None,
+    forced_reason: str = "",
+) -> RoutingVersion:
+    """Publish ``document`` (default: the profile's draft) as the profile's next version, live at once.
+
+    ``based_on`` is the live version number the editor reviewed (``None``: never published); when another
+    version went live meanwhile the publish is refused with :class:`VersionConflict`. Publishing what is already
+    live is refused with :class:`NothingToPublish` (a revert may).
+    """
+    from agents.models import AgentProfile
+
+    AgentProfile.objects.select_for_update().filter(pk=profile.pk).first()  # one publisher per profile at a time
+    live = live_version(profile)
+    live_number = live.number if live else None
+    if based_on is not UNSET and based_on != live_number:
+        raise VersionConflict(
+            f"Version {live_number} of {profile.agent_id} was published meanwhile (you reviewed "
+            f"{'no version' if based_on is None else f'version {based_on}'}): review what changed and publish "
+            "again. Your draft is unchanged.",
+            fields={"based_on": [f"The live version is {live_number}."]},
+        )
+    content = dict(document) if document is not None else _draft_document(profile.agent_id)
+    if live is not None and live.document == content and reverted_from is None:
+        raise NothingToPublish(f"The draft of {profile.agent_id} is the same as the live version {live.number}.")
+    latest = RoutingVersion.objects.filter(profile=profile).aggregate(latest=Max("number"))["latest"] or 0
+    version = RoutingVersion.objects.create(
+        profile=profile,
+        number=latest + 1,
+        document=content,
+        note=note,
+        reverted_from=reverted_from,
+        forced_reason=forced_reason,
+        created_by=user if getattr(user, "pk", None) else None,
+    )
+    ProfileRelease.objects.update_or_create(
+        profile=profile,
+        defaults={"version": version, "published_by": version.created_by, "published_at": version.created_at},
+    )
+    transaction.on_commit(config_version_bump)  # every process rebuilds its snapshot on its next message
+    return version
+
+
+def version_revert(*, profile: Any, to: int, user: Any = None, note: str = "") -> RoutingVersion:
+    """Publish version ``to`` again, as a new number (the draft is left as it is)."""
+    target = RoutingVersion.objects.filter(profile=profile, number=to).first()
+    if target is None:
+        raise NotFound(f"{profile.agent_id} has no version {to}.", fields={"to": [f"No version {to}."]})
+    return version_publish(
+        profile=profile, user=user, note=note or f"Revert to version {to}", document=target.document, reverted_from=to
+    )
+
+
+# -- what changed --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two documents, as a sentence (``text``) and, for long texts, a diff (``detail``)."""
+
+    kind: str  # added | removed | changed
+    where: str  # "intent portabilidade_numero", "profile"
+    field: str
+    old: Any
+    new: Any
+    text: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "where": self.where,
+            "field": self.field,
+            "old": self.old,
+            "new": self.new,
+            "text": self.text,
+            "detail": self.detail,
+        }
+
+
+def _name(key: str) -> str:
+    if key in NAMES:
+        return NAMES[key]
+    words = key.replace("_", " ")
+    return words[:-1] if words.endswith("s") and not words.endswith("ss") else words
+
+
+def _words(key: str) -> str:
+    """A field's name in a sentence, as it is (``max_input_chars`` → ``max input chars``)."""
+    return key.replace("_", " ")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return f"'{value}'" if value else "(empty)"
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _is_collection(value: Any) -> bool:
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(item, Mapping) for item in value.values())
+
+
+def document_diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Change]:
+    """What changed from ``old`` to ``new`` (``old`` ``None``: everything is new), in document order."""
+    old = old or {}
+    changes: list[Change] = []
+    for key in _keys(old, new):
+        if key == "schema":
+            continue
+        before, after = old.get(key), new.get(key)
+        if _is_collection(before) or _is_collection(after):
+            changes.extend(_collection_diff(key, before or {}, after or {}))
+        elif isinstance(before, Mapping) or isinstance(after, Mapping):
+            changes.extend(_fields_diff(_name(key), before or {}, after or {}))
+        elif before != after:
+            changes.extend(_field_diff("profile", key, before, after))
+    return changes
+
+
+def _keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    return list(new) + [key for key in old if key not in new]
+
+
+def _collection_diff(key: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    kind = _name(key)
+    changes = []
+    for name in _keys(before, after):
+        where = f"{kind} {name}"
+        if name not in before:
+            changes.append(Change(ADDED, where, "", None, after[name], f"{kind} {name} added"))
+        elif name not in after:
+            changes.append(Change(REMOVED, where, "", before[name], None, f"{kind} {name} removed"))
+        else:
+            changes.extend(_fields_diff(where, before[name], after[name]))
+    return changes
+
+
+def _fields_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    changes = []
+    for field in _keys(before, after):
+        if before.get(field) != after.get(field):
+            changes.extend(_field_diff(where, field, before.get(field), after.get(field)))
+    return changes
+
+
+def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]:
+    if field == "enabled" and isinstance(before, bool) and isinstance(after, bool):
+        return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
+    if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
+        return _fields_diff(f"{where}, {_words(field)}", before, after)
+    if _is_list(before) and _is_list(after) and all(not isinstance(item, Mapping | list) for item in before + after):
+        return _list_diff(where, field, before or [], after or [])
+    if field in LONG_TEXTS and isinstance(before, str | None) and isinstance(after, str | None):
+        detail = "".join(
+            difflib.unified_diff(
+                (before or "").splitlines(keepends=True),
+                (after or "").splitlines(keepends=True),
+                fromfile="before",
+                tofile="after",
+            )
+        )
+        return [Change(CHANGED, where, field, before, after, f"{where}: {_words(field)} changed", detail)]
+    return [
+        Change(CHANGED, where, field, before, after, f"{where}: {_words(field)} {_shown(before)} → {_shown(after)}")
+    ]
+
+
+def _is_list(value: Any) -> bool:
+    return value is None or isinstance(value, list)
+
+
+def _list_diff(where: str, field: str, before: list[Any], after: list[Any]) -> list[Change]:
+    item = _name(field)
+    changes = [
+        Change(ADDED, where, field, None, value, f"{item} {_shown(value)} added to {where}")
+        for value in after
+        if value not in before
+    ]
+    changes += [
+        Change(REMOVED, where, field, value, None, f"{item} {_shown(value)} removed from {where}")
+        for value in before
+        if value not in after
+    ]
+    if not changes and before != after:  # the same items in another order (a priority list)
+        changes.append(Change(CHANGED, where, field, before, after, f"{where}: {_words(field)} reordered"))
+    return changes
