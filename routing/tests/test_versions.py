@@ -164,3 +164,27 @@ def test_two_editors_publishing_at_once_one_wins_and_the_other_gets_a_conflict()
 
     assert sorted(outcomes) == ["conflict", "published"]
     assert list(RoutingVersion.objects.filter(profile=profile).values_list("number", flat=True)) == [2, 1]
+
+
+def test_the_revert_command_publishes_an_old_version_and_says_what_changed(profile):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    version_publish(profile=profile, document=BEFORE)
+    version_publish(profile=profile, document=AFTER)
+    out = StringIO()
+
+    call_command("routing_revert", "--profile", "versioned", "--to", "1", stdout=out)
+
+    assert "intent plano_upgrade removed" in out.getvalue()
+    assert out.getvalue().strip().endswith("versioned: version 3 published (version 1 again).")
+    assert live_version(profile).document == BEFORE
+
+
+def test_the_revert_command_names_a_missing_version(profile):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="versioned has no version 7"):
+        call_command("routing_revert", "--profile", "versioned", "--to", "7")

@@ -1,0 +1,40 @@
+"""``manage.py routing_publish --profile AGENT_ID --note "..." [--based-on N]``: publish a profile's draft."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents.models import AgentProfile
+from common.errors import DomainError
+from routing.versions import UNSET, document_diff, live_version, version_publish
+
+
+class Command(BaseCommand):
+    help = (
+        "Publish a profile's draft as its next version: customers are served it from their next message. Prints "
+        "what changed against the live version."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--profile", required=True, help="The profile's agent_id.")
+        parser.add_argument("--note", default="", help="What changed and why (kept with the version).")
+        parser.add_argument(
+            "--based-on",
+            type=int,
+            default=None,
+            help="The live version number you reviewed: refused (exit 1) if another was published meanwhile.",
+        )
+
+    def handle(self, *args, **options):
+        profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
+        if profile is None:
+            raise CommandError(f"Unknown profile {options['profile']!r}.")
+        before = live_version(profile)
+        based_on = options["based_on"] if options["based_on"] is not None else UNSET
+        try:
+            version = version_publish(profile=profile, note=options["note"], based_on=based_on)
+        except DomainError as exc:
+            raise CommandError(exc.message) from None
+        for change in document_diff(before.document if before else None, version.document):
+            self.stdout.write(f"  {change.text}")
+        self.stdout.write(f"{profile.agent_id}: version {version.number} published.")
