@@ -10,8 +10,8 @@ when the version moved or this process changed routing data itself.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +37,15 @@ class ToolSpec:
     server: str
     description: str
     args_schema: dict[str, Any]
+    needs_permission: bool
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class ToolRights:
+    """What a profile's version says about one tool: whether a call needs the user's permission, and whether the
+    tool may be offered at all (enabled, on an enabled server)."""
+
     needs_permission: bool
     enabled: bool
 
@@ -94,6 +103,15 @@ class ProfileSpec:
     # Goal mode (seed 002): the goals and capabilities the profile serves, and its confidence gate.
     goals: GoalCatalogue = field(default_factory=GoalCatalogue)
     goal_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
+    # The authorisation of the tools the profile's document names (routing/documents.py), by tool name.
+    tool_rights: Mapping[str, ToolRights] = field(default_factory=dict)
+
+    def authorised(self, tool: ToolSpec) -> ToolSpec:
+        """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""
+        rights = self.tool_rights.get(tool.name)
+        if rights is None or (rights.needs_permission, rights.enabled) == (tool.needs_permission, tool.enabled):
+            return tool
+        return replace(tool, needs_permission=rights.needs_permission, enabled=rights.enabled)
 
     @property
     def effective_mode(self) -> str:

@@ -1,0 +1,423 @@
+"""A profile's behaviour as one document, and the one compile from a document to its runtime ProfileSpec.
+
+:func:`profile_documents` reads every profile's document from the models (a constant number of queries);
+:func:`profile_compile` turns one document into the :class:`~routing.snapshot.ProfileSpec` the message path
+reads, without the ORM. A document is plain JSON, the same bytes for the same configuration
+(``json.dumps(document, sort_keys=True)``), and holds disabled things too, with their ``enabled`` flag: what a
+version stores, what a diff compares and what a draft compiles. Its shape, field by field: docs/versions.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec
+from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
+from routing.snapshot import LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
+
+SCHEMA = 1
+
+# The AgentProfile fields a document holds as they are stored (the relations are written by name below).
+PROFILE_FIELDS = (
+    "agent_id",
+    "name",
+    "domain",
+    "description",
+    "policy",
+    "synthesis_prompt",
+    "routing_mode",
+    "llm_router_enabled",
+    "llm_router_threshold",
+    "handoffs_enabled",
+    "max_handoffs_per_turn",
+    "max_steps_per_agent",
+    "block_ping_pong",
+    "loop_window",
+    "loop_max_repeats",
+    "confirmation_words",
+    "denial_words",
+    "closing_words",
+    "hybrid_followup_max_chars",
+    "llm_model",
+    "llm_temperature",
+    "guardrails",
+    "judges",
+    "goal_threshold",
+    "enabled",
+)
+
+
+class DocumentError(ValueError):
+    """A document this code cannot compile (another schema)."""
+
+
+def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every profile's document (or those of ``agent_ids``), by ``agent_id``, disabled profiles included.
+
+    Thirteen queries whatever the numbers of profiles, specialists, intents, keywords, goals and tools.
+    """
+    from agents.models import AgentProfile, McpTool, Specialist, SpecialistPrompt
+    from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
+
+    profiles = AgentProfile.objects.all()
+    if agent_ids is not None:
+        profiles = profiles.filter(agent_id__in=list(agent_ids))
+    rows = list(profiles.values("pk", "fallback_specialist__name", "coordinator__name", *PROFILE_FIELDS))
+    if not rows:
+        return {}
+
+    def scoped(queryset: Any, profile_field: str) -> Any:
+        # Every profile: no list of them in the query.
+        return queryset if agent_ids is None else queryset.filter(**{f"{profile_field}__in": [r["pk"] for r in rows]})
+
+    domains: dict[int, dict[int, str]] = {}  # profile pk → goal domain server pk → name
+    goal_domains = scoped(AgentProfile.goal_domains.through.objects, "agentprofile_id")
+    for profile_id, server_id, server_name in goal_domains.values_list(
+        "agentprofile_id", "mcpserver_id", "mcpserver__name"
+    ):
+        domains.setdefault(profile_id, {})[server_id] = server_name
+
+    prompts = {
+        specialist_id: (version, text)
+        for specialist_id, version, text in scoped(
+            SpecialistPrompt.objects.filter(is_active=True), "specialist__profile_id"
+        ).values_list("specialist_id", "version", "text")
+    }
+    allowed: dict[int, list[str]] = {}
+    for specialist_id, tool in scoped(Specialist.allowed_tools.through.objects, "specialist__profile_id").values_list(
+        "specialist_id", "mcptool__name"
+    ):
+        allowed.setdefault(specialist_id, []).append(tool)
+    targets: dict[int, list[str]] = {}
+    for specialist_id, target in scoped(
+        Specialist.handoff_targets.through.objects, "from_specialist__profile_id"
+    ).values_list("from_specialist_id", "to_specialist__name"):
+        targets.setdefault(specialist_id, []).append(target)
+    specialists: dict[int, dict[str, dict[str, Any]]] = {}
+    for row in scoped(Specialist.objects, "profile_id").values(
+        "pk", "profile_id", "name", "display_name", "description", "enabled", "step_limit"
+    ):
+        prompt_version, prompt = prompts.get(row["pk"], (None, ""))
+        specialists.setdefault(row["profile_id"], {})[row["name"]] = {
+            "display_name": row["display_name"],
+            "description": row["description"],
+            "enabled": row["enabled"],
+            "step_limit": row["step_limit"],
+            "prompt": prompt,
+            "prompt_version": prompt_version,
+            "allowed_tools": sorted(allowed.get(row["pk"], ())),
+            "handoff_targets": sorted(targets.get(row["pk"], ())),
+        }
+
+    keywords: dict[int, list[str]] = {}
+    for intent_id, text in scoped(Keyword.objects, "intent__profile_id").values_list("intent_id", "text"):
+        keywords.setdefault(intent_id, []).append(text)
+    intent_tools: dict[int, list[str]] = {}
+    for intent_id, tool in scoped(Intent.mcp_tools.through.objects, "intent__profile_id").values_list(
+        "intent_id", "mcptool__name"
+    ):
+        intent_tools.setdefault(intent_id, []).append(tool)
+    intents: dict[int, dict[str, dict[str, Any]]] = {}
+    for row in scoped(Intent.objects, "profile_id").values(
+        "pk",
+        "profile_id",
+        "name",
+        "specialist__name",
+        "domain",
+        "description",
+        "priority",
+        "enabled",
+        "examples",
+        "next_state",
+    ):
+        intents.setdefault(row["profile_id"], {})[row["name"]] = {
+            "specialist": row["specialist__name"],
+            "domain": row["domain"],
+            "description": row["description"],
+            "priority": row["priority"],
+            "enabled": row["enabled"],
+            "keywords": sorted(keywords.get(row["pk"], ())),
+            "examples": [str(example) for example in row["examples"] or ()],
+            "mcp_tools": sorted(intent_tools.get(row["pk"], ())),
+            "next_state": row["next_state"],
+        }
+
+    policies: dict[int, dict[str, dict[str, Any]]] = {}
+    for profile_id, state, specialist, intent, description, enabled in scoped(
+        StatePolicy.objects, "profile_id"
+    ).values_list("profile_id", "state", "specialist__name", "intent__name", "description", "enabled"):
+        policies.setdefault(profile_id, {})[state] = {
+            "specialist": specialist,
+            "intent": intent or "",
+            "description": description,
+            "enabled": enabled,
+        }
+
+    # Goals and capabilities by their domain's server; a profile naming no goal domain serves every one.
+    every_domain = any(not domains.get(row["pk"]) for row in rows)
+    goal_rows = Goal.objects.order_by("domain", "name")
+    capability_rows = Capability.objects.order_by("name")
+    if not every_domain:
+        served = {server for named in domains.values() for server in named}
+        goal_rows, capability_rows = goal_rows.filter(server__in=served), capability_rows.filter(server__in=served)
+    goals: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
+    for row in goal_rows.values(
+        "server_id",
+        "domain",
+        "name",
+        "description",
+        "examples",
+        "entities_schema",
+        "capabilities",
+        "confidence_threshold",
+        "enabled",
+    ):
+        goals.setdefault(row["server_id"], []).append(
+            (
+                row["domain"],
+                row["name"],
+                {
+                    "description": row["description"],
+                    "examples": [str(example) for example in row["examples"] or ()],
+                    "entities_schema": row["entities_schema"] or {},
+                    "capabilities": list(row["capabilities"] or ()),
+                    "confidence_threshold": row["confidence_threshold"],
+                    "enabled": row["enabled"],
+                },
+            )
+        )
+    capabilities: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+    for row in capability_rows.values(
+        "server_id",
+        "domain",
+        "name",
+        "tool__name",
+        "tool__description",
+        "description",
+        "keywords",
+        "examples",
+        "metadata",
+        "enabled",
+    ):
+        capabilities.setdefault(row["server_id"], []).append(
+            (
+                row["name"],
+                {
+                    "domain": row["domain"],
+                    "tool": row["tool__name"] or "",
+                    # Without a description of its own a capability reads its tool's.
+                    "description": row["description"] or row["tool__description"] or "",
+                    "keywords": list(row["keywords"] or ()),
+                    "examples": list(row["examples"] or ()),
+                    "metadata": row["metadata"] or {},
+                    "enabled": row["enabled"],
+                },
+            )
+        )
+    every_server = sorted(set(goals) | set(capabilities))
+
+    tools = {
+        name: {"server": server, "needs_permission": needs_permission, "enabled": enabled, "server_enabled": up}
+        for name, server, needs_permission, enabled, up in McpTool.objects.values_list(
+            "name", "server__name", "needs_permission", "enabled", "server__enabled"
+        )
+    }
+
+    documents: dict[str, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda row: row["agent_id"]):
+        pk = row["pk"]
+        named = domains.get(pk, {})
+        servers = sorted(named) or every_server
+        document_goals: dict[str, dict[str, Any]] = {}
+        for server in servers:
+            for domain, name, goal in goals.get(server, ()):
+                document_goals.setdefault(domain, {})[name] = goal
+        document_capabilities = {name: c for server in servers for name, c in capabilities.get(server, ())}
+        document_specialists = dict(sorted(specialists.get(pk, {}).items()))
+        document_intents = dict(sorted(intents.get(pk, {}).items()))
+        used = {
+            *(tool for specialist in document_specialists.values() for tool in specialist["allowed_tools"]),
+            *(tool for intent in document_intents.values() for tool in intent["mcp_tools"]),
+            *(capability["tool"] for capability in document_capabilities.values() if capability["tool"]),
+        }
+        settings = {field: row[field] for field in PROFILE_FIELDS}
+        settings.update(
+            fallback_specialist=row["fallback_specialist__name"] or "",
+            coordinator=row["coordinator__name"] or "",
+            goal_domains=sorted(named.values()),
+            confirmation_words=list(row["confirmation_words"] or ()),
+            denial_words=list(row["denial_words"] or ()),
+            closing_words=list(row["closing_words"] or ()),
+            guardrails=row["guardrails"] or {},
+            judges=row["judges"] or {},
+        )
+        # Deep copies: documents share no mutable part with each other (a caller may edit one as a draft).
+        documents[row["agent_id"]] = copy.deepcopy(
+            {
+                "schema": SCHEMA,
+                "profile": dict(sorted(settings.items())),
+                "specialists": document_specialists,
+                "intents": document_intents,
+                "state_policies": dict(sorted(policies.get(pk, {}).items())),
+                "goals": {domain: dict(sorted(by_name.items())) for domain, by_name in sorted(document_goals.items())},
+                "capabilities": dict(sorted(document_capabilities.items())),
+                "tools": {name: tools[name] for name in sorted(used) if name in tools},
+            }
+        )
+    return documents
+
+
+def profile_compile(document: Mapping[str, Any], *, pk: int) -> ProfileSpec:
+    """The runtime profile of ``document`` (pure: no ORM): what the snapshot serves for the profile ``pk``.
+
+    Only enabled specialists are compiled; an intent or state policy only when it and its specialist are enabled;
+    a tool is usable when it and its server are enabled, and only usable tools reach intents; handoff targets are
+    the enabled ones; the fallback is the fallback specialist when enabled, else the first enabled specialist by
+    name; the coordinator only when it is an enabled specialist; a capability is enabled only with a usable tool.
+    Raises :class:`DocumentError` for a document of another schema.
+    """
+    if document.get("schema") != SCHEMA:
+        raise DocumentError(f"schema: {document.get('schema')!r}, this code compiles schema {SCHEMA}")
+    profile = document["profile"]
+    rights = {
+        name: ToolRights(needs_permission=tool["needs_permission"], enabled=tool["enabled"] and tool["server_enabled"])
+        for name, tool in document["tools"].items()
+    }
+    usable = {name for name, right in rights.items() if right.enabled}
+
+    specialists = {
+        name: SpecialistSpec(
+            name=name,
+            display_name=specialist["display_name"] or name,
+            description=specialist["description"],
+            prompt=specialist["prompt"],
+            prompt_version=specialist["prompt_version"],
+            allowed_tools=frozenset(specialist["allowed_tools"]),
+            handoff_targets=tuple(
+                sorted(
+                    target
+                    for target in specialist["handoff_targets"]
+                    if document["specialists"].get(target, {}).get("enabled")
+                )
+            ),
+            step_limit=specialist["step_limit"],
+        )
+        for name, specialist in sorted(document["specialists"].items())
+        if specialist["enabled"]
+    }
+    intents = tuple(
+        sorted(
+            (
+                IntentSpec(
+                    name=name,
+                    agent=intent["specialist"],
+                    domain=intent["domain"],
+                    description=intent["description"],
+                    priority=intent["priority"],
+                    keywords=tuple(sorted(intent["keywords"])),
+                    examples=tuple(intent["examples"]),
+                    mcp_tools=tuple(tool for tool in intent["mcp_tools"] if tool in usable),
+                    next_state=intent["next_state"],
+                )
+                for name, intent in document["intents"].items()
+                if intent["enabled"] and intent["specialist"] in specialists
+            ),
+            key=lambda intent: (intent.priority, intent.name),
+        )
+    )
+    intent_of = {intent.name: intent for intent in intents}
+    policies = []
+    for state, policy in sorted(document["state_policies"].items()):
+        if not policy["enabled"] or policy["specialist"] not in specialists:
+            continue
+        # A policy's intent (enabled, of an enabled specialist) lends it its domain, tools and next state.
+        intent = intent_of.get(policy["intent"])
+        policies.append(
+            StatePolicySpec(
+                state=state,
+                agent=policy["specialist"],
+                intent=intent.name if intent else "",
+                domain=intent.domain if intent else "",
+                mcp_tools=intent.mcp_tools if intent else (),
+                next_state=intent.next_state if intent else "",
+            )
+        )
+
+    fallback = profile["fallback_specialist"]
+    fallback_agent = fallback if fallback in specialists else min(specialists, default="")
+    return ProfileSpec(
+        pk=pk,
+        agent_id=profile["agent_id"],
+        name=profile["name"],
+        domain=profile["domain"],
+        description=profile["description"],
+        policy=profile["policy"],
+        synthesis_prompt=profile["synthesis_prompt"],
+        routing_mode=profile["routing_mode"],
+        fallback_agent=fallback_agent,
+        llm_router_enabled=profile["llm_router_enabled"],
+        llm_router_threshold=profile["llm_router_threshold"],
+        handoffs_enabled=profile["handoffs_enabled"],
+        hybrid_followup_max_chars=profile["hybrid_followup_max_chars"],
+        llm_model=profile["llm_model"],
+        llm_temperature=profile["llm_temperature"],
+        guardrails=copy.deepcopy(dict(profile["guardrails"])),
+        judges=copy.deepcopy(dict(profile["judges"])),
+        specialists=specialists,
+        intents=intents,
+        router=CompiledRouter(
+            intents=intents,
+            state_policies=tuple(policies),
+            fallback_agent=fallback_agent,
+            llm_enabled=profile["llm_router_enabled"],
+            llm_threshold=profile["llm_router_threshold"],
+        ),
+        coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",
+        loop_safety=LoopSafety(
+            max_handoffs_per_turn=profile["max_handoffs_per_turn"],
+            max_steps_per_agent=profile["max_steps_per_agent"],
+            block_ping_pong=profile["block_ping_pong"],
+            window=profile["loop_window"],
+            max_repeats=profile["loop_max_repeats"],
+        ),
+        confirmation_words=tuple(profile["confirmation_words"]),
+        denial_words=tuple(profile["denial_words"]),
+        closing_words=tuple(profile["closing_words"]),
+        goals=_catalogue(document, usable),
+        goal_threshold=profile["goal_threshold"],
+        tool_rights=rights,
+    )
+
+
+def _catalogue(document: Mapping[str, Any], usable: set[str]) -> GoalCatalogue:
+    goals = {
+        (domain, name): GoalSpec(
+            domain=domain,
+            name=name,
+            entities_schema=copy.deepcopy(dict(goal["entities_schema"])),
+            capabilities=tuple(goal["capabilities"]),
+            description=goal["description"],
+            examples=tuple(goal["examples"]),
+            confidence_threshold=goal["confidence_threshold"],
+            enabled=goal["enabled"],
+        )
+        for domain, by_name in sorted(document["goals"].items())
+        for name, goal in sorted(by_name.items())
+    }
+    capabilities = {}
+    for name, capability in sorted(document["capabilities"].items()):
+        metadata = copy.deepcopy(dict(capability["metadata"]))
+        # The manifest's intent_hints, its keywords and examples kept in their own fields by the models.
+        hints = dict(metadata.get("intent_hints") or {})
+        hints.update(keywords=list(capability["keywords"]), examples=list(capability["examples"]))
+        capabilities[name] = CapabilitySpec(
+            domain=capability["domain"],
+            name=name,
+            metadata={**metadata, "intent_hints": hints},
+            enabled=capability["enabled"] and capability["tool"] in usable,
+            tool=capability["tool"],
+            description=capability["description"],
+        )
+    return GoalCatalogue(goals=goals, capabilities=capabilities)

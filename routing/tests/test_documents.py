@@ -1,0 +1,241 @@
+"""A profile's document (routing/documents.py): read from the models in bulk, deterministic JSON, and compiled to
+the runtime ProfileSpec the snapshot serves."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist
+from common.config_version import config_version_bump
+from routing import snapshot
+from routing.documents import profile_compile, profile_documents
+from routing.models import Capability, Goal, Intent
+from routing.snapshot import ProfileSpec
+from tests.factories import (
+    AgentProfileFactory,
+    IntentFactory,
+    McpServerFactory,
+    McpToolFactory,
+    SpecialistFactory,
+    StatePolicyFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def compiled() -> dict[str, ProfileSpec]:
+    """Every enabled profile compiled from its document, as the snapshot does."""
+    pks = dict(AgentProfile.objects.values_list("agent_id", "pk"))
+    return {
+        agent_id: profile_compile(document, pk=pks[agent_id])
+        for agent_id, document in profile_documents().items()
+        if document["profile"]["enabled"]
+    }
+
+
+def assert_same_router(old: ProfileSpec, new: ProfileSpec) -> None:
+    assert new.router.intents == old.router.intents
+    assert new.router.state_policies == old.router.state_policies
+    assert (new.router.fallback_agent, new.router.llm_enabled, new.router.llm_threshold) == (
+        old.router.fallback_agent,
+        old.router.llm_enabled,
+        old.router.llm_threshold,
+    )
+    messages = [keyword for intent in old.intents for keyword in intent.keywords]
+    messages += [example for intent in old.intents for example in intent.examples]
+    messages += [" e ".join(intent.keywords[0] for intent in old.intents[:3] if intent.keywords), "bom dia"]
+    for message in messages:
+        assert [hit.describe() for hit in new.router.match(message)] == [
+            hit.describe() for hit in old.router.match(message)
+        ], message
+
+
+def assert_same_profiles(old: dict[str, ProfileSpec], new: dict[str, ProfileSpec]) -> None:
+    assert sorted(new) == sorted(old)
+    for agent_id, old_spec in old.items():
+        new_spec = new[agent_id]
+        for field in dataclasses.fields(ProfileSpec):
+            if field.name in ("router", "tool_rights"):
+                continue
+            assert getattr(new_spec, field.name) == getattr(old_spec, field.name), f"{agent_id}.{field.name}"
+        assert_same_router(old_spec, new_spec)
+
+
+@pytest.fixture
+def mixed(telecom):
+    """The ``telecom`` fixture with something disabled of every kind, and two more profiles."""
+    billing = Specialist.objects.get(profile=telecom, name="billing_agent")
+    orders = Specialist.objects.get(profile=telecom, name="orders_agent")
+    legacy = SpecialistFactory(profile=telecom, name="legacy_agent", enabled=False, display_name="")
+    billing.handoff_targets.set([orders, legacy])
+    IntentFactory(profile=telecom, name="legacy_intent", specialist=legacy, keywords=["antigo"])
+    IntentFactory(
+        profile=telecom,
+        name="old_promo",
+        specialist=Specialist.objects.get(profile=telecom, name="product_agent"),
+        enabled=False,
+        keywords=["promoção"],
+    )
+    invoice = Intent.objects.get(profile=telecom, name="billing_invoice_explanation")
+    invoice.examples = ["Minha fatura veio alta", "Quero a segunda via"]
+    invoice.save()
+    StatePolicyFactory(profile=telecom, state="WAITING_PAYMENT_CONFIRMATION", specialist=billing, intent=invoice)
+    StatePolicyFactory(
+        profile=telecom, state="WAITING_PROMO", specialist=billing, intent=Intent.objects.get(name="old_promo")
+    )
+    StatePolicyFactory(profile=telecom, state="WAITING_OFF", specialist=billing, enabled=False)
+    StatePolicyFactory(profile=telecom, state="WAITING_LEGACY", specialist=legacy)
+    McpTool.objects.filter(name="consultar_pagamentos").update(enabled=False)
+    McpTool.objects.filter(name="consultar_fatura").update(needs_permission=True)
+    McpServer.objects.filter(name="retail").update(enabled=False)
+    telecom.coordinator = legacy
+    telecom.guardrails = {"blocked_terms": ["senha"], "max_input_chars": 500}
+    telecom.judges = {"min_score": 0.5}
+    telecom.save()
+
+    other = AgentProfileFactory(agent_id="other_profile", llm_router_enabled=True, llm_temperature=0.2)
+    gone = SpecialistFactory(profile=other, name="gone_agent", enabled=False)
+    kept = SpecialistFactory(profile=other, name="b_agent")
+    SpecialistFactory(profile=other, name="c_agent")
+    other.fallback_specialist, other.coordinator = gone, kept
+    other.save()
+    tool = McpToolFactory(name="other_tool", server=McpServerFactory(name="other_server"))
+    kept.allowed_tools.set([tool])
+    IntentFactory(profile=other, name="other_intent", specialist=kept, keywords=["fatura"], tools=[tool])
+    AgentProfileFactory(agent_id="switched_off", enabled=False)
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+    return telecom
+
+
+def test_documents_compile_to_the_specs_the_orm_compilers_built_for_the_telecom_fixture(mixed):
+    old = snapshot.build(version=0, generation=0).profiles
+
+    new = compiled()
+
+    assert "switched_off" not in new
+    assert new["telecom_contas"].coordinator == "" and new["other_profile"].fallback_agent == "b_agent"
+    assert_same_profiles(old, new)
+
+
+def test_documents_compile_to_the_specs_the_orm_compilers_built_for_the_demo_with_synced_goals(db, finance_mcp):
+    call_command("seed_demo", stdout=StringIO())
+    McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
+    config_version_bump()
+    call_command("sync_mcp_tools", "finance", stdout=StringIO())
+    McpTool.objects.filter(name="get_top_losers").update(enabled=False)
+    Capability.objects.filter(name="search_symbol").update(tool=None)
+    Goal.objects.filter(name="GET_QUOTE").update(enabled=False)
+    config_version_bump()
+    old = snapshot.build(version=0, generation=0).profiles
+
+    new = compiled()
+
+    goals = new["finance_assistente"].goals
+    assert goals.goal("finance", "TOP_MOVERS") is not None and not goals.goal("finance", "GET_QUOTE").enabled
+    assert not goals.capabilities["get_top_losers"].enabled and goals.capabilities["get_top_gainers"].enabled
+    assert_same_profiles(old, new)
+
+
+def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_authorisation(mixed):
+    document = profile_documents(["telecom_contas"])["telecom_contas"]
+
+    assert set(document) == {
+        "schema",
+        "profile",
+        "specialists",
+        "intents",
+        "state_policies",
+        "goals",
+        "capabilities",
+        "tools",
+    }
+    assert document["schema"] == 1
+    assert document["profile"]["coordinator"] == "legacy_agent" and document["profile"]["enabled"]
+    assert document["specialists"]["legacy_agent"]["enabled"] is False
+    assert document["specialists"]["billing_agent"]["handoff_targets"] == ["legacy_agent", "orders_agent"]
+    assert document["intents"]["old_promo"] == {
+        "specialist": "product_agent",
+        "domain": "",
+        "description": "",
+        "priority": 100,
+        "enabled": False,
+        "keywords": ["promoção"],
+        "examples": [],
+        "mcp_tools": [],
+        "next_state": "",
+    }
+    assert document["state_policies"]["WAITING_OFF"] == {
+        "specialist": "billing_agent",
+        "intent": "",
+        "description": "",
+        "enabled": False,
+    }
+    assert document["tools"] == {
+        "consultar_entrega": {"server": "retail", "needs_permission": False, "enabled": True, "server_enabled": False},
+        "consultar_fatura": {"server": "telecom", "needs_permission": True, "enabled": True, "server_enabled": True},
+        "consultar_pagamentos": {
+            "server": "telecom",
+            "needs_permission": False,
+            "enabled": False,
+            "server_enabled": True,
+        },
+        "consultar_pedido": {"server": "retail", "needs_permission": False, "enabled": True, "server_enabled": False},
+    }
+
+
+def test_a_document_is_plain_json_the_same_for_the_same_configuration_and_compiles_after_a_round_trip(mixed):
+    first = profile_documents()
+    text = json.dumps(first, ensure_ascii=False)
+
+    assert json.dumps(profile_documents(), ensure_ascii=False) == text
+    assert json.loads(text) == first
+    assert list(first) == sorted(first)
+    assert list(first["telecom_contas"]["intents"]) == sorted(first["telecom_contas"]["intents"])
+    for agent_id, spec in compiled().items():
+        again = profile_compile(json.loads(json.dumps(first[agent_id])), pk=spec.pk)
+        assert again == spec and again.router.intents == spec.router.intents
+        assert again.router.state_policies == spec.router.state_policies
+
+
+def test_documents_of_named_profiles_only(mixed):
+    assert list(profile_documents(["other_profile", "switched_off", "no_such_profile"])) == [
+        "other_profile",
+        "switched_off",
+    ]
+    assert profile_documents([]) == {}
+
+
+def test_reading_documents_costs_the_same_queries_whatever_the_numbers(mixed, django_assert_max_num_queries):
+    for index in range(15):
+        profile = AgentProfileFactory(agent_id=f"bulk_{index}")
+        server = McpServerFactory(name=f"bulk_server_{index}")
+        profile.goal_domains.set([server])
+        for number in range(3):
+            specialist = SpecialistFactory(profile=profile, name=f"agent_{number}")
+            tool = McpToolFactory(name=f"bulk_tool_{index}_{number}", server=server)
+            specialist.allowed_tools.set([tool])
+            IntentFactory(
+                profile=profile,
+                name=f"intent_{number}",
+                specialist=specialist,
+                keywords=[f"palavra {number}", f"outra {number}"],
+                tools=[tool],
+            )
+            StatePolicyFactory(profile=profile, state=f"STATE_{number}", specialist=specialist)
+            Capability.objects.create(server=server, domain=f"d{index}", name=f"cap_{index}_{number}", tool=tool)
+            Goal.objects.create(
+                server=server, domain=f"d{index}", name=f"G{number}", capabilities=[f"cap_{index}_{number}"]
+            )
+
+    with django_assert_max_num_queries(13):
+        documents = profile_documents()
+    with django_assert_max_num_queries(13):
+        profile_documents(["bulk_3", "telecom_contas"])
+
+    assert len(documents) == 18 and set(documents["bulk_3"]["goals"]) == {"d3"}
+    assert documents["bulk_3"]["tools"]["bulk_tool_3_0"]["server"] == "bulk_server_3"
