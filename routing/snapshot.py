@@ -2,7 +2,8 @@
 
 The message path reads profiles, specialists, intents, tools and servers from
 :func:`current` — plain frozen data and one :class:`~routing.router.CompiledRouter`
-per profile — never from the ORM. :func:`current` costs one version check
+per profile, compiled from the profile's document (:mod:`routing.documents`) — never from
+the ORM. :func:`current` costs one version check
 (:func:`common.config_version.config_version`, a cache read) and rebuilds the snapshot
 when the version moved or this process changed routing data itself.
 """
@@ -10,16 +11,16 @@ when the version moved or this process changed routing data itself.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
 
 from common.config_version import config_version, local_generation
-from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, CapabilitySpec, GoalCatalogue, GoalSpec
+from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.rollout import FlagSpec
-from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
+from routing.router import CompiledRouter, IntentSpec
 
 
 @dataclass(frozen=True)
@@ -162,22 +163,23 @@ def current() -> Snapshot:
 
 
 def build(*, version: int, generation: int) -> Snapshot:
-    """Load every enabled piece of configuration and compile the routers: one query per model, whatever the sizes.
+    """Load every piece of configuration and compile the enabled profiles: a constant number of queries, whatever
+    the sizes. A profile is compiled from its document (:mod:`routing.documents`), the one path from the models
+    to a :class:`ProfileSpec`; tools, servers and rollout flags are global."""
+    from agents.models import AgentProfile
+    from routing.documents import profile_compile, profile_documents
 
-    Each kind has its compiler below; a compiler takes what the kinds before it compiled.
-    """
-    tools = _tools()
-    usable_tools = frozenset(name for name, tool in tools.items() if tool.enabled)
-    intents_by_profile, intent_specs = _intents(usable_tools)
+    documents = profile_documents()
+    pks = dict(AgentProfile.objects.values_list("agent_id", "pk"))  # read after: a profile deleted since is left out
     return Snapshot(
         version=version,
         generation=generation,
-        profiles=_profiles(
-            specialists_by_profile=_specialists(),
-            intents_by_profile=intents_by_profile,
-            policies_by_profile=_state_policies(intent_specs),
-        ),
-        tools=tools,
+        profiles={
+            agent_id: profile_compile(document, pk=pks[agent_id])
+            for agent_id, document in documents.items()
+            if document["profile"]["enabled"] and agent_id in pks
+        },
+        tools=_tools(),
         servers=_servers(),
         flags=_flags(),
     )
@@ -213,202 +215,6 @@ def _tools() -> dict[str, ToolSpec]:
         )
         for tool in McpTool.objects.select_related("server")
     }
-
-
-def _specialists() -> dict[int, dict[str, SpecialistSpec]]:
-    """Enabled specialists with their active prompt, by profile pk and name (three queries)."""
-    from agents.models import Specialist, SpecialistPrompt
-
-    active_prompts = {
-        prompt.specialist_id: prompt
-        for prompt in SpecialistPrompt.objects.filter(is_active=True).only("specialist_id", "version", "text")
-    }
-    by_profile: dict[int, dict[str, SpecialistSpec]] = {}
-    for specialist in Specialist.objects.filter(enabled=True).prefetch_related("allowed_tools", "handoff_targets"):
-        prompt = active_prompts.get(specialist.pk)
-        by_profile.setdefault(specialist.profile_id, {})[specialist.name] = SpecialistSpec(
-            name=specialist.name,
-            display_name=specialist.display_name or specialist.name,
-            description=specialist.description,
-            prompt=prompt.text if prompt else "",
-            prompt_version=prompt.version if prompt else None,
-            allowed_tools=frozenset(tool.name for tool in specialist.allowed_tools.all()),
-            handoff_targets=tuple(sorted(target.name for target in specialist.handoff_targets.all() if target.enabled)),
-            step_limit=specialist.step_limit,
-        )
-    return by_profile
-
-
-def _intents(usable_tools: frozenset[str]) -> tuple[dict[int, list[IntentSpec]], dict[int, IntentSpec]]:
-    """Enabled intents of enabled specialists with their keywords and usable tools, by profile pk (in priority
-    order) and by intent pk."""
-    from routing.models import Intent, Keyword
-
-    keywords_by_intent: dict[int, list[str]] = {}
-    for intent_id, text in Keyword.objects.filter(intent__enabled=True).values_list("intent_id", "text"):
-        keywords_by_intent.setdefault(intent_id, []).append(text)
-    by_profile: dict[int, list[IntentSpec]] = {}
-    by_pk: dict[int, IntentSpec] = {}
-    for intent in (
-        Intent.objects.filter(enabled=True, specialist__enabled=True)
-        .select_related("specialist")
-        .prefetch_related("mcp_tools")
-        .order_by("priority", "name")
-    ):
-        spec = IntentSpec(
-            name=intent.name,
-            agent=intent.specialist.name,
-            domain=intent.domain,
-            description=intent.description,
-            priority=intent.priority,
-            keywords=tuple(sorted(keywords_by_intent.get(intent.pk, []))),
-            examples=tuple(str(example) for example in intent.examples or []),
-            mcp_tools=tuple(tool.name for tool in intent.mcp_tools.all() if tool.name in usable_tools),
-            next_state=intent.next_state,
-        )
-        by_pk[intent.pk] = spec
-        by_profile.setdefault(intent.profile_id, []).append(spec)
-    return by_profile, by_pk
-
-
-def _state_policies(intent_specs: dict[int, IntentSpec]) -> dict[int, list[StatePolicySpec]]:
-    """Enabled state policies of enabled specialists, by profile pk; a policy's intent lends it its tools."""
-    from routing.models import StatePolicy
-
-    by_profile: dict[int, list[StatePolicySpec]] = {}
-    for policy in StatePolicy.objects.filter(enabled=True, specialist__enabled=True).select_related("specialist"):
-        intent = intent_specs.get(policy.intent_id) if policy.intent_id else None
-        by_profile.setdefault(policy.profile_id, []).append(
-            StatePolicySpec(
-                state=policy.state,
-                agent=policy.specialist.name,
-                intent=intent.name if intent else "",
-                domain=intent.domain if intent else "",
-                mcp_tools=intent.mcp_tools if intent else (),
-                next_state=intent.next_state if intent else "",
-            )
-        )
-    return by_profile
-
-
-def _profiles(
-    *,
-    specialists_by_profile: dict[int, dict[str, SpecialistSpec]],
-    intents_by_profile: dict[int, list[IntentSpec]],
-    policies_by_profile: dict[int, list[StatePolicySpec]],
-) -> dict[str, ProfileSpec]:
-    """Enabled profiles, each with its specialists, intents, compiled router and goal catalogue, by ``agent_id``."""
-    from agents.models import AgentProfile
-
-    catalogue_of = _goal_catalogues()
-    profiles: dict[str, ProfileSpec] = {}
-    for profile in AgentProfile.objects.filter(enabled=True).select_related("fallback_specialist", "coordinator"):
-        specialists = specialists_by_profile.get(profile.pk, {})
-        fallback = profile.fallback_specialist
-        fallback_agent = fallback.name if fallback and fallback.name in specialists else min(specialists, default="")
-        intents = tuple(intents_by_profile.get(profile.pk, []))
-        coordinator = profile.coordinator
-        profiles[profile.agent_id] = ProfileSpec(
-            pk=profile.pk,
-            agent_id=profile.agent_id,
-            name=profile.name,
-            domain=profile.domain,
-            description=profile.description,
-            policy=profile.policy,
-            synthesis_prompt=profile.synthesis_prompt,
-            routing_mode=profile.routing_mode,
-            fallback_agent=fallback_agent,
-            llm_router_enabled=profile.llm_router_enabled,
-            llm_router_threshold=profile.llm_router_threshold,
-            handoffs_enabled=profile.handoffs_enabled,
-            hybrid_followup_max_chars=profile.hybrid_followup_max_chars,
-            llm_model=profile.llm_model,
-            llm_temperature=profile.llm_temperature,
-            guardrails=dict(profile.guardrails or {}),
-            judges=dict(profile.judges or {}),
-            specialists=specialists,
-            intents=intents,
-            router=CompiledRouter(
-                intents=intents,
-                state_policies=tuple(policies_by_profile.get(profile.pk, [])),
-                fallback_agent=fallback_agent,
-                llm_enabled=profile.llm_router_enabled,
-                llm_threshold=profile.llm_router_threshold,
-            ),
-            coordinator=coordinator.name if coordinator and coordinator.name in specialists else "",
-            loop_safety=LoopSafety(
-                max_handoffs_per_turn=profile.max_handoffs_per_turn,
-                max_steps_per_agent=profile.max_steps_per_agent,
-                block_ping_pong=profile.block_ping_pong,
-                window=profile.loop_window,
-                max_repeats=profile.loop_max_repeats,
-            ),
-            confirmation_words=tuple(profile.confirmation_words or ()),
-            denial_words=tuple(profile.denial_words or ()),
-            closing_words=tuple(profile.closing_words or ()),
-            # Every profile, not only those in goal mode: ROUTING_MODE=goal puts them all in it.
-            goals=catalogue_of(profile.pk),
-            goal_threshold=profile.goal_threshold,
-        )
-    return profiles
-
-
-def _goal_catalogues() -> Callable[[int], GoalCatalogue]:
-    """Each profile's goal catalogue, by profile pk: the goals and capabilities of its goal domains (every synced
-    domain when it names none). Three queries whatever the numbers of goals, capabilities and profiles.
-
-    A capability is enabled when it is, and its MCP tool exists and is enabled on an enabled server; without a
-    description of its own it reads its tool's.
-    """
-    from agents.models import AgentProfile
-    from routing.models import Capability, Goal
-
-    goals: dict[int, list[GoalSpec]] = {}  # by server pk
-    for goal in Goal.objects.order_by("domain", "name"):
-        goals.setdefault(goal.server_id, []).append(
-            GoalSpec(
-                domain=goal.domain,
-                name=goal.name,
-                entities_schema=dict(goal.entities_schema or {}),
-                capabilities=tuple(goal.capabilities or ()),
-                description=goal.description,
-                examples=tuple(str(example) for example in goal.examples or ()),
-                confidence_threshold=goal.confidence_threshold,
-                enabled=goal.enabled,
-            )
-        )
-    capabilities: dict[int, list[CapabilitySpec]] = {}
-    for capability in Capability.objects.select_related("tool__server").order_by("name"):
-        tool = capability.tool
-        hints = dict((capability.metadata or {}).get("intent_hints") or {})
-        hints.update(keywords=list(capability.keywords or ()), examples=list(capability.examples or ()))
-        capabilities.setdefault(capability.server_id, []).append(
-            CapabilitySpec(
-                domain=capability.domain,
-                name=capability.name,
-                metadata={**(capability.metadata or {}), "intent_hints": hints},
-                enabled=capability.enabled and tool is not None and tool.enabled and tool.server.enabled,
-                tool=tool.name if tool is not None else "",
-                description=capability.description or (tool.description if tool is not None else ""),
-            )
-        )
-    domains: dict[int, set[int]] = {}
-    for profile_id, server_id in AgentProfile.goal_domains.through.objects.values_list(
-        "agentprofile_id", "mcpserver_id"
-    ):
-        domains.setdefault(profile_id, set()).add(server_id)
-    every = frozenset(goals) | frozenset(capabilities)
-    compiled: dict[frozenset[int], GoalCatalogue] = {}
-
-    def catalogue(servers: frozenset[int]) -> GoalCatalogue:
-        if servers not in compiled:
-            compiled[servers] = GoalCatalogue(
-                goals={(g.domain, g.name): g for server in sorted(servers) for g in goals.get(server, ())},
-                capabilities={c.name: c for server in sorted(servers) for c in capabilities.get(server, ())},
-            )
-        return compiled[servers]
-
-    return lambda profile_id: catalogue(frozenset(domains.get(profile_id) or every))
 
 
 def _flags() -> dict[str, FlagSpec]:

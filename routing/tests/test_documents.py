@@ -15,7 +15,8 @@ from common.config_version import config_version_bump
 from routing import snapshot
 from routing.documents import profile_compile, profile_documents
 from routing.models import Capability, Goal, Intent
-from routing.snapshot import ProfileSpec
+from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
+from routing.snapshot import ProfileSpec, SpecialistSpec, ToolRights
 from tests.factories import (
     AgentProfileFactory,
     IntentFactory,
@@ -30,40 +31,28 @@ pytestmark = pytest.mark.django_db
 
 def compiled() -> dict[str, ProfileSpec]:
     """Every enabled profile compiled from its document, as the snapshot does."""
-    pks = dict(AgentProfile.objects.values_list("agent_id", "pk"))
-    return {
-        agent_id: profile_compile(document, pk=pks[agent_id])
-        for agent_id, document in profile_documents().items()
-        if document["profile"]["enabled"]
-    }
+    return snapshot.build(version=0, generation=0).profiles
 
 
-def assert_same_router(old: ProfileSpec, new: ProfileSpec) -> None:
-    assert new.router.intents == old.router.intents
-    assert new.router.state_policies == old.router.state_policies
-    assert (new.router.fallback_agent, new.router.llm_enabled, new.router.llm_threshold) == (
-        old.router.fallback_agent,
-        old.router.llm_enabled,
-        old.router.llm_threshold,
+def assert_same_profile(spec: ProfileSpec, expected: ProfileSpec) -> None:
+    """Field by field, then the routers: what they were built from and what they match."""
+    for field in dataclasses.fields(ProfileSpec):
+        if field.name != "router":
+            assert getattr(spec, field.name) == getattr(expected, field.name), f"{spec.agent_id}.{field.name}"
+    assert spec.router.intents == expected.router.intents
+    assert spec.router.state_policies == expected.router.state_policies
+    assert (spec.router.fallback_agent, spec.router.llm_enabled, spec.router.llm_threshold) == (
+        expected.router.fallback_agent,
+        expected.router.llm_enabled,
+        expected.router.llm_threshold,
     )
-    messages = [keyword for intent in old.intents for keyword in intent.keywords]
-    messages += [example for intent in old.intents for example in intent.examples]
-    messages += [" e ".join(intent.keywords[0] for intent in old.intents[:3] if intent.keywords), "bom dia"]
+    messages = [keyword for intent in expected.intents for keyword in intent.keywords]
+    messages += [example for intent in expected.intents for example in intent.examples]
+    messages += [" e ".join(intent.keywords[0] for intent in expected.intents[:3] if intent.keywords), "bom dia"]
     for message in messages:
-        assert [hit.describe() for hit in new.router.match(message)] == [
-            hit.describe() for hit in old.router.match(message)
+        assert [hit.describe() for hit in spec.router.match(message)] == [
+            hit.describe() for hit in expected.router.match(message)
         ], message
-
-
-def assert_same_profiles(old: dict[str, ProfileSpec], new: dict[str, ProfileSpec]) -> None:
-    assert sorted(new) == sorted(old)
-    for agent_id, old_spec in old.items():
-        new_spec = new[agent_id]
-        for field in dataclasses.fields(ProfileSpec):
-            if field.name in ("router", "tool_rights"):
-                continue
-            assert getattr(new_spec, field.name) == getattr(old_spec, field.name), f"{agent_id}.{field.name}"
-        assert_same_router(old_spec, new_spec)
 
 
 @pytest.fixture
@@ -112,33 +101,110 @@ def mixed(telecom):
     return telecom
 
 
-def test_documents_compile_to_the_specs_the_orm_compilers_built_for_the_telecom_fixture(mixed):
-    old = snapshot.build(version=0, generation=0).profiles
+def test_a_profile_compiles_to_its_enabled_parts_with_usable_tools_only(mixed):
+    specs = compiled()
 
-    new = compiled()
+    def specialist(name: str, tools: frozenset[str] = frozenset(), targets: tuple[str, ...] = ()) -> SpecialistSpec:
+        title = name.replace("_", " ").title()
+        prompt = f"You are {name}. Answer briefly."
+        return SpecialistSpec(name, title, "", prompt, 1, tools, targets, 10)
 
-    assert "switched_off" not in new
-    assert new["telecom_contas"].coordinator == "" and new["other_profile"].fallback_agent == "b_agent"
-    assert_same_profiles(old, new)
+    invoice = IntentSpec(
+        name="billing_invoice_explanation",
+        agent="billing_agent",
+        domain="telecom",
+        priority=10,
+        keywords=("boleto", "cobrança", "conta", "contestar", "fatura", "segunda via", "valor alto", "vencimento"),
+        examples=("Minha fatura veio alta", "Quero a segunda via"),
+        mcp_tools=("consultar_fatura",),  # consultar_pagamentos is disabled
+    )
+    intents = (
+        invoice,
+        # The retail server is disabled: its tools reach no intent.
+        IntentSpec(
+            "retail_order_tracking", "orders_agent", "retail", "", 20, ("atraso", "entrega", "pedido", "rastreio")
+        ),
+        IntentSpec(
+            "product_information", "product_agent", "telecom", "", 30, ("internet", "plano", "produto", "serviço")
+        ),
+        IntentSpec("support_request", "support_agent", "retail", "", 40, ("defeito", "devolução", "garantia", "troca")),
+    )  # not old_promo (disabled) nor legacy_intent (its specialist is)
+    policies = (
+        StatePolicySpec(
+            "WAITING_PAYMENT_CONFIRMATION", "billing_agent", invoice.name, "telecom", ("consultar_fatura",)
+        ),
+        StatePolicySpec("WAITING_PROMO", "billing_agent"),  # its intent is disabled
+    )
+    expected = ProfileSpec(
+        pk=mixed.pk,
+        agent_id="telecom_contas",
+        name="Agente Telecom Contas",
+        domain="telecom",
+        description="",
+        policy="",
+        synthesis_prompt=AgentProfile._meta.get_field("synthesis_prompt").get_default(),
+        routing_mode="router",
+        fallback_agent="support_agent",
+        llm_router_enabled=False,
+        llm_router_threshold=0.6,
+        handoffs_enabled=True,
+        hybrid_followup_max_chars=40,
+        llm_model="",
+        llm_temperature=None,
+        guardrails={"blocked_terms": ["senha"], "max_input_chars": 500},
+        judges={"min_score": 0.5},
+        specialists={
+            "billing_agent": specialist(
+                "billing_agent", frozenset({"consultar_fatura", "consultar_pagamentos"}), ("orders_agent",)
+            ),
+            "orders_agent": specialist("orders_agent", frozenset({"consultar_pedido", "consultar_entrega"})),
+            "product_agent": specialist("product_agent"),
+            "support_agent": specialist("support_agent"),
+        },
+        intents=intents,
+        router=CompiledRouter(intents=intents, state_policies=policies, fallback_agent="support_agent"),
+        coordinator="",  # legacy_agent is disabled
+        confirmation_words=tuple(AgentProfile._meta.get_field("confirmation_words").get_default()),
+        denial_words=tuple(AgentProfile._meta.get_field("denial_words").get_default()),
+        closing_words=tuple(AgentProfile._meta.get_field("closing_words").get_default()),
+        tool_rights={
+            "consultar_fatura": ToolRights(needs_permission=True, enabled=True),
+            "consultar_pagamentos": ToolRights(needs_permission=False, enabled=False),
+            "consultar_pedido": ToolRights(needs_permission=False, enabled=False),
+            "consultar_entrega": ToolRights(needs_permission=False, enabled=False),
+        },
+    )
+
+    assert_same_profile(specs["telecom_contas"], expected)
+    assert "switched_off" not in specs
+    other = specs["other_profile"]
+    assert other.fallback_agent == "b_agent" and other.coordinator == "b_agent"  # its fallback is disabled
+    assert other.llm_router_enabled and other.router.llm_enabled and other.llm_temperature == 0.2
 
 
-def test_documents_compile_to_the_specs_the_orm_compilers_built_for_the_demo_with_synced_goals(db, finance_mcp):
+def test_the_demo_with_synced_goals_compiles_the_same_after_a_json_round_trip(db, finance_mcp):
     call_command("seed_demo", stdout=StringIO())
     McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
-    config_version_bump()
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
     call_command("sync_mcp_tools", "finance", stdout=StringIO())
     McpTool.objects.filter(name="get_top_losers").update(enabled=False)
     Capability.objects.filter(name="search_symbol").update(tool=None)
     Goal.objects.filter(name="GET_QUOTE").update(enabled=False)
     config_version_bump()
-    old = snapshot.build(version=0, generation=0).profiles
 
-    new = compiled()
+    specs = compiled()
 
-    goals = new["finance_assistente"].goals
+    goals = specs["finance_assistente"].goals
     assert goals.goal("finance", "TOP_MOVERS") is not None and not goals.goal("finance", "GET_QUOTE").enabled
     assert not goals.capabilities["get_top_losers"].enabled and goals.capabilities["get_top_gainers"].enabled
-    assert_same_profiles(old, new)
+    assert not goals.capabilities["search_symbol"].enabled and goals.capabilities["search_symbol"].tool == ""
+    assert goals.capabilities["get_stock_price"].description == McpTool.objects.get(name="get_stock_price").description
+    documents = json.loads(json.dumps(profile_documents()))
+    assert (
+        set(documents) == set(specs) == {"finance_assistente", "retail_orders", "telecom_assistente", "telecom_contas"}
+    )
+    for agent_id, spec in specs.items():
+        assert_same_profile(profile_compile(documents[agent_id], pk=spec.pk), spec)
 
 
 def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_authorisation(mixed):
@@ -197,9 +263,7 @@ def test_a_document_is_plain_json_the_same_for_the_same_configuration_and_compil
     assert list(first) == sorted(first)
     assert list(first["telecom_contas"]["intents"]) == sorted(first["telecom_contas"]["intents"])
     for agent_id, spec in compiled().items():
-        again = profile_compile(json.loads(json.dumps(first[agent_id])), pk=spec.pk)
-        assert again == spec and again.router.intents == spec.router.intents
-        assert again.router.state_policies == spec.router.state_policies
+        assert_same_profile(profile_compile(json.loads(json.dumps(first[agent_id])), pk=spec.pk), spec)
 
 
 def test_documents_of_named_profiles_only(mixed):
