@@ -108,12 +108,10 @@ class SpecialistOutcome:
 def tools_for_turn(
     *, profile: ProfileSpec, specialist: SpecialistSpec, intent_tools: list[str], all_tools: dict[str, ToolSpec]
 ) -> tuple[ToolSpec, ...]:
-    """The winning intent's tools ∩ the specialist's allowed tools ∩ enabled tools, in the intent's order."""
-    return tuple(
-        all_tools[name]
-        for name in intent_tools
-        if name in specialist.allowed_tools and name in all_tools and all_tools[name].enabled
-    )
+    """The winning intent's tools ∩ the specialist's allowed tools ∩ enabled tools, in the intent's order; whether
+    a tool is enabled and needs permission is what the profile's version says (:meth:`ProfileSpec.authorised`)."""
+    named = (all_tools[name] for name in intent_tools if name in specialist.allowed_tools and name in all_tools)
+    return tuple(tool for tool in map(profile.authorised, named) if tool.enabled)
 
 
 def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
