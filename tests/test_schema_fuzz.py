@@ -158,7 +158,7 @@ def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[st
         'include-path-regex = "^/api/analytics/"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
         "\n[[operations]]\n"
-        'include-path-regex = "^/(api/(gateway|chat|debug/route)|v1/chat)"\n'
+        'include-path-regex = "^/(api/(gateway|chat|debug/(route|plan))|v1/chat)"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "422", '
         '"429", "503"]\n'
     )
