@@ -265,19 +265,50 @@ class MultiAgentChatMessageStreamApi(MessageApi):
         return await self.stream(request)
 
 
+VERSIONS = ("live", "draft")
+
+
+class DebugInputSerializer(MessageInputSerializer):
+    """The gateway body, and which version of the profile to try: the live one customers get, or the draft."""
+
+    version = serializers.ChoiceField(
+        choices=VERSIONS,
+        required=False,
+        default="live",
+        help_text="live: the released version customers are served; draft: what the profile's editors are changing.",
+    )
+
+
+def debug_intake(request: Request) -> TurnInput:
+    """A debug request's engine input, with the profile's draft when the body asks for ``"version": "draft"``."""
+    data = request.data
+    version = "live"
+    if isinstance(data, dict) and "version" in data:
+        data = dict(data)
+        version = data.pop("version")
+        if version not in VERSIONS:
+            raise serializers.ValidationError({"version": [f"Must be one of: {', '.join(VERSIONS)}."]})
+    turn_input = message_intake(principal=request.user, data=data, route=Route.PROFILE, right=TenantRight.DEBUG)
+    if version == "draft":
+        current = turn_input.snapshot or snapshot.current()
+        draft = current.profile(turn_input.profile.agent_id, draft=True)
+        if draft is None:
+            raise serializers.ValidationError({"version": ["The profile's draft is disabled."]})
+        turn_input = replace(turn_input, profile=draft)
+    return turn_input
+
+
 class DebugRouteApi(AsyncAPIView):
     permission_classes = [IsDebugClient]
 
     @extend_schema(
         summary="The routing decision alone (nothing executed or stored)",
-        request=MessageInputSerializer,
+        request=DebugInputSerializer,
         responses={200: OpenApiResponse(description="The decision with its mode"), **MESSAGE_ERRORS},
         examples=[GATEWAY_EXAMPLE],
     )
     async def post(self, request: Request) -> Response:
-        turn_input = await sync_to_async(message_intake)(
-            principal=request.user, data=request.data, route=Route.PROFILE, right=TenantRight.DEBUG
-        )
+        turn_input = await sync_to_async(debug_intake)(request)
         state, active_agent = await sync_to_async(conversation_route_state)(
             conversation_key=turn_input.conversation_key
         )
@@ -289,6 +320,7 @@ class DebugRouteApi(AsyncAPIView):
             {
                 "mode": profile.effective_mode,
                 "agent_id": profile.agent_id,
+                "version": profile.version if profile.version is not None else "draft",
                 "conversation_key": turn_input.conversation_key,
                 **decision.as_dict(),
             }
@@ -309,14 +341,12 @@ class DebugPlanApi(AsyncAPIView):
             "the profile's goals whatever its routing mode, and with the conversation's pending goal when the "
             "session has one."
         ),
-        request=MessageInputSerializer,
+        request=DebugInputSerializer,
         responses={200: OpenApiResponse(description="The goal decision and its plan"), **MESSAGE_ERRORS},
         examples=[GATEWAY_EXAMPLE],
     )
     async def post(self, request: Request) -> Response:
-        turn_input = await sync_to_async(message_intake)(
-            principal=request.user, data=request.data, route=Route.PROFILE, right=TenantRight.DEBUG
-        )
+        turn_input = await sync_to_async(debug_intake)(request)
         goal_state = await sync_to_async(conversation_goal_state)(conversation_key=turn_input.conversation_key)
         profile = turn_input.profile
         decision = await goal_decide(profile=profile, text=turn_input.text, goal_state=goal_state)
@@ -325,6 +355,7 @@ class DebugPlanApi(AsyncAPIView):
             {
                 "mode": profile.effective_mode,
                 "agent_id": profile.agent_id,
+                "version": profile.version if profile.version is not None else "draft",
                 "conversation_key": turn_input.conversation_key,
                 "status": shown["status"],
                 "intent_output": shown["intent_output"],

@@ -202,6 +202,7 @@ class Turn:
         decision = self.decision
         return {
             "mode": self.mode,
+            "version": self.input.profile.version,  # the released version that answered (None: a draft)
             "route": decision.route if decision else "",
             "intent": decision.intent if decision else "",
             "route_decision": decision.as_dict() if decision else None,

@@ -269,14 +269,15 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
     return documents
 
 
-def profile_compile(document: Mapping[str, Any], *, pk: int) -> ProfileSpec:
+def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None = None) -> ProfileSpec:
     """The runtime profile of ``document`` (pure: no ORM): what the snapshot serves for the profile ``pk``.
 
     Only enabled specialists are compiled; an intent or state policy only when it and its specialist are enabled;
     a tool is usable when it and its server are enabled, and only usable tools reach intents; handoff targets are
     the enabled ones; the fallback is the fallback specialist when enabled, else the first enabled specialist by
     name; the coordinator only when it is an enabled specialist; a capability is enabled only with a usable tool.
-    Raises :class:`DocumentError` for a document of another schema.
+    ``version`` is the released version number the document is, if any. Raises :class:`DocumentError` for a
+    document of another schema.
     """
     if document.get("schema") != SCHEMA:
         raise DocumentError(f"schema: {document.get('schema')!r}, this code compiles schema {SCHEMA}")
@@ -349,6 +350,7 @@ def profile_compile(document: Mapping[str, Any], *, pk: int) -> ProfileSpec:
     fallback_agent = fallback if fallback in specialists else min(specialists, default="")
     return ProfileSpec(
         pk=pk,
+        version=version,
         agent_id=profile["agent_id"],
         name=profile["name"],
         domain=profile["domain"],

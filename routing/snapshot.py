@@ -106,6 +106,8 @@ class ProfileSpec:
     goal_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
     # The authorisation of the tools the profile's document names (routing/documents.py), by tool name.
     tool_rights: Mapping[str, ToolRights] = field(default_factory=dict)
+    # The released version this spec was compiled from (routing.versions); None: a draft, or never published.
+    version: int | None = None
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""
@@ -129,10 +131,17 @@ class ProfileSpec:
 class Snapshot:
     version: int
     generation: int
-    profiles: dict[str, ProfileSpec]
+    profiles: dict[str, ProfileSpec]  # what customers are served: each profile's released version
     tools: dict[str, ToolSpec]
     servers: dict[str, ServerSpec]
     flags: dict[str, FlagSpec] = field(default_factory=dict)  # rollout flags by key
+    # What editors try: each profile's draft (the same object as the released one when nothing changed since).
+    drafts: dict[str, ProfileSpec] = field(default_factory=dict)
+    released: dict[str, int] = field(default_factory=dict)  # agent_id → the version number served
+
+    def profile(self, agent_id: str, *, draft: bool = False) -> ProfileSpec | None:
+        """The profile customers get, or with ``draft`` the one its editors are changing."""
+        return (self.drafts if draft else self.profiles).get(agent_id)
 
 
 _lock = threading.Lock()
@@ -164,24 +173,42 @@ def current() -> Snapshot:
 
 def build(*, version: int, generation: int) -> Snapshot:
     """Load every piece of configuration and compile the enabled profiles: a constant number of queries, whatever
-    the sizes. A profile is compiled from its document (:mod:`routing.documents`), the one path from the models
-    to a :class:`ProfileSpec`; tools, servers and rollout flags are global."""
+    the sizes. A profile is compiled from a document (:mod:`routing.documents`), the one path to a
+    :class:`ProfileSpec`: customers get the document of its released version (:mod:`routing.versions`), editors
+    its draft — read from the models; a profile never published is served its draft. Tools, servers and rollout
+    flags are global."""
     from agents.models import AgentProfile
     from routing.documents import profile_compile, profile_documents
+    from routing.models import ProfileRelease
 
-    documents = profile_documents()
+    drafts = profile_documents()
     pks = dict(AgentProfile.objects.values_list("agent_id", "pk"))  # read after: a profile deleted since is left out
+    released = {
+        agent_id: (number, document)
+        for agent_id, number, document in ProfileRelease.objects.values_list(
+            "profile__agent_id", "version__number", "version__document"
+        )
+    }
+    profiles: dict[str, ProfileSpec] = {}
+    draft_specs: dict[str, ProfileSpec] = {}
+    for agent_id, draft in drafts.items():
+        if agent_id not in pks:
+            continue
+        number, live = released.get(agent_id, (None, draft))
+        if live["profile"]["enabled"]:
+            profiles[agent_id] = profile_compile(live, pk=pks[agent_id], version=number)
+        if draft["profile"]["enabled"]:
+            same = live == draft and agent_id in profiles
+            draft_specs[agent_id] = profiles[agent_id] if same else profile_compile(draft, pk=pks[agent_id])
     return Snapshot(
         version=version,
         generation=generation,
-        profiles={
-            agent_id: profile_compile(document, pk=pks[agent_id])
-            for agent_id, document in documents.items()
-            if document["profile"]["enabled"] and agent_id in pks
-        },
+        profiles=profiles,
         tools=_tools(),
         servers=_servers(),
         flags=_flags(),
+        drafts=draft_specs,
+        released={agent_id: number for agent_id, (number, _) in released.items()},
     )
 
 

@@ -114,7 +114,7 @@ def version_publish(
         profile=profile,
         defaults={"version": version, "published_by": version.created_by, "published_at": version.created_at},
     )
-    transaction.on_commit(config_version_bump)  # every process rebuilds its snapshot on its next message
+    config_version_bump()  # with the transaction: every process rebuilds its snapshot on its next message
     return version
 
 

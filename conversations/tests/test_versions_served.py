@@ -1,0 +1,83 @@
+"""Customers are served a profile's released version; editors try its draft (W2 4/8).
+
+A profile never published is served its draft. Once published, an edit changes only the draft — the next
+customer message still follows the released version — until it is published; a revert brings the old behaviour
+back on the next message. Every answer says which version answered.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import AgentProfile
+from routing.models import Keyword
+from routing.versions import version_publish, version_revert
+
+pytestmark = pytest.mark.django_db
+
+
+def say(api, text, session="v-1"):
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def route(debug_api, text, **extra):
+    response = debug_api.post(
+        "/api/debug/route", {"agent_id": "telecom_contas", "payload": {"text": text}, **extra}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def add_keyword(word: str, intent: str = "retail_order_tracking") -> None:
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    Keyword.objects.create(intent=profile.intents.get(name=intent), text=word)
+
+
+def test_a_profile_never_published_is_served_its_draft(api, telecom):
+    add_keyword("modem")
+
+    body = say(api, "meu modem")
+
+    assert body["metadata"]["intent"] == "retail_order_tracking"
+    assert body["metadata"]["version"] is None
+
+
+def test_after_publishing_an_edit_reaches_the_draft_only_until_it_is_published(api, debug_api, telecom):
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    version_publish(profile=profile, note="first")
+    add_keyword("modem")
+
+    live = say(api, "meu modem")
+    assert live["metadata"]["version"] == 1
+    assert live["metadata"]["intent"] != "retail_order_tracking"
+    assert route(debug_api, "meu modem")["intent"] != "retail_order_tracking"
+    draft = route(debug_api, "meu modem", version="draft")
+    assert (draft["intent"], draft["version"]) == ("retail_order_tracking", "draft")
+
+    version_publish(profile=profile, note="modem routes to orders", based_on=1)
+
+    published = say(api, "meu modem", session="v-2")
+    assert (published["metadata"]["intent"], published["metadata"]["version"]) == ("retail_order_tracking", 2)
+
+    version_revert(profile=profile, to=1)
+
+    reverted = say(api, "meu modem", session="v-3")
+    assert reverted["metadata"]["version"] == 3
+    assert reverted["metadata"]["intent"] != "retail_order_tracking"
+
+
+def test_debug_names_a_version_it_does_not_know(debug_api, telecom):
+    response = debug_api.post(
+        "/api/debug/route",
+        {"agent_id": "telecom_contas", "payload": {"text": "oi"}, "version": "staging"},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"version": ["Must be one of: live, draft."]}
