@@ -1,26 +1,163 @@
-"""``manage.py seed_demo``: the demo profiles (telecom_contas, retail_orders, telecom_assistente, finance_assistente)
-from config/demo/."""
+"""``manage.py seed_demo [--sync] [--force]``: the demo profiles (telecom_contas, retail_orders, telecom_assistente,
+finance_assistente) from config/demo/, loaded once.
+
+The rule, so that a restart of scripts/start never undoes what an admin did:
+
+- a demo profile is imported only when no profile with its ``agent_id`` exists: with its specialists and prompts
+  (agents.yaml) and its routing file (routing.<agent_id>.yaml). A profile that exists is left as it is — its
+  published versions and its draft, whatever a user changed;
+- what the profiles share — MCP servers (mcp_servers.yaml), MCP tools (tools.yaml), a domain's goals and
+  capabilities (goals.<domain>.yaml) — is imported only when missing (by name; a domain when it has no goal yet);
+- each profile imported is published as its version 1 with the note ``Demo import (config/demo)``, so customers
+  are served the demo and every later edit is a draft until someone publishes it;
+- ``--sync`` first reads the manifests of the demo's goal servers (``finance``, which must be running) into goals
+  and capabilities, so that finance_assistente's first version has its goals; a server that cannot be reached is
+  a warning, and what the sync changes in a profile not imported by this run stays in its draft;
+- ``--force`` reloads the demo over what was edited: every entity in config/demo is written again (an upsert, as
+  ``import_config``), then each demo profile whose draft differs from its live version is published with the note
+  ``Demo reloaded (config/demo, --force)``.
+
+The output says, per profile, what was done: ``loaded``, ``already there: left as it is`` or ``reloaded``.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import yaml
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from routing.configio import ConfigImportError, config_import
+from agents.mcp import McpUnavailable
+from agents.models import AgentProfile, McpServer, McpTool
+from agents.services import mcp_server_sync
+from routing.configio import ConfigImportError, Source, config_import
 from routing.management.commands.import_config import read_sources, write_report
+from routing.models import Capability, Goal
+from routing.versions import NothingToPublish, live_version, version_publish
 
 DEMO_DIR = settings.BASE_DIR / "config" / "demo"
+DEMO_NOTE = "Demo import (config/demo)"
+FORCE_NOTE = "Demo reloaded (config/demo, --force)"
+# The demo's servers that publish a domain manifest (goals and capabilities) read by ``--sync``.
+MANIFEST_SERVERS = ("finance",)
+# The lists a file is cut along (profiles, servers, tools).
+CUT = {"agents", "servers", "tools"}
+
+
+def demo_missing(sources: list[Source]) -> tuple[list[Source], list[str], list[str]]:
+    """The parts of ``sources`` not in the database yet, the demo profiles they import, and those already there.
+
+    Files are cut at the level the rule above names (a profile, a server, a tool, a domain); a file left with
+    nothing to import is dropped. Comments are not kept (the import does not read them).
+    """
+    profiles = set(AgentProfile.objects.values_list("agent_id", flat=True))
+    servers = set(McpServer.objects.values_list("name", flat=True))
+    tools = set(McpTool.objects.values_list("name", flat=True))
+    domains = set(Goal.objects.values_list("domain", flat=True)) | set(
+        Capability.objects.values_list("domain", flat=True)
+    )
+    missing: list[Source] = []
+    new: list[str] = []
+    there: list[str] = []
+    for source in sources:
+        data = yaml.safe_load(source.text)
+        if not isinstance(data, dict):
+            missing.append(source)  # the import reports what is wrong with it
+            continue
+        kept: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "agents" and isinstance(value, list):
+                for entry in value:
+                    agent_id = entry.get("agent_id") if isinstance(entry, dict) else None
+                    (there if agent_id in profiles else new).append(str(agent_id))
+                value = [e for e in value if not (isinstance(e, dict) and e.get("agent_id") in profiles)]
+            elif key == "servers" and isinstance(value, dict):
+                value = {name: entry for name, entry in value.items() if name not in servers}
+            elif key == "tools" and isinstance(value, dict):
+                value = {name: entry for name, entry in value.items() if name not in tools}
+            kept[key] = value
+        if "agent_id" in kept:  # a routing file: with its profile
+            keep = kept["agent_id"] not in profiles
+        elif "domain" in kept:  # a goals file: while its domain has none
+            keep = kept["domain"] not in domains
+        else:  # a file of profiles, servers or tools: while one of them is missing
+            keep = any(kept.get(key) for key in CUT) or not CUT & kept.keys()
+        if keep:
+            text = source.text if kept == data else yaml.safe_dump(kept, sort_keys=False, allow_unicode=True)
+            missing.append(Source(name=source.name, text=text))
+    return missing, new, there
 
 
 class Command(BaseCommand):
-    help = "Load the demo configuration (config/demo/*.yaml) through import_config. Running it again changes nothing."
+    help = (
+        "Load the demo configuration (config/demo/*.yaml) once: a demo profile is imported and published as its "
+        "version 1 only when no profile with its agent_id exists; shared servers and tools only when missing. "
+        "Running it again changes nothing; --force reloads the demo over what was edited."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--sync",
+            action="store_true",
+            help="Read the finance server's manifest (goals, capabilities) before publishing; the server must run.",
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Reload every demo entity over what was edited, and publish the demo profiles that changed.",
+        )
 
     def handle(self, *args, **options):
         sources = read_sources([str(DEMO_DIR)])
-        try:
-            report = config_import(sources=sources)
-        except ConfigImportError as exc:
-            raise CommandError("\n".join(["The demo configuration is invalid:", *exc.messages])) from exc
-        write_report(
-            self, report, title="Demo data (telecom_contas, retail_orders, telecom_assistente, finance_assistente)"
-        )
+        if options["force"]:
+            new, there = self._agent_ids(sources), []
+            to_import = sources
+        else:
+            to_import, new, there = demo_missing(sources)
+        title = "Demo data (telecom_contas, retail_orders, telecom_assistente, finance_assistente)"
+        if to_import:
+            try:
+                report = config_import(sources=to_import)
+            except ConfigImportError as exc:
+                raise CommandError("\n".join(["The demo configuration is invalid:", *exc.messages])) from exc
+            write_report(self, report, title=title)
+        else:
+            self.stdout.write(f"{title}: changed nothing.")
+        if options["sync"]:
+            self._sync()
+        note = FORCE_NOTE if options["force"] else DEMO_NOTE
+        for agent_id in new:
+            profile = AgentProfile.objects.get(agent_id=agent_id)
+            try:
+                version = version_publish(profile=profile, note=note)
+            except NothingToPublish:
+                self.stdout.write(
+                    f"  {agent_id}: reloaded; its live version {live_version(profile).number} is the same."
+                )
+                continue
+            done = "reloaded" if options["force"] else "loaded"
+            self.stdout.write(f"  {agent_id}: {done}, published as version {version.number} ({note}).")
+        for agent_id in there:
+            self.stdout.write(f"  {agent_id}: already there: left as it is (--force reloads it).")
+
+    @staticmethod
+    def _agent_ids(sources: list[Source]) -> list[str]:
+        out = []
+        for source in sources:
+            data = yaml.safe_load(source.text)
+            if isinstance(data, dict) and isinstance(data.get("agents"), list):
+                out += [str(entry["agent_id"]) for entry in data["agents"] if isinstance(entry, dict)]
+        return out
+
+    def _sync(self) -> None:
+        for server in McpServer.objects.filter(name__in=MANIFEST_SERVERS, enabled=True):
+            try:
+                report = mcp_server_sync(server=server)
+            except (McpUnavailable, ValidationError) as exc:
+                self.stderr.write(self.style.WARNING(f"warning: {server.name} could not be synchronised: {exc}"))
+                continue
+            self.stdout.write(str(report))
+            for error in report.errors:
+                self.stderr.write(self.style.WARNING(f"warning: {error}"))

@@ -1,9 +1,13 @@
 """The first run of a deployment: an admin user, demo data when asked, a tenant and an API key.
 
-    python manage.py first_run [--demo] [--tenant tenant_a] [--new-key] [--password-file PATH]
+    python manage.py first_run [--demo [--sync]] [--tenant tenant_a] [--new-key | --key-file PATH]
+                               [--password-file PATH]
 
-Safe to run again: an existing superuser keeps its password unless ``ADMIN_PASSWORD`` is set, and the tenant gets
-a key only while it has no active one (``--new-key`` makes one every time). What was made is printed on stdout as
+Safe to run again: an existing superuser keeps its password unless ``ADMIN_PASSWORD`` is set, the demo is loaded
+only where it is missing (``seed_demo``), and the tenant gets a key only while it has no active one (``--new-key``
+makes one every time). With ``--key-file`` the raw key is kept in that file (mode 600) and printed again on every
+run while it is still an active key of the tenant with the rights asked for; a new one is made when it is
+missing or was revoked. What was made is printed on stdout as
 ``name value`` lines (``admin_user``, ``admin_password``, ``api_key``; a value is empty when it is not new), for the
 operator's terminal (`docker compose run --rm first-run`) or a script (scripts/start); it is never logged.
 """
@@ -20,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.text import slugify
 
+from tenants.auth import key_hash
 from tenants.models import ApiKey
 from tenants.services import api_key_create
 
@@ -29,10 +34,20 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--demo", action="store_true", help="Load the demo profiles (manage.py seed_demo).")
+        parser.add_argument(
+            "--sync",
+            action="store_true",
+            help="With --demo: read the finance server's manifest into goals before publishing (seed_demo --sync).",
+        )
         parser.add_argument("--tenant", default="tenant_a", help="The tenant to make a key for (created if needed).")
         parser.add_argument("--new-key", action="store_true", help="Make a key even if the tenant has one.")
         parser.add_argument("--debug", action="store_true", help="The key may call /api/debug/*.")
         parser.add_argument("--preview", action="store_true", help="The key may call the multi-agent preview route.")
+        parser.add_argument(
+            "--key-file",
+            default="",
+            help="Keep the raw API key in this file (mode 600) and print it again while it is valid.",
+        )
         parser.add_argument(
             "--password-file",
             default="",
@@ -43,8 +58,12 @@ class Command(BaseCommand):
         slug = options["tenant"].strip()
         if not slug or slugify(slug).replace("-", "_") != slug.replace("-", "_"):
             raise CommandError(f"--tenant must be a slug (letters, digits, _ and -), got {slug!r}.")
+        if options["sync"] and not options["demo"]:
+            raise CommandError("--sync reads the demo's finance manifest: give it with --demo.")
+        if options["new_key"] and options["key_file"]:
+            raise CommandError("--new-key and --key-file: give one of them.")
         if options["demo"]:
-            call_command("seed_demo", stdout=self.stderr)
+            call_command("seed_demo", *(["--sync"] if options["sync"] else []), stdout=self.stderr)
         username, password = self._admin(Path(options["password_file"]) if options["password_file"] else None)
         raw_key = self._key(slug, options)
         self.stdout.write(f"admin_user {username}")
@@ -90,6 +109,8 @@ class Command(BaseCommand):
         return name, known
 
     def _key(self, slug: str, options: dict) -> str:
+        if options["key_file"]:
+            return self._kept_key(slug, Path(options["key_file"]), options)
         has_key = ApiKey.objects.filter(tenant__slug=slug, is_active=True).exists()
         if has_key and not options["new_key"]:
             self.stderr.write(f"Tenant {slug} already has an active key; none made (--new-key makes one).")
@@ -98,4 +119,25 @@ class Command(BaseCommand):
             tenant_slug=slug, name="first run", is_debug=options["debug"], can_preview=options["preview"]
         )
         self.stderr.write(f"Created key {key.prefix}… for tenant {slug}.")
+        return raw
+
+    def _kept_key(self, slug: str, key_file: Path, options: dict) -> str:
+        """The key in ``key_file`` while it is an active key of ``slug`` with the rights asked; else a new one."""
+        raw = key_file.read_text().strip() if key_file.exists() else ""
+        if raw:
+            kept = ApiKey.objects.filter(
+                key_hash=key_hash(raw), is_active=True, tenant__slug=slug, tenant__is_active=True
+            ).first()
+            wanted = (kept.is_debug or not options["debug"], kept.can_preview or not options["preview"]) if kept else ()
+            if kept is not None and all(wanted):
+                self.stderr.write(f"Tenant {slug}: key {kept.prefix}… from {key_file.name} is still valid; kept.")
+                return raw
+            self.stderr.write(f"Tenant {slug}: the key in {key_file.name} was revoked or lacks a right; making one.")
+        key, raw = api_key_create(
+            tenant_slug=slug, name="first run", is_debug=options["debug"], can_preview=options["preview"]
+        )
+        key_file.unlink(missing_ok=True)
+        key_file.touch(mode=0o600)
+        key_file.write_text(raw + "\n")
+        self.stderr.write(f"Created key {key.prefix}… for tenant {slug}, kept in {key_file.name}.")
         return raw
