@@ -384,6 +384,11 @@ class RoutingVersion(models.Model):
     forced_reason = models.TextField(
         blank=True, help_text="Why it was published although saved routing tests failed (who may: a permission)."
     )
+    test_summary = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The saved routing tests run against it before it was published: counts and the first failures.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -415,3 +420,65 @@ class ProfileRelease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile}: v{self.version.number}"
+
+
+# -- saved routing tests (W2 4/8) ------------------------------------------------------
+# A profile's expected decisions for given messages; they run on the draft or any version (routing.routing_tests)
+# and gate publishing (routing.versions.version_publish).
+
+ROUTING_TEST_EXPECT_KEYS = ("intent", "agent", "method", "next_state", "goal", "status")
+
+
+def routing_test_expect_errors(expect: object) -> list[str]:
+    """What is wrong with an ``expect`` mapping (``[]``: nothing): unknown keys are named, values are texts."""
+    if not isinstance(expect, dict) or not expect:
+        return [f"must be a mapping of one or more of: {', '.join(ROUTING_TEST_EXPECT_KEYS)}."]
+    errors = [
+        f"unknown key {key!r} (allowed: {', '.join(ROUTING_TEST_EXPECT_KEYS)})."
+        for key in expect
+        if key not in ROUTING_TEST_EXPECT_KEYS
+    ]
+    errors += [
+        f"{key}: must be a non-empty text."
+        for key, value in expect.items()
+        if key in ROUTING_TEST_EXPECT_KEYS and (not isinstance(value, str) or not value.strip())
+    ]
+    return errors
+
+
+class RoutingTestCase(models.Model):
+    """A saved routing test: for ``message`` (in ``state``, with ``active_specialist`` answering), the profile
+    must decide what ``expect`` names — any of intent, agent, method, next_state, goal, status."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="routing_tests")
+    name = models.CharField(max_length=200, help_text="e.g. fatura alta")
+    message = models.TextField(help_text="The user's message.")
+    state = models.CharField(
+        max_length=100, blank=True, help_text="The conversation's state, e.g. WAITING_PAYMENT_CONFIRMATION."
+    )
+    active_specialist = models.CharField(
+        max_length=100, blank=True, help_text="The specialist answering the conversation, e.g. billing_agent."
+    )
+    expect = models.JSONField(
+        default=dict,
+        help_text='What the decision must be, e.g. {"intent": "billing_invoice_explanation", "agent": '
+        '"billing_agent", "method": "keyword"}; keys: ' + ", ".join(ROUTING_TEST_EXPECT_KEYS) + ".",
+    )
+    enabled = models.BooleanField(default=True, help_text="Disabled tests neither run nor gate publishing.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile__agent_id", "name"]
+        verbose_name = "routing test"
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "name"], name="routing_test_unique_name_per_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors = routing_test_expect_errors(self.expect)
+        if errors:
+            raise ValidationError({"expect": [f"expect: {error}" for error in errors]})

@@ -68,7 +68,6 @@ def live_version(profile: Any) -> RoutingVersion | None:
     return release.version if release else None
 
 
-@transaction.atomic
 def version_publish(
     *,
     profile: Any,
@@ -84,7 +83,48 @@ def version_publish(
     ``based_on`` is the live version number the editor reviewed (``None``: never published); when another
     version went live meanwhile the publish is refused with :class:`VersionConflict`. Publishing what is already
     live is refused with :class:`NothingToPublish` (a revert may).
+
+    The gate (:func:`routing.routing_tests.routing_tests_gate`): the profile's enabled saved routing tests run
+    against ``document`` first, outside the transaction; a failure refuses the publish
+    (``RoutingTestsFailed``, 409) unless ``forced_reason`` is given by a user with
+    ``routing.publish_failing_version`` (a reason from anyone else: ``PublishForbidden``, 403). The run's summary
+    is kept with the version (``test_summary``), the reason only when tests failed. A revert is not refused (it
+    goes back to what was live before; its run is recorded).
     """
+    from routing.routing_tests import routing_tests_gate
+
+    content = dict(document) if document is not None else _draft_document(profile.agent_id)
+    live = live_version(profile)
+    summary: dict[str, Any] = {}
+    if live is None or live.document != content or reverted_from is not None:  # else nothing to publish: said below
+        gated = routing_tests_gate(
+            profile=profile, document=content, user=user, forced_reason=forced_reason, enforce=reverted_from is None
+        )
+        summary, forced_reason = gated.summary, gated.forced_reason
+    return _version_store(
+        profile=profile,
+        user=user,
+        note=note,
+        based_on=based_on,
+        content=content,
+        reverted_from=reverted_from,
+        forced_reason=forced_reason,
+        test_summary=summary,
+    )
+
+
+@transaction.atomic
+def _version_store(
+    *,
+    profile: Any,
+    user: Any,
+    note: str,
+    based_on: int | None,
+    content: dict[str, Any],
+    reverted_from: int | None,
+    forced_reason: str,
+    test_summary: dict[str, Any],
+) -> RoutingVersion:
     from agents.models import AgentProfile
 
     AgentProfile.objects.select_for_update().filter(pk=profile.pk).first()  # one publisher per profile at a time
@@ -97,7 +137,6 @@ def version_publish(
             "again. Your draft is unchanged.",
             fields={"based_on": [f"The live version is {live_number}."]},
         )
-    content = dict(document) if document is not None else _draft_document(profile.agent_id)
     if live is not None and live.document == content and reverted_from is None:
         raise NothingToPublish(f"The draft of {profile.agent_id} is the same as the live version {live.number}.")
     latest = RoutingVersion.objects.filter(profile=profile).aggregate(latest=Max("number"))["latest"] or 0
@@ -108,6 +147,7 @@ def version_publish(
         note=note,
         reverted_from=reverted_from,
         forced_reason=forced_reason,
+        test_summary=test_summary,
         created_by=user if getattr(user, "pk", None) else None,
     )
     ProfileRelease.objects.update_or_create(
