@@ -565,3 +565,7 @@ class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["flag_key", "what", "old_value", "new_value", "actor"]
     date_hierarchy = "changed_at"
     fields = ["changed_at", "flag", "flag_key", "what", "old_value", "new_value", "actor", "changed_by"]
+
+
+# The profile's versions: its page's state and "Publish draft", the history, compare and revert.
+from routing import admin_versions  # noqa: E402,F401  (registers RoutingVersion and the versioned profile admin)

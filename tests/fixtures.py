@@ -113,20 +113,39 @@ def editor(django_user_model):
     """A member of "Routing editors". A transactional test's flush empties the tables only data migrations fill,
     the group among them, so the group is rebuilt from its migrations when it is gone."""
     import importlib
+    import pkgutil
 
     from django.contrib.auth.models import Group, Permission
 
+    import routing.migrations
+
+    # Every routing migration that grants the group permissions (GROUP_NAME, PERMISSIONS) or takes some back
+    # (REVOKED), in their order.
     migrations = [
-        importlib.import_module(f"routing.migrations.{name}")
-        for name in ("0002_routing_editors_group", "0013_routing_editors_edit_goals")
+        module
+        for module in (
+            importlib.import_module(f"routing.migrations.{info.name}")
+            for info in sorted(pkgutil.iter_modules(routing.migrations.__path__), key=lambda info: info.name)
+        )
+        if getattr(module, "GROUP_NAME", None) == "Routing editors" and hasattr(module, "PERMISSIONS")
     ]
     group, created = Group.objects.get_or_create(name=migrations[0].GROUP_NAME)
     if created:
-        group.permissions.set(
-            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
+        granted = {
+            (app, model, action)
             for migration in migrations
             for (app, model), actions in migration.PERMISSIONS.items()
             for action in actions
+        }
+        revoked = {
+            (app, model, action)
+            for migration in migrations
+            for (app, model), actions in getattr(migration, "REVOKED", {}).items()
+            for action in actions
+        }
+        group.permissions.set(
+            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
+            for app, model, action in sorted(granted - revoked)
         )
     user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
     user.groups.add(group)

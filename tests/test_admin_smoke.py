@@ -22,8 +22,18 @@ from django.db import models
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
-from routing.models import Capability, Goal, Intent, Keyword, RolloutFlag, RolloutFlagChange, StatePolicy
+from routing.models import (
+    Capability,
+    Goal,
+    Intent,
+    Keyword,
+    RolloutFlag,
+    RolloutFlagChange,
+    RoutingVersion,
+    StatePolicy,
+)
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
+from routing.versions import version_publish
 from tenants.models import ApiKey, Tenant, TenantGrant
 from tests.adminkit import (
     add_url,
@@ -137,6 +147,10 @@ EXPECT: dict[type[models.Model], Expect] = {
     RolloutFlagChange: Expect(
         search=("multi_agent", "percentage"), change={"new_value": "99"}, on_change=OnChange.REFUSED
     ),
+    # A published version is immutable: publish a new one (or revert) from the profile's page.
+    RoutingVersion: Expect(
+        search=("first release", "telecom_contas"), change={"note": "edited"}, on_change=OnChange.REFUSED
+    ),
     # -- handoffs: by either agent or by the conversation
     Handoff: Expect(
         search=("support_agent", "billing_agent", "tenant_a:telecom_contas:s-1"),
@@ -236,6 +250,7 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
         ToolCall: conversation.tool_calls.get(),
         RolloutFlag: RolloutFlag.objects.get(key="multi_agent"),
         RolloutFlagChange: RolloutFlagChange.objects.get(flag_key="multi_agent", what="percentage"),
+        RoutingVersion: version_publish(profile=telecom, note="first release"),
         Handoff: conversation.handoffs.get(),
         AgentProfile: telecom,
         Specialist: billing,

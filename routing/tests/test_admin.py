@@ -339,16 +339,20 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
             ("routing", "intent"),
             ("routing", "keyword"),
             ("routing", "statepolicy"),
-            ("agents", "specialistprompt"),
         ]
         for action in ("add", "change", "delete", "view")
     }
+    # Prompt versions: no delete (the history is what a revert goes back to).
+    prompts = {("agents", f"{action}_specialistprompt") for action in ("add", "change", "view")}
     view_only = {("agents", "view_agentprofile"), ("agents", "view_specialist"), ("agents", "view_mcptool")}
     # Goals and capabilities: no delete (a re-sync would bring a deleted one back; disabling takes one out).
     goals = {
         ("routing", f"{action}_{model}") for model in ("goal", "capability") for action in ("add", "change", "view")
     }
-    assert codenames == full | view_only | goals
+    # Versions: publish and revert (add), read the history (view); a version is never changed or deleted.
+    versions = {("routing", "add_routingversion"), ("routing", "view_routingversion")}
+    routing_tests = {("routing", f"{action}_routingtestcase") for action in ("add", "change", "delete", "view")}
+    assert codenames == full | prompts | view_only | goals | versions | routing_tests
 
 
 def test_an_editor_can_add_an_intent_with_keywords(editor_client, telecom):

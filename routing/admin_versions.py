@@ -1,0 +1,337 @@
+"""What a business user sees of a profile's versions in the admin (W2 4/8, docs/versions.md "In the admin").
+
+The profile's page says what is live and what the draft changes ("Draft differs from live: 3 changes", each in
+words, prompts as text diffs) and offers "Publish draft"; the version history lists every published version,
+compares any two (or one with the live version or the draft) and reverts to one. Publishing and reverting need
+``routing.add_routingversion`` (the "Routing editors" group has it); they go through
+:func:`routing.versions.version_publish` and :func:`~routing.versions.version_revert`, whose refusals (a conflict
+with a publish made meanwhile, nothing to publish, failing routing tests) are shown as the admin's error messages,
+the editor's note kept.
+
+The profile admin lives in the agents app, which may not import routing (docs/architecture.md): this module
+registers its routing-aware subclass in its place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import F, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.formats import localize
+from django.utils.html import format_html
+from django.utils.timezone import localtime
+
+from agents.admin import AgentProfileAdmin
+from agents.models import AgentProfile
+from common.adminkit import ReadOnlyAdminMixin
+from common.errors import DomainError
+from routing.documents import profile_documents
+from routing.models import RoutingVersion
+from routing.versions import Change, document_diff, live_version, version_publish, version_revert
+
+PUBLISH_PERMISSION = "routing.add_routingversion"
+FORCE_PERMISSION = "routing.publish_failing_version"
+DRAFT, LIVE = "draft", "live"
+
+
+def may_publish(request: HttpRequest) -> bool:
+    """Publishing and reverting: ``routing.add_routingversion``."""
+    return bool(request.user.has_perm(PUBLISH_PERMISSION))
+
+
+def draft_document(profile: AgentProfile) -> dict[str, Any]:
+    return profile_documents([profile.agent_id])[profile.agent_id]
+
+
+def version_line(version: RoutingVersion | None) -> str:
+    """ "version 3 (published by ana on 22 Nov 2026, 17:40, "Fix invoice keywords")", or that it never was."""
+    if version is None:
+        return "Never published: edits go live on save"
+    who = version.created_by.get_username() if version.created_by else "someone"
+    when = localize(localtime(version.created_at))
+    note = f", “{version.note}”" if version.note else ""
+    reverted = f", a revert to version {version.reverted_from}" if version.reverted_from else ""
+    return f"version {version.number} (published by {who} on {when}{note}{reverted})"
+
+
+@dataclass
+class ProfileState:
+    """A profile's live version and how its draft differs from it."""
+
+    profile: AgentProfile
+    live: RoutingVersion | None
+    draft: dict[str, Any]
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def live_number(self) -> int | None:
+        return self.live.number if self.live else None
+
+    @property
+    def summary(self) -> str:
+        if self.live is None:
+            return version_line(None) + "."
+        if not self.changes:
+            return f"Live: {version_line(self.live)}. The draft is the live version."
+        return f"Live: {version_line(self.live)}. Draft differs from live: {len(self.changes)} change(s)."
+
+
+def profile_state(profile: AgentProfile) -> ProfileState:
+    live = live_version(profile)
+    draft = draft_document(profile)
+    changes = document_diff(live.document, draft) if live is not None else []
+    return ProfileState(profile=profile, live=live, draft=draft, changes=changes)
+
+
+def changes_html(changes: list[Change], *, empty: str = "No changes.") -> str:
+    """The changes as a list of sentences, each long text's diff under it."""
+    return render_to_string("admin/routing/changes.html", {"changes": changes, "empty": empty})
+
+
+# -- the profile's page ----------------------------------------------------------------------------------------
+
+
+class PublishForm(forms.Form):
+    note = forms.CharField(
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"class": "vTextField", "size": 80}),
+        help_text="What changed and why: the history shows it.",
+    )
+    based_on = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    forced_reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
+        label="Publish although routing tests fail, because",
+        help_text="Only when the saved routing tests fail and you may publish anyway; leave empty otherwise.",
+    )
+
+
+admin.site.unregister(AgentProfile)
+
+
+@admin.register(AgentProfile)
+class VersionedAgentProfileAdmin(AgentProfileAdmin):
+    """The profile admin of the agents app, with its version state, "Publish draft" and its history."""
+
+    list_display = [*AgentProfileAdmin.list_display, "live_version"]
+    readonly_fields = ["version_state"]
+    fieldsets = [("Version", {"fields": ["version_state"]}), *AgentProfileAdmin.fieldsets]
+    change_form_template = "admin/agents/agentprofile/change_form_versions.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
+        return super().get_queryset(request).annotate(live_number=F("release__version__number"))
+
+    def get_fieldsets(self, request: HttpRequest, obj: AgentProfile | None = None):
+        fieldsets = super().get_fieldsets(request, obj)
+        return fieldsets if obj is not None else [fs for fs in fieldsets if fs[0] != "Version"]
+
+    @admin.display(description="live version", ordering="live_number")
+    def live_version(self, obj: AgentProfile) -> str:
+        number = getattr(obj, "live_number", None)
+        return f"v{number}" if number else "never published"
+
+    @admin.display(description="state")
+    def version_state(self, obj: AgentProfile | None) -> str:
+        if obj is None or obj.pk is None:
+            return "—"
+        state = profile_state(obj)
+        history = reverse("admin:routing_routingversion_changelist") + f"?profile__id__exact={obj.pk}"
+        return format_html(
+            '<p id="version-summary">{}</p>{}<p><a href="{}">Version history</a></p>',
+            state.summary,
+            changes_html(state.changes, empty="") if state.live is not None else "",
+            history,
+        )
+
+    def get_urls(self):
+        urls = [
+            path(
+                "<path:object_id>/publish/",
+                self.admin_site.admin_view(self.publish_view),
+                name="agents_agentprofile_publish",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        extra_context = {**(extra_context or {}), "may_publish": may_publish(request)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def publish_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        profile = self.get_object(request, unquote(object_id))
+        if profile is None:
+            raise Http404
+        if not (self.has_view_or_change_permission(request, profile) and may_publish(request)):
+            raise PermissionDenied
+        state = profile_state(profile)
+        form = PublishForm(request.POST or None, initial={"based_on": state.live_number})
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            forced = data["forced_reason"].strip()
+            if forced and not request.user.has_perm(FORCE_PERMISSION):
+                form.add_error("forced_reason", "You may not publish a version whose routing tests fail.")
+            else:
+                try:
+                    version = version_publish(
+                        profile=profile,
+                        user=request.user,
+                        note=data["note"],
+                        based_on=data["based_on"],
+                        forced_reason=forced,
+                    )
+                except DomainError as exc:
+                    self.message_user(request, exc.message, messages.ERROR)
+                else:
+                    self.message_user(
+                        request,
+                        f"Published {profile.agent_id} version {version.number}: customers get it from their next "
+                        "message.",
+                        messages.SUCCESS,
+                    )
+                    return HttpResponseRedirect(reverse("admin:agents_agentprofile_change", args=[profile.pk]))
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "title": f"Publish the draft of {profile.agent_id}",
+            "subtitle": None,
+            "original": profile,
+            "state": state,
+            "changes": changes_html(
+                state.changes, empty="Nothing differs from the live version: there is nothing to publish."
+            ),
+            "form": form,
+            "may_force": request.user.has_perm(FORCE_PERMISSION),
+        }
+        return TemplateResponse(request, "admin/agents/agentprofile/publish.html", context)
+
+
+# -- the versions ----------------------------------------------------------------------------------------------
+
+
+@admin.register(RoutingVersion)
+class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every published version, read-only (a version is immutable); compare any two, revert to one."""
+
+    list_display = ["profile", "number", "is_live", "note", "created_by", "created_at", "reverted_from", "forced"]
+    list_display_links = ["number"]
+    list_filter = ["profile"]
+    list_select_related = ["profile", "created_by"]
+    search_fields = ["note", "profile__agent_id"]
+    fields = ["profile", "number", "note", "created_by", "created_at", "reverted_from", "forced_reason"]
+    change_form_template = "admin/routing/routingversion/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RoutingVersion]:
+        return super().get_queryset(request).annotate(live_number=F("profile__release__version__number"))
+
+    @admin.display(description="live", boolean=True)
+    def is_live(self, obj: RoutingVersion) -> bool:
+        return getattr(obj, "live_number", None) == obj.number
+
+    @admin.display(description="forced", boolean=True)
+    def forced(self, obj: RoutingVersion) -> bool:
+        return bool(obj.forced_reason)
+
+    def get_urls(self):
+        urls = [
+            path(
+                "<path:object_id>/revert/",
+                self.admin_site.admin_view(self.revert_view),
+                name="routing_routingversion_revert",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def _documents(self, version: RoutingVersion, other: str) -> tuple[str, dict[str, Any] | None, str]:
+        """What ``other`` names ("draft", "live", "previous" or a number): its label and its document."""
+        if other == DRAFT:
+            return "the draft", draft_document(version.profile), ""
+        if other == LIVE:
+            live = live_version(version.profile)
+            return ("the live version", live.document, "") if live else ("the live version", None, "not published")
+        if other.isdigit():
+            found = RoutingVersion.objects.filter(profile=version.profile, number=int(other)).first()
+            if found is not None:
+                return f"version {found.number}", found.document, ""
+        previous = RoutingVersion.objects.filter(profile=version.profile, number__lt=version.number).first()
+        if previous is None:
+            return "no earlier version", None, ""
+        return f"version {previous.number} (the one before)", previous.document, ""
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        version = self.get_object(request, unquote(object_id))
+        extra: dict[str, Any] = {}
+        if version is not None:
+            other = request.GET.get("with", "previous")
+            label, document, _ = self._documents(version, other)
+            # Older → newer: an earlier version is compared to this one, this one to the draft or the live one.
+            if document is None:  # the first version (document_diff(None, …) does not take every document yet)
+                changes = []
+                heading = f"Version {version.number} is the first version: everything in it is new"
+            elif other in (DRAFT, LIVE) or (other.isdigit() and int(other) > version.number):
+                changes = document_diff(version.document, document)
+                heading = f"From version {version.number} to {label}"
+            else:
+                changes = document_diff(document, version.document)
+                heading = f"From {label} to version {version.number}"
+            live = live_version(version.profile)
+            extra = {
+                "compare_with": other,
+                "compare_heading": heading,
+                "compare_changes": changes_html(changes, empty="No differences."),
+                "other_numbers": list(
+                    RoutingVersion.objects.filter(profile=version.profile)
+                    .exclude(pk=version.pk)
+                    .values_list("number", flat=True)
+                ),
+                "live_number": live.number if live else None,
+                "may_revert": may_publish(request) and (live is None or live.number != version.number),
+            }
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    def revert_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        version = self.get_object(request, unquote(object_id))
+        if version is None:
+            raise Http404
+        if not (self.has_view_permission(request, version) and may_publish(request)):
+            raise PermissionDenied
+        here = reverse("admin:routing_routingversion_change", args=[version.pk])
+        if request.method == "POST":
+            try:
+                new = version_revert(profile=version.profile, to=version.number, user=request.user)
+            except DomainError as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+                return HttpResponseRedirect(here)
+            self.message_user(
+                request,
+                f"{version.profile.agent_id} reverted to version {version.number}: published as version {new.number}. "
+                "The draft is unchanged.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:routing_routingversion_change", args=[new.pk]))
+        live = live_version(version.profile)
+        changes = document_diff(live.document, version.document) if live is not None else []
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "title": f"Revert {version.profile.agent_id} to version {version.number}?",
+            "subtitle": None,
+            "original": version,
+            "live": version_line(live),
+            "changes": changes_html(changes, empty="Nothing differs from the live version."),
+            "cancel_url": here,
+        }
+        return TemplateResponse(request, "admin/routing/routingversion/revert_confirm.html", context)

@@ -1,0 +1,177 @@
+"""A profile's versions in the admin (W2 4/8): the profile's page says what is live and what the draft changes,
+"Publish draft" publishes it (a stale review gets a conflict message, nothing lost), the history is read-only,
+compares versions and reverts; routing editors may publish and revert, and no longer delete prompt history.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from agents.models import AgentProfile, Specialist, SpecialistPrompt
+from routing.models import Keyword, RoutingVersion
+from routing.versions import live_version, version_publish
+from tests.adminkit import change_url, changelist_url, delete_url
+
+pytestmark = pytest.mark.django_db
+
+
+def publish_url(profile: AgentProfile) -> str:
+    return f"/admin/agents/agentprofile/{profile.pk}/publish/"
+
+
+def revert_url(version: RoutingVersion) -> str:
+    return f"/admin/routing/routingversion/{version.pk}/revert/"
+
+
+def add_keyword(profile: AgentProfile, word: str, intent: str = "retail_order_tracking") -> None:
+    Keyword.objects.create(intent=profile.intents.get(name=intent), text=word)
+
+
+def say(api, text: str, session: str) -> dict:
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()["metadata"]
+
+
+def messages_of(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]] if response.context else []
+
+
+def test_a_profile_never_published_says_edits_go_live_on_save(admin_client, telecom):
+    page = admin_client.get(change_url(telecom)).content.decode()
+
+    assert "Never published: edits go live on save" in page
+    assert "Publish draft" in page
+
+
+def test_the_profile_page_shows_what_the_draft_changes_against_the_live_version(admin_client, admin_user, telecom):
+    version_publish(profile=telecom, user=admin_user, note="first")
+    add_keyword(telecom, "modem")
+    billing = Specialist.objects.get(profile=telecom, name="billing_agent")
+    SpecialistPrompt.objects.filter(specialist=billing).update(is_active=False)
+    SpecialistPrompt.objects.create(specialist=billing, version=99, text="Ask for the invoice month.", is_active=True)
+
+    page = admin_client.get(change_url(telecom)).content.decode()
+
+    assert f"Live: version 1 (published by {admin_user.get_username()} on" in page
+    assert "“first”" in page
+    assert "Draft differs from live: 3 change(s)." in page
+    assert "keyword &#x27;modem&#x27; added to intent retail_order_tracking" in page
+    assert "specialist billing_agent: prompt changed" in page
+    assert "+Ask for the invoice month." in page  # the prompt's text diff
+
+
+def test_the_profile_list_says_which_version_is_live(admin_client, telecom):
+    assert "never published" in admin_client.get(changelist_url(AgentProfile)).content.decode()
+    version_publish(profile=telecom, note="first")
+
+    assert ">v1<" in admin_client.get(changelist_url(AgentProfile)).content.decode()
+
+
+def test_publishing_through_the_admin_makes_a_version_the_next_message_follows(api, editor_client, editor, telecom):
+    version_publish(profile=telecom, note="first")
+    add_keyword(telecom, "modem")
+    assert say(api, "meu modem", "s-1")["intent"] != "retail_order_tracking"
+
+    form = editor_client.get(publish_url(telecom))
+    assert "keyword &#x27;modem&#x27; added to intent retail_order_tracking" in form.content.decode()
+    response = editor_client.post(publish_url(telecom), {"note": "modem goes to orders", "based_on": "1"}, follow=True)
+
+    assert any("Published telecom_contas version 2" in message for message in messages_of(response))
+    version = live_version(telecom)
+    assert (version.number, version.note, version.created_by) == (2, "modem goes to orders", editor)
+    metadata = say(api, "meu modem", "s-2")
+    assert (metadata["intent"], metadata["version"]) == ("retail_order_tracking", 2)
+
+
+def test_publishing_from_a_stale_review_gives_a_conflict_message_and_keeps_the_note(admin_client, telecom):
+    version_publish(profile=telecom, note="first")
+    add_keyword(telecom, "modem")
+    admin_client.get(publish_url(telecom))  # the editor reviews version 1 …
+    add_keyword(telecom, "roteador")
+    version_publish(profile=telecom, note="someone else", based_on=1)  # … while another publishes version 2
+
+    response = admin_client.post(publish_url(telecom), {"note": "my modem change", "based_on": "1"})
+
+    assert response.status_code == 200
+    assert any("Version 2 of telecom_contas was published meanwhile" in m for m in messages_of(response))
+    assert 'value="my modem change"' in response.content.decode()
+    assert live_version(telecom).number == 2
+
+
+def test_publishing_nothing_new_is_refused_with_a_message(admin_client, telecom):
+    version_publish(profile=telecom, note="first")
+
+    response = admin_client.post(publish_url(telecom), {"note": "again", "based_on": "1"})
+
+    assert any("is the same as the live version 1" in message for message in messages_of(response))
+    assert RoutingVersion.objects.filter(profile=telecom).count() == 1
+
+
+def test_only_who_may_add_versions_may_publish(client, django_user_model, telecom):
+    viewer = django_user_model.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_agentprofile"))
+    client.force_login(viewer)
+
+    assert "Publish draft" not in client.get(change_url(telecom)).content.decode()
+    assert client.post(publish_url(telecom), {"note": "x"}).status_code == 403
+    assert not RoutingVersion.objects.exists()
+
+
+def test_the_version_history_compares_a_version_with_the_one_before_the_live_one_and_the_draft(admin_client, telecom):
+    first = version_publish(profile=telecom, note="first")
+    add_keyword(telecom, "modem")
+    second = version_publish(profile=telecom, note="modem", based_on=1)
+    add_keyword(telecom, "roteador")
+
+    listing = admin_client.get(changelist_url(RoutingVersion) + f"?profile__id__exact={telecom.pk}").content.decode()
+    assert "modem" in listing and "first" in listing
+    before = admin_client.get(change_url(second)).content.decode()
+    assert "From version 1 (the one before) to version 2" in before
+    assert "keyword &#x27;modem&#x27; added" in before
+    draft = admin_client.get(change_url(first) + "?with=draft").content.decode()
+    assert "From version 1 to the draft" in draft
+    assert "roteador" in draft and "modem" in draft
+    assert "No differences." in admin_client.get(change_url(second) + "?with=live").content.decode()
+
+
+def test_reverting_through_the_admin_asks_first_then_publishes_the_old_version_again(api, editor_client, telecom):
+    first = version_publish(profile=telecom, note="first")
+    add_keyword(telecom, "modem")
+    version_publish(profile=telecom, note="modem", based_on=1)
+
+    confirm = editor_client.get(revert_url(first)).content.decode()
+    assert "Yes, revert to version 1" in confirm
+    assert "keyword &#x27;modem&#x27; removed from intent retail_order_tracking" in confirm
+    assert live_version(telecom).number == 2  # asking changed nothing
+
+    response = editor_client.post(revert_url(first), follow=True)
+
+    assert any("reverted to version 1: published as version 3" in m for m in messages_of(response))
+    assert (live_version(telecom).number, live_version(telecom).reverted_from) == (3, 1)
+    assert say(api, "meu modem", "r-1")["intent"] != "retail_order_tracking"
+
+
+def test_the_version_admin_refuses_adds_edits_and_deletes(admin_client, telecom):
+    version = version_publish(profile=telecom, note="first")
+
+    assert admin_client.get("/admin/routing/routingversion/add/").status_code == 403
+    page = admin_client.get(change_url(version)).content.decode()
+    assert 'name="_save"' not in page
+    admin_client.post(change_url(version), {"note": "rewritten"})
+    assert admin_client.post(delete_url(version), {"post": "yes"}).status_code == 403
+    version.refresh_from_db()
+    assert version.note == "first"
+
+
+def test_an_editor_cannot_delete_prompt_history(editor_client, telecom):
+    billing = Specialist.objects.get(profile=telecom, name="billing_agent")
+    old = SpecialistPrompt.objects.create(specialist=billing, version=50, text="Old.", is_active=False)
+
+    assert editor_client.post(delete_url(old), {"post": "yes"}).status_code == 403
+    assert SpecialistPrompt.objects.filter(pk=old.pk).exists()
