@@ -332,12 +332,15 @@ def routing_tests_parse(text: str, *, name: str = "tests.yaml") -> tuple[str, li
                 if key not in ("profile", "tests"):
                     problems.add(node, f"unknown key {key!r} (allowed: profile, tests).")
             if not isinstance(root.value.get("profile"), str) or not root.value["profile"].strip():
-                problems.add(root.child("profile") if "profile" in root.value else root, "profile: required text.")
+                if "profile" in root.value:
+                    problems.add(root.child("profile"), "required text (the profile's agent_id).")
+                else:
+                    problems.add(root, "profile: required text (the profile's agent_id).")
             else:
                 agent_id = root.value["profile"].strip()
             tests = root.child("tests") if "tests" in root.value else None
             if tests is None or not isinstance(tests.value, list):
-                problems.add(tests or root, "tests: required list of tests.")
+                problems.add(tests or root, ("" if tests else "tests: ") + "required list of tests.")
             else:
                 seen: dict[str, int] = {}
                 for item in tests.elements():
@@ -346,7 +349,7 @@ def routing_tests_parse(text: str, *, name: str = "tests.yaml") -> tuple[str, li
                         continue
                     if case.name in seen:
                         problems.add(
-                            item.child("name"), f"name: {case.name!r} is repeated (first on line {seen[case.name]})."
+                            item.child("name"), f"{case.name!r} is repeated (first on line {seen[case.name]})."
                         )
                     seen.setdefault(case.name, item.line)
                     cases.append(case)
@@ -371,7 +374,10 @@ def _case(item: Any, problems: Any) -> Case | None:
         if not isinstance(value, str):
             problems.add(item.child(key), f"must be text, not {type(value).__name__}.")
         elif key in ("name", "message") and not value.strip():
-            problems.add(item.child(key) if key in item.value else item, f"{key}: required text.")
+            problems.add(
+                item.child(key) if key in item.value else item,
+                ("" if key in item.value else f"{key}: ") + "required text.",
+            )
         values[key] = value.strip() if isinstance(value, str) else ""
     if "expect" not in item.value:
         problems.add(item, "expect: required mapping.")
