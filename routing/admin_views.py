@@ -62,6 +62,8 @@ class RoutePreview:
     classifier_note: str
     effective_mode: str
     config_version: int
+    draft: bool = False
+    version_label: str = ""  # "live version 3", "the draft", "the draft (never published)"
     intent_url: str = ""
     decision_json: str = field(default="", repr=False)
 
@@ -88,13 +90,22 @@ def _classifier_note(decision: RouteDecision, *, llm_enabled: bool) -> str:
     return "Not consulted: the profile has no enabled intents to classify into."
 
 
-def route_preview(*, profile: AgentProfile, text: str, state: str = "", active_agent: str = "") -> RoutePreview:
-    """Decide ``text`` for ``profile`` exactly as the chat API would, and explain the decision.
+def _version_label(released: int | None, *, draft: bool) -> str:
+    if released is None:
+        return "the draft (never published: customers are served it too)"
+    return "the draft (not yet published)" if draft else f"live version {released}"
+
+
+def route_preview(
+    *, profile: AgentProfile, text: str, state: str = "", active_agent: str = "", draft: bool = False
+) -> RoutePreview:
+    """Decide ``text`` for ``profile`` exactly as the chat API would, and explain the decision: with the version
+    customers are served, or (``draft``) with the profile's draft.
 
     Raises :class:`LookupError` when the profile is not in the compiled snapshot.
     """
     current = snapshot.current()
-    spec = current.profiles.get(profile.agent_id)
+    spec = current.profile(profile.agent_id, draft=draft)
     if spec is None:
         raise LookupError(ERROR_PROFILE_NOT_ROUTABLE.format(agent_id=profile.agent_id))
     decision = async_to_sync(route_decide)(profile=spec, text=text, state=state or None, active_agent=active_agent)
@@ -135,6 +146,8 @@ def route_preview(*, profile: AgentProfile, text: str, state: str = "", active_a
         classifier_note=_classifier_note(decision, llm_enabled=spec.llm_router_enabled),
         effective_mode=spec.effective_mode,
         config_version=current.version,
+        draft=draft,
+        version_label=_version_label(current.released.get(profile.agent_id), draft=draft),
         intent_url=url_for(decision.intent),
         decision_json=json.dumps(decision.as_dict(), ensure_ascii=False, indent=2),
     )
@@ -164,6 +177,7 @@ class RoutePreviewView(View):
                     text=data["text"],
                     state=data["state"],
                     active_agent=specialist.name if specialist else "",
+                    draft=data.get("version") == "draft",
                 )
             except LookupError as exc:
                 form.add_error("profile", str(exc))

@@ -215,6 +215,14 @@ class RoutePreviewForm(forms.Form):
         empty_label="(none — a new conversation)",
         help_text="Optional: the specialist currently holding the conversation; a different route is a handoff.",
     )
+    version = forms.ChoiceField(
+        label="Which routing",
+        choices=[("live", "Live: the version customers are served"), ("draft", "Draft: what editors changed")],
+        initial="live",
+        required=False,
+        widget=forms.RadioSelect,
+        help_text="The draft is what you changed since the live version was published (docs/versions.md).",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

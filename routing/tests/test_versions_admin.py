@@ -175,3 +175,26 @@ def test_an_editor_cannot_delete_prompt_history(editor_client, telecom):
 
     assert editor_client.post(delete_url(old), {"post": "yes"}).status_code == 403
     assert SpecialistPrompt.objects.filter(pk=old.pk).exists()
+
+
+PREVIEW_URL = "/admin/routing/intent/preview/"
+
+
+def test_the_route_preview_tries_the_draft_and_says_which_version_the_live_preview_used(editor_client, telecom):
+    version_publish(profile=telecom, note="first")
+    add_keyword(telecom, "modem")
+    asked = {"profile": telecom.pk, "text": "meu modem"}
+
+    live = editor_client.get(PREVIEW_URL, {**asked, "version": "live"})
+    draft = editor_client.get(PREVIEW_URL, {**asked, "version": "draft"})
+
+    assert live.context["preview"].decision.intent != "retail_order_tracking"
+    assert "Decided with live version 1" in live.content.decode()
+    assert draft.context["preview"].decision.intent == "retail_order_tracking"
+    assert "Decided with the draft (not yet published)" in draft.content.decode()
+
+
+def test_the_route_preview_of_a_profile_never_published_says_customers_get_the_draft(editor_client, telecom):
+    response = editor_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "minha fatura"})
+
+    assert "Decided with the draft (never published: customers are served it too)" in response.content.decode()
