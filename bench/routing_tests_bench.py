@@ -9,7 +9,8 @@ are the model's defaults) with ``--intents`` intents of ``--keywords`` synthetic
 publish does, and generates ``--cases`` routing tests: most name one or two keywords of one intent among
 filler words and expect that intent, its specialist and ``keyword``; one in ten hits nothing and expects the
 fallback; one in twenty expects the wrong intent (so the run has failures, a confusion matrix with
-off-diagonal cells and precision below 1). Then times ``routing.routing_tests.routing_tests_run`` over them
+off-diagonal cells and precision below 1; a few more fail where a filler word happens to be another intent's
+keyword). Then times ``routing.routing_tests.routing_tests_run`` over them
 ``--runs`` times after a warm-up and prints the median and range, and the run's figures. ``--classifier`` turns
 the profile's classifier on (the offline one: no endpoint is configured here), which reads every intent for
 each case no keyword decides. No database: the runner decides without one. The target: under 1 s.
