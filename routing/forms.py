@@ -51,7 +51,30 @@ def _check_same_profile(form: forms.BaseForm, profile: AgentProfile | None) -> N
         )
 
 
-class IntentAdminForm(forms.ModelForm):
+class ProfileScopedChoicesForm(forms.ModelForm):
+    """Once the row's profile is known (a stored row, or an add page opened with ``?profile=``), its Specialist
+    (and Intent) drop-downs offer that profile's choices only. A posted form keeps every choice, so a specialist
+    of another profile is refused with :data:`ERROR_SPECIALIST_OTHER_PROFILE` rather than "not a valid choice";
+    on an add page the drop-downs follow the chosen profile in the browser (admin/routing/profile_scoped.html)."""
+
+    scoped_fields: tuple[str, ...] = ("specialist",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.is_bound:
+            return
+        profile_id = getattr(self.instance, "profile_id", None) or self.initial.get("profile")
+        if isinstance(profile_id, AgentProfile):
+            profile_id = profile_id.pk
+        if not profile_id or not str(profile_id).isdigit():
+            return
+        for name in self.scoped_fields:
+            field = self.fields.get(name)
+            if isinstance(field, forms.ModelChoiceField) and field.queryset is not None:
+                field.queryset = field.queryset.filter(profile_id=int(profile_id))
+
+
+class IntentAdminForm(ProfileScopedChoicesForm):
     examples = LinesField(
         required=False,
         help_text="One example message per line; the LLM classifier reads them.",
@@ -177,7 +200,9 @@ class KeywordInlineForm(forms.ModelForm):
         return text
 
 
-class StatePolicyAdminForm(forms.ModelForm):
+class StatePolicyAdminForm(ProfileScopedChoicesForm):
+    scoped_fields = ("specialist", "intent")
+
     class Meta:
         model = StatePolicy
         fields = ["profile", "state", "specialist", "intent", "description", "enabled"]

@@ -198,3 +198,56 @@ def test_the_route_preview_of_a_profile_never_published_says_customers_get_the_d
     response = editor_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "minha fatura"})
 
     assert "Decided with the draft (never published: customers are served it too)" in response.content.decode()
+
+
+# -- the Specialist drop-down of an intent or a state policy: the profile's own ------------------------------
+
+
+@pytest.fixture
+def other_profile():
+    from tests.factories import AgentProfileFactory, SpecialistFactory
+
+    profile = AgentProfileFactory(agent_id="retail_orders", name="Retail")
+    SpecialistFactory(profile=profile, name="returns_agent")
+    return profile
+
+
+def specialist_choices_of(response) -> list[str]:
+    field = response.context["adminform"].form.fields["specialist"]
+    return [label for value, label in field.choices if value]
+
+
+def test_an_intents_specialist_drop_down_lists_its_profiles_specialists_only(editor_client, telecom, other_profile):
+    from routing.models import Intent
+
+    intent = Intent.objects.get(profile=telecom, name="billing_invoice_explanation")
+
+    choices = specialist_choices_of(editor_client.get(change_url(intent)))
+
+    assert choices and all(label.startswith("telecom_contas/") for label in choices)
+    assert "retail_orders/returns_agent" not in editor_client.get(change_url(intent)).content.decode()
+
+
+def test_an_add_page_opened_for_a_profile_lists_its_specialists_and_without_one_lists_all(
+    editor_client, telecom, other_profile
+):
+    scoped = specialist_choices_of(editor_client.get(f"/admin/routing/intent/add/?profile={other_profile.pk}"))
+    everyone = specialist_choices_of(editor_client.get("/admin/routing/intent/add/"))
+
+    assert scoped == ["retail_orders/returns_agent"]
+    assert "retail_orders/returns_agent" in everyone and "telecom_contas/billing_agent" in everyone
+
+
+def test_a_state_policys_specialist_and_intent_drop_downs_are_its_profiles(admin_client, telecom, other_profile):
+    from routing.models import Intent, StatePolicy
+
+    policy = StatePolicy.objects.create(
+        profile=telecom,
+        state="WAITING",
+        specialist=Specialist.objects.get(profile=telecom, name="billing_agent"),
+        intent=Intent.objects.get(profile=telecom, name="billing_invoice_explanation"),
+    )
+    form = admin_client.get(change_url(policy)).context["adminform"].form
+
+    assert {s.profile_id for s in form.fields["specialist"].queryset} == {telecom.pk}
+    assert {i.profile_id for i in form.fields["intent"].queryset} == {telecom.pk}
