@@ -128,6 +128,20 @@ class TestRun:
     def passed(self) -> int:
         return self.total - self.failed
 
+    def as_dict(self) -> dict[str, Any]:
+        """Everything, as JSON: for a page or an API answer."""
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "results": [result.as_dict() for result in self.results],
+            "confusion": self.confusion,
+            "scores": {
+                intent: {"precision": score.precision, "recall": score.recall, "support": score.support}
+                for intent, score in self.scores.items()
+            },
+        }
+
     def summary(self) -> dict[str, Any]:
         """The figures kept with a published version: counts and the first failures' lines."""
         return {

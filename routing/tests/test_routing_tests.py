@@ -203,3 +203,21 @@ def test_a_revert_is_not_refused_but_its_run_is_recorded(telecom):
 
     assert reverted.number == 3 and live_version(telecom) == reverted
     assert reverted.test_summary["failed"] == 1 and reverted.forced_reason == ""
+
+
+def test_a_case_may_expect_the_next_state_and_the_run_reads_as_json(telecom):
+    import json
+
+    from common.config_version import config_version_bump
+
+    telecom.intents.filter(name="billing_invoice_explanation").update(next_state="WAITING_PAYMENT_CONFIRMATION")
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+    case = Case(name="fatura", message="minha fatura", expect={"next_state": "WAITING_PAYMENT_CONFIRMATION"})
+    wrong = Case(name="pedido", message="meu pedido", expect={"next_state": "WAITING_PAYMENT_CONFIRMATION"})
+
+    run = routing_tests_run(routing_tests_spec(telecom), [case, wrong])
+
+    shown = json.loads(json.dumps(run.as_dict()))
+    assert [result["passed"] for result in shown["results"]] == [True, False]
+    assert shown["results"][1]["failed"] == ["next_state"] and shown["results"][1]["actual"]["next_state"] == ""
+    assert (shown["total"], shown["passed"], shown["failed"]) == (2, 1, 1)
