@@ -241,7 +241,9 @@ def routing_tests_spec(profile: Any, version: str | int = DRAFT) -> ProfileSpec:
         return profile_compile(profile_documents([profile.agent_id])[profile.agent_id], pk=profile.pk)
     if version == LIVE:
         live = live_version(profile)
-        return routing_tests_spec(profile, DRAFT) if live is None else profile_compile(live.document, pk=profile.pk)
+        if live is None:
+            return routing_tests_spec(profile, DRAFT)
+        return profile_compile(live.document, pk=profile.pk, version=live.number)
     stored = RoutingVersion.objects.filter(profile=profile, number=int(version)).first()
     if stored is None:
         raise NotFound(f"{profile.agent_id} has no version {version}.", fields={"version": [f"No version {version}."]})

@@ -112,6 +112,7 @@ def test_tests_run_against_the_draft_the_live_version_or_version_n(telecom):
     assert routing_tests_run(routing_tests_spec(telecom, "draft"), [fixed]).passed == 1
     assert routing_tests_run(routing_tests_spec(telecom, "live"), [fixed]).failed == 1
     assert routing_tests_run(routing_tests_spec(telecom, 1), [fixed]).failed == 1
+    assert (routing_tests_spec(telecom, "draft").version, routing_tests_spec(telecom, "live").version) == (None, 1)
 
 
 def test_an_unknown_version_is_not_found(telecom):
