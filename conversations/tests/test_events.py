@@ -12,6 +12,7 @@ from agents.models import McpServer
 from common.config_version import config_version_bump
 from conversations.graph import TurnInput, run_turn
 from routing import snapshot
+from routing.versions import version_publish
 from tenants.models import Tenant
 
 MSISDN = "5511999999999"
@@ -108,7 +109,7 @@ def test_a_supervisor_plan_streams_each_specialists_part(demo):
     from agents.models import AgentProfile
 
     AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
-    config_version_bump()
+    version_publish(profile=AgentProfile.objects.get(agent_id="telecom_contas"), note="supervisor mode")
     _, events = turn(
         demo,
         "telecom_contas",
@@ -149,7 +150,7 @@ def test_in_process_a_plans_parts_are_reported_as_each_finishes(demo, settings, 
     from conversations import runtime, supervisor
 
     AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
-    config_version_bump()
+    version_publish(profile=AgentProfile.objects.get(agent_id="telecom_contas"), note="supervisor mode")
     settings.SUPERVISOR_EXECUTOR = "inprocess"
     real_run = runtime.specialist_run
 

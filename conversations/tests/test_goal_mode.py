@@ -1,35 +1,42 @@
 """Goal mode end to end (seed 002): the demo's finance_assistente over the real finance MCP server, offline model.
 
 The demo configuration is loaded as shipped, the finance server runs as a real process, and its manifest is
-synced into the admin's goals and capabilities by ``sync_mcp_tools`` — the way ``scripts/start`` does it.
+synced into the admin's goals and capabilities before the demo is published — the way ``scripts/start`` does it
+(``first_run --demo --sync``). A test that edits a goal publishes its edit, as a routing editor would.
 """
 
 from __future__ import annotations
 
 import asyncio
 from io import StringIO
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
 
 from agents.mcp import Endpoint, tool_call
 from agents.models import AgentProfile, McpServer
-from common.config_version import config_version_bump
 from conversations.models import Conversation, Message
 from handoffs.models import Handoff, HandoffKind
 from routing.models import Goal
+from routing.versions import version_publish
 from tests.streaming import run, sse_events
 
 AGENT_ID = "finance_assistente"
 
 
 @pytest.fixture
-def finance(db, finance_mcp):
-    call_command("seed_demo", stdout=StringIO())
-    McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
-    config_version_bump()  # QuerySet.update bypasses the invalidation signals
-    call_command("sync_mcp_tools", "finance", stdout=StringIO())
+def finance(db, finance_mcp, monkeypatch):
+    server = urlsplit(finance_mcp)
+    monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
+    monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))
+    call_command("seed_demo", "--sync", stdout=StringIO(), stderr=StringIO())
+    assert McpServer.objects.get(name="finance").endpoint == finance_mcp
     return finance_mcp
+
+
+def publish(note: str) -> None:
+    version_publish(profile=AgentProfile.objects.get(agent_id=AGENT_ID), note=note)
 
 
 def say(api, text, *, session="fin-1", agent_id=AGENT_ID):
@@ -147,7 +154,7 @@ def test_a_goal_missing_an_entity_asks_for_it_and_the_reply_completes_it(api, fi
 
 def test_below_the_threshold_the_user_is_asked_and_a_yes_runs_the_goal(api, finance):
     Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
-    config_version_bump()
+    publish("TOP_MOVERS asks below 0.99")
 
     asked = say(api, "maiores baixas do Brasil")
 
@@ -248,7 +255,7 @@ def test_routing_mode_goal_from_the_environment_serves_any_profile_with_goals(ap
 
 def test_a_disabled_goal_is_not_served(api, finance):
     Goal.objects.filter(name="TOP_MOVERS").update(enabled=False)
-    config_version_bump()
+    publish("TOP_MOVERS disabled")
 
     body = say(api, "maiores altas do Brasil")
 

@@ -224,10 +224,12 @@ def test_an_unrelated_reply_drops_the_waiting_request_and_is_routed_as_usual(api
 
 def test_the_confirmation_words_are_the_profiles_own(api, demo):
     from agents.models import AgentProfile
+    from routing.versions import version_publish
 
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     profile.confirmation_words = ["manda ver"]
     profile.save()
+    version_publish(profile=profile, note="manda ver confirms")
 
     say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="p-5", msisdn=MSISDN)
     body = say(api, "manda ver", agent_id="telecom_contas", session="p-5")

@@ -15,7 +15,7 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist, Speciali
 from common.models import ConfigVersion
 from routing.configio import Source, config_export, config_export_data, config_import
 from routing.configio import messages as m
-from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
+from routing.models import Capability, Goal, Intent, Keyword, ProfileRelease, RoutingVersion, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
 from tests.factories import IntentFactory
 
@@ -95,7 +95,9 @@ def demo_copy(tmp_path: Path) -> Path:
 
 
 def empty_the_configuration() -> None:
-    # Intents and state policies protect their specialists, so they go first.
+    # Versions protect their profiles, intents and state policies their specialists, so they go first.
+    ProfileRelease.objects.all().delete()
+    RoutingVersion.objects.all().delete()
     StatePolicy.objects.all().delete()
     Intent.objects.all().delete()
     AgentProfile.objects.all().delete()

@@ -17,6 +17,7 @@ from routing.documents import profile_compile, profile_documents
 from routing.models import Capability, Goal, Intent
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.snapshot import ProfileSpec, SpecialistSpec, ToolRights
+from routing.versions import version_publish
 from tests.factories import (
     AgentProfileFactory,
     IntentFactory,
@@ -190,7 +191,9 @@ def test_the_demo_with_synced_goals_compiles_the_same_after_a_json_round_trip(db
     McpTool.objects.filter(name="get_top_losers").update(enabled=False)
     Capability.objects.filter(name="search_symbol").update(tool=None)
     Goal.objects.filter(name="GET_QUOTE").update(enabled=False)
-    config_version_bump()
+    # The synced goals and these edits are in every demo profile's draft: published, as a routing editor would.
+    for profile in AgentProfile.objects.all():
+        version_publish(profile=profile, note="finance synced, edited")
 
     specs = compiled()
 
@@ -204,7 +207,7 @@ def test_the_demo_with_synced_goals_compiles_the_same_after_a_json_round_trip(db
         set(documents) == set(specs) == {"finance_assistente", "retail_orders", "telecom_assistente", "telecom_contas"}
     )
     for agent_id, spec in specs.items():
-        assert_same_profile(profile_compile(documents[agent_id], pk=spec.pk), spec)
+        assert_same_profile(profile_compile(documents[agent_id], pk=spec.pk, version=spec.version), spec)
 
 
 def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_authorisation(mixed):
