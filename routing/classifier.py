@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
@@ -47,15 +48,25 @@ def _cosine(left: Counter[str], right: Counter[str]) -> float:
     return dot / (math.sqrt(sum(c * c for c in left.values())) * math.sqrt(sum(c * c for c in right.values())))
 
 
+@lru_cache(maxsize=64)
+def _bags(intents: tuple[IntentSpec, ...]) -> tuple[tuple[Counter[str], ...], ...]:
+    """Each intent's bags of words — its examples one by one, and its name, description and keywords together —
+    counted once per compiled set of intents (a profile's), not on every message."""
+    return tuple(
+        (
+            *(Counter(_tokens(example)) for example in intent.examples),
+            Counter(_tokens(" ".join([intent.name.replace("_", " "), intent.description, *intent.keywords]))),
+        )
+        for intent in intents
+    )
+
+
 async def offline_classify(text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
     """The offline classifier (see the module docstring)."""
     await offline_pause()
     message = Counter(_tokens(text))
     best: tuple[float, int, str] | None = None
-    for intent in intents:
-        # Nearest example, or the intent's own vocabulary, whichever is closer.
-        bags = [Counter(_tokens(example)) for example in intent.examples]
-        bags.append(Counter(_tokens(" ".join([intent.name.replace("_", " "), intent.description, *intent.keywords]))))
+    for intent, bags in zip(intents, _bags(intents), strict=True):
         score = max(_cosine(message, bag) for bag in bags)
         candidate = (score, -intent.priority, intent.name)
         if score > 0 and (best is None or (candidate[0], candidate[1]) > (best[0], best[1])):

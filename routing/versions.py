@@ -269,7 +269,8 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
         return _fields_diff(f"{where}, {_words(field)}", before, after)
-    if _is_list(before) and _is_list(after) and all(not isinstance(item, Mapping | list) for item in before + after):
+    items = (before or []) + (after or []) if _is_list(before) and _is_list(after) else None
+    if items is not None and all(not isinstance(item, Mapping | list) for item in items):
         return _list_diff(where, field, before or [], after or [])
     if field in LONG_TEXTS and isinstance(before, str | None) and isinstance(after, str | None):
         detail = "".join(

@@ -222,3 +222,39 @@ def test_a_case_may_expect_the_next_state_and_the_run_reads_as_json(telecom):
     assert [result["passed"] for result in shown["results"]] == [True, False]
     assert shown["results"][1]["failed"] == ["next_state"] and shown["results"][1]["actual"]["next_state"] == ""
     assert (shown["total"], shown["passed"], shown["failed"]) == (2, 1, 1)
+
+
+def test_the_publish_command_publishes_over_failing_tests_only_for_a_permitted_user_with_a_reason(telecom, editor):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    save(telecom, PLANO)
+
+    with pytest.raises(CommandError, match="1 of 1 routing tests of telecom_contas fail"):
+        call_command("routing_publish", "--profile", "telecom_contas", "--note", "first")
+    with pytest.raises(CommandError, match="permission"):
+        call_command(
+            "routing_publish", "--profile", "telecom_contas", "--user", editor.username, "--forced-reason", "because"
+        )
+    editor.user_permissions.add(Permission.objects.get(codename="publish_failing_version"))
+    out = StringIO()
+
+    call_command(
+        "routing_publish",
+        "--profile",
+        "telecom_contas",
+        "--note",
+        "first",
+        "--user",
+        editor.username,
+        "--forced-reason",
+        "plano moves to product next week",
+        stdout=out,
+    )
+
+    version = live_version(telecom)
+    assert version.number == 1 and version.created_by == editor
+    assert version.forced_reason == "plano moves to product next week"
+    assert out.getvalue().strip().endswith("telecom_contas: version 1 published.")

@@ -188,3 +188,15 @@ def test_the_revert_command_names_a_missing_version(profile):
 
     with pytest.raises(CommandError, match="versioned has no version 7"):
         call_command("routing_revert", "--profile", "versioned", "--to", "7")
+
+
+def test_the_first_publish_of_a_real_document_is_described_against_nothing(telecom):
+    from routing.documents import profile_documents
+
+    document = profile_documents(["telecom_contas"])["telecom_contas"]
+
+    texts = [change.text for change in document_diff(None, document)]
+
+    assert "intent billing_invoice_explanation added" in texts
+    assert "specialist billing_agent added" in texts
+    assert any(text.startswith("profile: ") for text in texts)

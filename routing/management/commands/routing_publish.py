@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import AgentProfile
@@ -19,6 +20,15 @@ class Command(BaseCommand):
         parser.add_argument("--profile", required=True, help="The profile's agent_id.")
         parser.add_argument("--note", default="", help="What changed and why (kept with the version).")
         parser.add_argument(
+            "--user", default="", help="Who publishes (a username): recorded, and their permissions apply."
+        )
+        parser.add_argument(
+            "--forced-reason",
+            default="",
+            help="Publish although saved routing tests fail, for this reason (needs the user's "
+            "routing.publish_failing_version permission).",
+        )
+        parser.add_argument(
             "--based-on",
             type=int,
             default=None,
@@ -29,10 +39,21 @@ class Command(BaseCommand):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
         if profile is None:
             raise CommandError(f"Unknown profile {options['profile']!r}.")
+        user = None
+        if options["user"]:
+            user = get_user_model().objects.filter(username=options["user"]).first()
+            if user is None:
+                raise CommandError(f"Unknown user {options['user']!r}.")
         before = live_version(profile)
         based_on = options["based_on"] if options["based_on"] is not None else UNSET
         try:
-            version = version_publish(profile=profile, note=options["note"], based_on=based_on)
+            version = version_publish(
+                profile=profile,
+                user=user,
+                note=options["note"],
+                based_on=based_on,
+                forced_reason=options["forced_reason"],
+            )
         except DomainError as exc:
             raise CommandError(exc.message) from None
         for change in document_diff(before.document if before else None, version.document):
