@@ -131,6 +131,32 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
         return super().get_queryset(request).annotate(live_number=F("release__version__number"))
 
+    def get_list_display(self, request: HttpRequest):
+        return [*super().get_list_display(request), self._draft_column()]
+
+    @staticmethod
+    def _draft_column():
+        """The list's "draft" column: the changes of every listed profile's draft, read once per page."""
+        counts: dict[str, int | None] = {}
+
+        def draft(obj: AgentProfile) -> str:
+            if not counts:
+                drafts = profile_documents()
+                live = dict(
+                    RoutingVersion.objects.filter(profile__release__version_id=F("pk")).values_list(
+                        "profile__agent_id", "document"
+                    )
+                )
+                for agent_id, document in drafts.items():
+                    counts[agent_id] = len(document_diff(live[agent_id], document)) if agent_id in live else None
+            count = counts.get(obj.agent_id)
+            if count is None:
+                return "edits go live on save"
+            return f"{count} change(s) to publish" if count else "same as live"
+
+        draft.short_description = "draft"  # type: ignore[attr-defined]
+        return draft
+
     def get_fieldsets(self, request: HttpRequest, obj: AgentProfile | None = None):
         fieldsets = super().get_fieldsets(request, obj)
         return fieldsets if obj is not None else [fs for fs in fieldsets if fs[0] != "Version"]
@@ -191,6 +217,10 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
                     )
                 except DomainError as exc:
                     self.message_user(request, exc.message, messages.ERROR)
+                    # The page shows what differs from the version live now: publishing again is based on it.
+                    form = PublishForm(
+                        initial={"based_on": state.live_number, "note": data["note"], "forced_reason": forced}
+                    )
                 else:
                     self.message_user(
                         request,

@@ -66,11 +66,15 @@ def test_the_profile_page_shows_what_the_draft_changes_against_the_live_version(
     assert "+Ask for the invoice month." in page  # the prompt's text diff
 
 
-def test_the_profile_list_says_which_version_is_live(admin_client, telecom):
-    assert "never published" in admin_client.get(changelist_url(AgentProfile)).content.decode()
+def test_the_profile_list_says_which_version_is_live_and_what_the_draft_holds(admin_client, telecom):
+    before = admin_client.get(changelist_url(AgentProfile)).content.decode()
+    assert "never published" in before and "edits go live on save" in before
     version_publish(profile=telecom, note="first")
+    assert "same as live" in admin_client.get(changelist_url(AgentProfile)).content.decode()
+    add_keyword(telecom, "modem")
 
-    assert ">v1<" in admin_client.get(changelist_url(AgentProfile)).content.decode()
+    after = admin_client.get(changelist_url(AgentProfile)).content.decode()
+    assert ">v1<" in after and "1 change(s) to publish" in after
 
 
 def test_publishing_through_the_admin_makes_a_version_the_next_message_follows(api, editor_client, editor, telecom):
@@ -102,6 +106,7 @@ def test_publishing_from_a_stale_review_gives_a_conflict_message_and_keeps_the_n
     assert any("Version 2 of telecom_contas was published meanwhile" in m for m in messages_of(response))
     assert 'value="my modem change"' in response.content.decode()
     assert live_version(telecom).number == 2
+    assert response.context["form"]["based_on"].value() == 2  # the page now shows what differs from version 2
 
 
 def test_publishing_nothing_new_is_refused_with_a_message(admin_client, telecom):
