@@ -27,7 +27,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.formats import localize
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
 from agents.admin import AgentProfileAdmin
@@ -259,7 +259,7 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["profile"]
     list_select_related = ["profile", "created_by"]
     search_fields = ["note", "profile__agent_id"]
-    fields = ["profile", "number", "note", "created_by", "created_at", "reverted_from", "forced_reason"]
+    fields = ["profile", "number", "note", "created_by", "created_at", "reverted_from", "forced_reason", "tests"]
     change_form_template = "admin/routing/routingversion/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RoutingVersion]:
@@ -268,6 +268,22 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="live", boolean=True)
     def is_live(self, obj: RoutingVersion) -> bool:
         return getattr(obj, "live_number", None) == obj.number
+
+    @admin.display(description="routing tests when published")
+    def tests(self, obj: RoutingVersion) -> str:
+        summary = getattr(obj, "test_summary", None) or {}
+        if not summary:
+            return "No saved routing tests ran."
+        failures = summary.get("failures") or []
+        return format_html(
+            "<p>{} passed, {} failed{}.</p>{}",
+            summary.get("passed", "?"),
+            summary.get("failed", "?"),
+            " (published anyway)" if summary.get("forced") else "",
+            format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((f,) for f in failures)))
+            if failures
+            else "",
+        )
 
     @admin.display(description="forced", boolean=True)
     def forced(self, obj: RoutingVersion) -> bool:

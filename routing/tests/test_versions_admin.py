@@ -256,3 +256,37 @@ def test_a_state_policys_specialist_and_intent_drop_downs_are_its_profiles(admin
 
     assert {s.profile_id for s in form.fields["specialist"].queryset} == {telecom.pk}
     assert {i.profile_id for i in form.fields["intent"].queryset} == {telecom.pk}
+
+
+# -- the publishing gate, through the admin --------------------------------------------------------------------
+
+
+@pytest.fixture
+def modem_test(telecom):
+    from routing.models import RoutingTestCase
+
+    return RoutingTestCase.objects.create(
+        profile=telecom, name="modem goes to orders", message="meu modem", expect={"intent": "retail_order_tracking"}
+    )
+
+
+def test_failing_routing_tests_refuse_an_editors_publish_with_a_message(editor_client, telecom, modem_test):
+    page = editor_client.get(publish_url(telecom)).content.decode()
+    assert "forced_reason" not in page  # editors may not publish failing versions
+
+    response = editor_client.post(publish_url(telecom), {"note": "try", "based_on": ""})
+
+    assert any("1 of 1 routing tests of telecom_contas fail" in m for m in messages_of(response))
+    assert live_version(telecom) is None
+
+
+def test_who_may_publish_failing_versions_gives_a_reason_and_the_version_keeps_it(admin_client, telecom, modem_test):
+    response = admin_client.post(
+        publish_url(telecom), {"note": "urgent", "based_on": "", "forced_reason": "The modem fix comes tomorrow."}
+    )
+
+    assert response.status_code == 302
+    version = live_version(telecom)
+    assert version.forced_reason == "The modem fix comes tomorrow."
+    page = admin_client.get(change_url(version)).content.decode()
+    assert "0 passed, 1 failed (published anyway)" in page
