@@ -348,14 +348,16 @@ class ProductionStack:
         self.manage("migrate", "--no-input")
         self.manage("collectstatic", "--no-input")
         self.manage("seed_demo")
-        # What an operator does in the admin: one profile fans out to the workers, each MCP server has a short
-        # timeout (the fault tests wait for it).
+        # What an operator does in the admin: one profile fans out to the workers (published), each MCP server has a
+        # short timeout (the fault tests wait for it; servers are not versioned).
         self.manage(
             "shell",
             "-c",
             "from agents.models import AgentProfile, McpServer\n"
             "from common.config_version import config_version_bump\n"
+            "from routing.versions import version_publish\n"
             f"AgentProfile.objects.filter(agent_id={SUPERVISOR_PROFILE!r}).update(routing_mode='supervisor')\n"
+            f"version_publish(profile=AgentProfile.objects.get(agent_id={SUPERVISOR_PROFILE!r}), note='supervisor')\n"
             f"McpServer.objects.update(timeout={MCP_TIMEOUT_SECONDS})\n"
             "config_version_bump()\n",
         )

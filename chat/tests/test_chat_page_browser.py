@@ -181,20 +181,18 @@ def test_delegations_returns_and_agent_switches_show_inline_as_they_happen(
 
 
 @pytest.fixture
-def finance_profile(transactional_db, finance_mcp):
+def finance_profile(transactional_db, finance_mcp, monkeypatch):
     """seed_demo's finance_assistente (goal mode) over the real finance MCP server, its manifest synced into goals
-    and capabilities as scripts/start does it."""
+    and capabilities before the demo is published, as scripts/start does it (first_run --demo --sync)."""
     from io import StringIO
+    from urllib.parse import urlsplit
 
     from django.core.management import call_command
 
-    from agents.models import McpServer
-    from common.config_version import config_version_bump
-
-    call_command("seed_demo", stdout=StringIO())
-    McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
-    config_version_bump()  # QuerySet.update bypasses the invalidation signals
-    call_command("sync_mcp_tools", "finance", stdout=StringIO())
+    server = urlsplit(finance_mcp)
+    monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
+    monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))
+    call_command("seed_demo", "--sync", stdout=StringIO(), stderr=StringIO())
 
 
 def test_goal_mode_shows_the_goal_read_the_plan_steps_and_asks_with_candidate_buttons(

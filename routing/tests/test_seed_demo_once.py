@@ -76,7 +76,11 @@ def test_a_profile_the_user_made_with_a_demo_agent_id_is_left_alone_and_the_rest
     out = seed_demo()
 
     mine = AgentProfile.objects.get(agent_id="retail_orders")
-    assert mine.name == "Our own retail profile" and not mine.specialists.exists() and not Intent.objects.filter(profile=mine).exists()
+    assert (
+        mine.name == "Our own retail profile"
+        and not mine.specialists.exists()
+        and not Intent.objects.filter(profile=mine).exists()
+    )
     assert live_version(mine) is None
     assert "retail_orders: already there: left as it is" in out
     for agent_id in ("telecom_contas", "telecom_assistente", "finance_assistente"):

@@ -159,5 +159,7 @@ class Command(BaseCommand):
                 self.stderr.write(self.style.WARNING(f"warning: {server.name} could not be synchronised: {exc}"))
                 continue
             self.stdout.write(str(report))
+            for line in report.lines:
+                self.stdout.write(line)
             for error in report.errors:
                 self.stderr.write(self.style.WARNING(f"warning: {error}"))
