@@ -57,7 +57,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         slug = options["tenant"].strip()
         if not slug or slugify(slug).replace("-", "_") != slug.replace("-", "_"):
-            raise CommandError(f"--tenant must be a slug (letters, digits, _ and -), got {slug!r}.")
+            raise CommandError(f"--tenant must be a slug (lowercase letters, digits, _ and -), got {slug!r}.")
         if options["sync"] and not options["demo"]:
             raise CommandError("--sync reads the demo's finance manifest: give it with --demo.")
         if options["new_key"] and options["key_file"]:
