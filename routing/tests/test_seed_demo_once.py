@@ -103,3 +103,41 @@ def test_force_reloads_the_demo_over_the_edits_and_publishes_it():
     assert edited(demo.document)[:2] == (10, False)
     assert "telecom_contas: reloaded, published as version 3" in out
     assert "retail_orders: reloaded; its live version 1 is the same" in out
+
+
+def write_tests(directory, expect_intent: str) -> None:
+    directory.mkdir()
+    (directory / "telecom_contas.yaml").write_text(
+        "profile: telecom_contas\n"
+        "tests:\n"
+        "  - name: fatura alta\n"
+        '    message: "Minha fatura veio alta"\n'
+        f"    expect: {{intent: {expect_intent}, agent: billing_agent}}\n",
+        encoding="utf-8",
+    )
+
+
+def test_the_demos_routing_tests_are_loaded_before_it_is_published(tmp_path, monkeypatch):
+    from routing.management.commands import seed_demo as command
+    from routing.models import RoutingTestCase
+
+    write_tests(tmp_path / "tests", "billing_invoice_explanation")
+    monkeypatch.setattr(command, "TESTS_DIR", tmp_path / "tests")
+
+    seed_demo()
+
+    version = live_version(AgentProfile.objects.get(agent_id="telecom_contas"))
+    assert version.number == 1 and version.test_summary["passed"] == 1
+    assert list(RoutingTestCase.objects.values_list("profile__agent_id", "name")) == [("telecom_contas", "fatura alta")]
+
+
+def test_a_demo_profile_whose_routing_tests_fail_is_loaded_as_a_draft_and_the_rest_published(tmp_path, monkeypatch):
+    from routing.management.commands import seed_demo as command
+
+    write_tests(tmp_path / "tests", "retail_order_tracking")
+    monkeypatch.setattr(command, "TESTS_DIR", tmp_path / "tests")
+
+    seed_demo()
+
+    assert live_version(AgentProfile.objects.get(agent_id="telecom_contas")) is None
+    assert live_version(AgentProfile.objects.get(agent_id="retail_orders")).number == 1

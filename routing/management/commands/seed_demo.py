@@ -32,12 +32,16 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool
 from agents.services import mcp_server_sync
+from common.errors import DomainError
 from routing.configio import ConfigImportError, Source, config_import
 from routing.management.commands.import_config import read_sources, write_report
 from routing.models import Capability, Goal
+from routing.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from routing.versions import NothingToPublish, live_version, version_publish
 
 DEMO_DIR = settings.BASE_DIR / "config" / "demo"
+# Saved routing tests of the demo profiles, one file per profile (``profile: P`` / ``tests: [...]``).
+TESTS_DIR = DEMO_DIR / "tests"
 DEMO_NOTE = "Demo import (config/demo)"
 FORCE_NOTE = "Demo reloaded (config/demo, --force)"
 # The demo's servers that publish a domain manifest (goals and capabilities) read by ``--sync``.
@@ -112,7 +116,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         sources = read_sources([str(DEMO_DIR)])
         if options["force"]:
-            new, there = self._agent_ids(sources), []
+            new, there = self._agent_ids(sources), list[str]()
             to_import = sources
         else:
             to_import, new, there = demo_missing(sources)
@@ -128,19 +132,39 @@ class Command(BaseCommand):
         if options["sync"]:
             self._sync()
         note = FORCE_NOTE if options["force"] else DEMO_NOTE
+        tests = self._tests()
         for agent_id in new:
             profile = AgentProfile.objects.get(agent_id=agent_id)
+            if tests.get(agent_id):  # before publishing: the publishing gate runs them
+                loaded = routing_tests_load(profile=profile, cases=tests[agent_id])
+                self.stdout.write(f"  {agent_id}: routing tests: {loaded.created} created, {loaded.updated} updated.")
             try:
                 version = version_publish(profile=profile, note=note)
             except NothingToPublish:
+                live = live_version(profile)
                 self.stdout.write(
-                    f"  {agent_id}: reloaded; its live version {live_version(profile).number} is the same."
+                    f"  {agent_id}: reloaded; its live version {live.number if live else ''} is the same."
                 )
+                continue
+            except DomainError as exc:  # e.g. a saved routing test fails: the draft is loaded, not published
+                self.stderr.write(self.style.WARNING(f"warning: {agent_id}: loaded, not published: {exc.message}"))
                 continue
             done = "reloaded" if options["force"] else "loaded"
             self.stdout.write(f"  {agent_id}: {done}, published as version {version.number} ({note}).")
         for agent_id in there:
             self.stdout.write(f"  {agent_id}: already there: left as it is (--force reloads it).")
+
+    @staticmethod
+    def _tests() -> dict[str, list[Case]]:
+        """config/demo/tests/*.yaml by profile (none while the directory does not exist)."""
+        out: dict[str, list[Case]] = {}
+        for path in sorted(TESTS_DIR.glob("*.yaml")) if TESTS_DIR.is_dir() else []:
+            try:
+                agent_id, cases = routing_tests_parse(path.read_text(encoding="utf-8"), name=str(path))
+            except RoutingTestsFileError as exc:
+                raise CommandError(f"The demo's routing tests are invalid:\n{exc.message}") from exc
+            out.setdefault(agent_id, []).extend(cases)
+        return out
 
     @staticmethod
     def _agent_ids(sources: list[Source]) -> list[str]:
