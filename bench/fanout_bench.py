@@ -63,9 +63,10 @@ def inner(args: argparse.Namespace) -> int:
     call_command("migrate", verbosity=0)
     call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
     AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
-    from common.config_version import config_version_bump
+    from routing.versions import version_publish
 
-    config_version_bump()
+    # The demo is published: the edit reaches customers once published (it bumps the configuration version).
+    version_publish(profile=AgentProfile.objects.get(agent_id="telecom_contas"), note="supervisor mode (bench)")
     tenant, _ = tenant_get_or_create(slug="bench")
     settings.SUPERVISOR_EXECUTOR = "celery"
 
