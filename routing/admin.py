@@ -568,4 +568,7 @@ class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 # The profile's versions: its page's state and "Publish draft", the history, compare and revert.
-from routing import admin_versions  # noqa: E402,F401  (registers RoutingVersion and the versioned profile admin)
+from routing import (  # noqa: E402
+    admin_tests,  # noqa: F401  (registers the saved routing tests and their "Run tests" page)
+    admin_versions,  # noqa: F401  (registers RoutingVersion and the versioned profile admin)
+)

@@ -29,6 +29,7 @@ from routing.models import (
     Keyword,
     RolloutFlag,
     RolloutFlagChange,
+    RoutingTestCase,
     RoutingVersion,
     StatePolicy,
 )
@@ -151,6 +152,17 @@ EXPECT: dict[type[models.Model], Expect] = {
     RoutingVersion: Expect(
         search=("first release", "telecom_contas"), change={"note": "edited"}, on_change=OnChange.REFUSED
     ),
+    RoutingTestCase: Expect(
+        search=("fatura alta", "Minha fatura"),
+        add=lambda s: {
+            "profile": s[AgentProfile].pk,
+            "name": "modem",
+            "message": "meu modem",
+            "expect": '{"intent": "retail_order_tracking"}',
+        },
+        added={"expect": {"intent": "retail_order_tracking"}},
+        change={"message": "Minha fatura veio muito alta"},
+    ),
     # -- handoffs: by either agent or by the conversation
     Handoff: Expect(
         search=("support_agent", "billing_agent", "tenant_a:telecom_contas:s-1"),
@@ -251,6 +263,12 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
         RolloutFlag: RolloutFlag.objects.get(key="multi_agent"),
         RolloutFlagChange: RolloutFlagChange.objects.get(flag_key="multi_agent", what="percentage"),
         RoutingVersion: version_publish(profile=telecom, note="first release"),
+        RoutingTestCase: RoutingTestCase.objects.create(
+            profile=telecom,
+            name="fatura alta",
+            message="Minha fatura veio alta",
+            expect={"intent": "billing_invoice_explanation"},
+        ),
         Handoff: conversation.handoffs.get(),
         AgentProfile: telecom,
         Specialist: billing,
