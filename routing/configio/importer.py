@@ -16,7 +16,7 @@ new prompt version, no ``updated_at`` moved, no routing-version bump).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -84,7 +84,12 @@ class ImportReport:
 
 
 def config_import(
-    *, sources: list[Source], profile: str | None = None, user=None, dry_run: bool = False
+    *,
+    sources: list[Source],
+    profile: str | None = None,
+    user=None,
+    dry_run: bool = False,
+    written: Callable[[], None] | None = None,
 ) -> ImportReport:
     """Validate ``sources`` together and write them in one transaction.
 
@@ -93,6 +98,8 @@ def config_import(
     written then). With ``dry_run`` everything is validated and written, then
     rolled back, so the report shows what would change. Compiled routing is
     invalidated once, after the transaction, and only when something changed.
+    ``written`` is called inside the transaction once everything is written (a
+    dry run's changes are still there): the command reads the profiles' drafts then.
     """
     problems = Problems()
     parsed = Parsed()
@@ -115,6 +122,8 @@ def config_import(
         if problems:
             _refuse(problems)
         _Writer(world, plan, report, user).run()
+        if written is not None:  # the caller reads what the import wrote, before a dry run rolls it back
+            written()
 
     if dry_run:
         # The batch's version bump happens inside the transaction and is rolled back with it.

@@ -1,4 +1,4 @@
-"""``manage.py import_config FILE_OR_DIR... [--profile AGENT_ID] [--dry-run]``."""
+"""``manage.py import_config FILE_OR_DIR... [--profile AGENT_ID] [--dry-run | --publish]``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.models import AgentProfile
+from common.errors import DomainError
 from routing.configio import ConfigImportError, ImportReport, Source, config_import
 from routing.configio.messages import ERROR_READ
+from routing.documents import profile_documents
+from routing.versions import document_diff, version_publish
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -60,13 +64,48 @@ class Command(BaseCommand):
             help="Profile for routing files (router/state_policies/intents) without an agent_id: key.",
         )
         parser.add_argument("--dry-run", action="store_true", help="Validate and report, then roll back.")
+        parser.add_argument(
+            "--publish",
+            action="store_true",
+            help="Publish every profile whose draft the import changed (by default the import lands in the drafts).",
+        )
 
     def handle(self, *args, **options):
+        if options["publish"] and options["dry_run"]:
+            raise CommandError("--publish and --dry-run exclude each other.")
         sources = read_sources(options["paths"])
+        before = profile_documents()
+        after: dict[str, dict] = {}
         try:
-            report = config_import(sources=sources, profile=options["profile"], dry_run=options["dry_run"])
+            report = config_import(
+                sources=sources,
+                profile=options["profile"],
+                dry_run=options["dry_run"],
+                written=lambda: after.update(profile_documents()),
+            )
         except ConfigImportError as exc:
             for warning in exc.warnings:
                 self.stderr.write(self.style.WARNING(f"warning: {warning}"))
             raise CommandError("\n".join([str(exc), *exc.messages])) from exc
         write_report(self, report, title=f"Imported {len(sources)} file(s)")
+        changed = [agent_id for agent_id, document in after.items() if before.get(agent_id) != document]
+        for agent_id in changed:
+            self.stdout.write(f"Draft of {agent_id}{' (would)' if options['dry_run'] else ''}:")
+            for change in document_diff(before.get(agent_id), after[agent_id]):
+                self.stdout.write(f"  {change.text}")
+        if options["publish"]:
+            self._publish(changed, note=f"Imported from {', '.join(source.name for source in sources)}")
+        elif changed and not options["dry_run"]:
+            self.stdout.write("The changes are in the drafts: publish them (admin, or manage.py routing_publish).")
+
+    def _publish(self, agent_ids: list[str], *, note: str) -> None:
+        refused = []
+        for profile in AgentProfile.objects.filter(agent_id__in=agent_ids).order_by("agent_id"):
+            try:
+                version = version_publish(profile=profile, note=note[:300])
+            except DomainError as exc:
+                refused.append(f"{profile.agent_id}: {exc.message}")
+                continue
+            self.stdout.write(f"{profile.agent_id}: version {version.number} published.")
+        if refused:
+            raise CommandError("Imported, but not published:\n" + "\n".join(refused))
