@@ -1,13 +1,97 @@
-"""The conversation store in the admin: read-only, nobody writes it there."""
+"""The conversation store in the admin: read-only, nobody writes it there.
+
+A stored user message or route decision can become a saved routing test ("Add as routing test case", and the
+decision list's action), for users who may add them: a real misroute turned into a test of the right answer."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import truncatechars
 
 from common.adminkit import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 from conversations.models import Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
+from routing.routing_test_drafts import (
+    RoutingTestDraft,
+    test_case_add_url,
+    test_case_expect,
+    test_case_may_add,
+    test_cases_create,
+)
+
+ADD_TEST_CASE_LABEL = "Add as routing test case"
+ADD_TEST_CASE_TEMPLATE = "admin/conversations/add_test_case_change_form.html"
+
+
+def _arrived_in(message: Message) -> tuple[str, str]:
+    """The state and active specialist the conversation had when ``message`` arrived, as far as the store knows:
+    what the previous turn's decision left (its next state; the specialist that answered it)."""
+    earlier = RouteDecisionRecord.objects.filter(conversation_id=message.conversation_id, message__lt=message.pk)
+    previous = earlier.order_by("-created_at", "-id").values_list("next_state", flat=True).first()
+    answered = (
+        Message.objects.filter(conversation_id=message.conversation_id, role="assistant", pk__lt=message.pk)
+        .order_by("-created_at", "-id")
+        .values_list("agent", flat=True)
+        .first()
+    )
+    return previous or "", answered or ""
+
+
+def _draft_of_decision(record: RouteDecisionRecord) -> RoutingTestDraft | None:
+    if record.message is None:
+        return None
+    state, specialist = _arrived_in(record.message)
+    return RoutingTestDraft(
+        profile_id=record.conversation.profile_id,
+        message=record.message.content,
+        state=state,
+        active_specialist=str(record.metadata.get("previous_agent") or specialist),
+        expect=test_case_expect(intent=record.intent, agent=record.agent),
+        when=record.created_at.date(),
+    )
+
+
+def _draft_of_message(message: Message) -> RoutingTestDraft | None:
+    if message.role != "user":
+        return None
+    decision = RouteDecisionRecord.objects.filter(message=message).order_by("id").first()
+    if decision is not None:
+        return _draft_of_decision(decision)
+    state, specialist = _arrived_in(message)
+    return RoutingTestDraft(
+        profile_id=message.conversation.profile_id,
+        message=message.content,
+        state=state,
+        active_specialist=specialist,
+        when=message.created_at.date(),
+    )
+
+
+def _add_url(request: HttpRequest, draft: RoutingTestDraft | None) -> str:
+    return test_case_add_url(draft) if draft is not None and test_case_may_add(request) else ""
+
+
+class AddTestCaseLinkMixin:
+    """A stored record's page with the "Add as routing test case" link, for users who may add saved tests (the
+    admin sets ``change_form_template = ADD_TEST_CASE_TEMPLATE``)."""
+
+    def routing_test_draft(self, object_id: str) -> RoutingTestDraft | None:
+        raise NotImplementedError
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        try:
+            url = _add_url(request, self.routing_test_draft(object_id)) if test_case_may_add(request) else ""
+        except (ValueError, ValidationError):  # not an id: the admin answers it as it does
+            url = ""
+        context = {**(extra_context or {}), "add_test_case_url": url, "add_test_case_label": ADD_TEST_CASE_LABEL}
+        return super().change_view(request, object_id, form_url, context)  # type: ignore[misc]
 
 
 class MessageInline(ReadOnlyInlineMixin, admin.TabularInline):
@@ -74,7 +158,8 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class MessageAdmin(AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    change_form_template = ADD_TEST_CASE_TEMPLATE
     list_display = ["created_at", "conversation", "role", "agent", "excerpt"]
     list_filter = ["role", "created_at"]
     list_select_related = ["conversation"]
@@ -85,14 +170,41 @@ class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def excerpt(self, obj: Message) -> str:
         return truncatechars(obj.content, 100)
 
+    def routing_test_draft(self, object_id: str) -> RoutingTestDraft | None:
+        message = Message.objects.select_related("conversation").filter(pk=object_id).first()
+        return _draft_of_message(message) if message is not None else None
+
 
 @admin.register(RouteDecisionRecord)
-class RouteDecisionRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RouteDecisionRecordAdmin(AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    change_form_template = ADD_TEST_CASE_TEMPLATE
     list_display = ["created_at", "conversation", "mode", "method", "agent", "intent", "confidence", "handoff"]
     list_filter = ["method", "mode", "handoff", "agent", "created_at"]
     list_select_related = ["conversation"]
     search_fields = ["intent", "agent", "reason", "conversation__conversation_key"]
     date_hierarchy = "created_at"
+    actions = ["add_as_routing_test_cases"]
+
+    def routing_test_draft(self, object_id: str) -> RoutingTestDraft | None:
+        record = RouteDecisionRecord.objects.select_related("conversation", "message").filter(pk=object_id).first()
+        return _draft_of_decision(record) if record is not None else None
+
+    def has_add_routing_test_permission(self, request: HttpRequest) -> bool:
+        return test_case_may_add(request)
+
+    @admin.action(description="Add as routing test cases", permissions=["add_routing_test"])
+    def add_as_routing_test_cases(self, request: HttpRequest, queryset: QuerySet[RouteDecisionRecord]) -> None:
+        records = queryset.select_related("conversation", "message").order_by("created_at", "id")
+        drafts = [draft for draft in map(_draft_of_decision, records) if draft is not None]
+        cases = test_cases_create(drafts)
+        skipped = len(records) - len(drafts)
+        text = (
+            f"{len(cases)} routing test case(s) added, each expecting what was decided: open each one in "
+            "Routing tests and correct the expected intent and agent where the decision was wrong."
+        )
+        if skipped:
+            text += f" {skipped} decision(s) without a stored message were skipped."
+        self.message_user(request, text, messages.SUCCESS)
 
 
 @admin.register(ToolCall)

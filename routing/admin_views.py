@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.views import View
 
 from agents.models import AgentProfile
@@ -25,6 +26,7 @@ from routing.decide import route_decide
 from routing.forms import RoutePreviewForm
 from routing.models import Intent, StatePolicy
 from routing.router import RouteDecision
+from routing.routing_test_drafts import RoutingTestDraft, test_case_add_url, test_case_expect, test_case_may_add
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ class RoutePreview:
     version_label: str = ""  # "live version 3", "the draft", "the draft (never published)"
     intent_url: str = ""
     decision_json: str = field(default="", repr=False)
+    test_case_url: str = ""  # the pre-filled "Add as routing test case" form, for users who may add one
 
 
 def _lost_because(candidate: dict[str, Any], *, winner_priority: int, winner_keywords: int) -> str:
@@ -179,6 +182,17 @@ class RoutePreviewView(View):
                     active_agent=specialist.name if specialist else "",
                     draft=data.get("version") == "draft",
                 )
+                if test_case_may_add(request):
+                    preview.test_case_url = test_case_add_url(
+                        RoutingTestDraft(
+                            profile_id=data["profile"].pk,
+                            message=data["text"],
+                            state=data["state"],
+                            active_specialist=specialist.name if specialist else "",
+                            expect=test_case_expect(intent=preview.decision.intent, agent=preview.decision.agent),
+                            when=timezone.localdate(),
+                        )
+                    )
             except LookupError as exc:
                 form.add_error("profile", str(exc))
             except Exception as exc:
