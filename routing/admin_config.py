@@ -1,0 +1,240 @@
+"""Import and export of the configuration in the admin (W2 4/8, docs/versions.md "Import and export in the admin").
+
+"Import configuration" takes uploaded (or pasted) YAML files and imports them like ``manage.py import_config``:
+"Dry run" shows, per profile, what would change in words and the problems as ``file:line: path: message``;
+"Import into the drafts" writes them into the drafts and shows the same changes, with a link to each changed
+profile's "Publish draft" page. It never publishes. "Download the draft" gives a profile's YAML files in a zip
+(re-importable: importing it changes nothing), "Download version N" a published version's document as JSON.
+
+The pages hang off the Intent admin (its changelist links to them); they need ``routing.change_intent``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from agents.models import AgentProfile
+from routing.configio import ConfigImportError, Source, config_import
+from routing.configio.exporter import HEADER, config_export_data, dump, goals_file_name, routing_file_name
+from routing.documents import profile_documents
+from routing.models import Intent, RoutingVersion
+from routing.versions import Change, document_diff
+
+CONFIG_PERMISSION = "routing.change_intent"
+YAML_SUFFIXES = (".yaml", ".yml")
+MAX_FILE_BYTES = 2 * 1024 * 1024
+
+
+def may_edit_config(request: HttpRequest) -> bool:
+    return bool(request.user.is_active and request.user.is_staff and request.user.has_perm(CONFIG_PERMISSION))
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ".yaml,.yml"}))
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, (list, tuple)):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)] if data else []
+
+
+class ImportForm(forms.Form):
+    files = MultipleFileField(required=False, label="YAML files", help_text="One or more .yaml files.")
+    text = forms.CharField(
+        required=False,
+        label="Or paste YAML",
+        widget=forms.Textarea(attrs={"rows": 12, "cols": 100, "class": "vLargeTextField"}),
+    )
+    text_name = forms.CharField(
+        required=False,
+        initial="pasted.yaml",
+        label="File name of the pasted YAML",
+        help_text="agents.yaml, tools.yaml, mcp_servers.yaml, routing.<agent_id>.yaml or goals.<domain>.yaml.",
+    )
+    profile = forms.ModelChoiceField(
+        queryset=AgentProfile.objects.order_by("agent_id"),
+        to_field_name="agent_id",
+        required=False,
+        label="Profile for routing files without agent_id",
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        sources: list[Source] = []
+        for upload in cleaned.get("files") or []:
+            if not upload.name.endswith(YAML_SUFFIXES):
+                self.add_error("files", f"{upload.name}: not a .yaml file.")
+                continue
+            if upload.size > MAX_FILE_BYTES:
+                self.add_error("files", f"{upload.name}: larger than {MAX_FILE_BYTES // 1024 // 1024} MB.")
+                continue
+            try:
+                sources.append(Source(name=upload.name, text=upload.read().decode("utf-8")))
+            except UnicodeDecodeError:
+                self.add_error("files", f"{upload.name}: not UTF-8 text.")
+        if (cleaned.get("text") or "").strip():
+            sources.append(Source(name=cleaned.get("text_name") or "pasted.yaml", text=cleaned["text"]))
+        if not sources and not self.errors:
+            raise forms.ValidationError("Upload a .yaml file or paste YAML.")
+        cleaned["sources"] = sources
+        return cleaned
+
+
+@dataclass
+class ProfileChanges:
+    """What an import did (or would do) to one profile's draft."""
+
+    profile: AgentProfile | None
+    agent_id: str
+    changes: list[Change]
+
+    @property
+    def publish_url(self) -> str | None:
+        if self.profile is None:
+            return None
+        return reverse("admin:agents_agentprofile_publish", args=[self.profile.pk])
+
+
+def import_sources(
+    sources: list[Source], *, profile: str | None = None, user=None, dry_run: bool
+) -> tuple[list[ProfileChanges], list[str]]:
+    """Import ``sources`` (or try them, ``dry_run``): the changed profiles' changes and the warnings.
+
+    Raises :class:`ConfigImportError` when the files are refused (nothing written)."""
+    before = profile_documents()
+    after: dict[str, dict[str, Any]] = {}
+    report = config_import(
+        sources=sources,
+        profile=profile,
+        user=user,
+        dry_run=dry_run,
+        written=lambda: after.update(profile_documents()),
+    )
+    changed = sorted(agent_id for agent_id, document in after.items() if before.get(agent_id) != document)
+    profiles = AgentProfile.objects.in_bulk(changed, field_name="agent_id")
+    result = [
+        ProfileChanges(
+            profile=None if dry_run and agent_id not in before else profiles.get(agent_id),
+            agent_id=agent_id,
+            changes=document_diff(before.get(agent_id), after[agent_id]),
+        )
+        for agent_id in changed
+    ]
+    return result, report.warnings
+
+
+def profile_files(profile: AgentProfile) -> dict[str, str]:
+    """The YAML files of one profile's draft: agents.yaml with it alone, its routing file, the servers and tools,
+    and its domain's goals file. Importing them changes nothing."""
+    data = config_export_data()
+    agents = [entry for entry in data["agents.yaml"]["agents"] if entry["agent_id"] == profile.agent_id]
+    files: dict[str, dict[str, Any]] = {
+        "mcp_servers.yaml": data["mcp_servers.yaml"],
+        "tools.yaml": data["tools.yaml"],
+        "agents.yaml": {"agents": agents},
+        routing_file_name(profile.agent_id): data[routing_file_name(profile.agent_id)],
+    }
+    goals = goals_file_name(profile.domain) if profile.domain else None
+    if goals and goals in data:
+        files[goals] = data[goals]
+    return {name: HEADER + dump(content) for name, content in files.items()}
+
+
+def profile_zip(profile: AgentProfile) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in profile_files(profile).items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+_IntentAdmin = type(admin.site._registry[Intent])
+
+
+class ConfigIntentAdmin(_IntentAdmin):  # type: ignore[valid-type, misc]
+    """The Intent admin with the configuration's import page and downloads."""
+
+    change_list_template = "admin/routing/config/intent_change_list.html"
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("config/import/", wrap(self.import_view), name="routing_config_import"),
+            path("config/draft/<int:profile_pk>/", wrap(self.draft_download_view), name="routing_config_draft"),
+            path(
+                "config/version/<int:version_pk>/",
+                wrap(self.version_download_view),
+                name="routing_config_version",
+            ),
+            *super().get_urls(),
+        ]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        if not may_edit_config(request):
+            raise PermissionDenied
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Import configuration",
+            "profiles": AgentProfile.objects.order_by("agent_id"),
+        }
+        form = ImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            dry_run = "_import" not in request.POST
+            profile = form.cleaned_data.get("profile")
+            context["dry_run"] = dry_run
+            context["file_names"] = [source.name for source in form.cleaned_data["sources"]]
+            try:
+                changed, warnings = import_sources(
+                    form.cleaned_data["sources"],
+                    profile=profile.agent_id if profile else None,
+                    user=request.user,
+                    dry_run=dry_run,
+                )
+            except ConfigImportError as exc:
+                context.update(refused=str(exc), problems=exc.messages, warnings=exc.warnings)
+            else:
+                context.update(done=True, changed=changed, warnings=warnings)
+        context["form"] = form
+        return TemplateResponse(request, "admin/routing/config/import.html", context)
+
+    def draft_download_view(self, request: HttpRequest, profile_pk: int) -> HttpResponse:
+        if not may_edit_config(request):
+            raise PermissionDenied
+        profile = get_object_or_404(AgentProfile, pk=profile_pk)
+        response = HttpResponse(profile_zip(profile), content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{profile.agent_id}-draft.zip"'
+        return response
+
+    def version_download_view(self, request: HttpRequest, version_pk: int) -> HttpResponse:
+        if not (may_edit_config(request) or request.user.has_perm("routing.view_routingversion")):
+            raise PermissionDenied
+        version = get_object_or_404(RoutingVersion.objects.select_related("profile"), pk=version_pk)
+        body = json.dumps(version.document, ensure_ascii=False, indent=2, sort_keys=True)
+        response = HttpResponse(body, content_type="application/json")
+        name = f"{version.profile.agent_id}-version-{version.number}.json"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+admin.site.unregister(Intent)
+admin.site.register(Intent, ConfigIntentAdmin)
