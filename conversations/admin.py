@@ -214,3 +214,6 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["conversation"]
     search_fields = ["tool", "agent", "error", "conversation__conversation_key"]
     date_hierarchy = "created_at"
+
+
+from conversations import admin_impact  # noqa: E402, F401  (the impact preview page, on the conversation admin)
