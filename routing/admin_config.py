@@ -58,7 +58,7 @@ class MultipleFileField(forms.FileField):
 
 
 class ImportForm(forms.Form):
-    files = MultipleFileField(required=False, label="YAML files", help_text="One or more .yaml files.")
+    yaml_files = MultipleFileField(required=False, label="YAML files", help_text="One or more .yaml files.")
     text = forms.CharField(
         required=False,
         label="Or paste YAML",
@@ -78,19 +78,19 @@ class ImportForm(forms.Form):
     )
 
     def clean(self):
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         sources: list[Source] = []
-        for upload in cleaned.get("files") or []:
+        for upload in cleaned.get("yaml_files") or []:
             if not upload.name.endswith(YAML_SUFFIXES):
-                self.add_error("files", f"{upload.name}: not a .yaml file.")
+                self.add_error("yaml_files", f"{upload.name}: not a .yaml file.")
                 continue
             if upload.size > MAX_FILE_BYTES:
-                self.add_error("files", f"{upload.name}: larger than {MAX_FILE_BYTES // 1024 // 1024} MB.")
+                self.add_error("yaml_files", f"{upload.name}: larger than {MAX_FILE_BYTES // 1024 // 1024} MB.")
                 continue
             try:
                 sources.append(Source(name=upload.name, text=upload.read().decode("utf-8")))
             except UnicodeDecodeError:
-                self.add_error("files", f"{upload.name}: not UTF-8 text.")
+                self.add_error("yaml_files", f"{upload.name}: not UTF-8 text.")
         if (cleaned.get("text") or "").strip():
             sources.append(Source(name=cleaned.get("text_name") or "pasted.yaml", text=cleaned["text"]))
         if not sources and not self.errors:

@@ -66,7 +66,7 @@ def test_a_dry_run_shows_what_would_change_and_writes_nothing(admin_client, publ
     before = profile_documents()
 
     response = admin_client.post(
-        IMPORT_URL, {"files": [upload("routing.telecom_contas.yaml", ROUTING)], "_dry_run": "1"}
+        IMPORT_URL, {"yaml_files": [upload("routing.telecom_contas.yaml", ROUTING)], "_dry_run": "1"}
     )
 
     page = response.content.decode()
@@ -81,7 +81,7 @@ def test_a_dry_run_shows_what_would_change_and_writes_nothing(admin_client, publ
 
 def test_importing_writes_the_draft_only_shows_the_changes_and_links_to_publish(editor_client, published):
     response = editor_client.post(
-        IMPORT_URL, {"files": [upload("routing.telecom_contas.yaml", ROUTING)], "_import": "1"}
+        IMPORT_URL, {"yaml_files": [upload("routing.telecom_contas.yaml", ROUTING)], "_import": "1"}
     )
 
     page = response.content.decode()
@@ -109,7 +109,7 @@ def test_an_invalid_file_shows_its_problems_with_file_and_line_and_writes_nothin
 
     response = admin_client.post(
         IMPORT_URL,
-        {"files": [upload("routing.telecom_contas.yaml", INVALID)], "_import": "1"},
+        {"yaml_files": [upload("routing.telecom_contas.yaml", INVALID)], "_import": "1"},
     )
 
     page = response.content.decode()
@@ -134,7 +134,7 @@ def test_a_downloaded_draft_imports_back_without_changing_anything(editor_client
     assert {"agents.yaml", "routing.telecom_contas.yaml", "tools.yaml", "mcp_servers.yaml"} <= set(files)
     assert "modem" in files["routing.telecom_contas.yaml"]  # the draft, not the live version
     response = editor_client.post(
-        IMPORT_URL, {"files": [upload(name, text) for name, text in files.items()], "_import": "1"}
+        IMPORT_URL, {"yaml_files": [upload(name, text) for name, text in files.items()], "_import": "1"}
     )
     assert response.context.get("problems") is None, response.context.get("problems")
     assert response.context["done"] and response.context["changed"] == []
