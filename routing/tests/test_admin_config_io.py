@@ -184,3 +184,12 @@ def test_staff_without_routing_rights_get_403(client, django_user_model, publish
     assert client.get(draft_url(published)).status_code == 403
     assert client.get(reverse("admin:routing_config_version", args=[version.pk])).status_code == 403
     assert not Keyword.objects.filter(text="modem").exists()
+
+
+def test_the_profiles_page_links_its_draft_download_and_impact_preview(client, admin_user, telecom):
+    client.force_login(admin_user)
+
+    page = client.get(f"/admin/agents/agentprofile/{telecom.pk}/change/").content.decode()
+
+    assert f"/admin/routing/intent/config/draft/{telecom.pk}/" in page
+    assert "/admin/conversations/conversation/impact/?profile=telecom_contas" in page
