@@ -64,11 +64,15 @@ def inner(args: argparse.Namespace) -> int:
     call_command("migrate", verbosity=0)
     call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
     AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
+    from routing.models import RoutingTestCase
     from routing.versions import NothingToPublish, version_publish
 
     # The demo is published: the edit reaches customers once published (it bumps the configuration version).
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    # The demo's saved routing tests describe router mode (two intents hit are one intent there, a plan here).
+    RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
     with contextlib.suppress(NothingToPublish):  # published by an earlier run on this database
-        version_publish(profile=AgentProfile.objects.get(agent_id="telecom_contas"), note="supervisor mode (bench)")
+        version_publish(profile=profile, note="supervisor mode (bench)")
     tenant, _ = tenant_get_or_create(slug="bench")
     settings.SUPERVISOR_EXECUTOR = "celery"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,8 +197,16 @@ async def routing_tests_run_async(profile: ProfileSpec, cases: Sequence[Case]) -
 
 
 def routing_tests_run(profile: ProfileSpec, cases: Sequence[Case]) -> TestRun:
-    """Decide every case with ``profile`` (no database access) and compare with what it expects."""
-    return async_to_sync(routing_tests_run_async)(profile, cases)
+    """Decide every case with ``profile`` (no database access) and compare with what it expects.
+
+    Sync code that runs where an event loop is parked in the thread (a command called from a Playwright test,
+    a notebook) cannot block on it: the run then gets an event loop of its own in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return async_to_sync(routing_tests_run_async)(profile, cases)
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(asyncio.run, routing_tests_run_async(profile, cases)).result()
 
 
 def _intent_figures(results: Iterable[CaseResult]) -> tuple[dict[str, dict[str, int]], dict[str, IntentScore]]:
