@@ -21,7 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from conversations.models import Conversation, RouteDecisionRecord
-from routing.decide import route_decide
+from routing.decide import delegated_of, route_decide
 from routing.router import RouteDecision
 from routing.snapshot import ProfileSpec, current
 
@@ -105,6 +105,7 @@ class _Decider:
                 state=item.state or None,
                 active_agent=item.active_agent,
                 active_intent=item.active_intent,
+                delegated_to=delegated_of(self.spec, item.active_agent),
             )
             self.memo[key] = decision
         return decision

@@ -22,7 +22,7 @@ from django.views import View
 
 from agents.models import AgentProfile
 from routing import snapshot
-from routing.decide import route_decide
+from routing.decide import delegated_of, route_decide
 from routing.forms import RoutePreviewForm
 from routing.models import Intent, StatePolicy
 from routing.router import RouteDecision
@@ -111,7 +111,13 @@ def route_preview(
     spec = current.profile(profile.agent_id, draft=draft)
     if spec is None:
         raise LookupError(ERROR_PROFILE_NOT_ROUTABLE.format(agent_id=profile.agent_id))
-    decision = async_to_sync(route_decide)(profile=spec, text=text, state=state or None, active_agent=active_agent)
+    decision = async_to_sync(route_decide)(
+        profile=spec,
+        text=text,
+        state=state or None,
+        active_agent=active_agent,
+        delegated_to=delegated_of(spec, active_agent),
+    )
 
     matched = list(decision.metadata.get("matched_keywords", []))
     raw_candidates = list(decision.metadata.get("candidates", []))

@@ -69,6 +69,15 @@ def delegation_active(profile: ProfileSpec) -> bool:
     return bool(profile.coordinator) and profile.effective_mode != "supervisor"
 
 
+def delegated_of(profile: ProfileSpec, active_agent: str) -> str:
+    """The sub-conversation open when ``active_agent`` answered last, for callers that know only the active agent
+    (saved routing tests, the route preview, the impact replay): under a coordinator, any other specialist
+    answering means the coordinator had delegated to it, and it ends the sub-conversation by handing back."""
+    if not delegation_active(profile) or active_agent in ("", profile.coordinator):
+        return ""
+    return active_agent
+
+
 async def route_decide(
     *,
     profile: ProfileSpec,

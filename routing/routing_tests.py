@@ -26,7 +26,7 @@ from django.db import transaction
 from rest_framework import status
 
 from common.errors import DomainError, NotFound
-from routing.decide import route_decide
+from routing.decide import delegated_of, route_decide
 from routing.goal_decide import GENERAL, goal_decide
 from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, RoutingVersion, routing_test_expect_errors
 from routing.snapshot import ProfileSpec
@@ -171,7 +171,11 @@ async def _decide(profile: ProfileSpec, case: Case) -> tuple[dict[str, str], str
             actual.update(goal=goal, goal_name=read.goal, intent=goal, agent=GOAL_AGENT, method=GOAL_METHOD)
             return actual, decision.reason
     routed = await route_decide(
-        profile=profile, text=case.message, state=case.state or None, active_agent=case.active_specialist
+        profile=profile,
+        text=case.message,
+        state=case.state or None,
+        active_agent=case.active_specialist,
+        delegated_to=delegated_of(profile, case.active_specialist),
     )
     actual.update(
         intent=routed.intent or "", agent=routed.agent or "", method=routed.method, next_state=routed.next_state or ""

@@ -5,8 +5,8 @@ The demo is loaded as shipped, with the finance server running as a real process
 policies, the coordinator, the fallback or the offline goal reader. A profile whose suite failed would be left
 unpublished by ``seed_demo``; version 1 is the proof that the publishing gate ran and passed.
 
-finance_assistente's suite (``with_sync/``) needs the goals the sync reads, so ``seed_demo`` does not load it (a
-demo loaded without ``--sync`` would be left unpublished): it is loaded here after the sync and run the same way.
+finance_assistente's suite (``with_sync/``) needs the goals the sync reads, so ``seed_demo`` loads it only with
+``--sync`` once the finance server was read (without them the profile would be left unpublished).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from routing.management.commands.seed_demo import TESTS_DIR
 from routing.models import RoutingTestCase
 from routing.routing_tests import (
     LIVE,
-    routing_tests_load,
     routing_tests_parse,
     routing_tests_run,
     routing_tests_saved,
@@ -31,7 +30,7 @@ from routing.routing_tests import (
 from routing.versions import live_version
 
 LOADED = ["telecom_contas", "retail_orders", "telecom_assistente"]  # by seed_demo, before publishing
-SYNCED = ["finance_assistente"]  # after seed_demo --sync
+SYNCED = ["finance_assistente"]  # by seed_demo --sync, once the finance server was read
 MIN_CASES = 30
 
 
@@ -70,14 +69,25 @@ def test_seed_demo_saves_the_suite_and_publishes_the_profile_as_version_1_becaus
     assert [result.failure_text() for result in run.failures] == []
 
 
-def test_the_finance_suite_passes_against_the_synced_demos_live_version(demo):
+def test_seed_demo_with_sync_saves_the_finance_suite_and_publishes_it_because_every_case_passes(demo):
+    assert "warning" not in demo
     profile = AgentProfile.objects.get(agent_id="finance_assistente")
     assert live_version(profile).number == 1
-    routing_tests_load(profile=profile, cases=suite("finance_assistente")[1])
+    assert RoutingTestCase.objects.filter(profile=profile).count() == len(suite("finance_assistente")[1])
 
     run = routing_tests_run(routing_tests_spec(profile, LIVE), routing_tests_saved(profile))
     assert run.total >= MIN_CASES
     assert [result.failure_text() for result in run.failures] == []
+
+
+def test_seed_demo_without_the_sync_leaves_the_finance_suite_out_and_publishes_every_profile(db):
+    err = StringIO()
+    call_command("seed_demo", stdout=StringIO(), stderr=err)
+
+    assert "warning" not in err.getvalue()
+    finance = AgentProfile.objects.get(agent_id="finance_assistente")
+    assert not RoutingTestCase.objects.filter(profile=finance).exists()
+    assert live_version(finance).number == 1
 
 
 def test_the_suites_check_what_the_demo_is_about():
@@ -88,5 +98,5 @@ def test_the_suites_check_what_the_demo_is_about():
     }
     assert {"keyword", "state", "fallback"} <= ways["telecom_contas"]
     assert {"keyword", "state", "fallback"} <= ways["retail_orders"]
-    assert ways["telecom_assistente"] == {"coordinator"}
+    assert ways["telecom_assistente"] == {"coordinator", "sub_conversation"}
     assert {"plan", "clarification", "general"} <= ways["finance_assistente"]

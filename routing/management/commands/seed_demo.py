@@ -12,7 +12,9 @@ The rule, so that a restart of scripts/start never undoes what an admin did:
   are served the demo and every later edit is a draft until someone publishes it;
 - ``--sync`` first reads the manifests of the demo's goal servers (``finance``, which must be running) into goals
   and capabilities, so that finance_assistente's first version has its goals; a server that cannot be reached is
-  a warning, and what the sync changes in a profile not imported by this run stays in its draft;
+  a warning, and what the sync changes in a profile not imported by this run stays in its draft; once every goal
+  server was read, the suites of config/demo/tests/with_sync/ (finance_assistente's, whose cases expect the
+  synced goals) are loaded with the others;
 - ``--force`` reloads the demo over what was edited: every entity in config/demo is written again (an upsert, as
   ``import_config``), then each demo profile whose draft differs from its live version is published with the note
   ``Demo reloaded (config/demo, --force)``.
@@ -42,6 +44,7 @@ from routing.versions import NothingToPublish, live_version, version_publish
 DEMO_DIR = settings.BASE_DIR / "config" / "demo"
 # Saved routing tests of the demo profiles, one file per profile (``profile: P`` / ``tests: [...]``).
 TESTS_DIR = DEMO_DIR / "tests"
+SYNCED_TESTS = "with_sync"  # suites that need the goals --sync reads (finance_assistente's)
 DEMO_NOTE = "Demo import (config/demo)"
 FORCE_NOTE = "Demo reloaded (config/demo, --force)"
 # The demo's servers that publish a domain manifest (goals and capabilities) read by ``--sync``.
@@ -129,10 +132,9 @@ class Command(BaseCommand):
             write_report(self, report, title=title)
         else:
             self.stdout.write(f"{title}: changed nothing.")
-        if options["sync"]:
-            self._sync()
+        synced = self._sync() if options["sync"] else False
         note = FORCE_NOTE if options["force"] else DEMO_NOTE
-        tests = self._tests()
+        tests = self._tests(synced=synced)
         for agent_id in new:
             profile = AgentProfile.objects.get(agent_id=agent_id)
             if tests.get(agent_id):  # before publishing: the publishing gate runs them
@@ -155,10 +157,12 @@ class Command(BaseCommand):
             self.stdout.write(f"  {agent_id}: already there: left as it is (--force reloads it).")
 
     @staticmethod
-    def _tests() -> dict[str, list[Case]]:
-        """config/demo/tests/*.yaml by profile (none while the directory does not exist)."""
+    def _tests(*, synced: bool) -> dict[str, list[Case]]:
+        """config/demo/tests/*.yaml by profile (none while the directory does not exist), and the suites of
+        with_sync/ once the goal servers were synced: their cases expect the goals the manifests carry."""
         out: dict[str, list[Case]] = {}
-        for path in sorted(TESTS_DIR.glob("*.yaml")) if TESTS_DIR.is_dir() else []:
+        paths = sorted(TESTS_DIR.glob("*.yaml")) + (sorted((TESTS_DIR / SYNCED_TESTS).glob("*.yaml")) if synced else [])
+        for path in paths:
             try:
                 agent_id, cases = routing_tests_parse(path.read_text(encoding="utf-8"), name=str(path))
             except RoutingTestsFileError as exc:
@@ -175,15 +179,20 @@ class Command(BaseCommand):
                 out += [str(entry["agent_id"]) for entry in data["agents"] if isinstance(entry, dict)]
         return out
 
-    def _sync(self) -> None:
+    def _sync(self) -> bool:
+        """Read the goal servers' manifests; whether every one of them was read without an error."""
+        synced = True
         for server in McpServer.objects.filter(name__in=MANIFEST_SERVERS, enabled=True):
             try:
                 report = mcp_server_sync(server=server)
             except (McpUnavailable, ValidationError) as exc:
                 self.stderr.write(self.style.WARNING(f"warning: {server.name} could not be synchronised: {exc}"))
+                synced = False
                 continue
             self.stdout.write(str(report))
             for line in report.lines:
                 self.stdout.write(line)
             for error in report.errors:
                 self.stderr.write(self.style.WARNING(f"warning: {error}"))
+                synced = False
+        return synced
