@@ -11,14 +11,18 @@ Authentication (the tenant always comes from the key, or from ``?tenant=`` for s
 Refusals are sent after the handshake, so that every client (browsers too) sees why: the socket is
 accepted, gets one ``{"type": "error", "error": {...}}`` event and is closed with 4401 (no or invalid
 key, a session that is not staff, no tenant named), 4403 (a staff session naming a tenant it may not act for,
-or ``?route=multi_agent`` without the right to preview), 4400 (an unknown ``?route=``), 4404 (unknown
-``agent_id``) or 4429 (``throttled``: the client's address is locked out after too many wrong keys, or the key or
-user opens sockets faster than ``API_RATE_PER_KEY``). Frames count against ``API_MESSAGE_RATE_PER_KEY``: one
+``?route=multi_agent`` without the right to preview, or ``?version=draft`` without the debug right), 4400 (an
+unknown ``?route=`` or ``?version=``, or a disabled draft), 4404 (unknown ``agent_id``) or 4429 (``throttled``:
+the client's address is locked out after too many wrong keys, or the key or user opens sockets faster than
+``API_RATE_PER_KEY``). Frames count against ``API_MESSAGE_RATE_PER_KEY``: one
 over it gets a ``throttled`` error event and is dropped; the socket stays open (:mod:`tenants.throttles`).
 
 Which graph answers: the ``multi_agent`` rollout flag's verdict for the user (``?route=rollout``, the default),
 the profile's own mode (``?route=profile``), or the multi-agent preview (``?route=multi_agent``: keys allowed to
-preview and staff), as on the HTTP routes (:class:`chat.intake.Route`).
+preview and staff), as on the HTTP routes (:class:`chat.intake.Route`). Which version: the released one customers
+get (``?version=live``, the default), or the profile's draft (``?version=draft``: debug keys, and sessions holding
+the debug right over the tenant, :mod:`chat.drafts`) — every turn of the socket then runs the draft, read afresh
+from the snapshot at each frame, and its answers say ``metadata.version == "draft"``.
 
 A frame in is ``{"text", "user_id"?, "context"?}``, read by the front door (:mod:`chat.intake`) as a
 gateway body whose agent and session come from the URL; a bad frame gets an ``error`` event and the socket
@@ -41,6 +45,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from rest_framework.exceptions import Throttled, ValidationError
 
+from chat.drafts import DraftForbidden, Version, draft_apply, draft_check, draft_profile, version_parse
 from chat.intake import (
     MessageIn,
     PreviewForbidden,
@@ -120,9 +125,9 @@ def _address(scope: Mapping[str, Any]) -> str:
     return client_address(client[0] if client else None, _header(scope, b"x-forwarded-for") or None)
 
 
-def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, str | None]:
-    """The tenant and route this socket acts for, through the front door, and whom its frames count against
-    (:func:`tenants.throttles.principal_ident`); raises :class:`Refused`."""
+def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, Version, str | None]:
+    """The tenant, route and version this socket acts for, through the front door, and whom its frames count
+    against (:func:`tenants.throttles.principal_ident`); raises :class:`Refused`."""
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     raw = _raw_key(scope, query)
     if raw is not None:
@@ -139,6 +144,7 @@ def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, s
         raise Refused(Throttled.default_code, str(Throttled(retry_after(wait)).detail), CLOSE_RATE_LIMITED)
     try:
         route = route_parse((query.get("route") or [""])[0], default=Route.ROLLOUT)
+        version = version_parse((query.get("version") or [""])[0])
     except DomainError as exc:
         raise Refused(exc.code, exc.message, CLOSE_BAD_REQUEST, exc.fields) from None
     try:
@@ -150,13 +156,19 @@ def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, s
         raise Refused("not_authenticated", message, CLOSE_UNAUTHORIZED, exc.fields) from None
     try:
         route_check(principal=principal, route=route)
-    except PreviewForbidden as exc:
+        draft_check(principal=principal, tenant=tenant, version=version)
+    except (PreviewForbidden, DraftForbidden) as exc:
         raise Refused(exc.code, exc.message, CLOSE_FORBIDDEN, exc.fields) from None
     try:
         profile_get(agent_id)
     except DomainError as exc:
         raise Refused("not_found", exc.message, CLOSE_UNKNOWN_AGENT, exc.fields) from None
-    return tenant, route, ident
+    if version is Version.DRAFT:
+        try:
+            draft_profile(agent_id)
+        except DomainError as exc:
+            raise Refused(exc.code, exc.message, CLOSE_BAD_REQUEST, exc.fields) from None
+    return tenant, route, version, ident
 
 
 class FrameThrottled(DomainError):
@@ -166,17 +178,26 @@ class FrameThrottled(DomainError):
 
 
 def _frame_turn(
-    *, tenant: Tenant, route: Route, agent_id: str, session_id: str, frame: dict[str, Any], ident: str | None = None
+    *,
+    tenant: Tenant,
+    route: Route,
+    agent_id: str,
+    session_id: str,
+    frame: dict[str, Any],
+    ident: str | None = None,
+    version: Version = Version.LIVE,
 ) -> TurnInput:
     """A frame read by the front door as a gateway body whose agent and session come from the URL, counted against
-    ``ident``'s message rate (raises :class:`FrameThrottled` over it)."""
+    ``ident``'s message rate (raises :class:`FrameThrottled` over it), on the profile's draft for ``version`` draft
+    (raises :class:`~chat.drafts.DraftDisabled` when it was disabled since the handshake)."""
     if ident is not None and (wait := rate_hit(scope=MESSAGES_SCOPE, ident=ident)) is not None:
         raise FrameThrottled(str(Throttled(retry_after(wait)).detail))
     payload = {key: frame[key] for key in ("text", "user_id", "context") if key in frame}
     message: MessageIn = message_read(
         {"channel": "websocket", "agent_id": agent_id, "payload": {**payload, "session_id": session_id}}
     )
-    return turn_input_build(tenant=tenant, message=message, route=route)
+    turn_input = turn_input_build(tenant=tenant, message=message, route=route)
+    return draft_apply(turn_input) if version is Version.DRAFT else turn_input
 
 
 def _error_event(exc: Exception) -> dict[str, Any]:
@@ -208,7 +229,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.worker: asyncio.Task | None = None
         await self.accept(subprotocol=_chosen_subprotocol(self.scope))
         try:
-            self.tenant, self.route, self.ident = await database_sync_to_async(_admitted)(self.scope, self.agent_id)
+            admitted = await database_sync_to_async(_admitted)(self.scope, self.agent_id)
+            self.tenant, self.route, self.version, self.ident = admitted
         except Refused as refused:
             await self._refuse(refused)
             return
@@ -268,6 +290,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                     session_id=self.session_id,
                     frame=frame,
                     ident=self.ident,
+                    version=self.version,
                 )
             except (ValidationError, DomainError) as exc:
                 await self._send(_error_event(exc))

@@ -202,7 +202,12 @@ class Turn:
         decision = self.decision
         return {
             "mode": self.mode,
-            "version": self.input.profile.version,  # the released version that answered (None: a draft)
+            # The released version that answered; "draft": an editor tried the draft of a published profile
+            # (chat.drafts); None: a profile never published, whose draft customers are served too.
+            "version": "draft"
+            if self.input.profile.version is None
+            and self.input.profile.agent_id in getattr(self.input.snapshot, "released", {})
+            else self.input.profile.version,
             "route": decision.route if decision else "",
             "intent": decision.intent if decision else "",
             "route_decision": decision.as_dict() if decision else None,

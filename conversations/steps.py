@@ -27,6 +27,8 @@ PARTIAL_MESSAGE_TYPE = "plan.partial"
 def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[str, Any]:
     return {
         "agent_id": request.profile.agent_id,
+        # A draft's spec has no released number (chat.drafts): the worker must rebuild from the draft, not live.
+        "draft": request.profile.version is None,
         "specialist": request.specialist.name,
         "intent": request.intent,
         "intent_description": request.intent_description,
@@ -42,8 +44,9 @@ def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[s
 
 
 def request_from_payload(payload: dict[str, Any], current: Snapshot) -> SpecialistRequest | None:
-    """The specialist's request rebuilt on a worker from its own snapshot; ``None`` if it no longer exists."""
-    profile = current.profiles.get(payload["agent_id"])
+    """The specialist's request rebuilt on a worker from its own snapshot — the profile's draft when the turn ran the
+    draft (``payload["draft"]``), else its released version; ``None`` if it no longer exists."""
+    profile = current.profile(payload["agent_id"], draft=bool(payload.get("draft")))
     specialist = profile.specialists.get(payload["specialist"]) if profile else None
     if profile is None or specialist is None:
         return None
