@@ -32,6 +32,7 @@ from agents.services import mcp_server_sync, prompt_activate, prompt_version_cre
 from common.adminkit import ReadOnlyInlineMixin
 from common.config_version import config_version_bump
 from common.forms import PrettyJSONField, label_choices
+from common.history_admin import FieldHistoryAdminMixin
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -146,7 +147,7 @@ class AgentProfileAdminForm(forms.ModelForm):
 
 
 @admin.register(AgentProfile)
-class AgentProfileAdmin(admin.ModelAdmin):
+class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     form = AgentProfileAdminForm
     list_display = [
         "agent_id",
@@ -367,7 +368,7 @@ class SpecialistAdminForm(forms.ModelForm):
 
 
 @admin.register(Specialist)
-class SpecialistAdmin(admin.ModelAdmin):
+class SpecialistAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     form = SpecialistAdminForm
     inlines = [SpecialistPromptInline]
     list_display = [
@@ -456,7 +457,7 @@ class SpecialistPromptAddForm(forms.ModelForm):
 
 
 @admin.register(SpecialistPrompt)
-class SpecialistPromptAdmin(admin.ModelAdmin):
+class SpecialistPromptAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     """Versions are added, compared and activated — never edited."""
 
     list_display = ["specialist", "version", "is_active", "note", "excerpt", "created_at", "created_by"]
@@ -676,7 +677,7 @@ def servers_sync_messages(
 
 
 @admin.register(McpServer)
-class McpServerAdmin(EnableDisableActions, admin.ModelAdmin):
+class McpServerAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
     list_display = ["name", "transport", "endpoint", "enabled", "timeout", "tool_count", "updated_at"]
     list_filter = ["enabled", "transport"]
     search_fields = ["name", "endpoint", "description"]
@@ -724,7 +725,7 @@ class McpToolAdminForm(forms.ModelForm):
 
 
 @admin.register(McpTool)
-class McpToolAdmin(EnableDisableActions, admin.ModelAdmin):
+class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
     form = McpToolAdminForm
     list_display = ["name", "server", "enabled", "needs_permission", "intent_count", "specialist_count", "updated_at"]
     list_filter = ["server", "enabled", "needs_permission"]

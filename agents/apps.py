@@ -10,6 +10,7 @@ class AgentsConfig(AppConfig):
         from agents import checks  # noqa: F401  (registers system checks)
         from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
         from common.config_version import config_models_watch
+        from common.history import history_register
 
         config_models_watch(
             AgentProfile,
@@ -19,3 +20,10 @@ class AgentsConfig(AppConfig):
             McpTool,
             relations=(Specialist.allowed_tools.through, Specialist.handoff_targets.through),
         )
+        # Field-level history (old → new, who, when) of what decides a profile's behaviour. An MCP server's endpoint
+        # may carry credentials (user:password@, ?token=): they are masked before they reach the log.
+        history_register(AgentProfile, m2m_fields={"goal_domains"})
+        history_register(Specialist, m2m_fields={"allowed_tools", "handoff_targets"})
+        history_register(SpecialistPrompt)
+        history_register(McpServer, mask_fields={"endpoint"}, mask_callable="common.history.endpoint_mask")
+        history_register(McpTool)

@@ -27,6 +27,7 @@ from agents.models import McpServer, McpTool
 from common.adminkit import ReadOnlyAdminMixin
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
+from common.history_admin import FieldHistoryAdminMixin
 from routing import admin_views
 from routing.forms import (
     IntentAdminForm,
@@ -99,7 +100,7 @@ class KeywordInline(admin.TabularInline):
 
 
 @admin.register(Intent)
-class IntentAdmin(admin.ModelAdmin):
+class IntentAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     form = IntentAdminForm
     inlines = [KeywordInline]
     list_display = [
@@ -193,7 +194,7 @@ class IntentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Keyword)
-class KeywordAdmin(admin.ModelAdmin):
+class KeywordAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     form = KeywordAdminForm
     list_display = ["text", "intent", "profile", "intent_enabled", "normalized"]
     list_filter = ["intent__profile", "intent__enabled"]
@@ -211,7 +212,7 @@ class KeywordAdmin(admin.ModelAdmin):
 
 
 @admin.register(StatePolicy)
-class StatePolicyAdmin(admin.ModelAdmin):
+class StatePolicyAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     form = StatePolicyAdminForm
     list_display = ["state", "profile", "specialist_name", "intent", "enabled", "updated_at"]
     list_editable = ["enabled"]
@@ -307,7 +308,7 @@ class CapabilityAdminForm(forms.ModelForm):
         return {} if value in (None, "") else value
 
 
-class SyncedAdmin(admin.ModelAdmin):
+class SyncedAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     """What goals and capabilities share: the edited-since-sync column, the synced values read-only, and the
     re-sync action."""
 
@@ -395,7 +396,7 @@ class RolloutTenantOverrideInline(admin.TabularInline):
 
 
 @admin.register(RolloutFlag)
-class RolloutFlagAdmin(admin.ModelAdmin):
+class RolloutFlagAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     list_display = [
         "key",
         "percentage",

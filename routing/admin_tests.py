@@ -15,6 +15,7 @@ from django.urls import path
 
 from agents.models import AgentProfile
 from common.errors import DomainError
+from common.history_admin import FieldHistoryAdminMixin
 from routing.models import RoutingTestCase
 from routing.routing_tests import DRAFT, LIVE, routing_tests_run, routing_tests_saved, routing_tests_spec
 
@@ -28,7 +29,7 @@ class RunForm(forms.Form):
 
 
 @admin.register(RoutingTestCase)
-class RoutingTestCaseAdmin(admin.ModelAdmin):
+class RoutingTestCaseAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     list_display = ["name", "profile", "message", "expected", "enabled", "updated_at"]
     list_filter = ["profile", "enabled"]
     search_fields = ["name", "message"]

@@ -172,11 +172,14 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
             return "—"
         state = profile_state(obj)
         history = reverse("admin:routing_routingversion_changelist") + f"?profile__id__exact={obj.pk}"
+        changes = reverse("admin:auditlog_logentry_changelist")  # every edit, field by field (common.history_admin)
         return format_html(
-            '<p id="version-summary">{}</p>{}<p><a href="{}">Version history</a></p>',
+            '<p id="version-summary">{}</p>{}'
+            '<p><a href="{}">Version history</a> · <a href="{}">Routing changes</a></p>',
             state.summary,
             changes_html(state.changes, empty="") if state.live is not None else "",
             history,
+            changes,
         )
 
     def get_urls(self):

@@ -10,6 +10,7 @@ class RoutingConfig(AppConfig):
         from agents.models import AgentProfile, McpServer
         from agents.signals import mcp_server_synced
         from common.config_version import config_models_watch
+        from common.history import history_register
         from routing.goal_sync import on_mcp_server_synced
         from routing.models import (
             Capability,
@@ -19,6 +20,7 @@ class RoutingConfig(AppConfig):
             RolloutFlag,
             RolloutTenantOverride,
             RolloutUserOverride,
+            RoutingTestCase,
             StatePolicy,
         )
 
@@ -38,3 +40,17 @@ class RoutingConfig(AppConfig):
         )
         # A synced MCP server's domain manifests become goals and capabilities.
         mcp_server_synced.connect(on_mcp_server_synced, sender=McpServer, dispatch_uid="routing-goal-sync")
+        # Field-level history (old → new, who, when) of every routing model; the saved tests too, since they gate
+        # publishing. RolloutFlagChange and the versions are histories themselves.
+        history_register(Intent, m2m_fields={"mcp_tools"})
+        for model in (
+            Keyword,
+            StatePolicy,
+            Goal,
+            Capability,
+            RolloutFlag,
+            RolloutUserOverride,
+            RolloutTenantOverride,
+            RoutingTestCase,
+        ):
+            history_register(model)

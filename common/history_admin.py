@@ -1,0 +1,104 @@
+"""The field-level history in the admin: :class:`FieldHistoryAdminMixin` makes an object's "History" page show
+what auditlog recorded of it and of the rows its inlines edit (an intent's keywords, a specialist's prompts), and
+:class:`RoutingChangeAdmin` is the "Routing changes" list of every entry, which nobody may add, change or delete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from auditlog.admin import LogEntryAdmin
+from auditlog.filters import ResourceTypeFilter
+from auditlog.models import LogEntry
+from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import PAGE_VAR
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.text import capfirst
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import BaseModelAdmin, ModelAdmin
+
+    _ModelAdminBase = ModelAdmin[Any]
+    _AdminBase = BaseModelAdmin[Any]
+else:
+    _ModelAdminBase = _AdminBase = object
+
+HISTORY_PER_PAGE = 25
+
+
+def history_entries(
+    obj: models.Model, *, children: Sequence[tuple[type[models.Model], str]] = ()
+) -> QuerySet[LogEntry]:
+    """The entries of ``obj`` and of its ``children`` — (model, name of its foreign key to ``obj``) — newest first:
+    a child's entries are found by its id while it exists, and by the foreign key its creation or deletion recorded
+    (``{"intent": ["None", "12"]}``) once it is gone."""
+    found = Q(content_type=ContentType.objects.get_for_model(obj), object_id=obj.pk)
+    for model, fk in children:
+        current = model._default_manager.filter(**{fk: obj}).values("pk")
+        found |= Q(content_type=ContentType.objects.get_for_model(model)) & (
+            Q(object_id__in=current) | Q(**{f"changes__{fk}__contains": [str(obj.pk)]})
+        )
+    return LogEntry.objects.filter(found).select_related("actor", "content_type").order_by("-timestamp", "-pk")
+
+
+class FieldHistoryAdminMixin(_ModelAdminBase):
+    """The object's "History" page lists its recorded changes — who (or "system"), when, each field old → new, a
+    relation's added and removed rows — and those of the rows its inlines edit, each named. Anyone who may view the
+    object may read it."""
+
+    def history_children(self) -> list[tuple[type[models.Model], str]]:
+        children = []
+        for inline in self.inlines:
+            fks = [
+                field.name
+                for field in inline.model._meta.fields
+                if field.many_to_one and field.related_model is self.model and (inline.fk_name in (None, field.name))
+            ]
+            if fks:
+                children.append((inline.model, fks[0]))
+        return children
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None):
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            raise Http404(f"No {self.opts.verbose_name} with ID “{object_id}”.")
+        if not self.has_view_or_change_permission(request, obj):
+            raise PermissionDenied
+        page = self.get_paginator(request, history_entries(obj, children=self.history_children()), HISTORY_PER_PAGE)
+        entries = page.get_page(request.GET.get(PAGE_VAR, 1))
+        own_type = ContentType.objects.get_for_model(obj)
+        for entry in entries:
+            entry.of_child = not (entry.content_type_id == own_type.pk and entry.object_id == obj.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"History: {obj}",
+            "subtitle": None,
+            "module_name": str(capfirst(self.opts.verbose_name_plural)),
+            "object": obj,
+            "opts": self.opts,
+            "log_entries": entries,
+            "page_range": page.get_elided_page_range(entries.number),
+            "page_var": PAGE_VAR,
+            "pagination_required": page.count > HISTORY_PER_PAGE,
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "common/field_history.html", context)
+
+
+class RoutingChangeAdmin(LogEntryAdmin):
+    """Every recorded change, filterable by model, user, action and date. Nobody — superusers included — adds,
+    changes or deletes an entry: view permission decides who reads them."""
+
+    list_filter = [ResourceTypeFilter, ("actor", admin.RelatedOnlyFieldListFilter), "action", "timestamp"]
+    actions = None
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

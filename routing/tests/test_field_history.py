@@ -1,0 +1,230 @@
+"""Field-level history of every routing model (W2 4/8): each save records the fields it changed as old → new,
+with who (the admin user, or "system" for an import) and when; the object's "History" page in the admin shows
+them, inline children included; the "Routing changes" list is read-only, and routing editors may read it only.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from auditlog.models import LogEntry
+from auditlog.registry import auditlog
+from django.core.management import call_command
+from django.urls import reverse
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from routing.models import (
+    Capability,
+    Goal,
+    Intent,
+    Keyword,
+    RolloutFlag,
+    RolloutTenantOverride,
+    RolloutUserOverride,
+    RoutingTestCase,
+    StatePolicy,
+)
+from tests.adminkit import change_url, changelist_url, form_data
+
+pytestmark = pytest.mark.django_db
+
+
+def history_url(obj) -> str:
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_history", args=[obj.pk])
+
+
+def changes_of(obj) -> list[dict]:
+    return [entry.changes_dict for entry in LogEntry.objects.get_for_object(obj).order_by("timestamp", "pk")]
+
+
+@pytest.fixture
+def intent(telecom) -> Intent:
+    found = Intent.objects.get(profile=telecom, name="product_information")
+    Intent.objects.filter(pk=found.pk).update(priority=15)  # a queryset update records nothing
+    found.refresh_from_db()
+    return found
+
+
+def test_every_model_that_decides_routing_is_recorded():
+    for model in (
+        AgentProfile,
+        Specialist,
+        SpecialistPrompt,
+        McpServer,
+        McpTool,
+        Intent,
+        Keyword,
+        StatePolicy,
+        Goal,
+        Capability,
+        RolloutFlag,
+        RolloutUserOverride,
+        RolloutTenantOverride,
+        RoutingTestCase,
+    ):
+        assert auditlog.contains(model), model
+
+
+def test_an_editor_changing_a_priority_in_the_admin_shows_15_to_10_with_the_editor_and_time_in_its_history(
+    editor_client, editor, intent
+):
+    data = form_data(editor_client.get(change_url(intent)))
+    data["priority"] = "10"
+
+    response = editor_client.post(change_url(intent), data)
+
+    assert response.status_code == 302, response.content
+    entry = LogEntry.objects.get_for_object(intent).get(action=LogEntry.Action.UPDATE)
+    assert entry.changes_dict == {"priority": ["15", "10"]}
+    assert entry.actor == editor
+    page = editor_client.get(history_url(intent))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Priority" in html and "<td>15</td>" in html and "<td>10</td>" in html
+    assert "editor" in html
+    assert entry.timestamp.strftime("%Y") in html
+    assert "updated_at" not in html.lower().replace(" ", "_")  # bookkeeping fields are left out
+
+
+def test_a_keyword_added_inline_shows_in_the_intents_history(editor_client, editor, intent):
+    data = form_data(editor_client.get(change_url(intent)))
+    data["keywords-TOTAL_FORMS"] = str(int(data["keywords-TOTAL_FORMS"]))
+    blank = next(i for i in range(int(data["keywords-TOTAL_FORMS"])) if not data.get(f"keywords-{i}-text"))
+    data[f"keywords-{blank}-text"] = "fibra óptica"
+
+    response = editor_client.post(change_url(intent), data)
+
+    assert response.status_code == 302, response.content
+    keyword = Keyword.objects.get(intent=intent, text="fibra óptica")
+    created = LogEntry.objects.get_for_object(keyword).get()
+    assert created.action == LogEntry.Action.CREATE and created.actor == editor
+    html = editor_client.get(history_url(intent)).content.decode()
+    assert "fibra óptica" in html
+    assert "keyword" in html.lower()
+
+
+def test_a_keyword_deleted_still_shows_in_the_intents_history(staff_user, client, intent):
+    client.force_login(staff_user)
+    keyword = intent.keywords.get(text="plano")
+    keyword.delete()
+
+    html = client.get(history_url(intent)).content.decode()
+
+    assert "plano" in html
+    assert '<span class="entry-action">delete</span>' in html
+
+
+def test_a_tool_added_to_a_specialist_is_recorded_as_a_relation_change(telecom):
+    billing = Specialist.objects.get(profile=telecom, name="billing_agent")
+    pedido = McpTool.objects.get(name="consultar_pedido")
+
+    billing.allowed_tools.add(pedido)
+    billing.handoff_targets.add(Specialist.objects.get(profile=telecom, name="support_agent"))
+
+    changes = changes_of(billing)
+    assert {"allowed_tools": {"type": "m2m", "operation": "add", "objects": ["consultar_pedido"]}} in changes
+    assert any("handoff_targets" in change for change in changes)
+
+
+def test_an_import_is_recorded_without_an_actor_and_its_history_says_system(staff_user, client, telecom, tmp_path):
+    path = tmp_path / "routing.telecom_contas.yaml"
+    path.write_text(
+        "agent_id: telecom_contas\nintents:\n  - name: retail_order_tracking\n    domain: retail\n"
+        "    agent: orders_agent\n    priority: 25\n    keywords: [pedido, entrega, rastreio, atraso, modem]\n",
+        encoding="utf-8",
+    )
+
+    before = LogEntry.objects.latest("pk").pk
+
+    call_command("import_config", str(path), stdout=StringIO(), stderr=StringIO())
+
+    tracking = Intent.objects.get(profile=telecom, name="retail_order_tracking")
+    update = LogEntry.objects.get_for_object(tracking).filter(pk__gt=before).get()
+    assert update.changes_dict == {"priority": ["20", "25"]}
+    assert update.actor is None
+    modem = Keyword.objects.get(intent=tracking, text="modem")
+    assert LogEntry.objects.get_for_object(modem).get().actor is None
+    client.force_login(staff_user)
+    html = client.get(history_url(tracking)).content.decode()
+    assert "system" in html and "modem" in html
+
+
+def test_mcp_server_credentials_in_its_endpoint_never_reach_the_log(db):
+    server = McpServer.objects.create(name="crm", endpoint="https://bot:s3cr3t-pass@crm.example/mcp?token=t0ps3cret")
+    server.endpoint = "https://bot:n3w-pass@crm.example/mcp?api_key=an0ther&region=eu"
+    server.save()
+
+    stored = " ".join(str(entry.changes) for entry in LogEntry.objects.get_for_object(server))
+    for secret in ("s3cr3t-pass", "t0ps3cret", "n3w-pass", "an0ther", "bot:"):
+        assert secret not in stored
+    assert "crm.example/mcp" in stored  # which server it is still shows
+
+
+def test_a_routing_editor_may_read_the_routing_changes_but_not_delete_or_change_them(editor_client, editor, intent):
+    data = form_data(editor_client.get(change_url(intent)))
+    data["priority"] = "10"
+    editor_client.post(change_url(intent), data)
+    entry = LogEntry.objects.get_for_object(intent).get(action=LogEntry.Action.UPDATE)
+
+    listing = editor_client.get(changelist_url(LogEntry))
+    assert listing.status_code == 200
+    assert "product_information" in listing.content.decode()
+    delete = reverse("admin:auditlog_logentry_delete", args=[entry.pk])
+    assert editor_client.get(delete).status_code == 403
+    assert editor_client.post(delete, {"post": "yes"}).status_code == 403
+    bulk = editor_client.post(
+        changelist_url(LogEntry), {"action": "delete_selected", "_selected_action": [entry.pk], "post": "yes"}
+    )
+    assert bulk.status_code in (200, 302)
+    assert LogEntry.objects.filter(pk=entry.pk).exists()
+    assert editor.has_perm("auditlog.view_logentry")
+    assert not editor.has_perm("auditlog.delete_logentry")
+
+
+def test_even_a_superuser_cannot_delete_a_history_entry(admin_client, intent):
+    intent.priority = 10
+    intent.save(update_fields=["priority"])
+    entry = LogEntry.objects.get_for_object(intent).get(action=LogEntry.Action.UPDATE)
+
+    assert admin_client.get(reverse("admin:auditlog_logentry_delete", args=[entry.pk])).status_code == 403
+
+
+def test_the_routing_changes_list_filters_by_model_user_and_date(admin_client, editor_client, editor, intent):
+    data = form_data(editor_client.get(change_url(intent)))
+    data["priority"] = "10"
+    editor_client.post(change_url(intent), data)
+    McpServer.objects.create(name="crm", endpoint="http://crm.example/mcp")
+    intent_type = LogEntry.objects.get_for_object(intent).first().content_type
+
+    by_model = admin_client.get(changelist_url(LogEntry), {"resource_type": intent_type.pk}).content.decode()
+    by_user = admin_client.get(changelist_url(LogEntry), {"actor__id__exact": editor.pk}).content.decode()
+    today = LogEntry.objects.latest("timestamp").timestamp
+    by_date = admin_client.get(
+        changelist_url(LogEntry),
+        {"timestamp__year": today.year, "timestamp__month": today.month, "timestamp__day": today.day},
+    )
+
+    assert "product_information" in by_model and ">crm<" not in by_model
+    assert "product_information" in by_user and "crm" not in by_user
+    assert by_date.status_code == 200 and "product_information" in by_date.content.decode()
+
+
+def test_the_profile_page_links_the_routing_changes(admin_client, telecom):
+    html = admin_client.get(change_url(telecom)).content.decode()
+
+    assert changelist_url(LogEntry) in html and "Routing changes" in html
+
+
+@pytest.mark.parametrize("model", [AgentProfile, Specialist, McpServer, McpTool, Intent, Keyword, RoutingTestCase])
+def test_each_routing_models_history_page_shows_field_changes(admin_client, telecom, model):
+    obj = model.objects.first()
+    if obj is None:
+        obj = RoutingTestCase.objects.create(profile=telecom, name="fatura", message="fatura", expect={"intent": "x"})
+    field = "description" if hasattr(obj, "description") else ("text" if model is Keyword else "message")
+    setattr(obj, field, "changed for the history test")
+    obj.save()
+
+    html = admin_client.get(history_url(obj)).content.decode()
+
+    assert "changed for the history test" in html
