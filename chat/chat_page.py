@@ -6,6 +6,11 @@ staff session's cookie and draws the turn's events (:mod:`common.events`) as the
 moves between agents, tool calls, the answer's tokens, then the final answer of ``done``. A goal-mode profile's
 turn (seed 002) also shows the goal and entities read, the plan's steps as they run, and a clarification's
 candidates as buttons that answer it. The profile picker names each profile's routing mode.
+
+Users who may try drafts (the debug right over a tenant, as ``/api/debug/route`` asks) also get a Version picker:
+Live, or the profile's Draft (``?version=draft``, :mod:`chat.drafts`). Each tenant option says whether its drafts
+may be tried there; switching the version starts a new conversation, and while the draft is tried the transcript
+carries a "Draft" marker.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ def chat_page(request: HttpRequest) -> HttpResponse:
     tenants = tenant_choices(tenant_ids=allowed)
     if not tenants and allowed is not None:
         raise PermissionDenied(ERROR_CHAT_FORBIDDEN)
+    debuggable = tenant_ids_with_right(user=request.user, right=TenantRight.DEBUG)  # None: every tenant
+    drafts = {slug for slug, _ in (tenants if debuggable is None else tenant_choices(tenant_ids=debuggable))}
     profiles = sorted(snapshot.current().profiles.values(), key=lambda profile: profile.agent_id)
     context = {
         **admin.site.each_context(request),
@@ -38,5 +45,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         "is_nav_sidebar_enabled": False,
         "profiles": [(profile.agent_id, profile.name, profile.effective_mode) for profile in profiles],
         "tenants": tenants,
+        "draft_tenants": drafts,  # the slugs whose drafts the user may try (the debug right)
+        "may_try_drafts": any(slug in drafts for slug, _ in tenants),
     }
     return render(request, "chat/chat.html", context)

@@ -1,6 +1,10 @@
-/* The chat page: the WebSocket chat (/ws/chat/<agent_id>/<session_id>/?tenant=<slug>&route=<route>) with the staff
- * session, each event of a turn drawn as it arrives (common/events.py). Plain DOM, no framework; every text the
- * server sends is set with textContent, never parsed as HTML.
+/* The chat page: the WebSocket chat (/ws/chat/<agent_id>/<session_id>/?tenant=<slug>&route=<route>&version=<v>)
+ * with the staff session, each event of a turn drawn as it arrives (common/events.py). Plain DOM, no framework;
+ * every text the server sends is set with textContent, never parsed as HTML.
+ *
+ * The Version picker (only for users who may try drafts): Live or the profile's Draft; a tenant whose drafts this
+ * user may not try (its option's data-drafts) offers Live only. Switching starts a new conversation, and the draft
+ * shows its marker above the transcript; each answer keeps the version it says it came from (data-version).
  *
  * Goal mode (seed 002): the goal event shows the goal and entities read and the plan's steps, each step then
  * updated by its plan_step events; a clarification's candidates are buttons that send the candidate's number. */
@@ -11,6 +15,8 @@
   const profileSelect = document.getElementById("chat-profile");
   const tenantSelect = document.getElementById("chat-tenant");
   const routeSelect = document.getElementById("chat-route");
+  const versionSelect = document.getElementById("chat-version"); // null: this user may not try drafts
+  const draftMarker = document.getElementById("chat-draft-marker");
   const sessionInput = document.getElementById("chat-session");
   const connection = document.getElementById("chat-connection");
   const current = document.getElementById("chat-current-agent");
@@ -65,6 +71,27 @@
     return (error.message || "Error") + (details.length ? " (" + details.join("; ") + ")" : "");
   }
 
+  // -- which version -------------------------------------------------------------------------------------
+
+  function tenantTakesDrafts() {
+    const option = tenantSelect.selectedOptions[0];
+    return Boolean(option && option.dataset.drafts === "true");
+  }
+
+  function version() {
+    return versionSelect ? versionSelect.value : "live";
+  }
+
+  function showVersion() {
+    if (versionSelect) {
+      const draft = versionSelect.querySelector("option[value=draft]");
+      draft.disabled = !tenantTakesDrafts();
+      if (draft.disabled && versionSelect.value === "draft") versionSelect.value = "live";
+    }
+    root.dataset.version = version();
+    draftMarker.hidden = version() !== "draft";
+  }
+
   // -- the socket ----------------------------------------------------------------------------------------
 
   function connect() {
@@ -84,12 +111,12 @@
     const url =
       scheme + "//" + location.host + "/ws/chat/" + encodeURIComponent(profile) + "/" +
       encodeURIComponent(sessionInput.value) + "/?tenant=" + encodeURIComponent(tenant) +
-      "&route=" + encodeURIComponent(routeSelect.value);
+      "&route=" + encodeURIComponent(routeSelect.value) + "&version=" + encodeURIComponent(version());
     setConnection("connecting", "Connecting…");
     const ws = new WebSocket(url);
     socket = ws;
     ws.onopen = () => {
-      setConnection("open", "Connected as staff for " + tenant);
+      setConnection("open", "Connected as staff for " + tenant + (version() === "draft" ? ", trying the draft" : ""));
       waiting.forEach((frame) => ws.send(frame));
       waiting = [];
     };
@@ -114,6 +141,7 @@
   }
 
   function restart() {
+    showVersion();
     sessionInput.value = newSessionId();
     log.replaceChildren();
     errorBox.hidden = true;
@@ -288,6 +316,8 @@
       block.querySelector(".chat-answer-text").textContent = event.answer;
       block.dataset.state = "done";
       block.dataset.conversationKey = event.conversation_key;
+      const answered = (event.metadata || {}).version;
+      block.dataset.version = answered === null || answered === undefined ? "" : String(answered);
       if (!answering || answering.agent !== event.agent) {
         answering = { agent: event.agent, display_name: displayNames[event.agent] };
       }
@@ -418,6 +448,7 @@
   profileSelect.addEventListener("change", restart);
   tenantSelect.addEventListener("change", restart);
   routeSelect.addEventListener("change", restart);
+  if (versionSelect) versionSelect.addEventListener("change", restart); // a draft's conversation is not live's
   document.getElementById("chat-new").addEventListener("click", restart);
   form.addEventListener("submit", (submitted) => {
     submitted.preventDefault();
