@@ -35,8 +35,8 @@ class Version(enum.StrEnum):
 
 ERROR_UNKNOWN_VERSION = "Unknown version {version!r}: one of live, draft."
 ERROR_DRAFT_FORBIDDEN = (
-    "Trying the draft (version=draft) needs the right to use the debug routes (tenants.debug_tenant) for tenant "
-    "{slug!r}; use version=live."
+    "Trying the draft (version=draft) needs a debug key, or the right to use the debug routes "
+    "(tenants.debug_tenant) for tenant {slug!r}; use version=live."
 )
 ERROR_DRAFT_DISABLED = "The draft of {agent_id!r} is disabled: there is nothing to try (version=draft)."
 

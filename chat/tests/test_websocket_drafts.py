@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from channels.db import database_sync_to_async
 
 from agents.models import AgentProfile
 from chat.consumers import CLOSE_BAD_REQUEST, CLOSE_FORBIDDEN
@@ -137,3 +138,28 @@ def test_a_disabled_draft_is_refused_with_a_clear_message(staff_user, tenant, pu
     assert error["error"]["message"] == message and error["error"]["fields"] == {"version": [message]}
     (live,) = chat(path(tenant="tenant_a", route="profile"), MODEM, headers=session_cookie(staff_user))
     assert live[-1]["metadata"]["version"] == 1  # customers keep the released version
+
+
+def test_a_draft_disabled_while_the_socket_is_open_answers_the_next_frame_with_an_error(staff_user, tenant, published):
+    from common.config_version import config_version_bump
+
+    cookie = session_cookie(staff_user)
+
+    async def go():
+        communicator = await open_socket(path(tenant="tenant_a", version="draft"), headers=cookie)
+        try:
+            await database_sync_to_async(AgentProfile.objects.filter(pk=published.pk).update)(enabled=False)
+            await database_sync_to_async(config_version_bump)()
+            await communicator.send_json_to(MODEM)
+            return await communicator.receive_json_from(timeout=10)
+        finally:
+            await communicator.disconnect()
+
+    event = asyncio.run(go())
+
+    message = ERROR_DRAFT_DISABLED.format(agent_id="telecom_contas")
+    assert event == {
+        "type": "error",
+        "error": {"code": "invalid", "message": message, "fields": {"version": [message]}},
+    }
+    assert not Message.objects.exists()
