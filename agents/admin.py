@@ -30,7 +30,7 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist, Speciali
 from agents.schemas import expand_args_schema, validate_word_list
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import ReadOnlyInlineMixin
-from common.config_version import config_version_bump
+from common.config_version import config_batch
 from common.forms import PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
 
@@ -639,14 +639,18 @@ class McpToolInline(ReadOnlyInlineMixin, admin.TabularInline):
 
 
 class EnableDisableActions(_ModelAdminBase):
-    """Bulk switches: one ``update`` plus one explicit bump (``update`` skips the invalidation signals)."""
+    """Bulk switches: one save per object (each switch lands in the field history, common/history.py), their
+    configuration bumps collapsed into one."""
 
     actions = ["enable_selected", "disable_selected"]
 
     def _switch(self, request: HttpRequest, queryset: QuerySet, *, enabled: bool) -> None:
-        count = queryset.exclude(enabled=enabled).update(enabled=enabled)
-        if count:
-            config_version_bump()
+        count = 0
+        with config_batch():
+            for obj in queryset.exclude(enabled=enabled):
+                obj.enabled = enabled
+                obj.save(update_fields=["enabled", "updated_at"])
+                count += 1
         verb = "Enabled" if enabled else "Disabled"
         self.message_user(request, f"{verb} {count} {self.opts.verbose_name_plural}.", messages.SUCCESS)
 

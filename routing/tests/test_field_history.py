@@ -228,3 +228,15 @@ def test_each_routing_models_history_page_shows_field_changes(admin_client, tele
     html = admin_client.get(history_url(obj)).content.decode()
 
     assert "changed for the history test" in html
+
+
+def test_switching_mcp_tools_off_in_bulk_records_each_one_with_the_editor(admin_client, admin_user, telecom):
+    tools = list(McpTool.objects.filter(server__name="telecom"))
+
+    admin_client.post(
+        changelist_url(McpTool), {"action": "disable_selected", "_selected_action": [tool.pk for tool in tools]}
+    )
+
+    for tool in tools:
+        entry = LogEntry.objects.get_for_object(tool).get(action=LogEntry.Action.UPDATE)
+        assert entry.changes_dict == {"enabled": ["True", "False"]} and entry.actor == admin_user
