@@ -52,7 +52,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "channels",
-    "auditlog",  # field history of the routing models (common/history.py); before "common": its admin.py
+    "common.history_apps.RoutingChangesConfig",  # django-auditlog: the routing models' field history; before "common"
     # The product's apps, lowest layer first (docs/architecture.md): each imports only the ones above it here.
     "common",
     "tenants",
@@ -126,6 +126,12 @@ elif env.boolean("DATABASE_POOL", True):
         "max_size": env.integer("DATABASE_POOL_MAX_SIZE", 5),
         "timeout": env.decimal("DATABASE_POOL_TIMEOUT", 10.0),
     }
+    # Each pooled connection is checked (an empty query) as it is handed out, and the whole pool when one fails
+    # (common/postgresql): a PostgreSQL restart cuts the idle ones without the process noticing, and each would
+    # fail a request with a 503 and open the database circuit (common/outages.py) although the database answers
+    # again. The price: a request at the start of an outage waits the pool's timeout for its 503.
+    DATABASES["default"]["ENGINE"] = "common.postgresql"
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.boolean("DATABASE_HEALTH_CHECKS", True)
 # Once a request met a database outage, the process answers 503 at once for this long, then lets one request
 # try (common/outages.py); without it each request of the outage waits DATABASE_POOL_TIMEOUT for its 503.
 DATABASE_OUTAGE_PAUSE_SECONDS = env.decimal("DATABASE_OUTAGE_PAUSE_SECONDS", 2.0)

@@ -95,3 +95,38 @@ def test_a_pool_wait_that_runs_out_under_load_does_not_open_the_circuit(settings
     finally:
         for conn in held:
             pool.putconn(conn)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_one(tenant_key, telecom):
+    """PostgreSQL restarted while a process was idle: its pooled connections are dead but look alive. A request
+    must get a working one, not a 503 (and the circuit must stay closed): each is checked when handed out."""
+    import psycopg
+
+    from common.outages import database_circuit
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
+    client.raise_request_exception = False
+    path = f"/api/sessions/{tenant_key.tenant.slug}:telecom_contas:restart/messages"
+    assert client.get(path).status_code == 404  # the pool holds idle connections now
+    connection.close()  # this thread's connection back to the pool too
+    params = connection.get_connection_params()
+    admin = psycopg.connect(
+        host=params.get("host"),
+        port=params.get("port"),
+        user=params.get("user"),
+        password=params.get("password"),
+        dbname="postgres",
+        autocommit=True,
+    )
+    with admin:
+        cut = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s",
+            [connection.settings_dict["NAME"]],
+        ).fetchone()[0]
+    assert cut >= 1
+
+    answers = [client.get(path).status_code for _ in range(connection.pool.max_size + 1)]
+
+    assert answers == [404] * len(answers)
+    assert not database_circuit.is_open
