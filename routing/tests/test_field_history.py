@@ -240,3 +240,9 @@ def test_switching_mcp_tools_off_in_bulk_records_each_one_with_the_editor(admin_
     for tool in tools:
         entry = LogEntry.objects.get_for_object(tool).get(action=LogEntry.Action.UPDATE)
         assert entry.changes_dict == {"enabled": ["True", "False"]} and entry.actor == admin_user
+
+
+def test_a_routing_editor_finds_the_routing_changes_on_the_admin_index(editor_client):
+    html = editor_client.get(reverse("admin:index")).content.decode()
+
+    assert "Routing changes" in html and changelist_url(LogEntry) in html
