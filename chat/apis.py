@@ -25,6 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chat.drafts import draft_apply
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.idempotency import idempotent, refuse_on_streams
 from chat.intake import MessageInputSerializer, Route, message_intake, principal_is_staff
@@ -290,11 +291,7 @@ def debug_intake(request: Request) -> TurnInput:
             raise serializers.ValidationError({"version": [f"Must be one of: {', '.join(VERSIONS)}."]})
     turn_input = message_intake(principal=request.user, data=data, route=Route.PROFILE, right=TenantRight.DEBUG)
     if version == "draft":
-        current = turn_input.snapshot or snapshot.current()
-        draft = current.profile(turn_input.profile.agent_id, draft=True)
-        if draft is None:
-            raise serializers.ValidationError({"version": ["The profile's draft is disabled."]})
-        turn_input = replace(turn_input, profile=draft)
+        turn_input = draft_apply(turn_input)  # 400 naming version when the draft is disabled
     return turn_input
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import AgentProfile
+from common.config_version import config_version_bump
 from routing.models import Keyword
 from routing.versions import version_publish, version_revert
 
@@ -81,3 +82,27 @@ def test_debug_names_a_version_it_does_not_know(debug_api, telecom):
 
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {"version": ["Must be one of: live, draft."]}
+
+
+def test_debug_says_draft_for_a_draft_unchanged_since_the_release(debug_api, telecom):
+    version_publish(profile=AgentProfile.objects.get(agent_id="telecom_contas"), note="first")
+
+    assert route(debug_api, "minha fatura", version="draft")["version"] == "draft"
+    assert route(debug_api, "minha fatura")["version"] == 1
+
+
+def test_debug_refuses_a_disabled_draft_naming_the_version(debug_api, telecom):
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    version_publish(profile=profile, note="first")
+    AgentProfile.objects.filter(pk=profile.pk).update(enabled=False)
+    config_version_bump()  # a bulk update sends no signal
+
+    response = debug_api.post(
+        "/api/debug/route",
+        {"agent_id": "telecom_contas", "payload": {"text": "oi"}, "version": "draft"},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert list(response.json()["error"]["fields"]) == ["version"]
+    assert route(debug_api, "oi")["version"] == 1  # customers still get the released version
