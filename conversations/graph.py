@@ -902,6 +902,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         mode=turn.mode,
         metadata=turn.metadata(),
         cohort=data.cohort,
+        routing_version=data.profile.version,
         channel=data.channel,
         user_id=stored_user_id(data),
         latency_ms=round(sum(node["ms"] for node in turn.trace), 3),

@@ -94,6 +94,12 @@ class Message(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     step = models.PositiveSmallIntegerField(default=0)
     cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    routing_version = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The published routing version of the profile that served the turn (blank: a draft tried by an "
+        "editor, or a profile never published).",
+    )
     # Kept apart from metadata on answers, so the analytics average them in the database.
     latency_ms = models.FloatField(null=True, blank=True, help_text="An answer: the turn's time in the graph.")
     judge_score = models.FloatField(null=True, blank=True, help_text="An answer: the rule-based judge's score.")

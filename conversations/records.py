@@ -54,6 +54,7 @@ class TurnRecord:
     mode: str  # the graph's mode for this turn (router, supervisor, hybrid, single_agent)
     metadata: dict[str, Any]  # the answer's metadata (what the API answered)
     cohort: str = ""
+    routing_version: int | None = None  # the published version that served the turn (None: a draft)
     channel: str = "api"
     user_id: str = ""
     latency_ms: float | None = None
@@ -117,6 +118,7 @@ def turn_rows(record: TurnRecord) -> TurnRows:
             tenant_id=record.tenant_id,
             profile_id=record.profile_id,
             cohort=record.cohort,
+            routing_version=record.routing_version,
             moves=record.moves,
         ),
     )
@@ -125,11 +127,12 @@ def turn_rows(record: TurnRecord) -> TurnRows:
 def _message_rows(record: TurnRecord) -> list[Message]:
     """In reading order: the user's message, the system notes the specialists got (a finished sub-conversation's
     result), each specialist's part of a supervisor turn (role ``agent``, step = round + 1), the answer."""
-    conversation, cohort = record.conversation_id, record.cohort
+    conversation, cohort, version = record.conversation_id, record.cohort, record.routing_version
     user = Message(
         conversation_id=conversation,
         role=MessageRole.USER,
         cohort=cohort,
+        routing_version=version,
         content=record.text,
         metadata={"channel": record.channel, "user_id": record.user_id},
     )
@@ -138,6 +141,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
             conversation_id=conversation,
             role=MessageRole.SYSTEM,
             cohort=cohort,
+            routing_version=version,
             agent=agent,
             content=note,
             metadata={"kind": RESULT_NOTE_KIND},
@@ -149,6 +153,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
             conversation_id=conversation,
             role=MessageRole.AGENT,
             cohort=cohort,
+            routing_version=version,
             agent=part.agent,
             content=part.answer or GAP_TEXT.format(reason=part.status),
             step=part.round + 1,
@@ -160,6 +165,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         conversation_id=conversation,
         role=MessageRole.ASSISTANT,
         cohort=cohort,
+        routing_version=version,
         latency_ms=record.latency_ms,
         judge_score=record.judge_score,
         agent=record.agent,

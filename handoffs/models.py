@@ -73,6 +73,12 @@ class Handoff(models.Model):
         blank=True,
         help_text="The rollout cohort of the turn that made the move (multi_agent or single_agent; blank: none).",
     )
+    routing_version = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The published routing version of the profile that served the turn that made the move (blank: a "
+        "draft tried by an editor, or a profile never published).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

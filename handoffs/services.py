@@ -39,12 +39,24 @@ def moves_kinds(moves: Iterable[Move]) -> int:
 
 
 def handoff_rows(
-    *, conversation_id: int, tenant_id: int, profile_id: int, moves: Iterable[Move], cohort: str = ""
+    *,
+    conversation_id: int,
+    tenant_id: int,
+    profile_id: int,
+    moves: Iterable[Move],
+    cohort: str = "",
+    routing_version: int | None = None,
 ) -> list[Handoff]:
-    """The ``agent_handoffs`` rows of a turn's moves, in order, unsaved. ``cohort``: the turn's rollout cohort."""
+    """The ``agent_handoffs`` rows of a turn's moves, in order, unsaved. ``cohort``: the turn's rollout cohort;
+    ``routing_version``: the published version that served it."""
     return [
         Handoff(
-            conversation_id=conversation_id, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, **move.as_dict()
+            conversation_id=conversation_id,
+            tenant_id=tenant_id,
+            profile_id=profile_id,
+            cohort=cohort,
+            routing_version=routing_version,
+            **move.as_dict(),
         )
         for move in moves
     ]

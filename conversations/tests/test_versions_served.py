@@ -106,3 +106,22 @@ def test_debug_refuses_a_disabled_draft_naming_the_version(debug_api, telecom):
     assert response.status_code == 400
     assert list(response.json()["error"]["fields"]) == ["version"]
     assert route(debug_api, "oi")["version"] == 1  # customers still get the released version
+
+
+def test_every_row_of_a_turn_records_the_version_that_served_it(api, telecom):
+    from conversations.models import Message
+    from handoffs.models import Handoff
+
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    say(api, "Minha fatura veio alta", session="before")
+    version_publish(profile=profile, note="first")
+    say(api, "Minha fatura veio alta", session="after")
+    say(api, "Na verdade, meu pedido P100 atrasou", session="after")  # billing hands over to orders
+
+    def versions(session):
+        return set(Message.objects.filter(conversation__session_id=session).values_list("routing_version", flat=True))
+
+    assert versions("before") == {None}  # never published: the draft served
+    assert versions("after") == {1}
+    moves = Handoff.objects.filter(conversation__session_id="after")
+    assert moves.exists() and set(moves.values_list("routing_version", flat=True)) == {1}
