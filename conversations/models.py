@@ -1,4 +1,5 @@
-"""The conversation store: conversations, their messages, route decisions, tool calls and goal-mode runs.
+"""The conversation store: conversations, their messages, route decisions, tool calls, goal-mode runs and the
+users' feedback on answers.
 
 Written by the turn (:mod:`conversations.records`) and the session services; read by the sessions API,
 the admin (read-only) and the analytics. The tables kept their names when the models moved here from
@@ -7,6 +8,7 @@ the admin (read-only) and the analytics. The tables kept their names when the mo
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
@@ -198,6 +200,71 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"
+
+
+class FeedbackRating(models.TextChoices):
+    UP = "up", "Up (helpful)"
+    DOWN = "down", "Down (not helpful)"
+
+
+FEEDBACK_COMMENT_MAX_LENGTH = 1000
+
+
+class MessageFeedback(models.Model):
+    """A user's rating of one answer (an assistant message): up or down, with an optional comment.
+
+    One per answer: rating it again replaces the row (``conversations.feedback.feedback_give``). ``tenant``,
+    ``profile``, ``cohort``, ``routing_version`` and ``answered_at`` repeat what the conversation and the answer
+    know (as ``Handoff`` and ``GoalRun`` do), so that the analytics and the rollout guards count feedback per
+    cohort and version over this table alone, by when the rated answers were given.
+    """
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="feedback")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="feedback")
+    # No index of its own: feedback_tenant_window leads with it.
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    rating = models.CharField(max_length=8, choices=FeedbackRating.choices)
+    comment = models.TextField(blank=True, max_length=FEEDBACK_COMMENT_MAX_LENGTH)
+    user_id = models.CharField(
+        max_length=200, blank=True, help_text="Who rated, through an API key: the user id as the conversation keeps it."
+    )
+    staff_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who rated, through a staff session (the chat page).",
+    )
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    routing_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The answer's routing version (blank: a draft or a never-published profile)."
+    )
+    answered_at = models.DateTimeField(help_text="When the rated answer was given (the answer's created_at).")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "conversations_messagefeedback"
+        ordering = ["answered_at", "id"]
+        verbose_name = "answer feedback"
+        verbose_name_plural = "answer feedback"
+        indexes = [
+            # The feedback analytics and guards: answers given in a window, for one tenant or for every tenant,
+            # counted per cohort and version (covering, see Conversation).
+            models.Index(
+                fields=["tenant", "answered_at", "profile", "cohort", "routing_version", "rating"],
+                name="feedback_tenant_window",
+            ),
+            models.Index(
+                fields=["answered_at", "tenant", "profile", "cohort", "routing_version", "rating"],
+                name="feedback_window",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rating}: message {self.message_id}"
 
 
 class IdempotentRequest(models.Model):
