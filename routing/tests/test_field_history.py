@@ -246,3 +246,19 @@ def test_a_routing_editor_finds_the_routing_changes_on_the_admin_index(editor_cl
     html = editor_client.get(reverse("admin:index")).content.decode()
 
     assert "Routing changes" in html and changelist_url(LogEntry) in html
+
+
+def test_the_routing_changes_pages_list_search_and_show_an_entry_and_refuse_adding(admin_client, intent):
+    intent.priority = 10
+    intent.save(update_fields=["priority"])
+    entry = LogEntry.objects.get_for_object(intent).get(action=LogEntry.Action.UPDATE)
+
+    listing = admin_client.get(changelist_url(LogEntry)).content.decode()
+    found = admin_client.get(changelist_url(LogEntry), {"q": "product_information"}).content.decode()
+    missed = admin_client.get(changelist_url(LogEntry), {"q": "no-such-object"}).content.decode()
+    page = admin_client.get(change_url(entry))
+
+    assert "product_information" in listing and "product_information" in found
+    assert "product_information" not in missed
+    assert page.status_code == 200 and "Priority" in page.content.decode()
+    assert admin_client.get(reverse("admin:auditlog_logentry_add")).status_code == 403
