@@ -5,7 +5,7 @@
 
 from django.urls import path
 
-from analytics import apis
+from analytics import apis, feedback
 from analytics.views import DashboardView
 
 urlpatterns = [
@@ -20,4 +20,5 @@ urlpatterns = [
     path("api/analytics/tools", apis.ToolsApi.as_view(), name="analytics-tools"),
     path("api/analytics/cohorts", apis.CohortsApi.as_view(), name="analytics-cohorts"),
     path("api/analytics/goals", apis.GoalsApi.as_view(), name="analytics-goals"),
+    path("api/analytics/feedback", feedback.FeedbackApi.as_view(), name="analytics-feedback"),
 ]

@@ -28,11 +28,19 @@ from rest_framework.views import APIView
 from chat.drafts import draft_apply
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.idempotency import idempotent, refuse_on_streams
-from chat.intake import MessageInputSerializer, Route, message_intake, principal_is_staff
+from chat.intake import (
+    KnownFieldsSerializer,
+    MessageInputSerializer,
+    Route,
+    StrictCharField,
+    message_intake,
+    principal_is_staff,
+)
 from chat.permissions import IsDebugClient, IsPreviewClient
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
+from conversations.feedback import feedback_give
 from conversations.graph import TurnInput, run_turn, turn_detach
-from conversations.models import Conversation
+from conversations.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
     conversation_get,
     conversation_get_for_tenant,
@@ -74,6 +82,9 @@ ANSWER_RESPONSE = inline_serializer(
         "answer": serializers.CharField(),
         "agent": serializers.CharField(),
         "conversation_key": serializers.CharField(),
+        "message_id": serializers.IntegerField(
+            allow_null=True, help_text="The stored answer: what POST /api/sessions/{conversation_key}/feedback rates."
+        ),
         "metadata": serializers.DictField(),
     },
 )
@@ -419,14 +430,16 @@ def _conversation_not_found() -> NotFound:
     return NotFound(ERROR_CONVERSATION_NOT_FOUND, fields={"conversation_key": [ERROR_CONVERSATION_NOT_FOUND]})
 
 
-def _conversation_for(request, conversation_key: str) -> Conversation:
+def _conversation_for(request, conversation_key: str, right: TenantRight | None = None) -> Conversation:
     """The conversation this request may act on: its key's tenant's, or, for a staff session, one of a tenant over
-    which it holds the right to read (``GET``) or to end and clear (the other methods) conversations.
+    which it holds ``right``; by default the right to read (``GET``) or to end and clear (the other methods)
+    conversations.
 
     Raises :class:`NotFound` otherwise: another tenant's conversation is indistinguishable from an unknown key.
     """
     user = request.user
-    right = TenantRight.READ if request.method in permissions.SAFE_METHODS else TenantRight.MANAGE
+    if right is None:
+        right = TenantRight.READ if request.method in permissions.SAFE_METHODS else TenantRight.MANAGE
     if isinstance(user, ApiClient):
         conversation = conversation_get_for_tenant(tenant=user.tenant, conversation_key=conversation_key)
     elif principal_is_staff(user):
@@ -532,4 +545,100 @@ class SessionMessagesApi(APIView):
                 "route_decisions": decisions,
                 "handoffs": handoff_list_for_conversation(conversation_id=conversation.pk),
             }
+        )
+
+
+# -- feedback on an answer ------------------------------------------------------------------------------------
+
+
+class FeedbackInputSerializer(KnownFieldsSerializer):
+    """``{message_id, rating: "up"|"down", comment?}``: one answer of the conversation, rated."""
+
+    message_id = serializers.IntegerField(
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="The answer rated: `message_id` of the message POST's answer (or of the stream's `done` event).",
+    )
+    rating = serializers.ChoiceField(choices=FeedbackRating.values, help_text="up: helpful; down: not helpful.")
+    comment = StrictCharField(
+        max_length=FEEDBACK_COMMENT_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Optional: what was wrong or right.",
+    )
+
+
+FEEDBACK_RESPONSE = inline_serializer(
+    "Feedback",
+    {
+        "conversation_key": serializers.CharField(),
+        "message_id": serializers.IntegerField(),
+        "rating": serializers.ChoiceField(choices=FeedbackRating.values),
+        "comment": serializers.CharField(allow_blank=True),
+        "replaced": serializers.BooleanField(help_text="True: this answer had a rating, which this one replaced."),
+        "cohort": serializers.CharField(allow_blank=True),
+        "routing_version": serializers.IntegerField(allow_null=True),
+        "created_at": serializers.DateTimeField(),
+        "updated_at": serializers.DateTimeField(),
+    },
+)
+
+
+class SessionFeedbackApi(APIView):
+    """``POST /api/sessions/{conversation_key}/feedback``: a user's rating of one answer of the conversation."""
+
+    @extend_schema(
+        summary="Rate an answer of the conversation: up or down, with an optional comment",
+        description=(
+            "`message_id` names an answer of this conversation (the message routes answer it as `message_id`, "
+            "the streams in their `done` event). One rating per answer: rating it again replaces the rating and "
+            "the comment (200; the first rating answers 201). The rating keeps the answer's cohort and routing "
+            "version, which `GET /api/analytics/feedback` counts. An API key rates its own tenant's conversations; "
+            "a staff session those of a tenant it may chat as (tenants.act_for_tenant). Another tenant's "
+            "conversation is a 404, as an unknown key; a `message_id` that is no answer of this conversation is a "
+            "400 naming it."
+        ),
+        request=FeedbackInputSerializer,
+        responses={
+            201: FEEDBACK_RESPONSE,
+            200: FEEDBACK_RESPONSE,
+            **error_responses(400, 401, 403, 404, 413, 415, 429, 503),
+        },
+        examples=[
+            OpenApiExample(
+                "Not helpful",
+                value={"message_id": 42, "rating": "down", "comment": "It did not answer my question."},
+                request_only=True,
+            )
+        ],
+    )
+    def post(self, request, conversation_key: str):
+        conversation = _conversation_for(request, conversation_key, right=TenantRight.ACT)
+        serializer = FeedbackInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = request.user
+        given = feedback_give(
+            conversation=conversation,
+            message_id=data["message_id"],
+            rating=data["rating"],
+            comment=data["comment"],
+            user_id=conversation.user_id,
+            staff_user_id=None if isinstance(user, ApiClient) else user.pk,
+        )
+        feedback = given.feedback
+        return Response(
+            {
+                "conversation_key": conversation.conversation_key,
+                "message_id": feedback.message_id,
+                "rating": feedback.rating,
+                "comment": feedback.comment,
+                "replaced": not given.created,
+                "cohort": feedback.cohort,
+                "routing_version": feedback.routing_version,
+                "created_at": feedback.created_at,
+                "updated_at": feedback.updated_at,
+            },
+            status=201 if given.created else 200,
         )

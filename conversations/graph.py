@@ -151,6 +151,7 @@ class Turn:
     trace: list[dict[str, Any]] = field(default_factory=list)
     conversation_pk: int = 0  # set when the turn takes its ticket
     ticket: int = 0
+    answer_message_id: int | None = None  # the stored answer's id, set by persist (what feedback names)
     # The conversation's live state as loaded, changed by the turn, written back by persist.
     sub_conversation: dict[str, Any] | None = None
     pending_result: dict[str, Any] | None = None
@@ -944,7 +945,8 @@ def _persist(turn: Turn) -> int:
     counted = CountedAs(
         cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at
     )
-    conversation_turn_record(record=turn_record(turn), live=live, counted=counted, ticket=turn.ticket)
+    rows = conversation_turn_record(record=turn_record(turn), live=live, counted=counted, ticket=turn.ticket)
+    turn.answer_message_id = rows.answer.pk
     return turn.conversation_pk
 
 
@@ -963,12 +965,15 @@ class TurnResult:
     agent: str
     conversation_key: str
     metadata: dict[str, Any]
+    message_id: int | None = None  # the stored answer: what POST /api/sessions/{key}/feedback rates
 
     def as_dict(self) -> dict[str, Any]:
+        """The answer as every face returns it: the JSON routes' body, the SSE and WebSocket ``done`` event."""
         return {
             "answer": self.answer,
             "agent": self.agent,
             "conversation_key": self.conversation_key,
+            "message_id": self.message_id,
             "metadata": self.metadata,
         }
 
@@ -1037,4 +1042,5 @@ async def run_turn(data: TurnInput) -> TurnResult:
         agent=turn.agent,
         conversation_key=data.conversation_key,
         metadata=turn.metadata(),
+        message_id=turn.answer_message_id,
     )

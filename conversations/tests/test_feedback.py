@@ -1,0 +1,127 @@
+"""Feedback on answers: one rating per answer, and the counts per cohort and version a rollout guard reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from conversations.feedback import NotAnAnswer, feedback_give, feedback_rates
+from conversations.models import Message, MessageFeedback
+from tests.factories import AgentProfileFactory, ConversationFactory, TenantFactory
+
+pytestmark = pytest.mark.django_db
+
+NOW = dt.datetime(2026, 11, 20, 12, tzinfo=dt.UTC)
+WINDOW = {"start": NOW - dt.timedelta(days=1), "end": NOW + dt.timedelta(days=1)}
+
+
+@pytest.fixture
+def world():
+    tenant, other_tenant = TenantFactory(slug="tenant_a"), TenantFactory(slug="tenant_b")
+    profile, other_profile = AgentProfileFactory(agent_id="telecom_contas"), AgentProfileFactory(agent_id="varejo")
+    return {
+        "a": ConversationFactory(tenant=tenant, profile=profile, user_id="u1"),
+        "b": ConversationFactory(tenant=other_tenant, profile=profile),
+        "other_profile": ConversationFactory(tenant=tenant, profile=other_profile),
+    }
+
+
+def answer(conversation, *, cohort="", version=None, at=NOW, role="assistant") -> Message:
+    message = Message.objects.create(
+        conversation=conversation, role=role, content="…", cohort=cohort, routing_version=version
+    )
+    Message.objects.filter(pk=message.pk).update(created_at=at)
+    message.refresh_from_db()
+    return message
+
+
+def rated(conversation, rating, **kwargs) -> Message:
+    message = answer(conversation, **kwargs)
+    feedback_give(conversation=conversation, message_id=message.pk, rating=rating)
+    return message
+
+
+def figures(rates) -> list[tuple]:
+    return [(r.cohort, r.routing_version, r.answers, r.up, r.down, r.negative_rate) for r in rates]
+
+
+def test_a_rating_copies_the_answers_cohort_version_and_time_and_a_second_one_replaces_it(world):
+    conversation = world["a"]
+    message = answer(conversation, cohort="multi_agent", version=3, at=NOW - dt.timedelta(hours=5))
+    first = feedback_give(
+        conversation=conversation, message_id=message.pk, rating="down", comment="errado", user_id="u1"
+    )
+    assert first.created
+    row = first.feedback
+    assert (row.cohort, row.routing_version, row.answered_at) == ("multi_agent", 3, message.created_at)
+    assert (row.tenant_id, row.profile_id, row.user_id) == (conversation.tenant_id, conversation.profile_id, "u1")
+
+    second = feedback_give(conversation=conversation, message_id=message.pk, rating="up")
+    assert not second.created
+    assert MessageFeedback.objects.count() == 1
+    row.refresh_from_db()
+    assert (row.rating, row.comment, row.created_at) == ("up", "", first.feedback.created_at)
+
+
+def test_only_an_assistant_message_of_the_conversation_can_be_rated(world):
+    question = answer(world["a"], role="user")
+    elsewhere = answer(world["b"])
+    part = answer(world["a"], role="agent")  # a specialist's part of a supervisor turn is not the answer
+    for message in (question, elsewhere, part):
+        with pytest.raises(NotAnAnswer):
+            feedback_give(conversation=world["a"], message_id=message.pk, rating="up")
+    assert not MessageFeedback.objects.exists()
+
+
+def test_rates_count_answers_and_ratings_per_cohort_and_version(world):
+    conversation = world["a"]
+    rated(conversation, "down", cohort="multi_agent", version=2)
+    rated(conversation, "down", cohort="multi_agent", version=2)
+    rated(conversation, "up", cohort="multi_agent", version=2)
+    answer(conversation, cohort="multi_agent", version=2)  # not rated
+    rated(conversation, "up", cohort="single_agent", version=1)
+    answer(conversation, cohort="single_agent", version=1)
+    rated(conversation, "down", cohort="single_agent")  # a draft: no version
+
+    assert figures(feedback_rates(**WINDOW)) == [
+        ("multi_agent", 2, 4, 1, 2, 2 / 3),
+        ("single_agent", 1, 2, 1, 0, 0.0),
+        ("single_agent", None, 1, 0, 1, 1.0),
+    ]
+    assert figures(feedback_rates(**WINDOW, by=["cohort"])) == [
+        ("multi_agent", None, 4, 1, 2, 2 / 3),
+        ("single_agent", None, 3, 1, 1, 0.5),
+    ]
+    assert figures(feedback_rates(**WINDOW, by=())) == [(None, None, 7, 2, 3, 0.6)]
+
+
+def test_a_guard_narrows_to_a_profile_a_tenant_a_window_a_cohort_and_versions(world):
+    rated(world["a"], "down", cohort="multi_agent", version=2)
+    rated(world["a"], "up", cohort="multi_agent", version=1)
+    rated(world["a"], "down", cohort="multi_agent", version=2, at=NOW - dt.timedelta(days=3))  # before the window
+    rated(world["b"], "down", cohort="multi_agent", version=2)  # another tenant
+    rated(world["other_profile"], "down", cohort="multi_agent", version=2)  # another profile
+    rated(world["a"], "up", cohort="single_agent", version=2)
+    profile_id, tenant_id = world["a"].profile_id, world["a"].tenant_id
+
+    narrowed = feedback_rates(
+        **WINDOW, profile_id=profile_id, tenant_id=tenant_id, cohorts=["multi_agent"], routing_versions=[2]
+    )
+    assert figures(narrowed) == [("multi_agent", 2, 1, 0, 1, 1.0)]
+    every_tenant = feedback_rates(**WINDOW, profile_id=profile_id, cohorts=["multi_agent"], routing_versions=[2])
+    assert figures(every_tenant) == [("multi_agent", 2, 2, 0, 2, 1.0)]
+    ratings_only = feedback_rates(
+        **WINDOW, profile_id=profile_id, tenant_id=tenant_id, by=["routing_version"], answers=False
+    )
+    assert figures(ratings_only) == [(None, 1, 0, 1, 0, 0.0), (None, 2, 0, 1, 1, 0.5)]
+
+
+def test_a_draft_is_asked_for_as_version_none_and_an_empty_window_is_one_row_of_zeros(world):
+    rated(world["a"], "down", cohort="multi_agent")
+    rated(world["a"], "up", cohort="multi_agent", version=4)
+    assert figures(feedback_rates(**WINDOW, routing_versions=[None])) == [("multi_agent", None, 1, 0, 1, 1.0)]
+    assert figures(feedback_rates(**WINDOW, routing_versions=[None, 4], by=())) == [(None, None, 2, 1, 1, 0.5)]
+    empty = {"start": NOW + dt.timedelta(days=5), "end": NOW + dt.timedelta(days=6)}
+    assert figures(feedback_rates(**empty, by=())) == [(None, None, 0, 0, 0, None)]
+    assert feedback_rates(**empty) == []
