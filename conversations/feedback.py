@@ -19,6 +19,7 @@ from common.errors import DomainError
 from conversations.models import Conversation, FeedbackRating, Message, MessageFeedback, MessageRole
 
 ERROR_NOT_AN_ANSWER = "No answer with this id in this conversation: message_id must name one of its assistant messages."
+ERROR_INVALID_MESSAGE = "Invalid input: message_id."
 
 Grouping = Literal["cohort", "routing_version"]
 GROUPINGS: tuple[Grouping, ...] = ("cohort", "routing_version")
@@ -27,7 +28,7 @@ GROUPINGS: tuple[Grouping, ...] = ("cohort", "routing_version")
 class NotAnAnswer(DomainError):
     """``message_id`` names no assistant message of the conversation (a 400 naming ``message_id``)."""
 
-    code = "invalid_message"
+    code = "validation_error"  # as DRF's validation errors (common.errors)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def feedback_give(
         .first()
     )
     if answer is None:
-        raise NotAnAnswer(ERROR_NOT_AN_ANSWER, fields={"message_id": [ERROR_NOT_AN_ANSWER]})
+        raise NotAnAnswer(ERROR_INVALID_MESSAGE, fields={"message_id": [ERROR_NOT_AN_ANSWER]})
     given = {"rating": rating, "comment": comment, "user_id": user_id, "staff_user_id": staff_user_id}
     feedback, created = MessageFeedback.objects.update_or_create(
         message=answer,

@@ -7,7 +7,11 @@
  * shows its marker above the transcript; each answer keeps the version it says it came from (data-version).
  *
  * Goal mode (seed 002): the goal event shows the goal and entities read and the plan's steps, each step then
- * updated by its plan_step events; a clarification's candidates are buttons that send the candidate's number. */
+ * updated by its plan_step events; a clarification's candidates are buttons that send the candidate's number.
+ *
+ * Feedback: each finished answer (its done event names the stored message, message_id) gets 👍/👎 buttons that
+ * POST /api/sessions/<conversation_key>/feedback with this session's CSRF token; the chosen one shows pressed
+ * (aria-pressed), choosing again replaces the rating, and a refusal is shown under the answer. */
 "use strict";
 
 (function () {
@@ -26,6 +30,7 @@
   const input = document.getElementById("chat-input");
   const userInput = document.getElementById("chat-user");
   const contextInput = document.getElementById("chat-context");
+  const csrfInput = document.querySelector("#chat-form [name=csrfmiddlewaretoken]");
 
   let socket = null;
   let waiting = []; // frames typed before the socket opened
@@ -324,11 +329,86 @@
       current.textContent = agentLabel(event.agent);
       current.dataset.agent = event.agent;
       turn.element.dataset.state = "done";
+      if (event.message_id) feedbackBar(block, event.conversation_key, event.message_id);
       const goal = (event.metadata || {}).goal;
       if (goal && goal.clarification) choicesShow(turn, goal.clarification);
       if (goal && turn.goal) turn.goal.dataset.status = goal.status || "";
     },
   };
+
+  // -- feedback on an answer ----------------------------------------------------------------------------
+
+  const RATINGS = [
+    ["up", "👍", "Helpful"],
+    ["down", "👎", "Not helpful"],
+  ];
+
+  function feedbackBar(block, conversationKey, messageId) {
+    const bar = el("div", "chat-feedback");
+    bar.dataset.messageId = String(messageId);
+    bar.setAttribute("role", "group");
+    bar.setAttribute("aria-label", "Rate this answer");
+    RATINGS.forEach(([rating, symbol, label]) => {
+      const button = el("button", "chat-feedback-button");
+      button.append(el("span", "chat-feedback-symbol", symbol), el("span", "chat-feedback-label", label));
+      button.type = "button";
+      button.dataset.rating = rating;
+      button.title = label;
+      button.setAttribute("aria-label", label);
+      button.setAttribute("aria-pressed", "false");
+      button.addEventListener("click", () => rate(bar, conversationKey, messageId, rating));
+      bar.append(button);
+    });
+    const status = el("span", "chat-feedback-status", "");
+    status.setAttribute("role", "status");
+    bar.append(status);
+    block.append(bar);
+  }
+
+  async function rate(bar, conversationKey, messageId, rating) {
+    const buttons = bar.querySelectorAll("button.chat-feedback-button");
+    const status = bar.querySelector(".chat-feedback-status");
+    buttons.forEach((button) => (button.disabled = true));
+    bar.dataset.state = "sending";
+    let failure = null;
+    try {
+      const response = await fetch("/api/sessions/" + encodeURIComponent(conversationKey) + "/feedback", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {
+          "Content-Type": "application/json",
+          Accept: "application/json",
+          "X-CSRFToken": csrfInput ? csrfInput.value : "",
+        },
+        body: JSON.stringify({ message_id: messageId, rating: rating }),
+      });
+      if (!response.ok) {
+        let body = {};
+        try {
+          body = await response.json();
+        } catch (error) {
+          body = { error: { message: "The server answered " + response.status + "." } };
+        }
+        failure = errorText(body);
+      }
+    } catch (error) {
+      failure = "The rating could not be sent: " + error.message;
+    }
+    buttons.forEach((button) => {
+      button.disabled = false;
+      if (!failure) button.setAttribute("aria-pressed", String(button.dataset.rating === rating));
+    });
+    if (failure) {
+      bar.dataset.state = "error";
+      status.textContent = failure;
+      status.classList.add("errornote");
+      return;
+    }
+    bar.dataset.state = "saved";
+    bar.dataset.rating = rating;
+    status.classList.remove("errornote");
+    status.textContent = rating === "up" ? "Thanks: rated helpful." : "Thanks: rated not helpful.";
+  }
 
   // -- goal mode -----------------------------------------------------------------------------------------
 
