@@ -26,7 +26,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -161,6 +161,7 @@ class Turn:
     goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
     # What the analytics' daily totals know of the conversation (see _persist).
     stored_cohort: str = ""
+    rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
     handoff_kinds: int = 0
     conversation_created_at: dt.datetime | None = None
     recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
@@ -209,6 +210,7 @@ class Turn:
             if self.input.profile.version is None
             and self.input.profile.agent_id in getattr(self.input.snapshot, "released", {})
             else self.input.profile.version,
+            "rollout": self.rollout,
             "route": decision.route if decision else "",
             "intent": decision.intent if decision else "",
             "route_decision": decision.as_dict() if decision else None,
@@ -848,6 +850,7 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.stored_cohort = state["cohort"]
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]
+        _rollout_serve(turn)
         limit = settings.CONVERSATION_HISTORY_LIMIT
         recent = list(
             Message.objects.filter(
@@ -862,6 +865,24 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
     finally:
         if not connection.in_atomic_block:
             connection.close()
+
+
+def _rollout_serve(turn: Turn) -> None:
+    """While a rollout plan of the profile's version runs, the candidate version serves the conversations its
+    bucket and start put in the candidate cohort (routing.rollout_plans); the rest keep the live version. Only
+    customers' turns on the live version: an editor trying the draft keeps the draft."""
+    data = turn.input
+    current = data.snapshot or snapshots.current()
+    rollout = current.rollouts.get(data.profile.agent_id)
+    live = current.released.get(data.profile.agent_id)
+    if rollout is None or live is None or data.profile.version != live:
+        return
+    candidate = rollout.serves_candidate(data.conversation_key, turn.conversation_created_at)
+    turn.rollout = {"plan": rollout.plan_id, "cohort": "candidate" if candidate else "control"}
+    if candidate:
+        turn.input = replace(data, profile=rollout.candidate)
+        if not data.single_agent:
+            turn.mode = rollout.candidate.effective_mode
 
 
 def _recent_paths(conversation_pk: int, window: int) -> list[tuple[str, str]]:

@@ -65,3 +65,11 @@ def goal_step(payload: dict[str, Any]) -> dict[str, Any]:
     endpoint = Endpoint(name=payload["server"], url=payload["endpoint"], timeout=float(payload["timeout"]))
     call = tool_call(endpoint=endpoint, tool=payload["tool"], arguments=payload["arguments"], schema=payload["schema"])
     return _worker_loop().run_until_complete(call).as_dict()
+
+
+@app.task(name="conversations.rollout_evaluate", ignore_result=True)
+def rollout_evaluate() -> int:
+    """Celery beat, every ROLLOUT_EVALUATE_SECONDS: advance, hold or roll back each running rollout plan."""
+    from conversations.rollout_guard import plans_evaluate
+
+    return len(plans_evaluate(actor="beat"))

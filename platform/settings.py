@@ -199,6 +199,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1.0}
 CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
 CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 
+# Rollout plans (W2 5/8): every ROLLOUT_EVALUATE_SECONDS Celery beat evaluates the running plans (docs/rollouts.md);
+# without a broker the web server's own timer does. Each decision that moves a plan is posted to its webhook,
+# signed with ROLLOUT_WEBHOOK_SECRET (HMAC-SHA256 of the body, header X-Rollout-Signature).
+ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)
+ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET", "") or SECRET_KEY
+CELERY_BEAT_SCHEDULE = {
+    "rollout-evaluate": {"task": "conversations.rollout_evaluate", "schedule": ROLLOUT_EVALUATE_SECONDS},
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -18,6 +18,7 @@ class RoutingConfig(AppConfig):
             Intent,
             Keyword,
             RolloutFlag,
+            RolloutPlan,
             RolloutTenantOverride,
             RolloutUserOverride,
             RoutingTestCase,
@@ -26,7 +27,7 @@ class RoutingConfig(AppConfig):
 
         # Rollout flags too: the snapshot carries them, so a change reaches every process on its next message.
         # Their history (RolloutFlagChange) is not configuration. A profile's goal domains are watched here: only
-        # routing's snapshot reads them.
+        # routing's snapshot reads them. Rollout plans: which conversations a candidate version serves.
         config_models_watch(
             Intent,
             Keyword,
@@ -36,6 +37,7 @@ class RoutingConfig(AppConfig):
             RolloutFlag,
             RolloutUserOverride,
             RolloutTenantOverride,
+            RolloutPlan,
             relations=(Intent.mcp_tools.through, AgentProfile.goal_domains.through),
         )
         # A synced MCP server's domain manifests become goals and capabilities.
@@ -52,5 +54,6 @@ class RoutingConfig(AppConfig):
             RolloutUserOverride,
             RolloutTenantOverride,
             RoutingTestCase,
+            RolloutPlan,
         ):
             history_register(model)

@@ -482,3 +482,165 @@ class RoutingTestCase(models.Model):
         errors = routing_test_expect_errors(self.expect)
         if errors:
             raise ValidationError({"expect": [f"expect: {error}" for error in errors]})
+
+
+# -- progressive delivery (W2 5/8) ------------------------------------------------------
+# A rollout plan moves a published routing version of a profile (or the multi_agent flag) to its users in stages,
+# watched by guard metrics against the control cohort; conversations.rollout_guard decides, every minute, to
+# advance, hold or roll back, and records each decision with the figures that drove it (routing.rollout_plans).
+
+
+class RolloutPlanTarget(models.TextChoices):
+    VERSION = "version", "A routing version of the profile"
+    MULTI_AGENT = "multi_agent", "The multi_agent flag (multi-agent mode)"
+
+
+class RolloutPlanStatus(models.TextChoices):
+    READY = "ready", "Ready (not started)"
+    RUNNING = "running", "Running"
+    PAUSED = "paused", "Paused (holding its stage)"
+    ROLLED_BACK = "rolled_back", "Rolled back"
+    COMPLETED = "completed", "Completed"
+    ABORTED = "aborted", "Aborted"
+
+
+ROLLOUT_PLAN_ACTIVE = (RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED)
+
+
+def default_rollout_stages() -> list[int]:
+    return [5, 25, 50, 100]
+
+
+def default_rollout_guards() -> list[dict[str, object]]:
+    from routing.rollout_plans import DEFAULT_GUARDS
+
+    return [dict(guard) for guard in DEFAULT_GUARDS]
+
+
+class RolloutPlan(models.Model):
+    """Roll a routing version of a profile (against the version live when the plan starts) or the multi_agent
+    flag out in stages: each stage's share of new conversations, held at least ``hold_minutes`` and until each
+    cohort has ``min_conversations``, guarded by metrics relative to the control cohort."""
+
+    name = models.CharField(max_length=200)
+    target = models.CharField(max_length=16, choices=RolloutPlanTarget.choices, default=RolloutPlanTarget.VERSION)
+    profile = models.ForeignKey(
+        "agents.AgentProfile",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="rollout_plans",
+        help_text="The profile whose version is rolled out; for the multi_agent flag, the profile whose traffic is "
+        "watched (empty: every profile).",
+    )
+    candidate = models.ForeignKey(
+        RoutingVersion,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The version rolled out (routing_publish --candidate stores one without releasing it).",
+    )
+    control = models.ForeignKey(
+        RoutingVersion,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The version live when the plan started: the control cohort's.",
+    )
+    stages = models.JSONField(
+        default=default_rollout_stages, help_text="Percentages of new conversations, rising, ending at 100."
+    )
+    hold_minutes = models.PositiveIntegerField(default=60, help_text="The least time a stage runs before advancing.")
+    min_conversations = models.PositiveIntegerField(
+        default=200, help_text="The least conversations each cohort needs in a stage before anything moves."
+    )
+    guards = models.JSONField(
+        default=default_rollout_guards,
+        help_text='Guard metrics relative to the control, e.g. [{"metric": "fallback_rate", "threshold": 0.25}] '
+        "(the candidate may be at most 25 % worse); see docs/rollouts.md.",
+    )
+    max_errors = models.PositiveIntegerField(
+        default=20, help_text="Failed specialist parts and tool errors the candidate may have in a stage, absolute."
+    )
+    alpha = models.FloatField(
+        default=0.01,
+        validators=[MinValueValidator(0.0001), MaxValueValidator(0.2)],
+        help_text="Significance a rate or score difference needs before it rolls back (one-sided tests).",
+    )
+    webhook_url = models.URLField(blank=True, help_text="Optional: each decision that moves the plan is posted here.")
+    status = models.CharField(max_length=16, choices=RolloutPlanStatus.choices, default=RolloutPlanStatus.READY)
+    stage = models.PositiveSmallIntegerField(default=0, help_text="The index of the running stage.")
+    stage_started_at = models.DateTimeField(null=True, blank=True)
+    history = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="[started at (ISO), percentage] of each stage run, in order: which share of new conversations "
+        "each moment gave the candidate (a conversation keeps the cohort its start gave it).",
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status"], name="rollout_plan_status")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from routing.rollout_plans import plan_errors
+
+        errors = plan_errors(
+            target=self.target,
+            stages=self.stages,
+            guards=self.guards,
+            profile=self.profile,
+            candidate=self.candidate,
+        )
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def percentage(self) -> int:
+        """The share of new conversations the candidate gets now (0 unless running or paused)."""
+        if self.status not in ROLLOUT_PLAN_ACTIVE or not self.stages:
+            return 0
+        return int(self.stages[min(self.stage, len(self.stages) - 1)])
+
+
+class RolloutDecisionAction(models.TextChoices):
+    START = "start", "Started"
+    HOLD = "hold", "Held"
+    ADVANCE = "advance", "Advanced"
+    ROLLBACK = "rollback", "Rolled back"
+    COMPLETE = "complete", "Completed"
+    PAUSE = "pause", "Paused"
+    RESUME = "resume", "Resumed"
+    ABORT = "abort", "Aborted"
+
+
+class RolloutDecision(models.Model):
+    """One evaluation or command of a plan, with the figures that drove it. Written once, never edited."""
+
+    plan = models.ForeignKey(RolloutPlan, on_delete=models.CASCADE, related_name="decisions")
+    action = models.CharField(max_length=16, choices=RolloutDecisionAction.choices)
+    stage = models.PositiveSmallIntegerField()
+    percentage = models.PositiveSmallIntegerField()
+    reason = models.TextField()
+    figures = models.JSONField(default=dict, blank=True, help_text="Per cohort: samples and every guard metric.")
+    actor = models.CharField(max_length=200, help_text='"beat", "admin: <username>" or "manage.py rollout".')
+    webhook = models.CharField(max_length=200, blank=True, help_text="How the webhook answered (blank: not sent).")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["plan", "-created_at"], name="rollout_decision_plan_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.plan}: {self.action} at stage {self.stage}"

@@ -20,6 +20,7 @@ from django.conf import settings
 from common.config_version import config_version, local_generation
 from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.rollout import FlagSpec
+from routing.rollout_plans import VersionRollout, history_parse
 from routing.router import CompiledRouter, IntentSpec
 
 
@@ -138,6 +139,8 @@ class Snapshot:
     # What editors try: each profile's draft (the same object as the released one when nothing changed since).
     drafts: dict[str, ProfileSpec] = field(default_factory=dict)
     released: dict[str, int] = field(default_factory=dict)  # agent_id → the version number served
+    # Running (or paused) rollout plans of a version, by agent_id: which conversations the candidate serves.
+    rollouts: dict[str, VersionRollout] = field(default_factory=dict)
 
     def profile(self, agent_id: str, *, draft: bool = False) -> ProfileSpec | None:
         """The profile customers get, or with ``draft`` the one its editors are changing."""
@@ -209,7 +212,24 @@ def build(*, version: int, generation: int) -> Snapshot:
         flags=_flags(),
         drafts=draft_specs,
         released={agent_id: number for agent_id, (number, _) in released.items()},
+        rollouts=_rollouts(pks, profiles),
     )
+
+
+def _rollouts(pks: dict[str, int], profiles: dict[str, ProfileSpec]) -> dict[str, VersionRollout]:
+    """The running and paused version plans, their candidates compiled (one query)."""
+    from routing.documents import profile_compile
+    from routing.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan, RolloutPlanTarget
+
+    plans = RolloutPlan.objects.filter(
+        status__in=ROLLOUT_PLAN_ACTIVE, target=RolloutPlanTarget.VERSION, candidate__isnull=False
+    ).values_list("pk", "profile__agent_id", "candidate__number", "candidate__document", "control__number", "history")
+    out = {}
+    for pk, agent_id, number, document, control, history in plans:
+        if agent_id in profiles and agent_id in pks and document["profile"]["enabled"]:
+            candidate = profile_compile(document, pk=pks[agent_id], version=number)
+            out[agent_id] = VersionRollout(pk, agent_id, candidate, control, history_parse(history))
+    return out
 
 
 def _servers() -> dict[str, ServerSpec]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 from rest_framework import status
 
 from common.config_version import config_version_bump
@@ -77,8 +78,10 @@ def version_publish(
     document: Mapping[str, Any] | None = None,
     reverted_from: int | None = None,
     forced_reason: str = "",
+    release: bool = True,
 ) -> RoutingVersion:
-    """Publish ``document`` (default: the profile's draft) as the profile's next version, live at once.
+    """Publish ``document`` (default: the profile's draft) as the profile's next version, live at once — or, with
+    ``release=False``, stored as a candidate for a rollout plan (W2 5/8) while the live version stays live.
 
     ``based_on`` is the live version number the editor reviewed (``None``: never published); when another
     version went live meanwhile the publish is refused with :class:`VersionConflict`. Publishing what is already
@@ -110,6 +113,7 @@ def version_publish(
         reverted_from=reverted_from,
         forced_reason=forced_reason,
         test_summary=summary,
+        release=release,
     )
 
 
@@ -124,6 +128,7 @@ def _version_store(
     reverted_from: int | None,
     forced_reason: str,
     test_summary: dict[str, Any],
+    release: bool = True,
 ) -> RoutingVersion:
     from agents.models import AgentProfile
 
@@ -150,12 +155,22 @@ def _version_store(
         test_summary=test_summary,
         created_by=user if getattr(user, "pk", None) else None,
     )
+    if release:
+        version_release(profile=profile, version=version, user=version.created_by)
+    return version
+
+
+def version_release(*, profile: Any, version: RoutingVersion, user: Any = None) -> None:
+    """Serve ``version`` (already stored) to the profile's customers: a publish, or a rollout plan's completion."""
     ProfileRelease.objects.update_or_create(
         profile=profile,
-        defaults={"version": version, "published_by": version.created_by, "published_at": version.created_at},
+        defaults={
+            "version": version,
+            "published_by": user if getattr(user, "pk", None) else None,
+            "published_at": timezone.now(),
+        },
     )
     config_version_bump()  # with the transaction: every process rebuilds its snapshot on its next message
-    return version
 
 
 def version_revert(*, profile: Any, to: int, user: Any = None, note: str = "") -> RoutingVersion:

@@ -1,0 +1,505 @@
+"""Rollout plans' guard (W2 5/8): from the stored turns, advance, hold or roll back each running plan.
+
+Every minute (Celery beat's ``conversations.rollout_evaluate``; without a broker, the embedded server's timer) each
+running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of its running stage:
+
+* **Cohorts.** A version plan's candidate cohort is the turns its candidate version served
+  (``routing_version``), its control cohort the turns the control version served, both of the plan's profile;
+  a ``multi_agent`` plan's are the turns of cohort ``multi_agent`` and ``single_agent``.
+* **Figures** per cohort: conversations and turns; fallback, loop-stop, handoff and tool-error rates; the
+  negative-feedback rate of rated answers; the judge's mean score; the p95 latency; errors (failed specialist
+  parts and tool errors). At the last stage (100 %) new conversations have no control: the control's figures
+  are those of the whole plan.
+* **No decisions on noise.** Below ``min_conversations`` in either cohort nothing moves — except the absolute
+  error guard, which rolls back as soon as the candidate's errors pass ``max_errors``. A rate guard is breached
+  when the candidate is worse than the control by more than its threshold (relative: 0.25 = 25 % worse, plus
+  half a percentage point so that a control near zero does not make every difference relative infinity) *and*
+  Fisher's exact test says the candidate's rate is higher with p < ``alpha`` (one-sided, ``scipy.stats``); the
+  judge score likewise with Welch's t-test; latency by the rule p95(candidate) > p95(control) × (1 + threshold)
+  + 50 ms, no test (percentiles have none that is cheap; the minimum sample and the 50 ms are its guards).
+* **Decisions.** A breach rolls back at once; with every guard clear, the stage advances once it ran
+  ``hold_minutes`` and both cohorts reached the minimum; after the last stage the plan completes and the
+  candidate is released to every customer (:func:`routing.versions.version_release`). Otherwise it holds. Each
+  decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it; those that move the
+  plan are posted to its webhook, signed (``X-Rollout-Signature: sha256=<HMAC of the body>``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Aggregate, Avg, Count, FloatField, Q, QuerySet, StdDev
+from django.utils import timezone
+
+from common.config_version import config_version_bump
+from conversations.models import Message, MessageRole, RouteDecisionRecord, ToolCall, ToolCallStatus
+from handoffs.models import Handoff, HandoffKind, HandoffStatus
+from routing.models import (
+    RolloutDecision,
+    RolloutDecisionAction,
+    RolloutPlan,
+    RolloutPlanStatus,
+    RolloutPlanTarget,
+    RoutingVersion,
+)
+from routing.rollout import COHORT_MULTI_AGENT, COHORT_SINGLE_AGENT
+from routing.rollout_plans import GUARD_METRICS
+
+logger = logging.getLogger(__name__)
+
+CANDIDATE, CONTROL = "candidate", "control"
+RATE_FLOOR = 0.005  # added to a rate guard's allowance: half a percentage point
+LATENCY_FLOOR_MS = 50.0  # added to the p95 allowance: a few milliseconds of a busy machine are not a regression
+TOOL_ERRORS = (ToolCallStatus.ERROR, ToolCallStatus.TIMEOUT, ToolCallStatus.UNAVAILABLE)
+TOOL_COUNTED = (*TOOL_ERRORS, ToolCallStatus.OK, ToolCallStatus.INVALID)  # not permission asks, not unoffered tools
+PART_ERRORS = ("error", "timeout")
+
+
+class RolloutStateError(Exception):
+    """A command that does not fit the plan's status (e.g. resuming a plan that is not paused)."""
+
+
+# -- figures ---------------------------------------------------------------------------------------------
+
+
+def _cohort_filter(plan: RolloutPlan, cohort: str, prefix: str = "") -> Q:
+    """The rows of ``cohort``: ``prefix`` leads from the row to its message's columns (``message__``)."""
+    if plan.target == RolloutPlanTarget.VERSION:
+        version = plan.candidate if cohort == CANDIDATE else plan.control
+        return Q(**{f"{prefix}routing_version": version.number if version else -1})
+    return Q(**{f"{prefix}cohort": COHORT_MULTI_AGENT if cohort == CANDIDATE else COHORT_SINGLE_AGENT})
+
+
+def _window(queryset: QuerySet[Any], plan: RolloutPlan, since: dt.datetime, profile_path: str) -> QuerySet[Any]:
+    queryset = queryset.filter(created_at__gte=since)
+    return queryset.filter(**{profile_path: plan.profile_id}) if plan.profile_id else queryset
+
+
+class _Percentile95(Aggregate):
+    """PostgreSQL's ``percentile_cont(0.95) WITHIN GROUP (ORDER BY …)``."""
+
+    function = "percentile_cont"
+    template = "%(function)s(0.95) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+def _p95(queryset: QuerySet[Any]) -> float | None:
+    """The 95th percentile of ``latency_ms`` (in PostgreSQL; elsewhere, sorted in Python)."""
+    values = queryset.exclude(latency_ms=None)
+    if connection.vendor == "postgresql":
+        return values.aggregate(p95=_Percentile95("latency_ms"))["p95"]
+    ordered = sorted(values.values_list("latency_ms", flat=True))
+    return float(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]) if ordered else None
+
+
+def _feedback(plan: RolloutPlan, cohort: str, since: dt.datetime) -> tuple[int, int]:
+    """(rated answers, rated down) of the cohort, when the platform stores feedback."""
+    from django.apps import apps
+
+    try:
+        model = apps.get_model("conversations", "MessageFeedback")
+    except LookupError:
+        return 0, 0
+    rows = _window(model.objects.all(), plan, since, "message__conversation__profile_id").filter(
+        _cohort_filter(plan, cohort, "message__")
+    )
+    counts = rows.aggregate(n=Count("id"), down=Count("id", filter=Q(rating="down")))
+    return counts["n"], counts["down"]
+
+
+def cohort_figures(plan: RolloutPlan, cohort: str, since: dt.datetime) -> dict[str, Any]:
+    """Every guard metric of one cohort of ``plan`` over the turns since ``since``."""
+    messages = _window(Message.objects.all(), plan, since, "conversation__profile_id").filter(
+        _cohort_filter(plan, cohort)
+    )
+    users = messages.filter(role=MessageRole.USER).aggregate(
+        turns=Count("id"), conversations=Count("conversation_id", distinct=True)
+    )
+    answers = messages.filter(role=MessageRole.ASSISTANT)
+    judged = answers.exclude(judge_score=None).aggregate(
+        n=Count("id"), mean=Avg("judge_score"), sd=StdDev("judge_score")
+    )
+    parts_failed = messages.filter(role=MessageRole.AGENT, metadata__status__in=PART_ERRORS).count()
+    decisions = _window(RouteDecisionRecord.objects.all(), plan, since, "conversation__profile_id").filter(
+        _cohort_filter(plan, cohort, "message__")
+    )
+    routed = decisions.aggregate(n=Count("id"), fallback=Count("id", filter=Q(method="fallback")))
+    moves = _window(Handoff.objects.all(), plan, since, "profile_id").filter(_cohort_filter(plan, cohort))
+    moved = moves.aggregate(
+        stops=Count("conversation_id", filter=Q(status=HandoffStatus.STOPPED)),
+        handoffs=Count("id", filter=Q(kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED)),
+    )
+    calls = _window(ToolCall.objects.all(), plan, since, "conversation__profile_id").filter(
+        _cohort_filter(plan, cohort, "message__"), status__in=TOOL_COUNTED
+    )
+    called = calls.aggregate(n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS)))
+    rated, down = _feedback(plan, cohort, since)
+    turns = users["turns"]
+    return {
+        "conversations": users["conversations"],
+        "turns": turns,
+        "fallback_rate": _rate(routed["fallback"], routed["n"]),
+        "loop_stop_rate": _rate(moved["stops"], turns),
+        "handoff_rate": _rate(moved["handoffs"], turns),
+        "tool_error_rate": _rate(called["errors"], called["n"]),
+        "negative_feedback_rate": _rate(down, rated),
+        "judge_score": {"n": judged["n"], "mean": judged["mean"], "sd": judged["sd"]},
+        "p95_latency_ms": _p95(answers),
+        "errors": parts_failed + called["errors"],
+    }
+
+
+def _rate(hits: int, total: int) -> dict[str, Any]:
+    return {"x": hits, "n": total, "rate": hits / total if total else None}
+
+
+# -- verdicts ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    metric: str
+    breached: bool
+    reason: str
+    p_value: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "breached": self.breached, "reason": self.reason, "p_value": self.p_value}
+
+
+def guard_verdict(guard: dict[str, Any], candidate: dict[str, Any], control: dict[str, Any], alpha: float) -> Verdict:
+    """Whether the candidate is worse than the control on ``guard`` beyond its threshold, and significantly."""
+    from scipy import stats
+
+    name, threshold = guard["metric"], float(guard["threshold"])
+    metric = GUARD_METRICS[name]
+    cand, ctrl = candidate[name], control[name]
+    if metric.kind == "rate":
+        if not cand["n"] or not ctrl["n"]:
+            return Verdict(name, False, "no sample")
+        allowed = ctrl["rate"] * (1 + threshold) + RATE_FLOOR
+        if cand["rate"] <= allowed:
+            return Verdict(name, False, f"{cand['rate']:.3f} within {allowed:.3f} (control {ctrl['rate']:.3f})")
+        table = [[cand["x"], cand["n"] - cand["x"]], [ctrl["x"], ctrl["n"] - ctrl["x"]]]
+        p_value = float(stats.fisher_exact(table, alternative="greater").pvalue)
+        breached = p_value < alpha
+        return Verdict(
+            name,
+            breached,
+            f"{cand['rate']:.3f} against control {ctrl['rate']:.3f} (allowed {allowed:.3f}); Fisher p = {p_value:.2g}"
+            + ("" if breached else f" ≥ alpha {alpha}: not significant yet"),
+            p_value,
+        )
+    if metric.kind == "mean":
+        if cand["n"] < 2 or ctrl["n"] < 2:
+            return Verdict(name, False, "no sample")
+        allowed = ctrl["mean"] * (1 - threshold)
+        if cand["mean"] >= allowed:
+            return Verdict(name, False, f"{cand['mean']:.3f} within {allowed:.3f} (control {ctrl['mean']:.3f})")
+        p_value = float(
+            stats.ttest_ind_from_stats(
+                cand["mean"],
+                cand["sd"] or 0.0,
+                cand["n"],
+                ctrl["mean"],
+                ctrl["sd"] or 0.0,
+                ctrl["n"],
+                equal_var=False,
+                alternative="less",
+            ).pvalue
+        )
+        p_value = 0.0 if math.isnan(p_value) else p_value  # both without spread: the difference is certain
+        breached = p_value < alpha
+        return Verdict(
+            name,
+            breached,
+            f"{cand['mean']:.3f} against control {ctrl['mean']:.3f} (allowed {allowed:.3f}); Welch p = {p_value:.2g}",
+            p_value,
+        )
+    if cand is None or ctrl is None:
+        return Verdict(name, False, "no sample")
+    allowed = ctrl * (1 + threshold) + LATENCY_FLOOR_MS
+    breached = cand > allowed
+    return Verdict(name, breached, f"p95 {cand:.0f} ms against control {ctrl:.0f} ms (allowed {allowed:.0f} ms)")
+
+
+# -- decisions ---------------------------------------------------------------------------------------------
+
+
+def _record(
+    plan: RolloutPlan, action: str, reason: str, actor: str, figures: dict[str, Any] | None = None
+) -> RolloutDecision:
+    return RolloutDecision.objects.create(
+        plan=plan,
+        action=action,
+        stage=plan.stage,
+        percentage=int(plan.stages[min(plan.stage, len(plan.stages) - 1)]),  # the stage's, whatever the status
+        reason=reason,
+        figures=figures or {},
+        actor=actor,
+    )
+
+
+def _stage_begin(plan: RolloutPlan, now: dt.datetime) -> None:
+    plan.stage_started_at = now
+    plan.history = [*plan.history, [now.isoformat(), int(plan.stages[plan.stage])]]
+
+
+def _flag_follow(plan: RolloutPlan, percentage: int) -> None:
+    """A multi_agent plan moves the flag's percentage with its stages."""
+    from routing.models import RolloutFlag
+    from routing.rollout import MULTI_AGENT_FLAG
+
+    if plan.target == RolloutPlanTarget.MULTI_AGENT:
+        flag, _ = RolloutFlag.objects.get_or_create(key=MULTI_AGENT_FLAG)
+        flag.percentage = percentage
+        flag.save(update_fields=["percentage", "updated_at"])
+
+
+def plan_start(plan: RolloutPlan, *, actor: str, user: Any = None, now: dt.datetime | None = None) -> RolloutDecision:
+    """Start a ready plan at its first stage; its control is the version live now."""
+    from routing.versions import live_version
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
+        if plan.status != RolloutPlanStatus.READY:
+            raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: only a ready plan starts.")
+        if plan.target == RolloutPlanTarget.VERSION:
+            profile, _ = _version_parts(plan)
+            live = live_version(profile)
+            if live is None:
+                raise RolloutStateError(f"{profile.agent_id} has no live version to compare the candidate with.")
+            if plan.candidate_id == live.pk:
+                raise RolloutStateError(f"Version {live.number} is live already: nothing to roll out.")
+            busy = RolloutPlan.objects.filter(
+                profile=plan.profile, status__in=[RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED]
+            ).exclude(pk=plan.pk)
+            if busy.exists():
+                raise RolloutStateError(f"{profile.agent_id} already has a running plan: {busy.first()}.")
+            plan.control = live
+        plan.status, plan.stage, plan.started_at = RolloutPlanStatus.RUNNING, 0, now
+        if user is not None and getattr(user, "pk", None):
+            plan.created_by = plan.created_by or user
+        _stage_begin(plan, now)
+        plan.save()
+        _flag_follow(plan, plan.percentage)
+        decision = _record(plan, RolloutDecisionAction.START, f"Started at {plan.percentage} %.", actor)
+    return decision
+
+
+def plan_command(plan: RolloutPlan, action: str, *, actor: str, now: dt.datetime | None = None) -> RolloutDecision:
+    """pause | resume | advance | abort, by a person."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
+        if action == RolloutDecisionAction.PAUSE:
+            _expect(plan, RolloutPlanStatus.RUNNING, "pause")
+            plan.status = RolloutPlanStatus.PAUSED
+            reason = f"Paused at {plan.percentage} %: the stage holds; nothing advances or rolls back by itself."
+        elif action == RolloutDecisionAction.RESUME:
+            _expect(plan, RolloutPlanStatus.PAUSED, "resume")
+            plan.status = RolloutPlanStatus.RUNNING
+            reason = f"Resumed at {plan.percentage} %."
+        elif action == RolloutDecisionAction.ADVANCE:
+            _expect(plan, RolloutPlanStatus.RUNNING, "advance")
+            return _advance(plan, now, actor, {}, "Advanced by hand")
+        elif action == RolloutDecisionAction.ABORT:
+            if plan.status not in (RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED, RolloutPlanStatus.READY):
+                raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()} already.")
+            plan.status, plan.finished_at = RolloutPlanStatus.ABORTED, now
+            _flag_follow(plan, 0)
+            reason = "Aborted by hand: every conversation is back on the control from its next message."
+        else:
+            raise RolloutStateError(f"Unknown command {action!r}.")
+        plan.save()
+        decision = _record(plan, action, reason, actor)
+    _webhook_later(decision)
+    return decision
+
+
+def _version_parts(plan: RolloutPlan) -> tuple[Any, RoutingVersion]:
+    """A version plan's profile and candidate (a plan saved without them cannot run)."""
+    if plan.profile is None or plan.candidate is None:
+        raise RolloutStateError(f"Plan {plan} names no profile or no candidate version.")
+    return plan.profile, plan.candidate
+
+
+def _expect(plan: RolloutPlan, status: str, command: str) -> None:
+    if plan.status != status:
+        raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: it cannot {command}.")
+
+
+def _advance(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str, Any], why: str) -> RolloutDecision:
+    """Next stage, or — after the last — complete: the candidate released to everyone."""
+    from routing.versions import version_release
+
+    if plan.stage + 1 < len(plan.stages):
+        plan.stage += 1
+        _stage_begin(plan, now)
+        plan.save()
+        _flag_follow(plan, plan.percentage)
+        decision = _record(plan, RolloutDecisionAction.ADVANCE, f"{why}: now {plan.percentage} %.", actor, figures)
+    else:
+        plan.status, plan.finished_at = RolloutPlanStatus.COMPLETED, now
+        plan.save()
+        if plan.target == RolloutPlanTarget.VERSION:
+            profile, candidate = _version_parts(plan)
+            version_release(profile=profile, version=candidate)
+            done = f"version {candidate.number} is live for every customer"
+        else:
+            _flag_follow(plan, 100)
+            done = "the multi_agent flag is at 100 %"
+        decision = _record(plan, RolloutDecisionAction.COMPLETE, f"{why}: completed, {done}.", actor, figures)
+    _webhook_later(decision)
+    return decision
+
+
+def plan_evaluate(plan: RolloutPlan, *, now: dt.datetime | None = None, actor: str = "beat") -> RolloutDecision:
+    """One evaluation of a running plan: advance, hold or roll back, recorded with its figures."""
+    from routing.versions import live_version
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        plan = (
+            RolloutPlan.objects.select_for_update(of=("self",))
+            .select_related("candidate", "control", "profile")
+            .get(pk=plan.pk)
+        )
+        if plan.status != RolloutPlanStatus.RUNNING:
+            raise RolloutStateError(
+                f"Plan {plan} is {plan.get_status_display().lower()}: only a running plan is evaluated."
+            )
+        if plan.target == RolloutPlanTarget.VERSION:
+            profile, _ = _version_parts(plan)
+            live = live_version(profile)
+            if live is None or live.pk != plan.control_id:
+                plan.status, plan.finished_at = RolloutPlanStatus.ABORTED, now
+                plan.save()
+                decision = _record(
+                    plan,
+                    RolloutDecisionAction.ABORT,
+                    f"The live version of {profile.agent_id} changed under the plan (now "
+                    f"{live.number if live else 'none'}, control {plan.control.number if plan.control else '?'}): "
+                    "aborted.",
+                    actor,
+                )
+                _webhook_later(decision)
+                return decision
+        since = plan.stage_started_at or plan.started_at or now
+        last = plan.stage == len(plan.stages) - 1
+        figures: dict[str, Any] = {
+            CANDIDATE: cohort_figures(plan, CANDIDATE, since),
+            CONTROL: cohort_figures(plan, CONTROL, plan.started_at if last and plan.started_at else since),
+            "since": since.isoformat(),
+        }
+        cand, ctrl = figures[CANDIDATE], figures[CONTROL]
+        if cand["errors"] > plan.max_errors:
+            return _rollback(plan, now, actor, figures, f"errors: {cand['errors']} > {plan.max_errors}")
+        sampled = cand["conversations"] >= plan.min_conversations and ctrl["conversations"] >= plan.min_conversations
+        verdicts = [guard_verdict(guard, cand, ctrl, plan.alpha) for guard in plan.guards] if sampled else []
+        figures["verdicts"] = [verdict.as_dict() for verdict in verdicts]
+        breached = [verdict for verdict in verdicts if verdict.breached]
+        if breached:
+            return _rollback(plan, now, actor, figures, "; ".join(f"{v.metric}: {v.reason}" for v in breached))
+        held = now - since >= dt.timedelta(minutes=plan.hold_minutes)
+        if sampled and held:
+            return _advance(plan, now, actor, figures, "Every guard clear")
+        missing = []
+        if not sampled:
+            missing.append(
+                f"samples {cand['conversations']} (candidate) and {ctrl['conversations']} (control) of "
+                f"{plan.min_conversations} conversations"
+            )
+        if not held:
+            missing.append(f"held {int((now - since).total_seconds() // 60)} of {plan.hold_minutes} minutes")
+        return _record(plan, RolloutDecisionAction.HOLD, "Holding: " + "; ".join(missing) + ".", actor, figures)
+
+
+def _rollback(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str, Any], why: str) -> RolloutDecision:
+    plan.status, plan.finished_at = RolloutPlanStatus.ROLLED_BACK, now
+    plan.save()
+    _flag_follow(plan, 0)
+    config_version_bump()
+    decision = _record(
+        plan,
+        RolloutDecisionAction.ROLLBACK,
+        f"Rolled back at {plan.stages[plan.stage]} %: {why}. Every conversation is back on the control from its next "
+        "message.",
+        actor,
+        figures,
+    )
+    _webhook_later(decision)
+    return decision
+
+
+def plans_evaluate(*, now: dt.datetime | None = None, actor: str = "beat") -> list[RolloutDecision]:
+    """Evaluate every running plan (the beat task); a plan that fails to evaluate is logged and skipped."""
+    decisions = []
+    for plan in RolloutPlan.objects.filter(status=RolloutPlanStatus.RUNNING).order_by("pk"):
+        try:
+            decisions.append(plan_evaluate(plan, now=now, actor=actor))
+        except RolloutStateError:
+            continue  # paused or finished since the list was read
+        except Exception:
+            logger.exception("rollout plan %s could not be evaluated", plan.pk)
+    return decisions
+
+
+# -- webhook -----------------------------------------------------------------------------------------------
+
+
+def webhook_signature(body: bytes) -> str:
+    """``sha256=<hex HMAC-SHA256 of the body>`` with ``ROLLOUT_WEBHOOK_SECRET``."""
+    digest = hmac.new(settings.ROLLOUT_WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def webhook_body(decision: RolloutDecision) -> bytes:
+    plan = decision.plan
+    payload = {
+        "plan": {"id": plan.pk, "name": plan.name, "target": plan.target, "status": plan.status},
+        "profile": plan.profile.agent_id if plan.profile else None,
+        "candidate": plan.candidate.number if plan.candidate else None,
+        "control": plan.control.number if plan.control else None,
+        "action": decision.action,
+        "stage": decision.stage,
+        "percentage": decision.percentage,
+        "reason": decision.reason,
+        "figures": decision.figures,
+        "at": decision.created_at.isoformat(),
+    }
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def _webhook_later(decision: RolloutDecision) -> None:
+    if decision.plan.webhook_url:
+        transaction.on_commit(lambda: webhook_send(decision.pk))
+
+
+def webhook_send(decision_pk: int) -> str:
+    """Post a decision to its plan's webhook; what it answered is kept on the decision."""
+    import httpx
+
+    decision = RolloutDecision.objects.select_related("plan__profile", "plan__candidate", "plan__control").get(
+        pk=decision_pk
+    )
+    body = webhook_body(decision)
+    headers = {"Content-Type": "application/json", "X-Rollout-Signature": webhook_signature(body)}
+    try:
+        answer = httpx.post(decision.plan.webhook_url, content=body, headers=headers, timeout=5.0)
+        outcome = f"HTTP {answer.status_code}"
+    except httpx.HTTPError as exc:
+        outcome = f"failed: {type(exc).__name__}"
+        logger.warning("rollout webhook of plan %s %s", decision.plan_id, outcome)
+    RolloutDecision.objects.filter(pk=decision.pk).update(webhook=outcome[:200])
+    return outcome

@@ -1,0 +1,245 @@
+"""Rollout plans of a routing version (W2 5/8): sticky cohorts, and the guard that advances, holds or rolls back.
+
+Traffic is real: customers' messages through the gateway API on PostgreSQL, each conversation served by the
+version its cohort gives it; the guard reads the stored turns. A bad candidate (the invoice intent switched off,
+so invoice questions fall to the fallback specialist) is rolled back in its first stage; a good one (a keyword
+added) advances stage by stage and is released to everyone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from agents.models import AgentProfile
+from conversations.models import Message, MessageRole
+from conversations.rollout_guard import (
+    RolloutStateError,
+    guard_verdict,
+    plan_command,
+    plan_evaluate,
+    plan_start,
+)
+from routing.models import Intent, Keyword, RolloutDecision, RolloutPlan, RolloutPlanStatus
+from routing.versions import live_version, version_publish
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INVOICE = "Minha fatura veio alta"
+
+
+def say(api, session: str, text: str = INVOICE) -> dict:
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def plan_for(candidate, **extra) -> RolloutPlan:
+    settings = {"stages": [20, 50, 100], "hold_minutes": 0, "min_conversations": 15, "guards": None}
+    settings.update(extra)
+    if settings["guards"] is None:
+        settings.pop("guards")
+    return RolloutPlan.objects.create(name="invoice change", profile=candidate.profile, candidate=candidate, **settings)
+
+
+@pytest.fixture(autouse=True)
+def unthrottled(settings):
+    settings.API_MESSAGE_RATE_PER_KEY = "off"  # generated traffic: hundreds of messages a minute from one key
+
+
+@pytest.fixture
+def published(telecom):
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    return version_publish(profile=profile, note="v1")
+
+
+def bad_candidate(profile):
+    Intent.objects.filter(profile=profile, name="billing_invoice_explanation").update(enabled=False)
+    from common.config_version import config_version_bump
+
+    config_version_bump()
+    return version_publish(profile=profile, note="invoices off", release=False)
+
+
+def good_candidate(profile):
+    intent = Intent.objects.get(profile=profile, name="billing_invoice_explanation")
+    Keyword.objects.create(intent=intent, text="conta cara")
+    return version_publish(profile=profile, note="conta cara", release=False)
+
+
+def test_a_candidate_stored_without_release_leaves_the_live_version_serving(api, published):
+    candidate = good_candidate(published.profile)
+
+    assert live_version(published.profile) == published
+    assert say(api, "c-0")["metadata"]["version"] == 1
+    assert candidate.number == 2
+
+
+def test_the_candidate_serves_its_share_of_new_conversations_and_says_so(api, published):
+    plan = plan_for(good_candidate(published.profile))
+    plan_start(plan, actor="test")
+
+    served = [say(api, f"share-{n}")["metadata"] for n in range(60)]
+
+    versions = [meta["version"] for meta in served]
+    assert set(versions) == {1, 2}
+    assert 3 <= versions.count(2) <= 24  # 20 % of 60, give or take the hash
+    assert all(
+        meta["rollout"] == {"plan": plan.pk, "cohort": "candidate" if meta["version"] == 2 else "control"}
+        for meta in served
+    )
+    stored = Message.objects.filter(role=MessageRole.USER).values_list("routing_version", flat=True)
+    assert sorted(set(stored)) == [1, 2]
+
+
+def test_a_conversation_keeps_its_version_when_the_stage_advances(api, published):
+    plan = plan_for(good_candidate(published.profile))
+    plan_start(plan, actor="test")
+    first = {f"stick-{n}": say(api, f"stick-{n}")["metadata"]["version"] for n in range(40)}
+
+    plan_command(plan, "advance", actor="test")  # 50 %: new conversations get the candidate more often
+    again = {session: say(api, session, "e agora?")["metadata"]["version"] for session in first}
+
+    assert again == first
+    later = [say(api, f"new-{n}")["metadata"]["version"] for n in range(40)]
+    assert later.count(2) > list(first.values()).count(2)
+
+
+def test_a_bad_candidate_is_rolled_back_in_its_first_stage_and_everyone_is_back_on_the_control(api, published):
+    plan = plan_for(bad_candidate(published.profile))
+    plan_start(plan, actor="test")
+    for n in range(100):
+        say(api, f"bad-{n}")
+
+    decision = plan_evaluate(plan)
+
+    plan.refresh_from_db()
+    assert (decision.action, plan.status, decision.stage) == ("rollback", RolloutPlanStatus.ROLLED_BACK, 0)
+    assert "fallback_rate" in decision.reason
+    figures = decision.figures
+    assert figures["candidate"]["fallback_rate"]["rate"] > 0.9 > 0.1 > figures["control"]["fallback_rate"]["rate"]
+    assert any(v["metric"] == "fallback_rate" and v["breached"] for v in figures["verdicts"])
+    # From the next message every conversation is on the control, those of the candidate's cohort too.
+    assert {say(api, f"bad-{n}", "e agora?")["metadata"]["version"] for n in range(100)} == {1}
+
+
+def test_below_the_minimum_sample_nothing_moves(api, published):
+    plan = plan_for(bad_candidate(published.profile), min_conversations=500)
+    plan_start(plan, actor="test")
+    for n in range(40):
+        say(api, f"few-{n}")
+
+    decision = plan_evaluate(plan)
+
+    plan.refresh_from_db()
+    assert (decision.action, plan.status) == ("hold", RolloutPlanStatus.RUNNING)
+    assert "of 500 conversations" in decision.reason
+    assert decision.figures["verdicts"] == []
+
+
+def test_a_stage_holds_until_its_time_is_up(api, published):
+    plan = plan_for(good_candidate(published.profile), hold_minutes=30)
+    plan_start(plan, actor="test")
+    for n in range(80):
+        say(api, f"hold-{n}")
+
+    held = plan_evaluate(plan)
+    advanced = plan_evaluate(plan, now=timezone.now() + dt.timedelta(minutes=31))
+
+    assert held.action == "hold" and "held 0 of 30 minutes" in held.reason
+    assert advanced.action == "advance"
+    plan.refresh_from_db()
+    assert plan.percentage == 50
+
+
+def test_a_good_candidate_reaches_every_stage_and_is_released(api, published):
+    plan = plan_for(good_candidate(published.profile))
+    plan_start(plan, actor="test")
+    actions = []
+    for stage in range(3):
+        for n in range(100):
+            say(api, f"good-{stage}-{n}")
+        decision = plan_evaluate(plan)
+        actions.append(decision.action)
+
+    assert actions == ["advance", "advance", "complete"]
+    plan.refresh_from_db()
+    assert plan.status == RolloutPlanStatus.COMPLETED
+    assert live_version(published.profile).number == 2
+    assert say(api, "good-0-0", "e agora?")["metadata"]["version"] == 2  # everyone, the control's cohort too
+    history = list(
+        RolloutDecision.objects.filter(plan=plan).order_by("created_at", "id").values_list("action", "percentage")
+    )
+    assert history == [("start", 20), ("advance", 50), ("advance", 100), ("complete", 100)]
+
+
+def test_commands_follow_the_plans_status(published):
+    plan = plan_for(good_candidate(published.profile))
+    with pytest.raises(RolloutStateError):
+        plan_command(plan, "resume", actor="test")
+    plan_start(plan, actor="test")
+    with pytest.raises(RolloutStateError):
+        plan_start(plan, actor="test")
+    plan_command(plan, "pause", actor="test")
+    with pytest.raises(RolloutStateError):
+        plan_evaluate(plan)
+    plan_command(plan, "resume", actor="test")
+    plan_command(plan, "abort", actor="test")
+    plan.refresh_from_db()
+    assert plan.status == RolloutPlanStatus.ABORTED
+
+
+def test_a_publish_during_the_plan_aborts_it(api, published):
+    plan = plan_for(good_candidate(published.profile))
+    plan_start(plan, actor="test")
+    Keyword.objects.create(
+        intent=Intent.objects.get(profile=published.profile, name="retail_order_tracking"), text="zz"
+    )
+    version_publish(profile=published.profile, note="meanwhile")
+
+    decision = plan_evaluate(plan)
+
+    assert decision.action == "abort" and "changed under the plan" in decision.reason
+
+
+def rate(x, n):
+    return {"x": x, "n": n, "rate": x / n}
+
+
+@pytest.mark.django_db(transaction=False)
+@pytest.mark.parametrize(
+    ("candidate", "control", "breached"),
+    [
+        (rate(3, 10), rate(1, 10), False),  # 30 % against 10 %, beyond the threshold, but ten turns prove nothing
+        (rate(30, 100), rate(10, 100), True),  # the same rates on a hundred: Fisher p ≈ 0.0004
+        (rate(12, 100), rate(10, 100), False),  # within 25 % (+ half a point) of the control
+        (rate(1, 100), rate(0, 100), False),  # a control at zero: the half point absorbs one stray turn
+    ],
+)
+def test_a_rate_guard_needs_the_threshold_and_significance(candidate, control, breached):
+    verdict = guard_verdict(
+        {"metric": "fallback_rate", "threshold": 0.25}, {"fallback_rate": candidate}, {"fallback_rate": control}, 0.01
+    )
+
+    assert verdict.breached is breached, verdict.reason
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_judge_guard_compares_means_with_welchs_test_and_latency_by_its_rule():
+    judge = {"metric": "judge_score", "threshold": 0.1}
+    worse = {"judge_score": {"n": 50, "mean": 0.7, "sd": 0.1}}
+    same = {"judge_score": {"n": 50, "mean": 0.88, "sd": 0.1}}
+    control = {"judge_score": {"n": 50, "mean": 0.9, "sd": 0.1}}
+    latency = {"metric": "p95_latency_ms", "threshold": 0.3}
+
+    assert guard_verdict(judge, worse, control, 0.01).breached
+    assert not guard_verdict(judge, same, control, 0.01).breached
+    assert guard_verdict(latency, {"p95_latency_ms": 400.0}, {"p95_latency_ms": 200.0}, 0.01).breached
+    assert not guard_verdict(latency, {"p95_latency_ms": 240.0}, {"p95_latency_ms": 200.0}, 0.01).breached
+    assert not guard_verdict(latency, {"p95_latency_ms": 6.0}, {"p95_latency_ms": 2.0}, 0.01).breached  # 4 ms of noise
