@@ -17,6 +17,7 @@ def conversation_messages(*, conversation: Conversation) -> tuple[list[dict[str,
     """A conversation's messages and route decisions, oldest first, as the sessions API shows them."""
     messages = [
         {
+            "id": message.pk,  # an answer's id is what POST /api/sessions/{key}/feedback rates
             "role": message.role,
             "agent": message.agent,
             "content": message.content,

@@ -65,6 +65,13 @@ def test_the_answer_names_its_stored_message_and_a_first_rating_is_201_with_the_
     assert feedback.staff_user_id is None
 
 
+def test_the_sessions_api_names_each_message_so_an_earlier_answer_can_be_rated(api, telecom):
+    answer = say(api)
+    listed = api.get(f"/api/sessions/{answer['conversation_key']}/messages").json()["messages"]
+    assert [(m["role"], m["id"]) for m in listed][-1] == ("assistant", answer["message_id"])
+    assert rate(api, answer["conversation_key"], {"message_id": listed[-1]["id"], "rating": "up"}).status_code == 201
+
+
 def test_rating_the_same_answer_again_replaces_the_rating_and_the_comment_and_answers_200(api, telecom):
     answer = say(api)
     key, message_id = answer["conversation_key"], answer["message_id"]
