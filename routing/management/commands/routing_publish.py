@@ -1,4 +1,5 @@
-"""``manage.py routing_publish --profile AGENT_ID --note "..." [--based-on N]``: publish a profile's draft."""
+"""``manage.py routing_publish --profile AGENT_ID --note "..." [--based-on N] [--candidate]``: publish a profile's
+draft — live at once, or with ``--candidate`` stored as a version for a rollout plan (``manage.py rollout``)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ class Command(BaseCommand):
             default=None,
             help="The live version number you reviewed: refused (exit 1) if another was published meanwhile.",
         )
+        parser.add_argument(
+            "--candidate",
+            action="store_true",
+            help="Store the version without releasing it: customers keep the live version until a rollout plan "
+            "(manage.py rollout start) serves it in stages.",
+        )
 
     def handle(self, *args, **options):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
@@ -53,9 +60,16 @@ class Command(BaseCommand):
                 note=options["note"],
                 based_on=based_on,
                 forced_reason=options["forced_reason"],
+                release=not options["candidate"],
             )
         except DomainError as exc:
             raise CommandError(exc.message) from None
         for change in document_diff(before.document if before else None, version.document):
             self.stdout.write(f"  {change.text}")
-        self.stdout.write(f"{profile.agent_id}: version {version.number} published.")
+        if options["candidate"]:
+            self.stdout.write(
+                f"{profile.agent_id}: version {version.number} stored as a candidate; version "
+                f"{before.number if before else '(none)'} stays live (roll it out: manage.py rollout start)."
+            )
+        else:
+            self.stdout.write(f"{profile.agent_id}: version {version.number} published.")
