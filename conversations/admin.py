@@ -216,4 +216,5 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     date_hierarchy = "created_at"
 
 
-from conversations import admin_impact  # noqa: E402, F401  (the impact preview page, on the conversation admin)
+# The impact preview page (on the conversation admin), and rollout plans with their decisions.
+from conversations import admin_impact, admin_rollouts  # noqa: E402, F401

@@ -27,8 +27,10 @@ from routing.models import (
     Goal,
     Intent,
     Keyword,
+    RolloutDecision,
     RolloutFlag,
     RolloutFlagChange,
+    RolloutPlan,
     RoutingTestCase,
     RoutingVersion,
     StatePolicy,
@@ -152,6 +154,26 @@ EXPECT: dict[type[models.Model], Expect] = {
     RoutingVersion: Expect(
         search=("first release", "telecom_contas"), change={"note": "edited"}, on_change=OnChange.REFUSED
     ),
+    RolloutPlan: Expect(
+        search=("invoices rollout", "telecom_contas"),
+        add=lambda s: {
+            "name": "new plan",
+            "target": "version",
+            "profile": s[AgentProfile].pk,
+            "candidate": s[RolloutPlan].candidate_id,
+            "stages": "[5, 100]",
+            "hold_minutes": "30",
+            "min_conversations": "50",
+            "guards": '[{"metric": "fallback_rate", "threshold": 0.5}]',
+            "max_errors": "5",
+            "alpha": "0.01",
+        },
+        change={"name": "invoices rollout, renamed", "hold_minutes": "90"},
+    ),
+    # The guard's decisions are its record: written by it, read in the admin.
+    RolloutDecision: Expect(
+        search=("Holding", "invoices rollout"), change={"reason": "edited"}, on_change=OnChange.REFUSED
+    ),
     RoutingTestCase: Expect(
         search=("fatura alta", "Minha fatura"),
         add=lambda s: {
@@ -246,7 +268,7 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
     invoices = Intent.objects.get(profile=telecom, name="billing_invoice_explanation")
     finance = McpServer.objects.create(name="finance", endpoint="http://127.0.0.1:8300/mcp")
     price = Capability.objects.create(server=finance, domain="finance", name="get_stock_price", keywords=["preço"])
-    return {
+    found: Samples = {
         Tenant: tenant_key.tenant,
         ApiKey: tenant_key,
         TenantGrant: TenantGrant.objects.create(tenant=tenant_key.tenant, user=support, read_conversations=True),
@@ -280,6 +302,14 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
         ),
         Capability: price,
     }
+    Keyword.objects.create(intent=invoices, text="rollout sample")
+    candidate = version_publish(profile=telecom, note="candidate", release=False)
+    plan = RolloutPlan.objects.create(name="invoices rollout", profile=telecom, candidate=candidate)
+    found[RolloutPlan] = plan
+    found[RolloutDecision] = RolloutDecision.objects.create(
+        plan=plan, action="hold", stage=0, percentage=5, reason="Holding: samples 0 of 200.", actor="beat"
+    )
+    return found
 
 
 def test_every_registered_model_has_expectations():

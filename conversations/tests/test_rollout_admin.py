@@ -1,0 +1,119 @@
+"""Rollout plans in the admin: create, start, pause, resume, abort; decisions listed; the rollback banner."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.urls import reverse
+from django.utils import timezone
+
+from agents.models import AgentProfile
+from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
+from routing.versions import version_publish
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def candidate(telecom):
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    version_publish(profile=profile, note="v1")
+    Keyword.objects.create(intent=Intent.objects.get(profile=profile, name="billing_invoice_explanation"), text="zz")
+    return version_publish(profile=profile, note="zz", release=False)
+
+
+def command_url(plan, command):
+    return reverse("admin:routing_rolloutplan_command", args=[plan.pk, command])
+
+
+def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_client, candidate):
+    added = admin_client.post(
+        reverse("admin:routing_rolloutplan_add"),
+        {
+            "name": "zz for invoices",
+            "target": "version",
+            "profile": candidate.profile.pk,
+            "candidate": candidate.pk,
+            "stages": "[10, 50, 100]",
+            "hold_minutes": 30,
+            "min_conversations": 100,
+            "guards": '[{"metric": "fallback_rate", "threshold": 0.25}]',
+            "max_errors": 5,
+            "alpha": 0.01,
+            "webhook_url": "",
+            "decisions-TOTAL_FORMS": 0,
+            "decisions-INITIAL_FORMS": 0,
+        },
+    )
+    assert added.status_code == 302, added.content.decode()[:3000]
+    plan = RolloutPlan.objects.get()
+    page = admin_client.get(reverse("admin:routing_rolloutplan_change", args=[plan.pk])).content.decode()
+    assert command_url(plan, "start") in page and command_url(plan, "pause") not in page
+
+    started = admin_client.post(command_url(plan, "start"), follow=True).content.decode()
+    assert "Started at 10 %" in started
+    plan.refresh_from_db()
+    assert plan.status == RolloutPlanStatus.RUNNING and plan.control.number == 1
+    assert command_url(plan, "pause") in started and command_url(plan, "start") not in started
+    # Started: what it rolls out and how can no longer be edited.
+    assert 'name="stages"' not in started and 'name="name"' in started
+
+    admin_client.post(command_url(plan, "pause"))
+    plan.refresh_from_db()
+    assert plan.status == RolloutPlanStatus.PAUSED
+    admin_client.post(command_url(plan, "resume"))
+    aborted = admin_client.post(command_url(plan, "abort"), follow=True).content.decode()
+    plan.refresh_from_db()
+    assert plan.status == RolloutPlanStatus.ABORTED and "Aborted by hand" in aborted
+    decisions = admin_client.get(reverse("admin:routing_rolloutdecision_changelist")).content.decode()
+    assert decisions.count("admin: admin") >= 4
+
+
+def test_a_plan_with_wrong_settings_is_refused_naming_the_field(admin_client, candidate):
+    answer = admin_client.post(
+        reverse("admin:routing_rolloutplan_add"),
+        {
+            "name": "bad",
+            "target": "version",
+            "profile": candidate.profile.pk,
+            "candidate": candidate.pk,
+            "stages": "[50, 20]",
+            "hold_minutes": 30,
+            "min_conversations": 100,
+            "guards": '[{"metric": "happiness", "threshold": 1}]',
+            "max_errors": 5,
+            "alpha": 0.01,
+            "decisions-TOTAL_FORMS": 0,
+            "decisions-INITIAL_FORMS": 0,
+        },
+    )
+    page = answer.content.decode()
+    assert answer.status_code == 200 and not RolloutPlan.objects.exists()
+    assert "The percentages must rise and end at 100." in page
+    assert "metric must be one of" in page
+
+
+def test_a_command_needs_the_change_permission_and_a_post(client, candidate):
+    plan = RolloutPlan.objects.create(name="p", profile=candidate.profile, candidate=candidate)
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_rolloutplan"))
+    client.force_login(viewer)
+
+    assert client.post(command_url(plan, "start")).status_code == 403
+    assert client.get(command_url(plan, "start")).status_code == 403
+    plan.refresh_from_db()
+    assert plan.status == RolloutPlanStatus.READY
+
+
+def test_every_admin_page_announces_a_plan_that_rolled_itself_back_today(admin_client, candidate):
+    RolloutPlan.objects.create(
+        name="bad invoices",
+        profile=candidate.profile,
+        candidate=candidate,
+        status=RolloutPlanStatus.ROLLED_BACK,
+        finished_at=timezone.now(),
+    )
+
+    page = admin_client.get(reverse("admin:index")).content.decode()
+
+    assert "rollout-banner" in page and "bad invoices" in page and "rolled itself back" in page
