@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from analytics import selectors
 from analytics.filters import (
     BUCKETS,
+    COHORT_CHOICES,
     DEFAULT_DAYS,
     DEFAULT_RECENT_LIMIT,
     ERROR_ANALYTICS_FORBIDDEN,
@@ -73,6 +74,28 @@ FILTER_PARAMETERS = [
     ),
     OpenApiParameter("profile", OpenApiTypes.STR, description="An agent profile's agent_id, e.g. telecom_contas."),
     OpenApiParameter(
+        "cohort",
+        _or_empty({"type": "string", "enum": list(COHORT_CHOICES)}),
+        description=(
+            "Only the turns of one side of the multi_agent rollout flag: multi_agent, single_agent, or none (turns "
+            "the flag did not decide). Messages, handoffs, goal runs: their own turn's cohort; route decisions and "
+            "tool calls: their message's; conversations: the conversation's. Anything else is a 400 naming cohort."
+        ),
+    ),
+    OpenApiParameter(
+        "version",
+        _or_empty(
+            {"oneOf": [{"type": "integer", "minimum": 1, "maximum": 2**31 - 1}, {"type": "string", "enum": ["draft"]}]}
+        ),
+        description=(
+            "Only the turns served by one published routing version (its number; numbers are per profile, so "
+            "give `profile` too to read one profile's), or `draft`: turns served by no published version (an "
+            "editor's draft, a profile never published, and rows stored before versions were recorded). "
+            "Conversations: those with a user message served by it (read from the rows, not the daily totals). "
+            "Anything else is a 400 naming version."
+        ),
+    ),
+    OpenApiParameter(
         "tenant",
         OpenApiTypes.STR,
         description=(
@@ -96,13 +119,26 @@ def _counts(name: str, key: str, **extra: serializers.Field):
     )
 
 
+def _per_agent(name: str):
+    return inline_serializer(
+        name,
+        {"profile": serializers.CharField(), "agent": serializers.CharField(), "count": serializers.IntegerField()},
+        many=True,
+    )
+
+
 HANDOFFS_RESPONSE = inline_serializer(
     "HandoffAnalytics",
     {
         "total_handoffs": serializers.IntegerField(),
         "handoff_paths": inline_serializer(
             "HandoffPath",
-            {"from": serializers.CharField(), "to": serializers.CharField(), "count": serializers.IntegerField()},
+            {
+                "profile": serializers.CharField(),
+                "from": serializers.CharField(),
+                "to": serializers.CharField(),
+                "count": serializers.IntegerField(),
+            },
             many=True,
         ),
         "conversations_with_handoffs": serializers.IntegerField(),
@@ -113,7 +149,9 @@ HANDOFFS_RESPONSE = inline_serializer(
 AGENTS_RESPONSE = inline_serializer(
     "AgentUtilisation",
     {
+        "profile": serializers.CharField(),
         "agent": serializers.CharField(),
+        "path": serializers.ChoiceField(choices=["routed", "single_agent"]),
         "turns": serializers.IntegerField(),
         "share_percentage": serializers.FloatField(),
     },
@@ -141,9 +179,20 @@ STOPS_RESPONSE = inline_serializer(
     {
         "total_stopped": serializers.IntegerField(),
         "by_outcome": _counts("LoopStopOutcome", "outcome"),
-        "by_agent": _counts("LoopStopAgent", "agent"),
+        "by_agent": _per_agent("LoopStopAgent"),
+        "by_pair": inline_serializer(
+            "LoopStopPair",
+            {
+                "profile": serializers.CharField(),
+                "from": serializers.CharField(),
+                "to": serializers.CharField(allow_blank=True),
+                "count": serializers.IntegerField(),
+                "by_outcome": serializers.DictField(child=serializers.IntegerField()),
+            },
+            many=True,
+        ),
         "total_refused": serializers.IntegerField(),
-        "refused_by_agent": _counts("RefusalAgent", "agent"),
+        "refused_by_agent": _per_agent("RefusalAgent"),
     },
 )
 DELEGATIONS_RESPONSE = inline_serializer(
@@ -152,7 +201,7 @@ DELEGATIONS_RESPONSE = inline_serializer(
         "total_delegations": serializers.IntegerField(),
         "total_returns": serializers.IntegerField(),
         "returns_by_outcome": _counts("ReturnOutcome", "outcome", share_percentage=serializers.FloatField()),
-        "returns_by_specialist": _counts("ReturnSpecialist", "agent"),
+        "returns_by_specialist": _per_agent("ReturnSpecialist"),
     },
 )
 TOOLS_RESPONSE = inline_serializer(
@@ -164,14 +213,17 @@ TOOLS_RESPONSE = inline_serializer(
                 "tool": serializers.CharField(),
                 "server": serializers.CharField(),
                 "calls": serializers.IntegerField(),
+                "ok": serializers.IntegerField(),
+                "permission_asks": serializers.IntegerField(),
                 "errors": serializers.IntegerField(),
                 "errors_by_status": serializers.DictField(child=serializers.IntegerField()),
                 "error_rate_percentage": serializers.FloatField(),
-                "avg_latency_ms": serializers.FloatField(),
+                "avg_latency_ms": serializers.FloatField(allow_null=True),
             },
             many=True,
         ),
         "total_calls": serializers.IntegerField(),
+        "total_permission_asks": serializers.IntegerField(),
         "total_errors": serializers.IntegerField(),
         "error_statuses": serializers.ListField(child=serializers.CharField()),
     },
@@ -351,10 +403,12 @@ class LoopStopsApi(AnalyticsApi):
     kinds_allowed = True
 
     @extend_schema(
-        summary="Moves loop safety stopped (by cause and by agent) and moves refused",
+        summary="Moves loop safety stopped (by cause, by agent and by from → to pair) and moves refused",
         description=(
             "Stopped rows: outcome ping_pong, path_repeated, handoff_limit or step_limit; refused rows: a target the "
-            "agent may not reach. `agent` is the one that tried to move; `kind` narrows to the kinds of move tried."
+            "agent may not reach. `agent` and `from` are the one that tried to move, `to` the target (blank for a "
+            "step_limit stop); agents are named within their `profile`. `by_pair` splits each pair's stops by cause. "
+            "`kind` narrows to the kinds of move tried."
         ),
         parameters=[*FILTER_PARAMETERS, KIND_PARAMETER],
         responses={200: STOPS_RESPONSE, **ERRORS},
@@ -380,8 +434,14 @@ class DelegationsApi(AnalyticsApi):
 
 class AgentsApi(AnalyticsApi):
     @extend_schema(
-        summary="Agent utilisation: share of answered turns per specialist",
-        description="Assistant messages in the window per specialist (`agent`), most first.",
+        summary="Agent utilisation: share of answered turns per specialist of each profile, and how it came to answer",
+        description=(
+            "Assistant messages in the window per profile, specialist (`agent`: names are the profile's own, so two "
+            "profiles' `billing_agent` are two rows) and `path`: `routed` (routing, a handoff or a supervisor chose "
+            "it) or `single_agent` (the multi_agent flag's single_agent cohort, where the profile's general "
+            "specialist answers every message whatever the router chose; not fallback routing, which "
+            "routing-methods counts). Most turns first."
+        ),
         parameters=FILTER_PARAMETERS,
         responses={200: AGENTS_RESPONSE, **ERRORS},
     )
@@ -405,10 +465,12 @@ class RoutingMethodsApi(AnalyticsApi):
 
 class ToolsApi(AnalyticsApi):
     @extend_schema(
-        summary="MCP tool calls per tool: calls, errors, error rate, average latency",
+        summary="MCP tool calls per tool: calls, permission asks, errors, error rate, average latency",
         description=(
-            "An error is any status but ok (`error_statuses` lists them); `errors_by_status` splits each tool's. "
-            "`avg_latency_ms` averages all the tool's calls."
+            "`permission_asks`: calls waiting for the user's permission (status permission_required), not errors. "
+            "An error is any status in `error_statuses` (every one but ok and permission_required); "
+            "`errors_by_status` splits each tool's. `error_rate_percentage` is of the calls that were not asks, and "
+            "`avg_latency_ms` averages them (null when every call was an ask)."
         ),
         parameters=FILTER_PARAMETERS,
         responses={200: TOOLS_RESPONSE, **ERRORS},

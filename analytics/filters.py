@@ -1,4 +1,5 @@
-"""The analytics' filters: who may read which tenant, the date window, the profile and the handoff kinds.
+"""The analytics' filters: who may read which tenant, the date window, the profile, the rollout cohort, the
+routing version and the handoff kinds.
 
 :func:`analytics_filters_parse` turns query parameters (the API's, or a page's GET form) into
 :class:`AnalyticsFilters`, whose :meth:`~AnalyticsFilters.selector_kwargs` are the keyword arguments every
@@ -15,6 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from analytics.rollups import DRAFT, NO_COHORT
 from common.errors import DomainError, NotFound
 from handoffs.models import HandoffKind
 from tenants.auth import ApiClient
@@ -29,6 +31,8 @@ DEFAULT_RECENT_LIMIT = 20
 MAX_RECENT_LIMIT = 100
 BUCKETS = ("day", "hour")
 KINDS = tuple(HandoffKind.values)
+COHORT_CHOICES = ("multi_agent", "single_agent", NO_COHORT)
+MAX_VERSION = 2**31 - 1  # the column is a PostgreSQL integer
 
 ERROR_DAYS = f"days must be a whole number from 1 to {MAX_DAYS}."
 ERROR_DATE = "Not a date; use YYYY-MM-DD."
@@ -37,6 +41,8 @@ ERROR_START_AFTER_END = "start must not be after end."
 ERROR_RANGE_TOO_LONG = f"The range covers more than {MAX_DAYS} days."
 ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
 ERROR_UNKNOWN_KIND = "Unknown kind {kind!r}; one of " + ", ".join(KINDS) + "."
+ERROR_COHORT = "cohort must be multi_agent, single_agent or none (turns the flag did not decide)."
+ERROR_VERSION = "version must be a published routing version's number (1, 2, ...) or draft (no published version)."
 ERROR_TENANT_NOT_FOUND = "No tenant with this slug."
 ERROR_BUCKET = "bucket must be day or hour."
 ERROR_HOUR_BUCKET_RANGE = f"bucket=hour covers at most {MAX_HOUR_BUCKET_DAYS} days; narrow the range."
@@ -52,13 +58,17 @@ class AnalyticsForbidden(DomainError):
 @dataclass(frozen=True)
 class AnalyticsFilters:
     """What the analytics count: ``[start, end)`` (aware UTC datetimes), one tenant or all (``tenant_id`` None),
-    one profile or all, and the handoff kinds asked for (``None``: each selector's default)."""
+    one profile or all, the turns of one rollout cohort (multi_agent, single_agent, ``"none"``) or all, those
+    served by one routing version (its number, or ``"draft"``) or all, and the handoff kinds asked for
+    (``None``: each selector's default)."""
 
     start: dt.datetime
     end: dt.datetime
     tenant_id: int | None
     profile_id: int | None = None
     kinds: tuple[str, ...] | None = None
+    cohort: str | None = None
+    version: int | str | None = None
 
     def selector_kwargs(self, *, kinds: bool = False) -> dict[str, Any]:
         """Keyword arguments for a selector; ``kinds=True`` for the selectors that take ``kinds``."""
@@ -67,6 +77,8 @@ class AnalyticsFilters:
             "end": self.end,
             "tenant_id": self.tenant_id,
             "profile_id": self.profile_id,
+            "cohort": self.cohort,
+            "version": self.version,
         }
         if kinds:
             kwargs["kinds"] = self.kinds
@@ -147,6 +159,26 @@ def _kinds(params: Mapping[str, Any], errors: dict[str, list[str]]) -> tuple[str
     return tuple(kinds) or None
 
 
+def _cohort(params: Mapping[str, Any], errors: dict[str, list[str]]) -> str | None:
+    raw = _param(params, "cohort")
+    if raw and raw not in COHORT_CHOICES:
+        errors["cohort"] = [ERROR_COHORT]
+        return None
+    return raw or None
+
+
+def _version(params: Mapping[str, Any], errors: dict[str, list[str]]) -> int | str | None:
+    raw = _param(params, "version")
+    if not raw:
+        return None
+    if raw == DRAFT:
+        return DRAFT
+    number = _whole_number(raw, 1, MAX_VERSION)
+    if number is None:
+        errors["version"] = [ERROR_VERSION]
+    return number
+
+
 def _tenant_id(params: Mapping[str, Any], user: Any) -> int | None:
     """The tenant the request reads: the key's own, or (with the permission) the named one or all.
 
@@ -172,7 +204,8 @@ def analytics_filters_parse(
     *, params: Mapping[str, Any], user: Any, kinds_allowed: bool = False, today: dt.date | None = None
 ) -> AnalyticsFilters:
     """Read ``days`` (1..366, default 30) or ``start``/``end`` (ISO dates, ``end`` included), ``profile``
-    (agent_id), ``kind`` (repeated or comma-separated; only when ``kinds_allowed``) and ``tenant`` (slug).
+    (agent_id), ``cohort`` (multi_agent, single_agent or none), ``version`` (a number or draft), ``kind``
+    (repeated or comma-separated; only when ``kinds_allowed``) and ``tenant`` (slug).
 
     Raises :class:`AnalyticsForbidden` (403) for a user without ``analytics.view_analytics``,
     :class:`~common.errors.NotFound` naming ``tenant`` for a tenant the user may not read or that does not
@@ -182,6 +215,7 @@ def analytics_filters_parse(
     errors: dict[str, list[str]] = {}
     first, last = _window(params, errors, today or timezone.now().astimezone(dt.UTC).date())
     kinds = _kinds(params, errors) if kinds_allowed else None
+    cohort, version = _cohort(params, errors), _version(params, errors)
     profile_id = None
     agent_id = _param(params, "profile")
     if agent_id:
@@ -196,6 +230,8 @@ def analytics_filters_parse(
         tenant_id=tenant_id,
         profile_id=profile_id,
         kinds=kinds,
+        cohort=cohort,
+        version=version,
     )
 
 

@@ -76,9 +76,11 @@ def _indexes(name: str) -> list[models.Index]:
 
 
 class DailyMessages(DailyTotal):
-    """Messages per day, tenant, profile, cohort, role and agent, with the answers' latency and judge sums."""
+    """Messages per day, tenant, profile, cohort, routing version, role and agent, with the answers' latency and
+    judge sums."""
 
     cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
     role = models.CharField(max_length=16)
     agent = models.CharField(max_length=64, blank=True)
     latency_sum = models.FloatField(default=0.0)
@@ -98,6 +100,7 @@ class DailyLatencies(DailyTotal):
     """Answers per latency bucket (a log scale, see :data:`analytics.rollups.LATENCY_BUCKET_RATIO`)."""
 
     cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
     bucket = models.SmallIntegerField()
 
     class Meta:
@@ -109,9 +112,11 @@ class DailyLatencies(DailyTotal):
 
 
 class DailyRouteMethods(DailyTotal):
-    """Route decisions per method."""
+    """Route decisions per method, and the cohort and routing version of the user message they routed."""
 
     method = models.CharField(max_length=32)
+    cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = _indexes("daily_route_methods")
@@ -122,12 +127,15 @@ class DailyRouteMethods(DailyTotal):
 
 
 class DailyToolCalls(DailyTotal):
-    """MCP tool calls per tool, server and status, with their latency sum."""
+    """MCP tool calls per tool, server and status and the answer's cohort and routing version, with their latency
+    sum."""
 
     tool = models.CharField(max_length=200)
     server = models.CharField(max_length=100)
     status = models.CharField(max_length=32)
     latency_sum = models.FloatField(default=0.0)
+    cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = _indexes("daily_tool_calls")
@@ -138,9 +146,10 @@ class DailyToolCalls(DailyTotal):
 
 
 class DailyHandoffs(DailyTotal):
-    """``agent_handoffs`` rows per cohort, path, kind, status and outcome."""
+    """``agent_handoffs`` rows per cohort, routing version, path, kind, status and outcome."""
 
     cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
     from_agent = models.CharField(max_length=64)
     to_agent = models.CharField(max_length=64)
     kind = models.CharField(max_length=32)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, FloatField, Func, IntegerField, Q, QuerySet, Sum, Value
+from django.db.models import Count, Exists, F, FloatField, Func, IntegerField, OuterRef, Q, QuerySet, Sum, Value
 from django.db.models.expressions import Combinable
-from django.db.models.functions import Cast, Floor, Greatest, Ln, TruncDate
+from django.db.models.functions import Cast, Coalesce, Floor, Greatest, Ln, TruncDate
 
 from analytics.models import (
     DailyConversations,
@@ -35,6 +35,10 @@ from conversations.models import Conversation, Message, MessageRole, RouteDecisi
 from handoffs.models import Handoff
 
 DAY = dt.timedelta(days=1)
+# The ``version`` slice that reads rows served by no published version (a draft, or a profile never published):
+# their routing_version is null.
+DRAFT = "draft"
+NO_COHORT = "none"  # the ``cohort`` slice of turns the multi_agent flag did not decide (a blank cohort)
 # Answers' latencies are counted in buckets 5 % wide on a log scale: bucket b holds [R**b, R**(b+1)) ms, so a
 # percentile read from the buckets is within 5 % of the exact one (:func:`histogram_percentile`).
 LATENCY_BUCKET_RATIO = 1.05
@@ -67,6 +71,8 @@ class Fact:
     dimensions: Mapping[str, Any]
     measures: Mapping[str, Any]
     time: str = "created_at"
+    # Facts whose daily table has no ``routing_version``: the source rows of the version ``v`` (a Q), read live.
+    version_of: Callable[[int | None], Q] | None = None
 
     def rows(self) -> QuerySet:
         """Source rows with ``day`` and every computed dimension annotated; no ordering."""
@@ -78,13 +84,27 @@ class Fact:
         return rows.annotate(**computed)
 
 
+# Route decisions and tool calls are counted under the turn of the message they point at (the user's message and
+# the answer; a row without one, written before they were linked, under no cohort and no version).
+_TURN_OF_MESSAGE = {
+    "cohort": Coalesce(F("message__cohort"), Value("")),
+    "routing_version": F("message__routing_version"),
+}
+
+
+def _conversations_of_version(version: int | None) -> Q:
+    """Conversations with a user message served by ``version`` (None: a draft or no published version)."""
+    served = {"routing_version__isnull": True} if version is None else {"routing_version": version}
+    return Q(Exists(Message.objects.filter(conversation=OuterRef("pk"), role=MessageRole.USER, **served)))
+
+
 MESSAGES = Fact(
     name="messages",
     rollup=DailyMessages,
     source=Message.objects.all,
     tenant="conversation__tenant_id",
     profile="conversation__profile_id",
-    dimensions={"cohort": None, "role": None, "agent": None},
+    dimensions={"cohort": None, "routing_version": None, "role": None, "agent": None},
     measures={
         "n": Count("*"),
         "latency_sum": Sum("latency_ms", default=0.0),
@@ -99,7 +119,7 @@ LATENCIES = Fact(
     source=lambda: Message.objects.filter(role=MessageRole.ASSISTANT, latency_ms__isnull=False),
     tenant="conversation__tenant_id",
     profile="conversation__profile_id",
-    dimensions={"cohort": None, "bucket": latency_bucket()},
+    dimensions={"cohort": None, "routing_version": None, "bucket": latency_bucket()},
     measures={"n": Count("*")},
 )
 ROUTE_METHODS = Fact(
@@ -108,7 +128,7 @@ ROUTE_METHODS = Fact(
     source=RouteDecisionRecord.objects.all,
     tenant="conversation__tenant_id",
     profile="conversation__profile_id",
-    dimensions={"method": None},
+    dimensions={"method": None, **_TURN_OF_MESSAGE},
     measures={"n": Count("*")},
 )
 TOOL_CALLS = Fact(
@@ -117,7 +137,7 @@ TOOL_CALLS = Fact(
     source=ToolCall.objects.all,
     tenant="conversation__tenant_id",
     profile="conversation__profile_id",
-    dimensions={"tool": None, "server": None, "status": None},
+    dimensions={"tool": None, "server": None, "status": None, **_TURN_OF_MESSAGE},
     measures={"n": Count("*"), "latency_sum": Sum("latency_ms", default=0.0)},
 )
 HANDOFFS = Fact(
@@ -126,7 +146,15 @@ HANDOFFS = Fact(
     source=Handoff.objects.all,
     tenant="tenant_id",
     profile="profile_id",
-    dimensions={"cohort": None, "from_agent": None, "to_agent": None, "kind": None, "status": None, "outcome": None},
+    dimensions={
+        "cohort": None,
+        "routing_version": None,
+        "from_agent": None,
+        "to_agent": None,
+        "kind": None,
+        "status": None,
+        "outcome": None,
+    },
     measures={"n": Count("*")},
 )
 CONVERSATIONS = Fact(
@@ -137,6 +165,7 @@ CONVERSATIONS = Fact(
     profile="profile_id",
     dimensions={"cohort": None, "handoff_kinds": None},
     measures={"n": Count("*")},
+    version_of=_conversations_of_version,
 )
 FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS)
 
@@ -237,6 +266,21 @@ def _any(conditions: Iterable[Q]) -> Q | None:
     return combined
 
 
+def slice_where(*, cohort: str | None, version: int | str | None, versioned: bool = True) -> dict[str, Any]:
+    """Lookups on the daily columns ``cohort`` and ``routing_version`` for a slice: ``cohort`` multi_agent,
+    single_agent or :data:`NO_COHORT` (blank), ``version`` a published version number or :data:`DRAFT` (null);
+    ``None``: every one. ``versioned=False``: the rows have no version column (the caller slices them)."""
+    where: dict[str, Any] = {}
+    if cohort is not None:
+        where["cohort"] = "" if cohort == NO_COHORT else cohort
+    if version is not None and versioned:
+        if version == DRAFT:
+            where["routing_version__isnull"] = True
+        else:
+            where["routing_version"] = int(version)
+    return where
+
+
 def fact_group(fact: Fact, rows: QuerySet, by: Sequence[str]) -> QuerySet:
     """Source ``rows`` of ``fact`` grouped by ``by`` (daily columns) with the fact's measures."""
     return rows.values(*by).annotate(**fact.measures).order_by()
@@ -250,11 +294,25 @@ def fact_rows(
     tenant_id: int | None,
     profile_id: int | None,
     where: Mapping[str, Any] | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> list[dict[str, Any]]:
     """The fact's measures over ``window`` grouped by ``by`` (daily column names, ``day`` included), filtered by
     ``where`` (lookups on daily column names): sealed days from the daily table, the rest from source rows,
-    added up per group. Two queries at most; rows in no particular order."""
-    where = dict(where or {})
+    added up per group. Two queries at most; rows in no particular order.
+
+    ``cohort`` and ``version`` slice the rows by the turn that wrote them (:func:`slice_where`). A fact whose
+    daily table has no version (conversations) is read from its rows over the whole window when sliced by one.
+    """
+    where = {
+        **(where or {}),
+        **slice_where(cohort=cohort, version=version, versioned="routing_version" in fact.dimensions),
+    }
+    live_only: Q | None = None
+    if version is not None and "routing_version" not in fact.dimensions:
+        assert fact.version_of is not None, f"{fact.name}: no way to read a version"
+        live_only = fact.version_of(None if version == DRAFT else int(version))
+        window = Window(start=window.start, end=window.end, sealed=(), live=((window.start, window.end),))
     totals: dict[tuple, dict[str, Any]] = {}
 
     def add(grouped: Iterable[dict[str, Any]]) -> None:
@@ -274,6 +332,8 @@ def fact_rows(
     live = _any(Q(**{f"{fact.time}__gte": lo, f"{fact.time}__lt": hi}) for lo, hi in window.live)
     if live is not None:
         rows = _scoped(fact.rows().filter(live, **where), fact, tenant_id=tenant_id, profile_id=profile_id)
+        if live_only is not None:
+            rows = rows.filter(live_only)
         add(fact_group(fact, rows, by))
     return list(totals.values())
 

@@ -24,6 +24,7 @@ from typing import Any, TypedDict
 from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import Trunc
 
+from agents.models import AgentProfile
 from analytics.rollups import (
     CONVERSATIONS,
     HANDOFFS,
@@ -35,6 +36,7 @@ from analytics.rollups import (
     fact_rows,
     histogram_percentile,
     latency_bucket,
+    slice_where,
     window_open,
 )
 from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, MessageRole, ToolCallStatus
@@ -48,7 +50,13 @@ COHORTS: tuple[str, ...] = ("multi_agent", "single_agent")
 # Shown even when nothing was routed that way, so that the mix reads the same from one window to the next.
 CORE_METHODS: tuple[str, ...] = ("state", "keyword", "llm", "fallback")
 FALLBACK_METHOD = "fallback"
-TOOL_ERROR_STATUSES: tuple[str, ...] = tuple(s for s in ToolCallStatus.values if s != ToolCallStatus.OK)
+# A call waiting for the user's permission is not an error (tool_call_stats counts it apart).
+TOOL_ERROR_STATUSES: tuple[str, ...] = tuple(
+    s for s in ToolCallStatus.values if s not in (ToolCallStatus.OK, ToolCallStatus.PERMISSION_REQUIRED)
+)
+# How a specialist came to answer (agent_utilisation): chosen by routing, or the single-agent path's general agent.
+ROUTED_PATH = "routed"
+SINGLE_AGENT_PATH = "single_agent"
 
 
 def _share(part: float, whole: float) -> float:
@@ -59,8 +67,18 @@ def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _handoffs(*, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None) -> QuerySet:
-    rows = Handoff.objects.filter(created_at__gte=start, created_at__lt=end)
+def _handoffs(
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None,
+    cohort: str | None = None,
+    version: int | str | None = None,
+) -> QuerySet:
+    rows = Handoff.objects.filter(
+        created_at__gte=start, created_at__lt=end, **slice_where(cohort=cohort, version=version)
+    )
     if tenant_id is not None:
         rows = rows.filter(tenant_id=tenant_id)
     if profile_id is not None:
@@ -73,10 +91,31 @@ class _Scope(TypedDict):
 
     tenant_id: int | None
     profile_id: int | None
+    cohort: str | None
+    version: int | str | None
 
 
-def _scope(tenant_id: int | None, profile_id: int | None) -> _Scope:
-    return {"tenant_id": tenant_id, "profile_id": profile_id}
+def _scope(tenant_id: int | None, profile_id: int | None, cohort: str | None, version: int | str | None) -> _Scope:
+    return {"tenant_id": tenant_id, "profile_id": profile_id, "cohort": cohort, "version": version}
+
+
+def _profile_names(rows: list[dict[str, Any]]) -> dict[int, str]:
+    """The agent_id of every profile the grouped rows name (one query): agents are named within their profile,
+    and two profiles may each have a ``billing_agent``."""
+    ids = {row["profile_id"] for row in rows}
+    if not ids:
+        return {}
+    return dict(AgentProfile.objects.filter(pk__in=ids).values_list("pk", "agent_id"))
+
+
+def _per_agent(rows: list[dict[str, Any]], agent: str, names: dict[int, str]) -> list[dict[str, Any]]:
+    """Rows grouped by profile_id and ``agent`` as ``[{profile, agent, count}]``: most first, then by name."""
+    counts: dict[tuple[str, str], int] = {}
+    for row in rows:
+        key = (names[row["profile_id"]], row[agent])
+        counts[key] = counts.get(key, 0) + row["n"]
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], *item[0]))
+    return [{"profile": profile, "agent": name, "count": count} for (profile, name), count in ranked]
 
 
 def _conversations_with(rows: list[dict[str, Any]], mask: int) -> tuple[int, int]:
@@ -94,6 +133,8 @@ def handoff_summary(
     end: dt.datetime,
     tenant_id: int | None,
     profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
     kinds: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Seed 003's ``get_handoff_analytics``: ``{total_handoffs, handoff_paths: [{from, to, count}],
@@ -110,15 +151,21 @@ def handoff_summary(
     grouped = fact_rows(
         HANDOFFS,
         window,
-        by=("from_agent", "to_agent"),
+        by=("profile_id", "from_agent", "to_agent"),
         where={"status": HandoffStatus.COMPLETED, "kind__in": kinds},
-        **_scope(tenant_id, profile_id),
+        **_scope(tenant_id, profile_id, cohort, version),
     )
-    paths = [
-        {"from": row["from_agent"], "to": row["to_agent"], "count": row["n"]}
-        for row in sorted(grouped, key=lambda row: (-row["n"], row["from_agent"], row["to_agent"]))
-    ]
-    conversations = fact_rows(CONVERSATIONS, window, by=("handoff_kinds",), **_scope(tenant_id, profile_id))
+    names = _profile_names(grouped)
+    paths = sorted(
+        (
+            {"profile": names[row["profile_id"]], "from": row["from_agent"], "to": row["to_agent"], "count": row["n"]}
+            for row in grouped
+        ),
+        key=lambda path: (-path["count"], path["profile"], path["from"], path["to"]),
+    )
+    conversations = fact_rows(
+        CONVERSATIONS, window, by=("handoff_kinds",), **_scope(tenant_id, profile_id, cohort, version)
+    )
     total_conversations, with_handoffs = _conversations_with(conversations, kinds_mask(kinds))
     return {
         "total_handoffs": sum(path["count"] for path in paths),
@@ -148,6 +195,8 @@ def handoff_timeline(
     end: dt.datetime,
     tenant_id: int | None,
     profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
     kinds: Sequence[str] | None = None,
     bucket: str = "day",
     now: dt.datetime | None = None,
@@ -170,14 +219,14 @@ def handoff_timeline(
             window_open(start, end),
             by=("day", "kind"),
             where={"status": HandoffStatus.COMPLETED, "kind__in": kinds},
-            **_scope(tenant_id, profile_id),
+            **_scope(tenant_id, profile_id, cohort, version),
         )
         for row in grouped:
             found.setdefault(day_start(row["day"]), {})[row["kind"]] = row["n"]
     else:
-        counted = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id).filter(
-            status=HandoffStatus.COMPLETED, kind__in=kinds
-        )
+        counted = _handoffs(
+            start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
+        ).filter(status=HandoffStatus.COMPLETED, kind__in=kinds)
         grouped = (
             counted.annotate(period=Trunc("created_at", "hour", tzinfo=dt.UTC))
             .values("period", "kind")
@@ -199,14 +248,19 @@ def handoff_stops(
     end: dt.datetime,
     tenant_id: int | None,
     profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
     kinds: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Moves that did not happen: ``{total_stopped, by_outcome: [{outcome, count}], by_agent: [{agent, count}],
-    total_refused, refused_by_agent: [{agent, count}]}``.
+    """Moves that did not happen: ``{total_stopped, by_outcome: [{outcome, count}], by_agent: [{profile, agent,
+    count}], by_pair: [{profile, from, to, count, by_outcome: {outcome: count}}], total_refused,
+    refused_by_agent: [{profile, agent, count}]}``.
 
     Stopped rows are loop safety's (outcome ping_pong, path_repeated, handoff_limit, step_limit); refused rows a
-    target the agent may not reach (outcome not_allowed). ``agent`` is the one that tried to move. Lists are
-    sorted by count, then name. ``kinds`` narrows to the kinds of move tried (default: all).
+    target the agent may not reach (outcome not_allowed). ``agent`` and ``from`` are the agent that tried to
+    move, ``to`` the agent it tried to reach (blank for a step_limit stop, which names none); agents are named
+    within their profile. Lists are sorted by count, then name. ``kinds`` narrows to the kinds of move tried
+    (default: all).
     """
     where: dict[str, Any] = {"status__in": [HandoffStatus.STOPPED, HandoffStatus.REFUSED]}
     if kinds:
@@ -214,25 +268,31 @@ def handoff_stops(
     grouped = fact_rows(
         HANDOFFS,
         window_open(start, end),
-        by=("status", "outcome", "from_agent"),
+        by=("status", "outcome", "profile_id", "from_agent", "to_agent"),
         where=where,
-        **_scope(tenant_id, profile_id),
+        **_scope(tenant_id, profile_id, cohort, version),
     )
+    names = _profile_names(grouped)
+    stopped = [row for row in grouped if row["status"] == HandoffStatus.STOPPED]
+    refused = [row for row in grouped if row["status"] != HandoffStatus.STOPPED]
     by_outcome: dict[str, int] = {}
-    by_agent: dict[str, int] = {}
-    refused_by_agent: dict[str, int] = {}
-    for row in grouped:
-        if row["status"] == HandoffStatus.STOPPED:
-            by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["n"]
-            by_agent[row["from_agent"]] = by_agent.get(row["from_agent"], 0) + row["n"]
-        else:
-            refused_by_agent[row["from_agent"]] = refused_by_agent.get(row["from_agent"], 0) + row["n"]
+    pairs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in stopped:
+        by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["n"]
+        key = (names[row["profile_id"]], row["from_agent"], row["to_agent"])
+        pair = pairs.setdefault(key, {"profile": key[0], "from": key[1], "to": key[2], "count": 0, "by_outcome": {}})
+        pair["count"] += row["n"]
+        pair["by_outcome"][row["outcome"]] = pair["by_outcome"].get(row["outcome"], 0) + row["n"]
+    by_pair = sorted(pairs.values(), key=lambda pair: (-pair["count"], pair["profile"], pair["from"], pair["to"]))
+    for pair in by_pair:
+        pair["by_outcome"] = dict(sorted(pair["by_outcome"].items()))
     return {
         "total_stopped": sum(by_outcome.values()),
         "by_outcome": _ranked(by_outcome, "outcome"),
-        "by_agent": _ranked(by_agent, "agent"),
-        "total_refused": sum(refused_by_agent.values()),
-        "refused_by_agent": _ranked(refused_by_agent, "agent"),
+        "by_agent": _per_agent(stopped, "from_agent", names),
+        "by_pair": by_pair,
+        "total_refused": sum(row["n"] for row in refused),
+        "refused_by_agent": _per_agent(refused, "from_agent", names),
     }
 
 
@@ -241,10 +301,16 @@ def _ranked(counts: dict[str, int], name: str) -> list[dict[str, Any]]:
 
 
 def delegation_outcomes(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> dict[str, Any]:
     """Seed 001's sub-conversations: ``{total_delegations, total_returns,
-    returns_by_outcome: [{outcome, count, share_percentage}], returns_by_specialist: [{agent, count}]}``.
+    returns_by_outcome: [{outcome, count, share_percentage}], returns_by_specialist: [{profile, agent, count}]}``.
 
     Delegations are completed ``delegation`` rows (a coordinator passed the conversation on); returns are
     ``return`` rows, whose outcome is the status the specialist ended with (completed, out_of_scope, ...).
@@ -253,19 +319,18 @@ def delegation_outcomes(
     grouped = fact_rows(
         HANDOFFS,
         window_open(start, end),
-        by=("kind", "outcome", "from_agent"),
+        by=("kind", "outcome", "profile_id", "from_agent"),
         where={"status": HandoffStatus.COMPLETED, "kind__in": [HandoffKind.DELEGATION, HandoffKind.RETURN]},
-        **_scope(tenant_id, profile_id),
+        **_scope(tenant_id, profile_id, cohort, version),
     )
     delegations = 0
     by_outcome: dict[str, int] = {}
-    by_specialist: dict[str, int] = {}
+    returned = [row for row in grouped if row["kind"] != HandoffKind.DELEGATION]
     for row in grouped:
         if row["kind"] == HandoffKind.DELEGATION:
             delegations += row["n"]
         else:
             by_outcome[row["outcome"]] = by_outcome.get(row["outcome"], 0) + row["n"]
-            by_specialist[row["from_agent"]] = by_specialist.get(row["from_agent"], 0) + row["n"]
     returns = sum(by_outcome.values())
     return {
         "total_delegations": delegations,
@@ -273,7 +338,7 @@ def delegation_outcomes(
         "returns_by_outcome": [
             {**item, "share_percentage": _share(item["count"], returns)} for item in _ranked(by_outcome, "outcome")
         ],
-        "returns_by_specialist": _ranked(by_specialist, "agent"),
+        "returns_by_specialist": _per_agent(returned, "from_agent", _profile_names(returned)),
     }
 
 
@@ -283,13 +348,15 @@ def handoff_list_recent(
     end: dt.datetime,
     tenant_id: int | None,
     profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
     kinds: Sequence[str] | None = None,
     limit: int = 20,
 ) -> list[dict[str, Any]]:
     """The latest ``limit`` handoff rows of the window, newest first, of every status (stops and refusals
     included) and of ``kinds`` (default: all): ``[{id, conversation_id, conversation_key, tenant, profile,
     from_agent, to_agent, kind, status, outcome, reason, created_at}]``. One query, on the rows themselves."""
-    rows = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
+    rows = _handoffs(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
     if kinds:
         rows = rows.filter(kind__in=list(kinds))
     fields = ("id", "conversation_id", "from_agent", "to_agent", "kind", "status", "outcome", "reason", "created_at")
@@ -314,31 +381,59 @@ def handoff_list_recent(
 
 
 def agent_utilisation(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> list[dict[str, Any]]:
-    """Seed 003's agent utilisation: answered turns (assistant messages) per specialist,
-    ``[{agent, turns, share_percentage}]``, most turns first, then by name."""
+    """Seed 003's agent utilisation: answered turns (assistant messages) per specialist of a profile and per
+    path, ``[{profile, agent, path, turns, share_percentage}]``, most turns first, then by profile, agent, path.
+
+    ``path`` tells how the specialist came to answer: ``routed`` (the router, a handoff or a supervisor chose it:
+    the multi_agent cohort, or a turn the flag did not decide) or ``single_agent`` (the flag's single_agent
+    cohort, where the profile's general specialist answers every message whatever the router chose: not
+    fallback routing, which :func:`route_method_mix` counts). Shares are of every answered turn listed.
+    """
     grouped = fact_rows(
         MESSAGES,
         window_open(start, end),
-        by=("agent",),
+        by=("profile_id", "agent", "cohort"),
         where={"role": MessageRole.ASSISTANT},
-        **_scope(tenant_id, profile_id),
+        **_scope(tenant_id, profile_id, cohort, version),
     )
-    grouped.sort(key=lambda row: (-row["n"], row["agent"]))
-    total = sum(row["n"] for row in grouped)
-    return [{"agent": row["agent"], "turns": row["n"], "share_percentage": _share(row["n"], total)} for row in grouped]
+    names = _profile_names(grouped)
+    turns: dict[tuple[str, str, str], int] = {}
+    for row in grouped:
+        path = SINGLE_AGENT_PATH if row["cohort"] == SINGLE_AGENT_PATH else ROUTED_PATH
+        key = (names[row["profile_id"]], row["agent"], path)
+        turns[key] = turns.get(key, 0) + row["n"]
+    total = sum(turns.values())
+    return [
+        {"profile": profile, "agent": agent, "path": path, "turns": n, "share_percentage": _share(n, total)}
+        for (profile, agent, path), n in sorted(turns.items(), key=lambda item: (-item[1], *item[0]))
+    ]
 
 
 def route_method_mix(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> dict[str, Any]:
     """How messages were routed: ``{methods: [{method, count, share_percentage}], fallback_rate_percentage,
     total}`` over the stored route decisions. The core methods (state, keyword, llm, fallback) are listed even
     at 0; the others (followup, coordinator, sub_conversation, permission) when they occur. Sorted by count,
     then name."""
     counts = dict.fromkeys(CORE_METHODS, 0)
-    for row in fact_rows(ROUTE_METHODS, window_open(start, end), by=("method",), **_scope(tenant_id, profile_id)):
+    for row in fact_rows(
+        ROUTE_METHODS, window_open(start, end), by=("method",), **_scope(tenant_id, profile_id, cohort, version)
+    ):
         counts[row["method"]] = row["n"]
     total = sum(counts.values())
     return {
@@ -349,39 +444,58 @@ def route_method_mix(
 
 
 def tool_call_stats(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> dict[str, Any]:
-    """MCP tool calls per tool: ``{tools: [{tool, server, calls, errors, error_rate_percentage,
-    errors_by_status: {status: count}, avg_latency_ms}], total_calls, total_errors, error_statuses}``.
+    """MCP tool calls per tool: ``{tools: [{tool, server, calls, ok, permission_asks, errors,
+    error_rate_percentage, errors_by_status: {status: count}, avg_latency_ms}], total_calls,
+    total_permission_asks, total_errors, error_statuses}``.
 
-    An error is any status but ``ok`` (:data:`TOOL_ERROR_STATUSES`: error, timeout, invalid_arguments,
-    unavailable, not_offered, permission_required). ``avg_latency_ms`` averages every call of the tool (calls
-    that never reached the server count with their ~0 ms). Most calls first, then by name.
+    A permission ask (status ``permission_required``: the call waits for the user's agreement and runs, as
+    another call, once given) is not an error: it is counted apart and left out of the error rate and the
+    latency. An error is any other status but ``ok`` (:data:`TOOL_ERROR_STATUSES`: error, timeout,
+    invalid_arguments, unavailable, not_offered). ``error_rate_percentage`` is of the calls that were not
+    asks, and ``avg_latency_ms`` averages them (calls that never reached the server count with their ~0 ms;
+    ``None`` when every call was an ask). Most calls first, then by name.
     """
     grouped = fact_rows(
-        TOOL_CALLS, window_open(start, end), by=("tool", "server", "status"), **_scope(tenant_id, profile_id)
+        TOOL_CALLS,
+        window_open(start, end),
+        by=("tool", "server", "status"),
+        **_scope(tenant_id, profile_id, cohort, version),
     )
     tools: dict[tuple[str, str], dict[str, Any]] = {}
     for row in grouped:
         tool = tools.setdefault(
             (row["tool"], row["server"]),
-            {"tool": row["tool"], "server": row["server"], "calls": 0, "errors": 0, "errors_by_status": {}, "ms": 0.0},
+            {"tool": row["tool"], "server": row["server"], "calls": 0, "ok": 0, "permission_asks": 0, "errors": 0}
+            | {"errors_by_status": {}, "ms": 0.0},
         )
         tool["calls"] += row["n"]
         tool["ms"] += row["latency_sum"]
-        if row["status"] != ToolCallStatus.OK:
+        if row["status"] == ToolCallStatus.OK:
+            tool["ok"] += row["n"]
+        elif row["status"] == ToolCallStatus.PERMISSION_REQUIRED:
+            tool["permission_asks"] += row["n"]
+        else:
             tool["errors"] += row["n"]
             tool["errors_by_status"][row["status"]] = row["n"]
     listed = []
     for tool in sorted(tools.values(), key=lambda t: (-t["calls"], t["tool"], t["server"])):
-        ms = tool.pop("ms")
-        tool["error_rate_percentage"] = _share(tool["errors"], tool["calls"])
+        ms, ran = tool.pop("ms"), tool["calls"] - tool["permission_asks"]
+        tool["error_rate_percentage"] = _share(tool["errors"], ran)
         tool["errors_by_status"] = dict(sorted(tool["errors_by_status"].items()))
-        tool["avg_latency_ms"] = round(ms / tool["calls"], 2)
+        tool["avg_latency_ms"] = round(ms / ran, 2) if ran else None
         listed.append(tool)
     return {
         "tools": listed,
         "total_calls": sum(t["calls"] for t in listed),
+        "total_permission_asks": sum(t["permission_asks"] for t in listed),
         "total_errors": sum(t["errors"] for t in listed),
         "error_statuses": list(TOOL_ERROR_STATUSES),
     }
@@ -407,7 +521,13 @@ class _CohortFigures(TypedDict):
 
 
 def cohort_comparison(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> dict[str, Any]:
     """The ``multi_agent`` flag's two sides, side by side: ``{cohorts: [{cohort, messages, answers,
     conversations, handoffs, conversations_with_handoffs, handoff_rate_percentage, avg_judge_score,
@@ -421,10 +541,10 @@ def cohort_comparison(
     5 % of the exact value, on every database (``percentiles`` is always true).
     """
     window = window_open(start, end)
-    scope = _scope(tenant_id, profile_id)
+    scope = _scope(tenant_id, profile_id, cohort, version)
     result: dict[str, _CohortFigures] = {
-        cohort: {
-            "cohort": cohort,
+        side: {
+            "cohort": side,
             "messages": 0,
             "answers": 0,
             "conversations": 0,
@@ -436,7 +556,7 @@ def cohort_comparison(
             "p50_latency_ms": None,
             "p95_latency_ms": None,
         }
-        for cohort in COHORTS
+        for side in COHORTS
     }
     in_cohorts = {"cohort__in": COHORTS}
     # User messages and answers apart: each reads today's rows through its own partial index (routing.Message).
@@ -448,24 +568,24 @@ def cohort_comparison(
         item["answers"] = row["n"]
         item["avg_judge_score"] = _round(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
         item["avg_latency_ms"] = _round(row["latency_sum"] / row["latency_n"]) if row["latency_n"] else None
-    buckets: dict[str, dict[int, int]] = {cohort: {} for cohort in COHORTS}
+    buckets: dict[str, dict[int, int]] = {side: {} for side in COHORTS}
     for row in fact_rows(LATENCIES, window, by=("cohort", "bucket"), where=in_cohorts, **scope):
         buckets[row["cohort"]][row["bucket"]] = row["n"]
-    for cohort, counts in buckets.items():
-        result[cohort]["p50_latency_ms"] = _round(histogram_percentile(counts, 0.5))
-        result[cohort]["p95_latency_ms"] = _round(histogram_percentile(counts, 0.95))
+    for side, counts in buckets.items():
+        result[side]["p50_latency_ms"] = _round(histogram_percentile(counts, 0.5))
+        result[side]["p95_latency_ms"] = _round(histogram_percentile(counts, 0.95))
     counted = {"status": HandoffStatus.COMPLETED, "kind__in": COUNTED_KINDS}
     for row in fact_rows(HANDOFFS, window, by=("cohort",), where={**in_cohorts, **counted}, **scope):
         result[row["cohort"]]["handoffs"] = row["n"]
     conversations = fact_rows(CONVERSATIONS, window, by=("cohort", "handoff_kinds"), where=in_cohorts, **scope)
-    for cohort in COHORTS:
-        item = result[cohort]
-        rows = [row for row in conversations if row["cohort"] == cohort]
+    for side in COHORTS:
+        item = result[side]
+        rows = [row for row in conversations if row["cohort"] == side]
         item["conversations"], item["conversations_with_handoffs"] = _conversations_with(
             rows, kinds_mask(COUNTED_KINDS)
         )
         item["handoff_rate_percentage"] = _share(item["conversations_with_handoffs"], item["conversations"])
-    return {"cohorts": [result[cohort] for cohort in COHORTS], "percentiles": True}
+    return {"cohorts": [result[side] for side in COHORTS], "percentiles": True}
 
 
 # -- goal mode ------------------------------------------------------------------------------------------------
@@ -478,12 +598,18 @@ def _goal_rows(
     end: dt.datetime,
     tenant_id: int | None,
     profile_id: int | None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> QuerySet:
     rows = model.objects.filter(created_at__gte=start, created_at__lt=end)
     if tenant_id is not None:
         rows = rows.filter(tenant_id=tenant_id)
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
+    # A run is sliced by its answer's turn, a step by its run's answer.
+    answer = "message__" if model is GoalRun else "run__message__"
+    sliced = slice_where(cohort=cohort, version=version)
+    rows = rows.filter(**{answer + lookup: value for lookup, value in sliced.items()})
     return rows.order_by()
 
 
@@ -542,7 +668,13 @@ def _goal_breakdown(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def goal_summary(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> dict[str, Any]:
     """Goal-mode answers: ``{runs, by_status: {success, failure, clarification, general}, clarification_rate_percentage,
     failure_rate_percentage, clarification_reasons: [{reason, count}], steps, failed_steps, plans_run,
@@ -553,20 +685,43 @@ def goal_summary(
     plan latency is read over the answers whose plan ran (``plans_run``), p50 and p95 from latency buckets 5 %
     wide as :func:`cohort_comparison` reads them (``None`` when no plan ran). Two queries.
     """
-    scope = {"start": start, "end": end, "tenant_id": tenant_id, "profile_id": profile_id}
+    scope = {
+        "start": start,
+        "end": end,
+        "tenant_id": tenant_id,
+        "profile_id": profile_id,
+        "cohort": cohort,
+        "version": version,
+    }
     return _goal_summary(_goal_run_groups(**scope), **scope)
 
 
 def goal_breakdown(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> list[dict[str, Any]]:
     """Goal-mode answers per goal: ``[{domain, goal, runs, success, failure, clarification, general}]``, most runs
     first, then by domain and goal (answers in domain ``general`` are one more row). One query."""
-    return _goal_breakdown(_goal_run_groups(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id))
+    return _goal_breakdown(
+        _goal_run_groups(
+            start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
+        )
+    )
 
 
 def capability_stats(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> list[dict[str, Any]]:
     """Plan steps per capability: ``[{domain, capability, steps, success, failures, clarifications, skipped,
     failure_rate_percentage, avg_latency_ms, p95_latency_ms}]``, most steps first, then by domain and capability.
@@ -575,7 +730,9 @@ def capability_stats(
     required one failed); ``failure_rate_percentage`` is of the steps that ran. Latencies are the steps' that
     ran, p95 from latency buckets 5 % wide (``None`` without one). Two queries.
     """
-    rows = _goal_rows(GoalStepRun, start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
+    rows = _goal_rows(
+        GoalStepRun, start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
+    )
     grouped = rows.values("domain", "capability", "status").annotate(
         n=Count("*"), latency_sum=Sum("latency_ms", default=0.0), latency_n=Count("latency_ms")
     )
@@ -614,14 +771,29 @@ def capability_stats(
 
 
 def goal_analytics(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
 ) -> dict[str, Any]:
     """The analytics API's goal figures in one answer: ``{summary, goals, capabilities}``, as
     :func:`goal_summary`, :func:`goal_breakdown` and :func:`capability_stats` give them. Four queries."""
-    scope = {"start": start, "end": end, "tenant_id": tenant_id, "profile_id": profile_id}
+    scope = {
+        "start": start,
+        "end": end,
+        "tenant_id": tenant_id,
+        "profile_id": profile_id,
+        "cohort": cohort,
+        "version": version,
+    }
     groups = _goal_run_groups(**scope)
     return {
         "summary": _goal_summary(groups, **scope),
         "goals": _goal_breakdown(groups),
-        "capabilities": capability_stats(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id),
+        "capabilities": capability_stats(
+            start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
+        ),
     }

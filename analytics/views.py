@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.views.generic import TemplateView
 
 from agents.models import AgentProfile
+from routing.models import RoutingVersion
 from tenants.models import Tenant
 
 PERMISSION = "analytics.view_analytics"
@@ -51,4 +52,6 @@ class DashboardView(PermissionRequiredMixin, TemplateView):
             "profiles": list(AgentProfile.objects.order_by("agent_id").values_list("agent_id", "name")),
             # The permission opens every tenant's analytics, so whoever sees the page may pick one.
             "tenants": list(Tenant.objects.order_by("slug").values_list("slug", "name")),
+            # Published version numbers (per profile: v2 of one profile is not v2 of another), newest first.
+            "versions": list(RoutingVersion.objects.order_by("-number").values_list("number", flat=True).distinct()),
         }

@@ -64,14 +64,14 @@ def test_a_tenants_key_never_sees_the_other_tenants_rows(api, outsider_api, traf
     # Tenant A's own figures are in test_apis.py; B's are b1's: five billing→orders handoffs, a stop, a return.
     assert outsider_api.get(url("handoffs")).json() == {
         "total_handoffs": 5,
-        "handoff_paths": [{"from": "billing_agent", "to": "orders_agent", "count": 5}],
+        "handoff_paths": [{"profile": "telecom_contas", "from": "billing_agent", "to": "orders_agent", "count": 5}],
         "conversations_with_handoffs": 1,
         "total_conversations": 1,
         "handoff_rate_percentage": 100.0,
     }
     assert outsider_api.get(url("agents")).json() == [
-        {"agent": "billing_agent", "turns": 1, "share_percentage": 50.0},
-        {"agent": "product_agent", "turns": 1, "share_percentage": 50.0},
+        {"profile": "telecom_contas", "agent": "billing_agent", "path": "routed", "turns": 1, "share_percentage": 50.0},
+        {"profile": "telecom_contas", "agent": "product_agent", "path": "routed", "turns": 1, "share_percentage": 50.0},
     ]
     assert outsider_api.get(url("loop-stops")).json()["by_outcome"] == [{"outcome": "ping_pong", "count": 1}]
     assert [row["conversation_key"] for row in outsider_api.get(url("handoffs/recent")).json()] == [
@@ -90,13 +90,15 @@ def test_a_tenants_key_never_sees_the_other_tenants_rows(api, outsider_api, traf
 
 def test_staff_see_every_tenant_or_the_one_they_name(staff_api, traffic):
     # Every tenant: A's six counted handoffs and B's five; conversations A's seven and b1; with handoffs 3 + 1.
+    # Paths per profile: B's five and A's two on telecom_contas, A's h10 on retail_loja.
     assert staff_api.get(url("handoffs")).json() == {
         "total_handoffs": 11,
         "handoff_paths": [
-            {"from": "billing_agent", "to": "orders_agent", "count": 8},
-            {"from": "coordinator", "to": "billing_agent", "count": 1},
-            {"from": "coordinator", "to": "orders_agent", "count": 1},
-            {"from": "orders_agent", "to": "billing_agent", "count": 1},
+            {"profile": "telecom_contas", "from": "billing_agent", "to": "orders_agent", "count": 7},
+            {"profile": "retail_loja", "from": "billing_agent", "to": "orders_agent", "count": 1},
+            {"profile": "telecom_contas", "from": "coordinator", "to": "billing_agent", "count": 1},
+            {"profile": "telecom_contas", "from": "coordinator", "to": "orders_agent", "count": 1},
+            {"profile": "telecom_contas", "from": "orders_agent", "to": "billing_agent", "count": 1},
         ],
         "conversations_with_handoffs": 4,
         "total_conversations": 8,

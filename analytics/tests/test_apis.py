@@ -26,11 +26,13 @@ def test_it_counts_completed_handoffs_routing_handoffs_and_delegations_with_thei
     # one in the window, h12, but was created before it).
     assert get(api, "handoffs") == {
         "total_handoffs": 6,
+        # Per profile: P1's billing_agent and P2's are different specialists.
         "handoff_paths": [
-            {"from": "billing_agent", "to": "orders_agent", "count": 3},  # h1, h10, h12
-            {"from": "coordinator", "to": "billing_agent", "count": 1},
-            {"from": "coordinator", "to": "orders_agent", "count": 1},
-            {"from": "orders_agent", "to": "billing_agent", "count": 1},
+            {"profile": "telecom_contas", "from": "billing_agent", "to": "orders_agent", "count": 2},  # h1, h12
+            {"profile": "retail_loja", "from": "billing_agent", "to": "orders_agent", "count": 1},  # h10
+            {"profile": "telecom_contas", "from": "coordinator", "to": "billing_agent", "count": 1},
+            {"profile": "telecom_contas", "from": "coordinator", "to": "orders_agent", "count": 1},
+            {"profile": "telecom_contas", "from": "orders_agent", "to": "billing_agent", "count": 1},
         ],
         "conversations_with_handoffs": 3,
         "total_conversations": 7,
@@ -46,7 +48,7 @@ def test_it_counts_only_the_given_profiles_handoffs_and_conversations(api, traff
     # P2: h10 in c4, the only P2 conversation.
     assert get(api, "handoffs", profile="retail_loja") == {
         "total_handoffs": 1,
-        "handoff_paths": [{"from": "billing_agent", "to": "orders_agent", "count": 1}],
+        "handoff_paths": [{"profile": "retail_loja", "from": "billing_agent", "to": "orders_agent", "count": 1}],
         "conversations_with_handoffs": 1,
         "total_conversations": 1,
         "handoff_rate_percentage": 100.0,
@@ -57,13 +59,16 @@ def test_the_kind_filter_counts_exactly_the_kinds_named(api, traffic):
     # h1, h10 in c1, c4 → 2 / 7.
     body = get(api, "handoffs", kind="routing_handoff")
     assert body["total_handoffs"] == 2
-    assert body["handoff_paths"] == [{"from": "billing_agent", "to": "orders_agent", "count": 2}]
+    assert body["handoff_paths"] == [
+        {"profile": "retail_loja", "from": "billing_agent", "to": "orders_agent", "count": 1},
+        {"profile": "telecom_contas", "from": "billing_agent", "to": "orders_agent", "count": 1},
+    ]
     assert body["handoff_rate_percentage"] == 28.57
     # Returns only when asked: h5, h7 in c2 → 1 / 7.
     body = get(api, "handoffs", kind="return")
     assert body["handoff_paths"] == [
-        {"from": "billing_agent", "to": "coordinator", "count": 1},
-        {"from": "orders_agent", "to": "coordinator", "count": 1},
+        {"profile": "telecom_contas", "from": "billing_agent", "to": "coordinator", "count": 1},
+        {"profile": "telecom_contas", "from": "orders_agent", "to": "coordinator", "count": 1},
     ]
     assert (body["conversations_with_handoffs"], body["handoff_rate_percentage"]) == (1, 14.29)
     # Repeated or comma-separated: h2, h12 (handoff) and h4, h6 (delegation); of the conversations created in
@@ -134,13 +139,27 @@ def test_the_hourly_timeline_lists_every_hour_of_the_range(api, traffic):
 # -- /api/analytics/loop-stops and /api/analytics/delegations --------------------------------------------------------
 
 
-def test_loop_stops_are_grouped_by_cause_and_agent_with_the_refusals_apart(api, traffic):
+def test_loop_stops_are_grouped_by_cause_agent_and_pair_with_the_refusals_apart(api, traffic):
     assert get(api, "loop-stops") == {
         "total_stopped": 2,  # h3, h11
         "by_outcome": [{"outcome": "ping_pong", "count": 1}, {"outcome": "step_limit", "count": 1}],
-        "by_agent": [{"agent": "billing_agent", "count": 2}],
+        "by_agent": [
+            {"profile": "retail_loja", "agent": "billing_agent", "count": 1},  # h11
+            {"profile": "telecom_contas", "agent": "billing_agent", "count": 1},  # h3
+        ],
+        "by_pair": [
+            # A step_limit stop names no target.
+            {"profile": "retail_loja", "from": "billing_agent", "to": "", "count": 1, "by_outcome": {"step_limit": 1}},
+            {
+                "profile": "telecom_contas",
+                "from": "billing_agent",
+                "to": "orders_agent",
+                "count": 1,
+                "by_outcome": {"ping_pong": 1},
+            },
+        ],
         "total_refused": 1,  # h8
-        "refused_by_agent": [{"agent": "coordinator", "count": 1}],
+        "refused_by_agent": [{"profile": "telecom_contas", "agent": "coordinator", "count": 1}],
     }
     # h8 was a delegation: asking for handoffs leaves it out.
     body = get(api, "loop-stops", kind="handoff")
@@ -156,7 +175,10 @@ def test_delegations_count_and_their_returns_by_outcome(api, traffic):
             {"outcome": "completed", "count": 1, "share_percentage": 50.0},
             {"outcome": "out_of_scope", "count": 1, "share_percentage": 50.0},
         ],
-        "returns_by_specialist": [{"agent": "billing_agent", "count": 1}, {"agent": "orders_agent", "count": 1}],
+        "returns_by_specialist": [
+            {"profile": "telecom_contas", "agent": "billing_agent", "count": 1},
+            {"profile": "telecom_contas", "agent": "orders_agent", "count": 1},
+        ],
     }
 
 
@@ -190,15 +212,23 @@ def test_recent_handoffs_are_the_latest_rows_of_every_status_with_their_conversa
 # -- agents, routing methods, tools ----------------------------------------------------------------------------------
 
 
-def test_agent_utilisation_is_the_share_of_answers_per_specialist(api, traffic):
-    # Answers in 30 days: billing c1×2 + c2; orders c2 + c4 + c5; support c3×2 → 3, 3, 2 of 8.
+def test_agent_utilisation_is_the_share_of_answers_per_specialist_of_each_profile_and_path(api, traffic):
+    # Answers in 30 days: P1 billing c1×2 + c2; P1 orders c2 + c5; P2 orders c4 (a different specialist of the
+    # same name); c3's two answers are the single-agent path's general agent, not routing → 3, 2, 2, 1 of 8.
     assert get(api, "agents") == [
-        {"agent": "billing_agent", "turns": 3, "share_percentage": 37.5},
-        {"agent": "orders_agent", "turns": 3, "share_percentage": 37.5},
-        {"agent": "support_agent", "turns": 2, "share_percentage": 25.0},
+        {"profile": "telecom_contas", "agent": "billing_agent", "path": "routed", "turns": 3, "share_percentage": 37.5},
+        {"profile": "telecom_contas", "agent": "orders_agent", "path": "routed", "turns": 2, "share_percentage": 25.0},
+        {
+            "profile": "telecom_contas",
+            "agent": "support_agent",
+            "path": "single_agent",
+            "turns": 2,
+            "share_percentage": 25.0,
+        },
+        {"profile": "retail_loja", "agent": "orders_agent", "path": "routed", "turns": 1, "share_percentage": 12.5},
     ]
     assert get(api, "agents", profile="retail_loja") == [
-        {"agent": "orders_agent", "turns": 1, "share_percentage": 100.0}
+        {"profile": "retail_loja", "agent": "orders_agent", "path": "routed", "turns": 1, "share_percentage": 100.0}
     ]
 
 
@@ -229,13 +259,15 @@ def test_routing_methods_give_each_methods_share_and_the_fallback_rate(api, traf
     }
 
 
-def test_tool_calls_give_errors_error_rate_and_average_latency_per_tool(api, traffic):
+def test_tool_calls_give_errors_permission_asks_error_rate_and_average_latency_per_tool(api, traffic):
     body = get(api, "tools")
     assert body["tools"] == [
         {
             "tool": "consultar_fatura",
             "server": "telecom",
             "calls": 4,
+            "ok": 2,
+            "permission_asks": 0,
             "errors": 2,
             "errors_by_status": {"error": 1, "timeout": 1},
             "error_rate_percentage": 50.0,
@@ -245,30 +277,47 @@ def test_tool_calls_give_errors_error_rate_and_average_latency_per_tool(api, tra
             "tool": "consultar_pedido",
             "server": "retail",
             "calls": 3,
-            "errors": 1,
-            "errors_by_status": {"permission_required": 1},
-            "error_rate_percentage": 33.33,
-            "avg_latency_ms": 66.67,  # (120 + 0 + 80) / 3
+            "ok": 2,
+            "permission_asks": 1,  # c4's call waited for the user: not an error
+            "errors": 0,
+            "errors_by_status": {},
+            "error_rate_percentage": 0.0,
+            "avg_latency_ms": 100.0,  # (120 + 80) / 2: the ask never ran
         },
         {
             "tool": "diagnosticar_linha",
             "server": "telecom",
             "calls": 1,
+            "ok": 0,
+            "permission_asks": 0,
             "errors": 1,
             "errors_by_status": {"not_offered": 1},
             "error_rate_percentage": 100.0,
             "avg_latency_ms": 0.0,
         },
     ]
-    assert (body["total_calls"], body["total_errors"]) == (8, 4)
-    assert body["error_statuses"] == [
-        "error",
-        "timeout",
-        "invalid_arguments",
-        "unavailable",
-        "not_offered",
-        "permission_required",
-    ]
+    assert (body["total_calls"], body["total_permission_asks"], body["total_errors"]) == (8, 1, 3)
+    assert body["error_statuses"] == ["error", "timeout", "invalid_arguments", "unavailable", "not_offered"]
+
+
+def test_a_tool_mostly_waiting_for_permission_is_not_shown_as_failing(api, traffic):
+    # The review's diagnosticar_linha: 2 of 3 calls were permission asks, and the dashboard said 67 % errors.
+    from conversations.models import ToolCall
+
+    for status in ("permission_required", "permission_required", "ok"):
+        ToolCall.objects.create(
+            conversation=traffic.conversations["c8"],
+            agent="support_agent",
+            tool="diagnosticar_linha",
+            server="telecom",
+            status=status,
+            latency_ms=0 if status != "ok" else 40,
+        )
+    tool = next(t for t in get(api, "tools")["tools"] if t["tool"] == "diagnosticar_linha")
+    # With the traffic's not_offered call: 4 calls, 2 asks, 1 ok, 1 error → 1 error of the 2 calls that ran.
+    assert (tool["calls"], tool["permission_asks"], tool["ok"], tool["errors"]) == (4, 2, 1, 1)
+    assert tool["error_rate_percentage"] == 50.0
+    assert tool["errors_by_status"] == {"not_offered": 1}
 
 
 # -- /api/analytics/cohorts ------------------------------------------------------------------------------------------

@@ -84,6 +84,26 @@ def test_the_filters_offer_the_day_presets_every_profile_and_every_tenant(staff_
     assert 'id="filter-end"' in html
 
 
+def test_the_filters_offer_every_cohort_and_every_published_version_number(staff_client, tenant):
+    from routing.models import RoutingVersion
+
+    for agent_id, numbers in (("telecom_contas", (1, 2, 3)), ("retail_loja", (1,))):
+        profile = AgentProfileFactory(agent_id=agent_id)
+        for number in numbers:
+            RoutingVersion.objects.create(profile=profile, number=number, document={})
+    html = staff_client.get(DASHBOARD).content.decode()
+    cohorts = html.split('id="filter-cohort"')[1].split("</select>")[0]
+    assert [part.split('"')[1] for part in cohorts.split("<option value=")[1:]] == [
+        "",
+        "multi_agent",
+        "single_agent",
+        "none",
+    ]
+    versions = html.split('id="filter-version"')[1].split("</select>")[0]
+    # Each number once (v1 of two profiles), newest first, after every version and the draft.
+    assert [part.split('"')[1] for part in versions.split("<option value=")[1:]] == ["", "draft", "3", "2", "1"]
+
+
 def test_the_admin_links_the_dashboard_on_its_index_and_in_the_user_tools_for_staff(staff_client):
     html = staff_client.get(reverse("admin:index")).content.decode()
     assert 'id="analytics-module"' in html

@@ -58,6 +58,10 @@ class Traffic:
 
     Goal-mode answers (conversations/tests/goal_examples.py) in a1: quote_and_notify (success) and
     ambiguous_quote (clarification) on D2; in b1: failed_movers (failure) on D2.
+
+    Routing versions (each conversation's turns and moves): a1, a3 version 2; a2, a_old version 1; b1 none (a
+    draft). a1 also has a ping_pong stop billing→orders and a tool call that waited for the user's permission;
+    a2's answer is the single-agent path's general agent (support_agent).
     """
 
     today: dt.date
@@ -86,7 +90,9 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
         hour, minute = (int(part) for part in clock.split(":"))
         return dt.datetime.combine(today - dt.timedelta(days=days_ago), dt.time(hour, minute), tzinfo=dt.UTC)
 
-    def conversation(name: str, tenant: Tenant, when: dt.datetime, cohort: str) -> Conversation:
+    versions: dict[int, int | None] = {}
+
+    def conversation(name: str, tenant: Tenant, when: dt.datetime, cohort: str, version: int | None) -> Conversation:
         row = Conversation.objects.create(
             tenant=tenant,
             profile=traffic.profile,
@@ -95,9 +101,12 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             cohort=cohort,
         )
         traffic.conversations[name] = _dated(row, when)
+        versions[row.pk] = version
         return row
 
-    def handoff(conv: Conversation, from_agent: str, to_agent: str, kind: str, when: dt.datetime) -> None:
+    def handoff(
+        conv: Conversation, from_agent: str, to_agent: str, kind: str, when: dt.datetime, stop: str = ""
+    ) -> None:
         row = Handoff.objects.create(
             conversation=conv,
             tenant_id=conv.tenant_id,
@@ -105,21 +114,30 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             from_agent=from_agent,
             to_agent=to_agent,
             kind=kind,
+            status="stopped" if stop else "completed",
+            outcome=stop,
             cohort=conv.cohort,
+            routing_version=versions[conv.pk],
             reason=f"{from_agent} hands over to {to_agent}",
         )
         _dated(row, when)
+        if stop:
+            return
         conv.handoff_kinds |= KIND_BITS[kind]  # as the turn that records a move does (conversations.graph._persist)
         Conversation.objects.filter(pk=conv.pk).update(handoff_kinds=conv.handoff_kinds)
 
     def turn(conv: Conversation, when: dt.datetime, agent: str, method: str, latency: float, judge: float) -> None:
-        question = Message.objects.create(conversation=conv, role="user", content="Minha fatura", cohort=conv.cohort)
+        version = versions[conv.pk]
+        question = Message.objects.create(
+            conversation=conv, role="user", content="Minha fatura", cohort=conv.cohort, routing_version=version
+        )
         answer = Message.objects.create(
             conversation=conv,
             role="assistant",
             agent=agent,
             content="Resposta",
             cohort=conv.cohort,
+            routing_version=version,
             latency_ms=latency,
             judge_score=judge,
         )
@@ -129,11 +147,11 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
         for row in (question, answer, decision):
             _dated(row, when)
 
-    a1 = conversation("a1", tenant_a, at(2, "10:00"), "multi_agent")
-    a2 = conversation("a2", tenant_a, at(3, "09:00"), "single_agent")
-    a3 = conversation("a3", tenant_a, at(4, "11:00"), "multi_agent")
-    b1 = conversation("b1", tenant_b, at(2, "08:00"), "multi_agent")
-    old = conversation("a_old", tenant_a, at(45, "12:00"), "multi_agent")
+    a1 = conversation("a1", tenant_a, at(2, "10:00"), "multi_agent", 2)
+    a2 = conversation("a2", tenant_a, at(3, "09:00"), "single_agent", 1)
+    a3 = conversation("a3", tenant_a, at(4, "11:00"), "multi_agent", 2)
+    b1 = conversation("b1", tenant_b, at(2, "08:00"), "multi_agent", None)
+    old = conversation("a_old", tenant_a, at(45, "12:00"), "multi_agent", 1)
 
     handoff(a1, "billing_agent", "orders_agent", "handoff", at(2, "10:05"))
     handoff(a1, "orders_agent", "billing_agent", "routing_handoff", at(2, "10:10"))
@@ -142,6 +160,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
         handoff(b1, "product_agent", "support_agent", "handoff", at(2, f"08:0{minute}"))
     handoff(old, "billing_agent", "orders_agent", "handoff", at(45, "12:05"))
     handoff(old, "support_agent", "billing_agent", "delegation", at(45, "12:10"))
+    handoff(a1, "billing_agent", "orders_agent", "handoff", at(2, "10:11"), stop="ping_pong")
 
     turn(a1, at(2, "10:00"), "billing_agent", "keyword", 120.0, 0.9)
     turn(a1, at(2, "10:06"), "orders_agent", "keyword", 180.0, 0.7)
@@ -152,9 +171,16 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
     goal_answer(a1, goal_examples.quote_and_notify(), at(2, "10:20"))
     goal_answer(a1, goal_examples.ambiguous_quote(), at(2, "10:30"))
     goal_answer(b1, goal_examples.failed_movers(), at(2, "08:30"))
-    for when, status in ((at(2, "10:01"), "ok"), (at(2, "10:02"), "error")):
+    first_answer = Message.objects.filter(conversation=a1, role="assistant").order_by("id").first()
+    calls = ((at(2, "10:01"), "ok"), (at(2, "10:02"), "error"), (at(2, "10:03"), "permission_required"))
+    for when, status in calls:
         call = ToolCall.objects.create(
-            conversation=a1, agent="billing_agent", tool="consultar_fatura", server="telecom", status=status
+            conversation=a1,
+            message=first_answer,
+            agent="billing_agent",
+            tool="consultar_fatura",
+            server="telecom",
+            status=status,
         )
         _dated(call, when)
     return traffic
@@ -245,8 +271,8 @@ def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
     assert figure(page, "kpi-handoff-rate") == summary["handoff_rate_percentage"]
     assert figure(page, "kpi-conversations-with-handoffs") == summary["conversations_with_handoffs"]
     assert figure(page, "kpi-total-conversations") == summary["total_conversations"]
-    expected_paths = [(p["from"], p["to"], str(p["count"])) for p in summary["handoff_paths"]]
-    assert rows(page, "table-paths", "from", "to", "count") == expected_paths
+    expected_paths = [(p["profile"], p["from"], p["to"], str(p["count"])) for p in summary["handoff_paths"]]
+    assert rows(page, "table-paths", "profile", "from", "to", "count") == expected_paths
 
     if summary["handoff_paths"]:
         sankey = chart_option(page, "chart-paths")["series"][0]
@@ -263,13 +289,14 @@ def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
         assert drawn_per_period == [t["count"] for t in timeline]
 
     agents = api(page, base_url, "agents", params)
-    shown_agents = rows(page, "table-agents", "agent", "turns", "share")
-    assert [(agent, int(turns), float(share)) for agent, turns, share in shown_agents] == [
-        (a["agent"], a["turns"], a["share_percentage"]) for a in agents
-    ]
+    shown_agents = rows(page, "table-agents", "profile", "agent", "path", "turns", "share")
+    assert [
+        (profile, agent, path, int(turns), float(share)) for profile, agent, path, turns, share in shown_agents
+    ] == [(a["profile"], a["agent"], a["path"], a["turns"], a["share_percentage"]) for a in agents]
     if agents:
         bars = chart_option(page, "chart-agents")["series"][0]["data"]
-        assert sorted(bars) == sorted(a["share_percentage"] for a in agents)
+        values = [bar["value"] if isinstance(bar, dict) else bar for bar in bars]
+        assert sorted(values) == sorted(a["share_percentage"] for a in agents)
 
     methods = api(page, base_url, "routing-methods", params)
     assert figure(page, "kpi-fallback-rate") == methods["fallback_rate_percentage"]
@@ -287,10 +314,18 @@ def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
 
     stops = api(page, base_url, "loop-stops", params)
     assert figure(page, "kpi-loop-stops") == stops["total_stopped"]
+    assert rows(page, "table-stops-pair", "profile", "from", "to", "count") == [
+        (p["profile"], p["from"], p["to"], str(p["count"])) for p in stops["by_pair"]
+    ]
     tools = api(page, base_url, "tools", params)
     assert figure(page, "tools-calls") == tools["total_calls"]
-    assert rows(page, "table-tools", "tool", "calls", "errors") == [
-        (t["tool"], str(t["calls"]), str(t["errors"])) for t in tools["tools"]
+    assert figure(page, "tools-permission-asks") == tools["total_permission_asks"]
+    assert figure(page, "tools-errors") == tools["total_errors"]
+    shown_tools = rows(page, "table-tools", "tool", "calls", "permission-asks", "errors", "error-rate-percentage")
+    assert [
+        (tool, int(calls), int(asks), int(errors), float(rate)) for tool, calls, asks, errors, rate in shown_tools
+    ] == [
+        (t["tool"], t["calls"], t["permission_asks"], t["errors"], t["error_rate_percentage"]) for t in tools["tools"]
     ]
     delegations = api(page, base_url, "delegations", params)
     assert figure(page, "delegations-total") == delegations["total_delegations"]
@@ -341,6 +376,14 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
     assert page.inner_text("#kpi-handoff-rate") == "75 %"
     assert (figure(page, "goals-runs"), figure(page, "goals-clarification-rate")) == (3, 33.33)
     assert rows(page, "table-paths", "from", "to", "count")[0] == ("product_agent", "support_agent", "3")
+    # What misled before: a permission ask is not an error (1 error of the 2 calls that ran, not 2 of 3), a2's
+    # support_agent answer is the single-agent path and not routing, and the loop stop shows its pair.
+    assert rows(page, "table-tools", "tool", "permission-asks", "errors", "error-rate-percentage") == [
+        ("consultar_fatura", "1", "1", "50")
+    ]
+    assert ("telecom_contas", "support_agent", "single_agent") in rows(page, "table-agents", "profile", "agent", "path")
+    assert page.locator("#agents-note", has_text="not fallback routing").count() == 1
+    assert rows(page, "table-stops-pair", "from", "to", "count") == [("billing_agent", "orders_agent", "1")]
     page.screenshot(path=str(screenshot_path(SCREENSHOT)), full_page=True)
 
     page.click("button.analytics-preset[data-days='90']")
@@ -356,9 +399,9 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
     wait_until_drawn(page, query)
     summary = assert_page_shows(page, base, {"start": traffic.day(45), "end": traffic.day(45)})
     assert summary["total_handoffs"] == 2
-    assert rows(page, "table-paths", "from", "to", "count") == [
-        ("billing_agent", "orders_agent", "1"),
-        ("support_agent", "billing_agent", "1"),
+    assert rows(page, "table-paths", "profile", "from", "to", "count") == [
+        ("telecom_contas", "billing_agent", "orders_agent", "1"),
+        ("telecom_contas", "support_agent", "billing_agent", "1"),
     ]
     assert page.get_attribute("#content-main", "data-bucket") == "hour"  # a one-day range is drawn by the hour
 
@@ -376,6 +419,60 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
     link.click()
     page.wait_for_url(f"**/admin/conversations/conversation/{newest.pk}/change/")
     assert newest.conversation_key in page.content()
+    assert page.errors == []
+
+
+def test_staff_narrow_the_dashboard_to_one_cohort_and_one_routing_version(
+    live_server, browser_page, staff_user, traffic
+):
+    from routing.models import RoutingVersion
+
+    for number in (1, 2):
+        RoutingVersion.objects.create(profile=traffic.profile, number=number, document={})
+    page, base = browser_page, live_server.url
+    log_in(page, base, username="analyst", password="analyst-password")
+    wait_until_drawn(page, "days=30")
+    assert page.eval_on_selector_all("#filter-version option", "options => options.map(o => o.value)") == [
+        "",
+        "draft",
+        "2",
+        "1",
+    ]
+
+    page.select_option("#filter-version", "2")
+    page.click("#filter-apply")
+    wait_until_drawn(page, "days=30&version=2")
+    assert "version=2" in page.url
+    summary = assert_page_shows(page, base, {"days": 30, "version": "2"})
+    # a1's two moves; of the conversations served by version 2 (a1, a3) one had a handoff.
+    assert (summary["total_handoffs"], summary["conversations_with_handoffs"], summary["total_conversations"]) == (
+        2,
+        1,
+        2,
+    )
+    assert "routing version 2" in page.inner_text("#analytics-period")
+
+    page.select_option("#filter-version", "")
+    page.select_option("#filter-cohort", "single_agent")
+    page.click("#filter-apply")
+    wait_until_drawn(page, "days=30&cohort=single_agent")
+    assert_page_shows(page, base, {"days": 30, "cohort": "single_agent"})
+    assert rows(page, "table-agents", "agent", "path", "turns") == [("support_agent", "single_agent", "1")]
+    assert "single-agent path" in page.inner_text("#table-agents")
+
+    page.select_option("#filter-cohort", "multi_agent")
+    page.select_option("#filter-version", "draft")
+    page.click("#filter-apply")
+    wait_until_drawn(page, "days=30&cohort=multi_agent&version=draft")
+    summary = assert_page_shows(page, base, {"days": 30, "cohort": "multi_agent", "version": "draft"})
+    assert summary["total_handoffs"] == 3  # b1's, the only conversation served by no published version
+    page.screenshot(path=str(screenshot_path("analytics-dashboard-sliced.png")), full_page=True)
+
+    # Reloaded from its address, the page keeps the pickers.
+    page.goto(f"{base}{DASHBOARD}?days=30&cohort=single_agent&version=1")
+    wait_until_drawn(page, "days=30&cohort=single_agent&version=1")
+    assert page.input_value("#filter-cohort") == "single_agent"
+    assert page.input_value("#filter-version") == "1"
     assert page.errors == []
 
 

@@ -13,17 +13,18 @@ from analytics.rollups import window_open
 
 pytestmark = pytest.mark.django_db
 
-# How many sources each selector reads (handoff_list_recent reads the latest rows, not a window's totals).
+# How many sources each selector reads (handoff_list_recent reads the latest rows, not a window's totals), and
+# whether it names agents (one more query: the agent_id of the profiles they belong to).
 SOURCES = [
-    (selectors.handoff_summary, 2),
-    (selectors.handoff_timeline, 1),
-    (selectors.handoff_stops, 1),
-    (selectors.handoff_list_recent, 0),
-    (selectors.delegation_outcomes, 1),
-    (selectors.agent_utilisation, 1),
-    (selectors.route_method_mix, 1),
-    (selectors.tool_call_stats, 1),
-    (selectors.cohort_comparison, 5),
+    (selectors.handoff_summary, 2, 1),
+    (selectors.handoff_timeline, 1, 0),
+    (selectors.handoff_stops, 1, 1),
+    (selectors.handoff_list_recent, 0, 0),
+    (selectors.delegation_outcomes, 1, 1),
+    (selectors.agent_utilisation, 1, 1),
+    (selectors.route_method_mix, 1, 0),
+    (selectors.tool_call_stats, 1, 0),
+    (selectors.cohort_comparison, 5, 0),
 ]
 
 
@@ -32,9 +33,9 @@ def window(traffic, days: int = 30) -> dict:
     return {"start": end - dt.timedelta(days=days), "end": end}
 
 
-@pytest.mark.parametrize(("selector", "sources"), SOURCES, ids=[s.__name__ for s, _ in SOURCES])
+@pytest.mark.parametrize(("selector", "sources", "names"), SOURCES, ids=[s.__name__ for s, _, _ in SOURCES])
 def test_each_selector_runs_a_fixed_number_of_queries_for_one_tenant_or_all(
-    selector, sources, traffic, django_assert_num_queries
+    selector, sources, names, traffic, django_assert_num_queries
 ):
     """Read from the rows alone: one query per source. With daily totals: which days are summed, then per
     source the totals and today's rows. Once the closed days are summed (the first read does it)."""
@@ -45,6 +46,7 @@ def test_each_selector_runs_a_fixed_number_of_queries_for_one_tenant_or_all(
         queries = 1 + 2 * sources
     else:
         queries = sources
+    queries += names
     for tenant_id in (traffic.tenant_a.pk, None):
         with django_assert_num_queries(queries):
             result = selector(**window(traffic), tenant_id=tenant_id, profile_id=traffic.p1.pk)

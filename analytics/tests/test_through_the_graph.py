@@ -25,14 +25,14 @@ def test_a_routing_handoff_made_by_the_gateway_is_counted(api, telecom):
 
     assert api.get("/api/analytics/handoffs").json() == {
         "total_handoffs": 1,
-        "handoff_paths": [{"from": "billing_agent", "to": "orders_agent", "count": 1}],
+        "handoff_paths": [{"profile": "telecom_contas", "from": "billing_agent", "to": "orders_agent", "count": 1}],
         "conversations_with_handoffs": 1,
         "total_conversations": 1,
         "handoff_rate_percentage": 100.0,
     }
     assert api.get("/api/analytics/agents").json() == [
-        {"agent": "billing_agent", "turns": 1, "share_percentage": 50.0},
-        {"agent": "orders_agent", "turns": 1, "share_percentage": 50.0},
+        {"profile": "telecom_contas", "agent": "billing_agent", "path": "routed", "turns": 1, "share_percentage": 50.0},
+        {"profile": "telecom_contas", "agent": "orders_agent", "path": "routed", "turns": 1, "share_percentage": 50.0},
     ]
     methods = api.get("/api/analytics/routing-methods").json()
     assert (methods["methods"][0], methods["total"]) == (
@@ -43,6 +43,29 @@ def test_a_routing_handoff_made_by_the_gateway_is_counted(api, telecom):
     assert sum(period["by_kind"]["routing_handoff"] for period in timeline) == 1
     [recent] = api.get("/api/analytics/handoffs/recent").json()
     assert (recent["conversation_key"], recent["kind"]) == ("tenant_a:telecom_contas:web-001", "routing_handoff")
+
+
+def test_a_single_agent_turn_is_the_general_agent_on_its_path_and_not_fallback_routing(api, telecom):
+    from routing.services import rollout_flag_set
+
+    rollout_flag_set(key="multi_agent", actor="test", percentage=0)  # everyone on the single-agent path
+    response = api.post(
+        "/api/chat/message",
+        {"agent_id": "telecom_contas", "payload": {"text": "Minha fatura veio alta", "user_id": "u-1"}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["metadata"]["cohort"] == "single_agent"
+    general = body["agent"]  # the profile's general (fallback) specialist answered, the router chose billing
+    assert body["metadata"]["route_decision"]["metadata"]["routed_agent"] == "billing_agent" != general
+
+    assert api.get("/api/analytics/agents").json() == [
+        {"profile": "telecom_contas", "agent": general, "path": "single_agent", "turns": 1, "share_percentage": 100.0}
+    ]
+    methods = api.get("/api/analytics/routing-methods", {"cohort": "single_agent"}).json()
+    assert (methods["fallback_rate_percentage"], methods["total"]) == (0.0, 1)  # routed by keyword
+    assert api.get("/api/analytics/agents", {"cohort": "multi_agent"}).json() == []
 
 
 def _to_yesterday(conversation_key: str) -> dt.date:

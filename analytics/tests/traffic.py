@@ -27,6 +27,11 @@ c7    P1       D1 13:00     single_agent  —
 c8    P1       D1 14:00     multi_agent   —
 ====  =======  ===========  ============  =======================================================
 
+Routing versions (every message and handoff of a conversation carries its conversation's): c1, c2, c6, c8 and b1
+version 2; c3, c5, c7 version 1; c4 none (a draft). Route decisions point at the conversation's first user message
+and tool calls at its first answer, so they are counted under the same cohort and version (c6 has no messages:
+its decision has none, as a row written before they were linked).
+
 Tenant B (``outsider``), P1: conversation b1 created D1 10:00 (multi_agent) with five counted
 billing→orders handoffs, a ping_pong stop and a return; its messages, decisions and tool calls are all
 different from A's so that any leak shows in A's numbers.
@@ -75,6 +80,9 @@ def _dated(obj: Any, when: dt.datetime) -> Any:
     return obj
 
 
+VERSIONS: dict[str, int | None] = {"c1": 2, "c2": 2, "c3": 1, "c4": None, "c5": 1, "c6": 2, "c7": 1, "c8": 2, "b1": 2}
+
+
 def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
     today = timezone.now().astimezone(dt.UTC).date()
     p1 = AgentProfileFactory(agent_id="telecom_contas")
@@ -106,6 +114,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             status=status,
             outcome=outcome,
             cohort=row.cohort,
+            routing_version=VERSIONS[conv],
             reason=f"{name}: {from_agent} → {to_agent}",
         )
         traffic.handoffs[name] = _dated(created, when)
@@ -121,6 +130,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             agent=agent,
             content=f"{role} in {conv}",
             cohort=row.cohort,
+            routing_version=VERSIONS[conv],
             latency_ms=latency,
             judge_score=judge,
         )
@@ -131,15 +141,25 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
         message(conv, "user", when)
         message(conv, "assistant", when + dt.timedelta(minutes=1), agent, latency, judge)
 
+    def first(conv, role) -> Message | None:
+        return Message.objects.filter(conversation=traffic.conversations[conv], role=role).order_by("id").first()
+
     def decision(conv, method, when, agent="billing_agent") -> None:
         created = RouteDecisionRecord.objects.create(
-            conversation=traffic.conversations[conv], mode="router", route=agent, agent=agent, intent="x", method=method
+            conversation=traffic.conversations[conv],
+            message=first(conv, "user"),
+            mode="router",
+            route=agent,
+            agent=agent,
+            intent="x",
+            method=method,
         )
         _dated(created, when)
 
     def tool_call(conv, tool, server, status, latency, when) -> None:
         created = ToolCall.objects.create(
             conversation=traffic.conversations[conv],
+            message=first(conv, "assistant"),
             agent="billing_agent",
             tool=tool,
             server=server,

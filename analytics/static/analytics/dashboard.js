@@ -243,7 +243,8 @@
       byId("table-paths"),
       null,
       paths.map(function (path) {
-        return el("tr", { "data-from": path.from, "data-to": path.to, "data-count": path.count }, [
+        return el("tr", { "data-profile": path.profile, "data-from": path.from, "data-to": path.to, "data-count": path.count }, [
+          cell(path.profile),
           cell(path.from),
           cell(path.to),
           numCell(path.count, formatCount(path.count)),
@@ -257,10 +258,19 @@
     }
     // Two columns, senders left and receivers right: handoffs go both ways (A→B and B→A), and a Sankey must
     // not have cycles, so each agent appears once per side.
+    // Agents are named within their profile: with several profiles, each node says whose agent it is.
+    var profiles = {};
+    paths.forEach(function (path) {
+      profiles[path.profile] = true;
+    });
+    var qualify = Object.keys(profiles).length > 1;
+    function nodeName(path, agent) {
+      return qualify ? path.profile + " · " + agent : agent;
+    }
     var nodes = {};
     var links = paths.map(function (path) {
-      var source = "from|" + path.from;
-      var target = "to|" + path.to;
+      var source = "from|" + nodeName(path, path.from);
+      var target = "to|" + nodeName(path, path.to);
       nodes[source] = { name: source };
       nodes[target] = { name: target };
       return { source: source, target: target, value: path.count };
@@ -372,14 +382,38 @@
     });
   }
 
+  var PATH_LABELS = {
+    routed: "chosen by routing",
+    single_agent: "single-agent path",
+  };
+
+  function agentLabel(row, qualify) {
+    var name = qualify ? row.profile + " · " + row.agent : row.agent;
+    return row.path === "single_agent" ? name + " (single-agent path)" : name;
+  }
+
   function drawAgents(rows) {
     var empty = "No answered turns in this period";
+    var profiles = {};
+    rows.forEach(function (row) {
+      profiles[row.profile] = true;
+    });
+    var qualify = Object.keys(profiles).length > 1;
     fillTable(
       byId("table-agents"),
       null,
       rows.map(function (row) {
-        return el("tr", { "data-agent": row.agent, "data-turns": row.turns, "data-share": row.share_percentage }, [
+        var attrs = {
+          "data-profile": row.profile,
+          "data-agent": row.agent,
+          "data-path": row.path,
+          "data-turns": row.turns,
+          "data-share": row.share_percentage,
+        };
+        return el("tr", attrs, [
+          cell(row.profile),
           cell(row.agent),
+          cell(PATH_LABELS[row.path] || humanise(row.path)),
           numCell(row.turns, formatCount(row.turns)),
           numCell(row.share_percentage, formatPercent(row.share_percentage)),
         ]);
@@ -398,7 +432,7 @@
         formatter: function (params) {
           var row = ordered[params.dataIndex];
           var share = formatPercent(row.share_percentage);
-          return escapeHtml(row.agent) + ": " + formatCount(row.turns) + " turns (" + share + ")";
+          return escapeHtml(agentLabel(row, true)) + ": " + formatCount(row.turns) + " turns (" + share + ")";
         },
       },
       grid: { left: 8, right: 64, top: 8, bottom: 24, containLabel: true },
@@ -406,7 +440,7 @@
       yAxis: {
         type: "category",
         data: ordered.map(function (row) {
-          return row.agent;
+          return agentLabel(row, qualify);
         }),
       },
       series: [
@@ -420,8 +454,11 @@
               return formatPercent(params.value);
             },
           },
+          // The single-agent path's bars are hatched apart: they are the general agent answering everything.
           data: ordered.map(function (row) {
-            return row.share_percentage;
+            return row.path === "single_agent"
+              ? { value: row.share_percentage, itemStyle: { color: "#b0b7c3", decal: { symbol: "rect", dashArrayX: [1, 0], dashArrayY: [3, 5], rotation: -0.8 } } }
+              : row.share_percentage;
           }),
         },
       ],
@@ -537,13 +574,38 @@
     recordsTable(
       "table-stops-agent",
       data.by_agent || [],
-      [{ key: "agent" }, { key: "count", numeric: true, format: formatCount }],
+      [{ key: "profile" }, { key: "agent" }, { key: "count", numeric: true, format: formatCount }],
+      "No loop-safety stops in this period",
+    );
+    recordsTable(
+      "table-stops-pair",
+      data.by_pair || [],
+      [
+        { key: "profile" },
+        {
+          key: "from",
+          format: function (value, record) {
+            return value + " → " + (record.to || "(no target: out of steps)");
+          },
+        },
+        {
+          key: "by_outcome",
+          format: function (value) {
+            return Object.keys(value || {})
+              .map(function (outcome) {
+                return labelled(STOP_LABELS)(outcome) + ": " + formatCount(value[outcome]);
+              })
+              .join("; ");
+          },
+        },
+        { key: "count", numeric: true, format: formatCount },
+      ],
       "No loop-safety stops in this period",
     );
     recordsTable(
       "table-refused-agent",
       data.refused_by_agent || [],
-      [{ key: "agent" }, { key: "count", numeric: true, format: formatCount }],
+      [{ key: "profile" }, { key: "agent" }, { key: "count", numeric: true, format: formatCount }],
       "No refused handoffs in this period",
     );
   }
@@ -564,7 +626,7 @@
     recordsTable(
       "table-returns-specialist",
       data.returns_by_specialist || [],
-      [{ key: "agent" }, { key: "count", numeric: true, format: formatCount }],
+      [{ key: "profile" }, { key: "agent" }, { key: "count", numeric: true, format: formatCount }],
       "No returns from delegations in this period",
     );
   }
@@ -572,6 +634,7 @@
   function drawTools(data) {
     setFigure("tools-calls", data.total_calls, formatCount(data.total_calls));
     setFigure("tools-errors", data.total_errors, formatCount(data.total_errors));
+    setFigure("tools-permission-asks", data.total_permission_asks, formatCount(data.total_permission_asks));
     recordsTable(
       "table-tools",
       data.tools || [],
@@ -579,6 +642,7 @@
         { key: "tool" },
         { key: "server" },
         { key: "calls", numeric: true, format: formatCount },
+        { key: "permission_asks", numeric: true, format: formatCount },
         { key: "errors", numeric: true, format: formatCount },
         { key: "error_rate_percentage", numeric: true, format: formatPercent },
         { key: "avg_latency_ms", numeric: true, format: formatMs },
@@ -855,6 +919,8 @@
       end: end,
       profile: params.get("profile") || "",
       tenant: params.get("tenant") || "",
+      cohort: params.get("cohort") || "",
+      version: params.get("version") || "",
       bucket: params.get("bucket") || "",
     };
   }
@@ -867,6 +933,8 @@
     if (byId("filter-tenant")) {
       byId("filter-tenant").value = filters.tenant;
     }
+    byId("filter-cohort").value = filters.cohort;
+    byId("filter-version").value = filters.version;
     byId("filter-bucket").value = filters.bucket;
     form.querySelectorAll(".analytics-preset").forEach(function (button) {
       button.setAttribute("aria-pressed", String(button.dataset.days === filters.days));
@@ -882,6 +950,8 @@
       end: end,
       profile: byId("filter-profile").value,
       tenant: byId("filter-tenant") ? byId("filter-tenant").value : "",
+      cohort: byId("filter-cohort").value,
+      version: byId("filter-version").value,
       bucket: byId("filter-bucket").value,
     };
   }
@@ -889,7 +959,7 @@
   // The API takes either days or start/end, never both; empty parameters are left out.
   function apiParams(filters) {
     var params = new URLSearchParams();
-    ["days", "start", "end", "profile", "tenant"].forEach(function (name) {
+    ["days", "start", "end", "profile", "tenant", "cohort", "version"].forEach(function (name) {
       if (filters[name]) {
         params.set(name, filters[name]);
       }
@@ -914,6 +984,12 @@
     var scope = [filters.profile ? "profile " + filters.profile : "all profiles"];
     if (byId("filter-tenant")) {
       scope.push(filters.tenant ? "tenant " + filters.tenant : "all tenants");
+    }
+    if (filters.cohort) {
+      scope.push(filters.cohort === "none" ? "turns the rollout flag did not decide" : "the " + filters.cohort + " cohort");
+    }
+    if (filters.version) {
+      scope.push(filters.version === "draft" ? "turns served by no published version (drafts)" : "routing version " + filters.version);
     }
     var period = filters.days
       ? "the last " + filters.days + " days (today included, UTC)"
