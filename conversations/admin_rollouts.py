@@ -54,7 +54,7 @@ SETTINGS = (
 
 class RolloutDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = RolloutDecision
-    fields = ["created_at", "action", "stage", "percentage", "reason", "actor", "webhook"]
+    fields = ("created_at", "action", "stage", "percentage", "reason", "actor", "webhook")
     readonly_fields = fields
     ordering = ["-created_at", "-id"]
     extra = 0
@@ -66,7 +66,6 @@ class RolloutPlanAdmin(admin.ModelAdmin):
     list_display = ["name", "target", "profile", "candidate_number", "status", "stage_shown", "started_at"]
     list_filter = ["status", "target", "profile"]
     search_fields = ["name", "profile__agent_id"]
-    autocomplete_fields: list[str] = []
     inlines = [RolloutDecisionInline]
     readonly_fields = ["status", "stage", "stage_started_at", "control", "history", "started_at", "finished_at"]
     change_form_template = "admin/routing/rolloutplan/change_form.html"
@@ -86,7 +85,7 @@ class RolloutPlanAdmin(admin.ModelAdmin):
         return fields
 
     def save_model(self, request: HttpRequest, obj: RolloutPlan, form: Any, change: bool) -> None:
-        if not change:
+        if not change and request.user.is_authenticated:
             obj.created_by = request.user
         super().save_model(request, obj, form, change)
 
@@ -133,7 +132,7 @@ class RolloutDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "plan", "action", "stage", "percentage", "short_reason", "actor", "webhook"]
     list_filter = ["action", "plan"]
     search_fields = ["reason", "plan__name"]
-    fields = ["plan", "created_at", "action", "stage", "percentage", "reason", "actor", "webhook", "figures_shown"]
+    fields = ("plan", "created_at", "action", "stage", "percentage", "reason", "actor", "webhook", "figures_shown")
     readonly_fields = fields
 
     @admin.display(description="reason")
