@@ -21,6 +21,9 @@ What is switched off, and why:
   OpenAPI 3.0 cannot state either. And for 409 and 422 there: schemathesis sends the same generated
   ``Idempotency-Key`` with different bodies (422) or while its first request runs (409), a rule over two
   requests that no schema states.
+* Positive data acceptance on the answer feedback POST, for 400: its ``message_id`` must name an answer of that
+  conversation (data again, as the profiles are); the fuzzer reaches a real conversation through the message
+  POSTs' example ``session_id`` and rates a made-up message id.
 
 * Throttles off on the served platform (``API_MESSAGE_RATE_PER_KEY``, ``API_RATE_PER_KEY``, ``AUTH_FAILURE_LIMIT``):
   thousands of requests from one key would otherwise be mostly 429s; the throttles have tests of their own.
@@ -161,6 +164,9 @@ def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[st
         'include-path-regex = "^/(api/(gateway|chat|debug/(route|plan))|v1/chat)"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "422", '
         '"429", "503"]\n'
+        "\n[[operations]]\n"
+        'include-path-regex = "^/api/sessions/[^/]+/feedback$"\n'
+        'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
     )
     command = [
         str(Path(sys.executable).with_name("st")),
