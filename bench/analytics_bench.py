@@ -1,6 +1,6 @@
 """Analytics API benchmark: every /api/analytics/ endpoint over real HTTP at 1,000,000 handoffs on PostgreSQL.
 
-    PYTHONPATH=. .venv/bin/python bench/analytics_bench.py [--count 1000000] [--runs 5] [--reuse]
+    PYTHONPATH=. .venv/bin/python bench/analytics_bench.py [--count 1000000] [--runs 5] [--reuse] [--sliced]
 
 Starts a throwaway PostgreSQL and scratch VAR_DIR (``scripts/services.py``), migrates, fills the bench
 tenants with ``bench/generate_handoffs.py --count N`` (realistic conversations of the demo profiles over
@@ -14,6 +14,10 @@ session with ``analytics.view_analytics`` (every tenant). Every URL is fetched o
 shows the median and the slowest of the runs, client-side, in ms. Target: every median under 300 ms.
 For every URL over it, the endpoint's queries are captured in-process and shown with
 ``EXPLAIN (ANALYZE, BUFFERS)``. Exits non-zero when a target is missed.
+
+``--sliced``: also ask each endpoint for 30 days of one cohort (``cohort=single_agent``) and of one routing
+version (``version=draft``: the generated rows record none, so every turn is the draft's; conversations of a
+version are read from the rows, not the daily totals, so this is the slow case), by both callers.
 
 ``--reuse``: when ``DATABASE_URL`` points at a PostgreSQL server that keeps its data (scripts/services.py
 then starts none), data already generated there (the bench tenants holding ``--count`` handoffs) is used as
@@ -52,6 +56,7 @@ ENDPOINTS = (
     "cohorts",
 )
 WINDOWS = ("days=30", "days=90", "days=30&profile=telecom_contas", "days=90&profile=telecom_contas")
+SLICED_WINDOWS = ("days=30&cohort=single_agent", "days=30&version=draft")
 CALLERS = ("key", "staff")
 TENANT = "bench_tenant_1"
 TARGET_MS = 300.0
@@ -185,14 +190,16 @@ def _serve(env: dict[str, str], stack: contextlib.ExitStack) -> str:
     return base_url
 
 
-def _measure(base_url: str, callers: Callers, runs: int) -> dict[tuple[str, str, str], list[float]]:
+def _measure(
+    base_url: str, callers: Callers, runs: int, windows: tuple[str, ...]
+) -> dict[tuple[str, str, str], list[float]]:
     import httpx
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Django's logging shows each request at INFO
     clients = {  # one kept-alive connection each
         name: httpx.Client(base_url=base_url, timeout=120, **callers.http(name)) for name in CALLERS
     }
-    cells = [(endpoint, window, caller) for endpoint in ENDPOINTS for window in WINDOWS for caller in CALLERS]
+    cells = [(endpoint, window, caller) for endpoint in ENDPOINTS for window in windows for caller in CALLERS]
     timings: dict[tuple[str, str, str], list[float]] = {cell: [] for cell in cells}
     try:
         for round_ in range(runs + 1):  # round 0 warms up
@@ -247,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
         first, last, tenant_share = _span()
         callers = _callers()
         base_url = _serve(env, stack)
-        timings = _measure(base_url, callers, args.runs)
+        windows = WINDOWS + (SLICED_WINDOWS if args.sliced else ())
+        timings = _measure(base_url, callers, args.runs, windows)
 
         print(f"\nAnalytics API at {args.count:,} handoffs ({args.tenants} bench tenants, 90 days), PostgreSQL")
         if generation is not None:
@@ -265,8 +273,8 @@ def run(args: argparse.Namespace) -> int:
             f"profile = profile=telecom_contas\n"
         )
         header = [
-            f"{window.replace('&profile=telecom_contas', ' + profile')} {caller}"
-            for window in WINDOWS
+            f"{window.replace('&profile=telecom_contas', ' + profile').replace('&', ' ')} {caller}"
+            for window in windows
             for caller in CALLERS
         ]
         print("| endpoint | " + " | ".join(header) + " |")
@@ -274,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
         slow = []
         for endpoint in ENDPOINTS:
             cells = []
-            for window in WINDOWS:
+            for window in windows:
                 for caller in CALLERS:
                     values = timings[(endpoint, window, caller)]
                     median = statistics.median(values)
@@ -302,6 +310,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5, help="measured requests per URL, after one warm-up")
     parser.add_argument("--reuse", action="store_true", help="keep data already generated (see the docstring)")
+    parser.add_argument("--sliced", action="store_true", help="also one cohort's and one version's 30 days")
     return run(parser.parse_args())
 
 
