@@ -4,7 +4,7 @@ and everything it refuses."""
 from __future__ import annotations
 
 import pytest
-from django.test import Client
+from django.test import AsyncClient, Client
 
 from agents.models import AgentProfile
 from chat.intake import ERROR_UNKNOWN_FIELD
@@ -14,6 +14,7 @@ from conversations.models import Conversation, Message, MessageFeedback
 from routing.versions import version_publish
 from tenants.models import TenantGrant, TenantRight
 from tests.factories import TenantFactory
+from tests.streaming import run, sse_events
 
 pytestmark = pytest.mark.django_db
 
@@ -63,6 +64,23 @@ def test_the_answer_names_its_stored_message_and_a_first_rating_is_201_with_the_
     )
     assert feedback.user_id == conversation.user_id != ""  # the user id as the conversation keeps it
     assert feedback.staff_user_id is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_streams_done_event_names_the_answer_to_rate(tenant_key, api, telecom):
+    async def streamed() -> bytes:
+        response = await AsyncClient().post(
+            "/api/gateway/message/stream",
+            {"agent_id": "telecom_contas", "payload": {"text": PRODUCT, "session_id": "fb-sse"}},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        )
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    name, done = sse_events(run(streamed()))[-1]
+    assert name == "done"
+    assert Message.objects.get(pk=done["message_id"]).content == done["answer"]
+    assert rate(api, done["conversation_key"], {"message_id": done["message_id"], "rating": "up"}).status_code == 201
 
 
 def test_the_sessions_api_names_each_message_so_an_earlier_answer_can_be_rated(api, telecom):
