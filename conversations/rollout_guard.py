@@ -37,7 +37,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Aggregate, Avg, Count, FloatField, Q, QuerySet, StdDev
+from django.db.models import Aggregate, Avg, Count, Exists, FloatField, OuterRef, Q, QuerySet, StdDev
 from django.utils import timezone
 
 from common.config_version import config_version_bump
@@ -442,10 +442,19 @@ def _rollback(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str
     return decision
 
 
-def plans_evaluate(*, now: dt.datetime | None = None, actor: str = "beat") -> list[RolloutDecision]:
-    """Evaluate every running plan (the beat task); a plan that fails to evaluate is logged and skipped."""
+def plans_evaluate(
+    *, now: dt.datetime | None = None, actor: str = "beat", interval: float | None = None
+) -> list[RolloutDecision]:
+    """Evaluate every running plan (the beat task, or ``manage.py rollout watch``); a plan that fails to evaluate is
+    logged and skipped. A plan evaluated less than half an interval ago is left alone, so two schedulers running
+    at once (beat and a watch) do not double the decisions."""
+    now = now or timezone.now()
+    interval = float(interval if interval is not None else settings.ROLLOUT_EVALUATE_SECONDS)
+    recent = now - dt.timedelta(seconds=interval / 2)
     decisions = []
-    for plan in RolloutPlan.objects.filter(status=RolloutPlanStatus.RUNNING).order_by("pk"):
+    just_decided = RolloutDecision.objects.filter(plan=OuterRef("pk"), created_at__gt=recent)
+    running = RolloutPlan.objects.filter(status=RolloutPlanStatus.RUNNING).exclude(Exists(just_decided))
+    for plan in running.order_by("pk"):
         try:
             decisions.append(plan_evaluate(plan, now=now, actor=actor))
         except RolloutStateError:

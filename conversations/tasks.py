@@ -68,8 +68,9 @@ def goal_step(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 @app.task(name="conversations.rollout_evaluate", ignore_result=True)
-def rollout_evaluate() -> int:
-    """Celery beat, every ROLLOUT_EVALUATE_SECONDS: advance, hold or roll back each running rollout plan."""
+def rollout_evaluate(interval: float | None = None) -> int:
+    """Celery beat, every ROLLOUT_EVALUATE_SECONDS (``interval``, as the beat has it): advance, hold or roll back
+    each running rollout plan."""
     from conversations.rollout_guard import plans_evaluate
 
-    return len(plans_evaluate(actor="beat"))
+    return len(plans_evaluate(actor="beat", interval=interval))

@@ -205,7 +205,11 @@ CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)
 ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET", "") or SECRET_KEY
 CELERY_BEAT_SCHEDULE = {
-    "rollout-evaluate": {"task": "conversations.rollout_evaluate", "schedule": ROLLOUT_EVALUATE_SECONDS},
+    "rollout-evaluate": {
+        "task": "conversations.rollout_evaluate",
+        "schedule": ROLLOUT_EVALUATE_SECONDS,
+        "kwargs": {"interval": ROLLOUT_EVALUATE_SECONDS},  # the beat's own interval, whatever the worker's settings
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -54,6 +54,6 @@ class RoutingConfig(AppConfig):
             RolloutUserOverride,
             RolloutTenantOverride,
             RoutingTestCase,
-            RolloutPlan,
         ):
             history_register(model)
+        # Not RolloutPlan: its decisions (RolloutDecision) are its history, with the figures behind each.

@@ -190,3 +190,63 @@ class CeleryWorkerProcess:
         assert self.process is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signum)  # the worker leads its own session (start_new_session)
+
+
+class CeleryBeatProcess:
+    """``celery -A platform beat`` in a subprocess (the schedule of platform/settings.py, its file in ``log_dir``).
+
+    ``start()`` returns once beat logs that it is starting; ``stop()`` always cleans up. It reads its settings
+    (``ROLLOUT_EVALUATE_SECONDS``: how often it sends the rollout guard's task) from ``env``.
+    """
+
+    def __init__(self, *, env: Mapping[str, str], log_dir: Path, startup_timeout: float = 30.0) -> None:
+        self.env = dict(env)
+        self.log_dir = Path(log_dir)
+        self.startup_timeout = startup_timeout
+        self.log_path = self.log_dir / "celery-beat.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def output(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> CeleryBeatProcess:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(self.env)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+        command = ["-m", "celery", "-A", "platform", "beat", "--loglevel=INFO"]
+        command += ["--schedule", str(self.log_dir / "celerybeat-schedule")]
+        if sys.platform == "linux":
+            command = ["-c", ORPHAN_GUARD, str(os.getpid()), *command]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, *command],
+                cwd=PROJECT_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + self.startup_timeout
+        while "beat: Starting" not in self.output():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                output = self.output()
+                self.stop()
+                raise CeleryWorkerStartError(f"Celery beat did not start.\n--- its log ---\n{output}")
+            time.sleep(0.1)
+        return self
+
+    def stop(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        self.process = None

@@ -100,3 +100,23 @@ def test_the_command_names_what_is_wrong(candidate):
         run("rollout", "start", "--profile", "telecom_contas", "--version", "2")
     with pytest.raises(CommandError, match="No rollout plan 42"):
         run("rollout", "pause", "42")
+
+
+def test_evaluate_runs_the_guard_once_and_prints_what_moved(candidate, api, settings):
+    settings.API_MESSAGE_RATE_PER_KEY = "off"
+    Intent.objects.filter(profile=candidate, name="billing_invoice_explanation").update(enabled=False)
+    run("routing_publish", "--profile", "telecom_contas", "--candidate")  # the keyword, and invoices switched off
+    run("rollout", "start", "--profile", "telecom_contas", "--version", "2", "--stages", "30,100")
+    plan = RolloutPlan.objects.get()
+    RolloutPlan.objects.filter(pk=plan.pk).update(min_conversations=10, hold_minutes=0)
+    for n in range(80):
+        answer = api.post(
+            "/api/gateway/message",
+            {"agent_id": "telecom_contas", "payload": {"text": "Minha fatura veio alta", "session_id": f"e-{n}"}},
+            format="json",
+        )
+        assert answer.status_code == 200
+
+    printed = run("rollout", "evaluate")
+
+    assert f"plan {plan.pk}: rollback: Rolled back at 30 %: fallback_rate" in printed

@@ -5,6 +5,8 @@
     manage.py rollout start --multi-agent [--profile P] [...]
     manage.py rollout status [PLAN]
     manage.py rollout pause|resume|advance|abort PLAN
+    manage.py rollout evaluate            # every running plan, once
+    manage.py rollout watch [--every S]   # every ROLLOUT_EVALUATE_SECONDS, until stopped (no broker: scripts/start)
 
 ``start`` creates the plan (guards: the defaults, docs/rollouts.md) and starts it at its first stage; a plan is
 named by its id. ``status`` lists the plans (or shows one, with its last decisions).
@@ -13,15 +15,17 @@ named by its id. ``status`` lists the plans (or shows one, with its last decisio
 from __future__ import annotations
 
 import getpass
+import time
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import AgentProfile
-from conversations.rollout_guard import RolloutStateError, plan_command, plan_start
+from conversations.rollout_guard import RolloutStateError, plan_command, plan_start, plans_evaluate
 from routing.models import RolloutPlan, RolloutPlanTarget, RoutingVersion
 
-COMMANDS = ("start", "status", "pause", "resume", "advance", "abort")
+COMMANDS = ("start", "status", "pause", "resume", "advance", "abort", "evaluate", "watch")
 
 
 def _stages(text: str) -> list[int]:
@@ -49,6 +53,7 @@ class Command(BaseCommand):
         parser.add_argument("--min-conversations", type=int, default=200)
         parser.add_argument("--webhook", default="", help="start: post each decision that moves the plan here.")
         parser.add_argument("--name", default="")
+        parser.add_argument("--every", type=float, default=None, help="watch: seconds between evaluations.")
 
     def handle(self, *args, **options):
         actor = f"manage.py rollout ({getpass.getuser()})"
@@ -60,11 +65,24 @@ class Command(BaseCommand):
                 self.stdout.write(f"plan {plan.pk} ({plan.name}): {decision.reason}")
             elif command == "status":
                 self._status(options["plan"])
+            elif command == "evaluate":
+                self._evaluate(actor, interval=0)
+            elif command == "watch":
+                every = options["every"] or float(settings.ROLLOUT_EVALUATE_SECONDS)
+                self.stdout.write(f"Evaluating the running rollout plans every {every:g} s; Ctrl-C stops.")
+                while True:
+                    self._evaluate("watch", interval=every)
+                    time.sleep(every)
             else:
                 decision = plan_command(self._plan(options["plan"]), command, actor=actor)
                 self.stdout.write(f"plan {decision.plan_id}: {decision.reason}")
         except RolloutStateError as exc:
             raise CommandError(str(exc)) from None
+
+    def _evaluate(self, actor: str, *, interval: float) -> None:
+        for decision in plans_evaluate(actor=actor, interval=interval):
+            if decision.action != "hold":
+                self.stdout.write(f"plan {decision.plan_id}: {decision.action}: {decision.reason}")
 
     def _plan(self, pk: int | None) -> RolloutPlan:
         if pk is None:
