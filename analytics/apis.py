@@ -91,7 +91,7 @@ FILTER_PARAMETERS = [
             "Only the turns served by one published routing version (its number; numbers are per profile, so "
             "give `profile` too to read one profile's), or `draft`: turns served by no published version (an "
             "editor's draft, a profile never published, and rows stored before versions were recorded). "
-            "Conversations: those with a user message served by it (read from the rows, not the daily totals). "
+            "Conversations: by the version that served their first user message. "
             "Anything else is a 400 naming version."
         ),
     ),

@@ -165,9 +165,11 @@ class DailyHandoffs(DailyTotal):
 
 
 class DailyConversations(DailyTotal):
-    """Conversations by the day they were created, per cohort and the kinds of completed move they have had."""
+    """Conversations by the day they were created, per cohort, the routing version of their first user message and
+    the kinds of completed move they have had."""
 
     cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
     handoff_kinds = models.PositiveSmallIntegerField()
 
     class Meta:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, FloatField, Func, IntegerField, OuterRef, Q, QuerySet, Sum, Value
+from django.db.models import Count, F, FloatField, Func, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast, Coalesce, Floor, Greatest, Ln, TruncDate
 
@@ -71,8 +71,6 @@ class Fact:
     dimensions: Mapping[str, Any]
     measures: Mapping[str, Any]
     time: str = "created_at"
-    # Facts whose daily table has no ``routing_version``: the source rows of the version ``v`` (a Q), read live.
-    version_of: Callable[[int | None], Q] | None = None
 
     def rows(self) -> QuerySet:
         """Source rows with ``day`` and every computed dimension annotated; no ordering."""
@@ -92,10 +90,13 @@ _TURN_OF_MESSAGE = {
 }
 
 
-def _conversations_of_version(version: int | None) -> Q:
-    """Conversations with a user message served by ``version`` (None: a draft or no published version)."""
-    served = {"routing_version__isnull": True} if version is None else {"routing_version": version}
-    return Q(Exists(Message.objects.filter(conversation=OuterRef("pk"), role=MessageRole.USER, **served)))
+# A conversation is counted under the routing version that served its first user message: the one it started on
+# (and, with sticky versions, kept). None: a draft, no published version, or no message yet.
+_FIRST_VERSION = Subquery(
+    Message.objects.filter(conversation=OuterRef("pk"), role=MessageRole.USER)
+    .order_by("created_at", "id")
+    .values("routing_version")[:1]
+)
 
 
 MESSAGES = Fact(
@@ -163,9 +164,8 @@ CONVERSATIONS = Fact(
     source=Conversation.objects.all,
     tenant="tenant_id",
     profile="profile_id",
-    dimensions={"cohort": None, "handoff_kinds": None},
+    dimensions={"cohort": None, "routing_version": _FIRST_VERSION, "handoff_kinds": None},
     measures={"n": Count("*")},
-    version_of=_conversations_of_version,
 )
 FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS)
 
@@ -266,14 +266,14 @@ def _any(conditions: Iterable[Q]) -> Q | None:
     return combined
 
 
-def slice_where(*, cohort: str | None, version: int | str | None, versioned: bool = True) -> dict[str, Any]:
+def slice_where(*, cohort: str | None, version: int | str | None) -> dict[str, Any]:
     """Lookups on the daily columns ``cohort`` and ``routing_version`` for a slice: ``cohort`` multi_agent,
     single_agent or :data:`NO_COHORT` (blank), ``version`` a published version number or :data:`DRAFT` (null);
-    ``None``: every one. ``versioned=False``: the rows have no version column (the caller slices them)."""
+    ``None``: every one."""
     where: dict[str, Any] = {}
     if cohort is not None:
         where["cohort"] = "" if cohort == NO_COHORT else cohort
-    if version is not None and versioned:
+    if version is not None:
         if version == DRAFT:
             where["routing_version__isnull"] = True
         else:
@@ -301,18 +301,9 @@ def fact_rows(
     ``where`` (lookups on daily column names): sealed days from the daily table, the rest from source rows,
     added up per group. Two queries at most; rows in no particular order.
 
-    ``cohort`` and ``version`` slice the rows by the turn that wrote them (:func:`slice_where`). A fact whose
-    daily table has no version (conversations) is read from its rows over the whole window when sliced by one.
+    ``cohort`` and ``version`` slice the rows by the turn that wrote them (:func:`slice_where`).
     """
-    where = {
-        **(where or {}),
-        **slice_where(cohort=cohort, version=version, versioned="routing_version" in fact.dimensions),
-    }
-    live_only: Q | None = None
-    if version is not None and "routing_version" not in fact.dimensions:
-        assert fact.version_of is not None, f"{fact.name}: no way to read a version"
-        live_only = fact.version_of(None if version == DRAFT else int(version))
-        window = Window(start=window.start, end=window.end, sealed=(), live=((window.start, window.end),))
+    where = {**(where or {}), **slice_where(cohort=cohort, version=version)}
     totals: dict[tuple, dict[str, Any]] = {}
 
     def add(grouped: Iterable[dict[str, Any]]) -> None:
@@ -332,8 +323,6 @@ def fact_rows(
     live = _any(Q(**{f"{fact.time}__gte": lo, f"{fact.time}__lt": hi}) for lo, hi in window.live)
     if live is not None:
         rows = _scoped(fact.rows().filter(live, **where), fact, tenant_id=tenant_id, profile_id=profile_id)
-        if live_only is not None:
-            rows = rows.filter(live_only)
         add(fact_group(fact, rows, by))
     return list(totals.values())
 

@@ -17,14 +17,14 @@ def get(client, path, **params):
 
 
 def test_handoffs_of_one_version_count_its_moves_and_the_conversations_it_served(api, traffic):
-    # Version 2: h1, h2 (c1), h4, h6 (c2). Conversations created in the window with a turn of version 2: c1, c2
-    # (c6 and c8 have no messages: no turn of any version).
+    # Version 2: h1, h2 (c1), h4, h6 (c2). Conversations created in the window whose first user message was served
+    # by version 2: c1, c2 (c6, c7 and c8 have no messages yet: no version, counted with the drafts).
     body = get(api, "handoffs", version="2")
     assert (body["total_handoffs"], body["conversations_with_handoffs"], body["total_conversations"]) == (4, 2, 2)
     assert [path["count"] for path in body["handoff_paths"]] == [1, 1, 1, 1]
-    # The draft: c4's h10, the only move served by no published version.
+    # The draft: c4's h10, the only move served by no published version; conversations c4, c6, c7, c8.
     draft = get(api, "handoffs", version="draft")
-    assert (draft["total_handoffs"], draft["conversations_with_handoffs"], draft["total_conversations"]) == (1, 1, 1)
+    assert (draft["total_handoffs"], draft["conversations_with_handoffs"], draft["total_conversations"]) == (1, 1, 4)
     assert draft["handoff_paths"] == [
         {"profile": "retail_loja", "from": "billing_agent", "to": "orders_agent", "count": 1}
     ]
