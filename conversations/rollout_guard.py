@@ -41,6 +41,7 @@ from django.db.models import Aggregate, Avg, Count, Exists, FloatField, OuterRef
 from django.utils import timezone
 
 from common.config_version import config_version_bump
+from conversations.feedback import feedback_rates
 from conversations.models import Message, MessageRole, RouteDecisionRecord, ToolCall, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from routing.models import (
@@ -101,23 +102,22 @@ def _p95(queryset: QuerySet[Any]) -> float | None:
     return float(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]) if ordered else None
 
 
-def _feedback(plan: RolloutPlan, cohort: str, since: dt.datetime) -> tuple[int, int]:
-    """(rated answers, rated down) of the cohort, when the platform stores feedback."""
-    from django.apps import apps
-
-    try:
-        model = apps.get_model("conversations", "MessageFeedback")
-    except LookupError:
-        return 0, 0
-    rows = _window(model.objects.all(), plan, since, "message__conversation__profile_id").filter(
-        _cohort_filter(plan, cohort, "message__")
-    )
-    counts = rows.aggregate(n=Count("id"), down=Count("id", filter=Q(rating="down")))
-    return counts["n"], counts["down"]
+def _feedback(plan: RolloutPlan, cohort: str, since: dt.datetime, until: dt.datetime) -> tuple[int, int]:
+    """(rated answers, rated down) of the cohort's answers given since ``since`` (conversations.feedback)."""
+    if plan.target == RolloutPlanTarget.VERSION:
+        version = plan.candidate if cohort == CANDIDATE else plan.control
+        selected: dict[str, Any] = {"routing_versions": [version.number if version else -1]}
+    else:
+        selected = {"cohorts": [COHORT_MULTI_AGENT if cohort == CANDIDATE else COHORT_SINGLE_AGENT]}
+    rows = feedback_rates(start=since, end=until, profile_id=plan.profile_id, by=(), answers=False, **selected)
+    return (rows[0].rated, rows[0].down) if rows else (0, 0)
 
 
-def cohort_figures(plan: RolloutPlan, cohort: str, since: dt.datetime) -> dict[str, Any]:
+def cohort_figures(
+    plan: RolloutPlan, cohort: str, since: dt.datetime, until: dt.datetime | None = None
+) -> dict[str, Any]:
     """Every guard metric of one cohort of ``plan`` over the turns since ``since``."""
+    until = until or timezone.now() + dt.timedelta(seconds=1)
     messages = _window(Message.objects.all(), plan, since, "conversation__profile_id").filter(
         _cohort_filter(plan, cohort)
     )
@@ -142,7 +142,7 @@ def cohort_figures(plan: RolloutPlan, cohort: str, since: dt.datetime) -> dict[s
         _cohort_filter(plan, cohort, "message__"), status__in=TOOL_COUNTED
     )
     called = calls.aggregate(n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS)))
-    rated, down = _feedback(plan, cohort, since)
+    rated, down = _feedback(plan, cohort, since, until)
     turns = users["turns"]
     return {
         "conversations": users["conversations"],

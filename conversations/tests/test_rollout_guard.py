@@ -243,3 +243,23 @@ def test_the_judge_guard_compares_means_with_welchs_test_and_latency_by_its_rule
     assert guard_verdict(latency, {"p95_latency_ms": 400.0}, {"p95_latency_ms": 200.0}, 0.01).breached
     assert not guard_verdict(latency, {"p95_latency_ms": 240.0}, {"p95_latency_ms": 200.0}, 0.01).breached
     assert not guard_verdict(latency, {"p95_latency_ms": 6.0}, {"p95_latency_ms": 2.0}, 0.01).breached  # 4 ms of noise
+
+
+def test_customers_rating_the_candidates_answers_down_roll_it_back(api, published):
+    plan = plan_for(good_candidate(published.profile), guards=[{"metric": "negative_feedback_rate", "threshold": 0.5}])
+    plan_start(plan, actor="test")
+    for n in range(100):
+        answer = say(api, f"rated-{n}")
+        rating = "down" if answer["metadata"]["version"] == 2 else "up"
+        rated = api.post(
+            f"/api/sessions/{answer['conversation_key']}/feedback",
+            {"message_id": answer["message_id"], "rating": rating},
+            format="json",
+        )
+        assert rated.status_code == 201, rated.content
+
+    decision = plan_evaluate(plan)
+
+    assert decision.action == "rollback" and "negative_feedback_rate" in decision.reason
+    assert decision.figures["candidate"]["negative_feedback_rate"]["rate"] == 1.0
+    assert decision.figures["control"]["negative_feedback_rate"]["rate"] == 0.0
