@@ -84,6 +84,13 @@ from handoffs.tools import (
 )
 from routing import snapshot as snapshots
 from routing.decide import COORDINATION_INTENT, delegation_active, route_decide
+from routing.rollout import (
+    COHORT_MULTI_AGENT,
+    COHORT_SINGLE_AGENT,
+    MULTI_AGENT_FLAG,
+    REASON_BUCKET,
+    REASON_CONVERSATION,
+)
 from routing.router import SUPERVISOR_ROUTE, IntentSpec, PlanStep, RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
 
@@ -867,10 +874,30 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
             connection.close()
 
 
+def _cohort_keep(turn: Turn) -> None:
+    """The multi_agent flag's cohort is the conversation's for its lifetime: when a later percentage (a rollout
+    plan's next stage, an edit) would bucket this message into the other cohort, the conversation keeps the one
+    it started in. Overrides and the kill switch still decide at once: they are a person's or a rollback's."""
+    data = turn.input
+    flag = data.flags.get(MULTI_AGENT_FLAG) or {}
+    kept = turn.stored_cohort
+    if (
+        flag.get("reason") != REASON_BUCKET
+        or kept not in (COHORT_MULTI_AGENT, COHORT_SINGLE_AGENT)
+        or kept == data.cohort
+    ):
+        return
+    single = kept == COHORT_SINGLE_AGENT
+    flags = {**data.flags, MULTI_AGENT_FLAG: {**flag, "enabled": not single, "reason": REASON_CONVERSATION}}
+    turn.input = replace(data, single_agent=single, cohort=kept, flags=flags)
+    turn.mode = "single_agent" if single else data.profile.effective_mode
+
+
 def _rollout_serve(turn: Turn) -> None:
     """While a rollout plan of the profile's version runs, the candidate version serves the conversations its
     bucket and start put in the candidate cohort (routing.rollout_plans); the rest keep the live version. Only
     customers' turns on the live version: an editor trying the draft keeps the draft."""
+    _cohort_keep(turn)
     data = turn.input
     current = data.snapshot or snapshots.current()
     rollout = current.rollouts.get(data.profile.agent_id)

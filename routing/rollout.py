@@ -49,6 +49,8 @@ REASON_TENANT_OVERRIDE = "tenant_override"
 REASON_BUCKET = "bucket"
 REASON_NO_STICKINESS = "no_stickiness_value"
 REASON_UNKNOWN_FLAG = "unknown_flag"
+# The conversation keeps the cohort it started in, whatever the bucket says now (conversations.graph).
+REASON_CONVERSATION = "conversation_cohort"
 
 # The flag that rolls the multi-agent graph out (seed 003), and the cohorts it puts messages in.
 MULTI_AGENT_FLAG = "multi_agent"

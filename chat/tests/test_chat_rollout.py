@@ -130,14 +130,27 @@ def test_the_cohort_is_stored_with_the_messages_and_the_conversation(api, superv
         assert stored == body["metadata"]["flags"][FLAG]
 
 
-def test_a_change_of_percentage_applies_to_the_next_message(api, supervised):
+def test_a_change_of_percentage_applies_to_the_users_next_conversation_not_mid_conversation(api, supervised):
     rollout(percentage=0)
     user = IN_AT_50[0]
-    assert answer(api, TWO_TOPICS, user)["metadata"]["cohort"] == "single_agent"
+    assert answer(api, TWO_TOPICS, user, session="first")["metadata"]["cohort"] == "single_agent"
 
     rollout(percentage=50)
 
-    assert answer(api, TWO_TOPICS, user)["metadata"]["cohort"] == "multi_agent"
+    kept = answer(api, TWO_TOPICS, user, session="first")["metadata"]
+    assert kept["cohort"] == "single_agent" and kept["mode"] == "single_agent"
+    assert kept["flags"]["multi_agent"]["reason"] == "conversation_cohort"
+    assert answer(api, TWO_TOPICS, user, session="second")["metadata"]["cohort"] == "multi_agent"
+
+
+def test_the_kill_switch_moves_a_conversation_mid_way_all_the_same(api, supervised):
+    rollout(percentage=100)
+    user = IN_AT_50[0]
+    assert answer(api, TWO_TOPICS, user, session="s")["metadata"]["cohort"] == "multi_agent"
+
+    rollout(kill_switch=True)
+
+    assert answer(api, TWO_TOPICS, user, session="s")["metadata"]["cohort"] == "single_agent"
 
 
 def test_without_a_user_id_session_stickiness_decides_and_user_stickiness_says_so(api, supervised):
