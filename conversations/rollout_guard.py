@@ -80,8 +80,10 @@ def _cohort_filter(plan: RolloutPlan, cohort: str, prefix: str = "") -> Q:
     return Q(**{f"{prefix}cohort": COHORT_MULTI_AGENT if cohort == CANDIDATE else COHORT_SINGLE_AGENT})
 
 
-def _window(queryset: QuerySet[Any], plan: RolloutPlan, since: dt.datetime, profile_path: str) -> QuerySet[Any]:
-    queryset = queryset.filter(created_at__gte=since)
+def _window(
+    queryset: QuerySet[Any], plan: RolloutPlan, since: dt.datetime, until: dt.datetime, profile_path: str
+) -> QuerySet[Any]:
+    queryset = queryset.filter(created_at__gte=since, created_at__lt=until)
     return queryset.filter(**{profile_path: plan.profile_id}) if plan.profile_id else queryset
 
 
@@ -116,9 +118,10 @@ def _feedback(plan: RolloutPlan, cohort: str, since: dt.datetime, until: dt.date
 def cohort_figures(
     plan: RolloutPlan, cohort: str, since: dt.datetime, until: dt.datetime | None = None
 ) -> dict[str, Any]:
-    """Every guard metric of one cohort of ``plan`` over the turns since ``since``."""
+    """Every guard metric of one cohort of ``plan`` over the turns from ``since`` until ``until`` (default: now) —
+    what the guard reads for a stage, and what the dashboard's rollout view reads per slice of time."""
     until = until or timezone.now() + dt.timedelta(seconds=1)
-    messages = _window(Message.objects.all(), plan, since, "conversation__profile_id").filter(
+    messages = _window(Message.objects.all(), plan, since, until, "conversation__profile_id").filter(
         _cohort_filter(plan, cohort)
     )
     users = messages.filter(role=MessageRole.USER).aggregate(
@@ -129,16 +132,16 @@ def cohort_figures(
         n=Count("id"), mean=Avg("judge_score"), sd=StdDev("judge_score")
     )
     parts_failed = messages.filter(role=MessageRole.AGENT, metadata__status__in=PART_ERRORS).count()
-    decisions = _window(RouteDecisionRecord.objects.all(), plan, since, "conversation__profile_id").filter(
+    decisions = _window(RouteDecisionRecord.objects.all(), plan, since, until, "conversation__profile_id").filter(
         _cohort_filter(plan, cohort, "message__")
     )
     routed = decisions.aggregate(n=Count("id"), fallback=Count("id", filter=Q(method="fallback")))
-    moves = _window(Handoff.objects.all(), plan, since, "profile_id").filter(_cohort_filter(plan, cohort))
+    moves = _window(Handoff.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
     moved = moves.aggregate(
         stops=Count("conversation_id", filter=Q(status=HandoffStatus.STOPPED)),
         handoffs=Count("id", filter=Q(kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED)),
     )
-    calls = _window(ToolCall.objects.all(), plan, since, "conversation__profile_id").filter(
+    calls = _window(ToolCall.objects.all(), plan, since, until, "conversation__profile_id").filter(
         _cohort_filter(plan, cohort, "message__"), status__in=TOOL_COUNTED
     )
     called = calls.aggregate(n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS)))
