@@ -5,7 +5,7 @@
 
 from django.urls import path
 
-from analytics import apis, feedback
+from analytics import apis, feedback, rollouts
 from analytics.views import DashboardView
 
 urlpatterns = [
@@ -21,4 +21,5 @@ urlpatterns = [
     path("api/analytics/cohorts", apis.CohortsApi.as_view(), name="analytics-cohorts"),
     path("api/analytics/goals", apis.GoalsApi.as_view(), name="analytics-goals"),
     path("api/analytics/feedback", feedback.FeedbackApi.as_view(), name="analytics-feedback"),
+    *rollouts.urlpatterns,
 ]
