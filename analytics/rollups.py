@@ -72,11 +72,18 @@ class Fact:
     measures: Mapping[str, Any]
     time: str = "created_at"
 
-    def rows(self) -> QuerySet:
-        """Source rows with ``day`` and every computed dimension annotated; no ordering."""
+    def rows(self, needed: Iterable[str] | None = None) -> QuerySet:
+        """Source rows with ``day`` and the computed dimensions annotated (only those ``needed``, when given: an
+        annotation's join stays in the query even when it is not selected); no ordering."""
         rows = self.source().order_by()
         computed: dict[str, Combinable] = {"day": _utc_day(self.time)}
-        computed.update({name: expr for name, expr in self.dimensions.items() if expr is not None})
+        computed.update(
+            {
+                name: expr
+                for name, expr in self.dimensions.items()
+                if expr is not None and (needed is None or name in needed)
+            }
+        )
         scope = (("tenant_id", self.tenant), ("profile_id", self.profile))
         computed.update({name: F(path) for name, path in scope if path != name})
         return rows.annotate(**computed)
@@ -104,7 +111,7 @@ MESSAGES = Fact(
     rollup=DailyMessages,
     source=Message.objects.all,
     tenant="conversation__tenant_id",
-    profile="conversation__profile_id",
+    profile="profile_id",  # repeated on the message (conversations migration 0007)
     dimensions={"cohort": None, "routing_version": None, "role": None, "agent": None},
     measures={
         "n": Count("*"),
@@ -119,7 +126,7 @@ LATENCIES = Fact(
     rollup=DailyLatencies,
     source=lambda: Message.objects.filter(role=MessageRole.ASSISTANT, latency_ms__isnull=False),
     tenant="conversation__tenant_id",
-    profile="conversation__profile_id",
+    profile="profile_id",
     dimensions={"cohort": None, "routing_version": None, "bucket": latency_bucket()},
     measures={"n": Count("*")},
 )
@@ -322,7 +329,8 @@ def fact_rows(
         add(rows.values(*by).annotate(**{m: Sum(m) for m in fact.measures}).order_by())
     live = _any(Q(**{f"{fact.time}__gte": lo, f"{fact.time}__lt": hi}) for lo, hi in window.live)
     if live is not None:
-        rows = _scoped(fact.rows().filter(live, **where), fact, tenant_id=tenant_id, profile_id=profile_id)
+        needed = {*by, *(lookup.split("__")[0] for lookup in where)}
+        rows = _scoped(fact.rows(needed).filter(live, **where), fact, tenant_id=tenant_id, profile_id=profile_id)
         add(fact_group(fact, rows, by))
     return list(totals.values())
 

@@ -102,6 +102,12 @@ class Message(models.Model):
         help_text="The published routing version of the profile that served the turn (blank: a draft tried by an "
         "editor, or a profile never published).",
     )
+    # The conversation's profile, repeated (as agent_handoffs does) so that a profile's version cohort is one index
+    # range: a rollout plan's guard reads each cohort's turns every minute (conversations.rollout_guard), and the
+    # analytics count messages per profile without a join. Migration 0007 filled it in for the stored messages.
+    profile = models.ForeignKey(
+        "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
     # Kept apart from metadata on answers, so the analytics average them in the database.
     latency_ms = models.FloatField(null=True, blank=True, help_text="An answer: the turn's time in the graph.")
     judge_score = models.FloatField(null=True, blank=True, help_text="An answer: the rule-based judge's score.")
@@ -123,10 +129,21 @@ class Message(models.Model):
                 condition=models.Q(role="user"),
                 name="message_user_window",
             ),
+            # A rollout plan's cohorts: one profile's turns of one version, in a window (conversations.rollout_guard).
+            models.Index(fields=["profile", "routing_version", "role", "created_at"], name="message_version_window"),
         ]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+    def save(self, *args, **kwargs) -> None:
+        # Derived column, not business logic: the conversation's profile, when the writer did not say it (the
+        # turn's rows always do, in bulk; a message saved one by one costs one read).
+        if self.profile_id is None and self.conversation_id is not None:
+            self.profile_id = (
+                Conversation.objects.filter(pk=self.conversation_id).values_list("profile_id", flat=True).first()
+            )
+        super().save(*args, **kwargs)
 
 
 class RouteDecisionRecord(models.Model):

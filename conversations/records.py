@@ -128,11 +128,13 @@ def _message_rows(record: TurnRecord) -> list[Message]:
     """In reading order: the user's message, the system notes the specialists got (a finished sub-conversation's
     result), each specialist's part of a supervisor turn (role ``agent``, step = round + 1), the answer."""
     conversation, cohort, version = record.conversation_id, record.cohort, record.routing_version
+    profile = record.profile_id
     user = Message(
         conversation_id=conversation,
         role=MessageRole.USER,
         cohort=cohort,
         routing_version=version,
+        profile_id=profile,
         content=record.text,
         metadata={"channel": record.channel, "user_id": record.user_id},
     )
@@ -142,6 +144,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
             role=MessageRole.SYSTEM,
             cohort=cohort,
             routing_version=version,
+            profile_id=profile,
             agent=agent,
             content=note,
             metadata={"kind": RESULT_NOTE_KIND},
@@ -154,6 +157,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
             role=MessageRole.AGENT,
             cohort=cohort,
             routing_version=version,
+            profile_id=profile,
             agent=part.agent,
             content=part.answer or GAP_TEXT.format(reason=part.status),
             step=part.round + 1,
@@ -166,6 +170,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         role=MessageRole.ASSISTANT,
         cohort=cohort,
         routing_version=version,
+        profile_id=profile,
         latency_ms=record.latency_ms,
         judge_score=record.judge_score,
         agent=record.agent,

@@ -121,29 +121,24 @@ def cohort_figures(
     """Every guard metric of one cohort of ``plan`` over the turns from ``since`` until ``until`` (default: now) —
     what the guard reads for a stage, and what the dashboard's rollout view reads per slice of time."""
     until = until or timezone.now() + dt.timedelta(seconds=1)
-    messages = _window(Message.objects.all(), plan, since, until, "conversation__profile_id").filter(
-        _cohort_filter(plan, cohort)
-    )
-    users = messages.filter(role=MessageRole.USER).aggregate(
-        turns=Count("id"), conversations=Count("conversation_id", distinct=True)
-    )
+    # One index range per role (message_version_window): the profile's turns of the cohort's version.
+    messages = _window(Message.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
+    asked = messages.filter(role=MessageRole.USER)
+    users = asked.aggregate(turns=Count("id"), conversations=Count("conversation_id", distinct=True))
     answers = messages.filter(role=MessageRole.ASSISTANT)
     judged = answers.exclude(judge_score=None).aggregate(
         n=Count("id"), mean=Avg("judge_score"), sd=StdDev("judge_score")
     )
     parts_failed = messages.filter(role=MessageRole.AGENT, metadata__status__in=PART_ERRORS).count()
-    decisions = _window(RouteDecisionRecord.objects.all(), plan, since, until, "conversation__profile_id").filter(
-        _cohort_filter(plan, cohort, "message__")
-    )
+    # Decisions hang on the user's message, tool calls on the answer: reached through those rows' ids.
+    decisions = RouteDecisionRecord.objects.filter(message__in=asked.values("pk"))
     routed = decisions.aggregate(n=Count("id"), fallback=Count("id", filter=Q(method="fallback")))
     moves = _window(Handoff.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
     moved = moves.aggregate(
         stops=Count("conversation_id", filter=Q(status=HandoffStatus.STOPPED)),
         handoffs=Count("id", filter=Q(kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED)),
     )
-    calls = _window(ToolCall.objects.all(), plan, since, until, "conversation__profile_id").filter(
-        _cohort_filter(plan, cohort, "message__"), status__in=TOOL_COUNTED
-    )
+    calls = ToolCall.objects.filter(message__in=answers.values("pk"), status__in=TOOL_COUNTED)
     called = calls.aggregate(n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS)))
     rated, down = _feedback(plan, cohort, since, until)
     turns = users["turns"]

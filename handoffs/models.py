@@ -88,6 +88,8 @@ class Handoff(models.Model):
             models.Index(fields=["conversation", "created_at"], name="agent_handoffs_conv_time"),
             models.Index(fields=["created_at"], name="agent_handoffs_time"),
             models.Index(fields=["tenant", "created_at"], name="agent_handoffs_tenant_time"),
+            # A rollout plan's cohorts: one profile's moves under one version, in a window.
+            models.Index(fields=["profile", "routing_version", "created_at"], name="agent_handoffs_version_time"),
             # The analytics count by status and kind over a window, reading tenant, profile, path, conversation
             # and outcome from this index alone (an index-only scan on PostgreSQL; see analytics/selectors.py).
             models.Index(
