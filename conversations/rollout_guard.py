@@ -95,12 +95,9 @@ class _Percentile95(Aggregate):
     output_field = FloatField()
 
 
-def _p95(queryset: QuerySet[Any]) -> float | None:
-    """The 95th percentile of ``latency_ms`` (in PostgreSQL; elsewhere, sorted in Python)."""
-    values = queryset.exclude(latency_ms=None)
-    if connection.vendor == "postgresql":
-        return values.aggregate(p95=_Percentile95("latency_ms"))["p95"]
-    ordered = sorted(values.values_list("latency_ms", flat=True))
+def _p95_python(answers: QuerySet[Any]) -> float | None:
+    """The 95th percentile of the answers' ``latency_ms``, sorted in Python (databases without percentile_cont)."""
+    ordered = sorted(answers.exclude(latency_ms=None).values_list("latency_ms", flat=True))
     return float(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]) if ordered else None
 
 
@@ -121,17 +118,25 @@ def cohort_figures(
     """Every guard metric of one cohort of ``plan`` over the turns from ``since`` until ``until`` (default: now) —
     what the guard reads for a stage, and what the dashboard's rollout view reads per slice of time."""
     until = until or timezone.now() + dt.timedelta(seconds=1)
-    # One index range per role (message_version_window): the profile's turns of the cohort's version.
+    # One index range (message_version_window): the profile's turns of the cohort's version, every role at once.
     messages = _window(Message.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
-    asked = messages.filter(role=MessageRole.USER)
-    users = asked.aggregate(turns=Count("id"), conversations=Count("conversation_id", distinct=True))
-    answers = messages.filter(role=MessageRole.ASSISTANT)
-    judged = answers.exclude(judge_score=None).aggregate(
-        n=Count("id"), mean=Avg("judge_score"), sd=StdDev("judge_score")
-    )
-    parts_failed = messages.filter(role=MessageRole.AGENT, metadata__status__in=PART_ERRORS).count()
+    asked, answered = Q(role=MessageRole.USER), Q(role=MessageRole.ASSISTANT)
+    measures: dict[str, Any] = {
+        "turns": Count("id", filter=asked),
+        "conversations": Count("conversation_id", filter=asked, distinct=True),
+        "judged": Count("judge_score", filter=answered),
+        "judge_mean": Avg("judge_score", filter=answered),
+        "judge_sd": StdDev("judge_score", filter=answered),
+        "parts_failed": Count("id", filter=Q(role=MessageRole.AGENT, metadata__status__in=PART_ERRORS)),
+    }
+    postgres = connection.vendor == "postgresql"
+    if postgres:
+        measures["p95"] = _Percentile95("latency_ms", filter=answered & Q(latency_ms__isnull=False))
+    figures = messages.aggregate(**measures)
+    answers = messages.filter(answered)
+    p95 = figures["p95"] if postgres else _p95_python(answers)
     # Decisions hang on the user's message, tool calls on the answer: reached through those rows' ids.
-    decisions = RouteDecisionRecord.objects.filter(message__in=asked.values("pk"))
+    decisions = RouteDecisionRecord.objects.filter(message__in=messages.filter(asked).values("pk"))
     routed = decisions.aggregate(n=Count("id"), fallback=Count("id", filter=Q(method="fallback")))
     moves = _window(Handoff.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
     moved = moves.aggregate(
@@ -141,18 +146,18 @@ def cohort_figures(
     calls = ToolCall.objects.filter(message__in=answers.values("pk"), status__in=TOOL_COUNTED)
     called = calls.aggregate(n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS)))
     rated, down = _feedback(plan, cohort, since, until)
-    turns = users["turns"]
+    turns = figures["turns"]
     return {
-        "conversations": users["conversations"],
+        "conversations": figures["conversations"],
         "turns": turns,
         "fallback_rate": _rate(routed["fallback"], routed["n"]),
         "loop_stop_rate": _rate(moved["stops"], turns),
         "handoff_rate": _rate(moved["handoffs"], turns),
         "tool_error_rate": _rate(called["errors"], called["n"]),
         "negative_feedback_rate": _rate(down, rated),
-        "judge_score": {"n": judged["n"], "mean": judged["mean"], "sd": judged["sd"]},
-        "p95_latency_ms": _p95(answers),
-        "errors": parts_failed + called["errors"],
+        "judge_score": {"n": figures["judged"], "mean": figures["judge_mean"], "sd": figures["judge_sd"]},
+        "p95_latency_ms": p95,
+        "errors": figures["parts_failed"] + called["errors"],
     }
 
 
