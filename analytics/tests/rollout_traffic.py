@@ -55,8 +55,8 @@ def _body(session: str) -> dict:
     return {"agent_id": "telecom_contas", "payload": {"text": INVOICE, "session_id": session}}
 
 
-def rolled_back_plan(say: Say, *, conversations: int = CONVERSATIONS) -> tuple[RolloutPlan, RolloutDecision]:
-    """Needs the ``telecom`` fixture; ``say`` sends a customer's message. Returns the plan and its rollback."""
+def started_plan() -> RolloutPlan:
+    """Needs the ``telecom`` fixture: version 1 live, the candidate (2) at the plan's first stage, 20 %."""
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     version_publish(profile=profile, note="v1")
     Intent.objects.filter(profile=profile, name="billing_invoice_explanation").update(enabled=False)
@@ -71,6 +71,13 @@ def rolled_back_plan(say: Say, *, conversations: int = CONVERSATIONS) -> tuple[R
         min_conversations=5,
     )
     plan_start(plan, actor="test")
+    plan.refresh_from_db()
+    return plan
+
+
+def rolled_back_plan(say: Say, *, conversations: int = CONVERSATIONS) -> tuple[RolloutPlan, RolloutDecision]:
+    """Needs the ``telecom`` fixture; ``say`` sends a customer's message. Returns the plan and its rollback."""
+    plan = started_plan()
     for n in range(conversations):
         say(f"rollout-{n}")
     decision = plan_evaluate(plan)

@@ -5,10 +5,19 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from analytics.rollouts import ERROR_PLAN_NOT_FOUND, ERROR_ROLLOUTS_FORBIDDEN, ERROR_SLICES, MAX_SLICES
-from analytics.tests.rollout_traffic import rolled_back_plan, through_client
+from analytics.rollouts import (
+    ERROR_PLAN_NOT_FOUND,
+    ERROR_ROLLOUTS_FORBIDDEN,
+    ERROR_SLICES,
+    MAX_SLICES,
+    rollout_plan_list,
+    rollout_view,
+)
+from analytics.tests.rollout_traffic import rolled_back_plan, started_plan, through_client
 from common.errors import ERROR_NOT_AUTHENTICATED
 from routing.models import RolloutPlan
 from routing.rollout_plans import GUARD_METRICS
@@ -158,3 +167,22 @@ def test_the_pages_send_anonymous_visitors_to_the_login_and_refuse_editors(clien
     assert f'href="/analytics/rollouts/{ready_plan.pk}/"' in listed.content.decode()
     assert client.get(f"/analytics/rollouts/{ready_plan.pk}/").status_code == 200
     assert client.get(f"/analytics/rollouts/{ready_plan.pk + 1000}/").status_code == 404
+
+
+def test_the_list_reads_one_query_whatever_the_number_of_plans_and_the_view_grows_by_slice(
+    staff_api, ready_plan, django_assert_num_queries
+):
+    for n in range(3):
+        RolloutPlan.objects.create(name=f"plan {n}", profile=ready_plan.profile)
+    with django_assert_num_queries(1):
+        assert len(rollout_plan_list()) == 4
+
+    plan = started_plan()
+    counts = {}
+    for slices in (2, 4):
+        with CaptureQueriesContext(connection) as queries:
+            rollout_view(plan.pk, slices=slices)
+        counts[slices] = len(queries)
+    per_slice = (counts[4] - counts[2]) / 2
+    assert counts[2] - 2 * per_slice <= 3  # the plan and its decisions, then the slices
+    assert per_slice == int(per_slice) and per_slice <= 20  # 10 when written
