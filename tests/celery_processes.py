@@ -48,6 +48,29 @@ os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
 FAST_START = ("--without-gossip", "--without-mingle", "--without-heartbeat")
 
 
+def celery_spawn(arguments: Sequence[str], *, env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``python -m celery -A platform <arguments>`` in a session of its own, its output in ``log_path`` (a file,
+    not a pipe: nobody drains a pipe while it runs, and a full one would block it), killed with this process."""
+    env = dict(env)
+    # The project root first: its platform/ package stands in for the stdlib module.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+    command = ["-m", "celery", "-A", "platform", *arguments]
+    if sys.platform == "linux":
+        command = ["-c", ORPHAN_GUARD, str(os.getpid()), *command]
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, *command],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 class CeleryWorkerStartError(RuntimeError):
     """The worker did not come up; the message carries its log."""
 
@@ -97,16 +120,7 @@ class CeleryWorkerProcess:
         self.hostname = f"pytest-{os.getpid()}-{secrets.token_hex(3)}@{socket.gethostname()}"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"celery-worker-{self.starts}.log"
-        env = dict(self.env)
-        # The project root first: its platform/ package stands in for the stdlib module.
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
-        command = [
-            "-m",
-            "celery",
-            "-A",
-            "platform",
+        arguments = [
             "worker",
             "--loglevel=INFO",
             "--pool=prefork",
@@ -117,20 +131,8 @@ class CeleryWorkerProcess:
             self.hostname,
             *FAST_START,
         ]
-        if sys.platform == "linux":
-            command = ["-c", ORPHAN_GUARD, str(os.getpid()), *command]
         began = time.monotonic()
-        # A file, not a pipe: nobody drains a pipe while the worker runs, and a full one would block it.
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, *command],
-                cwd=PROJECT_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = celery_spawn(arguments, env=self.env, log_path=self.log_path)
         try:
             self._wait_until_ready()
         except BaseException:
@@ -211,24 +213,10 @@ class CeleryBeatProcess:
 
     def start(self) -> CeleryBeatProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(self.env)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
-        command = ["-m", "celery", "-A", "platform", "beat", "--loglevel=INFO"]
-        command += ["--schedule", str(self.log_dir / "celerybeat-schedule")]
-        if sys.platform == "linux":
-            command = ["-c", ORPHAN_GUARD, str(os.getpid()), *command]
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, *command],
-                cwd=PROJECT_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        schedule = str(self.log_dir / "celerybeat-schedule")
+        self.process = celery_spawn(
+            ["beat", "--loglevel=INFO", "--schedule", schedule], env=self.env, log_path=self.log_path
+        )
         deadline = time.monotonic() + self.startup_timeout
         while "beat: Starting" not in self.output():
             if self.process.poll() is not None or time.monotonic() > deadline:

@@ -15,12 +15,10 @@ import psycopg
 from django.db import connection, connections
 
 
-@contextlib.contextmanager
-def database_outage() -> Iterator[tuple[Callable[[], None], Callable[[], None]]]:
-    """Yield ``(down, up)``: take the test database down, and bring it back (the block's end does too)."""
+def admin_connect() -> psycopg.Connection:
+    """A connection to the test server's ``postgres`` database (autocommit), outside Django and its pool."""
     params = connection.get_connection_params()
-    name = connection.settings_dict["NAME"]
-    admin = psycopg.connect(
+    return psycopg.connect(
         host=params.get("host"),
         port=params.get("port"),
         user=params.get("user"),
@@ -28,6 +26,13 @@ def database_outage() -> Iterator[tuple[Callable[[], None], Callable[[], None]]]
         dbname="postgres",
         autocommit=True,
     )
+
+
+@contextlib.contextmanager
+def database_outage() -> Iterator[tuple[Callable[[], None], Callable[[], None]]]:
+    """Yield ``(down, up)``: take the test database down, and bring it back (the block's end does too)."""
+    name = connection.settings_dict["NAME"]
+    admin = admin_connect()
     quoted = psycopg.sql.Identifier(name)
 
     def down() -> None:

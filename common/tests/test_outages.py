@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import Client
 
 from common.outages import CLOSED, OUTAGE_POOL_WAIT_SECONDS, TRIAL, Circuit
-from common.tests.database_outage import database_outage
+from common.tests.database_outage import admin_connect, database_outage
 
 
 def test_a_closed_circuit_admits_everything():
@@ -101,8 +101,6 @@ def test_a_pool_wait_that_runs_out_under_load_does_not_open_the_circuit(settings
 def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_one(tenant_key, telecom):
     """PostgreSQL restarted while a process was idle: its pooled connections are dead but look alive. A request
     must get a working one, not a 503 (and the circuit must stay closed): each is checked when handed out."""
-    import psycopg
-
     from common.outages import database_circuit
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
@@ -110,15 +108,7 @@ def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_on
     path = f"/api/sessions/{tenant_key.tenant.slug}:telecom_contas:restart/messages"
     assert client.get(path).status_code == 404  # the pool holds idle connections now
     connection.close()  # this thread's connection back to the pool too
-    params = connection.get_connection_params()
-    admin = psycopg.connect(
-        host=params.get("host"),
-        port=params.get("port"),
-        user=params.get("user"),
-        password=params.get("password"),
-        dbname="postgres",
-        autocommit=True,
-    )
+    admin = admin_connect()
     with admin:
         cut = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s",
