@@ -61,7 +61,7 @@ def prepare(handoffs: int, plans: int) -> tuple[int, float]:
     with connection.cursor() as cursor:
         # Deal the conversations out to the profiles, and mark each one's rows with the version serving it.
         cursor.execute("UPDATE routing_conversation SET profile_id = (%s::bigint[])[1 + id %% %s]", [ids, len(ids)])
-        for table in ("routing_message", "agent_handoffs"):
+        for table in ("routing_message", "agent_handoffs", "routing_routedecisionrecord", "routing_toolcall"):
             cursor.execute(
                 f"UPDATE {table} AS t SET profile_id = c.profile_id, "  # noqa: S608 (table names from the list above)
                 f"routing_version = CASE WHEN c.id %% %s = 0 THEN 2 ELSE 1 END "

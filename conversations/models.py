@@ -163,6 +163,14 @@ class RouteDecisionRecord(models.Model):
     domain = models.CharField(max_length=64, blank=True)
     mcp_tools = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
+    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard). Blank on rows stored
+    # before they were added (migration 0008); the guard reads only turns since its plan started.
+    profile = models.ForeignKey(
+        "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -170,6 +178,7 @@ class RouteDecisionRecord(models.Model):
         ordering = ["created_at", "id"]
         verbose_name = "route decision"
         indexes = [
+            models.Index(fields=["profile", "routing_version", "created_at"], name="decision_version_window"),
             models.Index(fields=["conversation", "created_at"], name="decision_conversation_time"),
             # The analytics' routing-method mix (covering, see Conversation).
             models.Index(fields=["created_at", "method", "conversation"], name="decision_window_method"),
@@ -200,12 +209,21 @@ class ToolCall(models.Model):
     latency_ms = models.FloatField(default=0.0)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
+    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard). Blank on rows stored
+    # before they were added (migration 0008); the guard reads only turns since its plan started.
+    profile = models.ForeignKey(
+        "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         db_table = "routing_toolcall"
         ordering = ["created_at", "id"]
         indexes = [
+            models.Index(fields=["profile", "routing_version", "created_at"], name="toolcall_version_window"),
             models.Index(fields=["conversation", "created_at"], name="toolcall_conversation_time"),
             models.Index(fields=["tool", "created_at"], name="toolcall_tool_time"),
             # The analytics' per-tool figures (covering, see Conversation).

@@ -110,6 +110,9 @@ def turn_rows(record: TurnRecord) -> TurnRows:
                 latency_ms=call["latency_ms"],
                 result=call["result"],
                 error=call["error"] or "",
+                profile_id=record.profile_id,
+                cohort=record.cohort,
+                routing_version=record.routing_version,
             )
             for call in record.tool_calls
         ],
@@ -199,6 +202,9 @@ def _decision_row(record: TurnRecord, user_message: Message) -> RouteDecisionRec
         domain=decision.domain or "",
         mcp_tools=decision.mcp_tools,
         metadata=decision.metadata,
+        profile_id=record.profile_id,
+        cohort=record.cohort,
+        routing_version=record.routing_version,
     )
 
 

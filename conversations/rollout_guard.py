@@ -134,27 +134,19 @@ def cohort_figures(
         measures["p95"] = _Percentile95("latency_ms", filter=answered & Q(latency_ms__isnull=False))
     figures = messages.aggregate(**measures)
     p95 = figures["p95"] if postgres else _p95_python(messages.filter(answered))
-    # Decisions hang on the user's message, tool calls on the answer: read by those rows' ids (an index probe each;
-    # a join from the other side would scan the decisions of every profile and version in the window).
-    asked_ids: list[int] = []
-    answer_ids: list[int] = []
-    for pk, role in messages.filter(role__in=(MessageRole.USER, MessageRole.ASSISTANT)).values_list("pk", "role"):
-        (asked_ids if role == MessageRole.USER else answer_ids).append(pk)
-    routed: dict[str, int] = {"n": 0, "fallback": 0}
-    if asked_ids:
-        routed = RouteDecisionRecord.objects.filter(message_id__in=asked_ids).aggregate(
-            n=Count("id"), fallback=Count("id", filter=Q(method="fallback"))
-        )
+    decisions = _window(RouteDecisionRecord.objects.all(), plan, since, until, "profile_id")
+    routed = decisions.filter(_cohort_filter(plan, cohort)).aggregate(
+        n=Count("id"), fallback=Count("id", filter=Q(method="fallback"))
+    )
     moves = _window(Handoff.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
     moved = moves.aggregate(
         stops=Count("conversation_id", filter=Q(status=HandoffStatus.STOPPED)),
         handoffs=Count("id", filter=Q(kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED)),
     )
-    called: dict[str, int] = {"n": 0, "errors": 0}
-    if answer_ids:
-        called = ToolCall.objects.filter(message_id__in=answer_ids, status__in=TOOL_COUNTED).aggregate(
-            n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS))
-        )
+    calls = _window(ToolCall.objects.all(), plan, since, until, "profile_id").filter(
+        _cohort_filter(plan, cohort), status__in=TOOL_COUNTED
+    )
+    called = calls.aggregate(n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS)))
     rated, down = _feedback(plan, cohort, since, until)
     turns = figures["turns"]
     return {
