@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, F, FloatField, Func, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.expressions import Combinable
-from django.db.models.functions import Cast, Coalesce, Floor, Greatest, Ln, TruncDate
+from django.db.models.functions import Cast, Floor, Greatest, Ln, TruncDate
 
 from analytics.models import (
     DailyConversations,
@@ -89,14 +89,6 @@ class Fact:
         return rows.annotate(**computed)
 
 
-# Route decisions and tool calls are counted under the turn of the message they point at (the user's message and
-# the answer; a row without one, written before they were linked, under no cohort and no version).
-_TURN_OF_MESSAGE = {
-    "cohort": Coalesce(F("message__cohort"), Value("")),
-    "routing_version": F("message__routing_version"),
-}
-
-
 # A conversation is counted under the routing version that served its first user message: the one it started on
 # (and, with sticky versions, kept). None: a draft, no published version, or no message yet.
 _FIRST_VERSION = Subquery(
@@ -135,8 +127,9 @@ ROUTE_METHODS = Fact(
     rollup=DailyRouteMethods,
     source=RouteDecisionRecord.objects.all,
     tenant="conversation__tenant_id",
-    profile="conversation__profile_id",
-    dimensions={"method": None, **_TURN_OF_MESSAGE},
+    # Route decisions and tool calls carry their turn's profile, cohort and routing version (conversations 0008).
+    profile="profile_id",
+    dimensions={"method": None, "cohort": None, "routing_version": None},
     measures={"n": Count("*")},
 )
 TOOL_CALLS = Fact(
@@ -144,8 +137,8 @@ TOOL_CALLS = Fact(
     rollup=DailyToolCalls,
     source=ToolCall.objects.all,
     tenant="conversation__tenant_id",
-    profile="conversation__profile_id",
-    dimensions={"tool": None, "server": None, "status": None, **_TURN_OF_MESSAGE},
+    profile="profile_id",
+    dimensions={"tool": None, "server": None, "status": None, "cohort": None, "routing_version": None},
     measures={"n": Count("*"), "latency_sum": Sum("latency_ms", default=0.0)},
 )
 HANDOFFS = Fact(

@@ -164,8 +164,8 @@ class RouteDecisionRecord(models.Model):
     mcp_tools = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
-    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard). Blank on rows stored
-    # before they were added (migration 0008); the guard reads only turns since its plan started.
+    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard) and the analytics
+    # count them without a join. Migration 0008 filled them in for stored rows; a row saved alone reads them.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
     )
@@ -186,6 +186,10 @@ class RouteDecisionRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method}: {self.agent}/{self.intent}"
+
+    def save(self, *args, **kwargs) -> None:
+        turn_columns_fill(self)
+        super().save(*args, **kwargs)
 
 
 class ToolCallStatus(models.TextChoices):
@@ -210,8 +214,8 @@ class ToolCall(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
-    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard). Blank on rows stored
-    # before they were added (migration 0008); the guard reads only turns since its plan started.
+    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard) and the analytics
+    # count them without a join. Migration 0008 filled them in for stored rows; a row saved alone reads them.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
     )
@@ -235,6 +239,10 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"
+
+    def save(self, *args, **kwargs) -> None:
+        turn_columns_fill(self)
+        super().save(*args, **kwargs)
 
 
 class FeedbackRating(models.TextChoices):
@@ -426,3 +434,16 @@ class GoalStepRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.step_id}. {self.capability} ({self.status})"
+
+
+def turn_columns_fill(row: RouteDecisionRecord | ToolCall) -> None:
+    """Derived columns, not business logic: a decision's or tool call's profile, cohort and routing version from its
+    conversation and message, when the writer did not say them (the turn's rows always do, in bulk)."""
+    if row.profile_id is None and row.conversation_id is not None:
+        row.profile_id = (
+            Conversation.objects.filter(pk=row.conversation_id).values_list("profile_id", flat=True).first()
+        )
+    if row.message_id is not None and not row.cohort and row.routing_version is None:
+        turn = Message.objects.filter(pk=row.message_id).values_list("cohort", "routing_version").first()
+        if turn is not None:
+            row.cohort, row.routing_version = turn

@@ -68,7 +68,7 @@ def started_plan() -> RolloutPlan:
         candidate=candidate,
         stages=[20, 50, 100],
         hold_minutes=0,
-        min_conversations=5,
+        min_conversations=3,  # at 20 % of 60 conversations the candidate has 12 ± 3.1
     )
     plan_start(plan, actor="test")
     plan.refresh_from_db()

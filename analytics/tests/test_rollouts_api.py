@@ -62,7 +62,7 @@ def test_a_rolled_back_plan_shows_both_cohorts_over_time_its_stage_and_its_decis
         }
     ]
     body = view.json()
-    assert body["plan"]["status"] == "rolled_back" and body["plan"]["min_conversations"] == 5
+    assert body["plan"]["status"] == "rolled_back" and body["plan"]["min_conversations"] == 3
     assert [metric["name"] for metric in body["metrics"]] == list(GUARD_METRICS)
     assert [stage["percentage"] for stage in body["stages"]] == [20]
 

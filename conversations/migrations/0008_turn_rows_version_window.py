@@ -2,6 +2,23 @@
 
 import django.db.models.deletion
 from django.db import migrations, models
+from django.db.models import OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
+
+
+def turn_columns_fill(apps, schema_editor):
+    """Stored decisions and tool calls take their conversation's profile and their message's cohort and version
+    (a row without a message: no cohort, no version), as new ones are written."""
+    Conversation = apps.get_model("conversations", "Conversation")
+    Message = apps.get_model("conversations", "Message")
+    owner = Conversation.objects.filter(pk=OuterRef("conversation_id")).values("profile_id")[:1]
+    turn = Message.objects.filter(pk=OuterRef("message_id"))
+    for name in ("RouteDecisionRecord", "ToolCall"):
+        apps.get_model("conversations", name).objects.filter(profile__isnull=True).update(
+            profile_id=Subquery(owner),
+            cohort=Coalesce(Subquery(turn.values("cohort")[:1]), Value("")),
+            routing_version=Subquery(turn.values("routing_version")[:1]),
+        )
 
 
 class Migration(migrations.Migration):
@@ -42,6 +59,7 @@ class Migration(migrations.Migration):
             name='routing_version',
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
+        migrations.RunPython(turn_columns_fill, migrations.RunPython.noop, elidable=True),
         migrations.AddIndex(
             model_name='routedecisionrecord',
             index=models.Index(fields=['profile', 'routing_version', 'created_at'], name='decision_version_window'),

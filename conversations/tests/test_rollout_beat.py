@@ -114,7 +114,7 @@ def test_beat_rolls_a_bad_candidate_back_in_its_first_stage_and_posts_the_signed
         candidate=candidate,
         stages=[20, 50, 100],
         hold_minutes=0,
-        min_conversations=15,
+        min_conversations=10,  # at 20 % of 120 conversations the candidate has 24 ± 4.4
         webhook_url=url,
     )
     plan_start(plan, actor="test")
@@ -140,12 +140,12 @@ def test_beat_takes_a_good_candidate_through_every_stage_to_every_customer(api, 
     Keyword.objects.create(intent=Intent.objects.get(profile=profile, name="billing_invoice_explanation"), text="zz")
     candidate = version_publish(profile=profile, note="zz", release=False)
     plan = RolloutPlan.objects.create(
-        name="zz", profile=profile, candidate=candidate, stages=[20, 50, 100], hold_minutes=0, min_conversations=15
+        name="zz", profile=profile, candidate=candidate, stages=[20, 50, 100], hold_minutes=0, min_conversations=10
     )
     plan_start(plan, actor="test")
 
     for stage in range(3):
-        for n in range(100):
+        for n in range(120):
             say(api, f"beat-good-{stage}-{n}")
         plan = wait_for(plan, lambda p, stage=stage: p.stage > stage or p.status != RolloutPlanStatus.RUNNING)
         assert plan.status in (RolloutPlanStatus.RUNNING, RolloutPlanStatus.COMPLETED), plan.status
