@@ -83,7 +83,9 @@ async def _runs(args: argparse.Namespace, urls: list[str], key: str) -> list[tup
     stop = asyncio.Event()
     figures: list[tuple[float, float]] = []
     async with httpx.AsyncClient(timeout=10) as client:
-        pollers = [asyncio.create_task(_poll(client, url, key, box, stop)) for url, box in zip(urls, boxes, strict=True)]
+        pollers = [
+            asyncio.create_task(_poll(client, url, key, box, stop)) for url, box in zip(urls, boxes, strict=True)
+        ]
         try:
             await asyncio.sleep(1.0)  # every server answering
             for run in range(args.runs):
