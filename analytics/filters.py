@@ -94,7 +94,10 @@ def can_view_all_tenants(user: Any) -> bool:
 
 def _param(params: Mapping[str, Any], name: str) -> str:
     value = params.get(name)
-    return value.strip() if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    # Only whitespace (a non-breaking space too) is kept, so it is refused as what it is, not read as absent.
+    return value.strip() or value
 
 
 def _date(params: Mapping[str, Any], name: str, errors: dict[str, list[str]]) -> dt.date | None:

@@ -304,7 +304,10 @@ class RolloutPlansApi(APIView):
     @extend_schema(
         summary="Rollout plans, newest first: what each rolls out, its status, stage and share of new conversations",
         description="Staff with analytics.view_analytics only: a plan spans tenants, so an API key gets 403.",
-        responses={200: inline_serializer("RolloutPlanSummary", PLAN_FIELDS, many=True), **error_responses(401, 403)},
+        responses={
+            200: inline_serializer("RolloutPlanSummary", PLAN_FIELDS, many=True),
+            **error_responses(401, 403, 429, 503),
+        },
     )
     def get(self, request):
         return Response(rollout_plan_list())
@@ -335,7 +338,7 @@ class RolloutPlanApi(APIView):
                 description=f"How many windows (1–{MAX_SLICES}, default {DEFAULT_SLICES}); else a 400 naming slices.",
             )
         ],
-        responses={200: ROLLOUT_RESPONSE, **error_responses(400, 401, 403, 404)},
+        responses={200: ROLLOUT_RESPONSE, **error_responses(400, 401, 403, 404, 429, 503)},
     )
     def get(self, request, plan_id: int):
         return Response(rollout_view(plan_id, slices=slices_parse(request.query_params)))

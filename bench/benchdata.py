@@ -534,6 +534,7 @@ class Simulator:
             mode=turn.mode,
             metadata=metadata,
             cohort=who.cohort,
+            routing_version=who.catalogue.spec.version,  # the released version that served it, as the graph records
             channel=who.channel,
             user_id=who.user_id,
             latency_ms=round(sum(node["ms"] for node in trace), 3),

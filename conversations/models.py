@@ -439,10 +439,9 @@ class GoalStepRun(models.Model):
 def turn_columns_fill(row: RouteDecisionRecord | ToolCall) -> None:
     """Derived columns, not business logic: a decision's or tool call's profile, cohort and routing version from its
     conversation and message, when the writer did not say them (the turn's rows always do, in bulk)."""
-    if row.profile_id is None and row.conversation_id is not None:
-        row.profile_id = (
-            Conversation.objects.filter(pk=row.conversation_id).values_list("profile_id", flat=True).first()
-        )
+    if row.profile_id is not None or row.conversation_id is None:
+        return  # the writer said them (a blank cohort and no version are values too: a draft's turn)
+    row.profile_id = Conversation.objects.filter(pk=row.conversation_id).values_list("profile_id", flat=True).first()
     if row.message_id is not None and not row.cohort and row.routing_version is None:
         turn = Message.objects.filter(pk=row.message_id).values_list("cohort", "routing_version").first()
         if turn is not None:
