@@ -9,6 +9,11 @@
 (function () {
   "use strict";
 
+  // ECharts renders tooltips as HTML: every name that comes from data (agent, tool, method, cohort) is escaped.
+  var escapeHtml = window.AnalyticsDom.escapeHtml;
+  var byId = window.AnalyticsDom.byId;
+  var el = window.AnalyticsDom.el;
+
   var root = document.getElementById("content-main");
   var form = document.getElementById("analytics-filters");
   if (!root || !form) {
@@ -82,13 +87,6 @@
     return Number.isInteger(value) ? integer.format(value) : decimal.format(value);
   }
 
-  // ECharts renders tooltips as HTML: every name that comes from data (agent, tool, method, cohort) is escaped.
-  function escapeHtml(text) {
-    return String(text).replace(/[&<>"']/g, function (c) {
-      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
-    });
-  }
-
   function humanise(key) {
     var text = String(key).replace(/_/g, " ");
     return text.charAt(0).toUpperCase() + text.slice(1);
@@ -110,33 +108,6 @@
   }
 
   // --- small DOM helpers ------------------------------------------------------------------------------
-
-  function byId(id) {
-    return document.getElementById(id);
-  }
-
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (name) {
-      var value = attrs[name];
-      if (value === null || value === undefined) {
-        return;
-      }
-      if (name === "text") {
-        node.textContent = value;
-      } else if (name === "className") {
-        node.className = value;
-      } else if (name.indexOf("data-") === 0) {
-        node.setAttribute(name, typeof value === "object" ? JSON.stringify(value) : String(value));
-      } else {
-        node.setAttribute(name, value);
-      }
-    });
-    (children || []).forEach(function (child) {
-      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    });
-    return node;
-  }
 
   function setFigure(id, value, text) {
     var node = byId(id);

@@ -10,6 +10,10 @@
 (function () {
   "use strict";
 
+  var escapeHtml = window.AnalyticsDom.escapeHtml;
+  var byId = window.AnalyticsDom.byId;
+  var el = window.AnalyticsDom.el;
+
   var root = document.getElementById("content-main");
   var form = document.getElementById("rollout-slices");
   if (!root || !form) {
@@ -58,40 +62,7 @@
     return typeof iso === "string" ? iso.replace("T", " ").slice(0, 19) : "–";
   }
 
-  function escapeHtml(text) {
-    return String(text).replace(/[&<>"']/g, function (c) {
-      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
-    });
-  }
-
   // --- small DOM helpers ------------------------------------------------------------------------------
-
-  function byId(id) {
-    return document.getElementById(id);
-  }
-
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (name) {
-      var value = attrs[name];
-      if (value === null || value === undefined) {
-        return;
-      }
-      if (name === "text") {
-        node.textContent = value;
-      } else if (name === "className") {
-        node.className = value;
-      } else if (name.indexOf("data-") === 0) {
-        node.setAttribute(name, typeof value === "object" ? JSON.stringify(value) : String(value));
-      } else {
-        node.setAttribute(name, value);
-      }
-    });
-    (children || []).forEach(function (child) {
-      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    });
-    return node;
-  }
 
   function setFigure(id, value, text) {
     var node = byId(id);
