@@ -269,16 +269,7 @@ def run(args: argparse.Namespace) -> int:
         env.update(stack.enter_context(services.postgres()))
         env.update(
             {
-                "PYTHONPATH": str(ROOT),
-                "DJANGO_SETTINGS_MODULE": "platform.settings",
-                "DJANGO_DEBUG": "false",
-                "DJANGO_SECRET_KEY": "bench-only-not-a-secret",
-                # Plain HTTP on loopback, and one key sending far more than a client may: no HTTPS redirect,
-                # cookies over HTTP, no rate limits.
-                "DJANGO_SECURE_SSL_REDIRECT": "false",
-                "DJANGO_SECURE_COOKIES": "false",
-                "API_RATE_PER_KEY": "off",
-                "API_MESSAGE_RATE_PER_KEY": "off",
+                **services.bench_server_env(ROOT),
                 "OFFLINE_LLM_LATENCY_MS": str(args.latency_ms),
             }
         )

@@ -128,14 +128,7 @@ def run(args: argparse.Namespace) -> int:
             env.update(stack.enter_context(services.redis()))
         env.update(
             {
-                "PYTHONPATH": str(ROOT),
-                "DJANGO_SETTINGS_MODULE": "platform.settings",
-                "DJANGO_DEBUG": "false",
-                "DJANGO_SECRET_KEY": "bench-only-not-a-secret",
-                "DJANGO_SECURE_SSL_REDIRECT": "false",
-                "DJANGO_SECURE_COOKIES": "false",
-                "API_RATE_PER_KEY": "off",
-                "API_MESSAGE_RATE_PER_KEY": "off",
+                **services.bench_server_env(ROOT),
             }
         )
         _manage(env, "migrate", "--noinput")

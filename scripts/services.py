@@ -51,6 +51,21 @@ class ServiceError(RuntimeError):
     """A service could not start; the message says why and what to do."""
 
 
+def bench_server_env(root: Path) -> Env:
+    """What a benchmark serves the platform with: production settings (``DJANGO_DEBUG=false``), but plain HTTP on
+    loopback and one key sending far more than a client may: no HTTPS redirect, cookies over HTTP, no rate limits."""
+    return {
+        "PYTHONPATH": str(root),
+        "DJANGO_SETTINGS_MODULE": "platform.settings",
+        "DJANGO_DEBUG": "false",
+        "DJANGO_SECRET_KEY": "bench-only-not-a-secret",
+        "DJANGO_SECURE_SSL_REDIRECT": "false",
+        "DJANGO_SECURE_COOKIES": "false",
+        "API_RATE_PER_KEY": "off",
+        "API_MESSAGE_RATE_PER_KEY": "off",
+    }
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
