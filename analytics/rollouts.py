@@ -3,7 +3,7 @@
 ``GET /api/analytics/rollouts`` lists the plans; ``GET /api/analytics/rollouts/{id}?slices=N`` gives one plan, its
 stage history, every decision with each guard's verdict, and a time series: the plan's span (start to finish, or
 to now) cut into N equal slices, and per slice and per cohort what the guard reads
-(:func:`conversations.rollout_guard.cohort_figures`) — samples and every guard metric. The pages
+(:func:`conversations.rollout_guard.cohorts_figures`) — samples and every guard metric. The pages
 ``/analytics/rollouts/`` and ``/analytics/rollouts/<id>/`` draw them (``analytics/static/analytics/rollout.js``).
 
 A plan is configuration across tenants: only staff with ``analytics.view_analytics`` read it; an API key, which
@@ -29,7 +29,7 @@ from rest_framework.views import APIView
 
 from analytics.filters import ANALYTICS_PERMISSION, can_view_all_tenants
 from common.errors import DomainError, NotFound, error_responses
-from conversations.rollout_guard import CANDIDATE, CONTROL, cohort_figures
+from conversations.rollout_guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.models import RolloutDecision, RolloutPlan
 from routing.rollout_plans import GUARD_METRICS, history_parse
 
@@ -114,19 +114,24 @@ def rollout_series(plan: RolloutPlan, *, slices: int, now: dt.datetime | None = 
     end = plan.finished_at or (now or timezone.now())
     end = max(end, start + dt.timedelta(seconds=1))
     width = (end - start) / slices
-    points = []
+    spans = []
     for index in range(slices):
         since = start + width * index
         until = end if index == slices - 1 else start + width * (index + 1)
         if index == slices - 1 and plan.finished_at is None:
             until = until + dt.timedelta(seconds=1)  # a running plan's last slice takes in the turn of this second
-        points.append(
-            {
-                "start": since.isoformat(),
-                "end": until.isoformat(),
-                **{cohort: _cohort_point(cohort_figures(plan, cohort, since, until)) for cohort in COHORTS},
-            }
-        )
+        spans.append((since, until))
+    # Every slice of both cohorts in one set of grouped queries.
+    windows = [CohortWindow(plan, cohort, since, until) for since, until in spans for cohort in COHORTS]
+    figures = iter(cohorts_figures(windows))
+    points = [
+        {
+            "start": since.isoformat(),
+            "end": until.isoformat(),
+            **{cohort: _cohort_point(next(figures)) for cohort in COHORTS},
+        }
+        for since, until in spans
+    ]
     return {"start": start.isoformat(), "end": end.isoformat(), "slices": slices, "points": points}
 
 

@@ -19,6 +19,8 @@ queries a tick makes, and what the ticks decided.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import sys
 import time
@@ -96,27 +98,37 @@ def main() -> None:
     parser.add_argument("--plans", type=int, default=50)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--show-queries", action="store_true", help="the last tick's three slowest queries")
+    parser.add_argument("--profile", action="store_true", help="cProfile the last tick: its 25 costliest functions")
     args = parser.parse_args()
 
     from conversations.rollout_guard import plans_evaluate
 
     messages, seconds = prepare(args.handoffs, args.plans)
     print(f"{messages:,} messages stored, {args.plans} plans running, prepared in {seconds:.0f} s")
-    timings, decided, queries, slowest = [], Counter[str](), 0, []
-    for _ in range(args.runs):
+    timings, in_database, decided, queries, slowest = [], [], Counter[str](), 0, []
+    profiler = cProfile.Profile()
+    for run in range(args.runs):
+        profiling = args.profile and run == args.runs - 1
         with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+            if profiling:
+                profiler.enable()
             started = time.perf_counter()
             decisions = plans_evaluate(interval=0)
             timings.append(time.perf_counter() - started)
+            if profiling:
+                profiler.disable()
             transaction.set_rollback(True)
         queries = len(captured.captured_queries)
+        in_database.append(sum(float(query["time"]) for query in captured.captured_queries))
         slowest = sorted(captured.captured_queries, key=lambda q: -float(q["time"]))[:3]
         decided.update(decision.action for decision in decisions)
     print(
         f"one tick, {args.plans} plans: median {statistics.median(timings):.2f} s "
-        f"(range {min(timings):.2f}–{max(timings):.2f} s over {args.runs} runs), {queries} queries; "
-        f"decisions {dict(decided)}"
+        f"(range {min(timings):.2f}–{max(timings):.2f} s over {args.runs} runs), {queries} queries "
+        f"(median {statistics.median(in_database):.2f} s waiting for them); decisions {dict(decided)}"
     )
+    if args.profile:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     if args.show_queries:
         for query in slowest:
             print(f"{float(query['time']) * 1000:.1f} ms: {query['sql'][:400]}")

@@ -88,6 +88,11 @@ class MessageRole(models.TextChoices):
     SYSTEM = "system", "System"
 
 
+# A specialist's part of a supervisor turn that failed or timed out: an error for a rollout plan's guard, read
+# through its own partial index (few rows) rather than from every message's metadata.
+PART_FAILED = models.Q(role=MessageRole.AGENT, metadata__status__in=("error", "timeout"))
+
+
 class Message(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=MessageRole.choices)
@@ -129,8 +134,16 @@ class Message(models.Model):
                 condition=models.Q(role="user"),
                 name="message_user_window",
             ),
-            # A rollout plan's cohorts: one profile's turns of one version, in a window (conversations.rollout_guard).
-            models.Index(fields=["profile", "routing_version", "role", "created_at"], name="message_version_window"),
+            # A rollout plan's cohorts: one profile's turns of one version, in a window (conversations.rollout_guard),
+            # covering what the guard counts so that its query reads no table row; failed parts apart (PART_FAILED).
+            models.Index(
+                fields=["profile", "routing_version", "created_at"],
+                include=["role", "conversation", "judge_score", "latency_ms"],
+                name="message_version_time",
+            ),
+            models.Index(
+                fields=["profile", "routing_version", "created_at"], condition=PART_FAILED, name="message_part_failed"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -178,7 +191,9 @@ class RouteDecisionRecord(models.Model):
         ordering = ["created_at", "id"]
         verbose_name = "route decision"
         indexes = [
-            models.Index(fields=["profile", "routing_version", "created_at"], name="decision_version_window"),
+            models.Index(
+                fields=["profile", "routing_version", "created_at"], include=["method"], name="decision_version_time"
+            ),
             models.Index(fields=["conversation", "created_at"], name="decision_conversation_time"),
             # The analytics' routing-method mix (covering, see Conversation).
             models.Index(fields=["created_at", "method", "conversation"], name="decision_window_method"),
@@ -227,7 +242,9 @@ class ToolCall(models.Model):
         db_table = "routing_toolcall"
         ordering = ["created_at", "id"]
         indexes = [
-            models.Index(fields=["profile", "routing_version", "created_at"], name="toolcall_version_window"),
+            models.Index(
+                fields=["profile", "routing_version", "created_at"], include=["status"], name="toolcall_version_time"
+            ),
             models.Index(fields=["conversation", "created_at"], name="toolcall_conversation_time"),
             models.Index(fields=["tool", "created_at"], name="toolcall_tool_time"),
             # The analytics' per-tool figures (covering, see Conversation).

@@ -37,12 +37,32 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Aggregate, Avg, Count, Exists, FloatField, OuterRef, Q, QuerySet, StdDev
+from django.db.models import (
+    Aggregate,
+    Avg,
+    Count,
+    Exists,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    StdDev,
+    Value,
+)
 from django.utils import timezone
 
 from common.config_version import config_version_bump
-from conversations.feedback import feedback_rates
-from conversations.models import Message, MessageRole, RouteDecisionRecord, ToolCall, ToolCallStatus
+from conversations.models import (
+    PART_FAILED,
+    FeedbackRating,
+    Message,
+    MessageFeedback,
+    MessageRole,
+    RouteDecisionRecord,
+    ToolCall,
+    ToolCallStatus,
+)
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from routing.models import (
     RolloutDecision,
@@ -62,7 +82,6 @@ RATE_FLOOR = 0.005  # added to a rate guard's allowance: half a percentage point
 LATENCY_FLOOR_MS = 50.0  # added to the p95 allowance: a few milliseconds of a busy machine are not a regression
 TOOL_ERRORS = (ToolCallStatus.ERROR, ToolCallStatus.TIMEOUT, ToolCallStatus.UNAVAILABLE)
 TOOL_COUNTED = (*TOOL_ERRORS, ToolCallStatus.OK, ToolCallStatus.INVALID)  # not permission asks, not unoffered tools
-PART_ERRORS = ("error", "timeout")
 
 
 class RolloutStateError(Exception):
@@ -72,19 +91,28 @@ class RolloutStateError(Exception):
 # -- figures ---------------------------------------------------------------------------------------------
 
 
-def _cohort_filter(plan: RolloutPlan, cohort: str, prefix: str = "") -> Q:
-    """The rows of ``cohort``: ``prefix`` leads from the row to its message's columns (``message__``)."""
-    if plan.target == RolloutPlanTarget.VERSION:
-        version = plan.candidate if cohort == CANDIDATE else plan.control
-        return Q(**{f"{prefix}routing_version": version.number if version else -1})
-    return Q(**{f"{prefix}cohort": COHORT_MULTI_AGENT if cohort == CANDIDATE else COHORT_SINGLE_AGENT})
+@dataclass(frozen=True)
+class CohortWindow:
+    """One cohort of a plan over ``[since, until)``: the rows whose figures :func:`cohorts_figures` reads."""
 
+    plan: RolloutPlan
+    cohort: str
+    since: dt.datetime
+    until: dt.datetime
 
-def _window(
-    queryset: QuerySet[Any], plan: RolloutPlan, since: dt.datetime, until: dt.datetime, profile_path: str
-) -> QuerySet[Any]:
-    queryset = queryset.filter(created_at__gte=since, created_at__lt=until)
-    return queryset.filter(**{profile_path: plan.profile_id}) if plan.profile_id else queryset
+    def rows(self, time_field: str = "created_at") -> Q:
+        """The window's rows of any table carrying ``profile``, ``routing_version``, ``cohort`` and a time column:
+        a version plan's cohort is its profile's turns of the cohort's version, a multi_agent plan's the turns of
+        the cohort's mode (of its profile, if it has one)."""
+        plan = self.plan
+        if plan.target == RolloutPlanTarget.VERSION:
+            version = plan.candidate if self.cohort == CANDIDATE else plan.control
+            selected = Q(routing_version=version.number if version else -1)
+        else:
+            selected = Q(cohort=COHORT_MULTI_AGENT if self.cohort == CANDIDATE else COHORT_SINGLE_AGENT)
+        if plan.profile_id:
+            selected &= Q(profile_id=plan.profile_id)
+        return selected & Q(**{f"{time_field}__gte": self.since, f"{time_field}__lt": self.until})
 
 
 class _Percentile95(Aggregate):
@@ -101,66 +129,105 @@ def _p95_python(answers: QuerySet[Any]) -> float | None:
     return float(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]) if ordered else None
 
 
-def _feedback(plan: RolloutPlan, cohort: str, since: dt.datetime, until: dt.datetime) -> tuple[int, int]:
-    """(rated answers, rated down) of the cohort's answers given since ``since`` (conversations.feedback)."""
-    if plan.target == RolloutPlanTarget.VERSION:
-        version = plan.candidate if cohort == CANDIDATE else plan.control
-        selected: dict[str, Any] = {"routing_versions": [version.number if version else -1]}
-    else:
-        selected = {"cohorts": [COHORT_MULTI_AGENT if cohort == CANDIDATE else COHORT_SINGLE_AGENT]}
-    rows = feedback_rates(start=since, end=until, profile_id=plan.profile_id, by=(), answers=False, **selected)
-    return (rows[0].rated, rows[0].down) if rows else (0, 0)
+def _each(
+    queryset: QuerySet[Any], windows: list[CohortWindow], time_field: str, **measures: Any
+) -> list[dict[str, Any]]:
+    """``measures`` of each window over ``queryset``, in one query: one aggregate per window (each an index range
+    of its own, index-only where the indexes cover the measures), joined by ``UNION ALL`` — so a row in two
+    windows (a version's turn is also some mode's) counts in both."""
+    parts = [
+        queryset.filter(window.rows(time_field)).annotate(window=Value(index, IntegerField())).values("window")
+        for index, window in enumerate(windows)
+    ]
+    aggregated = [part.annotate(**measures).order_by() for part in parts]
+    rows = aggregated[0].union(*aggregated[1:], all=True) if len(aggregated) > 1 else aggregated[0]
+    found = {row.pop("window"): row for row in rows}
+    return [found.get(index, {}) for index in range(len(windows))]
+
+
+def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
+    """Every guard metric of each window — what the guard reads for every running plan at each tick, and what the
+    dashboard's rollout view reads for every slice of time: six queries, whatever the number of windows."""
+    asked, answered = Q(role=MessageRole.USER), Q(role=MessageRole.ASSISTANT)
+    postgres = connection.vendor == "postgresql"
+    measures: dict[str, Any] = {
+        "turns": Count("role", filter=asked),  # a column of the covering index: no table row read
+        "conversations": Count("conversation_id", filter=asked, distinct=True),
+        "judged": Count("judge_score", filter=answered),
+        "judge_mean": Avg("judge_score", filter=answered),
+        "judge_sd": StdDev("judge_score", filter=answered),
+    }
+    if postgres:
+        measures["p95"] = _Percentile95("latency_ms", filter=answered & Q(latency_ms__isnull=False))
+    messages = _each(Message.objects.all(), windows, "created_at", **measures)
+    # Failed specialist parts are few: read apart through their own partial index, so the turns' query above reads
+    # no message's metadata.
+    failed = _each(Message.objects.filter(PART_FAILED), windows, "created_at", n=Count("id"))
+    routed = _each(
+        RouteDecisionRecord.objects.all(),
+        windows,
+        "created_at",
+        n=Count("method"),  # columns of the covering indexes (*_version_time): no table row read
+        fallback=Count("method", filter=Q(method="fallback")),
+    )
+    moved = _each(
+        Handoff.objects.all(),
+        windows,
+        "created_at",
+        stops=Count("conversation_id", filter=Q(status=HandoffStatus.STOPPED)),
+        handoffs=Count("kind", filter=Q(kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED)),
+    )
+    called = _each(
+        ToolCall.objects.filter(status__in=TOOL_COUNTED),
+        windows,
+        "created_at",
+        n=Count("status"),
+        errors=Count("status", filter=Q(status__in=TOOL_ERRORS)),
+    )
+    # Feedback counts by when its answer was given (conversations.feedback), from the feedback table alone.
+    rated = _each(
+        MessageFeedback.objects.all(),
+        windows,
+        "answered_at",
+        n=Count("pk"),
+        down=Count("pk", filter=Q(rating=FeedbackRating.DOWN)),
+    )
+    figures = []
+    for index, window in enumerate(windows):
+        asked_rows = messages[index]
+        turns = asked_rows.get("turns", 0)
+        p95 = asked_rows.get("p95") if postgres else _p95_python(Message.objects.filter(window.rows(), answered))
+        decided = routed[index] or {"n": 0, "fallback": 0}
+        stopped = moved[index] or {"stops": 0, "handoffs": 0}
+        tools = called[index] or {"n": 0, "errors": 0}
+        ratings = rated[index] or {"n": 0, "down": 0}
+        figures.append(
+            {
+                "conversations": asked_rows.get("conversations", 0),
+                "turns": turns,
+                "fallback_rate": _rate(decided["fallback"], decided["n"]),
+                "loop_stop_rate": _rate(stopped["stops"], turns),
+                "handoff_rate": _rate(stopped["handoffs"], turns),
+                "tool_error_rate": _rate(tools["errors"], tools["n"]),
+                "negative_feedback_rate": _rate(ratings["down"], ratings["n"]),
+                "judge_score": {
+                    "n": asked_rows.get("judged", 0),
+                    "mean": asked_rows.get("judge_mean"),
+                    "sd": asked_rows.get("judge_sd"),
+                },
+                "p95_latency_ms": p95,
+                "errors": failed[index].get("n", 0) + tools["errors"],
+            }
+        )
+    return figures
 
 
 def cohort_figures(
     plan: RolloutPlan, cohort: str, since: dt.datetime, until: dt.datetime | None = None
 ) -> dict[str, Any]:
-    """Every guard metric of one cohort of ``plan`` over the turns from ``since`` until ``until`` (default: now) —
-    what the guard reads for a stage, and what the dashboard's rollout view reads per slice of time."""
+    """Every guard metric of one cohort of ``plan`` over the turns from ``since`` until ``until`` (default: now)."""
     until = until or timezone.now() + dt.timedelta(seconds=1)
-    # One index range (message_version_window): the profile's turns of the cohort's version, every role at once.
-    messages = _window(Message.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
-    asked, answered = Q(role=MessageRole.USER), Q(role=MessageRole.ASSISTANT)
-    measures: dict[str, Any] = {
-        "turns": Count("id", filter=asked),
-        "conversations": Count("conversation_id", filter=asked, distinct=True),
-        "judged": Count("judge_score", filter=answered),
-        "judge_mean": Avg("judge_score", filter=answered),
-        "judge_sd": StdDev("judge_score", filter=answered),
-        "parts_failed": Count("id", filter=Q(role=MessageRole.AGENT, metadata__status__in=PART_ERRORS)),
-    }
-    postgres = connection.vendor == "postgresql"
-    if postgres:
-        measures["p95"] = _Percentile95("latency_ms", filter=answered & Q(latency_ms__isnull=False))
-    figures = messages.aggregate(**measures)
-    p95 = figures["p95"] if postgres else _p95_python(messages.filter(answered))
-    decisions = _window(RouteDecisionRecord.objects.all(), plan, since, until, "profile_id")
-    routed = decisions.filter(_cohort_filter(plan, cohort)).aggregate(
-        n=Count("id"), fallback=Count("id", filter=Q(method="fallback"))
-    )
-    moves = _window(Handoff.objects.all(), plan, since, until, "profile_id").filter(_cohort_filter(plan, cohort))
-    moved = moves.aggregate(
-        stops=Count("conversation_id", filter=Q(status=HandoffStatus.STOPPED)),
-        handoffs=Count("id", filter=Q(kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED)),
-    )
-    calls = _window(ToolCall.objects.all(), plan, since, until, "profile_id").filter(
-        _cohort_filter(plan, cohort), status__in=TOOL_COUNTED
-    )
-    called = calls.aggregate(n=Count("id"), errors=Count("id", filter=Q(status__in=TOOL_ERRORS)))
-    rated, down = _feedback(plan, cohort, since, until)
-    turns = figures["turns"]
-    return {
-        "conversations": figures["conversations"],
-        "turns": turns,
-        "fallback_rate": _rate(routed["fallback"], routed["n"]),
-        "loop_stop_rate": _rate(moved["stops"], turns),
-        "handoff_rate": _rate(moved["handoffs"], turns),
-        "tool_error_rate": _rate(called["errors"], called["n"]),
-        "negative_feedback_rate": _rate(down, rated),
-        "judge_score": {"n": figures["judged"], "mean": figures["judge_mean"], "sd": figures["judge_sd"]},
-        "p95_latency_ms": p95,
-        "errors": figures["parts_failed"] + called["errors"],
-    }
+    return cohorts_figures([CohortWindow(plan, cohort, since, until)])[0]
 
 
 def _rate(hits: int, total: int) -> dict[str, Any]:
@@ -369,8 +436,26 @@ def _advance(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str,
     return decision
 
 
-def plan_evaluate(plan: RolloutPlan, *, now: dt.datetime | None = None, actor: str = "beat") -> RolloutDecision:
-    """One evaluation of a running plan: advance, hold or roll back, recorded with its figures."""
+def _windows(plan: RolloutPlan, now: dt.datetime) -> tuple[CohortWindow, CohortWindow]:
+    """What a running plan is judged on: both cohorts' turns of its running stage — at the last stage (100 %) new
+    conversations have no control, so the control's are those of the whole plan."""
+    since = plan.stage_started_at or plan.started_at or now
+    last = plan.stage == len(plan.stages) - 1
+    until = now + dt.timedelta(seconds=1)  # the turn of this second too
+    return (
+        CohortWindow(plan, CANDIDATE, since, until),
+        CohortWindow(plan, CONTROL, plan.started_at if last and plan.started_at else since, until),
+    )
+
+
+Prepared = dict[int, tuple[tuple[CohortWindow, CohortWindow], list[dict[str, Any]]]]
+
+
+def plan_evaluate(
+    plan: RolloutPlan, *, now: dt.datetime | None = None, actor: str = "beat", prepared: Prepared | None = None
+) -> RolloutDecision:
+    """One evaluation of a running plan: advance, hold or roll back, recorded with its figures. ``prepared``: the
+    figures :func:`plans_evaluate` read for every plan at once, used when they are still the plan's windows."""
     from routing.versions import live_version
 
     now = now or timezone.now()
@@ -400,13 +485,11 @@ def plan_evaluate(plan: RolloutPlan, *, now: dt.datetime | None = None, actor: s
                 )
                 _webhook_later(decision)
                 return decision
-        since = plan.stage_started_at or plan.started_at or now
-        last = plan.stage == len(plan.stages) - 1
-        figures: dict[str, Any] = {
-            CANDIDATE: cohort_figures(plan, CANDIDATE, since),
-            CONTROL: cohort_figures(plan, CONTROL, plan.started_at if last and plan.started_at else since),
-            "since": since.isoformat(),
-        }
+        windows = _windows(plan, now)
+        ready = (prepared or {}).get(plan.pk)
+        both = ready[1] if ready and ready[0] == windows else cohorts_figures(list(windows))
+        since = windows[0].since
+        figures: dict[str, Any] = {CANDIDATE: both[0], CONTROL: both[1], "since": since.isoformat()}
         cand, ctrl = figures[CANDIDATE], figures[CONTROL]
         if cand["errors"] > plan.max_errors:
             return _rollback(plan, now, actor, figures, f"errors: {cand['errors']} > {plan.max_errors}")
@@ -458,10 +541,22 @@ def plans_evaluate(
     recent = now - dt.timedelta(seconds=interval / 2)
     decisions = []
     just_decided = RolloutDecision.objects.filter(plan=OuterRef("pk"), created_at__gt=recent)
-    running = RolloutPlan.objects.filter(status=RolloutPlanStatus.RUNNING).exclude(Exists(just_decided))
-    for plan in running.order_by("pk"):
+    running = list(
+        RolloutPlan.objects.filter(status=RolloutPlanStatus.RUNNING)
+        .exclude(Exists(just_decided))
+        .select_related("candidate", "control")
+        .order_by("pk")
+    )
+    # Every plan's figures in a few grouped queries; each plan then checks, under its lock, that they are its own.
+    windows = [_windows(plan, now) for plan in running]
+    figures = cohorts_figures([window for pair in windows for window in pair]) if running else []
+    prepared: Prepared = {
+        plan.pk: (pair, figures[2 * index : 2 * index + 2])
+        for index, (plan, pair) in enumerate(zip(running, windows, strict=True))
+    }
+    for plan in running:
         try:
-            decisions.append(plan_evaluate(plan, now=now, actor=actor))
+            decisions.append(plan_evaluate(plan, now=now, actor=actor, prepared=prepared))
         except RolloutStateError:
             continue  # paused or finished since the list was read
         except Exception:

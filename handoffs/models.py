@@ -89,7 +89,12 @@ class Handoff(models.Model):
             models.Index(fields=["created_at"], name="agent_handoffs_time"),
             models.Index(fields=["tenant", "created_at"], name="agent_handoffs_tenant_time"),
             # A rollout plan's cohorts: one profile's moves under one version, in a window.
-            models.Index(fields=["profile", "routing_version", "created_at"], name="agent_handoffs_version_time"),
+            # Covering what a rollout plan's guard counts (conversations.rollout_guard): no table row read.
+            models.Index(
+                fields=["profile", "routing_version", "created_at"],
+                include=["status", "kind", "conversation"],
+                name="agent_handoffs_version_cover",
+            ),
             # The analytics count by status and kind over a window, reading tenant, profile, path, conversation
             # and outcome from this index alone (an index-only scan on PostgreSQL; see analytics/selectors.py).
             models.Index(

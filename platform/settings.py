@@ -114,6 +114,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
     )
+    # Covering indexes' INCLUDE columns (the rollout guard's, for PostgreSQL) are plain indexes here: expected.
+    SILENCED_SYSTEM_CHECKS = [*SILENCED_SYSTEM_CHECKS, "models.W040"]
 elif env.boolean("DATABASE_POOL", True):
     # psycopg's pool, one per process. The ASGI handler gives every request a thread of its own, so
     # without a pool every request connects anew; the chat path hands its connection back before the

@@ -16,11 +16,17 @@ from django.utils import timezone
 from agents.models import AgentProfile
 from conversations.models import Message, MessageRole
 from conversations.rollout_guard import (
+    CANDIDATE,
+    CONTROL,
+    CohortWindow,
     RolloutStateError,
+    cohort_figures,
+    cohorts_figures,
     guard_verdict,
     plan_command,
     plan_evaluate,
     plan_start,
+    plans_evaluate,
 )
 from routing.models import Intent, Keyword, RolloutDecision, RolloutPlan, RolloutPlanStatus
 from routing.versions import live_version, version_publish
@@ -265,3 +271,44 @@ def test_customers_rating_the_candidates_answers_down_roll_it_back(api, publishe
     assert decision.action == "rollback" and "negative_feedback_rate" in decision.reason
     assert decision.figures["candidate"]["negative_feedback_rate"]["rate"] == 1.0
     assert decision.figures["control"]["negative_feedback_rate"]["rate"] == 0.0
+
+
+def test_a_tick_reads_every_plans_figures_at_once_and_each_plan_gets_what_it_would_read_alone(api, published):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    version_plan = plan_for(good_candidate(published.profile))
+    plan_start(version_plan, actor="test")
+    mode_plan = RolloutPlan.objects.create(
+        name="multi-agent", target="multi_agent", profile=published.profile, stages=[50, 100], min_conversations=500
+    )
+    plan_start(mode_plan, actor="test")
+    for n in range(40):  # the flag's route (/api/chat/message); its stickiness is the user: one customer each
+        body = {"text": INVOICE, "session_id": f"both-{n}", "user_id": f"customer-{n}"}
+        response = api.post("/api/chat/message", {"agent_id": "telecom_contas", "payload": body}, format="json")
+        assert response.status_code == 200, response.content
+    now = timezone.now()
+    until = now + dt.timedelta(seconds=1)
+    windows = [
+        CohortWindow(plan, cohort, plan.stage_started_at, until)
+        for plan in RolloutPlan.objects.filter(pk__in=[version_plan.pk, mode_plan.pk])
+        .select_related("candidate", "control")
+        .order_by("pk")
+        for cohort in (CANDIDATE, CONTROL)
+    ]
+
+    with CaptureQueriesContext(connection) as together:
+        batched = cohorts_figures(windows)
+
+    alone = [cohort_figures(w.plan, w.cohort, w.since, w.until) for w in windows]
+    assert batched == alone
+    # The same turns counted by version and by mode: both plans see all 40 conversations between their cohorts.
+    assert sum(figures["conversations"] for figures in batched[:2]) == 40
+    assert sum(figures["conversations"] for figures in batched[2:]) == 40
+    # Six queries whatever the number of windows (one aggregate per window and table, joined by UNION ALL).
+    assert len(together) == 6
+    decisions = plans_evaluate(now=now, interval=0)
+    assert {decision.plan_id for decision in decisions} == {version_plan.pk, mode_plan.pk}
+    by_plan = {decision.plan_id: decision.figures for decision in decisions}
+    assert by_plan[version_plan.pk]["candidate"] == batched[0]
+    assert by_plan[mode_plan.pk]["control"] == batched[3]
