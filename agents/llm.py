@@ -33,12 +33,68 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from common.language import detect_language
 from common.text import phrase_found
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
 
 logger = logging.getLogger(__name__)
 
 OFFLINE_NOTICE = "(offline model)"
+# The offline model's own words in each language it answers in: the customer's (common.language), Portuguese when
+# that cannot be told. The Portuguese ones are the model's words from before it spoke three languages, unchanged.
+# Names, subjects, tool results and the customer's own words stay as they are (business data).
+OFFLINE_LANGUAGE = "pt"
+OFFLINE_PHRASES: dict[str, dict[str, str]] = {
+    "pt": {
+        "notice": OFFLINE_NOTICE,
+        "consulted": "consultei os sistemas sobre sua mensagem.",
+        "not_consulted": "não consegui consultar agora ({error}).",
+        "resumed": " Retomando o atendimento: {agent} concluiu ({status}).",
+        "received": " recebi sua mensagem.",
+        "subject": " Assunto: {topic}.",
+        "you_said": ' Você disse: "{text}".',
+        "will_handle": " Vou tratar disso como especialista.",
+        "glad": "que bom que pude ajudar! Se precisar de algo mais, é só chamar. "
+        "(Glad I could help; just ask if you need anything else.)",
+        "closed": "O cliente encerrou o assunto ({closing!r}).",
+        "out_of_scope": "Fora do meu escopo; parece ser assunto de {agent}.",
+        "delegated": "O cliente escreveu: {text}",
+        "handoff_reason": "A mensagem é do escopo de {target}, não de {agent}.",
+        "handoff_summary": '{name} recebeu: "{text}"; nada consultado ainda.',
+    },
+    "en": {
+        "notice": OFFLINE_NOTICE,
+        "consulted": "I checked our systems about your message.",
+        "not_consulted": "I could not check it right now ({error}).",
+        "resumed": " Picking up where we left off: {agent} finished ({status}).",
+        "received": " I received your message.",
+        "subject": " Subject: {topic}.",
+        "you_said": ' You said: "{text}".',
+        "will_handle": " I will look into it as a specialist.",
+        "glad": "glad I could help! If you need anything else, just ask.",
+        "closed": "The customer closed the matter ({closing!r}).",
+        "out_of_scope": "Out of my scope; this looks like a matter for {agent}.",
+        "delegated": "The customer wrote: {text}",
+        "handoff_reason": "The message is in the scope of {target}, not of {agent}.",
+        "handoff_summary": '{name} received: "{text}"; nothing checked yet.',
+    },
+    "es": {
+        "notice": "(modelo sin conexión)",
+        "consulted": "consulté los sistemas sobre su mensaje.",
+        "not_consulted": "no pude consultarlo ahora ({error}).",
+        "resumed": " Retomando la atención: {agent} terminó ({status}).",
+        "received": " recibí su mensaje.",
+        "subject": " Asunto: {topic}.",
+        "you_said": ' Usted dijo: "{text}".',
+        "will_handle": " Me ocuparé de ello como especialista.",
+        "glad": "¡qué bueno que pude ayudar! Si necesita algo más, solo avíseme.",
+        "closed": "El cliente cerró el asunto ({closing!r}).",
+        "out_of_scope": "Fuera de mi alcance; parece un asunto de {agent}.",
+        "delegated": "El cliente escribió: {text}",
+        "handoff_reason": "El mensaje es del ámbito de {target}, no de {agent}.",
+        "handoff_summary": '{name} recibió: "{text}"; nada consultado todavía.',
+    },
+}
 _WORDS = re.compile(r"\S+\s*|\s+")
 # The system note with which a finished sub-conversation's result reaches the coordinator (conversations.graph).
 _ENDED_NOTE = re.compile(r"\[SYSTEM_NOTE: the sub-conversation with (\w+) ended\. status: (\w+)")
@@ -108,7 +164,9 @@ class OfflineModel(ModelProvider):
     """Deterministic, network-free model.
 
     * answers: composed from the specialist, the intent and the request, in
-      Portuguese and English, marked as coming from the offline model.
+      the language of the customer's message (Portuguese, English or Spanish:
+      :data:`OFFLINE_PHRASES`; Portuguese when it cannot be told), marked as
+      coming from the offline model.
     """
 
     name = "offline"
@@ -138,14 +196,26 @@ class OfflineModel(ModelProvider):
         )
 
 
-def result_summary(payload: Any) -> str:
-    """A sentence from a tool result: its ``resumo`` when it has one, else its scalar fields."""
+def result_summary(payload: Any, language: str | None = None) -> str:
+    """A sentence from a tool result: its ``resumo`` when it has one, else its scalar fields.
+
+    With a ``language``, a sentence (four words or more) that reads as another language is left out (the example
+    servers' ``resumo`` is Portuguese): an English answer lists more of the result's values instead.
+    """
+
+    def fits(text: str) -> bool:
+        return language is None or len(text.split()) < 4 or detect_language(text) in (language, None)
+
     if isinstance(payload, dict):
         for key in ("resumo", "summary", "message"):
-            if isinstance(payload.get(key), str) and payload[key].strip():
+            if isinstance(payload.get(key), str) and payload[key].strip() and fits(payload[key]):
                 return payload[key].strip()
-        scalars = [f"{key}: {value}" for key, value in payload.items() if isinstance(value, (str, int, float))]
-        return "; ".join(scalars[:6])
+        scalars = [
+            f"{key}: {value}"
+            for key, value in payload.items()
+            if isinstance(value, (int, float)) or (isinstance(value, str) and fits(value))
+        ]
+        return "; ".join(scalars[: 6 if language is None else 9])
     return str(payload)[:300]
 
 
@@ -194,8 +264,12 @@ class OfflineChatModel(BaseChatModel):
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
         text = messages[last_human].content if last_human >= 0 else ""
+        if not isinstance(text, str):
+            text = messages[last_human].text
+        language = detect_language(text) or OFFLINE_LANGUAGE
+        words = OFFLINE_PHRASES[language]
         if not results and tools and tool_choice != "none":
-            move = self._move(text, messages[:last_human], tools)
+            move = self._move(text, messages[:last_human], tools, words)
             if move is not None:
                 return move
             calls: list[ToolCall] = []
@@ -215,7 +289,9 @@ class OfflineChatModel(BaseChatModel):
                     calls.append({"name": function["name"], "args": arguments, "id": f"offline_{len(calls) + 1}"})
             if calls:
                 return AIMessage(content="", tool_calls=calls)
-        header = f"{self.display_name} {OFFLINE_NOTICE}:"
+        header = f"{self.display_name} {words['notice']}:"
+        # The tool results' own summaries when the customer writes the default language, as they always were.
+        summary_language = None if language == OFFLINE_LANGUAGE else language
         if results:
             lines = []
             for result in results:
@@ -227,26 +303,26 @@ class OfflineChatModel(BaseChatModel):
                     isinstance(payload, dict) and "error" in payload
                 ):
                     error = payload.get("error") if isinstance(payload, dict) else payload
-                    lines.append(f"- {result.name}: não consegui consultar agora ({error}).")
+                    lines.append(f"- {result.name}: " + words["not_consulted"].format(error=error))
                 else:
-                    lines.append(f"- {result.name}: {result_summary(payload)}")
-            return AIMessage(content=f"{header} consultei os sistemas sobre sua mensagem.\n" + "\n".join(lines))
-        subject = f" Assunto: {self.topic[:1].lower()}{self.topic[1:]}." if self.topic else ""
+                    lines.append(f"- {result.name}: {result_summary(payload, summary_language)}")
+            return AIMessage(content=f"{header} {words['consulted']}\n" + "\n".join(lines))
+        subject = words["subject"].format(topic=f"{self.topic[:1].lower()}{self.topic[1:]}") if self.topic else ""
         resumed = ""
         for message in messages[:last_human]:
             ended = _ENDED_NOTE.search(message.text) if isinstance(message, SystemMessage) else None
             if ended:
-                resumed = f" Retomando o atendimento: {ended.group(1)} concluiu ({ended.group(2)})."
-        return AIMessage(
-            content=f'{header}{resumed} recebi sua mensagem.{subject} Você disse: "{text}". '
-            "Vou tratar disso como especialista."
-        )
+                resumed = words["resumed"].format(agent=ended.group(1), status=ended.group(2))
+        said = words["you_said"].format(text=text)
+        return AIMessage(content=f"{header}{resumed}{words['received']}{subject}{said}{words['will_handle']}")
 
-    def _move(self, text: str, earlier: list[Any], tools: list[dict[str, Any]]) -> AIMessage | None:
-        """A handoff, delegation or end of sub-conversation, when the rules above call for one."""
+    def _move(
+        self, text: str, earlier: list[Any], tools: list[dict[str, Any]], words: dict[str, str]
+    ) -> AIMessage | None:
+        """A handoff, delegation or end of sub-conversation, when the rules above call for one, in ``words``."""
         offered = {tool["function"]["name"]: tool["function"] for tool in tools}
         own = self.agent in self.hit_agents
-        header = f"{self.display_name} {OFFLINE_NOTICE}:"
+        header = f"{self.display_name} {words['notice']}:"
 
         def reachable(name: str) -> list[str]:
             properties = (offered[name].get("parameters") or {}).get("properties", {})
@@ -266,10 +342,9 @@ class OfflineChatModel(BaseChatModel):
                         "status": "completed",
                         "final_result": {"resolved": True, "specialist": self.agent, "last_answer": said[:500]},
                         "last_user_message": text,
-                        "message_to_coordinator": f"O cliente encerrou o assunto ({closing!r}).",
+                        "message_to_coordinator": words["closed"].format(closing=closing),
                     },
-                    f"{header} que bom que pude ajudar! Se precisar de algo mais, é só chamar. "
-                    "(Glad I could help; just ask if you need anything else.)",
+                    f"{header} {words['glad']}",
                 )
             if self.hit_agents and not own:
                 return call(
@@ -278,7 +353,7 @@ class OfflineChatModel(BaseChatModel):
                         "status": "out_of_scope",
                         "final_result": {"reason": "out_of_scope", "suggested_specialist": self.hit_agents[0]},
                         "last_user_message": text,
-                        "message_to_coordinator": f"Fora do meu escopo; parece ser assunto de {self.hit_agents[0]}.",
+                        "message_to_coordinator": words["out_of_scope"].format(agent=self.hit_agents[0]),
                     },
                 )
         if REQUEST_SUB_CONVERSATION in offered:
@@ -286,7 +361,7 @@ class OfflineChatModel(BaseChatModel):
             if targets:
                 return call(
                     REQUEST_SUB_CONVERSATION,
-                    {"specialist_role": targets[0], "initial_context": f"O cliente escreveu: {text[:300]}"},
+                    {"specialist_role": targets[0], "initial_context": words["delegated"].format(text=text[:300])},
                 )
         if REQUEST_HANDOFF in offered and not own:
             targets = reachable(REQUEST_HANDOFF)
@@ -295,8 +370,8 @@ class OfflineChatModel(BaseChatModel):
                     REQUEST_HANDOFF,
                     {
                         "target_agent": targets[0],
-                        "reason": f"A mensagem é do escopo de {targets[0]}, não de {self.agent}.",
-                        "context_summary": f'{self.display_name} recebeu: "{text[:300]}"; nada consultado ainda.',
+                        "reason": words["handoff_reason"].format(target=targets[0], agent=self.agent),
+                        "context_summary": words["handoff_summary"].format(name=self.display_name, text=text[:300]),
                     },
                 )
         return None

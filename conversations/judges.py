@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
+from common.language import detect_language
 from common.text import fold, normalize
 
 REVIEW_FALLBACK_ANSWER = (
@@ -293,43 +294,62 @@ def _successful_results(tool_results: Iterable[Any]) -> list[tuple[Any, Any]]:
 
 # --- language ------------------------------------------------------------------------
 
-_LANGUAGE_WORDS = {
-    "pt": "o os um uma uns umas do dos das no nos na nas ao aos à às pelo pela pelos pelas num numa e em com "
-    "não nao sim você voce vocês voces eu meu minha meus minhas seu sua seus suas nosso nossa isso isto essa "
-    "também tambem já ja ainda então entao porém muito muita obrigado obrigada olá ola oi é são sao estão "
-    "estou tenho tem temos vai vou pode posso quero preciso qual quais quando onde ele ela eles elas dele dela "
-    "aqui até ate sem fatura conta pagamento consegui seria agora",
-    "es": "el la los las un una unos unas del al y en con sí usted ustedes yo mi mis su sus nuestro nuestra "
-    "eso esto ese esa también ya todavía entonces pero muy mucho mucha gracias hola es son están estoy tengo "
-    "tiene tenemos va voy puede puedo quiero necesito cuál cuáles cuándo dónde qué él ella ellos ellas aquí "
-    "hasta sin hay factura cuenta pago pude sería ahora",
-    "en": "the an and or but is are was were be been am i you your my mine we our us he she it its they them "
-    "their this that these those what which who when where why how please can could would should will do "
-    "does did not yes have has had there here to of in on at for with from by about thanks thank hello hi "
-    "sorry invoice order bill payment right now",
-}
-_OTHERS = {
-    language: set().union(*(set(words.split()) for other, words in _LANGUAGE_WORDS.items() if other != language))
-    for language in _LANGUAGE_WORDS
-}
-# Words shared by two languages say nothing about which one a text is in.
-STOPWORDS = {language: frozenset(set(words.split()) - _OTHERS[language]) for language, words in _LANGUAGE_WORDS.items()}
-_WORD = re.compile(r"[^\W\d_]+")
+# Quoted text (straight, curly and angle quotes) is someone else's words, not the answer's language.
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»')
+# A bilingual answer's parts: sentences and parenthesised asides.
+_PARTS = re.compile(r"[.!?;:()\n]+")
+# Fewer words than this in a part are too few to tell its language apart from the whole's.
+_PART_WORDS = 4
 
 
-def language_scores(text: str) -> dict[str, int]:
-    """How many words of ``text`` are function words exclusive to each language."""
-    words = _WORD.findall(text.casefold())
-    return {language: sum(1 for word in words if word in vocabulary) for language, vocabulary in STOPWORDS.items()}
+def _quoted_data(value: Any, text: str, found: set[str]) -> None:
+    """Every key and text value inside a tool call (names, statuses, summaries) that ``text`` (case-folded)
+    holds: data the answer quotes, not its prose."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            piece = item.casefold().strip()
+            if len(piece) > 2 and piece in text:  # two letters or fewer ("de", "ok") would cut its own words
+                found.add(piece)
+        elif kind is dict or (kind not in _SCALARS and isinstance(item, Mapping)):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
 
 
-def detect_language(text: str) -> str | None:
-    """``"pt"``, ``"es"`` or ``"en"`` when the text says so clearly (two or more telling words
-    and more than any other language), else ``None``."""
-    scores = language_scores(text)
-    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
-    (best, top), (_, second) = ranked[0], ranked[1]
-    return best if top >= 2 and top > second else None
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _cut(text: str, piece: str) -> str:
+    """``text`` without ``piece`` wherever it stands as whole words."""
+    kept, start = [], 0
+    while (found := text.find(piece, start)) >= 0:
+        end = found + len(piece)
+        whole = (found == 0 or not text[found - 1].isalnum()) and (end == len(text) or not text[end].isalnum())
+        kept.append(text[start:found] + " " if whole else text[start:end])
+        start = end
+    kept.append(text[start:])
+    return "".join(kept)
+
+
+def _own_words(answer: str, question: str, tool_results: Sequence[Any]) -> list[str]:
+    """The answer's parts (sentences, asides), normalised, without what it quotes: quoted text, the user's
+    message and the tool calls' text, wherever they stand whole in it."""
+    text = _QUOTED.sub(" ", answer).casefold()
+    quoted: set[str] = set()
+    _quoted_data(question, text, quoted)
+    for item in tool_results:
+        if isinstance(item, Mapping) and {"tool", "result", "error"} & set(item):
+            _quoted_data([item.get("tool"), item.get("arguments"), item.get("result"), item.get("error")], text, quoted)
+        else:
+            _quoted_data(item, text, quoted)
+    # Longest first, so a summary goes whole before a shorter value inside it.
+    for piece in sorted(quoted, key=len, reverse=True):
+        text = _cut(text, piece)
+    return [part for part in map(normalize, _PARTS.split(text)) if part]
 
 
 # --- judges -------------------------------------------------------------------------------
@@ -354,9 +374,11 @@ class RuleBasedJudge(Judge):
       form: ``289.9`` = ``289,90`` = ``R$ 289,90``; ``2025-06-10`` = ``10/06``), values
       the user or the tool arguments already gave not counting when others exist.
       Not applicable when no tool succeeded or the results hold no such value.
-    * ``language_matches`` — the answer is in the user's language (pt, es, en);
-      a bilingual answer that includes it passes. Not applicable when either
-      language cannot be told.
+    * ``language_matches`` — the answer is in the user's language (pt, es, en, told by
+      :func:`common.language.detect_language`), read without what it quotes: quoted text,
+      the user's own message and the tool results' text, so an answer in another language
+      that echoes the user's words fails. A bilingual answer with a sentence of its own
+      in the user's language passes. Not applicable when either language cannot be told.
     """
 
     name = "rule_based"
@@ -417,14 +439,17 @@ class RuleBasedJudge(Judge):
     @staticmethod
     def _language(case: JudgeCase) -> tuple[str, dict[str, Any]]:
         user = detect_language(case.question)
-        answer = detect_language(case.answer)
+        if user is None:
+            return NOT_APPLICABLE, {"user": None, "answer": None}
+        parts = _own_words(case.answer, case.question, case.tool_results)
+        answer = detect_language(" ".join(parts))
         details = {"user": user, "answer": answer}
-        if user is None or answer is None:
+        if answer is None:
             return NOT_APPLICABLE, details
         if user == answer:
             return PASSED, details
-        scores = language_scores(case.answer)
-        bilingual = scores[user] >= max(2, scores[answer] // 2)
+        # A bilingual answer passes when one of its own sentences is in the user's language.
+        bilingual = any(len(part.split()) >= _PART_WORDS and detect_language(part) == user for part in parts)
         return (PASSED if bilingual else FAILED), details
 
 

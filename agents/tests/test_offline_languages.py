@@ -1,0 +1,133 @@
+"""The offline model answers in the language of the customer's message (pt, en, es; Portuguese when unsure).
+
+The model is the product's own offline chat model, run as the specialist runtime runs it; the tool results are
+the example telecom server's real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+from agents.llm import OfflineChatModel
+from common.language import detect_language
+from conversations.judges import JudgeCase, RuleBasedJudge
+from handoffs.tools import END_SUB_CONVERSATION, REQUEST_HANDOFF, ControlTool
+from mcp_servers.telecom.server import consultar_fatura
+
+LINE = "5511999999999"
+INVOICE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "consultar_fatura",
+        "description": "Invoice of a line.",
+        "parameters": {"type": "object", "properties": {"msisdn": {"type": "string"}}, "required": ["msisdn"]},
+    },
+}
+
+
+def model(**options) -> OfflineChatModel:
+    return OfflineChatModel(display_name="Faturas e pagamentos", topic="Explicação de fatura", **options)
+
+
+def answer(text: str, **options) -> str:
+    return model(**options).invoke([SystemMessage("Você é um especialista."), HumanMessage(text)]).text
+
+
+def unquoted(text: str) -> str:
+    """The answer without the customer's words it quotes."""
+    return text.split(' "')[0] + text.rsplit('".', 1)[-1]
+
+
+def tool_answer(text: str, result: object, *, status: str = "success") -> str:
+    bound = model(context={"msisdn": LINE}).bind_tools([INVOICE_TOOL])
+    messages = [SystemMessage("Você é um especialista."), HumanMessage(text)]
+    call = bound.invoke(messages)
+    assert [c["name"] for c in call.tool_calls] == ["consultar_fatura"]
+    messages += [call, ToolMessage(json.dumps(result), tool_call_id=call.tool_calls[0]["id"], name="consultar_fatura")]
+    messages[-1].status = status
+    return bound.invoke(messages).text
+
+
+def test_a_portuguese_question_gets_the_same_portuguese_answer_as_before():
+    assert answer("Minha fatura veio alta, pode ver?") == (
+        "Faturas e pagamentos (offline model): recebi sua mensagem. Assunto: explicação de fatura. "
+        'Você disse: "Minha fatura veio alta, pode ver?". Vou tratar disso como especialista.'
+    )
+
+
+def test_a_message_whose_language_cannot_be_told_gets_portuguese():
+    assert answer("P100?").startswith("Faturas e pagamentos (offline model): recebi sua mensagem.")
+
+
+def test_an_english_question_gets_an_english_answer():
+    text = answer("My bill is too high this month, can you check it?")
+
+    assert text == (
+        "Faturas e pagamentos (offline model): I received your message. Subject: explicação de fatura. "
+        'You said: "My bill is too high this month, can you check it?". I will look into it as a specialist.'
+    )
+    assert detect_language(unquoted(text)) == "en"
+
+
+def test_a_spanish_question_gets_a_spanish_answer():
+    text = answer("Mi factura llegó muy alta este mes, ¿puede revisarla?")
+
+    assert text.startswith("Faturas e pagamentos (modelo sin conexión): recibí su mensaje.")
+    assert text.endswith("Me ocuparé de ello como especialista.")
+    assert detect_language(unquoted(text)) == "es"
+
+
+def test_a_tool_results_summary_is_written_in_the_questions_language():
+    invoice = consultar_fatura(LINE, "INV001")
+
+    english = tool_answer("Can you check my latest bill please?", invoice)
+    portuguese = tool_answer("Pode consultar minha última fatura?", invoice)
+
+    assert english.startswith("Faturas e pagamentos (offline model): I checked our systems about your message.\n")
+    assert "valor_total: 289.9" in english and "invoice_id: INV001" in english
+    assert invoice["resumo"] not in english  # the server's Portuguese sentence
+    call = {"tool": "consultar_fatura", "status": "ok", "arguments": {"msisdn": LINE}, "result": invoice}
+    judged = asyncio.run(RuleBasedJudge().evaluate(JudgeCase("Can you check my latest bill please?", english, (call,))))
+    assert judged.details["language_matches"] == {"user": "en", "answer": "en"}
+    assert portuguese == (
+        "Faturas e pagamentos (offline model): consultei os sistemas sobre sua mensagem.\n"
+        f"- consultar_fatura: {invoice['resumo']}"
+    )
+
+
+def test_a_failed_tool_is_reported_in_the_questions_language():
+    text = tool_answer("¿Puede revisar mi última factura por favor?", {"error": "unavailable"}, status="error")
+
+    assert text == (
+        "Faturas e pagamentos (modelo sin conexión): consulté los sistemas sobre su mensaje.\n"
+        "- consultar_fatura: no pude consultarlo ahora (unavailable)."
+    )
+
+
+def test_a_handoff_is_explained_in_the_questions_language():
+    handoff = ControlTool(REQUEST_HANDOFF, ("orders_agent",)).definition()
+    bound = model(agent="billing_agent", hit_agents=("orders_agent",)).bind_tools([handoff])
+
+    call = bound.invoke([HumanMessage("Where is my order? It has not arrived yet.")]).tool_calls[0]
+
+    assert call["name"] == REQUEST_HANDOFF
+    assert call["args"]["reason"] == "The message is in the scope of orders_agent, not of billing_agent."
+    assert call["args"]["context_summary"].endswith('"; nothing checked yet.')
+
+
+def test_closing_words_are_answered_in_the_customers_language():
+    end = ControlTool(END_SUB_CONVERSATION).definition()
+    bound = model(agent="billing_agent", closing_words=("thanks", "gracias", "obrigado")).bind_tools([end])
+
+    english = bound.invoke([HumanMessage("thanks, that solved my problem")])
+    spanish = bound.invoke([HumanMessage("muchas gracias, ya quedó resuelto")])
+
+    assert (
+        english.text == "Faturas e pagamentos (offline model): glad I could help! If you need anything else, just ask."
+    )
+    assert english.tool_calls[0]["args"]["message_to_coordinator"] == "The customer closed the matter ('thanks')."
+    assert spanish.text.endswith("¡qué bueno que pude ayudar! Si necesita algo más, solo avíseme.")
+    assert spanish.tool_calls[0]["args"]["message_to_coordinator"].startswith("El cliente cerró el asunto")

@@ -1,0 +1,59 @@
+"""Which of the platform's three languages (Portuguese, Spanish, English) a text is in.
+
+:func:`detect_language` is py3langid's naive Bayes over byte n-grams with its model cut down to ``pt``, ``es``
+and ``en``. Chosen over lingua-language-detector (built from the same three languages) on 150 short customer
+messages (3 to 15 words, written without accents and with typos, 50 per language): py3langid misread 1, lingua
+2 in its high-accuracy mode and 5 in its low-accuracy mode; py3langid takes about 20 µs a 10-word message
+against lingua's 56 µs (high) and 29 µs (low), installs 4.5 MB on the numpy that scipy already brings (lingua:
+96 MB), and gives a probability per language, which is what "too uncertain to tell" is decided on. Its model
+loads once per process, on first use (about 0.7 s and 50 MB resident once the other languages' columns are
+dropped).
+
+Pure: imports no app.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+LANGUAGES = ("pt", "es", "en")
+# Below these probabilities (of three) the text is too uncertain to tell. One word needs more: "sim" reads as
+# Spanish at 0.57, "obrigado" as Portuguese at 0.79; a sentence at 0.5 beats the other two languages together.
+MIN_PROBABILITY = 0.5
+MIN_PROBABILITY_ONE_WORD = 0.9
+# Words of two letters or more: numbers, ids ("P100"), emoji and punctuation say nothing of the language.
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+_identifier: Any = None
+_identifier_lock = threading.Lock()
+
+
+def _load() -> Any:
+    """py3langid's identifier over the three languages only (its other 94 columns are never read)."""
+    global _identifier
+    with _identifier_lock:
+        if _identifier is None:
+            from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier  # type: ignore[import-untyped]
+            from py3langid.modelio import load_model  # type: ignore[import-untyped]
+
+            ptc, pc, classes, nextmove, row, output = load_model(MODEL_DIR / MODEL_FILE)
+            columns = [classes.index(language) for language in LANGUAGES]
+            _identifier = LanguageIdentifier(
+                ptc[:, columns].copy(), pc[columns], list(LANGUAGES), nextmove, output, norm_probs=True, tk_row=row
+            )
+    return _identifier
+
+
+def detect_language(text: str) -> str | None:
+    """``"pt"``, ``"es"`` or ``"en"``; ``None`` when ``text`` has no word, or is too short or too uncertain.
+
+    The text's words alone are read (numbers, ids and emoji left out). Thread-safe; the first call loads the model.
+    """
+    words = _WORD.findall(text)
+    if not words:
+        return None
+    language, probability = (_identifier or _load()).classify(" ".join(words))
+    needed = MIN_PROBABILITY_ONE_WORD if len(words) == 1 else MIN_PROBABILITY
+    return language if probability >= needed else None
