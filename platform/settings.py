@@ -315,6 +315,11 @@ OFFLINE_LLM_LATENCY_MS = env.integer("OFFLINE_LLM_LATENCY_MS", 0)
 ROUTER_LLM_BASE_URL = env.string("ROUTER_LLM_BASE_URL")
 ROUTER_LLM_API_KEY = env.string("ROUTER_LLM_API_KEY")
 ROUTER_LLM_MODEL = env.string("ROUTER_LLM_MODEL")
+# Optional OpenAI-compatible embeddings endpoint for the examples tier (routing/embeddings.py); empty = offline TF-IDF.
+ROUTER_EMBEDDINGS_BASE_URL = env.string("ROUTER_EMBEDDINGS_BASE_URL")
+ROUTER_EMBEDDINGS_API_KEY = env.string("ROUTER_EMBEDDINGS_API_KEY")
+ROUTER_EMBEDDINGS_MODEL = env.string("ROUTER_EMBEDDINGS_MODEL", "text-embedding-3-small")
+ROUTER_EMBEDDINGS_TIMEOUT = env.decimal("ROUTER_EMBEDDINGS_TIMEOUT", 5.0)
 
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)
 MCP_RETAIL_PORT = env.integer("MCP_RETAIL_PORT", 8200)

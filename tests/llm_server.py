@@ -4,18 +4,74 @@ It speaks the Chat Completions wire format over real HTTP so that the code
 under test goes through langchain-openai and the openai client unchanged.
 Tests queue replies (text, tool calls, structured output, HTTP errors,
 delays) and read back what the server received.
+
+It also answers ``POST /v1/embeddings`` in the OpenAI shape (floats, or
+base64 as the openai client asks by default) with :func:`embed_text`: a
+deterministic hashed bag of words and character trigrams, so texts that share
+words are close. Tests can make the next calls fail and read back every
+embeddings request (:attr:`ScriptedLLMServer.embedding_requests`).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import re
+import struct
 import threading
 import time
+import unicodedata
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+EMBEDDING_DIMENSIONS = 256
+WORD_WEIGHT, TRIGRAM_WEIGHT = 1.0, 0.5
+_WORD = re.compile(r"\w+")
+
+
+def _bucket(feature: str, dimensions: int) -> int:
+    # hashlib, not hash(): the same text must give the same vector in every process
+    return int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big") % dimensions
+
+
+def embed_text(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """The scripted embedding of ``text``: its words (lower case, accents dropped) and their character trigrams
+    hashed into ``dimensions`` buckets, L2-normalised; all zeros for a text without a word."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
+    vector = [0.0] * dimensions
+    for word in _WORD.findall(plain):
+        vector[_bucket(f"w:{word}", dimensions)] += WORD_WEIGHT
+        padded = f" {word} "
+        for start in range(len(padded) - 2):
+            vector[_bucket(f"c:{padded[start : start + 3]}", dimensions)] += TRIGRAM_WEIGHT
+    norm = math.sqrt(sum(value * value for value in vector))
+    return [value / norm for value in vector] if norm else vector
+
+
+def _embedding_inputs(value: Any) -> list[str | list[int]]:
+    """The API's ``input``: a string, a list of strings, one token array, or a list of token arrays."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(item, int) for item in value):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, str | list) for item in value):
+        return list(value)
+    raise ValueError("input must be a string, an array of strings or an array of token arrays")
+
+
+@dataclass
+class EmbeddingsRequest:
+    """What one ``/v1/embeddings`` call carried."""
+
+    inputs: list[str | list[int]]  # token arrays as sent (the scripted vectors hash their numbers as words)
+    model: str
+    authorization: str  # the Authorization header ("Bearer <key>")
+    body: dict[str, Any]
 
 
 @dataclass
@@ -36,7 +92,9 @@ class ScriptedLLMServer:
     def __init__(self, default: str = "scripted answer") -> None:
         self.default = default
         self.replies: deque[Reply] = deque()
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []  # chat completion bodies
+        self.embedding_requests: list[EmbeddingsRequest] = []
+        self.embedding_replies: deque[Reply] = deque()  # scripted failures or delays of the next embeddings calls
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -79,6 +137,24 @@ class ScriptedLLMServer:
     def _next(self) -> Reply:
         with self._lock:
             return self.replies.popleft() if self.replies else Reply(content=self.default)
+
+    def embeddings_error(self, status: int = 500, *, times: int = 1, delay: float = 0.0) -> None:
+        """The next ``times`` embeddings calls answer ``status`` (an OpenAI-shaped error body)."""
+        self.embedding_replies.extend(Reply(status=status, delay=delay) for _ in range(times))
+
+    def embeddings_slowly(self, delay: float) -> None:
+        """The next embeddings call answers after ``delay`` seconds."""
+        self.embedding_replies.append(Reply(delay=delay))
+
+    @property
+    def embedding_inputs(self) -> list[str | list[int]]:
+        """Every text embedded so far, in the order received."""
+        with self._lock:
+            return [text for request in self.embedding_requests for text in request.inputs]
+
+    def _next_embeddings(self) -> Reply:
+        with self._lock:
+            return self.embedding_replies.popleft() if self.embedding_replies else Reply()
 
     # -- HTTP -----------------------------------------------------------------
 
@@ -134,9 +210,53 @@ class ScriptedLLMServer:
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
+            def _embeddings(self, body: dict[str, Any]) -> None:
+                try:
+                    inputs = _embedding_inputs(body.get("input"))
+                except ValueError as error:
+                    self._send(400, {"error": {"message": str(error), "type": "invalid_request_error"}})
+                    return
+                request = EmbeddingsRequest(
+                    inputs=inputs,
+                    model=str(body.get("model", "")),
+                    authorization=self.headers.get("Authorization", ""),
+                    body=body,
+                )
+                with server._lock:
+                    server.embedding_requests.append(request)
+                reply = server._next_embeddings()
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server_error"}})
+                    return
+                dimensions = int(body.get("dimensions") or EMBEDDING_DIMENSIONS)
+                data: list[dict[str, Any]] = []
+                tokens = 0
+                for index, item in enumerate(inputs):
+                    text = item if isinstance(item, str) else " ".join(f"t{token}" for token in item)
+                    tokens += len(_WORD.findall(text))
+                    vector = embed_text(text, dimensions)
+                    embedding: list[float] | str = vector
+                    if body.get("encoding_format") == "base64":  # little-endian float32, as OpenAI sends it
+                        embedding = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+                    data.append({"object": "embedding", "index": index, "embedding": embedding})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": request.model,
+                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                    },
+                )
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    self._embeddings(body)
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "not found"}})
                     return

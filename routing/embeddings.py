@@ -1,0 +1,272 @@
+"""The examples tier's vectoriser over an OpenAI-compatible ``/v1/embeddings`` endpoint, through langchain-openai.
+
+An :class:`EmbeddingsVectoriser` is what :class:`routing.examples.ExampleIndex` builds with when a profile asks
+for embeddings and ``ROUTER_EMBEDDINGS_BASE_URL`` is set: ``fit`` embeds the examples in batches when the
+router compiles, ``vector`` / ``avector`` embed one message. Rows and vectors are float32 and L2-normalised, so
+the index's dense product is the cosine similarity.
+
+Embeddings are kept in one process-wide cache keyed by (endpoint, model, text), bounded in bytes and forgetting
+the least recently used first: recompiling a profile whose examples did not change makes no HTTP call, and a
+message seen before is not embedded again.
+
+A call is made once (no retry) within ``timeout``; any failure — the endpoint down or slow, an error status, an
+answer of the wrong shape — raises :class:`EmbeddingsUnavailable`, and the router goes on to its next tier.
+
+No ORM; the settings are read only by :func:`embeddings_configured` and :func:`embeddings_vectoriser`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+CACHE_BYTES = 64 * 2**20  # ~11,000 embeddings of 1,536 dimensions
+BATCH_SIZE = 256  # texts per request when the examples are embedded
+NO_KEY = "not-needed"  # what a keyless local endpoint gets as the key (the openai client insists on one)
+
+CacheKey = tuple[str, str, str]  # (base URL, model, text)
+
+
+class EmbeddingsUnavailable(Exception):
+    """The embeddings endpoint could not embed the texts: unreachable, too slow, an error status, or an answer
+    of the wrong shape. The message names the endpoint and the model."""
+
+
+class EmbeddingsCache:
+    """Embeddings by (base URL, model, text); beyond ``max_bytes`` of vectors the least recently used are
+    forgotten. Thread-safe."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.size_bytes = 0
+        self._vectors: OrderedDict[CacheKey, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def get(self, key: CacheKey) -> np.ndarray | None:
+        with self._lock:
+            vector = self._vectors.get(key)
+            if vector is not None:
+                self._vectors.move_to_end(key)
+            return vector
+
+    def put(self, key: CacheKey, vector: np.ndarray) -> None:
+        if vector.nbytes > self.max_bytes:
+            return
+        with self._lock:
+            old = self._vectors.pop(key, None)
+            if old is not None:
+                self.size_bytes -= old.nbytes
+            self._vectors[key] = vector
+            self.size_bytes += vector.nbytes
+            while self.size_bytes > self.max_bytes:
+                _, dropped = self._vectors.popitem(last=False)
+                self.size_bytes -= dropped.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+            self.size_bytes = 0
+
+
+CACHE = EmbeddingsCache()
+
+
+def clear_cache() -> None:
+    """Forget every cached embedding (tests; after an endpoint's model changed behind the same name)."""
+    CACHE.clear()
+
+
+def _normalised(rows: Any) -> np.ndarray:
+    matrix = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+class EmbeddingsVectoriser:
+    """Embeds texts through ``langchain_openai.OpenAIEmbeddings`` (see the module docstring).
+
+    ``fit(texts)`` is the examples' dense matrix (float32, one L2-normalised row per text); ``vector(text)`` and
+    ``await avector(text)`` a message's vector. All three raise :class:`EmbeddingsUnavailable` when the endpoint
+    fails. A blank text is a zero vector and costs no call (once the dimension is known).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        timeout: float = 5.0,
+        *,
+        batch_size: int = BATCH_SIZE,
+        cache: EmbeddingsCache | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.batch_size = batch_size
+        self.name = f"embeddings:{model}"
+        self.cache = CACHE if cache is None else cache
+        self.dimensions: int | None = None
+        self._client: Any = None
+        # An async HTTP connection belongs to the event loop that opened it: one client per loop.
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"EmbeddingsVectoriser({self.base_url!r}, {self.model!r})"
+
+    # -- clients --------------------------------------------------------------
+
+    def _new_client(self) -> Any:
+        from langchain_openai import OpenAIEmbeddings
+
+        options: dict[str, Any] = {
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key": self.api_key or NO_KEY,
+            "timeout": self.timeout,
+            "max_retries": 0,  # the router has a next tier; a retry would only spend the message's time
+            "chunk_size": self.batch_size,
+            # Send the texts themselves: token arrays need tiktoken's downloaded tables and only OpenAI's own
+            # endpoint reads them.
+            "check_embedding_ctx_length": False,
+        }
+        return OpenAIEmbeddings(**options)
+
+    def _sync_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._new_client()
+            return self._client
+
+    def _async_client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async_clients.get(loop)
+            if client is None:
+                client = self._async_clients[loop] = self._new_client()
+            return client
+
+    # -- embedding ------------------------------------------------------------
+
+    def _failure(self, error: BaseException) -> EmbeddingsUnavailable:
+        return EmbeddingsUnavailable(
+            f"The embeddings endpoint {self.base_url} (model {self.model}) failed: {type(error).__name__}: {error}"
+        )
+
+    def _checked(self, texts: Sequence[str], answer: Any) -> np.ndarray:
+        """The endpoint's answer as normalised float32 rows, or :class:`EmbeddingsUnavailable` when it is not
+        one vector per text, all of the same dimension."""
+        try:
+            rows = _normalised(answer)
+        except (TypeError, ValueError) as error:  # ragged or not numbers
+            raise self._failure(error) from error
+        if rows.ndim != 2 or len(rows) != len(texts) or not rows.shape[1]:
+            raise EmbeddingsUnavailable(
+                f"The embeddings endpoint {self.base_url} (model {self.model}) answered {rows.shape} "
+                f"for {len(texts)} texts."
+            )
+        if self.dimensions is not None and rows.shape[1] != self.dimensions:
+            raise EmbeddingsUnavailable(
+                f"The embeddings endpoint {self.base_url} (model {self.model}) answered vectors of "
+                f"{rows.shape[1]} dimensions, not {self.dimensions}."
+            )
+        self.dimensions = rows.shape[1]
+        for text, row in zip(texts, rows, strict=True):
+            self.cache.put((self.base_url, self.model, text), row)
+        return rows
+
+    def _cached(self, texts: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
+        """The texts' cached vectors, and the texts to fetch (blank ones are not: see :meth:`_row`)."""
+        known: dict[str, np.ndarray] = {}
+        missing: list[str] = []
+        for text in dict.fromkeys(texts):
+            vector = self.cache.get((self.base_url, self.model, text))
+            if vector is not None:
+                known[text] = vector
+                self.dimensions = self.dimensions or len(vector)
+            elif text.strip():
+                missing.append(text)
+        return known, missing
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import httpx
+        import openai
+
+        try:
+            return self._sync_client().embed_documents(list(texts))
+        except (openai.OpenAIError, httpx.HTTPError, KeyError, TypeError, ValueError) as error:
+            raise self._failure(error) from error
+
+    async def _aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        import httpx
+        import openai
+
+        try:
+            return await self._async_client().aembed_documents(list(texts))
+        except (openai.OpenAIError, httpx.HTTPError, KeyError, TypeError, ValueError) as error:
+            raise self._failure(error) from error
+
+    def _row(self, text: str, known: dict[str, np.ndarray]) -> np.ndarray:
+        """``text``'s vector: fetched or cached, or zeros for a blank text (which endpoints refuse)."""
+        vector = known.get(text)
+        if vector is not None:
+            return vector
+        if self.dimensions is None:
+            raise EmbeddingsUnavailable(f"Nothing to embed in {text!r}, and no dimension known yet ({self.name}).")
+        return np.zeros(self.dimensions, dtype=np.float32)
+
+    def fit(self, texts: Sequence[str]) -> np.ndarray:
+        """The texts' embeddings, one L2-normalised float32 row each; only texts not in the cache are sent, in
+        batches of ``batch_size``."""
+        known, missing = self._cached(texts)
+        if missing:
+            known.update(zip(missing, self._checked(missing, self._embed(missing)), strict=True))
+        if not texts:
+            return np.zeros((0, self.dimensions or 0), dtype=np.float32)
+        return np.stack([self._row(text, known) for text in texts])
+
+    def vector(self, text: str) -> np.ndarray:
+        """One message's embedding (L2-normalised float32)."""
+        known, missing = self._cached([text])
+        if missing:
+            return self._checked(missing, self._embed(missing))[0]
+        return self._row(text, known)
+
+    async def avector(self, text: str) -> np.ndarray:
+        """:meth:`vector` without blocking the event loop."""
+        known, missing = self._cached([text])
+        if missing:
+            return self._checked(missing, await self._aembed(missing))[0]
+        return self._row(text, known)
+
+
+def embeddings_configured() -> bool:
+    """An embeddings endpoint is configured (``ROUTER_EMBEDDINGS_BASE_URL`` and ``ROUTER_EMBEDDINGS_MODEL``)."""
+    from django.conf import settings
+
+    return bool(settings.ROUTER_EMBEDDINGS_BASE_URL and settings.ROUTER_EMBEDDINGS_MODEL)
+
+
+def embeddings_vectoriser() -> EmbeddingsVectoriser | None:
+    """The configured endpoint's vectoriser, or ``None`` when there is none (the examples tier stays offline)."""
+    from django.conf import settings
+
+    if not embeddings_configured():
+        return None
+    return EmbeddingsVectoriser(
+        base_url=settings.ROUTER_EMBEDDINGS_BASE_URL,
+        model=settings.ROUTER_EMBEDDINGS_MODEL,
+        api_key=settings.ROUTER_EMBEDDINGS_API_KEY,
+        timeout=float(settings.ROUTER_EMBEDDINGS_TIMEOUT),
+    )

@@ -1,0 +1,210 @@
+"""The examples tier's embeddings vectoriser over real HTTP: langchain-openai against the scripted server's
+``/v1/embeddings`` (tests/llm_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from routing.embeddings import (
+    EmbeddingsCache,
+    EmbeddingsUnavailable,
+    EmbeddingsVectoriser,
+    clear_cache,
+    embeddings_configured,
+    embeddings_vectoriser,
+)
+from routing.examples import ExampleIndex
+from tests.llm_server import EMBEDDING_DIMENSIONS, ScriptedLLMServer, embed_text
+
+EXAMPLES = [
+    ("billing_invoice", ["quero pagar minha fatura", "segunda via da conta de luz", "minha fatura veio alta"]),
+    ("order_tracking", ["onde está meu pedido", "rastrear minha encomenda", "o pedido não chegou"]),
+    ("plan_change", ["quero mudar de plano", "trocar meu plano de internet"]),
+]
+EXAMPLE_COUNT = sum(len(texts) for _, texts in EXAMPLES)
+
+
+@pytest.fixture
+def server():
+    clear_cache()  # the cache is process-wide: every test starts without it
+    running = ScriptedLLMServer().start()
+    yield running
+    running.stop()
+    clear_cache()
+
+
+def vectoriser_for(server: ScriptedLLMServer, **options) -> EmbeddingsVectoriser:
+    return EmbeddingsVectoriser(base_url=server.base_url, model="embed-small", api_key="emb-key", **options)
+
+
+def test_the_examples_are_embedded_over_http_and_the_right_intent_ranks_first(server):
+    vectoriser = vectoriser_for(server)
+
+    index = ExampleIndex.build(EXAMPLES, vectoriser)
+
+    assert index is not None
+    assert isinstance(index.matrix, np.ndarray) and index.matrix.dtype == np.float32
+    assert index.matrix.shape == (EXAMPLE_COUNT, EMBEDDING_DIMENSIONS)
+    assert np.allclose(np.linalg.norm(index.matrix, axis=1), 1.0, atol=1e-5)
+    assert len(server.embedding_requests) == 1  # one batch for all the examples
+    assert server.embedding_inputs == [text for _, texts in EXAMPLES for text in texts]
+    assert np.allclose(index.matrix[0], embed_text("quero pagar minha fatura"), atol=1e-6)
+
+    match = index.match(vectoriser.vector("preciso pagar a fatura deste mês"))
+    assert match.best[0] == "billing_invoice"
+    assert match.nearest[0].example == "quero pagar minha fatura"
+    assert match.vectoriser == "embeddings:embed-small"
+    assert index.match(vectoriser.vector("meu pedido ainda não chegou")).best[0] == "order_tracking"
+    assert len(server.embedding_requests) == 3  # one call per new message
+
+
+def test_the_examples_are_sent_in_batches(server):
+    vectoriser = vectoriser_for(server, batch_size=3)
+
+    matrix = vectoriser.fit([text for _, texts in EXAMPLES for text in texts])
+
+    assert [len(request.inputs) for request in server.embedding_requests] == [3, 3, 2]
+    assert matrix.shape == (EXAMPLE_COUNT, EMBEDDING_DIMENSIONS)
+
+
+def test_each_request_carries_the_api_key_as_a_bearer_token_and_the_model_name(server):
+    vectoriser_for(server).vector("onde está meu pedido")
+
+    (request,) = server.embedding_requests
+    assert request.authorization == "Bearer emb-key"
+    assert request.model == "embed-small"
+    assert request.inputs == ["onde está meu pedido"]  # text, not token arrays
+
+
+def test_recompiling_unchanged_examples_makes_no_http_call(server):
+    ExampleIndex.build(EXAMPLES, vectoriser_for(server))
+    calls = len(server.embedding_requests)
+
+    again = ExampleIndex.build(EXAMPLES, vectoriser_for(server))  # a new vectoriser: the cache is the process's
+    assert len(server.embedding_requests) == calls
+    assert again is not None and again.match(again.vectoriser.vector("quero pagar minha fatura")).best[0] == (
+        "billing_invoice"
+    )
+
+    grown = [*EXAMPLES, ("cancellation", ["quero cancelar meu pedido"])]
+    ExampleIndex.build(grown, vectoriser_for(server))
+    assert len(server.embedding_requests) == calls + 1
+    assert server.embedding_requests[-1].inputs == ["quero cancelar meu pedido"]  # only the new example is sent
+
+
+def test_the_cache_is_per_endpoint_and_model(server):
+    vectoriser_for(server).fit(["quero mudar de plano"])
+
+    EmbeddingsVectoriser(base_url=server.base_url, model="embed-large", api_key="emb-key").fit(["quero mudar de plano"])
+
+    assert [request.model for request in server.embedding_requests] == ["embed-small", "embed-large"]
+
+
+def test_the_cache_forgets_the_least_recently_used_embeddings_beyond_its_size():
+    vector = np.ones(4, dtype=np.float32)
+    cache = EmbeddingsCache(max_bytes=3 * vector.nbytes)
+    for text in ["a", "b", "c"]:
+        cache.put(("url", "model", text), vector)
+    assert cache.get(("url", "model", "a")) is not None  # "a" is now the most recently used
+
+    cache.put(("url", "model", "d"), vector)
+
+    assert cache.get(("url", "model", "b")) is None
+    assert all(cache.get(("url", "model", text)) is not None for text in ["a", "c", "d"])
+    assert cache.size_bytes == 3 * vector.nbytes
+
+
+def test_a_vectoriser_refits_over_http_once_its_cache_no_longer_holds_the_examples(server):
+    texts = [text for _, texts in EXAMPLES for text in texts]
+    small = EmbeddingsCache(max_bytes=2 * EMBEDDING_DIMENSIONS * 4)  # two embeddings
+    vectoriser = vectoriser_for(server, cache=small)
+
+    vectoriser.fit(texts)
+    vectoriser.fit(texts)
+
+    assert len(server.embedding_requests) == 2
+    assert server.embedding_requests[-1].inputs == texts[:-2]  # the cache kept the two last, sends the rest again
+    assert len(small) == 2
+
+
+def test_avector_embeds_a_message_from_any_event_loop(server):
+    vectoriser = vectoriser_for(server)
+    index = ExampleIndex.build(EXAMPLES, vectoriser)
+    assert index is not None
+
+    first = asyncio.run(vectoriser.avector("quero trocar de plano de celular"))
+    second = asyncio.run(vectoriser.avector("rastrear o pedido"))  # a new loop: a client of its own
+
+    assert index.match(first).best[0] == "plan_change"
+    assert index.match(second).best[0] == "order_tracking"
+    assert first.dtype == np.float32 and np.allclose(first, embed_text("quero trocar de plano de celular"), atol=1e-6)
+    assert server.embedding_inputs[-2:] == ["quero trocar de plano de celular", "rastrear o pedido"]
+    assert np.array_equal(vectoriser.vector("rastrear o pedido"), second)  # cached: no further call
+    assert len(server.embedding_requests) == 3
+
+
+def test_a_blank_message_scores_nothing_without_a_call(server):
+    vectoriser = vectoriser_for(server)
+    index = ExampleIndex.build(EXAMPLES, vectoriser)
+    assert index is not None
+    calls = len(server.embedding_requests)
+
+    match = index.match(vectoriser.vector("   "))
+
+    assert match.ranking == () and len(server.embedding_requests) == calls
+
+
+def test_an_endpoint_answering_500_raises_embeddings_unavailable(server):
+    vectoriser = vectoriser_for(server)
+    server.embeddings_error(500, times=3)
+
+    with pytest.raises(EmbeddingsUnavailable, match="embed-small"):
+        vectoriser.fit(["quero pagar minha fatura"])
+    with pytest.raises(EmbeddingsUnavailable):
+        vectoriser.vector("quero pagar minha fatura")
+    with pytest.raises(EmbeddingsUnavailable):
+        asyncio.run(vectoriser.avector("quero pagar minha fatura"))
+
+    assert len(server.embedding_requests) == 3  # no retry: the router falls through to its next tier instead
+    assert vectoriser.vector("quero pagar minha fatura").shape == (EMBEDDING_DIMENSIONS,)  # a failure is not cached
+
+
+def test_a_slow_endpoint_raises_embeddings_unavailable_after_the_timeout(server):
+    vectoriser = vectoriser_for(server, timeout=0.2)
+    server.embeddings_slowly(2.0)
+
+    with pytest.raises(EmbeddingsUnavailable, match="APITimeoutError"):
+        vectoriser.vector("quero pagar minha fatura")
+
+
+def test_an_endpoint_that_is_not_running_raises_embeddings_unavailable():
+    stopped = ScriptedLLMServer().start()
+    base_url = stopped.base_url
+    stopped.stop()
+
+    with pytest.raises(EmbeddingsUnavailable):
+        EmbeddingsVectoriser(base_url=base_url, model="embed-small", api_key="").fit(["quero pagar minha fatura"])
+
+
+def test_the_settings_configure_the_vectoriser(settings, server):
+    settings.ROUTER_EMBEDDINGS_BASE_URL = ""
+    assert not embeddings_configured()
+    assert embeddings_vectoriser() is None
+
+    settings.ROUTER_EMBEDDINGS_BASE_URL = server.base_url
+    settings.ROUTER_EMBEDDINGS_API_KEY = "settings-key"
+    settings.ROUTER_EMBEDDINGS_MODEL = "settings-model"
+    settings.ROUTER_EMBEDDINGS_TIMEOUT = 3.0
+
+    vectoriser = embeddings_vectoriser()
+    assert embeddings_configured() and vectoriser is not None
+    assert (vectoriser.name, vectoriser.base_url, vectoriser.timeout) == (
+        "embeddings:settings-model",
+        server.base_url,
+        3.0,
+    )
+    vectoriser.vector("oi")
+    assert server.embedding_requests[-1].authorization == "Bearer settings-key"
