@@ -184,6 +184,15 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
             },
         ),
         (
+            "Examples tier",
+            {
+                "fields": ["examples_enabled", "examples_vectoriser", "examples_threshold", "examples_margin"],
+                "description": "When no keyword matches, the message is compared with every intent's examples; the "
+                "nearest intent wins when its score reaches the threshold and beats the runner-up by the margin "
+                "(then the LLM classifier, then the fallback). Calibrate both from the saved routing tests.",
+            },
+        ),
+        (
             "Goal mode",
             {
                 "fields": ["goal_threshold", "goal_domains"],

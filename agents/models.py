@@ -18,6 +18,11 @@ from agents.schemas import (
 slug_validator_message = "Use lowercase letters, digits and underscores, starting with a letter."
 
 
+class ExamplesVectoriser(models.TextChoices):
+    OFFLINE = "offline", "Offline (character n-gram TF-IDF, no model)"
+    EMBEDDINGS = "embeddings", "Embeddings endpoint (ROUTER_EMBEDDINGS_*)"
+
+
 class RoutingMode(models.TextChoices):
     ROUTER = "router", "Router (one specialist per turn)"
     SUPERVISOR = "supervisor", "Supervisor (plan of one or more specialists)"
@@ -181,6 +186,30 @@ class AgentProfile(models.Model):
     hybrid_followup_max_chars = models.PositiveIntegerField(
         default=40,
         help_text="Hybrid mode: messages up to this length that hit no intent stay with the active specialist.",
+    )
+    # The examples tier (routing.examples): between keywords and the LLM classifier.
+    examples_enabled = models.BooleanField(
+        default=True,
+        help_text="When no keyword matches, route by similarity to the intents' examples (before the LLM classifier).",
+    )
+    examples_vectoriser = models.CharField(
+        max_length=16,
+        choices=ExamplesVectoriser.choices,
+        default=ExamplesVectoriser.OFFLINE,
+        help_text="How examples and messages are compared. Embeddings need ROUTER_EMBEDDINGS_BASE_URL; without "
+        "it the offline vectoriser is used.",
+    )
+    examples_threshold = models.FloatField(
+        default=0.45,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="The nearest example's similarity must reach this for its intent to win. Chosen by "
+        "calibration from the saved routing tests.",
+    )
+    examples_margin = models.FloatField(
+        default=0.05,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="…and beat the runner-up intent's by this much; closer calls go on to the classifier or the "
+        "fallback. Chosen by calibration.",
     )
     goal_threshold = models.FloatField(
         default=DEFAULT_GOAL_THRESHOLD,

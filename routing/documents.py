@@ -13,6 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from routing.examples import ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.snapshot import LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
@@ -40,6 +41,10 @@ PROFILE_FIELDS = (
     "denial_words",
     "closing_words",
     "hybrid_followup_max_chars",
+    "examples_enabled",
+    "examples_vectoriser",
+    "examples_threshold",
+    "examples_margin",
     "llm_model",
     "llm_temperature",
     "guardrails",
@@ -269,6 +274,19 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
     return documents
 
 
+def examples_index(
+    intents: tuple[IntentSpec, ...], profile: Mapping[str, Any], state_only: set[str]
+) -> ExampleIndex | None:
+    """The profile's examples tier, or ``None`` when it is off. A version published before the tier existed has no
+    ``examples_enabled`` and keeps routing as it did: off. Intents reached only through a state policy (``state_only``:
+    a policy's intent with no keyword, such as a confirmation's "sim") are left out: their examples mean something
+    only in that state, which the state policy already routes."""
+    if not profile.get("examples_enabled", False):
+        return None
+    examples = tuple((intent.name, intent.examples) for intent in intents if intent.name not in state_only)
+    return examples_compile(examples, profile.get("examples_vectoriser", "offline"))
+
+
 def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None = None) -> ProfileSpec:
     """The runtime profile of ``document`` (pure: no ORM): what the snapshot serves for the profile ``pk``.
 
@@ -346,6 +364,8 @@ def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None
             )
         )
 
+    # A state policy's intent with no keyword of its own is reached only in that state.
+    state_only = {policy.intent for policy in policies if policy.intent and not intent_of[policy.intent].keywords}
     fallback = profile["fallback_specialist"]
     fallback_agent = fallback if fallback in specialists else min(specialists, default="")
     return ProfileSpec(
@@ -375,6 +395,9 @@ def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None
             fallback_agent=fallback_agent,
             llm_enabled=profile["llm_router_enabled"],
             llm_threshold=profile["llm_router_threshold"],
+            examples=examples_index(intents, profile, state_only),
+            examples_threshold=profile.get("examples_threshold", 1.0),
+            examples_margin=profile.get("examples_margin", 0.0),
         ),
         coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",
         loop_safety=LoopSafety(

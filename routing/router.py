@@ -10,9 +10,12 @@ Decision order (router mode), recorded as ``method``:
 
 1. ``state``   — the conversation's state has an enabled state policy;
 2. ``keyword`` — enabled intents whose keywords occur in the message;
-3. ``llm``     — the classifier, when enabled for the profile and confident
+3. ``examples`` — the intent whose examples the message is most similar to,
+   when that similarity reaches the profile's threshold and beats the
+   runner-up intent's by its margin (:mod:`routing.examples`);
+4. ``llm``     — the classifier, when enabled for the profile and confident
    enough (at or above the profile's threshold);
-4. ``fallback`` — the profile's fallback specialist.
+5. ``fallback`` — the profile's fallback specialist.
 
 Keyword ties are broken deterministically, in this order:
 
@@ -25,6 +28,7 @@ Keyword ties are broken deterministically, in this order:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -32,9 +36,21 @@ from typing import Any, Literal
 import ahocorasick
 
 from common.text import normalize
+from routing.examples import ExampleIndex, ExamplesMatch
+
+logger = logging.getLogger(__name__)
 
 Method = Literal[
-    "state", "followup", "keyword", "llm", "fallback", "coordinator", "sub_conversation", "permission", "goal"
+    "state",
+    "followup",
+    "keyword",
+    "examples",
+    "llm",
+    "fallback",
+    "coordinator",
+    "sub_conversation",
+    "permission",
+    "goal",
 ]
 
 FALLBACK_INTENT = "fallback"
@@ -151,8 +167,14 @@ class CompiledRouter:
         fallback_agent: str = "",
         llm_enabled: bool = False,
         llm_threshold: float = 0.6,
+        examples: ExampleIndex | None = None,
+        examples_threshold: float = 1.0,
+        examples_margin: float = 0.0,
     ) -> None:
         self.intents = intents
+        self.examples = examples
+        self.examples_threshold = examples_threshold
+        self.examples_margin = examples_margin
         self.intents_by_name = {intent.name: intent for intent in intents}
         self.state_policies = {policy.state: policy for policy in state_policies}
         self.fallback_agent = fallback_agent
@@ -318,6 +340,45 @@ class CompiledRouter:
             metadata={"followup_max_chars": max_chars},
         )
 
+    def examples_match(self, text: str) -> ExamplesMatch | None:
+        """How ``text`` scores against the examples (offline vectoriser), or ``None`` without an examples tier."""
+        return self.examples.match_text(text) if self.examples is not None else None
+
+    async def examples_amatch(self, text: str) -> ExamplesMatch | None:
+        """:meth:`examples_match`, the message embedded over HTTP when the tier uses an embeddings endpoint; an
+        endpoint that fails leaves the decision to the next tier (``None``)."""
+        if self.examples is None:
+            return None
+        avector = getattr(self.examples.vectoriser, "avector", None)
+        if avector is None:
+            return self.examples.match_text(text)
+        try:
+            vector = await avector(text)
+        except Exception as exc:  # noqa: BLE001 — any endpoint failure means "the tier does not decide"
+            logger.warning("examples tier: the embeddings endpoint failed: %s", exc)
+            return None
+        return self.examples.match(vector)
+
+    def from_examples(self, match: ExamplesMatch | None) -> RouteDecision | None:
+        """A decision from the examples tier, when its best intent clears the threshold and the margin."""
+        if match is None or not match.decides(self.examples_threshold, self.examples_margin):
+            return None
+        intent = self.intents_by_name.get(match.best[0])
+        if intent is None:
+            return None
+        return RouteDecision(
+            route=intent.agent,
+            agent=intent.agent,
+            intent=intent.name,
+            confidence=round(match.best[1], 2),
+            reason=match.why(self.examples_threshold, self.examples_margin),
+            method="examples",
+            next_state=intent.next_state or None,
+            domain=intent.domain or None,
+            mcp_tools=list(intent.mcp_tools),
+            metadata={"examples": match.as_metadata(self.examples_threshold, self.examples_margin)},
+        )
+
     def from_classification(self, result: Classification | None) -> RouteDecision | None:
         """A decision from the classifier's answer, or ``None`` when it is unknown or not confident."""
         if result is None:
@@ -405,12 +466,18 @@ class CompiledRouter:
             active_intent=active_intent,
             followup_max_chars=followup_max_chars,
         )
+        match: ExamplesMatch | None = None
+        if decision is None and self.examples is not None:
+            match = await self.examples_amatch(text)
+            decision = self.from_examples(match)
         classification: Classification | None = None
         if decision is None and self.llm_enabled and classifier is not None and self.intents:
             classification = await classifier(text, self.intents)
             decision = self.from_classification(classification)
         if decision is None:
             reason = "No state policy, keyword or classifier decided."
+            if match is not None:
+                reason = f"No state policy or keyword decided; examples: {match.why(*self._examples_rule)}"
             if classification is not None:
                 reason = (
                     f"Classifier proposed {classification.intent!r} with confidence "
@@ -419,15 +486,25 @@ class CompiledRouter:
             decision = self.fallback(reason)
         if classification is not None:
             decision.metadata["classifier"] = asdict(classification)
+        if match is not None and decision.method != "examples":
+            # Why the examples did not decide (the route preview explains it).
+            decision.metadata["examples"] = match.as_metadata(*self._examples_rule)
         return self.mark_handoff(decision, active_agent)
+
+    @property
+    def _examples_rule(self) -> tuple[float, float]:
+        return self.examples_threshold, self.examples_margin
 
     def route_sync(
         self, text: str, *, state: str | None = None, active_agent: str = "", mode: str = "router"
     ) -> RouteDecision:
-        """The same order without the classifier step (for previews and benchmarks)."""
+        """The same order without the classifier step (for benchmarks); the examples tier with its offline
+        vectoriser only."""
         decision = self._decide_without_model(
             text, state=state, mode=mode, active_agent=active_agent, active_intent="", followup_max_chars=0
         )
+        if decision is None and self.examples is not None and not hasattr(self.examples.vectoriser, "avector"):
+            decision = self.from_examples(self.examples_match(text))
         return self.mark_handoff(decision or self.fallback(), active_agent)
 
 

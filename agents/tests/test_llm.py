@@ -132,6 +132,8 @@ def test_a_classifier_error_falls_back_instead_of_failing(api, llm_routing, scri
 
 
 def test_the_offline_classifier_picks_the_most_similar_intent(api, llm_routing):
+    llm_routing.examples_enabled = False  # the examples tier would decide first (next test)
+    llm_routing.save()
     intent = llm_routing.intents.get(name="retail_order_tracking")
     intent.examples = ["cadê minha encomenda", "minha encomenda não chegou"]
     intent.save()
@@ -140,3 +142,15 @@ def test_the_offline_classifier_picks_the_most_similar_intent(api, llm_routing):
 
     assert (decision["method"], decision["intent"]) == ("llm", "retail_order_tracking")
     assert "Offline classifier" in decision["reason"]
+
+
+def test_the_examples_tier_decides_before_the_classifier(api, llm_routing):
+    intent = llm_routing.intents.get(name="retail_order_tracking")
+    intent.examples = ["cadê minha encomenda", "minha encomenda não chegou"]
+    intent.save()
+
+    decision = send(api, "Cadê minha encomenda?").json()["metadata"]["route_decision"]
+
+    assert (decision["method"], decision["intent"]) == ("examples", "retail_order_tracking")
+    assert "classifier" not in decision["metadata"]
+    assert decision["metadata"]["examples"]["nearest"][0]["example"] == "cadê minha encomenda"

@@ -160,6 +160,12 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
             "allow_handoff": profile.handoffs_enabled,
             "goal_threshold": profile.goal_threshold,
             "goal_domains": _sorted_names(profile.goal_domains.all()),
+            "examples": {
+                "enabled": profile.examples_enabled,
+                "vectoriser": profile.examples_vectoriser,
+                "threshold": profile.examples_threshold,
+                "margin": profile.examples_margin,
+            },
             "loop_safety": {
                 "max_handoffs_per_turn": profile.max_handoffs_per_turn,
                 "max_steps_per_agent": profile.max_steps_per_agent,

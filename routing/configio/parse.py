@@ -81,7 +81,15 @@ ROUTER_KEYS = (
     "loop_safety",
     "goal_threshold",
     "goal_domains",
+    "examples",
 )
+# ``router.examples`` keys → AgentProfile fields (the examples tier, routing.examples).
+EXAMPLES_FIELDS = {
+    "enabled": ("examples_enabled", "boolean"),
+    "vectoriser": ("examples_vectoriser", "text"),
+    "threshold": ("examples_threshold", "number"),
+    "margin": ("examples_margin", "number"),
+}
 # ``router.loop_safety`` keys → AgentProfile fields.
 LOOP_SAFETY_FIELDS = {
     "max_handoffs_per_turn": "max_handoffs_per_turn",
@@ -620,6 +628,11 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
         names = names_of(keys["goal_domains"], problems)
         if names is not None:
             patch.refs["goal_domains"] = names
+    if "examples" in keys:
+        tier = keys_of(keys["examples"], problems, tuple(EXAMPLES_FIELDS))
+        if tier is not None:
+            for key, (model_field, kind) in EXAMPLES_FIELDS.items():
+                _scalar(patch, tier, key, kind, problems, model_field)
     if "loop_safety" in keys:
         limits = keys_of(keys["loop_safety"], problems, LOOP_SAFETY_FIELDS)
         if limits is not None:
