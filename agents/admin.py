@@ -169,6 +169,7 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     inlines = [SpecialistInline]
     filter_horizontal = ["goal_domains"]
     save_on_top = True
+    readonly_fields = ["examples_calibrated"]
     fieldsets = [
         (None, {"fields": ["agent_id", "name", "domain", "description", "enabled"]}),
         (
@@ -186,10 +187,17 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         (
             "Examples tier",
             {
-                "fields": ["examples_enabled", "examples_vectoriser", "examples_threshold", "examples_margin"],
+                "fields": [
+                    "examples_enabled",
+                    "examples_vectoriser",
+                    "examples_threshold",
+                    "examples_margin",
+                    "examples_calibrated",
+                ],
                 "description": "When no keyword matches, the message is compared with every intent's examples; the "
                 "nearest intent wins when its score reaches the threshold and beats the runner-up by the margin "
-                "(then the LLM classifier, then the fallback). Calibrate both from the saved routing tests.",
+                "(then the LLM classifier, then the fallback). Choose both with Routing tests → Calibrate the "
+                "examples tier.",
             },
         ),
         (
@@ -222,6 +230,18 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         ),
         ("Guardrails and judges", {"fields": ["guardrails", "judges"], "classes": ["collapse"]}),
     ]
+
+    @admin.display(description="last calibration")
+    def examples_calibrated(self, obj: AgentProfile) -> str:
+        last = obj.examples_calibration or {}
+        chosen = last.get("chosen")
+        if not chosen:
+            return "never calibrated"
+        return (
+            f"{last.get('at', '')[:16].replace('T', ' ')} by {last.get('by') or '?'}: threshold {chosen['threshold']}, "
+            f"margin {chosen['margin']} → accuracy {chosen['accuracy']:.0%}, wrong routes {chosen['wrong_rate']:.0%}, "
+            f"fallbacks {chosen['fallback_rate']:.0%} on {last.get('samples')} samples"
+        )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
         return (

@@ -211,6 +211,13 @@ class AgentProfile(models.Model):
         help_text="…and beat the runner-up intent's by this much; closer calls go on to the classifier or the "
         "fallback. Chosen by calibration.",
     )
+    examples_calibration = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="The last calibration of the examples tier (routing.calibration): the figures that chose the "
+        "threshold and margin, when and by whom.",
+    )
     goal_threshold = models.FloatField(
         default=DEFAULT_GOAL_THRESHOLD,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],

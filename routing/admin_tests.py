@@ -8,16 +8,23 @@ import json
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
 from agents.models import AgentProfile
 from common.errors import DomainError
 from common.history_admin import FieldHistoryAdminMixin
+from routing.calibration import CalibrationError, calibrate, calibration_save
 from routing.models import RoutingTestCase
 from routing.routing_tests import DRAFT, LIVE, routing_tests_run, routing_tests_saved, routing_tests_spec
+
+
+class CalibrateForm(forms.Form):
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("agent_id"), to_field_name="agent_id")
 
 
 class RunForm(forms.Form):
@@ -54,7 +61,42 @@ class RoutingTestCaseAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 
     def get_urls(self):
         run = self.admin_site.admin_view(self.run_view)
-        return [path("run/", run, name="routing_routingtestcase_run"), *super().get_urls()]
+        calibrate_view = self.admin_site.admin_view(self.calibrate_view)
+        return [
+            path("run/", run, name="routing_routingtestcase_run"),
+            path("calibrate/", calibrate_view, name="routing_routingtestcase_calibrate"),
+            *super().get_urls(),
+        ]
+
+    def calibrate_view(self, request: HttpRequest) -> HttpResponse:
+        """Choose a profile's examples-tier threshold and margin from its saved tests and examples (GET: shown, not
+        written); POST ``save`` writes them to the profile's draft (``routing.calibrate_routingtestcase``)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        data = request.POST if request.method == "POST" else request.GET
+        form = CalibrateForm(data or None)
+        may_save = request.user.has_perm("routing.calibrate_routingtestcase")
+        context: dict[str, Any] = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
+        context.update(title="Calibrate the examples tier", may_save=may_save)
+        if form.is_valid():
+            profile = form.cleaned_data["profile"]
+            try:
+                result = calibrate(routing_tests_spec(profile, DRAFT), routing_tests_saved(profile))
+            except CalibrationError as exc:
+                context["error"] = str(exc)
+            else:
+                if request.method == "POST":
+                    if not may_save:
+                        raise PermissionDenied
+                    calibration_save(profile, result, user=request.user)
+                    messages.success(
+                        request,
+                        f"{profile.agent_id}: threshold {result.chosen.threshold:.2f} and margin "
+                        f"{result.chosen.margin:.2f} saved to the draft — publish to serve them.",
+                    )
+                    return redirect(f"{request.path}?profile={profile.agent_id}")
+                context.update(result=result, profile=profile, last=profile.examples_calibration or None)
+        return TemplateResponse(request, "admin/routing/routingtestcase/calibrate.html", context)
 
     def run_view(self, request: HttpRequest) -> HttpResponse:
         """Run a profile's saved tests against its draft or live version (GET: nothing is written)."""

@@ -124,7 +124,7 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
     """The profile admin of the agents app, with its version state, "Publish draft" and its history."""
 
     list_display = [*AgentProfileAdmin.list_display, "live_version"]
-    readonly_fields = ["version_state"]
+    readonly_fields = [*AgentProfileAdmin.readonly_fields, "version_state"]
     fieldsets = [("Version", {"fields": ["version_state"]}), *AgentProfileAdmin.fieldsets]
     change_form_template = "admin/agents/agentprofile/change_form_versions.html"
 

@@ -297,12 +297,15 @@ class ExampleIndex:
             return np.zeros(len(self.texts), dtype=np.float32)
         return np.asarray(self._columns[:, features] @ weights, dtype=np.float32)
 
-    def match(self, vector: Any, *, nearest: int = NEAREST) -> ExamplesMatch:
-        """Every intent's score (its nearest example's similarity), best first, and the nearest examples."""
+    def match(self, vector: Any, *, nearest: int = NEAREST, exclude: int | None = None) -> ExamplesMatch:
+        """Every intent's score (its nearest example's similarity), best first, and the nearest examples.
+        ``exclude``: an example row left out (leave-one-out calibration scores each example against the others)."""
         scores = self.similarities(vector)
+        if exclude is not None:
+            scores[exclude] = -1.0
         per_intent = np.maximum.reduceat(scores, self.starts)
         order = _top(per_intent, RANKED)
-        ranking = tuple((self.intents[i], float(per_intent[i])) for i in order if per_intent[i] > 0)
+        ranking = tuple((self.intents[i], max(0.0, float(per_intent[i]))) for i in order)
         # The nearest examples are among the best intents' own: read only their rows.
         ends = np.append(self.starts[1:], len(self.texts))
         rows = np.concatenate([np.arange(self.starts[i], ends[i]) for i in order[:nearest]])
@@ -318,25 +321,6 @@ class ExampleIndex:
     def match_text(self, text: str, *, nearest: int = NEAREST) -> ExamplesMatch:
         """:meth:`match` of a text, vectorised here (the offline vectoriser; embeddings are fetched by the caller)."""
         return self.match(self.vectoriser.vector(text), nearest=nearest)
-
-    def without(self, row: int) -> ExampleIndex:
-        """The index without one example (leave-one-out calibration): same vocabulary, the row dropped."""
-        keep = np.ones(len(self.texts), dtype=bool)
-        keep[row] = False
-        owner = int(np.searchsorted(self.starts, row, side="right") - 1)
-        starts = self.starts.copy()
-        starts[owner + 1 :] -= 1
-        names = list(self.intents)
-        matrix = self.matrix[keep]
-        texts = tuple(text for i, text in enumerate(self.texts) if i != row)
-        alone = (self.starts[owner + 1] if owner + 1 < len(self.starts) else len(self.texts)) - self.starts[owner] == 1
-        if alone:  # the intent's only example: the intent is out
-            del names[owner]
-            starts = np.delete(starts, owner)
-        index = ExampleIndex(tuple(names), texts, starts, matrix, self.vectoriser)
-        if not isinstance(matrix, np.ndarray):
-            index._columns = matrix.tocsc()
-        return index
 
 
 def examples_compile(

@@ -474,6 +474,8 @@ class RoutingTestCase(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["profile", "name"], name="routing_test_unique_name_per_profile"),
         ]
+        # Writing the threshold and margin calibration chose to a profile's draft (routing.calibration).
+        permissions = [("calibrate_routingtestcase", "Can save a profile's examples-tier calibration to its draft")]
 
     def __str__(self) -> str:
         return self.name

@@ -351,7 +351,10 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
     }
     # Versions: publish and revert (add), read the history (view); a version is never changed or deleted.
     versions = {("routing", "add_routingversion"), ("routing", "view_routingversion")}
-    routing_tests = {("routing", f"{action}_routingtestcase") for action in ("add", "change", "delete", "view")}
+    # Routing tests, and saving the examples-tier calibration they choose to a profile's draft.
+    routing_tests = {
+        ("routing", f"{action}_routingtestcase") for action in ("add", "change", "delete", "view", "calibrate")
+    }
     # The field-level history: read, never deleted.
     history = {("auditlog", "view_logentry")}
     assert codenames == full | prompts | view_only | goals | versions | routing_tests | history

@@ -168,12 +168,11 @@ def test_compiling_the_same_examples_twice_reuses_the_index():
     assert examples_compile(examples) is examples_compile(tuple((name, tuple(own)) for name, own in examples))
 
 
-def test_leaving_one_example_out_keeps_the_rest_of_the_index():
+def test_an_example_left_out_is_scored_against_the_others_only():
     index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
-    without = index.without(0)
+    text = index.texts[0]
 
-    assert len(without.texts) == len(index.texts) - 1
-    assert without.intents == index.intents
-    assert list(without.starts) == [0, 3]
-    only = ExampleIndex.build([("a", ("uma frase",)), ("b", ("outra coisa", "mais uma"))], TfidfCharVectoriser())
-    assert only.without(0).intents == ("b",)
+    assert index.match_text(text).nearest[0].example == text
+    left_out = index.match(index.vectoriser.vector(text), exclude=0)
+    assert all(neighbour.example != text for neighbour in left_out.nearest)
+    assert left_out.best[0] == "billing"

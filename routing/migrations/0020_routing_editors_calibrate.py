@@ -1,0 +1,50 @@
+"""The "Routing editors" group may save a profile's examples-tier calibration to its draft
+(``calibrate_routingtestcase``, routing.calibration)."""
+
+from django.contrib.auth.management import create_permissions
+from django.db import migrations
+
+GROUP_NAME = "Routing editors"
+
+PERMISSIONS = {
+    ("routing", "routingtestcase"): ("calibrate",),
+}
+
+
+def _permissions(apps, alias):
+    Permission = apps.get_model("auth", "Permission")
+    return [
+        Permission.objects.using(alias).get(
+            content_type__app_label=app_label, content_type__model=model, codename=f"{action}_{model}"
+        )
+        for (app_label, model), actions in PERMISSIONS.items()
+        for action in actions
+    ]
+
+
+def grant(apps, schema_editor):
+    alias = schema_editor.connection.alias
+    # On a fresh database permissions are created by post_migrate, after every migration ran.
+    app_config = apps.get_app_config("routing")
+    app_config.models_module = True
+    create_permissions(app_config, verbosity=0, apps=apps, using=alias)
+    app_config.models_module = None
+    group, _ = apps.get_model("auth", "Group").objects.using(alias).get_or_create(name=GROUP_NAME)
+    group.permissions.add(*_permissions(apps, alias))
+
+
+def revoke(apps, schema_editor):
+    alias = schema_editor.connection.alias
+    group = apps.get_model("auth", "Group").objects.using(alias).filter(name=GROUP_NAME).first()
+    if group is not None:
+        group.permissions.remove(*_permissions(apps, alias))
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("contenttypes", "0002_remove_content_type_name"),
+        ("routing", "0019_routing_tests_calibrate_permission"),
+    ]
+
+    operations = [migrations.RunPython(grant, revoke)]

@@ -1,0 +1,155 @@
+"""Calibrating the examples tier (routing.calibration, manage.py routing_calibrate)."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from agents.models import AgentProfile
+from routing.calibration import NONE, Sample, _figures, calibrate, calibration_save
+from routing.models import Intent, RoutingTestCase
+from routing.routing_tests import DRAFT, Case, routing_tests_saved, routing_tests_spec
+
+pytestmark = pytest.mark.django_db
+
+BILLING = [
+    "minha conta de telefone veio cara",
+    "cobraram um valor estranho no meu plano",
+    "phone bill is way too expensive",
+    "me cobraron de más en el plan",
+    "quero entender o valor cobrado",
+]
+DELIVERY = [
+    "o chip ainda não chegou em casa",
+    "cadê o modem que comprei",
+    "my router was never delivered",
+    "el módem no ha llegado",
+    "a entrega do aparelho atrasou",
+]
+
+
+@pytest.fixture
+def examples(telecom):
+    Intent.objects.filter(profile=telecom, name="billing_invoice_explanation").update(examples=BILLING)
+    Intent.objects.filter(profile=telecom, name="retail_order_tracking").update(examples=DELIVERY)
+    from common.config_version import config_version_bump
+
+    config_version_bump()
+    return telecom
+
+
+def sample(score, gap, best="a", expected="a"):
+    return Sample(text="t", expected=expected, source="example", name="e", best=best, score=score, gap=gap)
+
+
+def test_a_rule_is_scored_right_wrong_or_fallen_back():
+    samples = [
+        sample(0.9, 0.5),  # routed to its intent: right
+        sample(0.9, 0.5, best="b"),  # routed elsewhere: wrong
+        sample(0.2, 0.5),  # below the threshold: falls back
+        sample(0.2, 0.5, expected=NONE),  # left alone, as it should: right
+        sample(0.9, 0.01, expected=NONE),  # too close a call: left alone, right
+    ]
+
+    figures = _figures(samples, 0.5, 0.05)
+
+    assert (figures.right, figures.wrong, figures.fell_back) == (3, 1, 1)
+    assert figures.accuracy == 0.6 and figures.wrong_rate == 0.2 and figures.fallback_rate == 0.2
+
+
+def test_calibration_keeps_the_saved_fallback_tests_and_routes_the_examples(examples):
+    RoutingTestCase.objects.create(profile=examples, name="saudação", message="bom dia", expect={"method": "fallback"})
+    RoutingTestCase.objects.create(
+        profile=examples,
+        name="conta cara",
+        message="o telefone veio muito caro este mês",
+        expect={"intent": "billing_invoice_explanation"},
+    )
+
+    result = calibrate(routing_tests_spec(examples, DRAFT), routing_tests_saved(examples))
+
+    assert result.from_tests == 2 and result.from_examples == len(BILLING) + len(DELIVERY)
+    assert result.by_source["test"].wrong == 0  # the saved tests never break
+    assert result.chosen.wrong_rate <= 0.05
+    assert result.chosen.accuracy >= result.current.accuracy
+    assert 0.05 <= result.chosen.threshold <= 0.95 and 0.0 <= result.chosen.margin <= 0.3
+
+
+def test_a_test_decided_by_a_keyword_is_not_the_tiers_to_judge(examples):
+    cases = [Case(name="k", message="minha fatura veio alta", expect={"intent": "billing_invoice_explanation"})]
+
+    result = calibrate(routing_tests_spec(examples, DRAFT), cases)
+
+    assert result.from_tests == 0
+
+
+def test_saving_a_calibration_changes_the_draft_and_keeps_its_figures(examples, django_user_model):
+    editor = django_user_model.objects.create_user("ana")
+    result = calibrate(routing_tests_spec(examples, DRAFT), [])
+
+    calibration_save(examples, result, user=editor)
+
+    stored = AgentProfile.objects.get(pk=examples.pk)
+    assert (stored.examples_threshold, stored.examples_margin) == (result.chosen.threshold, result.chosen.margin)
+    assert stored.examples_calibration["by"] == "ana"
+    assert stored.examples_calibration["chosen"]["accuracy"] == result.chosen.accuracy
+    spec = routing_tests_spec(stored, DRAFT)
+    assert spec.router.examples_threshold == result.chosen.threshold
+
+
+def test_the_command_prints_the_figures_and_saves_only_when_asked(examples):
+    out = StringIO()
+    call_command("routing_calibrate", "--profile", "telecom_contas", stdout=out)
+
+    assert "chosen: threshold" in out.getvalue() and "in force: threshold 0.45" in out.getvalue()
+    assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
+
+    call_command("routing_calibrate", "--profile", "telecom_contas", "--save", stdout=out)
+    assert AgentProfile.objects.get(pk=examples.pk).examples_calibration["chosen"]
+    assert "Saved to the draft" in out.getvalue()
+
+
+def test_a_profile_without_an_examples_tier_cannot_be_calibrated(examples):
+    AgentProfile.objects.filter(pk=examples.pk).update(examples_enabled=False)
+    from common.config_version import config_version_bump
+
+    config_version_bump()
+
+    with pytest.raises(CommandError, match="examples tier is off"):
+        call_command("routing_calibrate", "--profile", "telecom_contas", stdout=StringIO())
+    with pytest.raises(CommandError, match="--profile"):
+        call_command("routing_calibrate", "--profile", "nobody", stdout=StringIO())
+
+
+def test_an_editor_calibrates_in_the_admin_and_saves_the_rule_to_the_draft(client, editor, examples):
+    client.force_login(editor)
+
+    page = client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"}).content.decode()
+
+    assert 'id="chosen"' in page and 'id="current"' in page and "examples left out in turn" in page
+    assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
+    saved = client.post("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
+    assert saved.status_code == 302
+    stored = AgentProfile.objects.get(pk=examples.pk)
+    assert stored.examples_calibration["by"] == "editor"
+    profile_page = client.get(f"/admin/agents/agentprofile/{examples.pk}/change/").content.decode()
+    assert f"threshold {stored.examples_threshold}" in profile_page
+    assert "Calibrate the examples tier" in client.get("/admin/routing/routingtestcase/").content.decode()
+
+
+def test_a_viewer_without_the_profile_change_right_sees_the_figures_but_cannot_save(
+    client, examples, django_user_model
+):
+    from django.contrib.auth.models import Permission
+
+    viewer = django_user_model.objects.create_user("viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_routingtestcase"))
+    client.force_login(viewer)
+
+    page = client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"}).content.decode()
+    assert 'id="chosen"' in page and 'name="save"' not in page
+    denied = client.post("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
+    assert denied.status_code == 403
+    assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
