@@ -282,7 +282,7 @@ def test_with_a_model_the_goal_is_read_by_structured_output_and_the_answer_writt
         GoalIntent.__name__,
         {"domain": "finance", "goal": "TOP_MOVERS", "entities": {"direction": "LOSERS"}, "confidence": 0.98},
     )
-    scripted_llm.reply("As maiores baixas de hoje: Vale ON e Ericsson B.")
+    scripted_llm.reply("Today's biggest losers: Vale ON and Ericsson B.")  # in the question's language
 
     body = say(api, "what fell the most today?")
 
@@ -290,7 +290,7 @@ def test_with_a_model_the_goal_is_read_by_structured_output_and_the_answer_writt
     assert goal["intent_output"]["goal"] == "TOP_MOVERS" and goal["intent_output"]["confidence"] == 0.98
     assert [intent["capability"] for intent in goal["execution_intents"]] == ["get_top_losers"]
     assert goal["answer"]["method"] == "llm"
-    assert body["answer"] == "As maiores baixas de hoje: Vale ON e Ericsson B."
+    assert body["answer"] == "Today's biggest losers: Vale ON and Ericsson B."
     # The model wrote the answer from the plan's output, which it was shown.
     writing = scripted_llm.requests[-1]["messages"]
     assert any("Vale ON" in str(message.get("content")) for message in writing)
