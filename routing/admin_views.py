@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 METHOD_LABELS = {
     "state": "Conversation state policy",
     "keyword": "Keyword match",
+    "examples": "Examples (similarity to the intents' example messages)",
     "llm": "LLM classifier",
     "fallback": "Fallback specialist",
 }
@@ -62,6 +63,7 @@ class RoutePreview:
     candidates: list[Candidate]
     classifier: dict[str, Any] | None
     classifier_note: str
+    examples: dict[str, Any] | None
     effective_mode: str
     config_version: int
     draft: bool = False
@@ -90,7 +92,34 @@ def _classifier_note(decision: RouteDecision, *, llm_enabled: bool) -> str:
         return "Not consulted: the LLM classifier is switched off for this profile."
     if decision.method in ("state", "keyword"):
         return f"Not consulted: the {METHOD_LABELS[decision.method].lower()} decided first."
+    if decision.method == "examples":
+        return "Not consulted: the examples decided first."
     return "Not consulted: the profile has no enabled intents to classify into."
+
+
+def _examples_explained(decision: RouteDecision) -> dict[str, Any] | None:
+    """The examples tier's evidence with a sentence per ranked intent: why it won, or why it lost."""
+    evidence = decision.metadata.get("examples")
+    if not evidence:
+        return None
+    threshold, margin = evidence["threshold"], evidence["margin"]
+    ranking = evidence.get("ranking", [])
+    decided = decision.method == "examples"
+    rows = []
+    for place, entry in enumerate(ranking):
+        score = entry["score"]
+        if place == 0:
+            if decided:
+                why = f"Won: {score:.2f} ≥ threshold {threshold:.2f}, and {margin:.2f} or more ahead of the runner-up."
+            elif score < threshold:
+                why = f"Nearest, but {score:.2f} is below the threshold {threshold:.2f}: the tier did not decide."
+            else:
+                gap = score - (ranking[1]["score"] if len(ranking) > 1 else 0.0)
+                why = f"Nearest, but only {gap:.2f} ahead of the runner-up (margin {margin:.2f}): too close to call."
+        else:
+            why = f"Less similar ({score:.2f} against {ranking[0]['score']:.2f})."
+        rows.append({**entry, "why": why})
+    return {**evidence, "rows": rows, "decided": decided}
 
 
 def _version_label(released: int | None, *, draft: bool) -> str:
@@ -153,6 +182,7 @@ def route_preview(
         candidates=candidates,
         classifier=decision.metadata.get("classifier"),
         classifier_note=_classifier_note(decision, llm_enabled=spec.llm_router_enabled),
+        examples=_examples_explained(decision),
         effective_mode=spec.effective_mode,
         config_version=current.version,
         draft=draft,
