@@ -1,0 +1,174 @@
+"""Routing accuracy benchmark: the demo profiles' paraphrase sets routed by keywords, + examples, + a classifier.
+
+    PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python bench/routing_accuracy.py [--matrix]
+
+(Figures in the README, *Benchmarks*; the targets: ≥ 85 % top-1 with the offline default, wrong-intent rate ≤ 5 %.)
+
+Loads the demo (``config/demo``) into a throwaway SQLite database, calibrates each profile's examples tier on its
+saved routing tests and its examples (:mod:`routing.calibration`, as an editor's "Calibrate" does — the paraphrases
+are never shown to it), and routes every message of ``bench/paraphrases/<profile>.yaml`` — written apart from the
+examples, with none of the profile's keywords — three ways:
+
+* ``keywords``: state → keywords → fallback (the examples tier off, no classifier);
+* ``+ examples``: the examples tier with the calibrated threshold and margin (the offline default);
+* ``+ classifier``: then the offline classifier (routing.classifier's bag-of-words, what a profile with the LLM
+  classifier switched on and no endpoint gets) for what the examples left.
+
+A coordinator profile (telecom_assistente) routes every message to its coordinator, which delegates on the
+router's candidates: its messages are scored on the router-mode decision, the intent the coordinator is offered.
+
+For each: **top-1 accuracy** over the messages that have an intent (routed to it), the **fallback rate** (left
+to the fallback), the **wrong-intent rate** (routed, but to another intent) and, over the out-of-scope messages,
+how many were rightly left to the fallback; per language too; ``--matrix`` prints the confusion matrices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+_DB = tempfile.NamedTemporaryFile(prefix="routing-accuracy-", suffix=".sqlite3", delete=False)  # noqa: SIM115
+os.environ["DATABASE_URL"] = f"sqlite:///{_DB.name}"
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+
+import django  # noqa: E402
+import yaml  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+
+PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente")
+FALLBACK = "fallback"
+MODES = ("keywords", "+ examples", "+ classifier")
+
+
+def _load(profile: str) -> list[dict[str, str]]:
+    data = yaml.safe_load((ROOT / "bench" / "paraphrases" / f"{profile}.yaml").read_text(encoding="utf-8"))
+    assert data["profile"] == profile
+    return list(data["messages"])
+
+
+def _routers(agent_id: str):
+    """The profile's draft router three ways (see the module docstring), after calibrating its examples tier."""
+    from agents.models import AgentProfile
+    from routing.calibration import calibrate, calibration_save
+    from routing.classifier import offline_classify
+    from routing.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
+
+    profile = AgentProfile.objects.get(agent_id=agent_id)
+    result = calibrate(routing_tests_spec(profile, DRAFT), routing_tests_saved(profile))
+    calibration_save(profile, result)
+    spec = routing_tests_spec(AgentProfile.objects.get(pk=profile.pk), DRAFT)
+    router = spec.router
+    keywords_only = type(router)(
+        intents=router.intents,
+        state_policies=tuple(router.state_policies.values()),
+        fallback_agent=router.fallback_agent,
+    )
+    with_examples = router
+    with_classifier = type(router)(
+        intents=router.intents,
+        state_policies=tuple(router.state_policies.values()),
+        fallback_agent=router.fallback_agent,
+        llm_enabled=True,
+        llm_threshold=spec.llm_router_threshold,
+        examples=router.examples,
+        examples_threshold=router.examples_threshold,
+        examples_margin=router.examples_margin,
+    )
+    return result, {
+        "keywords": (keywords_only, None),
+        "+ examples": (with_examples, None),
+        "+ classifier": (with_classifier, offline_classify),
+    }
+
+
+async def _route(router, classifier, text: str) -> str:
+    decision = await router.route(text, classifier=classifier, mode="router")
+    return FALLBACK if decision.method == "fallback" else decision.intent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--matrix", action="store_true", help="print each confusion matrix (+ examples)")
+    args = parser.parse_args()
+    os.environ["OFFLINE_LLM_LATENCY_MS"] = "0"
+    call_command("migrate", "--noinput", verbosity=0)
+    call_command("seed_demo", verbosity=0)
+    from django.conf import settings
+
+    settings.OFFLINE_LLM_LATENCY_MS = 0
+    totals: dict[str, Counter[str]] = defaultdict(Counter)
+    print(f"{'profile':20} {'mode':14} {'top-1':>7} {'fallback':>9} {'wrong':>7} {'out of scope left':>18}  (n)")
+    for agent_id in PROFILES:
+        messages = _load(agent_id)
+        calibration, routers = _routers(agent_id)
+        chosen = calibration.chosen
+        print(
+            f"{agent_id}: examples tier calibrated to threshold {chosen.threshold:.2f}, margin {chosen.margin:.2f} "
+            f"({calibration.from_tests} saved tests, {calibration.from_examples} examples)"
+        )
+        for mode in MODES:
+            router, classifier = routers[mode]
+            counts: Counter[str] = Counter()
+            by_language: dict[str, Counter[str]] = defaultdict(Counter)
+            matrix: dict[str, Counter[str]] = defaultdict(Counter)
+            for message in messages:
+                got = asyncio.run(_route(router, classifier, message["text"]))
+                want = message["intent"]
+                matrix[want][got] += 1
+                if want == FALLBACK:
+                    counts["out"] += 1
+                    counts["out_left"] += got == FALLBACK
+                    continue
+                outcome = "right" if got == want else "fell" if got == FALLBACK else "wrong"
+                counts["in"] += 1
+                counts[outcome] += 1
+                by_language[message["lang"]]["in"] += 1
+                by_language[message["lang"]][outcome] += 1
+            totals[mode].update(counts)
+            print(_line(agent_id, mode, counts))
+            print(
+                " " * 36
+                + "  ".join(
+                    f"{lang} {figures['right'] / figures['in']:.0%}" for lang, figures in sorted(by_language.items())
+                )
+            )
+            if args.matrix and mode == "+ examples":
+                _matrix(matrix)
+    print()
+    for mode in MODES:
+        print(_line("all three", mode, totals[mode]))
+
+
+def _line(name: str, mode: str, counts: Counter[str]) -> str:
+    n = max(1, counts["in"])
+    out = max(1, counts["out"])
+    return (
+        f"{name:20} {mode:14} {counts['right'] / n:7.1%} {counts['fell'] / n:9.1%} {counts['wrong'] / n:7.1%} "
+        f"{counts['out_left'] / out:18.1%}  ({counts['in']} + {counts['out']} out of scope)"
+    )
+
+
+def _matrix(matrix: dict[str, Counter[str]]) -> None:
+    columns = sorted({got for row in matrix.values() for got in row})
+    width = max(len(name) for name in [*matrix, *columns])
+    print("      expected \\ got: " + " ".join(f"{c[:12]:>12}" for c in columns))
+    for want in sorted(matrix):
+        print(f"      {want:{width}} " + " ".join(f"{matrix[want][c]:12d}" for c in columns))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(_DB.name + suffix).unlink(missing_ok=True)
