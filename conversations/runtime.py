@@ -169,11 +169,18 @@ def _tool_message(call: ToolCall, result: ToolResult, mask: Callable[[Any], Any]
 
 
 def _hit_agents(request: SpecialistRequest) -> tuple[str, ...]:
-    """The specialists whose intents the message hits, best first (what the offline model decides moves on)."""
+    """The specialists whose intents the message hits, best first (what the offline model decides moves on); with
+    no keyword hit, the specialist of the intent the examples tier routes the message to (its offline vectoriser:
+    no endpoint call here), so a coordinator delegates paraphrases too."""
+    router = request.profile.router
     agents: list[str] = []
-    for hit in request.profile.router.match(request.text):
+    for hit in router.match(request.text):
         if hit.intent.agent not in agents:
             agents.append(hit.intent.agent)
+    if not agents and router.examples is not None and not hasattr(router.examples.vectoriser, "avector"):
+        decided = router.from_examples(router.examples_match(request.text))
+        if decided is not None:
+            agents.append(decided.agent)
     return tuple(agents)
 
 

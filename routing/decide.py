@@ -20,6 +20,9 @@ def delegation_decide(
     """
     router = profile.router
     candidates = [hit.describe() for hit in router.match(text)]
+    examples = _examples_candidate(profile, text) if not candidates and not delegated_to else None
+    if examples is not None:
+        candidates.append(examples)
     if delegated_to and delegated_to in profile.specialists:
         intent = router.intent_of(delegated_to, text, preferred=delegated_intent)
         return RouteDecision(
@@ -46,6 +49,25 @@ def delegation_decide(
         mcp_tools=list(intent.mcp_tools) if intent else [],
         metadata={"candidates": candidates},
     )
+
+
+def _examples_candidate(profile: ProfileSpec, text: str) -> dict[str, object] | None:
+    """With no keyword hit, the intent the examples tier routes ``text`` to, as a coordinator's candidate (the offline
+    vectoriser; an embeddings tier is not asked here)."""
+    router = profile.router
+    if router.examples is None or hasattr(router.examples.vectoriser, "avector"):
+        return None
+    decided = router.from_examples(router.examples_match(text))
+    if decided is None:
+        return None
+    intent = router.intents_by_name[decided.intent]
+    return {
+        "intent": intent.name,
+        "agent": intent.agent,
+        "priority": intent.priority,
+        "matched_keywords": [],
+        "examples": decided.metadata["examples"],
+    }
 
 
 def single_agent_decide(decision: RouteDecision, profile: ProfileSpec) -> RouteDecision:

@@ -235,3 +235,12 @@ def test_the_confirmation_words_are_the_profiles_own(api, demo):
     body = say(api, "manda ver", agent_id="telecom_contas", session="p-5")
 
     assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "granted"}
+
+
+def test_a_paraphrase_without_keywords_is_delegated_by_the_examples(api, demo):
+    body = say(api, "why was I charged so much this month?", msisdn=MSISDN)  # no keyword, no example
+
+    assert body["agent"] == "billing_agent"
+    assert moves(body) == [("assistente_virtual", "billing_agent", "delegation", "completed", "")]
+    [candidate] = body["metadata"]["route_decision"]["metadata"]["candidates"]
+    assert candidate["intent"] == "billing_invoice_explanation" and candidate["examples"]["nearest"]
