@@ -453,8 +453,9 @@ class RoutingMethodsApi(AnalyticsApi):
     @extend_schema(
         summary="Routing-method mix and fallback rate",
         description=(
-            "Stored route decisions by method (state, keyword, llm, fallback always listed; followup, coordinator, "
-            "sub_conversation, permission when they occur). `fallback_rate_percentage` is the fallback share."
+            "Stored route decisions by method (state, keyword, examples, llm, fallback always listed; followup, "
+            "coordinator, sub_conversation, permission when they occur). `fallback_rate_percentage` is the fallback "
+            "share."
         ),
         parameters=FILTER_PARAMETERS,
         responses={200: METHODS_RESPONSE, **ERRORS},

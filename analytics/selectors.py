@@ -48,7 +48,7 @@ from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
 COUNTED_KINDS: tuple[str, ...] = (HandoffKind.HANDOFF, HandoffKind.ROUTING, HandoffKind.DELEGATION)
 COHORTS: tuple[str, ...] = ("multi_agent", "single_agent")
 # Shown even when nothing was routed that way, so that the mix reads the same from one window to the next.
-CORE_METHODS: tuple[str, ...] = ("state", "keyword", "llm", "fallback")
+CORE_METHODS: tuple[str, ...] = ("state", "keyword", "examples", "llm", "fallback")
 FALLBACK_METHOD = "fallback"
 # A call waiting for the user's permission is not an error (tool_call_stats counts it apart).
 TOOL_ERROR_STATUSES: tuple[str, ...] = tuple(
@@ -427,7 +427,7 @@ def route_method_mix(
     version: int | str | None = None,
 ) -> dict[str, Any]:
     """How messages were routed: ``{methods: [{method, count, share_percentage}], fallback_rate_percentage,
-    total}`` over the stored route decisions. The core methods (state, keyword, llm, fallback) are listed even
+    total}`` over the stored route decisions. The core methods (state, keyword, examples, llm, fallback) are listed even
     at 0; the others (followup, coordinator, sub_conversation, permission) when they occur. Sorted by count,
     then name."""
     counts = dict.fromkeys(CORE_METHODS, 0)

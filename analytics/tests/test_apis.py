@@ -242,6 +242,7 @@ def test_routing_methods_give_each_methods_share_and_the_fallback_rate(api, traf
             {"method": "llm", "count": 1, "share_percentage": 11.11},
             {"method": "state", "count": 1, "share_percentage": 11.11},
             {"method": "sub_conversation", "count": 1, "share_percentage": 11.11},
+            {"method": "examples", "count": 0, "share_percentage": 0.0},
         ],
         "fallback_rate_percentage": 22.22,
         "total": 9,
@@ -250,6 +251,7 @@ def test_routing_methods_give_each_methods_share_and_the_fallback_rate(api, traf
     assert get(api, "routing-methods", profile="retail_loja") == {
         "methods": [
             {"method": "keyword", "count": 1, "share_percentage": 100.0},
+            {"method": "examples", "count": 0, "share_percentage": 0.0},
             {"method": "fallback", "count": 0, "share_percentage": 0.0},
             {"method": "llm", "count": 0, "share_percentage": 0.0},
             {"method": "state", "count": 0, "share_percentage": 0.0},
