@@ -41,6 +41,7 @@
   var METHOD_LABELS = {
     state: "Conversation state policy",
     keyword: "Keyword match",
+    examples: "Examples (similarity)",
     llm: "LLM classifier",
     fallback: "Fallback specialist",
   };
