@@ -18,9 +18,14 @@ router) and then scores a message without touching the database:
 * **Embeddings** (when the profile asks for them and an endpoint is configured): the examples and the message
   embedded by an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`routing.embeddings`), cosine similarity.
 
-An intent's score is the cosine similarity of its nearest example. A message is scored against all examples at
-once: one product with the examples' matrix (offline: only the columns of the message's n-grams), and one
-``maximum.reduceat`` over each intent's run of rows.
+An intent's score mixes two cosine similarities: with its nearest example (weight :data:`NEAREST_WEIGHT`) and
+with the centroid of all its examples (the normalised sum of their vectors, the rest). The nearest example alone
+lets one lucky shared word decide; the centroid rewards a message that shares something with many of the intent's
+ways of asking, and ranks the intents more reliably (measured on the demo profiles' examples left out in turn and
+their saved tests: 56 % → 70 % right under the calibrated rule, wrong routes 1.6 % → 1.2 %). A message is scored
+against all examples and all centroids at once: two products (offline: only the columns of the message's n-grams)
+and one ``maximum.reduceat`` over each intent's run of rows. An example left out (calibration) is left out of its
+intent's centroid too, exactly, from each row's dot product with its centroid kept at build time.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ NEAREST = 3  # examples shown with a decision
 RANKED = 5  # intents ranked with a decision (the best, the runner-up and why the others lost)
 WORD_CACHE = 50_000  # words whose n-grams a vectoriser memoises
 MAX_DF_FLOOR = 64  # an n-gram is dropped as too common only when more examples than this hold it
+NEAREST_WEIGHT = 0.3  # an intent's score: this much its nearest example's similarity, the rest its centroid's
 
 
 class Vectoriser(Protocol):
@@ -201,7 +207,7 @@ class ExamplesMatch:
     """How a message scored against the examples: every intent's best score, best first, and the nearest
     examples. :meth:`decides` says whether the best intent wins under a threshold and a margin."""
 
-    ranking: tuple[tuple[str, float], ...]  # (intent, score of its nearest example), best first
+    ranking: tuple[tuple[str, float], ...]  # (intent, score: its nearest example and its centroid), best first
     nearest: tuple[Neighbour, ...]
     vectoriser: str
 
@@ -256,9 +262,16 @@ def _top(values: np.ndarray, count: int) -> np.ndarray:
     return np.argsort(-values, kind="stable")
 
 
+def _dense(vector: tuple[np.ndarray, np.ndarray], size: int) -> np.ndarray:
+    dense = np.zeros(size, dtype=np.float32)
+    dense[vector[0]] = vector[1]
+    return dense
+
+
 @dataclass
 class ExampleIndex:
-    """A profile's examples, vectorised: rows grouped by intent (``starts``: each intent's first row)."""
+    """A profile's examples, vectorised: rows grouped by intent (``starts``: each intent's first row), and each
+    intent's centroid (see the module docstring)."""
 
     intents: tuple[str, ...]
     texts: tuple[str, ...]
@@ -266,6 +279,11 @@ class ExampleIndex:
     matrix: Any  # scipy CSR (offline) or a dense float32 array (embeddings), one normalised row per example
     vectoriser: Any
     _columns: Any = field(default=None, repr=False)
+    # Per intent: its examples' summed vectors, normalised (CSC offline, dense with embeddings), and that sum's norm.
+    _centroids: Any = field(default=None, repr=False)
+    _sum_norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
+    # Per example: its dot product with its own intent's (unnormalised) sum, to leave it out of the centroid.
+    _own_dots: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
 
     @classmethod
     def build(cls, examples: Sequence[tuple[str, Sequence[str]]], vectoriser: Any) -> ExampleIndex | None:
@@ -284,9 +302,39 @@ class ExampleIndex:
             return None
         matrix = vectoriser.fit(texts)
         index = cls(tuple(names), tuple(texts), np.asarray(starts, dtype=np.int64), matrix, vectoriser)
-        if not isinstance(matrix, np.ndarray):
-            index._columns = matrix.tocsc()  # by feature: a message reads only its own features' columns
+        index._centroids_build()
         return index
+
+    def _centroids_build(self) -> None:
+        owners = np.searchsorted(self.starts, np.arange(len(self.texts)), side="right") - 1
+        if isinstance(self.matrix, np.ndarray):
+            sums = np.add.reduceat(self.matrix.astype(np.float64), self.starts, axis=0)
+            own_dots = np.einsum("ij,ij->i", self.matrix, sums[owners])
+            norms = np.linalg.norm(sums, axis=1)
+            self._centroids = (sums / np.where(norms > 0, norms, 1.0)[:, None]).astype(np.float32)
+        else:
+            from scipy.sparse import csr_matrix
+
+            self._columns = self.matrix.tocsc()  # by feature: a message reads only its own features' columns
+            membership = csr_matrix(
+                (np.ones(len(owners), np.float64), (owners, np.arange(len(owners)))),
+                shape=(len(self.intents), len(self.texts)),
+            )
+            sums = (membership @ self.matrix.astype(np.float64)).tocsr()
+            sums.sort_indices()
+            # Each example's entries looked up in its own intent's sum (both keyed by intent × feature, sorted).
+            width = np.int64(self.matrix.shape[1])
+            sum_keys = np.repeat(np.arange(len(self.intents), dtype=np.int64), np.diff(sums.indptr)) * width
+            sum_keys += sums.indices
+            entries = np.repeat(owners.astype(np.int64), np.diff(self.matrix.indptr)) * width + self.matrix.indices
+            products = self.matrix.data * sums.data[np.searchsorted(sum_keys, entries)]
+            own_dots = np.bincount(
+                np.repeat(np.arange(len(self.texts)), np.diff(self.matrix.indptr)), products, len(self.texts)
+            )
+            norms = np.sqrt(np.asarray(sums.multiply(sums).sum(axis=1), dtype=np.float64).ravel())
+            scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+            self._centroids = (csr_matrix(sums.multiply(scale[:, None])).astype(np.float32)).tocsc()
+        self._sum_norms, self._own_dots = norms, own_dots
 
     def similarities(self, vector: Any) -> np.ndarray:
         """The cosine similarity of the message's vector with every example."""
@@ -297,13 +345,39 @@ class ExampleIndex:
             return np.zeros(len(self.texts), dtype=np.float32)
         return np.asarray(self._columns[:, features] @ weights, dtype=np.float32)
 
+    def centroid_similarities(self, vector: Any, *, exclude: int | None = None) -> np.ndarray:
+        """The cosine similarity of the message's vector with every intent's centroid; ``exclude``: an example row
+        left out of its intent's centroid."""
+        if isinstance(self.matrix, np.ndarray):
+            scores = (self._centroids @ np.asarray(vector, dtype=np.float32)).astype(np.float64)
+        else:
+            features, weights = vector
+            if not len(features):
+                return np.zeros(len(self.intents), dtype=np.float64)
+            scores = np.asarray(self._centroids[:, features] @ weights, dtype=np.float64)
+        if exclude is not None:
+            # sum·v = centroid·v × |sum|; without the row r: (sum·v − r·v) / |sum − r|,
+            # where |sum − r|² = |sum|² − 2 sum·r + 1.
+            owner = int(np.searchsorted(self.starts, exclude, side="right") - 1)
+            norm = float(self._sum_norms[owner])
+            if isinstance(self.matrix, np.ndarray):
+                row_dot = float(self.matrix[exclude] @ np.asarray(vector, dtype=np.float32))
+            else:
+                row_dot = float((self.matrix[exclude] @ _dense(vector, self.matrix.shape[1]))[0])
+            rest = norm * norm - 2.0 * float(self._own_dots[exclude]) + 1.0
+            scores[owner] = (scores[owner] * norm - row_dot) / np.sqrt(rest) if rest > 1e-9 else 0.0
+        return scores
+
     def match(self, vector: Any, *, nearest: int = NEAREST, exclude: int | None = None) -> ExamplesMatch:
-        """Every intent's score (its nearest example's similarity), best first, and the nearest examples.
-        ``exclude``: an example row left out (leave-one-out calibration scores each example against the others)."""
+        """Every intent's score (see the module docstring), best first, and the nearest examples. ``exclude``: an
+        example row left out (leave-one-out calibration scores each example against the others)."""
         scores = self.similarities(vector)
         if exclude is not None:
             scores[exclude] = -1.0
-        per_intent = np.maximum.reduceat(scores, self.starts)
+        nearest_scores = np.maximum.reduceat(scores, self.starts).astype(np.float64)
+        per_intent = NEAREST_WEIGHT * np.maximum(nearest_scores, 0.0) + (1.0 - NEAREST_WEIGHT) * (
+            self.centroid_similarities(vector, exclude=exclude)
+        )
         order = _top(per_intent, RANKED)
         ranking = tuple((self.intents[i], max(0.0, float(per_intent[i]))) for i in order)
         # The nearest examples are among the best intents' own: read only their rows.

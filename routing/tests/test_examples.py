@@ -176,3 +176,63 @@ def test_an_example_left_out_is_scored_against_the_others_only():
     left_out = index.match(index.vectoriser.vector(text), exclude=0)
     assert all(neighbour.example != text for neighbour in left_out.nearest)
     assert left_out.best[0] == "billing"
+
+
+def _by_hand(index: ExampleIndex, text: str, *, exclude: int | None = None) -> dict[str, float]:
+    """Each intent's score computed the long way: 0.3 × its nearest example's cosine + 0.7 × its centroid's."""
+    rows = index.matrix.toarray().astype(np.float64)
+    message = np.zeros(rows.shape[1])
+    features, weights = index.vectoriser.vector(text)
+    message[features] = weights
+    ends = [*index.starts[1:], len(index.texts)]
+    scores = {}
+    for name, start, end in zip(index.intents, index.starts, ends, strict=True):
+        own = [row for row in range(start, end) if row != exclude]
+        centroid = rows[own].sum(axis=0)
+        centroid /= np.linalg.norm(centroid)
+        scores[name] = 0.3 * max(rows[own] @ message) + 0.7 * centroid @ message
+    return scores
+
+
+def test_an_intents_score_mixes_its_nearest_example_and_the_centroid_of_its_examples():
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
+    text = "a conta do telefone chegou cara demais"
+
+    expected = _by_hand(index, text)
+    assert dict(index.match_text(text).ranking) == pytest.approx(expected, abs=1e-5)
+
+
+def test_an_example_left_out_is_left_out_of_its_intents_centroid_too():
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
+    text = index.texts[1]
+
+    left_out = index.match(index.vectoriser.vector(text), exclude=1)
+
+    assert dict(left_out.ranking) == pytest.approx(_by_hand(index, text, exclude=1), abs=1e-5)
+    assert dict(left_out.ranking)["billing"] < dict(index.match_text(text).ranking)["billing"]
+
+
+class DenseTfidf(TfidfCharVectoriser):
+    """The offline vectoriser's vectors as dense arrays, as an embeddings endpoint gives them."""
+
+    def fit(self, texts):
+        return super().fit(texts).toarray()
+
+    def vector(self, text):
+        features, weights = super().vector(text)
+        dense = np.zeros(len(self.vocabulary), dtype=np.float32)
+        dense[features] = weights
+        return dense
+
+
+def test_dense_vectors_are_scored_as_the_sparse_ones_are():
+    examples = [(i.name, i.examples) for i in INTENTS]
+    sparse, dense = ExampleIndex.build(examples, TfidfCharVectoriser()), ExampleIndex.build(examples, DenseTfidf())
+
+    for text in ("a conta do telefone chegou cara demais", "my router still has not been delivered"):
+        assert dict(dense.match_text(text).ranking) == pytest.approx(dict(sparse.match_text(text).ranking), abs=1e-5)
+    for row in (0, 5):
+        text = sparse.texts[row]
+        assert dict(dense.match(dense.vectoriser.vector(text), exclude=row).ranking) == pytest.approx(
+            dict(sparse.match(sparse.vectoriser.vector(text), exclude=row).ranking), abs=1e-5
+        )
