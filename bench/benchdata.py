@@ -445,7 +445,9 @@ class Simulator:
         arrival = self._arrival()
         live = self._live(who, turns, arrival)
         simulated = self._simulate(live, turns, arrival)
-        overflow = max(0.0, simulated[-1][0] - self.until)  # a conversation ends within the range
+        # A conversation ends within the range, its last turn's rows too (they are stamped microseconds apart after
+        # the turn: ROW_STAMPS_SPAN leaves room for them).
+        overflow = max(0.0, simulated[-1][0] + ROW_STAMPS_SPAN - self.until)
         if live.sub:
             live.sub["started_at"] = round(live.sub["started_at"] - overflow, 3)
         row = _conversation_row(local_id, who)
@@ -1051,6 +1053,9 @@ def _conversation_turn(row: Conversation, record: TurnRecord, live: LiveState, r
     row.message_count += len(rows.messages)
     row.turn_tickets_issued += 1
     row.turn_tickets_done += 1
+
+
+ROW_STAMPS_SPAN = 0.01  # seconds: a turn's rows, 20 µs apart, take far less (fewer than 500 rows)
 
 
 def _stamp(rows: TurnRows, persisted: float) -> None:
