@@ -200,13 +200,13 @@ class AgentProfile(models.Model):
         "it the offline vectoriser is used.",
     )
     examples_threshold = models.FloatField(
-        default=0.45,
+        default=0.2,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="The nearest example's similarity must reach this for its intent to win. Chosen by "
-        "calibration from the saved routing tests.",
+        help_text="An intent's score (its similarity to the message: nearest example and examples' centroid) must "
+        "reach this for it to win. Chosen by calibration from the saved routing tests.",
     )
     examples_margin = models.FloatField(
-        default=0.05,
+        default=0.03,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="…and beat the runner-up intent's by this much; closer calls go on to the classifier or the "
         "fallback. Chosen by calibration.",

@@ -359,7 +359,7 @@ class ExampleIndex:
         nearest_scores = np.maximum(np.maximum.reduceat(scores, self.starts), 0.0).astype(np.float64)
         per_intent = NEAREST_WEIGHT * nearest_scores + (1.0 - NEAREST_WEIGHT) * centroids
         order = _top(per_intent, RANKED)
-        ranking = tuple((self.intents[i], max(0.0, float(per_intent[i]))) for i in order)
+        ranking = tuple((self.intents[i], float(per_intent[i])) for i in order if per_intent[i] > 0)
         # The nearest examples are among the best intents' own: read only their rows.
         ends = np.append(self.starts[1:], len(self.texts))
         rows = np.concatenate([np.arange(self.starts[i], ends[i]) for i in order[:nearest]])

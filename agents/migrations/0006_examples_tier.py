@@ -5,35 +5,64 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0005_goal_mode_synced_descriptions'),
+        ("agents", "0005_goal_mode_synced_descriptions"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agentprofile',
-            name='examples_calibration',
-            field=models.JSONField(blank=True, default=dict, editable=False, help_text='The last calibration of the examples tier (routing.calibration): the figures that chose the threshold and margin, when and by whom.'),
+            model_name="agentprofile",
+            name="examples_calibration",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                editable=False,
+                help_text="The last calibration of the examples tier (routing.calibration): the figures that chose the threshold and margin, when and by whom.",
+            ),
         ),
         migrations.AddField(
-            model_name='agentprofile',
-            name='examples_enabled',
-            field=models.BooleanField(default=True, help_text="When no keyword matches, route by similarity to the intents' examples (before the LLM classifier)."),
+            model_name="agentprofile",
+            name="examples_enabled",
+            field=models.BooleanField(
+                default=True,
+                help_text="When no keyword matches, route by similarity to the intents' examples (before the LLM classifier).",
+            ),
         ),
         migrations.AddField(
-            model_name='agentprofile',
-            name='examples_margin',
-            field=models.FloatField(default=0.05, help_text="…and beat the runner-up intent's by this much; closer calls go on to the classifier or the fallback. Chosen by calibration.", validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)]),
+            model_name="agentprofile",
+            name="examples_margin",
+            field=models.FloatField(
+                default=0.03,
+                help_text="…and beat the runner-up intent's by this much; closer calls go on to the classifier or the fallback. Chosen by calibration.",
+                validators=[
+                    django.core.validators.MinValueValidator(0.0),
+                    django.core.validators.MaxValueValidator(1.0),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='agentprofile',
-            name='examples_threshold',
-            field=models.FloatField(default=0.45, help_text="The nearest example's similarity must reach this for its intent to win. Chosen by calibration from the saved routing tests.", validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)]),
+            model_name="agentprofile",
+            name="examples_threshold",
+            field=models.FloatField(
+                default=0.2,
+                help_text="An intent's score (its similarity to the message: nearest example and examples' centroid) must reach this for it to win. Chosen by calibration from the saved routing tests.",
+                validators=[
+                    django.core.validators.MinValueValidator(0.0),
+                    django.core.validators.MaxValueValidator(1.0),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='agentprofile',
-            name='examples_vectoriser',
-            field=models.CharField(choices=[('offline', 'Offline (character n-gram TF-IDF, no model)'), ('embeddings', 'Embeddings endpoint (ROUTER_EMBEDDINGS_*)')], default='offline', help_text='How examples and messages are compared. Embeddings need ROUTER_EMBEDDINGS_BASE_URL; without it the offline vectoriser is used.', max_length=16),
+            model_name="agentprofile",
+            name="examples_vectoriser",
+            field=models.CharField(
+                choices=[
+                    ("offline", "Offline (character n-gram TF-IDF, no model)"),
+                    ("embeddings", "Embeddings endpoint (ROUTER_EMBEDDINGS_*)"),
+                ],
+                default="offline",
+                help_text="How examples and messages are compared. Embeddings need ROUTER_EMBEDDINGS_BASE_URL; without it the offline vectoriser is used.",
+                max_length=16,
+            ),
         ),
     ]

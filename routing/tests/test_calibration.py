@@ -103,7 +103,7 @@ def test_the_command_prints_the_figures_and_saves_only_when_asked(examples):
     out = StringIO()
     call_command("routing_calibrate", "--profile", "telecom_contas", stdout=out)
 
-    assert "chosen: threshold" in out.getvalue() and "in force: threshold 0.45" in out.getvalue()
+    assert "chosen: threshold" in out.getvalue() and "in force: threshold 0.20" in out.getvalue()
     assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
 
     call_command("routing_calibrate", "--profile", "telecom_contas", "--save", stdout=out)
