@@ -127,7 +127,8 @@ class EmbeddingsVectoriser:
 
     # -- clients --------------------------------------------------------------
 
-    def _new_client(self) -> Any:
+    def _new_client(self, *, for_loop: bool = False) -> Any:
+        import openai
         from langchain_openai import OpenAIEmbeddings
 
         options: dict[str, Any] = {
@@ -141,6 +142,10 @@ class EmbeddingsVectoriser:
             # endpoint reads them.
             "check_embedding_ctx_length": False,
         }
+        if for_loop:
+            # langchain-openai otherwise shares one async HTTP client per endpoint across every event loop: its
+            # connections belong to the loop that opened them, and the next loop's calls fail.
+            options["http_async_client"] = openai.DefaultAsyncHttpxClient(timeout=self.timeout)
         return OpenAIEmbeddings(**options)
 
     def _sync_client(self) -> Any:
@@ -154,7 +159,7 @@ class EmbeddingsVectoriser:
         with self._lock:
             client = self._async_clients.get(loop)
             if client is None:
-                client = self._async_clients[loop] = self._new_client()
+                client = self._async_clients[loop] = self._new_client(for_loop=True)
             return client
 
     # -- embedding ------------------------------------------------------------

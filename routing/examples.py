@@ -385,11 +385,12 @@ def examples_compile(
     ``embeddings``, which needs an endpoint (:mod:`routing.embeddings`); with none configured, or when it cannot be
     reached while compiling, the offline vectoriser serves (and the next compile tries the endpoint again)."""
     if vectoriser == "embeddings":
-        from routing.embeddings import EmbeddingsUnavailable, embeddings_configured
+        from routing.embeddings import EmbeddingsUnavailable, embeddings_vectoriser
 
-        if embeddings_configured():
+        remote = embeddings_vectoriser()
+        if remote is not None:
             try:
-                return _embeddings_compile(examples)
+                return _embeddings_compile(examples, (remote.base_url, remote.model, remote.api_key, remote.timeout))
             except EmbeddingsUnavailable as exc:
                 logger.warning("examples tier: embeddings unavailable, the offline vectoriser serves: %s", exc)
     return _offline_compile(examples)
@@ -401,7 +402,13 @@ def _offline_compile(examples: tuple[tuple[str, tuple[str, ...]], ...]) -> Examp
 
 
 @lru_cache(maxsize=16)
-def _embeddings_compile(examples: tuple[tuple[str, tuple[str, ...]], ...]) -> ExampleIndex | None:
-    from routing.embeddings import embeddings_vectoriser
+def _embeddings_compile(
+    examples: tuple[tuple[str, tuple[str, ...]], ...], endpoint: tuple[str, str, str, float]
+) -> ExampleIndex | None:
+    """Memoised by the examples and the endpoint (base URL, model, key, timeout): another endpoint is another index."""
+    from routing.embeddings import EmbeddingsVectoriser
 
-    return ExampleIndex.build(examples, embeddings_vectoriser())
+    base_url, model, api_key, timeout = endpoint
+    return ExampleIndex.build(
+        examples, EmbeddingsVectoriser(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
+    )

@@ -208,3 +208,56 @@ def test_the_settings_configure_the_vectoriser(settings, server):
     )
     vectoriser.vector("oi")
     assert server.embedding_requests[-1].authorization == "Bearer settings-key"
+
+
+# --- through the router: a profile whose examples tier uses the endpoint ----------------------------------
+
+
+@pytest.fixture
+def embedding_profile(server, settings, db, telecom):
+    from agents.models import AgentProfile
+    from common.config_version import config_version_bump
+    from routing.models import Intent
+
+    settings.ROUTER_EMBEDDINGS_BASE_URL = server.base_url
+    settings.ROUTER_EMBEDDINGS_MODEL = "embed-small"
+    settings.ROUTER_EMBEDDINGS_API_KEY = "emb-key"
+    Intent.objects.filter(profile=telecom, name="billing_invoice_explanation").update(examples=EXAMPLES[0][1])
+    Intent.objects.filter(profile=telecom, name="retail_order_tracking").update(examples=EXAMPLES[1][1])
+    AgentProfile.objects.filter(pk=telecom.pk).update(
+        examples_vectoriser="embeddings", examples_threshold=0.3, examples_margin=0.05
+    )
+    config_version_bump()
+    return telecom
+
+
+def gateway(api, text: str) -> dict:
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": f"s-{abs(hash(text))}"}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()["metadata"]["route_decision"]
+
+
+def test_a_profile_with_the_embeddings_tier_routes_a_paraphrase_by_embedding_it_over_http(
+    api, embedding_profile, server
+):
+    decision = gateway(api, "quero rastrear minha encomenda")  # no keyword of the profile
+
+    assert (decision["method"], decision["intent"]) == ("examples", "retail_order_tracking")
+    assert decision["metadata"]["examples"]["vectoriser"] == "embeddings:embed-small"
+    assert "quero rastrear minha encomenda" in server.embedding_inputs  # the message went over HTTP
+    assert all(request.authorization == "Bearer emb-key" for request in server.embedding_requests)
+
+
+def test_an_embeddings_endpoint_failing_on_a_message_leaves_it_to_the_fallback(api, embedding_profile, server):
+    gateway(api, "quero rastrear minha encomenda")  # compiles the tier (the examples embedded)
+    server.embeddings_error(500)
+
+    failed = gateway(api, "onde anda a encomenda que comprei")
+    again = gateway(api, "onde anda a encomenda que comprei")  # the endpoint answers again
+
+    assert failed["method"] == "fallback"
+    assert (again["method"], again["intent"]) == ("examples", "retail_order_tracking")
