@@ -100,7 +100,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--matrix", action="store_true", help="print each confusion matrix (+ examples)")
     args = parser.parse_args()
-    os.environ["OFFLINE_LLM_LATENCY_MS"] = "0"
     call_command("migrate", "--noinput", verbosity=0)
     call_command("seed_demo", verbosity=0)
     from django.conf import settings

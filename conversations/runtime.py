@@ -177,8 +177,8 @@ def _hit_agents(request: SpecialistRequest) -> tuple[str, ...]:
     for hit in router.match(request.text):
         if hit.intent.agent not in agents:
             agents.append(hit.intent.agent)
-    if not agents and router.examples is not None and not hasattr(router.examples.vectoriser, "avector"):
-        decided = router.from_examples(router.examples_match(request.text))
+    if not agents:
+        decided = router.examples_decide_here(request.text)
         if decided is not None:
             agents.append(decided.agent)
     return tuple(agents)

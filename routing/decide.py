@@ -55,9 +55,7 @@ def _examples_candidate(profile: ProfileSpec, text: str) -> dict[str, object] | 
     """With no keyword hit, the intent the examples tier routes ``text`` to, as a coordinator's candidate (the offline
     vectoriser; an embeddings tier is not asked here)."""
     router = profile.router
-    if router.examples is None or hasattr(router.examples.vectoriser, "avector"):
-        return None
-    decided = router.from_examples(router.examples_match(text))
+    decided = router.examples_decide_here(text)
     if decided is None:
         return None
     intent = router.intents_by_name[decided.intent]

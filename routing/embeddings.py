@@ -115,6 +115,7 @@ class EmbeddingsVectoriser:
         self.timeout = timeout
         self.batch_size = batch_size
         self.name = f"embeddings:{model}"
+        self.remote = True  # one HTTP call per new message: the router awaits avector (routing.examples.Vectoriser)
         self.cache = CACHE if cache is None else cache
         self.dimensions: int | None = None
         self._client: Any = None

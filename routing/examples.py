@@ -12,7 +12,7 @@ router) and then scores a message without touching the database:
   inside word boundaries (``char_wb``, 3–5) of the normalised text (:func:`common.text.normalize`: lower case,
   no accents, no punctuation), sub-linear term frequency, L2-normalised. Character n-grams match inflections,
   typos and the shared roots of Portuguese and Spanish ("cobrança" / "cobranza" / "cobro"), which words do not.
-  scikit-learn fits the vocabulary and the IDF weights when the index compiles; a message is then vectorised by
+  the vocabulary and scikit-learn's IDF weights are fitted when the index compiles; a message is then vectorised by
   :meth:`TfidfCharVectoriser.vector` — the same vector as scikit-learn's ``transform`` (a test checks it), with
   each word's n-grams memoised, because a decision has a budget of a few hundred microseconds.
 * **Embeddings** (when the profile asks for them and an endpoint is configured): the examples and the message
@@ -52,9 +52,11 @@ NEAREST_WEIGHT = 0.3  # an intent's score: this much its nearest example's simil
 
 
 class Vectoriser(Protocol):
-    """Turns texts into L2-normalised vectors: the examples once (``fit``), each message (``vector``)."""
+    """Turns texts into L2-normalised vectors: the examples once (``fit``), each message (``vector``). A ``remote``
+    one calls an endpoint per message: the router awaits its ``avector`` instead."""
 
     name: str
+    remote: bool
 
     def fit(self, texts: Sequence[str]) -> Any: ...
 
@@ -73,6 +75,7 @@ class TfidfCharVectoriser:
     """
 
     name = "tfidf-char"
+    remote = False
 
     def __init__(self, ngram_range: tuple[int, int] = (3, 5), max_df: float = 0.05) -> None:
         self.ngram_range = ngram_range
@@ -273,14 +276,14 @@ class ExampleIndex:
     texts: tuple[str, ...]
     starts: np.ndarray
     matrix: Any  # scipy CSR (offline) or a dense float32 array (embeddings), one normalised row per example
-    vectoriser: Any
+    vectoriser: Vectoriser
     _columns: Any = field(default=None, repr=False)
     # Per intent: the norm of its examples' summed vector; per example: its dot product with that sum.
     _sum_norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
     _own_dots: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
 
     @classmethod
-    def build(cls, examples: Sequence[tuple[str, Sequence[str]]], vectoriser: Any) -> ExampleIndex | None:
+    def build(cls, examples: Sequence[tuple[str, Sequence[str]]], vectoriser: Vectoriser) -> ExampleIndex | None:
         """``examples``: (intent name, its examples) in the router's order; intents without examples are left
         out. ``None`` when no intent has an example."""
         names: list[str] = []

@@ -344,16 +344,23 @@ class CompiledRouter:
         """How ``text`` scores against the examples (offline vectoriser), or ``None`` without an examples tier."""
         return self.examples.match_text(text) if self.examples is not None else None
 
+    def examples_decide_here(self, text: str) -> RouteDecision | None:
+        """The examples tier's decision where no endpoint may be called (sync code: benchmarks, a coordinator's
+        candidates, the offline model's hits): ``None`` when the tier is off or embeds each message over HTTP."""
+        if self.examples is None or self.examples.vectoriser.remote:
+            return None
+        return self.from_examples(self.examples.match_text(text))
+
     async def examples_amatch(self, text: str) -> ExamplesMatch | None:
         """:meth:`examples_match`, the message embedded over HTTP when the tier uses an embeddings endpoint; an
         endpoint that fails leaves the decision to the next tier (``None``)."""
         if self.examples is None:
             return None
-        avector = getattr(self.examples.vectoriser, "avector", None)
-        if avector is None:
+        vectoriser = self.examples.vectoriser
+        if not vectoriser.remote:
             return self.examples.match_text(text)
         try:
-            vector = await avector(text)
+            vector = await vectoriser.avector(text)  # type: ignore[attr-defined]  # a remote vectoriser's
         except Exception as exc:  # noqa: BLE001 — any endpoint failure means "the tier does not decide"
             logger.warning("examples tier: the embeddings endpoint failed: %s", exc)
             return None
@@ -503,8 +510,8 @@ class CompiledRouter:
         decision = self._decide_without_model(
             text, state=state, mode=mode, active_agent=active_agent, active_intent="", followup_max_chars=0
         )
-        if decision is None and self.examples is not None and not hasattr(self.examples.vectoriser, "avector"):
-            decision = self.from_examples(self.examples_match(text))
+        if decision is None:
+            decision = self.examples_decide_here(text)
         return self.mark_handoff(decision or self.fallback(), active_agent)
 
 
