@@ -222,14 +222,6 @@ def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
     return figures
 
 
-def cohort_figures(
-    plan: RolloutPlan, cohort: str, since: dt.datetime, until: dt.datetime | None = None
-) -> dict[str, Any]:
-    """Every guard metric of one cohort of ``plan`` over the turns from ``since`` until ``until`` (default: now)."""
-    until = until or timezone.now() + dt.timedelta(seconds=1)
-    return cohorts_figures([CohortWindow(plan, cohort, since, until)])[0]
-
-
 def _rate(hits: int, total: int) -> dict[str, Any]:
     return {"x": hits, "n": total, "rate": hits / total if total else None}
 

@@ -120,7 +120,7 @@ def _expected(case: Case, spec: ProfileSpec) -> str | None:
 
 def _reaches_tier(spec: ProfileSpec, case: Case) -> bool:
     router = spec.router
-    decided = router._decide_without_model(
+    decided = router.decide_before_examples(
         case.message,
         state=case.state or None,
         mode=spec.effective_mode,

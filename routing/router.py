@@ -418,7 +418,7 @@ class CompiledRouter:
 
     # -- the decision ---------------------------------------------------------
 
-    def _decide_without_model(
+    def decide_before_examples(
         self,
         text: str,
         *,
@@ -428,6 +428,8 @@ class CompiledRouter:
         active_intent: str,
         followup_max_chars: int,
     ) -> RouteDecision | None:
+        """The steps before the examples tier — state, (hybrid) follow-up, keywords or a supervisor plan — or
+        ``None`` when none decided (what calibration asks: does a saved test reach the tier?)."""
         decision = self.by_state(state)
         if decision is not None:
             return decision
@@ -465,7 +467,7 @@ class CompiledRouter:
         every specialist the message hits; ``hybrid`` first keeps short
         follow-ups with ``active_agent``; both route like ``router`` otherwise.
         """
-        decision = self._decide_without_model(
+        decision = self.decide_before_examples(
             text,
             state=state,
             mode=mode,
@@ -507,7 +509,7 @@ class CompiledRouter:
     ) -> RouteDecision:
         """The same order without the classifier step (for benchmarks); the examples tier with its offline
         vectoriser only."""
-        decision = self._decide_without_model(
+        decision = self.decide_before_examples(
             text, state=state, mode=mode, active_agent=active_agent, active_intent="", followup_max_chars=0
         )
         if decision is None:

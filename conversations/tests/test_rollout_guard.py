@@ -20,7 +20,6 @@ from conversations.rollout_guard import (
     CONTROL,
     CohortWindow,
     RolloutStateError,
-    cohort_figures,
     cohorts_figures,
     guard_verdict,
     plan_command,
@@ -300,7 +299,7 @@ def test_a_tick_reads_every_plans_figures_at_once_and_each_plan_gets_what_it_wou
     with CaptureQueriesContext(connection) as together:
         batched = cohorts_figures(windows)
 
-    alone = [cohort_figures(w.plan, w.cohort, w.since, w.until) for w in windows]
+    alone = [cohorts_figures([window])[0] for window in windows]
     assert batched == alone
     # The same turns counted by version and by mode: both plans see all 40 conversations between their cohorts.
     assert sum(figures["conversations"] for figures in batched[:2]) == 40
