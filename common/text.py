@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -20,12 +21,16 @@ def fold(text: str) -> str:
     return unicodedata.normalize("NFKD", text).translate(_COMBINING).casefold()
 
 
+@lru_cache(maxsize=1024)
 def normalize(text: str) -> str:
     """Fold case and accents and collapse everything that is not a letter or digit.
 
     ``"COBRANÇA!"`` → ``"cobranca"``; ``"Segunda-via"`` → ``"segunda via"``. Word
     boundaries survive as single spaces, so a phrase keyword matches a phrase and
     ``"conta"`` never matches inside ``"contato"``.
+
+    Memoised: each routing step that reads a message (the keywords, the examples tier, the classifier) normalises
+    it, and a long one costs tens of microseconds.
     """
     return _NON_WORD.sub(" ", fold(text)).strip()
 

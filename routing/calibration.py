@@ -147,7 +147,7 @@ def calibration_samples(spec: ProfileSpec, cases: Sequence[Case]) -> list[Sample
     owners = np.searchsorted(index.starts, rows, side="right") - 1
     for row, owner in zip(rows, owners, strict=True):
         text = index.texts[row]
-        match = index.match(index.vectoriser.vector(text), exclude=int(row))
+        match = index.match_text(text, exclude=int(row))
         samples.append(Sample.of(text, index.intents[owner], "example", f"example {row}", match))
     return samples
 

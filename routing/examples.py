@@ -9,12 +9,13 @@ Pure data, no ORM, no settings. An :class:`ExampleIndex` is compiled once per pr
 router) and then scores a message without touching the database:
 
 * **Offline vectoriser** (the default, no downloaded weights): scikit-learn's TF-IDF over character n-grams
-  inside word boundaries (``char_wb``, 3–5) of the normalised text (:func:`common.text.normalize`: lower case,
+  inside word boundaries (``char_wb``, 4–5) of the normalised text (:func:`common.text.normalize`: lower case,
   no accents, no punctuation), sub-linear term frequency, L2-normalised. Character n-grams match inflections,
   typos and the shared roots of Portuguese and Spanish ("cobrança" / "cobranza" / "cobro"), which words do not.
-  the vocabulary and scikit-learn's IDF weights are fitted when the index compiles; a message is then vectorised by
-  :meth:`TfidfCharVectoriser.vector` — the same vector as scikit-learn's ``transform`` (a test checks it), with
-  each word's n-grams memoised, because a decision has a budget of a few hundred microseconds.
+  The vocabulary and scikit-learn's IDF weights are fitted when the index compiles, and so is every example word's
+  product with the examples (:class:`_WordProducts`): a message is then scored by adding its words' products,
+  exactly the similarities of scikit-learn's ``transform`` vector (a test checks it), because a decision has a
+  budget of a couple of hundred microseconds.
 * **Embeddings** (when the profile asks for them and an endpoint is configured): the examples and the message
   embedded by an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`routing.embeddings`), cosine similarity.
 
@@ -23,16 +24,18 @@ with the centroid of all its examples (the normalised sum of their vectors, the 
 lets one lucky shared word decide; the centroid rewards a message that shares something with many of the intent's
 ways of asking, and ranks the intents more reliably (measured on the demo profiles' examples left out in turn and
 their saved tests: 56 % → 70 % right under the calibrated rule, wrong routes 1.6 % → 1.2 %). A message is scored
-against all examples at once: one product with the examples' matrix (offline: only the columns of the message's
-n-grams); the centroids cost nothing more, since a message's dot product with an intent's summed examples is the sum
-of its similarities with them (one ``add.reduceat`` and one ``maximum.reduceat`` over each intent's run of rows). An
-example left out (calibration) is left out of its intent's centroid too, exactly, from each example's dot product with
-its intent's sum, kept at build time.
+against all examples at once, its similarities laid out on a grid with a column per intent (see
+:class:`ExampleIndex`); the centroids cost nothing more, since a message's dot product with an intent's summed
+examples is the sum of its similarities with them, so each intent's best and summed similarity are one pass down the
+grid (:func:`routing.examples_kernel.grid_rank`). An example left out (calibration) is left out of its intent's
+centroid too, exactly, from each example's dot product with its intent's sum, kept at build time.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -44,10 +47,10 @@ from common.text import normalize
 
 logger = logging.getLogger(__name__)
 
+_A_WORD = re.compile(r"[^\W_]")  # a text with a letter or digit has a word once normalised
 NEAREST = 3  # examples shown with a decision
 RANKED = 5  # intents ranked with a decision (the best, the runner-up and why the others lost)
 WORD_CACHE = 50_000  # words whose n-grams a vectoriser memoises
-MAX_DF_FLOOR = 64  # an n-gram is dropped as too common only when more examples than this hold it
 NEAREST_WEIGHT = 0.3  # an intent's score: this much its nearest example's similarity, the rest its centroid's
 
 
@@ -66,29 +69,31 @@ class Vectoriser(Protocol):
 class TfidfCharVectoriser:
     """Character n-gram TF-IDF fitted on a profile's examples (see the module docstring).
 
-    The n-grams are cut as scikit-learn's ``char_wb`` analyser cuts them, each word's once (memoised: a profile's
-    examples and its customers repeat their words); scikit-learn's ``TfidfTransformer`` weighs and normalises
-    them. N-grams found in more than ``max_df`` of the examples (at least :data:`MAX_DF_FLOOR` examples) are
-    dropped: they tell no intent apart and would make every message read most of the index. The result equals
-    scikit-learn's ``TfidfVectorizer(analyzer="char_wb", preprocessor=normalize, sublinear_tf=True, max_df=…)``
-    (``routing/tests/test_examples.py`` checks it).
+    The n-grams are cut as scikit-learn's ``char_wb`` analyser cuts them, each distinct word once (memoised: a
+    profile's examples and its customers repeat their words), numbered as first met; scikit-learn's
+    ``TfidfTransformer`` weighs and normalises them. The result equals scikit-learn's
+    ``TfidfVectorizer(analyzer="char_wb", ngram_range=(4, 5), preprocessor=normalize, sublinear_tf=True)`` up to the
+    order of the features (``routing/tests/test_examples.py`` checks it).
+
+    4–5-grams: on the demo profiles' examples left out in turn (alone, and with their near neighbours), 3–5-grams
+    ranked no better, while they cost twice as much to compile and touch about three times as many examples per
+    message (3-grams are shared by most words). No n-gram is dropped as too common: on the same samples that lost
+    accuracy (an intent's own words are common among its ~200 examples), and the IDF weight already makes a common
+    n-gram count little.
     """
 
     name = "tfidf-char"
     remote = False
 
-    def __init__(self, ngram_range: tuple[int, int] = (3, 5), max_df: float = 0.05) -> None:
+    def __init__(self, ngram_range: tuple[int, int] = (4, 5)) -> None:
         self.ngram_range = ngram_range
-        self.max_df = max_df
-        self.vocabulary: dict[str, int] = {}
+        self.vocabulary: dict[str, int] = {}  # n-gram → column, numbered as first met
         self.idf: np.ndarray = np.zeros(0, np.float32)
         self._grams: dict[str, tuple[str, ...]] = {}
         self._words: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.fitted_words: dict[str, list[int]] = {}  # the examples' words and their n-grams' columns
 
-    def max_df_count(self, documents: int) -> int:
-        return max(MAX_DF_FLOOR, int(self.max_df * documents))
-
-    def sklearn(self, documents: int) -> Any:
+    def sklearn(self) -> Any:
         """The scikit-learn vectoriser this one equals (for the test that checks it)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -98,7 +103,6 @@ class TfidfCharVectoriser:
             preprocessor=normalize,
             lowercase=False,
             sublinear_tf=True,
-            max_df=self.max_df_count(documents),
             dtype=np.float32,
         )
 
@@ -127,53 +131,45 @@ class TfidfCharVectoriser:
 
         self._grams, self._words = {}, {}
         vocabulary: dict[str, int] = {}
-        word_features: dict[str, np.ndarray] = {}
-        rows: list[np.ndarray] = []
-        for text in texts:
-            features = []
+        word_columns: dict[str, list[int]] = {}
+        columns: list[int] = []
+        indptr = np.zeros(len(texts) + 1, np.int64)
+        for row, text in enumerate(texts):
             for word in normalize(text).split():
-                known = word_features.get(word)
+                known = word_columns.get(word)
                 if known is None:
                     grams = self.grams(word)
-                    known = word_features[word] = np.fromiter(
-                        (vocabulary.setdefault(gram, len(vocabulary)) for gram in grams), np.int64, len(grams)
-                    )
-                features.append(known)
-            rows.append(np.concatenate(features) if features else np.zeros(0, np.int64))
-        lengths = np.fromiter((len(row) for row in rows), np.int64, len(rows))
-        indexes = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        # Features in scikit-learn's order (sorted n-grams), those in too many examples out.
+                    for gram in grams:
+                        if gram not in vocabulary:
+                            vocabulary[gram] = len(vocabulary)
+                    known = word_columns[word] = list(map(vocabulary.__getitem__, grams))
+                columns.extend(known)
+            indptr[row + 1] = len(columns)
         counts = csr_matrix(
-            (np.ones(len(indexes), np.float32), indexes, np.concatenate([[0], np.cumsum(lengths)])),
+            (np.ones(len(columns), np.float32), np.asarray(columns, dtype=np.int64), indptr),
             shape=(len(texts), len(vocabulary)),
         )
         counts.sum_duplicates()
-        frequent = np.bincount(counts.indices, minlength=len(vocabulary)) > self.max_df_count(len(texts))
-        kept = sorted(gram for gram, index in vocabulary.items() if not frequent[index])
-        self.vocabulary = {gram: index for index, gram in enumerate(kept)}
-        renumber = np.full(len(vocabulary), -1, np.int64)
-        renumber[[vocabulary[gram] for gram in kept]] = np.arange(len(kept))
-        columns = renumber[counts.indices]
-        keep = columns >= 0
-        row_of = np.repeat(np.arange(len(texts)), np.diff(counts.indptr))
-        counts = csr_matrix((counts.data[keep], (row_of[keep], columns[keep])), shape=(len(texts), len(kept)))
         transformer = TfidfTransformer(sublinear_tf=True)
         matrix = transformer.fit_transform(counts).astype(np.float32)
+        self.vocabulary = vocabulary
         self.idf = transformer.idf_.astype(np.float32)
+        self.fitted_words = word_columns
         return matrix.tocsr()
 
-    def _word(self, word: str) -> tuple[np.ndarray, np.ndarray]:
-        """The vocabulary's n-grams of one word and how often each occurs in it."""
+    def word(self, word: str) -> tuple[np.ndarray, np.ndarray]:
+        """One word's n-grams known to the vocabulary (their columns, ascending) and how often each occurs in it."""
         known = self._words.get(word)
         if known is not None:
             return known
-        counts: dict[int, int] = {}
         vocabulary = self.vocabulary
+        found: dict[int, int] = {}
         for gram in self.grams(word):
-            index = vocabulary.get(gram)
-            if index is not None:
-                counts[index] = counts.get(index, 0) + 1
-        entry = (np.fromiter(counts, np.int64, len(counts)), np.fromiter(counts.values(), np.float32, len(counts)))
+            column = vocabulary.get(gram)
+            if column is not None:
+                found[column] = found.get(column, 0) + 1
+        order = sorted(found)
+        entry = (np.array(order, dtype=np.int64), np.array([found[column] for column in order], dtype=np.float32))
         if len(self._words) < WORD_CACHE:
             self._words[word] = entry
         return entry
@@ -183,7 +179,7 @@ class TfidfCharVectoriser:
         words = normalize(text).split()
         if not words:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        parts = [self._word(word) for word in words]
+        parts = [self.word(word) for word in words]
         indexes = np.concatenate([part[0] for part in parts])
         counts = np.concatenate([part[1] for part in parts])
         if not len(indexes):
@@ -259,28 +255,107 @@ class ExamplesMatch:
         }
 
 
-def _top(values: np.ndarray, count: int) -> np.ndarray:
-    """The indexes of the ``count`` largest values, largest first (ties: lower index first)."""
-    if len(values) > count:
-        part = np.argpartition(-values, count - 1)[:count]
-        return part[np.lexsort((part, -values[part]))]
-    return np.argsort(-values, kind="stable")
+class _WordProducts:
+    """The offline TF-IDF vector of a message times every example, and the vector's norm (the similarities are their
+    ratio), without building the vector.
+
+    When the index compiles, every word of the examples is multiplied with the examples at once (one sparse
+    product): a word's product is the few hundred examples it touches and its dot product with each. A message then
+    adds its words' products (:func:`routing.examples_kernel.message_grid`, compiled) instead of reading every
+    example that holds each of its n-grams. The sum is exact: a word said k times weighs its n-grams (1 + ln k) times
+    as much when each occurs once in it (sub-linear term frequency); where an n-gram's weight in the whole message
+    differs from the sum of what the words added — it occurs in several words, twice in a word said twice, or in a
+    word no example has (which added nothing) — the n-gram's column adds the difference.
+    """
+
+    def __init__(self, vectoriser: TfidfCharVectoriser, matrix: Any, columns: Any, position: np.ndarray) -> None:
+        from scipy.sparse import csr_matrix
+
+        from routing.examples_kernel import message_grid
+
+        self.vectoriser = vectoriser
+        self.columns = columns  # the examples' matrix by feature (CSC), its rows the examples' cells on the grid
+        self.cells = columns.shape[0]
+        self.idf = vectoriser.idf.astype(np.float64)
+        self.kernel = message_grid
+        fitted = vectoriser.fitted_words
+        self.ids = {word: n for n, word in enumerate(fitted)}
+        lengths = np.fromiter((len(columns) for columns in fitted.values()), np.int64, len(fitted))
+        grams = np.fromiter(itertools.chain.from_iterable(fitted.values()), np.int64, int(lengths.sum()))
+        counts = csr_matrix(
+            (np.ones(len(grams)), (np.repeat(np.arange(len(fitted)), lengths), grams)),
+            shape=(len(fitted), matrix.shape[1]),
+        )
+        counts.sum_duplicates()
+        weights = csr_matrix(
+            ((1.0 + np.log(counts.data)) * self.idf[counts.indices], counts.indices, counts.indptr), shape=counts.shape
+        )
+        products = (weights @ matrix.T.astype(np.float64)).tocsr()
+        self.rows, self.products, self.row_starts = position[products.indices], products.data, products.indptr
+        self.features, self.counts, self.feature_starts = counts.indices.astype(np.int64), counts.data, counts.indptr
+
+    def of(self, normalized: str) -> tuple[np.ndarray, float]:
+        said: dict[str, int] = {}
+        for word in normalized.split():
+            said[word] = said.get(word, 0) + 1
+        ids = self.ids
+        known = [ids.get(word, -1) for word in said]
+        extra_features, extra_counts = _NO_FEATURES, _NO_COUNTS
+        if -1 in known:  # words no example has: their n-grams the vocabulary knows, counted as often as said
+            unknown = [(self.vectoriser.word(word), times) for word, times in said.items() if word not in ids]
+            extra_features = np.concatenate([features for (features, _), _ in unknown])
+            extra_counts = np.concatenate([counts * times for (_, counts), times in unknown]).astype(np.float64)
+        grid, norm = self.kernel(
+            np.array(known, dtype=np.int64),
+            np.array(list(said.values()), dtype=np.float64),
+            self.row_starts,
+            self.rows,
+            self.products,
+            self.feature_starts,
+            self.features,
+            self.counts,
+            extra_features,
+            extra_counts,
+            self.idf,
+            self.columns.indptr,
+            self.columns.indices,
+            self.columns.data,
+            self.cells,
+        )
+        return grid, float(norm)
+
+
+_NO_FEATURES = np.zeros(0, np.int64)
+_NO_COUNTS = np.zeros(0, np.float64)
 
 
 @dataclass
 class ExampleIndex:
     """A profile's examples, vectorised: rows grouped by intent (``starts``: each intent's first row), and each
-    intent's centroid (see the module docstring)."""
+    intent's centroid (see the module docstring).
+
+    A message's similarities are laid out on a grid, slot × column, each intent's examples filling one column (or a
+    few, when one intent has many more examples than the others): every intent's summed and best similarity is then
+    one reduction down the grid's columns, whatever the number of intents (``_position``: each example's cell; the
+    cells no example fills hold 0, which neither a sum nor a best similarity, floored at 0, notices)."""
 
     intents: tuple[str, ...]
     texts: tuple[str, ...]
     starts: np.ndarray
     matrix: Any  # scipy CSR (offline) or a dense float32 array (embeddings), one normalised row per example
     vectoriser: Vectoriser
-    _columns: Any = field(default=None, repr=False)
-    # Per intent: the norm of its examples' summed vector; per example: its dot product with that sum.
+    _ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    _position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)  # example → cell
+    _slots: int = 0  # the grid's rows
+    _column_bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64), repr=False)  # per intent
+    _cell_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)  # cell → example, -1
+    _row_intent: list[int] = field(default_factory=list, repr=False)
+    _columns: Any = field(default=None, repr=False)  # offline: the examples' matrix by feature, rows as cells
+    # Per intent: the norm of its examples' summed vector (and its inverse); per example: its dot product with it.
     _sum_norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
+    _sum_inverse: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
     _own_dots: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
+    _products: _WordProducts | None = field(default=None, repr=False)  # offline: a message's products
 
     @classmethod
     def build(cls, examples: Sequence[tuple[str, Sequence[str]]], vectoriser: Vectoriser) -> ExampleIndex | None:
@@ -290,7 +365,7 @@ class ExampleIndex:
         texts: list[str] = []
         starts: list[int] = []
         for name, own in examples:
-            usable = [text for text in dict.fromkeys(own) if normalize(text)]
+            usable = [text for text in dict.fromkeys(own) if _A_WORD.search(text)]
             if usable:
                 names.append(name)
                 starts.append(len(texts))
@@ -299,11 +374,45 @@ class ExampleIndex:
             return None
         matrix = vectoriser.fit(texts)
         index = cls(tuple(names), tuple(texts), np.asarray(starts, dtype=np.int64), matrix, vectoriser)
+        index._ends = np.append(index.starts[1:], len(texts))
+        index._grid_lay_out()
         if not isinstance(matrix, np.ndarray):
-            index._columns = matrix.tocsc()  # by feature: a message reads only its own features' columns
+            from scipy.sparse import csc_matrix
+
+            by_feature = matrix.tocsc()  # a message reads only its own features' columns
+            index._columns = csc_matrix(
+                (by_feature.data, index._position[by_feature.indices], by_feature.indptr),
+                shape=(index._cells, matrix.shape[1]),
+            )
+            if isinstance(vectoriser, TfidfCharVectoriser):
+                index._products = _WordProducts(vectoriser, matrix, index._columns, index._position)
         index._own_dots = index._own_dots_compute()
         index._sum_norms = np.sqrt(np.maximum(np.add.reduceat(index._own_dots, index.starts), 0.0))
+        index._sum_inverse = np.divide(
+            1.0, index._sum_norms, out=np.zeros_like(index._sum_norms), where=index._sum_norms > 0
+        )
         return index
+
+    def _grid_lay_out(self) -> None:
+        """Each example's cell: as many slots as the largest intent has examples, unless that would leave most cells
+        empty; then as many as an intent has on average, and a larger intent takes several columns."""
+        sizes = self._ends - self.starts
+        slots = int(sizes.max())
+        if len(sizes) * slots > 1.25 * len(self.texts):
+            slots = int(np.ceil(len(self.texts) / len(sizes)))
+        columns = -(-sizes // slots)  # per intent
+        self._slots = slots
+        self._column_bounds = np.concatenate([[0], np.cumsum(columns)]).astype(np.int64)
+        owners = np.repeat(np.arange(len(sizes)), sizes)
+        within = np.arange(len(self.texts)) - self.starts[owners]
+        self._position = (within % slots) * int(columns.sum()) + self._column_bounds[owners] + within // slots
+        self._cell_row = np.full(self._cells, -1, np.int64)
+        self._cell_row[self._position] = np.arange(len(self.texts))
+        self._row_intent = owners.tolist()
+
+    @property
+    def _cells(self) -> int:
+        return self._slots * int(self._column_bounds[-1])
 
     def _own_dots_compute(self) -> np.ndarray:
         """Each example's dot product with the sum of its intent's examples (their sum's squared norm adds up)."""
@@ -328,56 +437,67 @@ class ExampleIndex:
         rows = np.repeat(np.arange(len(self.texts)), np.diff(self.matrix.indptr))
         return np.bincount(rows, products, len(self.texts))
 
-    def similarities(self, vector: Any) -> np.ndarray:
-        """The cosine similarity of the message's vector with every example."""
+    def _grid(self, vector: Any) -> np.ndarray:
+        """The message's similarity with every example, laid out on the grid."""
         if isinstance(self.matrix, np.ndarray):
-            return self.matrix @ np.asarray(vector, dtype=np.float32)
+            grid = np.zeros(self._cells, dtype=np.float64)
+            grid[self._position] = self.matrix @ np.asarray(vector, dtype=np.float32)
+            return grid
         features, weights = vector
         if not len(features):
-            return np.zeros(len(self.texts), dtype=np.float32)
-        return np.asarray(self._columns[:, features] @ weights, dtype=np.float32)
+            return np.zeros(self._cells, dtype=np.float64)
+        return np.asarray(self._columns[:, features] @ weights, dtype=np.float64)
 
-    def centroid_scores(self, scores: np.ndarray, *, exclude: int | None = None) -> np.ndarray:
-        """Every intent's centroid similarity from the message's similarities with the examples (``scores``, the
-        left-out row's unmasked): sum·v is the sum of its examples' r·v, and the centroid is sum / |sum|. An example
-        left out (``exclude``) leaves its intent's sum too: (sum·v − r·v) / |sum − r|, where
-        |sum − r|² = |sum|² − 2 sum·r + 1.
-        """
-        dots = np.add.reduceat(scores.astype(np.float64), self.starts)
-        norms = self._sum_norms.copy()
-        if exclude is not None:
-            owner = int(np.searchsorted(self.starts, exclude, side="right") - 1)
-            dots[owner] -= float(scores[exclude])
-            rest = norms[owner] ** 2 - 2.0 * float(self._own_dots[exclude]) + 1.0
-            norms[owner] = np.sqrt(rest) if rest > 1e-9 else 0.0
-        return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    def similarities(self, vector: Any) -> np.ndarray:
+        """The cosine similarity of the message's vector with every example."""
+        return self._grid(vector)[self._position]
+
+    def text_similarities(self, text: str) -> np.ndarray:
+        """The cosine similarity of a text with every example (offline: see :class:`_WordProducts`)."""
+        if self._products is None:
+            return self.similarities(self.vectoriser.vector(text))
+        grid, norm = self._products.of(normalize(text))
+        return grid[self._position] / norm if norm > 0 else grid[self._position]
 
     def match(self, vector: Any, *, nearest: int = NEAREST, exclude: int | None = None) -> ExamplesMatch:
         """Every intent's score (see the module docstring), best first, and the nearest examples. ``exclude``: an
         example row left out (leave-one-out calibration scores each example against the others)."""
-        scores = self.similarities(vector)
-        centroids = self.centroid_scores(scores, exclude=exclude)
+        return self._match(self._grid(vector), 1.0, nearest, exclude)
+
+    def match_text(self, text: str, *, nearest: int = NEAREST, exclude: int | None = None) -> ExamplesMatch:
+        """:meth:`match` of a text, scored here (the offline vectoriser; embeddings are fetched by the caller)."""
+        if self._products is None:
+            return self.match(self.vectoriser.vector(text), nearest=nearest, exclude=exclude)
+        grid, norm = self._products.of(normalize(text))
+        return self._match(grid, 1.0 / norm if norm > 0 else 0.0, nearest, exclude)
+
+    def _match(self, grid: np.ndarray, scale: float, nearest: int, exclude: int | None) -> ExamplesMatch:
+        """The match from the grid of the message's (unnormalised: times ``scale``) similarities
+        (:func:`routing.examples_kernel.grid_rank`). An example left out (``exclude``) leaves its intent's sum too:
+        (sum·v − r·v) / |sum − r|, with |sum − r|² = |sum|² − 2 sum·r + 1."""
+        from routing.examples_kernel import grid_rank
+
+        inverse = self._sum_inverse
         if exclude is not None:
-            scores[exclude] = -1.0
-        nearest_scores = np.maximum(np.maximum.reduceat(scores, self.starts), 0.0).astype(np.float64)
-        per_intent = NEAREST_WEIGHT * nearest_scores + (1.0 - NEAREST_WEIGHT) * centroids
-        order = _top(per_intent, RANKED)
-        ranking = tuple((self.intents[i], float(per_intent[i])) for i in order if per_intent[i] > 0)
-        # The nearest examples are among the best intents' own: read only their rows.
-        ends = np.append(self.starts[1:], len(self.texts))
-        rows = np.concatenate([np.arange(self.starts[i], ends[i]) for i in order[:nearest]])
-        top = rows[_top(scores[rows], nearest)]
-        owners = np.searchsorted(self.starts, top, side="right") - 1
+            grid[self._position[exclude]] = 0.0
+            owner = int(np.searchsorted(self.starts, exclude, side="right") - 1)
+            rest = self._sum_norms[owner] ** 2 - 2.0 * float(self._own_dots[exclude]) + 1.0
+            inverse = inverse.copy()
+            inverse[owner] = 1.0 / np.sqrt(rest) if rest > 1e-9 else 0.0
+        top, scores, near, near_scores = grid_rank(
+            grid, self._slots, self._column_bounds, inverse, self._cell_row, scale, NEAREST_WEIGHT, RANKED, nearest
+        )
+        ranking = tuple(
+            (self.intents[k], score)
+            for k, score in zip(top.tolist(), scores.tolist(), strict=True)
+            if k >= 0 and score > 0
+        )
         neighbours = tuple(
-            Neighbour(self.intents[owner], self.texts[row], float(scores[row]))
-            for row, owner in zip(top, owners, strict=True)
-            if scores[row] > 0
+            Neighbour(self.intents[self._row_intent[row]], self.texts[row], score)
+            for row, score in zip(near.tolist(), near_scores.tolist(), strict=True)
+            if row >= 0 and score > 0
         )
         return ExamplesMatch(ranking=ranking, nearest=neighbours, vectoriser=self.vectoriser.name)
-
-    def match_text(self, text: str, *, nearest: int = NEAREST) -> ExamplesMatch:
-        """:meth:`match` of a text, vectorised here (the offline vectoriser; embeddings are fetched by the caller)."""
-        return self.match(self.vectoriser.vector(text), nearest=nearest)
 
 
 def examples_compile(

@@ -51,17 +51,38 @@ def decide(compiled: CompiledRouter, text: str, **kwargs):
 
 def test_the_offline_vector_of_a_message_is_scikit_learns_tfidf_vector():
     texts = [example for intent in INTENTS for example in intent.examples]
-    vectoriser = TfidfCharVectoriser(max_df=0.5)
+    vectoriser = TfidfCharVectoriser()
     matrix = vectoriser.fit(texts)
-    reference = vectoriser.sklearn(len(texts)).fit(texts)
+    reference = vectoriser.sklearn().fit(texts)
 
-    assert reference.vocabulary_ == vectoriser.vocabulary
-    assert np.allclose(reference.transform(texts).toarray(), matrix.toarray(), atol=1e-6)
+    # The same n-grams (scikit-learn numbers them in sorted order, ours as first met: the order changes nothing).
+    assert set(reference.vocabulary_) == set(vectoriser.vocabulary)
+    order = [vectoriser.vocabulary[gram] for gram in sorted(reference.vocabulary_, key=reference.vocabulary_.get)]
+    assert np.allclose(reference.transform(texts).toarray(), matrix.toarray()[:, order], atol=1e-6)
     for text in ("A entrega do modem atrasou!", "cuenta cara", "ok", "Pedido 123 — não chegou?"):
         features, weights = vectoriser.vector(text)
         dense = np.zeros(len(vectoriser.vocabulary), dtype=np.float32)
         dense[features] = weights
-        assert np.allclose(reference.transform([text]).toarray()[0], dense, atol=1e-6)
+        assert np.allclose(reference.transform([text]).toarray()[0], dense[order], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a conta do telefone chegou cara demais",
+        "conta conta conta",  # a word repeated: its n-grams' term frequency is the message's, not the word's
+        "contas da conta contadas",  # n-grams shared by different words
+        "o pedido pedido do meu pedido não chegou, cadê o pedido?",
+        "palavra-que-ninguém-usou xyzzy",  # nothing known
+        "",
+    ],
+)
+def test_a_text_scored_word_by_word_gets_its_whole_vectors_similarities(text):
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
+    whole = index.similarities(index.vectoriser.vector(text))
+
+    assert np.allclose(index.text_similarities(text), whole, atol=1e-6)
+    assert np.allclose(index.text_similarities(text), whole, atol=1e-6)  # again, from the memoised words
 
 
 def test_a_paraphrase_without_keywords_is_routed_by_its_examples_with_the_evidence():
@@ -210,6 +231,20 @@ def test_an_example_left_out_is_left_out_of_its_intents_centroid_too():
 
     assert dict(left_out.ranking) == pytest.approx(_by_hand(index, text, exclude=1), abs=1e-5)
     assert dict(left_out.ranking)["billing"] < dict(index.match_text(text).ranking)["billing"]
+
+
+def test_an_intent_with_many_more_examples_than_the_others_is_scored_the_same_way():
+    many = tuple(f"{example} {n}" for n in range(12) for example in INTENTS[0].examples)
+    examples = [(INTENTS[0].name, many), *[(i.name, i.examples) for i in INTENTS[1:]]]
+    index = ExampleIndex.build(examples, TfidfCharVectoriser())
+    text = "a conta do telefone chegou cara demais"
+
+    assert index._column_bounds[-1] > len(index.intents)  # the large intent spans several columns of the grid
+    assert dict(index.match_text(text).ranking) == pytest.approx(_by_hand(index, text), abs=1e-5)
+    assert index.match_text(text).nearest[0].intent == INTENTS[0].name
+    row = len(many) - 1
+    left_out = index.match_text(index.texts[row], exclude=row)
+    assert dict(left_out.ranking) == pytest.approx(_by_hand(index, index.texts[row], exclude=row), abs=1e-5)
 
 
 class DenseTfidf(TfidfCharVectoriser):
