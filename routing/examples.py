@@ -326,6 +326,7 @@ class _WordProducts:
 
 
 _NO_FEATURES = np.zeros(0, np.int64)
+Excluded = int | Sequence[int] | np.ndarray | None  # example rows left out of a match
 _NO_COUNTS = np.zeros(0, np.float64)
 
 
@@ -459,31 +460,36 @@ class ExampleIndex:
         grid, norm = self._products.of(normalize(text))
         return grid[self._position] / norm if norm > 0 else grid[self._position]
 
-    def match(self, vector: Any, *, nearest: int = NEAREST, exclude: int | None = None) -> ExamplesMatch:
-        """Every intent's score (see the module docstring), best first, and the nearest examples. ``exclude``: an
-        example row left out (leave-one-out calibration scores each example against the others)."""
+    def match(self, vector: Any, *, nearest: int = NEAREST, exclude: Excluded = None) -> ExamplesMatch:
+        """Every intent's score (see the module docstring), best first, and the nearest examples. ``exclude``: example
+        rows left out (calibration scores each example against the others but its near copies)."""
         return self._match(self._grid(vector), 1.0, nearest, exclude)
 
-    def match_text(self, text: str, *, nearest: int = NEAREST, exclude: int | None = None) -> ExamplesMatch:
+    def match_text(self, text: str, *, nearest: int = NEAREST, exclude: Excluded = None) -> ExamplesMatch:
         """:meth:`match` of a text, scored here (the offline vectoriser; embeddings are fetched by the caller)."""
         if self._products is None:
             return self.match(self.vectoriser.vector(text), nearest=nearest, exclude=exclude)
         grid, norm = self._products.of(normalize(text))
         return self._match(grid, 1.0 / norm if norm > 0 else 0.0, nearest, exclude)
 
-    def _match(self, grid: np.ndarray, scale: float, nearest: int, exclude: int | None) -> ExamplesMatch:
+    def _match(self, grid: np.ndarray, scale: float, nearest: int, exclude: Excluded) -> ExamplesMatch:
         """The match from the grid of the message's (unnormalised: times ``scale``) similarities
-        (:func:`routing.examples_kernel.grid_rank`). An example left out (``exclude``) leaves its intent's sum too:
-        (sum·v − r·v) / |sum − r|, with |sum − r|² = |sum|² − 2 sum·r + 1."""
+        (:func:`routing.examples_kernel.grid_rank`). Examples left out (``exclude``, rows R of an intent) leave its
+        sum too: (sum·v − Σ r·v) / |sum − Σ r|, with |sum − Σ r|² = |sum|² − 2 Σ sum·r + Σ r·r' over pairs of R."""
         from routing.examples_kernel import grid_rank
 
         inverse = self._sum_inverse
         if exclude is not None:
-            grid[self._position[exclude]] = 0.0
-            owner = int(np.searchsorted(self.starts, exclude, side="right") - 1)
-            rest = self._sum_norms[owner] ** 2 - 2.0 * float(self._own_dots[exclude]) + 1.0
+            rows = np.unique(np.atleast_1d(np.asarray(exclude, dtype=np.int64)))
+            grid[self._position[rows]] = 0.0
             inverse = inverse.copy()
-            inverse[owner] = 1.0 / np.sqrt(rest) if rest > 1e-9 else 0.0
+            owners = np.searchsorted(self.starts, rows, side="right") - 1
+            for owner in np.unique(owners):
+                own = rows[owners == owner]
+                block = self.matrix[own]
+                pairs = float((block @ block.T).sum())  # Σ r·r', each example with itself included (1 each)
+                rest = self._sum_norms[owner] ** 2 - 2.0 * float(self._own_dots[own].sum()) + pairs
+                inverse[owner] = 1.0 / np.sqrt(rest) if rest > 1e-9 else 0.0
         top, scores, near, near_scores = grid_rank(
             grid, self._slots, self._column_bounds, inverse, self._cell_row, scale, NEAREST_WEIGHT, RANKED, nearest
         )

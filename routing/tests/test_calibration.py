@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
-from routing.calibration import NONE, Sample, _figures, calibrate, calibration_save
+from routing.calibration import NONE, Sample, _figures, calibrate, calibration_samples, calibration_save, near_copies
 from routing.models import Intent, RoutingTestCase
 from routing.routing_tests import DRAFT, Case, routing_tests_saved, routing_tests_spec
 
@@ -85,6 +86,23 @@ def test_a_test_decided_by_a_keyword_is_not_the_tiers_to_judge(examples):
     assert result.from_tests == 0
 
 
+def test_every_rule_is_judged_on_small_talk_no_keyword_takes(examples):
+    examples.intents.get(name="support_request").keywords.create(text="obrigado")
+    from common.config_version import config_version_bump
+
+    config_version_bump()
+    spec = routing_tests_spec(examples, DRAFT)
+
+    samples = calibration_samples(spec, [])
+    result = calibrate(spec, [])
+
+    small_talk = {s.text: s for s in samples if s.source == "small talk"}
+    assert "obrigado" not in small_talk  # a keyword's message, not the tier's
+    assert {"bom dia", "thanks", "gracias", "sim, pode"} <= set(small_talk)
+    assert all(s.expected == NONE for s in small_talk.values())
+    assert result.by_source["small talk"].right + result.by_source["small talk"].wrong == len(small_talk)
+
+
 def test_saving_a_calibration_changes_the_draft_and_keeps_its_figures(examples, django_user_model):
     editor = django_user_model.objects.create_user("ana")
     result = calibrate(routing_tests_spec(examples, DRAFT), [])
@@ -153,3 +171,16 @@ def test_a_viewer_without_the_profile_change_right_sees_the_figures_but_cannot_s
     denied = client.post("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
     assert denied.status_code == 403
     assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
+
+
+def test_an_example_left_out_takes_its_near_copies_with_it():
+    texts = [
+        "minha fatura veio alta este mes",
+        "minha fatura veio muito alta este mes",  # shares 6 of 7 words: a near copy
+        "a conta do celular subiu",
+        "onde esta meu pedido",
+    ]
+
+    copies = near_copies(texts, np.arange(len(texts)))
+
+    assert [list(rows) for rows in copies] == [[0, 1], [0, 1], [2], [3]]

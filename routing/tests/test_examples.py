@@ -199,7 +199,7 @@ def test_an_example_left_out_is_scored_against_the_others_only():
     assert left_out.best[0] == "billing"
 
 
-def _by_hand(index: ExampleIndex, text: str, *, exclude: int | None = None) -> dict[str, float]:
+def _by_hand(index: ExampleIndex, text: str, *, exclude: int | set[int] | None = None) -> dict[str, float]:
     """Each intent's score computed the long way: 0.3 × its nearest example's cosine + 0.7 × its centroid's."""
     rows = index.matrix.toarray().astype(np.float64)
     message = np.zeros(rows.shape[1])
@@ -208,7 +208,8 @@ def _by_hand(index: ExampleIndex, text: str, *, exclude: int | None = None) -> d
     ends = [*index.starts[1:], len(index.texts)]
     scores = {}
     for name, start, end in zip(index.intents, index.starts, ends, strict=True):
-        own = [row for row in range(start, end) if row != exclude]
+        left_out = exclude if isinstance(exclude, set) else {exclude}
+        own = [row for row in range(start, end) if row not in left_out]
         centroid = rows[own].sum(axis=0)
         centroid /= np.linalg.norm(centroid)
         scores[name] = 0.3 * max(rows[own] @ message) + 0.7 * centroid @ message
@@ -245,6 +246,17 @@ def test_an_intent_with_many_more_examples_than_the_others_is_scored_the_same_wa
     row = len(many) - 1
     left_out = index.match_text(index.texts[row], exclude=row)
     assert dict(left_out.ranking) == pytest.approx(_by_hand(index, index.texts[row], exclude=row), abs=1e-5)
+
+
+def test_several_examples_left_out_leave_their_intents_centroids_exactly():
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
+    text = index.texts[1]
+    left = {0, 1, 2, len(index.texts) - 1}  # three of one intent's examples and one of another's
+
+    match = index.match_text(text, exclude=sorted(left))
+
+    assert dict(match.ranking) == pytest.approx(_by_hand(index, text, exclude=left), abs=1e-5)
+    assert all(neighbour.example not in {index.texts[row] for row in left} for neighbour in match.nearest)
 
 
 class DenseTfidf(TfidfCharVectoriser):

@@ -19,6 +19,7 @@ import yaml
 from django.conf import settings
 
 from common.text import normalize
+from routing.calibration import NEAR_COPY, words  # word overlap (Jaccard) at which a text is a near copy
 from routing.management.commands.seed_demo import DEMO_DIR
 from routing.router import FALLBACK_INTENT, CompiledRouter, IntentSpec
 
@@ -36,8 +37,6 @@ MIN_ROUTED = 150
 MIN_PER_LANGUAGE = 50
 MIN_PER_INTENT = 12
 MIN_FALLBACK, MAX_FALLBACK = 15, 30
-# Word overlap (Jaccard over normalised words) at which a paraphrase counts as an example with a word swapped.
-NEAR_COPY = 0.5
 
 TELLING_WORDS = {
     "pt": "não nao sim você voce vocês voces meu minha meus minhas seu sua isso esse essa um uma do da das ao "
@@ -93,10 +92,6 @@ def paraphrase_set(profile: str) -> dict[str, Any]:
 
 def messages(profile: str) -> list[dict[str, str]]:
     return paraphrase_set(profile)["messages"]
-
-
-def words(text: str) -> set[str]:
-    return set(normalize(text).split())
 
 
 @pytest.mark.parametrize("profile", PROFILES)
