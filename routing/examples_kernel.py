@@ -41,13 +41,8 @@ def message_grid(
     grid = np.zeros(cells)
     total = len(extra_features)
     for i in range(len(words)):
-        word = words[i]
-        if word < 0:
-            continue
-        scale = 1.0 + np.log(times[i])
-        for j in range(row_starts[word], row_starts[word + 1]):
-            grid[rows[j]] += products[j] * scale
-        total += feature_starts[word + 1] - feature_starts[word]
+        if words[i] >= 0:
+            total += feature_starts[words[i] + 1] - feature_starts[words[i]]
     said = np.empty(total, np.int64)
     tf = np.empty(total)
     added = np.empty(total)
@@ -57,6 +52,8 @@ def message_grid(
         if word < 0:
             continue
         scale = 1.0 + np.log(times[i])
+        for j in range(row_starts[word], row_starts[word + 1]):
+            grid[rows[j]] += products[j] * scale
         for j in range(feature_starts[word], feature_starts[word + 1]):
             said[n] = features[j]
             tf[n] = counts[j] * times[i]
@@ -133,11 +130,7 @@ def grid_rank(
         while place > 0 and (top[place - 1] < 0 or score > top_scores[place - 1]):
             place -= 1
         if place < ranked:
-            for moved in range(ranked - 1, place, -1):
-                top[moved] = top[moved - 1]
-                top_scores[moved] = top_scores[moved - 1]
-            top[place] = k
-            top_scores[place] = score
+            _insert(top, top_scores, place, k, score)
     near = np.full(nearest, -1, np.int64)
     near_scores = np.zeros(nearest)
     for r in range(min(nearest, ranked)):
@@ -159,9 +152,15 @@ def grid_rank(
                 ):
                     place -= 1
                 if place < nearest:
-                    for moved in range(nearest - 1, place, -1):
-                        near[moved] = near[moved - 1]
-                        near_scores[moved] = near_scores[moved - 1]
-                    near[place] = row
-                    near_scores[place] = value
+                    _insert(near, near_scores, place, row, value)
     return top, top_scores, near, near_scores
+
+
+@njit(cache=True, nogil=True)
+def _insert(items: np.ndarray, scores: np.ndarray, place: int, item: int, score: float) -> None:
+    """Put ``item`` at ``place`` of a best-first list, moving the ones after it down (the last falls off)."""
+    for moved in range(len(items) - 1, place, -1):
+        items[moved] = items[moved - 1]
+        scores[moved] = scores[moved - 1]
+    items[place] = item
+    scores[place] = score
