@@ -94,12 +94,20 @@ def test_a_rolled_back_plan_shows_both_cohorts_over_time_its_stage_and_its_decis
     assert totals == {cohort: rollback.figures[cohort]["conversations"] for cohort in ("candidate", "control")}
     assert totals["candidate"] > 0 and totals["control"] > 0
     assert sum(totals.values()) == 60
-    busy = [point for point in points if point["candidate"]["turns"] and point["control"]["turns"]]
+    # A turn's message and its route decision are stamped a few milliseconds apart, so at a slice's edge one can
+    # fall on each side: a slice is judged where both cohorts have decisions in it, and the totals must agree.
+    busy = [
+        point
+        for point in points
+        if point["candidate"]["samples"]["fallback_rate"] and point["control"]["samples"]["fallback_rate"]
+    ]
     assert busy, "no slice holds both cohorts"
     for point in busy:
         assert set(point["candidate"]["values"]) == set(GUARD_METRICS)
         assert point["candidate"]["values"]["fallback_rate"] > 0.9 > 0.1 > point["control"]["values"]["fallback_rate"]
-        assert point["candidate"]["samples"]["fallback_rate"] == point["candidate"]["turns"]
+    for cohort in ("candidate", "control"):
+        decided = sum(point[cohort]["samples"]["fallback_rate"] for point in points)
+        assert decided == sum(point[cohort]["turns"] for point in points) == rollback.figures[cohort]["turns"]
 
 
 def test_the_default_is_twelve_slices_and_a_plan_never_started_has_no_series(staff_api, ready_plan):
