@@ -254,6 +254,15 @@ def _stored_counts(env: dict[str, str], prefix: str) -> dict[str, Counter]:
     return stored
 
 
+def ratio_to_ideal(rate: float, clients: int, latency_ms: int) -> str:
+    """The rate as a share of the ideal (every client waiting only for the model, ``clients`` × 1000 / latency per
+    second); with no model latency there is no such ceiling: the platform's own overhead is what is measured."""
+    if latency_ms <= 0:
+        return "— (no model latency)"
+    ideal = clients * 1000 / latency_ms
+    return f"{rate / ideal:.0%} of {ideal:.0f}"
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -344,7 +353,6 @@ def run(args: argparse.Namespace) -> int:
     unanswered = sum(  # rows for messages the client never saw accepted (it timed out, say)
         max(0, stored[session][role] - accepted[session]) for session in stored for role in ("user", "assistant")
     )
-    ideal = args.clients * 1000 / args.latency_ms
     rate = len(latencies) / args.duration
     seconds = args.duration
     # Per server process (the workers show whether the connections were shared out evenly).
@@ -373,7 +381,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     print(
-        f"| {rate:.1f} | {rate / ideal:.0%} of {ideal:.0f} | {_percentile(latencies, 0.5) * 1000:,.0f} ms "
+        f"| {rate:.1f} | {ratio_to_ideal(rate, args.clients, args.latency_ms)} "
+        f"| {_percentile(latencies, 0.5) * 1000:,.0f} ms "
         f"| {_percentile(latencies, 0.99) * 1000:,.0f} ms | {sum(errors.values())} | {sum(accepted.values())} "
         f"| {lost} | {server_cores:.2f} cores | {postgres_cores:.2f} cores | {client_cores:.2f} cores |"
     )
@@ -410,11 +419,14 @@ def run(args: argparse.Namespace) -> int:
     )
     for line, count in server_errors.most_common(5):
         print(f"server log: {count} × {line}")
-    verdict = rate / ideal >= args.target
-    print(
-        f"target ≥ {args.target:.0%} of ideal, zero errors, zero lost: "
-        f"{'met' if verdict and not errors and not lost else 'NOT met'}"
-    )
+    if args.latency_ms > 0:
+        verdict = rate / (args.clients * 1000 / args.latency_ms) >= args.target
+        print(
+            f"target ≥ {args.target:.0%} of ideal, zero errors, zero lost: "
+            f"{'met' if verdict and not errors and not lost else 'NOT met'}"
+        )
+    else:  # the platform's overhead alone: the rate and the latencies above are the figures
+        print(f"zero errors, zero lost: {'met' if not errors and not lost else 'NOT met'}")
     return 1 if errors or lost else 0
 
 
