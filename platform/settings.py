@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -12,6 +13,10 @@ from platform import env
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env.string("VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded SQLite database and file cache live here
+# numba (the examples tier's compiled loops, routing/examples_kernel.py) caches its machine code on disk; next to
+# the source it cannot in the image (/app is root's, the app user's home too), and without a writable place the
+# import fails. It is read when numba is first imported, which is after the settings.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(VAR_DIR / "cache" / "numba"))
 
 DEBUG = env.boolean("DJANGO_DEBUG", True)
 SECRET_KEY = env.string("DJANGO_SECRET_KEY")

@@ -283,3 +283,15 @@ def test_dense_vectors_are_scored_as_the_sparse_ones_are():
         assert dict(dense.match(dense.vectoriser.vector(text), exclude=row).ranking) == pytest.approx(
             dict(sparse.match(sparse.vectoriser.vector(text), exclude=row).ranking), abs=1e-5
         )
+
+
+def test_the_compiled_loops_cache_their_code_under_the_platforms_writable_folder():
+    """In the image the source folder and the app user's home are read-only: numba must be told where to write, or
+    importing the kernel fails."""
+    import os
+
+    from django.conf import settings
+
+    import routing.examples_kernel  # noqa: F401 — imported: numba found its cache folder
+
+    assert os.environ["NUMBA_CACHE_DIR"] == str(settings.VAR_DIR / "cache" / "numba")
