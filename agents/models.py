@@ -200,13 +200,14 @@ class AgentProfile(models.Model):
         "it the offline vectoriser is used.",
     )
     examples_threshold = models.FloatField(
-        default=0.2,
+        default=0.9,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="An intent's score (its similarity to the message: nearest example and examples' centroid) must "
-        "reach this for it to win. Chosen by calibration from the saved routing tests.",
+        help_text="The likeliest intent's score (offline: its probability given the message and the examples; with "
+        "embeddings: its similarity) must reach this for it to win. Chosen by calibration from the saved routing "
+        "tests and the examples.",
     )
     examples_margin = models.FloatField(
-        default=0.03,
+        default=0.8,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="…and beat the runner-up intent's by this much; closer calls go on to the classifier or the "
         "fallback. Chosen by calibration.",

@@ -128,7 +128,7 @@ def examples_tier(rng: random.Random, intents: tuple[IntentSpec, ...], per_inten
     tier adds), and compiling the tier."""
     from dataclasses import replace
 
-    from routing.examples import ExampleIndex, TfidfCharVectoriser
+    from routing.examples import ExampleIndex, TfidfVectoriser
 
     shared = [synthetic_word(rng) for _ in range(400)]
     own = [[synthetic_word(rng) for _ in range(30)] for _ in intents]
@@ -145,11 +145,11 @@ def examples_tier(rng: random.Random, intents: tuple[IntentSpec, ...], per_inten
         n = rng.randrange(len(intents))
         messages.append(sentence(own[n], 40, 50) if rng.random() < 0.2 else sentence(own[n], 5, 20))
     t0 = time.perf_counter()
-    index = ExampleIndex.build([(i.name, i.examples) for i in with_examples], TfidfCharVectoriser())
+    index = ExampleIndex.build([(i.name, i.examples) for i in with_examples], TfidfVectoriser())
     first_s = time.perf_counter() - t0
     # Again, as a running server compiles a published version: scikit-learn, SciPy and numba already loaded.
     t0 = time.perf_counter()
-    index = ExampleIndex.build([(i.name, i.examples) for i in with_examples], TfidfCharVectoriser())
+    index = ExampleIndex.build([(i.name, i.examples) for i in with_examples], TfidfVectoriser())
     compile_s = time.perf_counter() - t0
     plain = CompiledRouter(intents=with_examples, fallback_agent="agent_0")
     tier = CompiledRouter(

@@ -35,6 +35,7 @@ django.setup()
 from agents.models import AgentProfile  # noqa: E402
 from bench.router_bench import build_intents, synthetic_word  # noqa: E402
 from routing.documents import PROFILE_FIELDS, SCHEMA, profile_compile  # noqa: E402
+from routing.examples import OFFLINE_SCORE  # noqa: E402
 from routing.routing_tests import Case, routing_tests_run  # noqa: E402
 
 SPECIALISTS = 25
@@ -46,7 +47,7 @@ def profile_document(rng: random.Random, intents: int, keywords: int, *, classif
         agent_id="bench_tests", name="Bench tests", llm_router_enabled=classifier, examples_enabled=False
     )
     profile = {name: getattr(defaults, name) for name in PROFILE_FIELDS}
-    profile.update(fallback_specialist="agent_0", coordinator="", goal_domains=[])
+    profile.update(fallback_specialist="agent_0", coordinator="", goal_domains=[], examples_score=OFFLINE_SCORE)
     specialists = {
         f"agent_{n}": {
             "display_name": "",

@@ -111,13 +111,15 @@ def _examples_explained(decision: RouteDecision) -> dict[str, Any] | None:
         if place == 0:
             if decided:
                 why = f"Won: {score:.2f} ≥ threshold {threshold:.2f}, and {margin:.2f} or more ahead of the runner-up."
-            elif score < threshold:
-                why = f"Nearest, but {score:.2f} is below the threshold {threshold:.2f}: the tier did not decide."
             else:
+                # The recorded scores are rounded: a score shown as 1.00 may still be under a threshold of 1.00.
                 gap = score - (ranking[1]["score"] if len(ranking) > 1 else 0.0)
-                why = f"Nearest, but only {gap:.2f} ahead of the runner-up (margin {margin:.2f}): too close to call."
+                if score < threshold or gap >= margin:
+                    why = f"Likeliest, but {score:.2f} is below the threshold {threshold:.2f}: the tier did not decide."
+                else:
+                    why = f"Likeliest, but only {gap:.2f} ahead of the runner-up (margin {margin:.2f}): too close."
         else:
-            why = f"Less similar ({score:.2f} against {ranking[0]['score']:.2f})."
+            why = f"Less likely ({score:.2f} against {ranking[0]['score']:.2f})."
         rows.append({**entry, "why": why})
     return {**evidence, "rows": rows, "decided": decided}
 

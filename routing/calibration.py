@@ -18,7 +18,7 @@ The samples a profile's tier is judged on:
   calibrated on these alone; with tests, both count. At most :data:`LEAVE_ONE_OUT_MAX` examples are used, spread
   evenly over the index.
 
-Every (threshold, margin) on a grid — thresholds 0.05 … 0.95, margins 0 … 0.30, by 0.01 — is scored: a sample is
+Every (threshold, margin) on a grid — thresholds 0.05 … 0.99, margins 0 … 0.95, by 0.01 — is scored: a sample is
 *right* when the tier routes it to its intent or leaves a fallback sample alone, *wrong* when it routes it to
 another intent (or routes a fallback sample), and *falls back* when it leaves alone a sample that has an intent.
 A wrong route costs more than a fallback (the customer talks to the wrong specialist instead of a general one).
@@ -47,8 +47,8 @@ WRONG_COST = 3.0  # a wrong route counts as three fallbacks
 MAX_WRONG_RATE = 0.05  # at most one sample in twenty routed to the wrong intent, when a rule can keep to it
 LEAVE_ONE_OUT_MAX = 2_000
 NEAR_COPY = 0.5  # word overlap at which an example is a near copy of another (the paraphrase set's own rule)
-THRESHOLDS = np.round(np.arange(0.05, 0.951, 0.01), 2)
-MARGINS = np.round(np.arange(0.0, 0.301, 0.01), 2)
+THRESHOLDS = np.round(np.arange(0.05, 0.991, 0.01), 2)
+MARGINS = np.round(np.arange(0.0, 0.951, 0.01), 2)
 NONE = ""  # the label of a sample the tier should leave alone
 # Greetings, thanks and bare yes/no/ok in the platform's three languages: no routing intent should take one (a reply
 # such as "sim, pode" is the state policy's or the permission step's to read, with the conversation's context).

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from routing.examples import ExampleIndex, examples_compile
+from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.snapshot import LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
@@ -257,6 +257,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             closing_words=list(row["closing_words"] or ()),
             guardrails=row["guardrails"] or {},
             judges=row["judges"] or {},
+            examples_score=OFFLINE_SCORE,
         )
         # Deep copies: documents share no mutable part with each other (a caller may edit one as a draft).
         documents[row["agent_id"]] = copy.deepcopy(
@@ -278,13 +279,18 @@ def examples_index(
     intents: tuple[IntentSpec, ...], profile: Mapping[str, Any], state_only: set[str]
 ) -> ExampleIndex | None:
     """The profile's examples tier, or ``None`` when it is off. A version published before the tier existed has no
-    ``examples_enabled`` and keeps routing as it did: off. Intents reached only through a state policy (``state_only``:
-    a policy's intent with no keyword, such as a confirmation's "sim") are left out: their examples mean something
-    only in that state, which the state policy already routes."""
+    ``examples_enabled`` and keeps routing as it did: off. A version published before the offline score was naive
+    Bayes (no ``examples_score``) leaves its offline tier off too: its threshold and margin were chosen for a score
+    this code no longer computes, and would let most messages through; recalibrate and publish. Intents reached only
+    through a state policy (``state_only``: a policy's intent with no keyword, such as a confirmation's "sim") are left
+    out: their examples mean something only in that state, which the state policy already routes."""
     if not profile.get("examples_enabled", False):
         return None
+    vectoriser = profile.get("examples_vectoriser", "offline")
+    if vectoriser != "embeddings" and profile.get("examples_score") != OFFLINE_SCORE:
+        return None
     examples = tuple((intent.name, intent.examples) for intent in intents if intent.name not in state_only)
-    return examples_compile(examples, profile.get("examples_vectoriser", "offline"))
+    return examples_compile(examples, vectoriser)
 
 
 def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None = None) -> ProfileSpec:

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from routing.examples import ExampleIndex, TfidfCharVectoriser, examples_compile
+from routing.examples import ALPHA, ExampleIndex, TfidfVectoriser, examples_compile
 from routing.router import Classification, CompiledRouter, IntentSpec
 
 INTENTS = (
@@ -41,7 +41,7 @@ INTENTS = (
 
 def router(**settings) -> CompiledRouter:
     rule = {"examples_threshold": 0.2, "examples_margin": 0.05, **settings}
-    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
     return CompiledRouter(intents=INTENTS, fallback_agent="support_agent", examples=index, **rule)
 
 
@@ -49,40 +49,117 @@ def decide(compiled: CompiledRouter, text: str, **kwargs):
     return asyncio.run(compiled.route(text, **kwargs))
 
 
-def test_the_offline_vector_of_a_message_is_scikit_learns_tfidf_vector():
+def test_the_offline_vector_of_a_message_is_scikit_learns_tfidf_vectors_of_n_grams_and_of_words():
     texts = [example for intent in INTENTS for example in intent.examples]
-    vectoriser = TfidfCharVectoriser()
-    matrix = vectoriser.fit(texts)
-    reference = vectoriser.sklearn().fit(texts)
+    vectoriser = TfidfVectoriser()
+    matrix = vectoriser.fit(texts).toarray()
+    chars, words = (reference.fit(texts) for reference in vectoriser.sklearn())
 
-    # The same n-grams (scikit-learn numbers them in sorted order, ours as first met: the order changes nothing).
-    assert set(reference.vocabulary_) == set(vectoriser.vocabulary)
-    order = [vectoriser.vocabulary[gram] for gram in sorted(reference.vocabulary_, key=reference.vocabulary_.get)]
-    assert np.allclose(reference.transform(texts).toarray(), matrix.toarray()[:, order], atol=1e-6)
-    for text in ("A entrega do modem atrasou!", "cuenta cara", "ok", "Pedido 123 — não chegou?"):
+    # The same features (scikit-learn numbers them in sorted order, ours as first met: the order changes nothing).
+    assert set(chars.vocabulary_) == set(vectoriser.vocabulary)
+    assert set(words.vocabulary_) == set(vectoriser.words)
+    order = [vectoriser.vocabulary[gram] for gram in sorted(chars.vocabulary_, key=chars.vocabulary_.get)]
+    order += [
+        vectoriser.chars + vectoriser.words[term] for term in sorted(words.vocabulary_, key=words.vocabulary_.get)
+    ]
+    reference = np.hstack([chars.transform(texts).toarray(), words.transform(texts).toarray()])
+    assert np.allclose(reference, matrix[:, order], atol=1e-6)
+    for text in ("A entrega do modem atrasou!", "cuenta cara", "ok", "Pedido 123 — não chegou?", "a e o", ""):
         features, weights = vectoriser.vector(text)
-        dense = np.zeros(len(vectoriser.vocabulary), dtype=np.float32)
+        assert list(features) == sorted(features)
+        dense = np.zeros(matrix.shape[1])
         dense[features] = weights
-        assert np.allclose(reference.transform([text]).toarray()[0], dense[order], atol=1e-6)
+        expected = np.hstack([chars.transform([text]).toarray()[0], words.transform([text]).toarray()[0]])
+        assert np.allclose(expected, dense[order], atol=1e-6)
+
+
+def _sklearn_posteriors(index: ExampleIndex, text: str, *, exclude: set[int] = frozenset()) -> dict[str, float]:
+    """scikit-learn's multinomial naive Bayes fitted on the index's vectors (but ``exclude``), for ``text``."""
+    from scipy.sparse import csr_matrix
+    from sklearn.naive_bayes import MultinomialNB
+
+    kept = [row for row in range(len(index.texts)) if row not in exclude]
+    labels = [index.intents[index._row_intent[row]] for row in kept]
+    model = MultinomialNB(alpha=ALPHA, fit_prior=False).fit(index.matrix[kept], labels)
+    features, weights = index.vectoriser.vector(text)
+    message = csr_matrix((weights, features, [0, len(features)]), shape=(1, index.matrix.shape[1]))
+    return dict(zip(model.classes_.tolist(), model.predict_proba(message)[0].tolist(), strict=True))
 
 
 @pytest.mark.parametrize(
     "text",
     [
         "a conta do telefone chegou cara demais",
-        "conta conta conta",  # a word repeated: its n-grams' term frequency is the message's, not the word's
-        "contas da conta contadas",  # n-grams shared by different words
+        "conta conta conta",  # a word repeated
         "o pedido pedido do meu pedido não chegou, cadê o pedido?",
-        "palavra-que-ninguém-usou xyzzy",  # nothing known
+        "my router still has not been delivered",
+    ],
+)
+def test_the_offline_score_is_the_naive_bayes_posterior_scikit_learn_gives(text):
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
+
+    assert dict(index.match_text(text).ranking) == pytest.approx(_sklearn_posteriors(index, text), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a conta do telefone chegou cara demais",
+        "conta conta conta",  # a word repeated: its n-grams' term frequency is the message's
+        "contas da conta contadas",  # n-grams shared by different words
+        "banana nanana nanana",  # an n-gram twice in a word said twice
+        "o pedido pedido do meu pedido não chegou, cadê o pedido?",
+        "palavra-que-ninguém-usou xyzzy conta",  # words no example has, next to one it has
+        "a e o",  # words of one letter: n-grams, but no word-block term
         "",
     ],
 )
-def test_a_text_scored_word_by_word_gets_its_whole_vectors_similarities(text):
-    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
-    whole = index.similarities(index.vectoriser.vector(text))
+def test_a_text_scored_from_its_words_scores_as_its_whole_vector_does(text):
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
 
-    assert np.allclose(index.text_similarities(text), whole, atol=1e-6)
-    assert np.allclose(index.text_similarities(text), whole, atol=1e-6)  # again, from the memoised words
+    from_words, whole = index.match_text(text), index.match(index.vectoriser.vector(text))
+
+    assert dict(from_words.ranking) == pytest.approx(dict(whole.ranking), abs=1e-9)
+    assert [n.example for n in from_words.nearest] == [n.example for n in whole.nearest]
+    assert [n.score for n in from_words.nearest] == pytest.approx([n.score for n in whole.nearest], abs=1e-9)
+
+
+def test_examples_left_out_leave_their_intents_counts_as_if_fitted_without_them():
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
+    text = index.texts[1]
+    left = {0, 1, 2, len(index.texts) - 1}  # three of one intent's examples and one of another's
+
+    match = index.match_text(text, exclude=sorted(left))
+
+    assert dict(match.ranking) == pytest.approx(_sklearn_posteriors(index, text, exclude=left), abs=1e-6)
+    assert dict(match.ranking)["billing"] < dict(index.match_text(text).ranking)["billing"]
+    assert all(neighbour.example not in {index.texts[row] for row in left} for neighbour in match.nearest)
+
+
+def test_a_message_with_nothing_the_examples_know_ranks_no_intent():
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
+
+    for text in ("xyzzy qwrtp", "", "?!"):
+        match = index.match_text(text)
+        assert (match.ranking, match.nearest) == ((), ())
+        assert not match.decides(0.05, 0.0)
+        assert "No example shares" in match.why(0.2, 0.05)
+
+
+def test_the_nearest_examples_shown_are_the_best_intents_most_similar():
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
+    text = "o modem da conta não chegou"
+
+    match = index.match_text(text)
+    similarities = index.similarities(index.vectoriser.vector(text))
+    own = np.flatnonzero(index._row_intent == index.intents.index(match.best[0]))
+    order = own[np.argsort(-similarities[own], kind="stable")[: len(match.nearest)]]
+
+    assert len(match.nearest) == 3 and {neighbour.intent for neighbour in match.nearest} == {match.best[0]}
+
+    assert [neighbour.example for neighbour in match.nearest] == [index.texts[row] for row in order]
+    assert [neighbour.score for neighbour in match.nearest] == pytest.approx(similarities[order].tolist())
+    assert 0 < match.nearest[0].score <= 1
 
 
 def test_a_paraphrase_without_keywords_is_routed_by_its_examples_with_the_evidence():
@@ -95,7 +172,7 @@ def test_a_paraphrase_without_keywords_is_routed_by_its_examples_with_the_eviden
     assert evidence["runner_up"]["intent"] == "delivery"
     assert evidence["score"] == pytest.approx(decision.confidence, abs=0.01)
     assert evidence["score"] - evidence["runner_up"]["score"] >= 0.05
-    assert evidence["vectoriser"] == "tfidf-char"
+    assert evidence["vectoriser"] == "tfidf"
     assert "billing" in decision.reason and "runner-up delivery" in decision.reason
 
 
@@ -108,7 +185,7 @@ def test_keywords_decide_before_the_examples():
 def test_a_state_policy_decides_before_keywords_and_examples():
     from routing.router import StatePolicySpec
 
-    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
     compiled = CompiledRouter(
         intents=INTENTS,
         state_policies=(StatePolicySpec(state="WAITING", agent="orders_agent"),),
@@ -121,10 +198,10 @@ def test_a_state_policy_decides_before_keywords_and_examples():
 
 
 def test_below_the_threshold_the_examples_do_not_decide_and_the_fallback_says_why():
-    decision = decide(router(examples_threshold=0.99), "a conta do telefone chegou cara demais")
+    decision = decide(router(examples_threshold=1.0), "a conta do telefone chegou cara demais")
 
     assert (decision.method, decision.agent) == ("fallback", "support_agent")
-    assert "below the threshold 0.99" in decision.reason
+    assert "below the threshold 1.00" in decision.reason
     assert decision.metadata["examples"]["ranking"][0]["intent"] == "billing"
 
 
@@ -135,12 +212,12 @@ def test_too_close_a_call_is_left_to_the_classifier():
         calls.append(text)
         return Classification(intent="delivery", confidence=0.9, reason="scripted")
 
-    compiled = router(examples_margin=0.99, llm_enabled=True, llm_threshold=0.5)
+    compiled = router(examples_margin=1.0, llm_enabled=True, llm_threshold=0.5)
     decision = decide(compiled, "a conta do telefone chegou cara demais", classifier=classifier)
 
     assert (decision.method, decision.intent) == ("llm", "delivery")
     assert calls == ["a conta do telefone chegou cara demais"]
-    assert decision.metadata["examples"]["margin"] == 0.99
+    assert decision.metadata["examples"]["margin"] == 1.0
     assert decision.metadata["examples"]["ranking"][0]["intent"] == "billing"
 
 
@@ -178,7 +255,7 @@ def test_an_intent_without_examples_is_never_chosen_by_the_tier():
 
 
 def test_a_profile_without_examples_has_no_tier():
-    assert ExampleIndex.build([("a", ()), ("b", ("", "  "))], TfidfCharVectoriser()) is None
+    assert ExampleIndex.build([("a", ()), ("b", ("", "  "))], TfidfVectoriser()) is None
     bare = tuple(IntentSpec(name=i.name, agent=i.agent, keywords=i.keywords) for i in INTENTS)
     assert decide(CompiledRouter(intents=bare, fallback_agent="support_agent"), "conta cara").method == "fallback"
 
@@ -190,7 +267,7 @@ def test_compiling_the_same_examples_twice_reuses_the_index():
 
 
 def test_an_example_left_out_is_scored_against_the_others_only():
-    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
     text = index.texts[0]
 
     assert index.match_text(text).nearest[0].example == text
@@ -199,67 +276,7 @@ def test_an_example_left_out_is_scored_against_the_others_only():
     assert left_out.best[0] == "billing"
 
 
-def _by_hand(index: ExampleIndex, text: str, *, exclude: int | set[int] | None = None) -> dict[str, float]:
-    """Each intent's score computed the long way: 0.3 × its nearest example's cosine + 0.7 × its centroid's."""
-    rows = index.matrix.toarray().astype(np.float64)
-    message = np.zeros(rows.shape[1])
-    features, weights = index.vectoriser.vector(text)
-    message[features] = weights
-    ends = [*index.starts[1:], len(index.texts)]
-    scores = {}
-    for name, start, end in zip(index.intents, index.starts, ends, strict=True):
-        left_out = exclude if isinstance(exclude, set) else {exclude}
-        own = [row for row in range(start, end) if row not in left_out]
-        centroid = rows[own].sum(axis=0)
-        centroid /= np.linalg.norm(centroid)
-        scores[name] = 0.3 * max(rows[own] @ message) + 0.7 * centroid @ message
-    return scores
-
-
-def test_an_intents_score_mixes_its_nearest_example_and_the_centroid_of_its_examples():
-    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
-    text = "a conta do telefone chegou cara demais"
-
-    expected = _by_hand(index, text)
-    assert dict(index.match_text(text).ranking) == pytest.approx(expected, abs=1e-5)
-
-
-def test_an_example_left_out_is_left_out_of_its_intents_centroid_too():
-    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
-    text = index.texts[1]
-
-    left_out = index.match(index.vectoriser.vector(text), exclude=1)
-
-    assert dict(left_out.ranking) == pytest.approx(_by_hand(index, text, exclude=1), abs=1e-5)
-    assert dict(left_out.ranking)["billing"] < dict(index.match_text(text).ranking)["billing"]
-
-
-def test_an_intent_with_many_more_examples_than_the_others_is_scored_the_same_way():
-    many = tuple(f"{example} {n}" for n in range(12) for example in INTENTS[0].examples)
-    examples = [(INTENTS[0].name, many), *[(i.name, i.examples) for i in INTENTS[1:]]]
-    index = ExampleIndex.build(examples, TfidfCharVectoriser())
-    text = "a conta do telefone chegou cara demais"
-
-    assert index._column_bounds[-1] > len(index.intents)  # the large intent spans several columns of the grid
-    assert dict(index.match_text(text).ranking) == pytest.approx(_by_hand(index, text), abs=1e-5)
-    assert index.match_text(text).nearest[0].intent == INTENTS[0].name
-    row = len(many) - 1
-    left_out = index.match_text(index.texts[row], exclude=row)
-    assert dict(left_out.ranking) == pytest.approx(_by_hand(index, index.texts[row], exclude=row), abs=1e-5)
-
-
-def test_several_examples_left_out_leave_their_intents_centroids_exactly():
-    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfCharVectoriser())
-    text = index.texts[1]
-    left = {0, 1, 2, len(index.texts) - 1}  # three of one intent's examples and one of another's
-
-    match = index.match_text(text, exclude=sorted(left))
-
-    assert dict(match.ranking) == pytest.approx(_by_hand(index, text, exclude=left), abs=1e-5)
-    assert all(neighbour.example not in {index.texts[row] for row in left} for neighbour in match.nearest)
-
-
-class DenseTfidf(TfidfCharVectoriser):
+class DenseTfidf(TfidfVectoriser):
     """The offline vectoriser's vectors as dense arrays, as an embeddings endpoint gives them."""
 
     def fit(self, texts):
@@ -267,22 +284,47 @@ class DenseTfidf(TfidfCharVectoriser):
 
     def vector(self, text):
         features, weights = super().vector(text)
-        dense = np.zeros(len(self.vocabulary), dtype=np.float32)
+        dense = np.zeros(len(self.vocabulary) + len(self.words), dtype=np.float32)
         dense[features] = weights
         return dense
 
 
-def test_dense_vectors_are_scored_as_the_sparse_ones_are():
-    examples = [(i.name, i.examples) for i in INTENTS]
-    sparse, dense = ExampleIndex.build(examples, TfidfCharVectoriser()), ExampleIndex.build(examples, DenseTfidf())
+def _by_hand(index: ExampleIndex, text: str, *, exclude: int | set[int] | None = None) -> dict[str, float]:
+    """Each intent's embeddings score computed the long way: 0.3 × its nearest example's cosine + 0.7 × its
+    centroid's."""
+    rows = index.matrix.astype(np.float64)
+    message = index.vectoriser.vector(text).astype(np.float64)
+    ends = [*index.starts[1:], len(index.texts)]
+    scores = {}
+    for name, start, end in zip(index.intents, index.starts, ends, strict=True):
+        left_out = exclude if isinstance(exclude, set) else {exclude}
+        own = [row for row in range(start, end) if row not in left_out]
+        centroid = rows[own].sum(axis=0)
+        centroid /= np.linalg.norm(centroid)
+        scores[name] = 0.3 * max(0.0, max(rows[own] @ message)) + 0.7 * centroid @ message
+    return {name: score for name, score in scores.items() if score > 0}
 
-    for text in ("a conta do telefone chegou cara demais", "my router still has not been delivered"):
-        assert dict(dense.match_text(text).ranking) == pytest.approx(dict(sparse.match_text(text).ranking), abs=1e-5)
-    for row in (0, 5):
-        text = sparse.texts[row]
-        assert dict(dense.match(dense.vectoriser.vector(text), exclude=row).ranking) == pytest.approx(
-            dict(sparse.match(sparse.vectoriser.vector(text), exclude=row).ranking), abs=1e-5
-        )
+
+def test_with_embeddings_an_intents_score_mixes_its_nearest_example_and_the_centroid_of_its_examples():
+    index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], DenseTfidf())
+    text = "a conta do telefone chegou cara demais"
+
+    assert dict(index.match_text(text).ranking) == pytest.approx(_by_hand(index, text), abs=1e-5)
+    assert index.match_text(text).nearest[0].example == "Minha conta de telefone veio muito cara este mês"
+
+
+def test_with_embeddings_examples_left_out_leave_their_intents_centroids_exactly():
+    many = tuple(f"{example} {n}" for n in range(12) for example in INTENTS[0].examples)
+    examples = [(INTENTS[0].name, many), *[(i.name, i.examples) for i in INTENTS[1:]]]
+    index = ExampleIndex.build(examples, DenseTfidf())
+    text = index.texts[1]
+
+    left_out = index.match(index.vectoriser.vector(text), exclude=1)
+    assert dict(left_out.ranking) == pytest.approx(_by_hand(index, text, exclude=1), abs=1e-5)
+    left = {0, 1, 2, len(index.texts) - 1}
+    match = index.match_text(text, exclude=sorted(left))
+    assert dict(match.ranking) == pytest.approx(_by_hand(index, text, exclude=left), abs=1e-5)
+    assert all(neighbour.example not in {index.texts[row] for row in left} for neighbour in match.nearest)
 
 
 def test_the_compiled_loops_cache_their_code_under_the_platforms_writable_folder():

@@ -40,20 +40,20 @@ def test_the_preview_explains_an_examples_decision(staff_client, examples):
     assert shown.examples["decided"]
     [won, lost, *_] = shown.examples["rows"]
     assert won["intent"] == "billing_invoice_explanation" and won["why"].startswith("Won:")
-    assert lost["intent"] == "retail_order_tracking" and lost["why"].startswith("Less similar")
+    assert lost["intent"] == "retail_order_tracking" and lost["why"].startswith("Less likely")
     assert 'id="route-nearest"' in page and "minha conta de telefone veio cara" in page
-    assert "Decided (tfidf-char; threshold 0.20, margin 0.05)" in " ".join(page.split())
+    assert "Decided (tfidf; threshold 0.20, margin 0.05)" in " ".join(page.split())
 
 
 def test_the_preview_says_why_the_examples_did_not_decide(staff_client, examples):
-    AgentProfile.objects.filter(pk=examples.pk).update(examples_threshold=0.99)
+    AgentProfile.objects.filter(pk=examples.pk).update(examples_threshold=1.0)
     config_version_bump()
 
     shown, page = preview(staff_client, examples, "o telefone veio caro demais")
 
     assert shown.decision.method == "fallback"
     assert not shown.examples["decided"]
-    assert "below the threshold 0.99" in shown.examples["rows"][0]["why"]
+    assert "below the threshold 1.00" in shown.examples["rows"][0]["why"]
     assert "Consulted, did not decide" in page
 
 
