@@ -337,3 +337,14 @@ def test_the_compiled_loops_cache_their_code_under_the_platforms_writable_folder
     import routing.examples_kernel  # noqa: F401 — imported: numba found its cache folder
 
     assert os.environ["NUMBA_CACHE_DIR"] == str(settings.VAR_DIR / "cache" / "numba")
+
+
+def test_a_version_calibrated_for_the_earlier_cosine_score_keeps_its_offline_tier_off():
+    from routing.documents import examples_index
+    from routing.examples import OFFLINE_SCORE
+
+    old = {"examples_enabled": True, "examples_vectoriser": "offline", "examples_threshold": 0.16}
+
+    assert examples_index(INTENTS, old, set()) is None  # 0.16 on a posterior would let most messages through
+    assert examples_index(INTENTS, {**old, "examples_score": OFFLINE_SCORE}, set()) is not None
+    assert examples_index(INTENTS, {**old, "examples_score": OFFLINE_SCORE, "examples_enabled": False}, set()) is None
