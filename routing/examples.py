@@ -386,7 +386,7 @@ class ExampleIndex:
     _lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
     # Per fitted word its n-gram block and its own word-block column times the intents' logs (bayes_decide).
     _products: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-    _decide: tuple[Any, ...] = field(default=(), repr=False)  # what bayes_decide reads but the message
+    _decide: tuple[Any, Any, Any, Any] | None = field(default=None, repr=False)  # bayes_decide's but the message
     # Embeddings: per intent the norm of its examples' summed vector (and its inverse); per example its dot product
     # with it.
     _sum_norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
@@ -509,9 +509,10 @@ class ExampleIndex:
             return self.match(self.vectoriser.vector(text), nearest=nearest, exclude=exclude)
         from routing.examples_kernel import bayes_decide
 
-        assert isinstance(self.vectoriser, TfidfVectoriser)
+        assert isinstance(self.vectoriser, TfidfVectoriser) and self._decide is not None
+        words, products, by_feature, examples = self._decide
         top, probabilities, near, near_scores = bayes_decide(
-            self.vectoriser.parts(text), *self._decide, min(RANKED, len(self.intents)), nearest
+            self.vectoriser.parts(text), words, products, by_feature, examples, min(RANKED, len(self.intents)), nearest
         )
         return self._matched(top, probabilities, near, near_scores / 2)  # the mean of the two blocks' cosines
 
