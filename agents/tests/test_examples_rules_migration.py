@@ -1,0 +1,49 @@
+"""Migration 0007: the offline examples tier scores by naive Bayes now, so a draft's threshold and margin chosen for
+the earlier cosine score go back to the careful defaults (and their calibration is cleared); an embeddings
+profile's rule, whose score did not change, stays."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from agents.models import AgentProfile
+
+BEFORE = ("agents", "0006_examples_tier")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_offline_rules_chosen_for_the_cosine_score_go_back_to_the_careful_defaults():
+    executor = MigrationExecutor(connection)
+    executor.migrate([BEFORE])
+    executor.loader.build_graph()
+    apps = executor.loader.project_state([BEFORE]).apps
+    profiles = apps.get_model("agents", "AgentProfile").objects
+    calibrated = {"chosen": {"threshold": 0.16, "margin": 0.02}}
+    profiles.create(
+        agent_id="cosine", name="Cosine", examples_threshold=0.16, examples_margin=0.02, examples_calibration=calibrated
+    )
+    profiles.create(
+        agent_id="embedded",
+        name="Embedded",
+        examples_vectoriser="embeddings",
+        examples_threshold=0.55,
+        examples_margin=0.05,
+        examples_calibration=calibrated,
+    )
+    try:
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    finally:
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())  # every other test expects the latest state
+        ContentType.objects.clear_cache()
+
+    offline = AgentProfile.objects.get(agent_id="cosine")
+    assert (offline.examples_threshold, offline.examples_margin, offline.examples_calibration) == (0.9, 0.8, {})
+    embedded = AgentProfile.objects.get(agent_id="embedded")
+    assert (embedded.examples_threshold, embedded.examples_margin) == (0.55, 0.05)
+    assert embedded.examples_calibration == calibrated
+    assert AgentProfile._meta.get_field("examples_threshold").default == 0.9
