@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -252,3 +254,37 @@ def supervisor_plans_in_process(settings):
     a transaction it cannot read.
     """
     settings.SUPERVISOR_EXECUTOR = "inprocess"
+
+
+class Migrations:
+    """Moves a test's database back to an earlier migration and forward again (see the ``migrations`` fixture)."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+        from django.db.migrations.executor import MigrationExecutor
+
+        self.executor = MigrationExecutor(connection)
+
+    def back_to(self, migration: tuple[str, str]) -> Any:
+        """Migrate back to ``migration``; its historical apps, to store rows as they were then."""
+        self.executor.migrate([migration])
+        self.executor.loader.build_graph()
+        return self.executor.loader.project_state([migration]).apps
+
+    def forward(self) -> None:
+        """Migrate to the latest state (every other test expects it)."""
+        from django.contrib.contenttypes.models import ContentType
+
+        self.executor.loader.build_graph()
+        self.executor.migrate(self.executor.loader.graph.leaf_nodes())
+        ContentType.objects.clear_cache()
+
+
+@pytest.fixture
+def migrations():
+    """A data migration's test: ``migrations.back_to(("app", "000N_name"))`` returns the apps of then, rows are made
+    with them, ``migrations.forward()`` runs what came after; the latest state comes back after the test whatever
+    happens. Needs ``django_db(transaction=True)``."""
+    moves = Migrations()
+    yield moves
+    moves.forward()

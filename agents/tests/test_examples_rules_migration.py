@@ -5,9 +5,6 @@ profile's rule, whose score did not change, stays."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from agents.models import AgentProfile
 
@@ -15,12 +12,8 @@ BEFORE = ("agents", "0006_examples_tier")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_offline_rules_chosen_for_the_cosine_score_go_back_to_the_careful_defaults():
-    executor = MigrationExecutor(connection)
-    executor.migrate([BEFORE])
-    executor.loader.build_graph()
-    apps = executor.loader.project_state([BEFORE]).apps
-    profiles = apps.get_model("agents", "AgentProfile").objects
+def test_offline_rules_chosen_for_the_cosine_score_go_back_to_the_careful_defaults(migrations):
+    profiles = migrations.back_to(BEFORE).get_model("agents", "AgentProfile").objects
     calibrated = {"chosen": {"threshold": 0.16, "margin": 0.02}}
     profiles.create(
         agent_id="cosine", name="Cosine", examples_threshold=0.16, examples_margin=0.02, examples_calibration=calibrated
@@ -33,13 +26,8 @@ def test_offline_rules_chosen_for_the_cosine_score_go_back_to_the_careful_defaul
         examples_margin=0.05,
         examples_calibration=calibrated,
     )
-    try:
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
-    finally:
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())  # every other test expects the latest state
-        ContentType.objects.clear_cache()
+
+    migrations.forward()
 
     offline = AgentProfile.objects.get(agent_id="cosine")
     assert (offline.examples_threshold, offline.examples_margin, offline.examples_calibration) == (0.9, 0.8, {})

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from agents.models import McpTool
 
@@ -13,20 +10,12 @@ BEFORE = ("agents", "0004_profile_delegation_loop_safety_words")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_tool_stored_before_the_migration_records_its_description_as_the_servers():
-    executor = MigrationExecutor(connection)
-    executor.migrate([BEFORE])
-    executor.loader.build_graph()
-    apps = executor.loader.project_state([BEFORE]).apps
+def test_a_tool_stored_before_the_migration_records_its_description_as_the_servers(migrations):
+    apps = migrations.back_to(BEFORE)
     server = apps.get_model("agents", "McpServer").objects.create(name="old", endpoint="http://127.0.0.1:9/mcp")
     apps.get_model("agents", "McpTool").objects.create(name="old_tool", server=server, description="Server's text.")
-    try:
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
-    finally:
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())  # every other test expects the latest state
-        ContentType.objects.clear_cache()
+
+    migrations.forward()
 
     tool = McpTool.objects.get(name="old_tool")
     assert tool.synced_description == tool.description == "Server's text."
