@@ -558,11 +558,9 @@ class ExampleIndex:
 
         if not len(features):  # nothing known: no evidence for any intent
             return _NO_FEATURES, _NO_WEIGHTS, _NO_FEATURES, _NO_WEIGHTS
-        assert self._rows is not None
+        assert self._decide is not None
         top, probabilities = posterior_rank(scores, min(RANKED, len(self.intents)))
-        near, near_scores = nearest_examples(
-            features, weights, *self._rows, self.starts, self._ends, top[:1], rows, nearest
-        )
+        near, near_scores = nearest_examples(features, weights, self._decide[3], top[:1], rows, nearest)
         return top, probabilities, near, near_scores / 2  # the mean of the two blocks' cosines
 
     def _bayes_leave_out(self, scores: np.ndarray, features: np.ndarray, weights: np.ndarray, rows: np.ndarray) -> None:

@@ -69,43 +69,26 @@ def posterior_rank(scores: np.ndarray, ranked: int) -> tuple[np.ndarray, np.ndar
 
 @njit(cache=True, nogil=True)
 def nearest_examples(
-    features: np.ndarray,
-    weights: np.ndarray,
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    intents: np.ndarray,
-    excluded: np.ndarray,
-    nearest: int,
-) -> tuple[np.ndarray, np.ndarray]:
+    features: np.ndarray, weights: np.ndarray, examples: tuple, intents: np.ndarray, excluded: np.ndarray, nearest: int
+) -> tuple:
     """The ``nearest`` examples of the given ``intents`` most similar to the message (dot products of the examples'
-    rows of the CSR matrix ``indptr``, ``indices``, ``data`` with the message's vector), best first, ties to the lower
-    row; rows in ``excluded`` (sorted) are skipped. The message's features go in a hash table once, and each of an
-    example's few dozen features is looked up in it."""
+    rows with the message's vector), best first, ties to the lower row; rows in ``excluded`` (sorted) are skipped.
+    ``examples``: the examples' CSR matrix and each intent's rows (indptr, indices, data, starts, ends). The message's
+    features go in a hash table once, and each of an example's few dozen features is looked up in it."""
     keys = np.full(_table_size(len(features)), -1, np.int64)
     values = np.zeros(len(keys))
     for i in range(len(features)):
         values[_slot(keys, features[i])] = weights[i]
-    return _nearest_in(keys, values, indptr, indices, data, starts, ends, intents, excluded, nearest)
+    return _nearest_in(keys, values, examples, intents, excluded, nearest)
 
 
 @njit(cache=True, nogil=True)
 def _nearest_in(
-    keys: np.ndarray,
-    values: np.ndarray,
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    intents: np.ndarray,
-    excluded: np.ndarray,
-    nearest: int,
-) -> tuple[np.ndarray, np.ndarray]:
+    keys: np.ndarray, values: np.ndarray, examples: tuple, intents: np.ndarray, excluded: np.ndarray, nearest: int
+) -> tuple:
     """:func:`nearest_examples` with the message's vector in a hash table (``keys``: features, -1 empty; ``values``:
     their weights)."""
+    indptr, indices, data, starts, ends = examples
     mask = len(keys) - 1
     near = np.full(nearest, -1, np.int64)
     near_scores = np.zeros(nearest)
@@ -331,6 +314,5 @@ def bayes_decide(
     if known == 0:
         return np.full(0, -1, np.int64), np.zeros(0), np.full(0, -1, np.int64), np.zeros(0)
     top, probabilities = posterior_rank(scores, ranked)
-    indptr, indices, data, starts, ends = examples
-    near, near_scores = _nearest_in(keys, values, indptr, indices, data, starts, ends, top[:1], _NONE, nearest)
+    near, near_scores = _nearest_in(keys, values, examples, top[:1], _NONE, nearest)
     return top, probabilities, near, near_scores
