@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -50,7 +50,6 @@ logger = logging.getLogger(__name__)
 _A_WORD = re.compile(r"[^\W_]")  # a text with a letter or digit has a word once normalised
 NEAREST = 3  # examples shown with a decision
 RANKED = 5  # intents ranked with a decision (the best, the runner-up and why the others lost)
-WORD_CACHE = 50_000  # words whose n-grams a vectoriser memoises
 NEAREST_WEIGHT = (
     0.3  # embeddings: an intent's score is this much its nearest example's similarity, the rest its centroid's
 )
@@ -96,10 +95,10 @@ class TfidfVectoriser:
         self.words: dict[str, int] = {}  # word or "word word" → column (after the n-grams')
         self.chars = 0  # the n-grams' columns: 0 … chars - 1
         self.idf: np.ndarray = np.zeros(0, np.float32)
-        self._grams: dict[str, tuple[str, ...]] = {}
-        self._words: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # words the examples do not have, memoised
+        # The examples' words, n-grams and pairs of words, as the compiled loops find a text's features in them
+        # (routing.examples_kernel.text_parts).
+        self._lexicon: tuple[Any, ...] = ()
         # The examples' words: each one's row in a table (CSR) of its n-grams' columns and how often each occurs in it.
-        self._entries: dict[str, tuple[int, dict[str, int] | None]] = {}  # word → its row, the pairs it starts
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.zeros(1, np.int64), _NO_FEATURES, _NO_WEIGHTS)
         self._idf: np.ndarray = _NO_WEIGHTS
         self._unigrams: np.ndarray = _NO_FEATURES  # per fitted word, its word-block column (-1: a word of one letter)
@@ -116,9 +115,6 @@ class TfidfVectoriser:
 
     def grams(self, word: str) -> tuple[str, ...]:
         """The n-grams of `` word `` as ``char_wb`` cuts them: a word shorter than an n-gram is one, once."""
-        known = self._grams.get(word)
-        if known is not None:
-            return known
         padded = f" {word} "
         low, high = self.ngram_range
         cut: list[str] = []
@@ -127,52 +123,61 @@ class TfidfVectoriser:
                 cut.append(padded)
                 break
             cut.extend(padded[start : start + size] for start in range(len(padded) - size + 1))
-        grams = tuple(cut)
-        if len(self._grams) < WORD_CACHE:
-            self._grams[word] = grams
-        return grams
-
-    @staticmethod
-    def terms(words: Sequence[str]) -> list[str]:
-        """The word block's terms of a normalised text's words: each word of two letters or more, and each pair of
-        consecutive ones (scikit-learn's default token pattern and ``ngram_range=(1, 2)``)."""
-        tokens = [word for word in words if len(word) > 1]
-        return tokens + [f"{first} {second}" for first, second in itertools.pairwise(tokens)]
+        return tuple(cut)
 
     def fit(self, texts: Sequence[str]) -> Any:
-        """The examples' matrix (CSR, one row per text, each block L2-normalised); keeps the vocabularies and IDF."""
+        """The examples' matrix (CSR, one row per text, each block L2-normalised); keeps the vocabularies and IDF.
+
+        Each distinct word is cut into n-grams once (a table of the words' n-grams); a text's n-gram counts are then
+        the product of its words with that table. The word block counts words of two letters or more and pairs of
+        consecutive ones (scikit-learn's default token pattern and ``ngram_range=(1, 2)``)."""
         from scipy.sparse import csr_matrix, hstack
         from sklearn.feature_extraction.text import TfidfTransformer
 
-        self._grams, self._words = {}, {}
-        vocabulary: dict[str, int] = {}
-        word_columns: dict[str, list[int]] = {}
-        terms: dict[str, int] = {}
-        char_columns: list[int] = []
+        vocabulary: dict[str, int] = {}  # n-gram → column
+        rows: dict[str, int] = {}  # word → its row in the table of the words' n-grams
+        word_grams: list[int] = []  # the words' n-grams' columns, word after word
+        word_indptr = [0]
+        said: list[int] = []  # the texts' words (rows), text after text
+        terms: dict[str, int] = {}  # word or pair → column of the word block
         term_columns: list[int] = []
-        char_indptr = np.zeros(len(texts) + 1, np.int64)
+        pairs: list[int] = []  # each pair's words' rows and its column, pair after pair
+        said_indptr = np.zeros(len(texts) + 1, np.int64)
         term_indptr = np.zeros(len(texts) + 1, np.int64)
-        for row, text in enumerate(texts):
+        for text_row, text in enumerate(texts):
             words = normalize(text).split()
             for word in words:
-                known = word_columns.get(word)
-                if known is None:
+                if word not in rows:
+                    rows[word] = len(rows)
                     grams = self.grams(word)
                     for gram in grams:
-                        if gram not in vocabulary:
-                            vocabulary[gram] = len(vocabulary)
-                    known = word_columns[word] = list(map(vocabulary.__getitem__, grams))
-                char_columns.extend(known)
-            term_columns.extend(terms.setdefault(term, len(terms)) for term in self.terms(words))
-            char_indptr[row + 1] = len(char_columns)
-            term_indptr[row + 1] = len(term_columns)
+                        vocabulary.setdefault(gram, len(vocabulary))
+                    word_grams.extend(map(vocabulary.__getitem__, grams))
+                    word_indptr.append(len(word_grams))
+            said.extend(map(rows.__getitem__, words))
+            tokens = [word for word in words if len(word) > 1]
+            term_columns.extend(terms.setdefault(token, len(terms)) for token in tokens)
+            for first, second in itertools.pairwise(tokens):
+                pair = f"{first} {second}"
+                column = terms.get(pair)
+                if column is None:
+                    column = terms[pair] = len(terms)
+                    pairs.extend((rows[first], rows[second], column))
+                term_columns.append(column)
+            said_indptr[text_row + 1] = len(said)
+            term_indptr[text_row + 1] = len(term_columns)
         chars = len(vocabulary)
+        table = csr_matrix(
+            (np.ones(len(word_grams)), np.asarray(word_grams, np.int64), np.asarray(word_indptr, np.int64)),
+            shape=(len(rows), chars),
+        )
+        table.sum_duplicates()  # each word's n-grams ascending, with how often each occurs in it
+        occurrences = csr_matrix(
+            (np.ones(len(said)), np.asarray(said, np.int64), said_indptr), shape=(len(texts), len(rows))
+        )
         counts = hstack(
             [
-                csr_matrix(
-                    (np.ones(len(char_columns), np.float32), np.asarray(char_columns, np.int64), char_indptr),
-                    shape=(len(texts), chars),
-                ),
+                (occurrences @ table).astype(np.float32),
                 csr_matrix(
                     (np.ones(len(term_columns), np.float32), np.asarray(term_columns, np.int64), term_indptr),
                     shape=(len(texts), len(terms)),
@@ -187,84 +192,20 @@ class TfidfVectoriser:
         self.vocabulary, self.words, self.chars = vocabulary, terms, chars
         self.idf = transformer.idf_.astype(np.float32)
         self._idf = transformer.idf_.astype(np.float64)
-        # Each word: its row, and (two letters or more) the pairs it starts, by the next word.
-        self._entries = {word: (row, {} if len(word) > 1 else None) for row, word in enumerate(word_columns)}
-        for term, column in terms.items():
-            first, space, second = term.partition(" ")
-            if space:
-                self._entries[first][1][second] = column  # type: ignore[index]  # a pair's first word has two letters
-        lengths = np.fromiter(map(len, word_columns.values()), np.int64, len(word_columns))
-        table = csr_matrix(
-            (
-                np.ones(int(lengths.sum())),
-                np.fromiter(itertools.chain.from_iterable(word_columns.values()), np.int64, int(lengths.sum())),
-                np.concatenate([[0], np.cumsum(lengths)]),
-            ),
-            shape=(len(word_columns), chars),
-        )
-        table.sum_duplicates()  # each word's n-grams ascending, with how often each occurs in it
         self._table = (table.indptr.astype(np.int64), table.indices.astype(np.int32), table.data)
-        self._unigrams = np.array(
-            [chars + terms[word] if len(word) > 1 else -1 for word in word_columns], dtype=np.int64
-        )
+        self._unigrams = np.array([chars + terms[word] if len(word) > 1 else -1 for word in rows], dtype=np.int64)
+        self._lexicon = _lexicon(list(rows), vocabulary, np.asarray(pairs, np.int64).reshape(-1, 3), self)
         _normalise_blocks(matrix, chars)
         return matrix
 
-    def word(self, word: str) -> tuple[np.ndarray, np.ndarray]:
-        """One word's n-grams known to the vocabulary (their columns, ascending) and how often each occurs in it."""
-        known = self._words.get(word)
-        if known is not None:
-            return known
-        vocabulary = self.vocabulary
-        found: dict[int, int] = {}
-        for gram in self.grams(word):
-            column = vocabulary.get(gram)
-            if column is not None:
-                found[column] = found.get(column, 0) + 1
-        order = sorted(found)
-        entry = (np.array(order, dtype=np.int64), np.array([found[column] for column in order], dtype=np.float32))
-        if len(self._words) < WORD_CACHE:
-            self._words[word] = entry
-        return entry
-
     def parts(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A text's words as the compiled loops take them: its words in the fitted table (rows, once per time said:
-        each brings its n-grams and its own word-block column), then the other features with how often each occurs —
-        the n-grams of words no example has, and the pairs of words the examples have. A fitted word is one lookup
-        (its row, and the pairs it starts: looked up by the next word, whose hash Python has then computed); any
-        other word brings the n-grams the vocabulary knows."""
-        entries = self._entries
-        rows: list[int] = []
-        pairs: list[int] = []
-        extra_features: list[np.ndarray] = []
-        extra_counts: list[np.ndarray] = []
-        followers: dict[str, int] | None = None  # the pairs the previous token (two letters or more) starts
-        for word in normalize(text).split():
-            entry = entries.get(word)
-            if entry is None:
-                features, counts = self.word(word)
-                if len(features):
-                    extra_features.append(features)
-                    extra_counts.append(counts)
-                if len(word) > 1:
-                    followers = None
-                continue
-            row, starts = entry
-            rows.append(row)
-            if starts is None:  # a word of one letter: in no term, and no break between two words' pair
-                continue
-            if followers is not None:
-                pair = followers.get(word)
-                if pair is not None:
-                    pairs.append(pair)
-            followers = starts
-        extra_features.append(np.array(pairs, dtype=np.int64) + self.chars)
-        extra_counts.append(np.ones(len(pairs)))
-        return (
-            np.array(rows, dtype=np.int64),
-            np.concatenate(extra_features),
-            np.concatenate(extra_counts).astype(np.float64),
-        )
+        """A text's words as the compiled loops take them (:func:`routing.examples_kernel.text_parts`): its words in
+        the fitted table (rows, once per time said: each brings its n-grams and its own word-block column), then the
+        other features, once per occurrence — the n-grams of words no example has, and the pairs of words the
+        examples have."""
+        from routing.examples_kernel import text_parts
+
+        return text_parts(_code_points(text), self._lexicon)
 
     def vector(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The message's TF-IDF vector as (feature indexes ascending, weights), each block L2-normalised; empty when
@@ -295,14 +236,42 @@ def _normalise_blocks(matrix: Any, chars: int) -> None:
     matrix.data /= np.where(divisor > 0, divisor, 1.0).astype(np.float32)
 
 
+def _code_points(text: str) -> np.ndarray:
+    """A text, normalised (:func:`common.text.normalize`), as its code points: what the compiled loops read."""
+    return np.frombuffer(normalize(text).encode("utf-32-le", "surrogatepass"), np.uint32)
+
+
+def _strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as the compiled loops store them: their code points end to end, and where each starts (and ends)."""
+    lengths = np.fromiter(map(len, strings), np.int64, len(strings))
+    codes = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), np.uint32)
+    return codes, np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
+
+
+def _lexicon(
+    words: list[str], grams: dict[str, int], pairs: np.ndarray, vectoriser: TfidfVectoriser
+) -> tuple[Any, ...]:
+    """What :func:`routing.examples_kernel.text_parts` finds a text's features in: the examples' words (numbered as
+    their rows), their n-grams (numbered as their columns: ``grams`` is in column order) and their pairs of words
+    (``pairs``: the two words' rows and the pair's column, keyed by the rows)."""
+    from routing.examples_kernel import lexicon_table, pair_table
+
+    lexicons = []
+    for strings in (words, list(grams)):
+        codes, starts = _strings(strings)
+        lexicons.append((lexicon_table(codes, starts), codes))
+    keys = pairs[:, 0] * len(words) + pairs[:, 1]
+    pair_lexicon = (pair_table(keys), keys, pairs[:, 2].copy())
+    return (*lexicons, pair_lexicon, len(words), *vectoriser.ngram_range, vectoriser.chars)
+
+
 _NO_FEATURES = np.zeros(0, np.int64)
 _NO_WEIGHTS = np.zeros(0, np.float64)
 Excluded = int | Sequence[int] | np.ndarray | None  # example rows left out of a match
 
 
-@dataclass(frozen=True)
-class Neighbour:
-    """One example near the message."""
+class Neighbour(NamedTuple):
+    """One example near the message (a named tuple: a decision builds a few, and a tuple is the quickest to build)."""
 
     intent: str
     example: str
@@ -353,9 +322,10 @@ class ExamplesMatch:
 
     def as_metadata(self, threshold: float, margin: float, *, limit: int = 5) -> dict[str, Any]:
         """What a decision records: the score, the runner-up, the nearest examples, the rule it was held to."""
+        (_, score), (second, second_score) = self.best, self.runner_up
         return {
-            "score": round(self.best[1], 3),
-            "runner_up": {"intent": self.runner_up[0], "score": round(self.runner_up[1], 3)},
+            "score": round(score, 3),
+            "runner_up": {"intent": second, "score": round(second_score, 3)},
             "nearest": [neighbour.as_dict() for neighbour in self.nearest],
             "ranking": [{"intent": name, "score": round(score, 3)} for name, score in self.ranking[:limit]],
             "threshold": threshold,
@@ -377,6 +347,7 @@ class ExampleIndex:
     vectoriser: Vectoriser
     _ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _row_intent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    _row_names: tuple[str, ...] = field(default=(), repr=False)  # each example's intent
     # Offline: the examples' rows (CSR arrays); per intent its summed vector (CSR) and total weight; by feature, the
     # intents that have it and ln(1 + their weight of it / α); per intent ln(its total + α · features).
     _rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
@@ -384,9 +355,9 @@ class ExampleIndex:
     _totals: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
     _by_feature: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
-    # Per fitted word its n-gram block and its own word-block column times the intents' logs (bayes_decide).
-    _products: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-    _decide: tuple[Any, Any, Any, Any] | None = field(default=None, repr=False)  # bayes_decide's but the message
+    # What bayes_decide reads but the message: per fitted word its n-gram block and its own word-block column times
+    # the intents' logs, and the rest.
+    _decide: tuple[Any, Any, Any, Any] | None = field(default=None, repr=False)
     # Embeddings: per intent the norm of its examples' summed vector (and its inverse); per example its dot product
     # with it.
     _sum_norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
@@ -412,6 +383,7 @@ class ExampleIndex:
         index = cls(tuple(names), tuple(texts), np.asarray(starts, dtype=np.int64), matrix, vectoriser)
         index._ends = np.append(index.starts[1:], len(texts)).astype(np.int64)
         index._row_intent = np.repeat(np.arange(len(names)), index._ends - index.starts)
+        index._row_names = tuple(names[k] for k in index._row_intent.tolist())
         if index.offline:
             index._bayes_prepare()
         else:
@@ -470,16 +442,26 @@ class ExampleIndex:
         word_values[np.searchsorted(keys, own_products.row.astype(np.int64) * len(self.intents) + own_products.col)] = (
             own_products.data
         )
-        self._products = (
-            products.indptr.astype(np.int64),
-            products.indices.astype(np.int32),
-            products.data,
-            word_values,
+        # What bayes_decide reads of a word, laid out together (see routing.examples_kernel._bayes_tally): where its
+        # products and its entries start; its entries — each n-gram, then its own word-block column — as (feature,
+        # count, (1 + ln count) · idf, idf); its products as (intent, n-gram product, word-column product).
+        entry_rows = np.concatenate([np.repeat(np.arange(words), np.diff(starts)), own])
+        features = np.concatenate([grams, columns]).astype(np.float64)
+        entry_counts = np.concatenate([counts, np.ones(len(own))])
+        entry_idf = vectoriser._idf[features.astype(np.int64)]
+        order = np.argsort(entry_rows, kind="stable")  # a word's n-grams, then its column
+        entries = np.stack([features, entry_counts, (1.0 + np.log(entry_counts)) * entry_idf, entry_idf], axis=1)
+        row_starts = np.stack(
+            [
+                products.indptr.astype(np.int64),
+                np.concatenate([[0], np.cumsum(np.bincount(entry_rows, minlength=words))]).astype(np.int64),
+            ],
+            axis=1,
         )
         self._decide = (
-            (*vectoriser._table, vectoriser._unigrams, vectoriser._idf, vectoriser.chars),
-            self._products,
-            (*self._by_feature, self._lengths),
+            (row_starts, np.ascontiguousarray(entries[order])),
+            np.stack([products.indices.astype(np.float64), products.data, word_values], axis=1),
+            (*self._by_feature, self._lengths, vectoriser._idf, vectoriser.chars),
             (*self._rows, self.starts, self._ends),
         )
 
@@ -512,7 +494,14 @@ class ExampleIndex:
         assert isinstance(self.vectoriser, TfidfVectoriser) and self._decide is not None
         words, products, by_feature, examples = self._decide
         top, probabilities, near, near_scores = bayes_decide(
-            self.vectoriser.parts(text), words, products, by_feature, examples, min(RANKED, len(self.intents)), nearest
+            _code_points(text),
+            self.vectoriser._lexicon,
+            words,
+            products,
+            by_feature,
+            examples,
+            min(RANKED, len(self.intents)),
+            nearest,
         )
         return self._matched(top, probabilities, near, near_scores / 2)  # the mean of the two blocks' cosines
 
@@ -525,11 +514,10 @@ class ExampleIndex:
         return self._matched(*self._centroid_match(np.asarray(vector, dtype=np.float64), rows, nearest))
 
     def _matched(self, top: np.ndarray, scores: np.ndarray, near: np.ndarray, near_scores: np.ndarray) -> ExamplesMatch:
-        ranking = tuple(
-            (self.intents[k], score) for k, score in zip(top.tolist(), scores.tolist(), strict=True) if k >= 0
-        )
+        intents, texts, row_names = self.intents, self.texts, self._row_names
+        ranking = tuple((intents[k], score) for k, score in zip(top.tolist(), scores.tolist(), strict=True) if k >= 0)
         neighbours = tuple(
-            Neighbour(self.intents[self._row_intent[row]], self.texts[row], score)
+            Neighbour(row_names[row], texts[row], score)
             for row, score in zip(near.tolist(), near_scores.tolist(), strict=True)
             if row >= 0
         )

@@ -215,35 +215,189 @@ def _slot(keys: np.ndarray, key: int) -> int:
     return slot
 
 
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_SPACE = 32
+
+
 @njit(cache=True, nogil=True)
-def _bayes_tally(message: tuple, words: tuple, products: tuple, by_feature: tuple) -> tuple:
+def _hash(codes: np.ndarray, start: int, end: int) -> np.uint64:
+    """FNV-1a of the code points ``codes[start:end]``."""
+    value = _FNV_OFFSET
+    for i in range(start, end):
+        value = (value ^ np.uint64(codes[i])) * _FNV_PRIME
+    return value
+
+
+@njit(cache=True, nogil=True)
+def lexicon_table(codes: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """A lexicon's open-addressing table of the strings ``codes[starts[e]:starts[e + 1]]`` (code points), each found
+    back by :func:`_lexicon_find` as its number ``e``. A slot holds a string's hash, its number (-1: empty), where its
+    code points start and how many there are: one read finds a string, a second checks its code points."""
+    entries = len(starts) - 1
+    slots = np.full((_table_size(entries), 4), -1, np.int64)
+    mask = len(slots) - 1
+    for entry in range(entries):
+        value = _hash(codes, starts[entry], starts[entry + 1])
+        slot = np.int64(value & np.uint64(mask))
+        while slots[slot, 1] != -1:
+            slot = (slot + 1) & mask
+        slots[slot, 0] = np.int64(value)
+        slots[slot, 1] = entry
+        slots[slot, 2] = starts[entry]
+        slots[slot, 3] = starts[entry + 1] - starts[entry]
+    return slots
+
+
+@njit(cache=True, nogil=True)
+def _lexicon_find(lexicon: tuple, text: np.ndarray, start: int, end: int) -> int:
+    """The number of the string ``text[start:end]`` in ``lexicon`` (the :func:`lexicon_table` of ``codes``, and
+    ``codes``), -1 if absent."""
+    slots, codes = lexicon
+    value = _hash(text, start, end)
+    key = np.int64(value)
+    mask = len(slots) - 1
+    slot = np.int64(value & np.uint64(mask))
+    length = end - start
+    while slots[slot, 1] >= 0:
+        if slots[slot, 0] == key and slots[slot, 3] == length:
+            offset = slots[slot, 2] - start
+            same = True
+            for i in range(start, end):
+                if codes[offset + i] != text[i]:
+                    same = False
+                    break
+            if same:
+                return slots[slot, 1]
+        slot = (slot + 1) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def pair_table(keys: np.ndarray) -> np.ndarray:
+    """An open-addressing table of the pairs of words' keys (first word's row × words + second's): a slot's pair
+    number, -1 empty. :func:`_pair_find` reads it."""
+    table = np.full(_table_size(len(keys)), -1, np.int64)
+    mask = len(table) - 1
+    for pair in range(len(keys)):
+        slot = (keys[pair] * 0x9E3779B1) & mask
+        while table[slot] != -1:
+            slot = (slot + 1) & mask
+        table[slot] = pair
+    return table
+
+
+@njit(cache=True, nogil=True)
+def _pair_find(pairs: tuple, key: int) -> int:
+    """The word-block column of the pair ``key`` (see :func:`pair_table`), -1 if the examples do not have it."""
+    table, keys, columns = pairs
+    mask = len(table) - 1
+    slot = (key * 0x9E3779B1) & mask
+    while table[slot] != -1:
+        if keys[table[slot]] == key:
+            return columns[table[slot]]
+        slot = (slot + 1) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def text_parts(text: np.ndarray, lexicon: tuple) -> tuple:
+    """A normalised text (its code points) as the scoring loops take it (:func:`message_vector`,
+    :func:`_bayes_tally`): (rows, extra_features, extra_counts) — its words in the fitted table, once per time said;
+    then the n-grams the vocabulary knows of each word no example has (``char_wb``: the word padded with a space
+    each side, each n-gram of ``low``–``high`` characters, a padded word no longer than an n-gram whole, once), and
+    the pairs of consecutive words of two letters or more that the examples have (columns from ``chars``), each
+    once per occurrence. A word of one letter is in no pair and breaks none; an unknown longer word breaks the pair.
+
+    ``lexicon``: (words, grams, pairs, fitted, low, high, chars): the fitted words and the n-grams as
+    :func:`_lexicon_find` reads them, the pairs as :func:`_pair_find` does (table, keys, columns), and how many words
+    were fitted."""
+    words, grams, pairs, fitted, low, high, chars = lexicon
+    n = len(text)
+    rows = np.empty(n // 2 + 1, np.int64)
+    extra = np.empty(2 * n + 4 * (n // 2 + 1) + 1, np.int64)
+    padded = np.empty(n + 2, np.uint32)
+    found = 0
+    others = 0
+    pair_columns = np.empty(n // 2 + 1, np.int64)
+    paired = 0
+    previous = -1  # the last word of two letters or more, when the examples have it
+    i = 0
+    while i < n:
+        while i < n and text[i] == _SPACE:
+            i += 1
+        start = i
+        while i < n and text[i] != _SPACE:
+            i += 1
+        if i == start:
+            break
+        row = _lexicon_find(words, text, start, i)
+        if row < 0:
+            length = i - start + 2
+            padded[0] = _SPACE
+            padded[1 : length - 1] = text[start:i]
+            padded[length - 1] = _SPACE
+            for size in range(low, high + 1):
+                if length <= size:
+                    column = _lexicon_find(grams, padded, 0, length)
+                    if column >= 0:
+                        extra[others] = column
+                        others += 1
+                    break
+                for at in range(length - size + 1):
+                    column = _lexicon_find(grams, padded, at, at + size)
+                    if column >= 0:
+                        extra[others] = column
+                        others += 1
+            if i - start > 1:
+                previous = -1
+            continue
+        rows[found] = row
+        found += 1
+        if i - start == 1:
+            continue
+        if previous >= 0:
+            column = _pair_find(pairs, previous * fitted + row)
+            if column >= 0:
+                pair_columns[paired] = chars + column
+                paired += 1
+        previous = row
+    extra[others : others + paired] = pair_columns[:paired]
+    others += paired
+    return rows[:found], extra[:others], np.ones(others)
+
+
+@njit(cache=True, nogil=True)
+def _bayes_tally(message: tuple, words: tuple, products: np.ndarray, by_feature: tuple) -> tuple:
     """:func:`bayes_scores` of a message from its words, and its vector in a hash table (``keys``: its features, -1
     empty; ``values``: their weights) with how many features it has. ``message``: (rows, extra_features,
-    extra_counts); ``words``: the fitted table (word_starts, word_features, word_counts, unigrams, idf, chars);
-    ``products``: (product_starts, product_intents, product_values, product_words); ``by_feature``: (indptr,
-    intents, logs, lengths), as in :func:`bayes_scores`.
+    extra_counts); ``words``: (row_starts, entries): per fitted word where its products and its entries start
+    (columns 0 and 1); an entry per feature of the word — each of its n-grams, then its own word-block column (none
+    for a word of one letter) — as (feature, how often it occurs in the word, (1 + ln that) · idf, idf); ``products``:
+    per fitted word and intent (intent, n-gram product, word-column product); ``by_feature``: (indptr, intents, logs,
+    lengths) as in :func:`bayes_scores`, then every feature's idf and ``chars``. What a word needs is laid out
+    together, so that a word costs few reads from memory.
 
     ``rows``: the message's words in the fitted table, once per time said (see :func:`message_vector`);
     ``extra_features`` (``extra_counts`` times): the n-grams of words no example has and pairs of words (columns from
-    ``chars``). A fitted word's n-gram block adds up, when the index compiled, to one product per intent
-    (``product_values``: Σ over its n-grams of (1 + ln count) · idf · logs; ``product_words``: its own word-block
-    column's idf · logs, on the same entries): a message adds its words' products, scaled by 1 + ln k for a word said
-    k times. That is exact for the word's own column, and for its n-grams where each occurs in one of the message's
-    words, as most do. Where an n-gram's weight in the whole message, (1 + ln tf) · idf, differs from what its words
-    added (an n-gram in several words, or twice in a word said twice), and for every other feature, the feature's own
-    column adds the rest. A word the intents share has one entry per intent, where its n-grams have one each.
+    ``chars``). A fitted word's n-gram block adds up, when the index compiled, to one product per intent (Σ over its
+    n-grams of (1 + ln count) · idf · logs; and its own word-block column's idf · logs, on the same entries): a
+    message adds its words' products, scaled by 1 + ln k for a word said k times. That is exact for the word's own
+    column, and for its n-grams where each occurs in one of the message's words, as most do. Where an n-gram's weight
+    in the whole message, (1 + ln tf) · idf, differs from what its words added (an n-gram in several words, or twice
+    in a word said twice), and for every other feature, the feature's own column adds the rest. A word the intents
+    share has one entry per intent, where its n-grams have one each.
     """
     rows, extra_features, extra_counts = message
-    word_starts, word_features, word_counts, unigrams, idf, chars = words
-    product_starts, product_intents, product_values, product_words = products
-    indptr, intents, logs, lengths = by_feature
+    row_starts, entries = words
+    indptr, intents, logs, lengths, idf, chars = by_feature
     order = np.argsort(rows)
     total = len(extra_features) + len(rows)
     for i in range(len(rows)):
-        total += word_starts[rows[i] + 1] - word_starts[rows[i]]
+        total += row_starts[rows[i] + 1, 1] - row_starts[rows[i], 1]
     keys = np.full(_table_size(total), -1, np.int64)
-    tf = np.zeros(len(keys))
-    added = np.zeros(len(keys))
+    # Per slot, side by side: the feature's term frequency, the weight its words' products added, its idf.
+    cells = np.zeros((len(keys), 3))
     char_scores = np.zeros(len(lengths))
     word_scores = np.zeros(len(lengths))
     i = 0
@@ -254,20 +408,19 @@ def _bayes_tally(message: tuple, words: tuple, products: tuple, by_feature: tupl
             said += 1
             i += 1
         scale = 1.0 + np.log(said)
-        for j in range(product_starts[row], product_starts[row + 1]):
-            char_scores[product_intents[j]] += product_values[j] * scale
-            word_scores[product_intents[j]] += product_words[j] * scale
-        if unigrams[row] >= 0:
-            slot = _slot(keys, unigrams[row])
-            tf[slot] += said
-            added[slot] += idf[unigrams[row]] * scale
-        for j in range(word_starts[row], word_starts[row + 1]):
-            slot = _slot(keys, word_features[j])
-            tf[slot] += word_counts[j] * said
-            added[slot] += (1.0 + np.log(word_counts[j])) * idf[word_features[j]] * scale
+        for j in range(row_starts[row, 0], row_starts[row + 1, 0]):
+            intent = int(products[j, 0])
+            char_scores[intent] += products[j, 1] * scale
+            word_scores[intent] += products[j, 2] * scale
+        for j in range(row_starts[row, 1], row_starts[row + 1, 1]):
+            slot = _slot(keys, int(entries[j, 0]))
+            cells[slot, 0] += entries[j, 1] * said
+            cells[slot, 1] += entries[j, 2] * scale
+            cells[slot, 2] = entries[j, 3]
     for j in range(len(extra_features)):
         slot = _slot(keys, extra_features[j])
-        tf[slot] += extra_counts[j]
+        cells[slot, 0] += extra_counts[j]
+        cells[slot, 2] = idf[extra_features[j]]
     values = np.zeros(len(keys))
     squares = np.zeros(2)
     sums = np.zeros(2)
@@ -276,13 +429,13 @@ def _bayes_tally(message: tuple, words: tuple, products: tuple, by_feature: tupl
         feature = keys[slot]
         if feature < 0:
             continue
-        weight = (1.0 + np.log(tf[slot])) * idf[feature]
+        weight = (1.0 + np.log(cells[slot, 0])) * cells[slot, 2]
         block = 1 if feature >= chars else 0
         squares[block] += weight * weight
         sums[block] += weight
         values[slot] = weight
         m += 1
-        rest = weight - added[slot]
+        rest = weight - cells[slot, 1]
         if abs(rest) > 1e-12 * weight:
             target = word_scores if block else char_scores
             for j in range(indptr[feature], indptr[feature + 1]):
@@ -304,13 +457,21 @@ def _bayes_tally(message: tuple, words: tuple, products: tuple, by_feature: tupl
 
 @njit(cache=True, nogil=True)
 def bayes_decide(
-    message: tuple, words: tuple, products: tuple, by_feature: tuple, examples: tuple, ranked: int, nearest: int
+    text: np.ndarray,
+    lexicon: tuple,
+    words: tuple,
+    products: np.ndarray,
+    by_feature: tuple,
+    examples: tuple,
+    ranked: int,
+    nearest: int,
 ) -> tuple:
-    """A message's match in one call, from its words (:func:`_bayes_tally`): the ``ranked`` likeliest intents with
-    their posterior probabilities (:func:`posterior_rank`) and the best one's ``nearest`` examples nearest it, with
-    their dot products (:func:`nearest_examples`, on the same hash table). Nothing ranked when no feature is known.
-    ``examples``: the examples' CSR matrix and each intent's rows (indptr, indices, data, starts, ends)."""
-    scores, keys, values, known = _bayes_tally(message, words, products, by_feature)
+    """A message's match in one call, from its normalised text's code points (:func:`text_parts` with ``lexicon``,
+    then :func:`_bayes_tally`): the ``ranked`` likeliest intents with their posterior probabilities
+    (:func:`posterior_rank`) and the best one's ``nearest`` examples nearest it, with their dot products
+    (:func:`nearest_examples`, on the same hash table). Nothing ranked when no feature is known. ``examples``: the
+    examples' CSR matrix and each intent's rows (indptr, indices, data, starts, ends)."""
+    scores, keys, values, known = _bayes_tally(text_parts(text, lexicon), words, products, by_feature)
     if known == 0:
         return np.full(0, -1, np.int64), np.zeros(0), np.full(0, -1, np.int64), np.zeros(0)
     top, probabilities = posterior_rank(scores, ranked)

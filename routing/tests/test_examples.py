@@ -49,8 +49,8 @@ def decide(compiled: CompiledRouter, text: str, **kwargs):
     return asyncio.run(compiled.route(text, **kwargs))
 
 
-def test_the_offline_vector_of_a_message_is_scikit_learns_tfidf_vectors_of_n_grams_and_of_words():
-    texts = [example for intent in INTENTS for example in intent.examples]
+def _assert_sklearn_vectors(texts: list[str], messages: tuple[str, ...]) -> None:
+    """Fitted on ``texts``, our matrix and each message's vector equal scikit-learn's two ``TfidfVectorizer``s."""
     vectoriser = TfidfVectoriser()
     matrix = vectoriser.fit(texts).toarray()
     chars, words = (reference.fit(texts) for reference in vectoriser.sklearn())
@@ -64,13 +64,38 @@ def test_the_offline_vector_of_a_message_is_scikit_learns_tfidf_vectors_of_n_gra
     ]
     reference = np.hstack([chars.transform(texts).toarray(), words.transform(texts).toarray()])
     assert np.allclose(reference, matrix[:, order], atol=1e-6)
-    for text in ("A entrega do modem atrasou!", "cuenta cara", "ok", "Pedido 123 — não chegou?", "a e o", ""):
+    for text in messages:
         features, weights = vectoriser.vector(text)
         assert list(features) == sorted(features)
         dense = np.zeros(matrix.shape[1])
         dense[features] = weights
         expected = np.hstack([chars.transform([text]).toarray()[0], words.transform([text]).toarray()[0]])
-        assert np.allclose(expected, dense[order], atol=1e-6)
+        assert np.allclose(expected, dense[order], atol=1e-6), text
+
+
+def test_the_offline_vector_of_a_message_is_scikit_learns_tfidf_vectors_of_n_grams_and_of_words():
+    _assert_sklearn_vectors(
+        [example for intent in INTENTS for example in intent.examples],
+        (
+            "A entrega do modem atrasou!",
+            "cuenta cara",
+            "ok",
+            "Pedido 123 — não chegou?",
+            "a e o",
+            "",
+            "do a modem",  # a word of one letter between a pair's words: still the pair
+            "do xyzzy modem",  # a word no example has between them: no pair
+            "conta conta conta chegou chegou",  # words said again, and their pairs
+            "   cobrança\tdo   plano\n",  # spaces, a tab and a new line around the words
+        ),
+    )
+
+
+def test_words_in_other_scripts_are_found_as_scikit_learn_finds_them():
+    _assert_sklearn_vectors(
+        ["Заказ не пришёл домой", "注文が届かない", "Die Straße ist gesperrt", "mój zamówienie nie dotarło"],
+        ("заказ пришёл?", "注文が届かない 注文", "straße 🚚 gesperrt", "ЗАКАЗ", "nie dotarło"),
+    )
 
 
 def _sklearn_posteriors(index: ExampleIndex, text: str, *, exclude: set[int] = frozenset()) -> dict[str, float]:
