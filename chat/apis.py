@@ -367,6 +367,7 @@ class DebugPlanApi(AsyncAPIView):
                 "conversation_key": turn_input.conversation_key,
                 "status": shown["status"],
                 "intent_output": shown["intent_output"],
+                "reading": shown["reading"],
                 "execution_intent": shown["execution_intents"][0] if shown["execution_intents"] else None,
                 "execution_intents": shown["execution_intents"],
                 "plan": shown["plan"],

@@ -9,8 +9,9 @@ the answer, output guardrails, judges, review, persist — with two nodes doing 
 * :func:`goal_answer` (in ``specialist``): the plan runs over MCP (:mod:`conversations.goal_engine`), its
   outputs are combined and the profile's model writes the answer; a clarification's question is the answer.
 
-What happened is ``metadata.goal`` (:meth:`GoalTurn.metadata`) and, for streaming clients, the ``goal`` and
-``plan_step`` events.
+What happened is ``metadata.goal`` (:meth:`GoalTurn.metadata`; ``reading`` says how the goal was read — by the
+hints, a follow-up, the goals' examples with their scores and nearest examples, the model) and, for streaming
+clients, the ``goal`` and ``plan_step`` events.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class GoalTurn:
         return {
             "status": self.status,
             "intent_output": decided["intent_output"],
+            "reading": decided["reading"],
             "execution_intents": decided["execution_intents"],
             "plan": decided["plan"],
             "outputs": {str(step): output.as_dict() for step, output in (self.run.outputs if self.run else {}).items()},
@@ -91,7 +93,7 @@ async def goal_routing(turn: Turn) -> RouteDecision:
             active_agent=turn.active_agent,
             active_intent=turn.active_intent,
         )
-        routed.metadata["goal"] = {"status": GENERAL, "intent_output": read.as_dict()}
+        routed.metadata["goal"] = {"status": GENERAL, "intent_output": read.as_dict(), "reading": dict(read.reading)}
         return routed
     tools = [
         spec.tool_name
@@ -109,7 +111,7 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         handoff=bool(previous) and previous != GOAL_AGENT,
         domain=read.primary_domain,
         mcp_tools=sorted(set(tools)),
-        metadata={"goal_status": decision.status},
+        metadata={"goal_status": decision.status, "reading": dict(read.reading)},
     )
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
-from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec
+from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.snapshot import LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
 
@@ -275,22 +276,48 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
     return documents
 
 
+def _examples_vectoriser(profile: Mapping[str, Any]) -> str | None:
+    """The vectoriser of the profile's examples tier, or ``None`` when the tier is off. A version published before the
+    tier existed has no ``examples_enabled`` and keeps routing as it did: off. A version published before the offline
+    score was naive Bayes (no ``examples_score``) leaves its offline tier off too: its threshold and margin were chosen
+    for a score this code no longer computes, and would let most messages through; recalibrate and publish."""
+    if not profile.get("examples_enabled", False):
+        return None
+    vectoriser = str(profile.get("examples_vectoriser", "offline"))
+    if vectoriser != "embeddings" and profile.get("examples_score") != OFFLINE_SCORE:
+        return None
+    return vectoriser
+
+
 def examples_index(
     intents: tuple[IntentSpec, ...], profile: Mapping[str, Any], state_only: set[str]
 ) -> ExampleIndex | None:
-    """The profile's examples tier, or ``None`` when it is off. A version published before the tier existed has no
-    ``examples_enabled`` and keeps routing as it did: off. A version published before the offline score was naive
-    Bayes (no ``examples_score``) leaves its offline tier off too: its threshold and margin were chosen for a score
-    this code no longer computes, and would let most messages through; recalibrate and publish. Intents reached only
+    """The profile's examples tier, or ``None`` when it is off (:func:`_examples_vectoriser`). Intents reached only
     through a state policy (``state_only``: a policy's intent with no keyword, such as a confirmation's "sim") are left
     out: their examples mean something only in that state, which the state policy already routes."""
-    if not profile.get("examples_enabled", False):
-        return None
-    vectoriser = profile.get("examples_vectoriser", "offline")
-    if vectoriser != "embeddings" and profile.get("examples_score") != OFFLINE_SCORE:
+    vectoriser = _examples_vectoriser(profile)
+    if vectoriser is None:
         return None
     examples = tuple((intent.name, intent.examples) for intent in intents if intent.name not in state_only)
     return examples_compile(examples, vectoriser)
+
+
+def goals_examples_index(catalogue: GoalCatalogue, profile: Mapping[str, Any]) -> ExampleIndex | None:
+    """The examples tier of the profile's goals: each enabled goal's examples and its enabled capabilities'
+    (:func:`~routing.goals.goal_examples`), labelled by :func:`~routing.goals.goal_label`, with the intents' tier's
+    switch and vectoriser. ``None`` when the tier is off or fewer than two enabled goals have examples: a posterior
+    over one goal is 1 whatever the message, and the tier has no "none of these" (a message that merely shares a
+    word with the only goal's examples would be read as it). Compiled whatever the routing mode: ``ROUTING_MODE=goal``
+    and ``/api/debug/plan`` read any profile's goals (memoised, so profiles that serve the same goals share one
+    index)."""
+    vectoriser = _examples_vectoriser(profile)
+    if vectoriser is None:
+        return None
+    examples = tuple((goal_label(goal), goal_examples(goal, catalogue)) for goal in catalogue.enabled_goals())
+    if sum(1 for _, own in examples if own) < 2:
+        return None
+    index = examples_compile(examples, vectoriser)
+    return index if index is not None and len(index.intents) > 1 else None
 
 
 def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None = None) -> ProfileSpec:
@@ -451,4 +478,5 @@ def _catalogue(document: Mapping[str, Any], usable: set[str]) -> GoalCatalogue:
             tool=capability["tool"],
             description=capability["description"],
         )
-    return GoalCatalogue(goals=goals, capabilities=capabilities)
+    catalogue = GoalCatalogue(goals=goals, capabilities=capabilities)
+    return replace(catalogue, examples=goals_examples_index(catalogue, document["profile"]))

@@ -74,6 +74,7 @@ class GoalDecision:
         return {
             "status": self.status,
             "intent_output": self.intent_output.as_dict(),
+            "reading": dict(self.intent_output.reading),
             "execution_intents": [intent.as_dict() for intent in self.execution_intents],
             "plan": self.plan.as_dict() if self.plan else None,
             "clarification": self.clarification,
@@ -150,9 +151,9 @@ def _pending_answered(profile: ProfileSpec, text: str, pending: Mapping[str, Any
             return None
         chosen = str(candidates[index].get("value", ""))
         entities = _replaced(intent.entities, str(clarification.get("query", "")), chosen)
-        return replace(intent, entities=entities, confidence=1.0)
+        return replace(intent, entities=entities, confidence=1.0, reading={"method": "answer"})
     if pending.get("reason") == LOW_CONFIDENCE and phrase_found(text, profile.confirmation_words):
-        return replace(intent, confidence=1.0)
+        return replace(intent, confidence=1.0, reading={"method": "answer"})
     return None
 
 

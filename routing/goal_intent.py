@@ -5,9 +5,17 @@ Two readers, chosen like the classifier's (:func:`routing.classifier.intent_clas
 * over an OpenAI-compatible endpoint (``ROUTER_LLM_*`` when routing has one of its own, else the answering one):
   structured output (one function call, :class:`GoalIntent`) after a prompt that shows the enabled goals — domain,
   name, description, examples and ``entities_schema`` — and the conversation's goal when there is one;
-* offline, with no endpoint: deterministic, from the manifests' hints alone — the goal's capabilities'
-  ``intent_hints`` (keywords, examples) and its enum entities' ``aliases`` pick the goal; ``aliases``, boolean
-  ``keywords`` and string/list ``pattern`` read its entities (docs/goals.md, "The intent adapter").
+* offline, with no endpoint: deterministic, from the manifests — the goal's capabilities' ``intent_hints``
+  (keywords, examples) and its enum entities' ``aliases`` pick the goal. When they pick none, the goals' examples
+  tier (``GoalCatalogue.examples``, compiled with the profile when its examples tier is on) reads a paraphrase as
+  the goal whose examples it resembles, if its posterior clears the profile's ``examples_threshold`` and
+  ``examples_margin`` (the intents' tier's rule); the posterior is the confidence. A message that gives entities of
+  the conversation's goal stays a follow-up of it unless that tier names another goal. ``aliases``, boolean
+  ``keywords`` and string/list ``pattern`` read the entities (docs/goals.md, "The intent adapter").
+
+Every output says how it was read (``IntentOutput.reading``: ``method`` ``hints``, ``follow_up``, ``examples``,
+``model`` or ``none``, with the examples' evidence — score, runner-up, nearest examples — whenever they were
+consulted), which the turn records.
 
 Whatever a reader returns is checked, never trusted: a goal outside the catalogue is ``general``; an entity outside
 the goal's schema, an enum value outside ``values`` and a string the user did not write are dropped; a required
@@ -32,7 +40,17 @@ from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
 from common.text import fold, normalize, phrase_found
-from routing.goals import GENERAL_DOMAIN, GoalCatalogue, GoalSpec, IntentOutput
+from routing.examples import ExamplesMatch
+from routing.goals import (
+    GENERAL_DOMAIN,
+    GoalCatalogue,
+    GoalSpec,
+    IntentOutput,
+    goal_capabilities,
+    goal_examples,
+    goal_label,
+)
+from routing.router import examples_amatch
 from routing.snapshot import ProfileSpec
 
 logger = logging.getLogger(__name__)
@@ -226,16 +244,14 @@ def _entities_read(goal: GoalSpec, text: str) -> dict[str, Any]:
     return entities
 
 
-def _capabilities_of(goal: GoalSpec) -> list[str]:
-    names = list(goal.capabilities)
-    for schema in goal.entities_schema.values():
-        for named in (schema.get("capability_map") or {}).values():
-            names.extend([named] if isinstance(named, str) else named)
-    return list(dict.fromkeys(names))
+def _telling(text: str) -> list[str]:
+    """``text``'s normalised words that may say something about a goal, in order: no function word, none of two
+    letters."""
+    return [word for word in normalize(text).split() if len(word) > 2 and word not in _STOPWORDS]
 
 
 def _words(text: str) -> set[str]:
-    return {word for word in normalize(text).split() if len(word) > 2 and word not in _STOPWORDS}
+    return set(_telling(text))
 
 
 def _example_words(goal: GoalSpec, example: str) -> set[str]:
@@ -253,21 +269,19 @@ def _goal_score(goal: GoalSpec, catalogue: GoalCatalogue, text: str) -> int:
     """How much of the goal's hints ``text`` holds: 2 a keyword or alias, 3 an example whose words it all has."""
     haystack = f" {normalize(text)} "
     phrases: set[str] = set()
-    examples = list(goal.examples)
-    for name in _capabilities_of(goal):
+    for name in goal_capabilities(goal):
         capability = catalogue.capabilities.get(name)
         if capability is None or not capability.enabled:
             continue
         hints = capability.metadata.get("intent_hints") or {}
         phrases.update(normalize(keyword) for keyword in hints.get("keywords") or ())
-        examples.extend(hints.get("examples") or ())
     for schema in goal.entities_schema.values():
         if schema.get("type") == "enum":
             for aliases in (schema.get("aliases") or {}).values():
                 phrases.update(normalize(alias) for alias in aliases)
     score = 2 * sum(1 for phrase in phrases if phrase and f" {phrase} " in haystack)
     words = _words(text)
-    for example in dict.fromkeys(examples):
+    for example in goal_examples(goal, catalogue):
         needed = _example_words(goal, example)
         if needed and needed <= words:
             score += 3
@@ -281,12 +295,22 @@ def _held(goal: GoalSpec, entities: Mapping[str, Any], previous: IntentOutput | 
     return entities
 
 
-def _general(text: str, confidence: float = GENERAL_CONFIDENCE) -> IntentOutput:
-    return IntentOutput(GENERAL_DOMAIN, "", {}, confidence, text)
+def _general(text: str, confidence: float = GENERAL_CONFIDENCE, **reading: Any) -> IntentOutput:
+    return IntentOutput(GENERAL_DOMAIN, "", {}, confidence, text, reading)
+
+
+def _by_examples(profile: ProfileSpec, match: ExamplesMatch | None) -> GoalSpec | None:
+    """The goal the goals' examples tier names, when it clears the profile's examples threshold and margin."""
+    router = profile.router
+    if match is None or not match.decides(router.examples_threshold, router.examples_margin):
+        return None
+    return profile.goals.labelled(match.best[0])
 
 
 async def offline_intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput | None = None) -> IntentOutput:
-    """The offline reader (see the module docstring); ties: the conversation's goal, then domain and name."""
+    """The offline reader (see the module docstring): the hints, else a follow-up of the conversation's goal unless
+    the goals' examples name another goal, else the goal the examples name; ties: the conversation's goal, then
+    domain and name."""
     await offline_pause()
     catalogue = profile.goals
     current = (previous.primary_domain, previous.goal) if previous is not None else None
@@ -298,14 +322,34 @@ async def offline_intent_read(profile: ProfileSpec, text: str, *, previous: Inte
         )
         entities = _entities_read(goal, text)
         complete = not missing_required(goal, _held(goal, entities, previous))
-        return IntentOutput(goal.domain, goal.name, entities, CONFIDENT if complete else INCOMPLETE, text)
+        return IntentOutput(
+            goal.domain, goal.name, entities, CONFIDENT if complete else INCOMPLETE, text, {"method": "hints"}
+        )
+    index = catalogue.examples
+    # Offline, naive Bayes over a goal's handful of examples is sure of itself on one shared function word ("o que
+    # você sabe fazer?" shares only " o " with "qual o preço da Nordea?"): the message is scored by its telling words,
+    # as the hints read it. An embeddings endpoint reads the whole sentence.
+    read_text = text if index is None or index.vectoriser.remote else " ".join(_telling(text))
+    match = await examples_amatch(index, read_text)
+    evidence: dict[str, Any] = {}
+    if match is not None:
+        evidence["examples"] = match.as_metadata(profile.router.examples_threshold, profile.router.examples_margin)
+    named = _by_examples(profile, match)
     pending = catalogue.goal(previous.primary_domain, previous.goal) if previous is not None else None
-    if pending is not None and pending.enabled:
+    if pending is not None and pending.enabled and (named is None or goal_label(named) == goal_label(pending)):
         entities = _entities_read(pending, text)
         if entities:
             complete = not missing_required(pending, _held(pending, entities, previous))
-            return IntentOutput(pending.domain, pending.name, entities, FOLLOW_UP if complete else INCOMPLETE, text)
-    return _general(text)
+            confidence = FOLLOW_UP if complete else INCOMPLETE
+            reading = {"method": "follow_up", **evidence}
+            return IntentOutput(pending.domain, pending.name, entities, confidence, text, reading)
+    if match is not None and named is not None:
+        entities = _entities_read(named, text)
+        confidence = match.best[1]
+        if missing_required(named, _held(named, entities, previous)):
+            confidence = min(confidence, INCOMPLETE)
+        return IntentOutput(named.domain, named.name, entities, confidence, text, {"method": "examples", **evidence})
+    return _general(text, method="none", **evidence)
 
 
 # -- the model reader --------------------------------------------------------------------------------------------
@@ -361,13 +405,9 @@ def catalogue_prompt(goals: Iterable[GoalSpec], catalogue: GoalCatalogue) -> str
     for goal in goals:
         described = f": {goal.description}" if goal.description else ""
         lines.append(f"- domain {goal.domain}, goal {goal.name}{described}")
-        examples = list(goal.examples)
-        for name in _capabilities_of(goal):
-            capability = catalogue.capabilities.get(name)
-            if capability is not None:
-                examples.extend((capability.metadata.get("intent_hints") or {}).get("examples") or ())
+        examples = goal_examples(goal, catalogue)
         if examples:
-            lines.append("  examples: " + "; ".join(json.dumps(e, ensure_ascii=False) for e in dict.fromkeys(examples)))
+            lines.append("  examples: " + "; ".join(json.dumps(e, ensure_ascii=False) for e in examples))
         if goal.entities_schema:
             lines.append("  entities:")
             lines.extend(_entity_line(goal, name, schema) for name, schema in goal.entities_schema.items())
@@ -462,20 +502,20 @@ async def model_intent_read(profile: ProfileSpec, text: str, *, previous: Intent
         reading = await runnable.ainvoke([("system", system), ("human", text)])
     except Exception as exc:  # noqa: BLE001 — any client failure means "not understood": the gate asks
         logger.warning("Goal intent model failed: %s", exc)
-        return IntentOutput("", "", {}, 0.0, text)
+        return IntentOutput("", "", {}, 0.0, text, {"method": "model"})
     if not isinstance(reading, GoalIntent):
         logger.warning("Goal intent model answered no %s call.", GoalIntent.__name__)
-        return IntentOutput("", "", {}, 0.0, text)
+        return IntentOutput("", "", {}, 0.0, text, {"method": "model"})
     confidence = min(max(float(reading.confidence), 0.0), 1.0)
     goal = _catalogued(catalogue, reading.domain.strip(), reading.goal.strip())
     if goal is None:
         if reading.goal.strip():
             logger.info("Goal intent model named %s.%s, not in the catalogue.", reading.domain, reading.goal)
-        return _general(text, confidence)
+        return _general(text, confidence, method="model")
     entities = _entities_checked(goal, reading.entities, text, previous)
     if missing_required(goal, _held(goal, entities, previous)):
         confidence = min(confidence, INCOMPLETE)
-    return IntentOutput(goal.domain, goal.name, entities, confidence, text)
+    return IntentOutput(goal.domain, goal.name, entities, confidence, text, {"method": "model"})
 
 
 async def intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput | None = None) -> IntentOutput:
@@ -486,7 +526,7 @@ async def intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput
     entities keeps that goal. The output holds what this message states; :func:`entities_merge` adds the rest.
     """
     if not profile.goals.enabled_goals():
-        return _general(text)
+        return _general(text, method="none")
     if router_llm_separate() or llm_configured():
         return await model_intent_read(profile, text, previous=previous)
     return await offline_intent_read(profile, text, previous=previous)

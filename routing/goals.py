@@ -27,9 +27,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.text import normalize
+
+if TYPE_CHECKING:
+    from routing.examples import ExampleIndex
 
 SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
 SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # DomainOutput and turn statuses
@@ -84,6 +87,9 @@ class GoalCatalogue:
 
     goals: Mapping[tuple[str, str], GoalSpec] = field(default_factory=dict)  # (domain, goal name) → goal
     capabilities: Mapping[str, CapabilitySpec] = field(default_factory=dict)  # capability name → capability
+    # The enabled goals' examples vectorised (labelled by goal_label), when the profile's examples tier is on: what
+    # the offline intent adapter reads a paraphrase by. Compiled from the rest, so it takes no part in comparisons.
+    examples: ExampleIndex | None = field(default=None, compare=False, repr=False)
 
     def goal(self, domain: str, name: str) -> GoalSpec | None:
         return self.goals.get((domain, name))
@@ -91,8 +97,38 @@ class GoalCatalogue:
     def enabled_goals(self) -> list[GoalSpec]:
         return [goal for goal in self.goals.values() if goal.enabled]
 
+    def labelled(self, label: str) -> GoalSpec | None:
+        """The enabled goal :func:`goal_label` names ``label``, if any."""
+        return next((goal for goal in self.enabled_goals() if goal_label(goal) == label), None)
+
     def __bool__(self) -> bool:
         return bool(self.goals)
+
+
+def goal_label(goal: GoalSpec) -> str:
+    """A goal's name outside its catalogue, as a goal turn's route and a routing test write it ("finance.GET_QUOTE"):
+    the goals' examples tier labels its goals so, and its evidence names them so."""
+    return f"{goal.domain}.{goal.name}"
+
+
+def goal_capabilities(goal: GoalSpec) -> list[str]:
+    """Every capability the goal may use: its own, then those its entities' ``capability_map`` names, once each."""
+    names = list(goal.capabilities)
+    for schema in goal.entities_schema.values():
+        for named in (schema.get("capability_map") or {}).values():
+            names.extend([named] if isinstance(named, str) else named)
+    return list(dict.fromkeys(names))
+
+
+def goal_examples(goal: GoalSpec, catalogue: GoalCatalogue) -> tuple[str, ...]:
+    """The messages that exemplify ``goal``: its own ``examples``, then its enabled capabilities'
+    ``intent_hints.examples``, once each (what the offline intent adapter matches and vectorises)."""
+    examples = list(goal.examples)
+    for name in goal_capabilities(goal):
+        capability = catalogue.capabilities.get(name)
+        if capability is not None and capability.enabled:
+            examples.extend((capability.metadata.get("intent_hints") or {}).get("examples") or ())
+    return tuple(dict.fromkeys(examples))
 
 
 @dataclass(frozen=True)
@@ -122,6 +158,9 @@ class IntentOutput:
     entities: Mapping[str, Any]
     confidence: float
     original_query: str
+    # How the reader came to it (``{"method": …}``, with the examples tier's evidence when it was consulted): recorded
+    # with the turn for operators, never part of seed 002's output (``as_dict``) nor of the goal state.
+    reading: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {

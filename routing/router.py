@@ -58,6 +58,23 @@ MULTI_INTENT = "multi_intent"
 SUPERVISOR_ROUTE = "supervisor_agent"
 
 
+async def examples_amatch(index: ExampleIndex | None, text: str) -> ExamplesMatch | None:
+    """How ``text`` scores against ``index`` (``None``: no examples tier), the message embedded over HTTP when the
+    index uses an embeddings endpoint; an endpoint that fails gives ``None`` (the tier does not decide). The router's
+    intents and the goal-mode profile's goals (:mod:`routing.goal_intent`) are both scored through it."""
+    if index is None:
+        return None
+    vectoriser = index.vectoriser
+    if not vectoriser.remote:
+        return index.match_text(text)
+    try:
+        vector = await vectoriser.avector(text)  # type: ignore[attr-defined]  # a remote vectoriser's
+    except Exception as exc:  # noqa: BLE001 — any endpoint failure means "the tier does not decide"
+        logger.warning("examples tier: the embeddings endpoint failed: %s", exc)
+        return None
+    return index.match(vector)
+
+
 @dataclass(frozen=True)
 class IntentSpec:
     name: str
@@ -354,17 +371,7 @@ class CompiledRouter:
     async def examples_amatch(self, text: str) -> ExamplesMatch | None:
         """:meth:`examples_match`, the message embedded over HTTP when the tier uses an embeddings endpoint; an
         endpoint that fails leaves the decision to the next tier (``None``)."""
-        if self.examples is None:
-            return None
-        vectoriser = self.examples.vectoriser
-        if not vectoriser.remote:
-            return self.examples.match_text(text)
-        try:
-            vector = await vectoriser.avector(text)  # type: ignore[attr-defined]  # a remote vectoriser's
-        except Exception as exc:  # noqa: BLE001 — any endpoint failure means "the tier does not decide"
-            logger.warning("examples tier: the embeddings endpoint failed: %s", exc)
-            return None
-        return self.examples.match(vector)
+        return await examples_amatch(self.examples, text)
 
     def from_examples(self, match: ExamplesMatch | None) -> RouteDecision | None:
         """A decision from the examples tier, when its best intent clears the threshold and the margin."""

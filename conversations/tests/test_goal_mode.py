@@ -131,6 +131,22 @@ def test_a_message_naming_several_symbols_is_decomposed_into_parallel_steps(api,
     assert "VALE3.SA" in body["answer"] and "PETR4.SA" in body["answer"]
 
 
+def test_a_paraphrase_no_hint_matches_is_read_by_the_goals_examples_and_the_evidence_is_kept(api, finance):
+    body = say(api, "quais papéis mais se valorizaram hoje?")  # TOP_MOVERS says "quais ações mais caíram hoje?"
+
+    goal = body["metadata"]["goal"]
+    assert goal["status"] == "success" and goal["intent_output"]["goal"] == "TOP_MOVERS"
+    assert [intent["capability"] for intent in goal["execution_intents"]] == ["get_top_gainers"]
+    reading = goal["reading"]
+    assert reading["method"] == "examples"
+    assert reading["examples"]["score"] == round(goal["intent_output"]["confidence"], 3)
+    assert reading["examples"]["runner_up"]["intent"] == "finance.GET_QUOTE"
+    assert reading["examples"]["nearest"][0]["example"] == "quais ações mais caíram hoje?"
+    assert body["metadata"]["route_decision"]["metadata"]["reading"] == reading
+    stored = Message.objects.get(conversation__conversation_key=body["conversation_key"], role="assistant")
+    assert stored.metadata["goal"]["reading"]["method"] == "examples"
+
+
 def test_a_follow_up_keeps_the_goal_and_the_entities_it_leaves_out(api, finance):
     say(api, "cotação da PETR4")
 

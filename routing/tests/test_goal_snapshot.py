@@ -96,6 +96,17 @@ def test_business_edits_reach_the_catalogue(profile):
     assert goals.capabilities["get_top_gainers"].metadata["intent_hints"]["keywords"] == ["subiram"]
 
 
+def test_the_catalogue_carries_the_goals_examples_tier_while_the_profiles_examples_tier_is_on(profile):
+    index = catalogue().examples
+
+    assert index is not None and index.intents == ("finance.GET_QUOTE", "finance.TOP_MOVERS")
+    stored = [*Goal.objects.get(name="GET_QUOTE").examples, *Capability.objects.get(name="get_stock_price").examples]
+    assert index.texts[: len(stored)] == tuple(dict.fromkeys(stored))
+    profile.examples_enabled = False
+    profile.save(update_fields=["examples_enabled"])
+    assert catalogue().examples is None
+
+
 def test_a_capability_runs_only_with_its_tool_enabled_on_an_enabled_server(profile, finance):
     losers = McpTool.objects.get(name="get_top_losers")
     losers.enabled = False
