@@ -11,8 +11,12 @@ examples, with none of the profile's keywords — three ways:
 
 * ``keywords``: state → keywords → fallback (the examples tier off, no classifier);
 * ``+ examples``: the examples tier with the calibrated threshold and margin (the offline default);
-* ``+ classifier``: then the offline classifier (routing.classifier's bag-of-words, what a profile with the LLM
-  classifier switched on and no endpoint gets) for what the examples left.
+* ``+ classifier``: then the LLM classifier for what the examples left — the real path (routing.classifier's
+  ``llm_classifier``: langchain-openai, structured output, one call per message, the profile's confidence
+  threshold) to the scripted OpenAI-compatible server (``tests/llm_server.py``) on a local port. No model is
+  reachable here, so the scripted model answers as the offline classifier would (routing.classifier's bag of words,
+  what a profile with the classifier on and no endpoint gets): the figures are the cascade's with that stand-in, and
+  the count of model calls is what the examples tier spares a real model.
 
 A coordinator profile (telecom_assistente) routes every message to its coordinator, which delegates on the
 router's candidates: its messages are scored on the router-mode decision, the intent the coordinator is offered.
@@ -26,11 +30,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,6 +52,8 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
+from tests.llm_server import Reply, ScriptedLLMServer, tool_call_reply  # noqa: E402
+
 PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente")
 FALLBACK = "fallback"
 MODES = ("keywords", "+ examples", "+ classifier")
@@ -56,11 +65,28 @@ def _load(profile: str) -> list[dict[str, str]]:
     return list(data["messages"])
 
 
-def _routers(agent_id: str):
-    """The profile's draft router three ways (see the module docstring), after calibrating its examples tier."""
+def _scripted_model(intents) -> Callable[[dict[str, Any]], Reply | None]:
+    """The scripted model's answer to the LLM classifier's request: the offline classifier's choice among
+    ``intents`` for the request's message, as the ``IntentChoice`` call a model makes."""
+    from routing.classifier import IntentChoice, offline_classify
+
+    def answer(body: dict[str, Any]) -> Reply | None:
+        if IntentChoice.__name__ not in [tool["function"]["name"] for tool in body.get("tools", ())]:
+            return None
+        text = next(message["content"] for message in reversed(body["messages"]) if message["role"] == "user")
+        choice = asyncio.run(offline_classify(text, intents))
+        arguments = {"intent": "", "confidence": 0.0} if choice is None else choice.__dict__
+        return tool_call_reply(IntentChoice.__name__, dict(arguments))
+
+    return answer
+
+
+def _routers(agent_id: str, model: ScriptedLLMServer):
+    """The profile's draft router three ways (see the module docstring), after calibrating its examples tier; the
+    classifier's calls go to ``model``, answering for this profile's intents."""
     from agents.models import AgentProfile
     from routing.calibration import calibrate, calibration_save
-    from routing.classifier import offline_classify
+    from routing.classifier import llm_classifier
     from routing.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
 
     profile = AgentProfile.objects.get(agent_id=agent_id)
@@ -84,10 +110,11 @@ def _routers(agent_id: str):
         examples_threshold=router.examples_threshold,
         examples_margin=router.examples_margin,
     )
+    model.respond_with(_scripted_model(router.intents))
     return result, {
         "keywords": (keywords_only, None),
         "+ examples": (with_examples, None),
-        "+ classifier": (with_classifier, offline_classify),
+        "+ classifier": (with_classifier, llm_classifier(spec)),
     }
 
 
@@ -105,11 +132,16 @@ def main() -> None:
     from django.conf import settings
 
     settings.OFFLINE_LLM_LATENCY_MS = 0
+    for client in ("httpx", "httpx2"):  # a line per model call otherwise
+        logging.getLogger(client).setLevel(logging.WARNING)
+    model = ScriptedLLMServer().start()
+    settings.ROUTER_LLM_BASE_URL, settings.ROUTER_LLM_MODEL = model.base_url, "scripted-router"
+    settings.ROUTER_LLM_API_KEY = "bench"
     totals: dict[str, Counter[str]] = defaultdict(Counter)
     print(f"{'profile':20} {'mode':14} {'top-1':>7} {'fallback':>9} {'wrong':>7} {'out of scope left':>18}  (n)")
     for agent_id in PROFILES:
         messages = _load(agent_id)
-        calibration, routers = _routers(agent_id)
+        calibration, routers = _routers(agent_id, model)
         chosen = calibration.chosen
         print(
             f"{agent_id}: examples tier calibrated to threshold {chosen.threshold:.2f}, margin {chosen.margin:.2f} "
@@ -117,6 +149,7 @@ def main() -> None:
         )
         for mode in MODES:
             router, classifier = routers[mode]
+            calls = len(model.requests)
             counts: Counter[str] = Counter()
             by_language: dict[str, Counter[str]] = defaultdict(Counter)
             matrix: dict[str, Counter[str]] = defaultdict(Counter)
@@ -133,6 +166,7 @@ def main() -> None:
                 counts[outcome] += 1
                 by_language[message["lang"]]["in"] += 1
                 by_language[message["lang"]][outcome] += 1
+            counts["calls"] = len(model.requests) - calls
             totals[mode].update(counts)
             print(_line(agent_id, mode, counts))
             print(
@@ -153,7 +187,8 @@ def _line(name: str, mode: str, counts: Counter[str]) -> str:
     out = max(1, counts["out"])
     return (
         f"{name:20} {mode:14} {counts['right'] / n:7.1%} {counts['fell'] / n:9.1%} {counts['wrong'] / n:7.1%} "
-        f"{counts['out_left'] / out:18.1%}  ({counts['in']} + {counts['out']} out of scope)"
+        f"{counts['out_left'] / out:18.1%}  ({counts['in']} + {counts['out']} out of scope"
+        + (f"; {counts['calls']} model calls)" if counts["calls"] else ")")
     )
 
 

@@ -25,6 +25,7 @@ import time
 import unicodedata
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -83,6 +84,12 @@ class Reply:
     chunks: list[str] | None = None  # how the text is split when the client asks for a stream (else one piece)
 
 
+def tool_call_reply(name: str, arguments: dict[str, Any], *, delay: float = 0.0, content: str | None = None) -> Reply:
+    """A reply that calls the tool ``name`` with ``arguments`` (structured output is such a call)."""
+    call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
+    return Reply(content=content, tool_calls=[call], delay=delay)
+
+
 class ScriptedLLMServer:
     """Queue :class:`Reply` objects; each chat completion request takes the next one.
 
@@ -92,6 +99,8 @@ class ScriptedLLMServer:
     def __init__(self, default: str = "scripted answer") -> None:
         self.default = default
         self.replies: deque[Reply] = deque()
+        # With the queue empty, a function of the request body may answer it (None: the default answers).
+        self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
         self.requests: list[dict[str, Any]] = []  # chat completion bodies
         self.embedding_requests: list[EmbeddingsRequest] = []
         self.embedding_replies: deque[Reply] = deque()  # scripted failures or delays of the next embeddings calls
@@ -121,8 +130,7 @@ class ScriptedLLMServer:
         self, name: str, arguments: dict[str, Any], *, delay: float = 0.0, content: str | None = None
     ) -> None:
         """A tool call; ``content`` is text the model writes alongside it (models do, though told not to)."""
-        call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
-        self.replies.append(Reply(content=content, tool_calls=[call], delay=delay))
+        self.replies.append(tool_call_reply(name, arguments, delay=delay, content=content))
 
     def reply_streamed(self, chunks: list[str]) -> None:
         """A text reply that a streaming client receives in exactly these pieces (a JSON client gets them joined)."""
@@ -134,9 +142,18 @@ class ScriptedLLMServer:
     def reply_slowly(self, content: str, delay: float) -> None:
         self.replies.append(Reply(content=content, delay=delay))
 
-    def _next(self) -> Reply:
+    def respond_with(self, responder: Callable[[dict[str, Any]], Reply | None] | None) -> None:
+        """Answer each request the queue does not with ``responder(body)`` (a scripted model that reads the request,
+        for benchmarks that send many); ``None`` from it, or no responder, answers ``default``."""
+        self.responder = responder
+
+    def _next(self, body: dict[str, Any]) -> Reply:
         with self._lock:
-            return self.replies.popleft() if self.replies else Reply(content=self.default)
+            if self.replies:
+                return self.replies.popleft()
+            responder = self.responder
+        answered = responder(body) if responder is not None else None
+        return answered if answered is not None else Reply(content=self.default)
 
     def embeddings_error(self, status: int = 500, *, times: int = 1, delay: float = 0.0) -> None:
         """The next ``times`` embeddings calls answer ``status`` (an OpenAI-shaped error body)."""
@@ -262,7 +279,7 @@ class ScriptedLLMServer:
                     return
                 with server._lock:
                     server.requests.append(body)
-                reply = server._next()
+                reply = server._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:

@@ -27,8 +27,12 @@ def llm_routing(telecom):
     return telecom
 
 
+def classifying(request) -> bool:
+    return any(tool["function"]["name"] == "IntentChoice" for tool in request.get("tools", []))
+
+
 def classifier_requests(server):
-    return [r for r in server.requests if any(t["function"]["name"] == "IntentChoice" for t in r.get("tools", []))]
+    return [request for request in server.requests if classifying(request)]
 
 
 def test_the_classifier_decides_when_no_keyword_matches(api, llm_routing, scripted_llm):
@@ -53,6 +57,29 @@ def test_the_classifier_decides_when_no_keyword_matches(api, llm_routing, script
     assert "retail_order_tracking" in system and "billing_invoice_explanation" in system
     assert request["messages"][-1]["content"] == "Cadê minha encomenda?"
     assert request["model"] == "scripted-model"
+
+
+def test_a_scripted_model_that_reads_the_request_answers_what_the_queue_does_not(api, llm_routing, scripted_llm):
+    from tests.llm_server import tool_call_reply
+
+    def model(body):  # the classifier's request names the message last; a specialist's gets the default answer
+        if not classifying(body):
+            return None
+        parcel = "encomenda" in body["messages"][-1]["content"]
+        return tool_call_reply("IntentChoice", {"intent": "retail_order_tracking" if parcel else "", "confidence": 0.9})
+
+    scripted_llm.reply_tool_call("IntentChoice", {"intent": "billing_invoice_explanation", "confidence": 0.95})
+    scripted_llm.respond_with(model)
+
+    first = send(api, "Cadê minha encomenda?", session_id="s-1").json()
+    second = send(api, "Cadê minha encomenda?", session_id="s-2").json()
+    third = send(api, "Bom dia", session_id="s-3").json()
+
+    assert first["metadata"]["route_decision"]["intent"] == "billing_invoice_explanation"  # the queued reply
+    assert second["metadata"]["route_decision"]["intent"] == "retail_order_tracking"  # the model read the message
+    assert second["answer"] == "scripted answer"  # no tool call for the specialist: the default text
+    assert third["metadata"]["route_decision"]["method"] == "fallback"
+    assert len(classifier_requests(scripted_llm)) == 3
 
 
 def test_a_low_confidence_classification_falls_through_to_the_fallback(api, llm_routing, scripted_llm):
