@@ -86,6 +86,12 @@ class Circuit:
                     self._on_close()
             self._trial_running = False
 
+    def trial_abandoned(self) -> None:
+        """The trial request was cut off before it could tell (its client left and the server cancelled it): it
+        proves nothing, so the circuit stays open and the next request after the pause is the trial."""
+        with self._lock:
+            self._trial_running = False
+
     def reset(self) -> None:
         """Closed, as at start (tests)."""
         with self._lock:

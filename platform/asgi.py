@@ -2,11 +2,15 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
-django_asgi_app = get_asgi_application()
+# Django's handler with the middleware's async twins (platform/middleware.py): no thread hops for hooks without I/O.
+from platform.middleware import ASGIHandler  # noqa: E402
+
+django_asgi_app = ASGIHandler()
 
 # Imported after Django is set up: the consumers import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402

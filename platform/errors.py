@@ -125,7 +125,7 @@ class DatabaseCircuitMiddleware(MiddlewareMixin):
         return None
 
     def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        if getattr(request, "_database_trial", False):
+        if request.__dict__.pop("_database_trial", False):
             database_circuit.trial_done()
         return response
 

@@ -69,11 +69,10 @@ INSTALLED_APPS = [
     "analytics",
 ]
 
-# WhiteNoise is synchronous only, so it goes last (not second, as its docs suggest): Django then
-# runs the whole chain in the request's thread in one go and enters the async views once. Second,
-# every middleware around it ran its hooks in separate hops between the event loop and that thread,
-# about 20 per request, costing the chat API 1-2 ms of CPU and ~150 ms of latency per message under
-# load (README, Benchmarks). Static files are still served before any view runs.
+# Under the ASGI server each of these is loaded as its async twin (platform/middleware.py): hooks that do no I/O
+# run in the event loop instead of a thread each, and an API-key request skips the sessions and messages.
+# WhiteNoise goes last (not second, as its docs suggest): under a WSGI server nothing changes, and static
+# files are still served before any view runs.
 MIDDLEWARE = [
     "platform.errors.DatabaseCircuitMiddleware",  # while the database is known to be down: 503 at once
     "django.middleware.security.SecurityMiddleware",

@@ -48,6 +48,7 @@ PLATFORM_TOP = frozenset(
         "platform/serve.py",
         "platform/logs.py",
         "platform/errors.py",
+        "platform/middleware.py",
     }
 )
 TOP = "platform (top)"

@@ -39,6 +39,18 @@ def test_a_trial_that_meets_the_outage_again_keeps_the_circuit_open_for_another_
     assert circuit.is_open and circuit.admit() is None
 
 
+def test_an_abandoned_trial_proves_nothing_the_circuit_stays_open_and_the_next_request_is_the_trial():
+    circuit = Circuit("thing", lambda: 0.2)
+    circuit.trip()
+    time.sleep(0.25)
+    assert circuit.admit() == TRIAL
+    circuit.trial_abandoned()  # its client left before it could tell
+    assert circuit.is_open
+    assert circuit.admit() == TRIAL  # at once: the pause had already run out
+    circuit.trial_done()
+    assert circuit.admit() == CLOSED
+
+
 def test_only_one_of_many_concurrent_requests_is_the_trial():
     circuit = Circuit("thing", lambda: 0.0)
     circuit.trip()

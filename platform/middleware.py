@@ -1,0 +1,201 @@
+"""The middleware stack without thread hops where a hook does no I/O.
+
+In an async server Django runs a ``MiddlewareMixin`` middleware's ``process_request``, ``process_view`` and
+``process_response`` each in a thread (``sync_to_async``), and a middleware with no async side at all (auditlog's,
+WhiteNoise's) sends everything after it into a thread of its own, the view brought back to the event loop with
+``async_to_sync``. A chat message crossed about twenty such hops; under load a fifth of the server's CPU went to
+them (README, Benchmarks: "Where a message's CPU went").
+
+So :class:`ASGIHandler`, the ASGI application's handler, loads ``MIDDLEWARE`` with each middleware replaced by its
+async twin here (:data:`ASYNC_TWINS`): the hooks that only compute — headers, a cookie read, a path check, a context
+variable — run in the event loop (:class:`InlineHooks`), and the sessions, the session's user and the flash
+messages, which can read and write the session table, keep their thread for the browser but are not consulted on a
+request that authenticates with an API key (:func:`key_request`), which never uses a session. ``MIDDLEWARE`` itself
+names Django's classes, so Django's system checks (the deploy checks of the security middleware among them) read
+it as they expect; a WSGI server and Django's test client run those classes as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from auditlog.cid import set_cid
+from auditlog.context import set_extra_data
+from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
+from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
+from django.http import HttpRequest, HttpResponseBase
+from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
+from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
+from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
+from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
+from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
+
+from common.history import HistoryActorMiddleware as SyncHistoryActorMiddleware
+from common.outages import database_circuit
+from platform.errors import DatabaseCircuitMiddleware as SyncDatabaseCircuitMiddleware
+
+# The routes a program calls with ``Authorization: Bearer <key>`` (the chat API and the OpenAI-compatible one).
+KEY_PREFIXES = ("/api/", "/v1/")
+
+
+def key_request(request: HttpRequest) -> bool:
+    """Whether ``request`` authenticates with an API key: an API route with a Bearer header. DRF's key
+    authentication comes first and either accepts the key or refuses the request, so the session is never read."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    return header[:7].lower() == "bearer " and request.path_info.startswith(KEY_PREFIXES)
+
+
+class InlineHooks:
+    """For a ``MiddlewareMixin`` whose hooks do no I/O: under an async server they are called in the event loop."""
+
+    process_request: Any
+    process_response: Any
+    process_view: Any
+    get_response: Any
+    async_mode: bool
+
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)  # type: ignore[call-arg]  # MiddlewareMixin's
+        if self.async_mode and hasattr(self, "process_view"):
+            sync_view = self.process_view
+
+            async def process_view(*args: Any) -> Any:  # Django awaits a coroutine function's hook as it is
+                return sync_view(*args)
+
+            self.process_view = process_view
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.process_request(request) if hasattr(self, "process_request") else None
+        response = response or await self.get_response(request)
+        if hasattr(self, "process_response"):
+            response = self.process_response(request, response)
+        return response
+
+
+class BrowserOnly:
+    """For a middleware that serves browsers (sessions, flash messages): an API-key request passes it by."""
+
+    get_response: Any
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        if key_request(request):
+            return await self.get_response(request)
+        return await super().__acall__(request)  # type: ignore[misc]  # MiddlewareMixin's, hooks in threads
+
+
+class DatabaseCircuitMiddleware(InlineHooks, SyncDatabaseCircuitMiddleware):
+    """In the event loop a request is cancelled when its client leaves (Django's ``listen_for_disconnect``), and
+    ``process_response`` never runs: a trial cut off so must still end, or the circuit never admits another."""
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        try:
+            return await super().__acall__(request)
+        finally:
+            if request.__dict__.pop("_database_trial", False):  # still set: the answer never came back
+                database_circuit.trial_abandoned()
+
+
+class SecurityMiddleware(InlineHooks, DjangoSecurityMiddleware):
+    pass
+
+
+class SessionMiddleware(BrowserOnly, DjangoSessionMiddleware):
+    pass
+
+
+class CommonMiddleware(InlineHooks, DjangoCommonMiddleware):
+    pass
+
+
+class CsrfViewMiddleware(InlineHooks, DjangoCsrfViewMiddleware):
+    """Reads the CSRF cookie (``CSRF_USE_SESSIONS`` is off) and checks it in ``process_view``: no I/O."""
+
+
+class AuthenticationMiddleware(BrowserOnly, InlineHooks, DjangoAuthenticationMiddleware):
+    """Sets the lazy ``request.user`` from the session (read only if something asks); an API-key request's user is
+    the key's, set by DRF."""
+
+
+class MessageMiddleware(BrowserOnly, DjangoMessageMiddleware):
+    pass
+
+
+class XFrameOptionsMiddleware(InlineHooks, DjangoXFrameOptionsMiddleware):
+    pass
+
+
+class AsyncSide:
+    """For a middleware written for sync only: under an async server Django calls its ``__acall__``."""
+
+    async_capable = True
+    sync_capable = True
+    async_mode: bool
+
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)  # type: ignore[call-arg]  # the middleware's own
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
+        return super().__call__(request)  # type: ignore[misc]  # the middleware's own
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        raise NotImplementedError
+
+
+class HistoryActorMiddleware(AsyncSide, SyncHistoryActorMiddleware):
+    """auditlog's context (correlation id, remote address, the lazy user as actor), set in the event loop."""
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        set_cid(request)
+        with set_extra_data(context_data=self.get_extra_data(request)):
+            return await self.get_response(request)
+
+
+class WhiteNoiseMiddleware(AsyncSide, BaseWhiteNoiseMiddleware):
+    """WhiteNoise's static files; every other path goes on without a thread."""
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        static_file = self.find_file(request.path_info) if self.autorefresh else self.files.get(request.path_info)
+        if static_file is not None:
+            return await sync_to_async(self.serve, thread_sensitive=False)(static_file, request)
+        return await self.get_response(request)
+
+
+# Each middleware of MIDDLEWARE that has an async twin, and the twin the ASGI handler loads instead.
+ASYNC_TWINS: dict[str, type] = {
+    "platform.errors.DatabaseCircuitMiddleware": DatabaseCircuitMiddleware,
+    "django.middleware.security.SecurityMiddleware": SecurityMiddleware,
+    "django.contrib.sessions.middleware.SessionMiddleware": SessionMiddleware,
+    "django.middleware.common.CommonMiddleware": CommonMiddleware,
+    "django.middleware.csrf.CsrfViewMiddleware": CsrfViewMiddleware,
+    "django.contrib.auth.middleware.AuthenticationMiddleware": AuthenticationMiddleware,
+    "common.history.HistoryActorMiddleware": HistoryActorMiddleware,
+    "django.contrib.messages.middleware.MessageMiddleware": MessageMiddleware,
+    "django.middleware.clickjacking.XFrameOptionsMiddleware": XFrameOptionsMiddleware,
+    "whitenoise.middleware.WhiteNoiseMiddleware": WhiteNoiseMiddleware,
+}
+
+
+def async_middleware(listed: list[str]) -> list[str]:
+    """``listed`` (``MIDDLEWARE``) in the same order, each middleware that has an async twin replaced by it."""
+    return [f"{__name__}.{ASYNC_TWINS[path].__name__}" if path in ASYNC_TWINS else path for path in listed]
+
+
+class ASGIHandler(DjangoASGIHandler):
+    """Django's ASGI handler, with ``MIDDLEWARE`` loaded as :func:`async_middleware` gives it."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        listed = settings.MIDDLEWARE
+        settings.MIDDLEWARE = async_middleware(listed)  # read by Django's loader alone, once, at start-up
+        try:
+            super().load_middleware(is_async=is_async)
+        finally:
+            settings.MIDDLEWARE = listed

@@ -1,0 +1,155 @@
+"""The ASGI application's middleware: Django's, run as its async twins (platform/middleware.py), behaves as Django's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from channels.testing import ApplicationCommunicator, HttpCommunicator
+from django.conf import settings
+from django.test import Client
+from django.utils.module_loading import import_string
+
+from platform.asgi import django_asgi_app
+from platform.middleware import ASYNC_TWINS, async_middleware
+from tests.streaming import run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MESSAGE = {
+    "channel": "web",
+    "agent_id": "telecom_contas",
+    "payload": {"text": "Minha fatura veio alta", "session_id": "twins", "user_id": "u1"},
+}
+
+
+def served(method: str, path: str, *, body: bytes = b"", headers: list[tuple[bytes, bytes]] = ()) -> dict:
+    """One request through the ASGI application, as uvicorn hands it over: ``{"status", "headers", "body"}``."""
+
+    headers = [*headers, (b"content-length", str(len(body)).encode())] if body else list(headers)
+
+    async def go() -> dict:
+        communicator = HttpCommunicator(
+            django_asgi_app, method, path, body=body, headers=[(b"host", b"testserver"), *headers]
+        )
+        response = await communicator.get_response(timeout=30)
+        await communicator.wait(timeout=30)  # as a server does: the request ends (and gives its connection back)
+        return response
+
+    response = run(go())
+    response["headers"] = {name.decode().lower(): value.decode() for name, value in response["headers"]}
+    return response
+
+
+def message_sent(*, authorization: str, cookie: bytes) -> dict:
+    """:data:`MESSAGE` posted to the gateway with that ``Authorization`` header and that cookie."""
+    headers = [(b"content-type", b"application/json"), (b"authorization", authorization.encode()), (b"cookie", cookie)]
+    return served("POST", "/api/gateway/message", body=json.dumps(MESSAGE).encode(), headers=headers)
+
+
+def session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+
+
+def test_the_asgi_handler_loads_every_middleware_in_its_place_each_twin_a_subclass_of_what_it_replaces():
+    loaded = async_middleware(settings.MIDDLEWARE)
+
+    assert len(loaded) == len(settings.MIDDLEWARE)
+    for listed, twin in zip(settings.MIDDLEWARE, loaded, strict=True):
+        assert issubclass(import_string(twin), import_string(listed))
+        assert (twin != listed) == (listed in ASYNC_TWINS)
+    assert [mw for mw in settings.MIDDLEWARE if mw not in ASYNC_TWINS] == [
+        "platform.errors.DatabaseUnavailableMiddleware"
+    ]
+
+
+def test_a_message_with_an_api_key_gets_the_security_headers_and_leaves_the_session_alone(tenant_key, telecom):
+    response = message_sent(
+        authorization=f"Bearer {tenant_key.raw}", cookie=f"{settings.SESSION_COOKIE_NAME}=not-a-session".encode()
+    )
+
+    assert response["status"] == 200, response["body"]
+    assert json.loads(response["body"])["agent"] == "billing_agent"
+    headers = response["headers"]
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "same-origin"
+    assert "cookie" not in headers.get("vary", "").lower()  # the session was never read
+    assert "set-cookie" not in headers
+
+
+def test_a_wrong_key_is_refused_as_before_without_falling_back_to_the_session(staff_user, telecom):
+    response = message_sent(authorization="Bearer wrong", cookie=session_cookie(staff_user))
+
+    assert response["status"] == 401
+    assert "API key" in json.loads(response["body"])["error"]["message"]
+
+
+def test_a_staff_session_reaches_the_admin_and_the_api_through_the_asgi_application(staff_user, telecom):
+    cookie = session_cookie(staff_user)
+
+    page = served("GET", "/admin/", headers=[(b"cookie", cookie)])
+    assert page["status"] == 200
+    assert b"analyst" in page["body"]  # the session's user, read through the session middleware's thread
+
+    api = served("GET", "/api/agents", headers=[(b"cookie", cookie)])
+    assert api["status"] == 200, api["body"]
+
+
+def test_a_session_post_without_the_csrf_token_is_refused_through_the_asgi_application(staff_user):
+    response = served("POST", "/admin/logout/", headers=[(b"cookie", session_cookie(staff_user))])
+
+    assert response["status"] == 403
+
+
+def test_a_path_without_its_slash_is_redirected_as_before(staff_user):
+    response = served("GET", "/admin")
+
+    assert response["status"] == 301
+    assert response["headers"]["location"] == "/admin/"
+
+
+def test_a_database_trial_whose_client_leaves_before_the_answer_does_not_keep_the_circuit_shut(
+    tenant_key, telecom, settings
+):
+    """Django cancels a request's view when its client disconnects; the circuit's trial must end with it, or the
+    worker answers 503 at once to every request after it, the database long back (the fault tests' outage)."""
+    from common.outages import database_circuit
+
+    settings.OFFLINE_LLM_LATENCY_MS = 3000  # the trial is still in the graph when its client leaves
+    settings.DATABASE_OUTAGE_PAUSE_SECONDS = 0.05
+    body = json.dumps(MESSAGE).encode()
+    headers = [
+        (b"host", b"testserver"),
+        (b"content-type", b"application/json"),
+        (b"authorization", f"Bearer {tenant_key.raw}".encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    database_circuit.trip()
+
+    async def leave_during_the_trial() -> None:
+        await asyncio.sleep(0.1)  # the pause runs out: the next request is the trial
+        scope = {
+            "type": "http",
+            "http_version": "1.1",
+            "method": "POST",
+            "path": "/api/gateway/message",
+            "raw_path": b"/api/gateway/message",
+            "query_string": b"",
+            "headers": headers,
+        }
+        communicator = ApplicationCommunicator(django_asgi_app, scope)
+        await communicator.send_input({"type": "http.request", "body": body, "more_body": False})
+        await asyncio.sleep(1.0)
+        await communicator.send_input({"type": "http.disconnect"})
+        await communicator.wait(timeout=10)
+
+    run(leave_during_the_trial())
+    settings.OFFLINE_LLM_LATENCY_MS = 0
+
+    response = served("GET", "/api/agents", headers=[(b"authorization", f"Bearer {tenant_key.raw}".encode())])
+    assert response["status"] == 200, response["body"]  # the next request was the trial, and closed the circuit
+    assert not database_circuit.is_open
