@@ -9,6 +9,8 @@ the process. Here the first failed check tests every idle connection of the pool
 (``ConnectionPool.check``: the cut ones are replaced), so the request that met it gets a working connection on
 its next try, about a second later.
 
+A few rows are inserted as ``VALUES`` rows, not through ``UNNEST`` (:mod:`common.postgresql.compiler`).
+
 Used as ``ENGINE = "common.postgresql"`` when the pool is on (platform/settings.py).
 """
 
@@ -18,12 +20,18 @@ import logging
 from typing import Any
 
 from django.db.backends.base.base import NO_DB_ALIAS
-from django.db.backends.postgresql import base
+from django.db.backends.postgresql import base, operations
 
 logger = logging.getLogger(__name__)
 
 
+class DatabaseOperations(operations.DatabaseOperations):
+    compiler_module = "common.postgresql.compiler"  # a turn's few rows inserted as VALUES (see there)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    ops_class = DatabaseOperations
+
     @property
     def pool(self) -> Any:
         options = self.settings_dict["OPTIONS"].get("pool")
