@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Q
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
 from common.events import Emit, emit_safely
@@ -47,14 +46,21 @@ from conversations.guardrails import (
     run_output_guardrails,
 )
 from conversations.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
-from conversations.models import Conversation, Message, MessageRole
+from conversations.models import Conversation
 from conversations.permissions import (
     GRANTED,
     permission_context,
     permission_note,
     permission_reply,
 )
-from conversations.records import CountedAs, LiveState, PartRecord, TurnRecord, conversation_turn_record
+from conversations.records import (
+    CountedAs,
+    LiveState,
+    PartRecord,
+    TurnRecord,
+    conversation_history,
+    conversation_turn_record,
+)
 from conversations.runtime import (
     STATUS_PERMISSION_REQUIRED,
     SpecialistOutcome,
@@ -858,17 +864,9 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]
         _rollout_serve(turn)
-        limit = settings.CONVERSATION_HISTORY_LIMIT
-        recent = list(
-            Message.objects.filter(
-                conversation_id=turn.conversation_pk, role__in=[MessageRole.USER, MessageRole.ASSISTANT]
-            )
-            # A session ended through the API starts afresh: earlier messages stay stored but not in the model's view.
-            .filter(Q(conversation__ended_at__isnull=True) | Q(created_at__gt=F("conversation__ended_at")))
-            .order_by("-created_at", "-id")
-            .values_list("role", "content")[:limit]
+        turn.history = conversation_history(
+            turn.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
         )
-        turn.history = tuple(reversed(recent))
     finally:
         if not connection.in_atomic_block:
             connection.close()

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
 
 from conversations import ordering
 from conversations.goal_records import goal_rows_create
@@ -253,6 +252,30 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
     return updates
 
 
+def conversation_history(
+    conversation_pk: int, *, ended_at: dt.datetime | None, limit: int
+) -> tuple[tuple[str, str], ...]:
+    """The conversation's last ``limit`` user and assistant messages, oldest first, as ``(role, content)``.
+
+    A session ended through the API (``ended_at``) starts afresh: earlier messages stay stored but out of the
+    model's view. Written as SQL, as the ticket's take is: it runs on every message (README, Benchmarks).
+    """
+    table = connection.ops.quote_name(Message._meta.db_table)
+    params: list[Any] = [conversation_pk, MessageRole.USER.value, MessageRole.ASSISTANT.value]
+    since = ""
+    if ended_at is not None:
+        since = " AND created_at > %s"
+        params.append(connection.ops.adapt_datetimefield_value(ended_at))
+    statement = (
+        f"SELECT role, content FROM {table} WHERE conversation_id = %s AND role IN (%s, %s){since}"  # noqa: S608  # the model's table; values are parameters
+        " ORDER BY created_at DESC, id DESC LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [*params, limit])
+        recent = cursor.fetchall()
+    return tuple((role, content) for role, content in reversed(recent))
+
+
 def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: CountedAs, ticket: int) -> TurnRows:
     """Write the whole turn in one transaction and hand the conversation to its next message.
 
@@ -280,11 +303,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
                     tenant_id=record.tenant_id,
                     profile_id=record.profile_id,
                 )
-            Conversation.objects.filter(pk=record.conversation_id).update(
-                message_count=F("message_count") + len(rows.messages),
-                **updates,
-                **ordering.ticket_pass_updates(ticket),
-            )
+            ordering.ticket_pass(record.conversation_id, ticket, values=updates, messages=len(rows.messages))
             if rows.handoffs:
                 Handoff.objects.bulk_create(rows.handoffs)
             if "handoff_kinds" in updates or (record.cohort and record.cohort != counted.cohort):

@@ -126,7 +126,23 @@ class RouteDecision:
         return self.route == SUPERVISOR_ROUTE
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The decision as plain data. ``metadata`` is the decision's own dict, not a deep copy: it is read to be
+        shown and stored on every message, and ``dataclasses.asdict`` copying it cost more than routing did."""
+        return {
+            "route": self.route,
+            "agent": self.agent,
+            "intent": self.intent,
+            "confidence": self.confidence,
+            "reason": self.reason,
+            "method": self.method,
+            "next_state": self.next_state,
+            "handoff": self.handoff,
+            "domain": self.domain,
+            "mcp_tools": list(self.mcp_tools),
+            "metadata": self.metadata,
+            "agents": list(self.agents),
+            "plan": [asdict(step) for step in self.plan],
+        }
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ def test_a_turn_whose_process_died_stops_holding_up_the_conversation_after_its_l
     assert ordering.ticket_ready(conversation_pk=pk, ticket=ticket)
 
     # The dead turn coming back late moves nothing backwards.
-    Conversation.objects.filter(pk=pk).update(**ordering.ticket_pass_updates(dead_ticket))
+    ordering.ticket_pass(pk, dead_ticket)
     assert Conversation.objects.get(pk=pk).turn_tickets_done == 1
 
 

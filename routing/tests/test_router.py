@@ -273,3 +273,25 @@ def test_the_compiled_matcher_agrees_with_the_per_keyword_loop_on_random_data():
         compiled = [(hit.intent.name, hit.keywords) for hit in router.match(text)]
         naive = [(hit.intent.name, hit.keywords) for hit in loop.match(text)]
         assert compiled == naive, text
+
+
+def test_a_decision_as_data_has_every_field_of_the_decision_with_the_same_values():
+    from dataclasses import asdict
+
+    from routing.router import PlanStep, RouteDecision
+
+    decision = RouteDecision(
+        route="supervisor",
+        agent="billing_agent",
+        intent="invoice_question",
+        confidence=0.9,
+        reason="keywords",
+        method="keyword",
+        next_state="billing",
+        domain="billing",
+        mcp_tools=["get_invoice"],
+        metadata={"evidence": {"keywords": ["fatura"]}},
+        plan=[PlanStep(agent="billing_agent", intent="invoice_question", mcp_tools=("get_invoice",))],
+    )
+
+    assert decision.as_dict() == asdict(decision)  # a field added to the decision must be added to its data
