@@ -43,7 +43,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -122,12 +124,18 @@ def _new_report() -> dict:
 
 
 async def _converse(client, key: str, session: str, plan: dict, report: dict) -> None:
-    """One client: one session, the next message as soon as the answer arrives."""
+    """One client: one session, the next message as soon as the answer arrives — or, with ``plan["interval"]``
+    (``--rate``), one message every that many seconds (later if the answer comes later)."""
     await asyncio.sleep(max(0.0, plan["start"] - time.time()) + random.random() * plan["ramp"])
     headers = {"Authorization": f"Bearer {key}"}
     expected_key = f"{TENANT}:{AGENT_ID}:{session}"
     sent = 0
+    interval = plan.get("interval") or 0.0
+    next_at = time.time()
     while time.time() < plan["stop"]:
+        if interval:
+            await asyncio.sleep(max(0.0, next_at - time.time()))
+            next_at += interval
         body = {
             "channel": "web",
             "agent_id": AGENT_ID,
@@ -148,8 +156,8 @@ async def _converse(client, key: str, session: str, plan: dict, report: dict) ->
                 answer = response.json()
                 if answer["conversation_key"] != expected_key or not answer["answer"]:
                     failure = "wrong answer"
-                elif in_window:  # where the server spent the time, from the graph's own trace
-                    for step in answer["metadata"]["trace"]:
+                elif in_window:  # where the server spent the time, from the graph's own trace (if it sends one)
+                    for step in answer.get("metadata", {}).get("trace", []):
                         report["trace"].setdefault(step["node"], []).append(step["ms"])
             except (ValueError, KeyError, TypeError):
                 failure = "malformed answer"
@@ -211,9 +219,9 @@ def _manage(env: dict[str, str], *args: str) -> str:
 def _postmaster_pid(database_url: str) -> int | None:
     import psycopg
 
-    with psycopg.connect(database_url) as conn:
+    with psycopg.connect(database_url) as conn:  # its backend's parent, read while the backend is alive
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    fields = _stat_fields(backend)
+        fields = _stat_fields(backend)
     return int(fields[1]) if fields else None
 
 
@@ -270,6 +278,113 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+# --- where the server's time goes (py-spy, bench/requirements.txt) --------------------
+
+
+def _start_profiler(args: argparse.Namespace, server_pid: int) -> subprocess.Popen | None:
+    """py-spy sampling every server worker for the measured window, as collapsed stacks (``--profile DIR``)."""
+    if not args.profile:
+        return None
+    folder = Path(args.profile)
+    folder.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    common = ["record", "--pid", str(server_pid), "--subprocesses", "--duration", str(int(args.duration))]
+    common += ["--rate", "250", "--nonblocking", "--gil"]
+    subprocess.Popen(  # the flame graph to look at, and the same samples as text to sum up below
+        [str(spy), *common, "--format", "flamegraph", "--output", str(folder / "flamegraph.svg")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return subprocess.Popen(
+        [str(spy), *common, "--format", "raw", "--output", str(folder / "stacks.txt")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _frame_name(frame: str) -> str:
+    """``function (path/to/module.py:line)`` -> ``module.py:function``, lines merged."""
+    name, _, where = frame.partition(" (")
+    return f"{where.split(':')[0].rsplit('/', 1)[-1]}:{name}" if where else name
+
+
+def print_profile(folder: Path, top: int = 25) -> None:
+    """The functions holding the GIL most often, inclusive and by themselves, from py-spy's collapsed stacks."""
+    stacks = folder / "stacks.txt"
+    if not stacks.exists():
+        print(f"profile: py-spy wrote no {stacks}")
+        return
+    inclusive: Counter = Counter()
+    own: Counter = Counter()
+    total = 0
+    for line in stacks.read_text().splitlines():
+        path, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        frames = [_frame_name(frame) for frame in path.split(";")[1:]]  # the first is the process
+        total += int(count)
+        for name in set(frames):
+            inclusive[name] += int(count)
+        if frames:
+            own[frames[-1]] += int(count)
+    print(f"profile: {total} samples holding the GIL, flame graph in {folder / 'flamegraph.svg'}")
+    for title, counter in (("inclusive", inclusive), ("own", own)):
+        print(f"  {title}: " + "; ".join(f"{name} {count / total:.1%}" for name, count in counter.most_common(top)))
+
+
+def cpu_snapshot(watched: tuple[int | None, int | None]) -> tuple[dict[int, float], dict[int, float], tuple]:
+    """CPU seconds so far of the server's processes, of PostgreSQL's, and (busy, total) of the whole machine."""
+    server_pid, postmaster = watched
+    return process_cpu_seconds(server_pid), process_cpu_seconds(postmaster), machine_busy_seconds()
+
+
+def run_load(
+    base_url: str,
+    key: str,
+    sessions: list[str],
+    args: argparse.Namespace,
+    watched: tuple[int | None, int | None],
+    during: Callable[[float], Any] | None = None,
+) -> tuple[list[dict], tuple, tuple, Any]:
+    """``sessions`` as clients against ``base_url`` for ``args.warmup`` + ``args.duration`` seconds, in
+    ``args.client_procs`` load-generator processes. Returns their reports, :func:`cpu_snapshot` of ``watched``
+    (server pid, postmaster pid) at the start and the end of the measured window, and what ``during(stop)`` —
+    called when the window opens, to return by ``stop`` — returned."""
+    spawn = multiprocessing.get_context("spawn")
+    ready, results, go = spawn.Queue(), spawn.Queue(), spawn.Event()
+    plan_box: Any = spawn.Array("c", 256)
+    loaders = [
+        spawn.Process(
+            target=load_process,
+            args=(base_url, key, sessions[n :: args.client_procs], args.timeout, ready, go, plan_box, results),
+        )
+        for n in range(args.client_procs)
+    ]
+    for loader in loaders:
+        loader.start()
+    for _ in loaders:
+        ready.get(timeout=60)
+    start = time.time() + 0.5
+    plan = {
+        "interval": len(sessions) / args.rate if getattr(args, "rate", None) else 0.0,
+        "start": start,
+        "ramp": args.ramp,
+        "window_start": start + args.warmup,
+        "stop": start + args.warmup + args.duration,
+    }
+    plan_box.value = json.dumps(plan).encode()
+    go.set()
+
+    time.sleep(max(0.0, plan["window_start"] - time.time()))
+    before = cpu_snapshot(watched)
+    found = during(plan["stop"]) if during else time.sleep(max(0.0, plan["stop"] - time.time()))
+    after = cpu_snapshot(watched)
+    reports = [results.get(timeout=args.timeout + 30) for _ in loaders]
+    for loader in loaders:
+        loader.join()
+    return reports, before, after, found
+
+
 def run(args: argparse.Namespace) -> int:
     overrides = dict(item.split("=", 1) for item in args.env)
     with contextlib.ExitStack() as stack:
@@ -307,37 +422,17 @@ def run(args: argparse.Namespace) -> int:
 
         prefix = f"bench-{os.getpid()}-{int(time.time())}-"
         sessions = [f"{prefix}{n:04d}" for n in range(args.clients)]
-        spawn = multiprocessing.get_context("spawn")
-        ready, results, go = spawn.Queue(), spawn.Queue(), spawn.Event()
-        plan_box = spawn.Array("c", 256)
-        loaders = [
-            spawn.Process(
-                target=load_process,
-                args=(base_url, key, sessions[n :: args.client_procs], args.timeout, ready, go, plan_box, results),
-            )
-            for n in range(args.client_procs)
-        ]
-        for loader in loaders:
-            loader.start()
-        for _ in loaders:
-            ready.get(timeout=60)
-        start = time.time() + 0.5
-        plan = {
-            "start": start,
-            "ramp": args.ramp,
-            "window_start": start + args.warmup,
-            "stop": start + args.warmup + args.duration,
-        }
-        plan_box.value = json.dumps(plan).encode()
-        go.set()
 
-        time.sleep(max(0.0, plan["window_start"] - time.time()))
-        before = (process_cpu_seconds(server.pid), process_cpu_seconds(postmaster), machine_busy_seconds())
-        peak_connections = _watch_connections(env["DATABASE_URL"], plan["stop"])
-        after = (process_cpu_seconds(server.pid), process_cpu_seconds(postmaster), machine_busy_seconds())
-        reports = [results.get(timeout=args.timeout + 30) for _ in loaders]
-        for loader in loaders:
-            loader.join()
+        def during(stop: float) -> int:
+            profiler = _start_profiler(args, server.pid)
+            peak = _watch_connections(env["DATABASE_URL"], stop)
+            if profiler is not None:
+                profiler.wait(timeout=120)
+            return peak
+
+        reports, before, after, peak_connections = run_load(
+            base_url, key, sessions, args, (server.pid, postmaster), during=during
+        )
         services.stop_process(server)
         server_log = log.read_text(errors="replace")
         stored = _stored_counts(env, prefix)
@@ -371,6 +466,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"Chat API load: {args.clients} clients × {args.duration:.0f} s (after {args.warmup:.0f} s warm-up), "
         f"offline model {args.latency_ms} ms, PostgreSQL, {args.client_procs} load-generator process(es)"
+        + (f", {args.rate:g} msg/s offered at a steady pace" if args.rate else "")
     )
     print(f"server: {' '.join(command)}")
     if overrides:
@@ -417,6 +513,8 @@ def run(args: argparse.Namespace) -> int:
         + f"; outside the graph (HTTP, middleware, auth, validation, loading the conversation): "
         f"{_percentile(latencies, 0.5) * 1000 - graph_ms:.0f} ms of the median"
     )
+    if args.profile:
+        print_profile(Path(args.profile))
     for line, count in server_errors.most_common(5):
         print(f"server log: {count} × {line}")
     if args.latency_ms > 0:
@@ -444,12 +542,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--client-procs", type=int, default=1, help="load-generator processes")
     parser.add_argument("--ramp", type=float, default=1, help="seconds over which the clients start")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="messages/s the clients send together, each at a steady pace (latency without queueing); "
+        "default: each sends its next message as soon as the answer arrives",
+    )
     parser.add_argument("--timeout", type=float, default=60, help="client timeout per request, seconds")
     parser.add_argument("--target", type=float, default=0.75, help="share of the ideal rate to meet")
     parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE", help="server environment (variants)"
     )
     parser.add_argument("--server-arg", action="append", default=[], help="extra server option (variants)")
+    parser.add_argument(
+        "--profile", metavar="DIR", help="sample the server with py-spy over the window: flame graph and a summary"
+    )
     args = parser.parse_args(argv)
     return run(args)
 
