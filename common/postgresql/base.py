@@ -7,7 +7,8 @@ and the next: with five cut connections a request waits past the pool's timeout 
 database answers again — and that 503 opens the database circuit (:mod:`common.outages`) for every request of
 the process. Here the first failed check tests every idle connection of the pool at once
 (``ConnectionPool.check``: the cut ones are replaced), so the request that met it gets a working connection on
-its next try, about a second later.
+its next try, about a second later. And a connection that cannot be opened is tried again at least every second
+(:data:`RECONNECT_MAX_DELAY_SECONDS`), not after a backoff that grows with the outage.
 
 A few rows are inserted as ``VALUES`` rows, not through ``UNNEST`` (:mod:`common.postgresql.compiler`).
 
@@ -23,6 +24,26 @@ from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base, operations
 
 logger = logging.getLogger(__name__)
+
+# psycopg_pool waits 1, 2, 4, 8 … s between a connection's failed attempts: after an outage of some seconds a
+# process could stay without connections for as long again once the database is back, and its requests wait the
+# pool's whole timeout for a 503. Here the attempts are never further apart than this.
+RECONNECT_MAX_DELAY_SECONDS = 1.0
+
+
+def _pool_class() -> type:
+    """psycopg_pool's ``ConnectionPool`` retrying a failed connection at least every ``RECONNECT_MAX_DELAY_SECONDS``
+    (imported on first use: psycopg_pool is needed only with the pool on)."""
+    from psycopg_pool import ConnectionPool
+    from psycopg_pool.pool import AddConnection
+
+    class Pool(ConnectionPool):
+        def schedule_task(self, task: Any, delay: float) -> None:
+            if isinstance(task, AddConnection):  # the next attempt of a failed connection
+                delay = min(delay, RECONNECT_MAX_DELAY_SECONDS)
+            super().schedule_task(task, delay)
+
+    return Pool
 
 
 class DatabaseOperations(operations.DatabaseOperations):
@@ -53,7 +74,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
             connect_kwargs = self.get_connection_params()
             connect_kwargs["autocommit"] = True  # as Django's own pool: Django sets it later on
-            pool = ConnectionPool(
+            pool = _pool_class()(
                 kwargs=connect_kwargs,
                 open=False,
                 configure=self._configure_connection,  # type: ignore[attr-defined]

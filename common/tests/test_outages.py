@@ -132,3 +132,26 @@ def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_on
 
     assert answers == [404] * len(answers)
     assert not database_circuit.is_open
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_seconds_of_the_databases_return():
+    """psycopg_pool retries a failed connection after 1, 2, 4, 8 … s: after an outage of 8 s its next try could be
+    8 s after the database is back, and a request of that process waits its whole pool timeout for a 503 that
+    opens the circuit (the fault tests' PostgreSQL outage). The retries are spaced no wider than
+    RECONNECT_MAX_DELAY_SECONDS."""
+    from common.postgresql.base import RECONNECT_MAX_DELAY_SECONDS
+
+    pool = connection.pool
+    connection.close()
+    with database_outage() as (down, up):
+        down()
+        pool.check()  # every pooled connection found cut: the pool retries with its backoff
+        time.sleep(8.0)
+        up()
+        started = time.monotonic()
+        with pool.connection(timeout=15) as conn:
+            conn.execute("SELECT 1")
+        waited = time.monotonic() - started
+
+    assert waited <= RECONNECT_MAX_DELAY_SECONDS + 1.0, waited
