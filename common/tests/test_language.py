@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from common.language import detect_language
+import pytest
+import yaml
+
+from common.language import LANGUAGES, detect_language, identifier, language_scores
+
+PARAPHRASES = Path(__file__).resolve().parents[2] / "bench" / "paraphrases"
 
 PORTUGUESE = [
     "minha fatura veio muito alta esse mes",
@@ -76,3 +81,23 @@ def test_an_english_answer_quoting_a_portuguese_question_is_english():
         "I will look into it as a specialist."
     )
     assert detect_language(answer) == "en"
+
+
+def test_the_compiled_scorer_gives_py3langids_language_and_probability_for_every_kind_of_text():
+    """py3langid's own ``classify`` over the same three languages is the reference: every message of the paraphrase
+    sets (pt, es, en, with and without accents), answers, capitals, one word, symbols, nothing."""
+    texts = [
+        message["text"]
+        for path in sorted(PARAPHRASES.glob("*.yaml"))
+        for message in yaml.safe_load(path.read_text(encoding="utf-8"))["messages"]
+    ]
+    texts += PORTUGUESE + SPANISH + ENGLISH
+    texts += ["MINHA FATURA VEIO ALTA", "sim", "ok", "", "👍 ✓", "R$ 289,90", "a" * 2000, "Olá, você está aí?\n\tsim"]
+    assert len(texts) > 300
+    reference = identifier()
+
+    for text in texts:
+        language, probability = language_scores(text)
+        expected_language, expected_probability = reference.classify(text)
+        assert language in LANGUAGES
+        assert (language, probability) == (expected_language, pytest.approx(expected_probability, abs=1e-5)), text
