@@ -65,6 +65,12 @@ def _load() -> tuple[Any, ...]:
     return _model
 
 
+def language_model_warm() -> None:
+    """Load the model and the compiled scorer now (about a second, less with numba's cache), not in the first turn
+    that asks: for a process's start, before it serves."""
+    language_scores("warm")
+
+
 def language_scores(text: str) -> tuple[str, float]:
     """The likeliest of :data:`LANGUAGES` for ``text`` and its probability, as py3langid's ``classify`` gives them
     (its text preparation: an all-capitals text lower-cased, NFC, UTF-8)."""

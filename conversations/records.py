@@ -293,7 +293,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
             Message.objects.bulk_create(rows.messages)
             rows.link()
             if rows.decision is not None:
-                rows.decision.save(force_insert=True)
+                RouteDecisionRecord.objects.bulk_create([rows.decision])  # no save() machinery: nothing listens to it
             if rows.tool_calls:
                 ToolCall.objects.bulk_create(rows.tool_calls)
             if record.metadata.get("goal"):  # goal mode: the run and its steps, for the goal analytics

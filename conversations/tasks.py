@@ -16,6 +16,8 @@ import asyncio
 import threading
 from typing import Any
 
+from celery import signals
+
 from platform.celery import app
 
 _loop_lock = threading.Lock()
@@ -29,6 +31,15 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
         if _loop is None or _loop.is_closed():
             _loop = asyncio.new_event_loop()
         return _loop
+
+
+@signals.worker_init.connect
+def _warm(**_kwargs: object) -> None:
+    """The language model (the offline model and the judge read languages) loaded in the worker's main process
+    before its pool forks, so every child has it from its first step (platform/asgi.py does the same for the web)."""
+    from common.language import language_model_warm
+
+    language_model_warm()
 
 
 # The name predates the move from routing/ and stays: steps queued before a deploy still find their task.

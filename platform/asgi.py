@@ -7,6 +7,12 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
+# Loaded before the first request, not in it: under load a first turn that also loads the language model (every turn's
+# judge reads languages) runs past its steps' time limits.
+from common.language import language_model_warm  # noqa: E402
+
+language_model_warm()
+
 # Django's handler with the middleware's async twins (platform/middleware.py): no thread hops for hooks without I/O.
 from platform.middleware import ASGIHandler  # noqa: E402
 

@@ -153,3 +153,15 @@ def test_a_database_trial_whose_client_leaves_before_the_answer_does_not_keep_th
     response = served("GET", "/api/agents", headers=[(b"authorization", f"Bearer {tenant_key.raw}".encode())])
     assert response["status"] == 200, response["body"]  # the next request was the trial, and closed the circuit
     assert not database_circuit.is_open
+
+
+def test_a_served_process_has_the_language_model_loaded_before_its_first_request():
+    """Every turn's judge reads languages: loaded in the first request instead, a restarted worker's first turns
+    under load ran past their steps' time limits."""
+    import subprocess
+    import sys
+
+    probe = "import platform.asgi; from common import language; print(language._model is not None)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+
+    assert result.stdout.strip().splitlines()[-1] == "True", result.stderr
