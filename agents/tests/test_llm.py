@@ -181,3 +181,32 @@ def test_the_examples_tier_decides_before_the_classifier(api, llm_routing):
     assert (decision["method"], decision["intent"]) == ("examples", "retail_order_tracking")
     assert "classifier" not in decision["metadata"]
     assert decision["metadata"]["examples"]["nearest"][0]["example"] == "cadê minha encomenda"
+
+
+def test_the_offline_model_hands_callbacks_who_is_speaking_never_the_customers_context():
+    """langchain gives every callback (a tracer, a logger) the model's serialised form with its ``repr``."""
+    import asyncio
+
+    from langchain_core.callbacks import AsyncCallbackHandler
+    from langchain_core.messages import HumanMessage
+
+    from agents.llm import OfflineModel
+
+    class Recorder(AsyncCallbackHandler):
+        serialized: list[dict] = []
+
+        async def on_chat_model_start(self, serialized, messages, **kwargs):
+            self.serialized.append(serialized)
+
+    model = OfflineModel(None).chat_model(
+        context={"msisdn": "5511999999999", "cpf": "123.456.789-09"},
+        display_name="Faturas",
+        topic="faturas",
+        agent="billing_agent",
+    )
+    recorder = Recorder()
+    asyncio.run(model.ainvoke([HumanMessage("Minha fatura veio alta")], config={"callbacks": [recorder]}))
+
+    (seen,) = recorder.serialized
+    assert "billing_agent" in seen["repr"]
+    assert "5511999999999" not in json.dumps(seen) and "123.456.789-09" not in json.dumps(seen)
