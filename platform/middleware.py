@@ -17,9 +17,11 @@ it as they expect; a WSGI server and Django's test client run those classes as t
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from auditlog.cid import set_cid
 from auditlog.context import set_extra_data
 from django.conf import settings
@@ -189,8 +191,62 @@ def async_middleware(listed: list[str]) -> list[str]:
     return [f"{__name__}.{ASYNC_TWINS[path].__name__}" if path in ASYNC_TWINS else path for path in listed]
 
 
+class RequestThreads:
+    """Single-thread executors for requests' synchronous work, kept from one request for the next.
+
+    Django runs each request in a :class:`~asgiref.sync.ThreadSensitiveContext`: its thread-sensitive calls (the
+    ORM, the sessions) share one thread of the request's own, created with the request and joined after it (by yet
+    another thread, asgiref's). Here a request gets a thread a finished request left (:meth:`take`); at most
+    ``keep`` wait between requests. A thread runs one request's calls at a time, one after another, as before;
+    Django closes or hands back the thread's database connection at the end of every request, as before.
+    """
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.created = 0
+        self._free: list[ThreadPoolExecutor] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            self.created += 1
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        with self._lock:
+            if len(self._free) < self.keep:
+                self._free.append(executor)
+                return
+        executor.shutdown(wait=False)
+
+
+request_threads = RequestThreads(keep=64)
+
+
 class ASGIHandler(DjangoASGIHandler):
-    """Django's ASGI handler, with ``MIDDLEWARE`` loaded as :func:`async_middleware` gives it."""
+    """Django's ASGI handler, with ``MIDDLEWARE`` loaded as :func:`async_middleware` gives it, and each request's
+    synchronous work on a thread kept from earlier requests (:class:`RequestThreads`)."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        context = ThreadSensitiveContext()
+        async with context:
+            executor = None
+            if context.token is not None:  # the request's own context (not one a caller entered around it)
+                executor = request_threads.take()
+                SyncToAsync.context_to_thread_executor[context] = executor
+            try:
+                await self.handle(scope, receive, send)
+            finally:
+                if executor is not None:
+                    # Taken back before asgiref's exit would shut it down. A task that outlives the request (a
+                    # shielded step finishing) and calls again gets a thread of its own, as under Django.
+                    if SyncToAsync.context_to_thread_executor.get(context) is executor:
+                        del SyncToAsync.context_to_thread_executor[context]
+                    request_threads.give_back(executor)
 
     def load_middleware(self, is_async: bool = False) -> None:
         listed = settings.MIDDLEWARE

@@ -165,3 +165,38 @@ def test_a_served_process_has_the_language_model_loaded_before_its_first_request
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
 
     assert result.stdout.strip().splitlines()[-1] == "True", result.stderr
+
+
+def test_requests_one_after_another_run_their_database_work_on_a_reused_thread_one_request_at_a_time(
+    tenant_key, telecom
+):
+    """Django gives every request a thread of its own for its synchronous work, created and joined per request;
+    the ASGI handler keeps those threads for the next requests instead. A thread still serves one request at a
+    time, and the work of one request stays on one thread."""
+    import threading
+
+    from asgiref.sync import sync_to_async
+
+    from platform.middleware import request_threads
+
+    seen: list[str] = []
+
+    async def go() -> None:
+        for _ in range(3):
+            communicator = HttpCommunicator(
+                django_asgi_app,
+                "GET",
+                "/api/agents",
+                headers=[(b"host", b"testserver"), (b"authorization", f"Bearer {tenant_key.raw}".encode())],
+            )
+            response = await communicator.get_response(timeout=30)
+            assert response["status"] == 200
+            await communicator.wait(timeout=30)
+        # A thread-sensitive call outside any request still runs, on a thread of no request.
+        seen.append(await sync_to_async(lambda: threading.current_thread().name)())
+
+    before = request_threads.created
+    run(go())
+
+    assert request_threads.created - before <= 1  # the three requests shared one thread
+    assert not seen[0].startswith("request")
