@@ -65,6 +65,18 @@ class Chat:
     def key(self) -> str:
         return conversation_key(self.agent_id, self.session_id)
 
+    async def send(self, client: Any, stack: ProductionStack, ref: str, *, timeout: float) -> Reply:
+        """The chat's message, marked ``ref`` (every text unique), to the stack's gateway."""
+        return await post_message(
+            client,
+            stack.keys["tenant_a"],
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+            text=f"{self.text} (ref {ref})",
+            context=self.context,
+            timeout=timeout,
+        )
+
 
 @dataclass
 class WsTurn:
@@ -167,15 +179,7 @@ async def http_client(client, stack: ProductionStack, chat: Chat, label: str, ru
     while not stop.is_set():
         number += 1
         run.in_flight[label] = time.monotonic()
-        reply = await post_message(
-            client,
-            stack.keys["tenant_a"],
-            agent_id=chat.agent_id,
-            session_id=chat.session_id,
-            text=f"{chat.text} (ref {label}x{number})",
-            context=chat.context,
-            timeout=CLIENT_TIMEOUT,
-        )
+        reply = await chat.send(client, stack, f"{label}x{number}", timeout=CLIENT_TIMEOUT)
         run.in_flight.pop(label, None)
         run.replies.append(reply)
         if reply.status != 200:
@@ -319,15 +323,7 @@ async def next_message(client: Any, stack: ProductionStack, chat: Chat, label: s
     began = time.monotonic()
     while True:
         left = NEXT_MESSAGE_TIMEOUT - (time.monotonic() - began)
-        reply = await post_message(
-            client,
-            stack.keys["tenant_a"],
-            agent_id=chat.agent_id,
-            session_id=chat.session_id,
-            text=f"{chat.text} (ref {label})",
-            context=chat.context,
-            timeout=max(left, 0.1),
-        )
+        reply = await chat.send(client, stack, label, timeout=max(left, 0.1))
         wait = float(reply.retry_after or 0)
         if reply.status != 503 or not wait or time.monotonic() + wait - began >= NEXT_MESSAGE_TIMEOUT:
             reply.started, reply.seconds = began, time.monotonic() - began
@@ -507,20 +503,7 @@ def test_a_frozen_or_killed_mcp_server_is_named_in_the_answer_and_tools_work_aga
 
     async def turn(client, phase: str) -> None:
         phases[phase] = list(
-            await asyncio.gather(
-                *(
-                    post_message(
-                        client,
-                        stack.keys["tenant_a"],
-                        agent_id=chat.agent_id,
-                        session_id=chat.session_id,
-                        text=f"{INVOICE} (ref {phase})",
-                        context=CUSTOMER,
-                        timeout=CLIENT_TIMEOUT,
-                    )
-                    for chat in chats
-                )
-            )
+            await asyncio.gather(*(chat.send(client, stack, phase, timeout=CLIENT_TIMEOUT) for chat in chats))
         )
         tool_rows[phase] = tool_calls_since(stack, keys, last_id[0])
         last_id[0] = max([last_id[0], *(row[0] for row in tool_rows[phase])])
