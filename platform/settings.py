@@ -132,10 +132,11 @@ elif env.boolean("DATABASE_POOL", True):
         "max_size": env.integer("DATABASE_POOL_MAX_SIZE", 5),
         "timeout": env.decimal("DATABASE_POOL_TIMEOUT", 10.0),
     }
-    # Each pooled connection is checked (an empty query) as it is handed out, and the whole pool when one fails
-    # (common/postgresql): a PostgreSQL restart cuts the idle ones without the process noticing, and each would
-    # fail a request with a 503 and open the database circuit (common/outages.py) although the database answers
-    # again. The price: a request at the start of an outage waits the pool's timeout for its 503.
+    # Each pooled connection is checked as it is handed out (one poll of its socket; an empty query when something
+    # arrived on it), and the whole pool when one fails (common/postgresql): a PostgreSQL restart cuts the idle
+    # ones without the process noticing, and each would fail a request with a 503 and open the database circuit
+    # (common/outages.py) although the database answers again. The price: a request at the start of an outage
+    # waits the pool's timeout for its 503.
     DATABASES["default"]["ENGINE"] = "common.postgresql"
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.boolean("DATABASE_HEALTH_CHECKS", True)
 # Once a request met a database outage, the process answers 503 at once for this long, then lets one request

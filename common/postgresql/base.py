@@ -1,14 +1,19 @@
 """Django's PostgreSQL backend, with psycopg's pool checking its connections the way a restart needs.
 
-``CONN_HEALTH_CHECKS`` makes Django's pool check each connection (an empty query) as it is handed out, so a
-request never gets one that PostgreSQL cut. But a restart of PostgreSQL cuts every idle connection of every
-process at once, and the pool finds them one checkout at a time, waiting 1, 2, 4, 8 s between one failed check
-and the next: with five cut connections a request waits past the pool's timeout and gets a 503 although the
-database answers again — and that 503 opens the database circuit (:mod:`common.outages`) for every request of
-the process. Here the first failed check tests every idle connection of the pool at once
-(``ConnectionPool.check``: the cut ones are replaced), so the request that met it gets a working connection on
-its next try, about a second later. And a connection that cannot be opened is tried again at least every second
-(:data:`RECONNECT_MAX_DELAY_SECONDS`), not after a backoff that grows with the outage.
+``CONN_HEALTH_CHECKS`` makes Django's pool check each connection as it is handed out, so a request never gets one
+that PostgreSQL cut. Psycopg's check is a round trip (an empty query) on every checkout, two a message; here a
+connection is first looked at without one (:func:`connection_untouched`): a server that cuts a connection (a
+restart, ``pg_terminate_backend``) sends its last message and closes the socket, so an idle connection with
+nothing to read was not cut, and only one with something to read gets the round trip.
+
+A restart of PostgreSQL cuts every idle connection of every process at once, and the pool finds them one
+checkout at a time, waiting 1, 2, 4, 8 s between one failed check and the next: with five cut connections a
+request waits past the pool's timeout and gets a 503 although the database answers again — and that 503 opens
+the database circuit (:mod:`common.outages`) for every request of the process. Here the first failed check
+tests every idle connection of the pool at once (``ConnectionPool.check``: the cut ones are replaced), so the
+request that met it gets a working connection on its next try, about a second later. And a connection that
+cannot be opened is tried again at least every second (:data:`RECONNECT_MAX_DELAY_SECONDS`), not after a backoff
+that grows with the outage.
 
 A few rows are inserted as ``VALUES`` rows, not through ``UNNEST`` (:mod:`common.postgresql.compiler`).
 
@@ -18,6 +23,7 @@ Used as ``ENGINE = "common.postgresql"`` when the pool is on (platform/settings.
 from __future__ import annotations
 
 import logging
+import select
 from typing import Any
 
 from django.db.backends.base.base import NO_DB_ALIAS
@@ -46,6 +52,20 @@ def _pool_class() -> type:
     return Pool
 
 
+def connection_untouched(conn: Any) -> bool:
+    """Whether a pooled psycopg connection is open and nothing has arrived on it since its last result.
+
+    An idle connection has nothing to read unless the server wrote to it unasked — as it does, with a ``FATAL``
+    message and the socket's end, when it cuts the connection. One ``poll`` with no wait, instead of a round trip
+    to the server; the pool's own check (an empty query) is for a connection with something to read.
+    """
+    if conn.closed or conn.broken:
+        return False
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)  # errors and hang-ups are always reported
+    return not poller.poll(0)
+
+
 class DatabaseOperations(operations.DatabaseOperations):
     compiler_module = "common.postgresql.compiler"  # a turn's few rows inserted as VALUES (see there)
 
@@ -64,6 +84,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
             pool: ConnectionPool | None = None
 
             def check(conn: Any) -> None:
+                if connection_untouched(conn):
+                    return
                 try:
                     ConnectionPool.check_connection(conn)
                 except Exception:

@@ -155,3 +155,40 @@ def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_
         waited = time.monotonic() - started
 
     assert waited <= RECONNECT_MAX_DELAY_SECONDS + 1.0, waited
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_a_cut_one_is_checked(monkeypatch):
+    """The checkout looks at the socket first (common/postgresql: connection_untouched); psycopg's check, an
+    empty query, runs only for a connection the server wrote to unasked, such as one it cut."""
+    from psycopg_pool import ConnectionPool
+
+    checked = []
+    check_connection = ConnectionPool.check_connection
+    monkeypatch.setattr(
+        ConnectionPool, "check_connection", staticmethod(lambda conn: checked.append(conn) or check_connection(conn))
+    )
+    with connection.cursor() as cursor:  # a connection from the pool, given back
+        cursor.execute("SELECT 1")
+    connection.close()
+
+    for _ in range(3):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            [pid] = cursor.fetchone()
+        connection.close()
+    assert checked == []
+
+    with admin_connect() as admin:  # every connection of the pool cut, as by a restart
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            [connection.settings_dict["NAME"]],
+        )
+    time.sleep(0.2)  # the server's goodbye reaches the sockets
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [new_pid] = cursor.fetchone()
+    connection.close()
+
+    assert checked  # the cut connection was found by the round trip, and another handed out
+    assert new_pid != pid
