@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import permissions, serializers
@@ -97,13 +98,28 @@ class MessageApi(AsyncAPIView):
     """A message through the graph its :attr:`route` gives (the subclasses differ only in that and the schema)."""
 
     route: ClassVar[Route] = Route.PROFILE
+    streams: ClassVar[bool] = False  # Server-Sent Events: an Idempotency-Key is refused (a stream is not replayed)
     throttle_scope = "messages"  # tenants/throttles.py: the rate of the routes that run a turn
+    turn_input: TurnInput
 
-    async def intake(self, request: Request) -> TurnInput:
-        return await sync_to_async(message_intake)(principal=request.user, data=request.data, route=self.route)
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """DRF's checks (authentication, permissions, throttles), then the message read into the engine's input:
+        one trip to the request's thread for both, since adrf runs ``initial`` there and the intake reads the
+        database (the tenant, a staff session's rights). Only a POST carries a message."""
+        super().initial(request, *args, **kwargs)
+        if request.method == "POST":
+            if self.streams:
+                refuse_on_streams(request)
+            self.turn_input = message_intake(principal=request.user, data=request.data, route=self.route)
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and isinstance(request._request, ASGIRequest):
+            rendered_in_loop(response)
+        return response
 
     async def answer(self, request: Request) -> Response:
-        turn_input = await self.intake(request)
+        turn_input = self.turn_input
 
         async def answered() -> dict[str, Any]:
             return (await run_turn(turn_input)).as_dict()
@@ -118,8 +134,7 @@ class MessageApi(AsyncAPIView):
         thread-sensitive executor ends with the request (a client that disconnects), and the turn must still
         reach the database to finish and persist.
         """
-        refuse_on_streams(request)
-        turn_input = await self.intake(request)
+        turn_input = self.turn_input
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
 
         async def emit(event: str, payload: dict[str, Any]) -> None:
@@ -145,6 +160,21 @@ class MessageApi(AsyncAPIView):
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # proxies must not hold the stream back
         return response
+
+
+def rendered_in_loop(response: Response) -> None:
+    """Render ``response`` now, in the event loop, and hand it to Django's async handler as rendered.
+
+    Django's async handler renders a response in a thread unless its ``render`` is a coroutine function, which it
+    awaits; encoding JSON does no I/O, so the trip to the thread is saved (one of a message's seven). Only for a
+    request of the async handler (an ``ASGIRequest``): the sync one (WSGI, Django's test client) calls ``render()``
+    and keeps the method."""
+    response.render()
+
+    async def rendered() -> Response:
+        return response
+
+    response.render = rendered  # type: ignore[method-assign]  # this response's own, once rendered
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -198,6 +228,8 @@ class GatewayMessageApi(MessageApi):
 class GatewayMessageStreamApi(MessageApi):
     """``POST /api/gateway/message/stream``: the gateway's turn, as Server-Sent Events while it happens."""
 
+    streams = True
+
     @extend_schema(
         summary="Send one user message in the profile's mode and receive the turn's events as Server-Sent Events",
         description=f"Same body as POST /api/gateway/message. {PROFILE_DESCRIPTION} {SSE_DESCRIPTION}",
@@ -230,6 +262,7 @@ class ChatMessageStreamApi(MessageApi):
     """``POST /api/chat/message/stream``: the chat route's turn, as Server-Sent Events."""
 
     route = Route.ROLLOUT
+    streams = True
 
     @extend_schema(
         summary="One user message on the rollout flag's path, as Server-Sent Events",
@@ -265,6 +298,7 @@ class MultiAgentChatMessageStreamApi(MessageApi):
 
     route = Route.PREVIEW
     permission_classes = [IsPreviewClient]
+    streams = True
 
     @extend_schema(
         summary="One user message through the multi-agent graph (preview), as Server-Sent Events",
