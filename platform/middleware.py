@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from auditlog import context as auditlog_context
+from auditlog import get_logentry_model
 from auditlog.cid import set_cid
-from auditlog.context import set_extra_data
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
+from django.db.models.signals import pre_save
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
@@ -152,13 +155,38 @@ class AsyncSide:
         raise NotImplementedError
 
 
+# auditlog's receiver for the requests' context, connected once (auditlog's own middleware connects and disconnects
+# a receiver per request, and each connect and disconnect clears the cache of every model's save receivers).
+REQUEST_CONTEXT = ("set_actor", "request")
+
+
+def _request_context_receiver() -> None:
+    pre_save.connect(
+        partial(auditlog_context._set_extra_data, signal_duid=REQUEST_CONTEXT),
+        sender=get_logentry_model(),
+        dispatch_uid=REQUEST_CONTEXT,
+        weak=False,
+    )
+
+
 class HistoryActorMiddleware(AsyncSide, SyncHistoryActorMiddleware):
-    """auditlog's context (correlation id, remote address, the lazy user as actor), set in the event loop."""
+    """auditlog's context (correlation id, remote address, the lazy user as actor), set in the event loop.
+
+    The context is auditlog's context variable, read by one receiver that lives as long as the process; a context
+    set inside the request (``auditlog.context.set_actor``) takes over with a receiver of its own, as in auditlog.
+    """
+
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)
+        _request_context_receiver()
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         set_cid(request)
-        with set_extra_data(context_data=self.get_extra_data(request)):
+        token = auditlog_context.auditlog_value.set({**self.get_extra_data(request), "signal_duid": REQUEST_CONTEXT})
+        try:
             return await self.get_response(request)
+        finally:
+            auditlog_context.auditlog_value.reset(token)
 
 
 class WhiteNoiseMiddleware(AsyncSide, BaseWhiteNoiseMiddleware):

@@ -237,3 +237,43 @@ def test_a_message_crosses_to_its_thread_five_times_and_its_answer_is_rendered_i
     served_by_the_app = [name for name in crossings if name != "BaseConnectionHandler.close_all"]  # run()'s own
     assert len(served_by_the_app) == 5, crossings
     assert rendered_on == [threading.main_thread().name]
+
+
+def test_an_admin_change_served_by_the_asgi_application_names_its_editor_and_address_in_the_history(
+    staff_user, telecom
+):
+    """auditlog's context for a request is set by the async twin (one receiver for the process, not one per
+    request): an admin edit records who made it, from where, under the request's correlation id."""
+    from urllib.parse import urlencode
+
+    from auditlog.models import LogEntry
+
+    from tests.adminkit import change_url, form_data
+
+    intent = telecom.intents.get(name="billing_invoice_explanation")
+    browser = Client()
+    browser.force_login(staff_user)
+    data = form_data(browser.get(change_url(intent)))
+    data["priority"] = str(intent.priority + 1)
+    csrf = browser.cookies[settings.CSRF_COOKIE_NAME].value
+    cookie = f"{session_cookie(staff_user).decode()}; {settings.CSRF_COOKIE_NAME}={csrf}".encode()
+    data["csrfmiddlewaretoken"] = csrf
+
+    response = served(
+        "POST",
+        change_url(intent),
+        body=urlencode(data, doseq=True).encode(),
+        headers=[
+            (b"content-type", b"application/x-www-form-urlencoded"),
+            (b"cookie", cookie),
+            (b"x-correlation-id", b"edit-42"),
+            (b"x-forwarded-for", b"203.0.113.9"),
+        ],
+    )
+
+    assert response["status"] == 302, response["body"][:500]
+    updates = LogEntry.objects.get_for_object(intent).filter(action=LogEntry.Action.UPDATE)
+    [entry] = [entry for entry in updates if "priority" in entry.changes_dict]
+    assert entry.actor == staff_user
+    assert entry.remote_addr == "203.0.113.9"
+    assert entry.cid == "edit-42"
