@@ -28,9 +28,9 @@ def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) ->
     opts = model._meta
     fields = [field for field in opts.concrete_fields if not field.generated and not isinstance(field, AutoField)]
     query = sql.InsertQuery(model)
-    query.insert_values(fields, list(objs), raw=False)
+    query.insert_values(fields, objs, raw=False)
     compiler = query.get_compiler(using=using)
-    compiler.returning_fields = opts.db_returning_fields  # as execute_sql sets them
+    compiler.returning_fields = opts.db_returning_fields  # type: ignore[attr-defined]  # set by execute_sql in Django
     [(statement, params)] = compiler.as_sql()
     return statement, tuple(params)
 

@@ -341,23 +341,21 @@ def _turn_statement(
     (:func:`conversations.ordering.ticket_pass_statement`).
     """
     quote = connection.ops.quote_name
-    message_pk = quote(str(Message._meta.pk.column))
+    message_pk = quote(Message._meta.pk.column)  # type: ignore[union-attr]  # messages have a primary key
     sql, params = insert_statement(rows.messages)
-    parts, values = [f"m AS ({sql})"], list(params)
+    parts, values = [f"m AS ({sql})"], [*params]
     decision_pk = "NULL"
     if rows.decision is not None:
         # The user's message is the first row of m, so the least id: a sequence numbers rows as they are inserted.
         least = f"(SELECT min({message_pk}) FROM m)"  # noqa: S608  # the model's names
-        rows.decision.message_id = RawSQL(least, ())  # noqa: S611  # no values
+        rows.decision.message_id = RawSQL(least, ())  # type: ignore[assignment]  # noqa: S611  # no values
         sql, params = insert_statement([rows.decision])
         parts.append(f"d AS ({sql})")
         values += params
-        decision_pk = f"(SELECT {quote(str(RouteDecisionRecord._meta.pk.column))} FROM d)"  # noqa: S608
-    update, update_params = ordering.ticket_pass_statement(
-        conversation_pk, ticket, values=updates, messages=len(rows.messages)
-    )
-    parts.append(f"u AS ({update})")
-    values += update_params
+        decision_pk = f"(SELECT {quote(RouteDecisionRecord._meta.pk.column)} FROM d)"  # type: ignore[union-attr]  # noqa: S608
+    sql, params = ordering.ticket_pass_statement(conversation_pk, ticket, values=updates, messages=len(rows.messages))
+    parts.append(f"u AS ({sql})")
+    values += params
     statement = f"WITH {', '.join(parts)} SELECT m.{message_pk}, {decision_pk} FROM m ORDER BY m.{message_pk}"  # noqa: S608  # the model's names; values are parameters
     return statement, values
 

@@ -40,7 +40,9 @@ def sent_by_bulk_create(objs: list[Message]) -> list[tuple[str, tuple]]:
 
 def comparable(params: tuple) -> tuple:
     """Each build's ``auto_now_add`` stamps its own time; psycopg's JSON wrappers compare by identity."""
-    return tuple("<time>" if isinstance(value, dt.datetime) else getattr(value, "obj", value) for value in params)
+    return tuple(
+        "<time>" if isinstance(value, dt.datetime) else getattr(value, "obj", value) for value in params
+    )
 
 
 def test_the_statement_is_the_one_bulk_create_sends(conversation):
