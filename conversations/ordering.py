@@ -52,6 +52,7 @@ from django.db.models import F, Field, JSONField
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from common.statements import statement_cursor
 from conversations.models import Conversation
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ def _json_value(column: str, value: Any) -> Any:
 
 def _take(conversation_key: str) -> tuple[int, int, bool, dict[str, Any]] | None:
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         # One statement: the row is locked only while it runs. SET reads the old values on both backends.
         cursor.execute(_take_sql(), [now, conversation_key])
         row = cursor.fetchone()
@@ -180,14 +181,17 @@ async def ticket_wait(*, conversation_pk: int, ticket: int) -> float:
     return loop.time() - started
 
 
-def ticket_pass(conversation_pk: int, ticket: int, *, values: dict[str, Any] | None = None, messages: int = 0) -> None:
-    """Hand the conversation on from ``ticket`` to the next, in one ``UPDATE`` that also writes the turn's
-    ``values`` (field name → value, stored as the model field stores it) and counts its ``messages``.
+def ticket_pass_statement(
+    conversation_pk: int, ticket: int, *, values: dict[str, Any] | None = None, messages: int = 0
+) -> tuple[str, list[Any]]:
+    """``(sql, params)`` of the ``UPDATE`` that hands the conversation on from ``ticket`` to the next, also writing
+    the turn's ``values`` (field name → value, stored as the model field stores it) and counting its ``messages``.
 
     The hand-over is conditional, so a ticket that was skipped (its lease ran out) moves nothing back; the other
     columns are written whatever the ticket. Written as SQL, as the ticket's take is: the statement runs on
     every message, and Django's query compiler cost more CPU than the rest of the transaction (README,
-    Benchmarks). Both backends evaluate every ``SET`` expression against the row as it was.
+    Benchmarks). Both backends evaluate every ``SET`` expression against the row as it was. A turn sends it as
+    part of the statement that stores the turn (:mod:`conversations.records`); :func:`ticket_pass` sends it alone.
     """
     quote = connection.ops.quote_name
     sets, params = [], []
@@ -203,8 +207,13 @@ def ticket_pass(conversation_pk: int, ticket: int, *, values: dict[str, Any] | N
     params += [ticket, ticket + 1, ticket, connection.ops.adapt_datetimefield_value(timezone.now())]
     table = quote(Conversation._meta.db_table)
     statement = f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s"  # noqa: S608  # the model's names; values are parameters
-    with connection.cursor() as cursor:
-        cursor.execute(statement, [*params, conversation_pk])
+    return statement, [*params, conversation_pk]
+
+
+def ticket_pass(conversation_pk: int, ticket: int, *, values: dict[str, Any] | None = None, messages: int = 0) -> None:
+    """Hand the conversation on from ``ticket`` to the next (:func:`ticket_pass_statement`, sent alone)."""
+    with statement_cursor() as cursor:
+        cursor.execute(*ticket_pass_statement(conversation_pk, ticket, values=values, messages=messages))
 
 
 def _pass(conversation_pk: int, ticket: int) -> None:

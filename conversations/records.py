@@ -1,21 +1,25 @@
 """The turn's write: the rows one message leaves behind, defined once.
 
-A turn ends with one transaction (:func:`conversation_turn_record`): the user's message, the system notes the
-specialists got, a supervisor plan's parts, the answer, the route decision, the tool calls, the conversation's
-new live state and the moves between agents. :func:`turn_rows` is the one definition of those rows, built from
-a :class:`TurnRecord` — plain data that the graph fills from its turn and the analytics benchmark's generator
-(``bench/benchdata.py``) from its simulation — so the benchmark's data cannot drift from what the graph writes.
+A turn ends with one atomic write (:func:`conversation_turn_record`; on PostgreSQL usually a single statement):
+the user's message, the system notes the specialists got, a supervisor plan's parts, the answer, the route
+decision, the tool calls, the conversation's new live state and the moves between agents. :func:`turn_rows` is
+the one definition of those rows, built from a :class:`TurnRecord` — plain data that the graph fills from its
+turn and the analytics benchmark's generator (``bench/benchdata.py``) from its simulation — so the benchmark's
+data cannot drift from what the graph writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models.expressions import RawSQL
 
+from common.statements import insert_statement, inserted, statement_cursor
 from conversations import ordering
 from conversations.goal_records import goal_rows_create
 from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
@@ -270,46 +274,100 @@ def conversation_history(
         f"SELECT role, content FROM {table} WHERE conversation_id = %s AND role IN (%s, %s){since}"  # noqa: S608  # the model's table; values are parameters
         " ORDER BY created_at DESC, id DESC LIMIT %s"
     )
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(statement, [*params, limit])
         recent = cursor.fetchall()
     return tuple((role, content) for role, content in reversed(recent))
 
 
 def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: CountedAs, ticket: int) -> TurnRows:
-    """Write the whole turn in one transaction and hand the conversation to its next message.
+    """Write the whole turn at once and hand the conversation to its next message.
+
+    On PostgreSQL the messages, the route decision and the conversation's row (the ticket's hand-over with it)
+    are one statement (:func:`_turn_statement`): one round trip, atomic by itself, where three statements in a
+    transaction took five. Tool calls, a goal run, moves between agents and a recount join it in a
+    transaction; SQLite (the quick start) writes the same rows through the ORM.
 
     No row lock is taken or expected: the caller holds the conversation's ticket ``ticket``
     (:mod:`conversations.ordering`), so no other turn of the conversation writes meanwhile. A conversation that
     changes what the daily totals count it under (a first cohort, a new kind of move) sends
     :data:`~conversations.signals.conversation_recounted`. The connection goes back to the pool as soon as the
-    transaction ends, not when the response has been sent. Returns the saved rows.
+    write ends, not when the response has been sent. Returns the saved rows.
     """
     rows = turn_rows(record)
     updates = conversation_updates(record, live, counted)
+    recounted = "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
+    goal = record.metadata.get("goal")
+    joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's
+    alone = joined and not (rows.tool_calls or rows.handoffs or goal or recounted)
     try:
-        with transaction.atomic():
-            # One insert for the messages, in reading order; PostgreSQL and SQLite return their ids in order.
-            Message.objects.bulk_create(rows.messages)
-            rows.link()
-            if rows.decision is not None:
-                RouteDecisionRecord.objects.bulk_create([rows.decision])  # no save() machinery: nothing listens to it
+        with contextlib.nullcontext() if alone else transaction.atomic():
+            if joined:
+                _turn_statement_send(rows, conversation_pk=record.conversation_id, ticket=ticket, updates=updates)
+            else:
+                # One insert for the messages, in reading order; SQLite returns their ids in order.
+                Message.objects.bulk_create(rows.messages)
+                rows.link()
+                if rows.decision is not None:
+                    RouteDecisionRecord.objects.bulk_create([rows.decision])  # nothing listens to its save()
+                ordering.ticket_pass(record.conversation_id, ticket, values=updates, messages=len(rows.messages))
             if rows.tool_calls:
                 ToolCall.objects.bulk_create(rows.tool_calls)
-            if record.metadata.get("goal"):  # goal mode: the run and its steps, for the goal analytics
+            if goal:  # goal mode: the run and its steps, for the goal analytics
                 goal_rows_create(
-                    message=rows.answer,
-                    goal=record.metadata["goal"],
-                    tenant_id=record.tenant_id,
-                    profile_id=record.profile_id,
+                    message=rows.answer, goal=goal, tenant_id=record.tenant_id, profile_id=record.profile_id
                 )
-            ordering.ticket_pass(record.conversation_id, ticket, values=updates, messages=len(rows.messages))
             if rows.handoffs:
                 Handoff.objects.bulk_create(rows.handoffs)
-            if "handoff_kinds" in updates or (record.cohort and record.cohort != counted.cohort):
+            if recounted:
                 # The conversation is counted on the day it was created, under its cohort and kinds of move.
                 conversation_recounted.send(sender=Conversation, created_at=counted.created_at)
         return rows
     finally:
         if not connection.in_atomic_block:
             connection.close()
+
+
+def _turn_statement(
+    rows: TurnRows, *, conversation_pk: int, ticket: int, updates: dict[str, Any]
+) -> tuple[str, list[Any]]:
+    """The turn's messages, route decision and conversation update as one PostgreSQL statement.
+
+    ``WITH m AS (INSERT messages … RETURNING id), d AS (INSERT the decision, its message the least id of m),
+    u AS (UPDATE the conversation)``, selecting the messages' ids in order with the decision's. Every part runs
+    exactly once and sees the others' effects only through ``RETURNING`` (PostgreSQL, "Data-Modifying
+    Statements in WITH"); the statement is atomic as any single statement is. The inserts are Django's own
+    (:func:`common.statements.insert_statement`), the ``UPDATE`` the ticket's hand-over
+    (:func:`conversations.ordering.ticket_pass_statement`).
+    """
+    quote = connection.ops.quote_name
+    message_pk = quote(str(Message._meta.pk.column))
+    sql, params = insert_statement(rows.messages)
+    parts, values = [f"m AS ({sql})"], list(params)
+    decision_pk = "NULL"
+    if rows.decision is not None:
+        # The user's message is the first row of m, so the least id: a sequence numbers rows as they are inserted.
+        least = f"(SELECT min({message_pk}) FROM m)"  # noqa: S608  # the model's names
+        rows.decision.message_id = RawSQL(least, ())  # noqa: S611  # no values
+        sql, params = insert_statement([rows.decision])
+        parts.append(f"d AS ({sql})")
+        values += params
+        decision_pk = f"(SELECT {quote(str(RouteDecisionRecord._meta.pk.column))} FROM d)"  # noqa: S608
+    update, update_params = ordering.ticket_pass_statement(
+        conversation_pk, ticket, values=updates, messages=len(rows.messages)
+    )
+    parts.append(f"u AS ({update})")
+    values += update_params
+    statement = f"WITH {', '.join(parts)} SELECT m.{message_pk}, {decision_pk} FROM m ORDER BY m.{message_pk}"  # noqa: S608  # the model's names; values are parameters
+    return statement, values
+
+
+def _turn_statement_send(rows: TurnRows, *, conversation_pk: int, ticket: int, updates: dict[str, Any]) -> None:
+    """Send :func:`_turn_statement` and give the rows the ids it returned."""
+    with statement_cursor() as cursor:
+        cursor.execute(*_turn_statement(rows, conversation_pk=conversation_pk, ticket=ticket, updates=updates))
+        returned = cursor.fetchall()
+    inserted(rows.messages, [(message_pk,) for message_pk, _ in returned])
+    if rows.decision is not None:
+        inserted([rows.decision], [(returned[0][1],)])
+    rows.link()

@@ -137,8 +137,15 @@ elif env.boolean("DATABASE_POOL", True):
     # ones without the process noticing, and each would fail a request with a 503 and open the database circuit
     # (common/outages.py) although the database answers again. The price: a request at the start of an outage
     # waits the pool's timeout for its 503.
-    DATABASES["default"]["ENGINE"] = "common.postgresql"
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.boolean("DATABASE_HEALTH_CHECKS", True)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend with the pool's checks above, a few rows inserted as VALUES, and the cursor that binds its
+    # values on the server for the message path's statements (common/postgresql), which PostgreSQL prepares from
+    # their fifth run on a connection. Django's other statements carry their values in their text, never prepared.
+    # 0 turns preparing off (a pooler in transaction mode that cannot keep prepared statements).
+    DATABASES["default"]["ENGINE"] = "common.postgresql"
+    prepare_threshold = env.integer("DATABASE_PREPARE_THRESHOLD", 5)
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = prepare_threshold or None
 # Once a request met a database outage, the process answers 503 at once for this long, then lets one request
 # try (common/outages.py); without it each request of the outage waits DATABASE_POOL_TIMEOUT for its 503.
 DATABASE_OUTAGE_PAUSE_SECONDS = env.decimal("DATABASE_OUTAGE_PAUSE_SECONDS", 2.0)

@@ -168,8 +168,8 @@ def test_without_a_user_id_session_stickiness_decides_and_user_stickiness_says_s
 def test_the_flag_costs_no_query_beyond_the_gateways(api, supervised, django_assert_num_queries):
     rollout(percentage=100)
     answer(api, "Minha fatura veio alta", "warm-user")
-    # the same budget as POST /api/gateway/message (routing/tests/test_api.py): the flag is in the snapshot.
-    with django_assert_num_queries(7):
+    # the same budget as POST /api/gateway/message (chat/tests/test_api.py): the flag is in the snapshot.
+    with django_assert_num_queries(3):
         answer(api, "Minha fatura veio alta de novo", "warm-user")
 
 

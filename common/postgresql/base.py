@@ -17,17 +17,28 @@ that grows with the outage.
 
 A few rows are inserted as ``VALUES`` rows, not through ``UNNEST`` (:mod:`common.postgresql.compiler`).
 
-Used as ``ENGINE = "common.postgresql"`` when the pool is on (platform/settings.py).
+:meth:`DatabaseWrapper.bound_cursor` is a cursor whose statements travel with their values apart (psycopg's
+server-side binding) instead of as one text with the values quoted into it, Django's default: the message path's
+statements, a handful of shapes sent on every message, are then prepared by PostgreSQL on each connection
+(psycopg's ``prepare_threshold``: from their fifth run) and parsed and planned once, and their values, a turn's
+metadata among them, are not quoted into the text in Python.
+
+Used as ``ENGINE = "common.postgresql"`` for every PostgreSQL database (platform/settings.py).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import select
 from typing import Any
 
 from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base, operations
+from django.db.backends.postgresql.psycopg_any import register_tzloader
+from django.db.backends.utils import CursorWrapper
+from psycopg import _queries
+from psycopg.pq import Format
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +77,56 @@ def connection_untouched(conn: Any) -> bool:
     return not poller.poll(0)
 
 
+# psycopg turns a statement's ``%s`` into ``$1``, ``$2`` … by scanning its text, and keeps what it found for the next
+# run only for statements of at most 50 values and 4 kB (so that an ORM's ever-different bulk inserts do not fill
+# its cache): a turn's joined write has about 60 values, and the scan took a fifth of the write's CPU. The bound
+# cursor's statements have a few dozen shapes, every one sent again and again, so its own cache keeps them all.
+_bound_statement_parts = functools.lru_cache(maxsize=256)(_queries._query2pg_nocache)
+
+
+class BoundQuery(_queries.PostgresQuery):
+    """psycopg's query conversion for server-side binding, each statement's placeholders found once (above)."""
+
+    __slots__ = ()
+
+    def convert(self, query: Any, vars: Any) -> None:
+        if vars is None or not isinstance(query, str):
+            return super().convert(query, vars)
+        encoding = self._tx.encoding
+        self.query, self._want_formats, self._order, self._parts = _bound_statement_parts(
+            query.encode(encoding), encoding
+        )
+        self.dump(vars)
+        return None
+
+
+class BoundCursor(base.ServerBindingCursor):
+    """Django's cursor for server-side binding, with :class:`BoundQuery`."""
+
+    _query_cls = BoundQuery
+
+
 class DatabaseOperations(operations.DatabaseOperations):
     compiler_module = "common.postgresql.compiler"  # a turn's few rows inserted as VALUES (see there)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     ops_class = DatabaseOperations
+
+    def bound_cursor(self) -> CursorWrapper:
+        """A cursor that binds its parameters on the server (see the module's docstring), wrapped as Django wraps
+        every cursor: its statements are logged and counted (``django_assert_num_queries``), go through
+        ``execute_wrapper`` and raise Django's database errors. A statement's ``%s`` placeholders and values are
+        written as for :meth:`cursor`; a literal ``%`` is ``%%`` in both."""
+        self.close_if_health_check_failed()
+        self.ensure_connection()
+        with self.wrap_database_errors:
+            cursor = BoundCursor(self.connection)  # type: ignore[call-arg]  # psycopg's Cursor(connection), untyped
+            # The connection's time zone for timestamps read, as Django's own cursors get it.
+            loader = self.connection.adapters.get_loader(base.TIMESTAMPTZ_OID, Format.TEXT)
+            if self.timezone != loader.timezone:
+                register_tzloader(self.timezone, cursor)
+            return self._prepare_cursor(cursor)  # type: ignore[attr-defined]  # Django's wrapping, not in the stubs
 
     @property
     def pool(self) -> Any:

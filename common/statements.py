@@ -1,0 +1,107 @@
+"""Django's own statements, built but not sent: for a caller that joins several writes into one statement.
+
+A chat turn writes its messages, its route decision and its conversation's row on every message. As three
+statements in a transaction that is five round trips to PostgreSQL (``BEGIN`` and ``COMMIT`` included), and on
+this platform each round trip costs both sides more CPU than building the statement; joined as data-modifying
+``WITH`` parts it is one (:func:`conversations.records.conversation_turn_record`).
+
+The ``INSERT`` here is the one ``bulk_create`` sends — the same columns, ``pre_save`` (``auto_now_add``), database
+values and ``RETURNING`` columns, tested to be equal — without running Django's query compiler for every
+statement: what a model's insert needs (its table, fields, columns, returned columns) is worked out once per model
+and database, and a row's values are each field's own ``pre_save`` and ``get_db_prep_save``, as the compiler calls
+them. That compiler cost a turn more CPU than sending the statement (README, Benchmarks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.utils import CursorWrapper
+from django.db.models import AutoField, Field, Model, sql
+
+
+def statement_cursor(*, using: str = DEFAULT_DB_ALIAS) -> CursorWrapper:
+    """A cursor for a statement the message path sends on every message: on PostgreSQL one that binds its values
+    on the server, so the statement is prepared once per connection (``common.postgresql``); elsewhere Django's."""
+    connection = connections[using]
+    bound = getattr(connection, "bound_cursor", None)
+    return bound() if bound is not None else connection.cursor()
+
+
+@dataclass(frozen=True)
+class _InsertShape:
+    """What every ``INSERT`` of one model's new rows shares."""
+
+    head: str  # INSERT INTO "table" ("column", …) VALUES
+    fields: tuple[Field, ...]
+    returning: str  # RETURNING "table"."id", … ("" where the database returns nothing)
+    returned: tuple[Field, ...]
+
+
+_shapes: dict[tuple[type[Model], str], _InsertShape] = {}
+
+
+def _shape(model: type[Model], using: str) -> _InsertShape:
+    shape = _shapes.get((model, using))
+    if shape is None:
+        connection = connections[using]
+        quote = connection.ops.quote_name
+        opts = model._meta
+        fields = tuple(
+            field for field in opts.concrete_fields if not field.generated and not isinstance(field, AutoField)
+        )
+        returned = tuple(opts.db_returning_fields) if connection.features.can_return_rows_from_bulk_insert else ()
+        returning = ""
+        if returned:
+            # Django's (PostgreSQL's: RETURNING "table"."column"), not in django-stubs.
+            sql_text, _ = connection.ops.return_insert_columns(returned) or ("", ())  # type: ignore[attr-defined]
+            returning = f" {sql_text}" if sql_text else ""
+        head = (
+            f"{connection.ops.insert_statement(on_conflict=None)} {quote(str(opts.db_table))} "
+            f"({', '.join(quote(str(field.column)) for field in fields)}) VALUES "
+        )
+        shape = _shapes[(model, using)] = _InsertShape(head=head, fields=fields, returning=returning, returned=returned)
+    return shape
+
+
+def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) -> tuple[str, list[Any]]:
+    """``(sql, params)`` of the ``INSERT … RETURNING`` that ``bulk_create(objs)`` sends for new rows of one model.
+
+    Nothing is sent. A field may hold an expression (``RawSQL``), compiled in place as ``save()`` would: how a
+    row points at a row inserted by an earlier part of the same statement. Related objects are not read: set
+    the ``…_id`` attributes. Hand what the statement returns to :func:`inserted`.
+    """
+    model = type(objs[0])
+    shape = _shape(model, using)
+    connection = connections[using]
+    compiler: Any = None
+    rows: list[str] = []
+    params: list[Any] = []
+    for obj in objs:
+        placeholders = []
+        for field in shape.fields:
+            value = field.pre_save(obj, add=True)
+            if hasattr(value, "resolve_expression"):
+                if compiler is None:
+                    compiler = sql.InsertQuery(model).get_compiler(using=using)
+                placeholder, values = compiler.compile(compiler.prepare_value(field, value))
+                placeholders.append(placeholder)
+                params.extend(values)
+            else:
+                placeholders.append("%s")
+                params.append(field.get_db_prep_save(value, connection=connection))
+        rows.append(f"({', '.join(placeholders)})")
+    return f"{shape.head}{', '.join(rows)}{shape.returning}", params
+
+
+def inserted(objs: Sequence[Model], rows: Sequence[Sequence[Any]], *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Give ``objs`` the columns their ``INSERT`` returned (in the objects' order) and mark them saved, as
+    ``bulk_create`` does."""
+    for obj, row in zip(objs, rows, strict=True):
+        for value, field in zip(row, obj._meta.db_returning_fields, strict=True):
+            setattr(obj, field.attname, value)
+        obj._state.adding = False
+        obj._state.db = using

@@ -1,0 +1,87 @@
+"""Django's own INSERT, built to be sent by the caller (common/statements.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.db.models.expressions import RawSQL
+
+from common.statements import insert_statement, inserted
+from conversations.models import Conversation, Message
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conversation(tenant, telecom):
+    return Conversation.objects.create(conversation_key="tenant_a:telecom_contas:s", tenant=tenant, profile=telecom)
+
+
+def messages(conversation) -> list[Message]:
+    return [
+        Message(conversation_id=conversation.pk, role="user", content="olá", metadata={"channel": "web"}),
+        Message(conversation_id=conversation.pk, role="assistant", content="Oi!", agent="billing_agent", step=0),
+    ]
+
+
+def sent_by_bulk_create(objs: list[Message]) -> list[tuple[str, tuple]]:
+    statements = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, tuple(params or ())))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        Message.objects.bulk_create(objs)
+    return statements
+
+
+def comparable(params: tuple) -> tuple:
+    """Each build's ``auto_now_add`` stamps its own time; psycopg's JSON wrappers compare by identity."""
+    return tuple("<time>" if isinstance(value, dt.datetime) else getattr(value, "obj", value) for value in params)
+
+
+def test_the_statement_is_the_one_bulk_create_sends(conversation):
+    ours = insert_statement(messages(conversation))
+
+    [theirs] = sent_by_bulk_create(messages(conversation))
+
+    assert ours[0] == theirs[0]
+    assert comparable(ours[1]) == comparable(theirs[1])
+    assert "RETURNING" in ours[0]
+
+
+def test_sent_and_handed_back_the_rows_are_saved_as_bulk_create_saves_them(conversation):
+    objs = messages(conversation)
+    with connection.cursor() as cursor:
+        cursor.execute(*insert_statement(objs))
+        returned = cursor.fetchall()
+
+    inserted(objs, returned)
+
+    assert all(obj.pk and not obj._state.adding and obj._state.db == "default" for obj in objs)
+    assert objs[0].created_at is not None  # pre_save ran (auto_now_add)
+    stored = Message.objects.in_bulk([obj.pk for obj in objs])
+    assert stored[objs[0].pk].metadata == {"channel": "web"}
+    assert (stored[objs[1].pk].content, stored[objs[1].pk].agent) == ("Oi!", "billing_agent")
+    assert stored[objs[0].pk].created_at == objs[0].created_at
+
+
+def test_an_expression_is_compiled_in_place_of_a_value(conversation):
+    obj = Message(conversation_id=conversation.pk, role="user", content="x")
+    obj.content = RawSQL("upper(%s)", ("compiled",))
+
+    sql, params = insert_statement([obj])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted([obj], cursor.fetchall())
+
+    assert "upper(%s)" in sql
+    assert Message.objects.get(pk=obj.pk).content == "COMPILED"
+
+
+def test_returned_rows_that_do_not_match_the_objects_are_refused(conversation):
+    with pytest.raises(ValueError):
+        inserted(messages(conversation), [(1,)])
