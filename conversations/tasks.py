@@ -35,11 +35,14 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 
 @signals.worker_init.connect
 def _warm(**_kwargs: object) -> None:
-    """The language model (the offline model and the judge read languages) loaded in the worker's main process
-    before its pool forks, so every child has it from its first step (platform/asgi.py does the same for the web)."""
+    """The language model (the offline model and the judge read languages) and the compiled routing loaded in the
+    worker's main process before its pool forks, so every child has them from its first step (platform/asgi.py does
+    the same for the web)."""
     from common.language import language_model_warm
+    from routing.snapshot import snapshot_warm
 
     language_model_warm()
+    snapshot_warm()
 
 
 # The name predates the move from routing/ and stays: steps queued before a deploy still find their task.

@@ -11,7 +11,8 @@ the others idle. Here every worker binds its own socket with SO_REUSEPORT and
 the kernel spreads new connections evenly over them (README, Benchmarks).
 
 The workers are plain ``uvicorn.Server`` instances (uvloop, httptools when
-installed). This process only supervises: a worker that dies is replaced;
+installed), each listening once its application is loaded and its routing
+compiled. This process only supervises: a worker that dies is replaced;
 SIGTERM or SIGINT stops them all and waits for their graceful shutdown.
 Defaults come from ``HOST``, ``PORT`` and ``WEB_CONCURRENCY`` (two workers per
 core when unset: the chat path spends most of its time waiting, and a worker
@@ -65,6 +66,14 @@ def worker(host: str, port: int, access_log: bool) -> None:
         # TRUSTED_PROXY_COUNT (tenants/throttles.py), never because the proxy happens to be on 127.0.0.1.
         proxy_headers=False,
     )
+    # The application is loaded (Django and the language model: platform/asgi.py) and the routing compiled before
+    # the socket listens: a worker that listened first would hold the connections the kernel gave it for the
+    # seconds its start takes (each worker's first message compiled the routing: half a second of CPU, every
+    # worker at once after a deploy), while the others answer.
+    config.load()
+    from routing.snapshot import snapshot_warm
+
+    snapshot_warm()
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
 

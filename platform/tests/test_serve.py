@@ -94,3 +94,36 @@ def test_the_workers_share_kept_alive_connections_and_stop_on_sigterm(tmp_path):
         server.send_signal(signal.SIGTERM)
         status = server.wait(timeout=40)
     assert status == 0
+
+
+def test_a_worker_compiles_the_routing_before_it_listens_and_starts_without_a_database(tmp_path):
+    """Each worker's first message compiled the routing (half a second of CPU, every worker at once after a
+    deploy) while the connections the kernel gave that worker waited: it compiles before its socket listens. A
+    database that cannot be read yet (here: no tables) does not stop it; the first message compiles then."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)  # SQLite in tmp_path, never migrated
+    server = subprocess.Popen(
+        [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert server.stdout is not None
+        for line in server.stdout:
+            lines.append(line)
+            if "Started server process" in line:
+                break
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as probe:
+            assert _get(probe).startswith(b"HTTP/1.1 404")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=40)
+    compiled = next(n for n, line in enumerate(lines) if "Routing not compiled at start" in line)
+    started = next(n for n, line in enumerate(lines) if "Started server process" in line)
+    assert compiled < started, lines
+    assert "the first message compiles it" in lines[compiled]
