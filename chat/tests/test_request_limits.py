@@ -113,6 +113,19 @@ def test_a_context_over_its_limit_is_a_400_naming_payload_context(tenant_key, te
     assert nothing_stored()
 
 
+@pytest.mark.parametrize("context", ['{"note":"\\ud800"}', '{"\\udfff":"key"}', '{"deep":["a\\ud83db"]}'])
+def test_a_context_with_an_unpaired_surrogate_is_a_400_naming_payload_context(tenant_key, telecom, context):
+    """JSON can escape half a UTF-16 pair (\\ud800), which no UTF-8 text or PostgreSQL's JSON can hold: refused as
+    the text field refuses it, not a 500 (nor a turn whose write would fail)."""
+    response = post(tenant_key, "/api/gateway/message", gateway_body(context))
+
+    assert response.status_code == 400, response.content[:300]
+    error = response.json()["error"]
+    assert list(error["fields"]) == ["payload.context"]
+    assert "Surrogate characters are not allowed: U+" in error["fields"]["payload.context"][0]
+    assert nothing_stored()
+
+
 def test_a_form_body_is_refused_as_unsupported(tenant_key, telecom):
     client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
     response = client.post("/api/gateway/message", {"agent_id": "telecom_contas", "channel": "web"})
