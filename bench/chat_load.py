@@ -124,7 +124,110 @@ def _new_report() -> dict:
     }
 
 
-async def _converse(client, key: str, session: str, plan: dict, report: dict) -> None:
+class KeptConnection(asyncio.Protocol):
+    """One client's kept-alive HTTP/1.1 connection: a request written whole, its response read by Content-Length
+    (or in chunks), the next request on the same connection; opened again if the server closed it.
+
+    The load generator shares the two cores with the server, so it is a protocol on the event loop and nothing
+    more: httpx (one ``AsyncClient`` per client, as before) cost 0.7-0.8 ms of CPU per message, this about a
+    tenth of it, so that the server is what the figures measure (README, Benchmarks).
+    """
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self.open = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream transport
+        self.open = True
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.waiter is not None and not self.waiter.done():
+            response = self._response()
+            if response is not None:
+                self.waiter.set_result(response)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc or ConnectionResetError("the server closed the connection"))
+
+    def _response(self) -> tuple[int, bytes] | None:
+        """The whole response at the head of the buffer (taken off it), or None while it is incomplete."""
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return None
+        status_line, *lines = bytes(self.buffer[:end]).decode("latin-1").split("\r\n")
+        headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+        start = end + 4
+        if "content-length" in headers:
+            stop = start + int(headers["content-length"])
+            if len(self.buffer) < stop:
+                return None
+            body = bytes(self.buffer[start:stop])
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            chunks, stop = [], start
+            while True:
+                line_end = self.buffer.find(b"\r\n", stop)
+                if line_end < 0:
+                    return None
+                size = int(bytes(self.buffer[stop:line_end]).split(b";")[0], 16)
+                if len(self.buffer) < line_end + 2 + size + 2:
+                    return None
+                chunks.append(bytes(self.buffer[line_end + 2 : line_end + 2 + size]))
+                stop = line_end + 2 + size + 2
+                if size == 0:
+                    break
+            body = b"".join(chunks)
+        else:
+            return None  # a body until the connection closes: not what either server sends
+        del self.buffer[:stop]
+        if headers.get("connection", "").lower() == "close" and self.transport is not None:
+            self.transport.close()
+        return int(status_line.split(" ", 2)[1]), body
+
+    async def request(self, request: bytes, timeout: float) -> tuple[int, bytes]:
+        """Send ``request`` (its bytes whole) and wait for the response: ``(status, body)``."""
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        try:
+            return await asyncio.wait_for(self.waiter, timeout)
+        except BaseException:
+            self.transport.close()  # what arrives later belongs to no request
+            raise
+
+
+class Client:
+    """A client's requests to the server, on one :class:`KeptConnection` at a time."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        address = base_url.split("://", 1)[1].rstrip("/")
+        self.host, _, port = address.partition(":")
+        self.port = int(port or 80)
+        self.timeout = timeout
+        self.connection: KeptConnection | None = None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if self.connection is None or not self.connection.open:
+            loop = asyncio.get_running_loop()
+            _, self.connection = await loop.create_connection(KeptConnection, self.host, self.port)
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{head}\r\n"
+        ).encode("latin-1") + body
+        return await self.connection.request(request, self.timeout)
+
+    def close(self) -> None:
+        if self.connection is not None and self.connection.transport is not None:
+            self.connection.transport.close()
+
+
+async def _converse(client: Client, key: str, session: str, plan: dict, report: dict) -> None:
     """One client: one session, the next message as soon as the answer arrives — or, with ``plan["interval"]``
     (``--rate``), one message every that many seconds (later if the answer comes later)."""
     await asyncio.sleep(max(0.0, plan["start"] - time.time()) + random.random() * plan["ramp"])
@@ -144,9 +247,10 @@ async def _converse(client, key: str, session: str, plan: dict, report: dict) ->
         }
         sent += 1
         began = time.perf_counter()
+        content = b""
         try:
-            response = await client.post("/api/gateway/message", json=body, headers=headers)
-            failure = "" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+            status, content = await client.post("/api/gateway/message", json.dumps(body).encode(), headers)
+            failure = "" if 200 <= status < 300 else f"HTTP {status}"
         except Exception as exc:  # noqa: BLE001 — every failure is counted, none stops the run
             failure = type(exc).__name__
         latency = time.perf_counter() - began
@@ -154,7 +258,7 @@ async def _converse(client, key: str, session: str, plan: dict, report: dict) ->
         if not failure:
             report["accepted"][session] += 1
             try:
-                answer = response.json()
+                answer = json.loads(content)
                 if answer["conversation_key"] != expected_key or not answer["answer"]:
                     failure = "wrong answer"
                 elif in_window:  # where the server spent the time, from the graph's own trace (if it sends one)
@@ -179,22 +283,17 @@ async def _measure_own_cpu(plan: dict, report: dict) -> None:
 
 
 async def _load(base_url: str, key: str, sessions: list[str], plan: dict, timeout: float) -> dict:
-    import httpx
-
     report = _new_report()
-    # One client with one kept-alive connection per conversation, as each user has their own. One
-    # AsyncClient shared by 200 connections costs 7× the CPU per request (its pool scans every
-    # connection for every request: 13.7 ms against 1.9 ms measured here) and becomes the bottleneck.
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout))
-            for _ in sessions
-        ]
+    # One client with one kept-alive connection per conversation, as each user has their own.
+    clients = [Client(base_url, timeout) for _ in sessions]
+    try:
         await asyncio.gather(
             _measure_own_cpu(plan, report),
             *(_converse(client, key, session, plan, report) for client, session in zip(clients, sessions, strict=True)),
         )
+    finally:
+        for client in clients:
+            client.close()
     return report
 
 

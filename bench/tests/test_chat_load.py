@@ -1,8 +1,18 @@
-"""bench/chat_load.py's report, where it can be checked without a server."""
+"""bench/chat_load.py: its report, and its load generator's HTTP client against a real server."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import socket
+
 from bench.chat_load import ratio_to_ideal
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def test_the_rate_is_shown_against_what_the_clients_could_do_waiting_only_for_the_model():
@@ -12,3 +22,65 @@ def test_the_rate_is_shown_against_what_the_clients_could_do_waiting_only_for_th
 
 def test_with_no_model_latency_there_is_no_ideal_and_no_division_by_zero():
     assert ratio_to_ideal(400.0, 8, 0) == "— (no model latency)"
+
+
+async def _app(scope, receive, send):
+    """A small ASGI app: echoes the body as JSON (with its length), in chunks on /chunked, closing on /close."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+    answer = json.dumps({"path": scope["path"], "got": body.decode(), "auth": auth}).encode()
+    if scope["path"] == "/chunked":
+        await send({"type": "http.response.start", "status": 201, "headers": [(b"content-type", b"application/json")]})
+        for piece in (answer[:5], answer[5:]):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
+    if scope["path"] == "/close":
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": answer})
+
+
+def test_the_load_generators_client_keeps_its_connection_reads_both_framings_and_reconnects_after_a_close():
+    import uvicorn
+
+    from bench.chat_load import Client
+
+    port = free_port()
+
+    async def scenario():
+        server = uvicorn.Server(uvicorn.Config(_app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+        serving = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        client = Client(f"http://127.0.0.1:{port}", timeout=10)
+        try:
+            key = {"Authorization": "Bearer k"}
+            answers = [await client.post("/echo", f"message {n}".encode(), key) for n in range(3)]
+            first = client.connection
+            chunked = await client.post("/chunked", b"in chunks", {})
+            kept = client.connection is first
+            closed = await client.post("/close", b"last on this connection", {})
+            await asyncio.sleep(0.05)
+            reopened = await client.post("/echo", b"on a new connection", {})
+            return answers, kept, chunked, closed, reopened, client.connection is not first
+        finally:
+            client.close()
+            server.should_exit = True
+            await serving
+
+    answers, kept, chunked, closed, reopened, new_connection = asyncio.run(scenario())
+
+    assert [(status, json.loads(body)["got"]) for status, body in answers] == [(200, f"message {n}") for n in range(3)]
+    assert json.loads(answers[0][1])["auth"] == "Bearer k"
+    assert kept and chunked[0] == 201 and json.loads(chunked[1])["got"] == "in chunks"
+    assert closed[0] == 200 and json.loads(closed[1])["got"] == "last on this connection"
+    assert reopened[0] == 200 and json.loads(reopened[1])["got"] == "on a new connection" and new_connection
