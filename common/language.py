@@ -15,6 +15,7 @@ Pure: imports no app.
 
 from __future__ import annotations
 
+import contextvars
 import re
 import threading
 import unicodedata
@@ -30,6 +31,11 @@ _WORD = re.compile(r"[^\W\d_]{2,}")
 
 _model: tuple[Any, ...] | None = None
 _model_lock = threading.Lock()
+# The last text told in this context (a request's task) and what it was told to be: a turn asks about the
+# customer's message twice (the offline model answers in its language, the judge checks the answer's), and a
+# request never reuses another's.
+_Told = tuple[str, str | None]
+_last_told: contextvars.ContextVar[_Told | None] = contextvars.ContextVar("language_told", default=None)
 
 
 def identifier() -> Any:
@@ -88,10 +94,16 @@ def detect_language(text: str) -> str | None:
     """``"pt"``, ``"es"`` or ``"en"``; ``None`` when ``text`` has no word, or is too short or too uncertain.
 
     The text's words alone are read (numbers, ids and emoji left out). Thread-safe; the first call loads the model.
+    The same text asked again in the same context (one request's turn) is answered from the last reading.
     """
+    last = _last_told.get()
+    if last is not None and last[0] == text:
+        return last[1]
     words = _WORD.findall(text)
     if not words:
         return None
     language, probability = language_scores(" ".join(words))
     needed = MIN_PROBABILITY_ONE_WORD if len(words) == 1 else MIN_PROBABILITY
-    return language if probability >= needed else None
+    told = language if probability >= needed else None
+    _last_told.set((text, told))
+    return told

@@ -165,6 +165,7 @@ class Turn:
     conversation_pk: int = 0  # set when the turn takes its ticket
     ticket: int = 0
     answer_message_id: int | None = None  # the stored answer's id, set by persist (what feedback names)
+    stored_metadata: dict[str, Any] | None = None  # the answer's metadata as persist stored it
     # The conversation's live state as loaded, changed by the turn, written back by persist.
     sub_conversation: dict[str, Any] | None = None
     pending_result: dict[str, Any] | None = None
@@ -991,7 +992,9 @@ def _persist(turn: Turn) -> int:
     counted = CountedAs(
         cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at
     )
-    rows = conversation_turn_record(record=turn_record(turn), live=live, counted=counted, ticket=turn.ticket)
+    record = turn_record(turn)
+    rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.ticket)
+    turn.stored_metadata = record.metadata
     turn.answer_message_id = rows.answer.pk
     return turn.conversation_pk
 
@@ -1087,6 +1090,7 @@ async def run_turn(data: TurnInput) -> TurnResult:
         answer=turn.answer,
         agent=turn.agent,
         conversation_key=data.conversation_key,
-        metadata=turn.metadata(),
+        # Built once, for the stored answer; its trace is the turn's own list, which has persist's time since.
+        metadata=turn.stored_metadata if turn.stored_metadata is not None else turn.metadata(),
         message_id=turn.answer_message_id,
     )

@@ -101,3 +101,29 @@ def test_the_compiled_scorer_gives_py3langids_language_and_probability_for_every
         expected_language, expected_probability = reference.classify(text)
         assert language in LANGUAGES
         assert (language, probability) == (expected_language, pytest.approx(expected_probability, abs=1e-5)), text
+
+
+def test_a_text_asked_again_in_the_same_request_is_told_once_and_another_requests_texts_afresh(monkeypatch):
+    """A turn asks about the customer's message twice (the offline model, then the judge): scored once."""
+    import contextvars
+
+    from common import language
+
+    scored: list[str] = []
+    score = language.language_scores
+
+    def counted(text: str) -> tuple[str, float]:
+        scored.append(text)
+        return score(text)
+
+    monkeypatch.setattr(language, "language_scores", counted)
+
+    def one_request() -> list[str | None]:
+        text = "Minha fatura veio alta este mês"
+        return [detect_language(text), detect_language(text), detect_language("my bill"), detect_language(text)]
+
+    first = contextvars.copy_context().run(one_request)
+    second = contextvars.copy_context().run(one_request)
+
+    assert first == second == ["pt", "pt", "en", "pt"]
+    assert len(scored) == 6  # three readings per request: the repeated text once until another text came between
