@@ -17,8 +17,12 @@ it as they expect; a WSGI server and Django's test client run those classes as t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -30,13 +34,20 @@ from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
+from django.core import signals
+from django.core.cache import close_caches
+from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
+from django.core.handlers.asgi import get_script_prefix
+from django.core.handlers.base import reset_urlconf
+from django.db import close_old_connections, connections, reset_queries
 from django.db.models.signals import pre_save
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
+from django.urls import set_script_prefix
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
 from common.history import HistoryActorMiddleware as SyncHistoryActorMiddleware
@@ -219,6 +230,27 @@ def async_middleware(listed: list[str]) -> list[str]:
     return [f"{__name__}.{ASYNC_TWINS[path].__name__}" if path in ASYNC_TWINS else path for path in listed]
 
 
+class RequestThread(ThreadPoolExecutor):
+    """A request's thread (one worker) that knows, after each call it ran, whether the thread holds anything of
+    the request's: an open database connection, or queries logged (``DEBUG``)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="request")
+        self.holds_connection = False
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return super().submit(self._run, fn, args, kwargs)
+
+    def _run(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.holds_connection = any(
+                connection.connection is not None or connection.queries_log
+                for connection in connections.all(initialized_only=True)
+            )
+
+
 class RequestThreads:
     """Single-thread executors for requests' synchronous work, kept from one request for the next.
 
@@ -232,17 +264,17 @@ class RequestThreads:
     def __init__(self, keep: int) -> None:
         self.keep = keep
         self.created = 0
-        self._free: list[ThreadPoolExecutor] = []
+        self._free: list[RequestThread] = []
         self._lock = threading.Lock()
 
-    def take(self) -> ThreadPoolExecutor:
+    def take(self) -> RequestThread:
         with self._lock:
             if self._free:
                 return self._free.pop()
             self.created += 1
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+        return RequestThread()
 
-    def give_back(self, executor: ThreadPoolExecutor) -> None:
+    def give_back(self, executor: RequestThread) -> None:
         with self._lock:
             if len(self._free) < self.keep:
                 self._free.append(executor)
@@ -251,11 +283,38 @@ class RequestThreads:
 
 
 request_threads = RequestThreads(keep=64)
+# The thread of the request being handled (its context's), for the handler's own use.
+_request_thread: contextvars.ContextVar[RequestThread | None] = contextvars.ContextVar("request_thread", default=None)
+
+# What Django itself connects to request_started and request_finished: these act on the request thread's database
+# connections (closing what is obsolete, forgetting logged queries), the context's caches (a no-op for every cache
+# backend of ours) and the context's URLconf.
+_DJANGOS_RECEIVERS = {
+    signals.request_started: frozenset({reset_queries, close_old_connections}),
+    signals.request_finished: frozenset({close_old_connections, close_caches, reset_urlconf}),
+}
+
+
+def _only_djangos_receivers(signal: Any) -> bool:
+    """Whether ``signal``'s receivers are all Django's own (:data:`_DJANGOS_RECEIVERS`), none added since."""
+    receivers = set()
+    for entry in signal.receivers:
+        receiver = entry[1]
+        receivers.add(receiver() if isinstance(receiver, weakref.ReferenceType) else receiver)
+    return receivers <= _DJANGOS_RECEIVERS[signal]
+
+
+def _thread_idle(signal: Any) -> bool:
+    """Whether ``signal`` may be sent without a hop to the request's thread: that thread holds nothing of the
+    request's (:class:`RequestThread`) and only Django's own receivers listen, which then have nothing to do there."""
+    thread = _request_thread.get()
+    return thread is not None and not thread.holds_connection and _only_djangos_receivers(signal)
 
 
 class ASGIHandler(DjangoASGIHandler):
-    """Django's ASGI handler, with ``MIDDLEWARE`` loaded as :func:`async_middleware` gives it, and each request's
-    synchronous work on a thread kept from earlier requests (:class:`RequestThreads`)."""
+    """Django's ASGI handler, with ``MIDDLEWARE`` loaded as :func:`async_middleware` gives it, each request's
+    synchronous work on a thread kept from earlier requests (:class:`RequestThreads`), and no hop to that thread
+    for request_started and request_finished when it holds nothing for them to do (:meth:`handle`)."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -266,15 +325,77 @@ class ASGIHandler(DjangoASGIHandler):
             if context.token is not None:  # the request's own context (not one a caller entered around it)
                 executor = request_threads.take()
                 SyncToAsync.context_to_thread_executor[context] = executor
+            token = _request_thread.set(executor)
             try:
                 await self.handle(scope, receive, send)
             finally:
+                _request_thread.reset(token)
                 if executor is not None:
                     # Taken back before asgiref's exit would shut it down. A task that outlives the request (a
                     # shielded step finishing) and calls again gets a thread of its own, as under Django.
                     if SyncToAsync.context_to_thread_executor.get(context) is executor:
                         del SyncToAsync.context_to_thread_executor[context]
                     request_threads.give_back(executor)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Django's ``ASGIHandler.handle`` (5.2), but for two hops to the request's thread: request_started and
+        request_finished, whose only receivers are Django's own, are sent in the event loop when that thread holds
+        no database connection (:func:`_thread_idle`) — its connections were handed back at the end of the
+        request before (request_finished) or by the view itself (the chat path gives its connection back after
+        each step). Otherwise, and for any other receiver, they are sent from the thread, as Django does. Two of
+        a message's five crossings (README, Benchmarks)."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        if _thread_idle(signals.request_started):
+            signals.request_started.send(sender=self.__class__, scope=scope)
+        else:
+            await signals.request_started.asend(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            assert error_response is not None  # create_request gives one or the other
+            body_file.close()
+            await self.send_response(error_response, send)
+            await sync_to_async(error_response.close)()
+            return
+
+        async def process_request(request: Any, send: Any) -> Any:
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):  # the client disconnected during send_response
+                await self.send_response(response, send)
+            return response
+
+        # Django's: a disconnect is listened for while the response is made, and cancels it.
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            await signals.request_finished.asend(sender=self.__class__)
+        else:
+            if _thread_idle(signals.request_finished):
+                response.close()
+            else:
+                await sync_to_async(response.close)()
+        body_file.close()
 
     def load_middleware(self, is_async: bool = False) -> None:
         listed = settings.MIDDLEWARE
