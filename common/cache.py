@@ -11,12 +11,14 @@ first seen and when it is over, never per request.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.core.cache.backends.base import DEFAULT_TIMEOUT
+from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
+from django.core.cache.backends.filebased import FileBasedCache
 from django.core.cache.backends.redis import RedisCache
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -90,6 +92,12 @@ class Circuit:
         return result
 
 
+# The client (with its connection pool) and the circuit of each configured Redis cache, one per process: see
+# ResilientRedisCache.
+_shared: dict[tuple[str, str, float], tuple[Any, Circuit]] = {}
+_shared_lock = threading.Lock()
+
+
 class ResilientRedisCache(RedisCache):
     """Django's Redis cache that answers as a miss (and drops writes) while Redis cannot be reached.
 
@@ -97,13 +105,25 @@ class ResilientRedisCache(RedisCache):
     to redis-py's connection pool as usual; set a short ``socket_connect_timeout`` and ``socket_timeout`` so a
     host that does not answer at all costs a call little. ``incr`` of an unreachable cache raises
     ``ValueError``, as for a missing key.
+
+    Django builds a cache object per thread, and under ASGI per request (each runs in a context of its own): with
+    its own client that was a Redis connection opened and dropped per request, and a circuit that forgot an outage
+    from one request to the next. Every object of one configuration shares the process's client (redis-py's pool
+    is thread-safe, and starts afresh in a forked child) and circuit.
     """
 
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         options = dict(params.get("OPTIONS") or {})
         pause = float(options.pop("outage_pause", DEFAULT_PAUSE_SECONDS))
         super().__init__(server, {**params, "OPTIONS": options})
-        self.circuit = Circuit("Redis (cache)", pause=pause)
+        django: Any = self  # RedisCache's own attributes, which django-stubs does not declare
+        key = (repr(django._servers), repr(sorted(django._options.items())), pause)
+        with _shared_lock:
+            if key not in _shared:
+                client = django._class(django._servers, **django._options)
+                _shared[key] = (client, Circuit("Redis (cache)", pause=pause))
+            client, self.circuit = _shared[key]
+        self.__dict__["_cache"] = client  # RedisCache._cache, a cached_property: the shared client
 
     def add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
         return self.circuit.call(lambda: super(ResilientRedisCache, self).add(key, value, timeout, version), False)
@@ -142,3 +162,21 @@ class ResilientRedisCache(RedisCache):
 
     def clear(self):
         self.circuit.call(lambda: super(ResilientRedisCache, self).clear(), None)
+
+
+_made_folders: set[str] = set()
+
+
+class FileCache(FileBasedCache):
+    """Django's file cache (the quick start's, without Redis), its folder made once per process: Django builds a
+    cache object per request under ASGI, and each made sure of its folder with a few system calls. A folder removed
+    meanwhile is made again by the next write, as by Django's."""
+
+    def __init__(self, dir: str, params: dict[str, Any]) -> None:
+        folder = os.path.abspath(dir)
+        if folder not in _made_folders:
+            super().__init__(dir, params)
+            _made_folders.add(folder)
+            return
+        BaseCache.__init__(self, params)
+        self._dir = folder

@@ -175,7 +175,7 @@ if REDIS_URL:
 else:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "BACKEND": "common.cache.FileCache",  # Django's, its folder made once per process
             "LOCATION": env.string("CACHE_DIR", str(VAR_DIR / "cache")),
         }
     }
