@@ -14,6 +14,9 @@ per message, compares it with the current version — one cache read.
   row and repopulates the cache with ``add`` (never ``set``), so a reader can
   never overwrite a newer number a writer published. The short timeout bounds
   how long any cache mishap can hide a change.
+* Inside :func:`config_version_pinned` (one synchronous step of a request: the
+  ASGI handler pins each of a request thread's calls) the version is read once:
+  a message's key check and its routing snapshot read it in the same step.
 """
 
 from __future__ import annotations
@@ -48,18 +51,38 @@ def _bump_local() -> None:
 
 
 def config_version() -> int:
-    """The current configuration version, normally from the shared cache."""
+    """The current configuration version, normally from the shared cache; read once within
+    :func:`config_version_pinned`."""
     from common.models import ConfigVersion
 
+    pinned = getattr(_state, "pin", None)
+    if pinned:
+        return pinned[0]
     version = cache.get(CACHE_KEY)
     if version is None:
         version = ConfigVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
         cache.add(CACHE_KEY, version, CACHE_TIMEOUT_SECONDS)
+    if pinned is not None:
+        pinned.append(version)
     return version
+
+
+@contextmanager
+def config_version_pinned() -> Iterator[None]:
+    """Read the version at most once in this thread until the block ends (one short synchronous step, never a
+    whole process's life); a change this thread makes meanwhile lets the next read go to the cache again."""
+    outer = getattr(_state, "pin", None)
+    _state.pin = [] if outer is None else outer
+    try:
+        yield
+    finally:
+        _state.pin = outer
 
 
 def config_version_bump() -> None:
     """Record that configuration changed; batched inside :func:`config_batch`."""
+    if getattr(_state, "pin", None):
+        _state.pin.clear()  # read again, after this change
     if getattr(_state, "batch_depth", 0):
         _state.batch_dirty = True
         return

@@ -50,6 +50,7 @@ from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddl
 from django.urls import set_script_prefix
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
+from common.config_version import config_version_pinned
 from common.history import HistoryActorMiddleware as SyncHistoryActorMiddleware
 from common.outages import database_circuit
 from platform.errors import DatabaseCircuitMiddleware as SyncDatabaseCircuitMiddleware
@@ -232,7 +233,8 @@ def async_middleware(listed: list[str]) -> list[str]:
 
 class RequestThread(ThreadPoolExecutor):
     """A request's thread (one worker) that knows, after each call it ran, whether the thread holds anything of
-    the request's: an open database connection, or queries logged (``DEBUG``)."""
+    the request's: an open database connection, or queries logged (``DEBUG``). Within each call the routing
+    configuration's version is read once (:func:`common.config_version.config_version_pinned`)."""
 
     def __init__(self) -> None:
         super().__init__(max_workers=1, thread_name_prefix="request")
@@ -243,7 +245,8 @@ class RequestThread(ThreadPoolExecutor):
 
     def _run(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with config_version_pinned():  # a message's key check and routing read the version once
+                return fn(*args, **kwargs)
         finally:
             self.holds_connection = any(
                 connection.connection is not None or connection.queries_log

@@ -1,0 +1,44 @@
+"""The routing configuration's version (common/config_version.py): read from the shared cache, once per pinned step."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+
+from common.config_version import CACHE_KEY, config_version, config_version_bump, config_version_pinned
+
+pytestmark = pytest.mark.django_db
+
+
+def django_capture_on_commit():
+    """The bump publishes its number when its transaction commits; in a test's transaction, run it at once."""
+    from django.test import TestCase
+
+    return TestCase.captureOnCommitCallbacks(execute=True)
+
+
+def test_each_read_outside_a_pinned_step_sees_what_another_process_published():
+    before = config_version()
+    cache.set(CACHE_KEY, before + 100)  # another process's change, published
+
+    assert config_version() == before + 100
+
+
+def test_a_pinned_step_reads_the_version_once_and_the_next_step_reads_it_again():
+    before = config_version()
+
+    with config_version_pinned():
+        assert config_version() == before
+        cache.set(CACHE_KEY, before + 100)
+        assert config_version() == before  # the key check and the routing of one message agree
+    with config_version_pinned():
+        assert config_version() == before + 100
+
+
+def test_a_change_made_inside_a_pinned_step_is_read_after_it():
+    with config_version_pinned():
+        before = config_version()
+        with django_capture_on_commit():
+            config_version_bump()
+
+        assert config_version() > before
