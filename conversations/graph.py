@@ -55,6 +55,7 @@ from conversations.permissions import (
 )
 from conversations.records import (
     CountedAs,
+    HistoryEntry,
     LiveState,
     PartRecord,
     TurnRecord,
@@ -146,7 +147,7 @@ class Turn:
     state: str = ""
     active_agent: str = ""
     active_intent: str = ""
-    history: tuple[tuple[str, str], ...] = ()
+    history: tuple[HistoryEntry, ...] = ()
     vault: MaskVault = field(default_factory=MaskVault)
     sanitized_text: str = ""
     text_to_store: str = ""

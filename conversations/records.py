@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models.expressions import RawSQL
@@ -256,10 +256,16 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
     return updates
 
 
-def conversation_history(
-    conversation_pk: int, *, ended_at: dt.datetime | None, limit: int
-) -> tuple[tuple[str, str], ...]:
-    """The conversation's last ``limit`` user and assistant messages, oldest first, as ``(role, content)``.
+class HistoryEntry(NamedTuple):
+    """A stored message as the model's history holds it."""
+
+    role: str  # "user" or "assistant"
+    content: str
+    message_id: int | None = None  # the stored message's id (None: not one of this database's rows)
+
+
+def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, limit: int) -> tuple[HistoryEntry, ...]:
+    """The conversation's last ``limit`` user and assistant messages, oldest first, as :class:`HistoryEntry`.
 
     A session ended through the API (``ended_at``) starts afresh: earlier messages stay stored but out of the
     model's view. Written as SQL, as the ticket's take is: it runs on every message (README, Benchmarks).
@@ -271,13 +277,13 @@ def conversation_history(
         since = " AND created_at > %s"
         params.append(connection.ops.adapt_datetimefield_value(ended_at))
     statement = (
-        f"SELECT role, content FROM {table} WHERE conversation_id = %s AND role IN (%s, %s){since}"  # noqa: S608  # the model's table; values are parameters
+        f"SELECT role, content, id FROM {table} WHERE conversation_id = %s AND role IN (%s, %s){since}"  # noqa: S608  # the model's table; values are parameters
         " ORDER BY created_at DESC, id DESC LIMIT %s"
     )
     with statement_cursor() as cursor:
         cursor.execute(statement, [*params, limit])
         recent = cursor.fetchall()
-    return tuple((role, content) for role, content in reversed(recent))
+    return tuple(HistoryEntry(role, content, pk) for role, content, pk in reversed(recent))
 
 
 def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: CountedAs, ticket: int) -> TurnRows:

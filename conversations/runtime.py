@@ -17,8 +17,10 @@ recorded is masked again. Nothing here raises for a model or tool failure.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +58,8 @@ class SpecialistRequest:
     text: str
     intent: str = ""
     intent_description: str = ""
-    history: tuple[tuple[str, str], ...] = ()
+    # (role, content) or (role, content, stored message id): conversations.records.HistoryEntry, or a step's payload
+    history: tuple[tuple[Any, ...], ...] = ()
     context: dict[str, Any] = field(default_factory=dict)
     model_context: dict[str, Any] = field(default_factory=dict)
     tools: tuple[ToolSpec, ...] = ()
@@ -112,6 +115,29 @@ def tools_for_turn(
     a tool is enabled and needs permission is what the profile's version says (:meth:`ProfileSpec.authorised`)."""
     named = (all_tools[name] for name in intent_tools if name in specialist.allowed_tools and name in all_tools)
     return tuple(tool for tool in map(profile.authorised, named) if tool.enabled)
+
+
+# The model's objects of stored messages, by (id, role, content): a conversation's next turn in this process builds
+# only the messages stored since its last (each turn built all of its history anew, twenty pydantic objects, about
+# a twentieth of a turn's CPU). Never shared between conversations (the key is the stored row); the oldest go first.
+HISTORY_MESSAGES_KEPT = 8192
+_history_messages: dict[tuple[int, str, str], BaseMessage] = {}
+_history_lock = threading.Lock()
+
+
+def history_message(role: str, content: str, message_id: int | None = None) -> BaseMessage:
+    if message_id is None:
+        return HumanMessage(content) if role == "user" else AIMessage(content)
+    key = (message_id, role, content)
+    message = _history_messages.get(key)
+    if message is None:
+        message = HumanMessage(content) if role == "user" else AIMessage(content)
+        with _history_lock:
+            if len(_history_messages) >= HISTORY_MESSAGES_KEPT:
+                for oldest in list(itertools.islice(_history_messages, HISTORY_MESSAGES_KEPT // 4)):
+                    del _history_messages[oldest]
+            _history_messages[key] = message
+    return message
 
 
 def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
@@ -279,8 +305,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     runnable = model.bind_tools(definitions) if definitions else model
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
-    for role, content in request.history:
-        messages.append(HumanMessage(content) if role == "user" else AIMessage(content))
+    messages.extend(history_message(*entry) for entry in request.history)
     messages.extend(SystemMessage(note) for note in request.notes)
     messages.append(HumanMessage(request.text))
 

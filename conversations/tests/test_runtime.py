@@ -168,3 +168,29 @@ def test_the_request_context_reaches_the_model_with_the_tools(api, live_mcp, scr
 
     system = scripted_llm.requests[0]["messages"][0]["content"]
     assert "invoice_id" in system
+
+
+# -- the model's history ------------------------------------------------------------------
+
+
+def test_a_stored_message_becomes_one_model_message_for_the_turns_that_follow_never_for_another_conversation(
+    monkeypatch,
+):
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from conversations import runtime
+
+    first = runtime.history_message("user", "Minha fatura veio alta", 41)
+    answer = runtime.history_message("assistant", "Faturas (offline model): recebi.", 42)
+
+    assert isinstance(first, HumanMessage) and isinstance(answer, AIMessage)
+    assert runtime.history_message("user", "Minha fatura veio alta", 41) is first  # the next turn's history
+    assert runtime.history_message("user", "Minha fatura veio alta", 97) is not first  # another stored message
+    assert runtime.history_message("user", "texto mudado", 41).content == "texto mudado"  # the row's text decides
+    assert runtime.history_message("user", "sem id") is not runtime.history_message("user", "sem id")
+
+    monkeypatch.setattr(runtime, "HISTORY_MESSAGES_KEPT", 8)
+    for n in range(100):
+        runtime.history_message("user", f"m{n}", 1000 + n)
+    assert len(runtime._history_messages) <= 8
+    assert runtime.history_message("user", "m99", 1099) is runtime.history_message("user", "m99", 1099)
