@@ -257,6 +257,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "common.errors.exception_handler",
     # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
     "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
+    # DRF's, encoding with orjson (common/renderers.py); the browsable API as DRF has it.
+    "DEFAULT_RENDERER_CLASSES": ["common.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
     "UNAUTHENTICATED_USER": None,
     # Per API key or staff user, in the shared cache; the rates are the API_*_RATE_PER_KEY settings below.
     "DEFAULT_THROTTLE_CLASSES": ["tenants.throttles.ApiRateThrottle"],

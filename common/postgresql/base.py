@@ -39,6 +39,9 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader
 from django.db.backends.utils import CursorWrapper
 from psycopg import _queries
 from psycopg.pq import Format
+from psycopg.types.json import Jsonb
+
+from common import fastjson
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +111,13 @@ class BoundCursor(base.ServerBindingCursor):
 
 class DatabaseOperations(operations.DatabaseOperations):
     compiler_module = "common.postgresql.compiler"  # a turn's few rows inserted as VALUES (see there)
+
+    def adapt_json_value(self, value: Any, encoder: Any) -> Any:
+        """A ``jsonb`` value encoded by orjson (:mod:`common.fastjson`) unless its field names an encoder: a turn
+        stores its metadata twice. PostgreSQL keeps ``jsonb`` parsed, so the stored value is the same."""
+        if encoder is not None:
+            return super().adapt_json_value(value, encoder)
+        return Jsonb(value, dumps=fastjson.dumps)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
