@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
@@ -26,6 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chat.asyncapi import AsyncAPIView
 from chat.drafts import draft_apply
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.idempotency import idempotent, refuse_on_streams

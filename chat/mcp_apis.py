@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
 from agents.mcp import Endpoint, tool_call
+from chat.asyncapi import AsyncAPIView
 from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses
 from routing import snapshot

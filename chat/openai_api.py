@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-from adrf.views import APIView as AsyncAPIView
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -41,6 +40,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
+from chat.asyncapi import AsyncAPIView
 from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
 from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY

@@ -203,7 +203,7 @@ def test_requests_one_after_another_run_their_database_work_on_a_reused_thread_o
     assert not seen[0].startswith("request")
 
 
-def test_a_message_crosses_to_its_thread_three_times_and_its_answer_is_rendered_in_the_event_loop(
+def test_a_message_crosses_to_its_thread_three_times_never_back_and_its_answer_is_rendered_in_the_event_loop(
     tenant_key, telecom, monkeypatch
 ):
     """The crossings of a message served by the ASGI application, counted (README, Benchmarks: each costs about
@@ -212,16 +212,22 @@ def test_a_message_crosses_to_its_thread_three_times_and_its_answer_is_rendered_
     holds no connection for their receivers to close. The JSON is encoded in the event loop."""
     import threading
 
-    from asgiref.sync import SyncToAsync
-    from rest_framework.renderers import JSONRenderer
+    from asgiref.sync import AsyncToSync, SyncToAsync
+
+    from common.renderers import JSONRenderer
 
     crossings: list[str] = []
+    back_to_the_loop: list[str] = []
     rendered_on: list[str] = []
-    cross, render = SyncToAsync.__call__, JSONRenderer.render
+    cross, cross_back, render = SyncToAsync.__call__, AsyncToSync.__call__, JSONRenderer.render
 
     async def counted(self, *args, **kwargs):
         crossings.append(getattr(self.func, "__qualname__", repr(self.func)))
         return await cross(self, *args, **kwargs)
+
+    def counted_back(self, *args, **kwargs):
+        back_to_the_loop.append(getattr(self.awaitable, "__qualname__", repr(self.awaitable)))
+        return cross_back(self, *args, **kwargs)
 
     def spied(self, *args, **kwargs):
         rendered_on.append(threading.current_thread().name)
@@ -230,6 +236,7 @@ def test_a_message_crosses_to_its_thread_three_times_and_its_answer_is_rendered_
     authorization = f"Bearer {tenant_key.raw}"
     assert message_sent(authorization=authorization, cookie=b"")["status"] == 200  # the conversation exists now
     monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    monkeypatch.setattr(AsyncToSync, "__call__", counted_back)
     monkeypatch.setattr(JSONRenderer, "render", spied)
 
     response = message_sent(authorization=authorization, cookie=b"")
@@ -238,6 +245,7 @@ def test_a_message_crosses_to_its_thread_three_times_and_its_answer_is_rendered_
     assert json.loads(response["body"])["agent"] == "billing_agent"
     served_by_the_app = [name for name in crossings if name != "BaseConnectionHandler.close_all"]  # run()'s own
     assert served_by_the_app == ["MessageApi.initial", "_start", "_persist"], crossings
+    assert back_to_the_loop == []  # adrf's checks went back to the event loop for throttles, though ours are sync
     assert rendered_on == [threading.main_thread().name]
 
 
