@@ -32,6 +32,16 @@ def statement_cursor(*, using: str = DEFAULT_DB_ALIAS) -> CursorWrapper:
 
 
 @dataclass(frozen=True)
+class SqlValue:
+    """A column's value written as SQL in the ``INSERT`` (with its own parameters): how a row points at a row that
+    an earlier part of the same statement inserts. Cheaper than an expression (``RawSQL`` builds a model field
+    and takes the query compiler), for a statement built on every message."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
 class _InsertShape:
     """What every ``INSERT`` of one model's new rows shares."""
 
@@ -70,9 +80,9 @@ def _shape(model: type[Model], using: str) -> _InsertShape:
 def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) -> tuple[str, list[Any]]:
     """``(sql, params)`` of the ``INSERT … RETURNING`` that ``bulk_create(objs)`` sends for new rows of one model.
 
-    Nothing is sent. A field may hold an expression (``RawSQL``), compiled in place as ``save()`` would: how a
-    row points at a row inserted by an earlier part of the same statement. Related objects are not read: set
-    the ``…_id`` attributes. Hand what the statement returns to :func:`inserted`.
+    Nothing is sent. A field may hold a :class:`SqlValue`, written in place, or an expression (``RawSQL``),
+    compiled in place as ``save()`` would. Related objects are not read: set the ``…_id`` attributes. Hand what the
+    statement returns to :func:`inserted`.
     """
     model = type(objs[0])
     shape = _shape(model, using)
@@ -84,7 +94,10 @@ def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) ->
         placeholders = []
         for field in shape.fields:
             value = field.pre_save(obj, add=True)
-            if hasattr(value, "resolve_expression"):
+            if isinstance(value, SqlValue):
+                placeholders.append(value.sql)
+                params.extend(value.params)
+            elif hasattr(value, "resolve_expression"):
                 if compiler is None:
                     compiler = sql.InsertQuery(model).get_compiler(using=using)
                 placeholder, values = compiler.compile(compiler.prepare_value(field, value))

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models.expressions import RawSQL
 
-from common.statements import insert_statement, inserted, statement_cursor
+from common.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
 from conversations.goal_records import goal_rows_create
 from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
@@ -354,7 +353,7 @@ def _turn_statement(
     if rows.decision is not None:
         # The user's message is the first row of m, so the least id: a sequence numbers rows as they are inserted.
         least = f"(SELECT min({message_pk}) FROM m)"  # noqa: S608  # the model's names
-        rows.decision.message_id = RawSQL(least, ())  # noqa: S611  # no values
+        rows.decision.message_id = SqlValue(least)  # type: ignore[assignment]  # written in the statement
         sql, params = insert_statement([rows.decision])
         parts.append(f"d AS ({sql})")
         values += params

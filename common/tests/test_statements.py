@@ -85,3 +85,18 @@ def test_an_expression_is_compiled_in_place_of_a_value(conversation):
 def test_returned_rows_that_do_not_match_the_objects_are_refused(conversation):
     with pytest.raises(ValueError):
         inserted(messages(conversation), [(1,)])
+
+
+def test_a_value_written_as_sql_goes_into_the_statement_with_its_parameters(conversation):
+    from common.statements import SqlValue
+
+    obj = Message(conversation_id=conversation.pk, role="user", content="x")
+    obj.content = SqlValue("upper(%s)", ("written",))
+
+    sql, params = insert_statement([obj])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted([obj], cursor.fetchall())
+
+    assert "upper(%s)" in sql and "written" in params
+    assert Message.objects.get(pk=obj.pk).content == "WRITTEN"
