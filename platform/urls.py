@@ -8,14 +8,16 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+# The routes that run a turn come first: Django tries the patterns in order, and every message is resolved (the
+# analytics' routes, mounted at the root, were a dozen patterns tried before them). No two patterns overlap.
 urlpatterns = [
+    path("api/", include("chat.urls")),
+    path("v1/", include("chat.openai_urls")),
     path("admin/", admin.site.urls),
     path("", include("analytics.urls")),  # the dashboard at analytics/, its API at api/analytics/
     path("chat/", include("chat.page_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("api/", include("chat.urls")),
-    path("v1/", include("chat.openai_urls")),
 ]
 
 handler400 = "platform.errors.bad_request"
