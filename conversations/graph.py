@@ -165,6 +165,7 @@ class Turn:
     trace: list[dict[str, Any]] = field(default_factory=list)
     conversation_pk: int = 0  # set when the turn takes its ticket
     ticket: int = 0
+    ready: bool = False  # its ticket's turn had come when it was taken (the conversation was read with it)
     answer_message_id: int | None = None  # the stored answer's id, set by persist (what feedback names)
     stored_metadata: dict[str, Any] | None = None  # the answer's metadata as persist stored it
     # The conversation's live state as loaded, changed by the turn, written back by persist.
@@ -826,15 +827,21 @@ def stored_user_id(data: TurnInput) -> str:
 
 def _start(turn: Turn) -> bool:
     """Take the message's ticket; when no earlier message is being answered, read the conversation at once
-    (one trip to the database thread, one connection). ``False`` when the turn must wait for its ticket."""
+    (one trip to the database thread, one connection). ``False`` when the turn must wait for its ticket. A ticket
+    taken for a conversation that could not be read is handed on before the error goes up."""
     data = turn.input
     try:
         turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
             conversation_key=data.conversation_key, defaults=conversation_defaults(data)
         )
         if state is not None:
-            _load_conversation(turn, state)
-        return state is not None
+            try:
+                _load_conversation(turn, state)
+            except BaseException:
+                ordering.ticket_release(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+                raise
+        turn.ready = state is not None
+        return turn.ready
     finally:
         if not connection.in_atomic_block:
             connection.close()
@@ -1057,18 +1064,40 @@ async def turns_finished() -> None:
         await asyncio.gather(*list(_DETACHED), return_exceptions=True)
 
 
-async def run_turn(data: TurnInput) -> TurnResult:
-    """Run one user message through the graph and persist it; never raises for model failures."""
+def _turn_new(data: TurnInput) -> Turn:
     mode = "single_agent" if data.single_agent else data.profile.effective_mode
-    turn = Turn(input=data, mode=mode, context=dict(data.context))
-    # The ticket is taken in a thread that a cancellation cannot stop: a request cancelled meanwhile gives
-    # the ticket up once it has been taken (see conversations.ordering for who hands a ticket on).
-    start = asyncio.ensure_future(sync_to_async(_start)(turn))
-    try:
-        ready = await asyncio.shield(start)
-    except asyncio.CancelledError:
-        start.add_done_callback(lambda task: _abandon_taken(task, turn))
-        raise
+    return Turn(input=data, mode=mode, context=dict(data.context))
+
+
+def turn_begin(data: TurnInput) -> Turn:
+    """A turn with its ticket taken and, when its turn has come, its conversation read (sync: on the database
+    thread, one connection given back). For a face that has a trip to that thread to make anyway: it hands the
+    turn to :func:`run_turn`, or, if it never will (its request was cancelled), to :func:`turn_abandon`."""
+    turn = _turn_new(data)
+    _start(turn)
+    return turn
+
+
+def turn_abandon(turn: Turn) -> None:
+    """Hand on the ticket of a begun turn that will not run, as soon as its turn comes (from the background)."""
+    ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+
+
+async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
+    """Run one user message through the graph and persist it; never raises for model failures. ``begun``: the
+    turn :func:`turn_begin` started for ``data``."""
+    if begun is None:
+        turn = _turn_new(data)
+        # The ticket is taken in a thread that a cancellation cannot stop: a request cancelled meanwhile gives
+        # the ticket up once it has been taken (see conversations.ordering for who hands a ticket on).
+        start = asyncio.ensure_future(sync_to_async(_start)(turn))
+        try:
+            ready = await asyncio.shield(start)
+        except asyncio.CancelledError:
+            start.add_done_callback(lambda task: _abandon_taken(task, turn))
+            raise
+    else:
+        turn, ready = begun, begun.ready
     handed_on = False
     try:
         if not ready:

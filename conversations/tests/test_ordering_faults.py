@@ -167,3 +167,33 @@ def test_a_ticket_abandoned_behind_a_running_turn_waits_for_its_turn_before_movi
     ordering.ticket_release(conversation_pk=pk, ticket=running)
     wait_for(lambda: ordering.ticket_ready(conversation_pk=pk, ticket=last))
     assert tickets("queue") == (3, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_that_took_its_ticket_but_could_not_read_its_conversation_hands_the_ticket_on(
+    tenant, telecom, settings, monkeypatch
+):
+    """The ticket is taken, then reading the conversation's history fails: the next message must not wait for the
+    failed one's lease."""
+    from django.db import OperationalError
+
+    from conversations import graph
+
+    settings.CONVERSATION_TURN_LEASE_SECONDS = 300
+    read = graph.conversation_history
+
+    def failing_once(*args, **kwargs):
+        monkeypatch.setattr(graph, "conversation_history", read)
+        raise OperationalError("the history could not be read")
+
+    asyncio.run(run_turn(message(tenant, "m1 minha fatura", "unread")))
+    monkeypatch.setattr(graph, "conversation_history", failing_once)
+
+    with pytest.raises(OperationalError):
+        asyncio.run(run_turn(message(tenant, "m2 minha fatura de novo", "unread")))
+
+    wait_for(lambda: tickets("unread") == (2, 2))
+    started = time.monotonic()
+    asyncio.run(run_turn(message(tenant, "m3 e agora", "unread")))
+    assert time.monotonic() - started < PROMPTLY_SECONDS
+    assert tickets("unread") == (3, 3)
