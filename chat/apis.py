@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from inspect import iscoroutinefunction
 from typing import Any, ClassVar
 
 from asgiref.sync import sync_to_async
@@ -28,7 +29,7 @@ from rest_framework.views import APIView
 from chat.asyncapi import AsyncAPIView
 from chat.drafts import draft_apply
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
-from chat.idempotency import idempotent, refuse_on_streams
+from chat.idempotency import idempotency_key, idempotent, refuse_on_streams
 from chat.intake import (
     KnownFieldsSerializer,
     MessageInputSerializer,
@@ -40,7 +41,7 @@ from chat.intake import (
 from chat.permissions import IsDebugClient, IsPreviewClient
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
 from conversations.feedback import feedback_give
-from conversations.graph import TurnInput, run_turn, turn_detach
+from conversations.graph import Turn, TurnInput, run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
     conversation_get,
@@ -101,16 +102,47 @@ class MessageApi(AsyncAPIView):
     streams: ClassVar[bool] = False  # Server-Sent Events: an Idempotency-Key is refused (a stream is not replayed)
     throttle_scope = "messages"  # tenants/throttles.py: the rate of the routes that run a turn
     turn_input: TurnInput
+    begun: Turn | None = None  # the turn started with the checks (its ticket taken), for run_turn
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        """DRF's checks (authentication, permissions, throttles), then the message read into the engine's input:
-        one trip to the request's thread for both, since adrf runs ``initial`` there and the intake reads the
-        database (the tenant, a staff session's rights). Only a POST carries a message."""
+        """DRF's checks (authentication, permissions, throttles), the message read into the engine's input, and
+        the turn started (its ticket taken, its conversation read): one trip to the request's thread for all,
+        since adrf runs ``initial`` there and each reads the database. Only a POST carries a message. A request
+        with an ``Idempotency-Key`` starts its turn later, if its key has no stored answer."""
         super().initial(request, *args, **kwargs)
         if request.method == "POST":
             if self.streams:
                 refuse_on_streams(request)
             self.turn_input = message_intake(principal=request.user, data=request.data, route=self.route)
+            if not self.streams and idempotency_key(request) is None:
+                self.begun = turn_begin(self.turn_input)
+
+    async def async_dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        """adrf's dispatch, with the trip for :meth:`initial` shielded from a client that goes away: a turn it
+        started holds the conversation's ticket, which is then handed on (:func:`turn_abandon`)."""
+        self.args, self.kwargs = args, kwargs
+        request = self.initialize_request(request, *args, **kwargs)
+        self.request = request
+        self.headers = self.default_response_headers
+        try:
+            checked = asyncio.ensure_future(sync_to_async(self.initial)(request, *args, **kwargs))
+            try:
+                await asyncio.shield(checked)
+            except asyncio.CancelledError:
+                checked.add_done_callback(self._begun_abandon)
+                raise
+            method = (request.method or "").lower()
+            handler: Any = getattr(self, method, self.http_method_not_allowed)
+            if method not in self.http_method_names:
+                handler = self.http_method_not_allowed
+            if iscoroutinefunction(handler):
+                response = await handler(request, *args, **kwargs)
+            else:
+                response = await sync_to_async(handler)(request, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 — DRF's own handling, as adrf's dispatch
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(request, response, *args, **kwargs)
+        return self.response
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         response = super().finalize_response(request, response, *args, **kwargs)
@@ -118,11 +150,15 @@ class MessageApi(AsyncAPIView):
             rendered_in_loop(response)
         return response
 
+    def _begun_abandon(self, _checked: asyncio.Future[Any]) -> None:
+        if self.begun is not None:
+            turn_abandon(self.begun)
+
     async def answer(self, request: Request) -> Response:
-        turn_input = self.turn_input
+        turn_input, begun = self.turn_input, self.begun
 
         async def answered() -> dict[str, Any]:
-            return (await run_turn(turn_input)).as_dict()
+            return (await run_turn(turn_input, begun=begun)).as_dict()
 
         # An Idempotency-Key makes a retry get the stored answer instead of a second turn (chat/idempotency.py).
         return await idempotent(request, tenant_pk=turn_input.tenant_pk, answer=answered)

@@ -203,13 +203,14 @@ def test_requests_one_after_another_run_their_database_work_on_a_reused_thread_o
     assert not seen[0].startswith("request")
 
 
-def test_a_message_crosses_to_its_thread_three_times_never_back_and_its_answer_is_rendered_in_the_event_loop(
+def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rendered_in_the_event_loop(
     tenant_key, telecom, monkeypatch
 ):
     """The crossings of a message served by the ASGI application, counted (README, Benchmarks: each costs about
-    a tenth of a millisecond of CPU): DRF's checks with the message's intake, the ticket with the history, the
-    turn's write. Django's request_started and request_finished are sent in the event loop: the request's thread
-    holds no connection for their receivers to close. The JSON is encoded in the event loop."""
+    a tenth of a millisecond of CPU): DRF's checks with the message's intake and the turn's start (its ticket,
+    the conversation's state and history), then the turn's write. Django's request_started and request_finished
+    are sent in the event loop: the request's thread holds no connection for their receivers to close. The JSON
+    is encoded in the event loop."""
     import threading
 
     from asgiref.sync import AsyncToSync, SyncToAsync
@@ -244,7 +245,7 @@ def test_a_message_crosses_to_its_thread_three_times_never_back_and_its_answer_i
     assert response["status"] == 200
     assert json.loads(response["body"])["agent"] == "billing_agent"
     served_by_the_app = [name for name in crossings if name != "BaseConnectionHandler.close_all"]  # run()'s own
-    assert served_by_the_app == ["MessageApi.initial", "_start", "_persist"], crossings
+    assert served_by_the_app == ["MessageApi.initial", "_persist"], crossings
     assert back_to_the_loop == []  # adrf's checks went back to the event loop for throttles, though ours are sync
     assert rendered_on == [threading.main_thread().name]
 
@@ -327,3 +328,62 @@ def test_an_admin_change_served_by_the_asgi_application_names_its_editor_and_add
     assert entry.actor == staff_user
     assert entry.remote_addr == "203.0.113.9"
     assert entry.cid == "edit-42"
+
+
+def test_a_client_that_leaves_while_its_message_is_checked_does_not_hold_the_conversation(
+    tenant_key, telecom, settings, monkeypatch
+):
+    """The checks of a message take its ticket (chat/apis.py, MessageApi.initial); a client that disconnects
+    meanwhile gets its request cancelled, and the ticket is handed on: the next message does not wait for the
+    lease."""
+    import threading
+    import time
+
+    from chat import apis
+    from conversations.models import Conversation, Message
+
+    settings.CONVERSATION_TURN_LEASE_SECONDS = 300
+    began, go_on = threading.Event(), threading.Event()
+    begin = apis.turn_begin
+
+    def held_up(data):
+        turn = begin(data)  # the ticket is taken
+        began.set()
+        go_on.wait(10)
+        return turn
+
+    monkeypatch.setattr(apis, "turn_begin", held_up)
+    body = json.dumps({**MESSAGE, "payload": {**MESSAGE["payload"], "session_id": "left"}}).encode()
+    headers = [
+        (b"host", b"testserver"),
+        (b"content-type", b"application/json"),
+        (b"authorization", f"Bearer {tenant_key.raw}".encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+
+    async def leave() -> None:
+        scope = {"type": "http", "http_version": "1.1", "method": "POST", "path": "/api/gateway/message"}
+        communicator = ApplicationCommunicator(
+            django_asgi_app, {**scope, "headers": headers, "query_string": b"", "client": ("127.0.0.1", 1)}
+        )
+        await communicator.send_input({"type": "http.request", "body": body})
+        await asyncio.get_running_loop().run_in_executor(None, began.wait, 10)
+        await communicator.send_input({"type": "http.disconnect"})
+        await asyncio.sleep(0.3)  # the handler cancels the view while the checks still run
+        go_on.set()
+        await communicator.wait(timeout=10)
+
+    run(leave())
+    monkeypatch.setattr(apis, "turn_begin", begin)
+
+    deadline = time.monotonic() + 20
+    while True:
+        row = Conversation.objects.values("turn_tickets_issued", "turn_tickets_done").get(session_id="left")
+        if row["turn_tickets_done"] == row["turn_tickets_issued"] == 1:
+            break  # handed on
+        assert time.monotonic() < deadline, row
+        time.sleep(0.05)
+    assert not Message.objects.filter(conversation__session_id="left").exists()  # without a turn: it was cancelled
+    answered = served("POST", "/api/gateway/message", body=body, headers=headers[1:3])
+    assert answered["status"] == 200, answered["body"]
+    assert json.loads(answered["body"])["metadata"]["turn"] == 2  # the conversation's next message, at once
