@@ -61,6 +61,8 @@ from conversations.records import (
     TurnRecord,
     conversation_history,
     conversation_turn_record,
+    history_parse,
+    history_read,
 )
 from conversations.runtime import (
     STATUS_PERMISSION_REQUIRED,
@@ -832,7 +834,11 @@ def _start(turn: Turn) -> bool:
     data = turn.input
     try:
         turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
-            conversation_key=data.conversation_key, defaults=conversation_defaults(data)
+            conversation_key=data.conversation_key,
+            defaults=conversation_defaults(data),
+            and_read=history_read(
+                conversation=ordering.conversation_table(), limit=settings.CONVERSATION_HISTORY_LIMIT
+            ),
         )
         if state is not None:
             try:
@@ -873,9 +879,12 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]
         _rollout_serve(turn)
-        turn.history = conversation_history(
-            turn.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
-        )
+        if ordering.READ in state:  # the ticket's statement brought it
+            turn.history = history_parse(state[ordering.READ])
+        else:
+            turn.history = conversation_history(
+                turn.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
+            )
     finally:
         if not connection.in_atomic_block:
             connection.close()

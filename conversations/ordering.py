@@ -91,14 +91,20 @@ JSON_COLUMNS = frozenset(
 )
 
 
-def _take_sql() -> str:
-    """The ticket statement; the table and column names are the model's own constants, values are parameters."""
-    table = connection.ops.quote_name(Conversation._meta.db_table)
+def conversation_table() -> str:
+    """The conversation's table, quoted: what a caller's extra read (:func:`ticket_take`'s ``and_read``) names."""
+    return connection.ops.quote_name(Conversation._meta.db_table)
+
+
+def _take_sql(and_read: str = "") -> str:
+    """The ticket statement; the table and column names are the model's own constants, values are parameters.
+    ``and_read``: an expression returned too when the ticket's turn has come (``NULL`` otherwise)."""
+    ready = f", CASE WHEN turn_tickets_done = turn_tickets_issued - 1 THEN {and_read} END" if and_read else ""
     return (
-        f"UPDATE {table} SET turn_tickets_issued = turn_tickets_issued + 1, "  # noqa: S608
+        f"UPDATE {conversation_table()} SET turn_tickets_issued = turn_tickets_issued + 1, "  # noqa: S608
         "turn_started_at = CASE WHEN turn_tickets_done = turn_tickets_issued THEN %s ELSE turn_started_at END "
         "WHERE conversation_key = %s "
-        f"RETURNING id, turn_tickets_issued, turn_tickets_done, {', '.join(STATE_COLUMNS)}"
+        f"RETURNING id, turn_tickets_issued, turn_tickets_done, {', '.join(STATE_COLUMNS)}{ready}"
     )
 
 
@@ -116,15 +122,19 @@ def _json_value(column: str, value: Any) -> Any:
     return field.from_db_value(value, None, connection)  # type: ignore[arg-type]  # no expression to pass
 
 
-def _take(conversation_key: str) -> tuple[int, int, bool, dict[str, Any]] | None:
+def _take(
+    conversation_key: str, and_read: tuple[str, list[Any]] | None = None
+) -> tuple[int, int, bool, dict[str, Any]] | None:
     now = connection.ops.adapt_datetimefield_value(timezone.now())
+    read_sql, read_params = and_read or ("", [])
     with statement_cursor() as cursor:
         # One statement: the row is locked only while it runs. SET reads the old values on both backends.
-        cursor.execute(_take_sql(), [now, conversation_key])
+        cursor.execute(_take_sql(read_sql), [now, conversation_key, *read_params])
         row = cursor.fetchone()
     if row is None:
         return None
     pk, issued, done, *values = row
+    read = values.pop() if and_read else None
     state = {
         column: _json_value(column, value) if column in JSON_COLUMNS else value
         for column, value in zip(STATE_COLUMNS, values, strict=True)
@@ -132,21 +142,31 @@ def _take(conversation_key: str) -> tuple[int, int, bool, dict[str, Any]] | None
     state["created_at"] = _aware(state["created_at"])
     if state["ended_at"] is not None:
         state["ended_at"] = _aware(state["ended_at"])
+    if and_read:
+        state[READ] = read
     ticket = issued - 1
     return pk, ticket, done == ticket, state
 
 
-def ticket_take(*, conversation_key: str, defaults: dict) -> tuple[int, int, dict[str, Any] | None]:
+# The key of ``state`` that holds what the caller's ``and_read`` returned.
+READ = "read"
+
+
+def ticket_take(
+    *, conversation_key: str, defaults: dict, and_read: tuple[str, list[Any]] | None = None
+) -> tuple[int, int, dict[str, Any] | None]:
     """``(conversation pk, ticket, state)``; ``state`` is the conversation's when the turn may run at once,
     ``None`` when earlier messages are still being answered (wait with :func:`ticket_wait`, then read it).
 
-    The conversation is created on its first message. The connection stays open so the caller can read
-    on with it (the graph reads the history in the same trip to the database thread); the caller gives it back.
+    ``and_read``: ``(sql, params)`` of an expression over the conversation's row (:func:`conversation_table`)
+    evaluated in the same statement when the turn may run at once, its value in ``state[READ]`` (the graph reads
+    the conversation's history so: one round trip). The conversation is created on its first message. The
+    connection stays open so the caller can read on with it; the caller gives it back.
     """
-    taken = _take(conversation_key)
+    taken = _take(conversation_key, and_read)
     if taken is None:
         Conversation.objects.get_or_create(conversation_key=conversation_key, defaults=defaults)
-        taken = _take(conversation_key)
+        taken = _take(conversation_key, and_read)
         assert taken is not None  # the row exists now
     pk, ticket, ready, state = taken
     return pk, ticket, state if ready else None

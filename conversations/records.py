@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import orjson
 from django.db import connection, transaction
 
 from common.statements import SqlValue, insert_statement, inserted, statement_cursor
@@ -283,6 +284,28 @@ def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, 
         cursor.execute(statement, [*params, limit])
         recent = cursor.fetchall()
     return tuple(HistoryEntry(role, content, pk) for role, content, pk in reversed(recent))
+
+
+def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | None:
+    """``(sql, params)`` of the conversation's history (as :func:`conversation_history` reads it) as one JSON text, for
+    a statement over the conversation's row (``conversation``: its table, quoted): how the ticket's statement brings
+    the history along (:func:`conversations.ordering.ticket_take`). ``None`` where the database has no JSON
+    aggregate of the kind (SQLite, the quick start: the history is then read on its own)."""
+    if connection.vendor != "postgresql":
+        return None
+    table = connection.ops.quote_name(Message._meta.db_table)
+    sql = (
+        "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id)::text FROM "  # noqa: S608  # the model's names; values are parameters
+        f"(SELECT role, content, id, created_at FROM {table} WHERE conversation_id = {conversation}.id"
+        f" AND role IN (%s, %s) AND ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
+        " ORDER BY created_at DESC, id DESC LIMIT %s) h)"
+    )
+    return sql, [MessageRole.USER.value, MessageRole.ASSISTANT.value, limit]
+
+
+def history_parse(read: str | None) -> tuple[HistoryEntry, ...]:
+    """The history :func:`history_read` brought, oldest first."""
+    return tuple(HistoryEntry(role, content, pk) for role, content, pk in orjson.loads(read)) if read else ()
 
 
 def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: CountedAs, ticket: int) -> TurnRows:

@@ -122,6 +122,25 @@ def test_the_conversation_history_reaches_the_model(api, telecom, scripted_llm):
     ]
 
 
+def test_the_model_sees_the_last_messages_of_the_history_oldest_first_and_none_from_before_the_session_ended(
+    api, telecom, scripted_llm, settings
+):
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    for n in range(1, 5):
+        scripted_llm.reply(f"Resposta {n}.")
+        send(api, f"Pergunta {n}")
+
+    history = [m["content"] for m in scripted_llm.requests[-1]["messages"][1:]]
+    assert history == ["Pergunta 2", "Resposta 2.", "Pergunta 3", "Resposta 3.", "Pergunta 4"]
+
+    key = send(api, "Pergunta 5").json()["conversation_key"]
+    assert api.delete(f"/api/sessions/{key}").status_code == 200  # the session ends: the next message starts afresh
+    scripted_llm.reply("Do zero.")
+    send(api, "Recomeço")
+
+    assert [m["content"] for m in scripted_llm.requests[-1]["messages"][1:]] == ["Recomeço"]
+
+
 def test_a_model_server_error_gives_a_graceful_answer_and_a_recorded_error(api, telecom, scripted_llm):
     scripted_llm.reply_error(500)
 

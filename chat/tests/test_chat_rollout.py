@@ -169,7 +169,7 @@ def test_the_flag_costs_no_query_beyond_the_gateways(api, supervised, django_ass
     rollout(percentage=100)
     answer(api, "Minha fatura veio alta", "warm-user")
     # the same budget as POST /api/gateway/message (chat/tests/test_api.py): the flag is in the snapshot.
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(2):
         answer(api, "Minha fatura veio alta de novo", "warm-user")
 
 

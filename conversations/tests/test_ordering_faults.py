@@ -173,21 +173,21 @@ def test_a_ticket_abandoned_behind_a_running_turn_waits_for_its_turn_before_movi
 def test_a_turn_that_took_its_ticket_but_could_not_read_its_conversation_hands_the_ticket_on(
     tenant, telecom, settings, monkeypatch
 ):
-    """The ticket is taken, then reading the conversation's history fails: the next message must not wait for the
-    failed one's lease."""
+    """The ticket is taken, then reading what it brought of the conversation fails: the next message must not wait
+    for the failed one's lease."""
     from django.db import OperationalError
 
     from conversations import graph
 
     settings.CONVERSATION_TURN_LEASE_SECONDS = 300
-    read = graph.conversation_history
+    parse = graph.history_parse
 
     def failing_once(*args, **kwargs):
-        monkeypatch.setattr(graph, "conversation_history", read)
+        monkeypatch.setattr(graph, "history_parse", parse)
         raise OperationalError("the history could not be read")
 
     asyncio.run(run_turn(message(tenant, "m1 minha fatura", "unread")))
-    monkeypatch.setattr(graph, "conversation_history", failing_once)
+    monkeypatch.setattr(graph, "history_parse", failing_once)
 
     with pytest.raises(OperationalError):
         asyncio.run(run_turn(message(tenant, "m2 minha fatura de novo", "unread")))
