@@ -134,7 +134,8 @@ def history_message(role: str, content: str, message_id: int | None = None) -> B
         message = HumanMessage(content) if role == "user" else AIMessage(content)
         with _history_lock:
             if len(_history_messages) >= HISTORY_MESSAGES_KEPT:
-                for oldest in list(itertools.islice(_history_messages, HISTORY_MESSAGES_KEPT // 4)):
+                over = len(_history_messages) - HISTORY_MESSAGES_KEPT + HISTORY_MESSAGES_KEPT // 4 + 1
+                for oldest in list(itertools.islice(_history_messages, over)):
                     del _history_messages[oldest]
             _history_messages[key] = message
     return message

@@ -189,6 +189,8 @@ def test_a_stored_message_becomes_one_model_message_for_the_turns_that_follow_ne
     assert runtime.history_message("user", "texto mudado", 41).content == "texto mudado"  # the row's text decides
     assert runtime.history_message("user", "sem id") is not runtime.history_message("user", "sem id")
 
+    for n in range(300):  # the process's earlier turns left more than the bound below
+        runtime.history_message("assistant", f"earlier {n}", 500 + n)
     monkeypatch.setattr(runtime, "HISTORY_MESSAGES_KEPT", 8)
     for n in range(100):
         runtime.history_message("user", f"m{n}", 1000 + n)
