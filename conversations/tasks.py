@@ -37,12 +37,15 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 def _warm(**_kwargs: object) -> None:
     """The language model (the offline model and the judge read languages) and the compiled routing loaded in the
     worker's main process before its pool forks, so every child has them from its first step (platform/asgi.py does
-    the same for the web)."""
+    the same for the web). What they loaded is then frozen out of the collector's full passes (common/heap.py),
+    which also spares the children copies of the pages a collection would write."""
+    from common.heap import heap_settle
     from common.language import language_model_warm
     from routing.snapshot import snapshot_warm
 
     language_model_warm()
     snapshot_warm()
+    heap_settle()
 
 
 # The name predates the move from routing/ and stays: steps queued before a deploy still find their task.

@@ -71,9 +71,11 @@ def worker(host: str, port: int, access_log: bool) -> None:
     # seconds its start takes (each worker's first message compiled the routing: half a second of CPU, every
     # worker at once after a deploy), while the others answer.
     config.load()
+    from common.heap import heap_settle
     from routing.snapshot import snapshot_warm
 
     snapshot_warm()
+    heap_settle()  # what the start loaded stays out of the collector's full passes (common/heap.py)
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
 
