@@ -112,7 +112,7 @@ def _date(params: Mapping[str, Any], name: str, errors: dict[str, list[str]]) ->
 
 
 def _whole_number(raw: str, low: int, high: int) -> int | None:
-    if not raw.isdigit():  # refuses signs, decimals and words alike
+    if not (raw.isascii() and raw.isdigit()):  # refuses signs, decimals, words and digits like "¹" alike
         return None
     value = int(raw)
     return value if low <= value <= high else None

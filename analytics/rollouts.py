@@ -195,7 +195,7 @@ def slices_parse(params: Any) -> int:
     raw = raw.strip() if isinstance(raw, str) else ""
     if not raw:
         return DEFAULT_SLICES
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SLICES:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_SLICES:
         raise DomainError(ERROR_SLICES, fields={"slices": [ERROR_SLICES]})
     return int(raw)
 

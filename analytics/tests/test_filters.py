@@ -30,6 +30,7 @@ pytestmark = pytest.mark.django_db
         ("handoffs", {"days": "367"}, "days", ERROR_DAYS),
         ("handoffs", {"days": "-3"}, "days", ERROR_DAYS),
         ("handoffs", {"days": "thirty"}, "days", ERROR_DAYS),
+        ("handoffs", {"days": "³"}, "days", ERROR_DAYS),  # a digit to str.isdigit, not to int (was a 500)
         ("handoffs", {"days": "7", "start": "2026-01-01"}, "days", ERROR_DAYS_WITH_DATES),
         ("handoffs", {"start": "2026-13-01"}, "start", ERROR_DATE),
         ("handoffs", {"end": "yesterday"}, "end", ERROR_DATE),
@@ -43,6 +44,7 @@ pytestmark = pytest.mark.django_db
         ("handoffs/timeline", {"bucket": "hour", "days": "60"}, "bucket", ERROR_HOUR_BUCKET_RANGE),
         ("handoffs/recent", {"limit": "0"}, "limit", ERROR_LIMIT),
         ("handoffs/recent", {"limit": "101"}, "limit", ERROR_LIMIT),
+        ("handoffs/recent", {"limit": "²"}, "limit", ERROR_LIMIT),
     ],
 )
 def test_a_bad_filter_gets_400_naming_the_field(api, path, params, field, message):
