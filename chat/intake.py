@@ -223,7 +223,11 @@ def message_read(data: Any) -> MessageIn:
         return plain
     serializer = MessageInputSerializer(data=data)
     serializer.is_valid(raise_exception=True)
-    valid = serializer.validated_data
+    return message_validated(serializer.validated_data)
+
+
+def message_validated(valid: Mapping[str, Any]) -> MessageIn:
+    """The message the serializer's validated data describe."""
     payload = valid["payload"]
     return MessageIn(
         agent_id=valid["agent_id"],

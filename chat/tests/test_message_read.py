@@ -9,7 +9,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from rest_framework.exceptions import ValidationError
 
-from chat.intake import MessageIn, MessageInputSerializer, message_read, message_read_plain
+from chat.intake import MessageIn, MessageInputSerializer, message_read, message_read_plain, message_validated
 
 
 def serializer_read(data) -> MessageIn | None:
@@ -17,17 +17,7 @@ def serializer_read(data) -> MessageIn | None:
     serializer = MessageInputSerializer(data=data)
     if not serializer.is_valid():
         return None
-    valid = serializer.validated_data
-    payload = valid["payload"]
-    return MessageIn(
-        agent_id=valid["agent_id"],
-        text=payload["text"],
-        session_id=payload.get("session_id") or "",
-        user_id=payload.get("user_id", ""),
-        channel=valid.get("channel") or "api",
-        context=payload.get("context") or {},
-        tenant_slug=valid.get("tenant_id", ""),
-    )
+    return message_validated(serializer.validated_data)
 
 
 # Strings around what the fields check: blanks, padding, limits (64 and 200 characters), slugs, refused characters.

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
-from common.statements import insert_statement, inserted
+from common.statements import SqlValue, insert_statement, inserted
 from conversations.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -69,29 +69,10 @@ def test_sent_and_handed_back_the_rows_are_saved_as_bulk_create_saves_them(conve
     assert stored[objs[0].pk].created_at == objs[0].created_at
 
 
-def test_an_expression_is_compiled_in_place_of_a_value(conversation):
+@pytest.mark.parametrize("written_as", [RawSQL, SqlValue], ids=["expression compiled", "value written as sql"])
+def test_sql_in_place_of_a_value_goes_into_the_statement_with_its_parameters(conversation, written_as):
     obj = Message(conversation_id=conversation.pk, role="user", content="x")
-    obj.content = RawSQL("upper(%s)", ("compiled",))
-
-    sql, params = insert_statement([obj])
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        inserted([obj], cursor.fetchall())
-
-    assert "upper(%s)" in sql
-    assert Message.objects.get(pk=obj.pk).content == "COMPILED"
-
-
-def test_returned_rows_that_do_not_match_the_objects_are_refused(conversation):
-    with pytest.raises(ValueError):
-        inserted(messages(conversation), [(1,)])
-
-
-def test_a_value_written_as_sql_goes_into_the_statement_with_its_parameters(conversation):
-    from common.statements import SqlValue
-
-    obj = Message(conversation_id=conversation.pk, role="user", content="x")
-    obj.content = SqlValue("upper(%s)", ("written",))
+    obj.content = written_as("upper(%s)", ("written",))
 
     sql, params = insert_statement([obj])
     with connection.cursor() as cursor:
@@ -100,3 +81,8 @@ def test_a_value_written_as_sql_goes_into_the_statement_with_its_parameters(conv
 
     assert "upper(%s)" in sql and "written" in params
     assert Message.objects.get(pk=obj.pk).content == "WRITTEN"
+
+
+def test_returned_rows_that_do_not_match_the_objects_are_refused(conversation):
+    with pytest.raises(ValueError):
+        inserted(messages(conversation), [(1,)])

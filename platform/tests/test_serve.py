@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,17 +52,17 @@ def _get(sock: socket.socket) -> bytes:
     return sock.recv(65536)
 
 
+def _serve(tmp_path, port: int, *, workers: int, **output: Any) -> subprocess.Popen:
+    """``platform.serve`` on ``port`` with SQLite in ``tmp_path``, never migrated: a 404 needs no database."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    command = [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port)]
+    return subprocess.Popen([*command, "--workers", str(workers)], cwd=ROOT, env=env, **output)
+
+
 def test_the_workers_share_kept_alive_connections_and_stop_on_sigterm(tmp_path):
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path)}
-    env.pop("DATABASE_URL", None)  # SQLite in tmp_path: a 404 needs no database
-    server = subprocess.Popen(
-        [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = _serve(tmp_path, port, workers=2, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     connections: list[socket.socket] = []
     try:
         deadline = time.monotonic() + 60
@@ -102,16 +103,7 @@ def test_a_worker_compiles_the_routing_before_it_listens_and_starts_without_a_da
     database that cannot be read yet (here: no tables) does not stop it; the first message compiles then. What the
     start loaded is frozen out of the collector's full passes before the socket listens too."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path)}
-    env.pop("DATABASE_URL", None)  # SQLite in tmp_path, never migrated
-    server = subprocess.Popen(
-        [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    server = _serve(tmp_path, port, workers=1, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     try:
         assert server.stdout is not None
