@@ -53,7 +53,8 @@ RECONNECT_MAX_DELAY_SECONDS = 1.0
 
 def _pool_class() -> type:
     """psycopg_pool's ``ConnectionPool`` retrying a failed connection at least every ``RECONNECT_MAX_DELAY_SECONDS``
-    (imported on first use: psycopg_pool is needed only with the pool on)."""
+    and handing out the connection given back last, as PgBouncer does by default (imported on first use:
+    psycopg_pool is needed only with the pool on)."""
     from psycopg_pool import ConnectionPool
     from psycopg_pool.pool import AddConnection
 
@@ -62,6 +63,14 @@ def _pool_class() -> type:
             if isinstance(task, AddConnection):  # the next attempt of a failed connection
                 delay = min(delay, RECONNECT_MAX_DELAY_SECONDS)
             super().schedule_task(task, delay)
+
+        def _get_ready_connection(self, timeout: float | None) -> Any:
+            # The connection given back last is handed out first (psycopg_pool hands out the one idle longest):
+            # consecutive requests of a quiet process then reuse one PostgreSQL backend, whose caches are warm,
+            # instead of taking turns over all of them; the idle ones are the pool's to close (``max_idle``).
+            if self._pool:
+                self._pool.rotate(1)  # the newest (right) end to the left, where psycopg_pool takes from
+            return super()._get_ready_connection(timeout)
 
     return Pool
 
