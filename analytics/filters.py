@@ -18,6 +18,7 @@ from django.utils import timezone
 from agents.models import AgentProfile
 from analytics.rollups import DRAFT, NO_COHORT
 from common.errors import DomainError, NotFound
+from common.text import whole_number
 from handoffs.models import HandoffKind
 from tenants.auth import ApiClient
 from tenants.models import Tenant
@@ -111,11 +112,10 @@ def _date(params: Mapping[str, Any], name: str, errors: dict[str, list[str]]) ->
         return None
 
 
-def _whole_number(raw: str, low: int, high: int) -> int | None:
-    if not (raw.isascii() and raw.isdigit()):  # refuses signs, decimals, words and digits like "¹" alike
-        return None
-    value = int(raw)
-    return value if low <= value <= high else None
+def whole_number_between(raw: str, low: int, high: int) -> int | None:
+    """``raw`` as a whole number from ``low`` to ``high``; ``None`` for signs, decimals, words or out of range."""
+    value = whole_number(raw)
+    return value if value is not None and low <= value <= high else None
 
 
 def _window(params: Mapping[str, Any], errors: dict[str, list[str]], today: dt.date) -> tuple[dt.date, dt.date]:
@@ -127,7 +127,7 @@ def _window(params: Mapping[str, Any], errors: dict[str, list[str]], today: dt.d
         errors["days"] = [ERROR_DAYS_WITH_DATES]
     days = DEFAULT_DAYS
     if raw_days:
-        parsed = _whole_number(raw_days, 1, MAX_DAYS)
+        parsed = whole_number_between(raw_days, 1, MAX_DAYS)
         if parsed is None:
             errors.setdefault("days", [ERROR_DAYS])
         else:
@@ -176,7 +176,7 @@ def _version(params: Mapping[str, Any], errors: dict[str, list[str]]) -> int | s
         return None
     if raw == DRAFT:
         return DRAFT
-    number = _whole_number(raw, 1, MAX_VERSION)
+    number = whole_number_between(raw, 1, MAX_VERSION)
     if number is None:
         errors["version"] = [ERROR_VERSION]
     return number
@@ -253,7 +253,7 @@ def limit_parse(*, params: Mapping[str, Any]) -> int:
     raw = _param(params, "limit")
     if not raw:
         return DEFAULT_RECENT_LIMIT
-    limit = _whole_number(raw, 1, MAX_RECENT_LIMIT)
+    limit = whole_number_between(raw, 1, MAX_RECENT_LIMIT)
     if limit is None:
         raise DomainError(ERROR_LIMIT, fields={"limit": [ERROR_LIMIT]})
     return limit

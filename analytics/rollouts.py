@@ -27,7 +27,7 @@ from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analytics.filters import ANALYTICS_PERMISSION, can_view_all_tenants
+from analytics.filters import ANALYTICS_PERMISSION, can_view_all_tenants, whole_number_between
 from common.errors import DomainError, NotFound, error_responses
 from conversations.rollout_guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.models import RolloutDecision, RolloutPlan
@@ -195,9 +195,10 @@ def slices_parse(params: Any) -> int:
     raw = raw.strip() if isinstance(raw, str) else ""
     if not raw:
         return DEFAULT_SLICES
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_SLICES:
+    slices = whole_number_between(raw, 1, MAX_SLICES)
+    if slices is None:
         raise DomainError(ERROR_SLICES, fields={"slices": [ERROR_SLICES]})
-    return int(raw)
+    return slices
 
 
 # -- the API -----------------------------------------------------------------------------------------------------

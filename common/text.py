@@ -62,3 +62,9 @@ def phrase_found(text: str, phrases: Iterable[str]) -> str | None:
         if needle and f" {needle} " in haystack:
             return phrase
     return None
+
+
+def whole_number(raw: str) -> int | None:
+    """``raw`` as a non-negative whole number when it is ASCII digits only, else ``None``. ``str.isdigit`` alone
+    also accepts digits such as ``"²"`` that ``int`` refuses (a query parameter made of one was a 500)."""
+    return int(raw) if raw.isascii() and raw.isdigit() else None

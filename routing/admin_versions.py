@@ -34,6 +34,7 @@ from agents.admin import AgentProfileAdmin
 from agents.models import AgentProfile
 from common.adminkit import ReadOnlyAdminMixin
 from common.errors import DomainError
+from common.text import whole_number
 from routing.documents import profile_documents
 from routing.models import RoutingVersion
 from routing.versions import Change, document_diff, live_version, version_publish, version_revert
@@ -309,8 +310,9 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if other == LIVE:
             live = live_version(version.profile)
             return ("the live version", live.document, "") if live else ("the live version", None, "not published")
-        if other.isdigit():
-            found = RoutingVersion.objects.filter(profile=version.profile, number=int(other)).first()
+        number = whole_number(other)
+        if number is not None:
+            found = RoutingVersion.objects.filter(profile=version.profile, number=number).first()
             if found is not None:
                 return f"version {found.number}", found.document, ""
         previous = RoutingVersion.objects.filter(profile=version.profile, number__lt=version.number).first()
@@ -328,7 +330,7 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             if document is None:  # the first version (document_diff(None, …) does not take every document yet)
                 changes = []
                 heading = f"Version {version.number} is the first version: everything in it is new"
-            elif other in (DRAFT, LIVE) or (other.isdigit() and int(other) > version.number):
+            elif other in (DRAFT, LIVE) or (whole_number(other) or 0) > version.number:
                 changes = document_diff(version.document, document)
                 heading = f"From version {version.number} to {label}"
             else:

@@ -15,7 +15,7 @@ from django.forms.formsets import DELETION_FIELD_NAME
 
 from agents.models import AgentProfile, Specialist
 from common.forms import LinesField, label_choices
-from common.text import normalize
+from common.text import normalize, whole_number
 from routing.models import Intent, Keyword, StatePolicy
 from routing.services import keywords_validate_unique
 
@@ -66,12 +66,13 @@ class ProfileScopedChoicesForm(forms.ModelForm):
         profile_id = getattr(self.instance, "profile_id", None) or self.initial.get("profile")
         if isinstance(profile_id, AgentProfile):
             profile_id = profile_id.pk
-        if not profile_id or not str(profile_id).isdigit():
+        profile_pk = whole_number(str(profile_id or ""))
+        if not profile_pk:
             return
         for name in self.scoped_fields:
             field = self.fields.get(name)
             if isinstance(field, forms.ModelChoiceField) and field.queryset is not None:
-                field.queryset = field.queryset.filter(profile_id=int(profile_id))
+                field.queryset = field.queryset.filter(profile_id=profile_pk)
 
 
 class IntentAdminForm(ProfileScopedChoicesForm):

@@ -31,6 +31,8 @@ from django.core.cache.backends.redis import RedisCache
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework import throttling
 
+from common.text import whole_number
+
 logger = logging.getLogger(__name__)
 
 MESSAGES_SCOPE = "messages"
@@ -54,9 +56,10 @@ def rate_parse(rate: str) -> tuple[int, int] | None:
         return None
     count, _, period = text.partition("/")
     seconds = PERIODS.get(period.strip())
-    if not count.strip().isdigit() or seconds is None or int(count) < 1:
+    requests = whole_number(count.strip())
+    if not requests or seconds is None:
         raise ImproperlyConfigured(f"A rate is <count>/<second|minute|hour|day> or off; got {rate!r}.")
-    return int(count), seconds
+    return requests, seconds
 
 
 def scope_rate(scope: str) -> tuple[int, int] | None:

@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.text import fold, normalize
+from common.text import fold, normalize, whole_number
 
 # What normalising meant before the byte table and the marks' regular expression: decomposed, every combining mark
 # of the Basic Multilingual Plane dropped, case folded, every run of non-letters and non-digits one space.
@@ -44,3 +44,8 @@ texts = st.text(
 def test_it_normalises_every_text_as_the_reference_does(text):
     normalize.cache_clear()
     assert normalize(text) == reference(text)
+
+
+def test_a_whole_number_is_ascii_digits_only():
+    assert [whole_number(raw) for raw in ("0", "42", "007")] == [0, 42, 7]
+    assert [whole_number(raw) for raw in ("", "-3", "+3", "4.0", " 4", "thirty", "²", "٣", "³4")] == [None] * 9

@@ -238,9 +238,11 @@ def test_an_add_page_opened_for_a_profile_lists_its_specialists_and_without_one_
 ):
     scoped = specialist_choices_of(editor_client.get(f"/admin/routing/intent/add/?profile={other_profile.pk}"))
     everyone = specialist_choices_of(editor_client.get("/admin/routing/intent/add/"))
+    not_a_number = specialist_choices_of(editor_client.get("/admin/routing/intent/add/?profile=²"))  # was a 500
 
     assert scoped == ["retail_orders/returns_agent"]
     assert "retail_orders/returns_agent" in everyone and "telecom_contas/billing_agent" in everyone
+    assert not_a_number == everyone
 
 
 def test_a_state_policys_specialist_and_intent_drop_downs_are_its_profiles(admin_client, telecom, other_profile):
@@ -290,3 +292,14 @@ def test_who_may_publish_failing_versions_gives_a_reason_and_the_version_keeps_i
     assert version.forced_reason == "The modem fix comes tomorrow."
     page = admin_client.get(change_url(version)).content.decode()
     assert "0 passed, 1 failed (published anyway)" in page
+
+
+def test_a_version_named_by_a_digit_that_is_not_a_number_compares_with_the_one_before(admin_client, telecom):
+    version_publish(profile=telecom, note="first")
+    add_keyword(telecom, "modem")
+    second = version_publish(profile=telecom, note="modem", based_on=1)
+
+    response = admin_client.get(change_url(second) + "?with=²")  # a digit to str.isdigit, not to int (was a 500)
+
+    assert response.status_code == 200
+    assert "From version 1 (the one before) to version 2" in response.content.decode()

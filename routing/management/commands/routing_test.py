@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import AgentProfile
 from common.errors import DomainError
+from common.text import whole_number
 from routing.routing_tests import (
     DRAFT,
     LIVE,
@@ -25,8 +26,9 @@ from routing.routing_tests import (
 def _version(value: str) -> str | int:
     if value in (DRAFT, LIVE):
         return value
-    if value.isdigit() and int(value) > 0:
-        return int(value)
+    number = whole_number(value)
+    if number:
+        return number
     raise CommandError(f"--version: {value!r} is not a version number, 'draft' or 'live'.")
 
 
