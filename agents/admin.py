@@ -209,7 +209,24 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
                 "goal covers (the domain general) go to the specialists above, fallback first.",
             },
         ),
-        ("Answers", {"fields": ["policy", "synthesis_prompt", "llm_model", "llm_temperature"]}),
+        (
+            "Supervisor",
+            {
+                "fields": ["supervisor_planner", "synthesis_prompt", "review_single_turns"],
+                "description": "Supervisor mode plans one or more specialists per message, runs them in parallel and "
+                "merges their answers; the review step may send a request on when part of it is left open.",
+            },
+        ),
+        (
+            "Model",
+            {
+                "fields": ["llm_base_url", "llm_model", "llm_api_key_env", "llm_temperature"],
+                "description": "Which model answers for this profile, without a deploy. The key is never entered "
+                "here: name the environment variable (or mounted secret) that holds it. Blank fields use the "
+                "platform's OPENAI_BASE_URL, LLM_MODEL and OPENAI_API_KEY.",
+            },
+        ),
+        ("Answers", {"fields": ["policy"]}),
         ("Handoffs and delegation", {"fields": ["handoffs_enabled", "coordinator"]}),
         (
             "Loop safety",

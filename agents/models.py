@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from agents.schemas import (
@@ -16,6 +16,15 @@ from agents.schemas import (
 )
 
 slug_validator_message = "Use lowercase letters, digits and underscores, starting with a letter."
+
+
+class SupervisorPlanner(models.TextChoices):
+    KEYWORDS = "keywords", "Keywords (every intent the message hits)"
+    MODEL = "model", "Model (asks the model which specialists the message needs; keywords when it cannot)"
+
+
+# A key reference: the name of an environment variable (or of a secret the deployment mounts into one).
+ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}$"
 
 
 class ExamplesVectoriser(models.TextChoices):
@@ -232,6 +241,32 @@ class AgentProfile(models.Model):
         help_text="Goal mode: the domains — MCP servers publishing a manifest — whose goals this profile serves; "
         "none selected = every synced domain. What no goal covers goes to the specialists as usual.",
     )
+    supervisor_planner = models.CharField(
+        max_length=16,
+        choices=SupervisorPlanner.choices,
+        default=SupervisorPlanner.KEYWORDS,
+        help_text="Supervisor mode: how the plan of specialists is made. With the model, a message the model cannot "
+        "plan (no endpoint, an error, an answer naming no specialist of the profile) gets the keyword plan.",
+    )
+    review_single_turns = models.BooleanField(
+        default=False,
+        help_text="Run the review step (seed 004) on every turn, single-specialist ones included: it reads the "
+        "conversation's history and may send the request on to the specialist whose part is still open.",
+    )
+    llm_base_url = models.CharField(
+        max_length=500,
+        blank=True,
+        validators=[validate_endpoint_url],
+        help_text="An OpenAI-compatible endpoint for this profile's answers, e.g. https://llm.example.com/v1 "
+        "(blank: OPENAI_BASE_URL).",
+    )
+    llm_api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[RegexValidator(ENV_NAME, "The name of an environment variable, e.g. BILLING_LLM_API_KEY.")],
+        help_text="The environment variable that holds this endpoint's key (the key itself is never stored or "
+        "shown; blank: OPENAI_API_KEY).",
+    )
     llm_model = models.CharField(max_length=200, blank=True, help_text="Overrides LLM_MODEL for this profile.")
     llm_temperature = models.FloatField(
         null=True,
@@ -413,3 +448,121 @@ class McpTool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RemoteBackend(models.Model):
+    """Another deployment of this platform (or any service speaking its gateway API) that a gateway profile routes
+    to like a specialist (seed 000's Agent Gateway): its keywords, examples and description enter the profile's
+    routing, and the conversation keeps it as ``active_backend`` while it answers."""
+
+    profile = models.ForeignKey(
+        AgentProfile,
+        on_delete=models.CASCADE,
+        related_name="remote_backends",
+        help_text="The gateway profile that routes to this backend.",
+    )
+    name = models.SlugField(
+        max_length=64,
+        help_text="How routing, handoffs and analytics name it, e.g. billing_backend (not a specialist's name).",
+    )
+    display_name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(
+        blank=True,
+        help_text="What it answers: the LLM classifier reads it when no keyword decides.",
+    )
+    base_url = models.CharField(
+        max_length=500,
+        validators=[validate_endpoint_url],
+        help_text="The deployment's address, e.g. https://billing.example.com (its POST /api/gateway/message is "
+        "called).",
+    )
+    api_key = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The API key the remote deployment gave us (sent as Authorization: Bearer; never shown again).",
+    )
+    remote_agent_id = models.SlugField(max_length=64, help_text="The profile to call there, e.g. telecom_contas.")
+    keywords = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Words or phrases that send a message to this backend (matched as intents' keywords are).",
+    )
+    examples = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Example messages for the examples tier.",
+    )
+    priority = models.PositiveSmallIntegerField(
+        default=100,
+        help_text="Against intents whose keywords the same message hits: lower wins.",
+    )
+    timeout = models.FloatField(
+        default=30.0,
+        validators=[MinValueValidator(0.5), MaxValueValidator(300.0)],
+        help_text="Seconds before a call is given up (the user gets the fallback).",
+    )
+    failures_to_open = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Circuit breaker: after this many failed calls in a row it is not called for a while.",
+    )
+    open_seconds = models.FloatField(
+        default=30.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(3600.0)],
+        help_text="Circuit breaker: how long it is left alone before one call tries it again.",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile__agent_id", "name"]
+        verbose_name = "remote backend"
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "name"], name="remote_backend_unique_name_per_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile.agent_id}/{self.name}"
+
+    def clean(self) -> None:
+        if (
+            self.profile_id
+            and self.name
+            and Specialist.objects.filter(profile_id=self.profile_id, name=self.name).exists()
+        ):
+            raise ValidationError({"name": "A specialist of this profile has this name; a backend needs its own."})
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost: the usage figures (``/api/debug/usage``, the analytics) multiply by these."""
+
+    model = models.CharField(
+        max_length=200,
+        unique=True,
+        help_text="The model's name as the endpoint reports it (the profile's model, or LLM_MODEL), e.g. gpt-4o-mini.",
+    )
+    prompt_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        validators=[MinValueValidator(0)],
+        help_text="Price of 1,000,000 prompt (input) tokens.",
+    )
+    completion_per_million = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        validators=[MinValueValidator(0)],
+        help_text="Price of 1,000,000 completion (output) tokens.",
+    )
+    currency = models.CharField(max_length=3, default="USD")
+    note = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+        verbose_name = "model price"
+
+    def __str__(self) -> str:
+        return self.model

@@ -28,6 +28,11 @@ class Conversation(models.Model):
     state = models.CharField(max_length=100, blank=True)
     active_specialist = models.CharField(max_length=64, blank=True)
     active_intent = models.CharField(max_length=100, blank=True)
+    active_backend = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The remote backend (agents.RemoteBackend) answering this conversation, blank: a local specialist.",
+    )
     sub_conversation = models.JSONField(
         null=True,
         blank=True,
@@ -116,6 +121,11 @@ class Message(models.Model):
     # Kept apart from metadata on answers, so the analytics average them in the database.
     latency_ms = models.FloatField(null=True, blank=True, help_text="An answer: the turn's time in the graph.")
     judge_score = models.FloatField(null=True, blank=True, help_text="An answer: the rule-based judge's score.")
+    # An answer's usage, as the model reported it (every model call of the turn added up); metadata["usage"] has it
+    # per model and call kind.
+    prompt_tokens = models.PositiveIntegerField(default=0, help_text="An answer: prompt tokens of the turn.")
+    completion_tokens = models.PositiveIntegerField(default=0, help_text="An answer: completion tokens of the turn.")
+    llm_model = models.CharField(max_length=200, blank=True, help_text="An answer: the model that wrote it.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -143,6 +153,13 @@ class Message(models.Model):
             ),
             models.Index(
                 fields=["profile", "routing_version", "created_at"], condition=PART_FAILED, name="message_part_failed"
+            ),
+            # Usage per tenant, profile, model and day (the usage API and analytics): answers in a window, covering.
+            models.Index(
+                fields=["created_at"],
+                include=["profile", "conversation", "llm_model", "prompt_tokens", "completion_tokens"],
+                condition=models.Q(role="assistant"),
+                name="message_usage_window",
             ),
         ]
 
@@ -463,3 +480,40 @@ def turn_columns_fill(row: RouteDecisionRecord | ToolCall) -> None:
         turn = Message.objects.filter(pk=row.message_id).values_list("cohort", "routing_version").first()
         if turn is not None:
             row.cohort, row.routing_version = turn
+
+
+class BackendCallStatus(models.TextChoices):
+    OK = "ok", "Answered"
+    TIMEOUT = "timeout", "Timed out"
+    UNREACHABLE = "unreachable", "Unreachable"
+    SERVER_ERROR = "server_error", "Answered 5xx"
+    REFUSED = "refused", "Refused the call (4xx)"
+    BAD_ANSWER = "bad_answer", "Answered something else than the gateway API"
+    CIRCUIT_OPEN = "circuit_open", "Not called: circuit open"
+    LOOP = "loop", "Not called: too many gateway hops"
+
+
+class BackendCall(models.Model):
+    """One call (or skipped call) of a gateway turn to a remote backend: what the operator reads when one fails."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="backend_calls")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    backend = models.CharField(max_length=64)
+    remote_agent = models.CharField(max_length=64, blank=True, help_text="The remote specialist that answered.")
+    status = models.CharField(max_length=16, choices=BackendCallStatus.choices)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="backend_call_conv_time"),
+            models.Index(fields=["backend", "status", "created_at"], name="backend_call_status_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backend}: {self.status}"

@@ -13,6 +13,7 @@ class HandoffKind(models.TextChoices):
     DELEGATION = "delegation", "Delegation"
     RETURN = "return", "Return"
     FANOUT = "supervisor_fanout", "Supervisor fan-out"
+    BACKEND = "backend_handoff", "Backend handoff"
 
 
 # One bit per kind, for Conversation.handoff_kinds (the kinds of completed move a conversation has had). Fixed
@@ -23,6 +24,7 @@ KIND_BITS: dict[str, int] = {
     HandoffKind.DELEGATION: 4,
     HandoffKind.RETURN: 8,
     HandoffKind.FANOUT: 16,
+    HandoffKind.BACKEND: 32,
 }
 
 

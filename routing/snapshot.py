@@ -111,6 +111,13 @@ class ProfileSpec:
     tool_rights: Mapping[str, ToolRights] = field(default_factory=dict)
     # The released version this spec was compiled from (routing.versions); None: a draft, or never published.
     version: int | None = None
+    # The model endpoint of the profile's answers ("": OPENAI_BASE_URL) and the environment variable holding its key
+    # ("": OPENAI_API_KEY); agents.llm reads them through its ModelSettings protocol.
+    llm_base_url: str = ""
+    llm_api_key_env: str = ""
+    # Supervisor mode's planner (agents.models.SupervisorPlanner) and the review of single-specialist turns.
+    supervisor_planner: str = "keywords"
+    review_single_turns: bool = False
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""

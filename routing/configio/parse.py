@@ -17,7 +17,7 @@ from django.db import models
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist
+from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist, SupervisorPlanner
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_args_schema
 from common.text import normalize
 from routing.configio import messages
@@ -59,6 +59,8 @@ PROFILE_KEYS = (
     "llm_router",
     "handoffs_enabled",
     "hybrid_followup_max_chars",
+    "supervisor_planner",
+    "review_single_turns",
     "llm",
     "guardrails",
     "judges",
@@ -119,6 +121,7 @@ CAPABILITY_KEYS = ("tool", "description", "enabled", "keywords", "examples", "me
 TRANSPORT_ALIASES = {"http": McpTransport.STREAMABLE_HTTP, "streamable-http": McpTransport.STREAMABLE_HTTP}
 TRANSPORTS = {choice.value for choice in McpTransport}
 MODES = [choice.value for choice in RoutingMode]
+PLANNERS = [choice.value for choice in SupervisorPlanner]
 
 
 @dataclass(eq=False)
@@ -532,6 +535,9 @@ def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
         _scalar(patch, keys, "synthesis_prompt", "text", problems)
         _scalar(patch, keys, "handoffs_enabled", "boolean", problems)
         _scalar(patch, keys, "hybrid_followup_max_chars", "integer", problems)
+        _scalar(patch, keys, "review_single_turns", "boolean", problems)
+        if "supervisor_planner" in keys:
+            _choice(patch, keys["supervisor_planner"], "supervisor_planner", PLANNERS, problems)
         if "metadata" in keys:
             metadata = keys_of(keys["metadata"], problems, ("domain",))
             if metadata is not None:
@@ -544,9 +550,11 @@ def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
                 _scalar(patch, llm_router, "enabled", "boolean", problems, "llm_router_enabled")
                 _scalar(patch, llm_router, "threshold", "number", problems, "llm_router_threshold")
         if "llm" in keys:
-            llm = keys_of(keys["llm"], problems, ("model", "temperature"))
+            llm = keys_of(keys["llm"], problems, ("model", "temperature", "base_url", "api_key_env"))
             if llm is not None:
                 _scalar(patch, llm, "model", "text", problems, "llm_model")
+                _scalar(patch, llm, "base_url", "text", problems, "llm_base_url")
+                _scalar(patch, llm, "api_key_env", "text", problems, "llm_api_key_env")
                 if "temperature" in llm:
                     node_t = llm["temperature"]
                     if node_t.value is None:
@@ -569,12 +577,16 @@ def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
 
 
 def _mode(patch: Patch, node: Node, problems: Problems) -> None:
+    _choice(patch, node, "routing_mode", MODES, problems)
+
+
+def _choice(patch: Patch, node: Node, field: str, choices: list[str], problems: Problems) -> None:
     if name_of(node, problems) is None:
         return
-    if node.value not in MODES:
-        problems.add(node, messages.ERROR_BAD_CHOICE.format(value=node.value, choices=", ".join(MODES)))
+    if node.value not in choices:
+        problems.add(node, messages.ERROR_BAD_CHOICE.format(value=node.value, choices=", ".join(choices)))
         return
-    patch.put("routing_mode", node, node.value)
+    patch.put(field, node, node.value)
 
 
 def _parse_specialists(section: Node, agent_id: str, problems: Problems, parsed: Parsed) -> None:
