@@ -73,10 +73,14 @@ from conversations.runtime import (
 )
 from conversations.supervisor import (
     MAX_REVIEW_ROUNDS,
+    STATUS_OK,
+    CoverageCheck,
     Partial,
     PlanResult,
+    Runner,
     consolidate,
-    failed_steps,
+    coverage_check,
+    keyword_uncovered,
     llm_uncovered,
     review_loop,
 )
@@ -160,6 +164,7 @@ class Turn:
     offered_tools: list[str] = field(default_factory=list)
     outcome: SpecialistOutcome | None = None
     plan_result: PlanResult | None = None
+    reviewed: PlanResult | None = None  # the parts the review of a single-specialist turn sent on
     consolidation: dict[str, Any] | None = None
     guardrails: dict[str, Any] = field(default_factory=dict)
     judges: dict[str, Any] = field(default_factory=dict)
@@ -199,7 +204,7 @@ class Turn:
         decision = self.decision
         if decision is not None and decision.handoff:
             moves.append(Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason))
-        for partial in self.plan_result.partials if self.plan_result else []:
+        for partial in self.supervised_parts():
             moves.append(
                 Move(
                     SUPERVISOR_ROUTE,
@@ -211,12 +216,17 @@ class Turn:
             )
         return moves + self.moves
 
+    def supervised_parts(self) -> list[Partial]:
+        """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
+        return [part for result in (self.plan_result, self.reviewed) if result for part in result.partials]
+
     def tool_results(self) -> list[Any]:
         if self.plan_result:
             return self.plan_result.tool_results()
         if self.goal is not None and self.goal.run is not None:
             return self.goal.tool_results()
-        return [result for _, outcome in self.runs for result in outcome.tool_results]
+        reviewed = self.reviewed.tool_results() if self.reviewed else []
+        return [result for _, outcome in self.runs for result in outcome.tool_results] + reviewed
 
     def metadata(self) -> dict[str, Any]:
         decision = self.decision
@@ -249,7 +259,7 @@ class Turn:
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
             "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
-            "review_rounds": self.plan_result.rounds if self.plan_result else [],
+            "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
             "consolidation": self.consolidation,
             "goal": self.goal.metadata() if self.goal else None,
             "trace": self.trace,
@@ -703,13 +713,16 @@ def _waiting_request(turn: Turn, request: SpecialistRequest, tool: str) -> dict[
     }
 
 
-async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]) -> None:
-    """Run the plan, then the review loop (uncovered parts go on to their specialists), then consolidate."""
-    steps = list(steps)
+def _parts_runner(turn: Turn, current: Snapshot, notes: Callable[[PlanStep], tuple[str, ...]] | None = None) -> Runner:
+    """Runs a batch of steps as a supervisor's parts (the executor: in this process or Celery), each told
+    ``notes(step)``; streaming clients see each part the moment it finishes."""
 
     async def run(batch: list[PlanStep], round_number: int) -> PlanResult:
         requests = {
-            step.agent: _specialist_request(turn, current, step.agent, step.intent, step.mcp_tools) for step in batch
+            step.agent: _specialist_request(
+                turn, current, step.agent, step.intent, step.mcp_tools, notes=notes(step) if notes else ()
+            )
+            for step in batch
         }
         offered = {tool.name for request in requests.values() if request for tool in request.tools}
         turn.offered_tools = sorted({*turn.offered_tools, *offered})
@@ -727,23 +740,42 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
         event = {"agent": partial.agent, "intent": partial.intent, "status": partial.status, "round": partial.round}
         await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.vault.redact(partial.answer)})
 
-    async def uncovered(result: PlanResult) -> list[PlanStep]:
-        missing = failed_steps(result, steps)
-        if llm_configured():
-            answered = {p.agent for p in result.latest() if p.status == "ok"}
-            known = {step.agent for step in missing}
-            for step in await llm_uncovered(profile=turn.input.profile, question=turn.sanitized_text, result=result):
-                if step.agent not in answered and step.agent not in known:
-                    steps.append(step)
-                    missing.append(step)
-                    known.add(step.agent)
-        return missing
+    return run
 
+
+def _open_parts(turn: Turn, *, single_turn: bool = False) -> tuple[str, CoverageCheck]:
+    """What the review finds still open in the request, and how it finds it: the model's verdict (the history in
+    its prompt) when one is configured; else, for a single-specialist turn, the keyword coverage rule (the
+    conversation's active specialist answered the previous message); else (a plan offline) nothing beyond its
+    failed parts."""
+    profile, question, history = turn.input.profile, turn.sanitized_text, turn.history
+
+    async def by_model(result: PlanResult) -> list[PlanStep]:
+        return await llm_uncovered(profile=profile, question=question, result=result, history=history)
+
+    async def by_keywords(result: PlanResult) -> list[PlanStep]:
+        return keyword_uncovered(
+            profile=profile, question=question, result=result, history=history, also_answered=turn.active_agent
+        )
+
+    async def nothing(result: PlanResult) -> list[PlanStep]:
+        return []
+
+    if llm_configured():
+        return "model", by_model
+    return ("keywords", by_keywords) if single_turn else ("failed_parts", nothing)
+
+
+async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]) -> None:
+    """Run the plan, then the review loop (uncovered parts go on to their specialists), then consolidate."""
+    steps = list(steps)
+    run = _parts_runner(turn, current)
     for step in steps:
         spec = turn.input.profile.specialists.get(step.agent)
         name = spec.display_name if spec else step.agent
         await emit_safely(turn.input.emit, "agent", {"agent": step.agent, "display_name": name, "via": "supervisor"})
     result = await run(steps, 0)
+    uncovered = coverage_check(steps, _open_parts(turn)[1])
     turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
     # A part that stopped at a tool needing permission asked for it in its answer; the reply goes to that
     # specialist, as in router mode.
@@ -784,12 +816,77 @@ async def judge(turn: Turn) -> None:
     )
 
 
+REVIEW_NOTE = (
+    "[SYSTEM_NOTE: the supervisor's review found this part of the customer's request still open: {intent} "
+    "({description}). {agent} answered the rest; answer this part.]"
+)
+
+
 async def supervisor_review(turn: Turn) -> None:
-    """Replace an answer that failed the judges with a safe fallback (when the profile allows)."""
+    """The review (seed 004). With the profile's ``review_single_turns``, a single specialist's answer that leaves
+    part of the request open is first sent on (:func:`_single_turn_review`); then an answer that failed the
+    judges is replaced with a safe fallback (when the profile allows)."""
+    single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
     turn.review = review_decision(turn.judges, turn.input.profile.judges)
+    if single is not None:
+        turn.review["single_turn"] = single
     if turn.review.get("action") == "replace":
         turn.review["replaced_answer_chars"] = len(turn.answer)
         turn.answer = REVIEW_FALLBACK_ANSWER
+
+
+def _single_turn_reviewable(turn: Turn) -> bool:
+    """A turn one specialist answered (router, hybrid, or a supervisor's one-specialist plan), not waiting for the
+    user's permission, not a coordinator's, a goal's or the single-agent path's."""
+    decision, outcome = turn.decision, turn.outcome
+    return (
+        decision is not None
+        and not turn.blocked
+        and not decision.is_plan
+        and turn.goal is None
+        and outcome is not None
+        and not outcome.error
+        and turn.pending_permission is None
+        and not turn.input.single_agent
+        and not delegation_active(turn.input.profile)
+    )
+
+
+async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
+    """Send the open parts of a single specialist's turn on to the specialists whose intents cover them, at most
+    :data:`MAX_REVIEW_ROUNDS` rounds, and merge the answers as a plan's are (then guard and judge the merged
+    answer). What the review did goes to ``metadata.review.single_turn``, its rounds to ``metadata.review_rounds``,
+    each part sent on to the handoffs as a supervisor's fan-out; ``None`` when the turn is not one to review."""
+    if not _single_turn_reviewable(turn):
+        return None
+    assert turn.outcome is not None
+    profile, answered_by = turn.input.profile, turn.agent
+    source, more = _open_parts(turn, single_turn=True)
+    first = Partial(answered_by, turn.final_intent, STATUS_OK, outcome=replace(turn.outcome, answer=turn.answer))
+
+    def note(step: PlanStep) -> tuple[str, ...]:
+        intent = profile.router.intents_by_name.get(step.intent)
+        description = intent.description if intent else step.intent
+        return (REVIEW_NOTE.format(intent=step.intent, description=description, agent=answered_by),)
+
+    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    result = await review_loop(
+        PlanResult(partials=[first]),
+        run=_parts_runner(turn, current, note),
+        uncovered=coverage_check([], more),
+        max_rounds=MAX_REVIEW_ROUNDS,
+    )
+    if not result.rounds:
+        return {"source": source, "open": []}
+    turn.reviewed = PlanResult(partials=result.partials[1:], rounds=result.rounds)
+    turn.answer, turn.consolidation = await consolidate(result, profile=profile, question=turn.sanitized_text)
+    await output_guardrails(turn)
+    await judge(turn)
+    return {
+        "source": source,
+        "open": [step for round_ in result.rounds for step in round_["uncovered"]],
+        "parts": [partial.describe() for partial in turn.reviewed.partials],
+    }
 
 
 async def persist(turn: Turn) -> None:
@@ -983,7 +1080,7 @@ def turn_record(turn: Turn) -> TurnRecord:
                 error=partial.error,
                 round=partial.round,
             )
-            for partial in (turn.plan_result.partials if turn.plan_result else [])
+            for partial in turn.supervised_parts()
         ],
         tool_calls=turn.mcp_results(),
         moves=turn.all_moves(),

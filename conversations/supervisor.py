@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
+from routing.classifier import structured_answer
 from routing.router import PlanStep
 from routing.snapshot import ProfileSpec
+
+if TYPE_CHECKING:
+    from conversations.records import HistoryEntry  # records imports this module
 
 logger = logging.getLogger(__name__)
 
@@ -126,30 +131,89 @@ class Coverage(BaseModel):
     uncovered_intents: list[str] = Field(default_factory=list, description="Intent names not covered yet.")
 
 
-async def llm_uncovered(*, profile: ProfileSpec, question: str, result: PlanResult) -> list[PlanStep]:
-    """Steps for the intents the model finds uncovered; ``[]`` on any model failure."""
-    from agents.llm import OpenAICompatibleModel
+HISTORY_HEADER = "Earlier in the conversation (oldest first):"
 
+
+async def llm_uncovered(
+    *, profile: ProfileSpec, question: str, result: PlanResult, history: Sequence[HistoryEntry] = ()
+) -> list[PlanStep]:
+    """Steps for the intents the model finds uncovered, the conversation's earlier messages in the prompt (seed
+    004: the supervisor remembers what the customer asked before); ``[]`` on any model failure."""
     catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in profile.intents)
     answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
-    runnable = OpenAICompatibleModel(profile).client().with_structured_output(Coverage, method="function_calling")
+    earlier = "\n".join(f"{entry.role}: {entry.content}" for entry in history)
+    request = (f"{HISTORY_HEADER}\n{earlier}\n\n" if earlier else "") + f"Request:\n{question}\n\nAnswers:\n{answers}"
     try:
-        coverage = await runnable.ainvoke(
-            [
-                ("system", COVERAGE_PROMPT.format(catalogue=catalogue)),
-                ("human", f"Request:\n{question}\n\nAnswers:\n{answers}"),
-            ]
+        coverage = await structured_answer(
+            profile,
+            Coverage,
+            [("system", COVERAGE_PROMPT.format(catalogue=catalogue)), ("human", request)],
+            for_routing=False,
         )
     except Exception as exc:  # noqa: BLE001 — no review beats a failed request
         logger.warning("Coverage check failed: %s", exc)
         return []
     by_name = {intent.name: intent for intent in profile.intents}
-    names = coverage.uncovered_intents if isinstance(coverage, Coverage) else []
+    names = coverage.uncovered_intents if coverage is not None else []
     return [
         PlanStep(agent=by_name[name].agent, intent=name, mcp_tools=by_name[name].mcp_tools)
         for name in dict.fromkeys(names)
         if name in by_name
     ]
+
+
+def keyword_uncovered(
+    *,
+    profile: ProfileSpec,
+    question: str,
+    result: PlanResult,
+    history: Sequence[HistoryEntry] = (),
+    also_answered: str = "",
+) -> list[PlanStep]:
+    """The keyword coverage rule (no model): every intent the request hits whose specialist has not answered it.
+
+    The request is the message; a message that hits no intent (a follow-up: "e o outro?") is read with the
+    customer's previous message, whose parts ``also_answered`` (the specialist that answered it) covered, and
+    every specialist its answer joined, when it was a supervisor's (:func:`joined_agents`).
+    """
+    router = profile.router
+    hits = router.match(question)
+    answered = {partial.agent for partial in result.latest() if partial.status == STATUS_OK}
+    if not hits:
+        last = max((index for index, entry in enumerate(history) if entry.role == "user"), default=-1)
+        hits = router.match(history[last].content) if last >= 0 else []
+        answered.add(also_answered)
+        answered.update(agent for entry in history[last + 1 :] for agent in joined_agents(entry.content))
+    steps: dict[str, PlanStep] = {}
+    for hit in hits:
+        agent = hit.intent.agent
+        if agent not in answered and agent not in steps and agent in profile.specialists:
+            steps[agent] = PlanStep(
+                agent=agent,
+                intent=hit.intent.name,
+                mcp_tools=hit.intent.mcp_tools,
+                keywords=hit.keywords,
+                next_state=hit.intent.next_state,
+            )
+    return list(steps.values())
+
+
+def coverage_check(steps: list[PlanStep], more: CoverageCheck) -> CoverageCheck:
+    """The review's check: ``steps`` (what was asked so far, grown as the review sends work on) whose specialist
+    has no answer yet, then what ``more`` finds open that no one has answered or been asked."""
+
+    async def uncovered(result: PlanResult) -> list[PlanStep]:
+        missing = failed_steps(result, steps)
+        answered = {partial.agent for partial in result.latest() if partial.status == STATUS_OK}
+        known = {step.agent for step in missing}
+        for step in await more(result):
+            if step.agent not in answered and step.agent not in known:
+                steps.append(step)
+                missing.append(step)
+                known.add(step.agent)
+        return missing
+
+    return uncovered
 
 
 def failed_steps(result: PlanResult, steps: list[PlanStep]) -> list[PlanStep]:
@@ -245,6 +309,16 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
         return consolidate_join(result), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}
     text = reply.content if isinstance(reply.content, str) else str(reply.content)
     return text, {"method": "llm"}
+
+
+_JOINED_PART = re.compile(r"^(\w+): (?!\[sem resposta)", re.MULTILINE)
+
+
+def joined_agents(answer: str) -> set[str]:
+    """The specialists whose part a joined answer (:func:`consolidate_join`) holds, gaps left out."""
+    if not answer.startswith(CONSOLIDATION_HEADER):
+        return set()
+    return set(_JOINED_PART.findall(answer))
 
 
 def consolidate_join(result: PlanResult) -> str:

@@ -35,6 +35,7 @@ METHOD_LABELS = {
     "keyword": "Keyword match",
     "examples": "Examples (similarity to the intents' example messages)",
     "llm": "LLM classifier",
+    "llm_plan": "Supervisor plan by the model",
     "fallback": "Fallback specialist",
 }
 

@@ -18,6 +18,7 @@ import logging
 import math
 from collections import Counter
 from functools import lru_cache
+from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -27,6 +28,8 @@ from routing.router import Classification, Classifier, IntentSpec
 from routing.snapshot import ProfileSpec
 
 logger = logging.getLogger(__name__)
+
+Answer = TypeVar("Answer", bound=BaseModel)
 
 # Function words ignored by the offline classifier (Portuguese, English, Spanish).
 _STOPWORD_TEXT = (
@@ -96,9 +99,19 @@ CLASSIFIER_PROMPT = (
 )
 
 
+async def structured_answer(
+    profile: ProfileSpec, schema: type[Answer], messages: list[tuple[str, str]], *, for_routing: bool = True
+) -> Answer | None:
+    """One structured-output call (``schema`` as a function the model must call) to the profile's routing endpoint
+    (``for_routing``) or its answering one: the answer, ``None`` when the model answered something else. Raises
+    what the client raises (HTTP errors, timeouts): each caller decides what a failure means."""
+    client = OpenAICompatibleModel(profile, for_routing=for_routing).client()
+    answer = await client.with_structured_output(schema, method="function_calling").ainvoke(messages)
+    return answer if isinstance(answer, schema) else None
+
+
 def llm_classifier(profile: ProfileSpec) -> Classifier:
     """The classifier over the profile's routing endpoint (structured output, one call per message)."""
-    model = OpenAICompatibleModel(profile, for_routing=True)
 
     async def classify(text: str, intents: tuple[IntentSpec, ...]) -> Classification | None:
         catalogue = "\n".join(
@@ -106,15 +119,14 @@ def llm_classifier(profile: ProfileSpec) -> Classifier:
             + (f" Examples: {'; '.join(intent.examples)}" if intent.examples else "")
             for intent in intents
         )
-        runnable = model.client().with_structured_output(IntentChoice, method="function_calling")
         try:
-            choice = await runnable.ainvoke(
-                [("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)]
+            choice = await structured_answer(
+                profile, IntentChoice, [("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)]
             )
         except Exception as exc:  # noqa: BLE001 — any client failure means "no decision"
             logger.warning("LLM classifier failed: %s", exc)
             return Classification(intent="", confidence=0.0, reason=f"Classifier error: {type(exc).__name__}")
-        if not isinstance(choice, IntentChoice):
+        if choice is None:
             return None
         return Classification(intent=choice.intent, confidence=choice.confidence, reason=choice.reason)
 
@@ -127,6 +139,11 @@ def intent_classifier(profile: ProfileSpec) -> Classifier:
     A routing endpoint of its own (``ROUTER_LLM_*``: often a small, fast model)
     wins; otherwise the answering endpoint; otherwise the offline classifier.
     """
-    if router_llm_separate() or llm_configured():
+    if routing_model_configured():
         return llm_classifier(profile)
     return offline_classify
+
+
+def routing_model_configured() -> bool:
+    """Routing may ask a model: it has an endpoint of its own, or the answering one is configured."""
+    return router_llm_separate() or llm_configured()

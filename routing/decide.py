@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from routing.classifier import intent_classifier
+from routing.planner import MODEL_PLANNER, PLAN_BY_KEYWORDS, model_plan
 from routing.router import RouteDecision
 from routing.snapshot import ProfileSpec
 
@@ -111,6 +112,9 @@ async def route_decide(
 ) -> RouteDecision:
     """State policy → (hybrid: short follow-up) → keywords, or a supervisor plan → classifier → fallback.
 
+    A supervisor plan is the model's when the profile's ``supervisor_planner`` is ``model`` and the model gives
+    one (:mod:`routing.planner`), else the keyword plan (its metadata says why the model's did not stand).
+
     A profile with a coordinator routes by :func:`delegation_decide` instead; the single-agent path (the
     rollout flag's other cohort) by :func:`single_agent_decide`.
 
@@ -129,8 +133,13 @@ async def route_decide(
 async def _routed(
     profile: ProfileSpec, text: str, state: str | None, active_agent: str, active_intent: str, mode: str
 ) -> RouteDecision:
+    planner_error = ""
+    if mode == "supervisor" and profile.supervisor_planner == MODEL_PLANNER and profile.router.by_state(state) is None:
+        planned, planner_error = await model_plan(profile, text)
+        if planned is not None:
+            return profile.router.mark_handoff(planned, active_agent)
     classifier = intent_classifier(profile) if profile.llm_router_enabled else None
-    return await profile.router.route(
+    decision = await profile.router.route(
         text,
         state=state,
         active_agent=active_agent,
@@ -139,3 +148,7 @@ async def _routed(
         mode=mode,
         followup_max_chars=profile.hybrid_followup_max_chars,
     )
+    if planner_error:
+        # The model could not plan: the keyword plan stands in, and says why.
+        decision.metadata.update(plan_source=PLAN_BY_KEYWORDS, planner_error=planner_error)
+    return decision

@@ -46,6 +46,7 @@ Method = Literal[
     "keyword",
     "examples",
     "llm",
+    "llm_plan",
     "fallback",
     "coordinator",
     "sub_conversation",
@@ -154,6 +155,26 @@ class PlanStep:
     mcp_tools: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()
     next_state: str = ""
+
+
+def plan_decision(
+    steps: list[PlanStep], *, domains: set[str], reason: str, method: Method, metadata: dict[str, Any]
+) -> RouteDecision:
+    """A plan of several specialists as a decision: ``supervisor_agent`` with ``intent: multi_intent``, the
+    domain when the plan's intents share one, and every step's tools."""
+    return RouteDecision(
+        route=SUPERVISOR_ROUTE,
+        agent=SUPERVISOR_ROUTE,
+        intent=MULTI_INTENT,
+        confidence=0.9,
+        reason=reason,
+        method=method,
+        domain=next(iter(domains)) if len(domains) == 1 else None,
+        mcp_tools=sorted({tool for step in steps for tool in step.mcp_tools}),
+        metadata=metadata,
+        agents=[step.agent for step in steps],
+        plan=steps,
+    )
 
 
 @dataclass(frozen=True)
@@ -335,23 +356,16 @@ class CompiledRouter:
                 )
         if len(steps) < 2:
             return self.by_keywords(text, hits)
-        domains = {hit.intent.domain for hit in hits if hit.intent.domain}
-        return RouteDecision(
-            route=SUPERVISOR_ROUTE,
-            agent=SUPERVISOR_ROUTE,
-            intent=MULTI_INTENT,
-            confidence=0.9,
+        return plan_decision(
+            steps,
+            domains={hit.intent.domain for hit in hits if hit.intent.domain},
             reason=(
                 f"Supervisor found {len(steps)} intents ("
                 + ", ".join(f"{step.intent} → {step.agent}" for step in steps)
                 + ") and will consult each specialist."
             ),
             method="keyword",
-            domain=domains.pop() if len(domains) == 1 else None,
-            mcp_tools=sorted({tool for step in steps for tool in step.mcp_tools}),
             metadata={"matched_keywords": [k for step in steps for k in step.keywords]},
-            agents=[step.agent for step in steps],
-            plan=steps,
         )
 
     def by_followup(
