@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -129,13 +130,29 @@ HANDOFFS = Counter(
     ["kind", "status"],
     registry=REGISTRY,
 )
-TICKET_WAIT = Histogram(
-    "platform_ticket_wait_seconds",
-    "Seconds a turn waited for its ticket while an earlier message of its conversation was answered "
-    "(observed only for turns that waited).",
-    buckets=LATENCY_BUCKETS,
-    registry=REGISTRY,
-)
+
+# A metric without labels has its value from the start, and in multiprocess mode a file: every process that imports
+# this module (a health check's ``celery inspect ping`` every 30 s) would leave one. So this one is made when first
+# needed (:func:`ticket_wait_observe`); the others make files only for the label sets they record.
+_ticket_wait: list[Histogram] = []
+_ticket_wait_lock = threading.Lock()
+
+
+def _ticket_wait_histogram() -> Histogram:
+    with _ticket_wait_lock:
+        if not _ticket_wait:
+            _ticket_wait.append(
+                Histogram(
+                    "platform_ticket_wait_seconds",
+                    "Seconds a turn waited for its ticket while an earlier message of its conversation was answered "
+                    "(observed only for turns that waited).",
+                    buckets=LATENCY_BUCKETS,
+                    registry=REGISTRY,
+                )
+            )
+    return _ticket_wait[0]
+
+
 CELERY_TASKS = Counter(
     "platform_celery_tasks",
     "Celery task outcomes, by task name and state (success, failure, retry).",
@@ -201,7 +218,7 @@ def tool_call_observe(tool: str, status: str, seconds: float) -> None:
 
 
 def ticket_wait_observe(seconds: float) -> None:
-    TICKET_WAIT.observe(seconds)
+    (_ticket_wait[0] if _ticket_wait else _ticket_wait_histogram()).observe(seconds)
 
 
 def celery_task_observe(task: str, state: str) -> None:
