@@ -29,34 +29,3 @@ def _logs_without_secrets_or_personal_data(logger: logging.Logger, **_kwargs: ob
     trace = logging.getLogger("celery.app.trace")
     if not any(isinstance(existing, TaskResultFilter) for existing in trace.filters):
         trace.addFilter(TaskResultFilter())
-
-
-# Task outcomes, counted in the process that ran the task (common/metrics.py; the figures reach /metrics through
-# PROMETHEUS_MULTIPROC_DIR when the workers share it with the web server).
-@signals.task_success.connect
-def _task_succeeded(sender: object = None, **_kwargs: object) -> None:
-    _task_outcome(sender, "success")
-
-
-@signals.task_failure.connect
-def _task_failed(sender: object = None, **_kwargs: object) -> None:
-    _task_outcome(sender, "failure")
-
-
-@signals.task_retry.connect
-def _task_retried(sender: object = None, **_kwargs: object) -> None:
-    _task_outcome(sender, "retry")
-
-
-def _task_outcome(task: object, state: str) -> None:
-    from common.metrics import celery_task_observe
-
-    celery_task_observe(getattr(task, "name", None) or "unknown", state)
-
-
-@signals.worker_process_shutdown.connect
-def _worker_process_ended(pid: int | None = None, **_kwargs: object) -> None:
-    """A prefork child ended: its live figures are dropped (prometheus_client's ``mark_process_dead``)."""
-    from common.metrics import process_dead
-
-    process_dead(pid or os.getpid())
