@@ -23,7 +23,7 @@ COPY . .
 # Static files are baked into the image and served by WhiteNoise. The key only
 # lets settings load for collectstatic; it signs nothing.
 RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
-    && mkdir -p /app/var/cache \
+    && mkdir -p /app/var/cache /app/var/metrics \
     && chown -R app:app /app/var
 
 USER app

@@ -29,11 +29,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from common.language import detect_language
+from common.metrics import model_call_observe
 from common.text import phrase_found
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
 
@@ -421,6 +423,33 @@ _clients_without_loop: dict[tuple, Any] = {}
 _clients_lock = threading.Lock()
 
 
+class ModelCallMetrics(BaseCallbackHandler):
+    """Every call of one endpoint client, timed and its reported token usage counted (common/metrics.py): the
+    specialists' steps, the classifier, the judge, the synthesis, the coverage check and the goal model all call
+    through a client of :func:`_chat_model`, structured output included (the raw reply reaches ``on_llm_end``)."""
+
+    run_inline = True  # in the event loop: LangChain runs a sync handler in a thread otherwise
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self._started: dict[Any, float] = {}
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._started[run_id] = time.perf_counter()
+
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        started = self._started.pop(run_id, None)
+        if started is not None:
+            message = getattr(response.generations[0][0], "message", None) if response.generations else None
+            usage = getattr(message, "usage_metadata", None)
+            model_call_observe(self.model, time.perf_counter() - started, usage=usage)
+
+    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        started = self._started.pop(run_id, None)
+        if started is not None:
+            model_call_observe(self.model, time.perf_counter() - started, ok=False)
+
+
 def _chat_model(
     base_url: str, api_key: str, model: str, temperature: float | None, timeout: float, max_retries: int
 ) -> Any:
@@ -443,6 +472,7 @@ def _chat_model(
                 "api_key": api_key or "not-needed",
                 "timeout": timeout,
                 "max_retries": max_retries,
+                "callbacks": [ModelCallMetrics(model)],
             }
             if temperature is not None:
                 options["temperature"] = temperature

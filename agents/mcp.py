@@ -34,6 +34,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from common.metrics import tool_call_observe
+
 logger = logging.getLogger(__name__)
 
 STATUS_OK = "ok"
@@ -367,9 +369,11 @@ async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any],
     started = time.perf_counter()
     errors = arguments_errors(schema, arguments)
     if errors:
+        tool_call_observe(tool, STATUS_INVALID, 0.0)
         return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
     status, payload, error = await runtime.run(_call(endpoint, tool, arguments))
     latency = (time.perf_counter() - started) * 1000
+    tool_call_observe(tool, status, latency / 1000)
     if status != STATUS_OK:
         logger.warning("MCP %s.%s %s: %s", endpoint.name, tool, status, error)
     return ToolResult(tool, endpoint.name, arguments, status, latency, payload, error)

@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import connection
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
+from common import metrics
 from common.events import Emit, emit_safely
 from conversations import ordering
 from conversations.fanout import executor_for
@@ -1113,6 +1114,14 @@ def _persist(turn: Turn) -> int:
     return turn.conversation_pk
 
 
+def _turn_observe(turn: Turn) -> None:
+    """The stored turn's figures (common/metrics.py): profile, mode, routing method, latency and handoffs."""
+    method = turn.decision.method if turn.decision is not None else ("blocked" if turn.blocked else "none")
+    seconds = sum(node["ms"] for node in turn.trace) / 1000
+    moves = ((move.kind, move.status) for move in turn.all_moves())
+    metrics.turn_observe(turn.input.profile.agent_id, turn.mode, method, seconds, moves)
+
+
 def _abandon_taken(start: asyncio.Future[bool], turn: Turn) -> None:
     """Give up the ticket a cancelled request took (if taking it succeeded)."""
     if not start.cancelled() and start.exception() is None:
@@ -1213,6 +1222,7 @@ async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
         for name, node in NODES:
             await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
         handed_on = True  # by the persisting transaction
+        _turn_observe(turn)
     except asyncio.CancelledError:
         # The client went away while the turn waited or ran: awaiting anything more here could be cancelled
         # again, so the ticket is handed on from the background as soon as its turn comes.

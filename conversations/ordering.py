@@ -52,6 +52,7 @@ from django.db.models import F, Field, JSONField
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from common.metrics import ticket_wait_observe
 from common.statements import statement_cursor
 from conversations.models import Conversation
 
@@ -198,7 +199,9 @@ async def ticket_wait(*, conversation_pk: int, ticket: int) -> float:
     while not await sync_to_async(ticket_ready)(conversation_pk=conversation_pk, ticket=ticket):
         await asyncio.sleep(pause)
         pause = min(pause * 2, POLL_MAX_SECONDS)
-    return loop.time() - started
+    waited = loop.time() - started
+    ticket_wait_observe(waited)
+    return waited
 
 
 def ticket_pass_statement(

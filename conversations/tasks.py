@@ -13,11 +13,13 @@ expire (``CELERY_RESULT_EXPIRES``).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any
 
 from celery import signals
 
+from common.metrics import celery_task_observe, process_dead
 from platform.celery import app
 
 _loop_lock = threading.Lock()
@@ -46,6 +48,30 @@ def _warm(**_kwargs: object) -> None:
     language_model_warm()
     snapshot_warm()
     heap_settle()
+
+
+# Task outcomes, every task's (Celery's own too), counted in the pool process that ran it (common/metrics.py; they
+# reach /metrics when the workers share PROMETHEUS_MULTIPROC_DIR with the web server). Connected here, in the module
+# every worker imports: the Celery app (platform/celery.py) stands below the kernel.
+@signals.task_success.connect
+def _task_succeeded(sender: Any = None, **_kwargs: object) -> None:
+    celery_task_observe(getattr(sender, "name", None) or "unknown", "success")
+
+
+@signals.task_failure.connect
+def _task_failed(sender: Any = None, **_kwargs: object) -> None:
+    celery_task_observe(getattr(sender, "name", None) or "unknown", "failure")
+
+
+@signals.task_retry.connect
+def _task_retried(sender: Any = None, **_kwargs: object) -> None:
+    celery_task_observe(getattr(sender, "name", None) or "unknown", "retry")
+
+
+@signals.worker_process_shutdown.connect
+def _pool_process_ended(pid: int | None = None, **_kwargs: object) -> None:
+    """A pool process ended: prometheus_client's bookkeeping for a dead process."""
+    process_dead(pid or os.getpid())
 
 
 # The name predates the move from routing/ and stays: steps queued before a deploy still find their task.

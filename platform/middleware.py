@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import contextvars
 import threading
+import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -52,6 +53,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddlewa
 
 from common.config_version import config_version_pinned
 from common.history import HistoryActorMiddleware as SyncHistoryActorMiddleware
+from common.metrics import UNMATCHED, http_request_observe
 from common.outages import database_circuit
 from platform.errors import DatabaseCircuitMiddleware as SyncDatabaseCircuitMiddleware
 
@@ -165,6 +167,43 @@ class AsyncSide:
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         raise NotImplementedError
+
+
+class RequestMetricsMiddleware:
+    """Counts every request by route (the URL pattern it resolved to, :data:`~common.metrics.UNMATCHED` when none
+    did), method and status, and times it: one ``perf_counter`` pair and one recording per request
+    (:func:`common.metrics.http_request_observe`). First in ``MIDDLEWARE``, so it times the whole stack; a streamed
+    answer is timed to its first byte. Both sync (WSGI, the test client) and async (the ASGI handler)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
+        started = time.perf_counter()
+        response = self.get_response(request)
+        _observe(request, response, time.perf_counter() - started)
+        return response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        started = time.perf_counter()
+        response = await self.get_response(request)
+        _observe(request, response, time.perf_counter() - started)
+        return response
+
+
+def _observe(request: HttpRequest, response: HttpResponseBase, seconds: float) -> None:
+    match = request.resolver_match
+    http_request_observe(
+        match.route if match is not None else UNMATCHED, request.method or "", response.status_code, seconds
+    )
 
 
 # auditlog's receiver for the requests' context, connected once (auditlog's own middleware connects and disconnects

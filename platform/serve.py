@@ -17,18 +17,26 @@ SIGTERM or SIGINT stops them all and waits for their graceful shutdown.
 Defaults come from ``HOST``, ``PORT`` and ``WEB_CONCURRENCY`` (two workers per
 core when unset: the chat path spends most of its time waiting, and a worker
 with fewer requests in flight loses less time to its GIL).
+
+The workers count their metrics in ``PROMETHEUS_MULTIPROC_DIR`` (common/metrics.py), so any worker's ``/metrics``
+answers for all of them. When the operator did not set it, this process makes a fresh directory for its workers
+and removes it when they stop; a worker that ends is marked dead there.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 
 from platform import env
 
@@ -79,7 +87,37 @@ def worker(host: str, port: int, access_log: bool) -> None:
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
 
+@contextlib.contextmanager
+def metrics_directory() -> Iterator[str]:
+    """``PROMETHEUS_MULTIPROC_DIR`` for the workers: the operator's (shared, e.g. with Celery workers: left as it is),
+    or a fresh one of this server's, set in the environment the workers inherit and removed afterwards."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given:
+        os.makedirs(given, exist_ok=True)
+        yield given
+        return
+    path = tempfile.mkdtemp(prefix="platform-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    try:
+        yield path
+    finally:
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _worker_ended(pid: int | None) -> None:
+    if pid is not None:
+        from common.metrics import process_dead
+
+        process_dead(pid)
+
+
 def supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
+    with metrics_directory():
+        return _supervise(host=host, port=port, workers=workers, access_log=access_log)
+
+
+def _supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
     """Run ``workers`` workers until SIGTERM/SIGINT; 1 if a worker died while starting, else 0."""
     _listen(host, port).close()  # fail here, once, if the address is taken or invalid
     context = multiprocessing.get_context("spawn")
@@ -111,6 +149,7 @@ def supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
                 stopping, status = True, 1
                 break
             logger.warning("worker %s exited with %s; starting another", process.pid, process.exitcode)
+            _worker_ended(process.pid)
             time.sleep(RESTART_PAUSE_SECONDS)
             processes[n] = start()
     for process in processes:
@@ -121,6 +160,7 @@ def supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
         if process.is_alive():
             process.kill()
             process.join()
+        _worker_ended(process.pid)
     return status
 
 

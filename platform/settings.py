@@ -74,6 +74,7 @@ INSTALLED_APPS = [
 # WhiteNoise goes last (not second, as its docs suggest): under a WSGI server nothing changes, and static
 # files are still served before any view runs.
 MIDDLEWARE = [
+    "platform.middleware.RequestMetricsMiddleware",  # requests per route, method and status, and their seconds
     "platform.errors.DatabaseCircuitMiddleware",  # while the database is known to be down: 503 at once
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -263,6 +264,13 @@ REST_FRAMEWORK = {
     # Per API key or staff user, in the shared cache; the rates are the API_*_RATE_PER_KEY settings below.
     "DEFAULT_THROTTLE_CLASSES": ["tenants.throttles.ApiRateThrottle"],
 }
+
+# --- Metrics (common/metrics.py, chat/metrics.py) ----------------------------
+# GET /metrics: Prometheus text for "Authorization: Bearer <METRICS_TOKEN>" (unset: no token is accepted) or a staff
+# session with the debug right over every tenant; METRICS_ENABLED=false answers 404. Several processes (the web
+# server's workers, Celery's) share their figures through PROMETHEUS_MULTIPROC_DIR, read by prometheus_client itself.
+METRICS_ENABLED = env.boolean("METRICS_ENABLED", True)
+METRICS_TOKEN = env.string("METRICS_TOKEN")
 
 # --- Throttling (tenants/throttles.py) ---------------------------------------
 # "<count>/<second|minute|hour|day>" or "off". Messages: every route that runs a turn (HTTP, SSE, WebSocket

@@ -18,6 +18,7 @@ urlpatterns = [
     path("chat/", include("chat.page_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("metrics", include("chat.metrics_urls")),  # Prometheus, for a token or staff (chat/metrics.py)
 ]
 
 handler400 = "platform.errors.bad_request"

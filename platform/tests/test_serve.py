@@ -121,3 +121,62 @@ def test_a_worker_compiles_the_routing_before_it_listens_and_starts_without_a_da
     started = next(n for n, line in enumerate(lines) if "Started server process" in line)
     assert compiled < frozen < started, lines
     assert "the first message compiles it" in lines[compiled]
+
+
+def _scrape(port: int, token: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert response.status_code == 200, response.text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def _metrics_directory(pid: int) -> Path:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    found = next(item for item in environ if item.startswith(b"PROMETHEUS_MULTIPROC_DIR="))
+    return Path(found.split(b"=", 1)[1].decode())
+
+
+def test_the_metrics_of_every_worker_add_up_in_a_directory_the_server_makes_and_removes(tmp_path, monkeypatch):
+    """Without PROMETHEUS_MULTIPROC_DIR each worker would count alone and a scrape would see one worker's share."""
+    token = "serve-metrics-token"
+    monkeypatch.setenv("METRICS_TOKEN", token)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    port = _free_port()
+    server = _serve(tmp_path, port, workers=2, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _workers(server.pid)) < 2 or not _answers(port):
+            assert time.monotonic() < deadline, "platform.serve did not answer with two workers"
+            time.sleep(0.3)
+        time.sleep(2)  # both workers listening
+        directory = _metrics_directory(workers[0])
+        assert directory == _metrics_directory(workers[1]) and directory.is_dir()
+        unmatched = ("platform_http_requests_total", (("method", "GET"), ("route", "unmatched"), ("status", "404")))
+        before = _scrape(port, token).get(unmatched, 0.0)
+
+        for _ in range(40):  # a connection each: the kernel spreads them over the workers' sockets
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                assert _get(sock).startswith(b"HTTP/1.1 404")
+
+        assert _scrape(port, token)[unmatched] == before + 40
+        writers = {path.name.rsplit("-", 1)[-1].removesuffix(".db") for path in directory.glob("counter_*.db")}
+        assert {str(pid) for pid in workers} <= writers  # both workers counted some of them
+    finally:
+        server.send_signal(signal.SIGTERM)
+        status = server.wait(timeout=40)
+    assert status == 0
+    assert not directory.exists()
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as probe:
+            return _get(probe).startswith(b"HTTP/1.1 404")
+    except OSError:
+        return False
