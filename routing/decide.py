@@ -130,7 +130,7 @@ async def _routed(
     profile: ProfileSpec, text: str, state: str | None, active_agent: str, active_intent: str, mode: str
 ) -> RouteDecision:
     classifier = intent_classifier(profile) if profile.llm_router_enabled else None
-    return await profile.router.route(
+    decision = await profile.router.route(
         text,
         state=state,
         active_agent=active_agent,
@@ -139,3 +139,6 @@ async def _routed(
         mode=mode,
         followup_max_chars=profile.hybrid_followup_max_chars,
     )
+    if profile.backends and decision.agent in profile.backends:
+        decision.metadata["backend"] = decision.agent  # a remote backend answers (conversations/gateway.py)
+    return decision
