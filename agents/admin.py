@@ -26,7 +26,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from agents.mcp import McpUnavailable
-from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
 from agents.schemas import expand_args_schema, validate_word_list
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import ReadOnlyInlineMixin
@@ -804,3 +804,104 @@ class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmi
     @admin.display(description="specialists", ordering="specialist_total")
     def specialist_count(self, obj: WithAnnotations[McpTool, _ToolTotals]) -> int:
         return obj.specialist_total
+
+
+class LinesField(forms.CharField):
+    """A list of words or phrases edited one per line (blank lines dropped); the model keeps it as a JSON list."""
+
+    widget = forms.Textarea(attrs={"rows": 4})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]  # a list, not the text
+        if isinstance(value, list):
+            return value
+        return [line.strip() for line in str(value or "").splitlines() if line.strip()]
+
+
+class RemoteBackendAdminForm(forms.ModelForm):
+    """The API key is write-only: never rendered back; left blank on a change, the stored key is kept."""
+
+    api_key = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="The API key the remote deployment gave us, sent as Authorization: Bearer. Never shown again: "
+        "leave blank to keep the stored key.",
+    )
+    keywords = LinesField(
+        required=False,
+        help_text="One word or phrase per line: a message that has one goes to this backend (as an intent's keywords).",
+    )
+    examples = LinesField(required=False, help_text="One example message per line, for the examples tier.")
+
+    class Meta:
+        model = RemoteBackend
+        fields = [
+            "profile",
+            "name",
+            "display_name",
+            "description",
+            "base_url",
+            "api_key",
+            "remote_agent_id",
+            "keywords",
+            "examples",
+            "priority",
+            "timeout",
+            "failures_to_open",
+            "open_seconds",
+            "enabled",
+        ]
+
+    def clean_api_key(self) -> str:
+        entered = self.cleaned_data.get("api_key") or ""
+        return entered or (self.instance.api_key if self.instance.pk else "")
+
+    def _clean_lines(self, name: str) -> list[str]:
+        value = self.cleaned_data.get(name) or []
+        validate_word_list(value)
+        return value
+
+    def clean_keywords(self) -> list[str]:
+        return self._clean_lines("keywords")
+
+    def clean_examples(self) -> list[str]:
+        return self._clean_lines("examples")
+
+
+@admin.register(RemoteBackend)
+class RemoteBackendAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+    """Another deployment a gateway profile routes to like a specialist (docs/gateway.md); takes effect on save."""
+
+    form = RemoteBackendAdminForm
+    list_display = ["name", "profile", "remote_agent_id", "base_url", "priority", "timeout", "enabled", "updated_at"]
+    list_filter = ["enabled", "profile"]
+    list_select_related = ["profile"]
+    search_fields = ["name", "display_name", "description", "base_url", "remote_agent_id", "profile__agent_id"]
+    fieldsets = [
+        (None, {"fields": ["profile", "name", "display_name", "description", "enabled"]}),
+        (
+            "Where",
+            {
+                "fields": ["base_url", "api_key", "remote_agent_id"],
+                "description": "The other deployment's address, the key it gave us and the profile to call there.",
+            },
+        ),
+        (
+            "Routing",
+            {
+                "fields": ["keywords", "examples", "priority"],
+                "description": "Messages reach this backend as they reach a specialist: by its keywords, its "
+                "examples, or the LLM classifier reading its description; a short follow-up stays with it.",
+            },
+        ),
+        (
+            "Faults",
+            {
+                "fields": ["timeout", "failures_to_open", "open_seconds"],
+                "description": "A call that fails or takes longer than the timeout gets the fallback answer; after "
+                "this many failures in a row the backend is left alone for a while.",
+            },
+        ),
+    ]

@@ -8,7 +8,7 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents import checks  # noqa: F401  (registers system checks)
-        from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+        from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
         from common.config_version import config_models_watch
         from common.history import history_register
 
@@ -18,6 +18,7 @@ class AgentsConfig(AppConfig):
             SpecialistPrompt,
             McpServer,
             McpTool,
+            RemoteBackend,
             relations=(Specialist.allowed_tools.through, Specialist.handoff_targets.through),
         )
         # Field-level history (old → new, who, when) of what decides a profile's behaviour. An MCP server's endpoint
@@ -27,3 +28,7 @@ class AgentsConfig(AppConfig):
         history_register(SpecialistPrompt)
         history_register(McpServer, mask_fields={"endpoint"}, mask_callable="common.history.endpoint_mask")
         history_register(McpTool)
+        # A remote backend's key is never recorded, not even in part; its address is masked as a server's is.
+        history_register(
+            RemoteBackend, mask_fields={"api_key", "base_url"}, mask_callable="common.history.secret_or_endpoint_mask"
+        )

@@ -113,7 +113,9 @@ class MessageApi(AsyncAPIView):
         if request.method == "POST":
             if self.streams:
                 refuse_on_streams(request)
-            self.turn_input = message_intake(principal=request.user, data=request.data, route=self.route)
+            self.turn_input = message_intake(
+                principal=request.user, data=request.data, route=self.route, headers=request.headers
+            )
             if not self.streams and idempotency_key(request) is None:
                 self.begun = turn_begin(self.turn_input)
 

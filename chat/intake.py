@@ -33,6 +33,8 @@ from common.errors import (
     ERROR_UNKNOWN_AGENT,
     DomainError,
 )
+from common.text import whole_number
+from conversations.gateway import HOPS_HEADER
 from conversations.graph import TurnInput, new_session_id
 from routing import snapshot
 from routing.rollout import (
@@ -377,16 +379,25 @@ def route_check(*, principal: Any, route: Route) -> None:
         raise PreviewForbidden(ERROR_PREVIEW_FORBIDDEN, fields={"route": [ERROR_PREVIEW_FORBIDDEN]})
 
 
+def gateway_hops(headers: Mapping[str, str]) -> int:
+    """How many deployments a message crossed before reaching this one: the ``X-Gateway-Hops`` header another
+    deployment's gateway sends (conversations/gateway.py); 0 when absent or not a whole number."""
+    raw = headers.get(HOPS_HEADER)
+    return (whole_number(raw.strip()) or 0) if raw else 0
+
+
 def turn_input_build(
     *,
     tenant: Tenant,
     message: MessageIn,
     route: Route,
     current: snapshot.Snapshot | None = None,
+    hops: int = 0,
 ) -> TurnInput:
     """The engine's input for ``message``: its profile (raises :class:`UnknownProfile`), its size checked against
     the profile's limit (raises :class:`TextTooLong`, naming ``payload.text``), a new session id when it has
-    none, and the route's graph. Nothing is stored. Call :func:`route_check` first for a client's route."""
+    none, the route's graph and the gateway ``hops`` it crossed. Nothing is stored. Call :func:`route_check` first
+    for a client's route."""
     current = current or snapshot.current()
     profile = profile_get(message.agent_id, current)
     limit = profile.max_input_chars
@@ -402,6 +413,7 @@ def turn_input_build(
         channel=message.channel,
         context=dict(message.context),
         snapshot=current,
+        hops=hops,
     )
     return rollout_apply(turn_input, current, route)
 
@@ -447,9 +459,15 @@ def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Rout
 
 
 def message_intake(
-    *, principal: Any, data: Mapping[str, Any] | Any, route: Route, right: TenantRight = TenantRight.ACT
+    *,
+    principal: Any,
+    data: Mapping[str, Any] | Any,
+    route: Route,
+    right: TenantRight = TenantRight.ACT,
+    headers: Mapping[str, str] | None = None,
 ) -> TurnInput:
-    """A gateway-shaped request in, the engine's input out: read, route checked, tenant, profile, size, rollout.
+    """A gateway-shaped request in, the engine's input out: read, route checked, tenant, profile, size, rollout,
+    and the gateway hops from the request's ``headers`` (:func:`gateway_hops`).
 
     A staff session needs ``right`` over the tenant it names (the routing debug asks for ``DEBUG``).
     Raises DRF's ``ValidationError`` or a :class:`DomainError` naming the field; nothing is stored before.
@@ -457,4 +475,5 @@ def message_intake(
     message = message_read(data)
     route_check(principal=principal, route=route)
     tenant = tenant_resolve(principal=principal, tenant_slug=message.tenant_slug, right=right)
-    return turn_input_build(tenant=tenant, message=message, route=route)
+    hops = gateway_hops(headers) if headers else 0
+    return turn_input_build(tenant=tenant, message=message, route=route, hops=hops)

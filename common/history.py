@@ -59,6 +59,16 @@ def endpoint_mask(value: str) -> str:
     return parts._replace(netloc=netloc, query=query, fragment="").geturl()
 
 
+def secret_or_endpoint_mask(value: str) -> str:
+    """A secret (an API key) as ``***``, whatever its length, or a URL as :func:`endpoint_mask` leaves it: one
+    ``mask_callable`` for a model that has both. "None" (the old value of a create) and "" stay as they are."""
+    if value in ("", "None"):
+        return value
+    if "://" in value:
+        return endpoint_mask(value)
+    return "***"
+
+
 class HistoryActorMiddleware(AuditlogMiddleware):
     """auditlog's middleware (the request's user becomes the actor of what the request saves), with the user left
     unevaluated until an entry is written: a request that changes nothing — every chat and API message — costs no

@@ -38,6 +38,7 @@ from common import metrics
 from common.events import Emit, emit_safely
 from conversations import ordering
 from conversations.fanout import executor_for
+from conversations.gateway import BackendReply, GatewayMessage, backend_call, gateway_note, handoff_summary
 from conversations.goal_turn import GENERAL, GoalTurn, goal_answer, goal_routing
 from conversations.guardrails import (
     MaskVault,
@@ -105,7 +106,7 @@ from routing.rollout import (
     REASON_BUCKET,
     REASON_CONVERSATION,
 )
-from routing.router import SUPERVISOR_ROUTE, IntentSpec, PlanStep, RouteDecision
+from routing.router import FALLBACK_INTENT, SUPERVISOR_ROUTE, IntentSpec, PlanStep, RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
 
 T = TypeVar("T")
@@ -116,6 +117,10 @@ BLOCKED_ANSWER = (
 NO_SPECIALIST_ANSWER = (
     "Nenhum especialista está disponível para este perfil agora. "
     "(No specialist is available for this profile right now.)"
+)
+BACKEND_UNAVAILABLE_ANSWER = (
+    "Não consegui falar com a equipe que responde a isso agora. Tente de novo em instantes, por favor. "
+    "(The team that answers this could not be reached right now; please try again in a moment.)"
 )
 
 
@@ -139,6 +144,8 @@ class TurnInput:
     cohort: str = ""
     # A streaming client's event sink (common.events); None for the JSON API.
     emit: Emit | None = field(default=None, compare=False, repr=False)
+    # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).
+    hops: int = 0
 
     @property
     def conversation_key(self) -> str:
@@ -189,6 +196,9 @@ class Turn:
     handoff_kinds: int = 0
     conversation_created_at: dt.datetime | None = None
     recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
+    # The gateway: the move to, from or between remote backends (in place of the routing handoff), and the hop.
+    backend_move: Move | None = None
+    backend_reply: BackendReply | None = None
     # What the chain of specialists did.
     context: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain
@@ -204,7 +214,8 @@ class Turn:
         moves: list[Move] = []
         decision = self.decision
         if decision is not None and decision.handoff:
-            moves.append(Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason))
+            routed = Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason)
+            moves.append(self.backend_move or routed)
         for partial in self.supervised_parts():
             moves.append(
                 Move(
@@ -263,6 +274,7 @@ class Turn:
             "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
             "consolidation": self.consolidation,
             "goal": self.goal.metadata() if self.goal else None,
+            "backend": self.backend_reply.metadata() if self.backend_reply else None,
             "trace": self.trace,
         }
 
@@ -329,6 +341,15 @@ async def routing_decision(turn: Turn) -> None:
     turn.final_intent = turn.decision.intent
     turn.next_state = turn.decision.next_state or ""
     decision = turn.decision
+    if note := gateway_note(turn.input.context):  # another deployment's gateway handed the conversation here
+        turn.notes.append(note)
+        turn.stored_notes.append((turn.agent, note))
+    if (
+        decision.handoff
+        and profile.backends
+        and (turn.agent in profile.backends or turn.active_agent in profile.backends)
+    ):
+        await _backend_move(turn)
     await emit_safely(
         turn.input.emit,
         "route",
@@ -350,6 +371,36 @@ async def routing_decision(turn: Turn) -> None:
         turn.notes.append(note)
         turn.stored_notes.append((turn.agent, note))
         turn.pending_result = None
+
+
+async def _backend_move(turn: Turn) -> None:
+    """The answering side changes to, from or between remote backends: a ``backend_handoff`` with the decision's
+    reason and a short summary of the conversation, checked by loop safety as agents' handoffs are (the
+    conversation's recent backend moves count as its handoff paths); a local specialist taking the conversation
+    back gets the summary as a system note (a backend gets it in ``context.gateway``)."""
+    decision, limits = turn.decision, turn.input.profile.loop_safety
+    assert decision is not None
+    source, target = turn.active_agent, decision.agent
+    summary = handoff_summary(turn.history)
+    if turn.recent_paths is None:
+        turn.recent_paths = await sync_to_async(_recent_paths)(turn.conversation_pk, limits.window)
+    stop = move_check(
+        chain=[source],
+        target=target,
+        moves_this_turn=0,
+        recent_paths=turn.recent_paths,
+        steps_left=1,
+        max_handoffs=limits.max_handoffs_per_turn,
+        block_ping_pong=limits.block_ping_pong,
+        window=limits.window,
+        max_repeats=limits.max_repeats,
+    )
+    status = HandoffStatus.STOPPED if stop else HandoffStatus.COMPLETED
+    turn.backend_move = Move(source, target, HandoffKind.BACKEND, status, decision.reason, summary, outcome=stop or "")
+    if stop is None and target not in turn.input.profile.backends:
+        turn.notes.append(
+            f"[SYSTEM_NOTE: the backend {source} handed this conversation back to you. Summary: {summary}]"
+        )
 
 
 def _permission_decision(turn: Turn) -> RouteDecision | None:
@@ -445,6 +496,56 @@ async def specialist(turn: Turn) -> None:
     if turn.goal is not None and turn.goal.decision.status != GENERAL:
         await goal_answer(turn, current)
         return
+    if turn.backend_move is not None and turn.backend_move.status == HandoffStatus.STOPPED:
+        # Loop safety stopped a move to, from or between backends: the conversation stays where it was.
+        turn.agent = turn.active_agent
+        turn.answer = stop_summary(reason=turn.backend_move.outcome, answer="", findings=[])
+        return
+    if turn.agent in turn.input.profile.backends:
+        await _remote(turn, current)
+        return
+    await _chain(turn, current)
+
+
+async def _remote(turn: Turn, current: Snapshot) -> None:
+    """A remote backend answers (conversations/gateway.py): its tokens stream through as a specialist's do. A hop
+    that fails gets the profile's fallback specialist (told why), or a graceful sentence when it has none."""
+    data, profile = turn.input, turn.input.profile
+    backend = profile.backends[turn.agent]
+    move = turn.backend_move
+    event = {"agent": backend.name, "display_name": backend.display_name, "via": "backend"}
+    await emit_safely(data.emit, "agent", event)
+    masker = StreamMasker(turn.vault, profile.guardrails)
+    message = GatewayMessage(
+        text=data.text.strip(),  # the remote deployment applies its own guardrails to what the user wrote
+        conversation_key=data.conversation_key,
+        from_profile=profile.agent_id,
+        user_id=stored_user_id(data),
+        context=turn.context,
+        handoff_summary=move.context_summary if move is not None else "",
+        reason=turn.decision.reason if turn.decision else "",
+    )
+    reply = await backend_call(
+        backend=backend,
+        profile=profile.agent_id,
+        message=message,
+        hops=data.hops,
+        emit=_masking_tokens(data.emit, masker),
+    )
+    if rest := masker.flush():
+        await emit_safely(data.emit, "token", {"agent": backend.name, "text": rest})
+    turn.backend_reply = reply
+    if reply.ok:
+        turn.answer = reply.answer
+        return
+    if move is not None:
+        turn.backend_move = replace(move, status=HandoffStatus.STOPPED, outcome=f"backend_{reply.status}"[:32])
+    await emit_safely(data.emit, "discard", {"agent": backend.name})
+    if profile.fallback_agent not in profile.specialists:
+        turn.agent, turn.answer = "", BACKEND_UNAVAILABLE_ANSWER
+        return
+    turn.agent, turn.final_intent = profile.fallback_agent, FALLBACK_INTENT
+    turn.notes.append(f"[SYSTEM_NOTE: {backend.display_name} could not answer ({reply.status}); answer as you can.]")
     await _chain(turn, current)
 
 
@@ -812,7 +913,13 @@ async def judge(turn: Turn) -> None:
         answer=turn.answer,
         tool_results=_tool_results(turn),
         settings=judges,
-        boilerplate=(ERROR_ANSWER, BLOCKED_ANSWER, NO_SPECIALIST_ANSWER, REVIEW_FALLBACK_ANSWER),
+        boilerplate=(
+            ERROR_ANSWER,
+            BLOCKED_ANSWER,
+            NO_SPECIALIST_ANSWER,
+            REVIEW_FALLBACK_ANSWER,
+            BACKEND_UNAVAILABLE_ANSWER,
+        ),
         ask=judge_asker(turn.input.profile) if judges.get("llm_judge") else None,
     )
 
@@ -1027,11 +1134,14 @@ def _rollout_serve(turn: Turn) -> None:
 
 
 def _recent_paths(conversation_pk: int, window: int) -> list[tuple[str, str]]:
-    """The conversation's last ``window`` agent handoffs (from, to), oldest first; read only when a move is checked."""
+    """The conversation's last ``window`` agent and backend handoffs (from, to), oldest first; read only when a move
+    is checked."""
     try:
         paths = (
             Handoff.objects.filter(
-                conversation_id=conversation_pk, kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED
+                conversation_id=conversation_pk,
+                kind__in=(HandoffKind.HANDOFF, HandoffKind.BACKEND),
+                status=HandoffStatus.COMPLETED,
             )
             .order_by("-created_at", "-id")
             .values_list("from_agent", "to_agent")[:window]
@@ -1085,12 +1195,17 @@ def turn_record(turn: Turn) -> TurnRecord:
         ],
         tool_calls=turn.mcp_results(),
         moves=turn.all_moves(),
+        backend_calls=(turn.backend_reply,) if turn.backend_reply else (),
     )
 
 
 def _persist(turn: Turn) -> int:
     decision = turn.decision
+    backends = turn.input.profile.backends
+    backend = turn.agent if turn.agent in backends else ""
+    was = turn.active_agent if turn.active_agent in backends else ""
     live = LiveState(
+        active_backend=backend if decision is not None and backend != was else None,
         sub_conversation=turn.sub_conversation,
         pending_result=turn.pending_result,
         pending_permission=turn.pending_permission,

@@ -2,10 +2,10 @@
 
 A turn ends with one atomic write (:func:`conversation_turn_record`; on PostgreSQL usually a single statement):
 the user's message, the system notes the specialists got, a supervisor plan's parts, the answer, the route
-decision, the tool calls, the conversation's new live state and the moves between agents. :func:`turn_rows` is
-the one definition of those rows, built from a :class:`TurnRecord` — plain data that the graph fills from its
-turn and the analytics benchmark's generator (``bench/benchdata.py``) from its simulation — so the benchmark's
-data cannot drift from what the graph writes.
+decision, the tool calls, the conversation's new live state, the moves between agents and the gateway's hops to
+remote backends. :func:`turn_rows` is the one definition of those rows, built from a :class:`TurnRecord` — plain
+data that the graph fills from its turn and the analytics benchmark's generator (``bench/benchdata.py``) from its
+simulation — so the benchmark's data cannot drift from what the graph writes.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from django.db import connection, transaction
 
 from common.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
+from conversations.gateway import BackendReply
 from conversations.goal_records import goal_rows_create
-from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+from conversations.models import BackendCall, Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from conversations.signals import conversation_recounted
 from conversations.supervisor import GAP_TEXT
 from handoffs.models import Handoff
@@ -67,6 +68,7 @@ class TurnRecord:
     parts: Sequence[PartRecord] = ()
     tool_calls: Sequence[dict[str, Any]] = ()  # ToolResult.as_dict(), redacted
     moves: Sequence[Move] = ()
+    backend_calls: Sequence[BackendReply] = ()  # the gateway's hops to remote backends (made or skipped)
 
 
 @dataclass
@@ -78,6 +80,7 @@ class TurnRows:
     decision: RouteDecisionRecord | None
     tool_calls: list[ToolCall]
     handoffs: list[Handoff] = field(default_factory=list)
+    backend_calls: list[BackendCall] = field(default_factory=list)
 
     @property
     def user_message(self) -> Message:
@@ -93,6 +96,8 @@ class TurnRows:
             self.decision.message_id = self.user_message.pk
         for call in self.tool_calls:
             call.message_id = self.answer.pk
+        for hop in self.backend_calls:
+            hop.message_id = self.answer.pk
 
 
 def turn_rows(record: TurnRecord) -> TurnRows:
@@ -127,6 +132,10 @@ def turn_rows(record: TurnRecord) -> TurnRows:
             routing_version=record.routing_version,
             moves=record.moves,
         ),
+        backend_calls=[
+            reply.row(conversation_id=record.conversation_id, tenant_id=record.tenant_id, profile_id=record.profile_id)
+            for reply in record.backend_calls
+        ],
     )
 
 
@@ -216,7 +225,9 @@ class LiveState:
     """What the conversation carries into its next message, as the turn left it.
 
     ``routed`` is ``(state, active_specialist, active_intent)`` when the turn was routed, ``None`` when it never
-    got that far (a blocked message), which leaves them as they were.
+    got that far (a blocked message), which leaves them as they were. ``active_backend``: the remote backend now
+    answering the conversation ("": a local specialist again), ``None`` when that did not change (the local path
+    writes no more columns than before).
     """
 
     sub_conversation: dict[str, Any] | None = None
@@ -225,6 +236,7 @@ class LiveState:
     granted_permissions: Sequence[str] = ()
     routed: tuple[str, str, str] | None = None
     goal_state: dict[str, Any] | None = None
+    active_backend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,6 +262,8 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         updates["cohort"] = record.cohort
     if live.routed is not None:
         updates["state"], updates["active_specialist"], updates["active_intent"] = live.routed
+    if live.active_backend is not None:
+        updates["active_backend"] = live.active_backend
     kinds = counted.handoff_kinds | moves_kinds(record.moves)
     if kinds != counted.handoff_kinds:
         updates["handoff_kinds"] = kinds
@@ -327,7 +341,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
     recounted = "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
     goal = record.metadata.get("goal")
     joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's
-    alone = joined and not (rows.tool_calls or rows.handoffs or goal or recounted)
+    alone = joined and not (rows.tool_calls or rows.handoffs or rows.backend_calls or goal or recounted)
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
             if joined:
@@ -347,6 +361,8 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
                 )
             if rows.handoffs:
                 Handoff.objects.bulk_create(rows.handoffs)
+            if rows.backend_calls:
+                BackendCall.objects.bulk_create(rows.backend_calls)
             if recounted:
                 # The conversation is counted on the day it was created, under its cohort and kinds of move.
                 conversation_recounted.send(sender=Conversation, created_at=counted.created_at)

@@ -317,6 +317,9 @@ SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = env.decimal("SUPERVISOR_SPECIALIST_TIMEO
 # Where a supervisor plan's specialists run: Celery workers when REDIS_URL is set ("auto"), or in-process.
 SUPERVISOR_EXECUTOR = env.choice("SUPERVISOR_EXECUTOR", ("auto", "celery", "inprocess"), "auto")
 CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
+# Agent Gateway: a message that has already crossed this many deployments (X-Gateway-Hops) calls no further
+# remote backend (conversations/gateway.py): loop safety across deployments.
+GATEWAY_MAX_HOPS = env.integer("GATEWAY_MAX_HOPS", 3)
 # A turn that makes no progress for this long (its process died) no longer holds up its conversation.
 CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS", 300.0)
 # How long a message POST's Idempotency-Key and its stored answer are kept (chat/idempotency.py).

@@ -151,4 +151,6 @@ async def _routed(
     if planner_error:
         # The model could not plan: the keyword plan stands in, and says why.
         decision.metadata.update(plan_source=PLAN_BY_KEYWORDS, planner_error=planner_error)
+    if profile.backends and decision.agent in profile.backends:
+        decision.metadata["backend"] = decision.agent  # a remote backend answers (conversations/gateway.py)
     return decision

@@ -17,7 +17,7 @@ from typing import Any
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
-from routing.snapshot import LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
+from routing.snapshot import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
 
 SCHEMA = 1
 
@@ -324,15 +324,23 @@ def goals_examples_index(catalogue: GoalCatalogue, profile: Mapping[str, Any]) -
     return index if index is not None and len(index.intents) > 1 else None
 
 
-def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None = None) -> ProfileSpec:
+def profile_compile(
+    document: Mapping[str, Any],
+    *,
+    pk: int,
+    version: int | None = None,
+    backends: Mapping[str, BackendSpec] | None = None,
+) -> ProfileSpec:
     """The runtime profile of ``document`` (pure: no ORM): what the snapshot serves for the profile ``pk``.
 
     Only enabled specialists are compiled; an intent or state policy only when it and its specialist are enabled;
     a tool is usable when it and its server are enabled, and only usable tools reach intents; handoff targets are
     the enabled ones; the fallback is the fallback specialist when enabled, else the first enabled specialist by
     name; the coordinator only when it is an enabled specialist; a capability is enabled only with a usable tool.
-    ``version`` is the released version number the document is, if any. Raises :class:`DocumentError` for a
-    document of another schema.
+    ``version`` is the released version number the document is, if any. ``backends`` (the profile's enabled remote
+    backends, :func:`routing.snapshot.backends_load`: not part of the document, they are not versioned) join the
+    intents as one intent-like entry each (:func:`backend_intents`), so every tier routes to them. Raises
+    :class:`DocumentError` for a document of another schema.
     """
     if document.get("schema") != SCHEMA:
         raise DocumentError(f"schema: {document.get('schema')!r}, this code compiles schema {SCHEMA}")
@@ -383,6 +391,9 @@ def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None
             key=lambda intent: (intent.priority, intent.name),
         )
     )
+    backends = {name: backend for name, backend in (backends or {}).items() if name not in specialists}
+    if backends:
+        intents = tuple(sorted(intents + backend_intents(backends), key=lambda intent: (intent.priority, intent.name)))
     intent_of = {intent.name: intent for intent in intents}
     policies = []
     for state, policy in sorted(document["state_policies"].items()):
@@ -455,6 +466,23 @@ def profile_compile(document: Mapping[str, Any], *, pk: int, version: int | None
         goals=_catalogue(document, usable),
         goal_threshold=profile["goal_threshold"],
         tool_rights=rights,
+        backends=dict(backends),
+    )
+
+
+def backend_intents(backends: Mapping[str, BackendSpec]) -> tuple[IntentSpec, ...]:
+    """Each remote backend as an intent of the router: ``backend:<name>``, its agent the backend's name, with its
+    keywords, examples, description and priority; no tools and no next state (the remote keeps its own)."""
+    return tuple(
+        IntentSpec(
+            name=backend.intent_name,
+            agent=name,
+            description=backend.description or backend.display_name,
+            priority=backend.priority,
+            keywords=backend.keywords,
+            examples=backend.examples,
+        )
+        for name, backend in sorted(backends.items())
     )
 
 

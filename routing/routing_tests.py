@@ -247,20 +247,24 @@ def routing_tests_spec(profile: Any, version: str | int = DRAFT) -> ProfileSpec:
     from routing.documents import profile_compile, profile_documents
     from routing.versions import live_version
 
+    backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})  # not versioned: the saved ones
+
     if version == DRAFT:
         spec = snapshot.current().profile(profile.agent_id, draft=True)
         if spec is not None:
             return spec
-        return profile_compile(profile_documents([profile.agent_id])[profile.agent_id], pk=profile.pk)
+        return profile_compile(
+            profile_documents([profile.agent_id])[profile.agent_id], pk=profile.pk, backends=backends
+        )
     if version == LIVE:
         live = live_version(profile)
         if live is None:
             return routing_tests_spec(profile, DRAFT)
-        return profile_compile(live.document, pk=profile.pk, version=live.number)
+        return profile_compile(live.document, pk=profile.pk, version=live.number, backends=backends)
     stored = RoutingVersion.objects.filter(profile=profile, number=int(version)).first()
     if stored is None:
         raise NotFound(f"{profile.agent_id} has no version {version}.", fields={"version": [f"No version {version}."]})
-    return profile_compile(stored.document, pk=profile.pk, version=stored.number)
+    return profile_compile(stored.document, pk=profile.pk, version=stored.number, backends=backends)
 
 
 def routing_tests_saved(profile: Any) -> list[Case]:
@@ -302,6 +306,7 @@ def routing_tests_gate(
     without it is refused (:class:`PublishForbidden`). Without ``enforce`` (a revert) the run is only recorded.
     Runs before the publish's transaction: a classifier may call a model, and no lock is held across it."""
     from routing.documents import profile_compile
+    from routing.snapshot import backends_load
 
     reason = forced_reason.strip()
     if reason and not (user is not None and user.has_perm(FORCE_PERMISSION)):
@@ -312,7 +317,8 @@ def routing_tests_gate(
     cases = routing_tests_saved(profile)
     if not cases:
         return GateOutcome(summary={})
-    run = routing_tests_run(profile_compile(document, pk=profile.pk), cases)
+    backends = backends_load([profile.pk]).get(profile.pk, {})
+    run = routing_tests_run(profile_compile(document, pk=profile.pk, backends=backends), cases)
     summary = run.summary()
     if not run.failed:
         return GateOutcome(summary=summary)

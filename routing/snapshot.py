@@ -67,6 +67,33 @@ class SpecialistSpec:
 
 
 @dataclass(frozen=True)
+class BackendSpec:
+    """An enabled remote backend of a gateway profile (agents.RemoteBackend): another deployment the profile routes
+    to like a specialist. Not versioned (as MCP servers are not): what is saved takes effect with the next snapshot."""
+
+    name: str
+    display_name: str
+    description: str
+    base_url: str
+    api_key: str = field(repr=False)
+    remote_agent_id: str
+    keywords: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    priority: int = 100
+    timeout: float = 30.0
+    failures_to_open: int = 3
+    open_seconds: float = 30.0
+
+    @property
+    def intent_name(self) -> str:
+        """The intent-like entry it is in the compiled router (routing.documents.profile_compile)."""
+        return f"{BACKEND_INTENT_PREFIX}{self.name}"
+
+
+BACKEND_INTENT_PREFIX = "backend:"
+
+
+@dataclass(frozen=True)
 class LoopSafety:
     """A profile's loop-safety limits (seed 003), checked before every agent-to-agent handoff."""
 
@@ -118,6 +145,8 @@ class ProfileSpec:
     # Supervisor mode's planner (agents.models.SupervisorPlanner) and the review of single-specialist turns.
     supervisor_planner: str = "keywords"
     review_single_turns: bool = False
+    # The enabled remote backends it routes to (a gateway profile), by name: agents in its router like specialists.
+    backends: Mapping[str, BackendSpec] = field(default_factory=dict)
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""
@@ -219,6 +248,7 @@ def build(*, version: int, generation: int) -> Snapshot:
 
     drafts = profile_documents()
     pks = dict(AgentProfile.objects.values_list("agent_id", "pk"))  # read after: a profile deleted since is left out
+    backends = backends_load()
     released = {
         agent_id: (number, document)
         for agent_id, number, document in ProfileRelease.objects.values_list(
@@ -232,10 +262,16 @@ def build(*, version: int, generation: int) -> Snapshot:
             continue
         number, live = released.get(agent_id, (None, draft))
         if live["profile"]["enabled"]:
-            profiles[agent_id] = profile_compile(live, pk=pks[agent_id], version=number)
+            profiles[agent_id] = profile_compile(
+                live, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {})
+            )
         if draft["profile"]["enabled"]:
             same = live == draft and agent_id in profiles
-            draft_specs[agent_id] = profiles[agent_id] if same else profile_compile(draft, pk=pks[agent_id])
+            draft_specs[agent_id] = (
+                profiles[agent_id]
+                if same
+                else profile_compile(draft, pk=pks[agent_id], backends=backends.get(pks[agent_id], {}))
+            )
     return Snapshot(
         version=version,
         generation=generation,
@@ -245,11 +281,39 @@ def build(*, version: int, generation: int) -> Snapshot:
         flags=_flags(),
         drafts=draft_specs,
         released={agent_id: number for agent_id, (number, _) in released.items()},
-        rollouts=_rollouts(pks, profiles),
+        rollouts=_rollouts(pks, profiles, backends),
     )
 
 
-def _rollouts(pks: dict[str, int], profiles: dict[str, ProfileSpec]) -> dict[str, VersionRollout]:
+def backends_load(profile_pks: list[int] | None = None) -> dict[int, dict[str, BackendSpec]]:
+    """The enabled remote backends of every profile (or of ``profile_pks``), by profile pk and name: one query."""
+    from agents.models import RemoteBackend
+
+    rows = RemoteBackend.objects.filter(enabled=True)
+    if profile_pks is not None:
+        rows = rows.filter(profile_id__in=profile_pks)
+    out: dict[int, dict[str, BackendSpec]] = {}
+    for row in rows.order_by("name"):
+        out.setdefault(row.profile_id, {})[row.name] = BackendSpec(
+            name=row.name,
+            display_name=row.display_name or row.name,
+            description=row.description,
+            base_url=row.base_url.rstrip("/"),
+            api_key=row.api_key,
+            remote_agent_id=row.remote_agent_id,
+            keywords=tuple(sorted(row.keywords)),
+            examples=tuple(row.examples),
+            priority=row.priority,
+            timeout=row.timeout,
+            failures_to_open=row.failures_to_open,
+            open_seconds=row.open_seconds,
+        )
+    return out
+
+
+def _rollouts(
+    pks: dict[str, int], profiles: dict[str, ProfileSpec], backends: dict[int, dict[str, BackendSpec]]
+) -> dict[str, VersionRollout]:
     """The running and paused version plans, their candidates compiled (one query)."""
     from routing.documents import profile_compile
     from routing.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan, RolloutPlanTarget
@@ -260,7 +324,9 @@ def _rollouts(pks: dict[str, int], profiles: dict[str, ProfileSpec]) -> dict[str
     out = {}
     for pk, agent_id, number, document, control, history in plans:
         if agent_id in profiles and agent_id in pks and document["profile"]["enabled"]:
-            candidate = profile_compile(document, pk=pks[agent_id], version=number)
+            candidate = profile_compile(
+                document, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {})
+            )
             out[agent_id] = VersionRollout(pk, agent_id, candidate, control, history_parse(history))
     return out
 

@@ -19,7 +19,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import models
 
-from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from routing.models import (
@@ -219,6 +219,16 @@ EXPECT: dict[type[models.Model], Expect] = {
         add=lambda s: {"name": "segunda_via", "server": s[McpServer].pk},
         change={"description": "Reads an invoice."},
     ),
+    RemoteBackend: Expect(
+        search=("retail_backend", "retail.example"),
+        add=lambda s: {
+            "profile": s[AgentProfile].pk,
+            "name": "offers_backend",
+            "base_url": "https://offers.example.com",
+            "remote_agent_id": "offers",
+        },
+        change={"timeout": "4.5"},
+    ),
 }
 
 REGISTERED = sorted(
@@ -301,6 +311,13 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             server=finance, domain="finance", name="GET_QUOTE", capabilities=["get_stock_price"], examples=["preço?"]
         ),
         Capability: price,
+        RemoteBackend: RemoteBackend.objects.create(
+            profile=telecom,
+            name="retail_backend",
+            base_url="https://retail.example.com",
+            api_key="sk-remote",
+            remote_agent_id="retail_orders",
+        ),
     }
     Keyword.objects.create(intent=invoices, text="rollout sample")
     candidate = version_publish(profile=telecom, note="candidate", release=False)

@@ -33,124 +33,33 @@ Everything else runs as schemathesis ships it.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.mcp_processes import free_port
+from tests.platform_instance import platform_served
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAX_EXAMPLES = 12
 MAX_SECONDS = 120
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def _database_url(name: str) -> str:
-    from tests.celery_fixtures import worker_database_url
-
-    return worker_database_url().rsplit("/", 1)[0] + "/" + name
-
-
-@contextlib.contextmanager
-def _scratch_database():
-    """A PostgreSQL database of its own on the test server, dropped afterwards (the suite's stays untouched)."""
-    import psycopg
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("the fuzzer serves from PostgreSQL (scripts/test starts one)")
-    db = connection.settings_dict
-    name = f"fuzz_{secrets.token_hex(4)}"
-    admin = psycopg.connect(
-        host=db["HOST"] or "127.0.0.1",
-        port=db["PORT"] or 5432,
-        user=db["USER"] or None,
-        password=db["PASSWORD"] or None,
-        dbname="postgres",
-        autocommit=True,
-    )
-    try:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        yield _database_url(name)
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
-def _manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The platform served by ``platform.serve``: (base URL, debug+preview key, log path)."""
-    tmp = tmp_path_factory.mktemp("fuzz")
-    port = free_port()
-    with _scratch_database() as database_url:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(PROJECT_ROOT),
-            "DJANGO_SETTINGS_MODULE": "platform.settings",
-            "DATABASE_URL": database_url,
-            "DJANGO_DEBUG": "false",
-            "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DJANGO_SECURE_SSL_REDIRECT": "false",
-            "DJANGO_SECURE_COOKIES": "false",
-            "VAR_DIR": str(tmp / "var"),
-            "CACHE_DIR": str(tmp / "cache"),
-            "OFFLINE_LLM_LATENCY_MS": "0",
-            "OPENAI_BASE_URL": "",
-            "OPENAI_API_KEY": "",
-            "LOG_LEVEL": "WARNING",
-            # The fuzzer sends thousands of requests from one key and one address: throttles off (their 429s
-            # are documented and tested in their own tests).
-            "API_MESSAGE_RATE_PER_KEY": "off",
-            "API_RATE_PER_KEY": "off",
-            "AUTH_FAILURE_LIMIT": "0",
-        }
-        _manage(env, "migrate", "--no-input")
-        _manage(env, "seed_demo")
-        key = _manage(env, "create_api_key", "--tenant", "tenant_a", "--debug", "--preview").strip().splitlines()[-1]
-        log_path = tmp / "server.log"
-        with log_path.open("w") as log:
-            server = subprocess.Popen(
-                [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                cwd=PROJECT_ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert server.poll() is None, f"the server exited:\n{log_path.read_text()}"
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{base}/api/schema/?format=json", timeout=2).status_code == 200:
-                        break
-                assert time.monotonic() < deadline, f"the server did not answer:\n{log_path.read_text()}"
-                time.sleep(0.3)
-            yield base, key, log_path
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+    # The fuzzer sends thousands of requests from one key and one address: throttles off (their 429s are documented
+    # and tested in their own tests).
+    with platform_served(
+        tmp_path_factory.mktemp("fuzz"),
+        prefix="fuzz",
+        API_MESSAGE_RATE_PER_KEY="off",
+        API_RATE_PER_KEY="off",
+        AUTH_FAILURE_LIMIT="0",
+    ) as instance:
+        yield instance.base, instance.key, instance.log_path
 
 
 def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[str]:
