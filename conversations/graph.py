@@ -245,7 +245,9 @@ class Turn:
             "sub_conversation": self.sub_conversation,
             "flags": self.input.flags,
             "cohort": self.input.cohort,
-            "llm": self.outcome.llm if self.outcome else ("openai" if llm_configured() else "offline"),
+            "llm": self.outcome.llm
+            if self.outcome
+            else ("openai" if llm_configured(self.input.profile) else "offline"),
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
             "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
@@ -729,7 +731,7 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
 
     async def uncovered(result: PlanResult) -> list[PlanStep]:
         missing = failed_steps(result, steps)
-        if llm_configured():
+        if llm_configured(turn.input.profile):
             answered = {p.agent for p in result.latest() if p.status == "ok"}
             known = {step.agent for step in missing}
             for step in await llm_uncovered(profile=turn.input.profile, question=turn.sanitized_text, result=result):

@@ -125,8 +125,8 @@ def intent_classifier(profile: ProfileSpec) -> Classifier:
     """The classifier step of the router for ``profile``.
 
     A routing endpoint of its own (``ROUTER_LLM_*``: often a small, fast model)
-    wins; otherwise the answering endpoint; otherwise the offline classifier.
+    wins; otherwise the profile's answering endpoint (its own, else the platform's); otherwise the offline classifier.
     """
-    if router_llm_separate() or llm_configured():
+    if router_llm_separate() or llm_configured(profile):
         return llm_classifier(profile)
     return offline_classify
