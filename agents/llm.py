@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -39,6 +38,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from common.language import detect_language
 from common.text import phrase_found
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
+from platform import env
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def model_key(profile: ModelSettings) -> str | None:
     """The key for ``profile``'s endpoint, read now: the variable it names (``None`` when that is unset), else
     ``OPENAI_API_KEY``. Read at each call so that a rotated key needs no restart; the admin never sees it."""
     if profile.llm_api_key_env:
-        return os.environ.get(profile.llm_api_key_env) or None
+        return env.string(profile.llm_api_key_env) or None
     return settings.OPENAI_API_KEY
 
 
