@@ -373,9 +373,10 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json({"type": "subscribed", "tenant": tenant.slug})
 
-    async def platform_event(self, message: dict[str, Any]) -> None:
-        """A ``platform.event`` message of the layer (:data:`common.bus.CHANNEL_MESSAGE_TYPE`)."""
-        await self.send_json({"type": "event", "event": message["event"]})
+    async def platform_events(self, message: dict[str, Any]) -> None:
+        """A ``platform.events`` message of the layer (:data:`common.bus.CHANNEL_MESSAGE_TYPE`): a batch, in order."""
+        for event in message["events"]:
+            await self.send_json({"type": "event", "event": event})
 
     async def disconnect(self, code) -> None:
         group = getattr(self, "group", None)

@@ -12,6 +12,7 @@ from chat.consumers import CLOSE_FORBIDDEN
 from common.bus import events_flush
 from common.errors import ERROR_DEBUG_FORBIDDEN
 from platform.asgi import application
+from tests.streaming import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +40,7 @@ def test_a_debug_client_watches_its_tenants_agent_completed_events(debug_key, te
         await events.disconnect()
         return subscribed, received
 
-    subscribed, received = asyncio.run(go())
+    subscribed, received = run(go())
 
     assert subscribed == {"type": "subscribed", "tenant": "tenant_a"}
     assert received["type"] == "event"
@@ -58,6 +59,6 @@ def test_a_key_without_the_debug_right_is_refused(tenant_key, telecom):
         closing = await events.receive_output(timeout=5)
         return error, closing["code"]
 
-    error, code = asyncio.run(go())
+    error, code = run(go())
 
     assert (error["error"]["message"], code) == (ERROR_DEBUG_FORBIDDEN, CLOSE_FORBIDDEN)

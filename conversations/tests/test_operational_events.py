@@ -175,8 +175,8 @@ def test_the_channel_layer_groups_receive_agent_completed(api, telecom, settings
 
     for channel in (everyone, tenant_only):
         message = async_to_sync(received)(channel)
-        assert message["type"] == "platform.event"
-        event = message["event"]
+        assert message["type"] == "platform.events"
+        (event,) = message["events"]
         assert (event["type"], event["conversation_key"]) == ("agent.completed", "tenant_a:telecom_contas:ev-1")
         assert event["data"]["agent"] == "billing_agent"
 
