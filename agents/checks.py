@@ -37,12 +37,22 @@ def model_key_variables_check(
     ``manage.py check --database default``). Names the variable, never a value."""
     if not databases:
         return []
+    from django.db import DatabaseError
+
     from agents.llm import key_held
     from agents.models import AgentProfile
 
     problems: list[CheckMessage] = []
-    profiles = AgentProfile.objects.filter(enabled=True).exclude(llm_api_key_env="").order_by("agent_id")
-    for profile in profiles.only("agent_id", "llm_api_key_env"):
+    try:
+        profiles = list(
+            AgentProfile.objects.filter(enabled=True)
+            .exclude(llm_api_key_env="")
+            .order_by("agent_id")
+            .only("agent_id", "llm_api_key_env")
+        )
+    except DatabaseError:  # migrate runs the checks before it creates or alters the tables
+        return []
+    for profile in profiles:
         if not key_held(profile):
             problems.append(
                 Warning(

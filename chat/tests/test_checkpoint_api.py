@@ -4,13 +4,8 @@ and after a permission question, on the demo data with its MCP servers running; 
 
 from __future__ import annotations
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 
-from agents.models import McpServer
-from common.config_version import config_version_bump
 from common.errors import ERROR_CONVERSATION_NOT_FOUND
 
 pytestmark = pytest.mark.django_db
@@ -19,11 +14,8 @@ MSISDN = "5511999999999"
 
 
 @pytest.fixture
-def demo(db, mcp_servers):
-    call_command("seed_demo", stdout=StringIO())
-    for name, url in mcp_servers.items():
-        McpServer.objects.filter(name=name).update(endpoint=url)
-    config_version_bump()
+def demo(seeded_demo):
+    """The demo configuration with its MCP servers running (tests/mcp_fixtures.py)."""
 
 
 def say(api, text: str, *, agent_id: str, session: str, **context) -> dict:
