@@ -25,6 +25,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from agents.llm import key_held, key_variable
 from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
 from agents.schemas import expand_args_schema, validate_word_list
@@ -169,7 +170,7 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     inlines = [SpecialistInline]
     filter_horizontal = ["goal_domains"]
     save_on_top = True
-    readonly_fields = ["examples_calibrated"]
+    readonly_fields = ["examples_calibrated", "llm_api_key_set"]
     fieldsets = [
         (None, {"fields": ["agent_id", "name", "domain", "description", "enabled"]}),
         (
@@ -220,7 +221,7 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         (
             "Model",
             {
-                "fields": ["llm_base_url", "llm_model", "llm_api_key_env", "llm_temperature"],
+                "fields": ["llm_base_url", "llm_model", "llm_api_key_env", "llm_api_key_set", "llm_temperature"],
                 "description": "Which model answers for this profile, without a deploy. The key is never entered "
                 "here: name the environment variable (or mounted secret) that holds it. Blank fields use the "
                 "platform's OPENAI_BASE_URL, LLM_MODEL and OPENAI_API_KEY.",
@@ -259,6 +260,11 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
             f"margin {chosen['margin']} → accuracy {chosen['accuracy']:.0%}, wrong routes {chosen['wrong_rate']:.0%}, "
             f"fallbacks {chosen['fallback_rate']:.0%} on {last.get('samples')} samples"
         )
+
+    @admin.display(description="key variable set here")
+    def llm_api_key_set(self, obj: AgentProfile) -> str:
+        """Whether the key's variable holds a value in this process: yes or no, never the value."""
+        return f"{'yes' if key_held(obj) else 'no'} ({key_variable(obj)}, in this web process)"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
         return (

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 
 @register()
@@ -26,4 +26,42 @@ def llm_settings_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -
         problems.append(Error("OFFLINE_LLM_LATENCY_MS must not be negative.", id="agents.E001"))
     if settings.MAX_INPUT_CHARS < 1:
         problems.append(Error("MAX_INPUT_CHARS must be at least 1.", id="agents.E002"))
+    return problems
+
+
+@register(Tags.database)
+def model_key_variables_check(
+    app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Each enabled profile's key variable holds a value here (run with the database: ``migrate``, or
+    ``manage.py check --database default``). Names the variable, never a value."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from agents.llm import key_held
+    from agents.models import AgentProfile
+
+    problems: list[CheckMessage] = []
+    try:
+        profiles = list(
+            AgentProfile.objects.filter(enabled=True)
+            .exclude(llm_api_key_env="")
+            .order_by("agent_id")
+            .only("agent_id", "llm_api_key_env")
+        )
+    except DatabaseError:  # migrate runs the checks before it creates or alters the tables
+        return []
+    for profile in profiles:
+        if not key_held(profile):
+            problems.append(
+                Warning(
+                    f"Profile {profile.agent_id} reads its model key from {profile.llm_api_key_env}, which is not set; "
+                    "its answers will be the error answer.",
+                    hint=f"Set {profile.llm_api_key_env} in this process's environment, or clear the profile's "
+                    "key variable to use OPENAI_API_KEY.",
+                    obj=profile,
+                    id="agents.W002",
+                )
+            )
     return problems

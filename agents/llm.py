@@ -3,8 +3,10 @@
 Two providers stand behind :class:`ModelProvider`, looked up in :data:`PROVIDERS`:
 
 * ``openai`` — any OpenAI-compatible endpoint through langchain-openai, when
-  ``OPENAI_BASE_URL`` and ``LLM_MODEL`` are set (a profile may override the
-  model and temperature);
+  ``OPENAI_BASE_URL`` and ``LLM_MODEL`` are set, or when the profile names an
+  endpoint of its own (``llm_base_url``; a profile may also override the model,
+  the temperature and the environment variable its key is read from,
+  ``llm_api_key_env``: read at each call, never stored);
 * ``offline`` — a deterministic model that needs no network. It is a product
   feature, not a test double: the quick start runs on it, every answer says
   ``"llm": "offline"``, and ``OFFLINE_LLM_LATENCY_MS`` makes it take that long
@@ -38,6 +40,7 @@ from common.language import detect_language
 from common.metrics import model_call_observe
 from common.text import phrase_found
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
+from platform import env
 
 logger = logging.getLogger(__name__)
 
@@ -108,13 +111,47 @@ ERROR_ANSWER = (
 
 class ModelSettings(Protocol):
     """What a provider reads of a profile (``routing.snapshot.ProfileSpec`` has it): "" and ``None`` mean the
-    platform's ``LLM_MODEL`` and the model's own temperature."""
+    platform's ``OPENAI_BASE_URL``, ``LLM_MODEL`` and ``OPENAI_API_KEY`` and the model's own temperature.
+    ``llm_api_key_env`` names the environment variable that holds the key, never the key."""
 
     @property
     def llm_model(self) -> str: ...
 
     @property
     def llm_temperature(self) -> float | None: ...
+
+    @property
+    def llm_base_url(self) -> str: ...
+
+    @property
+    def llm_api_key_env(self) -> str: ...
+
+
+class ModelKeyMissing(RuntimeError):
+    """The environment variable a profile names for its model key is not set in this process (the message names
+    the variable, never a value)."""
+
+    def __init__(self, variable: str) -> None:
+        super().__init__(f"The environment variable {variable} that holds the model key is not set.")
+        self.variable = variable
+
+
+def model_key(profile: ModelSettings) -> str | None:
+    """The key for ``profile``'s endpoint, read now: the variable it names (``None`` when that is unset), else
+    ``OPENAI_API_KEY``. Read at each call so that a rotated key needs no restart; the admin never sees it."""
+    if profile.llm_api_key_env:
+        return env.string(profile.llm_api_key_env) or None
+    return settings.OPENAI_API_KEY
+
+
+def key_variable(profile: ModelSettings) -> str:
+    """The name of the variable ``profile``'s key is read from (what the admin and ``/api/debug/env`` show)."""
+    return profile.llm_api_key_env or "OPENAI_API_KEY"
+
+
+def key_held(profile: ModelSettings) -> bool:
+    """Whether ``profile``'s key variable holds a value in this process: shown as yes or no, never the value."""
+    return bool(model_key(profile))
 
 
 class ModelProvider:
@@ -482,6 +519,25 @@ def _chat_model(
         return client
 
 
+class KeyMissingChatModel(BaseChatModel):
+    """The chat model of a profile whose key variable is unset: every call raises :class:`ModelKeyMissing`."""
+
+    variable: str
+
+    @property
+    def _llm_type(self) -> str:
+        return "key-missing"
+
+    def bind_tools(self, tools, *, tool_choice: str | None = None, **kwargs):
+        return self.bind(tool_choice=tool_choice, **kwargs)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        raise ModelKeyMissing(self.variable)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        raise ModelKeyMissing(self.variable)
+
+
 class OpenAICompatibleModel(ModelProvider):
     """An OpenAI-compatible endpoint; the answering one by default, the routing one with ``for_routing``."""
 
@@ -493,17 +549,33 @@ class OpenAICompatibleModel(ModelProvider):
 
     @property
     def model(self) -> str:
-        if self.for_routing and settings.ROUTER_LLM_MODEL:
+        # ROUTER_LLM_MODEL is a model of the platform's endpoints, not of a profile's own.
+        if self.for_routing and settings.ROUTER_LLM_MODEL and (router_llm_separate() or not self.profile.llm_base_url):
             return settings.ROUTER_LLM_MODEL
         return self.profile.llm_model or settings.LLM_MODEL
 
     def client(self) -> Any:
-        routing = self.for_routing and router_llm_separate()
+        """The chat model for this call: the routing endpoint, or the profile's (else the platform's) with the key
+        read now. A profile whose key variable is unset gets a model that fails every call (:class:`ModelKeyMissing`),
+        which each caller already turns into its graceful answer."""
+        if self.for_routing and router_llm_separate():
+            return _chat_model(
+                settings.ROUTER_LLM_BASE_URL,
+                settings.ROUTER_LLM_API_KEY or settings.OPENAI_API_KEY,
+                self.model,
+                None,
+                settings.LLM_TIMEOUT_SECONDS,
+                settings.LLM_MAX_RETRIES,
+            )
+        key = model_key(self.profile)
+        if key is None:
+            logger.warning("The model key variable %s is not set: the model call fails", self.profile.llm_api_key_env)
+            return KeyMissingChatModel(variable=self.profile.llm_api_key_env)
         return _chat_model(
-            settings.ROUTER_LLM_BASE_URL if routing else settings.OPENAI_BASE_URL,
-            (settings.ROUTER_LLM_API_KEY or settings.OPENAI_API_KEY) if routing else settings.OPENAI_API_KEY,
+            self.profile.llm_base_url or settings.OPENAI_BASE_URL,
+            key,
             self.model,
-            None if routing else self.profile.llm_temperature,
+            self.profile.llm_temperature,
             settings.LLM_TIMEOUT_SECONDS,
             settings.LLM_MAX_RETRIES,
         )
@@ -538,8 +610,12 @@ def reset_clients() -> None:
         _clients_without_loop.clear()
 
 
-def llm_configured() -> bool:
-    return bool(settings.OPENAI_BASE_URL and settings.LLM_MODEL)
+def llm_configured(profile: ModelSettings | None = None) -> bool:
+    """Whether a model endpoint answers: ``profile``'s own endpoint and model, each falling back to the platform's
+    (``OPENAI_BASE_URL``, ``LLM_MODEL``); without a profile, the platform's alone (health, the quick start)."""
+    base_url = (profile.llm_base_url if profile is not None else "") or settings.OPENAI_BASE_URL
+    model = (profile.llm_model if profile is not None else "") or settings.LLM_MODEL
+    return bool(base_url and model)
 
 
 def router_llm_separate() -> bool:
@@ -548,13 +624,13 @@ def router_llm_separate() -> bool:
 
 
 def provider_for(profile: ModelSettings) -> ModelProvider:
-    """The provider that answers for ``profile``: the endpoint when configured, else offline."""
-    return PROVIDERS[OpenAICompatibleModel.name if llm_configured() else OfflineModel.name](profile)
+    """The provider that answers for ``profile``: its endpoint (or the platform's) when configured, else offline."""
+    return PROVIDERS[OpenAICompatibleModel.name if llm_configured(profile) else OfflineModel.name](profile)
 
 
 def judge_asker(profile: ModelSettings) -> Callable[[str], Awaitable[str]] | None:
-    """``ask(prompt) -> str`` for the LLM judge, or ``None`` when no model endpoint is configured."""
-    if not llm_configured():
+    """``ask(prompt) -> str`` for the LLM judge, or ``None`` when no model endpoint is configured for ``profile``."""
+    if not llm_configured(profile):
         return None
     client = OpenAICompatibleModel(profile).client()
 

@@ -1,5 +1,5 @@
-"""The chat API: gateway, chat and multi-agent preview (as JSON or Server-Sent Events), routing debug, agents,
-sessions (health: :mod:`chat.health`).
+"""The chat API: gateway, chat and multi-agent preview (as JSON or Server-Sent Events), routing debug, the effective
+configuration (:mod:`chat.environment`), agents, sessions and their live state (health: :mod:`chat.health`).
 
 Views stay thin: the front door (:mod:`chat.intake`) reads the message and finds its tenant, profile and route;
 the engine runs the turn; selectors and services do the rest. Errors are mapped to JSON in one place
@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 
 from chat.asyncapi import AsyncAPIView
 from chat.drafts import draft_apply
+from chat.environment import effective_configuration
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.idempotency import idempotency_key, idempotent, refuse_on_streams
 from chat.intake import (
@@ -449,6 +450,24 @@ class DebugPlanApi(AsyncAPIView):
         )
 
 
+class DebugEnvApi(APIView):
+    permission_classes = [IsDebugClient]
+
+    @extend_schema(
+        summary="The effective configuration of this process, secrets masked",
+        description=(
+            "Routing mode override, the model endpoints, models and timeouts, router LLM and embeddings, MCP servers, "
+            "database, Redis and broker, supervisor executor, observability and webhook settings, limits and "
+            "throttles, the code version, and each profile's model settings (endpoint, model, the name of its key's "
+            "variable and whether it is set). Every secret is `***` (or empty when unset); URLs lose their "
+            "credentials and query values."
+        ),
+        responses={200: OpenApiResponse(description="The configuration"), **error_responses(401, 403, 429, 503)},
+    )
+    def get(self, request):
+        return Response(effective_configuration())
+
+
 class AgentsApi(APIView):
     @extend_schema(
         summary="Agent profiles with their specialists and intents",
@@ -617,6 +636,46 @@ class SessionMessagesApi(APIView):
                 "messages": messages,
                 "route_decisions": decisions,
                 "handoffs": handoff_list_for_conversation(conversation_id=conversation.pk),
+            }
+        )
+
+
+CHECKPOINT_FIELDS = (
+    "state",
+    "active_specialist",
+    "active_intent",
+    "active_backend",
+    "sub_conversation",
+    "pending_result",
+    "pending_permission",
+    "granted_permissions",
+    "goal_state",
+    "cohort",
+    "message_count",
+    "turn_tickets_issued",
+    "turn_tickets_done",
+    "ended_at",
+    "updated_at",
+)
+
+
+class SessionCheckpointApi(APIView):
+    @extend_schema(
+        summary="A conversation's live state: what its next message starts from",
+        description=(
+            "The state, active specialist, intent and backend, the open sub-conversation, the result waiting for the "
+            "coordinator, the pending permission question and the permissions granted, goal mode's state, the "
+            "rollout cohort, the message count and the turn tickets issued and done (a turn running or waiting when "
+            "they differ). Another tenant's conversation is not found."
+        ),
+        responses={200: OpenApiResponse(description="The live state"), **error_responses(401, 403, 404, 429, 503)},
+    )
+    def get(self, request, conversation_key: str):
+        conversation = _conversation_for(request, conversation_key)
+        return Response(
+            {
+                "conversation_key": conversation.conversation_key,
+                **{name: getattr(conversation, name) for name in CHECKPOINT_FIELDS},
             }
         )
 

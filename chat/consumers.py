@@ -45,7 +45,15 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from rest_framework.exceptions import Throttled, ValidationError
 
-from chat.drafts import DraftForbidden, Version, draft_apply, draft_check, draft_profile, version_parse
+from chat.drafts import (
+    DraftForbidden,
+    Version,
+    draft_allowed,
+    draft_apply,
+    draft_check,
+    draft_profile,
+    version_parse,
+)
 from chat.intake import (
     MessageIn,
     PreviewForbidden,
@@ -58,11 +66,12 @@ from chat.intake import (
     tenant_resolve,
     turn_input_build,
 )
-from common.errors import ERROR_INVALID_KEY, DomainError, error_body, error_fields
+from common.bus import tenant_group
+from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY, DomainError, error_body, error_fields
 from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.graph import TurnInput, run_turn, turn_detach
 from tenants.auth import api_client_authenticate
-from tenants.models import Tenant
+from tenants.models import Tenant, TenantRight
 from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, rate_hit, retry_after
 
 logger = logging.getLogger(__name__)
@@ -125,10 +134,9 @@ def _address(scope: Mapping[str, Any]) -> str:
     return client_address(client[0] if client else None, _header(scope, b"x-forwarded-for") or None)
 
 
-def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, Version, str | None]:
-    """The tenant, route and version this socket acts for, through the front door, and whom its frames count
-    against (:func:`tenants.throttles.principal_ident`); raises :class:`Refused`."""
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+def _principal(scope: Mapping[str, Any], query: dict[str, list[str]]) -> tuple[Any, str | None]:
+    """Who opens the socket (the key's client, else the session's user) and whom it counts against
+    (:func:`tenants.throttles.principal_ident`), the socket's opening counted; raises :class:`Refused`."""
     raw = _raw_key(scope, query)
     if raw is not None:
         try:
@@ -142,18 +150,33 @@ def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, V
     ident = principal_ident(principal)
     if ident is not None and (wait := rate_hit(scope=API_SCOPE, ident=ident)) is not None:
         raise Refused(Throttled.default_code, str(Throttled(retry_after(wait)).detail), CLOSE_RATE_LIMITED)
+    return principal, ident
+
+
+def _tenant(principal: Any, query: dict[str, list[str]], right: TenantRight = TenantRight.ACT) -> Tenant:
+    """The tenant the socket acts for (the key's, or the one a staff session names with ``?tenant=``)."""
     try:
-        route = route_parse((query.get("route") or [""])[0], default=Route.ROLLOUT)
-        version = version_parse((query.get("version") or [""])[0])
-    except DomainError as exc:
-        raise Refused(exc.code, exc.message, CLOSE_BAD_REQUEST, exc.fields) from None
-    try:
-        tenant = tenant_resolve(principal=principal, tenant_slug=(query.get("tenant") or [""])[0], field_name="tenant")
+        return tenant_resolve(
+            principal=principal, tenant_slug=(query.get("tenant") or [""])[0], field_name="tenant", right=right
+        )
     except TenantForbidden as exc:
         raise Refused(exc.code, exc.message, CLOSE_FORBIDDEN, exc.fields) from None
     except DomainError as exc:
         message = exc.message if exc.fields else ERROR_WS_NOT_AUTHENTICATED
         raise Refused("not_authenticated", message, CLOSE_UNAUTHORIZED, exc.fields) from None
+
+
+def _admitted(scope: Mapping[str, Any], agent_id: str) -> tuple[Tenant, Route, Version, str | None]:
+    """The tenant, route and version this socket acts for, through the front door, and whom its frames count
+    against (:func:`tenants.throttles.principal_ident`); raises :class:`Refused`."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    principal, ident = _principal(scope, query)
+    try:
+        route = route_parse((query.get("route") or [""])[0], default=Route.ROLLOUT)
+        version = version_parse((query.get("version") or [""])[0])
+    except DomainError as exc:
+        raise Refused(exc.code, exc.message, CLOSE_BAD_REQUEST, exc.fields) from None
+    tenant = _tenant(principal, query)
     try:
         route_check(principal=principal, route=route)
         draft_check(principal=principal, tenant=tenant, version=version)
@@ -319,3 +342,43 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.gone = True
         if self.worker is not None:
             self.worker.cancel()  # waiting frames are dropped; a running turn is shielded and goes on
+
+
+def _events_admitted(scope: Mapping[str, Any]) -> Tenant:
+    """The tenant whose events this socket may watch: a debug key's own, or the one a staff session holding the
+    debug right names with ``?tenant=``; raises :class:`Refused`."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    principal, _ = _principal(scope, query)
+    tenant = _tenant(principal, query, TenantRight.DEBUG)
+    if not draft_allowed(principal=principal, tenant=tenant):
+        raise Refused("permission_denied", ERROR_DEBUG_FORBIDDEN, CLOSE_FORBIDDEN)
+    return tenant
+
+
+class EventsConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/events``: a tenant's operational events (:mod:`common.bus`) as they are published, one
+    ``{"type": "event", "event": <envelope>}`` each, for debug clients (authenticated as the chat socket, refused
+    with 4403 without the debug right). Needs the Redis channel layer, which every web worker shares. Frames in
+    are ignored."""
+
+    async def connect(self) -> None:
+        await self.accept(subprotocol=_chosen_subprotocol(self.scope))
+        try:
+            tenant = await database_sync_to_async(_events_admitted)(self.scope)
+        except Refused as refused:
+            await self.send_json({"type": "error", **error_body(refused.code, refused.message, refused.fields)})
+            await self.close(code=refused.close_code)
+            return
+        self.group = tenant_group(tenant.slug)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_json({"type": "subscribed", "tenant": tenant.slug})
+
+    async def platform_events(self, message: dict[str, Any]) -> None:
+        """A ``platform.events`` message of the layer (:data:`common.bus.CHANNEL_MESSAGE_TYPE`): a batch, in order."""
+        for event in message["events"]:
+            await self.send_json({"type": "event", "event": event})
+
+    async def disconnect(self, code) -> None:
+        group = getattr(self, "group", None)
+        if group is not None:
+            await self.channel_layer.group_discard(group, self.channel_name)

@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from chat.consumers import ChatConsumer
+from chat.consumers import ChatConsumer, EventsConsumer
 
 websocket_urlpatterns = [
     # /ws/chat/<agent_id>/<session_id>/, the trailing slash optional (clients drop it).
@@ -12,4 +12,6 @@ websocket_urlpatterns = [
         ChatConsumer.as_asgi(),  # type: ignore[arg-type]
         name="ws-chat",
     ),
+    # /ws/events: a tenant's operational events, for its debug clients (docs/events.md).
+    re_path(r"^ws/events/?$", EventsConsumer.as_asgi(), name="ws-events"),  # type: ignore[arg-type]
 ]

@@ -17,6 +17,7 @@ urlpatterns = [
     ),
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
     path("debug/plan", apis.DebugPlanApi.as_view(), name="debug-plan"),
+    path("debug/env", apis.DebugEnvApi.as_view(), name="debug-env"),
     path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
     path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),
     path("health", health.HealthApi.as_view(), name="health"),
@@ -26,5 +27,6 @@ urlpatterns = [
     path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
     path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),
     path("sessions/<str:conversation_key>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),
+    path("sessions/<str:conversation_key>/checkpoint", apis.SessionCheckpointApi.as_view(), name="session-checkpoint"),
     path("sessions/<str:conversation_key>/feedback", apis.SessionFeedbackApi.as_view(), name="session-feedback"),
 ]

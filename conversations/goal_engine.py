@@ -456,7 +456,7 @@ async def answer_write(profile: ProfileSpec, question: str, combined: Mapping[st
     from agents.llm import OFFLINE_NOTICE, OpenAICompatibleModel, llm_configured
 
     explanation = str(combined.get("explanation") or "")
-    if not llm_configured():
+    if not llm_configured(profile):
         joint = "\n" if "\n" in explanation else " "
         return f"{profile.name} {OFFLINE_NOTICE}:{joint}{explanation}", {"method": "offline"}
     results = json.dumps(

@@ -35,6 +35,7 @@ from django.db import connection
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
 from common import metrics
+from common.bus import publish_event
 from common.events import Emit, emit_safely
 from conversations import ordering
 from conversations.fanout import executor_for
@@ -267,7 +268,9 @@ class Turn:
             "sub_conversation": self.sub_conversation,
             "flags": self.input.flags,
             "cohort": self.input.cohort,
-            "llm": self.outcome.llm if self.outcome else ("openai" if llm_configured() else "offline"),
+            "llm": self.outcome.llm
+            if self.outcome
+            else ("openai" if llm_configured(self.input.profile) else "offline"),
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
             "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
@@ -863,7 +866,7 @@ def _open_parts(turn: Turn, *, single_turn: bool = False) -> tuple[str, Coverage
     async def nothing(result: PlanResult) -> list[PlanStep]:
         return []
 
-    if llm_configured():
+    if llm_configured(profile):
         return "model", by_model
     return ("keywords", by_keywords) if single_turn else ("failed_parts", nothing)
 
@@ -999,6 +1002,28 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
 
 async def persist(turn: Turn) -> None:
     turn.conversation_pk = await sync_to_async(_persist)(turn)
+    turn_events_publish(turn)
+
+
+def turn_events_publish(turn: Turn) -> None:
+    """The persisted turn's events (common.bus, delivered off the request path): each completed move, then
+    ``agent.completed``. Names and figures only, no customer text."""
+    data = turn.input
+    where = {"tenant": data.tenant_slug, "profile": data.profile.agent_id, "conversation_key": data.conversation_key}
+    for move in turn.all_moves():
+        if move.status == HandoffStatus.COMPLETED:
+            moved = {"from_agent": move.from_agent, "to_agent": move.to_agent, "kind": str(move.kind)}
+            publish_event("handoff.completed", {**moved, "outcome": move.outcome}, **where)
+    decision = turn.decision
+    completed = {
+        "agent": turn.agent,
+        "intent": decision.intent if decision else "",
+        "method": decision.method if decision else "",
+        "mode": turn.mode,
+        "latency_ms": round(sum(node["ms"] for node in turn.trace), 3),
+        "message_id": turn.answer_message_id,
+    }
+    publish_event("agent.completed", completed, **where)
 
 
 NODES: tuple[tuple[str, Node], ...] = (

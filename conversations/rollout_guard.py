@@ -21,14 +21,13 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   ``hold_minutes`` and both cohorts reached the minimum; after the last stage the plan completes and the
   candidate is released to every customer (:func:`routing.versions.version_release`). Otherwise it holds. Each
   decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it; those that move the
-  plan are posted to its webhook, signed (``X-Rollout-Signature: sha256=<HMAC of the body>``).
+  plan are posted to its webhook, signed (``X-Rollout-Signature: sha256=<HMAC of the body>``); a rollback is also
+  published as the operational event ``rollout.rolled_back`` (:mod:`common.bus`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
 import json
 import logging
 import math
@@ -52,6 +51,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
+from common.bus import hmac_signature, publish_event
 from common.config_version import config_version_bump
 from conversations.models import (
     PART_FAILED,
@@ -519,6 +519,19 @@ def _rollback(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str
         figures,
     )
     _webhook_later(decision)
+    rolled_back = {
+        "plan": plan.pk,
+        "name": plan.name,
+        "target": plan.target,
+        "stage": decision.stage,
+        "percentage": decision.percentage,
+        "candidate": plan.candidate.number if plan.candidate else None,
+        "control": plan.control.number if plan.control else None,
+        "reason": why,
+        "actor": actor,
+    }
+    profile = plan.profile.agent_id if plan.profile else ""
+    transaction.on_commit(lambda: publish_event("rollout.rolled_back", rolled_back, tenant="", profile=profile))
     return decision
 
 
@@ -561,8 +574,7 @@ def plans_evaluate(
 
 def webhook_signature(body: bytes) -> str:
     """``sha256=<hex HMAC-SHA256 of the body>`` with ``ROLLOUT_WEBHOOK_SECRET``."""
-    digest = hmac.new(settings.ROLLOUT_WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
-    return f"sha256={digest}"
+    return hmac_signature(settings.ROLLOUT_WEBHOOK_SECRET, body)
 
 
 def webhook_body(decision: RolloutDecision) -> bytes:

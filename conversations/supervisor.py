@@ -291,7 +291,7 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     """
     from agents.llm import OpenAICompatibleModel, llm_configured
 
-    if not llm_configured():
+    if not llm_configured(profile):
         return consolidate_join(result), {"method": "join"}
     parts = "\n\n".join(
         f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.latest()

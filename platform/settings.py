@@ -219,6 +219,20 @@ CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 # signed with ROLLOUT_WEBHOOK_SECRET (HMAC-SHA256 of the body, header X-Rollout-Signature).
 ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)
 ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET", "") or SECRET_KEY
+
+# Operational events (docs/events.md, common/bus.py): agent.completed, handoff.completed, rollout.rolled_back,
+# backend.down/up. Published off the request path to the Channels layer (groups "events" and "events.<tenant>";
+# on by default with Redis, which the web workers share) and, when EVENTS_WEBHOOK_URL is set, posted there signed
+# with EVENTS_WEBHOOK_SECRET (X-Platform-Signature: sha256=<HMAC of "<X-Platform-Timestamp>.<body>">), retried
+# EVENTS_WEBHOOK_RETRIES times, then logged.
+EVENTS_CHANNEL_LAYER = env.boolean("EVENTS_CHANNEL_LAYER", bool(REDIS_URL))
+EVENTS_WEBHOOK_URL = env.string("EVENTS_WEBHOOK_URL")
+EVENTS_WEBHOOK_SECRET = env.string("EVENTS_WEBHOOK_SECRET")
+EVENTS_WEBHOOK_RETRIES = env.integer("EVENTS_WEBHOOK_RETRIES", 3)
+EVENTS_WEBHOOK_TIMEOUT = env.decimal("EVENTS_WEBHOOK_TIMEOUT", 5.0)
+if EVENTS_WEBHOOK_URL and not EVENTS_WEBHOOK_SECRET:
+    raise ImproperlyConfigured("EVENTS_WEBHOOK_URL needs EVENTS_WEBHOOK_SECRET: receivers check the signature.")
+
 CELERY_BEAT_SCHEDULE = {
     "rollout-evaluate": {
         "task": "conversations.rollout_evaluate",

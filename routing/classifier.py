@@ -137,13 +137,14 @@ def intent_classifier(profile: ProfileSpec) -> Classifier:
     """The classifier step of the router for ``profile``.
 
     A routing endpoint of its own (``ROUTER_LLM_*``: often a small, fast model)
-    wins; otherwise the answering endpoint; otherwise the offline classifier.
+    wins; otherwise the profile's answering endpoint (its own, else the platform's); otherwise the offline classifier.
     """
-    if routing_model_configured():
+    if routing_model_configured(profile):
         return llm_classifier(profile)
     return offline_classify
 
 
-def routing_model_configured() -> bool:
-    """Routing may ask a model: it has an endpoint of its own, or the answering one is configured."""
-    return router_llm_separate() or llm_configured()
+def routing_model_configured(profile: ProfileSpec) -> bool:
+    """Routing may ask a model for ``profile``: routing has an endpoint of its own, or the profile's answering one
+    (its own, else the platform's) is configured."""
+    return router_llm_separate() or llm_configured(profile)

@@ -527,6 +527,6 @@ async def intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput
     """
     if not profile.goals.enabled_goals():
         return _general(text, method="none")
-    if router_llm_separate() or llm_configured():
+    if router_llm_separate() or llm_configured(profile):
         return await model_intent_read(profile, text, previous=previous)
     return await offline_intent_read(profile, text, previous=previous)

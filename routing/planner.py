@@ -66,7 +66,7 @@ def planner_catalogue(profile: ProfileSpec) -> str:
 
 async def model_plan(profile: ProfileSpec, text: str) -> tuple[RouteDecision | None, str]:
     """The model's plan for ``text`` as a decision, or ``None`` and why the keyword plan must stand in."""
-    if not routing_model_configured():
+    if not routing_model_configured(profile):
         return None, NO_ENDPOINT
     messages = [("system", PLANNER_PROMPT.format(catalogue=planner_catalogue(profile))), ("human", text)]
     try:

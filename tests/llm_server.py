@@ -102,6 +102,7 @@ class ScriptedLLMServer:
         # With the queue empty, a function of the request body may answer it (None: the default answers).
         self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
         self.requests: list[dict[str, Any]] = []  # chat completion bodies
+        self.authorizations: list[str] = []  # their Authorization headers ("Bearer <key>"), in the same order
         self.embedding_requests: list[EmbeddingsRequest] = []
         self.embedding_replies: deque[Reply] = deque()  # scripted failures or delays of the next embeddings calls
         self._lock = threading.Lock()
@@ -279,6 +280,7 @@ class ScriptedLLMServer:
                     return
                 with server._lock:
                     server.requests.append(body)
+                    server.authorizations.append(self.headers.get("Authorization", ""))
                 reply = server._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
