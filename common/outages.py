@@ -29,8 +29,10 @@ class Circuit:
         *,
         on_open: Callable[[], None] | None = None,
         on_close: Callable[[], None] | None = None,
+        refusal: str = "answering 503 at once",
     ) -> None:
         self.name = name
+        self._refusal = refusal  # what the circuit does while open, for its log line
         self._pause_seconds = pause_seconds
         self._on_open = on_open
         self._on_close = on_close
@@ -50,7 +52,7 @@ class Circuit:
         with self._lock:
             if not self._tripped:
                 # INFO: each request that met the outage already logged its own WARNING line.
-                logger.info("%s unavailable: answering 503 at once, trying again every %gs", self.name, self.pause)
+                logger.info("%s unavailable: %s, trying again every %gs", self.name, self._refusal, self.pause)
                 if self._on_open is not None:
                     self._on_open()
             self._tripped = True

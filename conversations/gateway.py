@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from common.bus import publish_event
 from common.events import Emit, emit_safely
 from common.outages import TRIAL, Circuit
 from conversations.models import BackendCall, BackendCallStatus
@@ -134,9 +135,30 @@ class BackendHealth:
     """A backend's circuit for one profile in this process, and its failures in a row."""
 
     def __init__(self, key: tuple[str, str], backend: BackendSpec) -> None:
+        self.profile = key[0]
         self.backend = backend  # the latest spec: its open_seconds and failures_to_open are read at each use
         self.failures = 0
-        self.circuit = Circuit(f"remote backend {key[0]}/{key[1]}", lambda: self.backend.open_seconds)
+        self.last_fault = ""  # the status and error of the failure that opened the circuit
+        self.circuit = Circuit(
+            f"remote backend {key[0]}/{key[1]}",
+            lambda: self.backend.open_seconds,
+            on_open=self._down,
+            on_close=self._up,
+            refusal="the fallback answers without calling it",
+        )
+
+    def _down(self) -> None:
+        """The circuit opened: operators hear of it (docs/events.md, ``backend.down``)."""
+        data = {
+            "backend": self.backend.name,
+            "reason": self.last_fault,
+            "failures": self.failures,
+            "open_seconds": self.backend.open_seconds,
+        }
+        publish_event("backend.down", data, tenant="", profile=self.profile)
+
+    def _up(self) -> None:
+        publish_event("backend.up", {"backend": self.backend.name}, tenant="", profile=self.profile)
 
 
 _health: dict[tuple[str, str], BackendHealth] = {}
@@ -161,7 +183,8 @@ def backend_circuits_reset() -> None:
 
 def backend_outcome(*, profile: str, health: BackendHealth, reply: BackendReply, admission: int) -> None:
     """What a hop's outcome does to its backend's circuit, and what is said about it: the one place for the
-    reactions to a backend that failed or whose circuit opened (a log line now; an operational event later)."""
+    reactions to a backend that failed or whose circuit opened (a log line; the circuit's opening and closing
+    publish ``backend.down`` and ``backend.up``, :class:`BackendHealth`)."""
     circuit = health.circuit
     if reply.ok:
         health.failures = 0
@@ -169,6 +192,7 @@ def backend_outcome(*, profile: str, health: BackendHealth, reply: BackendReply,
             circuit.trial_done()
         return
     health.failures += 1
+    health.last_fault = f"{reply.status}: {reply.error}"[:300]
     logger.warning(
         "Remote backend %s of %s failed (%s, %s in a row): %s",
         reply.backend,

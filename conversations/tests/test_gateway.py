@@ -17,6 +17,7 @@ import pytest
 from django.test import AsyncClient
 
 from agents.models import RemoteBackend
+from common.bus import events_flush
 from conversations.gateway import HOPS_HEADER, backend_circuits_reset, remote_session_id
 from conversations.graph import BACKEND_UNAVAILABLE_ANSWER
 from conversations.models import BackendCall, Conversation
@@ -25,6 +26,7 @@ from tests.factories import AgentProfileFactory
 from tests.mcp_processes import free_port
 from tests.platform_instance import Instance, platform_served
 from tests.streaming import run, sse_events
+from tests.webhook_receiver import Receiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -314,6 +316,30 @@ def test_the_circuit_opens_after_n_failures_and_closes_after_the_pause(api, tele
     assert trial["agent"] == "flaky_remote" and trial["answer"] == "stub answer"
     send(api, "portabilidade", "c-5")
     assert stub.calls == 4
+
+
+def test_the_circuit_opening_and_closing_publish_backend_down_and_backend_up(api, telecom, stub, settings):
+    receiver = Receiver()
+    settings.EVENTS_WEBHOOK_URL, settings.EVENTS_WEBHOOK_SECRET = receiver.url, "whsec-gateway"
+    try:
+        stub.mode = "503"
+        faulty(telecom, stub.base, failures_to_open=2, open_seconds=1.0)
+        send(api, "portabilidade", "ev-1")
+        send(api, "portabilidade", "ev-2")  # the second failure in a row opens the circuit
+        time.sleep(1.1)
+        stub.mode = "ok"
+        send(api, "portabilidade", "ev-3")  # the trial answers: the circuit closes
+        events_flush()
+
+        backend_events = [event for event in receiver.events() if event["type"].startswith("backend.")]
+        assert [event["type"] for event in backend_events] == ["backend.down", "backend.up"]
+        down, up = backend_events
+        assert down["profile"] == "telecom_contas"
+        assert down["data"]["backend"] == "flaky_remote" and down["data"]["failures"] == 2
+        assert down["data"]["reason"].startswith("server_error") and down["data"]["open_seconds"] == 1.0
+        assert up["data"] == {"backend": "flaky_remote"}
+    finally:
+        receiver.stop()
 
 
 def test_loop_safety_stops_a_backend_move_that_repeats_too_often(api, telecom, stub):

@@ -9,9 +9,7 @@ import hashlib
 import hmac
 import json
 import logging
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,47 +23,13 @@ from common.config_version import config_version_bump
 from conversations.rollout_guard import plan_evaluate, plan_start
 from routing.models import Intent, Keyword, RolloutPlan
 from routing.versions import version_publish
+from tests.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "whsec-test-4d1f"
 INVOICE = "Minha fatura veio alta"
 INVOICE_CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001"}
-
-
-class Receiver:
-    """A webhook receiver: records each post (headers, body) and answers ``status``."""
-
-    def __init__(self, status: int = 200) -> None:
-        self.status = status
-        self.posts: list[tuple[dict[str, str], bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format, *args):
-                return
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                receiver.posts.append((dict(self.headers), body))
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/events"
-
-    def events(self) -> list[dict[str, Any]]:
-        return [json.loads(body) for _, body in self.posts]
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
