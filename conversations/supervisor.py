@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.router import PlanStep
 from routing.snapshot import ProfileSpec
@@ -130,20 +131,25 @@ async def llm_uncovered(*, profile: ProfileSpec, question: str, result: PlanResu
     """Steps for the intents the model finds uncovered; ``[]`` on any model failure."""
     from agents.llm import OpenAICompatibleModel
 
+    model = OpenAICompatibleModel(profile)
     catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in profile.intents)
     answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
-    runnable = OpenAICompatibleModel(profile).client().with_structured_output(Coverage, method="function_calling")
+    runnable = model.client().with_structured_output(Coverage, method="function_calling", include_raw=True)
     try:
-        coverage = await runnable.ainvoke(
+        reply = await runnable.ainvoke(
             [
                 ("system", COVERAGE_PROMPT.format(catalogue=catalogue)),
                 ("human", f"Request:\n{question}\n\nAnswers:\n{answers}"),
             ]
         )
+        usage_record(KIND_REVIEW, model.model_name, reply["raw"])
+        if reply["parsing_error"] is not None:
+            raise reply["parsing_error"]
     except Exception as exc:  # noqa: BLE001 — no review beats a failed request
         logger.warning("Coverage check failed: %s", exc)
         return []
     by_name = {intent.name: intent for intent in profile.intents}
+    coverage = reply["parsed"]
     names = coverage.uncovered_intents if isinstance(coverage, Coverage) else []
     return [
         PlanStep(agent=by_name[name].agent, intent=name, mcp_tools=by_name[name].mcp_tools)
@@ -232,14 +238,15 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     parts = "\n\n".join(
         f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.latest()
     )
-    client = OpenAICompatibleModel(profile).client()
+    model = OpenAICompatibleModel(profile)
     try:
-        reply = await client.ainvoke(
+        reply = await model.client().ainvoke(
             [
                 ("system", profile.synthesis_prompt),
                 ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
             ]
         )
+        usage_record(KIND_SYNTHESIS, model.model_name, reply)
     except Exception as exc:  # noqa: BLE001 — fall back to the join, record why
         logger.warning("Synthesis failed: %s", exc)
         return consolidate_join(result), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}

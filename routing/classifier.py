@@ -22,6 +22,7 @@ from functools import lru_cache
 from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
+from agents.usage import KIND_ROUTING, usage_record
 from common.text import normalize
 from routing.router import Classification, Classifier, IntentSpec
 from routing.snapshot import ProfileSpec
@@ -106,14 +107,16 @@ def llm_classifier(profile: ProfileSpec) -> Classifier:
             + (f" Examples: {'; '.join(intent.examples)}" if intent.examples else "")
             for intent in intents
         )
-        runnable = model.client().with_structured_output(IntentChoice, method="function_calling")
+        runnable = model.client().with_structured_output(IntentChoice, method="function_calling", include_raw=True)
         try:
-            choice = await runnable.ainvoke(
-                [("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)]
-            )
+            reply = await runnable.ainvoke([("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)])
+            usage_record(KIND_ROUTING, model.model_name, reply["raw"])
+            if reply["parsing_error"] is not None:  # a reply that is no IntentChoice fails as the call would
+                raise reply["parsing_error"]
         except Exception as exc:  # noqa: BLE001 — any client failure means "no decision"
             logger.warning("LLM classifier failed: %s", exc)
             return Classification(intent="", confidence=0.0, reason=f"Classifier error: {type(exc).__name__}")
+        choice = reply["parsed"]
         if not isinstance(choice, IntentChoice):
             return None
         return Classification(intent=choice.intent, confidence=choice.confidence, reason=choice.reason)
