@@ -19,7 +19,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import models
 
-from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, Specialist, SpecialistPrompt
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from routing.models import (
@@ -219,6 +219,12 @@ EXPECT: dict[type[models.Model], Expect] = {
         add=lambda s: {"name": "segunda_via", "server": s[McpServer].pk},
         change={"description": "Reads an invoice."},
     ),
+    ModelPrice: Expect(
+        search=("gpt-4o-mini", "list price"),
+        add=lambda s: {"model": "gpt-4.1", "prompt_per_million": "2", "completion_per_million": "8"},
+        added={"currency": "USD"},
+        change={"completion_per_million": "0.750000"},
+    ),
 }
 
 REGISTERED = sorted(
@@ -301,6 +307,9 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             server=finance, domain="finance", name="GET_QUOTE", capabilities=["get_stock_price"], examples=["preço?"]
         ),
         Capability: price,
+        ModelPrice: ModelPrice.objects.create(
+            model="gpt-4o-mini", prompt_per_million="0.15", completion_per_million="0.6", note="list price"
+        ),
     }
     Keyword.objects.create(intent=invoices, text="rollout sample")
     candidate = version_publish(profile=telecom, note="candidate", release=False)
