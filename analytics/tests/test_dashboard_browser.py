@@ -148,6 +148,9 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             routing_version=version,
             latency_ms=latency,
             judge_score=judge,
+            llm_model="gpt-4o-mini",  # the usage section's figures
+            prompt_tokens=1000,
+            completion_tokens=200,
         )
         decision = RouteDecisionRecord.objects.create(
             conversation=conv, message=answer, mode="router", route=agent, agent=agent, intent="x", method=method

@@ -6,9 +6,11 @@ import datetime as dt
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from agents.models import ModelPrice
-from conversations.models import Message
+from analytics.tests.traffic import ANSWER_USAGE
+from conversations.models import Conversation, Message
 from conversations.selectors import usage_by_day
 
 pytestmark = pytest.mark.django_db
@@ -57,15 +59,37 @@ def test_the_dashboard_has_a_usage_section_that_reads_the_usage_api(staff_client
     assert 'id="panel-usage"' in html and 'id="chart-usage"' in html and 'id="table-usage"' in html
 
 
-def test_the_usage_query_reads_the_usage_index_on_postgresql(tenant, traffic):
-    """The plan of the usage query must read ``message_usage_window`` (sequential scans priced out: on a test
-    table this small the planner would not bother with any index)."""
+@pytest.mark.django_db(transaction=True)
+def test_the_usage_query_reads_the_usage_index_on_postgresql(tenant, outsider, telecom):
+    """On a table of 90 days of messages, vacuumed and analysed as autovacuum leaves a store, the last week's usage
+    is read from the covering ``message_usage_window`` alone (the planner's own choice)."""
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's plan")
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-    start = dt.datetime.combine(traffic.today - dt.timedelta(days=29), dt.time.min, tzinfo=dt.UTC)
+    now = timezone.now()
+    for owner in (tenant, outsider):
+        for number in range(20):
+            conversation = Conversation.objects.create(
+                tenant=owner, profile=telecom, session_id=f"u{number}", conversation_key=f"{owner.slug}:t:u{number}"
+            )
+            Message.objects.bulk_create(
+                Message(
+                    conversation=conversation,
+                    profile=telecom,
+                    role=role,
+                    content="x",
+                    **(ANSWER_USAGE if role == "assistant" else {}),
+                )
+                for _ in range(250)
+                for role in ("user", "assistant")
+            )
+    with connection.cursor() as cursor:  # 90 days, stored in time order as a platform's store is
+        cursor.execute(
+            "UPDATE routing_message SET created_at = %s - ((SELECT max(id) FROM routing_message) - id) * %s",
+            [now, dt.timedelta(days=90) / 20_000],
+        )
+        cursor.execute("VACUUM ANALYZE routing_message")  # outside a transaction: this test commits
+        cursor.execute("VACUUM ANALYZE routing_conversation")
 
-    plan = usage_by_day(start=start, end=start + dt.timedelta(days=30), tenant_id=tenant.pk).explain()
+    plan = usage_by_day(start=now - dt.timedelta(days=7), end=now, tenant_id=tenant.pk).explain()
 
-    assert "message_usage_window" in plan, plan
+    assert "Index Only Scan using message_usage_window" in plan, plan
