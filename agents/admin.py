@@ -27,7 +27,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from agents.llm import key_held, key_variable
 from agents.mcp import McpUnavailable
-from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
+from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, RemoteBackend, Specialist, SpecialistPrompt
 from agents.schemas import expand_args_schema, validate_word_list
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import ReadOnlyInlineMixin
@@ -911,3 +911,14 @@ class RemoteBackendAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.Mod
             },
         ),
     ]
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """What a model's tokens cost, read by the usage figures when they are shown (a price edited re-prices the
+    past). Like MCP servers and flags, not for "Routing editors": the group holds no permission on it."""
+
+    list_display = ["model", "prompt_per_million", "completion_per_million", "currency", "note", "updated_at"]
+    list_filter = ["currency"]
+    search_fields = ["model", "note"]
+    fields = ["model", "prompt_per_million", "completion_per_million", "currency", "note"]

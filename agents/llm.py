@@ -9,8 +9,9 @@ Two providers stand behind :class:`ModelProvider`, looked up in :data:`PROVIDERS
   ``llm_api_key_env``: read at each call, never stored);
 * ``offline`` — a deterministic model that needs no network. It is a product
   feature, not a test double: the quick start runs on it, every answer says
-  ``"llm": "offline"``, and ``OFFLINE_LLM_LATENCY_MS`` makes it take that long
-  per call (for benchmarks).
+  ``"llm": "offline"``, its replies report token usage by a character count
+  (:func:`agents.usage.text_tokens`), and ``OFFLINE_LLM_LATENCY_MS`` makes it
+  take that long per call (for benchmarks).
 
 Providers never raise to the caller: the specialist runtime turns a model error or
 timeout into a graceful answer. The router's classifier step is built on them in
@@ -36,6 +37,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from agents.usage import KIND_JUDGE, text_tokens, usage_record
 from common.language import detect_language
 from common.metrics import model_call_observe
 from common.text import phrase_found
@@ -421,32 +423,52 @@ class OfflineChatModel(BaseChatModel):
                 )
         return None
 
+    def _counted(self, messages: list[Any], reply: AIMessage) -> AIMessage:
+        """``reply`` with the usage the offline model reports (:func:`agents.usage.text_tokens`, four characters a
+        token): the prompt is every message's text, the completion the reply's (a tool call's name and arguments
+        count as text); tool definitions are not counted."""
+        prompt, output = sum(map(_message_tokens, messages)), _message_tokens(reply)
+        reply.usage_metadata = {"input_tokens": prompt, "output_tokens": output, "total_tokens": prompt + output}
+        return reply
+
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         if self.latency_ms:
             time.sleep(self.latency_ms / 1000)
         reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+        return ChatResult(generations=[ChatGeneration(message=self._counted(messages, reply))])
 
     async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
         """Word by word, after the same pause as a whole answer (a tool call comes as one chunk)."""
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
-        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
+        reply = self._counted(messages, self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice")))
         if reply.tool_calls:
             chunks: list[ToolCallChunk] = [
                 {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": index}
                 for index, call in enumerate(reply.tool_calls)
             ]
-            yield ChatGenerationChunk(message=AIMessageChunk(content=reply.content, tool_call_chunks=chunks))
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=reply.content, tool_call_chunks=chunks, usage_metadata=reply.usage_metadata
+                )
+            )
             return
-        for piece in _WORDS.findall(reply.text):
-            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+        pieces = _WORDS.findall(reply.text)
+        for number, piece in enumerate(pieces, 1):  # the last piece reports the usage, as OpenAI's stream does
+            usage = reply.usage_metadata if number == len(pieces) else None
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece, usage_metadata=usage))
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
         reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+        return ChatResult(generations=[ChatGeneration(message=self._counted(messages, reply))])
+
+
+def _message_tokens(message: Any) -> int:
+    text = message.content if isinstance(message.content, str) else message.text
+    calls = getattr(message, "tool_calls", None) or ()
+    return text_tokens(text) + sum(text_tokens(call["name"] + json.dumps(call["args"])) for call in calls)
 
 
 # --- OpenAI-compatible -----------------------------------------------------------
@@ -510,6 +532,7 @@ def _chat_model(
                 "timeout": timeout,
                 "max_retries": max_retries,
                 "callbacks": [ModelCallMetrics(model)],
+                "stream_usage": True,  # a stream's last chunk reports the usage (stream_options.include_usage)
             }
             if temperature is not None:
                 options["temperature"] = temperature
@@ -632,10 +655,12 @@ def judge_asker(profile: ModelSettings) -> Callable[[str], Awaitable[str]] | Non
     """``ask(prompt) -> str`` for the LLM judge, or ``None`` when no model endpoint is configured for ``profile``."""
     if not llm_configured(profile):
         return None
-    client = OpenAICompatibleModel(profile).client()
+    model = OpenAICompatibleModel(profile)
+    client = model.client()
 
     async def ask(prompt: str) -> str:
         reply = await client.ainvoke([("human", prompt)])
+        usage_record(KIND_JUDGE, model.model_name, reply)
         return reply.content if isinstance(reply.content, str) else str(reply.content)
 
     return ask

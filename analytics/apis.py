@@ -30,7 +30,9 @@ from analytics.filters import (
     can_view_all_tenants,
     limit_parse,
 )
+from chat.usage_apis import USAGE_DESCRIPTION, USAGE_FIELDS
 from common.errors import error_responses
+from conversations.selectors import usage_report
 from tenants.auth import ApiClient
 
 
@@ -319,6 +321,8 @@ RECENT_RESPONSE = inline_serializer(
     many=True,
 )
 
+USAGE_RESPONSE = inline_serializer("UsageAnalytics", USAGE_FIELDS)
+
 COUNTED = "Counted handoffs: completed moves of kind handoff, routing_handoff or delegation (or of the kinds given)."
 
 
@@ -511,3 +515,22 @@ class GoalsApi(AnalyticsApi):
     )
     def get(self, request):
         return Response(selectors.goal_analytics(**self.filters(request).selector_kwargs()))
+
+
+class UsageApi(AnalyticsApi):
+    @extend_schema(
+        summary="Token usage and cost per tenant, profile, day and model",
+        description=(
+            f"{USAGE_DESCRIPTION} Rows name their tenant (an API key reads its own). `cohort` and `version` do not "
+            "slice it (the usage index holds neither): they are read and checked, and every answer counts."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: USAGE_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        filters = self.filters(request)
+        return Response(
+            usage_report(
+                start=filters.start, end=filters.end, tenant_id=filters.tenant_id, profile_id=filters.profile_id
+            )
+        )

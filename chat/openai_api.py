@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -349,18 +348,10 @@ def _openai_error(exc: DomainError, *, model: str) -> OpenAIError:
     return _invalid(next(iter(exc.fields), "body"), exc.message)
 
 
-def _tokens(text: str) -> int:
-    """A rough token count (about four characters a token)."""
-    return math.ceil(len(text) / 4) if text else 0
-
-
-def _usage(prompt: str, answer: str) -> dict[str, int]:
-    prompt_tokens, completion_tokens = _tokens(prompt), _tokens(answer)
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
+def _usage(result: TurnResult) -> dict[str, int]:
+    """The turn's tokens as its models reported them, every model call added up (``metadata.usage``)."""
+    usage = result.metadata.get("usage") or {}
+    return {key: usage.get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
 def routing_extension(result: TurnResult) -> dict[str, Any]:
@@ -434,7 +425,7 @@ class ChatCompletionsApi(OpenAIView):
                         "finish_reason": "stop",
                     }
                 ],
-                "usage": _usage(turn_input.text, result.answer),
+                "usage": _usage(result),
                 "x_agent_routing": routing_extension(result),
             }
 
@@ -512,7 +503,7 @@ async def _stream(turn_input: TurnInput, include_usage: bool) -> AsyncIterator[b
             "created": created,
             "model": model,
             "choices": [],
-            "usage": _usage(turn_input.text, result.answer),
+            "usage": _usage(result),
         }
         yield _sse(usage)
     yield _sse("[DONE]")

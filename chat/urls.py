@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chat import apis, health, mcp_apis
+from chat import apis, health, mcp_apis, usage_apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
@@ -18,6 +18,7 @@ urlpatterns = [
     path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
     path("debug/plan", apis.DebugPlanApi.as_view(), name="debug-plan"),
     path("debug/env", apis.DebugEnvApi.as_view(), name="debug-env"),
+    path("debug/usage", usage_apis.DebugUsageApi.as_view(), name="debug-usage"),
     path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
     path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),
     path("health", health.HealthApi.as_view(), name="health"),

@@ -29,6 +29,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from agents.mcp import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, Endpoint, ToolResult, tool_call
+from agents.usage import KIND_ANSWER, usage_record
 from conversations.fanout import (
     HARD_LIMIT_SLACK_SECONDS,
     broker_send,
@@ -462,12 +463,12 @@ async def answer_write(profile: ProfileSpec, question: str, combined: Mapping[st
     results = json.dumps(
         {"explanation": explanation, "result": combined.get("result")}, ensure_ascii=False, default=str
     )
+    model = OpenAICompatibleModel(profile)
     try:
-        reply = (
-            await OpenAICompatibleModel(profile)
-            .client()
-            .ainvoke([("system", ANSWER_PROMPT), ("human", ANSWER_REQUEST.format(question=question, results=results))])
+        reply = await model.client().ainvoke(
+            [("system", ANSWER_PROMPT), ("human", ANSWER_REQUEST.format(question=question, results=results))]
         )
+        usage_record(KIND_ANSWER, model.model_name, reply)
     except Exception as exc:  # noqa: BLE001 — the combined explanation still answers
         logger.warning("Writing the goal answer failed: %s", exc)
         return explanation, {"method": "fallback", "error": f"{type(exc).__name__}: {exc}"}

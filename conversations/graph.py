@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import connection
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
+from agents.usage import KIND_ANSWER, TurnUsage, usage_counting
 from common import metrics
 from common.bus import publish_event
 from common.events import Emit, emit_safely
@@ -191,6 +192,7 @@ class Turn:
     granted: list[str] = field(default_factory=list)
     goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
     goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
+    model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
     # What the analytics' daily totals know of the conversation (see _persist).
     stored_cohort: str = ""
     rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
@@ -232,6 +234,16 @@ class Turn:
     def supervised_parts(self) -> list[Partial]:
         """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
         return [part for result in (self.plan_result, self.reviewed) if result for part in result.partials]
+
+    def usage(self) -> TurnUsage:
+        """Every model call of the turn: the specialists' runs and a plan's parts (from workers too) as kind
+        ``answer``, and the calls recorded meanwhile (routing, synthesis, review, judge, goal)."""
+        runs = [outcome for _, outcome in self.runs]
+        runs += [part.outcome for part in self.supervised_parts() if part.outcome]
+        usage = TurnUsage()
+        for run in runs:
+            usage.add(KIND_ANSWER, run.model, run.prompt_tokens, run.completion_tokens, run.steps)
+        return usage.merged(self.model_calls)
 
     def tool_results(self) -> list[Any]:
         if self.plan_result:
@@ -278,6 +290,7 @@ class Turn:
             "consolidation": self.consolidation,
             "goal": self.goal.metadata() if self.goal else None,
             "backend": self.backend_reply.metadata() if self.backend_reply else None,
+            "usage": self.usage().as_dict(),
             "trace": self.trace,
         }
 
@@ -1190,6 +1203,8 @@ def _active_specialist(turn: Turn) -> str:
 def turn_record(turn: Turn) -> TurnRecord:
     """What the turn stores, as :mod:`conversations.records` defines it: personal data masked, results redacted."""
     data, vault = turn.input, turn.vault
+    metadata = turn.metadata()
+    usage = metadata["usage"]
     return TurnRecord(
         conversation_id=turn.conversation_pk,
         tenant_id=data.tenant_pk,
@@ -1198,7 +1213,10 @@ def turn_record(turn: Turn) -> TurnRecord:
         answer=turn.answer,
         agent=turn.agent,
         mode=turn.mode,
-        metadata=turn.metadata(),
+        metadata=metadata,
+        prompt_tokens=usage["prompt_tokens"],
+        completion_tokens=usage["completion_tokens"],
+        llm_model=usage["model"],
         cohort=data.cohort,
         routing_version=data.profile.version,
         channel=data.channel,
@@ -1359,8 +1377,9 @@ async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
             waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
             await sync_to_async(_load_conversation)(turn, None)
-        for name, node in NODES:
-            await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
+        with usage_counting(turn.model_calls):
+            for name, node in NODES:
+                await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
         handed_on = True  # by the persisting transaction
         _turn_observe(turn)
     except asyncio.CancelledError:

@@ -57,6 +57,9 @@ class TurnRecord:
     agent: str  # who answered
     mode: str  # the graph's mode for this turn (router, supervisor, hybrid, single_agent)
     metadata: dict[str, Any]  # the answer's metadata (what the API answered)
+    prompt_tokens: int = 0  # the turn's model calls added up (metadata["usage"] splits them)
+    completion_tokens: int = 0
+    llm_model: str = ""  # the model that wrote the answer ("" when none did)
     cohort: str = ""
     routing_version: int | None = None  # the published version that served the turn (None: a draft)
     channel: str = "api"
@@ -188,6 +191,9 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         profile_id=profile,
         latency_ms=record.latency_ms,
         judge_score=record.judge_score,
+        prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens,
+        llm_model=record.llm_model,
         agent=record.agent,
         content=record.answer,
         metadata=record.metadata,

@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from agents.llm import ERROR_ANSWER, provider_for
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
+from agents.usage import reply_tokens
 from common.events import Emit, emit_safely
 from conversations.permissions import permission_question
 from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
@@ -93,6 +94,14 @@ class SpecialistOutcome:
     refused: list[ControlCall] = field(default_factory=list)  # moves to agents this one may not reach
     permission_needed: ToolSpec | None = None  # a needs-permission tool the model called without a grant
     permission_args: dict[str, Any] = field(default_factory=dict)
+    prompt_tokens: int = 0  # every model call of the run, as the model reported them (agents.usage)
+    completion_tokens: int = 0
+
+    def counted(self, reply: AIMessage) -> AIMessage:
+        prompt, completion = reply_tokens(reply)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        return reply
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -314,7 +323,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     try:
         for _ in range(request.steps_allowed):
             outcome.steps += 1
-            reply = await _ask(runnable, messages, request)
+            reply = outcome.counted(await _ask(runnable, messages, request))
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
@@ -329,7 +338,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
             final = model.bind_tools(definitions, tool_choice="none") if definitions else model
             outcome.steps += 1
-            outcome.answer = _text(await _ask(final, messages, request))
+            outcome.answer = _text(outcome.counted(await _ask(final, messages, request)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = ERROR_ANSWER

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from typing import Any
 
-from conversations.models import Conversation
+from django.db.models import Count, F, QuerySet, Sum
+from django.db.models.functions import TruncDate
+
+from agents.models import AgentProfile, ModelPrice
+from conversations.models import Conversation, Message, MessageRole
 from tenants.models import Tenant
+
+MILLION = Decimal(1_000_000)
 
 
 def conversation_get_for_tenant(*, tenant: Tenant, conversation_key: str) -> Conversation | None:
@@ -63,3 +71,93 @@ def conversation_goal_state(*, conversation_key: str) -> dict[str, Any] | None:
     """The conversation's goal state (goal mode's pending and last goal), ``None`` when it has none or does not
     exist yet."""
     return Conversation.objects.filter(conversation_key=conversation_key).values_list("goal_state", flat=True).first()
+
+
+def usage_by_day(
+    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+) -> QuerySet[Any, Any]:
+    """Answers a model wrote in ``[start, end)`` grouped by tenant, profile, UTC day and answering model: a values
+    query of ``{tenant_id, profile_id, day, model, answers, prompt_tokens, completion_tokens}``, unordered.
+
+    Read in the database on the covering index ``message_usage_window`` (answers by time, with profile,
+    conversation, model and tokens), joined to the conversations for their tenant; answers no model wrote (a
+    blocked message) are left out. ``tenant_id`` ``None``: every tenant (the caller decides who may).
+    """
+    rows = Message.objects.filter(role=MessageRole.ASSISTANT, created_at__gte=start, created_at__lt=end).exclude(
+        llm_model=""
+    )
+    if tenant_id is not None:
+        rows = rows.filter(conversation__tenant_id=tenant_id)
+    if profile_id is not None:
+        rows = rows.filter(profile_id=profile_id)
+    return (
+        rows.annotate(day=TruncDate("created_at", tzinfo=dt.UTC), tenant_id=F("conversation__tenant_id"))
+        .values("tenant_id", "profile_id", "day", model=F("llm_model"))
+        .annotate(answers=Count("*"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))
+        .order_by()
+    )
+
+
+def usage_report(
+    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+) -> dict[str, Any]:
+    """Tokens and their cost per tenant, profile, day and model (:func:`usage_by_day`), with the totals.
+
+    Cost = tokens × the model's price per million (``agents.ModelPrice``) / 1,000,000, computed now: a price
+    edited today re-prices the past. A model without a price has ``cost`` null and is listed in
+    ``unpriced_models``; ``totals.cost`` adds up the priced rows, when their prices share one currency (else null,
+    and ``totals.cost_by_currency`` has each). Rows: newest day first, then tenant, profile and model.
+    """
+    grouped = list(usage_by_day(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id))
+    models = {row["model"] for row in grouped}
+    prices = {price.model: price for price in ModelPrice.objects.filter(model__in=models)}
+    tenants = dict(Tenant.objects.filter(pk__in={row["tenant_id"] for row in grouped}).values_list("pk", "slug"))
+    profiles = dict(
+        AgentProfile.objects.filter(pk__in={row["profile_id"] for row in grouped}).values_list("pk", "agent_id")
+    )
+    rows: list[dict[str, Any]] = []
+    by_currency: dict[str, Decimal] = {}
+    for row in grouped:
+        price = prices.get(row["model"])
+        cost = None
+        if price is not None:
+            cost = (
+                row["prompt_tokens"] * price.prompt_per_million
+                + row["completion_tokens"] * price.completion_per_million
+            ) / MILLION
+            by_currency[price.currency] = by_currency.get(price.currency, Decimal(0)) + cost
+        rows.append(
+            {
+                "tenant": tenants.get(row["tenant_id"], ""),
+                "profile": profiles.get(row["profile_id"], ""),
+                "day": row["day"],
+                "model": row["model"],
+                "answers": row["answers"],
+                "prompt_tokens": row["prompt_tokens"],
+                "completion_tokens": row["completion_tokens"],
+                "total_tokens": row["prompt_tokens"] + row["completion_tokens"],
+                "cost": _money(cost),
+                "currency": price.currency if price is not None else "",
+            }
+        )
+    rows.sort(key=lambda row: (-row["day"].toordinal(), row["tenant"], row["profile"], row["model"]))
+    prompt, completion = sum(row["prompt_tokens"] for row in rows), sum(row["completion_tokens"] for row in rows)
+    currency, total_cost = next(iter(by_currency.items())) if len(by_currency) == 1 else ("", None)
+    return {
+        "totals": {
+            "answers": sum(row["answers"] for row in rows),
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "cost": _money(total_cost),
+            "currency": currency,
+            "cost_by_currency": {name: _money(amount) for name, amount in sorted(by_currency.items())},
+        },
+        "rows": rows,
+        "unpriced_models": sorted(models - set(prices)),
+    }
+
+
+def _money(amount: Decimal | None) -> float | None:
+    """A cost as JSON shows it: a number to six decimals (a millionth of the currency), or null."""
+    return None if amount is None else float(round(amount, 6))

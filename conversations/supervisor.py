@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer
 from routing.router import PlanStep
@@ -149,6 +150,7 @@ async def llm_uncovered(
             Coverage,
             [("system", COVERAGE_PROMPT.format(catalogue=catalogue)), ("human", request)],
             for_routing=False,
+            kind=KIND_REVIEW,
         )
     except Exception as exc:  # noqa: BLE001 — no review beats a failed request
         logger.warning("Coverage check failed: %s", exc)
@@ -296,14 +298,15 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     parts = "\n\n".join(
         f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.latest()
     )
-    client = OpenAICompatibleModel(profile).client()
+    model = OpenAICompatibleModel(profile)
     try:
-        reply = await client.ainvoke(
+        reply = await model.client().ainvoke(
             [
                 ("system", profile.synthesis_prompt),
                 ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
             ]
         )
+        usage_record(KIND_SYNTHESIS, model.model_name, reply)
     except Exception as exc:  # noqa: BLE001 — fall back to the join, record why
         logger.warning("Synthesis failed: %s", exc)
         return consolidate_join(result), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}

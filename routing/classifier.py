@@ -23,6 +23,7 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
+from agents.usage import KIND_ROUTING, usage_record
 from common.text import normalize
 from routing.router import Classification, Classifier, IntentSpec
 from routing.snapshot import ProfileSpec
@@ -100,13 +101,22 @@ CLASSIFIER_PROMPT = (
 
 
 async def structured_answer(
-    profile: ProfileSpec, schema: type[Answer], messages: list[tuple[str, str]], *, for_routing: bool = True
+    profile: ProfileSpec,
+    schema: type[Answer],
+    messages: list[tuple[str, str]],
+    *,
+    for_routing: bool = True,
+    kind: str = KIND_ROUTING,
 ) -> Answer | None:
     """One structured-output call (``schema`` as a function the model must call) to the profile's routing endpoint
-    (``for_routing``) or its answering one: the answer, ``None`` when the model answered something else. Raises
-    what the client raises (HTTP errors, timeouts): each caller decides what a failure means."""
-    client = OpenAICompatibleModel(profile, for_routing=for_routing).client()
-    answer = await client.with_structured_output(schema, method="function_calling").ainvoke(messages)
+    (``for_routing``) or its answering one: the answer, ``None`` when the model answered something else. The tokens
+    it used count in the turn's usage under ``kind`` (:mod:`agents.usage`). Raises what the client raises (HTTP
+    errors, timeouts): each caller decides what a failure means."""
+    model = OpenAICompatibleModel(profile, for_routing=for_routing)
+    runnable = model.client().with_structured_output(schema, method="function_calling", include_raw=True)
+    reply = await runnable.ainvoke(messages)
+    usage_record(kind, model.model_name, reply["raw"])
+    answer = reply["parsed"]
     return answer if isinstance(answer, schema) else None
 
 

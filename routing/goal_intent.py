@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
+from agents.usage import KIND_GOAL, usage_record
 from common.text import fold, normalize, phrase_found
 from routing.examples import ExamplesMatch
 from routing.goals import (
@@ -493,16 +494,17 @@ async def model_intent_read(profile: ProfileSpec, text: str, *, previous: Intent
             entities=json.dumps(dict(previous.entities), ensure_ascii=False),
         )
     system = INTENT_PROMPT.format(conversation=conversation, catalogue=catalogue_prompt(goals, catalogue))
-    runnable = (
-        OpenAICompatibleModel(profile, for_routing=True)
-        .client()
-        .with_structured_output(GoalIntent, method="function_calling")
-    )
+    model = OpenAICompatibleModel(profile, for_routing=True)
+    runnable = model.client().with_structured_output(GoalIntent, method="function_calling", include_raw=True)
     try:
-        reading = await runnable.ainvoke([("system", system), ("human", text)])
+        reply = await runnable.ainvoke([("system", system), ("human", text)])
+        usage_record(KIND_GOAL, model.model_name, reply["raw"])
+        if reply["parsing_error"] is not None:  # a reply that is no GoalIntent fails as the call would
+            raise reply["parsing_error"]
     except Exception as exc:  # noqa: BLE001 — any client failure means "not understood": the gate asks
         logger.warning("Goal intent model failed: %s", exc)
         return IntentOutput("", "", {}, 0.0, text, {"method": "model"})
+    reading = reply["parsed"]
     if not isinstance(reading, GoalIntent):
         logger.warning("Goal intent model answered no %s call.", GoalIntent.__name__)
         return IntentOutput("", "", {}, 0.0, text, {"method": "model"})

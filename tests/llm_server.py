@@ -82,12 +82,32 @@ class Reply:
     status: int = 200
     delay: float = 0.0
     chunks: list[str] | None = None  # how the text is split when the client asks for a stream (else one piece)
+    usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens) reported; None: words counted
 
 
-def tool_call_reply(name: str, arguments: dict[str, Any], *, delay: float = 0.0, content: str | None = None) -> Reply:
+def reply_usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+    """The ``usage`` a reply reports: its own, else the words of the request's messages (prompt) and of the reply's
+    text and tool calls (completion)."""
+    if reply.usage is None:
+        prompt = sum(len(_WORD.findall(str(message.get("content") or ""))) for message in body.get("messages", []))
+        written = [reply.content or "", *(call["name"] + call["arguments"] for call in reply.tool_calls)]
+        usage = (prompt, sum(len(_WORD.findall(text)) for text in written))
+    else:
+        usage = reply.usage
+    return {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+
+
+def tool_call_reply(
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    delay: float = 0.0,
+    content: str | None = None,
+    usage: tuple[int, int] | None = None,
+) -> Reply:
     """A reply that calls the tool ``name`` with ``arguments`` (structured output is such a call)."""
     call = {"id": f"call_{uuid.uuid4().hex[:12]}", "name": name, "arguments": json.dumps(arguments)}
-    return Reply(content=content, tool_calls=[call], delay=delay)
+    return Reply(content=content, tool_calls=[call], delay=delay, usage=usage)
 
 
 class ScriptedLLMServer:
@@ -124,18 +144,27 @@ class ScriptedLLMServer:
 
     # -- scripting ------------------------------------------------------------
 
-    def reply(self, content: str, *, delay: float = 0.0) -> None:
-        self.replies.append(Reply(content=content, delay=delay))
+    # ``usage=(prompt_tokens, completion_tokens)``: what the reply reports (else words are counted, reply_usage).
+
+    def reply(self, content: str, *, delay: float = 0.0, usage: tuple[int, int] | None = None) -> None:
+        self.replies.append(Reply(content=content, delay=delay, usage=usage))
 
     def reply_tool_call(
-        self, name: str, arguments: dict[str, Any], *, delay: float = 0.0, content: str | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        delay: float = 0.0,
+        content: str | None = None,
+        usage: tuple[int, int] | None = None,
     ) -> None:
         """A tool call; ``content`` is text the model writes alongside it (models do, though told not to)."""
-        self.replies.append(tool_call_reply(name, arguments, delay=delay, content=content))
+        self.replies.append(tool_call_reply(name, arguments, delay=delay, content=content, usage=usage))
 
-    def reply_streamed(self, chunks: list[str]) -> None:
-        """A text reply that a streaming client receives in exactly these pieces (a JSON client gets them joined)."""
-        self.replies.append(Reply(content="".join(chunks), chunks=list(chunks)))
+    def reply_streamed(self, chunks: list[str], *, usage: tuple[int, int] | None = None) -> None:
+        """A text reply that a streaming client receives in exactly these pieces (a JSON client gets them joined);
+        its usage comes in a last chunk when the client asks (``stream_options.include_usage``)."""
+        self.replies.append(Reply(content="".join(chunks), chunks=list(chunks), usage=usage))
 
     def reply_error(self, status: int = 500, *, delay: float = 0.0) -> None:
         self.replies.append(Reply(status=status, delay=delay))
@@ -198,7 +227,7 @@ class ScriptedLLMServer:
 
             def _stream(self, body: dict[str, Any], reply: Reply) -> None:
                 """The reply as Server-Sent Events of ``chat.completion.chunk`` (sent at once, in order)."""
-                base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk"}
+                base: dict[str, Any] = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk"}
                 base.update(created=int(time.time()), model=body.get("model", "scripted"))
                 deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
                 pieces = reply.chunks if reply.chunks is not None else [reply.content] if reply.content else []
@@ -211,6 +240,8 @@ class ScriptedLLMServer:
                 finish = "tool_calls" if reply.tool_calls else "stop"
                 events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
                 events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    events.append({**base, "choices": [], "usage": reply_usage(body, reply)})
                 data = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
                 payload = data.encode()
                 try:
@@ -310,7 +341,7 @@ class ScriptedLLMServer:
                         "created": int(time.time()),
                         "model": body.get("model", "scripted"),
                         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "usage": reply_usage(body, reply),
                     },
                 )
 

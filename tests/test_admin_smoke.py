@@ -19,7 +19,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import models
 
-from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
+from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, RemoteBackend, Specialist, SpecialistPrompt
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from routing.models import (
@@ -229,6 +229,12 @@ EXPECT: dict[type[models.Model], Expect] = {
         },
         change={"timeout": "4.5"},
     ),
+    ModelPrice: Expect(
+        search=("gpt-4o-mini", "list price"),
+        add=lambda s: {"model": "gpt-4.1", "prompt_per_million": "2", "completion_per_million": "8"},
+        added={"currency": "USD"},
+        change={"completion_per_million": "0.750000"},
+    ),
 }
 
 REGISTERED = sorted(
@@ -317,6 +323,9 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             base_url="https://retail.example.com",
             api_key="sk-remote",
             remote_agent_id="retail_orders",
+        ),
+        ModelPrice: ModelPrice.objects.create(
+            model="gpt-4o-mini", prompt_per_million="0.15", completion_per_million="0.6", note="list price"
         ),
     }
     Keyword.objects.create(intent=invoices, text="rollout sample")

@@ -31,7 +31,15 @@ from tests.factories import AgentProfileFactory
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SCREENSHOT = "analytics-dashboard.png"
-CHARTS = ("chart-timeline", "chart-paths", "chart-agents", "chart-methods", "chart-cohorts", "chart-goals")
+CHARTS = (
+    "chart-timeline",
+    "chart-paths",
+    "chart-agents",
+    "chart-methods",
+    "chart-cohorts",
+    "chart-goals",
+    "chart-usage",
+)
 DASHBOARD = "/analytics/"
 API = "/api/analytics/"
 
@@ -140,6 +148,9 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             routing_version=version,
             latency_ms=latency,
             judge_score=judge,
+            llm_model="gpt-4o-mini",  # the usage section's figures
+            prompt_tokens=1000,
+            completion_tokens=200,
         )
         decision = RouteDecisionRecord.objects.create(
             conversation=conv, message=answer, mode="router", route=agent, agent=agent, intent="x", method=method
@@ -326,6 +337,12 @@ def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
         (tool, int(calls), int(asks), int(errors), float(rate)) for tool, calls, asks, errors, rate in shown_tools
     ] == [
         (t["tool"], t["calls"], t["permission_asks"], t["errors"], t["error_rate_percentage"]) for t in tools["tools"]
+    ]
+    usage = api(page, base_url, "usage", params)
+    assert figure(page, "usage-answers") == usage["totals"]["answers"]
+    assert figure(page, "usage-tokens") == usage["totals"]["total_tokens"]
+    assert rows(page, "table-usage", "day", "tenant", "profile", "model", "answers") == [
+        (r["day"], r["tenant"], r["profile"], r["model"], str(r["answers"])) for r in usage["rows"]
     ]
     delegations = api(page, base_url, "delegations", params)
     assert figure(page, "delegations-total") == delegations["total_delegations"]

@@ -80,6 +80,8 @@ def _dated(obj: Any, when: dt.datetime) -> Any:
     return obj
 
 
+# Every answer's turn used the same model and tokens (the usage figures: 1,200 tokens an answer).
+ANSWER_USAGE = {"llm_model": "gpt-4o-mini", "prompt_tokens": 1000, "completion_tokens": 200}
 VERSIONS: dict[str, int | None] = {"c1": 2, "c2": 2, "c3": 1, "c4": None, "c5": 1, "c6": 2, "c7": 1, "c8": 2, "b1": 2}
 
 
@@ -133,6 +135,12 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             routing_version=VERSIONS[conv],
             latency_ms=latency,
             judge_score=judge,
+            # Every answer's turn used the same model and tokens (the usage figures: 1,200 tokens an answer).
+            **(
+                {"llm_model": "gpt-4o-mini", "prompt_tokens": 1000, "completion_tokens": 200}
+                if role == "assistant"
+                else {}
+            ),
         )
         _dated(created, when)
 

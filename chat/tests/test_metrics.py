@@ -47,9 +47,11 @@ def test_a_turn_with_a_tool_call_and_a_handoff_moves_every_figure_by_what_happen
     api, client, live_mcp, scripted_llm, metrics_token
 ):
     before = scrape(client)
-    scripted_llm.reply_tool_call("consultar_fatura", {"msisdn": "5511999999999", "invoice_id": "INV001"})
-    scripted_llm.reply("Sua fatura INV001 é de R$ 289,90.")
-    scripted_llm.reply("Seu pedido está a caminho.")
+    scripted_llm.reply_tool_call(
+        "consultar_fatura", {"msisdn": "5511999999999", "invoice_id": "INV001"}, usage=(120, 11)
+    )
+    scripted_llm.reply("Sua fatura INV001 é de R$ 289,90.", usage=(150, 9))
+    scripted_llm.reply("Seu pedido está a caminho.", usage=(80, 5))
 
     first = send(api, "Minha fatura veio alta", context={"msisdn": "5511999999999", "invoice_id": "INV001"})
     second = send(api, "E o meu pedido?")
@@ -64,11 +66,11 @@ def test_a_turn_with_a_tool_call_and_a_handoff_moves_every_figure_by_what_happen
     turns = {"profile": "telecom_contas", "mode": "router", "method": "keyword"}
     assert moved(before, after, "platform_turns_total", **turns) == 2
     assert moved(before, after, "platform_turn_duration_seconds_count", profile="telecom_contas", mode="router") == 2
-    # Three model calls (the tool call, its answer, the second answer); the scripted model reports 1 + 1 tokens each.
+    # Three model calls (the tool call, its answer, the second answer), each with the usage the model reported.
     model = {"model": "scripted-model"}
     assert moved(before, after, "platform_model_call_duration_seconds_count", **model, outcome="ok") == 3
-    assert moved(before, after, "platform_model_tokens_total", **model, kind="prompt") == 3
-    assert moved(before, after, "platform_model_tokens_total", **model, kind="completion") == 3
+    assert moved(before, after, "platform_model_tokens_total", **model, kind="prompt") == 120 + 150 + 80
+    assert moved(before, after, "platform_model_tokens_total", **model, kind="completion") == 11 + 9 + 5
     assert moved(before, after, "platform_mcp_tool_calls_total", tool="consultar_fatura", status="ok") == 1
     assert moved(before, after, "platform_mcp_tool_call_duration_seconds_count", tool="consultar_fatura") == 1
     assert moved(before, after, "platform_handoffs_total", kind="routing_handoff", status="completed") == 1

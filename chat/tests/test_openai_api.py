@@ -345,3 +345,16 @@ def test_streamed_text_the_graph_replaced_is_revised_in_the_extension(api, telec
 
     assert text == "Vou passar para pedidos."  # already on the client's screen: a stream cannot take it back
     assert routing["revised_answer"] == "Pedido P100 em trânsito." and routing["agent"] == "orders_agent"
+
+
+def test_the_usage_is_what_the_turns_models_reported_as_stored_with_the_answer(client, scripted_llm):
+    scripted_llm.reply("Sua fatura está em dia.", usage=(321, 12))
+
+    completion = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user="s-usage"
+    )
+
+    usage = completion.usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (321, 12, 333)
+    answer = Message.objects.get(conversation__session_id="s-usage", role="assistant")
+    assert (answer.prompt_tokens, answer.completion_tokens, answer.llm_model) == (321, 12, "scripted-model")

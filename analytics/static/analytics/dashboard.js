@@ -32,6 +32,7 @@
     tools: "tools",
     recent: "handoffs/recent",
     goals: "goals",
+    usage: "usage",
   };
   var DEFAULT_DAYS = "30";
   var HOUR_BUCKET_MAX_DAYS = 2; // "automatic" draws hours for ranges this short, days otherwise
@@ -623,6 +624,72 @@
     );
   }
 
+  // --- usage -------------------------------------------------------------------------------------------
+
+  function formatCost(value, record) {
+    return isNumber(value) ? value.toFixed(4) + " " + record.currency : "no price";
+  }
+
+  function drawUsage(data) {
+    var totals = data.totals || {};
+    var rows = data.rows || [];
+    var unpriced = data.unpriced_models || [];
+    var empty = "No answers written by a model in this period";
+    setFigure("usage-answers", totals.answers, formatCount(totals.answers));
+    setFigure("usage-tokens", totals.total_tokens, formatCount(totals.total_tokens));
+    setFigure("usage-prompt-tokens", totals.prompt_tokens, formatCount(totals.prompt_tokens));
+    setFigure("usage-completion-tokens", totals.completion_tokens, formatCount(totals.completion_tokens));
+    setFigure("usage-cost", totals.cost, isNumber(totals.cost) ? formatCost(totals.cost, totals) : "–");
+    byId("usage-unpriced").textContent = unpriced.length
+      ? "Models without a price (not in the cost): " + unpriced.join(", ") + "."
+      : "";
+    recordsTable(
+      "table-usage",
+      rows,
+      [
+        { key: "day" },
+        { key: "tenant" },
+        { key: "profile" },
+        { key: "model" },
+        { key: "answers", numeric: true, format: formatCount },
+        { key: "prompt_tokens", numeric: true, format: formatCount },
+        { key: "completion_tokens", numeric: true, format: formatCount },
+        { key: "cost", numeric: true, format: formatCost },
+      ],
+      empty,
+    );
+    if (!rows.length) {
+      chartShow("chart-usage", null, empty);
+      return;
+    }
+    var byModel = {};
+    rows.forEach(function (row) {
+      var days = (byModel[row.model] = byModel[row.model] || {});
+      days[row.day] = (days[row.day] || 0) + row.total_tokens;
+    });
+    chartShow("chart-usage", {
+      textStyle: TEXT_STYLE,
+      tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+      legend: { top: 0 },
+      grid: { left: 64, right: 16, top: 36, bottom: 32 },
+      xAxis: { type: "time" },
+      yAxis: { type: "value", name: "tokens" },
+      series: Object.keys(byModel)
+        .sort()
+        .map(function (model) {
+          return {
+            name: model,
+            type: "bar",
+            stack: "tokens",
+            barMaxWidth: 28,
+            data: Object.keys(byModel[model]).sort().map(function (day) {
+              return [day, byModel[model][day]];
+            }),
+          };
+        }),
+    });
+  }
+
   // --- goals -------------------------------------------------------------------------------------------
 
   var GOAL_STATUSES = ["success", "clarification", "failure", "general"];
@@ -1035,6 +1102,7 @@
       ["delegations", ENDPOINTS.delegations, params, drawDelegations],
       ["tools", ENDPOINTS.tools, params, drawTools],
       ["goals", ENDPOINTS.goals, params, drawGoals],
+      ["usage", ENDPOINTS.usage, params, drawUsage],
       ["recent handoffs", ENDPOINTS.recent, recentParams, function (data) {
         drawRecent(data, root.dataset.conversationUrl);
       }],

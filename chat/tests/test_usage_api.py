@@ -1,0 +1,130 @@
+"""``GET /api/debug/usage``: the tenant's tokens per profile, day and model, priced from the admin's model prices."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from agents.models import ModelPrice
+from chat.usage_apis import ERROR_DAYS
+from conversations.models import Message, MessageRole
+from tests.factories import AgentProfileFactory
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/debug/usage"
+
+
+def send(client, text="Minha fatura veio alta", session_id="s-usage"):
+    response = client.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session_id}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.fixture
+def priced(db):
+    return ModelPrice.objects.create(model="scripted-model", prompt_per_million="2", completion_per_million="10")
+
+
+def test_the_totals_and_cost_come_from_the_models_reported_tokens_and_its_price(
+    api, debug_api, telecom, scripted_llm, priced
+):
+    scripted_llm.reply("Primeira.", usage=(1000, 200))
+    scripted_llm.reply("Segunda.", usage=(3000, 100))
+    send(api, session_id="s-1")
+    send(api, session_id="s-2")
+
+    body = debug_api.get(URL, {"days": "7"}).json()
+
+    today = timezone.now().astimezone(dt.UTC).date().isoformat()
+    (row,) = body["rows"]
+    assert row == {
+        "tenant": "tenant_a",
+        "profile": "telecom_contas",
+        "day": today,
+        "model": "scripted-model",
+        "answers": 2,
+        "prompt_tokens": 4000,
+        "completion_tokens": 300,
+        "total_tokens": 4300,
+        "cost": 0.011,  # (4000 × 2 + 300 × 10) / 1,000,000
+        "currency": "USD",
+    }
+    totals = body["totals"]
+    assert (totals["answers"], totals["total_tokens"], totals["cost"], totals["currency"]) == (2, 4300, 0.011, "USD")
+    assert totals["cost_by_currency"] == {"USD": 0.011}
+    assert body["unpriced_models"] == []
+    assert (body["tenant"], body["days"], body["profile"]) == ("tenant_a", 7, None)
+
+
+def test_a_price_edited_re_prices_the_past(api, debug_api, telecom, scripted_llm, priced):
+    scripted_llm.reply("Uma.", usage=(1000, 1000))
+    send(api)
+    priced.completion_per_million = 20
+    priced.save()
+
+    assert debug_api.get(URL).json()["totals"]["cost"] == 0.022
+
+
+def test_a_model_without_a_price_has_no_cost_and_is_listed_as_unpriced(api, debug_api, telecom):
+    send(api)  # the offline model answers
+
+    body = debug_api.get(URL).json()
+
+    (row,) = body["rows"]
+    assert row["model"] == "offline" and row["prompt_tokens"] > 0
+    assert (row["cost"], row["currency"]) == (None, "")
+    assert body["unpriced_models"] == ["offline"]
+    assert (body["totals"]["cost"], body["totals"]["cost_by_currency"]) == (None, {})
+
+
+def test_another_tenants_usage_is_invisible(api, debug_api, outsider_api, telecom):
+    send(outsider_api, session_id="theirs")
+    send(outsider_api, session_id="theirs-too")
+    send(api, session_id="ours")
+
+    body = debug_api.get(URL).json()
+
+    assert body["totals"]["answers"] == 1
+    assert {row["tenant"] for row in body["rows"]} == {"tenant_a"}
+
+
+def test_days_and_profile_narrow_the_window(api, debug_api, telecom):
+    send(api, session_id="old")
+    Message.objects.filter(role=MessageRole.ASSISTANT).update(created_at=timezone.now() - dt.timedelta(days=3))
+    send(api, session_id="new")
+    send(api, session_id="other")
+    other = AgentProfileFactory(agent_id="retail_orders")
+    Message.objects.filter(role=MessageRole.ASSISTANT, conversation__session_id="other").update(profile=other)
+
+    assert debug_api.get(URL, {"days": "1"}).json()["totals"]["answers"] == 2
+    assert debug_api.get(URL, {"days": "4"}).json()["totals"]["answers"] == 3
+    only = debug_api.get(URL, {"days": "4", "profile": "telecom_contas"}).json()
+    assert only["totals"]["answers"] == 2 and {row["profile"] for row in only["rows"]} == {"telecom_contas"}
+    assert len(only["rows"]) == 2  # one per day
+    assert debug_api.get(URL, {"profile": "retail_orders"}).json()["rows"][0]["profile"] == "retail_orders"
+
+
+@pytest.mark.parametrize("days", ["0", "367", "-1", "1.5", "abc", "²"])
+def test_a_bad_days_is_a_400_naming_it(debug_api, days):
+    response = debug_api.get(URL, {"days": days})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"days": [ERROR_DAYS]}
+
+
+def test_an_unknown_profile_is_a_400_naming_it(debug_api):
+    response = debug_api.get(URL, {"profile": "nope"})
+
+    assert response.status_code == 400
+    assert list(response.json()["error"]["fields"]) == ["profile"]
+
+
+def test_a_key_without_the_debug_right_is_refused(api):
+    assert api.get(URL).status_code == 403

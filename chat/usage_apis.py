@@ -1,0 +1,118 @@
+"""``GET /api/debug/usage``: a tenant's tokens and their cost per profile, day and model (README, Usage)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.models import AgentProfile
+from chat.intake import tenant_resolve
+from chat.permissions import IsDebugClient
+from common.errors import DomainError, error_responses
+from common.text import whole_number
+from conversations.selectors import usage_report
+from tenants.models import TenantRight
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 366
+ERROR_DAYS = f"days must be a whole number from 1 to {MAX_DAYS}."
+ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
+
+_TOKENS: dict[str, serializers.Field] = {
+    "answers": serializers.IntegerField(),
+    "prompt_tokens": serializers.IntegerField(),
+    "completion_tokens": serializers.IntegerField(),
+    "total_tokens": serializers.IntegerField(),
+    "cost": serializers.FloatField(allow_null=True, help_text="null: the model has no price (unpriced_models)."),
+    "currency": serializers.CharField(allow_blank=True),
+}
+USAGE_ROW = inline_serializer(
+    "UsageRow",
+    {
+        "tenant": serializers.CharField(),
+        "profile": serializers.CharField(),
+        "day": serializers.DateField(),
+        "model": serializers.CharField(),
+        **_TOKENS,
+    },
+    many=True,
+)
+# What conversations.selectors.usage_report answers (the analytics' usage API answers it too).
+USAGE_FIELDS: dict[str, serializers.Field] = {
+    "totals": inline_serializer(
+        "UsageTotals", {**_TOKENS, "cost_by_currency": serializers.DictField(child=serializers.FloatField())}
+    ),
+    "rows": USAGE_ROW,
+    "unpriced_models": serializers.ListField(child=serializers.CharField()),
+}
+USAGE_RESPONSE = inline_serializer(
+    "DebugUsage",
+    {
+        "tenant": serializers.CharField(),
+        "days": serializers.IntegerField(),
+        "profile": serializers.CharField(allow_null=True),
+        **USAGE_FIELDS,
+    },
+)
+USAGE_DESCRIPTION = (
+    "Answers written by a model, with the tokens every model call of their turns reported (prompt and completion), "
+    "per profile, UTC day and answering model, newest day first. cost = prompt_tokens × prompt price + "
+    "completion_tokens × completion price, per million tokens (the admin's model prices), computed when read: a "
+    "price edited re-prices the past. A model with no price has cost null and is listed in unpriced_models; "
+    "totals.cost adds up the priced rows when their prices share one currency (else null; cost_by_currency has "
+    "each)."
+)
+
+
+def usage_days(raw: str | None) -> int:
+    """``days``: 1..366, default 30; raises :class:`DomainError` naming it."""
+    if raw is None or raw == "":
+        return DEFAULT_DAYS
+    days = whole_number(raw)
+    if days is None or not 1 <= days <= MAX_DAYS:
+        raise DomainError(ERROR_DAYS, fields={"days": [ERROR_DAYS]})
+    return days
+
+
+class DebugUsageApi(APIView):
+    permission_classes = [IsDebugClient]
+
+    @extend_schema(
+        summary="Token usage and cost of the tenant's answers per profile, day and model",
+        description=(
+            f"{USAGE_DESCRIPTION} A debug key reads its own tenant; a staff session names one it holds the debug "
+            "right over in `tenant`."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "days",
+                {"type": "integer", "minimum": 1, "maximum": MAX_DAYS},
+                description=f"The last N UTC days, today included (default {DEFAULT_DAYS}).",
+            ),
+            OpenApiParameter("profile", OpenApiTypes.STR, description="Only this profile's answers (its agent_id)."),
+            OpenApiParameter("tenant", OpenApiTypes.STR, description="Staff sessions: the tenant's slug."),
+        ],
+        responses={200: USAGE_RESPONSE, **error_responses(400, 401, 403, 404, 429, 503)},
+    )
+    def get(self, request):
+        params = request.query_params
+        tenant = tenant_resolve(
+            principal=request.user, tenant_slug=params.get("tenant", ""), field_name="tenant", right=TenantRight.DEBUG
+        )
+        days = usage_days(params.get("days"))
+        profile_id = None
+        if agent_id := params.get("profile", ""):
+            profile_id = AgentProfile.objects.filter(agent_id=agent_id).values_list("pk", flat=True).first()
+            if profile_id is None:
+                message = ERROR_UNKNOWN_PROFILE.format(profile=agent_id)
+                raise DomainError(message, fields={"profile": [message]})
+        today = dt.datetime.now(dt.UTC).date()
+        start = dt.datetime.combine(today - dt.timedelta(days=days - 1), dt.time.min, tzinfo=dt.UTC)
+        end = dt.datetime.combine(today + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
+        report = usage_report(start=start, end=end, tenant_id=tenant.pk, profile_id=profile_id)
+        return Response({"tenant": tenant.slug, "days": days, "profile": agent_id or None, **report})

@@ -1,0 +1,131 @@
+"""Token usage per turn: every model call of a turn as the model reported it, by kind and model, stored with the
+answer."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import AsyncClient
+
+from agents.usage import text_tokens
+from conversations.models import Message, MessageRole
+from conversations.runtime import SpecialistOutcome
+from conversations.steps import outcome_as_dict, outcome_from_dict
+from tests.streaming import run, sse_events
+
+pytestmark = pytest.mark.django_db
+
+INVOICE_CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001"}
+
+
+def send(api, text, *, context=None, session_id="s-usage", path="/api/gateway/message"):
+    response = api.post(
+        path,
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session_id, "context": context or {}}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response
+
+
+def answer_row() -> Message:
+    return Message.objects.get(role=MessageRole.ASSISTANT)
+
+
+def calls(body) -> dict[tuple[str, str], tuple[int, int, int]]:
+    return {
+        (call["kind"], call["model"]): (call["calls"], call["prompt_tokens"], call["completion_tokens"])
+        for call in body["metadata"]["usage"]["calls"]
+    }
+
+
+def test_a_tool_loop_of_two_model_calls_counts_both_and_stores_them_with_the_answer(api, live_mcp, scripted_llm):
+    scripted_llm.reply_tool_call("consultar_fatura", INVOICE_CONTEXT, usage=(120, 15))
+    scripted_llm.reply("Sua fatura está em R$ 289,90.", usage=(180, 25))
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT).json()
+
+    usage = body["metadata"]["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (300, 40, 340)
+    assert usage["model"] == "scripted-model"
+    assert calls(body) == {("answer", "scripted-model"): (2, 300, 40)}
+    row = answer_row()
+    assert (row.prompt_tokens, row.completion_tokens, row.llm_model) == (300, 40, "scripted-model")
+    assert row.metadata["usage"] == usage
+
+
+def test_the_classifiers_call_is_counted_under_routing(api, telecom, scripted_llm):
+    telecom.llm_router_enabled = True
+    telecom.llm_router_threshold = 0.6
+    telecom.save()
+    scripted_llm.reply_tool_call("IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.9}, usage=(400, 9))
+    scripted_llm.reply("Seu pacote está a caminho.", usage=(90, 8))
+
+    body = send(api, "Cadê minha encomenda?").json()
+
+    assert body["metadata"]["route_decision"]["method"] == "llm"
+    assert calls(body) == {("answer", "scripted-model"): (1, 90, 8), ("routing", "scripted-model"): (1, 400, 9)}
+    row = answer_row()
+    assert (row.prompt_tokens, row.completion_tokens) == (490, 17)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_answer_counts_the_usage_of_the_streams_last_chunk(tenant_key, telecom, scripted_llm):
+    scripted_llm.reply_streamed(["Bom ", "dia!"], usage=(77, 6))
+
+    async def stream() -> bytes:
+        response = await AsyncClient().post(
+            "/api/gateway/message/stream",
+            {"agent_id": "telecom_contas", "payload": {"text": "Bom dia", "session_id": "s-stream"}},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        )
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    (done,) = [data for event, data in sse_events(run(stream())) if event == "done"]
+
+    assert done["metadata"]["usage"]["prompt_tokens"] == 77
+    assert scripted_llm.requests[0]["stream_options"] == {"include_usage": True}
+    row = answer_row()
+    assert (row.prompt_tokens, row.completion_tokens) == (77, 6)
+
+
+def test_a_supervisor_turn_counts_every_part_the_review_and_the_synthesis(api, telecom, scripted_llm):
+    telecom.routing_mode = "supervisor"
+    telecom.synthesis_prompt = "Merge the parts."
+    telecom.save()
+    scripted_llm.reply("Parte um.", usage=(30, 3))
+    scripted_llm.reply("Parte dois.", usage=(30, 3))
+    scripted_llm.reply_tool_call("Coverage", {"uncovered_intents": []}, usage=(50, 4))
+    scripted_llm.reply("Tudo junto.", usage=(70, 7))
+
+    body = send(api, "Meu pedido atrasou e minha fatura veio duplicada").json()
+
+    assert calls(body) == {
+        ("answer", "scripted-model"): (2, 60, 6),
+        ("review", "scripted-model"): (1, 50, 4),
+        ("synthesis", "scripted-model"): (1, 70, 7),
+    }
+    assert (answer_row().prompt_tokens, answer_row().completion_tokens) == (180, 17)
+
+
+def test_the_offline_model_reports_a_character_count_of_what_it_read_and_wrote(api, telecom):
+    body = send(api, "Bom dia").json()
+
+    usage = body["metadata"]["usage"]
+    assert usage["model"] == "offline"
+    assert usage["completion_tokens"] == text_tokens(body["answer"])
+    assert usage["prompt_tokens"] > text_tokens("Bom dia")  # the system prompt too
+    row = answer_row()
+    assert (row.prompt_tokens, row.completion_tokens, row.llm_model) == (
+        usage["prompt_tokens"],
+        usage["completion_tokens"],
+        "offline",
+    )
+
+
+def test_a_plan_steps_usage_crosses_the_broker_with_its_outcome():
+    outcome = SpecialistOutcome(answer="ok", llm="openai", model="m", steps=2, prompt_tokens=11, completion_tokens=4)
+
+    back = outcome_from_dict(outcome_as_dict(outcome))
+
+    assert (back.prompt_tokens, back.completion_tokens) == (11, 4)
