@@ -64,7 +64,7 @@ def event_envelope(
     return {
         "id": uuid.uuid4().hex,
         "type": event_type,
-        "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        "time": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
         "tenant": tenant,
         "profile": profile,
         "conversation_key": conversation_key,
