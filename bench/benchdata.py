@@ -43,6 +43,7 @@ from django.db.models import CASCADE, Field, Model, QuerySet
 
 from agents.mcp import ToolResult
 from agents.models import AgentProfile
+from agents.usage import KIND_ANSWER, TurnUsage, text_tokens
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
 from conversations.graph import TurnInput, conversation_defaults, result_note
@@ -103,6 +104,11 @@ CHAIN_EVENTS = (
     (0.111, "step_limit"),
 )
 LOOPING_CONVERSATIONS = 0.006  # customer and specialists keep sending each other back: path_repeated
+# Turns of a router profile that its gateway sends to a remote backend (seed 000's Agent Gateway, conversations/
+# gateway.py): a backend_handoff there, and another when the conversation comes back to a local specialist.
+BACKEND_SHARE = 0.02
+SYSTEM_PROMPT_TOKENS = 180  # a specialist's prompt, policy and tool definitions, as the offline model counts them
+REMOTE_BACKEND = "partner_backend"
 SUPERVISOR_PLAN_SHARE = 0.15  # turns of telecom_contas that hit several specialists while it ran in supervisor mode
 # A delegated specialist's next message: keeps talking, closes, needs follow-up, or is out of its scope.
 SUB_EVENTS = ((0.35, "followup"), (0.75, "completed"), (0.78, "needs_followup"), (0.80, "cannot_resolve"))
@@ -512,6 +518,7 @@ class Simulator:
         decision, trace = turn.decision, self._trace(turn)
         score = self.rng.betavariate(7.0, 1.7) if who.multi_agent else self.rng.betavariate(5.5, 2.0)
         score = round(max(0.0, score - turn.quality), 3)
+        usage = self._usage(turn)
         metadata = {
             "mode": turn.mode,
             "route": decision.route,
@@ -524,6 +531,7 @@ class Simulator:
             "flags": who.flags,
             "judges": {"rule_based": {"name": "rule_based", "status": "ok", "score": score, "passed": score >= 0.5}},
             "llm": "offline",
+            "usage": usage.as_dict(),
             "trace": trace,
         }
         return TurnRecord(
@@ -546,7 +554,19 @@ class Simulator:
             parts=turn.parts,
             tool_calls=turn.tool_calls,
             moves=turn.moves,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            llm_model=usage.answering_model(),
         )
+
+    def _usage(self, turn: _Turn) -> TurnUsage:
+        """What the offline model reports (agents.usage.text_tokens): each call reads a system prompt, some history
+        and the message; the answer is what it wrote. A remote backend's answer is the remote's (nothing here)."""
+        usage = TurnUsage()
+        if turn.agent and turn.agent != REMOTE_BACKEND and turn.model_calls:
+            read = SYSTEM_PROMPT_TOKENS + self.rng.randint(0, 400) + text_tokens(turn.text)
+            usage.add(KIND_ANSWER, "offline", read * turn.model_calls, text_tokens(turn.answer), turn.model_calls)
+        return usage
 
     def _trace(self, turn: _Turn) -> list[dict[str, Any]]:
         """The graph's nodes and their times: routing (longer with the classifier), the specialist, the rest."""
@@ -626,9 +646,13 @@ class Simulator:
         if single_agent:
             decision = single_agent_decide(decision, spec)
         mode = "single_agent" if single_agent else ("supervisor" if live.supervisor else spec.routing_mode)
+        if not (single_agent or decision.plan or live.supervisor or live.state) and rng.random() < BACKEND_SHARE:
+            return self._backend_turn(live, text, mode)
         turn = _Turn(text=text, decision=decision, mode=mode)
         if decision.handoff:
-            turn.moves.append(Move(live.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason))
+            # Away from a remote backend, the move is the gateway's (as conversations/graph.py records it).
+            kind = HandoffKind.BACKEND if live.active_agent == REMOTE_BACKEND else HandoffKind.ROUTING
+            turn.moves.append(Move(live.active_agent, decision.agent, kind, reason=decision.reason))
         live.state = decision.next_state or ""
         if decision.plan:
             self._plan(live, turn)
@@ -642,6 +666,36 @@ class Simulator:
         self._tools(live, turn, turn.agent, decision.mcp_tools)
         live.active_agent, live.active_intent = turn.agent, decision.intent
         turn.answer = turn.answer or self._answer(spec, turn.agent, decision.intent)
+        return turn
+
+    def _backend_turn(self, live: _Live, text: str, mode: str) -> _Turn:
+        """A turn the gateway sends to the remote backend: its keyword decides, the remote answers (no local tool)."""
+        spec = live.catalogue.spec
+        decision = RouteDecision(
+            route=REMOTE_BACKEND,
+            agent=REMOTE_BACKEND,
+            intent=f"backend:{REMOTE_BACKEND}",
+            confidence=1.0,
+            reason=f"Keyword of the remote backend {REMOTE_BACKEND}.",
+            method="keyword",
+            domain=spec.domain,
+            metadata={"backend": REMOTE_BACKEND},
+        )
+        turn = _Turn(text=text, decision=decision, mode=mode, agent=REMOTE_BACKEND)
+        if live.active_agent and live.active_agent != REMOTE_BACKEND:  # the graph records a move from an agent only
+            decision.handoff = True
+            summary = f"{live.active_agent} was talking about {live.topic or 'the account'}."
+            turn.moves.append(
+                Move(
+                    live.active_agent,
+                    REMOTE_BACKEND,
+                    HandoffKind.BACKEND,
+                    reason=decision.reason,
+                    context_summary=summary,
+                )
+            )
+        live.active_agent, live.active_intent = REMOTE_BACKEND, decision.intent
+        turn.answer = f"{REMOTE_BACKEND}: a resposta do parceiro sobre {live.topic or 'sua conta'}."
         return turn
 
     def _permission_reply(self, live: _Live) -> _Turn | None:

@@ -111,8 +111,17 @@ def test_a_worker_compiles_the_routing_before_it_listens_and_starts_without_a_da
             lines.append(line)
             if "Started server process" in line:
                 break
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as probe:
-            assert _get(probe).startswith(b"HTTP/1.1 404")
+        # uvicorn says it started a moment before its socket listens (longer on a busy machine): ask until it does.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=30) as probe:
+                    assert _get(probe).startswith(b"HTTP/1.1 404")
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     finally:
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=40)
