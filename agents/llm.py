@@ -33,6 +33,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from common import tracing
 from common.language import detect_language
 from common.text import phrase_found
 from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
@@ -526,10 +527,13 @@ def judge_asker(profile: ModelSettings) -> Callable[[str], Awaitable[str]] | Non
     """``ask(prompt) -> str`` for the LLM judge, or ``None`` when no model endpoint is configured."""
     if not llm_configured():
         return None
-    client = OpenAICompatibleModel(profile).client()
+    model = OpenAICompatibleModel(profile)
+    client = model.client()
 
     async def ask(prompt: str) -> str:
-        reply = await client.ainvoke([("human", prompt)])
+        with tracing.llm_span(model.model_name, purpose="judge") as current:
+            reply = await client.ainvoke([("human", prompt)])
+            tracing.usage_record(current, reply)
         return reply.content if isinstance(reply.content, str) else str(reply.content)
 
     return ask

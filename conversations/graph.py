@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import connection
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
+from common import tracing
 from common.events import Emit, emit_safely
 from conversations import ordering
 from conversations.fanout import executor_for
@@ -268,11 +269,14 @@ Node = Callable[[Turn], Awaitable[None]]
 
 
 async def _timed(turn: Turn, name: str, node: Node) -> None:
+    """Run one node, timed into ``turn.trace`` (the specialist node under the agent's name) and traced as a span."""
+    label = turn.agent if name == "specialist" and turn.agent else name
     started = time.perf_counter()
     try:
-        await node(turn)
+        with tracing.span(f"graph.{name}", node=name, agent=turn.agent or None):
+            await node(turn)
     finally:
-        turn.trace.append({"node": name, "ms": round((time.perf_counter() - started) * 1000, 3)})
+        turn.trace.append({"node": label, "ms": round((time.perf_counter() - started) * 1000, 3)})
 
 
 # --- nodes ---------------------------------------------------------------------
@@ -332,7 +336,7 @@ async def routing_decision(turn: Turn) -> None:
         },
     )
     if decision.handoff:
-        await emit_safely(turn.input.emit, "handoff", turn.all_moves()[0].as_dict())
+        await _moves_out(turn, turn.all_moves()[:1])
     if turn.decision.method == "coordinator" and turn.pending_result:
         # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message.
         note = result_note(turn.pending_result)
@@ -652,7 +656,20 @@ MOVES: dict[str, MoveHandler] = {
 
 
 async def _emit_moves(turn: Turn, since: int) -> None:
-    for move in turn.moves[since:]:
+    await _moves_out(turn, turn.moves[since:])
+
+
+async def _moves_out(turn: Turn, moves: list[Move]) -> None:
+    """Moves just made: streamed to the client and traced (a ``handoff`` span each)."""
+    for move in moves:
+        if tracing.tracing_on():
+            tracing.record(
+                "handoff",
+                **{"handoff.from": move.from_agent, "handoff.to": move.to_agent or None},
+                kind=str(move.kind),
+                status=str(move.status),
+                outcome=move.outcome or None,
+            )
         await emit_safely(turn.input.emit, "handoff", move.as_dict())
 
 
@@ -1094,7 +1111,29 @@ def turn_abandon(turn: Turn) -> None:
 
 async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
     """Run one user message through the graph and persist it; never raises for model failures. ``begun``: the
-    turn :func:`turn_begin` started for ``data``."""
+    turn :func:`turn_begin` started for ``data``. Traced as the ``turn`` span, the root of the message's spans."""
+    if not tracing.tracing_on():
+        return await _turn_run(data, begun)
+    profile = data.profile
+    with (
+        tracing.turn_attributes(
+            conversation_key=data.conversation_key, tenant=data.tenant_slug, profile=profile.agent_id
+        ),
+        tracing.span("turn", channel=data.channel, cohort=data.cohort or None, version=profile.version) as root,
+    ):
+        result = await _turn_run(data, begun)
+        decision = result.metadata.get("route_decision") or {}
+        tracing.annotate(
+            root,
+            mode=result.metadata.get("mode"),
+            method=decision.get("method"),
+            intent=decision.get("intent"),
+            agent=result.agent,
+        )
+        return result
+
+
+async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
     if begun is None:
         turn = _turn_new(data)
         # The ticket is taken in a thread that a cancellation cannot stop: a request cancelled meanwhile gives
@@ -1114,7 +1153,7 @@ async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
             await sync_to_async(_load_conversation)(turn, None)
         for name, node in NODES:
-            await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
+            await _timed(turn, name, node)
         handed_on = True  # by the persisting transaction
     except asyncio.CancelledError:
         # The client went away while the turn waited or ran: awaiting anything more here could be cancelled

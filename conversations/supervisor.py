@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from common import tracing
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.router import PlanStep
 from routing.snapshot import ProfileSpec
@@ -132,14 +133,16 @@ async def llm_uncovered(*, profile: ProfileSpec, question: str, result: PlanResu
 
     catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in profile.intents)
     answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
-    runnable = OpenAICompatibleModel(profile).client().with_structured_output(Coverage, method="function_calling")
+    model = OpenAICompatibleModel(profile)
+    runnable = model.client().with_structured_output(Coverage, method="function_calling")
     try:
-        coverage = await runnable.ainvoke(
-            [
-                ("system", COVERAGE_PROMPT.format(catalogue=catalogue)),
-                ("human", f"Request:\n{question}\n\nAnswers:\n{answers}"),
-            ]
-        )
+        with tracing.llm_span(model.model_name, purpose="coverage"):
+            coverage = await runnable.ainvoke(
+                [
+                    ("system", COVERAGE_PROMPT.format(catalogue=catalogue)),
+                    ("human", f"Request:\n{question}\n\nAnswers:\n{answers}"),
+                ]
+            )
     except Exception as exc:  # noqa: BLE001 — no review beats a failed request
         logger.warning("Coverage check failed: %s", exc)
         return []
@@ -232,14 +235,16 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     parts = "\n\n".join(
         f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.latest()
     )
-    client = OpenAICompatibleModel(profile).client()
+    model = OpenAICompatibleModel(profile)
     try:
-        reply = await client.ainvoke(
-            [
-                ("system", profile.synthesis_prompt),
-                ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
-            ]
-        )
+        with tracing.llm_span(model.model_name, purpose="synthesis") as current:
+            reply = await model.client().ainvoke(
+                [
+                    ("system", profile.synthesis_prompt),
+                    ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
+                ]
+            )
+            tracing.usage_record(current, reply)
     except Exception as exc:  # noqa: BLE001 — fall back to the join, record why
         logger.warning("Synthesis failed: %s", exc)
         return consolidate_join(result), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}

@@ -16,8 +16,9 @@ import asyncio
 import threading
 from typing import Any
 
-from celery import signals
+from celery import Task, signals
 
+from common import tracing
 from platform.celery import app
 
 _loop_lock = threading.Lock()
@@ -49,9 +50,15 @@ def _warm(**_kwargs: object) -> None:
 
 
 # The name predates the move from routing/ and stays: steps queued before a deploy still find their task.
-@app.task(name="routing.specialist_step", acks_late=True, reject_on_worker_lost=True)
-def specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
-    """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`conversations.fanout`)."""
+@app.task(name="routing.specialist_step", bind=True, acks_late=True, reject_on_worker_lost=True)
+def specialist_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`conversations.fanout`).
+    Its spans continue the request's trace (the task's headers: :func:`common.tracing.headers_out`)."""
+    with tracing.continued(self.request.headers):
+        return _specialist_step(payload)
+
+
+def _specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
     from conversations.steps import outcome_as_dict, partial_send, request_from_payload
     from routing.snapshot import current
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
+from common import tracing
 from common.text import normalize
 from routing.router import Classification, Classifier, IntentSpec
 from routing.snapshot import ProfileSpec
@@ -108,9 +109,10 @@ def llm_classifier(profile: ProfileSpec) -> Classifier:
         )
         runnable = model.client().with_structured_output(IntentChoice, method="function_calling")
         try:
-            choice = await runnable.ainvoke(
-                [("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)]
-            )
+            with tracing.llm_span(model.model_name, purpose="classifier"):
+                choice = await runnable.ainvoke(
+                    [("system", CLASSIFIER_PROMPT.format(catalogue=catalogue)), ("human", text)]
+                )
         except Exception as exc:  # noqa: BLE001 — any client failure means "no decision"
             logger.warning("LLM classifier failed: %s", exc)
             return Classification(intent="", confidence=0.0, reason=f"Classifier error: {type(exc).__name__}")
