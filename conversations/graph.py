@@ -20,6 +20,7 @@ back (``end_specialist_sub_conversation``) — each move checked by loop safety
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime as dt
 import json
@@ -266,17 +267,28 @@ class Turn:
 
 
 Node = Callable[[Turn], Awaitable[None]]
+_NO_SPAN = contextlib.nullcontext()
 
 
 async def _timed(turn: Turn, name: str, node: Node) -> None:
     """Run one node, timed into ``turn.trace`` (the specialist node under the agent's name) and traced as a span."""
     label = turn.agent if name == "specialist" and turn.agent else name
-    started = time.perf_counter()
+    started, traced = time.perf_counter(), tracing.tracing_on()
+    started_ns = time.time_ns() if traced else 0
     try:
-        with tracing.span(f"graph.{name}", node=name, agent=turn.agent or None):
+        # The specialist node's span is live: specialist runs, handoffs and a worker's steps hang under it. The
+        # others are recorded when they end, the cheap way (common.tracing.finished_span), if not too short.
+        with (
+            tracing.span("graph.specialist", node=name, agent=turn.agent)
+            if traced and name == "specialist"
+            else _NO_SPAN
+        ):
             await node(turn)
     finally:
-        turn.trace.append({"node": label, "ms": round((time.perf_counter() - started) * 1000, 3)})
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        turn.trace.append({"node": label, "ms": ms})
+        if traced and name != "specialist" and ms >= settings.TRACING_NODE_MIN_MS:
+            tracing.finished_span(f"graph.{name}", started_ns, time.time_ns(), {"node": name})
 
 
 # --- nodes ---------------------------------------------------------------------

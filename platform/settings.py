@@ -309,6 +309,10 @@ SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = env.decimal("SUPERVISOR_SPECIALIST_TIMEO
 # Where a supervisor plan's specialists run: Celery workers when REDIS_URL is set ("auto"), or in-process.
 SUPERVISOR_EXECUTOR = env.choice("SUPERVISOR_EXECUTOR", ("auto", "celery", "inprocess"), "auto")
 CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
+
+# Traces (common/tracing.py; on when OTEL_EXPORTER_OTLP_ENDPOINT is set, the OTEL_* variables are the SDK's): a
+# graph node's span is exported when the node took at least this many milliseconds (0: every node's).
+TRACING_NODE_MIN_MS = env.decimal("TRACING_NODE_MIN_MS", 0.0)
 # A turn that makes no progress for this long (its process died) no longer holds up its conversation.
 CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS", 300.0)
 # How long a message POST's Idempotency-Key and its stored answer are kept (chat/idempotency.py).

@@ -83,12 +83,14 @@ def test_a_turn_with_a_handoff_and_tool_calls_is_one_tree_of_spans_under_its_tur
     assert turn.attributes["method"] == body["metadata"]["route_decision"]["method"]
     assert turn.attributes["mode"] == body["metadata"]["mode"]
     assert {span.context.trace_id for span in finished} == {turn.context.trace_id}
-    assert all(span.attributes.keys() >= TURN_ATTRIBUTES for span in finished)
-
     nodes = [span for span in finished if span.name.startswith("graph.")]
     assert [span.name for span in sorted(nodes, key=lambda s: s.start_time)] == [f"graph.{n}" for n in NODES]
     assert {span.parent.span_id for span in nodes} == {turn.context.span_id}
+    assert all(span.end_time >= span.start_time >= turn.start_time for span in nodes)
+    assert [span.attributes["node"] for span in sorted(nodes, key=lambda s: s.start_time)] == NODES
     (node,) = named(finished, "graph.specialist")
+    # The nodes' spans carry their node; every other span carries the conversation too.
+    assert all(span.attributes.keys() >= TURN_ATTRIBUTES for span in finished if span not in nodes or span is node)
 
     specialists = sorted(named(finished, "specialist"), key=lambda s: s.start_time)
     assert [s.attributes["agent"] for s in specialists] == ["billing_agent", "orders_agent"]
@@ -110,6 +112,15 @@ def test_a_turn_with_a_handoff_and_tool_calls_is_one_tree_of_spans_under_its_tur
     assert all(t.attributes["server"] and t.attributes["latency_ms"] >= 0 for t in tools)
     # Names, ids and figures only: the customer's words are in no attribute.
     assert not [s.name for s in finished if any("atrasou" in str(value) for value in s.attributes.values())]
+
+
+def test_the_spans_of_nodes_quicker_than_the_threshold_are_left_out(api, telecom, spans, settings):
+    settings.TRACING_NODE_MIN_MS = 60_000
+    send(api, "Minha fatura veio alta", "t-threshold")
+
+    names = {span.name for span in spans.get_finished_spans()}
+    assert {name for name in names if name.startswith("graph.")} == {"graph.specialist"}  # the live one stays
+    assert {"turn", "specialist", "llm.call"} <= names
 
 
 def test_a_model_call_carries_the_token_usage_the_model_reported(api, telecom, scripted_llm, spans):
