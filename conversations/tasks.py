@@ -49,6 +49,20 @@ def _warm(**_kwargs: object) -> None:
     heap_settle()
 
 
+@signals.worker_init.connect
+@signals.worker_process_init.connect
+def _traces(**_kwargs: object) -> None:
+    """Traces on in the worker when configured (common/tracing.py): its main process and each prefork child (the
+    batch's export thread starts again after the fork). Here, not in platform/celery.py: that is the ground layer."""
+    tracing.tracing_setup()
+
+
+@signals.worker_process_shutdown.connect
+def _traces_flushed(**_kwargs: object) -> None:
+    """A pool child leaves without running ``atexit``: the spans still in its batch are exported first."""
+    tracing.tracing_flush()
+
+
 # The name predates the move from routing/ and stays: steps queued before a deploy still find their task.
 @app.task(name="routing.specialist_step", bind=True, acks_late=True, reject_on_worker_lost=True)
 def specialist_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:

@@ -29,21 +29,3 @@ def _logs_without_secrets_or_personal_data(logger: logging.Logger, **_kwargs: ob
     trace = logging.getLogger("celery.app.trace")
     if not any(isinstance(existing, TaskResultFilter) for existing in trace.filters):
         trace.addFilter(TaskResultFilter())
-
-
-@signals.worker_init.connect
-@signals.worker_process_init.connect
-def _traces(**_kwargs: object) -> None:
-    """Traces on in the worker when configured (common/tracing.py): the main process, and each prefork child
-    (the batch's export thread starts again after the fork)."""
-    from common.tracing import tracing_setup
-
-    tracing_setup()
-
-
-@signals.worker_process_shutdown.connect
-def _traces_flushed(**_kwargs: object) -> None:
-    """A pool child leaves without running ``atexit``: the spans still in its batch are exported first."""
-    from common.tracing import tracing_flush
-
-    tracing_flush()
