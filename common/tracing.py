@@ -26,9 +26,6 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 SERVICE_NAME = "agent-platform"
 TRACER_NAME = "agent-platform"
@@ -37,8 +34,6 @@ ATTRIBUTES_HEADER = "trace_attributes"  # the turn's attributes, carried to a Ce
 _tracer: trace.Tracer | None = None  # None: tracing is off
 _provider: Any = None  # the SDK provider tracing_setup installed in this process
 _finished: tuple[Any, Any] = (None, None)  # the span processor and resource of the provider in use
-_SCOPE = InstrumentationScope(TRACER_NAME)
-_ids = RandomIdGenerator()
 _attributes: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
     "trace_attributes", default=MappingProxyType({})
 )
@@ -82,6 +77,21 @@ def tracing_use(provider: Any) -> None:
     _tracer = provider.get_tracer(TRACER_NAME) if provider is not None else None
     # Where finished_span hands its spans: the provider's own processor (the SDK keeps it in this attribute).
     _finished = getattr(provider, "_active_span_processor", None), getattr(provider, "resource", None)
+
+
+def _finished_span_parts() -> tuple[Any, Any, Any]:
+    """The SDK's span record, id generator and scope, imported when tracing is on (off, the SDK stays unloaded)."""
+    global _parts
+    if _parts is None:
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        _parts = ReadableSpan, RandomIdGenerator(), InstrumentationScope(TRACER_NAME)
+    return _parts
+
+
+_parts: tuple[Any, Any, Any] | None = None
 
 
 def tracing_flush() -> None:
@@ -141,9 +151,10 @@ def finished_span(name: str, start_ns: int, end_ns: int, attributes: dict[str, A
     parent = trace.get_current_span().get_span_context()
     if _tracer is None or processor is None or not parent.trace_flags.sampled:
         return
-    context = trace.SpanContext(parent.trace_id, _ids.generate_span_id(), False, parent.trace_flags)
+    readable_span, ids, scope = _finished_span_parts()
+    context = trace.SpanContext(parent.trace_id, ids.generate_span_id(), False, parent.trace_flags)
     processor.on_end(
-        ReadableSpan(
+        readable_span(
             name,
             context=context,
             parent=parent,
@@ -151,7 +162,7 @@ def finished_span(name: str, start_ns: int, end_ns: int, attributes: dict[str, A
             attributes=attributes,
             start_time=start_ns,
             end_time=end_ns,
-            instrumentation_scope=_SCOPE,
+            instrumentation_scope=scope,
         )
     )
 
