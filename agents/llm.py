@@ -38,6 +38,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCal
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
+from common import tracing
 from common.language import detect_language
 from common.metrics import model_call_observe
 from common.text import phrase_found
@@ -659,7 +660,9 @@ def judge_asker(profile: ModelSettings) -> Callable[[str], Awaitable[str]] | Non
     client = model.client()
 
     async def ask(prompt: str) -> str:
-        reply = await client.ainvoke([("human", prompt)])
+        with tracing.llm_span(model.model_name, purpose="judge") as current:
+            reply = await client.ainvoke([("human", prompt)])
+            tracing.usage_record(current, reply)
         usage_record(KIND_JUDGE, model.model_name, reply)
         return reply.content if isinstance(reply.content, str) else str(reply.content)
 

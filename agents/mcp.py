@@ -34,6 +34,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from common import tracing
 from common.metrics import tool_call_observe
 
 logger = logging.getLogger(__name__)
@@ -365,7 +366,15 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
 
 
 async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
-    """Validate ``arguments`` against ``schema`` and call ``tool``; never raises."""
+    """Validate ``arguments`` against ``schema`` and call ``tool``; never raises. Traced as ``mcp.tool_call``."""
+    with tracing.span("mcp.tool_call", tool=tool, server=endpoint.name) as current:
+        result = await _tool_call(endpoint, tool, arguments, schema)
+        tracing.annotate(current, status=result.status, latency_ms=round(result.latency_ms, 3))
+        tracing.failed(current, None if result.status == STATUS_OK else result.status)
+    return result
+
+
+async def _tool_call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
     started = time.perf_counter()
     errors = arguments_errors(schema, arguments)
     if errors:

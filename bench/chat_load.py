@@ -38,6 +38,7 @@ import json
 import multiprocessing
 import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -494,7 +495,12 @@ def run_load(
 
 
 def run(args: argparse.Namespace) -> int:
+    """Set up the database once, then one measured run, or ``--tracing side-by-side``: off, on, off, on ... each
+    with a fresh server; exits non-zero when any run had errors or lost messages."""
     overrides = dict(item.split("=", 1) for item in args.env)
+    modes = [False, True] * args.pairs if args.tracing == "side-by-side" else [args.tracing == "on"]
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    failed = 0
     with contextlib.ExitStack() as stack:
         env = dict(os.environ)
         env.update(stack.enter_context(services.scratch()))
@@ -512,6 +518,70 @@ def run(args: argparse.Namespace) -> int:
         _manage(env, "seed_demo")
         key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
 
+        for number, traced in enumerate(modes, 1):
+            if len(modes) > 1:
+                print(f"\n## run {number} of {len(modes)}: tracing {'on' if traced else 'off'}")
+            code, rate = run_once(args, env, key, overrides, traced=traced)
+            failed |= code
+            rates[traced].append(rate)
+    if len(modes) > 1:
+        print_side_by_side(modes, rates)
+    return failed
+
+
+def print_side_by_side(modes: list[bool], rates: dict[bool, list[float]]) -> None:
+    """Each run's msg/s in order, each pair's ratio (on / off) and the medians' ratio."""
+    off, on = rates[False], rates[True]
+    print()
+    print("| pair | off msg/s | on msg/s | on / off |")
+    print("| ---: | ---: | ---: | ---: |")
+    for pair, (plain, traced) in enumerate(zip(off, on, strict=True), 1):
+        print(f"| {pair} | {plain:.1f} | {traced:.1f} | {traced / max(plain, 1e-9):.3f} |")
+    median_off, median_on = statistics.median(off), statistics.median(on)
+    print(
+        f"| median | {median_off:.1f} | {median_on:.1f} | {median_on / max(median_off, 1e-9):.3f} |\n"
+        f"tracing on costs {1 - median_on / max(median_off, 1e-9):.1%} of the median throughput "
+        f"({len(modes)} runs, alternating)"
+    )
+
+
+def start_sink(env: dict[str, str], stack: contextlib.ExitStack) -> tuple[dict[str, str], Path]:
+    """The OTLP/HTTP sink (bench/otlp_sink.py) as a process of its own; the server environment that exports to it,
+    and the file where it writes how many spans it received when it stops."""
+    port = services.free_port()
+    count_file = Path(env["VAR_DIR"]) / f"spans-{port}.txt"
+    sink = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "otlp_sink.py"), "--port", str(port), "--count-file", str(count_file)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    stack.callback(services.stop_process, sink)
+    deadline = time.monotonic() + 30
+    while not _listening(port):
+        if sink.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the OTLP sink did not start")
+        time.sleep(0.05)
+    tracing_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_SERVICE_NAME": "chat-load"}
+    return tracing_env, count_file
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+def run_once(
+    args: argparse.Namespace, env: dict[str, str], key: str, overrides: dict[str, str], *, traced: bool
+) -> tuple[int, float]:
+    """One server (exporting traces to a fresh sink when ``traced``), one load; prints the report, returns
+    (exit code, msg/s)."""
+    with contextlib.ExitStack() as stack:
+        env = dict(env)
+        if traced:
+            tracing_env, count_file = start_sink(env, stack)
+            env.update(tracing_env)
         port = services.free_port()
         base_url = f"http://127.0.0.1:{port}"
         if args.server == "serve":
@@ -545,6 +615,8 @@ def run(args: argparse.Namespace) -> int:
         server_log = log.read_text(errors="replace")
         stored = _stored_counts(env, prefix)
 
+        stack.close()  # the sink stops: it writes its count
+        spans = int(count_file.read_text()) if traced and count_file.exists() else None
     latencies = [value for report in reports for value in report["latencies"]]
     errors = sum((report["errors"] for report in reports), Counter())
     accepted = sum((report["accepted"] for report in reports), Counter())
@@ -636,7 +708,10 @@ def run(args: argparse.Namespace) -> int:
         )
     else:  # the platform's overhead alone: the rate and the latencies above are the figures
         print(f"zero errors, zero lost: {'met' if not errors and not lost else 'NOT met'}")
-    return 1 if errors or lost else 0
+    if spans is not None:
+        answered = sum(accepted.values())
+        print(f"traces: {spans} spans exported to the OTLP sink, {spans / max(answered, 1):.1f} per answered message")
+    return (1 if errors or lost else 0), rate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -665,6 +740,14 @@ def main(argv: list[str] | None = None) -> int:
         "--env", action="append", default=[], metavar="NAME=VALUE", help="server environment (variants)"
     )
     parser.add_argument("--server-arg", action="append", default=[], help="extra server option (variants)")
+    parser.add_argument(
+        "--tracing",
+        choices=("off", "on", "side-by-side"),
+        default="off",
+        help="on: the server exports traces over OTLP/HTTP to a local sink (bench/otlp_sink.py); side-by-side: "
+        "--pairs runs off and on, alternating, and their msg/s compared",
+    )
+    parser.add_argument("--pairs", type=int, default=3, help="side-by-side: how many (off, on) pairs")
     parser.add_argument(
         "--profile", metavar="DIR", help="sample the server with py-spy over the window: flame graph and a summary"
     )

@@ -44,6 +44,7 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers
 from django.conf import settings
 
+from common import tracing
 from common.cache import REDIS_DOWN, Circuit
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistRequest
@@ -160,7 +161,8 @@ class CeleryExecutor(PlanExecutor):
                     payload["reply_channel"], payload["reply_index"] = channel, index
             listener = asyncio.create_task(_listen(layer, channel, len(payloads), partial_of, report))
         try:
-            sent = await broker_send(lambda: _send(payloads, timeout))
+            headers = tracing.headers_out()  # the workers' spans join this trace
+            sent = await broker_send(lambda: _send(payloads, timeout, headers))
             if sent is None:  # the broker cannot take the steps: run them here
                 return await in_process.run(
                     steps, requests, timeout=timeout, round_number=round_number, vault=vault, on_partial=on_partial
@@ -222,7 +224,7 @@ async def broker_send(send: Callable[[], T]) -> T | None:
     return sent
 
 
-def _send(payloads: list[dict[str, Any] | None], timeout: float) -> list[Any]:
+def _send(payloads: list[dict[str, Any] | None], timeout: float, headers: dict[str, str] | None = None) -> list[Any]:
     from conversations.tasks import specialist_step
 
     return [
@@ -232,6 +234,7 @@ def _send(payloads: list[dict[str, Any] | None], timeout: float) -> list[Any]:
             soft_time_limit=timeout,  # type: ignore[arg-type]  # Celery takes float seconds
             time_limit=timeout + HARD_LIMIT_SLACK_SECONDS,  # type: ignore[arg-type]  # Celery takes float seconds
             expires=timeout,
+            headers=headers or {},
         )
         if payload is not None
         else None

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from common import tracing
 from common.bus import publish_event
 from common.events import Emit, emit_safely
 from common.outages import TRIAL, Circuit
@@ -241,22 +242,28 @@ async def backend_call(
         error = f"circuit open for {health.circuit.seconds_left():.1f}s more"
         return BackendReply(backend=backend.name, status=BackendCallStatus.CIRCUIT_OPEN, error=error)
     started = time.perf_counter()
-    try:
-        async with asyncio.timeout(backend.timeout):
-            done, http_status = await _stream(backend, message, hops=hops, emit=emit)
-        reply = _answered(backend, done, http_status, started)
-    except _Fault as fault:
-        reply = _failed(backend, fault.status, fault.error, started, fault.http_status)
-    except TimeoutError:
-        reply = _failed(backend, BackendCallStatus.TIMEOUT, f"no answer within {backend.timeout:g}s", started)
-    except httpx.TimeoutException as exc:
-        reply = _failed(backend, BackendCallStatus.TIMEOUT, f"{type(exc).__name__}: {exc}", started)
-    except httpx.TransportError as exc:
-        reply = _failed(backend, BackendCallStatus.UNREACHABLE, f"{type(exc).__name__}: {exc}", started)
-    except asyncio.CancelledError:
-        if admission == TRIAL:
-            health.circuit.trial_abandoned()
-        raise
+    with tracing.span("gateway.hop", backend=backend.name, remote_agent_id=backend.remote_agent_id) as hop:
+        try:
+            async with asyncio.timeout(backend.timeout):
+                done, http_status = await _stream(backend, message, hops=hops, emit=emit)
+            reply = _answered(backend, done, http_status, started)
+        except _Fault as fault:
+            reply = _failed(backend, fault.status, fault.error, started, fault.http_status)
+        except TimeoutError:
+            reply = _failed(backend, BackendCallStatus.TIMEOUT, f"no answer within {backend.timeout:g}s", started)
+        except httpx.TimeoutException as exc:
+            reply = _failed(backend, BackendCallStatus.TIMEOUT, f"{type(exc).__name__}: {exc}", started)
+        except httpx.TransportError as exc:
+            reply = _failed(backend, BackendCallStatus.UNREACHABLE, f"{type(exc).__name__}: {exc}", started)
+        except asyncio.CancelledError:
+            if admission == TRIAL:
+                health.circuit.trial_abandoned()
+            raise
+        tracing.annotate(
+            hop, status=reply.status, http_status=reply.http_status, remote_agent=reply.remote_agent or None
+        )
+        if not reply.ok:
+            tracing.failed(hop, f"{reply.status}: {reply.error}")
     backend_outcome(profile=profile, health=health, reply=reply, admission=admission)
     return reply
 

@@ -20,6 +20,7 @@ back (``end_specialist_sub_conversation``) — each move checked by loop safety
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import datetime as dt
 import json
@@ -35,7 +36,7 @@ from django.db import connection
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
 from agents.usage import KIND_ANSWER, TurnUsage, usage_counting
-from common import metrics
+from common import metrics, tracing
 from common.bus import publish_event
 from common.events import Emit, emit_safely
 from conversations import ordering
@@ -304,14 +305,28 @@ class Turn:
 
 
 Node = Callable[[Turn], Awaitable[None]]
+_NO_SPAN = contextlib.nullcontext()
 
 
 async def _timed(turn: Turn, name: str, node: Node) -> None:
-    started = time.perf_counter()
+    """Run one node, timed into ``turn.trace`` (the specialist node under the agent's name) and traced as a span."""
+    label = turn.agent if name == "specialist" and turn.agent else name
+    started, traced = time.perf_counter(), tracing.tracing_on()
+    started_ns = time.time_ns() if traced else 0
     try:
-        await node(turn)
+        # The specialist node's span is live: specialist runs, handoffs and a worker's steps hang under it. The
+        # others are recorded when they end, the cheap way (common.tracing.finished_span), if not too short.
+        with (
+            tracing.span("graph.specialist", node=name, agent=turn.agent)
+            if traced and name == "specialist"
+            else _NO_SPAN
+        ):
+            await node(turn)
     finally:
-        turn.trace.append({"node": name, "ms": round((time.perf_counter() - started) * 1000, 3)})
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        turn.trace.append({"node": label, "ms": ms})
+        if traced and name != "specialist" and ms >= settings.TRACING_NODE_MIN_MS:
+            tracing.finished_span(f"graph.{name}", started_ns, time.time_ns(), {"node": name})
 
 
 # --- nodes ---------------------------------------------------------------------
@@ -380,7 +395,7 @@ async def routing_decision(turn: Turn) -> None:
         },
     )
     if decision.handoff:
-        await emit_safely(turn.input.emit, "handoff", turn.all_moves()[0].as_dict())
+        await _moves_out(turn, turn.all_moves()[:1])
     if turn.decision.method == "coordinator" and turn.pending_result:
         # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message.
         note = result_note(turn.pending_result)
@@ -780,7 +795,20 @@ MOVES: dict[str, MoveHandler] = {
 
 
 async def _emit_moves(turn: Turn, since: int) -> None:
-    for move in turn.moves[since:]:
+    await _moves_out(turn, turn.moves[since:])
+
+
+async def _moves_out(turn: Turn, moves: list[Move]) -> None:
+    """Moves just made: streamed to the client and traced (a ``handoff`` span each)."""
+    for move in moves:
+        if tracing.tracing_on():
+            tracing.record(
+                "handoff",
+                **{"handoff.from": move.from_agent, "handoff.to": move.to_agent or None},
+                kind=str(move.kind),
+                status=str(move.status),
+                outcome=move.outcome or None,
+            )
         await emit_safely(turn.input.emit, "handoff", move.as_dict())
 
 
@@ -1358,7 +1386,29 @@ def turn_abandon(turn: Turn) -> None:
 
 async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
     """Run one user message through the graph and persist it; never raises for model failures. ``begun``: the
-    turn :func:`turn_begin` started for ``data``."""
+    turn :func:`turn_begin` started for ``data``. Traced as the ``turn`` span, the root of the message's spans."""
+    if not tracing.tracing_on():
+        return await _turn_run(data, begun)
+    profile = data.profile
+    with (
+        tracing.turn_attributes(
+            conversation_key=data.conversation_key, tenant=data.tenant_slug, profile=profile.agent_id
+        ),
+        tracing.span("turn", channel=data.channel, cohort=data.cohort or None, version=profile.version) as root,
+    ):
+        result = await _turn_run(data, begun)
+        decision = result.metadata.get("route_decision") or {}
+        tracing.annotate(
+            root,
+            mode=result.metadata.get("mode"),
+            method=decision.get("method"),
+            intent=decision.get("intent"),
+            agent=result.agent,
+        )
+        return result
+
+
+async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
     if begun is None:
         turn = _turn_new(data)
         # The ticket is taken in a thread that a cancellation cannot stop: a request cancelled meanwhile gives
@@ -1379,7 +1429,7 @@ async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
             await sync_to_async(_load_conversation)(turn, None)
         with usage_counting(turn.model_calls):
             for name, node in NODES:
-                await _timed(turn, turn.agent if name == "specialist" and turn.agent else name, node)
+                await _timed(turn, name, node)
         handed_on = True  # by the persisting transaction
         _turn_observe(turn)
     except asyncio.CancelledError:

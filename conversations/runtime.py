@@ -31,6 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from agents.llm import ERROR_ANSWER, provider_for
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.usage import reply_tokens
+from common import tracing
 from common.events import Emit, emit_safely
 from conversations.permissions import permission_question
 from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
@@ -281,7 +282,15 @@ async def _tool_step(
     return outcome.control is not None or outcome.permission_needed is not None
 
 
-async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> AIMessage:
+async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest, model: str) -> AIMessage:
+    """One model step, traced as an ``llm.call`` span with the token usage the model reported."""
+    with tracing.llm_span(model, purpose="specialist", agent=request.specialist.name) as current:
+        reply = await _reply(runnable, messages, request)
+        tracing.usage_record(current, reply)
+    return reply
+
+
+async def _reply(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> AIMessage:
     """One model step (a chat model's reply, or the sum of its chunks); for a streaming client, the text goes
     out as the model writes it."""
     if request.emit is None:
@@ -296,7 +305,16 @@ async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRe
 
 
 async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
-    """Answer one turn as ``request.specialist``; bounded by its step limit, never raises."""
+    """Answer one turn as ``request.specialist``; bounded by its step limit, never raises. Traced as a
+    ``specialist`` span (in a Celery worker too: :mod:`conversations.tasks` continues the request's trace)."""
+    with tracing.span("specialist", agent=request.specialist.name, intent=request.intent or None) as current:
+        outcome = await _specialist_run(request)
+        tracing.annotate(current, steps=outcome.steps, stopped=outcome.stopped)
+        tracing.failed(current, outcome.error)
+    return outcome
+
+
+async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     started = time.perf_counter()
     started_at = time.time()
     provider = provider_for(request.profile)
@@ -323,7 +341,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     try:
         for _ in range(request.steps_allowed):
             outcome.steps += 1
-            reply = outcome.counted(await _ask(runnable, messages, request))
+            reply = outcome.counted(await _ask(runnable, messages, request, provider.model_name))
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
@@ -338,7 +356,7 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
             final = model.bind_tools(definitions, tool_choice="none") if definitions else model
             outcome.steps += 1
-            outcome.answer = _text(outcome.counted(await _ask(final, messages, request)))
+            outcome.answer = _text(outcome.counted(await _ask(final, messages, request, provider.model_name)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = ERROR_ANSWER

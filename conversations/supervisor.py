@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
+from common import tracing
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer
 from routing.router import PlanStep
@@ -300,12 +301,14 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     )
     model = OpenAICompatibleModel(profile)
     try:
-        reply = await model.client().ainvoke(
-            [
-                ("system", profile.synthesis_prompt),
-                ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
-            ]
-        )
+        with tracing.llm_span(model.model_name, purpose="synthesis") as current:
+            reply = await model.client().ainvoke(
+                [
+                    ("system", profile.synthesis_prompt),
+                    ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
+                ]
+            )
+            tracing.usage_record(current, reply)
         usage_record(KIND_SYNTHESIS, model.model_name, reply)
     except Exception as exc:  # noqa: BLE001 — fall back to the join, record why
         logger.warning("Synthesis failed: %s", exc)

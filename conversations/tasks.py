@@ -17,8 +17,9 @@ import os
 import threading
 from typing import Any
 
-from celery import signals
+from celery import Task, signals
 
+from common import tracing
 from common.metrics import celery_task_observe, process_dead
 from platform.celery import app
 
@@ -74,10 +75,30 @@ def _pool_process_ended(pid: int | None = None, **_kwargs: object) -> None:
     process_dead(pid or os.getpid())
 
 
+@signals.worker_init.connect
+@signals.worker_process_init.connect
+def _traces(**_kwargs: object) -> None:
+    """Traces on in the worker when configured (common/tracing.py): its main process and each prefork child (the
+    batch's export thread starts again after the fork). Here, not in platform/celery.py: that is the ground layer."""
+    tracing.tracing_setup()
+
+
+@signals.worker_process_shutdown.connect
+def _traces_flushed(**_kwargs: object) -> None:
+    """A pool child leaves without running ``atexit``: the spans still in its batch are exported first."""
+    tracing.tracing_flush()
+
+
 # The name predates the move from routing/ and stays: steps queued before a deploy still find their task.
-@app.task(name="routing.specialist_step", acks_late=True, reject_on_worker_lost=True)
-def specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
-    """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`conversations.fanout`)."""
+@app.task(name="routing.specialist_step", bind=True, acks_late=True, reject_on_worker_lost=True)
+def specialist_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`conversations.fanout`).
+    Its spans continue the request's trace (the task's headers: :func:`common.tracing.headers_out`)."""
+    with tracing.continued(self.request.headers):
+        return _specialist_step(payload)
+
+
+def _specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
     from conversations.steps import outcome_as_dict, partial_send, request_from_payload
     from routing.snapshot import current
 

@@ -10,8 +10,10 @@ django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 # Loaded before the first request, not in it: under load a first turn that also loads the language model (every turn's
 # judge reads languages) runs past its steps' time limits.
 from common.language import language_model_warm  # noqa: E402
+from common.tracing import tracing_setup  # noqa: E402
 
 language_model_warm()
+tracing_setup()  # traces exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else off
 
 # Django's handler with the middleware's async twins (platform/middleware.py): no thread hops for hooks without I/O.
 from platform.middleware import ASGIHandler  # noqa: E402

@@ -334,6 +334,10 @@ CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
 # Agent Gateway: a message that has already crossed this many deployments (X-Gateway-Hops) calls no further
 # remote backend (conversations/gateway.py): loop safety across deployments.
 GATEWAY_MAX_HOPS = env.integer("GATEWAY_MAX_HOPS", 3)
+
+# Traces (common/tracing.py; on when OTEL_EXPORTER_OTLP_ENDPOINT is set, the OTEL_* variables are the SDK's): a
+# graph node's span is exported when the node took at least this many milliseconds (0: every node's).
+TRACING_NODE_MIN_MS = env.decimal("TRACING_NODE_MIN_MS", 0.0)
 # A turn that makes no progress for this long (its process died) no longer holds up its conversation.
 CONVERSATION_TURN_LEASE_SECONDS = env.decimal("CONVERSATION_TURN_LEASE_SECONDS", 300.0)
 # How long a message POST's Idempotency-Key and its stored answer are kept (chat/idempotency.py).

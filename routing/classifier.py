@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
 from agents.usage import KIND_ROUTING, usage_record
+from common import tracing
 from common.text import normalize
 from routing.router import Classification, Classifier, IntentSpec
 from routing.snapshot import ProfileSpec
@@ -114,7 +115,9 @@ async def structured_answer(
     errors, timeouts): each caller decides what a failure means."""
     model = OpenAICompatibleModel(profile, for_routing=for_routing)
     runnable = model.client().with_structured_output(schema, method="function_calling", include_raw=True)
-    reply = await runnable.ainvoke(messages)
+    with tracing.llm_span(model.model_name, purpose=kind) as current:
+        reply = await runnable.ainvoke(messages)
+        tracing.usage_record(current, reply["raw"])
     usage_record(kind, model.model_name, reply["raw"])
     answer = reply["parsed"]
     return answer if isinstance(answer, schema) else None

@@ -15,8 +15,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from django.test import AsyncClient
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from agents.models import RemoteBackend
+from common import tracing
 from common.bus import events_flush
 from conversations.gateway import HOPS_HEADER, backend_circuits_reset, remote_session_id
 from conversations.graph import BACKEND_UNAVAILABLE_ANSWER
@@ -340,6 +345,31 @@ def test_the_circuit_opening_and_closing_publish_backend_down_and_backend_up(api
         assert up["data"] == {"backend": "flaky_remote"}
     finally:
         receiver.stop()
+
+
+def test_each_hop_is_a_gateway_hop_span_with_the_backend_and_its_outcome(api, telecom, stub):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.tracing_use(provider)
+    try:
+        faulty(telecom, stub.base)
+        send(api, "portabilidade", "span-1")  # answered
+        stub.mode = "503"
+        send(api, "portabilidade", "span-2")  # failed: the fallback answers
+    finally:
+        tracing.tracing_use(None)
+        provider.shutdown()
+
+    hops = [span for span in exporter.get_finished_spans() if span.name == "gateway.hop"]
+    assert [(hop.attributes["backend"], hop.attributes["status"]) for hop in hops] == [
+        ("flaky_remote", "ok"),
+        ("flaky_remote", "server_error"),
+    ]
+    assert hops[0].status.status_code != StatusCode.ERROR and hops[1].status.status_code == StatusCode.ERROR
+    assert hops[1].attributes["http_status"] == 503 and hops[0].attributes["conversation_key"].endswith(":span-1")
+    turns = {span.context.span_id: span for span in exporter.get_finished_spans() if span.name == "turn"}
+    assert all(hop.context.trace_id in {turn.context.trace_id for turn in turns.values()} for hop in hops)
 
 
 def test_loop_safety_stops_a_backend_move_that_repeats_too_often(api, telecom, stub):
