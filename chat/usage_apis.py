@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from agents.models import AgentProfile
 from chat.intake import tenant_resolve
 from chat.permissions import IsDebugClient
-from common.errors import DomainError, error_responses
+from common.errors import DomainError, NotFound, error_responses
 from common.text import whole_number
 from conversations.selectors import usage_report
 from tenants.models import TenantRight
@@ -70,8 +70,9 @@ USAGE_DESCRIPTION = (
 
 
 def usage_days(raw: str | None) -> int:
-    """``days``: 1..366, default 30; raises :class:`DomainError` naming it."""
-    if raw is None or raw == "":
+    """``days``: 1..366, default 30 when absent (an empty value is no number: the schema fuzzer); raises
+    :class:`DomainError` naming it."""
+    if raw is None:
         return DEFAULT_DAYS
     days = whole_number(raw)
     if days is None or not 1 <= days <= MAX_DAYS:
@@ -110,7 +111,7 @@ class DebugUsageApi(APIView):
             profile_id = AgentProfile.objects.filter(agent_id=agent_id).values_list("pk", flat=True).first()
             if profile_id is None:
                 message = ERROR_UNKNOWN_PROFILE.format(profile=agent_id)
-                raise DomainError(message, fields={"profile": [message]})
+                raise NotFound(message, fields={"profile": [message]})
         today = dt.datetime.now(dt.UTC).date()
         start = dt.datetime.combine(today - dt.timedelta(days=days - 1), dt.time.min, tzinfo=dt.UTC)
         end = dt.datetime.combine(today + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)

@@ -124,13 +124,13 @@ def test_the_spans_of_nodes_quicker_than_the_threshold_are_left_out(api, telecom
 
 
 def test_a_model_call_carries_the_token_usage_the_model_reported(api, telecom, scripted_llm, spans):
+    scripted_llm.reply("Sua fatura chegou.", usage=(9, 2))
     body = send(api, "Minha fatura veio alta", "t-usage")
 
     (call,) = named(spans.get_finished_spans(), "llm.call")
     assert body["agent"] == "billing_agent"
     assert call.attributes["gen_ai.request.model"] == "scripted-model"
-    # The scripted server reports 1 prompt and 1 completion token per answer.
-    assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["gen_ai.usage.output_tokens"]) == (1, 1)
+    assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["gen_ai.usage.output_tokens"]) == (9, 2)
     assert call.attributes["agent"] == "billing_agent" and call.attributes["purpose"] == "specialist"
 
 
