@@ -545,9 +545,9 @@ def print_side_by_side(modes: list[bool], rates: dict[bool, list[float]]) -> Non
     )
 
 
-def start_sink(env: dict[str, str], stack: contextlib.ExitStack) -> tuple[dict[str, str], Path]:
+def start_sink(env: dict[str, str], stack: contextlib.ExitStack) -> tuple[dict[str, str], Path, int]:
     """The OTLP/HTTP sink (bench/otlp_sink.py) as a process of its own; the server environment that exports to it,
-    and the file where it writes how many spans it received when it stops."""
+    the file where it writes how many spans it received when it stops, and its pid (what it costs is measured)."""
     port = services.free_port()
     count_file = Path(env["VAR_DIR"]) / f"spans-{port}.txt"
     sink = subprocess.Popen(
@@ -563,7 +563,7 @@ def start_sink(env: dict[str, str], stack: contextlib.ExitStack) -> tuple[dict[s
             raise SystemExit("the OTLP sink did not start")
         time.sleep(0.05)
     tracing_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_SERVICE_NAME": "chat-load"}
-    return tracing_env, count_file
+    return tracing_env, count_file, sink.pid
 
 
 def _listening(port: int) -> bool:
@@ -579,8 +579,9 @@ def run_once(
     (exit code, msg/s)."""
     with contextlib.ExitStack() as stack:
         env = dict(env)
+        sink_pid = None
         if traced:
-            tracing_env, count_file = start_sink(env, stack)
+            tracing_env, count_file, sink_pid = start_sink(env, stack)
             env.update(tracing_env)
         port = services.free_port()
         base_url = f"http://127.0.0.1:{port}"
@@ -614,6 +615,7 @@ def run_once(
         services.stop_process(server)
         server_log = log.read_text(errors="replace")
         stored = _stored_counts(env, prefix)
+        sink_cpu = sum(process_cpu_seconds(sink_pid).values())  # warm-up and window: every span it received
 
         stack.close()  # the sink stops: it writes its count
         spans = int(count_file.read_text()) if traced and count_file.exists() else None
@@ -710,7 +712,11 @@ def run_once(
         print(f"zero errors, zero lost: {'met' if not errors and not lost else 'NOT met'}")
     if spans is not None:
         answered = sum(accepted.values())
-        print(f"traces: {spans} spans exported to the OTLP sink, {spans / max(answered, 1):.1f} per answered message")
+        print(
+            f"traces: {spans} spans exported to the OTLP sink, {spans / max(answered, 1):.1f} per answered message; "
+            f"the sink (on the same cores) decoded them in {sink_cpu:.1f} s of CPU, "
+            f"{sink_cpu * 1e6 / max(spans, 1):.1f} µs a span"
+        )
     return (1 if errors or lost else 0), rate
 
 

@@ -54,9 +54,9 @@ def _any_value(value: Any) -> bytes:
     return _field(1, str(value).encode())
 
 
-# Encoded KeyValues by (key, value): a turn's spans repeat its conversation key, tenant, profile, agents and node
-# names. Cleared when it fills (a few thousand conversations' worth).
-_pairs: dict[tuple[str, Any], bytes] = {}
+# Encoded KeyValue fields by (field number, key, value): a turn's spans repeat its conversation key, tenant,
+# profile, agents and node names, and the spans' names. Cleared when it fills (a few thousand conversations' worth).
+_pairs: dict[tuple[int, str, Any], bytes] = {}
 PAIRS_KEPT = 4096
 
 
@@ -65,17 +65,34 @@ def _attributes(number: int, attributes: Any) -> bytes:
     if not attributes:
         return b""
     parts = []
-    for pair in attributes.items():
-        encoded = _pairs.get(pair) if isinstance(pair[1], str) else None
+    for key, value in attributes.items():
+        kept = isinstance(value, str)
+        encoded = _pairs.get((number, key, value)) if kept else None
         if encoded is None:
-            key, value = pair
-            encoded = _field(1, key.encode()) + _field(2, _any_value(value))
-            if isinstance(value, str):
+            encoded = _field(number, _field(1, key.encode()) + _field(2, _any_value(value)))
+            if kept:
                 if len(_pairs) >= PAIRS_KEPT:
                     _pairs.clear()
-                _pairs[pair] = encoded
-        parts.append(_field(number, encoded))
+                _pairs[number, key, value] = encoded
+        parts.append(encoded)
     return b"".join(parts)
+
+
+_names: dict[str, bytes] = {}  # span names (field 5) and kind (field 6), encoded
+
+
+def _name_and_kind(name: str, kind: int) -> bytes:
+    encoded = _names.get(name) if kind == 0 else None
+    if encoded is None:
+        encoded = _field(5, name.encode()) + b"\x30" + _varint(kind + 1)  # the SDK's INTERNAL (0) is OTLP's 1
+        if kind == 0 and len(_names) < PAIRS_KEPT:
+            _names[name] = encoded
+    return encoded
+
+
+_NO_STATUS = b"\x7a\x00"  # an empty status, as the SDK writes it
+_LOCAL = b"\x85\x01\x00\x01\x00\x00"  # flags = 16: HAS_IS_REMOTE
+_REMOTE = b"\x85\x01\x00\x03\x00\x00"  # and IS_REMOTE, for a parent in another process
 
 
 def _span(span: ReadableSpan) -> bytes:
@@ -83,15 +100,13 @@ def _span(span: ReadableSpan) -> bytes:
     parent = span.parent
     status = span.status
     parts = [
-        b"\x0a\x10" + context.trace_id.to_bytes(16, "big"),  # trace_id = 1
-        b"\x12\x08" + context.span_id.to_bytes(8, "big"),  # span_id = 2
+        b"\x0a\x10" + context.trace_id.to_bytes(16, "big") + b"\x12\x08" + context.span_id.to_bytes(8, "big"),
+        # trace_id = 1, span_id = 2, parent_span_id = 4
+        b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent is not None else b"",
+        _name_and_kind(span.name, span.kind.value),  # name = 5, kind = 6
+        b"\x39" + _fixed64(span.start_time or 0) + b"\x41" + _fixed64(span.end_time or 0),  # 7, 8
+        _attributes(9, span._attributes),  # the record's own mapping: the property copies it into a proxy
     ]
-    if parent is not None:
-        parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))  # parent_span_id = 4
-    parts.append(_field(5, span.name.encode()))
-    parts.append(b"\x30" + _varint(span.kind.value + 1))  # kind = 6: the SDK's INTERNAL (0) is OTLP's 1
-    parts.append(b"\x39" + _fixed64(span.start_time or 0) + b"\x41" + _fixed64(span.end_time or 0))  # 7, 8
-    parts.append(_attributes(9, span.attributes))
     for event in span.events:  # events = 11: {time_unix_nano = 1, name = 2, attributes = 3}
         event_name = _field(2, event.name.encode())
         parts.append(_field(11, b"\x09" + _fixed64(event.timestamp) + event_name + _attributes(3, event.attributes)))
@@ -99,24 +114,28 @@ def _span(span: ReadableSpan) -> bytes:
         message = _field(2, status.description.encode()) if status.description else b""
         parts.append(_field(15, message + b"\x18" + _varint(status.status_code.value)))
     else:
-        parts.append(b"\x7a\x00")  # an empty status, as the SDK writes it
-    # flags = 16: HAS_IS_REMOTE, and IS_REMOTE for a parent from another process
-    parts.append(
-        b"\x85\x01\x00\x03\x00\x00" if parent is not None and parent.is_remote else b"\x85\x01\x00\x01\x00\x00"
-    )
-    return b"".join(parts)
+        parts.append(_NO_STATUS)
+    parts.append(_REMOTE if parent is not None and parent.is_remote else _LOCAL)
+    return _field(2, b"".join(parts))
 
 
 def encode_request(spans: Iterable[ReadableSpan]) -> bytes:
-    """``ExportTraceServiceRequest`` bytes for ``spans``, grouped by resource and instrumentation scope."""
-    grouped: dict[Any, dict[Any, list[bytes]]] = {}
+    """``ExportTraceServiceRequest`` bytes for ``spans``, grouped by resource and instrumentation scope (by
+    identity: a process has one of each, and the SDK's ``Resource`` hashes itself through JSON each time)."""
+    resources: dict[int, Any] = {}
+    scopes: dict[int, Any] = {}
+    grouped: dict[int, dict[int, list[bytes]]] = {}
     for span in spans:
-        scopes = grouped.setdefault(span.resource, {})
-        scopes.setdefault(span.instrumentation_scope, []).append(_field(2, _span(span)))
+        resource, scope = span.resource, span.instrumentation_scope
+        resources.setdefault(id(resource), resource)
+        scopes.setdefault(id(scope), scope)
+        grouped.setdefault(id(resource), {}).setdefault(id(scope), []).append(_span(span))
     out = []
-    for resource, scopes in grouped.items():
+    for resource_id, by_scope in grouped.items():
+        resource = resources[resource_id]
         body = [_field(1, _attributes(1, resource.attributes))] if resource is not None else []
-        for scope, encoded in scopes.items():
+        for scope_id, encoded in by_scope.items():
+            scope = scopes[scope_id]
             head = b""
             if scope is not None:
                 version = _field(2, scope.version.encode()) if scope.version else b""
