@@ -1,9 +1,10 @@
-"""OTLP/HTTP span export with a faster encoder: the spans of a batch written straight into the protobuf wire format.
+"""OTLP/HTTP span export with a faster encoder: spans written straight into the protobuf wire format.
 
-The SDK's exporter builds a protobuf object per span, attribute and value before serialising them: about 40 µs a
-span, which at ten spans a message was most of what tracing cost (README, "Traces"). :func:`encode_request` writes
-the same ``ExportTraceServiceRequest`` bytes directly (the fields a span of ours has: ids, name, kind, times,
-attributes, events, status), several times faster; the tests decode its output with the official messages.
+The SDK's exporter builds a protobuf object per span, attribute and value before serialising them: about 18 µs a
+span of ours (``bench/span_cost.py``). :func:`encode_request` writes the same ``ExportTraceServiceRequest`` bytes
+directly (the fields a span has: ids, name, kind, times, attributes, events, status, flags) in about 4 µs, with
+the names and repeated attributes kept encoded; ``common/tests/test_otlp.py`` holds its bytes to the SDK's.
+:class:`EncodingSpanProcessor` encodes each span as it ends, so what waits for the batch is bytes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
 _fixed64 = struct.Struct("<Q").pack
 _double = struct.Struct("<d").pack
@@ -119,38 +120,65 @@ def _span(span: ReadableSpan) -> bytes:
     return _field(2, b"".join(parts))
 
 
-def encode_request(spans: Iterable[ReadableSpan]) -> bytes:
-    """``ExportTraceServiceRequest`` bytes for ``spans``, grouped by resource and instrumentation scope (by
-    identity: a process has one of each, and the SDK's ``Resource`` hashes itself through JSON each time)."""
-    resources: dict[int, Any] = {}
-    scopes: dict[int, Any] = {}
-    grouped: dict[int, dict[int, list[bytes]]] = {}
+# The (resource, instrumentation scope) pairs spans were encoded under, numbered: an encoded span is the pair
+# (number, bytes), atomic values the garbage collector does not follow. A process has a pair or two.
+_groups: dict[tuple[int, int], int] = {}
+_group_parts: list[tuple[Any, Any]] = []  # kept alive: the ids above stay theirs
+
+
+def encoded_span(span: ReadableSpan) -> tuple[int, bytes]:
+    """``span`` as the ``Span`` field of a ``ScopeSpans``, with the number of its resource and scope."""
+    resource, scope = span.resource, span.instrumentation_scope
+    number = _groups.get((id(resource), id(scope)))
+    if number is None:
+        _group_parts.append((resource, scope))
+        number = _groups[id(resource), id(scope)] = len(_group_parts) - 1
+    return number, _span(span)
+
+
+def encode_request(spans: Iterable[ReadableSpan | tuple[int, bytes]]) -> bytes:
+    """``ExportTraceServiceRequest`` bytes for ``spans`` (records, or already :func:`encoded_span`), grouped by
+    resource and instrumentation scope in the order they first come, as the SDK's encoder groups them."""
+    grouped: dict[int, list[bytes]] = {}
     for span in spans:
-        resource, scope = span.resource, span.instrumentation_scope
-        resources.setdefault(id(resource), resource)
-        scopes.setdefault(id(scope), scope)
-        grouped.setdefault(id(resource), {}).setdefault(id(scope), []).append(_span(span))
+        number, encoded = span if isinstance(span, tuple) else encoded_span(span)
+        grouped.setdefault(number, []).append(encoded)
+    by_resource: dict[int, tuple[Any, list[bytes]]] = {}
+    for number, encoded_spans in grouped.items():
+        resource, scope = _group_parts[number]
+        head = b""
+        if scope is not None:
+            version = _field(2, scope.version.encode()) if scope.version else b""
+            head = _field(1, _field(1, scope.name.encode()) + version)
+        by_resource.setdefault(id(resource), (resource, []))[1].append(_field(2, head + b"".join(encoded_spans)))
     out = []
-    for resource_id, by_scope in grouped.items():
-        resource = resources[resource_id]
+    for resource, scope_spans in by_resource.values():
         body = [_field(1, _attributes(1, resource.attributes))] if resource is not None else []
-        for scope_id, encoded in by_scope.items():
-            scope = scopes[scope_id]
-            head = b""
-            if scope is not None:
-                version = _field(2, scope.version.encode()) if scope.version else b""
-                head = _field(1, _field(1, scope.name.encode()) + version)
-            body.append(_field(2, head + b"".join(encoded)))
-        out.append(_field(1, b"".join(body)))
+        out.append(_field(1, b"".join(body + scope_spans)))
     return b"".join(out)
 
 
 class SpanExporter(OTLPSpanExporter):
     """The SDK's OTLP/HTTP exporter (endpoint, headers, timeout, compression, retries from the ``OTEL_*``
-    variables) with :func:`encode_request` in place of its encoder."""
+    variables) with :func:`encode_request` in place of its encoder; it takes records, or spans already encoded
+    (:class:`EncodingSpanProcessor`)."""
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
         result = self._client.export(encode_request(spans))
         return SpanExportResult.SUCCESS if result.success else SpanExportResult.FAILURE
+
+
+class EncodingSpanProcessor(BatchSpanProcessor):
+    """The SDK's batch span processor (its queue and thread, the ``OTEL_BSP_*`` settings, fork and shutdown
+    handling) holding each span encoded as it ends (:func:`encoded_span`, for :class:`SpanExporter`).
+
+    The records would wait in the queue for up to a batch's time, long enough for the garbage collector to move
+    their five or six objects each into its oldest generation and to walk them in full passes, which then come
+    more often: at ten spans a message that was a larger share of tracing's cost than making and encoding the
+    spans (README, "Tracing's cost"). Encoded, a span is two atomic values, and the record is freed at once."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.context is not None and span.context.trace_flags.sampled:
+            self._batch_processor.emit(encoded_span(span))  # type: ignore[arg-type]

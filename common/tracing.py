@@ -2,10 +2,11 @@
 
 :func:`tracing_setup` runs once per serving process (``platform/asgi.py``, ``platform/wsgi.py``, the Celery
 worker): with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set and
-``OTEL_SDK_DISABLED`` not true it installs a ``TracerProvider`` (``service.name`` from ``OTEL_SERVICE_NAME``), a
-``BatchSpanProcessor`` and the OTLP/HTTP protobuf exporter; the SDK reads the other standard variables itself
-(``OTEL_EXPORTER_OTLP_HEADERS`` for Langfuse and the like, ``OTEL_BSP_*``). Off, :func:`span` hands out one shared
-do-nothing context manager: the message path pays a function call and a test, no span, no context switch.
+``OTEL_SDK_DISABLED`` not true it installs a ``TracerProvider`` (``service.name`` from ``OTEL_SERVICE_NAME``), the
+SDK's batch span processor and OTLP/HTTP protobuf exporter, with our encoder (``common/otlp.py``); the SDK reads
+the other standard variables itself (``OTEL_EXPORTER_OTLP_HEADERS`` for Langfuse and the like, ``OTEL_BSP_*``).
+Off, :func:`span` hands out one shared do-nothing context manager: the message path pays a function call and a
+test, no span, no context switch.
 
 The spans are the SDK's records, made the light way: :func:`span` keeps the span in progress in one contextvar of
 its own and, when the block ends, hands the SDK's finished record (``ReadableSpan``) to the provider's span
@@ -59,13 +60,12 @@ def tracing_provider() -> Any:
     """A new SDK provider exporting over OTLP/HTTP as the environment says (not installed anywhere)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from common.otlp import SpanExporter
+    from common.otlp import EncodingSpanProcessor, SpanExporter
 
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(SpanExporter()))
+    provider.add_span_processor(EncodingSpanProcessor(SpanExporter()))
     return provider
 
 

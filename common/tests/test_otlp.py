@@ -1,15 +1,18 @@
-"""common/otlp.py: its encoder writes the very bytes the SDK's OTLP encoder writes."""
+"""common/otlp.py: its encoder writes the very bytes the SDK's OTLP encoder writes, and its processor keeps bytes."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from common.otlp import encode_request
+from common.otlp import EncodingSpanProcessor, encode_request
 
 
 def test_a_batch_of_spans_is_encoded_byte_for_byte_as_the_sdk_encodes_it():
@@ -27,3 +30,47 @@ def test_a_batch_of_spans_is_encoded_byte_for_byte_as_the_sdk_encodes_it():
     spans = list(exporter.get_finished_spans()) * 3
 
     assert encode_request(spans) == encode_spans(spans).SerializePartialToString()
+
+
+class Captured(SpanExporter):
+    def __init__(self):
+        self.batches = []
+
+    def export(self, spans):
+        self.batches.append(list(spans))
+        return SpanExportResult.SUCCESS
+
+
+class Watched(SpanProcessor):
+    """Keeps a weak reference to each record handed to the processors (the same object each of them gets)."""
+
+    def __init__(self):
+        self.references = []
+
+    def on_end(self, span):
+        self.references.append(weakref.ref(span))
+
+
+def test_spans_encoded_as_they_end_make_the_request_their_records_would_and_are_not_kept():
+    records, watched, captured = InMemorySpanExporter(), Watched(), Captured()
+    processor = EncodingSpanProcessor(captured, schedule_delay_millis=60_000)
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent-platform"}))
+    for each in (SimpleSpanProcessor(records), watched, processor):
+        provider.add_span_processor(each)
+    tracer = provider.get_tracer("agent-platform")
+    with tracer.start_as_current_span("turn", attributes={"tenant": "tenant_a"}):
+        with tracer.start_as_current_span("graph.persist", attributes={"node": "persist"}):
+            pass
+        with provider.get_tracer("another-library").start_as_current_span("http.request"):
+            pass
+    expected = encode_spans(records.get_finished_spans()).SerializePartialToString()
+    records.clear()
+    gc.collect()
+
+    assert len(watched.references) == 3
+    assert [reference() for reference in watched.references] == [None] * 3  # the processor holds bytes only
+    processor.force_flush()
+    (batch,) = captured.batches
+    assert all(isinstance(number, int) and isinstance(data, bytes) for number, data in batch)
+    assert encode_request(batch) == expected
+    processor.shutdown()
