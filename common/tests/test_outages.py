@@ -121,11 +121,17 @@ def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_on
     assert client.get(path).status_code == 404  # the pool holds idle connections now
     connection.close()  # this thread's connection back to the pool too
     admin = admin_connect()
+    database = connection.settings_dict["NAME"]
     with admin:
         cut = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s",
-            [connection.settings_dict["NAME"]],
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s", [database]
         ).fetchone()[0]
+        # pg_terminate_backend only signals: a backend still running could answer the pool's check and be cut
+        # after it. A restart is over before the idle process gets its next request, so wait as long.
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [database]).fetchone()[0]:
+            assert time.monotonic() < deadline, "the cut backends did not exit"
+            time.sleep(0.05)
     assert cut >= 1
 
     answers = [client.get(path).status_code for _ in range(connection.pool.max_size + 1)]
