@@ -15,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents.models import AgentProfile
+from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
 from analytics.rollups import DRAFT, NO_COHORT
 from common.errors import DomainError, NotFound
 from common.text import whole_number
@@ -40,7 +40,6 @@ ERROR_DATE = "Not a date; use YYYY-MM-DD."
 ERROR_DAYS_WITH_DATES = "Give either days or start/end, not both."
 ERROR_START_AFTER_END = "start must not be after end."
 ERROR_RANGE_TOO_LONG = f"The range covers more than {MAX_DAYS} days."
-ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
 ERROR_UNKNOWN_KIND = "Unknown kind {kind!r}; one of " + ", ".join(KINDS) + "."
 ERROR_COHORT = "cohort must be multi_agent, single_agent or none (turns the flag did not decide)."
 ERROR_VERSION = "version must be a published routing version's number (1, 2, ...) or draft (no published version)."
@@ -222,7 +221,7 @@ def analytics_filters_parse(
     profile_id = None
     agent_id = _param(params, "profile")
     if agent_id:
-        profile_id = AgentProfile.objects.filter(agent_id=agent_id).values_list("pk", flat=True).first()
+        profile_id = profile_pk(agent_id)
         if profile_id is None:
             errors["profile"] = [ERROR_UNKNOWN_PROFILE.format(profile=agent_id)]
     if errors:

@@ -39,6 +39,7 @@ from chat.intake import (
     message_intake,
     principal_is_staff,
 )
+from chat.negotiation import EventStreamNegotiation
 from chat.permissions import IsDebugClient, IsPreviewClient
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
 from conversations.feedback import feedback_give
@@ -268,6 +269,7 @@ class GatewayMessageStreamApi(MessageApi):
     """``POST /api/gateway/message/stream``: the gateway's turn, as Server-Sent Events while it happens."""
 
     streams = True
+    content_negotiation_class = EventStreamNegotiation
 
     @extend_schema(
         summary="Send one user message in the profile's mode and receive the turn's events as Server-Sent Events",
@@ -302,6 +304,7 @@ class ChatMessageStreamApi(MessageApi):
 
     route = Route.ROLLOUT
     streams = True
+    content_negotiation_class = EventStreamNegotiation
 
     @extend_schema(
         summary="One user message on the rollout flag's path, as Server-Sent Events",
@@ -338,6 +341,7 @@ class MultiAgentChatMessageStreamApi(MessageApi):
     route = Route.PREVIEW
     permission_classes = [IsPreviewClient]
     streams = True
+    content_negotiation_class = EventStreamNegotiation
 
     @extend_schema(
         summary="One user message through the multi-agent graph (preview), as Server-Sent Events",

@@ -53,6 +53,7 @@ from chat.intake import (
     route_parse,
     turn_input_build,
 )
+from chat.negotiation import EventStreamNegotiation
 from common.errors import (
     DATABASE_UNAVAILABLE,
     ERROR_DESCRIPTIONS,
@@ -381,6 +382,7 @@ def _completion_id() -> str:
 @extend_schema(parameters=[IDEMPOTENCY_KEY])
 class ChatCompletionsApi(OpenAIView):
     throttle_scope = "messages"  # tenants/throttles.py: the rate of the routes that run a turn
+    content_negotiation_class = EventStreamNegotiation  # ``stream: true`` answers Server-Sent Events
 
     @extend_schema(
         summary="OpenAI-compatible chat completion through an agent profile's routing graph",

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import AgentProfile
+from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
 from chat.intake import tenant_resolve
 from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses
@@ -21,7 +21,6 @@ from tenants.models import TenantRight
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
 ERROR_DAYS = f"days must be a whole number from 1 to {MAX_DAYS}."
-ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
 
 _TOKENS: dict[str, serializers.Field] = {
     "answers": serializers.IntegerField(),
@@ -108,7 +107,7 @@ class DebugUsageApi(APIView):
         days = usage_days(params.get("days"))
         profile_id = None
         if agent_id := params.get("profile", ""):
-            profile_id = AgentProfile.objects.filter(agent_id=agent_id).values_list("pk", flat=True).first()
+            profile_id = profile_pk(agent_id)
             if profile_id is None:
                 message = ERROR_UNKNOWN_PROFILE.format(profile=agent_id)
                 raise NotFound(message, fields={"profile": [message]})

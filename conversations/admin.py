@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import truncatechars
 
 from common.adminkit import ReadOnlyAdminMixin, ReadOnlyInlineMixin
-from conversations.models import Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
+from conversations.models import BackendCall, Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from routing.routing_test_drafts import (
     RoutingTestDraft,
@@ -110,6 +110,14 @@ class ToolCallInline(ReadOnlyInlineMixin, admin.TabularInline):
     fields = ["created_at", "agent", "tool", "status", "latency_ms", "error"]
 
 
+class BackendCallInline(ReadOnlyInlineMixin, admin.TabularInline):
+    """The gateway's calls to remote backends (README, Agent Gateway): which answered, which failed and why."""
+
+    model = BackendCall
+    fields = ["created_at", "backend", "remote_agent", "status", "http_status", "latency_ms", "error"]
+    verbose_name_plural = "remote backend calls"
+
+
 class GoalRunInline(ReadOnlyInlineMixin, admin.TabularInline):
     """Goal-mode answers as the analytics count them (each step is in the answer's metadata)."""
 
@@ -149,10 +157,13 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["tenant", "profile"]
     search_fields = ["conversation_key", "session_id", "user_id", "state", "active_specialist"]
     date_hierarchy = "created_at"
-    inlines = [MessageInline, RouteDecisionInline, ToolCallInline, GoalRunInline, HandoffInline]
+    inlines = [MessageInline, RouteDecisionInline, ToolCallInline, BackendCallInline, GoalRunInline, HandoffInline]
     fieldsets = [
         (None, {"fields": ["conversation_key", "tenant", "profile", "session_id", "user_id", "channel"]}),
-        ("State", {"fields": ["state", "active_specialist", "pending_result", "granted_permissions"]}),
+        (
+            "State",
+            {"fields": ["state", "active_specialist", "active_backend", "pending_result", "granted_permissions"]},
+        ),
         ("Activity", {"fields": ["message_count", "created_at", "updated_at"]}),
     ]
 
@@ -213,6 +224,28 @@ class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["status", "tool", "server", "created_at"]
     list_select_related = ["conversation"]
     search_fields = ["tool", "agent", "error", "conversation__conversation_key"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(BackendCall)
+class BackendCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every call (or call not made: circuit open, too many hops) of a gateway turn to a remote backend, for the
+    operator looking for which backend fails, how, since when and for whom."""
+
+    list_display = [
+        "created_at",
+        "backend",
+        "status",
+        "http_status",
+        "latency_ms",
+        "remote_agent",
+        "tenant",
+        "profile",
+        "conversation",
+    ]
+    list_filter = ["status", "backend", "tenant", "profile", "created_at"]
+    list_select_related = ["conversation", "tenant", "profile"]
+    search_fields = ["backend", "remote_agent", "error", "conversation__conversation_key"]
     date_hierarchy = "created_at"
 
 

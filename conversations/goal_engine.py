@@ -30,6 +30,7 @@ from asgiref.sync import sync_to_async
 
 from agents.mcp import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, Endpoint, ToolResult, tool_call
 from agents.usage import KIND_ANSWER, usage_record
+from common import tracing
 from conversations.fanout import (
     HARD_LIMIT_SLACK_SECONDS,
     broker_send,
@@ -147,12 +148,14 @@ async def _call_on_worker(target: _Target, arguments: dict[str, Any]) -> ToolRes
         "schema": dict(target.schema),
     }
     started = time.perf_counter()
+    headers = tracing.headers_out() or {}  # the worker's mcp.tool_call span joins this trace
     sent = await broker_send(
         lambda: goal_step.apply_async(
             args=(payload,),
             soft_time_limit=endpoint.timeout,  # type: ignore[arg-type]  # Celery takes float seconds
             time_limit=endpoint.timeout + HARD_LIMIT_SLACK_SECONDS,  # type: ignore[arg-type]  # float seconds
             expires=endpoint.timeout,
+            headers=headers,
         )
     )
     if sent is None:

@@ -116,19 +116,21 @@ def _specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-@app.task(name="conversations.goal_step", acks_late=True, reject_on_worker_lost=True)
-def goal_step(payload: dict[str, Any]) -> dict[str, Any]:
+@app.task(name="conversations.goal_step", bind=True, acks_late=True, reject_on_worker_lost=True)
+def goal_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Make one goal-plan step's MCP call; returns the :class:`~agents.mcp.ToolResult` as plain data.
 
     ``payload`` holds plain values only — ``server``, ``endpoint`` (its URL), ``timeout`` (seconds), ``tool``,
     ``arguments`` and ``schema`` (the tool's arguments schema) — so the worker needs no snapshot: the request
-    (:mod:`conversations.goal_engine`) schedules the plan and reads each step's result.
+    (:mod:`conversations.goal_engine`) schedules the plan and reads each step's result. The call's
+    ``mcp.tool_call`` span continues the request's trace (the task's headers).
     """
     from agents.mcp import Endpoint, tool_call
 
     endpoint = Endpoint(name=payload["server"], url=payload["endpoint"], timeout=float(payload["timeout"]))
     call = tool_call(endpoint=endpoint, tool=payload["tool"], arguments=payload["arguments"], schema=payload["schema"])
-    return _worker_loop().run_until_complete(call).as_dict()
+    with tracing.continued(self.request.headers):
+        return _worker_loop().run_until_complete(call).as_dict()
 
 
 @app.task(name="conversations.rollout_evaluate", ignore_result=True)

@@ -23,6 +23,7 @@ import contextvars
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -49,6 +50,7 @@ from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
 from django.urls import set_script_prefix
+from django.utils.deprecation import MiddlewareMixin
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
 from common.config_version import config_version_pinned
@@ -169,20 +171,14 @@ class AsyncSide:
         raise NotImplementedError
 
 
-class RequestMetricsMiddleware:
+class RequestMetricsMiddleware(MiddlewareMixin):
     """Counts every request by route (the URL pattern it resolved to, :data:`~common.metrics.UNMATCHED` when none
     did), method and status, and times it: one ``perf_counter`` pair and one recording per request
     (:func:`common.metrics.http_request_observe`). First in ``MIDDLEWARE``, so it times the whole stack; a streamed
-    answer is timed to its first byte. Both sync (WSGI, the test client) and async (the ASGI handler)."""
+    answer is timed to its first byte. Both sync (WSGI, the test client) and async (the ASGI handler): Django's
+    ``MiddlewareMixin`` tells which the chain is."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Any) -> None:
-        self.get_response = get_response
-        self.async_mode = iscoroutinefunction(get_response)
-        if self.async_mode:
-            markcoroutinefunction(self)
+    get_response: Callable[[HttpRequest], Any]  # a response, or under ASGI its coroutine
 
     def __call__(self, request: HttpRequest) -> Any:
         if self.async_mode:

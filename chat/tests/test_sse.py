@@ -8,6 +8,7 @@ import pytest
 from django.test import AsyncClient
 
 from conversations.models import Conversation, Message
+from tenants.models import ApiKey
 from tests.streaming import run
 from tests.streaming import sse_events as parse
 
@@ -66,3 +67,54 @@ def test_the_stream_needs_a_key(telecom):
         )
     )
     assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/gateway/message/stream", "/api/chat/message/stream", "/api/chat/multi-agent/message/stream"]
+)
+def test_a_client_accepting_only_event_streams_gets_the_stream(tenant_key, telecom, path):
+    ApiKey.objects.filter(pk=tenant_key.pk).update(can_preview=True)  # the multi-agent route's preview right
+
+    async def streamed():
+        response = await AsyncClient().post(
+            path,
+            {"agent_id": "telecom_contas", "payload": {"text": "Minha fatura veio alta", "session_id": "sse-accept"}},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}", "Accept": "text/event-stream"},
+        )
+        return response, await read(response)
+
+    response, body = run(streamed())
+
+    assert response.status_code == 200, response
+    assert response["Content-Type"].startswith("text/event-stream")
+    assert parse(body)[-1][0] == "done"
+
+
+def test_bad_input_from_a_client_accepting_only_event_streams_is_still_a_json_error(tenant_key, telecom):
+    response = run(
+        AsyncClient().post(
+            "/api/gateway/message/stream",
+            {"agent_id": "telecom_contas", "payload": {"text": ""}},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}", "Accept": "text/event-stream"},
+        )
+    )
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert "payload.text" in json.loads(response.content)["error"]["fields"]
+
+
+def test_a_client_accepting_neither_json_nor_event_streams_is_told_so(tenant_key, telecom):
+    response = run(
+        AsyncClient().post(
+            "/api/gateway/message/stream",
+            {"agent_id": "telecom_contas", "payload": {"text": "oi"}},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}", "Accept": "image/png"},
+        )
+    )
+
+    assert response.status_code == 406
+    assert response["Content-Type"] == "application/json"

@@ -6,14 +6,20 @@ how many were in flight at once."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from typing import Any
 
 import anyio
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agents.mcp import Endpoint, tools_list
+from bench.otlp_sink import OtlpSink, attributes
+from common import tracing
 from conversations.goal_engine import (
     SKIPPED,
     STEP_EVENT,
@@ -475,3 +481,39 @@ def test_a_run_is_json_ready(plan_server):
     data = json.loads(json.dumps(run.as_dict()))
     assert data["status"] == FAILURE and data["clarification"] is None
     assert data["outputs"]["2"]["metadata"]["status"] == "error" and data["latency_ms"] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_calls_of_a_plan_run_on_celery_workers_join_the_requests_trace(plan_server, celery_worker, settings):
+    receiver = OtlpSink(keep=True).start()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.tracing_use(provider)
+    plain = dict(celery_worker.env)
+    celery_worker.env.update(
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_SERVICE_NAME": "w"}
+    )
+    celery_worker.restart()
+    try:
+        settings.SUPERVISOR_EXECUTOR = "celery"
+        plan = plan_of(step(1, "number", n=5), step(2, "echo", 1, message="${1.explanation}"))
+        with tracing.turn_attributes(conversation_key="t:goal:1", tenant="t"), tracing.span("turn") as turn:
+            run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
+        deadline = time.monotonic() + 10
+        while len([s for _, s in receiver.spans() if s.name == "mcp.tool_call"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        tracing.tracing_use(None)
+        celery_worker.env = plain
+        celery_worker.restart()
+        receiver.stop()
+
+    assert run.status == SUCCESS, run.as_dict()
+    calls = [(resource, span) for resource, span in receiver.spans() if span.name == "mcp.tool_call"]
+    assert {resource["service.name"] for resource, _ in calls} == {"w"}
+    assert {int.from_bytes(span.trace_id, "big") for _, span in calls} == {turn.context.trace_id}
+    assert {int.from_bytes(span.parent_span_id, "big") for _, span in calls} == {turn.context.span_id}
+    values = [attributes(span.attributes) for _, span in calls]
+    assert sorted(value["tool"] for value in values) == ["echo", "number"]
+    assert {value["conversation_key"] for value in values} == {"t:goal:1"}
