@@ -91,15 +91,20 @@ def test_a_client_accepting_only_event_streams_gets_the_stream(tenant_key, telec
     assert parse(body)[-1][0] == "done"
 
 
-def test_bad_input_from_a_client_accepting_only_event_streams_is_still_a_json_error(tenant_key, telecom):
-    response = run(
+def gateway_stream(key, text: str, accept: str):
+    """A message to the gateway's stream route from a client that accepts ``accept``."""
+    return run(
         AsyncClient().post(
             "/api/gateway/message/stream",
-            {"agent_id": "telecom_contas", "payload": {"text": ""}},
+            {"agent_id": "telecom_contas", "payload": {"text": text}},
             content_type="application/json",
-            headers={"Authorization": f"Bearer {tenant_key.raw}", "Accept": "text/event-stream"},
+            headers={"Authorization": f"Bearer {key.raw}", "Accept": accept},
         )
     )
+
+
+def test_bad_input_from_a_client_accepting_only_event_streams_is_still_a_json_error(tenant_key, telecom):
+    response = gateway_stream(tenant_key, "", accept="text/event-stream")
 
     assert response.status_code == 400
     assert response["Content-Type"] == "application/json"
@@ -107,14 +112,7 @@ def test_bad_input_from_a_client_accepting_only_event_streams_is_still_a_json_er
 
 
 def test_a_client_accepting_neither_json_nor_event_streams_is_told_so(tenant_key, telecom):
-    response = run(
-        AsyncClient().post(
-            "/api/gateway/message/stream",
-            {"agent_id": "telecom_contas", "payload": {"text": "oi"}},
-            content_type="application/json",
-            headers={"Authorization": f"Bearer {tenant_key.raw}", "Accept": "image/png"},
-        )
-    )
+    response = gateway_stream(tenant_key, "oi", accept="image/png")
 
     assert response.status_code == 406
     assert response["Content-Type"] == "application/json"
