@@ -93,6 +93,13 @@ class TurnUsage:
         }
 
 
+def other_models(usage: dict[str, Any]) -> bool:
+    """Whether some calls of a turn's ``metadata["usage"]`` went to another model than the one that answered (a
+    routing model of its own, a profile's answering model beside the platform's judge): their tokens are priced
+    at their own model's price (:func:`conversations.selectors.usage_by_day`)."""
+    return any(call["model"] != usage["model"] for call in usage["calls"])
+
+
 _current: ContextVar[TurnUsage | None] = ContextVar("turn_usage", default=None)
 
 

@@ -43,7 +43,7 @@ from django.db.models import CASCADE, Field, Model, QuerySet
 
 from agents.mcp import ToolResult
 from agents.models import AgentProfile
-from agents.usage import KIND_ANSWER, TurnUsage, text_tokens
+from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
 from conversations.graph import TurnInput, conversation_defaults, result_note
@@ -557,6 +557,7 @@ class Simulator:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             llm_model=usage.answering_model(),
+            other_models=other_models(usage.as_dict()),
         )
 
     def _usage(self, turn: _Turn) -> TurnUsage:

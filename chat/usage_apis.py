@@ -60,7 +60,8 @@ USAGE_RESPONSE = inline_serializer(
 )
 USAGE_DESCRIPTION = (
     "Answers written by a model, with the tokens every model call of their turns reported (prompt and completion), "
-    "per profile, UTC day and answering model, newest day first. cost = prompt_tokens × prompt price + "
+    "per profile, UTC day and the model that made the calls (a routing model of its own has its own row, answers 0 "
+    "on a day it answered nothing), newest day first. cost = prompt_tokens × prompt price + "
     "completion_tokens × completion price, per million tokens (the admin's model prices), computed when read: a "
     "price edited re-prices the past. A model with no price has cost null and is listed in unpriced_models; "
     "totals.cost adds up the priced rows when their prices share one currency (else null; cost_by_currency has "

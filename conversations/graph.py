@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import connection
 
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
-from agents.usage import KIND_ANSWER, TurnUsage, usage_counting
+from agents.usage import KIND_ANSWER, TurnUsage, other_models, usage_counting
 from common import metrics, tracing
 from common.bus import publish_event
 from common.events import Emit, emit_safely
@@ -1245,6 +1245,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         prompt_tokens=usage["prompt_tokens"],
         completion_tokens=usage["completion_tokens"],
         llm_model=usage["model"],
+        other_models=other_models(usage),
         cohort=data.cohort,
         routing_version=data.profile.version,
         channel=data.channel,

@@ -126,6 +126,11 @@ class Message(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0, help_text="An answer: prompt tokens of the turn.")
     completion_tokens = models.PositiveIntegerField(default=0, help_text="An answer: completion tokens of the turn.")
     llm_model = models.CharField(max_length=200, blank=True, help_text="An answer: the model that wrote it.")
+    other_models = models.BooleanField(
+        default=False,
+        help_text="An answer: some of the turn's model calls went to another model than llm_model (their tokens are "
+        "in metadata['usage']['calls'], by model).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -154,12 +159,18 @@ class Message(models.Model):
             models.Index(
                 fields=["profile", "routing_version", "created_at"], condition=PART_FAILED, name="message_part_failed"
             ),
-            # Usage per tenant, profile, model and day (the usage API and analytics): answers in a window, covering.
+            # Usage per tenant, profile, model and day (the usage API and analytics): answers in a window, covering;
+            # those whose turn called more than one model apart, their tokens split by model when read.
             models.Index(
                 fields=["created_at"],
                 include=["profile", "conversation", "llm_model", "prompt_tokens", "completion_tokens"],
-                condition=models.Q(role="assistant"),
+                condition=models.Q(role="assistant", other_models=False),
                 name="message_usage_window",
+            ),
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(role="assistant", other_models=True),
+                name="message_usage_other_models",
             ),
         ]
 

@@ -60,6 +60,7 @@ class TurnRecord:
     prompt_tokens: int = 0  # the turn's model calls added up (metadata["usage"] splits them)
     completion_tokens: int = 0
     llm_model: str = ""  # the model that wrote the answer ("" when none did)
+    other_models: bool = False  # some calls of the turn went to another model (agents.usage.other_models)
     cohort: str = ""
     routing_version: int | None = None  # the published version that served the turn (None: a draft)
     channel: str = "api"
@@ -194,6 +195,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         prompt_tokens=record.prompt_tokens,
         completion_tokens=record.completion_tokens,
         llm_model=record.llm_model,
+        other_models=record.other_models,
         agent=record.agent,
         content=record.answer,
         metadata=record.metadata,

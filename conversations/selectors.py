@@ -73,16 +73,66 @@ def conversation_goal_state(*, conversation_key: str) -> dict[str, Any] | None:
     return Conversation.objects.filter(conversation_key=conversation_key).values_list("goal_state", flat=True).first()
 
 
-def usage_by_day(
+def answers_usage_by_day(
     *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
 ) -> QuerySet[Any, Any]:
-    """Answers a model wrote in ``[start, end)`` grouped by tenant, profile, UTC day and answering model: a values
-    query of ``{tenant_id, profile_id, day, model, answers, prompt_tokens, completion_tokens}``, unordered.
+    """Answers a model wrote in ``[start, end)`` whose turn called that model only, grouped by tenant, profile, UTC
+    day and model: a values query of ``{tenant_id, profile_id, day, model, answers, prompt_tokens,
+    completion_tokens}``, unordered.
 
-    Read in the database on the covering index ``message_usage_window`` (answers by time, with profile,
+    Read in the database on the covering index ``message_usage_window`` (such answers by time, with profile,
     conversation, model and tokens), joined to the conversations for their tenant; answers no model wrote (a
     blocked message) are left out. ``tenant_id`` ``None``: every tenant (the caller decides who may).
     """
+    return (
+        _answers_in(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
+        .filter(other_models=False)
+        .annotate(day=TruncDate("created_at", tzinfo=dt.UTC), tenant_id=F("conversation__tenant_id"))
+        .values("tenant_id", "profile_id", "day", model=F("llm_model"))
+        .annotate(answers=Count("*"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))
+        .order_by()
+    )
+
+
+def usage_by_day(
+    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+) -> list[dict[str, Any]]:
+    """Tokens per tenant, profile, UTC day and model, each call's under the model that made it
+    (``{tenant_id, profile_id, day, model, answers, prompt_tokens, completion_tokens}``, unordered; ``answers``:
+    the answers that model wrote, 0 for a model that only routed or judged that day).
+
+    The rows of :func:`answers_usage_by_day`, and the answers whose turn also called another model (a routing
+    model of its own: ``Message.other_models``) read apart, on their partial index, and split by the model of each
+    call in their metadata.
+    """
+    rows = {
+        (row["tenant_id"], row["profile_id"], row["day"], row["model"]): row
+        for row in answers_usage_by_day(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
+    }
+
+    def row(tenant: int, profile: int, day: dt.date, model: str) -> dict[str, Any]:
+        fresh = {"tenant_id": tenant, "profile_id": profile, "day": day, "model": model, "answers": 0}
+        return rows.setdefault((tenant, profile, day, model), fresh | {"prompt_tokens": 0, "completion_tokens": 0})
+
+    mixed = (
+        _answers_in(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
+        .filter(other_models=True)
+        .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
+        .values_list("conversation__tenant_id", "profile_id", "day", "llm_model", "metadata__usage__calls")
+    )
+    for tenant, profile, day, answering, calls in mixed:
+        row(tenant, profile, day, answering)["answers"] += 1
+        for call in calls:
+            counted = row(tenant, profile, day, call["model"])
+            counted["prompt_tokens"] += call["prompt_tokens"]
+            counted["completion_tokens"] += call["completion_tokens"]
+    return list(rows.values())
+
+
+def _answers_in(
+    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None
+) -> QuerySet[Message, Message]:
+    """Answers a model wrote in ``[start, end)``, of one tenant and profile when given."""
     rows = Message.objects.filter(role=MessageRole.ASSISTANT, created_at__gte=start, created_at__lt=end).exclude(
         llm_model=""
     )
@@ -90,25 +140,21 @@ def usage_by_day(
         rows = rows.filter(conversation__tenant_id=tenant_id)
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
-    return (
-        rows.annotate(day=TruncDate("created_at", tzinfo=dt.UTC), tenant_id=F("conversation__tenant_id"))
-        .values("tenant_id", "profile_id", "day", model=F("llm_model"))
-        .annotate(answers=Count("*"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))
-        .order_by()
-    )
+    return rows
 
 
 def usage_report(
     *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
 ) -> dict[str, Any]:
-    """Tokens and their cost per tenant, profile, day and model (:func:`usage_by_day`), with the totals.
+    """Tokens and their cost per tenant, profile, day and model (:func:`usage_by_day`: each call's tokens under the
+    model that made it), with the totals.
 
     Cost = tokens × the model's price per million (``agents.ModelPrice``) / 1,000,000, computed now: a price
     edited today re-prices the past. A model without a price has ``cost`` null and is listed in
     ``unpriced_models``; ``totals.cost`` adds up the priced rows, when their prices share one currency (else null,
     and ``totals.cost_by_currency`` has each). Rows: newest day first, then tenant, profile and model.
     """
-    grouped = list(usage_by_day(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id))
+    grouped = usage_by_day(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
     models = {row["model"] for row in grouped}
     prices = {price.model: price for price in ModelPrice.objects.filter(model__in=models)}
     tenants = dict(Tenant.objects.filter(pk__in={row["tenant_id"] for row in grouped}).values_list("pk", "slug"))

@@ -11,7 +11,7 @@ from django.utils import timezone
 from agents.models import ModelPrice
 from analytics.tests.traffic import ANSWER_USAGE
 from conversations.models import Conversation, Message
-from conversations.selectors import usage_by_day
+from conversations.selectors import answers_usage_by_day
 
 pytestmark = pytest.mark.django_db
 
@@ -90,6 +90,6 @@ def test_the_usage_query_reads_the_usage_index_on_postgresql(tenant, outsider, t
         cursor.execute("VACUUM ANALYZE routing_message")  # outside a transaction: this test commits
         cursor.execute("VACUUM ANALYZE routing_conversation")
 
-    plan = usage_by_day(start=now - dt.timedelta(days=7), end=now, tenant_id=tenant.pk).explain()
+    plan = answers_usage_by_day(start=now - dt.timedelta(days=7), end=now, tenant_id=tenant.pk).explain()
 
     assert "Index Only Scan using message_usage_window" in plan, plan

@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from agents.llm import reset_clients
 from agents.models import ModelPrice
 from chat.usage_apis import ERROR_DAYS
 from conversations.models import Message, MessageRole
@@ -61,6 +62,35 @@ def test_the_totals_and_cost_come_from_the_models_reported_tokens_and_its_price(
     assert totals["cost_by_currency"] == {"USD": 0.011}
     assert body["unpriced_models"] == []
     assert (body["tenant"], body["days"], body["profile"]) == ("tenant_a", 7, None)
+
+
+def test_a_routing_models_tokens_are_priced_at_its_own_price_not_the_answering_models(
+    api, debug_api, telecom, scripted_llm, priced, settings
+):
+    settings.ROUTER_LLM_BASE_URL, settings.ROUTER_LLM_MODEL = scripted_llm.base_url, "router-model"
+    reset_clients()
+    telecom.llm_router_enabled = True
+    telecom.llm_router_threshold = 0.6
+    telecom.save()
+    ModelPrice.objects.create(model="router-model", prompt_per_million="0.1", completion_per_million="0.4")
+    scripted_llm.reply("Uma.", usage=(1000, 100))  # a keyword route: the answering model only
+    send(api, "Minha fatura veio alta", session_id="s-1")
+    scripted_llm.reply_tool_call("IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.9}, usage=(400, 9))
+    scripted_llm.reply("Seu pacote está a caminho.", usage=(90, 8))
+    send(api, "Cadê minha encomenda?", session_id="s-2")
+
+    body = debug_api.get(URL).json()
+
+    rows = {row["model"]: row for row in body["rows"]}
+    assert {model: (row["answers"], row["prompt_tokens"], row["completion_tokens"]) for model, row in rows.items()} == {
+        "scripted-model": (2, 1090, 108),
+        "router-model": (0, 400, 9),
+    }
+    assert rows["scripted-model"]["cost"] == round((1090 * 2 + 108 * 10) / 1e6, 6)
+    assert rows["router-model"]["cost"] == round((400 * 0.1 + 9 * 0.4) / 1e6, 6)
+    totals = body["totals"]
+    assert (totals["answers"], totals["prompt_tokens"], totals["completion_tokens"]) == (2, 1490, 117)
+    assert totals["cost"] == round((1090 * 2 + 108 * 10 + 400 * 0.1 + 9 * 0.4) / 1e6, 6)
 
 
 def test_a_price_edited_re_prices_the_past(api, debug_api, telecom, scripted_llm, priced):

@@ -3,9 +3,12 @@ answer."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from django.test import AsyncClient
 
+from agents.llm import reset_clients
 from agents.usage import text_tokens
 from conversations.models import Message, MessageRole
 from conversations.runtime import SpecialistOutcome
@@ -66,6 +69,33 @@ def test_the_classifiers_call_is_counted_under_routing(api, telecom, scripted_ll
     assert calls(body) == {("answer", "scripted-model"): (1, 90, 8), ("routing", "scripted-model"): (1, 400, 9)}
     row = answer_row()
     assert (row.prompt_tokens, row.completion_tokens) == (490, 17)
+
+
+def test_a_routing_model_of_its_own_is_counted_under_its_name_and_the_answer_is_marked_as_calling_two(
+    api, telecom, scripted_llm, settings
+):
+    settings.ROUTER_LLM_BASE_URL, settings.ROUTER_LLM_MODEL = scripted_llm.base_url, "router-model"
+    reset_clients()
+    telecom.llm_router_enabled = True
+    telecom.llm_router_threshold = 0.6
+    telecom.save()
+    scripted_llm.reply_tool_call("IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.9}, usage=(400, 9))
+    scripted_llm.reply("Seu pacote está a caminho.", usage=(90, 8))
+
+    body = send(api, "Cadê minha encomenda?").json()
+
+    assert [request["model"] for request in scripted_llm.requests] == ["router-model", "scripted-model"]
+    assert calls(body) == {("answer", "scripted-model"): (1, 90, 8), ("routing", "router-model"): (1, 400, 9)}
+    row = answer_row()
+    assert (row.llm_model, row.prompt_tokens, row.other_models) == ("scripted-model", 490, True)
+
+
+def test_a_turn_that_called_one_model_only_is_not_marked(api, telecom, scripted_llm):
+    scripted_llm.reply("Olá!", usage=(10, 2))
+
+    send(api, "Bom dia")
+
+    assert answer_row().other_models is False
 
 
 @pytest.mark.django_db(transaction=True)
@@ -129,3 +159,22 @@ def test_a_plan_steps_usage_crosses_the_broker_with_its_outcome():
     back = outcome_from_dict(outcome_as_dict(outcome))
 
     assert (back.prompt_tokens, back.completion_tokens) == (11, 4)
+
+
+def test_the_migration_marks_the_stored_answers_whose_turn_called_another_model(api, telecom, scripted_llm):
+    from django.apps import apps
+
+    fill = importlib.import_module("conversations.migrations.0011_usage_other_models").other_models_fill
+    scripted_llm.reply("Olá!", usage=(10, 2))
+    send(api, "Bom dia", session_id="one-model")
+    mixed = answer_row()
+    routing = {"kind": "routing", "model": "router-model", "calls": 1, "prompt_tokens": 5, "completion_tokens": 1}
+    mixed.metadata["usage"]["calls"].append(routing)
+    mixed.save()
+    scripted_llm.reply("Olá de novo!", usage=(10, 2))
+    send(api, "Bom dia", session_id="one-model-too")
+
+    fill(apps, None)
+
+    marked = Message.objects.filter(role=MessageRole.ASSISTANT, other_models=True)
+    assert list(marked.values_list("pk", flat=True)) == [mixed.pk]
