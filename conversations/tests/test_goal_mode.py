@@ -312,6 +312,26 @@ def test_with_a_model_the_goal_is_read_by_structured_output_and_the_answer_writt
     assert any("Vale ON" in str(message.get("content")) for message in writing)
 
 
+def test_the_models_reading_of_the_goal_and_its_written_answer_are_counted_under_goal_and_answer(
+    api, finance, scripted_llm
+):
+    from routing.goal_intent import GoalIntent
+
+    scripted_llm.reply_tool_call(
+        GoalIntent.__name__,
+        {"domain": "finance", "goal": "TOP_MOVERS", "entities": {"direction": "LOSERS"}, "confidence": 0.98},
+        usage=(700, 30),
+    )
+    scripted_llm.reply("Today's biggest losers: Vale ON and Ericsson B.", usage=(250, 20))
+
+    body = say(api, "what fell the most today?")
+
+    calls = {(call["kind"], call["model"]): call["calls"] for call in body["metadata"]["usage"]["calls"]}
+    assert calls == {("goal", "scripted-model"): 1, ("answer", "scripted-model"): 1}
+    usage = body["metadata"]["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["model"]) == (950, 50, "scripted-model")
+
+
 def test_a_model_below_the_threshold_makes_the_turn_ask(api, finance, scripted_llm):
     from routing.goal_intent import GoalIntent
 

@@ -98,6 +98,19 @@ def test_a_turn_that_called_one_model_only_is_not_marked(api, telecom, scripted_
     assert answer_row().other_models is False
 
 
+def test_the_llm_judges_call_is_counted_under_judge(api, telecom, scripted_llm):
+    telecom.judges = {"llm_judge": True}
+    telecom.save()
+    scripted_llm.reply("Sua fatura está em análise.", usage=(120, 10))
+    scripted_llm.reply('{"score": 0.9, "reason": "Answers it."}', usage=(300, 12))
+
+    body = send(api, "Minha fatura veio alta").json()
+
+    assert body["metadata"]["judges"]["llm"]["score"] == 0.9
+    assert calls(body) == {("answer", "scripted-model"): (1, 120, 10), ("judge", "scripted-model"): (1, 300, 12)}
+    assert (answer_row().prompt_tokens, answer_row().completion_tokens) == (420, 22)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_streamed_answer_counts_the_usage_of_the_streams_last_chunk(tenant_key, telecom, scripted_llm):
     scripted_llm.reply_streamed(["Bom ", "dia!"], usage=(77, 6))
