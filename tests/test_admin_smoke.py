@@ -20,7 +20,7 @@ from django.contrib.auth.models import Group
 from django.db import models
 
 from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, RemoteBackend, Specialist, SpecialistPrompt
-from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+from conversations.models import BackendCall, Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from routing.models import (
     Capability,
@@ -142,6 +142,9 @@ EXPECT: dict[type[models.Model], Expect] = {
     Message: Expect(search=("fatura",), change={"content": "edited"}, on_change=OnChange.REFUSED),
     RouteDecisionRecord: Expect(search=("billing",), change={"reason": "edited"}, on_change=OnChange.REFUSED),
     ToolCall: Expect(search=("consultar_fatura",), change={"error": "edited"}, on_change=OnChange.REFUSED),
+    BackendCall: Expect(
+        search=("retail_backend", "connection refused"), change={"error": "edited"}, on_change=OnChange.REFUSED
+    ),
     RolloutFlag: Expect(
         search=("multi_agent", "admin_user", "tenant_a"),
         add=lambda s: {"key": "new_checkout", "percentage": "10", "stickiness": "session_id"},
@@ -298,6 +301,15 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
         Message: conversation.messages.get(role="user"),
         RouteDecisionRecord: conversation.route_decisions.get(),
         ToolCall: conversation.tool_calls.get(),
+        BackendCall: BackendCall.objects.create(
+            conversation=conversation,
+            tenant=conversation.tenant,
+            profile=telecom,
+            backend="retail_backend",
+            status="unreachable",
+            latency_ms=3.2,
+            error="connection refused",
+        ),
         RolloutFlag: RolloutFlag.objects.get(key="multi_agent"),
         RolloutFlagChange: RolloutFlagChange.objects.get(flag_key="multi_agent", what="percentage"),
         RoutingVersion: version_publish(profile=telecom, note="first release"),
