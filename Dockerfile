@@ -20,6 +20,10 @@ RUN pip install -r requirements.txt  # the runtime only: test tooling is in requ
 
 COPY . .
 
+# The code's version, shown by /api/debug/env: `CODE_VERSION=$(git rev-parse --short HEAD) docker compose build`.
+ARG CODE_VERSION=""
+ENV CODE_VERSION=${CODE_VERSION}
+
 # Static files are baked into the image and served by WhiteNoise. The key only
 # lets settings load for collectstatic; it signs nothing.
 RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
