@@ -11,6 +11,7 @@ class RoutingConfig(AppConfig):
         from agents.signals import mcp_server_synced
         from common.config_version import config_models_watch
         from common.history import history_register
+        from routing import checks  # noqa: F401  (registers system checks)
         from routing.goal_sync import on_mcp_server_synced
         from routing.models import (
             Capability,

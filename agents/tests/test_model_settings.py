@@ -10,6 +10,7 @@ import pytest
 from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER, reset_clients
 from agents.models import AgentProfile
+from routing.checks import served_model_key_variables_check
 from routing.versions import version_publish
 from tests.adminkit import change_url, error_messages, form_data
 from tests.factories import AgentProfileFactory, SpecialistFactory
@@ -118,6 +119,27 @@ def test_a_missing_key_variable_gives_the_error_answer_a_warning_naming_it_and_a
     assert KEY_VARIABLE in warning.msg
     monkeypatch.setenv(KEY_VARIABLE, KEY_VALUE)
     assert model_key_variables_check(None, databases=["default"]) == []
+
+
+def test_a_served_version_reading_a_key_variable_that_is_not_set_is_warned_of_until_the_edit_is_published(
+    retail, own_server, monkeypatch
+):
+    monkeypatch.setenv(KEY_VARIABLE, KEY_VALUE)
+    on_own_endpoint(retail, own_server)
+    version_publish(profile=retail, note="own endpoint")
+    retail.llm_api_key_env = "RETAIL_LLM_API_KEY_2"  # the key moved; the edit is not published yet
+    retail.save()
+    monkeypatch.setenv("RETAIL_LLM_API_KEY_2", "sk-new")
+    monkeypatch.delenv(KEY_VARIABLE)
+
+    assert model_key_variables_check(None, databases=["default"]) == []  # the rows are fine
+    (warning,) = served_model_key_variables_check(None, databases=["default"])
+    assert (warning.id, warning.obj) == ("routing.W001", retail)
+    assert "Version 1 of profile retail_loja is served" in warning.msg and KEY_VARIABLE in warning.msg
+    assert "sk-" not in warning.msg + warning.hint
+    version_publish(profile=retail, note="the new key")
+    assert served_model_key_variables_check(None, databases=["default"]) == []
+    assert served_model_key_variables_check(None) == []  # without the database: nothing to read
 
 
 def test_switching_the_model_in_the_admin_and_publishing_changes_the_next_answer_without_a_restart(

@@ -1,0 +1,56 @@
+"""System checks over what the published versions serve (the rows' own are :mod:`agents.checks`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.core.checks import CheckMessage, Tags, Warning, register
+
+
+@register(Tags.database)
+def served_model_key_variables_check(
+    app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """The key variable of each version customers are served (a profile's released version, a running or paused
+    rollout's candidate) holds a value here, when it is not the profile's own (``agents.W002`` warns of that one):
+    an edit of the variable not yet published leaves the served version reading the old one. Names the variable,
+    never a value."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from platform import env
+    from routing.models import ROLLOUT_PLAN_ACTIVE, ProfileRelease, RolloutPlan
+
+    try:
+        served = [
+            (release.profile, release.version, "is served")
+            for release in ProfileRelease.objects.select_related("profile", "version").order_by("profile__agent_id")
+        ] + [
+            (plan.profile, plan.candidate, f"is rolled out by the plan {plan.name!r}")
+            for plan in RolloutPlan.objects.filter(status__in=ROLLOUT_PLAN_ACTIVE)
+            .select_related("profile", "candidate")
+            .order_by("name")
+        ]
+    except DatabaseError:  # migrate runs the checks before it creates or alters the tables
+        return []
+    problems: list[CheckMessage] = []
+    for profile, version, how in served:
+        settings = version.document.get("profile", {})
+        variable = settings.get("llm_api_key_env", "")
+        if not variable or variable == profile.llm_api_key_env or not settings.get("enabled", True):
+            continue
+        if not env.string(variable):
+            problems.append(
+                Warning(
+                    f"Version {version.number} of profile {profile.agent_id} {how} and reads its model key from "
+                    f"{variable}, which is not set; its answers will be the error answer.",
+                    hint=f"Set {variable} in this process's environment, or publish the profile's current model "
+                    "settings.",
+                    obj=profile,
+                    id="routing.W001",
+                )
+            )
+    return problems
