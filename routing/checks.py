@@ -38,6 +38,8 @@ def served_model_key_variables_check(
         return []
     problems: list[CheckMessage] = []
     for profile, version, how in served:
+        if profile is None or version is None:  # a plan not yet given its candidate
+            continue
         settings = version.document.get("profile", {})
         variable = settings.get("llm_api_key_env", "")
         if not variable or variable == profile.llm_api_key_env or not settings.get("enabled", True):
