@@ -11,6 +11,7 @@ from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER, reset_clients
 from agents.models import AgentProfile
 from routing.checks import served_model_key_variables_check
+from routing.models import RolloutPlan, RolloutPlanStatus
 from routing.versions import version_publish
 from tests.adminkit import change_url, error_messages, form_data
 from tests.factories import AgentProfileFactory, SpecialistFactory
@@ -140,6 +141,18 @@ def test_a_served_version_reading_a_key_variable_that_is_not_set_is_warned_of_un
     version_publish(profile=retail, note="the new key")
     assert served_model_key_variables_check(None, databases=["default"]) == []
     assert served_model_key_variables_check(None) == []  # without the database: nothing to read
+
+    retail.llm_api_key_env = KEY_VARIABLE  # a candidate rolled out on the old variable
+    retail.save()
+    candidate = version_publish(profile=retail, note="candidate", release=False)
+    retail.llm_api_key_env = "RETAIL_LLM_API_KEY_2"
+    retail.save()
+    plan = RolloutPlan.objects.create(name="old key", profile=retail, candidate=candidate)
+    assert served_model_key_variables_check(None, databases=["default"]) == []  # a plan not started serves nothing
+    plan.status = RolloutPlanStatus.RUNNING
+    plan.save()
+    (warning,) = served_model_key_variables_check(None, databases=["default"])
+    assert "Version 3 of profile retail_loja is rolled out by the plan 'old key'" in warning.msg
 
 
 def test_switching_the_model_in_the_admin_and_publishing_changes_the_next_answer_without_a_restart(
