@@ -56,26 +56,13 @@ def test_a_tool_loop_of_two_model_calls_counts_both_and_stores_them_with_the_ans
     assert row.metadata["usage"] == usage
 
 
-def test_the_classifiers_call_is_counted_under_routing(api, telecom, scripted_llm):
-    telecom.llm_router_enabled = True
-    telecom.llm_router_threshold = 0.6
-    telecom.save()
-    scripted_llm.reply_tool_call("IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.9}, usage=(400, 9))
-    scripted_llm.reply("Seu pacote está a caminho.", usage=(90, 8))
-
-    body = send(api, "Cadê minha encomenda?").json()
-
-    assert body["metadata"]["route_decision"]["method"] == "llm"
-    assert calls(body) == {("answer", "scripted-model"): (1, 90, 8), ("routing", "scripted-model"): (1, 400, 9)}
-    row = answer_row()
-    assert (row.prompt_tokens, row.completion_tokens) == (490, 17)
-
-
-def test_a_routing_model_of_its_own_is_counted_under_its_name_and_the_answer_is_marked_as_calling_two(
-    api, telecom, scripted_llm, settings
+@pytest.mark.parametrize("router_model", ["", "router-model"])
+def test_the_classifiers_call_is_counted_under_routing_and_under_its_own_model_when_routing_has_one(
+    api, telecom, scripted_llm, settings, router_model
 ):
-    settings.ROUTER_LLM_BASE_URL, settings.ROUTER_LLM_MODEL = scripted_llm.base_url, "router-model"
-    reset_clients()
+    if router_model:
+        settings.ROUTER_LLM_BASE_URL, settings.ROUTER_LLM_MODEL = scripted_llm.base_url, router_model
+        reset_clients()
     telecom.llm_router_enabled = True
     telecom.llm_router_threshold = 0.6
     telecom.save()
@@ -84,10 +71,13 @@ def test_a_routing_model_of_its_own_is_counted_under_its_name_and_the_answer_is_
 
     body = send(api, "Cadê minha encomenda?").json()
 
-    assert [request["model"] for request in scripted_llm.requests] == ["router-model", "scripted-model"]
-    assert calls(body) == {("answer", "scripted-model"): (1, 90, 8), ("routing", "router-model"): (1, 400, 9)}
+    routing = router_model or "scripted-model"
+    assert body["metadata"]["route_decision"]["method"] == "llm"
+    assert [request["model"] for request in scripted_llm.requests] == [routing, "scripted-model"]
+    assert calls(body) == {("answer", "scripted-model"): (1, 90, 8), ("routing", routing): (1, 400, 9)}
     row = answer_row()
-    assert (row.llm_model, row.prompt_tokens, row.other_models) == ("scripted-model", 490, True)
+    assert (row.llm_model, row.prompt_tokens, row.completion_tokens) == ("scripted-model", 490, 17)
+    assert row.other_models is bool(router_model)  # the answer's turn called two models
 
 
 def test_a_turn_that_called_one_model_only_is_not_marked(api, telecom, scripted_llm):
