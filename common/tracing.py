@@ -28,7 +28,7 @@ import json
 import os
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
@@ -87,6 +87,9 @@ def tracing_use(provider: Any) -> None:
     _pipeline = _Pipeline(provider) if provider is not None else None
 
 
+_UNSET = trace.Status(trace.StatusCode.UNSET)
+
+
 class _Pipeline:
     """What a span needs from the SDK provider in use: its span processor (the SDK keeps it in
     ``_active_span_processor``), resource and sampler; the id generator, the scope and the class of the finished
@@ -116,8 +119,32 @@ class _Pipeline:
         decision = self.sampler.should_sample(context, trace_id, name, attributes=attributes).decision
         return _SAMPLED if decision.is_sampled() else _NOT_SAMPLED
 
-    def end(self, span: Any) -> None:
-        self.processor.on_end(span)
+    def finish(
+        self,
+        name: str,
+        context: trace.SpanContext,
+        parent: trace.SpanContext | None,
+        attributes: Mapping[str, Any],
+        start_ns: int,
+        end_ns: int,
+        events: Sequence[Any] = (),
+        status: trace.Status = _UNSET,
+    ) -> None:
+        """Hand the provider's span processor the finished record of a span, as the SDK's own span would."""
+        self.processor.on_end(
+            self.record(
+                name,
+                context=context,
+                parent=parent,
+                resource=self.resource,
+                attributes=attributes,
+                events=events,
+                status=status,
+                start_time=start_ns,
+                end_time=end_ns,
+                instrumentation_scope=self.scope,
+            )
+        )
 
 
 _SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
@@ -208,19 +235,8 @@ class _Span:
         if isinstance(error, Exception):
             self.record_exception(error)
             self.status = trace.Status(trace.StatusCode.ERROR, f"{type(error).__name__}: {error}")
-        self._pipeline.end(
-            self._pipeline.record(
-                self.name,
-                context=self.context,
-                parent=self.parent,
-                resource=self._pipeline.resource,
-                attributes=self.attributes,
-                events=self.events,
-                status=self.status,
-                start_time=self.start_time,
-                end_time=end_time,
-                instrumentation_scope=self._pipeline.scope,
-            )
+        self._pipeline.finish(
+            self.name, self.context, self.parent, self.attributes, self.start_time, end_time, self.events, self.status
         )
 
     def get_span_context(self) -> trace.SpanContext:
@@ -259,9 +275,6 @@ class _Span:
         )
 
 
-_UNSET = trace.Status(trace.StatusCode.UNSET)
-
-
 def _merged(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in {**_attributes.get(), **attributes}.items() if value is not None}
 
@@ -286,18 +299,7 @@ def finished_span(name: str, start_ns: int, end_ns: int, attributes: dict[str, A
     if pipeline is None or parent is None or not parent.trace_flags.sampled:
         return
     context = trace.SpanContext(parent.trace_id, pipeline.ids.generate_span_id(), False, parent.trace_flags)
-    pipeline.end(
-        pipeline.record(
-            name,
-            context=context,
-            parent=parent,
-            resource=pipeline.resource,
-            attributes=attributes,
-            start_time=start_ns,
-            end_time=end_ns,
-            instrumentation_scope=pipeline.scope,
-        )
-    )
+    pipeline.finish(name, context, parent, attributes, start_ns, end_ns)
 
 
 def record(name: str, **attributes: Any) -> None:
