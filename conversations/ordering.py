@@ -15,10 +15,12 @@ hand-over is the conditional ``turn_tickets_done = ticket → ticket + 1``
 an earlier ticket or count twice. Who hands it on:
 
 * the turn's own persisting transaction, when the turn is answered;
-* :func:`ticket_release`, when the turn failed before persisting. If that write
-  fails too (the database is gone: the error that failed the turn), the release
-  is queued to this process's *hand-on* thread, which retries with back-off
-  until the database answers, and logs that it did;
+* :func:`ticket_release`, when the turn failed before persisting. A turn that
+  failed while it waited (its poll met a database outage) releases a ticket whose
+  turn has not come: the release is queued to this process's *hand-on* thread,
+  which passes it when its turn comes. If the release's write fails too (the
+  database is gone: the error that failed the turn), the hand-on thread retries
+  it with back-off until the database answers, and logs that it did;
 * :func:`ticket_abandon`, when the request was cancelled (the client went away
   and the ASGI handler cancelled the view) while it waited or ran: a cancelled
   task cannot be trusted to await anything more, so the hand-on thread waits for
@@ -233,24 +235,34 @@ def ticket_pass_statement(
     return statement, [*params, conversation_pk]
 
 
-def ticket_pass(conversation_pk: int, ticket: int, *, values: dict[str, Any] | None = None, messages: int = 0) -> None:
-    """Hand the conversation on from ``ticket`` to the next (:func:`ticket_pass_statement`, sent alone)."""
+def ticket_pass(conversation_pk: int, ticket: int, *, values: dict[str, Any] | None = None, messages: int = 0) -> bool:
+    """Hand the conversation on from ``ticket`` to the next (:func:`ticket_pass_statement`, sent alone). Whether the
+    conversation is past ``ticket`` now: ``False`` when an earlier ticket still holds it (nothing moved)."""
+    statement, params = ticket_pass_statement(conversation_pk, ticket, values=values, messages=messages)
+    if not connection.features.can_return_columns_from_insert:  # SQLite before 3.35: no UPDATE … RETURNING
+        with statement_cursor() as cursor:
+            cursor.execute(statement, params)
+        return not Conversation.objects.filter(pk=conversation_pk, turn_tickets_done__lte=ticket).exists()
     with statement_cursor() as cursor:
-        cursor.execute(*ticket_pass_statement(conversation_pk, ticket, values=values, messages=messages))
+        cursor.execute(f"{statement} RETURNING turn_tickets_done", params)
+        row = cursor.fetchone()
+    return row is None or row[0] > ticket  # no row: the conversation was deleted, nothing waits on it
 
 
-def _pass(conversation_pk: int, ticket: int) -> None:
+def _pass(conversation_pk: int, ticket: int) -> bool:
     try:
-        ticket_pass(conversation_pk, ticket)
+        return ticket_pass(conversation_pk, ticket)
     finally:
         _give_back_connection()
 
 
 def ticket_release(*, conversation_pk: int, ticket: int) -> None:
-    """Hand the turn on when the turn ended without persisting (an unexpected error); never raises for a
-    database that cannot be reached: the release is then retried in the background until it can."""
+    """Hand the turn on when the turn ended without persisting (an unexpected error, a database outage): at once
+    when its turn has come, else from the background as soon as it comes (the turn failed while it waited: an
+    earlier turn still holds the conversation, and the ticket must not be forgotten behind it). Never raises for
+    a database that cannot be reached: the release is then retried in the background until it can."""
     try:
-        _pass(conversation_pk, ticket)
+        passed = _pass(conversation_pk, ticket)
     except UNREACHABLE as exc:
         logger.warning(
             "Could not hand on ticket %s of conversation %s (%s); retrying in the background",
@@ -259,6 +271,9 @@ def ticket_release(*, conversation_pk: int, ticket: int) -> None:
             type(exc).__name__,
         )
         hand_on.add(conversation_pk, ticket, failed=True)
+        return
+    if not passed:
+        hand_on.add(conversation_pk, ticket)
 
 
 def ticket_abandon(*, conversation_pk: int, ticket: int) -> None:

@@ -197,3 +197,62 @@ def test_a_turn_that_took_its_ticket_but_could_not_read_its_conversation_hands_t
     asyncio.run(run_turn(message(tenant, "m3 e agora", "unread")))
     assert time.monotonic() - started < PROMPTLY_SECONDS
     assert tickets("unread") == (3, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_waiting_ticket_released_while_an_earlier_one_is_held_is_handed_on_when_its_turn_comes(
+    tenant, telecom, settings
+):
+    """A turn that failed while it waited (its poll met the outage) releases a ticket whose turn has not come: the
+    release must hold until it has, not find the conversation elsewhere and forget it."""
+    settings.CONVERSATION_TURN_LEASE_SECONDS = 300
+    key = f"{tenant.slug}:telecom_contas:held"
+    defaults = {"tenant_id": tenant.pk, "profile_id": telecom.pk, "session_id": "held"}
+    pk, running, _ = ordering.ticket_take(conversation_key=key, defaults=defaults)
+    _, failed, _ = ordering.ticket_take(conversation_key=key, defaults=defaults)
+    _, last, _ = ordering.ticket_take(conversation_key=key, defaults=defaults)
+
+    ordering.ticket_release(conversation_pk=pk, ticket=failed)
+    time.sleep(0.3)
+    assert tickets("held") == (3, 0)  # nothing moved past the running turn
+
+    ordering.ticket_release(conversation_pk=pk, ticket=running)
+    wait_for(lambda: ordering.ticket_ready(conversation_pk=pk, ticket=last), timeout=5)  # not the 300 s lease
+    assert tickets("held") == (3, 2)
+    wait_for(lambda: ordering.hand_on.pending() == 0, timeout=5)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_whose_wait_for_its_ticket_fails_hands_the_ticket_on_after_the_turn_before_it(
+    tenant, telecom, settings, monkeypatch
+):
+    """The probe's outage: the earlier turn is still in its model call when the waiting one's poll fails and its
+    release finds the database again. The next message must not wait for the failed turn's lease."""
+    from django.db import OperationalError
+
+    settings.OFFLINE_LLM_LATENCY_MS = 500
+    settings.CONVERSATION_TURN_LEASE_SECONDS = 300
+    ready = ordering.ticket_ready
+
+    def failing_for_the_second_ticket(*, conversation_pk: int, ticket: int) -> bool:
+        if ticket == 1:
+            raise OperationalError("the poll met the outage")
+        return ready(conversation_pk=conversation_pk, ticket=ticket)
+
+    monkeypatch.setattr(ordering, "ticket_ready", failing_for_the_second_ticket)
+    m1, m2 = message(tenant, "m1 minha fatura", "polled"), message(tenant, "m2 minha fatura de novo", "polled")
+
+    async def first_two() -> list[object]:
+        first = asyncio.create_task(run_turn(m1))
+        await asyncio.sleep(0.2)  # the first turn holds the conversation, in its model call
+        return await asyncio.gather(first, run_turn(m2), return_exceptions=True)
+
+    first, second = asyncio.run(first_two())
+    assert not isinstance(first, BaseException) and isinstance(second, OperationalError)
+    monkeypatch.setattr(ordering, "ticket_ready", ready)
+
+    started = time.monotonic()
+    third = asyncio.run(asyncio.wait_for(run_turn(message(tenant, "m3 e agora", "polled")), 10))
+    assert time.monotonic() - started < 5  # not the 300 s lease of the failed turn's ticket
+    assert "m3" in third.answer
+    wait_for(lambda: tickets("polled") == (3, 3), timeout=5)
