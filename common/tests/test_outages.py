@@ -215,3 +215,30 @@ def test_the_pool_hands_out_the_connection_given_back_last_so_a_quiet_process_ke
 
     assert taken is second
     assert again is first
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_open_database_circuit_closes_within_seconds_of_the_databases_return_while_a_long_trial_still_runs(
+    settings,
+):
+    """The trial is a whole request: a chat message waiting for its conversation's earlier messages kept every other
+    request of its process refused 5–16 s (once 150 s) after the database was back. The circuit checks the
+    database itself and closes when it answers."""
+    from common.outages import database_circuit
+
+    settings.DATABASE_OUTAGE_PAUSE_SECONDS = 0.2
+    with database_outage() as (down, up):
+        down()
+        database_circuit.trip()  # a request met the outage
+        time.sleep(1.5)
+        assert database_circuit.is_open  # the circuit's own checks meet the outage too
+        assert database_circuit.admit() == TRIAL  # a request that will not end soon is the trial
+        up()
+        returned = time.monotonic()
+        while database_circuit.is_open and time.monotonic() - returned < 10:
+            time.sleep(0.05)
+        closed_after = time.monotonic() - returned
+
+    assert closed_after < 3.0, closed_after
+    assert database_circuit.admit() == CLOSED
+    assert connection.pool.timeout == settings.DATABASES["default"]["OPTIONS"]["pool"]["timeout"]
