@@ -6,14 +6,18 @@
   enabled MCP server cannot be reached (chat still answers: see docs/operations.md), ``"ok"`` when all can.
 * ``GET /api/health`` — the full report, with the same status code as readiness.
 
-Every check is bounded (``CHECK_SECONDS``) so a probe never waits on a pool or a frozen server. Anonymous
-callers see MCP servers by name and reachability only; their addresses are shown to staff sessions.
+Readiness says what this process's requests get: while its database circuit is open (:mod:`common.outages`) they
+are refused with a 503, and so is readiness, at once; a check that finds the database down opens the circuit.
+Every check is bounded (:data:`CHECK_SECONDS`), the database's retry included, and Redis and the MCP servers are
+checked at once, so a probe never waits on a pool or a frozen server for longer. Anonymous callers see MCP servers
+by name and reachability only; their addresses are shown to staff sessions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import httpx
@@ -30,51 +34,44 @@ from rest_framework.response import Response
 from agents.llm import llm_configured
 from chat.intake import principal_is_staff
 from common.errors import ERROR_SERVICE_UNAVAILABLE, RETRY_AFTER_SECONDS, error_body
+from common.outages import database_circuit, database_outage_evident, database_select_one
 from routing import snapshot
 
-# Seconds each check may take: the database (a pooled connection and SELECT 1), a Redis PING, an MCP server's
-# HTTP answer (any status: a frozen server does not answer at all).
-CHECK_SECONDS = 2.0
+# Seconds each check may take, all at once: the database (a pooled connection and SELECT 1), a Redis PING, an MCP
+# server's HTTP answer (any status: a frozen server does not answer at all). A load balancer's probe times out
+# after a few seconds; a loaded machine adds to this.
+CHECK_SECONDS = 1.0
 STATUS_OK = "ok"
 STATUS_DEGRADED = "degraded"
 STATUS_UNAVAILABLE = "unavailable"
-
-
-def _select_one() -> None:
-    pool = getattr(connection, "pool", None)
-    if pool is not None:
-        # Django opens its pool on the process's first query; a probe may come first (a new worker). Idempotent.
-        pool.open(wait=False)
-        with pool.connection(timeout=CHECK_SECONDS) as conn:
-            conn.execute("SELECT 1")
-        return
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    finally:
-        if not connection.in_atomic_block:
-            connection.close()
+CIRCUIT_OPEN = "circuit open: requests are answered 503 until it answers again"
 
 
 def _database_problem() -> str | None:
-    """``None`` when the database answers, else why not. Waits at most ``CHECK_SECONDS`` for the pool.
+    """``None`` when the database answers, else why not, and the database circuit opened (requests are refused as
+    readiness is). Waits at most ``CHECK_SECONDS`` in all.
 
-    After a database restart the pool may still hold connections the server cut: on a failure the pool drops
-    its broken ones (``check``) and the query is tried once more, so readiness does not lag the database.
+    A pool whose every connection is in use and which may open no more is busy, not down: it answers. After a
+    database restart the pool may still hold connections the server cut: on a failure the pool drops its broken
+    ones (``check``) and the query is tried once more, so readiness does not lag the database.
     """
-    try:
-        _select_one()
-        return None
-    except Exception:  # noqa: BLE001 — health reports, never raises
+    deadline = time.monotonic() + CHECK_SECONDS
+    problem: Exception | None = None
+    for _ in range(2):
+        try:
+            database_select_one(timeout=max(deadline - time.monotonic(), 0.01))
+            return None
+        except Exception as exc:  # noqa: BLE001 — health reports, never raises
+            if not database_outage_evident(exc):
+                return None
+            problem = exc
         pool = getattr(connection, "pool", None)
-        if pool is not None:
-            with contextlib.suppress(Exception):  # the second try says what is wrong
-                pool.check()
-    try:
-        _select_one()
-        return None
-    except Exception as exc:  # noqa: BLE001 — health reports, never raises
-        return type(exc).__name__
+        if pool is None or time.monotonic() >= deadline:
+            break
+        with contextlib.suppress(Exception):  # the second try says what is wrong
+            pool.check()
+    database_circuit.trip()
+    return type(problem).__name__
 
 
 async def _redis_problem() -> str | None:
@@ -108,17 +105,23 @@ async def _answers(endpoint: str) -> bool:
         return False
 
 
+def _unavailable(reason: str) -> tuple[int, dict[str, Any]]:
+    body: dict[str, Any] = {
+        "status": STATUS_UNAVAILABLE,
+        "reasons": [f"database unreachable ({reason})"],
+        "database": {"engine": connection.vendor, "status": f"error: {reason}"},
+        **error_body("service_unavailable", ERROR_SERVICE_UNAVAILABLE),
+    }
+    return 503, body
+
+
 async def health_checks(*, full: bool, staff: bool) -> tuple[int, dict[str, Any]]:
     """The status code and body of a readiness probe (``full``: the whole report)."""
+    if database_circuit.is_open:
+        return _unavailable(CIRCUIT_OPEN)
     database = await sync_to_async(_database_problem, thread_sensitive=False)()
     if database is not None:
-        body: dict[str, Any] = {
-            "status": STATUS_UNAVAILABLE,
-            "reasons": [f"database unreachable ({database})"],
-            "database": {"engine": connection.vendor, "status": f"error: {database}"},
-            **error_body("service_unavailable", ERROR_SERVICE_UNAVAILABLE),
-        }
-        return 503, body
+        return _unavailable(database)
     current = await sync_to_async(snapshot.current)()
     servers = [server for server in current.servers.values() if server.enabled]
     redis_problem, *answered = await asyncio.gather(
@@ -126,7 +129,7 @@ async def health_checks(*, full: bool, staff: bool) -> tuple[int, dict[str, Any]
     )
     reasons = [f"redis unreachable ({redis_problem}): cache skipped, fan-out in-process"] if redis_problem else []
     reasons += [f"MCP server {s.name} unreachable" for s, ok in zip(servers, answered, strict=True) if not ok]
-    body = {"status": STATUS_DEGRADED if reasons else STATUS_OK, "reasons": reasons}
+    body: dict[str, Any] = {"status": STATUS_DEGRADED if reasons else STATUS_OK, "reasons": reasons}
     mcp = [
         {"name": server.name, "reachable": ok, **({"endpoint": server.endpoint} if staff else {})}
         for server, ok in zip(servers, answered, strict=True)
