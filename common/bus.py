@@ -6,7 +6,9 @@ it to one background thread per process, which runs its own event loop and deliv
 
 * to the Channels layer (``EVENTS_CHANNEL_LAYER``, on by default when ``REDIS_URL`` is set): groups ``events``
   and ``events.<tenant>``, in order, as messages ``{"type": "platform.events", "events": [<envelope>, …]}`` — the
-  events of a 50 ms window in one message per group (the ``/ws/events`` socket sends them on one by one);
+  events of a 50 ms window in one message per group (the ``/ws/events`` socket sends them on one by one). While
+  the layer's Redis cannot be reached its copies are dropped, Redis skipped for ``REDIS_OUTAGE_PAUSE_SECONDS``
+  after each failure (a :class:`common.cache.Circuit`, which logs the outage once and its end once);
 * to ``EVENTS_WEBHOOK_URL`` when set: the JSON body, signed with ``EVENTS_WEBHOOK_SECRET`` —
   ``X-Platform-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`` with ``X-Platform-Timestamp`` —
   retried ``EVENTS_WEBHOOK_RETRIES`` times with a growing pause, then logged and dropped.
@@ -33,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+
+from common.cache import REDIS_DOWN, Circuit
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +144,7 @@ class _Courier:
         self.outbox: asyncio.Queue[list[dict[str, Any]]] | None = None
         self.client: Any = None
         self.slots: asyncio.Semaphore | None = None
+        self.layer_circuit = Circuit("Redis (events channel layer)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
         self.thread = threading.Thread(target=self.loop.run_forever, name="events-courier", daemon=True)
         self.thread.start()
 
@@ -187,6 +192,8 @@ class _Courier:
         for envelope in batch:
             if envelope["tenant"]:
                 by_tenant.setdefault(envelope["tenant"], []).append(envelope)
+        if not self.layer_circuit.allows():
+            return  # Redis was unreachable a moment ago: dropped without waiting on it (its outage is logged once)
         try:
             channel_layer = get_channel_layer()
             if channel_layer is None:
@@ -194,8 +201,13 @@ class _Courier:
             await channel_layer.group_send(EVENTS_GROUP, {"type": CHANNEL_MESSAGE_TYPE, "events": batch})
             for tenant, events in by_tenant.items():
                 await channel_layer.group_send(tenant_group(tenant), {"type": CHANNEL_MESSAGE_TYPE, "events": events})
-        except Exception as exc:  # noqa: BLE001 — the layer's outage is logged, the events dropped
+        except REDIS_DOWN as exc:
+            self.layer_circuit.failed(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 — not an outage: said for each batch, the events dropped
             logger.warning("%s events not sent to the channel layer: %s", len(batch), exc)
+            return
+        self.layer_circuit.succeeded()
 
     async def _to_webhook(self, envelope: dict[str, Any], webhook: Webhook) -> None:
         try:
