@@ -62,9 +62,10 @@ logger = logging.getLogger(__name__)
 
 POLL_FIRST_SECONDS = 0.005
 POLL_MAX_SECONDS = 0.2
-# The hand-on thread's pause after a failed write: doubling from the first to the last.
+# The hand-on thread's pause after a failed write: doubling from the first to the last. The last is what a held
+# conversation may wait, after the database's return, for each ticket that could not be handed on during it.
 RETRY_FIRST_SECONDS = 0.25
-RETRY_MAX_SECONDS = 2.0
+RETRY_MAX_SECONDS = 1.0
 # Errors of a database that cannot be reached (psycopg's pool timeout arrives as OperationalError).
 UNREACHABLE = (OperationalError, InterfaceError)
 
