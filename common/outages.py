@@ -148,7 +148,10 @@ class Circuit:
             self._checker_wakeup.notify_all()
 
     def seconds_left(self) -> float:
-        return max(self._open_until - time.monotonic(), 0.0)
+        """How long the circuit may stay open, as far as it knows (a client's ``Retry-After``): to the end of the
+        pause, or, for a circuit that checks for itself, to its next check."""
+        left = max(self._open_until - time.monotonic(), 0.0)
+        return min(left, CHECK_INTERVAL_SECONDS) if self._check is not None else left
 
 
 def _database_pause() -> float:

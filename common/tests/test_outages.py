@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from common.outages import CLOSED, OUTAGE_POOL_WAIT_SECONDS, TRIAL, Circuit
+from common.outages import CHECK_INTERVAL_SECONDS, CLOSED, OUTAGE_POOL_WAIT_SECONDS, TRIAL, Circuit
 from common.tests.database_outage import admin_connect, database_outage
 
 
@@ -49,6 +49,15 @@ def test_an_abandoned_trial_proves_nothing_the_circuit_stays_open_and_the_next_r
     assert circuit.admit() == TRIAL  # at once: the pause had already run out
     circuit.trial_done()
     assert circuit.admit() == CLOSED
+
+
+def test_a_circuit_that_checks_for_itself_tells_clients_to_come_back_at_its_next_check_not_after_the_pause():
+    circuit = Circuit("thing", lambda: 60.0, check=lambda: None)
+    plain = Circuit("thing", lambda: 60.0)
+    circuit.trip()
+    plain.trip()
+    assert circuit.seconds_left() <= CHECK_INTERVAL_SECONDS < 59 < plain.seconds_left()
+    circuit.reset()
 
 
 def test_only_one_of_many_concurrent_requests_is_the_trial():
