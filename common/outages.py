@@ -222,12 +222,29 @@ database_circuit = Circuit(
 )
 
 
+def _accepts_connections(pool: Any) -> bool:
+    """Whether ``pool``'s database takes a connection now: one of its own, outside the pool, closed at once."""
+    import psycopg
+
+    try:
+        with psycopg.connect(pool.conninfo, **{**pool.kwargs, "connect_timeout": 2}) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error:
+        return False
+    return True
+
+
 def database_outage_evident(exc: BaseException) -> bool:
     """Whether ``exc`` shows the database down, not merely busy: a connection error does; a pool's wait running out
-    does only while the pool holds fewer connections than it may (it failed to open more). Under load the pool is
-    full and every connection in use: that wait is the load's, and opening the circuit would shed it all."""
+    does while the pool holds fewer connections than it may (it failed to open more). Under load the pool is full
+    and every connection in use: that wait is the load's, and opening the circuit would shed it all. But a pool
+    also counts each connection it is replacing (psycopg_pool): during an outage a pool that had grown to its size
+    stays full, so a full pool's timed-out wait is an outage if the database takes no connection of its own."""
     from psycopg_pool import PoolTimeout
 
     if not isinstance(exc, PoolTimeout):
         return True
-    return any(pool.get_stats().get("pool_size", 0) < pool.max_size for _, pool in _pools())
+    pools = [pool for _, pool in _pools()]
+    if any(pool.get_stats().get("pool_size", 0) < pool.max_size for pool in pools):
+        return True
+    return not all(_accepts_connections(pool) for pool in pools)

@@ -119,6 +119,28 @@ def test_a_pool_wait_that_runs_out_under_load_does_not_open_the_circuit(settings
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_pool_wait_that_runs_out_during_an_outage_opens_the_circuit_though_the_pool_was_full():
+    """psycopg_pool keeps counting a connection it is replacing: during an outage a pool that had grown to its size
+    stays full, and each request waited the pool's whole timeout for a 503 that did not open the circuit."""
+    from psycopg_pool import PoolTimeout
+
+    from common.outages import database_outage_evident
+
+    pool = connection.pool
+    connection.close()
+    held = [pool.getconn() for _ in range(pool.max_size)]
+    for conn in held:
+        pool.putconn(conn)  # the pool at its size, every connection idle
+    with database_outage() as (down, _up):
+        down()
+        pool.check()  # every idle connection found cut: the pool replaces them, still counting them
+        with pytest.raises(PoolTimeout) as waited:
+            pool.getconn(timeout=0.5)
+        assert pool.get_stats()["pool_size"] == pool.max_size
+        assert database_outage_evident(waited.value)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_one(tenant_key, telecom):
     """PostgreSQL restarted while a process was idle: its pooled connections are dead but look alive. A request
     must get a working one, not a 503 (and the circuit must stay closed): each is checked when handed out."""
