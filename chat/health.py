@@ -48,29 +48,28 @@ CIRCUIT_OPEN = "circuit open: requests are answered 503 until it answers again"
 
 
 def _database_problem() -> str | None:
-    """``None`` when the database answers, else why not, and the database circuit opened (requests are refused as
-    readiness is). Waits at most ``CHECK_SECONDS`` in all.
+    """``None`` when the database answers, else why not; when that shows the database down (not a pool busy with
+    requests) the database circuit is opened, so requests are refused as readiness is. Waits at most
+    ``CHECK_SECONDS`` in all.
 
-    A pool whose every connection is in use and which may open no more is busy, not down: it answers. After a
-    database restart the pool may still hold connections the server cut: on a failure the pool drops its broken
-    ones (``check``) and the query is tried once more, so readiness does not lag the database.
+    After a database restart the pool may still hold connections the server cut: on a failure the pool drops its
+    broken ones (``check``) and the query is tried once more, so readiness does not lag the database.
     """
     deadline = time.monotonic() + CHECK_SECONDS
-    problem: Exception | None = None
+    problem: Exception = TimeoutError()
     for _ in range(2):
         try:
             database_select_one(timeout=max(deadline - time.monotonic(), 0.01))
             return None
         except Exception as exc:  # noqa: BLE001 — health reports, never raises
-            if not database_outage_evident(exc):
-                return None
             problem = exc
         pool = getattr(connection, "pool", None)
         if pool is None or time.monotonic() >= deadline:
             break
         with contextlib.suppress(Exception):  # the second try says what is wrong
             pool.check()
-    database_circuit.trip()
+    if database_outage_evident(problem):
+        database_circuit.trip()
     return type(problem).__name__
 
 
