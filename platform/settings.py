@@ -291,7 +291,8 @@ METRICS_TOKEN = env.string("METRICS_TOKEN")
 # frames, /v1/chat/completions); the other rate: every other API route.
 API_MESSAGE_RATE_PER_KEY = env.string("API_MESSAGE_RATE_PER_KEY", "300/minute")
 API_RATE_PER_KEY = env.string("API_RATE_PER_KEY", "1200/minute")
-# This many wrong keys from one client address within the window lock it out (429, no database lookup).
+# This many wrong keys from one client address within the window lock it out: its wrong keys get 429 with no
+# database lookup; valid keys still pass.
 AUTH_FAILURE_LIMIT = env.integer("AUTH_FAILURE_LIMIT", 30)
 AUTH_FAILURE_WINDOW_SECONDS = env.integer("AUTH_FAILURE_WINDOW_SECONDS", 600)
 AUTH_LOCKOUT_SECONDS = env.integer("AUTH_LOCKOUT_SECONDS", 900)

@@ -6,10 +6,13 @@
   (they reach nothing but health and the schema). The WebSocket counts its frames the same way (:func:`rate_hit`).
 * A wrong key costs a database lookup, so failures are counted per client address (:func:`auth_failure_record`);
   ``AUTH_FAILURE_LIMIT`` failures within ``AUTH_FAILURE_WINDOW_SECONDS`` lock the address out for
-  ``AUTH_LOCKOUT_SECONDS``: keys it sends are refused with 429 before any lookup (:func:`auth_lockout_wait`).
-  A key this process has already verified is not a guess, and is let through without reading the lockout.
+  ``AUTH_LOCKOUT_SECONDS`` (:func:`auth_lockout_wait`): keys it sends that are not valid are refused with 429
+  before any lookup, valid ones go through (``tenants.auth.api_client_authenticate`` says why). The lockout lives
+  in the shared cache for its own time, restarts included, and is not prolonged by failures counted meanwhile.
 * The client address is ``REMOTE_ADDR``; behind ``TRUSTED_PROXY_COUNT`` proxies, the address the outermost of
-  them saw, read from ``X-Forwarded-For`` (never trusted by default).
+  them saw, read from ``X-Forwarded-For`` (never trusted by default). Behind a proxy that is not declared, every
+  client has the proxy's address: a process warns once when ``X-Forwarded-For`` arrives while none is trusted,
+  and ``check --deploy`` warns when ``SECURE_PROXY_SSL_HEADER`` says a proxy is there (``tenants.W001``).
 
 The counters live in Django's shared cache: one round trip a request (Redis: ``SET NX EX`` and ``INCR`` in one
 pipeline). Throttling must never turn a cache outage into errors: when the cache fails, requests go through
@@ -43,8 +46,14 @@ OFF = {"", "off", "none", "0"}
 
 ERROR_AUTH_LOCKED = "Too many failed authentications from this address."
 ERROR_RATE = "Too many requests for this API key."
+WARNING_PROXY_UNDECLARED = (
+    "Requests arrive with X-Forwarded-For while TRUSTED_PROXY_COUNT is 0: if a proxy is in front of the app, every "
+    "client has its address, and one client's wrong keys lock the address out for all; set TRUSTED_PROXY_COUNT "
+    "to the number of proxies"
+)
 
 _failing = False  # the cache failed and nothing has succeeded since: log only the first failure
+_proxy_warned = False  # WARNING_PROXY_UNDECLARED was logged by this process
 
 
 @functools.lru_cache(maxsize=16)
@@ -71,11 +80,15 @@ def scope_rate(scope: str) -> tuple[int, int] | None:
 def client_address(remote_addr: str | None, forwarded_for: str | None) -> str:
     """The client's address: ``remote_addr``, or behind ``TRUSTED_PROXY_COUNT`` proxies the hop of
     ``X-Forwarded-For`` that the outermost trusted proxy appended (each proxy appends the address it saw)."""
+    global _proxy_warned
     proxies = settings.TRUSTED_PROXY_COUNT
     if proxies > 0 and forwarded_for:
         hops = [hop.strip() for hop in forwarded_for.split(",") if hop.strip()]
         if hops:
             return hops[-min(proxies, len(hops))]
+    elif forwarded_for and not _proxy_warned:
+        _proxy_warned = True
+        logger.warning(WARNING_PROXY_UNDECLARED)
     return remote_addr or "unknown"
 
 
@@ -173,7 +186,8 @@ def auth_lockout_wait(address: str) -> float | None:
 
 def auth_failure_record(address: str) -> None:
     """Count a failed authentication of ``address``; the ``AUTH_FAILURE_LIMIT``-th within the window locks the
-    address out for ``AUTH_LOCKOUT_SECONDS``."""
+    address out for ``AUTH_LOCKOUT_SECONDS``. A failure counted while the lockout runs (a request that was
+    already past the check) does not prolong it: the lockout ends when its time is up, whatever the restarts."""
     limit, window = settings.AUTH_FAILURE_LIMIT, settings.AUTH_FAILURE_WINDOW_SECONDS
     if limit <= 0:
         return
@@ -182,7 +196,7 @@ def auth_failure_record(address: str) -> None:
     if count is not None and count >= limit:
         lockout = settings.AUTH_LOCKOUT_SECONDS
         try:
-            caches["default"].set(f"{KEY_PREFIX}:authlock:{address}", time.time() + lockout, lockout)
+            caches["default"].add(f"{KEY_PREFIX}:authlock:{address}", time.time() + lockout, lockout)
         except Exception as exc:  # noqa: BLE001
             _cache_failed(exc)
         if count == limit:
@@ -225,3 +239,18 @@ def throttle_settings_check(app_configs: Any = None, **kwargs: Any) -> list[chec
         if getattr(settings, name) < 1:
             errors.append(checks.Error(f"{name} must be at least 1 second.", id="tenants.E002"))
     return errors
+
+
+def proxy_settings_check(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``check --deploy``: a proxy is declared for HTTPS (``SECURE_PROXY_SSL_HEADER``) but none for client addresses
+    (``TRUSTED_PROXY_COUNT``), so every client would share the proxy's address (``tenants.W001``)."""
+    if getattr(settings, "SECURE_PROXY_SSL_HEADER", None) and settings.TRUSTED_PROXY_COUNT <= 0:
+        return [
+            checks.Warning(
+                "SECURE_PROXY_SSL_HEADER says a proxy is in front of the app, but TRUSTED_PROXY_COUNT is 0: every "
+                "client has the proxy's address, and one client's wrong keys lock the address out for all.",
+                hint="Set TRUSTED_PROXY_COUNT to the number of proxies that append to X-Forwarded-For.",
+                id="tenants.W001",
+            )
+        ]
+    return []
