@@ -1,4 +1,5 @@
-"""Throttling per API key and staff user, and the lockout of addresses that send wrong keys (tenants/throttles.py).
+"""Throttling per API key and staff user, per end user's session, per tenant, and the lockout of addresses that
+send wrong keys (tenants/throttles.py).
 
 Rates here are per day, so that no test straddles a window's end.
 """
@@ -16,14 +17,20 @@ from rest_framework.test import APIClient
 
 from tenants import auth, throttles
 from tenants.auth import _KEY_CACHE
+from tenants.models import Tenant
 from tenants.throttles import (
     ERROR_AUTH_LOCKED,
+    ERROR_RATE_KEY_MESSAGES,
+    ERROR_RATE_SESSION,
+    MESSAGES_SCOPE,
     auth_failure_record,
     auth_lockout_wait,
     client_address,
     proxy_settings_check,
     rate_hit,
     rate_parse,
+    request_throttle,
+    session_throttle,
     throttle_settings_check,
 )
 
@@ -96,6 +103,71 @@ def test_off_turns_a_rate_off(tenant_key, telecom, settings):
     settings.API_RATE_PER_KEY = "off"
     client = keyed(tenant_key.raw)
     assert {client.get("/api/agents").status_code for _ in range(5)} == {200}
+
+
+# -- messages: per key, per end user or session, per tenant ------------------------------------------------------
+
+
+def limits_set(tenant: Tenant, **limits: str) -> None:
+    """Limits saved as the tenant page saves them: every process sees the change at its next message."""
+    for name, value in limits.items():
+        setattr(tenant, name, value)
+    tenant.save(update_fields=list(limits))
+
+
+def message(session: str = "", agent: str = "telecom_contas", **payload) -> dict:
+    body = {"text": "Qual o melhor plano?", **({"session_id": session} if session else {}), **payload}
+    return {"agent_id": agent, "payload": body}
+
+
+def test_one_key_that_serves_every_customer_sends_360_messages_a_minute_by_default(tenant_key, telecom):
+    for n in range(356):  # counted as a message route counts them, without their turns (~80 ms each here)
+        request_throttle(scope=MESSAGES_SCOPE, ident=f"key:{tenant_key.pk}", tenant_pk=tenant_key.tenant_id)
+        session_throttle(tenant_pk=tenant_key.tenant_id, session_id=f"c{n}", user_id="")
+    client = keyed(tenant_key.raw)
+    answered = [
+        client.post("/api/gateway/message", message(f"c{n}"), format="json").status_code for n in range(356, 360)
+    ]
+    assert answered == [200] * 4
+
+
+def test_one_session_flooding_is_refused_while_the_tenants_other_sessions_are_answered(tenant_key, telecom):
+    limits_set(tenant_key.tenant, message_rate_per_session="2/day")
+    client = keyed(tenant_key.raw)
+    assert [client.post("/api/gateway/message", message("flood"), format="json").status_code for _ in range(2)] == [
+        200,
+        200,
+    ]
+    refused = client.post("/api/chat/message", message("flood"), format="json")  # every face, one count
+    assert_throttled(refused)
+    assert refused.json()["error"]["message"].startswith(ERROR_RATE_SESSION.format(rate="2/day"))
+    assert client.post("/api/gateway/message", message("calm"), format="json").status_code == 200
+
+
+def test_without_a_session_the_end_user_is_counted(tenant_key, telecom):
+    limits_set(tenant_key.tenant, message_rate_per_session="1/day")
+    client = keyed(tenant_key.raw)
+    assert client.post("/api/gateway/message", message(user_id="u-flood"), format="json").status_code == 200
+    assert_throttled(client.post("/api/gateway/message", message(user_id="u-flood"), format="json"))
+    assert client.post("/api/gateway/message", message(user_id="u-calm"), format="json").status_code == 200
+
+
+def test_a_tenants_own_key_rate_replaces_the_default_for_its_keys_only(tenant_key, outsider_key, telecom):
+    limits_set(tenant_key.tenant, message_rate_per_key="2/day")
+    client = keyed(tenant_key.raw)
+    for session in ("a", "b"):
+        assert client.post("/api/gateway/message", message(session), format="json").status_code == 200
+    refused = client.post("/api/gateway/message", message("c"), format="json")
+    assert_throttled(refused)
+    assert refused.json()["error"]["message"].startswith(ERROR_RATE_KEY_MESSAGES.format(rate="2/day"))
+    assert keyed(outsider_key.raw).post("/api/gateway/message", message("c"), format="json").status_code == 200
+
+
+def test_the_debug_route_is_no_message_of_the_session(debug_key, telecom):
+    limits_set(debug_key.tenant, message_rate_per_session="1/day")
+    client = keyed(debug_key.raw)
+    assert {client.post("/api/debug/route", message("s"), format="json").status_code for _ in range(3)} == {200}
+    assert client.post("/api/gateway/message", message("s"), format="json").status_code == 200
 
 
 # -- the lockout of addresses that send wrong keys ---------------------------------------------------------------
