@@ -38,6 +38,7 @@ from common.errors import (
 from common.text import whole_number
 from conversations.gateway import HOPS_HEADER
 from conversations.graph import TurnInput, new_session_id
+from conversations.guardrails import identifier_pseudonym
 from routing import snapshot
 from routing.rollout import (
     COHORT_MULTI_AGENT,
@@ -425,6 +426,12 @@ def turn_input_build(
     return rollout_apply(turn_input, current, route)
 
 
+def identifier_stored(identifier: str) -> str:
+    """A user or session id as it may be shown and stored: its keyed pseudonym when it holds personal data (an
+    e-mail, phone or CPF), else itself, as the conversation's ``user_id`` keeps it."""
+    return identifier_pseudonym(identifier, key=settings.SECRET_KEY)
+
+
 def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route) -> TurnInput:
     """Seed 003's feature flag, on every face.
 
@@ -434,7 +441,8 @@ def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Rout
     profile's own mode; both say what the flag would have given (``flag_result``) and put the message in no
     cohort.
 
-    The flag comes from the compiled snapshot: no query beyond the version check every message makes.
+    The flag comes from the compiled snapshot: no query beyond the version check every message makes. Its
+    evidence shows the user or session id as the store keeps it (:func:`identifier_stored`), never as sent.
     """
     evaluation = flag_evaluate(
         current.flags.get(MULTI_AGENT_FLAG),
@@ -442,6 +450,7 @@ def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Rout
         user_id=turn_input.user_id,
         session_id=turn_input.session_id,
         tenant=turn_input.tenant_slug,
+        pseudonym=identifier_stored,
     ).as_dict()
     if route is Route.ROLLOUT and evaluation["reason"] == REASON_UNKNOWN_FLAG:
         # No multi_agent flag: nothing is being rolled out, so the profile's own mode runs, in no cohort.
