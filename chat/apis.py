@@ -377,7 +377,9 @@ def debug_intake(request: Request) -> TurnInput:
         version = data.pop("version")
         if version not in VERSIONS:
             raise serializers.ValidationError({"version": [f"Must be one of: {', '.join(VERSIONS)}."]})
-    turn_input = message_intake(principal=request.user, data=data, route=Route.PROFILE, right=TenantRight.DEBUG)
+    turn_input = message_intake(
+        principal=request.user, data=data, route=Route.PROFILE, right=TenantRight.DEBUG, counted=False
+    )
     if version == "draft":
         turn_input = draft_apply(turn_input)  # 400 naming version when the draft is disabled
     return turn_input

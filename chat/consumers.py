@@ -14,8 +14,9 @@ key, a session that is not staff, no tenant named), 4403 (a staff session naming
 ``?route=multi_agent`` without the right to preview, or ``?version=draft`` without the debug right), 4400 (an
 unknown ``?route=`` or ``?version=``, or a disabled draft), 4404 (unknown ``agent_id``) or 4429 (``throttled``:
 the client's address is locked out after too many wrong keys, or the key or user opens sockets faster than
-``API_RATE_PER_KEY``). Frames count against ``API_MESSAGE_RATE_PER_KEY``: one
-over it gets a ``throttled`` error event and is dropped; the socket stays open (:mod:`tenants.throttles`).
+``API_RATE_PER_KEY``). Frames are messages: they count against the key's message rate and against the socket's
+session (``API_MESSAGE_RATE_PER_KEY``, ``API_MESSAGE_RATE_PER_SESSION``, or the tenant's own); one over either
+gets a ``throttled`` error event naming the limit and is dropped; the socket stays open (:mod:`tenants.throttles`).
 
 Which graph answers: the ``multi_agent`` rollout flag's verdict for the user (``?route=rollout``, the default),
 the profile's own mode (``?route=profile``), or the multi-agent preview (``?route=multi_agent``: keys allowed to
@@ -72,7 +73,7 @@ from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.graph import TurnInput, run_turn, turn_detach
 from tenants.auth import api_client_authenticate
 from tenants.models import Tenant, TenantRight
-from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, rate_hit, retry_after
+from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, request_throttle
 
 logger = logging.getLogger(__name__)
 
@@ -148,8 +149,11 @@ def _principal(scope: Mapping[str, Any], query: dict[str, list[str]]) -> tuple[A
     else:
         principal = scope.get("user")
     ident = principal_ident(principal)
-    if ident is not None and (wait := rate_hit(scope=API_SCOPE, ident=ident)) is not None:
-        raise Refused(Throttled.default_code, str(Throttled(retry_after(wait)).detail), CLOSE_RATE_LIMITED)
+    try:
+        if ident is not None:
+            request_throttle(scope=API_SCOPE, ident=ident)
+    except Throttled as exc:
+        raise Refused(exc.default_code, str(exc.detail), CLOSE_RATE_LIMITED) from None
     return principal, ident
 
 
@@ -213,13 +217,17 @@ def _frame_turn(
     """A frame read by the front door as a gateway body whose agent and session come from the URL, counted against
     ``ident``'s message rate (raises :class:`FrameThrottled` over it), on the profile's draft for ``version`` draft
     (raises :class:`~chat.drafts.DraftDisabled` when it was disabled since the handshake)."""
-    if ident is not None and (wait := rate_hit(scope=MESSAGES_SCOPE, ident=ident)) is not None:
-        raise FrameThrottled(str(Throttled(retry_after(wait)).detail))
-    payload = {key: frame[key] for key in ("text", "user_id", "context") if key in frame}
-    message: MessageIn = message_read(
-        {"channel": "websocket", "agent_id": agent_id, "payload": {**payload, "session_id": session_id}}
-    )
-    turn_input = turn_input_build(tenant=tenant, message=message, route=route)
+    try:
+        if ident is not None:
+            key_tenant = tenant.pk if ident.startswith("key:") else None  # a staff user counts at the settings' rate
+            request_throttle(scope=MESSAGES_SCOPE, ident=ident, tenant_pk=key_tenant)
+        payload = {key: frame[key] for key in ("text", "user_id", "context") if key in frame}
+        message: MessageIn = message_read(
+            {"channel": "websocket", "agent_id": agent_id, "payload": {**payload, "session_id": session_id}}
+        )
+        turn_input = turn_input_build(tenant=tenant, message=message, route=route)
+    except Throttled as exc:
+        raise FrameThrottled(str(exc.detail)) from None
     return draft_apply(turn_input) if version is Version.DRAFT else turn_input
 
 

@@ -39,6 +39,7 @@ LIMITS = (
 # Shown under names of their own: "auth" in a key would read as a secret to the masking rule.
 THROTTLES = {
     "API_MESSAGE_RATE_PER_KEY": "message_rate_per_key",
+    "API_MESSAGE_RATE_PER_SESSION": "message_rate_per_session",
     "API_RATE_PER_KEY": "request_rate_per_key",
     "AUTH_FAILURE_LIMIT": "wrong_keys_before_lockout",
     "AUTH_FAILURE_WINDOW_SECONDS": "wrong_keys_window_seconds",

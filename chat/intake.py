@@ -7,6 +7,8 @@ OpenAI-compatible completion alike:
 * whose it is (:func:`tenant_resolve`: the API key's tenant, or the tenant a staff session names and holds the
   right to act for, :class:`tenants.models.TenantRight`);
 * which profile answers, and whether the text fits its size limit (:func:`turn_input_build`);
+* whether its end user may send one more (the session's rate, :func:`tenants.throttles.session_throttle`; the
+  key's rate is counted before, with the request);
 * which graph it takes (:class:`Route`): the profile's own mode, the ``multi_agent`` rollout flag's verdict
   for this user, or the multi-agent preview; ``metadata.flags.multi_agent`` says which and why.
 
@@ -36,6 +38,7 @@ from common.errors import (
 from common.text import whole_number
 from conversations.gateway import HOPS_HEADER
 from conversations.graph import TurnInput, new_session_id
+from conversations.guardrails import identifier_pseudonym
 from routing import snapshot
 from routing.rollout import (
     COHORT_MULTI_AGENT,
@@ -47,6 +50,7 @@ from routing.rollout import (
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
 from tenants.selectors import tenant_get_active, tenant_ids_with_right, tenant_right_held_anywhere
+from tenants.throttles import session_throttle
 
 ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant to act for ({field})."
 ERROR_UNKNOWN_TENANT = "Unknown tenant {slug!r}."
@@ -393,16 +397,20 @@ def turn_input_build(
     route: Route,
     current: snapshot.Snapshot | None = None,
     hops: int = 0,
+    counted: bool = True,
 ) -> TurnInput:
     """The engine's input for ``message``: its profile (raises :class:`UnknownProfile`), its size checked against
-    the profile's limit (raises :class:`TextTooLong`, naming ``payload.text``), a new session id when it has
-    none, the route's graph and the gateway ``hops`` it crossed. Nothing is stored. Call :func:`route_check` first
-    for a client's route."""
+    the profile's limit (raises :class:`TextTooLong`, naming ``payload.text``), the message ``counted`` against
+    its end user's rate (raises DRF's ``Throttled``, :func:`tenants.throttles.session_throttle`), a new session id
+    when it has none, the route's graph and the gateway ``hops`` it crossed. Nothing is stored. Call
+    :func:`route_check` first for a client's route."""
     current = current or snapshot.current()
     profile = profile_get(message.agent_id, current)
     limit = profile.max_input_chars
     if len(message.text) > limit:
         raise TextTooLong(limit)
+    if counted:
+        session_throttle(tenant_pk=tenant.pk, session_id=message.session_id, user_id=message.user_id)
     turn_input = TurnInput(
         tenant_pk=tenant.pk,
         tenant_slug=tenant.slug,
@@ -418,6 +426,12 @@ def turn_input_build(
     return rollout_apply(turn_input, current, route)
 
 
+def identifier_stored(identifier: str) -> str:
+    """A user or session id as it may be shown and stored: its keyed pseudonym when it holds personal data (an
+    e-mail, phone or CPF), else itself, as the conversation's ``user_id`` keeps it."""
+    return identifier_pseudonym(identifier, key=settings.SECRET_KEY)
+
+
 def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route) -> TurnInput:
     """Seed 003's feature flag, on every face.
 
@@ -427,7 +441,8 @@ def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Rout
     profile's own mode; both say what the flag would have given (``flag_result``) and put the message in no
     cohort.
 
-    The flag comes from the compiled snapshot: no query beyond the version check every message makes.
+    The flag comes from the compiled snapshot: no query beyond the version check every message makes. Its
+    evidence shows the user or session id as the store keeps it (:func:`identifier_stored`), never as sent.
     """
     evaluation = flag_evaluate(
         current.flags.get(MULTI_AGENT_FLAG),
@@ -435,6 +450,7 @@ def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Rout
         user_id=turn_input.user_id,
         session_id=turn_input.session_id,
         tenant=turn_input.tenant_slug,
+        pseudonym=identifier_stored,
     ).as_dict()
     if route is Route.ROLLOUT and evaluation["reason"] == REASON_UNKNOWN_FLAG:
         # No multi_agent flag: nothing is being rolled out, so the profile's own mode runs, in no cohort.
@@ -465,15 +481,18 @@ def message_intake(
     route: Route,
     right: TenantRight = TenantRight.ACT,
     headers: Mapping[str, str] | None = None,
+    counted: bool = True,
 ) -> TurnInput:
-    """A gateway-shaped request in, the engine's input out: read, route checked, tenant, profile, size, rollout,
-    and the gateway hops from the request's ``headers`` (:func:`gateway_hops`).
+    """A gateway-shaped request in, the engine's input out: read, route checked, tenant, profile, size, the end
+    user's rate unless not ``counted`` (a debug request runs no turn), rollout, and the gateway hops from the
+    request's ``headers`` (:func:`gateway_hops`).
 
     A staff session needs ``right`` over the tenant it names (the routing debug asks for ``DEBUG``).
-    Raises DRF's ``ValidationError`` or a :class:`DomainError` naming the field; nothing is stored before.
+    Raises DRF's ``ValidationError``, its ``Throttled``, or a :class:`DomainError` naming the field; nothing is
+    stored before.
     """
     message = message_read(data)
     route_check(principal=principal, route=route)
     tenant = tenant_resolve(principal=principal, tenant_slug=message.tenant_slug, right=right)
     hops = gateway_hops(headers) if headers else 0
-    return turn_input_build(tenant=tenant, message=message, route=route, hops=hops)
+    return turn_input_build(tenant=tenant, message=message, route=route, hops=hops, counted=counted)

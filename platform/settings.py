@@ -288,10 +288,14 @@ METRICS_TOKEN = env.string("METRICS_TOKEN")
 
 # --- Throttling (tenants/throttles.py) ---------------------------------------
 # "<count>/<second|minute|hour|day>" or "off". Messages: every route that runs a turn (HTTP, SSE, WebSocket
-# frames, /v1/chat/completions); the other rate: every other API route.
-API_MESSAGE_RATE_PER_KEY = env.string("API_MESSAGE_RATE_PER_KEY", "300/minute")
+# frames, /v1/chat/completions), per API key (one key usually carries all of a tenant's customers) and per end
+# user's session (or user id, for a message naming no session); a tenant may set its own on its admin page. The
+# other rate: every other API route.
+API_MESSAGE_RATE_PER_KEY = env.string("API_MESSAGE_RATE_PER_KEY", "6000/minute")
+API_MESSAGE_RATE_PER_SESSION = env.string("API_MESSAGE_RATE_PER_SESSION", "60/minute")
 API_RATE_PER_KEY = env.string("API_RATE_PER_KEY", "1200/minute")
-# This many wrong keys from one client address within the window lock it out (429, no database lookup).
+# This many wrong keys from one client address within the window lock it out: its wrong keys get 429 with no
+# database lookup; valid keys still pass.
 AUTH_FAILURE_LIMIT = env.integer("AUTH_FAILURE_LIMIT", 30)
 AUTH_FAILURE_WINDOW_SECONDS = env.integer("AUTH_FAILURE_WINDOW_SECONDS", 600)
 AUTH_LOCKOUT_SECONDS = env.integer("AUTH_LOCKOUT_SECONDS", 900)

@@ -12,8 +12,11 @@ id or the session id), the same number every Unleash SDK computes for it
 So a flag here puts the same people in as an Unleash ``flexibleRollout``
 strategy with ``groupId`` = the flag key and ``stickiness`` = ``userId`` or
 ``sessionId``; the public Unleash client-specification vectors check this in
-``routing/tests/test_rollout.py``. Two properties follow from the formula and
-are what make a rollout safe to turn up and down:
+``routing/tests/test_rollout.py``. The value is hashed as the client sent it,
+in memory only: what an evaluation shows (and the platform stores) is the
+caller's pseudonym of it, or nothing, since a user id may be an e-mail.
+Two properties follow from the formula and are what make a rollout safe to
+turn up and down:
 
 - *sticky*: a subject's bucket never changes, so it gets the same answer on
   every message and in every process;
@@ -34,7 +37,7 @@ Decision order, recorded as :attr:`FlagEvaluation.reason`:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,7 +107,9 @@ class FlagEvaluation:
 
     ``bucket`` is filled whenever the subject has a stickiness value, also when
     an override or the kill switch decided: it tells where the subject would
-    land once the override is removed.
+    land once the override is removed. ``stickiness_value`` is the value as it
+    may be shown (the pseudonym :func:`flag_evaluate` was given), never the
+    value itself.
     """
 
     flag: str
@@ -127,19 +132,23 @@ def flag_evaluate(
     user_id: str = "",
     session_id: str = "",
     tenant: str = "",
+    pseudonym: Callable[[str], str] | None = None,
 ) -> FlagEvaluation:
     """Whether ``flag`` is on for this subject, and why (see the module docstring for the order).
 
     ``key`` is the flag asked for, reported as :attr:`FlagEvaluation.flag`;
     ``flag`` is ``None`` when no flag has that key. The bucket is hashed from
-    ``flag.key``. Empty ``user_id``, ``session_id`` or ``tenant`` mean the
-    subject has none, and never match an override.
+    ``flag.key`` and the raw stickiness value; the evaluation keeps only
+    ``pseudonym(value)`` of it, or ``""`` without ``pseudonym``. Empty
+    ``user_id``, ``session_id`` or ``tenant`` mean the subject has none, and
+    never match an override.
     """
     if flag is None:
         return FlagEvaluation(flag=key, enabled=False, reason=REASON_UNKNOWN_FLAG, percentage=0, stickiness="")
 
     value = {STICKINESS_USER: user_id, STICKINESS_SESSION: session_id}.get(flag.stickiness, "")
     found = bucket(flag.key, value) if value else None
+    shown = pseudonym(value) if value and pseudonym is not None else ""
 
     def answer(enabled: bool, reason: str) -> FlagEvaluation:
         return FlagEvaluation(
@@ -148,7 +157,7 @@ def flag_evaluate(
             reason=reason,
             percentage=flag.percentage,
             stickiness=flag.stickiness,
-            stickiness_value=value,
+            stickiness_value=shown,
             bucket=found,
         )
 

@@ -63,6 +63,7 @@ def bench_server_env(root: Path) -> Env:
         "DJANGO_SECURE_COOKIES": "false",
         "API_RATE_PER_KEY": "off",
         "API_MESSAGE_RATE_PER_KEY": "off",
+        "API_MESSAGE_RATE_PER_SESSION": "off",
     }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypedDict
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -61,10 +62,23 @@ class TenantGrantAdmin(admin.ModelAdmin):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
+    """A tenant, its keys and grants, and its own message limits (blank: the platform's, named on the page)."""
+
     list_display = ["slug", "name", "is_active", "key_count", "conversation_count", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["slug", "name"]
     inlines = [ApiKeyInline, TenantGrantInline]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Tenant | None = None):
+        limits = (
+            "Messages this tenant's traffic may send, as <count>/<second|minute|hour|day> or off; a message over "
+            "a limit is answered 429 with Retry-After. Blank: the platform's, now "
+            f"{settings.API_MESSAGE_RATE_PER_KEY} per API key and {settings.API_MESSAGE_RATE_PER_SESSION} per session."
+        )
+        return [
+            (None, {"fields": ["slug", "name", "is_active"]}),
+            ("Message limits", {"fields": ["message_rate_per_key", "message_rate_per_session"], "description": limits}),
+        ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
         return (

@@ -11,9 +11,10 @@ class TenantsConfig(AppConfig):
 
         from common.config_version import config_models_watch
         from tenants.models import ApiKey, Tenant
-        from tenants.throttles import throttle_settings_check
+        from tenants.throttles import proxy_settings_check, throttle_settings_check
 
         checks.register(throttle_settings_check)
+        checks.register(proxy_settings_check, checks.Tags.security, deploy=True)
 
         # The API-key cache (tenants/auth.py) is tagged with the configuration version.
         config_models_watch(Tenant, ApiKey)

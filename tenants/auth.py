@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from rest_framework import authentication, exceptions
 
+from common.config_version import config_version, local_generation
 from common.errors import ERROR_INVALID_KEY
 from tenants.models import ApiKey, Tenant
 from tenants.throttles import (
@@ -57,6 +58,11 @@ class ApiClient:
 _KEY_CACHE: dict[str, tuple[tuple[int, int], ApiClient | None]] = {}
 _KEY_CACHE_MAX = 10_000
 
+# The digests of every active key of an active tenant, with the configuration version they were read at: what
+# lets a locked-out address's valid keys through without a lookup per request. Read only while an address is
+# locked out, at most once per version in a process.
+_active_digests: tuple[tuple[int, int] | None, frozenset[str]] = (None, frozenset())
+
 
 def api_client_for_key(raw_key: str) -> ApiClient | None:
     """The principal of an active key of an active tenant, or ``None``; costs no query while nothing changed."""
@@ -66,25 +72,44 @@ def api_client_for_key(raw_key: str) -> ApiClient | None:
 def api_client_authenticate(*, raw_key: str, address: str) -> ApiClient | None:
     """:func:`api_client_for_key` for a client at ``address``, which a wrong key counts against.
 
-    Raises DRF's ``Throttled`` (429, with the wait) while the address is locked out (:mod:`tenants.throttles`),
-    before any database lookup; a key this process already knows to be valid passes without that check.
+    While the address is locked out (:mod:`tenants.throttles`) a key that is not valid is refused with DRF's
+    ``Throttled`` (429, with the wait) before any database lookup, and a valid one goes through: the lockout
+    targets whoever sends wrong keys, not the customers who share the address (a NAT, or a proxy whose count is
+    not declared), nor a key after a restart. Whether a key is valid comes from the digests of the active keys,
+    read at most once per configuration version (:func:`_key_active`), so a locked-out flood costs no query.
+
+    Why valid keys pass rather than being refused too: a key holds 256 random bits, so no rate of guessing, from
+    any number of addresses, finds one; a lockout per address is not what stops guessing, and cannot be. What it
+    bounds is the cost and noise of a flood of wrong keys, which refusing them alone does. Refusing valid keys as
+    well would let anyone lock out every customer behind the same address with ``AUTH_FAILURE_LIMIT`` requests.
+    Counting failures per presented key prefix instead would bound nothing (each guess can bring a new prefix)
+    and would still lock out the owner of the prefix under attack.
     """
+    digest = key_hash(raw_key)
 
     def unless_locked_out() -> None:
         wait = auth_lockout_wait(address)
-        if wait is not None:
+        if wait is not None and not _key_active(digest):
             raise exceptions.Throttled(wait=retry_after(wait), detail=ERROR_AUTH_LOCKED)
 
-    client = _client_for(key_hash(raw_key), guard=unless_locked_out)
+    client = _client_for(digest, guard=unless_locked_out)
     if client is None:
         auth_failure_record(address)
     return client
 
 
+def _key_active(digest: str) -> bool:
+    """Whether ``digest`` is an active key's of an active tenant, from the digests read once per version."""
+    global _active_digests
+    version = (config_version(), local_generation())
+    if _active_digests[0] != version:
+        active = ApiKey.objects.filter(is_active=True, tenant__is_active=True).values_list("key_hash", flat=True)
+        _active_digests = (version, frozenset(active))
+    return digest in _active_digests[1]
+
+
 def _client_for(digest: str, *, guard: Callable[[], None] | None = None) -> ApiClient | None:
     """The key's principal; ``guard`` runs first unless the key is one this process knows to be valid."""
-    from common.config_version import config_version, local_generation
-
     cached = _KEY_CACHE.get(digest)
     if guard is not None and (cached is None or cached[1] is None):
         guard()  # before the version read, which may query the database on a cache miss

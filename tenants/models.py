@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from tenants.rates import rate_validate
+
 
 class TenantRight(models.TextChoices):
     """What a logged-in user may do for a tenant through the API, the WebSocket and the chat page.
@@ -22,11 +24,32 @@ class TenantRight(models.TextChoices):
 
 
 class Tenant(models.Model):
-    """An organisation. API keys belong to one; it sees only its own conversations."""
+    """An organisation. API keys belong to one; it sees only its own conversations.
+
+    Its message rates replace the settings' for its traffic (tenants/throttles.py): blank keeps the setting's.
+    """
 
     slug = models.SlugField(max_length=64, unique=True, help_text="The tenant_id in conversation keys.")
     name = models.CharField(max_length=200, blank=True)
     is_active = models.BooleanField(default=True)
+    message_rate_per_key = models.CharField(
+        max_length=32,
+        blank=True,
+        validators=[rate_validate],
+        help_text=(
+            "Messages one API key of this tenant may send, e.g. 6000/minute, or off. One key usually carries all "
+            "the tenant's customers. Blank: the API_MESSAGE_RATE_PER_KEY setting."
+        ),
+    )
+    message_rate_per_session = models.CharField(
+        max_length=32,
+        blank=True,
+        validators=[rate_validate],
+        help_text=(
+            "Messages one end user's conversation may send (its session; a message without a session counts "
+            "against its user id), e.g. 60/minute, or off. Blank: the API_MESSAGE_RATE_PER_SESSION setting."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -292,6 +292,7 @@ class ProductionStack:
             # rates these few clients, all on one key, never reach: a 429 here would hide what a fault did.
             API_RATE_PER_KEY="100000/minute",
             API_MESSAGE_RATE_PER_KEY="100000/minute",
+            API_MESSAGE_RATE_PER_SESSION="100000/minute",
         )
         self.env = env
         self._prepare_database()

@@ -25,8 +25,9 @@ What is switched off, and why:
   conversation (data again, as the profiles are); the fuzzer reaches a real conversation through the message
   POSTs' example ``session_id`` and rates a made-up message id.
 
-* Throttles off on the served platform (``API_MESSAGE_RATE_PER_KEY``, ``API_RATE_PER_KEY``, ``AUTH_FAILURE_LIMIT``):
-  thousands of requests from one key would otherwise be mostly 429s; the throttles have tests of their own.
+* Throttles off on the served platform (``API_MESSAGE_RATE_PER_KEY``, ``API_MESSAGE_RATE_PER_SESSION``,
+  ``API_RATE_PER_KEY``, ``AUTH_FAILURE_LIMIT``): thousands of requests from one key (and one example session)
+  would otherwise be mostly 429s; the throttles have tests of their own.
 
 Everything else runs as schemathesis ships it.
 """
@@ -56,6 +57,7 @@ def served(tmp_path_factory):
         tmp_path_factory.mktemp("fuzz"),
         prefix="fuzz",
         API_MESSAGE_RATE_PER_KEY="off",
+        API_MESSAGE_RATE_PER_SESSION="off",
         API_RATE_PER_KEY="off",
         AUTH_FAILURE_LIMIT="0",
     ) as instance:

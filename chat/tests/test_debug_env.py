@@ -77,6 +77,7 @@ def test_the_configuration_is_shown_with_every_secret_masked(debug_api, configur
     assert observability["events_webhook_secret"] == observability["otel_exporter_otlp_headers"] == "***"
     assert body["limits"]["max_input_chars"] == 4000
     assert body["throttles"]["wrong_keys_before_lockout"] == 30
+    assert body["throttles"]["message_rate_per_session"] == "60/minute"
     assert body["supervisor"]["executor"] == "inprocess"
     (profile,) = body["profiles"]
     assert profile == {

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 
 from chat.consumers import CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED
 from platform.asgi import application
 from tenants.auth import _KEY_CACHE
+from tenants.throttles import ERROR_RATE_SESSION
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,6 +25,13 @@ def fresh_counters():
     _KEY_CACHE.clear()
     yield
     cache.clear()
+
+
+def tenant_set(tenant, **limits) -> None:
+    """Limits saved as the admin saves them (a save, so every process sees the change)."""
+    for name, value in limits.items():
+        setattr(tenant, name, value)
+    tenant.save(update_fields=list(limits))
 
 
 def socket_at(url: str, address: str) -> WebsocketCommunicator:
@@ -115,3 +124,47 @@ def test_the_openai_face_answers_a_locked_out_address_with_429(telecom, client, 
     assert client.post("/v1/chat/completions", body, content_type="application/json", **wrong).status_code == 401
     locked = client.post("/v1/chat/completions", body, content_type="application/json", **wrong)
     assert locked.status_code == 429 and int(locked["Retry-After"]) >= 1
+
+
+async def turn(communicator: WebsocketCommunicator) -> dict:
+    """The frame's last event: ``done``, or the ``error`` it was refused with."""
+    await communicator.send_json_to(FRAME)
+    event = await communicator.receive_json_from(timeout=20)
+    while event["type"] not in ("done", "error"):
+        event = await communicator.receive_json_from(timeout=20)
+    return event
+
+
+def test_a_socket_whose_session_floods_is_throttled_while_other_sessions_are_answered(tenant_key, telecom):
+    async def go():
+        flood = socket_at(f"/ws/chat/telecom_contas/flood/?key={tenant_key.raw}", "203.0.113.25")
+        calm = socket_at(f"/ws/chat/telecom_contas/calm/?key={tenant_key.raw}", "203.0.113.25")
+        assert (await flood.connect(timeout=5))[0] and (await calm.connect(timeout=5))[0]
+        first = await turn(flood)
+        # Set in the admin while the socket is open: the next frame already counts against it.
+        await database_sync_to_async(tenant_set)(tenant_key.tenant, message_rate_per_session="1/day")
+        events = [await turn(flood), await turn(flood), await turn(calm)]
+        await flood.disconnect()
+        await calm.disconnect()
+        return first, events
+
+    first, (under, over, other) = asyncio.run(go())
+    assert first["type"] == "done" and under["type"] == "done"  # one message under the new rate
+    assert over["type"] == "error" and over["error"]["code"] == "throttled"
+    assert over["error"]["message"].startswith(ERROR_RATE_SESSION.format(rate="1/day"))
+    assert other["type"] == "done"
+
+
+def test_the_openai_user_is_the_session_its_limit_counts(tenant_key, telecom, client):
+    tenant_set(tenant_key.tenant, message_rate_per_session="1/day")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {tenant_key.raw}"}
+
+    def completion(user: str):
+        body = {"model": "telecom_contas", "messages": [{"role": "user", "content": "oi"}], "user": user}
+        return client.post("/v1/chat/completions", body, content_type="application/json", **headers)
+
+    assert completion("joao.silva@example.com").status_code == 200
+    refused = completion("joao.silva@example.com")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert refused.json()["error"]["message"].startswith(ERROR_RATE_SESSION.format(rate="1/day"))
+    assert completion("maria@example.com").status_code == 200

@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.apps import apps
+from django.conf import settings
+from django.db import models
 
 from conversations.guardrails import identifier_pseudonym
 from conversations.models import Conversation, Message
+from routing.rollout import bucket
 
 EMAIL = "joao.silva@example.com"
 
@@ -55,3 +59,51 @@ def test_the_openai_user_field_that_is_a_phone_is_stored_only_as_its_pseudonym(a
     conversation = Conversation.objects.get()
     assert conversation.user_id.startswith("phone:")
     assert Message.objects.get(role="user").metadata["user_id"] == conversation.user_id
+
+
+def rows_holding(text: str) -> list[str]:
+    """``model.field`` of every stored text or JSON value, in every table of the project, that holds ``text``."""
+    found = []
+    for model in apps.get_models():
+        for model_field in model._meta.concrete_fields:
+            if isinstance(model_field, models.CharField | models.TextField | models.JSONField):
+                lookup = {f"{model_field.name}__icontains": text}
+                if model._default_manager.filter(**lookup).exists():
+                    found.append(f"{model._meta.label}.{model_field.name}")
+    return found
+
+
+@pytest.mark.django_db
+def test_no_answer_nor_stored_row_holds_the_raw_user_id_that_the_rollout_flag_buckets(
+    api, telecom, multi_agent_for_everyone
+):
+    answers = [
+        api.post(
+            path,
+            {
+                "agent_id": "telecom_contas",
+                "payload": {"text": "Qual o melhor plano?", "session_id": path, "user_id": EMAIL},
+            },
+            format="json",
+        )
+        for path in ("/api/gateway/message", "/api/chat/message")
+    ]
+    answers.append(
+        api.post(
+            "/v1/chat/completions",
+            {
+                "model": "telecom_contas",
+                "messages": [{"role": "user", "content": "Qual o melhor plano?"}],
+                "user": EMAIL,
+            },
+            format="json",
+        )
+    )
+    pseudonym = identifier_pseudonym(EMAIL, key=settings.SECRET_KEY)
+    for answer in answers:
+        assert answer.status_code == 200, answer.content
+        assert "joao.silva" not in answer.content.decode()
+    flag = answers[1].json()["metadata"]["flags"]["multi_agent"]
+    assert (flag["reason"], flag["stickiness_value"]) == ("bucket", pseudonym)  # the user's id as the store keeps it
+    assert flag["bucket"] == bucket("multi_agent", EMAIL)  # the cohort the Unleash SDKs give that user
+    assert rows_holding("joao.silva") == []

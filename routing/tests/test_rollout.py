@@ -301,6 +301,11 @@ PRECEDENCE = [
 ]
 
 
+def shown(value: str) -> str:
+    """A caller's pseudonym of a stickiness value (``chat.intake`` gives the stored one)."""
+    return f"pseudonym-of-{value}"
+
+
 def overrides(key: str, setting: str) -> dict[str, bool]:
     return {} if setting == NONE else {key: setting == ON}
 
@@ -333,10 +338,10 @@ def test_it_applies_kill_switch_then_user_then_tenant_then_bucket(
         tenant_overrides=overrides(TENANT, tenant_override),
     )
 
-    evaluation = flag_evaluate(flag, key=FLAG_KEY, user_id=user, session_id="sess-1", tenant=TENANT)
+    evaluation = flag_evaluate(flag, key=FLAG_KEY, user_id=user, session_id="sess-1", tenant=TENANT, pseudonym=shown)
 
     assert (evaluation.enabled, evaluation.reason) == (enabled, reason)
-    assert (evaluation.stickiness_value, evaluation.bucket) == (user, BUCKETS[user])
+    assert (evaluation.stickiness_value, evaluation.bucket) == (shown(user), BUCKETS[user])
 
 
 # --- Stickiness and the recorded evaluation ---------------------------------------
@@ -346,7 +351,7 @@ def test_session_stickiness_buckets_the_session_id():
     flag = FlagSpec(key=FLAG_KEY, percentage=50, stickiness=STICKINESS_SESSION)
 
     # user-1 is out at 50 % (bucket 75) but sess-1 is in (bucket 1).
-    evaluation = flag_evaluate(flag, key=FLAG_KEY, user_id="user-1", session_id="sess-1")
+    evaluation = flag_evaluate(flag, key=FLAG_KEY, user_id="user-1", session_id="sess-1", pseudonym=shown)
 
     assert evaluation == FlagEvaluation(
         flag=FLAG_KEY,
@@ -354,7 +359,7 @@ def test_session_stickiness_buckets_the_session_id():
         reason=REASON_BUCKET,
         percentage=50,
         stickiness=STICKINESS_SESSION,
-        stickiness_value="sess-1",
+        stickiness_value=shown("sess-1"),
         bucket=1,
     )
 
@@ -362,10 +367,10 @@ def test_session_stickiness_buckets_the_session_id():
 def test_user_stickiness_buckets_the_user_id():
     flag = FlagSpec(key=FLAG_KEY, percentage=50, stickiness=STICKINESS_USER)
 
-    evaluation = flag_evaluate(flag, key=FLAG_KEY, user_id="user-1", session_id="sess-1")
+    evaluation = flag_evaluate(flag, key=FLAG_KEY, user_id="user-1", session_id="sess-1", pseudonym=shown)
 
     assert (evaluation.enabled, evaluation.reason) == (False, REASON_BUCKET)
-    assert (evaluation.stickiness_value, evaluation.bucket) == ("user-1", 75)
+    assert (evaluation.stickiness_value, evaluation.bucket) == (shown("user-1"), 75)
 
 
 @pytest.mark.parametrize(
@@ -383,6 +388,18 @@ def test_it_is_off_without_a_value_for_the_flags_stickiness(stickiness, subject)
 
     assert (evaluation.enabled, evaluation.reason) == (False, REASON_NO_STICKINESS)
     assert (evaluation.stickiness_value, evaluation.bucket) == ("", None)
+
+
+def test_the_evaluation_shows_the_callers_pseudonym_of_the_value_it_buckets_never_the_value():
+    flag = FlagSpec(key=FLAG_KEY, percentage=50, stickiness=STICKINESS_USER)
+    email = "joao.silva@example.com"
+
+    shown = flag_evaluate(flag, key=FLAG_KEY, user_id=email, pseudonym=lambda value: f"email:{len(value)}")
+    withheld = flag_evaluate(flag, key=FLAG_KEY, user_id=email)
+
+    assert (shown.stickiness_value, shown.bucket) == ("email:22", bucket(FLAG_KEY, email))  # the SDKs' bucket
+    assert (withheld.stickiness_value, withheld.bucket, withheld.enabled) == ("", shown.bucket, shown.enabled)
+    assert email not in json.dumps([shown.as_dict(), withheld.as_dict()])
 
 
 def test_a_tenant_override_applies_without_a_stickiness_value():
@@ -412,7 +429,7 @@ def test_an_unknown_flag_is_off():
 def test_the_evaluation_is_json_serialisable():
     flag = FlagSpec(key=FLAG_KEY, percentage=50, user_overrides={"user-3": False})
     evaluations = [
-        flag_evaluate(flag, key=FLAG_KEY, user_id="user-3"),
+        flag_evaluate(flag, key=FLAG_KEY, user_id="user-3", pseudonym=shown),
         flag_evaluate(flag, key=FLAG_KEY),
         flag_evaluate(None, key="no_such_flag"),
     ]
@@ -427,6 +444,6 @@ def test_the_evaluation_is_json_serialisable():
         "reason": REASON_USER_OVERRIDE,
         "percentage": 50,
         "stickiness": STICKINESS_USER,
-        "stickiness_value": "user-3",
+        "stickiness_value": shown("user-3"),
         "bucket": 41,
     }

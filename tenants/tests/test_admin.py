@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, Permission
+from rest_framework.test import APIClient
 
 from tenants.auth import key_hash
 from tenants.models import ApiKey, Tenant, TenantGrant, TenantRight
@@ -117,3 +118,32 @@ def test_an_inactive_user_or_tenant_gives_no_right(django_user_model):
     user.is_active = False
     TenantGrant.objects.create(tenant=Tenant.objects.create(slug="live"), user=user, act_for_tenant=True)
     assert not tenant_right_held_anywhere(user=user, right=TenantRight.ACT)
+
+
+# -- message limits ---------------------------------------------------------------------------------------------
+
+
+def test_a_message_limit_set_on_the_tenant_page_applies_to_the_next_message(staff_client, tenant_key, telecom):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
+    body = {"agent_id": "telecom_contas", "payload": {"text": "oi", "session_id": "admin-set"}}
+    assert api.post("/api/gateway/message", body, format="json").status_code == 200  # this process knows the key
+
+    data = form_data(staff_client.get(change_url(tenant_key.tenant)))
+    assert (data["message_rate_per_key"], data["message_rate_per_session"]) == ("", "")  # blank: the settings
+    data["message_rate_per_session"] = "1/day"
+    response = staff_client.post(change_url(tenant_key.tenant), data)
+    assert response.status_code == 302, error_messages(response)
+
+    statuses = [api.post("/api/gateway/message", body, format="json").status_code for _ in range(2)]
+    assert statuses == [200, 429]  # a count of its own per rate: one message under the new one, then refused
+
+
+def test_a_message_limit_that_is_no_rate_is_refused_naming_its_field(staff_client, tenant):
+    data = form_data(staff_client.get(change_url(tenant)))
+    data.update({"message_rate_per_key": "lots", "message_rate_per_session": "5/fortnight"})
+    response = staff_client.post(change_url(tenant), data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert set(errors) == {"message_rate_per_key", "message_rate_per_session"}
+    assert Tenant.objects.values_list("message_rate_per_key", flat=True).get(pk=tenant.pk) == ""
