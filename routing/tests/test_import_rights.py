@@ -206,15 +206,30 @@ def test_a_user_who_may_change_profiles_but_not_their_model_imports_the_rest(cli
 # -- as an operator ----------------------------------------------------------------------------------------------
 
 
-def test_an_operator_imports_a_model_endpoint_and_an_allowed_key_variable(admin_client, published, monkeypatch):
+def test_an_operator_imports_a_model_endpoint_and_an_allowed_key_variable_publishes_and_it_answers(
+    api, admin_client, published, scripted_llm, monkeypatch
+):
     monkeypatch.setenv("BILLING_LLM_API_KEY", "sk-billing")
+    monkeypatch.setenv("DJANGO_SECRET_KEY", SECRET_CANARY)
     files = with_model(
-        draft_files(admin_client, published), base_url=EVIL_HOST, model="billing", api_key_env="BILLING_LLM_API_KEY"
+        draft_files(admin_client, published),
+        base_url=scripted_llm.base_url,
+        model="billing",
+        api_key_env="BILLING_LLM_API_KEY",
     )
 
     assert problems_of(post_import(admin_client, files)) == []
+    published_v2 = admin_client.post(f"/admin/agents/agentprofile/{published.pk}/publish/", {"based_on": "1"})
+    answer = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": "Minha fatura veio alta", "session_id": "op"}},
+        format="json",
+    )
 
-    assert model_settings(published) == (EVIL_HOST, "billing", "BILLING_LLM_API_KEY")
+    assert model_settings(published) == (scripted_llm.base_url, "billing", "BILLING_LLM_API_KEY")
+    assert published_v2.status_code == 302 and answer.status_code == 200
+    assert {request["model"] for request in scripted_llm.requests} == {"billing"}
+    assert set(scripted_llm.authorizations) == {"Bearer sk-billing"}
 
 
 @pytest.mark.parametrize(
