@@ -49,6 +49,9 @@ def admin_messages(response) -> list[str]:
 def test_an_editor_may_not_publish_a_draft_whose_model_settings_an_operator_changed(
     editor_client, endpoint_in_the_draft
 ):
+    page = editor_client.get(publish_url(endpoint_in_the_draft))
+    assert MODEL_ENDPOINT_PERMISSION in page.context["refusal"]
+
     response = editor_client.post(publish_url(endpoint_in_the_draft), {"note": "mine", "based_on": "1"}, follow=True)
 
     (message,) = [m for m in admin_messages(response) if MODEL_ENDPOINT_PERMISSION in m]
@@ -57,6 +60,7 @@ def test_an_editor_may_not_publish_a_draft_whose_model_settings_an_operator_chan
 
 
 def test_an_operator_publishes_it(admin_client, endpoint_in_the_draft):
+    assert admin_client.get(publish_url(endpoint_in_the_draft)).context["refusal"] == ""
     response = admin_client.post(publish_url(endpoint_in_the_draft), {"note": "own model", "based_on": "1"})
 
     assert response.status_code == 302
