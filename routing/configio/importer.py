@@ -29,7 +29,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from agents.models import AgentProfile, McpServer, McpTool, RoutingMode, Specialist, SpecialistPrompt
-from agents.schemas import endpoint_kept
+from agents.schemas import endpoint_kept, expand_args_schema
 from agents.services import prompt_version_create
 from common.config_version import config_batch
 from routing.configio import messages
@@ -592,6 +592,8 @@ class _Writer:
                 value_cmp = value.pk if value is not None else None
             else:
                 current, value_cmp = getattr(existing, name), value
+            if isinstance(current, str) and current.strip() == value_cmp:
+                continue  # the files strip texts: one stored with whitespace around it (a server's) is unchanged
             if current != value_cmp:
                 setattr(existing, name, value)
                 changed.append(name)
@@ -633,6 +635,9 @@ class _Writer:
     def _tools(self) -> None:
         for name, patch in self.plan.tools.items():
             values = dict(patch.values)
+            stored = self.world.tools.get(name)
+            if stored is not None and values.get("args_schema") == expand_args_schema(stored.args_schema):
+                del values["args_schema"]  # the export writes "no arguments" ({}) in full
             if "server" in patch.refs:
                 values["server"] = self.world.servers[patch.refs["server"].value]
             obj, status = self._upsert("MCP tool", McpTool, self.world.tools.get(name), {}, values, patch)

@@ -13,12 +13,13 @@ from io import StringIO
 
 import pytest
 import yaml
+from auditlog.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from agents.models import MODEL_ENDPOINT_PERMISSION, AgentProfile, McpServer
+from agents.models import MODEL_ENDPOINT_PERMISSION, AgentProfile, McpServer, McpTool
 from routing.configio import messages
 from routing.configio.exporter import HEADER, dump
 from routing.documents import profile_documents
@@ -92,13 +93,17 @@ def model_settings(profile: AgentProfile) -> tuple[str, str, str]:
 
 
 def test_an_editor_reimporting_the_unchanged_draft_zip_passes(editor_client, published):
+    # What the admin and a server's sync store as they are, and the files write otherwise.
+    McpTool.objects.filter(name="consultar_entrega").update(args_schema={}, description="Rastreia a entrega.\n")
     before = profile_documents()
+    tools = list(McpTool.objects.order_by("pk").values())
 
     response = post_import(editor_client, draft_files(editor_client, published))
 
     assert problems_of(response) == []
     assert response.context["done"] and response.context["changed"] == []
     assert profile_documents() == before
+    assert list(McpTool.objects.order_by("pk").values()) == tools
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry run", "import"])
@@ -353,3 +358,4 @@ def test_import_config_records_its_user_as_the_author_of_what_it_publishes(tmp_p
 
     live = live_version(published)
     assert live is not None and (live.number, live.created_by) == (2, editor)
+    assert LogEntry.objects.get_for_model(Keyword).get(object_repr__contains="modem").actor == editor
