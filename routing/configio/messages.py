@@ -62,6 +62,6 @@ WARNING_COORDINATOR_UNUSED = (
 ERROR_ENV_UNSET = "environment variable {name} is not set and has no default (write ${{{name}:-default}})"
 
 # Rights (routing.configio.rights): what the user may not change, and the permissions it needs.
-ERROR_FORBIDDEN = "{user} may not {verb} this: it needs the permission {permissions}"
+ERROR_FORBIDDEN = "{user} may not {verb} this: it needs the {permission_word} {permissions}"
 # An endpoint the export masked (credentials before the host, query values) that is not the stored one's mask.
 ERROR_MASKED = ERROR_ENDPOINT_MASKED

@@ -62,5 +62,10 @@ def rights_check(found: list[Touch], user: Any, problems: Problems) -> None:
     for node, verb, permissions in missing.values():
         problems.add(
             node,
-            messages.ERROR_FORBIDDEN.format(user=user.get_username(), verb=verb, permissions=" and ".join(permissions)),
+            messages.ERROR_FORBIDDEN.format(
+                user=user.get_username(),
+                verb=verb,
+                permission_word="permission" if len(permissions) == 1 else "permissions",
+                permissions=" and ".join(permissions),
+            ),
         )

@@ -120,7 +120,10 @@ def test_an_editor_may_not_import_a_profiles_model_endpoint_model_and_key_variab
     for key in ("base_url", "model", "api_key_env"):
         (problem,) = [p for p in problems if f"agents[0].llm.{key}:" in p]
         assert re.match(rf"agents\.yaml:\d+: agents\[0\]\.llm\.{key}: ", problem), problem
-        assert MODEL_ENDPOINT_PERMISSION in problem and "editor" in problem
+        assert problem.endswith(
+            "editor may not change this: it needs the permissions agents.change_agentprofile and "
+            f"{MODEL_ENDPOINT_PERMISSION}"
+        )
     assert model_settings(published) == ("", "", "")
     assert profile_documents() == before
 
