@@ -27,12 +27,23 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from agents.llm import key_held, key_variable
 from agents.mcp import McpUnavailable
-from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, RemoteBackend, Specialist, SpecialistPrompt
-from agents.schemas import expand_args_schema, validate_word_list
+from agents.models import (
+    MODEL_ENDPOINT_FIELDS,
+    MODEL_ENDPOINT_PERMISSION,
+    AgentProfile,
+    McpServer,
+    McpTool,
+    ModelPrice,
+    RemoteBackend,
+    Specialist,
+    SpecialistPrompt,
+)
+from agents.schemas import endpoint_kept, expand_args_schema, model_key_variable_refusal, validate_word_list
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import ReadOnlyInlineMixin
 from common.config_version import config_batch
 from common.forms import PrettyJSONField, label_choices
+from common.history import endpoint_mask
 from common.history_admin import FieldHistoryAdminMixin
 
 if TYPE_CHECKING:
@@ -120,11 +131,20 @@ ERROR_COORDINATOR_OTHER_PROFILE = "The coordinator must be one of this profile's
 
 
 class AgentProfileAdminForm(forms.ModelForm):
-    """Word lists are JSON lists of words; an emptied box means no words, and errors name the list."""
+    """Word lists are JSON lists of words; an emptied box means no words, and errors name the list. The model
+    endpoint is shown masked and kept unless replaced (:func:`agents.schemas.endpoint_kept`)."""
 
     class Meta:
         model = AgentProfile
         fields = ["confirmation_words", "denial_words", "closing_words"]  # the admin adds its fieldsets' fields
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "llm_base_url" in self.fields and self.instance.llm_base_url:
+            self.initial["llm_base_url"] = endpoint_mask(self.instance.llm_base_url)
+
+    def clean_llm_base_url(self) -> str:
+        return endpoint_kept(self.cleaned_data.get("llm_base_url") or "", self.instance.llm_base_url)
 
     def _clean_word_list(self, name: str) -> list[str]:
         value = self.cleaned_data.get(name)
@@ -263,8 +283,37 @@ class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="key variable set here")
     def llm_api_key_set(self, obj: AgentProfile) -> str:
-        """Whether the key's variable holds a value in this process: yes or no, never the value."""
+        """Whether the key's variable holds a value in this process: yes or no, never the value; or why it is never
+        read (a variable stored before the allow-list)."""
+        refusal = model_key_variable_refusal(obj.llm_api_key_env) if obj.llm_api_key_env else None
+        if refusal is not None:
+            return f"never read: {refusal}"
         return f"{'yes' if key_held(obj) else 'no'} ({key_variable(obj)}, in this web process)"
+
+    @admin.display(description="LLM base URL")
+    def llm_endpoint(self, obj: AgentProfile) -> str:
+        return endpoint_mask(obj.llm_base_url) if obj.llm_base_url else "—"
+
+    @staticmethod
+    def may_change_model(request: HttpRequest) -> bool:
+        """The model endpoint, model and key variable are the operator's (:data:`agents.models.MODEL_ENDPOINT_FIELDS`);
+        others see them read-only, the endpoint masked."""
+        return request.user.has_perm(MODEL_ENDPOINT_PERMISSION)
+
+    def get_fieldsets(self, request: HttpRequest, obj: AgentProfile | None = None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if self.may_change_model(request):
+            return fieldsets
+        return [
+            (name, {**options, "fields": ["llm_endpoint" if f == "llm_base_url" else f for f in options["fields"]]})
+            for name, options in fieldsets
+        ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AgentProfile | None = None) -> list[str]:
+        readonly = list(super().get_readonly_fields(request, obj))
+        if self.may_change_model(request):
+            return readonly
+        return [*readonly, "llm_endpoint", *(name for name in MODEL_ENDPOINT_FIELDS if name != "llm_base_url")]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
         return (

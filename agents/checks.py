@@ -9,6 +9,8 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
+
 
 @register()
 def llm_settings_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
@@ -33,8 +35,9 @@ def llm_settings_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -
 def model_key_variables_check(
     app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """Each enabled profile's key variable holds a value here (run with the database: ``migrate``, or
-    ``manage.py check --database default``). Names the variable, never a value."""
+    """Each enabled profile's key variable is one the operator allows (``agents.W003``; else it is never read) and
+    holds a value here (``agents.W002``). Run with the database: ``migrate``, or ``manage.py check --database
+    default``. Names the variable, never a value."""
     if not databases:
         return []
     from django.db import DatabaseError
@@ -53,7 +56,18 @@ def model_key_variables_check(
     except DatabaseError:  # migrate runs the checks before it creates or alters the tables
         return []
     for profile in profiles:
-        if not key_held(profile):
+        refusal = model_key_variable_refusal(profile.llm_api_key_env)
+        if refusal is not None:
+            problems.append(
+                Warning(
+                    f"Profile {profile.agent_id}'s model key variable is never read, so its answers will be the "
+                    f"error answer: {refusal}",
+                    hint=HINT_KEY_VARIABLE,
+                    obj=profile,
+                    id="agents.W003",
+                )
+            )
+        elif not key_held(profile):
             problems.append(
                 Warning(
                     f"Profile {profile.agent_id} reads its model key from {profile.llm_api_key_env}, which is not set; "

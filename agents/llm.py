@@ -6,7 +6,8 @@ Two providers stand behind :class:`ModelProvider`, looked up in :data:`PROVIDERS
   ``OPENAI_BASE_URL`` and ``LLM_MODEL`` are set, or when the profile names an
   endpoint of its own (``llm_base_url``; a profile may also override the model,
   the temperature and the environment variable its key is read from,
-  ``llm_api_key_env``: read at each call, never stored);
+  ``llm_api_key_env``: read at each call, never stored, and only when the
+  operator allows that variable, :func:`agents.schemas.model_key_variable_refusal`);
 * ``offline`` — a deterministic model that needs no network. It is a product
   feature, not a test double: the quick start runs on it, every answer says
   ``"llm": "offline"``, its replies report token usage by a character count
@@ -37,6 +38,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from agents.schemas import model_key_variable_refusal
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
 from common import tracing
 from common.language import detect_language
@@ -134,17 +136,28 @@ class ModelKeyMissing(RuntimeError):
     """The environment variable a profile names for its model key is not set in this process (the message names
     the variable, never a value)."""
 
-    def __init__(self, variable: str) -> None:
-        super().__init__(f"The environment variable {variable} that holds the model key is not set.")
+    def __init__(self, variable: str, message: str = "") -> None:
+        super().__init__(message or f"The environment variable {variable} that holds the model key is not set.")
         self.variable = variable
 
 
+class ModelKeyRefused(ModelKeyMissing):
+    """The variable a profile names for its model key is not one the operator allows (a version or a row stored
+    before the rule): it is never read."""
+
+    def __init__(self, variable: str) -> None:
+        super().__init__(variable, f"The environment variable {variable} is not allowed to hold a model key.")
+
+
 def model_key(profile: ModelSettings) -> str | None:
-    """The key for ``profile``'s endpoint, read now: the variable it names (``None`` when that is unset), else
+    """The key for ``profile``'s endpoint, read now: the variable it names (``None`` when that is unset, or not one
+    the operator allows: :func:`agents.schemas.model_key_variable_refusal` — then it is not even read), else
     ``OPENAI_API_KEY``. Read at each call so that a rotated key needs no restart; the admin never sees it."""
-    if profile.llm_api_key_env:
-        return env.string(profile.llm_api_key_env) or None
-    return settings.OPENAI_API_KEY
+    if not profile.llm_api_key_env:
+        return settings.OPENAI_API_KEY
+    if model_key_variable_refusal(profile.llm_api_key_env) is not None:
+        return None
+    return env.string(profile.llm_api_key_env) or None
 
 
 def key_variable(profile: ModelSettings) -> str:
@@ -544,9 +557,11 @@ def _chat_model(
 
 
 class KeyMissingChatModel(BaseChatModel):
-    """The chat model of a profile whose key variable is unset: every call raises :class:`ModelKeyMissing`."""
+    """The chat model of a profile whose key variable is unset, or ``refused`` (not allowed): every call raises
+    :class:`ModelKeyMissing` (or :class:`ModelKeyRefused`) and nothing is sent anywhere."""
 
     variable: str
+    refused: bool = False
 
     @property
     def _llm_type(self) -> str:
@@ -555,11 +570,14 @@ class KeyMissingChatModel(BaseChatModel):
     def bind_tools(self, tools, *, tool_choice: str | None = None, **kwargs):
         return self.bind(tool_choice=tool_choice, **kwargs)
 
+    def _error(self) -> ModelKeyMissing:
+        return ModelKeyRefused(self.variable) if self.refused else ModelKeyMissing(self.variable)
+
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        raise ModelKeyMissing(self.variable)
+        raise self._error()
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        raise ModelKeyMissing(self.variable)
+        raise self._error()
 
 
 class OpenAICompatibleModel(ModelProvider):
@@ -580,8 +598,8 @@ class OpenAICompatibleModel(ModelProvider):
 
     def client(self) -> Any:
         """The chat model for this call: the routing endpoint, or the profile's (else the platform's) with the key
-        read now. A profile whose key variable is unset gets a model that fails every call (:class:`ModelKeyMissing`),
-        which each caller already turns into its graceful answer."""
+        read now. A profile whose key variable is unset or not allowed gets a model that fails every call
+        (:class:`ModelKeyMissing`), which each caller already turns into its graceful answer."""
         if self.for_routing and router_llm_separate():
             return _chat_model(
                 settings.ROUTER_LLM_BASE_URL,
@@ -593,8 +611,16 @@ class OpenAICompatibleModel(ModelProvider):
             )
         key = model_key(self.profile)
         if key is None:
-            logger.warning("The model key variable %s is not set: the model call fails", self.profile.llm_api_key_env)
-            return KeyMissingChatModel(variable=self.profile.llm_api_key_env)
+            variable = self.profile.llm_api_key_env
+            if model_key_variable_refusal(variable) is not None:
+                logger.warning(
+                    "The model key variable %s is not one LLM_API_KEY_ENV_ALLOWED allows (or is a platform secret): "
+                    "it is not read, and the model call fails",
+                    variable,
+                )
+                return KeyMissingChatModel(variable=variable, refused=True)
+            logger.warning("The model key variable %s is not set: the model call fails", variable)
+            return KeyMissingChatModel(variable=variable)
         return _chat_model(
             self.profile.llm_base_url or settings.OPENAI_BASE_URL,
             key,

@@ -11,6 +11,7 @@ from agents.schemas import (
     validate_endpoint_url,
     validate_guardrail_settings,
     validate_judge_settings,
+    validate_model_key_variable,
     validate_tool_args_schema,
     validate_word_list,
 )
@@ -25,6 +26,13 @@ class SupervisorPlanner(models.TextChoices):
 
 # A key reference: the name of an environment variable (or of a secret the deployment mounts into one).
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}$"
+
+# Where a profile's answers go and with which key: the operator's, not a business user's (a business user who could
+# point them at a host of theirs would receive the key, the prompts and the conversations). Changing them — in the
+# admin, by import, by publishing a version that changes them — needs this permission beyond change_agentprofile.
+MODEL_ENDPOINT_FIELDS = ("llm_base_url", "llm_model", "llm_api_key_env")
+MODEL_ENDPOINT_CODENAME = "change_model_endpoint"
+MODEL_ENDPOINT_PERMISSION = f"agents.{MODEL_ENDPOINT_CODENAME}"
 
 
 class ExamplesVectoriser(models.TextChoices):
@@ -263,9 +271,13 @@ class AgentProfile(models.Model):
     llm_api_key_env = models.CharField(
         max_length=100,
         blank=True,
-        validators=[RegexValidator(ENV_NAME, "The name of an environment variable, e.g. BILLING_LLM_API_KEY.")],
+        validators=[
+            RegexValidator(ENV_NAME, "The name of an environment variable, e.g. BILLING_LLM_API_KEY."),
+            validate_model_key_variable,
+        ],
         help_text="The environment variable that holds this endpoint's key (the key itself is never stored or "
-        "shown; blank: OPENAI_API_KEY).",
+        "shown; blank: OPENAI_API_KEY). One the operator allows (LLM_API_KEY_ENV_ALLOWED, by default a name ending "
+        "in _API_KEY), never one of the platform's own secrets.",
     )
     llm_model = models.CharField(max_length=200, blank=True, help_text="Overrides LLM_MODEL for this profile.")
     llm_temperature = models.FloatField(
@@ -292,6 +304,7 @@ class AgentProfile(models.Model):
     class Meta:
         ordering = ["agent_id"]
         verbose_name = "agent profile"
+        permissions = [(MODEL_ENDPOINT_CODENAME, "Can change a profile's model endpoint, model and key variable")]
 
     def __str__(self) -> str:
         return self.agent_id

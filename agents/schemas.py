@@ -7,11 +7,15 @@ all report the same thing.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+
+from common.history import endpoint_mask
 
 # Shorthand types accepted in tools.yaml (``msisdn: string``), as in seed 000 §10.3.
 SHORTHAND_TYPES = {"string", "integer", "number", "boolean", "object", "array"}
@@ -72,6 +76,79 @@ def validate_endpoint_url(value: str) -> None:
         raise ValidationError("Enter an http:// or https:// URL with a host, e.g. http://localhost:8100/mcp.")
     if port == 0 or any(ch.isspace() for ch in value):
         raise ValidationError("Enter a valid URL (no spaces, a port between 1 and 65535).")
+
+
+# The platform's own secrets: what platform/settings.py (and Django's createsuperuser, the first run's admin, the
+# OpenTelemetry exporter) read as one. A profile's model key is sent to the profile's endpoint, so none of these may
+# ever be it, whatever LLM_API_KEY_ENV_ALLOWED says. Shell-style patterns; agents/tests/test_model_key_variables.py
+# holds the list to every secret-looking variable the settings read.
+PLATFORM_SECRET_VARIABLES = (
+    "DJANGO_SECRET_KEY",
+    "DJANGO_SUPERUSER_PASSWORD",
+    "ADMIN_PASSWORD",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "METRICS_TOKEN",
+    "EVENTS_WEBHOOK_SECRET",
+    "EVENTS_WEBHOOK_URL",
+    "ROLLOUT_WEBHOOK_SECRET",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ROUTER_LLM_API_KEY",
+    "ROUTER_LLM_BASE_URL",
+    "ROUTER_EMBEDDINGS_API_KEY",
+    "ROUTER_EMBEDDINGS_BASE_URL",
+    "OTEL_*",
+)
+ERROR_KEY_VARIABLE_PLATFORM = (
+    "{name} is one of the platform's own secrets and is never sent as a model key; name the variable that holds "
+    "this endpoint's key (blank: OPENAI_API_KEY)."
+)
+ERROR_KEY_VARIABLE_NOT_ALLOWED = (
+    "{name} is not a variable the operator allows for model keys (LLM_API_KEY_ENV_ALLOWED: {allowed})."
+)
+
+
+HINT_KEY_VARIABLE = (
+    "Name a variable LLM_API_KEY_ENV_ALLOWED allows (by default one ending in _API_KEY, never one of the platform's "
+    "own secrets), or clear it to use OPENAI_API_KEY."
+)
+
+
+def model_key_variable_refusal(name: str) -> str | None:
+    """Why ``name`` may not be a profile's model key variable, or ``None`` when it may: it matches one of the
+    operator's ``LLM_API_KEY_ENV_ALLOWED`` patterns and none of :data:`PLATFORM_SECRET_VARIABLES`. The reason names
+    the variable, never a value."""
+    if any(fnmatchcase(name, pattern) for pattern in PLATFORM_SECRET_VARIABLES):
+        return ERROR_KEY_VARIABLE_PLATFORM.format(name=name)
+    allowed = settings.LLM_API_KEY_ENV_ALLOWED
+    if not any(fnmatchcase(name, pattern) for pattern in allowed):
+        return ERROR_KEY_VARIABLE_NOT_ALLOWED.format(name=name, allowed=", ".join(allowed) or "none")
+    return None
+
+
+def validate_model_key_variable(value: str) -> None:
+    """A profile's model key variable: blank (the platform's key) or one :func:`model_key_variable_refusal` lets by."""
+    refusal = model_key_variable_refusal(value) if value else None
+    if refusal is not None:
+        raise ValidationError(refusal)
+
+
+ERROR_ENDPOINT_MASKED = (
+    "this endpoint is masked (***): write it in full, or leave the masked form of the stored one to keep it"
+)
+MASK = "***"
+
+
+def endpoint_kept(value: str, stored: str) -> str:
+    """An endpoint as entered where endpoints are shown masked (:func:`common.history.endpoint_mask`): the masked form
+    of the ``stored`` one stands for it (write-only: kept unless replaced); any other masked value is refused, since
+    storing it would lose the credentials."""
+    if stored and value == endpoint_mask(stored):
+        return stored
+    if MASK in value:
+        raise ValidationError(ERROR_ENDPOINT_MASKED)
+    return value
 
 
 GUARDRAIL_KEYS: dict[str, type | tuple[type, ...]] = {

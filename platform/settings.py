@@ -358,6 +358,9 @@ LLM_MODEL = env.string("LLM_MODEL")
 LLM_TIMEOUT_SECONDS = env.decimal("LLM_TIMEOUT_SECONDS", 30.0)
 LLM_MAX_RETRIES = env.integer("LLM_MAX_RETRIES", 2)
 OFFLINE_LLM_LATENCY_MS = env.integer("OFFLINE_LLM_LATENCY_MS", 0)
+# The environment variables a profile may name as its model key (shell-style patterns, comma-separated). The platform's
+# own secrets are never allowed, whatever this says (agents.schemas.PLATFORM_SECRET_VARIABLES).
+LLM_API_KEY_ENV_ALLOWED = env.listing("LLM_API_KEY_ENV_ALLOWED", ["*_API_KEY"])
 # Optional endpoint for routing alone (the LLM classifier), e.g. a small fast model; else the one above.
 ROUTER_LLM_BASE_URL = env.string("ROUTER_LLM_BASE_URL")
 ROUTER_LLM_API_KEY = env.string("ROUTER_LLM_API_KEY")

@@ -30,7 +30,7 @@ from routing.configio import ConfigImportError, Source, config_import
 from routing.configio.exporter import HEADER, config_export_data, dump, goals_file_name, routing_file_name
 from routing.documents import profile_documents
 from routing.models import Intent, RoutingVersion
-from routing.versions import Change, document_diff
+from routing.versions import Change, document_diff, document_masked
 
 CONFIG_PERMISSION = "routing.change_intent"
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -229,7 +229,7 @@ class ConfigIntentAdmin(_IntentAdmin):  # type: ignore[valid-type, misc]
         if not (may_edit_config(request) or request.user.has_perm("routing.view_routingversion")):
             raise PermissionDenied
         version = get_object_or_404(RoutingVersion.objects.select_related("profile"), pk=version_pk)
-        body = json.dumps(version.document, ensure_ascii=False, indent=2, sort_keys=True)
+        body = json.dumps(document_masked(version.document), ensure_ascii=False, indent=2, sort_keys=True)
         response = HttpResponse(body, content_type="application/json")
         name = f"{version.profile.agent_id}-version-{version.number}.json"
         response["Content-Disposition"] = f'attachment; filename="{name}"'

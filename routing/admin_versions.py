@@ -3,7 +3,8 @@
 The profile's page says what is live and what the draft changes ("Draft differs from live: 3 changes", each in
 words, prompts as text diffs) and offers "Publish draft"; the version history lists every published version,
 compares any two (or one with the live version or the draft) and reverts to one. Publishing and reverting need
-``routing.add_routingversion`` (the "Routing editors" group has it); they go through
+``routing.add_routingversion`` (the "Routing editors" group has it), and a change of the model settings the
+operator's permission; they go through
 :func:`routing.versions.version_publish` and :func:`~routing.versions.version_revert`, whose refusals (a conflict
 with a publish made meanwhile, nothing to publish, failing routing tests) are shown as the admin's error messages,
 the editor's note kept.
@@ -37,7 +38,14 @@ from common.errors import DomainError
 from common.text import whole_number
 from routing.documents import profile_documents
 from routing.models import RoutingVersion
-from routing.versions import Change, document_diff, live_version, version_publish, version_revert
+from routing.versions import (
+    Change,
+    document_diff,
+    live_version,
+    model_settings_check,
+    version_publish,
+    version_revert,
+)
 
 PUBLISH_PERMISSION = "routing.add_routingversion"
 FORCE_PERMISSION = "routing.publish_failing_version"
@@ -84,6 +92,17 @@ class ProfileState:
         if not self.changes:
             return f"Live: {version_line(self.live)}. The draft is the live version."
         return f"Live: {version_line(self.live)}. Draft differs from live: {len(self.changes)} change(s)."
+
+
+def publish_refusal(state: ProfileState, user: Any) -> str:
+    """Why ``user`` may not publish the draft whatever they write (its model settings, :func:`model_settings_check`),
+    said before they try; "" when they may."""
+    served = state.live.document if state.live is not None else state.draft
+    try:
+        model_settings_check(profile=state.profile, document=state.draft, served=served, user=user)
+    except DomainError as exc:
+        return exc.message
+    return ""
 
 
 def profile_state(profile: AgentProfile) -> ProfileState:
@@ -247,6 +266,7 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
             ),
             "form": form,
             "may_force": request.user.has_perm(FORCE_PERMISSION),
+            "refusal": publish_refusal(state, request.user),
         }
         return TemplateResponse(request, "admin/agents/agentprofile/publish.html", context)
 

@@ -8,13 +8,16 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Tags, Warning, register
 
+from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
+
 
 @register(Tags.database)
 def served_model_key_variables_check(
     app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
     """The key variable of each version customers are served (a profile's released version, a running or paused
-    rollout's candidate) holds a value here, when it is not the profile's own (``agents.W002`` warns of that one):
+    rollout's candidate) is one the operator allows (``routing.W002``; else it is never read), and holds a value
+    here when it is not the profile's own (``routing.W001``; ``agents.W002`` warns of that one):
     an edit of the variable not yet published leaves the served version reading the old one. Names the variable,
     never a value."""
     if not databases:
@@ -42,7 +45,21 @@ def served_model_key_variables_check(
             continue
         settings = version.document.get("profile", {})
         variable = settings.get("llm_api_key_env", "")
-        if not variable or variable == profile.llm_api_key_env or not settings.get("enabled", True):
+        if not variable or not settings.get("enabled", True):
+            continue
+        refusal = model_key_variable_refusal(variable)
+        if refusal is not None:  # whatever the row says: a version published before the rule
+            problems.append(
+                Warning(
+                    f"Version {version.number} of profile {profile.agent_id} {how}, but its model key variable is "
+                    f"never read, so its answers will be the error answer: {refusal}",
+                    hint=f"Publish the profile with an allowed variable. {HINT_KEY_VARIABLE}",
+                    obj=profile,
+                    id="routing.W002",
+                )
+            )
+            continue
+        if variable == profile.llm_api_key_env:
             continue
         if not env.string(variable):
             problems.append(

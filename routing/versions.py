@@ -8,6 +8,11 @@ earlier version's document again under a new number. Two editors publishing at o
 locked while one publishes, and the other's ``based_on`` (the live number they reviewed) no longer matches, so
 they get :class:`VersionConflict` and nothing of theirs is lost — their draft is still there.
 
+Publishing applies only what the acting user may change: a version whose model endpoint, model or key variable
+differs from what customers are served now is published (or reverted to) only by a user with the operator's
+permission (:class:`ModelSettingsForbidden`; ``user`` ``None`` is the operator at the shell), and a version naming a
+model key variable outside the operator's allow-list by no one (:class:`ModelKeyVariableRefused`).
+
 :func:`document_diff` says what changed between two documents in words a business user reads ("keyword
 'portabilidade' added to intent portabilidade_numero", "intent billing: priority 15 → 10"), with a text diff
 for prompts and other long texts. It reads the documents' shape only: a top-level mapping whose values are all
@@ -16,6 +21,7 @@ mappings is a collection of named entries (intents, specialists…), any other m
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,8 +32,11 @@ from django.db.models import Max
 from django.utils import timezone
 from rest_framework import status
 
+from agents.models import MODEL_ENDPOINT_FIELDS, MODEL_ENDPOINT_PERMISSION, AgentProfile
+from agents.schemas import model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.errors import DomainError, NotFound
+from common.history import endpoint_mask
 from routing.models import ProfileRelease, RoutingVersion
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
@@ -35,6 +44,8 @@ UNSET: Any = object()  # based_on not given: publish whatever is live
 
 # Fields whose values are long texts: a change is shown as a text diff, not "old → new".
 LONG_TEXTS = frozenset({"prompt", "policy", "synthesis_prompt", "description"})
+# Endpoints a document holds: shown and exported masked (credentials, query values), never as stored.
+ENDPOINT_FIELDS = frozenset({"llm_base_url"})
 # How a collection, or a list field, is named in a sentence (else: the name with underscores as spaces, less a final s).
 NAMES = {
     "state_policies": "state policy",
@@ -57,10 +68,68 @@ class NothingToPublish(DomainError):
     code = "nothing_to_publish"
 
 
+class ModelSettingsForbidden(DomainError):
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "permission_denied"
+
+
+class ModelKeyVariableRefused(DomainError):
+    code = "invalid"
+
+
+ERROR_MODEL_SETTINGS = (
+    "Publishing this would change the model settings of {agent_id} ({fields}), which needs the permission "
+    "{permission}: an operator publishes it. Nothing was published."
+)
+
+
+def model_settings_check(*, profile: Any, document: Mapping[str, Any], served: Mapping[str, Any], user: Any) -> None:
+    """May ``user`` make ``document`` what customers of ``profile`` are served instead of ``served``? Refuses a model
+    key variable outside the allow-list for everyone (:class:`ModelKeyVariableRefused`), and a change of the model
+    endpoint, model or key variable for a user without :data:`agents.models.MODEL_ENDPOINT_PERMISSION`
+    (:class:`ModelSettingsForbidden`, naming the fields). ``user`` ``None`` is the operator."""
+    settings = document.get("profile", {})
+    variable = settings.get("llm_api_key_env", "")
+    refusal = model_key_variable_refusal(variable) if variable else None
+    if refusal is not None:
+        raise ModelKeyVariableRefused(
+            f"{profile.agent_id} cannot be published: {refusal}", fields={"llm_api_key_env": [refusal]}
+        )
+    if user is None or user.has_perm(MODEL_ENDPOINT_PERMISSION):
+        return
+    now = served.get("profile", {})
+    changed = [name for name in MODEL_ENDPOINT_FIELDS if settings.get(name, "") != now.get(name, "")]
+    if changed:
+        message = ERROR_MODEL_SETTINGS.format(
+            agent_id=profile.agent_id, fields=", ".join(changed), permission=MODEL_ENDPOINT_PERMISSION
+        )
+        raise ModelSettingsForbidden(message, fields={name: [message] for name in changed})
+
+
+def document_masked(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` as it may be shown or downloaded: its endpoints masked (:data:`ENDPOINT_FIELDS`)."""
+    shown = copy.deepcopy(dict(document))
+    profile = shown.get("profile")
+    if isinstance(profile, dict):
+        for name in ENDPOINT_FIELDS & set(profile):
+            profile[name] = endpoint_mask(profile[name] or "")
+    return shown
+
+
 def _draft_document(agent_id: str) -> dict[str, Any]:
     from routing.documents import profile_documents
 
     return profile_documents([agent_id])[agent_id]
+
+
+def _served(
+    profile: Any, live: RoutingVersion | None, content: Mapping[str, Any], document: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """What customers of ``profile`` are served now: the live version, or the draft of a profile never published
+    (``content`` when it is that draft)."""
+    if live is not None:
+        return live.document
+    return content if document is None else _draft_document(profile.agent_id)
 
 
 def live_version(profile: Any) -> RoutingVersion | None:
@@ -93,11 +162,14 @@ def version_publish(
     ``routing.publish_failing_version`` (a reason from anyone else: ``PublishForbidden``, 403). The run's summary
     is kept with the version (``test_summary``), the reason only when tests failed. A revert is not refused (it
     goes back to what was live before; its run is recorded).
+
+    ``user`` publishes: :func:`model_settings_check` first, against what is served now (``None``: the operator).
     """
     from routing.routing_tests import routing_tests_gate
 
     content = dict(document) if document is not None else _draft_document(profile.agent_id)
     live = live_version(profile)
+    model_settings_check(profile=profile, document=content, served=_served(profile, live, content, document), user=user)
     summary: dict[str, Any] = {}
     if live is None or live.document != content or reverted_from is not None:  # else nothing to publish: said below
         gated = routing_tests_gate(
@@ -130,8 +202,6 @@ def _version_store(
     test_summary: dict[str, Any],
     release: bool = True,
 ) -> RoutingVersion:
-    from agents.models import AgentProfile
-
     AgentProfile.objects.select_for_update().filter(pk=profile.pk).first()  # one publisher per profile at a time
     live = live_version(profile)
     live_number = live.number if live else None
@@ -144,6 +214,8 @@ def _version_store(
         )
     if live is not None and live.document == content and reverted_from is None:
         raise NothingToPublish(f"The draft of {profile.agent_id} is the same as the live version {live.number}.")
+    if live is not None:  # another version may have gone live since the check: check again against it, locked
+        model_settings_check(profile=profile, document=content, served=live.document, user=user)
     latest = RoutingVersion.objects.filter(profile=profile).aggregate(latest=Max("number"))["latest"] or 0
     version = RoutingVersion.objects.create(
         profile=profile,
@@ -280,6 +352,8 @@ def _fields_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]
 
 
 def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]:
+    if field in ENDPOINT_FIELDS:
+        before, after = (endpoint_mask(value) if isinstance(value, str) else value for value in (before, after))
     if field == "enabled" and isinstance(before, bool) and isinstance(after, bool):
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)

@@ -128,9 +128,9 @@ def test_a_served_version_reading_a_key_variable_that_is_not_set_is_warned_of_un
     monkeypatch.setenv(KEY_VARIABLE, KEY_VALUE)
     on_own_endpoint(retail, own_server)
     version_publish(profile=retail, note="own endpoint")
-    retail.llm_api_key_env = "RETAIL_LLM_API_KEY_2"  # the key moved; the edit is not published yet
+    retail.llm_api_key_env = "RETAIL_NEW_LLM_API_KEY"  # the key moved; the edit is not published yet
     retail.save()
-    monkeypatch.setenv("RETAIL_LLM_API_KEY_2", "sk-new")
+    monkeypatch.setenv("RETAIL_NEW_LLM_API_KEY", "sk-new")
     monkeypatch.delenv(KEY_VARIABLE)
 
     assert model_key_variables_check(None, databases=["default"]) == []  # the rows are fine
@@ -145,7 +145,7 @@ def test_a_served_version_reading_a_key_variable_that_is_not_set_is_warned_of_un
     retail.llm_api_key_env = KEY_VARIABLE  # a candidate rolled out on the old variable
     retail.save()
     candidate = version_publish(profile=retail, note="candidate", release=False)
-    retail.llm_api_key_env = "RETAIL_LLM_API_KEY_2"
+    retail.llm_api_key_env = "RETAIL_NEW_LLM_API_KEY"
     retail.save()
     plan = RolloutPlan.objects.create(name="old key", profile=retail, candidate=candidate)
     assert served_model_key_variables_check(None, databases=["default"]) == []  # a plan not started serves nothing

@@ -3,6 +3,10 @@
 The output is deterministic (names sorted in Python, not by the database's
 collation), so exporting twice gives identical files and an export imported
 into an empty database exports to the same files again.
+
+Exports never carry a secret: endpoints (MCP servers', a profile's model endpoint) are written masked
+(:func:`common.history.endpoint_mask`: credentials before the host and query values as ``***``), and the importer
+reads such a mask as "the stored endpoint, unchanged". Key variables are names, never keys.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 import yaml
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from common.history import endpoint_mask
 from routing.models import Capability, Goal, Intent, StatePolicy
 
 HEADER = "# Exported by `manage.py export_config`; load with `manage.py import_config <files>`.\n"
@@ -76,7 +81,7 @@ def _servers() -> dict[str, Any]:
         server.name: {
             "description": server.description,
             "transport": server.transport,
-            "endpoint": server.endpoint,
+            "endpoint": endpoint_mask(server.endpoint),
             "timeout": server.timeout,
             "enabled": server.enabled,
         }
@@ -121,7 +126,7 @@ def _profile(profile: AgentProfile) -> dict[str, Any]:
         "llm": {
             "model": profile.llm_model,
             "temperature": profile.llm_temperature,
-            "base_url": profile.llm_base_url,
+            "base_url": endpoint_mask(profile.llm_base_url),
             "api_key_env": profile.llm_api_key_env,
         },
         "guardrails": profile.guardrails or {},

@@ -11,6 +11,10 @@ wrote) are never touched, so a later sync sees what an import changed as the bus
 Nothing is written unless every file is valid, and writing changes only rows
 whose values differ, so importing the same files twice changes nothing (no
 new prompt version, no ``updated_at`` moved, no routing-version bump).
+
+An import applies only what its user may change (:mod:`routing.configio.rights`): what the writer changed is
+checked against the user's permissions before the transaction commits, and a change they may not make refuses the
+whole import. Endpoints exported masked (:func:`common.history.endpoint_mask`) import as the stored endpoint.
 """
 
 from __future__ import annotations
@@ -21,13 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from agents.models import AgentProfile, McpServer, McpTool, RoutingMode, Specialist, SpecialistPrompt
+from agents.schemas import endpoint_kept, expand_args_schema
 from agents.services import prompt_version_create
 from common.config_version import config_batch
 from routing.configio import messages
 from routing.configio.parse import Parsed, Patch, parse_source
+from routing.configio.rights import Touch, rights_check, touches
 from routing.configio.source import Node, Problems, Source, format_path, load
 from routing.goals import ManifestError, goal_check
 from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
@@ -91,9 +98,12 @@ def config_import(
     dry_run: bool = False,
     written: Callable[[], None] | None = None,
 ) -> ImportReport:
-    """Validate ``sources`` together and write them in one transaction.
+    """Validate ``sources`` together and write them in one transaction, as ``user``.
 
     ``profile`` is the agent_id for routing files without an ``agent_id:`` key.
+    ``user`` makes what the import changes: it must hold the permission each change needs
+    (:func:`routing.configio.rights.rights_check`); ``None`` is the operator at the shell, who may change
+    everything (the allow-list of model key variables applies to everyone: it is the field's own rule).
     Raises :class:`ConfigImportError` with every problem found (nothing is
     written then). With ``dry_run`` everything is validated and written, then
     rolled back, so the report shows what would change. Compiled routing is
@@ -121,20 +131,22 @@ def config_import(
         plan = _resolve(parsed, world, problems)
         if problems:
             _refuse(problems)
-        _Writer(world, plan, report, user).run()
+        writer = _Writer(world, plan, report, user)
+        writer.run()
+        rights_check(writer.touches, user, problems)
+        if problems:  # the savepoint below undoes what the writer did
+            _refuse(problems)
         if written is not None:  # the caller reads what the import wrote, before a dry run rolls it back
             written()
 
-    if dry_run:
-        # The batch's version bump happens inside the transaction and is rolled back with it.
-        with transaction.atomic():
-            with config_batch():
-                validate_and_write()
-            transaction.set_rollback(True)
-    else:
-        # The bump runs after the commit: a failed import never bumps inside a broken transaction.
+    # The batch's one version bump happens inside the transaction, so a dry run or a refusal rolls it back with
+    # the rest. The writes have a savepoint of their own: a refused or failed write is undone before the batch
+    # bumps, which it then does in a usable transaction.
+    with transaction.atomic():
         with config_batch(), transaction.atomic():
             validate_and_write()
+        if dry_run:
+            transaction.set_rollback(True)
     report.warnings = _unique(str(p) for p in problems.warnings)
     return report
 
@@ -276,6 +288,7 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
         capabilities={key[0]: patch for key, patch in _by_key(parsed.capabilities, problems).items()},
         goals=_by_key(parsed.goals, problems),
     )
+    _keep_masked_endpoints(plan, world, problems)
     servers = set(world.servers) | set(plan.servers)
     tools = set(world.tools) | set(plan.tools)
     defined_profiles = set(world.profiles) | {p.key[0] for p in parsed.profiles if p.section == "agents"}
@@ -351,6 +364,24 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
     _warn_unusable_tools(plan, world, problems)
     _check_domains(plan, world, problems, servers)
     return plan
+
+
+def _keep_masked_endpoints(plan: _Plan, world: _World, problems: Problems) -> None:
+    """An exported endpoint is masked (credentials, query values): its mask stands for the stored endpoint (the
+    file changes nothing there), any other masked value is refused (:func:`agents.schemas.endpoint_kept`)."""
+    stored_profiles = {agent_id: profile.llm_base_url for agent_id, profile in world.profiles.items()}
+    stored_servers = {name: server.endpoint for name, server in world.servers.items()}
+    for patches, name, stored in (
+        (plan.servers, "endpoint", stored_servers),
+        (plan.profiles, "llm_base_url", stored_profiles),
+    ):
+        for key, patch in patches.items():
+            if name not in patch.values:
+                continue
+            try:
+                patch.values[name] = endpoint_kept(patch.values[name], stored.get(key, ""))
+            except ValidationError as exc:
+                problems.add(patch.where[name], exc.messages[0])
 
 
 def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[str]) -> None:
@@ -502,8 +533,25 @@ def _warn_unusable_tools(plan: _Plan, world: _World, problems: Problems) -> None
 # -- writing -------------------------------------------------------------------------
 
 
+# A resolved relation's field → the reference of the patch that named it (for the place a change came from).
+_REF_OF_FIELD = {"specialist": "agent", "server": "server", "tool": "tool", "intent": "intent"}
+
+
+def _field_node(patch: Patch, name: str) -> Node:
+    """The place in the files that set ``name`` (a field or a resolved relation) of ``patch``'s entity."""
+    node = patch.where.get(name) or patch.refs.get(_REF_OF_FIELD.get(name, ""))
+    return node if isinstance(node, Node) else patch.node
+
+
+def _list_node(patch: Patch, ref: str) -> Node:
+    """The place of a list ``ref`` (tools, handoff targets…): its key, from its first element's path."""
+    nodes = patch.refs.get(ref) or []
+    return Node(nodes[0].source, nodes[0].path[:-1], None) if nodes else patch.node
+
+
 class _Writer:
-    """Applies a validated plan; touches only rows whose values differ."""
+    """Applies a validated plan; touches only rows whose values differ, and records each change it makes as the
+    permission it needs (:attr:`touches`, for :func:`routing.configio.rights.rights_check`)."""
 
     def __init__(self, world: _World, plan: _Plan, report: ImportReport, user) -> None:
         self.world = world
@@ -511,6 +559,10 @@ class _Writer:
         self.report = report
         self.user = user
         self.status: dict[tuple, str] = {}
+        self.touches: list[Touch] = []
+
+    def _touch(self, model: type[models.Model], action: str, node: Node, field: str = "") -> None:
+        self.touches.extend(touches(model, action, node, field))
 
     def run(self) -> None:
         self._servers()
@@ -523,11 +575,15 @@ class _Writer:
         self._capabilities()
         self._goals()
 
-    def _upsert(self, kind: str, model, existing, create: dict[str, Any], values: dict[str, Any]):
+    def _upsert(self, kind: str, model, existing, create: dict[str, Any], values: dict[str, Any], patch: Patch):
         if existing is None:
             obj = model(**create, **values)
             obj.save()
             self.report.count(kind, "created")
+            self._touch(model, "add", patch.node)
+            for name, value in values.items():  # a field that needs more than the row's own add permission
+                if value not in ("", None):
+                    self.touches.extend(t for t in touches(model, "add", _field_node(patch, name), name)[1:])
             return obj, "created"
         changed = []
         for name, value in values.items():
@@ -536,9 +592,12 @@ class _Writer:
                 value_cmp = value.pk if value is not None else None
             else:
                 current, value_cmp = getattr(existing, name), value
+            if isinstance(current, str) and current.strip() == value_cmp:
+                continue  # the files strip texts: one stored with whitespace around it (a server's) is unchanged
             if current != value_cmp:
                 setattr(existing, name, value)
                 changed.append(name)
+                self._touch(model, "change", _field_node(patch, name), name)
         if changed:
             existing.save(update_fields=[*changed, "updated_at"])
             return existing, "updated"
@@ -548,6 +607,13 @@ class _Writer:
         """A related list (keywords, tools, targets) changed: an unchanged row counts as updated."""
         if changed and self.status[key] == "unchanged":
             self.status[key] = "updated"
+
+    def _list_changed(self, key: tuple, changed: bool, model: type[models.Model], node: Node) -> None:
+        """A list held by the row (its tools, targets, goal domains): changing it changes the row; part of a row
+        the import creates."""
+        if changed and self.status[key] != "created":
+            self._touch(model, "change", node)
+        self._changed(key, changed)
 
     def _count(self, kind: str, status: str) -> None:
         if status != "created":  # creations are counted as they happen
@@ -562,16 +628,19 @@ class _Writer:
 
     def _servers(self) -> None:
         for name, patch in self.plan.servers.items():
-            obj, status = self._upsert("MCP server", McpServer, self.world.servers.get(name), {}, patch.values)
+            obj, status = self._upsert("MCP server", McpServer, self.world.servers.get(name), {}, patch.values, patch)
             self.world.servers[name] = obj
             self._count("MCP server", status)
 
     def _tools(self) -> None:
         for name, patch in self.plan.tools.items():
             values = dict(patch.values)
+            stored = self.world.tools.get(name)
+            if stored is not None and values.get("args_schema") == expand_args_schema(stored.args_schema):
+                del values["args_schema"]  # the export writes "no arguments" ({}) in full
             if "server" in patch.refs:
                 values["server"] = self.world.servers[patch.refs["server"].value]
-            obj, status = self._upsert("MCP tool", McpTool, self.world.tools.get(name), {}, values)
+            obj, status = self._upsert("MCP tool", McpTool, self.world.tools.get(name), {}, values, patch)
             self.world.tools[name] = obj
             self._count("MCP tool", status)
 
@@ -581,31 +650,35 @@ class _Writer:
             values = {k: v for k, v in patch.values.items() if k != "agent_id"}
             if existing is None:
                 values.setdefault("name", agent_id)
-            obj, status = self._upsert("profile", AgentProfile, existing, {"agent_id": agent_id}, values)
+            obj, status = self._upsert("profile", AgentProfile, existing, {"agent_id": agent_id}, values, patch)
             self.world.profiles[agent_id] = obj
             self.status[("profile", agent_id)] = status
             if "goal_domains" in patch.refs:
                 servers = [self.world.servers[node.value] for node in patch.refs["goal_domains"]]
-                self._changed(("profile", agent_id), self._sync_m2m(obj.goal_domains, servers))
+                changed = self._sync_m2m(obj.goal_domains, servers)
+                self._list_changed(("profile", agent_id), changed, AgentProfile, _list_node(patch, "goal_domains"))
 
     def _specialists(self) -> None:
         for key, patch in self.plan.specialists.items():
             agent_id, name = key
             values = {k: v for k, v in patch.values.items() if k != "name"}
             create = {"profile": self.world.profiles[agent_id], "name": name}
-            obj, status = self._upsert("specialist", Specialist, self.world.specialists.get(key), create, values)
+            existing = self.world.specialists.get(key)
+            obj, status = self._upsert("specialist", Specialist, existing, create, values, patch)
             self.world.specialists[key] = obj
             self.status[("specialist", key)] = status
             if "tools" in patch.refs:
                 tools = [self.world.tools[node.value] for node in patch.refs["tools"]]
-                self._changed(("specialist", key), self._sync_m2m(obj.allowed_tools, tools))
+                changed = self._sync_m2m(obj.allowed_tools, tools)
+                self._list_changed(("specialist", key), changed, Specialist, _list_node(patch, "tools"))
             if "prompt" in patch.refs:
                 self._prompt(obj, patch.refs["prompt"])
         # Second pass: handoff targets may be specialists created after the one that names them.
         for key, patch in self.plan.specialists.items():
             if "handoff_targets" in patch.refs:
                 targets = [self.world.specialists[(key[0], node.value)] for node in patch.refs["handoff_targets"]]
-                self._changed(("specialist", key), self._sync_m2m(self.world.specialists[key].handoff_targets, targets))
+                changed = self._sync_m2m(self.world.specialists[key].handoff_targets, targets)
+                self._list_changed(("specialist", key), changed, Specialist, _list_node(patch, "handoff_targets"))
         for key in self.plan.specialists:
             self._count("specialist", self.status[("specialist", key)])
 
@@ -619,6 +692,7 @@ class _Writer:
             specialist=specialist, text=node.value, note=note, user=self.user
         )
         self.report.count("prompt version", "created")
+        self._touch(SpecialistPrompt, "add", node)
 
     def _profile_specialists(self) -> None:
         """The profile's fallback and coordinator, once its specialists exist."""
@@ -633,6 +707,8 @@ class _Writer:
                 if getattr(profile, f"{model_field}_id") != (target.pk if target else None):
                     setattr(profile, model_field, target)
                     changed.append(model_field)
+                    if self.status[("profile", agent_id)] != "created":
+                        self._touch(AgentProfile, "change", node, model_field)
             if changed:
                 profile.save(update_fields=[*changed, "updated_at"])
                 self._changed(("profile", agent_id), True)
@@ -649,35 +725,39 @@ class _Writer:
             create = {"profile": profile, "name": name}
             if existing is None and "domain" not in values:
                 create["domain"] = profile.domain
-            obj, status = self._upsert("intent", Intent, existing, create, values)
+            obj, status = self._upsert("intent", Intent, existing, create, values, patch)
             self.world.intents[key] = obj
             self.status[("intent", key)] = status
             if "keywords" in patch.refs:
-                keywords = [node.value for node in patch.refs["keywords"]]
-                self._changed(("intent", key), self._sync_keywords(obj, keywords, status))
+                self._changed(("intent", key), self._sync_keywords(obj, patch, status))
             if "mcp_tools" in patch.refs:
                 tools = [self.world.tools[node.value] for node in patch.refs["mcp_tools"]]
-                self._changed(("intent", key), self._sync_m2m(obj.mcp_tools, tools))
+                changed = self._sync_m2m(obj.mcp_tools, tools)
+                self._list_changed(("intent", key), changed, Intent, _list_node(patch, "mcp_tools"))
             self._count("intent", self.status[("intent", key)])
 
-    @staticmethod
-    def _sync_keywords(intent: Intent, wanted: list[tuple[str, str]], status: str) -> bool:
-        """Make the intent's keywords exactly ``wanted`` (text, normalized), keeping rows that match."""
+    def _sync_keywords(self, intent: Intent, patch: Patch, status: str) -> bool:
+        """Make the intent's keywords exactly the patch's (each ``(text, normalized)``), keeping rows that match;
+        each keyword added, removed or respelled is a change of its own (the intent page's keyword rows)."""
         current = {} if status == "created" else {k.normalized: k for k in intent.keywords.all()}
-        wanted_by_normalized = dict((normalized, text) for text, normalized in wanted)
+        wanted = {node.value[1]: node for node in patch.refs["keywords"]}
         changed = False
-        stale = [k.pk for normalized, k in current.items() if normalized not in wanted_by_normalized]
+        stale = [k.pk for normalized, k in current.items() if normalized not in wanted]
         if stale:
             Keyword.objects.filter(pk__in=stale).delete()
+            self._touch(Keyword, "delete", _list_node(patch, "keywords"))
             changed = True
-        for normalized, text in wanted_by_normalized.items():
+        for normalized, node in wanted.items():
+            text = node.value[0]
             keyword = current.get(normalized)
             if keyword is None:
                 Keyword.objects.create(intent=intent, text=text)
+                self._touch(Keyword, "add", node)
                 changed = True
             elif keyword.text != text:
                 keyword.text = text
                 keyword.save(update_fields=["text", "normalized"])
+                self._touch(Keyword, "change", node)
                 changed = True
         return changed
 
@@ -691,7 +771,8 @@ class _Writer:
                 intent = patch.refs["intent"].value
                 values["intent"] = self.world.intents[(agent_id, intent)] if intent is not None else None
             create = {"profile": self.world.profiles[agent_id], "state": state}
-            _obj, status = self._upsert("state policy", StatePolicy, self.world.policies.get(key), create, values)
+            existing = self.world.policies.get(key)
+            _obj, status = self._upsert("state policy", StatePolicy, existing, create, values, patch)
             self._count("state policy", status)
 
     def _capabilities(self) -> None:
@@ -702,7 +783,7 @@ class _Writer:
                 tool = patch.refs["tool"].value
                 values["tool"] = self.world.tools[tool] if tool is not None else None
             create = {"server": self.world.servers[patch.refs["server"].value], "name": name}
-            obj, status = self._upsert("capability", Capability, existing, create, values)
+            obj, status = self._upsert("capability", Capability, existing, create, values, patch)
             self.world.capabilities[name] = obj
             self._count("capability", status)
 
@@ -710,7 +791,7 @@ class _Writer:
         for (domain, name), patch in self.plan.goals.items():
             existing = self.world.goals.get((domain, name))
             create = {"server": self.world.servers[patch.refs["server"].value], "name": name}
-            obj, status = self._upsert("goal", Goal, existing, create, _as_stored(patch, existing))
+            obj, status = self._upsert("goal", Goal, existing, create, _as_stored(patch, existing), patch)
             self.world.goals[(domain, name)] = obj
             self._count("goal", status)
 

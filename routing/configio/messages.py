@@ -8,6 +8,8 @@ the same thing.
 
 from __future__ import annotations
 
+from agents.schemas import ERROR_ENDPOINT_MASKED
+
 ERROR_READ = "cannot read the file: {problem}"
 ERROR_YAML_SYNTAX = "YAML syntax error: {problem}"
 ERROR_EMPTY_FILE = "the file is empty"
@@ -58,3 +60,8 @@ WARNING_COORDINATOR_UNUSED = (
     "the profile is in {mode} mode, where no coordinator takes part; it is stored for router and hybrid modes"
 )
 ERROR_ENV_UNSET = "environment variable {name} is not set and has no default (write ${{{name}:-default}})"
+
+# Rights (routing.configio.rights): what the user may not change, and the permissions it needs.
+ERROR_FORBIDDEN = "{user} may not {verb} this: it needs the {permission_word} {permissions}"
+# An endpoint the export masked (credentials before the host, query values) that is not the stored one's mask.
+ERROR_MASKED = ERROR_ENDPOINT_MASKED

@@ -1,9 +1,18 @@
-"""``manage.py import_config FILE_OR_DIR... [--profile AGENT_ID] [--dry-run | --publish]``."""
+"""``manage.py import_config FILE_OR_DIR... [--profile AGENT_ID] [--user USERNAME] [--dry-run | --publish]``.
+
+With ``--user`` the import (and its publish) is that user's: their permissions decide what it may change, as in the
+admin, and they are recorded as its author. Without it the command is the operator's, who has the shell (and the
+secrets) already and may change everything. The allow-list of model key variables applies to everyone.
+"""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
+from auditlog.context import set_actor
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import AgentProfile
@@ -14,6 +23,25 @@ from routing.documents import profile_documents
 from routing.versions import document_diff, version_publish
 
 YAML_SUFFIXES = (".yaml", ".yml")
+USER_HELP = (
+    "Act as this user (a username): their permissions decide what may change, as in the admin, and they are "
+    "recorded as the author. Without it the command acts as the operator, who may change everything."
+)
+
+
+def acting_user(username: str) -> Any:
+    """The user a command acts as (``--user``), or ``None`` (the operator at the shell) when none is named."""
+    if not username:
+        return None
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise CommandError(f"Unknown user {username!r}.")
+    return user
+
+
+def acting_as(user: Any):
+    """The field history records ``user`` as the actor of what the block saves (the operator: "system")."""
+    return set_actor(user) if user is not None else nullcontext()
 
 
 def read_sources(paths: list[str]) -> list[Source]:
@@ -63,6 +91,7 @@ class Command(BaseCommand):
             metavar="AGENT_ID",
             help="Profile for routing files (router/state_policies/intents) without an agent_id: key.",
         )
+        parser.add_argument("--user", default="", metavar="USERNAME", help=USER_HELP)
         parser.add_argument("--dry-run", action="store_true", help="Validate and report, then roll back.")
         parser.add_argument(
             "--publish",
@@ -73,6 +102,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["publish"] and options["dry_run"]:
             raise CommandError("--publish and --dry-run exclude each other.")
+        user = acting_user(options["user"])
+        with acting_as(user):
+            self._import(options, user)
+
+    def _import(self, options: dict[str, Any], user: Any) -> None:
         sources = read_sources(options["paths"])
         before = profile_documents()
         after: dict[str, dict] = {}
@@ -80,6 +114,7 @@ class Command(BaseCommand):
             report = config_import(
                 sources=sources,
                 profile=options["profile"],
+                user=user,
                 dry_run=options["dry_run"],
                 written=lambda: after.update(profile_documents()),
             )
@@ -94,15 +129,15 @@ class Command(BaseCommand):
             for change in document_diff(before.get(agent_id), after[agent_id]):
                 self.stdout.write(f"  {change.text}")
         if options["publish"]:
-            self._publish(changed, note=f"Imported from {', '.join(source.name for source in sources)}")
+            self._publish(changed, note=f"Imported from {', '.join(source.name for source in sources)}", user=user)
         elif changed and not options["dry_run"]:
             self.stdout.write("The changes are in the drafts: publish them (admin, or manage.py routing_publish).")
 
-    def _publish(self, agent_ids: list[str], *, note: str) -> None:
+    def _publish(self, agent_ids: list[str], *, note: str, user: Any) -> None:
         refused = []
         for profile in AgentProfile.objects.filter(agent_id__in=agent_ids).order_by("agent_id"):
             try:
-                version = version_publish(profile=profile, note=note[:300])
+                version = version_publish(profile=profile, user=user, note=note[:300])
             except DomainError as exc:
                 refused.append(f"{profile.agent_id}: {exc.message}")
                 continue

@@ -1,13 +1,15 @@
-"""``manage.py routing_publish --profile AGENT_ID --note "..." [--based-on N] [--candidate]``: publish a profile's
-draft — live at once, or with ``--candidate`` stored as a version for a rollout plan (``manage.py rollout``)."""
+"""``manage.py routing_publish --profile AGENT_ID --note "..." [--user USERNAME] [--based-on N] [--candidate]``:
+publish a profile's draft — live at once, or with ``--candidate`` stored as a version for a rollout plan
+(``manage.py rollout``). With ``--user`` that user's permissions apply (a model endpoint change needs the
+operator's); without it the command is the operator's."""
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import AgentProfile
 from common.errors import DomainError
+from routing.management.commands.import_config import USER_HELP, acting_as, acting_user
 from routing.versions import UNSET, document_diff, live_version, version_publish
 
 
@@ -20,9 +22,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--profile", required=True, help="The profile's agent_id.")
         parser.add_argument("--note", default="", help="What changed and why (kept with the version).")
-        parser.add_argument(
-            "--user", default="", help="Who publishes (a username): recorded, and their permissions apply."
-        )
+        parser.add_argument("--user", default="", metavar="USERNAME", help=USER_HELP)
         parser.add_argument(
             "--forced-reason",
             default="",
@@ -46,22 +46,19 @@ class Command(BaseCommand):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
         if profile is None:
             raise CommandError(f"Unknown profile {options['profile']!r}.")
-        user = None
-        if options["user"]:
-            user = get_user_model().objects.filter(username=options["user"]).first()
-            if user is None:
-                raise CommandError(f"Unknown user {options['user']!r}.")
+        user = acting_user(options["user"])
         before = live_version(profile)
         based_on = options["based_on"] if options["based_on"] is not None else UNSET
         try:
-            version = version_publish(
-                profile=profile,
-                user=user,
-                note=options["note"],
-                based_on=based_on,
-                forced_reason=options["forced_reason"],
-                release=not options["candidate"],
-            )
+            with acting_as(user):
+                version = version_publish(
+                    profile=profile,
+                    user=user,
+                    note=options["note"],
+                    based_on=based_on,
+                    forced_reason=options["forced_reason"],
+                    release=not options["candidate"],
+                )
         except DomainError as exc:
             raise CommandError(exc.message) from None
         for change in document_diff(before.document if before else None, version.document):

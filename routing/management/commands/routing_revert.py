@@ -1,4 +1,5 @@
-"""``manage.py routing_revert --profile AGENT_ID --to N [--note "..."]``: publish an earlier version again."""
+"""``manage.py routing_revert --profile AGENT_ID --to N [--note "..."] [--user USERNAME]``: publish an earlier version
+again. With ``--user`` that user's permissions apply; without it the command is the operator's."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import AgentProfile
 from common.errors import DomainError
+from routing.management.commands.import_config import USER_HELP, acting_as, acting_user
 from routing.versions import document_diff, live_version, version_revert
 
 
@@ -16,14 +18,17 @@ class Command(BaseCommand):
         parser.add_argument("--profile", required=True, help="The profile's agent_id.")
         parser.add_argument("--to", type=int, required=True, help="The version number to publish again.")
         parser.add_argument("--note", default="", help="Why (default: 'Revert to version N').")
+        parser.add_argument("--user", default="", metavar="USERNAME", help=USER_HELP)
 
     def handle(self, *args, **options):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
         if profile is None:
             raise CommandError(f"Unknown profile {options['profile']!r}.")
+        user = acting_user(options["user"])
         before = live_version(profile)
         try:
-            version = version_revert(profile=profile, to=options["to"], note=options["note"])
+            with acting_as(user):
+                version = version_revert(profile=profile, to=options["to"], user=user, note=options["note"])
         except DomainError as exc:
             raise CommandError(exc.message) from None
         for change in document_diff(before.document if before else None, version.document):
