@@ -41,9 +41,9 @@ def configured(settings, telecom, monkeypatch):
     )
     telecom.llm_base_url = "https://billing-llm.example.com/v1"
     telecom.llm_model = "billing-model"
-    telecom.llm_api_key_env = "TELECOM_LLM_KEY"
+    telecom.llm_api_key_env = "TELECOM_LLM_API_KEY"
     telecom.save()
-    monkeypatch.setenv("TELECOM_LLM_KEY", PROFILE_KEY)
+    monkeypatch.setenv("TELECOM_LLM_API_KEY", PROFILE_KEY)
 
 
 def test_the_configuration_is_shown_with_every_secret_masked(debug_api, configured):
@@ -89,7 +89,7 @@ def test_the_configuration_is_shown_with_every_secret_masked(debug_api, configur
         "own_endpoint": True,
         "model": "billing-model",
         "temperature": None,
-        "key_variable": "TELECOM_LLM_KEY",
+        "key_variable": "TELECOM_LLM_API_KEY",
         "key_set": True,
     }
     json.dumps(body)  # plain JSON all the way down
@@ -97,14 +97,14 @@ def test_the_configuration_is_shown_with_every_secret_masked(debug_api, configur
 
 def test_an_unset_secret_shows_empty_and_an_unset_key_variable_says_so(debug_api, telecom, settings, monkeypatch):
     settings.OPENAI_API_KEY = ""
-    telecom.llm_api_key_env = "TELECOM_LLM_KEY"
+    telecom.llm_api_key_env = "TELECOM_LLM_API_KEY"
     telecom.save()
-    monkeypatch.delenv("TELECOM_LLM_KEY", raising=False)
+    monkeypatch.delenv("TELECOM_LLM_API_KEY", raising=False)
 
     body = debug_api.get("/api/debug/env").json()
 
     assert body["llm"]["api_key"] == ""
-    assert (body["profiles"][0]["key_variable"], body["profiles"][0]["key_set"]) == ("TELECOM_LLM_KEY", False)
+    assert (body["profiles"][0]["key_variable"], body["profiles"][0]["key_set"]) == ("TELECOM_LLM_API_KEY", False)
 
 
 def test_a_key_without_the_debug_right_is_refused(api, telecom):
