@@ -11,7 +11,7 @@ import json
 import pytest
 from django.test import Client
 
-from common.parsers import ERROR_BODY_TOO_LARGE, ERROR_JSON_TOO_DEEP
+from common.parsers import ERROR_BODY_TOO_LARGE, ERROR_JSON_TOO_DEEP, ERROR_NUL_CHARACTER
 from conversations.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -194,3 +194,34 @@ def test_the_schema_says_the_message_bodies_take_no_other_fields(client):
     assert "additionalProperties" not in schema["Payload"]["properties"]["context"] or (
         schema["Payload"]["properties"]["context"]["additionalProperties"] is not False
     )  # the context stays an open object
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"text": "oi", "context": {"note": "a\u0000b"}}, "payload.context.note"),
+        ({"text": "oi", "context": {"items": [{"sku": "x"}, {"sku": "\u0000"}]}}, "payload.context.items.1.sku"),
+        ({"text": "oi", "context": {"a\u0000": 1}}, "payload.context.a\\u0000"),
+        ({"text": "oi", "session_id": "s\u00001"}, "payload.session_id"),
+        ({"text": "oi", "user_id": "u\u00001"}, "payload.user_id"),
+        ({"text": "o\u0000i"}, "payload.text"),
+    ],
+)
+@pytest.mark.parametrize("path", [*CHAT_PATHS, "/api/chat/message/stream"])
+def test_a_nul_character_anywhere_in_a_json_body_is_a_400_naming_its_field_and_stores_nothing(
+    tenant_key, telecom, path, payload, field
+):
+    """PostgreSQL's text and JSON cannot hold U+0000: a NUL that reached the database was a 500."""
+    response = post(tenant_key, path, json.dumps({"agent_id": "telecom_contas", "payload": payload}))
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["fields"] == {field: [ERROR_NUL_CHARACTER]}
+    assert nothing_stored()
+
+
+def test_an_escaped_backslash_before_u0000_is_text_not_a_nul(tenant_key, telecom):
+    context = '{"path":"C:\\\\u0000\\\\dir"}'  # the JSON of the text C:\u0000\dir
+    response = post(tenant_key, "/api/gateway/message", gateway_body(context))
+
+    assert response.status_code == 200, response.content
