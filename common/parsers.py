@@ -4,7 +4,9 @@ Python's ``json`` decodes nested arrays and objects recursively, so a body neste
 raises ``RecursionError`` (a 500) and anything that walks the result afterwards recurses as deep. Here the
 nesting is counted *before* decoding, in one pass over the brackets outside strings, and a body deeper than
 ``API_JSON_MAX_DEPTH`` is refused as :class:`JsonTooDeep` (400). A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``
-bytes is refused as :class:`BodyTooLarge` (413) without being read past the limit.
+bytes, or over the smaller limit of a view that knows its bodies' size (:func:`body_limit`), is refused as
+:class:`BodyTooLarge` (413) by its announced length, without being read or parsed. A string holding U+0000,
+which no PostgreSQL text or JSON can store, is refused as :class:`NulCharacter` (400 naming where it is).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 from django.conf import settings
 from rest_framework import exceptions, parsers, status
 from rest_framework.utils import json as drf_json
+
+from common.text import whole_number
 
 ERROR_JSON_TOO_DEEP = "The JSON is nested more than {limit} levels deep."
 ERROR_BODY_TOO_LARGE = "The request body is larger than the limit of {limit} bytes."
@@ -117,13 +121,25 @@ def _dotted(path: tuple[str, ...]) -> str:
     return ".".join(part.replace("\x00", _NUL_ESCAPE) for part in path) or "body"
 
 
+def body_limit(view: Any) -> int | None:
+    """The most bytes a body sent to ``view`` may have: ``DATA_UPLOAD_MAX_MEMORY_SIZE``, or less where the view
+    knows its bodies' size (its ``body_limit()``); ``None``: no limit."""
+    limits = [settings.DATA_UPLOAD_MAX_MEMORY_SIZE, view.body_limit() if hasattr(view, "body_limit") else None]
+    return min((limit for limit in limits if limit is not None), default=None)
+
+
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser with a body size limit (413) and a nesting limit (400), both before decoding."""
+    """DRF's JSON parser with a body size limit (413: :func:`body_limit`, by the announced length before anything
+    is read) and a nesting limit (400), both before decoding."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         parser_context = parser_context or {}
         encoding = parsers.get_encoding(parser_context)  # type: ignore[attr-defined]  # DRF 3.18; stubs lag
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = body_limit(parser_context.get("view"))
+        request = parser_context.get("request")
+        announced = whole_number(request.META.get("CONTENT_LENGTH") or "") if request is not None else None
+        if limit is not None and announced is not None and announced > limit:
+            raise BodyTooLarge(limit)
         raw = stream.read() if limit is None else stream.read(limit + 1)
         if limit is not None and len(raw) > limit:
             raise BodyTooLarge(limit)
