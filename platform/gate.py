@@ -178,7 +178,11 @@ async def _refuse(scope: Scope, send: Send, exc: exceptions.APIException, starte
     response: Response | None = handler(exc, {"view": view, "request": None})
     assert response is not None  # every handler of ours answers DRF's own exceptions
     content = JSONRenderer().render(response.data)
-    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+    headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in response.items()
+        if name.lower() != "content-type"  # an unrendered response's is Django's default, text/html
+    ]
     headers += [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(content)).encode()),

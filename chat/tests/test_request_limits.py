@@ -161,6 +161,27 @@ def test_a_websocket_frame_nested_too_deep_gets_an_error_event_and_the_socket_st
     assert nothing_stored()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_websocket_frame_with_a_nul_character_gets_an_error_event_naming_it_and_stores_nothing(tenant_key, telecom):
+    from channels.testing import WebsocketCommunicator
+
+    from platform.asgi import application
+
+    async def go():
+        communicator = WebsocketCommunicator(application, f"/ws/chat/telecom_contas/ws-nul/?key={tenant_key.raw}")
+        connected, _ = await communicator.connect(timeout=5)
+        assert connected
+        await communicator.send_to(text_data='{"text":"oi","context":{"note":"a\\u0000b"}}')
+        error = await communicator.receive_json_from(timeout=5)
+        await communicator.disconnect()
+        return error
+
+    error = asyncio.run(go())
+    assert error["type"] == "error"
+    assert error["error"]["fields"] == {"frame": [f"context.note: {ERROR_NUL_CHARACTER}"]}
+    assert nothing_stored()
+
+
 @pytest.mark.parametrize("field", ["agent_id", "tenant_id"])
 def test_a_slug_sent_as_a_number_is_refused_not_read_as_a_string(tenant_key, telecom, field):
     body = {"agent_id": "telecom_contas", "payload": {"text": "oi"}, field: 0}

@@ -134,7 +134,7 @@ def app(request):
 def exchange(app, path: str, headers: dict[str, str], chunks: list[bytes], *, ends: bool = True, client="127.0.0.1"):
     """A POST through ``app`` as uvicorn hands one over: its head, then ``chunks`` of its body (the last one ending
     it when ``ends``). The answer ``{"status", "headers", "json", "unread"}``, ``unread`` the body messages still
-    waiting, never taken by the application."""
+    waiting, never taken by the application. Every answer is JSON, with one ``Content-Type``."""
     scope = {
         "type": "http",
         "http_version": "1.1",
@@ -166,6 +166,8 @@ def exchange(app, path: str, headers: dict[str, str], chunks: list[bytes], *, en
         await communicator.send_input({"type": "http.disconnect"})
         await communicator.wait(timeout=30)
         answer_headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
+        types = [value.decode() for name, value in start["headers"] if name.lower() == b"content-type"]
+        assert len(types) == 1 and types[0].startswith("application/json"), start["headers"]
         return {"status": start["status"], "headers": answer_headers, "json": json.loads(body), "unread": unread}
 
     return run(go())
