@@ -35,8 +35,9 @@ from django.utils.deprecation import MiddlewareMixin
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from common.errors import ERROR_INVALID_KEY, exception_handler, validation_error_body
+from common.errors import DATABASE_UNAVAILABLE, ERROR_INVALID_KEY, exception_handler, validation_error_body
 from common.metrics import UNMATCHED, http_request_observe
+from common.outages import database_circuit
 from common.parsers import ERROR_NUL_CHARACTER, BodyTooLarge
 from common.renderers import JSONRenderer
 from platform.errors import bad_request, is_page
@@ -50,6 +51,9 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
+# What verifying a key may raise that is answered as the request's authentication would: 429 while its address is
+# locked out, 503 with Retry-After while the database cannot be reached.
+_VERIFY_REFUSALS: tuple[type[Exception], ...] = (exceptions.Throttled, *DATABASE_UNAVAILABLE)
 # The request headers the gate reads (ASGI gives their names in lower case).
 _READ = (b"content-length", b"transfer-encoding", b"authorization", b"cookie", b"x-forwarded-for")
 
@@ -102,9 +106,10 @@ def _content_length(headers: dict[bytes, bytes]) -> int | None:
     return int(raw) if raw is not None and raw.isdigit() else None
 
 
-async def _credentials_refusal(scope: Scope, headers: dict[bytes, bytes]) -> exceptions.APIException | None:
+async def _credentials_refusal(scope: Scope, headers: dict[bytes, bytes]) -> Exception | None:
     """What the request's authentication would refuse it with, when that can be known before the body: no
-    credentials (401), a malformed or wrong key (401), an address locked out (429). ``None``: let it in."""
+    credentials (401), a malformed or wrong key (401), an address locked out (429), a database that cannot be
+    reached to look the key up (503). ``None``: let it in."""
     authorization = headers.get(b"authorization")
     if authorization is None:
         cookies = parse_cookie(headers.get(b"cookie", b"").decode("latin-1"))
@@ -115,13 +120,15 @@ async def _credentials_refusal(scope: Scope, headers: dict[bytes, bytes]) -> exc
         return exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
     if api_key_verified(raw):
         return None
+    if database_circuit.is_open:
+        return None  # the database is known to be down: Django answers at once (503), or lets its trial through
     client = scope.get("client")
     forwarded = headers.get(b"x-forwarded-for")
     address = client_address(client[0] if client else None, forwarded.decode("latin-1") if forwarded else None)
     try:
         verified = await sync_to_async(_key_verify, thread_sensitive=False)(raw, address)
-    except exceptions.Throttled as locked_out:
-        return locked_out
+    except _VERIFY_REFUSALS as refused:
+        return refused
     return None if verified else exceptions.AuthenticationFailed(ERROR_INVALID_KEY)
 
 
@@ -166,7 +173,7 @@ def _replayed(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _refuse(scope: Scope, send: Send, exc: exceptions.APIException, started: float) -> None:
+async def _refuse(scope: Scope, send: Send, exc: Exception, started: float) -> None:
     """Answer ``exc`` as the route's view would (its exception handler), and close the connection: whatever of
     the body is still on its way is never read."""
     match = _resolved(scope["path"])
@@ -176,7 +183,7 @@ async def _refuse(scope: Scope, send: Send, exc: exceptions.APIException, starte
         exc.auth_header = "Bearer"  # type: ignore[union-attr]  # as DRF's APIView.handle_exception sets it
     handler = view.get_exception_handler() if view is not None else exception_handler
     response: Response | None = handler(exc, {"view": view, "request": None})
-    assert response is not None  # every handler of ours answers DRF's own exceptions
+    assert response is not None  # every handler of ours answers DRF's exceptions and the database's outage
     content = JSONRenderer().render(response.data)
     headers = [
         (name.lower().encode("latin-1"), value.encode("latin-1"))

@@ -23,6 +23,7 @@ from django.test import Client
 
 from common.errors import ERROR_INVALID_KEY, ERROR_NOT_AUTHENTICATED
 from common.parsers import ERROR_BODY_TOO_LARGE, ERROR_NUL_CHARACTER
+from common.tests.database_outage import database_outage
 from conversations.models import Conversation, Message
 from platform.asgi import django_asgi_app
 from platform.gate import ERROR_TOO_MANY_QUERY_FIELDS, RequestGate
@@ -216,6 +217,19 @@ def test_an_address_locked_out_is_refused_429_before_the_body_is_read(app, tenan
     answer = exchange(app, "/api/gateway/message", wrong, [CHUNK], ends=False, client=address)
 
     assert (answer["status"], answer["unread"]) == (429, 1)
+    assert int(answer["headers"]["retry-after"]) > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_that_cannot_be_looked_up_during_a_database_outage_is_a_503_before_the_body_is_read(app, tenant_key):
+    head = {**bearer(tenant_key.raw), "content-length": "300000000"}
+
+    with database_outage() as (down, _up):
+        down()
+        answer = exchange(app, "/api/gateway/message", head, [CHUNK], ends=False)
+
+    assert (answer["status"], answer["unread"]) == (503, 1), answer
+    assert answer["json"]["error"]["code"] == "service_unavailable"
     assert int(answer["headers"]["retry-after"]) > 0
 
 
