@@ -206,6 +206,36 @@ def test_a_wrong_key_is_refused_401_before_the_body_is_read_in_the_faces_own_sha
     assert openai["json"]["error"]["code"] == "invalid_api_key"
 
 
+@pytest.mark.parametrize("path", ["/api/gateway/message", "/v1/chat/completions"])
+@pytest.mark.parametrize("authorization", [None, "Bearer ark_0000_wrong", "Basic dXNlcjpwdw=="])
+@pytest.mark.django_db(transaction=True)
+def test_the_gate_refuses_as_the_route_itself_would(app, path, authorization):
+    """The same status, body and challenge as the view behind it gives once it has read the whole body."""
+    head = {"content-type": "application/json", "content-length": str(len(MESSAGE))}
+    if authorization:
+        head["authorization"] = authorization
+
+    gated = exchange(app, path, head, [MESSAGE], client="10.0.0.4")
+    behind = exchange(app.app, path, head, [MESSAGE], client="10.0.0.5")
+
+    assert gated["status"] == behind["status"] == 401
+    assert gated["json"] == behind["json"]
+    assert gated["headers"]["www-authenticate"] == behind["headers"]["www-authenticate"]
+
+
+@pytest.mark.parametrize("path", ["/api/gateway/message", "/v1/chat/completions"])
+@pytest.mark.django_db(transaction=True)
+def test_the_gates_413_is_the_routes_own(app, tenant_key, settings, path):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100_000
+    head = {**bearer(tenant_key.raw), "content-length": str(2 * len(CHUNK))}
+
+    gated = exchange(app, path, head, [CHUNK, CHUNK])
+    behind = exchange(app.app, path, head, [CHUNK, CHUNK])
+
+    assert (gated["status"], gated["unread"]) == (413, 2)
+    assert behind["status"] == 413 and gated["json"] == behind["json"]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_address_locked_out_is_refused_429_before_the_body_is_read(app, tenant_key, settings):
     settings.AUTH_FAILURE_LIMIT = 2
