@@ -20,7 +20,9 @@ from analytics.filters import (
     DEFAULT_DAYS,
     DEFAULT_RECENT_LIMIT,
     ERROR_ANALYTICS_FORBIDDEN,
+    FIRST_DATE,
     KINDS,
+    LAST_DATE,
     MAX_DAYS,
     MAX_HOUR_BUCKET_DAYS,
     MAX_RECENT_LIMIT,
@@ -65,14 +67,17 @@ FILTER_PARAMETERS = [
         "start",
         _or_empty({"type": "string", "format": "date"}),
         description=(
-            f"First day (YYYY-MM-DD, UTC). Without it: {DEFAULT_DAYS} days up to end. Not with `days`; not after "
-            f"`end`; at most {MAX_DAYS} days before it (else a 400 naming `start`)."
+            f"First day (YYYY-MM-DD, UTC, from {FIRST_DATE} to {LAST_DATE}). Without it: {DEFAULT_DAYS} days up to "
+            f"end. Not with `days`; not after `end`; at most {MAX_DAYS} days before it (else a 400 naming `start`)."
         ),
     ),
     OpenApiParameter(
         "end",
         _or_empty({"type": "string", "format": "date"}),
-        description=f"Last day, included (default today). At most {MAX_DAYS} days from start.",
+        description=(
+            f"Last day, included (default today; from {FIRST_DATE} to {LAST_DATE}, else a 400 naming `end`). At most "
+            f"{MAX_DAYS} days from start."
+        ),
     ),
     OpenApiParameter("profile", OpenApiTypes.STR, description="An agent profile's agent_id, e.g. telecom_contas."),
     OpenApiParameter(

@@ -37,6 +37,9 @@ MAX_VERSION = 2**31 - 1  # the column is a PostgreSQL integer
 
 ERROR_DAYS = f"days must be a whole number from 1 to {MAX_DAYS}."
 ERROR_DATE = "Not a date; use YYYY-MM-DD."
+FIRST_DATE = dt.date(1970, 1, 1)
+LAST_DATE = dt.date(9998, 12, 31)
+ERROR_DATE_RANGE = f"Dates run from {FIRST_DATE} to {LAST_DATE}."
 ERROR_DAYS_WITH_DATES = "Give either days or start/end, not both."
 ERROR_START_AFTER_END = "start must not be after end."
 ERROR_RANGE_TOO_LONG = f"The range covers more than {MAX_DAYS} days."
@@ -101,14 +104,20 @@ def _param(params: Mapping[str, Any], name: str) -> str:
 
 
 def _date(params: Mapping[str, Any], name: str, errors: dict[str, list[str]]) -> dt.date | None:
+    """A date from :data:`FIRST_DATE` to :data:`LAST_DATE`: the window's arithmetic (a default start 30 days
+    back, the day after the end) stays inside Python's calendar."""
     raw = _param(params, name)
     if not raw:
         return None
     try:
-        return dt.date.fromisoformat(raw)
+        day = dt.date.fromisoformat(raw)
     except ValueError:
         errors[name] = [ERROR_DATE]
         return None
+    if not FIRST_DATE <= day <= LAST_DATE:
+        errors[name] = [ERROR_DATE_RANGE]
+        return None
+    return day
 
 
 def whole_number_between(raw: str, low: int, high: int) -> int | None:
@@ -131,7 +140,7 @@ def _window(params: Mapping[str, Any], errors: dict[str, list[str]], today: dt.d
             errors.setdefault("days", [ERROR_DAYS])
         else:
             days = parsed
-    if not dates_given:
+    if not dates_given or errors.keys() & {"start", "end"}:
         return today - dt.timedelta(days=days - 1), today
     end = end or today
     start = start or end - dt.timedelta(days=DEFAULT_DAYS - 1)
@@ -205,7 +214,8 @@ def _tenant_id(params: Mapping[str, Any], user: Any) -> int | None:
 def analytics_filters_parse(
     *, params: Mapping[str, Any], user: Any, kinds_allowed: bool = False, today: dt.date | None = None
 ) -> AnalyticsFilters:
-    """Read ``days`` (1..366, default 30) or ``start``/``end`` (ISO dates, ``end`` included), ``profile``
+    """Read ``days`` (1..366, default 30) or ``start``/``end`` (ISO dates from :data:`FIRST_DATE` to
+    :data:`LAST_DATE`, ``end`` included), ``profile``
     (agent_id), ``cohort`` (multi_agent, single_agent or none), ``version`` (a number or draft), ``kind``
     (repeated or comma-separated; only when ``kinds_allowed``) and ``tenant`` (slug).
 

@@ -36,6 +36,7 @@ from chat.intake import (
     MessageInputSerializer,
     Route,
     StrictCharField,
+    message_body_limit,
     message_intake,
     principal_is_staff,
 )
@@ -97,7 +98,15 @@ ANSWER_RESPONSE = inline_serializer(
 # -- a message in, its answer out ---------------------------------------------------------------------------
 
 
-class MessageApi(AsyncAPIView):
+class MessageBody:
+    """For the views whose body is a message: a body longer than any message can be is a 413 by its length,
+    before it is parsed (:func:`chat.intake.message_body_limit`, read by :func:`common.parsers.body_limit`)."""
+
+    def body_limit(self) -> int:
+        return message_body_limit()
+
+
+class MessageApi(MessageBody, AsyncAPIView):
     """A message through the graph its :attr:`route` gives (the subclasses differ only in that and the schema)."""
 
     route: ClassVar[Route] = Route.PROFILE
@@ -385,7 +394,7 @@ def debug_intake(request: Request) -> TurnInput:
     return turn_input
 
 
-class DebugRouteApi(AsyncAPIView):
+class DebugRouteApi(MessageBody, AsyncAPIView):
     permission_classes = [IsDebugClient]
 
     @extend_schema(
@@ -414,7 +423,7 @@ class DebugRouteApi(AsyncAPIView):
         )
 
 
-class DebugPlanApi(AsyncAPIView):
+class DebugPlanApi(MessageBody, AsyncAPIView):
     """``POST /api/debug/plan``: what goal mode would do with a message, executing nothing."""
 
     permission_classes = [IsDebugClient]

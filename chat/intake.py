@@ -146,11 +146,11 @@ class ContextField(serializers.DictField):
     default_error_messages = {"too_large": ERROR_CONTEXT_TOO_LARGE, "surrogate": ERROR_CONTEXT_SURROGATE}
 
     def to_internal_value(self, data: Any) -> dict[Any, Any]:
-        value = super().to_internal_value(data)
-        problem, detail = context_problem(value)
-        if problem is not None:
-            self.fail(problem, **detail)
-        return value
+        if isinstance(data, dict):  # first: DictField's own pass costs a call per key, however many there are
+            problem, detail = context_problem(data)
+            if problem is not None:
+                self.fail(problem, **detail)
+        return super().to_internal_value(data)
 
 
 def context_problem(context: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -318,6 +318,24 @@ def message_read_plain(data: Any) -> MessageIn | None:
         context=dict(context),
         tenant_slug=read.get("tenant_id", ""),
     )
+
+
+# JSON's widest writing of what a message's limits count: any character as a \uXXXX escape (6 bytes for one byte of
+# the context's compact UTF-8), a text character outside the Basic Multilingual Plane as two (12); the room holds
+# the ids (200 characters each), the names, the other fields of a route's body and some whitespace.
+ESCAPED_CONTEXT_BYTE = 6
+ESCAPED_TEXT_CHARACTER = 12
+MESSAGE_BODY_ROOM = 16_384
+
+
+def message_body_limit(current: snapshot.Snapshot | None = None) -> int:
+    """The longest body a message can have: its text within the largest limit of a profile, its context within
+    ``API_MAX_CONTEXT_BYTES``, every character written with JSON's widest escape. A longer body is refused by its
+    length, before it is parsed (the message routes' ``body_limit``)."""
+    current = current or snapshot.current()
+    text = max((profile.max_input_chars for profile in current.profiles.values()), default=0)
+    text = max(text, settings.MAX_INPUT_CHARS)
+    return ESCAPED_CONTEXT_BYTE * settings.API_MAX_CONTEXT_BYTES + ESCAPED_TEXT_CHARACTER * text + MESSAGE_BODY_ROOM
 
 
 # -- who, which profile, which graph -----------------------------------------------------------------------

@@ -64,7 +64,7 @@ from common.errors import (
     database_unavailable_body,
     database_unavailable_response,
 )
-from common.parsers import BodyTooLarge, JsonTooDeep
+from common.parsers import ERROR_NUL_CHARACTER, BodyTooLarge, JsonTooDeep, NulCharacter
 from conversations.graph import TurnInput, TurnResult, new_session_id, run_turn, turn_detach
 from conversations.guardrails import identifier_pseudonym
 from routing import snapshot
@@ -111,6 +111,8 @@ def openai_exception_handler(exc: Exception, context: dict[str, Any]) -> Respons
         error = OpenAIError(ERROR_NOT_AUTHENTICATED, status=401, code="invalid_api_key", type_="authentication_error")
     elif isinstance(exc, exceptions.AuthenticationFailed):
         error = OpenAIError(ERROR_INVALID_KEY, status=401, code="invalid_api_key", type_="authentication_error")
+    elif isinstance(exc, NulCharacter):
+        error = _invalid(exc.field, ERROR_NUL_CHARACTER)
     elif isinstance(exc, JsonTooDeep | BodyTooLarge):
         error = OpenAIError(str(exc.detail), status=exc.status_code, param="body", code=exc.default_code)
     elif isinstance(exc, RequestDataTooBig):

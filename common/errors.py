@@ -132,6 +132,11 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
+def validation_error_body(fields: dict[str, list[str]]) -> dict[str, Any]:
+    """The 400 body for invalid input, naming the first bad field in its message and every one in ``fields``."""
+    return error_body("validation_error", f"Invalid input: {next(iter(fields), 'body')}.", fields)
+
+
 def database_unavailable_response(body: dict[str, Any]) -> Response:
     """A 503 with ``Retry-After`` for a logged outage (Django does not log it again as an ERROR)."""
     response = Response(body, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
@@ -173,9 +178,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        fields = error_fields(exc.detail)
-        first = next(iter(fields), "body")
-        response.data = error_body("validation_error", f"Invalid input: {first}.", fields)
+        response.data = validation_error_body(error_fields(exc.detail))
     else:
         code = getattr(exc, "default_code", "error")
         response.data = error_body(code, str(getattr(exc, "detail", exc)))

@@ -4,7 +4,9 @@ Python's ``json`` decodes nested arrays and objects recursively, so a body neste
 raises ``RecursionError`` (a 500) and anything that walks the result afterwards recurses as deep. Here the
 nesting is counted *before* decoding, in one pass over the brackets outside strings, and a body deeper than
 ``API_JSON_MAX_DEPTH`` is refused as :class:`JsonTooDeep` (400). A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``
-bytes is refused as :class:`BodyTooLarge` (413) without being read past the limit.
+bytes, or over the smaller limit of a view that knows its bodies' size (:func:`body_limit`), is refused as
+:class:`BodyTooLarge` (413) by its announced length, without being read or parsed. A string holding U+0000,
+which no PostgreSQL text or JSON can store, is refused as :class:`NulCharacter` (400 naming where it is).
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ from django.conf import settings
 from rest_framework import exceptions, parsers, status
 from rest_framework.utils import json as drf_json
 
+from common.text import whole_number
+
 ERROR_JSON_TOO_DEEP = "The JSON is nested more than {limit} levels deep."
 ERROR_BODY_TOO_LARGE = "The request body is larger than the limit of {limit} bytes."
+ERROR_NUL_CHARACTER = "Null characters are not allowed."
 
 # A JSON string, escapes included; an unterminated one runs to the end, so the scan stays linear.
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*+"?', re.DOTALL)
 _NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_NUL_ESCAPE = "\\u0000"
 
 
 class JsonTooDeep(exceptions.ParseError):
@@ -49,6 +55,19 @@ class BodyTooLarge(exceptions.APIException):
         self.limit = limit
 
 
+class NulCharacter(exceptions.ValidationError, ValueError):
+    """A JSON string, value or key, holding U+0000, which no PostgreSQL text or JSON can store (400 naming
+    ``field``: where it is, dotted, ``body`` for the document itself). A ``ValueError`` too, as any text that
+    cannot be read."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__({field: [ERROR_NUL_CHARACTER]})
+        self.field = field
+
+    def __str__(self) -> str:
+        return f"{self.field}: {ERROR_NUL_CHARACTER}"
+
+
 def max_depth() -> int:
     return int(getattr(settings, "API_JSON_MAX_DEPTH", 32))
 
@@ -67,22 +86,60 @@ def json_depth_check(text: str, limit: int | None = None) -> None:
 
 
 def json_loads_limited(text: str, *, limit: int | None = None, parse_constant: Any = None) -> Any:
-    """``json.loads`` for untrusted text: raises :class:`JsonTooDeep` for text nested too deep, ``ValueError``
-    for text that is not JSON."""
+    """``json.loads`` for untrusted text: raises :class:`JsonTooDeep` for text nested too deep,
+    :class:`NulCharacter` for a string holding U+0000, ``ValueError`` for text that is not JSON."""
     json_depth_check(text, limit)
     try:
-        return json.loads(text, parse_constant=parse_constant)
+        value = json.loads(text, parse_constant=parse_constant)
     except RecursionError:  # only if the limit is set above what the decoder can nest
         raise JsonTooDeep(max_depth() if limit is None else limit) from None
+    # The decoder refuses a raw NUL in a string, so only the escape can make one: the walk runs only then.
+    if _NUL_ESCAPE in text and (field := nul_field(value)) is not None:
+        raise NulCharacter(field)
+    return value
+
+
+def nul_field(value: Any) -> str | None:
+    """Where a string (value or key) holding U+0000 is in decoded JSON, dotted (``payload.context.note``, list
+    items by index, a NUL in a key written ``\\u0000``; ``body`` for a string at the top), or ``None``."""
+    stack: list[tuple[tuple[str, ...], Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return _dotted(path)
+        if isinstance(item, dict):
+            for key in item:
+                if "\x00" in key:
+                    return _dotted((*path, key))
+            stack.extend(((*path, key), child) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend(((*path, str(index)), child) for index, child in enumerate(item))
+    return None
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(part.replace("\x00", _NUL_ESCAPE) for part in path) or "body"
+
+
+def body_limit(view: Any) -> int | None:
+    """The most bytes a body sent to ``view`` may have: ``DATA_UPLOAD_MAX_MEMORY_SIZE``, or less where the view
+    knows its bodies' size (its ``body_limit()``); ``None``: no limit."""
+    limits = [settings.DATA_UPLOAD_MAX_MEMORY_SIZE, view.body_limit() if hasattr(view, "body_limit") else None]
+    return min((limit for limit in limits if limit is not None), default=None)
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser with a body size limit (413) and a nesting limit (400), both before decoding."""
+    """DRF's JSON parser with a body size limit (413: :func:`body_limit`, by the announced length before anything
+    is read) and a nesting limit (400), both before decoding."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         parser_context = parser_context or {}
         encoding = parsers.get_encoding(parser_context)  # type: ignore[attr-defined]  # DRF 3.18; stubs lag
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = body_limit(parser_context.get("view"))
+        request = parser_context.get("request")
+        announced = whole_number(request.META.get("CONTENT_LENGTH") or "") if request is not None else None
+        if limit is not None and announced is not None and announced > limit:
+            raise BodyTooLarge(limit)
         raw = stream.read() if limit is None else stream.read(limit + 1)
         if limit is not None and len(raw) > limit:
             raise BodyTooLarge(limit)
@@ -93,7 +150,7 @@ class JSONParser(parsers.JSONParser):
         parse_constant = drf_json.strict_constant if self.strict else None
         try:
             return json_loads_limited(text, parse_constant=parse_constant)
-        except JsonTooDeep:
+        except (JsonTooDeep, NulCharacter):
             raise
         except ValueError as exc:
             raise exceptions.ParseError(f"JSON parse error - {exc}") from None

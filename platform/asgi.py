@@ -15,10 +15,13 @@ from common.tracing import tracing_setup  # noqa: E402
 language_model_warm()
 tracing_setup()  # traces exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else off
 
-# Django's handler with the middleware's async twins (platform/middleware.py): no thread hops for hooks without I/O.
+# Django's handler with the middleware's async twins (platform/middleware.py): no thread hops for hooks without I/O;
+# behind the gate (platform/gate.py), which refuses an API request's body by its credentials and size before Django
+# reads it.
+from platform.gate import RequestGate  # noqa: E402
 from platform.middleware import ASGIHandler  # noqa: E402
 
-django_asgi_app = ASGIHandler()
+django_asgi_app = RequestGate(ASGIHandler())
 
 # Imported after Django is set up: the consumers import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402

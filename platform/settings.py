@@ -75,6 +75,7 @@ INSTALLED_APPS = [
 # files are still served before any view runs.
 MIDDLEWARE = [
     "platform.middleware.RequestMetricsMiddleware",  # requests per route, method and status, and their seconds
+    "platform.gate.InputMiddleware",  # a NUL in the path or the query, or too many query fields: 400 naming it
     "platform.errors.DatabaseCircuitMiddleware",  # while the database is known to be down: 503 at once
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -101,7 +101,7 @@ class RoutingTestCaseAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     def run_view(self, request: HttpRequest) -> HttpResponse:
         """Run a profile's saved tests against its draft or live version (GET: nothing is written)."""
         if not self.has_view_permission(request):
-            raise PermissionError("view_routingtestcase")
+            raise PermissionDenied
         form = RunForm(request.GET or None)
         context: dict[str, Any] = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
         context["title"] = "Run routing tests"

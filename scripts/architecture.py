@@ -49,6 +49,7 @@ PLATFORM_TOP = frozenset(
         "platform/logs.py",
         "platform/errors.py",
         "platform/middleware.py",
+        "platform/gate.py",
     }
 )
 TOP = "platform (top)"

@@ -69,6 +69,14 @@ def api_client_for_key(raw_key: str) -> ApiClient | None:
     return _client_for(key_hash(raw_key))
 
 
+def api_key_verified(raw_key: str) -> bool:
+    """Whether this process has found ``raw_key`` to be an active key's, at any configuration version: it may have
+    been revoked since, which the request's own authentication then finds. No query and no I/O: what a server may
+    ask in its event loop, before it reads a request's body (platform/gate.py)."""
+    cached = _KEY_CACHE.get(key_hash(raw_key))
+    return cached is not None and cached[1] is not None
+
+
 def api_client_authenticate(*, raw_key: str, address: str) -> ApiClient | None:
     """:func:`api_client_for_key` for a client at ``address``, which a wrong key counts against.
 

@@ -7,14 +7,19 @@ does not list, a schema-valid request refused, an invalid one accepted — each 
 report (and the ``st replay`` command) in the failure message. Bounded: ``MAX_EXAMPLES`` cases per operation and
 phase, ``MAX_SECONDS`` per run.
 
+Generated strings carry NUL characters, which the platform refuses everywhere (a 400 naming the field: no
+PostgreSQL text can store one), and the operations that take ``start``/``end`` are also sent the calendar's edge
+dates as explicit examples (tests/schema_fuzz_hooks.py).
+
 What is switched off, and why:
 
-* ``--generation-allow-x00 false``: generated strings carry no NUL character. Django and DRF refuse NUL in every
-  text field (``Null characters are not allowed.``), on purpose: PostgreSQL cannot store it. OpenAPI 3.0 has no
+* Positive data acceptance for 400 on the operations that take a string in their path or query (the sessions'
+  key, the debug usage's ``profile``, the MCP tool's name): a NUL in it is a 400 naming it, and OpenAPI 3.0 has no
   way to say "any string but NUL" short of a pattern on every string.
 * Positive data acceptance on the analytics operations only, for 400: ``days`` excludes ``start``/``end``, and
   ``start`` must not come after ``end``; OpenAPI 3.0 cannot state rules between two parameters, so the schema
-  says them in words (a 400 naming the parameter) and schemathesis generates such pairs as "valid".
+  says them in words (a 400 naming the parameter) and schemathesis generates such pairs as "valid". Nor does a
+  ``format: date`` have bounds: dates outside the range the analytics count are a 400 naming them.
 * Positive data acceptance on the message POSTs and the chat completion, for 400 and 404: the ``agent_id`` /
   ``model`` must name an enabled profile and the text must fit that profile's limit, which the schema cannot
   know (profiles are data); OpenAI's "messages must contain a user message" is a rule over an array's items
@@ -44,6 +49,7 @@ from tests.platform_instance import platform_served
 
 MAX_EXAMPLES = 12
 MAX_SECONDS = 120
+HOOKS = Path(__file__).with_name("schema_fuzz_hooks.py")
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -67,17 +73,18 @@ def served(tmp_path_factory):
 def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[str]:
     config = tmp / "schemathesis.toml"
     config.write_text(
+        f'hooks = "{HOOKS}"\n\n'
         # Per operation: what OpenAPI 3.0 cannot say about valid requests (see the module docstring).
         "[[operations]]\n"
+        'include-path-regex = "^/api/(sessions/|debug/(usage|mcp/call/))"\n'
+        'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
+        "\n[[operations]]\n"
         'include-path-regex = "^/api/analytics/"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
         "\n[[operations]]\n"
         'include-path-regex = "^/(api/(gateway|chat|debug/(route|plan))|v1/chat)"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "422", '
         '"429", "503"]\n'
-        "\n[[operations]]\n"
-        'include-path-regex = "^/api/sessions/[^/]+/feedback$"\n'
-        'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
     )
     command = [
         str(Path(sys.executable).with_name("st")),
@@ -99,8 +106,6 @@ def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[st
         "1",
         "--request-timeout",
         "30",
-        "--generation-allow-x00",
-        "false",
         "--no-color",
         "--continue-on-failure",
     ]
@@ -117,6 +122,9 @@ def test_the_api_with_a_debug_key_matches_its_schema_and_never_answers_5xx(serve
     base, key, log_path = served
     run = _fuzz(base, tmp_path, f"Authorization: Bearer {key}")
     assert run.returncode == 0, _report(run, log_path)
+    access_log = log_path.read_text()
+    assert "%00" in access_log, "no NUL character was sent"
+    assert "=9999-12-31" in access_log and "=0001-01-01" in access_log, "the calendar's edges were not sent"
 
 
 def test_the_api_without_a_key_matches_its_schema_and_never_answers_5xx(served, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 from analytics.filters import (
     ERROR_BUCKET,
     ERROR_DATE,
+    ERROR_DATE_RANGE,
     ERROR_DAYS,
     ERROR_DAYS_WITH_DATES,
     ERROR_HOUR_BUCKET_RANGE,
@@ -17,6 +18,8 @@ from analytics.filters import (
     ERROR_START_AFTER_END,
     ERROR_UNKNOWN_KIND,
     ERROR_UNKNOWN_PROFILE,
+    FIRST_DATE,
+    LAST_DATE,
     analytics_filters_parse,
 )
 
@@ -94,3 +97,54 @@ def test_kinds_come_from_a_plain_dict_too(tenant_key):
 
 def test_kind_is_ignored_where_an_endpoint_does_not_take_it(api):
     assert api.get("/api/analytics/agents", {"kind": "teleport"}).status_code == 200
+
+
+EVERY_ROUTE = [
+    "handoffs",
+    "handoffs/timeline",
+    "handoffs/recent",
+    "loop-stops",
+    "delegations",
+    "agents",
+    "routing-methods",
+    "tools",
+    "cohorts",
+    "goals",
+    "usage",
+    "feedback",
+]
+
+
+@pytest.mark.parametrize(
+    ("params", "fields"),
+    [
+        ({"end": "9999-12-31"}, ["end"]),
+        ({"end": "0001-01-01"}, ["end"]),
+        ({"start": "9999-12-31", "end": "9999-12-31"}, ["start", "end"]),
+        ({"start": "0001-01-01", "end": "0001-01-30"}, ["start", "end"]),
+        ({"start": (FIRST_DATE - dt.timedelta(days=1)).isoformat()}, ["start"]),
+        ({"end": (LAST_DATE + dt.timedelta(days=1)).isoformat()}, ["end"]),
+    ],
+)
+@pytest.mark.parametrize("path", EVERY_ROUTE)
+def test_a_date_beyond_the_range_the_analytics_count_is_a_400_naming_it(api, path, params, fields):
+    """The calendar's first and last days were a 500 (the window's arithmetic overflowed Python's dates)."""
+    response = api.get(f"/api/analytics/{path}", params)
+
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["fields"] == {field: [ERROR_DATE_RANGE] for field in fields}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"start": FIRST_DATE.isoformat(), "end": (FIRST_DATE + dt.timedelta(days=6)).isoformat()},
+        {"start": (LAST_DATE - dt.timedelta(days=6)).isoformat(), "end": LAST_DATE.isoformat()},
+        {"end": (FIRST_DATE + dt.timedelta(days=1)).isoformat()},
+    ],
+)
+@pytest.mark.parametrize("path", EVERY_ROUTE)
+def test_the_first_and_last_days_of_the_range_are_counted(api, path, params):
+    response = api.get(f"/api/analytics/{path}", params)
+
+    assert response.status_code == 200, response.content

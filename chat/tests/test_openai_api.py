@@ -245,6 +245,10 @@ def test_an_unknown_model_is_not_found_in_openais_error_shape(client):
         ({"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "user": 7}, "user"),
         ({"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": "yes"}, "stream"),
         ({"model": "telecom_contas", "messages": [{"role": "user", "content": "x" * 5000}]}, "messages"),
+        # A NUL character, which no PostgreSQL text can hold, wherever it is (the user names the conversation).
+        ({"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "user": "a\u0000b"}, "user"),
+        ({"model": "telecom_contas", "messages": [{"role": "user", "content": "o\u0000i"}]}, "messages.0.content"),
+        ({"model": "telecom_\u0000contas", "messages": [{"role": "user", "content": TEXT}]}, "model"),
     ],
 )
 def test_bad_input_is_a_400_naming_the_param(api, telecom, body, param):

@@ -11,8 +11,10 @@ import json
 import pytest
 from django.test import Client
 
-from common.parsers import ERROR_BODY_TOO_LARGE, ERROR_JSON_TOO_DEEP
+from chat.intake import message_body_limit
+from common.parsers import ERROR_BODY_TOO_LARGE, ERROR_JSON_TOO_DEEP, ERROR_NUL_CHARACTER
 from conversations.models import Conversation, Message
+from routing import snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +106,7 @@ def test_the_body_limit_is_configurable(tenant_key, telecom, settings):
 
 
 def test_a_context_over_its_limit_is_a_400_naming_payload_context(tenant_key, telecom):
-    response = post(tenant_key, "/api/gateway/message", gateway_body(json.dumps({"blob": "a" * 900_000})))
+    response = post(tenant_key, "/api/gateway/message", gateway_body(json.dumps({"blob": "a" * 100_000})))
 
     assert response.status_code == 400, response.content[:300]
     error = response.json()["error"]
@@ -159,6 +161,27 @@ def test_a_websocket_frame_nested_too_deep_gets_an_error_event_and_the_socket_st
     assert nothing_stored()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_websocket_frame_with_a_nul_character_gets_an_error_event_naming_it_and_stores_nothing(tenant_key, telecom):
+    from channels.testing import WebsocketCommunicator
+
+    from platform.asgi import application
+
+    async def go():
+        communicator = WebsocketCommunicator(application, f"/ws/chat/telecom_contas/ws-nul/?key={tenant_key.raw}")
+        connected, _ = await communicator.connect(timeout=5)
+        assert connected
+        await communicator.send_to(text_data='{"text":"oi","context":{"note":"a\\u0000b"}}')
+        error = await communicator.receive_json_from(timeout=5)
+        await communicator.disconnect()
+        return error
+
+    error = asyncio.run(go())
+    assert error["type"] == "error"
+    assert error["error"]["fields"] == {"frame": [f"context.note: {ERROR_NUL_CHARACTER}"]}
+    assert nothing_stored()
+
+
 @pytest.mark.parametrize("field", ["agent_id", "tenant_id"])
 def test_a_slug_sent_as_a_number_is_refused_not_read_as_a_string(tenant_key, telecom, field):
     body = {"agent_id": "telecom_contas", "payload": {"text": "oi"}, field: 0}
@@ -194,3 +217,76 @@ def test_the_schema_says_the_message_bodies_take_no_other_fields(client):
     assert "additionalProperties" not in schema["Payload"]["properties"]["context"] or (
         schema["Payload"]["properties"]["context"]["additionalProperties"] is not False
     )  # the context stays an open object
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"text": "oi", "context": {"note": "a\u0000b"}}, "payload.context.note"),
+        ({"text": "oi", "context": {"items": [{"sku": "x"}, {"sku": "\u0000"}]}}, "payload.context.items.1.sku"),
+        ({"text": "oi", "context": {"a\u0000": 1}}, "payload.context.a\\u0000"),
+        ({"text": "oi", "session_id": "s\u00001"}, "payload.session_id"),
+        ({"text": "oi", "user_id": "u\u00001"}, "payload.user_id"),
+        ({"text": "o\u0000i"}, "payload.text"),
+    ],
+)
+@pytest.mark.parametrize("path", [*CHAT_PATHS, "/api/chat/message/stream"])
+def test_a_nul_character_anywhere_in_a_json_body_is_a_400_naming_its_field_and_stores_nothing(
+    tenant_key, telecom, path, payload, field
+):
+    """PostgreSQL's text and JSON cannot hold U+0000: a NUL that reached the database was a 500."""
+    response = post(tenant_key, path, json.dumps({"agent_id": "telecom_contas", "payload": payload}))
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["fields"] == {field: [ERROR_NUL_CHARACTER]}
+    assert nothing_stored()
+
+
+def test_an_escaped_backslash_before_u0000_is_text_not_a_nul(tenant_key, telecom):
+    context = '{"path":"C:\\\\u0000\\\\dir"}'  # the JSON of the text C:\u0000\dir
+    response = post(tenant_key, "/api/gateway/message", gateway_body(context))
+
+    assert response.status_code == 200, response.content
+
+
+# -- a message body is refused by its length before it is parsed ------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [*CHAT_PATHS, "/api/chat/message/stream", "/api/debug/route", "/api/debug/plan"])
+def test_a_body_longer_than_any_message_can_be_is_a_413_before_it_is_parsed(debug_key, telecom, path):
+    """A 1.3 MB context of 100,000 keys took 250 ms of a worker to parse and refuse; by its length (under the
+    2.5 MB of any body) it cannot be a message. The body here is not even JSON: it is never read as such."""
+    limit = message_body_limit()
+    response = post(debug_key, path, "{" + " " * 1_300_000)
+
+    assert response.status_code == 413, response.content[:300]
+    error = response.json()["error"]
+    assert error["code"] == "body_too_large"
+    assert error["fields"] == {"body": [ERROR_BODY_TOO_LARGE.format(limit=limit)]}
+    assert nothing_stored()
+
+
+def test_the_longest_message_every_character_escaped_with_a_full_context_is_read(tenant_key, telecom, settings):
+    """The limit is what the text's and the context's limits allow, written in JSON's widest form: every text
+    character outside the Basic Multilingual Plane (12 bytes each), every context character as an escape (6)."""
+    settings.API_MAX_CONTEXT_BYTES = 4_000
+    chars = snapshot.current().profiles["telecom_contas"].max_input_chars
+    text = "\\ud83d\\ude00" * chars
+    blob = "\\u0061" * (settings.API_MAX_CONTEXT_BYTES - len('{"b":""}'))
+    payload = {"text": "T", "session_id": "s" * 200, "user_id": "u" * 200, "context": {"b": "B"}}
+    plain = json.dumps({"agent_id": "telecom_contas", "channel": "web", "payload": payload}, separators=(",", ":"))
+    body = plain.replace('"T"', f'"{text}"').replace('"B"', f'"{blob}"')
+    assert len(body) > 6 * settings.API_MAX_CONTEXT_BYTES + 12 * chars
+
+    response = post(tenant_key, "/api/gateway/message", body)
+
+    assert response.status_code == 200, response.content[:300]
+
+
+def test_a_profile_that_takes_longer_texts_raises_the_message_body_limit(telecom, settings):
+    before = message_body_limit()
+    telecom.guardrails = {**(telecom.guardrails or {}), "max_input_chars": settings.MAX_INPUT_CHARS + 1_000}
+    telecom.save(update_fields=["guardrails"])
+
+    assert message_body_limit() == before + 12 * 1_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.parsers import JsonTooDeep, json_depth_check, json_loads_limited
+from common.parsers import ERROR_NUL_CHARACTER, JsonTooDeep, NulCharacter, json_depth_check, json_loads_limited
 
 
 @pytest.mark.parametrize(
@@ -44,3 +44,30 @@ def test_an_unterminated_string_full_of_escaped_quotes_is_scanned_once():
 def test_malformed_json_is_a_value_error():
     with pytest.raises(ValueError):
         json_loads_limited("{nope", limit=32)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('"a\\u0000"', "body"),
+        ('{"a": ["x", "y\\u0000z"]}', "a.1"),
+        ('{"a": {"b\\u0000": 1}}', "a.b\\u0000"),
+        ('[{"k": 1}, {"k": "\\u0000"}]', "1.k"),
+    ],
+)
+def test_a_nul_character_in_any_string_is_refused_naming_where_it_is(text, field):
+    with pytest.raises(NulCharacter) as refused:
+        json_loads_limited(text, limit=32)
+
+    assert refused.value.field == field
+    assert refused.value.detail == {field: [ERROR_NUL_CHARACTER]}
+
+
+@pytest.mark.parametrize("text", [r'"C:\\u0000"', r'{"\\u0000": ["\\\\\\u0000"]}'])
+def test_an_escaped_backslash_before_u0000_is_text_not_a_nul(text):
+    assert "\x00" not in str(json_loads_limited(text, limit=32))
+
+
+def test_a_nul_escaped_after_other_escapes_is_found():
+    with pytest.raises(NulCharacter):
+        json_loads_limited(r'"\u0001\\\u0000"', limit=32)

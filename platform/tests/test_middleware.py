@@ -64,6 +64,7 @@ def test_the_asgi_handler_loads_every_middleware_in_its_place_each_twin_a_subcla
         assert (twin != listed) == (listed in ASYNC_TWINS)
     assert [mw for mw in settings.MIDDLEWARE if mw not in ASYNC_TWINS] == [
         "platform.middleware.RequestMetricsMiddleware",  # async itself
+        "platform.gate.InputMiddleware",  # async itself
         "platform.errors.DatabaseUnavailableMiddleware",
     ]
 

@@ -58,3 +58,14 @@ def test_the_change_list_links_to_the_run_page(client, editor, cases):
     page = client.get("/admin/routing/routingtestcase/").content.decode()
 
     assert "/admin/routing/routingtestcase/run/" in page and "fatura alta" in page
+
+
+def test_a_staff_member_without_the_right_to_view_routing_tests_is_refused_the_run_page_with_a_403(
+    client, django_user_model, cases
+):
+    clerk = django_user_model.objects.create_user("clerk", "clerk@example.com", "clerk-password", is_staff=True)
+    client.force_login(clerk)
+
+    response = client.get("/admin/routing/routingtestcase/run/", {"profile": "telecom_contas"})
+
+    assert response.status_code == 403
