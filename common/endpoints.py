@@ -61,7 +61,14 @@ def endpoints_masked_in(text: str) -> str:
     that may quote an address, such as an HTTP client's exception or log line."""
     if "://" not in text:
         return text
-    return _URL_IN_TEXT.sub(lambda match: endpoint_mask(match.group(0)), text)
+    return _URL_IN_TEXT.sub(_url_masked, text)
+
+
+def _url_masked(match: re.Match[str]) -> str:
+    url = match.group(0)
+    if "@" not in url and "?" not in url and "#" not in url:
+        return url  # nothing to hide: spared the parse (every request line of an HTTP client comes here)
+    return endpoint_mask(url)
 
 
 def endpoint_unmask(submitted: str, stored: str) -> str:
