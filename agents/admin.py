@@ -30,7 +30,7 @@ from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, RemoteBackend, Specialist, SpecialistPrompt
 from agents.schemas import expand_args_schema, validate_word_list
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
-from common.adminkit import ReadOnlyInlineMixin
+from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
 from common.config_version import config_batch
 from common.forms import PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
@@ -148,8 +148,9 @@ class AgentProfileAdminForm(forms.ModelForm):
 
 
 @admin.register(AgentProfile)
-class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
+class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = AgentProfileAdminForm
+    endpoint_fields = ["llm_base_url"]
     list_display = [
         "agent_id",
         "name",
@@ -733,7 +734,8 @@ def servers_sync_messages(
 
 
 @admin.register(McpServer)
-class McpServerAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+class McpServerAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+    endpoint_fields = ["endpoint"]
     list_display = ["name", "transport", "endpoint", "enabled", "timeout", "tool_count", "updated_at"]
     list_filter = ["enabled", "transport"]
     search_fields = ["name", "endpoint", "description"]
@@ -877,10 +879,11 @@ class RemoteBackendAdminForm(forms.ModelForm):
 
 
 @admin.register(RemoteBackend)
-class RemoteBackendAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+class RemoteBackendAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
     """Another deployment a gateway profile routes to like a specialist (docs/gateway.md); takes effect on save."""
 
     form = RemoteBackendAdminForm
+    endpoint_fields = ["base_url"]
     list_display = ["name", "profile", "remote_agent_id", "base_url", "priority", "timeout", "enabled", "updated_at"]
     list_filter = ["enabled", "profile"]
     list_select_related = ["profile"]
