@@ -27,6 +27,7 @@ from django.utils import timezone
 from rest_framework import status
 
 from common.config_version import config_version_bump
+from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
 from routing.models import ProfileRelease, RoutingVersion
 
@@ -35,6 +36,7 @@ UNSET: Any = object()  # based_on not given: publish whatever is live
 
 # Fields whose values are long texts: a change is shown as a text diff, not "old → new".
 LONG_TEXTS = frozenset({"prompt", "policy", "synthesis_prompt", "description"})
+ADDRESS_SUFFIXES = ("url", "endpoint")  # llm_base_url, a backend's base_url, a server's endpoint
 # How a collection, or a list field, is named in a sentence (else: the name with underscores as spaces, less a final s).
 NAMES = {
     "state_policies": "state policy",
@@ -280,6 +282,8 @@ def _fields_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]
 
 
 def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]:
+    if field.endswith(ADDRESS_SUFFIXES):  # an address may carry credentials: a change shows it masked
+        before, after = (endpoint_mask(value) if isinstance(value, str) else value for value in (before, after))
     if field == "enabled" and isinstance(before, bool) and isinstance(after, bool):
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
