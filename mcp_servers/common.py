@@ -31,7 +31,7 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The demo tools only read fixed data.
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-__all__ = ["HEALTH_PATH", "MCP_PATH", "READ_ONLY", "brl", "main", "new_server"]
+__all__ = ["HEALTH_PATH", "MCP_PATH", "READ_ONLY", "AccessLineWithoutQuery", "brl", "log_config", "main", "new_server"]
 
 
 def _delay_tool_calls(delay_ms: int):
@@ -119,7 +119,7 @@ def main(
     )
     # workers=1: uvicorn would otherwise read the web server's WEB_CONCURRENCY and refuse an app object.
     uvicorn.run(
-        app, host=args.host, port=args.port, log_level=args.log_level.lower(), workers=1, log_config=_log_config()
+        app, host=args.host, port=args.port, log_level=args.log_level.lower(), workers=1, log_config=log_config()
     )
 
 
@@ -135,7 +135,7 @@ class AccessLineWithoutQuery(logging.Filter):
         return True
 
 
-def _log_config() -> dict[str, Any]:
+def log_config() -> dict[str, Any]:
     """uvicorn's default logging, its access lines through :class:`AccessLineWithoutQuery`."""
     config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     config.setdefault("filters", {})["path_only"] = {"()": AccessLineWithoutQuery}
