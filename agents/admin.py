@@ -38,12 +38,12 @@ from agents.models import (
     Specialist,
     SpecialistPrompt,
 )
-from agents.schemas import endpoint_kept, expand_args_schema, model_key_variable_refusal, validate_word_list
+from agents.schemas import expand_args_schema, model_key_variable_refusal, validate_word_list
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
-from common.adminkit import ReadOnlyInlineMixin
+from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
 from common.config_version import config_batch
+from common.endpoints import endpoint_mask
 from common.forms import PrettyJSONField, label_choices
-from common.history import endpoint_mask
 from common.history_admin import FieldHistoryAdminMixin
 
 if TYPE_CHECKING:
@@ -131,20 +131,12 @@ ERROR_COORDINATOR_OTHER_PROFILE = "The coordinator must be one of this profile's
 
 
 class AgentProfileAdminForm(forms.ModelForm):
-    """Word lists are JSON lists of words; an emptied box means no words, and errors name the list. The model
-    endpoint is shown masked and kept unless replaced (:func:`agents.schemas.endpoint_kept`)."""
+    """Word lists are JSON lists of words; an emptied box means no words, and errors name the list. (The model
+    endpoint is shown masked and kept unless replaced: :class:`common.adminkit.EndpointSecretsAdminMixin`.)"""
 
     class Meta:
         model = AgentProfile
         fields = ["confirmation_words", "denial_words", "closing_words"]  # the admin adds its fieldsets' fields
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if "llm_base_url" in self.fields and self.instance.llm_base_url:
-            self.initial["llm_base_url"] = endpoint_mask(self.instance.llm_base_url)
-
-    def clean_llm_base_url(self) -> str:
-        return endpoint_kept(self.cleaned_data.get("llm_base_url") or "", self.instance.llm_base_url)
 
     def _clean_word_list(self, name: str) -> list[str]:
         value = self.cleaned_data.get(name)
@@ -168,8 +160,9 @@ class AgentProfileAdminForm(forms.ModelForm):
 
 
 @admin.register(AgentProfile)
-class AgentProfileAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
+class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = AgentProfileAdminForm
+    endpoint_fields = ["llm_base_url"]
     list_display = [
         "agent_id",
         "name",
@@ -782,7 +775,8 @@ def servers_sync_messages(
 
 
 @admin.register(McpServer)
-class McpServerAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+class McpServerAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+    endpoint_fields = ["endpoint"]
     list_display = ["name", "transport", "endpoint", "enabled", "timeout", "tool_count", "updated_at"]
     list_filter = ["enabled", "transport"]
     search_fields = ["name", "endpoint", "description"]
@@ -926,10 +920,11 @@ class RemoteBackendAdminForm(forms.ModelForm):
 
 
 @admin.register(RemoteBackend)
-class RemoteBackendAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+class RemoteBackendAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
     """Another deployment a gateway profile routes to like a specialist (docs/gateway.md); takes effect on save."""
 
     form = RemoteBackendAdminForm
+    endpoint_fields = ["base_url"]
     list_display = ["name", "profile", "remote_agent_id", "base_url", "priority", "timeout", "enabled", "updated_at"]
     list_filter = ["enabled", "profile"]
     list_select_related = ["profile"]

@@ -35,6 +35,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from common import tracing
+from common.endpoints import endpoint_mask, endpoints_masked_in
 from common.metrics import tool_call_observe
 
 logger = logging.getLogger(__name__)
@@ -48,11 +49,17 @@ STATUS_INVALID = "invalid_arguments"
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where a server is and how long we wait for it (from the admin's MCP server)."""
+    """Where a server is and how long we wait for it (from the admin's MCP server). The URL may carry credentials:
+    what is said about the server names it by :attr:`shown`, never by ``url``."""
 
     name: str
-    url: str
+    url: str = field(repr=False)
     timeout: float
+
+    @property
+    def shown(self) -> str:
+        """The URL without its credentials and query values."""
+        return endpoint_mask(self.url)
 
 
 @dataclass
@@ -186,9 +193,11 @@ class ServerConnection:
     def _abandon(self) -> None:
         """Drop a session that is still opening at a caller's deadline; it closes in the background, and the
         next call opens a new one (rather than waiting on this one)."""
-        owner, closing = self._owner, self._closing
+        owner, closing, opening = self._owner, self._closing, self._opening
         self._owner = self._closing = self._opening = None
         self.session = None
+        if opening is not None:  # nobody awaits it any more: its failure is not an "exception never retrieved"
+            opening.add_done_callback(lambda future: future.cancelled() or future.exception())
         if closing is not None:
             closing.set()
         if owner is not None and not owner.done():
@@ -274,7 +283,8 @@ def _describe(exc: BaseException) -> str:
 
     walk(exc)
     first = leaves[0] if leaves else exc
-    return f"{type(first).__name__}: {first}".rstrip(": ")
+    # An HTTP client's error may quote the URL it was given, credentials and all.
+    return endpoints_masked_in(f"{type(first).__name__}: {first}".rstrip(": "))
 
 
 runtime = McpRuntime()
@@ -393,7 +403,7 @@ async def _list(endpoint: Endpoint) -> list[ToolInfo]:
     try:
         session = await connection.ensure()
     except TimeoutError:
-        raise McpUnavailable(f"no answer from {endpoint.url} within {endpoint.timeout:g}s") from None
+        raise McpUnavailable(f"no answer from {endpoint.shown} within {endpoint.timeout:g}s") from None
     try:
         listed = await asyncio.wait_for(session.list_tools(), endpoint.timeout)
     except Exception as exc:
@@ -424,7 +434,7 @@ async def _manifests(endpoint: Endpoint) -> list[tuple[str, str]]:
     try:
         session = await connection.ensure()
     except TimeoutError:
-        raise McpUnavailable(f"no answer from {endpoint.url} within {endpoint.timeout:g}s") from None
+        raise McpUnavailable(f"no answer from {endpoint.shown} within {endpoint.timeout:g}s") from None
     capabilities = session.server_capabilities
     if capabilities is not None and capabilities.resources is None:
         return []  # the server offers no resources, so no manifest

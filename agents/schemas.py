@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from common.history import endpoint_mask
+from common.endpoints import endpoint_unmask
 
 # Shorthand types accepted in tools.yaml (``msisdn: string``), as in seed 000 §10.3.
 SHORTHAND_TYPES = {"string", "integer", "number", "boolean", "object", "array"}
@@ -141,14 +141,13 @@ MASK = "***"
 
 
 def endpoint_kept(value: str, stored: str) -> str:
-    """An endpoint as entered where endpoints are shown masked (:func:`common.history.endpoint_mask`): the masked form
-    of the ``stored`` one stands for it (write-only: kept unless replaced); any other masked value is refused, since
-    storing it would lose the credentials."""
-    if stored and value == endpoint_mask(stored):
-        return stored
-    if MASK in value:
-        raise ValidationError(ERROR_ENDPOINT_MASKED)
-    return value
+    """An endpoint as entered where endpoints are shown masked (:func:`common.endpoints.endpoint_mask`), made whole
+    against the ``stored`` one (:func:`common.endpoints.endpoint_unmask`: write-only, kept unless replaced); a
+    masked value that cannot be made whole is refused, since storing it would lose the credentials."""
+    try:
+        return endpoint_unmask(value, stored)
+    except ValueError as exc:
+        raise ValidationError(f"{ERROR_ENDPOINT_MASKED} ({exc})") from None
 
 
 GUARDRAIL_KEYS: dict[str, type | tuple[type, ...]] = {

@@ -33,6 +33,7 @@ from rest_framework.response import Response
 
 from agents.llm import llm_configured
 from chat.intake import principal_is_staff
+from common.endpoints import endpoint_mask
 from common.errors import ERROR_SERVICE_UNAVAILABLE, RETRY_AFTER_SECONDS, error_body
 from common.outages import database_circuit, database_outage_evident, database_select_one
 from routing import snapshot
@@ -130,7 +131,7 @@ async def health_checks(*, full: bool, staff: bool) -> tuple[int, dict[str, Any]
     reasons += [f"MCP server {s.name} unreachable" for s, ok in zip(servers, answered, strict=True) if not ok]
     body: dict[str, Any] = {"status": STATUS_DEGRADED if reasons else STATUS_OK, "reasons": reasons}
     mcp = [
-        {"name": server.name, "reachable": ok, **({"endpoint": server.endpoint} if staff else {})}
+        {"name": server.name, "reachable": ok, **({"endpoint": endpoint_mask(server.endpoint)} if staff else {})}
         for server, ok in zip(servers, answered, strict=True)
     ]
     if full:

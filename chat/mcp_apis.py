@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from agents.mcp import Endpoint, tool_call
 from chat.asyncapi import AsyncAPIView
 from chat.permissions import IsDebugClient
+from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound, error_responses
 from routing import snapshot
 
@@ -32,7 +33,7 @@ class McpToolsApi(AsyncAPIView):
                     {
                         "name": tool.name,
                         "server": tool.server,
-                        "endpoint": current.servers[tool.server].endpoint,
+                        "endpoint": endpoint_mask(current.servers[tool.server].endpoint),
                         "description": tool.description,
                         "enabled": tool.enabled,
                         "needs_permission": tool.needs_permission,

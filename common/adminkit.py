@@ -1,27 +1,37 @@
-"""Read-only building blocks for the apps' admins (routing, agents, handoffs).
+"""Building blocks for the apps' admins (routing, agents, handoffs).
 
 Two kinds of read-only page recur: records the chat API writes (conversations,
 messages, handoffs), which nobody writes through the admin, and related rows
 listed on a parent's page, which are edited — if at all — on their own page.
+And addresses that may carry credentials are shown masked and written only
+(:class:`EndpointSecretsAdminMixin`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from django.contrib import admin
 from django.contrib.admin.utils import flatten
+from django.db import models
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from common.endpoints import endpoint_mask
+from common.forms import EndpointField, EndpointSecretsForm
+
 if TYPE_CHECKING:
-    from django.contrib.admin.options import BaseModelAdmin, InlineModelAdmin, _FieldGroups
+    from django.contrib.admin.options import BaseModelAdmin, InlineModelAdmin, ModelAdmin, _FieldGroups
 
     FieldGroups: TypeAlias = _FieldGroups  # what an admin's get_fields() returns: names, or tuples of names
 
     _AdminBase = BaseModelAdmin[Any]
     _InlineBase = InlineModelAdmin[Any, Any]
+    _ModelAdminBase = ModelAdmin[Any]
 else:
     # At run time the mixins stay plain classes: the admin class they are mixed into comes later in the MRO.
-    _AdminBase = _InlineBase = object
+    _AdminBase = _InlineBase = _ModelAdminBase = object
 
 
 class ReadOnlyAdminMixin(_AdminBase):
@@ -63,3 +73,81 @@ class ListingInlineMixin(_InlineBase):
 
 class ReadOnlyInlineMixin(ReadOnlyAdminMixin, ListingInlineMixin):
     """A :class:`ListingInlineMixin` whose rows may not be changed or deleted through the admin either."""
+
+
+class EndpointSecretsAdminMixin(_ModelAdminBase):
+    """Addresses whose credentials are write-only: the ``endpoint_fields`` (an MCP server's endpoint, a model's or
+    a backend's base URL, a webhook URL) are shown masked in the list, the form and a read-only page
+    (:func:`common.endpoints.endpoint_mask`); a form posted back with the masked address keeps the stored
+    credentials, a new address replaces them, and masked credentials never follow an address to another host
+    (:class:`common.forms.EndpointSecretsForm`). A search finds them by their masked form only: a search by a
+    secret's characters would read it back."""
+
+    endpoint_fields: Sequence[str] = ()
+
+    def formfield_for_dbfield(self, db_field: models.Field[Any, Any], request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name in self.endpoint_fields:
+            kwargs["form_class"] = EndpointField
+            kwargs["widget"] = EndpointField.widget
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (EndpointSecretsForm, form), {})
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        return [self._masked(name, self.endpoint_fields) for name in super().get_list_display(request)]
+
+    def get_search_fields(self, request: HttpRequest) -> list[str]:
+        return [name for name in super().get_search_fields(request) if name.lstrip("^=@") not in self.endpoint_fields]
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> Any:
+        """The admin's search, plus the rows whose masked address has every word of ``search_term``: an address is
+        found by its host or path, never by its credentials (these tables hold a few rows: read in Python)."""
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        words = search_term.lower().split()
+        if not words or not self.endpoint_fields:
+            return found, may_have_duplicates
+        shown = [
+            pk
+            for pk, *addresses in queryset.values_list("pk", *self.endpoint_fields)
+            if any(address and all(word in endpoint_mask(address).lower() for word in words) for address in addresses)
+        ]
+        return (found | queryset.filter(pk__in=shown)) if shown else found, may_have_duplicates
+
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        # Whatever made an address read-only here (view permission only, or the admin's read-only fields), the
+        # page shows its masked column: swapped in the page's own fieldsets, after every override decided them.
+        page = context.get("adminform")
+        if page is not None:
+            shown = {name for name in self.endpoint_fields if name in page.readonly_fields}
+            if shown:
+
+                def swapped(fields: Sequence[Any]) -> list[Any]:
+                    return [
+                        tuple(swapped(item)) if isinstance(item, (list, tuple)) else self._masked(item, shown)
+                        for item in fields
+                    ]
+
+                page.readonly_fields = swapped(page.readonly_fields)
+                page.fieldsets = [
+                    (title, {**options, "fields": swapped(options["fields"])}) for title, options in page.fieldsets
+                ]
+        return super().render_change_form(request, context, *args, **kwargs)
+
+    def _masked(self, name: Any, fields: Collection[str]) -> Any:
+        """The masked column of the address field ``name`` when it is one of ``fields``, else ``name`` itself."""
+        if not isinstance(name, str) or name not in fields:
+            return name
+        columns: dict[str, Callable[[Any], str | None]] = self.__dict__.setdefault("_masked_columns", {})
+        if name not in columns:
+            field = self.model._meta.get_field(name)
+
+            @admin.display(description=str(field.verbose_name), ordering=name)
+            def column(obj: Any) -> str | None:
+                value = getattr(obj, name)
+                return endpoint_mask(value) if value else None
+
+            column.__name__ = name  # its CSS class and help text are the field's
+            columns[name] = column
+        return columns[name]

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -78,10 +78,11 @@ def event_envelope(
 
 @dataclass(frozen=True)
 class Webhook:
-    """Where and how one event is posted; read from the settings when it is published."""
+    """Where and how one event is posted; read from the settings when it is published. The URL may carry a secret
+    and the signing key is one: neither is in the repr."""
 
-    url: str
-    secret: str
+    url: str = field(repr=False)
+    secret: str = field(repr=False)
     retries: int
     timeout: float
 

@@ -1,4 +1,5 @@
-"""Form fields the apps' admins share: readable JSON, and lists edited one item per line."""
+"""Form fields the apps' admins share: readable JSON, lists edited one item per line, addresses whose credentials
+are write-only."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django import forms
+from django.contrib.admin.widgets import AdminTextInputWidget
 from django.db import models
+
+from common.endpoints import endpoint_mask, endpoint_unmask
 
 _M = TypeVar("_M", bound=models.Model)
 
@@ -49,3 +53,45 @@ def label_choices(field: forms.ModelChoiceField[_M], label: Callable[[_M], str])
     """
     # mypy types the attribute as the unbound method (with self), so the callable looks incompatible.
     field.label_from_instance = label  # type: ignore[method-assign, assignment]  # shadows the method on purpose
+
+
+class _Typed(str):
+    """What the user sent in this request, shown back as sent when the form has errors: it may hold credentials
+    they have just typed, which a masked form would make them type again (or, sent back masked, silently lose)."""
+
+
+class EndpointField(forms.CharField):
+    """An address whose credentials are write-only (:mod:`common.endpoints`): the stored address is shown masked
+    (``https://***@host/path?token=***``); :class:`EndpointSecretsForm` puts the stored credentials back into what
+    comes back. A plain text box: Django's URL widget would link the whole address."""
+
+    widget = AdminTextInputWidget
+
+    def prepare_value(self, value: Any) -> Any:
+        if not value or isinstance(value, _Typed):
+            return value
+        return endpoint_mask(str(value))
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        return _Typed(data) if isinstance(data, str) else data
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return (data or "") != endpoint_mask(str(initial or "")) and super().has_changed(initial, data)
+
+
+class EndpointSecretsForm(forms.ModelForm):  # a base for any model's form
+    """A model form whose :class:`EndpointField` values are made whole against the stored address before the model
+    sees them (:func:`common.endpoints.endpoint_unmask`): the masked address sent back keeps the stored credentials,
+    a new one replaces them, masked credentials with another host are an error on the field."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or self.cleaned_data
+        for name, field in self.fields.items():
+            value = cleaned.get(name)
+            if isinstance(field, EndpointField) and isinstance(value, str):
+                stored = getattr(self.instance, name, "") if self.instance.pk else ""
+                try:
+                    cleaned[name] = endpoint_unmask(value, stored or "")
+                except ValueError as exc:
+                    self.add_error(name, str(exc))
+        return cleaned

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from auditlog.middleware import AuditlogMiddleware
 from auditlog.registry import auditlog
 from django.db import models
 from django.http import HttpRequest
 
+from common.endpoints import MASK, endpoint_mask
+
 # Bookkeeping, not decisions: ``updated_at`` alone would make every save an entry; ``synced``/``synced_at`` are what
 # the last manifest sync wrote (its own changes to the decided fields are recorded).
 BOOKKEEPING_FIELDS = ("created_at", "updated_at", "synced", "synced_at")
+MASK_CALLABLE = "common.history.secret_or_endpoint_mask"  # the default for masked fields
 
 
 def history_register(
@@ -28,35 +30,31 @@ def history_register(
     mask_callable: str | None = None,
 ) -> None:
     """Record every create, update and delete of ``model`` — and of its many-to-many ``m2m_fields`` — field by
-    field. ``mask_fields`` are recorded through ``mask_callable`` (a dotted path), never as they are."""
+    field. ``mask_fields`` and every :func:`address_fields` are recorded through ``mask_callable`` (a dotted path;
+    by default :func:`secret_or_endpoint_mask`), never as they are."""
     fields = model._meta.get_fields()
     # The reverse side of a relation (an intent's ``keywords``) is recorded on the rows that hold it.
     reverse = [field.name for field in fields if field.auto_created and not field.concrete]
     bookkeeping = [name for name in BOOKKEEPING_FIELDS if name in {field.name for field in fields}]
+    masked = sorted({*mask_fields, *address_fields(model)})
     auditlog.register(
         model,
         exclude_fields=[*bookkeeping, *reverse],
         m2m_fields=set(m2m_fields),
-        mask_fields=list(mask_fields),
-        mask_callable=mask_callable,
+        mask_fields=masked,
+        mask_callable=mask_callable or (MASK_CALLABLE if masked else None),
     )
 
 
-def endpoint_mask(value: str) -> str:
-    """A URL without its secrets: credentials before the host and every query value are replaced by ``***``
-    (``https://bot:pw@crm.example/mcp?token=x`` → ``https://***@crm.example/mcp?token=***``), so the log still says
-    which server and path it was."""
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "***"
-    if not parts.scheme:
-        return value  # "None" (the old value of a create) and other non-URLs carry no secret
-    netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{port}" if port else "")
-    query = "&".join(f"{key}=***" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
-    return parts._replace(netloc=netloc, query=query, fragment="").geturl()
+def address_fields(model: type[models.Model]) -> list[str]:
+    """The fields of ``model`` that hold an address, which may carry credentials (``user:password@``, a query
+    token): URL fields, and text fields named like one (``endpoint``, ``base_url``, ``llm_base_url``)."""
+    return [
+        field.name
+        for field in model._meta.concrete_fields
+        if isinstance(field, models.URLField)
+        or (isinstance(field, models.CharField) and field.name.endswith(("url", "endpoint")))
+    ]
 
 
 def secret_or_endpoint_mask(value: str) -> str:
@@ -66,7 +64,7 @@ def secret_or_endpoint_mask(value: str) -> str:
         return value
     if "://" in value:
         return endpoint_mask(value)
-    return "***"
+    return MASK
 
 
 class HistoryActorMiddleware(AuditlogMiddleware):

@@ -42,9 +42,9 @@ def history_entries(
     found = Q(content_type=ContentType.objects.get_for_model(obj), object_id=obj.pk)
     for model, fk in children:
         current = model._default_manager.filter(**{fk: obj}).values("pk")
-        found |= Q(content_type=ContentType.objects.get_for_model(model)) & (
-            Q(object_id__in=current) | Q(**{f"changes__{fk}__contains": [str(obj.pk)]})
-        )
+        # ``[old, new]`` names ``obj`` on either side; an index lookup, unlike ``__contains``, works on SQLite too.
+        named = Q(**{f"changes__{fk}__0": str(obj.pk)}) | Q(**{f"changes__{fk}__1": str(obj.pk)})
+        found |= Q(content_type=ContentType.objects.get_for_model(model)) & (Q(object_id__in=current) | named)
     return LogEntry.objects.filter(found).select_related("actor", "content_type").order_by("-timestamp", "-pk")
 
 

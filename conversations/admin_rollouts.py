@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from common.adminkit import ReadOnlyAdminMixin
+from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin
 from conversations.rollout_guard import RolloutStateError, plan_command, plan_start
 from routing.models import RolloutDecision, RolloutDecisionAction, RolloutPlan, RolloutPlanStatus
 
@@ -62,7 +62,8 @@ class RolloutDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(RolloutPlan)
-class RolloutPlanAdmin(admin.ModelAdmin):
+class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
+    endpoint_fields = ["webhook_url"]  # its query may hold the receiver's secret
     list_display = ["name", "target", "profile", "candidate_number", "status", "stage_shown", "started_at"]
     list_filter = ["status", "target", "profile"]
     search_fields = ["name", "profile__agent_id"]

@@ -25,12 +25,14 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 
 from common import tracing
 from common.bus import publish_event
+from common.endpoints import endpoints_masked_in
 from common.events import Emit, emit_safely
 from common.outages import TRIAL, Circuit
 from conversations.models import BackendCall, BackendCallStatus
@@ -273,6 +275,9 @@ def _elapsed(started: float) -> float:
 
 
 def _failed(backend: BackendSpec, status: str, error: str, started: float, http: int | None = None) -> BackendReply:
+    # The error is stored and shown (the backend call's row, the turn's metadata): an HTTP client's error may quote
+    # the URL it was given, credentials and all.
+    error = endpoints_masked_in(error)
     return BackendReply(
         backend=backend.name, status=status, http_status=http, latency_ms=_elapsed(started), error=error
     )
@@ -295,6 +300,13 @@ def _answered(backend: BackendSpec, done: dict[str, Any], http_status: int, star
     )
 
 
+def gateway_url(base_url: str) -> str:
+    """Where a hop goes: the gateway API's path after ``base_url``'s own path, its query kept after it
+    (``https://h/tenants/a/?region=eu`` → ``https://h/tenants/a/api/gateway/message/stream?region=eu``)."""
+    parts = urlsplit(base_url)
+    return parts._replace(path=parts.path.rstrip("/") + GATEWAY_PATH).geturl()
+
+
 async def _stream(
     backend: BackendSpec, message: GatewayMessage, *, hops: int, emit: Emit | None
 ) -> tuple[dict[str, Any], int]:
@@ -307,7 +319,7 @@ async def _stream(
         headers["Authorization"] = f"Bearer {backend.api_key}"
     request = _client().build_request(
         "POST",
-        backend.base_url + GATEWAY_PATH,
+        gateway_url(backend.base_url),
         json=message.body(backend),
         headers=headers,
         timeout=httpx.Timeout(backend.timeout),

@@ -10,6 +10,8 @@ readiness probes.
 from __future__ import annotations
 
 import argparse
+import copy
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -29,7 +31,7 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 # The demo tools only read fixed data.
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-__all__ = ["HEALTH_PATH", "MCP_PATH", "READ_ONLY", "brl", "main", "new_server"]
+__all__ = ["HEALTH_PATH", "MCP_PATH", "READ_ONLY", "AccessLineWithoutQuery", "brl", "log_config", "main", "new_server"]
 
 
 def _delay_tool_calls(delay_ms: int):
@@ -116,4 +118,26 @@ def main(
         host=args.host,
     )
     # workers=1: uvicorn would otherwise read the web server's WEB_CONCURRENCY and refuse an app object.
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), workers=1)
+    uvicorn.run(
+        app, host=args.host, port=args.port, log_level=args.log_level.lower(), workers=1, log_config=log_config()
+    )
+
+
+class AccessLineWithoutQuery(logging.Filter):
+    """uvicorn's access line with the path only: a client may send its credentials in the query string
+    (``/mcp?token=…``), and they are no business of this server's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
+            client, method, path, version, status = args
+            record.args = (client, method, path.partition("?")[0], version, status)
+        return True
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's default logging, its access lines through :class:`AccessLineWithoutQuery`."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config.setdefault("filters", {})["path_only"] = {"()": AccessLineWithoutQuery}
+    config["handlers"]["access"]["filters"] = ["path_only"]
+    return config

@@ -35,8 +35,8 @@ from rest_framework import status
 from agents.models import MODEL_ENDPOINT_FIELDS, MODEL_ENDPOINT_PERMISSION, AgentProfile
 from agents.schemas import model_key_variable_refusal
 from common.config_version import config_version_bump
+from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
-from common.history import endpoint_mask
 from routing.models import ProfileRelease, RoutingVersion
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
@@ -44,8 +44,9 @@ UNSET: Any = object()  # based_on not given: publish whatever is live
 
 # Fields whose values are long texts: a change is shown as a text diff, not "old → new".
 LONG_TEXTS = frozenset({"prompt", "policy", "synthesis_prompt", "description"})
-# Endpoints a document holds: shown and exported masked (credentials, query values), never as stored.
-ENDPOINT_FIELDS = frozenset({"llm_base_url"})
+# Addresses a document holds (llm_base_url, a backend's base_url, a server's endpoint) may carry credentials: they
+# are shown, diffed and downloaded masked, never as stored.
+ADDRESS_SUFFIXES = ("url", "endpoint")
 # How a collection, or a list field, is named in a sentence (else: the name with underscores as spaces, less a final s).
 NAMES = {
     "state_policies": "state policy",
@@ -107,12 +108,13 @@ def model_settings_check(*, profile: Any, document: Mapping[str, Any], served: M
 
 
 def document_masked(document: Mapping[str, Any]) -> dict[str, Any]:
-    """``document`` as it may be shown or downloaded: its endpoints masked (:data:`ENDPOINT_FIELDS`)."""
+    """``document`` as it may be shown or downloaded: the profile's addresses masked (:data:`ADDRESS_SUFFIXES`)."""
     shown = copy.deepcopy(dict(document))
     profile = shown.get("profile")
     if isinstance(profile, dict):
-        for name in ENDPOINT_FIELDS & set(profile):
-            profile[name] = endpoint_mask(profile[name] or "")
+        for name, value in profile.items():
+            if name.endswith(ADDRESS_SUFFIXES) and isinstance(value, str):
+                profile[name] = endpoint_mask(value)
     return shown
 
 
@@ -352,7 +354,7 @@ def _fields_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]
 
 
 def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]:
-    if field in ENDPOINT_FIELDS:
+    if field.endswith(ADDRESS_SUFFIXES):
         before, after = (endpoint_mask(value) if isinstance(value, str) else value for value in (before, after))
     if field == "enabled" and isinstance(before, bool) and isinstance(after, bool):
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]

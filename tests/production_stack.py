@@ -17,6 +17,13 @@ would: ``migrate``, ``seed_demo``, ``create_api_key``. Every process writes its 
 file under the stack's directory (``log_files()``); a test that fails gets them copied to
 ``$TEST_OUTPUT_DIR/production-stack/<test>/``.
 
+Secrets are planted as an operator would hold them (:data:`CANARIES`, ``stack.canaries``): the settings'
+(``DJANGO_SECRET_KEY``, the database password, ``METRICS_TOKEN``, ``OTEL_EXPORTER_OTLP_HEADERS``, the events
+webhook's URL and signing key, model keys) and the data's (the telecom MCP endpoint's user, password and token; a
+remote backend's credentials and key on ``retail_orders``, reached by the word ``canario``; ``finance_assistente``'s own
+model endpoint, in router mode). The webhook, the backend and that model endpoint are ``stack.sink``, a receiver in
+the test process. Celery beat runs too.
+
 The ``telecom_contas`` profile runs in supervisor mode (its specialists fan out to the Celery worker), the other
 demo profiles in router mode (specialists in the web process), so one stack exercises both paths. The model is
 the offline one, sleeping ``OFFLINE_LLM_LATENCY_MS`` per call.
@@ -43,6 +50,7 @@ import pytest
 
 from scripts import services
 from tests.celery_processes import CeleryWorkerProcess, CeleryWorkerStartError
+from tests.webhook_receiver import Receiver
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -58,6 +66,30 @@ WORKER_CONCURRENCY = 4
 SUPERVISOR_PROFILE = "telecom_contas"
 ROUTER_PROFILE = "retail_orders"
 STARTUP_TIMEOUT = 90.0
+# What each planted secret is; its value is made per stack (``stack.canaries``) and must appear in no log.
+CANARIES = (
+    "database password",
+    "metrics token",
+    "OTLP header",
+    "webhook user",
+    "webhook password",
+    "webhook query secret",
+    "webhook signing key",
+    "OpenAI key",
+    "profile model key",
+    "MCP user",
+    "MCP password",
+    "MCP token",
+    "backend user",
+    "backend password",
+    "backend token",
+    "backend key",
+    "profile model user",
+    "profile model password",
+    "profile model query key",
+)
+BACKEND_WORD = "canario"  # a message with it goes to retail_orders' remote backend
+MODEL_KEY_VARIABLE = "STACK_MODEL_API_KEY"  # finance_assistente's model key variable
 
 
 class StackError(RuntimeError):
@@ -235,7 +267,10 @@ class ProductionStack:
         self.mcp_ports: dict[str, int] = {}
         self.worker: StackCeleryWorker | None = None
         self.web: LoggedProcess | None = None
+        self.beat: LoggedProcess | None = None
         self.port = 0
+        self.canaries: dict[str, str] = {}
+        self.sink: Receiver | None = None
 
     # ---- start and stop the whole stack
 
@@ -294,8 +329,10 @@ class ProductionStack:
             API_MESSAGE_RATE_PER_KEY="100000/minute",
             API_MESSAGE_RATE_PER_SESSION="100000/minute",
         )
+        env.update(self._planted_settings(env["DJANGO_SECRET_KEY"]))
         self.env = env
         self._prepare_database()
+        self._plant_data()
         for name in self.mcp_ports:
             self.start_mcp(name)
         self.worker = StackCeleryWorker(
@@ -307,6 +344,10 @@ class ProductionStack:
         )
         self.worker.start()
         self._exit.callback(self.worker.stop)
+        beat = ["-m", "celery", "-A", "platform", "beat", "--loglevel=INFO", "--schedule", str(self.root / "beat")]
+        self.beat = LoggedProcess("celery-beat", [sys.executable, *beat], env=env, log_dir=self.log_dir)
+        self._exit.callback(self.beat.stop)
+        self.beat.start(self._beat_started)
         serve = ["platform.serve", "--host", HOST, "--port", str(self.port), "--workers", str(WEB_WORKERS)]
         self.web = LoggedProcess("web", [sys.executable, "-m", *serve], env=env, log_dir=self.log_dir)
         self._exit.callback(self.web.stop)
@@ -315,6 +356,72 @@ class ProductionStack:
 
     def close(self) -> None:
         self._exit.close()
+
+    def _beat_started(self) -> bool:
+        log = self.beat.log_path if self.beat is not None else None
+        return log is not None and "beat: Starting" in _tail(log)
+
+    def _planted_settings(self, secret_key: str) -> dict[str, str]:
+        """The settings that hold secrets, each a canary (``self.canaries``); the receiver they post to started."""
+        self.sink = Receiver()
+        self._exit.callback(self.sink.stop)
+        self.canaries = {name: f"{name.replace(' ', '-')}-{os.urandom(8).hex()}" for name in CANARIES}
+        self.canaries["Django secret key"] = secret_key
+        canary, sink = self.canaries, urlsplit(self.sink.url)
+        assert self.postgres is not None
+        database = urlsplit(self.postgres.url)  # trust authentication: the password is sent to no one
+        return {
+            "DATABASE_URL": database._replace(
+                netloc=f"{database.username}:{canary['database password']}@{database.hostname}:{database.port}"
+            ).geturl(),
+            "METRICS_TOKEN": canary["metrics token"],
+            "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer {canary['OTLP header']}",  # no endpoint: tracing off
+            "EVENTS_WEBHOOK_URL": f"http://{canary['webhook user']}:{canary['webhook password']}@{sink.netloc}"
+            f"{sink.path}?sig={canary['webhook query secret']}",
+            "EVENTS_WEBHOOK_SECRET": canary["webhook signing key"],
+            "OPENAI_API_KEY": canary["OpenAI key"],  # no OPENAI_BASE_URL: the offline model still answers
+            MODEL_KEY_VARIABLE: canary["profile model key"],
+        }
+
+    def _plant_data(self) -> None:
+        """The secrets an operator keeps in the admin: the telecom MCP endpoint's credentials, a remote backend's on
+        retail_orders, finance_assistente's own model endpoint (router mode, published). The values go to the
+        shell through its environment, so that manage.log does not carry them."""
+        canary = self.canaries
+        assert self.sink is not None
+        sink = urlsplit(self.sink.url)
+        planted = {
+            "STACK_MCP_ENDPOINT": f"http://{canary['MCP user']}:{canary['MCP password']}@{HOST}:"
+            f"{self.mcp_ports['telecom']}/mcp?token={canary['MCP token']}",
+            "STACK_BACKEND_URL": f"http://{canary['backend user']}:{canary['backend password']}@{sink.netloc}"
+            f"/remote/?token={canary['backend token']}",
+            "STACK_BACKEND_KEY": canary["backend key"],
+            "STACK_MODEL_URL": f"http://{canary['profile model user']}:{canary['profile model password']}@"
+            f"{sink.netloc}/v1?api_key={canary['profile model query key']}",
+        }
+        self.manage(
+            "shell",
+            "-c",
+            "import os\n"
+            "from agents.models import AgentProfile, McpServer, RemoteBackend\n"
+            "from common.config_version import config_version_bump\n"
+            "from routing.versions import version_publish\n"
+            "server = McpServer.objects.get(name='telecom')\n"
+            "server.endpoint = os.environ['STACK_MCP_ENDPOINT']\n"
+            "server.save()\n"
+            f"RemoteBackend.objects.create(profile=AgentProfile.objects.get(agent_id={ROUTER_PROFILE!r}), "
+            "name='canary_backend', base_url=os.environ['STACK_BACKEND_URL'], api_key=os.environ['STACK_BACKEND_KEY'], "
+            f"remote_agent_id='anything', keywords=[{BACKEND_WORD!r}], priority=1, timeout=5, failures_to_open=100)\n"
+            "finance = AgentProfile.objects.get(agent_id='finance_assistente')\n"
+            "finance.routing_mode = 'router'\n"
+            "finance.llm_base_url = os.environ['STACK_MODEL_URL']\n"
+            "finance.llm_model = 'canary-model'\n"
+            f"finance.llm_api_key_env = {MODEL_KEY_VARIABLE!r}\n"
+            "finance.save()\n"
+            "version_publish(profile=finance, note='own model endpoint')\n"
+            "config_version_bump()\n",
+            env=planted,
+        )
 
     @staticmethod
     def _cluster(url: str) -> PostgresCluster:
@@ -325,15 +432,16 @@ class ProductionStack:
         # services.postgres() logs to postgres.log beside the data directory; a restart appends there too.
         return PostgresCluster(url=url, data_dir=data_dir, log_path=data_dir.parent / "postgres.log")
 
-    def manage(self, *args: str, secret_output: bool = False) -> str:
-        """``manage.py <args>`` against the stack's database; its stdout. :class:`StackError` if it fails.
+    def manage(self, *args: str, secret_output: bool = False, env: dict[str, str] | None = None) -> str:
+        """``manage.py <args>`` against the stack's database, with ``env`` added to the stack's environment; its
+        stdout. :class:`StackError` if it fails.
 
         Its output goes to ``manage.log`` with the others, but for ``secret_output`` (a new key) stderr only.
         """
         result = subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=PROJECT_ROOT,
-            env=self.env,
+            env={**self.env, **(env or {})},
             capture_output=True,
             text=True,
             check=False,
@@ -490,7 +598,8 @@ class ProductionStack:
     # ---- logs
 
     def log_files(self) -> list[Path]:
-        """Every log the stack's processes wrote: web, Celery workers, MCP servers, manage.py, PostgreSQL, Redis."""
+        """Every log the stack's processes wrote: web, Celery workers and beat, MCP servers, manage.py, PostgreSQL,
+        Redis."""
         files = sorted(self.log_dir.glob("*.log"))
         if self.postgres is not None:
             files.append(self.postgres.log_path)

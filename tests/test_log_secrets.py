@@ -1,4 +1,12 @@
-"""No API key and no personal data in any log of a production-like run (tests/production_stack.py).
+"""No secret, no API key and no personal data in any log of a production-like run (tests/production_stack.py).
+
+Secrets: the stack holds canaries in its settings and data (``stack.canaries``: the Django secret key, the database
+password, the metrics token, an OTLP header, the events webhook's URL credentials and signing key, model keys, the
+telecom MCP endpoint's user, password and token, a remote backend's credentials and key, a profile's model endpoint
+credentials). Every path that logs an address is taken — tool calls through the real example MCP servers in the web
+process and on the Celery worker, the webhook, the backend hop, the profile's model, health, the debug routes,
+metrics — and no log any process wrote (web, worker, beat, MCP servers, PostgreSQL, Redis, manage.py), no answer
+and no history entry holds one.
 
 Personal data (a CPF, a card, an e-mail, a phone) goes in through every face — the gateway, its Server-Sent
 Events, ``/v1/chat/completions`` streamed and not, the WebSocket with ``?key=`` and with the ``bearer.<key>``
@@ -11,12 +19,21 @@ the fault tests on the same stack, it searches their logs too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 
 import pytest
 
-from tests.production_stack import ROUTER_PROFILE, SUPERVISOR_PROFILE, ProductionStack, conversation_key
+from tests.production_stack import (
+    BACKEND_WORD,
+    ROUTER_PROFILE,
+    SUPERVISOR_PROFILE,
+    ProductionStack,
+    StackError,
+    conversation_key,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
@@ -103,6 +120,23 @@ async def send_everywhere(stack: ProductionStack) -> dict[str, object]:
     return outcome
 
 
+def found_in_logs(stack: ProductionStack, secrets: dict[str, str]) -> list[str]:
+    """``"<log>: <secret> × n, first: …context…"`` for each secret some log of the stack holds."""
+    found = []
+    for path in stack.log_files():
+        # Whitespace runs as one space: a console handler wraps long messages, a value may straddle a line break.
+        flat = re.sub(r"\s+", " ", path.read_text(encoding="utf-8", errors="replace"))
+        for name, secret in secrets.items():
+            if (hits := flat.count(secret)) == 0:
+                continue
+            at = flat.index(secret)
+            shown = flat[max(0, at - 100) : at + len(secret) + 60]
+            for other_name, other in secrets.items():
+                shown = shown.replace(other, f"<{other_name}>")
+            found.append(f"{path.name}: {name} × {hits}, first: …{shown}…")
+    return found
+
+
 @pytest.mark.timeout(180)
 def test_no_log_of_the_stack_carries_an_api_key_or_raw_personal_data(production_stack):
     stack = production_stack
@@ -135,16 +169,75 @@ def test_no_log_of_the_stack_carries_an_api_key_or_raw_personal_data(production_
     assert "/pii-ws-key/" in web_log and "MCP telecom.consultar_fatura" in web_log
 
     secrets = {f"API key {name}": raw for name, raw in stack.keys.items()} | RAW_FORMS
-    found = []
-    for path, text in logs.items():
-        # Whitespace runs as one space: a console handler wraps long messages, a value may straddle a line break.
-        flat = re.sub(r"\s+", " ", text)
-        for name, secret in secrets.items():
-            if (hits := flat.count(secret)) == 0:
-                continue
-            at = flat.index(secret)
-            shown = flat[max(0, at - 100) : at + len(secret) + 60]
-            for other_name, other in secrets.items():
-                shown = shown.replace(other, f"<{other_name}>")
-            found.append(f"{path.name}: {name} × {hits}, first: …{shown}…")
+    found = found_in_logs(stack, secrets)
     assert not found, f"{len(found)} secrets in the logs:\n" + "\n".join(found)
+
+
+async def take_every_path_that_logs_an_address(stack: ProductionStack) -> dict[str, tuple[int, str]]:
+    """Tool calls (web and worker), the backend hop, the profile's model, health, the debug routes and metrics:
+    each one's status and body."""
+    import httpx
+
+    bearer = {"Authorization": f"Bearer {stack.keys['tenant_a']}"}
+    debug = {"Authorization": f"Bearer {stack.keys['tenant_a_debug']}"}
+    metrics = {"Authorization": f"Bearer {stack.canaries['metrics token']}"}
+    line = {"msisdn": "5511999999999"}
+
+    def message(agent_id: str, session_id: str, text: str) -> dict[str, object]:
+        payload = {"text": text, "session_id": session_id, "context": line}
+        return {"channel": "web", "agent_id": agent_id, "payload": payload}
+
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=TIMEOUT) as client:
+        requests = {
+            "tool call, web": client.post("/api/gateway/message", headers=bearer,
+                json=message("telecom_assistente", "canary-tool", "Minha fatura veio alta")),
+            "tool calls, worker": client.post("/api/gateway/message", headers=bearer,
+                json=message(SUPERVISOR_PROFILE, "canary-fanout", "Minha fatura e meu pedido, quero uma troca.")),
+            "backend hop": client.post("/api/gateway/message", headers=bearer,
+                json=message(ROUTER_PROFILE, "canary-backend", f"Quero saber do {BACKEND_WORD}")),
+            "profile's model": client.post("/api/gateway/message", headers=bearer,
+                json=message("finance_assistente", "canary-model", "Olá, o que você sabe fazer?")),
+            "debug MCP tools": client.get("/api/debug/mcp/tools", headers=debug),
+            "debug MCP call": client.post("/api/debug/mcp/call/consultar_fatura", headers=debug, json=line),
+            "debug environment": client.get("/api/debug/env", headers=debug),
+            "health": client.get("/api/health"),
+            "readiness": client.get("/api/health/ready"),
+            "metrics": client.get("/metrics", headers=metrics),
+        }  # fmt: skip
+        answers = await asyncio.gather(*requests.values())
+    return {name: (answer.status_code, answer.text) for name, answer in zip(requests, answers, strict=True)}
+
+
+@pytest.mark.timeout(180)
+def test_no_log_answer_or_history_entry_of_the_stack_carries_a_planted_secret(production_stack):
+    stack = production_stack
+    assert stack.sink is not None
+    posted_before = len(stack.sink.posts)
+
+    answered = asyncio.run(take_every_path_that_logs_an_address(stack))
+
+    assert {name: status for name, (status, _) in answered.items()} == dict.fromkeys(answered, 200), answered
+    assert '"status":"ok"' in answered["debug MCP call"][1].replace(" ", "")  # through the endpoint with credentials
+
+    # The webhook, the backend hop and the profile's model reached the receiver: their addresses were used.
+    def not_called() -> set[str]:
+        headers = {header.lower() for headers, _ in stack.sink.posts[posted_before:] for header in headers}
+        return {"x-platform-event", "x-gateway-hops", "x-stainless-lang"} - headers  # webhook, backend, model
+
+    with contextlib.suppress(StackError):
+        wait_for(lambda: not not_called(), timeout=30, what="the webhook, the backend and the model called")
+    assert not not_called(), f"never called: {not_called()}"
+    canaries = stack.canaries
+    leaked = {name: [secret for secret in canaries.values() if secret in body] for name, (_, body) in answered.items()}
+    assert not any(leaked.values()), leaked
+    history = " ".join(changes for (changes,) in stack.query("SELECT changes::text FROM auditlog_logentry"))
+    assert "@127.0.0.1" in history and not [name for name, secret in canaries.items() if secret in history]
+    found = found_in_logs(stack, {**canaries, **{f"API key {name}": raw for name, raw in stack.keys.items()}})
+    assert not found, f"{len(found)} secrets in the logs:\n" + "\n".join(found)
+
+    logs = {path.name: path.read_text(encoding="utf-8", errors="replace") for path in stack.log_files()}
+    web = "".join(text for name, text in logs.items() if name.startswith("web-"))
+    worker = "".join(text for name, text in logs.items() if name.startswith("celery-worker-"))
+    # The lines that carried the credentials were written (the search above had something to find).
+    assert "HTTP Request: POST http://***@127.0.0.1:" in web and "HTTP Request: POST http://***@127.0.0.1:" in worker
+    assert "beat: Starting" in "".join(text for name, text in logs.items() if name.startswith("celery-beat-"))

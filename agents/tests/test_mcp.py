@@ -121,6 +121,22 @@ def test_tools_list_of_a_server_that_is_down_raises_unavailable():
         asyncio.run(tools_list(Endpoint("down", f"http://127.0.0.1:{free_port()}/mcp", timeout=2)))
 
 
+def test_a_server_that_never_answers_is_named_without_the_credentials_of_its_endpoint():
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        endpoint = Endpoint("silent", f"http://mcpuser:mcp-pa55@127.0.0.1:{port}/mcp?token=mcp-t0ken", timeout=0.5)
+
+        with pytest.raises(McpUnavailable) as raised:
+            asyncio.run(tools_list(endpoint))
+
+    message = str(raised.value)
+    assert f"http://***@127.0.0.1:{port}/mcp?token=***" in message
+    assert "mcp-pa55" not in message and "mcp-t0ken" not in message
+    assert "mcp-pa55" not in repr(endpoint)
+
+
 def test_arguments_come_from_the_context_by_the_schemas_property_names():
     context = {"msisdn": "5511999999999", "invoice_id": "INV001", "order_id": "P100", "empty": None}
     assert arguments_from_context(FATURA_SCHEMA, context) == {"msisdn": "5511999999999", "invoice_id": "INV001"}

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.models import McpServer, McpTool
+from common.config_version import config_version_bump
 
 pytestmark = pytest.mark.django_db
 
@@ -75,6 +76,22 @@ def test_the_debug_tools_list_shows_every_tool_with_its_server(debug_api, live_m
 
     assert set(tools) == {"consultar_fatura", "consultar_pagamentos", "consultar_pedido", "consultar_entrega"}
     assert tools["consultar_pedido"]["server"] == "retail"
+
+
+def test_a_debug_key_sees_each_tools_server_address_without_its_credentials_and_the_call_still_works(
+    debug_api, live_mcp
+):
+    with_secrets = live_mcp["telecom"].replace("http://", "http://mcpuser:mcp-pa55@") + "?token=mcp-t0ken"
+    McpServer.objects.filter(name="telecom").update(endpoint=with_secrets)
+    config_version_bump()
+
+    listed = debug_api.get("/api/debug/mcp/tools").json()
+    called = debug_api.post("/api/debug/mcp/call/consultar_fatura", {"msisdn": "5511999999999"}, format="json")
+
+    endpoints = {tool["name"]: tool["endpoint"] for tool in listed["tools"]}
+    assert endpoints["consultar_fatura"] == live_mcp["telecom"].replace("http://", "http://***@") + "?token=***"
+    assert "mcp-pa55" not in str(listed) and "mcp-t0ken" not in str(listed)
+    assert called.json()["status"] == "ok"
 
 
 def test_the_debug_call_runs_the_tool_over_mcp(debug_api, live_mcp):

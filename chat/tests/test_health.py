@@ -60,6 +60,23 @@ def test_anonymous_callers_see_mcp_server_names_and_reachability_but_not_their_a
     assert {s["endpoint"] for s in staff["mcp_servers"]} == set(live_mcp.values())
 
 
+def test_a_staff_session_sees_an_mcp_servers_address_without_its_credentials(client, live_mcp, editor):
+    from agents.models import McpServer
+    from common.config_version import config_version_bump
+
+    with_secrets = live_mcp["telecom"].replace("http://", "http://mcpuser:mcp-pa55@") + "?token=mcp-t0ken"
+    McpServer.objects.filter(name="telecom").update(endpoint=with_secrets)
+    config_version_bump()
+    client.force_login(editor)  # any staff member, a routing editor included
+
+    body = client.get("/api/health").json()
+
+    servers = {server["name"]: server for server in body["mcp_servers"]}
+    assert servers["telecom"]["reachable"] is True  # the check itself still uses the whole address
+    assert servers["telecom"]["endpoint"] == live_mcp["telecom"].replace("http://", "http://***@") + "?token=***"
+    assert "mcp-pa55" not in str(body) and "mcp-t0ken" not in str(body)
+
+
 def test_redis_down_makes_readiness_degraded_and_says_so(client, live_mcp, settings):
     with PrivateRedis() as redis:
         settings.REDIS_URL = redis.url

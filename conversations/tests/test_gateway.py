@@ -211,16 +211,18 @@ def test_a_message_that_arrived_at_the_hop_limit_calls_no_backend(api, gateway, 
 
 class StubBackend:
     """A tiny HTTP server in a thread: ``mode`` ``ok`` (a gateway answer), ``slow`` (sleeps first), ``503``,
-    ``json`` (a 200 that is not an event stream). ``calls`` counts the requests it got."""
+    ``json`` (a 200 that is not an event stream). ``calls`` counts the requests it got, ``paths`` their targets."""
 
     def __init__(self) -> None:
         self.mode = "ok"
         self.calls = 0
+        self.paths: list[str] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # http.server calls it by this name
                 stub.calls += 1
+                stub.paths.append(self.path)
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if stub.mode == "slow":
                     time.sleep(3)
@@ -283,6 +285,17 @@ def test_a_failing_backend_is_recorded_and_the_fallback_specialist_answers(
     assert call.latency_ms < 2500  # a slow backend (3 s) is given up at its timeout (1 s)
     conversation = Conversation.objects.get()
     assert (conversation.active_backend, conversation.active_specialist) == ("", "support_agent")
+
+
+def test_a_base_url_with_a_path_and_a_query_gets_the_gateway_path_after_its_path_and_keeps_its_query(
+    api, telecom, stub
+):
+    faulty(telecom, f"{stub.base}/tenants/a/?region=eu&token=q-t0k")
+
+    answer = send(api, "Quero a portabilidade", "gw-query")
+
+    assert answer["answer"] == "stub answer"
+    assert stub.paths == ["/tenants/a/api/gateway/message/stream?region=eu&token=q-t0k"]
 
 
 def test_an_unreachable_backend_without_a_fallback_gets_a_graceful_sentence(api, db):

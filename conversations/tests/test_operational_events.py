@@ -18,9 +18,10 @@ from channels.layers import get_channel_layer
 from django.db import connection
 
 from agents.models import AgentProfile, McpServer
-from common.bus import EVENTS_GROUP, events_flush, tenant_group
+from common.bus import EVENTS_GROUP, Webhook, events_flush, tenant_group
 from common.config_version import config_version_bump
 from conversations.rollout_guard import plan_evaluate, plan_start
+from platform.logs import RedactFilter
 from routing.models import Intent, Keyword, RolloutPlan
 from routing.versions import version_publish
 from tests.webhook_receiver import Receiver
@@ -113,6 +114,23 @@ def test_a_failing_webhook_is_retried_then_logged_and_never_breaks_the_turn(api,
     assert took < 1.5  # the two pauses between the three attempts (0.5 s + 1 s) are not the turn's
     assert len(receiver.posts) == 3  # the first attempt and two retries
     assert any("gave up on agent.completed" in record.getMessage() for record in caplog.records)
+
+
+def test_neither_the_webhooks_query_secret_nor_its_signing_key_reaches_a_log_line(
+    api, telecom, receiver, settings, caplog
+):
+    receiver.status = 500  # retried, then given up on: every line the webhook's path writes
+    settings.EVENTS_WEBHOOK_URL = f"http://hookuser:h00k-pw@{receiver.url.removeprefix('http://')}?sig=s1g-s3cret"
+    with caplog.at_level(logging.DEBUG):
+        caplog.handler.addFilter(RedactFilter())  # as on every handler of the processes (platform/settings.py)
+        say(api, INVOICE)
+        assert events_flush()
+
+    assert len(receiver.posts) == 3
+    assert "HTTP Request: POST http://***@127.0.0.1:" in caplog.text and "/events?sig=*** " in caplog.text
+    shown = repr(Webhook(settings.EVENTS_WEBHOOK_URL, SECRET, retries=0, timeout=1.0))
+    for secret in ("hookuser", "h00k-pw", "s1g-s3cret", SECRET):
+        assert secret not in caplog.text and secret not in shown
 
 
 def test_an_unreachable_webhook_never_breaks_the_turn(api, telecom, settings):

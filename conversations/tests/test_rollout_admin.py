@@ -10,6 +10,7 @@ from django.utils import timezone
 from agents.models import AgentProfile
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
 from routing.versions import version_publish
+from tests.adminkit import error_messages, form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -67,6 +68,24 @@ def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_clien
     assert plan.status == RolloutPlanStatus.ABORTED and "Aborted by hand" in aborted
     decisions = admin_client.get(reverse("admin:routing_rolloutdecision_changelist")).content.decode()
     assert decisions.count("admin: admin") >= 4
+
+
+def test_a_plans_webhook_url_is_shown_masked_and_kept_when_sent_back_masked(admin_client, candidate):
+    hook = "https://hooks.example/rollouts?sig=r0ll0ut-s1g"
+    plan = RolloutPlan.objects.create(name="zz", profile=candidate.profile, candidate=candidate, webhook_url=hook)
+    change = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+
+    page = admin_client.get(change)
+    listing = admin_client.get(reverse("admin:routing_rolloutplan_changelist")).content.decode()
+    data = form_data(page)
+    data["name"] = "zz, renamed"
+    saved = admin_client.post(change, data)
+
+    assert "r0ll0ut-s1g" not in page.content.decode() and "r0ll0ut-s1g" not in listing
+    assert data["webhook_url"] == "https://hooks.example/rollouts?sig=***"
+    assert saved.status_code == 302, error_messages(saved)
+    plan.refresh_from_db()
+    assert (plan.name, plan.webhook_url) == ("zz, renamed", hook)
 
 
 def test_a_plan_with_wrong_settings_is_refused_naming_the_field(admin_client, candidate):

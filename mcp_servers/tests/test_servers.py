@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +15,7 @@ from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from mcp_servers.common import main
+from mcp_servers.common import AccessLineWithoutQuery, log_config, main
 from mcp_servers.retail import server as retail
 from mcp_servers.telecom import server as telecom
 
@@ -299,10 +300,23 @@ def test_the_port_comes_from_the_environment_unless_given(module, monkeypatch):
 
     def serve(*argv: str) -> dict:
         main(module.build_server, description="", port_env=module.PORT_ENV, default_port=module.DEFAULT_PORT, argv=argv)
-        return dict(served)
+        return {name: value for name, value in served.items() if name != "log_config"}
 
     monkeypatch.setenv(module.PORT_ENV, "9123")
     assert serve() == {"host": "127.0.0.1", "port": 9123, "log_level": "info", "workers": 1}
     assert serve("--port", "9")["port"] == 9
     monkeypatch.delenv(module.PORT_ENV)
     assert serve()["port"] == module.DEFAULT_PORT
+
+
+def test_the_access_log_names_a_requests_path_without_its_query_string():
+    line = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "POST", "/mcp?token=t0ken-s3cret", "1.1", 200), None,
+    )  # fmt: skip
+
+    config = log_config()
+    AccessLineWithoutQuery().filter(line)
+
+    assert line.getMessage() == '127.0.0.1:5000 - "POST /mcp HTTP/1.1" 200'
+    assert config["handlers"]["access"]["filters"] == ["path_only"]

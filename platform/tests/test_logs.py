@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import logging
@@ -81,6 +82,73 @@ def test_cpf_card_email_and_bearer_tokens_are_masked_in_a_line_and_its_traceback
         assert raw not in line
     assert "CPF [CPF] with Authorization: Bearer ***" in line
     assert "[EMAIL], cartão [CARD ••••1111]" in line
+
+
+@contextlib.contextmanager
+def every_line_written(level: int = logging.DEBUG):
+    """What a redacting handler on the root logger writes meanwhile, every logger at ``level``."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    handler.addFilter(RedactFilter())
+    root = logging.getLogger()
+    before = root.level
+    root.addHandler(handler)
+    root.setLevel(level)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(before)
+
+
+def test_the_http_clients_request_lines_name_the_host_and_path_but_no_credential():
+    import httpx
+    import httpx2
+
+    from tests.webhook_receiver import Receiver
+
+    receiver = Receiver()
+    port = receiver.server.server_address[1]
+    url = f"http://hookuser:h00k-pw@127.0.0.1:{port}/hook?sig=s1g-value&x=plain-v4lue"
+    try:
+        with every_line_written() as lines:
+            httpx.post(url, content=b"{}")
+            httpx2.post(url, content=b"{}")
+    finally:
+        receiver.stop()
+    text = lines.getvalue()
+
+    assert len(receiver.posts) == 2  # both requests were made and logged
+    assert text.count(f"HTTP Request: POST http://***@127.0.0.1:{port}/hook?sig=***&x=*** ") == 2
+    for secret in ("hookuser", "h00k-pw", "s1g-value", "plain-v4lue"):
+        assert secret not in text
+
+
+def test_an_mcp_tool_call_logs_no_credential_of_its_endpoint_at_any_level(mcp_servers):
+    from agents.mcp import Endpoint, tool_call
+
+    address = mcp_servers["telecom"].replace("http://", "http://mcpuser:mcp-pa55@") + "?token=mcp-t0ken"
+    down = "http://mcpuser:mcp-pa55@127.0.0.1:9/mcp?token=mcp-t0ken"  # nothing listens: the error path's lines
+    with every_line_written() as lines:
+        called = asyncio.run(
+            tool_call(
+                endpoint=Endpoint("telecom", address, 5.0),
+                tool="consultar_fatura",
+                arguments={"msisdn": "5511999999999"},
+                schema={},
+            )
+        )
+        failed = asyncio.run(
+            tool_call(endpoint=Endpoint("down", down, 2.0), tool="consultar_fatura", arguments={}, schema={})
+        )
+    text = lines.getvalue()
+
+    assert called.ok and not failed.ok, (called, failed)
+    assert "HTTP Request: POST http://***@127.0.0.1:" in text  # the SDK's HTTP client logged its requests
+    for secret in ("mcpuser", "mcp-pa55", "mcp-t0ken"):
+        assert secret not in text
+        assert secret not in failed.error and secret not in repr(failed)
 
 
 def test_a_line_without_digits_or_at_signs_is_left_as_it_is():

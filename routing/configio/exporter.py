@@ -5,7 +5,7 @@ collation), so exporting twice gives identical files and an export imported
 into an empty database exports to the same files again.
 
 Exports never carry a secret: endpoints (MCP servers', a profile's model endpoint) are written masked
-(:func:`common.history.endpoint_mask`: credentials before the host and query values as ``***``), and the importer
+(:func:`common.endpoints.endpoint_mask`: credentials before the host and query values as ``***``), and the importer
 reads such a mask as "the stored endpoint, unchanged". Key variables are names, never keys.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-from common.history import endpoint_mask
+from common.endpoints import endpoint_mask
 from routing.models import Capability, Goal, Intent, StatePolicy
 
 HEADER = "# Exported by `manage.py export_config`; load with `manage.py import_config <files>`.\n"

@@ -14,7 +14,7 @@ new prompt version, no ``updated_at`` moved, no routing-version bump).
 
 An import applies only what its user may change (:mod:`routing.configio.rights`): what the writer changed is
 checked against the user's permissions before the transaction commits, and a change they may not make refuses the
-whole import. Endpoints exported masked (:func:`common.history.endpoint_mask`) import as the stored endpoint.
+whole import. Endpoints exported masked (:func:`common.endpoints.endpoint_mask`) import as the stored endpoint.
 """
 
 from __future__ import annotations

@@ -161,6 +161,32 @@ def test_mcp_server_credentials_in_its_endpoint_never_reach_the_log(db):
     assert "crm.example/mcp" in stored  # which server it is still shows
 
 
+def test_a_profiles_model_endpoint_credentials_never_reach_the_history_an_editor_reads(editor_client, telecom):
+    telecom.llm_base_url = "https://llmuser:llm-pa55@llm.example/v1?api_key=llm-k3y"
+    telecom.save()
+    telecom.llm_base_url = "https://llmuser:n3w-pa55@llm.example/v2"
+    telecom.save()
+    entries = LogEntry.objects.get_for_object(telecom).order_by("pk")
+
+    stored = " ".join(str(entry.changes) for entry in entries)
+    pages = editor_client.get(history_url(telecom)).content.decode() + "".join(
+        editor_client.get(change_url(entry)).content.decode() for entry in entries
+    )
+    for secret in ("llm-pa55", "llm-k3y", "n3w-pa55", "llmuser"):
+        assert secret not in stored and secret not in pages
+    assert "https://***@llm.example/v1?api_key=***" in stored  # which endpoint it was still shows
+
+
+def test_every_address_a_recorded_model_holds_is_masked_in_its_history():
+    from django.db import models
+
+    for model in auditlog.get_models():
+        options = auditlog.get_model_fields(model)
+        for field in model._meta.concrete_fields:
+            if isinstance(field, models.URLField) or field.name.endswith(("url", "endpoint")):
+                assert field.name in options["mask_fields"], f"{model.__name__}.{field.name}"
+
+
 def test_a_routing_editor_may_read_the_routing_changes_but_not_delete_or_change_them(editor_client, editor, intent):
     data = form_data(editor_client.get(change_url(intent)))
     data["priority"] = "10"

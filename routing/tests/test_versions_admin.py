@@ -145,6 +145,28 @@ def test_the_version_history_compares_a_version_with_the_one_before_the_live_one
     assert "No differences." in admin_client.get(change_url(second) + "?with=live").content.decode()
 
 
+def test_a_model_endpoints_credentials_are_masked_wherever_an_editor_reads_a_versions_changes(editor_client, telecom):
+    first = version_publish(profile=telecom, note="first")
+    telecom.llm_base_url = "https://llmuser:llm-pa55@llm.example/v1?api_key=llm-k3y"
+    telecom.save()
+    second = version_publish(profile=telecom, note="own model", based_on=1)
+    telecom.llm_base_url = "https://llmuser:n3w-pa55@llm.example/v1"
+    telecom.save()
+
+    pages = [
+        editor_client.get(change_url(telecom)),  # the draft against the live version
+        editor_client.get(change_url(second)),  # a version against the one before
+        editor_client.get(change_url(first) + "?with=draft"),
+        editor_client.get(revert_url(first)),  # what a revert would change
+    ]
+
+    for page in pages:
+        html = page.content.decode()
+        assert page.status_code == 200
+        assert "https://***@llm.example/v1" in html
+        assert not any(secret in html for secret in ("llm-pa55", "llm-k3y", "n3w-pa55", "llmuser")), html
+
+
 def test_reverting_through_the_admin_asks_first_then_publishes_the_old_version_again(api, editor_client, telecom):
     first = version_publish(profile=telecom, note="first")
     add_keyword(telecom, "modem")
