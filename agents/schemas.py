@@ -115,11 +115,17 @@ HINT_KEY_VARIABLE = (
 )
 
 
+def platform_secret_variable(name: str) -> bool:
+    """Whether ``name`` is one of the platform's own secrets (:data:`PLATFORM_SECRET_VARIABLES`): never read on behalf
+    of a configuration, be it a model key or a ``${NAME}`` in an imported endpoint."""
+    return any(fnmatchcase(name, pattern) for pattern in PLATFORM_SECRET_VARIABLES)
+
+
 def model_key_variable_refusal(name: str) -> str | None:
     """Why ``name`` may not be a profile's model key variable, or ``None`` when it may: it matches one of the
     operator's ``LLM_API_KEY_ENV_ALLOWED`` patterns and none of :data:`PLATFORM_SECRET_VARIABLES`. The reason names
     the variable, never a value."""
-    if any(fnmatchcase(name, pattern) for pattern in PLATFORM_SECRET_VARIABLES):
+    if platform_secret_variable(name):
         return ERROR_KEY_VARIABLE_PLATFORM.format(name=name)
     allowed = settings.LLM_API_KEY_ENV_ALLOWED
     if not any(fnmatchcase(name, pattern) for pattern in allowed):

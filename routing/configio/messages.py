@@ -59,6 +59,7 @@ WARNING_TOOL_NOT_ALLOWED = (
 WARNING_COORDINATOR_UNUSED = (
     "the profile is in {mode} mode, where no coordinator takes part; it is stored for router and hybrid modes"
 )
+ERROR_ENV_SECRET = "environment variable {name} is one of the platform's own secrets and is never put into an address"  # noqa: S105 — a message, not a secret
 ERROR_ENV_UNSET = "environment variable {name} is not set and has no default (write ${{{name}:-default}})"
 
 # Rights (routing.configio.rights): what the user may not change, and the permissions it needs.

@@ -449,9 +449,11 @@ def _parse_servers(section: Node, problems: Problems, parsed: Parsed) -> None:
                 choices = ", ".join(sorted({*TRANSPORTS, *TRANSPORT_ALIASES}))
                 problems.add(keys["transport"], messages.ERROR_BAD_CHOICE.format(value=raw, choices=choices))
         if "endpoint" in keys and name_of(keys["endpoint"], problems) is not None:
-            endpoint, missing = expand_env(keys["endpoint"].value.strip())
+            endpoint, missing, refused = expand_env(keys["endpoint"].value.strip())
             for variable in missing:
                 problems.add(keys["endpoint"], messages.ERROR_ENV_UNSET.format(name=variable))
+            for variable in refused:
+                problems.add(keys["endpoint"], messages.ERROR_ENV_SECRET.format(name=variable))
             patch.put("endpoint", keys["endpoint"], endpoint)
         _scalar(patch, keys, "enabled", "boolean", problems)
         _scalar(patch, keys, "description", "text", problems)

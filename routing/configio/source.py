@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
+from agents.schemas import platform_secret_variable
 from platform import env
 from routing.configio import messages
 
@@ -26,17 +27,24 @@ MAX_DEPTH = 40
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def expand_env(text: str) -> tuple[str, list[str]]:
+def expand_env(text: str) -> tuple[str, list[str], list[str]]:
     """Replace ``${NAME}`` and ``${NAME:-default}`` with the environment's values.
 
-    Returns the expanded text and the names that were neither set nor given a
-    default (the caller reports them). Used for MCP server endpoints, so one
-    file serves a laptop (``127.0.0.1``) and a compose network (``mcp-telecom``).
+    Returns the expanded text, the names that were neither set nor given a
+    default, and the names refused because they are the platform's own secrets
+    (:func:`agents.schemas.platform_secret_variable`: never read into an address
+    that leaves the platform); the caller reports both. Used for MCP server
+    endpoints, so one file serves a laptop (``127.0.0.1``) and a compose network
+    (``mcp-telecom``).
     """
     missing: list[str] = []
+    refused: list[str] = []
 
     def replace(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
+        if platform_secret_variable(name):
+            refused.append(name)
+            return match.group(0)
         value = env.string(name)
         if value:
             return value
@@ -45,7 +53,7 @@ def expand_env(text: str) -> tuple[str, list[str]]:
         missing.append(name)
         return match.group(0)
 
-    return _ENV_REFERENCE.sub(replace, text), missing
+    return _ENV_REFERENCE.sub(replace, text), missing, refused
 
 
 @dataclass(eq=False)

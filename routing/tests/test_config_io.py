@@ -1003,3 +1003,16 @@ def test_an_unset_variable_without_a_default_refuses_the_file(tmp_path, monkeypa
 
     assert "servers.yaml:3" in error and "MCP_NOT_SET" in error
     assert not McpServer.objects.exists()
+
+
+@pytest.mark.parametrize("variable", ["DJANGO_SECRET_KEY", "DATABASE_URL", "OTEL_EXPORTER_OTLP_HEADERS"])
+def test_a_platform_secret_is_never_expanded_into_an_endpoint(tmp_path, monkeypatch, variable):
+    monkeypatch.setenv(variable, "planted-secret-value")
+    path = tmp_path / "servers.yaml"
+    path.write_text(f"servers:\n  telecom:\n    endpoint: http://127.0.0.1:8100/mcp?k=${{{variable}}}\n")
+
+    error = refused(path)
+
+    assert "servers.yaml:3" in error and variable in error and "platform's own secrets" in error
+    assert "planted-secret-value" not in error
+    assert not McpServer.objects.exists()
