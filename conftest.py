@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.fixtures",
     "tests.admin_fixtures",
     "tests.mcp_fixtures",
+    "tests.hostile_mcp",
     "tests.celery_fixtures",
     "tests.browser_fixtures",
     "tests.production_stack",

@@ -17,7 +17,11 @@ concurrent calls to that server.
 
 A server that is down, slow or answers an error never raises to the caller:
 :func:`tool_call` returns a :class:`ToolResult` whose ``status`` says what
-happened, and the specialist answers without it.
+happened, and the specialist answers without it. Nor does a server decide how
+much of its output the platform carries: a result over
+``MCP_TOOL_OUTPUT_MAX_BYTES`` (as JSON) is cut with a marker
+(:func:`common.sizes.json_bounded`) before anything reads it — a model, a goal
+plan, the answer, the stored rows — and ``ToolResult.cut`` says how big it was.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from common import tracing
 from common.endpoints import endpoint_mask, endpoints_masked_in
 from common.metrics import tool_call_observe
+from common.sizes import json_bounded, text_cut
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +77,7 @@ class ToolResult:
     latency_ms: float = 0.0
     result: Any = None
     error: str = ""
+    cut: int = 0  # the size of the server's output (JSON bytes) when it was cut to MCP_TOOL_OUTPUT_MAX_BYTES
 
     @property
     def ok(self) -> bool:
@@ -86,7 +93,7 @@ class ToolResult:
         return self.error
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "tool": self.tool,
             "server": self.server,
             "arguments": self.arguments,
@@ -95,6 +102,9 @@ class ToolResult:
             "result": self.result,
             "error": self.error,
         }
+        if self.cut:
+            data["cut"] = self.cut
+        return data
 
 
 @dataclass(frozen=True)
@@ -391,11 +401,14 @@ async def _tool_call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], s
         tool_call_observe(tool, STATUS_INVALID, 0.0)
         return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
     status, payload, error = await runtime.run(_call(endpoint, tool, arguments))
+    limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
+    payload, cut = json_bounded(payload, limit)
+    error = text_cut(error, limit)
     latency = (time.perf_counter() - started) * 1000
     tool_call_observe(tool, status, latency / 1000)
     if status != STATUS_OK:
         logger.warning("MCP %s.%s %s: %s", endpoint.name, tool, status, error)
-    return ToolResult(tool, endpoint.name, arguments, status, latency, payload, error)
+    return ToolResult(tool, endpoint.name, arguments, status, latency, payload, error, cut)
 
 
 async def _list(endpoint: Endpoint) -> list[ToolInfo]:

@@ -10,12 +10,15 @@ the answer, output guardrails, judges, review, persist — with two nodes doing 
   outputs are combined and the profile's model writes the answer; a clarification's question is the answer.
 
 What happened is ``metadata.goal`` (:meth:`GoalTurn.metadata`; ``reading`` says how the goal was read — by the
-hints, a follow-up, the goals' examples with their scores and nearest examples, the model) and, for streaming
-clients, the ``goal`` and ``plan_step`` events.
+hints, a follow-up, the goals' examples with their scores and nearest examples, the model; ``limits`` the
+platform's limits that bit) and, for streaming clients, the ``goal`` and ``plan_step`` events. Why a plan could
+not be made or run stays there (``reason``, the outputs' metadata) and in the log: the customer reads
+:data:`FAILED_PLAN_ANSWER`.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +34,14 @@ from routing.snapshot import Snapshot
 if TYPE_CHECKING:
     from conversations.graph import Turn
 
+logger = logging.getLogger(__name__)
+
 GOAL_ROUTE = "goal"
 GOAL_AGENT = "goal_planner"  # the answer's author in goal mode: the plan, written up by the profile's model
-FAILED_PLAN_ANSWER = "Não consegui concluir o pedido agora: {reason} (I could not complete the request right now.)"
+FAILED_PLAN_ANSWER = (
+    "Não consegui concluir o pedido agora. Tente de novo em instantes ou com outras palavras. "
+    "(I could not complete the request right now.)"
+)
 
 
 @dataclass
@@ -56,6 +64,10 @@ class GoalTurn:
             return self.run.clarification
         return self.decision.clarification
 
+    def limits(self) -> list[dict[str, Any]]:
+        """The plan's and the run's limits that bit (``routing.goals.limit_hit``)."""
+        return [*self.decision.as_dict()["limits"], *(self.run.limits if self.run else ())]
+
     def metadata(self) -> dict[str, Any]:
         decided = self.decision.as_dict()
         return {
@@ -71,6 +83,7 @@ class GoalTurn:
             "combined": self.combined,
             "answer": self.writing,
             "latency_ms": round(self.run.latency_ms, 3) if self.run else 0.0,
+            "limits": self.limits(),
         }
 
     def tool_results(self) -> list[ToolResult]:
@@ -129,7 +142,8 @@ async def goal_answer(turn: Turn, current: Snapshot) -> None:
         turn.answer = str((decision.clarification or {}).get("question", ""))
         return
     if decision.status == FAILURE or decision.plan is None:
-        turn.answer = FAILED_PLAN_ANSWER.format(reason=decision.reason)
+        logger.info("A goal plan could not be made: %s", decision.reason)
+        turn.answer = FAILED_PLAN_ANSWER
         return
     turn.offered_tools = sorted({*turn.offered_tools, *(turn.decision.mcp_tools if turn.decision else [])})
 
@@ -137,6 +151,10 @@ async def goal_answer(turn: Turn, current: Snapshot) -> None:
         await emit_safely(turn.input.emit, event, turn.vault.redact(data))
 
     goal.run = await plan_execute(decision.plan, turn.input.profile.goals, current, on_event=on_event)
+    if goal.run.error:
+        logger.info("A goal plan was refused before it ran: %s", goal.run.error)
+        turn.answer = FAILED_PLAN_ANSWER
+        return
     if goal.run.status == CLARIFICATION and goal.run.clarification:
         turn.goal_state = ambiguity_pending(decision, goal.run.clarification)
         turn.answer = str(goal.run.clarification.get("question", ""))

@@ -39,6 +39,7 @@ from agents.usage import KIND_ANSWER, TurnUsage, other_models, usage_counting
 from common import metrics, tracing
 from common.bus import publish_event
 from common.events import Emit, emit_safely
+from common.sizes import json_bounded, json_size, limit_hit, text_cut
 from conversations import ordering
 from conversations.fanout import executor_for
 from conversations.gateway import BackendReply, GatewayMessage, backend_call, gateway_note, handoff_summary
@@ -125,6 +126,10 @@ BACKEND_UNAVAILABLE_ANSWER = (
     "Não consegui falar com a equipe que responde a isso agora. Tente de novo em instantes, por favor. "
     "(The team that answers this could not be reached right now; please try again in a moment.)"
 )
+# The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
+# with its metadata (the response the faces return and the stored message).
+LIMIT_TOOL_OUTPUT, LIMIT_ANSWER, LIMIT_RESPONSE = "tool_output", "answer_chars", "response_bytes"
+RESPONSE_RESERVE_BYTES = 1024  # of RESPONSE_MAX_BYTES, kept for the envelope's keys and the response's own hit
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,7 @@ class Turn:
     permission: dict[str, Any] | None = None
     final_intent: str = ""
     next_state: str = ""
+    limits: list[dict[str, Any]] = field(default_factory=list)  # the answer's and the response's limits that bit
 
     def all_moves(self) -> list[Move]:
         """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
@@ -254,8 +260,32 @@ class Turn:
         reviewed = self.reviewed.tool_results() if self.reviewed else []
         return [result for _, outcome in self.runs for result in outcome.tool_results] + reviewed
 
+    def limits_bitten(self) -> list[dict[str, Any]]:
+        """Every limit of the platform that bit in this turn: the goal plan's, the tool outputs cut
+        (``MCP_TOOL_OUTPUT_MAX_BYTES``: the largest asked, how many calls), the answer's and the response's."""
+        hits = self.goal.limits() if self.goal is not None else []
+        cut = [result for result in self.tool_results() if getattr(result, "cut", 0)]
+        if cut:
+            largest = max(cut, key=lambda result: result.cut)
+            limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
+            hits.append(
+                limit_hit(
+                    LIMIT_TOOL_OUTPUT,
+                    "MCP_TOOL_OUTPUT_MAX_BYTES",
+                    limit,
+                    largest.cut,
+                    json_size(largest.result),
+                    calls=len(cut),
+                )
+            )
+        return hits + self.limits
+
     def metadata(self) -> dict[str, Any]:
         decision = self.decision
+        limits = self.limits_bitten()
+        goal = self.goal.metadata() if self.goal else None
+        if goal is not None:
+            goal["limits"] = limits
         return {
             "mode": self.mode,
             # The released version that answered; "draft": an editor tried the draft of a published profile
@@ -289,9 +319,10 @@ class Turn:
             "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
             "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
             "consolidation": self.consolidation,
-            "goal": self.goal.metadata() if self.goal else None,
+            "goal": goal,
             "backend": self.backend_reply.metadata() if self.backend_reply else None,
             "usage": self.usage().as_dict(),
+            "limits": limits,
             "trace": self.trace,
         }
 
@@ -942,8 +973,20 @@ def _tool_results(turn: Turn) -> list[dict[str, Any]]:
     return [result.as_dict() for result in turn.tool_results()]
 
 
+def _answer_bounded(turn: Turn) -> None:
+    """The answer cut to ``ANSWER_MAX_CHARS`` with a marker (stored and returned cut), and the cut recorded."""
+    limit = settings.ANSWER_MAX_CHARS
+    if len(turn.answer) <= limit:
+        return
+    asked = len(turn.answer)
+    turn.answer = text_cut(turn.answer, limit)
+    turn.limits = [hit for hit in turn.limits if hit["limit"] != LIMIT_ANSWER]
+    turn.limits.append(limit_hit(LIMIT_ANSWER, "ANSWER_MAX_CHARS", limit, asked, len(turn.answer)))
+
+
 async def output_guardrails(turn: Turn) -> None:
-    """No raw tool JSON, stack traces or personal data in the answer."""
+    """No raw tool JSON, stack traces or personal data in the answer, which is cut to ``ANSWER_MAX_CHARS`` first."""
+    _answer_bounded(turn)
     report = run_output_guardrails(turn.answer, turn.vault, _tool_results(turn), settings=turn.input.profile.guardrails)
     turn.answer = report.answer
     turn.guardrails["output"] = report.as_dict()
@@ -1228,11 +1271,34 @@ def _active_specialist(turn: Turn) -> str:
     return turn.agent
 
 
+def _response_bounded(turn: Turn, metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` cut so that the answer with it — the response every face returns, and the stored message —
+    takes at most ``RESPONSE_MAX_BYTES`` of JSON: its longest strings (and lists) are cut with a marker
+    (:func:`common.sizes.json_bounded`), and the cut is recorded in it."""
+    envelope = {"answer": turn.answer, "agent": turn.agent, "conversation_key": turn.input.conversation_key}
+    limit = settings.RESPONSE_MAX_BYTES
+    budget = max(limit - json_size(envelope) - RESPONSE_RESERVE_BYTES, RESPONSE_RESERVE_BYTES)
+    bounded, asked = json_bounded(metadata, budget)
+    if not asked:
+        return metadata
+    if not isinstance(bounded, dict):  # not even its shape fits: what says what happened
+        bounded = {key: metadata.get(key) for key in ("mode", "version", "route", "intent", "usage")}
+        bounded["limits"] = list(metadata.get("limits") or [])
+    hit = limit_hit(LIMIT_RESPONSE, "RESPONSE_MAX_BYTES", limit, asked + json_size(envelope), 0)
+    bounded["limits"] = [*(bounded.get("limits") or []), hit]
+    if isinstance(bounded.get("goal"), dict):
+        bounded["goal"]["limits"] = bounded["limits"]
+    hit["ran"] = json_size(bounded) + json_size(envelope)
+    return bounded
+
+
 def turn_record(turn: Turn) -> TurnRecord:
-    """What the turn stores, as :mod:`conversations.records` defines it: personal data masked, results redacted."""
+    """What the turn stores, as :mod:`conversations.records` defines it: personal data masked, results redacted,
+    the answer with its metadata within ``RESPONSE_MAX_BYTES``."""
     data, vault = turn.input, turn.vault
     metadata = turn.metadata()
     usage = metadata["usage"]
+    metadata = _response_bounded(turn, metadata)
     return TurnRecord(
         conversation_id=turn.conversation_pk,
         tenant_id=data.tenant_pk,

@@ -28,7 +28,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 
-from agents.llm import ERROR_ANSWER, provider_for
+from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.usage import reply_tokens
 from common import tracing
@@ -161,6 +161,8 @@ def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
 
 def _system_prompt(request: SpecialistRequest) -> str:
     parts = [request.profile.policy, request.specialist.prompt or f"You are {request.specialist.display_name}."]
+    if request.tools:
+        parts.append(TOOL_DATA_NOTE)
     if request.tools and request.model_context:
         parts.append(f"{CONTEXT_NOTE}\n{json.dumps(request.model_context, ensure_ascii=False, sort_keys=True)}")
     return "\n\n".join(part for part in parts if part)
@@ -198,10 +200,12 @@ async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], ca
 
 
 def _tool_message(call: ToolCall, result: ToolResult, mask: Callable[[Any], Any]) -> ToolMessage:
+    """The tool's result as the model reads it: data between marks (:func:`agents.llm.tool_data`), which the system
+    prompt says never to take as instructions; already cut to ``MCP_TOOL_OUTPUT_MAX_BYTES`` by the MCP client."""
     if result.status == STATUS_OK:
-        content = json.dumps(mask(result.result), ensure_ascii=False, default=str)
+        content = tool_data(result.tool, mask(result.result))
         return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool)
-    content = json.dumps({"error": f"{result.status}: {mask(result.reason)}"}, ensure_ascii=False)
+    content = tool_data(result.tool, {"error": f"{result.status}: {mask(result.reason)}"})
     return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool, status="error")
 
 

@@ -340,6 +340,19 @@ CONVERSATION_HISTORY_LIMIT = env.integer("CONVERSATION_HISTORY_LIMIT", 20)
 # remote backend (conversations/gateway.py): loop safety across deployments.
 GATEWAY_MAX_HOPS = env.integer("GATEWAY_MAX_HOPS", 3)
 
+# What an MCP server or a domain manifest may make the platform do is bounded here, whatever they say (docs/goals.md,
+# "Limits"): a tool's output (UTF-8 JSON bytes; cut with a marker, stored cut: every tool call), a goal plan's steps,
+# the items one list fans out into, the steps running at once for one turn and in one process, a plan's time, the
+# answer (characters) and the answer's response (UTF-8 JSON bytes; the largest strings of its metadata are cut).
+MCP_TOOL_OUTPUT_MAX_BYTES = env.integer("MCP_TOOL_OUTPUT_MAX_BYTES", 16_384)
+GOAL_PLAN_MAX_STEPS = env.integer("GOAL_PLAN_MAX_STEPS", 40)
+GOAL_FANOUT_MAX_ITEMS = env.integer("GOAL_FANOUT_MAX_ITEMS", 10)
+GOAL_PLAN_MAX_CONCURRENCY = env.integer("GOAL_PLAN_MAX_CONCURRENCY", 8)
+GOAL_PROCESS_MAX_CONCURRENCY = env.integer("GOAL_PROCESS_MAX_CONCURRENCY", 32)
+GOAL_PLAN_TIMEOUT_SECONDS = env.decimal("GOAL_PLAN_TIMEOUT_SECONDS", 30.0)
+ANSWER_MAX_CHARS = env.integer("ANSWER_MAX_CHARS", 8_000)
+RESPONSE_MAX_BYTES = env.integer("RESPONSE_MAX_BYTES", 262_144)
+
 # Traces (common/tracing.py; on when OTEL_EXPORTER_OTLP_ENDPOINT is set, the OTEL_* variables are the SDK's): a
 # graph node's span is exported when the node took at least this many milliseconds (0: every node's).
 TRACING_NODE_MIN_MS = env.decimal("TRACING_NODE_MIN_MS", 0.0)

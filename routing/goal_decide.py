@@ -43,6 +43,7 @@ from routing.goals import (
     candidate_choose,
     goal_resolve,
     plan_build,
+    plan_limits,
 )
 from routing.snapshot import ProfileSpec
 
@@ -77,6 +78,7 @@ class GoalDecision:
             "reading": dict(self.intent_output.reading),
             "execution_intents": [intent.as_dict() for intent in self.execution_intents],
             "plan": self.plan.as_dict() if self.plan else None,
+            "limits": [dict(hit) for hit in self.plan.limits] if self.plan else [],
             "clarification": self.clarification,
             "reason": self.reason,
             "threshold": self.threshold,
@@ -197,7 +199,7 @@ def _planned(profile: ProfileSpec, read: IntentOutput, *, last_kept: Any, reason
         return GoalDecision(FAILURE, read, {"pending": None, "last": last_kept}, reason="The goal is not served.")
     try:
         intents = goal_resolve(read, goal)
-        plan = plan_build(intents, profile.goals.capabilities)
+        plan = plan_build(intents, profile.goals.capabilities, limits=plan_limits())
     except PlanError as exc:
         return GoalDecision(FAILURE, read, {"pending": None, "last": served}, reason=str(exc))
     return GoalDecision(

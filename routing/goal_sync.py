@@ -6,8 +6,10 @@
 manifest's value only while it still holds what the last sync wrote (``synced[field]``: nobody edited it
 since); ``synced[field]`` always becomes the manifest's value. ``enabled`` and ``confidence_threshold`` are the
 business user's alone. What a manifest no longer lists is left alone and reported; a bad manifest changes
-nothing and is reported with the place. :func:`on_mcp_server_synced` runs it when ``agents`` synchronised a
-server (``routing/apps.py`` connects it).
+nothing and is reported with the place (a ``flow.pre`` or ``composition`` cycle, a count or time that is not
+one, among the rest); a value the platform will bound (a ``max_concurrency`` over ``GOAL_PLAN_MAX_CONCURRENCY``,
+a ``timeout_seconds`` over the server's timeout) is synced as written and reported as bounded.
+:func:`on_mcp_server_synced` runs it when ``agents`` synchronised a server (``routing/apps.py`` connects it).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from agents.mcp import MANIFEST_SCHEME, Endpoint, McpUnavailable, manifests_read
 from agents.models import McpServer, McpTool
 from agents.signals import SyncNotes
 from common.config_version import config_batch
-from routing.goals import Manifest, ManifestError, manifest_read
+from routing.goals import Manifest, ManifestError, manifest_bounds, manifest_read, plan_limits
 from routing.models import Capability, Goal
 
 NOTHING_CHANGED = "nothing changed"
@@ -246,6 +248,8 @@ def goals_sync(*, server: McpServer) -> SyncNotes:
                 raise ManifestError(f"domain: {manifest.domain!r}, but served as {uri}")
             with config_batch(), transaction.atomic():
                 notes.lines.extend(_domain_sync(server, manifest, data))
+            bounded = manifest_bounds(manifest, limits=plan_limits(), step_seconds=server.timeout)
+            notes.lines.extend(f"  bounded by the platform: {note}" for note in bounded)
         except (ManifestError, SyncConflict) as exc:
             notes.errors.append(f"{where}: {exc}; {NOTHING_CHANGED}")
     return notes

@@ -10,7 +10,9 @@ decided here, by the metadata the domains publish in their manifests — never b
   into one step per element (under the parameter's ``max_concurrency``), ``composition`` adds follow-up steps of
   the capabilities that play a ``followup_roles`` role when ``enabled_if`` holds, with params from ``param_map``;
   ``flow.pre`` puts pre-steps before a step, such as a ``resolve`` of ``symbol_text`` into ``symbol`` through a
-  search capability (:func:`pre_entries`);
+  search capability (:func:`pre_entries`) — all within the platform's :class:`PlanLimits`, whatever a manifest
+  asks (each limit that bites is a :func:`limit_hit` on the plan); what the user wrote stays text: a ``${…}`` in
+  an entity is written ``$${…}`` in the plan and sent as the user wrote it, never resolved;
 * :func:`plan_check` — refuses, with a clear error, a cycle, a reference to no earlier step, and an unknown or
   disabled capability, before anything runs;
 * :func:`refs_resolve` — ``${1.explanation}`` and ``${<output_key>.result.<field>}`` from the outputs of earlier
@@ -29,6 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
+from common import sizes
 from common.text import normalize
 
 if TYPE_CHECKING:
@@ -44,11 +49,52 @@ EXPLANATION_PARAM = "_step_explanation"  # what a param_map's from_parameters na
 RESOLVE = "resolve"  # the pre-step that resolves a human-friendly entity through a search capability (flow.pre)
 PRE_STEP_TYPES = {RESOLVE: RESOLVE, "resolve_symbol": RESOLVE}  # a flow.pre entry's type → its kind (seed's alias)
 
-REF_RE = re.compile(r"\$\{([A-Za-z0-9_]+)\.([A-Za-z0-9_.]+)\}")
+# A step's reference to an earlier step's output; ``$${`` is a ``${`` the user wrote (never a reference).
+REF_RE = re.compile(r"(?<!\$)\$\{([A-Za-z0-9_]+)\.([A-Za-z0-9_.]+)\}")
+_LITERAL = "$${"
+_REF_OR_LITERAL = re.compile(r"\$\$\{|" + REF_RE.pattern)
+
+# The limits a plan is built and run within (PlanLimits, the engine's): their names in metadata.goal.limits and
+# the settings that set them.
+LIMIT_STEPS, LIMIT_FANOUT, LIMIT_TURN_CONCURRENCY = "plan_steps", "fanout_items", "turn_concurrency"
+LIMIT_PROCESS_CONCURRENCY, LIMIT_PLAN_SECONDS = "process_concurrency", "plan_seconds"
+LIMIT_STEP_SECONDS = "step_seconds"
+LIMIT_SETTINGS = {
+    LIMIT_STEPS: "GOAL_PLAN_MAX_STEPS",
+    LIMIT_FANOUT: "GOAL_FANOUT_MAX_ITEMS",
+    LIMIT_TURN_CONCURRENCY: "GOAL_PLAN_MAX_CONCURRENCY",
+    LIMIT_PROCESS_CONCURRENCY: "GOAL_PROCESS_MAX_CONCURRENCY",
+    LIMIT_PLAN_SECONDS: "GOAL_PLAN_TIMEOUT_SECONDS",
+    LIMIT_STEP_SECONDS: "the MCP server's timeout",
+}
 
 
 class PlanError(ValueError):
     """A plan that cannot run: a cycle, a reference to no earlier step, an unknown or disabled capability."""
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    """What a plan may ask for, whatever its manifests say: steps, items one list fans out into, steps at once."""
+
+    max_steps: int = 40
+    max_fanout: int = 10
+    max_concurrency: int = 8
+
+
+def plan_limits() -> PlanLimits:
+    """The limits the settings set (``GOAL_PLAN_MAX_STEPS``, ``GOAL_FANOUT_MAX_ITEMS``, ``…_MAX_CONCURRENCY``)."""
+    return PlanLimits(
+        max_steps=max(1, settings.GOAL_PLAN_MAX_STEPS),
+        max_fanout=max(1, settings.GOAL_FANOUT_MAX_ITEMS),
+        max_concurrency=max(1, settings.GOAL_PLAN_MAX_CONCURRENCY),
+    )
+
+
+def limit_hit(limit: str, value: float, asked: float, ran: float, **more: Any) -> dict[str, Any]:
+    """A plan's limit that bit (:func:`common.sizes.limit_hit`, with its setting): asked and ran count steps,
+    items, steps at once or seconds."""
+    return sizes.limit_hit(limit, LIMIT_SETTINGS[limit], value, asked, ran, **more)
 
 
 @dataclass(frozen=True)
@@ -223,6 +269,7 @@ class ExecutionPlan:
     combine_mode: str
     max_concurrency: int
     steps: tuple[ExecutionStep, ...]
+    limits: tuple[Mapping[str, Any], ...] = ()  # the PlanLimits that bit while it was built (limit_hit)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -290,6 +337,11 @@ def _enabled(condition: Mapping[str, Any] | None, intent: ExecutionIntent) -> bo
     return bool(value)
 
 
+def _whole(value: Any) -> int | None:
+    """A manifest's count (``max_concurrency``) when it is a whole number of 1 or more, else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
 def _fanned(intent: ExecutionIntent, capability: CapabilitySpec) -> tuple[list[dict[str, Any]], int | None]:
     """The params of each step ``intent`` becomes (one per element of an ``array_params`` list), and the bound."""
     params = {key: value for key, value in intent.parameters.items()}
@@ -298,8 +350,19 @@ def _fanned(intent: ExecutionIntent, capability: CapabilitySpec) -> tuple[list[d
         if isinstance(many, list) and many:
             rest = {key: value for key, value in params.items() if key != spec["param_name"]}
             single = spec.get("single_param_name", spec["param_name"])
-            return [{**rest, single: element} for element in many], spec.get("max_concurrency")
+            return [{**rest, single: element} for element in many], _whole(spec.get("max_concurrency"))
     return [params], None
+
+
+def _literal(value: Any) -> Any:
+    """``value`` (what the user's entities hold) with every ``${`` written ``$${``: text, never a reference."""
+    if isinstance(value, str):
+        return value.replace("${", _LITERAL)
+    if isinstance(value, Mapping):
+        return {key: _literal(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_literal(item) for item in value]
+    return value
 
 
 def _followups(
@@ -396,22 +459,19 @@ def _with_pre_steps(
     return params, tuple(ids)
 
 
-def plan_build(
-    intents: Sequence[ExecutionIntent], catalogue: Mapping[str, CapabilitySpec], *, max_concurrency: int | None = None
-) -> ExecutionPlan:
-    """The plan for ``intents``, from the capabilities' metadata alone; checked by :func:`plan_check`."""
+def _steps(
+    intents: Sequence[ExecutionIntent],
+    fanned: Sequence[list[dict[str, Any]]],
+    catalogue: Mapping[str, CapabilitySpec],
+) -> list[ExecutionStep]:
+    """The steps of ``intents`` fanned out into ``fanned`` params each, numbered from 1: each step after its
+    pre-steps, then every follow-up."""
     steps: list[ExecutionStep] = []
-    bounds: list[int] = []
     followups: list[ExecutionStep] = []
-    for intent in intents:
-        capability = catalogue.get(intent.capability)
-        if capability is None:
-            raise PlanError(f"Unknown capability {intent.capability!r}.")
-        fanned, bound = _fanned(intent, capability)
-        if bound:
-            bounds.append(int(bound))
+    for intent, params_list in zip(intents, fanned, strict=True):
+        capability = catalogue[intent.capability]
         primary_ids = []
-        for fanned_params in fanned:
+        for fanned_params in params_list:
             first = not any(not step.kind for step in steps)
             params, pre_ids = _with_pre_steps(fanned_params, capability, catalogue, steps)
             step = ExecutionStep(
@@ -420,7 +480,7 @@ def plan_build(
                 capability=intent.capability,
                 params=params,
                 depends_on=pre_ids,
-                output_key="primary" if first and len(fanned) == 1 else f"{intent.capability}_{len(steps) + 1}",
+                output_key="primary" if first and len(params_list) == 1 else f"{intent.capability}_{len(steps) + 1}",
             )
             steps.append(step)
             primary_ids.append(step.id)
@@ -439,12 +499,72 @@ def plan_build(
                 )
     for followup in followups:
         steps.append(replace(followup, id=len(steps) + 1))
+    return steps
+
+
+def _prefix(steps: list[ExecutionStep], count: int) -> list[ExecutionStep]:
+    """The first ``count`` steps, less the pre-steps at their end that no step kept needs (every step depends on
+    earlier ones only, so a prefix keeps what its steps need)."""
+    kept = steps[:count]
+    while kept and kept[-1].kind and not any(kept[-1].id in step.depends_on for step in kept):
+        kept.pop()
+    return kept
+
+
+def plan_build(
+    intents: Sequence[ExecutionIntent],
+    catalogue: Mapping[str, CapabilitySpec],
+    *,
+    max_concurrency: int | None = None,
+    limits: PlanLimits | None = None,
+) -> ExecutionPlan:
+    """The plan for ``intents``, from the capabilities' metadata alone, within ``limits`` (default
+    :class:`PlanLimits`'); checked by :func:`plan_check`.
+
+    A list that fans out into more than ``max_fanout`` items plans its first ``max_fanout``; a plan over
+    ``max_steps`` plans fewer of the fanned-out items (the list with the most first, from its end), and, when
+    there are none left to drop, its first ``max_steps`` steps (:class:`PlanError` when they would call no
+    capability but searches); ``max_concurrency`` bounds the manifests'. Each limit that bites is on the plan's
+    ``limits``.
+    """
+    limits = limits or PlanLimits()
+    intents = [replace(intent, parameters=_literal(intent.parameters)) for intent in intents]
+    for intent in intents:
+        if catalogue.get(intent.capability) is None:
+            raise PlanError(f"Unknown capability {intent.capability!r}.")
+    fanned_bounds = [_fanned(intent, catalogue[intent.capability]) for intent in intents]
+    fanned = [params for params, _ in fanned_bounds]
+    hits: list[dict[str, Any]] = []
+    items = max(len(params) for params in fanned) if fanned else 0
+    if items > limits.max_fanout:
+        hits.append(limit_hit(LIMIT_FANOUT, limits.max_fanout, items, limits.max_fanout))
+        fanned = [params[: limits.max_fanout] for params in fanned]
+    steps = _steps(intents, fanned, catalogue)
+    asked = len(steps)
+    while len(steps) > limits.max_steps and any(len(params) > 1 for params in fanned):
+        longest = max(range(len(fanned)), key=lambda index: (len(fanned[index]), index))
+        fanned[longest] = fanned[longest][:-1]
+        steps = _steps(intents, fanned, catalogue)
+    if len(steps) > limits.max_steps:
+        steps = _prefix(steps, limits.max_steps)
+        if not any(not step.kind for step in steps):
+            raise PlanError(
+                f"The plan needs more steps than {LIMIT_SETTINGS[LIMIT_STEPS]} ({limits.max_steps}) for one call."
+            )
+    if len(steps) < asked:
+        hits.append(limit_hit(LIMIT_STEPS, limits.max_steps, asked, len(steps)))
+    bounds = [bound for _, bound in fanned_bounds if bound]
+    concurrency = max_concurrency or min(bounds, default=DEFAULT_MAX_CONCURRENCY)
+    if concurrency > limits.max_concurrency:
+        hits.append(limit_hit(LIMIT_TURN_CONCURRENCY, limits.max_concurrency, concurrency, limits.max_concurrency))
+        concurrency = limits.max_concurrency
     mode = DAG if any(step.depends_on for step in steps) else PARALLEL if len(steps) > 1 else SEQUENTIAL
     plan = ExecutionPlan(
         execution_mode=mode,
         combine_mode=LAST if sum(not step.kind for step in steps) == 1 else REPORT,
-        max_concurrency=max_concurrency or min(bounds, default=DEFAULT_MAX_CONCURRENCY),
+        max_concurrency=concurrency,
         steps=tuple(steps),
+        limits=tuple(hits),
     )
     plan_check(plan, catalogue)
     return plan
@@ -524,7 +644,8 @@ def _acyclic(by_id: Mapping[int, ExecutionStep]) -> None:
 
 
 def refs_resolve(params: Any, outputs: Mapping[str, Mapping[str, Any]]) -> Any:
-    """``params`` with each ``${<step id or output_key>.<path>}`` replaced from ``outputs`` (keyed both ways).
+    """``params`` with each ``${<step id or output_key>.<path>}`` replaced from ``outputs`` (keyed both ways), and
+    each ``$${`` (a ``${`` the user wrote) written back as ``${``, in one pass: what is put in is never read again.
 
     A whole-string reference keeps the referenced value's type; one inside a longer string is written in as text.
     """
@@ -537,7 +658,13 @@ def refs_resolve(params: Any, outputs: Mapping[str, Mapping[str, Any]]) -> Any:
     whole = REF_RE.fullmatch(params)
     if whole:
         return _path_value(whole.group(2), outputs.get(whole.group(1)) or {})
-    return REF_RE.sub(lambda match: str(_path_value(match.group(2), outputs.get(match.group(1)) or {}) or ""), params)
+
+    def put(match: re.Match[str]) -> str:
+        if match.group(0) == _LITERAL:
+            return "${"
+        return str(_path_value(match.group(2), outputs.get(match.group(1)) or {}) or "")
+
+    return _REF_OR_LITERAL.sub(put, params)
 
 
 # -- choosing among candidates -----------------------------------------------------------------------------------
@@ -631,6 +758,102 @@ def _entities(where: str, schema: Any, capabilities: Mapping[str, Any]) -> dict[
     return {name: dict(entity) for name, entity in schema.items()}
 
 
+def _metadata_check(where: str, metadata: Mapping[str, Any]) -> None:
+    """A capability's counts and times are what they say (the platform bounds them: :func:`manifest_bounds`),
+    and its ``flow.pre`` entries are ones a plan can be made of."""
+    timeout = metadata.get("timeout_seconds")
+    if timeout is not None:
+        _need(
+            isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0,
+            f"{where}.timeout_seconds",
+            f"must be a number of seconds above 0, not {timeout!r}",
+        )
+    decomposition = metadata.get("decomposition") or {}
+    _need(isinstance(decomposition, Mapping), f"{where}.decomposition", "must be an object")
+    array_params = decomposition.get("array_params") or []
+    _need(isinstance(array_params, list), f"{where}.decomposition.array_params", "must be a list")
+    for index, spec in enumerate(array_params):
+        at = f"{where}.decomposition.array_params[{index}]"
+        _need(isinstance(spec, Mapping) and isinstance(spec.get("param_name"), str), at, "needs a param_name")
+        if "max_concurrency" in spec:
+            _need(
+                _whole(spec["max_concurrency"]) is not None,
+                f"{at}.max_concurrency",
+                f"must be a whole number of 1 or more, not {spec['max_concurrency']!r}",
+            )
+    composition = metadata.get("composition") or {}
+    _need(isinstance(composition, Mapping), f"{where}.composition", "must be an object")
+    roles = composition.get("followup_roles") or []
+    _need(
+        isinstance(roles, list) and all(isinstance(role, str) for role in roles),
+        f"{where}.composition.followup_roles",
+        "must be a list of role names",
+    )
+    flow = metadata.get("flow") or {}
+    _need(isinstance(flow, Mapping), f"{where}.flow", "must be an object")
+    _need(isinstance(flow.get("pre") or [], list), f"{where}.flow.pre", "must be a list")
+    try:
+        pre_entries(CapabilitySpec(domain="", name=where, metadata=metadata))
+    except PlanError as exc:
+        raise ManifestError(str(exc).replace(f"{where}: ", f"{where}.", 1)) from exc
+
+
+def _acyclic_capabilities(capabilities: Mapping[str, CapabilitySpec]) -> None:
+    """Refuse a capability that comes back to itself through ``flow.pre`` (its search needs a search that needs
+    it) or ``composition`` (it follows itself up, or a follow-up follows it up again): a plan expands each one
+    level only, so the manifest would not do what it says."""
+    names = list(capabilities)
+
+    def pre_edges(name: str) -> list[str]:
+        found = (capabilities[name].metadata.get("flow") or {}).get("pre") or ()
+        return [str(entry.get("search_capability")) for entry in found if isinstance(entry, Mapping)]
+
+    def followup_edges(name: str) -> list[str]:
+        roles = set((capabilities[name].metadata.get("composition") or {}).get("followup_roles") or ())
+        return [other for other in names if roles.intersection(capabilities[other].roles)]
+
+    for kind, edges in (("flow.pre", pre_edges), ("composition", followup_edges)):
+        for start in names:
+            path = _cycle_from(start, edges, capabilities)
+            if path:
+                index = names.index(start)
+                _need(False, f"capabilities[{index}].metadata.{kind}", f"{' → '.join(path)} is a cycle")
+
+
+def _cycle_from(start: str, edges: Any, capabilities: Mapping[str, CapabilitySpec]) -> list[str]:
+    """The shortest path from ``start`` back to it along ``edges`` within ``capabilities`` (``[]``: none)."""
+    paths = [[start]]
+    seen = {start}
+    while paths:
+        path = paths.pop(0)
+        for following in edges(path[-1]):
+            if following == start:
+                return [*path, start]
+            if following in capabilities and following not in seen:
+                seen.add(following)
+                paths.append([*path, following])
+    return []
+
+
+def manifest_bounds(manifest: Manifest, *, limits: PlanLimits, step_seconds: float) -> list[str]:
+    """What the platform will bound in ``manifest``, in the sync's report: a ``max_concurrency`` over
+    ``limits.max_concurrency`` and a ``timeout_seconds`` over ``step_seconds`` (the server's timeout)."""
+    notes = []
+    for index, capability in enumerate(manifest.capabilities.values()):
+        at = f"capabilities[{index}].metadata"
+        for number, spec in enumerate((capability.metadata.get("decomposition") or {}).get("array_params") or ()):
+            asked = _whole(spec.get("max_concurrency"))
+            if asked is not None and asked > limits.max_concurrency:
+                notes.append(
+                    f"{at}.decomposition.array_params[{number}]: max_concurrency {asked} is bounded by "
+                    f"{LIMIT_SETTINGS[LIMIT_TURN_CONCURRENCY]} ({limits.max_concurrency})"
+                )
+        timeout = capability.metadata.get("timeout_seconds")
+        if isinstance(timeout, int | float) and timeout > step_seconds:
+            notes.append(f"{at}: timeout_seconds {timeout:g} is bounded by the server's timeout ({step_seconds:g} s)")
+    return notes
+
+
 def manifest_read(data: Any) -> Manifest:
     """Check a domain's manifest and read it into specs; raises :class:`ManifestError` naming what is wrong."""
     _need(isinstance(data, Mapping), "manifest", "must be a JSON object")
@@ -647,8 +870,10 @@ def manifest_read(data: Any) -> Manifest:
         _need(name not in capabilities, at, f"capability {name!r} is declared twice")
         metadata = raw.get("metadata") or {}
         _need(isinstance(metadata, Mapping), f"{at}.metadata", "must be an object")
+        _metadata_check(f"{at}.metadata", metadata)
         capabilities[name] = CapabilitySpec(domain=domain, name=name, metadata=dict(metadata))
         tools[name] = str(raw.get("tool") or name)
+    _acyclic_capabilities(capabilities)
     raw_goals = data.get("goals") or []
     _need(isinstance(raw_goals, list) and bool(raw_goals), "goals", "must be a non-empty list")
     goals: dict[str, GoalSpec] = {}

@@ -39,7 +39,10 @@ def free_port() -> int:
 
 
 class MCPServerProcess:
-    """One example server in a subprocess. ``start()`` returns once it serves; ``stop()`` always cleans up."""
+    """One example server in a subprocess. ``start()`` returns once it serves; ``stop()`` always cleans up.
+
+    ``module``: a test's own server, run as ``python -m <module>`` with the example servers' command line
+    (``mcp_servers.common.main``), instead of ``mcp_servers.<name>.server``."""
 
     def __init__(
         self,
@@ -49,10 +52,12 @@ class MCPServerProcess:
         startup_timeout: float = 30.0,
         grace_period: float = 5.0,
         log_level: str = "warning",
+        module: str | None = None,
     ) -> None:
-        if name not in SERVER_NAMES:
+        if module is None and name not in SERVER_NAMES:
             raise ValueError(f"unknown MCP server {name!r}; expected one of {SERVER_NAMES}")
         self.name = name
+        self.module = module or f"mcp_servers.{name}.server"
         self.delay_ms = delay_ms
         self.startup_timeout = startup_timeout
         self.grace_period = grace_period
@@ -100,7 +105,7 @@ class MCPServerProcess:
         command = [
             sys.executable,
             "-m",
-            f"mcp_servers.{self.name}.server",
+            self.module,
             "--host",
             HOST,
             "--port",

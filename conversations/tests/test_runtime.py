@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from agents.llm import TOOL_DATA_NOTE, tool_data_read
 from agents.models import McpServer, McpTool
 from common.config_version import config_version_bump
 from conversations.models import ToolCall
@@ -126,7 +125,9 @@ def test_a_models_tool_call_is_run_over_mcp_and_the_model_sees_the_result(api, l
     first, second = scripted_llm.requests
     assert {tool["function"]["name"] for tool in first["tools"]} == {"consultar_fatura", "consultar_pagamentos"}
     (tool_message,) = tool_messages(second)
-    assert json.loads(tool_message["content"])["invoice_id"] == "INV001"
+    assert tool_message["content"].startswith('<tool_output tool="consultar_fatura">\n')
+    assert tool_data_read(tool_message["content"])["invoice_id"] == "INV001"
+    assert TOOL_DATA_NOTE in first["messages"][0]["content"]  # the system prompt: tool output is data
 
 
 def test_only_the_offered_tools_are_sent_to_the_model(api, live_mcp, scripted_llm):

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from agents.llm import tool_data_read
 from agents.models import McpTool
 from conversations.models import Conversation, ToolCall
 
@@ -73,7 +74,7 @@ def test_a_grant_reaches_the_model_runs_the_tool_and_is_remembered(api, gated, s
     assert request["messages"][-1] == {"role": "user", "content": "Pode sim"}
     ((result,),) = [body["metadata"]["mcp_results"]]
     assert (result["tool"], result["status"]) == ("consultar_pagamentos", "ok")
-    tool_message = json.loads(scripted_llm.requests[2]["messages"][-1]["content"])
+    tool_message = tool_data_read(scripted_llm.requests[2]["messages"][-1]["content"])
     assert "pagamentos" in json.dumps(tool_message, ensure_ascii=False)
 
     ask_payments(scripted_llm)

@@ -16,9 +16,13 @@ from routing.goals import (
     ExecutionStep,
     GoalSpec,
     IntentOutput,
+    ManifestError,
     PlanError,
+    PlanLimits,
     candidate_choose,
     goal_resolve,
+    manifest_bounds,
+    manifest_read,
     plan_build,
     plan_check,
     refs_resolve,
@@ -354,3 +358,191 @@ def test_a_reply_picks_a_candidate_by_ordinal_value_or_a_word_only_one_has(reply
 
 def test_a_reply_that_names_the_same_candidate_twice_picks_it():
     assert candidate_choose("a segunda, NDA-FI.HE de Helsinki", NORDEA, LABELS, "symbol") == 1
+
+
+# -- limits: whatever a manifest asks ----------------------------------------------------------------------------
+
+GREEDY = {
+    **RESOLVING,
+    "get_stock_price": CapabilitySpec(
+        "finance",
+        "get_stock_price",
+        {
+            **RESOLVING["get_stock_price"].metadata,
+            "decomposition": {
+                "array_params": [{"param_name": "symbols", "single_param_name": "symbol_text", "max_concurrency": 1000}]
+            },
+        },
+    ),
+}
+
+
+def greedy(count: int, **limits):
+    symbols = [f"S{number}" for number in range(count)]
+    intents = goal_resolve(intent("GET_QUOTE", symbols=symbols, notify=True), GET_QUOTE)
+    return plan_build(intents, GREEDY, limits=PlanLimits(**limits))
+
+
+def test_a_list_fans_out_into_at_most_max_fanout_items_and_the_plan_says_so():
+    plan = greedy(300, max_fanout=10, max_steps=1000)
+
+    assert [step.params.get("query") for step in plan.steps if step.kind][:3] == ["S0", "S1", "S2"]
+    assert sum(step.capability == "get_stock_price" for step in plan.steps) == 10
+    assert {"limit": "fanout_items", "setting": "GOAL_FANOUT_MAX_ITEMS", "value": 10, "asked": 300, "ran": 10} in (
+        plan.limits
+    )
+
+
+def test_a_plan_over_max_steps_plans_fewer_items_whole_with_their_follow_ups():
+    plan = greedy(5, max_fanout=10, max_steps=8)  # three steps an item: two items whole
+
+    assert [step.capability for step in plan.steps] == [
+        "search_symbol",
+        "get_stock_price",
+        "search_symbol",
+        "get_stock_price",
+        "send_message",
+        "send_message",
+    ]
+    (hit,) = [hit for hit in plan.limits if hit["limit"] == "plan_steps"]
+    assert (hit["value"], hit["asked"], hit["ran"]) == (8, 15, 6)
+
+
+def test_with_no_item_left_to_drop_a_plan_keeps_its_first_steps_and_no_pre_step_left_alone():
+    plan = greedy(1, max_steps=2)  # search, quote, notify: the notification goes
+
+    assert [step.capability for step in plan.steps] == ["search_symbol", "get_stock_price"]
+    with pytest.raises(PlanError, match=r"more steps than GOAL_PLAN_MAX_STEPS \(1\)"):
+        greedy(1, max_steps=1)  # a search alone answers nothing
+
+
+def test_a_manifests_max_concurrency_is_bounded_by_the_platforms():
+    plan = greedy(3, max_concurrency=8)
+
+    assert plan.max_concurrency == 8
+    assert {
+        "limit": "turn_concurrency",
+        "setting": "GOAL_PLAN_MAX_CONCURRENCY",
+        "value": 8,
+        "asked": 1000,
+        "ran": 8,
+    } in (plan.limits)
+
+
+def test_a_plan_within_every_limit_reports_none():
+    symbols = goal_resolve(intent("GET_QUOTE", symbols=["A", "B", "C"], notify=True), GET_QUOTE)
+    assert plan_build(symbols, RESOLVING).limits == ()
+    assert plan_build(goal_resolve(intent("GET_QUOTE", symbol_text="Nordea"), GET_QUOTE), CATALOGUE).limits == ()
+
+
+# -- what the user wrote is text ---------------------------------------------------------------------------------
+
+
+def test_a_reference_the_user_wrote_in_an_entity_is_planned_as_text_and_sent_as_written():
+    intents = goal_resolve(intent("GET_QUOTE", symbols=["PETR4", "${2.result.secret}"], notify=True), GET_QUOTE)
+
+    plan = plan_build(intents, RESOLVING)  # no "Step 3 refers to step 2 without depending on it"
+
+    third = plan.steps[2]
+    assert third.params == {"query": "$${2.result.secret}"}
+    assert refs_resolve(third.params, {"2": {"result": {"secret": "s3cr3t"}}}) == {"query": "${2.result.secret}"}
+
+
+@pytest.mark.parametrize("text", ["${1.explanation}", "$${1.explanation}", "a $ b ${x", "${primary.result.price} $"])
+def test_any_text_the_user_writes_comes_back_to_the_tool_as_written(text):
+    intents = goal_resolve(intent("GET_QUOTE", symbol_text=text), GET_QUOTE)
+    (step,) = plan_build(intents, CATALOGUE).steps
+
+    assert refs_resolve(step.params, {"1": {"explanation": "leaked"}, "primary": {"result": {"price": 1}}}) == {
+        "symbol_text": text
+    }
+
+
+def test_a_value_put_in_by_a_reference_is_never_read_again_as_one():
+    outputs = {"1": {"explanation": "${2.result.secret} $${x}"}, "2": {"result": {"secret": "s3cr3t"}}}
+
+    assert refs_resolve({"message": "said: ${1.explanation}"}, outputs) == {"message": "said: ${2.result.secret} $${x}"}
+
+
+# -- manifests: cycles and absurd values -------------------------------------------------------------------------
+
+
+def manifest(*capabilities: dict) -> dict:
+    return {
+        "domain": "loops",
+        "goals": [{"goal": "G", "capabilities": [capabilities[0]["capability"]]}],
+        "capabilities": list(capabilities),
+    }
+
+
+def pre(search: str) -> dict:
+    return {"flow": {"pre": [{"type": "resolve", "param": "item", "search_capability": search}]}}
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "error"),
+    [
+        (
+            [{"capability": "a", "metadata": pre("b")}, {"capability": "b", "metadata": pre("a")}],
+            "capabilities[0].metadata.flow.pre: a → b → a is a cycle",
+        ),
+        ([{"capability": "a", "metadata": pre("a")}], "capabilities[0].metadata.flow.pre: a → a is a cycle"),
+        (
+            [{"capability": "a", "metadata": {"roles": ["echo"], "composition": {"followup_roles": ["echo"]}}}],
+            "capabilities[0].metadata.composition: a → a is a cycle",
+        ),
+        (
+            [
+                {"capability": "a", "metadata": {"roles": ["x"], "composition": {"followup_roles": ["y"]}}},
+                {"capability": "b", "metadata": {"roles": ["y"], "composition": {"followup_roles": ["x"]}}},
+            ],
+            "capabilities[0].metadata.composition: a → b → a is a cycle",
+        ),
+        (
+            [
+                {
+                    "capability": "a",
+                    "metadata": {"decomposition": {"array_params": [{"param_name": "p", "max_concurrency": 0}]}},
+                }
+            ],
+            "capabilities[0].metadata.decomposition.array_params[0].max_concurrency: must be a whole number of 1 or "
+            "more, not 0",
+        ),
+        (
+            [
+                {
+                    "capability": "a",
+                    "metadata": {"decomposition": {"array_params": [{"param_name": "p", "max_concurrency": "lots"}]}},
+                }
+            ],
+            "max_concurrency: must be a whole number of 1 or more, not 'lots'",
+        ),
+        ([{"capability": "a", "metadata": {"timeout_seconds": -1}}], "timeout_seconds: must be a number of seconds"),
+        ([{"capability": "a", "metadata": {"flow": {"pre": [{"type": "guess"}]}}}], "flow.pre[0] has an unknown type"),
+    ],
+)
+def test_a_manifest_with_a_cycle_or_an_absurd_value_is_refused_naming_the_place(capabilities, error):
+    with pytest.raises(ManifestError) as refused:
+        manifest_read(manifest(*capabilities))
+
+    assert error in str(refused.value)
+
+
+def test_the_values_the_platform_will_bound_are_named_for_the_sync_report():
+    read = manifest_read(
+        manifest(
+            {
+                "capability": "a",
+                "metadata": {
+                    "timeout_seconds": 3600,
+                    "decomposition": {"array_params": [{"param_name": "p", "max_concurrency": 1000}]},
+                },
+            }
+        )
+    )
+
+    assert manifest_bounds(read, limits=PlanLimits(max_concurrency=8), step_seconds=5) == [
+        "capabilities[0].metadata.decomposition.array_params[0]: max_concurrency 1000 is bounded by "
+        "GOAL_PLAN_MAX_CONCURRENCY (8)",
+        "capabilities[0].metadata: timeout_seconds 3600 is bounded by the server's timeout (5 s)",
+    ]
