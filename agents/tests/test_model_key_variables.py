@@ -16,7 +16,7 @@ from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 
 from agents.checks import model_key_variables_check
-from agents.llm import ERROR_ANSWER, reset_clients
+from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
 from agents.schemas import model_key_variable_refusal, validate_model_key_variable
 from routing.checks import served_model_key_variables_check
@@ -24,29 +24,11 @@ from routing.documents import profile_documents
 from routing.models import RoutingVersion
 from routing.versions import version_release
 from tests.adminkit import change_url, error_messages, form_data
-from tests.factories import AgentProfileFactory, SpecialistFactory
-from tests.llm_server import ScriptedLLMServer
 
 pytestmark = pytest.mark.django_db
 
 CANARY = "platform-secret-canary-91c3"
 CREDENTIALED = "https://llmuser:llm-pw-6d0f@llm.example/v1"
-
-
-@pytest.fixture
-def own_server():
-    server = ScriptedLLMServer(default="answer from the profile's endpoint").start()
-    yield server
-    server.stop()
-    reset_clients()
-
-
-@pytest.fixture
-def retail(db) -> AgentProfile:
-    profile = AgentProfileFactory(agent_id="retail_loja", name="Loja", domain="retail")
-    profile.fallback_specialist = SpecialistFactory(profile=profile, name="store_agent")
-    profile.save(update_fields=["fallback_specialist"])
-    return profile
 
 
 def say(api, text: str = "Oi") -> dict:

@@ -8,13 +8,12 @@ import logging
 import pytest
 
 from agents.checks import model_key_variables_check
-from agents.llm import ERROR_ANSWER, reset_clients
+from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
 from routing.checks import served_model_key_variables_check
 from routing.models import RolloutPlan, RolloutPlanStatus
 from routing.versions import version_publish
 from tests.adminkit import change_url, error_messages, form_data
-from tests.factories import AgentProfileFactory, SpecialistFactory
 from tests.llm_server import ScriptedLLMServer
 
 pytestmark = pytest.mark.django_db
@@ -31,24 +30,6 @@ def say(api, text: str, *, agent_id: str, session: str = "s-model") -> dict:
     )
     assert response.status_code == 200, response.content
     return response.json()
-
-
-@pytest.fixture
-def own_server():
-    """A second scripted server: the endpoint of one profile alone."""
-    server = ScriptedLLMServer(default="answer from the retail endpoint").start()
-    yield server
-    server.stop()
-    reset_clients()
-
-
-@pytest.fixture
-def retail(db) -> AgentProfile:
-    """A profile whose every message goes to its fallback specialist."""
-    profile = AgentProfileFactory(agent_id="retail_loja", name="Loja", domain="retail")
-    profile.fallback_specialist = SpecialistFactory(profile=profile, name="store_agent")
-    profile.save(update_fields=["fallback_specialist"])
-    return profile
 
 
 def on_own_endpoint(profile: AgentProfile, server: ScriptedLLMServer, *, model: str = "retail-model") -> None:
