@@ -10,7 +10,9 @@ Two checks, each where it can first be made:
   ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413). A chunked body (no ``Content-Length``) is read here up to that limit and
   handed on with its length, which Django and DRF need to read it at all (without one they read an empty body);
   past the limit it is a 413. Each answer is the route's own (its DRF exception handler: the API's error shape,
-  OpenAI's on ``/v1/``) and closes the connection, so the rest of the upload is never read.
+  OpenAI's on ``/v1/``) and closes the connection, so the rest of the upload is never read. Every other request
+  (the admin's forms and uploads, the pages) is bounded the same way by ``PAGE_MAX_BODY_BYTES``, answered with a
+  plain 413: a page's credentials are a session, which only Django can read, so size is what the gate can check.
 * :class:`InputMiddleware`, in Django's middleware (so under every server and Django's test client): a path or a
   query value holding a NUL character (no PostgreSQL text can store one) and a query string of more fields than
   ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` are a 400 naming the field before any view reads them. Django would raise
@@ -46,6 +48,7 @@ from tenants.auth import api_client_authenticate, api_key_verified
 from tenants.throttles import client_address
 
 ERROR_TOO_MANY_QUERY_FIELDS = "The query string has more than {limit} parameters."
+ERROR_PAGE_BODY_TOO_LARGE = "Request body too large: the limit is {limit} bytes."
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -72,7 +75,7 @@ class RequestGate:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(KEY_PREFIXES):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {name: value for name, value in scope["headers"] if name in _READ}
@@ -80,6 +83,9 @@ class RequestGate:
         chunked = b"transfer-encoding" in headers
         if not chunked and not length:  # no body announced: nothing to hold back
             await self.app(scope, receive, send)
+            return
+        if not scope["path"].startswith(KEY_PREFIXES):
+            await self._page(scope, receive, send, length=length, chunked=chunked)
             return
         started = time.perf_counter()
         refusal = await _credentials_refusal(scope, headers)
@@ -97,6 +103,21 @@ class RequestGate:
             return
         if limit is not None and len(body) > limit:
             await _refuse(scope, send, BodyTooLarge(limit), started)
+            return
+        await self.app(_with_length(scope, len(body)), _replayed(body, receive), send)
+
+    async def _page(self, scope: Scope, receive: Receive, send: Send, *, length: int | None, chunked: bool) -> None:
+        """A page's request: its body bounded by ``PAGE_MAX_BODY_BYTES`` as an API body is by its own limit."""
+        limit = settings.PAGE_MAX_BODY_BYTES
+        if not chunked and (length is None or length <= limit):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        body = None if not chunked else await _read_body(receive, limit)
+        if chunked and body is None:  # the client went away
+            return
+        if body is None or len(body) > limit:
+            await _refuse_page(scope, send, limit, started)
             return
         await self.app(_with_length(scope, len(body)), _replayed(body, receive), send)
 
@@ -200,6 +221,23 @@ async def _refuse(scope: Scope, send: Send, exc: Exception, started: float) -> N
     await send({"type": "http.response.body", "body": content})
     route = match.route if match is not None else UNMATCHED
     http_request_observe(route, scope.get("method", ""), response.status_code, time.perf_counter() - started)
+
+
+async def _refuse_page(scope: Scope, send: Send, limit: int, started: float) -> None:
+    """A page's 413, in plain text, closing the connection before the rest of the body is read."""
+    content = ERROR_PAGE_BODY_TOO_LARGE.format(limit=limit).encode()
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(content)).encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
+    match = _resolved(scope["path"])
+    http_request_observe(
+        match.route if match is not None else UNMATCHED, scope.get("method", ""), 413, time.perf_counter() - started
+    )
 
 
 def _resolved(path: str) -> ResolverMatch | None:

@@ -326,6 +326,9 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.integer("API_MAX_BODY_BYTES", 2_621_440)  # Django's default, 2.5 MiB
 API_JSON_MAX_DEPTH = env.integer("API_JSON_MAX_DEPTH", 32)
 API_MAX_CONTEXT_BYTES = env.integer("API_MAX_CONTEXT_BYTES", 65_536)
+# Any other request's body (the admin's forms and YAML uploads, the pages): over it a 413 before it is read
+# (platform/gate.py). Uploads count too, which Django's DATA_UPLOAD_MAX_MEMORY_SIZE leaves out.
+PAGE_MAX_BODY_BYTES = env.integer("PAGE_MAX_BODY_BYTES", 16 * 1024 * 1024)
 # A CSRF failure outside the admin and the pages is answered in the API's error shape (platform/errors.py).
 CSRF_FAILURE_VIEW = "platform.errors.csrf_failure"
 

@@ -26,7 +26,7 @@ from common.parsers import ERROR_BODY_TOO_LARGE, ERROR_NUL_CHARACTER
 from common.tests.database_outage import database_outage
 from conversations.models import Conversation, Message
 from platform.asgi import django_asgi_app
-from platform.gate import ERROR_TOO_MANY_QUERY_FIELDS, RequestGate
+from platform.gate import ERROR_PAGE_BODY_TOO_LARGE, ERROR_TOO_MANY_QUERY_FIELDS, RequestGate
 from tests.fixtures import _key
 from tests.streaming import run
 
@@ -132,10 +132,19 @@ def app(request):
     return RequestGate(DjangoASGIHandler())
 
 
-def exchange(app, path: str, headers: dict[str, str], chunks: list[bytes], *, ends: bool = True, client="127.0.0.1"):
+def exchange(
+    app,
+    path: str,
+    headers: dict[str, str],
+    chunks: list[bytes],
+    *,
+    ends: bool = True,
+    client="127.0.0.1",
+    page: bool = False,
+):
     """A POST through ``app`` as uvicorn hands one over: its head, then ``chunks`` of its body (the last one ending
     it when ``ends``). The answer ``{"status", "headers", "json", "unread"}``, ``unread`` the body messages still
-    waiting, never taken by the application. Every answer is JSON, with one ``Content-Type``."""
+    waiting, never taken by the application. Every answer but a ``page``'s is JSON, with one ``Content-Type``."""
     scope = {
         "type": "http",
         "http_version": "1.1",
@@ -168,7 +177,10 @@ def exchange(app, path: str, headers: dict[str, str], chunks: list[bytes], *, en
         await communicator.wait(timeout=30)
         answer_headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
         types = [value.decode() for name, value in start["headers"] if name.lower() == b"content-type"]
-        assert len(types) == 1 and types[0].startswith("application/json"), start["headers"]
+        assert len(types) == 1, start["headers"]
+        if page:
+            return {"status": start["status"], "headers": answer_headers, "text": body.decode(), "unread": unread}
+        assert types[0].startswith("application/json"), start["headers"]
         return {"status": start["status"], "headers": answer_headers, "json": json.loads(body), "unread": unread}
 
     return run(go())
@@ -325,6 +337,43 @@ def test_a_session_cookie_lets_the_body_through_to_djangos_own_checks(app, staff
 
     assert answer["status"] == 403
     assert "CSRF" in answer["json"]["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/admin/login/", "/chat/", "/no/such/page/"])
+def test_an_upload_to_a_page_announced_over_the_page_limit_is_refused_413_before_it_is_read(app, settings, path):
+    settings.PAGE_MAX_BODY_BYTES = 100_000
+    head = {"content-length": "3000000000", "content-type": "application/x-www-form-urlencoded"}
+
+    answer = exchange(app, path, head, [CHUNK] * 3, ends=False, page=True)
+
+    assert (answer["status"], answer["headers"]["connection"], answer["unread"]) == (413, "close", 3), answer
+    assert answer["text"] == ERROR_PAGE_BODY_TOO_LARGE.format(limit=100_000)
+
+
+def test_a_chunked_body_to_a_page_past_the_page_limit_is_a_413_and_the_rest_is_not_read(app, settings):
+    settings.PAGE_MAX_BODY_BYTES = 100_000
+    head = {"transfer-encoding": "chunked", "content-type": "application/x-www-form-urlencoded"}
+
+    answer = exchange(app, "/admin/login/", head, [CHUNK] * 4, page=True)
+
+    assert (answer["status"], answer["unread"]) == (413, 2), answer  # two chunks pass the limit: the rest is left
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunked_login_form_within_the_page_limit_is_read_whole_by_the_admin(app, staff_user):
+    """Without a length Django would read the form as empty; the gate hands it on with the length it read."""
+    token = "a" * 32  # CSRF's secret, as its cookie and as the form's token
+    form = f"csrfmiddlewaretoken={token}&username={staff_user.username}&password=wrong&next=/admin/".encode()
+    head = {
+        "transfer-encoding": "chunked",
+        "content-type": "application/x-www-form-urlencoded",
+        "cookie": f"{settings.CSRF_COOKIE_NAME}={token}",
+    }
+
+    answer = exchange(app, "/admin/login/", head, [form[:40], form[40:]], page=True)
+
+    assert (answer["status"], answer["unread"]) == (200, 0), answer
+    assert "Please enter the correct username and password" in answer["text"]  # not "This field is required"
 
 
 @contextlib.contextmanager
