@@ -66,6 +66,9 @@ WORKER_CONCURRENCY = 4
 SUPERVISOR_PROFILE = "telecom_contas"
 ROUTER_PROFILE = "retail_orders"
 STARTUP_TIMEOUT = 90.0
+# A test on the stack: its own minutes, plus the stack's start (several processes, each up to STARTUP_TIMEOUT on a
+# busy machine) when it is the session's first. A guard against a hang, not a measure.
+STACK_TEST_TIMEOUT = 420
 # What each planted secret is; its value is made per stack (``stack.canaries``) and must appear in no log.
 CANARIES = (
     "database password",

@@ -23,6 +23,7 @@ from tests.production_stack import (
     DATABASE_POOL_TIMEOUT_SECONDS,
     MCP_TIMEOUT_SECONDS,
     ROUTER_PROFILE,
+    STACK_TEST_TIMEOUT,
     SUPERVISOR_PROFILE,
     ProductionStack,
     Reply,
@@ -391,7 +392,7 @@ def is_json_error(reply: Reply) -> bool:
 # ---- the faults
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(STACK_TEST_TIMEOUT)
 def test_with_redis_stopped_chat_keeps_answering_and_websockets_survive_or_reconnect(production_stack):
     stack = production_stack
     chats = chats_on_both_paths("redis", 4)
@@ -421,7 +422,7 @@ def test_with_redis_stopped_chat_keeps_answering_and_websockets_survive_or_recon
     assert_consistent(stack, run)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(STACK_TEST_TIMEOUT)
 def test_with_postgres_stopped_requests_fail_fast_with_json_503_and_no_conversation_is_held_though_messages_queue(
     production_stack,
 ):
@@ -472,7 +473,7 @@ def test_with_postgres_stopped_requests_fail_fast_with_json_503_and_no_conversat
     assert_consistent(stack, run)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(STACK_TEST_TIMEOUT)
 def test_a_celery_worker_killed_mid_fan_out_loses_no_turn_and_a_new_worker_takes_over(production_stack):
     stack = production_stack
     chats = [Chat(SUPERVISOR_PROFILE, f"celery-{n}", FANOUT) for n in range(3)]
@@ -532,7 +533,7 @@ def tool_calls_since(stack: ProductionStack, keys: list[str], since_id: int) -> 
     ]
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(STACK_TEST_TIMEOUT)
 def test_a_frozen_or_killed_mcp_server_is_named_in_the_answer_and_tools_work_again_without_restarts(production_stack):
     """The telecom tools through a supervisor profile (Celery worker) and a coordinator's delegation (web)."""
     import httpx

@@ -28,6 +28,7 @@ import pytest
 from tests.production_stack import (
     BACKEND_WORD,
     ROUTER_PROFILE,
+    STACK_TEST_TIMEOUT,
     SUPERVISOR_PROFILE,
     ProductionStack,
     StackError,
@@ -137,7 +138,7 @@ def found_in_logs(stack: ProductionStack, secrets: dict[str, str]) -> list[str]:
     return found
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(STACK_TEST_TIMEOUT)
 def test_no_log_of_the_stack_carries_an_api_key_or_raw_personal_data(production_stack):
     stack = production_stack
     outcome = asyncio.run(send_everywhere(stack))
@@ -208,7 +209,7 @@ async def take_every_path_that_logs_an_address(stack: ProductionStack) -> dict[s
     return {name: (answer.status_code, answer.text) for name, answer in zip(requests, answers, strict=True)}
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(STACK_TEST_TIMEOUT)
 def test_no_log_answer_or_history_entry_of_the_stack_carries_a_planted_secret(production_stack):
     stack = production_stack
     assert stack.sink is not None
