@@ -131,7 +131,7 @@ class KeptConnection(asyncio.Protocol):
 
     The load generator shares the two cores with the server, so it is a protocol on the event loop and nothing
     more: httpx (one ``AsyncClient`` per client, as before) cost 0.7-0.8 ms of CPU per message, this about a
-    tenth of it, so that the server is what the figures measure (README, Benchmarks).
+    tenth of it, so that the server is what the figures measure (docs/benchmarks.md).
     """
 
     def __init__(self) -> None:

@@ -4,7 +4,7 @@ its draft.
     PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python scripts/services.py --scratch \
         --postgres -- .venv/bin/python bench/impact_bench.py [--messages 100000] [--per-conversation 5] [--runs 3]
 
-(Figures in the README, *Benchmarks*.)
+(Figures in the docs/benchmarks.md.)
 
 Migrates the database the settings point at (a throwaway PostgreSQL with the command above), builds a profile
 like the tests' ``telecom_contas`` (4 specialists, 4 intents of 4 keywords, a state policy), and stores

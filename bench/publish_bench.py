@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/publish_bench.py [--processes 4] [--runs 10] [--cache redis|file]
 
-(Figures in the README, *Benchmarks*; the target: every process within 1 s.)
+(Figures in the docs/benchmarks.md; the target: every process within 1 s.)
 
 Starts everything itself, as ``bench/chat_load.py`` does: a throwaway PostgreSQL and scratch VAR_DIR
 (``scripts/services.py``), with ``--cache redis`` a throwaway Redis (production's shared cache), with ``--cache

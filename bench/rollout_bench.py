@@ -3,7 +3,7 @@
     PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python scripts/services.py --scratch \
         --postgres -- .venv/bin/python bench/rollout_bench.py [--handoffs 200000] [--plans 50] [--runs 5]
 
-(Figures in the README, *Benchmarks*; the target: under 2 s per tick.)
+(Figures in the docs/benchmarks.md; the target: under 2 s per tick.)
 
 Migrates the database the settings point at (a throwaway PostgreSQL with the command above), loads the demo and
 fills it with ``bench_data_generate`` (``bench/benchdata.py``, the analytics' simulator: every turn's rows as the

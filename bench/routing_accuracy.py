@@ -2,7 +2,7 @@
 
     PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python bench/routing_accuracy.py [--matrix]
 
-(Figures in the README, *Benchmarks*; the targets: ≥ 85 % top-1 with the offline default, wrong-intent rate ≤ 5 %.)
+(Figures in the docs/benchmarks.md; the targets: ≥ 85 % top-1 with the offline default, wrong-intent rate ≤ 5 %.)
 
 Loads the demo (``config/demo``) into a throwaway SQLite database, calibrates each profile's examples tier on its
 saved routing tests and its examples (:mod:`routing.calibration`, as an editor's "Calibrate" does — the paraphrases

@@ -9,7 +9,7 @@ The ``INSERT`` here is the one ``bulk_create`` sends — the same columns, ``pre
 values and ``RETURNING`` columns, tested to be equal — without running Django's query compiler for every
 statement: what a model's insert needs (its table, fields, columns, returned columns) is worked out once per model
 and database, and a row's values are each field's own ``pre_save`` and ``get_db_prep_save``, as the compiler calls
-them. That compiler cost a turn more CPU than sending the statement (README, Benchmarks).
+them. That compiler cost a turn more CPU than sending the statement (docs/benchmarks.md).
 """
 
 from __future__ import annotations

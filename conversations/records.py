@@ -290,7 +290,7 @@ def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, 
     """The conversation's last ``limit`` user and assistant messages, oldest first, as :class:`HistoryEntry`.
 
     A session ended through the API (``ended_at``) starts afresh: earlier messages stay stored but out of the
-    model's view. Written as SQL, as the ticket's take is: it runs on every message (README, Benchmarks).
+    model's view. Written as SQL, as the ticket's take is: it runs on every message (docs/benchmarks.md).
     """
     table = connection.ops.quote_name(Message._meta.db_table)
     params: list[Any] = [conversation_pk, MessageRole.USER.value, MessageRole.ASSISTANT.value]

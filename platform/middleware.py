@@ -4,7 +4,7 @@ In an async server Django runs a ``MiddlewareMixin`` middleware's ``process_requ
 ``process_response`` each in a thread (``sync_to_async``), and a middleware with no async side at all (auditlog's,
 WhiteNoise's) sends everything after it into a thread of its own, the view brought back to the event loop with
 ``async_to_sync``. A chat message crossed about twenty such hops; under load a fifth of the server's CPU went to
-them (README, Benchmarks: "Where a message's CPU went").
+them (docs/benchmarks.md: "Where a message's CPU went").
 
 So :class:`ASGIHandler`, the ASGI application's handler, loads ``MIDDLEWARE`` with each middleware replaced by its
 async twin here (:data:`ASYNC_TWINS`): the hooks that only compute — headers, a cookie read, a path check, a context
@@ -381,7 +381,7 @@ class ASGIHandler(DjangoASGIHandler):
         no database connection (:func:`_thread_idle`) — its connections were handed back at the end of the
         request before (request_finished) or by the view itself (the chat path gives its connection back after
         each step). Otherwise, and for any other receiver, they are sent from the thread, as Django does. Two of
-        a message's five crossings (README, Benchmarks)."""
+        a message's five crossings (docs/benchmarks.md)."""
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:

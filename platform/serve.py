@@ -8,7 +8,7 @@ their connections alive, so connections pile onto one or two workers (200
 connections opened over a second split 147/53 between two idle workers,
 measured) and the busiest worker saturates its one core's worth of GIL while
 the others idle. Here every worker binds its own socket with SO_REUSEPORT and
-the kernel spreads new connections evenly over them (README, Benchmarks).
+the kernel spreads new connections evenly over them (docs/benchmarks.md).
 
 The workers are plain ``uvicorn.Server`` instances (uvloop, httptools when
 installed), each listening once its application is loaded and its routing

@@ -3,7 +3,7 @@
 Django 5.2 inserts two rows or more as ``SELECT * FROM UNNEST(%s::text[], …)``, one array per column: the plan is
 the same for any number of rows, which pays off for hundreds of rows. A chat turn inserts two or three (its
 messages), and psycopg builds each column's array text in Python: under load that was about a twentieth of the
-server's CPU per message (README, Benchmarks). Up to :data:`VALUES_ROWS` rows go as ``VALUES`` rows instead.
+server's CPU per message (docs/benchmarks.md). Up to :data:`VALUES_ROWS` rows go as ``VALUES`` rows instead.
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_
 
 def test_the_pool_hands_out_the_connection_given_back_last_so_a_quiet_process_keeps_one_backend_warm():
     """psycopg_pool's own order is the connection idle longest first: consecutive requests took turns over every
-    backend of the pool, each one's caches cold (README, "CPU per message")."""
+    backend of the pool, each one's caches cold (docs/benchmarks.md, "CPU per message")."""
     pool = connection.pool
     first, second = pool.getconn(), pool.getconn()
     pool.putconn(first)

@@ -208,7 +208,7 @@ def test_requests_one_after_another_run_their_database_work_on_a_reused_thread_o
 def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rendered_in_the_event_loop(
     tenant_key, telecom, monkeypatch
 ):
-    """The crossings of a message served by the ASGI application, counted (README, Benchmarks: each costs about
+    """The crossings of a message served by the ASGI application, counted (docs/benchmarks.md: each costs about
     a tenth of a millisecond of CPU): DRF's checks with the message's intake and the turn's start (its ticket,
     the conversation's state and history), then the turn's write. Django's request_started and request_finished
     are sent in the event loop: the request's thread holds no connection for their receivers to close. The JSON
