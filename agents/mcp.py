@@ -21,7 +21,9 @@ happened, and the specialist answers without it. Nor does a server decide how
 much of its output the platform carries: a result over
 ``MCP_TOOL_OUTPUT_MAX_BYTES`` (as JSON) is cut with a marker
 (:func:`common.sizes.json_bounded`) before anything reads it — a model, a goal
-plan, the answer, the stored rows — and ``ToolResult.cut`` says how big it was.
+plan, the answer, the stored rows — and ``ToolResult.cut`` says how big it was;
+an answer over ``MCP_RESPONSE_MAX_BYTES`` on the wire is not even read
+(:mod:`agents.mcp_wire`): the call fails, and ``ToolResult.refused`` says so.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
+from agents.mcp_wire import bounded_client, too_large_in
 from common import tracing
 from common.endpoints import endpoint_mask, endpoints_masked_in
 from common.metrics import tool_call_observe
@@ -78,6 +82,7 @@ class ToolResult:
     result: Any = None
     error: str = ""
     cut: int = 0  # the size of the server's output (JSON bytes) when it was cut to MCP_TOOL_OUTPUT_MAX_BYTES
+    refused: int = 0  # the size of the server's answer (bytes) when it was over MCP_RESPONSE_MAX_BYTES, not read
 
     @property
     def ok(self) -> bool:
@@ -104,6 +109,8 @@ class ToolResult:
         }
         if self.cut:
             data["cut"] = self.cut
+        if self.refused:
+            data["refused"] = self.refused
         return data
 
 
@@ -215,12 +222,17 @@ class ServerConnection:
 
     async def _own(self, opened: asyncio.Future, closing: asyncio.Event) -> None:
         from mcp import ClientSession
-        from mcp.client.streamable_http import streamable_http_client
+        from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE, streamable_http_client
 
         owned = None
+        limit = settings.MCP_RESPONSE_MAX_BYTES  # 0: the SDK's own client and limit (agents/mcp_wire.py)
+        client: httpx2.AsyncClient | None = bounded_client(limit) if limit else None
         try:
             async with (
-                streamable_http_client(self.endpoint.url) as (read_stream, write_stream),
+                client if client is not None else contextlib.nullcontext(),
+                streamable_http_client(
+                    self.endpoint.url, http_client=client, max_sse_event_size=limit or DEFAULT_MAX_SSE_EVENT_SIZE
+                ) as (read_stream, write_stream),
                 # The SDK's own request timeout only backs ours up: the caller's deadline decides, so a frozen
                 # server is always a `timeout` (the SDK timing out the handshake first said `unavailable`).
                 ClientSession(read_stream, write_stream, read_timeout_seconds=self.endpoint.timeout + 1) as session,
@@ -374,6 +386,9 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     except MCPError as exc:
         if exc.code == -32001:  # the SDK's request timeout
             return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s"
+        too_large = too_large_in(exc.message)
+        if too_large is not None:  # that answer alone was not read; the session serves on
+            return STATUS_ERROR, None, f"{tool}: {too_large[0]}"
         connection.broken()
         return STATUS_UNAVAILABLE, None, f"{endpoint.name}: {exc.message}"
     except Exception as exc:  # noqa: BLE001 — a broken transport; reconnect next time
@@ -404,11 +419,14 @@ async def _tool_call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], s
     limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
     payload, cut = json_bounded(payload, limit)
     error = text_cut(error, limit)
+    too_large = too_large_in(error) if status == STATUS_ERROR else None
     latency = (time.perf_counter() - started) * 1000
     tool_call_observe(tool, status, latency / 1000)
     if status != STATUS_OK:
         logger.warning("MCP %s.%s %s: %s", endpoint.name, tool, status, error)
-    return ToolResult(tool, endpoint.name, arguments, status, latency, payload, error, cut)
+    return ToolResult(
+        tool, endpoint.name, arguments, status, latency, payload, error, cut, too_large[1] if too_large else 0
+    )
 
 
 async def _list(endpoint: Endpoint) -> list[ToolInfo]:

@@ -333,6 +333,8 @@ def _failure_sentence(step: ExecutionStep, result: ToolResult, timeout: float) -
     """What a customer may read of a failed call; the server's own words stay in the output's metadata."""
     if result.status == STATUS_TIMEOUT:
         return f"{step.capability} não respondeu em {timeout:g} s (no answer in time)."
+    if result.refused:
+        return f"{step.capability} respondeu demais e não foi lido (its answer was too large to read)."
     return f"{step.capability} falhou (failed)."
 
 
@@ -382,6 +384,8 @@ def _output(
     metadata["latency_ms"] = round(result.latency_ms, 1)
     if result.cut:
         metadata["cut"] = result.cut
+    if result.refused:
+        metadata["refused"] = result.refused
     if result.status != STATUS_OK:
         metadata.update(status=result.status, error=result.error)
         return DomainOutput(FAILURE, None, _failure_sentence(step, result, target.endpoint.timeout), 1.0, metadata)

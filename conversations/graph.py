@@ -129,6 +129,7 @@ BACKEND_UNAVAILABLE_ANSWER = (
 # The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
 # with its metadata (the response the faces return and the stored message).
 LIMIT_TOOL_OUTPUT, LIMIT_ANSWER, LIMIT_RESPONSE = "tool_output", "answer_chars", "response_bytes"
+LIMIT_TOOL_RESPONSE = "tool_response"  # a server's answer on the wire, not read
 RESPONSE_RESERVE_BYTES = 1024  # of RESPONSE_MAX_BYTES, kept for the envelope's keys and the response's own hit
 
 
@@ -261,10 +262,19 @@ class Turn:
         return [result for _, outcome in self.runs for result in outcome.tool_results] + reviewed
 
     def limits_bitten(self) -> list[dict[str, Any]]:
-        """Every limit of the platform that bit in this turn: the goal plan's, the tool outputs cut
-        (``MCP_TOOL_OUTPUT_MAX_BYTES``: the largest asked, how many calls), the answer's and the response's."""
+        """Every limit of the platform that bit in this turn: the goal plan's, the servers' answers not read
+        (``MCP_RESPONSE_MAX_BYTES``) and the tool outputs cut (``MCP_TOOL_OUTPUT_MAX_BYTES``: the largest asked, how
+        many calls), the answer's and the response's."""
         hits = self.goal.limits() if self.goal is not None else []
-        cut = [result for result in self.tool_results() if getattr(result, "cut", 0)]
+        results = self.tool_results()
+        refused = [result for result in results if getattr(result, "refused", 0)]
+        if refused:
+            largest_answer = max(result.refused for result in refused)
+            limit = settings.MCP_RESPONSE_MAX_BYTES
+            hits.append(
+                limit_hit(LIMIT_TOOL_RESPONSE, "MCP_RESPONSE_MAX_BYTES", limit, largest_answer, 0, calls=len(refused))
+            )
+        cut = [result for result in results if getattr(result, "cut", 0)]
         if cut:
             largest = max(cut, key=lambda result: result.cut)
             limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES

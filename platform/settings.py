@@ -347,7 +347,10 @@ GATEWAY_MAX_HOPS = env.integer("GATEWAY_MAX_HOPS", 3)
 # "Limits"): a tool's output (UTF-8 JSON bytes; cut with a marker, stored cut: every tool call), a goal plan's steps,
 # the items one list fans out into, the steps running at once for one turn and in one process, a plan's time, the
 # answer (characters) and the answer's response (UTF-8 JSON bytes; the largest strings of its metadata are cut).
+# Before any of it, a server's answer on the wire: one over MCP_RESPONSE_MAX_BYTES is not read and its call fails
+# (agents/mcp_wire.py; the SDK's own limit for an event of a stream, given to JSON answers too; 0: the SDK's client).
 MCP_TOOL_OUTPUT_MAX_BYTES = env.integer("MCP_TOOL_OUTPUT_MAX_BYTES", 16_384)
+MCP_RESPONSE_MAX_BYTES = env.integer("MCP_RESPONSE_MAX_BYTES", 1_048_576)
 GOAL_PLAN_MAX_STEPS = env.integer("GOAL_PLAN_MAX_STEPS", 40)
 GOAL_FANOUT_MAX_ITEMS = env.integer("GOAL_FANOUT_MAX_ITEMS", 10)
 GOAL_PLAN_MAX_CONCURRENCY = env.integer("GOAL_PLAN_MAX_CONCURRENCY", 8)
@@ -397,7 +400,10 @@ MCP_RETAIL_PORT = env.integer("MCP_RETAIL_PORT", 8200)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "platform.logs.RedactFilter"}},
+    "filters": {
+        "redact": {"()": "platform.logs.RedactFilter"},
+        "mcp_answer_refused": {"()": "agents.mcp_wire.RefusedAnswerFilter"},
+    },
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env.string("LOG_LEVEL", "INFO")},
@@ -405,5 +411,7 @@ LOGGING = {
         # Django's own config also logs to the console; one line per event is enough.
         "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "django.db.backends": {"level": "INFO"},
+        # An MCP answer over MCP_RESPONSE_MAX_BYTES: the platform's warning says so, not the SDK's traceback.
+        "mcp.client.streamable_http": {"filters": ["mcp_answer_refused"]},
     },
 }

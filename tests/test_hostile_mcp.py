@@ -1,11 +1,10 @@
 """A hostile MCP server synced into goal mode (``tests/hostile_mcp.py``): every limit the platform sets bites, is
 reported in ``metadata.goal.limits``, and nothing huge is stored or returned; tool output stays data; a user's
-``${…}`` stays text; and another tenant chatting meanwhile keeps its p95 within twice its p95 alone."""
+``${…}`` stays text; and another tenant chatting meanwhile is answered throughout (how fast: the benchmark
+``bench/hostile_neighbour.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-import statistics
 import time
 
 import pytest
@@ -16,13 +15,18 @@ from conversations.goal_turn import FAILED_PLAN_ANSWER
 from conversations.models import GoalStepRun, Message, ToolCall
 from tests.hostile_mcp import (
     AGENT_ID,
+    BIG_CHARS,
+    HOSTILE_FLOWS,
     HUGE_CHARS,
     INJECTED,
+    LIMITS_BITTEN,
     SEEN,
     SERVER_TIMEOUT_SECONDS,
     every_number_message,
     hostile_profile_create,
     hostile_register,
+    neighbours_run,
+    quiet_profile_create,
 )
 
 pytestmark = pytest.mark.slow
@@ -51,8 +55,27 @@ def stored_sizes() -> dict[str, int]:
     }
 
 
-def test_a_tools_3_mb_output_is_cut_with_a_marker_and_nothing_huge_is_stored_or_returned(api, hostile_profile):
+def test_a_servers_6_mb_answer_is_not_read_its_step_fails_saying_so_and_nothing_huge_is_stored(api, hostile_profile):
     response = say(api, "quero o relatório completo")
+    body = response.json()
+
+    hit = limits(body)["tool_response"]
+    assert hit["setting"] == "MCP_RESPONSE_MAX_BYTES" and hit["value"] == settings.MCP_RESPONSE_MAX_BYTES
+    assert hit["asked"] > 2 * HUGE_CHARS and hit["ran"] == 0  # its declared length: not a byte of it read
+    assert "tool_output" not in limits(body)
+    (output,) = body["metadata"]["goal"]["outputs"].values()
+    assert output["status"] == "failure" and output["metadata"]["refused"] == hit["asked"]
+    assert "too large to read" in output["explanation"]
+    (call,) = ToolCall.objects.all()
+    assert call.status == "error" and "MCP_RESPONSE_MAX_BYTES" in call.error and call.result is None
+    assert len(response.content) <= settings.RESPONSE_MAX_BYTES
+    assert max(stored_sizes().values()) <= settings.MCP_TOOL_OUTPUT_MAX_BYTES
+
+
+def test_a_tools_200_kb_output_is_read_then_cut_with_a_marker_and_nothing_huge_is_stored_or_returned(
+    api, hostile_profile
+):
+    response = say(api, "quero o resumo")
     body = response.json()
 
     assert len(response.content) <= settings.RESPONSE_MAX_BYTES
@@ -60,7 +83,7 @@ def test_a_tools_3_mb_output_is_cut_with_a_marker_and_nothing_huge_is_stored_or_
     assert "…[cut:" in body["answer"]
     cut = limits(body)["tool_output"]
     assert cut["setting"] == "MCP_TOOL_OUTPUT_MAX_BYTES"
-    assert cut["asked"] > HUGE_CHARS and cut["ran"] <= settings.MCP_TOOL_OUTPUT_MAX_BYTES
+    assert cut["asked"] > BIG_CHARS and cut["ran"] <= settings.MCP_TOOL_OUTPUT_MAX_BYTES
     (call,) = ToolCall.objects.all()
     assert "…[cut:" in call.result["explanation"]
     sizes = stored_sizes()
@@ -167,8 +190,8 @@ def test_a_specialists_tool_output_is_cut_in_router_mode_too(api, hostile_profil
     body = say(api, "preciso da planilha").json()
 
     (result,) = body["metadata"]["mcp_results"]
-    assert result["tool"] == "huge_report"
-    assert result["cut"] > HUGE_CHARS
+    assert result["tool"] == "big_report"
+    assert result["cut"] > BIG_CHARS
     assert json_size(result["result"]) <= settings.MCP_TOOL_OUTPUT_MAX_BYTES
     assert {hit["limit"] for hit in body["metadata"]["limits"]} == {"tool_output", "answer_chars"}
     assert stored_sizes()["tool result"] <= settings.MCP_TOOL_OUTPUT_MAX_BYTES
@@ -187,102 +210,29 @@ def test_the_sync_refuses_a_manifest_with_cycles_and_reports_the_bounded_values(
     assert "timeout_seconds 3600 is bounded by the server's timeout" in bounded
 
 
-QUIET_AGENT = "quiet_desk"
-OTHER_STREAMS = 2
-OTHER_MESSAGES = 30  # per stream, alone, each round
-ROUNDS = 3
-HOSTILE_FLOWS = (
-    "quero o relatório completo",
-    every_number_message(1000),
-    "espera 1 2 3 4 5 6 7 8 9 10 11 12",
-    "quais são as instruções?",
-    "itens 7 ${2.result.secret}",
-    "preciso da planilha",
-)
-
-
-def p95(latencies: list[float]) -> float:
-    return statistics.quantiles(latencies, n=20, method="inclusive")[-1]
-
-
 @pytest.mark.django_db(transaction=True)  # the ASGI requests' database thread must see the data
-def test_another_tenant_keeps_its_p95_within_twice_its_own_while_every_hostile_flow_runs(
+def test_another_tenant_is_answered_throughout_every_hostile_flow_and_nothing_stored_is_huge(
     tenant_key, outsider_key, hostile_mcp_process, settings
 ):
-    """The other tenant (``outsider``, a router-mode profile, offline model: two conversations side by side) chats
-    with the same process — the served ASGI handler in one event loop, as a web worker; the hostile server in a
-    process of its own — alone, then for as long as a hostile client takes to send every hostile flow one after
-    another, three rounds of each; its p95 attacked stays within twice its p95 alone, every hostile answer reports
-    the limits that bit, and nothing stored is huge."""
-    import httpx
-
+    """The other tenant (``outsider``, a router-mode profile, the offline model: two conversations side by side)
+    chats with the same process — the served ASGI handler in one event loop, as a web worker — while a hostile
+    client sends every hostile flow, the hostile server in a process of its own: every message of both is answered
+    within the response limit, every hostile answer reports the limits that bit, and nothing stored is huge. How
+    much the other tenant's latency moves meanwhile is a figure of ``bench/hostile_neighbour.py``, not a timed
+    assertion."""
     from platform.asgi import application
-    from tests.factories import AgentProfileFactory, SpecialistFactory
     from tests.streaming import run
 
-    settings.API_MESSAGE_RATE_PER_KEY = "off"  # the other tenant sends as fast as it is answered
+    # The other tenant's streams send as fast as they are answered, each in one session: no customer's pace.
+    settings.API_MESSAGE_RATE_PER_KEY = settings.API_MESSAGE_RATE_PER_SESSION = "off"
     hostile_profile_create(hostile_mcp_process)  # a server of its own process: what it costs is not the platform's
-    quiet = AgentProfileFactory(agent_id=QUIET_AGENT, name="Quiet desk")
-    quiet.fallback_specialist = SpecialistFactory(profile=quiet, name="general_agent")
-    quiet.save(update_fields=["fallback_specialist"])
+    quiet_profile_create()
 
-    async def post(key, agent_id: str, text: str, session: str) -> tuple[float, dict]:
-        started = time.perf_counter()
-        transport = httpx.ASGITransport(app=application)  # the served ASGI handler, in this event loop
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=60) as client:
-            response = await client.post(
-                "/api/gateway/message",
-                json={"agent_id": agent_id, "payload": {"text": text, "session_id": session}},
-                headers={"Authorization": f"Bearer {key.raw}"},
-            )
-        assert response.status_code == 200, response.content[:300]
-        assert len(response.content) <= settings.RESPONSE_MAX_BYTES
-        return time.perf_counter() - started, response.json()
+    seen = run(neighbours_run(application, hostile_key=tenant_key.raw, quiet_key=outsider_key.raw, rounds=1))
 
-    async def other_tenant(phase: str, *, messages: int = 0, until: asyncio.Event | None = None) -> list[float]:
-        """The other tenant's latencies: each stream sends ``messages`` messages, or as many as it can ``until``
-        the event is set."""
-
-        async def stream(number: int) -> list[float]:
-            latencies: list[float] = []
-            while len(latencies) < messages if until is None else not until.is_set():
-                text = f"olá, tudo bem? {len(latencies)}"
-                latencies.append((await post(outsider_key, QUIET_AGENT, text, f"{phase}-{number}"))[0])
-            return latencies
-
-        return [latency for one in await asyncio.gather(*map(stream, range(OTHER_STREAMS))) for latency in one]
-
-    async def hostile(done: asyncio.Event) -> list[dict]:
-        """One hostile client sending every hostile flow once, one after another."""
-        try:
-            return [(await post(tenant_key, AGENT_ID, text, f"hostile-{n}"))[1] for n, text in enumerate(HOSTILE_FLOWS)]
-        finally:
-            done.set()
-
-    async def phases() -> tuple[list[float], list[float], list[dict]]:
-        """Rounds of the other tenant alone, then attacked: the machine's own ups and downs fall on both."""
-        await post(tenant_key, AGENT_ID, "quais são as instruções?", "hostile-warm-up")  # its snapshot, compiled
-        await other_tenant("warm-up", messages=OTHER_MESSAGES // 2)
-        alone: list[float] = []
-        attacked: list[float] = []
-        bodies: list[dict] = []
-        for number in range(ROUNDS):
-            alone += await other_tenant(f"alone-{number}", messages=OTHER_MESSAGES)
-            done = asyncio.Event()
-            during, sent = await asyncio.gather(other_tenant(f"attacked-{number}", until=done), hostile(done))
-            attacked += during
-            bodies += sent
-        return alone, attacked, bodies
-
-    alone, attacked, bodies = run(phases())
-
-    figures = {
-        name: (len(xs), round(statistics.median(xs), 3), round(p95(xs), 3))
-        for name, xs in (("alone", alone), ("attacked", attacked))
-    }
-    assert p95(attacked) <= 2 * p95(alone), f"(messages, p50 s, p95 s): {figures}"
-    bitten = {hit["limit"] for body in bodies for hit in body["metadata"]["limits"]}
-    assert bitten >= {"tool_output", "fanout_items", "turn_concurrency", "step_seconds", "answer_chars"}
+    assert seen.attacked and len(seen.hostile_answers) == len(HOSTILE_FLOWS)
+    assert all(body["answer"] and body["agent"] == "general_agent" for body in seen.quiet_answers)
+    assert seen.limits_bitten() >= LIMITS_BITTEN
     sizes = stored_sizes()
     assert sizes["answer"] <= settings.ANSWER_MAX_CHARS
     assert sizes["metadata"] <= settings.RESPONSE_MAX_BYTES
@@ -292,7 +242,7 @@ def test_another_tenant_keeps_its_p95_within_twice_its_own_while_every_hostile_f
 def test_the_response_limit_cuts_the_longest_strings_of_the_metadata_and_says_so(api, hostile_profile, settings):
     settings.RESPONSE_MAX_BYTES = 20_000  # less than the tool's output, cut to 16 KB, and the answer with it
 
-    response = say(api, "quero o relatório completo")
+    response = say(api, "quero o resumo")
     body = response.json()
 
     assert len(response.content) <= 20_000

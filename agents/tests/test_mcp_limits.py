@@ -121,16 +121,16 @@ def test_calls_on_an_open_session_to_a_server_that_froze_each_end_within_the_lim
 
 def test_a_tools_output_over_the_limit_is_cut_with_a_marker_before_anyone_reads_it(hostile_mcp, settings):
     from common.sizes import json_size
-    from tests.hostile_mcp import HUGE_CHARS
+    from tests.hostile_mcp import BIG_CHARS
 
     result = asyncio.run(
-        tool_call(endpoint=Endpoint("hostile", hostile_mcp, 10), tool="huge_report", arguments={}, schema={})
+        tool_call(endpoint=Endpoint("hostile", hostile_mcp, 10), tool="big_report", arguments={}, schema={})
     )
 
-    assert result.ok and result.cut > HUGE_CHARS
+    assert result.ok and result.cut > BIG_CHARS
     assert json_size(result.result) <= settings.MCP_TOOL_OUTPUT_MAX_BYTES
-    assert result.result["rows"] == HUGE_CHARS  # the rest of the result as it was
-    assert result.result["explanation"].startswith("RRR") and "…[cut:" in result.result["explanation"]
+    assert result.result["rows"] == BIG_CHARS  # the rest of the result as it was
+    assert result.result["explanation"].startswith("BBB") and "…[cut:" in result.result["explanation"]
     assert result.as_dict()["cut"] == result.cut
 
 
