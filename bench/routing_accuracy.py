@@ -21,9 +21,14 @@ examples, with none of the profile's keywords — three ways:
 A coordinator profile (telecom_assistente) routes every message to its coordinator, which delegates on the
 router's candidates: its messages are scored on the router-mode decision, the intent the coordinator is offered.
 
+Every profile also routes the shared held-out out-of-scope set (``bench/out_of_scope.yaml``: small talk, other
+businesses' questions, general knowledge, in the three languages), which none of them should route.
+
 For each: **top-1 accuracy** over the messages that have an intent (routed to it), the **fallback rate** (left
 to the fallback), the **wrong-intent rate** (routed, but to another intent) and, over the out-of-scope messages,
-how many were rightly left to the fallback; per language too; ``--matrix`` prints the confusion matrices.
+how many were rightly left to the fallback and how many would have **set a conversation state** (each one listed at
+the end); per profile and per language, then all three profiles per language; ``--matrix`` prints the confusion
+matrices.
 """
 
 from __future__ import annotations
@@ -55,14 +60,17 @@ from django.core.management import call_command  # noqa: E402
 from tests.llm_server import Reply, ScriptedLLMServer, tool_call_reply  # noqa: E402
 
 PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente")
+OUT_OF_SCOPE = ROOT / "bench" / "out_of_scope.yaml"  # held out, every profile's: none of them should route these
 FALLBACK = "fallback"
 MODES = ("keywords", "+ examples", "+ classifier")
 
 
 def _load(profile: str) -> list[dict[str, str]]:
+    """The profile's paraphrase set, then the shared out-of-scope set (labelled ``fallback``, with its ``kind``)."""
     data = yaml.safe_load((ROOT / "bench" / "paraphrases" / f"{profile}.yaml").read_text(encoding="utf-8"))
     assert data["profile"] == profile
-    return list(data["messages"])
+    shared = yaml.safe_load(OUT_OF_SCOPE.read_text(encoding="utf-8"))["messages"]
+    return [*data["messages"], *({**message, "intent": FALLBACK} for message in shared)]
 
 
 def _scripted_model(intents) -> Callable[[dict[str, Any]], Reply | None]:
@@ -118,9 +126,10 @@ def _routers(agent_id: str, model: ScriptedLLMServer):
     }
 
 
-async def _route(router, classifier, text: str) -> str:
+async def _route(router, classifier, text: str) -> tuple[str, str]:
+    """The intent routed to (``fallback`` when none) and the state the decision would set (``""`` when none)."""
     decision = await router.route(text, classifier=classifier, mode="router")
-    return FALLBACK if decision.method == "fallback" else decision.intent
+    return (FALLBACK if decision.method == "fallback" else decision.intent), decision.next_state or ""
 
 
 def main() -> None:
@@ -138,7 +147,12 @@ def main() -> None:
     settings.ROUTER_LLM_BASE_URL, settings.ROUTER_LLM_MODEL = model.base_url, "scripted-router"
     settings.ROUTER_LLM_API_KEY = "bench"
     totals: dict[str, Counter[str]] = defaultdict(Counter)
-    print(f"{'profile':20} {'mode':14} {'top-1':>7} {'fallback':>9} {'wrong':>7} {'out of scope left':>18}  (n)")
+    totals_by_language: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    states: dict[str, list[str]] = defaultdict(list)  # out-of-scope messages whose decision sets a state
+    print(
+        f"{'profile':20} {'mode':14} {'top-1':>7} {'fallback':>9} {'wrong':>7} {'out of scope left':>18} "
+        f"{'sets a state':>13}  (n)"
+    )
     for agent_id in PROFILES:
         messages = _load(agent_id)
         calibration, routers = _routers(agent_id, model)
@@ -154,32 +168,39 @@ def main() -> None:
             by_language: dict[str, Counter[str]] = defaultdict(Counter)
             matrix: dict[str, Counter[str]] = defaultdict(Counter)
             for message in messages:
-                got = asyncio.run(_route(router, classifier, message["text"]))
+                got, state = asyncio.run(_route(router, classifier, message["text"]))
                 want = message["intent"]
                 matrix[want][got] += 1
+                language = by_language[message["lang"]]
                 if want == FALLBACK:
-                    counts["out"] += 1
-                    counts["out_left"] += got == FALLBACK
+                    for figures in (counts, language):
+                        figures["out"] += 1
+                        figures["out_left"] += got == FALLBACK
+                        figures["out_state"] += bool(state)
+                    if state:
+                        states[mode].append(f"{agent_id}: {message['text']!r} → {got} sets {state}")
                     continue
                 outcome = "right" if got == want else "fell" if got == FALLBACK else "wrong"
-                counts["in"] += 1
-                counts[outcome] += 1
-                by_language[message["lang"]]["in"] += 1
-                by_language[message["lang"]][outcome] += 1
+                for figures in (counts, language):
+                    figures["in"] += 1
+                    figures[outcome] += 1
             counts["calls"] = len(model.requests) - calls
             totals[mode].update(counts)
+            for lang, figures in by_language.items():
+                totals_by_language[mode, lang].update(figures)
             print(_line(agent_id, mode, counts))
-            print(
-                " " * 36
-                + "  ".join(
-                    f"{lang} {figures['right'] / figures['in']:.0%}" for lang, figures in sorted(by_language.items())
-                )
-            )
+            for lang, figures in sorted(by_language.items()):
+                print(_line(f"  {lang}", mode, figures))
             if args.matrix and mode == "+ examples":
                 _matrix(matrix)
     print()
     for mode in MODES:
         print(_line("all three", mode, totals[mode]))
+        for lang in sorted({lang for _, lang in totals_by_language}):
+            print(_line(f"  {lang}", mode, totals_by_language[mode, lang]))
+    for mode in MODES:
+        for line in states[mode]:
+            print(f"{mode}: {line}")
 
 
 def _line(name: str, mode: str, counts: Counter[str]) -> str:
@@ -187,7 +208,7 @@ def _line(name: str, mode: str, counts: Counter[str]) -> str:
     out = max(1, counts["out"])
     return (
         f"{name:20} {mode:14} {counts['right'] / n:7.1%} {counts['fell'] / n:9.1%} {counts['wrong'] / n:7.1%} "
-        f"{counts['out_left'] / out:18.1%}  ({counts['in']} + {counts['out']} out of scope"
+        f"{counts['out_left'] / out:18.1%} {counts['out_state']:13d}  ({counts['in']} + {counts['out']} out of scope"
         + (f"; {counts['calls']} model calls)" if counts["calls"] else ")")
     )
 

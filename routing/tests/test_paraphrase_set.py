@@ -188,3 +188,43 @@ def test_language_of_tells_the_three_languages_apart_and_abstains_on_a_bare_word
     assert language_of("¿Dónde está mi pedido?") == "es"
     assert language_of("Where is my order?") == "en"
     assert language_of("P100") is None
+
+
+# -- the shared out-of-scope set (bench/out_of_scope.yaml): routed by every demo profile, none should take it ------
+
+OUT_OF_SCOPE_KINDS = {
+    "greeting", "thanks", "goodbye", "bot_question", "human_request", "chitchat", "general_knowledge", "other_business",
+}  # fmt: skip
+MIN_OUT_OF_SCOPE, MIN_OUT_OF_SCOPE_PER_LANGUAGE = 300, 100
+
+
+def out_of_scope() -> list[dict[str, str]]:
+    path = Path(settings.BASE_DIR) / "bench" / "out_of_scope.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))["messages"]
+
+
+def test_the_out_of_scope_set_has_300_messages_100_per_language_and_every_kind_in_every_language():
+    found = out_of_scope()
+    assert all(set(message) == {"text", "lang", "kind"} for message in found)
+    assert len(found) >= MIN_OUT_OF_SCOPE
+    by_language = Counter(message["lang"] for message in found)
+    assert set(by_language) == set(LANGUAGES)
+    assert all(count >= MIN_OUT_OF_SCOPE_PER_LANGUAGE for count in by_language.values()), by_language
+    assert {(message["kind"], message["lang"]) for message in found} == {
+        (kind, language) for kind in OUT_OF_SCOPE_KINDS for language in LANGUAGES
+    }
+
+
+def test_no_out_of_scope_message_appears_twice_or_is_an_example_or_paraphrase_of_a_demo_profile():
+    counts = Counter(normalize(message["text"]) or message["text"] for message in out_of_scope())  # emoji: as is
+    assert [text for text, count in counts.items() if count > 1] == []
+    known = {
+        normalize(example) for profile in PROFILES for intent in demo_intents(profile) for example in intent["examples"]
+    }
+    known |= {normalize(message["text"]) for profile in PROFILES for message in messages(profile)}
+    assert [text for text in counts if text in known] == []
+
+
+def test_every_out_of_scope_message_is_in_the_language_it_is_labelled_with_when_that_can_be_told():
+    wrong = [(m["text"], m["lang"], language_of(m["text"])) for m in out_of_scope()]
+    assert [item for item in wrong if item[2] not in (None, item[1])] == []
