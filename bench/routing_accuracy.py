@@ -61,6 +61,10 @@ from tests.llm_server import Reply, ScriptedLLMServer, tool_call_reply  # noqa: 
 
 PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente")
 OUT_OF_SCOPE = ROOT / "bench" / "out_of_scope.yaml"  # held out, every profile's: none of them should route these
+NONE_OF_THESE = ROOT / "routing" / "data" / "none_of_these.yaml"  # shipped: small talk and off-topic, three languages
+NONE = "__none__"
+NEAREST_FLOOR = 0.30  # --open-set: the nearest example's cosine similarity the "floor" method asks of a decision
+OPEN_SET = ("posterior only", f"nearest example ≥ {NEAREST_FLOOR:.2f}", "none-of-these class")
 FALLBACK = "fallback"
 MODES = ("keywords", "+ examples", "+ classifier")
 
@@ -135,6 +139,10 @@ async def _route(router, classifier, text: str) -> tuple[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--matrix", action="store_true", help="print each confusion matrix (+ examples)")
+    parser.add_argument(
+        "--open-set", action="store_true",
+        help="compare ways for the examples tier to leave alone what it does not recognise (instead of the modes)",
+    )  # fmt: skip
     args = parser.parse_args()
     call_command("migrate", "--noinput", verbosity=0)
     call_command("seed_demo", verbosity=0)
@@ -153,6 +161,9 @@ def main() -> None:
         f"{'profile':20} {'mode':14} {'top-1':>7} {'fallback':>9} {'wrong':>7} {'out of scope left':>18} "
         f"{'sets a state':>13}  (n)"
     )
+    if args.open_set:
+        _open_set_compare(model)
+        return
     for agent_id in PROFILES:
         messages = _load(agent_id)
         calibration, routers = _routers(agent_id, model)
@@ -201,6 +212,55 @@ def main() -> None:
     for mode in MODES:
         for line in states[mode]:
             print(f"{mode}: {line}")
+
+
+def _open_set_compare(model: ScriptedLLMServer) -> None:
+    """Each profile's calibrated examples tier (keywords first, as routed), its decision held three ways: the
+    posterior's threshold and margin alone (today's rule); and also the best intent's nearest example at least
+    :data:`NEAREST_FLOOR` alike (cosine); or a "none of these" class trained beside the intents on the shipped
+    corpus (``routing/data/none_of_these.yaml``), which leaves the message alone when it is the likeliest."""
+    from routing.examples import ExampleIndex, TfidfVectoriser
+
+    corpus = yaml.safe_load(NONE_OF_THESE.read_text(encoding="utf-8"))["kinds"]
+    none_examples = [text for languages in corpus.values() for texts in languages.values() for text in texts]
+    totals: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for agent_id in PROFILES:
+        _, routers = _routers(agent_id, model)
+        router, _ = routers["+ examples"]
+        rule = (router.examples_threshold, router.examples_margin)
+        intents = [(intent.name, intent.examples) for intent in router.intents if intent.examples]
+        with_none = ExampleIndex.build([*intents, (NONE, none_examples)], TfidfVectoriser())
+        for message in _load(agent_id):
+            hits = router.match(message["text"])
+            plain = router.examples.match_text(message["text"])
+            nearest = plain.nearest[0].score if plain.nearest else 0.0
+            against_none = with_none.match_text(message["text"])
+            for method in OPEN_SET:
+                if hits:
+                    got = hits[0].intent.name
+                elif method == OPEN_SET[2]:
+                    best = against_none.best[0]
+                    got = best if best != NONE and against_none.decides(*rule) else FALLBACK
+                else:
+                    held = plain.decides(*rule) and (method == OPEN_SET[0] or nearest >= NEAREST_FLOOR)
+                    got = plain.best[0] if held else FALLBACK
+                _count(totals[method, message["lang"]], message["intent"], got)
+    print(f"\n{'all three, keywords first':30} {'top-1':>7} {'wrong':>7} {'out of scope left':>18}")
+    for method in OPEN_SET:
+        for language in ("", "pt", "en", "es"):
+            counts = sum((c for (m, lang), c in totals.items() if m == method and language in ("", lang)), Counter())
+            n, out = max(1, counts["in"]), max(1, counts["out"])
+            name = f"  {language}" if language else method
+            print(f"{name:30} {counts['right'] / n:7.1%} {counts['wrong'] / n:7.1%} {counts['out_left'] / out:18.1%}")
+
+
+def _count(counts: Counter[str], want: str, got: str) -> None:
+    if want == FALLBACK:
+        counts["out"] += 1
+        counts["out_left"] += got == FALLBACK
+    else:
+        counts["in"] += 1
+        counts["right" if got == want else "fell" if got == FALLBACK else "wrong"] += 1
 
 
 def _line(name: str, mode: str, counts: Counter[str]) -> str:
