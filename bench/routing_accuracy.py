@@ -182,19 +182,10 @@ def main() -> None:
                 got, state = asyncio.run(_route(router, classifier, message["text"]))
                 want = message["intent"]
                 matrix[want][got] += 1
-                language = by_language[message["lang"]]
-                if want == FALLBACK:
-                    for figures in (counts, language):
-                        figures["out"] += 1
-                        figures["out_left"] += got == FALLBACK
-                        figures["out_state"] += bool(state)
-                    if state:
-                        states[mode].append(f"{agent_id}: {message['text']!r} → {got} sets {state}")
-                    continue
-                outcome = "right" if got == want else "fell" if got == FALLBACK else "wrong"
-                for figures in (counts, language):
-                    figures["in"] += 1
-                    figures[outcome] += 1
+                for figures in (counts, by_language[message["lang"]]):
+                    _count(figures, want, got, state)
+                if want == FALLBACK and state:
+                    states[mode].append(f"{agent_id}: {message['text']!r} → {got} sets {state}")
             counts["calls"] = len(model.requests) - calls
             totals[mode].update(counts)
             for lang, figures in by_language.items():
@@ -254,10 +245,13 @@ def _open_set_compare(model: ScriptedLLMServer) -> None:
             print(f"{name:30} {counts['right'] / n:7.1%} {counts['wrong'] / n:7.1%} {counts['out_left'] / out:18.1%}")
 
 
-def _count(counts: Counter[str], want: str, got: str) -> None:
+def _count(counts: Counter[str], want: str, got: str, state: str = "") -> None:
+    """One message's outcome: routed right, left to the fallback or routed wrong; out of scope, left alone or not,
+    and whether its decision would set a state."""
     if want == FALLBACK:
         counts["out"] += 1
         counts["out_left"] += got == FALLBACK
+        counts["out_state"] += bool(state)
     else:
         counts["in"] += 1
         counts["right" if got == want else "fell" if got == FALLBACK else "wrong"] += 1
