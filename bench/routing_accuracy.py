@@ -1,6 +1,7 @@
 """Routing accuracy benchmark: the demo profiles' paraphrase sets routed by keywords, + examples, + a classifier.
 
-    PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python bench/routing_accuracy.py [--matrix]
+    PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python bench/routing_accuracy.py \
+        [--matrix] [--set unseen] [--open-set]
 
 (Figures in the docs/benchmarks.md; the targets: ≥ 85 % top-1 with the offline default, wrong-intent rate ≤ 5 %.)
 
@@ -26,9 +27,18 @@ businesses' questions, general knowledge, in the three languages), which none of
 
 For each: **top-1 accuracy** over the messages that have an intent (routed to it), the **fallback rate** (left
 to the fallback), the **wrong-intent rate** (routed, but to another intent) and, over the out-of-scope messages,
-how many were rightly left to the fallback and how many would have **set a conversation state** (each one listed at
-the end); per profile and per language, then all three profiles per language; ``--matrix`` prints the confusion
-matrices.
+how many were rightly left alone — to the fallback, or answered as small talk — and how many would have **set a
+conversation state** (each one listed at the end); per profile and per language, then all three profiles per
+language; ``--matrix`` prints the confusion matrices.
+
+``--set unseen`` routes ``bench/unseen/`` instead: in-scope and out-of-scope messages written from the intents'
+descriptions by someone who saw no example, keyword or other set, kept for reporting only (never read while the
+tier was designed or tuned).
+
+``--open-set`` compares ways for the examples tier to leave alone what it does not recognise, each calibrated on the
+profile's own samples as an editor's "Calibrate" does: the closed tier (the posterior among intents alone), one
+"none of these" class of the shipped corpus, a class per kind of the corpus, and a class per kind with the profile's
+out-of-scope examples (the product).
 """
 
 from __future__ import annotations
@@ -61,20 +71,29 @@ from tests.llm_server import Reply, ScriptedLLMServer, tool_call_reply  # noqa: 
 
 PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente")
 OUT_OF_SCOPE = ROOT / "bench" / "out_of_scope.yaml"  # held out, every profile's: none of them should route these
-NONE_OF_THESE = ROOT / "routing" / "data" / "none_of_these.yaml"  # shipped: small talk and off-topic, three languages
-NONE = "__none__"
-NEAREST_FLOOR = 0.30  # --open-set: the nearest example's cosine similarity the "floor" method asks of a decision
-OPEN_SET = ("posterior only", f"nearest example ≥ {NEAREST_FLOOR:.2f}", "none-of-these class")
+UNSEEN = ROOT / "bench" / "unseen"  # held out for reporting only: in_scope.yaml and out_of_scope.yaml
+OPEN_SET = (
+    "closed (posterior among intents)",
+    "one none-of-these class",
+    "a class per kind",
+    "per kind + profile's out of scope",
+)
 FALLBACK = "fallback"
+LEFT_ALONE = ("fallback", "small_talk")  # what leaves a message to the fallback
 MODES = ("keywords", "+ examples", "+ classifier")
 
 
-def _load(profile: str) -> list[dict[str, str]]:
-    """The profile's paraphrase set, then the shared out-of-scope set (labelled ``fallback``, with its ``kind``)."""
-    data = yaml.safe_load((ROOT / "bench" / "paraphrases" / f"{profile}.yaml").read_text(encoding="utf-8"))
-    assert data["profile"] == profile
-    shared = yaml.safe_load(OUT_OF_SCOPE.read_text(encoding="utf-8"))["messages"]
-    return [*data["messages"], *({**message, "intent": FALLBACK} for message in shared)]
+def _load(profile: str, which: str = "paraphrases") -> list[dict[str, str]]:
+    """The profile's in-scope set, then the shared out-of-scope set (labelled ``fallback``, with its ``kind``)."""
+    if which == "unseen":
+        inside = yaml.safe_load((UNSEEN / "in_scope.yaml").read_text(encoding="utf-8"))["profiles"][profile]
+        shared = yaml.safe_load((UNSEEN / "out_of_scope.yaml").read_text(encoding="utf-8"))["messages"]
+    else:
+        data = yaml.safe_load((ROOT / "bench" / "paraphrases" / f"{profile}.yaml").read_text(encoding="utf-8"))
+        assert data["profile"] == profile
+        inside = data["messages"]
+        shared = yaml.safe_load(OUT_OF_SCOPE.read_text(encoding="utf-8"))["messages"]
+    return [*inside, *({**message, "intent": FALLBACK} for message in shared)]
 
 
 def _scripted_model(intents) -> Callable[[dict[str, Any]], Reply | None]:
@@ -121,6 +140,7 @@ def _routers(agent_id: str, model: ScriptedLLMServer):
         examples=router.examples,
         examples_threshold=router.examples_threshold,
         examples_margin=router.examples_margin,
+        examples_state_threshold=router.examples_state_threshold,
     )
     model.respond_with(_scripted_model(router.intents))
     return result, {
@@ -133,7 +153,7 @@ def _routers(agent_id: str, model: ScriptedLLMServer):
 async def _route(router, classifier, text: str) -> tuple[str, str]:
     """The intent routed to (``fallback`` when none) and the state the decision would set (``""`` when none)."""
     decision = await router.route(text, classifier=classifier, mode="router")
-    return (FALLBACK if decision.method == "fallback" else decision.intent), decision.next_state or ""
+    return (FALLBACK if decision.method in LEFT_ALONE else decision.intent), decision.next_state or ""
 
 
 def main() -> None:
@@ -142,6 +162,10 @@ def main() -> None:
     parser.add_argument(
         "--open-set", action="store_true",
         help="compare ways for the examples tier to leave alone what it does not recognise (instead of the modes)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set", choices=("paraphrases", "unseen"), default="paraphrases",
+        help="the messages routed: the paraphrase and out-of-scope sets (default), or bench/unseen",
     )  # fmt: skip
     args = parser.parse_args()
     call_command("migrate", "--noinput", verbosity=0)
@@ -162,10 +186,10 @@ def main() -> None:
         f"{'sets a state':>13}  (n)"
     )
     if args.open_set:
-        _open_set_compare(model)
+        _open_set_compare(model, args.set)
         return
     for agent_id in PROFILES:
-        messages = _load(agent_id)
+        messages = _load(agent_id, args.set)
         calibration, routers = _routers(agent_id, model)
         chosen = calibration.chosen
         print(
@@ -205,44 +229,70 @@ def main() -> None:
             print(f"{mode}: {line}")
 
 
-def _open_set_compare(model: ScriptedLLMServer) -> None:
-    """Each profile's calibrated examples tier (keywords first, as routed), its decision held three ways: the
-    posterior's threshold and margin alone (today's rule); and also the best intent's nearest example at least
-    :data:`NEAREST_FLOOR` alike (cosine); or a "none of these" class trained beside the intents on the shipped
-    corpus (``routing/data/none_of_these.yaml``), which leaves the message alone when it is the likeliest."""
-    from routing.examples import ExampleIndex, TfidfVectoriser
+def _open_set_compare(model: ScriptedLLMServer, which: str) -> None:
+    """Each profile's examples tier built four ways (see the module docstring), each calibrated on the profile's own
+    samples by routing.calibration and routed as the product routes (small talk and keywords first)."""
+    from dataclasses import replace
 
-    corpus = yaml.safe_load(NONE_OF_THESE.read_text(encoding="utf-8"))["kinds"]
-    none_examples = [text for languages in corpus.values() for texts in languages.values() for text in texts]
+    from agents.models import AgentProfile
+    from routing.background import PREFIX, background_of, corpus
+    from routing.calibration import calibrate
+    from routing.examples import ExampleIndex, TfidfVectoriser
+    from routing.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
+
     totals: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for agent_id in PROFILES:
         _, routers = _routers(agent_id, model)
         router, _ = routers["+ examples"]
-        rule = (router.examples_threshold, router.examples_margin)
-        intents = [(intent.name, intent.examples) for intent in router.intents if intent.examples]
-        with_none = ExampleIndex.build([*intents, (NONE, none_examples)], TfidfVectoriser())
-        for message in _load(agent_id):
-            hits = router.match(message["text"])
-            plain = router.examples.match_text(message["text"])
-            nearest = plain.nearest[0].score if plain.nearest else 0.0
-            against_none = with_none.match_text(message["text"])
-            for method in OPEN_SET:
-                if hits:
-                    got = hits[0].intent.name
-                elif method == OPEN_SET[2]:
-                    best = against_none.best[0]
-                    got = best if best != NONE and against_none.decides(*rule) else FALLBACK
-                else:
-                    held = plain.decides(*rule) and (method == OPEN_SET[0] or nearest >= NEAREST_FLOOR)
-                    got = plain.best[0] if held else FALLBACK
-                _count(totals[method, message["lang"]], message["intent"], got)
-    print(f"\n{'all three, keywords first':30} {'top-1':>7} {'wrong':>7} {'out of scope left':>18}")
+        profile = AgentProfile.objects.get(agent_id=agent_id)
+        spec = routing_tests_spec(profile, DRAFT)
+        intents = [(name, router.examples.texts[start:end]) for name, start, end in _intent_rows(router.examples)]
+        own = list(profile.out_of_scope_examples or ())
+        every = tuple(text for _, texts in corpus() for text in texts)
+        backgrounds = {
+            OPEN_SET[0]: (),
+            OPEN_SET[1]: ((PREFIX + "none", every),),
+            OPEN_SET[2]: corpus(),
+            OPEN_SET[3]: background_of(own),
+        }
+        for method, background in backgrounds.items():
+            index = ExampleIndex.build(intents, TfidfVectoriser(), background)
+            variant = _router_with(router, index, 1.0, 0.0, 1.0)
+            result = calibrate(replace(spec, router=variant), routing_tests_saved(profile))
+            rule = (result.chosen.threshold, result.chosen.margin, result.state_threshold)
+            variant = _router_with(router, index, *rule)
+            for message in _load(agent_id, which):
+                got, state = asyncio.run(_route(variant, None, message["text"]))
+                _count(totals[method, message["lang"]], message["intent"], got, state)
+    print(
+        f"\n{'all three, calibrated each':34} {'top-1':>7} {'wrong':>7} {'out of scope left':>18} {'sets a state':>13}"
+    )
     for method in OPEN_SET:
         for language in ("", "pt", "en", "es"):
             counts = sum((c for (m, lang), c in totals.items() if m == method and language in ("", lang)), Counter())
             n, out = max(1, counts["in"]), max(1, counts["out"])
             name = f"  {language}" if language else method
-            print(f"{name:30} {counts['right'] / n:7.1%} {counts['wrong'] / n:7.1%} {counts['out_left'] / out:18.1%}")
+            print(
+                f"{name:34} {counts['right'] / n:7.1%} {counts['wrong'] / n:7.1%} {counts['out_left'] / out:18.1%} "
+                f"{counts['out_state']:13d}"
+            )
+
+
+def _intent_rows(index) -> list[tuple[str, int, int]]:
+    """Each intent of ``index`` with its examples' rows (start, end)."""
+    return [(name, int(index.starts[k]), int(index._ends[k])) for k, name in enumerate(index.intents)]
+
+
+def _router_with(router, index, threshold: float, margin: float, state_threshold: float):
+    return type(router)(
+        intents=router.intents,
+        state_policies=tuple(router.state_policies.values()),
+        fallback_agent=router.fallback_agent,
+        examples=index,
+        examples_threshold=threshold,
+        examples_margin=margin,
+        examples_state_threshold=state_threshold,
+    )
 
 
 def _count(counts: Counter[str], want: str, got: str, state: str = "") -> None:

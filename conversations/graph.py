@@ -411,7 +411,8 @@ async def routing_decision(turn: Turn) -> None:
             turn.decision.handoff = False  # moves under a coordinator are delegations and returns
     turn.agent = turn.decision.agent
     turn.final_intent = turn.decision.intent
-    turn.next_state = turn.decision.next_state or ""
+    # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it.
+    turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
     decision = turn.decision
     if note := gateway_note(turn.input.context):  # another deployment's gateway handed the conversation here
         turn.notes.append(note)
@@ -437,8 +438,12 @@ async def routing_decision(turn: Turn) -> None:
     )
     if decision.handoff:
         await _moves_out(turn, turn.all_moves()[:1])
-    if turn.decision.method == "coordinator" and turn.pending_result:
-        # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message.
+    coordinated = turn.decision.method == "coordinator" or (
+        turn.decision.method == "small_talk" and turn.agent == profile.coordinator
+    )
+    if coordinated and turn.pending_result:
+        # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message (a greeting
+        # too).
         note = result_note(turn.pending_result)
         turn.notes.append(note)
         turn.stored_notes.append((turn.agent, note))
@@ -1359,8 +1364,9 @@ def _persist(turn: Turn) -> int:
         pending_permission=turn.pending_permission,
         granted_permissions=turn.granted,
         goal_state=turn.goal_state,
+        # Small talk that moved nothing leaves the state, the active specialist and its intent as they were.
         routed=None
-        if decision is None
+        if decision is None or (decision.keeps_conversation and not turn.moves)
         else (
             turn.next_state,
             _active_specialist(turn),

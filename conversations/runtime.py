@@ -35,6 +35,7 @@ from common import tracing
 from common.events import Emit, emit_safely
 from conversations.permissions import permission_question
 from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
+from routing.small_talk import small_talk_read
 from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -212,8 +213,10 @@ def _tool_message(call: ToolCall, result: ToolResult, mask: Callable[[Any], Any]
 def _hit_agents(request: SpecialistRequest) -> tuple[str, ...]:
     """The specialists whose intents the message hits, best first (what the offline model decides moves on); with
     no keyword hit, the specialist of the intent the examples tier routes the message to (its offline vectoriser:
-    no endpoint call here), so a coordinator delegates paraphrases too."""
+    no endpoint call here), so a coordinator delegates paraphrases too. Small talk hits no one: it moves nothing."""
     router = request.profile.router
+    if small_talk_read(request.text) is not None:
+        return ()
     agents: list[str] = []
     for hit in router.match(request.text):
         if hit.intent.agent not in agents:

@@ -31,6 +31,7 @@ from routing.routing_test_drafts import RoutingTestDraft, test_case_add_url, tes
 logger = logging.getLogger(__name__)
 
 METHOD_LABELS = {
+    "small_talk": "Small talk (a greeting, thanks, a goodbye, a question about the assistant, asking for a person)",
     "state": "Conversation state policy",
     "keyword": "Keyword match",
     "examples": "Examples (similarity to the intents' example messages)",

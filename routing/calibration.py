@@ -1,11 +1,13 @@
-"""Calibrating the examples tier (W2 6/8): the threshold and margin a profile's examples tier decides with.
+"""Calibrating the examples tier: the threshold and margin a profile's examples tier decides with, and the stricter
+bar for the intents that set a conversation state.
 
 The samples a profile's tier is judged on:
 
-* **small talk** (:data:`SMALL_TALK`: greetings, thanks, a bare yes or no in Portuguese, English and Spanish) that
-  no keyword takes, which the tier should leave alone. They count as samples, not as a gate like the saved tests:
-  one or two common words share n-grams with many examples, and on the demo profiles leaving every one of them
-  alone took thresholds that left 60 % of the examples unrouted;
+* **replies and small talk** (:data:`SMALL_TALK`: greetings, thanks, a bare yes or no in Portuguese, English and
+  Spanish) that nothing before the tier takes (the small-talk step reads most of them), which the tier should leave
+  alone;
+* **out of scope**: the profile's out-of-scope examples, and a spread of the shipped "none of these" corpus
+  (:mod:`routing.background`), each left out in turn with its near copies — messages the tier should leave alone;
 * its **saved routing tests** (:mod:`routing.routing_tests`) that reach the tier — no state policy, follow-up or
   keyword decides them. A test expecting an intent (and not another method) is a message the tier should route
   there; a test expecting the fallback (``method: fallback``, ``intent: fallback``, or the fallback specialist
@@ -18,20 +20,27 @@ The samples a profile's tier is judged on:
   calibrated on these alone; with tests, both count. At most :data:`LEAVE_ONE_OUT_MAX` examples are used, spread
   evenly over the index.
 
-Every (threshold, margin) on a grid — thresholds 0.05 … 0.99, margins 0 … 0.95, by 0.01 — is scored: a sample is
-*right* when the tier routes it to its intent or leaves a fallback sample alone, *wrong* when it routes it to
-another intent (or routes a fallback sample), and *falls back* when it leaves alone a sample that has an intent.
-A wrong route costs more than a fallback (the customer talks to the wrong specialist instead of a general one).
-The chosen pair, in this order: breaks no more saved tests than the best pair does (they gate publishing); keeps
-wrong routes at or below :data:`MAX_WRONG_RATE` when some pair can (else has the fewest); maximises
-``right − WRONG_COST × wrong``; and of equals, has the higher threshold, then the higher margin (the more careful
-rule). The result says the accuracy, wrong-route and fallback rates it gives, and those of the
-settings in force, so an editor sees what changes before saving it to the draft.
+Every (threshold, margin) on a grid — thresholds 0.05 … 0.99 by 0.01 and 0.995, 0.999; margins 0 … 0.95 by 0.01 — is
+scored: a sample is *right* when the tier routes it to its intent or leaves a fallback sample alone, *wrong* when it
+routes it to another intent (or routes a fallback sample), and *falls back* when it leaves alone a sample that has
+an intent. A wrong route costs more than a fallback (the customer talks to the wrong specialist instead of a general
+one). The chosen pair, in this order: breaks no more saved tests than the best pair does (they gate publishing);
+leaves at least as many out-of-scope samples alone as the rule in force (calibrating never trades them away; when
+no pair on the grid can, the most that any can); keeps wrong routes at or below :data:`MAX_WRONG_RATE` when some
+pair can (else has the fewest); maximises ``right − WRONG_COST × wrong``; and of equals, has the higher threshold,
+then the higher margin (the more careful rule).
+
+The result says, for the chosen rule and the one in force, the accuracy, the wrong routes, the fallbacks and the
+out-of-scope samples left alone, in figures and in words (:meth:`Calibration.explanation`); a **reliability table**
+— of the samples the chosen rule routes, how many are right at each score — with its expected calibration error,
+which the route preview reads to say how often a decision at a score is right; and the **state bar**: the lowest
+score at which no out-of-scope or wrongly routed sample would set a conversation state.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -39,17 +48,23 @@ from typing import Any
 import numpy as np
 
 from common.text import normalize
+from routing.background import OUT_OF_SCOPE, PREFIX
 from routing.examples import ExampleIndex, ExamplesMatch
 from routing.routing_tests import Case
 from routing.snapshot import ProfileSpec
 
 WRONG_COST = 3.0  # a wrong route counts as three fallbacks
 MAX_WRONG_RATE = 0.05  # at most one sample in twenty routed to the wrong intent, when a rule can keep to it
-LEAVE_ONE_OUT_MAX = 2_000
+LEAVE_ONE_OUT_MAX = 2_000  # the intents' examples left out in turn, at most
+CORPUS_SAMPLES = 600  # the shipped corpus's messages left out in turn, spread over it
 NEAR_COPY = 0.5  # word overlap at which an example is a near copy of another (the paraphrase set's own rule)
-THRESHOLDS = np.round(np.arange(0.05, 0.991, 0.01), 2)
+THRESHOLDS = np.concatenate([np.round(np.arange(0.05, 0.991, 0.01), 2), [0.995, 0.999]])
 MARGINS = np.round(np.arange(0.0, 0.951, 0.01), 2)
+STATE_BARS = np.concatenate([np.round(np.arange(0.5, 0.991, 0.01), 2), [0.995, 0.999, 1.0]])
+# The reliability table's score ranges (a decision's score is at least the threshold).
+RELIABILITY_EDGES = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0001)
 NONE = ""  # the label of a sample the tier should leave alone
+OUT_OF_SCOPE_SOURCES = ("small talk", "out of scope", "corpus")  # samples that belong to no intent
 # Greetings, thanks and bare yes/no/ok in the platform's three languages: no routing intent should take one (a reply
 # such as "sim, pode" is the state policy's or the permission step's to read, with the conversation's context).
 # Every profile's rule is judged on leaving them alone (see the module docstring).
@@ -71,7 +86,7 @@ class Sample:
 
     text: str
     expected: str
-    source: str  # "test" (a saved routing test, by name) or "example"
+    source: str  # "test" (a saved routing test, by name), "example", "small talk", "out of scope" or "corpus"
     name: str
     best: str
     score: float
@@ -84,7 +99,8 @@ class Sample:
 
 @dataclass(frozen=True)
 class Figures:
-    """What a (threshold, margin) gives on the samples."""
+    """What a (threshold, margin) gives on the samples: of all of them, right, wrong and fallen back; of those that
+    belong to no intent, how many it leaves alone (``out_of_scope_left`` of ``out_of_scope``)."""
 
     threshold: float
     margin: float
@@ -94,6 +110,24 @@ class Figures:
     right: int
     wrong: int
     fell_back: int
+    out_of_scope: int = 0
+    out_of_scope_left: int = 0
+    out_of_scope_left_rate: float = 1.0
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Of the samples a rule routes with a score in [low, high): how many, how many right, their mean score."""
+
+    low: float
+    high: float
+    routed: int
+    right: int
+    mean_score: float
+
+    @property
+    def right_rate(self) -> float:
+        return self.right / self.routed if self.routed else 0.0
 
 
 @dataclass
@@ -103,8 +137,13 @@ class Calibration:
     samples: int
     from_tests: int
     from_examples: int
+    from_out_of_scope: int = 0
     by_source: dict[str, Figures] = field(default_factory=dict)
     mistakes: list[dict[str, Any]] = field(default_factory=list)  # the chosen rule's wrong routes, first ones
+    reliability: list[Reliability] = field(default_factory=list)  # the chosen rule's, by score
+    calibration_error: float = 0.0  # expected calibration error of the chosen rule's routed samples
+    state_threshold: float = 1.0  # the lowest bar at which no out-of-scope or wrong sample would set a state
+    current_state_threshold: float = 1.0
 
     def as_dict(self, *, at: dt.datetime | None = None, by: str = "") -> dict[str, Any]:
         """What the profile keeps (``examples_calibration``) and the admin shows."""
@@ -114,11 +153,74 @@ class Calibration:
             "samples": self.samples,
             "from_tests": self.from_tests,
             "from_examples": self.from_examples,
+            "from_out_of_scope": self.from_out_of_scope,
             "by_source": {source: asdict(figures) for source, figures in self.by_source.items()},
             "mistakes": self.mistakes,
+            "reliability": reliability_table(self.reliability),
+            "calibration_error": self.calibration_error,
+            "state_threshold": self.state_threshold,
+            "explanation": self.explanation(),
             "at": at.isoformat() if at else None,
             "by": by,
         }
+
+    def explanation(self) -> list[str]:
+        """The trade-off in words: what the chosen rule does against the rule in force, and how far its scores can
+        be read as how often a decision is right."""
+        new, old = self.chosen, self.current
+        lines = [
+            f"Under the chosen rule the examples tier routes {_percent(new.accuracy)} of the samples right (in force: "
+            f"{_percent(old.accuracy)}), sends {_percent(new.wrong_rate)} to a wrong intent (in force: "
+            f"{_percent(old.wrong_rate)}) and leaves {_percent(new.fallback_rate)} that it could route to the "
+            f"fallback (in force: {_percent(old.fallback_rate)}).",
+        ]
+        if new.out_of_scope:
+            lines.append(
+                f"Of {new.out_of_scope} messages that belong to no intent it leaves "
+                f"{_percent(new.out_of_scope_left_rate)} alone (in force: {_percent(old.out_of_scope_left_rate)}); "
+                "calibrating never leaves fewer alone than the rule in force."
+            )
+        if new.accuracy < old.accuracy - 1e-9:
+            lines.append(
+                "It is more careful than the rule in force: fewer messages are routed by their examples, and more go "
+                "to the fallback specialist or the next tier, in exchange for fewer wrong routes or more out-of-scope "
+                "messages left alone."
+            )
+        elif new.accuracy > old.accuracy + 1e-9:
+            lines.append("It routes more messages right than the rule in force, within the same limits.")
+        routed = sum(row.routed for row in self.reliability)
+        if routed:
+            lines.append(
+                f"Its scores read as how often a decision is right: on the {routed} samples it routes, the average "
+                f"gap between the score and the share right at that score is {self.calibration_error:.3f} "
+                "(expected calibration error; 0 is perfectly calibrated)."
+            )
+        if self.state_threshold != self.current_state_threshold:
+            lines.append(
+                f"Intents that set a conversation state need a score of {self.state_threshold:.3f} or more to set it "
+                f"(in force: {self.current_state_threshold:.3f}): below that no out-of-scope or wrongly routed sample "
+                "would have set a state."
+            )
+        return lines
+
+
+def _percent(rate: float) -> str:
+    return f"{rate * 100:.1f} %"
+
+
+def reliability_table(rows: Sequence[Reliability]) -> list[dict[str, Any]]:
+    """The reliability table as plain data (what a version's document and the calibration page keep)."""
+    return [
+        {
+            "low": row.low,
+            "high": min(row.high, 1.0),
+            "routed": row.routed,
+            "right": row.right,
+            "right_rate": round(row.right_rate, 4),
+            "mean_score": round(row.mean_score, 4),
+        }
+        for row in rows
+    ]
 
 
 def _expected(case: Case, spec: ProfileSpec) -> str | None:
@@ -136,41 +238,57 @@ def _expected(case: Case, spec: ProfileSpec) -> str | None:
     return None
 
 
-def _reaches_tier(spec: ProfileSpec, case: Case) -> bool:
+def _reaches_tier(spec: ProfileSpec, text: str, state: str = "", active_specialist: str = "") -> bool:
     router = spec.router
     decided = router.decide_before_examples(
-        case.message,
-        state=case.state or None,
+        text,
+        state=state or None,
         mode=spec.effective_mode,
-        active_agent=case.active_specialist,
+        active_agent=active_specialist,
         active_intent="",
         followup_max_chars=spec.hybrid_followup_max_chars,
     )
     return decided is None
 
 
+def _spread(rows: np.ndarray, most: int) -> np.ndarray:
+    """At most ``most`` of ``rows``, spread evenly over them."""
+    if len(rows) <= most:
+        return rows
+    return rows[np.linspace(0, len(rows) - 1, most).astype(np.int64)]
+
+
 def calibration_samples(spec: ProfileSpec, cases: Sequence[Case]) -> list[Sample]:
-    """The saved tests that reach the tier and the examples left out in turn (see the module docstring)."""
+    """The saved tests that reach the tier, replies and small talk, and the examples — the intents', the profile's
+    out-of-scope ones and a spread of the shipped corpus — each left out in turn (see the module docstring)."""
     index: ExampleIndex | None = spec.router.examples
     if index is None:
         raise CalibrationError(f"{spec.agent_id}: the examples tier is off or no intent has examples.")
     samples = []
     for case in cases:
         expected = _expected(case, spec)
-        if expected is not None and _reaches_tier(spec, case):
+        if expected is not None and _reaches_tier(spec, case.message, case.state, case.active_specialist):
             samples.append(Sample.of(case.message, expected, "test", case.name, index.match_text(case.message)))
     for text in SMALL_TALK:
-        if not spec.router.match(text):  # a keyword's is not the tier's
+        if _reaches_tier(spec, text):  # a keyword's, or the small-talk step's, is not the tier's
             samples.append(Sample.of(text, NONE, "small talk", text, index.match_text(text)))
-    rows = np.arange(len(index.texts))
-    if len(rows) > LEAVE_ONE_OUT_MAX:
-        rows = np.linspace(0, len(rows) - 1, LEAVE_ONE_OUT_MAX).astype(np.int64)
-    owners = np.searchsorted(index.starts, rows, side="right") - 1
-    copies = near_copies(index.texts, rows)
-    for row, owner, left_out in zip(rows, owners, copies, strict=True):
+    owners_of = np.searchsorted(index.starts, np.arange(len(index.texts)), side="right") - 1
+    intents = len(index.intents)
+    rows = _spread(np.flatnonzero(owners_of < intents), LEAVE_ONE_OUT_MAX)
+    own = np.flatnonzero(np.asarray([label == PREFIX + OUT_OF_SCOPE for label in index.classes])[owners_of])
+    corpus = _spread(np.setdiff1d(np.flatnonzero(owners_of >= intents), own), CORPUS_SAMPLES)
+    chosen = np.concatenate([rows, own, corpus])
+    for row, left_out in zip(chosen, near_copies(index.texts, chosen), strict=True):
         text = index.texts[row]
-        match = index.match_text(text, exclude=left_out)
-        samples.append(Sample.of(text, index.intents[owner], "example", f"example {row}", match))
+        owner = int(owners_of[row])
+        if owner < intents:
+            expected, source, name = index.classes[owner], "example", f"example {row}"
+        else:
+            expected, source = NONE, "out of scope" if row in own else "corpus"
+            name = f"{source} {row}"
+        if source != "example" and not _reaches_tier(spec, text):
+            continue  # small talk or a keyword decides it before the tier
+        samples.append(Sample.of(text, expected, source, name, index.match_text(text, exclude=left_out)))
     return samples
 
 
@@ -208,22 +326,24 @@ def _score(samples: Sequence[Sample], thresholds: np.ndarray, margins: np.ndarra
     gap = np.asarray([sample.gap for sample in samples], dtype=np.float64)
     expected = [sample.expected for sample in samples]
     hit = np.asarray([sample.best == want and want != NONE for sample, want in zip(samples, expected, strict=True)])
-    wants = np.asarray([want != NONE for want in expected])
+    wants = np.asarray([want != NONE for want in expected], dtype=bool)
     decided = (score[None, None, :] >= thresholds[:, None, None] - 1e-9) & (
         gap[None, None, :] >= margins[None, :, None] - 1e-9
     )
     right = (decided & hit).sum(axis=2) + (~decided & ~wants).sum(axis=2)
     wrong = (decided & ~hit).sum(axis=2)
     fell_back = (~decided & wants).sum(axis=2)
-    return {"right": right, "wrong": wrong, "fell_back": fell_back}
+    out_left = (~decided & ~wants).sum(axis=2)
+    return {"right": right, "wrong": wrong, "fell_back": fell_back, "out_left": out_left}
 
 
 def _figures(samples: Sequence[Sample], threshold: float, margin: float) -> Figures:
     counts = _score(samples, np.asarray([threshold]), np.asarray([margin]))
-    right, wrong, fell = (int(counts[key][0, 0]) for key in ("right", "wrong", "fell_back"))
+    right, wrong, fell, out_left = (int(counts[key][0, 0]) for key in ("right", "wrong", "fell_back", "out_left"))
     total = max(1, len(samples))
+    out = sum(1 for sample in samples if sample.expected == NONE)
     return Figures(
-        threshold=round(float(threshold), 2),
+        threshold=round(float(threshold), 3),
         margin=round(float(margin), 2),
         accuracy=round(right / total, 4),
         wrong_rate=round(wrong / total, 4),
@@ -231,19 +351,57 @@ def _figures(samples: Sequence[Sample], threshold: float, margin: float) -> Figu
         right=right,
         wrong=wrong,
         fell_back=fell,
+        out_of_scope=out,
+        out_of_scope_left=out_left,
+        out_of_scope_left_rate=round(out_left / out, 4) if out else 1.0,
     )
 
 
+def _reliability(samples: Sequence[Sample], threshold: float, margin: float) -> tuple[list[Reliability], float]:
+    """Of the samples the rule routes, by score: how many and how many right; and the expected calibration error
+    (the routed samples' mean gap between a range's mean score and its share right, weighed by the range's size)."""
+    routed = [s for s in samples if s.score >= threshold - 1e-9 and s.gap >= margin - 1e-9]
+    rows = []
+    for low, high in itertools.pairwise(RELIABILITY_EDGES):
+        inside = [s for s in routed if low <= s.score < high]
+        if inside:
+            right = sum(1 for s in inside if s.best == s.expected)
+            rows.append(Reliability(low, high, len(inside), right, float(np.mean([s.score for s in inside]))))
+    error = sum(row.routed * abs(row.right_rate - row.mean_score) for row in rows) / max(1, len(routed))
+    return rows, round(float(error), 4)
+
+
+def _state_threshold(spec: ProfileSpec, samples: Sequence[Sample], threshold: float, margin: float) -> float:
+    """The lowest bar (at least ``threshold``) at which no sample routed under the rule to an intent that sets a
+    state — and that should not go there — would set it."""
+    stateful = {intent.name for intent in spec.router.intents if intent.next_state}
+    bad = [
+        s.score
+        for s in samples
+        if s.best in stateful and s.best != s.expected and s.score >= threshold - 1e-9 and s.gap >= margin - 1e-9
+    ]
+    highest = max(bad, default=-1.0)
+    for bar in STATE_BARS:
+        if bar >= threshold - 1e-9 and bar > highest + 1e-12:
+            return float(bar)
+    return 1.0
+
+
 def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
-    """The threshold and margin that serve ``spec``'s samples best (see the module docstring)."""
+    """The threshold and margin that serve ``spec``'s samples best, and the state bar (see the module docstring)."""
     samples = calibration_samples(spec, cases)
     if not samples:
         raise CalibrationError(f"{spec.agent_id}: no sample to calibrate on.")
+    router = spec.router
+    current = _figures(samples, router.examples_threshold, router.examples_margin)
     counts = _score(samples, THRESHOLDS, MARGINS)
     tests = [sample for sample in samples if sample.source == "test"]
     # A saved test gates publishing: no rule that breaks more of them than the least any rule breaks.
     tests_wrong = _score(tests, THRESHOLDS, MARGINS)["wrong"] if tests else np.zeros_like(counts["wrong"])
     allowed = tests_wrong == tests_wrong.min()
+    # Never fewer out-of-scope samples left alone than the rule in force (or the most any allowed rule leaves).
+    floor = min(current.out_of_scope_left, int(counts["out_left"][allowed].max()))
+    allowed &= counts["out_left"] >= floor
     # Then the wrong-route ceiling, when some rule keeps to it; else the fewest wrong routes.
     wrong_rate = counts["wrong"] / len(samples)
     within = allowed & (wrong_rate <= MAX_WRONG_RATE + 1e-9)
@@ -255,33 +413,47 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
     t_index, m_index = max(candidates.tolist(), key=lambda pair: (pair[0], pair[1]))
     threshold, margin = float(THRESHOLDS[t_index]), float(MARGINS[m_index])
     chosen = _figures(samples, threshold, margin)
-    router = spec.router
     mistakes = [
         {"source": s.source, "name": s.name, "text": s.text, "expected": s.expected or "fallback", "got": s.best}
         for s in samples
         if s.score >= threshold - 1e-9 and s.gap >= margin - 1e-9 and s.best != s.expected
     ][:10]
+    reliability, error = _reliability(samples, threshold, margin)
     return Calibration(
         chosen=chosen,
-        current=_figures(samples, router.examples_threshold, router.examples_margin),
+        current=current,
         samples=len(samples),
-        from_tests=sum(1 for s in samples if s.source == "test"),
+        from_tests=len(tests),
         from_examples=sum(1 for s in samples if s.source == "example"),
+        from_out_of_scope=sum(1 for s in samples if s.source in OUT_OF_SCOPE_SOURCES),
         by_source={
             source: _figures([s for s in samples if s.source == source], threshold, margin)
-            for source in ("test", "small talk", "example")
+            for source in ("test", "example", *OUT_OF_SCOPE_SOURCES)
             if any(s.source == source for s in samples)
         },
         mistakes=mistakes,
+        reliability=reliability,
+        calibration_error=error,
+        state_threshold=_state_threshold(spec, samples, threshold, margin),
+        current_state_threshold=router.examples_state_threshold,
     )
 
 
 def calibration_save(profile: Any, result: Calibration, *, user: Any = None) -> None:
-    """Write the chosen threshold and margin to the profile's draft, with the figures that chose them."""
+    """Write the chosen threshold, margin and state bar to the profile's draft, with the figures that chose them."""
     from django.utils import timezone
 
     profile.examples_threshold = result.chosen.threshold
     profile.examples_margin = result.chosen.margin
+    profile.examples_state_threshold = result.state_threshold
     by = getattr(user, "get_username", lambda: "")() if user is not None else "system"
     profile.examples_calibration = result.as_dict(at=timezone.now(), by=by)
-    profile.save(update_fields=["examples_threshold", "examples_margin", "examples_calibration", "updated_at"])
+    profile.save(
+        update_fields=[
+            "examples_threshold",
+            "examples_margin",
+            "examples_state_threshold",
+            "examples_calibration",
+            "updated_at",
+        ]
+    )

@@ -17,9 +17,14 @@ def delegation_decide(
 
     State policies, keywords and the classifier do not route here: the
     coordinator decides whether to delegate (the keyword hits are in the
-    metadata, and are what the offline model delegates on).
+    metadata, and are what the offline model delegates on). Small talk outside a sub-conversation is the
+    coordinator's own (no candidates: it opens no delegation); inside one, the specialist keeps the conversation.
     """
     router = profile.router
+    if not delegated_to or delegated_to not in profile.specialists:
+        talk = router.by_small_talk(text, agent=profile.coordinator)
+        if talk is not None:
+            return talk
     candidates = [hit.describe() for hit in router.match(text)]
     examples = _examples_candidate(profile, text) if not candidates and not delegated_to else None
     if examples is not None:
@@ -134,7 +139,13 @@ async def _routed(
     profile: ProfileSpec, text: str, state: str | None, active_agent: str, active_intent: str, mode: str
 ) -> RouteDecision:
     planner_error = ""
-    if mode == "supervisor" and profile.supervisor_planner == MODEL_PLANNER and profile.router.by_state(state) is None:
+    router = profile.router
+    if (
+        mode == "supervisor"
+        and profile.supervisor_planner == MODEL_PLANNER
+        and router.by_small_talk(text) is None
+        and router.by_state(state) is None
+    ):
         planned, planner_error = await model_plan(profile, text)
         if planned is not None:
             return profile.router.mark_handoff(planned, active_agent)

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.snapshot import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
 
 SCHEMA = 1
+DEFAULT_EXAMPLES_STATE_THRESHOLD = 0.99  # agents.models.AgentProfile.examples_state_threshold's default
 
 # The AgentProfile fields a document holds as they are stored (the relations are written by name below).
 PROFILE_FIELDS = (
@@ -298,30 +300,34 @@ def examples_index(
 ) -> ExampleIndex | None:
     """The profile's examples tier, or ``None`` when it is off (:func:`_examples_vectoriser`). Intents reached only
     through a state policy (``state_only``: a policy's intent with no keyword, such as a confirmation's "sim") are left
-    out: their examples mean something only in that state, which the state policy already routes."""
+    out: their examples mean something only in that state, which the state policy already routes. The intents compete
+    with "none of these" (:mod:`routing.background`: the shipped corpus and the profile's out-of-scope examples)."""
     vectoriser = _examples_vectoriser(profile)
     if vectoriser is None:
         return None
     examples = tuple((intent.name, intent.examples) for intent in intents if intent.name not in state_only)
-    return examples_compile(examples, vectoriser)
+    return examples_compile(examples, vectoriser, _background(profile))
+
+
+def _background(profile: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The profile's "none of these" (a version published before out-of-scope examples existed has none of its own)."""
+    return background_of([str(text) for text in profile.get("out_of_scope_examples") or ()])
 
 
 def goals_examples_index(catalogue: GoalCatalogue, profile: Mapping[str, Any]) -> ExampleIndex | None:
     """The examples tier of the profile's goals: each enabled goal's examples and its enabled capabilities'
     (:func:`~routing.goals.goal_examples`), labelled by :func:`~routing.goals.goal_label`, with the intents' tier's
-    switch and vectoriser. ``None`` when the tier is off or fewer than two enabled goals have examples: a posterior
-    over one goal is 1 whatever the message, and the tier has no "none of these" (a message that merely shares a
-    word with the only goal's examples would be read as it). Compiled whatever the routing mode: ``ROUTING_MODE=goal``
-    and ``/api/debug/plan`` read any profile's goals (memoised, so profiles that serve the same goals share one
-    index)."""
+    switch and vectoriser, competing with the profile's "none of these" as the intents do (a message that merely
+    shares a word with a goal's examples is not read as it). ``None`` when the tier is off or no enabled goal has
+    examples. Compiled whatever the routing mode: ``ROUTING_MODE=goal`` and ``/api/debug/plan`` read any profile's
+    goals (memoised, so profiles that serve the same goals share one index)."""
     vectoriser = _examples_vectoriser(profile)
     if vectoriser is None:
         return None
     examples = tuple((goal_label(goal), goal_examples(goal, catalogue)) for goal in catalogue.enabled_goals())
-    if sum(1 for _, own in examples if own) < 2:
+    if not any(own for _, own in examples):
         return None
-    index = examples_compile(examples, vectoriser)
-    return index if index is not None and len(index.intents) > 1 else None
+    return examples_compile(examples, vectoriser, _background(profile))
 
 
 def profile_compile(
@@ -451,6 +457,8 @@ def profile_compile(
             examples=examples_index(intents, profile, state_only),
             examples_threshold=profile.get("examples_threshold", 1.0),
             examples_margin=profile.get("examples_margin", 0.0),
+            # Versions published before the bar existed get the model's default: a state needs strong evidence.
+            examples_state_threshold=profile.get("examples_state_threshold", DEFAULT_EXAMPLES_STATE_THRESHOLD),
         ),
         coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",
         loop_safety=LoopSafety(

@@ -25,7 +25,8 @@ then scores a message without touching the database:
 * **Embeddings** (when the profile asks for them and an endpoint is configured): the examples and the message
   embedded by an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`routing.embeddings`). An intent's score mixes
   two cosine similarities: with its nearest example (weight :data:`NEAREST_WEIGHT`) and with the centroid of its
-  examples (the normalised sum of their vectors, the rest).
+  examples (the normalised sum of their vectors, the rest); "none of these" is the similarity of the nearest
+  background example.
 
 Either way a decision shows the best intent's examples nearest to the message (cosine). An example
 left out (calibration) is left out of its intent's counts or centroid too, exactly.
@@ -44,6 +45,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from common.text import normalize
+from routing.background import Background, none_label
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +269,7 @@ def _lexicon(
 
 _NO_FEATURES = np.zeros(0, np.int64)
 _NO_WEIGHTS = np.zeros(0, np.float64)
+_NOTHING = (_NO_FEATURES, _NO_WEIGHTS, (-1, 0.0), _NO_FEATURES, _NO_WEIGHTS)  # a match with no evidence at all
 Excluded = int | Sequence[int] | np.ndarray | None  # example rows left out of a match
 
 
@@ -283,12 +286,16 @@ class Neighbour(NamedTuple):
 
 @dataclass(frozen=True)
 class ExamplesMatch:
-    """How a message scored against the examples: every intent's best score, best first, and the nearest
-    examples. :meth:`decides` says whether the best intent wins under a threshold and a margin."""
+    """How a message scored against the examples: the intents' scores, best first, the nearest examples, and how much
+    the message reads as "none of these" (the index's background classes: small talk, off-topic, the profile's
+    out-of-scope examples). :meth:`decides` says whether the best intent wins under a threshold and a margin."""
 
     ranking: tuple[tuple[str, float], ...]  # (intent, score), best first: see the module docstring
     nearest: tuple[Neighbour, ...]
     vectoriser: str
+    # The likeliest background class and what the background scored: all its classes' posterior together (offline),
+    # its best class's score (embeddings). ("", 0.0) without a background.
+    none_of_these: tuple[str, float] = ("", 0.0)
 
     @property
     def best(self) -> tuple[str, float]:
@@ -299,8 +306,18 @@ class ExamplesMatch:
         return self.ranking[1] if len(self.ranking) > 1 else ("", 0.0)
 
     @property
+    def rival(self) -> float:
+        """What the best intent must beat: the runner-up intent's score or "none of these", whichever is higher."""
+        return max(self.runner_up[1], self.none_of_these[1])
+
+    @property
     def gap(self) -> float:
-        return self.best[1] - self.runner_up[1]
+        return self.best[1] - self.rival
+
+    @property
+    def reads_as_none(self) -> bool:
+        """The message is likelier none of these than any intent."""
+        return self.none_of_these[1] > 0 and self.none_of_these[1] >= self.best[1]
 
     def decides(self, threshold: float, margin: float) -> bool:
         return bool(self.ranking) and self.best[1] >= threshold and self.gap >= margin
@@ -308,11 +325,22 @@ class ExamplesMatch:
     def why(self, threshold: float, margin: float) -> str:
         """One sentence: why the best intent won, or why nothing did."""
         (intent, score), (second, second_score) = self.best, self.runner_up
+        kind, none_score = self.none_of_these
         if not self.ranking or score <= 0:
             return "No example shares a word or an n-gram with the message."
+        if self.reads_as_none:
+            return (
+                f"The message reads as none of the intents ({none_label(kind)}, {none_score:.2f}; the likeliest "
+                f"intent, {intent}, {score:.2f})."
+            )
         if score < threshold:
             return f"The likeliest intent, {intent}, scored {score:.2f}, below the threshold {threshold:.2f}."
         if self.gap < margin:
+            if none_score > second_score:
+                return (
+                    f"{intent} ({score:.2f}) is too close to none of these ({none_label(kind)}, {none_score:.2f}): "
+                    f"the gap {self.gap:.2f} is below the margin {margin:.2f}."
+                )
             return (
                 f"{intent} ({score:.2f}) and {second} ({second_score:.2f}) are too close: the gap {self.gap:.2f} is "
                 f"below the margin {margin:.2f}."
@@ -321,11 +349,14 @@ class ExamplesMatch:
         return f"By its examples {intent} is the likeliest intent (score {score:.2f} ≥ {threshold:.2f}{beaten})."
 
     def as_metadata(self, threshold: float, margin: float, *, limit: int = 5) -> dict[str, Any]:
-        """What a decision records: the score, the runner-up, the nearest examples, the rule it was held to."""
+        """What a decision records: the score, the runner-up, "none of these", the nearest examples, the rule it was
+        held to."""
         (_, score), (second, second_score) = self.best, self.runner_up
+        kind, none_score = self.none_of_these
         return {
             "score": round(score, 3),
             "runner_up": {"intent": second, "score": round(second_score, 3)},
+            "none_of_these": {"score": round(none_score, 3), "kind": kind, "label": none_label(kind) if kind else ""},
             "nearest": [neighbour.as_dict() for neighbour in self.nearest],
             "ranking": [{"intent": name, "score": round(score, 3)} for name, score in self.ranking[:limit]],
             "threshold": threshold,
@@ -336,15 +367,17 @@ class ExamplesMatch:
 
 @dataclass
 class ExampleIndex:
-    """A profile's examples, vectorised: rows grouped by intent (``starts``: each intent's first row), and what each
-    intent's score needs (see the module docstring): offline, the naive Bayes weights by feature; with embeddings,
-    each intent's centroid."""
+    """A profile's examples, vectorised: rows grouped by class (``starts``: each class's first row), and what each
+    class's score needs (see the module docstring): offline, the naive Bayes weights by feature; with embeddings,
+    each class's centroid. The classes are the intents, then the ``background`` ones: "none of these" (small talk,
+    off-topic, the profile's out-of-scope examples), which compete with the intents and are never routed to."""
 
-    intents: tuple[str, ...]
+    classes: tuple[str, ...]
     texts: tuple[str, ...]
     starts: np.ndarray
     matrix: Any  # scipy CSR (offline) or a dense float32 array (embeddings), one row per example
     vectoriser: Vectoriser
+    background: int = 0  # how many of the classes, at the end, are "none of these"
     _ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _row_intent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _row_names: tuple[str, ...] = field(default=(), repr=False)  # each example's intent
@@ -365,22 +398,30 @@ class ExampleIndex:
     _own_dots: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
 
     @classmethod
-    def build(cls, examples: Sequence[tuple[str, Sequence[str]]], vectoriser: Vectoriser) -> ExampleIndex | None:
+    def build(
+        cls,
+        examples: Sequence[tuple[str, Sequence[str]]],
+        vectoriser: Vectoriser,
+        background: Sequence[tuple[str, Sequence[str]]] = (),
+    ) -> ExampleIndex | None:
         """``examples``: (intent name, its examples) in the router's order; intents without examples are left
-        out. ``None`` when no intent has an example."""
+        out. ``background``: (label, texts) of "none of these" classes (:mod:`routing.background`: the shipped corpus
+        and the profile's out-of-scope examples). ``None`` when no intent has an example."""
         names: list[str] = []
         texts: list[str] = []
         starts: list[int] = []
-        for name, own in examples:
+        kept = 0
+        for place, (name, own) in enumerate([*examples, *background]):
             usable = [text for text in dict.fromkeys(own) if _A_WORD.search(text)]
             if usable:
                 names.append(name)
                 starts.append(len(texts))
                 texts.extend(usable)
-        if not texts:
+                kept += place >= len(examples)
+        if len(names) == kept:
             return None
         matrix = vectoriser.fit(texts)
-        index = cls(tuple(names), tuple(texts), np.asarray(starts, dtype=np.int64), matrix, vectoriser)
+        index = cls(tuple(names), tuple(texts), np.asarray(starts, dtype=np.int64), matrix, vectoriser, kept)
         index._ends = np.append(index.starts[1:], len(texts)).astype(np.int64)
         index._row_intent = np.repeat(np.arange(len(names)), index._ends - index.starts)
         index._row_names = tuple(names[k] for k in index._row_intent.tolist())
@@ -389,6 +430,11 @@ class ExampleIndex:
         else:
             index._centroids_prepare()
         return index
+
+    @property
+    def intents(self) -> tuple[str, ...]:
+        """The intents' names, in the router's order (the classes but "none of these")."""
+        return self.classes[: len(self.classes) - self.background]
 
     @property
     def offline(self) -> bool:
@@ -404,7 +450,7 @@ class ExampleIndex:
         self._rows = (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data)
         membership = csr_matrix(
             (np.ones(len(self.texts)), (self._row_intent, np.arange(len(self.texts)))),
-            shape=(len(self.intents), len(self.texts)),
+            shape=(len(self.classes), len(self.texts)),
         )
         sums = (membership @ matrix.astype(np.float64)).tocsr()
         sums.sort_indices()
@@ -425,7 +471,7 @@ class ExampleIndex:
         assert isinstance(vectoriser, TfidfVectoriser)
         starts, grams, counts = vectoriser._table
         words = len(starts) - 1
-        logs = csr_matrix(self._by_feature[::-1], shape=(matrix.shape[1], len(self.intents)))
+        logs = csr_matrix(self._by_feature[::-1], shape=(matrix.shape[1], len(self.classes)))
         weighted = csr_matrix(
             ((1.0 + np.log(counts)) * vectoriser._idf[grams], grams, starts), shape=(words, logs.shape[0])
         )
@@ -436,10 +482,10 @@ class ExampleIndex:
         own_products = (
             csr_matrix((vectoriser._idf[columns], (own, columns)), shape=(words, logs.shape[0])) @ logs
         ).tocoo()
-        keys = np.repeat(np.arange(words, dtype=np.int64), np.diff(products.indptr)) * len(self.intents)
+        keys = np.repeat(np.arange(words, dtype=np.int64), np.diff(products.indptr)) * len(self.classes)
         keys += products.indices
         word_values = np.zeros(len(products.data))
-        word_values[np.searchsorted(keys, own_products.row.astype(np.int64) * len(self.intents) + own_products.col)] = (
+        word_values[np.searchsorted(keys, own_products.row.astype(np.int64) * len(self.classes) + own_products.col)] = (
             own_products.data
         )
         # What bayes_decide reads of a word, laid out together (see routing.examples_kernel._bayes_tally): where its
@@ -493,17 +539,20 @@ class ExampleIndex:
 
         assert isinstance(self.vectoriser, TfidfVectoriser) and self._decide is not None
         words, products, by_feature, examples = self._decide
-        top, probabilities, near, near_scores = bayes_decide(
+        intents = len(self.classes) - self.background
+        top, probabilities, background, none_score, near, near_scores = bayes_decide(
             _code_points(text),
             self.vectoriser._lexicon,
             words,
             products,
             by_feature,
             examples,
-            min(RANKED, len(self.intents)),
+            min(RANKED, intents),
+            intents,
             nearest,
         )
-        return self._matched(top, probabilities, near, near_scores / 2)  # the mean of the two blocks' cosines
+        # The nearest examples' scores are the mean of the two blocks' cosines.
+        return self._matched(top, probabilities, (background, none_score), near, near_scores / 2)
 
     def match(self, vector: Any, *, nearest: int = NEAREST, exclude: Excluded = None) -> ExamplesMatch:
         """Every intent's score (see the module docstring), best first, and the nearest examples. ``exclude``: example
@@ -513,15 +562,30 @@ class ExampleIndex:
             return self._matched(*self._bayes_match(vector, rows, nearest))
         return self._matched(*self._centroid_match(np.asarray(vector, dtype=np.float64), rows, nearest))
 
-    def _matched(self, top: np.ndarray, scores: np.ndarray, near: np.ndarray, near_scores: np.ndarray) -> ExamplesMatch:
-        intents, texts, row_names = self.intents, self.texts, self._row_names
-        ranking = tuple((intents[k], score) for k, score in zip(top.tolist(), scores.tolist(), strict=True) if k >= 0)
+    def _matched(
+        self,
+        top: np.ndarray,
+        scores: np.ndarray,
+        none: tuple[int, float],
+        near: np.ndarray,
+        near_scores: np.ndarray,
+    ) -> ExamplesMatch:
+        """The match from the kernels' answer: the ranked intents (class numbers and scores), "none of these" (the
+        likeliest background class's number, -1 for none, and the background's score), the nearest examples."""
+        classes, texts, row_names = self.classes, self.texts, self._row_names
+        ranking = tuple((classes[k], score) for k, score in zip(top.tolist(), scores.tolist(), strict=True) if k >= 0)
         neighbours = tuple(
             Neighbour(row_names[row], texts[row], score)
             for row, score in zip(near.tolist(), near_scores.tolist(), strict=True)
             if row >= 0
         )
-        return ExamplesMatch(ranking=ranking, nearest=neighbours, vectoriser=self.vectoriser.name)
+        background, none_score = int(none[0]), float(none[1])
+        return ExamplesMatch(
+            ranking=ranking,
+            nearest=neighbours,
+            vectoriser=self.vectoriser.name,
+            none_of_these=(classes[background], none_score) if background >= 0 else ("", 0.0),
+        )
 
     def _bayes_match(self, vector: tuple[np.ndarray, np.ndarray], rows: np.ndarray, nearest: int) -> tuple[Any, ...]:
         """Offline: the likeliest intents by naive Bayes, and the best one's ``nearest`` examples nearest the
@@ -530,7 +594,7 @@ class ExampleIndex:
 
         features, weights = vector
         if not len(features):  # nothing known: no evidence for any intent
-            return _NO_FEATURES, _NO_WEIGHTS, _NO_FEATURES, _NO_WEIGHTS
+            return _NOTHING
         assert self._by_feature is not None and self._rows is not None
         scores = bayes_scores(features, weights, *self._by_feature, self._lengths)
         if len(rows):
@@ -545,11 +609,18 @@ class ExampleIndex:
         from routing.examples_kernel import nearest_examples, posterior_rank
 
         if not len(features):  # nothing known: no evidence for any intent
-            return _NO_FEATURES, _NO_WEIGHTS, _NO_FEATURES, _NO_WEIGHTS
+            return _NOTHING
         assert self._decide is not None
-        top, probabilities = posterior_rank(scores, min(RANKED, len(self.intents)))
+        intents = len(self.classes) - self.background
+        top, probabilities, background, none_score = posterior_rank(scores, min(RANKED, intents), intents)
         near, near_scores = nearest_examples(features, weights, self._decide[3], top[:1], rows, nearest)
-        return top, probabilities, near, near_scores / 2  # the mean of the two blocks' cosines
+        return (
+            top,
+            probabilities,
+            (background, none_score),
+            near,
+            near_scores / 2,
+        )  # the mean of the two blocks' cosines
 
     def _bayes_leave_out(self, scores: np.ndarray, features: np.ndarray, weights: np.ndarray, rows: np.ndarray) -> None:
         """Rescore the intents of the examples left out (``rows``) as if fitted without them: their weights leave the
@@ -585,46 +656,57 @@ class ExampleIndex:
                 inverse[owner] = 1.0 / np.sqrt(rest) if rest > 1e-9 else 0.0
         best = np.maximum.reduceat(np.maximum(similarity, 0.0), self.starts)
         scores = NEAREST_WEIGHT * best + (1.0 - NEAREST_WEIGHT) * np.add.reduceat(similarity, self.starts) * inverse
-        top = np.argsort(-scores, kind="stable")[:RANKED]
+        intents = len(self.classes) - self.background
+        top = np.argsort(-scores[:intents], kind="stable")[:RANKED]
         top = top[scores[top] > 0]
+        none: tuple[int, float] = (-1, 0.0)
+        if self.background:
+            # A background class is scored by its nearest example alone: the centroid of thousands of unrelated
+            # messages is near every message's common words, and would outscore a few examples' specific one.
+            background = intents + int(np.argmax(best[intents:]))
+            if best[background] > 0:
+                none = (background, float(best[background]))
         candidates = np.arange(self.starts[top[0]], self._ends[top[0]]) if len(top) else _NO_FEATURES
         candidates = candidates[similarity[candidates] > 0]
         near = candidates[np.argsort(-similarity[candidates], kind="stable")[:nearest]]
-        return top, scores[top], near, similarity[near]
+        return top, scores[top], none, near, similarity[near]
 
 
 def examples_compile(
-    examples: tuple[tuple[str, tuple[str, ...]], ...], vectoriser: str = "offline"
+    examples: tuple[tuple[str, tuple[str, ...]], ...], vectoriser: str = "offline", background: Background = ()
 ) -> ExampleIndex | None:
-    """A profile's :class:`ExampleIndex` from its intents' examples (memoised: recompiling the snapshot after a
-    change elsewhere does not vectorise unchanged examples again). ``vectoriser``: ``offline`` (the default) or
-    ``embeddings``, which needs an endpoint (:mod:`routing.embeddings`); with none configured, or when it cannot be
-    reached while compiling, the offline vectoriser serves (and the next compile tries the endpoint again)."""
+    """A profile's :class:`ExampleIndex` from its intents' examples and its ``background`` (:mod:`routing.background`;
+    memoised: recompiling the snapshot after a change elsewhere does not vectorise unchanged examples again).
+    ``vectoriser``: ``offline`` (the default) or ``embeddings``, which needs an endpoint (:mod:`routing.embeddings`);
+    with none configured, or when it cannot be reached while compiling, the offline vectoriser serves (and the next
+    compile tries the endpoint again)."""
     if vectoriser == "embeddings":
         from routing.embeddings import EmbeddingsUnavailable, embeddings_vectoriser
 
         remote = embeddings_vectoriser()
         if remote is not None:
             try:
-                return _embeddings_compile(examples, (remote.base_url, remote.model, remote.api_key, remote.timeout))
+                endpoint = (remote.base_url, remote.model, remote.api_key, remote.timeout)
+                return _embeddings_compile(examples, endpoint, background)
             except EmbeddingsUnavailable as exc:
                 logger.warning("examples tier: embeddings unavailable, the offline vectoriser serves: %s", exc)
-    return _offline_compile(examples)
+    return _offline_compile(examples, background)
 
 
 @lru_cache(maxsize=64)
-def _offline_compile(examples: tuple[tuple[str, tuple[str, ...]], ...]) -> ExampleIndex | None:
-    return ExampleIndex.build(examples, TfidfVectoriser())
+def _offline_compile(examples: tuple[tuple[str, tuple[str, ...]], ...], background: Background) -> ExampleIndex | None:
+    return ExampleIndex.build(examples, TfidfVectoriser(), background)
 
 
 @lru_cache(maxsize=16)
 def _embeddings_compile(
-    examples: tuple[tuple[str, tuple[str, ...]], ...], endpoint: tuple[str, str, str, float]
+    examples: tuple[tuple[str, tuple[str, ...]], ...], endpoint: tuple[str, str, str, float], background: Background
 ) -> ExampleIndex | None:
-    """Memoised by the examples and the endpoint (base URL, model, key, timeout): another endpoint is another index."""
+    """Memoised by the examples, the endpoint (base URL, model, key, timeout) and the background: another endpoint
+    is another index."""
     from routing.embeddings import EmbeddingsVectoriser
 
     base_url, model, api_key, timeout = endpoint
     return ExampleIndex.build(
-        examples, EmbeddingsVectoriser(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
+        examples, EmbeddingsVectoriser(base_url=base_url, model=model, api_key=api_key, timeout=timeout), background
     )

@@ -43,18 +43,30 @@ def bayes_scores(
 
 
 @njit(cache=True, nogil=True)
-def posterior_rank(scores: np.ndarray, ranked: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``ranked`` likeliest intents (best first, ties to the lower index) and their posterior probabilities, the
-    log-likelihoods ``scores`` normalised over all intents (a uniform prior)."""
+def posterior_rank(scores: np.ndarray, ranked: int, intents: int) -> tuple:
+    """The log-likelihoods ``scores`` of every class normalised into posterior probabilities (a uniform prior): the
+    ``ranked`` likeliest of the first ``intents`` classes (best first, ties to the lower index) with their
+    probabilities, and of the classes after them — "none of these" — the likeliest one (-1 when there is none) and
+    their probability together."""
     top = np.full(ranked, -1, np.int64)
     top_scores = np.full(ranked, -np.inf)
     highest = -np.inf
     for k in range(len(scores)):
         highest = max(highest, scores[k])
     total = 0.0
+    background = -1
+    background_score = -np.inf
+    background_total = 0.0
     for k in range(len(scores)):
+        share = 0.0
         if scores[k] - highest > -40.0:  # below, less than 1e-17 of the best's
-            total += np.exp(scores[k] - highest)
+            share = np.exp(scores[k] - highest)
+        total += share
+        if k >= intents:
+            background_total += share
+            if scores[k] > background_score:
+                background, background_score = k, scores[k]
+            continue
         place = ranked
         while place > 0 and (top[place - 1] < 0 or scores[k] > top_scores[place - 1]):
             place -= 1
@@ -64,7 +76,7 @@ def posterior_rank(scores: np.ndarray, ranked: int) -> tuple[np.ndarray, np.ndar
     for place in range(ranked):
         if top[place] >= 0:
             probabilities[place] = np.exp(top_scores[place] - highest) / total
-    return top, probabilities
+    return top, probabilities, background, background_total / total
 
 
 @njit(cache=True, nogil=True)
@@ -464,16 +476,18 @@ def bayes_decide(
     by_feature: tuple,
     examples: tuple,
     ranked: int,
+    intents: int,
     nearest: int,
 ) -> tuple:
     """A message's match in one call, from its normalised text's code points (:func:`text_parts` with ``lexicon``,
-    then :func:`_bayes_tally`): the ``ranked`` likeliest intents with their posterior probabilities
-    (:func:`posterior_rank`) and the best one's ``nearest`` examples nearest it, with their dot products
+    then :func:`_bayes_tally`): the ``ranked`` likeliest of the first ``intents`` classes with their posterior
+    probabilities and the "none of these" classes' likeliest and their probability together
+    (:func:`posterior_rank`), and the best intent's ``nearest`` examples nearest it, with their dot products
     (:func:`nearest_examples`, on the same hash table). Nothing ranked when no feature is known. ``examples``: the
-    examples' CSR matrix and each intent's rows (indptr, indices, data, starts, ends)."""
+    examples' CSR matrix and each class's rows (indptr, indices, data, starts, ends)."""
     scores, keys, values, known = _bayes_tally(text_parts(text, lexicon), words, products, by_feature)
     if known == 0:
-        return np.full(0, -1, np.int64), np.zeros(0), np.full(0, -1, np.int64), np.zeros(0)
-    top, probabilities = posterior_rank(scores, ranked)
+        return np.full(0, -1, np.int64), np.zeros(0), -1, 0.0, np.full(0, -1, np.int64), np.zeros(0)
+    top, probabilities, background, none = posterior_rank(scores, ranked, intents)
     near, near_scores = _nearest_in(keys, values, examples, top[:1], _NONE, nearest)
-    return top, probabilities, near, near_scores
+    return top, probabilities, background, none, near, near_scores

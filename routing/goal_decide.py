@@ -14,7 +14,8 @@ The conversation's goal state (``Conversation.goal_state``) carries two things b
   Vale?") keeps the goal and the entities it leaves out (unless the schema says ``"carry": false``).
 
 A message no goal covers (domain ``general``) is answered by the profile's specialists, and is exempt from the
-gate.
+gate. Small talk (:mod:`routing.small_talk`) is too, and leaves the goal state as it was: a greeting between a
+question and its answer does not drop the pending goal.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from routing.goals import (
     plan_build,
     plan_limits,
 )
+from routing.small_talk import small_talk_read
 from routing.snapshot import ProfileSpec
 
 PLAN, GENERAL = "plan", "general"  # besides CLARIFICATION and FAILURE
@@ -122,6 +124,10 @@ async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[st
         previous: IntentOutput | None = _intent(pending["intent_output"])
     else:
         previous = _intent({**last, "primary_domain": last.get("domain", ""), "confidence": 1.0}) if last else None
+    talk = small_talk_read(text)
+    if talk is not None:
+        read = IntentOutput(GENERAL_DOMAIN, "", {}, 1.0, text, {"method": "small_talk", "small_talk": talk.as_dict()})
+        return GoalDecision(GENERAL, read, state or None, reason="Small talk: no goal is read, and none is dropped.")
     read = await intent_read(profile, text, previous=previous)
     if not read.primary_domain and read.confidence <= 0.0:  # the model failed: ask rather than guess
         clarification = {"reason": UNREAD, "question": REPHRASE_QUESTION, "candidates": []}

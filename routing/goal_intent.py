@@ -9,7 +9,8 @@ Two readers, chosen like the classifier's (:func:`routing.classifier.intent_clas
   (keywords, examples) and its enum entities' ``aliases`` pick the goal. When they pick none, the goals' examples
   tier (``GoalCatalogue.examples``, compiled with the profile when its examples tier is on) reads a paraphrase as
   the goal whose examples it resembles, if its posterior clears the profile's ``examples_threshold`` and
-  ``examples_margin`` (the intents' tier's rule); the posterior is the confidence. A message that gives entities of
+  ``examples_margin`` (the intents' tier's rule) against the other goals and "none of these"; the posterior is the
+  confidence. A message that gives entities of
   the conversation's goal stays a follow-up of it unless that tier names another goal. ``aliases``, boolean
   ``keywords`` and string/list ``pattern`` read the entities (docs/goals.md, "The intent adapter").
 
@@ -327,11 +328,10 @@ async def offline_intent_read(profile: ProfileSpec, text: str, *, previous: Inte
             goal.domain, goal.name, entities, CONFIDENT if complete else INCOMPLETE, text, {"method": "hints"}
         )
     index = catalogue.examples
-    # Offline, naive Bayes over a goal's handful of examples is sure of itself on one shared function word ("o que
-    # você sabe fazer?" shares only " o " with "qual o preço da Nordea?"): the message is scored by its telling words,
-    # as the hints read it. An embeddings endpoint reads the whole sentence.
-    read_text = text if index is None or index.vectoriser.remote else " ".join(_telling(text))
-    match = await examples_amatch(index, read_text)
+    # The goals compete with "none of these" (routing.background), as the intents do: a message that shares a function
+    # word or two with a goal's handful of examples ("o que você sabe fazer?" and "qual o preço da Nordea?") reads as
+    # small talk or off-topic, not as the goal.
+    match = await examples_amatch(index, text)
     evidence: dict[str, Any] = {}
     if match is not None:
         evidence["examples"] = match.as_metadata(profile.router.examples_threshold, profile.router.examples_margin)

@@ -8,11 +8,16 @@ message is scanned once whatever the number of keywords.
 
 Decision order (router mode), recorded as ``method``:
 
+0. ``small_talk`` — a greeting, thanks, a goodbye, a question about the assistant or a request for a person
+   (:mod:`routing.small_talk`): the fallback answers, and the conversation's state, active specialist and intent
+   stay as they were;
 1. ``state``   — the conversation's state has an enabled state policy;
 2. ``keyword`` — enabled intents whose keywords occur in the message;
 3. ``examples`` — the intent whose examples the message is most similar to,
    when that similarity reaches the profile's threshold and beats the
-   runner-up intent's by its margin (:mod:`routing.examples`);
+   runner-up intent's — or "none of these" — by its margin (:mod:`routing.examples`);
+   an intent that sets a conversation state sets it only at or above the
+   profile's stricter ``examples_state_threshold``;
 4. ``llm``     — the classifier, when enabled for the profile and confident
    enough (at or above the profile's threshold);
 5. ``fallback`` — the profile's fallback specialist.
@@ -37,10 +42,12 @@ import ahocorasick
 
 from common.text import normalize
 from routing.examples import ExampleIndex, ExamplesMatch
+from routing.small_talk import small_talk_read
 
 logger = logging.getLogger(__name__)
 
 Method = Literal[
+    "small_talk",
     "state",
     "followup",
     "keyword",
@@ -55,6 +62,7 @@ Method = Literal[
 ]
 
 FALLBACK_INTENT = "fallback"
+SMALL_TALK_INTENT = "small_talk:{kind}"
 MULTI_INTENT = "multi_intent"
 SUPERVISOR_ROUTE = "supervisor_agent"
 
@@ -116,6 +124,9 @@ class RouteDecision:
     metadata: dict[str, Any] = field(default_factory=dict)
     agents: list[str] = field(default_factory=list)
     plan: list[PlanStep] = field(default_factory=list)
+    # The conversation stays where it was: its state, active specialist and intent are not changed by this message
+    # (small talk), and the message is no handoff.
+    keeps_conversation: bool = False
 
     def __post_init__(self) -> None:
         if not self.agents and self.agent:
@@ -143,6 +154,7 @@ class RouteDecision:
             "metadata": self.metadata,
             "agents": list(self.agents),
             "plan": [asdict(step) for step in self.plan],
+            "keeps_conversation": self.keeps_conversation,
         }
 
 
@@ -224,11 +236,13 @@ class CompiledRouter:
         examples: ExampleIndex | None = None,
         examples_threshold: float = 1.0,
         examples_margin: float = 0.0,
+        examples_state_threshold: float = 1.0,
     ) -> None:
         self.intents = intents
         self.examples = examples
         self.examples_threshold = examples_threshold
         self.examples_margin = examples_margin
+        self.examples_state_threshold = examples_state_threshold
         self.intents_by_name = {intent.name: intent for intent in intents}
         self.state_policies = {policy.state: policy for policy in state_policies}
         self.fallback_agent = fallback_agent
@@ -292,6 +306,27 @@ class CompiledRouter:
             return chosen
         return next(
             (intent for intent in sorted(self.intents, key=lambda i: i.priority) if intent.agent == agent), None
+        )
+
+    def by_small_talk(self, text: str, *, agent: str = "") -> RouteDecision | None:
+        """Small talk (:mod:`routing.small_talk`) is answered by ``agent`` (the fallback specialist by default; a
+        coordinator answers its own) and leaves the conversation where it was: no state set or cleared, no handoff,
+        no pending flow captured."""
+        talk = small_talk_read(text)
+        if talk is None:
+            return None
+        agent = agent or self.fallback_agent
+        phrases = ", ".join(repr(phrase) for phrase in talk.phrases)
+        return RouteDecision(
+            route=agent,
+            agent=agent,
+            intent=SMALL_TALK_INTENT.format(kind=talk.kind),
+            confidence=1.0,
+            reason=f"Small talk ({talk.kind.replace('_', ' ')}: {phrases}): {agent} answers, the conversation stays "
+            "where it was.",
+            method="small_talk",
+            metadata={"small_talk": talk.as_dict()},
+            keeps_conversation=True,
         )
 
     def by_state(self, state: str | None) -> RouteDecision | None:
@@ -410,17 +445,30 @@ class CompiledRouter:
         intent = self.intents_by_name.get(match.best[0])
         if intent is None:
             return None
+        score = match.best[1]
+        reason = match.why(self.examples_threshold, self.examples_margin)
+        metadata: dict[str, Any] = {"examples": match.as_metadata(self.examples_threshold, self.examples_margin)}
+        next_state = intent.next_state or None
+        bar = self.examples_state_threshold
+        if next_state and score < bar:
+            # A state captures the customer's next message: the examples' evidence must clear the stricter bar.
+            metadata["state_withheld"] = {"state": next_state, "score": round(score, 3), "bar": bar}
+            reason += (
+                f" Its state {next_state} is not set: {score:.2f} is below the bar for moves that set a state, "
+                f"{bar:.2f}."
+            )
+            next_state = None
         return RouteDecision(
             route=intent.agent,
             agent=intent.agent,
             intent=intent.name,
-            confidence=round(match.best[1], 2),
-            reason=match.why(self.examples_threshold, self.examples_margin),
+            confidence=round(score, 2),
+            reason=reason,
             method="examples",
-            next_state=intent.next_state or None,
+            next_state=next_state,
             domain=intent.domain or None,
             mcp_tools=list(intent.mcp_tools),
-            metadata={"examples": match.as_metadata(self.examples_threshold, self.examples_margin)},
+            metadata=metadata,
         )
 
     def from_classification(self, result: Classification | None) -> RouteDecision | None:
@@ -465,9 +513,9 @@ class CompiledRouter:
         active_intent: str,
         followup_max_chars: int,
     ) -> RouteDecision | None:
-        """The steps before the examples tier — state, (hybrid) follow-up, keywords or a supervisor plan — or
-        ``None`` when none decided (what calibration asks: does a saved test reach the tier?)."""
-        decision = self.by_state(state)
+        """The steps before the examples tier — small talk, state, (hybrid) follow-up, keywords or a supervisor
+        plan — or ``None`` when none decided (what calibration asks: does a saved test reach the tier?)."""
+        decision = self.by_small_talk(text) or self.by_state(state)
         if decision is not None:
             return decision
         hits = self.match(text)
@@ -481,8 +529,16 @@ class CompiledRouter:
 
     @staticmethod
     def mark_handoff(decision: RouteDecision, active_agent: str) -> RouteDecision:
-        """A routing handoff is a decision that moves the conversation off its active specialist (not a plan)."""
-        decision.handoff = bool(active_agent) and not decision.is_plan and decision.agent != active_agent
+        """A routing handoff is a decision that moves the conversation off its active specialist (not a plan, not one
+        that keeps the conversation where it was). A decision that sets a state says what set it."""
+        if decision.next_state and decision.method != "state":
+            decision.metadata["state_set_by"] = decision.method
+        decision.handoff = (
+            bool(active_agent)
+            and not decision.is_plan
+            and not decision.keeps_conversation
+            and decision.agent != active_agent
+        )
         if decision.handoff:
             decision.metadata["previous_agent"] = active_agent
         return decision

@@ -73,7 +73,7 @@ def test_a_scripted_model_that_reads_the_request_answers_what_the_queue_does_not
 
     first = send(api, "Cadê minha encomenda?", session_id="s-1").json()
     second = send(api, "Cadê minha encomenda?", session_id="s-2").json()
-    third = send(api, "Bom dia", session_id="s-3").json()
+    third = send(api, "Preciso de outra coisa", session_id="s-3").json()
 
     assert first["metadata"]["route_decision"]["intent"] == "billing_invoice_explanation"  # the queued reply
     assert second["metadata"]["route_decision"]["intent"] == "retail_order_tracking"  # the model read the message

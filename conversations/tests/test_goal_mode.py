@@ -132,7 +132,7 @@ def test_a_message_naming_several_symbols_is_decomposed_into_parallel_steps(api,
 
 
 def test_a_paraphrase_no_hint_matches_is_read_by_the_goals_examples_and_the_evidence_is_kept(api, finance):
-    body = say(api, "quais papéis mais se valorizaram hoje?")  # TOP_MOVERS says "quais ações mais caíram hoje?"
+    body = say(api, "quais ações mais se valorizaram hoje?")  # TOP_MOVERS says "quais ações mais caíram hoje?"
 
     goal = body["metadata"]["goal"]
     assert goal["status"] == "success" and goal["intent_output"]["goal"] == "TOP_MOVERS"
@@ -195,7 +195,12 @@ def test_small_talk_is_the_general_domain_answered_by_the_specialist_and_the_mov
 
     assert greeted["agent"] == "general_agent"
     assert greeted["metadata"]["goal"]["status"] == "general"
+    assert greeted["metadata"]["route_decision"]["method"] == "small_talk"
+    # Small talk moved nothing: no active specialist yet.
+    assert Conversation.objects.get(conversation_key=greeted["conversation_key"]).active_specialist == ""
 
+    asked = say(api, "qual o horário de funcionamento de vocês?")
+    assert (asked["agent"], asked["metadata"]["goal"]["status"]) == ("general_agent", "general")
     quoted = say(api, "cotação da PETR4")
 
     assert quoted["agent"] == "goal_planner"

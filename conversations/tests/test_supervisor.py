@@ -50,7 +50,7 @@ def test_a_single_topic_plan_is_that_specialist_alone():
 
 
 def test_a_message_hitting_nothing_falls_back():
-    decision = plan("bom dia")
+    decision = plan("qual a capital da França?")
     assert (decision.method, decision.agent, decision.agents) == ("fallback", "support_agent", ["support_agent"])
 
 

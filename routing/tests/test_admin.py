@@ -497,7 +497,7 @@ def test_the_route_preview_follows_a_state_policy_and_reports_a_handoff(staff_cl
 
 
 def test_the_route_preview_falls_back_when_nothing_matches(staff_client, telecom):
-    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "bom dia"})
+    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "qual a capital da França?"})
     decision = response.context["preview"].decision
     assert (decision.method, decision.agent) == ("fallback", "support_agent")
 
@@ -505,7 +505,7 @@ def test_the_route_preview_falls_back_when_nothing_matches(staff_client, telecom
 def test_the_route_preview_reports_when_the_classifier_was_consulted(staff_client, telecom):
     telecom.llm_router_enabled = True
     telecom.save(update_fields=["llm_router_enabled"])
-    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "bom dia, tudo bem?"})
+    response = staff_client.get(PREVIEW_URL, {"profile": telecom.pk, "text": "qual a capital da França?"})
     preview = response.context["preview"]
     assert preview.classifier is not None
     assert preview.classifier_note.startswith("Consulted")

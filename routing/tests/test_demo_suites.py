@@ -96,7 +96,7 @@ def test_the_suites_check_what_the_demo_is_about():
         agent_id: {case.expect.get("status") or case.expect.get("method") for case in suite(agent_id)[1]}
         for agent_id in LOADED + SYNCED
     }
-    assert {"keyword", "state", "fallback"} <= ways["telecom_contas"]
-    assert {"keyword", "state", "fallback"} <= ways["retail_orders"]
-    assert ways["telecom_assistente"] == {"coordinator", "sub_conversation"}
+    assert {"keyword", "state", "small_talk", "fallback"} <= ways["telecom_contas"]
+    assert {"keyword", "state", "small_talk", "fallback"} <= ways["retail_orders"]
+    assert ways["telecom_assistente"] == {"coordinator", "sub_conversation", "small_talk"}
     assert {"plan", "clarification", "general"} <= ways["finance_assistente"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from routing.background import corpus
 from routing.documents import goals_examples_index
 from routing.examples import OFFLINE_SCORE
 from routing.goal_decide import CLARIFICATION, GENERAL, LOW_CONFIDENCE, MISSING_ENTITY, PLAN, goal_decide
@@ -157,7 +158,8 @@ def test_the_goals_examples_are_compiled_with_their_capabilities_examples_labell
 
     assert index.intents == ("cards.BLOCK_CARD", "cards.RAISE_LIMIT", "cards.CARD_BILL")
     assert "quero bloquear o cartão 1234" in index.texts  # block_card's intent_hints.examples
-    assert len(index.texts) == 12 + 1 + 12 + 12
+    assert index._ends[len(index.intents) - 1] == 12 + 1 + 12 + 12
+    assert index.classes[len(index.intents) :] == tuple(label for label, _ in corpus())  # then "none of these"
 
 
 def test_a_disabled_goal_and_a_disabled_capabilitys_examples_are_left_out():
@@ -172,13 +174,14 @@ def test_a_disabled_goal_and_a_disabled_capabilitys_examples_are_left_out():
     assert "quero bloquear o cartão 1234" not in index.texts
 
 
-def test_a_single_goal_with_examples_compiles_no_goals_index_its_posterior_would_always_be_one():
+def test_a_single_goal_with_examples_is_read_against_none_of_these():
     goals = {key: replace(goal, enabled=key[1] == "BLOCK_CARD") for key, goal in CARD_GOALS.goals.items()}
 
     profile = serving(replace(CARD_GOALS, goals=goals))
 
-    assert profile.goals.examples is None
-    assert read("quanto tenho que pagar do cartão em junho?", profile).primary_domain == GENERAL_DOMAIN
+    assert profile.goals.examples.intents == ("cards.BLOCK_CARD",)
+    assert read(STOLEN, profile).goal == "BLOCK_CARD"
+    assert read("qual o resultado do jogo de ontem?", profile).primary_domain == GENERAL_DOMAIN
 
 
 def test_the_tier_switched_off_or_a_document_from_before_naive_bayes_compiles_no_goals_index():
@@ -212,7 +215,7 @@ def test_a_paraphrase_that_no_hint_matches_is_read_as_the_goal_whose_examples_it
     [
         ("minha carteira sumiu com tudo dentro", "BLOCK_CARD", {}),
         ("meu crédito é curto demais, quero 5000", "RAISE_LIMIT", {"amount_text": "5000"}),
-        ("quanto tenho que pagar do cartão em junho?", "CARD_BILL", {}),
+        ("preciso ver quanto devo na fatura do cartão", "CARD_BILL", {}),
     ],
 )
 def test_paraphrases_of_each_goal_are_read_by_its_examples_with_their_entities(text, goal, entities):
@@ -226,7 +229,7 @@ def test_a_message_unlike_any_goals_examples_stays_general():
 
     assert (intent.primary_domain, intent.goal, intent.confidence) == (GENERAL_DOMAIN, "", 1.0)
     assert intent.reading["method"] == "none"
-    assert intent.reading["examples"]["ranking"] == []
+    assert intent.reading["examples"]["none_of_these"]["kind"] == "none:greeting"
 
 
 def test_function_words_alone_do_not_make_small_talk_a_goal():

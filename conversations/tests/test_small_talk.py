@@ -1,0 +1,107 @@
+"""Small talk end to end on the demo data: answered by the fallback or the coordinator, moving nothing.
+
+The demo (``seed_demo``) is loaded as shipped, its MCP servers running, the offline model answering: the flows the
+README shows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations.models import Conversation, Message
+from handoffs.models import Handoff
+
+MSISDN = "5511999999999"
+DEMO_PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente", "finance_assistente")
+GREETINGS = {"pt": "Bom dia, tudo bem?", "en": "Hi there, how are you?", "es": "¡Hola! ¿Qué tal?"}
+
+
+def say(api, text, *, agent_id, session, **context):
+    response = api.post(
+        "/api/gateway/message",
+        {"channel": "api", "agent_id": agent_id, "payload": {"text": text, "session_id": session, "context": context}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def conversation_of(body) -> Conversation:
+    return Conversation.objects.get(conversation_key=body["conversation_key"])
+
+
+@pytest.mark.parametrize("agent_id", DEMO_PROFILES)
+@pytest.mark.parametrize("language", sorted(GREETINGS))
+def test_a_greeting_in_each_language_sets_no_state_on_any_demo_profile(api, seeded_demo, agent_id, language):
+    body = say(api, GREETINGS[language], agent_id=agent_id, session=f"greeting-{language}")
+
+    assert body["metadata"]["route_decision"]["method"] == "small_talk"
+    assert body["metadata"]["route_decision"]["next_state"] is None
+    assert body["metadata"]["handoffs"] == []
+    conversation = conversation_of(body)
+    assert conversation.state == ""
+    assert conversation.sub_conversation is None
+    assert not (conversation.goal_state or {}).get("pending")
+
+
+def test_the_readme_sub_conversation_walk_through_resumes_with_the_coordinator_on_a_greeting(api, seeded_demo):
+    """README, "A scripted conversation on the demo data": the four messages of session demo-sub."""
+
+    def walk(text, **context):
+        return say(api, text, agent_id="telecom_assistente", session="demo-sub", **context)
+
+    bill = walk("Minha fatura veio alta", msisdn=MSISDN, invoice_id="INV001")
+    assert bill["agent"] == "billing_agent"
+    assert "289,90" in bill["answer"]
+
+    order = walk("Meu pedido P100 atrasou?", order_id="P100")
+    assert order["agent"] == "orders_agent"
+    assert [(m["from_agent"], m["to_agent"], m["kind"]) for m in order["metadata"]["handoffs"]] == [
+        ("billing_agent", "assistente_virtual", "return"),
+        ("assistente_virtual", "orders_agent", "delegation"),
+    ]
+
+    thanks = walk("Obrigado, resolvido!")
+    assert thanks["agent"] == "orders_agent"
+    assert [(m["from_agent"], m["to_agent"], m["outcome"]) for m in thanks["metadata"]["handoffs"]] == [
+        ("orders_agent", "assistente_virtual", "completed")
+    ]
+
+    resumed = walk("Bom dia, tudo certo então")
+    assert resumed["agent"] == "assistente_virtual"
+    assert resumed["metadata"]["route_decision"]["method"] == "small_talk"
+    assert "Retomando o atendimento: orders_agent concluiu (completed)." in resumed["answer"]
+    assert resumed["metadata"]["handoffs"] == []  # no delegation on a greeting
+    conversation = conversation_of(resumed)
+    assert conversation.pending_result is None  # the return note was delivered, once
+    assert conversation.sub_conversation is None
+
+
+def test_small_talk_in_a_flow_waiting_for_a_reply_leaves_the_flow_waiting(api, seeded_demo):
+    def walk(text, **context):
+        return say(api, text, agent_id="telecom_contas", session="pay-thanks", **context)
+
+    walk("Quero pagar com pix", msisdn=MSISDN)
+    assert conversation_of(walk("obrigado!")).state == "WAITING_PAYMENT_CONFIRMATION"
+
+    thanks = Message.objects.filter(role="assistant").latest("pk")
+    assert thanks.agent == "support_agent"
+    reply = walk("sim")
+    assert reply["agent"] == "billing_agent"
+    assert reply["metadata"]["route_decision"]["method"] == "state"
+
+
+def test_small_talk_keeps_the_active_specialist_and_records_no_handoff(api, seeded_demo):
+    def walk(text, **context):
+        return say(api, text, agent_id="telecom_contas", session="keeps", **context)
+
+    first = walk("Minha fatura veio alta", msisdn=MSISDN)
+    assert first["agent"] == "billing_agent"
+    greeting = walk("valeu, até mais")
+
+    assert greeting["agent"] == "support_agent"
+    assert greeting["metadata"]["route_decision"]["handoff"] is False
+    conversation = conversation_of(greeting)
+    assert conversation.active_specialist == "billing_agent"
+    assert conversation.active_intent == "billing_invoice_explanation"
+    assert not Handoff.objects.filter(conversation=conversation).exists()

@@ -1,0 +1,150 @@
+"""Small talk: greetings, thanks, goodbyes, questions about the assistant and requests for a person, in Portuguese,
+English and Spanish, recognised in every profile before any intent (docs/routing.md, "Small talk").
+
+Pure data, no ORM, no settings. A message is small talk when it is made only of the phrases of
+``routing/data/small_talk.yaml`` and of its filler words: "Bom dia, tudo certo então", "ok obrigado, tchau",
+"¿eres un robot?". The phrases are matched on the normalised text (:func:`common.text.normalize`: case, accents and
+punctuation folded), a word's letters repeated for emphasis read once ("oiii", "obrigadooo" = "oi", "obrigado"), the
+longest phrase first. Anything else in the message — "bom dia, minha fatura veio alta" — and it is not small talk:
+the router reads it by its words. Bare replies ("sim", "ok", "não") are never small talk.
+
+The kinds, in the order that names a message holding several ("oi, quero falar com um atendente" asks for a person):
+``human_request``, ``bot_question``, ``goodbye``, ``thanks``, ``greeting``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from common.text import normalize
+
+LEXICON = Path(__file__).resolve().parent / "data" / "small_talk.yaml"
+KINDS = ("human_request", "bot_question", "goodbye", "thanks", "greeting")  # a message's kind: the first it holds
+MAX_WORDS = 24  # small talk is short: a longer message is read by its words
+_REPEATS = re.compile(r"(\w)\1+")
+_ALTERNATIVES = re.compile(r"\(([^()]*)\)")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """The normalised text's words, each run of one letter read once: "oiii" and "oi", "obrigadoo" and "obrigado"
+    agree."""
+    return tuple(_REPEATS.sub(r"\1", normalize(text)).split())
+
+
+@dataclass(frozen=True)
+class SmallTalk:
+    """What a small-talk message is: its ``kind`` (:data:`KINDS`) and the phrases it was read by."""
+
+    kind: str
+    phrases: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "phrases": list(self.phrases)}
+
+
+def _pattern(phrase: str) -> tuple[str, set[str]]:
+    """A lexicon phrase as a regular expression over canonical words (each ``(a|b|)`` an alternation, an empty
+    alternative making it optional), and the words it may use."""
+    parts = _ALTERNATIVES.split(phrase)  # text, alternatives, text, alternatives, ..., text
+    pieces: list[str] = []
+    vocabulary: set[str] = set()
+    for index, part in enumerate(parts):
+        options = [" ".join(_words(option)) for option in (part.split("|") if index % 2 else [part])]
+        vocabulary.update(word for option in options for word in option.split())
+        spelled = sorted({re.escape(option) + " " for option in options if option}, key=len, reverse=True)
+        if not spelled:
+            continue
+        optional = "?" if "" in options and index % 2 else ""
+        pieces.append(f"(?:{'|'.join(spelled)}){optional}")
+    return "".join(pieces), vocabulary
+
+
+class SmallTalkReader:
+    """Reads whether a message is small talk (see the module docstring); built once from a lexicon.
+
+    Each kind's phrases are one regular expression over the message's canonical words, each followed by a space;
+    a message is small talk when its words can be covered, left to right, by phrases and filler words. A message
+    with a word that no phrase or filler uses — nearly every business request — is told apart at once."""
+
+    def __init__(self, kinds: Mapping[str, Iterable[str]], filler: Iterable[str]) -> None:
+        self.filler = frozenset(word for text in filler for word in _words(text))
+        self.vocabulary: set[str] = set(self.filler)
+        self.kinds: list[tuple[str, re.Pattern[str]]] = []
+        for kind in KINDS:
+            alternatives = []
+            for phrase in kinds.get(kind, ()):
+                pattern, vocabulary = _pattern(phrase)
+                if pattern:
+                    alternatives.append(pattern)
+                    self.vocabulary |= vocabulary
+            if alternatives:
+                alternatives.sort(key=len, reverse=True)
+                self.kinds.append((kind, re.compile("|".join(f"(?:{a})" for a in alternatives))))
+
+    def read(self, text: str) -> SmallTalk | None:
+        """The message's small talk, or ``None`` when anything in it is not a small-talk phrase or a filler word."""
+        said = normalize(text).split()
+        words = _words(text)
+        if not words or len(words) > MAX_WORDS or not self.vocabulary.issuperset(words):
+            return None
+        line = " ".join(words) + " "
+        starts = [0]
+        for word in words:
+            starts.append(starts[-1] + len(word) + 1)
+        at = {offset: position for position, offset in enumerate(starts)}
+        # reach[p]: how the first p words were covered — (previous position, kind or "" for a filler word) — with
+        # the fewest filler words.
+        reach: dict[int, tuple[int, str, int]] = {0: (-1, "", 0)}
+        for position in range(len(words)):
+            if position not in reach:
+                continue
+            fillers = reach[position][2]
+            steps = [(position + 1, "", fillers + 1)] if words[position] in self.filler else []
+            for kind, pattern in self.kinds:
+                found = pattern.match(line, starts[position])
+                if found and found.end() > starts[position]:
+                    steps.append((at[found.end()], kind, fillers))
+            for end, kind, count in steps:
+                if end not in reach or count < reach[end][2]:
+                    reach[end] = (position, kind, count)
+        if len(words) not in reach:
+            return None
+        found_kinds: list[str] = []
+        phrases: list[str] = []
+        position = len(words)
+        while position > 0:
+            previous, kind, _ = reach[position]
+            if kind:
+                found_kinds.append(kind)
+                phrases.append(" ".join(said[previous:position]))
+            position = previous
+        if not found_kinds:
+            return None
+        kind = min(found_kinds, key=KINDS.index)
+        return SmallTalk(kind=kind, phrases=tuple(reversed(phrases)))
+
+
+@lru_cache(maxsize=1)
+def small_talk_reader() -> SmallTalkReader:
+    """The built-in reader, from ``routing/data/small_talk.yaml`` (read once per process)."""
+    data = yaml.safe_load(LEXICON.read_text(encoding="utf-8"))
+    kinds = {
+        kind: [phrase for phrases in by_language.values() for phrase in phrases]
+        for kind, by_language in data["kinds"].items()
+    }
+    filler = [word for words in data["filler"].values() for word in words]
+    return SmallTalkReader(kinds, filler)
+
+
+@lru_cache(maxsize=1024)
+def small_talk_read(text: str) -> SmallTalk | None:
+    """Whether ``text`` is small talk, and of which kind (see the module docstring). Memoised: a turn asks it in
+    more than one place (the decision, the specialist's moves)."""
+    return small_talk_reader().read(text)
