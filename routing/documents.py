@@ -16,6 +16,7 @@ from typing import Any
 
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
+from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.snapshot import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
 
@@ -451,6 +452,7 @@ def profile_compile(
             examples=examples_index(intents, profile, state_only),
             examples_threshold=profile.get("examples_threshold", 1.0),
             examples_margin=profile.get("examples_margin", 0.0),
+            reply_words=ReplyWords(yes=tuple(profile["confirmation_words"]), no=tuple(profile["denial_words"])),
         ),
         coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",
         loop_safety=LoopSafety(

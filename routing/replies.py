@@ -30,6 +30,7 @@ message is in another language: "No meu celular aparece sem serviço" is no refu
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -112,6 +113,9 @@ class ReplyWords:
 
     def read(self, text: str) -> Reply:
         return reply_read(text, yes_words=self.yes, no_words=self.no)
+
+
+NO_REPLY_WORDS = ReplyWords()  # reads every message as neither
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ def _stands_alone(match: _Match, clauses: list[_Clause], found: list[_Match], te
     return detect_language(text) != homograph[0]
 
 
-def reply_read(text: str, *, yes_words: tuple[str, ...] | list[str], no_words: tuple[str, ...] | list[str]) -> Reply:
+def reply_read(text: str, *, yes_words: Sequence[str], no_words: Sequence[str]) -> Reply:
     """How ``text`` reads as the answer to a yes/no question, with these yes and no words (the module's rules)."""
     clauses = _clauses(text)
     if not clauses:

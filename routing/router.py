@@ -37,6 +37,7 @@ import ahocorasick
 
 from common.text import normalize
 from routing.examples import ExampleIndex, ExamplesMatch
+from routing.replies import NO_REPLY_WORDS, ReplyWords
 
 logger = logging.getLogger(__name__)
 
@@ -224,8 +225,10 @@ class CompiledRouter:
         examples: ExampleIndex | None = None,
         examples_threshold: float = 1.0,
         examples_margin: float = 0.0,
+        reply_words: ReplyWords = NO_REPLY_WORDS,
     ) -> None:
         self.intents = intents
+        self.reply_words = reply_words
         self.examples = examples
         self.examples_threshold = examples_threshold
         self.examples_margin = examples_margin
@@ -294,10 +297,16 @@ class CompiledRouter:
             (intent for intent in sorted(self.intents, key=lambda i: i.priority) if intent.agent == agent), None
         )
 
-    def by_state(self, state: str | None) -> RouteDecision | None:
+    def by_state(self, state: str | None, text: str | None = None) -> RouteDecision | None:
+        """The state policy of ``state``: it takes every message. With the message's ``text``, a yes or no the
+        message reads as (:mod:`routing.replies`, with the profile's words) is recorded as ``metadata["reply"]``:
+        the specialist of the flow then answers it without moving the conversation on the reply's words."""
         policy = self.state_policies.get(state or "")
         if policy is None:
             return None
+        metadata: dict[str, Any] = {"state": policy.state}
+        if text is not None and (reply := self.reply_words.read(text)):
+            metadata["reply"] = reply.as_metadata()
         return RouteDecision(
             route=policy.agent,
             agent=policy.agent,
@@ -308,7 +317,7 @@ class CompiledRouter:
             next_state=policy.next_state or None,
             domain=policy.domain or None,
             mcp_tools=list(policy.mcp_tools),
-            metadata={"state": policy.state},
+            metadata=metadata,
         )
 
     def by_keywords(self, text: str, hits: list[KeywordHit] | None = None) -> RouteDecision | None:
@@ -467,7 +476,7 @@ class CompiledRouter:
     ) -> RouteDecision | None:
         """The steps before the examples tier — state, (hybrid) follow-up, keywords or a supervisor plan — or
         ``None`` when none decided (what calibration asks: does a saved test reach the tier?)."""
-        decision = self.by_state(state)
+        decision = self.by_state(state, text)
         if decision is not None:
             return decision
         hits = self.match(text)
