@@ -51,7 +51,9 @@ class RoutingMode(models.TextChoices):
 DEFAULT_GOAL_THRESHOLD = 0.94
 
 
-# Replies that grant a needs-permission tool (seed 003's keywords, plus Portuguese and Spanish).
+# The yes and no of the platform's yes/no questions (the permission gate, a state policy's flow, goal mode's "is this
+# what you want?"), in Portuguese, English and Spanish, read by routing.replies: a reply word counts where it leads the
+# message or ends a short one. Seed 003's keywords, plus what customers write in the three languages.
 DEFAULT_CONFIRMATION_WORDS = [
     "sim",
     "pode",
@@ -69,9 +71,66 @@ DEFAULT_CONFIRMATION_WORDS = [
     "si",
     "dale",
     "adelante",
+    # Portuguese
+    "com certeza",
+    "certo",
+    "tudo bem",
+    "tá bom",
+    "está bem",
+    "beleza",
+    "positivo",
+    "autorizado",
+    "prossiga",
+    "não tem problema",
+    "sem problema",
+    # English
+    "yeah",
+    "yep",
+    "yup",
+    "of course",
+    "absolutely",
+    "alright",
+    "all right",
+    "please do",
+    "go for it",
+    "do it",
+    "no problem",
+    # Spanish
+    "vale",
+    "de acuerdo",
+    "por supuesto",
+    "está bien",
+    "hazlo",
+    "no hay problema",
+    "sin problema",
 ]
 # Replies that refuse it; a refusal word wins over a confirmation word ("não pode").
-DEFAULT_DENIAL_WORDS = ["não", "nao", "no", "nope", "negativo", "prefiro não", "don't", "do not", "cancel"]
+DEFAULT_DENIAL_WORDS = [
+    "não",
+    "nao",
+    "no",
+    "nope",
+    "negativo",
+    "prefiro não",
+    "don't",
+    "do not",
+    "cancel",
+    # Portuguese
+    "nem pensar",
+    "de jeito nenhum",
+    "deixa pra lá",
+    "deixa para lá",
+    # English
+    "nah",
+    "not now",
+    "never mind",
+    "rather not",
+    # Spanish
+    "ni hablar",
+    "para nada",
+    "de ninguna manera",
+    "déjalo",
+]
 # Replies that close a delegated sub-conversation (the offline model ends it with "completed").
 DEFAULT_CLOSING_WORDS = [
     "obrigado",

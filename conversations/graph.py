@@ -103,6 +103,7 @@ from handoffs.tools import (
 )
 from routing import snapshot as snapshots
 from routing.decide import COORDINATION_INTENT, delegation_active, route_decide
+from routing.replies import Reply
 from routing.rollout import (
     COHORT_MULTI_AGENT,
     COHORT_SINGLE_AGENT,
@@ -216,6 +217,9 @@ class Turn:
     runs: list[tuple[str, SpecialistOutcome]] = field(default_factory=list)
     moves: list[Move] = field(default_factory=list)
     permission: dict[str, Any] | None = None
+    # The message read as the yes or no to the question the answering specialist asked (the permission gate's, a
+    # state policy's flow): its words answer the question and move nothing (routing.replies).
+    reply: Reply | None = None
     final_intent: str = ""
     next_state: str = ""
     limits: list[dict[str, Any]] = field(default_factory=list)  # the answer's and the response's limits that bit
@@ -409,6 +413,8 @@ async def routing_decision(turn: Turn) -> None:
         )
         if turn.decision.method in ("coordinator", "sub_conversation"):
             turn.decision.handoff = False  # moves under a coordinator are delegations and returns
+    if turn.reply is None and turn.decision.method == "state" and "reply" in turn.decision.metadata:
+        turn.reply = profile.reply_words.read(turn.sanitized_text)  # what the router recorded, with what follows it
     turn.agent = turn.decision.agent
     turn.final_intent = turn.decision.intent
     # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it.
@@ -481,16 +487,19 @@ async def _backend_move(turn: Turn) -> None:
 
 
 def _permission_decision(turn: Turn) -> RouteDecision | None:
-    """A reply to the permission question goes back to the specialist that asked, granted or denied.
+    """A reply to the permission question goes back to the specialist that asked, granted or denied; it is recorded
+    as ``metadata["reply"]`` and its words move nothing (:attr:`Turn.reply`).
 
-    Any other reply drops the waiting request and is routed as usual.
+    Any other message drops the waiting request and is routed as usual.
     """
     pending, turn.pending_permission = turn.pending_permission, None
     if not pending:
         return None
-    reply = permission_reply(turn.sanitized_text, turn.input.profile)
+    reading = turn.input.profile.reply_words.read(turn.sanitized_text)
+    reply = permission_reply(reading)
     if reply is None:
         return None
+    turn.reply = reading
     tool = pending["tool"]
     if reply == GRANTED and tool not in turn.granted:
         turn.granted.append(tool)
@@ -506,7 +515,7 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
         reason=f"Reply to the permission question: the user {reply} {tool}.",
         method="permission",
         mcp_tools=tools,
-        metadata={"permission": turn.permission},
+        metadata={"permission": turn.permission, "reply": reading.as_metadata()},
     )
 
 
@@ -532,6 +541,7 @@ def _specialist_request(
     control: tuple[ControlTool, ...] = (),
     step_limit: int = 0,
     emit: Emit | None = None,
+    reply_rest: str | None = None,
 ) -> SpecialistRequest | None:
     profile = turn.input.profile
     spec = profile.specialists.get(agent)
@@ -557,6 +567,7 @@ def _specialist_request(
         step_limit=step_limit,
         granted=frozenset(turn.granted),
         emit=emit,
+        reply_rest=reply_rest,
     )
 
 
@@ -667,9 +678,11 @@ class _Link:
     via: str = "route"  # how the agent got the turn: route, handoff, delegation or return
     path: list[str] = field(default_factory=list)  # the agents the turn went through, in order
     used: dict[str, int] = field(default_factory=dict)  # model steps each agent used this turn
+    # The message answers this agent's own question: what follows the reply (SpecialistRequest.reply_rest).
+    reply_rest: str | None = None
 
     def move_to(self, agent: str, intent: IntentSpec | None, *, via: str, notes: tuple[str, ...]) -> None:
-        self.agent, self.via, self.notes = agent, via, notes
+        self.agent, self.via, self.notes, self.reply_rest = agent, via, notes, None
         self.intent, self.tools = (intent.name, list(intent.mcp_tools)) if intent else ("", [])
         self.path.append(agent)
 
@@ -685,7 +698,14 @@ async def _chain(turn: Turn, current: Snapshot) -> None:
     control tool has its handler in :data:`MOVES`.
     """
     tools = list(turn.decision.mcp_tools) if turn.decision else []
-    link = _Link(agent=turn.agent, intent=turn.final_intent, tools=tools, notes=tuple(turn.notes), path=[turn.agent])
+    link = _Link(
+        agent=turn.agent,
+        intent=turn.final_intent,
+        tools=tools,
+        notes=tuple(turn.notes),
+        path=[turn.agent],
+        reply_rest=turn.reply.rest if turn.reply else None,
+    )
     while True:
         moves_before = len(turn.moves)
         step = await _step(turn, current, link)
@@ -722,6 +742,7 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
         control=_control_tools(turn, agent) if agent in profile.specialists else (),
         step_limit=max(_steps_left(turn, agent, link.used), 1),
         emit=_masking_tokens(turn.input.emit, masker),
+        reply_rest=link.reply_rest,
     )
     if request is None:
         return None

@@ -1,29 +1,29 @@
 """The permission gate (seed 003): tools marked needs-permission run only after the user agreed.
 
 The specialist's run stops when it calls such a tool without a grant
-(:mod:`conversations.runtime`); the user is asked; the next reply is read here. A
-denial word wins over a confirmation word ("não pode"), so a refusal is never
-taken for a grant. A grant lasts for the rest of the conversation.
+(:mod:`conversations.runtime`); the user is asked; the next message is read as
+the answer by :mod:`routing.replies` with the profile's yes and no words: a yes
+or no that leads the message (or ends a short one) answers; a question holding a
+yes word does not; a refusal wins over agreement ("não pode"), so a refusal is
+never taken for a grant. A grant lasts for the rest of the conversation.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from common.text import phrase_found
+from routing.replies import NO, YES, Reply
 from routing.snapshot import ProfileSpec, ToolSpec
 
 GRANTED = "granted"
 DENIED = "denied"
 
 
-def permission_reply(text: str, profile: ProfileSpec) -> str | None:
-    """``granted``, ``denied``, or ``None`` when the reply is neither (the waiting request is dropped)."""
-    if phrase_found(text, profile.denial_words):
-        return DENIED
-    if phrase_found(text, profile.confirmation_words):
-        return GRANTED
-    return None
+def permission_reply(reply: Reply) -> str | None:
+    """``granted`` for a yes, ``denied`` for a no, ``None`` when the message is neither (the waiting request is
+    dropped and the message routed as usual). ``reply`` is the message read by the profile's words
+    (``profile.reply_words.read(text)``)."""
+    return {YES: GRANTED, NO: DENIED}.get(reply.reads_as or "")
 
 
 def permission_question(profile: ProfileSpec, tool: ToolSpec) -> str:

@@ -33,8 +33,10 @@ from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, 
 from agents.usage import reply_tokens
 from common import tracing
 from common.events import Emit, emit_safely
+from common.text import phrase_found
 from conversations.permissions import permission_question
 from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
+from routing.router import CompiledRouter
 from routing.small_talk import small_talk_read
 from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
@@ -74,6 +76,9 @@ class SpecialistRequest:
     step_limit: int = 0  # steps left for this specialist in this turn; 0 → its own limit
     granted: frozenset[str] = frozenset()  # needs-permission tools the user agreed to
     emit: Emit | None = None  # streaming clients: tokens and tool calls as they happen (common.events)
+    # The message is the yes or no to this specialist's own question (routing.replies): what follows the reply ("" when
+    # it is all reply); None when the message is no such reply. See _moves_read_on.
+    reply_rest: str | None = None
 
     @property
     def steps_allowed(self) -> int:
@@ -210,22 +215,36 @@ def _tool_message(call: ToolCall, result: ToolResult, mask: Callable[[Any], Any]
     return ToolMessage(content=content, tool_call_id=call.get("id") or result.tool, name=result.tool, status="error")
 
 
-def _hit_agents(request: SpecialistRequest) -> tuple[str, ...]:
-    """The specialists whose intents the message hits, best first (what the offline model decides moves on); with
-    no keyword hit, the specialist of the intent the examples tier routes the message to (its offline vectoriser:
-    no endpoint call here), so a coordinator delegates paraphrases too. Small talk hits no one: it moves nothing."""
-    router = request.profile.router
-    if small_talk_read(request.text) is not None:
+def _hit_agents(router: CompiledRouter, text: str) -> tuple[str, ...]:
+    """The specialists whose intents ``text`` hits, best first; with no keyword hit, the specialist of the intent the
+    examples tier routes it to (its offline vectoriser: no endpoint call here), so a coordinator delegates
+    paraphrases too. Small talk hits no one: it moves nothing."""
+    if small_talk_read(text) is not None:
         return ()
     agents: list[str] = []
-    for hit in router.match(request.text):
+    for hit in router.match(text):
         if hit.intent.agent not in agents:
             agents.append(hit.intent.agent)
-    if not agents:
-        decided = router.examples_decide_here(request.text)
+    if not agents and text.strip():
+        decided = router.examples_decide_here(text)
         if decided is not None:
             agents.append(decided.agent)
     return tuple(agents)
+
+
+def _moves_read_on(request: SpecialistRequest) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the offline model decides its moves on: the specialists the message hits and the closing words it holds.
+
+    On a reply to the specialist's own question (``request.reply_rest``) only what follows the reply counts: the
+    reply's words answer the question and never hand the conversation on or end a sub-conversation ("sim, pode
+    diagnosticar" is not billing's payment request, "não, obrigado" is no goodbye), while "Não, na verdade meu pedido
+    atrasou" may still go to the orders specialist. The closing words passed are then those that follow the reply.
+    """
+    profile, rest = request.profile, request.reply_rest
+    if rest is None:
+        return _hit_agents(profile.router, request.text), profile.closing_words
+    closing = tuple(word for word in profile.closing_words if phrase_found(rest, (word,)))
+    return _hit_agents(profile.router, rest), closing
 
 
 def _gated(request: SpecialistRequest, offered: dict[str, ToolSpec], call: ToolCall) -> bool:
@@ -326,13 +345,14 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     started_at = time.time()
     provider = provider_for(request.profile)
     topic = (request.intent_description or "").strip().rstrip(".")
+    hit_agents, closing_words = _moves_read_on(request)
     model = provider.chat_model(
         context=request.model_context,
         display_name=request.specialist.display_name,
         topic=topic,
         agent=request.specialist.name,
-        hit_agents=_hit_agents(request),
-        closing_words=request.profile.closing_words,
+        hit_agents=hit_agents,
+        closing_words=closing_words,
     )
     offered = {tool.name: tool for tool in request.tools}
     control = {tool.name: tool for tool in request.control}

@@ -17,6 +17,7 @@ from typing import Any
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
+from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.snapshot import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
 
@@ -459,6 +460,7 @@ def profile_compile(
             examples_margin=profile.get("examples_margin", 0.0),
             # Versions published before the bar existed get the model's default: a state needs strong evidence.
             examples_state_threshold=profile.get("examples_state_threshold", DEFAULT_EXAMPLES_STATE_THRESHOLD),
+            reply_words=ReplyWords(yes=tuple(profile["confirmation_words"]), no=tuple(profile["denial_words"])),
         ),
         coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",
         loop_safety=LoopSafety(

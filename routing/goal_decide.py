@@ -9,7 +9,8 @@ The conversation's goal state (``Conversation.goal_state``) carries two things b
 
 * ``pending`` — a goal that asked the user something: ``{"reason", "intent_output", "clarification"}``. The
   reply completes it: a choice among the candidates of an ambiguous entity ("a segunda", the symbol), the
-  missing entity, or a yes to "is this what you meant?";
+  missing entity, or a yes to "is this what you meant?" (read by :mod:`routing.replies` with the profile's
+  words); a no to that question drops the goal, runs nothing and asks what the user wants instead;
 * ``last`` — the last goal served with its entities, so a follow-up that names only what changes ("e da
   Vale?") keeps the goal and the entities it leaves out (unless the schema says ``"carry": false``).
 
@@ -24,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from common.text import phrase_found
 from routing.goal_intent import (
     REPHRASE_QUESTION,
     clarification_question,
@@ -46,14 +46,17 @@ from routing.goals import (
     plan_build,
     plan_limits,
 )
+from routing.replies import NO, YES
 from routing.small_talk import small_talk_read
 from routing.snapshot import ProfileSpec
 
 PLAN, GENERAL = "plan", "general"  # besides CLARIFICATION and FAILURE
 AMBIGUOUS, MISSING_ENTITY, LOW_CONFIDENCE = "ambiguous", "missing_entity", "low_confidence"
 UNREAD = "unread"  # the model could not read the message (an error): the user is asked to rephrase
+DECLINED = "declined"  # the user said no to the low-confidence question: nothing runs, they are asked what they want
 
 CONFIRM_QUESTION = "Você quer {goal}{entities}? Responda sim para continuar. (Is that what you want? Reply yes.)"
+DECLINED_QUESTION = "Tudo bem, não vou fazer isso. O que você precisa? (All right, I won't. What do you need?)"
 
 
 @dataclass
@@ -118,7 +121,11 @@ async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[st
     state = dict(goal_state or {})
     pending, last = state.get("pending"), state.get("last")
     if pending:
-        answered = _pending_answered(profile, text, pending)
+        # "Is this what you want?" is a yes/no question: its answer is read as one (routing.replies).
+        said = profile.reply_words.read(text).reads_as if pending.get("reason") == LOW_CONFIDENCE else None
+        if said == NO:
+            return _declined(pending, last)
+        answered = _pending_answered(text, pending, said_yes=said == YES)
         if answered is not None:
             return _planned(profile, answered, last_kept=last, reason=f"The user answered: {pending['reason']}.")
         previous: IntentOutput | None = _intent(pending["intent_output"])
@@ -143,8 +150,22 @@ async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[st
     return _gated(profile, goal, read, last)
 
 
-def _pending_answered(profile: ProfileSpec, text: str, pending: Mapping[str, Any]) -> IntentOutput | None:
-    """The pending goal completed by ``text`` when it answers the question asked, else ``None``."""
+def _declined(pending: Mapping[str, Any], last: Any) -> GoalDecision:
+    """The user said no to the low-confidence question: the goal is dropped, nothing runs, and they are asked what
+    they want (their next message is read afresh)."""
+    clarification = {"reason": DECLINED, "question": DECLINED_QUESTION, "candidates": []}
+    return GoalDecision(
+        CLARIFICATION,
+        _intent(pending["intent_output"]),
+        {"pending": None, "last": last},
+        clarification=clarification,
+        reason="The user said no to the goal they were asked about: nothing is run.",
+    )
+
+
+def _pending_answered(text: str, pending: Mapping[str, Any], *, said_yes: bool) -> IntentOutput | None:
+    """The pending goal completed by ``text`` when it answers the question asked (``said_yes``: the message reads as
+    a yes to the low-confidence question), else ``None``."""
     intent = _intent(pending["intent_output"])
     clarification = pending.get("clarification") or {}
     if pending.get("reason") == AMBIGUOUS:
@@ -160,7 +181,7 @@ def _pending_answered(profile: ProfileSpec, text: str, pending: Mapping[str, Any
         chosen = str(candidates[index].get("value", ""))
         entities = _replaced(intent.entities, str(clarification.get("query", "")), chosen)
         return replace(intent, entities=entities, confidence=1.0, reading={"method": "answer"})
-    if pending.get("reason") == LOW_CONFIDENCE and phrase_found(text, profile.confirmation_words):
+    if pending.get("reason") == LOW_CONFIDENCE and said_yes:
         return replace(intent, confidence=1.0, reading={"method": "answer"})
     return None
 

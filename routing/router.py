@@ -42,6 +42,7 @@ import ahocorasick
 
 from common.text import normalize
 from routing.examples import ExampleIndex, ExamplesMatch
+from routing.replies import NO_REPLY_WORDS, ReplyWords
 from routing.small_talk import small_talk_read
 
 logger = logging.getLogger(__name__)
@@ -237,8 +238,10 @@ class CompiledRouter:
         examples_threshold: float = 1.0,
         examples_margin: float = 0.0,
         examples_state_threshold: float = 1.0,
+        reply_words: ReplyWords = NO_REPLY_WORDS,
     ) -> None:
         self.intents = intents
+        self.reply_words = reply_words
         self.examples = examples
         self.examples_threshold = examples_threshold
         self.examples_margin = examples_margin
@@ -329,10 +332,16 @@ class CompiledRouter:
             keeps_conversation=True,
         )
 
-    def by_state(self, state: str | None) -> RouteDecision | None:
+    def by_state(self, state: str | None, text: str | None = None) -> RouteDecision | None:
+        """The state policy of ``state``: it takes every message. With the message's ``text``, a yes or no the
+        message reads as (:mod:`routing.replies`, with the profile's words) is recorded as ``metadata["reply"]``:
+        the specialist of the flow then answers it without moving the conversation on the reply's words."""
         policy = self.state_policies.get(state or "")
         if policy is None:
             return None
+        metadata: dict[str, Any] = {"state": policy.state}
+        if text is not None and (reply := self.reply_words.read(text)):
+            metadata["reply"] = reply.as_metadata()
         return RouteDecision(
             route=policy.agent,
             agent=policy.agent,
@@ -343,7 +352,7 @@ class CompiledRouter:
             next_state=policy.next_state or None,
             domain=policy.domain or None,
             mcp_tools=list(policy.mcp_tools),
-            metadata={"state": policy.state},
+            metadata=metadata,
         )
 
     def by_keywords(self, text: str, hits: list[KeywordHit] | None = None) -> RouteDecision | None:
@@ -513,9 +522,12 @@ class CompiledRouter:
         active_intent: str,
         followup_max_chars: int,
     ) -> RouteDecision | None:
-        """The steps before the examples tier — small talk, state, (hybrid) follow-up, keywords or a supervisor
-        plan — or ``None`` when none decided (what calibration asks: does a saved test reach the tier?)."""
-        decision = self.by_small_talk(text) or self.by_state(state)
+        """The steps before the examples tier — a reply to the state's flow, small talk, the state policy, (hybrid)
+        follow-up, keywords or a supervisor plan — or ``None`` when none decided (what calibration asks: does a saved
+        test reach the tier?). A yes or no goes to the flow that asked, before small talk ("ok, obrigado")."""
+        by_state = self.by_state(state, text)
+        replied = by_state is not None and "reply" in by_state.metadata
+        decision = by_state if replied else self.by_small_talk(text) or by_state
         if decision is not None:
             return decision
         hits = self.match(text)

@@ -21,6 +21,7 @@ from django.db import DatabaseError, connections
 
 from common.config_version import config_version, local_generation
 from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
+from routing.replies import ReplyWords
 from routing.rollout import FlagSpec
 from routing.rollout_plans import VersionRollout, history_parse
 from routing.router import CompiledRouter, IntentSpec
@@ -154,6 +155,11 @@ class ProfileSpec:
         if rights is None or (rights.needs_permission, rights.enabled) == (tool.needs_permission, tool.enabled):
             return tool
         return replace(tool, needs_permission=rights.needs_permission, enabled=rights.enabled)
+
+    @property
+    def reply_words(self) -> ReplyWords:
+        """The profile's yes and no words, which read the answers to its yes/no questions (:mod:`routing.replies`)."""
+        return ReplyWords(yes=self.confirmation_words, no=self.denial_words)
 
     @property
     def effective_mode(self) -> str:

@@ -188,6 +188,34 @@ def test_below_the_threshold_the_user_is_asked_and_a_yes_runs_the_goal(api, fina
     assert "Vale" in answered["answer"]
 
 
+@pytest.mark.parametrize("reply", ["sim, pode", "yes, go ahead", "sí, adelante"])
+def test_below_the_threshold_a_yes_with_more_words_runs_the_goal(api, finance, reply):
+    Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
+    publish("TOP_MOVERS asks below 0.99")
+    say(api, "maiores baixas do Brasil", session=f"fin-yes-{reply}")
+
+    answered = say(api, reply, session=f"fin-yes-{reply}")
+
+    assert answered["metadata"]["goal"]["status"] == "success"
+
+
+# "não pode" and "claro que não" hold a yes word ("pode", "claro"): read as a word anywhere, they used to run the goal.
+@pytest.mark.parametrize("reply", ["não pode", "claro que não", "não, obrigado", "no thanks", "mejor no"])
+def test_below_the_threshold_a_no_runs_nothing_and_asks_what_the_user_wants(api, finance, reply):
+    Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
+    publish("TOP_MOVERS asks below 0.99")
+    asked = say(api, "maiores baixas do Brasil", session=f"fin-no-{reply}")
+    assert asked["metadata"]["goal"]["clarification"]["reason"] == "low_confidence"
+
+    declined = say(api, reply, session=f"fin-no-{reply}")
+
+    goal = declined["metadata"]["goal"]
+    assert (goal["status"], goal["clarification"]["reason"]) == ("clarification", "declined")
+    assert goal["plan"] is None and declined["metadata"]["mcp_results"] == []
+    conversation = Conversation.objects.get(conversation_key=declined["conversation_key"])
+    assert conversation.goal_state["pending"] is None
+
+
 def test_small_talk_is_the_general_domain_answered_by_the_specialist_and_the_move_to_the_planner_is_recorded(
     api, finance
 ):

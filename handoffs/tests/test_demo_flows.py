@@ -237,6 +237,125 @@ def test_the_confirmation_words_are_the_profiles_own(api, demo):
     assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "granted"}
 
 
+# --- a reply to a pending question is read as a reply before routing ----------------------------------------------
+
+
+def ask_permission(api, session):
+    asked = say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session=session, msisdn=MSISDN)
+    assert [r["status"] for r in asked["metadata"]["mcp_results"]] == ["permission_required"]
+    return asked
+
+
+def test_a_grant_with_more_words_runs_the_tool_for_the_specialist_that_asked_and_hands_nothing_off(api, demo):
+    # The README's walk-through: the examples tier scores "sim, pode diagnosticar" as billing's payment request,
+    # which used to make support_agent hand the grant to billing_agent.
+    ask_permission(api, "r-1")
+    body = say(api, "sim, pode diagnosticar", agent_id="telecom_contas", session="r-1")
+
+    decision = body["metadata"]["route_decision"]
+    assert decision["method"] == "permission"
+    assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "granted"}
+    assert body["metadata"]["handoffs"] == []
+    assert not Handoff.objects.filter(conversation__conversation_key=body["conversation_key"]).exists()
+    assert body["agent"] == "support_agent"
+    assert [(r["tool"], r["status"]) for r in body["metadata"]["mcp_results"]] == [("diagnosticar_linha", "ok")]
+    assert session(api, body["conversation_key"])["active_specialist"] == "support_agent"
+    assert decision["metadata"]["reply"] == {"reads_as": "yes", "words": "sim"}
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [("pode verificar sim", "pode"), ("yes, go ahead", "yes"), ("sí, adelante", "si"), ("dale, revisa", "dale")],
+)
+def test_a_grant_in_any_of_the_three_languages_is_read_as_a_reply(api, demo, text, words):
+    ask_permission(api, f"r-{words}")
+    body = say(api, text, agent_id="telecom_contas", session=f"r-{words}")
+
+    assert body["metadata"]["route_decision"]["metadata"]["reply"] == {"reads_as": "yes", "words": words}
+    assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "granted"}
+    assert (body["agent"], body["metadata"]["handoffs"]) == ("support_agent", [])
+    assert [(r["tool"], r["status"]) for r in body["metadata"]["mcp_results"]] == [("diagnosticar_linha", "ok")]
+
+
+def test_a_refusal_with_thanks_is_a_denial_answered_by_the_specialist_that_asked(api, demo):
+    ask_permission(api, "r-no")
+    body = say(api, "não, obrigado", agent_id="telecom_contas", session="r-no")
+
+    assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "denied"}
+    assert body["metadata"]["route_decision"]["metadata"]["reply"] == {"reads_as": "no", "words": "não"}
+    assert (body["agent"], body["metadata"]["handoffs"], body["metadata"]["mcp_results"]) == ("support_agent", [], [])
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.granted_permissions == [] and conversation.pending_permission is None
+
+
+def test_a_question_holding_a_yes_word_is_no_grant_and_is_routed_as_usual(api, demo):
+    ask_permission(api, "r-q")
+    body = say(api, "você pode me dizer o valor da fatura?", agent_id="telecom_contas", session="r-q", msisdn=MSISDN)
+
+    assert body["metadata"]["permission"] is None
+    assert (body["agent"], body["metadata"]["route_decision"]["method"]) == ("billing_agent", "keyword")
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.granted_permissions == [] and conversation.pending_permission is None
+
+
+def test_a_yes_or_no_in_a_state_flow_is_recorded_and_stays_with_the_flow_that_asked(api, demo):
+    say(api, "Quero pagar com pix", agent_id="telecom_contas", session="r-state", msisdn=MSISDN)
+    # The examples tier scores "no, not yet" as order tracking: billing_agent used to hand it to orders_agent.
+    body = say(api, "no, not yet", agent_id="telecom_contas", session="r-state")
+
+    decision = body["metadata"]["route_decision"]
+    assert decision["method"] == "state"
+    assert (body["agent"], body["metadata"]["handoffs"]) == ("billing_agent", [])
+    assert not Handoff.objects.filter(conversation__conversation_key=body["conversation_key"]).exists()
+    assert decision["metadata"]["reply"] == {"reads_as": "no", "words": "no"}
+
+
+def test_a_message_in_a_state_flow_that_is_no_reply_records_none_and_is_handed_off_as_before(api, demo):
+    say(api, "Quero pagar com pix", agent_id="telecom_contas", session="r-state-2", msisdn=MSISDN)
+    body = say(
+        api, "Na verdade, meu pedido P100 atrasou", agent_id="telecom_contas", session="r-state-2", order_id="P100"
+    )
+
+    decision = body["metadata"]["route_decision"]
+    assert decision["method"] == "state" and "reply" not in decision["metadata"]
+    assert body["agent"] == "orders_agent"
+    assert moves(body) == [("billing_agent", "orders_agent", "handoff", "completed", "")]
+
+
+def test_what_follows_a_reply_in_a_long_message_still_moves_the_conversation(api, demo):
+    say(api, "Quero pagar com pix", agent_id="telecom_contas", session="r-state-3", msisdn=MSISDN)
+    body = say(
+        api, "Não, na verdade meu pedido P100 atrasou", agent_id="telecom_contas", session="r-state-3", order_id="P100"
+    )
+
+    assert body["metadata"]["route_decision"]["metadata"]["reply"] == {"reads_as": "no", "words": "não"}
+    assert body["agent"] == "orders_agent"
+    assert moves(body) == [("billing_agent", "orders_agent", "handoff", "completed", "")]
+
+
+def test_a_refusal_to_a_delegated_specialist_does_not_end_its_sub_conversation(api, demo):
+    # "obrigado" is a closing word: read as part of the reply, it no longer ends the sub-conversation.
+    from agents.models import AgentProfile, McpTool
+    from routing.versions import version_publish
+
+    McpTool.objects.filter(name="consultar_pagamentos").update(needs_permission=True)
+    version_publish(profile=AgentProfile.objects.get(agent_id="telecom_assistente"), note="payments need permission")
+    asked = say(api, "Minha fatura veio alta", session="r-sub", msisdn=MSISDN)
+    assert asked["agent"] == "billing_agent"
+    assert {r["tool"]: r["status"] for r in asked["metadata"]["mcp_results"]} == {
+        "consultar_fatura": "ok",
+        "consultar_pagamentos": "permission_required",
+    }
+
+    body = say(api, "não, obrigado", session="r-sub")
+
+    assert body["metadata"]["permission"] == {"tool": "consultar_pagamentos", "reply": "denied"}
+    assert body["metadata"]["handoffs"] == []
+    assert body["agent"] == "billing_agent"
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.sub_conversation["specialist"] == "billing_agent"
+
+
 def test_a_paraphrase_without_keywords_is_delegated_by_the_examples(api, demo):
     body = say(api, "why was I charged so much this month?", msisdn=MSISDN)  # no keyword, no example
 

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from common.text import normalize
+from routing.replies import ReplyWords
 from routing.router import (
     Classification,
     CompiledRouter,
@@ -195,6 +196,30 @@ def test_a_short_confirmation_stays_with_the_flow_that_asked():
 def test_the_state_policy_decides_before_keywords():
     decision = route(make_router(), "sim, e o pedido?", state="WAITING_PAYMENT_CONFIRMATION")
     assert decision.method == "state"
+
+
+def test_a_yes_or_no_in_a_state_flow_is_recorded_with_the_words_that_decided():
+    router = CompiledRouter(
+        intents=(BILLING, ORDERS, SUPPORT),
+        state_policies=(PAYMENT_POLICY,),
+        fallback_agent="support_agent",
+        reply_words=ReplyWords(yes=("sim", "ok"), no=("não", "no")),
+    )
+
+    said_yes = route(router, "ok, pode confirmar", state="WAITING_PAYMENT_CONFIRMATION")
+    said_no = route(router, "no, not yet", state="WAITING_PAYMENT_CONFIRMATION")
+    other = route(router, "Na verdade, meu pedido P100 atrasou", state="WAITING_PAYMENT_CONFIRMATION")
+
+    assert said_yes.metadata == {"state": "WAITING_PAYMENT_CONFIRMATION", "reply": {"reads_as": "yes", "words": "ok"}}
+    assert said_no.metadata["reply"] == {"reads_as": "no", "words": "no"}
+    assert (other.method, other.metadata) == ("state", {"state": "WAITING_PAYMENT_CONFIRMATION"})
+    assert router.by_state("WAITING_PAYMENT_CONFIRMATION").metadata == {"state": "WAITING_PAYMENT_CONFIRMATION"}
+
+
+def test_a_router_without_reply_words_reads_no_reply():
+    decision = route(make_router(), "sim", state="WAITING_PAYMENT_CONFIRMATION")
+
+    assert "reply" not in decision.metadata
 
 
 def test_an_unknown_state_falls_through_to_keywords():
