@@ -37,6 +37,7 @@ from agents.schemas import model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
+from routing.documents import document_complete, profile_documents
 from routing.models import ProfileRelease, RoutingVersion
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
@@ -56,6 +57,7 @@ NAMES = {
     "handoff_targets": "handoff target",
     "goal_domains": "goal domain",
     "entities_schema": "entities",
+    "out_of_scope_examples": "out-of-scope example",
 }
 
 
@@ -119,8 +121,6 @@ def document_masked(document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _draft_document(agent_id: str) -> dict[str, Any]:
-    from routing.documents import profile_documents
-
     return profile_documents([agent_id])[agent_id]
 
 
@@ -311,8 +311,11 @@ def _is_collection(value: Any) -> bool:
 
 
 def document_diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Change]:
-    """What changed from ``old`` to ``new`` (``old`` ``None``: everything is new), in document order."""
-    old = old or {}
+    """What changed from ``old`` to ``new`` (``old`` ``None``: everything is new), in document order. Keys a document
+    gained after one of them was published are compared as that one was served (:func:`document_complete`): no
+    change where the other holds their default."""
+    old = document_complete(old) if old else {}
+    new = document_complete(new)
     changes: list[Change] = []
     for key in _keys(old, new):
         if key == "schema":
@@ -358,6 +361,8 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
         before, after = (endpoint_mask(value) if isinstance(value, str) else value for value in (before, after))
     if field == "enabled" and isinstance(before, bool) and isinstance(after, bool):
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
+    if field == "keyword_exclusions" and isinstance(before, Mapping) and isinstance(after, Mapping):
+        return _exclusions_diff(where, before, after)
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
         return _fields_diff(f"{where}, {_words(field)}", before, after)
     items = (before or []) + (after or []) if _is_list(before) and _is_list(after) else None
@@ -376,6 +381,27 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
     return [
         Change(CHANGED, where, field, before, after, f"{where}: {_words(field)} {_shown(before)} → {_shown(after)}")
     ]
+
+
+def _exclusions_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """An intent's keyword exclusions, one sentence per phrase: "keyword 'conta' of billing: not in 'me conta'
+    added"."""
+    owner = where.removeprefix("intent ")
+    changes = []
+    for keyword in _keys(before, after):
+        old, new = list(before.get(keyword) or ()), list(after.get(keyword) or ())
+        said = f"keyword {_shown(keyword)} of {owner}: not in"
+        changes += [
+            Change(ADDED, where, "keyword_exclusions", None, phrase, f"{said} {_shown(phrase)} added")
+            for phrase in new
+            if phrase not in old
+        ]
+        changes += [
+            Change(REMOVED, where, "keyword_exclusions", phrase, None, f"{said} {_shown(phrase)} removed")
+            for phrase in old
+            if phrase not in new
+        ]
+    return changes
 
 
 def _is_list(value: Any) -> bool:
