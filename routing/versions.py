@@ -134,6 +134,12 @@ def _served(
     return content if document is None else _draft_document(profile.agent_id)
 
 
+def documents_same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether two documents configure the same behaviour: equal once the keys either lacks for having been published
+    before them are filled in (:func:`document_complete`), as :func:`document_diff` compares them."""
+    return one == other or document_complete(one) == document_complete(other)
+
+
 def live_version(profile: Any) -> RoutingVersion | None:
     """The version customers are served, or ``None`` for a profile never published."""
     release = ProfileRelease.objects.filter(profile=profile).select_related("version").first()
@@ -173,7 +179,7 @@ def version_publish(
     live = live_version(profile)
     model_settings_check(profile=profile, document=content, served=_served(profile, live, content, document), user=user)
     summary: dict[str, Any] = {}
-    if live is None or live.document != content or reverted_from is not None:  # else nothing to publish: said below
+    if live is None or not documents_same(live.document, content) or reverted_from is not None:  # else: said below
         gated = routing_tests_gate(
             profile=profile, document=content, user=user, forced_reason=forced_reason, enforce=reverted_from is None
         )
@@ -214,7 +220,7 @@ def _version_store(
             "again. Your draft is unchanged.",
             fields={"based_on": [f"The live version is {live_number}."]},
         )
-    if live is not None and live.document == content and reverted_from is None:
+    if live is not None and documents_same(live.document, content) and reverted_from is None:
         raise NothingToPublish(f"The draft of {profile.agent_id} is the same as the live version {live.number}.")
     if live is not None:  # another version may have gone live since the check: check again against it, locked
         model_settings_check(profile=profile, document=content, served=live.document, user=user)

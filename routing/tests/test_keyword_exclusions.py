@@ -25,7 +25,7 @@ from routing.models import (
     Intent,
     Keyword,
 )
-from routing.versions import document_diff, live_version, version_publish
+from routing.versions import NothingToPublish, document_diff, live_version, version_publish
 from tests.adminkit import add_url, change_url, changelist_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db
@@ -167,6 +167,8 @@ def test_a_version_published_before_exclusions_compiles_with_none_and_differs_in
     spec = profile_compile(live.document, pk=telecom.pk)
     assert all(intent.keyword_exclusions == () for intent in spec.intents)
     assert spec.router.match("me conta")[0].intent.name == "billing_invoice_explanation"
+    with pytest.raises(NothingToPublish):  # the draft serves what the live version serves
+        version_publish(profile=telecom, note="nothing new")
 
 
 def test_the_diff_says_which_exclusion_of_which_keyword_was_added_or_removed(telecom, billing):
