@@ -57,8 +57,8 @@ class PhrasesField(LinesField):
 
     def to_python(self, value: Any) -> list[str]:
         if isinstance(value, (list, tuple)):
-            return [str(item) for item in value]
-        return [part.strip() for line in str(value or "").splitlines() for part in line.split(",") if part.strip()]
+            return super().to_python(value)
+        return [part.strip() for line in super().to_python(value) for part in line.split(",") if part.strip()]
 
 
 def label_choices(field: forms.ModelChoiceField[_M], label: Callable[[_M], str]) -> None:

@@ -51,6 +51,10 @@ class Intent(models.Model):
 ERROR_EXCLUSION_NOT_TEXT = "Each exclusion is a word or phrase (text)."
 ERROR_EXCLUSION_EMPTY = "Exclusion {phrase!r} needs at least one letter or digit."
 ERROR_EXCLUSION_REPEATED = "Exclusion {phrase!r} is listed twice (as {other!r})."
+ERROR_EXCLUSION_COMMA = (
+    "Exclusion {phrase!r} holds a comma, which the admin reads as between two exclusions: write it without (matching "
+    "reads punctuation as a space)."
+)
 ERROR_EXCLUSION_IN_KEYWORD = (
     "Exclusion {phrase!r} is part of the keyword {keyword!r} itself: the keyword would never count (delete the "
     "keyword instead)."
@@ -59,9 +63,9 @@ ERROR_EXCLUSION_IN_KEYWORD = (
 
 def keyword_exclusion_problems(keyword: str, phrases: object) -> list[tuple[int | None, str]]:
     """What is wrong with ``phrases`` as the exclusions of ``keyword``: ``(index of the phrase or None for the whole
-    list, message)`` pairs, empty when they are fine. Each is text with a letter or digit, none repeated (once
-    normalised), and none a part of the keyword itself (it would cancel the keyword everywhere). The one rule of the
-    admin's forms (:meth:`Keyword.clean`) and the YAML import."""
+    list, message)`` pairs, empty when they are fine. Each is text with a letter or digit and no comma, none repeated
+    (once normalised), and none a part of the keyword itself (it would cancel the keyword everywhere). The one rule of
+    the admin's forms (:meth:`Keyword.clean`) and the YAML import."""
     if not isinstance(phrases, list):
         return [(None, ERROR_EXCLUSION_NOT_TEXT)]
     problems: list[tuple[int | None, str]] = []
@@ -74,6 +78,8 @@ def keyword_exclusion_problems(keyword: str, phrases: object) -> list[tuple[int 
         normalized = normalize(phrase)
         if not normalized:
             problems.append((index, ERROR_EXCLUSION_EMPTY.format(phrase=phrase)))
+        elif "," in phrase:
+            problems.append((index, ERROR_EXCLUSION_COMMA.format(phrase=phrase)))
         elif normalized in seen:
             problems.append((index, ERROR_EXCLUSION_REPEATED.format(phrase=phrase, other=seen[normalized])))
         elif padded_keyword and f" {normalized} " in padded_keyword:

@@ -775,7 +775,9 @@ class _Writer:
         for normalized, node in wanted.items():
             keyword = current.get(normalized)
             named = exclusions.get(normalized) if exclusions is not None else None
-            phrases = named[1] if named is not None else None if exclusions is None else []
+            phrases: list[str] | None = None  # None: the file leaves the stored exclusions as they are
+            if exclusions is not None:
+                phrases = named[1] if named is not None else []
             if keyword is None:
                 assert node is not None  # only the file's keywords are new
                 Keyword.objects.create(intent=intent, text=node.value[0], exclusions=phrases or [])

@@ -19,6 +19,7 @@ from routing.configio import ConfigImportError, Source, config_export_data, conf
 from routing.configio import messages as m
 from routing.documents import profile_compile, profile_documents
 from routing.models import (
+    ERROR_EXCLUSION_COMMA,
     ERROR_EXCLUSION_EMPTY,
     ERROR_EXCLUSION_IN_KEYWORD,
     ERROR_EXCLUSION_REPEATED,
@@ -272,6 +273,15 @@ def test_an_import_refuses_empty_and_non_text_phrases_each_on_its_line(telecom, 
         "routing.yaml:10: intents[0].keyword_exclusions.conta[3]: " + m.ERROR_WORD_BOOLEAN,
     ]
     assert billing.keywords.get(text="conta").exclusions == []
+
+
+def test_an_import_refuses_a_phrase_with_a_comma_which_the_admin_would_split(telecom):
+    problems = import_problems(routing_file("keyword_exclusions: {conta: ['me conta, por favor']}"))
+
+    assert problems == [
+        "routing.yaml:5: intents[0].keyword_exclusions.conta[0]: "
+        + ERROR_EXCLUSION_COMMA.format(phrase="me conta, por favor").rstrip(".")
+    ]
 
 
 def test_an_import_refuses_exclusions_that_are_not_a_mapping_of_lists(telecom):
