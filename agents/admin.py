@@ -43,7 +43,7 @@ from agents.services import mcp_server_sync, prompt_activate, prompt_version_cre
 from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
 from common.config_version import config_batch
 from common.endpoints import endpoint_mask
-from common.forms import PrettyJSONField, label_choices
+from common.forms import LinesField, PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
 
 if TYPE_CHECKING:
@@ -134,6 +134,13 @@ class AgentProfileAdminForm(forms.ModelForm):
     """Word lists are JSON lists of words; an emptied box means no words, and errors name the list. (The model
     endpoint is shown masked and kept unless replaced: :class:`common.adminkit.EndpointSecretsAdminMixin`.)"""
 
+    out_of_scope_examples = LinesField(
+        required=False,
+        label="Out-of-scope examples",
+        help_text="One message per line that belongs to no intent of this profile: the examples tier learns “none of "
+        "these” from them, on top of the built-in small-talk and off-topic corpus.",
+    )
+
     class Meta:
         model = AgentProfile
         fields = ["confirmation_words", "denial_words", "closing_words"]  # the admin adds its fieldsets' fields
@@ -207,6 +214,8 @@ class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin
                     "examples_threshold",
                     "examples_margin",
                     "examples_calibrated",
+                    "examples_state_threshold",
+                    "out_of_scope_examples",
                 ],
                 "description": "When no keyword matches, the message is compared with every intent's examples; the "
                 "nearest intent wins when its score reaches the threshold and beats the runner-up by the margin "
@@ -853,20 +862,6 @@ class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmi
     @admin.display(description="specialists", ordering="specialist_total")
     def specialist_count(self, obj: WithAnnotations[McpTool, _ToolTotals]) -> int:
         return obj.specialist_total
-
-
-class LinesField(forms.CharField):
-    """A list of words or phrases edited one per line (blank lines dropped); the model keeps it as a JSON list."""
-
-    widget = forms.Textarea(attrs={"rows": 4})
-
-    def prepare_value(self, value: Any) -> Any:
-        return "\n".join(value) if isinstance(value, list) else value
-
-    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]  # a list, not the text
-        if isinstance(value, list):
-            return value
-        return [line.strip() for line in str(value or "").splitlines() if line.strip()]
 
 
 class RemoteBackendAdminForm(forms.ModelForm):

@@ -288,6 +288,19 @@ class AgentProfile(models.Model):
         help_text="…and beat the runner-up intent's by this much; closer calls go on to the classifier or the "
         "fallback. Chosen by calibration.",
     )
+    out_of_scope_examples = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Messages that belong to no intent of this profile: the examples tier learns “none of these” from "
+        "them, on top of the built-in small-talk and off-topic corpus.",
+    )
+    examples_state_threshold = models.FloatField(
+        default=0.99,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="An examples decision for an intent that sets a conversation state sets it only at or above this "
+        "score (keyword, state and model decisions always do).",
+    )
     examples_calibration = models.JSONField(
         default=dict,
         blank=True,

@@ -1,12 +1,17 @@
 """Routing decision benchmark: the compiled matcher against a per-keyword loop.
 
     PYTHONPATH=. .venv/bin/python bench/router_bench.py [--intents 1000] [--keywords 20] [--messages 2000]
+        [--exclusions 2]
 
 Builds ``intents × keywords`` synthetic keywords (words and two-word phrases,
 some with accents), messages of about 300 characters (most hit a few
 keywords, some hit none), checks that both matchers return the same hits, then
 times each over the same messages and prints decisions/s, p50/p99 latency and
 the ratio. Pure Python, no database: the router decides without one.
+
+``--exclusions N`` gives N keywords of every intent two exclusions each (a phrase that contains the keyword, and a
+context word) and puts one of those in about a third of the messages that hit a keyword: the cost of the exclusions,
+with the same comparison (the cancelled keywords must agree too).
 """
 
 from __future__ import annotations
@@ -46,6 +51,22 @@ def build_intents(rng: random.Random, count: int, per_intent: int) -> tuple[Inte
     return tuple(intents)
 
 
+def with_exclusions(rng: random.Random, intents: tuple[IntentSpec, ...], per_intent: int) -> tuple[IntentSpec, ...]:
+    """``per_intent`` keywords of each intent excluded inside "<keyword> <word>" and with a context word."""
+    from dataclasses import replace
+
+    return tuple(
+        replace(
+            intent,
+            keyword_exclusions=tuple(
+                (keyword, (f"{keyword} {synthetic_word(rng)}", synthetic_word(rng)))
+                for keyword in intent.keywords[:per_intent]
+            ),
+        )
+        for intent in intents
+    )
+
+
 def build_messages(rng: random.Random, intents: tuple[IntentSpec, ...], count: int, length: int) -> list[str]:
     messages = []
     for _ in range(count):
@@ -57,6 +78,10 @@ def build_messages(rng: random.Random, intents: tuple[IntentSpec, ...], count: i
                 if rng.random() < 0.3
                 else rng.choice(rng.choice(intents).keywords)
             )
+        excluded = [intent for intent in intents if intent.keyword_exclusions]
+        if hits and excluded and rng.random() < 0.33:
+            _keyword, phrases = rng.choice(rng.choice(excluded).keyword_exclusions)
+            words.append(rng.choice(phrases))
         while len(" ".join(words)) < length:
             words.append(synthetic_word(rng) + rng.choice(["", ",", ".", "!", "?"]))
         rng.shuffle(words)
@@ -93,10 +118,15 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=3, help="examples tier: timed passes without and with it, alternately"
     )
+    parser.add_argument(
+        "--exclusions", type=int, default=0, help="keywords per intent with two exclusions each (default none)"
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
     intents = build_intents(rng, args.intents, args.keywords)
+    if args.exclusions:
+        intents = with_exclusions(rng, intents, args.exclusions)
     messages = build_messages(rng, intents, args.messages, args.length)
 
     t0 = time.perf_counter()
@@ -104,15 +134,14 @@ def main() -> None:
     build_ms = (time.perf_counter() - t0) * 1000
     loop = KeywordLoopMatcher(intents)
 
-    mismatches = sum(
-        [(h.intent.name, h.keywords) for h in compiled.match(m)] != [(h.intent.name, h.keywords) for h in loop.match(m)]
-        for m in messages
-    )
+    mismatches = sum(compiled.keyword_match(m) != loop.keyword_match(m) for m in messages)
     hitting = sum(bool(compiled.match(m)) for m in messages)
+    cancelled = sum(bool(compiled.keyword_match(m).excluded) for m in messages)
     print(
         f"{args.intents} intents × {args.keywords} keywords = {args.intents * args.keywords:,} keywords; "
-        f"{len(messages)} messages of ~{args.length} chars ({hitting} hit a keyword); "
-        f"compiled in {build_ms:.0f} ms; disagreements: {mismatches}"
+        f"{len(messages)} messages of ~{args.length} chars ({hitting} hit a keyword"
+        + (f", {cancelled} had one cancelled by an exclusion" if args.exclusions else "")
+        + f"); compiled in {build_ms:.0f} ms; disagreements: {mismatches}"
     )
     compiled_rate, _, _ = measure("compiled (Aho-Corasick)", lambda text: compiled.route_sync(text), messages)
     loop_rate, _, _ = measure("per-keyword loop", loop.match, messages)

@@ -69,6 +69,7 @@ def profile_document(rng: random.Random, intents: int, keywords: int, *, classif
             "priority": spec.priority,
             "enabled": True,
             "keywords": sorted(spec.keywords),
+            "keyword_exclusions": {},
             "examples": [f"{spec.keywords[0]} {spec.keywords[1]}"],
             "mcp_tools": [],
             "next_state": "",

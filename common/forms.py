@@ -44,6 +44,22 @@ class LinesField(forms.Field):
             return [str(item) for item in value]
         return [line.strip() for line in str(value or "").splitlines() if line.strip()]
 
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        # An inline's extra row has no initial value (None), which an empty box leaves as it is: not a change.
+        return self.to_python(initial) != self.to_python(data)
+
+
+class PhrasesField(LinesField):
+    """A list of short phrases edited one per line or separated by commas (a keyword's exclusions), shown one per
+    line. A phrase matched on word boundaries never needs a comma: matching reads punctuation as a space."""
+
+    widget = forms.Textarea(attrs={"rows": 2, "cols": 36})
+
+    def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, (list, tuple)):
+            return super().to_python(value)
+        return [part.strip() for line in super().to_python(value) for part in line.split(",") if part.strip()]
+
 
 def label_choices(field: forms.ModelChoiceField[_M], label: Callable[[_M], str]) -> None:
     """Label this one field's choices with ``label(obj)`` instead of ``str(obj)``.

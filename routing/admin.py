@@ -94,9 +94,12 @@ class KeywordInline(admin.TabularInline):
     model = Keyword
     form = KeywordInlineForm
     formset = KeywordInlineFormSet
-    fields = ["text"]
+    fields = ["text", "exclusions"]
     extra = 5
-    verbose_name_plural = "keywords (matched case- and accent-insensitively, on word boundaries)"
+    verbose_name_plural = (
+        "keywords (matched case- and accent-insensitively, on word boundaries; “Not in”: phrases where one does not "
+        "count)"
+    )
 
 
 @admin.register(Intent)
@@ -196,7 +199,7 @@ class IntentAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 @admin.register(Keyword)
 class KeywordAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     form = KeywordAdminForm
-    list_display = ["text", "intent", "profile", "intent_enabled", "normalized"]
+    list_display = ["text", "not_in", "intent", "profile", "intent_enabled", "normalized"]
     list_filter = ["intent__profile", "intent__enabled"]
     list_select_related = ["intent__profile"]
     search_fields = ["text", "normalized", "intent__name"]
@@ -209,6 +212,10 @@ class KeywordAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     @admin.display(description="intent enabled", boolean=True, ordering="intent__enabled")
     def intent_enabled(self, obj: Keyword) -> bool:
         return obj.intent.enabled
+
+    @admin.display(description="not in")
+    def not_in(self, obj: Keyword) -> str:
+        return ", ".join(str(phrase) for phrase in obj.exclusions or ()) or "—"
 
 
 @admin.register(StatePolicy)

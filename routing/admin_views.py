@@ -63,6 +63,7 @@ class RoutePreview:
     method_label: str
     matched_keywords: list[str]
     candidates: list[Candidate]
+    excluded: list[str]  # a sentence per keyword an exclusion cancelled
     classifier: dict[str, Any] | None
     classifier_note: str
     examples: dict[str, Any] | None
@@ -126,6 +127,15 @@ def _examples_explained(decision: RouteDecision) -> dict[str, Any] | None:
     return {**evidence, "rows": rows, "decided": decided}
 
 
+def exclusion_sentence(entry: dict[str, Any]) -> str:
+    """Why a keyword did not count, from a decision's ``metadata["excluded_keywords"]`` entry
+    (:meth:`routing.router.KeywordExclusion.describe`)."""
+    keyword, exclusion, intent = entry["keyword"], entry["exclusion"], entry["intent"]
+    if entry.get("kind") == "context":
+        return f"'{keyword}' did not count: '{exclusion}' is in the message, an exclusion of {intent}"
+    return f"'{keyword}' did not count: it is inside '{exclusion}', an exclusion of {intent}"
+
+
 def _version_label(released: int | None, *, draft: bool) -> str:
     if released is None:
         return "the draft (never published: customers are served it too)"
@@ -184,6 +194,7 @@ def route_preview(
         method_label=METHOD_LABELS.get(decision.method, decision.method),
         matched_keywords=matched,
         candidates=candidates,
+        excluded=[exclusion_sentence(entry) for entry in decision.metadata.get("excluded_keywords", [])],
         classifier=decision.metadata.get("classifier"),
         classifier_note=_classifier_note(decision, llm_enabled=spec.llm_router_enabled),
         examples=_examples_explained(decision),

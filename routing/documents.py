@@ -49,6 +49,8 @@ PROFILE_FIELDS = (
     "examples_vectoriser",
     "examples_threshold",
     "examples_margin",
+    "examples_state_threshold",
+    "out_of_scope_examples",
     "supervisor_planner",
     "review_single_turns",
     "llm_base_url",
@@ -60,6 +62,20 @@ PROFILE_FIELDS = (
     "goal_threshold",
     "enabled",
 )
+
+
+# Keys documents gained after versions were published without them, with the value such a version was served as (the
+# model's default then): :func:`document_complete` fills them in, so an old version compiles as it always did and a
+# diff against it reports no change where the draft holds that value.
+PROFILE_DEFAULTS: Mapping[str, Any] = {
+    "llm_base_url": "",
+    "llm_api_key_env": "",
+    "supervisor_planner": "keywords",
+    "review_single_turns": False,
+    "out_of_scope_examples": [],
+    "examples_state_threshold": 0.99,
+}
+INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}}
 
 
 class DocumentError(ValueError):
@@ -125,8 +141,13 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
         }
 
     keywords: dict[int, list[str]] = {}
-    for intent_id, text in scoped(Keyword.objects, "intent__profile_id").values_list("intent_id", "text"):
+    exclusions: dict[int, dict[str, list[str]]] = {}
+    for intent_id, text, phrases in scoped(Keyword.objects, "intent__profile_id").values_list(
+        "intent_id", "text", "exclusions"
+    ):
         keywords.setdefault(intent_id, []).append(text)
+        if phrases:
+            exclusions.setdefault(intent_id, {})[text] = sorted(str(phrase) for phrase in phrases)
     intent_tools: dict[int, list[str]] = {}
     for intent_id, tool in scoped(Intent.mcp_tools.through.objects, "intent__profile_id").values_list(
         "intent_id", "mcptool__name"
@@ -152,6 +173,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             "priority": row["priority"],
             "enabled": row["enabled"],
             "keywords": sorted(keywords.get(row["pk"], ())),
+            "keyword_exclusions": dict(sorted(exclusions.get(row["pk"], {}).items())),
             "examples": [str(example) for example in row["examples"] or ()],
             "mcp_tools": sorted(intent_tools.get(row["pk"], ())),
             "next_state": row["next_state"],
@@ -283,6 +305,25 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
     return documents
 
 
+def document_complete(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with the keys added since it may have been published filled in (:data:`PROFILE_DEFAULTS`,
+    :data:`INTENT_DEFAULTS`): what the compile reads and what a diff compares. A copy where something was missing; the
+    parts it did not fill in are shared with ``document``."""
+    completed = dict(document)
+    profile = completed.get("profile")
+    if isinstance(profile, Mapping) and any(key not in profile for key in PROFILE_DEFAULTS):
+        completed["profile"] = {**copy.deepcopy(dict(PROFILE_DEFAULTS)), **profile}
+    intents = completed.get("intents")
+    if isinstance(intents, Mapping) and any(
+        key not in intent for intent in intents.values() if isinstance(intent, Mapping) for key in INTENT_DEFAULTS
+    ):
+        completed["intents"] = {
+            name: {**copy.deepcopy(dict(INTENT_DEFAULTS)), **intent} if isinstance(intent, Mapping) else intent
+            for name, intent in intents.items()
+        }
+    return completed
+
+
 def _examples_vectoriser(profile: Mapping[str, Any]) -> str | None:
     """The vectoriser of the profile's examples tier, or ``None`` when the tier is off. A version published before the
     tier existed has no ``examples_enabled`` and keeps routing as it did: off. A version published before the offline
@@ -351,6 +392,7 @@ def profile_compile(
     """
     if document.get("schema") != SCHEMA:
         raise DocumentError(f"schema: {document.get('schema')!r}, this code compiles schema {SCHEMA}")
+    document = document_complete(document)
     profile = document["profile"]
     rights = {
         name: ToolRights(needs_permission=tool["needs_permission"], enabled=tool["enabled"] and tool["server_enabled"])
@@ -388,6 +430,11 @@ def profile_compile(
                     description=intent["description"],
                     priority=intent["priority"],
                     keywords=tuple(sorted(intent["keywords"])),
+                    keyword_exclusions=tuple(
+                        (keyword, tuple(phrases))
+                        for keyword, phrases in sorted(intent["keyword_exclusions"].items())
+                        if keyword in intent["keywords"] and phrases
+                    ),
                     examples=tuple(intent["examples"]),
                     mcp_tools=tuple(tool for tool in intent["mcp_tools"] if tool in usable),
                     next_state=intent["next_state"],
@@ -440,11 +487,11 @@ def profile_compile(
         hybrid_followup_max_chars=profile["hybrid_followup_max_chars"],
         llm_model=profile["llm_model"],
         llm_temperature=profile["llm_temperature"],
-        # Versions published before these settings existed had none of them: the model's defaults.
-        llm_base_url=profile.get("llm_base_url", ""),
-        llm_api_key_env=profile.get("llm_api_key_env", ""),
-        supervisor_planner=profile.get("supervisor_planner", "keywords"),
-        review_single_turns=profile.get("review_single_turns", False),
+        # Versions published before these settings existed had none of them: document_complete gave the defaults.
+        llm_base_url=profile["llm_base_url"],
+        llm_api_key_env=profile["llm_api_key_env"],
+        supervisor_planner=profile["supervisor_planner"],
+        review_single_turns=profile["review_single_turns"],
         guardrails=copy.deepcopy(dict(profile["guardrails"])),
         judges=copy.deepcopy(dict(profile["judges"])),
         specialists=specialists,

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.forms.formsets import DELETION_FIELD_NAME
 
 from agents.models import AgentProfile, Specialist
-from common.forms import LinesField, label_choices
+from common.forms import LinesField, PhrasesField, label_choices
 from common.text import normalize, whole_number
 from routing.models import Intent, Keyword, StatePolicy
 from routing.services import keywords_validate_unique
@@ -159,12 +159,27 @@ class KeywordInlineFormSet(forms.BaseInlineFormSet):
                 form.add_error("text", exc)
 
 
+EXCLUSIONS_LABEL = "Not in"
+EXCLUSIONS_HELP = (
+    "Phrases in which this keyword does not count, one per line or separated by commas: one that contains the keyword "
+    "cancels it inside the phrase (conta: me conta); any other cancels it in a message that holds the phrase "
+    "(conta: banco)."
+)
+
+
+def exclusions_field() -> PhrasesField:
+    """A keyword's exclusions as the admin edits them (checked by :meth:`routing.models.Keyword.clean`)."""
+    return PhrasesField(label=EXCLUSIONS_LABEL, required=False, help_text=EXCLUSIONS_HELP)
+
+
 class KeywordAdminForm(forms.ModelForm):
     """A keyword edited on its own: the same rule as the inline, for one row."""
 
+    exclusions = exclusions_field()
+
     class Meta:
         model = Keyword
-        fields = ["intent", "text"]
+        fields = ["intent", "text", "exclusions"]
 
     def clean_text(self) -> str:
         text = self.cleaned_data["text"].strip()
@@ -190,9 +205,11 @@ class KeywordAdminForm(forms.ModelForm):
 
 
 class KeywordInlineForm(forms.ModelForm):
+    exclusions = exclusions_field()
+
     class Meta:
         model = Keyword
-        fields = ["text"]
+        fields = ["text", "exclusions"]
 
     def clean_text(self) -> str:
         text = self.cleaned_data["text"].strip()

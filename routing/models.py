@@ -48,12 +48,61 @@ class Intent(models.Model):
         return self.name
 
 
+ERROR_EXCLUSION_NOT_TEXT = "Each exclusion is a word or phrase (text)."
+ERROR_EXCLUSION_EMPTY = "Exclusion {phrase!r} needs at least one letter or digit."
+ERROR_EXCLUSION_REPEATED = "Exclusion {phrase!r} is listed twice (as {other!r})."
+ERROR_EXCLUSION_COMMA = (
+    "Exclusion {phrase!r} holds a comma, which the admin reads as between two exclusions: write it without (matching "
+    "reads punctuation as a space)."
+)
+ERROR_EXCLUSION_IN_KEYWORD = (
+    "Exclusion {phrase!r} is part of the keyword {keyword!r} itself: the keyword would never count (delete the "
+    "keyword instead)."
+)
+
+
+def keyword_exclusion_problems(keyword: str, phrases: object) -> list[tuple[int | None, str]]:
+    """What is wrong with ``phrases`` as the exclusions of ``keyword``: ``(index of the phrase or None for the whole
+    list, message)`` pairs, empty when they are fine. Each is text with a letter or digit and no comma, none repeated
+    (once normalised), and none a part of the keyword itself (it would cancel the keyword everywhere). The one rule of
+    the admin's forms (:meth:`Keyword.clean`) and the YAML import."""
+    if not isinstance(phrases, list):
+        return [(None, ERROR_EXCLUSION_NOT_TEXT)]
+    problems: list[tuple[int | None, str]] = []
+    seen: dict[str, str] = {}
+    padded_keyword = f" {normalize(keyword)} " if normalize(keyword) else ""
+    for index, phrase in enumerate(phrases):
+        if not isinstance(phrase, str):
+            problems.append((index, ERROR_EXCLUSION_NOT_TEXT))
+            continue
+        normalized = normalize(phrase)
+        if not normalized:
+            problems.append((index, ERROR_EXCLUSION_EMPTY.format(phrase=phrase)))
+        elif "," in phrase:
+            problems.append((index, ERROR_EXCLUSION_COMMA.format(phrase=phrase)))
+        elif normalized in seen:
+            problems.append((index, ERROR_EXCLUSION_REPEATED.format(phrase=phrase, other=seen[normalized])))
+        elif padded_keyword and f" {normalized} " in padded_keyword:
+            problems.append((index, ERROR_EXCLUSION_IN_KEYWORD.format(phrase=phrase, keyword=keyword)))
+        else:
+            seen[normalized] = phrase
+    return problems
+
+
 class Keyword(models.Model):
-    """A word or phrase of an intent, matched accent- and case-insensitively on word boundaries."""
+    """A word or phrase of an intent, matched accent- and case-insensitively on word boundaries, and the phrases in
+    which it does not count (``exclusions``; their meaning: :mod:`routing.router`)."""
 
     intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="keywords")
     text = models.CharField(max_length=200)
     normalized = models.CharField(max_length=200, editable=False, db_index=True)
+    exclusions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Phrases in which the keyword does not count: one that contains it cancels it inside the phrase "
+        '("conta" not in "me conta"); any other cancels it in a message that holds the phrase ("conta" not '
+        'with "banco").',
+    )
 
     class Meta:
         ordering = ["intent", "text"]
@@ -69,6 +118,11 @@ class Keyword(models.Model):
         # the uniqueness rule compare.
         self.normalized = normalize(self.text)
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        problems = keyword_exclusion_problems(self.text or "", self.exclusions)
+        if problems:
+            raise ValidationError({"exclusions": [message for _index, message in problems]})
 
 
 class StatePolicy(models.Model):

@@ -22,6 +22,12 @@ Decision order (router mode), recorded as ``method``:
    enough (at or above the profile's threshold);
 5. ``fallback`` — the profile's fallback specialist.
 
+A keyword may have exclusions (``IntentSpec.keyword_exclusions``): phrases in which it does not count. A phrase
+that contains the keyword (as whole words, normalised) cancels the keyword's occurrences inside an occurrence of the
+phrase ("conta" not in "me conta"); any other phrase is a context, and cancels the keyword wherever it occurs in a
+message that holds the phrase ("conta" not with "banco"). A keyword whose every occurrence is cancelled is no hit;
+the automaton holds the phrases too (only when a profile has exclusions), so the message is still scanned once.
+
 Keyword ties are broken deterministically, in this order:
 
 1. lower ``priority`` number;
@@ -36,7 +42,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import ahocorasick
 
@@ -96,6 +102,8 @@ class IntentSpec:
     examples: tuple[str, ...] = ()
     mcp_tools: tuple[str, ...] = ()
     next_state: str = ""
+    # (keyword, its exclusion phrases) for the keywords that have some, each keyword as it is in ``keywords``.
+    keyword_exclusions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,6 +219,39 @@ class KeywordHit:
         }
 
 
+ExclusionKind = Literal["inside", "context"]
+
+
+def exclusion_inside(keyword: str, phrase: str) -> bool:
+    """Whether exclusion ``phrase`` contains ``keyword`` as whole words, once both are normalised: then it cancels the
+    keyword's occurrences inside it ("inside"); otherwise it is a context that cancels the keyword in the whole
+    message ("context")."""
+    return f" {normalize(keyword)} " in f" {normalize(phrase)} "
+
+
+@dataclass(frozen=True)
+class KeywordExclusion:
+    """A keyword of an intent that occurred in a message but did not count: every occurrence was inside an
+    occurrence of ``exclusion`` (``kind`` "inside"), or ``exclusion`` occurred in the message (``kind`` "context").
+    ``exclusion`` is the first of the keyword's exclusions, in their stored order, that cancelled something."""
+
+    intent: str
+    keyword: str
+    exclusion: str
+    kind: ExclusionKind
+
+    def describe(self) -> dict[str, str]:
+        return {"intent": self.intent, "keyword": self.keyword, "exclusion": self.exclusion, "kind": self.kind}
+
+
+class KeywordMatch(NamedTuple):  # a named tuple: built once per message, cheaper than a frozen dataclass
+    """What the keywords say about a message: the hits, best first, and the keywords their exclusions cancelled (in
+    the order of their first occurrence, then intent and keyword)."""
+
+    hits: list[KeywordHit]
+    excluded: tuple[KeywordExclusion, ...] = ()
+
+
 @dataclass(frozen=True)
 class Classification:
     """What a classifier (LLM or offline) says about a message."""
@@ -251,33 +292,56 @@ class CompiledRouter:
         self.fallback_agent = fallback_agent
         self.llm_enabled = llm_enabled
         self.llm_threshold = llm_threshold
-        self._automaton = self._compile(intents)
+        self._automaton, self._guarded = self._compile(intents)
 
     @staticmethod
-    def _compile(intents: tuple[IntentSpec, ...]) -> ahocorasick.Automaton | None:
+    def _compile(intents: tuple[IntentSpec, ...]) -> tuple[ahocorasick.Automaton | None, bool]:
+        """The automaton of the keywords and, when any intent has keyword exclusions, of their phrases too (then
+        ``True``: :meth:`_match_guarded` reads it). Each key maps to its normalised length and its owners, ``(intent
+        index, keyword)``; with exclusions also to the keywords it is an exclusion of, ``(intent index, keyword,
+        phrase, its place among the keyword's exclusions, whether the phrase contains the keyword)``."""
         # Keys are padded with spaces and the text is padded too, so every match
         # starts and ends on a word boundary of the normalised text.
         entries: dict[str, list[tuple[int, str]]] = {}
+        phrases: dict[str, list[tuple[int, str, str, int, bool]]] = {}
         for index, intent in enumerate(intents):
             for keyword in intent.keywords:
                 normalized = normalize(keyword)
                 if normalized:
                     entries.setdefault(f" {normalized} ", []).append((index, keyword))
+            for keyword, exclusions in intent.keyword_exclusions:
+                if keyword not in intent.keywords:
+                    continue
+                for order, phrase in enumerate(exclusions):
+                    normalized = normalize(phrase)
+                    if normalized:
+                        inside = exclusion_inside(keyword, phrase)
+                        phrases.setdefault(f" {normalized} ", []).append((index, keyword, phrase, order, inside))
         if not entries:
-            return None
+            return None, False
         automaton = ahocorasick.Automaton()
-        for key, owners in entries.items():
-            automaton.add_word(key, (len(key) - 2, tuple(owners)))
+        if phrases:
+            for key in entries.keys() | phrases.keys():
+                automaton.add_word(key, (len(key) - 2, tuple(entries.get(key, ())), tuple(phrases.get(key, ()))))
+        else:
+            for key, owners in entries.items():
+                automaton.add_word(key, (len(key) - 2, tuple(owners)))
         automaton.make_automaton()
-        return automaton
+        return automaton, bool(phrases)
 
     # -- steps ----------------------------------------------------------------
 
     def match(self, text: str) -> list[KeywordHit]:
-        """Every enabled intent whose keywords occur in ``text``, best first."""
+        """Every enabled intent whose keywords occur in ``text`` (and count: see the exclusions), best first."""
+        return self.keyword_match(text).hits
+
+    def keyword_match(self, text: str) -> KeywordMatch:
+        """:meth:`match`'s hits, with the keywords their exclusions cancelled."""
         if self._automaton is None:
-            return []
+            return KeywordMatch([])
         haystack = f" {normalize(text)} "
+        if self._guarded:
+            return self._match_guarded(haystack)
         found: dict[int, dict[str, Any]] = {}
         for end, (length, owners) in self._automaton.iter(haystack):
             start = end - length
@@ -296,7 +360,61 @@ class CompiledRouter:
             for index, entry in found.items()
         ]
         hits.sort(key=KeywordHit.rank)
-        return hits
+        return KeywordMatch(hits)
+
+    def _match_guarded(self, haystack: str) -> KeywordMatch:
+        """:meth:`keyword_match` for a router with exclusions: the same scan records every occurrence of the keywords
+        and of the exclusion phrases, then the phrases cancel occurrences (:mod:`routing.router`'s docstring)."""
+        assert self._automaton is not None
+        occurrences: dict[tuple[int, str], tuple[int, list[int]]] = {}  # owner → (length, starts)
+        phrases: list[tuple[int, int, tuple[tuple[int, str, str, int, bool], ...]]] = []
+        for end, (length, owners, excluding) in self._automaton.iter(haystack):
+            start = end - length
+            for owner in owners:
+                occurrences.setdefault(owner, (length, []))[1].append(start)
+            if excluding:
+                phrases.append((start, end, excluding))
+        cancelled: dict[tuple[int, str], set[int]] = {}
+        applied: dict[tuple[int, str], tuple[int, str, ExclusionKind]] = {}  # owner → its first exclusion that bit
+        for phrase_start, phrase_end, excluding in phrases:
+            for index, keyword, phrase, order, inside in excluding:
+                seen = occurrences.get((index, keyword))
+                if seen is None:
+                    continue
+                length, starts = seen
+                inner = (s for s in starts if phrase_start <= s and s + length <= phrase_end)
+                hit = set(inner) if inside else set(starts)
+                if not hit:
+                    continue
+                cancelled.setdefault((index, keyword), set()).update(hit)
+                if (index, keyword) not in applied or order < applied[(index, keyword)][0]:
+                    applied[(index, keyword)] = (order, phrase, "inside" if inside else "context")
+        found: dict[int, dict[str, Any]] = {}
+        excluded: list[tuple[int, str, str, KeywordExclusion]] = []
+        for (index, keyword), (length, starts) in occurrences.items():
+            gone = cancelled.get((index, keyword))
+            kept = [s for s in starts if s not in gone] if gone else starts
+            if not kept:
+                _order, phrase, kind = applied[(index, keyword)]
+                name = self.intents[index].name
+                excluded.append((starts[0], name, keyword, KeywordExclusion(name, keyword, phrase, kind)))
+                continue
+            entry = found.setdefault(index, {"keywords": {}, "first": kept[0], "longest": 0})
+            entry["keywords"][keyword] = kept[0]
+            entry["first"] = min(entry["first"], kept[0])
+            entry["longest"] = max(entry["longest"], length)
+        hits = [
+            KeywordHit(
+                intent=self.intents[index],
+                keywords=tuple(sorted(entry["keywords"], key=entry["keywords"].get)),
+                first_position=entry["first"],
+                longest=entry["longest"],
+            )
+            for index, entry in found.items()
+        ]
+        hits.sort(key=KeywordHit.rank)
+        excluded.sort(key=lambda item: item[:3])
+        return KeywordMatch(hits, tuple(item[3] for item in excluded))
 
     def intent_of(self, agent: str, text: str, *, preferred: str = "") -> IntentSpec | None:
         """The intent ``agent`` works under for ``text``: its best keyword hit, else ``preferred`` when that
@@ -525,19 +643,50 @@ class CompiledRouter:
         """The steps before the examples tier — a reply to the state's flow, small talk, the state policy, (hybrid)
         follow-up, keywords or a supervisor plan — or ``None`` when none decided (what calibration asks: does a saved
         test reach the tier?). A yes or no goes to the flow that asked, before small talk ("ok, obrigado")."""
+        decision, excluded = self._before_examples(
+            text,
+            state=state,
+            mode=mode,
+            active_agent=active_agent,
+            active_intent=active_intent,
+            followup_max_chars=followup_max_chars,
+        )
+        return self.excluded_note(decision, excluded) if decision is not None else None
+
+    def _before_examples(
+        self,
+        text: str,
+        *,
+        state: str | None,
+        mode: str,
+        active_agent: str,
+        active_intent: str,
+        followup_max_chars: int,
+    ) -> tuple[RouteDecision | None, tuple[KeywordExclusion, ...]]:
+        """:meth:`decide_before_examples`, with the keywords their exclusions cancelled (none when a state or small
+        talk decided: the keywords were not read), for whichever step decides in the end."""
         by_state = self.by_state(state, text)
         replied = by_state is not None and "reply" in by_state.metadata
         decision = by_state if replied else self.by_small_talk(text) or by_state
         if decision is not None:
-            return decision
-        hits = self.match(text)
+            return decision, ()
+        hits, excluded = self.keyword_match(text)
         if mode == "hybrid":
             decision = self.by_followup(
                 text, active_agent=active_agent, active_intent=active_intent, max_chars=followup_max_chars, hits=hits
             )
             if decision is not None:
-                return decision
-        return self.by_plan(text, hits) if mode == "supervisor" else self.by_keywords(text, hits)
+                return decision, excluded
+        return (self.by_plan(text, hits) if mode == "supervisor" else self.by_keywords(text, hits)), excluded
+
+    @staticmethod
+    def excluded_note(decision: RouteDecision, excluded: tuple[KeywordExclusion, ...]) -> RouteDecision:
+        """``decision`` with the keywords their exclusions cancelled in its ``metadata["excluded_keywords"]``
+        (``intent``, ``keyword``, ``exclusion``, ``kind``), whichever step decided: the route preview says why they
+        did not count."""
+        if excluded:
+            decision.metadata["excluded_keywords"] = [exclusion.describe() for exclusion in excluded]
+        return decision
 
     @staticmethod
     def mark_handoff(decision: RouteDecision, active_agent: str) -> RouteDecision:
@@ -572,7 +721,7 @@ class CompiledRouter:
         every specialist the message hits; ``hybrid`` first keeps short
         follow-ups with ``active_agent``; both route like ``router`` otherwise.
         """
-        decision = self.decide_before_examples(
+        decision, excluded = self._before_examples(
             text,
             state=state,
             mode=mode,
@@ -603,7 +752,7 @@ class CompiledRouter:
         if match is not None and decision.method != "examples":
             # Why the examples did not decide (the route preview explains it).
             decision.metadata["examples"] = match.as_metadata(*self._examples_rule)
-        return self.mark_handoff(decision, active_agent)
+        return self.mark_handoff(self.excluded_note(decision, excluded), active_agent)
 
     @property
     def _examples_rule(self) -> tuple[float, float]:
@@ -614,40 +763,81 @@ class CompiledRouter:
     ) -> RouteDecision:
         """The same order without the classifier step (for benchmarks); the examples tier with its offline
         vectoriser only."""
-        decision = self.decide_before_examples(
+        decision, excluded = self._before_examples(
             text, state=state, mode=mode, active_agent=active_agent, active_intent="", followup_max_chars=0
         )
         if decision is None:
             decision = self.examples_decide_here(text)
-        return self.mark_handoff(decision or self.fallback(), active_agent)
+        return self.mark_handoff(self.excluded_note(decision or self.fallback(), excluded), active_agent)
 
 
 class KeywordLoopMatcher:
     """Reference implementation: a loop over every keyword (what the compiled router replaces).
 
-    Keywords are normalised once, at build time, so the comparison with
+    Keywords and exclusion phrases are normalised once, at build time, so the comparison with
     :class:`CompiledRouter` is fair. Same semantics and ranking as
-    :meth:`CompiledRouter.match`; kept for the benchmark and for the test that
+    :meth:`CompiledRouter.keyword_match`; kept for the benchmark and for the test that
     checks both agree.
     """
 
     def __init__(self, intents: tuple[IntentSpec, ...]) -> None:
-        self.entries = [
-            (intent, [(keyword, f" {normalize(keyword)} ") for keyword in intent.keywords if normalize(keyword)])
-            for intent in intents
-        ]
+        self.entries = []
+        for intent in intents:
+            exclusions = dict(intent.keyword_exclusions)
+            keywords = [
+                (
+                    keyword,
+                    f" {normalize(keyword)} ",
+                    [
+                        (phrase, f" {normalize(phrase)} ", exclusion_inside(keyword, phrase))
+                        for phrase in exclusions.get(keyword, ())
+                        if normalize(phrase)
+                    ],
+                )
+                for keyword in intent.keywords
+                if normalize(keyword)
+            ]
+            self.entries.append((intent, keywords))
 
     def match(self, text: str) -> list[KeywordHit]:
+        return self.keyword_match(text).hits
+
+    def keyword_match(self, text: str) -> KeywordMatch:
         haystack = f" {normalize(text)} "
         hits = []
+        excluded: list[tuple[int, str, str, KeywordExclusion]] = []
         for intent, keywords in self.entries:
             positions: dict[str, int] = {}
             longest = 0
-            for keyword, padded in keywords:
-                position = haystack.find(padded)
-                if position >= 0 and keyword not in positions:
-                    positions[keyword] = position + 1
-                    longest = max(longest, len(padded) - 2)
+            for keyword, padded, exclusions in keywords:
+                if keyword in positions:
+                    continue
+                if not exclusions:  # the first occurrence is enough
+                    position = haystack.find(padded)
+                    if position >= 0:
+                        positions[keyword] = position + 1
+                        longest = max(longest, len(padded) - 2)
+                    continue
+                starts = _word_starts(haystack, padded)
+                if not starts:
+                    continue
+                kept, first = starts, None
+                for phrase, phrase_padded, inside in exclusions:
+                    phrase_starts = _word_starts(haystack, phrase_padded)
+                    if not phrase_starts:
+                        continue
+                    length, span = len(padded) - 2, len(phrase_padded) - 2
+                    within = (s for s in starts if any(p <= s and s + length <= p + span for p in phrase_starts))
+                    gone = set(within) if inside else set(starts)
+                    if gone and first is None:
+                        first = KeywordExclusion(intent.name, keyword, phrase, "inside" if inside else "context")
+                    kept = [s for s in kept if s not in gone]
+                if not kept:
+                    assert first is not None
+                    excluded.append((starts[0], intent.name, keyword, first))
+                    continue
+                positions[keyword] = kept[0]
+                longest = max(longest, len(padded) - 2)
             if positions:
                 hits.append(
                     KeywordHit(
@@ -658,4 +848,16 @@ class KeywordLoopMatcher:
                     )
                 )
         hits.sort(key=KeywordHit.rank)
-        return hits
+        excluded.sort(key=lambda item: item[:3])
+        return KeywordMatch(hits, tuple(item[3] for item in excluded))
+
+
+def _word_starts(haystack: str, padded: str) -> list[int]:
+    """Where ``padded`` (a normalised phrase with a space each side) occurs in ``haystack``: the index of each
+    occurrence's first letter, overlapping occurrences included ("conta conta" holds " conta " twice)."""
+    starts = []
+    position = haystack.find(padded)
+    while position >= 0:
+        starts.append(position + 1)
+        position = haystack.find(padded, position + 1)
+    return starts

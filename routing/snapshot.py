@@ -249,7 +249,7 @@ def build(*, version: int, generation: int) -> Snapshot:
     its draft — read from the models; a profile never published is served its draft. Tools, servers and rollout
     flags are global."""
     from agents.models import AgentProfile
-    from routing.documents import profile_compile, profile_documents
+    from routing.documents import document_complete, profile_compile, profile_documents
     from routing.models import ProfileRelease
 
     drafts = profile_documents()
@@ -272,7 +272,8 @@ def build(*, version: int, generation: int) -> Snapshot:
                 live, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {})
             )
         if draft["profile"]["enabled"]:
-            same = live == draft and agent_id in profiles
+            # A version published before a key the draft holds at its default serves what the draft would.
+            same = agent_id in profiles and (live == draft or document_complete(live) == draft)
             draft_specs[agent_id] = (
                 profiles[agent_id]
                 if same

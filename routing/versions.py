@@ -37,6 +37,7 @@ from agents.schemas import model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
+from routing.documents import document_complete, profile_documents
 from routing.models import ProfileRelease, RoutingVersion
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
@@ -56,6 +57,7 @@ NAMES = {
     "handoff_targets": "handoff target",
     "goal_domains": "goal domain",
     "entities_schema": "entities",
+    "out_of_scope_examples": "out-of-scope example",
 }
 
 
@@ -119,8 +121,6 @@ def document_masked(document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _draft_document(agent_id: str) -> dict[str, Any]:
-    from routing.documents import profile_documents
-
     return profile_documents([agent_id])[agent_id]
 
 
@@ -132,6 +132,12 @@ def _served(
     if live is not None:
         return live.document
     return content if document is None else _draft_document(profile.agent_id)
+
+
+def documents_same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether two documents configure the same behaviour: equal once the keys either lacks for having been published
+    before them are filled in (:func:`document_complete`), as :func:`document_diff` compares them."""
+    return one == other or document_complete(one) == document_complete(other)
 
 
 def live_version(profile: Any) -> RoutingVersion | None:
@@ -173,7 +179,7 @@ def version_publish(
     live = live_version(profile)
     model_settings_check(profile=profile, document=content, served=_served(profile, live, content, document), user=user)
     summary: dict[str, Any] = {}
-    if live is None or live.document != content or reverted_from is not None:  # else nothing to publish: said below
+    if live is None or not documents_same(live.document, content) or reverted_from is not None:  # else: said below
         gated = routing_tests_gate(
             profile=profile, document=content, user=user, forced_reason=forced_reason, enforce=reverted_from is None
         )
@@ -214,7 +220,7 @@ def _version_store(
             "again. Your draft is unchanged.",
             fields={"based_on": [f"The live version is {live_number}."]},
         )
-    if live is not None and live.document == content and reverted_from is None:
+    if live is not None and documents_same(live.document, content) and reverted_from is None:
         raise NothingToPublish(f"The draft of {profile.agent_id} is the same as the live version {live.number}.")
     if live is not None:  # another version may have gone live since the check: check again against it, locked
         model_settings_check(profile=profile, document=content, served=live.document, user=user)
@@ -311,8 +317,11 @@ def _is_collection(value: Any) -> bool:
 
 
 def document_diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Change]:
-    """What changed from ``old`` to ``new`` (``old`` ``None``: everything is new), in document order."""
-    old = old or {}
+    """What changed from ``old`` to ``new`` (``old`` ``None``: everything is new), in document order. Keys a document
+    gained after one of them was published are compared as that one was served (:func:`document_complete`): no
+    change where the other holds their default."""
+    old = document_complete(old) if old else {}
+    new = document_complete(new)
     changes: list[Change] = []
     for key in _keys(old, new):
         if key == "schema":
@@ -358,6 +367,8 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
         before, after = (endpoint_mask(value) if isinstance(value, str) else value for value in (before, after))
     if field == "enabled" and isinstance(before, bool) and isinstance(after, bool):
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
+    if field == "keyword_exclusions" and isinstance(before, Mapping) and isinstance(after, Mapping):
+        return _exclusions_diff(where, before, after)
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
         return _fields_diff(f"{where}, {_words(field)}", before, after)
     items = (before or []) + (after or []) if _is_list(before) and _is_list(after) else None
@@ -376,6 +387,27 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
     return [
         Change(CHANGED, where, field, before, after, f"{where}: {_words(field)} {_shown(before)} → {_shown(after)}")
     ]
+
+
+def _exclusions_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """An intent's keyword exclusions, one sentence per phrase: "keyword 'conta' of billing: not in 'me conta'
+    added"."""
+    owner = where.removeprefix("intent ")
+    changes = []
+    for keyword in _keys(before, after):
+        old, new = list(before.get(keyword) or ()), list(after.get(keyword) or ())
+        said = f"keyword {_shown(keyword)} of {owner}: not in"
+        changes += [
+            Change(ADDED, where, "keyword_exclusions", None, phrase, f"{said} {_shown(phrase)} added")
+            for phrase in new
+            if phrase not in old
+        ]
+        changes += [
+            Change(REMOVED, where, "keyword_exclusions", phrase, None, f"{said} {_shown(phrase)} removed")
+            for phrase in old
+            if phrase not in new
+        ]
+    return changes
 
 
 def _is_list(value: Any) -> bool:

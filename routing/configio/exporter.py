@@ -177,6 +177,8 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
                 "vectoriser": profile.examples_vectoriser,
                 "threshold": profile.examples_threshold,
                 "margin": profile.examples_margin,
+                "state_threshold": profile.examples_state_threshold,
+                "out_of_scope": list(profile.out_of_scope_examples or []),
             },
             "loop_safety": {
                 "max_handoffs_per_turn": profile.max_handoffs_per_turn,
@@ -201,7 +203,7 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
 
 def _intent(intent: Intent) -> dict[str, Any]:
     keywords = sorted(intent.keywords.all(), key=lambda k: (k.normalized, k.text))
-    return {
+    data: dict[str, Any] = {
         "name": intent.name,
         "domain": intent.domain,
         "agent": intent.specialist.name,
@@ -209,10 +211,16 @@ def _intent(intent: Intent) -> dict[str, Any]:
         "priority": intent.priority,
         "enabled": intent.enabled,
         "keywords": [keyword.text for keyword in keywords],
-        "examples": [str(example) for example in intent.examples or []],
-        "mcp_tools": _sorted_names(intent.mcp_tools.all()),
-        "next_state": intent.next_state,
     }
+    exclusions = {keyword.text: sorted(keyword.exclusions) for keyword in keywords if keyword.exclusions}
+    if exclusions:  # most intents have none: the key is left out
+        data["keyword_exclusions"] = exclusions
+    data.update(
+        examples=[str(example) for example in intent.examples or []],
+        mcp_tools=_sorted_names(intent.mcp_tools.all()),
+        next_state=intent.next_state,
+    )
+    return data
 
 
 def _domains() -> dict[str, dict[str, Any]]:

@@ -340,7 +340,7 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
         for server in patch.refs.get("goal_domains", []):
             require(server, server.value in servers, messages.ERROR_UNKNOWN_SERVER)
 
-    for (agent_id, _name), patch in plan.intents.items():
+    for (agent_id, name), patch in plan.intents.items():
         if agent_id not in known_routed:
             continue
         if "agent" in patch.refs:
@@ -348,6 +348,7 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
             require(agent, (agent_id, agent.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
         for tool in patch.refs.get("mcp_tools", []):
             require(tool, tool.value in tools, messages.ERROR_UNKNOWN_TOOL)
+        _check_exclusions(patch, world.intents.get((agent_id, name)), problems)
 
     for (agent_id, _state), patch in plan.policies.items():
         if agent_id not in known_routed:
@@ -463,6 +464,22 @@ def _goal_problem(patch: Patch, name: str, message: str, problems: Problems) -> 
             place, problem = "", message
     path = (*patch.node.path, *(part for part in place.split(".") if part))
     problems.add(Node(patch.node.source, path, None), problem)
+
+
+def _check_exclusions(patch: Patch, stored: Intent | None, problems: Problems) -> None:
+    """An intent's ``keyword_exclusions`` name its keywords: the file's, or the stored ones when the file leaves them
+    as they are."""
+    if "keyword_exclusions" not in patch.refs:
+        return
+    if "keywords" in patch.refs:
+        keywords = {node.value[1]: node.value[0] for node in patch.refs["keywords"]}
+    else:
+        keywords = {k.normalized: k.text for k in stored.keywords.all()} if stored is not None else {}
+    for node in patch.refs["keyword_exclusions"]:
+        keyword, normalized, _phrases = node.value
+        if normalized not in keywords:
+            listed = ", ".join(repr(text) for text in sorted(keywords.values())) or "it has none"
+            problems.add(node, messages.ERROR_EXCLUSION_UNKNOWN_KEYWORD.format(keyword=keyword, keywords=listed))
 
 
 def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problems) -> None:
@@ -728,7 +745,7 @@ class _Writer:
             obj, status = self._upsert("intent", Intent, existing, create, values, patch)
             self.world.intents[key] = obj
             self.status[("intent", key)] = status
-            if "keywords" in patch.refs:
+            if "keywords" in patch.refs or "keyword_exclusions" in patch.refs:
                 self._changed(("intent", key), self._sync_keywords(obj, patch, status))
             if "mcp_tools" in patch.refs:
                 tools = [self.world.tools[node.value] for node in patch.refs["mcp_tools"]]
@@ -737,27 +754,47 @@ class _Writer:
             self._count("intent", self.status[("intent", key)])
 
     def _sync_keywords(self, intent: Intent, patch: Patch, status: str) -> bool:
-        """Make the intent's keywords exactly the patch's (each ``(text, normalized)``), keeping rows that match;
-        each keyword added, removed or respelled is a change of its own (the intent page's keyword rows)."""
+        """Make the intent's keywords exactly the patch's (each ``(text, normalized)``), keeping rows that match, and
+        their exclusions the patch's ``keyword_exclusions`` (a keyword it does not name has none); either left as
+        stored when the patch does not give it. Each keyword added, removed, respelled or given other exclusions is a
+        change of its own (the intent page's keyword rows)."""
         current = {} if status == "created" else {k.normalized: k for k in intent.keywords.all()}
-        wanted = {node.value[1]: node for node in patch.refs["keywords"]}
+        exclusions: dict[str, tuple[Node, list[str]]] | None = None
+        if "keyword_exclusions" in patch.refs:
+            exclusions = {node.value[1]: (node, node.value[2]) for node in patch.refs["keyword_exclusions"]}
         changed = False
-        stale = [k.pk for normalized, k in current.items() if normalized not in wanted]
-        if stale:
-            Keyword.objects.filter(pk__in=stale).delete()
-            self._touch(Keyword, "delete", _list_node(patch, "keywords"))
-            changed = True
+        if "keywords" in patch.refs:
+            wanted: dict[str, Node | None] = {node.value[1]: node for node in patch.refs["keywords"]}
+            stale = [k.pk for normalized, k in current.items() if normalized not in wanted]
+            if stale:
+                Keyword.objects.filter(pk__in=stale).delete()
+                self._touch(Keyword, "delete", _list_node(patch, "keywords"))
+                changed = True
+        else:
+            wanted = dict.fromkeys(current)  # the stored keywords, as they are
         for normalized, node in wanted.items():
-            text = node.value[0]
             keyword = current.get(normalized)
+            named = exclusions.get(normalized) if exclusions is not None else None
+            phrases: list[str] | None = None  # None: the file leaves the stored exclusions as they are
+            if exclusions is not None:
+                phrases = named[1] if named is not None else []
             if keyword is None:
-                Keyword.objects.create(intent=intent, text=text)
+                assert node is not None  # only the file's keywords are new
+                Keyword.objects.create(intent=intent, text=node.value[0], exclusions=phrases or [])
                 self._touch(Keyword, "add", node)
                 changed = True
-            elif keyword.text != text:
-                keyword.text = text
-                keyword.save(update_fields=["text", "normalized"])
+                continue
+            fields = []
+            if node is not None and keyword.text != node.value[0]:
+                keyword.text = node.value[0]
+                fields += ["text", "normalized"]
                 self._touch(Keyword, "change", node)
+            if phrases is not None and sorted(keyword.exclusions or []) != sorted(phrases):
+                keyword.exclusions = phrases
+                fields.append("exclusions")
+                self._touch(Keyword, "change", named[0] if named else _list_node(patch, "keyword_exclusions"))
+            if fields:
+                keyword.save(update_fields=fields)
                 changed = True
         return changed
 

@@ -49,6 +49,9 @@ ERROR_SHORTHAND_TYPE = "unknown argument type {value!r}; use one of: {choices}, 
 ERROR_WORD_BOOLEAN = "YAML reads this word as true or false: quote it, e.g. 'yes', 'no', 'on', 'off'"
 ERROR_KEYWORD_EMPTY = "a keyword needs at least one letter or digit"
 ERROR_KEYWORD_REPEATED = "keyword {keyword!r} is listed twice in this intent (first at {where})"
+ERROR_EXCLUSION_UNKNOWN_KEYWORD = (
+    "{keyword!r} is not a keyword of this intent: exclusions belong to one of its keywords ({keywords})"
+)
 
 WARNING_IGNORED_KEY = "ignored: this platform keeps that configuration in the database, import its content instead"
 WARNING_DEFAULT_AGENT = "checked but not stored: clients always send agent_id"

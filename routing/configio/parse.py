@@ -22,7 +22,7 @@ from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_ar
 from common.text import normalize
 from routing.configio import messages
 from routing.configio.source import Node, Problems, Source, expand_env
-from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
+from routing.models import Capability, Goal, Intent, Keyword, StatePolicy, keyword_exclusion_problems
 
 ROUTING_KEYS = ("router", "state_policies", "intents")
 GOAL_SECTION_KEYS = ("capabilities", "goals")
@@ -91,6 +91,7 @@ EXAMPLES_FIELDS = {
     "vectoriser": ("examples_vectoriser", "text"),
     "threshold": ("examples_threshold", "number"),
     "margin": ("examples_margin", "number"),
+    "state_threshold": ("examples_state_threshold", "number"),
 }
 # ``router.loop_safety`` keys → AgentProfile fields.
 LOOP_SAFETY_FIELDS = {
@@ -109,6 +110,7 @@ INTENT_KEYS = (
     "priority",
     "enabled",
     "keywords",
+    "keyword_exclusions",
     "examples",
     "mcp_tools",
     "next_state",
@@ -312,13 +314,14 @@ def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, 
         patch.put(key, node, values)
 
 
-def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) -> None:
-    """A list of non-empty words or phrases (a profile's confirmation, denial and closing words), kept as written."""
+def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, model_field: str = "") -> None:
+    """A list of non-empty words or phrases (a profile's confirmation, denial and closing words, its out-of-scope
+    examples), kept as written."""
     node = keys.get(key)
     if node is None:
         return
     if node.value is None:
-        patch.put(key, node, [])
+        patch.put(model_field or key, node, [])
         return
     if not check(node, "list", problems):
         return
@@ -335,7 +338,7 @@ def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems) ->
         else:
             values.append(element.value)
     if valid:
-        patch.put(key, node, values)
+        patch.put(model_field or key, node, values)
 
 
 def _optional_name(node: Node, problems: Problems) -> Node | None:
@@ -643,10 +646,11 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
         if names is not None:
             patch.refs["goal_domains"] = names
     if "examples" in keys:
-        tier = keys_of(keys["examples"], problems, tuple(EXAMPLES_FIELDS))
+        tier = keys_of(keys["examples"], problems, (*EXAMPLES_FIELDS, "out_of_scope"))
         if tier is not None:
             for key, (model_field, kind) in EXAMPLES_FIELDS.items():
                 _scalar(patch, tier, key, kind, problems, model_field)
+            _words(patch, tier, "out_of_scope", problems, "out_of_scope_examples")
     if "loop_safety" in keys:
         limits = keys_of(keys["loop_safety"], problems, LOOP_SAFETY_FIELDS)
         if limits is not None:
@@ -718,6 +722,10 @@ def _parse_intents(section: Node, profile: Node, problems: Problems, parsed: Par
             keywords = _keywords(keys["keywords"], problems)
             if keywords is not None:
                 patch.refs["keywords"] = keywords
+        if "keyword_exclusions" in keys:
+            exclusions = _keyword_exclusions(keys["keyword_exclusions"], problems)
+            if exclusions is not None:
+                patch.refs["keyword_exclusions"] = exclusions
         model_clean(patch, Intent, problems)
         parsed.intents.append(patch)
 
@@ -746,6 +754,52 @@ def _keywords(node: Node, problems: Problems) -> list[Node] | None:
         seen[normalized] = keyword
         out.append(Node(keyword.source, keyword.path, (keyword.value, normalized)))
     return out
+
+
+def _keyword_exclusions(node: Node, problems: Problems) -> list[Node] | None:
+    """``keyword_exclusions: {keyword: [phrase, ...]}``: one node per keyword (its place the keyword's key), valued
+    ``(keyword, normalized, phrases)``; each phrase checked on its own line by the keyword rule
+    (:func:`routing.models.keyword_exclusion_problems`). Whether the intent lists the keyword is the importer's to
+    check (the file may leave the keywords as stored). ``null`` is no exclusions."""
+    if node.value is None:
+        return []
+    if not check(node, "mapping", problems):
+        return None
+    out: list[Node] = []
+    seen: dict[str, Node] = {}
+    valid = True
+    for keyword, entry in node.items():
+        normalized = normalize(keyword)
+        if not normalized:
+            problems.add(entry, messages.ERROR_KEYWORD_EMPTY)
+            valid = False
+            continue
+        if normalized in seen:
+            problems.add(entry, messages.ERROR_KEYWORD_REPEATED.format(keyword=keyword, where=seen[normalized].where))
+            valid = False
+            continue
+        seen[normalized] = entry
+        if entry.value is None:
+            out.append(Node(entry.source, entry.path, (keyword, normalized, [])))
+            continue
+        if not check(entry, "list", problems):
+            valid = False
+            continue
+        texts: list[Node] = []
+        for element in entry.elements():
+            if isinstance(element.value, bool):  # YAML reads an unquoted yes/no as a boolean
+                problems.add(element, messages.ERROR_WORD_BOOLEAN)
+                valid = False
+            elif check(element, "string", problems):
+                texts.append(element)
+            else:
+                valid = False
+        phrases = [element.value.strip() for element in texts]
+        for index, message in keyword_exclusion_problems(keyword, phrases):
+            problems.add(texts[index] if index is not None else entry, message.rstrip("."))
+            valid = False
+        out.append(Node(entry.source, entry.path, (keyword, normalized, phrases)))
+    return out if valid else None
 
 
 # -- a domain's goals and capabilities (seed 002) ---------------------------------------

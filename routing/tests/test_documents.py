@@ -234,6 +234,7 @@ def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_
         "priority": 100,
         "enabled": False,
         "keywords": ["promoção"],
+        "keyword_exclusions": {},
         "examples": [],
         "mcp_tools": [],
         "next_state": "",

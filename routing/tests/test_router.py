@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from routing.router import (
     Classification,
     CompiledRouter,
     IntentSpec,
+    KeywordExclusion,
     KeywordLoopMatcher,
     StatePolicySpec,
 )
@@ -277,6 +279,101 @@ def test_moving_away_from_the_active_specialist_is_marked_as_a_handoff():
     assert route(router, "minha fatura").handoff is False
 
 
+# -- keyword exclusions ------------------------------------------------------------------
+
+BILLING_EXCLUDING = replace(
+    BILLING, keyword_exclusions=(("conta", ("banco", "conta corrente", "Conta Bancária", "me conta")),)
+)
+JOKES = IntentSpec(name="small_talk_jokes", agent="support_agent", priority=50, keywords=("piada",))
+
+
+def excluding_router() -> CompiledRouter:
+    return make_router(BILLING_EXCLUDING, ORDERS, SUPPORT, JOKES)
+
+
+def test_a_keyword_inside_an_exclusion_that_contains_it_does_not_count():
+    found = excluding_router().keyword_match("me conta uma piada")
+
+    assert [hit.intent.name for hit in found.hits] == ["small_talk_jokes"]
+    assert found.excluded == (KeywordExclusion("billing_invoice_explanation", "conta", "me conta", "inside"),)
+
+
+def test_an_occurrence_outside_the_exclusion_still_counts():
+    (hit,) = excluding_router().match("me conta o valor da conta")
+
+    assert (hit.intent.name, hit.keywords) == ("billing_invoice_explanation", ("conta",))
+    assert hit.first_position == len(" me conta o valor da ")  # the occurrence that counted
+    assert excluding_router().keyword_match("me conta o valor da conta").excluded == ()
+
+
+def test_a_phrase_that_does_not_contain_the_keyword_cancels_it_in_the_whole_message():
+    found = excluding_router().keyword_match("a conta do banco")
+
+    assert found.hits == []
+    assert found.excluded == (KeywordExclusion("billing_invoice_explanation", "conta", "banco", "context"),)
+
+
+@pytest.mark.parametrize("text", ["ME CONTA uma piada", "me contá uma piada!", "Me-conta uma piada"])
+def test_exclusions_match_whatever_the_case_accents_and_punctuation(text):
+    assert [hit.intent.name for hit in excluding_router().match(text)] == ["small_talk_jokes"]
+
+
+def test_an_exclusion_written_with_accents_and_capitals_matches_the_plain_text():
+    found = excluding_router().keyword_match("quero abrir uma conta bancaria")
+
+    assert found.hits == []
+    assert found.excluded[0].exclusion == "Conta Bancária"
+
+
+def test_an_exclusion_matches_only_whole_words():
+    assert [hit.intent.name for hit in excluding_router().match("a conta do bancote")] == [
+        "billing_invoice_explanation"
+    ]
+
+
+def test_a_cancelled_keyword_leaves_the_intents_other_keywords_counting():
+    (hit,) = excluding_router().match("me conta por que a fatura veio alta")
+
+    assert hit.keywords == ("fatura",)
+
+
+def test_the_first_exclusion_in_their_order_that_cancelled_the_keyword_is_named():
+    found = excluding_router().keyword_match("conta corrente no banco")
+
+    assert found.excluded == (KeywordExclusion("billing_invoice_explanation", "conta", "banco", "context"),)
+
+
+def test_the_decision_records_the_cancelled_keyword_when_another_intent_wins():
+    decision = route(excluding_router(), "me conta uma piada")
+
+    assert (decision.intent, decision.method) == ("small_talk_jokes", "keyword")
+    assert decision.metadata["excluded_keywords"] == [
+        {"intent": "billing_invoice_explanation", "keyword": "conta", "exclusion": "me conta", "kind": "inside"}
+    ]
+
+
+def test_the_decision_records_the_cancelled_keyword_when_it_falls_back():
+    decision = route(excluding_router(), "a conta do banco")
+
+    assert decision.method == "fallback"
+    assert decision.metadata["excluded_keywords"][0]["exclusion"] == "banco"
+    assert excluding_router().route_sync("a conta do banco").metadata["excluded_keywords"][0]["kind"] == "context"
+
+
+def test_a_decision_where_nothing_was_cancelled_records_no_exclusions():
+    assert "excluded_keywords" not in route(excluding_router(), "minha conta veio alta").metadata
+    assert (
+        "excluded_keywords" not in route(excluding_router(), "me conta", state="WAITING_PAYMENT_CONFIRMATION").metadata
+    )
+
+
+def test_a_supervisor_plan_leaves_out_the_intent_whose_keyword_was_cancelled():
+    decision = route(excluding_router(), "me conta uma piada sobre o meu pedido", mode="supervisor")
+
+    assert [step.intent for step in decision.plan] == ["retail_order_tracking", "small_talk_jokes"]
+    assert decision.metadata["excluded_keywords"][0]["keyword"] == "conta"
+
+
 # -- compiled versus the naive loop ----------------------------------------------------
 
 
@@ -296,9 +393,44 @@ def test_the_compiled_matcher_agrees_with_the_per_keyword_loop_on_random_data():
     loop = KeywordLoopMatcher(intents)
     for _ in range(300):
         text = " ".join(rng.choice([*vocabulary, "x", "y", "z"]) for _ in range(rng.randint(1, 30)))
-        compiled = [(hit.intent.name, hit.keywords) for hit in router.match(text)]
-        naive = [(hit.intent.name, hit.keywords) for hit in loop.match(text)]
-        assert compiled == naive, text
+        assert router.match(text) == loop.match(text), text
+
+
+def test_the_compiled_matcher_agrees_with_the_loop_on_exclusions_of_both_kinds():
+    rng = random.Random(11)
+    vocabulary = [f"palavra{n}" for n in range(60)] + ["cobrança", "segunda via", "não", "atenção"]
+    intents = []
+    for n in range(40):
+        keywords = tuple(rng.sample(vocabulary, 4))
+        exclusions = tuple(
+            (
+                keyword,
+                (
+                    f"{rng.choice(vocabulary)} {keyword}",  # contains the keyword: cancels it inside
+                    f"{keyword} {rng.choice(vocabulary).upper()}",
+                    rng.choice(vocabulary),  # a context
+                ),
+            )
+            for keyword in keywords[: rng.randint(0, 3)]
+        )
+        intents.append(
+            IntentSpec(
+                name=f"intent_{n:03d}",
+                agent=f"agent_{n % 5}",
+                priority=rng.randint(1, 10),
+                keywords=keywords,
+                keyword_exclusions=exclusions,
+            )
+        )
+    router = make_router(*intents)
+    loop = KeywordLoopMatcher(tuple(intents))
+    cancelled = 0
+    for _ in range(600):
+        text = " ".join(rng.choice([*vocabulary, "x", "y"]) for _ in range(rng.randint(1, 25)))
+        compiled = router.keyword_match(text)
+        assert compiled == loop.keyword_match(text), text
+        cancelled += bool(compiled.excluded)
+    assert cancelled > 100  # the random messages did exercise the exclusions
 
 
 def test_a_decision_as_data_has_every_field_of_the_decision_with_the_same_values():
