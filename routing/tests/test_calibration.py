@@ -9,7 +9,16 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
-from routing.calibration import NONE, Sample, _figures, calibrate, calibration_samples, calibration_save, near_copies
+from routing.calibration import (
+    NONE,
+    WRONG_COST,
+    Sample,
+    _figures,
+    calibrate,
+    calibration_samples,
+    calibration_save,
+    near_copies,
+)
 from routing.models import Intent, RoutingTestCase
 from routing.routing_tests import DRAFT, Case, routing_tests_saved, routing_tests_spec
 
@@ -61,7 +70,9 @@ def test_a_rule_is_scored_right_wrong_or_fallen_back():
 
 
 def test_calibration_keeps_the_saved_fallback_tests_and_routes_the_examples(examples):
-    RoutingTestCase.objects.create(profile=examples, name="saudação", message="bom dia", expect={"method": "fallback"})
+    RoutingTestCase.objects.create(
+        profile=examples, name="fora do escopo", message="qual a capital da França?", expect={"method": "fallback"}
+    )
     RoutingTestCase.objects.create(
         profile=examples,
         name="conta cara",
@@ -74,8 +85,9 @@ def test_calibration_keeps_the_saved_fallback_tests_and_routes_the_examples(exam
     assert result.from_tests == 2 and result.from_examples == len(BILLING) + len(DELIVERY)
     assert result.by_source["test"].wrong == 0  # the saved tests never break
     assert result.chosen.wrong_rate <= 0.05
-    assert result.chosen.accuracy >= result.current.accuracy
-    assert 0.05 <= result.chosen.threshold <= 0.99 and 0.0 <= result.chosen.margin <= 0.95
+    chosen, current = result.chosen, result.current
+    assert chosen.right - WRONG_COST * chosen.wrong >= current.right - WRONG_COST * current.wrong
+    assert 0.05 <= result.chosen.threshold <= 0.999 and 0.0 <= result.chosen.margin <= 0.95
 
 
 def test_a_test_decided_by_a_keyword_is_not_the_tiers_to_judge(examples):
@@ -86,7 +98,7 @@ def test_a_test_decided_by_a_keyword_is_not_the_tiers_to_judge(examples):
     assert result.from_tests == 0
 
 
-def test_every_rule_is_judged_on_small_talk_no_keyword_takes(examples):
+def test_every_rule_is_judged_on_bare_replies_that_nothing_before_the_tier_takes(examples):
     examples.intents.get(name="support_request").keywords.create(text="obrigado")
     from common.config_version import config_version_bump
 
@@ -98,7 +110,8 @@ def test_every_rule_is_judged_on_small_talk_no_keyword_takes(examples):
 
     small_talk = {s.text: s for s in samples if s.source == "small talk"}
     assert "obrigado" not in small_talk  # a keyword's message, not the tier's
-    assert {"bom dia", "thanks", "gracias", "sim, pode"} <= set(small_talk)
+    assert not {"bom dia", "thanks", "gracias"} & set(small_talk)  # the small-talk step's, not the tier's
+    assert {"sim, pode", "ok", "não", "vale"} <= set(small_talk)
     assert all(s.expected == NONE for s in small_talk.values())
     assert result.by_source["small talk"].right + result.by_source["small talk"].wrong == len(small_talk)
 
@@ -111,6 +124,7 @@ def test_saving_a_calibration_changes_the_draft_and_keeps_its_figures(examples, 
 
     stored = AgentProfile.objects.get(pk=examples.pk)
     assert (stored.examples_threshold, stored.examples_margin) == (result.chosen.threshold, result.chosen.margin)
+    assert stored.examples_state_threshold == result.state_threshold
     assert stored.examples_calibration["by"] == "ana"
     assert stored.examples_calibration["chosen"]["accuracy"] == result.chosen.accuracy
     spec = routing_tests_spec(stored, DRAFT)
@@ -184,3 +198,50 @@ def test_an_example_left_out_takes_its_near_copies_with_it():
     copies = near_copies(texts, np.arange(len(texts)))
 
     assert [list(rows) for rows in copies] == [[0, 1], [0, 1], [2], [3]]
+
+
+def test_every_rule_is_judged_on_out_of_scope_samples_and_calibrating_never_leaves_fewer_alone(examples):
+    examples.out_of_scope_examples = ["quero abrir uma conta no banco", "how do I pay my electricity bill?"]
+    examples.save(update_fields=["out_of_scope_examples"])
+    spec = routing_tests_spec(examples, DRAFT)
+
+    samples = calibration_samples(spec, [])
+    result = calibrate(spec, [])
+
+    sources = {s.source for s in samples if s.expected == NONE}
+    assert {"out of scope", "corpus"} <= sources  # the profile's own, and the shipped corpus's, each left out
+    assert {s.text for s in samples if s.source == "out of scope"} <= set(examples.out_of_scope_examples)
+    assert result.from_out_of_scope == sum(1 for s in samples if s.expected == NONE)
+    assert result.chosen.out_of_scope == result.from_out_of_scope
+    assert result.chosen.out_of_scope_left >= result.current.out_of_scope_left
+    assert any("belong to no intent" in line for line in result.explanation())
+
+
+def test_the_calibration_reports_how_often_a_routed_sample_is_right_at_each_score(examples):
+    result = calibrate(routing_tests_spec(examples, DRAFT), [])
+
+    routed = [row for row in result.reliability if row.routed]
+    assert routed and all(row.low >= result.chosen.threshold - 0.3 for row in routed)
+    assert all(0 <= row.right <= row.routed and row.low <= row.mean_score < row.high for row in routed)
+    assert 0.0 <= result.calibration_error <= 1.0
+    table = result.as_dict()["reliability"]
+    assert [row["routed"] for row in table] == [row.routed for row in result.reliability]
+    assert all(row["right_rate"] == round(row["right"] / row["routed"], 4) for row in table)
+
+
+def test_the_state_bar_is_the_lowest_score_at_which_no_sample_that_should_not_would_set_a_state():
+    from types import SimpleNamespace
+
+    from routing.calibration import _state_threshold
+
+    intents = [SimpleNamespace(name="pay", next_state="WAITING"), SimpleNamespace(name="bill", next_state="")]
+    spec = SimpleNamespace(router=SimpleNamespace(intents=intents))
+    samples = [
+        sample(0.97, 0.9, best="pay", expected=NONE),  # out of scope, routed to a stateful intent
+        sample(0.992, 0.9, best="pay", expected="bill"),  # a wrong route to it
+        sample(0.999, 0.9, best="bill", expected=NONE),  # wrong, but to an intent that sets no state
+        sample(0.9999, 0.9, best="pay", expected="pay"),  # right: may set the state
+    ]
+
+    assert _state_threshold(spec, samples, 0.9, 0.5) == 0.995
+    assert _state_threshold(spec, samples[2:], 0.9, 0.5) == 0.9  # nothing would: the rule's own threshold
