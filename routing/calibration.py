@@ -25,10 +25,11 @@ scored: a sample is *right* when the tier routes it to its intent or leaves a fa
 routes it to another intent (or routes a fallback sample), and *falls back* when it leaves alone a sample that has
 an intent. A wrong route costs more than a fallback (the customer talks to the wrong specialist instead of a general
 one). The chosen pair, in this order: breaks no more saved tests than the best pair does (they gate publishing);
-leaves at least as many out-of-scope samples alone as the rule in force (calibrating never trades them away; when
-no pair on the grid can, the most that any can); keeps wrong routes at or below :data:`MAX_WRONG_RATE` when some
-pair can (else has the fewest); maximises ``right − WRONG_COST × wrong``; and of equals, has the higher threshold,
-then the higher margin (the more careful rule).
+leaves out-of-scope samples alone as the rule in force does, or :data:`OUT_OF_SCOPE_LEFT` of them when that rule
+leaves more (calibrating never trades them away below that; when no pair on the grid can, the most that any can);
+keeps wrong routes at or below :data:`MAX_WRONG_RATE` when some pair can (else has the fewest); maximises
+``right − WRONG_COST × wrong``; and of equals, has the higher threshold, then the higher margin (the more careful
+rule).
 
 The result says, for the chosen rule and the one in force, the accuracy, the wrong routes, the fallbacks and the
 out-of-scope samples left alone, in figures and in words (:meth:`Calibration.explanation`); a **reliability table**
@@ -55,6 +56,7 @@ from routing.snapshot import ProfileSpec
 
 WRONG_COST = 3.0  # a wrong route counts as three fallbacks
 MAX_WRONG_RATE = 0.05  # at most one sample in twenty routed to the wrong intent, when a rule can keep to it
+OUT_OF_SCOPE_LEFT = 0.97  # out-of-scope samples a rule leaves alone, at least, unless the rule in force left fewer
 LEAVE_ONE_OUT_MAX = 2_000  # the intents' examples left out in turn, at most
 CORPUS_SAMPLES = 600  # the shipped corpus's messages left out in turn, spread over it
 NEAR_COPY = 0.5  # word overlap at which an example is a near copy of another (the paraphrase set's own rule)
@@ -144,6 +146,9 @@ class Calibration:
     calibration_error: float = 0.0  # expected calibration error of the chosen rule's routed samples
     state_threshold: float = 1.0  # the lowest bar at which no out-of-scope or wrong sample would set a state
     current_state_threshold: float = 1.0
+    # Keywords that take out-of-scope samples (the profile's and the corpus's) before the tier, by how many: where an
+    # exclusion ("not in") would help.
+    keyword_conflicts: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self, *, at: dt.datetime | None = None, by: str = "") -> dict[str, Any]:
         """What the profile keeps (``examples_calibration``) and the admin shows."""
@@ -159,6 +164,7 @@ class Calibration:
             "reliability": reliability_table(self.reliability),
             "calibration_error": self.calibration_error,
             "state_threshold": self.state_threshold,
+            "keyword_conflicts": self.keyword_conflicts,
             "explanation": self.explanation(),
             "at": at.isoformat() if at else None,
             "by": by,
@@ -178,7 +184,8 @@ class Calibration:
             lines.append(
                 f"Of {new.out_of_scope} messages that belong to no intent it leaves "
                 f"{_percent(new.out_of_scope_left_rate)} alone (in force: {_percent(old.out_of_scope_left_rate)}); "
-                "calibrating never leaves fewer alone than the rule in force."
+                f"calibrating keeps at least {_percent(OUT_OF_SCOPE_LEFT)} of them alone, or what the rule in force "
+                "left when that was fewer."
             )
         if new.accuracy < old.accuracy - 1e-9:
             lines.append(
@@ -194,6 +201,12 @@ class Calibration:
                 f"Its scores read as how often a decision is right: on the {routed} samples it routes, the average "
                 f"gap between the score and the share right at that score is {self.calibration_error:.3f} "
                 "(expected calibration error; 0 is perfectly calibrated)."
+            )
+        if self.keyword_conflicts:
+            taken = sum(conflict["count"] for conflict in self.keyword_conflicts)
+            lines.append(
+                f"Keywords take {taken} messages that belong to no intent before the examples tier reads them (listed "
+                'below): an exclusion on the keyword ("not in") leaves them alone.'
             )
         if self.state_threshold != self.current_state_threshold:
             lines.append(
@@ -290,6 +303,27 @@ def calibration_samples(spec: ProfileSpec, cases: Sequence[Case]) -> list[Sample
             continue  # small talk or a keyword decides it before the tier
         samples.append(Sample.of(text, expected, source, name, index.match_text(text, exclude=left_out)))
     return samples
+
+
+def keyword_conflicts(spec: ProfileSpec, *, examples: int = 3) -> list[dict[str, Any]]:
+    """The out-of-scope messages of the profile's background (its own out-of-scope examples and the shipped corpus)
+    that a keyword takes, by intent and keyword, most first, with up to ``examples`` of them each (the profile's own
+    first)."""
+    index = spec.router.examples
+    if index is None:
+        return []
+    owners = np.searchsorted(index.starts, np.arange(len(index.texts)), side="right") - 1
+    own = np.asarray([label == PREFIX + OUT_OF_SCOPE for label in index.classes])[owners]
+    taken: dict[tuple[str, str], list[str]] = {}
+    for row in sorted(np.flatnonzero(owners >= len(index.intents)), key=lambda row: (not own[row], row)):
+        text = index.texts[row]
+        hits = spec.router.match(text)
+        if hits:
+            taken.setdefault((hits[0].intent.name, hits[0].keywords[0]), []).append(text)
+    return [
+        {"intent": intent, "keyword": keyword, "count": len(texts), "examples": texts[:examples]}
+        for (intent, keyword), texts in sorted(taken.items(), key=lambda item: (-len(item[1]), item[0]))
+    ]
 
 
 def words(text: str) -> set[str]:
@@ -399,8 +433,10 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
     # A saved test gates publishing: no rule that breaks more of them than the least any rule breaks.
     tests_wrong = _score(tests, THRESHOLDS, MARGINS)["wrong"] if tests else np.zeros_like(counts["wrong"])
     allowed = tests_wrong == tests_wrong.min()
-    # Never fewer out-of-scope samples left alone than the rule in force (or the most any allowed rule leaves).
-    floor = min(current.out_of_scope_left, int(counts["out_left"][allowed].max()))
+    # Out-of-scope samples left alone: as many as the rule in force leaves, or OUT_OF_SCOPE_LEFT of them when it leaves
+    # more (or the most any allowed rule leaves).
+    target = int(np.ceil(OUT_OF_SCOPE_LEFT * current.out_of_scope))
+    floor = min(current.out_of_scope_left, target, int(counts["out_left"][allowed].max()))
     allowed &= counts["out_left"] >= floor
     # Then the wrong-route ceiling, when some rule keeps to it; else the fewest wrong routes.
     wrong_rate = counts["wrong"] / len(samples)
@@ -436,6 +472,7 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
         calibration_error=error,
         state_threshold=_state_threshold(spec, samples, threshold, margin),
         current_state_threshold=router.examples_state_threshold,
+        keyword_conflicts=keyword_conflicts(spec),
     )
 
 

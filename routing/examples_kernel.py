@@ -43,13 +43,15 @@ def bayes_scores(
 
 
 @njit(cache=True, nogil=True)
-def posterior_rank(scores: np.ndarray, ranked: int, intents: int) -> tuple:
-    """The log-likelihoods ``scores`` of every class normalised into posterior probabilities (a uniform prior): the
+def posterior_rank(scores: np.ndarray, ranked: int, intents: int, temperature: float) -> tuple:
+    """The log-likelihoods ``scores`` of every class, divided by ``temperature``, normalised into posterior
+    probabilities (a uniform prior): the
     ``ranked`` likeliest of the first ``intents`` classes (best first, ties to the lower index) with their
     probabilities, and of the classes after them — "none of these" — the likeliest one (-1 when there is none) and
     their probability together."""
     top = np.full(ranked, -1, np.int64)
     top_scores = np.full(ranked, -np.inf)
+    scores = scores / temperature
     highest = -np.inf
     for k in range(len(scores)):
         highest = max(highest, scores[k])
@@ -477,17 +479,18 @@ def bayes_decide(
     examples: tuple,
     ranked: int,
     intents: int,
+    temperature: float,
     nearest: int,
 ) -> tuple:
     """A message's match in one call, from its normalised text's code points (:func:`text_parts` with ``lexicon``,
     then :func:`_bayes_tally`): the ``ranked`` likeliest of the first ``intents`` classes with their posterior
-    probabilities and the "none of these" classes' likeliest and their probability together
+    probabilities at ``temperature`` and the "none of these" classes' likeliest and their probability together
     (:func:`posterior_rank`), and the best intent's ``nearest`` examples nearest it, with their dot products
     (:func:`nearest_examples`, on the same hash table). Nothing ranked when no feature is known. ``examples``: the
     examples' CSR matrix and each class's rows (indptr, indices, data, starts, ends)."""
     scores, keys, values, known = _bayes_tally(text_parts(text, lexicon), words, products, by_feature)
     if known == 0:
         return np.full(0, -1, np.int64), np.zeros(0), -1, 0.0, np.full(0, -1, np.int64), np.zeros(0)
-    top, probabilities, background, none = posterior_rank(scores, ranked, intents)
+    top, probabilities, background, none = posterior_rank(scores, ranked, intents, temperature)
     near, near_scores = _nearest_in(keys, values, examples, top[:1], _NONE, nearest)
     return top, probabilities, background, none, near, near_scores

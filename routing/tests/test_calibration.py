@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from agents.models import AgentProfile
 from routing.calibration import (
     NONE,
+    OUT_OF_SCOPE_LEFT,
     WRONG_COST,
     Sample,
     _figures,
@@ -160,7 +161,9 @@ def test_an_editor_calibrates_in_the_admin_and_saves_the_rule_to_the_draft(clien
 
     page = client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"}).content.decode()
 
-    assert 'id="chosen"' in page and 'id="current"' in page and "examples left out in turn" in page
+    assert 'id="chosen"' in page and 'id="current"' in page and "out-of-scope messages left out in turn" in page
+    assert 'id="explanation"' in page and 'id="reliability"' in page and "Expected calibration error" in page
+    assert 'id="state-bar"' in page
     assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
     saved = client.post("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
     assert saved.status_code == 302
@@ -200,7 +203,7 @@ def test_an_example_left_out_takes_its_near_copies_with_it():
     assert [list(rows) for rows in copies] == [[0, 1], [0, 1], [2], [3]]
 
 
-def test_every_rule_is_judged_on_out_of_scope_samples_and_calibrating_never_leaves_fewer_alone(examples):
+def test_every_rule_is_judged_on_out_of_scope_samples_and_calibrating_keeps_them_left_alone(examples):
     examples.out_of_scope_examples = ["quero abrir uma conta no banco", "how do I pay my electricity bill?"]
     examples.save(update_fields=["out_of_scope_examples"])
     spec = routing_tests_spec(examples, DRAFT)
@@ -213,7 +216,8 @@ def test_every_rule_is_judged_on_out_of_scope_samples_and_calibrating_never_leav
     assert {s.text for s in samples if s.source == "out of scope"} <= set(examples.out_of_scope_examples)
     assert result.from_out_of_scope == sum(1 for s in samples if s.expected == NONE)
     assert result.chosen.out_of_scope == result.from_out_of_scope
-    assert result.chosen.out_of_scope_left >= result.current.out_of_scope_left
+    floor = min(result.current.out_of_scope_left, int(np.ceil(OUT_OF_SCOPE_LEFT * result.current.out_of_scope)))
+    assert result.chosen.out_of_scope_left >= floor
     assert any("belong to no intent" in line for line in result.explanation())
 
 
@@ -245,3 +249,27 @@ def test_the_state_bar_is_the_lowest_score_at_which_no_sample_that_should_not_wo
 
     assert _state_threshold(spec, samples, 0.9, 0.5) == 0.995
     assert _state_threshold(spec, samples[2:], 0.9, 0.5) == 0.9  # nothing would: the rule's own threshold
+
+
+def test_keywords_that_take_out_of_scope_messages_are_reported_until_an_exclusion_leaves_them_alone(examples):
+    from common.config_version import config_version_bump
+
+    examples.out_of_scope_examples = ["me conta uma piada", "me conta uma história de terror"]
+    examples.save(update_fields=["out_of_scope_examples"])
+    billing = examples.intents.get(name="billing_invoice_explanation")
+    keyword, _ = billing.keywords.get_or_create(normalized="conta", defaults={"text": "conta"})
+    config_version_bump()
+
+    result = calibrate(routing_tests_spec(examples, DRAFT), [])
+
+    conflict = next(c for c in result.keyword_conflicts if c["keyword"] == "conta")
+    assert conflict["intent"] == "billing_invoice_explanation" and conflict["count"] >= 2
+    assert "me conta uma piada" in conflict["examples"]
+    assert any("exclusion on the keyword" in line for line in result.explanation())
+
+    keyword.exclusions = ["me conta"]
+    keyword.save(update_fields=["exclusions"])
+    config_version_bump()
+
+    after = calibrate(routing_tests_spec(examples, DRAFT), [])
+    assert all(not set(c["examples"]) & {"me conta uma piada"} for c in after.keyword_conflicts)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 
 import numpy as np
 import pytest
 
-from routing.examples import ALPHA, ExampleIndex, TfidfVectoriser, examples_compile
+from routing.examples import ALPHA, TEMPERATURE, ExampleIndex, TfidfVectoriser, examples_compile
 from routing.router import Classification, CompiledRouter, IntentSpec
 
 INTENTS = (
@@ -98,17 +99,20 @@ def test_words_in_other_scripts_are_found_as_scikit_learn_finds_them():
     )
 
 
-def _sklearn_posteriors(index: ExampleIndex, text: str, *, exclude: set[int] = frozenset()) -> dict[str, float]:
-    """scikit-learn's multinomial naive Bayes fitted on the index's vectors (but ``exclude``), for ``text``."""
+def sklearn_posteriors(index: ExampleIndex, text: str, *, exclude: Collection[int] = frozenset()) -> dict[str, float]:
+    """scikit-learn's multinomial naive Bayes fitted on the index's vectors (but ``exclude``), for ``text``: every
+    class's joint log-likelihood at the tier's temperature, normalised."""
     from scipy.sparse import csr_matrix
+    from scipy.special import softmax
     from sklearn.naive_bayes import MultinomialNB
 
     kept = [row for row in range(len(index.texts)) if row not in exclude]
-    labels = [index.intents[index._row_intent[row]] for row in kept]
+    labels = [index.classes[index._row_intent[row]] for row in kept]
     model = MultinomialNB(alpha=ALPHA, fit_prior=False).fit(index.matrix[kept], labels)
     features, weights = index.vectoriser.vector(text)
     message = csr_matrix((weights, features, [0, len(features)]), shape=(1, index.matrix.shape[1]))
-    return dict(zip(model.classes_.tolist(), model.predict_proba(message)[0].tolist(), strict=True))
+    posteriors = softmax(model.predict_joint_log_proba(message)[0] / TEMPERATURE)
+    return dict(zip(model.classes_.tolist(), posteriors.tolist(), strict=True))
 
 
 @pytest.mark.parametrize(
@@ -123,7 +127,7 @@ def _sklearn_posteriors(index: ExampleIndex, text: str, *, exclude: set[int] = f
 def test_the_offline_score_is_the_naive_bayes_posterior_scikit_learn_gives(text):
     index = ExampleIndex.build([(i.name, i.examples) for i in INTENTS], TfidfVectoriser())
 
-    assert dict(index.match_text(text).ranking) == pytest.approx(_sklearn_posteriors(index, text), abs=1e-6)
+    assert dict(index.match_text(text).ranking) == pytest.approx(sklearn_posteriors(index, text), abs=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +160,7 @@ def test_examples_left_out_leave_their_intents_counts_as_if_fitted_without_them(
 
     match = index.match_text(text, exclude=sorted(left))
 
-    assert dict(match.ranking) == pytest.approx(_sklearn_posteriors(index, text, exclude=left), abs=1e-6)
+    assert dict(match.ranking) == pytest.approx(sklearn_posteriors(index, text, exclude=left), abs=1e-6)
     assert dict(match.ranking)["billing"] < dict(index.match_text(text).ranking)["billing"]
     assert all(neighbour.example not in {index.texts[row] for row in left} for neighbour in match.nearest)
 

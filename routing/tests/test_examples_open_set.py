@@ -8,8 +8,9 @@ import asyncio
 import pytest
 
 from routing.background import OUT_OF_SCOPE, PREFIX, background_of, corpus, none_label
-from routing.examples import ALPHA, ExampleIndex, TfidfVectoriser
+from routing.examples import ExampleIndex, TfidfVectoriser
 from routing.router import CompiledRouter, IntentSpec
+from routing.tests.test_examples import sklearn_posteriors
 
 INTENTS = (
     IntentSpec(
@@ -59,25 +60,13 @@ def router(**settings) -> CompiledRouter:
     return CompiledRouter(intents=INTENTS, fallback_agent="support_agent", examples=index_with_background(), **rule)
 
 
-def _sklearn_posteriors(index: ExampleIndex, text: str, *, exclude: frozenset[int] = frozenset()) -> dict[str, float]:
-    from scipy.sparse import csr_matrix
-    from sklearn.naive_bayes import MultinomialNB
-
-    kept = [row for row in range(len(index.texts)) if row not in exclude]
-    labels = [index.classes[index._row_intent[row]] for row in kept]
-    model = MultinomialNB(alpha=ALPHA, fit_prior=False).fit(index.matrix[kept], labels)
-    features, weights = index.vectoriser.vector(text)
-    message = csr_matrix((weights, features, [0, len(features)]), shape=(1, index.matrix.shape[1]))
-    return dict(zip(model.classes_.tolist(), model.predict_proba(message)[0].tolist(), strict=True))
-
-
 @pytest.mark.parametrize(
     "text",
     ["quero acertar a conta do celular", "how do I bake a carrot cake?", "bom dia! meu modem chegou?", "xyz hola"],
 )
 def test_the_intents_scores_and_none_of_these_are_scikit_learns_posteriors_over_every_class(text):
     index = index_with_background()
-    expected = _sklearn_posteriors(index, text)
+    expected = sklearn_posteriors(index, text)
 
     match = index.match_text(text)
 
@@ -98,7 +87,7 @@ def test_background_rows_left_out_leave_its_counts_as_if_fitted_without_them():
 
     match = index.match_text(text, exclude=[cake])
 
-    expected = _sklearn_posteriors(index, text, exclude=frozenset({cake}))
+    expected = sklearn_posteriors(index, text, exclude=frozenset({cake}))
     assert match.none_of_these[1] == pytest.approx(sum(p for n, p in expected.items() if n.startswith(PREFIX)))
     assert match.none_of_these[1] < index.match_text(text).none_of_these[1]
 

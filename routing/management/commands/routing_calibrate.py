@@ -13,23 +13,37 @@ from routing.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
 
 def figures_line(label: str, figures: Figures) -> str:
     return (
-        f"{label}: threshold {figures.threshold:.2f}, margin {figures.margin:.2f} → accuracy {figures.accuracy:.1%}, "
+        f"{label}: threshold {figures.threshold:.3f}, margin {figures.margin:.2f} → accuracy {figures.accuracy:.1%}, "
         f"wrong routes {figures.wrong_rate:.1%}, fallbacks {figures.fallback_rate:.1%}"
+        + (f", out of scope left alone {figures.out_of_scope_left_rate:.1%}" if figures.out_of_scope else "")
     )
 
 
 def calibration_report(result: Calibration) -> list[str]:
     lines = [
         f"{result.samples} samples: {result.from_tests} saved tests reaching the tier, "
-        f"{result.from_examples} examples left out in turn",
+        f"{result.from_examples} examples and {result.from_out_of_scope} out-of-scope messages left out in turn",
         figures_line("in force", result.current),
         figures_line("chosen", result.chosen),
     ]
-    lines += [figures_line(f"  on the {source}s", figures) for source, figures in result.by_source.items()]
+    lines += [figures_line(f"  on the {source} samples", figures) for source, figures in result.by_source.items()]
+    lines += [f"state bar: {result.state_threshold:.3f} (in force {result.current_state_threshold:.3f})"]
+    lines += [
+        f"  routed with a score in [{row.low:.3f}, {min(row.high, 1.0):.3f}): {row.right} of {row.routed} right "
+        f"({row.right_rate:.1%})"
+        for row in result.reliability
+    ]
+    lines += [f"expected calibration error: {result.calibration_error:.3f}"]
     lines += [
         f"  wrong: {m['source']} {m['name']!r} ({m['text'][:60]!r}) expected {m['expected']}, got {m['got']}"
         for m in result.mistakes
     ]
+    lines += [
+        f"  keyword {c['keyword']!r} of {c['intent']} takes {c['count']} out-of-scope messages, e.g. "
+        f"{c['examples'][0]!r}"
+        for c in result.keyword_conflicts
+    ]
+    lines += [f"  {line}" for line in result.explanation()]
     return lines
 
 
@@ -38,7 +52,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--profile", required=True, help="the profile's agent_id")
-        parser.add_argument("--save", action="store_true", help="write the chosen threshold and margin to the draft")
+        parser.add_argument(
+            "--save", action="store_true", help="write the chosen threshold, margin and state bar to the draft"
+        )
 
     def handle(self, *args, **options):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
