@@ -301,6 +301,13 @@ class AgentProfile(models.Model):
         help_text="An examples decision for an intent that sets a conversation state sets it only at or above this "
         "score (keyword, state and model decisions always do).",
     )
+    examples_reliability = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="How often the examples tier was right at each score when it was last calibrated (its reliability "
+        "table): the route preview reads a decision's confidence from it. Written by calibration.",
+    )
     examples_calibration = models.JSONField(
         default=dict,
         blank=True,

@@ -101,30 +101,47 @@ def _classifier_note(decision: RouteDecision, *, llm_enabled: bool) -> str:
 
 
 def _examples_explained(decision: RouteDecision) -> dict[str, Any] | None:
-    """The examples tier's evidence with a sentence per ranked intent: why it won, or why it lost."""
+    """The examples tier's evidence with a sentence per ranked intent: why it won, or why it lost (to the rule, to
+    another intent or to "none of these")."""
     evidence = decision.metadata.get("examples")
     if not evidence:
         return None
     threshold, margin = evidence["threshold"], evidence["margin"]
     ranking = evidence.get("ranking", [])
+    none = evidence.get("none_of_these") or {"score": 0.0, "kind": "", "label": ""}
     decided = decision.method == "examples"
     rows = []
     for place, entry in enumerate(ranking):
         score = entry["score"]
         if place == 0:
+            rival = max(ranking[1]["score"] if len(ranking) > 1 else 0.0, none["score"])
             if decided:
-                why = f"Won: {score:.2f} ≥ threshold {threshold:.2f}, and {margin:.2f} or more ahead of the runner-up."
-            else:
+                why = f"Won: {score:.2f} ≥ threshold {threshold:.2f}, and {margin:.2f} or more ahead of the rest."
+            elif none["score"] and none["score"] >= score:
+                why = (
+                    f"Likeliest intent, but the message reads as none of these ({none['label']}, {none['score']:.2f})."
+                )
+            elif score < threshold:
                 # The recorded scores are rounded: a score shown as 1.00 may still be under a threshold of 1.00.
-                gap = score - (ranking[1]["score"] if len(ranking) > 1 else 0.0)
-                if score < threshold or gap >= margin:
-                    why = f"Likeliest, but {score:.2f} is below the threshold {threshold:.2f}: the tier did not decide."
-                else:
-                    why = f"Likeliest, but only {gap:.2f} ahead of the runner-up (margin {margin:.2f}): too close."
+                why = f"Likeliest, but {score:.2f} is below the threshold {threshold:.2f}: the tier did not decide."
+            else:
+                why = f"Likeliest, but only {score - rival:.2f} ahead of the next (margin {margin:.2f}): too close."
         else:
             why = f"Less likely ({score:.2f} against {ranking[0]['score']:.2f})."
         rows.append({**entry, "why": why})
+    if none["score"]:
+        rows.append(
+            {"intent": f"none of these ({none['label']})", "score": none["score"], "why": _none_why(none, ranking)}
+        )
     return {**evidence, "rows": rows, "decided": decided}
+
+
+def _none_why(none: dict[str, Any], ranking: list[dict[str, Any]]) -> str:
+    """Why "none of these" won or lost: the small talk, off-topic and out-of-scope messages the intents compete with."""
+    best = ranking[0]["score"] if ranking else 0.0
+    if none["score"] >= best:
+        return "The message is more like messages that belong to no intent than like any intent's examples."
+    return f"Less likely than {ranking[0]['intent']} ({none['score']:.2f} against {best:.2f})."
 
 
 def exclusion_sentence(entry: dict[str, Any]) -> str:

@@ -55,7 +55,7 @@ from routing.routing_tests import Case
 from routing.snapshot import ProfileSpec
 
 WRONG_COST = 3.0  # a wrong route counts as three fallbacks
-MAX_WRONG_RATE = 0.05  # at most one sample in twenty routed to the wrong intent, when a rule can keep to it
+MAX_WRONG_RATE = 0.03  # at most three samples in a hundred routed to the wrong intent, when a rule can keep to it
 OUT_OF_SCOPE_LEFT = 0.97  # out-of-scope samples a rule leaves alone, at least, unless the rule in force left fewer
 LEAVE_ONE_OUT_MAX = 2_000  # the intents' examples left out in turn, at most
 CORPUS_SAMPLES = 600  # the shipped corpus's messages left out in turn, spread over it
@@ -477,12 +477,14 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
 
 
 def calibration_save(profile: Any, result: Calibration, *, user: Any = None) -> None:
-    """Write the chosen threshold, margin and state bar to the profile's draft, with the figures that chose them."""
+    """Write the chosen threshold, margin, state bar and reliability table to the profile's draft, with the figures
+    that chose them."""
     from django.utils import timezone
 
     profile.examples_threshold = result.chosen.threshold
     profile.examples_margin = result.chosen.margin
     profile.examples_state_threshold = result.state_threshold
+    profile.examples_reliability = reliability_table(result.reliability)
     by = getattr(user, "get_username", lambda: "")() if user is not None else "system"
     profile.examples_calibration = result.as_dict(at=timezone.now(), by=by)
     profile.save(
@@ -490,6 +492,7 @@ def calibration_save(profile: Any, result: Calibration, *, user: Any = None) -> 
             "examples_threshold",
             "examples_margin",
             "examples_state_threshold",
+            "examples_reliability",
             "examples_calibration",
             "updated_at",
         ]

@@ -18,11 +18,10 @@ from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
 from routing.replies import ReplyWords
-from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
+from routing.router import CompiledRouter, IntentSpec, StatePolicySpec, reliability_rows
 from routing.snapshot import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
 
 SCHEMA = 1
-DEFAULT_EXAMPLES_STATE_THRESHOLD = 0.99  # agents.models.AgentProfile.examples_state_threshold's default
 
 # The AgentProfile fields a document holds as they are stored (the relations are written by name below).
 PROFILE_FIELDS = (
@@ -50,6 +49,7 @@ PROFILE_FIELDS = (
     "examples_threshold",
     "examples_margin",
     "examples_state_threshold",
+    "examples_reliability",
     "out_of_scope_examples",
     "supervisor_planner",
     "review_single_turns",
@@ -74,6 +74,7 @@ PROFILE_DEFAULTS: Mapping[str, Any] = {
     "review_single_turns": False,
     "out_of_scope_examples": [],
     "examples_state_threshold": 0.99,
+    "examples_reliability": [],
 }
 INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}}
 
@@ -505,8 +506,8 @@ def profile_compile(
             examples=examples_index(intents, profile, state_only),
             examples_threshold=profile.get("examples_threshold", 1.0),
             examples_margin=profile.get("examples_margin", 0.0),
-            # Versions published before the bar existed get the model's default: a state needs strong evidence.
-            examples_state_threshold=profile.get("examples_state_threshold", DEFAULT_EXAMPLES_STATE_THRESHOLD),
+            examples_state_threshold=profile["examples_state_threshold"],
+            examples_reliability=reliability_rows(profile["examples_reliability"]),
             reply_words=ReplyWords(yes=tuple(profile["confirmation_words"]), no=tuple(profile["denial_words"])),
         ),
         coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",

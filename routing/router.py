@@ -91,6 +91,21 @@ async def examples_amatch(index: ExampleIndex | None, text: str) -> ExamplesMatc
     return index.match(vector)
 
 
+Reliability = tuple[tuple[float, float, float, int], ...]  # (low, high, share right, samples) by score range
+
+
+def reliability_rows(table: Any) -> Reliability:
+    """A calibration's reliability table (``routing.calibration.reliability_table``: rows with ``low``, ``high``,
+    ``right_rate`` and ``routed``) as the router reads it; rows it cannot read are left out."""
+    rows = []
+    for row in table or ():
+        try:
+            rows.append((float(row["low"]), float(row["high"]), float(row["right_rate"]), int(row["routed"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(sorted(rows))
+
+
 @dataclass(frozen=True)
 class IntentSpec:
     name: str
@@ -279,6 +294,7 @@ class CompiledRouter:
         examples_threshold: float = 1.0,
         examples_margin: float = 0.0,
         examples_state_threshold: float = 1.0,
+        examples_reliability: Reliability = (),
         reply_words: ReplyWords = NO_REPLY_WORDS,
     ) -> None:
         self.intents = intents
@@ -287,6 +303,7 @@ class CompiledRouter:
         self.examples_threshold = examples_threshold
         self.examples_margin = examples_margin
         self.examples_state_threshold = examples_state_threshold
+        self.examples_reliability = examples_reliability
         self.intents_by_name = {intent.name: intent for intent in intents}
         self.state_policies = {policy.state: policy for policy in state_policies}
         self.fallback_agent = fallback_agent
@@ -576,6 +593,13 @@ class CompiledRouter:
         reason = match.why(self.examples_threshold, self.examples_margin)
         metadata: dict[str, Any] = {"examples": match.as_metadata(self.examples_threshold, self.examples_margin)}
         next_state = intent.next_state or None
+        reliable = self.reliability_at(score)
+        if reliable is not None:
+            metadata["examples"]["reliability"] = reliable
+            reason += (
+                f" When the tier was calibrated, decisions scoring {reliable['low']:.2f}–{reliable['high']:.2f} were "
+                f"right {round(reliable['right_rate'] * 100)} times in 100 ({reliable['routed']} samples)."
+            )
         bar = self.examples_state_threshold
         if next_state and score < bar:
             # A state captures the customer's next message: the examples' evidence must clear the stricter bar.
@@ -597,6 +621,14 @@ class CompiledRouter:
             mcp_tools=list(intent.mcp_tools),
             metadata=metadata,
         )
+
+    def reliability_at(self, score: float) -> dict[str, Any] | None:
+        """How often the tier's decisions at ``score`` were right when it was calibrated (its reliability table's
+        row for the score), or ``None`` without a calibration."""
+        for low, high, right_rate, routed in self.examples_reliability:
+            if low <= score < high or (high >= 1.0 and score >= low):
+                return {"low": low, "high": min(high, 1.0), "right_rate": right_rate, "routed": routed}
+        return None
 
     def from_classification(self, result: Classification | None) -> RouteDecision | None:
         """A decision from the classifier's answer, or ``None`` when it is unknown or not confident."""

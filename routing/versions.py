@@ -369,6 +369,8 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
     if field == "keyword_exclusions" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _exclusions_diff(where, before, after)
+    if field == "examples_reliability":  # a table only calibration writes: the change says so, not every row
+        return [Change(CHANGED, where, field, before, after, "the examples tier's reliability table was recalibrated")]
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
         return _fields_diff(f"{where}, {_words(field)}", before, after)
     items = (before or []) + (after or []) if _is_list(before) and _is_list(after) else None

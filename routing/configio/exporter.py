@@ -179,6 +179,7 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
                 "margin": profile.examples_margin,
                 "state_threshold": profile.examples_state_threshold,
                 "out_of_scope": list(profile.out_of_scope_examples or []),
+                **_reliability(profile),
             },
             "loop_safety": {
                 "max_handoffs_per_turn": profile.max_handoffs_per_turn,
@@ -270,3 +271,12 @@ def _goal(goal: Goal) -> dict[str, Any]:
         "capabilities": list(goal.capabilities or []),
         "entities_schema": goal.entities_schema or {},
     }
+
+
+def _reliability(profile: AgentProfile) -> dict[str, Any]:
+    """The examples tier's reliability table, when calibration wrote one (``router.examples.reliability``)."""
+    rows = [
+        {key: row[key] for key in ("low", "high", "routed", "right", "mean_score") if key in row}
+        for row in profile.examples_reliability or ()
+    ]
+    return {"reliability": rows} if rows else {}

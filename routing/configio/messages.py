@@ -47,6 +47,7 @@ ERROR_TOOL_SERVER = "MCP tool {name!r} belongs to the server {server!r}, not to 
 ERROR_SELF_HANDOFF = "a specialist cannot hand off to itself"
 ERROR_SHORTHAND_TYPE = "unknown argument type {value!r}; use one of: {choices}, or a full JSON Schema"
 ERROR_WORD_BOOLEAN = "YAML reads this word as true or false: quote it, e.g. 'yes', 'no', 'on', 'off'"
+ERROR_RELIABILITY_ROW = "a reliability row needs 0 ≤ low < high ≤ 1 and 0 ≤ right ≤ routed"
 ERROR_KEYWORD_EMPTY = "a keyword needs at least one letter or digit"
 ERROR_KEYWORD_REPEATED = "keyword {keyword!r} is listed twice in this intent (first at {where})"
 ERROR_EXCLUSION_UNKNOWN_KEYWORD = (

@@ -314,6 +314,53 @@ def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, 
         patch.put(key, node, values)
 
 
+RELIABILITY_TYPES = {
+    "low": "number",
+    "high": "number",
+    "routed": "integer",
+    "right": "integer",
+    "right_rate": "number",
+    "mean_score": "number",
+}
+RELIABILITY_KEYS = tuple(RELIABILITY_TYPES)
+
+
+def _reliability(patch: Patch, keys: dict[str, Node], problems: Problems) -> None:
+    """``router.examples.reliability``: the examples tier's reliability table as calibration writes it (rows of
+    ``low``, ``high``, ``routed``, ``right`` and, read back from an export, ``right_rate`` and ``mean_score``), each
+    row's share right recomputed from its counts."""
+    node = keys.get("reliability")
+    if node is None:
+        return
+    if node.value is None:
+        patch.put("examples_reliability", node, [])
+        return
+    if not check(node, "list", problems):
+        return
+    rows, valid = [], True
+    for element in node.elements():
+        row = keys_of(element, problems, RELIABILITY_KEYS, required=("low", "high", "routed", "right"))
+        if row is None:
+            valid = False
+            continue
+        if not all(check(row[key], kind, problems) for key, kind in RELIABILITY_TYPES.items() if key in row):
+            valid = False
+            continue
+        low, high = float(row["low"].value), float(row["high"].value)
+        routed, right = int(row["routed"].value), int(row["right"].value)
+        if not 0.0 <= low < high <= 1.0 or not 0 <= right <= routed:
+            problems.add(element, messages.ERROR_RELIABILITY_ROW)
+            valid = False
+            continue
+        mean = float(row["mean_score"].value) if "mean_score" in row else (low + high) / 2
+        rate = round(right / routed, 4) if routed else 0.0
+        rows.append(
+            {"low": low, "high": high, "routed": routed, "right": right, "right_rate": rate, "mean_score": mean}
+        )
+    if valid:
+        patch.put("examples_reliability", node, rows)
+
+
 def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, model_field: str = "") -> None:
     """A list of non-empty words or phrases (a profile's confirmation, denial and closing words, its out-of-scope
     examples), kept as written."""
@@ -646,11 +693,12 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
         if names is not None:
             patch.refs["goal_domains"] = names
     if "examples" in keys:
-        tier = keys_of(keys["examples"], problems, (*EXAMPLES_FIELDS, "out_of_scope"))
+        tier = keys_of(keys["examples"], problems, (*EXAMPLES_FIELDS, "out_of_scope", "reliability"))
         if tier is not None:
             for key, (model_field, kind) in EXAMPLES_FIELDS.items():
                 _scalar(patch, tier, key, kind, problems, model_field)
             _words(patch, tier, "out_of_scope", problems, "out_of_scope_examples")
+            _reliability(patch, tier, problems)
     if "loop_safety" in keys:
         limits = keys_of(keys["loop_safety"], problems, LOOP_SAFETY_FIELDS)
         if limits is not None:

@@ -62,3 +62,43 @@ def test_a_keyword_decision_says_the_examples_were_not_consulted(staff_client, e
 
     assert shown.decision.method == "keyword" and shown.examples is None
     assert "Not consulted: the keyword match decided first." in page
+
+
+def test_the_preview_says_when_a_message_reads_as_none_of_these(staff_client, examples):
+    shown, page = preview(staff_client, examples, "what's the tallest mountain in the world?")
+
+    assert shown.decision.method == "fallback"
+    [best, *_, none] = shown.examples["rows"]
+    assert "reads as none of these" in best["why"]
+    assert none["intent"].startswith("none of these (") and "belong to no intent" in none["why"]
+    assert "none of these (" in page
+
+
+def test_the_preview_reads_how_often_a_decision_at_its_score_is_right_from_the_calibration(staff_client, examples):
+    AgentProfile.objects.filter(pk=examples.pk).update(
+        examples_reliability=[
+            {"low": 0.0, "high": 0.9, "routed": 40, "right": 30, "right_rate": 0.75, "mean_score": 0.7},
+            {"low": 0.9, "high": 1.0, "routed": 200, "right": 188, "right_rate": 0.94, "mean_score": 0.97},
+        ]
+    )
+    config_version_bump()
+
+    shown, page = preview(staff_client, examples, "o telefone veio caro demais")
+
+    assert shown.decision.method == "examples"
+    reliability = shown.decision.metadata["examples"]["reliability"]
+    expected = 94 if shown.decision.metadata["examples"]["score"] >= 0.9 else 75
+    assert round(reliability["right_rate"] * 100) == expected
+    assert f"right {expected} times in 100" in shown.decision.reason
+    assert f"right <strong>{expected} times in 100</strong>" in " ".join(page.split())
+
+
+def test_the_preview_says_an_examples_decision_set_no_state_below_the_profiles_bar(staff_client, examples):
+    Intent.objects.filter(profile=examples, name="billing_invoice_explanation").update(next_state="WAITING_X")
+    AgentProfile.objects.filter(pk=examples.pk).update(examples_state_threshold=1.0)
+    config_version_bump()
+
+    shown, page = preview(staff_client, examples, "o telefone veio caro demais")
+
+    assert (shown.decision.method, shown.decision.next_state) == ("examples", None)
+    assert "WAITING_X not set" in " ".join(page.split())

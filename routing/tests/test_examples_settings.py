@@ -135,3 +135,18 @@ def test_the_diff_says_what_changed_in_both_settings(telecom):
         "profile: examples state threshold 0.99 → 0.95",
         "out-of-scope example 'me conta uma piada' added to profile",
     }
+
+
+def test_router_examples_carries_the_reliability_table_calibration_wrote_and_refuses_an_impossible_row(telecom):
+    rows = "[{low: 0.5, high: 0.9, routed: 40, right: 30}, {low: 0.9, high: 1.0, routed: 200, right: 188}]"
+    config_import(sources=[router_file(f"{{reliability: {rows}}}")])
+
+    telecom.refresh_from_db()
+    assert [(row["low"], row["right_rate"]) for row in telecom.examples_reliability] == [(0.5, 0.75), (0.9, 0.94)]
+    exported = config_export_data()["routing.telecom_contas.yaml"]["router"]["examples"]["reliability"]
+    assert [(row["routed"], row["right"]) for row in exported] == [(40, 30), (200, 188)]
+    compiled = profile_compile(profile_documents()["telecom_contas"], pk=telecom.pk)
+    assert compiled.router.reliability_at(0.95) == {"low": 0.9, "high": 1.0, "right_rate": 0.94, "routed": 200}
+
+    (problem,) = import_problems(router_file("{reliability: [{low: 0.9, high: 0.5, routed: 4, right: 9}]}"))
+    assert problem == "routing.yaml:3: router.examples.reliability[0]: " + m.ERROR_RELIABILITY_ROW
