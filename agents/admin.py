@@ -215,11 +215,13 @@ class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin
                     "examples_margin",
                     "examples_calibrated",
                     "examples_state_threshold",
+                    "examples_keyword_check",
                     "out_of_scope_examples",
                 ],
-                "description": "When no keyword matches, the message is compared with every intent's examples; the "
-                "nearest intent wins when its score reaches the threshold and beats the runner-up by the margin "
-                "(then the LLM classifier, then the fallback). Choose both with Routing tests → Calibrate the "
+                "description": "When no keyword matches, the message is compared with every intent's examples and with "
+                "“none of these” (small talk, off-topic, and the out-of-scope examples below); the likeliest intent "
+                "wins when its score reaches the threshold and beats the runner-up and “none of these” by the margin "
+                "(then the LLM classifier, then the fallback). Choose them with Routing tests → Calibrate the "
                 "examples tier.",
             },
         ),

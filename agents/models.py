@@ -301,6 +301,13 @@ class AgentProfile(models.Model):
         help_text="An examples decision for an intent that sets a conversation state sets it only at or above this "
         "score (keyword, state and model decisions always do).",
     )
+    examples_keyword_check = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="A keyword does not count when the examples tier reads the whole message as none of these with at "
+        "least this score (a keyword in another sense: “a entrega do TCC”); 1 = keywords always count. Calibration "
+        "proposes the lowest score at which none of the profile's own messages with a keyword would be set aside.",
+    )
     examples_reliability = models.JSONField(
         default=list,
         blank=True,

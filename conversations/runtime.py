@@ -222,7 +222,7 @@ def _hit_agents(router: CompiledRouter, text: str) -> tuple[str, ...]:
     if small_talk_read(text) is not None:
         return ()
     agents: list[str] = []
-    for hit in router.match(text):
+    for hit in router.checked_match(text):
         if hit.intent.agent not in agents:
             agents.append(hit.intent.agent)
     if not agents and text.strip():

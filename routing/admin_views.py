@@ -153,6 +153,19 @@ def exclusion_sentence(entry: dict[str, Any]) -> str:
     return f"'{keyword}' did not count: it is inside '{exclusion}', an exclusion of {intent}"
 
 
+def set_aside_sentences(aside: dict[str, Any] | None) -> list[str]:
+    """Why keywords that matched did not count: the keyword check read the message as none of these
+    (``metadata["keywords_set_aside"]``, :meth:`routing.router.CompiledRouter.checked_keyword_match`)."""
+    if not aside:
+        return []
+    none = aside["none_of_these"]
+    return [
+        f"{', '.join(repr(k) for k in hit['matched_keywords'])} of {hit['intent']} did not count: the message as a "
+        f"whole reads as none of these ({none['label']}, {none['score']:.2f} ≥ the keyword check {aside['bar']:.2f})"
+        for hit in aside["keywords"]
+    ]
+
+
 def _version_label(released: int | None, *, draft: bool) -> str:
     if released is None:
         return "the draft (never published: customers are served it too)"
@@ -211,7 +224,10 @@ def route_preview(
         method_label=METHOD_LABELS.get(decision.method, decision.method),
         matched_keywords=matched,
         candidates=candidates,
-        excluded=[exclusion_sentence(entry) for entry in decision.metadata.get("excluded_keywords", [])],
+        excluded=[
+            *(exclusion_sentence(entry) for entry in decision.metadata.get("excluded_keywords", [])),
+            *set_aside_sentences(decision.metadata.get("keywords_set_aside")),
+        ],
         classifier=decision.metadata.get("classifier"),
         classifier_note=_classifier_note(decision, llm_enabled=spec.llm_router_enabled),
         examples=_examples_explained(decision),

@@ -34,8 +34,11 @@ rule).
 The result says, for the chosen rule and the one in force, the accuracy, the wrong routes, the fallbacks and the
 out-of-scope samples left alone, in figures and in words (:meth:`Calibration.explanation`); a **reliability table**
 — of the samples the chosen rule routes, how many are right at each score — with its expected calibration error,
-which the route preview reads to say how often a decision at a score is right; and the **state bar**: the lowest
-score at which no out-of-scope or wrongly routed sample would set a conversation state.
+which the route preview reads to say how often a decision at a score is right; the **state bar**: the lowest
+score at which no out-of-scope or wrongly routed sample would set a conversation state; the **keywords that take
+out-of-scope samples** (where an exclusion helps); and the **keyword check**: the lowest "none of these" score, at
+least 0.9, at which none of the profile's own examples or saved tests with a keyword would have its keyword set
+aside — a keyword in another sense in a message that reads as none of these then leaves it to the tier.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ NEAR_COPY = 0.5  # word overlap at which an example is a near copy of another (t
 THRESHOLDS = np.concatenate([np.round(np.arange(0.05, 0.991, 0.01), 2), [0.995, 0.999]])
 MARGINS = np.round(np.arange(0.0, 0.951, 0.01), 2)
 STATE_BARS = np.concatenate([np.round(np.arange(0.5, 0.991, 0.01), 2), [0.995, 0.999, 1.0]])
+# The keyword check's bar (the "none of these" score at which a keyword is set aside): at least 0.9, whatever the
+# samples say — a keyword is an editor's explicit rule.
+KEYWORD_CHECK_BARS = np.concatenate([np.round(np.arange(0.9, 0.991, 0.01), 2), [0.995, 0.999, 1.0]])
 # The reliability table's score ranges (a decision's score is at least the threshold).
 RELIABILITY_EDGES = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0001)
 NONE = ""  # the label of a sample the tier should leave alone
@@ -149,6 +155,11 @@ class Calibration:
     # Keywords that take out-of-scope samples (the profile's and the corpus's) before the tier, by how many: where an
     # exclusion ("not in") would help.
     keyword_conflicts: list[dict[str, Any]] = field(default_factory=list)
+    # The keyword check: the lowest bar at which no in-scope sample with a keyword is set aside, and how many of the
+    # out-of-scope samples a keyword takes it sets aside.
+    keyword_check: float = 1.0
+    current_keyword_check: float = 1.0
+    keyword_check_set_aside: int = 0
 
     def as_dict(self, *, at: dt.datetime | None = None, by: str = "") -> dict[str, Any]:
         """What the profile keeps (``examples_calibration``) and the admin shows."""
@@ -165,6 +176,8 @@ class Calibration:
             "calibration_error": self.calibration_error,
             "state_threshold": self.state_threshold,
             "keyword_conflicts": self.keyword_conflicts,
+            "keyword_check": self.keyword_check,
+            "keyword_check_set_aside": self.keyword_check_set_aside,
             "explanation": self.explanation(),
             "at": at.isoformat() if at else None,
             "by": by,
@@ -207,6 +220,13 @@ class Calibration:
             lines.append(
                 f"Keywords take {taken} messages that belong to no intent before the examples tier reads them (listed "
                 'below): an exclusion on the keyword ("not in") leaves them alone.'
+            )
+        if self.keyword_check < 1.0:
+            lines.append(
+                f"A keyword will not count when the examples read the whole message as none of these with a score of "
+                f"{self.keyword_check:.3f} or more (in force: {self.current_keyword_check:.3f}): that sets aside "
+                f"{self.keyword_check_set_aside} of the out-of-scope messages keywords take, and none of the profile's "
+                "own examples or saved tests with a keyword."
             )
         if self.state_threshold != self.current_state_threshold:
             lines.append(
@@ -324,6 +344,31 @@ def keyword_conflicts(spec: ProfileSpec, *, examples: int = 3) -> list[dict[str,
         {"intent": intent, "keyword": keyword, "count": len(texts), "examples": texts[:examples]}
         for (intent, keyword), texts in sorted(taken.items(), key=lambda item: (-len(item[1]), item[0]))
     ]
+
+
+def _keyword_check(spec: ProfileSpec, cases: Sequence[Case]) -> tuple[float, int]:
+    """The keyword check's bar (:data:`KEYWORD_CHECK_BARS`): the lowest at which no in-scope sample with a keyword —
+    an intent's example (left out in turn with its near copies) or a saved test expecting a keyword decision — reads
+    as none of these; and how many out-of-scope samples with a keyword (the background's, left out in turn) it sets
+    aside."""
+    router, index = spec.router, spec.router.examples
+    if index is None or index.vectoriser.remote:
+        return 1.0, 0
+    owners = np.searchsorted(index.starts, np.arange(len(index.texts)), side="right") - 1
+    with_keyword = np.asarray([bool(router.keyword_match(text).hits) for text in index.texts], dtype=bool)
+    inside = np.flatnonzero(with_keyword & (owners < len(index.intents)))
+    outside = np.flatnonzero(with_keyword & (owners >= len(index.intents)))
+
+    def nones(rows: np.ndarray) -> list[float]:
+        return [
+            index.match_text(index.texts[row], exclude=left).none_of_these[1]
+            for row, left in zip(rows, near_copies(index.texts, rows), strict=True)
+        ]
+
+    tests = [case.message for case in cases if case.expect.get("method") == "keyword"]
+    highest = max([*nones(inside), *(index.match_text(text).none_of_these[1] for text in tests)], default=0.0)
+    bar = float(next((bar for bar in KEYWORD_CHECK_BARS if bar > highest + 1e-12), 1.0))
+    return bar, sum(1 for none in nones(outside) if none >= bar) if bar < 1.0 else 0
 
 
 def words(text: str) -> set[str]:
@@ -455,6 +500,7 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
         if s.score >= threshold - 1e-9 and s.gap >= margin - 1e-9 and s.best != s.expected
     ][:10]
     reliability, error = _reliability(samples, threshold, margin)
+    check, set_aside = _keyword_check(spec, cases)
     return Calibration(
         chosen=chosen,
         current=current,
@@ -473,18 +519,22 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
         state_threshold=_state_threshold(spec, samples, threshold, margin),
         current_state_threshold=router.examples_state_threshold,
         keyword_conflicts=keyword_conflicts(spec),
+        keyword_check=check,
+        current_keyword_check=router.keyword_check,
+        keyword_check_set_aside=set_aside,
     )
 
 
 def calibration_save(profile: Any, result: Calibration, *, user: Any = None) -> None:
-    """Write the chosen threshold, margin, state bar and reliability table to the profile's draft, with the figures
-    that chose them."""
+    """Write the chosen threshold, margin, state bar, keyword check and reliability table to the profile's draft, with
+    the figures that chose them."""
     from django.utils import timezone
 
     profile.examples_threshold = result.chosen.threshold
     profile.examples_margin = result.chosen.margin
     profile.examples_state_threshold = result.state_threshold
     profile.examples_reliability = reliability_table(result.reliability)
+    profile.examples_keyword_check = result.keyword_check
     by = getattr(user, "get_username", lambda: "")() if user is not None else "system"
     profile.examples_calibration = result.as_dict(at=timezone.now(), by=by)
     profile.save(
@@ -493,6 +543,7 @@ def calibration_save(profile: Any, result: Calibration, *, user: Any = None) -> 
             "examples_margin",
             "examples_state_threshold",
             "examples_reliability",
+            "examples_keyword_check",
             "examples_calibration",
             "updated_at",
         ]

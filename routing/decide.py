@@ -25,7 +25,7 @@ def delegation_decide(
         talk = router.by_small_talk(text, agent=profile.coordinator)
         if talk is not None:
             return talk
-    candidates = [hit.describe() for hit in router.match(text)]
+    candidates = [hit.describe() for hit in router.checked_match(text)]
     examples = _examples_candidate(profile, text) if not candidates and not delegated_to else None
     if examples is not None:
         candidates.append(examples)

@@ -50,6 +50,7 @@ PROFILE_FIELDS = (
     "examples_margin",
     "examples_state_threshold",
     "examples_reliability",
+    "examples_keyword_check",
     "out_of_scope_examples",
     "supervisor_planner",
     "review_single_turns",
@@ -75,6 +76,7 @@ PROFILE_DEFAULTS: Mapping[str, Any] = {
     "out_of_scope_examples": [],
     "examples_state_threshold": 0.99,
     "examples_reliability": [],
+    "examples_keyword_check": 1.0,
 }
 INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}}
 
@@ -508,6 +510,7 @@ def profile_compile(
             examples_margin=profile.get("examples_margin", 0.0),
             examples_state_threshold=profile["examples_state_threshold"],
             examples_reliability=reliability_rows(profile["examples_reliability"]),
+            keyword_check=profile["examples_keyword_check"],
             reply_words=ReplyWords(yes=tuple(profile["confirmation_words"]), no=tuple(profile["denial_words"])),
         ),
         coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",

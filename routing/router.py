@@ -47,6 +47,7 @@ from typing import Any, Literal, NamedTuple
 import ahocorasick
 
 from common.text import normalize
+from routing.background import none_label
 from routing.examples import ExampleIndex, ExamplesMatch
 from routing.replies import NO_REPLY_WORDS, ReplyWords
 from routing.small_talk import small_talk_read
@@ -261,10 +262,15 @@ class KeywordExclusion:
 
 class KeywordMatch(NamedTuple):  # a named tuple: built once per message, cheaper than a frozen dataclass
     """What the keywords say about a message: the hits, best first, and the keywords their exclusions cancelled (in
-    the order of their first occurrence, then intent and keyword)."""
+    the order of their first occurrence, then intent and keyword); ``set_aside``: the hits the keyword check set aside
+    (:meth:`CompiledRouter.checked_keyword_match`), with why."""
 
     hits: list[KeywordHit]
     excluded: tuple[KeywordExclusion, ...] = ()
+    set_aside: dict[str, Any] | None = None
+
+
+NO_KEYWORDS = KeywordMatch([])  # the keywords were not read (a state or small talk decided first)
 
 
 @dataclass(frozen=True)
@@ -295,6 +301,7 @@ class CompiledRouter:
         examples_margin: float = 0.0,
         examples_state_threshold: float = 1.0,
         examples_reliability: Reliability = (),
+        keyword_check: float = 1.0,
         reply_words: ReplyWords = NO_REPLY_WORDS,
     ) -> None:
         self.intents = intents
@@ -304,6 +311,7 @@ class CompiledRouter:
         self.examples_margin = examples_margin
         self.examples_state_threshold = examples_state_threshold
         self.examples_reliability = examples_reliability
+        self.keyword_check = keyword_check
         self.intents_by_name = {intent.name: intent for intent in intents}
         self.state_policies = {policy.state: policy for policy in state_policies}
         self.fallback_agent = fallback_agent
@@ -378,6 +386,29 @@ class CompiledRouter:
         ]
         hits.sort(key=KeywordHit.rank)
         return KeywordMatch(hits)
+
+    def checked_keyword_match(self, text: str) -> KeywordMatch:
+        """:meth:`keyword_match`, its hits set aside when the profile's keyword check is on (``keyword_check`` < 1) and
+        the examples tier reads the whole message as none of these with at least that score: a keyword in another
+        sense ("a entrega do TCC", "o plano cartesiano") leaves the message to the examples tier and the fallback.
+        The offline tier only (no endpoint is called for it)."""
+        found = self.keyword_match(text)
+        if not found.hits or self.keyword_check >= 1.0 or self.examples is None or self.examples.vectoriser.remote:
+            return found
+        kind, none = self.examples.match_text(text).none_of_these
+        if none < self.keyword_check:
+            return found
+        aside = {
+            "keywords": [hit.describe() for hit in found.hits],
+            "none_of_these": {"score": round(none, 3), "kind": kind, "label": none_label(kind)},
+            "bar": self.keyword_check,
+        }
+        return KeywordMatch([], found.excluded, aside)
+
+    def checked_match(self, text: str) -> list[KeywordHit]:
+        """:meth:`checked_keyword_match`'s hits: the intents a message hits, for whoever moves on them (a coordinator's
+        candidates, the offline model's handoffs)."""
+        return self.checked_keyword_match(text).hits
 
     def _match_guarded(self, haystack: str) -> KeywordMatch:
         """:meth:`keyword_match` for a router with exclusions: the same scan records every occurrence of the keywords
@@ -675,7 +706,7 @@ class CompiledRouter:
         """The steps before the examples tier — a reply to the state's flow, small talk, the state policy, (hybrid)
         follow-up, keywords or a supervisor plan — or ``None`` when none decided (what calibration asks: does a saved
         test reach the tier?). A yes or no goes to the flow that asked, before small talk ("ok, obrigado")."""
-        decision, excluded = self._before_examples(
+        decision, found = self._before_examples(
             text,
             state=state,
             mode=mode,
@@ -683,7 +714,7 @@ class CompiledRouter:
             active_intent=active_intent,
             followup_max_chars=followup_max_chars,
         )
-        return self.excluded_note(decision, excluded) if decision is not None else None
+        return self.excluded_note(decision, found) if decision is not None else None
 
     def _before_examples(
         self,
@@ -694,30 +725,37 @@ class CompiledRouter:
         active_agent: str,
         active_intent: str,
         followup_max_chars: int,
-    ) -> tuple[RouteDecision | None, tuple[KeywordExclusion, ...]]:
-        """:meth:`decide_before_examples`, with the keywords their exclusions cancelled (none when a state or small
-        talk decided: the keywords were not read), for whichever step decides in the end."""
+    ) -> tuple[RouteDecision | None, KeywordMatch]:
+        """:meth:`decide_before_examples`, with what the keywords said (:meth:`checked_keyword_match`: none when a
+        state or small talk decided, the keywords were not read), for whichever step decides in the end."""
         by_state = self.by_state(state, text)
         replied = by_state is not None and "reply" in by_state.metadata
         decision = by_state if replied else self.by_small_talk(text) or by_state
         if decision is not None:
-            return decision, ()
-        hits, excluded = self.keyword_match(text)
+            return decision, NO_KEYWORDS
+        found = self.checked_keyword_match(text)
         if mode == "hybrid":
             decision = self.by_followup(
-                text, active_agent=active_agent, active_intent=active_intent, max_chars=followup_max_chars, hits=hits
+                text,
+                active_agent=active_agent,
+                active_intent=active_intent,
+                max_chars=followup_max_chars,
+                hits=found.hits,
             )
             if decision is not None:
-                return decision, excluded
-        return (self.by_plan(text, hits) if mode == "supervisor" else self.by_keywords(text, hits)), excluded
+                return decision, found
+        plan = self.by_plan(text, found.hits) if mode == "supervisor" else self.by_keywords(text, found.hits)
+        return plan, found
 
     @staticmethod
-    def excluded_note(decision: RouteDecision, excluded: tuple[KeywordExclusion, ...]) -> RouteDecision:
+    def excluded_note(decision: RouteDecision, found: KeywordMatch) -> RouteDecision:
         """``decision`` with the keywords their exclusions cancelled in its ``metadata["excluded_keywords"]``
-        (``intent``, ``keyword``, ``exclusion``, ``kind``), whichever step decided: the route preview says why they
-        did not count."""
-        if excluded:
-            decision.metadata["excluded_keywords"] = [exclusion.describe() for exclusion in excluded]
+        (``intent``, ``keyword``, ``exclusion``, ``kind``) and the hits the keyword check set aside in
+        ``metadata["keywords_set_aside"]``, whichever step decided: the route preview says why they did not count."""
+        if found.excluded:
+            decision.metadata["excluded_keywords"] = [exclusion.describe() for exclusion in found.excluded]
+        if found.set_aside:
+            decision.metadata["keywords_set_aside"] = found.set_aside
         return decision
 
     @staticmethod
@@ -753,7 +791,7 @@ class CompiledRouter:
         every specialist the message hits; ``hybrid`` first keeps short
         follow-ups with ``active_agent``; both route like ``router`` otherwise.
         """
-        decision, excluded = self._before_examples(
+        decision, found = self._before_examples(
             text,
             state=state,
             mode=mode,
@@ -784,7 +822,7 @@ class CompiledRouter:
         if match is not None and decision.method != "examples":
             # Why the examples did not decide (the route preview explains it).
             decision.metadata["examples"] = match.as_metadata(*self._examples_rule)
-        return self.mark_handoff(self.excluded_note(decision, excluded), active_agent)
+        return self.mark_handoff(self.excluded_note(decision, found), active_agent)
 
     @property
     def _examples_rule(self) -> tuple[float, float]:
@@ -795,12 +833,12 @@ class CompiledRouter:
     ) -> RouteDecision:
         """The same order without the classifier step (for benchmarks); the examples tier with its offline
         vectoriser only."""
-        decision, excluded = self._before_examples(
+        decision, found = self._before_examples(
             text, state=state, mode=mode, active_agent=active_agent, active_intent="", followup_max_chars=0
         )
         if decision is None:
             decision = self.examples_decide_here(text)
-        return self.mark_handoff(self.excluded_note(decision or self.fallback(), excluded), active_agent)
+        return self.mark_handoff(self.excluded_note(decision or self.fallback(), found), active_agent)
 
 
 class KeywordLoopMatcher:

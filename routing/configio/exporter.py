@@ -178,6 +178,7 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
                 "threshold": profile.examples_threshold,
                 "margin": profile.examples_margin,
                 "state_threshold": profile.examples_state_threshold,
+                "keyword_check": profile.examples_keyword_check,
                 "out_of_scope": list(profile.out_of_scope_examples or []),
                 **_reliability(profile),
             },

@@ -92,6 +92,7 @@ EXAMPLES_FIELDS = {
     "threshold": ("examples_threshold", "number"),
     "margin": ("examples_margin", "number"),
     "state_threshold": ("examples_state_threshold", "number"),
+    "keyword_check": ("examples_keyword_check", "number"),
 }
 # ``router.loop_safety`` keys → AgentProfile fields.
 LOOP_SAFETY_FIELDS = {

@@ -273,3 +273,23 @@ def test_keywords_that_take_out_of_scope_messages_are_reported_until_an_exclusio
 
     after = calibrate(routing_tests_spec(examples, DRAFT), [])
     assert all(not set(c["examples"]) & {"me conta uma piada"} for c in after.keyword_conflicts)
+
+
+def test_the_keyword_check_proposed_sets_aside_none_of_the_profiles_own_examples_with_a_keyword(examples, staff_client):
+    from routing.calibration import KEYWORD_CHECK_BARS, near_copies
+
+    spec = routing_tests_spec(examples, DRAFT)
+    result = calibrate(spec, [])
+
+    index = spec.router.examples
+    rows = np.asarray(
+        [row for row, text in enumerate(index.texts[: index._ends[len(index.intents) - 1]]) if spec.router.match(text)]
+    )
+    highest = max(
+        index.match_text(index.texts[row], exclude=left).none_of_these[1]
+        for row, left in zip(rows, near_copies(index.texts, rows), strict=True)
+    )
+    assert result.keyword_check in KEYWORD_CHECK_BARS and result.keyword_check >= 0.9
+    assert result.keyword_check > highest or result.keyword_check == 1.0
+    page = staff_client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"})
+    assert 'id="keyword-check"' in page.content.decode()

@@ -147,3 +147,43 @@ def test_a_profiles_background_is_the_shipped_corpus_and_its_own_out_of_scope_ex
     assert own[-1] == (PREFIX + OUT_OF_SCOPE, ("Quero abrir uma conta no banco",))
     assert background_of([]) == shipped
     assert none_label(PREFIX + OUT_OF_SCOPE) == "like the profile's out-of-scope examples"
+
+
+KEYWORDED = tuple(
+    IntentSpec(name=i.name, agent=i.agent, next_state=i.next_state, examples=i.examples, keywords=keywords)
+    for i, keywords in zip(INTENTS, (("pagar",), ("entrega",)), strict=True)
+)
+
+
+def keyword_router(check: float) -> CompiledRouter:
+    return CompiledRouter(
+        intents=KEYWORDED,
+        fallback_agent="support_agent",
+        examples=index_with_background(),
+        examples_threshold=0.5,
+        examples_margin=0.1,
+        keyword_check=check,
+    )
+
+
+def test_the_keyword_check_sets_a_keyword_aside_when_the_whole_message_reads_as_none_of_these():
+    text = "who won the entrega football match yesterday?"  # "entrega" in a message about something else
+
+    off = asyncio.run(keyword_router(1.0).route(text))
+    on = asyncio.run(keyword_router(0.5).route(text))
+
+    assert (off.method, off.intent) == ("keyword", "delivery")
+    assert on.method == "fallback"
+    aside = on.metadata["keywords_set_aside"]
+    assert aside["keywords"][0]["intent"] == "delivery" and aside["bar"] == 0.5
+    assert aside["none_of_these"]["score"] >= 0.5 and aside["none_of_these"]["label"]
+    assert keyword_router(0.5).checked_match(text) == []
+
+
+def test_the_keyword_check_leaves_a_keyword_that_reads_as_its_intent():
+    text = "a entrega do meu modem ainda não chegou"
+
+    decision = asyncio.run(keyword_router(0.5).route(text))
+
+    assert (decision.method, decision.intent) == ("keyword", "delivery")
+    assert "keywords_set_aside" not in decision.metadata

@@ -29,6 +29,10 @@ def calibration_report(result: Calibration) -> list[str]:
     lines += [figures_line(f"  on the {source} samples", figures) for source, figures in result.by_source.items()]
     lines += [f"state bar: {result.state_threshold:.3f} (in force {result.current_state_threshold:.3f})"]
     lines += [
+        f"keyword check: {result.keyword_check:.3f} (in force {result.current_keyword_check:.3f}), sets aside "
+        f"{result.keyword_check_set_aside} out-of-scope messages a keyword takes"
+    ]
+    lines += [
         f"  routed with a score in [{row.low:.3f}, {min(row.high, 1.0):.3f}): {row.right} of {row.routed} right "
         f"({row.right_rate:.1%})"
         for row in result.reliability
