@@ -100,3 +100,22 @@ def test_the_suites_check_what_the_demo_is_about():
     assert {"keyword", "state", "small_talk", "fallback"} <= ways["retail_orders"]
     assert ways["telecom_assistente"] == {"coordinator", "sub_conversation", "small_talk"}
     assert {"plan", "clarification", "general"} <= ways["finance_assistente"]
+
+
+@pytest.mark.parametrize("agent_id", LOADED)
+def test_calibrating_a_demo_profile_never_lowers_the_out_of_scope_messages_it_leaves_alone(demo, agent_id):
+    """The demo ships the rule its calibration chose: calibrating again keeps it, and leaves no fewer out-of-scope
+    samples alone."""
+    from routing.calibration import calibrate
+    from routing.routing_tests import DRAFT
+
+    profile = AgentProfile.objects.get(agent_id=agent_id)
+
+    result = calibrate(routing_tests_spec(profile, DRAFT), routing_tests_saved(profile))
+
+    assert result.chosen.out_of_scope_left_rate >= result.current.out_of_scope_left_rate
+    assert (result.chosen.threshold, result.chosen.margin) == (profile.examples_threshold, profile.examples_margin)
+    assert (result.state_threshold, result.keyword_check) == (
+        profile.examples_state_threshold,
+        profile.examples_keyword_check,
+    )
