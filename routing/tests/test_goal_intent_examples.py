@@ -338,3 +338,16 @@ def test_a_paraphrase_of_another_goal_leaves_the_conversations_goal():
         {"amount_text": "5000"},
         "examples",
     )
+
+
+def test_small_talk_between_a_question_and_its_answer_leaves_the_pending_goal_pending():
+    profile = serving()
+    asked = decide("dá para ampliar o limite?", profile)
+    assert asked.status == CLARIFICATION and asked.goal_state["pending"]
+
+    greeted = decide("bom dia!", profile, goal_state=asked.goal_state)
+    answered = decide("quero 5000", profile, goal_state=greeted.goal_state)
+
+    assert greeted.status == GENERAL and greeted.goal_state == asked.goal_state
+    assert greeted.intent_output.reading["method"] == "small_talk"
+    assert (answered.status, answered.intent_output.goal) == (PLAN, "RAISE_LIMIT")
