@@ -375,6 +375,10 @@ class CompiledRouter:
                 entry["keywords"].setdefault(keyword, start)
                 entry["first"] = min(entry["first"], start)
                 entry["longest"] = max(entry["longest"], length)
+        return KeywordMatch(self._hits(found))
+
+    def _hits(self, found: dict[int, dict[str, Any]]) -> list[KeywordHit]:
+        """The intents found (by index: their keywords with first positions, first match, longest match), best first."""
         hits = [
             KeywordHit(
                 intent=self.intents[index],
@@ -385,7 +389,7 @@ class CompiledRouter:
             for index, entry in found.items()
         ]
         hits.sort(key=KeywordHit.rank)
-        return KeywordMatch(hits)
+        return hits
 
     def checked_keyword_match(self, text: str) -> KeywordMatch:
         """:meth:`keyword_match`, its hits set aside when the profile's keyword check is on (``keyword_check`` < 1) and
@@ -451,18 +455,8 @@ class CompiledRouter:
             entry["keywords"][keyword] = kept[0]
             entry["first"] = min(entry["first"], kept[0])
             entry["longest"] = max(entry["longest"], length)
-        hits = [
-            KeywordHit(
-                intent=self.intents[index],
-                keywords=tuple(sorted(entry["keywords"], key=entry["keywords"].get)),
-                first_position=entry["first"],
-                longest=entry["longest"],
-            )
-            for index, entry in found.items()
-        ]
-        hits.sort(key=KeywordHit.rank)
         excluded.sort(key=lambda item: item[:3])
-        return KeywordMatch(hits, tuple(item[3] for item in excluded))
+        return KeywordMatch(self._hits(found), tuple(item[3] for item in excluded))
 
     def intent_of(self, agent: str, text: str, *, preferred: str = "") -> IntentSpec | None:
         """The intent ``agent`` works under for ``text``: its best keyword hit, else ``preferred`` when that

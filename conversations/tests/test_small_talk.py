@@ -10,20 +10,11 @@ import pytest
 
 from conversations.models import Conversation, Message
 from handoffs.models import Handoff
+from handoffs.tests.test_demo_flows import say
 
 MSISDN = "5511999999999"
 DEMO_PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente", "finance_assistente")
 GREETINGS = {"pt": "Bom dia, tudo bem?", "en": "Hi there, how are you?", "es": "¡Hola! ¿Qué tal?"}
-
-
-def say(api, text, *, agent_id, session, **context):
-    response = api.post(
-        "/api/gateway/message",
-        {"channel": "api", "agent_id": agent_id, "payload": {"text": text, "session_id": session, "context": context}},
-        format="json",
-    )
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 def conversation_of(body) -> Conversation:
