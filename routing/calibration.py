@@ -57,9 +57,9 @@ from routing.examples import ExampleIndex, ExamplesMatch
 from routing.routing_tests import Case
 from routing.snapshot import ProfileSpec
 
-WRONG_COST = 3.0  # a wrong route counts as three fallbacks
+WRONG_COST = 4.0  # a wrong route counts as four fallbacks
 MAX_WRONG_RATE = 0.03  # at most three samples in a hundred routed to the wrong intent, when a rule can keep to it
-OUT_OF_SCOPE_LEFT = 0.97  # out-of-scope samples a rule leaves alone, at least, unless the rule in force left fewer
+OUT_OF_SCOPE_LEFT = 0.95  # out-of-scope samples a rule leaves alone, at least, unless the rule in force left fewer
 LEAVE_ONE_OUT_MAX = 2_000  # the intents' examples left out in turn, at most
 CORPUS_SAMPLES = 600  # the shipped corpus's messages left out in turn, spread over it
 NEAR_COPY = 0.5  # word overlap at which an example is a near copy of another (the paraphrase set's own rule)
