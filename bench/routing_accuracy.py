@@ -257,9 +257,9 @@ def _open_set_compare(model: ScriptedLLMServer, which: str) -> None:
         }
         for method, background in backgrounds.items():
             index = ExampleIndex.build(intents, TfidfVectoriser(), background)
-            variant = _router_with(router, index, 1.0, 0.0, 1.0)
+            variant = _router_with(router, index, 1.0, 0.0, 1.0, 1.0)
             result = calibrate(replace(spec, router=variant), routing_tests_saved(profile))
-            rule = (result.chosen.threshold, result.chosen.margin, result.state_threshold)
+            rule = (result.chosen.threshold, result.chosen.margin, result.state_threshold, result.keyword_check)
             variant = _router_with(router, index, *rule)
             for message in _load(agent_id, which):
                 got, state = asyncio.run(_route(variant, None, message["text"]))
@@ -283,7 +283,9 @@ def _intent_rows(index) -> list[tuple[str, int, int]]:
     return [(name, int(index.starts[k]), int(index._ends[k])) for k, name in enumerate(index.intents)]
 
 
-def _router_with(router, index, threshold: float, margin: float, state_threshold: float):
+def _router_with(router, index, threshold: float, margin: float, state_threshold: float, keyword_check: float):
+    """``router`` with another examples index and its rule (the keyword check only where the index has a
+    background: without one nothing reads as none of these)."""
     return type(router)(
         intents=router.intents,
         state_policies=tuple(router.state_policies.values()),
@@ -292,6 +294,7 @@ def _router_with(router, index, threshold: float, margin: float, state_threshold
         examples_threshold=threshold,
         examples_margin=margin,
         examples_state_threshold=state_threshold,
+        keyword_check=keyword_check,
     )
 
 
