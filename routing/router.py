@@ -50,7 +50,7 @@ from common.text import normalize
 from routing.background import none_label
 from routing.examples import ExampleIndex, ExamplesMatch
 from routing.replies import NO_REPLY_WORDS, ReplyWords
-from routing.small_talk import small_talk_read
+from routing.small_talk import small_talk_read, small_talk_reader
 
 logger = logging.getLogger(__name__)
 
@@ -318,6 +318,7 @@ class CompiledRouter:
         self.llm_enabled = llm_enabled
         self.llm_threshold = llm_threshold
         self._automaton, self._guarded = self._compile(intents)
+        small_talk_reader()  # read once per process, when the first profile compiles: not on a customer's message
 
     @staticmethod
     def _compile(intents: tuple[IntentSpec, ...]) -> tuple[ahocorasick.Automaton | None, bool]:

@@ -90,10 +90,17 @@ class SmallTalkReader:
 
     def read(self, text: str) -> SmallTalk | None:
         """The message's small talk, or ``None`` when anything in it is not a small-talk phrase or a filler word."""
-        said = normalize(text).split()
-        words = _words(text)
-        if not words or len(words) > MAX_WORDS or not self.vocabulary.issuperset(words):
+        normalized = normalize(text)
+        if not normalized or normalized.count(" ") >= MAX_WORDS:
             return None
+        said = normalized.split()
+        words = []
+        for word in said:  # a business request has a word no phrase uses: told apart at that word
+            # The vocabulary's words have no letter twice in a row: a word found as it is needs no reading.
+            known = word if word in self.vocabulary else _REPEATS.sub(r"\1", word)
+            if known not in self.vocabulary:
+                return None
+            words.append(known)
         line = " ".join(words) + " "
         starts = [0]
         for word in words:
