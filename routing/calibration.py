@@ -37,8 +37,8 @@ out-of-scope samples left alone, in figures and in words (:meth:`Calibration.exp
 which the route preview reads to say how often a decision at a score is right; the **state bar**: the lowest
 score at which no out-of-scope or wrongly routed sample would set a conversation state; the **keywords that take
 out-of-scope samples** (where an exclusion helps); and the **keyword check**: the lowest "none of these" score, at
-least 0.9, at which none of the profile's own examples or saved tests with a keyword would have its keyword set
-aside — a keyword in another sense in a message that reads as none of these then leaves it to the tier.
+least 0.9, at which none of the profile's own examples or saved tests with one keyword would have it set aside — a
+lone keyword in another sense, in a message that reads as none of these, then leaves it to the tier.
 """
 
 from __future__ import annotations
@@ -346,8 +346,14 @@ def keyword_conflicts(spec: ProfileSpec, *, examples: int = 3) -> list[dict[str,
     ]
 
 
+def _one_keyword(router: Any, text: str) -> bool:
+    """The message hits one keyword of one intent: what the keyword check may set aside."""
+    hits = router.keyword_match(text).hits
+    return len(hits) == 1 and len(hits[0].keywords) == 1
+
+
 def _keyword_check(spec: ProfileSpec, cases: Sequence[Case]) -> tuple[float, int]:
-    """The keyword check's bar (:data:`KEYWORD_CHECK_BARS`): the lowest at which no in-scope sample with a keyword —
+    """The keyword check's bar (:data:`KEYWORD_CHECK_BARS`): the lowest at which no in-scope sample with one keyword —
     an intent's example (left out in turn with its near copies) or a saved test expecting a keyword decision — reads
     as none of these; and how many out-of-scope samples with a keyword (the background's, left out in turn) it sets
     aside."""
@@ -355,7 +361,7 @@ def _keyword_check(spec: ProfileSpec, cases: Sequence[Case]) -> tuple[float, int
     if index is None or index.vectoriser.remote:
         return 1.0, 0
     owners = np.searchsorted(index.starts, np.arange(len(index.texts)), side="right") - 1
-    with_keyword = np.asarray([bool(router.keyword_match(text).hits) for text in index.texts], dtype=bool)
+    with_keyword = np.asarray([_one_keyword(router, text) for text in index.texts], dtype=bool)
     inside = np.flatnonzero(with_keyword & (owners < len(index.intents)))
     outside = np.flatnonzero(with_keyword & (owners >= len(index.intents)))
 
@@ -365,7 +371,9 @@ def _keyword_check(spec: ProfileSpec, cases: Sequence[Case]) -> tuple[float, int
             for row, left in zip(rows, near_copies(index.texts, rows), strict=True)
         ]
 
-    tests = [case.message for case in cases if case.expect.get("method") == "keyword"]
+    tests = [
+        case.message for case in cases if case.expect.get("method") == "keyword" and _one_keyword(router, case.message)
+    ]
     highest = max([*nones(inside), *(index.match_text(text).none_of_these[1] for text in tests)], default=0.0)
     bar = float(next((bar for bar in KEYWORD_CHECK_BARS if bar > highest + 1e-12), 1.0))
     return bar, sum(1 for none in nones(outside) if none >= bar) if bar < 1.0 else 0

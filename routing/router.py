@@ -393,12 +393,19 @@ class CompiledRouter:
         return hits
 
     def checked_keyword_match(self, text: str) -> KeywordMatch:
-        """:meth:`keyword_match`, its hits set aside when the profile's keyword check is on (``keyword_check`` < 1) and
-        the examples tier reads the whole message as none of these with at least that score: a keyword in another
-        sense ("a entrega do TCC", "o plano cartesiano") leaves the message to the examples tier and the fallback.
-        The offline tier only (no endpoint is called for it)."""
+        """:meth:`keyword_match`, its hit set aside when the profile's keyword check is on (``keyword_check`` < 1), the
+        message holds one keyword and the examples tier reads the whole message as none of these with at least that
+        score: a keyword in another sense ("a entrega do TCC", "o plano cartesiano") leaves the message to the
+        examples tier and the fallback. Two keywords or more are evidence enough ("minha fatura e meu pedido"). The
+        offline tier only (no endpoint is called for it)."""
         found = self.keyword_match(text)
-        if not found.hits or self.keyword_check >= 1.0 or self.examples is None or self.examples.vectoriser.remote:
+        if (
+            len(found.hits) != 1
+            or len(found.hits[0].keywords) != 1
+            or self.keyword_check >= 1.0
+            or self.examples is None
+            or self.examples.vectoriser.remote
+        ):
             return found
         kind, none = self.examples.match_text(text).none_of_these
         if none < self.keyword_check:

@@ -187,3 +187,11 @@ def test_the_keyword_check_leaves_a_keyword_that_reads_as_its_intent():
 
     assert (decision.method, decision.intent) == ("keyword", "delivery")
     assert "keywords_set_aside" not in decision.metadata
+
+
+def test_the_keyword_check_never_sets_aside_a_message_with_two_keywords():
+    text = "who won the entrega football match, and can I pagar for it?"  # two keywords, of two intents
+
+    decision = asyncio.run(keyword_router(0.01).route(text))
+
+    assert decision.method == "keyword" and "keywords_set_aside" not in decision.metadata
