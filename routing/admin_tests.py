@@ -6,6 +6,7 @@ of intents, and precision and recall per intent."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -162,7 +163,7 @@ class RoutingTestCaseAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
                     run=run,
                     profile=profile,
                     summary=run_summary(run),
-                    results=results_shown(run, show),
+                    results=[(result, result_checks(result)) for result in results_shown(run, show)],
                     show=show,
                     filters=_filters(request, run, show),
                     intents=sorted(run.confusion),
@@ -179,6 +180,25 @@ def results_shown(run: TestRun, show: str = SHOW_ALL) -> list[CaseResult]:
     if show == SHOW_PASSED:
         return [result for result in ordered if result.passed]
     return ordered
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation of a case as the results table shows it, in the order of ``ROUTING_TEST_EXPECT_KEYS``."""
+
+    key: str
+    expected: str
+    actual: str
+    failed: bool
+
+
+def result_checks(result: CaseResult) -> list[Check]:
+    expect = result.case.expect
+    return [
+        Check(key, expect[key], result.actual.get(key) or "(none)", key in result.failed)
+        for key in (*ROUTING_TEST_EXPECT_KEYS, *sorted(set(expect) - set(ROUTING_TEST_EXPECT_KEYS)))
+        if key in expect
+    ]
 
 
 def run_summary(run: TestRun) -> str:

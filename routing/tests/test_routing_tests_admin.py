@@ -55,6 +55,8 @@ def test_an_editor_runs_the_draft_tests_and_reads_each_result_and_the_figures(cl
 
     assert summary(page) == "1 of 2 failed: “modem”. 1 passed."
     assert "FAIL" in page and "intent=retail_order_tracking" in page
+    # Expectations read in one order (intent, agent, method…), whatever order the database keeps a JSON object in.
+    assert "intent=billing_invoice_explanation, agent=billing_agent" in page
     assert 'id="confusion"' in page and 'id="scores"' in page
 
 
