@@ -83,9 +83,9 @@ class IntentAutocompleteView(AutocompleteJsonView):
     def get_queryset(self) -> QuerySet[Intent]:
         # The admin's queryset counts keywords (a GROUP BY, which drops the model's ordering): ordered again, by
         # profile first, as the labels read.
-        return super().get_queryset().select_related("profile").order_by(*Intent._meta.ordering)
+        return super().get_queryset().select_related("profile").order_by(*(Intent._meta.ordering or ()))
 
-    def serialize_result(self, obj: Intent, to_field_name: str) -> dict[str, str]:
+    def serialize_result(self, obj: Any, to_field_name: str) -> dict[str, Any]:
         return {**super().serialize_result(obj, to_field_name), "text": intent_label(obj)}
 
 
@@ -126,10 +126,9 @@ class DraftNoteMixin:
             return
         if may_publish(request):
             url = reverse("admin:agents_agentprofile_publish", args=[profile.pk])
-            note = format_html(DRAFT_NOTE, profile=profile.agent_id, url=url)
+            messages.info(request, format_html(DRAFT_NOTE, profile=profile.agent_id, url=url))
         else:
-            note = DRAFT_NOTE_NO_PUBLISH.format(profile=profile.agent_id)
-        messages.info(request, note)
+            messages.info(request, DRAFT_NOTE_NO_PUBLISH.format(profile=profile.agent_id))
 
 
 def staff_user(request: HttpRequest) -> User:

@@ -475,7 +475,8 @@ class RoutingTestCaseForm(forms.ModelForm):
         return AgentProfile.objects.filter(pk=pk).first() if pk else None
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         fields = [expect_field(key) for key in ROUTING_TEST_EXPECT_KEYS]
         expect = {
             key: cleaned[name] for key, name in zip(ROUTING_TEST_EXPECT_KEYS, fields, strict=True) if cleaned.get(name)
