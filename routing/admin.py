@@ -14,21 +14,25 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
+from django.contrib.admin.views.autocomplete import AutocompleteJsonView
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
 from agents.admin import SpecialistListFilter, servers_sync_messages, specialist_choices
-from agents.models import McpServer, McpTool
+from agents.models import AgentProfile, McpServer, McpTool
 from common.adminkit import ReadOnlyAdminMixin
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
 from routing import admin_views
+from routing.admin_versions import may_publish
 from routing.forms import (
     IntentAdminForm,
     IntentChangelistForm,
@@ -56,6 +60,7 @@ from routing.services import (
     rollout_tenant_override_set,
     rollout_user_override_set,
 )
+from routing.versions import live_version
 from tenants.models import Tenant
 
 if TYPE_CHECKING:
@@ -66,7 +71,64 @@ if TYPE_CHECKING:
 
 
 def intent_label(intent: Intent) -> str:
+    """How an intent is named wherever one is chosen: with its profile, as specialists are (two profiles may each
+    have a "support_request")."""
     return f"{intent.profile.agent_id}/{intent.name}"
+
+
+class IntentAutocompleteView(AutocompleteJsonView):
+    """The intent picker's choices (``routing/intent/autocomplete/``): the admin's own, each named with its
+    profile (:func:`intent_label`)."""
+
+    def get_queryset(self) -> QuerySet[Intent]:
+        # The admin's queryset counts keywords (a GROUP BY, which drops the model's ordering): ordered again, by
+        # profile first, as the labels read.
+        return super().get_queryset().select_related("profile").order_by(*(Intent._meta.ordering or ()))
+
+    def serialize_result(self, obj: Any, to_field_name: str) -> dict[str, Any]:
+        return {**super().serialize_result(obj, to_field_name), "text": intent_label(obj)}
+
+
+class IntentAutocompleteSelect(AutocompleteSelect):
+    """An intent picker that asks :class:`IntentAutocompleteView` for its choices."""
+
+    def get_url(self) -> str:
+        return reverse(f"{self.admin_site.name}:routing_intent_autocomplete")
+
+
+DRAFT_NOTE = 'Saved to the draft of {profile} — <a href="{url}">publish</a> to serve it.'
+DRAFT_NOTE_NO_PUBLISH = "Saved to the draft of {profile}: customers get it once it is published."
+
+
+class DraftNoteMixin:
+    """After an add or change page saves a row of a profile whose customers are served a published version, a note
+    says the change went to the draft — with a link to publish it, for a user who may. A profile never published
+    serves its draft, and gets no note."""
+
+    def draft_profile(self, obj: Any) -> AgentProfile:
+        raise NotImplementedError
+
+    def response_add(self, request: HttpRequest, obj: Any, post_url_continue: str | None = None) -> HttpResponse:
+        response = super().response_add(request, obj, post_url_continue)  # type: ignore[misc]
+        self._draft_note(request, obj)
+        return response
+
+    def response_change(self, request: HttpRequest, obj: Any) -> HttpResponse:
+        response = super().response_change(request, obj)  # type: ignore[misc]
+        self._draft_note(request, obj)
+        return response
+
+    def _draft_note(self, request: HttpRequest, obj: Any) -> None:
+        if IS_POPUP_VAR in request.POST:
+            return
+        profile = self.draft_profile(obj)
+        if live_version(profile) is None:
+            return
+        if may_publish(request):
+            url = reverse("admin:agents_agentprofile_publish", args=[profile.pk])
+            messages.info(request, format_html(DRAFT_NOTE, profile=profile.agent_id, url=url))
+        else:
+            messages.info(request, DRAFT_NOTE_NO_PUBLISH.format(profile=profile.agent_id))
 
 
 def staff_user(request: HttpRequest) -> User:
@@ -103,7 +165,7 @@ class KeywordInline(admin.TabularInline):
 
 
 @admin.register(Intent)
-class IntentAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
+class IntentAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = IntentAdminForm
     inlines = [KeywordInline]
     list_display = [
@@ -122,7 +184,7 @@ class IntentAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     list_editable = ["priority", "enabled"]
     list_filter = ["profile", ("specialist", SpecialistListFilter), "domain", "enabled"]
     list_select_related = ["profile", "specialist"]
-    search_fields = ["name", "description", "keywords__text", "keywords__normalized"]
+    search_fields = ["name", "profile__agent_id", "description", "keywords__text", "keywords__normalized"]
     filter_horizontal = ["mcp_tools"]
     actions = ["enable_intents", "disable_intents"]
     save_on_top = True
@@ -154,8 +216,16 @@ class IntentAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
                 self.admin_site.admin_view(admin_views.RoutePreviewView.as_view(model_admin=self)),
                 name="routing_intent_preview",
             ),
+            path(
+                "autocomplete/",
+                self.admin_site.admin_view(IntentAutocompleteView.as_view(admin_site=self.admin_site)),
+                name="routing_intent_autocomplete",
+            ),
         ]
         return urls + super().get_urls()
+
+    def draft_profile(self, obj: Intent) -> AgentProfile:
+        return obj.profile
 
     @admin.display(description="specialist", ordering="specialist__name")
     def specialist_name(self, obj: Intent) -> str:
@@ -197,13 +267,25 @@ class IntentAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Keyword)
-class KeywordAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
+class KeywordAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = KeywordAdminForm
     list_display = ["text", "not_in", "intent", "profile", "intent_enabled", "normalized"]
     list_filter = ["intent__profile", "intent__enabled"]
     list_select_related = ["intent__profile"]
     search_fields = ["text", "normalized", "intent__name"]
     autocomplete_fields = ["intent"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "intent":
+            kwargs["widget"] = IntentAutocompleteSelect(db_field, self.admin_site, using=kwargs.get("using"))
+        formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "intent" and formfield is not None and formfield.queryset is not None:
+            formfield.queryset = formfield.queryset.select_related("profile")
+            label_choices(formfield, intent_label)
+        return formfield
+
+    def draft_profile(self, obj: Keyword) -> AgentProfile:
+        return obj.intent.profile
 
     @admin.display(description="profile", ordering="intent__profile__agent_id")
     def profile(self, obj: Keyword) -> str:
@@ -219,7 +301,7 @@ class KeywordAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(StatePolicy)
-class StatePolicyAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
+class StatePolicyAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = StatePolicyAdminForm
     list_display = ["state", "profile", "specialist_name", "intent", "enabled", "updated_at"]
     list_editable = ["enabled"]
@@ -239,6 +321,9 @@ class StatePolicyAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     @admin.display(description="specialist", ordering="specialist__name")
     def specialist_name(self, obj: StatePolicy) -> str:
         return obj.specialist.name
+
+    def draft_profile(self, obj: StatePolicy) -> AgentProfile:
+        return obj.profile
 
 
 # -- goals and capabilities (seed 002) ---------------------------------------------

@@ -183,9 +183,54 @@ class Calibration:
             "by": by,
         }
 
+    def trade_off(self) -> str:
+        """The sentence an editor reads before accepting a rule that routes fewer samples right or sends more to the
+        fallback than the rule in force: what it costs, in figures and in words, and what it buys ("" when it costs
+        neither)."""
+        new, old = self.chosen, self.current
+        worse = new.accuracy < old.accuracy - 1e-9
+        more_fallbacks = new.fallback_rate > old.fallback_rate + 1e-9
+        if not (worse or more_fallbacks):
+            return ""
+        costs = []
+        if worse:
+            costs.append(
+                "routes {} of the messages it was checked on right instead of {}".format(
+                    *_percents(new.accuracy, old.accuracy)
+                )
+            )
+        if more_fallbacks:
+            costs.append(
+                "sends {} to the fallback instead of {}".format(*_percents(new.fallback_rate, old.fallback_rate))
+            )
+        sentence = "With this rule the examples tier " + ", and ".join(costs)
+        if more_fallbacks:
+            sentence += (
+                f": {_one_in(new.fallback_rate)} messages that no keyword decides will reach the fallback specialist "
+                "rather than a guess"
+            )
+        gains = []
+        if new.wrong_rate < old.wrong_rate - 1e-9:
+            gains.append("fewer wrong routes ({} instead of {})".format(*_percents(new.wrong_rate, old.wrong_rate)))
+        if new.out_of_scope and new.out_of_scope_left_rate > old.out_of_scope_left_rate + 1e-9:
+            gains.append(
+                "more messages that belong to no intent left alone ({} instead of {})".format(
+                    *_percents(new.out_of_scope_left_rate, old.out_of_scope_left_rate)
+                )
+            )
+        if gains:
+            sentence += ", in exchange for " + " and ".join(gains)
+        return sentence + "."
+
     def explanation(self) -> list[str]:
-        """The trade-off in words: what the chosen rule does against the rule in force, and how far its scores can
-        be read as how often a decision is right."""
+        """The trade-off in words: first what the chosen rule costs against the rule in force (:meth:`trade_off`),
+        when it costs something, then :meth:`details`."""
+        trade_off = self.trade_off()
+        return [trade_off, *self.details()] if trade_off else self.details()
+
+    def details(self) -> list[str]:
+        """What the chosen rule does against the rule in force, and how far its scores can be read as how often a
+        decision is right."""
         new, old = self.chosen, self.current
         lines = [
             f"Under the chosen rule the examples tier routes {_percent(new.accuracy)} of the samples right (in force: "
@@ -200,13 +245,7 @@ class Calibration:
                 f"calibrating keeps at least {_percent(OUT_OF_SCOPE_LEFT)} of them alone, or what the rule in force "
                 "left when that was fewer."
             )
-        if new.accuracy < old.accuracy - 1e-9:
-            lines.append(
-                "It is more careful than the rule in force: fewer messages are routed by their examples, and more go "
-                "to the fallback specialist or the next tier, in exchange for fewer wrong routes or more out-of-scope "
-                "messages left alone."
-            )
-        elif new.accuracy > old.accuracy + 1e-9:
+        if new.accuracy > old.accuracy + 1e-9:
             lines.append("It routes more messages right than the rule in force, within the same limits.")
         routed = sum(row.routed for row in self.reliability)
         if routed:
@@ -239,6 +278,49 @@ class Calibration:
 
 def _percent(rate: float) -> str:
     return f"{rate * 100:.1f} %"
+
+
+def _percents(new: float, old: float) -> tuple[str, str]:
+    """Two rates as whole percents ("75 %", "80 %"), with a decimal where whole ones would read the same."""
+    digits = 0 if round(new * 100) != round(old * 100) else 1
+    return f"{new * 100:.{digits}f} %", f"{old * 100:.{digits}f} %"
+
+
+def _one_in(rate: float) -> str:
+    """A share in words a reader pictures: "about 1 in 4", or "about 6 in 10" for more than a few in ten."""
+    if rate < 0.45:
+        return f"about 1 in {round(1 / rate)}"
+    return f"about {round(rate * 10)} in 10"
+
+
+SHORT_TEXT = 40  # characters of a message that name a sample
+SOURCE_WORDS = {
+    "example": "an example of the intent",
+    "small talk": "small talk",
+    "out of scope": "the profile's out-of-scope examples",
+    "corpus": "the shipped set of messages that belong to no intent",
+}
+
+
+def sample_label(sample: Sample) -> str:
+    """A sample as an editor recognises it, by intent and message: "support_request: 'Fui atendido muito mal…'"
+    (a message that belongs to no intent: "none of these: 'boa tarde'")."""
+    return f"{sample.expected or 'none of these'}: '{_shorten(sample.text)}'"
+
+
+def sample_origin(sample: Sample) -> str:
+    """Where a sample comes from, in words: a saved test by its name, an intent's example, small talk…"""
+    if sample.source == "test":
+        return f"saved test “{sample.name}”"
+    return SOURCE_WORDS.get(sample.source, sample.source)
+
+
+def _shorten(text: str, limit: int = SHORT_TEXT) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] or text[:limit]
+    return cut.rstrip(" ,.;:") + "…"
 
 
 def reliability_table(rows: Sequence[Reliability]) -> list[dict[str, Any]]:
@@ -503,7 +585,15 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
     threshold, margin = float(THRESHOLDS[t_index]), float(MARGINS[m_index])
     chosen = _figures(samples, threshold, margin)
     mistakes = [
-        {"source": s.source, "name": s.name, "text": s.text, "expected": s.expected or "fallback", "got": s.best}
+        {
+            "source": s.source,
+            "name": s.name,
+            "label": sample_label(s),
+            "origin": sample_origin(s),
+            "text": s.text,
+            "expected": s.expected or "fallback",
+            "got": s.best,
+        }
         for s in samples
         if s.score >= threshold - 1e-9 and s.gap >= margin - 1e-9 and s.best != s.expected
     ][:10]

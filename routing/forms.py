@@ -1,4 +1,4 @@
-"""Admin forms: the keyword rule and the route preview.
+"""Admin forms: the keyword rule, a saved routing test's expectation and the route preview.
 
 The rule "a keyword belongs to one enabled intent per profile" is enforced by
 :func:`routing.services.keywords_validate_unique`; these forms only gather the
@@ -7,17 +7,25 @@ keywords a save would leave behind and put its errors where the user looks.
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.formsets import DELETION_FIELD_NAME
 
-from agents.models import AgentProfile, Specialist
+from agents.models import AgentProfile, RemoteBackend, RoutingMode, Specialist
 from common.forms import LinesField, PhrasesField, label_choices
 from common.text import normalize, whole_number
-from routing.models import Intent, Keyword, StatePolicy
+from routing.decide import COORDINATION_INTENT
+from routing.goal_decide import GENERAL, PLAN
+from routing.goals import CLARIFICATION, FAILURE
+from routing.models import ROUTING_TEST_EXPECT_KEYS, Goal, Intent, Keyword, RoutingTestCase, StatePolicy
+from routing.router import FALLBACK_INTENT, MULTI_INTENT, SMALL_TALK_INTENT, SUPERVISOR_ROUTE, Method
+from routing.routing_tests import GOAL_AGENT, GOAL_MODE
 from routing.services import keywords_validate_unique
+from routing.small_talk import KINDS as SMALL_TALK_KINDS
 
 ERROR_KEYWORD_DUPLICATE = "Keyword {keyword!r} appears twice in this intent (as {other!r})."
 ERROR_KEYWORD_EMPTY = "A keyword needs at least one letter or digit."
@@ -75,10 +83,18 @@ class ProfileScopedChoicesForm(forms.ModelForm):
                 field.queryset = field.queryset.filter(profile_id=profile_pk)
 
 
+INTENT_EXAMPLES_HELP = (
+    "One example message per line, in the words customers use. The examples tier reads them first: when no keyword "
+    "decides, a message like these goes to this intent. The LLM classifier reads them too, where the profile switches "
+    "it on."
+)
+
+
 class IntentAdminForm(ProfileScopedChoicesForm):
     examples = LinesField(
         required=False,
-        help_text="One example message per line; the LLM classifier reads them.",
+        widget=forms.Textarea(attrs={"rows": 15, "cols": 80, "class": "vLargeTextField"}),
+        help_text=INTENT_EXAMPLES_HELP,
     )
 
     class Meta:
@@ -230,6 +246,251 @@ class StatePolicyAdminForm(ProfileScopedChoicesForm):
         cleaned = self.cleaned_data
         _check_same_profile(self, cleaned.get("profile"))
         return cleaned
+
+
+# -- a saved routing test's expectation, one field per key ----------------------------------------------------------
+
+EXPECT_LABELS = {
+    "intent": "Intent",
+    "agent": "Specialist",
+    "method": "Decided by",
+    "next_state": "Next state",
+    "goal": "Goal",
+    "status": "Goal status",
+}
+EXPECT_HELP = {
+    "intent": "The intent the message must be routed to.",
+    "agent": "The specialist that must answer it.",
+    "method": "How the router must decide it.",
+    "next_state": "The conversation state the decision must set.",
+    "goal": "Goal mode: the goal the message must be read as.",
+    "status": "Goal mode: what must come of the message.",
+}
+GOAL_KEYS = ("goal", "status")
+NOT_CHECKED = "— not checked —"
+NOT_IN_DRAFT = "{value} (not in the draft)"
+ERROR_EXPECT_NOTHING = (
+    "Choose what the decision must be: at least one of intent, specialist, decided by, next state, goal or goal "
+    "status (a test that checks nothing always passes)."
+)
+ERROR_EXPECT_CHOICE = "{label}: “%(value)s” is not {what}."
+EXPECT_WHAT = {
+    "intent": "an intent of {profile}",
+    "agent": "a specialist of {profile}",
+    "method": "a way the router decides",
+    "next_state": "a state of {profile}",
+    "goal": "a goal of {profile}",
+    "status": "a goal status",
+}
+# Every way the router decides (routing.router.Method), in words; the value is what a test run shows.
+METHOD_WORDS = {
+    "keyword": "a keyword matched",
+    "examples": "like an intent's example messages",
+    "llm": "the LLM classifier",
+    "state": "the conversation's state policy",
+    "followup": "a short follow-up kept by the active specialist",
+    "small_talk": "small talk: a greeting, thanks, asking for a person…",
+    "fallback": "nothing matched: the fallback specialist",
+    "llm_plan": "a supervisor plan by the model",
+    "coordinator": "the coordinator answers or delegates",
+    "sub_conversation": "a sub-conversation keeps the delegated specialist",
+    "permission": "the reply to a permission question",
+    "goal": "goal mode",
+}
+STATUS_WORDS = {
+    PLAN: "the goal's capabilities run",
+    CLARIFICATION: "the customer is asked a question",
+    GENERAL: "no goal: the specialists answer",
+    FAILURE: "the goal cannot be served",
+}
+SUPERVISOR_MODES = (RoutingMode.SUPERVISOR, RoutingMode.HYBRID)
+
+Choices = list[tuple[str, str]]
+
+
+def expect_field(key: str) -> str:
+    """The form field of an ``expect`` key (``intent`` → ``expect_intent``), also the add page's query parameter."""
+    return f"expect_{key}"
+
+
+def _named(value: str, words: str) -> str:
+    return f"{value}: {words}"
+
+
+def expect_choices(profiles: Iterable[AgentProfile]) -> dict[int, dict[str, Choices]]:
+    """What each profile's draft offers a saved routing test to expect, by profile pk and ``expect`` key: its
+    intents and the other outcomes a decision names (fallback, small talk, a state policy's), its specialists, the
+    router's methods, its states, and in goal mode its goals and the goal statuses. A few queries for all of them."""
+    profiles = list(profiles)
+    pks = [profile.pk for profile in profiles]
+    intents: dict[int, Choices] = {pk: [] for pk in pks}
+    states: dict[int, set[str]] = {pk: set() for pk in pks}
+    agents: dict[int, Choices] = {pk: [] for pk in pks}
+    for profile_id, name, enabled, next_state in (
+        Intent.objects.filter(profile_id__in=pks)
+        .order_by("name")
+        .values_list("profile_id", "name", "enabled", "next_state")
+    ):
+        intents[profile_id].append((name, name if enabled else f"{name} (disabled)"))
+        if next_state:
+            states[profile_id].add(next_state)
+    policies: dict[int, Choices] = {pk: [] for pk in pks}
+    for profile_id, state, intent_id in (
+        StatePolicy.objects.filter(profile_id__in=pks).order_by("state").values_list("profile_id", "state", "intent_id")
+    ):
+        states[profile_id].add(state)
+        if intent_id is None:
+            policies[profile_id].append((f"state:{state}", f"state:{state}: its state policy, with no intent"))
+    for profile_id, name, enabled in (
+        Specialist.objects.filter(profile_id__in=pks).order_by("name").values_list("profile_id", "name", "enabled")
+    ):
+        agents[profile_id].append((name, name if enabled else f"{name} (disabled)"))
+    for profile_id, name in (
+        RemoteBackend.objects.filter(profile_id__in=pks, enabled=True)
+        .order_by("name")
+        .values_list("profile_id", "name")
+    ):
+        agents[profile_id].append((name, _named(name, "remote backend")))
+    goal_profiles = [profile for profile in profiles if profile.routing_mode == GOAL_MODE]
+    goals = _goal_choices(goal_profiles)
+    small_talk = [
+        (SMALL_TALK_INTENT.format(kind=kind), f"small talk: {kind.replace('_', ' ')}") for kind in SMALL_TALK_KINDS
+    ]
+    methods = [(method, _named(method, METHOD_WORDS[method])) for method in typing.get_args(Method)]
+    choices = {}
+    for profile in profiles:
+        goal_mode = profile.routing_mode == GOAL_MODE
+        supervised = profile.routing_mode in SUPERVISOR_MODES
+        others = [(FALLBACK_INTENT, _named(FALLBACK_INTENT, METHOD_WORDS["fallback"])), *small_talk]
+        if supervised:
+            others.append((MULTI_INTENT, _named(MULTI_INTENT, "several intents, a supervisor plan")))
+        if profile.coordinator_id is not None:
+            others.append((COORDINATION_INTENT, _named(COORDINATION_INTENT, METHOD_WORDS["coordinator"])))
+        choices[profile.pk] = {
+            "intent": [*intents[profile.pk], *goals.get(profile.pk, []), *others, *policies[profile.pk]],
+            "agent": [
+                *agents[profile.pk],
+                *(
+                    [(SUPERVISOR_ROUTE, _named(SUPERVISOR_ROUTE, "a plan of several specialists"))]
+                    if supervised
+                    else []
+                ),
+                *([(GOAL_AGENT, _named(GOAL_AGENT, "goal mode's plan"))] if goal_mode else []),
+            ],
+            "method": methods,
+            "next_state": [(state, state) for state in sorted(states[profile.pk])],
+            "goal": goals.get(profile.pk, []),
+            "status": [(status, _named(status, words)) for status, words in STATUS_WORDS.items()] if goal_mode else [],
+        }
+    return choices
+
+
+def _goal_choices(profiles: list[AgentProfile]) -> dict[int, Choices]:
+    """The goals of goal-mode ``profiles``: those of their goal domains, or every synced one where none is chosen."""
+    if not profiles:
+        return {}
+    domains: dict[int, set[int]] = {profile.pk: set() for profile in profiles}
+    for profile_id, server_id in AgentProfile.goal_domains.through.objects.filter(
+        agentprofile_id__in=list(domains)
+    ).values_list("agentprofile_id", "mcpserver_id"):
+        domains[profile_id].add(server_id)
+    goals = list(Goal.objects.order_by("domain", "name").values_list("server_id", "domain", "name", "enabled"))
+    return {
+        pk: [
+            (f"{domain}.{name}", f"{domain}.{name}" + ("" if enabled else " (disabled)"))
+            for server_id, domain, name, enabled in goals
+            if not servers or server_id in servers
+        ]
+        for pk, servers in domains.items()
+    }
+
+
+def expect_keys_shown(profile: AgentProfile | None, expect: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ``expect`` keys a test's form shows: goal and goal status only where the profile is in goal mode (or,
+    on an add page with no profile yet, where some profile is) or the test already expects them."""
+    if profile is not None:
+        goal_mode = profile.routing_mode == GOAL_MODE
+    else:
+        goal_mode = AgentProfile.objects.filter(routing_mode=GOAL_MODE).exists()
+    if goal_mode or any(expect.get(key) for key in GOAL_KEYS):
+        return ROUTING_TEST_EXPECT_KEYS
+    return tuple(key for key in ROUTING_TEST_EXPECT_KEYS if key not in GOAL_KEYS)
+
+
+class RoutingTestCaseForm(forms.ModelForm):
+    """A saved routing test with its expectation as fields — ``expect_intent``, ``expect_agent`` … one per key of
+    :data:`~routing.models.ROUTING_TEST_EXPECT_KEYS` — chosen from what the test's profile's draft offers
+    (:func:`expect_choices`); blank is "not checked". On an add page with no profile yet the choices are grouped by
+    profile, and the profile posted is the one they are checked against. A value the test already holds stays a
+    choice ("… (not in the draft)"), so saving a test never drops part of it."""
+
+    expect_intent = forms.ChoiceField(required=False)
+    expect_agent = forms.ChoiceField(required=False)
+    expect_method = forms.ChoiceField(required=False)
+    expect_next_state = forms.ChoiceField(required=False)
+    expect_goal = forms.ChoiceField(required=False)
+    expect_status = forms.ChoiceField(required=False)
+
+    class Meta:
+        model = RoutingTestCase
+        fields = ["profile", "name", "message", "state", "active_specialist", "enabled"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = dict(self.instance.expect or {}) if self.instance.pk else {}
+        for key, value in stored.items():
+            self.initial.setdefault(expect_field(key), value)
+        self.profile = self._profile()
+        if self.profile is not None:
+            offered = expect_choices([self.profile])[self.profile.pk]
+        else:
+            profiles = list(AgentProfile.objects.order_by("agent_id"))
+            by_profile = expect_choices(profiles)
+        for key in ROUTING_TEST_EXPECT_KEYS:
+            field = cast("forms.ChoiceField", self.fields[expect_field(key)])
+            field.label = EXPECT_LABELS[key]
+            field.help_text = EXPECT_HELP[key]
+            held = {str(value) for value in (stored.get(key), self.initial.get(expect_field(key))) if value}
+            if self.profile is not None:
+                field.choices = [("", NOT_CHECKED), *_keeping(offered[key], held)]
+            else:
+                grouped = [(profile.agent_id, by_profile[profile.pk][key]) for profile in profiles]
+                field.choices = [
+                    ("", NOT_CHECKED),
+                    *((name, options) for name, options in grouped if options),
+                    *_keeping([], held - {value for _, options in grouped for value, _ in options}),
+                ]
+            what = EXPECT_WHAT[key].format(profile=self.profile.agent_id if self.profile else "the profile")
+            field.error_messages["invalid_choice"] = ERROR_EXPECT_CHOICE.format(label=EXPECT_LABELS[key], what=what)
+
+    def _profile(self) -> AgentProfile | None:
+        """The profile the expectation is chosen in: the one posted, else the test's, else the add page's."""
+        if self.is_bound:
+            chosen: Any = self.data.get(self.add_prefix("profile"))
+        else:
+            chosen = self.instance.profile_id or self.initial.get("profile")
+        if isinstance(chosen, AgentProfile):
+            return chosen
+        pk = whole_number(str(chosen or ""))
+        return AgentProfile.objects.filter(pk=pk).first() if pk else None
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        fields = [expect_field(key) for key in ROUTING_TEST_EXPECT_KEYS]
+        expect = {
+            key: cleaned[name] for key, name in zip(ROUTING_TEST_EXPECT_KEYS, fields, strict=True) if cleaned.get(name)
+        }
+        if not expect and not any(name in self.errors for name in fields):
+            raise ValidationError(ERROR_EXPECT_NOTHING)
+        self.instance.expect = expect
+        return cleaned
+
+
+def _keeping(choices: Choices, held: set[str]) -> Choices:
+    """``choices`` and, after them, the ``held`` values they do not offer."""
+    offered = {value for value, _ in choices}
+    return [*choices, *((value, NOT_IN_DRAFT.format(value=value)) for value in sorted(held - offered))]
 
 
 class RoutePreviewForm(forms.Form):

@@ -1,4 +1,4 @@
-"""A real message turned into a saved routing test (W2 4/8): the pre-filled "Add as routing test case" link of
+"""A real message turned into a saved routing test: the pre-filled "Add as routing test case" link of
 the admin (a stored route decision, a user message, the route preview) and the cases the admin action creates.
 
 The case expects what was decided; the editor corrects it to the right answer, which makes a misroute a test.
@@ -6,7 +6,6 @@ The case expects what was decided; the editor corrects it to the right answer, w
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -15,6 +14,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
+from routing.forms import expect_field
 from routing.models import RoutingTestCase
 
 ADD_PERMISSION = "routing.add_routingtestcase"
@@ -65,14 +65,15 @@ def test_case_name(draft: RoutingTestDraft, *, taken: set[str] | None = None) ->
 
 
 def test_case_add_url(draft: RoutingTestDraft) -> str:
-    """The admin's add form of a saved routing test, pre-filled with ``draft`` (a unique name included)."""
+    """The admin's add form of a saved routing test, pre-filled with ``draft`` (a unique name included): its
+    expectation fills the form's fields, one per key (:func:`routing.forms.expect_field`)."""
     params = {
         "profile": draft.profile_id,
         "name": test_case_name(draft),
         "message": draft.message,
         "state": draft.state,
         "active_specialist": draft.active_specialist,
-        "expect": json.dumps(draft.expect, ensure_ascii=False),
+        **{expect_field(key): value for key, value in draft.expect.items()},
     }
     query = urlencode({key: value for key, value in params.items() if value not in ("", None)})
     return f"{reverse('admin:routing_routingtestcase_add')}?{query}"

@@ -183,7 +183,7 @@ EXPECT: dict[type[models.Model], Expect] = {
             "profile": s[AgentProfile].pk,
             "name": "modem",
             "message": "meu modem",
-            "expect": '{"intent": "retail_order_tracking"}',
+            "expect_intent": "retail_order_tracking",
         },
         added={"expect": {"intent": "retail_order_tracking"}},
         change={"message": "Minha fatura veio muito alta"},

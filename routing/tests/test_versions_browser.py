@@ -72,13 +72,14 @@ def test_an_editor_edits_tests_publishes_and_reverts_and_customers_follow(
     page.select_option("#id_profile", label=str(profile))
     page.fill("#id_name", "modem")
     page.fill("#id_message", "meu modem parou")
-    page.fill("#id_expect", '{"intent": "retail_order_tracking", "agent": "orders_agent"}')
+    page.select_option("#id_expect_intent", "retail_order_tracking")
+    page.select_option("#id_expect_agent", "orders_agent")
     page.click("input[name=_save]")
     page.wait_for_selector(".messagelist .success")
 
     # Run the tests on the draft: the new one fails, with the actual decision and its reason.
     page.goto(base + "/admin/routing/routingtestcase/run/?profile=telecom_contas&version=draft")
-    assert "1 passed, 1 failed (of 2)" in page.inner_text("#summary")
+    assert page.inner_text("#summary") == "1 of 2 failed: “modem”. 1 passed."
     assert "FAIL" in page.inner_text("#results") and "product_information" in page.inner_text("#results")
     shot(page, "1-test-fails")
 
@@ -98,7 +99,7 @@ def test_an_editor_edits_tests_publishes_and_reverts_and_customers_follow(
     page.wait_for_selector(".messagelist .success")
     add_keyword(page, base, orders.pk, "modem")
     page.goto(base + "/admin/routing/routingtestcase/run/?profile=telecom_contas&version=draft")
-    assert "2 passed, 0 failed (of 2)" in page.inner_text("#summary")
+    assert page.inner_text("#summary") == "All 2 passed."
     # Customers still get version 1 while the fix is a draft.
     assert ask(api, "meu modem parou", "b-2")["intent"] != "retail_order_tracking"
 
