@@ -1,6 +1,8 @@
 """Import and export of the configuration in the admin (W2 4/8, docs/versions.md "Import and export in the admin").
 
-"Import configuration" takes uploaded (or pasted) YAML files and imports them like ``manage.py import_config``:
+"Import configuration" takes uploaded (or pasted) YAML files and imports them like ``manage.py import_config``
+(a routing tests file — ``profile:`` and ``tests:`` — like ``manage.py routing_test --file``: its tests are added
+or updated by name, for users who may add and change routing tests):
 "Dry run" shows, per profile, what would change in words and the problems as ``file:line: path: message``;
 "Import into the drafts" writes them into the drafts and shows the same changes, with a link to each changed
 profile's "Publish draft" page. It never publishes. "Download the draft" gives a profile's YAML files in a zip
@@ -17,9 +19,11 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -30,9 +34,11 @@ from routing.configio import ConfigImportError, Source, config_import
 from routing.configio.exporter import HEADER, config_export_data, dump, goals_file_name, routing_file_name
 from routing.documents import profile_documents
 from routing.models import Intent, RoutingVersion
+from routing.routing_tests import LoadReport, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from routing.versions import Change, document_diff, document_masked
 
 CONFIG_PERMISSION = "routing.change_intent"
+TESTS_PERMISSIONS = ("routing.add_routingtestcase", "routing.change_routingtestcase")
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
@@ -68,7 +74,10 @@ class ImportForm(forms.Form):
         required=False,
         initial="pasted.yaml",
         label="File name of the pasted YAML",
-        help_text="agents.yaml, tools.yaml, mcp_servers.yaml, routing.<agent_id>.yaml or goals.<domain>.yaml.",
+        help_text=(
+            "agents.yaml, tools.yaml, mcp_servers.yaml, routing.<agent_id>.yaml, goals.<domain>.yaml, or a routing "
+            "tests file (profile: and tests:)."
+        ),
     )
     profile = forms.ModelChoiceField(
         queryset=AgentProfile.objects.order_by("agent_id"),
@@ -142,6 +151,60 @@ def import_sources(
     return result, report.warnings
 
 
+def is_tests_file(source: Source) -> bool:
+    """A routing tests file (``profile:`` and ``tests:``) rather than configuration: what the importer hands to
+    :func:`routing_tests_parse`. A file that is not YAML is the configuration importer's to report."""
+    try:
+        data = yaml.safe_load(source.text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and "tests" in data and not {"agents", "intents", "agent_id"} & set(data)
+
+
+@dataclass
+class TestsLoaded:
+    """What importing one routing tests file did (or would do) to a profile's saved tests."""
+
+    file: str
+    agent_id: str
+    report: LoadReport
+
+
+class TestsImportRefused(Exception):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(f"{len(problems)} problem(s) in the routing tests; nothing was imported.")
+        self.messages = problems
+
+
+def tests_import(sources: list[Source], *, user: Any) -> list[TestsLoaded]:
+    """Add or update the tests of each routing tests file, by name (none is deleted). Raises
+    :class:`TestsImportRefused` with every problem (unreadable files, unknown profiles, missing permissions)."""
+    if not sources:
+        return []
+    missing = [permission for permission in TESTS_PERMISSIONS if not user.has_perm(permission)]
+    if missing:
+        names = ", ".join(source.name for source in sources)
+        raise TestsImportRefused([f"{names}: importing routing tests needs the permission(s) {', '.join(missing)}."])
+    parsed: list[tuple[Source, str, list[Any]]] = []
+    problems: list[str] = []
+    for source in sources:
+        try:
+            agent_id, cases = routing_tests_parse(source.text, name=source.name)
+        except RoutingTestsFileError as exc:
+            problems.extend(exc.problems)
+            continue
+        parsed.append((source, agent_id, cases))
+    profiles = AgentProfile.objects.in_bulk([agent_id for _, agent_id, _ in parsed], field_name="agent_id")
+    unknown = [(source.name, agent_id) for source, agent_id, _ in parsed if agent_id not in profiles]
+    problems.extend(f"{name}: profile: no profile {agent_id!r}." for name, agent_id in unknown)
+    if problems:
+        raise TestsImportRefused(problems)
+    return [
+        TestsLoaded(source.name, agent_id, routing_tests_load(profile=profiles[agent_id], cases=cases))
+        for source, agent_id, cases in parsed
+    ]
+
+
 def profile_files(profile: AgentProfile) -> dict[str, str]:
     """The YAML files of one profile's draft: agents.yaml with it alone, its routing file, the servers and tools,
     and its domain's goals file. Importing them changes nothing."""
@@ -203,17 +266,26 @@ class ConfigIntentAdmin(_IntentAdmin):  # type: ignore[valid-type, misc]
             profile = form.cleaned_data.get("profile")
             context["dry_run"] = dry_run
             context["file_names"] = [source.name for source in form.cleaned_data["sources"]]
+            sources = form.cleaned_data["sources"]
+            tests = [source for source in sources if is_tests_file(source)]
+            config = [source for source in sources if source not in tests]
             try:
-                changed, warnings = import_sources(
-                    form.cleaned_data["sources"],
-                    profile=profile.agent_id if profile else None,
-                    user=request.user,
-                    dry_run=dry_run,
-                )
+                with transaction.atomic():  # the configuration and the tests, or nothing
+                    changed, warnings = (
+                        import_sources(
+                            config, profile=profile.agent_id if profile else None, user=request.user, dry_run=dry_run
+                        )
+                        if config
+                        else ([], [])
+                    )
+                    loaded = tests_import(tests, user=request.user)
+                    transaction.set_rollback(dry_run)
             except ConfigImportError as exc:
                 context.update(refused=str(exc), problems=exc.messages, warnings=exc.warnings)
+            except TestsImportRefused as exc:
+                context.update(refused=str(exc), problems=exc.messages)
             else:
-                context.update(done=True, changed=changed, warnings=warnings)
+                context.update(done=True, changed=changed, warnings=warnings, tests_loaded=loaded)
         context["form"] = form
         return TemplateResponse(request, "admin/routing/config/import.html", context)
 
