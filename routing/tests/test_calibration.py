@@ -137,6 +137,8 @@ def test_the_command_prints_the_figures_and_saves_only_when_asked(examples):
     call_command("routing_calibrate", "--profile", "telecom_contas", stdout=out)
 
     assert "chosen: threshold" in out.getvalue() and "in force: threshold 0.90" in out.getvalue()
+    wrong = [line for line in out.getvalue().splitlines() if line.strip().startswith("wrong:")]
+    assert all("'example " not in line and ": '" in line for line in wrong), wrong  # by intent and message
     assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
 
     call_command("routing_calibrate", "--profile", "telecom_contas", "--save", stdout=out)

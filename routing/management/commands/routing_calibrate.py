@@ -39,8 +39,7 @@ def calibration_report(result: Calibration) -> list[str]:
     ]
     lines += [f"expected calibration error: {result.calibration_error:.3f}"]
     lines += [
-        f"  wrong: {m['source']} {m['name']!r} ({m['text'][:60]!r}) expected {m['expected']}, got {m['got']}"
-        for m in result.mistakes
+        f"  wrong: {m['label']} ({m['origin']}) expected {m['expected']}, got {m['got']}" for m in result.mistakes
     ]
     lines += [
         f"  keyword {c['keyword']!r} of {c['intent']} takes {c['count']} out-of-scope messages, e.g. "
