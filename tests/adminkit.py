@@ -23,6 +23,10 @@ def change_url(obj: models.Model) -> str:
     return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
 
 
+def history_url(obj: models.Model) -> str:
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_history", args=[obj.pk])
+
+
 def delete_url(obj: models.Model) -> str:
     return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_delete", args=[obj.pk])
 

@@ -10,10 +10,13 @@ from io import StringIO
 import pytest
 from auditlog.models import LogEntry
 from auditlog.registry import auditlog
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from common.history_admin import history_entries
 from routing.models import (
     Capability,
     Goal,
@@ -104,6 +107,7 @@ def test_a_keyword_added_inline_shows_in_the_intents_history(editor_client, edit
     assert "keyword" in html.lower()
 
 
+@pytest.mark.sqlite_too
 def test_a_keyword_deleted_still_shows_in_the_intents_history(staff_user, client, intent):
     client.force_login(staff_user)
     keyword = intent.keywords.get(text="plano")
@@ -113,6 +117,44 @@ def test_a_keyword_deleted_still_shows_in_the_intents_history(staff_user, client
 
     assert "plano" in html
     assert '<span class="entry-action">delete</span>' in html
+
+
+@pytest.mark.sqlite_too
+def test_an_intents_history_holds_its_deleted_keywords_entries_and_no_other_intents(intent):
+    other = Intent.objects.get(profile=intent.profile, name="support_request")
+    plano = intent.keywords.get(text="plano")
+    plano.delete()
+    other.keywords.get(text="troca").delete()
+
+    found = history_entries(intent, children=[(Keyword, "intent")])
+
+    keywords = {(entry.object_repr, entry.action) for entry in found if entry.content_type.model == "keyword"}
+    assert ("plano", LogEntry.Action.DELETE) in keywords and ("plano", LogEntry.Action.CREATE) in keywords
+    assert "troca" not in {name for name, _ in keywords}
+
+
+def test_on_postgresql_a_deleted_keywords_entries_are_found_through_an_index(intent):
+    """Among many entries of keywords, those of one intent's deleted keyword are read through the GIN index of
+    common.0003, not by reading every keyword's entry."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the index is PostgreSQL's")
+    keyword_type = ContentType.objects.get_for_model(Keyword)
+    with connection.cursor() as cursor:  # other intents' keywords: fewer, and reading them all beats any index
+        cursor.execute(
+            "INSERT INTO auditlog_logentry (content_type_id, object_pk, object_id, object_repr, action, changes_text,"
+            " changes, timestamp) SELECT %s, n::text, n, 'word ' || n, 0, '', jsonb_build_object('intent',"
+            " jsonb_build_array('None', (100000 + n)::text)), now() FROM generate_series(10000, 40000) AS n",
+            [keyword_type.pk],
+        )
+    intent.keywords.get(text="plano").delete()
+    found = history_entries(intent, children=[(Keyword, "intent")])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE auditlog_logentry")
+
+    plan = found.explain()
+
+    assert "common_history_changes_gin" in plan, plan
+    assert {"plano"} <= {entry.object_repr for entry in found}
 
 
 def test_a_tool_added_to_a_specialist_is_recorded_as_a_relation_change(telecom):
