@@ -462,3 +462,31 @@ def test_every_page_of_every_model_opens(staff_client, samples):
             answered.append(f"{name}: {status}, expected {expected}")
 
     assert answered == []
+
+
+SAVED = [model for model in REGISTERED if model in EXPECT and EXPECT[model].on_change is OnChange.SAVES]
+LINES = "First line.\nSecond line."
+
+
+@pytest.mark.parametrize("model", SAVED, ids=label)
+def test_saving_a_change_page_as_a_browser_sends_it_changes_nothing(staff_client, samples, model):
+    """A browser sends a text box's lines ended by CRLF: posted back unedited, the page stores nothing new (no field
+    rewritten with CRLF, no history entry, no prompt version)."""
+    obj = samples[model]
+    texts = {
+        f.name: LINES
+        for f in model._meta.concrete_fields
+        if isinstance(f, models.TextField) and not f.choices and f.editable
+    }
+    model.objects.filter(pk=obj.pk).update(**texts)  # several lines in every text box (a queryset update: no entry)
+    SpecialistPrompt.objects.update(text=LINES)  # and in a specialist's prompt, edited on its page
+    keep = [f.attname for f in model._meta.concrete_fields if not getattr(f, "auto_now", False)]
+    before = model.objects.filter(pk=obj.pk).values(*keep).get()
+    entries = LogEntry.objects.count()
+
+    data = form_data(staff_client.get(change_url(obj)), newline="\r\n")
+    response = staff_client.post(change_url(obj), data)
+
+    assert response.status_code == 302, error_messages(response)
+    assert model.objects.filter(pk=obj.pk).values(*keep).get() == before
+    assert list(LogEntry.objects.filter(pk__gt=0).order_by("pk")[entries:]) == []

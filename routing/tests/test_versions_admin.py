@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from agents.models import AgentProfile, Specialist, SpecialistPrompt
 from routing.models import Keyword, RoutingVersion
 from routing.versions import live_version, version_publish
-from tests.adminkit import change_url, changelist_url, delete_url
+from tests.adminkit import change_url, changelist_url, delete_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -64,6 +64,29 @@ def test_the_profile_page_shows_what_the_draft_changes_against_the_live_version(
     assert "keyword &#x27;modem&#x27; added to intent retail_order_tracking" in page
     assert "specialist billing_agent: prompt changed" in page
     assert "+Ask for the invoice month." in page  # the prompt's text diff
+
+
+def test_saving_a_profile_and_a_specialist_unedited_as_a_browser_sends_them_leaves_nothing_to_publish(
+    admin_client, telecom
+):
+    """A browser sends a text box's lines ended by CRLF: the policy and the prompt read as they were, so the draft
+    stays the live version (it said "policy changed", and a prompt version was added)."""
+    AgentProfile.objects.filter(pk=telecom.pk).update(policy="Be brief.\nNever ask for a password.")
+    billing = Specialist.objects.get(profile=telecom, name="billing_agent")
+    billing.prompts.filter(is_active=True).update(text="You explain invoices.\nAsk for the month first.")
+    version_publish(profile=telecom, note="first")
+    prompts = SpecialistPrompt.objects.count()
+
+    for obj in (telecom, billing):
+        data = form_data(admin_client.get(change_url(obj)), newline="\r\n")
+        assert "\r\n" in (data.get("policy") or data.get("prompt_text"))  # as a browser sends them
+        response = admin_client.post(change_url(obj), data)
+        assert response.status_code == 302, error_messages(response)
+
+    telecom.refresh_from_db()
+    assert telecom.policy == "Be brief.\nNever ask for a password."
+    assert SpecialistPrompt.objects.count() == prompts
+    assert "The draft is the live version." in admin_client.get(change_url(telecom)).content.decode()
 
 
 def test_the_profile_list_says_which_version_is_live_and_what_the_draft_holds(admin_client, telecom):
