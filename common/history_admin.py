@@ -1,6 +1,7 @@
 """The field-level history in the admin: :class:`FieldHistoryAdminMixin` makes an object's "History" page show
 what auditlog recorded of it and of the rows its inlines edit (an intent's keywords, a specialist's prompts), and
 :class:`RoutingChangeAdmin` is the "Routing changes" list of every entry, which nobody may add, change or delete.
+Both say what changed in words (:mod:`common.history_words`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.text import capfirst
+
+from common.history_words import changes_html, changes_summary
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import BaseModelAdmin, ModelAdmin
@@ -86,6 +89,7 @@ class FieldHistoryAdminMixin(_ModelAdminBase):
         own_type = ContentType.objects.get_for_model(obj)
         for entry in entries:
             entry.of_child = not (entry.content_type_id == own_type.pk and entry.object_id == obj.pk)
+            entry.changes_html = changes_html(entry)
         context = {
             **self.admin_site.each_context(request),
             "title": f"History: {obj}",
@@ -109,6 +113,14 @@ class RoutingChangeAdmin(LogEntryAdmin):
 
     list_filter = [ResourceTypeFilter, ("actor", admin.RelatedOnlyFieldListFilter), "action", "timestamp"]
     actions = None
+
+    @admin.display(description="Changes")
+    def msg_short(self, obj: LogEntry) -> str:
+        return changes_summary(obj)
+
+    @admin.display(description="Changes")
+    def msg(self, obj: LogEntry) -> str:
+        return changes_html(obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
