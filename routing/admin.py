@@ -55,6 +55,7 @@ from routing.models import (
 from routing.services import (
     keywords_validate_unique,
     rollout_actor_admin,
+    rollout_actor_words,
     rollout_flag_delete,
     rollout_flag_set,
     rollout_tenant_override_set,
@@ -245,14 +246,14 @@ class StatePolicyAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         return obj.specialist.name
 
 
-# -- goals and capabilities (seed 002) ---------------------------------------------
+# -- goals and capabilities --------------------------------------------------------
 # Read from the domains' manifests (routing/goal_sync.py) and edited here; a re-sync keeps what was edited. The
 # "Routing editors" group may add, change and view them, not delete them (a re-sync would bring them back).
 
 
-def _json_field(name: str, **kwargs: Any) -> PrettyJSONField:
+def _json_field(**kwargs: Any) -> PrettyJSONField:
     return PrettyJSONField(
-        required=False, error_messages={"invalid": f"{name}: enter valid JSON (docs/goals.md)."}, **kwargs
+        required=False, error_messages={"invalid": "Enter valid JSON: an object in braces, {} for none."}, **kwargs
     )
 
 
@@ -277,8 +278,7 @@ class GoalAdminForm(forms.ModelForm):
         help_text="One capability name per line: the goal's capability when no enum of its entities chooses one.",
     )
     entities_schema = _json_field(
-        "entities_schema",
-        help_text="The entities the model extracts, as in the manifest (docs/goals.md): type string, enum (with "
+        help_text="The entities the model extracts, as in the domain's manifest: type string, enum (with "
         "values), list or boolean; an enum's capability_map names the capability of each value.",
     )
 
@@ -305,8 +305,7 @@ class CapabilityAdminForm(forms.ModelForm):
     keywords = LinesField(required=False, help_text="One word or phrase per line (the manifest's intent_hints).")
     examples = LinesField(required=False, help_text="One example message per line (the manifest's intent_hints).")
     metadata = _json_field(
-        "metadata",
-        help_text="What drives the planner, as in the manifest (docs/goals.md): decomposition.array_params, "
+        help_text="What drives the planner, as in the domain's manifest: decomposition.array_params, "
         "composition, flow.pre, roles.",
     )
 
@@ -511,7 +510,7 @@ class RolloutFlagAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
             (
                 (
                     localize(localtime(change.changed_at)),
-                    change.actor,
+                    rollout_actor_words(change.actor, user=change.changed_by),
                     change.what,
                     change.old_value,
                     change.new_value,
@@ -663,14 +662,32 @@ class RolloutFlagAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
                 rollout_flag_delete(key=key, actor=rollout_actor_admin(user=user), user=user)
 
 
+class ActorFilter(admin.SimpleListFilter):
+    """Who made the changes, named as people say it (:func:`routing.services.rollout_actor_words`)."""
+
+    title = "by"
+    parameter_name = "actor"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        actors = RolloutFlagChange.objects.order_by("actor").values_list("actor", flat=True).distinct()
+        return [(actor, rollout_actor_words(actor)) for actor in actors]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[RolloutFlagChange]) -> QuerySet[RolloutFlagChange]:
+        return queryset.filter(actor=self.value()) if self.value() else queryset
+
+
 @admin.register(RolloutFlagChange)
 class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["changed_at", "flag_key", "what", "old_value", "new_value", "actor", "changed_by"]
-    list_filter = ["flag_key", "actor", "changed_at"]
+    list_display = ["changed_at", "flag_key", "what", "old_value", "new_value", "by"]
+    list_filter = ["flag_key", ActorFilter, "changed_at"]
     list_select_related = ["changed_by"]
     search_fields = ["flag_key", "what", "old_value", "new_value", "actor"]
     date_hierarchy = "changed_at"
-    fields = ["changed_at", "flag", "flag_key", "what", "old_value", "new_value", "actor", "changed_by"]
+    fields = ["changed_at", "flag", "flag_key", "what", "old_value", "new_value", "by"]
+
+    @admin.display(description="by", ordering="actor")
+    def by(self, obj: RolloutFlagChange) -> str:
+        return rollout_actor_words(obj.actor, user=obj.changed_by)
 
 
 # The profile's versions: its page's state and "Publish draft", the history, compare and revert.

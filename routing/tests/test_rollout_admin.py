@@ -24,6 +24,7 @@ from routing.services import (
     ERROR_PERCENTAGE,
     RolloutError,
     RolloutFlagUnknown,
+    rollout_actor_words,
     rollout_flag_set,
     rollout_tenant_override_set,
     rollout_user_override_set,
@@ -348,7 +349,34 @@ def test_the_flag_page_lists_its_history_newest_first(staff_client, flag):
     page = staff_client.get(change_url(flag)).content.decode()
 
     assert page.index("10 → 100") < page.index("0 → 10")
-    assert "manage.py set_rollout (ops)" in page
+    assert "<td>the command line (ops)</td>" in page
+
+
+def test_the_flag_history_names_who_changed_it_as_people_say_it(staff_client, flag):
+    save(staff_client, flag, {**flag_page(staff_client, flag), "percentage": "10"})
+    rollout_flag_set(key="multi_agent", actor="migration routing.0007_rollout_flags", percentage=20)
+
+    page = staff_client.get(change_url(flag)).content.decode()
+    listing = staff_client.get(changelist_url(RolloutFlagChange)).content.decode()
+
+    assert "<td>analyst</td>" in page and "<td>the platform&#x27;s set-up</td>" in page
+    assert "admin: analyst" not in page and "admin: analyst" not in listing
+    assert "the platform&#x27;s set-up" in listing
+
+
+@pytest.mark.parametrize(
+    ("actor", "words"),
+    [
+        ("admin: ana", "ana"),
+        ("beat", "the automatic check"),
+        ("manage.py rollout (root)", "the command line (root)"),
+        ("watch", "the command line (rollout watch)"),
+        ("migration routing.0007_rollout_flags", "the platform's set-up"),
+        ("test", "test"),
+    ],
+)
+def test_a_rollout_actor_reads_as_people_say_it(actor, words):
+    assert rollout_actor_words(actor) == words
 
 
 def test_the_flag_list_shows_the_kill_switch_labelled_and_the_override_counts(
@@ -377,7 +405,7 @@ def test_the_change_history_has_a_read_only_page_filtered_by_flag_actor_and_date
     assert [change.what for change in response.context["cl"].result_list] == ["percentage"]
     response = staff_client.get(changelist_url(RolloutFlagChange), {"actor": "admin: analyst"})
     assert [change.flag_key for change in response.context["cl"].result_list] == ["other_flag"]
-    assert {spec.title for spec in response.context["cl"].filter_specs} >= {"flag key", "actor", "changed at"}
+    assert {spec.title for spec in response.context["cl"].filter_specs} >= {"flag key", "by", "changed at"}
 
     change = RolloutFlagChange.objects.get(flag_key="multi_agent")
     assert staff_client.get(add_url(RolloutFlagChange)).status_code == 403
