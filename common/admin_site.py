@@ -14,32 +14,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from django.contrib.admin import AdminSite
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponseBase, QueryDict
+
+_View = TypeVar("_View", bound=Callable[..., HttpResponseBase])
 
 
 def newlines_plain(data: QueryDict) -> QueryDict:
-    """``data`` with every CRLF (and lone CR) in its values read as LF; ``data`` itself when it has none."""
+    """``data`` with every CRLF (and lone CR) in its values read as LF, immutable like a request's; ``data`` itself
+    when it has none."""
     if not any("\r" in value for _, values in data.lists() for value in values):
         return data
     plain = QueryDict(mutable=True, encoding=data.encoding)
     for key, values in data.lists():
         plain.setlist(key, [value.replace("\r\n", "\n").replace("\r", "\n") for value in values])
-    return plain
+    return QueryDict(plain.urlencode(), encoding=data.encoding)
 
 
 class PlatformAdminSite(AdminSite):
     """Django's admin site; what a form posts to any of its views has plain line ends (:func:`newlines_plain`)."""
 
-    def admin_view(self, view: Callable[..., HttpResponse], cacheable: bool = False) -> Callable[..., HttpResponse]:
+    def admin_view(self, view: _View, cacheable: bool = False) -> _View:
         guarded = super().admin_view(view, cacheable)
 
         @wraps(view)
-        def plain_newlines(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def plain_newlines(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if request.method == "POST":
-                request.POST = newlines_plain(request.POST)
+                request.POST = newlines_plain(request.POST)  # type: ignore[assignment]  # as immutable as Django's
             return guarded(request, *args, **kwargs)
 
-        return plain_newlines
+        return cast(_View, plain_newlines)

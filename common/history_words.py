@@ -47,8 +47,8 @@ def changes_html(entry: LogEntry) -> SafeString:
         label = str(get_field_verbose_name(entry, name))
         if isinstance(change, Mapping) and change.get("type") == "m2m":
             objects = _words(change.get("objects") or [])
-            old, new = (objects, ABSENT) if change.get("operation") == "delete" else (ABSENT, objects)
-            rows.append((label, _text(old), _text(new)))
+            removed = change.get("operation") == "delete"
+            rows.append((label, _text(objects if removed else ABSENT), _text(ABSENT if removed else objects)))
             continue
         old, new = [*change, None, None][:2] if isinstance(change, list | tuple) else (None, change)
         field = _field(model, name)
