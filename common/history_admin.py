@@ -21,7 +21,9 @@ from django.db import connections, models
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.formats import localize
 from django.utils.text import capfirst
+from django.utils.timezone import localtime
 
 from common.history_words import changes_html, changes_summary
 
@@ -113,6 +115,10 @@ class RoutingChangeAdmin(LogEntryAdmin):
 
     list_filter = [ResourceTypeFilter, ("actor", admin.RelatedOnlyFieldListFilter), "action", "timestamp"]
     actions = None
+
+    @admin.display(description="Created", ordering="timestamp")
+    def created(self, obj: LogEntry) -> str:
+        return str(localize(localtime(obj.timestamp)))
 
     @admin.display(description="Changes")
     def msg_short(self, obj: LogEntry) -> str:

@@ -96,7 +96,9 @@ def _field(model: type[models.Model] | None, name: str) -> models.Field[Any, Any
 
 def _stored(value: Any) -> str:
     """A side as auditlog stored it: "None" (the old side of a creation) is absent."""
-    return ABSENT if value in (None, "None") else str(value)
+    if value in (None, "None"):
+        return ABSENT
+    return str(value) or "(empty)"
 
 
 def _text(value: str) -> SafeString:

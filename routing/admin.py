@@ -415,7 +415,7 @@ def exposure_change_words(key: str, old: Exposure | None, new: Exposure) -> list
     if old is None:
         if new.share == 0:
             return []
-        return [f"{new.share} % of {new.who} will get {key}, was none: there is no such flag yet."]
+        return [f"{new.share} % of {new.who} will get {key}, was 0 % (a new flag)."]
     if old == new or (old.share == new.share == 0 and old.kill_switch == new.kill_switch):
         return []
     said = []

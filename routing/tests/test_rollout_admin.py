@@ -169,7 +169,7 @@ def test_a_new_flag_given_a_percentage_asks_first(staff_client):
 
     page = staff_client.post(add_url(RolloutFlag), data).content.decode()
 
-    assert "5 % of customers will get new_checkout, was none: there is no such flag yet." in page
+    assert "5 % of customers will get new_checkout, was 0 % (a new flag)." in page
     assert not RolloutFlag.objects.filter(key="new_checkout").exists()
 
 
