@@ -229,7 +229,7 @@ class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin
             "Goal mode",
             {
                 "fields": ["goal_threshold", "goal_domains"],
-                "description": "Routing mode goal (seed 002): the model reads the message's goal and entities, and the "
+                "description": "Routing mode goal: the model reads the message's goal and entities, and the "
                 "goals and capabilities synced from the domains' manifests decide the rest. Small talk and what no "
                 "goal covers (the domain general) go to the specialists above, fallback first.",
             },

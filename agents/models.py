@@ -44,10 +44,10 @@ class RoutingMode(models.TextChoices):
     ROUTER = "router", "Router (one specialist per turn)"
     SUPERVISOR = "supervisor", "Supervisor (plan of one or more specialists)"
     HYBRID = "hybrid", "Hybrid (active specialist keeps short follow-ups)"
-    GOAL = "goal", "Goal (seed 002: goals and capabilities over MCP)"
+    GOAL = "goal", "Goal (goals and capabilities from the domains' MCP servers)"
 
 
-# routing.goals.DEFAULT_CONFIDENCE_THRESHOLD (seed 002's 0.94), written out: agents sit below routing.
+# routing.goals.DEFAULT_CONFIDENCE_THRESHOLD (goal mode's 0.94), written out: agents sit below routing.
 DEFAULT_GOAL_THRESHOLD = 0.94
 
 
@@ -206,7 +206,7 @@ class AgentProfile(models.Model):
             "and may delegate to the others with request_specialist_sub_conversation. Router and hybrid modes."
         ),
     )
-    # Loop safety (seed 003): checked before every agent-to-agent handoff.
+    # Loop safety: checked before every agent-to-agent handoff.
     max_handoffs_per_turn = models.PositiveSmallIntegerField(
         default=3,
         validators=[MinValueValidator(1), MaxValueValidator(20)],
@@ -344,7 +344,7 @@ class AgentProfile(models.Model):
     )
     review_single_turns = models.BooleanField(
         default=False,
-        help_text="Run the review step (seed 004) on every turn, single-specialist ones included: it reads the "
+        help_text="Run the review step on every turn, single-specialist ones included: after the answer it reads the "
         "conversation's history and may send the request on to the specialist whose part is still open.",
     )
     llm_base_url = models.CharField(
@@ -551,7 +551,7 @@ class McpTool(models.Model):
 
 class RemoteBackend(models.Model):
     """Another deployment of this platform (or any service speaking its gateway API) that a gateway profile routes
-    to like a specialist (seed 000's Agent Gateway): its keywords, examples and description enter the profile's
+    to like a specialist (the Agent Gateway): its keywords, examples and description enter the profile's
     routing, and the conversation keeps it as ``active_backend`` while it answers."""
 
     profile = models.ForeignKey(

@@ -1,6 +1,7 @@
 """The field-level history in the admin: :class:`FieldHistoryAdminMixin` makes an object's "History" page show
 what auditlog recorded of it and of the rows its inlines edit (an intent's keywords, a specialist's prompts), and
 :class:`RoutingChangeAdmin` is the "Routing changes" list of every entry, which nobody may add, change or delete.
+Both say what changed in words (:mod:`common.history_words`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import PAGE_VAR
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
-from django.db import models
+from django.db import connections, models
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.formats import localize
 from django.utils.text import capfirst
+from django.utils.timezone import localtime
+
+from common.history_words import changes_html, changes_summary
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import BaseModelAdmin, ModelAdmin
@@ -41,11 +46,21 @@ def history_entries(
     (``{"intent": ["None", "12"]}``) once it is gone."""
     found = Q(content_type=ContentType.objects.get_for_model(obj), object_id=obj.pk)
     for model, fk in children:
-        current = model._default_manager.filter(**{fk: obj}).values("pk")
-        # ``[old, new]`` names ``obj`` on either side; an index lookup, unlike ``__contains``, works on SQLite too.
-        named = Q(**{f"changes__{fk}__0": str(obj.pk)}) | Q(**{f"changes__{fk}__1": str(obj.pk)})
-        found |= Q(content_type=ContentType.objects.get_for_model(model)) & (Q(object_id__in=current) | named)
+        current = list(model._default_manager.filter(**{fk: obj}).values_list("pk", flat=True))
+        of_model = Q(content_type=ContentType.objects.get_for_model(model))
+        # Two arms, not one with an OR inside: PostgreSQL reads each through its own index and merges them.
+        found |= (of_model & Q(object_id__in=current)) | (of_model & _names(fk, str(obj.pk)))
     return LogEntry.objects.filter(found).select_related("actor", "content_type").order_by("-timestamp", "-pk")
+
+
+def _names(fk: str, pk: str) -> Q:
+    """The entries whose recorded ``[old, new]`` of ``fk`` holds ``pk`` on either side. Where the database can say
+    "this JSON contains that" (PostgreSQL), it does, and the GIN index of migration ``common.0003`` answers it
+    without reading every entry of the child's model; elsewhere (SQLite, which has no such lookup) each side is
+    compared by its index in the pair."""
+    if connections[LogEntry.objects.db].features.supports_json_field_contains:
+        return Q(changes__contains={fk: [pk]})  # the whole column's ``@>``: what the index serves
+    return Q(**{f"changes__{fk}__0": pk}) | Q(**{f"changes__{fk}__1": pk})
 
 
 class FieldHistoryAdminMixin(_ModelAdminBase):
@@ -76,6 +91,7 @@ class FieldHistoryAdminMixin(_ModelAdminBase):
         own_type = ContentType.objects.get_for_model(obj)
         for entry in entries:
             entry.of_child = not (entry.content_type_id == own_type.pk and entry.object_id == obj.pk)
+            entry.changes_html = changes_html(entry)
         context = {
             **self.admin_site.each_context(request),
             "title": f"History: {obj}",
@@ -99,6 +115,18 @@ class RoutingChangeAdmin(LogEntryAdmin):
 
     list_filter = [ResourceTypeFilter, ("actor", admin.RelatedOnlyFieldListFilter), "action", "timestamp"]
     actions = None
+
+    @admin.display(description="Created", ordering="timestamp")
+    def created(self, obj: LogEntry) -> str:
+        return str(localize(localtime(obj.timestamp)))
+
+    @admin.display(description="Changes")
+    def msg_short(self, obj: LogEntry) -> str:
+        return changes_summary(obj)
+
+    @admin.display(description="Changes")
+    def msg(self, obj: LogEntry) -> str:
+        return changes_html(obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -47,7 +47,7 @@ if _proxy_ssl_header:
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "common.admin_apps.PlatformAdminConfig",  # django.contrib.admin, its site reading text with plain line ends
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

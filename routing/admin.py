@@ -10,16 +10,19 @@ routing is rebuilt once.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import IS_POPUP_VAR
+from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.autocomplete import AutocompleteJsonView
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
@@ -51,10 +54,12 @@ from routing.models import (
     RolloutTenantOverride,
     RolloutUserOverride,
     StatePolicy,
+    Stickiness,
 )
 from routing.services import (
     keywords_validate_unique,
     rollout_actor_admin,
+    rollout_actor_words,
     rollout_flag_delete,
     rollout_flag_set,
     rollout_tenant_override_set,
@@ -326,14 +331,14 @@ class StatePolicyAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin)
         return obj.profile
 
 
-# -- goals and capabilities (seed 002) ---------------------------------------------
+# -- goals and capabilities --------------------------------------------------------
 # Read from the domains' manifests (routing/goal_sync.py) and edited here; a re-sync keeps what was edited. The
 # "Routing editors" group may add, change and view them, not delete them (a re-sync would bring them back).
 
 
-def _json_field(name: str, **kwargs: Any) -> PrettyJSONField:
+def _json_field(**kwargs: Any) -> PrettyJSONField:
     return PrettyJSONField(
-        required=False, error_messages={"invalid": f"{name}: enter valid JSON (docs/goals.md)."}, **kwargs
+        required=False, error_messages={"invalid": "Enter valid JSON: an object in braces, {} for none."}, **kwargs
     )
 
 
@@ -358,8 +363,7 @@ class GoalAdminForm(forms.ModelForm):
         help_text="One capability name per line: the goal's capability when no enum of its entities chooses one.",
     )
     entities_schema = _json_field(
-        "entities_schema",
-        help_text="The entities the model extracts, as in the manifest (docs/goals.md): type string, enum (with "
+        help_text="The entities the model extracts, as in the domain's manifest: type string, enum (with "
         "values), list or boolean; an enum's capability_map names the capability of each value.",
     )
 
@@ -386,8 +390,7 @@ class CapabilityAdminForm(forms.ModelForm):
     keywords = LinesField(required=False, help_text="One word or phrase per line (the manifest's intent_hints).")
     examples = LinesField(required=False, help_text="One example message per line (the manifest's intent_hints).")
     metadata = _json_field(
-        "metadata",
-        help_text="What drives the planner, as in the manifest (docs/goals.md): decomposition.array_params, "
+        help_text="What drives the planner, as in the domain's manifest: decomposition.array_params, "
         "composition, flow.pre, roles.",
     )
 
@@ -471,6 +474,51 @@ class CapabilityAdmin(SyncedAdmin):
 # write goes through the rollout services, which record the history.
 
 HISTORY_SHOWN = 50
+CONFIRMED = "_rollout_confirmed"  # posted by the confirmation page's "Yes" with the form it confirms
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Who a flag is on for, as far as its percentage and kill switch decide (overrides aside)."""
+
+    percentage: int
+    kill_switch: bool
+    stickiness: str
+
+    @property
+    def share(self) -> int:
+        return 0 if self.kill_switch else self.percentage
+
+    @property
+    def who(self) -> str:
+        return "sessions" if self.stickiness == Stickiness.SESSION_ID else "customers"
+
+
+def exposure_change_words(key: str, old: Exposure | None, new: Exposure) -> list[str]:
+    """What a change of a flag's percentage, kill switch or stickiness does to customers, in sentences; [] when it
+    changes nothing for them. ``old`` is None for a new flag."""
+    if old is None:
+        if new.share == 0:
+            return []
+        return [f"{new.share} % of {new.who} will get {key}, was 0 % (a new flag)."]
+    if old == new or (old.share == new.share == 0 and old.kill_switch == new.kill_switch):
+        return []
+    said = []
+    if new.kill_switch and not old.kill_switch:
+        said.append(f"The kill switch turns {key} off for everyone, overrides included.")
+    elif old.kill_switch and not new.kill_switch:
+        said.append(f"The kill switch is released: {key} is on again for the share below and the overrides.")
+    said.append(f"{new.share} % of {new.who} will get {key}, was {old.share} %.")
+    if new.stickiness != old.stickiness and new.share:
+        said.append(
+            f"Who gets it is drawn again, by {Stickiness(new.stickiness).label.lower()} instead of "
+            f"{Stickiness(old.stickiness).label.lower()}: some who had it lose it and others get it."
+        )
+    elif new.share > old.share:
+        said.append(f"{new.share - old.share} % more of {new.who} get it; those who had it keep it.")
+    elif new.share < old.share:
+        said.append(f"{old.share - new.share} % of {new.who} who had it lose it.")
+    return said
 
 
 class RolloutUserOverrideInline(admin.TabularInline):
@@ -547,7 +595,7 @@ class RolloutFlagAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
             (
                 (
                     localize(localtime(change.changed_at)),
-                    change.actor,
+                    rollout_actor_words(change.actor, user=change.changed_by),
                     change.what,
                     change.old_value,
                     change.new_value,
@@ -569,6 +617,55 @@ class RolloutFlagAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
             rows,
             more,
         )
+
+    def changeform_view(self, request: HttpRequest, object_id=None, form_url: str = "", extra_context=None):
+        """A change of who gets the flag (its percentage, kill switch or stickiness) is saved once confirmed: the
+        first post answers a page that says what changes for customers, whose "Yes" posts the same form again."""
+        if request.method == "POST" and CONFIRMED not in request.POST:
+            confirmation = self._confirmation(request, object_id)
+            if confirmation is not None:
+                return confirmation
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def _confirmation(self, request: HttpRequest, object_id: str | None) -> TemplateResponse | None:
+        """The confirmation page for a valid post that changes who gets the flag; None to go on as usual (nothing
+        to confirm, an error the form shows, or no right to change it, which the admin refuses)."""
+        obj = self.get_object(request, unquote(object_id)) if object_id else None
+        if object_id and (obj is None or not self.has_change_permission(request, obj)):
+            return None
+        if not object_id and not self.has_add_permission(request):
+            return None
+        before = Exposure(obj.percentage, obj.kill_switch, obj.stickiness) if obj is not None else None
+        form = self.get_form(request, obj, change=obj is not None)(request.POST, request.FILES, instance=obj)
+        if not form.is_valid():
+            return None
+        data = form.cleaned_data
+        key = obj.key if obj is not None else data["key"]
+        after = Exposure(data["percentage"], data["kill_switch"], data["stickiness"])
+        words = exposure_change_words(key, before, after)
+        if not words:
+            return None
+        opts = self.opts
+        back = reverse(f"admin:routing_rolloutflag_{'change' if obj else 'add'}", args=[obj.pk] if obj else [])
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "title": f"Change who gets {key}?",
+            "subtitle": None,
+            "original": obj,
+            "words": words,
+            "posted": [
+                (name, value)
+                for name, values in request.POST.lists()
+                for value in values
+                if name != "csrfmiddlewaretoken"
+            ],
+            "confirmed": CONFIRMED,
+            "cancel_url": back,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/routing/rolloutflag/confirm_change.html", context)
 
     def save_model(self, request: HttpRequest, obj: RolloutFlag, form, change: bool) -> None:
         user = staff_user(request)
@@ -650,14 +747,32 @@ class RolloutFlagAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
                 rollout_flag_delete(key=key, actor=rollout_actor_admin(user=user), user=user)
 
 
+class ActorFilter(admin.SimpleListFilter):
+    """Who made the changes, named as people say it (:func:`routing.services.rollout_actor_words`)."""
+
+    title = "by"
+    parameter_name = "actor"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        actors = RolloutFlagChange.objects.order_by("actor").values_list("actor", flat=True).distinct()
+        return [(actor, rollout_actor_words(actor)) for actor in actors]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[RolloutFlagChange]) -> QuerySet[RolloutFlagChange]:
+        return queryset.filter(actor=self.value()) if self.value() else queryset
+
+
 @admin.register(RolloutFlagChange)
 class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["changed_at", "flag_key", "what", "old_value", "new_value", "actor", "changed_by"]
-    list_filter = ["flag_key", "actor", "changed_at"]
+    list_display = ["changed_at", "flag_key", "what", "old_value", "new_value", "by"]
+    list_filter = ["flag_key", ActorFilter, "changed_at"]
     list_select_related = ["changed_by"]
     search_fields = ["flag_key", "what", "old_value", "new_value", "actor"]
     date_hierarchy = "changed_at"
-    fields = ["changed_at", "flag", "flag_key", "what", "old_value", "new_value", "actor", "changed_by"]
+    fields = ["changed_at", "flag", "flag_key", "what", "old_value", "new_value", "by"]
+
+    @admin.display(description="by", ordering="actor")
+    def by(self, obj: RolloutFlagChange) -> str:
+        return rollout_actor_words(obj.actor, user=obj.changed_by)
 
 
 # The profile's versions: its page's state and "Publish draft", the history, compare and revert.

@@ -1,4 +1,4 @@
-"""What a business user sees of a profile's versions in the admin (W2 4/8, docs/versions.md "In the admin").
+"""What a business user sees of a profile's versions in the admin (docs/versions.md, "In the admin").
 
 The profile's page says what is live and what the draft changes ("Draft differs from live: 3 changes", each in
 words, prompts as text diffs) and offers "Publish draft"; the version history lists every published version,
@@ -37,10 +37,11 @@ from common.adminkit import ReadOnlyAdminMixin
 from common.errors import DomainError
 from common.text import whole_number
 from routing.documents import profile_documents
-from routing.models import RoutingVersion
+from routing.models import PublishedFrom, RoutingVersion
 from routing.versions import (
     Change,
     document_diff,
+    document_summary,
     live_version,
     model_settings_check,
     version_publish,
@@ -65,11 +66,21 @@ def version_line(version: RoutingVersion | None) -> str:
     """ "version 3 (published by ana on 22 Nov 2026, 17:40, "Fix invoice keywords")", or that it never was."""
     if version is None:
         return "Never published: edits go live on save"
-    who = version.created_by.get_username() if version.created_by else "someone"
     when = localize(localtime(version.created_at))
     note = f", “{version.note}”" if version.note else ""
     reverted = f", a revert to version {version.reverted_from}" if version.reverted_from else ""
-    return f"version {version.number} (published by {who} on {when}{note}{reverted})"
+    return f"version {version.number} (published {published_by(version)} on {when}{note}{reverted})"
+
+
+def published_by(version: RoutingVersion) -> str:
+    """Who published it ("by ana"), or where when nobody signed it ("by an import", "from the command line")."""
+    if version.created_by is not None:
+        return f"by {version.created_by.get_username()}"
+    if version.published_from == PublishedFrom.COMMAND:
+        return f"from {PublishedFrom.COMMAND.label}"
+    if version.published_from in PublishedFrom.values:
+        return f"by {PublishedFrom(version.published_from).label}"
+    return "with no user recorded"
 
 
 @dataclass
@@ -237,6 +248,7 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
                         note=data["note"],
                         based_on=data["based_on"],
                         forced_reason=forced,
+                        published_from=PublishedFrom.ADMIN,
                     )
                 except DomainError as exc:
                     self.message_user(request, exc.message, messages.ERROR)
@@ -278,16 +290,20 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
 class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Every published version, read-only (a version is immutable); compare any two, revert to one."""
 
-    list_display = ["profile", "number", "is_live", "note", "created_by", "created_at", "reverted_from", "forced"]
+    list_display = ["profile", "number", "is_live", "note", "publisher", "created_at", "reverted_from", "forced"]
     list_display_links = ["number"]
     list_filter = ["profile"]
     list_select_related = ["profile", "created_by"]
     search_fields = ["note", "profile__agent_id"]
-    fields = ["profile", "number", "note", "created_by", "created_at", "reverted_from", "forced_reason", "tests"]
+    fields = ["profile", "number", "note", "publisher", "created_at", "reverted_from", "forced_reason", "tests"]
     change_form_template = "admin/routing/routingversion/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RoutingVersion]:
         return super().get_queryset(request).annotate(live_number=F("profile__release__version__number"))
+
+    @admin.display(description="published", ordering="created_by__username")
+    def publisher(self, obj: RoutingVersion) -> str:
+        return published_by(obj)
 
     @admin.display(description="live", boolean=True)
     def is_live(self, obj: RoutingVersion) -> bool:
@@ -347,20 +363,25 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             other = request.GET.get("with", "previous")
             label, document, _ = self._documents(version, other)
             # Older → newer: an earlier version is compared to this one, this one to the draft or the live one.
-            if document is None:  # the first version (document_diff(None, …) does not take every document yet)
-                changes = []
-                heading = f"Version {version.number} is the first version: everything in it is new"
+            if document is None and other == LIVE:
+                heading, compared = "No version is live: there is nothing to compare with.", ""
+            elif document is None:  # the first version: what it holds, not what changed
+                heading = f"Version {version.number} is the first version. It holds:"
+                compared = format_html(
+                    '<ul class="version-changes" id="version-holds">{}</ul>',
+                    format_html_join("", "<li>{}</li>", ((line,) for line in document_summary(version.document))),
+                )
             elif other in (DRAFT, LIVE) or (whole_number(other) or 0) > version.number:
-                changes = document_diff(version.document, document)
                 heading = f"From version {version.number} to {label}"
+                compared = changes_html(document_diff(version.document, document), empty="No differences.")
             else:
-                changes = document_diff(document, version.document)
                 heading = f"From {label} to version {version.number}"
+                compared = changes_html(document_diff(document, version.document), empty="No differences.")
             live = live_version(version.profile)
             extra = {
                 "compare_with": other,
                 "compare_heading": heading,
-                "compare_changes": changes_html(changes, empty="No differences."),
+                "compare_changes": compared,
                 "other_numbers": list(
                     RoutingVersion.objects.filter(profile=version.profile)
                     .exclude(pk=version.pk)
@@ -380,7 +401,9 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         here = reverse("admin:routing_routingversion_change", args=[version.pk])
         if request.method == "POST":
             try:
-                new = version_revert(profile=version.profile, to=version.number, user=request.user)
+                new = version_revert(
+                    profile=version.profile, to=version.number, user=request.user, published_from=PublishedFrom.ADMIN
+                )
             except DomainError as exc:
                 self.message_user(request, exc.message, messages.ERROR)
                 return HttpResponseRedirect(here)

@@ -68,7 +68,6 @@ class RoutePreview:
     classifier_note: str
     examples: dict[str, Any] | None
     effective_mode: str
-    config_version: int
     draft: bool = False
     version_label: str = ""  # "live version 3", "the draft", "the draft (never published)"
     intent_url: str = ""
@@ -232,7 +231,6 @@ def route_preview(
         classifier_note=_classifier_note(decision, llm_enabled=spec.llm_router_enabled),
         examples=_examples_explained(decision),
         effective_mode=spec.effective_mode,
-        config_version=current.version,
         draft=draft,
         version_label=_version_label(current.released.get(profile.agent_id), draft=draft),
         intent_url=url_for(decision.intent),

@@ -525,7 +525,7 @@ class RoutePreviewForm(forms.Form):
         initial="live",
         required=False,
         widget=forms.RadioSelect,
-        help_text="The draft is what you changed since the live version was published (docs/versions.md).",
+        help_text="The draft is what you changed since the live version was published.",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

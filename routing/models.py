@@ -158,7 +158,7 @@ class StatePolicy(models.Model):
         return f"{self.state} → {self.specialist.name}"
 
 
-# -- goals and capabilities (seed 002) ------------------------------------------------
+# -- goals and capabilities ----------------------------------------------------------
 # Read from the domains' manifests by routing/goal_sync.py, then edited by business users: a re-sync takes a
 # manifest's change of a field only while the field still holds what the last sync wrote (``synced``).
 
@@ -212,7 +212,7 @@ class Goal(SyncedFromManifest):
         default=dict,
         blank=True,
         help_text='The entities the model extracts, e.g. {"direction": {"type": "enum", "values": ["GAINERS", '
-        '"LOSERS"], "capability_map": {"GAINERS": "get_top_gainers", "LOSERS": "get_top_losers"}}} (docs/goals.md).',
+        '"LOSERS"], "capability_map": {"GAINERS": "get_top_gainers", "LOSERS": "get_top_losers"}}}.',
     )
     capabilities = models.JSONField(
         default=list,
@@ -289,7 +289,7 @@ class Capability(SyncedFromManifest):
     metadata = models.JSONField(
         default=dict,
         blank=True,
-        help_text="The rest of the manifest's metadata: decomposition, composition, flow, roles (docs/goals.md).",
+        help_text="The rest of the manifest's metadata: decomposition, composition, flow, roles.",
     )
 
     class Meta:
@@ -422,9 +422,18 @@ class RolloutFlagChange(models.Model):
         return f"{self.flag_key} {self.what}: {self.old_value} → {self.new_value}"
 
 
-# -- versions (W2 4/8) -------------------------------------------------------------
+# -- versions ---------------------------------------------------------------------
 # A profile's behaviour is edited as a draft (the rows above and the agents' rows) and published as an immutable,
 # numbered document (routing.documents): customers are served the released version, editors try the draft.
+
+
+class PublishedFrom(models.TextChoices):
+    """Where a version was published: what the admin says of one published by nobody it knows."""
+
+    ADMIN = "admin", "the admin"
+    COMMAND = "command", "the command line"
+    IMPORT = "import", "an import"
+    DEMO = "demo", "the demo set-up"
 
 
 class RoutingVersion(models.Model):
@@ -432,7 +441,7 @@ class RoutingVersion(models.Model):
 
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="routing_versions")
     number = models.PositiveIntegerField()
-    document = models.JSONField(help_text="Everything that decides the profile's behaviour (docs/versions.md).")
+    document = models.JSONField(help_text="Everything that decides the profile's behaviour, as published.")
     note = models.CharField(max_length=300, blank=True, help_text="What changed and why.")
     reverted_from = models.PositiveIntegerField(
         null=True, blank=True, help_text="The earlier version this one publishes again (a revert)."
@@ -447,6 +456,13 @@ class RoutingVersion(models.Model):
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    published_from = models.CharField(
+        max_length=16,
+        choices=PublishedFrom.choices,
+        blank=True,
+        help_text="Where it was published: the admin, the command line, an import or the demo set-up (blank: not "
+        "recorded).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -478,7 +494,7 @@ class ProfileRelease(models.Model):
         return f"{self.profile}: v{self.version.number}"
 
 
-# -- saved routing tests (W2 4/8) ------------------------------------------------------
+# -- saved routing tests --------------------------------------------------------------
 # A profile's expected decisions for given messages; they run on the draft or any version (routing.routing_tests)
 # and gate publishing (routing.versions.version_publish).
 
@@ -552,7 +568,7 @@ class RoutingTestCase(models.Model):
             raise ValidationError(errors)
 
 
-# -- progressive delivery (W2 5/8) ------------------------------------------------------
+# -- progressive delivery --------------------------------------------------------------
 # A rollout plan moves a published routing version of a profile (or the multi_agent flag) to its users in stages,
 # watched by guard metrics against the control cohort; conversations.rollout_guard decides, every minute, to
 # advance, hold or roll back, and records each decision with the figures that drove it (routing.rollout_plans).
@@ -627,7 +643,7 @@ class RolloutPlan(models.Model):
     guards = models.JSONField(
         default=default_rollout_guards,
         help_text='Guard metrics relative to the control, e.g. [{"metric": "fallback_rate", "threshold": 0.25}] '
-        "(the candidate may be at most 25 % worse); see docs/rollouts.md.",
+        "(the candidate may be at most 25 % worse).",
     )
     max_errors = models.PositiveIntegerField(
         default=20, help_text="Failed specialist parts and tool errors the candidate may have in a stage, absolute."

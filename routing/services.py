@@ -71,6 +71,29 @@ def rollout_actor_admin(*, user: AbstractBaseUser) -> str:
     return f"admin: {user.get_username()}"
 
 
+ACTOR_ADMIN = "admin: "
+ACTOR_COMMAND = "manage.py "
+ACTOR_MIGRATION = "migration "
+# What the rollout guard's periodic check and the old ``rollout watch`` (which recorded its own name) wrote.
+ACTOR_WORDS = {"beat": "the automatic check", "watch": "the command line (rollout watch)"}
+
+
+def rollout_actor_words(actor: str, *, user: AbstractBaseUser | None = None) -> str:
+    """Who made a rollout change (a flag's, or a plan's decision), as people say it: the user's name when known;
+    else the admin user the actor names, "the automatic check", "the command line (who ran it)", "the platform's
+    set-up" (a migration), or the actor as recorded."""
+    if user is not None:
+        return user.get_username()
+    if actor.startswith(ACTOR_ADMIN):
+        return actor.removeprefix(ACTOR_ADMIN)
+    if actor.startswith(ACTOR_COMMAND):
+        who = actor.partition("(")[2].rstrip(")")
+        return f"the command line ({who})" if who else "the command line"
+    if actor.startswith(ACTOR_MIGRATION):
+        return "the platform's set-up"
+    return ACTOR_WORDS.get(actor, actor)
+
+
 def _on_off(value: bool) -> str:
     return "on" if value else "off"
 

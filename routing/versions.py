@@ -156,6 +156,7 @@ def version_publish(
     reverted_from: int | None = None,
     forced_reason: str = "",
     release: bool = True,
+    published_from: str = "",
 ) -> RoutingVersion:
     """Publish ``document`` (default: the profile's draft) as the profile's next version, live at once — or, with
     ``release=False``, stored as a candidate for a rollout plan (W2 5/8) while the live version stays live.
@@ -172,6 +173,7 @@ def version_publish(
     goes back to what was live before; its run is recorded).
 
     ``user`` publishes: :func:`model_settings_check` first, against what is served now (``None``: the operator).
+    ``published_from`` (a :class:`~routing.models.PublishedFrom`) says where, for a version nobody signed.
     """
     from routing.routing_tests import routing_tests_gate
 
@@ -194,6 +196,7 @@ def version_publish(
         forced_reason=forced_reason,
         test_summary=summary,
         release=release,
+        published_from=published_from,
     )
 
 
@@ -209,6 +212,7 @@ def _version_store(
     forced_reason: str,
     test_summary: dict[str, Any],
     release: bool = True,
+    published_from: str = "",
 ) -> RoutingVersion:
     AgentProfile.objects.select_for_update().filter(pk=profile.pk).first()  # one publisher per profile at a time
     live = live_version(profile)
@@ -234,6 +238,7 @@ def _version_store(
         forced_reason=forced_reason,
         test_summary=test_summary,
         created_by=user if getattr(user, "pk", None) else None,
+        published_from=published_from,
     )
     if release:
         version_release(profile=profile, version=version, user=version.created_by)
@@ -253,13 +258,20 @@ def version_release(*, profile: Any, version: RoutingVersion, user: Any = None) 
     config_version_bump()  # with the transaction: every process rebuilds its snapshot on its next message
 
 
-def version_revert(*, profile: Any, to: int, user: Any = None, note: str = "") -> RoutingVersion:
+def version_revert(
+    *, profile: Any, to: int, user: Any = None, note: str = "", published_from: str = ""
+) -> RoutingVersion:
     """Publish version ``to`` again, as a new number (the draft is left as it is)."""
     target = RoutingVersion.objects.filter(profile=profile, number=to).first()
     if target is None:
         raise NotFound(f"{profile.agent_id} has no version {to}.", fields={"to": [f"No version {to}."]})
     return version_publish(
-        profile=profile, user=user, note=note or f"Revert to version {to}", document=target.document, reverted_from=to
+        profile=profile,
+        user=user,
+        note=note or f"Revert to version {to}",
+        document=target.document,
+        reverted_from=to,
+        published_from=published_from,
     )
 
 
@@ -334,6 +346,16 @@ def document_diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list
         elif before != after:
             changes.extend(_field_diff("profile", key, before, after))
     return changes
+
+
+def document_summary(document: Mapping[str, Any]) -> list[str]:
+    """What a document holds, a sentence per kind of row, its names sorted: "4 specialists: billing_agent, …"."""
+    said = []
+    for key, value in document_complete(document).items():
+        if key != "schema" and _is_collection(value):
+            kind = _name(key) if len(value) == 1 else key.replace("_", " ")
+            said.append(f"{len(value)} {kind}: {', '.join(sorted(value))}")
+    return said
 
 
 def _keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

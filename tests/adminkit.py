@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
+from django.forms import Textarea
 from django.urls import reverse
 
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
@@ -23,6 +24,10 @@ def change_url(obj: models.Model) -> str:
     return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
 
 
+def history_url(obj: models.Model) -> str:
+    return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_history", args=[obj.pk])
+
+
 def delete_url(obj: models.Model) -> str:
     return reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_delete", args=[obj.pk])
 
@@ -35,11 +40,12 @@ def _post_value(value: Any) -> Any:
     return str(value)
 
 
-def form_data(response) -> dict[str, Any]:
+def form_data(response, *, newline: str = "\n") -> dict[str, Any]:
     """The POST data a browser would send back for an admin add/change page as rendered.
 
     Covers the main form, every inline formset (management form included) and
-    leaves unticked checkboxes out, as browsers do.
+    leaves unticked checkboxes out, as browsers do. A browser sends a text
+    box's lines ended by CRLF: ``newline="\r\n"`` does too.
     """
     forms = [response.context["adminform"].form]
     for inline in response.context["inline_admin_formsets"]:
@@ -60,7 +66,10 @@ def form_data(response) -> dict[str, Any]:
                 if value:
                     data[bound.html_name] = "on"
                 continue
-            data[bound.html_name] = _post_value(value)
+            value = _post_value(value)
+            if isinstance(widget, Textarea) and isinstance(value, str):
+                value = value.replace("\r\n", "\n").replace("\n", newline)
+            data[bound.html_name] = value
     return data
 
 

@@ -12,6 +12,7 @@ import re
 import zipfile
 
 import pytest
+from auditlog.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -140,6 +141,30 @@ def test_a_downloaded_draft_imports_back_without_changing_anything(editor_client
     assert response.context["done"] and response.context["changed"] == []
     assert "No profile's draft changed." in response.content.decode()
     assert profile_documents() == before
+
+
+def test_a_downloaded_draft_with_windows_line_ends_imports_back_without_changing_anything(editor_client, published):
+    """Multi-line texts (the policy, a description, a prompt) saved with CRLF by a Windows editor, uploaded or pasted
+    into the page's text box (which a browser sends with CRLF anyway): nothing changes, no history entry."""
+    AgentProfile.objects.filter(pk=published.pk).update(policy="Be brief.\nNever ask for a password.")
+    Intent.objects.filter(profile=published).update(description="Invoices.\nCharges and due dates.")
+    billing = published.specialists.get(name="billing_agent")
+    billing.prompts.filter(is_active=True).update(text="You explain invoices.\nAsk for the month first.")
+    before = profile_documents()
+    entries = LogEntry.objects.count()
+    with zipfile.ZipFile(io.BytesIO(editor_client.get(draft_url(published)).content)) as archive:
+        files = {name: archive.read(name).decode("utf-8").replace("\n", "\r\n") for name in archive.namelist()}
+
+    uploaded = editor_client.post(
+        IMPORT_URL, {"yaml_files": [upload(name, text) for name, text in files.items()], "_import": "1"}
+    )
+    pasted = editor_client.post(IMPORT_URL, {"text": files["agents.yaml"], "text_name": "agents.yaml", "_import": "1"})
+
+    for response in (uploaded, pasted):
+        assert response.context.get("problems") is None, response.context.get("problems")
+        assert response.context["done"] and response.context["changed"] == []
+    assert profile_documents() == before
+    assert LogEntry.objects.count() == entries
 
 
 def test_a_downloaded_draft_holds_only_its_profile(admin_client, published):

@@ -10,10 +10,13 @@ from io import StringIO
 import pytest
 from auditlog.models import LogEntry
 from auditlog.registry import auditlog
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 
-from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
+from common.history_admin import history_entries
 from routing.models import (
     Capability,
     Goal,
@@ -81,7 +84,7 @@ def test_an_editor_changing_a_priority_in_the_admin_shows_15_to_10_with_the_edit
     page = editor_client.get(history_url(intent))
     assert page.status_code == 200
     html = page.content.decode()
-    assert "Priority" in html and "<td>15</td>" in html and "<td>10</td>" in html
+    assert "Priority" in html and ">15</span></td>" in html and ">10</span></td>" in html
     assert "editor" in html
     assert entry.timestamp.strftime("%Y") in html
     assert "updated_at" not in html.lower().replace(" ", "_")  # bookkeeping fields are left out
@@ -104,6 +107,7 @@ def test_a_keyword_added_inline_shows_in_the_intents_history(editor_client, edit
     assert "keyword" in html.lower()
 
 
+@pytest.mark.sqlite_too
 def test_a_keyword_deleted_still_shows_in_the_intents_history(staff_user, client, intent):
     client.force_login(staff_user)
     keyword = intent.keywords.get(text="plano")
@@ -113,6 +117,44 @@ def test_a_keyword_deleted_still_shows_in_the_intents_history(staff_user, client
 
     assert "plano" in html
     assert '<span class="entry-action">delete</span>' in html
+
+
+@pytest.mark.sqlite_too
+def test_an_intents_history_holds_its_deleted_keywords_entries_and_no_other_intents(intent):
+    other = Intent.objects.get(profile=intent.profile, name="support_request")
+    plano = intent.keywords.get(text="plano")
+    plano.delete()
+    other.keywords.get(text="troca").delete()
+
+    found = history_entries(intent, children=[(Keyword, "intent")])
+
+    keywords = {(entry.object_repr, entry.action) for entry in found if entry.content_type.model == "keyword"}
+    assert ("plano", LogEntry.Action.DELETE) in keywords and ("plano", LogEntry.Action.CREATE) in keywords
+    assert "troca" not in {name for name, _ in keywords}
+
+
+def test_on_postgresql_a_deleted_keywords_entries_are_found_through_an_index(intent):
+    """Among many entries of keywords, those of one intent's deleted keyword are read through the GIN index of
+    common.0003, not by reading every keyword's entry."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the index is PostgreSQL's")
+    keyword_type = ContentType.objects.get_for_model(Keyword)
+    with connection.cursor() as cursor:  # other intents' keywords: fewer, and reading them all beats any index
+        cursor.execute(
+            "INSERT INTO auditlog_logentry (content_type_id, object_pk, object_id, object_repr, action, changes_text,"
+            " changes, timestamp) SELECT %s, n::text, n, 'word ' || n, 0, '', jsonb_build_object('intent',"
+            " jsonb_build_array('None', (100000 + n)::text)), now() FROM generate_series(10000, 40000) AS n",
+            [keyword_type.pk],
+        )
+    intent.keywords.get(text="plano").delete()
+    found = history_entries(intent, children=[(Keyword, "intent")])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE auditlog_logentry")
+
+    plan = found.explain()
+
+    assert "common_history_changes_gin" in plan, plan
+    assert {"plano"} <= {entry.object_repr for entry in found}
 
 
 def test_a_tool_added_to_a_specialist_is_recorded_as_a_relation_change(telecom):
@@ -288,3 +330,90 @@ def test_the_routing_changes_pages_list_search_and_show_an_entry_and_refuse_addi
     assert "product_information" not in missed
     assert page.status_code == 200 and "Priority" in page.content.decode()
     assert admin_client.get(reverse("admin:auditlog_logentry_add")).status_code == 403
+
+
+CALIBRATION = {
+    "at": "2026-11-24T19:59:52.911390+00:00",
+    "by": "maria",
+    "chosen": {"accuracy": 0.7504, "fallback_rate": 0.2368, "margin": 0.94, "threshold": 0.97},
+    "current": {"accuracy": 0.8032, "fallback_rate": 0.1768, "margin": 0.84, "threshold": 0.92},
+    "mistakes": [
+        {"expected": "fallback", "got": "retail_order_tracking", "text": "boa tarde"},
+        {"expected": "billing_invoice_explanation", "got": "billing_payment_request", "text": "the numbers"},
+    ],
+    "samples": 1216,
+}
+
+
+def changes_table(html: str) -> str:
+    """The tables of changes of a History page or an entry's page."""
+    return "".join(part.split("</table>")[0] for part in html.split('<table class="history-changes">')[1:])
+
+
+def test_a_calibration_saved_to_a_profile_reads_key_by_key_in_its_history_and_entry_not_as_json(editor_client, telecom):
+    telecom.examples_calibration = CALIBRATION
+    telecom.save()
+    entry = LogEntry.objects.get_for_object(telecom).latest("pk")
+
+    for page in (history_url(telecom), change_url(entry)):
+        table = changes_table(editor_client.get(page).content.decode())
+        assert "Examples calibration › chosen" in table
+        assert "<li>accuracy: 0.7504</li>" in table and "<li>fallback rate: 0.2368</li>" in table
+        assert "<li>expected: fallback</li><li>got: retail_order_tracking</li>" in table  # a mistake, one a line
+        assert "Examples calibration › by" in table and ">maria<" in table
+        assert "{&quot;" not in table and "[{" not in table  # no JSON
+    listing = editor_client.get(changelist_url(LogEntry)).content.decode()
+    assert "1 change: examples calibration" in listing
+
+
+def test_a_setting_changed_within_a_json_field_shows_only_the_keys_that_changed(admin_client, telecom):
+    telecom.guardrails = {"blocked_terms": ["senha"], "max_input_chars": 500}
+    telecom.save()
+    telecom.guardrails = {"blocked_terms": ["senha"], "max_input_chars": 800}
+    telecom.save()
+
+    table = changes_table(admin_client.get(history_url(telecom)).content.decode())
+
+    assert "Guardrails › max input chars" in table
+    assert ">500</span>" in table and ">800</span>" in table
+
+
+def test_examples_added_and_removed_are_named_not_the_whole_list(admin_client, intent):
+    intent.examples = ["quero um plano", "qual o preço do plano"]
+    intent.save()
+    intent.examples = ["quero um plano", "tem internet fibra?"]
+    intent.save()
+
+    table = changes_table(admin_client.get(history_url(intent)).content.decode())
+
+    assert "removed: “qual o preço do plano”" in table and "added: “tem internet fibra?”" in table
+    update = table.split("</tr>")[1]  # the newest entry's first row
+    assert "quero um plano" not in update
+
+
+def test_a_keywords_intent_reads_as_its_name_and_a_switch_as_yes_or_no(admin_client, intent):
+    keyword = Keyword.objects.create(intent=intent, text="fibra")
+    intent.enabled = False
+    intent.save()
+
+    keyword_table = changes_table(admin_client.get(history_url(keyword)).content.decode())
+    intent_table = changes_table(admin_client.get(history_url(intent)).content.decode())
+
+    assert ">product_information</span>" in keyword_table
+    assert ">yes</span>" in intent_table and ">no</span>" in intent_table
+
+
+def test_a_masked_key_stays_masked_in_the_words(admin_client, telecom):
+    backend = RemoteBackend.objects.create(
+        profile=telecom, name="offers", base_url="https://offers.example/x?token=t0ps3cret", api_key="sk-s3cret-key"
+    )
+    backend.api_key = "sk-n3w-key"
+    backend.save()
+
+    html = admin_client.get(history_url(backend)).content.decode() + "".join(
+        admin_client.get(change_url(entry)).content.decode() for entry in LogEntry.objects.get_for_object(backend)
+    )
+
+    for secret in ("sk-s3cret-key", "sk-n3w-key", "t0ps3cret"):
+        assert secret not in html
+    assert "***" in changes_table(html)

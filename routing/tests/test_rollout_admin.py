@@ -6,6 +6,7 @@ The command-line side is ``test_set_rollout.py``; the evaluation itself is ``tes
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,12 +17,14 @@ from django.urls import reverse
 
 from common.config_version import config_version
 from routing import snapshot
+from routing.admin import CONFIRMED, Exposure, exposure_change_words
 from routing.models import RolloutFlag, RolloutFlagChange, RolloutTenantOverride, RolloutUserOverride
 from routing.services import (
     ERROR_FLAG_UNKNOWN,
     ERROR_PERCENTAGE,
     RolloutError,
     RolloutFlagUnknown,
+    rollout_actor_words,
     rollout_flag_set,
     rollout_tenant_override_set,
     rollout_user_override_set,
@@ -67,8 +70,16 @@ def set_row(data: dict[str, Any], prefix: str, index: int, **values: Any) -> Non
             data[field] = str(value)
 
 
+def confirmed(data: dict[str, Any]) -> dict[str, Any]:
+    """The form as the confirmation page's "Yes" posts it again."""
+    return {**data, CONFIRMED: "1"}
+
+
 def save(client, flag: RolloutFlag, data: dict[str, Any]) -> None:
+    """Post the flag's page, and say yes when asked to confirm who gets it."""
     response = client.post(change_url(flag), data)
+    if response.status_code == 200 and "words" in (response.context or {}):
+        response = client.post(change_url(flag), confirmed(data))
     assert response.status_code == 302, error_messages(response)
 
 
@@ -87,6 +98,104 @@ def test_changing_the_percentage_in_the_admin_records_who_and_the_old_and_new_va
     assert change.actor == "admin: analyst"
     assert change.changed_by == staff_user
     assert change.flag == flag and change.flag_key == "multi_agent"
+
+
+def test_a_new_percentage_asks_first_saying_what_changes_for_customers_and_saves_on_yes(staff_client, flag):
+    data = flag_page(staff_client, flag)
+    data["percentage"] = "50"
+
+    asked = staff_client.post(change_url(flag), data)
+
+    assert asked.status_code == 200
+    page = asked.content.decode()
+    assert "50 % of customers will get multi_agent, was 0 %." in page
+    assert "50 % more of customers get it; those who had it keep it." in page
+    assert f'name="{CONFIRMED}"' in page and 'value="Yes, save it"' in page
+    flag.refresh_from_db()
+    assert flag.percentage == 0 and changes() == []  # nothing saved yet
+
+    response = staff_client.post(change_url(flag), confirmed(data))  # what the page's "Yes" posts
+
+    assert response.status_code == 302, error_messages(response)
+    flag.refresh_from_db()
+    assert flag.percentage == 50
+    assert [(what, old, new) for what, old, new, _ in changes()] == [("percentage", "0", "50")]
+
+
+def test_the_confirmation_page_posts_back_every_field_it_was_given(staff_client, flag):
+    data = flag_page(staff_client, flag)
+    data.update(percentage="20", description="Two lines.\nOf text.")
+    set_row(data, USERS, 0, user_id="alice", enabled=True)
+
+    page = staff_client.post(change_url(flag), data)
+
+    posted = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page.content.decode()))
+    assert posted[CONFIRMED] == "1"
+    assert {name: posted.get(name) for name in ("percentage", "description", f"{USERS}-0-user_id")} == {
+        "percentage": "20",
+        "description": "Two lines.\nOf text.",
+        f"{USERS}-0-user_id": "alice",
+    }
+
+
+def test_the_kill_switch_asks_first_and_says_everyone_loses_the_flag(staff_client, flag):
+    rollout_flag_set(key="multi_agent", actor="test", percentage=10)
+    data = flag_page(staff_client, flag)
+    data["kill_switch"] = "on"
+
+    page = staff_client.post(change_url(flag), data).content.decode()
+
+    assert "The kill switch turns multi_agent off for everyone, overrides included." in page
+    assert "0 % of customers will get multi_agent, was 10 %." in page
+    assert "10 % of customers who had it lose it." in page
+    assert RolloutFlag.objects.get(key="multi_agent").kill_switch is False
+
+
+def test_a_description_change_or_a_percentage_behind_the_kill_switch_saves_without_asking(staff_client, flag):
+    data = flag_page(staff_client, flag)
+    data["description"] = "The multi-agent graph."
+    assert staff_client.post(change_url(flag), data).status_code == 302
+    rollout_flag_set(key="multi_agent", actor="test", kill_switch=True)
+    data = flag_page(staff_client, flag)
+    data["percentage"] = "30"  # nobody gets it while the kill switch is on
+
+    assert staff_client.post(change_url(flag), data).status_code == 302
+    assert RolloutFlag.objects.get(key="multi_agent").percentage == 30
+
+
+def test_a_new_flag_given_a_percentage_asks_first(staff_client):
+    data = flag_page(staff_client)
+    data.update(key="new_checkout", percentage="5")
+
+    page = staff_client.post(add_url(RolloutFlag), data).content.decode()
+
+    assert "5 % of customers will get new_checkout, was 0 % (a new flag)." in page
+    assert not RolloutFlag.objects.filter(key="new_checkout").exists()
+
+
+def test_an_invalid_percentage_shows_the_forms_error_without_asking(staff_client, flag):
+    data = flag_page(staff_client, flag)
+    data["percentage"] = "101"
+
+    response = staff_client.post(change_url(flag), data)
+
+    assert "words" not in response.context
+    assert any("100" in message for message in error_messages(response))
+
+
+def test_who_gets_a_flag_by_session_and_redrawn_by_a_new_stickiness_is_said():
+    before = Exposure(20, False, "user_id")
+
+    assert exposure_change_words("multi_agent", before, Exposure(20, False, "session_id")) == [
+        "20 % of sessions will get multi_agent, was 20 %.",
+        "Who gets it is drawn again, by session id instead of user id: some who had it lose it and others get it.",
+    ]
+    assert exposure_change_words("multi_agent", Exposure(0, True, "user_id"), Exposure(40, False, "user_id")) == [
+        "The kill switch is released: multi_agent is on again for the share below and the overrides.",
+        "40 % of customers will get multi_agent, was 0 %.",
+        "40 % more of customers get it; those who had it keep it.",
+    ]
+    assert exposure_change_words("multi_agent", before, before) == []
 
 
 def test_turning_the_kill_switch_on_and_off_in_the_admin_records_both(staff_client, flag):
@@ -188,7 +297,7 @@ def test_adding_a_flag_with_an_override_records_its_creation_and_the_override(st
     data = flag_page(staff_client)
     data.update(key="new_checkout", percentage="5")
     set_row(data, USERS, 0, user_id="alice", enabled=True)
-    response = staff_client.post(add_url(RolloutFlag), data)
+    response = staff_client.post(add_url(RolloutFlag), confirmed(data))
     assert response.status_code == 302, error_messages(response)
 
     assert RolloutFlag.objects.get(key="new_checkout").percentage == 5
@@ -240,7 +349,34 @@ def test_the_flag_page_lists_its_history_newest_first(staff_client, flag):
     page = staff_client.get(change_url(flag)).content.decode()
 
     assert page.index("10 → 100") < page.index("0 → 10")
-    assert "manage.py set_rollout (ops)" in page
+    assert "<td>the command line (ops)</td>" in page
+
+
+def test_the_flag_history_names_who_changed_it_as_people_say_it(staff_client, flag):
+    save(staff_client, flag, {**flag_page(staff_client, flag), "percentage": "10"})
+    rollout_flag_set(key="multi_agent", actor="migration routing.0007_rollout_flags", percentage=20)
+
+    page = staff_client.get(change_url(flag)).content.decode()
+    listing = staff_client.get(changelist_url(RolloutFlagChange)).content.decode()
+
+    assert "<td>analyst</td>" in page and "<td>the platform&#x27;s set-up</td>" in page
+    assert "admin: analyst" not in page and "admin: analyst" not in listing
+    assert "the platform&#x27;s set-up" in listing
+
+
+@pytest.mark.parametrize(
+    ("actor", "words"),
+    [
+        ("admin: ana", "ana"),
+        ("beat", "the automatic check"),
+        ("manage.py rollout (root)", "the command line (root)"),
+        ("watch", "the command line (rollout watch)"),
+        ("migration routing.0007_rollout_flags", "the platform's set-up"),
+        ("test", "test"),
+    ],
+)
+def test_a_rollout_actor_reads_as_people_say_it(actor, words):
+    assert rollout_actor_words(actor) == words
 
 
 def test_the_flag_list_shows_the_kill_switch_labelled_and_the_override_counts(
@@ -269,7 +405,7 @@ def test_the_change_history_has_a_read_only_page_filtered_by_flag_actor_and_date
     assert [change.what for change in response.context["cl"].result_list] == ["percentage"]
     response = staff_client.get(changelist_url(RolloutFlagChange), {"actor": "admin: analyst"})
     assert [change.flag_key for change in response.context["cl"].result_list] == ["other_flag"]
-    assert {spec.title for spec in response.context["cl"].filter_specs} >= {"flag key", "actor", "changed at"}
+    assert {spec.title for spec in response.context["cl"].filter_specs} >= {"flag key", "by", "changed at"}
 
     change = RolloutFlagChange.objects.get(flag_key="multi_agent")
     assert staff_client.get(add_url(RolloutFlagChange)).status_code == 403
@@ -334,7 +470,7 @@ def test_a_staff_user_given_the_flag_permissions_explicitly_may_change_a_flag(cl
     client.force_login(user)
     data = form_data(client.get(change_url(flag)))
     data["percentage"] = "10"
-    response = client.post(change_url(flag), data)
+    response = client.post(change_url(flag), confirmed(data))
 
     assert response.status_code == 302, error_messages(response)
     assert changes() == [("percentage", "0", "10", "admin: ops")]

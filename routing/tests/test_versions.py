@@ -200,3 +200,18 @@ def test_the_first_publish_of_a_real_document_is_described_against_nothing(telec
     assert "intent billing_invoice_explanation added" in texts
     assert "specialist billing_agent added" in texts
     assert any(text.startswith("profile: ") for text in texts)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_versions_stored_before_where_was_recorded_say_it_when_their_note_does(migrations):
+    profile = AgentProfile.objects.create(agent_id="notes", name="Notes")  # agents' tables stay as they are
+    old = migrations.back_to(("routing", "0022_help_texts_without_docs_paths"))
+    for number, note in enumerate(["Demo import (config/demo)", "Imported from agents.yaml", "by hand"], start=1):
+        old.get_model("routing", "RoutingVersion").objects.create(
+            profile_id=profile.pk, number=number, note=note, document={}
+        )
+
+    migrations.forward()
+
+    stored = RoutingVersion.objects.filter(profile__agent_id="notes").order_by("number")
+    assert list(stored.values_list("published_from", flat=True)) == ["demo", "import", ""]

@@ -5,13 +5,16 @@ compares versions and reverts; routing editors may publish and revert, and no lo
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
 
 from agents.models import AgentProfile, Specialist, SpecialistPrompt
-from routing.models import Keyword, RoutingVersion
+from routing.models import Keyword, PublishedFrom, RoutingVersion
 from routing.versions import live_version, version_publish
-from tests.adminkit import change_url, changelist_url, delete_url
+from tests.adminkit import change_url, changelist_url, delete_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -64,6 +67,29 @@ def test_the_profile_page_shows_what_the_draft_changes_against_the_live_version(
     assert "keyword &#x27;modem&#x27; added to intent retail_order_tracking" in page
     assert "specialist billing_agent: prompt changed" in page
     assert "+Ask for the invoice month." in page  # the prompt's text diff
+
+
+def test_saving_a_profile_and_a_specialist_unedited_as_a_browser_sends_them_leaves_nothing_to_publish(
+    admin_client, telecom
+):
+    """A browser sends a text box's lines ended by CRLF: the policy and the prompt read as they were, so the draft
+    stays the live version (it said "policy changed", and a prompt version was added)."""
+    AgentProfile.objects.filter(pk=telecom.pk).update(policy="Be brief.\nNever ask for a password.")
+    billing = Specialist.objects.get(profile=telecom, name="billing_agent")
+    billing.prompts.filter(is_active=True).update(text="You explain invoices.\nAsk for the month first.")
+    version_publish(profile=telecom, note="first")
+    prompts = SpecialistPrompt.objects.count()
+
+    for obj in (telecom, billing):
+        data = form_data(admin_client.get(change_url(obj)), newline="\r\n")
+        assert "\r\n" in (data.get("policy") or data.get("prompt_text"))  # as a browser sends them
+        response = admin_client.post(change_url(obj), data)
+        assert response.status_code == 302, error_messages(response)
+
+    telecom.refresh_from_db()
+    assert telecom.policy == "Be brief.\nNever ask for a password."
+    assert SpecialistPrompt.objects.count() == prompts
+    assert "The draft is the live version." in admin_client.get(change_url(telecom)).content.decode()
 
 
 def test_the_profile_list_says_which_version_is_live_and_what_the_draft_holds(admin_client, telecom):
@@ -180,8 +206,58 @@ def test_reverting_through_the_admin_asks_first_then_publishes_the_old_version_a
     response = editor_client.post(revert_url(first), follow=True)
 
     assert any("reverted to version 1: published as version 3" in m for m in messages_of(response))
+    assert '<li class="success">telecom_contas reverted to version 1' in response.content.decode()
     assert (live_version(telecom).number, live_version(telecom).reverted_from) == (3, 1)
     assert say(api, "meu modem", "r-1")["intent"] != "retail_order_tracking"
+
+
+def test_the_first_version_says_what_it_holds_instead_of_no_differences(admin_client, telecom):
+    first = version_publish(profile=telecom, note="first")
+
+    page = admin_client.get(change_url(first)).content.decode()
+
+    assert "Version 1 is the first version. It holds:" in page
+    assert "4 intents: billing_invoice_explanation, product_information, retail_order_tracking, support_request" in page
+    assert "4 specialists: billing_agent, orders_agent, product_agent, support_agent" in page
+    assert "No differences" not in page and "everything in it is new" not in page
+
+
+@pytest.mark.parametrize(
+    ("published_from", "said"),
+    [
+        (PublishedFrom.IMPORT, "published by an import on"),
+        (PublishedFrom.COMMAND, "published from the command line on"),
+        (PublishedFrom.DEMO, "published by the demo set-up on"),
+        ("", "published with no user recorded on"),
+    ],
+)
+def test_a_version_nobody_signed_says_where_it_was_published(admin_client, telecom, published_from, said):
+    version = version_publish(profile=telecom, note="first", published_from=published_from)
+
+    pages = [admin_client.get(change_url(telecom)), admin_client.get(changelist_url(RoutingVersion))]
+
+    assert said in pages[0].content.decode()
+    assert said.removeprefix("published ").removesuffix(" on") in pages[1].content.decode()
+    assert all("someone" not in page.content.decode() for page in pages)
+    assert version.created_by is None
+
+
+def test_the_commands_and_the_import_record_where_they_published(telecom, tmp_path):
+    call_command("routing_publish", "--profile", "telecom_contas", "--note", "from the shell", stdout=StringIO())
+    add_keyword(telecom, "modem")
+    call_command("routing_revert", "--profile", "telecom_contas", "--to", "1", stdout=StringIO())
+    path = tmp_path / "routing.telecom_contas.yaml"
+    path.write_text(
+        "agent_id: telecom_contas\nintents:\n  - name: retail_order_tracking\n    domain: retail\n"
+        "    agent: orders_agent\n    priority: 21\n    keywords: [pedido, entrega, rastreio, atraso, modem]\n"
+    )
+    call_command("import_config", str(path), "--publish", stdout=StringIO(), stderr=StringIO())
+
+    assert list(RoutingVersion.objects.order_by("number").values_list("published_from", flat=True)) == [
+        PublishedFrom.COMMAND,
+        PublishedFrom.COMMAND,
+        PublishedFrom.IMPORT,
+    ]
 
 
 def test_the_version_admin_refuses_adds_edits_and_deletes(admin_client, telecom):
@@ -219,6 +295,7 @@ def test_the_route_preview_tries_the_draft_and_says_which_version_the_live_previ
     assert "Decided with live version 1" in live.content.decode()
     assert draft.context["preview"].decision.intent == "retail_order_tracking"
     assert "Decided with the draft (not yet published)" in draft.content.decode()
+    assert "configuration version" not in live.content.decode()  # an internal counter, not a version people know
 
 
 def test_the_route_preview_of_a_profile_never_published_says_customers_get_the_draft(editor_client, telecom):

@@ -20,6 +20,7 @@ from common.errors import DomainError
 from routing.configio import ConfigImportError, ImportReport, Source, config_import
 from routing.configio.messages import ERROR_READ
 from routing.documents import profile_documents
+from routing.models import PublishedFrom
 from routing.versions import document_diff, version_publish
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -137,7 +138,9 @@ class Command(BaseCommand):
         refused = []
         for profile in AgentProfile.objects.filter(agent_id__in=agent_ids).order_by("agent_id"):
             try:
-                version = version_publish(profile=profile, user=user, note=note[:300])
+                version = version_publish(
+                    profile=profile, user=user, note=note[:300], published_from=PublishedFrom.IMPORT
+                )
             except DomainError as exc:
                 refused.append(f"{profile.agent_id}: {exc.message}")
                 continue

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import AgentProfile
 from common.errors import DomainError
 from routing.management.commands.import_config import USER_HELP, acting_as, acting_user
+from routing.models import PublishedFrom
 from routing.versions import UNSET, document_diff, live_version, version_publish
 
 
@@ -58,6 +59,7 @@ class Command(BaseCommand):
                     based_on=based_on,
                     forced_reason=options["forced_reason"],
                     release=not options["candidate"],
+                    published_from=PublishedFrom.COMMAND,
                 )
         except DomainError as exc:
             raise CommandError(exc.message) from None

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import AgentProfile
 from common.errors import DomainError
 from routing.management.commands.import_config import USER_HELP, acting_as, acting_user
+from routing.models import PublishedFrom
 from routing.versions import document_diff, live_version, version_revert
 
 
@@ -28,7 +29,13 @@ class Command(BaseCommand):
         before = live_version(profile)
         try:
             with acting_as(user):
-                version = version_revert(profile=profile, to=options["to"], user=user, note=options["note"])
+                version = version_revert(
+                    profile=profile,
+                    to=options["to"],
+                    user=user,
+                    note=options["note"],
+                    published_from=PublishedFrom.COMMAND,
+                )
         except DomainError as exc:
             raise CommandError(exc.message) from None
         for change in document_diff(before.document if before else None, version.document):

@@ -37,7 +37,7 @@ from agents.services import mcp_server_sync
 from common.errors import DomainError
 from routing.configio import ConfigImportError, Source, config_import
 from routing.management.commands.import_config import read_sources, write_report
-from routing.models import Capability, Goal
+from routing.models import Capability, Goal, PublishedFrom
 from routing.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from routing.versions import NothingToPublish, live_version, version_publish
 
@@ -141,7 +141,7 @@ class Command(BaseCommand):
                 loaded = routing_tests_load(profile=profile, cases=tests[agent_id])
                 self.stdout.write(f"  {agent_id}: routing tests: {loaded.created} created, {loaded.updated} updated.")
             try:
-                version = version_publish(profile=profile, note=note)
+                version = version_publish(profile=profile, note=note, published_from=PublishedFrom.DEMO)
             except NothingToPublish:
                 live = live_version(profile)
                 self.stdout.write(

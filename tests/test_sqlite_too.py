@@ -1,0 +1,133 @@
+"""The tests marked ``sqlite_too`` pass on SQLite as well: the suite runs on PostgreSQL, but ``scripts/start`` (and
+every laptop) runs the platform on its embedded SQLite database, where some of Django's lookups do not exist (a
+History page answered 500 there, and nothing caught it).
+
+One test here runs ``pytest -m sqlite_too`` in a subprocess with the same environment, except a throwaway SQLite
+database and no Redis (the file cache, as ``scripts/start`` has it), and fails naming every test that failed there.
+It only collects the test files that mention the marker, so the subprocess costs its start, the migrations and the
+marked tests themselves. It is not marked itself, and it skips when the suite already runs on SQLite (the marked tests
+run in the session then): the subprocess never starts another.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKER = "sqlite_too"
+# The marked tests are admin pages and crawls: a few seconds each at most. A hung one must not hold the suite.
+RUN_TIMEOUT_SECONDS = 280
+
+
+def marked_test_files(root: Path = ROOT) -> list[Path]:
+    """The test files under pyproject's ``testpaths`` that mention the marker (this one aside): only they are
+    collected, so the subprocess does not import the whole suite to find a few tests."""
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    found = set()
+    for folder in config["tool"]["pytest"]["ini_options"]["testpaths"]:
+        for path in (root / folder).rglob("test_*.py"):
+            if path.resolve() != Path(__file__).resolve() and MARKER in path.read_text(encoding="utf-8"):
+                found.add(path)
+    return sorted(found)
+
+
+def sqlite_environment(folder: Path) -> dict[str, str]:
+    """This run's environment, on a throwaway SQLite database with its own var and cache folders and no Redis."""
+    env = {name: value for name, value in os.environ.items() if name not in ("REDIS_URL", "PYTEST_ADDOPTS")}
+    env.update(
+        DATABASE_URL=f"sqlite:///{folder / 'db.sqlite3'}",
+        VAR_DIR=str(folder / "var"),
+        CACHE_DIR=str(folder / "cache"),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
+    )
+    return env
+
+
+def cases(report: Path) -> list[ET.Element]:
+    """The test cases of a JUnit report the subprocess of this run wrote."""
+    return list(ET.parse(report).getroot().iter("testcase"))  # noqa: S314 — our own pytest's file, not untrusted
+
+
+def failures(report: Path) -> list[str]:
+    """``file::test`` of every test the JUnit report says failed or errored."""
+    failed = []
+    for case in cases(report):
+        for outcome in ("failure", "error"):
+            found = case.find(outcome)
+            if found is not None:
+                message = (found.get("message") or "").splitlines()[0][:200] if found.get("message") else outcome
+                failed.append(f"{case.get('classname')}::{case.get('name')} ({message})")
+                break
+    return failed
+
+
+def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path):
+    if connection.vendor == "sqlite":
+        pytest.skip("this run is on SQLite already: the marked tests run in it")
+    files = marked_test_files()
+    assert files, f"no test file mentions the {MARKER} marker"
+    report = tmp_path / "junit.xml"
+
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            MARKER,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+            *(str(path.relative_to(ROOT)) for path in files),
+        ],
+        cwd=ROOT,
+        env=sqlite_environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+    )
+
+    output = (run.stdout + run.stderr)[-4000:]
+    assert report.exists(), f"pytest on SQLite wrote no report (exit {run.returncode}):\n{output}"
+    failed = failures(report)
+    assert not failed, "failed on SQLite:\n" + "\n".join(failed) + f"\n\n{output}"
+    assert run.returncode == 0, f"pytest on SQLite exited {run.returncode}:\n{output}"
+    ran = sum(1 for case in cases(report) if case.find("skipped") is None)
+    assert ran > 0, f"no test marked {MARKER} ran on SQLite:\n{output}"
+
+
+def test_only_files_that_mention_the_marker_are_collected(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["app"]\n', encoding="utf-8")
+    (tmp_path / "app" / "tests").mkdir(parents=True)
+    marked = tmp_path / "app" / "tests" / "test_pages.py"
+    marked.write_text(f"import pytest\npytestmark = pytest.mark.{MARKER}\n", encoding="utf-8")
+    (tmp_path / "app" / "tests" / "test_other.py").write_text("def test_x():\n    pass\n", encoding="utf-8")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "test_outside.py").write_text(f"# {MARKER}\n", encoding="utf-8")
+
+    assert marked_test_files(tmp_path) == [marked]
+
+
+def test_the_failures_of_a_report_are_named(tmp_path):
+    report = tmp_path / "junit.xml"
+    report.write_text(
+        '<testsuites><testsuite><testcase classname="tests.test_admin_smoke" name="test_pages[a]"/>'
+        '<testcase classname="tests.test_admin_smoke" name="test_pages[b]"><failure message="assert 500 == 200">'
+        'trace</failure></testcase><testcase classname="routing.tests.test_x" name="test_y"><error message="boom"/>'
+        "</testcase></testsuite></testsuites>",
+        encoding="utf-8",
+    )
+
+    assert failures(report) == [
+        "tests.test_admin_smoke::test_pages[b] (assert 500 == 200)",
+        "routing.tests.test_x::test_y (boom)",
+    ]
