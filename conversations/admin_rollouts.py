@@ -45,6 +45,8 @@ from routing.models import (
     RolloutPlanStatus,
     RolloutPlanTarget,
     RoutingVersion,
+    default_rollout_guards,
+    default_rollout_stages,
 )
 from routing.releases import release_requests_pending, rollout_request
 from routing.rollout_commands import RolloutStateError, plan_command, plan_start
@@ -108,10 +110,11 @@ class RolloutPlanAdminForm(forms.ModelForm):
 
     stages = StagesField(
         label="Stages",
+        initial=default_rollout_stages,  # a declared field: a new plan's defaults are given here, not by the model
         help_text="The share of new conversations that get the candidate at each stage, in percent: e.g. 10, 50, 100. "
         "Rising, ending at 100.",
     )
-    guards = GuardsField(label="Guards", required=False)
+    guards = GuardsField(label="Guards", required=False, initial=default_rollout_guards)
     from_draft = forms.BooleanField(
         required=False,
         label="Make the candidate from the draft",

@@ -345,7 +345,7 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
         how = (posted.get("how") if posted else "") or NOW
         if how == STAGES and not may_roll_out(request):
             raise PermissionDenied
-        plan_form = PlanSettingsForm(posted if how == STAGES else None, prefix="plan", instance=RolloutPlan())
+        plan_form = PlanSettingsForm(posted if how == STAGES else None, prefix="plan")
         if posted is not None and form.is_valid() and (how == NOW or plan_form.is_valid()):
             data = form.cleaned_data
             forced = data["forced_reason"].strip()

@@ -79,7 +79,7 @@ def _unit(metric: GuardMetric) -> tuple[str, str]:
         return "%", bound
     if metric.kind == "latency":
         return "ms", bound
-    return "score from 0 to 1", bound
+    return "(a score from 0 to 1)", bound
 
 
 def _shown(number: float) -> str:
@@ -118,6 +118,8 @@ class GuardsWidget(forms.MultiWidget):
         return shown
 
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        if isinstance(value, list | tuple) and any(isinstance(item, Mapping) for item in value):
+            value = self.decompress(value)  # the stored guards (MultiWidget decompresses only what is not a list)
         context = super().get_context(name, value, attrs)
         subwidgets = context["widget"]["subwidgets"]
         rows = []
@@ -152,11 +154,12 @@ class GuardsField(forms.MultiValueField):
         fields: list[forms.Field] = []
         for metric in GUARD_METRICS.values():
             low, high = absolute_range(metric)
-            unit, _ = _unit(metric)
             shown_high = high * 100 if metric.kind == "rate" else high
             said = f"Guards, {metric.label.lower()}"
             relative_error = f"{said}: the relative limit is a percentage from 0 to {RELATIVE_MAX * 100}."
-            bounds = f"from {_shown(low)} to {_shown(shown_high)} ({unit})"
+            # No "%" in a message Django formats with its limit: "percent" is said in words.
+            said_unit = {"rate": " percent", "latency": " ms"}.get(metric.kind, "")
+            bounds = f"from {_shown(low)} to {_shown(shown_high)}{said_unit}"
             absolute_error = f"{said}: the absolute limit is a number {bounds}."
             fields += [
                 forms.FloatField(
@@ -209,21 +212,37 @@ def guards_summary(guards: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-class PlanSettingsForm(forms.ModelForm):
-    """The settings of a staged rollout: stages, hold, minimum conversations, guards, error limit."""
+def _default(name: str) -> Any:
+    return RolloutPlan._meta.get_field(name).get_default()
+
+
+def _help(name: str) -> str:
+    return str(RolloutPlan._meta.get_field(name).help_text)
+
+
+class PlanSettingsForm(forms.Form):
+    """The settings of a staged rollout from the draft (the publish page), with the plan's defaults filled in; the
+    plan's own rules check them again when it is made (:func:`routing.releases.draft_rollout`)."""
 
     stages = StagesField(
         label="Stages",
+        initial=_default("stages"),
         help_text="The share of new conversations that get the new version at each stage, in percent: e.g. 10, 50, "
         "100. Rising, ending at 100.",
     )
-    guards = GuardsField(label="Guards", required=False)
-
-    class Meta:
-        model = RolloutPlan
-        fields = ["stages", "hold_minutes", "min_conversations", "guards", "max_errors"]
-        labels = {
-            "hold_minutes": "Hold each stage (minutes)",
-            "min_conversations": "Minimum conversations",
-            "max_errors": "Most errors in a stage",
-        }
+    hold_minutes = forms.IntegerField(
+        label="Hold each stage (minutes)",
+        min_value=0,
+        initial=_default("hold_minutes"),
+        help_text=_help("hold_minutes"),
+    )
+    min_conversations = forms.IntegerField(
+        label="Minimum conversations",
+        min_value=0,
+        initial=_default("min_conversations"),
+        help_text=_help("min_conversations"),
+    )
+    guards = GuardsField(label="Guards", required=False, initial=_default("guards"))
+    max_errors = forms.IntegerField(
+        label="Most errors in a stage", min_value=0, initial=_default("max_errors"), help_text=_help("max_errors")
+    )

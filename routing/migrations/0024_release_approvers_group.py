@@ -19,7 +19,7 @@ PERMISSIONS = {
 }
 
 
-def _codename(action, model):
+def codename(action, model):
     return action if action == "approve_release" else f"{action}_{model}"
 
 
@@ -27,7 +27,7 @@ def _permissions(apps, alias):
     Permission = apps.get_model("auth", "Permission")
     return [
         Permission.objects.using(alias).get(
-            content_type__app_label=app_label, content_type__model=model, codename=_codename(action, model)
+            content_type__app_label=app_label, content_type__model=model, codename=codename(action, model)
         )
         for (app_label, model), actions in PERMISSIONS.items()
         for action in actions
