@@ -34,7 +34,7 @@ from common.errors import DomainError, NotFound, error_responses
 from conversations.rollout_guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.models import RolloutDecision, RolloutPlan
 from routing.rollout_plans import GUARD_METRICS, history_parse, may_view_plans
-from routing.rollout_words import actor_words, plan_stage_words
+from routing.rollout_words import actor_words, limit_words, plan_stage_words
 
 DEFAULT_SLICES = 12
 MAX_SLICES = 48
@@ -168,7 +168,7 @@ def rollout_view(plan_id: int, *, slices: int = DEFAULT_SLICES, now: dt.datetime
     plan = _plans().filter(pk=plan_id).first()
     if plan is None:
         raise NotFound(ERROR_PLAN_NOT_FOUND, fields={"id": [ERROR_PLAN_NOT_FOUND]})
-    thresholds = {guard["metric"]: guard["threshold"] for guard in plan.guards}
+    guards = {guard["metric"]: guard for guard in plan.guards}
     return {
         "plan": {
             **rollout_plan_summary(plan),
@@ -185,7 +185,9 @@ def rollout_view(plan_id: int, *, slices: int = DEFAULT_SLICES, now: dt.datetime
                 "kind": metric.kind,
                 "worse": metric.worse,
                 "description": metric.description,
-                "threshold": thresholds.get(metric.name),
+                "threshold": guards.get(metric.name, {}).get("threshold"),
+                "absolute": guards.get(metric.name, {}).get("absolute"),
+                "limit": limit_words(guards[metric.name]) if metric.name in guards else "",
             }
             for metric in GUARD_METRICS.values()
         ],
@@ -266,6 +268,8 @@ ROLLOUT_RESPONSE = inline_serializer(
                 "worse": serializers.ChoiceField(choices=["higher", "lower"]),
                 "description": serializers.CharField(),
                 "threshold": serializers.FloatField(allow_null=True),
+                "absolute": serializers.FloatField(allow_null=True),
+                "limit": serializers.CharField(allow_blank=True),
             },
             many=True,
         ),

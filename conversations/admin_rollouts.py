@@ -72,7 +72,7 @@ COMMANDS = {
     RolloutDecisionAction.ABORT: "Abort",
 }
 # Which commands each status offers; those that change who gets what open a confirmation page first.
-OFFERED = {
+OFFERED: dict[str, tuple[str, ...]] = {
     RolloutPlanStatus.READY: (START, RolloutDecisionAction.ABORT),
     RolloutPlanStatus.RUNNING: (
         RolloutDecisionAction.PAUSE,
@@ -128,7 +128,7 @@ class RolloutPlanAdminForm(forms.ModelForm):
         fields = [*SETTINGS, "name", "webhook_url"]  # the rest is the plan's state: read-only
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         if not data.get("from_draft") or self.errors:
             return data
         profile = data.get("profile")
@@ -233,7 +233,8 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
     def guards_shown(self, plan: RolloutPlan) -> str:
         if not plan.guards:
             return "No guard metric: only the error limit rolls it back."
-        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((guard_words(g),) for g in plan.guards)))
+        listed = format_html_join("", "<li>{}</li>", ((guard_words(guard),) for guard in plan.guards))
+        return format_html('<ul class="rollout-guard-list">{}</ul>', listed)
 
     @admin.display(description="history")
     def history_shown(self, plan: RolloutPlan) -> str:
@@ -277,7 +278,7 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
         for title, options in fieldsets:
             if obj is None and title == "Where it stands":
                 continue
-            names = [name for name in options["fields"] if not (started and name == "from_draft")]
+            names = [str(name) for name in options["fields"] if not (started and name == "from_draft")]
             if started:
                 names = [SHOWN_WHEN_STARTED.get(name, name) for name in names]
             shown.append((title, {**options, "fields": names}))
@@ -468,8 +469,9 @@ class RolloutDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def figures_shown(self, decision: RolloutDecision) -> str:
         """Both cohorts' figures side by side, and each guard's verdict, in words."""
         figures = decision.figures or {}
-        cohorts = [figures.get(CANDIDATE), figures.get(CONTROL)]
-        if not all(isinstance(cohort, dict) for cohort in cohorts):
+        found = [figures.get(CANDIDATE), figures.get(CONTROL)]
+        cohorts = [cohort for cohort in found if isinstance(cohort, dict)]
+        if len(cohorts) != len(found):
             return "No figures: a person's command."
         rows = [
             ("Conversations", *(str(cohort.get("conversations", "–")) for cohort in cohorts)),

@@ -60,7 +60,7 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["status", "kind", "profile"]
     list_select_related = ["profile", "requested_by", "decided_by"]
     search_fields = ["note", "profile__agent_id", "requested_by__username", "decision_note"]
-    fields = [
+    fields = (
         "profile",
         "kind",
         "status",
@@ -73,7 +73,7 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "decided_by",
         "decided_at",
         "decision_note",
-    ]
+    )
     readonly_fields = fields
     change_form_template = "admin/routing/releaserequest/change_form.html"
 
@@ -104,7 +104,10 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         may_decide = pending and may_approve(request.user) and not mine
         form = DecisionForm(request.POST or None, initial={"fingerprint": release_request_fingerprint(asked)})
         if request.method == "POST":
-            action = request.POST.get("action", "")
+            # The page's buttons: _approve, _decline or _withdraw ("action" names one too).
+            action = request.POST.get("action") or next(
+                (name.lstrip("_") for name in ("_approve", "_decline", "_withdraw") if name in request.POST), ""
+            )
             if (action in (APPROVE, DECLINE) and not may_decide) or (action == WITHDRAW and not (pending and mine)):
                 raise PermissionDenied
             if form.is_valid():

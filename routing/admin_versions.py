@@ -161,7 +161,7 @@ class PublishForm(forms.Form):
     )
     how = forms.ChoiceField(
         choices=[(NOW, "Publish to everyone now"), (STAGES, "Roll out in stages")],
-        required=False,  # the page's two buttons send it; without it, to everyone now (as before the choice)
+        required=False,  # given by the page's buttons (publish_view); without it, to everyone now as before
         widget=forms.HiddenInput,
     )
 
@@ -342,7 +342,8 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
         state = profile_state(profile)
         posted = request.POST if request.method == "POST" else None
         form = PublishForm(posted, initial={"based_on": state.live_number})
-        how = (posted.get("how") if posted else "") or NOW
+        # The page's two buttons say which ("_stages" or "_now"); a post without either publishes to everyone now.
+        how = (posted.get("how") or (STAGES if "_stages" in posted else NOW)) if posted else NOW
         if how == STAGES and not may_roll_out(request):
             raise PermissionDenied
         plan_form = PlanSettingsForm(posted if how == STAGES else None, prefix="plan")

@@ -558,7 +558,7 @@ class RoutingTestCase(models.Model):
 
 class RolloutPlanTarget(models.TextChoices):
     VERSION = "version", "A routing version of the profile"
-    MULTI_AGENT = "multi_agent", "The multi_agent flag (multi-agent mode)"
+    MULTI_AGENT = "multi_agent", "The multi-agent mode (its rollout flag)"
 
 
 class RolloutPlanStatus(models.TextChoices):
@@ -594,7 +594,7 @@ class RolloutPlan(models.Model):
         null=True,
         blank=True,
         related_name="rollout_plans",
-        help_text="The profile whose version is rolled out; for the multi_agent flag, the profile whose traffic is "
+        help_text="The profile whose version is rolled out; for the multi-agent mode, the profile whose traffic is "
         "watched (empty: every profile).",
     )
     candidate = models.ForeignKey(

@@ -21,6 +21,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 
 from routing.models import RolloutPlan
 from routing.rollout_plans import GUARD_METRICS, RELATIVE_MAX, GuardMetric, absolute_range, stages_errors
@@ -79,7 +80,7 @@ def _unit(metric: GuardMetric) -> tuple[str, str]:
         return "%", bound
     if metric.kind == "latency":
         return "ms", bound
-    return "(a score from 0 to 1)", bound
+    return "(0 to 1)", bound
 
 
 def _shown(number: float) -> str:
@@ -139,10 +140,10 @@ class GuardsWidget(forms.MultiWidget):
         context["widget"]["rows"] = rows
         return context
 
-    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
         # The project's templates (not the form renderer's): the table lives with the plan's admin templates. A
-        # template renders safe text: its values are escaped.
-        return render_to_string(self.template_name, self.get_context(name, value, attrs))
+        # template renders safe text (its values escaped): SafeString says so to the type checker.
+        return SafeString(render_to_string(self.template_name, self.get_context(name, value, attrs)))
 
 
 class GuardsField(forms.MultiValueField):
@@ -200,7 +201,9 @@ class GuardsField(forms.MultiValueField):
 
     def has_changed(self, initial: Any, data: Any) -> bool:
         # The stored value is the guards list: compare it row by row as the table shows it.
-        return super().has_changed(self.widget.decompress(initial), data)
+        widget = self.widget
+        assert isinstance(widget, GuardsWidget)  # the field's own widget (class attribute, instantiated by Field)
+        return super().has_changed(widget.decompress(initial), data)
 
 
 def guards_summary(guards: Sequence[Mapping[str, Any]]) -> str:
@@ -212,12 +215,16 @@ def guards_summary(guards: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def _model_field(name: str) -> Any:
+    return RolloutPlan._meta.get_field(name)
+
+
 def _default(name: str) -> Any:
-    return RolloutPlan._meta.get_field(name).get_default()
+    return _model_field(name).get_default()
 
 
 def _help(name: str) -> str:
-    return str(RolloutPlan._meta.get_field(name).help_text)
+    return str(_model_field(name).help_text)
 
 
 class PlanSettingsForm(forms.Form):

@@ -124,8 +124,8 @@ def value_words(name: str, value: Any) -> str:
     return _trimmed(float(value), 2)
 
 
-def guard_words(guard: Mapping[str, Any]) -> str:
-    """One guard as a sentence: "fallback rate: at most 25 % worse than the control, and never above 30 %"."""
+def limit_words(guard: Mapping[str, Any]) -> str:
+    """A guard's limits: "at most 25 % worse than the control, and never above 30 %"."""
     name = str(guard.get("metric", ""))
     metric = GUARD_METRICS.get(name)
     lower_worse = metric is not None and metric.worse == "lower"
@@ -136,7 +136,12 @@ def guard_words(guard: Mapping[str, Any]) -> str:
     if guard.get("absolute") is not None:
         limit = value_words(name, guard["absolute"])
         parts.append(f"never below {limit}" if lower_worse else f"never above {limit}")
-    return f"{metric_words(name)}: {', and '.join(parts) if parts else 'not limited'}"
+    return ", and ".join(parts) if parts else "not limited"
+
+
+def guard_words(guard: Mapping[str, Any]) -> str:
+    """One guard as a sentence: "fallback rate: at most 25 % worse than the control, and never above 30 %"."""
+    return f"{metric_words(str(guard.get('metric', '')))}: {limit_words(guard)}"
 
 
 def plan_settings_words(plan: Any) -> list[str]:

@@ -75,7 +75,7 @@ def test_the_publish_page_offers_both_choices_with_the_plans_defaults_filled_in(
     assert 'name="plan-stages" value="5, 25, 50, 100"' in page
     assert 'name="plan-hold_minutes" value="60"' in page and 'name="plan-min_conversations" value="200"' in page
     assert 'name="plan-guards_0" id="id_plan-guards_0" value="25"' in page  # fallback rate: at most 25 % worse
-    assert "Negative-feedback rate" in page and "% worse than the control" in page
+    assert "Negative-feedback rate" in page and "Relative limit: how much worse than the control" in page
     assert "routing_publish" not in page and "[{" not in page  # no shell command, no JSON
 
 
@@ -90,7 +90,7 @@ def test_publishing_to_everyone_now_is_as_before(editor_client, editor, drafted)
 def test_rolling_out_in_stages_makes_the_candidate_and_the_plan_starts_it_and_lands_on_its_live_view(
     editor_client, editor, drafted
 ):
-    response = editor_client.post(publish_url(drafted), staged())
+    response = editor_client.post(publish_url(drafted), {**staged(how=""), "_stages": "Start the staged rollout"})
 
     plan = RolloutPlan.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/analytics/rollouts/{plan.pk}/"
@@ -108,6 +108,7 @@ def test_rolling_out_in_stages_makes_the_candidate_and_the_plan_starts_it_and_la
     assert (started.action, started.actor) == ("start", "admin: editor")
     live_view = editor_client.get(response["Location"])
     assert live_view.status_code == 200  # a routing editor watches the rollout they started
+    assert 'href="/analytics/"' not in live_view.content.decode()  # the dashboard is not theirs: no link to a 403
     assert any("Rolling telecom_contas version 2 out in stages" in m for m in messages_of(live_view))
 
 

@@ -174,7 +174,7 @@
   function drawMetric(container, metric, data, at, marks) {
     var points = data.series.points;
     var id = "chart-" + metric.name;
-    var guarded = isNumber(metric.threshold);
+    var guarded = Boolean(metric.limit); // in words: "at most 25 % worse than the control"
     var sampled = points.some(function (point) {
       return COHORTS.some(function (cohort) {
         return isNumber(point[cohort].values[metric.name]);
@@ -182,7 +182,7 @@
     });
     var note =
       (metric.worse === "higher" ? "higher is worse" : "lower is worse") +
-      (guarded ? "; guarded, threshold " + metric.threshold : "; not guarded by this plan") +
+      (guarded ? "; guarded: " + metric.limit : "; not guarded by this plan") +
       (sampled ? "" : "; no sample in the span");
     var panel = el("section", { className: "analytics-panel rollout-metric", id: "panel-" + metric.name, "data-metric": metric.name }, [
       el("h2", { title: metric.description }, [metric.label + " ", el("span", { className: "analytics-unit", text: "(" + note + ")" })]),
