@@ -384,6 +384,13 @@ class AgentProfile(models.Model):
         help_text='e.g. {"min_score": 0.5, "llm_judge": false}',
     )
     enabled = models.BooleanField(default=True)
+    # Governance, not behaviour: not part of the profile's published document (routing.documents).
+    release_needs_approval = models.BooleanField(
+        "Publishing needs a second person",
+        default=False,
+        help_text="A publish or the start of a staged rollout becomes a request that another person with the right "
+        "to approve releases approves. Only they (or an administrator) change this setting.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

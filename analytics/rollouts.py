@@ -6,8 +6,10 @@ to now) cut into N equal slices, and per slice and per cohort what the guard rea
 (:func:`conversations.rollout_guard.cohorts_figures`) — samples and every guard metric. The pages
 ``/analytics/rollouts/`` and ``/analytics/rollouts/<id>/`` draw them (``analytics/static/analytics/rollout.js``).
 
-A plan is configuration across tenants: only staff with ``analytics.view_analytics`` read it; an API key, which
-speaks for one tenant, gets 403.
+A plan is configuration across tenants: only staff with ``analytics.view_analytics`` or the right to view rollout
+plans (:func:`routing.rollout_plans.may_view_plans`: the routing editors who roll their changes out) read it; an API
+key, which speaks for one tenant, gets 403. Stages, who decided and why are given in words too
+(:mod:`routing.rollout_words`).
 """
 
 from __future__ import annotations
@@ -31,22 +33,24 @@ from analytics.filters import ANALYTICS_PERMISSION, can_view_all_tenants, whole_
 from common.errors import DomainError, NotFound, error_responses
 from conversations.rollout_guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.models import RolloutDecision, RolloutPlan
-from routing.rollout_plans import GUARD_METRICS, history_parse
+from routing.rollout_plans import GUARD_METRICS, history_parse, may_view_plans
+from routing.rollout_words import actor_words, limit_words, plan_stage_words
 
 DEFAULT_SLICES = 12
 MAX_SLICES = 48
 COHORTS = (CANDIDATE, CONTROL)
 ERROR_ROLLOUTS_FORBIDDEN = (
     "Rollout plans are configuration across tenants: reading them needs a staff session with the permission "
-    "analytics.view_analytics (an API key may not)."
+    "analytics.view_analytics or routing.view_rolloutplan (an API key may not)."
 )
 ERROR_PLAN_NOT_FOUND = "No rollout plan with this id."
 ERROR_SLICES = f"A whole number of slices from 1 to {MAX_SLICES} (default {DEFAULT_SLICES})."
 
 
 def can_view_rollouts(user: Any) -> bool:
-    """Staff with ``analytics.view_analytics`` (superusers have it); never an API key."""
-    return can_view_all_tenants(user) and bool(getattr(user, "is_staff", False))
+    """Staff with ``analytics.view_analytics`` or who may view rollout plans (superusers have both); never an API
+    key."""
+    return (can_view_all_tenants(user) and bool(getattr(user, "is_staff", False))) or may_view_plans(user)
 
 
 # -- reads ---------------------------------------------------------------------------------------------------
@@ -72,6 +76,7 @@ def rollout_plan_summary(plan: RolloutPlan) -> dict[str, Any]:
         "status": plan.status,
         "status_label": plan.get_status_display(),
         "stage": plan.stage,
+        "stage_label": plan_stage_words(plan),
         "stages": list(plan.stages),
         "percentage": plan.percentage,
         "started_at": _iso(plan.started_at),
@@ -151,6 +156,7 @@ def _decision(decision: RolloutDecision) -> dict[str, Any]:
         "percentage": decision.percentage,
         "reason": decision.reason,
         "actor": decision.actor,
+        "by": actor_words(decision.actor),
         "webhook": decision.webhook,
         "samples": samples,
         "verdicts": list(figures.get("verdicts", [])),
@@ -162,7 +168,7 @@ def rollout_view(plan_id: int, *, slices: int = DEFAULT_SLICES, now: dt.datetime
     plan = _plans().filter(pk=plan_id).first()
     if plan is None:
         raise NotFound(ERROR_PLAN_NOT_FOUND, fields={"id": [ERROR_PLAN_NOT_FOUND]})
-    thresholds = {guard["metric"]: guard["threshold"] for guard in plan.guards}
+    guards = {guard["metric"]: guard for guard in plan.guards}
     return {
         "plan": {
             **rollout_plan_summary(plan),
@@ -179,7 +185,9 @@ def rollout_view(plan_id: int, *, slices: int = DEFAULT_SLICES, now: dt.datetime
                 "kind": metric.kind,
                 "worse": metric.worse,
                 "description": metric.description,
-                "threshold": thresholds.get(metric.name),
+                "threshold": guards.get(metric.name, {}).get("threshold"),
+                "absolute": guards.get(metric.name, {}).get("absolute"),
+                "limit": limit_words(guards[metric.name]) if metric.name in guards else "",
             }
             for metric in GUARD_METRICS.values()
         ],
@@ -221,6 +229,7 @@ PLAN_FIELDS: dict[str, serializers.Field] = {
     "status": serializers.CharField(),
     "status_label": serializers.CharField(),
     "stage": serializers.IntegerField(),
+    "stage_label": serializers.CharField(),
     "stages": serializers.ListField(child=serializers.IntegerField()),
     "percentage": serializers.IntegerField(),
     "started_at": serializers.DateTimeField(allow_null=True),
@@ -259,6 +268,8 @@ ROLLOUT_RESPONSE = inline_serializer(
                 "worse": serializers.ChoiceField(choices=["higher", "lower"]),
                 "description": serializers.CharField(),
                 "threshold": serializers.FloatField(allow_null=True),
+                "absolute": serializers.FloatField(allow_null=True),
+                "limit": serializers.CharField(allow_blank=True),
             },
             many=True,
         ),
@@ -276,6 +287,7 @@ ROLLOUT_RESPONSE = inline_serializer(
                 "percentage": serializers.IntegerField(),
                 "reason": serializers.CharField(),
                 "actor": serializers.CharField(),
+                "by": serializers.CharField(),
                 "webhook": serializers.CharField(allow_blank=True),
                 "samples": serializers.DictField(child=serializers.DictField()),
                 "verdicts": serializers.ListField(child=serializers.DictField()),

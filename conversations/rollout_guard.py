@@ -11,24 +11,29 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   parts and tool errors). At the last stage (100 %) new conversations have no control: the control's figures
   are those of the whole plan.
 * **No decisions on noise.** Below ``min_conversations`` in either cohort nothing moves — except the absolute
-  error guard, which rolls back as soon as the candidate's errors pass ``max_errors``. A rate guard is breached
-  when the candidate is worse than the control by more than its threshold (relative: 0.25 = 25 % worse, plus
-  half a percentage point so that a control near zero does not make every difference relative infinity) *and*
-  Fisher's exact test says the candidate's rate is higher with p < ``alpha`` (one-sided, ``scipy.stats``); the
-  judge score likewise with Welch's t-test; latency by the rule p95(candidate) > p95(control) × (1 + threshold)
-  + 50 ms, no test (percentiles have none that is cheap; the minimum sample and the 50 ms are its guards).
+  error guard, which rolls back as soon as the candidate's errors pass ``max_errors``. A rate guard's relative
+  limit is breached when the candidate is worse than the control by more than its threshold (0.25 = 25 % worse,
+  plus half a percentage point so that a control near zero does not make every difference relative infinity)
+  *and* Fisher's exact test says the candidate's rate is higher with p < ``alpha`` (one-sided, ``scipy.stats``);
+  the judge score likewise with Welch's t-test; latency by the rule p95(candidate) > p95(control) × (1 +
+  threshold) + 50 ms, no test (percentiles have none that is cheap; the minimum sample and the 50 ms are its
+  guards). A guard's absolute limit (``absolute``) is breached when the candidate's rate is above it with a
+  one-sided binomial test's p < ``alpha``, its judge score below it with a one-sample t-test's, or its p95 latency
+  above it.
 * **Decisions.** A breach rolls back at once; with every guard clear, the stage advances once it ran
   ``hold_minutes`` and both cohorts reached the minimum; after the last stage the plan completes and the
-  candidate is released to every customer (:func:`routing.versions.version_release`). Otherwise it holds. Each
-  decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it; those that move the
-  plan are posted to its webhook, signed (``X-Rollout-Signature: sha256=<HMAC of the body>``); a rollback is also
-  published as the operational event ``rollout.rolled_back`` (:mod:`common.bus`).
+  candidate is released to every customer (:func:`routing.rollout_commands.plan_advance`). Otherwise it holds.
+  Each decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it and a reason in words
+  (:mod:`routing.rollout_words`); those that move the plan are posted to its webhook; a rollback is also published
+  as the operational event ``rollout.rolled_back`` (:mod:`common.bus`).
+
+The commands a person gives a plan (start, pause, resume, advance, abort) are configuration and live in routing
+(:mod:`routing.rollout_commands`); they are re-exported here for the engine's callers.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -51,7 +56,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from common.bus import hmac_signature, publish_event
+from common.bus import publish_event
 from common.config_version import config_version_bump
 from conversations.models import (
     PART_FAILED,
@@ -70,10 +75,33 @@ from routing.models import (
     RolloutPlan,
     RolloutPlanStatus,
     RolloutPlanTarget,
-    RoutingVersion,
 )
 from routing.rollout import COHORT_MULTI_AGENT, COHORT_SINGLE_AGENT
+from routing.rollout_commands import (
+    RolloutStateError,
+    decision_record,
+    decision_webhook_later,
+    plan_advance,
+    plan_command,
+    plan_flag_follow,
+    plan_parts,
+    plan_start,
+    webhook_body,
+    webhook_send,
+    webhook_signature,
+)
 from routing.rollout_plans import GUARD_METRICS
+from routing.rollout_words import metric_words, percent_words, stage_words, value_words
+from routing.versions import live_version
+
+__all__ = [  # the commands, re-exported for the engine's callers (management command, admin, tests)
+    "RolloutStateError",
+    "plan_command",
+    "plan_start",
+    "webhook_body",
+    "webhook_send",
+    "webhook_signature",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +110,6 @@ RATE_FLOOR = 0.005  # added to a rate guard's allowance: half a percentage point
 LATENCY_FLOOR_MS = 50.0  # added to the p95 allowance: a few milliseconds of a busy machine are not a regression
 TOOL_ERRORS = (ToolCallStatus.ERROR, ToolCallStatus.TIMEOUT, ToolCallStatus.UNAVAILABLE)
 TOOL_COUNTED = (*TOOL_ERRORS, ToolCallStatus.OK, ToolCallStatus.INVALID)  # not permission asks, not unoffered tools
-
-
-class RolloutStateError(Exception):
-    """A command that does not fit the plan's status (e.g. resuming a plan that is not paused)."""
 
 
 # -- figures ---------------------------------------------------------------------------------------------
@@ -240,35 +264,34 @@ class Verdict:
         return {"metric": self.metric, "breached": self.breached, "reason": self.reason, "p_value": self.p_value}
 
 
-def guard_verdict(guard: dict[str, Any], candidate: dict[str, Any], control: dict[str, Any], alpha: float) -> Verdict:
-    """Whether the candidate is worse than the control on ``guard`` beyond its threshold, and significantly."""
-    from scipy import stats
+def _significance(test: str, p_value: float, alpha: float, breached: bool) -> str:
+    return f"{test} p = {p_value:.2g}" + ("" if breached else f" ≥ {alpha:g}: not significant yet")
 
-    name, threshold = guard["metric"], float(guard["threshold"])
-    metric = GUARD_METRICS[name]
-    cand, ctrl = candidate[name], control[name]
+
+def _relative(name: str, threshold: float, cand: Any, ctrl: Any, alpha: float) -> Verdict:
+    """The candidate against the control: at most ``threshold`` worse."""
+    from scipy import stats  # loaded when a guard first judges, not with every process that imports the engine
+
+    metric, said = GUARD_METRICS[name], metric_words(name)
     if metric.kind == "rate":
         if not cand["n"] or not ctrl["n"]:
-            return Verdict(name, False, "no sample")
+            return Verdict(name, False, f"{said}: no sample yet")
         allowed = ctrl["rate"] * (1 + threshold) + RATE_FLOOR
+        against = f"{said} {percent_words(cand['rate'])} against {percent_words(ctrl['rate'])} for the control"
         if cand["rate"] <= allowed:
-            return Verdict(name, False, f"{cand['rate']:.3f} within {allowed:.3f} (control {ctrl['rate']:.3f})")
+            return Verdict(name, False, f"{against}: within the allowed {percent_words(allowed)}")
         table = [[cand["x"], cand["n"] - cand["x"]], [ctrl["x"], ctrl["n"] - ctrl["x"]]]
         p_value = float(stats.fisher_exact(table, alternative="greater").pvalue)
         breached = p_value < alpha
-        return Verdict(
-            name,
-            breached,
-            f"{cand['rate']:.3f} against control {ctrl['rate']:.3f} (allowed {allowed:.3f}); Fisher p = {p_value:.2g}"
-            + ("" if breached else f" ≥ alpha {alpha}: not significant yet"),
-            p_value,
-        )
+        significance = _significance("Fisher", p_value, alpha, breached)
+        return Verdict(name, breached, f"{against} (at most {percent_words(allowed)} allowed; {significance})", p_value)
     if metric.kind == "mean":
         if cand["n"] < 2 or ctrl["n"] < 2:
-            return Verdict(name, False, "no sample")
+            return Verdict(name, False, f"{said}: no sample yet")
         allowed = ctrl["mean"] * (1 - threshold)
+        against = f"{said} {value_words(name, cand['mean'])} against {value_words(name, ctrl['mean'])} for the control"
         if cand["mean"] >= allowed:
-            return Verdict(name, False, f"{cand['mean']:.3f} within {allowed:.3f} (control {ctrl['mean']:.3f})")
+            return Verdict(name, False, f"{against}: within the allowed {value_words(name, allowed)}")
         p_value = float(
             stats.ttest_ind_from_stats(
                 cand["mean"],
@@ -283,149 +306,75 @@ def guard_verdict(guard: dict[str, Any], candidate: dict[str, Any], control: dic
         )
         p_value = 0.0 if math.isnan(p_value) else p_value  # both without spread: the difference is certain
         breached = p_value < alpha
+        significance = _significance("Welch", p_value, alpha, breached)
         return Verdict(
-            name,
-            breached,
-            f"{cand['mean']:.3f} against control {ctrl['mean']:.3f} (allowed {allowed:.3f}); Welch p = {p_value:.2g}",
-            p_value,
+            name, breached, f"{against} (at least {value_words(name, allowed)} allowed; {significance})", p_value
         )
     if cand is None or ctrl is None:
-        return Verdict(name, False, "no sample")
+        return Verdict(name, False, f"{said}: no sample yet")
     allowed = ctrl * (1 + threshold) + LATENCY_FLOOR_MS
-    breached = cand > allowed
-    return Verdict(name, breached, f"p95 {cand:.0f} ms against control {ctrl:.0f} ms (allowed {allowed:.0f} ms)")
+    against = f"{said} {value_words(name, cand)} against {value_words(name, ctrl)} for the control"
+    if cand <= allowed:
+        return Verdict(name, False, f"{against}: within the allowed {value_words(name, allowed)}")
+    return Verdict(name, True, f"{against} (at most {value_words(name, allowed)} allowed)")
 
 
-# -- decisions ---------------------------------------------------------------------------------------------
+def _absolute(name: str, limit: float, cand: Any, alpha: float) -> Verdict:
+    """The candidate against a level it may never pass, whatever the control does."""
+    from scipy import stats  # as in _relative
+
+    metric, said = GUARD_METRICS[name], metric_words(name)
+    shown = value_words(name, limit)
+    if metric.kind == "rate":
+        if not cand["n"]:
+            return Verdict(name, False, f"{said}: no sample yet")
+        value = f"{said} {percent_words(cand['rate'])}"
+        if cand["rate"] <= limit:
+            return Verdict(name, False, f"{value}: within the limit of {shown}")
+        tested = stats.binomtest(cand["x"], cand["n"], limit, alternative="greater") if limit > 0 else None
+        p_value = float(tested.pvalue) if tested is not None else 0.0  # any failure passes a limit of 0
+        breached = p_value < alpha
+        significance = _significance("binomial", p_value, alpha, breached)
+        return Verdict(name, breached, f"{value}, above the limit of {shown} ({significance})", p_value)
+    if metric.kind == "mean":
+        if cand["n"] < 2:
+            return Verdict(name, False, f"{said}: no sample yet")
+        value = f"{said} {value_words(name, cand['mean'])}"
+        if cand["mean"] >= limit:
+            return Verdict(name, False, f"{value}: within the limit of at least {shown}")
+        spread = (cand["sd"] or 0.0) / math.sqrt(cand["n"])
+        p_value = 0.0 if spread == 0 else float(stats.t.cdf((cand["mean"] - limit) / spread, cand["n"] - 1))
+        breached = p_value < alpha
+        significance = _significance("t-test", p_value, alpha, breached)
+        return Verdict(name, breached, f"{value}, below the limit of {shown} ({significance})", p_value)
+    if cand is None:
+        return Verdict(name, False, f"{said}: no sample yet")
+    value = f"{said} {value_words(name, cand)}"
+    if cand <= limit:
+        return Verdict(name, False, f"{value}: within the limit of {shown}")
+    return Verdict(name, True, f"{value}, above the limit of {shown}")
 
 
-def _record(
-    plan: RolloutPlan, action: str, reason: str, actor: str, figures: dict[str, Any] | None = None
-) -> RolloutDecision:
-    return RolloutDecision.objects.create(
-        plan=plan,
-        action=action,
-        stage=plan.stage,
-        percentage=int(plan.stages[min(plan.stage, len(plan.stages) - 1)]),  # the stage's, whatever the status
-        reason=reason,
-        figures=figures or {},
-        actor=actor,
+def guard_verdict(guard: dict[str, Any], candidate: dict[str, Any], control: dict[str, Any], alpha: float) -> Verdict:
+    """Whether the candidate is worse than the control on ``guard`` beyond its relative limit (``threshold``), or
+    past its absolute limit (``absolute``), significantly; the reason in words (the breached limits', else each's)."""
+    name = guard["metric"]
+    verdicts = []
+    if guard.get("threshold") is not None:
+        verdicts.append(_relative(name, float(guard["threshold"]), candidate[name], control[name], alpha))
+    if guard.get("absolute") is not None:
+        verdicts.append(_absolute(name, float(guard["absolute"]), candidate[name], alpha))
+    if not verdicts:
+        return Verdict(name, False, f"{metric_words(name)}: not limited")
+    breached = [verdict for verdict in verdicts if verdict.breached]
+    shown = breached or verdicts
+    p_values = [verdict.p_value for verdict in shown if verdict.p_value is not None]
+    return Verdict(
+        name, bool(breached), "; ".join(verdict.reason for verdict in shown), min(p_values) if p_values else None
     )
 
 
-def _stage_begin(plan: RolloutPlan, now: dt.datetime) -> None:
-    plan.stage_started_at = now
-    plan.history = [*plan.history, [now.isoformat(), int(plan.stages[plan.stage])]]
-
-
-def _flag_follow(plan: RolloutPlan, percentage: int) -> None:
-    """A multi_agent plan moves the flag's percentage with its stages."""
-    from routing.models import RolloutFlag
-    from routing.rollout import MULTI_AGENT_FLAG
-
-    if plan.target == RolloutPlanTarget.MULTI_AGENT:
-        flag, _ = RolloutFlag.objects.get_or_create(key=MULTI_AGENT_FLAG)
-        flag.percentage = percentage
-        flag.save(update_fields=["percentage", "updated_at"])
-
-
-def plan_start(plan: RolloutPlan, *, actor: str, user: Any = None, now: dt.datetime | None = None) -> RolloutDecision:
-    """Start a ready plan at its first stage; its control is the version live now."""
-    from routing.versions import live_version
-
-    now = now or timezone.now()
-    with transaction.atomic():
-        plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
-        if plan.status != RolloutPlanStatus.READY:
-            raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: only a ready plan starts.")
-        if plan.target == RolloutPlanTarget.VERSION:
-            profile, _ = _version_parts(plan)
-            live = live_version(profile)
-            if live is None:
-                raise RolloutStateError(f"{profile.agent_id} has no live version to compare the candidate with.")
-            if plan.candidate_id == live.pk:
-                raise RolloutStateError(f"Version {live.number} is live already: nothing to roll out.")
-            busy = RolloutPlan.objects.filter(
-                profile=plan.profile, status__in=[RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED]
-            ).exclude(pk=plan.pk)
-            if busy.exists():
-                raise RolloutStateError(f"{profile.agent_id} already has a running plan: {busy.first()}.")
-            plan.control = live
-        plan.status, plan.stage, plan.started_at = RolloutPlanStatus.RUNNING, 0, now
-        if user is not None and getattr(user, "pk", None):
-            plan.created_by = plan.created_by or user
-        _stage_begin(plan, now)
-        plan.save()
-        _flag_follow(plan, plan.percentage)
-        decision = _record(plan, RolloutDecisionAction.START, f"Started at {plan.percentage} %.", actor)
-    return decision
-
-
-def plan_command(plan: RolloutPlan, action: str, *, actor: str, now: dt.datetime | None = None) -> RolloutDecision:
-    """pause | resume | advance | abort, by a person."""
-    now = now or timezone.now()
-    with transaction.atomic():
-        plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
-        if action == RolloutDecisionAction.PAUSE:
-            _expect(plan, RolloutPlanStatus.RUNNING, "pause")
-            plan.status = RolloutPlanStatus.PAUSED
-            reason = f"Paused at {plan.percentage} %: the stage holds; nothing advances or rolls back by itself."
-        elif action == RolloutDecisionAction.RESUME:
-            _expect(plan, RolloutPlanStatus.PAUSED, "resume")
-            plan.status = RolloutPlanStatus.RUNNING
-            reason = f"Resumed at {plan.percentage} %."
-        elif action == RolloutDecisionAction.ADVANCE:
-            _expect(plan, RolloutPlanStatus.RUNNING, "advance")
-            return _advance(plan, now, actor, {}, "Advanced by hand")
-        elif action == RolloutDecisionAction.ABORT:
-            if plan.status not in (RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED, RolloutPlanStatus.READY):
-                raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()} already.")
-            plan.status, plan.finished_at = RolloutPlanStatus.ABORTED, now
-            _flag_follow(plan, 0)
-            reason = "Aborted by hand: every conversation is back on the control from its next message."
-        else:
-            raise RolloutStateError(f"Unknown command {action!r}.")
-        plan.save()
-        decision = _record(plan, action, reason, actor)
-    _webhook_later(decision)
-    return decision
-
-
-def _version_parts(plan: RolloutPlan) -> tuple[Any, RoutingVersion]:
-    """A version plan's profile and candidate (a plan saved without them cannot run)."""
-    if plan.profile is None or plan.candidate is None:
-        raise RolloutStateError(f"Plan {plan} names no profile or no candidate version.")
-    return plan.profile, plan.candidate
-
-
-def _expect(plan: RolloutPlan, status: str, command: str) -> None:
-    if plan.status != status:
-        raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: it cannot {command}.")
-
-
-def _advance(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str, Any], why: str) -> RolloutDecision:
-    """Next stage, or — after the last — complete: the candidate released to everyone."""
-    from routing.versions import version_release
-
-    if plan.stage + 1 < len(plan.stages):
-        plan.stage += 1
-        _stage_begin(plan, now)
-        plan.save()
-        _flag_follow(plan, plan.percentage)
-        decision = _record(plan, RolloutDecisionAction.ADVANCE, f"{why}: now {plan.percentage} %.", actor, figures)
-    else:
-        plan.status, plan.finished_at = RolloutPlanStatus.COMPLETED, now
-        plan.save()
-        if plan.target == RolloutPlanTarget.VERSION:
-            profile, candidate = _version_parts(plan)
-            version_release(profile=profile, version=candidate)
-            done = f"version {candidate.number} is live for every customer"
-        else:
-            _flag_follow(plan, 100)
-            done = "the multi_agent flag is at 100 %"
-        decision = _record(plan, RolloutDecisionAction.COMPLETE, f"{why}: completed, {done}.", actor, figures)
-    _webhook_later(decision)
-    return decision
+# -- decisions ---------------------------------------------------------------------------------------------
 
 
 def _windows(plan: RolloutPlan, now: dt.datetime) -> tuple[CohortWindow, CohortWindow]:
@@ -448,8 +397,6 @@ def plan_evaluate(
 ) -> RolloutDecision:
     """One evaluation of a running plan: advance, hold or roll back, recorded with its figures. ``prepared``: the
     figures :func:`plans_evaluate` read for every plan at once, used when they are still the plan's windows."""
-    from routing.versions import live_version
-
     now = now or timezone.now()
     with transaction.atomic():
         plan = (
@@ -462,20 +409,20 @@ def plan_evaluate(
                 f"Plan {plan} is {plan.get_status_display().lower()}: only a running plan is evaluated."
             )
         if plan.target == RolloutPlanTarget.VERSION:
-            profile, _ = _version_parts(plan)
+            profile, _ = plan_parts(plan)
             live = live_version(profile)
             if live is None or live.pk != plan.control_id:
                 plan.status, plan.finished_at = RolloutPlanStatus.ABORTED, now
                 plan.save()
-                decision = _record(
+                decision = decision_record(
                     plan,
                     RolloutDecisionAction.ABORT,
                     f"The live version of {profile.agent_id} changed under the plan (now "
-                    f"{live.number if live else 'none'}, control {plan.control.number if plan.control else '?'}): "
-                    "aborted.",
+                    f"{f'version {live.number}' if live else 'none'}, the control was "
+                    f"{f'version {plan.control.number}' if plan.control else 'unknown'}): aborted.",
                     actor,
                 )
-                _webhook_later(decision)
+                decision_webhook_later(decision)
                 return decision
         windows = _windows(plan, now)
         ready = (prepared or {}).get(plan.pk)
@@ -484,16 +431,17 @@ def plan_evaluate(
         figures: dict[str, Any] = {CANDIDATE: both[0], CONTROL: both[1], "since": since.isoformat()}
         cand, ctrl = figures[CANDIDATE], figures[CONTROL]
         if cand["errors"] > plan.max_errors:
-            return _rollback(plan, now, actor, figures, f"errors: {cand['errors']} > {plan.max_errors}")
+            why = f"{cand['errors']} errors of the candidate in this stage, more than the {plan.max_errors} allowed"
+            return _rollback(plan, now, actor, figures, why)
         sampled = cand["conversations"] >= plan.min_conversations and ctrl["conversations"] >= plan.min_conversations
         verdicts = [guard_verdict(guard, cand, ctrl, plan.alpha) for guard in plan.guards] if sampled else []
         figures["verdicts"] = [verdict.as_dict() for verdict in verdicts]
         breached = [verdict for verdict in verdicts if verdict.breached]
         if breached:
-            return _rollback(plan, now, actor, figures, "; ".join(f"{v.metric}: {v.reason}" for v in breached))
+            return _rollback(plan, now, actor, figures, "; ".join(verdict.reason for verdict in breached))
         held = now - since >= dt.timedelta(minutes=plan.hold_minutes)
         if sampled and held:
-            return _advance(plan, now, actor, figures, "Every guard clear")
+            return plan_advance(plan, now, actor, figures, by_guard=True)
         missing = []
         if not sampled:
             missing.append(
@@ -502,23 +450,23 @@ def plan_evaluate(
             )
         if not held:
             missing.append(f"held {int((now - since).total_seconds() // 60)} of {plan.hold_minutes} minutes")
-        return _record(plan, RolloutDecisionAction.HOLD, "Holding: " + "; ".join(missing) + ".", actor, figures)
+        return decision_record(plan, RolloutDecisionAction.HOLD, "Holding: " + "; ".join(missing) + ".", actor, figures)
 
 
 def _rollback(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str, Any], why: str) -> RolloutDecision:
     plan.status, plan.finished_at = RolloutPlanStatus.ROLLED_BACK, now
     plan.save()
-    _flag_follow(plan, 0)
+    plan_flag_follow(plan, 0)
     config_version_bump()
-    decision = _record(
+    decision = decision_record(
         plan,
         RolloutDecisionAction.ROLLBACK,
-        f"Rolled back at {plan.stages[plan.stage]} %: {why}. Every conversation is back on the control from its next "
-        "message.",
+        f"Rolled back automatically at {stage_words(plan.stage, plan.stages)}: {why}. Every conversation is back on "
+        "the control from its next message.",
         actor,
-        figures,
+        {**figures, "why": why},
     )
-    _webhook_later(decision)
+    decision_webhook_later(decision)
     rolled_back = {
         "plan": plan.pk,
         "name": plan.name,
@@ -567,52 +515,3 @@ def plans_evaluate(
         except Exception:
             logger.exception("rollout plan %s could not be evaluated", plan.pk)
     return decisions
-
-
-# -- webhook -----------------------------------------------------------------------------------------------
-
-
-def webhook_signature(body: bytes) -> str:
-    """``sha256=<hex HMAC-SHA256 of the body>`` with ``ROLLOUT_WEBHOOK_SECRET``."""
-    return hmac_signature(settings.ROLLOUT_WEBHOOK_SECRET, body)
-
-
-def webhook_body(decision: RolloutDecision) -> bytes:
-    plan = decision.plan
-    payload = {
-        "plan": {"id": plan.pk, "name": plan.name, "target": plan.target, "status": plan.status},
-        "profile": plan.profile.agent_id if plan.profile else None,
-        "candidate": plan.candidate.number if plan.candidate else None,
-        "control": plan.control.number if plan.control else None,
-        "action": decision.action,
-        "stage": decision.stage,
-        "percentage": decision.percentage,
-        "reason": decision.reason,
-        "figures": decision.figures,
-        "at": decision.created_at.isoformat(),
-    }
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
-
-
-def _webhook_later(decision: RolloutDecision) -> None:
-    if decision.plan.webhook_url:
-        transaction.on_commit(lambda: webhook_send(decision.pk))
-
-
-def webhook_send(decision_pk: int) -> str:
-    """Post a decision to its plan's webhook; what it answered is kept on the decision."""
-    import httpx
-
-    decision = RolloutDecision.objects.select_related("plan__profile", "plan__candidate", "plan__control").get(
-        pk=decision_pk
-    )
-    body = webhook_body(decision)
-    headers = {"Content-Type": "application/json", "X-Rollout-Signature": webhook_signature(body)}
-    try:
-        answer = httpx.post(decision.plan.webhook_url, content=body, headers=headers, timeout=5.0)
-        outcome = f"HTTP {answer.status_code}"
-    except httpx.HTTPError as exc:
-        outcome = f"failed: {type(exc).__name__}"
-        logger.warning("rollout webhook of plan %s %s", decision.plan_id, outcome)
-    RolloutDecision.objects.filter(pk=decision.pk).update(webhook=outcome[:200])
-    return outcome

@@ -778,6 +778,7 @@ class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 # The profile's versions: its page's state and "Publish draft", the history, compare and revert.
 from routing import (  # noqa: E402
     admin_config,  # noqa: F401  (the Intent admin's configuration import page and downloads)
+    admin_releases,  # noqa: F401  (requests for a second person's approval and their review page)
     admin_tests,  # noqa: F401  (registers the saved routing tests and their "Run tests" page)
     admin_versions,  # noqa: F401  (registers RoutingVersion and the versioned profile admin)
 )

@@ -1,13 +1,24 @@
-"""What a business user sees of a profile's versions in the admin (docs/versions.md, "In the admin").
+"""What a business user sees of a profile's versions in the admin.
 
 The profile's page says what is live and what the draft changes ("Draft differs from live: 3 changes", each in
-words, prompts as text diffs) and offers "Publish draft"; the version history lists every published version,
-compares any two (or one with the live version or the draft) and reverts to one. Publishing and reverting need
-``routing.add_routingversion`` (the "Routing editors" group has it), and a change of the model settings the
-operator's permission; they go through
-:func:`routing.versions.version_publish` and :func:`~routing.versions.version_revert`, whose refusals (a conflict
-with a publish made meanwhile, nothing to publish, failing routing tests) are shown as the admin's error messages,
-the editor's note kept.
+words, prompts as text diffs), lists the profile's rollout plans (with their live view) and the requests waiting for
+a second person, and offers "Publish draft": one review page with two choices —
+
+* **publish to everyone now** (:func:`routing.versions.version_publish`), or
+* **roll out in stages**: a plan form with the defaults filled in (stages, hold, minimum conversations, guards —
+  :class:`routing.rollout_forms.PlanSettingsForm`); the candidate version is made from the draft, the plan is made
+  and started (:func:`routing.releases.draft_rollout`), and the editor lands on the plan's live view.
+
+Failing saved routing tests refuse both alike. When the profile needs a second person
+(``AgentProfile.release_needs_approval``) either choice becomes a request that another person with
+``routing.approve_release`` approves (:mod:`routing.admin_releases`); only such a person (or a superuser) switches the
+setting, with the button on the profile's page.
+
+The version history lists every published version, compares any two (or one with the live version or the draft)
+and reverts to one. Publishing and reverting need ``routing.add_routingversion`` (the "Routing editors" group has
+it), a staged rollout ``routing.add_rolloutplan`` too, and a change of the model settings the operator's permission;
+refusals (a conflict with a publish made meanwhile, nothing to publish, failing routing tests, a rollout already
+running) are shown as the admin's error messages, the editor's note kept.
 
 The profile admin lives in the agents app, which may not import routing (docs/architecture.md): this module
 registers its routing-aware subclass in its place.
@@ -21,7 +32,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import F, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
@@ -37,25 +48,38 @@ from common.adminkit import ReadOnlyAdminMixin
 from common.errors import DomainError
 from common.text import whole_number
 from routing.documents import profile_documents
-from routing.models import PublishedFrom, RoutingVersion
+from routing.models import PublishedFrom, ReleaseRequest, RolloutPlan, RolloutPlanStatus, RoutingVersion
+from routing.releases import draft_rollout, publish_request, release_requests_pending
+from routing.rollout_forms import PlanSettingsForm
+from routing.rollout_plans import may_view_plans
+from routing.rollout_words import plan_stage_words, when_words
 from routing.versions import (
     Change,
     document_diff,
     document_summary,
     live_version,
+    may_approve,
     model_settings_check,
     version_publish,
     version_revert,
 )
 
 PUBLISH_PERMISSION = "routing.add_routingversion"
+ROLLOUT_PERMISSION = "routing.add_rolloutplan"
 FORCE_PERMISSION = "routing.publish_failing_version"
 DRAFT, LIVE = "draft", "live"
+NOW, STAGES = "now", "stages"
+RECENT_PLANS = 3  # finished plans listed on the profile's page, besides those ready or running
 
 
 def may_publish(request: HttpRequest) -> bool:
     """Publishing and reverting: ``routing.add_routingversion``."""
     return bool(request.user.has_perm(PUBLISH_PERMISSION))
+
+
+def may_roll_out(request: HttpRequest) -> bool:
+    """Rolling the draft out in stages: publishing, and making rollout plans (``routing.add_rolloutplan``)."""
+    return may_publish(request) and bool(request.user.has_perm(ROLLOUT_PERMISSION))
 
 
 def draft_document(profile: AgentProfile) -> dict[str, Any]:
@@ -66,10 +90,11 @@ def version_line(version: RoutingVersion | None) -> str:
     """ "version 3 (published by ana on 22 Nov 2026, 17:40, "Fix invoice keywords")", or that it never was."""
     if version is None:
         return "Never published: edits go live on save"
+    approved = f", approved by {version.approved_by.get_username()}" if version.approved_by else ""
     when = localize(localtime(version.created_at))
     note = f", “{version.note}”" if version.note else ""
     reverted = f", a revert to version {version.reverted_from}" if version.reverted_from else ""
-    return f"version {version.number} (published {published_by(version)} on {when}{note}{reverted})"
+    return f"version {version.number} (published {published_by(version)}{approved} on {when}{note}{reverted})"
 
 
 def published_by(version: RoutingVersion) -> str:
@@ -145,6 +170,55 @@ class PublishForm(forms.Form):
         label="Publish although routing tests fail, because",
         help_text="Only when the saved routing tests fail and you may publish anyway; leave empty otherwise.",
     )
+    how = forms.ChoiceField(
+        choices=[(NOW, "Publish to everyone now"), (STAGES, "Roll out in stages")],
+        required=False,  # given by the page's buttons (publish_view); without it, to everyone now as before
+        widget=forms.HiddenInput,
+    )
+
+
+def plan_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, Any]]:
+    """The profile's rollout plans for its page: those ready or running, then the last finished ones; each with its
+    status, stage in words and the links this user may follow."""
+    plans = RolloutPlan.objects.filter(profile=profile).select_related("candidate", "control")
+    active = [RolloutPlanStatus.READY, RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED]
+    shown = list(plans.filter(status__in=active)) + list(plans.exclude(status__in=active)[:RECENT_PLANS])
+    live_view, admin_view = may_view_plans(request.user), request.user.has_perm("routing.view_rolloutplan")
+    return [
+        {
+            "plan": plan,
+            "status": plan.get_status_display(),
+            "stage": plan_stage_words(plan),
+            "what": f"version {plan.candidate.number} against version {plan.control.number}"
+            if plan.candidate and plan.control
+            else (f"version {plan.candidate.number}" if plan.candidate else "the multi-agent mode"),
+            "started": when_words(plan.started_at) if plan.started_at else "",
+            "live_url": reverse("analytics-rollout-page", args=[plan.pk]) if live_view else "",
+            "admin_url": reverse("admin:routing_rolloutplan_change", args=[plan.pk]) if admin_view else "",
+        }
+        for plan in shown
+    ]
+
+
+def request_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, Any]]:
+    """The profile's requests waiting for a second person, each with who may do what about it."""
+    approver = may_approve(request.user)
+    readable = request.user.has_perm("routing.view_releaserequest")
+    rows = []
+    for pending in release_requests_pending(profile=profile):
+        mine = pending.requested_by_id == request.user.pk
+        rows.append(
+            {
+                "request": pending,
+                "kind": pending.get_kind_display(),
+                "who": pending.requested_by.get_username() if pending.requested_by else "someone who has left",
+                "when": when_words(pending.requested_at),
+                "mine": mine,
+                "to_review": approver and not mine,
+                "url": reverse("admin:routing_releaserequest_review", args=[pending.pk]) if readable else "",
+            }
+        )
+    return rows
 
 
 admin.site.unregister(AgentProfile)
@@ -155,8 +229,12 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
     """The profile admin of the agents app, with its version state, "Publish draft" and its history."""
 
     list_display = [*AgentProfileAdmin.list_display, "live_version"]
-    readonly_fields = [*AgentProfileAdmin.readonly_fields, "version_state"]
-    fieldsets = [("Version", {"fields": ["version_state"]}), *AgentProfileAdmin.fieldsets]
+    # The two-person rule is switched with its own button, by an approver (second_person_view): never in the form.
+    readonly_fields = [*AgentProfileAdmin.readonly_fields, "version_state", "release_needs_approval"]
+    fieldsets = [
+        ("Version", {"fields": ["version_state", "release_needs_approval"]}),
+        *AgentProfileAdmin.fieldsets,
+    ]
     change_form_template = "admin/agents/agentprofile/change_form_versions.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
@@ -219,51 +297,87 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
                 "<path:object_id>/publish/",
                 self.admin_site.admin_view(self.publish_view),
                 name="agents_agentprofile_publish",
-            )
+            ),
+            path(
+                "<path:object_id>/second-person/",
+                self.admin_site.admin_view(self.second_person_view),
+                name="agents_agentprofile_second_person",
+            ),
         ]
         return urls + super().get_urls()
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
-        extra_context = {**(extra_context or {}), "may_publish": may_publish(request)}
-        return super().change_view(request, object_id, form_url, extra_context)
+        extra: dict[str, Any] = {"may_publish": may_publish(request)}
+        profile = self.get_object(request, unquote(object_id))
+        if profile is not None:
+            extra.update(
+                {
+                    "plan_rows": plan_rows(request, profile),
+                    "plans_url": reverse("admin:routing_rolloutplan_changelist") + f"?profile__id__exact={profile.pk}"
+                    if request.user.has_perm("routing.view_rolloutplan")
+                    else "",
+                    "request_rows": request_rows(request, profile),
+                    "may_switch_second_person": may_approve(request.user),
+                }
+            )
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    def second_person_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Switch the two-person rule of a profile: a POST by a user who may approve releases (a superuser too)."""
+        profile = self.get_object(request, unquote(object_id))
+        if profile is None:
+            raise Http404
+        if request.method != "POST" or not (self.has_view_permission(request, profile) and may_approve(request.user)):
+            raise PermissionDenied
+        needed = request.POST.get("needed") == "on"
+        if profile.release_needs_approval != needed:
+            profile.release_needs_approval = needed
+            profile.save(update_fields=["release_needs_approval", "updated_at"])
+        self.message_user(
+            request,
+            f"Publishing {profile.agent_id} now needs a second person: a publish or a rollout start becomes a request "
+            "that someone else with the right to approve releases approves."
+            if needed
+            else f"Publishing {profile.agent_id} no longer needs a second person.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(reverse("admin:agents_agentprofile_change", args=[profile.pk]))
 
     def publish_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """One review page, two choices: publish to everyone now, or roll out in stages (module docstring)."""
         profile = self.get_object(request, unquote(object_id))
         if profile is None:
             raise Http404
         if not (self.has_view_or_change_permission(request, profile) and may_publish(request)):
             raise PermissionDenied
         state = profile_state(profile)
-        form = PublishForm(request.POST or None, initial={"based_on": state.live_number})
-        if request.method == "POST" and form.is_valid():
+        posted = request.POST if request.method == "POST" else None
+        form = PublishForm(posted, initial={"based_on": state.live_number})
+        # The page's two buttons say which ("_stages" or "_now"); a post without either publishes to everyone now.
+        how = (posted.get("how") or (STAGES if "_stages" in posted else NOW)) if posted else NOW
+        if how == STAGES and not may_roll_out(request):
+            raise PermissionDenied
+        plan_form = PlanSettingsForm(posted if how == STAGES else None, prefix="plan")
+        if posted is not None and form.is_valid() and (how == NOW or plan_form.is_valid()):
             data = form.cleaned_data
             forced = data["forced_reason"].strip()
             if forced and not request.user.has_perm(FORCE_PERMISSION):
                 form.add_error("forced_reason", "You may not publish a version whose routing tests fail.")
             else:
                 try:
-                    version = version_publish(
-                        profile=profile,
-                        user=request.user,
-                        note=data["note"],
-                        based_on=data["based_on"],
-                        forced_reason=forced,
-                        published_from=PublishedFrom.ADMIN,
-                    )
+                    if how == STAGES:
+                        return self._roll_out(request, profile, data, forced, plan_form)
+                    return self._publish(request, profile, data, forced)
+                except ValidationError as exc:  # the plan's settings, checked by the plan's own rules
+                    for name, errors in exc.message_dict.items():
+                        plan_form.add_error(name if name in plan_form.fields else None, errors)
                 except DomainError as exc:
                     self.message_user(request, exc.message, messages.ERROR)
                     # The page shows what differs from the version live now: publishing again is based on it.
+                    state = profile_state(profile)
                     form = PublishForm(
                         initial={"based_on": state.live_number, "note": data["note"], "forced_reason": forced}
                     )
-                else:
-                    self.message_user(
-                        request,
-                        f"Published {profile.agent_id} version {version.number}: customers get it from their next "
-                        "message.",
-                        messages.SUCCESS,
-                    )
-                    return HttpResponseRedirect(reverse("admin:agents_agentprofile_change", args=[profile.pk]))
         opts = self.model._meta
         context = {
             **self.admin_site.each_context(request),
@@ -277,10 +391,80 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
                 state.changes, empty="Nothing differs from the live version: there is nothing to publish."
             ),
             "form": form,
+            "plan_form": plan_form,
             "may_force": request.user.has_perm(FORCE_PERMISSION),
+            "may_roll_out": may_roll_out(request),
+            "second_person": profile.release_needs_approval,
+            "request_rows": request_rows(request, profile),
+            "busy_plan": RolloutPlan.objects.filter(
+                profile=profile, status__in=[RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED]
+            ).first(),
             "refusal": publish_refusal(state, request.user),
         }
         return TemplateResponse(request, "admin/agents/agentprofile/publish.html", context)
+
+    def _profile_page(self, profile: AgentProfile) -> HttpResponse:
+        return HttpResponseRedirect(reverse("admin:agents_agentprofile_change", args=[profile.pk]))
+
+    def _asked(self, request: HttpRequest, profile: AgentProfile, asked: ReleaseRequest) -> HttpResponse:
+        self.message_user(
+            request,
+            f"{profile.agent_id} needs a second person: your request ({asked.get_kind_display().lower()}) is waiting "
+            "for someone with the right to approve releases. Nothing changed for customers yet.",
+            messages.SUCCESS,
+        )
+        return self._profile_page(profile)
+
+    def _publish(self, request: HttpRequest, profile: AgentProfile, data: dict[str, Any], forced: str) -> HttpResponse:
+        if profile.release_needs_approval:
+            asked = publish_request(
+                profile=profile, user=request.user, note=data["note"], based_on=data["based_on"], forced_reason=forced
+            )
+            return self._asked(request, profile, asked)
+        version = version_publish(
+            profile=profile,
+            user=request.user,
+            note=data["note"],
+            based_on=data["based_on"],
+            forced_reason=forced,
+            published_from=PublishedFrom.ADMIN,
+        )
+        self.message_user(
+            request,
+            f"Published {profile.agent_id} version {version.number}: customers get it from their next message.",
+            messages.SUCCESS,
+        )
+        return self._profile_page(profile)
+
+    def _roll_out(
+        self,
+        request: HttpRequest,
+        profile: AgentProfile,
+        data: dict[str, Any],
+        forced: str,
+        plan_form: PlanSettingsForm,
+    ) -> HttpResponse:
+        outcome = draft_rollout(
+            profile=profile,
+            user=request.user,
+            settings=plan_form.cleaned_data,
+            note=data["note"],
+            based_on=data["based_on"],
+            forced_reason=forced,
+            name=data["note"],
+        )
+        if outcome.request is not None:
+            return self._asked(request, profile, outcome.request)
+        assert outcome.decision is not None  # started: draft_rollout's contract
+        self.message_user(
+            request,
+            f"Rolling {profile.agent_id} version {outcome.candidate.number} out in stages. {outcome.decision.reason} "
+            "The guard advances it, or rolls it back, by itself.",
+            messages.SUCCESS,
+        )
+        if may_view_plans(request.user):
+            return HttpResponseRedirect(reverse("analytics-rollout-page", args=[outcome.plan.pk]))
+        return HttpResponseRedirect(reverse("admin:routing_rolloutplan_change", args=[outcome.plan.pk]))
 
 
 # -- the versions ----------------------------------------------------------------------------------------------

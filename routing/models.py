@@ -13,6 +13,8 @@ from django.utils import timezone
 
 from common.text import normalize
 from routing.goals import ManifestError, goal_check
+from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
+from routing.rollout_words import stage_words
 
 
 class Intent(models.Model):
@@ -464,6 +466,14 @@ class RoutingVersion(models.Model):
         help_text="Where it was published: the admin, the command line, an import or the demo set-up (blank: not "
         "recorded).",
     )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who approved publishing it, when its profile needs a second person.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -576,7 +586,7 @@ class RoutingTestCase(models.Model):
 
 class RolloutPlanTarget(models.TextChoices):
     VERSION = "version", "A routing version of the profile"
-    MULTI_AGENT = "multi_agent", "The multi_agent flag (multi-agent mode)"
+    MULTI_AGENT = "multi_agent", "The multi-agent mode (its rollout flag)"
 
 
 class RolloutPlanStatus(models.TextChoices):
@@ -596,8 +606,6 @@ def default_rollout_stages() -> list[int]:
 
 
 def default_rollout_guards() -> list[dict[str, object]]:
-    from routing.rollout_plans import DEFAULT_GUARDS
-
     return [dict(guard) for guard in DEFAULT_GUARDS]
 
 
@@ -614,7 +622,7 @@ class RolloutPlan(models.Model):
         null=True,
         blank=True,
         related_name="rollout_plans",
-        help_text="The profile whose version is rolled out; for the multi_agent flag, the profile whose traffic is "
+        help_text="The profile whose version is rolled out; for the multi-agent mode, the profile whose traffic is "
         "watched (empty: every profile).",
     )
     candidate = models.ForeignKey(
@@ -623,7 +631,8 @@ class RolloutPlan(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="The version rolled out (routing_publish --candidate stores one without releasing it).",
+        help_text="The version rolled out: one made from the profile's draft and not live yet (“Roll out in "
+        "stages” on the profile's publish page makes it, or tick “make the candidate from the draft” here).",
     )
     control = models.ForeignKey(
         RoutingVersion,
@@ -634,7 +643,9 @@ class RolloutPlan(models.Model):
         help_text="The version live when the plan started: the control cohort's.",
     )
     stages = models.JSONField(
-        default=default_rollout_stages, help_text="Percentages of new conversations, rising, ending at 100."
+        default=default_rollout_stages,
+        help_text="The share of new conversations the candidate gets at each stage, in percent, rising and ending at "
+        "100: e.g. 10, 50, 100.",
     )
     hold_minutes = models.PositiveIntegerField(default=60, help_text="The least time a stage runs before advancing.")
     min_conversations = models.PositiveIntegerField(
@@ -642,8 +653,9 @@ class RolloutPlan(models.Model):
     )
     guards = models.JSONField(
         default=default_rollout_guards,
-        help_text='Guard metrics relative to the control, e.g. [{"metric": "fallback_rate", "threshold": 0.25}] '
-        "(the candidate may be at most 25 % worse).",
+        help_text="What rolls the plan back: per metric, how much worse than the control the candidate may be "
+        "(relative limit, e.g. 25 % worse) and a level it may never pass (absolute limit); a metric with neither "
+        "is not guarded.",
     )
     max_errors = models.PositiveIntegerField(
         default=20, help_text="Failed specialist parts and tool errors the candidate may have in a stage, absolute."
@@ -655,7 +667,9 @@ class RolloutPlan(models.Model):
     )
     webhook_url = models.URLField(blank=True, help_text="Optional: each decision that moves the plan is posted here.")
     status = models.CharField(max_length=16, choices=RolloutPlanStatus.choices, default=RolloutPlanStatus.READY)
-    stage = models.PositiveSmallIntegerField(default=0, help_text="The index of the running stage.")
+    stage = models.PositiveSmallIntegerField(
+        default=0, help_text="The running stage (the first is stored as 0 and shown as stage 1)."
+    )
     stage_started_at = models.DateTimeField(null=True, blank=True)
     history = models.JSONField(
         default=list,
@@ -678,8 +692,6 @@ class RolloutPlan(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from routing.rollout_plans import plan_errors
-
         errors = plan_errors(
             target=self.target,
             stages=self.stages,
@@ -692,7 +704,10 @@ class RolloutPlan(models.Model):
 
     @property
     def percentage(self) -> int:
-        """The share of new conversations the candidate gets now (0 unless running or paused)."""
+        """The share of new conversations the candidate gets now: its stage's while running or paused, 100 once the
+        plan completed (the candidate is served to everyone), else 0."""
+        if self.status == RolloutPlanStatus.COMPLETED:
+            return 100
         if self.status not in ROLLOUT_PLAN_ACTIVE or not self.stages:
             return 0
         return int(self.stages[min(self.stage, len(self.stages) - 1)])
@@ -718,7 +733,9 @@ class RolloutDecision(models.Model):
     percentage = models.PositiveSmallIntegerField()
     reason = models.TextField()
     figures = models.JSONField(default=dict, blank=True, help_text="Per cohort: samples and every guard metric.")
-    actor = models.CharField(max_length=200, help_text='"beat", "admin: <username>" or "manage.py rollout".')
+    actor = models.CharField(
+        max_length=200, help_text="Who decided: the guard, a person in the admin, or someone at the command line."
+    )
     webhook = models.CharField(max_length=200, blank=True, help_text="How the webhook answered (blank: not sent).")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -727,4 +744,77 @@ class RolloutDecision(models.Model):
         indexes = [models.Index(fields=["plan", "-created_at"], name="rollout_decision_plan_recent")]
 
     def __str__(self) -> str:
-        return f"{self.plan}: {self.action} at stage {self.stage}"
+        return f"{self.plan}: {self.get_action_display().lower()} at {stage_words(self.stage, self.plan.stages)}"
+
+
+# -- the two-person rule ------------------------------------------------------------------------------------------
+# A profile may ask for a second person (AgentProfile.release_needs_approval): an editor's publish or rollout start
+# becomes a request that someone with routing.approve_release approves or declines (routing.releases).
+
+
+class ReleaseKind(models.TextChoices):
+    PUBLISH = "publish", "Publish to everyone"
+    ROLLOUT = "rollout", "Roll out in stages"
+
+
+class ReleaseStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for approval"
+    APPROVED = "approved", "Approved"
+    DECLINED = "declined", "Declined"
+    STALE = "stale", "Out of date (the draft or the live version changed)"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+
+
+class ReleaseRequest(models.Model):
+    """A publish or a rollout start waiting for a second person. A publish request holds the fingerprint of the
+    draft its requester reviewed (:func:`routing.versions.document_fingerprint`) and the live version then; a
+    rollout request, its ready plan (whose candidate was made from the draft). Written by routing.releases only."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="release_requests")
+    kind = models.CharField(max_length=16, choices=ReleaseKind.choices)
+    status = models.CharField(max_length=16, choices=ReleaseStatus.choices, default=ReleaseStatus.PENDING)
+    based_on = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The live version when it was requested (none: never published)."
+    )
+    document_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="A fingerprint of what the requester reviewed: the draft (a publish), or the plan's candidate and "
+        "settings (a rollout).",
+    )
+    plan = models.ForeignKey(
+        RolloutPlan,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="release_requests",
+        help_text="The rollout plan to start (a staged rollout).",
+    )
+    version = models.ForeignKey(
+        RoutingVersion,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The candidate rolled out, or the version the approved publish made.",
+    )
+    note = models.CharField(max_length=300, blank=True, help_text="What changed and why, by the requester.")
+    forced_reason = models.TextField(
+        blank=True, help_text="Why to publish although routing tests fail (the requester's, with the permission)."
+    )
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    requested_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True, help_text="The approver's note; a decline says why.")
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        verbose_name = "release request"
+        indexes = [models.Index(fields=["status", "profile"], name="release_request_status")]
+        permissions = [("approve_release", "Can approve publishes and rollout starts")]
+
+    def __str__(self) -> str:
+        return f"{self.profile}: {self.get_kind_display().lower()} ({self.get_status_display().lower()})"

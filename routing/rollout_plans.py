@@ -17,6 +17,7 @@ every conversation on its next message (safety before stickiness); a completion 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,7 +72,8 @@ GUARD_METRICS: dict[str, GuardMetric] = {
     )
 }
 
-# Relative thresholds: how much worse than the control the candidate may be (0.25: 25 % worse).
+# Relative limits: how much worse than the control the candidate may be (0.25: 25 % worse). A guard may also hold an
+# absolute limit ("absolute"): a rate or a judge score as a fraction, a latency in ms, whatever the control does.
 DEFAULT_GUARDS: tuple[Mapping[str, Any], ...] = (
     {"metric": "fallback_rate", "threshold": 0.25},
     {"metric": "loop_stop_rate", "threshold": 0.5},
@@ -81,43 +83,88 @@ DEFAULT_GUARDS: tuple[Mapping[str, Any], ...] = (
     {"metric": "judge_score", "threshold": 0.1},
     {"metric": "p95_latency_ms", "threshold": 0.3},
 )
+RELATIVE_MAX = 10  # a relative limit of 10 is "ten times worse": anything looser guards nothing
+LATENCY_MAX_MS = 600_000
+
+ERROR_STAGES_NUMBERS = "Stages: each stage is a whole percentage from 1 to 100, e.g. 10, 50, 100."
+ERROR_STAGES_RISING = "Stages: each percentage must be higher than the one before it, e.g. 10, 50, 100."
+ERROR_STAGES_LAST = "Stages: the last stage must be 100 % (every new conversation)."
 
 
-def plan_errors(
-    *, target: str, stages: Any, guards: Any, profile: Any = None, candidate: Any = None
-) -> dict[str, list[str]]:
-    """What is wrong with a plan's settings, by field (``{}``: nothing)."""
-    errors: dict[str, list[str]] = {}
+def stages_errors(stages: Any) -> list[str]:
+    """What is wrong with a plan's stages (``[]``: nothing): whole percentages from 1 to 100, rising, ending at 100."""
     if (
         not isinstance(stages, list)
         or not stages
         or not all(isinstance(item, int) and not isinstance(item, bool) and 0 < item <= 100 for item in stages)
     ):
-        errors["stages"] = ["A list of percentages between 1 and 100, e.g. [5, 25, 50, 100]."]
-    elif stages != sorted(set(stages)) or stages[-1] != 100:
-        errors["stages"] = ["The percentages must rise and end at 100."]
-    guard_errors = []
+        return [ERROR_STAGES_NUMBERS]
+    if any(later <= earlier for earlier, later in itertools.pairwise(stages)):
+        return [ERROR_STAGES_RISING]
+    if stages[-1] != 100:
+        return [ERROR_STAGES_LAST]
+    return []
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def absolute_range(metric: GuardMetric) -> tuple[float, float]:
+    """The values an absolute limit of ``metric`` may take: a fraction (rates, scores), or milliseconds (latency)."""
+    return (0.0, float(LATENCY_MAX_MS)) if metric.kind == "latency" else (0.0, 1.0)
+
+
+def guard_errors(guards: Any) -> list[str]:
+    """What is wrong with a plan's guards (``[]``: nothing), each message naming the guard: a known metric, guarded
+    once, with a relative limit (``threshold``, 0 to 10), an absolute limit (``absolute``), or both."""
     if not isinstance(guards, list):
-        guard_errors.append('A list of {"metric": …, "threshold": …}.')
-    else:
-        for index, guard in enumerate(guards):
-            metric = guard.get("metric") if isinstance(guard, dict) else None
-            threshold = guard.get("threshold") if isinstance(guard, dict) else None
-            if metric not in GUARD_METRICS:
-                guard_errors.append(f"Guard {index + 1}: metric must be one of {', '.join(GUARD_METRICS)}.")
-            elif not isinstance(threshold, int | float) or isinstance(threshold, bool) or not 0 <= threshold <= 10:
-                guard_errors.append(f"Guard {index + 1} ({metric}): threshold must be a number from 0 to 10.")
-    if guard_errors:
-        errors["guards"] = guard_errors
+        return ['Guards: a list of {"metric": …, "threshold": …, "absolute": …}.']
+    errors: list[str] = []
+    seen: set[str] = set()
+    for index, guard in enumerate(guards):
+        metric_name = guard.get("metric") if isinstance(guard, dict) else None
+        if metric_name not in GUARD_METRICS:
+            errors.append(f"Guard {index + 1}: metric must be one of {', '.join(GUARD_METRICS)}.")
+            continue
+        metric = GUARD_METRICS[metric_name]
+        said = f"Guard {index + 1} ({metric.label})"
+        if metric_name in seen:
+            errors.append(f"{said}: this metric is guarded already; give it one row.")
+        seen.add(metric_name)
+        unknown = sorted(set(guard) - {"metric", "threshold", "absolute"})
+        if unknown:
+            errors.append(f"{said}: unknown key {unknown[0]!r} (allowed: metric, threshold, absolute).")
+        threshold, absolute = guard.get("threshold"), guard.get("absolute")
+        if threshold is None and absolute is None:
+            errors.append(f"{said}: give a relative limit, an absolute limit or both.")
+        if threshold is not None and (not _number(threshold) or not 0 <= threshold <= RELATIVE_MAX):
+            errors.append(f"{said}: threshold must be a number from 0 to {RELATIVE_MAX}.")
+        low, high = absolute_range(metric)
+        if absolute is not None and (not _number(absolute) or not low <= absolute <= high):
+            unit = " ms" if metric.kind == "latency" else ""
+            errors.append(f"{said}: absolute must be a number from {low:g} to {high:g}{unit}.")
+    return errors
+
+
+def plan_errors(
+    *, target: str, stages: Any, guards: Any, profile: Any = None, candidate: Any = None
+) -> dict[str, list[str]]:
+    """What is wrong with a plan's settings, by field (``{}``: nothing); each message names its field."""
+    errors: dict[str, list[str]] = {}
+    if found := stages_errors(stages):
+        errors["stages"] = found
+    if found := guard_errors(guards):
+        errors["guards"] = found
     if target == "version":
         if profile is None:
-            errors["profile"] = ["A version is rolled out for a profile."]
+            errors["profile"] = ["Profile: a version is rolled out for a profile."]
         if candidate is None:
-            errors["candidate"] = ["Name the version to roll out."]
+            errors["candidate"] = ["Candidate: name the version to roll out."]
         elif profile is not None and candidate.profile_id != profile.pk:
-            errors["candidate"] = [f"Version {candidate.number} is not a version of {profile.agent_id}."]
+            errors["candidate"] = [f"Candidate: version {candidate.number} is not a version of {profile.agent_id}."]
     elif candidate is not None:
-        errors["candidate"] = ["The multi_agent flag's plan rolls no version out."]
+        errors["candidate"] = ["Candidate: the multi_agent flag's plan rolls no version out."]
     return errors
 
 
@@ -153,3 +200,18 @@ class VersionRollout:
 def history_parse(history: Sequence[Any]) -> tuple[tuple[dt.datetime, int], ...]:
     """A plan's stored ``history`` (``[[iso time, percentage], …]``) as datetimes, in order."""
     return tuple(sorted((dt.datetime.fromisoformat(str(at)), int(percentage)) for at, percentage in history))
+
+
+PLAN_VIEW_PERMISSION = "routing.view_rolloutplan"
+ANALYTICS_PERMISSION = "analytics.view_analytics"
+
+
+def may_view_plans(user: Any) -> bool:
+    """Who reads rollout plans and their live view (``/analytics/rollouts/``): staff who may view plans in the admin
+    (the "Routing editors", the "Release approvers") or read the analytics. A plan is configuration across tenants:
+    its view shows counts and rates per cohort, never a conversation."""
+    return bool(
+        getattr(user, "is_staff", False)
+        and getattr(user, "is_active", False)
+        and (user.has_perm(PLAN_VIEW_PERMISSION) or user.has_perm(ANALYTICS_PERMISSION))
+    )

@@ -13,6 +13,13 @@ differs from what customers are served now is published (or reverted to) only by
 permission (:class:`ModelSettingsForbidden`; ``user`` ``None`` is the operator at the shell), and a version naming a
 model key variable outside the operator's allow-list by no one (:class:`ModelKeyVariableRefused`).
 
+**A second person** (the two-person rule, per profile: ``AgentProfile.release_needs_approval``). When a profile asks
+for it, a user's publish is refused (:class:`ApprovalRequired`) unless another user with
+:data:`APPROVE_PERMISSION` approved it (``approved_by``): in the admin a publish becomes a request that an approver
+reviews (:mod:`routing.releases`). The operator at the shell (``user`` ``None``) is not held, nor is a revert, which
+serves a version customers were served before (in an incident one person must be able to undo); storing a candidate
+(``release=False``) publishes nothing — starting its rollout plan is held instead (:mod:`routing.rollout_commands`).
+
 :func:`document_diff` says what changed between two documents in words a business user reads ("keyword
 'portabilidade' added to intent portabilidade_numero", "intent billing: priority 15 → 10"), with a text diff
 for prompts and other long texts. It reads the documents' shape only: a top-level mapping whose values are all
@@ -23,6 +30,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +87,56 @@ class ModelSettingsForbidden(DomainError):
 
 class ModelKeyVariableRefused(DomainError):
     code = "invalid"
+
+
+class ApprovalRequired(DomainError):
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "approval_required"
+
+
+APPROVE_PERMISSION = "routing.approve_release"
+ERROR_APPROVAL_REQUIRED = (
+    "{agent_id} needs a second person to publish or to start a rollout: ask for approval (the publish page does it), "
+    "and someone with the right to approve releases approves it."
+)
+ERROR_APPROVER_SAME = "Nobody approves their own request: another person with the right to approve releases does."
+ERROR_APPROVER_RIGHT = "{user} may not approve releases (it takes the permission {permission})."
+
+
+def needs_second_person(profile: Any) -> bool:
+    """Whether ``profile`` holds publishes and rollout starts for a second person's approval (read fresh: the
+    setting may have changed since ``profile`` was loaded)."""
+    return bool(
+        AgentProfile.objects.filter(pk=profile.pk).values_list("release_needs_approval", flat=True).first() or False
+    )
+
+
+def may_approve(user: Any) -> bool:
+    """Whether ``user`` may approve publishes and rollout starts (:data:`APPROVE_PERMISSION`)."""
+    return bool(user is not None and getattr(user, "pk", None) and user.has_perm(APPROVE_PERMISSION))
+
+
+def approval_check(*, profile: Any, user: Any, approved_by: Any) -> None:
+    """The two-person rule: when ``profile`` needs a second person, ``user`` (``None``: the operator, never held)
+    may publish or start a rollout only with the approval of ``approved_by``, another user with
+    :data:`APPROVE_PERMISSION`. Raises :class:`ApprovalRequired`."""
+    if user is None or not needs_second_person(profile):
+        return
+    if approved_by is None:
+        raise ApprovalRequired(ERROR_APPROVAL_REQUIRED.format(agent_id=profile.agent_id))
+    if getattr(approved_by, "pk", None) == getattr(user, "pk", None):
+        raise ApprovalRequired(ERROR_APPROVER_SAME)
+    if not may_approve(approved_by):
+        raise ApprovalRequired(
+            ERROR_APPROVER_RIGHT.format(user=approved_by.get_username(), permission=APPROVE_PERMISSION)
+        )
+
+
+def document_fingerprint(document: Mapping[str, Any]) -> str:
+    """A short hash of a document's content: a request for approval keeps the draft's, and the approval is refused
+    when the draft no longer has it (the approver must not publish what nobody reviewed)."""
+    canonical = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 ERROR_MODEL_SETTINGS = (
@@ -157,6 +216,7 @@ def version_publish(
     forced_reason: str = "",
     release: bool = True,
     published_from: str = "",
+    approved_by: Any = None,
 ) -> RoutingVersion:
     """Publish ``document`` (default: the profile's draft) as the profile's next version, live at once — or, with
     ``release=False``, stored as a candidate for a rollout plan (W2 5/8) while the live version stays live.
@@ -172,11 +232,15 @@ def version_publish(
     is kept with the version (``test_summary``), the reason only when tests failed. A revert is not refused (it
     goes back to what was live before; its run is recorded).
 
-    ``user`` publishes: :func:`model_settings_check` first, against what is served now (``None``: the operator).
     ``published_from`` (a :class:`~routing.models.PublishedFrom`) says where, for a version nobody signed.
+    ``user`` publishes: :func:`model_settings_check` first, against what is served now (``None``: the operator);
+    when the profile needs a second person, ``approved_by`` is who approved it (:func:`approval_check`, before
+    anything runs; a revert and a candidate are not held).
     """
     from routing.routing_tests import routing_tests_gate
 
+    if release and reverted_from is None:
+        approval_check(profile=profile, user=user, approved_by=approved_by)
     content = dict(document) if document is not None else _draft_document(profile.agent_id)
     live = live_version(profile)
     model_settings_check(profile=profile, document=content, served=_served(profile, live, content, document), user=user)
@@ -197,6 +261,7 @@ def version_publish(
         test_summary=summary,
         release=release,
         published_from=published_from,
+        approved_by=approved_by,
     )
 
 
@@ -213,6 +278,7 @@ def _version_store(
     test_summary: dict[str, Any],
     release: bool = True,
     published_from: str = "",
+    approved_by: Any = None,
 ) -> RoutingVersion:
     AgentProfile.objects.select_for_update().filter(pk=profile.pk).first()  # one publisher per profile at a time
     live = live_version(profile)
@@ -239,6 +305,7 @@ def _version_store(
         test_summary=test_summary,
         created_by=user if getattr(user, "pk", None) else None,
         published_from=published_from,
+        approved_by=approved_by if getattr(approved_by, "pk", None) else None,
     )
     if release:
         version_release(profile=profile, version=version, user=version.created_by)

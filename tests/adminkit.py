@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
-from django.forms import Textarea
+from django.forms import MultiWidget, Textarea
 from django.urls import reverse
 
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
@@ -58,6 +58,11 @@ def form_data(response, *, newline: str = "\n") -> dict[str, Any]:
                 continue
             value = bound.value()
             widget = getattr(bound.field.widget, "widget", bound.field.widget)  # unwrap the related-field wrapper
+            if isinstance(widget, MultiWidget):  # one input per part (a plan's guards table): name_0, name_1…
+                parts = value if form.is_bound else widget.decompress(value)
+                for suffix, part in zip(widget.widgets_names, parts, strict=True):
+                    data[bound.html_name + suffix] = _post_value(part)
+                continue
             if getattr(widget, "allow_multiple_selected", False):
                 if value:
                     data[bound.html_name] = _post_value(value)

@@ -3,7 +3,8 @@
 * ``tenant`` / ``tenant_key`` — a customer organisation and its bearer key;
 * ``debug_key`` — a key of the same tenant made with ``--debug``;
 * ``outsider`` / ``outsider_key`` — another tenant that must see nothing of ``tenant``;
-* ``staff_user`` — a superuser analyst; ``editor`` — a member of "Routing editors";
+* ``staff_user`` — a superuser analyst; ``editor`` — a member of "Routing editors"; ``approver`` — a member of
+  "Release approvers" (approves others' publishes and rollout starts);
 * ``telecom`` — a small profile in the demo's shape, built with factories.
 """
 
@@ -150,6 +151,28 @@ def editor(django_user_model):
             for app, model, action in sorted(granted - revoked)
         )
     user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
+    user.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def approver(django_user_model):
+    """A member of "Release approvers", its group rebuilt from its migration when a flush emptied it (as ``editor``)."""
+    import importlib
+
+    from django.contrib.auth.models import Group, Permission
+
+    migration = importlib.import_module("routing.migrations.0026_release_approvers_group")
+    group, created = Group.objects.get_or_create(name=migration.GROUP_NAME)
+    if created:
+        group.permissions.set(
+            Permission.objects.get(
+                content_type__app_label=app, content_type__model=model, codename=migration.codename(action, model)
+            )
+            for (app, model), actions in migration.PERMISSIONS.items()
+            for action in actions
+        )
+    user = django_user_model.objects.create_user("approver", "approver@example.com", "approver-password", is_staff=True)
     user.groups.add(group)
     return user
 

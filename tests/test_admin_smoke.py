@@ -30,6 +30,7 @@ from routing.models import (
     Goal,
     Intent,
     Keyword,
+    ReleaseRequest,
     RolloutDecision,
     RolloutFlag,
     RolloutFlagChange,
@@ -169,14 +170,17 @@ EXPECT: dict[type[models.Model], Expect] = {
             "target": "version",
             "profile": s[AgentProfile].pk,
             "candidate": s[RolloutPlan].candidate_id,
-            "stages": "[5, 100]",
+            "stages": "5, 100",  # a list of percentages; the guards table keeps its defaults
             "hold_minutes": "30",
             "min_conversations": "50",
-            "guards": '[{"metric": "fallback_rate", "threshold": 0.5}]',
             "max_errors": "5",
             "alpha": "0.01",
         },
         change={"name": "invoices rollout, renamed", "hold_minutes": "90"},
+    ),
+    # A request for a second person is made from the publish page and decided on its review page.
+    ReleaseRequest: Expect(
+        search=("telecom_contas", "rules of the invoice"), change={"note": "edited"}, on_change=OnChange.REFUSED
     ),
     # The guard's decisions are its record: written by it, read in the admin.
     RolloutDecision: Expect(
@@ -349,6 +353,9 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
     candidate = version_publish(profile=telecom, note="candidate", release=False)
     plan = RolloutPlan.objects.create(name="invoices rollout", profile=telecom, candidate=candidate)
     found[RolloutPlan] = plan
+    found[ReleaseRequest] = ReleaseRequest.objects.create(
+        profile=telecom, kind="publish", based_on=1, note="rules of the invoice", requested_by=support
+    )
     found[RolloutDecision] = RolloutDecision.objects.create(
         plan=plan, action="hold", stage=0, percentage=5, reason="Holding: samples 0 of 200.", actor="beat"
     )

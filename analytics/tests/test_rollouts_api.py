@@ -55,6 +55,7 @@ def test_a_rolled_back_plan_shows_both_cohorts_over_time_its_stage_and_its_decis
             "status": "rolled_back",
             "status_label": "Rolled back",
             "stage": 0,
+            "stage_label": "rolled back at stage 1 of 3 (20 %)",
             "stages": [20, 50, 100],
             "percentage": 0,
             "started_at": plan.started_at.isoformat(),
@@ -68,11 +69,11 @@ def test_a_rolled_back_plan_shows_both_cohorts_over_time_its_stage_and_its_decis
 
     # The decision log, newest first: the rollback with the guard's verdicts, then the start.
     decisions = body["decisions"]
-    assert [(d["action"], d["percentage"], d["actor"]) for d in decisions] == [
-        ("rollback", 20, "beat"),
-        ("start", 20, "test"),
+    assert [(d["action"], d["percentage"], d["actor"], d["by"]) for d in decisions] == [
+        ("rollback", 20, "beat", "the guard"),
+        ("start", 20, "test", "test"),
     ]
-    assert decisions[0]["id"] == rollback.pk and "fallback_rate" in decisions[0]["reason"]
+    assert decisions[0]["id"] == rollback.pk and "fallback rate" in decisions[0]["reason"]
     breached = [verdict["metric"] for verdict in decisions[0]["verdicts"] if verdict["breached"]]
     assert breached == ["fallback_rate"]
     assert decisions[0]["samples"] == {
@@ -135,12 +136,15 @@ def test_slices_out_of_range_is_a_400_naming_slices(staff_api, ready_plan, slice
 
 
 @pytest.mark.parametrize("path", ["rollouts", "rollouts/{id}"])
-def test_an_api_key_a_routing_editor_and_anonymous_visitors_may_not_read_plans(api, editor, ready_plan, path):
+def test_an_api_key_a_staff_user_without_the_rights_and_anonymous_visitors_may_not_read_plans(
+    api, django_user_model, ready_plan, path
+):
     url = "/api/analytics/" + path.format(id=ready_plan.pk)
-    editor_api = APIClient()
-    editor_api.force_login(editor)
+    staff = django_user_model.objects.create_user("support", password="x", is_staff=True)
+    staff_api = APIClient()
+    staff_api.force_login(staff)
 
-    for client in (api, editor_api):
+    for client in (api, staff_api):
         response = client.get(url)
         assert response.status_code == 403
         assert response.json()["error"] == {
@@ -164,11 +168,16 @@ def test_a_user_with_the_permission_who_is_not_staff_may_not_read_plans(django_u
     assert client.get("/api/analytics/rollouts").status_code == 403
 
 
-def test_the_pages_send_anonymous_visitors_to_the_login_and_refuse_editors(client, editor, staff_user, ready_plan):
+def test_the_pages_send_anonymous_visitors_to_the_login_refuse_staff_without_the_rights_and_open_for_editors(
+    client, editor, staff_user, django_user_model, ready_plan
+):
     for url in ("/analytics/rollouts/", f"/analytics/rollouts/{ready_plan.pk}/"):
         assert "/admin/login/" in client.get(url)["Location"]
-    client.force_login(editor)
+    client.force_login(django_user_model.objects.create_user("support", password="x", is_staff=True))
     assert client.get("/analytics/rollouts/").status_code == 403
+    client.force_login(editor)  # a routing editor rolls their changes out: they watch them here
+    assert client.get("/analytics/rollouts/").status_code == 200
+    assert client.get(f"/analytics/rollouts/{ready_plan.pk}/").status_code == 200
     client.force_login(staff_user)
     listed = client.get("/analytics/rollouts/")
     assert listed.status_code == 200

@@ -185,4 +185,4 @@ def test_a_rollback_publishes_rollout_rolled_back(api, telecom, unreachable_tool
     assert (rolled_back["profile"], rolled_back["tenant"]) == ("telecom_contas", "")
     data = rolled_back["data"]
     assert (data["plan"], data["candidate"], data["control"], data["percentage"]) == (plan.pk, 2, 1, 100)
-    assert data["reason"] == "errors: 2 > 0"
+    assert data["reason"] == "2 errors of the candidate in this stage, more than the 0 allowed"

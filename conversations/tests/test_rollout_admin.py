@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from agents.models import AgentProfile
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
+from routing.rollout_plans import GUARD_METRICS
 from routing.versions import version_publish
 from tests.adminkit import error_messages, form_data
 
@@ -27,6 +28,16 @@ def command_url(plan, command):
     return reverse("admin:routing_rolloutplan_command", args=[plan.pk, command])
 
 
+def guard_rows(**limits: tuple[str, str]) -> dict[str, str]:
+    """The guards table's inputs (routing.rollout_forms.GuardsWidget): per metric its relative and absolute limit, as
+    typed (percentages for rates); the metrics not named are left empty (not guarded)."""
+    posted = {}
+    for index, name in enumerate(GUARD_METRICS):
+        relative, absolute = limits.get(name, ("", ""))
+        posted[f"guards_{2 * index}"], posted[f"guards_{2 * index + 1}"] = relative, absolute
+    return posted
+
+
 def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_client, candidate):
     added = admin_client.post(
         reverse("admin:routing_rolloutplan_add"),
@@ -35,10 +46,10 @@ def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_clien
             "target": "version",
             "profile": candidate.profile.pk,
             "candidate": candidate.pk,
-            "stages": "[10, 50, 100]",
+            "stages": "10, 50, 100",
             "hold_minutes": 30,
             "min_conversations": 100,
-            "guards": '[{"metric": "fallback_rate", "threshold": 0.25}]',
+            **guard_rows(fallback_rate=("25", "")),
             "max_errors": 5,
             "alpha": 0.01,
             "webhook_url": "",
@@ -66,8 +77,9 @@ def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_clien
     aborted = admin_client.post(command_url(plan, "abort"), follow=True).content.decode()
     plan.refresh_from_db()
     assert plan.status == RolloutPlanStatus.ABORTED and "Aborted by hand" in aborted
+    assert plan.stages == [10, 50, 100] and plan.guards == [{"metric": "fallback_rate", "threshold": 0.25}]
     decisions = admin_client.get(reverse("admin:routing_rolloutdecision_changelist")).content.decode()
-    assert decisions.count("admin: admin") >= 4
+    assert decisions.count('<td class="field-actor_shown">admin</td>') >= 4
 
 
 def test_a_plans_webhook_url_is_shown_masked_and_kept_when_sent_back_masked(admin_client, candidate):
@@ -96,10 +108,10 @@ def test_a_plan_with_wrong_settings_is_refused_naming_the_field(admin_client, ca
             "target": "version",
             "profile": candidate.profile.pk,
             "candidate": candidate.pk,
-            "stages": "[50, 20]",
+            "stages": "50, 20",
             "hold_minutes": 30,
             "min_conversations": 100,
-            "guards": '[{"metric": "happiness", "threshold": 1}]',
+            **guard_rows(fallback_rate=("-5", ""), p95_latency_ms=("", "many")),
             "max_errors": 5,
             "alpha": 0.01,
             "decisions-TOTAL_FORMS": 0,
@@ -108,8 +120,9 @@ def test_a_plan_with_wrong_settings_is_refused_naming_the_field(admin_client, ca
     )
     page = answer.content.decode()
     assert answer.status_code == 200 and not RolloutPlan.objects.exists()
-    assert "The percentages must rise and end at 100." in page
-    assert "metric must be one of" in page
+    assert "Stages: each percentage must be higher than the one before it" in page
+    assert "Guards, fallback rate: the relative limit is a percentage from 0 to 1000." in page
+    assert "Guards, p95 latency: the absolute limit is a number from 0 to 600000 ms." in page
 
 
 def test_a_command_needs_the_change_permission_and_a_post(client, candidate):
@@ -119,7 +132,7 @@ def test_a_command_needs_the_change_permission_and_a_post(client, candidate):
     client.force_login(viewer)
 
     assert client.post(command_url(plan, "start")).status_code == 403
-    assert client.get(command_url(plan, "start")).status_code == 403
+    assert client.get(command_url(plan, "start")).status_code == 403  # not even the confirmation page
     plan.refresh_from_db()
     assert plan.status == RolloutPlanStatus.READY
 

@@ -69,11 +69,11 @@ def test_a_candidate_is_stored_without_release_and_rolled_out_by_command(candida
         "rollout", "start", "--profile", "telecom_contas", "--version", "2", "--stages", "10,50,100", "--webhook", url
     )
     plan = RolloutPlan.objects.get()
-    assert f"plan {plan.pk}" in started and "Started at 10 %" in started
+    assert f"plan {plan.pk}" in started and "Started at stage 1 of 3 (10 %)" in started
     assert "running, stage 1 of 3 (10 %)" in run("rollout", "status")
     assert "paused" in run("rollout", "pause", str(plan.pk)).lower()
     run("rollout", "resume", str(plan.pk))
-    assert "now 50 %" in run("rollout", "advance", str(plan.pk))
+    assert "Advanced by hand to stage 2 of 3 (50 %)" in run("rollout", "advance", str(plan.pk))
     run("rollout", "abort", str(plan.pk))
 
     plan.refresh_from_db()
@@ -94,7 +94,7 @@ def test_the_command_names_what_is_wrong(candidate):
     with pytest.raises(CommandError, match="no version 9"):
         run("rollout", "start", "--profile", "telecom_contas", "--version", "9")
     version_publish(profile=candidate, note="v2 live")  # the draft's keyword is live now
-    with pytest.raises(CommandError, match="stages: The percentages must rise and end at 100"):
+    with pytest.raises(CommandError, match="stages: Stages: each percentage must be higher than the one before it"):
         run("rollout", "start", "--profile", "telecom_contas", "--version", "2", "--stages", "50,20")
     with pytest.raises(CommandError, match="live already"):
         run("rollout", "start", "--profile", "telecom_contas", "--version", "2")
@@ -119,4 +119,7 @@ def test_evaluate_runs_the_guard_once_and_prints_what_moved(candidate, api, sett
 
     printed = run("rollout", "evaluate")
 
-    assert f"plan {plan.pk}: rollback: Rolled back at 30 %: fallback_rate" in printed
+    assert (
+        f"plan {plan.pk}: rollback: Rolled back automatically at stage 1 of 2 (30 %): fallback rate 100 % against 0 % "
+        "for the control"
+    ) in printed

@@ -128,7 +128,9 @@ def test_a_bad_candidate_is_rolled_back_in_its_first_stage_and_everyone_is_back_
 
     plan.refresh_from_db()
     assert (decision.action, plan.status, decision.stage) == ("rollback", RolloutPlanStatus.ROLLED_BACK, 0)
-    assert "fallback_rate" in decision.reason
+    assert "fallback rate" in decision.reason and decision.reason.startswith(
+        "Rolled back automatically at stage 1 of 3"
+    )
     figures = decision.figures
     assert figures["candidate"]["fallback_rate"]["rate"] > 0.9 > 0.1 > figures["control"]["fallback_rate"]["rate"]
     assert any(v["metric"] == "fallback_rate" and v["breached"] for v in figures["verdicts"])
@@ -267,7 +269,9 @@ def test_customers_rating_the_candidates_answers_down_roll_it_back(api, publishe
 
     decision = plan_evaluate(plan)
 
-    assert decision.action == "rollback" and "negative_feedback_rate" in decision.reason
+    assert (
+        decision.action == "rollback" and "negative-feedback rate 100 % against 0 % for the control" in decision.reason
+    )
     assert decision.figures["candidate"]["negative_feedback_rate"]["rate"] == 1.0
     assert decision.figures["control"]["negative_feedback_rate"]["rate"] == 0.0
 

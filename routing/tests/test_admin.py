@@ -357,7 +357,13 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
     }
     # The field-level history: read, never deleted.
     history = {("auditlog", "view_logentry")}
-    assert codenames == full | prompts | view_only | goals | versions | routing_tests | history
+    # Staged rollouts: make, steer and read plans (never delete one: its decisions are the record), read the
+    # decisions, and read the requests a profile needing a second person turns a publish into.
+    rollouts = {("routing", f"{action}_rolloutplan") for action in ("add", "change", "view")} | {
+        ("routing", "view_rolloutdecision"),
+        ("routing", "view_releaserequest"),
+    }
+    assert codenames == full | prompts | view_only | goals | versions | routing_tests | history | rollouts
 
 
 def test_an_editor_can_add_an_intent_with_keywords(editor_client, telecom):

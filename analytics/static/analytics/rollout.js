@@ -174,7 +174,7 @@
   function drawMetric(container, metric, data, at, marks) {
     var points = data.series.points;
     var id = "chart-" + metric.name;
-    var guarded = isNumber(metric.threshold);
+    var guarded = Boolean(metric.limit); // in words: "at most 25 % worse than the control"
     var sampled = points.some(function (point) {
       return COHORTS.some(function (cohort) {
         return isNumber(point[cohort].values[metric.name]);
@@ -182,7 +182,7 @@
     });
     var note =
       (metric.worse === "higher" ? "higher is worse" : "lower is worse") +
-      (guarded ? "; guarded, threshold " + metric.threshold : "; not guarded by this plan") +
+      (guarded ? "; guarded: " + metric.limit : "; not guarded by this plan") +
       (sampled ? "" : "; no sample in the span");
     var panel = el("section", { className: "analytics-panel rollout-metric", id: "panel-" + metric.name, "data-metric": metric.name }, [
       el("h2", { title: metric.description }, [metric.label + " ", el("span", { className: "analytics-unit", text: "(" + note + ")" })]),
@@ -324,15 +324,24 @@
     byId("plan-status").setAttribute("data-status", plan.status);
     var what =
       plan.target === "version"
-        ? "v" + (plan.candidate || "?") + " (candidate) against v" + (plan.control || "?") + " (control) of " + plan.profile
-        : "the multi_agent flag" + (plan.profile ? " (watching " + plan.profile + ")" : "");
+        ? "version " + (plan.candidate || "?") + " (candidate) against version " + (plan.control || "?") + " (control) of " + plan.profile
+        : "the multi-agent mode" + (plan.profile ? " (watching " + plan.profile + ")" : "");
     byId("plan-what").textContent = what;
-    var share = plan.stages[Math.min(plan.stage, plan.stages.length - 1)];
-    setFigure("plan-stage", plan.stage + 1, plan.stage + 1 + " of " + plan.stages.length + " (" + share + " %)");
+    // Counted from 1, as routing.rollout_words says it everywhere ("stage 2 of 3 (50 %)").
+    var shareOfStage = plan.stages[Math.min(plan.stage, plan.stages.length - 1)];
+    setFigure("plan-stage", plan.stage + 1, plan.stage + 1 + " of " + plan.stages.length + " (" + shareOfStage + " %)");
+    var share =
+      plan.status === "completed"
+        ? "the candidate is served to every new conversation"
+        : plan.status === "ready"
+          ? "not started"
+          : "now " + plan.percentage + " % of new conversations";
     byId("plan-stages").textContent =
-      "now " + plan.percentage + " % of new conversations; stages " + plan.stages.join(" → ") + " %, each at least " +
-      plan.min_conversations + " conversations and " + plan.hold_minutes + " min";
+      share + "; stages " + plan.stages.join(" → ") + " %, each at least " + plan.min_conversations +
+      " conversations and " + plan.hold_minutes + " min";
   }
+
+  var metricLabels = {}; // a guard metric's name → its label, from the API's metrics
 
   function verdictList(verdicts) {
     if (!verdicts.length) {
@@ -350,7 +359,7 @@
             "data-metric": verdict.metric,
             "data-breached": String(verdict.breached),
           },
-          [VERDICT_MARK[verdict.breached] + " " + verdict.metric],
+          [VERDICT_MARK[verdict.breached] + " " + (metricLabels[verdict.metric] || verdict.metric)],
         );
       }),
     );
@@ -380,7 +389,7 @@
             el("td", { className: "num", text: shown }),
             el("td", { className: "rollout-reason", text: decision.reason }),
             verdictList(decision.verdicts || []),
-            el("td", { text: decision.actor + (decision.webhook ? " · webhook " + decision.webhook : "") }),
+            el("td", { text: (decision.by || decision.actor) + (decision.webhook ? " · webhook " + decision.webhook : "") }),
           ],
         );
       }),
@@ -389,6 +398,9 @@
   }
 
   function draw(data) {
+    data.metrics.forEach(function (metric) {
+      metricLabels[metric.name] = metric.label;
+    });
     drawPlan(data.plan);
     var series = data.series;
     byId("rollout-span").textContent = series.start

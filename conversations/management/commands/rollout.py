@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import AgentProfile
 from conversations.rollout_guard import RolloutStateError, plan_command, plan_start, plans_evaluate
 from routing.models import RolloutPlan, RolloutPlanTarget, RoutingVersion
+from routing.rollout_words import plan_stage_words
 
 COMMANDS = ("start", "status", "pause", "resume", "advance", "abort", "evaluate", "watch")
 
@@ -138,8 +139,7 @@ class Command(BaseCommand):
                 else "multi_agent"
             )
             self.stdout.write(
-                f"plan {plan.pk} {plan.name}: {what}, {plan.get_status_display().lower()}, stage {plan.stage + 1} of "
-                f"{len(plan.stages)} ({plan.percentage} %)"
+                f"plan {plan.pk} {plan.name}: {what}, {plan.get_status_display().lower()}, {plan_stage_words(plan)}"
             )
             if pk is not None:
                 for decision in plan.decisions.all()[:10]:
