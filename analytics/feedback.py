@@ -13,7 +13,7 @@ recent rows take every filter of the analytics (tenant, profile, cohort, version
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
@@ -178,7 +178,7 @@ def feedback_timeline(
     ]
 
 
-def _ranked(rows: Iterable[dict[str, Any]], names: dict[int, str], key: str = "", field: str = "") -> list[dict]:
+def _ranked(rows: Iterable[Mapping[str, Any]], names: dict[int, str], key: str = "", field: str = "") -> list[dict]:
     """Ratings grouped by profile (and by ``field``, shown as ``key``) as ``[{profile, [key,] rated, up, down,
     negative_rate_percentage}]``: most rated down first, then the highest share, then by name."""
     merged: dict[tuple[str, str], list[int]] = {}
@@ -251,11 +251,11 @@ def feedback_list_recent(
             "routing_version": rating.routing_version,
             "cohort": rating.cohort,
             "comment": rating.comment,
-            "question": truncatechars(getattr(rating, "question_text", None) or "", EXCERPT),
+            "question": truncatechars(rating.question_text or "", EXCERPT),
             "answer": truncatechars(rating.message.content, EXCERPT),
             "agent": rating.message.agent,
-            "intent": getattr(rating, "decision_intent", None) or "",
-            "method": getattr(rating, "decision_method", None) or "",
+            "intent": rating.decision_intent or "",
+            "method": rating.decision_method or "",
             "answered_at": rating.answered_at.isoformat(),
             "rated_at": rating.updated_at.isoformat(),
         }

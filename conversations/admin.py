@@ -195,7 +195,7 @@ class ConversationAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelA
         if not (self.has_view_permission(request) and test_case_may_add(request)):
             raise PermissionDenied
         conversation = self.scoped_object(request, object_id)
-        message = Message.objects.select_related("conversation").filter(pk=message_id, conversation=conversation)
+        message = Message.objects.select_related("conversation").filter(pk=message_id, conversation_id=conversation.pk)
         draft = _draft_of_message(message.get()) if message.exists() else None
         if draft is None:
             raise Http404("No message of the customer's with this id in this conversation.")

@@ -9,7 +9,7 @@ Each row opens its conversation at the rated answer. Read-only; users see the te
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, TypeAlias, get_args
 
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -25,13 +25,20 @@ from conversations.models import FeedbackRating, MessageFeedback
 from routing.router import Method
 from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    from conversations.feedback import FeedbackTurn
+
+    Rated: TypeAlias = WithAnnotations[MessageFeedback, FeedbackTurn]  # a row of the list, with its turn
+
 EXCERPT = 140
 ALL_RATINGS = "all"
 DRAFT = "draft"
 NO_COHORT = "none"
 COHORT_LABELS = {"multi_agent": "Multi-agent", "single_agent": "Single-agent", NO_COHORT: "Not decided by the flag"}
 RATING_LABELS = {FeedbackRating.DOWN: "Rated down", FeedbackRating.UP: "Rated up"}
-RATING_SHOWN = {FeedbackRating.DOWN: "down", FeedbackRating.UP: "up"}
+RATING_SHOWN: dict[str, str] = {FeedbackRating.DOWN.value: "down", FeedbackRating.UP.value: "up"}
 METHOD_LABELS: dict[str, str] = {
     "small_talk": "Small talk",
     "state": "Conversation state",
@@ -154,7 +161,7 @@ class MessageFeedbackAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.Mod
     date_hierarchy = "answered_at"
     ordering = ["-answered_at", "-id"]
     list_per_page = 50
-    fields = [
+    fields = readonly_fields = (
         "conversation_link",
         "rating",
         "comment",
@@ -168,8 +175,7 @@ class MessageFeedbackAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.Mod
         "answered_at",
         "created_at",
         "updated_at",
-    ]
-    readonly_fields = fields
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MessageFeedback]:
         return feedback_with_turn(super().get_queryset(request))
@@ -198,23 +204,23 @@ class MessageFeedbackAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.Mod
         return truncatechars(obj.comment, EXCERPT) if obj.comment else "–"
 
     @admin.display(description="customer's message")
-    def question_excerpt(self, obj: MessageFeedback) -> str:
-        return truncatechars(getattr(obj, "question_text", None) or "", EXCERPT) or "–"
+    def question_excerpt(self, obj: Rated) -> str:
+        return truncatechars(obj.question_text or "", EXCERPT) or "–"
 
     @admin.display(description="answer")
     def answer_excerpt(self, obj: MessageFeedback) -> str:
         return truncatechars(obj.message.content, EXCERPT)
 
     @admin.display(description="routed to")
-    def route(self, obj: MessageFeedback) -> str:
-        intent = getattr(obj, "decision_intent", None)
+    def route(self, obj: Rated) -> str:
+        intent = obj.decision_intent
         if not intent:
             return "–"
-        method = getattr(obj, "decision_method", "") or ""
+        method = obj.decision_method or ""
         return format_html(
             '{}<span class="quiet">→ {} · {}</span>',
             breakable(intent),
-            breakable(getattr(obj, "decision_agent", "") or "–"),
+            breakable(obj.decision_agent or "–"),
             METHOD_LABELS.get(method, method),
         )
 
@@ -233,8 +239,8 @@ class MessageFeedbackAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.Mod
         return format_html('<a href="{}">Open the conversation at this answer</a>', self.conversation_url(obj))
 
     @admin.display(description="customer's message")
-    def customer_message(self, obj: MessageFeedback) -> str:
-        return getattr(obj, "question_text", None) or "–"
+    def customer_message(self, obj: Rated) -> str:
+        return obj.question_text or "–"
 
     @admin.display(description="answer")
     def answer(self, obj: MessageFeedback) -> str:

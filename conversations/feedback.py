@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from django.db import transaction
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
@@ -24,6 +24,9 @@ from conversations.models import (
     MessageRole,
     RouteDecisionRecord,
 )
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 ERROR_NOT_AN_ANSWER = "No answer with this id in this conversation: message_id must name one of its assistant messages."
 ERROR_INVALID_MESSAGE = "Invalid input: message_id."
@@ -196,7 +199,19 @@ def feedback_rates(
     return sorted(rates, key=lambda rate: (rate.cohort or "", rate.routing_version is None, rate.routing_version or 0))
 
 
-def feedback_with_turn(rows: QuerySet[MessageFeedback]) -> QuerySet[MessageFeedback]:
+class FeedbackTurn(TypedDict):
+    """What :func:`feedback_with_turn` adds to each rating."""
+
+    question_id: int | None
+    question_text: str | None
+    decision_intent: str | None
+    decision_agent: str | None
+    decision_method: str | None
+
+
+def feedback_with_turn(
+    rows: QuerySet[MessageFeedback],
+) -> QuerySet[WithAnnotations[MessageFeedback, FeedbackTurn]]:
     """``rows`` with the turn of each rated answer: ``question_id`` and ``question_text`` (the customer's message
     the answer replied to: the conversation's last user message before it, as :mod:`conversations.records` writes a
     turn), and that message's route decision — ``decision_intent``, ``decision_agent``, ``decision_method`` —

@@ -103,18 +103,18 @@ def conversation_timeline(*, conversation: Conversation, turns: int = TURNS_SHOW
         return turn or by_time(when)
 
     for decision in RouteDecisionRecord.objects.filter(recent, conversation=conversation).order_by("created_at", "id"):
-        turn = owner(decision.message_id, decision.created_at)
-        if turn is not None and turn.decision is None:
-            turn.decision = decision
+        decided_in = owner(decision.message_id, decision.created_at)
+        if decided_in is not None and decided_in.decision is None:
+            decided_in.decision = decision
     for call in ToolCall.objects.filter(recent, conversation=conversation).order_by("created_at", "id"):
-        if (turn := owner(call.message_id, call.created_at)) is not None:
-            turn.tool_calls.append(call)
+        if (called_in := owner(call.message_id, call.created_at)) is not None:
+            called_in.tool_calls.append(call)
     for hop in BackendCall.objects.filter(recent, conversation=conversation).order_by("created_at", "id"):
-        if (turn := owner(hop.message_id, hop.created_at)) is not None:
-            turn.backend_calls.append(hop)
+        if (called_in := owner(hop.message_id, hop.created_at)) is not None:
+            called_in.backend_calls.append(hop)
     for move in Handoff.objects.filter(recent, conversation=conversation).order_by("created_at", "id"):
-        if (turn := by_time(move.created_at)) is not None:
-            turn.handoffs.append(move)
+        if (moved_in := by_time(move.created_at)) is not None:
+            moved_in.handoffs.append(move)
 
     answers = {answer.message.pk: answer for turn in shown for answer in turn.answers}
     for rating in MessageFeedback.objects.filter(message_id__in=answers):

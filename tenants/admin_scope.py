@@ -21,6 +21,7 @@ from tenants.selectors import tenant_ids_with_right
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import ModelAdmin
+    from django_stubs_ext import StrPromise
 
     _ModelAdminBase = ModelAdmin[Any]
 else:
@@ -77,9 +78,9 @@ class TenantScopedAdminMixin(_ModelAdminBase):
 class ReadableTenantFilter(admin.RelatedFieldListFilter):
     """The tenant filter of a scoped list: it offers the user's tenants only, so no other tenant's name shows."""
 
-    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list[tuple[Any, str]]:
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list[tuple[str, str | StrPromise]]:
         readable = tenant_ids_readable(request)
         tenants = Tenant.objects.order_by("slug")
         if readable is not None:
             tenants = tenants.filter(pk__in=readable)
-        return [(tenant.pk, str(tenant)) for tenant in tenants]
+        return [(str(tenant.pk), str(tenant)) for tenant in tenants]
