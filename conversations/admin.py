@@ -20,6 +20,7 @@ from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
 
 from common.adminkit import ReadOnlyAdminMixin, ReadOnlyInlineMixin
+from conversations.admin_ratings import breakable
 from conversations.models import BackendCall, Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
 from conversations.timeline import conversation_timeline
 from routing.routing_test_drafts import (
@@ -230,11 +231,9 @@ class RouteDecisionRecordAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, Rea
         "created_at",
         "message_excerpt",
         "method",
-        "intent",
-        "agent",
+        "intent_shown",
+        "agent_shown",
         "confidence",
-        "handoff",
-        "profile",
         "conversation",
     ]
     list_filter = [
@@ -246,7 +245,7 @@ class RouteDecisionRecordAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, Rea
         "agent",
         "created_at",
     ]
-    list_select_related = ["conversation", "message", "profile"]
+    list_select_related = ["conversation", "message"]
     search_fields = ["intent", "agent", "reason", "message__content", "conversation__conversation_key"]
     date_hierarchy = "created_at"
     ordering = ["-created_at", "-id"]
@@ -255,6 +254,14 @@ class RouteDecisionRecordAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, Rea
     @admin.display(description="message")
     def message_excerpt(self, obj: RouteDecisionRecord) -> str:
         return truncatechars(obj.message.content, EXCERPT) if obj.message is not None else "–"
+
+    @admin.display(description="intent", ordering="intent")
+    def intent_shown(self, obj: RouteDecisionRecord) -> str:
+        return breakable(obj.intent)
+
+    @admin.display(description="agent", ordering="agent")
+    def agent_shown(self, obj: RouteDecisionRecord) -> str:
+        return breakable(obj.agent)
 
     def routing_test_draft(self, request: HttpRequest, object_id: str) -> RoutingTestDraft | None:
         record = self.get_queryset(request).select_related("conversation", "message").filter(pk=object_id).first()

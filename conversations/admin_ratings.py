@@ -56,7 +56,8 @@ METHOD_LABELS: dict[str, str] = {
 
 
 def breakable(name: str) -> SafeString:
-    """An identifier that may wrap after its underscores (``billing_invoice_explanation`` in a narrow column)."""
+    """An identifier that may wrap after its underscores (``billing_invoice_explanation`` in a narrow column); the
+    conversation store's lists use it too."""
     return mark_safe(escape(name).replace("_", "_<wbr>"))  # noqa: S308  # escaped first
 
 

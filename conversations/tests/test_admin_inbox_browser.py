@@ -87,3 +87,21 @@ def test_an_editor_finds_an_answer_rated_down_opens_its_conversation_and_adds_it
     page.wait_for_url("**/admin/routing/routingtestcase/add/**")
     assert page.input_value("#id_message") == LONG
     assert page.errors == []
+
+
+@pytest.mark.parametrize(
+    "model", ["conversation", "message", "routedecisionrecord", "toolcall", "backendcall", "handoff"]
+)
+def test_the_conversation_stores_lists_fit_1400_px(live_server, browser_page, django_user_model, model):
+    alpha = TenantFactory(slug="tenant_a")
+    conversation = conversation_of(alpha, "telecom_contas", "pre-tele-0-17611-a-long-session-identifier")
+    stored_turn(conversation, LONG, answer=LONG, tool="consultar_fatura", handoff_to="support_agent", backend="partner")
+    store_reader(django_user_model, "editor_a", alpha)
+    page, base = browser_page, live_server.url
+    path = "/admin/handoffs/handoff/" if model == "handoff" else f"/admin/conversations/{model}/"
+
+    log_in(page, base, path)
+
+    assert page.locator("#result_list tbody tr").count() >= 1
+    page.screenshot(path=str(screenshot_path(f"admin-{model}-list.png")), full_page=True)
+    assert overflow(page) <= 0, f"the {model} list runs off the right edge at 1,400 px"
