@@ -10,7 +10,7 @@ Customers' ratings have their own list (:mod:`conversations.admin_ratings`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -173,8 +173,7 @@ class ConversationAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelA
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        conversation = self.scoped_object(request, object_id)
-        assert isinstance(conversation, Conversation)
+        conversation = cast(Conversation, self.scoped_object(request, object_id))
         model_urls = {
             model: reverse(f"admin:conversations_{model}_changelist")
             for model in ("message", "routedecisionrecord", "toolcall")
@@ -191,13 +190,17 @@ class ConversationAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelA
         return super().change_view(request, object_id, form_url, context)
 
     def add_routing_test_view(self, request: HttpRequest, object_id: str, message_id: int) -> HttpResponse:
-        """ "Add as routing test" from a message of the timeline: the saved test's add form, filled in with the
+        """The timeline's "Add as routing test" on a customer message: the saved test's add form, filled in with the
         message, the state and specialist it arrived in and what was decided (as a message's own page does)."""
         if not (self.has_view_permission(request) and test_case_may_add(request)):
             raise PermissionDenied
         conversation = self.scoped_object(request, object_id)
-        message = Message.objects.select_related("conversation").filter(pk=message_id, conversation_id=conversation.pk)
-        draft = _draft_of_message(message.get()) if message.exists() else None
+        message = (
+            Message.objects.select_related("conversation")
+            .filter(pk=message_id, conversation_id=conversation.pk)
+            .first()
+        )
+        draft = _draft_of_message(message) if message is not None else None
         if draft is None:
             raise Http404("No message of the customer's with this id in this conversation.")
         return HttpResponseRedirect(test_case_add_url(draft))
