@@ -682,7 +682,7 @@ def test_staff_see_customers_ratings_and_each_profiles_rollouts_drawn_with_the_a
         ("telecom_contas", tuple(str(plan.pk) for plan in built["telecom_plans"])),
     ]
     running = page.locator(f"tr[data-plan-id='{built['telecom_plans'][0].pk}']")
-    assert "v7 against v6" in running.inner_text() and "stage 2 of 3" in running.inner_text()
+    assert "version 7 against version 6" in running.inner_text() and "stage 2 of 3" in running.inner_text()
     assert "50 % of new conversations" in running.inner_text()
     assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
     page.locator("#panel-feedback").screenshot(path=str(screenshot_path("analytics-dashboard-ratings.png")))

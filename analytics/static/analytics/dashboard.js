@@ -1099,11 +1099,12 @@
       el("td", {}, [el("a", { href: rolloutUrl.replace("/0/", "/" + encodeURIComponent(plan.id) + "/"), text: plan.name })]),
       cell(
         plan.target === "version"
-          ? "v" + (plan.candidate == null ? "?" : plan.candidate) + " against v" + (plan.control == null ? "?" : plan.control)
-          : "multi_agent flag",
+          ? "version " + (plan.candidate == null ? "?" : plan.candidate) + " against version " + (plan.control == null ? "?" : plan.control)
+          : "the multi-agent mode",
       ),
       el("td", {}, [el("span", { className: "rollout-status rollout-status-" + plan.status, text: plan.status_label })]),
-      numCell(plan.stage + 1, "stage " + (plan.stage + 1) + " of " + plan.stages.length),
+      // Stages are counted from 1, as everywhere else; the API's own words for it when it gives them.
+      numCell(plan.stage + 1, plan.stage_label || "stage " + (plan.stage + 1) + " of " + plan.stages.length),
       numCell(active ? plan.percentage : null, active ? plan.percentage + " % of new conversations" : "–"),
       cell(formatWhen(plan.started_at)),
       cell(formatWhen(plan.finished_at)),
@@ -1127,7 +1128,7 @@
       (ACTIVE_PLAN_STATUSES.indexOf(plan.status) >= 0 ? groups[name].active : groups[name].ended).push(plan);
     });
     order.sort(function (a, b) {
-      return (a === "") - (b === "") || a.localeCompare(b); // every profile's (the multi_agent flag) last
+      return (a === "") - (b === "") || a.localeCompare(b); // the plans of every profile (the multi-agent mode) last
     });
     if (!order.length) {
       root.replaceChildren(
@@ -1154,7 +1155,7 @@
           })),
         ]);
         return el("div", { className: "analytics-rollout-profile", "data-profile": name }, [
-          el("h3", { text: name || "Every profile (the multi_agent flag)" }),
+          el("h3", { text: name || "Every profile (the multi-agent mode)" }),
           table,
         ]);
       }),
