@@ -1,17 +1,40 @@
-"""``GET /api/analytics/feedback``: users' ratings of answers per cohort and per routing version (seed 003's A/B
-phase), counted by :func:`conversations.feedback.feedback_rates`."""
+"""Customers' ratings of answers, for the analytics API and the dashboard's ratings panel.
+
+``GET /api/analytics/feedback``: ratings per cohort and per routing version, counted by
+:func:`conversations.feedback.feedback_rates`. ``GET /api/analytics/feedback/timeline``: ratings up and down per UTC
+day or hour. ``GET /api/analytics/feedback/breakdown``: the share rated down per profile, per intent (the route
+decision of the rated answer's turn) and per agent (who wrote the answer). ``GET /api/analytics/feedback/recent``:
+the latest answers rated down, with the comment, the customer's message, the answer and how it was routed.
+
+Ratings count by when their answer was given (``answered_at``), as everywhere else; the timeline, breakdown and
+recent rows take every filter of the analytics (tenant, profile, cohort, version) from the rows' own columns.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import datetime as dt
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import Trunc
+from django.template.defaultfilters import truncatechars
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from agents.models import AgentProfile
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
-from conversations.feedback import FeedbackRate, feedback_rates
+from analytics.filters import BUCKETS, DEFAULT_RECENT_LIMIT, MAX_RECENT_LIMIT, bucket_parse, limit_parse
+from analytics.rollups import slice_where
+from analytics.selectors import timeline_periods
+from conversations.feedback import FeedbackRate, feedback_rates, feedback_with_turn
+from conversations.models import FeedbackRating, MessageFeedback
+
+EXCERPT = 300  # characters of the customer's message and of the answer in a recent row
+UP, DOWN = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)
 
 
 def _order(group: Any) -> tuple[bool, Any]:
@@ -92,3 +115,261 @@ class FeedbackApi(AnalyticsApi):
             start=filters.start, end=filters.end, tenant_id=filters.tenant_id, profile_id=filters.profile_id
         )
         return Response(feedback_summary(rates))
+
+
+# -- over time, per profile / intent / agent, the latest rated down ----------------------------------------------
+
+
+def _rated(
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
+) -> QuerySet[MessageFeedback]:
+    rows = MessageFeedback.objects.filter(
+        answered_at__gte=start, answered_at__lt=end, **slice_where(cohort=cohort, version=version)
+    )
+    if tenant_id is not None:
+        rows = rows.filter(tenant_id=tenant_id)
+    if profile_id is not None:
+        rows = rows.filter(profile_id=profile_id)
+    return rows.order_by()  # no model ordering: it would join the GROUP BY
+
+
+def _figures(up: int, down: int) -> dict[str, Any]:
+    rated = up + down
+    return {
+        "rated": rated,
+        "up": up,
+        "down": down,
+        "negative_rate_percentage": round(100 * down / rated, 2) if rated else None,
+    }
+
+
+def feedback_timeline(
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
+    bucket: str = "day",
+    now: dt.datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Ratings per UTC day or hour of the answers' time, oldest first, every period up to ``now`` listed (empty
+    ones with zeros): ``[{period, rated, up, down, negative_rate_percentage}]``. One query."""
+    if bucket not in BUCKETS:
+        raise ValueError(f"bucket must be 'day' or 'hour', not {bucket!r}")
+    rows = _rated(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
+    grouped = (
+        rows.annotate(period=Trunc("answered_at", bucket, tzinfo=dt.UTC))
+        .values("period")
+        .annotate(up=Count("pk", filter=UP), down=Count("pk", filter=DOWN))
+    )
+    found = {row["period"].astimezone(dt.UTC): (row["up"], row["down"]) for row in grouped}
+    until = min(end, now or timezone.now())
+    return [
+        {"period": period.isoformat(), **_figures(*found.get(period, (0, 0)))}
+        for period in timeline_periods(start, until, bucket)
+    ]
+
+
+def _ranked(rows: Iterable[Mapping[str, Any]], names: dict[int, str], key: str = "", field: str = "") -> list[dict]:
+    """Ratings grouped by profile (and by ``field``, shown as ``key``) as ``[{profile, [key,] rated, up, down,
+    negative_rate_percentage}]``: most rated down first, then the highest share, then by name."""
+    merged: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        figures = merged.setdefault((names.get(row["profile_id"], ""), (row[field] or "") if key else ""), [0, 0])
+        figures[0] += row["up"]
+        figures[1] += row["down"]
+    ranked = sorted(merged.items(), key=lambda item: (-item[1][1], -item[1][1] / sum(item[1]), *item[0]))
+    return [
+        {"profile": profile, **({key: name} if key else {}), **_figures(up, down)}
+        for (profile, name), (up, down) in ranked
+    ]
+
+
+def feedback_breakdown(
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """The share rated down per profile, per intent and per agent, intents and agents named within their profile:
+    ``{profiles: [{profile, ...}], intents: [{profile, intent, ...}], agents: [{profile, agent, ...}]}``, each row
+    with ``rated``, ``up``, ``down``, ``negative_rate_percentage``; most rated down first. The intent is the route
+    decision's of the rated answer's turn ("" when the turn stored none); the agent is the one that wrote the
+    answer. Four queries."""
+    rows = _rated(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
+    counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
+    per_profile = list(rows.values("profile_id").annotate(**counts))
+    per_intent = list(feedback_with_turn(rows).values("profile_id", "decision_intent").annotate(**counts))
+    per_agent = list(rows.values("profile_id", "message__agent").annotate(**counts))
+    ids = {row["profile_id"] for row in per_profile}
+    names = dict(AgentProfile.objects.filter(pk__in=ids).values_list("pk", "agent_id")) if ids else {}
+    return {
+        "profiles": _ranked(per_profile, names),
+        "intents": _ranked(per_intent, names, "intent", "decision_intent"),
+        "agents": _ranked(per_agent, names, "agent", "message__agent"),
+    }
+
+
+def feedback_list_recent(
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: int | None,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
+    limit: int = DEFAULT_RECENT_LIMIT,
+) -> list[dict[str, Any]]:
+    """The latest ``limit`` answers rated down in the window, newest answer first, each with its comment, the
+    customer's message and the answer (the first :data:`EXCERPT` characters), who served it and how the message was
+    routed. One query."""
+    rows = _rated(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
+    latest = (
+        feedback_with_turn(rows.filter(DOWN))
+        .select_related("message", "conversation", "tenant", "profile")
+        .order_by("-answered_at", "-id")[:limit]
+    )
+    return [
+        {
+            "id": rating.pk,
+            "conversation_id": rating.conversation_id,
+            "conversation_key": rating.conversation.conversation_key,
+            "message_id": rating.message_id,
+            "tenant": rating.tenant.slug,
+            "profile": rating.profile.agent_id,
+            "routing_version": rating.routing_version,
+            "cohort": rating.cohort,
+            "comment": rating.comment,
+            "question": truncatechars(rating.question_text or "", EXCERPT),
+            "answer": truncatechars(rating.message.content, EXCERPT),
+            "agent": rating.message.agent,
+            "intent": rating.decision_intent or "",
+            "method": rating.decision_method or "",
+            "answered_at": rating.answered_at.isoformat(),
+            "rated_at": rating.updated_at.isoformat(),
+        }
+        for rating in latest
+    ]
+
+
+RATINGS_FIELDS: dict[str, serializers.Field] = {
+    "rated": serializers.IntegerField(),
+    "up": serializers.IntegerField(),
+    "down": serializers.IntegerField(),
+    "negative_rate_percentage": serializers.FloatField(allow_null=True),
+}
+TIMELINE_RESPONSE = inline_serializer(
+    "FeedbackTimelinePeriod", {"period": serializers.DateTimeField(), **RATINGS_FIELDS}, many=True
+)
+BREAKDOWN_RESPONSE = inline_serializer(
+    "FeedbackBreakdown",
+    {
+        "profiles": inline_serializer(
+            "FeedbackByProfile", {"profile": serializers.CharField(), **RATINGS_FIELDS}, many=True
+        ),
+        "intents": inline_serializer(
+            "FeedbackByIntent",
+            {"profile": serializers.CharField(), "intent": serializers.CharField(allow_blank=True), **RATINGS_FIELDS},
+            many=True,
+        ),
+        "agents": inline_serializer(
+            "FeedbackByAgent",
+            {"profile": serializers.CharField(), "agent": serializers.CharField(allow_blank=True), **RATINGS_FIELDS},
+            many=True,
+        ),
+    },
+)
+RECENT_RESPONSE = inline_serializer(
+    "FeedbackRatedDown",
+    {
+        "id": serializers.IntegerField(),
+        "conversation_id": serializers.IntegerField(),
+        "conversation_key": serializers.CharField(),
+        "message_id": serializers.IntegerField(),
+        "tenant": serializers.CharField(),
+        "profile": serializers.CharField(),
+        "routing_version": serializers.IntegerField(allow_null=True),
+        "cohort": serializers.CharField(allow_blank=True),
+        "comment": serializers.CharField(allow_blank=True),
+        "question": serializers.CharField(allow_blank=True),
+        "answer": serializers.CharField(allow_blank=True),
+        "agent": serializers.CharField(allow_blank=True),
+        "intent": serializers.CharField(allow_blank=True),
+        "method": serializers.CharField(allow_blank=True),
+        "answered_at": serializers.DateTimeField(),
+        "rated_at": serializers.DateTimeField(),
+    },
+    many=True,
+)
+
+
+class FeedbackTimelineApi(AnalyticsApi):
+    @extend_schema(
+        summary="Ratings of answers per day or hour: rated, up, down, negative rate",
+        description=(
+            "Ratings of the answers given in each UTC period (by when the answer was given), oldest first; every "
+            "period from the window's start up to now is listed, empty ones with zeros. `negative_rate_percentage` = "
+            "100 × down / rated (null when nothing was rated)."
+        ),
+        parameters=[
+            *FILTER_PARAMETERS,
+            OpenApiParameter("bucket", OpenApiTypes.STR, description="day (default) or hour (at most 31 days)."),
+        ],
+        responses={200: TIMELINE_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        filters = self.filters(request)
+        bucket = bucket_parse(params=request.query_params, filters=filters)
+        return Response(feedback_timeline(**filters.selector_kwargs(), bucket=bucket))
+
+
+class FeedbackBreakdownApi(AnalyticsApi):
+    @extend_schema(
+        summary="The share of rated answers rated down, per profile, per intent and per agent",
+        description=(
+            "`intents`: by the route decision of the rated answer's turn (blank: the turn stored none); `agents`: "
+            "by the specialist that wrote the answer. Intents and agents are named within their `profile`. Most "
+            "rated down first."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: BREAKDOWN_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(feedback_breakdown(**self.filters(request).selector_kwargs()))
+
+
+class FeedbackRecentApi(AnalyticsApi):
+    @extend_schema(
+        summary="The latest answers rated down, with the comment, the customer's message and how it was routed",
+        description=(
+            f"Newest answer first. `question` and `answer` are the first {EXCERPT} characters of the customer's "
+            "message and of the answer; `intent` and `method` are the turn's route decision's (blank: none stored), "
+            "`agent` wrote the answer. `conversation_id` and `message_id` open "
+            "/admin/conversations/conversation/<conversation_id>/change/#answer-<message_id> for staff who may read "
+            "the conversation."
+        ),
+        parameters=[
+            *FILTER_PARAMETERS,
+            OpenApiParameter(
+                "limit",
+                OpenApiTypes.INT,
+                description=f"How many rows (1–{MAX_RECENT_LIMIT}, default {DEFAULT_RECENT_LIMIT}).",
+            ),
+        ],
+        responses={200: RECENT_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        filters = self.filters(request)
+        limit = limit_parse(params=request.query_params)
+        return Response(feedback_list_recent(**filters.selector_kwargs(), limit=limit))

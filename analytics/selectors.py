@@ -176,7 +176,8 @@ def handoff_summary(
     }
 
 
-def _periods(start: dt.datetime, end: dt.datetime, bucket: str) -> list[dt.datetime]:
+def timeline_periods(start: dt.datetime, end: dt.datetime, bucket: str) -> list[dt.datetime]:
+    """Every UTC day or hour (``bucket``) from the one holding ``start`` up to ``end``: a timeline's periods."""
     step = dt.timedelta(hours=1) if bucket == "hour" else dt.timedelta(days=1)
     first = start.replace(minute=0, second=0, microsecond=0)
     if bucket == "day":
@@ -236,7 +237,7 @@ def handoff_timeline(
             found.setdefault(row["period"].astimezone(dt.UTC), {})[row["kind"]] = row["count"]
     until = min(end, now or dt.datetime.now(dt.UTC))
     timeline = []
-    for period in _periods(start, until, bucket):
+    for period in timeline_periods(start, until, bucket):
         by_kind = {kind: found.get(period, {}).get(kind, 0) for kind in kinds}
         timeline.append({"period": period.isoformat(), "count": sum(by_kind.values()), "by_kind": by_kind})
     return timeline

@@ -22,5 +22,10 @@ urlpatterns = [
     path("api/analytics/goals", apis.GoalsApi.as_view(), name="analytics-goals"),
     path("api/analytics/usage", apis.UsageApi.as_view(), name="analytics-usage"),
     path("api/analytics/feedback", feedback.FeedbackApi.as_view(), name="analytics-feedback"),
+    path("api/analytics/feedback/timeline", feedback.FeedbackTimelineApi.as_view(), name="analytics-feedback-timeline"),
+    path(
+        "api/analytics/feedback/breakdown", feedback.FeedbackBreakdownApi.as_view(), name="analytics-feedback-breakdown"
+    ),
+    path("api/analytics/feedback/recent", feedback.FeedbackRecentApi.as_view(), name="analytics-feedback-recent"),
     *rollouts.urlpatterns,
 ]

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.views.generic import TemplateView
 
 from agents.models import AgentProfile
+from analytics.rollouts import can_view_rollouts
 from routing.models import RoutingVersion
 from tenants.models import Tenant
 
@@ -54,4 +55,25 @@ class DashboardView(PermissionRequiredMixin, TemplateView):
             "tenants": list(Tenant.objects.order_by("slug").values_list("slug", "name")),
             # Published version numbers (per profile: v2 of one profile is not v2 of another), newest first.
             "versions": list(RoutingVersion.objects.order_by("-number").values_list("number", flat=True).distinct()),
+            **panel_links(request),
         }
+
+
+def panel_links(request: HttpRequest) -> dict[str, Any]:
+    """Where the ratings and rollout panels may send the user: each link only for a user it opens for (the ratings
+    inbox and conversation pages are the admin's, which keep to the user's tenants); the rollout section only for
+    those who may read rollout plans. Empty: not shown."""
+    user = request.user
+    return {
+        "ratings_inbox_url": (
+            reverse("admin:conversations_messagefeedback_changelist")
+            if user.has_perm("conversations.view_messagefeedback")
+            else ""
+        ),
+        "ratings_conversation_url": (
+            reverse("admin:conversations_conversation_change", args=[0])
+            if user.has_perm("conversations.view_conversation")
+            else ""
+        ),
+        "rollouts_shown": can_view_rollouts(user),
+    }

@@ -1,21 +1,28 @@
-"""The conversation store in the admin: read-only, nobody writes it there.
+"""The conversation store in the admin: read-only, nobody writes it there, and each user sees the tenants they may
+read (:mod:`tenants.admin_scope`).
 
-A stored user message or route decision can become a saved routing test ("Add as routing test case", and the
-decision list's action), for users who may add them: a real misroute turned into a test of the right answer."""
+A conversation's page leads with its timeline (:mod:`conversations.timeline`): each turn's message, route decision
+and why, the agents that answered, tools, moves and the answer with its rating. A stored user message or route
+decision can become a saved routing test ("Add as routing test case", the timeline's link on each message, and the
+decision list's action), for users who may add them: a real misroute turned into a test of the right answer.
+Customers' ratings have their own list (:mod:`conversations.admin_ratings`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import truncatechars
+from django.urls import path, reverse
 
 from common.adminkit import ReadOnlyAdminMixin, ReadOnlyInlineMixin
+from conversations.admin_ratings import breakable
 from conversations.models import BackendCall, Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
-from handoffs.models import Handoff
+from conversations.timeline import conversation_timeline
 from routing.routing_test_drafts import (
     RoutingTestDraft,
     test_case_add_url,
@@ -23,9 +30,11 @@ from routing.routing_test_drafts import (
     test_case_may_add,
     test_cases_create,
 )
+from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
 
 ADD_TEST_CASE_LABEL = "Add as routing test case"
 ADD_TEST_CASE_TEMPLATE = "admin/conversations/add_test_case_change_form.html"
+EXCERPT = 100  # characters of a message shown in a list
 
 
 def _arrived_in(message: Message) -> tuple[str, str]:
@@ -80,34 +89,18 @@ class AddTestCaseLinkMixin:
     """A stored record's page with the "Add as routing test case" link, for users who may add saved tests (the
     admin sets ``change_form_template = ADD_TEST_CASE_TEMPLATE``)."""
 
-    def routing_test_draft(self, object_id: str) -> RoutingTestDraft | None:
+    def routing_test_draft(self, request: HttpRequest, object_id: str) -> RoutingTestDraft | None:
         raise NotImplementedError
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         try:
-            url = _add_url(request, self.routing_test_draft(object_id)) if test_case_may_add(request) else ""
+            url = _add_url(request, self.routing_test_draft(request, object_id)) if test_case_may_add(request) else ""
         except (ValueError, ValidationError):  # not an id: the admin answers it as it does
             url = ""
         context = {**(extra_context or {}), "add_test_case_url": url, "add_test_case_label": ADD_TEST_CASE_LABEL}
         return super().change_view(request, object_id, form_url, context)  # type: ignore[misc]
-
-
-class MessageInline(ReadOnlyInlineMixin, admin.TabularInline):
-    model = Message
-    fields = ["created_at", "role", "agent", "content", "step"]
-
-
-class RouteDecisionInline(ReadOnlyInlineMixin, admin.TabularInline):
-    model = RouteDecisionRecord
-    fields = ["created_at", "method", "agent", "intent", "confidence", "handoff", "reason"]
-    verbose_name_plural = "route decisions"
-
-
-class ToolCallInline(ReadOnlyInlineMixin, admin.TabularInline):
-    model = ToolCall
-    fields = ["created_at", "agent", "tool", "status", "latency_ms", "error"]
 
 
 class BackendCallInline(ReadOnlyInlineMixin, admin.TabularInline):
@@ -135,13 +128,12 @@ class GoalRunInline(ReadOnlyInlineMixin, admin.TabularInline):
     verbose_name_plural = "goal-mode answers"
 
 
-class HandoffInline(ReadOnlyInlineMixin, admin.TabularInline):
-    model = Handoff
-    fields = ["created_at", "from_agent", "to_agent", "kind", "status", "reason"]
-
-
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ConversationAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """A conversation's page: its timeline first (the turns, oldest first, each with its route, agents, tools,
+    moves, answer and rating), then its details; remote backend calls and goal-mode answers in full below."""
+
+    change_form_template = "admin/conversations/conversation/change_form.html"
     list_display = [
         "conversation_key",
         "tenant",
@@ -153,11 +145,11 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "message_count",
         "updated_at",
     ]
-    list_filter = ["tenant", "profile", "channel", "updated_at"]
+    list_filter = [("tenant", ReadableTenantFilter), "profile", "channel", "updated_at"]
     list_select_related = ["tenant", "profile"]
     search_fields = ["conversation_key", "session_id", "user_id", "state", "active_specialist"]
     date_hierarchy = "created_at"
-    inlines = [MessageInline, RouteDecisionInline, ToolCallInline, BackendCallInline, GoalRunInline, HandoffInline]
+    inlines = [BackendCallInline, GoalRunInline]
     fieldsets = [
         (None, {"fields": ["conversation_key", "tenant", "profile", "session_id", "user_id", "channel"]}),
         (
@@ -167,37 +159,115 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ("Activity", {"fields": ["message_count", "created_at", "updated_at"]}),
     ]
 
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.add_routing_test_view)
+        return [
+            path(
+                "<path:object_id>/routing-test/<int:message_id>/",
+                view,
+                name="conversations_conversation_add_routing_test",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        conversation = cast(Conversation, self.scoped_object(request, object_id))
+        model_urls = {
+            model: reverse(f"admin:conversations_{model}_changelist")
+            for model in ("message", "routedecisionrecord", "toolcall")
+            if request.user.has_perm(f"conversations.view_{model}")
+        }
+        context = {
+            **(extra_context or {}),
+            "timeline": conversation_timeline(conversation=conversation),
+            "may_add_routing_tests": test_case_may_add(request),
+            "messages_url": model_urls.get("message", ""),
+            "decisions_url": model_urls.get("routedecisionrecord", ""),
+            "tool_calls_url": model_urls.get("toolcall", ""),
+        }
+        return super().change_view(request, object_id, form_url, context)
+
+    def add_routing_test_view(self, request: HttpRequest, object_id: str, message_id: int) -> HttpResponse:
+        """The timeline's "Add as routing test" on a customer message: the saved test's add form, filled in with the
+        message, the state and specialist it arrived in and what was decided (as a message's own page does)."""
+        if not (self.has_view_permission(request) and test_case_may_add(request)):
+            raise PermissionDenied
+        conversation = self.scoped_object(request, object_id)
+        message = (
+            Message.objects.select_related("conversation")
+            .filter(pk=message_id, conversation_id=conversation.pk)
+            .first()
+        )
+        draft = _draft_of_message(message) if message is not None else None
+        if draft is None:
+            raise Http404("No message of the customer's with this id in this conversation.")
+        return HttpResponseRedirect(test_case_add_url(draft))
+
 
 @admin.register(Message)
-class MessageAdmin(AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class MessageAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    tenant_lookup = "conversation__tenant"
     change_form_template = ADD_TEST_CASE_TEMPLATE
     list_display = ["created_at", "conversation", "role", "agent", "excerpt"]
-    list_filter = ["role", "created_at"]
+    list_filter = ["role", "profile", ("conversation__tenant", ReadableTenantFilter), "created_at"]
     list_select_related = ["conversation"]
     search_fields = ["content", "agent", "conversation__conversation_key"]
     date_hierarchy = "created_at"
+    ordering = ["-created_at", "-id"]
 
     @admin.display(description="content")
     def excerpt(self, obj: Message) -> str:
-        return truncatechars(obj.content, 100)
+        return truncatechars(obj.content, EXCERPT)
 
-    def routing_test_draft(self, object_id: str) -> RoutingTestDraft | None:
-        message = Message.objects.select_related("conversation").filter(pk=object_id).first()
+    def routing_test_draft(self, request: HttpRequest, object_id: str) -> RoutingTestDraft | None:
+        message = self.get_queryset(request).select_related("conversation").filter(pk=object_id).first()
         return _draft_of_message(message) if message is not None else None
 
 
 @admin.register(RouteDecisionRecord)
-class RouteDecisionRecordAdmin(AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class RouteDecisionRecordAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    tenant_lookup = "conversation__tenant"
     change_form_template = ADD_TEST_CASE_TEMPLATE
-    list_display = ["created_at", "conversation", "mode", "method", "agent", "intent", "confidence", "handoff"]
-    list_filter = ["method", "mode", "handoff", "agent", "created_at"]
-    list_select_related = ["conversation"]
-    search_fields = ["intent", "agent", "reason", "conversation__conversation_key"]
+    list_display = [
+        "created_at",
+        "message_excerpt",
+        "method",
+        "intent_shown",
+        "agent_shown",
+        "confidence",
+        "conversation",
+    ]
+    list_filter = [
+        "method",
+        "profile",
+        ("conversation__tenant", ReadableTenantFilter),
+        "mode",
+        "handoff",
+        "agent",
+        "created_at",
+    ]
+    list_select_related = ["conversation", "message"]
+    search_fields = ["intent", "agent", "reason", "message__content", "conversation__conversation_key"]
     date_hierarchy = "created_at"
+    ordering = ["-created_at", "-id"]
     actions = ["add_as_routing_test_cases"]
 
-    def routing_test_draft(self, object_id: str) -> RoutingTestDraft | None:
-        record = RouteDecisionRecord.objects.select_related("conversation", "message").filter(pk=object_id).first()
+    @admin.display(description="message")
+    def message_excerpt(self, obj: RouteDecisionRecord) -> str:
+        return truncatechars(obj.message.content, EXCERPT) if obj.message is not None else "–"
+
+    @admin.display(description="intent", ordering="intent")
+    def intent_shown(self, obj: RouteDecisionRecord) -> str:
+        return breakable(obj.intent)
+
+    @admin.display(description="agent", ordering="agent")
+    def agent_shown(self, obj: RouteDecisionRecord) -> str:
+        return breakable(obj.agent)
+
+    def routing_test_draft(self, request: HttpRequest, object_id: str) -> RoutingTestDraft | None:
+        record = self.get_queryset(request).select_related("conversation", "message").filter(pk=object_id).first()
         return _draft_of_decision(record) if record is not None else None
 
     def has_add_routing_test_permission(self, request: HttpRequest) -> bool:
@@ -219,16 +289,18 @@ class RouteDecisionRecordAdmin(AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.M
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ToolCallAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    tenant_lookup = "conversation__tenant"
     list_display = ["created_at", "tool", "server", "status", "agent", "latency_ms", "conversation"]
-    list_filter = ["status", "tool", "server", "created_at"]
+    list_filter = ["status", "tool", "server", ("conversation__tenant", ReadableTenantFilter), "created_at"]
     list_select_related = ["conversation"]
     search_fields = ["tool", "agent", "error", "conversation__conversation_key"]
     date_hierarchy = "created_at"
+    ordering = ["-created_at", "-id"]
 
 
 @admin.register(BackendCall)
-class BackendCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class BackendCallAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Every call (or call not made: circuit open, too many hops) of a gateway turn to a remote backend, for the
     operator looking for which backend fails, how, since when and for whom."""
 
@@ -243,11 +315,11 @@ class BackendCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "profile",
         "conversation",
     ]
-    list_filter = ["status", "backend", "tenant", "profile", "created_at"]
+    list_filter = ["status", "backend", ("tenant", ReadableTenantFilter), "profile", "created_at"]
     list_select_related = ["conversation", "tenant", "profile"]
     search_fields = ["backend", "remote_agent", "error", "conversation__conversation_key"]
     date_hierarchy = "created_at"
 
 
-# The impact preview page (on the conversation admin), and rollout plans with their decisions.
-from conversations import admin_impact, admin_rollouts  # noqa: E402, F401
+# The impact preview page (on the conversation admin), rollout plans with their decisions, customers' ratings.
+from conversations import admin_impact, admin_ratings, admin_rollouts  # noqa: E402, F401

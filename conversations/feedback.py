@@ -10,13 +10,23 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from common.errors import DomainError
-from conversations.models import Conversation, FeedbackRating, Message, MessageFeedback, MessageRole
+from conversations.models import (
+    Conversation,
+    FeedbackRating,
+    Message,
+    MessageFeedback,
+    MessageRole,
+    RouteDecisionRecord,
+)
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 ERROR_NOT_AN_ANSWER = "No answer with this id in this conversation: message_id must name one of its assistant messages."
 ERROR_INVALID_MESSAGE = "Invalid input: message_id."
@@ -187,3 +197,32 @@ def feedback_rates(
     ]
     # Cohorts by name, versions by number with None (a draft) last.
     return sorted(rates, key=lambda rate: (rate.cohort or "", rate.routing_version is None, rate.routing_version or 0))
+
+
+class FeedbackTurn(TypedDict):
+    """What :func:`feedback_with_turn` adds to each rating."""
+
+    question_id: int | None
+    question_text: str | None
+    decision_intent: str | None
+    decision_agent: str | None
+    decision_method: str | None
+
+
+def feedback_with_turn(
+    rows: QuerySet[MessageFeedback],
+) -> QuerySet[WithAnnotations[MessageFeedback, FeedbackTurn]]:
+    """``rows`` with the turn of each rated answer: ``question_id`` and ``question_text`` (the customer's message
+    the answer replied to: the conversation's last user message before it, as :mod:`conversations.records` writes a
+    turn), and that message's route decision — ``decision_intent``, ``decision_agent``, ``decision_method`` —
+    ``None`` where the turn stored none. Correlated subqueries: for a page of rows or a grouped count."""
+    question = Message.objects.filter(
+        conversation_id=OuterRef("conversation_id"), role=MessageRole.USER, pk__lt=OuterRef("message_id")
+    ).order_by("-pk")
+    decision = RouteDecisionRecord.objects.filter(message_id=OuterRef("question_id")).order_by("pk")
+    return rows.annotate(question_id=Subquery(question.values("pk")[:1])).annotate(
+        question_text=Subquery(Message.objects.filter(pk=OuterRef("question_id")).values("content")[:1]),
+        decision_intent=Subquery(decision.values("intent")[:1]),
+        decision_agent=Subquery(decision.values("agent")[:1]),
+        decision_method=Subquery(decision.values("method")[:1]),
+    )

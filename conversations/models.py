@@ -336,8 +336,8 @@ class MessageFeedback(models.Model):
     class Meta:
         db_table = "conversations_messagefeedback"
         ordering = ["answered_at", "id"]
-        verbose_name = "answer feedback"
-        verbose_name_plural = "answer feedback"
+        verbose_name = "customer rating"
+        verbose_name_plural = "customer ratings"
         indexes = [
             # The feedback analytics and guards: answers given in a window, for one tenant or for every tenant,
             # counted per cohort and version (covering, see Conversation).

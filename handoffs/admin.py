@@ -1,4 +1,5 @@
-"""The ``agent_handoffs`` table, read-only: handoffs are recorded by the graph, never typed in."""
+"""The ``agent_handoffs`` table, read-only: handoffs are recorded by the graph, never typed in. Each user sees the
+tenants whose conversations they may read (:mod:`tenants.admin_scope`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from django.contrib import admin
 
 from common.adminkit import ReadOnlyAdminMixin
 from handoffs.models import Handoff
+from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
 
 
 @admin.register(Handoff)
-class HandoffAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class HandoffAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "created_at",
         "from_agent",
@@ -21,7 +23,7 @@ class HandoffAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "tenant",
         "conversation",
     ]
-    list_filter = ["kind", "status", "outcome", "created_at", "profile", "tenant"]
+    list_filter = ["kind", "status", "outcome", "created_at", "profile", ("tenant", ReadableTenantFilter)]
     list_select_related = ["conversation", "profile", "tenant"]
     search_fields = ["from_agent", "to_agent", "reason", "conversation__conversation_key"]
     date_hierarchy = "created_at"

@@ -23,7 +23,8 @@ from django.contrib.auth.models import Group
 from django.db import models, transaction
 
 from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, RemoteBackend, Specialist, SpecialistPrompt
-from conversations.models import BackendCall, Conversation, Message, RouteDecisionRecord, ToolCall
+from conversations.feedback import feedback_give
+from conversations.models import BackendCall, Conversation, Message, MessageFeedback, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from routing.models import (
     Capability,
@@ -149,6 +150,12 @@ EXPECT: dict[type[models.Model], Expect] = {
     ToolCall: Expect(search=("consultar_fatura",), change={"error": "edited"}, on_change=OnChange.REFUSED),
     BackendCall: Expect(
         search=("retail_backend", "connection refused"), change={"error": "edited"}, on_change=OnChange.REFUSED
+    ),
+    # Customers' ratings: by the comment, the rated answer or the conversation.
+    MessageFeedback: Expect(
+        search=("demorou", "roaming", "tenant_a:telecom_contas:s-1"),
+        change={"comment": "edited"},
+        on_change=OnChange.REFUSED,
     ),
     RolloutFlag: Expect(
         search=("multi_agent", "admin_user", "tenant_a"),
@@ -319,6 +326,12 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             latency_ms=3.2,
             error="connection refused",
         ),
+        MessageFeedback: feedback_give(
+            conversation=conversation,
+            message_id=conversation.messages.get(role="assistant").pk,
+            rating="down",
+            comment="Demorou e não explicou nada",
+        ).feedback,
         RolloutFlag: RolloutFlag.objects.get(key="multi_agent"),
         RolloutFlagChange: RolloutFlagChange.objects.get(flag_key="multi_agent", what="percentage"),
         RoutingVersion: version_publish(profile=telecom, note="first release"),

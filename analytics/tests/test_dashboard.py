@@ -118,3 +118,30 @@ def test_the_admin_does_not_link_it_for_a_routing_editor(editor_client):
     assert 'id="analytics-module"' not in html
     assert 'id="analytics-link"' not in html
     assert DASHBOARD not in html
+
+
+def test_the_ratings_panel_links_the_inbox_and_conversations_only_for_who_may_open_them(client, analyst):
+    client.force_login(analyst)
+    html = client.get(DASHBOARD).content.decode()
+    assert 'id="panel-feedback"' in html
+    assert 'data-inbox-url="" data-conversation-url=""' in html
+    assert 'id="feedback-inbox-link"' not in html
+
+    analyst.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="conversations", codename__in=["view_messagefeedback", "view_conversation"]
+        )
+    )
+    html = client.get(DASHBOARD).content.decode()
+    assert (
+        'data-inbox-url="/admin/conversations/messagefeedback/" '
+        'data-conversation-url="/admin/conversations/conversation/0/change/"'
+    ) in html
+    assert 'href="/admin/conversations/messagefeedback/" id="feedback-inbox-link"' in html
+
+
+def test_the_rollout_section_points_at_each_plans_view_and_the_list_of_plans(staff_client):
+    html = staff_client.get(DASHBOARD).content.decode()
+    assert 'id="panel-rollouts"' in html
+    assert 'data-rollout-url="/analytics/rollouts/0/"' in html
+    assert 'href="/analytics/rollouts/" id="rollouts-all-link"' in html

@@ -23,7 +23,9 @@ from agents.models import AgentProfile
 from conversations.goal_records import goal_rows_create
 from conversations.models import Conversation, GoalRun, GoalStepRun, Message, RouteDecisionRecord, ToolCall
 from conversations.tests import goal_examples
+from conversations.tests.stored_turns import conversation_of, stored_turn
 from handoffs.models import KIND_BITS, Handoff
+from routing.models import RolloutPlan, RoutingVersion
 from tenants.models import Tenant
 from tests.browser_fixtures import screenshot_path
 from tests.factories import AgentProfileFactory
@@ -442,8 +444,6 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
 def test_staff_narrow_the_dashboard_to_one_cohort_and_one_routing_version(
     live_server, browser_page, staff_user, traffic
 ):
-    from routing.models import RoutingVersion
-
     for number in (1, 2):
         RoutingVersion.objects.create(profile=traffic.profile, number=number, document={})
     page, base = browser_page, live_server.url
@@ -575,4 +575,138 @@ def test_names_from_the_data_show_as_text_in_every_charts_tooltip(live_server, b
     assert "&lt;img src=x" in shown  # the name was shown, as text
     assert page.evaluate("window.__xss") is None
     assert page.locator("img[src=x]").count() == 0
+    assert page.errors == []
+
+
+# -- customers' ratings and each profile's rollouts ---------------------------------------------------------------
+
+
+def build_ratings_and_plans(traffic: Traffic) -> dict[str, Any]:
+    """Rated turns in tenant A (telecom_contas: a misroute rated down with a comment, a keyword answer rated up;
+    retail_orders: a fallback rated down) and B (one rated down); rollout plans of telecom_contas (one running at
+    50 %, one completed, four that ended before) and of retail_orders (one rolled back)."""
+    telecom = conversation_of(traffic.tenant_a, "telecom_contas", "rated-1")
+    retail = conversation_of(traffic.tenant_a, "retail_orders", "rated-2")
+    when = dt.datetime.combine(traffic.today - dt.timedelta(days=1), dt.time(9), tzinfo=dt.UTC)
+    misroute = stored_turn(
+        telecom,
+        "Fui atendido muito mal na loja, quero reclamar do vendedor",
+        answer="Sua fatura teve roaming internacional.",
+        method="examples",
+        version=2,
+        rating="down",
+        comment="Eu queria reclamar do vendedor!",
+        when=when,
+    )
+    stored_turn(telecom, "segunda via", version=2, rating="up", when=when)
+    stored_turn(
+        retail, "cancelar", intent="fallback", agent="general_agent", method="fallback", rating="down", when=when
+    )
+    stored_turn(conversation_of(traffic.tenant_b, "telecom_contas", "rated-3"), "cliente B", rating="down", when=when)
+
+    profiles = {name: AgentProfileFactory(agent_id=name) for name in ("telecom_contas", "retail_orders")}
+    versions = {
+        (name, number): RoutingVersion.objects.create(profile=profile, number=number, document={})
+        for name, profile in profiles.items()
+        for number in range(1, 8)
+    }
+    started = timezone.now() - dt.timedelta(hours=2)
+
+    def plan(name: str, profile: str, candidate: int, status: str, stage: int, ended: bool) -> RolloutPlan:
+        return RolloutPlan.objects.create(
+            name=name,
+            profile=profiles[profile],
+            candidate=versions[(profile, candidate)],
+            control=versions[(profile, candidate - 1)],
+            stages=[20, 50, 100],
+            status=status,
+            stage=stage,
+            started_at=started,
+            finished_at=started + dt.timedelta(hours=1) if ended else None,
+        )
+
+    ended_before = [plan(f"old plan {n}", "telecom_contas", n, "completed", 2, True) for n in range(2, 6)]
+    completed = plan("invoices wording", "telecom_contas", 6, "completed", 2, True)
+    running = plan("complaints to support", "telecom_contas", 7, "running", 1, False)
+    rolled_back = plan("retail fallback", "retail_orders", 3, "rolled_back", 0, True)
+    return {
+        "misroute": misroute,
+        "telecom_plans": [running, completed, *ended_before[::-1][:2]],
+        "retail_plans": [rolled_back],
+    }
+
+
+def test_staff_see_customers_ratings_and_each_profiles_rollouts_drawn_with_the_apis_numbers(
+    live_server, browser_page, staff_user, traffic
+):
+    built = build_ratings_and_plans(traffic)
+    page, base = browser_page, live_server.url
+    log_in(page, base, username="analyst", password="analyst-password")
+    wait_until_drawn(page, "days=30")
+
+    totals = api(page, base, "feedback", {"days": 30})["total"]
+    assert (
+        (figure(page, "feedback-rated"), figure(page, "feedback-down")) == (totals["rated"], totals["down"]) == (4, 3)
+    )
+    assert figure(page, "feedback-negative-rate") == totals["negative_rate_percentage"] == 75.0
+    timeline = api(page, base, "feedback/timeline", {"days": 30, "bucket": "day"})
+    assert rows(page, "table-feedback-timeline", "period", "down") == [
+        (row["period"], str(row["down"])) for row in timeline[::-1]
+    ]
+    stacks = chart_option(page, "chart-feedback")["series"]
+    assert [sum(series["data"][i][1] for series in stacks) for i in range(len(timeline))] == [
+        row["rated"] for row in timeline
+    ]
+    breakdown = api(page, base, "feedback/breakdown", {"days": 30})
+    assert rows(page, "table-feedback-intents", "intent", "down") == [
+        (row["intent"], str(row["down"])) for row in breakdown["intents"]
+    ]
+    assert rows(page, "table-feedback-profiles", "profile", "negative-rate-percentage") == [
+        (row["profile"], f"{row['negative_rate_percentage']:g}") for row in breakdown["profiles"]
+    ]
+    recent = api(page, base, "feedback/recent", {"days": 30, "limit": 10})
+    assert rows(page, "table-feedback-recent", "rating-id") == [(str(row["id"]),) for row in recent]
+    assert page.locator("#table-feedback-recent", has_text="Eu queria reclamar do vendedor!").count() == 1
+
+    plans = [
+        (
+            section,
+            tuple(row[0] for row in rows(page, f"rollouts-by-profile [data-profile='{section}'] table", "plan-id")),
+        )
+        for section in page.eval_on_selector_all(
+            "#rollouts-by-profile .analytics-rollout-profile", "blocks => blocks.map(b => b.dataset.profile)"
+        )
+    ]
+    assert plans == [
+        ("retail_orders", tuple(str(plan.pk) for plan in built["retail_plans"])),
+        ("telecom_contas", tuple(str(plan.pk) for plan in built["telecom_plans"])),
+    ]
+    running = page.locator(f"tr[data-plan-id='{built['telecom_plans'][0].pk}']")
+    assert "version 7 against version 6" in running.inner_text() and "stage 2 of 3" in running.inner_text()
+    assert "50 % of new conversations" in running.inner_text()
+    assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+    page.locator("#panel-feedback").screenshot(path=str(screenshot_path("analytics-dashboard-ratings.png")))
+    page.locator("#panel-rollouts").screenshot(path=str(screenshot_path("analytics-dashboard-rollouts.png")))
+
+    page.select_option("#filter-profile", "retail_orders")
+    wait_until_drawn(page, "days=30&profile=retail_orders")
+    assert page.eval_on_selector_all(
+        "#rollouts-by-profile .analytics-rollout-profile", "blocks => blocks.map(b => b.dataset.profile)"
+    ) == ["retail_orders"]
+    assert rows(page, "table-feedback-recent", "rating-id") == [
+        (str(row["id"]),)
+        for row in api(page, base, "feedback/recent", {"days": 30, "profile": "retail_orders", "limit": 10})
+    ]
+
+    page.select_option("#filter-profile", "")
+    wait_until_drawn(page, "days=30")
+    misroute = built["misroute"]
+    page.click(f"#table-feedback-recent tr[data-message-id='{misroute.answer.pk}'] a.analytics-rating-link")
+    page.wait_for_url(f"**/admin/conversations/conversation/{misroute.answer.conversation_id}/change/#answer-*")
+    assert page.locator(f"#answer-{misroute.answer.pk}").get_attribute("data-rating") == "down"
+    page.go_back()
+    wait_until_drawn(page, "days=30")
+    page.click("#feedback-inbox-link")
+    page.wait_for_url("**/admin/conversations/messagefeedback/")
+    assert page.locator("#result_list tbody tr").count() == 3  # the answers rated down, every tenant (a superuser)
     assert page.errors == []

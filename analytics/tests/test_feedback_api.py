@@ -1,14 +1,20 @@
-"""``GET /api/analytics/feedback``: feedback per cohort and per routing version, with the analytics' tenant scoping."""
+"""``GET /api/analytics/feedback``: feedback per cohort and per routing version, with the analytics' tenant scoping;
+``.../timeline``, ``.../breakdown`` and ``.../recent``: the dashboard's ratings panel (ratings over time, the share
+rated down per profile, intent and agent, the latest answers rated down)."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
+from django.utils import timezone
 
 from agents.models import AgentProfile
 from conversations.feedback import feedback_give
 from conversations.models import Message
+from conversations.tests.stored_turns import conversation_of, stored_turn
 from tests.factories import AgentProfileFactory, ConversationFactory
 
 pytestmark = pytest.mark.django_db
@@ -99,3 +105,187 @@ def test_a_user_without_the_analytics_permission_is_refused_and_bad_filters_are_
 def test_an_empty_window_answers_zeros(api, db):
     body = api.get(URL).json()
     assert body == {"total": row(None, None, 0, 0, 0, None), "cohorts": [], "versions": [], "pairs": []}
+
+
+# -- over time, per profile / intent / agent, the latest rated down ------------------------------------------------
+
+
+def days_ago(days: int, hour: int = 10) -> dt.datetime:
+    today = timezone.now().astimezone(dt.UTC).date()
+    return dt.datetime.combine(today - dt.timedelta(days=days), dt.time(hour), tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def rated_turns(tenant, outsider):
+    """tenant_a, telecom_contas: three days ago a keyword turn rated down and one rated up (v1, multi_agent); a day
+    ago (10:00, 11:00) a misroute by examples rated down with a comment and a support turn rated up (v2); today at
+    midnight an answer without a stored decision rated down. tenant_a, retail_orders: today at midnight a fallback
+    rated down. The outsider: one down a day ago."""
+    telecom = conversation_of(tenant, "telecom_contas", "t-1")
+    later = conversation_of(tenant, "telecom_contas", "t-2")
+    retail = conversation_of(tenant, "retail_orders", "r-1")
+    theirs = conversation_of(outsider, "telecom_contas", "o-1")
+    old = {"version": 1, "cohort": "multi_agent", "when": days_ago(3)}
+    stored_turn(telecom, "minha fatura", rating="down", comment="não explicou", **old)
+    stored_turn(telecom, "segunda via", rating="up", **old)
+    stored_turn(
+        later,
+        "fui mal atendido na loja",
+        answer="Sua fatura tem roaming.",
+        method="examples",
+        version=2,
+        rating="down",
+        comment="queria reclamar do vendedor",
+        when=days_ago(1),
+    )
+    stored_turn(
+        later,
+        "quero reclamar",
+        intent="support_request",
+        agent="support_agent",
+        version=2,
+        rating="up",
+        when=days_ago(1, 11),
+    )
+    stored_turn(
+        retail,
+        "cancelar pedido",
+        answer="Não entendi.",
+        intent="fallback",
+        agent="general_agent",
+        method="fallback",
+        version=2,
+        rating="down",
+        when=days_ago(0, 0),
+    )
+    stored_turn(theirs, "segredo do outro", rating="down", comment="segredo", when=days_ago(1))
+    # An answer with no customer message nor decision stored before it (today at midnight, after retail's).
+    alone = conversation_of(tenant, "telecom_contas", "t-3")
+    lone = Message.objects.create(conversation=alone, role="assistant", agent="billing_agent", content="Sem decisão")
+    Message.objects.filter(pk=lone.pk).update(created_at=days_ago(0, 0))
+    feedback_give(conversation=alone, message_id=lone.pk, rating="down")
+
+
+def test_the_timeline_counts_ratings_per_day_of_the_answer_every_day_listed(api, rated_turns):
+    response = api.get(f"{URL}/timeline", {"days": 4})
+
+    assert response.status_code == 200, response.content
+    days = [(row["period"][:10], row["rated"], row["up"], row["down"]) for row in response.json()]
+    assert days == [
+        (days_ago(3).date().isoformat(), 2, 1, 1),
+        (days_ago(2).date().isoformat(), 0, 0, 0),
+        (days_ago(1).date().isoformat(), 2, 1, 1),  # the outsider's rating is not the key's
+        (days_ago(0).date().isoformat(), 2, 0, 2),
+    ]
+    assert response.json()[0]["negative_rate_percentage"] == 50.0
+    assert response.json()[1]["negative_rate_percentage"] is None
+
+
+def test_the_timeline_by_the_hour_and_narrowed_to_a_version_or_a_cohort(api, rated_turns):
+    hours = api.get(f"{URL}/timeline", {"days": 2, "bucket": "hour"}).json()
+    assert len(hours) >= 24
+    busy = [(row["period"][:13], row["up"], row["down"]) for row in hours if row["rated"]]
+    yesterday, today = days_ago(1).date().isoformat(), days_ago(0).date().isoformat()
+    assert busy == [(f"{yesterday}T10", 0, 1), (f"{yesterday}T11", 1, 0), (f"{today}T00", 0, 2)]
+
+    version_one = api.get(f"{URL}/timeline", {"days": 4, "version": 1}).json()
+    assert sum(row["rated"] for row in version_one) == 2
+    multi = api.get(f"{URL}/timeline", {"days": 4, "cohort": "multi_agent"}).json()
+    assert sum(row["rated"] for row in multi) == 2
+    assert api.get(f"{URL}/timeline", {"bucket": "week"}).status_code == 400
+
+
+def test_the_breakdown_gives_the_share_rated_down_per_profile_intent_and_agent(api, rated_turns):
+    response = api.get(f"{URL}/breakdown", {"days": 7})
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["profiles"] == [
+        {"profile": "telecom_contas", "rated": 5, "up": 2, "down": 3, "negative_rate_percentage": 60.0},
+        {"profile": "retail_orders", "rated": 1, "up": 0, "down": 1, "negative_rate_percentage": 100.0},
+    ]
+    assert body["intents"] == [
+        {
+            "profile": "telecom_contas",
+            "intent": "billing_invoice_explanation",
+            "rated": 3,
+            "up": 1,
+            "down": 2,
+            "negative_rate_percentage": 66.67,
+        },
+        {
+            "profile": "retail_orders",
+            "intent": "fallback",
+            "rated": 1,
+            "up": 0,
+            "down": 1,
+            "negative_rate_percentage": 100.0,
+        },
+        {"profile": "telecom_contas", "intent": "", "rated": 1, "up": 0, "down": 1, "negative_rate_percentage": 100.0},
+        {
+            "profile": "telecom_contas",
+            "intent": "support_request",
+            "rated": 1,
+            "up": 1,
+            "down": 0,
+            "negative_rate_percentage": 0.0,
+        },
+    ]
+    agents = {(row["profile"], row["agent"]): (row["rated"], row["down"]) for row in body["agents"]}
+    assert agents == {
+        ("telecom_contas", "billing_agent"): (4, 3),
+        ("telecom_contas", "support_agent"): (1, 0),
+        ("retail_orders", "general_agent"): (1, 1),
+    }
+
+
+def test_the_breakdown_of_one_profile_and_of_an_empty_window(api, rated_turns):
+    retail = api.get(f"{URL}/breakdown", {"days": 7, "profile": "retail_orders"}).json()
+    assert [row["profile"] for row in retail["profiles"]] == ["retail_orders"]
+    assert [row["agent"] for row in retail["agents"]] == ["general_agent"]
+    empty = api.get(f"{URL}/breakdown", {"start": "2020-01-01", "end": "2020-01-02"}).json()
+    assert empty == {"profiles": [], "intents": [], "agents": []}
+
+
+def test_the_latest_rated_down_come_newest_first_with_comment_message_answer_and_route(api, rated_turns):
+    response = api.get(f"{URL}/recent", {"days": 7})
+
+    assert response.status_code == 200, response.content
+    rows = response.json()
+    assert [row["question"] for row in rows] == ["", "cancelar pedido", "fui mal atendido na loja", "minha fatura"]
+    assert (rows[0]["intent"], rows[0]["method"]) == ("", "")  # no decision stored for that answer
+    misroute = rows[2]
+    assert misroute["comment"] == "queria reclamar do vendedor"
+    assert misroute["answer"] == "Sua fatura tem roaming."
+    assert (misroute["intent"], misroute["agent"], misroute["method"]) == (
+        "billing_invoice_explanation",
+        "billing_agent",
+        "examples",
+    )
+    assert (misroute["profile"], misroute["tenant"], misroute["routing_version"]) == ("telecom_contas", "tenant_a", 2)
+    answer = Message.objects.get(content="Sua fatura tem roaming.")
+    assert (misroute["conversation_id"], misroute["message_id"]) == (answer.conversation_id, answer.pk)
+    assert all("segredo" not in str(row) for row in rows)
+
+
+def test_the_latest_rated_down_take_a_limit_and_the_filters(api, rated_turns):
+    assert len(api.get(f"{URL}/recent", {"days": 7, "limit": 2}).json()) == 2
+    assert api.get(f"{URL}/recent", {"limit": 0}).status_code == 400
+    version_one = api.get(f"{URL}/recent", {"days": 7, "version": 1}).json()
+    assert [row["question"] for row in version_one] == ["minha fatura"]
+
+
+def test_an_analyst_reads_every_tenants_ratings_or_one_and_a_key_only_its_own(api, rated_turns, django_user_model):
+    assert api.get(f"{URL}/recent", {"tenant": "outsider"}).status_code == 404
+    analyst = django_user_model.objects.create_user("ops", "ops@example.com", "ops-password", is_staff=True)
+    analyst.user_permissions.add(Permission.objects.get(codename="view_analytics"))
+    client = Client()
+    client.force_login(analyst)
+    everyone = client.get(f"{URL}/recent", {"days": 7}).json()
+    assert "segredo do outro" in [row["question"] for row in everyone]
+    outsider = client.get(f"{URL}/breakdown", {"days": 7, "tenant": "outsider"}).json()
+    assert outsider["profiles"] == [
+        {"profile": "telecom_contas", "rated": 1, "up": 0, "down": 1, "negative_rate_percentage": 100.0}
+    ]
+    for path in ("timeline", "breakdown", "recent"):
+        assert Client().get(f"{URL}/{path}").status_code == 401

@@ -13,6 +13,7 @@ from django.contrib.auth.models import Permission
 from conversations.models import Message, RouteDecisionRecord
 from routing.forms import expect_field
 from routing.models import RoutingTestCase
+from tenants.models import TenantGrant
 
 pytestmark = pytest.mark.django_db
 
@@ -40,10 +41,19 @@ def stored(api, telecom):
 
 
 @pytest.fixture
-def reader(editor):
-    """A routing editor who may also read the conversation store."""
+def reader(editor, tenant):
+    """A routing editor who may also read the conversation store, and tenant_a's conversations."""
     editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_routedecisionrecord", "view_message"]))
+    TenantGrant.objects.create(tenant=tenant, user=editor, read_conversations=True)
     return editor
+
+
+def auditor_of(django_user_model, tenant):
+    """Staff who may read tenant_a's route decisions and add no routing test."""
+    auditor = django_user_model.objects.create_user("auditor", is_staff=True)
+    auditor.user_permissions.add(Permission.objects.get(codename="view_routedecisionrecord"))
+    TenantGrant.objects.create(tenant=tenant, user=auditor, read_conversations=True)
+    return auditor
 
 
 def add_form_of(client, page: str):
@@ -98,15 +108,13 @@ def test_a_user_messages_page_has_the_link_too(client, reader, stored):
 
 
 def test_a_superuser_sees_the_link_and_a_reader_who_may_not_add_tests_does_not(
-    client, staff_user, django_user_model, stored
+    client, staff_user, django_user_model, tenant, stored
 ):
     url = f"/admin/conversations/routedecisionrecord/{stored.pk}/change/"
     client.force_login(staff_user)
     assert LINK in client.get(url).content.decode()
 
-    auditor = django_user_model.objects.create_user("auditor", is_staff=True)
-    auditor.user_permissions.add(Permission.objects.get(codename="view_routedecisionrecord"))
-    client.force_login(auditor)
+    client.force_login(auditor_of(django_user_model, tenant))
     page = client.get(url)
     assert page.status_code == 200 and LINK not in page.content.decode()
 
@@ -128,19 +136,16 @@ def test_the_action_saves_the_selected_decisions_as_cases_expecting_what_was_dec
     assert len({case.name for case in cases.values()}) == 2
 
 
-def test_the_action_is_not_offered_to_a_reader_who_may_not_add_tests(client, django_user_model, stored):
-    auditor = django_user_model.objects.create_user("auditor", is_staff=True)
-    auditor.user_permissions.add(Permission.objects.get(codename="view_routedecisionrecord"))
-    client.force_login(auditor)
+def test_the_action_is_not_offered_to_a_reader_who_may_not_add_tests(client, django_user_model, tenant, stored):
+    client.force_login(auditor_of(django_user_model, tenant))
 
     page = client.get("/admin/conversations/routedecisionrecord/").content.decode()
 
     assert "add_as_routing_test_cases" not in page
 
 
-def test_a_page_of_no_record_is_answered_as_the_admin_answers_it(client, reader, stored):
+def test_a_page_of_no_record_is_a_404_as_another_tenants_record_is(client, reader, stored):
     client.force_login(reader)
 
-    response = client.get("/admin/conversations/routedecisionrecord/not-a-number/change/")
-
-    assert response.status_code == 302  # to the admin's index, with "doesn't exist"
+    assert client.get("/admin/conversations/routedecisionrecord/not-a-number/change/").status_code == 404
+    assert client.get(f"/admin/conversations/routedecisionrecord/{stored.pk + 1000}/change/").status_code == 404

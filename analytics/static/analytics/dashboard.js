@@ -33,10 +33,17 @@
     recent: "handoffs/recent",
     goals: "goals",
     usage: "usage",
+    feedback: "feedback",
+    feedbackTimeline: "feedback/timeline",
+    feedbackBreakdown: "feedback/breakdown",
+    feedbackRecent: "feedback/recent",
+    rollouts: "rollouts",
   };
   var DEFAULT_DAYS = "30";
   var HOUR_BUCKET_MAX_DAYS = 2; // "automatic" draws hours for ranges this short, days otherwise
   var RECENT_LIMIT = 20;
+  var RATED_DOWN_LIMIT = 10;
+  var ENDED_PLANS_SHOWN = 3; // per profile, besides the plans running, paused or ready
   var EMPTY_HANDOFFS = "No handoffs in this period";
 
   var METHOD_LABELS = {
@@ -946,6 +953,215 @@
     );
   }
 
+  // --- customers' ratings -----------------------------------------------------------------------------
+
+  var EMPTY_RATINGS = "No answer of this period was rated";
+
+  function drawFeedback(data) {
+    var total = data.total || {};
+    setFigure("feedback-rated", total.rated, formatCount(total.rated));
+    setFigure("feedback-answers", total.answers, formatCount(total.answers));
+    var ratedShare = total.answers ? Math.round((10000 * total.rated) / total.answers) / 100 : null;
+    setFigure("feedback-rated-share", ratedShare, formatPercent(ratedShare));
+    setFigure("feedback-down", total.down, formatCount(total.down));
+    setFigure("feedback-negative-rate", total.negative_rate_percentage, formatPercent(total.negative_rate_percentage));
+  }
+
+  function drawFeedbackTimeline(rows, bucket) {
+    byId("feedback-unit").textContent =
+      bucket === "hour" ? "(answers rated up or down per hour, UTC)" : "(answers rated up or down per day, UTC)";
+    fillTable(
+      byId("table-feedback-timeline"),
+      null,
+      rows
+        .slice()
+        .reverse()
+        .map(function (row) {
+          return el("tr", { "data-period": row.period, "data-up": row.up, "data-down": row.down }, [
+            cell(formatPeriod(row.period, bucket)),
+            numCell(row.rated, formatCount(row.rated)),
+            numCell(row.up, formatCount(row.up)),
+            numCell(row.down, formatCount(row.down)),
+            numCell(row.negative_rate_percentage, formatPercent(row.negative_rate_percentage)),
+          ]);
+        }),
+      EMPTY_RATINGS,
+    );
+    var rated = rows.reduce(function (sum, row) {
+      return sum + (row.rated || 0);
+    }, 0);
+    if (!rated) {
+      chartShow("chart-feedback", null, EMPTY_RATINGS);
+      return;
+    }
+    chartShow("chart-feedback", {
+      textStyle: TEXT_STYLE,
+      tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+      legend: { top: 0 },
+      grid: { left: 48, right: 16, top: 36, bottom: 32 },
+      xAxis: { type: "time" },
+      yAxis: { type: "value", name: "answers", minInterval: 1 },
+      series: [
+        { key: "down", name: "Rated down", color: "#c62828" },
+        { key: "up", name: "Rated up", color: "#2e7d32" },
+      ].map(function (side) {
+        return {
+          name: side.name,
+          type: "bar",
+          stack: "ratings",
+          barMaxWidth: 28,
+          itemStyle: { color: side.color },
+          emphasis: { focus: "series" },
+          data: rows.map(function (row) {
+            return [row.period, row[side.key] || 0];
+          }),
+        };
+      }),
+    });
+  }
+
+  function shareColumns(key, qualify) {
+    return [
+      {
+        key: key,
+        format: function (value, record) {
+          var name = value === "" || value == null ? "(no route stored)" : String(value);
+          return qualify && key !== "profile" ? record.profile + " · " + name : name;
+        },
+      },
+      { key: "rated", numeric: true, format: formatCount },
+      { key: "down", numeric: true, format: formatCount },
+      { key: "negative_rate_percentage", numeric: true, format: formatPercent },
+    ];
+  }
+
+  function drawFeedbackBreakdown(data) {
+    var qualify = (data.profiles || []).length > 1; // intents and agents are named within their profile
+    recordsTable("table-feedback-profiles", data.profiles || [], shareColumns("profile", false), EMPTY_RATINGS);
+    recordsTable("table-feedback-intents", data.intents || [], shareColumns("intent", qualify), EMPTY_RATINGS);
+    recordsTable("table-feedback-agents", data.agents || [], shareColumns("agent", qualify), EMPTY_RATINGS);
+  }
+
+  function drawFeedbackRecent(rows) {
+    var panel = byId("panel-feedback");
+    var conversationUrl = panel.dataset.conversationUrl;
+    fillTable(
+      byId("table-feedback-recent"),
+      null,
+      rows.map(function (row) {
+        var when = formatWhen(row.answered_at);
+        var whenCell = conversationUrl
+          ? el("td", {}, [
+              el("a", {
+                href:
+                  conversationUrl.replace("/0/", "/" + encodeURIComponent(row.conversation_id) + "/") +
+                  "#answer-" +
+                  encodeURIComponent(row.message_id),
+                className: "analytics-rating-link",
+                title: "Open the conversation at this answer",
+                text: when,
+              }),
+            ])
+          : cell(when);
+        var route = row.intent
+          ? [row.intent, el("span", { className: "analytics-quiet", text: "→ " + (row.agent || "–") + " · " + (METHOD_LABELS[row.method] || humanise(row.method || "")) })]
+          : ["–", el("span", { className: "analytics-quiet", text: "answered by " + (row.agent || "–") })];
+        var version = row.routing_version ? "v" + row.routing_version : "draft";
+        return el(
+          "tr",
+          {
+            "data-rating-id": row.id,
+            "data-conversation-id": row.conversation_id,
+            "data-message-id": row.message_id,
+            "data-answered-at": row.answered_at,
+          },
+          [
+            whenCell,
+            el("td", {}, [row.profile, el("span", { className: "analytics-quiet", text: row.tenant + " · " + version })]),
+            cell(row.question || "–"),
+            cell(row.answer || "–"),
+            cell(row.comment || "(no comment)", { className: row.comment ? "" : "analytics-muted" }),
+            el("td", {}, route),
+          ],
+        );
+      }),
+      "No answer of this period was rated down",
+    );
+  }
+
+  // --- rollouts by profile ---------------------------------------------------------------------------
+
+  var ACTIVE_PLAN_STATUSES = ["running", "paused", "ready"];
+
+  function planRow(plan, rolloutUrl) {
+    var active = plan.status === "running" || plan.status === "paused";
+    return el("tr", { "data-plan-id": plan.id, "data-status": plan.status }, [
+      el("td", {}, [el("a", { href: rolloutUrl.replace("/0/", "/" + encodeURIComponent(plan.id) + "/"), text: plan.name })]),
+      cell(
+        plan.target === "version"
+          ? "version " + (plan.candidate == null ? "?" : plan.candidate) + " against version " + (plan.control == null ? "?" : plan.control)
+          : "the multi-agent mode",
+      ),
+      el("td", {}, [el("span", { className: "rollout-status rollout-status-" + plan.status, text: plan.status_label })]),
+      // Stages are counted from 1, as everywhere else; the API's own words for it when it gives them.
+      numCell(plan.stage + 1, plan.stage_label || "stage " + (plan.stage + 1) + " of " + plan.stages.length),
+      numCell(active ? plan.percentage : null, active ? plan.percentage + " % of new conversations" : "–"),
+      cell(formatWhen(plan.started_at)),
+      cell(formatWhen(plan.finished_at)),
+    ]);
+  }
+
+  function drawRollouts(plans, profile) {
+    var root = byId("rollouts-by-profile");
+    var rolloutUrl = byId("panel-rollouts").dataset.rolloutUrl;
+    var groups = {};
+    var order = [];
+    plans.forEach(function (plan) {
+      var name = plan.profile || "";
+      if (profile && name !== profile) {
+        return;
+      }
+      if (!groups[name]) {
+        groups[name] = { active: [], ended: [] };
+        order.push(name);
+      }
+      (ACTIVE_PLAN_STATUSES.indexOf(plan.status) >= 0 ? groups[name].active : groups[name].ended).push(plan);
+    });
+    order.sort(function (a, b) {
+      return (a === "") - (b === "") || a.localeCompare(b); // the plans of every profile (the multi-agent mode) last
+    });
+    if (!order.length) {
+      root.replaceChildren(
+        el("p", { className: "analytics-note", text: profile ? "No rollout plan for this profile yet." : "No rollout plan yet." }),
+      );
+      return;
+    }
+    root.replaceChildren.apply(
+      root,
+      order.map(function (name) {
+        var shown = groups[name].active.concat(groups[name].ended.slice(0, ENDED_PLANS_SHOWN)); // the API lists newest first
+        var table = el("table", { className: "analytics-rollout-table" }, [
+          el("thead", {}, [
+            el(
+              "tr",
+              {},
+              ["Plan", "Rolls out", "Status", "Stage", "Share now", "Started (UTC)", "Ended (UTC)"].map(function (label, index) {
+                return el("th", { scope: "col", className: index === 3 || index === 4 ? "num" : "", text: label });
+              }),
+            ),
+          ]),
+          el("tbody", {}, shown.map(function (plan) {
+            return planRow(plan, rolloutUrl);
+          })),
+        ]);
+        return el("div", { className: "analytics-rollout-profile", "data-profile": name }, [
+          el("h3", { text: name || "Every profile (the multi-agent mode)" }),
+          table,
+        ]);
+      }),
+    );
+  }
+
   // --- filters ------------------------------------------------------------------------------------------
 
   function filtersFromUrl() {
@@ -1083,6 +1299,8 @@
     timelineParams.set("bucket", bucket);
     var recentParams = new URLSearchParams(params);
     recentParams.set("limit", String(RECENT_LIMIT));
+    var ratedDownParams = new URLSearchParams(params);
+    ratedDownParams.set("limit", String(RATED_DOWN_LIMIT));
 
     root.dataset.state = "loading";
     root.setAttribute("aria-busy", "true");
@@ -1106,7 +1324,20 @@
       ["recent handoffs", ENDPOINTS.recent, recentParams, function (data) {
         drawRecent(data, root.dataset.conversationUrl);
       }],
+      ["ratings", ENDPOINTS.feedback, params, drawFeedback],
+      ["ratings over time", ENDPOINTS.feedbackTimeline, timelineParams, function (data) {
+        drawFeedbackTimeline(data, bucket);
+      }],
+      ["ratings per profile, intent and agent", ENDPOINTS.feedbackBreakdown, params, drawFeedbackBreakdown],
+      ["answers rated down", ENDPOINTS.feedbackRecent, ratedDownParams, drawFeedbackRecent],
     ];
+    // Rollout plans span tenants and periods: the section (shown to those who may read plans) follows the
+    // profile filter only.
+    if (byId("panel-rollouts")) {
+      sections.push(["rollouts", ENDPOINTS.rollouts, new URLSearchParams(), function (data) {
+        drawRollouts(data, filters.profile);
+      }]);
+    }
     var failures = [];
     return Promise.all(
       sections.map(function (section) {
