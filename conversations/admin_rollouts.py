@@ -5,6 +5,9 @@ The models are routing's (configuration); the commands run the guard (:mod:`conv
 reads the stored turns — so the admin lives here, in the engine, which may import both. Registered by
 ``conversations/admin.py``'s last import. A plan can be edited while it is ready; once started, only its webhook
 and name (what it rolls out, and how, are what its decisions were taken on).
+
+A plan of the ``multi_agent`` flag moves the flag, which belongs to operators: only who may change the flag
+(``routing.change_rolloutflag``) makes, changes or commands one; routing editors roll out versions.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from django.utils.html import format_html
 
 from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin
 from conversations.rollout_guard import RolloutStateError, plan_command, plan_start
-from routing.models import RolloutDecision, RolloutDecisionAction, RolloutPlan, RolloutPlanStatus
+from routing.models import RolloutDecision, RolloutDecisionAction, RolloutPlan, RolloutPlanStatus, RolloutPlanTarget
 
 COMMANDS = {
     "start": "Start",
@@ -50,6 +53,7 @@ SETTINGS = (
     "max_errors",
     "alpha",
 )
+FLAG_PERMISSION = "routing.change_rolloutflag"  # a multi_agent plan moves the flag
 
 
 class RolloutDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -84,6 +88,20 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
         if obj is not None and obj.status != RolloutPlanStatus.READY:
             fields += [name for name in SETTINGS if name not in fields]
         return fields
+
+    def has_change_permission(self, request: HttpRequest, obj: RolloutPlan | None = None) -> bool:
+        if (
+            obj is not None
+            and obj.target == RolloutPlanTarget.MULTI_AGENT
+            and not request.user.has_perm(FLAG_PERMISSION)
+        ):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def formfield_for_choice_field(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "target" and not request.user.has_perm(FLAG_PERMISSION):
+            kwargs["choices"] = [(RolloutPlanTarget.VERSION.value, RolloutPlanTarget.VERSION.label)]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: RolloutPlan, form: Any, change: bool) -> None:
         if not change and request.user.is_authenticated:
