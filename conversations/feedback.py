@@ -17,6 +17,7 @@ from django.db.models import Count, Q, QuerySet
 
 from common.errors import DomainError
 from conversations.models import Conversation, FeedbackRating, Message, MessageFeedback, MessageRole
+from tenants.selectors import TenantScope, tenant_scope_where
 
 ERROR_NOT_AN_ANSWER = "No answer with this id in this conversation: message_id must name one of its assistant messages."
 ERROR_INVALID_MESSAGE = "Invalid input: message_id."
@@ -133,7 +134,7 @@ def feedback_rates(
     start: dt.datetime,
     end: dt.datetime,
     profile_id: int | None = None,
-    tenant_id: int | None = None,
+    tenant_id: TenantScope = None,
     cohorts: Collection[str] | None = None,
     routing_versions: Collection[int | None] | None = None,
     by: Sequence[Grouping] = GROUPINGS,
@@ -143,8 +144,9 @@ def feedback_rates(
     (cohort, routing version, both — the default — or neither: one row for everything), sorted by those values.
 
     Feedback counts by when its answer was given, not when it was rated, so a window's figures are its answers'.
-    ``tenant_id`` / ``profile_id``: one tenant, one profile (``None``: all). ``cohorts`` / ``routing_versions``:
-    only those (``None`` in ``routing_versions`` is a draft's or a never-published profile's answers).
+    ``tenant_id``: one tenant, some (a set of ids) or all (``None``); ``profile_id``: one profile (``None``: all).
+    ``cohorts`` / ``routing_versions``: only those (``None`` in ``routing_versions`` is a draft's or a
+    never-published profile's answers).
     ``answers=False`` skips counting the answers (``answers`` is then 0): the ratings alone read the feedback
     table's own index, which is what a guard evaluated every minute wants. Two queries at most.
     """
@@ -154,8 +156,7 @@ def feedback_rates(
     rated = MessageFeedback.objects.filter(
         _in("cohort", cohorts), _in("routing_version", routing_versions), answered_at__gte=start, answered_at__lt=end
     )
-    if tenant_id is not None:
-        rated = rated.filter(tenant_id=tenant_id)
+    rated = rated.filter(**tenant_scope_where("tenant_id", tenant_id))
     if profile_id is not None:
         rated = rated.filter(profile_id=profile_id)
     up, down = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)
@@ -170,8 +171,7 @@ def feedback_rates(
             created_at__gte=start,
             created_at__lt=end,
         )
-        if tenant_id is not None:
-            given = given.filter(conversation__tenant_id=tenant_id)
+        given = given.filter(**tenant_scope_where("conversation__tenant_id", tenant_id))
         if profile_id is not None:
             given = given.filter(conversation__profile_id=profile_id)
         for row in _grouped(given, fields, answers=Count("pk")):
