@@ -100,7 +100,7 @@ def can_view_all_tenants(user: Any) -> bool:
     return user.has_perm(ANALYTICS_PERMISSION)
 
 
-def analytics_tenant_scope(user: Any) -> TenantScope:
+def analytics_tenant_scope(user: Any) -> frozenset[int] | None:
     """The tenants whose analytics the logged-in ``user`` reads: ``None`` — every tenant — with
     ``analytics.view_analytics`` or the right to read every tenant's conversations; otherwise, for staff, the tenants
     whose conversations a grant lets them read (``TenantGrant.read_conversations``); an empty set for anyone else

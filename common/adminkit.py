@@ -49,6 +49,18 @@ class RelatedLinksMixin(_AdminBase):
         return super().render_change_form(request, context, *args, **kwargs)  # type: ignore[misc]  # a ModelAdmin's
 
 
+def _foreign_key(model: type[models.Model], name: Any) -> models.ForeignKey[Any, Any] | None:
+    """The foreign key (or one-to-one field) ``name`` of ``model``; ``None`` for anything else (a method, an
+    admin's column, another field)."""
+    if not isinstance(name, str):
+        return None
+    with contextlib.suppress(FieldDoesNotExist):
+        field = model._meta.get_field(name)
+        if isinstance(field, models.ForeignKey):  # a OneToOneField is one too
+            return field
+    return None
+
+
 def _unlinked(field: models.Field[Any, Any], empty: str) -> Callable[[Any], str]:
     """A read-only column showing the related object of ``field`` by its name, with no link."""
 
@@ -76,19 +88,15 @@ def related_links_permitted(request: HttpRequest, site: admin.AdminSite, context
         return allowed[model]
 
     def swapped(model: type[models.Model], names: Sequence[Any], read_only: Collection[Any], empty: str) -> list[Any]:
-        result = []
+        result: list[Any] = []
         for name in names:
             if isinstance(name, (list, tuple)):
                 result.append(tuple(swapped(model, name, read_only, empty)))
                 continue
-            field = None
-            if isinstance(name, str) and name in read_only:
-                with contextlib.suppress(FieldDoesNotExist):  # a method or an admin's column
-                    field = model._meta.get_field(name)
-            related = field is not None and (field.many_to_one or field.one_to_one) and field.related_model
-            if related and isinstance(related, type) and not may_open(related):
+            field = _foreign_key(model, name) if name in read_only else None
+            if field is not None and not may_open(field.related_model):
                 if field not in columns:
-                    columns[field] = _unlinked(field, empty)  # type: ignore[arg-type]
+                    columns[field] = _unlinked(field, empty)
                 result.append(columns[field])
             else:
                 result.append(name)
@@ -154,7 +162,7 @@ class ReadOnlyInlineMixin(ReadOnlyAdminMixin, ListingInlineMixin):
     """A :class:`ListingInlineMixin` whose rows may not be changed or deleted through the admin either."""
 
 
-class EndpointSecretsAdminMixin(RelatedLinksMixin):
+class EndpointSecretsAdminMixin(RelatedLinksMixin, _ModelAdminBase):
     """Addresses whose credentials are write-only: the ``endpoint_fields`` (an MCP server's endpoint, a model's or
     a backend's base URL, a webhook URL) are shown masked in the list, the form and a read-only page
     (:func:`common.endpoints.endpoint_mask`); a form posted back with the masked address keeps the stored

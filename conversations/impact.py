@@ -62,9 +62,8 @@ def _replayed(agent_id: str, since: Any, limit: int | None, tenant_ids: Collecti
     )
     if tenant_ids is not None:
         conversations = conversations.filter(tenant_id__in=tenant_ids)
-    conversations = conversations.values("pk")
     rows = (
-        RouteDecisionRecord.objects.filter(conversation__in=conversations)
+        RouteDecisionRecord.objects.filter(conversation__in=conversations.values("pk"))
         .order_by("conversation_id", "created_at", "id")
         .values_list(
             "conversation_id",
