@@ -1,8 +1,10 @@
 """The analytics API: ``GET /api/analytics/...``, JSON, read-only.
 
 Who reads what: an API key reads its own tenant (``tenant=`` naming another one is a 404, as for an unknown
-slug); a logged-in user with ``analytics.view_analytics`` reads every tenant, or one with ``tenant=``; other
-users get 403, anonymous requests 401. Views parse the filters (:mod:`analytics.filters`) and call one selector.
+slug); a logged-in user with ``analytics.view_analytics`` reads every tenant, or one with ``tenant=``; staff whose
+tenant grants let them read some tenants' conversations read those tenants (all of them together, or one with
+``tenant=``; another is a 404); other users get 403, anonymous requests 401. Views parse the filters
+(:mod:`analytics.filters`) and call one selector.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from analytics.filters import (
     MAX_RECENT_LIMIT,
     AnalyticsFilters,
     analytics_filters_parse,
+    analytics_may_read,
     bucket_parse,
-    can_view_all_tenants,
     limit_parse,
 )
 from chat.usage_apis import USAGE_DESCRIPTION, USAGE_FIELDS
@@ -45,12 +47,13 @@ def _or_empty(schema: dict) -> dict:
 
 
 class CanViewAnalytics(permissions.BasePermission):
-    """An API key (its own tenant only), or a user with ``analytics.view_analytics``."""
+    """An API key (its own tenant only), or a user who may read some tenant's analytics
+    (:func:`analytics.filters.analytics_tenant_scope`)."""
 
     message = ERROR_ANALYTICS_FORBIDDEN
 
     def has_permission(self, request, view) -> bool:
-        return isinstance(request.user, ApiClient) or can_view_all_tenants(request.user)
+        return isinstance(request.user, ApiClient) or analytics_may_read(request.user)
 
 
 FILTER_PARAMETERS = [
@@ -106,8 +109,9 @@ FILTER_PARAMETERS = [
         "tenant",
         OpenApiTypes.STR,
         description=(
-            "A tenant's slug. Users with analytics.view_analytics: that tenant only (default: every tenant). "
-            "API keys: their own tenant only; any other slug is a 404."
+            "A tenant's slug. Users with analytics.view_analytics: that tenant only (default: every tenant). Staff "
+            "granted the reading of some tenants' conversations: one of those (default: all of them together); "
+            "another slug is a 404. API keys: their own tenant only; any other slug is a 404."
         ),
     ),
 ]

@@ -21,7 +21,8 @@ from common.errors import DomainError, NotFound
 from common.text import whole_number
 from handoffs.models import HandoffKind
 from tenants.auth import ApiClient
-from tenants.models import Tenant
+from tenants.models import Tenant, TenantRight
+from tenants.selectors import TenantScope, tenant_ids_with_right
 
 ANALYTICS_PERMISSION = "analytics.view_analytics"
 
@@ -50,7 +51,10 @@ ERROR_TENANT_NOT_FOUND = "No tenant with this slug."
 ERROR_BUCKET = "bucket must be day or hour."
 ERROR_HOUR_BUCKET_RANGE = f"bucket=hour covers at most {MAX_HOUR_BUCKET_DAYS} days; narrow the range."
 ERROR_LIMIT = f"limit must be a whole number from 1 to {MAX_RECENT_LIMIT}."
-ERROR_ANALYTICS_FORBIDDEN = "Reading the analytics needs the permission analytics.view_analytics."
+ERROR_ANALYTICS_FORBIDDEN = (
+    "Reading the analytics needs the permission analytics.view_analytics (every tenant), or the right to read a "
+    "tenant's conversations (a tenant grant with read_conversations, staff only): that tenant's analytics."
+)
 
 
 class AnalyticsForbidden(DomainError):
@@ -60,14 +64,15 @@ class AnalyticsForbidden(DomainError):
 
 @dataclass(frozen=True)
 class AnalyticsFilters:
-    """What the analytics count: ``[start, end)`` (aware UTC datetimes), one tenant or all (``tenant_id`` None),
+    """What the analytics count: ``[start, end)`` (aware UTC datetimes), one tenant, the tenants a user is granted
+    (a set of ids) or all (``tenant_id`` None),
     one profile or all, the turns of one rollout cohort (multi_agent, single_agent, ``"none"``) or all, those
     served by one routing version (its number, or ``"draft"``) or all, and the handoff kinds asked for
     (``None``: each selector's default)."""
 
     start: dt.datetime
     end: dt.datetime
-    tenant_id: int | None
+    tenant_id: TenantScope
     profile_id: int | None = None
     kinds: tuple[str, ...] | None = None
     cohort: str | None = None
@@ -93,6 +98,24 @@ def can_view_all_tenants(user: Any) -> bool:
     if user is None or isinstance(user, ApiClient) or not user.is_authenticated:
         return False
     return user.has_perm(ANALYTICS_PERMISSION)
+
+
+def analytics_tenant_scope(user: Any) -> frozenset[int] | None:
+    """The tenants whose analytics the logged-in ``user`` reads: ``None`` — every tenant — with
+    ``analytics.view_analytics`` or the right to read every tenant's conversations; otherwise, for staff, the tenants
+    whose conversations a grant lets them read (``TenantGrant.read_conversations``); an empty set for anyone else
+    (an API key reads its own tenant: :func:`analytics_filters_parse`)."""
+    if can_view_all_tenants(user):
+        return None
+    if user is None or isinstance(user, ApiClient) or not getattr(user, "is_staff", False):
+        return frozenset()
+    granted = tenant_ids_with_right(user=user, right=TenantRight.READ)
+    return None if granted is None else frozenset(granted)
+
+
+def analytics_may_read(user: Any) -> bool:
+    """Whether the logged-in ``user`` reads the analytics of at least one tenant."""
+    return analytics_tenant_scope(user) != frozenset()
 
 
 def _param(params: Mapping[str, Any], name: str) -> str:
@@ -190,10 +213,11 @@ def _version(params: Mapping[str, Any], errors: dict[str, list[str]]) -> int | s
     return number
 
 
-def _tenant_id(params: Mapping[str, Any], user: Any) -> int | None:
-    """The tenant the request reads: the key's own, or (with the permission) the named one or all.
+def _tenant_id(params: Mapping[str, Any], user: Any) -> TenantScope:
+    """The tenants the request reads: the key's own; or, for a user, the named one or every one they may read
+    (:func:`analytics_tenant_scope`).
 
-    Another tenant's slug reads exactly like an unknown one (404): a key learns nothing about other tenants.
+    A tenant the caller may not read answers exactly like an unknown one (404): nobody learns about other tenants.
     """
     slug = _param(params, "tenant")
     not_found = NotFound(ERROR_TENANT_NOT_FOUND, fields={"tenant": [ERROR_TENANT_NOT_FOUND]})
@@ -201,12 +225,13 @@ def _tenant_id(params: Mapping[str, Any], user: Any) -> int | None:
         if slug and slug != user.tenant.slug:
             raise not_found
         return user.tenant.pk
-    if not can_view_all_tenants(user):
+    readable = analytics_tenant_scope(user)
+    if readable == frozenset():
         raise AnalyticsForbidden(ERROR_ANALYTICS_FORBIDDEN)
     if not slug:
-        return None
+        return readable
     tenant_id = Tenant.objects.filter(slug=slug).values_list("pk", flat=True).first()
-    if tenant_id is None:
+    if tenant_id is None or (readable is not None and tenant_id not in readable):
         raise not_found
     return tenant_id
 
@@ -219,7 +244,7 @@ def analytics_filters_parse(
     (agent_id), ``cohort`` (multi_agent, single_agent or none), ``version`` (a number or draft), ``kind``
     (repeated or comma-separated; only when ``kinds_allowed``) and ``tenant`` (slug).
 
-    Raises :class:`AnalyticsForbidden` (403) for a user without ``analytics.view_analytics``,
+    Raises :class:`AnalyticsForbidden` (403) for a user who may read no tenant's analytics,
     :class:`~common.errors.NotFound` naming ``tenant`` for a tenant the user may not read or that does not
     exist, and :class:`~common.errors.DomainError` (400) naming every bad field at once.
     """

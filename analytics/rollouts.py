@@ -29,7 +29,7 @@ from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analytics.filters import ANALYTICS_PERMISSION, can_view_all_tenants, whole_number_between
+from analytics.filters import ANALYTICS_PERMISSION, analytics_may_read, can_view_all_tenants, whole_number_between
 from common.errors import DomainError, NotFound, error_responses
 from conversations.rollout_guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.models import RolloutDecision, RolloutPlan
@@ -39,6 +39,8 @@ from routing.rollout_words import actor_words, limit_words, plan_stage_words
 DEFAULT_SLICES = 12
 MAX_SLICES = 48
 COHORTS = (CANDIDATE, CONTROL)
+PLANS_PERMISSION = "routing.view_rolloutplan"
+PLANS_CHANGE_PERMISSION = "routing.change_rolloutplan"  # the admin lets who may change a plan view it too
 ERROR_ROLLOUTS_FORBIDDEN = (
     "Rollout plans are configuration across tenants: reading them needs a staff session with the permission "
     "analytics.view_analytics or routing.view_rolloutplan (an API key may not)."
@@ -48,9 +50,11 @@ ERROR_SLICES = f"A whole number of slices from 1 to {MAX_SLICES} (default {DEFAU
 
 
 def can_view_rollouts(user: Any) -> bool:
-    """Staff with ``analytics.view_analytics`` or who may view rollout plans (superusers have both); never an API
-    key."""
-    return (can_view_all_tenants(user) and bool(getattr(user, "is_staff", False))) or may_view_plans(user)
+    """Staff who may read rollout plans (:func:`routing.rollout_plans.may_view_plans`, or change them in the admin)
+    or every tenant's analytics (superusers have all); never an API key."""
+    if not (getattr(user, "is_staff", False) and getattr(user, "is_active", False)):
+        return False
+    return can_view_all_tenants(user) or may_view_plans(user) or user.has_perm(PLANS_CHANGE_PERMISSION)
 
 
 # -- reads ---------------------------------------------------------------------------------------------------
@@ -321,7 +325,10 @@ class RolloutPlansApi(APIView):
 
     @extend_schema(
         summary="Rollout plans, newest first: what each rolls out, its status, stage and share of new conversations",
-        description="Staff with analytics.view_analytics only: a plan spans tenants, so an API key gets 403.",
+        description=(
+            "Staff with routing.view_rolloutplan or analytics.view_analytics only: a plan spans tenants, so an API "
+            "key gets 403."
+        ),
         responses={
             200: inline_serializer("RolloutPlanSummary", PLAN_FIELDS, many=True),
             **error_responses(401, 403, 429, 503),
@@ -342,7 +349,7 @@ class RolloutPlanApi(APIView):
             "conversations and turns (the samples), errors, each guard metric's `values` (rates as fractions, the "
             "judge's mean score, p95 latency in ms; null without a sample) and `samples` (the count each value is "
             "of). `stages`: when each stage began and its percentage. `decisions`: newest first, with the samples "
-            "and verdicts the guard recorded. Staff with analytics.view_analytics only."
+            "and verdicts the guard recorded. Staff with routing.view_rolloutplan or analytics.view_analytics only."
         ),
         parameters=[
             OpenApiParameter(
@@ -374,7 +381,15 @@ class RolloutPageMixin(PermissionRequiredMixin):
         return can_view_rollouts(self.request.user)  # type: ignore[attr-defined]
 
     def page_context(self, title: str) -> dict[str, Any]:
-        return {**admin.site.each_context(self.request), "title": title, "is_nav_sidebar_enabled": False}  # type: ignore[attr-defined]
+        request = self.request  # type: ignore[attr-defined]
+        return {
+            **admin.site.each_context(request),
+            "title": title,
+            "is_nav_sidebar_enabled": False,
+            # The breadcrumbs link the dashboard, and the view the plan's admin page, only for who may open them.
+            "may_read_analytics": analytics_may_read(request.user),
+            "may_open_plans": any(request.user.has_perm(name) for name in (PLANS_PERMISSION, PLANS_CHANGE_PERMISSION)),
+        }
 
 
 def _shown(iso: str | None) -> str:

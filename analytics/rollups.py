@@ -33,6 +33,7 @@ from analytics.models import (
 )
 from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
+from tenants.selectors import TenantScope, tenant_scope_where
 
 DAY = dt.timedelta(days=1)
 # The ``version`` slice that reads rows served by no published version (a draft, or a profile never published):
@@ -250,10 +251,9 @@ def window_open(start: dt.datetime, end: dt.datetime) -> Window:
 # -- reading --------------------------------------------------------------------------------------------------
 
 
-def _scoped(rows: QuerySet, fact: Fact | None, *, tenant_id: int | None, profile_id: int | None) -> QuerySet:
+def _scoped(rows: QuerySet, fact: Fact | None, *, tenant_id: TenantScope, profile_id: int | None) -> QuerySet:
     tenant, profile = ("tenant_id", "profile_id") if fact is None else (fact.tenant, fact.profile)
-    if tenant_id is not None:
-        rows = rows.filter(**{tenant: tenant_id})
+    rows = rows.filter(**tenant_scope_where(tenant, tenant_id))
     if profile_id is not None:
         rows = rows.filter(**{profile: profile_id})
     return rows
@@ -291,7 +291,7 @@ def fact_rows(
     window: Window,
     *,
     by: Sequence[str],
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None,
     where: Mapping[str, Any] | None = None,
     cohort: str | None = None,

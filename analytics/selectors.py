@@ -3,7 +3,8 @@
 Every selector takes the same keyword-only filters and returns plain dicts and lists (JSON-ready):
 
 * ``start``, ``end`` — aware datetimes, ``start <= created_at < end`` (see :mod:`analytics.filters`);
-* ``tenant_id`` — one tenant, or ``None`` for every tenant (the caller decides who may ask for that);
+* ``tenant_id`` — one tenant's id, a set of tenants' ids (those a user is granted), or ``None`` for every tenant
+  (:data:`tenants.selectors.TenantScope`; the caller decides who may ask for which);
 * ``profile_id`` — one agent profile, or ``None`` for all;
 * ``kinds`` (handoff selectors only) — the handoff kinds to count, or ``None`` for the selector's default.
 
@@ -41,6 +42,7 @@ from analytics.rollups import (
 )
 from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
+from tenants.selectors import TenantScope, tenant_scope_where
 
 # What counts as a handoff: an agent-to-agent move that happened. Returns end a delegation (they are the
 # delegation endpoint's) and a supervisor's fan-out runs specialists in parallel, handing nothing over;
@@ -71,7 +73,7 @@ def _handoffs(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -79,8 +81,7 @@ def _handoffs(
     rows = Handoff.objects.filter(
         created_at__gte=start, created_at__lt=end, **slice_where(cohort=cohort, version=version)
     )
-    if tenant_id is not None:
-        rows = rows.filter(tenant_id=tenant_id)
+    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
     return rows.order_by()  # no model ordering: it would join the GROUP BY
@@ -89,13 +90,13 @@ def _handoffs(
 class _Scope(TypedDict):
     """The scope keywords of :func:`analytics.rollups.fact_rows`."""
 
-    tenant_id: int | None
+    tenant_id: TenantScope
     profile_id: int | None
     cohort: str | None
     version: int | str | None
 
 
-def _scope(tenant_id: int | None, profile_id: int | None, cohort: str | None, version: int | str | None) -> _Scope:
+def _scope(tenant_id: TenantScope, profile_id: int | None, cohort: str | None, version: int | str | None) -> _Scope:
     return {"tenant_id": tenant_id, "profile_id": profile_id, "cohort": cohort, "version": version}
 
 
@@ -131,7 +132,7 @@ def handoff_summary(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -194,7 +195,7 @@ def handoff_timeline(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -247,7 +248,7 @@ def handoff_stops(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -305,7 +306,7 @@ def delegation_outcomes(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -347,7 +348,7 @@ def handoff_list_recent(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -385,7 +386,7 @@ def agent_utilisation(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -422,7 +423,7 @@ def route_method_mix(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -448,7 +449,7 @@ def tool_call_stats(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -525,7 +526,7 @@ def cohort_comparison(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -597,14 +598,13 @@ def _goal_rows(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None,
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> QuerySet:
     rows = model.objects.filter(created_at__gte=start, created_at__lt=end)
-    if tenant_id is not None:
-        rows = rows.filter(tenant_id=tenant_id)
+    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
     # A run is sliced by its answer's turn, a step by its run's answer.
@@ -672,7 +672,7 @@ def goal_summary(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -701,7 +701,7 @@ def goal_breakdown(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -719,7 +719,7 @@ def capability_stats(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -775,7 +775,7 @@ def goal_analytics(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,

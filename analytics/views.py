@@ -17,30 +17,36 @@ from django.urls import reverse
 from django.views.generic import TemplateView
 
 from agents.models import AgentProfile
+from analytics.filters import ANALYTICS_PERMISSION, analytics_tenant_scope
 from analytics.rollouts import can_view_rollouts
 from routing.models import RoutingVersion
 from tenants.models import Tenant
 
-PERMISSION = "analytics.view_analytics"
+PERMISSION = ANALYTICS_PERMISSION
 DAY_PRESETS = (7, 30, 90)
 DEFAULT_DAYS = 30
 
 
 class DashboardView(PermissionRequiredMixin, TemplateView):
-    """Staff with ``analytics.view_analytics`` (superusers have it) see every tenant's analytics.
+    """Staff with ``analytics.view_analytics`` (superusers have it) see every tenant's analytics; staff whose tenant
+    grants let them read some tenants' conversations see those tenants' (:func:`analytics_tenant_scope`).
 
-    Anonymous visitors are sent to the admin login (``LOGIN_URL``); a logged-in user without the permission, or
-    who is not staff (such as a member of "Routing editors"), gets 403.
+    Anonymous visitors are sent to the admin login (``LOGIN_URL``); a logged-in user who may read no tenant, or
+    who is not staff, gets 403.
     """
 
     template_name = "analytics/dashboard.html"
     permission_required = PERMISSION
 
     def has_permission(self) -> bool:
-        return self.request.user.is_staff and super().has_permission()
+        return self.request.user.is_staff and analytics_tenant_scope(self.request.user) != frozenset()
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         request: HttpRequest = self.request
+        readable = analytics_tenant_scope(request.user)
+        tenants = Tenant.objects.order_by("slug")
+        if readable is not None:
+            tenants = tenants.filter(pk__in=readable)
         return {
             **super().get_context_data(**kwargs),
             **admin.site.each_context(request),
@@ -51,8 +57,10 @@ class DashboardView(PermissionRequiredMixin, TemplateView):
             "day_presets": DAY_PRESETS,
             "default_days": DEFAULT_DAYS,
             "profiles": list(AgentProfile.objects.order_by("agent_id").values_list("agent_id", "name")),
-            # The permission opens every tenant's analytics, so whoever sees the page may pick one.
-            "tenants": list(Tenant.objects.order_by("slug").values_list("slug", "name")),
+            # The tenants the user may read, and only those: every one, or those a grant names.
+            "tenants": list(tenants.values_list("slug", "name")),
+            "every_tenant": readable is None,
+            "may_view_rollouts": can_view_rollouts(request.user),
             # Published version numbers (per profile: v2 of one profile is not v2 of another), newest first.
             "versions": list(RoutingVersion.objects.order_by("-number").values_list("number", flat=True).distinct()),
             **panel_links(request),

@@ -4,16 +4,20 @@ Two kinds of read-only page recur: records the chat API writes (conversations,
 messages, handoffs), which nobody writes through the admin, and related rows
 listed on a parent's page, which are edited — if at all — on their own page.
 And addresses that may carry credentials are shown masked and written only
-(:class:`EndpointSecretsAdminMixin`).
+(:class:`EndpointSecretsAdminMixin`). Every one of these mixins (and the field
+history's, ``common.history_admin``) brings :class:`RelatedLinksMixin`: a page
+links a related object only for users who may open it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.contrib import admin
-from django.contrib.admin.utils import flatten
+from django.contrib.admin.utils import flatten, flatten_fieldsets
+from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -34,7 +38,90 @@ else:
     _AdminBase = _InlineBase = _ModelAdminBase = object
 
 
-class ReadOnlyAdminMixin(_AdminBase):
+class RelatedLinksMixin(_AdminBase):
+    """A read-only foreign key links its object's page only for users who may open that page (view or change it);
+    others read the object's name. Django links it whatever the user may open — a link to a 403 for a routing
+    editor reading a conversation's tenant, say. The page's own fields and its inlines' rows alike, swapped when
+    the page is rendered, after every override decided what is read-only."""
+
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        related_links_permitted(request, self.admin_site, context)
+        return super().render_change_form(request, context, *args, **kwargs)  # type: ignore[misc]  # a ModelAdmin's
+
+
+def _foreign_key(model: type[models.Model], name: Any) -> models.ForeignKey[Any, Any] | None:
+    """The foreign key (or one-to-one field) ``name`` of ``model``; ``None`` for anything else (a method, an
+    admin's column, another field)."""
+    if not isinstance(name, str):
+        return None
+    with contextlib.suppress(FieldDoesNotExist):
+        field = model._meta.get_field(name)
+        if isinstance(field, models.ForeignKey):  # a OneToOneField is one too
+            return field
+    return None
+
+
+def _unlinked(field: models.Field[Any, Any], empty: str) -> Callable[[Any], str]:
+    """A read-only column showing the related object of ``field`` by its name, with no link."""
+
+    @admin.display(description=str(field.verbose_name))
+    def column(obj: Any) -> str:
+        value = getattr(obj, field.name, None)
+        return empty if value is None else str(value)
+
+    column.__name__ = field.name  # its CSS class and help text are the field's
+    return column
+
+
+def related_links_permitted(request: HttpRequest, site: admin.AdminSite, context: dict[str, Any]) -> None:
+    """In a change page's ``context``, swap every read-only foreign key (or one-to-one) whose object's admin the
+    request's user may not open for a column naming the object: the page's form and each inline's rows."""
+    allowed: dict[type[models.Model], bool] = {}
+    columns: dict[models.Field[Any, Any], Callable[[Any], str]] = {}  # one per field: read-only names are compared
+
+    def may_open(model: type[models.Model]) -> bool:
+        if model not in allowed:
+            # Not registered: Django shows the name already (it finds no page to link).
+            allowed[model] = not site.is_registered(model) or site.get_model_admin(model).has_view_or_change_permission(
+                request
+            )
+        return allowed[model]
+
+    def swapped(model: type[models.Model], names: Sequence[Any], read_only: Collection[Any], empty: str) -> list[Any]:
+        result: list[Any] = []
+        for name in names:
+            if isinstance(name, (list, tuple)):
+                result.append(tuple(swapped(model, name, read_only, empty)))
+                continue
+            field = _foreign_key(model, name) if name in read_only else None
+            if field is not None and not may_open(field.related_model):
+                if field not in columns:
+                    columns[field] = _unlinked(field, empty)
+                result.append(columns[field])
+            else:
+                result.append(name)
+        return result
+
+    def redo(page: Any, model: type[models.Model], read_only: Collection[Any], empty: str) -> None:
+        page.readonly_fields = swapped(model, list(page.readonly_fields), read_only, empty)
+        page.fieldsets = [
+            (title, {**options, "fields": swapped(model, options["fields"], read_only, empty)})
+            for title, options in page.fieldsets
+        ]
+
+    form = context.get("adminform")
+    if form is not None:
+        redo(form, form.form._meta.model, set(form.readonly_fields), form.model_admin.get_empty_value_display())
+    for inline in context.get("inline_admin_formsets") or ():
+        read_only = set(inline.readonly_fields)
+        if not inline.has_change_permission:  # every field of a row the user may only view is read-only
+            read_only |= set(flatten_fieldsets(inline.fieldsets))
+        parent = getattr(inline.formset, "fk", None)  # a row's link to the page's own object is not shown
+        read_only.discard(parent.name if parent is not None else None)
+        redo(inline, inline.opts.model, read_only, inline.opts.get_empty_value_display())
+
+
+class ReadOnlyAdminMixin(RelatedLinksMixin):
     """Viewable but never written through the admin: for a ``ModelAdmin`` or an inline.
 
     Nobody — superusers included — may add, change or delete; view permission
@@ -75,7 +162,7 @@ class ReadOnlyInlineMixin(ReadOnlyAdminMixin, ListingInlineMixin):
     """A :class:`ListingInlineMixin` whose rows may not be changed or deleted through the admin either."""
 
 
-class EndpointSecretsAdminMixin(_ModelAdminBase):
+class EndpointSecretsAdminMixin(RelatedLinksMixin, _ModelAdminBase):
     """Addresses whose credentials are write-only: the ``endpoint_fields`` (an MCP server's endpoint, a model's or
     a backend's base URL, a webhook URL) are shown masked in the list, the form and a read-only page
     (:func:`common.endpoints.endpoint_mask`); a form posted back with the masked address keeps the stored

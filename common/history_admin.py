@@ -25,6 +25,7 @@ from django.utils.formats import localize
 from django.utils.text import capfirst
 from django.utils.timezone import localtime
 
+from common.adminkit import RelatedLinksMixin
 from common.history_words import changes_html, changes_summary
 
 if TYPE_CHECKING:
@@ -63,10 +64,10 @@ def _names(fk: str, pk: str) -> Q:
     return Q(**{f"changes__{fk}__0": pk}) | Q(**{f"changes__{fk}__1": pk})
 
 
-class FieldHistoryAdminMixin(_ModelAdminBase):
+class FieldHistoryAdminMixin(RelatedLinksMixin, _ModelAdminBase):
     """The object's "History" page lists its recorded changes — who (or "system"), when, each field old → new, a
     relation's added and removed rows — and those of the rows its inlines edit, each named. Anyone who may view the
-    object may read it."""
+    object may read it. (Its pages link related objects only for those who may open them: RelatedLinksMixin.)"""
 
     def history_children(self) -> list[tuple[type[models.Model], str]]:
         children = []
@@ -111,7 +112,10 @@ class FieldHistoryAdminMixin(_ModelAdminBase):
 
 class RoutingChangeAdmin(LogEntryAdmin):
     """Every recorded change, filterable by model, user, action and date. Nobody — superusers included — adds,
-    changes or deletes an entry: view permission decides who reads them."""
+    changes or deletes an entry: view permission decides who reads them.
+
+    An entry's object and its author link their admin pages only for users who may open them (a routing editor
+    reads an MCP server's changes, but may not open the server): :meth:`links_permitted`."""
 
     list_filter = [ResourceTypeFilter, ("actor", admin.RelatedOnlyFieldListFilter), "action", "timestamp"]
     actions = None
@@ -130,3 +134,51 @@ class RoutingChangeAdmin(LogEntryAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def _may_open(self, request: HttpRequest, model: type[models.Model] | None) -> bool:
+        if model is None or not self.admin_site.is_registered(model):
+            return True  # no page to link: the name is shown
+        return self.admin_site.get_model_admin(model).has_view_or_change_permission(request)
+
+    def links_permitted(self, request: HttpRequest, names: Sequence[Any]) -> list[Any]:
+        """``names`` (columns or fields) with the object's and the author's links swapped for their names where the
+        request's user may not open their pages."""
+        permitted = {
+            "resource_url": lambda entry: self._may_open(request, entry.content_type.model_class()),
+            "user_url": lambda entry: self._may_open(request, type(entry.actor)),
+        }
+        shown: list[Any] = []
+        for name in names:
+            if isinstance(name, (list, tuple)):
+                shown.append(tuple(self.links_permitted(request, name)))
+            elif isinstance(name, str) and name in permitted:
+                shown.append(self._column(name, permitted[name]))
+            else:
+                shown.append(name)
+        return shown
+
+    def _column(self, name: str, may_open: Any) -> Any:
+        linked = getattr(self, name)
+
+        @admin.display(description=linked.short_description)
+        def column(entry: LogEntry) -> str:
+            if may_open(entry):
+                return linked(entry)
+            if name == "user_url":
+                return str(entry.actor) if entry.actor else "system"
+            return f"{entry.content_type} - {entry.object_repr}"
+
+        column.__name__ = name
+        return column
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        return self.links_permitted(request, super().get_list_display(request))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[Any]:
+        return self.links_permitted(request, super().get_readonly_fields(request, obj))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> list[Any]:
+        return [
+            (title, {**options, "fields": self.links_permitted(request, options["fields"])})
+            for title, options in super().get_fieldsets(request, obj)
+        ]

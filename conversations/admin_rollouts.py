@@ -18,6 +18,9 @@ in the engine, which may import both. Registered by ``conversations/admin.py``'s
 
 A plan can be edited while it is ready; once started, only its webhook and name (what it rolls out, and how, are
 what its decisions were taken on).
+
+A plan of the ``multi_agent`` flag moves the flag, which belongs to operators: only who may change the flag
+(``routing.change_rolloutflag``) makes, changes or commands one; routing editors roll out versions.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ SETTINGS = (
 SHOWN_WHEN_STARTED = {"stages": "stages_shown", "guards": "guards_shown"}
 ERROR_FROM_DRAFT_PROFILE = "Make the candidate from the draft: choose the profile whose draft it is."
 ERROR_FROM_DRAFT_TWICE = "Make the candidate from the draft, or choose a candidate: not both."
+FLAG_PERMISSION = "routing.change_rolloutflag"  # a multi_agent plan moves the flag
 
 
 def _actor(request: HttpRequest) -> str:
@@ -289,6 +293,20 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
         if obj is not None and obj.status != RolloutPlanStatus.READY:
             fields += [name for name in SETTINGS if name not in fields and name not in SHOWN_WHEN_STARTED]
         return fields
+
+    def has_change_permission(self, request: HttpRequest, obj: RolloutPlan | None = None) -> bool:
+        if (
+            obj is not None
+            and obj.target == RolloutPlanTarget.MULTI_AGENT
+            and not request.user.has_perm(FLAG_PERMISSION)
+        ):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def formfield_for_choice_field(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "target" and not request.user.has_perm(FLAG_PERMISSION):
+            kwargs["choices"] = [(RolloutPlanTarget.VERSION.value, RolloutPlanTarget.VERSION.label)]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: RolloutPlan, form: Any, change: bool) -> None:
         if not change and request.user.is_authenticated:

@@ -24,6 +24,7 @@ from conversations.models import (
     MessageRole,
     RouteDecisionRecord,
 )
+from tenants.selectors import TenantScope, tenant_scope_where
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -143,7 +144,7 @@ def feedback_rates(
     start: dt.datetime,
     end: dt.datetime,
     profile_id: int | None = None,
-    tenant_id: int | None = None,
+    tenant_id: TenantScope = None,
     cohorts: Collection[str] | None = None,
     routing_versions: Collection[int | None] | None = None,
     by: Sequence[Grouping] = GROUPINGS,
@@ -153,8 +154,9 @@ def feedback_rates(
     (cohort, routing version, both — the default — or neither: one row for everything), sorted by those values.
 
     Feedback counts by when its answer was given, not when it was rated, so a window's figures are its answers'.
-    ``tenant_id`` / ``profile_id``: one tenant, one profile (``None``: all). ``cohorts`` / ``routing_versions``:
-    only those (``None`` in ``routing_versions`` is a draft's or a never-published profile's answers).
+    ``tenant_id``: one tenant, some (a set of ids) or all (``None``); ``profile_id``: one profile (``None``: all).
+    ``cohorts`` / ``routing_versions``: only those (``None`` in ``routing_versions`` is a draft's or a
+    never-published profile's answers).
     ``answers=False`` skips counting the answers (``answers`` is then 0): the ratings alone read the feedback
     table's own index, which is what a guard evaluated every minute wants. Two queries at most.
     """
@@ -164,8 +166,7 @@ def feedback_rates(
     rated = MessageFeedback.objects.filter(
         _in("cohort", cohorts), _in("routing_version", routing_versions), answered_at__gte=start, answered_at__lt=end
     )
-    if tenant_id is not None:
-        rated = rated.filter(tenant_id=tenant_id)
+    rated = rated.filter(**tenant_scope_where("tenant_id", tenant_id))
     if profile_id is not None:
         rated = rated.filter(profile_id=profile_id)
     up, down = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)
@@ -180,8 +181,7 @@ def feedback_rates(
             created_at__gte=start,
             created_at__lt=end,
         )
-        if tenant_id is not None:
-            given = given.filter(conversation__tenant_id=tenant_id)
+        given = given.filter(**tenant_scope_where("conversation__tenant_id", tenant_id))
         if profile_id is not None:
             given = given.filter(conversation__profile_id=profile_id)
         for row in _grouped(given, fields, answers=Count("pk")):

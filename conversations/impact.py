@@ -13,7 +13,7 @@ Both sides get the same input, so what differs is what the draft changes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -51,16 +51,19 @@ class ImpactGroup:
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _replayed(agent_id: str, since: Any, limit: int | None) -> Iterator[Replayed]:
-    """The profile's routed user messages since ``since``, in conversation order, with their arrival state.
+def _replayed(agent_id: str, since: Any, limit: int | None, tenant_ids: Collection[int] | None) -> Iterator[Replayed]:
+    """The profile's routed user messages since ``since`` (of ``tenant_ids``' conversations only, when given), in
+    conversation order, with their arrival state.
 
     One query, streamed in chunks: every decision of the conversations that had a user message in the window (the
     earlier ones only carry the state in)."""
     conversations = Conversation.objects.filter(
         profile__agent_id=agent_id, messages__role="user", messages__created_at__gte=since
-    ).values("pk")
+    )
+    if tenant_ids is not None:
+        conversations = conversations.filter(tenant_id__in=tenant_ids)
     rows = (
-        RouteDecisionRecord.objects.filter(conversation__in=conversations)
+        RouteDecisionRecord.objects.filter(conversation__in=conversations.values("pk"))
         .order_by("conversation_id", "created_at", "id")
         .values_list(
             "conversation_id",
@@ -135,8 +138,16 @@ def _chunks(items: Iterator[Replayed], size: int) -> Iterator[list[Replayed]]:
         yield chunk
 
 
-def impact_preview(*, agent_id: str, days: int = 7, limit: int | None = None, samples: int = 5) -> dict[str, Any]:
-    """Replay the profile's user messages of the last ``days`` days against its live version and its draft.
+def impact_preview(
+    *,
+    agent_id: str,
+    days: int = 7,
+    limit: int | None = None,
+    samples: int = 5,
+    tenant_ids: Collection[int] | None = None,
+) -> dict[str, Any]:
+    """Replay the profile's user messages of the last ``days`` days against its live version and its draft: the
+    messages of the tenants ``tenant_ids`` only (those the reader may read), of every tenant when ``None``.
 
     Returns ``{"agent_id", "days", "since", "messages", "changed", "share_changed", "same_spec", "groups"}``;
     each group ``{"old_intent", "new_intent", "old_agent", "new_agent", "count", "samples"}`` (a sample:
@@ -155,7 +166,7 @@ def impact_preview(*, agent_id: str, days: int = 7, limit: int | None = None, sa
     groups: dict[Moved, ImpactGroup] = {}
     loop = asyncio.new_event_loop()
     try:
-        for chunk in _chunks(_replayed(agent_id, since, limit), CHUNK):
+        for chunk in _chunks(_replayed(agent_id, since, limit, tenant_ids), CHUNK):
             total += len(chunk)
             for item, moved in loop.run_until_complete(_compare(live, draft, chunk)):
                 changed += 1

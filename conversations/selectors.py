@@ -12,6 +12,7 @@ from django.db.models.functions import TruncDate
 from agents.models import AgentProfile, ModelPrice
 from conversations.models import Conversation, Message, MessageRole
 from tenants.models import Tenant
+from tenants.selectors import TenantScope, tenant_scope_where
 
 MILLION = Decimal(1_000_000)
 
@@ -74,7 +75,7 @@ def conversation_goal_state(*, conversation_key: str) -> dict[str, Any] | None:
 
 
 def answers_usage_by_day(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *, start: dt.datetime, end: dt.datetime, tenant_id: TenantScope, profile_id: int | None = None
 ) -> QuerySet[Any, Any]:
     """Answers a model wrote in ``[start, end)`` whose turn called that model only, grouped by tenant, profile, UTC
     day and model: a values query of ``{tenant_id, profile_id, day, model, answers, prompt_tokens,
@@ -95,7 +96,7 @@ def answers_usage_by_day(
 
 
 def usage_by_day(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *, start: dt.datetime, end: dt.datetime, tenant_id: TenantScope, profile_id: int | None = None
 ) -> list[dict[str, Any]]:
     """Tokens per tenant, profile, UTC day and model, each call's under the model that made it
     (``{tenant_id, profile_id, day, model, answers, prompt_tokens, completion_tokens}``, unordered; ``answers``:
@@ -130,21 +131,20 @@ def usage_by_day(
 
 
 def _answers_in(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None
+    *, start: dt.datetime, end: dt.datetime, tenant_id: TenantScope, profile_id: int | None
 ) -> QuerySet[Message, Message]:
     """Answers a model wrote in ``[start, end)``, of one tenant and profile when given."""
     rows = Message.objects.filter(role=MessageRole.ASSISTANT, created_at__gte=start, created_at__lt=end).exclude(
         llm_model=""
     )
-    if tenant_id is not None:
-        rows = rows.filter(conversation__tenant_id=tenant_id)
+    rows = rows.filter(**tenant_scope_where("conversation__tenant_id", tenant_id))
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
     return rows
 
 
 def usage_report(
-    *, start: dt.datetime, end: dt.datetime, tenant_id: int | None, profile_id: int | None = None
+    *, start: dt.datetime, end: dt.datetime, tenant_id: TenantScope, profile_id: int | None = None
 ) -> dict[str, Any]:
     """Tokens and their cost per tenant, profile, day and model (:func:`usage_by_day`: each call's tokens under the
     model that made it), with the totals.

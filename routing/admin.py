@@ -470,7 +470,7 @@ class CapabilityAdmin(SyncedAdmin):
 
 
 # -- rollout flags -----------------------------------------------------------------
-# Staff only: the "Routing editors" group has no permission on these models, so they see none of it. Every
+# Operators change flags; the "Routing editors" group only reads them and their history (view permissions). Every
 # write goes through the rollout services, which record the history.
 
 HISTORY_SHOWN = 50

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 from django.db.models import Q, QuerySet
 
 from tenants.models import Tenant, TenantGrant, TenantRight
+
+# Whose rows a read covers: one tenant's id, the ids of some tenants (those a user is granted), or None: every tenant.
+TenantScope: TypeAlias = int | frozenset[int] | None
+
+
+def tenant_scope_where(path: str, scope: TenantScope) -> dict[str, Any]:
+    """Filter keywords keeping the rows of ``scope`` whose tenant id is at ``path`` (e.g. ``conversation__tenant_id``):
+    ``{path: id}``, ``{path + "__in": ids}``, or nothing for every tenant."""
+    if scope is None:
+        return {}
+    if isinstance(scope, int):
+        return {path: scope}
+    return {f"{path}__in": scope}
 
 
 def tenant_get_active(*, slug: str) -> Tenant | None:

@@ -5,6 +5,7 @@
 * ``outsider`` / ``outsider_key`` — another tenant that must see nothing of ``tenant``;
 * ``staff_user`` — a superuser analyst; ``editor`` — a member of "Routing editors"; ``approver`` — a member of
   "Release approvers" (approves others' publishes and rollout starts);
+* ``tenant_analyst`` — a member of "Analysts" who may read ``tenant``'s conversations only;
 * ``telecom`` — a small profile in the demo's shape, built with factories.
 """
 
@@ -111,47 +112,68 @@ def staff_user(django_user_model):
     return django_user_model.objects.create_superuser("analyst", "analyst@example.com", "analyst-password")
 
 
-@pytest.fixture
-def editor(django_user_model):
-    """A member of "Routing editors". A transactional test's flush empties the tables only data migrations fill,
-    the group among them, so the group is rebuilt from its migrations when it is gone."""
+# The apps whose migrations may make a group or give it permissions, lowest layer first.
+GROUP_MIGRATION_APPS = ("tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics")
+
+
+def group_from_migrations(name: str):
+    """The group ``name`` as its data migrations leave it. A transactional test's flush empties the tables only data
+    migrations fill, the groups among them, so the group is rebuilt from its migrations when it is gone: every
+    migration module of the project's apps whose ``GROUP_NAME`` is ``name`` grants its ``PERMISSIONS`` and takes
+    back its ``REVOKED``."""
     import importlib
+    import importlib.util
     import pkgutil
 
     from django.contrib.auth.models import Group, Permission
 
-    import routing.migrations
-
-    # Every routing migration that grants the group permissions (GROUP_NAME, PERMISSIONS) or takes some back
-    # (REVOKED), in their order.
-    migrations = [
-        module
-        for module in (
-            importlib.import_module(f"routing.migrations.{info.name}")
-            for info in sorted(pkgutil.iter_modules(routing.migrations.__path__), key=lambda info: info.name)
-        )
-        if getattr(module, "GROUP_NAME", None) == "Routing editors" and hasattr(module, "PERMISSIONS")
-    ]
-    group, created = Group.objects.get_or_create(name=migrations[0].GROUP_NAME)
+    modules = []
+    for app in GROUP_MIGRATION_APPS:
+        if importlib.util.find_spec(f"{app}.migrations") is None:
+            continue
+        package = importlib.import_module(f"{app}.migrations")
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
+            module = importlib.import_module(f"{app}.migrations.{info.name}")
+            if getattr(module, "GROUP_NAME", None) == name and hasattr(module, "PERMISSIONS"):
+                modules.append(module)
+    assert modules, f"no migration makes the group {name!r}"
+    group, created = Group.objects.get_or_create(name=name)
     if created:
         granted = {
             (app, model, action)
-            for migration in migrations
-            for (app, model), actions in migration.PERMISSIONS.items()
+            for module in modules
+            for (app, model), actions in module.PERMISSIONS.items()
             for action in actions
         }
         revoked = {
             (app, model, action)
-            for migration in migrations
-            for (app, model), actions in getattr(migration, "REVOKED", {}).items()
+            for module in modules
+            for (app, model), actions in getattr(module, "REVOKED", {}).items()
             for action in actions
         }
         group.permissions.set(
             Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
             for app, model, action in sorted(granted - revoked)
         )
+    return group
+
+
+@pytest.fixture
+def editor(django_user_model):
+    """A member of "Routing editors" (staff), with no tenant granted."""
     user = django_user_model.objects.create_user("editor", "editor@example.com", "editor-password", is_staff=True)
-    user.groups.add(group)
+    user.groups.add(group_from_migrations("Routing editors"))
+    return user
+
+
+@pytest.fixture
+def tenant_analyst(django_user_model, tenant):
+    """A member of "Analysts" (staff) granted the reading of ``tenant``'s conversations, and nothing of another."""
+    from tenants.models import TenantGrant
+
+    user = django_user_model.objects.create_user("reader", "reader@example.com", "reader-password", is_staff=True)
+    user.groups.add(group_from_migrations("Analysts"))
+    TenantGrant.objects.create(tenant=tenant, user=user, read_conversations=True)
     return user
 
 

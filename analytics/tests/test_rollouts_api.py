@@ -136,15 +136,15 @@ def test_slices_out_of_range_is_a_400_naming_slices(staff_api, ready_plan, slice
 
 
 @pytest.mark.parametrize("path", ["rollouts", "rollouts/{id}"])
-def test_an_api_key_a_staff_user_without_the_rights_and_anonymous_visitors_may_not_read_plans(
+def test_an_api_key_staff_without_the_rights_and_anonymous_visitors_may_not_read_plans(
     api, django_user_model, ready_plan, path
 ):
     url = "/api/analytics/" + path.format(id=ready_plan.pk)
-    staff = django_user_model.objects.create_user("support", password="x", is_staff=True)
-    staff_api = APIClient()
-    staff_api.force_login(staff)
+    clerk = django_user_model.objects.create_user("clerk", password="x", is_staff=True)
+    clerk_api = APIClient()
+    clerk_api.force_login(clerk)
 
-    for client in (api, staff_api):
+    for client in (api, clerk_api):
         response = client.get(url)
         assert response.status_code == 403
         assert response.json()["error"] == {
@@ -155,6 +155,14 @@ def test_an_api_key_a_staff_user_without_the_rights_and_anonymous_visitors_may_n
     anonymous = APIClient().get(url)
     assert anonymous.status_code == 401
     assert anonymous.json()["error"]["message"] == ERROR_NOT_AUTHENTICATED
+
+
+@pytest.mark.parametrize("path", ["rollouts", "rollouts/{id}"])
+def test_a_routing_editor_reads_the_plans_it_may_view_in_the_admin(editor, ready_plan, path):
+    editor_api = APIClient()
+    editor_api.force_login(editor)
+
+    assert editor_api.get("/api/analytics/" + path.format(id=ready_plan.pk)).status_code == 200
 
 
 def test_a_user_with_the_permission_who_is_not_staff_may_not_read_plans(django_user_model, ready_plan):
@@ -168,16 +176,19 @@ def test_a_user_with_the_permission_who_is_not_staff_may_not_read_plans(django_u
     assert client.get("/api/analytics/rollouts").status_code == 403
 
 
-def test_the_pages_send_anonymous_visitors_to_the_login_refuse_staff_without_the_rights_and_open_for_editors(
-    client, editor, staff_user, django_user_model, ready_plan
+def test_the_pages_send_anonymous_visitors_to_the_login_and_open_for_editors(
+    client, django_user_model, editor, staff_user, ready_plan
 ):
     for url in ("/analytics/rollouts/", f"/analytics/rollouts/{ready_plan.pk}/"):
         assert "/admin/login/" in client.get(url)["Location"]
-    client.force_login(django_user_model.objects.create_user("support", password="x", is_staff=True))
+    client.force_login(django_user_model.objects.create_user("clerk", password="x", is_staff=True))
     assert client.get("/analytics/rollouts/").status_code == 403
-    client.force_login(editor)  # a routing editor rolls their changes out: they watch them here
-    assert client.get("/analytics/rollouts/").status_code == 200
-    assert client.get(f"/analytics/rollouts/{ready_plan.pk}/").status_code == 200
+    client.force_login(editor)
+    for url in ("/analytics/rollouts/", f"/analytics/rollouts/{ready_plan.pk}/"):
+        assert client.get(url).status_code == 200, url
+    page = client.get(f"/analytics/rollouts/{ready_plan.pk}/").content.decode()
+    assert 'href="/analytics/"' not in page  # the dashboard, which the editor may not read, is not linked
+    assert 'id="rollout-admin-link"' in page
     client.force_login(staff_user)
     listed = client.get("/analytics/rollouts/")
     assert listed.status_code == 200

@@ -193,8 +193,45 @@ def test_other_rights_do_not_act_as_the_tenant(granted, tenants, telecom):
 
 
 @pytest.mark.django_db
-def test_an_editor_gets_403_on_the_chat_page(editor, tenants):
-    assert as_user(editor).get("/chat/").status_code == 403
+def test_the_chat_page_tells_an_editor_without_the_right_what_is_missing_in_words(editor, tenants):
+    response = as_user(editor).get("/chat/")
+
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "You may not chat as any tenant yet" in page and "Act for tenant" in page
+    assert 'id="chat-setup"' not in page
+    assert "admin/base_site.html" in [template.name for template in response.templates]
+
+
+@pytest.mark.django_db
+def test_the_chat_link_is_not_shown_to_an_editor_without_the_right(editor, tenants):
+    client = as_user(editor)
+    for page in (client.get("/admin/").content.decode(), client.get("/admin/routing/intent/").content.decode()):
+        assert 'href="/chat/"' not in page
+
+
+@pytest.mark.django_db
+def test_the_chat_link_is_shown_to_who_may_act_for_a_tenant_and_opens_the_page(granted, tenants):
+    client = as_user(granted(TenantRight.ACT))
+    index = client.get("/admin/").content.decode()
+
+    assert 'id="chat-link"' in index and 'id="chat-module"' in index
+    assert client.get("/chat/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_tenant_named_by_the_link_is_picked_and_one_not_granted_is_named_in_words(granted, tenants, telecom):
+    client = as_user(granted(TenantRight.ACT))
+
+    picked = client.get("/chat/", {"tenant": "tenant_b", "profile": "telecom_contas"})
+    refused = client.get("/chat/", {"tenant": "tenant_a"})
+
+    assert picked.status_code == 200
+    assert '<option value="tenant_b" data-drafts="false" selected>' in picked.content.decode()
+    assert '<option value="telecom_contas" data-mode="router" selected>' in picked.content.decode()
+    assert refused.status_code == 200
+    assert "You may not chat as the tenant tenant_a" in refused.content.decode()
+    assert refused.context["tenants"] == [("tenant_b", tenants[1].name)]
 
 
 @pytest.mark.django_db

@@ -153,3 +153,62 @@ def test_staff_without_the_rights_are_refused(client, django_user_model, traffic
     user = django_user_model.objects.get(pk=user.pk)
     client.force_login(user)
     assert client.get(PAGE, {"profile": "telecom_contas"}).status_code == 200
+
+
+# -- whose messages: the tenants the user may read --------------------------------------------------------------
+
+
+@pytest.fixture
+def two_tenants_traffic(traffic, outsider_api):
+    """``traffic``'s four messages of ``tenant_a``, and two of ``outsider`` the draft moves too."""
+    say(outsider_api, "meu modem queimou", "b-1")
+    say(outsider_api, "o modem não conecta", "b-2")
+    return traffic
+
+
+def test_the_preview_replays_only_the_tenants_it_is_given(two_tenants_traffic, tenant, outsider):
+    everyone = impact_preview(agent_id="telecom_contas")
+    only_a = impact_preview(agent_id="telecom_contas", tenant_ids={tenant.pk})
+    nobody = impact_preview(agent_id="telecom_contas", tenant_ids=set())
+
+    assert (everyone["messages"], everyone["changed"]) == (6, 4)
+    assert (only_a["messages"], only_a["changed"]) == (4, 2)
+    assert all(sample["conversation_key"].startswith("tenant_a:") for sample in only_a["groups"][0]["samples"])
+    assert (nobody["messages"], nobody["changed"]) == (0, 0)
+
+
+def test_an_editor_opens_the_impact_preview_from_the_profile_page_and_sees_only_the_tenants_granted(
+    editor_client, editor, two_tenants_traffic, tenant
+):
+    from tenants.models import TenantGrant
+
+    TenantGrant.objects.create(tenant=tenant, user=editor, read_conversations=True)
+    profile_page = editor_client.get(f"/admin/agents/agentprofile/{two_tenants_traffic.pk}/change/").content.decode()
+    link = f'href="{PAGE}?profile=telecom_contas"'
+    assert link in profile_page
+
+    response = editor_client.get(PAGE, {"profile": "telecom_contas"})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert re.search(r"<strong>2</strong> of <strong>4</strong> message", page)
+    assert "outsider:" not in page
+
+
+def test_an_editor_who_may_read_no_tenant_is_told_why_the_preview_is_empty(editor_client, two_tenants_traffic):
+    response = editor_client.get(PAGE, {"profile": "telecom_contas"})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'id="impact-no-tenant"' in page and "so there is nothing to replay" in page
+    assert 'id="impact-totals"' not in page
+
+
+def test_the_preview_is_not_linked_for_staff_who_may_not_open_it(client, tenant_analyst, two_tenants_traffic):
+    client.force_login(tenant_analyst)
+
+    conversations = client.get("/admin/conversations/conversation/")
+
+    assert conversations.status_code == 200
+    assert 'id="impact-preview-link"' not in conversations.content.decode()
+    assert client.get(PAGE, {"profile": "telecom_contas"}).status_code == 403

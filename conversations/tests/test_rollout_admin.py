@@ -149,3 +149,92 @@ def test_every_admin_page_announces_a_plan_that_rolled_itself_back_today(admin_c
     page = admin_client.get(reverse("admin:index")).content.decode()
 
     assert "rollout-banner" in page and "bad invoices" in page and "rolled itself back" in page
+
+
+def test_a_routing_editor_adds_a_plan_and_starts_it(editor_client, editor, candidate):
+    add = reverse("admin:routing_rolloutplan_add")
+    data = form_data(editor_client.get(add))
+    data.update(name="zz for editors", target="version", profile=candidate.profile.pk, candidate=candidate.pk)
+
+    added = editor_client.post(add, data)
+
+    assert added.status_code == 302, error_messages(added)
+    plan = RolloutPlan.objects.get()
+    assert plan.created_by == editor
+    page = editor_client.get(reverse("admin:routing_rolloutplan_change", args=[plan.pk])).content.decode()
+    assert command_url(plan, "start") in page
+    started = editor_client.post(command_url(plan, "start"), follow=True)
+    assert started.status_code == 200
+    plan.refresh_from_db()
+    assert plan.status == RolloutPlanStatus.RUNNING
+    decisions = editor_client.get(reverse("admin:routing_rolloutdecision_changelist"))
+    assert decisions.status_code == 200 and "admin: editor" in decisions.content.decode()
+
+
+def test_a_routing_editor_may_not_delete_a_plan(editor_client, candidate):
+    plan = RolloutPlan.objects.create(name="p", profile=candidate.profile, candidate=candidate)
+
+    assert editor_client.get(reverse("admin:routing_rolloutplan_delete", args=[plan.pk])).status_code == 403
+    assert RolloutPlan.objects.filter(pk=plan.pk).exists()
+
+
+def test_the_rollback_banner_shows_to_the_routing_editors_and_opens_the_plan(editor_client, candidate):
+    plan = RolloutPlan.objects.create(
+        name="bad invoices",
+        profile=candidate.profile,
+        candidate=candidate,
+        status=RolloutPlanStatus.ROLLED_BACK,
+        finished_at=timezone.now(),
+    )
+
+    page = editor_client.get(reverse("admin:index")).content.decode()
+
+    assert "rollout-banner" in page and "bad invoices" in page
+    plan_url = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    assert f'href="{plan_url}"' in page
+    assert editor_client.get(plan_url).status_code == 200
+
+
+def test_the_rollback_banner_names_the_plan_without_a_link_for_who_may_publish_but_not_open_plans(client, candidate):
+    RolloutPlan.objects.create(
+        name="bad invoices",
+        profile=candidate.profile,
+        candidate=candidate,
+        status=RolloutPlanStatus.ROLLED_BACK,
+        finished_at=timezone.now(),
+    )
+    publisher = User.objects.create_user("publisher", password="pw", is_staff=True)
+    publisher.user_permissions.add(Permission.objects.get(codename="add_routingversion"))
+    client.force_login(publisher)
+
+    page = client.get(reverse("admin:index")).content.decode()
+
+    assert "bad invoices" in page and "rolloutplan" not in page
+
+
+def test_the_rollback_banner_is_not_shown_to_staff_who_neither_edit_nor_release(client, candidate):
+    RolloutPlan.objects.create(
+        name="bad invoices",
+        profile=candidate.profile,
+        candidate=candidate,
+        status=RolloutPlanStatus.ROLLED_BACK,
+        finished_at=timezone.now(),
+    )
+    clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
+    clerk.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    client.force_login(clerk)
+
+    assert "bad invoices" not in client.get(reverse("admin:index")).content.decode()
+
+
+def test_a_routing_editor_rolls_out_versions_but_not_the_multi_agent_flag(editor_client, candidate):
+    add_page = editor_client.get(reverse("admin:routing_rolloutplan_add")).content.decode()
+    flag_plan = RolloutPlan.objects.create(name="multi", target="multi_agent", profile=candidate.profile)
+
+    page = editor_client.get(reverse("admin:routing_rolloutplan_change", args=[flag_plan.pk]))
+
+    assert 'value="version"' in add_page and 'value="multi_agent"' not in add_page
+    assert page.status_code == 200 and command_url(flag_plan, "start") not in page.content.decode()
+    assert editor_client.post(command_url(flag_plan, "start")).status_code == 403
+    flag_plan.refresh_from_db()
+    assert flag_plan.status == RolloutPlanStatus.READY

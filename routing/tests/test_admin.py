@@ -357,13 +357,21 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
     }
     # The field-level history: read, never deleted.
     history = {("auditlog", "view_logentry")}
-    # Staged rollouts: make, steer and read plans (never delete one: its decisions are the record), read the
-    # decisions, and read the requests a profile needing a second person turns a publish into.
-    rollouts = {("routing", f"{action}_rolloutplan") for action in ("add", "change", "view")} | {
-        ("routing", "view_rolloutdecision"),
-        ("routing", "view_releaserequest"),
+    # Rollout plans: made, changed and commanded (start, pause, ...), never deleted; the guard's decisions read.
+    plans = {("routing", f"{action}_rolloutplan") for action in ("add", "change", "view")}
+    plans |= {("routing", "view_rolloutdecision"), ("routing", "view_releaserequest")}  # and publish requests
+    # Rollout flags belong to operators: read, never changed.
+    flags = {
+        ("routing", f"view_{model}")
+        for model in ("rolloutflag", "rolloutuseroverride", "rollouttenantoverride", "rolloutflagchange")
     }
-    assert codenames == full | prompts | view_only | goals | versions | routing_tests | history | rollouts
+    # The conversation store, read (of the tenants a grant lets them read).
+    store = {
+        ("conversations", f"view_{model}")
+        for model in ("conversation", "message", "routedecisionrecord", "toolcall", "messagefeedback")
+    }
+    store.add(("handoffs", "view_handoff"))
+    assert codenames == full | prompts | view_only | goals | versions | routing_tests | history | plans | flags | store
 
 
 def test_an_editor_can_add_an_intent_with_keywords(editor_client, telecom):
@@ -404,9 +412,7 @@ def test_an_editor_can_view_profiles_specialists_and_tools_but_not_change_them(e
     assert telecom.name == "Agente Telecom Contas"
 
 
-def test_an_editor_is_refused_servers_keys_tenants_users_and_conversations(
-    editor_client, editor, telecom, tenant_key, conversation
-):
+def test_an_editor_is_refused_servers_keys_tenants_and_users(editor_client, editor, telecom, tenant_key, conversation):
     server = McpServer.objects.get(name="telecom")
     refused = [
         changelist_url(McpServer),
@@ -419,14 +425,17 @@ def test_an_editor_is_refused_servers_keys_tenants_users_and_conversations(
         reverse("admin:auth_user_changelist"),
         reverse("admin:auth_user_change", args=[editor.pk]),
         reverse("admin:auth_group_changelist"),
-        changelist_url(Conversation),
-        change_url(conversation),
-        changelist_url(Handoff),
     ]
     for url in refused:
         assert editor_client.get(url).status_code == 403, url
-    assert editor_client.post(change_url(conversation), {}).status_code == 403
     assert editor_client.post(change_url(server), {"name": "x"}).status_code == 403
+
+
+def test_an_editor_reads_the_conversation_store_and_writes_none_of_it(editor_client, conversation):
+    for model in (Conversation, Handoff):
+        assert editor_client.get(changelist_url(model)).status_code == 200, model
+    assert editor_client.post(change_url(conversation), {}).status_code == 403
+    assert editor_client.get(delete_url(conversation)).status_code == 403
 
 
 def test_the_index_links_the_route_preview_for_editors(editor_client):

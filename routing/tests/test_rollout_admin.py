@@ -13,7 +13,6 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.urls import reverse
 
 from common.config_version import config_version
 from routing import snapshot
@@ -425,24 +424,19 @@ def test_ticking_can_preview_on_an_api_keys_page_saves_it(staff_client, tenant_k
 # -- who may see flags -------------------------------------------------------------------------
 
 
-def test_a_routing_editor_gets_403_on_every_flag_page_and_the_index_does_not_list_flags(editor_client, flag):
+def test_a_routing_editor_reads_flags_and_their_history_but_changes_nothing(editor_client, flag):
     rollout_flag_set(key="multi_agent", actor="test", percentage=10)
     change = RolloutFlagChange.objects.get()
 
-    for url in (
-        changelist_url(RolloutFlag),
-        add_url(RolloutFlag),
-        change_url(flag),
-        delete_url(flag),
-        changelist_url(RolloutFlagChange),
-        change_url(change),
-    ):
+    for url in (changelist_url(RolloutFlag), change_url(flag), changelist_url(RolloutFlagChange), change_url(change)):
+        assert editor_client.get(url).status_code == 200, url
+    for url in (add_url(RolloutFlag), delete_url(flag)):
         assert editor_client.get(url).status_code == 403, url
+    page = editor_client.get(change_url(flag)).content.decode()
+    assert 'name="percentage"' not in page and 'name="_save"' not in page
     data = {"percentage": "100", "stickiness": "user_id"}
     assert editor_client.post(change_url(flag), data).status_code == 403
     assert RolloutFlag.objects.get(pk=flag.pk).percentage == 10
-    index = editor_client.get(reverse("admin:index")).content.decode()
-    assert "rolloutflag" not in index
 
 
 def test_a_staff_user_without_flag_permissions_is_refused(client, django_user_model, flag):

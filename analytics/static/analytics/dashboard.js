@@ -914,16 +914,17 @@
       byId("table-recent"),
       null,
       rows.map(function (row) {
-        var link = el(
-          "a",
-          {
-            href: conversationUrl.replace("/0/", "/" + encodeURIComponent(row.conversation_id) + "/"),
-            className: "analytics-conversation-link",
-            "data-conversation-id": row.conversation_id,
-            title: "Open the conversation in the admin",
-            text: row.conversation_key || "Conversation " + row.conversation_id,
-          },
-        );
+        var name = row.conversation_key || "Conversation " + row.conversation_id;
+        // No address: the reader may not open conversations in the admin, so the name is not a link.
+        var link = conversationUrl
+          ? el("a", {
+              href: conversationUrl.replace("/0/", "/" + encodeURIComponent(row.conversation_id) + "/"),
+              className: "analytics-conversation-link",
+              "data-conversation-id": row.conversation_id,
+              title: "Open the conversation in the admin",
+              text: name,
+            })
+          : el("span", { "data-conversation-id": row.conversation_id, text: name });
         var status = humanise(row.status || "");
         if (row.outcome) {
           status += " (" + (STOP_LABELS[row.outcome] || OUTCOME_LABELS[row.outcome] || humanise(row.outcome)) + ")";
