@@ -32,6 +32,7 @@ from analytics.rollups import slice_where
 from analytics.selectors import timeline_periods
 from conversations.feedback import FeedbackRate, feedback_rates, feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
+from tenants.selectors import TenantScope, tenant_scope_where
 
 EXCERPT = 300  # characters of the customer's message and of the answer in a recent row
 UP, DOWN = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)
@@ -124,7 +125,7 @@ def _rated(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -132,8 +133,7 @@ def _rated(
     rows = MessageFeedback.objects.filter(
         answered_at__gte=start, answered_at__lt=end, **slice_where(cohort=cohort, version=version)
     )
-    if tenant_id is not None:
-        rows = rows.filter(tenant_id=tenant_id)
+    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
     return rows.order_by()  # no model ordering: it would join the GROUP BY
@@ -153,7 +153,7 @@ def feedback_timeline(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -197,7 +197,7 @@ def feedback_breakdown(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
@@ -225,7 +225,7 @@ def feedback_list_recent(
     *,
     start: dt.datetime,
     end: dt.datetime,
-    tenant_id: int | None,
+    tenant_id: TenantScope,
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,

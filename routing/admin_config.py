@@ -47,6 +47,12 @@ def may_edit_config(request: HttpRequest) -> bool:
     return bool(request.user.is_active and request.user.is_staff and request.user.has_perm(CONFIG_PERMISSION))
 
 
+def may_download(request: HttpRequest) -> bool:
+    """A draft's files and a version's document: for who edits the configuration or reads its versions (the release
+    approvers review what they approve)."""
+    return may_edit_config(request) or bool(request.user.has_perm("routing.view_routingversion"))
+
+
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -290,7 +296,7 @@ class ConfigIntentAdmin(_IntentAdmin):  # type: ignore[valid-type, misc]
         return TemplateResponse(request, "admin/routing/config/import.html", context)
 
     def draft_download_view(self, request: HttpRequest, profile_pk: int) -> HttpResponse:
-        if not may_edit_config(request):
+        if not may_download(request):
             raise PermissionDenied
         profile = get_object_or_404(AgentProfile, pk=profile_pk)
         response = HttpResponse(profile_zip(profile), content_type="application/zip")
@@ -298,7 +304,7 @@ class ConfigIntentAdmin(_IntentAdmin):  # type: ignore[valid-type, misc]
         return response
 
     def version_download_view(self, request: HttpRequest, version_pk: int) -> HttpResponse:
-        if not (may_edit_config(request) or request.user.has_perm("routing.view_routingversion")):
+        if not may_download(request):
             raise PermissionDenied
         version = get_object_or_404(RoutingVersion.objects.select_related("profile"), pk=version_pk)
         body = json.dumps(document_masked(version.document), ensure_ascii=False, indent=2, sort_keys=True)

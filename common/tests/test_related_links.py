@@ -13,6 +13,7 @@ from django.urls import reverse
 from agents.models import McpServer, McpTool
 from routing.models import RolloutFlag, RolloutFlagChange
 from routing.services import rollout_flag_set, rollout_tenant_override_set
+from tenants.models import TenantGrant
 from tests.adminkit import change_url, conversation_with_history
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +51,7 @@ def test_an_analyst_reads_a_conversations_tenant_and_profile_by_name(client, ten
 
 
 def test_an_editor_is_linked_the_profile_but_not_the_tenant(editor_client, editor, conversation):
+    TenantGrant.objects.create(tenant=conversation.tenant, user=editor, read_conversations=True)
     page = editor_client.get(change_url(conversation)).content.decode()
 
     assert change_url(conversation.profile) in page

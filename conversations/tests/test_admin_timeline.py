@@ -173,7 +173,7 @@ def test_the_link_opens_the_test_form_filled_with_the_message_and_what_was_decid
     assert response.status_code == 200
     form = response.context["adminform"].form
     assert form.initial["message"] == "e meu pedido?"
-    assert form.initial["expect"]["intent"] == "order_tracking"
+    assert form.initial["expect_intent"] == "order_tracking"
     assert form.initial["active_specialist"] == "billing_agent"  # who answered the turn before
 
 

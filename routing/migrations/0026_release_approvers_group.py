@@ -16,6 +16,7 @@ PERMISSIONS = {
     ("routing", "routingtestcase"): ("view",),
     ("routing", "rolloutplan"): ("view",),
     ("routing", "rolloutdecision"): ("view",),
+    ("auditlog", "logentry"): ("view",),  # the routing changes, field by field, that a request publishes
 }
 
 
@@ -37,7 +38,7 @@ def _permissions(apps, alias):
 def create_group(apps, schema_editor):
     alias = schema_editor.connection.alias
     # On a fresh database permissions are created by post_migrate, after every migration ran.
-    for label in ("agents", "routing"):
+    for label in ("agents", "routing", "auditlog"):
         app_config = apps.get_app_config(label)
         app_config.models_module = True
         create_permissions(app_config, verbosity=0, apps=apps, using=alias)
@@ -55,6 +56,7 @@ class Migration(migrations.Migration):
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         ("agents", "0014_profile_release_needs_approval"),
+        ("auditlog", "0017_add_actor_email"),
         ("routing", "0025_routing_editors_roll_out"),
     ]
 

@@ -17,7 +17,7 @@ from routing.forms import ERROR_KEYWORD_DUPLICATE, ERROR_SPECIALIST_OTHER_PROFIL
 from routing.models import Intent, Keyword, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
 from tenants.auth import key_hash
-from tenants.models import ApiKey, Tenant
+from tenants.models import ApiKey, Tenant, TenantGrant
 from tests.adminkit import (
     add_url,
     change_url,
@@ -431,7 +431,8 @@ def test_an_editor_is_refused_servers_keys_tenants_and_users(editor_client, edit
     assert editor_client.post(change_url(server), {"name": "x"}).status_code == 403
 
 
-def test_an_editor_reads_the_conversation_store_and_writes_none_of_it(editor_client, conversation):
+def test_an_editor_reads_the_conversation_store_and_writes_none_of_it(editor_client, editor, conversation):
+    TenantGrant.objects.create(tenant=conversation.tenant, user=editor, read_conversations=True)
     for model in (Conversation, Handoff):
         assert editor_client.get(changelist_url(model)).status_code == 200, model
     assert editor_client.post(change_url(conversation), {}).status_code == 403
