@@ -336,9 +336,11 @@ class StatePolicyAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin)
 # "Routing editors" group may add, change and view them, not delete them (a re-sync would bring them back).
 
 
-def _json_field(**kwargs: Any) -> PrettyJSONField:
+def _json_field(name: str, **kwargs: Any) -> PrettyJSONField:
     return PrettyJSONField(
-        required=False, error_messages={"invalid": "Enter valid JSON: an object in braces, {} for none."}, **kwargs
+        required=False,
+        error_messages={"invalid": f"{name}: enter valid JSON, an object in braces ({{}} for none)."},
+        **kwargs,
     )
 
 
@@ -363,6 +365,7 @@ class GoalAdminForm(forms.ModelForm):
         help_text="One capability name per line: the goal's capability when no enum of its entities chooses one.",
     )
     entities_schema = _json_field(
+        "entities_schema",
         help_text="The entities the model extracts, as in the domain's manifest: type string, enum (with "
         "values), list or boolean; an enum's capability_map names the capability of each value.",
     )
@@ -390,6 +393,7 @@ class CapabilityAdminForm(forms.ModelForm):
     keywords = LinesField(required=False, help_text="One word or phrase per line (the manifest's intent_hints).")
     examples = LinesField(required=False, help_text="One example message per line (the manifest's intent_hints).")
     metadata = _json_field(
+        "metadata",
         help_text="What drives the planner, as in the domain's manifest: decomposition.array_params, "
         "composition, flow.pre, roles.",
     )

@@ -123,7 +123,7 @@ def test_an_entities_schema_that_breaks_the_manifest_rules_is_refused_naming_the
         "TOP_MOVERS.entities_schema.direction: capability_map names unknown capability 'get_dividends'"
     ]
     assert error_messages(bad_default) == ["TOP_MOVERS.entities_schema.direction: default must be one of the values"]
-    assert error_messages(not_json) == ["entities_schema: enter valid JSON (docs/goals.md)."]
+    assert error_messages(not_json) == ["entities_schema: enter valid JSON, an object in braces ({} for none)."]
     goal.refresh_from_db()
     assert goal.edited_fields() == []
 
@@ -145,7 +145,7 @@ def test_a_capabilitys_hints_and_metadata_are_edited_and_checked(staff_client, f
     assert saved.status_code == 302, error_messages(saved)
     capability.refresh_from_db()
     assert capability.keywords == ["subiram", "dispararam"] and capability.metadata == {"roles": ["movers"]}
-    assert error_messages(refused) == ["metadata: enter valid JSON (docs/goals.md)."]
+    assert error_messages(refused) == ["metadata: enter valid JSON, an object in braces ({} for none)."]
 
 
 def test_a_capabilitys_tool_is_one_of_its_servers_tools(staff_client, finance):
