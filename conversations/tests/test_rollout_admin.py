@@ -168,7 +168,8 @@ def test_a_routing_editor_adds_a_plan_and_starts_it(editor_client, editor, candi
     plan.refresh_from_db()
     assert plan.status == RolloutPlanStatus.RUNNING
     decisions = editor_client.get(reverse("admin:routing_rolloutdecision_changelist"))
-    assert decisions.status_code == 200 and "admin: editor" in decisions.content.decode()
+    assert decisions.status_code == 200 and plan.decisions.get().actor == "admin: editor"
+    assert '<td class="field-actor_shown">editor</td>' in decisions.content.decode()  # who, as people say it
 
 
 def test_a_routing_editor_may_not_delete_a_plan(editor_client, candidate):
