@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
+from routing.admin import CONFIRMED
 from routing.models import Keyword, RolloutFlag
 from routing.services import rollout_flag_set
 from tests.adminkit import change_url, form_data
@@ -104,7 +105,8 @@ def test_a_rollout_change_in_the_admin_and_a_kill_from_the_shell_reach_another_p
     client.force_login(staff_user)
     data = form_data(client.get(change_url(flag)))
     data.update({"percentage": "10", "user_overrides-0-user_id": "admin_user", "user_overrides-0-enabled": "on"})
-    assert client.post(change_url(flag), data).status_code == 302
+    assert client.post(change_url(flag), data).status_code == 200  # "10 % of customers will get …": confirm
+    assert client.post(change_url(flag), {**data, CONFIRMED: "1"}).status_code == 302
     assert second_process("oi")["flags"]["multi_agent"] == {
         "kill_switch": False,
         "percentage": 10,
