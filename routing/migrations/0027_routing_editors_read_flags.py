@@ -43,8 +43,15 @@ def grant(apps, schema_editor):
 def revoke(apps, schema_editor):
     alias = schema_editor.connection.alias
     group = apps.get_model("auth", "Group").objects.using(alias).filter(name=GROUP_NAME).first()
-    if group is not None:
-        group.permissions.remove(*_permissions(apps, alias))
+    if group is not None:  # what is granted by name; a permission gone already is nothing to take back
+        Permission = apps.get_model("auth", "Permission")
+        names = [(app, model, f"{action}_{model}") for (app, model), actions in PERMISSIONS.items() for action in actions]
+        for app, model, codename in names:
+            group.permissions.remove(
+                *Permission.objects.using(alias).filter(
+                    content_type__app_label=app, content_type__model=model, codename=codename
+                )
+            )
 
 
 class Migration(migrations.Migration):
