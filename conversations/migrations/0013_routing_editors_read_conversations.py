@@ -60,6 +60,8 @@ class Migration(migrations.Migration):
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         ("handoffs", "0009_backend_handoff_kind"),
+        # The content types of the moved models are renamed there: creating permissions before would make them anew.
+        ("routing", "0011_models_moved_to_their_apps"),
         ("conversations", "0012_messagefeedback_customer_ratings"),
     ]
 
