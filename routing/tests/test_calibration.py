@@ -170,7 +170,8 @@ def test_an_editor_calibrates_in_the_admin_and_saves_the_rule_to_the_draft(clien
     saved = client.post("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
     assert saved.status_code == 302
     shown = client.get(saved["Location"]).content.decode()
-    assert '<li class="success">Saved to the draft of telecom_contas: threshold' in shown  # the identifier as it is, not capitalised
+    # The identifier as it is, not capitalised.
+    assert '<li class="success">Saved to the draft of telecom_contas: threshold' in shown
     stored = AgentProfile.objects.get(pk=examples.pk)
     assert stored.examples_calibration["by"] == "editor"
     profile_page = client.get(f"/admin/agents/agentprofile/{examples.pk}/change/").content.decode()
