@@ -25,6 +25,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from agents.escalation import MAX_ABANDON_MINUTES, MAX_FALLBACKS, EscalationSettings, escalation_problems
 from agents.llm import key_held, key_variable
 from agents.mcp import McpUnavailable
 from agents.models import (
@@ -43,7 +44,7 @@ from agents.services import mcp_server_sync, prompt_activate, prompt_version_cre
 from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
 from common.config_version import config_batch
 from common.endpoints import endpoint_mask
-from common.forms import LinesField, PrettyJSONField, label_choices
+from common.forms import LinesField, PhrasesField, PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
 
 if TYPE_CHECKING:
@@ -141,9 +142,89 @@ class AgentProfileAdminForm(forms.ModelForm):
         "these” from them, on top of the built-in small-talk and off-topic corpus.",
     )
 
+    # People in the loop: the profile's escalation settings (one JSON field) as a form's fields.
+    escalation_enabled = forms.BooleanField(
+        required=False,
+        label="Customers may ask for a person",
+        help_text="“Quero falar com um atendente”, “a real person please”, “quiero hablar con una persona” hand the "
+        "conversation to a person, and so do the rules below. Off: the assistants answer everything.",
+    )
+    escalation_teams = PhrasesField(
+        label="Teams",
+        help_text="The queues a conversation may wait in, one per line or separated by commas; the first is the "
+        "default. Lowercase letters, digits, - and _.",
+    )
+    escalation_after_fallbacks = forms.IntegerField(
+        min_value=0,
+        max_value=MAX_FALLBACKS,
+        label="After fallback answers in a row",
+        help_text="Hand over after this many answers in a row by the fallback (0: never).",
+    )
+    escalation_on_loop_stop = forms.BooleanField(
+        required=False, label="When loop safety stops a move", help_text="A ping-pong or a repeated path."
+    )
+    escalation_on_goal_failure = forms.BooleanField(
+        required=False,
+        label="When a goal cannot be handled",
+        help_text="Goal mode: no plan could be made, or its plan failed.",
+    )
+    escalation_on_thumbs_down = forms.BooleanField(required=False, label="When the customer rates an answer down")
+    escalation_on_guardrail_block = forms.BooleanField(required=False, label="When a guardrail blocks a message")
+    escalation_specialist_tool = forms.BooleanField(
+        required=False,
+        label="Specialists may hand over",
+        help_text="Offer the specialists the tool to hand the conversation to a person themselves.",
+    )
+    escalation_desk = forms.CharField(
+        required=False,
+        label="Desk",
+        help_text="Blank: the platform's own desk. Or the name of an external desk the operator set up.",
+    )
+    escalation_abandon_after_minutes = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_ABANDON_MINUTES,
+        label="Close after minutes without a message",
+        help_text="A conversation the customer has not written to for this long is closed: resolved, escalated or "
+        "abandoned.",
+    )
+    ESCALATION_FIELDS = {
+        "escalation_enabled": "enabled",
+        "escalation_teams": "teams",
+        "escalation_after_fallbacks": "after_fallbacks",
+        "escalation_on_loop_stop": "on_loop_stop",
+        "escalation_on_goal_failure": "on_goal_failure",
+        "escalation_on_thumbs_down": "on_thumbs_down",
+        "escalation_on_guardrail_block": "on_guardrail_block",
+        "escalation_specialist_tool": "specialist_tool",
+        "escalation_desk": "desk",
+        "escalation_abandon_after_minutes": "abandon_after_minutes",
+    }
+
     class Meta:
         model = AgentProfile
         fields = ["confirmation_words", "denial_words", "closing_words"]  # the admin adds its fieldsets' fields
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = EscalationSettings.from_json(self.instance.escalation if self.instance.pk else None).as_json()
+        for name, key in self.ESCALATION_FIELDS.items():
+            if name in self.fields:
+                self.fields[name].initial = stored[key]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        shown = [name for name in self.ESCALATION_FIELDS if name in self.fields]
+        if shown and not any(name in self.errors for name in shown):
+            stored = EscalationSettings.from_json(self.instance.escalation if self.instance.pk else None).as_json()
+            value = {**stored, **{self.ESCALATION_FIELDS[name]: cleaned.get(name) for name in shown}}
+            value["desk"] = (value["desk"] or "").strip()
+            problems = escalation_problems(value)
+            for key, message in problems:
+                field = next(name for name, known in self.ESCALATION_FIELDS.items() if known == key)
+                self.add_error(field if field in self.fields else None, message)
+            if not problems:
+                self.instance.escalation = EscalationSettings.from_json(value).as_json()
+        return cleaned
 
     def _clean_word_list(self, name: str) -> list[str]:
         value = self.cleaned_data.get(name)
@@ -271,6 +352,15 @@ class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin
             {"fields": ["confirmation_words", "denial_words", "closing_words"], "classes": ["collapse"]},
         ),
         ("Guardrails and judges", {"fields": ["guardrails", "judges"], "classes": ["collapse"]}),
+        (
+            "People in the loop",
+            {
+                "fields": list(AgentProfileAdminForm.ESCALATION_FIELDS),
+                "description": "When a conversation goes to a person: the customer asks for one, an intent that "
+                "people answer wins, or one of the rules below holds. It waits in its team's queue until someone "
+                "takes it on the desk, and goes back to the assistants when that person hands it back.",
+            },
+        ),
     ]
 
     @admin.display(description="last calibration")

@@ -44,7 +44,13 @@ from common import tracing
 from common.language import detect_language
 from common.metrics import model_call_observe
 from common.text import phrase_found
-from handoffs.tools import CONTROL_TOOLS, END_SUB_CONVERSATION, REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION
+from handoffs.tools import (
+    CONTROL_TOOLS,
+    END_SUB_CONVERSATION,
+    REQUEST_HANDOFF,
+    REQUEST_HUMAN,
+    REQUEST_SUB_CONVERSATION,
+)
 from platform import env
 
 logger = logging.getLogger(__name__)
@@ -71,6 +77,7 @@ OFFLINE_PHRASES: dict[str, dict[str, str]] = {
         "delegated": "O cliente escreveu: {text}",
         "handoff_reason": "A mensagem é do escopo de {target}, não de {agent}.",
         "handoff_summary": '{name} recebeu: "{text}"; nada consultado ainda.',
+        "human_reason": "O cliente pediu para falar com uma pessoa.",
     },
     "en": {
         "notice": OFFLINE_NOTICE,
@@ -87,6 +94,7 @@ OFFLINE_PHRASES: dict[str, dict[str, str]] = {
         "delegated": "The customer wrote: {text}",
         "handoff_reason": "The message is in the scope of {target}, not of {agent}.",
         "handoff_summary": '{name} received: "{text}"; nothing checked yet.',
+        "human_reason": "The customer asked for a person.",
     },
     "es": {
         "notice": "(modelo sin conexión)",
@@ -103,6 +111,7 @@ OFFLINE_PHRASES: dict[str, dict[str, str]] = {
         "delegated": "El cliente escribió: {text}",
         "handoff_reason": "El mensaje es del ámbito de {target}, no de {agent}.",
         "handoff_summary": '{name} recibió: "{text}"; nada consultado todavía.',
+        "human_reason": "El cliente pidió hablar con una persona.",
     },
 }
 _WORDS = re.compile(r"\S+\s*|\s+")
@@ -224,12 +233,14 @@ class ModelProvider:
         agent: str = "",
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
+        person_asked: bool = False,
     ) -> BaseChatModel:
         """A chat model for one specialist turn; ``context`` is the (masked) request context.
 
         ``agent``, ``hit_agents`` (the specialists whose intents the message
-        hits, best first) and ``closing_words`` are what the offline model
-        decides handoffs and delegation on; a real model reads its prompt instead.
+        hits, best first), ``closing_words`` and ``person_asked`` (the message
+        asks for a person) are what the offline model decides handoffs,
+        delegation and hand-overs to people on; a real model reads its prompt instead.
         """
         raise NotImplementedError
 
@@ -267,6 +278,7 @@ class OfflineModel(ModelProvider):
         agent: str = "",
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
+        person_asked: bool = False,
     ) -> BaseChatModel:
         return OfflineChatModel(
             context=context,
@@ -276,6 +288,7 @@ class OfflineModel(ModelProvider):
             agent=agent,
             hit_agents=tuple(hit_agents),
             closing_words=tuple(closing_words),
+            person_asked=person_asked,
         )
 
 
@@ -315,7 +328,9 @@ class OfflineChatModel(BaseChatModel):
     * as a coordinator (offered ``request_specialist_sub_conversation``): the
       message hits a specialist's intent → delegates to the best one, no text;
     * as a specialist (offered ``request_handoff``): the message hits intents of
-      specialists it may hand off to and none of its own → hands off to the best.
+      specialists it may hand off to and none of its own → hands off to the best;
+    * offered ``request_human``: the message asks for a person ("… e quero falar
+      com um atendente") → hands the conversation to a person, before any move.
 
     Otherwise it calls every offered MCP tool whose required arguments are all
     present in the request context (never a tool that was not offered); with
@@ -331,6 +346,7 @@ class OfflineChatModel(BaseChatModel):
     # Plain tuple defaults: langchain inspects every default factory each time a model is built.
     hit_agents: tuple[str, ...] = ()
     closing_words: tuple[str, ...] = ()
+    person_asked: bool = False
 
     def __repr_args__(self) -> Any:
         """Who is speaking, not the customer's ``context``: langchain hands every callback the model's ``repr`` on
@@ -418,6 +434,15 @@ class OfflineChatModel(BaseChatModel):
 
         def call(name: str, args: dict[str, Any], content: str = "") -> AIMessage:
             return AIMessage(content=content, tool_calls=[{"name": name, "args": args, "id": f"offline_{name}"}])
+
+        if REQUEST_HUMAN in offered and self.person_asked:
+            return call(
+                REQUEST_HUMAN,
+                {
+                    "reason": words["human_reason"],
+                    "context_summary": words["handoff_summary"].format(name=self.display_name, text=text[:300]),
+                },
+            )
 
         if END_SUB_CONVERSATION in offered:
             closing = phrase_found(text, self.closing_words)
@@ -669,6 +694,7 @@ class OpenAICompatibleModel(ModelProvider):
         agent: str = "",
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
+        person_asked: bool = False,
     ) -> BaseChatModel:
         return self.client()
 

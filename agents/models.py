@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from agents.escalation import default_escalation, validate_escalation_settings
 from agents.schemas import (
     validate_endpoint_url,
     validate_guardrail_settings,
@@ -382,6 +383,14 @@ class AgentProfile(models.Model):
         blank=True,
         validators=[validate_judge_settings],
         help_text='e.g. {"min_score": 0.5, "llm_judge": false}',
+    )
+    escalation = models.JSONField(
+        "people in the loop",
+        default=default_escalation,
+        blank=True,
+        validators=[validate_escalation_settings],
+        help_text="When conversations go to a person, to which team and desk, and after how long without a "
+        "customer message a conversation is closed.",
     )
     enabled = models.BooleanField(default=True)
     # Governance, not behaviour: not part of the profile's published document (routing.documents).

@@ -48,6 +48,7 @@ from conversations.graph import Turn, TurnInput, run_turn, turn_abandon, turn_be
 from conversations.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
     conversation_get,
+    conversation_escalation,
     conversation_get_for_tenant,
     conversation_goal_state,
     conversation_messages,
@@ -648,6 +649,7 @@ class SessionMessagesApi(APIView):
                 "pending_result": conversation.pending_result,
                 "pending_permission": conversation.pending_permission,
                 "ended_at": conversation.ended_at,
+                "escalation": conversation_escalation(conversation=conversation),
                 "messages": messages,
                 "route_decisions": decisions,
                 "handoffs": handoff_list_for_conversation(conversation_id=conversation.pk),

@@ -21,7 +21,13 @@ Event types, in the order a client sees them:
   ``finished`` (``status``) once the plan has run;
 * ``plan_step`` — goal mode: a plan step ``started``, then ``success``, ``failure``, ``skipped`` or
   ``clarification`` (``id``, ``capability``, ``domain``, ``explanation``, ``latency_ms``);
+* ``escalation`` — the conversation is with people (docs/desk.md): handed to a person by this turn, or a message of a
+  conversation a person holds (``id``, ``status``, ``queue``, ``position``, ``reason``, ``priority``, ``desk``,
+  ``person``);
 * ``done`` — the final answer with its metadata, exactly what the JSON API answers (sent by the transport).
+
+Outside a turn, a conversation's sockets and event stream also receive what people do (the transport's
+``human`` and ``escalation`` events: docs/desk.md).
 """
 
 from __future__ import annotations

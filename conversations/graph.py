@@ -1,7 +1,7 @@
 """The routing graph: one pass per user message.
 
 ``input_guardrails → routing_decision → <specialist> → output_guardrails → judge
-→ supervisor_review → persist``
+→ supervisor_review → escalation → persist``
 
 Each node is an async function over :class:`Turn` and is timed into
 ``turn.trace``. The graph reads configuration only from the compiled snapshot
@@ -15,6 +15,12 @@ to another (``request_handoff``), a coordinator may delegate it
 (``request_specialist_sub_conversation``), a delegated specialist may give it
 back (``end_specialist_sub_conversation``) — each move checked by loop safety
 (:mod:`handoffs.safety`) and recorded in ``agent_handoffs``.
+
+People in the loop (docs/desk.md): the routing (the customer asks for a person, an intent people answer), a
+specialist (``request_human``) or the profile's rules read by the ``escalation`` node hand the conversation to a
+person: the turn stores the escalation with its answer — the customer's place in line — and a ``human`` handoff.
+While a person holds the conversation its messages take a shorter path, ``input_guardrails → person → persist``:
+stored and passed to the desk, no assistant answers.
 """
 
 from __future__ import annotations
@@ -39,8 +45,27 @@ from agents.usage import KIND_ANSWER, TurnUsage, other_models, usage_counting
 from common import metrics, tracing
 from common.bus import publish_event
 from common.events import Emit, emit_safely
+from common.language import detect_language
 from common.sizes import json_bounded, json_size, limit_hit, text_cut
 from conversations import ordering
+from conversations.delivery import DESK_EVENT, desk_group, push_now
+from conversations.desk import (
+    escalation_new,
+    escalation_opened,
+    escalation_public,
+    message_public,
+    queue_ahead,
+    queue_position,
+)
+from conversations.escalation import (
+    EscalationAsk,
+    escalation_after,
+    escalation_asked,
+    language_of,
+    notice,
+    specialist_asked,
+    summary_for_person,
+)
 from conversations.fanout import executor_for
 from conversations.gateway import BackendReply, GatewayMessage, backend_call, gateway_note, handoff_summary
 from conversations.goal_turn import GENERAL, GoalTurn, goal_answer, goal_routing
@@ -52,7 +77,15 @@ from conversations.guardrails import (
     run_output_guardrails,
 )
 from conversations.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
-from conversations.models import Conversation
+from conversations.models import (
+    ESCALATION_OPEN,
+    OPEN,
+    Conversation,
+    Escalation,
+    EscalationReason,
+    EscalationStatus,
+    Outcome,
+)
 from conversations.permissions import (
     GRANTED,
     permission_context,
@@ -90,12 +123,13 @@ from conversations.supervisor import (
     llm_uncovered,
     review_loop,
 )
-from handoffs.models import Handoff, HandoffKind, HandoffStatus
+from handoffs.models import PERSON, Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move
 from handoffs.tools import (
     END_SUB_CONVERSATION,
     REQUEST_HANDOFF,
+    REQUEST_HUMAN,
     REQUEST_SUB_CONVERSATION,
     STATUS_OUT_OF_SCOPE,
     ControlCall,
@@ -103,6 +137,7 @@ from handoffs.tools import (
 )
 from routing import snapshot as snapshots
 from routing.decide import COORDINATION_INTENT, delegation_active, route_decide
+from routing.goals import FAILURE as GOAL_FAILED
 from routing.replies import Reply
 from routing.rollout import (
     COHORT_MULTI_AGENT,
@@ -223,6 +258,18 @@ class Turn:
     final_intent: str = ""
     next_state: str = ""
     limits: list[dict[str, Any]] = field(default_factory=list)  # the answer's and the response's limits that bit
+    # People in the loop: the escalation a person holds the conversation under, as loaded (its messages then go to
+    # the desk), with its place in line; this turn's reason to hand the conversation over (the routing's or a
+    # specialist's, else the escalation node's rules), the escalation it opens (stored with the turn) and its move.
+    held: Escalation | None = None
+    escalate: EscalationAsk | None = None
+    escalation: Escalation | None = None
+    escalation_position: int | None = None
+    person_move: Move | None = None
+    answered: bool = True  # False: nobody answers now (a person holds the conversation and writes on the desk)
+    fallbacks_in_row: int = 0  # the conversation's fallback answers in a row, this turn's counted
+    outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)
+    user_message_id: int | None = None  # the stored customer message (set by persist)
 
     def all_moves(self) -> list[Move]:
         """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
@@ -241,7 +288,7 @@ class Turn:
                     context_summary=decision.reason if decision else "",
                 )
             )
-        return moves + self.moves
+        return moves + self.moves + ([self.person_move] if self.person_move else [])
 
     def supervised_parts(self) -> list[Partial]:
         """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
@@ -335,10 +382,17 @@ class Turn:
             "consolidation": self.consolidation,
             "goal": goal,
             "backend": self.backend_reply.metadata() if self.backend_reply else None,
+            "escalation": self.escalation_metadata(),
             "usage": self.usage().as_dict(),
             "limits": limits,
             "trace": self.trace,
         }
+
+    def escalation_metadata(self) -> dict[str, Any] | None:
+        """``metadata.escalation``: the escalation this turn opened, or the one a person holds the conversation
+        under (``status``, ``queue``, ``position`` in line, ``reason``, …); ``None`` when the assistants answer."""
+        escalation = self.escalation or self.held
+        return escalation_public(escalation, position=self.escalation_position) if escalation is not None else None
 
     def mcp_results(self) -> list[dict[str, Any]]:
         """The turn's tool calls as stored and shown: personal data and secrets redacted."""
@@ -420,11 +474,18 @@ async def routing_decision(turn: Turn) -> None:
     # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it.
     turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
     decision = turn.decision
+    turn.escalate = escalation_asked(profile.escalation, decision, escalate_to=_escalation_team(profile, decision))
+    if turn.escalate is not None:
+        # A person answers: the assistant routed to never takes the conversation, and its state stays as it was.
+        decision.handoff, decision.keeps_conversation = False, True
+        decision.metadata["escalation"] = turn.escalate.reason
+        turn.next_state = turn.state
     if note := gateway_note(turn.input.context):  # another deployment's gateway handed the conversation here
         turn.notes.append(note)
         turn.stored_notes.append((turn.agent, note))
     if (
         decision.handoff
+        and turn.escalate is None
         and profile.backends
         and (turn.agent in profile.backends or turn.active_agent in profile.backends)
     ):
@@ -447,13 +508,23 @@ async def routing_decision(turn: Turn) -> None:
     coordinated = turn.decision.method == "coordinator" or (
         turn.decision.method == "small_talk" and turn.agent == profile.coordinator
     )
-    if coordinated and turn.pending_result:
+    if coordinated and turn.pending_result and turn.escalate is None:
         # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message (a greeting
         # too).
         note = result_note(turn.pending_result)
         turn.notes.append(note)
         turn.stored_notes.append((turn.agent, note))
         turn.pending_result = None
+
+
+def _escalation_team(profile: ProfileSpec, decision: RouteDecision) -> str:
+    """The team of people the decision's intent (or a plan's first such step) hands its conversations to; ``""``."""
+    intents = profile.router.intents_by_name
+    for name in (decision.intent, *(step.intent for step in decision.plan)):
+        spec = intents.get(name)
+        if spec is not None and spec.escalate_to:
+            return spec.escalate_to
+    return ""
 
 
 async def _backend_move(turn: Turn) -> None:
@@ -576,6 +647,9 @@ async def specialist(turn: Turn) -> None:
     if turn.blocked:
         turn.answer = BLOCKED_ANSWER
         return
+    if turn.escalate is not None:  # the routing handed the conversation to a person: the escalation node answers
+        turn.agent = PERSON
+        return
     decision = turn.decision
     current = turn.input.snapshot or await sync_to_async(snapshots.current)()
     if decision is not None and decision.is_plan:
@@ -638,7 +712,16 @@ async def _remote(turn: Turn, current: Snapshot) -> None:
 
 
 def _control_tools(turn: Turn, agent: str) -> tuple[ControlTool, ...]:
-    """The moves ``agent`` is offered: end its sub-conversation, delegate (coordinator), or hand off."""
+    """The moves ``agent`` is offered: end its sub-conversation, delegate (coordinator), or hand off; and hand the
+    conversation to a person when the profile lets specialists."""
+    escalation = turn.input.profile.escalation
+    person = (
+        (ControlTool(REQUEST_HUMAN, escalation.teams),) if escalation.enabled and escalation.specialist_tool else ()
+    )
+    return _agent_moves(turn, agent) + person
+
+
+def _agent_moves(turn: Turn, agent: str) -> tuple[ControlTool, ...]:
     profile = turn.input.profile
     spec = profile.specialists[agent]
     if turn.input.single_agent:
@@ -852,12 +935,21 @@ async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move
     return False
 
 
+async def _to_person(turn: Turn, link: _Link, outcome: SpecialistOutcome, move: ControlCall) -> bool:
+    """``request_human``: the specialist hands the conversation to a person; the escalation node answers (the
+    customer's place in line), whatever the specialist wrote."""
+    turn.escalate = specialist_asked(turn.input.profile.escalation, link.agent, move.args)
+    turn.answer = ""
+    return True
+
+
 # What each control tool does to the chain (handoffs/tools.py names them).
 MoveHandler = Callable[[Turn, _Link, SpecialistOutcome, ControlCall], Awaitable[bool]]
 MOVES: dict[str, MoveHandler] = {
     END_SUB_CONVERSATION: _sub_conversation_ended,
     REQUEST_HANDOFF: _transferred,
     REQUEST_SUB_CONVERSATION: _transferred,
+    REQUEST_HUMAN: _to_person,
 }
 
 
@@ -1029,7 +1121,10 @@ async def output_guardrails(turn: Turn) -> None:
 
 
 async def judge(turn: Turn) -> None:
-    """Rule-based judge always; the LLM judge when the profile asks for it and a model is configured."""
+    """Rule-based judge always; the LLM judge when the profile asks for it and a model is configured. Not on a turn
+    handed to a person (its answer is the customer's place in line)."""
+    if turn.escalate is not None:
+        return
     judges = turn.input.profile.judges
     turn.judges = await judge_answer(
         question=turn.sanitized_text,
@@ -1056,7 +1151,9 @@ REVIEW_NOTE = (
 async def supervisor_review(turn: Turn) -> None:
     """The review (seed 004). With the profile's ``review_single_turns``, a single specialist's answer that leaves
     part of the request open is first sent on (:func:`_single_turn_review`); then an answer that failed the
-    judges is replaced with a safe fallback (when the profile allows)."""
+    judges is replaced with a safe fallback (when the profile allows). Not on a turn handed to a person."""
+    if turn.escalate is not None:
+        return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
     turn.review = review_decision(turn.judges, turn.input.profile.judges)
     if single is not None:
@@ -1120,6 +1217,114 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
     }
 
 
+# An answer the assistants gave before a rule handed the conversation over stays, the customer's place after it.
+ANSWER_KEPT = (EscalationReason.LOOP_STOP, EscalationReason.GOAL_FAILURE, EscalationReason.FALLBACKS)
+
+
+async def escalation(turn: Turn) -> None:
+    """Hand the conversation to a person when the routing or a specialist asked for one, or the profile's rules say
+    so (:func:`conversations.escalation.escalation_after`): the escalation joins its team's queue with the turn, a
+    ``human`` move records it, and the answer tells the customer their place in line, in their language."""
+    profile, decision = turn.input.profile, turn.decision
+    method = decision.method if decision is not None else ""
+    turn.fallbacks_in_row = turn.fallbacks_in_row + 1 if method == "fallback" else 0
+    if turn.escalate is None:
+        turn.escalate = escalation_after(
+            profile.escalation,
+            blocked=turn.blocked,
+            moves=turn.all_moves(),
+            goal_failed=turn.goal is not None and turn.goal.status == GOAL_FAILED,
+            method=method,
+            fallbacks_in_row=turn.fallbacks_in_row,
+        )
+    ask = turn.escalate
+    if ask is None:
+        return
+    data = turn.input
+    language = language_of(detect_language(turn.sanitized_text or data.text))
+    answered_by = turn.agent if turn.runs or turn.goal is not None else ""
+    kept = ask.reason in ANSWER_KEPT and turn.answer.strip()
+    escalation = escalation_new(
+        conversation_id=turn.conversation_pk,
+        tenant_id=data.tenant_pk,
+        profile_id=profile.pk,
+        ask=ask,
+        language=language,
+        summary=summary_for_person(
+            ask,
+            intent=turn.final_intent or turn.active_intent,
+            agent=answered_by or turn.active_agent,
+            state=turn.state,
+            history=[(entry.role, entry.content) for entry in turn.history],
+            text=turn.sanitized_text,
+            answer=turn.answer if kept else "",
+        ),
+        from_agent=answered_by if answered_by not in ("", PERSON) else turn.active_agent or profile.fallback_agent,
+        intent=turn.final_intent or turn.active_intent,
+        desk=profile.escalation.desk,
+    )
+    position = 1 + await sync_to_async(_queue_ahead)(escalation)
+    turn.escalation, turn.escalation_position = escalation, position
+    words = notice("queued", language, position=position)
+    turn.answer = f"{turn.answer.strip()}\n\n{words}" if kept else words
+    if not kept:
+        turn.agent = PERSON
+    turn.person_move = Move(
+        escalation.from_agent,
+        PERSON,
+        HandoffKind.HUMAN,
+        reason=f"{ask.why} Queue: {escalation.team}.",
+        context_summary=escalation.summary,
+        outcome=ask.reason,
+    )
+    await _moves_out(turn, [turn.person_move])
+    await emit_safely(data.emit, "escalation", escalation_public(escalation, position=position))
+
+
+def _queue_ahead(escalation: Escalation) -> int:
+    try:
+        return queue_ahead(
+            tenant_id=escalation.tenant_id,
+            profile_id=escalation.profile_id,
+            team=escalation.team,
+            priority=escalation.priority,
+        )
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+async def person(turn: Turn) -> None:
+    """A person holds the conversation: the message is stored and goes to the desk, no assistant answers it. While
+    it waits in line the customer is told their place; once a person has it, nothing is answered now (the person
+    writes on the desk, and the reply reaches the customer's socket or stream, and the sessions API)."""
+    held = turn.held
+    assert held is not None
+    if turn.blocked:
+        turn.answer = BLOCKED_ANSWER
+        return
+    turn.agent = PERSON
+    turn.final_intent = turn.active_intent
+    turn.next_state = turn.state
+    who = f"{held.person} answers" if held.status == EscalationStatus.ASSIGNED else f"it waits in {held.team}'s queue"
+    turn.decision = RouteDecision(
+        route=PERSON,
+        agent=PERSON,
+        intent=turn.active_intent,
+        confidence=1.0,
+        reason=f"A person holds the conversation ({who}): the message goes to the desk.",
+        method="human",
+        metadata={"escalation": str(held.pk)},
+        keeps_conversation=True,
+    )
+    if held.status == EscalationStatus.QUEUED:
+        language = language_of(detect_language(turn.sanitized_text), fallback=held.language)
+        turn.answer = notice("waiting", language, position=turn.escalation_position)
+    else:
+        turn.answer, turn.answered = "", False
+    await emit_safely(turn.input.emit, "escalation", escalation_public(held, position=turn.escalation_position))
+
+
 async def persist(turn: Turn) -> None:
     turn.conversation_pk = await sync_to_async(_persist)(turn)
     turn_events_publish(turn)
@@ -1153,6 +1358,13 @@ NODES: tuple[tuple[str, Node], ...] = (
     ("output_guardrails", output_guardrails),
     ("judge", judge),
     ("supervisor_review", supervisor_review),
+    ("escalation", escalation),
+    ("persist", persist),
+)
+# A message of a conversation a person holds.
+HELD_NODES: tuple[tuple[str, Node], ...] = (
+    ("input_guardrails", input_guardrails),
+    ("person", person),
     ("persist", persist),
 )
 
@@ -1228,6 +1440,10 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.stored_cohort = state["cohort"]
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]
+        turn.fallbacks_in_row = state["fallbacks_in_row"]
+        turn.outcome_was = state["outcome"]
+        if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
+            _held_load(turn, state["escalation_id"])
         _rollout_serve(turn)
         if ordering.READ in state:  # the ticket's statement brought it
             turn.history = history_parse(state[ordering.READ])
@@ -1238,6 +1454,14 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
     finally:
         if not connection.in_atomic_block:
             connection.close()
+
+
+def _held_load(turn: Turn, escalation_id: Any) -> None:
+    """The escalation a person holds the conversation under, and its place in line while it waits."""
+    held = Escalation.objects.filter(pk=escalation_id, status__in=ESCALATION_OPEN).first()
+    if held is not None:
+        turn.held = held
+        turn.escalation_position = queue_position(held)
 
 
 def _cohort_keep(turn: Turn) -> None:
@@ -1298,6 +1522,8 @@ def _recent_paths(conversation_pk: int, window: int) -> list[tuple[str, str]]:
 
 
 def _active_specialist(turn: Turn) -> str:
+    if turn.agent == PERSON:  # handed to a person: the assistant that answered before stays the active one
+        return turn.escalation.from_agent if turn.escalation is not None else turn.active_agent
     profile = turn.input.profile
     if delegation_active(profile) and not turn.input.single_agent:
         return (turn.sub_conversation or {}).get("specialist") or profile.coordinator
@@ -1370,7 +1596,20 @@ def turn_record(turn: Turn) -> TurnRecord:
         tool_calls=turn.mcp_results(),
         moves=turn.all_moves(),
         backend_calls=(turn.backend_reply,) if turn.backend_reply else (),
+        answered=turn.answered,
+        escalation=turn.escalation,
+        goal=_goal_served(turn),
     )
+
+
+def _goal_served(turn: Turn) -> str:
+    """Goal mode: the goal the turn served (``domain.goal``), or the last one the conversation served."""
+    if turn.goal is not None and turn.decision is not None and turn.decision.method == "goal":
+        return turn.decision.intent
+    last = (turn.goal_state or {}).get("last") if isinstance(turn.goal_state, dict) else None
+    if isinstance(last, dict) and last.get("goal"):
+        return f"{last.get('domain', '')}.{last['goal']}".strip(".")
+    return ""
 
 
 def _persist(turn: Turn) -> int:
@@ -1393,6 +1632,9 @@ def _persist(turn: Turn) -> int:
             _active_specialist(turn),
             decision.plan[0].intent if decision.plan else turn.final_intent,
         ),
+        escalation_id=turn.escalation.pk if turn.escalation is not None else None,
+        fallbacks_in_row=turn.fallbacks_in_row if turn.held is None else None,
+        outcome=_outcome_now(turn),
     )
     counted = CountedAs(
         cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at
@@ -1400,8 +1642,33 @@ def _persist(turn: Turn) -> int:
     record = turn_record(turn)
     rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.ticket)
     turn.stored_metadata = record.metadata
-    turn.answer_message_id = rows.answer.pk
+    turn.answer_message_id = rows.answer.pk if rows.answer is not None else None
+    turn.user_message_id = rows.user_message.pk
+    _desks_told(turn, rows.user_message)
     return turn.conversation_pk
+
+
+def _outcome_now(turn: Turn) -> str | None:
+    """The conversation's outcome column after the turn, ``None`` when it stays: ``escalated`` when the turn handed
+    it to a person; open again (``""``) when the customer wrote to a conversation that had been closed as resolved or
+    abandoned (or before outcomes were recorded). Escalated is final."""
+    if turn.escalation is not None:
+        return Outcome.ESCALATED
+    if turn.outcome_was not in (OPEN, Outcome.ESCALATED):
+        return OPEN
+    return None
+
+
+def _desks_told(turn: Turn, customer_message: Any) -> None:
+    """The tenant's desks hear of the stored turn: a conversation that joined a queue, or the customer's message
+    to a conversation a person holds (pushed now: this is the database thread, after the write)."""
+    if turn.escalation is not None:
+        escalation_opened(
+            turn.escalation, conversation_key=turn.input.conversation_key, position=turn.escalation_position
+        )
+    elif turn.held is not None:
+        event = {"kind": "message", "escalation": str(turn.held.pk), "message": message_public(customer_message)}
+        push_now(desk_group(turn.held.tenant_id), DESK_EVENT, event)
 
 
 def _turn_observe(turn: Turn) -> None:
@@ -1532,7 +1799,7 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
             await sync_to_async(_load_conversation)(turn, None)
         with usage_counting(turn.model_calls):
-            for name, node in NODES:
+            for name, node in HELD_NODES if turn.held is not None else NODES:
                 await _timed(turn, name, node)
         handed_on = True  # by the persisting transaction
         _turn_observe(turn)

@@ -1,5 +1,5 @@
-"""The conversation store: conversations, their messages, route decisions, tool calls, goal-mode runs and the
-users' feedback on answers.
+"""The conversation store: conversations, their messages, route decisions, tool calls, goal-mode runs, the
+users' feedback on answers, the escalations to people and how each conversation ended.
 
 Written by the turn (:mod:`conversations.records`) and the session services; read by the sessions API,
 the admin (read-only) and the analytics. The tables kept their names when the models moved here from
@@ -8,12 +8,27 @@ the admin (read-only) and the analytics. The tables kept their names when the mo
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
 COHORT_HELP = "Which side of the multi_agent flag answered: multi_agent, single_agent, or blank (not decided)."
+
+
+class Outcome(models.TextChoices):
+    RESOLVED = "resolved", "Resolved"
+    ESCALATED = "escalated", "Escalated"
+    ABANDONED = "abandoned", "Abandoned"
+
+
+# A conversation's outcome column: blank while it is open; conversations stored before outcomes were recorded are
+# marked so, and counted nowhere (a new message opens them again).
+OPEN = ""
+UNMEASURED = "unmeasured"
+CONVERSATION_OUTCOMES = [(OPEN, "Open"), *Outcome.choices, (UNMEASURED, "Ended before outcomes were recorded")]
 
 
 class Conversation(models.Model):
@@ -66,6 +81,24 @@ class Conversation(models.Model):
         default=0,
         help_text="The kinds of completed move the conversation has had, one bit each (handoffs.models.KIND_BITS).",
     )
+    escalation = models.ForeignKey(
+        "conversations.Escalation",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The escalation a person holds the conversation under (waiting or taken); blank: the assistants "
+        "answer.",
+    )
+    fallbacks_in_row = models.PositiveSmallIntegerField(
+        default=0, help_text="How many of the last answers in a row the fallback gave (the escalation rule's count)."
+    )
+    outcome = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=CONVERSATION_OUTCOMES,
+        help_text="How the conversation ended (its figures: the conversation's outcome row); blank: still open.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -80,6 +113,9 @@ class Conversation(models.Model):
             models.Index(fields=["tenant", "created_at", "profile", "cohort"], name="conversation_tenant_window"),
             models.Index(fields=["created_at", "tenant", "profile", "cohort"], name="conversation_window"),
             models.Index(fields=["tenant", "profile", "id", "cohort"], name="conversation_tenant_ids"),
+            # The periodic close (conversations.outcomes): a profile's open conversations (closed ones leave the
+            # index); which are idle is read from turn_started_at, left out so that a turn's update stays HOT.
+            models.Index(fields=["profile", "created_at"], condition=models.Q(outcome=""), name="conversation_open"),
         ]
 
     def __str__(self) -> str:
@@ -91,6 +127,8 @@ class MessageRole(models.TextChoices):
     ASSISTANT = "assistant", "Assistant"
     AGENT = "agent", "Agent (a specialist's part of a supervisor turn)"
     SYSTEM = "system", "System"
+    HUMAN = "human", "A person (the desk's reply to the customer)"
+    NOTE = "note", "Internal note (the desk's; never shown to the customer)"
 
 
 # A specialist's part of a supervisor turn that failed or timed out: an error for a rollout plan's guard, read
@@ -528,3 +566,142 @@ class BackendCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.backend}: {self.status}"
+
+
+# -- people in the loop ----------------------------------------------------------------------------------------
+
+
+class EscalationStatus(models.TextChoices):
+    QUEUED = "queued", "Waiting for a person"
+    ASSIGNED = "assigned", "With a person"
+    RETURNED = "returned", "Handed back to the assistants"
+    CLOSED = "closed", "Closed (the conversation ended)"
+
+
+# A person holds the conversation: its messages go to the desk, not to the assistants.
+ESCALATION_OPEN = (EscalationStatus.QUEUED, EscalationStatus.ASSIGNED)
+
+
+class EscalationReason(models.TextChoices):
+    CUSTOMER_REQUEST = "customer_request", "The customer asked for a person"
+    INTENT = "intent", "An intent answered by people"
+    SPECIALIST = "specialist", "A specialist handed the conversation over"
+    FALLBACKS = "fallbacks", "Fallback answers in a row"
+    LOOP_STOP = "loop_stop", "Loop safety stopped a move"
+    GOAL_FAILURE = "goal_failure", "A goal that could not be handled"
+    THUMBS_DOWN = "thumbs_down", "The customer rated an answer down"
+    GUARDRAIL_BLOCK = "guardrail_block", "A guardrail blocked the message"
+
+
+class EscalationPriority(models.IntegerChoices):
+    URGENT = 1, "Urgent"
+    HIGH = 2, "High"
+    NORMAL = 3, "Normal"
+    LOW = 4, "Low"
+
+
+class Escalation(models.Model):
+    """A conversation handed to a person: it waits in its team's queue (per tenant and profile; higher priority
+    first, then first come), is taken on a desk, answered, transferred, and handed back to the assistants.
+
+    ``tenant`` and ``profile`` repeat the conversation's, as the handoffs do, so that a queue is one index range.
+    ``summary`` is what the person who takes it reads first; ``desk`` names an external desk (a business's own
+    contact-center tool, reached by a signed webhook), blank for the platform's own.
+    """
+
+    # A UUID, made before the row is stored: the turn that hands a conversation over names it in its answer, and
+    # an external desk's API addresses it, without the platform's row numbers.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="escalations")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    team = models.CharField(max_length=40, help_text="The queue it waits in.")
+    priority = models.PositiveSmallIntegerField(choices=EscalationPriority.choices, default=EscalationPriority.NORMAL)
+    status = models.CharField(max_length=16, choices=EscalationStatus.choices, default=EscalationStatus.QUEUED)
+    reason = models.CharField(max_length=32, choices=EscalationReason.choices)
+    reason_text = models.TextField(blank=True, help_text="Why, in words.")
+    summary = models.TextField(blank=True, help_text="What the person who takes it needs to know first.")
+    language = models.CharField(max_length=8, blank=True, help_text="The customer's language (pt, en, es).")
+    from_agent = models.CharField(max_length=64, blank=True, help_text="The assistant that answered before.")
+    intent = models.CharField(
+        max_length=100, blank=True, help_text="The conversation's intent when it was handed over."
+    )
+    desk = models.CharField(max_length=40, blank=True, help_text="An external desk's name; blank: the platform's own.")
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    person = models.CharField(
+        max_length=150,
+        blank=True,
+        help_text="Who answers, as the customer reads it (a staff user's or an external desk's person).",
+    )
+    person_ref = models.CharField(max_length=200, blank=True, help_text="An external desk's id for that person.")
+    created_at = models.DateTimeField(default=timezone.now, help_text="When it was queued.")
+    assigned_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="Handed back, or closed.")
+
+    class Meta:
+        ordering = ["priority", "created_at", "id"]
+        indexes = [
+            # A queue: one tenant's waiting conversations by team, in serving order (the position counts them).
+            models.Index(
+                fields=["tenant", "profile", "team", "priority", "created_at"],
+                condition=models.Q(status="queued"),
+                name="escalation_queue",
+            ),
+            models.Index(fields=["tenant", "status", "created_at"], name="escalation_tenant_status"),
+            models.Index(fields=["conversation", "created_at"], name="escalation_conversation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} → {self.team} ({self.status})"
+
+
+# What the outcome analytics read after the window's columns (covering, see Conversation).
+OUTCOME_READ = ["cohort", "routing_version", "outcome", "intent", "goal", "agent", "rated_up", "rated_down"]
+
+
+class ConversationOutcome(models.Model):
+    """How one conversation ended (docs/analytics.md, "Outcomes"), with what the outcome analytics and the rollout
+    guards count it by: written when a person is asked for (``escalated``, final), or when the conversation closes
+    (``resolved`` or ``abandoned``).
+
+    ``tenant``, ``profile``, ``cohort`` and ``routing_version`` repeat the conversation's last turn, ``intent``,
+    ``goal`` and ``agent`` where it stood, so that the analytics read this table alone; ``rated_up`` and
+    ``rated_down`` count its rated answers (the CSAT).
+    """
+
+    conversation = models.OneToOneField(Conversation, on_delete=models.CASCADE, related_name="ended")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    reason = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="Why: closing_words, rated_up, a person's reason (customer_request, …), timeout, session_ended.",
+    )
+    cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
+    intent = models.CharField(max_length=100, blank=True)
+    goal = models.CharField(max_length=100, blank=True, help_text="Goal mode: the last goal served.")
+    agent = models.CharField(max_length=64, blank=True, help_text="The assistant that answered last.")
+    rated_up = models.PositiveIntegerField(default=0)
+    rated_down = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(help_text="When the conversation started.")
+    decided_at = models.DateTimeField(default=timezone.now, help_text="When the outcome was decided.")
+
+    class Meta:
+        ordering = ["decided_at", "id"]
+        indexes = [
+            models.Index(fields=["tenant", "decided_at", "profile", *OUTCOME_READ], name="outcome_tenant_window"),
+            models.Index(fields=["decided_at", "tenant", "profile", *OUTCOME_READ], name="outcome_window"),
+            # A rollout plan's cohorts (conversations.rollout_guard).
+            models.Index(
+                fields=["profile", "routing_version", "decided_at"],
+                include=["outcome", "cohort"],
+                name="outcome_version",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}: {self.outcome}"

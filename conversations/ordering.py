@@ -89,6 +89,9 @@ STATE_COLUMNS = (
     "handoff_kinds",
     "created_at",
     "ended_at",
+    "escalation_id",
+    "fallbacks_in_row",
+    "outcome",
 )
 JSON_COLUMNS = frozenset(
     {"sub_conversation", "pending_result", "pending_permission", "granted_permissions", "goal_state"}

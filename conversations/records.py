@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -21,9 +22,20 @@ from django.db import connection, transaction
 
 from common.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
+from conversations.desk import outcome_escalated
 from conversations.gateway import BackendReply
 from conversations.goal_records import goal_rows_create
-from conversations.models import BackendCall, Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+from conversations.models import (
+    OPEN,
+    BackendCall,
+    Conversation,
+    ConversationOutcome,
+    Escalation,
+    Message,
+    MessageRole,
+    RouteDecisionRecord,
+    ToolCall,
+)
 from conversations.signals import conversation_recounted
 from conversations.supervisor import GAP_TEXT
 from handoffs.models import Handoff
@@ -73,6 +85,9 @@ class TurnRecord:
     tool_calls: Sequence[dict[str, Any]] = ()  # ToolResult.as_dict(), redacted
     moves: Sequence[Move] = ()
     backend_calls: Sequence[BackendReply] = ()  # the gateway's hops to remote backends (made or skipped)
+    answered: bool = True  # False: no answer is stored (a person holds the conversation and answers on the desk)
+    escalation: Escalation | None = None  # the escalation the turn opened (unsaved), stored with it
+    goal: str = ""  # goal mode: the goal served (what the conversation's outcome is counted under)
 
 
 @dataclass
@@ -85,23 +100,26 @@ class TurnRows:
     tool_calls: list[ToolCall]
     handoffs: list[Handoff] = field(default_factory=list)
     backend_calls: list[BackendCall] = field(default_factory=list)
+    answered: bool = True
 
     @property
     def user_message(self) -> Message:
         return self.messages[0]
 
     @property
-    def answer(self) -> Message:
-        return self.messages[-1]
+    def answer(self) -> Message | None:
+        """The answer's row (the last message), ``None`` when the turn stored none."""
+        return self.messages[-1] if self.answered else None
 
     def link(self) -> None:
         """Copy the messages' ids, once they have them, into the rows that point at them."""
         if self.decision is not None:
             self.decision.message_id = self.user_message.pk
+        answer_pk = self.messages[-1].pk
         for call in self.tool_calls:
-            call.message_id = self.answer.pk
+            call.message_id = answer_pk
         for hop in self.backend_calls:
-            hop.message_id = self.answer.pk
+            hop.message_id = answer_pk
 
 
 def turn_rows(record: TurnRecord) -> TurnRows:
@@ -140,12 +158,14 @@ def turn_rows(record: TurnRecord) -> TurnRows:
             reply.row(conversation_id=record.conversation_id, tenant_id=record.tenant_id, profile_id=record.profile_id)
             for reply in record.backend_calls
         ],
+        answered=record.answered,
     )
 
 
 def _message_rows(record: TurnRecord) -> list[Message]:
     """In reading order: the user's message, the system notes the specialists got (a finished sub-conversation's
-    result), each specialist's part of a supervisor turn (role ``agent``, step = round + 1), the answer."""
+    result), each specialist's part of a supervisor turn (role ``agent``, step = round + 1), the answer (unless the
+    turn gives none: a person holds the conversation)."""
     conversation, cohort, version = record.conversation_id, record.cohort, record.routing_version
     profile = record.profile_id
     user = Message(
@@ -200,7 +220,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         content=record.answer,
         metadata=record.metadata,
     )
-    return [user, *notes, *parts, answer]
+    return [user, *notes, *parts, answer] if record.answered else [user, *notes, *parts]
 
 
 def _decision_row(record: TurnRecord, user_message: Message) -> RouteDecisionRecord | None:
@@ -235,7 +255,9 @@ class LiveState:
     ``routed`` is ``(state, active_specialist, active_intent)`` when the turn was routed, ``None`` when it never
     got that far (a blocked message), which leaves them as they were. ``active_backend``: the remote backend now
     answering the conversation ("": a local specialist again), ``None`` when that did not change (the local path
-    writes no more columns than before).
+    writes no more columns than before). ``escalation_id``: the escalation the turn opened (a person holds the
+    conversation from now on); ``fallbacks_in_row`` and ``outcome`` their new values, ``None`` when unchanged
+    (``outcome`` ``""`` opens a closed conversation again).
     """
 
     sub_conversation: dict[str, Any] | None = None
@@ -245,6 +267,9 @@ class LiveState:
     routed: tuple[str, str, str] | None = None
     goal_state: dict[str, Any] | None = None
     active_backend: str | None = None
+    escalation_id: uuid.UUID | None = None
+    fallbacks_in_row: int | None = None
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)
@@ -272,10 +297,21 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         updates["state"], updates["active_specialist"], updates["active_intent"] = live.routed
     if live.active_backend is not None:
         updates["active_backend"] = live.active_backend
+    if live.escalation_id is not None:
+        updates["escalation"] = live.escalation_id
+    if live.fallbacks_in_row is not None:
+        updates["fallbacks_in_row"] = live.fallbacks_in_row
+    if live.outcome is not None:
+        updates["outcome"] = live.outcome
     kinds = counted.handoff_kinds | moves_kinds(record.moves)
     if kinds != counted.handoff_kinds:
         updates["handoff_kinds"] = kinds
     return updates
+
+
+# What a model's history holds: the customer's messages, the answers, and what people wrote to the customer (a model
+# reads those as answers).
+HISTORY_ROLES = (MessageRole.USER.value, MessageRole.ASSISTANT.value, MessageRole.HUMAN.value)
 
 
 class HistoryEntry(NamedTuple):
@@ -287,19 +323,20 @@ class HistoryEntry(NamedTuple):
 
 
 def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, limit: int) -> tuple[HistoryEntry, ...]:
-    """The conversation's last ``limit`` user and assistant messages, oldest first, as :class:`HistoryEntry`.
+    """The conversation's last ``limit`` user and assistant messages (and people's replies: the desk's), oldest first,
+    as :class:`HistoryEntry`.
 
     A session ended through the API (``ended_at``) starts afresh: earlier messages stay stored but out of the
     model's view. Written as SQL, as the ticket's take is: it runs on every message (docs/benchmarks.md).
     """
     table = connection.ops.quote_name(Message._meta.db_table)
-    params: list[Any] = [conversation_pk, MessageRole.USER.value, MessageRole.ASSISTANT.value]
+    params: list[Any] = [conversation_pk, *HISTORY_ROLES]
     since = ""
     if ended_at is not None:
         since = " AND created_at > %s"
         params.append(connection.ops.adapt_datetimefield_value(ended_at))
     statement = (
-        f"SELECT role, content, id FROM {table} WHERE conversation_id = %s AND role IN (%s, %s){since}"  # noqa: S608  # the model's table; values are parameters
+        f"SELECT role, content, id FROM {table} WHERE conversation_id = %s AND role IN (%s, %s, %s){since}"  # noqa: S608  # the model's table; values are parameters
         " ORDER BY created_at DESC, id DESC LIMIT %s"
     )
     with statement_cursor() as cursor:
@@ -319,10 +356,10 @@ def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | No
     sql = (
         "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id)::text FROM "  # noqa: S608  # the model's names; values are parameters
         f"(SELECT role, content, id, created_at FROM {table} WHERE conversation_id = {conversation}.id"
-        f" AND role IN (%s, %s) AND ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
+        f" AND role IN (%s, %s, %s) AND ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
         " ORDER BY created_at DESC, id DESC LIMIT %s) h)"
     )
-    return sql, [MessageRole.USER.value, MessageRole.ASSISTANT.value, limit]
+    return sql, [*HISTORY_ROLES, limit]
 
 
 def history_parse(read: str | None) -> tuple[HistoryEntry, ...]:
@@ -348,10 +385,24 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
     updates = conversation_updates(record, live, counted)
     recounted = "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
     goal = record.metadata.get("goal")
+    opened, reopened = record.escalation, live.outcome == OPEN
     joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's
-    alone = joined and not (rows.tool_calls or rows.handoffs or rows.backend_calls or goal or recounted)
+    alone = joined and not (
+        rows.tool_calls or rows.handoffs or rows.backend_calls or goal or recounted or opened or reopened
+    )
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
+            if opened is not None:  # first: the conversation's update names it
+                opened.save(force_insert=True)
+                outcome_escalated(
+                    escalation=opened,
+                    cohort=record.cohort or counted.cohort,
+                    routing_version=record.routing_version,
+                    started_at=counted.created_at,
+                    goal=record.goal,
+                )
+            elif reopened:  # the customer wrote to a closed conversation: it is open again, its outcome undecided
+                ConversationOutcome.objects.filter(conversation_id=record.conversation_id).delete()
             if joined:
                 _turn_statement_send(rows, conversation_pk=record.conversation_id, ticket=ticket, updates=updates)
             else:
@@ -363,7 +414,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
                 ordering.ticket_pass(record.conversation_id, ticket, values=updates, messages=len(rows.messages))
             if rows.tool_calls:
                 ToolCall.objects.bulk_create(rows.tool_calls)
-            if goal:  # goal mode: the run and its steps, for the goal analytics
+            if goal and rows.answer is not None:  # goal mode: the run and its steps, for the goal analytics
                 goal_rows_create(
                     message=rows.answer, goal=goal, tenant_id=record.tenant_id, profile_id=record.profile_id
                 )

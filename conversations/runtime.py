@@ -35,9 +35,9 @@ from common import tracing
 from common.events import Emit, emit_safely
 from common.text import phrase_found
 from conversations.permissions import permission_question
-from handoffs.tools import END_SUB_CONVERSATION, ControlCall, ControlTool
+from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.router import CompiledRouter
-from routing.small_talk import small_talk_read
+from routing.small_talk import person_asked_in, small_talk_read
 from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ async def _tool_step(
         if tool is None:
             continue
         move = ControlCall(tool.name, dict(call.get("args") or {}))
-        if outcome.control is None and (tool.name == END_SUB_CONVERSATION or move.target in tool.targets):
+        if outcome.control is None and (tool.name in UNTARGETED or move.target in tool.targets):
             outcome.control = move
             continue
         outcome.refused.append(move)
@@ -346,6 +346,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     provider = provider_for(request.profile)
     topic = (request.intent_description or "").strip().rstrip(".")
     hit_agents, closing_words = _moves_read_on(request)
+    control = {tool.name: tool for tool in request.control}
     model = provider.chat_model(
         context=request.model_context,
         display_name=request.specialist.display_name,
@@ -353,9 +354,9 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         agent=request.specialist.name,
         hit_agents=hit_agents,
         closing_words=closing_words,
+        person_asked=REQUEST_HUMAN in control and person_asked_in(request.text),
     )
     offered = {tool.name: tool for tool in request.tools}
-    control = {tool.name: tool for tool in request.control}
     definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
     runnable = model.bind_tools(definitions) if definitions else model
 

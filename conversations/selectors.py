@@ -10,7 +10,8 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from agents.models import AgentProfile, ModelPrice
-from conversations.models import Conversation, Message, MessageRole
+from conversations.desk import escalation_public, message_author, queue_position
+from conversations.models import ESCALATION_OPEN, Conversation, Escalation, Message, MessageRole
 from tenants.models import Tenant
 from tenants.selectors import TenantScope, tenant_scope_where
 
@@ -23,18 +24,20 @@ def conversation_get_for_tenant(*, tenant: Tenant, conversation_key: str) -> Con
 
 
 def conversation_messages(*, conversation: Conversation) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A conversation's messages and route decisions, oldest first, as the sessions API shows them."""
+    """A conversation's messages and route decisions, oldest first, as the sessions API shows them: each message with
+    its ``author`` (the customer, an assistant, or a person of the desk); the desk's internal notes are not shown."""
     messages = [
         {
             "id": message.pk,  # an answer's id is what POST /api/sessions/{key}/feedback rates
             "role": message.role,
             "agent": message.agent,
+            "author": message_author(message.role, message.agent, message.metadata),
             "content": message.content,
             "step": message.step,
             "created_at": message.created_at,
             "metadata": message.metadata,
         }
-        for message in conversation.messages.order_by("created_at", "id")
+        for message in conversation.messages.exclude(role=MessageRole.NOTE).order_by("created_at", "id")
     ]
     decisions = [
         {
@@ -55,6 +58,15 @@ def conversation_messages(*, conversation: Conversation) -> tuple[list[dict[str,
         for decision in conversation.route_decisions.order_by("created_at", "id")
     ]
     return messages, decisions
+
+
+def conversation_escalation(*, conversation: Conversation) -> dict[str, Any] | None:
+    """The escalation a person holds the conversation under, as the customer's side reads it (with its place in
+    line while it waits); ``None`` when the assistants answer."""
+    if conversation.escalation_id is None:
+        return None
+    held = Escalation.objects.filter(pk=conversation.escalation_id, status__in=ESCALATION_OPEN).first()
+    return escalation_public(held, position=queue_position(held)) if held is not None else None
 
 
 def conversation_get(*, conversation_key: str) -> Conversation | None:

@@ -12,6 +12,11 @@ from django.dispatch import Signal
 # Keyword argument: ``created_at``, when the conversation was created (the day it is counted on).
 conversation_recounted = Signal()
 
+# An escalation changed: opened, taken, a person's message, transferred, returned, closed. Keyword arguments:
+# ``escalation`` (the row), ``kind`` (that word) and, for a message, ``message`` (as the sessions API shows it).
+# Sent once the change is committed; the external desks listen (their webhook).
+escalation_changed = Signal()
+
 # Rows of the store were deleted (a session's history cleared). Keyword argument: ``days``, the UTC dates the
 # deleted rows had been written on.
 store_rows_deleted = Signal()

@@ -14,6 +14,7 @@ class HandoffKind(models.TextChoices):
     RETURN = "return", "Return"
     FANOUT = "supervisor_fanout", "Supervisor fan-out"
     BACKEND = "backend_handoff", "Backend handoff"
+    HUMAN = "human", "To or from a person"
 
 
 # One bit per kind, for Conversation.handoff_kinds (the kinds of completed move a conversation has had). Fixed
@@ -25,7 +26,10 @@ KIND_BITS: dict[str, int] = {
     HandoffKind.RETURN: 8,
     HandoffKind.FANOUT: 16,
     HandoffKind.BACKEND: 32,
+    HandoffKind.HUMAN: 64,
 }
+# A conversation handed to a person is a move to this agent; handed back, a move from it (kind ``human`` both ways).
+PERSON = "human"
 
 
 def kinds_mask(kinds: Iterable[str]) -> int:

@@ -10,6 +10,8 @@ moves the turn (:mod:`conversations.graph`).
   coordinator delegates the conversation to a specialist.
 * ``end_specialist_sub_conversation`` (seed 001) — the delegated specialist
   gives control back with its result.
+* ``request_human`` — hand the conversation to a person of one of the
+  profile's teams (docs/desk.md); offered when the profile lets specialists.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from typing import Any
 REQUEST_HANDOFF = "request_handoff"
 REQUEST_SUB_CONVERSATION = "request_specialist_sub_conversation"
 END_SUB_CONVERSATION = "end_specialist_sub_conversation"
-CONTROL_TOOLS = frozenset({REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION, END_SUB_CONVERSATION})
+REQUEST_HUMAN = "request_human"
+CONTROL_TOOLS = frozenset({REQUEST_HANDOFF, REQUEST_SUB_CONVERSATION, END_SUB_CONVERSATION, REQUEST_HUMAN})
+# Control calls that name no agent: accepted whatever their arguments say (the graph reads them).
+UNTARGETED = frozenset({END_SUB_CONVERSATION, REQUEST_HUMAN})
+PRIORITIES = ("urgent", "high", "normal", "low")
 
 # Sub-conversation statuses with a meaning of their own; a specialist may send any other word.
 STATUS_COMPLETED = "completed"
@@ -29,7 +35,8 @@ STATUS_OUT_OF_SCOPE = "out_of_scope"
 
 @dataclass(frozen=True)
 class ControlTool:
-    """A control tool as offered to one specialist in one run: its name and, for moves, the allowed agents."""
+    """A control tool as offered to one specialist in one run: its name and, for moves, the allowed agents (for
+    ``request_human``, the profile's teams)."""
 
     name: str
     targets: tuple[str, ...] = ()
@@ -54,6 +61,22 @@ class ControlTool:
                     },
                 },
                 ["target_agent", "reason", "context_summary"],
+            )
+        if self.name == REQUEST_HUMAN:
+            return _function(
+                REQUEST_HUMAN,
+                "Hand the conversation to a person of the team: when the customer asks for a person, or when you "
+                "cannot help and a person can. Call only this tool; the customer is told they are in line.",
+                {
+                    "reason": {"type": "string", "description": "Why a person should take over."},
+                    "context_summary": {
+                        "type": "string",
+                        "description": "What the person needs to know first: the request and what you found.",
+                    },
+                    "team": {"type": "string", "enum": list(self.targets), "description": "The team to hand to."},
+                    "priority": {"type": "string", "enum": list(PRIORITIES), "description": "How urgent (normal)."},
+                },
+                ["reason", "context_summary"],
             )
         if self.name == REQUEST_SUB_CONVERSATION:
             return _function(

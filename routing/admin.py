@@ -196,7 +196,7 @@ class IntentAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["profile", "name", "specialist", "domain", "priority", "enabled"]}),
         ("What it means", {"fields": ["description", "examples"]}),
-        ("When it wins", {"fields": ["mcp_tools", "next_state"]}),
+        ("When it wins", {"fields": ["mcp_tools", "next_state", "escalate_to"]}),
     ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Intent]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from agents.escalation import EscalationSettings
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
@@ -61,6 +62,7 @@ PROFILE_FIELDS = (
     "guardrails",
     "judges",
     "goal_threshold",
+    "escalation",
     "enabled",
 )
 
@@ -77,8 +79,10 @@ PROFILE_DEFAULTS: Mapping[str, Any] = {
     "examples_state_threshold": 0.99,
     "examples_reliability": [],
     "examples_keyword_check": 1.0,
+    # Versions published before people were in the loop handed no conversation to a person.
+    "escalation": {"enabled": False},
 }
-INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}}
+INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}, "escalate_to": ""}
 
 
 class DocumentError(ValueError):
@@ -168,6 +172,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
         "enabled",
         "examples",
         "next_state",
+        "escalate_to",
     ):
         intents.setdefault(row["profile_id"], {})[row["name"]] = {
             "specialist": row["specialist__name"],
@@ -180,6 +185,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             "examples": [str(example) for example in row["examples"] or ()],
             "mcp_tools": sorted(intent_tools.get(row["pk"], ())),
             "next_state": row["next_state"],
+            "escalate_to": row["escalate_to"],
         }
 
     policies: dict[int, dict[str, dict[str, Any]]] = {}
@@ -441,6 +447,7 @@ def profile_compile(
                     examples=tuple(intent["examples"]),
                     mcp_tools=tuple(tool for tool in intent["mcp_tools"] if tool in usable),
                     next_state=intent["next_state"],
+                    escalate_to=intent["escalate_to"],
                 )
                 for name, intent in document["intents"].items()
                 if intent["enabled"] and intent["specialist"] in specialists
@@ -528,6 +535,7 @@ def profile_compile(
         goal_threshold=profile["goal_threshold"],
         tool_rights=rights,
         backends=dict(backends),
+        escalation=EscalationSettings.from_json(profile["escalation"]),
     )
 
 

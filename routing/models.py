@@ -11,6 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from agents.escalation import EscalationSettings, validate_team_name
 from common.text import normalize
 from routing.goals import ManifestError, goal_check
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
@@ -39,6 +40,14 @@ class Intent(models.Model):
         blank=True,
         help_text="Conversation state to set after this intent answers, e.g. WAITING_PAYMENT_CONFIRMATION.",
     )
+    escalate_to = models.CharField(
+        "hand to a person of team",
+        max_length=40,
+        blank=True,
+        validators=[validate_team_name],
+        help_text="When this intent wins, a person of this team answers instead of the assistants (one of the "
+        "profile's teams, e.g. retention); blank: the assistants answer.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -50,6 +59,15 @@ class Intent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if self.escalate_to and self.profile_id is not None:
+            teams = EscalationSettings.from_json(self.profile.escalation).teams
+            if self.escalate_to not in teams:
+                raise ValidationError(
+                    {"escalate_to": f"{self.escalate_to!r} is not one of the profile's teams ({', '.join(teams)})."}
+                )
 
 
 ERROR_EXCLUSION_NOT_TEXT = "Each exclusion is a word or phrase (text)."

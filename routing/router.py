@@ -67,6 +67,7 @@ Method = Literal[
     "sub_conversation",
     "permission",
     "goal",
+    "human",
 ]
 
 FALLBACK_INTENT = "fallback"
@@ -118,6 +119,7 @@ class IntentSpec:
     examples: tuple[str, ...] = ()
     mcp_tools: tuple[str, ...] = ()
     next_state: str = ""
+    escalate_to: str = ""  # a team of people answers when this intent wins ("": the assistants)
     # (keyword, its exclusion phrases) for the keywords that have some, each keyword as it is in ``keywords``.
     keyword_exclusions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 

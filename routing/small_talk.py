@@ -77,6 +77,7 @@ class SmallTalkReader:
         self.filler = frozenset(word for text in filler for word in _words(text))
         self.vocabulary: set[str] = set(self.filler)
         self.kinds: list[tuple[str, re.Pattern[str]]] = []
+        self.anywhere: dict[str, re.Pattern[str]] = {}  # a kind's phrases found inside any message
         for kind in KINDS:
             alternatives = []
             for phrase in kinds.get(kind, ()):
@@ -87,6 +88,17 @@ class SmallTalkReader:
             if alternatives:
                 alternatives.sort(key=len, reverse=True)
                 self.kinds.append((kind, re.compile("|".join(f"(?:{a})" for a in alternatives))))
+                self.anywhere[kind] = re.compile("(?:^| )(?:" + "|".join(f"(?:{a})" for a in alternatives) + ")")
+
+    def found_in(self, text: str, kind: str) -> str | None:
+        """The first phrase of ``kind`` that ``text`` holds among other words, or ``None``: "minha fatura veio alta e
+        quero falar com um atendente" holds a request for a person. Words are read as :meth:`read` reads them."""
+        pattern = self.anywhere.get(kind)
+        if pattern is None:
+            return None
+        words = _words(text)
+        found = pattern.search(" ".join(words) + " ") if words else None
+        return found.group(0).strip() if found else None
 
     def read(self, text: str) -> SmallTalk | None:
         """The message's small talk, or ``None`` when anything in it is not a small-talk phrase or a filler word."""
@@ -148,6 +160,12 @@ def small_talk_reader() -> SmallTalkReader:
     }
     filler = [word for words in data["filler"].values() for word in words]
     return SmallTalkReader(kinds, filler)
+
+
+def person_asked_in(text: str) -> bool:
+    """Whether ``text`` asks for a person anywhere in it (small talk's ``human_request`` phrases), business words
+    around it or not."""
+    return small_talk_reader().found_in(text, "human_request") is not None
 
 
 @lru_cache(maxsize=1024)

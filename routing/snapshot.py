@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connections
 
+from agents.escalation import EscalationSettings
 from common.config_version import config_version, local_generation
 from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.replies import ReplyWords
@@ -148,6 +149,8 @@ class ProfileSpec:
     review_single_turns: bool = False
     # The enabled remote backends it routes to (a gateway profile), by name: agents in its router like specialists.
     backends: Mapping[str, BackendSpec] = field(default_factory=dict)
+    # People in the loop: when its conversations go to a person, and when an idle one is closed.
+    escalation: EscalationSettings = field(default_factory=EscalationSettings)
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""

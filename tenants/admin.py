@@ -33,7 +33,7 @@ class _TenantTotals(TypedDict):
 
 class ApiKeyInline(ListingInlineMixin, admin.TabularInline):
     model = ApiKey
-    fields = ["prefix", "name", "is_active", "is_debug", "can_preview", "created_at", "last_used_at"]
+    fields = ["prefix", "name", "is_active", "is_debug", "can_preview", "can_answer", "created_at", "last_used_at"]
     verbose_name_plural = "API keys (create new ones from the API key page)"
 
 
@@ -103,8 +103,18 @@ class TenantAdmin(admin.ModelAdmin):
 class ApiKeyAdmin(admin.ModelAdmin):
     """Keys are made only by the "add" page, which shows the secret once and stores its hash."""
 
-    list_display = ["prefix", "name", "tenant", "is_active", "is_debug", "can_preview", "created_at", "last_used_at"]
-    list_filter = ["is_active", "is_debug", "can_preview", "tenant"]
+    list_display = [
+        "prefix",
+        "name",
+        "tenant",
+        "is_active",
+        "is_debug",
+        "can_preview",
+        "can_answer",
+        "created_at",
+        "last_used_at",
+    ]
+    list_filter = ["is_active", "is_debug", "can_preview", "can_answer", "tenant"]
     list_select_related = ["tenant"]
     search_fields = ["prefix", "name", "tenant__slug", "tenant__name"]
     date_hierarchy = "created_at"
@@ -112,7 +122,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> FieldGroups:
         if obj is None:
-            return ["tenant", "name", "is_debug", "can_preview"]
+            return ["tenant", "name", "is_debug", "can_preview", "can_answer"]
         return [
             "tenant",
             "name",
@@ -121,6 +131,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "is_active",
             "is_debug",
             "can_preview",
+            "can_answer",
             "created_at",
             "last_used_at",
         ]
@@ -135,7 +146,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             return
         key, raw = api_key_create(
-            tenant_slug=obj.tenant.slug, name=obj.name, is_debug=obj.is_debug, can_preview=obj.can_preview
+            tenant_slug=obj.tenant.slug,
+            name=obj.name,
+            is_debug=obj.is_debug,
+            can_preview=obj.can_preview,
+            can_answer=obj.can_answer,
         )
         # The admin goes on with ``obj`` (log entry, then response_add): make it the stored key.
         for field in ApiKey._meta.concrete_fields:

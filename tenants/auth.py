@@ -51,6 +51,10 @@ class ApiClient:
     def can_preview(self) -> bool:
         return self.key.can_preview
 
+    @property
+    def can_answer(self) -> bool:
+        return self.key.can_answer
+
 
 # Keys looked up in this process, by hash, with the configuration version they were read at.
 # Every save or delete of a key or tenant bumps that version (tenants/apps.py), so a revoked

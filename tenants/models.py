@@ -21,6 +21,7 @@ class TenantRight(models.TextChoices):
     MANAGE = "manage_conversations", "end and clear conversations"
     ACT = "act_for_tenant", "chat as the tenant"
     DEBUG = "debug_tenant", "use the debug routes"
+    ANSWER = "answer_as_person", "answer as a person"
 
 
 class Tenant(models.Model):
@@ -60,6 +61,7 @@ class Tenant(models.Model):
             (TenantRight.MANAGE.value, "Can end and clear the conversations of every tenant"),
             (TenantRight.ACT.value, "Can chat as every tenant (API, WebSocket, chat page, multi-agent preview)"),
             (TenantRight.DEBUG.value, "Can use the debug routes (route debug, MCP tools) for every tenant"),
+            (TenantRight.ANSWER.value, "Can take escalated conversations and answer as a person, for every tenant"),
         ]
 
     def __str__(self) -> str:
@@ -75,6 +77,11 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     is_debug = models.BooleanField(default=False, help_text="May call /api/debug/*.")
     can_preview = models.BooleanField(default=False, help_text="May call POST /api/chat/multi-agent/message.")
+    can_answer = models.BooleanField(
+        default=False,
+        help_text="May answer escalated conversations as a person (an external contact-center tool: the escalations "
+        "API).",
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -105,6 +112,10 @@ class TenantGrant(models.Model):
     )
     debug_tenant = models.BooleanField(
         default=False, help_text="Debug routes: the routing decision for this tenant, MCP tools list and call."
+    )
+    answer_as_person = models.BooleanField(
+        default=False,
+        help_text="The desk: take this tenant's escalated conversations, answer them as a person, hand them back.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

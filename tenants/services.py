@@ -14,7 +14,7 @@ def tenant_get_or_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
 
 @transaction.atomic
 def api_key_create(
-    *, tenant_slug: str, name: str = "", is_debug: bool = False, can_preview: bool = False
+    *, tenant_slug: str, name: str = "", is_debug: bool = False, can_preview: bool = False, can_answer: bool = False
 ) -> tuple[ApiKey, str]:
     """Create a key for the tenant (creating the tenant if needed); returns the key and its raw secret."""
     tenant, _ = tenant_get_or_create(slug=tenant_slug)
@@ -26,5 +26,6 @@ def api_key_create(
         key_hash=key_hash(raw),
         is_debug=is_debug,
         can_preview=can_preview,
+        can_answer=can_answer,
     )
     return key, raw

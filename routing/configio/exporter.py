@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
 from common.endpoints import endpoint_mask
 from routing.models import Capability, Goal, Intent, StatePolicy
@@ -134,8 +135,16 @@ def _profile(profile: AgentProfile) -> dict[str, Any]:
         "confirmation_words": list(profile.confirmation_words or []),
         "denial_words": list(profile.denial_words or []),
         "closing_words": list(profile.closing_words or []),
+        **_escalation(profile),
         "specialists": [_specialist(specialist, prompts.get(specialist.pk)) for specialist in specialists],
     }
+
+
+def _escalation(profile: AgentProfile) -> dict[str, Any]:
+    """``escalation:`` when the profile's people in the loop differ from the defaults (left out otherwise, so that an
+    imported file that had none exports as it was)."""
+    settings = EscalationSettings.from_json(profile.escalation).as_json()
+    return {"escalation": settings} if settings != EscalationSettings().as_json() else {}
 
 
 def _specialist(specialist: Specialist, prompt: str | None) -> dict[str, Any]:
@@ -222,6 +231,8 @@ def _intent(intent: Intent) -> dict[str, Any]:
         mcp_tools=_sorted_names(intent.mcp_tools.all()),
         next_state=intent.next_state,
     )
+    if intent.escalate_to:  # most intents are the assistants': the key is left out
+        data["escalate_to"] = intent.escalate_to
     return data
 
 

@@ -17,6 +17,7 @@ from django.db import models
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from agents.escalation import EscalationSettings, escalation_problems
 from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist, SupervisorPlanner
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_args_schema
 from common.text import normalize
@@ -67,6 +68,7 @@ PROFILE_KEYS = (
     "confirmation_words",
     "denial_words",
     "closing_words",
+    "escalation",
     "specialists",
 )
 WORD_LIST_KEYS = ("confirmation_words", "denial_words", "closing_words")
@@ -115,6 +117,7 @@ INTENT_KEYS = (
     "examples",
     "mcp_tools",
     "next_state",
+    "escalate_to",
 )
 # A domain's goals and capabilities (seed 002): the fields a business user may edit (docs/goals.md).
 GOAL_KEYS = ("description", "enabled", "confidence_threshold", "examples", "capabilities", "entities_schema")
@@ -623,10 +626,27 @@ def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
                     patch.put(settings_key, node_s, node_s.value)
         for words_key in WORD_LIST_KEYS:
             _words(patch, keys, words_key, problems)
+        if "escalation" in keys:
+            _escalation(patch, keys["escalation"], problems)
         model_clean(patch, AgentProfile, problems)
         parsed.profiles.append(patch)
         if "specialists" in keys:
             _parse_specialists(keys["specialists"], agent_id, problems, parsed)
+
+
+def _escalation(patch: Patch, node: Node, problems: Problems) -> None:
+    """``escalation:`` — the profile's people in the loop (:class:`agents.escalation.EscalationSettings`); the keys
+    not given take their defaults. Each problem is reported at its key."""
+    if node.value is None:
+        patch.put("escalation", node, EscalationSettings().as_json())
+        return
+    if not check(node, "mapping", problems):
+        return
+    found = escalation_problems(node.value)
+    for key, message in found:
+        problems.add(node.child(key) if key in node.value else node, message)
+    if not found:
+        patch.put("escalation", node, EscalationSettings.from_json(node.value).as_json())
 
 
 def _mode(patch: Patch, node: Node, problems: Problems) -> None:
@@ -762,6 +782,7 @@ def _parse_intents(section: Node, profile: Node, problems: Problems, parsed: Par
         _scalar(patch, keys, "priority", "integer", problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
         _scalar(patch, keys, "next_state", "text", problems)
+        _scalar(patch, keys, "escalate_to", "text", problems)
         _strings(patch, keys, "examples", problems)
         if "mcp_tools" in keys:
             names = names_of(keys["mcp_tools"], problems)
