@@ -42,13 +42,15 @@ from chat.intake import (
 )
 from chat.negotiation import EventStreamNegotiation
 from chat.permissions import IsDebugClient, IsPreviewClient
+from chat.pushes import conversation_listen, pushed_event
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
+from conversations.delivery import conversation_group
 from conversations.feedback import feedback_give
 from conversations.graph import Turn, TurnInput, run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
-    conversation_get,
     conversation_escalation,
+    conversation_get,
     conversation_get_for_tenant,
     conversation_goal_state,
     conversation_messages,
@@ -655,6 +657,59 @@ class SessionMessagesApi(APIView):
                 "handoffs": handoff_list_for_conversation(conversation_id=conversation.pk),
             }
         )
+
+
+EVENTS_KEEPALIVE_SECONDS = 15.0  # a comment line this often keeps proxies from closing a quiet stream
+
+
+class SessionEventsApi(AsyncAPIView):
+    """``GET /api/sessions/{conversation_key}/events``: what people do with the conversation, as Server-Sent Events
+    while the client stays (the SSE face's side of the desk; a WebSocket client gets the same on its socket)."""
+
+    content_negotiation_class = EventStreamNegotiation
+
+    @extend_schema(
+        summary="Follow a conversation: a person's replies and the escalation's changes, as Server-Sent Events",
+        description=(
+            "Answers `text/event-stream` and stays open: `human` (a person's reply: `message` with `id`, `role` "
+            "`human`, `content`, `author` {kind `human`, name, id}, `created_at`) and `escalation` (taken, "
+            "transferred or handed back: `escalation`, `notice` in the customer's language) events as they happen, "
+            "and a comment line every 15 s. A reply missed while disconnected is in `GET "
+            "/api/sessions/{conversation_key}/messages`. An API key follows its tenant's conversations; a staff "
+            "session those of a tenant it may read. Another tenant's conversation is a 404."
+        ),
+        responses={200: OpenApiResponse(description="text/event-stream"), **error_responses(401, 403, 404, 429)},
+    )
+    async def get(self, request: Request, conversation_key: str) -> StreamingHttpResponse:
+        conversation = await sync_to_async(_conversation_for)(request, conversation_key)
+        group = conversation_group(conversation.conversation_key)
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        async def deliver(event: dict[str, Any]) -> None:
+            shown = pushed_event(event)
+            if shown is not None:
+                queue.put_nowait(shown)
+
+        async def events() -> AsyncIterator[bytes]:
+            ready = asyncio.Event()
+            listener = asyncio.create_task(conversation_listen(group, deliver, ready=ready))
+            try:
+                await ready.wait()
+                yield b": following\n\n"
+                while True:
+                    try:
+                        shown = await asyncio.wait_for(queue.get(), timeout=EVENTS_KEEPALIVE_SECONDS)
+                    except TimeoutError:
+                        yield b": keep-alive\n\n"
+                        continue
+                    yield _sse(shown.pop("type"), shown)
+            finally:
+                listener.cancel()
+
+        response = StreamingHttpResponse(events(), content_type="text/event-stream; charset=utf-8")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
 
 
 CHECKPOINT_FIELDS = (

@@ -31,11 +31,20 @@ stays open. Out, as they happen: every event of :mod:`common.events` as ``{"type
 then ``{"type": "done", "answer", "agent", "conversation_key", "metadata"}``. One turn runs at a time per
 socket: frames that arrive meanwhile wait their turn. A client that disconnects does not stop the running
 turn: it finishes and persists (frames still waiting are dropped).
+
+Between turns, what people do with the conversation (docs/desk.md) reaches the socket as it happens: a person's
+reply as ``{"type": "human", "message": {"id", "role": "human", "content", "author": {"kind": "human", "name",
+"id"}, "created_at"}}``, and the escalation taken, transferred or handed back as ``{"type": "escalation",
+"escalation": {...}, "notice": <words for the customer>}``. They come through the channel layer's group of the
+conversation, which the socket joins when it opens: with Redis, from whichever process the person acts in. A
+layer that fails costs the socket those pushes (it keeps trying), never the chat; a reply it missed is in
+``GET /api/sessions/{conversation_key}/messages``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
@@ -67,9 +76,11 @@ from chat.intake import (
     tenant_resolve,
     turn_input_build,
 )
+from chat.pushes import LISTEN_READY_SECONDS, conversation_listen, pushed_event
 from common.bus import tenant_group
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY, DomainError, error_body, error_fields
 from common.parsers import JsonTooDeep, json_loads_limited
+from conversations.delivery import conversation_group
 from conversations.graph import TurnInput, run_turn, turn_detach
 from tenants.auth import api_client_authenticate
 from tenants.models import Tenant, TenantRight
@@ -246,9 +257,9 @@ def _error_event(exc: Exception) -> dict[str, Any]:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
-    # A socket needs no channel of its own: its turn's events come from the turn it runs, and a plan's parts
-    # from the workers through the plan's own channel (conversations.fanout). Without one, the consumer does not
-    # wait on the layer (channels_redis allows one receiving event loop per layer instance).
+    # The consumer's own layer handling is off: its turn's events come from the turn it runs, a plan's parts from
+    # the workers through the plan's own channel (conversations.fanout), and what people do with the conversation
+    # through conversation_listen, which survives a layer that fails (Channels' own closes the socket).
     channel_layer_alias = None  # type: ignore[assignment]  # None: no layer (Channels allows it; the stubs say str)
 
     async def connect(self) -> None:
@@ -258,6 +269,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.gone = False
         self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.worker: asyncio.Task | None = None
+        self.listener: asyncio.Task | None = None
         await self.accept(subprotocol=_chosen_subprotocol(self.scope))
         try:
             admitted = await database_sync_to_async(_admitted)(self.scope, self.agent_id)
@@ -265,7 +277,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except Refused as refused:
             await self._refuse(refused)
             return
+        ready = asyncio.Event()
+        group = conversation_group(f"{self.tenant.slug}:{self.agent_id}:{self.session_id}")
+        self.listener = asyncio.create_task(
+            conversation_listen(group, self._pushed, ready=ready, gone=lambda: self.gone)
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ready.wait(), timeout=LISTEN_READY_SECONDS)
         self.worker = asyncio.create_task(self._work())
+
+    async def _pushed(self, event: dict[str, Any]) -> None:
+        shown = pushed_event(event)
+        if shown is not None:
+            await self._send(shown)
 
     async def _refuse(self, refused: Refused) -> None:
         self.gone = True
@@ -350,6 +374,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.gone = True
         if self.worker is not None:
             self.worker.cancel()  # waiting frames are dropped; a running turn is shielded and goes on
+        if self.listener is not None:
+            self.listener.cancel()
 
 
 def _events_admitted(scope: Mapping[str, Any]) -> Tenant:

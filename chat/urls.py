@@ -28,6 +28,7 @@ urlpatterns = [
     path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
     path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),
     path("sessions/<str:conversation_key>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),
+    path("sessions/<str:conversation_key>/events", apis.SessionEventsApi.as_view(), name="session-events"),
     path("sessions/<str:conversation_key>/checkpoint", apis.SessionCheckpointApi.as_view(), name="session-checkpoint"),
     path("sessions/<str:conversation_key>/feedback", apis.SessionFeedbackApi.as_view(), name="session-feedback"),
 ]

@@ -110,6 +110,7 @@ from conversations.runtime import (
     specialist_run,
     tools_for_turn,
 )
+from conversations.signals import escalation_changed
 from conversations.supervisor import (
     MAX_REVIEW_ROUNDS,
     STATUS_OK,
@@ -1667,8 +1668,13 @@ def _desks_told(turn: Turn, customer_message: Any) -> None:
             turn.escalation, conversation_key=turn.input.conversation_key, position=turn.escalation_position
         )
     elif turn.held is not None:
-        event = {"kind": "message", "escalation": str(turn.held.pk), "message": message_public(customer_message)}
-        push_now(desk_group(turn.held.tenant_id), DESK_EVENT, event)
+        public = message_public(customer_message)
+        push_now(
+            desk_group(turn.held.tenant_id),
+            DESK_EVENT,
+            {"kind": "message", "escalation": str(turn.held.pk), "message": public},
+        )
+        escalation_changed.send(sender=Escalation, escalation=turn.held, kind="customer_message", message=public)
 
 
 def _turn_observe(turn: Turn) -> None:

@@ -101,9 +101,11 @@ def test_a_person_takes_answers_and_hands_back_and_the_next_message_is_routed_ag
     assert held["message_id"] is None
     assert held["metadata"]["escalation"]["status"] == "assigned"
     assert held["metadata"]["escalation"]["person"] == "Ana"
-    assert not Message.objects.filter(conversation=conversation(held), role=MessageRole.ASSISTANT).exclude(
-        pk=opened["message_id"]
-    ).exists()
+    assert (
+        not Message.objects.filter(conversation=conversation(held), role=MessageRole.ASSISTANT)
+        .exclude(pk=opened["message_id"])
+        .exists()
+    )
 
     escalation_hand_back(escalation_id=escalation_id, person=ANA)
     assert Escalation.objects.get(pk=escalation_id).status == EscalationStatus.RETURNED

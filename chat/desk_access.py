@@ -1,0 +1,60 @@
+"""Who may act on an escalation, on every face of the desk (the desk page and socket, the escalations API).
+
+A staff session acts where its user holds the *answer as a person* right over the escalation's tenant
+(:class:`tenants.models.TenantRight`, ``ANSWER``: a tenant grant, the permission on every tenant, or a superuser);
+an API key acts on its own tenant's escalations when it may answer (``can_answer``: an external contact-center
+tool), naming the person who writes. Anything else is answered as if the escalation did not exist (a 404): another
+tenant's escalation is indistinguishable from an unknown id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.errors import DomainError, NotFound
+from conversations.desk import ERROR_ESCALATION_NOT_FOUND, Person, escalation_get, person_of_user
+from conversations.models import Escalation
+from tenants.auth import ApiClient
+from tenants.models import TenantRight
+from tenants.selectors import tenant_ids_with_right, tenant_right_held
+
+ERROR_PERSON_REQUIRED = "Name the person who writes: person.name (and person.id, your desk's id for them)."
+PERSON_NAME_MAX = 150
+
+
+def may_answer(principal: Any, tenant_id: int) -> bool:
+    """Whether ``principal`` (an API key's client or a logged-in user) may answer the tenant's escalations."""
+    if isinstance(principal, ApiClient):
+        return principal.can_answer and principal.tenant.pk == tenant_id
+    return tenant_right_held(user=principal, tenant_id=tenant_id, right=TenantRight.ANSWER)
+
+
+def desk_tenant_ids(principal: Any) -> set[int] | None:
+    """The tenants whose queues ``principal`` sees: an answering key's own, a user's granted ones (``None``: every
+    tenant)."""
+    if isinstance(principal, ApiClient):
+        return {principal.tenant.pk} if principal.can_answer else set()
+    return tenant_ids_with_right(user=principal, right=TenantRight.ANSWER)
+
+
+def escalation_for(principal: Any, escalation_id: Any) -> Escalation:
+    """The escalation ``principal`` may act on; raises :class:`NotFound` otherwise (as for an unknown id)."""
+    escalation = escalation_get(escalation_id=escalation_id)
+    if not may_answer(principal, escalation.tenant_id):
+        raise NotFound(ERROR_ESCALATION_NOT_FOUND, fields={"escalation": [ERROR_ESCALATION_NOT_FOUND]})
+    return escalation
+
+
+def person_for(principal: Any, named: Any = None) -> Person:
+    """Who writes: a staff user as themselves; for an API key, the person its request names
+    (``{"name", "id"?}``), required (raises a 400 naming ``person.name``)."""
+    if not isinstance(principal, ApiClient):
+        return person_of_user(principal)
+    name = named.get("name") if isinstance(named, dict) else None
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > PERSON_NAME_MAX:
+        raise DomainError(ERROR_PERSON_REQUIRED, fields={"person.name": [ERROR_PERSON_REQUIRED]})
+    ref = named.get("id") if isinstance(named, dict) else None
+    return Person(
+        name=name.strip(),
+        ref=str(ref).strip()[:200] if ref not in (None, "") else f"key:{principal.key.prefix}:{name.strip()}",
+    )
