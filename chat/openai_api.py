@@ -374,6 +374,9 @@ def routing_extension(result: TurnResult) -> dict[str, Any]:
             {key: move.get(key) for key in ("from_agent", "to_agent", "kind", "status", "reason") if key in move}
             for move in metadata.get("handoffs") or []
         ],
+        # The conversation is with people (docs/desk.md): queued with its place in line, or a person answers (the
+        # answer is then empty: the person's reply is in GET /api/sessions/{conversation_key}/messages).
+        "escalation": metadata.get("escalation"),
     }
 
 
@@ -392,9 +395,9 @@ class ChatCompletionsApi(OpenAIView):
             "`model` is the profile's agent_id. Only the last user message is sent: the platform keeps the "
             "conversation's history, identified by the `X-Session-Id` header or the `user` field (neither: a new "
             "session). `stream: true` answers Server-Sent Events of `chat.completion.chunk`. The extension field "
-            "`x_agent_routing` (agent, route, intent, method, mode, cohort, flags, conversation_key, handoffs) says "
-            "who answered. The `multi_agent` rollout flag decides the graph unless the `X-Agent-Route` header names "
-            "`profile` or `multi_agent` (keys allowed to preview)."
+            "`x_agent_routing` (agent, route, intent, method, mode, cohort, flags, conversation_key, handoffs, "
+            "escalation) says who answered. The `multi_agent` rollout flag decides the graph unless the "
+            "`X-Agent-Route` header names `profile` or `multi_agent` (keys allowed to preview)."
         ),
         request=COMPLETION_REQUEST,
         responses={

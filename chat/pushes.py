@@ -12,6 +12,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from conversations.delivery import layer_circuit
+
 logger = logging.getLogger(__name__)
 
 # What a socket or stream of a conversation is told of what people do (conversations.delivery's events): a person's
@@ -51,6 +53,7 @@ async def conversation_listen(
             await layer.group_add(group, channel)
             if ready is not None:
                 ready.set()
+            layer_circuit.succeeded()
             pause = LISTEN_RETRY_SECONDS[0]
             renew = asyncio.get_running_loop().time() + GROUP_RENEW_SECONDS
             while not gone():
@@ -69,7 +72,7 @@ async def conversation_listen(
                     await asyncio.wait_for(layer.group_discard(group, channel), timeout=1.0)
             raise
         except Exception as exc:  # noqa: BLE001 — the chat goes on without pushes; retried
-            logger.info("A conversation's pushes are not received for now: %s", exc)
+            layer_circuit.failed(exc)  # logged once per outage
             if ready is not None:
                 ready.set()
             await asyncio.sleep(pause)

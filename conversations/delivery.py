@@ -25,9 +25,16 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
+from common.cache import Circuit
+
 logger = logging.getLogger(__name__)
+
+# The layer's Redis as the pushes see it (senders here, listeners in chat.pushes): an outage logged once, pushes
+# skipped while it lasts (what they carry is stored).
+layer_circuit = Circuit("Redis (the conversations' and desks' pushes)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
 
 CONVERSATION_EVENT = "conversation.event"  # a consumer's ``conversation_event`` handler
 DESK_EVENT = "desk.event"  # a consumer's ``desk_event`` handler
@@ -47,12 +54,14 @@ def desk_group(tenant_id: int) -> str:
 async def push(group: str, handler: str, event: dict[str, Any]) -> None:
     """Send ``event`` to ``group``'s members (their ``handler``); a layer that fails is logged, never raised."""
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or not layer_circuit.allows():
         return
     try:
         await layer.group_send(group, {"type": handler, "event": event})
     except Exception as exc:  # noqa: BLE001 — what was pushed is stored; the push is best effort
-        logger.warning("Push to %s failed: %s", group.split(".")[0], exc)
+        layer_circuit.failed(exc)
+        return
+    layer_circuit.succeeded()
 
 
 def push_now(group: str, handler: str, event: dict[str, Any]) -> None:

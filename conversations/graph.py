@@ -269,6 +269,7 @@ class Turn:
     person_move: Move | None = None
     answered: bool = True  # False: nobody answers now (a person holds the conversation and writes on the desk)
     fallbacks_in_row: int = 0  # the conversation's fallback answers in a row, this turn's counted
+    fallbacks_before: int = 0  # ... as the turn found it (the column is written only when it changes)
     outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)
     user_message_id: int | None = None  # the stored customer message (set by persist)
 
@@ -1229,9 +1230,11 @@ async def escalation(turn: Turn) -> None:
     profile, decision = turn.input.profile, turn.decision
     method = decision.method if decision is not None else ""
     turn.fallbacks_in_row = turn.fallbacks_in_row + 1 if method == "fallback" else 0
-    if turn.escalate is None:
+    people = profile.escalation
+    ruled = people.on_guardrail_block or people.on_loop_stop or people.on_goal_failure or people.after_fallbacks
+    if turn.escalate is None and people.enabled and ruled:
         turn.escalate = escalation_after(
-            profile.escalation,
+            people,
             blocked=turn.blocked,
             moves=turn.all_moves(),
             goal_failed=turn.goal is not None and turn.goal.status == GOAL_FAILED,
@@ -1441,7 +1444,7 @@ def _load_conversation(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.stored_cohort = state["cohort"]
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]
-        turn.fallbacks_in_row = state["fallbacks_in_row"]
+        turn.fallbacks_in_row = turn.fallbacks_before = state["fallbacks_in_row"]
         turn.outcome_was = state["outcome"]
         if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
             _held_load(turn, state["escalation_id"])
@@ -1634,7 +1637,7 @@ def _persist(turn: Turn) -> int:
             decision.plan[0].intent if decision.plan else turn.final_intent,
         ),
         escalation_id=turn.escalation.pk if turn.escalation is not None else None,
-        fallbacks_in_row=turn.fallbacks_in_row if turn.held is None else None,
+        fallbacks_in_row=turn.fallbacks_in_row if turn.fallbacks_in_row != turn.fallbacks_before else None,
         outcome=_outcome_now(turn),
     )
     counted = CountedAs(

@@ -13,7 +13,15 @@ from tests.factories import StatePolicyFactory
 
 pytestmark = pytest.mark.django_db
 
-GRAPH_NODES = ["input_guardrails", "routing_decision", "output_guardrails", "judge", "supervisor_review", "persist"]
+GRAPH_NODES = [
+    "input_guardrails",
+    "routing_decision",
+    "output_guardrails",
+    "judge",
+    "supervisor_review",
+    "escalation",
+    "persist",
+]
 
 
 def message(text, *, agent_id="telecom_contas", session_id="web-001", **payload):

@@ -362,3 +362,14 @@ def test_the_usage_is_what_the_turns_models_reported_as_stored_with_the_answer(c
     assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (321, 12, 333)
     answer = Message.objects.get(conversation__session_id="s-usage", role="assistant")
     assert (answer.prompt_tokens, answer.completion_tokens, answer.llm_model) == (321, 12, "scripted-model")
+
+
+def test_a_customer_who_asks_for_a_person_is_told_their_place_and_the_extension_says_so(client):
+    completion = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": "I want to talk to a real person"}], user="p1"
+    )
+
+    assert "You are number 1 in line" in completion.choices[0].message.content
+    escalation = routing_of(completion)["escalation"]
+    assert (escalation["status"], escalation["queue"], escalation["position"]) == ("queued", "support", 1)
+    assert escalation["reason"] == "customer_request"

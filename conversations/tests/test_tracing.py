@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MSISDN = "5511999999999"
 HANDOFF_TEXT = "Na verdade meu pedido P100 atrasou"
 NODES = ["input_guardrails", "routing_decision", "specialist", "output_guardrails", "judge", "supervisor_review"]
+NODES += ["escalation"]
 NODES += ["persist"]
 TURN_ATTRIBUTES = {"conversation_key", "tenant", "profile"}
 

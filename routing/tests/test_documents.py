@@ -238,6 +238,7 @@ def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_
         "examples": [],
         "mcp_tools": [],
         "next_state": "",
+        "escalate_to": "",
     }
     assert document["state_policies"]["WAITING_OFF"] == {
         "specialist": "billing_agent",
