@@ -16,7 +16,10 @@ compiled. This process only supervises: a worker that dies is replaced;
 SIGTERM or SIGINT stops them all and waits for their graceful shutdown.
 Defaults come from ``HOST``, ``PORT`` and ``WEB_CONCURRENCY`` (two workers per
 core when unset: the chat path spends most of its time waiting, and a worker
-with fewer requests in flight loses less time to its GIL).
+with fewer requests in flight loses less time to its GIL). Without ``REDIS_URL``
+(the embedded default) the default is one worker: the in-memory channel layer
+reaches only the process it lives in, and a person's reply on the desk must
+reach the customer's socket wherever it is (docs/desk.md).
 
 The workers count their metrics in ``PROMETHEUS_MULTIPROC_DIR`` (common/metrics.py), so any worker's ``/metrics``
 answers for all of them. When the operator did not set it, this process makes a fresh directory for its workers
@@ -164,12 +167,18 @@ def _supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
     return status
 
 
+def default_workers() -> int:
+    """Two workers per core with a shared channel layer (``REDIS_URL``); one without, so that pushes between the
+    desk and the customers' sockets stay within the process that holds them all."""
+    return 2 * (os.cpu_count() or 1) if env.string("REDIS_URL") else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=env.string("HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=env.integer("PORT", 8000))
-    parser.add_argument("--workers", type=int, default=env.integer("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
+    parser.add_argument("--workers", type=int, default=env.integer("WEB_CONCURRENCY", default_workers()))
     parser.add_argument("--no-access-log", dest="access_log", action="store_false", help="no line per request")
     args = parser.parse_args(argv)
     return supervise(host=args.host, port=args.port, workers=args.workers, access_log=args.access_log)
