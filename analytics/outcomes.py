@@ -103,7 +103,13 @@ COUNTS: dict[str, Any] = {
 
 
 def _counted(row: Mapping[str, Any]) -> dict[str, Any]:
-    return outcome_figures(*(row[str(outcome)] or 0 for outcome in OUTCOMES), row["up"] or 0, row["down"] or 0)
+    return outcome_figures(
+        resolved=row[Outcome.RESOLVED] or 0,
+        escalated=row[Outcome.ESCALATED] or 0,
+        abandoned=row[Outcome.ABANDONED] or 0,
+        up=row["up"] or 0,
+        down=row["down"] or 0,
+    )
 
 
 def _names(ids: Iterable[int]) -> dict[int, str]:
@@ -207,19 +213,21 @@ def routing_tests_accuracy(*, profile_id: int | None = None) -> dict[str, Any]:
     ``{total, passed, failed, accuracy_percentage, profiles: [{profile, version, total, passed, failed,
     accuracy_percentage}]}``. Tests are configuration, shared by the tenants a profile serves; one query, then the
     runner (no query)."""
-    served = snapshots.current()
     tests = RoutingTestCase.objects.filter(enabled=True).select_related("profile").order_by("profile_id", "name")
     if profile_id is not None:
         tests = tests.filter(profile_id=profile_id)
     cases: dict[str, list[TestCase]] = {}
     for row in tests:
         cases.setdefault(row.profile.agent_id, []).append(TestCase.of(row))
-    profiles = []
+    snapshot = snapshots.current() if cases else None  # nothing to run: the compiled profiles are not needed
+    served = snapshot.profiles if snapshot is not None else {}
+    config = snapshot.version if snapshot is not None else 0
+    profiles: list[dict[str, Any]] = []
     for agent_id in sorted(cases):
-        spec = served.profiles.get(agent_id)
+        spec = served.get(agent_id)
         if spec is None:  # not served (disabled): no live decision to test
             continue
-        run = _tests_run(agent_id, spec, cases[agent_id], served.version)
+        run = _tests_run(agent_id, spec, cases[agent_id], config)
         failed = run["total"] - run["passed"]
         profiles.append(
             {
@@ -327,26 +335,30 @@ def routing_quality(
     }
     rated = _rated(**scope)
     counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
-    chosen = list(feedback_with_turn(rated).values("profile_id", "decision_agent").annotate(**counts))
-    written = list(rated.values("profile_id", "message__agent").annotate(**counts))
-    window, sliced = window_open(start, end), {"tenant_id": tenant_id, "profile_id": profile_id}
+    chosen: list[Mapping[str, Any]] = list(
+        feedback_with_turn(rated).values("profile_id", "decision_agent").annotate(**counts)
+    )
+    written: list[Mapping[str, Any]] = list(rated.values("profile_id", "message__agent").annotate(**counts))
+    window = window_open(start, end)
     answers = fact_rows(
         MESSAGES,
         window,
         by=("profile_id", "agent"),
         where={"role": MessageRole.ASSISTANT},
+        tenant_id=tenant_id,
+        profile_id=profile_id,
         cohort=cohort,
         version=version,
-        **sliced,
     )
     escalated = fact_rows(
         HANDOFFS,
         window,
         by=("profile_id", "from_agent"),
         where={"kind": HandoffKind.HUMAN, "status": HandoffStatus.COMPLETED, "to_agent": PERSON},
+        tenant_id=tenant_id,
+        profile_id=profile_id,
         cohort=cohort,
         version=version,
-        **sliced,
     )
     names = _names(row["profile_id"] for rows in (chosen, written, answers, escalated) for row in rows)
 
@@ -355,9 +367,9 @@ def routing_quality(
         if row["decision_agent"] is None:
             continue  # a rated answer whose turn stored no decision: routing chose nothing to judge
         key = (names.get(row["profile_id"], ""), row["decision_agent"])
-        figures = by_choice.setdefault(key, [0, 0])
-        figures[0] += row["up"]
-        figures[1] += row["down"]
+        pair = by_choice.setdefault(key, [0, 0])
+        pair[0] += row["up"]
+        pair[1] += row["down"]
     up, down = sum(item[0] for item in by_choice.values()), sum(item[1] for item in by_choice.values())
     ratings = {
         "rated": up + down,
@@ -365,8 +377,8 @@ def routing_quality(
         "down": down,
         "accuracy_percentage": _percent(up, up + down),
         "agents": [
-            {"profile": profile, "agent": agent, **_ratings(*figures)}
-            for (profile, agent), figures in sorted(by_choice.items(), key=lambda item: (-sum(item[1]), *item[0]))
+            {"profile": profile, "agent": chosen_agent, **_ratings(*pair)}
+            for (profile, chosen_agent), pair in sorted(by_choice.items(), key=lambda item: (-sum(item[1]), *item[0]))
         ],
     }
 
@@ -530,7 +542,8 @@ QUALITY_RESPONSE = inline_serializer(
 )
 BY_PARAMETER = OpenApiParameter(
     "by",
-    {"type": "string", "enum": list(GROUPINGS)},
+    # Empty is read as not given, as the analytics' other parameters are (a page's GET form sends it so).
+    {"oneOf": [{"type": "string", "enum": list(GROUPINGS)}, {"type": "string", "maxLength": 0}]},
     description="How `groups` are made: profile (default), intent (a goal-mode conversation's goal), agent (the "
     "assistant that answered last), cohort, or version (the routing version of the last turn). Anything else is a "
     "400 naming `by`.",
