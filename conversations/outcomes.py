@@ -16,9 +16,10 @@ opens it again (the graph's rule); an escalated one stays escalated.
 
 :func:`outcomes_close` works in bounded batches, one transaction each, whatever the batch's size: one read (the
 conversations with their last message, version and ratings as subqueries, locked, skipping those a turn holds), one
-insert of the outcome rows, one update of the outcome column. The update re-checks that the conversation is still
-open and idle, so a customer who writes meanwhile is never closed under their own turn; their next turn sees the
-closed conversation and opens it again. A conversation waiting in a queue (``queued``) past its profile's timeout is
+update of the outcome column, one insert of the outcome rows. The update re-checks that the conversation is still
+open and idle (a batch where one is not is rolled back and tried again next time), so a customer who writes
+meanwhile is never closed under their own turn; a turn that starts after the close sees the closed conversation and
+opens it again. A conversation waiting in a queue (``queued``) past its profile's timeout is
 closed there too (:func:`conversations.desk.escalation_close`), so the desk's queues keep no ghosts.
 """
 
@@ -184,8 +185,9 @@ UPDATED = ["outcome", "reason", "cohort", "routing_version", "intent", "goal", "
 def _decide(
     reads: Sequence[Mapping[str, Any]], *, closing_words: Iterable[str], otherwise: str, now: dt.datetime, still: Q
 ) -> dict[str, int]:
-    """Decide ``reads`` (rows of :func:`_deciding`), in the caller's transaction: their outcome rows, then their
-    outcome column, where ``still`` holds (open, and idle for the periodic close). Returns the counts per outcome."""
+    """Decide ``reads`` (rows of :func:`_deciding`), in the caller's transaction: their outcome column where ``still``
+    holds (open, and idle for the periodic close), then their outcome rows. Returns the counts per outcome; ``{}``
+    and the transaction marked for rollback when one of them was no longer open or idle."""
     words = tuple(closing_words)
     endings = {
         read["pk"]: outcome_decided(
@@ -195,15 +197,20 @@ def _decide(
     }
     if not endings:
         return {}
+    resolved = [pk for pk, ending in endings.items() if ending.outcome == Outcome.RESOLVED]
+    updated = Conversation.objects.filter(still, pk__in=list(endings), outcome=OPEN).update(
+        outcome=Case(When(pk__in=resolved, then=Value(Outcome.RESOLVED)), default=Value(Outcome.ABANDONED))
+    )
+    if updated != len(endings):
+        # A conversation changed under the batch (rows are locked on PostgreSQL; not on SQLite): nothing of the batch
+        # is kept, and the next run decides them again.
+        transaction.set_rollback(True)
+        return {}
     ConversationOutcome.objects.bulk_create(
         [_row(read, endings[read["pk"]], now) for read in reads],
         update_conflicts=True,  # a row left by a conversation that reopened meanwhile is replaced
         unique_fields=["conversation"],
         update_fields=[*UPDATED, "tenant", "profile", "started_at", "decided_at"],
-    )
-    resolved = [pk for pk, ending in endings.items() if ending.outcome == Outcome.RESOLVED]
-    Conversation.objects.filter(still, pk__in=list(endings), outcome=OPEN).update(
-        outcome=Case(When(pk__in=resolved, then=Value(Outcome.RESOLVED)), default=Value(Outcome.ABANDONED))
     )
     counts: dict[str, int] = {}
     for ending in endings.values():
@@ -252,6 +259,7 @@ def _close_queued(rules: ProfileRules, cutoff: dt.datetime, batch_size: int) -> 
                     | Q(conversation__turn_started_at__isnull=True, conversation__created_at__lt=cutoff),
                     profile_id=rules.pk,
                     status=EscalationStatus.QUEUED,
+                    conversation__escalation_id=F("pk"),  # what escalation_close closes: the one holding it
                 )
                 .select_related("conversation")
                 .order_by("created_at", "pk")[:batch_size]
@@ -275,7 +283,7 @@ def outcomes_close(*, now: dt.datetime | None = None, batch_size: int = BATCH_SI
         while True:
             read, counts = _close_batch(rules, cutoff, now, batch_size)
             closed.add(counts)
-            if read < batch_size:
+            if read < batch_size or not counts:  # the last batch, or one that could close nothing (no loop on it)
                 break
         closed.escalations += _close_queued(rules, cutoff, batch_size)
     if closed.conversations or closed.escalations:

@@ -9,7 +9,7 @@ import datetime as dt
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -24,7 +24,7 @@ from conversations.models import (
     Message,
     MessageFeedback,
 )
-from conversations.outcomes import outcome_decided, outcomes_close
+from conversations.outcomes import _decide, _deciding, _idle, outcome_decided, outcomes_close
 from conversations.tasks import outcomes_close as outcomes_close_task
 from tests.factories import AgentProfileFactory, ConversationFactory, TenantFactory
 
@@ -170,6 +170,22 @@ def test_a_conversation_whose_turn_is_running_is_not_closed(api, telecom):
     Conversation.objects.filter(pk=conversation.pk).update(turn_tickets_issued=conversation.turn_tickets_issued + 1)
 
     assert close_later().conversations == 0
+
+
+def test_a_batch_whose_conversation_was_written_to_meanwhile_keeps_nothing_and_is_tried_again(api, telecom):
+    quiet = stored(say(api, "Minha fatura veio alta", session="quiet"))
+    busy = stored(say(api, "Minha fatura veio alta", session="busy"))
+    cutoff = timezone.now() + dt.timedelta(minutes=1)
+    reads = list(_deciding(Conversation.objects.filter(pk__in=[quiet.pk, busy.pk])))
+    Conversation.objects.filter(pk=busy.pk).update(turn_started_at=cutoff + dt.timedelta(minutes=1))  # it wrote
+
+    with transaction.atomic():
+        counts = _decide(reads, closing_words=(), otherwise="timeout", now=cutoff, still=_idle(cutoff))
+
+    assert counts == {}
+    assert set(Conversation.objects.filter(pk__in=[quiet.pk, busy.pk]).values_list("outcome", flat=True)) == {""}
+    assert not ConversationOutcome.objects.exists()
+    assert close_later().abandoned == 1  # the quiet one, next time
 
 
 def test_a_queued_escalation_of_an_idle_conversation_leaves_the_queue_and_stays_escalated(api, telecom):
