@@ -5,7 +5,7 @@
 
 from django.urls import path
 
-from analytics import apis, feedback, rollouts
+from analytics import apis, feedback, outcomes, rollouts
 from analytics.views import DashboardView
 
 urlpatterns = [
@@ -27,5 +27,8 @@ urlpatterns = [
         "api/analytics/feedback/breakdown", feedback.FeedbackBreakdownApi.as_view(), name="analytics-feedback-breakdown"
     ),
     path("api/analytics/feedback/recent", feedback.FeedbackRecentApi.as_view(), name="analytics-feedback-recent"),
+    path("api/analytics/outcomes", outcomes.OutcomesApi.as_view(), name="analytics-outcomes"),
+    path("api/analytics/outcomes/timeline", outcomes.OutcomesTimelineApi.as_view(), name="analytics-outcomes-timeline"),
+    path("api/analytics/quality", outcomes.QualityApi.as_view(), name="analytics-quality"),
     *rollouts.urlpatterns,
 ]

@@ -45,9 +45,10 @@ from chat.permissions import IsDebugClient, IsPreviewClient
 from chat.pushes import conversation_listen, pushed_event
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
 from conversations.delivery import conversation_group
+from conversations.desk import escalation_public
 from conversations.feedback import feedback_give
 from conversations.graph import Turn, TurnInput, run_turn, turn_abandon, turn_begin, turn_detach
-from conversations.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
+from conversations.models import CONVERSATION_OUTCOMES, FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
     conversation_escalation,
     conversation_get,
@@ -569,6 +570,11 @@ SESSION_ENDED_RESPONSE = inline_serializer(
         "conversation_key": serializers.CharField(),
         "ended": serializers.BooleanField(),
         "ended_at": serializers.DateTimeField(),
+        "outcome": serializers.ChoiceField(
+            choices=[choice for choice, _ in CONVERSATION_OUTCOMES],
+            help_text="How the conversation ended: resolved, abandoned, or escalated when a person had it "
+            "(docs/analytics.md, Outcomes).",
+        ),
     },
 )
 
@@ -594,7 +600,10 @@ class SessionApi(APIView):
         description=(
             "Resets the conversation's state, active specialist and intent, open sub-conversation, pending result, "
             "pending permission and granted permissions, and stamps `ended_at`. Messages, route decisions, tool "
-            "calls and handoffs stay. The next message with the same session_id starts fresh on the same conversation."
+            "calls and handoffs stay. The next message with the same session_id starts fresh on the same conversation. "
+            "An open conversation's outcome is decided now (`outcome`): resolved when the customer's last message "
+            "closed it (thanks, goodbye, the profile's closing words) or its latest rating is up, else abandoned; a "
+            "conversation a person held stays escalated, and its escalation is closed."
         ),
         request=None,
         responses={200: SESSION_ENDED_RESPONSE, **error_responses(401, 403, 404, 429, 503)},
@@ -606,7 +615,12 @@ class SessionApi(APIView):
         except Conversation.DoesNotExist:
             raise _conversation_not_found() from None
         return Response(
-            {"conversation_key": conversation.conversation_key, "ended": True, "ended_at": conversation.ended_at}
+            {
+                "conversation_key": conversation.conversation_key,
+                "ended": True,
+                "ended_at": conversation.ended_at,
+                "outcome": conversation.outcome,
+            }
         )
 
 
@@ -785,6 +799,22 @@ FEEDBACK_RESPONSE = inline_serializer(
         "routing_version": serializers.IntegerField(allow_null=True),
         "created_at": serializers.DateTimeField(),
         "updated_at": serializers.DateTimeField(),
+        "escalation": inline_serializer(
+            "FeedbackEscalation",
+            {
+                "id": serializers.UUIDField(),
+                "status": serializers.CharField(),
+                "queue": serializers.CharField(),
+                "position": serializers.IntegerField(allow_null=True),
+                "reason": serializers.CharField(),
+                "priority": serializers.CharField(),
+                "desk": serializers.CharField(),
+                "person": serializers.CharField(allow_null=True),
+            },
+            allow_null=True,
+            help_text="The rating handed the conversation to a person (the profile's escalation.on_thumbs_down): "
+            "its escalation as the conversation's metadata.escalation shows it; null otherwise.",
+        ),
     },
 )
 
@@ -801,7 +831,9 @@ class SessionFeedbackApi(APIView):
             "version, which `GET /api/analytics/feedback` counts. An API key rates its own tenant's conversations; "
             "a staff session those of a tenant it may chat as (tenants.act_for_tenant). Another tenant's "
             "conversation is a 404, as an unknown key; a `message_id` that is no answer of this conversation is a "
-            "400 naming it."
+            "400 naming it. A rating down hands the conversation to a person when its profile says so "
+            "(`escalation.on_thumbs_down`) and nobody holds it yet: `escalation` is then its place in the queue "
+            "(null otherwise)."
         ),
         request=FeedbackInputSerializer,
         responses={
@@ -843,6 +875,9 @@ class SessionFeedbackApi(APIView):
                 "routing_version": feedback.routing_version,
                 "created_at": feedback.created_at,
                 "updated_at": feedback.updated_at,
+                "escalation": (
+                    escalation_public(given.escalation, position=given.position) if given.escalation else None
+                ),
             },
             status=201 if given.created else 200,
         )

@@ -62,6 +62,9 @@ def _draft_of_decision(record: RouteDecisionRecord) -> RoutingTestDraft | None:
         active_specialist=str(record.metadata.get("previous_agent") or specialist),
         expect=test_case_expect(intent=record.intent, agent=record.agent),
         when=record.created_at.date(),
+        source_message_id=record.message.pk,
+        source_intent=record.intent,
+        source_agent=record.agent,
     )
 
 

@@ -1,6 +1,9 @@
 """Users' feedback on answers: giving it (:func:`feedback_give`) and counting it per cohort and routing version
 (:func:`feedback_rates`, what the feedback analytics show and what a rollout guard compares).
 
+A rating down hands the conversation to a person when its profile says so (``escalation.on_thumbs_down``): the
+escalation is opened with the rating (:func:`conversations.desk.escalation_open`).
+
 The negative-feedback rate is ``down / (up + down)``: the share of rated answers rated down. Answers nobody rated
 count in ``answers`` only, so how many answers get a rating at all is visible beside the rate.
 """
@@ -9,21 +12,30 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from django.db import transaction
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
+from agents.escalation import EscalationSettings
 from common.errors import DomainError
+from common.language import detect_language
+from conversations.desk import EscalationConflict, escalation_open, queue_position
+from conversations.escalation import language_of, summary_for_person, thumbs_down_asked
 from conversations.models import (
     Conversation,
+    ConversationOutcome,
+    Escalation,
     FeedbackRating,
     Message,
     MessageFeedback,
     MessageRole,
     RouteDecisionRecord,
 )
+from conversations.records import conversation_history
+from routing import snapshot as snapshots
 from tenants.selectors import TenantScope, tenant_scope_where
 
 if TYPE_CHECKING:
@@ -46,6 +58,8 @@ class NotAnAnswer(DomainError):
 class FeedbackGiven:
     feedback: MessageFeedback
     created: bool  # False: an earlier rating of the same answer was replaced
+    escalation: Escalation | None = None  # the rating handed the conversation to a person (on_thumbs_down)
+    position: int | None = None  # its place in the queue
 
 
 @transaction.atomic
@@ -64,6 +78,9 @@ def feedback_give(
     The row copies the answer's cohort, routing version and time, and the conversation's tenant and profile.
     Raises :class:`NotAnAnswer` when ``message_id`` is not an assistant message of ``conversation``. Two ratings of
     the same answer at once leave one row: the answer's row is locked while its feedback is written.
+
+    A rating down of a conversation no person holds hands it to one when the profile's ``on_thumbs_down`` is set
+    (:func:`thumbs_down_escalate`); a decided conversation's outcome row counts the ratings anew.
     """
     answer = (
         Message.objects.select_for_update()
@@ -87,7 +104,73 @@ def feedback_give(
             "answered_at": answer.created_at,
         },
     )
-    return FeedbackGiven(feedback=feedback, created=created)
+    escalation = thumbs_down_escalate(conversation=conversation, comment=comment) if rating == "down" else None
+    outcome_ratings_count(conversation_id=conversation.pk)
+    position = queue_position(escalation) if escalation is not None else None
+    return FeedbackGiven(feedback=feedback, created=created, escalation=escalation, position=position)
+
+
+def _escalation_settings(conversation: Conversation) -> EscalationSettings:
+    """The profile's people in the loop, as its released version says (a profile not served: its saved ones)."""
+    spec = snapshots.current().profiles.get(conversation.profile.agent_id)
+    return spec.escalation if spec is not None else EscalationSettings.from_json(conversation.profile.escalation)
+
+
+RATED_DOWN_WORDS = "The customer rated an answer down"
+HISTORY_READ = 6  # the last messages the person's summary quotes from
+
+
+def thumbs_down_escalate(*, conversation: Conversation, comment: str = "") -> Escalation | None:
+    """A customer rated an answer of ``conversation`` down: hand it to a person when its profile says so
+    (``escalation.on_thumbs_down``) and nobody holds it yet — with a summary of where it stood, its last messages
+    and the customer's comment, in the language of their last message. ``None`` when it was not handed over.
+    Runs in the caller's transaction."""
+    ask = thumbs_down_asked(_escalation_settings(conversation))
+    if ask is None or conversation.escalation_id is not None:
+        return None
+    entries = conversation_history(conversation.pk, ended_at=conversation.ended_at, limit=HISTORY_READ)
+    asked = max((index for index, entry in enumerate(entries) if entry.role == MessageRole.USER), default=None)
+    text = entries[asked].content if asked is not None else ""
+    answered = [entry.content for entry in entries[(asked or 0) + 1 :] if entry.role == MessageRole.ASSISTANT]
+    if comment.strip():
+        ask = replace(ask, summary=f"{RATED_DOWN_WORDS}: {comment.strip()[:500]}")
+    summary = summary_for_person(
+        ask,
+        intent=conversation.active_intent,
+        agent=conversation.active_specialist,
+        state=conversation.state,
+        history=[(entry.role, entry.content) for entry in entries[:asked]] if asked is not None else [],
+        text=text,
+        answer=answered[0] if answered else "",
+    )
+    try:
+        return escalation_open(
+            conversation=conversation, ask=ask, summary=summary, language=language_of(detect_language(text))
+        )
+    except EscalationConflict:  # a person took it meanwhile (a turn's escalation)
+        return None
+
+
+def ratings_counted(conversation: Any, rating: str) -> Coalesce:
+    """How many answers of a conversation are rated ``rating``, as an expression: ``conversation`` is its id, or an
+    ``OuterRef`` to it (a correlated subquery, for many conversations in one query)."""
+    found = (
+        MessageFeedback.objects.filter(conversation_id=conversation, rating=rating)
+        .order_by()
+        .values("conversation_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(found, output_field=IntegerField()), Value(0))
+
+
+def outcome_ratings_count(*, conversation_id: int) -> None:
+    """A decided conversation's outcome row counts its rated answers again (a rating after the outcome, or changed):
+    one update, none when the conversation is still open."""
+    ConversationOutcome.objects.filter(conversation_id=conversation_id).update(
+        rated_up=ratings_counted(conversation_id, FeedbackRating.UP),
+        rated_down=ratings_counted(conversation_id, FeedbackRating.DOWN),
+    )
 
 
 @dataclass(frozen=True)

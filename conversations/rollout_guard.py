@@ -7,9 +7,10 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   (``routing_version``), its control cohort the turns the control version served, both of the plan's profile;
   a ``multi_agent`` plan's are the turns of cohort ``multi_agent`` and ``single_agent``.
 * **Figures** per cohort: conversations and turns; fallback, loop-stop, handoff and tool-error rates; the
-  negative-feedback rate of rated answers; the judge's mean score; the p95 latency; errors (failed specialist
-  parts and tool errors). At the last stage (100 %) new conversations have no control: the control's figures
-  are those of the whole plan.
+  negative-feedback rate of rated answers; the escalation rate (conversations handed to a person, of the
+  conversations) and the abandonment rate (abandoned, of the outcomes decided in the window); the judge's mean
+  score; the p95 latency; errors (failed specialist parts and tool errors). At the last stage (100 %) new
+  conversations have no control: the control's figures are those of the whole plan.
 * **No decisions on noise.** Below ``min_conversations`` in either cohort nothing moves — except the absolute
   error guard, which rolls back as soon as the candidate's errors pass ``max_errors``. A rate guard's relative
   limit is breached when the candidate is worse than the control by more than its threshold (0.25 = 25 % worse,
@@ -60,10 +61,12 @@ from common.bus import publish_event
 from common.config_version import config_version_bump
 from conversations.models import (
     PART_FAILED,
+    ConversationOutcome,
     FeedbackRating,
     Message,
     MessageFeedback,
     MessageRole,
+    Outcome,
     RouteDecisionRecord,
     ToolCall,
     ToolCallStatus,
@@ -171,7 +174,7 @@ def _each(
 
 def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
     """Every guard metric of each window — what the guard reads for every running plan at each tick, and what the
-    dashboard's rollout view reads for every slice of time: six queries, whatever the number of windows."""
+    dashboard's rollout view reads for every slice of time: seven queries, whatever the number of windows."""
     asked, answered = Q(role=MessageRole.USER), Q(role=MessageRole.ASSISTANT)
     postgres = connection.vendor == "postgresql"
     measures: dict[str, Any] = {
@@ -194,12 +197,18 @@ def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
         n=Count("method"),  # columns of the covering indexes (*_version_time): no table row read
         fallback=Count("method", filter=Q(method="fallback")),
     )
+    # A conversation handed to a person has a completed human move to a person; a hand-back (a human move from one)
+    # implies one in the same conversation, so any completed human move counts its conversation — kind, status and
+    # conversation are the covering index's (agent_handoffs_version_cover), to_agent is not.
     moved = _each(
         Handoff.objects.all(),
         windows,
         "created_at",
         stops=Count("conversation_id", filter=Q(status=HandoffStatus.STOPPED)),
         handoffs=Count("kind", filter=Q(kind=HandoffKind.HANDOFF, status=HandoffStatus.COMPLETED)),
+        escalated=Count(
+            "conversation_id", filter=Q(kind=HandoffKind.HUMAN, status=HandoffStatus.COMPLETED), distinct=True
+        ),
     )
     called = _each(
         ToolCall.objects.filter(status__in=TOOL_COUNTED),
@@ -216,24 +225,36 @@ def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
         n=Count("pk"),
         down=Count("pk", filter=Q(rating=FeedbackRating.DOWN)),
     )
+    # Outcomes count by when they were decided, from the outcome table's own index (outcome_version).
+    ended = _each(
+        ConversationOutcome.objects.all(),
+        windows,
+        "decided_at",
+        n=Count("outcome"),
+        abandoned=Count("outcome", filter=Q(outcome=Outcome.ABANDONED)),
+    )
     figures = []
     for index, window in enumerate(windows):
         asked_rows = messages[index]
         turns = asked_rows.get("turns", 0)
         p95 = asked_rows.get("p95") if postgres else _p95_python(Message.objects.filter(window.rows(), answered))
         decided = routed[index] or {"n": 0, "fallback": 0}
-        stopped = moved[index] or {"stops": 0, "handoffs": 0}
+        stopped = moved[index] or {"stops": 0, "handoffs": 0, "escalated": 0}
+        outcomes = ended[index] or {"n": 0, "abandoned": 0}
+        conversations = asked_rows.get("conversations", 0)
         tools = called[index] or {"n": 0, "errors": 0}
         ratings = rated[index] or {"n": 0, "down": 0}
         figures.append(
             {
-                "conversations": asked_rows.get("conversations", 0),
+                "conversations": conversations,
                 "turns": turns,
                 "fallback_rate": _rate(decided["fallback"], decided["n"]),
                 "loop_stop_rate": _rate(stopped["stops"], turns),
                 "handoff_rate": _rate(stopped["handoffs"], turns),
                 "tool_error_rate": _rate(tools["errors"], tools["n"]),
                 "negative_feedback_rate": _rate(ratings["down"], ratings["n"]),
+                "escalation_rate": _rate(min(stopped["escalated"], conversations), conversations),
+                "abandonment_rate": _rate(outcomes["abandoned"], outcomes["n"]),
                 "judge_score": {
                     "n": asked_rows.get("judged", 0),
                     "mean": asked_rows.get("judge_mean"),

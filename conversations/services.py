@@ -10,6 +10,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+from conversations.outcomes import outcome_on_end
 from conversations.signals import store_rows_deleted
 from handoffs.models import Handoff
 
@@ -44,13 +45,18 @@ def session_end(*, conversation: Conversation) -> Conversation:
     """End the session: forget its live state (state, active specialist and intent, an open
     sub-conversation, a pending result or permission, granted permissions) and stamp ``ended_at``.
 
-    The history (messages, route decisions, tool calls, handoffs) is kept; the next message in the
-    session starts fresh on the same row. Returns the updated conversation.
+    An open conversation's outcome is decided at once (resolved or abandoned, :func:`conversations.outcomes.
+    outcome_on_end`: the same rules as an idle one's, read before the live state is forgotten), and a person who
+    held it lets it go. The history (messages, route decisions, tool calls, handoffs) is kept; the next message in
+    the session starts fresh on the same row (and opens a closed conversation again). Returns the updated
+    conversation.
     """
     locked = _locked(conversation)
+    locked.outcome = outcome_on_end(conversation=locked)
     for field, value in LIVE_STATE_RESET.items():
         setattr(locked, field, value)
     locked.granted_permissions = []
+    locked.escalation = None
     locked.ended_at = timezone.now()
     locked.save(update_fields=[*LIVE_STATE_RESET, "granted_permissions", "ended_at", "updated_at"])
     return locked

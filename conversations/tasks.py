@@ -1,4 +1,5 @@
-"""Celery tasks of the conversation engine: one supervisor-plan step, or one goal-plan MCP call, on a worker.
+"""Celery tasks of the conversation engine: one supervisor-plan step, or one goal-plan MCP call, on a worker; and
+the periodic jobs Celery beat sends (rollout plans' guard, conversations' outcomes).
 
 Tasks take ids and plain values, never ORM objects: the profile by its
 ``agent_id``, the specialist and tools by name, the turn's masked text and
@@ -21,6 +22,7 @@ from celery import Task, signals
 
 from common import tracing
 from common.metrics import celery_task_observe, process_dead
+from conversations.outcomes import outcomes_close as outcomes_decide
 from platform.celery import app
 
 _loop_lock = threading.Lock()
@@ -140,3 +142,11 @@ def rollout_evaluate(interval: float | None = None) -> int:
     from conversations.rollout_guard import plans_evaluate
 
     return len(plans_evaluate(actor="beat", interval=interval))
+
+
+@app.task(name="conversations.outcomes_close", ignore_result=True)
+def outcomes_close() -> int:
+    """Celery beat, every OUTCOMES_CLOSE_SECONDS: decide the conversations idle past their profile's timeout
+    (resolved or abandoned) and close the queued escalations of idle conversations (:mod:`conversations.outcomes`).
+    Returns how many conversations were decided."""
+    return outcomes_decide().conversations

@@ -221,6 +221,10 @@ CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)
 ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET", "") or SECRET_KEY
 
+# Conversations' outcomes (docs/analytics.md, "Outcomes"): every OUTCOMES_CLOSE_SECONDS the open conversations idle past
+# their profile's abandon_after_minutes are decided, resolved or abandoned (conversations/outcomes.py).
+OUTCOMES_CLOSE_SECONDS = env.decimal("OUTCOMES_CLOSE_SECONDS", 60.0)
+
 # Operational events (docs/events.md, common/bus.py): agent.completed, handoff.completed, rollout.rolled_back,
 # backend.down/up. Published off the request path to the Channels layer (groups "events" and "events.<tenant>";
 # on by default with Redis, which the web workers share) and, when EVENTS_WEBHOOK_URL is set, posted there signed
@@ -240,6 +244,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": ROLLOUT_EVALUATE_SECONDS,
         "kwargs": {"interval": ROLLOUT_EVALUATE_SECONDS},  # the beat's own interval, whatever the worker's settings
     },
+    "outcomes-close": {"task": "conversations.outcomes_close", "schedule": OUTCOMES_CLOSE_SECONDS},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -22,7 +22,7 @@ from common.errors import DomainError
 from common.history_admin import FieldHistoryAdminMixin
 from common.text import whole_number
 from routing.calibration import CalibrationError, calibrate, calibration_save
-from routing.forms import RoutingTestCaseForm, expect_field, expect_keys_shown
+from routing.forms import SOURCE_FIELDS, RoutingTestCaseForm, expect_field, expect_keys_shown
 from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase
 from routing.routing_tests import (
     DRAFT,
@@ -37,7 +37,7 @@ from routing.routing_tests import (
 SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
 SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}
 FAILURES_NAMED = 5  # failing tests the summary sentence names
-TEST_FIELDS = ["profile", "name", "message", "state", "active_specialist", "enabled"]
+TEST_FIELDS = ["profile", "name", "message", "state", "active_specialist", "enabled", *SOURCE_FIELDS]
 EXPECT_SECTION = "What the decision must be"
 EXPECT_SECTION_HELP = "Leave a field blank not to check it."
 

@@ -296,6 +296,7 @@ METHOD_WORDS = {
     "sub_conversation": "a sub-conversation keeps the delegated specialist",
     "permission": "the reply to a permission question",
     "goal": "goal mode",
+    "human": "a person holds the conversation (the desk answers)",
 }
 STATUS_WORDS = {
     PLAN: "the goal's capabilities run",
@@ -417,6 +418,10 @@ def expect_keys_shown(profile: AgentProfile | None, expect: Mapping[str, Any]) -
     return tuple(key for key in ROUTING_TEST_EXPECT_KEYS if key not in GOAL_KEYS)
 
 
+# Where a test made from a stored message came from (routing.routing_test_drafts): kept, never typed.
+SOURCE_FIELDS = ["source_message_id", "source_intent", "source_agent"]
+
+
 class RoutingTestCaseForm(forms.ModelForm):
     """A saved routing test with its expectation as fields — ``expect_intent``, ``expect_agent`` … one per key of
     :data:`~routing.models.ROUTING_TEST_EXPECT_KEYS` — chosen from what the test's profile's draft offers
@@ -433,7 +438,8 @@ class RoutingTestCaseForm(forms.ModelForm):
 
     class Meta:
         model = RoutingTestCase
-        fields = ["profile", "name", "message", "state", "active_specialist", "enabled"]
+        fields = ["profile", "name", "message", "state", "active_specialist", "enabled", *SOURCE_FIELDS]
+        widgets = dict.fromkeys(SOURCE_FIELDS, forms.HiddenInput)  # carried from "Add as routing test case"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

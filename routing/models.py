@@ -565,6 +565,12 @@ class RoutingTestCase(models.Model):
         '"billing_agent", "method": "keyword"}; keys: ' + ", ".join(ROUTING_TEST_EXPECT_KEYS) + ".",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled tests neither run nor gate publishing.")
+    # A test made from a stored customer message ("Add as routing test case"): which message, and what was decided for
+    # it, so that the decisions editors corrected are counted (docs/analytics.md, "Routing accuracy"). A number, not a
+    # foreign key: the conversation store is a layer above.
+    source_message_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    source_intent = models.CharField(max_length=100, blank=True, help_text="The decided intent the test started from.")
+    source_agent = models.CharField(max_length=64, blank=True, help_text="The decided agent the test started from.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -69,6 +69,20 @@ GUARD_METRICS: dict[str, GuardMetric] = {
         GuardMetric(
             "p95_latency_ms", "p95 latency", "latency", "higher", "The 95th percentile of the turn's time (ms)."
         ),
+        GuardMetric(
+            "escalation_rate",
+            "Escalation rate",
+            "rate",
+            "higher",
+            "Share of the cohort's conversations handed to a person (a completed human handoff).",
+        ),
+        GuardMetric(
+            "abandonment_rate",
+            "Abandonment rate",
+            "rate",
+            "higher",
+            "Share of the cohort's decided conversations abandoned: no customer message for the profile's timeout.",
+        ),
     )
 }
 
@@ -82,6 +96,8 @@ DEFAULT_GUARDS: tuple[Mapping[str, Any], ...] = (
     {"metric": "negative_feedback_rate", "threshold": 0.5},
     {"metric": "judge_score", "threshold": 0.1},
     {"metric": "p95_latency_ms", "threshold": 0.3},
+    {"metric": "escalation_rate", "threshold": 0.5},
+    {"metric": "abandonment_rate", "threshold": 0.5},
 )
 RELATIVE_MAX = 10  # a relative limit of 10 is "ten times worse": anything looser guards nothing
 LATENCY_MAX_MS = 600_000

@@ -24,7 +24,9 @@ NAME_MAX = RoutingTestCase._meta.get_field("name").max_length or 200
 
 @dataclass(frozen=True)
 class RoutingTestDraft:
-    """What a new saved routing test would hold: ``expect`` is what was decided (``intent``, ``agent``)."""
+    """What a new saved routing test would hold: ``expect`` is what was decided (``intent``, ``agent``). A stored
+    message's draft names it (``source_message_id``) and keeps what was decided (``source_intent``,
+    ``source_agent``), which the test keeps when the editor corrects its expectation."""
 
     profile_id: int
     message: str
@@ -32,6 +34,9 @@ class RoutingTestDraft:
     active_specialist: str = ""
     expect: dict[str, Any] = field(default_factory=dict)
     when: date | None = None
+    source_message_id: int | None = None
+    source_intent: str = ""
+    source_agent: str = ""
 
 
 def test_case_may_add(request: HttpRequest) -> bool:
@@ -74,6 +79,9 @@ def test_case_add_url(draft: RoutingTestDraft) -> str:
         "state": draft.state,
         "active_specialist": draft.active_specialist,
         **{expect_field(key): value for key, value in draft.expect.items()},
+        "source_message_id": draft.source_message_id,
+        "source_intent": draft.source_intent,
+        "source_agent": draft.source_agent,
     }
     query = urlencode({key: value for key, value in params.items() if value not in ("", None)})
     return f"{reverse('admin:routing_routingtestcase_add')}?{query}"
@@ -98,6 +106,9 @@ def test_cases_create(drafts: list[RoutingTestDraft]) -> list[RoutingTestCase]:
                 state=draft.state,
                 active_specialist=draft.active_specialist,
                 expect=draft.expect,
+                source_message_id=draft.source_message_id,
+                source_intent=draft.source_intent,
+                source_agent=draft.source_agent,
             )
         )
     return cases

@@ -36,6 +36,9 @@ ENDPOINTS = [
     "feedback/timeline",
     "feedback/breakdown",
     "feedback/recent",
+    "outcomes",
+    "outcomes/timeline",
+    "quality",
 ]
 DASHBOARD = "/analytics/"
 

@@ -21,10 +21,18 @@ from django.utils import timezone
 
 from agents.models import AgentProfile
 from conversations.goal_records import goal_rows_create
-from conversations.models import Conversation, GoalRun, GoalStepRun, Message, RouteDecisionRecord, ToolCall
+from conversations.models import (
+    Conversation,
+    ConversationOutcome,
+    GoalRun,
+    GoalStepRun,
+    Message,
+    RouteDecisionRecord,
+    ToolCall,
+)
 from conversations.tests import goal_examples
 from conversations.tests.stored_turns import conversation_of, stored_turn
-from handoffs.models import KIND_BITS, Handoff
+from handoffs.models import KIND_BITS, PERSON, Handoff
 from routing.models import RolloutPlan, RoutingVersion
 from tenants.models import Tenant
 from tests.browser_fixtures import screenshot_path
@@ -34,6 +42,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SCREENSHOT = "analytics-dashboard.png"
 CHARTS = (
+    "chart-outcomes",
     "chart-timeline",
     "chart-paths",
     "chart-agents",
@@ -72,6 +81,9 @@ class Traffic:
     Routing versions (each conversation's turns and moves): a1, a3 version 2; a2, a_old version 1; b1 none (a
     draft). a1 also has a ping_pong stop billing→orders and a tool call that waited for the user's permission;
     a2's answer is the single-agent path's general agent (support_agent).
+
+    Outcomes: a1 resolved on D2 (two answers rated up, one down), a2 handed to a person on D3 from support_agent, a3
+    abandoned on D3; b1 abandoned on D2; a_old resolved on D45.
     """
 
     today: dt.date
@@ -184,6 +196,29 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
     goal_answer(a1, goal_examples.quote_and_notify(), at(2, "10:20"))
     goal_answer(a1, goal_examples.ambiguous_quote(), at(2, "10:30"))
     goal_answer(b1, goal_examples.failed_movers(), at(2, "08:30"))
+    for conv, outcome, when, agent, up, down in (
+        (a1, "resolved", at(2, "10:40"), "orders_agent", 2, 1),
+        (a2, "escalated", at(3, "09:10"), "support_agent", 0, 0),
+        (a3, "abandoned", at(3, "11:40"), "billing_agent", 0, 0),
+        (b1, "abandoned", at(2, "08:40"), "product_agent", 0, 0),
+        (old, "resolved", at(45, "12:40"), "billing_agent", 0, 0),
+    ):
+        ConversationOutcome.objects.create(
+            conversation=conv,
+            tenant_id=conv.tenant_id,
+            profile_id=conv.profile_id,
+            outcome=outcome,
+            cohort=conv.cohort,
+            routing_version=versions[conv.pk],
+            intent="x",
+            agent=agent,
+            rated_up=up,
+            rated_down=down,
+            started_at=conv.created_at,
+            decided_at=when,
+        )
+        if outcome == "escalated":
+            handoff(conv, agent, PERSON, "human", when)
     first_answer = Message.objects.filter(conversation=a1, role="assistant").order_by("id").first()
     calls = ((at(2, "10:01"), "ok"), (at(2, "10:02"), "error"), (at(2, "10:03"), "permission_required"))
     for when, status in calls:
@@ -709,4 +744,78 @@ def test_staff_see_customers_ratings_and_each_profiles_rollouts_drawn_with_the_a
     page.click("#feedback-inbox-link")
     page.wait_for_url("**/admin/conversations/messagefeedback/")
     assert page.locator("#result_list tbody tr").count() == 3  # the answers rated down, every tenant (a superuser)
+    assert page.errors == []
+
+
+# -- outcomes, routing accuracy and response quality ---------------------------------------------------------------
+
+
+def assert_outcomes_shown(page, base_url: str, params: dict[str, Any]) -> dict:
+    """The outcomes panel's figures, table and chart, and the quality figures and table, equal the API's."""
+    outcomes = api(page, base_url, "outcomes", params)
+    total = outcomes["total"]
+    for name in ("decided", "resolved", "escalated", "abandoned", "rated", "up"):
+        assert figure(page, f"outcomes-{name}") == total[name], name
+    for name in ("resolved", "escalated", "abandoned"):
+        assert figure(page, f"outcomes-{name}-rate") == total[f"{name}_percentage"], name
+    assert figure(page, "outcomes-csat") == total["csat_percentage"]
+    assert rows(page, "table-outcomes-profiles", "group", "decided", "csat-percentage") == [
+        (group["group"], str(group["decided"]), f"{group['csat_percentage']:g}" if group["csat_percentage"] else None)
+        for group in outcomes["groups"]
+    ]
+    bucket = page.get_attribute("#content-main", "data-bucket")
+    timeline = api(page, base_url, "outcomes/timeline", {**params, "bucket": bucket})
+    stacks = chart_option(page, "chart-outcomes")["series"]
+    assert [series["type"] for series in stacks] == ["bar", "bar", "bar"]
+    assert [sum(series["data"][i][1] for series in stacks) for i in range(len(timeline))] == [
+        row["decided"] for row in timeline
+    ]
+    quality = api(page, base_url, "quality", params)
+    chosen = quality["routing_accuracy"]["ratings"]
+    assert figure(page, "quality-ratings-rated") == chosen["rated"]
+    assert figure(page, "quality-tests-total") == quality["routing_accuracy"]["tests"]["total"]
+    assert rows(page, "table-quality-agents", "profile", "agent", "answers", "escalations") == [
+        (row["profile"], row["agent"], str(row["answers"]), str(row["escalations"])) for row in quality["agents"]
+    ]
+    return {"outcomes": outcomes, "quality": quality}
+
+
+def test_staff_see_how_conversations_ended_and_the_agents_quality_drawn_with_the_apis_numbers(
+    live_server, browser_page, staff_user, traffic
+):
+    page, base = browser_page, live_server.url
+    log_in(page, base, username="analyst", password="analyst-password")
+    wait_until_drawn(page, "days=30")
+
+    shown = assert_outcomes_shown(page, base, {"days": 30})
+
+    # a1 resolved, a2 to a person, a3 and b1 abandoned; a_old (45 days ago) is out of the window.
+    total = shown["outcomes"]["total"]
+    assert (total["decided"], total["resolved"], total["escalated"], total["abandoned"]) == (4, 1, 1, 2)
+    assert page.inner_text("#outcomes-csat") == "66.67 %"  # two of a1's three rated answers up
+    agents = {row["agent"]: row for row in shown["quality"]["agents"]}
+    assert agents["support_agent"]["escalations"] == 1 and agents["billing_agent"]["answers"] == 2
+    page.locator("#panel-outcomes").screenshot(path=str(screenshot_path("analytics-dashboard-outcomes.png")))
+
+    page.select_option("#filter-tenant", traffic.tenant_a.slug)
+    wait_until_drawn(page, f"days=30&tenant={traffic.tenant_a.slug}")
+    assert (
+        assert_outcomes_shown(page, base, {"days": 30, "tenant": traffic.tenant_a.slug})["outcomes"]["total"]["decided"]
+        == 3
+    )
+    assert page.errors == []
+
+
+def test_an_analyst_granted_one_tenant_sees_its_outcomes_and_agents_only(
+    live_server, browser_page, tenant_analyst, traffic
+):
+    page, base = browser_page, live_server.url
+    log_in(page, base, username="reader", password="reader-password")
+    wait_until_drawn(page, "days=30")
+
+    shown = assert_outcomes_shown(page, base, {"days": 30})
+
+    assert shown["outcomes"]["total"]["decided"] == 3  # tenant_b's b1 is not theirs to read
+    assert "product_agent" not in {row["agent"] for row in shown["quality"]["agents"]}
+    assert page.locator("#panel-outcomes canvas").count() >= 1
     assert page.errors == []

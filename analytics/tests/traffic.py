@@ -36,7 +36,9 @@ Tenant B (``outsider``), P1: conversation b1 created D1 10:00 (multi_agent) with
 billing→orders handoffs, a ping_pong stop and a return; its messages, decisions and tool calls are all
 different from A's so that any leak shows in A's numbers.
 
-Messages, route decisions and tool calls are listed in :func:`build_traffic`.
+Messages, route decisions and tool calls are listed in :func:`build_traffic`. How conversations ended (their outcome
+rows): c1 resolved D2 (one answer rated up), c3 abandoned D1, c4 escalated D3 by billing_agent (one rated down); b1
+escalated D1 (two rated down).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+from conversations.models import Conversation, ConversationOutcome, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import KIND_BITS, Handoff
 from tenants.models import Tenant
 from tests.factories import AgentProfileFactory
@@ -251,4 +253,26 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
         ("b1", "consultar_fatura", "telecom", "error", 7000, at(1, "10:02")),
     ]:
         tool_call(conv, tool, server, status, latency, when)
+
+    for conv, outcome, when, agent, up, down in [
+        ("c1", "resolved", at(2, "10:40"), "billing_agent", 1, 0),
+        ("c3", "abandoned", at(1, "12:40"), "support_agent", 0, 0),
+        ("c4", "escalated", at(3, "08:35"), "billing_agent", 0, 1),
+        ("b1", "escalated", at(1, "10:10"), "orders_agent", 0, 2),
+    ]:
+        row = traffic.conversations[conv]
+        ConversationOutcome.objects.create(
+            conversation=row,
+            tenant_id=row.tenant_id,
+            profile_id=row.profile_id,
+            outcome=outcome,
+            cohort=row.cohort,
+            routing_version=VERSIONS[conv],
+            intent="billing_invoice_explanation",
+            agent=agent,
+            rated_up=up,
+            rated_down=down,
+            started_at=row.created_at,
+            decided_at=when,
+        )
     return traffic

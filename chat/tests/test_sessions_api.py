@@ -104,8 +104,9 @@ def test_ending_a_session_forgets_its_live_state_and_keeps_its_history(api, conv
 
     assert response.status_code == 200, response.content
     body = response.json()
-    assert body.keys() == {"conversation_key", "ended", "ended_at"}
+    assert body.keys() == {"conversation_key", "ended", "ended_at", "outcome"}
     assert (body["conversation_key"], body["ended"]) == (KEY, True)
+    assert body["outcome"] == "abandoned"  # open, and nothing closed it: decided at once (docs/analytics.md)
     conversation.refresh_from_db()
     assert parse_datetime(body["ended_at"]) == conversation.ended_at
     assert (conversation.state, conversation.active_specialist, conversation.active_intent) == ("", "", "")

@@ -95,6 +95,12 @@ def test_saving_the_corrected_form_creates_the_case(client, reader, stored):
     case = RoutingTestCase.objects.get()
     assert (case.message, case.active_specialist) == ("quero rastrear meu pedido", "billing_agent")
     assert case.expect == {"intent": "retail_order_tracking", "agent": "orders_agent"}
+    # Which message it came from and what was decided for it stay with the test: a correction the analytics count.
+    assert (case.source_message_id, case.source_intent, case.source_agent) == (
+        stored.message_id,
+        stored.intent,
+        stored.agent,
+    )
 
 
 def test_a_user_messages_page_has_the_link_too(client, reader, stored):
@@ -134,6 +140,8 @@ def test_the_action_saves_the_selected_decisions_as_cases_expecting_what_was_dec
     assert cases["Minha fatura veio alta"].expect == {"intent": first.intent, "agent": first.agent}
     assert cases["quero rastrear meu pedido"].active_specialist == "billing_agent"
     assert len({case.name for case in cases.values()}) == 2
+    assert cases["Minha fatura veio alta"].source_message_id == first.message_id
+    assert cases["Minha fatura veio alta"].source_intent == first.intent
 
 
 def test_the_action_is_not_offered_to_a_reader_who_may_not_add_tests(client, django_user_model, tenant, stored):

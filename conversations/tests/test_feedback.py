@@ -1,4 +1,5 @@
-"""Feedback on answers: one rating per answer, and the counts per cohort and version a rollout guard reads."""
+"""Feedback on answers: one rating per answer, the counts per cohort and version a rollout guard reads, and a rating
+down that hands the conversation to a person when its profile says so."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import datetime as dt
 
 import pytest
 
+from agents.escalation import EscalationSettings
+from agents.models import AgentProfile
+from common.config_version import config_version_bump
 from conversations.feedback import NotAnAnswer, feedback_give, feedback_rates
-from conversations.models import Message, MessageFeedback
+from conversations.models import Conversation, ConversationOutcome, Escalation, Message, MessageFeedback
+from handoffs.models import PERSON, Handoff
 from tests.factories import AgentProfileFactory, ConversationFactory, TenantFactory
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +130,67 @@ def test_a_draft_is_asked_for_as_version_none_and_an_empty_window_is_one_row_of_
     empty = {"start": NOW + dt.timedelta(days=5), "end": NOW + dt.timedelta(days=6)}
     assert figures(feedback_rates(**empty, by=())) == [(None, None, 0, 0, 0, None)]
     assert feedback_rates(**empty) == []
+
+
+# -- a rating down hands the conversation to a person (escalation.on_thumbs_down) ----------------------------------
+
+
+def talk(api, text, session="rated-1"):
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def rate(api, body, rating, comment=""):
+    response = api.post(
+        f"/api/sessions/{body['conversation_key']}/feedback",
+        {"message_id": body["message_id"], "rating": rating, "comment": comment},
+        format="json",
+    )
+    assert response.status_code in (200, 201), response.content
+    return response.json()
+
+
+def thumbs_down_to_people(on: bool = True) -> None:
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    profile.escalation = EscalationSettings.from_json({**profile.escalation, "on_thumbs_down": on}).as_json()
+    profile.save(update_fields=["escalation"])
+    config_version_bump()
+
+
+def test_a_rating_down_hands_the_conversation_to_a_person_when_the_profile_says_so(api, telecom):
+    thumbs_down_to_people()
+    talk(api, "My invoice is too high this month")
+    body = talk(api, "why is my bill so expensive?")
+
+    rated_down = rate(api, body, "down", comment="That did not answer me")
+
+    escalation = rated_down["escalation"]
+    assert (escalation["status"], escalation["reason"], escalation["position"]) == ("queued", "thumbs_down", 1)
+    assert escalation["priority"] == "high"
+    stored = Escalation.objects.get(pk=escalation["id"])
+    assert stored.language == "en"  # the customer's last message
+    assert "rated an answer down: That did not answer me" in stored.summary
+    assert "- customer: why is my bill so expensive?" in stored.summary
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert (conversation.escalation_id, conversation.outcome) == (stored.pk, "escalated")
+    row = ConversationOutcome.objects.get(conversation=conversation)
+    assert (row.outcome, row.reason, row.rated_down) == ("escalated", "thumbs_down", 1)
+    move = Handoff.objects.get(conversation=conversation, kind="human")
+    assert (move.to_agent, move.outcome) == (PERSON, "thumbs_down")
+    # Rated down again while a person holds it: no second escalation.
+    again = rate(api, talk(api, "hello?"), "down")
+    assert again["escalation"] is None and Escalation.objects.count() == 1
+
+
+def test_a_rating_down_stays_a_rating_when_the_profile_keeps_its_conversations_or_it_is_up(api, telecom):
+    body = talk(api, "Minha fatura veio alta")
+    assert rate(api, body, "down")["escalation"] is None
+
+    thumbs_down_to_people()
+    assert rate(api, talk(api, "Minha fatura veio alta", session="rated-2"), "up")["escalation"] is None
+    assert not Escalation.objects.exists()

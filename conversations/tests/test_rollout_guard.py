@@ -14,7 +14,9 @@ import pytest
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from conversations.models import Message, MessageRole
+from common.config_version import config_version_bump
+from conversations.models import ConversationOutcome, Message, MessageRole
+from conversations.outcomes import outcomes_close
 from conversations.rollout_guard import (
     CANDIDATE,
     CONTROL,
@@ -276,6 +278,55 @@ def test_customers_rating_the_candidates_answers_down_roll_it_back(api, publishe
     assert decision.figures["control"]["negative_feedback_rate"]["rate"] == 0.0
 
 
+def people_candidate(profile):
+    """A candidate whose invoice intent is answered by people (the support team): its customers are escalated."""
+    Intent.objects.filter(profile=profile, name="billing_invoice_explanation").update(escalate_to="support")
+    config_version_bump()
+    return version_publish(profile=profile, note="invoices to people", release=False)
+
+
+def test_a_candidate_that_hands_more_conversations_to_people_is_rolled_back(api, published):
+    plan = plan_for(people_candidate(published.profile), guards=[{"metric": "escalation_rate", "threshold": 0.5}])
+    plan_start(plan, actor="test")
+    served = [say(api, f"people-{n}")["metadata"] for n in range(120)]
+    assert {meta["version"] for meta in served if meta["escalation"]} == {2}  # the candidate's customers only
+
+    decision = plan_evaluate(plan)
+
+    plan.refresh_from_db()
+    assert (decision.action, plan.status) == ("rollback", RolloutPlanStatus.ROLLED_BACK), decision.reason
+    assert "escalation rate 100 % against 0 % for the control" in decision.reason
+    candidate, control = decision.figures["candidate"], decision.figures["control"]
+    assert candidate["escalation_rate"]["x"] == candidate["conversations"] >= 10
+    assert (control["escalation_rate"]["x"], control["escalation_rate"]["n"]) == (0, control["conversations"])
+
+
+def test_the_abandonment_rate_counts_the_cohorts_outcomes_decided_in_the_window(api, published):
+    plan = plan_for(good_candidate(published.profile))
+    plan_start(plan, actor="test")
+    for n in range(30):
+        say(api, f"quiet-{n}")
+    say(api, "quiet-0", "obrigado, tchau")
+    outcomes_close(now=timezone.now() + dt.timedelta(minutes=31))
+    decided = {
+        version: ConversationOutcome.objects.filter(routing_version=version).values_list("outcome", flat=True)
+        for version in (1, 2)
+    }
+    until = timezone.now() + dt.timedelta(hours=1)
+    plan.refresh_from_db()
+
+    candidate, control = cohorts_figures(
+        [CohortWindow(plan, cohort, plan.stage_started_at, until) for cohort in (CANDIDATE, CONTROL)]
+    )
+
+    for figures, version in ((candidate, 2), (control, 1)):
+        outcomes = list(decided[version])
+        assert figures["abandonment_rate"]["n"] == len(outcomes)
+        assert figures["abandonment_rate"]["x"] == outcomes.count("abandoned")
+    assert candidate["abandonment_rate"]["n"] + control["abandonment_rate"]["n"] == 30
+    assert candidate["abandonment_rate"]["x"] + control["abandonment_rate"]["x"] == 29  # one said goodbye
+
+
 def test_a_tick_reads_every_plans_figures_at_once_and_each_plan_gets_what_it_would_read_alone(api, published):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -308,8 +359,8 @@ def test_a_tick_reads_every_plans_figures_at_once_and_each_plan_gets_what_it_wou
     # The same turns counted by version and by mode: both plans see all 40 conversations between their cohorts.
     assert sum(figures["conversations"] for figures in batched[:2]) == 40
     assert sum(figures["conversations"] for figures in batched[2:]) == 40
-    # Six queries whatever the number of windows (one aggregate per window and table, joined by UNION ALL).
-    assert len(together) == 6
+    # Seven queries whatever the number of windows (one aggregate per window and table, joined by UNION ALL).
+    assert len(together) == 7
     decisions = plans_evaluate(now=now, interval=0)
     assert {decision.plan_id for decision in decisions} == {version_plan.pk, mode_plan.pk}
     by_plan = {decision.plan_id: decision.figures for decision in decisions}

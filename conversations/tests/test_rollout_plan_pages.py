@@ -102,7 +102,8 @@ def test_guards_are_a_table_of_rows_stored_as_fractions_and_shown_back_as_typed(
         {"metric": "p95_latency_ms", "absolute": 2500.0},
     ]
     assert guard_errors(guards) == []
-    assert field.widget.decompress(guards) == ["25", "40", *[None] * 9, "0.6", None, "2500"]
+    # The escalation and abandonment rates, last, are not limited.
+    assert field.widget.decompress(guards) == ["25", "40", *[None] * 9, "0.6", None, "2500", *[None] * 4]
     assert not field.has_changed(guards, field.widget.decompress(guards))
 
 

@@ -37,6 +37,9 @@
     feedbackTimeline: "feedback/timeline",
     feedbackBreakdown: "feedback/breakdown",
     feedbackRecent: "feedback/recent",
+    outcomes: "outcomes",
+    outcomesTimeline: "outcomes/timeline",
+    quality: "quality",
     rollouts: "rollouts",
   };
   var DEFAULT_DAYS = "30";
@@ -1090,6 +1093,119 @@
     );
   }
 
+  // --- outcomes, routing accuracy and response quality ------------------------------------------------
+
+  var EMPTY_OUTCOMES = "No conversation ended in this period";
+  var OUTCOME_SERIES = [
+    { key: "resolved", name: "Resolved", color: "#2e7d32" },
+    { key: "escalated", name: "Handed to a person", color: "#1565c0" },
+    { key: "abandoned", name: "Abandoned", color: "#9e9e9e" },
+  ];
+
+  function drawOutcomes(data) {
+    var total = data.total || {};
+    setFigure("outcomes-decided", total.decided, formatCount(total.decided));
+    OUTCOME_SERIES.forEach(function (side) {
+      setFigure("outcomes-" + side.key, total[side.key], formatCount(total[side.key]));
+      var rate = total[side.key + "_percentage"];
+      setFigure("outcomes-" + side.key + "-rate", rate, formatPercent(rate));
+    });
+    setFigure("outcomes-csat", total.csat_percentage, formatPercent(total.csat_percentage));
+    setFigure("outcomes-up", total.up, formatCount(total.up));
+    setFigure("outcomes-rated", total.rated, formatCount(total.rated));
+    recordsTable(
+      "table-outcomes-profiles",
+      data.groups || [],
+      [
+        { key: "group" },
+        { key: "decided", numeric: true, format: formatCount },
+        { key: "resolved_percentage", numeric: true, format: formatPercent },
+        { key: "escalated_percentage", numeric: true, format: formatPercent },
+        { key: "abandoned_percentage", numeric: true, format: formatPercent },
+        { key: "csat_percentage", numeric: true, format: formatPercent },
+      ],
+      EMPTY_OUTCOMES,
+    );
+  }
+
+  function drawOutcomesTimeline(rows, bucket) {
+    byId("outcomes-unit").textContent =
+      bucket === "hour"
+        ? "(conversations resolved, handed to a person or abandoned, per hour of the decision, UTC)"
+        : "(conversations resolved, handed to a person or abandoned, per day of the decision, UTC)";
+    var decided = rows.reduce(function (sum, row) {
+      return sum + (row.decided || 0);
+    }, 0);
+    if (!decided) {
+      chartShow("chart-outcomes", null, EMPTY_OUTCOMES);
+      return;
+    }
+    chartShow("chart-outcomes", {
+      textStyle: TEXT_STYLE,
+      tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+      legend: { top: 0 },
+      grid: { left: 48, right: 16, top: 36, bottom: 32 },
+      xAxis: { type: "time" },
+      yAxis: { type: "value", name: "conversations", minInterval: 1 },
+      series: OUTCOME_SERIES.map(function (side) {
+        return {
+          name: side.name,
+          type: "bar",
+          stack: "outcomes",
+          barMaxWidth: 28,
+          itemStyle: { color: side.color },
+          emphasis: { focus: "series" },
+          data: rows.map(function (row) {
+            return [row.period, row[side.key] || 0];
+          }),
+        };
+      }),
+    });
+  }
+
+  function drawQuality(data) {
+    var accuracy = data.routing_accuracy || {};
+    var tests = accuracy.tests || {};
+    var corrections = accuracy.corrections || {};
+    var ratings = accuracy.ratings || {};
+    setFigure("quality-tests-accuracy", tests.accuracy_percentage, formatPercent(tests.accuracy_percentage));
+    setFigure("quality-tests-total", tests.total, formatCount(tests.total));
+    setFigure(
+      "quality-corrections-accuracy",
+      corrections.accuracy_percentage,
+      formatPercent(corrections.accuracy_percentage),
+    );
+    setFigure("quality-corrections-reviewed", corrections.reviewed, formatCount(corrections.reviewed));
+    setFigure("quality-corrections-corrected", corrections.corrected, formatCount(corrections.corrected));
+    setFigure("quality-ratings-accuracy", ratings.accuracy_percentage, formatPercent(ratings.accuracy_percentage));
+    setFigure("quality-ratings-rated", ratings.rated, formatCount(ratings.rated));
+    var agents = data.agents || [];
+    var profiles = {};
+    agents.forEach(function (row) {
+      profiles[row.profile] = true;
+    });
+    var qualify = Object.keys(profiles).length > 1; // agents are named within their profile
+    recordsTable(
+      "table-quality-agents",
+      agents,
+      [
+        {
+          key: "agent",
+          format: function (value, record) {
+            var name = value === "" || value == null ? "(none)" : String(value);
+            return qualify ? record.profile + " · " + name : name;
+          },
+        },
+        { key: "answers", numeric: true, format: formatCount },
+        { key: "judge_mean", numeric: true, format: formatNumber },
+        { key: "rated", numeric: true, format: formatCount },
+        { key: "up_percentage", numeric: true, format: formatPercent },
+        { key: "escalations", numeric: true, format: formatCount },
+      ],
+      "No answer in this period",
+    );
+  }
+
   // --- rollouts by profile ---------------------------------------------------------------------------
 
   var ACTIVE_PLAN_STATUSES = ["running", "paused", "ready"];
@@ -1331,6 +1447,11 @@
       }],
       ["ratings per profile, intent and agent", ENDPOINTS.feedbackBreakdown, params, drawFeedbackBreakdown],
       ["answers rated down", ENDPOINTS.feedbackRecent, ratedDownParams, drawFeedbackRecent],
+      ["outcomes", ENDPOINTS.outcomes, params, drawOutcomes],
+      ["outcomes over time", ENDPOINTS.outcomesTimeline, timelineParams, function (data) {
+        drawOutcomesTimeline(data, bucket);
+      }],
+      ["routing accuracy and response quality", ENDPOINTS.quality, params, drawQuality],
     ];
     // Rollout plans span tenants and periods: the section (shown to those who may read plans) follows the
     // profile filter only.
