@@ -357,8 +357,8 @@ class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin
             {
                 "fields": list(AgentProfileAdminForm.ESCALATION_FIELDS),
                 "description": "When a conversation goes to a person: the customer asks for one, an intent that "
-                "people answer wins, or one of the rules below holds. It waits in its team's queue until someone "
-                "takes it on the desk, and goes back to the assistants when that person hands it back.",
+                "people answer wins, or one of the rules below holds. It waits in its team's queue until a person of "
+                "the team takes it on the desk, and goes back to the assistants when that person hands it back.",
             },
         ),
     ]

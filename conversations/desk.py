@@ -42,6 +42,7 @@ from conversations.models import (
     MessageRole,
     Outcome,
 )
+from conversations.ratings import outcome_ratings_count
 from conversations.signals import escalation_changed
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
 from routing import snapshot as snapshots
@@ -245,6 +246,7 @@ def outcome_escalated(
             "decided_at": escalation.created_at,
         },
     )
+    outcome_ratings_count(conversation_id=escalation.conversation_id)  # what it was rated before it was handed over
 
 
 def escalation_opened(escalation: Escalation, *, conversation_key: str, position: int | None) -> None:

@@ -16,8 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from django.db import transaction
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from agents.escalation import EscalationSettings
 from common.errors import DomainError
@@ -26,7 +25,6 @@ from conversations.desk import EscalationConflict, escalation_open, queue_positi
 from conversations.escalation import language_of, summary_for_person, thumbs_down_asked
 from conversations.models import (
     Conversation,
-    ConversationOutcome,
     Escalation,
     FeedbackRating,
     Message,
@@ -34,6 +32,7 @@ from conversations.models import (
     MessageRole,
     RouteDecisionRecord,
 )
+from conversations.ratings import outcome_ratings_count
 from conversations.records import conversation_history
 from routing import snapshot as snapshots
 from tenants.selectors import TenantScope, tenant_scope_where
@@ -149,28 +148,6 @@ def thumbs_down_escalate(*, conversation: Conversation, comment: str = "") -> Es
         )
     except EscalationConflict:  # a person took it meanwhile (a turn's escalation)
         return None
-
-
-def ratings_counted(conversation: Any, rating: str) -> Coalesce:
-    """How many answers of a conversation are rated ``rating``, as an expression: ``conversation`` is its id, or an
-    ``OuterRef`` to it (a correlated subquery, for many conversations in one query)."""
-    found = (
-        MessageFeedback.objects.filter(conversation_id=conversation, rating=rating)
-        .order_by()
-        .values("conversation_id")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(found, output_field=IntegerField()), Value(0))
-
-
-def outcome_ratings_count(*, conversation_id: int) -> None:
-    """A decided conversation's outcome row counts its rated answers again (a rating after the outcome, or changed):
-    one update, none when the conversation is still open."""
-    ConversationOutcome.objects.filter(conversation_id=conversation_id).update(
-        rated_up=ratings_counted(conversation_id, FeedbackRating.UP),
-        rated_down=ratings_counted(conversation_id, FeedbackRating.DOWN),
-    )
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ from agents.escalation import EscalationSettings
 from agents.models import AgentProfile
 from common.text import phrase_found
 from conversations.desk import escalation_close
-from conversations.feedback import ratings_counted
 from conversations.models import (
     OPEN,
     Conversation,
@@ -52,6 +51,7 @@ from conversations.models import (
     MessageRole,
     Outcome,
 )
+from conversations.ratings import ratings_counted
 from routing import snapshot as snapshots
 from routing.small_talk import small_talk_read
 

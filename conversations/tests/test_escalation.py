@@ -171,3 +171,27 @@ def test_a_profile_without_people_answers_a_request_for_a_person_with_its_assist
     assert body["metadata"]["escalation"] is None
     assert body["metadata"]["route_decision"]["method"] == "small_talk"
     assert not Escalation.objects.exists()
+
+
+def test_a_model_that_calls_request_human_hands_over_to_the_team_it_names_with_its_summary(api, telecom, scripted_llm):
+    people(telecom, teams=["support", "billing"])
+    scripted_llm.reply_tool_call(
+        "request_human",
+        {
+            "reason": "Contestação acima do meu limite",
+            "context_summary": "Fatura de 289,90 contestada",
+            "team": "billing",
+        },
+    )
+
+    body = say(api, "Minha fatura veio alta", msisdn="5511999999999")
+
+    escalation = body["metadata"]["escalation"]
+    assert (escalation["reason"], escalation["queue"]) == ("specialist", "billing")
+    (request,) = scripted_llm.requests
+    offered = {tool["function"]["name"]: tool["function"] for tool in request["tools"]}
+    assert offered["request_human"]["parameters"]["properties"]["team"]["enum"] == ["support", "billing"]
+    stored = Escalation.objects.get(pk=escalation["id"])
+    assert stored.reason_text == "Contestação acima do meu limite"
+    assert "Fatura de 289,90 contestada" in stored.summary
+    assert "Você é o 1º da fila" in body["answer"]

@@ -79,7 +79,7 @@ def test_the_coordinator_is_offered_delegation_to_the_profiles_specialists(api, 
 
     assert body["agent"] == "assistente"
     request = scripted_llm.requests[0]
-    assert tool_names(request) == {"request_specialist_sub_conversation"}
+    assert tool_names(request) == {"request_specialist_sub_conversation", "request_human"}
     assert tool_enum(request, "request_specialist_sub_conversation", "specialist_role") == [
         "billing_agent",
         "orders_agent",

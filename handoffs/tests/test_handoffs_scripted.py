@@ -123,7 +123,8 @@ def test_only_the_allowed_targets_are_offered_in_the_handoff_tool(api, telecom, 
     send(api, "Minha fatura veio alta")
 
     (request,) = scripted_llm.requests
-    assert tool_names(request) == {"consultar_fatura", "consultar_pagamentos", "request_handoff"}
+    # request_human too: the profile lets its specialists hand the conversation to a person (docs/desk.md).
+    assert tool_names(request) == {"consultar_fatura", "consultar_pagamentos", "request_handoff", "request_human"}
     handoff = tool_definition(request, "request_handoff")
     assert handoff["parameters"]["properties"]["target_agent"]["enum"] == ["orders_agent", "support_agent"]
     assert set(handoff["parameters"]["required"]) == {"target_agent", "reason", "context_summary"}
@@ -145,7 +146,7 @@ def test_the_target_gets_the_users_message_the_handoff_note_and_its_own_intents_
         {"role": "user", "content": "Minha fatura veio alta"},
     ]
     # The orders intent's tools, not billing's; orders has no targets, so no handoff tool either.
-    assert tool_names(second) == {"consultar_pedido", "consultar_entrega"}
+    assert tool_names(second) == {"consultar_pedido", "consultar_entrega", "request_human"}
     assert not tool_messages(second)  # what billing did is in the note, not in a tool exchange
 
 
@@ -415,7 +416,7 @@ def test_with_handoffs_disabled_no_handoff_tool_is_offered_and_a_call_moves_noth
 
     body = send(api, "Minha fatura veio alta")
 
-    assert tool_names(scripted_llm.requests[0]) == {"consultar_fatura", "consultar_pagamentos"}
+    assert tool_names(scripted_llm.requests[0]) == {"consultar_fatura", "consultar_pagamentos", "request_human"}
     assert (body["agent"], body["answer"]) == ("billing_agent", "Sua fatura subiu por causa do roaming.")
     assert [(r["tool"], r["status"]) for r in body["metadata"]["mcp_results"]] == [("request_handoff", "not_offered")]
     assert Handoff.objects.count() == 0
