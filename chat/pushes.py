@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 PUSHED_TYPES = {"message": "human", "escalation": "escalation"}
 LISTEN_READY_SECONDS = 2.0  # how long a socket's opening waits for its group before it reads frames anyway
 LISTEN_RETRY_SECONDS = (0.5, 10.0)  # the pause after a layer failure: doubling, up to the second
+LISTEN_LEAVE_SECONDS = 2.0  # how long a closing socket waits for its listener to leave its groups
 GROUP_RENEW_SECONDS = 3600.0  # a group membership expires (channels_redis: a day): renewed while the socket lives
 
 
@@ -80,6 +81,15 @@ async def group_listen(
                 ready.set()
             await asyncio.sleep(pause)
             pause = min(pause * 2, LISTEN_RETRY_SECONDS[1])
+
+
+async def listen_stop(listener: asyncio.Task | None) -> None:
+    """Stop a listener (:func:`group_listen`'s task) and wait for it to leave its groups (at most
+    :data:`LISTEN_LEAVE_SECONDS`): the socket that started it ends after it, not while it talks to the layer."""
+    if listener is None:
+        return
+    listener.cancel()
+    await asyncio.wait([listener], timeout=LISTEN_LEAVE_SECONDS)
 
 
 async def _discard(layer: Any, groups: Sequence[str], channel: str) -> None:
