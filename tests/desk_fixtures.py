@@ -31,7 +31,9 @@ def outsider_person(django_user_model, outsider):
     return _person(django_user_model, "bruno", "Bruno", outsider)
 
 
-def waiting_conversation(*, tenant, profile, session: str, team: str = "support", priority: int | None = None, ask=None):
+def waiting_conversation(
+    *, tenant, profile, session: str, team: str = "support", priority: int | None = None, ask=None
+):
     """A conversation of ``tenant`` whose customer asked about an invoice (billing_agent answered, routed by a keyword)
     and then for a person: its escalation, waiting in ``team``'s queue."""
     from conversations.desk import escalation_open

@@ -25,7 +25,9 @@ DESK = "/desk/"
 
 def page_state(response) -> dict:
     """The page's JSON: what the desk shows when it opens."""
-    found = re.search(r'<script id="desk-state" type="application/json">(.*?)</script>', response.content.decode(), re.S)
+    found = re.search(
+        r'<script id="desk-state" type="application/json">(.*?)</script>', response.content.decode(), re.S
+    )
     assert found, "the page carries no desk-state"
     return json.loads(found.group(1))
 
@@ -160,7 +162,9 @@ def test_the_desk_reads_its_queues_in_a_fixed_number_of_queries(
 
 def test_an_ask_of_another_tenant_is_queued_in_its_own_queue(desk_person, outsider_person, tenant, outsider, telecom):
     waiting_conversation(tenant=tenant, profile=telecom, session="a")
-    waiting_conversation(tenant=outsider, profile=telecom, session="b", ask=EscalationAsk("intent", "Intent.", "support"))
+    waiting_conversation(
+        tenant=outsider, profile=telecom, session="b", ask=EscalationAsk("intent", "Intent.", "support")
+    )
 
     mine = page_state(logged_in(desk_person).get(DESK))["queues"]
     theirs = page_state(logged_in(outsider_person).get(DESK))["queues"]
