@@ -341,3 +341,22 @@ def test_the_group_listener_survives_a_layer_that_fails_and_stops_when_told(sett
         return listener.exception() is None
 
     assert asyncio.run(go())
+
+
+def test_a_conversation_the_assistants_hand_over_reaches_the_desk_with_its_place(desk_person, tenant, telecom, api):
+    async def go():
+        desk = await desk_for(desk_person)
+        body = await sync_to_async(api.post)(
+            "/api/gateway/message",
+            {"agent_id": "telecom_contas", "payload": {"text": "quero falar com um atendente", "session_id": "g-1"}},
+            format="json",
+        )
+        queued = await next_of(desk, "queued")
+        await desk.disconnect()
+        return body.json(), queued
+
+    body, queued = run(go())
+
+    assert queued["escalation"]["id"] == body["metadata"]["escalation"]["id"]
+    assert queued["escalation"]["position"] == 1 and queued["escalation"]["tenant"] == tenant.slug
+    assert queued["escalation"]["conversation_key"] == body["conversation_key"]

@@ -129,7 +129,9 @@
       table.append(el("caption", "", name + " (" + rows.length + ")"));
       const head = el("tr");
       ["#", "Waiting", "Priority", "Reason", "Customer", ""].forEach((text) => head.append(el("th", "", text)));
-      table.append(el("thead")).append(head);
+      const thead = el("thead");
+      thead.append(head);
+      table.append(thead);
       const body = el("tbody");
       visible.forEach((row) => {
         const line = el("tr", "desk-row");
@@ -203,6 +205,7 @@
     if (message.role === "user") return "Customer";
     if (message.role === "note") return "Internal note · " + (who.name || "a person");
     if (message.role === "human") return (who.name || "A person") + " (person)";
+    if (message.agent === "human") return "Assistants, handing over"; // the notice that put the customer in line
     return message.agent || "assistant";
   }
 
@@ -279,8 +282,11 @@
     view.hidden = false;
     pick.hidden = true;
     view.dataset.escalation = row.id;
-    title.textContent = queueOf(row) + " — " + detail.conversation.key;
-    why.textContent = (reasons[row.reason] || row.reason) + (detail.reason_text ? ": " + detail.reason_text : "");
+    title.textContent = queueOf(row) + " — customer " + detail.conversation.key.split(":").slice(2).join(":");
+    title.title = detail.conversation.key;
+    const label = reasons[row.reason] || row.reason;
+    const said = (detail.reason_text || "").replace(/\.$/, "");
+    why.textContent = label + (said && said !== label ? ": " + detail.reason_text : "");
     summary.textContent = detail.summary || "No summary.";
     historyBox.replaceChildren();
     (detail.history || []).forEach(addMessage);
