@@ -358,7 +358,8 @@ def _usage(result: TurnResult) -> dict[str, int]:
 
 
 def routing_extension(result: TurnResult) -> dict[str, Any]:
-    """The documented ``x_agent_routing`` field: who answered and how the turn was routed."""
+    """The documented ``x_agent_routing`` field: who answered and how the turn was routed, and the escalation when the
+    conversation is with people (``metadata.escalation``, else ``None``)."""
     metadata = result.metadata
     decision = metadata.get("route_decision") or {}
     return {
@@ -374,6 +375,7 @@ def routing_extension(result: TurnResult) -> dict[str, Any]:
             {key: move.get(key) for key in ("from_agent", "to_agent", "kind", "status", "reason") if key in move}
             for move in metadata.get("handoffs") or []
         ],
+        "escalation": metadata.get("escalation"),
     }
 
 
@@ -392,9 +394,10 @@ class ChatCompletionsApi(OpenAIView):
             "`model` is the profile's agent_id. Only the last user message is sent: the platform keeps the "
             "conversation's history, identified by the `X-Session-Id` header or the `user` field (neither: a new "
             "session). `stream: true` answers Server-Sent Events of `chat.completion.chunk`. The extension field "
-            "`x_agent_routing` (agent, route, intent, method, mode, cohort, flags, conversation_key, handoffs) says "
-            "who answered. The `multi_agent` rollout flag decides the graph unless the `X-Agent-Route` header names "
-            "`profile` or `multi_agent` (keys allowed to preview)."
+            "`x_agent_routing` (agent, route, intent, method, mode, cohort, flags, conversation_key, handoffs, "
+            "escalation) says who answered, and whether a person has the conversation. The `multi_agent` rollout "
+            "flag decides the graph unless the `X-Agent-Route` header names `profile` or `multi_agent` (keys "
+            "allowed to preview)."
         ),
         request=COMPLETION_REQUEST,
         responses={

@@ -362,3 +362,13 @@ def test_the_usage_is_what_the_turns_models_reported_as_stored_with_the_answer(c
     assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (321, 12, 333)
     answer = Message.objects.get(conversation__session_id="s-usage", role="assistant")
     assert (answer.prompt_tokens, answer.completion_tokens, answer.llm_model) == (321, 12, "scripted-model")
+
+
+def test_a_request_for_a_person_says_the_escalation_in_the_routing_details(client):
+    completion = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": "quero falar com um atendente"}], user="p1"
+    )
+
+    escalation = routing_of(completion)["escalation"]
+    assert (escalation["status"], escalation["queue"], escalation["position"]) == ("queued", "support", 1)
+    assert "1º da fila" in completion.choices[0].message.content
