@@ -55,7 +55,9 @@ def desk_page(request: HttpRequest) -> HttpResponse:
     team = (request.GET.get("team") or "").strip()
     if team not in teams:
         team = ""
-    state = desk_snapshot(tenants=tenants, user_id=request.user.pk, team=team)
+    user_id = request.user.pk
+    assert user_id is not None  # staff_member_required: a logged-in user
+    state = desk_snapshot(tenants=tenants, user_id=user_id, team=team)
     asked = (request.GET.get("escalation") or "").strip()
     opened: dict[str, Any] | None = None
     not_found = ""
@@ -68,7 +70,7 @@ def desk_page(request: HttpRequest) -> HttpResponse:
         **base,
         "teams": teams,
         "team": team,
-        "desk_state": {**state, "team": team, "opened": opened, "user_id": request.user.pk},
+        "desk_state": {**state, "team": team, "opened": opened, "user_id": user_id},
         "escalation_not_found": not_found,
     }
     return render(request, "chat/desk.html", context)
