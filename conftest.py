@@ -22,5 +22,6 @@ pytest_plugins = [
     "tests.hostile_mcp",
     "tests.celery_fixtures",
     "tests.browser_fixtures",
+    "tests.desk_fixtures",
     "tests.production_stack",
 ]

@@ -692,7 +692,7 @@ class SessionEventsApi(AsyncAPIView):
             "/api/sessions/{conversation_key}/messages`. An API key follows its tenant's conversations; a staff "
             "session those of a tenant it may read. Another tenant's conversation is a 404."
         ),
-        responses={200: OpenApiResponse(description="text/event-stream"), **error_responses(401, 403, 404, 429)},
+        responses={200: OpenApiResponse(description="text/event-stream"), **error_responses(401, 403, 404, 429, 503)},
     )
     async def get(self, request: Request, conversation_key: str) -> StreamingHttpResponse:
         conversation = await sync_to_async(_conversation_for)(request, conversation_key)

@@ -76,7 +76,7 @@ from chat.intake import (
     tenant_resolve,
     turn_input_build,
 )
-from chat.pushes import LISTEN_READY_SECONDS, conversation_listen, pushed_event
+from chat.pushes import LISTEN_READY_SECONDS, conversation_listen, listen_stop, pushed_event
 from common.bus import tenant_group
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY, DomainError, error_body, error_fields
 from common.parsers import JsonTooDeep, json_loads_limited
@@ -374,8 +374,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.gone = True
         if self.worker is not None:
             self.worker.cancel()  # waiting frames are dropped; a running turn is shielded and goes on
-        if self.listener is not None:
-            self.listener.cancel()
+        await listen_stop(self.listener)
 
 
 def _events_admitted(scope: Mapping[str, Any]) -> Tenant:

@@ -358,7 +358,8 @@ def _usage(result: TurnResult) -> dict[str, int]:
 
 
 def routing_extension(result: TurnResult) -> dict[str, Any]:
-    """The documented ``x_agent_routing`` field: who answered and how the turn was routed."""
+    """The documented ``x_agent_routing`` field: who answered and how the turn was routed, and the escalation when the
+    conversation is with people (``metadata.escalation``, else ``None``)."""
     metadata = result.metadata
     decision = metadata.get("route_decision") or {}
     return {
@@ -396,8 +397,9 @@ class ChatCompletionsApi(OpenAIView):
             "conversation's history, identified by the `X-Session-Id` header or the `user` field (neither: a new "
             "session). `stream: true` answers Server-Sent Events of `chat.completion.chunk`. The extension field "
             "`x_agent_routing` (agent, route, intent, method, mode, cohort, flags, conversation_key, handoffs, "
-            "escalation) says who answered. The `multi_agent` rollout flag decides the graph unless the "
-            "`X-Agent-Route` header names `profile` or `multi_agent` (keys allowed to preview)."
+            "escalation) says who answered, and whether a person has the conversation. The `multi_agent` rollout "
+            "flag decides the graph unless the `X-Agent-Route` header names `profile` or `multi_agent` (keys "
+            "allowed to preview)."
         ),
         request=COMPLETION_REQUEST,
         responses={

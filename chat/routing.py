@@ -3,6 +3,7 @@
 from django.urls import re_path
 
 from chat.consumers import ChatConsumer, EventsConsumer
+from chat.desk_socket import DeskConsumer
 
 websocket_urlpatterns = [
     # /ws/chat/<agent_id>/<session_id>/, the trailing slash optional (clients drop it).
@@ -14,4 +15,6 @@ websocket_urlpatterns = [
     ),
     # /ws/events: a tenant's operational events, for its debug clients (docs/events.md).
     re_path(r"^ws/events/?$", EventsConsumer.as_asgi(), name="ws-events"),  # type: ignore[arg-type]
+    # /ws/desk/: a person's desk, for staff who may answer as a person (docs/desk.md).
+    re_path(r"^ws/desk/?$", DeskConsumer.as_asgi(), name="ws-desk"),  # type: ignore[arg-type]
 ]

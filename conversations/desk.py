@@ -251,7 +251,7 @@ def outcome_escalated(
 
 def escalation_opened(escalation: Escalation, *, conversation_key: str, position: int | None) -> None:
     """Tell the tenant's desks (and the external desks) that ``escalation`` joined its queue, once it is stored."""
-    event = {"kind": "queued", "escalation": _desk_row(escalation, conversation_key, position)}
+    event = {"kind": "queued", "escalation": desk_row(escalation, conversation_key, position)}
     push_on_commit(desk_group(escalation.tenant_id), DESK_EVENT, event)
     _changed(escalation, "opened")
 
@@ -398,7 +398,7 @@ def escalation_transfer(
     (it was waiting since it was first queued); ``priority`` and a note for the next person optional."""
     escalation = escalation_get(escalation_id=escalation_id)
     _held_by(escalation, person)
-    teams = _teams(escalation)
+    teams = escalation_teams(escalation)
     if team not in teams:
         message = ERROR_TEAM.format(team=team, teams=", ".join(teams))
         raise DomainError(message, fields={"team": [message]})
@@ -471,7 +471,8 @@ def _end(escalation: Escalation, status: str) -> None:
     Conversation.objects.filter(pk=escalation.conversation_id, escalation_id=escalation.pk).update(escalation=None)
 
 
-def _teams(escalation: Escalation) -> tuple[str, ...]:
+def escalation_teams(escalation: Escalation) -> tuple[str, ...]:
+    """The teams of the escalation's profile (its published settings; the stored ones for a profile not published)."""
     profile = snapshots.current().profiles.get(escalation.profile.agent_id)
     if profile is not None:
         return profile.escalation.teams
@@ -495,17 +496,23 @@ def _tell_customer(escalation: Escalation, conversation_key: str, words: str, po
     push_on_commit(conversation_group(conversation_key), CONVERSATION_EVENT, event)
 
 
-def _desk_row(escalation: Escalation, conversation_key: str, position: int | None = None) -> dict[str, Any]:
+def desk_row(escalation: Escalation, conversation_key: str, position: int | None = None) -> dict[str, Any]:
+    """The escalation as the desks read it (their events, their queues): the customer's view of it, with the
+    conversation, the profile, the tenant's id, the priority's number (1: urgent, served first), when it was queued and
+    the staff user who holds it (``None``: nobody, or a person of an external desk)."""
     return {
         **escalation_public(escalation, position=position),
         "conversation_key": conversation_key,
         "profile": escalation.profile.agent_id if escalation.profile_id else "",
+        "tenant_id": escalation.tenant_id,
+        "priority_number": escalation.priority,
+        "assigned_to": escalation.assigned_to_id,
         "created_at": escalation.created_at.isoformat(),
     }
 
 
 def _tell_desks(escalation: Escalation, kind: str, conversation_key: str, position: int | None = None) -> None:
-    event = {"kind": kind, "escalation": _desk_row(escalation, conversation_key, position)}
+    event = {"kind": kind, "escalation": desk_row(escalation, conversation_key, position)}
     push_on_commit(desk_group(escalation.tenant_id), DESK_EVENT, event)
 
 

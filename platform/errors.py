@@ -39,7 +39,7 @@ from common.parsers import ERROR_BODY_TOO_LARGE
 logger = logging.getLogger(__name__)
 
 # Where Django's own HTML error pages stay: the admin and the pages people open in a browser.
-PAGE_PREFIXES = ("/admin/", "/chat/", "/analytics/", "/api/docs/")
+PAGE_PREFIXES = ("/admin/", "/chat/", "/desk/", "/analytics/", "/api/docs/")
 
 
 def is_page(request: HttpRequest) -> bool:

@@ -16,6 +16,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("analytics.urls")),  # the dashboard at analytics/, its API at api/analytics/
     path("chat/", include("chat.page_urls")),
+    path("desk/", include("chat.desk_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("metrics", include("chat.metrics_urls")),  # Prometheus, for a token or staff (chat/metrics.py)

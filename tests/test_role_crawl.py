@@ -1,17 +1,18 @@
 """Every link a role is shown works for it: a crawler per role over the pages of an editor's day.
 
-For each role — a routing editor, a release approver, an analyst and a superuser — logged
+For each role — a routing editor, a release approver, an analyst, a person of the desk and a superuser — logged
 in, with the tenant grant the role needs, over demo-like data (a profile with intents, a published version, a
 candidate and a draft change, a running rollout plan and one that rolled itself back, conversations of two tenants
 with messages, route decisions and ratings): the role's start pages are opened, every link (``href``) and every
 form sent by GET (its address with its fields' values as the page fills them) that stays inside ``/admin/``,
-``/analytics/`` or ``/chat/`` is collected, and each is followed — two levels from the admin index, one from the
-other start pages. Each must answer 200, or redirect to a page that answers 200: never 403, 404 or 500, and never
-to the login page.
+``/analytics/``, ``/chat/`` or ``/desk/`` is collected, and each is followed — two levels from the admin index, one
+from the other start pages. Each must answer 200, or redirect to a page that answers 200: never 403, 404 or 500, and
+never to the login page.
 
 A start page is one of the role's own: the index, a profile's page, the rollout view, a conversation's page (of the
-granted tenant) and the inbox for those who may open them, and the analytics dashboard for those who may read it.
-What a role may not open must not be linked for it, and any such link fails here.
+granted tenant) and the inbox for those who may open them, the analytics dashboard for those who may read it, and the
+desk for those who may answer as a person. What a role may not open must not be linked for it, and any such link fails
+here.
 
 Left out: the logout (it ends the session; Django's is a POST form anyway). No link performs an action on GET.
 To stay fast (a few hundred requests for all the roles), one link of each kind is followed per role, the first
@@ -35,6 +36,7 @@ from django.utils import timezone
 
 from analytics.filters import analytics_may_read
 from analytics.rollouts import can_view_rollouts
+from chat.desk_page import desk_may_use
 from conversations.feedback import feedback_give
 from conversations.models import Message, MessageFeedback
 from conversations.rollout_guard import plan_start
@@ -46,7 +48,7 @@ from tests.adminkit import conversation_with_history
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
-INSIDE = ("/admin/", "/analytics/", "/chat/")
+INSIDE = ("/admin/", "/analytics/", "/chat/", "/desk/")
 LEFT_OUT = ("/admin/logout/",)
 LOGIN = "/admin/login/"
 MAX_REDIRECTS = 5
@@ -250,8 +252,12 @@ ROLES = {
     "routing editor": "granted_editor",
     "release approver": "granted_approver",
     "analyst": "tenant_analyst",
+    "desk person": "desk_person",  # staff who only answer as a person for tenant_a (tests/desk_fixtures.py)
     "superuser": "staff_user",
 }
+# How many kinds of link a role is shown at least: a person of the desk is shown little (the index, the desk, the
+# password change), the others the admin's lists.
+FEWEST_LINKS = {"desk person": 3}
 
 
 def start_pages(user, day: Day) -> Iterator[tuple[str, int]]:
@@ -267,6 +273,8 @@ def start_pages(user, day: Day) -> Iterator[tuple[str, int]]:
         yield reverse("admin:conversations_messagefeedback_changelist"), 1
     if analytics_may_read(user):
         yield reverse("analytics-dashboard"), 1
+    if desk_may_use(user):
+        yield reverse("desk"), 1
 
 
 @pytest.mark.parametrize("role", list(ROLES))
@@ -278,5 +286,6 @@ def test_every_link_a_role_is_shown_answers_200(request, role, day):
 
     crawl.run(list(start_pages(user, day)))
 
-    assert len(crawl.seen) > 30, f"the {role} was shown almost nothing: {sorted(crawl.seen)}"
+    assert len(crawl.seen) > FEWEST_LINKS.get(role, 30), f"the {role} was shown almost nothing: {sorted(crawl.seen)}"
+    assert (reverse("desk") in crawl.seen) == desk_may_use(user), f"the {role} is shown the desk: {sorted(crawl.seen)}"
     assert not crawl.broken, f"the {role} is shown links that do not work:\n" + "\n".join(crawl.broken)

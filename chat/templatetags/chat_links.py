@@ -1,5 +1,6 @@
-"""``{% chat_allowed as may_chat %}``: whether the page's user may use the chat page, so that the admin's header
-and home show the Chat link only to those it opens for (:func:`chat.chat_page.chat_may_use`)."""
+"""``{% chat_allowed as may_chat %}`` and ``{% desk_allowed as may_answer %}``: whether the page's user may use the
+chat page, and the desk, so that the admin's header and home show the Chat and Desk links only to those they open
+for (:func:`chat.chat_page.chat_may_use`, :func:`chat.desk_page.desk_may_use`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from django import template
 
 from chat.chat_page import chat_may_use
+from chat.desk_page import desk_may_use
 
 register = template.Library()
 
@@ -15,3 +17,8 @@ register = template.Library()
 @register.simple_tag(takes_context=True)
 def chat_allowed(context: dict[str, Any]) -> bool:
     return chat_may_use(getattr(context.get("request"), "user", None))
+
+
+@register.simple_tag(takes_context=True)
+def desk_allowed(context: dict[str, Any]) -> bool:
+    return desk_may_use(getattr(context.get("request"), "user", None))

@@ -373,3 +373,13 @@ def test_a_customer_who_asks_for_a_person_is_told_their_place_and_the_extension_
     escalation = routing_of(completion)["escalation"]
     assert (escalation["status"], escalation["queue"], escalation["position"]) == ("queued", "support", 1)
     assert escalation["reason"] == "customer_request"
+
+
+def test_a_request_for_a_person_says_the_escalation_in_the_routing_details(client):
+    completion = client.chat.completions.create(
+        model="telecom_contas", messages=[{"role": "user", "content": "quero falar com um atendente"}], user="p1"
+    )
+
+    escalation = routing_of(completion)["escalation"]
+    assert (escalation["status"], escalation["queue"], escalation["position"]) == ("queued", "support", 1)
+    assert "1º da fila" in completion.choices[0].message.content

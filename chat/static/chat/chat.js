@@ -11,7 +11,13 @@
  *
  * Feedback: each finished answer (its done event names the stored message, message_id) gets 👍/👎 buttons that
  * POST /api/sessions/<conversation_key>/feedback with this session's CSRF token; the chosen one shows pressed
- * (aria-pressed), choosing again replaces the rating, and a refusal is shown under the answer. */
+ * (aria-pressed), choosing again replaces the rating, and a refusal is shown under the answer.
+ *
+ * People in the loop: a turn that hands the conversation to a person says so (its escalation event, and the
+ * answer's metadata.escalation: the queue and the place in it); between turns the socket brings what people do — a
+ * person's reply ({"type": "human"}, with the author's name) and the escalation taken, transferred or handed back
+ * ({"type": "escalation"}, with the notice the customer reads). While a person holds the conversation a message gets
+ * no answer from the assistants: the person answers on the desk. */
 "use strict";
 
 (function () {
@@ -214,7 +220,59 @@
     return turn.answer;
   }
 
+  // -- people in the loop -------------------------------------------------------------------------------
+
+  function escalationText(escalation) {
+    if (escalation.status === "queued") {
+      return "Waiting for a person: " + escalation.queue + " queue, number " + (escalation.position || "?");
+    }
+    if (escalation.status === "assigned") return "With " + (escalation.person || "a person");
+    if (escalation.status === "returned") return "Back with the assistants";
+    return "The conversation with people ended";
+  }
+
+  function showPerson(escalation) {
+    if (escalation.status === "assigned" && escalation.person) {
+      current.textContent = escalation.person + " (person)";
+      current.dataset.agent = "human";
+    } else if (escalation.status === "returned" || escalation.status === "closed") {
+      current.textContent = "—";
+      current.dataset.agent = "";
+      answering = null;
+    }
+  }
+
+  // What people do, between turns: a person's reply, the escalation's changes (each once: a push may repeat).
+  function pushed(event) {
+    if (event.type === "human") {
+      const message = event.message || {};
+      if (log.querySelector('.chat-human[data-message-id="' + message.id + '"]')) return;
+      const author = (message.author && message.author.name) || "A person";
+      const block = el("div", "chat-human");
+      block.dataset.messageId = String(message.id);
+      block.dataset.author = author;
+      block.append(el("span", "chat-human-author", author + " (person)"), el("span", "chat-human-text", message.content));
+      log.append(block);
+      current.textContent = author + " (person)";
+      current.dataset.agent = "human";
+      return;
+    }
+    const escalation = event.escalation || {};
+    const line = el("p", "chat-note chat-escalation", event.notice || escalationText(escalation));
+    line.dataset.status = escalation.status || "";
+    line.dataset.escalation = escalation.id || "";
+    line.title = escalationText(escalation);
+    log.append(line);
+    showPerson(escalation);
+  }
+
   const handlers = {
+    escalation(turn, event) {
+      const line = note(turn, "chat-escalation", escalationText(event));
+      line.dataset.status = event.status || "";
+      line.dataset.escalation = event.id || "";
+      showPerson(event);
+    },
     route(turn, event) {
       const how = [event.method, event.intent && "intent " + event.intent].filter(Boolean).join(", ");
       const line = note(turn, "chat-route", "Routed to " + (event.agent || event.route) + (how ? " (" + how + ")" : ""));
@@ -311,6 +369,15 @@
       turn.answer = null;
     },
     done(turn, event) {
+      const escalation = (event.metadata || {}).escalation;
+      if (!event.answer && escalation) {
+        // A person holds the conversation: nobody answers now, the person writes on the desk.
+        if (turn.answer && turn.answer.dataset.state === "streaming") turn.answer.remove();
+        turn.answer = null;
+        turn.element.dataset.state = "done";
+        turn.element.dataset.escalation = escalation.status;
+        return;
+      }
       let block = turn.answer;
       if (!block || block.dataset.state !== "streaming") block = answerBlock(turn, event.agent);
       block.dataset.agent = event.agent;
@@ -329,6 +396,11 @@
       current.textContent = agentLabel(event.agent);
       current.dataset.agent = event.agent;
       turn.element.dataset.state = "done";
+      if (escalation) {
+        block.dataset.escalation = escalation.status;
+        block.dataset.queue = escalation.queue || "";
+        if (escalation.position) block.dataset.position = String(escalation.position);
+      }
       if (event.message_id) feedbackBar(block, event.conversation_key, event.message_id);
       const goal = (event.metadata || {}).goal;
       if (goal && goal.clarification) choicesShow(turn, goal.clarification);
@@ -506,6 +578,11 @@
   }
 
   function handle(event) {
+    if (event.type === "human" || (event.type === "escalation" && event.escalation)) {
+      pushed(event);
+      scroll();
+      return;
+    }
     const turn = turns[0];
     if (event.type === "error") {
       showError(errorText(event));
