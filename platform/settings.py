@@ -234,12 +234,25 @@ EVENTS_WEBHOOK_TIMEOUT = env.decimal("EVENTS_WEBHOOK_TIMEOUT", 5.0)
 if EVENTS_WEBHOOK_URL and not EVENTS_WEBHOOK_SECRET:
     raise ImproperlyConfigured("EVENTS_WEBHOOK_URL needs EVENTS_WEBHOOK_SECRET: receivers check the signature.")
 
+# External desks (docs/external-desk.md, conversations/desk_webhook.py): each change of an escalation whose profile
+# names an external desk is posted to the desk's URL, signed with its secret, off the request path — by a Celery
+# task when there is a broker ("auto" with REDIS_URL), else by a thread of the process — in order per escalation,
+# retried DESK_WEBHOOK_RETRIES times with a pause doubling from DESK_WEBHOOK_RETRY_SECONDS (at most 5 minutes),
+# then logged and dropped. A desk's secret may be named by an environment variable these patterns allow (never one of
+# the platform's own secrets).
+DESK_WEBHOOK_EXECUTOR = env.choice("DESK_WEBHOOK_EXECUTOR", ("auto", "celery", "inprocess"), "auto")
+DESK_WEBHOOK_RETRIES = env.integer("DESK_WEBHOOK_RETRIES", 8)
+DESK_WEBHOOK_RETRY_SECONDS = env.decimal("DESK_WEBHOOK_RETRY_SECONDS", 1.0)
+EXTERNAL_DESK_ENV_ALLOWED = env.listing("EXTERNAL_DESK_ENV_ALLOWED", ["*_DESK_SECRET"])
+
 CELERY_BEAT_SCHEDULE = {
     "rollout-evaluate": {
         "task": "conversations.rollout_evaluate",
         "schedule": ROLLOUT_EVALUATE_SECONDS,
         "kwargs": {"interval": ROLLOUT_EVALUATE_SECONDS},  # the beat's own interval, whatever the worker's settings
     },
+    # Posts whose retry was lost (a worker stopped, a broker restarted) are taken up again.
+    "desk-webhooks-sweep": {"task": "conversations.desk_webhooks_sweep", "schedule": 60.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
