@@ -219,7 +219,7 @@ def _after(order: tuple[str, ...], key: tuple[Any, ...]) -> Q:
     for index in reversed(range(len(order))):
         name = order[index].lstrip("-")
         beyond = Q(**{f"{name}__{'lt' if order[index].startswith('-') else 'gt'}": key[index]})
-        same = Q(**{name: key[index] for name in (item.lstrip("-") for item in order[:index])})
+        same = Q(**{order[before].lstrip("-"): key[before] for before in range(index)})
         condition = (same & beyond) | condition if index < len(order) - 1 else same & beyond
     return condition
 
