@@ -721,7 +721,7 @@ class ExternalDeskEvent(models.Model):
     desk = models.CharField(max_length=40, help_text="The external desk's name.")
     type = models.CharField(max_length=40, help_text="escalation.opened, escalation.message, …")
     # The exact JSON posted, kept as text: each attempt posts the same bytes (a JSON column would reorder the keys).
-    body = models.TextField(help_text="The event as posted (docs/external-desk.md).")
+    body = models.TextField(help_text="The event as posted: its JSON text.")
     attempts = models.PositiveSmallIntegerField(default=0)
     due_at = models.DateTimeField(default=timezone.now)
     leased_until = models.DateTimeField(null=True, blank=True)

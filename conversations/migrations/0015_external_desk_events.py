@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                 ('event_id', models.UUIDField(default=uuid.uuid4, editable=False, help_text="The event's id.", unique=True)),
                 ('desk', models.CharField(help_text="The external desk's name.", max_length=40)),
                 ('type', models.CharField(help_text='escalation.opened, escalation.message, …', max_length=40)),
-                ('body', models.TextField(help_text='The event as posted (docs/external-desk.md).')),
+                ('body', models.TextField(help_text='The event as posted: its JSON text.')),
                 ('attempts', models.PositiveSmallIntegerField(default=0)),
                 ('due_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('leased_until', models.DateTimeField(blank=True, null=True)),
