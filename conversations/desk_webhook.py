@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -57,6 +57,7 @@ ATTEMPT_HEADER = "X-Platform-Delivery-Attempt"
 MAX_PAUSE_SECONDS = 300.0
 LEASE_MARGIN_SECONDS = 30.0  # a lease outlives its post's timeout by this much
 SWEEP_SECONDS = 60.0
+STORE_RETRY_SECONDS = 1.0  # after a drain the database refused (SQLite busy, an outage)
 DELIVER_TASK = "conversations.desk_webhook_deliver"  # conversations/tasks.py
 
 # While the broker cannot take a task, the drains run in this process for a while without waiting on it.
@@ -305,8 +306,18 @@ class Courier:
             drained = desk_outbox_drain(escalation_id=escalation_id)
             if drained.retry_in is not None:
                 self.schedule(escalation_id, drained.retry_in)
-        except Exception:  # a drain is never worth the courier: the sweep comes back to it
+        except DatabaseError as exc:  # busy or unreachable: its events wait in the outbox, tried again shortly
+            logger.warning(
+                "desk webhook drain of escalation %s: %s: %s; again in %gs",
+                escalation_id,
+                type(exc).__name__,
+                exc,
+                STORE_RETRY_SECONDS,
+            )
+            self.schedule(escalation_id, STORE_RETRY_SECONDS)
+        except Exception:  # a drain is never worth the courier
             logger.exception("desk webhook drain of escalation %s failed", escalation_id)
+            self.schedule(escalation_id, STORE_RETRY_SECONDS)
         finally:
             connections.close_all()  # this worker thread's connections only
             self._done()

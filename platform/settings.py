@@ -116,9 +116,15 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Concurrent readers and one writer without "database is locked" under the ASGI server.
+    # Concurrent readers and one writer without "database is locked" under the ASGI server. A transaction takes the
+    # write lock when it begins (IMMEDIATE): one that read first and then wrote after another thread committed (the
+    # external desks' courier, a second request) would fail at once instead of waiting its turn.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+        }
     )
     # Covering indexes' INCLUDE columns (the rollout guard's, for PostgreSQL) are plain indexes here: expected.
     SILENCED_SYSTEM_CHECKS = [*SILENCED_SYSTEM_CHECKS, "models.W040"]
