@@ -296,6 +296,7 @@ METHOD_WORDS = {
     "sub_conversation": "a sub-conversation keeps the delegated specialist",
     "permission": "the reply to a permission question",
     "goal": "goal mode",
+    "human": "a person holds the conversation: it goes to the desk",
 }
 STATUS_WORDS = {
     PLAN: "the goal's capabilities run",
