@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from auditlog.models import LogEntry
+from django.core.checks import run_checks
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from agents.escalation import EscalationSettings
@@ -200,3 +201,13 @@ def test_an_import_sends_a_profile_to_an_enabled_desk(telecom, desk):
     config_import(sources=[profile_file("acme_desk")])
 
     assert desk_of(telecom) == "acme_desk"
+
+
+def test_a_system_check_names_a_desk_whose_secret_variable_is_not_set_never_a_value(desk, monkeypatch):
+    ExternalDesk.objects.create(name="env_desk", url="https://env.example", secret_env="ENV_DESK_SECRET")
+    monkeypatch.delenv("ENV_DESK_SECRET", raising=False)
+    [warning] = [check for check in run_checks(databases=["default"]) if check.id == "agents.W004"]
+    assert warning.obj.name == "env_desk" and "ENV_DESK_SECRET is not set" in warning.msg
+
+    monkeypatch.setenv("ENV_DESK_SECRET", "value-of-the-desk-secret-1")
+    assert not [check for check in run_checks(databases=["default"]) if check.id == "agents.W004"]
