@@ -43,6 +43,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from agents.desks import SecretUnavailable, signing_secret
+from agents.models import ExternalDesk
 from agents.selectors import external_desk_get
 from common.bus import EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, event_signature
 from common.cache import Circuit
@@ -194,7 +195,7 @@ def desk_outbox_drain(*, escalation_id: str) -> Drained:
         client.close()
 
 
-def _post(client: httpx.Client, event: ExternalDeskEvent, desk: Any, attempt: int) -> str | None:
+def _post(client: httpx.Client, event: ExternalDeskEvent, desk: ExternalDesk | None, attempt: int) -> str | None:
     """Post ``event`` once; ``None`` when the desk took it, else the failure in words (no address, no secret)."""
     if desk is None:
         return "the desk is switched off or gone"
