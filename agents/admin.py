@@ -9,6 +9,7 @@ any older one can be made active again in one click
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlencode
@@ -25,6 +26,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from agents.desks import secret_variable_refusal
 from agents.escalation import MAX_ABANDON_MINUTES, MAX_FALLBACKS, EscalationSettings, escalation_problems
 from agents.llm import key_held, key_variable
 from agents.mcp import McpUnavailable
@@ -32,6 +34,7 @@ from agents.models import (
     MODEL_ENDPOINT_FIELDS,
     MODEL_ENDPOINT_PERMISSION,
     AgentProfile,
+    ExternalDesk,
     McpServer,
     McpTool,
     ModelPrice,
@@ -40,6 +43,7 @@ from agents.models import (
     SpecialistPrompt,
 )
 from agents.schemas import expand_args_schema, model_key_variable_refusal, validate_word_list
+from agents.selectors import external_desk_names, external_desk_profiles, external_desk_refusal
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
 from common.config_version import config_batch
@@ -127,6 +131,19 @@ class SpecialistInline(ReadOnlyInlineMixin, admin.TabularInline):
         return f"v{version}" if version else "—"
 
 
+PLATFORM_DESK_LABEL = "The platform's desk"
+
+
+def desk_choices(stored: str) -> list[tuple[str, str]]:
+    """The desks a profile may choose: the platform's, then the enabled external desks; the stored one too when it is
+    switched off or gone, so that the form shows it and saving other fields keeps it."""
+    names = external_desk_names()
+    choices = [("", PLATFORM_DESK_LABEL), *((name, f"{name} (external)") for name in names)]
+    if stored and stored not in names:
+        choices.append((stored, f"{stored} (switched off or removed: its escalations are not posted)"))
+    return choices
+
+
 ERROR_FALLBACK_OTHER_PROFILE = "The fallback specialist must be one of this profile's specialists."
 ERROR_COORDINATOR_OTHER_PROFILE = "The coordinator must be one of this profile's specialists."
 
@@ -175,10 +192,11 @@ class AgentProfileAdminForm(forms.ModelForm):
         label="Specialists may hand over",
         help_text="Offer the specialists the tool to hand the conversation to a person themselves.",
     )
-    escalation_desk = forms.CharField(
+    escalation_desk = forms.ChoiceField(
         required=False,
         label="Desk",
-        help_text="Blank: the platform's own desk. Or the name of an external desk the operator set up.",
+        help_text="Where its escalations are answered: the platform's own desk, or an external desk the operator set "
+        "up (the business's contact-center tool, reached by a signed webhook).",
     )
     escalation_abandon_after_minutes = forms.IntegerField(
         min_value=1,
@@ -210,6 +228,9 @@ class AgentProfileAdminForm(forms.ModelForm):
         for name, key in self.ESCALATION_FIELDS.items():
             if name in self.fields:
                 self.fields[name].initial = stored[key]
+        desk = self.fields.get("escalation_desk")
+        if isinstance(desk, forms.ChoiceField):
+            desk.choices = desk_choices(stored["desk"])
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -219,6 +240,9 @@ class AgentProfileAdminForm(forms.ModelForm):
             value = {**stored, **{self.ESCALATION_FIELDS[name]: cleaned.get(name) for name in shown}}
             value["desk"] = (value["desk"] or "").strip()
             problems = escalation_problems(value)
+            refusal = external_desk_refusal(desk=value["desk"], stored=stored["desk"])
+            if refusal is not None:
+                problems.append(("desk", refusal))
             for key, message in problems:
                 field = next(name for name, known in self.ESCALATION_FIELDS.items() if known == key)
                 self.add_error(field if field in self.fields else None, message)
@@ -1042,6 +1066,99 @@ class RemoteBackendAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, Enab
             },
         ),
     ]
+
+
+class ExternalDeskAdminForm(forms.ModelForm):
+    """The signing secret is write-only: never rendered back; left blank on a change, the stored secret is kept; a
+    named variable replaces it."""
+
+    secret = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="The secret shared with the desk, which checks each post's signature with it (at least 16 "
+        "characters). Never shown again: leave blank to keep the stored one.",
+    )
+
+    class Meta:
+        model = ExternalDesk
+        fields = ["name", "description", "url", "secret", "secret_env", "timeout", "enabled"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial["secret"] = ""  # not even the form object holds it for a page to render
+
+    def clean_secret(self) -> str:
+        entered = self.cleaned_data.get("secret") or ""
+        return entered or (self.instance.secret if self.instance.pk else "")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or self.cleaned_data
+        typed = bool(self.data.get(self.add_prefix("secret")))
+        if cleaned.get("secret_env") and not typed:
+            cleaned["secret"] = ""  # the variable now signs: the stored secret is dropped, not kept unused
+        return cleaned
+
+
+@admin.register(ExternalDesk)
+class ExternalDeskAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
+    """An external desk (docs/external-desk.md): the operator's, as MCP servers are. Routing editors may read the
+    desks (a profile's form lists their names), never add or change one; nobody reads its secret back. A desk that
+    a profile names cannot be deleted: point the profiles elsewhere first."""
+
+    form = ExternalDeskAdminForm
+    endpoint_fields = ["url"]
+    list_display = ["name", "url", "enabled", "timeout", "secret_source", "updated_at"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "description", "url"]
+    readonly_fields = ["secret_source", "named_by"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "enabled", "named_by"]}),
+        (
+            "Webhook",
+            {
+                "fields": ["url", "secret", "secret_env", "secret_source", "timeout"],
+                "description": "Every change of its profiles' escalations is posted here as JSON, signed with the "
+                'secret (X-Platform-Signature: sha256=HMAC of "<timestamp>.<body>"). Type the secret, or name the '
+                "environment variable that holds it.",
+            },
+        ),
+    ]
+
+    def get_fieldsets(self, request: HttpRequest, obj: ExternalDesk | None = None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if self.has_change_permission(request, obj) if obj is not None else self.has_add_permission(request):
+            return fieldsets
+        # A read-only page would show a model field's value: the secret is left out, its source said instead.
+        return [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "secret"]})
+            for name, options in fieldsets
+        ]
+
+    @admin.display(description="secret")
+    def secret_source(self, obj: ExternalDesk) -> str:
+        """Where the secret comes from, never the secret: typed here, or a variable and whether this process has it."""
+        if obj.secret_env:
+            refusal = secret_variable_refusal(obj.secret_env)
+            if refusal is not None:
+                return f"never read: {refusal}"
+            held = "set" if os.environ.get(obj.secret_env) else "not set"
+            return f"from {obj.secret_env} ({held} in this web process)"
+        return "typed here (never shown)" if obj.secret else "none: nothing is posted"
+
+    @admin.display(description="profiles that name it")
+    def named_by(self, obj: ExternalDesk) -> str:
+        names = external_desk_profiles(name=obj.name) if obj.pk else []
+        return ", ".join(names) or "none"
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        """A desk that profiles name is protected (deleting it would leave their escalations nowhere to go): Django's
+        delete page and bulk action then refuse, listing the profiles."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        for desk in objs:
+            for agent_id in external_desk_profiles(name=desk.name):
+                protected.append(f"Profile {agent_id} sends its escalations to {desk.name}")
+        return deleted, counts, perms_needed, protected
 
 
 @admin.register(ModelPrice)

@@ -8,7 +8,15 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents import checks  # noqa: F401  (registers system checks)
-        from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
+        from agents.models import (
+            AgentProfile,
+            ExternalDesk,
+            McpServer,
+            McpTool,
+            RemoteBackend,
+            Specialist,
+            SpecialistPrompt,
+        )
         from common.config_version import config_models_watch
         from common.history import history_register
 
@@ -31,4 +39,8 @@ class AgentsConfig(AppConfig):
         # A remote backend's key is never recorded, not even in part; its address is masked as a server's is.
         history_register(
             RemoteBackend, mask_fields={"api_key", "base_url"}, mask_callable="common.history.secret_or_endpoint_mask"
+        )
+        # An external desk's signing secret is never recorded either; its webhook URL is masked.
+        history_register(
+            ExternalDesk, mask_fields={"secret", "url"}, mask_callable="common.history.secret_or_endpoint_mask"
         )

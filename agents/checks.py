@@ -79,3 +79,37 @@ def model_key_variables_check(
                 )
             )
     return problems
+
+
+@register(Tags.database)
+def external_desk_secrets_check(
+    app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Each enabled external desk can sign its posts here (``agents.W004``): its secret variable is one the operator
+    allows and is set in this process; otherwise nothing is posted to it. Names the variable, never a value."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from agents.desks import SecretUnavailable, signing_secret
+    from agents.models import ExternalDesk
+
+    try:
+        desks = list(ExternalDesk.objects.filter(enabled=True).order_by("name"))
+    except DatabaseError:  # migrate runs the checks before it creates the table
+        return []
+    problems: list[CheckMessage] = []
+    for desk in desks:
+        try:
+            signing_secret(secret=desk.secret, secret_env=desk.secret_env)
+        except SecretUnavailable as exc:
+            problems.append(
+                Warning(
+                    f"External desk {desk.name} cannot sign its posts, so none is sent: {exc}.",
+                    hint="Set the variable in this process's environment (web and Celery workers), or type the "
+                    "desk's secret in the admin.",
+                    obj=desk,
+                    id="agents.W004",
+                )
+            )
+    return problems

@@ -17,12 +17,16 @@ from conversations.desk_reads import DeskTenant
 from conversations.models import Escalation
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_ids_with_right, tenant_right_held
+from tenants.selectors import tenant_ids_with_right, tenant_right_held, tenant_right_held_anywhere
 
 ERROR_DESK_FORBIDDEN = (
     "You may not answer as a person for any tenant yet. The desk needs the right to answer as a person, given tenant "
     'by tenant: ask an operator for a tenant grant with "Answer as person" ticked for each tenant whose customers you '
     "serve."
+)
+ERROR_API_FORBIDDEN = (
+    "The escalations API needs an API key that may answer (create_api_key --answer) or a session whose user may "
+    "answer as a person for a tenant."
 )
 ERROR_PERSON_REQUIRED = "Name the person who writes: person.name (and person.id, your desk's id for them)."
 PERSON_NAME_MAX = 150
@@ -33,6 +37,14 @@ def may_answer(principal: Any, tenant_id: int) -> bool:
     if isinstance(principal, ApiClient):
         return principal.can_answer and principal.tenant.pk == tenant_id
     return tenant_right_held(user=principal, tenant_id=tenant_id, right=TenantRight.ANSWER)
+
+
+def may_answer_somewhere(principal: Any) -> bool:
+    """Whether ``principal`` may answer some tenant's escalations (an answering key, or a user holding the right over
+    a tenant): who may use the escalations API at all."""
+    if isinstance(principal, ApiClient):
+        return principal.can_answer
+    return tenant_right_held_anywhere(user=principal, right=TenantRight.ANSWER)
 
 
 def desk_tenant_ids(principal: Any) -> set[int] | None:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chat import apis, health, mcp_apis, usage_apis
+from chat import apis, desk_apis, health, mcp_apis, usage_apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
@@ -31,4 +31,23 @@ urlpatterns = [
     path("sessions/<str:conversation_key>/events", apis.SessionEventsApi.as_view(), name="session-events"),
     path("sessions/<str:conversation_key>/checkpoint", apis.SessionCheckpointApi.as_view(), name="session-checkpoint"),
     path("sessions/<str:conversation_key>/feedback", apis.SessionFeedbackApi.as_view(), name="session-feedback"),
+    path("escalations", desk_apis.EscalationsApi.as_view(), name="escalations"),
+    path("escalations/<str:escalation_id>", desk_apis.EscalationApi.as_view(), name="escalation"),
+    path("escalations/<str:escalation_id>/take", desk_apis.EscalationTakeApi.as_view(), name="escalation-take"),
+    path(
+        "escalations/<str:escalation_id>/messages",
+        desk_apis.EscalationMessagesApi.as_view(),
+        name="escalation-messages",
+    ),
+    path("escalations/<str:escalation_id>/notes", desk_apis.EscalationNotesApi.as_view(), name="escalation-notes"),
+    path(
+        "escalations/<str:escalation_id>/transfer",
+        desk_apis.EscalationTransferApi.as_view(),
+        name="escalation-transfer",
+    ),
+    path(
+        "escalations/<str:escalation_id>/hand-back",
+        desk_apis.EscalationHandBackApi.as_view(),
+        name="escalation-hand-back",
+    ),
 ]

@@ -409,12 +409,12 @@ def escalation_transfer(
         escalation.priority = EscalationPriority(priority)
     escalation.save(update_fields=["team", "status", "assigned_to", "person", "person_ref", "assigned_at", "priority"])
     words = f"Transferred from {before} to {team} by {person.name}." + (f" {note.strip()}" if note.strip() else "")
-    _desk_message(escalation, MessageRole.NOTE, words, person)
+    written = _desk_message(escalation, MessageRole.NOTE, words, person)
     key = escalation.conversation.conversation_key
     position = queue_position(escalation)
     _tell_customer(escalation, key, notice("waiting", escalation.language, position=position), position)
     _tell_desks(escalation, "transferred", key, position)
-    _changed(escalation, "transferred")
+    _changed(escalation, "transferred", message=message_public(written))
     return escalation
 
 
@@ -443,12 +443,13 @@ def escalation_hand_back(*, escalation_id: Any, person: Person, note: str = "") 
         cohort=conversation.cohort,
         routing_version=profile.version if profile is not None else None,
     )
-    if note.strip():
-        _desk_message(escalation, MessageRole.NOTE, f"Handed back: {note.strip()}", person)
+    written = (
+        _desk_message(escalation, MessageRole.NOTE, f"Handed back: {note.strip()}", person) if note.strip() else None
+    )
     key = conversation.conversation_key
     _tell_customer(escalation, key, notice("returned", escalation.language, person=escalation.person or person.name))
     _tell_desks(escalation, "returned", key)
-    _changed(escalation, "returned")
+    _changed(escalation, "returned", **({"message": message_public(written)} if written is not None else {}))
     return escalation
 
 

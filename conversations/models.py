@@ -705,3 +705,35 @@ class ConversationOutcome(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id}: {self.outcome}"
+
+
+class ExternalDeskEvent(models.Model):
+    """An escalation's change on its way to an external desk (conversations.desk_webhook): the outbox its webhook
+    posts from, in order per escalation (by ``id``), each event signed at every attempt. A delivered event leaves the
+    table; one given up after its retries is logged and leaves it too.
+
+    ``due_at`` is when it may be tried (later after each failure); ``leased_until`` marks the one a process is posting
+    now, so that no other posts the escalation's events meanwhile (a lease outlives the post's timeout).
+    """
+
+    event_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="The event's id.")
+    escalation = models.ForeignKey(Escalation, on_delete=models.CASCADE, related_name="+")
+    desk = models.CharField(max_length=40, help_text="The external desk's name.")
+    type = models.CharField(max_length=40, help_text="escalation.opened, escalation.message, …")
+    # The exact JSON posted, kept as text: each attempt posts the same bytes (a JSON column would reorder the keys).
+    body = models.TextField(help_text="The event as posted: its JSON text.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    due_at = models.DateTimeField(default=timezone.now)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=200, blank=True, help_text="The last failure: HTTP 503, failed: …")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["escalation", "id"], name="desk_event_escalation"),
+            models.Index(fields=["due_at"], name="desk_event_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} → {self.desk}"

@@ -13,7 +13,8 @@ from django.dispatch import Signal
 conversation_recounted = Signal()
 
 # An escalation changed: opened, taken, a person's message, transferred, returned, closed. Keyword arguments:
-# ``escalation`` (the row), ``kind`` (that word) and, for a message, ``message`` (as the sessions API shows it).
+# ``escalation`` (the row), ``kind`` (that word) and, for a message, ``message`` (as the sessions API shows it) —
+# for a transfer, and a hand-back with a note, the internal note it left.
 # Sent once the change is committed; the external desks listen (their webhook).
 escalation_changed = Signal()
 

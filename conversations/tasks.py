@@ -150,3 +150,24 @@ def outcomes_close() -> int:
     (resolved or abandoned) and close the queued escalations of idle conversations (:mod:`conversations.outcomes`).
     Returns how many conversations were decided."""
     return outcomes_decide().conversations
+
+
+@app.task(name="conversations.desk_webhook_deliver", bind=True, ignore_result=True, acks_late=True)
+def desk_webhook_deliver(self: Task, escalation_id: str) -> int:
+    """Post an escalation's due events to its external desk, in order (:mod:`conversations.desk_webhook`); after a
+    failed post, retried when its pause is over (the attempts are counted with the event, not by Celery)."""
+    from conversations.desk_webhook import desk_outbox_drain
+
+    drained = desk_outbox_drain(escalation_id=escalation_id)
+    if drained.retry_in is not None:
+        raise self.retry(countdown=drained.retry_in, max_retries=None)
+    return drained.delivered
+
+
+@app.task(name="conversations.desk_webhooks_sweep", ignore_result=True)
+def desk_webhooks_sweep() -> int:
+    """Celery beat, every minute: drain the escalations whose events are due and nobody is posting (a retry lost with a
+    stopped worker or a restarted broker)."""
+    from conversations.desk_webhook import desk_outbox_sweep
+
+    return desk_outbox_sweep()

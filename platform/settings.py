@@ -116,9 +116,15 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Concurrent readers and one writer without "database is locked" under the ASGI server.
+    # Concurrent readers and one writer without "database is locked" under the ASGI server. A transaction takes the
+    # write lock when it begins (IMMEDIATE): one that read first and then wrote after another thread committed (the
+    # external desks' courier, a second request) would fail at once instead of waiting its turn.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+        }
     )
     # Covering indexes' INCLUDE columns (the rollout guard's, for PostgreSQL) are plain indexes here: expected.
     SILENCED_SYSTEM_CHECKS = [*SILENCED_SYSTEM_CHECKS, "models.W040"]
@@ -238,6 +244,17 @@ EVENTS_WEBHOOK_TIMEOUT = env.decimal("EVENTS_WEBHOOK_TIMEOUT", 5.0)
 if EVENTS_WEBHOOK_URL and not EVENTS_WEBHOOK_SECRET:
     raise ImproperlyConfigured("EVENTS_WEBHOOK_URL needs EVENTS_WEBHOOK_SECRET: receivers check the signature.")
 
+# External desks (docs/external-desk.md, conversations/desk_webhook.py): each change of an escalation whose profile
+# names an external desk is posted to the desk's URL, signed with its secret, off the request path — by a Celery
+# task when there is a broker ("auto" with REDIS_URL), else by a thread of the process — in order per escalation,
+# retried DESK_WEBHOOK_RETRIES times with a pause doubling from DESK_WEBHOOK_RETRY_SECONDS (at most 5 minutes),
+# then logged and dropped. A desk's secret may be named by an environment variable these patterns allow (never one of
+# the platform's own secrets).
+DESK_WEBHOOK_EXECUTOR = env.choice("DESK_WEBHOOK_EXECUTOR", ("auto", "celery", "inprocess"), "auto")
+DESK_WEBHOOK_RETRIES = env.integer("DESK_WEBHOOK_RETRIES", 8)
+DESK_WEBHOOK_RETRY_SECONDS = env.decimal("DESK_WEBHOOK_RETRY_SECONDS", 1.0)
+EXTERNAL_DESK_ENV_ALLOWED = env.listing("EXTERNAL_DESK_ENV_ALLOWED", ["*_DESK_SECRET"])
+
 CELERY_BEAT_SCHEDULE = {
     "rollout-evaluate": {
         "task": "conversations.rollout_evaluate",
@@ -245,6 +262,8 @@ CELERY_BEAT_SCHEDULE = {
         "kwargs": {"interval": ROLLOUT_EVALUATE_SECONDS},  # the beat's own interval, whatever the worker's settings
     },
     "outcomes-close": {"task": "conversations.outcomes_close", "schedule": OUTCOMES_CLOSE_SECONDS},
+    # Posts whose retry was lost (a worker stopped, a broker restarted) are taken up again.
+    "desk-webhooks-sweep": {"task": "conversations.desk_webhooks_sweep", "schedule": 60.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

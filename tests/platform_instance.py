@@ -114,7 +114,8 @@ def platform_served(
         }
         manage(env, "migrate", "--no-input")
         manage(env, "seed_demo")
-        key = manage(env, "create_api_key", "--tenant", "tenant_a", "--debug", "--preview").strip().splitlines()[-1]
+        made = manage(env, "create_api_key", "--tenant", "tenant_a", "--debug", "--preview", "--answer")
+        key = made.strip().splitlines()[-1]
         instance = Instance(base=f"http://127.0.0.1:{port}", key=key, env=env, log_path=tmp / "server.log")
         if before_serve is not None:
             before_serve(instance)

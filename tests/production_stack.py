@@ -21,7 +21,8 @@ Secrets are planted as an operator would hold them (:data:`CANARIES`, ``stack.ca
 (``DJANGO_SECRET_KEY``, the database password, ``METRICS_TOKEN``, ``OTEL_EXPORTER_OTLP_HEADERS``, the events
 webhook's URL and signing key, model keys) and the data's (the telecom MCP endpoint's user, password and token; a
 remote backend's credentials and key on ``retail_orders``, reached by the word ``canario``; ``finance_assistente``'s own
-model endpoint, in router mode). The webhook, the backend and that model endpoint are ``stack.sink``, a receiver in
+model endpoint, in router mode, and the external desk its escalations are posted to: its URL's credentials and its
+signing secret). The webhook, the backend and that model endpoint are ``stack.sink``, a receiver in
 the test process. Celery beat runs too.
 
 The ``telecom_contas`` profile runs in supervisor mode (its specialists fan out to the Celery worker), the other
@@ -90,8 +91,13 @@ CANARIES = (
     "profile model user",
     "profile model password",
     "profile model query key",
+    "desk user",
+    "desk password",
+    "desk token",
+    "desk secret",
 )
 BACKEND_WORD = "canario"  # a message with it goes to retail_orders' remote backend
+DESK_NAME = "canary_desk"  # finance_assistente's escalations go to this external desk (the sink)
 MODEL_KEY_VARIABLE = "STACK_MODEL_API_KEY"  # finance_assistente's model key variable
 
 
@@ -401,12 +407,15 @@ class ProductionStack:
             "STACK_BACKEND_KEY": canary["backend key"],
             "STACK_MODEL_URL": f"http://{canary['profile model user']}:{canary['profile model password']}@"
             f"{sink.netloc}/v1?api_key={canary['profile model query key']}",
+            "STACK_DESK_URL": f"http://{canary['desk user']}:{canary['desk password']}@{sink.netloc}"
+            f"/desk?token={canary['desk token']}",
+            "STACK_DESK_SECRET": canary["desk secret"],
         }
         self.manage(
             "shell",
             "-c",
             "import os\n"
-            "from agents.models import AgentProfile, McpServer, RemoteBackend\n"
+            "from agents.models import AgentProfile, ExternalDesk, McpServer, RemoteBackend\n"
             "from common.config_version import config_version_bump\n"
             "from routing.versions import version_publish\n"
             "server = McpServer.objects.get(name='telecom')\n"
@@ -420,6 +429,9 @@ class ProductionStack:
             "finance.llm_base_url = os.environ['STACK_MODEL_URL']\n"
             "finance.llm_model = 'canary-model'\n"
             f"finance.llm_api_key_env = {MODEL_KEY_VARIABLE!r}\n"
+            f"ExternalDesk.objects.create(name={DESK_NAME!r}, url=os.environ['STACK_DESK_URL'], "
+            "secret=os.environ['STACK_DESK_SECRET'])\n"
+            f"finance.escalation = {{**finance.escalation, 'desk': {DESK_NAME!r}}}\n"
             "finance.save()\n"
             "version_publish(profile=finance, note='own model endpoint')\n"
             "config_version_bump()\n",

@@ -22,7 +22,16 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import models, transaction
 
-from agents.models import AgentProfile, McpServer, McpTool, ModelPrice, RemoteBackend, Specialist, SpecialistPrompt
+from agents.models import (
+    AgentProfile,
+    ExternalDesk,
+    McpServer,
+    McpTool,
+    ModelPrice,
+    RemoteBackend,
+    Specialist,
+    SpecialistPrompt,
+)
 from conversations.feedback import feedback_give
 from conversations.models import BackendCall, Conversation, Message, MessageFeedback, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
@@ -248,6 +257,11 @@ EXPECT: dict[type[models.Model], Expect] = {
         },
         change={"timeout": "4.5"},
     ),
+    ExternalDesk: Expect(
+        search=("acme_desk", "desk.example"),
+        add=lambda s: {"name": "new_desk", "url": "https://new.example.com/hook", "secret": "a-new-signing-secret"},
+        change={"timeout": "4.5"},
+    ),
     ModelPrice: Expect(
         search=("gpt-4o-mini", "list price"),
         add=lambda s: {"model": "gpt-4.1", "prompt_per_million": "2", "completion_per_million": "8"},
@@ -357,6 +371,9 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             base_url="https://retail.example.com",
             api_key="sk-remote",
             remote_agent_id="retail_orders",
+        ),
+        ExternalDesk: ExternalDesk.objects.create(
+            name="acme_desk", url="https://desk.example.com/hook", secret="a-signing-secret-0123"
         ),
         ModelPrice: ModelPrice.objects.create(
             model="gpt-4o-mini", prompt_per_million="0.15", completion_per_million="0.6", note="list price"

@@ -3,10 +3,11 @@
 Secrets: the stack holds canaries in its settings and data (``stack.canaries``: the Django secret key, the database
 password, the metrics token, an OTLP header, the events webhook's URL credentials and signing key, model keys, the
 telecom MCP endpoint's user, password and token, a remote backend's credentials and key, a profile's model endpoint
-credentials). Every path that logs an address is taken — tool calls through the real example MCP servers in the web
-process and on the Celery worker, the webhook, the backend hop, the profile's model, health, the debug routes,
-metrics — and no log any process wrote (web, worker, beat, MCP servers, PostgreSQL, Redis, manage.py), no answer
-and no history entry holds one.
+credentials, an external desk's URL credentials and signing secret). Every path that logs an address is taken — tool
+calls through the real example MCP servers in the web process and on the Celery worker, the webhook, the backend hop,
+the profile's model, an escalation posted to the external desk by the worker, health, the debug routes, metrics —
+and no log any process wrote (web, worker, beat, MCP servers, PostgreSQL, Redis, manage.py), no answer and no
+history entry holds one.
 
 Personal data (a CPF, a card, an e-mail, a phone) goes in through every face — the gateway, its Server-Sent
 Events, ``/v1/chat/completions`` streamed and not, the WebSocket with ``?key=`` and with the ``bearer.<key>``
@@ -198,6 +199,8 @@ async def take_every_path_that_logs_an_address(stack: ProductionStack) -> dict[s
                 json=message(ROUTER_PROFILE, "canary-backend", f"Quero saber do {BACKEND_WORD}")),
             "profile's model": client.post("/api/gateway/message", headers=bearer,
                 json=message("finance_assistente", "canary-model", "Olá, o que você sabe fazer?")),
+            "external desk": client.post("/api/gateway/message", headers=bearer,
+                json=message("finance_assistente", "canary-desk", "Quero falar com um atendente")),
             "debug MCP tools": client.get("/api/debug/mcp/tools", headers=debug),
             "debug MCP call": client.post("/api/debug/mcp/call/consultar_fatura", headers=debug, json=line),
             "debug environment": client.get("/api/debug/env", headers=debug),
@@ -220,13 +223,15 @@ def test_no_log_answer_or_history_entry_of_the_stack_carries_a_planted_secret(pr
     assert {name: status for name, (status, _) in answered.items()} == dict.fromkeys(answered, 200), answered
     assert '"status":"ok"' in answered["debug MCP call"][1].replace(" ", "")  # through the endpoint with credentials
 
-    # The webhook, the backend hop and the profile's model reached the receiver: their addresses were used.
+    # The webhook, the backend hop, the profile's model and the external desk reached the receiver: their addresses
+    # were used.
     def not_called() -> set[str]:
         headers = {header.lower() for headers, _ in stack.sink.posts[posted_before:] for header in headers}
-        return {"x-platform-event", "x-gateway-hops", "x-stainless-lang"} - headers  # webhook, backend, model
+        wanted = {"x-platform-event", "x-gateway-hops", "x-stainless-lang", "x-platform-event-id"}
+        return wanted - headers  # webhook, backend, model, desk
 
     with contextlib.suppress(StackError):
-        wait_for(lambda: not not_called(), timeout=30, what="the webhook, the backend and the model called")
+        wait_for(lambda: not not_called(), timeout=30, what="the webhook, the backend, the model and the desk called")
     assert not not_called(), f"never called: {not_called()}"
     canaries = stack.canaries
     leaked = {name: [secret for secret in canaries.values() if secret in body] for name, (_, body) in answered.items()}

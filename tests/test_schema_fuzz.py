@@ -26,6 +26,9 @@ What is switched off, and why:
   OpenAPI 3.0 cannot state either. And for 409 and 422 there: schemathesis sends the same generated
   ``Idempotency-Key`` with different bodies (422) or while its first request runs (409), a rule over two
   requests that no schema states.
+* Positive data acceptance on the escalations API, for 400: a list's ``profile`` must name a profile and its
+  ``cursor`` be one a page gave (data again), and an action's ``text`` must not be blank nor ``team`` other than one
+  of the profile's teams; the ids the fuzzer makes up name no escalation (404).
 * Positive data acceptance on the answer feedback POST, for 400: its ``message_id`` must name an answer of that
   conversation (data again, as the profiles are); the fuzzer reaches a real conversation through the message
   POSTs' example ``session_id`` and rates a made-up message id.
@@ -78,6 +81,9 @@ def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[st
         "[[operations]]\n"
         'include-path-regex = "^/api/(sessions/|debug/(usage|mcp/call/))"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
+        "\n[[operations]]\n"
+        'include-path-regex = "^/api/escalations"\n'
+        'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "429", "503"]\n'
         "\n[[operations]]\n"
         'include-path-regex = "^/api/analytics/"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'

@@ -28,8 +28,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
+from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpServer, McpTool, RoutingMode, Specialist, SpecialistPrompt
 from agents.schemas import endpoint_kept, expand_args_schema
+from agents.selectors import external_desk_refusal
 from agents.services import prompt_version_create
 from common.config_version import config_batch
 from routing.configio import messages
@@ -339,6 +341,7 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
         _warn_coordinator_mode(agent_id, patch, world, problems)
         for server in patch.refs.get("goal_domains", []):
             require(server, server.value in servers, messages.ERROR_UNKNOWN_SERVER)
+        _check_desk(patch, world.profiles.get(agent_id), problems)
 
     for (agent_id, name), patch in plan.intents.items():
         if agent_id not in known_routed:
@@ -365,6 +368,19 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
     _warn_unusable_tools(plan, world, problems)
     _check_domains(plan, world, problems, servers)
     return plan
+
+
+def _check_desk(patch: Patch, stored: AgentProfile | None, problems: Problems) -> None:
+    """``escalation.desk`` names the platform's desk (blank), an enabled external desk, or the one the profile names
+    already (:func:`agents.selectors.external_desk_refusal`)."""
+    if "escalation" not in patch.values:
+        return
+    desk = patch.values["escalation"].get("desk", "")
+    was = EscalationSettings.from_json(stored.escalation).desk if stored is not None else ""
+    refusal = external_desk_refusal(desk=desk, stored=was)
+    if refusal is not None:
+        node = patch.where["escalation"]
+        problems.add(node.child("desk") if isinstance(node.value, dict) and "desk" in node.value else node, refusal)
 
 
 def _keep_masked_endpoints(plan: _Plan, world: _World, problems: Problems) -> None:

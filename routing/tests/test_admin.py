@@ -345,6 +345,7 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
     # Prompt versions: no delete (the history is what a revert goes back to).
     prompts = {("agents", f"{action}_specialistprompt") for action in ("add", "change", "view")}
     view_only = {("agents", "view_agentprofile"), ("agents", "view_specialist"), ("agents", "view_mcptool")}
+    view_only.add(("agents", "view_externaldesk"))  # which desk a profile's escalations go to; the operator's to change
     # Goals and capabilities: no delete (a re-sync would bring a deleted one back; disabling takes one out).
     goals = {
         ("routing", f"{action}_{model}") for model in ("goal", "capability") for action in ("add", "change", "view")
