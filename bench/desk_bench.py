@@ -1,7 +1,7 @@
 """The desk under load: a person's reply reaching the customer's socket, against the production server.
 
     PYTHONPATH=. .venv/bin/python bench/desk_bench.py [--customers 200] [--escalating 20] [--people 10]
-        [--replies 5] [--think-s 3] [--latency-ms 300] [--workers N]
+        [--replies 5] [--reply-every-s 0.5] [--arrivals-s 10] [--think-s 10] [--latency-ms 300] [--workers N]
 
 Starts everything itself: a throwaway PostgreSQL, Redis (the channel layer every web worker shares) and scratch
 VAR_DIR (``scripts/services.py``), ``migrate``, ``seed_demo``, an API key, ``--people`` staff users granted *answer
@@ -10,17 +10,17 @@ several workers: a person's desk and a customer's socket are usually in differen
 sleeping ``--latency-ms`` per call.
 
 ``--customers`` customers open ``/ws/chat/telecom_contas/<session>/`` with the tenant's key; ``--escalating`` of
-them ask for a person ("quero falar com um atendente humano") and wait, the others keep chatting with the assistants
-for the whole run (invoice questions, each ``--think-s`` seconds after the last answer, as a person types).
-``--people`` people log in (the admin's login form) and open ``/ws/desk/``; each takes conversations from the queue
-as they arrive (several people racing for the same one: one gets it, the others are told who has it) and writes
-``--replies`` replies to each, one every 100 ms, then hands it back. Every reply carries a token: the benchmark
-notes when the desk sent it and when the customer's socket received it (one clock, one process), so the person →
-customer delivery time is measured end to end — the desk socket, the database write, the channel layer's Redis, the
-customer's worker, the socket. A reply the customer has not received when the hand-back reaches it (pushed after
-every reply) is lost; one received twice is duplicated. After the hand-back each escalating customer writes again,
-and an assistant must answer (routed by the bots). Exits non-zero on a lost or duplicated reply, an error, or a p95
-of 200 ms or more.
+them ask for a person ("quero falar com um atendente humano", arriving one after another over ``--arrivals-s``) and
+wait, the others keep chatting with the assistants for the whole run (invoice questions, each ``--think-s`` seconds
+after the last answer, as a person types). ``--people`` people log in (the admin's login form) and open
+``/ws/desk/``; each takes conversations from the queue as they arrive (several people racing for the same one: one
+gets it, the others are told who has it) and writes ``--replies`` replies to each, one every ``--reply-every-s``,
+then hands it back. Every reply carries a token: the benchmark notes when the desk sent it and when the customer's
+socket received it (one clock, one process), so the person → customer delivery time is measured end to end — the
+desk socket, the database write, the channel layer's Redis, the customer's worker, the socket. A reply the customer
+has not received when the hand-back reaches it (pushed after every reply) is lost; one received twice is duplicated.
+After the hand-back each escalating customer writes again, and an assistant must answer (routed by the bots). Exits
+non-zero on a lost or duplicated reply, an error, or a p95 of 200 ms or more.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import contextlib
 import itertools
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -89,6 +90,7 @@ class Run:
 
     def __init__(self) -> None:
         self.sent: dict[str, float] = {}  # reply token → when the desk sent it
+        self.acked: list[float] = []  # ms from a reply's frame to the desk's answer (stored)
         self.received: dict[str, list[float]] = {}  # token → when the customer's socket got it
         self.errors: list[str] = []
         self.conflicts = 0
@@ -99,22 +101,27 @@ class Run:
         self.chatter_turns = 0
         self.routed_after = 0
 
+    def hear(self, escalation: str) -> None:
+        if escalation not in self.heard:
+            self.heard.add(escalation)
+            self.queued.put_nowait(escalation)
+
 
 async def _receive(ws, timeout: float = 60) -> dict:
     return json.loads(await asyncio.wait_for(ws.recv(), timeout=timeout))
 
 
 async def _turn(ws, text: str) -> dict:
+    """Send ``text`` and read the turn's events up to ``done`` (only ``done`` and ``error`` are decoded: the client
+    spends its CPU on what it measures, not on the streamed tokens)."""
     await ws.send(json.dumps({"text": text}))
-    while (event := await _receive(ws))["type"] != "done":
-        if event["type"] == "error":
-            raise RuntimeError(event.get("error"))
-    return event
-
-    def hear(self, escalation: str) -> None:
-        if escalation not in self.heard:
-            self.heard.add(escalation)
-            self.queued.put_nowait(escalation)
+    while True:
+        raw = await asyncio.wait_for(ws.recv(), timeout=60)
+        if raw.startswith(('{"type": "done"', '{"type": "error"')):
+            event = json.loads(raw)
+            if event["type"] == "error":
+                raise RuntimeError(event.get("error"))
+            return event
 
 
 async def _chatter(ws_base: str, key: str, n: int, think: float, stop: asyncio.Event, run: Run) -> None:
@@ -123,6 +130,9 @@ async def _chatter(ws_base: str, key: str, n: int, think: float, stop: asyncio.E
     except Exception as exc:  # noqa: BLE001 — counted
         run.errors.append(f"customer {n} connect: {type(exc).__name__}: {exc}")
         return
+    pace = random.Random(n)  # customers do not write in step: each starts and pauses on its own clock
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=pace.uniform(0, think))
     async with ws:
         for turn in itertools.count():
             if stop.is_set():
@@ -134,10 +144,11 @@ async def _chatter(ws_base: str, key: str, n: int, think: float, stop: asyncio.E
                 run.errors.append(f"customer {n}: {type(exc).__name__}: {exc}")
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=think)
+                await asyncio.wait_for(stop.wait(), timeout=pace.uniform(0.5 * think, 1.5 * think))
 
 
-async def _escalating(ws_base: str, key: str, n: int, run: Run) -> None:
+async def _escalating(ws_base: str, key: str, n: int, arrives: float, run: Run) -> None:
+    await asyncio.sleep(arrives)
     headers = {"Authorization": f"Bearer {key}"}
     try:
         ws = await _open(f"{ws_base}/ws/chat/{AGENT_ID}/person-{n:04d}/", headers)
@@ -170,7 +181,9 @@ async def _escalating(ws_base: str, key: str, n: int, run: Run) -> None:
             run.routed_after += 1
 
 
-async def _person(ws_base: str, cookie: str, index: int, replies: int, run: Run, stop: asyncio.Event) -> None:
+async def _person(
+    ws_base: str, cookie: str, index: int, replies: tuple[int, float], run: Run, stop: asyncio.Event
+) -> None:
     try:
         ws = await _open(f"{ws_base}/ws/desk/", {"Cookie": cookie})
     except Exception as exc:  # noqa: BLE001
@@ -180,16 +193,23 @@ async def _person(ws_base: str, cookie: str, index: int, replies: int, run: Run,
     answers: dict[str, asyncio.Future] = {}
 
     async def listen() -> None:
+        try:
+            await frames()
+        except Exception as exc:  # noqa: BLE001 — counted
+            run.errors.append(f"person {index} desk socket: {type(exc).__name__}: {exc}")
+
+    async def frames() -> None:
         async for raw in ws:
             event = json.loads(raw)
             if event["type"] in ("result", "error") and str(event.get("id")) in answers:
                 answers.pop(str(event["id"])).set_result(event)
             elif event["type"] == "snapshot":
-                for queue in event.get("queues") or []:
-                    for row in queue.get("escalations") or []:
-                        run.hear(str(row["id"]))
+                for row in event.get("queues") or []:
+                    run.hear(str(row["id"]))
             elif event["type"] == "queued":
                 run.hear(str(event["escalation"]["id"]))
+            elif event["type"] == "error":
+                run.errors.append(f"person {index}: {event.get('error')}")
 
     async def act(action: str, escalation: str, **fields) -> dict:
         frame_id = f"{index}-{next(ids)}"
@@ -212,13 +232,15 @@ async def _person(ws_base: str, cookie: str, index: int, replies: int, run: Run,
                     run.errors.append(f"person {index} take: {taken['error']}")
                 continue
             run.escalations.add(escalation)
-            for reply in range(replies):
+            count, every = replies
+            for reply in range(count):
                 token = uuid.uuid4().hex
                 run.sent[token] = time.perf_counter()
                 answer = await act("reply", escalation, text=f"Resposta {reply + 1} da pessoa {index}: {token}")
+                run.acked.append((time.perf_counter() - run.sent[token]) * 1000)
                 if answer["type"] == "error":
                     run.errors.append(f"person {index} reply: {answer['error']}")
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(every)
             back = await act("hand_back", escalation)
             if back["type"] == "error":
                 run.errors.append(f"person {index} hand back: {back['error']}")
@@ -233,7 +255,7 @@ async def _run(args: argparse.Namespace, base: str, key: str) -> tuple[Run, floa
     cookies = [await _login(base, f"person{n:02d}") for n in range(args.people)]
     stop_people, stop_chatter = asyncio.Event(), asyncio.Event()
     people = [
-        asyncio.create_task(_person(ws_base, cookie, n, args.replies, run, stop_people))
+        asyncio.create_task(_person(ws_base, cookie, n, (args.replies, args.reply_every_s), run, stop_people))
         for n, cookie in enumerate(cookies)
     ]
     await asyncio.sleep(1)  # the desks are open
@@ -242,7 +264,9 @@ async def _run(args: argparse.Namespace, base: str, key: str) -> tuple[Run, floa
         for n in range(args.customers - args.escalating)
     ]
     started = time.perf_counter()
-    await asyncio.gather(*(_escalating(ws_base, key, n, run) for n in range(args.escalating)))
+    await asyncio.sleep(args.think_s)  # the chatting customers are under way
+    arrivals = [args.arrivals_s * n / max(args.escalating, 1) for n in range(args.escalating)]
+    await asyncio.gather(*(_escalating(ws_base, key, n, arrivals[n], run) for n in range(args.escalating)))
     elapsed = time.perf_counter() - started
     stop_people.set()
     stop_chatter.set()
@@ -256,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--escalating", type=int, default=20, help="Of them, customers who ask for a person.")
     parser.add_argument("--people", type=int, default=10, help="People answering on the desk.")
     parser.add_argument("--replies", type=int, default=5, help="Replies a person writes to each conversation.")
-    parser.add_argument("--think-s", type=float, default=3.0, help="A chatting customer's pause between messages.")
+    parser.add_argument("--reply-every-s", type=float, default=0.5, help="A person's pause between replies.")
+    parser.add_argument("--arrivals-s", type=float, default=10.0, help="The escalating customers arrive over this.")
+    parser.add_argument("--think-s", type=float, default=10.0, help="A chatting customer's pause between messages.")
     parser.add_argument("--latency-ms", type=int, default=300, help="OFFLINE_LLM_LATENCY_MS of the server.")
     parser.add_argument("--workers", type=int, default=None, help="Server workers (default: platform.serve's).")
     args = parser.parse_args(argv)
@@ -306,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"person → customer delivery, ms: median {statistics.median(latencies):.1f}, "
             f"p95 {_percentile(latencies, 0.95):.1f}, p99 {_percentile(latencies, 0.99):.1f}, max {max(latencies):.1f}"
+        )
+    if run.acked:
+        print(
+            f"desk's answer to a reply (stored), ms: median {statistics.median(run.acked):.1f}, "
+            f"p95 {_percentile(run.acked, 0.95):.1f}"
         )
     print(f"errors: {len(run.errors)}")
     for error in run.errors[:20]:
