@@ -5,10 +5,11 @@ the decided ones, and the CSAT of their rated answers — in total and grouped `
 conversation's goal), agent, cohort or routing version. ``GET /api/analytics/outcomes/timeline``: the same per UTC day
 or hour. Both read :class:`~conversations.models.ConversationOutcome` alone (its covering indexes), by ``decided_at``.
 
-``GET /api/analytics/quality``: seed 003's *routing accuracy (initial agent selection)* three ways — the saved routing
-tests run against each profile's live version, the decisions editors turned into routing tests and corrected, and
-the share of rated answers rated up by the agent the routing chose — and *response quality by agent*: the rule-based
-judge's mean score, the share of rated answers rated up, and the conversations each agent handed to a person.
+``GET /api/analytics/quality`` (docs/analytics.md): *routing accuracy (initial agent selection)* three ways — the
+saved routing tests run against each profile's live version, the decisions editors turned into routing tests and
+corrected, and the share of rated answers rated up by the agent the routing chose — and *response quality by agent*:
+the rule-based judge's mean score, the share of rated answers rated up, and the conversations each agent handed to a
+person.
 
 The rules of an outcome are in :mod:`conversations.outcomes` (docs/analytics.md, "Outcomes").
 """
@@ -598,7 +599,7 @@ class OutcomesTimelineApi(AnalyticsApi):
 
 class QualityApi(AnalyticsApi):
     @extend_schema(
-        summary="Routing accuracy (initial agent selection) and response quality by agent (seed 003)",
+        summary="Routing accuracy (initial agent selection) and response quality by agent",
         description=(
             "`routing_accuracy.tests`: each served profile's enabled saved routing tests run against its live "
             "version now (not windowed; `profile` narrows it; tests are the profile's configuration, the same for "
