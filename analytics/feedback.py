@@ -28,11 +28,10 @@ from rest_framework.response import Response
 from agents.models import AgentProfile
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
 from analytics.filters import BUCKETS, DEFAULT_RECENT_LIMIT, MAX_RECENT_LIMIT, bucket_parse, limit_parse
-from analytics.rollups import slice_where
-from analytics.selectors import timeline_periods
+from analytics.selectors import timeline_periods, window_rows
 from conversations.feedback import FeedbackRate, feedback_rates, feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.selectors import TenantScope
 
 EXCERPT = 300  # characters of the customer's message and of the answer in a recent row
 UP, DOWN = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)
@@ -130,13 +129,16 @@ def _rated(
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> QuerySet[MessageFeedback]:
-    rows = MessageFeedback.objects.filter(
-        answered_at__gte=start, answered_at__lt=end, **slice_where(cohort=cohort, version=version)
+    return window_rows(
+        MessageFeedback.objects.all(),
+        time_field="answered_at",
+        start=start,
+        end=end,
+        tenant_id=tenant_id,
+        profile_id=profile_id,
+        cohort=cohort,
+        version=version,
     )
-    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
-    if profile_id is not None:
-        rows = rows.filter(profile_id=profile_id)
-    return rows.order_by()  # no model ordering: it would join the GROUP BY
 
 
 def _figures(up: int, down: int) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from agents.models import AgentProfile
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
 from analytics.filters import BUCKETS, bucket_parse
 from analytics.rollups import DRAFT, HANDOFFS, MESSAGES, NO_COHORT, fact_rows, slice_where, window_open
-from analytics.selectors import timeline_periods
+from analytics.selectors import timeline_periods, window_rows
 from common.errors import DomainError
 from conversations.feedback import feedback_with_turn
 from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome
@@ -86,13 +86,16 @@ def _decided(
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> QuerySet[ConversationOutcome]:
-    rows = ConversationOutcome.objects.filter(
-        decided_at__gte=start, decided_at__lt=end, **slice_where(cohort=cohort, version=version)
+    return window_rows(
+        ConversationOutcome.objects.all(),
+        time_field="decided_at",
+        start=start,
+        end=end,
+        tenant_id=tenant_id,
+        profile_id=profile_id,
+        cohort=cohort,
+        version=version,
     )
-    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
-    if profile_id is not None:
-        rows = rows.filter(profile_id=profile_id)
-    return rows.order_by()  # no model ordering: it would join the GROUP BY
 
 
 # The counts of a group of outcome rows, in one aggregate (the outcome indexes cover every column read).

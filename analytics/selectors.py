@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Model, QuerySet, Sum
 from django.db.models.functions import Trunc
 
 from agents.models import AgentProfile
@@ -43,6 +43,8 @@ from analytics.rollups import (
 from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
 from tenants.selectors import TenantScope, tenant_scope_where
+
+M = TypeVar("M", bound=Model)
 
 # What counts as a handoff: an agent-to-agent move that happened. Returns end a delegation (they are the
 # delegation endpoint's) and a supervisor's fan-out runs specialists in parallel, handing nothing over;
@@ -69,6 +71,28 @@ def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def window_rows(
+    rows: QuerySet[M],
+    *,
+    time_field: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: TenantScope,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
+) -> QuerySet[M]:
+    """The rows of a table that repeats its turn's tenant, profile, cohort and version (handoffs, ratings, outcomes)
+    whose ``time_field`` is in ``[start, end)``, in the scope asked; without the model's ordering (it would join the
+    ``GROUP BY``)."""
+    window = {f"{time_field}__gte": start, f"{time_field}__lt": end}
+    rows = rows.filter(**window, **slice_where(cohort=cohort, version=version))
+    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
+    if profile_id is not None:
+        rows = rows.filter(profile_id=profile_id)
+    return rows.order_by()
+
+
 def _handoffs(
     *,
     start: dt.datetime,
@@ -78,13 +102,16 @@ def _handoffs(
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> QuerySet:
-    rows = Handoff.objects.filter(
-        created_at__gte=start, created_at__lt=end, **slice_where(cohort=cohort, version=version)
+    return window_rows(
+        Handoff.objects.all(),
+        time_field="created_at",
+        start=start,
+        end=end,
+        tenant_id=tenant_id,
+        profile_id=profile_id,
+        cohort=cohort,
+        version=version,
     )
-    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
-    if profile_id is not None:
-        rows = rows.filter(profile_id=profile_id)
-    return rows.order_by()  # no model ordering: it would join the GROUP BY
 
 
 class _Scope(TypedDict):
