@@ -34,7 +34,7 @@ django.setup()
 
 from agents.models import AgentProfile  # noqa: E402
 from bench.router_bench import build_intents, synthetic_word  # noqa: E402
-from routing.documents import PROFILE_FIELDS, SCHEMA, profile_compile  # noqa: E402
+from routing.documents import INTENT_DEFAULTS, PROFILE_FIELDS, SCHEMA, profile_compile  # noqa: E402
 from routing.examples import OFFLINE_SCORE  # noqa: E402
 from routing.routing_tests import Case, routing_tests_run  # noqa: E402
 
@@ -63,13 +63,13 @@ def profile_document(rng: random.Random, intents: int, keywords: int, *, classif
     }
     document_intents = {
         spec.name: {
+            **INTENT_DEFAULTS,  # what a document's intents carry that the bench leaves as it is by default
             "specialist": spec.agent,
             "domain": "bench",
             "description": f"{spec.name.replace('_', ' ')} {' '.join(spec.keywords[:3])}",
             "priority": spec.priority,
             "enabled": True,
             "keywords": sorted(spec.keywords),
-            "keyword_exclusions": {},
             "examples": [f"{spec.keywords[0]} {spec.keywords[1]}"],
             "mcp_tools": [],
             "next_state": "",

@@ -51,6 +51,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import close_old_connections
 from rest_framework.exceptions import Throttled
 
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED, Refused
@@ -193,6 +194,17 @@ class Desk:
         return {"escalation": self.entry(returned)}
 
 
+def desk_act_released(desk: Desk, action: str, frame: Mapping[str, Any]) -> dict[str, Any]:
+    """:meth:`Desk.act` on a thread of the event loop's own pool, whose database connection is given back when it is
+    done: that thread may idle for long, and a pooled connection it kept would be one of the pool's few out of use
+    (Channels' wrapper gives it back too, but its test communicator turns that off, and a pool that lost one
+    connection a frame ran dry)."""
+    try:
+        return desk.act(action, frame)
+    finally:
+        close_old_connections()
+
+
 # What each action does, in the order the error names them; every one names an escalation.
 ACTIONS = ("open", "take", "reply", "note", "transfer", "hand_back")
 
@@ -318,7 +330,7 @@ class DeskConsumer(AsyncJsonWebsocketConsumer):
             # Not on the process's one thread-sensitive thread, where every turn's reads and writes queue: a
             # person's reply would wait behind the customers' turns (docs/benchmarks.md, the desk). A frame's work is
             # one transaction on its own connection; the socket reads its next frame once this one is answered.
-            done = await database_sync_to_async(desk.act, thread_sensitive=False)(action, frame)
+            done = await database_sync_to_async(desk_act_released, thread_sensitive=False)(desk, action, frame)
         except DomainError as exc:
             await self._send_error(frame_id, exc)
             return

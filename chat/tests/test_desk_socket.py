@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
+from django.db import connections
 
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
 from chat.desk_access import ERROR_DESK_FORBIDDEN, desk_tenants
@@ -290,6 +291,28 @@ def test_a_reply_costs_the_rights_check_and_the_services_own_queries(
         answered = desk.act("reply", {"escalation": str(escalation.pk), "text": "Já verifico a sua fatura."})
 
     assert answered["message"]["content"] == "Já verifico a sua fatura."
+
+
+def test_the_frames_give_their_pooled_connections_back(desk_person, tenant, telecom):
+    """Each frame runs on a thread of the event loop's pool (not the thread Channels' wrapper keeps for the socket):
+    its connection goes back to the pool when the frame is answered, even where Channels' own clean-up is off (its
+    test communicator turns it off), or every socket's frames would take one of the pool's few connections each."""
+    pool = connections["default"].pool
+    assert pool is not None  # the suite runs on PostgreSQL with the pool, as production does
+
+    async def go():
+        escalations = [await waiting(tenant=tenant, profile=telecom, session=f"pooled-{n}") for n in range(3)]
+        for n, escalation in enumerate(escalations):
+            desk = await desk_for(desk_person)
+            await ask(desk, f"t{n}", "take", escalation=str(escalation.pk))
+            await ask(desk, f"r{n}", "reply", escalation=str(escalation.pk), text="Um momento.")
+            await desk.disconnect()
+
+    before = pool.get_stats()
+    run(go())
+    after = pool.get_stats()
+
+    assert after["pool_size"] - after["pool_available"] <= before["pool_size"] - before["pool_available"]
 
 
 def test_a_revoked_grant_stops_the_next_frame(desk_person, tenant, telecom):

@@ -8,6 +8,7 @@ from agents.llm import TOOL_DATA_NOTE, tool_data_read
 from agents.models import McpServer, McpTool
 from common.config_version import config_version_bump
 from conversations.models import ToolCall
+from handoffs.tools import REQUEST_HUMAN
 
 pytestmark = pytest.mark.django_db
 
@@ -123,7 +124,12 @@ def test_a_models_tool_call_is_run_over_mcp_and_the_model_sees_the_result(api, l
     assert body["answer"] == "Sua fatura INV001 está em R$ 289,90 por causa do roaming."
     assert results_by_tool(body)["consultar_fatura"]["status"] == "ok"
     first, second = scripted_llm.requests
-    assert {tool["function"]["name"] for tool in first["tools"]} == {"consultar_fatura", "consultar_pagamentos"}
+    # The intent's tools, and the person the demo profile lets its specialists hand over to.
+    assert {tool["function"]["name"] for tool in first["tools"]} == {
+        "consultar_fatura",
+        "consultar_pagamentos",
+        REQUEST_HUMAN,
+    }
     (tool_message,) = tool_messages(second)
     assert tool_message["content"].startswith('<tool_output tool="consultar_fatura">\n')
     assert tool_data_read(tool_message["content"])["invoice_id"] == "INV001"
@@ -134,7 +140,7 @@ def test_only_the_offered_tools_are_sent_to_the_model(api, live_mcp, scripted_ll
     send(api, "Onde está meu pedido?", context={"order_id": "P100"})
 
     names = {tool["function"]["name"] for tool in scripted_llm.requests[0]["tools"]}
-    assert names == {"consultar_pedido", "consultar_entrega"}
+    assert names == {"consultar_pedido", "consultar_entrega", REQUEST_HUMAN}
 
 
 def test_a_tool_the_model_was_not_offered_is_refused_not_called(api, live_mcp, scripted_llm):
