@@ -19,6 +19,18 @@ from rest_framework.test import APIClient
 # Project modules are imported inside the fixtures: this plugin loads before Django is set up.
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing():
+    """The users the tests make and log in hash their passwords with MD5 (Django's advice for test settings): the
+    production hasher's PBKDF2, a million rounds, costs 0.5-2 s a hash on a 2-core machine, and a test that makes a
+    staff user and logs them in pays two — a quarter of the suite's time went there. The servers tests start in
+    other processes keep the production hashers: none of them checks a password of a user made here."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def database_circuit_closed():
     """No test starts with the database circuit opened by an earlier test's outage (common/outages.py)."""
