@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.production_stack import (
+    ON_THE_STACKS_WORKER,
     DATABASE_POOL_TIMEOUT_SECONDS,
     MCP_TIMEOUT_SECONDS,
     ROUTER_PROFILE,
@@ -34,7 +35,7 @@ from tests.production_stack import (
     write_figures,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.faults]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, ON_THE_STACKS_WORKER]
 
 OUTAGE_SECONDS = 6.0
 CLIENT_TIMEOUT = 60.0  # a request still unanswered after this is a hang (the stuck ticket waited 300 s)
