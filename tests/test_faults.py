@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from tests.production_stack import (
-    ON_THE_STACKS_WORKER,
     DATABASE_POOL_TIMEOUT_SECONDS,
     MCP_TIMEOUT_SECONDS,
+    ON_THE_STACKS_WORKER,
     ROUTER_PROFILE,
     STACK_TEST_TIMEOUT,
     SUPERVISOR_PROFILE,

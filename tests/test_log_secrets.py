@@ -27,8 +27,8 @@ import re
 import pytest
 
 from tests.production_stack import (
-    ON_THE_STACKS_WORKER,
     BACKEND_WORD,
+    ON_THE_STACKS_WORKER,
     ROUTER_PROFILE,
     STACK_TEST_TIMEOUT,
     SUPERVISOR_PROFILE,
