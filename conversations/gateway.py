@@ -315,6 +315,7 @@ async def _stream(
     :class:`_Fault` for an answer that is not the gateway API's, httpx's errors for the rest."""
     # application/json too: errors come as JSON, and DRF refuses (406) an Accept it has no renderer for.
     headers = {"Accept": "text/event-stream, application/json", HOPS_HEADER: str(hops + 1)}
+    headers.update(tracing.trace_context_out())  # the remote's spans join this trace, under the gateway.hop span
     if backend.api_key:
         headers["Authorization"] = f"Bearer {backend.api_key}"
     request = _client().build_request(
