@@ -92,6 +92,7 @@ from chat.intake import (
 from chat.intake import (
     Route as TurnRoute,
 )
+from common import tracing
 from common.errors import (
     ERROR_INVALID_KEY,
     ERROR_NOT_AUTHENTICATED,
@@ -303,7 +304,9 @@ def _admission(scope: dict[str, Any], agent_id: str) -> tuple[ApiClient | None, 
 
 class KeyRequired:
     """The JSON-RPC route needs a tenant's API key, at the key's request rate, for a profile that exists
-    (:func:`_admission`); the card does not. Every answer is counted in the HTTP metrics under its route."""
+    (:func:`_admission`); the card does not. Every request is an ``a2a.request`` span (a child of the caller's,
+    when it sent a ``traceparent``), with the A2A SDK's spans and the turn under it, and is counted in the HTTP
+    metrics under its route."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -321,17 +324,24 @@ class KeyRequired:
             await send(message)
 
         match = _AGENT_PATH.fullmatch(scope["path"])
-        try:
-            if match is not None and scope["method"] == "POST":
-                client, refusal = await database_sync_to_async(_admission)(scope, match["agent_id"])
-                if refusal is not None:
-                    await refusal(scope, receive, counted)
-                    return
-                scope = {**scope, CLIENT: client}
-            await self.app(scope, receive, counted)
-        finally:
-            route = RPC_PATH if match is not None else CARD_PATH if scope["path"].endswith(CARD_NAME) else PREFIX
-            http_request_observe(route, scope["method"], status[0] if status else 499, time.perf_counter() - started)
+        with tracing.span("a2a.request", agent_id=match["agent_id"] if match else None) as current:
+            try:
+                with tracing.library_spans_nested():  # the A2A SDK's own spans under this one
+                    await self._admitted(scope, receive, counted, match)
+            finally:
+                route = RPC_PATH if match is not None else CARD_PATH if scope["path"].endswith(CARD_NAME) else PREFIX
+                code = status[0] if status else 499
+                tracing.annotate(current, http_status=code)
+                http_request_observe(route, scope["method"], code, time.perf_counter() - started)
+
+    async def _admitted(self, scope: dict[str, Any], receive: Any, send: Any, match: re.Match[str] | None) -> None:
+        if match is not None and scope["method"] == "POST":
+            client, refusal = await database_sync_to_async(_admission)(scope, match["agent_id"])
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+            scope = {**scope, CLIENT: client}
+        await self.app(scope, receive, send)
 
 
 class CallContextBuilder(DefaultServerCallContextBuilder):

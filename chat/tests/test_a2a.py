@@ -276,13 +276,15 @@ def test_a_conversation_handed_to_a_person_leaves_its_task_waiting_for_input(age
     assert A2ATask.objects.get(task_id=task.id).state == "TASK_STATE_INPUT_REQUIRED"
 
 
-def test_a_callers_traceparent_makes_the_turn_a_child_of_the_callers_span(agent, tenant_key, spans):
+def test_a_callers_traceparent_makes_the_request_and_its_turn_part_of_the_callers_trace(agent, tenant_key, spans):
     traceparent = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
     Caller(agent, tenant_key.raw, headers={"traceparent": traceparent, "tracestate": "vendor=1"}).send(message(TEXT))
 
     finished = spans.get_finished_spans()
+    (request,) = [span for span in finished if span.name == "a2a.request"]
     (turn,) = [span for span in finished if span.name == "turn"]
-    assert format(turn.context.trace_id, "032x") == CALLER_TRACE
-    assert format(turn.parent.span_id, "016x") == CALLER_SPAN and turn.parent.is_remote
+    assert format(request.parent.span_id, "016x") == CALLER_SPAN and request.parent.is_remote
+    assert turn.parent.span_id == request.context.span_id
+    assert (request.attributes["agent_id"], request.attributes["http_status"]) == ("telecom_contas", 200)
     assert turn.context.trace_state.get("vendor") == "1"
     assert {format(span.context.trace_id, "032x") for span in finished} == {CALLER_TRACE}
