@@ -287,9 +287,11 @@ async def backend_call(
     started = time.perf_counter()
     with tracing.span("gateway.hop", backend=backend.name, remote_agent_id=backend.remote_agent_id) as hop:
         try:
+            exchange = _a2a_exchange if backend.kind == A2A_KIND else _stream
+            # The A2A SDK's client spans its calls with the OpenTelemetry API: under this hop, not traces of their own.
             async with asyncio.timeout(backend.timeout):
-                exchange = _a2a_exchange if backend.kind == A2A_KIND else _stream
-                done, http_status = await exchange(backend, message, hops=hops, emit=emit)
+                with tracing.library_spans_nested():
+                    done, http_status = await exchange(backend, message, hops=hops, emit=emit)
             reply = _answered(backend, done, http_status, started)
         except _Fault as fault:
             reply = _failed(backend, fault.status, fault.error, started, fault.http_status)
