@@ -324,7 +324,8 @@ class KeyRequired:
             await send(message)
 
         match = _AGENT_PATH.fullmatch(scope["path"])
-        with tracing.span("a2a.request", agent_id=match["agent_id"] if match else None) as current:
+        agent_id = match["agent_id"] if match else None
+        with tracing.span("a2a.request", agent_id=agent_id, method=scope["method"]) as current:
             try:
                 with tracing.library_spans_nested():  # the A2A SDK's own spans under this one
                     await self._admitted(scope, receive, counted, match)
