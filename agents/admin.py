@@ -1002,6 +1002,7 @@ class RemoteBackendAdminForm(forms.ModelForm):
             "name",
             "display_name",
             "description",
+            "kind",
             "base_url",
             "api_key",
             "remote_agent_id",
@@ -1036,8 +1037,18 @@ class RemoteBackendAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, Enab
 
     form = RemoteBackendAdminForm
     endpoint_fields = ["base_url"]
-    list_display = ["name", "profile", "remote_agent_id", "base_url", "priority", "timeout", "enabled", "updated_at"]
-    list_filter = ["enabled", "profile"]
+    list_display = [
+        "name",
+        "profile",
+        "kind",
+        "remote_agent_id",
+        "base_url",
+        "priority",
+        "timeout",
+        "enabled",
+        "updated_at",
+    ]
+    list_filter = ["enabled", "kind", "profile"]
     list_select_related = ["profile"]
     search_fields = ["name", "display_name", "description", "base_url", "remote_agent_id", "profile__agent_id"]
     fieldsets = [
@@ -1045,8 +1056,9 @@ class RemoteBackendAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, Enab
         (
             "Where",
             {
-                "fields": ["base_url", "api_key", "remote_agent_id"],
-                "description": "The other deployment's address, the key it gave us and the profile to call there.",
+                "fields": ["kind", "base_url", "api_key", "remote_agent_id"],
+                "description": "How it is called, the other deployment's address, the key it gave us and the profile "
+                "to call there (an A2A agent's address names its agent).",
             },
         ),
         (

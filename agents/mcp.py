@@ -402,7 +402,7 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
 
 async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
     """Validate ``arguments`` against ``schema`` and call ``tool``; never raises. Traced as ``mcp.tool_call``."""
-    with tracing.span("mcp.tool_call", tool=tool, server=endpoint.name) as current:
+    with tracing.span("mcp.tool_call", tool=tool, server=endpoint.name) as current, tracing.library_spans_nested():
         result = await _tool_call(endpoint, tool, arguments, schema)
         tracing.annotate(current, status=result.status, latency_ms=round(result.latency_ms, 3))
         tracing.failed(current, None if result.status == STATUS_OK else result.status)

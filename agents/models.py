@@ -566,6 +566,11 @@ class McpTool(models.Model):
         return self.name
 
 
+class BackendKind(models.TextChoices):
+    GATEWAY = "gateway", "This platform's gateway API"
+    A2A = "a2a", "An A2A agent (Agent2Agent protocol)"
+
+
 class RemoteBackend(models.Model):
     """Another deployment of this platform (or any service speaking its gateway API) that a gateway profile routes
     to like a specialist (the Agent Gateway): its keywords, examples and description enter the profile's
@@ -586,18 +591,29 @@ class RemoteBackend(models.Model):
         blank=True,
         help_text="What it answers: the LLM classifier reads it when no keyword decides.",
     )
+    kind = models.CharField(
+        max_length=16,
+        choices=BackendKind.choices,
+        default=BackendKind.GATEWAY,
+        help_text="How it is called: this platform's gateway API, or the Agent2Agent protocol (any A2A agent).",
+    )
     base_url = models.CharField(
         max_length=500,
         validators=[validate_endpoint_url],
         help_text="The deployment's address, e.g. https://billing.example.com (its POST /api/gateway/message is "
-        "called).",
+        "called); for an A2A agent, its address (its card is read at …/.well-known/agent-card.json) or its card's "
+        "URL.",
     )
     api_key = models.CharField(
         max_length=300,
         blank=True,
         help_text="The API key the remote deployment gave us (sent as Authorization: Bearer; never shown again).",
     )
-    remote_agent_id = models.SlugField(max_length=64, help_text="The profile to call there, e.g. telecom_contas.")
+    remote_agent_id = models.SlugField(
+        max_length=64,
+        blank=True,
+        help_text="The profile to call there, e.g. telecom_contas (the gateway API; an A2A agent's address names it).",
+    )
     keywords = models.JSONField(
         default=list,
         blank=True,
@@ -650,6 +666,8 @@ class RemoteBackend(models.Model):
             and Specialist.objects.filter(profile_id=self.profile_id, name=self.name).exists()
         ):
             raise ValidationError({"name": "A specialist of this profile has this name; a backend needs its own."})
+        if self.kind == BackendKind.GATEWAY and not self.remote_agent_id:
+            raise ValidationError({"remote_agent_id": "The gateway API needs the profile to call there."})
 
 
 class ExternalDesk(models.Model):

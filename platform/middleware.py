@@ -59,8 +59,8 @@ from common.metrics import UNMATCHED, http_request_observe
 from common.outages import database_circuit
 from platform.errors import DatabaseCircuitMiddleware as SyncDatabaseCircuitMiddleware
 
-# The routes a program calls with ``Authorization: Bearer <key>`` (the chat API and the OpenAI-compatible one).
-KEY_PREFIXES = ("/api/", "/v1/")
+# The routes a program calls with ``Authorization: Bearer <key>`` (the chat API, the OpenAI-compatible one, A2A).
+KEY_PREFIXES = ("/api/", "/v1/", "/a2a/")
 
 
 def key_request(request: HttpRequest) -> bool:

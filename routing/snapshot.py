@@ -85,6 +85,7 @@ class BackendSpec:
     timeout: float = 30.0
     failures_to_open: int = 3
     open_seconds: float = 30.0
+    kind: str = "gateway"  # agents.BackendKind: this platform's gateway API, or an A2A agent
 
     @property
     def intent_name(self) -> str:
@@ -317,6 +318,7 @@ def backends_load(profile_pks: list[int] | None = None) -> dict[int, dict[str, B
             timeout=row.timeout,
             failures_to_open=row.failures_to_open,
             open_seconds=row.open_seconds,
+            kind=row.kind,
         )
     return out
 
