@@ -309,7 +309,7 @@ def fake_turn(tokens, answer, *, discard_after=None):
     """A ``run_turn`` streaming ``tokens`` (a ``discard`` after the first ``discard_after``), answering ``answer``."""
     from conversations.graph import TurnResult
 
-    async def run(data):
+    async def run(data, *, begun=None):
         for index, text in enumerate(tokens):
             await data.emit("token", {"agent": "billing_agent", "text": text})
             if discard_after is not None and index + 1 == discard_after:
@@ -322,7 +322,7 @@ def fake_turn(tokens, answer, *, discard_after=None):
 def streamed(api, monkeypatch, run):
     import json
 
-    monkeypatch.setattr("chat.openai_api.run_turn", run)
+    monkeypatch.setattr("chat.openai_turns.run_turn", run)
     response = api.post(
         "/v1/chat/completions",
         {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
