@@ -22,7 +22,7 @@ Pure: no database, no network.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -210,6 +210,41 @@ def answer_formatted(text: str, response_format: Mapping[str, Any] | None) -> st
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+def json_answer(text: str, response_format: Mapping[str, Any] | None) -> tuple[bool, Any]:
+    """``(True, value)`` when the format asks for JSON and ``text`` is JSON: an answer that is JSON by request, whose
+    strings (not its shape) are what guardrails and judges read; else ``(False, None)``."""
+    if format_type(response_format) == FORMAT_TEXT:
+        return False, None
+    try:
+        return True, json.loads(text)
+    except ValueError:
+        return False, None
+
+
+def strings_mapped(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (JSON) with every string value passed through ``change`` (keys kept)."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [strings_mapped(item, change) for item in value]
+    if isinstance(value, dict):
+        return {key: strings_mapped(item, change) for key, item in value.items()}
+    return value
+
+
+def strings_of(value: Any) -> list[str]:
+    """The string values of ``value`` (JSON), in order."""
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [text for item in items for text in strings_of(item)]
+
+
+def json_text(value: Any) -> str:
+    """``value`` written as the answer's JSON."""
+    return _dumps(value)
 
 
 def schema_instance(schema: Mapping[str, Any], text: str) -> Any:

@@ -40,7 +40,16 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
-from agents.generation import FINISH_LENGTH, Generation, answer_formatted, text_within
+from agents.generation import (
+    FINISH_LENGTH,
+    Generation,
+    answer_formatted,
+    json_answer,
+    json_text,
+    strings_mapped,
+    strings_of,
+    text_within,
+)
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
 from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens, usage_counting
 from common import metrics, tracing
@@ -1135,12 +1144,43 @@ def _answer_bounded(turn: Turn) -> None:
     turn.limits.append(limit_hit(LIMIT_ANSWER, "ANSWER_MAX_CHARS", limit, asked, len(turn.answer)))
 
 
+def _asked_json(turn: Turn) -> tuple[bool, Any]:
+    """The answer's JSON when the client asked for JSON and it is (:func:`agents.generation.json_answer`)."""
+    asked = turn.input.generation
+    return json_answer(turn.answer, asked.response_format if asked is not None else None)
+
+
 async def output_guardrails(turn: Turn) -> None:
-    """No raw tool JSON, stack traces or personal data in the answer, which is cut to ``ANSWER_MAX_CHARS`` first."""
+    """No raw tool JSON, stack traces or personal data in the answer, which is cut to ``ANSWER_MAX_CHARS`` first. An
+    answer in the JSON the client asked for is JSON by request: its strings are guarded, each as an answer, and its
+    shape kept."""
     _answer_bounded(turn)
-    report = run_output_guardrails(turn.answer, turn.vault, _tool_results(turn), settings=turn.input.profile.guardrails)
-    turn.answer = report.answer
-    turn.guardrails["output"] = report.as_dict()
+    results, options = _tool_results(turn), turn.input.profile.guardrails
+    is_json, value = _asked_json(turn)
+    if not is_json:
+        report = run_output_guardrails(turn.answer, turn.vault, results, settings=options)
+        turn.answer = report.answer
+        turn.guardrails["output"] = report.as_dict()
+        return
+    reports: list[Any] = []
+
+    def guarded(text: str) -> str:
+        reports.append(run_output_guardrails(text, turn.vault, results, settings=options))
+        return reports[-1].answer
+
+    changed = strings_mapped(value, guarded)
+    if changed != value:
+        turn.answer = json_text(changed)
+    checks = reports or [run_output_guardrails("", turn.vault, results, settings=options)]
+    turn.guardrails["output"] = {
+        "passed": all(report.passed for report in checks),
+        # Per guardrail, the first string it changed (else the first string's check).
+        "checks": [
+            next((report.checks[index] for report in checks if not report.checks[index]["passed"]), check)
+            for index, check in enumerate(checks[0].checks)
+        ],
+        "json_strings": len(reports),
+    }
 
 
 async def judge(turn: Turn) -> None:
@@ -1149,9 +1189,10 @@ async def judge(turn: Turn) -> None:
     if turn.escalate is not None:
         return
     judges = turn.input.profile.judges
+    is_json, value = _asked_json(turn)
     turn.judges = await judge_answer(
         question=turn.sanitized_text,
-        answer=turn.answer,
+        answer="\n".join(strings_of(value)) if is_json else turn.answer,  # the words of a JSON answer, not its keys
         tool_results=_tool_results(turn),
         settings=judges,
         boilerplate=(
