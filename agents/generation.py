@@ -196,7 +196,10 @@ def format_conforms(text: str, response_format: Mapping[str, Any] | None) -> boo
         return False
     if kind == FORMAT_JSON_OBJECT:
         return isinstance(value, dict)
-    return Draft202012Validator(format_schema(response_format or {})).is_valid(value)
+    try:
+        return Draft202012Validator(format_schema(response_format or {})).is_valid(value)
+    except RecursionError:
+        return False
 
 
 def answer_formatted(text: str, response_format: Mapping[str, Any] | None) -> str:
@@ -254,8 +257,11 @@ def schema_instance(schema: Mapping[str, Any], text: str) -> Any:
     (``#/$defs/…``) are followed. Raises :class:`FormatUnsupported` when the value built is not valid (a
     ``pattern``, a recursion every instance must follow, keywords it does not read)."""
     filler = _Filler(schema, text)
-    value = filler.value(schema, 0)
-    errors = list(Draft202012Validator(schema).iter_errors(value))
+    try:
+        value = filler.value(schema, 0)
+        errors = list(Draft202012Validator(schema).iter_errors(value))
+    except RecursionError:  # a schema that refers to itself without end ({"anyOf": [{"$ref": "#"}, …]})
+        raise FormatUnsupported("The schema refers to itself without end.") from None
     if errors:
         error = best_match(errors)
         where = "/".join(str(part) for part in error.absolute_path) or "(root)"

@@ -159,15 +159,19 @@ def _max_tokens(help_text: str) -> serializers.IntegerField:
     return serializers.IntegerField(required=False, min_value=1, allow_null=True, help_text=help_text)
 
 
+def sampling_fields() -> dict[str, serializers.Field]:
+    """The sampling parameters both faces honour (schema only; chat/openai_params.py reads them)."""
+    return {
+        "temperature": serializers.FloatField(
+            required=False, min_value=0, max_value=2, allow_null=True, help_text="Passed on to the profile's model."
+        ),
+        "top_p": serializers.FloatField(
+            required=False, min_value=0, max_value=1, allow_null=True, help_text="Passed on to the profile's model."
+        ),
+    }
+
+
 # The honoured parameters (chat/openai_params.py refuses the others by name; docs/openai.md has the table).
-SAMPLING_FIELDS = {
-    "temperature": serializers.FloatField(
-        required=False, min_value=0, max_value=2, allow_null=True, help_text="Passed on to the profile's model."
-    ),
-    "top_p": serializers.FloatField(
-        required=False, min_value=0, max_value=1, allow_null=True, help_text="Passed on to the profile's model."
-    ),
-}
 COMPLETION_REQUEST = inline_serializer(
     "ChatCompletionRequest",
     {
@@ -195,7 +199,7 @@ COMPLETION_REQUEST = inline_serializer(
         ),
         "max_tokens": _max_tokens("The answer's most tokens (four characters a token): cut, `finish_reason: length`."),
         "max_completion_tokens": _max_tokens("As max_tokens."),
-        **SAMPLING_FIELDS,
+        **sampling_fields(),
         "frequency_penalty": serializers.FloatField(
             required=False, min_value=-2, max_value=2, allow_null=True, help_text="Passed on to the profile's model."
         ),

@@ -34,10 +34,10 @@ from rest_framework.response import Response
 from agents.generation import FORMAT_JSON_SCHEMA, Generation
 from chat.openai_api import (
     INSTRUCTION_ROLES,
-    SAMPLING_FIELDS,
     Asked,
     asgi,
     extension_headers,
+    sampling_fields,
     sse,
     stream_response,
     text_of,
@@ -170,7 +170,7 @@ RESPONSE_REQUEST = inline_serializer(
             allow_null=True,
             help_text="The output's most tokens (four characters a token): cut, `status: incomplete`.",
         ),
-        **SAMPLING_FIELDS,
+        **sampling_fields(),
         "text": _TextField(required=False),
         "parallel_tool_calls": serializers.BooleanField(required=False),
     },
