@@ -860,8 +860,9 @@ def _answer_pk(conversation: Conversation, answer: int | TurnRef) -> int:
     refused as any id that names no answer of the conversation."""
     if isinstance(answer, int):
         return answer
-    message = answer_of_turn(conversation_pk=answer.conversation_pk, turn=answer.turn)
-    if answer.conversation_pk != conversation.pk or message is None:
+    same = answer.conversation_pk == conversation.pk
+    message = answer_of_turn(conversation_pk=conversation.pk, turn=answer.turn) if same else None
+    if message is None:
         raise NotAnAnswer(ERROR_INVALID_MESSAGE, fields={"message_id": [ERROR_NOT_AN_ANSWER]})
     return message.pk
 

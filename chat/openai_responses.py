@@ -32,6 +32,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.generation import FORMAT_JSON_SCHEMA, Generation
+from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
+from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
+from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.openai_api import (
     INSTRUCTION_ROLES,
     Asked,
@@ -43,7 +46,7 @@ from chat.openai_api import (
     text_of,
     turn_input_read,
 )
-from chat.openai_errors import OpenAIView, invalid, key_required, not_found, openai_errors
+from chat.openai_errors import OpenAIError, OpenAIView, invalid, key_required, not_found, openai_errors
 from chat.openai_params import (
     RESPONSES_HONOURED,
     RESPONSES_REFUSED,
@@ -62,7 +65,6 @@ from chat.openai_turns import (
     TurnEvents,
     TurnRef,
     finish_reason,
-    result_headers,
     routing_extension,
     session_for,
     stream_headers,
@@ -70,6 +72,7 @@ from chat.openai_turns import (
     turn_ref_read,
     usage_of,
 )
+from common.errors import DomainError
 from conversations.graph import TurnResult
 from conversations.selectors import answer_of_turn, conversation_get_by_pk
 from tenants.auth import ApiClient
@@ -358,6 +361,7 @@ def response_body(
     return body
 
 
+@extend_schema(parameters=[IDEMPOTENCY_KEY])
 class ResponsesApi(OpenAIView):
     throttle_scope = "messages"  # tenants/throttles.py: the rate of the routes that run a turn
 
@@ -377,7 +381,7 @@ class ResponsesApi(OpenAIView):
         request=RESPONSE_REQUEST,
         responses={
             200: OpenApiResponse(description="a response object, or a stream of its events"),
-            **openai_errors(400, 401, 403, 404, 413, 415, 429, 503),
+            **openai_errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
         },
     )
     async def post(self, request):
@@ -386,13 +390,24 @@ class ResponsesApi(OpenAIView):
         model = data.profile.agent_id
         echo = Echo(data.generation, data.instructions, previous)
         if asked.stream:
+            if idempotency_key(request) is not None:
+                raise OpenAIError(ERROR_NOT_ON_STREAMS, param=IDEMPOTENCY_HEADER, code="idempotency_not_on_streams")
             events = TurnEvents(data)
             ref = await events.start(until_end=not asgi(request))
             return stream_response(_events(events, ref, echo), stream_headers(events))
-        created_at = time.time()
-        result, ref = await turn_answered(data)
-        body = response_body(ref, model=model, created_at=created_at, result=result, echo=echo)
-        return Response(body, headers=result_headers(result))
+
+        async def answered() -> dict[str, Any]:
+            created_at = time.time()
+            result, ref = await turn_answered(data)
+            return response_body(ref, model=model, created_at=created_at, result=result, echo=echo)
+
+        try:  # an Idempotency-Key makes a retry get the stored response instead of a second turn
+            response = await idempotent(request, tenant_pk=data.tenant_pk, answer=answered)
+        except DomainError as exc:  # the key's refusals (409, 422, 400), in OpenAI's shape
+            raise OpenAIError(exc.message, status=exc.status_code, param=IDEMPOTENCY_HEADER, code=exc.code) from exc
+        for name, value in extension_headers(response.data.get("x_agent_routing") or {}).items():
+            response[name] = value
+        return response
 
 
 async def _events(events: TurnEvents, ref: TurnRef, echo: Echo) -> AsyncIterator[bytes]:

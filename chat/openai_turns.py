@@ -59,6 +59,7 @@ COMPLETION_PREFIX = "chatcmpl-"
 RESPONSE_PREFIX = "resp_"
 OUTPUT_PREFIX = "msg_"
 TURN_ID_PATTERN = r"^(chatcmpl-|resp_|msg_)[1-9][0-9]{0,18}_[1-9][0-9]{0,9}$"
+MAX_PK = 2**63 - 1  # a database's largest id: a larger number names nothing
 _TURN_ID = re.compile(r"(chatcmpl-|resp_|msg_)([1-9]\d{0,18})_([1-9]\d{0,9})\Z")
 
 
@@ -82,7 +83,7 @@ def turn_ref_read(
 ) -> TurnRef | None:
     """The turn an id of these faces names (one of ``prefixes``), ``None`` when it is no such id."""
     matched = _TURN_ID.match(value) if isinstance(value, str) else None
-    if matched is None or matched.group(1) not in prefixes:
+    if matched is None or matched.group(1) not in prefixes or int(matched.group(2)) > MAX_PK:
         return None
     return TurnRef(int(matched.group(2)), int(matched.group(3)))
 

@@ -24,9 +24,9 @@ What is switched off, and why:
   ``agent_id`` / ``model`` must name an enabled profile and the text must fit that profile's limit, which the schema
   cannot know (profiles are data); OpenAI's "messages must contain a user message" is a rule over an array's items
   OpenAPI 3.0 cannot state either, nor "a JSON Schema the platform can fill" in a ``response_format``, and a
-  ``previous_response_id`` or a response's id must name a stored response (data again). And for 409 and 422 there: schemathesis sends the same generated
-  ``Idempotency-Key`` with different bodies (422) or while its first request runs (409), a rule over two
-  requests that no schema states.
+  ``previous_response_id`` or a response's id must name a stored response (data again). And for 409 and 422 there:
+  schemathesis sends the same generated ``Idempotency-Key`` with different bodies (422) or while its first request
+  runs (409), a rule over two requests that no schema states.
 * Positive data acceptance on the escalations API, for 400: a list's ``profile`` must name a profile and its
   ``cursor`` be one a page gave (data again), and an action's ``text`` must not be blank nor ``team`` other than one
   of the profile's teams; the ids the fuzzer makes up name no escalation (404).

@@ -108,7 +108,9 @@ def test_a_streamed_response_sends_the_responses_events_and_continues_a_conversa
 
 
 def test_an_unknown_or_another_tenants_response_is_not_found_and_cannot_be_continued(client, asgi_url, outsider_key):
-    first = client.responses.create(model="telecom_contas", input=TEXT)
+    retried = {"Idempotency-Key": "r-once"}
+    first = client.responses.create(model="telecom_contas", input=TEXT, extra_headers=retried)
+    again = client.responses.with_raw_response.create(model="telecom_contas", input=TEXT, extra_headers=retried)
     outsider = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=outsider_key.raw, max_retries=0)
 
     for response_id in ("resp_999999_1", first.id.replace("_1", "_7"), "chatcmpl-1_1"):
@@ -126,7 +128,9 @@ def test_an_unknown_or_another_tenants_response_is_not_found_and_cannot_be_conti
         "previous_response_not_found",
     )
     assert other_model.value.body["param"] == "model"
-    assert Conversation.objects.count() == 1
+    assert again.headers["Idempotent-Replayed"] == "true" and again.parse().id == first.id
+    assert again.headers["X-Message-Id"] == str(routing_of(first)["message_id"])
+    assert Conversation.objects.count() == 1  # the retry ran no second turn
 
 
 def test_langchain_speaks_the_responses_api_plainly_structured_and_streamed(asgi_url, tenant_key, telecom):
