@@ -509,3 +509,22 @@ def test_the_parameters_reach_the_profiles_model_which_writes_in_the_format_aske
     assert [answer.choices[0].message.parsed for answer in answers] == [
         Reply(answer="Sua fatura está em dia.", urgent=False)
     ] * 2
+
+
+def test_a_supervisors_parts_are_merged_in_prose_then_put_in_the_json_asked_for(api, telecom):
+    telecom.routing_mode = "supervisor"
+    telecom.save()
+    body = {
+        "model": "telecom_contas",
+        "messages": [{"role": "user", "content": "Meu pedido atrasou e minha fatura veio duplicada"}],
+        "user": "plan",
+        "response_format": {"type": "json_object"},
+    }
+
+    response = api.post("/v1/chat/completions", body, format="json")
+
+    assert response.status_code == 200, response.content
+    answer = json.loads(response.json()["choices"][0]["message"]["content"])
+    assert "billing_agent:" in answer["answer"] and "orders_agent:" in answer["answer"]
+    parts = Message.objects.filter(role="agent").values_list("content", flat=True)
+    assert len(parts) == 2 and not any(part.startswith("{") for part in parts)  # each part wrote prose
