@@ -20,7 +20,13 @@ from typing import Any, ClassVar
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import permissions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -41,15 +47,17 @@ from chat.intake import (
     principal_is_staff,
 )
 from chat.negotiation import EventStreamNegotiation
+from chat.openai_turns import TURN_ID_PATTERN, TurnRef, turn_ref_read
 from chat.permissions import IsDebugClient, IsPreviewClient
 from chat.pushes import conversation_listen, pushed_event
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
 from conversations.delivery import conversation_group
 from conversations.desk import escalation_public
-from conversations.feedback import feedback_give
+from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
 from conversations.graph import Turn, TurnInput, run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.models import CONVERSATION_OUTCOMES, FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
+    answer_of_turn,
     conversation_escalation,
     conversation_get,
     conversation_get_for_tenant,
@@ -769,13 +777,41 @@ class SessionCheckpointApi(APIView):
 # -- feedback on an answer ------------------------------------------------------------------------------------
 
 
+ERROR_ANSWER_ID = "Must be an answer's message_id, or a completion's or response's id (chatcmpl-…, resp_…)."
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+            {"type": "string", "pattern": TURN_ID_PATTERN},
+        ]
+    }
+)
+class AnswerIdField(serializers.Field):
+    """An answer: its ``message_id``, or the id an OpenAI-compatible face gave it (``chatcmpl-…``, ``resp_…``,
+    ``msg_…``: :mod:`chat.openai_turns`), read as the turn it names."""
+
+    default_error_messages = {"invalid": ERROR_ANSWER_ID}
+
+    def to_internal_value(self, data: Any) -> int | TurnRef:
+        if isinstance(data, int) and not isinstance(data, bool) and 1 <= data <= 2**63 - 1:
+            return data
+        ref = turn_ref_read(data) if isinstance(data, str) else None
+        if ref is None:
+            self.fail("invalid")
+        return ref
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class FeedbackInputSerializer(KnownFieldsSerializer):
     """``{message_id, rating: "up"|"down", comment?}``: one answer of the conversation, rated."""
 
-    message_id = serializers.IntegerField(
-        min_value=1,
-        max_value=2**63 - 1,
-        help_text="The answer rated: `message_id` of the message POST's answer (or of the stream's `done` event).",
+    message_id = AnswerIdField(
+        help_text="The answer rated: `message_id` of the message POST's answer (or of the stream's `done` event), or "
+        "the `id` of an OpenAI-compatible completion or response (`chatcmpl-…`, `resp_…`).",
     )
     rating = serializers.ChoiceField(choices=FeedbackRating.values, help_text="up: helpful; down: not helpful.")
     comment = StrictCharField(
@@ -819,6 +855,18 @@ FEEDBACK_RESPONSE = inline_serializer(
 )
 
 
+def _answer_pk(conversation: Conversation, answer: int | TurnRef) -> int:
+    """The number of the answer a feedback names; a turn of another conversation, or one that stored no answer, is
+    refused as any id that names no answer of the conversation."""
+    if isinstance(answer, int):
+        return answer
+    same = answer.conversation_pk == conversation.pk
+    message = answer_of_turn(conversation_pk=conversation.pk, turn=answer.turn) if same else None
+    if message is None:
+        raise NotAnAnswer(ERROR_INVALID_MESSAGE, fields={"message_id": [ERROR_NOT_AN_ANSWER]})
+    return message.pk
+
+
 class SessionFeedbackApi(APIView):
     """``POST /api/sessions/{conversation_key}/feedback``: a user's rating of one answer of the conversation."""
 
@@ -857,7 +905,7 @@ class SessionFeedbackApi(APIView):
         user = request.user
         given = feedback_give(
             conversation=conversation,
-            message_id=data["message_id"],
+            message_id=_answer_pk(conversation, data["message_id"]),
             rating=data["rating"],
             comment=data["comment"],
             user_id=conversation.user_id,

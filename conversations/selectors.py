@@ -219,3 +219,20 @@ def usage_report(
 def _money(amount: Decimal | None) -> float | None:
     """A cost as JSON shows it: a number to six decimals (a millionth of the currency), or null."""
     return None if amount is None else float(round(amount, 6))
+
+
+def conversation_get_by_pk(*, tenant_id: int, conversation_pk: int) -> Conversation | None:
+    """The conversation numbered ``conversation_pk`` if it belongs to the tenant (its profile read with it); ``None``
+    otherwise (callers answer 404: another tenant's looks unknown)."""
+    return Conversation.objects.select_related("profile").filter(pk=conversation_pk, tenant_id=tenant_id).first()
+
+
+def answer_of_turn(*, conversation_pk: int, turn: int) -> Message | None:
+    """The answer stored for the conversation's ``turn``-th message (``metadata.turn``), ``None`` when the turn stored
+    none (it is still running, or a person holds the conversation). One conversation's messages are read, by the
+    (conversation, time) index."""
+    return (
+        Message.objects.filter(conversation_id=conversation_pk, role=MessageRole.ASSISTANT, metadata__turn=turn)
+        .order_by("-id")
+        .first()
+    )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from agents.generation import Generation
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
 from common import tracing
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
@@ -285,12 +286,14 @@ SYNTHESIS_REQUEST = (
 )
 
 
-async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str) -> tuple[str, dict[str, Any]]:
+async def consolidate(
+    result: PlanResult, *, profile: ProfileSpec, question: str, generation: Generation | None = None
+) -> tuple[str, dict[str, Any]]:
     """The consolidated answer and how it was made.
 
     With a model configured, the profile's synthesis prompt merges the partial
-    answers (``question`` and the answers are already masked); without one, or
-    when the model fails, they are joined per specialist in plan order.
+    answers (``question`` and the answers are already masked), written as the client asked (``generation``);
+    without one, or when the model fails, they are joined per specialist in plan order.
     """
     from agents.llm import OpenAICompatibleModel, llm_configured
 
@@ -302,7 +305,10 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     model = OpenAICompatibleModel(profile)
     try:
         with tracing.llm_span(model.model_name, purpose="synthesis") as current:
-            reply = await model.client().ainvoke(
+            client = model.client()
+            if generation is not None:
+                client = client.bind(**model.call_options(generation))
+            reply = await client.ainvoke(
                 [
                     ("system", profile.synthesis_prompt),
                     ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),
