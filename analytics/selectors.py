@@ -38,8 +38,8 @@ from analytics.rollups import (
     histogram_percentile,
     latency_bucket,
     slice_where,
-    window_open,
 )
+from analytics.services import window_open
 from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
 from tenants.selectors import TenantScope, tenant_scope_where
