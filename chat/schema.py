@@ -1,4 +1,5 @@
-"""Touches on the OpenAPI schema drf-spectacular cannot make from the views alone."""
+"""Touches on the OpenAPI schema drf-spectacular cannot make from the views alone: closed request bodies, and the
+schema view's own errors (the areas operations are grouped by: chat/schema_areas.py)."""
 
 from __future__ import annotations
 
