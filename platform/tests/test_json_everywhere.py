@@ -7,9 +7,6 @@ The crawl reads the routes from the URL resolver, so a route added under one of 
 from __future__ import annotations
 
 import re
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -41,27 +38,10 @@ UNKNOWN_PATHS = (
 
 
 @pytest.fixture
-def served(transactional_db, settings) -> Iterator[str]:
-    """``platform.asgi`` under uvicorn in a thread, with ``DEBUG`` on as ``scripts/start`` runs it."""
-    import uvicorn
-
-    from platform.asgi import application
-
+def served(asgi_server, settings) -> str:
+    """The app under uvicorn with ``DEBUG`` on, as ``scripts/start`` runs it."""
     settings.DEBUG = True
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(application, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    return asgi_server
 
 
 @pytest.fixture
@@ -116,7 +96,7 @@ def assert_json_error(response: httpx.Response, status: int) -> dict:
 
 def test_every_route_answers_a_wrong_method_with_a_json_405_in_debug_mode(http):
     crawled = routes()
-    assert {"/api/gateway/message", "/api/health", "/v1/chat/completions"} <= {path for path, _ in crawled}
+    assert {"/api/gateway/message", "/api/sessions", "/v1/chat/completions"} <= {path for path, _ in crawled}
 
     closed = 0
     for path, view in crawled:
