@@ -34,6 +34,7 @@ class PathNotFoundApi(APIView):
     throttle_classes: list[Any] = []
     renderer_classes = [JSONRenderer]
     schema = None  # not an operation of the API
+    unmatched = True  # its requests are counted as matching no route (platform.middleware.route_label)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         meant = route_meant(request.path)
