@@ -347,7 +347,7 @@ class HandoffsApi(AnalyticsApi):
     kinds_allowed = True
 
     @extend_schema(
-        summary="Handoff analytics (seed 003): totals, paths between agents, handoff rate",
+        summary="Handoff analytics: totals, paths between agents, handoff rate",
         description=(
             f"{COUNTED} `total_conversations`: conversations created in the window; `conversations_with_handoffs`: "
             "distinct conversations with a counted handoff in the window; `handoff_rate_percentage` = 100 × with / "

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
+import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from agents.models import AgentProfile, ModelPrice
+from common.errors import DomainError
 from conversations.desk import escalation_public, message_author, queue_position
-from conversations.models import ESCALATION_OPEN, Conversation, Escalation, Message, MessageRole
+from conversations.desk_contract import ERROR_CURSOR
+from conversations.models import (
+    ESCALATION_OPEN,
+    OPEN,
+    UNMEASURED,
+    Conversation,
+    Escalation,
+    Message,
+    MessageRole,
+    Outcome,
+)
 from tenants.models import Tenant
 from tenants.selectors import TenantScope, tenant_scope_where
 
@@ -23,41 +38,147 @@ def conversation_get_for_tenant(*, tenant: Tenant, conversation_key: str) -> Con
     return Conversation.objects.filter(tenant=tenant, conversation_key=conversation_key).first()
 
 
-def conversation_messages(*, conversation: Conversation) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A conversation's messages and route decisions, oldest first, as the sessions API shows them: each message with
-    its ``author`` (the customer, an assistant, or a person of the desk); the desk's internal notes are not shown."""
-    messages = [
-        {
-            "id": message.pk,  # an answer's id is what POST /api/sessions/{key}/feedback rates
-            "role": message.role,
-            "agent": message.agent,
-            "author": message_author(message.role, message.agent, message.metadata),
-            "content": message.content,
-            "step": message.step,
-            "created_at": message.created_at,
-            "metadata": message.metadata,
-        }
-        for message in conversation.messages.exclude(role=MessageRole.NOTE).order_by("created_at", "id")
-    ]
-    decisions = [
-        {
-            "mode": decision.mode,
-            "route": decision.route,
-            "agent": decision.agent,
-            "intent": decision.intent,
-            "confidence": decision.confidence,
-            "reason": decision.reason,
-            "method": decision.method,
-            "next_state": decision.next_state,
-            "handoff": decision.handoff,
-            "domain": decision.domain,
-            "mcp_tools": decision.mcp_tools,
-            "metadata": decision.metadata,
-            "created_at": decision.created_at,
-        }
-        for decision in conversation.route_decisions.order_by("created_at", "id")
-    ]
-    return messages, decisions
+# A conversation's status in the sessions list: its outcome, or ``open`` while it has none.
+STATUS_OPEN = "open"
+CONVERSATION_STATUSES = (STATUS_OPEN, *Outcome.values, UNMEASURED)
+# What the sessions list reads of a conversation (its JSON fields, the live state of a turn, stay unread).
+LISTED_FIELDS = (
+    "conversation_key",
+    "session_id",
+    "user_id",
+    "channel",
+    "state",
+    "active_specialist",
+    "cohort",
+    "message_count",
+    "outcome",
+    "escalation_id",
+    "created_at",
+    "updated_at",
+    "ended_at",
+    "profile__agent_id",
+)
+
+
+def conversation_list(
+    *,
+    tenant_id: int,
+    profile_id: int | None = None,
+    status: str | None = None,
+    with_person: bool | None = None,
+    updated_after: dt.datetime | None = None,
+    updated_before: dt.datetime | None = None,
+) -> QuerySet[Conversation]:
+    """The tenant's conversations, with their profile, unordered (the sessions API pages them newest first by
+    ``updated_at``, on the index ``conversation_tenant_recent``): of one profile; of one of
+    :data:`CONVERSATION_STATUSES`; held by a person now (waiting for one or answered by one) or not; last active at
+    or after ``updated_after`` and before ``updated_before``. ``None``: no filter."""
+    rows = Conversation.objects.filter(tenant_id=tenant_id).select_related("profile").only(*LISTED_FIELDS)
+    if profile_id is not None:
+        rows = rows.filter(profile_id=profile_id)
+    if status is not None:
+        rows = rows.filter(outcome=OPEN if status == STATUS_OPEN else status)
+    if with_person is not None:
+        rows = rows.filter(escalation__isnull=not with_person)
+    if updated_after is not None:
+        rows = rows.filter(updated_at__gte=updated_after)
+    if updated_before is not None:
+        rows = rows.filter(updated_at__lt=updated_before)
+    return rows
+
+
+def conversation_status(conversation: Conversation) -> str:
+    """One of :data:`CONVERSATION_STATUSES`."""
+    return conversation.outcome or STATUS_OPEN
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    """Messages of a conversation, oldest first, with the route decisions made in their span.
+
+    The span is ``(since, until]``: after the previous page's last message, up to this page's last one (``None``: from
+    the start, to the end). Consecutive pages' spans meet, so every decision (and handoff) is on exactly one page.
+    ``after`` is the key to ask the next page with (``None`` on the last page)."""
+
+    messages: list[dict[str, Any]]
+    route_decisions: list[dict[str, Any]]
+    since: dt.datetime | None
+    until: dt.datetime | None
+    after: tuple[dt.datetime, int] | None
+
+
+def conversation_messages(
+    *, conversation: Conversation, after: tuple[dt.datetime, int] | None = None, limit: int | None = None
+) -> MessagePage:
+    """The conversation's messages after the message whose ``(created_at, id)`` is ``after``, ``limit`` of them
+    (``None``: all), as the sessions API shows them: each with its ``author`` (the customer, an assistant, or a person
+    of the desk); the desk's internal notes are not shown. Two queries: the messages, the decisions of their span."""
+    rows = conversation.messages.exclude(role=MessageRole.NOTE).order_by("created_at", "id")
+    if after is not None:
+        rows = rows.filter(Q(created_at__gt=after[0]) | Q(created_at=after[0], id__gt=after[1]))
+    page = list(rows if limit is None else rows[: limit + 1])
+    more = limit is not None and len(page) > limit
+    page = page[:limit] if more else page
+    since = after[0] if after is not None else None
+    until = page[-1].created_at if more else None
+    decisions = conversation.route_decisions.order_by("created_at", "id")
+    if since is not None:
+        decisions = decisions.filter(created_at__gt=since)
+    if until is not None:
+        decisions = decisions.filter(created_at__lte=until)
+    return MessagePage(
+        messages=[
+            {
+                "id": message.pk,  # an answer's id is what POST /api/sessions/{key}/feedback rates
+                "role": message.role,
+                "agent": message.agent,
+                "author": message_author(message.role, message.agent, message.metadata),
+                "content": message.content,
+                "step": message.step,
+                "created_at": message.created_at,
+                "metadata": message.metadata,
+            }
+            for message in page
+        ],
+        route_decisions=[
+            {
+                "mode": decision.mode,
+                "route": decision.route,
+                "agent": decision.agent,
+                "intent": decision.intent,
+                "confidence": decision.confidence,
+                "reason": decision.reason,
+                "method": decision.method,
+                "next_state": decision.next_state,
+                "handoff": decision.handoff,
+                "domain": decision.domain,
+                "mcp_tools": decision.mcp_tools,
+                "metadata": decision.metadata,
+                "created_at": decision.created_at,
+            }
+            for decision in decisions
+        ],
+        since=since,
+        until=until,
+        after=(page[-1].created_at, page[-1].pk) if more else None,
+    )
+
+
+def message_cursor(after: tuple[dt.datetime, int]) -> str:
+    """The opaque ``cursor`` of a message page's ``after`` key (:func:`conversation_messages`)."""
+    return base64.urlsafe_b64encode(json.dumps([after[0].isoformat(), after[1]]).encode()).decode().rstrip("=")
+
+
+def message_after(cursor: str) -> tuple[dt.datetime, int]:
+    """The ``after`` key of a ``cursor``; raises :class:`DomainError` naming ``cursor``."""
+    try:
+        created_at, pk = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        when = dt.datetime.fromisoformat(created_at)
+        if when.tzinfo is None or isinstance(pk, bool) or not isinstance(pk, int):
+            raise ValueError(cursor)
+        return when, pk
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise DomainError(ERROR_CURSOR, fields={"cursor": [ERROR_CURSOR]}) from None
 
 
 def conversation_escalation(*, conversation: Conversation) -> dict[str, Any] | None:

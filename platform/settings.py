@@ -293,7 +293,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "chat.schema_areas.AreaSchema",  # drf-spectacular's, each operation tagged with its area
     "EXCEPTION_HANDLER": "common.errors.exception_handler",
     # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
     "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
@@ -341,6 +341,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default hook, kept
         "chat.schema.closed_request_bodies",
+        "chat.schema_areas.area_tags",  # the areas' descriptions, in order: Swagger UI's sections
     ],
 }
 

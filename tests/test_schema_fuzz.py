@@ -14,8 +14,10 @@ dates as explicit examples (tests/schema_fuzz_hooks.py).
 What is switched off, and why:
 
 * Positive data acceptance for 400 on the operations that take a string in their path or query (the sessions'
-  key, the debug usage's ``profile``, the MCP tool's name): a NUL in it is a 400 naming it, and OpenAPI 3.0 has no
-  way to say "any string but NUL" short of a pattern on every string.
+  key and the sessions list's filters, the debug usage's ``profile``, the MCP tool's name): a NUL in it is a 400
+  naming it, and OpenAPI 3.0 has no way to say "any string but NUL" short of a pattern on every string. The
+  sessions list's ``agent_id`` must also name a profile and its ``cursor`` be one a page gave (data), and its
+  ``tenant`` is a staff session's (a key names none).
 * Positive data acceptance on the analytics operations only, for 400: ``days`` excludes ``start``/``end``, and
   ``start`` must not come after ``end``; OpenAPI 3.0 cannot state rules between two parameters, so the schema
   says them in words (a 400 naming the parameter) and schemathesis generates such pairs as "valid". Nor does a
@@ -80,7 +82,7 @@ def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[st
         f'hooks = "{HOOKS}"\n\n'
         # Per operation: what OpenAPI 3.0 cannot say about valid requests (see the module docstring).
         "[[operations]]\n"
-        'include-path-regex = "^/api/(sessions/|debug/(usage|mcp/call/))"\n'
+        'include-path-regex = "^/api/(sessions(/|$)|debug/(usage|mcp/call/))"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
         "\n[[operations]]\n"
         'include-path-regex = "^/api/escalations"\n'
