@@ -214,8 +214,8 @@ def run(args: argparse.Namespace) -> int:
                 stderr=subprocess.STDOUT,
             )
         stack.callback(services.stop_process, server)
-        services.wait_healthy(base_url, server, server_log)
-        deadline = time.monotonic() + 120
+        services.wait_healthy(base_url, server, server_log, timeout=600)  # a busy machine starts slowly
+        deadline = time.monotonic() + 600
         while len(children(worker.pid)) < 1 or "ready" not in (var / "celery.log").read_text():
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the Celery worker did not start:\n{(var / 'celery.log').read_text()[-3000:]}")
