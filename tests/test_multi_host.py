@@ -487,15 +487,17 @@ def test_a_users_rollout_cohort_is_the_same_on_both_hosts(hosts, load):
     outside = [user for user in users if bucket(MULTI_AGENT_FLAG, user) > ROLLOUT_PERCENTAGE][:3]
 
     async def cohorts() -> dict[str, list[str]]:
-        seen: dict[str, list[str]] = {}
         async with fresh_client() as client:
-            for user in inside + outside:
-                for n, host in enumerate(WEB_HOSTS):  # a conversation of the user's on each host
-                    body = message_body(TWO_TOPICS, f"{user}-{n}-{uuid.uuid4().hex[:4]}", user)
-                    reply = await post(client, hosts.url(host), hosts.key, body)
-                    assert reply.status_code == 200, reply.text[:300]
-                    seen.setdefault(user, []).append(reply.json()["metadata"]["cohort"])
-        return seen
+
+            async def cohort(user: str, host: str) -> str:  # a conversation of the user's of its own on ``host``
+                body = message_body(TWO_TOPICS, f"{user}-{host}-{uuid.uuid4().hex[:4]}", user)
+                reply = await post(client, hosts.url(host), hosts.key, body)
+                assert reply.status_code == 200, reply.text[:300]
+                return reply.json()["metadata"]["cohort"]
+
+            users = inside + outside
+            found = await asyncio.gather(*(cohort(user, host) for user in users for host in WEB_HOSTS))
+        return {user: list(found[n * len(WEB_HOSTS) : (n + 1) * len(WEB_HOSTS)]) for n, user in enumerate(users)}
 
     seen = asyncio.run(cohorts())
 
