@@ -119,6 +119,19 @@ def cpu_of(pids: dict[str, int]) -> Counter[str]:
     return Counter({name: sum(process_cpu_seconds(pid).values()) for name, pid in pids.items()})
 
 
+def _worker_answers(broker_url: str) -> bool:
+    """Whether a Celery worker answers a ping over the broker (its pool is up)."""
+    from celery import Celery
+
+    pinger = Celery("memory-bench-ping", broker=broker_url)
+    try:
+        return bool(pinger.control.ping(timeout=1.0))
+    except Exception:  # noqa: BLE001 — not up yet
+        return False
+    finally:
+        pinger.close()
+
+
 def _manage(env: dict[str, str], *args: str) -> str:
     result = subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
@@ -176,20 +189,29 @@ def run(args: argparse.Namespace) -> int:
         env.update(stack.enter_context(services.redis()))
         env.update(services.bench_server_env(ROOT))
         env.update(OFFLINE_LLM_LATENCY_MS="0", SUPERVISOR_EXECUTOR="celery", LOG_LEVEL="WARNING")
-        _manage(env, "migrate", "--noinput")
-        _manage(env, "seed_demo")
-        _manage(
-            env,
-            "shell",
-            "-c",
-            "from agents.models import AgentProfile\n"
-            "from common.config_version import config_version_bump\n"
-            "from routing.versions import version_publish\n"
-            f"AgentProfile.objects.filter(agent_id={SUPERVISOR_PROFILE!r}).update(routing_mode='supervisor')\n"
-            f"version_publish(profile=AgentProfile.objects.get(agent_id={SUPERVISOR_PROFILE!r}), note='bench')\n"
-            "config_version_bump()\n",
+        # migrate, seed_demo, the supervisor profile published and a key, in one Django start.
+        key = (
+            _manage(
+                env,
+                "shell",
+                "-c",
+                "import io\n"
+                "from django.core.management import call_command\n"
+                "call_command('migrate', interactive=False, verbosity=0)\n"
+                "call_command('seed_demo', stdout=io.StringIO())\n"
+                "from agents.models import AgentProfile\n"
+                "from common.config_version import config_version_bump\n"
+                "from routing.versions import version_publish\n"
+                f"AgentProfile.objects.filter(agent_id={SUPERVISOR_PROFILE!r}).update(routing_mode='supervisor')\n"
+                f"version_publish(profile=AgentProfile.objects.get(agent_id={SUPERVISOR_PROFILE!r}), note='bench')\n"
+                "config_version_bump()\n"
+                "key = io.StringIO()\n"
+                f"call_command('create_api_key', tenant={TENANT!r}, stdout=key)\n"
+                "print(key.getvalue().strip().splitlines()[-1])\n",
+            )
+            .strip()
+            .splitlines()[-1]
         )
-        key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
 
         var = Path(env["VAR_DIR"])
         worker_log = (var / "celery.log").open("w")
@@ -216,11 +238,10 @@ def run(args: argparse.Namespace) -> int:
         stack.callback(services.stop_process, server)
         services.wait_healthy(base_url, server, server_log, timeout=600)  # a busy machine starts slowly
         deadline = time.monotonic() + 600
-        while len(children(worker.pid)) < 1 or "ready" not in (var / "celery.log").read_text():
+        while not _worker_answers(env["REDIS_URL"]):
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the Celery worker did not start:\n{(var / 'celery.log').read_text()[-3000:]}")
-            time.sleep(0.2)
-        time.sleep(1)
+            time.sleep(0.5)
 
         def processes() -> dict[str, int]:
             web = [pid for pid in children(server.pid) if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
