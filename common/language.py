@@ -15,10 +15,14 @@ Pure: imports no app.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import os
 import re
+import tempfile
 import threading
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 LANGUAGES = ("pt", "es", "en")
@@ -55,20 +59,64 @@ def _load() -> tuple[Any, ...]:
     global _model
     with _model_lock:
         if _model is None:
-            import numpy as np
-
             from common.language_kernel import language_probabilities
 
-            model = identifier()
-            _model = (
-                language_probabilities,
-                np.frombuffer(model.tk_nextmove, dtype=np.int32 if model.tk_nextmove.itemsize == 4 else np.int64),
-                np.array(model._rowbase, dtype=np.int64),
-                np.array(model.tk_output, dtype=np.int64),
-                np.ascontiguousarray(model.nb_ptc, dtype=np.float32),
-                np.ascontiguousarray(model.nb_pc, dtype=np.float32),
-            )
+            _model = (language_probabilities, *_arrays())
     return _model
+
+
+_ARRAYS = ("nextmove", "rowbase", "output", "ptc", "pc")
+
+
+def _arrays() -> tuple[Any, ...]:
+    """The model's arrays as the scorer takes them (:data:`_ARRAYS`), memory-mapped read-only from the cache of
+    them (:func:`_cache_dir`), made from py3langid's model by the first process that needs them.
+
+    Mapped, the processes of a machine share one copy of the automaton (39 MB), and each holds resident only the
+    pages its texts walk through, where a process that decompressed the model held all of it (docs/benchmarks.md,
+    "Memory per process"). Without a writable cache (no settings, a read-only disk) the arrays are made in memory."""
+    import numpy as np
+
+    directory = _cache_dir()
+    if directory is not None:
+        with contextlib.suppress(OSError, ValueError):
+            return tuple(np.load(directory / f"{name}.npy", mmap_mode="r") for name in _ARRAYS)
+    model = identifier()
+    arrays = (
+        np.frombuffer(model.tk_nextmove, dtype=np.int32 if model.tk_nextmove.itemsize == 4 else np.int64),
+        np.array(model._rowbase, dtype=np.int64),
+        np.array(model.tk_output, dtype=np.int64),
+        np.ascontiguousarray(model.nb_ptc, dtype=np.float32),
+        np.ascontiguousarray(model.nb_pc, dtype=np.float32),
+    )
+    if directory is None:
+        return arrays
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=directory.parent) as made:
+            for name, array in zip(_ARRAYS, arrays, strict=True):
+                np.save(Path(made) / f"{name}.npy", array)
+            os.rename(made, directory)  # whole or not at all; another process's, made at the same time, stays
+    except OSError:
+        return arrays
+    return tuple(np.load(directory / f"{name}.npy", mmap_mode="r") for name in _ARRAYS)
+
+
+def _cache_dir() -> Path | None:
+    """Where the model's arrays are kept: ``VAR_DIR/cache/language/<py3langid's version and model>``, or ``None``
+    without settings."""
+    from importlib.metadata import version
+
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+
+    try:
+        var_dir = Path(settings.VAR_DIR)
+    except (ImproperlyConfigured, AttributeError):
+        return None
+    model = (MODEL_DIR / MODEL_FILE).stat().st_size
+    return var_dir / "cache" / "language" / f"py3langid-{version('py3langid')}-{model}-{'-'.join(LANGUAGES)}"
 
 
 def language_model_warm() -> None:
