@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
 SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # DomainOutput and turn statuses
 GENERAL_DOMAIN = "general"  # small talk and what no goal covers: exempt from the confidence gate
+GOAL_MODE = "goal"  # the routing mode of a profile that serves goals (agents.models.RoutingMode.GOAL)
 DEFAULT_CONFIDENCE_THRESHOLD = 0.94
 LAST, REPORT, MERGE = "last", "report", "merge"
 DEFAULT_MAX_CONCURRENCY = 4

@@ -21,7 +21,7 @@ from django.db import DatabaseError, connections
 
 from agents.escalation import EscalationSettings
 from common.config_version import config_version, local_generation
-from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
+from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GOAL_MODE, GoalCatalogue
 from routing.replies import ReplyWords
 from routing.rollout import FlagSpec
 from routing.rollout_plans import VersionRollout, history_parse
@@ -250,9 +250,11 @@ def build(*, version: int, generation: int) -> Snapshot:
     the sizes. A profile is compiled from a document (:mod:`routing.documents`), the one path to a
     :class:`ProfileSpec`: customers get the document of its released version (:mod:`routing.versions`), editors
     its draft — read from the models; a profile never published is served its draft. Tools, servers and rollout
-    flags are global."""
+    flags are global. While ``ROUTING_MODE=goal`` overrides every profile's mode, a profile that carries no goal
+    (:func:`routing.documents.serves_every_domain`) is compiled with every synced domain's
+    (:func:`routing.documents.with_every_domain`)."""
     from agents.models import AgentProfile
-    from routing.documents import document_complete, profile_compile, profile_documents
+    from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
     from routing.models import ProfileRelease
 
     drafts = profile_documents()
@@ -264,6 +266,8 @@ def build(*, version: int, generation: int) -> Snapshot:
             "profile__agent_id", "version__number", "version__document"
         )
     }
+    # ROUTING_MODE=goal puts every profile in goal mode: one that carries no goal serves every synced domain's.
+    every = every_domain_goals() if settings.ROUTING_MODE == GOAL_MODE else None
     profiles: dict[str, ProfileSpec] = {}
     draft_specs: dict[str, ProfileSpec] = {}
     for agent_id, draft in drafts.items():
@@ -272,7 +276,7 @@ def build(*, version: int, generation: int) -> Snapshot:
         number, live = released.get(agent_id, (None, draft))
         if live["profile"]["enabled"]:
             profiles[agent_id] = profile_compile(
-                live, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {})
+                live, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {}), every_domain=every
             )
         if draft["profile"]["enabled"]:
             # A version published before a key the draft holds at its default serves what the draft would.
@@ -280,7 +284,9 @@ def build(*, version: int, generation: int) -> Snapshot:
             draft_specs[agent_id] = (
                 profiles[agent_id]
                 if same
-                else profile_compile(draft, pk=pks[agent_id], backends=backends.get(pks[agent_id], {}))
+                else profile_compile(
+                    draft, pk=pks[agent_id], backends=backends.get(pks[agent_id], {}), every_domain=every
+                )
             )
     return Snapshot(
         version=version,
