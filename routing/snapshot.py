@@ -45,6 +45,13 @@ class ToolSpec:
     args_schema: dict[str, Any]
     needs_permission: bool
     enabled: bool
+    read_only: bool | None = None  # what its server said at the last sync (None: never synced)
+
+    @property
+    def changes_things(self) -> bool:
+        """Whether a successful call may have changed something outside the conversation (a message sent, an order
+        placed): its server said so, or did not say it only reads."""
+        return self.read_only is False
 
 
 @dataclass(frozen=True)
@@ -374,6 +381,7 @@ def _tools() -> dict[str, ToolSpec]:
             args_schema=tool.args_schema or {},
             needs_permission=tool.needs_permission,
             enabled=tool.enabled and tool.server.enabled,
+            read_only=tool.read_only,
         )
         for tool in McpTool.objects.select_related("server")
     }

@@ -378,3 +378,35 @@ def test_a_model_below_the_threshold_makes_the_turn_ask(api, finance, scripted_l
     assert body["metadata"]["goal"]["status"] == "clarification"
     assert body["metadata"]["goal"]["clarification"]["reason"] == "low_confidence"
     assert body["metadata"]["mcp_results"] == []
+
+
+def test_a_failed_judge_never_replaces_the_answer_of_a_plan_that_sent_a_notification_the_review_adds_a_note(
+    api, finance, scripted_llm
+):
+    from routing.goal_intent import GoalIntent
+
+    profile = AgentProfile.objects.get(agent_id=AGENT_ID)
+    profile.judges = {**profile.judges, "llm_judge": True}
+    profile.save(update_fields=["judges"])
+    publish("the LLM judge on")
+    before = len(sent(finance))
+    scripted_llm.reply_tool_call(
+        GoalIntent.__name__,
+        {
+            "domain": "finance",
+            "goal": "GET_QUOTE",
+            "entities": {"symbol_text": "PETR4", "notify": True},
+            "confidence": 1,
+        },
+    )
+    scripted_llm.reply("PETR4 is at 38.20 BRL today, and I sent it to you.")
+    scripted_llm.reply('{"score": 0.1, "reason": "Too terse."}')
+
+    body = say(api, "what is the price of PETR4? let me know by message")
+
+    assert len(sent(finance)) == before + 1  # the notification really went out
+    assert body["metadata"]["judges"]["llm"]["passed"] is False
+    review = body["metadata"]["review"]
+    assert review["action"] == "note" and review["side_effects"] == ["send_message"]
+    assert body["answer"].startswith("PETR4 is at 38.20 BRL today, and I sent it to you.")
+    assert body["answer"].endswith("what was already carried out for you stays done.")

@@ -140,6 +140,21 @@ def test_a_sync_creates_the_manifests_two_goals_and_five_capabilities_linked_to_
     assert "finance manifest://finance: goals 2 created, 0 updated, 0 unchanged; capabilities 5 created" in out
 
 
+def test_a_sync_records_which_tools_say_they_only_read(finance_server):
+    sync()
+
+    only_read = dict(McpTool.objects.filter(server=finance_server).values_list("name", "read_only"))
+
+    assert only_read == {
+        "search_symbol": True,
+        "get_stock_price": True,
+        "get_top_gainers": True,
+        "get_top_losers": True,
+        "sent_messages": True,
+        "send_message": False,  # it sends: a call of it is something done
+    }
+
+
 def test_a_second_sync_of_the_same_manifest_changes_nothing(finance_server):
     sync()
     before = {goal.name: goal.updated_at for goal in Goal.objects.all()}
