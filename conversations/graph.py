@@ -1167,7 +1167,8 @@ async def supervisor_review(turn: Turn) -> None:
         turn.review["replaced_answer_chars"] = len(turn.answer)
         turn.answer = REVIEW_FALLBACK_ANSWER
     elif turn.review.get("action") == NOTE:
-        turn.answer = f"{turn.answer}\n\n{review_note(detect_language(turn.sanitized_text))}"
+        language = turn.goal.decision.language if turn.goal is not None else detect_language(turn.sanitized_text)
+        turn.answer = f"{turn.answer}\n\n{review_note(language)}"
 
 
 def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
