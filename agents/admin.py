@@ -951,12 +951,30 @@ class McpToolAdminForm(forms.ModelForm):
 @admin.register(McpTool)
 class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
     form = McpToolAdminForm
-    list_display = ["name", "server", "enabled", "needs_permission", "intent_count", "specialist_count", "updated_at"]
-    list_filter = ["server", "enabled", "needs_permission"]
+    list_display = [
+        "name",
+        "server",
+        "enabled",
+        "needs_permission",
+        "read_only",
+        "intent_count",
+        "specialist_count",
+        "updated_at",
+    ]
+    list_filter = ["server", "enabled", "needs_permission", "read_only"]
     list_select_related = ["server"]
     search_fields = ["name", "description", "server__name"]
-    fields = ["name", "server", "description", "synced_description", "args_schema", "enabled", "needs_permission"]
-    readonly_fields = ["synced_description"]
+    fields = [
+        "name",
+        "server",
+        "description",
+        "synced_description",
+        "args_schema",
+        "enabled",
+        "needs_permission",
+        "read_only",
+    ]
+    readonly_fields = ["synced_description", "read_only"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpTool]:
         return (

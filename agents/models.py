@@ -555,6 +555,16 @@ class McpTool(models.Model):
         default=False,
         help_text="Run only after the user agreed in the conversation.",
     )
+    read_only = models.BooleanField(
+        null=True,
+        default=None,
+        editable=False,
+        verbose_name="only reads",
+        help_text="What the server said at the last sync (its readOnlyHint): yes, the tool only reads; no, it may "
+        "change something (send a message, place an order), which MCP assumes when a server does not say; unknown, "
+        "never synced. An answer after a successful call of a tool that may change something is never replaced by "
+        "the review.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -71,7 +71,8 @@ class ToolSyncReport:
 
 
 def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
-    """Create or update ``server``'s tools from its ``tools/list`` (descriptions and argument schemas).
+    """Create or update ``server``'s tools from its ``tools/list`` (descriptions, argument schemas, and whether each
+    only reads: its ``readOnlyHint``, always as the server says).
 
     A description follows the server only while nobody edited it (it still equals ``synced_description``, what
     the server said at the last sync); ``synced_description`` always records the server's latest, and the
@@ -97,6 +98,7 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
                     description=info.description,
                     synced_description=info.description,
                     args_schema=info.input_schema,
+                    read_only=info.read_only,
                 )
                 tool.full_clean()
                 tool.save()
@@ -106,17 +108,18 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
             description = tool.description if edited else info.description
             if edited and description != info.description:
                 report.kept_edited.append(info.name)
-            stored = (tool.description, tool.synced_description, tool.args_schema)
-            if stored == (description, info.description, info.input_schema):
+            stored = (tool.description, tool.synced_description, tool.args_schema, tool.read_only)
+            if stored == (description, info.description, info.input_schema, info.read_only):
                 report.unchanged.append(info.name)
                 continue
-            tool.description, tool.synced_description, tool.args_schema = (
+            tool.description, tool.synced_description, tool.args_schema, tool.read_only = (
                 description,
                 info.description,
                 info.input_schema,
+                info.read_only,
             )
             tool.full_clean()
-            tool.save(update_fields=["description", "synced_description", "args_schema", "updated_at"])
+            tool.save(update_fields=["description", "synced_description", "args_schema", "read_only", "updated_at"])
             report.updated.append(info.name)
     return report
 

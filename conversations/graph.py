@@ -86,7 +86,7 @@ from conversations.guardrails import (
     run_input_guardrails,
     run_output_guardrails,
 )
-from conversations.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
+from conversations.judges import NOTE, REPLACE, REVIEW_FALLBACK_ANSWER, judge_answer, review_decision, review_note
 from conversations.models import (
     ESCALATION_OPEN,
     OPEN,
@@ -1215,16 +1215,33 @@ REVIEW_NOTE = (
 async def supervisor_review(turn: Turn) -> None:
     """The review (seed 004). With the profile's ``review_single_turns``, a single specialist's answer that leaves
     part of the request open is first sent on (:func:`_single_turn_review`); then an answer that failed the
-    judges is replaced with a safe fallback (when the profile allows). Not on a turn handed to a person."""
+    judges is replaced with a safe fallback (when the profile allows) — unless the turn already changed something
+    (:func:`_side_effects`): then it stands, with a note in the customer's language. Not on a turn handed to a
+    person."""
     if turn.escalate is not None:
         return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
-    turn.review = review_decision(turn.judges, turn.input.profile.judges)
+    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    turn.review = review_decision(turn.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current))
     if single is not None:
         turn.review["single_turn"] = single
-    if turn.review.get("action") == "replace":
+    if turn.review.get("action") == REPLACE:
         turn.review["replaced_answer_chars"] = len(turn.answer)
         turn.answer = REVIEW_FALLBACK_ANSWER
+    elif turn.review.get("action") == NOTE:
+        language = turn.goal.decision.language if turn.goal is not None else detect_language(turn.sanitized_text)
+        turn.answer = f"{turn.answer}\n\n{review_note(language)}"
+
+
+def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
+    """The tools whose successful calls this turn may have changed something with (a message sent, an order placed:
+    :attr:`routing.snapshot.ToolSpec.changes_things`), once each, in call order."""
+    changed = [
+        result.tool
+        for result in turn.tool_results()
+        if result.status == STATUS_OK and (tool := current.tools.get(result.tool)) is not None and tool.changes_things
+    ]
+    return list(dict.fromkeys(changed))
 
 
 def _single_turn_reviewable(turn: Turn) -> bool:

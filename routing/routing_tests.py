@@ -28,10 +28,10 @@ from rest_framework import status
 from common.errors import DomainError, NotFound
 from routing.decide import delegated_of, route_decide
 from routing.goal_decide import GENERAL, goal_decide
+from routing.goals import GOAL_MODE
 from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, RoutingVersion, routing_test_expect_errors
 from routing.snapshot import ProfileSpec
 
-GOAL_MODE = "goal"
 # What the engine records for a goal decision (conversations.goal_turn's GOAL_AGENT and method): a layer below it,
 # the runner reports the same values.
 GOAL_AGENT, GOAL_METHOD = "goal_planner", "goal"
