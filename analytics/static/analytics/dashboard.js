@@ -62,6 +62,8 @@
     delegation: "Delegation",
     return: "Return",
     supervisor_fanout: "Supervisor fan-out",
+    backend_handoff: "Backend handoff",
+    human: "To or from a person",
   };
   var KIND_SHORT_LABELS = {
     handoff: "Agent",
@@ -69,6 +71,8 @@
     delegation: "Delegation",
     return: "Return",
     supervisor_fanout: "Fan-out",
+    backend_handoff: "Backend",
+    human: "Person",
   };
   var COHORT_LABELS = { multi_agent: "Multi-agent", single_agent: "Single-agent", "": "Not decided" };
 
