@@ -517,6 +517,14 @@ class McpServer(models.Model):
         validators=[validate_endpoint_url],
         help_text="e.g. http://localhost:8100/mcp",
     )
+    endpoint_template = models.CharField(
+        max_length=500,
+        blank=True,
+        editable=False,
+        help_text="The endpoint as the imported file wrote it, with its ${NAME} or ${NAME:-default} references "
+        "(the endpoint is what they expanded to); the export writes it back. Blank when the endpoint was typed "
+        "(an address typed in the admin clears it).",
+    )
     enabled = models.BooleanField(default=True)
     timeout = models.FloatField(
         default=10.0,
