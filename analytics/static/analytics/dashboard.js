@@ -74,6 +74,15 @@
     backend_handoff: "Backend",
     human: "Person",
   };
+  // What model calls were made for (the usage rows' purpose).
+  var PURPOSE_LABELS = {
+    conversation: "Conversations",
+    publish_gate: "Publish gate",
+    routing_tests: "Routing tests",
+    route_preview: "Route preview",
+    impact_preview: "Impact preview",
+    debug: "Debug API",
+  };
   var COHORT_LABELS = { multi_agent: "Multi-agent", single_agent: "Single-agent", "": "Not decided" };
 
   var charts = {};
@@ -665,6 +674,12 @@
         { key: "tenant" },
         { key: "profile" },
         { key: "model" },
+        {
+          key: "purpose",
+          format: function (value) {
+            return PURPOSE_LABELS[value] || humanise(value || "");
+          },
+        },
         { key: "answers", numeric: true, format: formatCount },
         { key: "prompt_tokens", numeric: true, format: formatCount },
         { key: "completion_tokens", numeric: true, format: formatCount },
