@@ -41,9 +41,9 @@ TOP_KEYS = (
     *GOAL_SECTION_KEYS,
 )
 
-# Seed 000 §10.1 points agents.yaml at other files; here that configuration lives in the database. Only
-# ``routing_config_path`` is read: it names the routing file of the same import that applies to the profile
-# (:func:`routing_files_named`).
+# The reference framework's agents.yaml points at other files (docs/configuration.md); here that configuration lives
+# in the database. Only ``routing_config_path`` is read: it names the routing file of the same import that applies
+# to the profile (:func:`routing_files_named`).
 ROUTING_PATH_KEY = "routing_config_path"
 IGNORED_PROFILE_KEYS = (
     "prompt_policy_path",
@@ -427,7 +427,7 @@ def model_clean(patch: Patch, model: type[models.Model], problems: Problems, *, 
 
 def routing_files_named(roots: Sequence[Node], problems: Problems) -> dict[Source, list[Node]]:
     """The profiles whose ``routing_config_path`` (agents.yaml) names each routing file of the import, by file: a node
-    at that key holding the profile's agent_id. Seed 000 §10.1 has two profiles name one shared ``routing.yaml``.
+    at that key holding the profile's agent_id. Two profiles may name one shared ``routing.yaml``.
 
     A path names the file whose name ends with the path's last part; when several do, the one sharing the most
     trailing parts with it (``./config/routing.yaml`` names ``config/routing.yaml`` rather than
