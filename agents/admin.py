@@ -42,7 +42,7 @@ from agents.models import (
     Specialist,
     SpecialistPrompt,
 )
-from agents.schemas import expand_args_schema, model_key_variable_refusal, validate_word_list
+from agents.schemas import endpoint_exported, expand_args_schema, model_key_variable_refusal, validate_word_list
 from agents.selectors import external_desk_names, external_desk_profiles, external_desk_refusal
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
@@ -906,11 +906,23 @@ class McpServerAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, EnableDi
     list_filter = ["enabled", "transport"]
     search_fields = ["name", "endpoint", "description"]
     inlines = [McpToolInline]
-    fields = ["name", "description", "transport", "endpoint", "timeout", "enabled"]
+    fields = ["name", "description", "transport", "endpoint", "exported_as", "timeout", "enabled"]
+    readonly_fields = ["exported_as"]
     actions = [*EnableDisableActions.actions, "sync_tools"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
         return super().get_queryset(request).annotate(tool_total=Count("tools"))
+
+    @admin.display(description="exported as")
+    def exported_as(self, obj: McpServer) -> str:
+        """What the configuration export writes for the endpoint: the template it was imported as, or the endpoint
+        masked (docs/configuration.md)."""
+        return endpoint_exported(obj.endpoint, obj.endpoint_template) if obj.endpoint else "—"
+
+    def save_model(self, request: HttpRequest, obj: McpServer, form: Any, change: bool) -> None:
+        if "endpoint" in form.changed_data:
+            obj.endpoint_template = ""  # an address typed here is no longer what the imported file wrote
+        super().save_model(request, obj, form, change)
 
     @admin.action(description="Sync tools and domain manifests from the server", permissions=["change"])
     def sync_tools(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:

@@ -517,6 +517,14 @@ class McpServer(models.Model):
         validators=[validate_endpoint_url],
         help_text="e.g. http://localhost:8100/mcp",
     )
+    endpoint_template = models.CharField(
+        max_length=500,
+        blank=True,
+        editable=False,
+        help_text="The endpoint as the imported file wrote it, with its ${NAME} or ${NAME:-default} references "
+        "(the endpoint is what they expanded to); the export writes it back. Blank when the endpoint was typed "
+        "(an address typed in the admin clears it).",
+    )
     enabled = models.BooleanField(default=True)
     timeout = models.FloatField(
         default=10.0,
@@ -741,6 +749,48 @@ class ExternalDesk(models.Model):
             raise ValidationError({"secret_env": ERROR_SIGNING_BOTH})
         if not (self.secret or self.secret_env):
             raise ValidationError({"secret": ERROR_SIGNING_MISSING})
+
+
+class UsagePurpose(models.TextChoices):
+    """The work outside a customer's turn that calls models (a turn's calls are counted on its answer)."""
+
+    PUBLISH_GATE = "publish_gate", "Publish gate"  # the saved routing tests a publish runs
+    ROUTING_TESTS = "routing_tests", "Routing tests"  # run in the admin, by manage.py routing_test, for the analytics
+    ROUTE_PREVIEW = "route_preview", "Route preview"
+    IMPACT_PREVIEW = "impact_preview", "Impact preview"
+    DEBUG = "debug", "Debug API"  # /api/debug/route and /api/debug/plan
+
+
+class ModelCallUsage(models.Model):
+    """Tokens of the model calls one piece of work outside a customer's turn made (a publish's routing tests, a route
+    preview, a debug call), one row per kind of call and model (:mod:`agents.usage`'s kinds): what the usage figures
+    add to the turns' (``conversations.selectors.usage_report``). Rows are only added."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    purpose = models.CharField(max_length=32, choices=UsagePurpose.choices)
+    profile = models.ForeignKey(
+        AgentProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="Whose work."
+    )
+    tenant = models.ForeignKey(
+        "tenants.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="The tenant whose key asked (the debug API); blank for the operators' work.",
+    )
+    kind = models.CharField(max_length=16)
+    model = models.CharField(max_length=200)
+    calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "model usage outside turns"
+        verbose_name_plural = "model usage outside turns"
+
+    def __str__(self) -> str:
+        return f"{self.purpose} {self.kind} {self.model}"
 
 
 class ModelPrice(models.Model):

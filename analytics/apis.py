@@ -332,7 +332,10 @@ RECENT_RESPONSE = inline_serializer(
 
 USAGE_RESPONSE = inline_serializer("UsageAnalytics", USAGE_FIELDS)
 
-COUNTED = "Counted handoffs: completed moves of kind handoff, routing_handoff or delegation (or of the kinds given)."
+COUNTED = (
+    "Counted handoffs: completed moves of kind handoff, routing_handoff, delegation or backend_handoff (or of the "
+    "kinds given)."
+)
 
 
 class AnalyticsApi(APIView):

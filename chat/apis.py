@@ -33,7 +33,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.models import UsagePurpose
 from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
+from agents.services import model_usage_record
+from agents.usage import TurnUsage, usage_counting
 from chat.asyncapi import AsyncAPIView
 from chat.drafts import draft_apply
 from chat.environment import effective_configuration
@@ -417,6 +420,17 @@ def debug_intake(request: Request) -> TurnInput:
     return turn_input
 
 
+async def _debug_usage_record(usage: TurnUsage, turn_input: TurnInput) -> None:
+    """The debug call's model calls, in the asking tenant's usage."""
+    if usage.calls:
+        await sync_to_async(model_usage_record)(
+            usage=usage,
+            purpose=UsagePurpose.DEBUG,
+            profile_id=turn_input.profile.pk,
+            tenant_id=turn_input.tenant_pk,
+        )
+
+
 class DebugRouteApi(MessageBody, AsyncAPIView):
     permission_classes = [IsDebugClient]
 
@@ -432,9 +446,12 @@ class DebugRouteApi(MessageBody, AsyncAPIView):
             conversation_key=turn_input.conversation_key
         )
         profile = turn_input.profile
-        decision = await route_decide(
-            profile=profile, text=turn_input.text, state=state or None, active_agent=active_agent
-        )
+        usage = TurnUsage()
+        with usage_counting(usage):  # a classifier or the supervisor's planner may call a model
+            decision = await route_decide(
+                profile=profile, text=turn_input.text, state=state or None, active_agent=active_agent
+            )
+        await _debug_usage_record(usage, turn_input)
         return Response(
             {
                 "mode": profile.effective_mode,
@@ -468,7 +485,10 @@ class DebugPlanApi(MessageBody, AsyncAPIView):
         turn_input = await sync_to_async(debug_intake)(request)
         goal_state = await sync_to_async(conversation_goal_state)(conversation_key=turn_input.conversation_key)
         profile = turn_input.profile
-        decision = await goal_decide(profile=profile, text=turn_input.text, goal_state=goal_state)
+        usage = TurnUsage()
+        with usage_counting(usage):  # goal mode's reading may call a model
+            decision = await goal_decide(profile=profile, text=turn_input.text, goal_state=goal_state)
+        await _debug_usage_record(usage, turn_input)
         shown = decision.as_dict()
         return Response(
             {

@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
-from agents.models import AgentProfile, ModelPrice
+from agents.models import AgentProfile, ModelCallUsage, ModelPrice
 from common.errors import DomainError
 from conversations.desk import escalation_public, message_author, queue_position
 from conversations.desk_contract import ERROR_CURSOR
@@ -31,6 +31,8 @@ from tenants.models import Tenant
 from tenants.selectors import TenantScope, tenant_scope_where
 
 MILLION = Decimal(1_000_000)
+# The ``purpose`` of the usage rows of customers' turns (the others are agents.models.UsagePurpose's).
+PURPOSE_CONVERSATION = "conversation"
 
 
 def conversation_get_for_tenant(*, tenant: Tenant, conversation_key: str) -> Conversation | None:
@@ -231,22 +233,31 @@ def answers_usage_by_day(
 def usage_by_day(
     *, start: dt.datetime, end: dt.datetime, tenant_id: TenantScope, profile_id: int | None = None
 ) -> list[dict[str, Any]]:
-    """Tokens per tenant, profile, UTC day and model, each call's under the model that made it
-    (``{tenant_id, profile_id, day, model, answers, prompt_tokens, completion_tokens}``, unordered; ``answers``:
-    the answers that model wrote, 0 for a model that only routed or judged that day).
+    """Tokens per tenant, profile, UTC day, model and purpose, each call's under the model that made it
+    (``{tenant_id, profile_id, day, model, purpose, answers, prompt_tokens, completion_tokens}``, unordered;
+    ``answers``: the answers that model wrote, 0 for a model that only routed or judged that day).
 
-    The rows of :func:`answers_usage_by_day`, and the answers whose turn also called another model (a routing
-    model of its own: ``Message.other_models``) read apart, on their partial index, and split by the model of each
-    call in their metadata.
+    The customers' turns (purpose :data:`PURPOSE_CONVERSATION`): the rows of :func:`answers_usage_by_day`, and the
+    answers whose turn also called another model (a routing model of its own: ``Message.other_models``) read apart,
+    on their partial index, and split by the model of each call in their metadata. Then the model calls made outside
+    a turn (:class:`agents.models.ModelCallUsage`: a publish's routing tests, a preview, a debug call), under their
+    purpose: the operators' (no tenant) only when every tenant is read, a tenant's debug calls with its own.
     """
     rows = {
-        (row["tenant_id"], row["profile_id"], row["day"], row["model"]): row
+        (row["tenant_id"], row["profile_id"], row["day"], row["model"], PURPOSE_CONVERSATION): {
+            **row,
+            "purpose": PURPOSE_CONVERSATION,
+        }
         for row in answers_usage_by_day(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
     }
 
-    def row(tenant: int, profile: int, day: dt.date, model: str) -> dict[str, Any]:
-        fresh = {"tenant_id": tenant, "profile_id": profile, "day": day, "model": model, "answers": 0}
-        return rows.setdefault((tenant, profile, day, model), fresh | {"prompt_tokens": 0, "completion_tokens": 0})
+    def row(
+        tenant: int | None, profile: int | None, day: dt.date, model: str, purpose: str = PURPOSE_CONVERSATION
+    ) -> dict[str, Any]:
+        fresh = {"tenant_id": tenant, "profile_id": profile, "day": day, "model": model, "purpose": purpose}
+        return rows.setdefault(
+            (tenant, profile, day, model, purpose), fresh | {"answers": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        )
 
     mixed = (
         _answers_in(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
@@ -260,6 +271,20 @@ def usage_by_day(
             counted = row(tenant, profile, day, call["model"])
             counted["prompt_tokens"] += call["prompt_tokens"]
             counted["completion_tokens"] += call["completion_tokens"]
+    outside = ModelCallUsage.objects.filter(created_at__gte=start, created_at__lt=end)
+    outside = outside.filter(**tenant_scope_where("tenant_id", tenant_id))
+    if profile_id is not None:
+        outside = outside.filter(profile_id=profile_id)
+    grouped = (
+        outside.annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
+        .values("tenant_id", "profile_id", "day", "model", "purpose")
+        .annotate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
+        .order_by()
+    )
+    for made in grouped:
+        counted = row(made["tenant_id"], made["profile_id"], made["day"], made["model"], made["purpose"])
+        counted["prompt_tokens"] += made["prompt"]
+        counted["completion_tokens"] += made["completion"]
     return list(rows.values())
 
 
@@ -279,13 +304,13 @@ def _answers_in(
 def usage_report(
     *, start: dt.datetime, end: dt.datetime, tenant_id: TenantScope, profile_id: int | None = None
 ) -> dict[str, Any]:
-    """Tokens and their cost per tenant, profile, day and model (:func:`usage_by_day`: each call's tokens under the
-    model that made it), with the totals.
+    """Tokens and their cost per tenant, profile, day, model and purpose (:func:`usage_by_day`: each call's tokens
+    under the model that made it; the customers' turns and the work outside them), with the totals.
 
     Cost = tokens × the model's price per million (``agents.ModelPrice``) / 1,000,000, computed now: a price
     edited today re-prices the past. A model without a price has ``cost`` null and is listed in
     ``unpriced_models``; ``totals.cost`` adds up the priced rows, when their prices share one currency (else null,
-    and ``totals.cost_by_currency`` has each). Rows: newest day first, then tenant, profile and model.
+    and ``totals.cost_by_currency`` has each). Rows: newest day first, then tenant, profile, model and purpose.
     """
     grouped = usage_by_day(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
     models = {row["model"] for row in grouped}
@@ -311,6 +336,7 @@ def usage_report(
                 "profile": profiles.get(row["profile_id"], ""),
                 "day": row["day"],
                 "model": row["model"],
+                "purpose": row["purpose"],
                 "answers": row["answers"],
                 "prompt_tokens": row["prompt_tokens"],
                 "completion_tokens": row["completion_tokens"],
@@ -319,7 +345,7 @@ def usage_report(
                 "currency": price.currency if price is not None else "",
             }
         )
-    rows.sort(key=lambda row: (-row["day"].toordinal(), row["tenant"], row["profile"], row["model"]))
+    rows.sort(key=lambda row: (-row["day"].toordinal(), row["tenant"], row["profile"], row["model"], row["purpose"]))
     prompt, completion = sum(row["prompt_tokens"] for row in rows), sum(row["completion_tokens"] for row in rows)
     currency, total_cost = next(iter(by_currency.items())) if len(by_currency) == 1 else ("", None)
     return {

@@ -142,7 +142,9 @@ async def llm_uncovered(
 ) -> list[PlanStep]:
     """Steps for the intents the model finds uncovered, the conversation's earlier messages in the prompt (seed
     004: the supervisor remembers what the customer asked before); ``[]`` on any model failure."""
-    catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in profile.intents)
+    # A remote backend's entry is the gateway's, never a part a supervisor sends on: only local intents are offered.
+    local = [intent for intent in profile.intents if intent.agent in profile.specialists]
+    catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in local)
     answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
     earlier = "\n".join(f"{entry.role}: {entry.content}" for entry in history)
     request = (f"{HISTORY_HEADER}\n{earlier}\n\n" if earlier else "") + f"Request:\n{question}\n\nAnswers:\n{answers}"
@@ -157,7 +159,7 @@ async def llm_uncovered(
     except Exception as exc:  # noqa: BLE001 — no review beats a failed request
         logger.warning("Coverage check failed: %s", exc)
         return []
-    by_name = {intent.name: intent for intent in profile.intents}
+    by_name = {intent.name: intent for intent in local}
     names = coverage.uncovered_intents if coverage is not None else []
     return [
         PlanStep(agent=by_name[name].agent, intent=name, mcp_tools=by_name[name].mcp_tools)

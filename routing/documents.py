@@ -635,7 +635,8 @@ def profile_compile(
 
 def backend_intents(backends: Mapping[str, BackendSpec]) -> tuple[IntentSpec, ...]:
     """Each remote backend as an intent of the router: ``backend:<name>``, its agent the backend's name, with its
-    keywords, examples, description and priority; no tools and no next state (the remote keeps its own)."""
+    keywords, examples, description and priority; no tools and no next state (the remote keeps its own). Marked
+    ``remote``: no supervisor plan runs it."""
     return tuple(
         IntentSpec(
             name=backend.intent_name,
@@ -644,6 +645,7 @@ def backend_intents(backends: Mapping[str, BackendSpec]) -> tuple[IntentSpec, ..
             priority=backend.priority,
             keywords=backend.keywords,
             examples=backend.examples,
+            remote=True,
         )
         for name, backend in sorted(backends.items())
     )
