@@ -63,7 +63,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Route(enum.StrEnum):
-    """Which graph a message takes (the README's table says which face defaults to which)."""
+    """Which graph a message takes (docs/api.md's table says which face defaults to which)."""
 
     PROFILE = "profile"  # the profile's configured mode; the rollout flag is not asked (the gateway)
     ROLLOUT = "rollout"  # the multi_agent flag decides per user: multi-agent graph or single-agent path
