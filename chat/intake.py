@@ -461,7 +461,7 @@ def identifier_stored(identifier: str) -> str:
 
 
 def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route) -> TurnInput:
-    """Seed 003's feature flag, on every face.
+    """The ``multi_agent`` rollout flag, on every face.
 
     The rollout route: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the single-agent
     path; with no ``multi_agent`` flag at all (nothing is being rolled out) the profile's own mode runs, in no

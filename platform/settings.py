@@ -224,7 +224,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1.0}
 CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
 CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 
-# Rollout plans (W2 5/8): every ROLLOUT_EVALUATE_SECONDS Celery beat evaluates the running plans (docs/rollouts.md);
+# Rollout plans: every ROLLOUT_EVALUATE_SECONDS Celery beat evaluates the running plans (docs/rollouts.md);
 # without a broker the web server's own timer does. Each decision that moves a plan is posted to its webhook,
 # signed with ROLLOUT_WEBHOOK_SECRET (HMAC-SHA256 of the body, header X-Rollout-Signature).
 ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)

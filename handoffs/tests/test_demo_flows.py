@@ -49,7 +49,7 @@ def session(api, key):
     return response.json()
 
 
-# --- sub-conversations (seed 001) ------------------------------------------------------------
+# --- sub-conversations ------------------------------------------------------------
 
 
 def test_the_coordinator_delegates_and_the_specialist_answers_the_same_message_at_once(api, demo):
