@@ -15,6 +15,7 @@ PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 README_MAX_LINES = 400
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+ENV_READ = re.compile(r"\benv\.\w+\(\s*\"([A-Z][A-Z0-9_]+)\"")  # platform/env.py's readers: env.integer("NAME", …)
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 
 
@@ -69,6 +70,19 @@ def test_every_link_of_the_readme_and_the_docs_reaches_a_file_and_its_heading():
             elif fragment and goal.suffix == ".md" and fragment not in anchors(goal):
                 broken.append(f"{page.relative_to(BASE)}: {target} (no such heading)")
     assert broken == []
+
+
+def test_every_environment_variable_the_product_reads_is_in_the_settings_pages():
+    read = set()
+    for app in ("platform", "common", "tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics"):
+        for path in (BASE / app).rglob("*.py"):
+            if "tests" not in path.relative_to(BASE).parts:
+                read |= set(ENV_READ.findall(path.read_text(encoding="utf-8")))
+    documented = (DOCS / "settings.md").read_text(encoding="utf-8") + (DOCS / "observability.md").read_text(
+        encoding="utf-8"
+    )
+    assert {"DATABASE_URL", "REDIS_URL", "OPENAI_BASE_URL"} <= read
+    assert sorted(name for name in read if f"`{name}`" not in documented) == []
 
 
 def test_a_heading_becomes_the_anchor_github_gives_it():
