@@ -11,6 +11,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db.models import Count, F, Max, Min, Q
 
 from agents.models import AgentProfile
@@ -268,6 +269,65 @@ def test_conversations_are_handed_to_people_and_back_as_the_graph_and_the_desk_d
             assert escalation.ended_at >= conversation.turn_started_at + timedelta(minutes=30)
         assert (conversation.escalation_id == escalation.pk) == (escalation.status not in ("returned", "closed"))
     assert {EscalationStatus.RETURNED, EscalationStatus.CLOSED} <= statuses
+
+
+def rules_published() -> None:
+    """retail_orders hands more to people than the demo does: after two fallback answers in a row, on a rating down,
+    and when the customer wants to cancel an order (its exchanges team answers that). Its saved routing tests are
+    switched off rather than forced past the publishing gate (they do not expect people)."""
+    from routing.models import Intent, RoutingTestCase
+    from routing.versions import version_publish
+
+    call_command("seed_demo", verbosity=0, stdout=StringIO())
+    profile = AgentProfile.objects.get(agent_id="retail_orders")
+    profile.escalation = {**profile.escalation, "after_fallbacks": 2, "on_thumbs_down": True}
+    profile.save(update_fields=["escalation"])
+    Intent.objects.filter(profile=profile, name="retail_order_cancellation").update(escalate_to="trocas")
+    RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
+    version_publish(profile=profile, note="people answer more")
+
+
+def test_a_profiles_rules_hand_conversations_to_people_as_the_platform_does():
+    rules_published()
+    generate("--count", "1500", "--days", str(DAYS))
+
+    escalations = Escalation.objects.select_related("conversation")
+    retail = escalations.filter(profile__agent_id="retail_orders")
+    assert set(retail.values_list("reason", flat=True)) == {
+        "customer_request",
+        "loop_stop",
+        "fallbacks",
+        "thumbs_down",
+        "intent",
+    }
+    assert set(escalations.exclude(profile__agent_id="retail_orders").values_list("reason", flat=True)) <= {
+        "customer_request",
+        "loop_stop",
+    }
+    for escalation in retail.filter(reason__in=("intent", "fallbacks")):
+        answers = Message.objects.filter(conversation=escalation.conversation, role=MessageRole.ASSISTANT)
+        turn = answers.filter(metadata__escalation__id=str(escalation.pk)).earliest("id")  # the turn that handed over
+        assert (
+            turn.metadata["escalation"]["status"] == "queued"
+            and turn.metadata["escalation"]["reason"] == escalation.reason
+        )
+        if escalation.reason == "intent":  # a person of its team answers instead of the assistants
+            assert (escalation.intent, turn.metadata["escalation"]["queue"]) == ("retail_order_cancellation", "trocas")
+            assert turn.agent == PERSON and not turn.tool_calls.exists()
+        else:  # after the fallback's second answer in a row, which stays, the customer's place after it
+            decided = RouteDecisionRecord.objects.filter(conversation=escalation.conversation, message_id__lt=turn.pk)
+            assert list(decided.order_by("-message_id").values_list("method", flat=True)[:2]) == [
+                "fallback",
+                "fallback",
+            ]
+            assert turn.agent != PERSON and turn.content.count("\n\n") == 1
+    for escalation in retail.filter(reason="thumbs_down"):  # outside a turn, when an answer was rated down
+        rating = MessageFeedback.objects.filter(conversation=escalation.conversation).latest("created_at")
+        assert (rating.rating, rating.created_at) == ("down", escalation.created_at)
+        move = Handoff.objects.get(conversation=escalation.conversation, to_agent=PERSON)
+        assert timedelta(0) < move.created_at - escalation.created_at < timedelta(seconds=1)
+        told = Message.objects.filter(conversation=escalation.conversation, metadata__escalation__id=str(escalation.pk))
+        assert set(told.filter(role=MessageRole.ASSISTANT).values_list("metadata__route", flat=True)) <= {PERSON}
 
 
 def test_delegations_and_returns_belong_to_the_coordinated_profile(generated):
