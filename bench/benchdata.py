@@ -753,6 +753,7 @@ class Simulator:
             score = round(max(0.0, score - turn.quality), 3)
             judges = {"rule_based": {"name": "rule_based", "status": "ok", "score": score, "passed": score >= 0.5}}
         usage = self._usage(turn)
+        used = usage.as_dict()
         metadata = {
             "mode": turn.mode,
             "route": decision.route,
@@ -765,7 +766,7 @@ class Simulator:
             "flags": who.flags,
             "judges": judges,
             "llm": "offline",
-            "usage": usage.as_dict(),
+            "usage": used,
             "trace": trace,
         }
         if turn.shown is not None:
@@ -793,7 +794,7 @@ class Simulator:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             llm_model=usage.answering_model(),
-            other_models=other_models(usage.as_dict()),
+            other_models=other_models(used),
             answered=turn.answered,
             escalation=turn.escalation,
         )
@@ -1789,9 +1790,10 @@ def _prepared(
     """Each row's values of ``fields`` as a save sends them (``get_db_prep_save``: JSON encoded, datetimes
     adapted to the database, ...), after adding ``offsets`` (position, number) to the values at those positions.
 
-    Most values come back from ``get_db_prep_save`` unchanged (a str in a CharField, an int in an IntegerField,
-    an aware datetime on PostgreSQL): which ones is learnt from the first row of each combination of value types,
-    and only the others are prepared in the rows that follow (a bulk load calls it for millions of values).
+    Most values come back from ``get_db_prep_save`` unchanged (a str in a CharField, an aware datetime on
+    PostgreSQL) or as good as unchanged (:func:`_as_given`): which ones is learnt from the first row of each
+    combination of value types, and only the others are prepared in the rows that follow (a bulk load calls it for
+    millions of values).
     """
     database = connections[DEFAULT_DB_ALIAS]  # what ``connection`` stands for, without a lookup per value
     read = operator.attrgetter(*(each.attname for each in fields))
@@ -1806,13 +1808,22 @@ def _prepared(
         if positions is None:
             prepared = [prep(value, database) for prep, value in zip(prepare, values, strict=True)]
             changed[kinds] = [
-                i for i, (value, ready) in enumerate(zip(values, prepared, strict=True)) if ready is not value
+                i for i, (value, ready) in enumerate(zip(values, prepared, strict=True)) if not _as_given(value, ready)
             ]
             yield prepared
             continue
         for i in positions:
             values[i] = prepare[i](values[i], database)
         yield values
+
+
+def _as_given(value: Any, ready: Any) -> bool:
+    """Whether preparing ``value`` gave it back, or the same integer in one of psycopg's integer types (PostgreSQL's
+    integer columns get an ``Int4``, an ``Int8``, …, which tell a query's parameter its type: a ``COPY`` row writes
+    either as the same digits)."""
+    return ready is value or (
+        type(value) is int and isinstance(ready, int) and type(ready) is not bool and ready == value
+    )
 
 
 def _flush(batch: Batch) -> None:
