@@ -13,7 +13,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-RUN useradd --system --user-group --home-dir /app --no-create-home app
+# A fixed uid, so Kubernetes can tell the user is not root (runAsNonRoot; deploy/kubernetes/).
+RUN groupadd --system --gid 10001 app \
+    && useradd --system --uid 10001 --gid app --home-dir /app --no-create-home app
 
 COPY requirements.txt .
 RUN pip install -r requirements.txt  # the runtime only: test tooling is in requirements-dev.txt
@@ -30,6 +32,6 @@ RUN DJANGO_DEBUG=false DJANGO_SECRET_KEY=collectstatic-only python manage.py col
     && mkdir -p /app/var/cache /app/var/metrics \
     && chown -R app:app /app/var
 
-USER app
+USER 10001:10001
 EXPOSE 8000
 CMD ["python", "-m", "platform.serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -42,7 +42,7 @@ from agents.models import (
     Specialist,
     SpecialistPrompt,
 )
-from agents.schemas import expand_args_schema, model_key_variable_refusal, validate_word_list
+from agents.schemas import endpoint_exported, expand_args_schema, model_key_variable_refusal, validate_word_list
 from agents.selectors import external_desk_names, external_desk_profiles, external_desk_refusal
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
@@ -906,11 +906,23 @@ class McpServerAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, EnableDi
     list_filter = ["enabled", "transport"]
     search_fields = ["name", "endpoint", "description"]
     inlines = [McpToolInline]
-    fields = ["name", "description", "transport", "endpoint", "timeout", "enabled"]
+    fields = ["name", "description", "transport", "endpoint", "exported_as", "timeout", "enabled"]
+    readonly_fields = ["exported_as"]
     actions = [*EnableDisableActions.actions, "sync_tools"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
         return super().get_queryset(request).annotate(tool_total=Count("tools"))
+
+    @admin.display(description="exported as")
+    def exported_as(self, obj: McpServer) -> str:
+        """What the configuration export writes for the endpoint: the template it was imported as, or the endpoint
+        masked (docs/configuration.md)."""
+        return endpoint_exported(obj.endpoint, obj.endpoint_template) if obj.endpoint else "—"
+
+    def save_model(self, request: HttpRequest, obj: McpServer, form: Any, change: bool) -> None:
+        if "endpoint" in form.changed_data:
+            obj.endpoint_template = ""  # an address typed here is no longer what the imported file wrote
+        super().save_model(request, obj, form, change)
 
     @admin.action(description="Sync tools and domain manifests from the server", permissions=["change"])
     def sync_tools(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
@@ -951,12 +963,30 @@ class McpToolAdminForm(forms.ModelForm):
 @admin.register(McpTool)
 class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmin):
     form = McpToolAdminForm
-    list_display = ["name", "server", "enabled", "needs_permission", "intent_count", "specialist_count", "updated_at"]
-    list_filter = ["server", "enabled", "needs_permission"]
+    list_display = [
+        "name",
+        "server",
+        "enabled",
+        "needs_permission",
+        "read_only",
+        "intent_count",
+        "specialist_count",
+        "updated_at",
+    ]
+    list_filter = ["server", "enabled", "needs_permission", "read_only"]
     list_select_related = ["server"]
     search_fields = ["name", "description", "server__name"]
-    fields = ["name", "server", "description", "synced_description", "args_schema", "enabled", "needs_permission"]
-    readonly_fields = ["synced_description"]
+    fields = [
+        "name",
+        "server",
+        "description",
+        "synced_description",
+        "args_schema",
+        "enabled",
+        "needs_permission",
+        "read_only",
+    ]
+    readonly_fields = ["synced_description", "read_only"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpTool]:
         return (
@@ -1002,6 +1032,7 @@ class RemoteBackendAdminForm(forms.ModelForm):
             "name",
             "display_name",
             "description",
+            "kind",
             "base_url",
             "api_key",
             "remote_agent_id",
@@ -1036,8 +1067,18 @@ class RemoteBackendAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, Enab
 
     form = RemoteBackendAdminForm
     endpoint_fields = ["base_url"]
-    list_display = ["name", "profile", "remote_agent_id", "base_url", "priority", "timeout", "enabled", "updated_at"]
-    list_filter = ["enabled", "profile"]
+    list_display = [
+        "name",
+        "profile",
+        "kind",
+        "remote_agent_id",
+        "base_url",
+        "priority",
+        "timeout",
+        "enabled",
+        "updated_at",
+    ]
+    list_filter = ["enabled", "kind", "profile"]
     list_select_related = ["profile"]
     search_fields = ["name", "display_name", "description", "base_url", "remote_agent_id", "profile__agent_id"]
     fieldsets = [
@@ -1045,8 +1086,9 @@ class RemoteBackendAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, Enab
         (
             "Where",
             {
-                "fields": ["base_url", "api_key", "remote_agent_id"],
-                "description": "The other deployment's address, the key it gave us and the profile to call there.",
+                "fields": ["kind", "base_url", "api_key", "remote_agent_id"],
+                "description": "How it is called, the other deployment's address, the key it gave us and the profile "
+                "to call there (an A2A agent's address names its agent).",
             },
         ),
         (

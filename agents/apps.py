@@ -30,11 +30,16 @@ class AgentsConfig(AppConfig):
             relations=(Specialist.allowed_tools.through, Specialist.handoff_targets.through),
         )
         # Field-level history (old → new, who, when) of what decides a profile's behaviour. An MCP server's endpoint
-        # may carry credentials (user:password@, ?token=): they are masked before they reach the log.
+        # (and the template it was imported as) may carry credentials (user:password@, ?token=): they are masked
+        # before they reach the log.
         history_register(AgentProfile, m2m_fields={"goal_domains"})
         history_register(Specialist, m2m_fields={"allowed_tools", "handoff_targets"})
         history_register(SpecialistPrompt)
-        history_register(McpServer, mask_fields={"endpoint"}, mask_callable="common.history.endpoint_mask")
+        history_register(
+            McpServer,
+            mask_fields={"endpoint", "endpoint_template"},
+            mask_callable="common.history.endpoint_or_template_mask",
+        )
         history_register(McpTool)
         # A remote backend's key is never recorded, not even in part; its address is masked as a server's is.
         history_register(

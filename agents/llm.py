@@ -38,6 +38,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from agents.generation import FINISH_STOP, Generation, answer_formatted, text_within
 from agents.schemas import model_key_variable_refusal
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
 from common import tracing
@@ -224,6 +225,11 @@ class ModelProvider:
     def model_name(self) -> str:
         raise NotImplementedError
 
+    def call_options(self, generation: Generation) -> dict[str, Any]:
+        """The keyword arguments a call of this provider's chat model takes to write as ``generation`` asks
+        (bound with ``Runnable.bind``; :mod:`agents.generation` says what each provider honours)."""
+        raise NotImplementedError
+
     def chat_model(
         self,
         *,
@@ -268,6 +274,9 @@ class OfflineModel(ModelProvider):
     @property
     def model_name(self) -> str:
         return "offline"
+
+    def call_options(self, generation: Generation) -> dict[str, Any]:
+        return generation.offline_options()
 
     def chat_model(
         self,
@@ -336,6 +345,10 @@ class OfflineChatModel(BaseChatModel):
     present in the request context (never a tool that was not offered); with
     tool results it composes the answer from them; with neither it
     acknowledges the message, naming the specialist and subject.
+
+    Its text keeps what the call asks (:mod:`agents.generation`): ``response_format`` (the text put into the
+    JSON object or schema), ``stop`` sequences and ``max_tokens`` (its own count, four characters a token), and
+    it reports ``finish_reason`` (``"length"`` when cut) as an endpoint does.
     """
 
     context: dict[str, Any] | None = None
@@ -496,17 +509,27 @@ class OfflineChatModel(BaseChatModel):
         reply.usage_metadata = {"input_tokens": prompt, "output_tokens": output, "total_tokens": prompt + output}
         return reply
 
+    def _written(self, messages: list[Any], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
+        """The reply, its text as the call asks it written, counted."""
+        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
+        if not reply.tool_calls:
+            written = str(reply.text)
+            if kwargs.get("response_format") is not None:
+                written = answer_formatted(written, kwargs["response_format"])
+            written, finish = text_within(written, max_tokens=kwargs.get("max_tokens"), stop=stop or ())
+            reply = AIMessage(content=written, response_metadata={"finish_reason": finish})
+        return self._counted(messages, reply)
+
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         if self.latency_ms:
             time.sleep(self.latency_ms / 1000)
-        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
-        return ChatResult(generations=[ChatGeneration(message=self._counted(messages, reply))])
+        return ChatResult(generations=[ChatGeneration(message=self._written(messages, stop, kwargs))])
 
     async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
         """Word by word, after the same pause as a whole answer (a tool call comes as one chunk)."""
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
-        reply = self._counted(messages, self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice")))
+        reply = self._written(messages, stop, kwargs)
         if reply.tool_calls:
             chunks: list[ToolCallChunk] = [
                 {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": index}
@@ -518,16 +541,23 @@ class OfflineChatModel(BaseChatModel):
                 )
             )
             return
-        pieces = _WORDS.findall(reply.text)
-        for number, piece in enumerate(pieces, 1):  # the last piece reports the usage, as OpenAI's stream does
-            usage = reply.usage_metadata if number == len(pieces) else None
-            yield ChatGenerationChunk(message=AIMessageChunk(content=piece, usage_metadata=usage))
+        pieces = _WORDS.findall(reply.text) or [""]
+        for number, piece in enumerate(pieces, 1):  # the last piece reports the usage and why it ended, as OpenAI's
+            last = number == len(pieces)
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=piece,
+                    usage_metadata=reply.usage_metadata if last else None,
+                    response_metadata={"finish_reason": reply.response_metadata.get("finish_reason", FINISH_STOP)}
+                    if last
+                    else {},
+                )
+            )
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
-        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
-        return ChatResult(generations=[ChatGeneration(message=self._counted(messages, reply))])
+        return ChatResult(generations=[ChatGeneration(message=self._written(messages, stop, kwargs))])
 
 
 def _message_tokens(message: Any) -> int:
@@ -684,6 +714,9 @@ class OpenAICompatibleModel(ModelProvider):
     @property
     def model_name(self) -> str:
         return self.model
+
+    def call_options(self, generation: Generation) -> dict[str, Any]:
+        return generation.request_options()
 
     def chat_model(
         self,

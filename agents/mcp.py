@@ -121,6 +121,8 @@ class ToolInfo:
     name: str
     description: str
     input_schema: dict[str, Any] = field(default_factory=dict)
+    # Its annotations' readOnlyHint; a tool that does not say may change something (MCP's default).
+    read_only: bool = False
 
 
 class McpUnavailable(Exception):
@@ -402,7 +404,7 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
 
 async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
     """Validate ``arguments`` against ``schema`` and call ``tool``; never raises. Traced as ``mcp.tool_call``."""
-    with tracing.span("mcp.tool_call", tool=tool, server=endpoint.name) as current:
+    with tracing.span("mcp.tool_call", tool=tool, server=endpoint.name) as current, tracing.library_spans_nested():
         result = await _tool_call(endpoint, tool, arguments, schema)
         tracing.annotate(current, status=result.status, latency_ms=round(result.latency_ms, 3))
         tracing.failed(current, None if result.status == STATUS_OK else result.status)
@@ -440,7 +442,15 @@ async def _list(endpoint: Endpoint) -> list[ToolInfo]:
     except Exception as exc:
         connection.broken()
         raise McpUnavailable(_describe(exc)) from exc
-    return [ToolInfo(tool.name, tool.description or "", dict(tool.input_schema or {})) for tool in listed.tools]
+    return [
+        ToolInfo(
+            tool.name,
+            tool.description or "",
+            dict(tool.input_schema or {}),
+            read_only=bool(tool.annotations is not None and tool.annotations.read_only_hint),
+        )
+        for tool in listed.tools
+    ]
 
 
 async def tools_list(endpoint: Endpoint) -> list[ToolInfo]:

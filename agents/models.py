@@ -517,6 +517,14 @@ class McpServer(models.Model):
         validators=[validate_endpoint_url],
         help_text="e.g. http://localhost:8100/mcp",
     )
+    endpoint_template = models.CharField(
+        max_length=500,
+        blank=True,
+        editable=False,
+        help_text="The endpoint as the imported file wrote it, with its ${NAME} or ${NAME:-default} references "
+        "(the endpoint is what they expanded to); the export writes it back. Blank when the endpoint was typed "
+        "(an address typed in the admin clears it).",
+    )
     enabled = models.BooleanField(default=True)
     timeout = models.FloatField(
         default=10.0,
@@ -555,6 +563,16 @@ class McpTool(models.Model):
         default=False,
         help_text="Run only after the user agreed in the conversation.",
     )
+    read_only = models.BooleanField(
+        null=True,
+        default=None,
+        editable=False,
+        verbose_name="only reads",
+        help_text="What the server said at the last sync (its readOnlyHint): yes, the tool only reads; no, it may "
+        "change something (send a message, place an order), which MCP assumes when a server does not say; unknown, "
+        "never synced. An answer after a successful call of a tool that may change something is never replaced by "
+        "the review.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -564,6 +582,11 @@ class McpTool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class BackendKind(models.TextChoices):
+    GATEWAY = "gateway", "This platform's gateway API"
+    A2A = "a2a", "An A2A agent (Agent2Agent protocol)"
 
 
 class RemoteBackend(models.Model):
@@ -586,18 +609,29 @@ class RemoteBackend(models.Model):
         blank=True,
         help_text="What it answers: the LLM classifier reads it when no keyword decides.",
     )
+    kind = models.CharField(
+        max_length=16,
+        choices=BackendKind.choices,
+        default=BackendKind.GATEWAY,
+        help_text="How it is called: this platform's gateway API, or the Agent2Agent protocol (any A2A agent).",
+    )
     base_url = models.CharField(
         max_length=500,
         validators=[validate_endpoint_url],
         help_text="The deployment's address, e.g. https://billing.example.com (its POST /api/gateway/message is "
-        "called).",
+        "called); for an A2A agent, its address (its card is read at …/.well-known/agent-card.json) or its card's "
+        "URL.",
     )
     api_key = models.CharField(
         max_length=300,
         blank=True,
         help_text="The API key the remote deployment gave us (sent as Authorization: Bearer; never shown again).",
     )
-    remote_agent_id = models.SlugField(max_length=64, help_text="The profile to call there, e.g. telecom_contas.")
+    remote_agent_id = models.SlugField(
+        max_length=64,
+        blank=True,
+        help_text="The profile to call there, e.g. telecom_contas (the gateway API; an A2A agent's address names it).",
+    )
     keywords = models.JSONField(
         default=list,
         blank=True,
@@ -650,6 +684,8 @@ class RemoteBackend(models.Model):
             and Specialist.objects.filter(profile_id=self.profile_id, name=self.name).exists()
         ):
             raise ValidationError({"name": "A specialist of this profile has this name; a backend needs its own."})
+        if self.kind == BackendKind.GATEWAY and not self.remote_agent_id:
+            raise ValidationError({"remote_agent_id": "The gateway API needs the profile to call there."})
 
 
 class ExternalDesk(models.Model):
@@ -713,6 +749,48 @@ class ExternalDesk(models.Model):
             raise ValidationError({"secret_env": ERROR_SIGNING_BOTH})
         if not (self.secret or self.secret_env):
             raise ValidationError({"secret": ERROR_SIGNING_MISSING})
+
+
+class UsagePurpose(models.TextChoices):
+    """The work outside a customer's turn that calls models (a turn's calls are counted on its answer)."""
+
+    PUBLISH_GATE = "publish_gate", "Publish gate"  # the saved routing tests a publish runs
+    ROUTING_TESTS = "routing_tests", "Routing tests"  # run in the admin, by manage.py routing_test, for the analytics
+    ROUTE_PREVIEW = "route_preview", "Route preview"
+    IMPACT_PREVIEW = "impact_preview", "Impact preview"
+    DEBUG = "debug", "Debug API"  # /api/debug/route and /api/debug/plan
+
+
+class ModelCallUsage(models.Model):
+    """Tokens of the model calls one piece of work outside a customer's turn made (a publish's routing tests, a route
+    preview, a debug call), one row per kind of call and model (:mod:`agents.usage`'s kinds): what the usage figures
+    add to the turns' (``conversations.selectors.usage_report``). Rows are only added."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    purpose = models.CharField(max_length=32, choices=UsagePurpose.choices)
+    profile = models.ForeignKey(
+        AgentProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="Whose work."
+    )
+    tenant = models.ForeignKey(
+        "tenants.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="The tenant whose key asked (the debug API); blank for the operators' work.",
+    )
+    kind = models.CharField(max_length=16)
+    model = models.CharField(max_length=200)
+    calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "model usage outside turns"
+        verbose_name_plural = "model usage outside turns"
+
+    def __str__(self) -> str:
+        return f"{self.purpose} {self.kind} {self.model}"
 
 
 class ModelPrice(models.Model):

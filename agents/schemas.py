@@ -7,6 +7,7 @@ all report the same thing.
 
 from __future__ import annotations
 
+import re
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -15,7 +16,8 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from common.endpoints import endpoint_unmask
+from common.endpoints import ENV_REFERENCE, endpoint_mask, endpoint_unmask, template_shareable
+from platform import env
 
 # Shorthand types accepted in tools.yaml (``msisdn: string``), as in seed 000 §10.3.
 SHORTHAND_TYPES = {"string", "integer", "number", "boolean", "object", "array"}
@@ -119,6 +121,47 @@ def platform_secret_variable(name: str) -> bool:
     """Whether ``name`` is one of the platform's own secrets (:data:`PLATFORM_SECRET_VARIABLES`): never read on behalf
     of a configuration, be it a model key or a ``${NAME}`` in an imported endpoint."""
     return any(fnmatchcase(name, pattern) for pattern in PLATFORM_SECRET_VARIABLES)
+
+
+def expand_env(text: str) -> tuple[str, list[str], list[str]]:
+    """Replace ``${NAME}`` and ``${NAME:-default}`` with the environment's values.
+
+    Returns the expanded text, the names that were neither set nor given a
+    default, and the names refused because they are the platform's own secrets
+    (:func:`platform_secret_variable`: never read into an address
+    that leaves the platform); the caller reports both. Used for MCP server
+    endpoints, so one file serves a laptop (``127.0.0.1``) and a compose network
+    (``mcp-telecom``).
+    """
+    missing: list[str] = []
+    refused: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if platform_secret_variable(name):
+            refused.append(name)
+            return match.group(0)
+        value = env.string(name)
+        if value:
+            return value
+        if default is not None:
+            return default
+        missing.append(name)
+        return match.group(0)
+
+    return ENV_REFERENCE.sub(replace, text), missing, refused
+
+
+def endpoint_exported(endpoint: str, template: str) -> str:
+    """What a configuration export writes for an MCP server's ``endpoint``, imported as ``template``: the template,
+    while it still expands to the stored endpoint here (an address changed since — typed in the admin, set from a
+    shell — is not what it says any more) and what is written in it holds no secret
+    (:func:`common.endpoints.template_shareable`); else the endpoint masked (:func:`common.endpoints.endpoint_mask`)."""
+    if template_shareable(template):
+        expanded, missing, refused = expand_env(template)
+        if not missing and not refused and expanded == endpoint:
+            return template
+    return endpoint_mask(endpoint)
 
 
 def model_key_variable_refusal(name: str) -> str | None:

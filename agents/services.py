@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
-from agents.models import McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.models import McpServer, McpTool, ModelCallUsage, Specialist, SpecialistPrompt
 from agents.signals import SyncNotes, mcp_server_synced
+from agents.usage import TurnUsage, usage_counting
 
 
 @transaction.atomic
@@ -71,7 +74,8 @@ class ToolSyncReport:
 
 
 def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
-    """Create or update ``server``'s tools from its ``tools/list`` (descriptions and argument schemas).
+    """Create or update ``server``'s tools from its ``tools/list`` (descriptions, argument schemas, and whether each
+    only reads: its ``readOnlyHint``, always as the server says).
 
     A description follows the server only while nobody edited it (it still equals ``synced_description``, what
     the server said at the last sync); ``synced_description`` always records the server's latest, and the
@@ -97,6 +101,7 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
                     description=info.description,
                     synced_description=info.description,
                     args_schema=info.input_schema,
+                    read_only=info.read_only,
                 )
                 tool.full_clean()
                 tool.save()
@@ -106,17 +111,18 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
             description = tool.description if edited else info.description
             if edited and description != info.description:
                 report.kept_edited.append(info.name)
-            stored = (tool.description, tool.synced_description, tool.args_schema)
-            if stored == (description, info.description, info.input_schema):
+            stored = (tool.description, tool.synced_description, tool.args_schema, tool.read_only)
+            if stored == (description, info.description, info.input_schema, info.read_only):
                 report.unchanged.append(info.name)
                 continue
-            tool.description, tool.synced_description, tool.args_schema = (
+            tool.description, tool.synced_description, tool.args_schema, tool.read_only = (
                 description,
                 info.description,
                 info.input_schema,
+                info.read_only,
             )
             tool.full_clean()
-            tool.save(update_fields=["description", "synced_description", "args_schema", "updated_at"])
+            tool.save(update_fields=["description", "synced_description", "args_schema", "read_only", "updated_at"])
             report.updated.append(info.name)
     return report
 
@@ -135,3 +141,45 @@ def mcp_server_sync(*, server: McpServer) -> ToolSyncReport:
             report.lines.extend(notes.lines)
             report.errors.extend(notes.errors)
     return report
+
+
+# -- model calls outside a turn ------------------------------------------------------------------------------------
+
+
+def model_usage_record(
+    *, usage: TurnUsage, purpose: str, profile_id: int | None = None, tenant_id: int | None = None
+) -> int:
+    """Store what ``usage`` counted of the model calls a piece of work outside a turn made (``purpose``, an
+    :class:`agents.models.UsagePurpose`), one :class:`~agents.models.ModelCallUsage` row per kind and model; the
+    number of rows (none when no model was called)."""
+    rows = [
+        ModelCallUsage(
+            purpose=purpose,
+            profile_id=profile_id,
+            tenant_id=tenant_id,
+            kind=kind,
+            model=model,
+            calls=calls,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+        )
+        for (kind, model), (calls, prompt, completion) in usage.calls.items()
+    ]
+    ModelCallUsage.objects.bulk_create(rows)
+    return len(rows)
+
+
+@contextmanager
+def usage_outside_turns(
+    *, purpose: str, profile_id: int | None = None, tenant_id: int | None = None
+) -> Iterator[TurnUsage]:
+    """Count the model calls made within the block — in coroutines it runs on an event loop of this thread or with
+    ``async_to_sync`` too, which carry the context — and store them when it ends (:func:`model_usage_record`), also
+    when it raises: the calls were made. For synchronous code; an async caller counts with
+    :func:`agents.usage.usage_counting` and stores after."""
+    usage = TurnUsage()
+    try:
+        with usage_counting(usage):
+            yield usage
+    finally:
+        model_usage_record(usage=usage, purpose=purpose, profile_id=profile_id, tenant_id=tenant_id)

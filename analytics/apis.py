@@ -332,7 +332,10 @@ RECENT_RESPONSE = inline_serializer(
 
 USAGE_RESPONSE = inline_serializer("UsageAnalytics", USAGE_FIELDS)
 
-COUNTED = "Counted handoffs: completed moves of kind handoff, routing_handoff or delegation (or of the kinds given)."
+COUNTED = (
+    "Counted handoffs: completed moves of kind handoff, routing_handoff, delegation or backend_handoff (or of the "
+    "kinds given)."
+)
 
 
 class AnalyticsApi(APIView):
@@ -347,7 +350,7 @@ class HandoffsApi(AnalyticsApi):
     kinds_allowed = True
 
     @extend_schema(
-        summary="Handoff analytics (seed 003): totals, paths between agents, handoff rate",
+        summary="Handoff analytics: totals, paths between agents, handoff rate",
         description=(
             f"{COUNTED} `total_conversations`: conversations created in the window; `conversations_with_handoffs`: "
             "distinct conversations with a counted handoff in the window; `handoff_rate_percentage` = 100 × with / "

@@ -34,8 +34,9 @@ from rest_framework.response import Response
 from agents.models import AgentProfile
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
 from analytics.filters import BUCKETS, bucket_parse
-from analytics.rollups import DRAFT, HANDOFFS, MESSAGES, NO_COHORT, fact_rows, slice_where, window_open
+from analytics.rollups import DRAFT, HANDOFFS, MESSAGES, NO_COHORT, fact_rows, slice_where
 from analytics.selectors import timeline_periods, window_rows
+from analytics.services import window_open
 from common.errors import DomainError
 from conversations.feedback import feedback_with_turn
 from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome

@@ -29,7 +29,6 @@ from analytics.models import (
     DailyRouteMethods,
     DailyToolCalls,
     DailyTotal,
-    RollupDay,
 )
 from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
@@ -174,7 +173,7 @@ FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDO
 # -- the window -----------------------------------------------------------------------------------------------
 
 
-def _ranges(days: Iterable[dt.date]) -> list[tuple[dt.date, dt.date]]:
+def day_ranges(days: Iterable[dt.date]) -> list[tuple[dt.date, dt.date]]:
     """Sorted days folded into ``(first, last)`` runs of consecutive days."""
     runs: list[tuple[dt.date, dt.date]] = []
     for day in sorted(days):
@@ -216,7 +215,7 @@ class Window:
 
     @classmethod
     def split(cls, start: dt.datetime, end: dt.datetime, sealed_days: Iterable[dt.date]) -> Window:
-        sealed = _ranges(day for day in sealed_days if start <= day_start(day) and day_start(day) + DAY <= end)
+        sealed = day_ranges(day for day in sealed_days if start <= day_start(day) and day_start(day) + DAY <= end)
         live: list[tuple[dt.datetime, dt.datetime]] = []
         cursor = start
         for first, last in sealed:
@@ -226,26 +225,6 @@ class Window:
         if cursor < end:
             live.append((cursor, end))
         return cls(start=start, end=end, sealed=tuple(sealed), live=tuple(live))
-
-
-def window_open(start: dt.datetime, end: dt.datetime) -> Window:
-    """The window ``[start, end)``, after summing its closed days that are not yet (one transaction each run
-    of days, see :func:`analytics.services.rollup_build`). Without rollups everything is read live."""
-    if not rollups_enabled():
-        return Window(start=start, end=end, sealed=(), live=((start, end),))
-    from analytics.services import rollup_build, rollup_closed_before  # the services import this module
-
-    days = whole_days(start, end)
-    if not days:
-        return Window(start=start, end=end, sealed=(), live=((start, end),))
-    sealed = set(
-        RollupDay.objects.filter(day__gte=days[0], day__lte=days[-1], sealed=True).values_list("day", flat=True)
-    )
-    closed_before = rollup_closed_before()
-    missing = [day for day in days if day not in sealed and day < closed_before]
-    for first, last in _ranges(missing):
-        sealed.update(rollup_build(first=first, last=last))
-    return Window.split(start, end, sealed)
 
 
 # -- reading --------------------------------------------------------------------------------------------------

@@ -38,18 +38,24 @@ from analytics.rollups import (
     histogram_percentile,
     latency_bucket,
     slice_where,
-    window_open,
 )
+from analytics.services import window_open
 from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
 from tenants.selectors import TenantScope, tenant_scope_where
 
 M = TypeVar("M", bound=Model)
 
-# What counts as a handoff: an agent-to-agent move that happened. Returns end a delegation (they are the
+# What counts as a handoff: a move of the conversation that happened — between agents, or to, from or between remote
+# backends (a backend move is recorded in place of the routing handoff it is). Returns end a delegation (they are the
 # delegation endpoint's) and a supervisor's fan-out runs specialists in parallel, handing nothing over;
 # stopped and refused moves did not happen (the loop-stops endpoint counts them).
-COUNTED_KINDS: tuple[str, ...] = (HandoffKind.HANDOFF, HandoffKind.ROUTING, HandoffKind.DELEGATION)
+COUNTED_KINDS: tuple[str, ...] = (
+    HandoffKind.HANDOFF,
+    HandoffKind.ROUTING,
+    HandoffKind.DELEGATION,
+    HandoffKind.BACKEND,
+)
 COHORTS: tuple[str, ...] = ("multi_agent", "single_agent")
 # Shown even when nothing was routed that way, so that the mix reads the same from one window to the next.
 CORE_METHODS: tuple[str, ...] = ("state", "keyword", "examples", "llm", "fallback")

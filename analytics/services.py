@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from analytics.models import RollupDay
-from analytics.rollups import DAY, FACTS, day_start, fact_group
+from analytics.rollups import DAY, FACTS, Window, day_ranges, day_start, fact_group, rollups_enabled, whole_days
 
 BUILD_BATCH_SIZE = 5000
 
@@ -82,3 +82,21 @@ def conversation_counted_again(created_at: dt.datetime | None) -> None:
     day = created_at.astimezone(dt.UTC).date()
     if day < rollup_closed_before():
         rollup_days_unseal([day])
+
+
+def window_open(start: dt.datetime, end: dt.datetime) -> Window:
+    """The window ``[start, end)``, after summing its closed days that are not yet (one transaction each run
+    of days, see :func:`rollup_build`). Without rollups everything is read live."""
+    if not rollups_enabled():
+        return Window(start=start, end=end, sealed=(), live=((start, end),))
+    days = whole_days(start, end)
+    if not days:
+        return Window(start=start, end=end, sealed=(), live=((start, end),))
+    sealed = set(
+        RollupDay.objects.filter(day__gte=days[0], day__lte=days[-1], sealed=True).values_list("day", flat=True)
+    )
+    closed_before = rollup_closed_before()
+    missing = [day for day in days if day not in sealed and day < closed_before]
+    for first, last in day_ranges(missing):
+        sealed.update(rollup_build(first=first, last=last))
+    return Window.split(start, end, sealed)

@@ -20,12 +20,23 @@ from typing import Any, ClassVar
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import permissions, serializers
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
+from rest_framework import exceptions, permissions, serializers
+from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.models import UsagePurpose
+from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
+from agents.services import model_usage_record
+from agents.usage import TurnUsage, usage_counting
 from chat.asyncapi import AsyncAPIView
 from chat.drafts import draft_apply
 from chat.environment import effective_configuration
@@ -33,29 +44,40 @@ from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.idempotency import idempotency_key, idempotent, refuse_on_streams
 from chat.intake import (
     KnownFieldsSerializer,
+    KnownParametersSerializer,
     MessageInputSerializer,
     Route,
     StrictCharField,
+    StrictSlugField,
     message_body_limit,
     message_intake,
     principal_is_staff,
+    tenant_resolve,
 )
 from chat.negotiation import EventStreamNegotiation
+from chat.openai_turns import TURN_ID_PATTERN, TurnRef, turn_ref_read
 from chat.permissions import IsDebugClient, IsPreviewClient
 from chat.pushes import conversation_listen, pushed_event
-from common.errors import ERROR_CONVERSATION_NOT_FOUND, NotFound, error_responses
+from common.errors import ERROR_CONVERSATION_NOT_FOUND, DomainError, NotFound, error_responses
 from conversations.delivery import conversation_group
 from conversations.desk import escalation_public
-from conversations.feedback import feedback_give
+from conversations.desk_contract import ERROR_CURSOR
+from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
 from conversations.graph import Turn, TurnInput, run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.models import CONVERSATION_OUTCOMES, FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
+    CONVERSATION_STATUSES,
+    answer_of_turn,
     conversation_escalation,
     conversation_get,
     conversation_get_for_tenant,
     conversation_goal_state,
+    conversation_list,
     conversation_messages,
     conversation_route_state,
+    conversation_status,
+    message_after,
+    message_cursor,
 )
 from conversations.services import session_clear, session_end
 from handoffs.selectors import handoff_list_for_conversation
@@ -64,7 +86,7 @@ from routing.decide import route_decide
 from routing.goal_decide import goal_decide
 from tenants import schema as _schema  # noqa: F401  (registers the bearer scheme)
 from tenants.auth import ApiClient
-from tenants.models import TenantRight
+from tenants.models import Tenant, TenantRight
 from tenants.selectors import tenant_right_held
 
 logger = logging.getLogger(__name__)
@@ -398,6 +420,17 @@ def debug_intake(request: Request) -> TurnInput:
     return turn_input
 
 
+async def _debug_usage_record(usage: TurnUsage, turn_input: TurnInput) -> None:
+    """The debug call's model calls, in the asking tenant's usage."""
+    if usage.calls:
+        await sync_to_async(model_usage_record)(
+            usage=usage,
+            purpose=UsagePurpose.DEBUG,
+            profile_id=turn_input.profile.pk,
+            tenant_id=turn_input.tenant_pk,
+        )
+
+
 class DebugRouteApi(MessageBody, AsyncAPIView):
     permission_classes = [IsDebugClient]
 
@@ -413,9 +446,12 @@ class DebugRouteApi(MessageBody, AsyncAPIView):
             conversation_key=turn_input.conversation_key
         )
         profile = turn_input.profile
-        decision = await route_decide(
-            profile=profile, text=turn_input.text, state=state or None, active_agent=active_agent
-        )
+        usage = TurnUsage()
+        with usage_counting(usage):  # a classifier or the supervisor's planner may call a model
+            decision = await route_decide(
+                profile=profile, text=turn_input.text, state=state or None, active_agent=active_agent
+            )
+        await _debug_usage_record(usage, turn_input)
         return Response(
             {
                 "mode": profile.effective_mode,
@@ -449,7 +485,10 @@ class DebugPlanApi(MessageBody, AsyncAPIView):
         turn_input = await sync_to_async(debug_intake)(request)
         goal_state = await sync_to_async(conversation_goal_state)(conversation_key=turn_input.conversation_key)
         profile = turn_input.profile
-        decision = await goal_decide(profile=profile, text=turn_input.text, goal_state=goal_state)
+        usage = TurnUsage()
+        with usage_counting(usage):  # goal mode's reading may call a model
+            decision = await goal_decide(profile=profile, text=turn_input.text, goal_state=goal_state)
+        await _debug_usage_record(usage, turn_input)
         shown = decision.as_dict()
         return Response(
             {
@@ -644,17 +683,76 @@ class SessionClearApi(APIView):
         return Response({"conversation_key": conversation.conversation_key, "cleared": cleared})
 
 
+LIST_LIMIT = 50  # the lists' page: the sessions, a conversation's messages when paged
+LIST_LIMIT_MAX = 200
+
+
+class MessagesQuerySerializer(KnownParametersSerializer):
+    """A page of a conversation's messages: none of these, the whole conversation."""
+
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=LIST_LIMIT_MAX,
+        required=False,
+        help_text=f"Messages per page (1–{LIST_LIMIT_MAX}); with a `cursor` and without, {LIST_LIMIT} by default.",
+    )
+    cursor = StrictCharField(max_length=400, required=False, help_text="The `next` of the page before, as given.")
+
+
+SESSION_MESSAGES_RESPONSE = inline_serializer(
+    "SessionMessages",
+    {
+        "conversation_key": serializers.CharField(),
+        "state": serializers.CharField(),
+        "active_specialist": serializers.CharField(),
+        "granted_permissions": serializers.ListField(child=serializers.CharField()),
+        "sub_conversation": serializers.DictField(allow_null=True),
+        "pending_result": serializers.DictField(allow_null=True),
+        "pending_permission": serializers.DictField(allow_null=True),
+        "ended_at": serializers.DateTimeField(allow_null=True),
+        "escalation": serializers.DictField(allow_null=True, help_text="A person holds it: where, who; else null."),
+        "messages": serializers.ListField(
+            child=serializers.DictField(), help_text="Oldest first, each with its `id` and `author`."
+        ),
+        "route_decisions": serializers.ListField(child=serializers.DictField()),
+        "handoffs": serializers.ListField(child=serializers.DictField()),
+        "next": serializers.CharField(
+            allow_null=True, help_text="The path of the next page of messages; null on the last, or when not paged."
+        ),
+    },
+)
+
+
 class SessionMessagesApi(APIView):
     @extend_schema(
-        summary="A conversation's messages, route decisions and handoffs",
-        responses={
-            200: OpenApiResponse(description="The conversation"),
-            **error_responses(401, 403, 404, 429, 503),
-        },
+        summary="A conversation's messages, route decisions and handoffs, whole or in pages",
+        description=(
+            "The conversation's live state and its messages oldest first, with its route decisions and handoffs. "
+            "Without `limit` or `cursor` the whole conversation, `next` null. With them, a page of `limit` messages "
+            f"(default {LIST_LIMIT}) after `cursor` (the `next` of the page before): the page carries the route "
+            "decisions and handoffs made after the page before's last message and up to its own last (the last page: "
+            "to the end), so the pages add up to the whole conversation; `next` is the path of the next page (null on "
+            "the last). Another tenant's conversation is a 404."
+        ),
+        parameters=[MessagesQuerySerializer],
+        responses={200: SESSION_MESSAGES_RESPONSE, **error_responses(400, 401, 403, 404, 429, 503)},
     )
     def get(self, request, conversation_key: str):
         conversation = _conversation_for(request, conversation_key)
-        messages, decisions = conversation_messages(conversation=conversation)
+        query = MessagesQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        paged = bool(query.validated_data)
+        cursor = query.validated_data.get("cursor")
+        page = conversation_messages(
+            conversation=conversation,
+            after=message_after(cursor) if cursor else None,
+            limit=query.validated_data.get("limit", LIST_LIMIT) if paged else None,
+        )
+        next_page = None
+        if page.after is not None:
+            following = request.query_params.copy()
+            following["cursor"] = message_cursor(page.after)
+            next_page = f"{request.path}?{following.urlencode()}"
         return Response(
             {
                 "conversation_key": conversation.conversation_key,
@@ -666,11 +764,159 @@ class SessionMessagesApi(APIView):
                 "pending_permission": conversation.pending_permission,
                 "ended_at": conversation.ended_at,
                 "escalation": conversation_escalation(conversation=conversation),
-                "messages": messages,
-                "route_decisions": decisions,
-                "handoffs": handoff_list_for_conversation(conversation_id=conversation.pk),
+                "messages": page.messages,
+                "route_decisions": page.route_decisions,
+                "handoffs": handoff_list_for_conversation(
+                    conversation_id=conversation.pk, since=page.since, until=page.until
+                ),
+                "next": next_page,
             }
         )
+
+
+# -- a tenant's conversations -----------------------------------------------------------------------------------
+
+ERROR_KEY_LISTS_ITS_TENANT = "An API key lists its own tenant's conversations: leave tenant out."
+ERROR_NOT_A_READER = "Only an API key or a staff session may list conversations."
+
+
+class SessionsQuerySerializer(KnownParametersSerializer):
+    agent_id = StrictCharField(max_length=64, required=False, help_text="Only this profile's conversations.")
+    status = serializers.ChoiceField(
+        choices=CONVERSATION_STATUSES,
+        required=False,
+        help_text="Only conversations of this status: open (no outcome yet), or their outcome — resolved, escalated "
+        "(a person had it), abandoned; unmeasured: ended before outcomes were recorded.",
+    )
+    with_person = serializers.BooleanField(
+        required=False, help_text="true: only conversations a person holds now (waiting for one, or answered by one)."
+    )
+    updated_after = serializers.DateTimeField(
+        required=False, help_text="Last active at or after this time (ISO 8601 date, or date and time; UTC if no zone)."
+    )
+    updated_before = serializers.DateTimeField(required=False, help_text="Last active before this time.")
+    limit = serializers.IntegerField(
+        min_value=1, max_value=LIST_LIMIT_MAX, required=False, help_text=f"Per page (default {LIST_LIMIT})."
+    )
+    cursor = StrictCharField(max_length=400, required=False, help_text="The `next` of the page before, as given.")
+    tenant = StrictSlugField(
+        max_length=64, required=False, help_text="A staff session: the tenant to list (one it may read); a key: none."
+    )
+
+
+class SessionCursor(CursorPagination):
+    """The sessions list's pages (DRF's cursor pagination): newest first by last activity (``updated_at``, then
+    ``id``), ``limit`` per page; a cursor that is not one is a 400 naming it."""
+
+    ordering = ("-updated_at", "-id")
+    page_size = LIST_LIMIT
+    page_size_query_param = "limit"
+    max_page_size = LIST_LIMIT_MAX
+
+    def decode_cursor(self, request: Request) -> Any:
+        try:
+            return super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise DomainError(ERROR_CURSOR, fields={"cursor": [ERROR_CURSOR]}) from None
+
+
+SESSION_ROW = inline_serializer(
+    "Session",
+    {
+        "conversation_key": serializers.CharField(),
+        "agent_id": serializers.CharField(),
+        "session_id": serializers.CharField(),
+        "user_id": serializers.CharField(),
+        "channel": serializers.CharField(),
+        "status": serializers.ChoiceField(choices=CONVERSATION_STATUSES),
+        "with_person": serializers.BooleanField(help_text="A person holds it now (waiting for one, or answering)."),
+        "state": serializers.CharField(),
+        "active_specialist": serializers.CharField(),
+        "cohort": serializers.CharField(),
+        "message_count": serializers.IntegerField(),
+        "created_at": serializers.DateTimeField(),
+        "updated_at": serializers.DateTimeField(help_text="Its last activity: the list's order, newest first."),
+        "ended_at": serializers.DateTimeField(allow_null=True),
+    },
+)
+SESSION_LIST = inline_serializer(
+    "SessionList",
+    {
+        "sessions": serializers.ListField(child=SESSION_ROW),
+        "next": serializers.URLField(allow_null=True, help_text="The next page's URL; null on the last page."),
+    },
+)
+
+
+class SessionsApi(APIView):
+    """``GET /api/sessions``: a tenant's conversations, newest first."""
+
+    @extend_schema(
+        summary="A tenant's conversations, newest first, filtered, in pages",
+        description=(
+            "An API key lists its tenant's conversations; a staff session those of the `tenant` it names and may "
+            "read. Newest first by last activity (`updated_at`). Filters: `agent_id`, `status`, `with_person`, "
+            f"`updated_after`/`updated_before`. Pages of `limit` (default {LIST_LIMIT}, at most {LIST_LIMIT_MAX}); "
+            "`next` is the URL of the next page with the same filters (null on the last). A conversation active while "
+            "you page moves to the top of the list: start again from the first page to see it. A parameter the list "
+            "does not take, or a bad value, is a 400 naming it."
+        ),
+        parameters=[SessionsQuerySerializer],
+        responses={200: SESSION_LIST, **error_responses(400, 401, 403, 429, 503)},
+    )
+    def get(self, request: Request) -> Response:
+        query = SessionsQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        tenant = _tenant_listed(request, data.get("tenant", ""))
+        profile_id = None
+        if "agent_id" in data:
+            profile_id = profile_pk(data["agent_id"])
+            if profile_id is None:
+                message = ERROR_UNKNOWN_PROFILE.format(profile=data["agent_id"])
+                raise DomainError(message, fields={"agent_id": [message]})
+        rows = conversation_list(
+            tenant_id=tenant.pk,
+            profile_id=profile_id,
+            status=data.get("status"),
+            with_person=data.get("with_person"),
+            updated_after=data.get("updated_after"),
+            updated_before=data.get("updated_before"),
+        )
+        paginator = SessionCursor()
+        page = paginator.paginate_queryset(rows, request, view=self) or []
+        return Response({"sessions": [_session_row(row) for row in page], "next": paginator.get_next_link()})
+
+
+def _tenant_listed(request: Request, slug: str) -> Tenant:
+    """The tenant whose conversations the request lists: a key's own, or the one a staff session names and may read."""
+    user = request.user
+    if isinstance(user, ApiClient):
+        if slug:
+            raise DomainError(ERROR_KEY_LISTS_ITS_TENANT, fields={"tenant": [ERROR_KEY_LISTS_ITS_TENANT]})
+        return user.tenant
+    if not principal_is_staff(user):
+        raise exceptions.PermissionDenied(ERROR_NOT_A_READER)
+    return tenant_resolve(principal=user, tenant_slug=slug, field_name="tenant", right=TenantRight.READ)
+
+
+def _session_row(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "conversation_key": conversation.conversation_key,
+        "agent_id": conversation.profile.agent_id,
+        "session_id": conversation.session_id,
+        "user_id": conversation.user_id,
+        "channel": conversation.channel,
+        "status": conversation_status(conversation),
+        "with_person": conversation.escalation_id is not None,
+        "state": conversation.state,
+        "active_specialist": conversation.active_specialist,
+        "cohort": conversation.cohort,
+        "message_count": conversation.message_count,
+        "created_at": conversation.created_at,
+        "updated_at": conversation.updated_at,
+        "ended_at": conversation.ended_at,
+    }
 
 
 EVENTS_KEEPALIVE_SECONDS = 15.0  # a comment line this often keeps proxies from closing a quiet stream
@@ -769,13 +1015,41 @@ class SessionCheckpointApi(APIView):
 # -- feedback on an answer ------------------------------------------------------------------------------------
 
 
+ERROR_ANSWER_ID = "Must be an answer's message_id, or a completion's or response's id (chatcmpl-…, resp_…)."
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+            {"type": "string", "pattern": TURN_ID_PATTERN},
+        ]
+    }
+)
+class AnswerIdField(serializers.Field):
+    """An answer: its ``message_id``, or the id an OpenAI-compatible face gave it (``chatcmpl-…``, ``resp_…``,
+    ``msg_…``: :mod:`chat.openai_turns`), read as the turn it names."""
+
+    default_error_messages = {"invalid": ERROR_ANSWER_ID}
+
+    def to_internal_value(self, data: Any) -> int | TurnRef:
+        if isinstance(data, int) and not isinstance(data, bool) and 1 <= data <= 2**63 - 1:
+            return data
+        ref = turn_ref_read(data) if isinstance(data, str) else None
+        if ref is None:
+            self.fail("invalid")
+        return ref
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class FeedbackInputSerializer(KnownFieldsSerializer):
     """``{message_id, rating: "up"|"down", comment?}``: one answer of the conversation, rated."""
 
-    message_id = serializers.IntegerField(
-        min_value=1,
-        max_value=2**63 - 1,
-        help_text="The answer rated: `message_id` of the message POST's answer (or of the stream's `done` event).",
+    message_id = AnswerIdField(
+        help_text="The answer rated: `message_id` of the message POST's answer (or of the stream's `done` event), or "
+        "the `id` of an OpenAI-compatible completion or response (`chatcmpl-…`, `resp_…`).",
     )
     rating = serializers.ChoiceField(choices=FeedbackRating.values, help_text="up: helpful; down: not helpful.")
     comment = StrictCharField(
@@ -819,6 +1093,18 @@ FEEDBACK_RESPONSE = inline_serializer(
 )
 
 
+def _answer_pk(conversation: Conversation, answer: int | TurnRef) -> int:
+    """The number of the answer a feedback names; a turn of another conversation, or one that stored no answer, is
+    refused as any id that names no answer of the conversation."""
+    if isinstance(answer, int):
+        return answer
+    same = answer.conversation_pk == conversation.pk
+    message = answer_of_turn(conversation_pk=conversation.pk, turn=answer.turn) if same else None
+    if message is None:
+        raise NotAnAnswer(ERROR_INVALID_MESSAGE, fields={"message_id": [ERROR_NOT_AN_ANSWER]})
+    return message.pk
+
+
 class SessionFeedbackApi(APIView):
     """``POST /api/sessions/{conversation_key}/feedback``: a user's rating of one answer of the conversation."""
 
@@ -857,7 +1143,7 @@ class SessionFeedbackApi(APIView):
         user = request.user
         given = feedback_give(
             conversation=conversation,
-            message_id=data["message_id"],
+            message_id=_answer_pk(conversation, data["message_id"]),
             rating=data["rating"],
             comment=data["comment"],
             user_id=conversation.user_id,

@@ -51,7 +51,6 @@ from conversations.desk_contract import (
 from conversations.models import Escalation, EscalationPriority
 from tenants.auth import ApiClient
 
-TAG = "escalations"
 LIST_LIMIT = 50
 LIST_LIMIT_MAX = 200
 NOTE_MAX_CHARS = 2000
@@ -220,7 +219,6 @@ class EscalationsApi(APIView):
     permission_classes = [IsDeskClient]
 
     @extend_schema(
-        tags=[TAG],
         operation_id="escalations_list",
         summary="The escalations you may answer: the queue, in serving order",
         description=(
@@ -268,7 +266,6 @@ class EscalationApi(APIView):
     permission_classes = [IsDeskClient]
 
     @extend_schema(
-        tags=[TAG],
         operation_id="escalation_retrieve",
         summary="An escalation with its conversation: messages (notes included) and routing decisions",
         description=(
@@ -304,7 +301,6 @@ class EscalationTakeApi(APIView):
     permission_classes = [IsDeskClient]
 
     @extend_schema(
-        tags=[TAG],
         operation_id="escalation_take",
         summary="Take a waiting escalation: it leaves the queue and is this person's",
         description=(
@@ -326,7 +322,6 @@ class EscalationMessagesApi(APIView):
     permission_classes = [IsDeskClient]
 
     @extend_schema(
-        tags=[TAG],
         operation_id="escalation_reply",
         summary="Reply to the customer as a person",
         description=(
@@ -357,7 +352,6 @@ class EscalationNotesApi(APIView):
     permission_classes = [IsDeskClient]
 
     @extend_schema(
-        tags=[TAG],
         operation_id="escalation_note",
         summary="Write an internal note on the conversation (never shown to the customer)",
         description="Stored as a message of role `note`: the desks see it, the customer never does.",
@@ -376,7 +370,6 @@ class EscalationTransferApi(APIView):
     permission_classes = [IsDeskClient]
 
     @extend_schema(
-        tags=[TAG],
         operation_id="escalation_transfer",
         summary="Send the escalation to another team's queue",
         description=(
@@ -413,7 +406,6 @@ class EscalationHandBackApi(APIView):
     permission_classes = [IsDeskClient]
 
     @extend_schema(
-        tags=[TAG],
         operation_id="escalation_hand_back",
         summary="Hand the conversation back to the assistants",
         description=(

@@ -19,6 +19,7 @@ from django.conf import settings
 from agents.llm import key_held, key_variable, llm_configured, router_llm_separate
 from agents.models import McpServer
 from common.endpoints import endpoint_mask
+from common.tracing import tracing_settings
 from conversations.guardrails import SECRET_MASK, is_secret_key, mask_secrets
 from platform import env
 from routing import snapshot
@@ -137,6 +138,7 @@ def effective_configuration() -> dict[str, Any]:
             "executor": settings.SUPERVISOR_EXECUTOR,
             "specialist_timeout_seconds": settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS,
         },
+        "tracing": {**tracing_settings(), "node_min_ms": settings.TRACING_NODE_MIN_MS},
         "observability": {
             name.lower(): getattr(settings, name)
             for name in sorted(dir(settings))

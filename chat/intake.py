@@ -167,18 +167,28 @@ def context_problem(context: dict[str, Any]) -> tuple[str | None, dict[str, Any]
 
 
 ERROR_UNKNOWN_FIELD = "Unknown field; see the API schema for the fields this body takes."
+ERROR_UNKNOWN_PARAMETER = "Unknown parameter; see the API schema for the parameters this route takes."
 
 
 class KnownFieldsSerializer(serializers.Serializer):
     """Refuses fields it does not declare (400 naming each), as its schema says (``additionalProperties: false``):
     a misspelt ``session_id`` must not be silently ignored and start a new conversation."""
 
+    unknown_message = ERROR_UNKNOWN_FIELD
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             unknown = sorted(str(key) for key in data if key not in self.fields)
             if unknown:
-                raise serializers.ValidationError({key: [ERROR_UNKNOWN_FIELD] for key in unknown})
+                raise serializers.ValidationError({key: [self.unknown_message] for key in unknown})
         return super().to_internal_value(data)
+
+
+class KnownParametersSerializer(KnownFieldsSerializer):
+    """A query string read as fields (``request.query_params.dict()``): a parameter the route does not take is a 400
+    naming it, as a misspelt filter must not silently list everything."""
+
+    unknown_message = ERROR_UNKNOWN_PARAMETER
 
 
 class PayloadSerializer(KnownFieldsSerializer):

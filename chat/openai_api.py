@@ -2,172 +2,98 @@
 
 * ``GET /v1/models`` — the enabled agent profiles, one "model" each (``id`` = ``agent_id``);
 * ``POST /v1/chat/completions`` — the LAST user message of ``messages`` goes through the routing graph of the
-  profile named in ``model``, streaming (``stream: true``) or not.
+  profile named in ``model``, streaming (``stream: true``) or not;
+* ``POST /v1/responses`` and ``GET /v1/responses/{id}`` — OpenAI's Responses API (:mod:`chat.openai_responses`).
 
 Same Bearer API key as the rest of the API; the tenant comes from the key. The conversation is the one of the
 ``X-Session-Id`` header if sent, else of the request's ``user`` field; with neither, every request starts a new
-session. Earlier messages in ``messages`` are ignored: the platform keeps the conversation's history itself.
-The message goes through the same front door as the chat routes (:mod:`chat.intake`): the ``multi_agent``
-rollout flag decides its graph, unless the ``X-Agent-Route`` header names another route (``profile``, or
-``multi_agent`` for keys allowed to preview).
+session. Earlier messages in ``messages`` are not sent: the platform keeps the conversation's history itself; its
+system (and developer) messages reach the specialists as the client's instructions for this answer. The message
+goes through the same front door as the chat routes (:mod:`chat.intake`): the ``multi_agent`` rollout flag decides
+its graph, unless the ``X-Agent-Route`` header names another route (``profile``, or ``multi_agent`` for keys
+allowed to preview).
 
-Every answer carries the extension field ``x_agent_routing`` (on the final chunk when streaming): which agent
-answered, the route, intent and routing method, the rollout cohort and flags, the conversation key and the
-turn's handoffs. Streamed text is
-the model's text as it is written; when the graph changed it afterwards (a specialist that handed the turn on,
-output guardrails, judges), ``x_agent_routing.revised_answer`` holds the answer the platform stored.
+Every parameter OpenAI defines is honoured or refused by name (:mod:`chat.openai_params`); how the answer is written
+(``max_tokens``, ``stop``, ``response_format``, sampling) is :mod:`agents.generation`'s. Every answer carries the
+extension field ``x_agent_routing`` (on the final chunk when streaming) and the routing headers
+(:mod:`chat.openai_turns`, which also says what the ``id`` is). Streamed text is the model's text as it is written;
+when the graph changed it afterwards (a specialist that handed the turn on, output guardrails, judges),
+``x_agent_routing.revised_answer`` holds the answer the platform stored.
 
-Errors use OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+Errors use OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` (:mod:`chat.openai_errors`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import time
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import replace
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
-from rest_framework import exceptions, serializers
+from rest_framework import serializers
+from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chat.asyncapi import AsyncAPIView
+from agents.generation import Generation
 from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
 from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
-from chat.intake import (
-    MessageIn,
-    PreviewForbidden,
-    Route,
-    TextTooLong,
-    UnknownProfile,
-    route_check,
-    route_parse,
-    turn_input_build,
-)
+from chat.intake import MessageIn, Route, route_check, route_parse, turn_input_build
 from chat.negotiation import EventStreamNegotiation
-from common.errors import (
-    DATABASE_UNAVAILABLE,
-    ERROR_DESCRIPTIONS,
-    ERROR_INVALID_KEY,
-    ERROR_MALFORMED_JSON,
-    ERROR_NOT_AUTHENTICATED,
-    DomainError,
-    database_unavailable_body,
-    database_unavailable_response,
+from chat.openai_errors import (
+    ROUTE_HEADER,
+    OpenAIError,
+    OpenAIView,
+    front_door_error,
+    invalid,
+    key_required,
+    openai_errors,
 )
-from common.parsers import ERROR_NUL_CHARACTER, BodyTooLarge, JsonTooDeep, NulCharacter
-from conversations.graph import TurnInput, TurnResult, new_session_id, run_turn, turn_detach
-from conversations.guardrails import identifier_pseudonym
+from chat.openai_params import (
+    CHAT_HONOURED,
+    CHAT_REFUSED,
+    boolean_read,
+    chat_generation,
+    parameters_check,
+    refusal,
+    stream_options_read,
+)
+from chat.openai_turns import (
+    COMPLETION_PREFIX,
+    SESSION_MAX_CHARS,
+    StreamedText,
+    TurnEvents,
+    TurnRef,
+    finish_reason,
+    routing_extension,
+    routing_headers,
+    session_for,
+    stream_headers,
+    turn_answered,
+    usage_of,
+)
+from common.errors import DomainError
+from conversations.graph import TurnInput, TurnResult
 from routing import snapshot
 from tenants.auth import ApiClient
 
-logger = logging.getLogger(__name__)
-
 CHANNEL = "openai"
-SESSION_HEADER = "X-Session-Id"
-ROUTE_HEADER = "X-Agent-Route"
-SESSION_MAX_CHARS = 200
 # Unix time this process started: the "created" of every model (profiles carry no creation time).
 _STARTED = int(time.time())
-
-
-class OpenAIError(Exception):
-    """An error answered in OpenAI's shape."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int = 400,
-        param: str | None = None,
-        code: str | None = None,
-        type_: str = "invalid_request_error",
-    ) -> None:
-        super().__init__(message)
-        self.message, self.status, self.param, self.code, self.type = message, status, param, code, type_
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-
-def _invalid(param: str, message: str, code: str | None = "invalid_value") -> OpenAIError:
-    return OpenAIError(message, param=param, code=code)
-
-
-def openai_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's errors (auth, parse, throttling) and ours, in OpenAI's error shape."""
-    if isinstance(exc, OpenAIError):
-        return Response(exc.as_dict(), status=exc.status)
-    if isinstance(exc, exceptions.NotAuthenticated):
-        error = OpenAIError(ERROR_NOT_AUTHENTICATED, status=401, code="invalid_api_key", type_="authentication_error")
-    elif isinstance(exc, exceptions.AuthenticationFailed):
-        error = OpenAIError(ERROR_INVALID_KEY, status=401, code="invalid_api_key", type_="authentication_error")
-    elif isinstance(exc, NulCharacter):
-        error = _invalid(exc.field, ERROR_NUL_CHARACTER)
-    elif isinstance(exc, JsonTooDeep | BodyTooLarge):
-        error = OpenAIError(str(exc.detail), status=exc.status_code, param="body", code=exc.default_code)
-    elif isinstance(exc, RequestDataTooBig):
-        return openai_exception_handler(BodyTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0), context)
-    elif isinstance(exc, DATABASE_UNAVAILABLE):
-        request = context.get("request")
-        body = database_unavailable_body(exc, f"{request.method} {request.path}" if request else "a completion")
-        error = OpenAIError(body["error"]["message"], status=503, code="service_unavailable", type_="server_error")
-        return database_unavailable_response(error.as_dict())
-    elif isinstance(exc, exceptions.ParseError):
-        error = OpenAIError(ERROR_MALFORMED_JSON, code="invalid_json")
-    elif isinstance(exc, exceptions.APIException):
-        error = OpenAIError(
-            str(exc.detail), status=exc.status_code, code=exc.default_code, type_=_error_type(exc.status_code)
-        )
-    else:
-        return None
-    response = Response(error.as_dict(), status=error.status)
-    if error.status == 401:
-        response["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, exceptions.Throttled) and (wait := getattr(exc, "wait", None)):  # the stubs omit .wait
-        response["Retry-After"] = str(wait)  # tenants/throttles.py; OpenAI's clients wait this long
-    return response
-
-
-def _error_type(status: int) -> str:
-    return {
-        401: "authentication_error",
-        403: "permission_error",
-        404: "invalid_request_error",
-        429: "rate_limit_error",
-    }.get(status, "invalid_request_error" if status < 500 else "server_error")
-
-
-# --- the schema ----------------------------------------------------------------------------------------------
-
-OPENAI_ERROR_RESPONSE = inline_serializer(
-    "OpenAIError",
-    {
-        "error": inline_serializer(
-            "OpenAIErrorBody",
-            {
-                "message": serializers.CharField(),
-                "type": serializers.CharField(),
-                "param": serializers.CharField(allow_null=True),
-                "code": serializers.CharField(allow_null=True),
-            },
-        )
-    },
+# Roles a chat message may have: the user's is answered, the system's and developer's are the client's instructions;
+# the rest are the conversation as the client saw it, which the platform keeps itself.
+INSTRUCTION_ROLES = ("system", "developer")
+ROLES = ("user", *INSTRUCTION_ROLES, "assistant", "tool", "function")
+ERROR_AFTER_LAST_USER = (
+    "The platform answers the last user message: messages after it (an assistant's prefill, tool results) are not "
+    "taken."
 )
-
-
-def _openai_errors(*codes: int) -> dict[int, OpenApiResponse]:
-    """The schema's error answers for ``codes``, in OpenAI's shape."""
-    return {code: OpenApiResponse(OPENAI_ERROR_RESPONSE, description=ERROR_DESCRIPTIONS[code]) for code in codes}
+NOT_TEXT = "only text parts are read: answers are about text, and images, audio and files are not taken"
 
 
 @extend_schema_field(
@@ -176,7 +102,7 @@ def _openai_errors(*codes: int) -> dict[int, OpenApiResponse]:
             {"type": "string", "description": "The message's text."},
             {
                 "type": "array",
-                "description": "Content parts; the text parts' `text` is the message.",
+                "description": "Content parts; text parts only (`type: text`, with `text`).",
                 "items": {
                     "type": "object",
                     "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
@@ -190,6 +116,62 @@ class _ContentField(serializers.JSONField):
     """A message's content: a string or a list of content parts (schema only)."""
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 4},
+        ],
+        "description": "The answer ends before the first of these sequences.",
+    }
+)
+class _StopField(serializers.JSONField):
+    """``stop``: a string or up to four (schema only)."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": '`{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema", '
+        '"json_schema": {"name", "schema", "strict"}}`: the answer is JSON (valid against the schema). A schema '
+        "the platform cannot fill (docs/openai.md) is a 400 naming it.",
+        "properties": {
+            "type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
+            "json_schema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "schema": {"type": "object"},
+                    "strict": {"type": "boolean"},
+                    "description": {"type": "string"},
+                },
+                "required": ["name"],
+            },
+        },
+        "required": ["type"],
+    }
+)
+class _FormatField(serializers.JSONField):
+    """``response_format`` (schema only)."""
+
+
+def _max_tokens(help_text: str) -> serializers.IntegerField:
+    return serializers.IntegerField(required=False, min_value=1, allow_null=True, help_text=help_text)
+
+
+def sampling_fields() -> dict[str, serializers.Field]:
+    """The sampling parameters both faces honour (schema only; chat/openai_params.py reads them)."""
+    return {
+        "temperature": serializers.FloatField(
+            required=False, min_value=0, max_value=2, allow_null=True, help_text="Passed on to the profile's model."
+        ),
+        "top_p": serializers.FloatField(
+            required=False, min_value=0, max_value=1, allow_null=True, help_text="Passed on to the profile's model."
+        ),
+    }
+
+
+# The honoured parameters (chat/openai_params.py refuses the others by name; docs/openai.md has the table).
 COMPLETION_REQUEST = inline_serializer(
     "ChatCompletionRequest",
     {
@@ -197,11 +179,16 @@ COMPLETION_REQUEST = inline_serializer(
         "messages": inline_serializer(
             "ChatCompletionMessage",
             {
-                "role": serializers.CharField(help_text="system, user, assistant, …; the last user message is sent."),
+                "role": serializers.ChoiceField(
+                    choices=ROLES,
+                    help_text="The last `user` message is answered; system and developer messages "
+                    "are instructions for this answer.",
+                ),
                 "content": _ContentField(),
             },
             many=True,
-            help_text="The conversation as the client sees it; only the last message with role `user` is sent.",
+            help_text="The conversation as the client sees it; only the last message with role `user` is sent, with "
+            "the system and developer messages as instructions.",
         ),
         "stream": serializers.BooleanField(required=False, default=False),
         "stream_options": inline_serializer(
@@ -210,13 +197,24 @@ COMPLETION_REQUEST = inline_serializer(
         "user": serializers.CharField(
             required=False, max_length=SESSION_MAX_CHARS, help_text="The conversation, unless X-Session-Id is sent."
         ),
+        "max_tokens": _max_tokens("The answer's most tokens (four characters a token): cut, `finish_reason: length`."),
+        "max_completion_tokens": _max_tokens("As max_tokens."),
+        **sampling_fields(),
+        "frequency_penalty": serializers.FloatField(
+            required=False, min_value=-2, max_value=2, allow_null=True, help_text="Passed on to the profile's model."
+        ),
+        "presence_penalty": serializers.FloatField(
+            required=False, min_value=-2, max_value=2, allow_null=True, help_text="Passed on to the profile's model."
+        ),
+        "seed": serializers.IntegerField(
+            required=False, allow_null=True, help_text="Passed on to the profile's model."
+        ),
+        "stop": _StopField(required=False),
+        "response_format": _FormatField(required=False),
+        "n": serializers.ChoiceField(choices=[1], required=False, help_text="One answer per turn: 1 only."),
+        "parallel_tool_calls": serializers.BooleanField(required=False),
     },
 )
-
-
-class OpenAIView(AsyncAPIView):
-    def get_exception_handler(self):
-        return openai_exception_handler
 
 
 # --- models ------------------------------------------------------------------------------------------------
@@ -232,7 +230,7 @@ class ModelsApi(OpenAIView):
         summary="OpenAI-compatible: the agent profiles as models",
         responses={
             200: OpenApiResponse(description='{"object": "list", "data": [{"id", "object", ...}]}'),
-            **_openai_errors(401, 429, 503),
+            **openai_errors(401, 429, 503),
         },
     )
     async def get(self, request):
@@ -249,140 +247,171 @@ class ModelsApi(OpenAIView):
         )
 
 
-# --- chat completions --------------------------------------------------------------------------------------
+# --- reading a request -------------------------------------------------------------------------------------
 
 
-def _text_of(content: Any, param: str) -> str:
-    """A message's text: a string, or the text parts of a list of content parts."""
+def text_of(content: Any, param: str) -> str:
+    """A message's text: a string, or the text parts of a list of content parts (any other part is refused)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         texts = []
         for index, part in enumerate(content):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise _invalid(f"{param}.{index}", "Each content part must be an object with a 'type'.")
-            if part["type"] == "text":
-                if not isinstance(part.get("text"), str):
-                    raise _invalid(f"{param}.{index}.text", "A text part's 'text' must be a string.")
-                texts.append(part["text"])
+                raise invalid(f"{param}.{index}", "Each content part must be an object with a 'type'.")
+            if part["type"] not in ("text", "input_text", "output_text"):
+                raise refusal(f"{param}.{index}.type", NOT_TEXT)
+            if not isinstance(part.get("text"), str):
+                raise invalid(f"{param}.{index}.text", "A text part's 'text' must be a string.")
+            texts.append(part["text"])
         return "\n".join(texts)
-    raise _invalid(param, "The user message's content must be a string or a list of text parts.")
+    raise invalid(param, "The message's content must be a string or a list of text parts.")
 
 
-def _last_user_text(messages: Any) -> str:
+def _messages_read(messages: Any) -> tuple[str, str]:
+    """``(text, instructions)``: the last user message's text, and the system and developer messages' joined."""
     if not isinstance(messages, list) or not messages:
-        raise _invalid(
+        raise invalid(
             "messages", "'messages' must be a non-empty array of messages.", code="missing_required_parameter"
         )
     last = None
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise _invalid(f"messages.{index}", "Each message must be an object with a string 'role'.")
+            raise invalid(f"messages.{index}", "Each message must be an object with a string 'role'.")
+        if message["role"] not in ROLES:
+            raise invalid(f"messages.{index}.role", f"'role' must be one of {', '.join(ROLES)}.")
         if message["role"] == "user":
             last = index
     if last is None:
-        raise _invalid("messages", "'messages' must contain a message with role 'user'.")
-    text = _text_of(messages[last].get("content"), f"messages.{last}.content").strip()
+        raise invalid("messages", "'messages' must contain a message with role 'user'.")
+    for index, message in enumerate(messages[last + 1 :], last + 1):
+        if message["role"] not in INSTRUCTION_ROLES:
+            raise invalid(f"messages.{index}", ERROR_AFTER_LAST_USER)
+    text = text_of(messages[last].get("content"), f"messages.{last}.content").strip()
     if not text:
-        raise _invalid(f"messages.{last}.content", "The last user message has no text.")
-    return text
+        raise invalid(f"messages.{last}.content", "The last user message has no text.")
+    instructions = [
+        text_of(message.get("content"), f"messages.{index}.content").strip()
+        for index, message in enumerate(messages)
+        if message["role"] in INSTRUCTION_ROLES
+    ]
+    return text, "\n\n".join(part for part in instructions if part)
 
 
-def _session_for(request, body: dict[str, Any]) -> tuple[str, str]:
-    """(session_id, user_id): the X-Session-Id header, else ``user``, else a new session."""
-    user = body.get("user")
-    if user is not None and not isinstance(user, str):
-        raise _invalid("user", "'user' must be a string.")
-    user = (user or "").strip()
-    header = (request.headers.get(SESSION_HEADER) or "").strip()
-    session = header or user
-    if len(session) > SESSION_MAX_CHARS:
-        param = SESSION_HEADER if header else "user"
-        raise _invalid(param, f"The session identifier is longer than {SESSION_MAX_CHARS} characters.")
-    if not header and user:
-        # ``user`` names the conversation too: an e-mail or phone there becomes its keyed pseudonym in the key.
-        session = identifier_pseudonym(user, key=settings.SECRET_KEY)
-    return session or new_session_id(), user[:SESSION_MAX_CHARS]
+@dataclass(frozen=True)
+class Asked:
+    """A request read: the engine's input (the client's generation and instructions in it) and how to answer."""
+
+    turn_input: TurnInput
+    stream: bool = False
+    include_usage: bool = False
 
 
-def _completion_request(request) -> tuple[TurnInput, bool, bool]:
-    """Validate the body and build the turn; raises :class:`OpenAIError` before anything is stored."""
-    body = request.data
-    if not isinstance(body, dict):
-        raise _invalid("body", "The request body must be a JSON object.")
-    model = body.get("model")
+def turn_input_read(
+    request: Request,
+    *,
+    model: Any,
+    text: str,
+    text_param: str,
+    session_id: str,
+    user_id: str,
+    instructions: str,
+    instructions_param: str,
+    generation: Generation | None,
+) -> TurnInput:
+    """The engine's input through the front door (:mod:`chat.intake`: profile, size, the session's rate, rollout),
+    its refusals in OpenAI's words; raises :class:`OpenAIError` before anything is stored."""
     if not isinstance(model, str) or not model:
-        raise _invalid("model", "'model' must be the agent_id of a profile.", code="missing_required_parameter")
-    stream = body.get("stream", False)
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise _invalid("stream", "'stream' must be a boolean.")
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise _invalid("stream_options", "'stream_options' must be an object.")
-    text = _last_user_text(body.get("messages"))
-    session_id, user_id = _session_for(request, body)
+        raise invalid("model", "'model' must be the agent_id of a profile.", code="missing_required_parameter")
     client = request.user
     if not isinstance(client, ApiClient):
-        # A staff session has no tenant; this face of the API is for API keys.
-        raise OpenAIError(ERROR_INVALID_KEY, status=401, code="invalid_api_key", type_="authentication_error")
+        raise key_required()  # a staff session has no tenant: this face is for API keys
     message = MessageIn(agent_id=model, text=text, session_id=session_id, user_id=user_id, channel=CHANNEL)
     try:
         route = route_parse(request.headers.get(ROUTE_HEADER), default=Route.ROLLOUT, field_name=ROUTE_HEADER)
         route_check(principal=client, route=route)
         turn_input = turn_input_build(tenant=client.tenant, message=message, route=route)
     except DomainError as exc:
-        raise _openai_error(exc, model=model) from None
-    return turn_input, stream, bool(options.get("include_usage"))
+        raise front_door_error(exc, model=model, text_param=text_param) from None
+    limit = turn_input.profile.max_input_chars
+    if len(instructions) > limit:
+        raise invalid(instructions_param, f"The instructions are longer than {limit} characters.")
+    return replace(turn_input, generation=generation, instructions=instructions)
 
 
-def _openai_error(exc: DomainError, *, model: str) -> OpenAIError:
-    """The front door's refusal in OpenAI's words: its parameter names and codes."""
-    if isinstance(exc, UnknownProfile):
-        return OpenAIError(f"The model {model!r} does not exist.", status=404, param="model", code="model_not_found")
-    if isinstance(exc, TextTooLong):
-        message = f"The last user message is longer than {exc.limit} characters."
-        return _invalid("messages", message, code="context_length_exceeded")
-    if isinstance(exc, PreviewForbidden):
-        return OpenAIError(
-            exc.message, status=403, param=ROUTE_HEADER, code="permission_denied", type_="permission_error"
-        )
-    return _invalid(next(iter(exc.fields), "body"), exc.message)
+def _completion_read(request: Request) -> Asked:
+    body = request.data
+    if not isinstance(body, dict):
+        raise invalid("body", "The request body must be a JSON object.")
+    parameters_check(body, honoured=CHAT_HONOURED, refused=CHAT_REFUSED)
+    stream = boolean_read(body, "stream")
+    include_usage = stream_options_read(body, usage=True)
+    text, instructions = _messages_read(body.get("messages"))
+    generation = chat_generation(body)
+    session_id, user_id = session_for(request.headers, body.get("user"))
+    turn_input = turn_input_read(
+        request,
+        model=body.get("model"),
+        text=text,
+        text_param="messages",
+        session_id=session_id,
+        user_id=user_id,
+        instructions=instructions,
+        instructions_param="messages",
+        generation=generation,
+    )
+    return Asked(turn_input, stream, include_usage)
 
 
-def _usage(result: TurnResult) -> dict[str, int]:
-    """The turn's tokens as its models reported them, every model call added up (``metadata.usage``)."""
-    usage = result.metadata.get("usage") or {}
-    return {key: usage.get(key, 0) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+# --- chat completions --------------------------------------------------------------------------------------
 
 
-def routing_extension(result: TurnResult) -> dict[str, Any]:
-    """The documented ``x_agent_routing`` field: who answered and how the turn was routed, and the escalation when the
-    conversation is with people (``metadata.escalation``, else ``None``)."""
-    metadata = result.metadata
-    decision = metadata.get("route_decision") or {}
+def completion_body(result: TurnResult, ref: TurnRef, model: str) -> dict[str, Any]:
     return {
-        "agent": result.agent,
-        "route": metadata.get("route", ""),
-        "intent": metadata.get("intent", ""),
-        "method": decision.get("method", ""),
-        "mode": metadata.get("mode", ""),
-        "cohort": metadata.get("cohort", ""),
-        "flags": metadata.get("flags", {}),
-        "conversation_key": result.conversation_key,
-        "handoffs": [
-            {key: move.get(key) for key in ("from_agent", "to_agent", "kind", "status", "reason") if key in move}
-            for move in metadata.get("handoffs") or []
+        "id": ref.id(COMPLETION_PREFIX),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.answer, "refusal": None},
+                "logprobs": None,
+                "finish_reason": finish_reason(result.metadata),
+            }
         ],
-        # The conversation is with people (docs/desk.md): queued with its place in line, or a person answers (the
-        # answer is then empty: the person's reply is in GET /api/sessions/{conversation_key}/messages).
-        "escalation": metadata.get("escalation"),
+        "usage": usage_of(result),
+        "x_agent_routing": routing_extension(result),
     }
 
 
-def _completion_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex}"
+def extension_headers(extension: Mapping[str, Any]) -> dict[str, str]:
+    """The routing headers of a stored answer's ``x_agent_routing`` (a replayed completion's too)."""
+    return routing_headers(
+        conversation_key=str(extension.get("conversation_key", "")),
+        route=str(extension.get("route", "")),
+        intent=str(extension.get("intent", "")),
+        message_id=extension.get("message_id"),
+    )
+
+
+def asgi(request: Request) -> bool:
+    """A request of Django's ASGI handler (a stream is sent as it is written), not of its WSGI one."""
+    return isinstance(request._request, ASGIRequest)
+
+
+def sse(data: Mapping[str, Any] | str, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+def stream_response(chunks: AsyncIterator[bytes], headers: Mapping[str, str]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(chunks, content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # proxies must not hold the stream back
+    for name, value in headers.items():
+        response[name] = value
+    return response
 
 
 @extend_schema(parameters=[IDEMPOTENCY_KEY])
@@ -395,81 +424,54 @@ class ChatCompletionsApi(OpenAIView):
         description=(
             "`model` is the profile's agent_id. Only the last user message is sent: the platform keeps the "
             "conversation's history, identified by the `X-Session-Id` header or the `user` field (neither: a new "
-            "session). `stream: true` answers Server-Sent Events of `chat.completion.chunk`. The extension field "
-            "`x_agent_routing` (agent, route, intent, method, mode, cohort, flags, conversation_key, handoffs, "
-            "escalation) says who answered, and whether a person has the conversation. The `multi_agent` rollout "
-            "flag decides the graph unless the `X-Agent-Route` header names `profile` or `multi_agent` (keys "
-            "allowed to preview)."
+            "session); system and developer messages are instructions for this answer. `stream: true` answers "
+            "Server-Sent Events of `chat.completion.chunk`. Every parameter OpenAI defines is honoured or refused "
+            "by name (a 400 naming it, docs/openai.md): `max_tokens` cuts the answer (`finish_reason: length`), "
+            "`response_format` makes it JSON, `stop` ends it, sampling reaches the profile's model; `n` above 1, "
+            "client `tools` and the rest are refused. The `id` (`chatcmpl-<conversation>_<turn>`) is what "
+            "`POST /api/sessions/{key}/feedback` takes as `message_id`. The extension field `x_agent_routing` "
+            "(agent, route, intent, method, mode, cohort, flags, conversation_key, message_id, handoffs, "
+            "escalation) and the headers `X-Agent-Route`, `X-Agent-Intent`, `X-Conversation-Key` and "
+            "`X-Message-Id` say who answered. The `multi_agent` rollout flag decides the graph unless the "
+            "`X-Agent-Route` request header names `profile` or `multi_agent` (keys allowed to preview)."
         ),
         request=COMPLETION_REQUEST,
         responses={
             200: OpenApiResponse(description="chat.completion or a stream of chat.completion.chunk"),
-            **_openai_errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
+            **openai_errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
         },
     )
     async def post(self, request):
-        turn_input, stream, include_usage = await sync_to_async(_completion_request)(request)
-        if stream:
+        asked = await sync_to_async(_completion_read)(request)
+        if asked.stream:
             if idempotency_key(request) is not None:
                 raise OpenAIError(ERROR_NOT_ON_STREAMS, param=IDEMPOTENCY_HEADER, code="idempotency_not_on_streams")
-            response = StreamingHttpResponse(
-                _stream(turn_input, include_usage), content_type="text/event-stream; charset=utf-8"
-            )
-            response["Cache-Control"] = "no-cache"
-            response["X-Accel-Buffering"] = "no"  # proxies must not hold the stream back
-            return response
+            events = TurnEvents(asked.turn_input)
+            ref = await events.start(until_end=not asgi(request))
+            chunks = _chunks(events, ref, asked.include_usage)
+            return stream_response(chunks, stream_headers(events))
+        turn_input = asked.turn_input
 
         async def completion() -> dict[str, Any]:
-            result = await run_turn(turn_input)
-            return {
-                "id": _completion_id(),
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": turn_input.profile.agent_id,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": result.answer},
-                        "logprobs": None,
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": _usage(result),
-                "x_agent_routing": routing_extension(result),
-            }
+            result, ref = await turn_answered(turn_input)
+            return completion_body(result, ref, turn_input.profile.agent_id)
 
         try:  # an Idempotency-Key makes a retry get the stored completion instead of a second turn
-            return await idempotent(request, tenant_pk=turn_input.tenant_pk, answer=completion)
+            response = await idempotent(request, tenant_pk=turn_input.tenant_pk, answer=completion)
         except DomainError as exc:  # the key's refusals (409, 422, 400), in OpenAI's shape
             raise OpenAIError(exc.message, status=exc.status_code, param=IDEMPOTENCY_HEADER, code=exc.code) from exc
+        for name, value in extension_headers(response.data.get("x_agent_routing") or {}).items():
+            response[name] = value
+        return response
 
 
-def _sse(data: dict[str, Any] | str) -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
-    return f"data: {payload}\n\n".encode()
+async def _chunks(events: TurnEvents, ref: TurnRef, include_usage: bool) -> AsyncIterator[bytes]:
+    """The turn as ``chat.completion.chunk`` events, text within the client's max_tokens."""
+    completion_id, created = ref.id(COMPLETION_PREFIX), int(time.time())
+    model = events.data.profile.agent_id
 
-
-async def _stream(turn_input: TurnInput, include_usage: bool) -> AsyncIterator[bytes]:
-    """The turn as ``chat.completion.chunk`` events; the turn starts when the client starts reading.
-
-    The turn runs as a task in the loop that iterates this generator (ASGI's, or the one Django's WSGI
-    handler uses to consume an async iterator), so a client that goes away never stops it.
-    """
-    completion_id, created, model = _completion_id(), int(time.time()), turn_input.profile.agent_id
-    queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
-
-    async def emit(event: str, data: dict[str, Any]) -> None:
-        if event in ("token", "discard"):
-            queue.put_nowait((event, data))
-
-    async def turn() -> TurnResult:
-        try:
-            return await run_turn(replace(turn_input, emit=emit))
-        finally:
-            queue.put_nowait(None)
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         body = {
             "id": completion_id,
             "object": "chat.completion.chunk",
@@ -478,33 +480,26 @@ async def _stream(turn_input: TurnInput, include_usage: bool) -> AsyncIterator[b
             "choices": [choice],
             **extra,
         }
-        return _sse(body)
+        return sse(body)
 
-    task = turn_detach(turn())
     yield chunk({"role": "assistant", "content": ""})
-    sent: list[str] = []
-    while (item := await queue.get()) is not None:
-        event, data = item
-        if event == "token" and data.get("text"):
-            sent.append(data["text"])
-            yield chunk({"content": data["text"]})
-    try:
-        result = await task
-    except Exception:
-        logger.exception("Streaming OpenAI-compatible turn failed")
+    sent = StreamedText(events.data.generation)
+    async for event, data in events.events():
+        if event == "token" and data.get("text") and (piece := sent.add(data["text"])):
+            yield chunk({"content": piece})
+    result = events.result
+    if result is None:
         error = OpenAIError("The turn failed.", status=500, code="server_error", type_="server_error")
-        yield _sse(error.as_dict())
-        yield _sse("[DONE]")
+        yield sse(error.as_dict())
+        yield sse("[DONE]")
         return
-    streamed = "".join(sent)
     extension = routing_extension(result)
-    if result.answer.startswith(streamed):
-        rest = result.answer[len(streamed) :]
-        if rest:  # text the model did not stream (a refusal, a consolidated plan, a guardrail's note)
-            yield chunk({"content": rest})
-    else:
+    rest = sent.rest(result.answer)
+    if rest is None:
         extension["revised_answer"] = result.answer
-    yield chunk({}, "stop", x_agent_routing=extension)
+    elif rest:  # text the model did not stream (a refusal, a consolidated plan, a guardrail's note)
+        yield chunk({"content": rest})
+    yield chunk({}, finish_reason(result.metadata), x_agent_routing=extension)
     if include_usage:
         usage = {
             "id": completion_id,
@@ -512,7 +507,7 @@ async def _stream(turn_input: TurnInput, include_usage: bool) -> AsyncIterator[b
             "created": created,
             "model": model,
             "choices": [],
-            "usage": _usage(result),
+            "usage": usage_of(result),
         }
-        yield _sse(usage)
-    yield _sse("[DONE]")
+        yield sse(usage)
+    yield sse("[DONE]")

@@ -1,10 +1,12 @@
-"""The OpenAI-compatible endpoint, mounted at ``/v1/`` (chat/openai_api.py)."""
+"""The OpenAI-compatible endpoints, mounted at ``/v1/`` (chat/openai_api.py, chat/openai_responses.py)."""
 
 from django.urls import path
 
-from chat import openai_api
+from chat import openai_api, openai_responses
 
 urlpatterns = [
     path("models", openai_api.ModelsApi.as_view(), name="openai-models"),
     path("chat/completions", openai_api.ChatCompletionsApi.as_view(), name="openai-chat-completions"),
+    path("responses", openai_responses.ResponsesApi.as_view(), name="openai-responses"),
+    path("responses/<str:response_id>", openai_responses.ResponseApi.as_view(), name="openai-response"),
 ]

@@ -25,6 +25,7 @@ urlpatterns = [
     path("health/live", health.HealthLiveApi.as_view(), name="health-live"),
     path("health/ready", health.HealthReadyApi.as_view(), name="health-ready"),
     path("agents", apis.AgentsApi.as_view(), name="agents"),
+    path("sessions", apis.SessionsApi.as_view(), name="sessions"),
     path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
     path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),
     path("sessions/<str:conversation_key>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),

@@ -37,6 +37,10 @@ USAGE_ROW = inline_serializer(
         "profile": serializers.CharField(),
         "day": serializers.DateField(),
         "model": serializers.CharField(),
+        "purpose": serializers.CharField(
+            help_text="conversation: customers' turns; else work outside them (publish_gate, routing_tests, "
+            "route_preview, impact_preview, debug), whose answers are 0."
+        ),
         **_TOKENS,
     },
     many=True,
@@ -61,7 +65,9 @@ USAGE_RESPONSE = inline_serializer(
 USAGE_DESCRIPTION = (
     "Answers written by a model, with the tokens every model call of their turns reported (prompt and completion), "
     "per profile, UTC day and the model that made the calls (a routing model of its own has its own row, answers 0 "
-    "on a day it answered nothing), newest day first. cost = prompt_tokens × prompt price + "
+    "on a day it answered nothing), newest day first; and the tokens of model calls made outside a turn, under "
+    "their purpose (the publish gate's routing tests, routing tests run by hand, previews: the operators', read "
+    "with every tenant; debug calls: the asking tenant's). cost = prompt_tokens × prompt price + "
     "completion_tokens × completion price, per million tokens (the admin's model prices), computed when read: a "
     "price edited re-prices the past. A model with no price has cost null and is listed in unpriced_models; "
     "totals.cost adds up the priced rows when their prices share one currency (else null; cost_by_currency has "

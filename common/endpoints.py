@@ -116,3 +116,37 @@ def endpoint_unmask(submitted: str, stored: str) -> str:
     if MASK in kept_address:  # a "***" inside a password or a value: not one this form showed
         raise ValueError(ERROR_MASK_NOTHING_STORED)
     return kept_address
+
+
+# -- templates: an address written with environment variables, as a configuration file may ---------------------
+
+# ``${NAME}`` or ``${NAME:-default}`` (agents.schemas.expand_env reads them from the environment).
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def env_template(text: str) -> str:
+    """``text`` when it refers to environment variables (``${NAME}``, ``${NAME:-default}``), else ``""``: what an
+    endpoint keeps as its template (``McpServer.endpoint_template``), so that an export writes it as it was read."""
+    return text if ENV_REFERENCE.search(text) else ""
+
+
+def template_shareable(template: str) -> bool:
+    """Whether an endpoint template may leave the platform as it is written (an export, a downloaded draft).
+
+    Its references leave as names, never as the environment's values. What is written in it — the literal text
+    and the defaults — must hold nothing :func:`endpoint_mask` would hide: no credentials before
+    the host, no query value, no fragment. So ``http://${USER}:${PASSWORD}@crm/mcp?token=${TOKEN}`` is
+    shareable, ``http://bot:pw@${HOST}/mcp`` and ``${URL:-https://bot:pw@crm/mcp}`` are not (they are exported
+    masked, as a typed endpoint is)."""
+    if not template:
+        return False
+    written = ENV_REFERENCE.sub(lambda match: match.group(2) or "", template)
+    try:
+        parts = urlsplit(written)
+    except ValueError:
+        return False
+    userinfo, at, _host = parts.netloc.rpartition("@")
+    if at and userinfo.replace(":", ""):
+        return False
+    values = [part.partition("=")[2] if "=" in part else part for part in parts.query.split("&") if part]
+    return not any(values) and not parts.fragment

@@ -14,7 +14,7 @@ from auditlog.registry import auditlog
 from django.db import models
 from django.http import HttpRequest
 
-from common.endpoints import MASK, endpoint_mask
+from common.endpoints import ENV_REFERENCE, MASK, endpoint_mask, template_shareable
 
 # Bookkeeping, not decisions: ``updated_at`` alone would make every save an entry; ``synced``/``synced_at`` are what
 # the last manifest sync wrote (its own changes to the decided fields are recorded).
@@ -65,6 +65,14 @@ def secret_or_endpoint_mask(value: str) -> str:
     if "://" in value:
         return endpoint_mask(value)
     return MASK
+
+
+def endpoint_or_template_mask(value: str) -> str:
+    """An MCP server's endpoint as :func:`endpoint_mask` leaves it, or its template (``${NAME}`` references) as it
+    is when what is written in it holds no secret (:func:`common.endpoints.template_shareable`), else ``***``."""
+    if ENV_REFERENCE.search(value):
+        return value if template_shareable(value) else MASK
+    return endpoint_mask(value)
 
 
 class HistoryActorMiddleware(AuditlogMiddleware):

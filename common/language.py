@@ -15,10 +15,14 @@ Pure: imports no app.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import os
 import re
+import tempfile
 import threading
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 LANGUAGES = ("pt", "es", "en")
@@ -28,6 +32,27 @@ MIN_PROBABILITY = 0.5
 MIN_PROBABILITY_ONE_WORD = 0.9
 # Words of two letters or more: numbers, ids ("P100"), emoji and punctuation say nothing of the language.
 _WORD = re.compile(r"[^\W\d_]{2,}")
+
+# Portuguese and Spanish share most of their letters and many short words, and the model reads a short message of
+# either ("precio de Vale y Petrobras") as either. Their closed-class words (articles, contractions, conjunctions,
+# pronouns, question words) tell the two apart outright: when the model leans to one of them without being sure, a
+# message that bears marks of one and none of the other is that one. Words both languages (or English) use the same
+# way ("a", "de", "o" — Spanish "or" —, "no", "que", "me", "se", "por", "para", "do") are no mark, and neither are
+# letters ("ç", "ñ"), which names and business data bring into a message of the other language.
+_PORTUGUESE_MARKS = (
+    "os um uma uns umas da dos das na nas ao aos à às pelo pela pelos pelas num numa e é não nao você voce vocês "
+    "voces eu meu minha meus minhas seu sua seus suas ele ela sem isso isto com em também já até onde quando qual "
+    "quais quanto quanta quantos quantas hoje muito muita mais obrigado obrigada sim pra pro tá tô vc vcs"
+)
+_SPANISH_MARKS = (
+    "el los las un una unos unas del al y es yo mi mis su sus usted ustedes él ella ello eso esto sin con en también "
+    "tambien hay qué cuál cuáles cual cuales cuánto cuánta cuántos cuántas cuanto cuanta donde dónde cuándo hoy muy "
+    "mucho mucha más gracias sí ya hasta pero"
+)
+_MARKS = {"pt": frozenset(_PORTUGUESE_MARKS.split()), "es": frozenset(_SPANISH_MARKS.split())}
+_MARK_SIGNS = {"pt": frozenset(), "es": frozenset("¿¡")}  # Spanish's opening marks: punctuation, never a name's
+_MARK_WORD = re.compile(r"[^\W\d_]+")
+MARKS_DECIDE_BELOW = 0.9  # a reading of Portuguese or Spanish this sure stands whatever the marks say
 
 _model: tuple[Any, ...] | None = None
 _model_lock = threading.Lock()
@@ -55,20 +80,64 @@ def _load() -> tuple[Any, ...]:
     global _model
     with _model_lock:
         if _model is None:
-            import numpy as np
-
             from common.language_kernel import language_probabilities
 
-            model = identifier()
-            _model = (
-                language_probabilities,
-                np.frombuffer(model.tk_nextmove, dtype=np.int32 if model.tk_nextmove.itemsize == 4 else np.int64),
-                np.array(model._rowbase, dtype=np.int64),
-                np.array(model.tk_output, dtype=np.int64),
-                np.ascontiguousarray(model.nb_ptc, dtype=np.float32),
-                np.ascontiguousarray(model.nb_pc, dtype=np.float32),
-            )
+            _model = (language_probabilities, *_arrays())
     return _model
+
+
+_ARRAYS = ("nextmove", "rowbase", "output", "ptc", "pc")
+
+
+def _arrays() -> tuple[Any, ...]:
+    """The model's arrays as the scorer takes them (:data:`_ARRAYS`), memory-mapped read-only from the cache of
+    them (:func:`_cache_dir`), made from py3langid's model by the first process that needs them.
+
+    Mapped, the processes of a machine share one copy of the automaton (39 MB), and each holds resident only the
+    pages its texts walk through, where a process that decompressed the model held all of it (docs/benchmarks.md,
+    "Memory per process"). Without a writable cache (no settings, a read-only disk) the arrays are made in memory."""
+    import numpy as np
+
+    directory = _cache_dir()
+    if directory is not None:
+        with contextlib.suppress(OSError, ValueError):
+            return tuple(np.load(directory / f"{name}.npy", mmap_mode="r") for name in _ARRAYS)
+    model = identifier()
+    arrays = (
+        np.frombuffer(model.tk_nextmove, dtype=np.int32 if model.tk_nextmove.itemsize == 4 else np.int64),
+        np.array(model._rowbase, dtype=np.int64),
+        np.array(model.tk_output, dtype=np.int64),
+        np.ascontiguousarray(model.nb_ptc, dtype=np.float32),
+        np.ascontiguousarray(model.nb_pc, dtype=np.float32),
+    )
+    if directory is None:
+        return arrays
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=directory.parent) as made:
+            for name, array in zip(_ARRAYS, arrays, strict=True):
+                np.save(Path(made) / f"{name}.npy", array)
+            os.rename(made, directory)  # whole or not at all; another process's, made at the same time, stays
+    except OSError:
+        return arrays
+    return tuple(np.load(directory / f"{name}.npy", mmap_mode="r") for name in _ARRAYS)
+
+
+def _cache_dir() -> Path | None:
+    """Where the model's arrays are kept: ``VAR_DIR/cache/language/<py3langid's version and model>``, or ``None``
+    without settings."""
+    from importlib.metadata import version
+
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+
+    try:
+        var_dir = Path(settings.VAR_DIR)
+    except (ImproperlyConfigured, AttributeError):
+        return None
+    model = (MODEL_DIR / MODEL_FILE).stat().st_size
+    return var_dir / "cache" / "language" / f"py3langid-{version('py3langid')}-{model}-{'-'.join(LANGUAGES)}"
 
 
 def language_model_warm() -> None:
@@ -93,7 +162,9 @@ def language_scores(text: str) -> tuple[str, float]:
 def detect_language(text: str) -> str | None:
     """``"pt"``, ``"es"`` or ``"en"``; ``None`` when ``text`` has no word, or is too short or too uncertain.
 
-    The text's words alone are read (numbers, ids and emoji left out). Thread-safe; the first call loads the model.
+    The text's words alone are read (numbers, ids and emoji left out). A reading of Portuguese or Spanish under
+    :data:`MARKS_DECIDE_BELOW` of two words or more gives way to the marks of one of the two (:func:`_marked`: "y",
+    "el", "¿" against "e", "os", "não"). Thread-safe; the first call loads the model.
     The same text asked again in the same context (one request's turn) is answered from the last reading.
     """
     last = _last_told.get()
@@ -105,5 +176,19 @@ def detect_language(text: str) -> str | None:
     language, probability = language_scores(" ".join(words))
     needed = MIN_PROBABILITY_ONE_WORD if len(words) == 1 else MIN_PROBABILITY
     told = language if probability >= needed else None
+    if len(words) > 1 and language in _MARKS and probability < MARKS_DECIDE_BELOW:
+        told = _marked(text) or told
     _last_told.set((text, told))
     return told
+
+
+def _marked(text: str) -> str | None:
+    """Portuguese or Spanish when ``text`` bears marks of that one only (:data:`_MARKS`, :data:`_MARK_SIGNS`)."""
+    lowered = text.casefold()
+    words = set(_MARK_WORD.findall(lowered))
+    marked = [
+        language
+        for language, marks in _MARKS.items()
+        if words & marks or any(sign in _MARK_SIGNS[language] for sign in lowered)
+    ]
+    return marked[0] if len(marked) == 1 else None

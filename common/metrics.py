@@ -13,15 +13,23 @@ Two modes, chosen when this module is first imported, as prometheus_client choos
   process serves the figures of all.
 * unset: a plain registry in this process (tests, ``runserver``).
 
+Where they are scraped: docker-compose shares one directory between web and Celery containers, and any web worker's
+``/metrics`` answers for the whole deployment. On Kubernetes, pods share nothing: ``METRICS_PORT`` makes the process
+that supervises a pod's processes (``python -m platform.serve``, a Celery worker's main process) serve that pod's
+figures on a port of its own (:func:`metrics_serve`), from a directory only that pod's processes write, and each pod
+is scraped on its own (docs/operations.md, "Kubernetes").
+
 The Celery queue's length is read from Redis when scraped (:class:`QueueDepth`), never stored.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import socket
 import threading
 from collections.abc import Iterable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
@@ -277,3 +285,57 @@ class _Local:
 
     def collect(self) -> Iterator[Any]:
         return iter(REGISTRY.collect())
+
+
+METRICS_PATH = "/metrics"
+
+
+class _PodMetricsHandler(BaseHTTPRequestHandler):
+    """``GET /metrics`` for the bearer of the server's token (401 without one, 403 for another, 404 elsewhere)."""
+
+    server: _PodMetricsServer
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] != METRICS_PATH:
+            self._answer(404, b"not found\n", "text/plain; charset=utf-8")
+            return
+        header = self.headers.get("Authorization", "")
+        if header[:7].lower() != "bearer ":
+            self._answer(401, b"authentication required\n", "text/plain; charset=utf-8", challenge=True)
+            return
+        token, expected = header[7:].strip().encode(), self.server.token.encode()
+        if not expected or not hmac.compare_digest(token, expected):
+            self._answer(403, b"forbidden\n", "text/plain; charset=utf-8")
+            return
+        self._answer(200, metrics_exposition(), CONTENT_TYPE)
+
+    def _answer(self, status: int, body: bytes, content_type: str, *, challenge: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if challenge:
+            self.send_header("WWW-Authenticate", 'Bearer realm="metrics"')
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # a scrape every 30 s is not worth a log line
+        return
+
+
+class _PodMetricsServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], token: str) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.token = token
+        super().__init__(address, _PodMetricsHandler)
+
+
+def metrics_serve(*, host: str, port: int, token: str) -> ThreadingHTTPServer:
+    """Serve :func:`metrics_exposition` at ``http://host:port/metrics`` from a daemon thread of this process, for
+    ``Authorization: Bearer <token>`` only (no token, nobody: 403). The figures are those of every process writing to
+    this process's ``PROMETHEUS_MULTIPROC_DIR`` (a pod's), or this process's alone without one. Returns the server
+    (``shutdown()`` stops it); raises ``OSError`` when the address is taken."""
+    server = _PodMetricsServer((host, port), token)
+    threading.Thread(target=server.serve_forever, name="pod-metrics", daemon=True).start()
+    return server

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
 SERVICE_NAME = "agent-platform"
@@ -215,7 +216,8 @@ class _Span:
         self.name = name
         self.attributes = attributes
         self.parent = parent
-        self.context = trace.SpanContext(trace_id, pipeline.ids.generate_span_id(), False, flags)
+        state = parent.trace_state if parent is not None else None  # W3C: a child carries its parent's tracestate
+        self.context = trace.SpanContext(trace_id, pipeline.ids.generate_span_id(), False, flags, state)
         self.status = _UNSET
         self.events: list[Any] = []
 
@@ -298,7 +300,9 @@ def finished_span(name: str, start_ns: int, end_ns: int, attributes: dict[str, A
     parent = _parent()
     if pipeline is None or parent is None or not parent.trace_flags.sampled:
         return
-    context = trace.SpanContext(parent.trace_id, pipeline.ids.generate_span_id(), False, parent.trace_flags)
+    context = trace.SpanContext(
+        parent.trace_id, pipeline.ids.generate_span_id(), False, parent.trace_flags, parent.trace_state
+    )
     pipeline.finish(name, context, parent, attributes, start_ns, end_ns)
 
 
@@ -348,6 +352,99 @@ def continued(headers: Mapping[str, Any] | None) -> Iterator[None]:
     finally:
         _attributes.reset(kept)
         _current.reset(token)
+
+
+# --- across deployments: W3C trace context in and out, and other libraries' spans ---------------------------
+
+W3C_HEADERS = ("traceparent", "tracestate")
+
+
+def trace_context_out() -> dict[str, str]:
+    """The W3C trace context of the span in progress as HTTP headers (``traceparent``, and ``tracestate`` when it
+    has one), written by OpenTelemetry's propagator: what a call to another deployment sends so that the spans it
+    makes there join this trace. Empty when tracing is off or no span is in progress."""
+    current = _parent() if _pipeline is not None else None
+    if current is None:
+        return {}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, trace.set_span_in_context(trace.NonRecordingSpan(current)))
+    return {name: carrier[name] for name in W3C_HEADERS if name in carrier}
+
+
+@contextmanager
+def remote_parent(headers: Mapping[str, str]) -> Iterator[None]:
+    """Run the block as a continuation of the trace a caller's W3C headers name (``traceparent``, ``tracestate``):
+    a request from another deployment, or any client that traces. Only those two headers are read (through
+    OpenTelemetry's propagator); a malformed or absent ``traceparent`` leaves the block's spans in a trace of their
+    own. Nothing is done when tracing is off."""
+    if _pipeline is None or "traceparent" not in headers:
+        yield
+        return
+    carrier = {name: headers[name] for name in W3C_HEADERS if name in headers}
+    remote = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+    if not remote.is_valid:
+        yield
+        return
+    token = _current.set(remote)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class RemoteParentApp:
+    """An ASGI application ``app`` whose HTTP requests continue the trace their W3C headers name
+    (:func:`remote_parent`): every face's turn, and the A2A SDK's spans, join the caller's trace. Tracing off, a
+    request costs one test."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if _pipeline is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in scope["headers"]
+            if name in (b"traceparent", b"tracestate")
+        }
+        with remote_parent(headers):
+            await self.app(scope, receive, send)
+
+
+@contextmanager
+def library_spans_nested() -> Iterator[None]:
+    """Inside the block, OpenTelemetry's own context holds the span in progress, so that the spans a library makes
+    with the OpenTelemetry API (the MCP SDK's ``MCP send tools/call``, the A2A SDK's) are its children rather than
+    roots of traces of their own; the libraries also propagate it (the MCP SDK puts it in the request's ``_meta``).
+    Our spans keep theirs apart from OpenTelemetry's context for speed (:class:`_Span`), so a library sees them
+    only here."""
+    current = _current.get() if _pipeline is not None else None
+    if current is None:
+        yield
+        return
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(current)))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def tracing_settings(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """What tracing runs with in this process, as ``GET /api/debug/env`` shows it: on or off, the exporter and its
+    endpoint (the caller masks credentials), the sampler and its argument, the service name and the propagators;
+    read from the standard variables the SDK reads."""
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
+    return {
+        "enabled": tracing_on(),
+        "exporter": "otlp/http-protobuf" if tracing_configured(environ) else "none",
+        "endpoint": endpoint,
+        "sampler": environ.get("OTEL_TRACES_SAMPLER") or "parentbased_always_on",
+        "sampler_arg": environ.get("OTEL_TRACES_SAMPLER_ARG") or None,
+        "service_name": environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME,
+        "propagators": environ.get("OTEL_PROPAGATORS") or "tracecontext,baggage",
+    }
 
 
 def usage_record(current: Any, reply: Any) -> None:

@@ -7,6 +7,12 @@ per local conversation; the remote's ``token`` events are relayed to the turn's 
 ``done`` event gives the answer and the remote agent. Whatever happens, the outcome is a :class:`BackendReply`
 (stored as a ``BackendCall`` row): never an exception, never a 5xx for the user.
 
+A backend of kind A2A is any Agent2Agent agent, called with the protocol's official client (``a2a-sdk``,
+:func:`_a2a_exchange`): its card read from its address, the message sent in the context stable per local
+conversation, its artifact's text relayed as tokens, its task's final state the outcome. Every hop, of either kind,
+sends the W3C trace context (``traceparent``, ``tracestate``) of its ``gateway.hop`` span, so that the remote's
+spans join the turn's trace.
+
 Loop safety across deployments: each hop sends ``X-Gateway-Hops`` one higher than it received; at
 ``GATEWAY_MAX_HOPS`` no backend is called. Faults open a circuit per (profile, backend), process-local
 (:class:`common.outages.Circuit`): after ``failures_to_open`` failures in a row the backend is not called for
@@ -21,6 +27,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +35,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from a2a.client import (
+    A2ACardResolver,
+    A2AClientError,
+    A2AClientTimeoutError,
+    AgentCardResolutionError,
+    ClientCallContext,
+    ClientConfig,
+    ClientFactory,
+)
+from a2a.helpers import get_artifact_text, get_message_text, new_text_part
+from a2a.types import AgentCard, Message, Role, SendMessageRequest, TaskState
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
+from a2a.utils.errors import A2AError, InternalError
 from django.conf import settings
 
 from common import tracing
@@ -41,6 +61,8 @@ from routing.snapshot import BackendSpec
 logger = logging.getLogger(__name__)
 
 GATEWAY_PATH = "/api/gateway/message/stream"
+A2A_KIND = "a2a"  # agents.BackendKind.A2A
+A2A_CARD_SECONDS = 300.0  # how long a process keeps an A2A agent's card before reading it again
 HOPS_HEADER = "X-Gateway-Hops"
 GATEWAY_CHANNEL = "gateway"
 SUMMARY_TURNS = 4  # the recent messages a handoff summary quotes
@@ -60,20 +82,39 @@ class GatewayMessage:
     handoff_summary: str = ""
     reason: str = ""
 
-    def body(self, backend: BackendSpec) -> dict[str, Any]:
+    def gateway_context(self) -> dict[str, Any]:
+        """The client's context with what the receiving side needs of the gateway (``context.gateway``)."""
         gateway = {
             "from_profile": self.from_profile,
             "conversation_key": self.conversation_key,
             "handoff_summary": self.handoff_summary,
             "reason": self.reason,
         }
+        return {**self.context, "gateway": gateway}
+
+    def body(self, backend: BackendSpec) -> dict[str, Any]:
         payload = {
             "text": self.text,
             "session_id": remote_session_id(self.conversation_key),
             "user_id": self.user_id,
-            "context": {**self.context, "gateway": gateway},
+            "context": self.gateway_context(),
         }
         return {"channel": GATEWAY_CHANNEL, "agent_id": backend.remote_agent_id, "payload": payload}
+
+    def a2a_request(self) -> SendMessageRequest:
+        """The A2A message: the text, in the context stable per local conversation; the user and the gateway
+        context in its metadata (``user_id``, ``context``: what this platform's A2A face reads there)."""
+        metadata: dict[str, Any] = {"context": self.gateway_context()}
+        if self.user_id:
+            metadata["user_id"] = self.user_id
+        message = Message(
+            message_id=uuid.uuid4().hex,
+            role=Role.ROLE_USER,
+            context_id=remote_session_id(self.conversation_key),
+            parts=[new_text_part(self.text)],
+            metadata=metadata,
+        )
+        return SendMessageRequest(message=message)
 
 
 def remote_session_id(conversation_key: str) -> str:
@@ -246,8 +287,11 @@ async def backend_call(
     started = time.perf_counter()
     with tracing.span("gateway.hop", backend=backend.name, remote_agent_id=backend.remote_agent_id) as hop:
         try:
+            exchange = _a2a_exchange if backend.kind == A2A_KIND else _stream
+            # The A2A SDK's client spans its calls with the OpenTelemetry API: under this hop, not traces of their own.
             async with asyncio.timeout(backend.timeout):
-                done, http_status = await _stream(backend, message, hops=hops, emit=emit)
+                with tracing.library_spans_nested():
+                    done, http_status = await exchange(backend, message, hops=hops, emit=emit)
             reply = _answered(backend, done, http_status, started)
         except _Fault as fault:
             reply = _failed(backend, fault.status, fault.error, started, fault.http_status)
@@ -315,6 +359,7 @@ async def _stream(
     :class:`_Fault` for an answer that is not the gateway API's, httpx's errors for the rest."""
     # application/json too: errors come as JSON, and DRF refuses (406) an Accept it has no renderer for.
     headers = {"Accept": "text/event-stream, application/json", HOPS_HEADER: str(hops + 1)}
+    headers.update(tracing.trace_context_out())  # the remote's spans join this trace, under the gateway.hop span
     if backend.api_key:
         headers["Authorization"] = f"Bearer {backend.api_key}"
     request = _client().build_request(
@@ -368,6 +413,146 @@ async def _event(
     elif event == "discard":
         await emit_safely(emit, "discard", {"agent": backend.name})
     return None
+
+
+# --- a hop to an A2A agent --------------------------------------------------------------------------------
+
+# The A2A client's own HTTP clients, one per event loop: the SDK's client factory sets its protocol version header on
+# the client it is given, which the gateway API's hops must not send.
+_a2a_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+_cards: dict[tuple[str, str], tuple[float, AgentCard]] = {}  # (card URL, key digest) → (read at, card)
+
+# The task states that end a hop, and what each makes of it.
+_ANSWERED = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_INPUT_REQUIRED}
+_REFUSED = {TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_AUTH_REQUIRED, TaskState.TASK_STATE_CANCELED}
+
+
+def _a2a_client() -> httpx.AsyncClient:
+    loop = asyncio.get_running_loop()
+    with _clients_lock:
+        client = _a2a_clients.get(loop)
+        if client is None:
+            client = _a2a_clients[loop] = httpx.AsyncClient(follow_redirects=False)
+        return client
+
+
+def a2a_card_location(base_url: str) -> tuple[str, str]:
+    """Where an A2A agent's card is: ``(base, path)`` for the SDK's card resolver. An address ending in ``.json`` is
+    the card's own URL; any other is the agent's, its card at ``.well-known/agent-card.json`` under it."""
+    parts = urlsplit(base_url)
+    if parts.path.endswith(".json"):
+        folder, _, name = parts.path.rpartition("/")
+        return parts._replace(path=folder, query="", fragment="").geturl(), name
+    return base_url.rstrip("/"), AGENT_CARD_WELL_KNOWN_PATH
+
+
+def _same_origin(url: str, other: str) -> bool:
+    first, second = urlsplit(url), urlsplit(other)
+    return (first.scheme, first.netloc) == (second.scheme, second.netloc)
+
+
+async def _a2a_card(backend: BackendSpec, headers: dict[str, str]) -> AgentCard:
+    """The agent's card (kept ``A2A_CARD_SECONDS`` in this process), with only the JSON-RPC interfaces on the card's
+    own host: the key is sent to no other. Raises :class:`_Fault`."""
+    base, path = a2a_card_location(backend.base_url)
+    cached_key = (backend.base_url, hashlib.sha256(backend.api_key.encode()).hexdigest())
+    cached = _cards.get(cached_key)
+    if cached is not None and time.monotonic() - cached[0] < A2A_CARD_SECONDS:
+        return cached[1]
+    resolver = A2ACardResolver(_a2a_client(), base, path)
+    card = await resolver.get_agent_card(http_kwargs={"headers": headers, "timeout": backend.timeout})
+    mine = [
+        interface
+        for interface in card.supported_interfaces
+        if interface.protocol_binding == TransportProtocol.JSONRPC and _same_origin(interface.url, base)
+    ]
+    if not mine:
+        error = "the agent card offers no JSON-RPC interface on its own host (the key goes to no other)"
+        raise _Fault(BackendCallStatus.BAD_ANSWER, error)
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(mine)
+    _cards[cached_key] = (time.monotonic(), card)
+    return card
+
+
+def _a2a_fault(exc: A2AError) -> _Fault:
+    """What an A2A client error means for the hop's row: the HTTP status or the transport's failure under it."""
+    cause = exc.__cause__
+    status = getattr(exc, "status_code", None)
+    if status is None and isinstance(cause, httpx.HTTPStatusError):
+        status = cause.response.status_code
+    error = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, A2AClientTimeoutError) or isinstance(cause, httpx.TimeoutException):
+        return _Fault(BackendCallStatus.TIMEOUT, error, status)
+    if status is not None:
+        return _Fault(BackendCallStatus.SERVER_ERROR if status >= 500 else BackendCallStatus.REFUSED, error, status)
+    if isinstance(cause, httpx.TransportError):
+        return _Fault(BackendCallStatus.UNREACHABLE, error)
+    if isinstance(exc, AgentCardResolutionError | A2AClientError):
+        return _Fault(BackendCallStatus.BAD_ANSWER, error)
+    # A JSON-RPC error the agent answered with: its fault (internal) or the message's (the rest).
+    return _Fault(
+        BackendCallStatus.SERVER_ERROR if isinstance(exc, InternalError) else BackendCallStatus.REFUSED, error
+    )
+
+
+async def _a2a_exchange(
+    backend: BackendSpec, message: GatewayMessage, *, hops: int, emit: Emit | None
+) -> tuple[dict[str, Any], int]:
+    """Send the message to an A2A agent with the SDK's client (streaming when its card says it streams) and read
+    its events: the artifacts' text relayed to ``emit`` under the backend's name as it comes (a chunk that replaces
+    an artifact discards what was relayed), the task's last state the outcome. Returns the gateway API's ``done``
+    data (answer, agent, conversation key) and the HTTP status; raises :class:`_Fault` (and ``TimeoutError``)."""
+    headers = {HOPS_HEADER: str(hops + 1), **tracing.trace_context_out()}
+    if backend.api_key:
+        headers["Authorization"] = f"Bearer {backend.api_key}"
+    try:
+        card = await _a2a_card(backend, headers)
+        config = ClientConfig(streaming=card.capabilities.streaming, httpx_client=_a2a_client())
+        client = ClientFactory(config).create(card)
+        texts: dict[str, str] = {}
+        said, state, context_id = "", TaskState.TASK_STATE_UNSPECIFIED, ""
+        context = ClientCallContext(service_parameters=headers, timeout=backend.timeout)
+        async for event in client.send_message(message.a2a_request(), context=context):
+            kind = event.WhichOneof("payload")
+            if kind == "message":  # a plain answer, no task
+                said, state, context_id = (
+                    get_message_text(event.message),
+                    TaskState.TASK_STATE_COMPLETED,
+                    event.message.context_id,
+                )
+            elif kind == "task":
+                texts = {item.artifact_id: get_artifact_text(item) for item in event.task.artifacts}
+                state, context_id = event.task.status.state, event.task.context_id
+                said = get_message_text(event.task.status.message) or said
+            elif kind == "status_update":
+                state, context_id = event.status_update.status.state, event.status_update.context_id
+                said = get_message_text(event.status_update.status.message) or said
+            elif kind == "artifact_update":
+                await _a2a_chunk(backend, event.artifact_update, texts, emit)
+    except A2AError as exc:
+        raise _a2a_fault(exc) from None
+    if state in _REFUSED or state == TaskState.TASK_STATE_FAILED:
+        status = BackendCallStatus.SERVER_ERROR if state == TaskState.TASK_STATE_FAILED else BackendCallStatus.REFUSED
+        raise _Fault(status, f"the task ended {TaskState.Name(state)}: {said[:ERROR_CHARS]}", 200)
+    answer = "".join(texts.values()) or said
+    if state not in _ANSWERED or not answer:
+        raise _Fault(BackendCallStatus.BAD_ANSWER, f"no answer: the task is {TaskState.Name(state)}", 200)
+    return {"answer": answer, "agent": card.name, "conversation_key": context_id}, 200
+
+
+async def _a2a_chunk(backend: BackendSpec, update: Any, texts: dict[str, str], emit: Emit | None) -> None:
+    """One artifact update: appended to its artifact's text, or replacing it (what was relayed is discarded)."""
+    text = get_artifact_text(update.artifact)
+    name = update.artifact.artifact_id
+    if update.append:
+        texts[name] = texts.get(name, "") + text
+    else:
+        if texts.get(name):
+            await emit_safely(emit, "discard", {"agent": backend.name})
+        texts[name] = text
+    if text:
+        await emit_safely(emit, "token", {"agent": backend.name, "text": text})
 
 
 # --- both ends of a hop -----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from common.events import emit_safely
 from conversations.goal_engine import PlanRun, answer_write, outputs_combine, plan_execute
 from routing.decide import route_decide
 from routing.goal_decide import CLARIFICATION, GENERAL, PLAN, GoalDecision, ambiguity_pending, goal_decide
+from routing.goal_words import DEFAULT_LANGUAGE, said
 from routing.goals import FAILURE
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
@@ -38,10 +39,9 @@ logger = logging.getLogger(__name__)
 
 GOAL_ROUTE = "goal"
 GOAL_AGENT = "goal_planner"  # the answer's author in goal mode: the plan, written up by the profile's model
-FAILED_PLAN_ANSWER = (
-    "Não consegui concluir o pedido agora. Tente de novo em instantes ou com outras palavras. "
-    "(I could not complete the request right now.)"
-)
+# The answer when a plan cannot be made or is refused before it runs, in the platform's default language; a turn
+# answers it in the customer's (routing.goal_words' "failed_plan").
+FAILED_PLAN_ANSWER = said("failed_plan", DEFAULT_LANGUAGE)
 
 
 @dataclass
@@ -80,6 +80,7 @@ class GoalTurn:
             "clarification": self.clarification(),
             "reason": decided["reason"],
             "threshold": decided["threshold"],
+            "language": decided["language"],
             "combined": self.combined,
             "answer": self.writing,
             "latency_ms": round(self.run.latency_ms, 3) if self.run else 0.0,
@@ -141,24 +142,27 @@ async def goal_answer(turn: Turn, current: Snapshot) -> None:
     if decision.status == CLARIFICATION:
         turn.answer = str((decision.clarification or {}).get("question", ""))
         return
+    language = decision.language
     if decision.status == FAILURE or decision.plan is None:
         logger.info("A goal plan could not be made: %s", decision.reason)
-        turn.answer = FAILED_PLAN_ANSWER
+        turn.answer = said("failed_plan", language)
         return
     turn.offered_tools = sorted({*turn.offered_tools, *(turn.decision.mcp_tools if turn.decision else [])})
 
     async def on_event(event: str, data: dict[str, Any]) -> None:
         await emit_safely(turn.input.emit, event, turn.vault.redact(data))
 
-    goal.run = await plan_execute(decision.plan, turn.input.profile.goals, current, on_event=on_event)
+    goal.run = await plan_execute(
+        decision.plan, turn.input.profile.goals, current, on_event=on_event, language=language
+    )
     if goal.run.error:
         logger.info("A goal plan was refused before it ran: %s", goal.run.error)
-        turn.answer = FAILED_PLAN_ANSWER
+        turn.answer = said("failed_plan", language)
         return
     if goal.run.status == CLARIFICATION and goal.run.clarification:
         turn.goal_state = ambiguity_pending(decision, goal.run.clarification)
         turn.answer = str(goal.run.clarification.get("question", ""))
         return
-    goal.combined = outputs_combine(decision.plan, goal.run.outputs)
-    turn.answer, goal.writing = await answer_write(turn.input.profile, turn.sanitized_text, goal.combined)
+    goal.combined = outputs_combine(decision.plan, goal.run.outputs, language)
+    turn.answer, goal.writing = await answer_write(turn.input.profile, turn.sanitized_text, goal.combined, language)
     await emit_safely(turn.input.emit, "goal", {"phase": "finished", "status": goal.status})

@@ -40,8 +40,18 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
+from agents.generation import (
+    FINISH_LENGTH,
+    Generation,
+    answer_formatted,
+    json_answer,
+    json_text,
+    strings_mapped,
+    strings_of,
+    text_within,
+)
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
-from agents.usage import KIND_ANSWER, TurnUsage, other_models, usage_counting
+from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens, usage_counting
 from common import metrics, tracing
 from common.bus import publish_event
 from common.events import Emit, emit_safely
@@ -77,7 +87,7 @@ from conversations.guardrails import (
     run_input_guardrails,
     run_output_guardrails,
 )
-from conversations.judges import REVIEW_FALLBACK_ANSWER, judge_answer, review_decision
+from conversations.judges import NOTE, REPLACE, REVIEW_FALLBACK_ANSWER, judge_answer, review_decision, review_note
 from conversations.models import (
     ESCALATION_OPEN,
     OPEN,
@@ -168,6 +178,13 @@ BACKEND_UNAVAILABLE_ANSWER = (
 # with its metadata (the response the faces return and the stored message).
 LIMIT_TOOL_OUTPUT, LIMIT_ANSWER, LIMIT_RESPONSE = "tool_output", "answer_chars", "response_bytes"
 LIMIT_TOOL_RESPONSE = "tool_response"  # a server's answer on the wire, not read
+LIMIT_MAX_TOKENS = "max_tokens"  # the client's own limit on the answer (agents.generation), a request parameter
+# The note with which a client's instructions reach the specialists (the OpenAI-compatible faces' system messages and
+# ``instructions``): under the profile's policy and the specialist's prompt, never in their place.
+INSTRUCTIONS_NOTE = (
+    "[CLIENT_INSTRUCTIONS: the application that sent this message asks, for this answer only (your policy and role "
+    "above still apply): {instructions}]"
+)
 RESPONSE_RESERVE_BYTES = 1024  # of RESPONSE_MAX_BYTES, kept for the envelope's keys and the response's own hit
 
 
@@ -193,6 +210,10 @@ class TurnInput:
     emit: Emit | None = field(default=None, compare=False, repr=False)
     # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).
     hops: int = 0
+    # How the client asked the answer written (agents.generation), and its instructions for this answer (a system
+    # note to the specialists, INSTRUCTIONS_NOTE); neither is stored.
+    generation: Generation | None = None
+    instructions: str = ""
 
     @property
     def conversation_key(self) -> str:
@@ -616,13 +637,21 @@ def _specialist_request(
     step_limit: int = 0,
     emit: Emit | None = None,
     reply_rest: str | None = None,
+    part: bool = False,
 ) -> SpecialistRequest | None:
+    """``agent``'s request for this turn; a supervisor's ``part`` writes prose (the turn merges the parts, then puts
+    the answer in the client's format)."""
     profile = turn.input.profile
     spec = profile.specialists.get(agent)
     if spec is None:
         return None
     intent = profile.router.intents_by_name.get(intent_name)
     tools = tools_for_turn(profile=profile, specialist=spec, intent_tools=list(intent_tools), all_tools=current.tools)
+    generation = turn.input.generation
+    if generation is not None and part:
+        generation = generation.without_format()
+    if turn.input.instructions:
+        notes = (*notes, INSTRUCTIONS_NOTE.format(instructions=turn.vault.mask(turn.input.instructions)))
     return SpecialistRequest(
         profile=profile,
         specialist=spec,
@@ -642,6 +671,7 @@ def _specialist_request(
         granted=frozenset(turn.granted),
         emit=emit,
         reply_rest=reply_rest,
+        generation=generation,
     )
 
 
@@ -1028,7 +1058,7 @@ def _parts_runner(turn: Turn, current: Snapshot, notes: Callable[[PlanStep], tup
     async def run(batch: list[PlanStep], round_number: int) -> PlanResult:
         requests = {
             step.agent: _specialist_request(
-                turn, current, step.agent, step.intent, step.mcp_tools, notes=notes(step) if notes else ()
+                turn, current, step.agent, step.intent, step.mcp_tools, notes=notes(step) if notes else (), part=True
             )
             for step in batch
         }
@@ -1096,7 +1126,7 @@ async def _supervisor_agent(turn: Turn, current: Snapshot, steps: list[PlanStep]
             if request is not None:
                 turn.pending_permission = _waiting_request(turn, request, waiting)
     turn.answer, turn.consolidation = await consolidate(
-        turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text
+        turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text, generation=turn.input.generation
     )
 
 
@@ -1115,12 +1145,43 @@ def _answer_bounded(turn: Turn) -> None:
     turn.limits.append(limit_hit(LIMIT_ANSWER, "ANSWER_MAX_CHARS", limit, asked, len(turn.answer)))
 
 
+def _asked_json(turn: Turn) -> tuple[bool, Any]:
+    """The answer's JSON when the client asked for JSON and it is (:func:`agents.generation.json_answer`)."""
+    asked = turn.input.generation
+    return json_answer(turn.answer, asked.response_format if asked is not None else None)
+
+
 async def output_guardrails(turn: Turn) -> None:
-    """No raw tool JSON, stack traces or personal data in the answer, which is cut to ``ANSWER_MAX_CHARS`` first."""
+    """No raw tool JSON, stack traces or personal data in the answer, which is cut to ``ANSWER_MAX_CHARS`` first. An
+    answer in the JSON the client asked for is JSON by request: its strings are guarded, each as an answer, and its
+    shape kept."""
     _answer_bounded(turn)
-    report = run_output_guardrails(turn.answer, turn.vault, _tool_results(turn), settings=turn.input.profile.guardrails)
-    turn.answer = report.answer
-    turn.guardrails["output"] = report.as_dict()
+    results, options = _tool_results(turn), turn.input.profile.guardrails
+    is_json, value = _asked_json(turn)
+    if not is_json:
+        report = run_output_guardrails(turn.answer, turn.vault, results, settings=options)
+        turn.answer = report.answer
+        turn.guardrails["output"] = report.as_dict()
+        return
+    reports: list[Any] = []
+
+    def guarded(text: str) -> str:
+        reports.append(run_output_guardrails(text, turn.vault, results, settings=options))
+        return reports[-1].answer
+
+    changed = strings_mapped(value, guarded)
+    if changed != value:
+        turn.answer = json_text(changed)
+    checks = reports or [run_output_guardrails("", turn.vault, results, settings=options)]
+    turn.guardrails["output"] = {
+        "passed": all(report.passed for report in checks),
+        # Per guardrail, the first string it changed (else the first string's check).
+        "checks": [
+            next((report.checks[index] for report in checks if not report.checks[index]["passed"]), check)
+            for index, check in enumerate(checks[0].checks)
+        ],
+        "json_strings": len(reports),
+    }
 
 
 async def judge(turn: Turn) -> None:
@@ -1129,9 +1190,10 @@ async def judge(turn: Turn) -> None:
     if turn.escalate is not None:
         return
     judges = turn.input.profile.judges
+    is_json, value = _asked_json(turn)
     turn.judges = await judge_answer(
         question=turn.sanitized_text,
-        answer=turn.answer,
+        answer="\n".join(strings_of(value)) if is_json else turn.answer,  # the words of a JSON answer, not its keys
         tool_results=_tool_results(turn),
         settings=judges,
         boilerplate=(
@@ -1154,16 +1216,33 @@ REVIEW_NOTE = (
 async def supervisor_review(turn: Turn) -> None:
     """The review (seed 004). With the profile's ``review_single_turns``, a single specialist's answer that leaves
     part of the request open is first sent on (:func:`_single_turn_review`); then an answer that failed the
-    judges is replaced with a safe fallback (when the profile allows). Not on a turn handed to a person."""
+    judges is replaced with a safe fallback (when the profile allows) — unless the turn already changed something
+    (:func:`_side_effects`): then it stands, with a note in the customer's language. Not on a turn handed to a
+    person."""
     if turn.escalate is not None:
         return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
-    turn.review = review_decision(turn.judges, turn.input.profile.judges)
+    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    turn.review = review_decision(turn.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current))
     if single is not None:
         turn.review["single_turn"] = single
-    if turn.review.get("action") == "replace":
+    if turn.review.get("action") == REPLACE:
         turn.review["replaced_answer_chars"] = len(turn.answer)
         turn.answer = REVIEW_FALLBACK_ANSWER
+    elif turn.review.get("action") == NOTE:
+        language = turn.goal.decision.language if turn.goal is not None else detect_language(turn.sanitized_text)
+        turn.answer = f"{turn.answer}\n\n{review_note(language)}"
+
+
+def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
+    """The tools whose successful calls this turn may have changed something with (a message sent, an order placed:
+    :attr:`routing.snapshot.ToolSpec.changes_things`), once each, in call order."""
+    changed = [
+        result.tool
+        for result in turn.tool_results()
+        if result.status == STATUS_OK and (tool := current.tools.get(result.tool)) is not None and tool.changes_things
+    ]
+    return list(dict.fromkeys(changed))
 
 
 def _single_turn_reviewable(turn: Turn) -> bool:
@@ -1210,7 +1289,9 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
     if not result.rounds:
         return {"source": source, "open": []}
     turn.reviewed = PlanResult(partials=result.partials[1:], rounds=result.rounds)
-    turn.answer, turn.consolidation = await consolidate(result, profile=profile, question=turn.sanitized_text)
+    turn.answer, turn.consolidation = await consolidate(
+        result, profile=profile, question=turn.sanitized_text, generation=turn.input.generation
+    )
     await output_guardrails(turn)
     await judge(turn)
     return {
@@ -1329,7 +1410,28 @@ async def person(turn: Turn) -> None:
     await emit_safely(turn.input.emit, "escalation", escalation_public(held, position=turn.escalation_position))
 
 
+def _answer_as_asked(turn: Turn) -> None:
+    """The answer written as the client asked (:mod:`agents.generation`), whoever wrote it: in its format (unless
+    the model that wrote it was cut by max_tokens: a cut JSON stays cut, as a model's would), ended at its first stop
+    sequence, within max_tokens; a cut (or the model's own) is recorded as the ``max_tokens`` limit."""
+    asked = turn.input.generation
+    if asked is None or not turn.answered:
+        return
+    cut_by_model = turn.outcome is not None and turn.outcome.finish_reason == FINISH_LENGTH
+    answer = turn.answer
+    if asked.response_format is not None and not cut_by_model:
+        answer = answer_formatted(answer, asked.response_format)
+    answer, finish = text_within(answer, max_tokens=asked.max_tokens, stop=asked.stop)
+    if finish == FINISH_LENGTH or cut_by_model:
+        tokens = text_tokens(answer)
+        turn.limits.append(
+            limit_hit(LIMIT_MAX_TOKENS, "max_tokens", asked.max_tokens or tokens, text_tokens(turn.answer), tokens)
+        )
+    turn.answer = answer
+
+
 async def persist(turn: Turn) -> None:
+    _answer_as_asked(turn)
     turn.conversation_pk = await sync_to_async(_persist)(turn)
     turn_events_publish(turn)
 
@@ -1548,7 +1650,7 @@ def _response_bounded(turn: Turn, metadata: dict[str, Any]) -> dict[str, Any]:
     if not asked:
         return metadata
     if not isinstance(bounded, dict):  # not even its shape fits: what says what happened
-        bounded = {key: metadata.get(key) for key in ("mode", "version", "route", "intent", "usage")}
+        bounded = {key: metadata.get(key) for key in ("mode", "version", "route", "intent", "turn", "usage")}
         bounded["limits"] = list(metadata.get("limits") or [])
     hit = limit_hit(LIMIT_RESPONSE, "RESPONSE_MAX_BYTES", limit, asked + json_size(envelope), 0)
     bounded["limits"] = [*(bounded.get("limits") or []), hit]

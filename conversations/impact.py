@@ -20,6 +20,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from agents.models import UsagePurpose
+from agents.services import usage_outside_turns
 from conversations.models import Conversation, RouteDecisionRecord
 from routing.decide import delegated_of, route_decide
 from routing.router import RouteDecision
@@ -164,25 +166,27 @@ def impact_preview(
         draft = live
     total = changed = 0
     groups: dict[Moved, ImpactGroup] = {}
-    loop = asyncio.new_event_loop()
-    try:
-        for chunk in _chunks(_replayed(agent_id, since, limit, tenant_ids), CHUNK):
-            total += len(chunk)
-            for item, moved in loop.run_until_complete(_compare(live, draft, chunk)):
-                changed += 1
-                group = groups.setdefault(moved, ImpactGroup(*moved))
-                group.count += 1
-                if len(group.samples) < samples:
-                    group.samples.append(
-                        {
-                            "message_id": item.message_id,
-                            "conversation_id": item.conversation_id,
-                            "conversation_key": item.conversation_key,
-                            "text": item.text,
-                        }
-                    )
-    finally:
-        loop.close()
+    # The decisions' model calls (a classifier) are counted: the loop's tasks carry this thread's context.
+    with usage_outside_turns(purpose=UsagePurpose.IMPACT_PREVIEW, profile_id=live_spec.pk):
+        loop = asyncio.new_event_loop()
+        try:
+            for chunk in _chunks(_replayed(agent_id, since, limit, tenant_ids), CHUNK):
+                total += len(chunk)
+                for item, moved in loop.run_until_complete(_compare(live, draft, chunk)):
+                    changed += 1
+                    group = groups.setdefault(moved, ImpactGroup(*moved))
+                    group.count += 1
+                    if len(group.samples) < samples:
+                        group.samples.append(
+                            {
+                                "message_id": item.message_id,
+                                "conversation_id": item.conversation_id,
+                                "conversation_key": item.conversation_key,
+                                "text": item.text,
+                            }
+                        )
+        finally:
+            loop.close()
     ordered = sorted(groups.values(), key=lambda g: (-g.count, g.old_intent, g.new_intent))
     return {
         "agent_id": agent_id,

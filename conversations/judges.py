@@ -3,7 +3,8 @@
 Pure Python over plain data. Judges are looked up in :data:`JUDGES`;
 :func:`judge_answer` runs the rule-based judge always and the LLM judge when the
 profile's ``llm_judge`` is on; :func:`review_decision` turns their verdicts into
-"accept" or "replace with :data:`REVIEW_FALLBACK_ANSWER`". Settings are the
+"accept", "replace with :data:`REVIEW_FALLBACK_ANSWER`" or — when the turn already changed something outside the
+conversation — "note" (the answer stands, with :func:`review_note`). Settings are the
 profile's judge settings (``agents.schemas.JUDGE_KEYS``): ``min_score``
 (default 0.5), ``llm_judge`` (default off), ``replace_failed_answers`` (default on).
 """
@@ -28,6 +29,17 @@ REVIEW_FALLBACK_ANSWER = (
     "or ask for a human agent?)"
 )
 DEFAULT_MIN_SCORE = 0.5
+# What a failed answer gets in place of being replaced when the turn already changed something (a message sent, an
+# order placed): the customer must not read "I could not" about what was done. In the customer's language.
+REVIEW_NOTES = {
+    "pt": "Observação: nossa revisão automática não conseguiu confirmar todos os detalhes desta resposta; o que já "
+    "foi feito para você continua feito.",
+    "en": "Note: our automatic review could not confirm every detail of this answer; what was already carried out "
+    "for you stays done.",
+    "es": "Nota: nuestra revisión automática no pudo confirmar todos los detalles de esta respuesta; lo que ya se "
+    "hizo por usted sigue hecho.",
+}
+REVIEW_NOTE_LANGUAGE = "pt"  # when the customer's language cannot be told
 
 # Judge statuses and check outcomes.
 PASSED = "passed"
@@ -424,9 +436,11 @@ class RuleBasedJudge(Judge):
             return NOT_APPLICABLE, {"reason": reason}
         values: set[tuple[Any, ...]] = set()
         given: set[tuple[Any, ...]] = _salient_values(case.question)
-        for result, arguments in successful:
+        for result, arguments in successful:  # in call order
+            # A tool's arguments were given, unless an earlier call returned them: a value one step hands the next (a
+            # price sent on in a notification) is still the tools' finding, which the answer may be grounded on.
+            given |= _salient_values(arguments) - values
             values |= _salient_values(result)
-            given |= _salient_values(arguments)
         given |= {("id", value[1]) for value in given if value[0] == "number"}
         new = values - given
         if new:
@@ -566,18 +580,31 @@ async def judge_answer(
 
 ACCEPT = "accept"
 REPLACE = "replace"
+NOTE = "note"
+
+
+def review_note(language: str | None) -> str:
+    """The note a failed answer that stands gets (:data:`REVIEW_NOTES`), in ``language`` (pt, en, es)."""
+    return REVIEW_NOTES.get(language or "", REVIEW_NOTES[REVIEW_NOTE_LANGUAGE])
 
 
 def review_decision(
-    judges_results: Mapping[str, Mapping[str, Any]], settings: Mapping[str, Any] | None = None
+    judges_results: Mapping[str, Mapping[str, Any]],
+    settings: Mapping[str, Any] | None = None,
+    *,
+    side_effects: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Whether the answer stands: ``{"action": "accept" | "replace", "reason": ...}``.
+    """Whether the answer stands: ``{"action": "accept" | "replace" | "note", "reason": ...}``.
 
     ``replace`` (show :data:`REVIEW_FALLBACK_ANSWER` instead) when the rule-based
     judge failed — or an LLM judge that gave a verdict failed — and
     ``replace_failed_answers`` is on (the default). An answer that failed only
     because it is already one of the platform's canned answers is accepted, as
-    is everything when no judge gave a verdict.
+    is everything when no judge gave a verdict. An answer the review would
+    replace after the turn ran ``side_effects`` (tools that may have changed
+    something, which succeeded) is never replaced: ``note`` keeps it and adds
+    :func:`review_note` (``side_effects`` names them), since the fallback would
+    tell the customer nothing was done about what was.
     """
     options = settings or {}
     failed = [
@@ -592,4 +619,11 @@ def review_decision(
     boilerplate = (rule.get("details") or {}).get("answered", {}).get("reason") == "boilerplate"
     if failed == [RuleBasedJudge.name] and boilerplate:
         return {"action": ACCEPT, "reason": "The answer is already one of the platform's safe messages."}
+    if side_effects:
+        done = ", ".join(side_effects)
+        return {
+            "action": NOTE,
+            "reason": f"Failed {names}; not replaced, since the turn already ran {done}: it stands with a note.",
+            "side_effects": list(side_effects),
+        }
     return {"action": REPLACE, "reason": f"Failed {names}; replaced with the safe fallback answer."}

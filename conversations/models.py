@@ -737,3 +737,28 @@ class ExternalDeskEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} → {self.desk}"
+
+
+class A2ATask(models.Model):
+    """A task of the A2A face (chat/a2a.py): one turn of a conversation as the Agent2Agent protocol names it, kept
+    as the protocol's JSON so that ``tasks/get`` answers from any process. Owned by the tenant whose key made it and
+    the profile it was sent to: another tenant's key, or another profile's address, never finds it."""
+
+    task_id = models.CharField(max_length=100, unique=True)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="a2a_tasks")
+    agent_id = models.CharField(max_length=64)
+    context_id = models.CharField(max_length=200, help_text="The A2A contextId: the conversation's session id.")
+    state = models.CharField(max_length=40, help_text="The task's state as the protocol names it.")
+    document = models.JSONField(help_text="The task (status, history, artifacts) as the protocol's JSON.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "A2A task"
+        indexes = [
+            models.Index(fields=["tenant", "agent_id", "context_id", "-updated_at"], name="a2a_task_context"),
+            models.Index(fields=["tenant", "agent_id", "-updated_at"], name="a2a_task_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.task_id}"

@@ -28,6 +28,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 
+from agents.generation import Generation
 from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.usage import reply_tokens
@@ -79,6 +80,7 @@ class SpecialistRequest:
     # The message is the yes or no to this specialist's own question (routing.replies): what follows the reply ("" when
     # it is all reply); None when the message is no such reply. See _moves_read_on.
     reply_rest: str | None = None
+    generation: Generation | None = None  # how the client asked the answer written (agents.generation)
 
     @property
     def steps_allowed(self) -> int:
@@ -103,11 +105,13 @@ class SpecialistOutcome:
     permission_args: dict[str, Any] = field(default_factory=dict)
     prompt_tokens: int = 0  # every model call of the run, as the model reported them (agents.usage)
     completion_tokens: int = 0
+    finish_reason: str = ""  # why the model's last reply ended, as it reported ("length": cut by max_tokens)
 
     def counted(self, reply: AIMessage) -> AIMessage:
         prompt, completion = reply_tokens(reply)
         self.prompt_tokens += prompt
         self.completion_tokens += completion
+        self.finish_reason = str(reply.response_metadata.get("finish_reason") or "")
         return reply
 
     def describe(self) -> dict[str, Any]:
@@ -340,6 +344,11 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     return outcome
 
 
+def _bound(runnable: Any, options: dict[str, Any]) -> Any:
+    """``runnable`` with the call's options (a client's max_tokens, sampling, format) bound, if any."""
+    return runnable.bind(**options) if options else runnable
+
+
 async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     started = time.perf_counter()
     started_at = time.time()
@@ -358,7 +367,8 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     )
     offered = {tool.name: tool for tool in request.tools}
     definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
-    runnable = model.bind_tools(definitions) if definitions else model
+    options = provider.call_options(request.generation) if request.generation is not None else {}
+    runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(history_message(*entry) for entry in request.history)
@@ -382,7 +392,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         else:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
-            final = model.bind_tools(definitions, tool_choice="none") if definitions else model
+            final = _bound(model.bind_tools(definitions, tool_choice="none") if definitions else model, options)
             outcome.steps += 1
             outcome.answer = _text(outcome.counted(await _ask(final, messages, request, provider.model_name)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded

@@ -14,6 +14,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from agents.generation import Generation
 from agents.mcp import ToolResult
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
@@ -40,6 +41,7 @@ def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[s
         "granted": sorted(request.granted),
         "notes": list(request.notes),
         "vault": vault.entries(),
+        "generation": request.generation.as_dict() if request.generation is not None else None,
     }
 
 
@@ -69,6 +71,7 @@ def request_from_payload(payload: dict[str, Any], current: Snapshot) -> Speciali
         mask=vault.mask_value,
         granted=frozenset(payload.get("granted", [])),
         notes=tuple(payload.get("notes", [])),
+        generation=Generation.from_dict(payload.get("generation")),
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from agents.generation import Generation
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
 from common import tracing
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
@@ -141,7 +142,9 @@ async def llm_uncovered(
 ) -> list[PlanStep]:
     """Steps for the intents the model finds uncovered, the conversation's earlier messages in the prompt (seed
     004: the supervisor remembers what the customer asked before); ``[]`` on any model failure."""
-    catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in profile.intents)
+    # A remote backend's entry is the gateway's, never a part a supervisor sends on: only local intents are offered.
+    local = [intent for intent in profile.intents if intent.agent in profile.specialists]
+    catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in local)
     answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
     earlier = "\n".join(f"{entry.role}: {entry.content}" for entry in history)
     request = (f"{HISTORY_HEADER}\n{earlier}\n\n" if earlier else "") + f"Request:\n{question}\n\nAnswers:\n{answers}"
@@ -156,7 +159,7 @@ async def llm_uncovered(
     except Exception as exc:  # noqa: BLE001 — no review beats a failed request
         logger.warning("Coverage check failed: %s", exc)
         return []
-    by_name = {intent.name: intent for intent in profile.intents}
+    by_name = {intent.name: intent for intent in local}
     names = coverage.uncovered_intents if coverage is not None else []
     return [
         PlanStep(agent=by_name[name].agent, intent=name, mcp_tools=by_name[name].mcp_tools)
@@ -285,12 +288,14 @@ SYNTHESIS_REQUEST = (
 )
 
 
-async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str) -> tuple[str, dict[str, Any]]:
+async def consolidate(
+    result: PlanResult, *, profile: ProfileSpec, question: str, generation: Generation | None = None
+) -> tuple[str, dict[str, Any]]:
     """The consolidated answer and how it was made.
 
     With a model configured, the profile's synthesis prompt merges the partial
-    answers (``question`` and the answers are already masked); without one, or
-    when the model fails, they are joined per specialist in plan order.
+    answers (``question`` and the answers are already masked), written as the client asked (``generation``);
+    without one, or when the model fails, they are joined per specialist in plan order.
     """
     from agents.llm import OpenAICompatibleModel, llm_configured
 
@@ -302,7 +307,10 @@ async def consolidate(result: PlanResult, *, profile: ProfileSpec, question: str
     model = OpenAICompatibleModel(profile)
     try:
         with tracing.llm_span(model.model_name, purpose="synthesis") as current:
-            reply = await model.client().ainvoke(
+            client = model.client()
+            if generation is not None:
+                client = client.bind(**model.call_options(generation))
+            reply = await client.ainvoke(
                 [
                     ("system", profile.synthesis_prompt),
                     ("human", SYNTHESIS_REQUEST.format(question=question, parts=parts)),

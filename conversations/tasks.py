@@ -14,17 +14,20 @@ expire (``CELERY_RESULT_EXPIRES``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from typing import Any
 
 from celery import Task, signals
+from django.conf import settings
 
 from common import tracing
-from common.metrics import celery_task_observe, process_dead
+from common.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
 from conversations.outcomes import outcomes_close as outcomes_decide
 from platform.celery import app
 
+logger = logging.getLogger(__name__)
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 
@@ -69,6 +72,18 @@ def _task_failed(sender: Any = None, **_kwargs: object) -> None:
 @signals.task_retry.connect
 def _task_retried(sender: Any = None, **_kwargs: object) -> None:
     celery_task_observe(getattr(sender, "name", None) or "unknown", "retry")
+
+
+@signals.worker_ready.connect
+def _pod_metrics(**_kwargs: object) -> None:
+    """With ``METRICS_PORT`` (Kubernetes: each pod scraped on its own), the worker's main process serves its pool's
+    figures, read from ``PROMETHEUS_MULTIPROC_DIR``, once the pool has started (common/metrics.py)."""
+    if not settings.METRICS_PORT:
+        return
+    if not multiprocess_dir():
+        logger.warning("METRICS_PORT without PROMETHEUS_MULTIPROC_DIR: the pool processes' figures cannot be served")
+    metrics_serve(host=settings.METRICS_HOST, port=settings.METRICS_PORT, token=settings.METRICS_TOKEN)
+    logger.info("serving this worker's metrics on %s:%s/metrics", settings.METRICS_HOST, settings.METRICS_PORT)
 
 
 @signals.worker_process_shutdown.connect

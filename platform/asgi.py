@@ -16,12 +16,29 @@ language_model_warm()
 tracing_setup()  # traces exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else off
 
 # Django's handler with the middleware's async twins (platform/middleware.py): no thread hops for hooks without I/O;
-# behind the gate (platform/gate.py), which refuses an API request's body by its credentials and size before Django
-# reads it.
+# beside it the A2A face, the official SDK's Starlette application (chat/a2a.py), for every /a2a/ path. Both behind
+# the gate (platform/gate.py), which refuses an API request's body by its credentials and size before either reads
+# it, and in the trace a caller's W3C traceparent names (common/tracing.py).
+from chat.a2a import PREFIX as A2A_PREFIX  # noqa: E402
+from chat.a2a import a2a_application  # noqa: E402
+from common.tracing import RemoteParentApp  # noqa: E402
 from platform.gate import RequestGate  # noqa: E402
 from platform.middleware import ASGIHandler  # noqa: E402
 
-django_asgi_app = RequestGate(ASGIHandler())
+
+class _Faces:
+    """Every HTTP request to Django, but the A2A face's."""
+
+    def __init__(self) -> None:
+        self.django = ASGIHandler()
+        self.a2a = a2a_application()
+
+    async def __call__(self, scope, receive, send):
+        app = self.a2a if scope["path"].startswith(A2A_PREFIX) else self.django
+        await app(scope, receive, send)
+
+
+django_asgi_app = RemoteParentApp(RequestGate(_Faces()))
 
 # Imported after Django is set up: the consumers import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402

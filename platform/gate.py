@@ -38,12 +38,12 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from common.errors import DATABASE_UNAVAILABLE, ERROR_INVALID_KEY, exception_handler, validation_error_body
-from common.metrics import UNMATCHED, http_request_observe
+from common.metrics import http_request_observe
 from common.outages import database_circuit
 from common.parsers import ERROR_NUL_CHARACTER, BodyTooLarge
 from common.renderers import JSONRenderer
 from platform.errors import bad_request, is_page
-from platform.middleware import KEY_PREFIXES
+from platform.middleware import KEY_PREFIXES, route_label
 from tenants.auth import api_client_authenticate, api_key_verified
 from tenants.throttles import client_address
 
@@ -219,7 +219,7 @@ async def _refuse(scope: Scope, send: Send, exc: Exception, started: float) -> N
     ]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": content})
-    route = match.route if match is not None else UNMATCHED
+    route = route_label(match)
     http_request_observe(route, scope.get("method", ""), response.status_code, time.perf_counter() - started)
 
 
@@ -235,9 +235,7 @@ async def _refuse_page(scope: Scope, send: Send, limit: int, started: float) -> 
     await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": content})
     match = _resolved(scope["path"])
-    http_request_observe(
-        match.route if match is not None else UNMATCHED, scope.get("method", ""), 413, time.perf_counter() - started
-    )
+    http_request_observe(route_label(match), scope.get("method", ""), 413, time.perf_counter() - started)
 
 
 def _resolved(path: str) -> ResolverMatch | None:

@@ -49,7 +49,7 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFra
 from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
-from django.urls import set_script_prefix
+from django.urls import ResolverMatch, set_script_prefix
 from django.utils.deprecation import MiddlewareMixin
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
@@ -59,8 +59,8 @@ from common.metrics import UNMATCHED, http_request_observe
 from common.outages import database_circuit
 from platform.errors import DatabaseCircuitMiddleware as SyncDatabaseCircuitMiddleware
 
-# The routes a program calls with ``Authorization: Bearer <key>`` (the chat API and the OpenAI-compatible one).
-KEY_PREFIXES = ("/api/", "/v1/")
+# The routes a program calls with ``Authorization: Bearer <key>`` (the chat API, the OpenAI-compatible one, A2A).
+KEY_PREFIXES = ("/api/", "/v1/", "/a2a/")
 
 
 def key_request(request: HttpRequest) -> bool:
@@ -196,10 +196,16 @@ class RequestMetricsMiddleware(MiddlewareMixin):
 
 
 def _observe(request: HttpRequest, response: HttpResponseBase, seconds: float) -> None:
-    match = request.resolver_match
-    http_request_observe(
-        match.route if match is not None else UNMATCHED, request.method or "", response.status_code, seconds
-    )
+    http_request_observe(route_label(request.resolver_match), request.method or "", response.status_code, seconds)
+
+
+def route_label(match: ResolverMatch | None) -> str:
+    """A request's ``route`` label: the URL pattern it resolved to, :data:`~common.metrics.UNMATCHED` when none did —
+    or when the route that took it stands for none (a view whose class says ``unmatched``: the last routes of the API
+    prefixes, chat/unknown_paths.py)."""
+    if match is None or getattr(getattr(match.func, "view_class", None), "unmatched", False):
+        return UNMATCHED
+    return match.route
 
 
 # auditlog's receiver for the requests' context, connected once (auditlog's own middleware connects and disconnects

@@ -23,7 +23,8 @@ reach the customer's socket wherever it is (docs/desk.md).
 
 The workers count their metrics in ``PROMETHEUS_MULTIPROC_DIR`` (common/metrics.py), so any worker's ``/metrics``
 answers for all of them. When the operator did not set it, this process makes a fresh directory for its workers
-and removes it when they stop; a worker that ends is marked dead there.
+and removes it when they stop; a worker that ends is marked dead there. With ``METRICS_PORT`` (Kubernetes: each
+pod scraped on its own) this process also serves its workers' figures on that port.
 """
 
 from __future__ import annotations
@@ -116,8 +117,30 @@ def _worker_ended(pid: int | None) -> None:
 
 
 def supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
-    with metrics_directory():
+    with metrics_directory(), pod_metrics():
         return _supervise(host=host, port=port, workers=workers, access_log=access_log)
+
+
+@contextlib.contextmanager
+def pod_metrics() -> Iterator[None]:
+    """With ``METRICS_PORT`` (a pod's own metrics, Kubernetes), this process serves its workers' figures on that port
+    while they run (common/metrics.py, :func:`~common.metrics.metrics_serve`)."""
+    port = env.integer("METRICS_PORT", 0)
+    if not port:
+        yield
+        return
+    # Imported here, once metrics_directory() has set PROMETHEUS_MULTIPROC_DIR: prometheus_client picks its mode when
+    # common.metrics is first imported.
+    from common.metrics import metrics_serve
+
+    host = env.string("METRICS_HOST", "0.0.0.0")  # noqa: S104 — a pod's port, reached by its scraper
+    server = metrics_serve(host=host, port=port, token=env.string("METRICS_TOKEN"))
+    logger.info("serving this host's metrics on %s:%s/metrics", host, port)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:

@@ -206,6 +206,9 @@ CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Pool processes of one `celery worker` (each holds its own database pool: docs/operations.md, "Connections").
+# Unset: Celery's default, one per core the machine has — in a container, the host's cores, not the container's.
+CELERY_WORKER_CONCURRENCY = env.integer("WORKER_CONCURRENCY", 0) or None
 CELERY_RESULT_EXPIRES = env.integer("CELERY_RESULT_EXPIRES", 3600)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -293,7 +296,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "chat.schema_areas.AreaSchema",  # drf-spectacular's, each operation tagged with its area
     "EXCEPTION_HANDLER": "common.errors.exception_handler",
     # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
     "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
@@ -310,6 +313,12 @@ REST_FRAMEWORK = {
 # server's workers, Celery's) share their figures through PROMETHEUS_MULTIPROC_DIR, read by prometheus_client itself.
 METRICS_ENABLED = env.boolean("METRICS_ENABLED", True)
 METRICS_TOKEN = env.string("METRICS_TOKEN")
+# Per-pod metrics (Kubernetes: pods share no volume): with a port, the process that supervises a pod's processes
+# (python -m platform.serve, a Celery worker's main process) serves their figures, read from the pod's own
+# PROMETHEUS_MULTIPROC_DIR, at http://METRICS_HOST:METRICS_PORT/metrics for the METRICS_TOKEN bearer; every pod is
+# scraped (docs/operations.md, "Kubernetes"). 0: no such port (docker-compose: one shared directory, one scrape).
+METRICS_PORT = env.integer("METRICS_PORT", 0)
+METRICS_HOST = env.string("METRICS_HOST", "0.0.0.0")  # noqa: S104 — a pod's port, reached by its scraper
 
 # --- Throttling (tenants/throttles.py) ---------------------------------------
 # "<count>/<second|minute|hour|day>" or "off". Messages: every route that runs a turn (HTTP, SSE, WebSocket
@@ -341,6 +350,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default hook, kept
         "chat.schema.closed_request_bodies",
+        "chat.schema_areas.area_tags",  # the areas' descriptions, in order: Swagger UI's sections
     ],
 }
 
@@ -439,3 +449,6 @@ LOGGING = {
         "mcp.client.streamable_http": {"filters": ["mcp_answer_refused"]},
     },
 }
+
+# The hand-written fast paths off: each runs its library's own code instead (common/infra, docs/decisions/).
+STOCK_PATHS = env.boolean("STOCK_PATHS", False)

@@ -20,7 +20,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views import View
 
-from agents.models import AgentProfile
+from agents.models import AgentProfile, UsagePurpose
+from agents.services import usage_outside_turns
 from routing import snapshot
 from routing.decide import delegated_of, route_decide
 from routing.forms import RoutePreviewForm
@@ -183,13 +184,14 @@ def route_preview(
     spec = current.profile(profile.agent_id, draft=draft)
     if spec is None:
         raise LookupError(ERROR_PROFILE_NOT_ROUTABLE.format(agent_id=profile.agent_id))
-    decision = async_to_sync(route_decide)(
-        profile=spec,
-        text=text,
-        state=state or None,
-        active_agent=active_agent,
-        delegated_to=delegated_of(spec, active_agent),
-    )
+    with usage_outside_turns(purpose=UsagePurpose.ROUTE_PREVIEW, profile_id=profile.pk):  # a classifier may be asked
+        decision = async_to_sync(route_decide)(
+            profile=spec,
+            text=text,
+            state=state or None,
+            active_agent=active_agent,
+            delegated_to=delegated_of(spec, active_agent),
+        )
 
     matched = list(decision.metadata.get("matched_keywords", []))
     raw_candidates = list(decision.metadata.get("candidates", []))

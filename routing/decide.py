@@ -118,7 +118,8 @@ async def route_decide(
     """State policy → (hybrid: short follow-up) → keywords, or a supervisor plan → classifier → fallback.
 
     A supervisor plan is the model's when the profile's ``supervisor_planner`` is ``model`` and the model gives
-    one (:mod:`routing.planner`), else the keyword plan (its metadata says why the model's did not stand).
+    one (:mod:`routing.planner`), else the keyword plan (its metadata says why the model's did not stand). A message
+    whose best keyword hit is a remote backend is not planned: it goes to that backend, as in router mode.
 
     A profile with a coordinator routes by :func:`delegation_decide` instead; the single-agent path (the
     rollout flag's other cohort) by :func:`single_agent_decide`.
@@ -135,6 +136,15 @@ async def route_decide(
     return await _routed(profile, text, state, active_agent, active_intent, profile.effective_mode)
 
 
+def _for_a_backend(profile: ProfileSpec, text: str) -> bool:
+    """Whether the message's best keyword hit is a remote backend: the gateway sends it there whole, no supervisor
+    plans it (:meth:`routing.router.CompiledRouter.by_plan`)."""
+    if not profile.backends:
+        return False
+    hits = profile.router.match(text)
+    return bool(hits) and hits[0].intent.remote
+
+
 async def _routed(
     profile: ProfileSpec, text: str, state: str | None, active_agent: str, active_intent: str, mode: str
 ) -> RouteDecision:
@@ -145,6 +155,7 @@ async def _routed(
         and profile.supervisor_planner == MODEL_PLANNER
         and router.by_small_talk(text) is None
         and router.by_state(state) is None
+        and not _for_a_backend(profile, text)
     ):
         planned, planner_error = await model_plan(profile, text)
         if planned is not None:

@@ -17,7 +17,7 @@ from typing import Any
 from agents.escalation import EscalationSettings
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
-from routing.goals import CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
+from routing.goals import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
 from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec, reliability_rows
 from routing.snapshot import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
@@ -94,8 +94,8 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
 
     Thirteen queries whatever the numbers of profiles, specialists, intents, keywords, goals and tools.
     """
-    from agents.models import AgentProfile, McpTool, Specialist, SpecialistPrompt
-    from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
+    from agents.models import AgentProfile, Specialist, SpecialistPrompt
+    from routing.models import Intent, Keyword, StatePolicy
 
     profiles = AgentProfile.objects.all()
     if agent_ids is not None:
@@ -199,86 +199,19 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             "enabled": enabled,
         }
 
-    # Goals and capabilities by their domain's server; a profile naming no goal domain serves every one.
-    every_domain = any(not domains.get(row["pk"]) for row in rows)
-    goal_rows = Goal.objects.order_by("domain", "name")
-    capability_rows = Capability.objects.order_by("name")
-    if not every_domain:
-        served = {server for named in domains.values() for server in named}
-        goal_rows, capability_rows = goal_rows.filter(server__in=served), capability_rows.filter(server__in=served)
-    goals: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
-    for row in goal_rows.values(
-        "server_id",
-        "domain",
-        "name",
-        "description",
-        "examples",
-        "entities_schema",
-        "capabilities",
-        "confidence_threshold",
-        "enabled",
-    ):
-        goals.setdefault(row["server_id"], []).append(
-            (
-                row["domain"],
-                row["name"],
-                {
-                    "description": row["description"],
-                    "examples": [str(example) for example in row["examples"] or ()],
-                    "entities_schema": row["entities_schema"] or {},
-                    "capabilities": list(row["capabilities"] or ()),
-                    "confidence_threshold": row["confidence_threshold"],
-                    "enabled": row["enabled"],
-                },
-            )
-        )
-    capabilities: dict[int, list[tuple[str, dict[str, Any]]]] = {}
-    for row in capability_rows.values(
-        "server_id",
-        "domain",
-        "name",
-        "tool__name",
-        "tool__description",
-        "description",
-        "keywords",
-        "examples",
-        "metadata",
-        "enabled",
-    ):
-        capabilities.setdefault(row["server_id"], []).append(
-            (
-                row["name"],
-                {
-                    "domain": row["domain"],
-                    "tool": row["tool__name"] or "",
-                    # Without a description of its own a capability reads its tool's.
-                    "description": row["description"] or row["tool__description"] or "",
-                    "keywords": list(row["keywords"] or ()),
-                    "examples": list(row["examples"] or ()),
-                    "metadata": row["metadata"] or {},
-                    "enabled": row["enabled"],
-                },
-            )
-        )
+    # Goals and capabilities by their domain's server (:func:`serves_every_domain`: who carries which).
+    every_domain = any(serves_every_domain(row, domains.get(row["pk"])) for row in rows)
+    served = None if every_domain else {server for named in domains.values() for server in named}
+    goals, capabilities = _domains_read(served)
     every_server = sorted(set(goals) | set(capabilities))
-
-    tools = {
-        name: {"server": server, "needs_permission": needs_permission, "enabled": enabled, "server_enabled": up}
-        for name, server, needs_permission, enabled, up in McpTool.objects.values_list(
-            "name", "server__name", "needs_permission", "enabled", "server__enabled"
-        )
-    }
+    tools = _tools_read()
 
     documents: dict[str, dict[str, Any]] = {}
     for row in sorted(rows, key=lambda row: row["agent_id"]):
         pk = row["pk"]
         named = domains.get(pk, {})
-        servers = sorted(named) or every_server
-        document_goals: dict[str, dict[str, Any]] = {}
-        for server in servers:
-            for domain, name, goal in goals.get(server, ()):
-                document_goals.setdefault(domain, {})[name] = goal
-        document_capabilities = {name: c for server in servers for name, c in capabilities.get(server, ())}
+        servers = sorted(named) or (every_server if serves_every_domain(row, named) else [])
+        document_goals, document_capabilities = _served(servers, goals, capabilities)
         document_specialists = dict(sorted(specialists.get(pk, {}).items()))
         document_intents = dict(sorted(intents.get(pk, {}).items()))
         used = {
@@ -306,22 +239,179 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
                 "specialists": document_specialists,
                 "intents": document_intents,
                 "state_policies": dict(sorted(policies.get(pk, {}).items())),
-                "goals": {domain: dict(sorted(by_name.items())) for domain, by_name in sorted(document_goals.items())},
-                "capabilities": dict(sorted(document_capabilities.items())),
+                "goals": document_goals,
+                "capabilities": document_capabilities,
                 "tools": {name: tools[name] for name in sorted(used) if name in tools},
             }
         )
     return documents
 
 
+_GoalRows = dict[int, list[tuple[str, str, dict[str, Any]]]]  # server pk → (domain, goal name, goal)
+_CapabilityRows = dict[int, list[tuple[str, dict[str, Any]]]]  # server pk → (capability name, capability)
+
+
+def _domains_read(served: set[int] | None) -> tuple[_GoalRows, _CapabilityRows]:
+    """The goals and capabilities of the ``served`` servers (``None``: every server), by server: two queries."""
+    from routing.models import Capability, Goal
+
+    goal_rows = Goal.objects.order_by("domain", "name")
+    capability_rows = Capability.objects.order_by("name")
+    if served is not None:
+        goal_rows, capability_rows = goal_rows.filter(server__in=served), capability_rows.filter(server__in=served)
+    goals: _GoalRows = {}
+    for row in goal_rows.values(
+        "server_id",
+        "domain",
+        "name",
+        "description",
+        "examples",
+        "entities_schema",
+        "capabilities",
+        "confidence_threshold",
+        "enabled",
+    ):
+        goals.setdefault(row["server_id"], []).append(
+            (
+                row["domain"],
+                row["name"],
+                {
+                    "description": row["description"],
+                    "examples": [str(example) for example in row["examples"] or ()],
+                    "entities_schema": row["entities_schema"] or {},
+                    "capabilities": list(row["capabilities"] or ()),
+                    "confidence_threshold": row["confidence_threshold"],
+                    "enabled": row["enabled"],
+                },
+            )
+        )
+    capabilities: _CapabilityRows = {}
+    for capability in capability_rows.values(
+        "server_id",
+        "domain",
+        "name",
+        "tool__name",
+        "tool__description",
+        "description",
+        "keywords",
+        "examples",
+        "metadata",
+        "enabled",
+    ):
+        capabilities.setdefault(capability["server_id"], []).append(
+            (
+                capability["name"],
+                {
+                    "domain": capability["domain"],
+                    "tool": capability["tool__name"] or "",
+                    # Without a description of its own a capability reads its tool's.
+                    "description": capability["description"] or capability["tool__description"] or "",
+                    "keywords": list(capability["keywords"] or ()),
+                    "examples": list(capability["examples"] or ()),
+                    "metadata": capability["metadata"] or {},
+                    "enabled": capability["enabled"],
+                },
+            )
+        )
+    return goals, capabilities
+
+
+def _tools_read() -> dict[str, dict[str, Any]]:
+    """Every MCP tool's rights in a document's shape, by name: one query."""
+    from agents.models import McpTool
+
+    return {
+        name: {"server": server, "needs_permission": needs_permission, "enabled": enabled, "server_enabled": up}
+        for name, server, needs_permission, enabled, up in McpTool.objects.values_list(
+            "name", "server__name", "needs_permission", "enabled", "server__enabled"
+        )
+    }
+
+
+def _served(
+    servers: Iterable[int], goals: _GoalRows, capabilities: _CapabilityRows
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The goals (by domain, then name) and capabilities (by name) of ``servers``, in a document's order."""
+    document_goals: dict[str, dict[str, Any]] = {}
+    document_capabilities: dict[str, Any] = {}
+    for server in servers:
+        for domain, name, goal in goals.get(server, ()):
+            document_goals.setdefault(domain, {})[name] = goal
+        document_capabilities.update(capabilities.get(server, ()))
+    return (
+        {domain: dict(sorted(by_name.items())) for domain, by_name in sorted(document_goals.items())},
+        dict(sorted(document_capabilities.items())),
+    )
+
+
+def every_domain_goals() -> dict[str, Any]:
+    """Every synced domain's goals, capabilities and their tools, as a document holds them: what a profile that carries
+    none serves while ``ROUTING_MODE=goal`` puts every profile in goal mode (:func:`with_every_domain`). Read when the
+    snapshot is built, like a profile's remote backends: no document holds it, so no version changes with it."""
+    goals, capabilities = _domains_read(None)
+    document_goals, document_capabilities = _served(sorted(set(goals) | set(capabilities)), goals, capabilities)
+    tools = _tools_read()
+    used = {capability["tool"] for capability in document_capabilities.values() if capability["tool"]}
+    return {
+        "goals": document_goals,
+        "capabilities": document_capabilities,
+        "tools": {name: tools[name] for name in sorted(used) if name in tools},
+    }
+
+
+def with_every_domain(document: Mapping[str, Any], every: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``document`` serving ``every`` domain (:func:`every_domain_goals`) when it carries no goal and names no goal
+    domain; else ``document`` itself."""
+    if document.get("goals") or document.get("capabilities") or document["profile"].get("goal_domains"):
+        return document
+    return {
+        **document,
+        "goals": every["goals"],
+        "capabilities": every["capabilities"],
+        "tools": {**every["tools"], **document["tools"]},
+    }
+
+
+def serves_every_domain(profile: Mapping[str, Any], goal_domains: Any) -> bool:
+    """Whether a profile (its settings: ``routing_mode``) that names ``goal_domains`` carries every synced domain's
+    goals: a goal-mode profile naming none. A profile naming some carries theirs; any other profile carries none, so
+    that syncing a domain changes only the drafts of the profiles that serve it."""
+    return not goal_domains and profile.get("routing_mode") == GOAL_MODE
+
+
+def _goals_dropped(document: dict[str, Any]) -> None:
+    """``document`` (a copy) without the goals a version published before :func:`serves_every_domain` carried for a
+    profile that serves none: its goals, capabilities, and the tools only those capabilities used."""
+    kept_tools = {
+        *(tool for specialist in document.get("specialists", {}).values() for tool in specialist["allowed_tools"]),
+        *(tool for intent in document.get("intents", {}).values() for tool in intent["mcp_tools"]),
+    }
+    capability_tools = {capability.get("tool") for capability in document.get("capabilities", {}).values()}
+    document["goals"], document["capabilities"] = {}, {}
+    document["tools"] = {
+        name: tool
+        for name, tool in document.get("tools", {}).items()
+        if name in kept_tools or name not in capability_tools
+    }
+
+
 def document_complete(document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with the keys added since it may have been published filled in (:data:`PROFILE_DEFAULTS`,
     :data:`INTENT_DEFAULTS`): what the compile reads and what a diff compares. A copy where something was missing; the
-    parts it did not fill in are shared with ``document``."""
+    parts it did not fill in are shared with ``document``. A version published when every profile naming no goal
+    domain carried every domain's goals is read without them where its profile serves none (:func:`_goals_dropped`).
+    """
     completed = dict(document)
     profile = completed.get("profile")
     if isinstance(profile, Mapping) and any(key not in profile for key in PROFILE_DEFAULTS):
         completed["profile"] = {**copy.deepcopy(dict(PROFILE_DEFAULTS)), **profile}
+    if (
+        isinstance(profile, Mapping)
+        and not profile.get("goal_domains")
+        and not serves_every_domain(profile, ())
+        and (completed.get("goals") or completed.get("capabilities"))
+    ):
+        _goals_dropped(completed)
     intents = completed.get("intents")
     if isinstance(intents, Mapping) and any(
         key not in intent for intent in intents.values() if isinstance(intent, Mapping) for key in INTENT_DEFAULTS
@@ -387,6 +477,7 @@ def profile_compile(
     pk: int,
     version: int | None = None,
     backends: Mapping[str, BackendSpec] | None = None,
+    every_domain: Mapping[str, Any] | None = None,
 ) -> ProfileSpec:
     """The runtime profile of ``document`` (pure: no ORM): what the snapshot serves for the profile ``pk``.
 
@@ -396,12 +487,15 @@ def profile_compile(
     name; the coordinator only when it is an enabled specialist; a capability is enabled only with a usable tool.
     ``version`` is the released version number the document is, if any. ``backends`` (the profile's enabled remote
     backends, :func:`routing.snapshot.backends_load`: not part of the document, they are not versioned) join the
-    intents as one intent-like entry each (:func:`backend_intents`), so every tier routes to them. Raises
-    :class:`DocumentError` for a document of another schema.
+    intents as one intent-like entry each (:func:`backend_intents`), so every tier routes to them. ``every_domain``
+    (:func:`every_domain_goals`, while ``ROUTING_MODE=goal``) is served by a document that carries no goal
+    (:func:`with_every_domain`). Raises :class:`DocumentError` for a document of another schema.
     """
     if document.get("schema") != SCHEMA:
         raise DocumentError(f"schema: {document.get('schema')!r}, this code compiles schema {SCHEMA}")
     document = document_complete(document)
+    if every_domain is not None:
+        document = with_every_domain(document, every_domain)
     profile = document["profile"]
     rights = {
         name: ToolRights(needs_permission=tool["needs_permission"], enabled=tool["enabled"] and tool["server_enabled"])
@@ -541,7 +635,8 @@ def profile_compile(
 
 def backend_intents(backends: Mapping[str, BackendSpec]) -> tuple[IntentSpec, ...]:
     """Each remote backend as an intent of the router: ``backend:<name>``, its agent the backend's name, with its
-    keywords, examples, description and priority; no tools and no next state (the remote keeps its own)."""
+    keywords, examples, description and priority; no tools and no next state (the remote keeps its own). Marked
+    ``remote``: no supervisor plan runs it."""
     return tuple(
         IntentSpec(
             name=backend.intent_name,
@@ -550,6 +645,7 @@ def backend_intents(backends: Mapping[str, BackendSpec]) -> tuple[IntentSpec, ..
             priority=backend.priority,
             keywords=backend.keywords,
             examples=backend.examples,
+            remote=True,
         )
         for name, backend in sorted(backends.items())
     )

@@ -142,7 +142,6 @@ class TfidfVectoriser:
         the product of its words with that table. The word block counts words of two letters or more and pairs of
         consecutive ones (scikit-learn's default token pattern and ``ngram_range=(1, 2)``)."""
         from scipy.sparse import csr_matrix, hstack
-        from sklearn.feature_extraction.text import TfidfTransformer
 
         vocabulary: dict[str, int] = {}  # n-gram → column
         rows: dict[str, int] = {}  # word → its row in the table of the words' n-grams
@@ -196,12 +195,11 @@ class TfidfVectoriser:
             format="csr",
         )
         counts.sum_duplicates()
-        transformer = TfidfTransformer(sublinear_tf=True, norm=None)
-        matrix = transformer.fit_transform(counts).astype(np.float32).tocsr()
+        matrix, idf = _tfidf(counts)
         matrix.sort_indices()
         self.vocabulary, self.words, self.chars = vocabulary, terms, chars
-        self.idf = transformer.idf_.astype(np.float32)
-        self._idf = transformer.idf_.astype(np.float64)
+        self.idf = idf.astype(np.float32)
+        self._idf = idf.astype(np.float64)
         self._table = (table.indptr.astype(np.int64), table.indices.astype(np.int32), table.data)
         self._unigrams = np.array([chars + terms[word] if len(word) > 1 else -1 for word in rows], dtype=np.int64)
         self._lexicon = _lexicon(list(rows), vocabulary, np.asarray(pairs, np.int64).reshape(-1, 3), self)
@@ -227,6 +225,25 @@ class TfidfVectoriser:
             rows, *self._table, self._unigrams, extra_features, extra_counts, self._idf, self.chars
         )
         return (features, weights) if len(features) else (_NO_FEATURES, _NO_WEIGHTS)
+
+
+def _tfidf(counts: Any) -> tuple[Any, np.ndarray]:
+    """scikit-learn's ``TfidfTransformer(sublinear_tf=True, norm=None).fit_transform(counts)`` and its ``idf_``, the
+    same operations in the same order and precision (``counts``: CSR, float32, duplicates summed): tf is
+    1 + ln(count), idf ln((1 + n) / (1 + df)) + 1. Written out so that a process builds its index without importing
+    scikit-learn, which holds about 47 MiB resident in every web and Celery process (docs/benchmarks.md, "Memory per
+    process"); the examples tests hold the result to scikit-learn's vectorisers."""
+    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(counts.dtype)
+    df += 1.0
+    idf = np.full_like(df, fill_value=counts.shape[0] + 1, dtype=counts.dtype)
+    idf /= df
+    np.log(idf, out=idf)
+    idf += 1.0
+    matrix = counts.copy()
+    np.log(matrix.data, matrix.data)
+    matrix.data += 1.0
+    matrix.data *= idf[matrix.indices]
+    return matrix, idf
 
 
 def _normalise_blocks(matrix: Any, chars: int) -> None:

@@ -21,18 +21,15 @@ question and its answer does not drop the pending goal.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from routing.goal_intent import (
-    REPHRASE_QUESTION,
-    clarification_question,
-    entities_merge,
-    intent_read,
-    missing_required,
-)
+from routing.goal_intent import clarification_question, entities_merge, intent_read, missing_required
+from routing.goal_words import DEFAULT_LANGUAGE, said, turn_language
 from routing.goals import (
+    CHOSEN_PARAM,
     CLARIFICATION,
     FAILURE,
     GENERAL_DOMAIN,
@@ -51,12 +48,10 @@ from routing.small_talk import small_talk_read
 from routing.snapshot import ProfileSpec
 
 PLAN, GENERAL = "plan", "general"  # besides CLARIFICATION and FAILURE
+SMALL_TALK = "small_talk"  # how a greeting, thanks or goodbye was read: no goal, and the goal state is left as it was
 AMBIGUOUS, MISSING_ENTITY, LOW_CONFIDENCE = "ambiguous", "missing_entity", "low_confidence"
 UNREAD = "unread"  # the model could not read the message (an error): the user is asked to rephrase
 DECLINED = "declined"  # the user said no to the low-confidence question: nothing runs, they are asked what they want
-
-CONFIRM_QUESTION = "Você quer {goal}{entities}? Responda sim para continuar. (Is that what you want? Reply yes.)"
-DECLINED_QUESTION = "Tudo bem, não vou fazer isso. O que você precisa? (All right, I won't. What do you need?)"
 
 
 @dataclass
@@ -71,6 +66,7 @@ class GoalDecision:
     clarification: dict[str, Any] | None = None
     reason: str = ""
     threshold: float | None = None
+    language: str = DEFAULT_LANGUAGE  # the customer's (routing.goal_words.turn_language): questions and answer
 
     @property
     def domain(self) -> str:
@@ -87,6 +83,7 @@ class GoalDecision:
             "clarification": self.clarification,
             "reason": self.reason,
             "threshold": self.threshold,
+            "language": self.language,
         }
 
 
@@ -111,21 +108,47 @@ def _replaced(entities: Mapping[str, Any], query: str, value: str) -> dict[str, 
     return out
 
 
+_GLOSSED_GOAL = re.compile(r"^\s*(?P<label>[^()]+?)\s*\((?P<gloss>[^()]+)\)\s*\.?\s*$")
+
+
+def _goal_named(goal: GoalSpec, language: str) -> str:
+    """The goal as the confirmation question names it: its description (``"<label> (<English label>)."``: the
+    English one in English), lower-cased at the start and without its full stop, else its name."""
+    described = goal.description.strip()
+    glossed = _GLOSSED_GOAL.match(described)
+    if glossed:
+        described = glossed["gloss"] if language == "en" else glossed["label"]
+    described = described.strip().rstrip(".")
+    if not described:
+        return goal.name
+    return described if described.split()[0].isupper() else described[0].lower() + described[1:]
+
+
 def _describe(entities: Mapping[str, Any]) -> str:
     shown = [f"{value}" for value in entities.values() if value not in (None, "", [], False)]
     return f" ({', '.join(str(item) for item in shown)})" if shown else ""
 
 
 async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[str, Any] | None) -> GoalDecision:
-    """The decision for ``text`` given the conversation's goal state (see the module docstring)."""
+    """The decision for ``text`` given the conversation's goal state (see the module docstring), in the customer's
+    language (:func:`routing.goal_words.turn_language`: the message's, else the one the goal state keeps)."""
     state = dict(goal_state or {})
+    language = turn_language(text, state.get("language"))
+    decision = await _decided(profile, text, state, language)
+    decision.language = language
+    if decision.goal_state is not None and decision.intent_output.reading.get("method") != SMALL_TALK:
+        decision.goal_state = {**decision.goal_state, "language": language}
+    return decision
+
+
+async def _decided(profile: ProfileSpec, text: str, state: dict[str, Any], language: str) -> GoalDecision:
     pending, last = state.get("pending"), state.get("last")
     if pending:
         # "Is this what you want?" is a yes/no question: its answer is read as one (routing.replies).
-        said = profile.reply_words.read(text).reads_as if pending.get("reason") == LOW_CONFIDENCE else None
-        if said == NO:
-            return _declined(pending, last)
-        answered = _pending_answered(text, pending, said_yes=said == YES)
+        reply = profile.reply_words.read(text).reads_as if pending.get("reason") == LOW_CONFIDENCE else None
+        if reply == NO:
+            return _declined(pending, last, language)
+        answered = _pending_answered(text, pending, said_yes=reply == YES)
         if answered is not None:
             return _planned(profile, answered, last_kept=last, reason=f"The user answered: {pending['reason']}.")
         previous: IntentOutput | None = _intent(pending["intent_output"])
@@ -133,11 +156,11 @@ async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[st
         previous = _intent({**last, "primary_domain": last.get("domain", ""), "confidence": 1.0}) if last else None
     talk = small_talk_read(text)
     if talk is not None:
-        read = IntentOutput(GENERAL_DOMAIN, "", {}, 1.0, text, {"method": "small_talk", "small_talk": talk.as_dict()})
+        read = IntentOutput(GENERAL_DOMAIN, "", {}, 1.0, text, {"method": SMALL_TALK, "small_talk": talk.as_dict()})
         return GoalDecision(GENERAL, read, state or None, reason="Small talk: no goal is read, and none is dropped.")
     read = await intent_read(profile, text, previous=previous)
     if not read.primary_domain and read.confidence <= 0.0:  # the model failed: ask rather than guess
-        clarification = {"reason": UNREAD, "question": REPHRASE_QUESTION, "candidates": []}
+        clarification = {"reason": UNREAD, "question": said("rephrase", language), "candidates": []}
         kept = {"pending": None, "last": last} if last else None
         return GoalDecision(CLARIFICATION, read, kept, clarification=clarification, reason="The message was not read.")
     goal = profile.goals.goal(read.primary_domain, read.goal) if read.goal else None
@@ -147,13 +170,13 @@ async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[st
         return GoalDecision(GENERAL, general, kept, reason="No goal of the profile's domains covers the message.")
     if previous is not None and (previous.primary_domain, previous.goal) == (goal.domain, goal.name):
         read = replace(read, entities=entities_merge(goal, previous.entities, read.entities))
-    return _gated(profile, goal, read, last)
+    return _gated(profile, goal, read, last, language)
 
 
-def _declined(pending: Mapping[str, Any], last: Any) -> GoalDecision:
+def _declined(pending: Mapping[str, Any], last: Any, language: str) -> GoalDecision:
     """The user said no to the low-confidence question: the goal is dropped, nothing runs, and they are asked what
     they want (their next message is read afresh)."""
-    clarification = {"reason": DECLINED, "question": DECLINED_QUESTION, "candidates": []}
+    clarification = {"reason": DECLINED, "question": said("declined", language), "candidates": []}
     return GoalDecision(
         CLARIFICATION,
         _intent(pending["intent_output"]),
@@ -180,21 +203,26 @@ def _pending_answered(text: str, pending: Mapping[str, Any], *, said_yes: bool) 
             return None
         chosen = str(candidates[index].get("value", ""))
         entities = _replaced(intent.entities, str(clarification.get("query", "")), chosen)
+        param = str(clarification.get("param") or "")
+        if param:  # the chosen value is the param's: the plan needs no search for it (a code no search may know)
+            recorded = entities.get(CHOSEN_PARAM)
+            earlier: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
+            entities[CHOSEN_PARAM] = {**earlier, param: [*earlier.get(param, ()), chosen]}
         return replace(intent, entities=entities, confidence=1.0, reading={"method": "answer"})
     if pending.get("reason") == LOW_CONFIDENCE and said_yes:
         return replace(intent, confidence=1.0, reading={"method": "answer"})
     return None
 
 
-def _gated(profile: ProfileSpec, goal: GoalSpec, read: IntentOutput, last: Any) -> GoalDecision:
+def _gated(profile: ProfileSpec, goal: GoalSpec, read: IntentOutput, last: Any, language: str) -> GoalDecision:
     """Ask when an entity the goal requires is missing or the reading is not sure enough; else plan."""
     threshold = goal.confidence_threshold if goal.confidence_threshold is not None else profile.goal_threshold
     missing = missing_required(goal, read.entities)
     if missing:
-        question = clarification_question(goal, missing)
+        question = clarification_question(goal, missing, language)
         return _asking(read, last, MISSING_ENTITY, {"question": question, "missing": missing}, threshold)
     if read.confidence < threshold:
-        question = CONFIRM_QUESTION.format(goal=goal.description or goal.name, entities=_describe(read.entities))
+        question = said("confirm", language, goal=_goal_named(goal, language), entities=_describe(read.entities))
         return _asking(read, last, LOW_CONFIDENCE, {"question": question}, threshold)
     decision = _planned(profile, read, last_kept=last, reason="")
     decision.threshold = threshold
@@ -246,4 +274,4 @@ def ambiguity_pending(decision: GoalDecision, clarification: Mapping[str, Any]) 
         "intent_output": decision.intent_output.as_dict(),
         "clarification": dict(clarification),
     }
-    return {"pending": pending, "last": (decision.goal_state or {}).get("last")}
+    return {"pending": pending, "last": (decision.goal_state or {}).get("last"), "language": decision.language}

@@ -21,10 +21,13 @@ consulted), which the turn records.
 Whatever a reader returns is checked, never trusted: a goal outside the catalogue is ``general``; an entity outside
 the goal's schema, an enum value outside ``values`` and a string the user did not write are dropped; a required
 entity still missing caps the confidence below the gate. Neither reader raises: a model error gives a
-zero-confidence output that the gate turns into a question.
+zero-confidence output that the gate turns into a question. A model's reading of a goal that the manifests' hints
+name too, and alone, is a clear question: its confidence is raised to the offline reader's (``corroborated``),
+so the gate does not ask back because the model doubted.
 
 The memory rule (:func:`entities_merge`), what is missing (:func:`missing_required`) and the question that asks for
-it (:func:`clarification_question`) are read from the same schema. Nothing here names a goal, an entity or a
+it in the customer's language (:func:`clarification_question`, by the entities' ``label``) are read from the same
+schema. Nothing here names a goal, an entity or a
 domain: a new domain's manifest is read with no change to this file.
 """
 
@@ -43,6 +46,7 @@ from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, rou
 from agents.usage import KIND_GOAL, usage_record
 from common.text import fold, normalize, phrase_found
 from routing.examples import ExamplesMatch
+from routing.goal_words import DEFAULT_LANGUAGE, in_language, said, words
 from routing.goals import (
     GENERAL_DOMAIN,
     GoalCatalogue,
@@ -61,7 +65,6 @@ CONFIDENT = 0.97  # offline: a goal found by its hints, with every required enti
 FOLLOW_UP = 0.95  # offline: no goal found, but the message completes the conversation's goal
 INCOMPLETE = 0.6  # a goal found with a required entity missing (either reader): below the gate, which asks
 GENERAL_CONFIDENCE = 1.0  # nothing found: general, exempt from the gate, answered by the profile's specialists
-REPHRASE_QUESTION = "Não entendi o pedido; pode dizer de outro jeito? (Could you rephrase that?)"
 
 # Function words that say nothing about a goal (Portuguese, English, Spanish); words of two letters never count.
 _STOPWORD_TEXT = (
@@ -140,42 +143,60 @@ def missing_required(goal: GoalSpec, entities: Mapping[str, Any]) -> list[str]:
 
 
 _GLOSSED = re.compile(r"^\s*(?P<label>[^():]+?)\s*\((?P<gloss>[^()]+)\)")
-_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
-_PLURAL_ARTICLE = re.compile(r"^(?:os|as)\s", re.IGNORECASE)
+# What each language's question leaves out of a label ("Which stock?"), and the articles that make it plural.
+_ARTICLES = {"en": re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)}
+_PLURAL_ARTICLES = {
+    "pt": re.compile(r"^(?:os|as)\s", re.IGNORECASE),
+    "es": re.compile(r"^(?:los|las)\s", re.IGNORECASE),
+}
 
 
-def _labels(goal: GoalSpec, name: str) -> tuple[str, str]:
-    """What the entity is called, in Portuguese and in English, from its description ``"<label> (<gloss>): …"``."""
-    description = str((goal.entities_schema.get(name) or {}).get("description") or "")
-    plain = name.removesuffix("_text").replace("_", " ")
-    glossed = _GLOSSED.match(description)
-    if glossed:
-        label, gloss = glossed["label"], _ARTICLE.sub("", glossed["gloss"].strip())
+def _label(goal: GoalSpec, name: str, language: str) -> str:
+    """What the entity is called in ``language``: its ``label`` (a string, or one per language), else its
+    description ``"<label> (<English label>): …"`` (the label, or in English the gloss; in English a description
+    without a gloss gives way to the entity's name), else its name."""
+    schema = goal.entities_schema.get(name) or {}
+    labels = schema.get("label")
+    if isinstance(labels, Mapping) and isinstance(labels.get(language), str) and labels[language].strip():
+        label = labels[language]
+    elif isinstance(labels, str) and labels.strip():
+        label = labels
     else:
-        label, gloss = re.split(r"[:.;]", description, maxsplit=1)[0], plain
-    label = label.strip() or plain
-    first = label.split()[0]
-    if not first.isupper():
+        description = str(schema.get("description") or "")
+        glossed = _GLOSSED.match(description)
+        plain = name.removesuffix("_text").replace("_", " ")
+        if glossed:
+            label = glossed["gloss"] if language == "en" else glossed["label"]
+        else:  # a description is the domain's own language; in English, the entity's name says more
+            label = plain if language == "en" else re.split(r"[:.;]", description, maxsplit=1)[0]
+        label = label.strip() or in_language(labels, language) or plain
+    label = label.strip()
+    if language in _ARTICLES:
+        label = _ARTICLES[language].sub("", label)
+    first = label.split()[0] if label.split() else label
+    if label and not first.isupper():
         label = label[0].lower() + label[1:]
-    return label, gloss
+    return label
 
 
 def _joined(items: Sequence[str], conjunction: str) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
 
 
-def clarification_question(goal: GoalSpec, missing: Sequence[str]) -> str:
-    """One short question asking for ``missing``, named by the entities' descriptions, with an English gloss.
+def clarification_question(goal: GoalSpec, missing: Sequence[str], language: str = DEFAULT_LANGUAGE) -> str:
+    """One short question asking for ``missing`` in ``language`` (pt, en, es), named by the entities' labels
+    (:func:`_label`).
 
-    ``"o ativo (the stock): …"`` → ``"Qual o ativo? (Which stock?)"``; several → ``"Qual a cidade e o dia? (Which
-    city and day?)"``. With nothing named, the question asks to rephrase.
+    ``"o ativo (the stock): …"`` → ``"Qual o ativo?"``, in English ``"Which stock?"``; several → ``"Qual a cidade e
+    o dia?"``; a plural label → ``"Quais os ativos?"``, ``"¿Cuáles son los activos?"``. With nothing named, the
+    question asks to rephrase.
     """
     if not missing:
-        return REPHRASE_QUESTION
-    labels = [_labels(goal, name) for name in missing]
-    portuguese = _joined([label for label, _ in labels], "e")
-    which = "Quais" if len(labels) == 1 and _PLURAL_ARTICLE.match(portuguese) else "Qual"
-    return f"{which} {portuguese}? (Which {_joined([gloss for _, gloss in labels], 'and')}?)"
+        return said("rephrase", language)
+    joined = _joined([_label(goal, name, language) for name in missing], words(language)["and"])
+    plural = _PLURAL_ARTICLES.get(language)
+    which = "which_many" if len(missing) == 1 and plural is not None and plural.match(joined) else "which"
+    return said(which, language, labels=joined)
 
 
 # -- the offline reader ------------------------------------------------------------------------------------------
@@ -288,6 +309,18 @@ def _goal_score(goal: GoalSpec, catalogue: GoalCatalogue, text: str) -> int:
         if needed and needed <= words:
             score += 3
     return score
+
+
+def _hinted(catalogue: GoalCatalogue, text: str) -> GoalSpec | None:
+    """The one enabled goal ``text`` holds the most hints of (:func:`_goal_score`), or ``None`` when it holds none
+    or two goals tie."""
+    scored = sorted(
+        ((_goal_score(goal, catalogue, text), goal) for goal in catalogue.enabled_goals()),
+        key=lambda item: -item[0],
+    )
+    if not scored or scored[0][0] <= 0 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return None
+    return scored[0][1]
 
 
 def _held(goal: GoalSpec, entities: Mapping[str, Any], previous: IntentOutput | None) -> Mapping[str, Any]:
@@ -515,9 +548,14 @@ async def model_intent_read(profile: ProfileSpec, text: str, *, previous: Intent
             logger.info("Goal intent model named %s.%s, not in the catalogue.", reading.domain, reading.goal)
         return _general(text, confidence, method="model")
     entities = _entities_checked(goal, reading.entities, text, previous)
+    how: dict[str, Any] = {"method": "model"}
+    hinted = _hinted(catalogue, text)
+    if hinted is not None and goal_label(hinted) == goal_label(goal) and confidence < CONFIDENT:
+        # The manifest's own hints name the same goal, alone: a clear question, which the gate need not ask back.
+        confidence, how["corroborated"] = CONFIDENT, "hints"
     if missing_required(goal, _held(goal, entities, previous)):
         confidence = min(confidence, INCOMPLETE)
-    return IntentOutput(goal.domain, goal.name, entities, confidence, text, {"method": "model"})
+    return IntentOutput(goal.domain, goal.name, entities, confidence, text, how)
 
 
 async def intent_read(profile: ProfileSpec, text: str, *, previous: IntentOutput | None = None) -> IntentOutput:

@@ -35,6 +35,7 @@ from django.conf import settings
 
 from common import sizes
 from common.text import normalize
+from routing.goal_words import sentence_problem
 
 if TYPE_CHECKING:
     from routing.examples import ExampleIndex
@@ -42,10 +43,14 @@ if TYPE_CHECKING:
 SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
 SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # DomainOutput and turn statuses
 GENERAL_DOMAIN = "general"  # small talk and what no goal covers: exempt from the confidence gate
+GOAL_MODE = "goal"  # the routing mode of a profile that serves goals (agents.models.RoutingMode.GOAL)
 DEFAULT_CONFIDENCE_THRESHOLD = 0.94
 LAST, REPORT, MERGE = "last", "report", "merge"
 DEFAULT_MAX_CONCURRENCY = 4
 EXPLANATION_PARAM = "_step_explanation"  # what a param_map's from_parameters names for the step's explanation
+# Among an intent's parameters: the values the user chose among a search's candidates, by the param they are
+# (``{"symbol": ["NDA-FI.HE"]}``). A text that is one of them is that param's value, with no search again.
+CHOSEN_PARAM = "_chosen"
 RESOLVE = "resolve"  # the pre-step that resolves a human-friendly entity through a search capability (flow.pre)
 PRE_STEP_TYPES = {RESOLVE: RESOLVE, "resolve_symbol": RESOLVE}  # a flow.pre entry's type → its kind (seed's alias)
 
@@ -397,7 +402,9 @@ def pre_entries(capability: CapabilitySpec) -> list[dict[str, Any]]:
     A ``resolve`` entry (seed 002's ``resolve_symbol`` is an alias) turns the human-friendly ``from_param``
     (default ``<param>_text``) into ``param`` through ``search_capability`` called with ``query_param`` (default
     ``query``): the search result's ``candidates`` list (default ``matches``) gives the value (the candidate's
-    ``value`` field, default ``param``) and the ``label`` fields shown when several match (default ``name``).
+    ``value`` field, default ``param``) and the ``label`` fields shown when several match (default ``name``). Its
+    ``question`` (several match) and ``not_found`` (none) are sentences: one string, or one per language
+    (:func:`routing.goal_words.in_language`).
     """
     entries = []
     for index, entry in enumerate((capability.metadata.get("flow") or {}).get("pre") or ()):
@@ -407,6 +414,10 @@ def pre_entries(capability: CapabilitySpec) -> list[dict[str, Any]]:
             raise PlanError(f"{where} has an unknown type (known: {', '.join(sorted(PRE_STEP_TYPES))}).")
         if not entry.get("param") or not entry.get("search_capability"):
             raise PlanError(f"{where} needs a param and a search_capability.")
+        for sentence in ("question", "not_found"):
+            problem = sentence_problem(entry[sentence]) if entry.get(sentence) is not None else ""
+            if problem:
+                raise PlanError(f"{where}.{sentence} {problem}.")
         param = str(entry["param"])
         label = entry.get("label") or ["name"]
         entries.append(
@@ -433,12 +444,20 @@ def _with_pre_steps(
 ) -> tuple[dict[str, Any], tuple[int, ...]]:
     """Append to ``steps`` the pre-steps ``params`` needs; the params that read their results, and their ids.
 
-    No pre-step for a param the params already hold (the user chose it) or whose ``from_param`` they lack.
+    No pre-step for a param the params already hold or whose ``from_param`` they lack; none either when the
+    ``from_param`` is a value the user chose among the candidates of an earlier search (:data:`CHOSEN_PARAM`): it
+    is the param's value.
     """
     ids: list[int] = []
+    recorded = params.get(CHOSEN_PARAM)
+    chosen: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
     for entry in pre_entries(capability):
         text = params.get(entry["from_param"])
         if params.get(entry["param"]) not in (None, "") or text in (None, ""):
+            continue
+        if text in (chosen.get(entry["param"]) or ()):
+            params = {key: value for key, value in params.items() if key != entry["from_param"]}
+            params[entry["param"]] = text
             continue
         search = catalogue.get(entry["search_capability"])
         step_id = len(steps) + 1
@@ -474,6 +493,7 @@ def _steps(
         for fanned_params in params_list:
             first = not any(not step.kind for step in steps)
             params, pre_ids = _with_pre_steps(fanned_params, capability, catalogue, steps)
+            params = {key: value for key, value in params.items() if key != CHOSEN_PARAM}
             step = ExecutionStep(
                 id=len(steps) + 1,
                 domain=intent.domain,
@@ -747,6 +767,9 @@ def _entities(where: str, schema: Any, capabilities: Mapping[str, Any]) -> dict[
         _need(isinstance(entity, Mapping), at, "must be an object")
         kind = entity.get("type", "string")
         _need(kind in ENTITY_TYPES, at, f"type must be one of {', '.join(sorted(ENTITY_TYPES))}, not {kind!r}")
+        if entity.get("label") is not None:
+            problem = sentence_problem(entity["label"])
+            _need(not problem, f"{at}.label", problem)
         if kind == "enum":
             values = entity.get("values")
             _need(isinstance(values, list) and bool(values), at, "an enum needs its values")
@@ -761,6 +784,12 @@ def _entities(where: str, schema: Any, capabilities: Mapping[str, Any]) -> dict[
 def _metadata_check(where: str, metadata: Mapping[str, Any]) -> None:
     """A capability's counts and times are what they say (the platform bounds them: :func:`manifest_bounds`),
     and its ``flow.pre`` entries are ones a plan can be made of."""
+    language_param = metadata.get("language_param")
+    _need(
+        language_param is None or (isinstance(language_param, str) and bool(language_param.strip())),
+        f"{where}.language_param",
+        "must name the tool's argument that takes the customer's language",
+    )
     timeout = metadata.get("timeout_seconds")
     if timeout is not None:
         _need(

@@ -122,6 +122,9 @@ class IntentSpec:
     escalate_to: str = ""  # a team of people answers when this intent wins ("": the assistants)
     # (keyword, its exclusion phrases) for the keywords that have some, each keyword as it is in ``keywords``.
     keyword_exclusions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # A remote backend's entry (routing.documents.backend_intents): the gateway sends it the whole message; no
+    # supervisor plan runs it.
+    remote: bool = False
 
 
 @dataclass(frozen=True)
@@ -554,8 +557,24 @@ class CompiledRouter:
 
         One specialist → the same decision as router mode; several → route
         ``supervisor_agent`` with ``intent: multi_intent`` and the plan.
+
+        Remote backends are left to the gateway, which sends one the whole message (its own deployment plans its
+        parts): when the best hit is a backend, the decision is router mode's, that backend; otherwise the plan is
+        the local specialists', and the backends the message also hit are named in
+        ``metadata["backends_set_aside"]``.
         """
         hits = self.match(text) if hits is None else hits
+        if hits and hits[0].intent.remote:
+            return self.by_keywords(text, hits)
+        set_aside = sorted({hit.intent.agent for hit in hits if hit.intent.remote})
+        hits = [hit for hit in hits if not hit.intent.remote]
+        decision = self._local_plan(text, hits)
+        if decision is not None and set_aside:
+            decision.metadata["backends_set_aside"] = set_aside
+        return decision
+
+    def _local_plan(self, text: str, hits: list[KeywordHit]) -> RouteDecision | None:
+        """:meth:`by_plan` over the hits of local specialists."""
         steps: list[PlanStep] = []
         for hit in hits:
             if all(step.agent != hit.intent.agent for step in steps):

@@ -25,13 +25,16 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from rest_framework import status
 
+from agents.models import UsagePurpose
+from agents.services import model_usage_record
+from agents.usage import TurnUsage, usage_counting
 from common.errors import DomainError, NotFound
 from routing.decide import delegated_of, route_decide
 from routing.goal_decide import GENERAL, goal_decide
+from routing.goals import GOAL_MODE
 from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, RoutingVersion, routing_test_expect_errors
 from routing.snapshot import ProfileSpec
 
-GOAL_MODE = "goal"
 # What the engine records for a goal decision (conversations.goal_turn's GOAL_AGENT and method): a layer below it,
 # the runner reports the same values.
 GOAL_AGENT, GOAL_METHOD = "goal_planner", "goal"
@@ -112,6 +115,7 @@ class TestRun:
     results: list[CaseResult]
     confusion: dict[str, dict[str, int]] = field(default_factory=dict)  # expected intent → actual intent → cases
     scores: dict[str, IntentScore] = field(default_factory=dict)
+    usage: TurnUsage = field(default_factory=TurnUsage)  # the model calls the cases made (classifier, planner, goals)
 
     @property
     def total(self) -> int:
@@ -184,8 +188,10 @@ async def _decide(profile: ProfileSpec, case: Case) -> tuple[dict[str, str], str
 
 
 async def routing_tests_run_async(profile: ProfileSpec, cases: Sequence[Case]) -> TestRun:
-    """:func:`routing_tests_run` for async callers."""
+    """:func:`routing_tests_run` for async callers; the model calls the cases made are counted in the run's
+    ``usage``, which the caller stores (:func:`agents.services.model_usage_record`)."""
     gate = asyncio.Semaphore(CONCURRENCY)
+    usage = TurnUsage()
 
     async def one(case: Case) -> CaseResult:
         async with gate:
@@ -194,23 +200,31 @@ async def routing_tests_run_async(profile: ProfileSpec, cases: Sequence[Case]) -
         actual.pop("goal_name", None)
         return CaseResult(case=case, actual=actual, reason=reason, failed=failed)
 
-    results = list(await asyncio.gather(*(one(case) for case in cases)))
-    run = TestRun(results=results)
+    with usage_counting(usage):  # the cases' tasks carry the context: their model calls add to it
+        results = list(await asyncio.gather(*(one(case) for case in cases)))
+    run = TestRun(results=results, usage=usage)
     run.confusion, run.scores = _intent_figures(results)
     return run
 
 
-def routing_tests_run(profile: ProfileSpec, cases: Sequence[Case]) -> TestRun:
-    """Decide every case with ``profile`` (no database access) and compare with what it expects.
+def routing_tests_run(
+    profile: ProfileSpec, cases: Sequence[Case], *, purpose: str = UsagePurpose.ROUTING_TESTS
+) -> TestRun:
+    """Decide every case with ``profile`` (no database access) and compare with what it expects; then store the
+    model calls the run made (a classifier, the supervisor's planner, goal mode's reading) as ``purpose``'s usage
+    (:func:`agents.services.model_usage_record`): every model call lands in the usage figures.
 
     Sync code that runs where an event loop is parked in the thread (a command called from a Playwright test,
     a notebook) cannot block on it: the run then gets an event loop of its own in a worker thread."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return async_to_sync(routing_tests_run_async)(profile, cases)
-    with ThreadPoolExecutor(max_workers=1) as worker:
-        return worker.submit(asyncio.run, routing_tests_run_async(profile, cases)).result()
+        run = async_to_sync(routing_tests_run_async)(profile, cases)
+    else:
+        with ThreadPoolExecutor(max_workers=1) as worker:
+            run = worker.submit(asyncio.run, routing_tests_run_async(profile, cases)).result()
+    model_usage_record(usage=run.usage, purpose=purpose, profile_id=profile.pk)
+    return run
 
 
 def _intent_figures(results: Iterable[CaseResult]) -> tuple[dict[str, dict[str, int]], dict[str, IntentScore]]:
@@ -318,7 +332,8 @@ def routing_tests_gate(
     if not cases:
         return GateOutcome(summary={})
     backends = backends_load([profile.pk]).get(profile.pk, {})
-    run = routing_tests_run(profile_compile(document, pk=profile.pk, backends=backends), cases)
+    spec = profile_compile(document, pk=profile.pk, backends=backends)
+    run = routing_tests_run(spec, cases, purpose=UsagePurpose.PUBLISH_GATE)
     summary = run.summary()
     if not run.failed:
         return GateOutcome(summary=summary)

@@ -240,6 +240,24 @@ def rollout_flag_set(
 
 
 @transaction.atomic
+def rollout_flag_untouched_set(*, key: str, percentage: int, actor: str) -> list[RolloutFlagChange]:
+    """Set flag ``key`` to ``percentage`` if nobody has changed it since it was made at 0 %: its history holds its
+    creation alone, its kill switch is off. What loading the demo does to the ``multi_agent`` flag the migration
+    makes, so that a demo install routes as its profiles say while a restart never undoes an operator's choice.
+
+    Returns the history row written (``percentage``, by ``actor``), none when the flag is missing or was changed.
+    Holds the flag's row lock, as :func:`rollout_flag_set`.
+    """
+    try:
+        flag = _flag_locked(key)
+    except RolloutFlagUnknown:
+        return []
+    if flag.percentage or flag.kill_switch or flag.changes.exclude(what="created").exists():
+        return []
+    return rollout_flag_set(key=key, actor=actor, percentage=percentage)
+
+
+@transaction.atomic
 def rollout_user_override_set(
     *,
     key: str,

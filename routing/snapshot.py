@@ -21,7 +21,7 @@ from django.db import DatabaseError, connections
 
 from agents.escalation import EscalationSettings
 from common.config_version import config_version, local_generation
-from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
+from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GOAL_MODE, GoalCatalogue
 from routing.replies import ReplyWords
 from routing.rollout import FlagSpec
 from routing.rollout_plans import VersionRollout, history_parse
@@ -45,6 +45,13 @@ class ToolSpec:
     args_schema: dict[str, Any]
     needs_permission: bool
     enabled: bool
+    read_only: bool | None = None  # what its server said at the last sync (None: never synced)
+
+    @property
+    def changes_things(self) -> bool:
+        """Whether a successful call may have changed something outside the conversation (a message sent, an order
+        placed): its server said so, or did not say it only reads."""
+        return self.read_only is False
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class BackendSpec:
     timeout: float = 30.0
     failures_to_open: int = 3
     open_seconds: float = 30.0
+    kind: str = "gateway"  # agents.BackendKind: this platform's gateway API, or an A2A agent
 
     @property
     def intent_name(self) -> str:
@@ -250,9 +258,11 @@ def build(*, version: int, generation: int) -> Snapshot:
     the sizes. A profile is compiled from a document (:mod:`routing.documents`), the one path to a
     :class:`ProfileSpec`: customers get the document of its released version (:mod:`routing.versions`), editors
     its draft — read from the models; a profile never published is served its draft. Tools, servers and rollout
-    flags are global."""
+    flags are global. While ``ROUTING_MODE=goal`` overrides every profile's mode, a profile that carries no goal
+    (:func:`routing.documents.serves_every_domain`) is compiled with every synced domain's
+    (:func:`routing.documents.with_every_domain`)."""
     from agents.models import AgentProfile
-    from routing.documents import document_complete, profile_compile, profile_documents
+    from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
     from routing.models import ProfileRelease
 
     drafts = profile_documents()
@@ -264,6 +274,8 @@ def build(*, version: int, generation: int) -> Snapshot:
             "profile__agent_id", "version__number", "version__document"
         )
     }
+    # ROUTING_MODE=goal puts every profile in goal mode: one that carries no goal serves every synced domain's.
+    every = every_domain_goals() if settings.ROUTING_MODE == GOAL_MODE else None
     profiles: dict[str, ProfileSpec] = {}
     draft_specs: dict[str, ProfileSpec] = {}
     for agent_id, draft in drafts.items():
@@ -272,7 +284,7 @@ def build(*, version: int, generation: int) -> Snapshot:
         number, live = released.get(agent_id, (None, draft))
         if live["profile"]["enabled"]:
             profiles[agent_id] = profile_compile(
-                live, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {})
+                live, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {}), every_domain=every
             )
         if draft["profile"]["enabled"]:
             # A version published before a key the draft holds at its default serves what the draft would.
@@ -280,7 +292,9 @@ def build(*, version: int, generation: int) -> Snapshot:
             draft_specs[agent_id] = (
                 profiles[agent_id]
                 if same
-                else profile_compile(draft, pk=pks[agent_id], backends=backends.get(pks[agent_id], {}))
+                else profile_compile(
+                    draft, pk=pks[agent_id], backends=backends.get(pks[agent_id], {}), every_domain=every
+                )
             )
     return Snapshot(
         version=version,
@@ -317,6 +331,7 @@ def backends_load(profile_pks: list[int] | None = None) -> dict[int, dict[str, B
             timeout=row.timeout,
             failures_to_open=row.failures_to_open,
             open_seconds=row.open_seconds,
+            kind=row.kind,
         )
     return out
 
@@ -368,6 +383,7 @@ def _tools() -> dict[str, ToolSpec]:
             args_schema=tool.args_schema or {},
             needs_permission=tool.needs_permission,
             enabled=tool.enabled and tool.server.enabled,
+            read_only=tool.read_only,
         )
         for tool in McpTool.objects.select_related("server")
     }

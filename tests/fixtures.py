@@ -6,7 +6,8 @@
 * ``staff_user`` — a superuser analyst; ``editor`` — a member of "Routing editors"; ``approver`` — a member of
   "Release approvers" (approves others' publishes and rollout starts);
 * ``tenant_analyst`` — a member of "Analysts" who may read ``tenant``'s conversations only;
-* ``telecom`` — a small profile in the demo's shape, built with factories.
+* ``telecom`` — a small profile in the demo's shape, built with factories;
+* ``migrated_flag`` — the ``multi_agent`` flag as its migration makes it; ``asgi_server`` — the app under uvicorn.
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ import pytest
 from rest_framework.test import APIClient
 
 # Project modules are imported inside the fixtures: this plugin loads before Django is set up.
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing():
+    """The users the tests make and log in hash their passwords with MD5 (Django's advice for test settings): the
+    production hasher's PBKDF2, a million rounds, costs 0.5-2 s a hash on a 2-core machine, and a test that makes a
+    staff user and logs them in pays two — a quarter of the suite's time went there. The servers tests start in
+    other processes keep the production hashers: none of them checks a password of a user made here."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -105,6 +118,44 @@ def multi_agent_for_everyone(db):
     from routing.services import rollout_flag_set
 
     rollout_flag_set(key="multi_agent", actor="test", percentage=100, create=True)
+
+
+@pytest.fixture
+def migrated_flag(db):
+    """The ``multi_agent`` flag as migration routing.0007 makes it (0 %, its creation its only history), made again
+    where a transactional test's flush emptied the table."""
+    from routing.services import rollout_flag_set
+
+    rollout_flag_set(key="multi_agent", actor="migration routing.0007_rollout_flags", create=True)
+
+
+@pytest.fixture
+def asgi_server(transactional_db):
+    """``platform.asgi.application`` served by uvicorn in a thread on a free port: its ``http://`` address (the same
+    port speaks WebSocket). The data it reads must be committed: hence ``transactional_db``."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from platform.asgi import application
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(application, log_level="warning", lifespan="off", ws="websockets-sansio")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
 
 
 @pytest.fixture

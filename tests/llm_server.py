@@ -83,6 +83,7 @@ class Reply:
     delay: float = 0.0
     chunks: list[str] | None = None  # how the text is split when the client asks for a stream (else one piece)
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens) reported; None: words counted
+    finish_reason: str | None = None  # reported; None: "tool_calls" for tool calls, else "stop"
 
 
 def reply_usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
@@ -146,8 +147,15 @@ class ScriptedLLMServer:
 
     # ``usage=(prompt_tokens, completion_tokens)``: what the reply reports (else words are counted, reply_usage).
 
-    def reply(self, content: str, *, delay: float = 0.0, usage: tuple[int, int] | None = None) -> None:
-        self.replies.append(Reply(content=content, delay=delay, usage=usage))
+    def reply(
+        self,
+        content: str,
+        *,
+        delay: float = 0.0,
+        usage: tuple[int, int] | None = None,
+        finish_reason: str | None = None,
+    ) -> None:
+        self.replies.append(Reply(content=content, delay=delay, usage=usage, finish_reason=finish_reason))
 
     def reply_tool_call(
         self,
@@ -237,7 +245,7 @@ class ScriptedLLMServer:
                     deltas.append(
                         {"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": function}]}
                     )
-                finish = "tool_calls" if reply.tool_calls else "stop"
+                finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
                 events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
                 events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
                 if (body.get("stream_options") or {}).get("include_usage"):
@@ -322,7 +330,7 @@ class ScriptedLLMServer:
                     self._stream(body, reply)
                     return
                 message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-                finish = "stop"
+                finish = reply.finish_reason or "stop"
                 if reply.tool_calls:
                     finish = "tool_calls"
                     message["tool_calls"] = [

@@ -783,6 +783,10 @@ def pytest_runtest_makereport(item, call):
 _FAILED = pytest.StashKey[set]()
 
 
+# The files that use the stack run on one worker of a parallel run (tests/xdist_worker.py), so it starts once.
+ON_THE_STACKS_WORKER = pytest.mark.xdist_group("production_stack")
+
+
 @pytest.fixture(scope="session")
 def _production_stack_session(tmp_path_factory):
     for tool in ("redis-server",):

@@ -22,6 +22,7 @@ import pytest
 from tests.production_stack import (
     DATABASE_POOL_TIMEOUT_SECONDS,
     MCP_TIMEOUT_SECONDS,
+    ON_THE_STACKS_WORKER,
     ROUTER_PROFILE,
     STACK_TEST_TIMEOUT,
     SUPERVISOR_PROFILE,
@@ -34,7 +35,7 @@ from tests.production_stack import (
     write_figures,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.faults]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, ON_THE_STACKS_WORKER]
 
 OUTAGE_SECONDS = 6.0
 CLIENT_TIMEOUT = 60.0  # a request still unanswered after this is a hang (the stuck ticket waited 300 s)

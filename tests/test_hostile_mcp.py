@@ -65,7 +65,7 @@ def test_a_servers_6_mb_answer_is_not_read_its_step_fails_saying_so_and_nothing_
     assert "tool_output" not in limits(body)
     (output,) = body["metadata"]["goal"]["outputs"].values()
     assert output["status"] == "failure" and output["metadata"]["refused"] == hit["asked"]
-    assert "too large to read" in output["explanation"]
+    assert output["explanation"] == "huge_report respondeu demais e não foi lido."  # in the customer's language
     (call,) = ToolCall.objects.all()
     assert call.status == "error" and "MCP_RESPONSE_MAX_BYTES" in call.error and call.result is None
     assert len(response.content) <= settings.RESPONSE_MAX_BYTES

@@ -28,6 +28,7 @@ import pytest
 
 from tests.production_stack import (
     BACKEND_WORD,
+    ON_THE_STACKS_WORKER,
     ROUTER_PROFILE,
     STACK_TEST_TIMEOUT,
     SUPERVISOR_PROFILE,
@@ -37,7 +38,7 @@ from tests.production_stack import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.faults]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, ON_THE_STACKS_WORKER]
 
 CPF, CARD, EMAIL, PHONE = "123.456.789-09", "4111 1111 1111 1111", "joao.silva@example.com", "(11) 98765-4321"
 PII_TEXT = f"Meu CPF é {CPF}, cartão {CARD}, email {EMAIL}, telefone {PHONE}."

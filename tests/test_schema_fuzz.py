@@ -14,18 +14,21 @@ dates as explicit examples (tests/schema_fuzz_hooks.py).
 What is switched off, and why:
 
 * Positive data acceptance for 400 on the operations that take a string in their path or query (the sessions'
-  key, the debug usage's ``profile``, the MCP tool's name): a NUL in it is a 400 naming it, and OpenAPI 3.0 has no
-  way to say "any string but NUL" short of a pattern on every string.
+  key and the sessions list's filters, the debug usage's ``profile``, the MCP tool's name): a NUL in it is a 400
+  naming it, and OpenAPI 3.0 has no way to say "any string but NUL" short of a pattern on every string. The
+  sessions list's ``agent_id`` must also name a profile and its ``cursor`` be one a page gave (data), and its
+  ``tenant`` is a staff session's (a key names none).
 * Positive data acceptance on the analytics operations only, for 400: ``days`` excludes ``start``/``end``, and
   ``start`` must not come after ``end``; OpenAPI 3.0 cannot state rules between two parameters, so the schema
   says them in words (a 400 naming the parameter) and schemathesis generates such pairs as "valid". Nor does a
   ``format: date`` have bounds: dates outside the range the analytics count are a 400 naming them.
-* Positive data acceptance on the message POSTs and the chat completion, for 400 and 404: the ``agent_id`` /
-  ``model`` must name an enabled profile and the text must fit that profile's limit, which the schema cannot
-  know (profiles are data); OpenAI's "messages must contain a user message" is a rule over an array's items
-  OpenAPI 3.0 cannot state either. And for 409 and 422 there: schemathesis sends the same generated
-  ``Idempotency-Key`` with different bodies (422) or while its first request runs (409), a rule over two
-  requests that no schema states.
+* Positive data acceptance on the message POSTs, the chat completion and the responses, for 400 and 404: the
+  ``agent_id`` / ``model`` must name an enabled profile and the text must fit that profile's limit, which the schema
+  cannot know (profiles are data); OpenAI's "messages must contain a user message" is a rule over an array's items
+  OpenAPI 3.0 cannot state either, nor "a JSON Schema the platform can fill" in a ``response_format``, and a
+  ``previous_response_id`` or a response's id must name a stored response (data again). And for 409 and 422 there:
+  schemathesis sends the same generated ``Idempotency-Key`` with different bodies (422) or while its first request
+  runs (409), a rule over two requests that no schema states.
 * Positive data acceptance on the escalations API, for 400: a list's ``profile`` must name a profile and its
   ``cursor`` be one a page gave (data again), and an action's ``text`` must not be blank nor ``team`` other than one
   of the profile's teams; the ids the fuzzer makes up name no escalation (404).
@@ -79,7 +82,7 @@ def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[st
         f'hooks = "{HOOKS}"\n\n'
         # Per operation: what OpenAPI 3.0 cannot say about valid requests (see the module docstring).
         "[[operations]]\n"
-        'include-path-regex = "^/api/(sessions/|debug/(usage|mcp/call/))"\n'
+        'include-path-regex = "^/api/(sessions(/|$)|debug/(usage|mcp/call/))"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
         "\n[[operations]]\n"
         'include-path-regex = "^/api/escalations"\n'
@@ -88,7 +91,7 @@ def _fuzz(base: str, tmp: Path, *headers: str) -> subprocess.CompletedProcess[st
         'include-path-regex = "^/api/analytics/"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
         "\n[[operations]]\n"
-        'include-path-regex = "^/(api/(gateway|chat|debug/(route|plan))|v1/chat)"\n'
+        'include-path-regex = "^/(api/(gateway|chat|debug/(route|plan))|v1/(chat|responses))"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409", "422", '
         '"429", "503"]\n'
     )

@@ -110,3 +110,28 @@ def test_someone_who_may_only_view_sees_the_address_masked(client, django_user_m
     assert page.status_code == 200
     html = page.content.decode()
     assert shows_no_secret(html) and SHOWN.replace("&", "&amp;") in html
+
+
+def test_an_mcp_servers_imported_template_shows_and_an_address_typed_here_replaces_it(
+    staff_client, telecom, monkeypatch
+):
+    monkeypatch.delenv("MCP_TELECOM_HOST", raising=False)
+    server = McpServer.objects.get(name="telecom")
+    server.endpoint_template = "http://${MCP_TELECOM_HOST:-127.0.0.1}:8100/mcp"
+    server.save(update_fields=["endpoint_template"])
+    secret = McpServer.objects.create(
+        name="crm", endpoint=STORED, endpoint_template="https://s3cret-user:s3cret-pa55@${CRM_HOST}/mcp"
+    )
+
+    assert "http://${MCP_TELECOM_HOST:-127.0.0.1}:8100/mcp" in staff_client.get(change_url(server)).content.decode()
+    assert shows_no_secret(staff_client.get(change_url(secret)).content.decode())  # a template writing a secret
+    data = form_data(staff_client.get(change_url(server)))
+    data["description"] = "the address left as it was"
+    assert staff_client.post(change_url(server), data).status_code == 302
+    server.refresh_from_db()
+    assert server.endpoint_template == "http://${MCP_TELECOM_HOST:-127.0.0.1}:8100/mcp"
+
+    data["endpoint"] = "http://127.0.0.1:8101/mcp"
+    assert staff_client.post(change_url(server), data).status_code == 302
+    server.refresh_from_db()
+    assert (server.endpoint, server.endpoint_template) == ("http://127.0.0.1:8101/mcp", "")

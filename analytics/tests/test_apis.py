@@ -107,7 +107,7 @@ def test_days_and_start_end_choose_the_window(api, traffic):
 
 def test_the_daily_timeline_counts_handoffs_per_kind_and_fills_empty_days_with_zero(api, traffic):
     body = get(api, "handoffs/timeline", start=traffic.day(5), end=traffic.day(1))
-    zero = {"handoff": 0, "routing_handoff": 0, "delegation": 0}
+    zero = {"handoff": 0, "routing_handoff": 0, "delegation": 0, "backend_handoff": 0}
     assert body == [
         {"period": f"{traffic.day(5)}T00:00:00+00:00", "count": 0, "by_kind": zero},
         {"period": f"{traffic.day(4)}T00:00:00+00:00", "count": 0, "by_kind": zero},

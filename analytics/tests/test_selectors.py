@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 
 from analytics import selectors
-from analytics.rollups import window_open
+from analytics.services import window_open
 
 pytestmark = pytest.mark.django_db
 

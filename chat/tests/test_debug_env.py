@@ -112,3 +112,28 @@ def test_a_key_without_the_debug_right_is_refused(api, telecom):
 
     assert response.status_code == 403
     assert response.json()["error"]["message"] == ERROR_DEBUG_FORBIDDEN
+
+
+def test_tracings_settings_are_shown_with_the_endpoints_credentials_masked(debug_api, telecom, monkeypatch, settings):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel:otel-pw-4e5f@collector.example.com:4318?key=k-9")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "platform-web")
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_PROPAGATORS", raising=False)
+    settings.TRACING_NODE_MIN_MS = 1.0
+
+    response = debug_api.get("/api/debug/env")
+
+    assert "otel-pw-4e5f" not in response.content.decode()
+    assert response.json()["tracing"] == {
+        "enabled": False,  # configured, but this process did not set tracing up (the tests install their own)
+        "exporter": "otlp/http-protobuf",
+        "endpoint": "https://***@collector.example.com:4318?key=***",
+        "sampler": "parentbased_traceidratio",
+        "sampler_arg": "0.25",
+        "service_name": "platform-web",
+        "propagators": "tracecontext,baggage",
+        "node_min_ms": 1.0,
+    }

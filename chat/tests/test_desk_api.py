@@ -450,5 +450,5 @@ def test_the_schema_documents_the_escalations_api_under_its_own_tag(api):
         for method, operation in methods.items()
     }
     assert len(operations) == 7
-    assert all(operation["tags"] == ["escalations"] for operation in operations.values())
+    assert all(operation["tags"] == ["Escalations"] for operation in operations.values())
     assert "409" in operations[("/api/escalations/{escalation_id}/take", "post")]["responses"]

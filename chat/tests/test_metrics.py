@@ -93,9 +93,11 @@ def test_a_path_no_route_matches_is_counted_as_unmatched_not_by_its_path(client,
     before = scrape(client)
 
     assert client.get("/no-such-path-12345").status_code == 404
+    assert client.get("/api/no-such-path-12345").status_code == 404  # the API prefixes' JSON 404 (their last route)
+    assert client.get("/v1/no-such-path-12345").status_code == 404
 
     after = scrape(client)
-    assert moved(before, after, "platform_http_requests_total", route="unmatched", method="GET", status="404") == 1
+    assert moved(before, after, "platform_http_requests_total", route="unmatched", method="GET", status="404") == 3
     assert not any("no-such-path" in str(labels) for _, labels in after)
 
 

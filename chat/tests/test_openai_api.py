@@ -1,45 +1,24 @@
-"""The OpenAI-compatible endpoint, driven by the official ``openai`` SDK against a real ASGI server (uvicorn).
+"""The OpenAI-compatible endpoint, driven by the official ``openai`` SDK and LangChain's ``ChatOpenAI`` against a
+real ASGI server (uvicorn).
 
-The offline model answers; streaming goes through uvicorn and Django's ASGI handler chunk by chunk.
+The offline model answers, or the scripted OpenAI-compatible server stands in for the profile's model; streaming goes
+through uvicorn and Django's ASGI handler chunk by chunk.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
+import json
 import time
 
 import httpx
 import openai
 import pytest
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel
 
 from conversations.models import Conversation, Message
 
 TEXT = "Minha fatura veio alta"
-
-
-@pytest.fixture
-def asgi_url(transactional_db):
-    """``platform.asgi.application`` served by uvicorn in a thread, on a free port."""
-    import uvicorn
-
-    from platform.asgi import application
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(application, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
 
 
 @pytest.fixture
@@ -65,17 +44,18 @@ def test_models_lists_the_enabled_profiles_as_models_of_the_keys_tenant(client, 
     assert model.object == "model" and model.owned_by == tenant.slug and model.created > 0
 
 
-def test_a_completion_answers_from_the_routed_agent_with_the_routing_extension(client, tenant):
-    completion = client.chat.completions.create(
+def test_a_completion_answers_from_the_routed_agent_with_the_routing_extension_and_headers(client, tenant):
+    raw = client.chat.completions.with_raw_response.create(
         model="telecom_contas",
         messages=[
-            {"role": "system", "content": "ignored: the platform has its own prompts"},
+            {"role": "system", "content": "Responda em uma frase."},  # instructions: the offline model reads none
             {"role": "user", "content": TEXT},
         ],
         user="s1",
     )
+    completion = raw.parse()
 
-    assert completion.object == "chat.completion" and completion.id.startswith("chatcmpl-")
+    assert completion.object == "chat.completion"
     assert completion.model == "telecom_contas"
     choice = completion.choices[0]
     assert choice.message.role == "assistant" and choice.finish_reason == "stop"
@@ -91,6 +71,11 @@ def test_a_completion_answers_from_the_routed_agent_with_the_routing_extension(c
     conversation = Conversation.objects.get(conversation_key=routing["conversation_key"])
     stored = Message.objects.filter(conversation=conversation).order_by("id").values_list("role", "content")
     assert list(stored) == [("user", TEXT), ("assistant", choice.message.content)]
+    answer = conversation.messages.get(role="assistant")
+    assert completion.id == f"chatcmpl-{conversation.pk}_1" and routing["message_id"] == answer.pk
+    assert (raw.headers["X-Agent-Route"], raw.headers["X-Agent-Intent"]) == ("billing_agent", routing["intent"])
+    assert raw.headers["X-Conversation-Key"] == routing["conversation_key"]  # its colons stay as they are
+    assert raw.headers["X-Message-Id"] == str(answer.pk)
 
 
 def test_the_same_user_continues_the_same_conversation_and_earlier_messages_are_not_resent(client, tenant):
@@ -160,17 +145,24 @@ def test_streaming_sends_the_answer_chunk_by_chunk_then_the_routing_extension(cl
         model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user="fresh-plain"
     )
 
-    stream = client.chat.completions.create(
+    raw = client.chat.completions.with_raw_response.create(
         model="telecom_contas",
         messages=[{"role": "user", "content": TEXT}],
         user="fresh-stream",
         stream=True,
         stream_options={"include_usage": True},
     )
-    chunks = list(stream)
+    chunks = list(raw.parse())
 
     assert all(chunk.object == "chat.completion.chunk" and chunk.model == "telecom_contas" for chunk in chunks)
-    assert len({chunk.id for chunk in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    conversation = Conversation.objects.get(session_id="fresh-stream")
+    assert {chunk.id for chunk in chunks} == {f"chatcmpl-{conversation.pk}_1"}
+    # The response started when the route was decided: its headers say it; the stored answer's id comes at the end.
+    assert (raw.headers["X-Agent-Route"], raw.headers["X-Agent-Intent"]) == (
+        "billing_agent",
+        "billing_invoice_explanation",
+    )
+    assert raw.headers["X-Conversation-Key"].endswith(":fresh-stream") and "X-Message-Id" not in raw.headers
     assert chunks[0].choices[0].delta.role == "assistant"
     text_chunks = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert len(text_chunks) > 10  # the offline model streams word by word
@@ -181,8 +173,8 @@ def test_streaming_sends_the_answer_chunk_by_chunk_then_the_routing_extension(cl
     assert routing["agent"] == "billing_agent" and routing["conversation_key"].endswith(":fresh-stream")
     assert "revised_answer" not in routing
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
-    conversation = Conversation.objects.get(session_id="fresh-stream")
-    assert conversation.messages.get(role="assistant").content == "".join(text_chunks)
+    answer = conversation.messages.get(role="assistant")
+    assert answer.content == "".join(text_chunks) and routing["message_id"] == answer.pk
 
 
 def test_the_stream_is_server_sent_events_ending_with_done(asgi_url, tenant_key, telecom):
@@ -302,14 +294,15 @@ def test_the_stream_reaches_the_client_while_the_turn_is_still_running(asgi_url,
 
     first, last = arrivals[0][0], arrivals[-1][0]
     assert '"role": "assistant"' in arrivals[0][1]
-    assert first < 0.4 <= last  # the role chunk came before the model had answered: nothing buffered the stream
+    # The role chunk left once the route was decided, before the model had answered: nothing buffered the stream.
+    assert last - first >= 0.4
 
 
 def fake_turn(tokens, answer, *, discard_after=None):
     """A ``run_turn`` streaming ``tokens`` (a ``discard`` after the first ``discard_after``), answering ``answer``."""
     from conversations.graph import TurnResult
 
-    async def run(data):
+    async def run(data, *, begun=None):
         for index, text in enumerate(tokens):
             await data.emit("token", {"agent": "billing_agent", "text": text})
             if discard_after is not None and index + 1 == discard_after:
@@ -322,7 +315,7 @@ def fake_turn(tokens, answer, *, discard_after=None):
 def streamed(api, monkeypatch, run):
     import json
 
-    monkeypatch.setattr("chat.openai_api.run_turn", run)
+    monkeypatch.setattr("chat.openai_turns.run_turn", run)
     response = api.post(
         "/v1/chat/completions",
         {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
@@ -383,3 +376,155 @@ def test_a_request_for_a_person_says_the_escalation_in_the_routing_details(clien
     escalation = routing_of(completion)["escalation"]
     assert (escalation["status"], escalation["queue"], escalation["position"]) == ("queued", "support", 1)
     assert "1º da fila" in completion.choices[0].message.content
+
+
+# --- every parameter honoured or refused: the official SDK and LangChain's ChatOpenAI ----------------------------
+
+
+class Reply(BaseModel):
+    """A structured answer, as with_structured_output and the SDK's parse send it (a strict json_schema)."""
+
+    answer: str
+    urgent: bool
+
+
+def chat_openai(asgi_url, tenant_key, **options) -> ChatOpenAI:
+    return ChatOpenAI(
+        base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, model="telecom_contas", max_retries=0, timeout=30, **options
+    )
+
+
+def test_max_tokens_cuts_the_answer_with_finish_reason_length_stored_and_streamed_alike(client):
+    ask = {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}]}
+    whole = client.chat.completions.create(**ask, user="whole").choices[0].message.content
+
+    cut = client.chat.completions.create(**ask, user="cut", max_tokens=5)
+    chunks = list(client.chat.completions.create(**ask, user="cut-stream", max_completion_tokens=5, stream=True))
+
+    # Four characters a token, as the offline model counts its usage.
+    assert cut.choices[0].message.content == whole[:20] and cut.choices[0].finish_reason == "length"
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    final = next(chunk for chunk in chunks if chunk.choices and chunk.choices[0].finish_reason)
+    assert streamed == whole[:20] and final.choices[0].finish_reason == "length"
+    for session in ("cut", "cut-stream"):
+        answer = Message.objects.get(conversation__session_id=session, role="assistant")
+        assert answer.content == whole[:20] and answer.metadata["limits"][-1]["limit"] == "max_tokens"
+
+
+def test_n_above_one_and_client_tools_are_refused_by_name_through_the_sdk_and_langchain(client, asgi_url, tenant_key):
+    ask = {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}]}
+    with pytest.raises(openai.BadRequestError) as two:
+        client.chat.completions.create(**ask, n=2)
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    with pytest.raises(openai.BadRequestError) as tools:
+        client.chat.completions.create(**ask, tools=[tool])
+
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return order_id
+
+    with pytest.raises(openai.BadRequestError) as bound:
+        chat_openai(asgi_url, tenant_key).bind_tools([lookup]).invoke(TEXT)
+
+    assert (two.value.body["param"], two.value.body["code"]) == ("n", "unsupported_parameter")
+    assert tools.value.body["param"] == bound.value.body["param"] == "tools"
+    assert "MCP tools" in tools.value.body["message"]
+    assert not Conversation.objects.exists()
+
+
+def test_structured_output_is_json_valid_for_the_schema_through_the_sdk_and_langchain(client, asgi_url, tenant_key):
+    parsed = client.chat.completions.parse(
+        model="telecom_contas", messages=[{"role": "user", "content": TEXT}], response_format=Reply, user="s-json"
+    )
+    llm = chat_openai(asgi_url, tenant_key, model_kwargs={"user": "lc-json"})
+
+    structured = llm.with_structured_output(Reply).invoke(TEXT)
+    json_mode = llm.bind(response_format={"type": "json_object"}).invoke(TEXT)
+
+    reply = parsed.choices[0].message.parsed
+    assert reply.answer.startswith("Billing Agent (offline model):")
+    assert reply.urgent is False  # the least the schema allows
+    assert isinstance(structured, Reply) and structured.answer == reply.answer
+    assert json.loads(json_mode.content) == {"answer": reply.answer}
+
+
+def test_langchain_sees_the_route_in_the_headers_and_rates_the_answer_by_its_id(asgi_url, tenant_key, telecom, api):
+    llm = chat_openai(asgi_url, tenant_key, include_response_headers=True, model_kwargs={"user": "lc-1"})
+
+    reply = llm.invoke(TEXT)
+    first_chunk = next(iter(llm.stream("E o vencimento?")))
+    cut = llm.bind(max_tokens=3).invoke("E a segunda via?")
+
+    headers = reply.response_metadata["headers"]
+    assert (headers["x-agent-route"], headers["x-agent-intent"]) == ("billing_agent", "billing_invoice_explanation")
+    assert first_chunk.response_metadata["headers"]["x-agent-route"] == "billing_agent"
+    assert cut.response_metadata["finish_reason"] == "length" and len(cut.content) == 12
+    key = headers["x-conversation-key"]
+    conversation = Conversation.objects.get(conversation_key=key)
+    assert reply.response_metadata["id"] == f"chatcmpl-{conversation.pk}_1"
+    rated = api.post(
+        f"/api/sessions/{key}/feedback", {"message_id": reply.response_metadata["id"], "rating": "down"}, format="json"
+    )
+    assert rated.status_code == 201, rated.content
+    assert rated.json()["message_id"] == int(headers["x-message-id"])
+    # Another conversation's id, or a turn that stored nothing, names no answer of this one.
+    for wrong in (f"chatcmpl-{conversation.pk + 1}_1", f"chatcmpl-{conversation.pk}_9", "chatcmpl-abc"):
+        refused = api.post(f"/api/sessions/{key}/feedback", {"message_id": wrong, "rating": "up"}, format="json")
+        assert refused.status_code == 400 and "message_id" in refused.json()["error"]["fields"], wrong
+
+
+def test_the_parameters_reach_the_profiles_model_which_writes_in_the_format_asked(client, scripted_llm):
+    scripted_llm.reply("Sua fatura subiu por causa", finish_reason="length")
+    scripted_llm.reply('{"answer": "Sua fatura está em dia.", "urgent": false}')
+    scripted_llm.reply("Sua fatura está em dia.")  # prose, though JSON was asked for: the platform puts it in
+
+    cut = client.chat.completions.create(
+        model="telecom_contas",
+        messages=[{"role": "system", "content": "Responda em uma frase."}, {"role": "user", "content": TEXT}],
+        user="real",
+        max_tokens=50,
+        temperature=0.3,
+        top_p=0.9,
+        seed=11,
+        stop=["FIM"],
+        frequency_penalty=0.5,
+        presence_penalty=-0.5,
+    )
+    answers = [
+        client.chat.completions.parse(
+            model="telecom_contas", messages=[{"role": "user", "content": TEXT}], response_format=Reply
+        )
+        for _ in range(2)
+    ]
+
+    sent = scripted_llm.requests[0]
+    asked = {key: sent.get(key) for key in ("max_completion_tokens", "temperature", "top_p", "seed", "stop")}
+    assert asked == {"max_completion_tokens": 50, "temperature": 0.3, "top_p": 0.9, "seed": 11, "stop": ["FIM"]}
+    assert (sent["frequency_penalty"], sent["presence_penalty"]) == (0.5, -0.5)
+    assert any("Responda em uma frase." in m["content"] for m in sent["messages"] if m["role"] == "system")
+    # The model stopped at its max_tokens: so does the completion.
+    assert (cut.choices[0].message.content, cut.choices[0].finish_reason) == ("Sua fatura subiu por causa", "length")
+    schema = scripted_llm.requests[1]["response_format"]
+    assert schema["type"] == "json_schema" and schema["json_schema"]["name"] == "Reply"
+    assert [answer.choices[0].message.parsed for answer in answers] == [
+        Reply(answer="Sua fatura está em dia.", urgent=False)
+    ] * 2
+
+
+def test_a_supervisors_parts_are_merged_in_prose_then_put_in_the_json_asked_for(api, telecom):
+    telecom.routing_mode = "supervisor"
+    telecom.save()
+    body = {
+        "model": "telecom_contas",
+        "messages": [{"role": "user", "content": "Meu pedido atrasou e minha fatura veio duplicada"}],
+        "user": "plan",
+        "response_format": {"type": "json_object"},
+    }
+
+    response = api.post("/v1/chat/completions", body, format="json")
+
+    assert response.status_code == 200, response.content
+    answer = json.loads(response.json()["choices"][0]["message"]["content"])
+    assert "billing_agent:" in answer["answer"] and "orders_agent:" in answer["answer"]
+    parts = Message.objects.filter(role="agent").values_list("content", flat=True)
+    assert len(parts) == 2 and not any(part.startswith("{") for part in parts)  # each part wrote prose

@@ -115,6 +115,10 @@ def test_the_openai_face_answers_429_in_openais_shape_with_retry_after(tenant_ke
     assert int(refused["Retry-After"]) >= 1
     assert refused.json()["error"]["type"] == "rate_limit_error"
     assert refused.json()["error"]["code"] == "throttled"
+    # The Responses API runs turns too: the same rate of the key counts it.
+    response = {"model": "telecom_contas", "input": FRAME["text"]}
+    refused = client.post("/v1/responses", response, content_type="application/json", **headers)
+    assert refused.status_code == 429 and refused.json()["error"]["type"] == "rate_limit_error"
 
 
 def test_the_openai_face_answers_a_locked_out_address_with_429(telecom, client, settings):

@@ -50,6 +50,7 @@ def test_the_totals_and_cost_come_from_the_models_reported_tokens_and_its_price(
         "profile": "telecom_contas",
         "day": today,
         "model": "scripted-model",
+        "purpose": "conversation",
         "answers": 2,
         "prompt_tokens": 4000,
         "completion_tokens": 300,

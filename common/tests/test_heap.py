@@ -28,3 +28,20 @@ def test_what_the_start_loaded_leaves_the_full_passes_and_what_comes_after_is_st
     finally:
         gc.unfreeze()
     assert any(tracked is loaded for tracked in gc.get_objects())
+
+
+def test_freed_heap_memory_goes_back_to_the_system():
+    """A start's temporaries (many small blocks, freed) leave the process holding less once trimmed."""
+
+    def resident_kib() -> int:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+    from common.heap import heap_trim
+
+    temporaries = [bytes(512) for _ in range(200_000)]  # about 100 MiB in blocks malloc keeps on its heap
+    temporaries.append(bytes(1))  # and one block at the top, so the heap cannot simply shrink by itself
+    del temporaries[:-1]
+    before = resident_kib()
+    assert heap_trim() is True
+    assert resident_kib() < before - 50 * 1024

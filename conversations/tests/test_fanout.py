@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from agents.generation import Generation
 from common.config_version import config_version_bump
+from conversations.guardrails import MaskVault
 from conversations.models import Message
+from conversations.runtime import SpecialistRequest
+from conversations.steps import payload_from_request, request_from_payload
+from routing import snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -237,3 +244,16 @@ def test_without_a_streaming_client_no_channel_is_opened(api, supervisor, celery
     settings.SUPERVISOR_EXECUTOR = "celery"
     body = send(api, SEED_MESSAGE, "s-no-stream")
     assert [p["status"] for p in body["metadata"]["supervisor"]] == ["ok", "ok"]
+
+
+def test_a_plans_step_carries_how_the_client_asked_the_answer_written_to_the_worker(telecom):
+    current = snapshot.current()
+    profile = current.profiles["telecom_contas"]
+    asked = Generation(max_tokens=5, temperature=0.1, seed=3, stop=("fim",))
+    request = SpecialistRequest(
+        profile=profile, specialist=profile.specialists["billing_agent"], text="Minha fatura", generation=asked
+    )
+
+    over_the_broker = json.loads(json.dumps(payload_from_request(request, MaskVault())))
+
+    assert request_from_payload(over_the_broker, current).generation == asked

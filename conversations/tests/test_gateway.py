@@ -130,6 +130,38 @@ def test_a_keyword_routes_to_the_remote_backend_and_back_to_a_local_specialist(a
     assert calls[0].message_id is not None and calls[0].latency_ms > 0
 
 
+def test_backend_handoffs_count_in_the_default_handoff_analytics(api, gateway):
+    send(api, "Minha fatura veio alta", "gw-counted")
+    assert send(api, "Quero fazer a portabilidade do meu número", "gw-counted")["agent"] == "contas_remote"
+    send(api, "E a minha fatura, quando vence?", "gw-counted")
+
+    summary = api.get("/api/analytics/handoffs").json()
+    assert summary["total_handoffs"] == 2
+    assert {(path["from"], path["to"]) for path in summary["handoff_paths"]} == {
+        ("billing_agent", "contas_remote"),
+        ("contas_remote", "billing_agent"),
+    }
+    assert (summary["conversations_with_handoffs"], summary["total_conversations"]) == (1, 1)
+    timeline = api.get("/api/analytics/handoffs/timeline", {"days": 1, "bucket": "hour"}).json()
+    assert sum(period["by_kind"]["backend_handoff"] for period in timeline) == 2
+
+
+def test_a_supervisor_profile_leaves_its_remote_backend_to_the_gateway(api, gateway):
+    gateway.routing_mode = "supervisor"
+    gateway.save(update_fields=["routing_mode"])
+    contas = RemoteBackend.objects.get(name="contas_remote")
+    contas.priority = 1  # ahead of billing_agent's invoice intent (10)
+    contas.save(update_fields=["priority"])
+
+    answer = send(api, "Quero a portabilidade do número e a minha fatura veio alta", "gw-supervisor")
+
+    assert answer["agent"] == "contas_remote"
+    assert answer["metadata"]["backend"]["status"] == "ok"
+    assert answer["metadata"]["supervisor"] is None  # no plan: the hop carried the whole message
+    assert answer["answer"].strip() and "[sem resposta" not in answer["answer"]
+    assert list(BackendCall.objects.values_list("backend", "status")) == [("contas_remote", "ok")]
+
+
 def test_a_short_follow_up_stays_on_the_active_backend_without_a_model_call(api, gateway, scripted_llm):
     gateway.routing_mode = "hybrid"
     gateway.llm_router_enabled = True

@@ -72,7 +72,7 @@ def test_nordea_has_two_listings_so_the_plan_stops_and_asks_which_one_listing_bo
     ]
     assert clarification["question"] == (
         "Encontrei mais de uma listagem para 'Nordea': 1) Nordea Bank, OMX Stockholm, SEK (NDA-SE.ST) "
-        "2) Nordea Bank, OMX Helsinki, EUR (NDA-FI.HE) Qual delas? (Which one?)"
+        "2) Nordea Bank, OMX Helsinki, EUR (NDA-FI.HE) Qual delas?"
     )
     assert statuses(run) == {1: CLARIFICATION, 2: SKIPPED}  # the quote never ran
     assert [(e["id"], e["status"]) for e in events] == [(1, STARTED), (1, CLARIFICATION), (2, SKIPPED)]
@@ -103,8 +103,50 @@ def test_a_name_no_listing_matches_is_a_failure_that_names_it(snapshot):
 
     assert run.status == FAILURE and run.clarification is None
     assert statuses(run) == {1: FAILURE, 2: SKIPPED}
-    assert run.outputs[1].explanation == "Não encontrei nenhuma listagem para 'Xyzzy' (not found)."
+    assert run.outputs[1].explanation == "Não encontrei nenhuma listagem para 'Xyzzy'."
     assert run.outputs[1].metadata["status"] == "not_found"
+
+
+def test_a_name_nobody_lists_is_answered_with_the_manifests_sentence_naming_it_in_the_customers_language(snapshot):
+    plan = quote_plan(symbol_text="Xyzzy")
+
+    answers = {}
+    for language in ("pt", "en", "es"):
+        run, _ = execute(plan, CATALOGUE, snapshot, language=language)
+        answers[language] = outputs_combine(plan, run.outputs, language)["explanation"]
+
+    assert answers == {
+        "pt": "Não encontrei nenhuma listagem para 'Xyzzy'.",
+        "en": "I found no listing for 'Xyzzy'.",
+        "es": "No encontré ningún listado para 'Xyzzy'.",
+    }
+
+
+def test_a_name_nobody_lists_among_several_leaves_the_others_priced(snapshot):
+    plan = quote_plan(symbols=["Vale", "Xyzzy", "Equinor"])
+
+    run, _ = execute(plan, CATALOGUE, snapshot, language="en")
+
+    quotes = [s.id for s in plan.steps if s.capability == "get_stock_price"]
+    assert [run.outputs[step].status for step in quotes] == [SUCCESS, SKIPPED, SUCCESS]
+    assert run.status == FAILURE  # a required step did not succeed, and the answer says which
+    assert outputs_combine(plan, run.outputs, "en")["explanation"].splitlines() == [
+        "Vale ON (VALE3.SA) is at 61.47 BRL (-2.10% today).",
+        "I found no listing for 'Xyzzy'.",
+        "Equinor (EQNR.OL) is at 276.40 NOK (+2.02% today).",
+    ]
+
+
+def test_the_customers_language_reaches_the_tools_that_take_it_and_no_other(snapshot):
+    plan = quote_plan(symbol_text="Petrobras", notify=True)
+
+    run, _ = execute(plan, CATALOGUE, snapshot, language="es")
+
+    arguments = {call.tool: call.arguments for call in run.tool_results}
+    assert "language" not in arguments["search_symbol"]  # its capability names no language_param
+    assert arguments["get_stock_price"]["language"] == arguments["send_message"]["language"] == "es"
+    assert run.outputs[2].explanation == "Petrobras PN (PETR4.SA) está en 38.20 BRL (+1.85% en el día)."
+    assert run.outputs[3].explanation == "Notificación enviada."
 
 
 def test_one_listing_resolves_without_asking_and_the_quote_reads_it(snapshot):

@@ -373,8 +373,98 @@ def test_a_model_below_the_threshold_makes_the_turn_ask(api, finance, scripted_l
         {"domain": "finance", "goal": "TOP_MOVERS", "entities": {"direction": "GAINERS"}, "confidence": 0.7},
     )
 
-    body = say(api, "o que subiu?")
+    body = say(api, "e o mercado, como foi?")  # no hint of the manifest names a goal: the model's doubt stands
 
     assert body["metadata"]["goal"]["status"] == "clarification"
     assert body["metadata"]["goal"]["clarification"]["reason"] == "low_confidence"
     assert body["metadata"]["mcp_results"] == []
+
+
+def test_a_failed_judge_never_replaces_the_answer_of_a_plan_that_sent_a_notification_the_review_adds_a_note(
+    api, finance, scripted_llm
+):
+    from routing.goal_intent import GoalIntent
+
+    profile = AgentProfile.objects.get(agent_id=AGENT_ID)
+    profile.judges = {**profile.judges, "llm_judge": True}
+    profile.save(update_fields=["judges"])
+    publish("the LLM judge on")
+    before = len(sent(finance))
+    scripted_llm.reply_tool_call(
+        GoalIntent.__name__,
+        {
+            "domain": "finance",
+            "goal": "GET_QUOTE",
+            "entities": {"symbol_text": "PETR4", "notify": True},
+            "confidence": 1,
+        },
+    )
+    scripted_llm.reply("PETR4 is at 38.20 BRL today, and I sent it to you.")
+    scripted_llm.reply('{"score": 0.1, "reason": "Too terse."}')
+
+    body = say(api, "what is the price of PETR4? let me know by message")
+
+    assert len(sent(finance)) == before + 1  # the notification really went out
+    assert body["metadata"]["judges"]["llm"]["passed"] is False
+    review = body["metadata"]["review"]
+    assert review["action"] == "note" and review["side_effects"] == ["send_message"]
+    assert body["answer"].startswith("PETR4 is at 38.20 BRL today, and I sent it to you.")
+    assert body["answer"].endswith("what was already carried out for you stays done.")
+
+
+def judged(body) -> tuple[str, str]:
+    judge = body["metadata"]["judges"]["rule_based"]
+    return judge["checks"]["language_matches"], body["metadata"]["review"]["action"]
+
+
+def test_a_question_in_english_or_spanish_is_answered_in_its_language_offline_and_the_judge_passes_it(api, finance):
+    english = say(api, "what is the price of Equinor?", session="en-1")
+    spanish = say(api, "¿cuál es el precio de Equinor?", session="es-1")
+    portuguese = say(api, "qual o preço da Equinor?", session="pt-1")
+
+    assert "Here is what I found: “Equinor (EQNR.OL) is at 276.40 NOK (+2.02% today).”" in english["answer"]
+    assert "Esto es lo que encontré: “Equinor (EQNR.OL) está en 276.40 NOK (+2.02% en el día).”" in spanish["answer"]
+    assert "Veja o que encontrei: “Equinor (EQNR.OL) está em 276.40 NOK (+2.02% no dia).”" in portuguese["answer"]
+    assert [judged(body) for body in (english, spanish, portuguese)] == [("passed", "accept")] * 3
+    assert english["metadata"]["goal"]["language"] == "en" and spanish["metadata"]["goal"]["language"] == "es"
+
+
+def test_markets_and_a_clear_question_are_read_in_any_of_the_three_languages(api, finance):
+    english = say(api, "top losers in Sweden", session="m-en")
+    portuguese = say(api, "maiores quedas na Suécia", session="m-pt")
+    spanish = say(api, "mayores caídas en Suecia", session="m-es")
+    clear = say(api, "which Brazilian stocks went up the most today?", session="m-clear")
+
+    for body, market in ((english, "Sweden"), (portuguese, "Suécia"), (spanish, "Suecia")):
+        assert [step["params"]["market_text"] for step in body["metadata"]["goal"]["plan"]["steps"]] == [market]
+        assert "Ericsson B -1.27%" in body["answer"] and "Vale" not in body["answer"]  # Sweden's, not every market's
+    assert "Top losers (SE)" in english["answer"] and "Mayores caídas (SE)" in spanish["answer"]
+    goal = clear["metadata"]["goal"]
+    assert goal["status"] == "success" and goal["intent_output"]["entities"]["direction"] == "GAINERS"
+    assert "Top gainers (BR): Magazine Luiza ON +4.33%; Petrobras PN +1.85%" in clear["answer"]
+    assert [judged(body) for body in (english, portuguese, spanish, clear)] == [("passed", "accept")] * 4
+
+
+def test_every_name_of_a_message_is_served_and_a_name_nobody_lists_is_said_so_in_the_manifests_words(api, finance):
+    before = len(sent(finance))
+
+    both = say(api, "how much are Vale and Petrobras? let me know by message", session="n-1")
+    unknown = say(api, "what is the price of Xyzzy?", session="n-2")
+    desconocido = say(api, "¿cuál es el precio de Xyzzy?", session="n-3")
+
+    assert both["metadata"]["goal"]["intent_output"]["entities"]["symbols"] == ["Vale", "Petrobras"]
+    assert "Vale ON (VALE3.SA) is at 61.47 BRL" in both["answer"]
+    assert "Petrobras PN (PETR4.SA) is at 38.20 BRL" in both["answer"]
+    assert len(sent(finance)) == before + 2  # one notification per quote
+    assert judged(both) == ("passed", "accept") and both["metadata"]["judges"]["rule_based"]["passed"]
+    assert unknown["answer"].endswith(": I found no listing for 'Xyzzy'.")
+    assert desconocido["answer"].endswith(": No encontré ningún listado para 'Xyzzy'.")
+
+
+def test_a_reply_whose_language_cannot_be_told_keeps_the_conversations(api, finance):
+    asked = say(api, "what is the price of Nordea?", session="lang-1")
+    answered = say(api, "2", session="lang-1")
+
+    assert asked["answer"].startswith("I found more than one listing for 'Nordea'") and "Which one?" in asked["answer"]
+    assert "Nordea Bank (NDA-FI.HE) is at 10.05 EUR (+0.38% today)." in answered["answer"]
+    assert answered["metadata"]["goal"]["language"] == "en"

@@ -21,6 +21,7 @@ from conversations.judges import (
     judge_answer,
     parse_verdict,
     review_decision,
+    review_note,
 )
 
 QUESTION = "Minha fatura veio alta. Pode consultar?"
@@ -285,6 +286,28 @@ def judged(answer: str, *, settings=None, ask=None, tools=(INVOICE,)):
     )
 
 
+def test_a_value_one_tool_handed_the_next_still_grounds_the_answer():
+    quote = {
+        "tool": "get_stock_price",
+        "status": "ok",
+        "arguments": {"symbol": "PETR4.SA"},
+        "result": {"symbol": "PETR4.SA", "price": 38.2, "explanation": "PETR4.SA is at 38.20 BRL."},
+    }
+    sent = {
+        "tool": "send_message",
+        "status": "ok",
+        "arguments": {"message": "PETR4.SA is at 38.20 BRL."},
+        "result": {"sent": True, "id": 7, "explanation": "Notification sent."},
+    }
+    answer = "PETR4 is at 38.20 BRL today; I sent it to you."
+
+    result = asyncio.run(
+        RuleBasedJudge().evaluate(JudgeCase("what is the price of PETR4? notify me", answer, (quote, sent)))
+    )
+
+    assert result.checks["grounded"] == "passed"
+
+
 def test_review_accepts_an_answer_that_passed():
     assert review_decision(judged("Sua fatura é de R$ 289,90."), {}) == {
         "action": "accept",
@@ -314,6 +337,27 @@ def test_review_replaces_an_answer_the_configured_llm_judge_failed():
 
     results = judged("Sua fatura é de R$ 289,90.", settings={"llm_judge": True}, ask=harsh)
     assert review_decision(results, {"llm_judge": True})["action"] == "replace"
+
+
+def test_review_never_replaces_an_answer_after_the_turn_changed_something_and_notes_it_instead():
+    failed = judged("Your invoice is fine, nothing to worry about.")
+
+    decision = review_decision(failed, {}, side_effects=["send_message"])
+
+    assert decision["action"] == "note" and decision["side_effects"] == ["send_message"]
+    assert "rule_based" in decision["reason"] and "send_message" in decision["reason"]
+    assert review_decision(judged("Sua fatura é de R$ 289,90."), {}, side_effects=["send_message"])["action"] == (
+        "accept"
+    )
+
+
+def test_the_review_note_is_in_the_customers_language():
+    assert {language: detect_language(review_note(language)) for language in ("pt", "en", "es")} == {
+        "pt": "pt",
+        "en": "en",
+        "es": "es",
+    }
+    assert review_note(None) == review_note("pt")
 
 
 def test_review_ignores_an_llm_judge_error():

@@ -8,7 +8,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -46,6 +47,35 @@ def spans():
     yield exporter
     tracing.tracing_use(None)
     provider.shutdown()
+
+
+class _ToTheTestsExporter(SpanProcessor):
+    """The processor of this process's global provider: hands the spans libraries make with the OpenTelemetry API
+    to the running test's exporter (the global provider can be set only once a process)."""
+
+    exporter: InMemorySpanExporter | None = None
+
+    def on_end(self, span) -> None:
+        if self.exporter is not None:
+            self.exporter.export([span])
+
+
+_LIBRARIES = _ToTheTestsExporter()
+_GLOBAL: list[TracerProvider] = []  # the global provider, once this module has set it
+
+
+@pytest.fixture
+def library_spans(spans):
+    """``spans``, with the spans other libraries make through OpenTelemetry's global provider (the MCP SDK's)."""
+    if not _GLOBAL:
+        provider = TracerProvider()
+        provider.add_span_processor(_LIBRARIES)
+        trace.set_tracer_provider(provider)
+        _GLOBAL.append(provider)
+    assert trace.get_tracer_provider() is _GLOBAL[0]  # no one else set it before
+    _LIBRARIES.exporter = spans
+    yield spans
+    _LIBRARIES.exporter = None
 
 
 @pytest.fixture
@@ -179,6 +209,19 @@ def test_a_supervisor_plans_steps_on_a_celery_worker_join_the_requests_trace(
     assert sorted(a["agent"] for a in remote_attributes) == ["billing_agent", "orders_agent"]
     assert {a["conversation_key"] for a in remote_attributes} == {"tenant_a:telecom_contas:t-celery"}
     assert {a["tenant"] for a in remote_attributes} == {"tenant_a"}
+
+
+def test_the_mcp_sdks_own_spans_are_children_of_the_mcp_tool_call_span(api, demo, library_spans):
+    send(api, "Minha fatura veio alta", "t-mcp-sdk", msisdn=MSISDN)
+
+    finished = library_spans.get_finished_spans()
+    (turn,) = named(finished, "turn")
+    calls = {span.context.span_id for span in named(finished, "mcp.tool_call")}
+    sent = [span for span in finished if span.name.startswith("MCP send tools/call")]
+    assert sent and {span.instrumentation_scope.name for span in sent} == {"mcp-python-sdk"}
+    assert len(sent) == len(calls) and {span.parent.span_id for span in sent} == calls
+    sdk = [span for span in finished if span.instrumentation_scope.name == "mcp-python-sdk"]
+    assert {span.context.trace_id for span in sdk} == {turn.context.trace_id}  # no trace of their own
 
 
 def test_the_spans_are_exported_over_otlp_http_to_the_configured_endpoint(api, demo, receiver, monkeypatch):

@@ -3,6 +3,7 @@ answer."""
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 
 import pytest
@@ -12,7 +13,11 @@ from agents.llm import reset_clients
 from agents.usage import text_tokens
 from conversations.models import Message, MessageRole
 from conversations.runtime import SpecialistOutcome
+from conversations.selectors import usage_report
 from conversations.steps import outcome_as_dict, outcome_from_dict
+from routing.admin_views import route_preview
+from routing.models import RoutingTestCase
+from routing.versions import version_publish
 from tests.streaming import run, sse_events
 
 pytestmark = pytest.mark.django_db
@@ -181,3 +186,72 @@ def test_the_migration_marks_the_stored_answers_whose_turn_called_another_model(
 
     marked = Message.objects.filter(role=MessageRole.ASSISTANT, other_models=True)
     assert list(marked.values_list("pk", flat=True)) == [mixed.pk]
+
+
+# -- model calls outside a turn -------------------------------------------------------------------------------------
+
+
+def classifying(profile, scripted_llm, *replies: tuple[int, int]) -> None:
+    """The profile asks its classifier when no keyword decides; the model answers ``replies`` (their usage)."""
+    profile.llm_router_enabled = True
+    profile.llm_router_threshold = 0.6
+    profile.save(update_fields=["llm_router_enabled", "llm_router_threshold"])
+    for usage in replies:
+        scripted_llm.reply_tool_call(
+            "IntentChoice", {"intent": "retail_order_tracking", "confidence": 0.9}, usage=usage
+        )
+
+
+def usage_rows(**scope) -> list[dict]:
+    now = dt.datetime.now(dt.UTC)
+    report = usage_report(start=now - dt.timedelta(days=1), end=now + dt.timedelta(days=1), **scope)
+    return [
+        {key: row[key] for key in ("tenant", "profile", "model", "purpose", "answers", "prompt_tokens")}
+        | {"completion": row["completion_tokens"]}
+        for row in report["rows"]
+    ]
+
+
+def test_the_publish_gates_model_calls_land_in_the_usage(telecom, scripted_llm, tenant, staff_client):
+    classifying(telecom, scripted_llm, (400, 9))
+    RoutingTestCase.objects.create(
+        profile=telecom, name="encomenda", message="Cadê minha encomenda?", expect={"intent": "retail_order_tracking"}
+    )
+
+    version_publish(profile=telecom, note="the gate asks the classifier once")
+
+    assert len(scripted_llm.requests) == 1
+    gate = {
+        "tenant": "",
+        "profile": "telecom_contas",
+        "model": "scripted-model",
+        "purpose": "publish_gate",
+        "answers": 0,
+        "prompt_tokens": 400,
+        "completion": 9,
+    }
+    assert usage_rows(tenant_id=None) == [gate]  # every tenant read: the operators' work is in
+    assert usage_rows(tenant_id=tenant.pk) == []  # a tenant's usage is its own
+    body = staff_client.get("/api/analytics/usage", {"days": 1}).json()
+    assert (body["totals"]["prompt_tokens"], body["totals"]["completion_tokens"]) == (400, 9)
+    assert [row["purpose"] for row in body["rows"]] == ["publish_gate"]
+
+
+def test_a_route_preview_and_a_debug_route_count_their_model_calls(telecom, scripted_llm, debug_api, tenant):
+    classifying(telecom, scripted_llm, (300, 7), (200, 5))
+
+    assert route_preview(profile=telecom, text="Cadê minha encomenda?").decision.method == "llm"
+    response = debug_api.post(
+        "/api/debug/route",
+        {"agent_id": "telecom_contas", "payload": {"text": "Cadê minha encomenda?", "session_id": "s-debug"}},
+        format="json",
+    )
+    assert response.status_code == 200 and response.json()["method"] == "llm"
+
+    preview = ("", "route_preview", 300, 7)
+    debug = ("tenant_a", "debug", 200, 5)
+    seen = {(r["tenant"], r["purpose"], r["prompt_tokens"], r["completion"]) for r in usage_rows(tenant_id=None)}
+    assert seen == {preview, debug}
+    assert [(r["purpose"], r["prompt_tokens"]) for r in debug_api.get("/api/debug/usage").json()["rows"]] == [
+        ("debug", 200)
+    ]

@@ -30,11 +30,62 @@ DEFAULT_PORT = 8300
 PORT_ENV = "MCP_FINANCE_PORT"
 MANIFEST_URI = f"manifest://{NAME}"
 
+# Each market's names as customers write them, folded (pt, en, es), and the stems of its adjectives ("brasileiras",
+# "Swedish", "noruegas"), which name it too.
 MARKETS: dict[str, dict[str, Any]] = {
-    "BR": {"exchange": "B3", "currency": "BRL", "timezone": "America/Sao_Paulo", "names": ["brasil", "b3", "br"]},
-    "SE": {"exchange": "OMX Stockholm", "currency": "SEK", "timezone": "Europe/Stockholm", "names": ["suecia"]},
-    "FI": {"exchange": "OMX Helsinki", "currency": "EUR", "timezone": "Europe/Helsinki", "names": ["finlandia"]},
-    "NO": {"exchange": "Oslo Børs", "currency": "NOK", "timezone": "Europe/Oslo", "names": ["noruega"]},
+    "BR": {
+        "exchange": "B3",
+        "currency": "BRL",
+        "timezone": "America/Sao_Paulo",
+        "names": ["brasil", "brazil", "b3", "br"],
+        "stems": ["brasileir", "brazilian", "brasilen"],
+    },
+    "SE": {
+        "exchange": "OMX Stockholm",
+        "currency": "SEK",
+        "timezone": "Europe/Stockholm",
+        "names": ["suecia", "sweden", "estocolmo", "stockholm"],
+        "stems": ["suec", "swedish"],
+    },
+    "FI": {
+        "exchange": "OMX Helsinki",
+        "currency": "EUR",
+        "timezone": "Europe/Helsinki",
+        "names": ["finlandia", "finland", "helsinki", "helsinque"],
+        "stems": ["finland", "finnish", "finlandes"],
+    },
+    "NO": {
+        "exchange": "Oslo Børs",
+        "currency": "NOK",
+        "timezone": "Europe/Oslo",
+        "names": ["noruega", "norway", "oslo"],
+        "stems": ["norueg", "norwegian"],
+    },
+}
+LANGUAGES = ("pt", "en", "es")
+# What the tools say, in the customer's language (the manifest's language_param brings it; Portuguese by default).
+SAID: dict[str, dict[str, str]] = {
+    "pt": {
+        "price": "{name} ({symbol}) está em {price:.2f} {currency} ({change:+.2f}% no dia).",
+        "gainers": "Maiores altas",
+        "losers": "Maiores baixas",
+        "none": "nenhuma",
+        "sent": "Notificação enviada.",
+    },
+    "en": {
+        "price": "{name} ({symbol}) is at {price:.2f} {currency} ({change:+.2f}% today).",
+        "gainers": "Top gainers",
+        "losers": "Top losers",
+        "none": "none",
+        "sent": "Notification sent.",
+    },
+    "es": {
+        "price": "{name} ({symbol}) está en {price:.2f} {currency} ({change:+.2f}% en el día).",
+        "gainers": "Mayores subidas",
+        "losers": "Mayores caídas",
+        "none": "ninguna",
+        "sent": "Notificación enviada.",
+    },
 }
 
 STOCKS: dict[str, dict[str, Any]] = {
@@ -70,13 +121,19 @@ def _listing(symbol: str) -> dict[str, Any]:
     }
 
 
+def _said(language: str | None) -> dict[str, str]:
+    return SAID.get((language or "").strip().casefold(), SAID["pt"])
+
+
 def _market_of(text: str | None) -> str | None:
-    """``"Brasil"`` → ``"BR"``; ``None`` for no market (every market)."""
+    """``"Brasil"``, ``"Brazil"``, ``"brasileiras"`` → ``"BR"``; ``None`` for no market (every market)."""
     if not text or not text.strip():
         return None
     wanted = _folded(text)
     for code, market in MARKETS.items():
         if wanted == code.casefold() or wanted in market["names"]:
+            return code
+        if any(wanted.startswith(stem) for stem in market["stems"]):
             return code
     raise ToolError(f"Mercado {text!r} desconhecido (unknown market); conhecidos: {', '.join(MARKETS)}.")
 
@@ -96,8 +153,12 @@ def search_symbol(
     return {"query": query, "matches": matches}
 
 
+LanguageArg = Annotated[str, Field(description="A língua da explicação (the explanation's language): pt, en ou es.")]
+
+
 def get_stock_price(
     symbol: Annotated[str, Field(description="Código da listagem, ex. PETR4.SA ou NDA-SE.ST.")],
+    language: LanguageArg = "pt",
 ) -> dict[str, Any]:
     """The listing's last price and change, with its market context."""
     key = symbol.strip().upper()
@@ -105,17 +166,19 @@ def get_stock_price(
         raise ToolError(UNKNOWN_SYMBOL.format(symbol=symbol))
     stock, listing = STOCKS[key], _listing(key)
     market = MARKETS[stock["market"]]
+    explanation = _said(language)["price"].format(
+        name=stock["name"], symbol=key, price=stock["price"], currency=market["currency"], change=stock["change_pct"]
+    )
     return {
         **listing,
         "price": stock["price"],
         "change_pct": stock["change_pct"],
         "_market_context": {"market": stock["market"], "exchange": market["exchange"], "timezone": market["timezone"]},
-        "explanation": f"{stock['name']} ({key}) está em {stock['price']:.2f} {market['currency']} "
-        f"({stock['change_pct']:+.2f}% no dia).",
+        "explanation": explanation,
     }
 
 
-def _movers(market: str | None, limit: int, *, gainers: bool) -> dict[str, Any]:
+def _movers(market: str | None, limit: int, *, gainers: bool, language: str = "pt") -> dict[str, Any]:
     code = _market_of(market)
     rows = [
         {**_listing(symbol), "price": stock["price"], "change_pct": stock["change_pct"]}
@@ -125,9 +188,10 @@ def _movers(market: str | None, limit: int, *, gainers: bool) -> dict[str, Any]:
     rows = [row for row in rows if (row["change_pct"] > 0) == gainers]
     rows.sort(key=lambda row: row["change_pct"], reverse=gainers)
     top = rows[: max(1, min(limit, 10))]
-    title = "Maiores altas" if gainers else "Maiores baixas"
+    said = _said(language)
+    title = said["gainers"] if gainers else said["losers"]
     where = f" ({code})" if code else ""
-    listed = "; ".join(f"{row['name']} {row['change_pct']:+.2f}%" for row in top) or "nenhuma"
+    listed = "; ".join(f"{row['name']} {row['change_pct']:+.2f}%" for row in top) or said["none"]
     return {
         "market": code,
         "direction": "GAINERS" if gainers else "LOSERS",
@@ -141,28 +205,53 @@ LimitArg = Annotated[int, Field(ge=1, le=10, description="Quantas listagens (1�
 
 
 # The market as the user said it (seed 002: capabilities take the human-friendly entity and resolve it).
-def get_top_gainers(market_text: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
+def get_top_gainers(market_text: MarketArg = None, limit: LimitArg = 3, language: LanguageArg = "pt") -> dict[str, Any]:
     """The day's biggest gains, in a market or in all."""
-    return _movers(market_text, limit, gainers=True)
+    return _movers(market_text, limit, gainers=True, language=language)
 
 
-def get_top_losers(market_text: MarketArg = None, limit: LimitArg = 3) -> dict[str, Any]:
+def get_top_losers(market_text: MarketArg = None, limit: LimitArg = 3, language: LanguageArg = "pt") -> dict[str, Any]:
     """The day's biggest losses, in a market or in all."""
-    return _movers(market_text, limit, gainers=False)
+    return _movers(market_text, limit, gainers=False, language=language)
 
 
 def send_message(
     message: Annotated[str, Field(min_length=1, max_length=2000, description="O texto a enviar.")],
+    language: LanguageArg = "pt",
 ) -> dict[str, Any]:
     """Record a notification (the demo delivers nothing) and say it was sent."""
     SENT.append({"id": len(SENT) + 1, "message": message})
-    return {"sent": True, "id": len(SENT), "explanation": "Notificação enviada."}
+    return {"sent": True, "id": len(SENT), "explanation": _said(language)["sent"]}
 
 
 def sent_messages() -> dict[str, Any]:
     """What ``send_message`` recorded in this process, oldest first."""
     return {"messages": list(SENT)}
 
+
+# A stock's name or ticker as the customer wrote it, for the offline model: a capitalised name (one word or several:
+# "Magazine Luiza") or a ticker, after a word that introduces one in Portuguese, English or Spanish ("da Nordea",
+# "of Equinor", "are Vale and Petrobras", "cuánto vale Petrobras", a list's comma), or a bare name as the whole
+# reply ("Nordea", not "Obrigado!"). Never a market: "in Sweden", "na Suécia" introduce none.
+_NAME = r"[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:\s+[A-ZÀ-Ý][\w&-]*)*|[a-z]{4}\d{1,2}\b"
+_NOT_A_NAME = (
+    r"(?i:obrigad|valeu|ok\b|oi\b|ol[aá]\b|bom\b|boa\b|sim\b|n[aã]o\b"
+    r"|thanks?\b|hello\b|hi\b|hola\b|gracias\b|tchau\b|bye\b)"
+)
+_INTRODUCES = (
+    r"(?i:\b(?:da|do|de|das|dos|del|of|for|is|are|about|on|sobre|a|o|os|as|el|la|los|las|e|y|and"
+    r"|est[aá]|est[aá]n|est[aã]o)\s+)"
+    r"|\b(?:vale|valen|custa|custam|cuesta|cuestan|costs?|cotiza|cotizan)\s+"
+    r"|,\s*"
+)
+SYMBOL_PATTERN = rf"(?:^\s*(?!{_NOT_A_NAME})(?=(?:{_NAME})\s*[?!.]*\s*$)|{_INTRODUCES})(?P<value>{_NAME})"
+# The markets served, as customers name them (countries, cities, adjectives) in the three languages.
+MARKET_PATTERN = (
+    r"(?i:\b(?P<value>brasil|brazil|b3|brasileir[oa]s?|brazilian|brasileñ[oa]s?"
+    r"|su[eé]cia|suecia|sweden|swedish|suec[oa]s?|estocolmo|stockholm"
+    r"|finl[aâ]ndia|finland|finnish|finland[eê]s[ae]?s?|finlandes[ae]s|helsinki|helsinque"
+    r"|noruega|norway|norwegian|norueg[oa]s?|oslo)\b)"
+)
 
 MANIFEST: dict[str, Any] = {
     "domain": NAME,
@@ -171,36 +260,40 @@ MANIFEST: dict[str, Any] = {
         {
             "goal": "GET_QUOTE",
             "description": "O preço de uma ou mais ações (the price of one or more stocks).",
-            "examples": ["qual o preço da Nordea?", "cotação da PETR4", "quanto está a Vale e a Petrobras?"],
+            "examples": [
+                *("qual o preço da Nordea?", "cotação da PETR4", "quanto está a Vale e a Petrobras?"),
+                *("quanto custa uma ação da Petrobras?", "me diga a cotação da Equinor", "qual o valor da Ericsson?"),
+                *("what's the price of Nordea?", "how much is Petrobras trading at?", "give me a quote for PETR4"),
+                *("how much do Itaú and Ericsson cost?", "price of Magazine Luiza, please"),
+                *("¿cuál es la cotización de Nordea?", "cotización de PETR4", "¿cuánto vale Petrobras?"),
+                *("precio de Itaú y Ericsson", "¿a cuánto está la acción de Ericsson?"),
+            ],
             "capabilities": ["get_stock_price"],
             "entities_schema": {
                 "symbol_text": {
                     "type": "string",
                     "required": True,
+                    "label": {"pt": "o ativo", "en": "the stock", "es": "el activo"},
                     "description": "o ativo (the stock): nome ou código como o usuário disse, nunca um ticker "
                     "deduzido.",
-                    # For the offline model: a capitalised name or a ticker after "da", "of", "de", "e", "a"…
-                    # ("qual o preço da Nordea?", "a Vale e a Petrobras"), or a bare name as the whole reply
-                    # ("Nordea", not "Obrigado!").
-                    "pattern": r"(?:^\s*(?!(?i:obrigad|valeu|ok\b|oi\b|ol[aá]\b|bom\b|boa\b|sim\b|n[aã]o\b|"
-                    r"thanks?\b|hello\b|hi\b|hola\b|gracias\b|tchau\b|bye\b))"
-                    r"(?=(?:[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:\s+[A-ZÀ-Ý][\w&-]*)*|[a-z]{4}\d{1,2}\b)\s*[?!.]*\s*$)"
-                    r"|(?i:\b(?:da|do|de|das|dos|del|of|for|is|a|e|y|and)\s+))"
-                    r"(?P<value>[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:\s+[A-ZÀ-Ý][\w&-]*)*|[a-z]{4}\d{1,2}\b)",
+                    "pattern": SYMBOL_PATTERN,
                 },
                 "symbols": {
                     "type": "list",
                     "collects": "symbol_text",
                     "carry": False,
+                    "label": {"pt": "os ativos", "en": "the stocks", "es": "los activos"},
                     "description": "os ativos (the stocks): vários nomes ou códigos, como o usuário disse.",
                 },
                 "notify": {
                     "type": "boolean",
                     "carry": False,
                     "keywords": [
-                        *("avise", "me avisa", "avisa", "envie", "notifique", "mande"),
-                        *("avísame", "envíame", "notifícame", "notify", "let me know", "send it"),
+                        *("avise", "me avisa", "avisa", "envie", "notifique", "mande", "me manda"),
+                        *("avísame", "envíame", "notifícame", "mándame", "mándamelo"),
+                        *("notify", "let me know", "send it", "send me", "message me", "text me"),
                     ],
+                    "label": {"pt": "o aviso", "en": "the notification", "es": "el aviso"},
                     "description": "o aviso (notify): o usuário pediu para avisar/enviar o resultado.",
                 },
             },
@@ -208,25 +301,40 @@ MANIFEST: dict[str, Any] = {
         {
             "goal": "TOP_MOVERS",
             "description": "As maiores altas ou baixas do dia (the day's top gainers or losers).",
-            "examples": ["maiores altas do Brasil", "quais ações mais caíram hoje?"],
+            "examples": [
+                *("maiores altas do Brasil", "quais ações mais caíram hoje?", "maiores quedas da Noruega"),
+                *("o que mais subiu hoje na bolsa?", "quais as maiores baixas da Finlândia?"),
+                *("top gainers in Brazil", "which stocks fell the most today?", "biggest losers in Norway"),
+                *("what went up the most today?", "show me today's top movers in Finland"),
+                *("mayores subidas de Brasil", "¿qué acciones cayeron más hoy?", "mayores caídas en Noruega"),
+                *("¿cuáles subieron más hoy?", "las acciones que más bajaron en Finlandia"),
+            ],
             "entities_schema": {
                 "direction": {
                     "type": "enum",
                     "values": ["GAINERS", "LOSERS", "BOTH"],
                     "required": True,
+                    "label": {"pt": "a direção", "en": "the direction", "es": "la dirección"},
                     "description": "a direção, altas ou baixas (the direction, gainers or losers).",
                     "aliases": {
                         "GAINERS": [
-                            *("altas", "alta", "subiram", "ganhos"),
-                            *("gainers", "top gainers", "biggest gains"),
-                            *("mayores subidas", "subidas", "subieron"),
+                            *("altas", "alta", "subiram", "subiu", "mais subiram", "ganhos"),
+                            *("gainers", "top gainers", "biggest gains", "biggest gainers", "winners", "risers"),
+                            *("went up", "up the most", "rose", "gained"),
+                            *("mayores subidas", "subidas", "subieron", "subió", "más subieron", "ganadores"),
                         ],
                         "LOSERS": [
-                            *("baixas", "baixa", "caíram", "quedas"),
-                            *("losers", "top losers", "biggest losses"),
-                            *("mayores caídas", "caídas", "cayeron", "mayores bajadas", "bajadas"),
+                            *("baixas", "baixa", "caíram", "caiu", "mais caíram", "quedas"),
+                            *("losers", "top losers", "biggest losses", "biggest losers", "fallers"),
+                            *("went down", "down the most", "fell", "dropped"),
+                            *("mayores caídas", "caídas", "cayeron", "cayó", "mayores bajadas", "bajadas", "bajaron"),
+                            "bajó",
+                            "perdedores",
                         ],
-                        "BOTH": ["altas e baixas", "movers", "gainers and losers", "subidas y caídas", "altas y bajas"],
+                        "BOTH": [
+                            *("altas e baixas", "movers", "top movers", "gainers and losers"),
+                            *("subidas y caídas", "altas y bajas"),
+                        ],
                     },
                     "capability_map": {
                         "GAINERS": "get_top_gainers",
@@ -236,8 +344,9 @@ MANIFEST: dict[str, Any] = {
                 },
                 "market_text": {
                     "type": "string",
+                    "label": {"pt": "o mercado", "en": "the market", "es": "el mercado"},
                     "description": "o mercado (the market): como o usuário mencionou, ex. Brasil, Suécia.",
-                    "pattern": r"(?i:\b(?P<value>brasil|b3|su[eé]cia|finl[aâ]ndia|noruega)\b)",  # the markets served
+                    "pattern": MARKET_PATTERN,
                 },
             },
         },
@@ -247,12 +356,18 @@ MANIFEST: dict[str, Any] = {
             "capability": "get_stock_price",
             "tool": "get_stock_price",
             "metadata": {
+                "language_param": "language",
                 "intent_hints": {
                     "keywords": [
-                        *("preço", "valor", "cotação", "quanto está"),
-                        *("price", "how much", "precio", "cotización"),
+                        *("preço", "valor", "cotação", "quanto está", "quanto custa", "quanto vale"),
+                        *("price", "how much", "quote", "trading at"),
+                        *("precio", "cotización", "cuánto vale", "cuánto cuesta", "cuánto está"),
                     ],
-                    "examples": ["qual o preço da PETR4?"],
+                    "examples": [
+                        "qual o preço da PETR4?",
+                        "what is the price of PETR4?",
+                        "¿cuál es el precio de PETR4?",
+                    ],
                 },
                 "decomposition": {
                     "array_params": [
@@ -275,9 +390,16 @@ MANIFEST: dict[str, Any] = {
                             "candidates": "matches",
                             "value": "symbol",
                             "label": ["name", "exchange", "currency"],
-                            "question": "Encontrei mais de uma listagem para '{query}': {choices} Qual delas? "
-                            "(Which one?)",
-                            "not_found": "Não encontrei nenhuma listagem para '{query}' (not found).",
+                            "question": {
+                                "pt": "Encontrei mais de uma listagem para '{query}': {choices} Qual delas?",
+                                "en": "I found more than one listing for '{query}': {choices} Which one?",
+                                "es": "Encontré más de un listado para '{query}': {choices} ¿Cuál de ellos?",
+                            },
+                            "not_found": {
+                                "pt": "Não encontrei nenhuma listagem para '{query}'.",
+                                "en": "I found no listing for '{query}'.",
+                                "es": "No encontré ningún listado para '{query}'.",
+                            },
                         }
                     ]
                 },
@@ -287,14 +409,24 @@ MANIFEST: dict[str, Any] = {
         {
             "capability": "get_top_gainers",
             "tool": "get_top_gainers",
-            "metadata": {"intent_hints": {"keywords": ["maiores altas", "subiram"]}},
+            "metadata": {
+                "language_param": "language",
+                "intent_hints": {"keywords": ["maiores altas", "subiram", "top gainers", "mayores subidas"]},
+            },
         },
         {
             "capability": "get_top_losers",
             "tool": "get_top_losers",
-            "metadata": {"intent_hints": {"keywords": ["maiores baixas", "caíram"]}},
+            "metadata": {
+                "language_param": "language",
+                "intent_hints": {"keywords": ["maiores baixas", "caíram", "top losers", "mayores caídas"]},
+            },
         },
-        {"capability": "send_message", "tool": "send_message", "metadata": {"roles": ["notifier"]}},
+        {
+            "capability": "send_message",
+            "tool": "send_message",
+            "metadata": {"roles": ["notifier"], "language_param": "language"},
+        },
     ],
 }
 

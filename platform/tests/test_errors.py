@@ -44,9 +44,22 @@ def assert_error(response, status: int, code: str, message: str | None = None) -
     return body["error"]
 
 
-@pytest.mark.parametrize("path", ["/nothing-here", "/api/nothing", "/v1/nothing", "/api/analytics/nothing"])
+@pytest.mark.parametrize("path", ["/nothing-here", "/api/nothing", "/api/analytics/nothing", "/a2a/nothing"])
 def test_an_unknown_path_is_a_json_404(client, path):
     assert_error(client.get(path), 404, "not_found", ERROR_PATH_NOT_FOUND)
+
+
+def test_an_unknown_path_under_v1_is_a_404_in_openais_shape(client):
+    response = client.post("/v1/nothing", {}, content_type="application/json")
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+    assert response.json() == {
+        "error": {
+            "message": "Invalid URL (POST /v1/nothing).",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "unknown_url",
+        }
+    }
 
 
 def test_pages_and_the_admin_keep_their_html_404(client, staff_user):

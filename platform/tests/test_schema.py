@@ -7,6 +7,8 @@ import re
 import pytest
 from django.test import Client
 
+from chat.schema_areas import AREAS
+
 pytestmark = pytest.mark.django_db
 
 OPEN_OPERATIONS = {("get", "/api/health"), ("get", "/api/health/live"), ("get", "/api/health/ready")}
@@ -72,3 +74,26 @@ def test_the_swagger_ui_loads_only_from_the_apps_own_static_files(settings):
     for asset in assets:
         response = client.get(asset)
         assert response.status_code == 200, asset
+
+
+def test_every_operation_sits_in_one_area_of_the_api_named_in_words_a_developer_knows(schema):
+    areas = [name for name, _, _ in AREAS]
+    tags = {(method, path): operation["tags"] for method, path, operation in operations(schema)}
+    assert {(method, path): tag for (method, path), tag in tags.items() if len(tag) != 1 or tag[0] not in areas} == {}
+    assert tags[("get", "/api/sessions")] == ["Sessions"]
+    assert tags[("post", "/api/sessions/{conversation_key}/feedback")] == ["Feedback"]
+    assert tags[("post", "/v1/chat/completions")] == ["OpenAI-compatible"]
+    assert tags[("get", "/api/health")] == ["Health"]
+    shown = [tag["name"] for tag in schema["tags"]]
+    assert shown == [name for name in areas if name in shown]  # in the areas' order, each with its description
+    assert {"Messages", "Sessions", "Feedback", "Escalations", "Analytics", "Debug", "Health"} <= set(shown)
+    assert all(tag["description"] for tag in schema["tags"])
+
+
+def test_no_summary_or_description_carries_a_planning_label(schema):
+    labels = re.compile(r"\bseed \d{3}\b|\bW\d+ \d+/\d+\b", re.IGNORECASE)
+    texts = [schema["info"].get("description", "")] + [tag["description"] for tag in schema["tags"]]
+    for _, _, operation in operations(schema):
+        texts += [operation.get("summary", ""), operation.get("description", "")]
+        texts += [parameter.get("description", "") for parameter in operation.get("parameters", [])]
+    assert [text for text in texts if labels.search(text)] == []

@@ -6,7 +6,9 @@ into an empty database exports to the same files again.
 
 Exports never carry a secret: endpoints (MCP servers', a profile's model endpoint) are written masked
 (:func:`common.endpoints.endpoint_mask`: credentials before the host and query values as ``***``), and the importer
-reads such a mask as "the stored endpoint, unchanged". Key variables are names, never keys.
+reads such a mask as "the stored endpoint, unchanged". An MCP server imported with ``${NAME}`` references is written
+as it was read (the variables' names, never their values), unless what is written in it holds a secret. Key
+variables are names, never keys.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import yaml
 
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.schemas import endpoint_exported
 from common.endpoints import endpoint_mask
 from routing.models import Capability, Goal, Intent, StatePolicy
 
@@ -82,7 +85,7 @@ def _servers() -> dict[str, Any]:
         server.name: {
             "description": server.description,
             "transport": server.transport,
-            "endpoint": endpoint_mask(server.endpoint),
+            "endpoint": endpoint_exported(server.endpoint, server.endpoint_template),
             "timeout": server.timeout,
             "enabled": server.enabled,
         }

@@ -30,12 +30,12 @@ from django.db import models, transaction
 
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpServer, McpTool, RoutingMode, Specialist, SpecialistPrompt
-from agents.schemas import endpoint_kept, expand_args_schema
+from agents.schemas import endpoint_exported, endpoint_kept, expand_args_schema
 from agents.selectors import external_desk_refusal
 from agents.services import prompt_version_create
 from common.config_version import config_batch
 from routing.configio import messages
-from routing.configio.parse import Parsed, Patch, parse_source
+from routing.configio.parse import Parsed, Patch, parse_source, routing_files_named
 from routing.configio.rights import Touch, rights_check, touches
 from routing.configio.source import Node, Problems, Source, format_path, load
 from routing.goals import ManifestError, goal_check
@@ -102,7 +102,8 @@ def config_import(
 ) -> ImportReport:
     """Validate ``sources`` together and write them in one transaction, as ``user``.
 
-    ``profile`` is the agent_id for routing files without an ``agent_id:`` key.
+    ``profile`` is the agent_id for routing files without an ``agent_id:`` key that no profile's
+    ``routing_config_path`` names (a routing file that profiles of the import name applies to each of them).
     ``user`` makes what the import changes: it must hold the permission each change needs
     (:func:`routing.configio.rights.rights_check`); ``None`` is the operator at the shell, who may change
     everything (the allow-list of model key variables applies to everyone: it is the field's own rule).
@@ -115,13 +116,12 @@ def config_import(
     """
     problems = Problems()
     parsed = Parsed()
-    loaded = True
-    for source in sources:
-        root = load(source, problems)
-        if root is None:
-            loaded = False
-            continue
-        parse_source(root, problems, parsed, profile_option=profile)
+    roots = [load(source, problems) for source in sources]
+    loaded = all(root is not None for root in roots)
+    read = [root for root in roots if root is not None]
+    named = routing_files_named(read, problems)
+    for root in read:
+        parse_source(root, problems, parsed, profile_option=profile, named_by=named.get(root.source, ()))
     # A file that did not parse leaves holes that would show up as a cascade of unknown references.
     if not loaded:
         _refuse(problems)
@@ -385,20 +385,33 @@ def _check_desk(patch: Patch, stored: AgentProfile | None, problems: Problems) -
 
 def _keep_masked_endpoints(plan: _Plan, world: _World, problems: Problems) -> None:
     """An exported endpoint is masked (credentials, query values): its mask stands for the stored endpoint (the
-    file changes nothing there), any other masked value is refused (:func:`agents.schemas.endpoint_kept`)."""
-    stored_profiles = {agent_id: profile.llm_base_url for agent_id, profile in world.profiles.items()}
-    stored_servers = {name: server.endpoint for name, server in world.servers.items()}
-    for patches, name, stored in (
-        (plan.servers, "endpoint", stored_servers),
-        (plan.profiles, "llm_base_url", stored_profiles),
-    ):
-        for key, patch in patches.items():
-            if name not in patch.values:
-                continue
-            try:
-                patch.values[name] = endpoint_kept(patch.values[name], stored.get(key, ""))
-            except ValidationError as exc:
-                problems.add(patch.where[name], exc.messages[0])
+    file changes nothing there), any other masked value is refused (:func:`agents.schemas.endpoint_kept`). A server's
+    endpoint written as the export writes it (:func:`agents.schemas.endpoint_exported`) keeps its template
+    too."""
+    for agent_id, patch in plan.profiles.items():
+        stored = world.profiles.get(agent_id)
+        _keep_masked(patch, "llm_base_url", stored.llm_base_url if stored else "", problems)
+    for name, patch in plan.servers.items():
+        server = world.servers.get(name)
+        given = patch.values.get("endpoint")
+        if (
+            server is not None
+            and not patch.values.get("endpoint_template")
+            and given == endpoint_exported(server.endpoint, server.endpoint_template)
+        ):
+            patch.values.update(endpoint=server.endpoint, endpoint_template=server.endpoint_template)
+            continue
+        _keep_masked(patch, "endpoint", server.endpoint if server else "", problems)
+
+
+def _keep_masked(patch: Patch, field: str, stored: str, problems: Problems) -> None:
+    """Make ``patch``'s masked address whole against the ``stored`` one."""
+    if field not in patch.values:
+        return
+    try:
+        patch.values[field] = endpoint_kept(patch.values[field], stored)
+    except ValidationError as exc:
+        problems.add(patch.where[field], exc.messages[0])
 
 
 def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[str]) -> None:

@@ -28,8 +28,16 @@ ERROR_DOMAIN_ALONE = "{key!r} belongs with a domain's goals/capabilities, but th
 ERROR_DOMAIN_REQUIRED = "goals and capabilities need {key!r}: the file names its domain and MCP server at the top"
 ERROR_AGENT_ID_ALONE = "'agent_id' names the profile of router/state_policies/intents, but the file has none of them"
 
-ERROR_NO_PROFILE = "routing settings need a profile: add 'agent_id: <profile>' to the file or pass --profile <agent_id>"
+ERROR_NO_PROFILE = (
+    "routing settings need a profile: add 'agent_id: <profile>' to the file, name the file in a profile's "
+    "routing_config_path (agents.yaml, in the same import) or pass --profile <agent_id>"
+)
 ERROR_PROFILE_MISMATCH = "the file is for profile {file_profile!r} but --profile {option!r} was given"
+ERROR_PROFILE_NAMED = (
+    "the file is the routing of {profiles} (their routing_config_path in {where}) but --profile {option!r} was given"
+)
+ERROR_ROUTING_PATH_OTHER_PROFILE = "{file} is the routing of profile {file_profile!r} (its agent_id), not of this one"
+ERROR_ROUTING_PATH_AMBIGUOUS = "{path!r} may name any of {files}: give the files of this import distinct names"
 
 ERROR_DUPLICATE = "duplicate {what} {name!r} (first at {where})"
 ERROR_CONFLICT = "{value!r} conflicts with {other_path} = {other!r} at {where}"
@@ -55,6 +63,10 @@ ERROR_EXCLUSION_UNKNOWN_KEYWORD = (
 )
 
 WARNING_IGNORED_KEY = "ignored: this platform keeps that configuration in the database, import its content instead"
+WARNING_ROUTING_PATH_ABSENT = (
+    "no routing file of this import is named {name!r}: the profile's routing is left as it is (import that file with "
+    "this one to apply it)"
+)
 WARNING_DEFAULT_AGENT = "checked but not stored: clients always send agent_id"
 WARNING_TOOL_NOT_ALLOWED = (
     "intent authorises tool {tool!r}, which its specialist {specialist!r} may not use; "

@@ -8,8 +8,9 @@ of the files irrelevant.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -19,10 +20,11 @@ from jsonschema.exceptions import SchemaError
 
 from agents.escalation import EscalationSettings, escalation_problems
 from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist, SupervisorPlanner
-from agents.schemas import SHORTHAND_TYPES, expand_args_schema, validate_tool_args_schema
+from agents.schemas import SHORTHAND_TYPES, expand_args_schema, expand_env, validate_tool_args_schema
+from common.endpoints import env_template
 from common.text import normalize
 from routing.configio import messages
-from routing.configio.source import Node, Problems, Source, expand_env
+from routing.configio.source import Node, Problems, Source
 from routing.models import Capability, Goal, Intent, Keyword, StatePolicy, keyword_exclusion_problems
 
 ROUTING_KEYS = ("router", "state_policies", "intents")
@@ -39,10 +41,12 @@ TOP_KEYS = (
     *GOAL_SECTION_KEYS,
 )
 
-# Seed 000 §10.1 points agents.yaml at other files; here that configuration lives in the database.
+# The reference framework's agents.yaml points at other files (docs/configuration.md); here that configuration lives
+# in the database. Only ``routing_config_path`` is read: it names the routing file of the same import that applies
+# to the profile (:func:`routing_files_named`).
+ROUTING_PATH_KEY = "routing_config_path"
 IGNORED_PROFILE_KEYS = (
     "prompt_policy_path",
-    "routing_config_path",
     "guardrails_config_path",
     "judges_config_path",
     "mcp_servers_config_path",
@@ -50,6 +54,7 @@ IGNORED_PROFILE_KEYS = (
 )
 PROFILE_KEYS = (
     "agent_id",
+    ROUTING_PATH_KEY,
     "name",
     "description",
     "enabled",
@@ -420,8 +425,82 @@ def model_clean(patch: Patch, model: type[models.Model], problems: Problems, *, 
 # -- sections --------------------------------------------------------------------
 
 
-def parse_source(root: Node, problems: Problems, parsed: Parsed, *, profile_option: str | None) -> None:
-    """Add what one file says to ``parsed``; its kind follows from its top-level keys."""
+def routing_files_named(roots: Sequence[Node], problems: Problems) -> dict[Source, list[Node]]:
+    """The profiles whose ``routing_config_path`` (agents.yaml) names each routing file of the import, by file: a node
+    at that key holding the profile's agent_id. Two profiles may name one shared ``routing.yaml``.
+
+    A path names the file whose name ends with the path's last part; when several do, the one sharing the most
+    trailing parts with it (``./config/routing.yaml`` names ``config/routing.yaml`` rather than
+    ``old/routing.yaml``), and a tie is refused. A path naming no file of the import is a warning (the profile's
+    routing stays as it is), and one naming a file whose ``agent_id`` is another profile's an error. The rest of each
+    entry is checked by :func:`parse_source`."""
+    routing_files = [
+        root for root in roots if isinstance(root.value, dict) and any(key in root.value for key in ROUTING_KEYS)
+    ]
+    named: dict[Source, list[Node]] = {}
+    for root in roots:
+        if not isinstance(root.value, dict) or not isinstance(root.value.get("agents"), list):
+            continue
+        for entry in root.child("agents").elements():
+            if not isinstance(entry.value, dict) or ROUTING_PATH_KEY not in entry.value:
+                continue
+            agent_id = entry.value.get("agent_id")
+            reference = entry.child(ROUTING_PATH_KEY)
+            path = name_of(reference, problems)
+            if path is None or not isinstance(agent_id, str) or not agent_id.strip():
+                continue
+            target = _named_file(reference, path, routing_files, problems)
+            if target is None:
+                continue
+            file_profile = target.value.get("agent_id")
+            if isinstance(file_profile, str) and file_profile.strip() not in ("", agent_id.strip()):
+                message = messages.ERROR_ROUTING_PATH_OTHER_PROFILE.format(
+                    file=target.source.name, file_profile=file_profile.strip()
+                )
+                problems.add(reference, message)
+                continue
+            named.setdefault(target.source, []).append(Node(reference.source, reference.path, agent_id.strip()))
+    return named
+
+
+def _path_parts(path: str) -> tuple[str, ...]:
+    return tuple(part for part in PurePosixPath(path.replace("\\", "/")).parts if part not in (".", "/"))
+
+
+def _named_file(reference: Node, path: str, files: Sequence[Node], problems: Problems) -> Node | None:
+    """The routing file of the import that ``path`` names (see :func:`routing_files_named`), or ``None``."""
+    wanted = _path_parts(path)
+
+    def shared(file: Node) -> int:
+        parts = _path_parts(file.source.name)
+        count = 0
+        while count < min(len(parts), len(wanted)) and parts[-1 - count] == wanted[-1 - count]:
+            count += 1
+        return count
+
+    scored = [(shared(file), file) for file in files]
+    best = max((score for score, _ in scored), default=0)
+    chosen = [file for score, file in scored if score == best and score > 0]
+    if not chosen:
+        problems.warn(reference, messages.WARNING_ROUTING_PATH_ABSENT.format(name=wanted[-1] if wanted else path))
+        return None
+    if len(chosen) > 1:
+        files_named = ", ".join(sorted(file.source.name for file in chosen))
+        problems.add(reference, messages.ERROR_ROUTING_PATH_AMBIGUOUS.format(path=path, files=files_named))
+        return None
+    return chosen[0]
+
+
+def parse_source(
+    root: Node,
+    problems: Problems,
+    parsed: Parsed,
+    *,
+    profile_option: str | None,
+    named_by: Sequence[Node] = (),
+) -> None:
+    """Add what one file says to ``parsed``; its kind follows from its top-level keys. ``named_by``: the profiles
+    whose ``routing_config_path`` names this file (:func:`routing_files_named`); its routing applies to each."""
     source = root.source
     if not isinstance(root.value, dict):
         problems.add(root, messages.ERROR_NOT_A_MAPPING.format(expected=", ".join(TOP_KEYS)))
@@ -453,35 +532,49 @@ def parse_source(root: Node, problems: Problems, parsed: Parsed, *, profile_opti
         if "agent_id" in sections:
             problems.add(sections["agent_id"], messages.ERROR_AGENT_ID_ALONE)
         return
-    profile_node = _routing_profile(source, sections, routing, problems, profile_option)
-    if profile_node is None:
-        return
-    if "router" in sections:
-        _parse_router(sections["router"], profile_node, problems, parsed)
-    if "state_policies" in sections:
-        _parse_policies(sections["state_policies"], profile_node, problems, parsed)
-    if "intents" in sections:
-        _parse_intents(sections["intents"], profile_node, problems, parsed)
+    for profile_node in _routing_profiles(source, sections, routing, problems, profile_option, named_by):
+        if "router" in sections:
+            _parse_router(sections["router"], profile_node, problems, parsed)
+        if "state_policies" in sections:
+            _parse_policies(sections["state_policies"], profile_node, problems, parsed)
+        if "intents" in sections:
+            _parse_intents(sections["intents"], profile_node, problems, parsed)
 
 
-def _routing_profile(
-    source: Source, sections: dict[str, Node], routing: list[str], problems: Problems, option: str | None
-) -> Node | None:
-    """The node naming the profile whose routing this file holds (``agent_id:`` or ``--profile``)."""
+def _routing_profiles(
+    source: Source,
+    sections: dict[str, Node],
+    routing: list[str],
+    problems: Problems,
+    option: str | None,
+    named_by: Sequence[Node],
+) -> list[Node]:
+    """The nodes naming the profiles whose routing this file holds: its ``agent_id:``, else the profiles whose
+    ``routing_config_path`` names it, else ``--profile``. ``--profile`` must agree with the file: with its
+    ``agent_id``, or be the one profile naming it."""
     if "agent_id" in sections:
         node = sections["agent_id"]
         agent_id = name_of(node, problems)
         if agent_id is None:
-            return None
+            return []
         if option and option != agent_id:
             problems.add(node, messages.ERROR_PROFILE_MISMATCH.format(file_profile=agent_id, option=option))
-            return None
-        return Node(source, node.path, agent_id)
+            return []
+        return [Node(source, node.path, agent_id)]
+    # Not in the file: messages about the profile point at the first routing section.
+    if named_by:
+        profiles = list(dict.fromkeys(node.value for node in named_by))
+        if option and profiles != [option]:
+            message = messages.ERROR_PROFILE_NAMED.format(
+                profiles=", ".join(profiles), where=named_by[0].source.name, option=option
+            )
+            problems.add(sections[routing[0]], message)
+            return []
+        return [Node(source, (routing[0],), agent_id) for agent_id in profiles]
     if option:
-        # Not in the file: messages about it point at the first routing section.
-        return Node(source, (routing[0],), option)
+        return [Node(source, (routing[0],), option)]
     problems.add(sections[routing[0]], messages.ERROR_NO_PROFILE)
-    return None
+    return []
 
 
 def _parse_servers(section: Node, problems: Problems, parsed: Parsed) -> None:
@@ -503,12 +596,15 @@ def _parse_servers(section: Node, problems: Problems, parsed: Parsed) -> None:
                 choices = ", ".join(sorted({*TRANSPORTS, *TRANSPORT_ALIASES}))
                 problems.add(keys["transport"], messages.ERROR_BAD_CHOICE.format(value=raw, choices=choices))
         if "endpoint" in keys and name_of(keys["endpoint"], problems) is not None:
-            endpoint, missing, refused = expand_env(keys["endpoint"].value.strip())
+            written = keys["endpoint"].value.strip()
+            endpoint, missing, refused = expand_env(written)
             for variable in missing:
                 problems.add(keys["endpoint"], messages.ERROR_ENV_UNSET.format(name=variable))
             for variable in refused:
                 problems.add(keys["endpoint"], messages.ERROR_ENV_SECRET.format(name=variable))
             patch.put("endpoint", keys["endpoint"], endpoint)
+            # Kept as written, so that an export gives the references back, not this environment's values.
+            patch.put("endpoint_template", keys["endpoint"], env_template(written))
         _scalar(patch, keys, "enabled", "boolean", problems)
         _scalar(patch, keys, "description", "text", problems)
         _scalar(patch, keys, "timeout", "number", problems)

@@ -9,51 +9,17 @@ value plus its place (file and path), so every later check can report
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
-from agents.schemas import platform_secret_variable
-from platform import env
 from routing.configio import messages
 
 Path = tuple[str | int, ...]
 
 MAX_DEPTH = 40
-
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def expand_env(text: str) -> tuple[str, list[str], list[str]]:
-    """Replace ``${NAME}`` and ``${NAME:-default}`` with the environment's values.
-
-    Returns the expanded text, the names that were neither set nor given a
-    default, and the names refused because they are the platform's own secrets
-    (:func:`agents.schemas.platform_secret_variable`: never read into an address
-    that leaves the platform); the caller reports both. Used for MCP server
-    endpoints, so one file serves a laptop (``127.0.0.1``) and a compose network
-    (``mcp-telecom``).
-    """
-    missing: list[str] = []
-    refused: list[str] = []
-
-    def replace(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if platform_secret_variable(name):
-            refused.append(name)
-            return match.group(0)
-        value = env.string(name)
-        if value:
-            return value
-        if default is not None:
-            return default
-        missing.append(name)
-        return match.group(0)
-
-    return _ENV_REFERENCE.sub(replace, text), missing, refused
 
 
 @dataclass(eq=False)

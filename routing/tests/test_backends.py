@@ -126,3 +126,42 @@ def test_saved_routing_tests_see_backends_in_every_version(gateway):
     case = Case(name="porta", message="portabilidade", expect={"agent": "offers_backend"})
     for version in ("draft", "live", 1):
         assert routing_tests_run(routing_tests_spec(gateway, version), [case]).failed == 0, version
+
+
+def supervising(profile, **fields) -> None:
+    profile.routing_mode = "supervisor"
+    for name, value in fields.items():
+        setattr(profile, name, value)
+    profile.save(update_fields=["routing_mode", *fields])
+
+
+def test_a_supervisor_plan_leaves_a_remote_backend_to_the_gateway(gateway):
+    supervising(gateway)
+    # "fatura" → billing (priority 10), "portabilidade" → offers_backend (15), "pedido" → orders (20).
+    decision = decide("telecom_contas", "A fatura veio alta, o pedido atrasou e quero a portabilidade")
+
+    assert decision.is_plan
+    assert [step.agent for step in decision.plan] == ["billing_agent", "orders_agent"]
+    assert decision.metadata["backends_set_aside"] == ["offers_backend"]
+
+
+def test_a_message_whose_best_hit_is_a_backend_goes_to_it_whole_in_supervisor_mode(gateway):
+    supervising(gateway)
+    # "chip" (offers_backend, priority 15) beats "pedido" and "entrega" (orders, 20).
+    decision = decide("telecom_contas", "O pedido do chip e a entrega")
+
+    assert not decision.is_plan
+    assert (decision.agent, decision.method, decision.metadata["backend"]) == (
+        "offers_backend",
+        "keyword",
+        "offers_backend",
+    )
+
+
+def test_the_supervisors_model_planner_is_not_asked_about_a_message_for_a_backend(gateway, scripted_llm):
+    supervising(gateway, supervisor_planner="model")
+
+    decision = decide("telecom_contas", "Quero a portabilidade do chip")
+
+    assert (decision.agent, decision.metadata["backend"]) == ("offers_backend", "offers_backend")
+    assert scripted_llm.requests == []

@@ -281,8 +281,28 @@ def test_empty_values_are_missing_and_a_collecting_list_satisfies_the_name():
     assert missing_required(GET_QUOTE, {"symbols": ["Vale", "Itaú"]}) == []
 
 
-def test_the_question_names_what_is_missing_by_its_description_with_an_english_gloss():
-    assert clarification_question(GET_QUOTE, ["symbol_text"]) == "Qual o ativo? (Which stock?)"
+def test_the_question_names_what_is_missing_by_its_label_in_the_customers_language():
+    asked = {language: clarification_question(GET_QUOTE, ["symbol_text"], language) for language in ("pt", "en", "es")}
+
+    assert asked == {"pt": "Qual o ativo?", "en": "Which stock?", "es": "¿Cuál es el activo?"}
+    assert clarification_question(GET_QUOTE, ["symbols"], "es") == "¿Cuáles son los activos?"
+
+
+def test_the_gate_asks_in_the_customers_language_and_a_reply_too_short_to_tell_keeps_it():
+    from routing.goal_decide import CLARIFICATION, PLAN, goal_decide
+
+    def decide(text: str, goal_state=None):
+        return asyncio.run(goal_decide(profile=profile_serving(FINANCE), text=text, goal_state=goal_state))
+
+    asked = {text: decide(text) for text in ("what's the price?", "¿cuál es el precio?", "qual é o preço?")}
+    named = decide("Nordea", goal_state=asked["what's the price?"].goal_state)
+
+    assert {text: (d.status, d.language, d.clarification["question"]) for text, d in asked.items()} == {
+        "what's the price?": (CLARIFICATION, "en", "Which stock?"),
+        "¿cuál es el precio?": (CLARIFICATION, "es", "¿Cuál es el activo?"),
+        "qual é o preço?": (CLARIFICATION, "pt", "Qual o ativo?"),
+    }
+    assert (named.status, named.language, named.goal_state["language"]) == (PLAN, "en", "en")
 
 
 # -- a domain the adapter has never seen ---------------------------------------------------------------------------
@@ -330,7 +350,9 @@ def test_a_new_domains_manifest_is_read_with_no_code_for_it():
     assert intent.confidence == INCOMPLETE  # day_text is required and not said
     forecast = catalogue.goals[("weather", "FORECAST")]
     assert missing_required(forecast, intent.entities) == ["day_text"]
-    assert clarification_question(forecast, ["city_text", "day_text"]) == "Qual a cidade e o dia? (Which city and day?)"
+    assert clarification_question(forecast, ["city_text", "day_text"]) == "Qual a cidade e o dia?"
+    # no label of its own: the description's "<label> (<English label>)" names it in Portuguese and in English
+    assert clarification_question(forecast, ["city_text", "day_text"], "en") == "Which city and day?"
 
 
 def test_an_enum_the_message_does_not_name_is_left_to_the_resolver():
@@ -361,4 +383,5 @@ def test_a_disabled_goal_is_never_read():
 def test_a_description_without_a_gloss_still_asks():
     goal = GoalSpec("x", "G", {"period_text": {"type": "string", "required": True, "description": "o período"}})
 
-    assert clarification_question(goal, ["period_text"]) == "Qual o período? (Which period?)"
+    assert clarification_question(goal, ["period_text"]) == "Qual o período?"
+    assert clarification_question(goal, ["period_text"], "en") == "Which period?"

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from agents.llm import reset_clients
-from routing.goal_intent import INCOMPLETE, GoalIntent, intent_read
+from routing.goal_intent import CONFIDENT, INCOMPLETE, GoalIntent, intent_read
 from routing.goals import GENERAL_DOMAIN, IntentOutput
 from routing.tests.test_goal_intent import FINANCE, profile_serving
 
@@ -30,7 +30,7 @@ def intent_requests(server) -> list[dict[str, Any]]:
 
 
 def test_the_models_function_call_is_read_into_an_intent_output(scripted_llm):
-    answer(scripted_llm, "TOP_MOVERS", {"direction": "GAINERS", "market_text": "Brasil"}, 0.93)
+    answer(scripted_llm, "TOP_MOVERS", {"direction": "GAINERS", "market_text": "Brasil"}, 0.98)
 
     intent = read("maiores altas do Brasil")
 
@@ -38,9 +38,24 @@ def test_the_models_function_call_is_read_into_an_intent_output(scripted_llm):
         "primary_domain": "finance",
         "goal": "TOP_MOVERS",
         "entities": {"direction": "GAINERS", "market_text": "Brasil"},
-        "confidence": 0.93,
+        "confidence": 0.98,
         "original_query": "maiores altas do Brasil",
     }
+
+
+def test_a_clear_question_the_manifests_hints_name_alike_is_not_asked_back_whatever_the_models_doubt(scripted_llm):
+    answer(scripted_llm, "TOP_MOVERS", {"direction": "GAINERS", "market_text": "Brazilian"}, 0.8)
+    answer(scripted_llm, "TOP_MOVERS", {"direction": "GAINERS"}, 0.8)
+
+    clear = read("which Brazilian stocks went up the most today?")
+    vague = read("how did the day go?")
+
+    assert (clear.goal, clear.confidence, clear.reading) == (
+        "TOP_MOVERS",
+        CONFIDENT,
+        {"method": "model", "corroborated": "hints"},
+    )
+    assert (vague.confidence, vague.reading) == (0.8, {"method": "model"})  # no hint of it: the gate asks
 
 
 def test_the_model_is_shown_the_goal_catalogue_and_each_goals_entities_schema(scripted_llm):

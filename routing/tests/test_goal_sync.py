@@ -21,6 +21,7 @@ from django.core.management import CommandError, call_command
 from agents.models import McpServer, McpTool
 from agents.services import mcp_server_sync
 from mcp_servers.finance import server as finance
+from routing.documents import profile_documents
 from routing.models import Capability, Goal
 from tests.factories import McpServerFactory
 from tests.mcp_processes import running_mcp_servers
@@ -137,6 +138,21 @@ def test_a_sync_creates_the_manifests_two_goals_and_five_capabilities_linked_to_
     tools = McpTool.objects.filter(server=finance_server).count()
     assert f"finance: {tools} created, 0 updated, 0 unchanged" in out
     assert "finance manifest://finance: goals 2 created, 0 updated, 0 unchanged; capabilities 5 created" in out
+
+
+def test_a_sync_records_which_tools_say_they_only_read(finance_server):
+    sync()
+
+    only_read = dict(McpTool.objects.filter(server=finance_server).values_list("name", "read_only"))
+
+    assert only_read == {
+        "search_symbol": True,
+        "get_stock_price": True,
+        "get_top_gainers": True,
+        "get_top_losers": True,
+        "sent_messages": True,
+        "send_message": False,  # it sends: a call of it is something done
+    }
 
 
 def test_a_second_sync_of_the_same_manifest_changes_nothing(finance_server):
@@ -353,3 +369,47 @@ def test_a_server_without_manifests_syncs_its_tools_alone(live_mcp):
 
     assert out.strip() == "telecom: 1 created, 2 updated, 0 unchanged"
     assert not Goal.objects.exists()
+
+
+# -- which profiles carry a domain's goals ----------------------------------------------------------------------
+
+
+def test_a_sync_changes_the_drafts_of_the_profiles_that_serve_the_domain_and_of_no_other(finance_editable, manifest):
+    from agents.models import RoutingMode
+    from routing.versions import documents_same, live_version, version_publish
+    from tests.factories import AgentProfileFactory, SpecialistFactory
+
+    weather = McpServerFactory(name="weather")
+    profiles = {
+        "router_naming_none": AgentProfileFactory(agent_id="router_naming_none", routing_mode=RoutingMode.ROUTER),
+        "goal_naming_none": AgentProfileFactory(agent_id="goal_naming_none", routing_mode=RoutingMode.GOAL),
+        "goal_naming_weather": AgentProfileFactory(agent_id="goal_naming_weather", routing_mode=RoutingMode.GOAL),
+        "router_naming_finance": AgentProfileFactory(agent_id="router_naming_finance"),
+    }
+    profiles["goal_naming_weather"].goal_domains.set([weather])
+    profiles["router_naming_finance"].goal_domains.set([finance_editable])
+    for profile in profiles.values():
+        SpecialistFactory(profile=profile, name="general_agent")
+        version_publish(profile=profile, note="before the manifest changed")
+    hints_of(manifest, "get_top_gainers")["keywords"].append("disparou")
+
+    assert mcp_server_sync(server=finance_editable).ok
+
+    changed = {
+        agent_id
+        for agent_id, profile in profiles.items()
+        if not documents_same(live_version(profile).document, profile_documents([agent_id])[agent_id])
+    }
+    assert changed == {"goal_naming_none", "router_naming_finance"}
+
+
+def test_a_profile_neither_in_goal_mode_nor_naming_a_domain_carries_no_goal(finance_editable):
+    from agents.models import RoutingMode
+    from tests.factories import AgentProfileFactory
+
+    AgentProfileFactory(agent_id="plain_router", routing_mode=RoutingMode.SUPERVISOR)
+
+    document = profile_documents(["plain_router"])["plain_router"]
+
+    assert document["goals"] == {} and document["capabilities"] == {}
+    assert not {"get_stock_price", "search_symbol", "send_message"} & set(document["tools"])

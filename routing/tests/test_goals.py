@@ -288,6 +288,17 @@ def test_no_pre_step_once_the_params_hold_what_it_would_resolve():
     assert plan.steps[0].params["symbol"] == "NDA-FI.HE" and plan.execution_mode == SEQUENTIAL
 
 
+def test_a_value_the_user_chose_among_a_searchs_candidates_is_the_param_with_no_search_again():
+    entities = {"symbols": ["NDA-FI.HE", "Vale"], "_chosen": {"symbol": ["NDA-FI.HE"]}}
+    plan = plan_build(goal_resolve(intent("GET_QUOTE", **entities), GET_QUOTE), RESOLVING)
+
+    assert [(s.id, s.capability, s.depends_on, s.params) for s in plan.steps] == [
+        (1, "get_stock_price", (), {"symbol": "NDA-FI.HE"}),  # a code the search need not know
+        (2, "search_symbol", (), {"query": "Vale"}),
+        (3, "get_stock_price", (2,), {"symbol": "${2.result.resolved}"}),
+    ]
+
+
 def test_each_fanned_out_element_gets_its_own_search_so_the_searches_and_then_the_quotes_run_side_by_side():
     plan = plan_build(goal_resolve(intent("GET_QUOTE", symbols=["PETR4", "Vale"], notify=True), GET_QUOTE), RESOLVING)
 

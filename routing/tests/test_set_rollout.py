@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from routing import snapshot
 from routing.models import RolloutFlag, RolloutFlagChange
-from routing.services import rollout_flag_set
+from routing.services import rollout_flag_set, rollout_flag_untouched_set
 
 pytestmark = pytest.mark.django_db
 
@@ -191,3 +191,44 @@ def test_kill_and_revive_together_are_refused(flag):
 
 def test_an_unknown_stickiness_is_refused_naming_the_option(flag):
     assert "--stickiness" in refused("multi_agent", "--stickiness", "device_id")
+
+
+# -- the demo's rollout (seed_demo --multi-agent-for-everyone) -----------------------------------------------------
+
+
+def test_an_untouched_flag_is_set_once_with_a_history_row_naming_who(flag):
+    actor = "manage.py seed_demo (the demo)"
+
+    written = rollout_flag_untouched_set(key="multi_agent", percentage=100, actor=actor)
+
+    assert [(row.what, row.old_value, row.new_value, row.actor) for row in written] == [
+        ("percentage", "0", "100", actor)
+    ]
+    assert RolloutFlag.objects.get(pk=flag.pk).percentage == 100
+    assert rollout_flag_untouched_set(key="multi_agent", percentage=100, actor=actor) == []
+    assert len(changes()) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("--percentage", "10"),
+        ("--kill",),
+        ("--override-user", "u1", "on"),
+        ("--override-tenant", "tenant_a", "off"),
+    ],
+)
+def test_a_flag_someone_changed_is_never_set_by_the_demo(flag, tenant, change):
+    set_rollout("multi_agent", *change)
+    set_rollout("multi_agent", "--percentage", "0")  # and back: still a choice someone made
+    before = changes()
+
+    assert rollout_flag_untouched_set(key="multi_agent", percentage=100, actor="demo") == []
+    assert RolloutFlag.objects.get(pk=flag.pk).percentage == 0
+    assert changes() == before
+
+
+def test_a_missing_flag_is_not_made_by_the_demo(flag):
+    flag.delete()
+    assert rollout_flag_untouched_set(key="multi_agent", percentage=100, actor="demo") == []
+    assert not RolloutFlag.objects.exists()

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
+from routing.models import RolloutFlag
 from tenants.auth import api_client_for_key
 from tenants.models import ApiKey
 
@@ -54,10 +55,27 @@ def test_admin_password_from_the_environment_wins_and_new_key_makes_another(monk
     assert api_client_for_key(made["api_key"]).can_debug
 
 
-def test_demo_data_is_loaded_when_asked(monkeypatch):
+def test_demo_data_is_loaded_when_asked_with_every_customer_on_the_multi_agent_graph(monkeypatch, migrated_flag):
     monkeypatch.delenv("ADMIN_PASSWORD", raising=False)
     first_run("--demo")
     assert AgentProfile.objects.filter(agent_id="telecom_contas").exists()
+    flag = RolloutFlag.objects.get(key="multi_agent")
+    assert flag.percentage == 100
+    assert flag.changes.values_list("what", "old_value", "new_value", "actor").first() == (
+        "percentage",
+        "0",
+        "100",
+        "manage.py seed_demo (the demo: every customer on the multi-agent graph)",
+    )
+
+    call_command("set_rollout", "multi_agent", "--percentage", "30", stdout=io.StringIO())
+    first_run("--demo")  # a restart of scripts/start: the operator's choice stays
+    assert RolloutFlag.objects.get(key="multi_agent").percentage == 30
+
+
+def test_without_the_demo_the_multi_agent_flag_stays_at_0(migrated_flag):
+    first_run()
+    assert RolloutFlag.objects.get(key="multi_agent").percentage == 0
 
 
 def test_a_tenant_that_is_not_a_slug_is_refused():

@@ -62,6 +62,8 @@
     delegation: "Delegation",
     return: "Return",
     supervisor_fanout: "Supervisor fan-out",
+    backend_handoff: "Backend handoff",
+    human: "To or from a person",
   };
   var KIND_SHORT_LABELS = {
     handoff: "Agent",
@@ -69,6 +71,17 @@
     delegation: "Delegation",
     return: "Return",
     supervisor_fanout: "Fan-out",
+    backend_handoff: "Backend",
+    human: "Person",
+  };
+  // What model calls were made for (the usage rows' purpose).
+  var PURPOSE_LABELS = {
+    conversation: "Conversations",
+    publish_gate: "Publish gate",
+    routing_tests: "Routing tests",
+    route_preview: "Route preview",
+    impact_preview: "Impact preview",
+    debug: "Debug API",
   };
   var COHORT_LABELS = { multi_agent: "Multi-agent", single_agent: "Single-agent", "": "Not decided" };
 
@@ -661,6 +674,12 @@
         { key: "tenant" },
         { key: "profile" },
         { key: "model" },
+        {
+          key: "purpose",
+          format: function (value) {
+            return PURPOSE_LABELS[value] || humanise(value || "");
+          },
+        },
         { key: "answers", numeric: true, format: formatCount },
         { key: "prompt_tokens", numeric: true, format: formatCount },
         { key: "completion_tokens", numeric: true, format: formatCount },

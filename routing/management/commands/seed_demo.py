@@ -17,7 +17,11 @@ The rule, so that a restart of scripts/start never undoes what an admin did:
   synced goals) are loaded with the others;
 - ``--force`` reloads the demo over what was edited: every entity in config/demo is written again (an upsert, as
   ``import_config``), then each demo profile whose draft differs from its live version is published with the note
-  ``Demo reloaded (config/demo, --force)``.
+  ``Demo reloaded (config/demo, --force)``;
+- ``--multi-agent-for-everyone`` (what ``first_run --demo`` asks for) sets the ``multi_agent`` rollout flag to 100 %
+  while nobody has changed it since the migration made it at 0 %, one line of its history naming this command: a
+  demo install then routes every face as its profiles say. Without it, and in a database without the demo, the
+  flag stays where it is; once changed by anyone, it is never set again.
 
 The output says, per profile, what was done: ``loaded``, ``already there: left as it is`` or ``reloaded``.
 """
@@ -39,6 +43,8 @@ from routing.configio import ConfigImportError, Source, config_import
 from routing.management.commands.import_config import read_sources, write_report
 from routing.models import Capability, Goal, PublishedFrom
 from routing.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
+from routing.selectors import rollout_flag_get
+from routing.services import rollout_flag_untouched_set
 from routing.versions import NothingToPublish, live_version, version_publish
 
 DEMO_DIR = settings.BASE_DIR / "config" / "demo"
@@ -51,6 +57,10 @@ FORCE_NOTE = "Demo reloaded (config/demo, --force)"
 MANIFEST_SERVERS = ("finance",)
 # The lists a file is cut along (profiles, servers, tools).
 CUT = {"agents", "servers", "tools"}
+# The demo's rollout of the multi-agent graph (--multi-agent-for-everyone), and who the flag's history says did it.
+DEMO_FLAG = "multi_agent"
+DEMO_PERCENTAGE = 100
+DEMO_FLAG_ACTOR = "manage.py seed_demo (the demo: every customer on the multi-agent graph)"
 
 
 def demo_missing(sources: list[Source]) -> tuple[list[Source], list[str], list[str]]:
@@ -115,6 +125,11 @@ class Command(BaseCommand):
             action="store_true",
             help="Reload every demo entity over what was edited, and publish the demo profiles that changed.",
         )
+        parser.add_argument(
+            "--multi-agent-for-everyone",
+            action="store_true",
+            help="Set the multi_agent rollout flag to 100 %% while nobody has changed it since it was made at 0 %%.",
+        )
 
     def handle(self, *args, **options):
         sources = read_sources([str(DEMO_DIR)])
@@ -155,6 +170,23 @@ class Command(BaseCommand):
             self.stdout.write(f"  {agent_id}: {done}, published as version {version.number} ({note}).")
         for agent_id in there:
             self.stdout.write(f"  {agent_id}: already there: left as it is (--force reloads it).")
+        if options["multi_agent_for_everyone"]:
+            self._flag()
+
+    def _flag(self) -> None:
+        """The demo's multi_agent flag: at 100 % while untouched since its migration (the module's docstring)."""
+        if rollout_flag_untouched_set(key=DEMO_FLAG, percentage=DEMO_PERCENTAGE, actor=DEMO_FLAG_ACTOR):
+            self.stdout.write(
+                f"Rollout flag {DEMO_FLAG}: {DEMO_PERCENTAGE} % of users on the multi-agent graph, for the demo "
+                f"(`manage.py set_rollout {DEMO_FLAG} --percentage N` rolls it out in stages instead)."
+            )
+            return
+        flag = rollout_flag_get(key=DEMO_FLAG)
+        if flag is None:
+            self.stdout.write(f"Rollout flag {DEMO_FLAG}: none, so every profile runs its own mode.")
+        else:
+            kill = ", kill switch on" if flag.kill_switch else ""
+            self.stdout.write(f"Rollout flag {DEMO_FLAG}: left as it is ({flag.percentage} %{kill}).")
 
     @staticmethod
     def _tests(*, synced: bool) -> dict[str, list[Case]]:

@@ -4,12 +4,13 @@
                                [--password-file PATH]
 
 Safe to run again: an existing superuser keeps its password unless ``ADMIN_PASSWORD`` is set, the demo is loaded
-only where it is missing (``seed_demo``), and the tenant gets a key only while it has no active one (``--new-key``
-makes one every time). With ``--key-file`` the raw key is kept in that file (mode 600) and printed again on every
-run while it is still an active key of the tenant with the rights asked for; a new one is made when it is
-missing or was revoked. What was made is printed on stdout as
-``name value`` lines (``admin_user``, ``admin_password``, ``api_key``; a value is empty when it is not new), for the
-operator's terminal (`docker compose run --rm first-run`) or a script (scripts/start); it is never logged.
+only where it is missing (``seed_demo``, which also rolls the ``multi_agent`` flag out to everyone while nobody has
+changed the flag), and the tenant gets a key only while it has no active one (``--new-key`` makes one every time).
+With ``--key-file`` the raw key is kept in that file (mode 600) and printed again on every run while it is still an
+active key of the tenant with the rights asked for; a new one is made when it is missing or was revoked. What was
+made is printed on stdout as ``name value`` lines (``admin_user``, ``admin_password``, ``api_key``; a value is empty
+when it is not new), for the operator's terminal (`docker compose run --rm first-run`) or a script (scripts/start);
+it is never logged.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ class Command(BaseCommand):
     help = "Create the admin user, demo data when asked (--demo), a tenant and an API key; prints what it made."
 
     def add_arguments(self, parser):
-        parser.add_argument("--demo", action="store_true", help="Load the demo profiles (manage.py seed_demo).")
+        parser.add_argument(
+            "--demo",
+            action="store_true",
+            help="Load the demo profiles, with the multi_agent flag at 100 %% while untouched (manage.py seed_demo "
+            "--multi-agent-for-everyone).",
+        )
         parser.add_argument(
             "--sync",
             action="store_true",
@@ -63,7 +69,8 @@ class Command(BaseCommand):
         if options["new_key"] and options["key_file"]:
             raise CommandError("--new-key and --key-file: give one of them.")
         if options["demo"]:
-            call_command("seed_demo", *(["--sync"] if options["sync"] else []), stdout=self.stderr)
+            demo = ["--multi-agent-for-everyone", *(["--sync"] if options["sync"] else [])]
+            call_command("seed_demo", *demo, stdout=self.stderr)
         username, password = self._admin(Path(options["password_file"]) if options["password_file"] else None)
         raw_key = self._key(slug, options)
         self.stdout.write(f"admin_user {username}")

@@ -1,0 +1,136 @@
+"""How a client asks the answer written (agents/generation.py), and the offline model keeping it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Literal
+
+import pytest
+from jsonschema import Draft202012Validator
+from langchain_core.messages import HumanMessage
+from pydantic import BaseModel, Field
+
+from agents.generation import (
+    FINISH_LENGTH,
+    FINISH_STOP,
+    Generation,
+    answer_formatted,
+    format_problem,
+    schema_instance,
+    text_within,
+)
+from agents.llm import OFFLINE_NOTICE, OfflineChatModel
+from agents.usage import text_tokens
+
+
+class Line(BaseModel):
+    product: str
+    quantity: int = Field(ge=1)
+
+
+class Invoice(BaseModel):
+    """A nested model, as LangChain's with_structured_output sends it: $defs, Optional, Literal, a bounded list."""
+
+    summary: str
+    status: Literal["open", "paid"]
+    total: float = Field(gt=0)
+    lines: list[Line] = Field(min_length=1)
+    due: str | None = None
+    previous: Invoice | None = None
+
+
+def json_schema(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+
+
+def test_a_schema_is_filled_with_the_text_in_its_answer_like_string_and_the_least_of_everything_else():
+    schema = Invoice.model_json_schema()
+
+    value = schema_instance(schema, "Sua fatura veio alta.")
+
+    assert Draft202012Validator(schema).is_valid(value)
+    assert value["summary"] == "Sua fatura veio alta."
+    assert value["status"] == "open" and value["total"] > 0
+    assert value["lines"] == [{"product": "", "quantity": 1}]
+    assert value["due"] is None and value["previous"] is None  # an optional value stays empty; a recursion ends
+    preferred = {"type": "object", "properties": {"title": {"type": "string"}, "answer": {"type": "string"}}}
+    assert schema_instance(preferred, "x") == {"title": "", "answer": "x"}
+
+
+def test_a_schema_the_platform_cannot_fill_or_no_schema_at_all_is_named_as_a_problem():
+    assert format_problem(json_schema(Invoice.model_json_schema())) is None
+    assert format_problem({"type": "json_object"}) is None
+    assert "cannot fill" in format_problem(json_schema({"type": "string", "pattern": "^[0-9]+$"}))
+    assert format_problem(json_schema({"type": "strng"})).startswith("Not a valid JSON Schema")
+    assert "reference" in format_problem(json_schema({"$ref": "https://example.com/schema.json"}))
+
+
+def test_text_not_in_the_format_is_put_into_it_and_text_in_it_is_kept():
+    assert json.loads(answer_formatted("Olá", {"type": "json_object"})) == {"answer": "Olá"}
+    assert answer_formatted('{"ok": true}', {"type": "json_object"}) == '{"ok": true}'
+    assert answer_formatted("[1, 2]", {"type": "json_object"}) == '{"answer": "[1, 2]"}'  # an array is no object
+    schema = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
+    assert json.loads(answer_formatted("Olá", json_schema(schema))) == {"reply": "Olá"}
+    assert answer_formatted('{"reply": "já"}', json_schema(schema)) == '{"reply": "já"}'
+    assert answer_formatted("prose", None) == "prose"
+
+
+def test_the_text_ends_before_its_first_stop_sequence_and_within_four_characters_a_token():
+    assert text_within("uma duas três", max_tokens=None, stop=("duas", "uma d")) == ("", FINISH_STOP)
+    assert text_within("uma duas três", max_tokens=None, stop=("três",)) == ("uma duas ", FINISH_STOP)
+    assert text_within("uma duas três", max_tokens=2) == ("uma duas", FINISH_LENGTH)
+    assert text_within("uma duas", max_tokens=2) == ("uma duas", FINISH_STOP)
+    assert text_tokens(text_within("x" * 100, max_tokens=7)[0]) == 7
+
+
+def test_a_generation_goes_to_an_endpoint_as_request_options_and_to_the_offline_model_as_its_rules():
+    generation = Generation(
+        max_tokens=5, temperature=0.2, seed=7, stop=("fim",), response_format={"type": "json_object"}
+    )
+
+    assert generation.request_options() == {
+        "temperature": 0.2,
+        "seed": 7,
+        "max_tokens": 5,
+        "stop": ["fim"],
+        "extra_body": {"response_format": {"type": "json_object"}},
+    }
+    assert generation.offline_options() == {
+        "max_tokens": 5,
+        "stop": ["fim"],
+        "response_format": {"type": "json_object"},
+    }
+    assert Generation.from_dict(generation.as_dict()) == generation
+    assert generation.without_format().response_format is None
+
+
+@pytest.fixture
+def offline():
+    return OfflineChatModel(display_name="Faturas", topic="Explicar a fatura", agent="billing_agent")
+
+
+def test_the_offline_model_cuts_its_answer_at_max_tokens_and_says_length_as_an_endpoint_does(offline):
+    whole = offline.invoke([HumanMessage("Minha fatura veio alta")])
+    cut = offline.bind(max_tokens=5).invoke([HumanMessage("Minha fatura veio alta")])
+
+    assert whole.response_metadata["finish_reason"] == "stop"
+    assert cut.content == whole.content[:20] and cut.response_metadata["finish_reason"] == "length"
+    assert cut.usage_metadata["output_tokens"] == 5  # its usage counts what it wrote
+
+
+def test_the_offline_model_streams_its_answer_in_json_valid_for_the_schema_and_ends_at_stop_sequences(offline):
+    schema = Invoice.model_json_schema()
+    bound = offline.bind(response_format=json_schema(schema))
+
+    async def chunks() -> list:
+        return [chunk async for chunk in bound.astream([HumanMessage("Minha fatura")])]
+
+    streamed = asyncio.run(chunks())
+    text = "".join(chunk.content for chunk in streamed)
+
+    value = json.loads(text)
+    assert Draft202012Validator(schema).is_valid(value) and OFFLINE_NOTICE in value["summary"]
+    assert len(streamed) > 3  # word by word, as its prose
+    stopped = offline.invoke([HumanMessage("Minha fatura")], stop=["recebi"])
+    assert stopped.content.endswith(f"{OFFLINE_NOTICE}: ") and stopped.response_metadata["finish_reason"] == "stop"
