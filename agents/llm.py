@@ -328,7 +328,7 @@ class OfflineChatModel(BaseChatModel):
     """The offline model as a langchain chat model, so it runs through the same tool loop.
 
     With tools bound and no tool result yet for the user's message, it plays
-    its part in the team first (the rules the README documents):
+    its part in the team first (the rules docs/handoffs.md documents):
 
     * as a delegated specialist (offered ``end_specialist_sub_conversation``):
       the message holds a closing word → ends with ``completed``; the message

@@ -55,7 +55,7 @@ DEFAULT_GOAL_THRESHOLD = 0.94
 
 # The yes and no of the platform's yes/no questions (the permission gate, a state policy's flow, goal mode's "is this
 # what you want?"), in Portuguese, English and Spanish, read by routing.replies: a reply word counts where it leads the
-# message or ends a short one. Seed 003's keywords, plus what customers write in the three languages.
+# message or ends a short one. The product's keywords, plus what customers write in the three languages.
 DEFAULT_CONFIRMATION_WORDS = [
     "sim",
     "pode",

@@ -19,7 +19,7 @@ from jsonschema.exceptions import SchemaError
 from common.endpoints import ENV_REFERENCE, endpoint_mask, endpoint_unmask, template_shareable
 from platform import env
 
-# Shorthand types accepted in tools.yaml (``msisdn: string``), as in seed 000 §10.3.
+# Shorthand types accepted in tools.yaml (``msisdn: string``), as in docs/configuration.md (tools.yaml).
 SHORTHAND_TYPES = {"string", "integer", "number", "boolean", "object", "array"}
 
 

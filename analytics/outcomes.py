@@ -319,7 +319,7 @@ def routing_quality(
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> dict[str, Any]:
-    """Seed 003's routing accuracy (initial agent selection) and response quality by agent over ``[start, end)``:
+    """Routing accuracy (initial agent selection) and response quality by agent over ``[start, end)``:
 
     ``routing_accuracy``: ``tests`` (:func:`routing_tests_accuracy`: the live versions against the saved tests, not
     windowed), ``corrections`` (:func:`routing_corrections`) and ``ratings`` — rated answers by the agent the routing

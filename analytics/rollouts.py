@@ -1,4 +1,4 @@
-"""The dashboard's rollout view (W2 5/8): each rollout plan's cohorts over time, its stages and its decision log.
+"""The dashboard's rollout view: each rollout plan's cohorts over time, its stages and its decision log.
 
 ``GET /api/analytics/rollouts`` lists the plans; ``GET /api/analytics/rollouts/{id}?slices=N`` gives one plan, its
 stage history, every decision with each guard's verdict, and a time series: the plan's span (start to finish, or

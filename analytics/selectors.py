@@ -171,7 +171,7 @@ def handoff_summary(
     version: int | str | None = None,
     kinds: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Seed 003's ``get_handoff_analytics``: ``{total_handoffs, handoff_paths: [{from, to, count}],
+    """The handoff analytics (``get_handoff_analytics``): ``{total_handoffs, handoff_paths: [{from, to, count}],
     conversations_with_handoffs, total_conversations, handoff_rate_percentage}``.
 
     ``total_handoffs`` and the paths count the completed moves of ``kinds`` (default :data:`COUNTED_KINDS`)
@@ -344,7 +344,7 @@ def delegation_outcomes(
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> dict[str, Any]:
-    """Seed 001's sub-conversations: ``{total_delegations, total_returns,
+    """Delegated sub-conversations: ``{total_delegations, total_returns,
     returns_by_outcome: [{outcome, count, share_percentage}], returns_by_specialist: [{profile, agent, count}]}``.
 
     Delegations are completed ``delegation`` rows (a coordinator passed the conversation on); returns are
@@ -424,7 +424,7 @@ def agent_utilisation(
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> list[dict[str, Any]]:
-    """Seed 003's agent utilisation: answered turns (assistant messages) per specialist of a profile and per
+    """Agent utilisation: answered turns (assistant messages) per specialist of a profile and per
     path, ``[{profile, agent, path, turns, share_percentage}]``, most turns first, then by profile, agent, path.
 
     ``path`` tells how the specialist came to answer: ``routed`` (the router, a handoff or a supervisor chose it:

@@ -154,7 +154,7 @@ CHAIN_EVENTS = (
     (0.111, "step_limit"),
 )
 LOOPING_CONVERSATIONS = 0.006  # customer and specialists keep sending each other back: path_repeated
-# Turns of a router profile that its gateway sends to a remote backend (seed 000's Agent Gateway, conversations/
+# Turns of a router profile that its gateway sends to a remote backend (the Agent Gateway, conversations/
 # gateway.py): a backend_handoff there, and another when the conversation comes back to a local specialist.
 BACKEND_SHARE = 0.02
 SYSTEM_PROMPT_TOKENS = 180  # a specialist's prompt, policy and tool definitions, as the offline model counts them
@@ -1451,7 +1451,7 @@ class Simulator:
         turn.agents = list(chain)
 
     def _coordinated_turn(self, live: _Live) -> _Turn:
-        """A delegation profile's turn (seed 001): the open sub-conversation's specialist, or the coordinator."""
+        """A delegation profile's turn: the open sub-conversation's specialist, or the coordinator."""
         return self._sub_conversation_turn(live) if live.sub else self._coordinator_turn(live)
 
     def _sub_conversation_turn(self, live: _Live) -> _Turn:

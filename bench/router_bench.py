@@ -112,9 +112,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--length", type=int, default=300)
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument(
-        "--examples", type=int, default=0, help="examples per intent: also time the examples tier (W2 6/8)"
-    )
+    parser.add_argument("--examples", type=int, default=0, help="examples per intent: also time the examples tier")
     parser.add_argument(
         "--rounds", type=int, default=3, help="examples tier: timed passes without and with it, alternately"
     )

@@ -4,7 +4,7 @@ The page carries the pickers (profile, tenant: those the user may act for, route
 ``chat/static/chat/chat.js`` opens ``/ws/chat/<agent_id>/<session_id>/?tenant=<slug>&route=<route>`` with the
 staff session's cookie and draws the turn's events (:mod:`common.events`) as they arrive: which agent answers,
 moves between agents, tool calls, the answer's tokens, then the final answer of ``done``. A goal-mode profile's
-turn (seed 002) also shows the goal and entities read, the plan's steps as they run, and a clarification's
+turn also shows the goal and entities read, the plan's steps as they run, and a clarification's
 candidates as buttons that answer it. The profile picker names each profile's routing mode.
 
 Users who may try drafts (the debug right over a tenant, as ``/api/debug/route`` asks) also get a Version picker:

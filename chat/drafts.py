@@ -1,4 +1,4 @@
-"""Trying a profile's draft on a face (W2 4/8): the version a client names, who may try the draft, and the turn.
+"""Trying a profile's draft on a face: the version a client names, who may try the draft, and the turn.
 
 Customers are served each profile's released version (``Snapshot.profiles``); its editors try the draft
 (``Snapshot.drafts``) wherever they can try the live one. Trying the draft needs what the routing debug needs: a

@@ -1,6 +1,6 @@
 """What ``GET /api/debug/env`` answers: the configuration this process runs with, every secret masked.
 
-Seed 000's troubleshooting starts there ("ROUTING_MODE does not change: check /debug/env"). Secrets are masked
+Troubleshooting starts there (docs/operations.md) ("ROUTING_MODE does not change: check /debug/env"). Secrets are masked
 by one rule, :func:`config_masked`: a value under a key that names a secret
 (:func:`conversations.guardrails.is_secret_key`: ``password``, ``api_key``, ``secret``, ``token``…, and any
 ``…headers``) becomes ``***`` when set (``""`` when not), a URL loses its

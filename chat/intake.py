@@ -63,7 +63,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Route(enum.StrEnum):
-    """Which graph a message takes (the README's table says which face defaults to which)."""
+    """Which graph a message takes (docs/api.md's table says which face defaults to which)."""
 
     PROFILE = "profile"  # the profile's configured mode; the rollout flag is not asked (the gateway)
     ROLLOUT = "rollout"  # the multi_agent flag decides per user: multi-agent graph or single-agent path
@@ -461,7 +461,7 @@ def identifier_stored(identifier: str) -> str:
 
 
 def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route) -> TurnInput:
-    """Seed 003's feature flag, on every face.
+    """The ``multi_agent`` rollout flag, on every face.
 
     The rollout route: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the single-agent
     path; with no ``multi_agent`` flag at all (nothing is being rolled out) the profile's own mode runs, in no

@@ -1,4 +1,4 @@
-"""Debug API for MCP tools: list them and call one by hand (seed 000 §13.4)."""
+"""Debug API for MCP tools: list them and call one by hand (docs/agents.md, MCP)."""
 
 from __future__ import annotations
 

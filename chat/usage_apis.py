@@ -1,4 +1,4 @@
-"""``GET /api/debug/usage``: a tenant's tokens and their cost per profile, day and model (README, Usage)."""
+"""``GET /api/debug/usage``: a tenant's tokens and their cost per profile, day and model (docs/usage.md)."""
 
 from __future__ import annotations
 

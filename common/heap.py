@@ -3,8 +3,8 @@
 A served process holds about 350,000 objects once Django, langchain, the language model and the compiled routing
 are loaded, and almost none of them ever become garbage. CPython's full (oldest-generation) collection walks all
 of them: about 220 ms of one core, every few thousand messages, during which the worker answers nobody — the
-longest stalls of a message under load (README, CPU per message). :func:`heap_settle` collects once and freezes
-what is left (:func:`gc.freeze`): the full passes after it walk only what the process made since, about 25 ms.
+longest stalls of a message under load (docs/benchmarks.md, CPU per message). :func:`heap_settle` collects once and
+freezes what is left (:func:`gc.freeze`): the full passes after it walk only what the process made since, about 25 ms.
 Nothing frozen is ever freed, so it is called once, after the start's loading and before the first request; in a
 process that forks (Celery's prefork pool) it also keeps the children from copying the pages the collector would
 have written to.

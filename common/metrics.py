@@ -1,4 +1,4 @@
-"""The platform's Prometheus metrics, defined once, and the cheap helpers that record them (README, Observability).
+"""The platform's Prometheus metrics, defined once, and the cheap helpers that record them (docs/observability.md).
 
 Each helper keeps the labelled children it has made (``.labels()`` is a lock and a dict lookup per call in
 prometheus_client; here a repeated label set is one dict read), so a recording costs a few microseconds: the message

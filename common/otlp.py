@@ -177,7 +177,8 @@ class EncodingSpanProcessor(BatchSpanProcessor):
     The records would wait in the queue for up to a batch's time, long enough for the garbage collector to move
     their five or six objects each into its oldest generation and to walk them in full passes, which then come
     more often: at ten spans a message that was a larger share of tracing's cost than making and encoding the
-    spans (README, "Tracing's cost"). Encoded, a span is two atomic values, and the record is freed at once."""
+    spans (docs/benchmarks.md, "Tracing's cost"). Encoded, a span is two atomic values, and the record is freed
+    at once."""
 
     def on_end(self, span: ReadableSpan) -> None:
         if span.context is not None and span.context.trace_flags.sampled:

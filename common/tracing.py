@@ -17,7 +17,7 @@ in-memory exporter of the tests) gets what the SDK's own spans would give it, at
 
 Every span carries the attributes the turn put in :func:`turn_attributes` (``conversation_key``, ``tenant``,
 ``profile``) next to its own; what the customer wrote never goes into one (names, ids and figures only). A span
-that leaves with an exception records it and has status ERROR. The README's "Traces" lists every span.
+that leaves with an exception records it and has status ERROR. docs/observability.md, "Traces", lists every span.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class AddTestCaseLinkMixin:
 
 
 class BackendCallInline(ReadOnlyInlineMixin, admin.TabularInline):
-    """The gateway's calls to remote backends (README, Agent Gateway): which answered, which failed and why."""
+    """The gateway's calls to remote backends (docs/gateway.md): which answered, which failed and why."""
 
     model = BackendCall
     fields = ["created_at", "backend", "remote_agent", "status", "http_status", "latency_ms", "error"]

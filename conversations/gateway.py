@@ -1,4 +1,4 @@
-"""The hop to a remote backend (seed 000's Agent Gateway): one call of another deployment's gateway API.
+"""The hop to a remote backend (the Agent Gateway, docs/gateway.md): one call of another deployment's gateway API.
 
 A gateway profile routes to its remote backends as to specialists (:mod:`routing.documents`); when one is chosen,
 the graph's specialist node calls :func:`backend_call` instead of a local specialist. The call is

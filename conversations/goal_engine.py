@@ -1,4 +1,4 @@
-"""Goal plans run (seed 002's execution engine): a plan's steps as a DAG over real MCP calls, then one answer.
+"""Goal plans run: a plan's steps as a DAG over real MCP calls, then one answer.
 
 * :func:`plan_execute` — checks the plan (a :class:`~routing.goals.PlanError` is a failure before any call), then
   starts each step as soon as the steps it depends on are done, at most ``plan.max_concurrency`` at once. A step's

@@ -1,4 +1,4 @@
-"""Goal mode inside the routing graph (seed 002): the decision node's goal reading and the plan as the answer.
+"""Goal mode inside the routing graph (docs/goals.md): the decision node's goal reading and the plan as the answer.
 
 A goal-mode profile's message goes through the same graph as any other — input guardrails, the decision,
 the answer, output guardrails, judges, review, persist — with two nodes doing goal work:

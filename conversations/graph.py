@@ -533,8 +533,8 @@ async def routing_decision(turn: Turn) -> None:
         turn.decision.method == "small_talk" and turn.agent == profile.coordinator
     )
     if coordinated and turn.pending_result and turn.escalate is None:
-        # Seed 001: the finished sub-conversation's result reaches the coordinator once, with this message (a greeting
-        # too).
+        # A delegation's finished sub-conversation: its result reaches the coordinator once, with this message
+        # (a greeting too).
         note = result_note(turn.pending_result)
         turn.notes.append(note)
         turn.stored_notes.append((turn.agent, note))
@@ -1214,7 +1214,7 @@ REVIEW_NOTE = (
 
 
 async def supervisor_review(turn: Turn) -> None:
-    """The review (seed 004). With the profile's ``review_single_turns``, a single specialist's answer that leaves
+    """The review. With the profile's ``review_single_turns``, a single specialist's answer that leaves
     part of the request open is first sent on (:func:`_single_turn_review`); then an answer that failed the
     judges is replaced with a safe fallback (when the profile allows) — unless the turn already changed something
     (:func:`_side_effects`): then it stands, with a note in the customer's language. Not on a turn handed to a

@@ -218,8 +218,8 @@ def ticket_pass_statement(
 
     The hand-over is conditional, so a ticket that was skipped (its lease ran out) moves nothing back; the other
     columns are written whatever the ticket. Written as SQL, as the ticket's take is: the statement runs on
-    every message, and Django's query compiler cost more CPU than the rest of the transaction (README,
-    Benchmarks). Both backends evaluate every ``SET`` expression against the row as it was. A turn sends it as
+    every message, and Django's query compiler cost more CPU than the rest of the transaction (docs/benchmarks.md).
+    Both backends evaluate every ``SET`` expression against the row as it was. A turn sends it as
     part of the statement that stores the turn (:mod:`conversations.records`); :func:`ticket_pass` sends it alone.
     """
     quote = connection.ops.quote_name

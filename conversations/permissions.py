@@ -1,4 +1,4 @@
-"""The permission gate (seed 003): tools marked needs-permission run only after the user agreed.
+"""The permission gate (docs/handoffs.md): tools marked needs-permission run only after the user agreed.
 
 The specialist's run stops when it calls such a tool without a grant
 (:mod:`conversations.runtime`); the user is asked; the next message is read as

@@ -1,4 +1,4 @@
-"""Rollout plans' guard (W2 5/8): from the stored turns, advance, hold or roll back each running plan.
+"""Rollout plans' guard (docs/rollouts.md): from the stored turns, advance, hold or roll back each running plan.
 
 Every minute (Celery beat's ``conversations.rollout_evaluate``; without a broker, the embedded server's timer) each
 running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of its running stage:

@@ -1,4 +1,4 @@
-"""Loop safety (seed 003): whether a move between agents may happen, and what the user gets when not.
+"""Loop safety (docs/handoffs.md): whether a move between agents may happen, and what the user gets when not.
 
 Pure functions over plain data; the limits come from the profile
 (:class:`routing.snapshot.LoopSafety`, editable in the admin).

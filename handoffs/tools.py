@@ -4,11 +4,11 @@ They are not run anywhere: the runtime (:mod:`conversations.runtime`) stops the
 specialist's loop when one is called and hands the call to the graph, which
 moves the turn (:mod:`conversations.graph`).
 
-* ``request_handoff`` (seed 003) — give the conversation to another
+* ``request_handoff`` — give the conversation to another
   specialist; the target must be one the admin lets this one hand off to.
-* ``request_specialist_sub_conversation`` (seed 001) — the profile's
+* ``request_specialist_sub_conversation`` — the profile's
   coordinator delegates the conversation to a specialist.
-* ``end_specialist_sub_conversation`` (seed 001) — the delegated specialist
+* ``end_specialist_sub_conversation`` — the delegated specialist
   gives control back with its result.
 * ``request_human`` — hand the conversation to a person of one of the
   profile's teams (docs/desk.md); offered when the profile lets specialists.

@@ -132,7 +132,7 @@ elif env.boolean("DATABASE_POOL", True):
     # psycopg's pool, one per process. The ASGI handler gives every request a thread of its own, so
     # without a pool every request connects anew; the chat path hands its connection back before the
     # model call (conversations.graph), so a few per process serve hundreds of chats in flight. A small
-    # pool also bounds how many threads query at once; 20 was no faster than 3 to 10 (README).
+    # pool also bounds how many threads query at once; 20 was no faster than 3 to 10 (docs/benchmarks.md).
     if DATABASES["default"]["CONN_MAX_AGE"]:
         raise ImproperlyConfigured("DATABASE_POOL replaces DATABASE_CONN_MAX_AGE; set one of them, not both.")
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
@@ -224,7 +224,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1.0}
 CELERY_BROKER_CONNECTION_TIMEOUT = 2.0
 CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 
-# Rollout plans (W2 5/8): every ROLLOUT_EVALUATE_SECONDS Celery beat evaluates the running plans (docs/rollouts.md);
+# Rollout plans: every ROLLOUT_EVALUATE_SECONDS Celery beat evaluates the running plans (docs/rollouts.md);
 # without a broker the web server's own timer does. Each decision that moves a plan is posted to its webhook,
 # signed with ROLLOUT_WEBHOOK_SECRET (HMAC-SHA256 of the body, header X-Rollout-Signature).
 ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)
@@ -354,7 +354,7 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Request limits (README, Errors): a body over API_MAX_BODY_BYTES is a 413, JSON nested deeper than
+# Request limits (docs/api.md, Errors): a body over API_MAX_BODY_BYTES is a 413, JSON nested deeper than
 # API_JSON_MAX_DEPTH a 400 (before it is decoded), a message's payload.context over API_MAX_CONTEXT_BYTES
 # (as JSON) a 400 naming it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.integer("API_MAX_BODY_BYTES", 2_621_440)  # Django's default, 2.5 MiB

@@ -1,4 +1,4 @@
-"""Import and export of the configuration in the admin (W2 4/8, docs/versions.md "Import and export in the admin").
+"""Import and export of the configuration in the admin (docs/versions.md "Import and export in the admin").
 
 "Import configuration" takes uploaded (or pasted) YAML files and imports them like ``manage.py import_config``
 (a routing tests file — ``profile:`` and ``tests:`` — like ``manage.py routing_test --file``: its tests are added

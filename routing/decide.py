@@ -13,7 +13,7 @@ COORDINATION_INTENT = "coordination"
 def delegation_decide(
     *, profile: ProfileSpec, text: str, delegated_to: str = "", delegated_intent: str = ""
 ) -> RouteDecision:
-    """A profile with a coordinator (seed 001): the open sub-conversation's specialist, else the coordinator.
+    """A profile with a coordinator: the open sub-conversation's specialist, else the coordinator.
 
     State policies, keywords and the classifier do not route here: the
     coordinator decides whether to delegate (the keyword hits are in the
@@ -75,7 +75,7 @@ def _examples_candidate(profile: ProfileSpec, text: str) -> dict[str, object] | 
 
 
 def single_agent_decide(decision: RouteDecision, profile: ProfileSpec) -> RouteDecision:
-    """The single-agent path (seed 003's legacy agent): the profile's general specialist answers everything.
+    """The single-agent path: the profile's general specialist answers everything.
 
     The general specialist is the profile's fallback specialist. The router still decides the intent (its
     tools, its next state, the routing analytics), in router mode: no supervisor plan, no coordinator, no

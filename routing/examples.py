@@ -21,7 +21,7 @@ then scores a message without touching the database:
   together. Against the nearest example and the examples' centroid (cosine) it scored
   before, on the demo profiles' examples left out in turn with their near copies it ranks 90–92 % first against
   87–89 %, and the paraphrases in ``bench/paraphrases`` routed right at the calibrated rule rose from 77 % to 85 %
-  with fewer wrong routes (README, *Routing accuracy*): a score is the evidence of every example of an intent
+  with fewer wrong routes (docs/benchmarks.md, Routing accuracy): a score is the evidence of every example of an intent
   together, and the words an intent's examples share weigh more than the ones every intent has. Its cost is the
   message's features times the intents that have them (:func:`routing.examples_kernel.bayes_scores`), not times
   their examples.

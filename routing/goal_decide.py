@@ -1,4 +1,4 @@
-"""Goal mode's decision for one message (seed 002): what the user wants, whether to ask first, and the plan.
+"""Goal mode's decision for one message (docs/goals.md): what the user wants, whether to ask first, and the plan.
 
 :func:`goal_decide` reads the message's goal and entities (:mod:`routing.goal_intent`: the model, or the offline
 reading of the manifests' hints), completes them from the conversation's goal state, passes them through the

@@ -1,4 +1,4 @@
-"""The intent adapter of goal mode (seed 002): a message → its goal and human-friendly entities (``IntentOutput``).
+"""The intent adapter of goal mode (docs/goals.md): a message → its goal and human-friendly entities (``IntentOutput``).
 
 Two readers, chosen like the classifier's (:func:`routing.classifier.intent_classifier`):
 

@@ -1,4 +1,4 @@
-"""Domain manifests read into goals and capabilities (seed 002), keeping what business users edited.
+"""Domain manifests read into goals and capabilities (docs/goals.md), keeping what business users edited.
 
 :func:`goals_sync` reads every ``manifest://<domain>`` resource an MCP server serves, checks each manifest
 (:func:`routing.goals.manifest_read`) and upserts the domain's :class:`~routing.models.Goal` and

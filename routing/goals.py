@@ -1,4 +1,4 @@
-"""Goal-based orchestration's deterministic core (seed 002): goal → capabilities → an execution plan, from metadata.
+"""Goal-based orchestration's deterministic core: goal → capabilities → an execution plan, from metadata.
 
 The model only reads a message's goal and human-friendly entities (:class:`IntentOutput`). Everything after that is
 decided here, by the metadata the domains publish in their manifests — never by naming a capability in code:
@@ -184,7 +184,7 @@ def goal_examples(goal: GoalSpec, catalogue: GoalCatalogue) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class DomainOutput:
-    """What one plan step produced (seed 002): ``status`` success, failure or clarification."""
+    """What one plan step produced: ``status`` success, failure or clarification."""
 
     status: str
     result: Any = None
@@ -210,7 +210,7 @@ class IntentOutput:
     confidence: float
     original_query: str
     # How the reader came to it (``{"method": …}``, with the examples tier's evidence when it was consulted): recorded
-    # with the turn for operators, never part of seed 002's output (``as_dict``) nor of the goal state.
+    # with the turn for operators, never part of the step's output (``as_dict``) nor of the goal state.
     reading: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -399,7 +399,7 @@ def pre_entries(capability: CapabilitySpec) -> list[dict[str, Any]]:
     """The capability's ``flow.pre`` entries with their defaults filled in; raises :class:`PlanError` for an
     entry of an unknown type or without its ``param`` and ``search_capability``.
 
-    A ``resolve`` entry (seed 002's ``resolve_symbol`` is an alias) turns the human-friendly ``from_param``
+    A ``resolve`` entry (``resolve_symbol`` is an alias) turns the human-friendly ``from_param``
     (default ``<param>_text``) into ``param`` through ``search_capability`` called with ``query_param`` (default
     ``query``): the search result's ``candidates`` list (default ``matches``) gives the value (the candidate's
     ``value`` field, default ``param``) and the ``label`` fields shown when several match (default ``name``). Its
@@ -740,7 +740,7 @@ def candidate_choose(
 
 # -- manifests ---------------------------------------------------------------------------------------------------
 
-ENTITY_TYPES = frozenset({"string", "enum", "list", "boolean"})  # seed 002's string and enum, and two extensions
+ENTITY_TYPES = frozenset({"string", "enum", "list", "boolean"})  # string and enum, and two extensions
 
 
 class ManifestError(ValueError):

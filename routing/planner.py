@@ -1,4 +1,4 @@
-"""Supervisor mode's model planner (seed 000, "Supervisor via LLM"): the model says which specialists a message needs.
+"""Supervisor mode's model planner: the model says which specialists a message needs.
 
 A profile with ``supervisor_planner = "model"`` asks its routing endpoint (structured output,
 :func:`routing.classifier.structured_answer`, as the LLM classifier does) which of its enabled specialists must

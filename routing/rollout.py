@@ -55,7 +55,7 @@ REASON_UNKNOWN_FLAG = "unknown_flag"
 # The conversation keeps the cohort it started in, whatever the bucket says now (conversations.graph).
 REASON_CONVERSATION = "conversation_cohort"
 
-# The flag that rolls the multi-agent graph out (seed 003), and the cohorts it puts messages in.
+# The flag that rolls the multi-agent graph out, and the cohorts it puts messages in.
 MULTI_AGENT_FLAG = "multi_agent"
 COHORT_MULTI_AGENT = "multi_agent"
 COHORT_SINGLE_AGENT = "single_agent"

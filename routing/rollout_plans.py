@@ -1,4 +1,4 @@
-"""Rollout plans (W2 5/8): what a plan may say, and which version serves a conversation while one runs.
+"""Rollout plans (docs/rollouts.md): what a plan may say, and which version serves a conversation while one runs.
 
 A plan rolls a profile's published routing version (the *candidate*) out against the version live when it
 started (the *control*) in stages — shares of new conversations, e.g. 5 → 25 → 50 → 100 % — or moves the

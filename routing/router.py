@@ -139,7 +139,7 @@ class StatePolicySpec:
 
 @dataclass
 class RouteDecision:
-    """The contract of a routing decision (seed 000 §6.2), stored for every message."""
+    """The contract of a routing decision (docs/routing.md), stored for every message."""
 
     route: str
     agent: str

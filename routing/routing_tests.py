@@ -1,4 +1,4 @@
-"""Saved routing tests (W2 4/8): run a profile's expected decisions against its draft or any version.
+"""Saved routing tests: run a profile's expected decisions against its draft or any version.
 
 * :func:`routing_tests_run` decides every case with the compiled profile — :func:`routing.decide.route_decide`
   with the case's state and active specialist, or :func:`routing.goal_decide.goal_decide` when the profile is in

@@ -105,7 +105,7 @@ BACKEND_INTENT_PREFIX = "backend:"
 
 @dataclass(frozen=True)
 class LoopSafety:
-    """A profile's loop-safety limits (seed 003), checked before every agent-to-agent handoff."""
+    """A profile's loop-safety limits, checked before every agent-to-agent handoff."""
 
     max_handoffs_per_turn: int = 3
     max_steps_per_agent: int = 10
@@ -141,7 +141,7 @@ class ProfileSpec:
     confirmation_words: tuple[str, ...] = ()
     denial_words: tuple[str, ...] = ()
     closing_words: tuple[str, ...] = ()
-    # Goal mode (seed 002): the goals and capabilities the profile serves, and its confidence gate.
+    # Goal mode: the goals and capabilities the profile serves, and its confidence gate.
     goals: GoalCatalogue = field(default_factory=GoalCatalogue)
     goal_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
     # The authorisation of the tools the profile's document names (routing/documents.py), by tool name.

@@ -1,4 +1,4 @@
-"""Versions of a profile's behaviour (W2 4/8): publish the draft, revert to an earlier version, say what changed.
+"""Versions of a profile's behaviour: publish the draft, revert to an earlier version, say what changed.
 
 The draft is what editors change in the admin (profiles, specialists and prompts, intents and keywords, state
 policies, goals and capabilities, tool rights); :func:`routing.documents.profile_documents` reads it as one
@@ -219,7 +219,7 @@ def version_publish(
     approved_by: Any = None,
 ) -> RoutingVersion:
     """Publish ``document`` (default: the profile's draft) as the profile's next version, live at once — or, with
-    ``release=False``, stored as a candidate for a rollout plan (W2 5/8) while the live version stays live.
+    ``release=False``, stored as a candidate for a rollout plan while the live version stays live.
 
     ``based_on`` is the live version number the editor reviewed (``None``: never published); when another
     version went live meanwhile the publish is refused with :class:`VersionConflict`. Publishing what is already

@@ -1,5 +1,6 @@
-"""The README's Quick start and scripts/start agree: every page it lists is in the banner, every command exists; and
-the README's first requests — curl, the OpenAI SDK, the WebSocket — print on a fresh demo what the README shows."""
+"""The README's Quick start and scripts/start agree: every page it lists is in the banner, every command the README
+and the docs show exists; and the README's first requests — curl, the OpenAI SDK (in docs/openai.md, which they
+link), the WebSocket — print on a fresh demo what the README shows."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from django.core.management import call_command, get_commands
 README = (settings.BASE_DIR / "README.md").read_text(encoding="utf-8")
 OPENAI_PAGE = (settings.BASE_DIR / "docs" / "openai.md").read_text(encoding="utf-8")
 START = (settings.BASE_DIR / "scripts" / "start").read_text(encoding="utf-8")
+DOCS = {path.name: path.read_text(encoding="utf-8") for path in sorted((settings.BASE_DIR / "docs").rglob("*.md"))}
 
 
 def quick_start() -> str:
@@ -32,8 +34,8 @@ def test_the_banner_lists_every_page_the_quick_start_lists():
     assert [page for page in pages if f"$base{page}\n" not in banner] == []
 
 
-def test_every_manage_py_command_the_readme_shows_exists():
-    shown = set(re.findall(r"manage\.py (\w+)", README))
+def test_every_manage_py_command_the_readme_and_the_docs_show_exists():
+    shown = set(re.findall(r"manage\.py (\w+)", README + "".join(DOCS.values())))
     assert {"first_run", "seed_demo", "create_api_key", "routing_publish", "set_rollout"} <= shown
     assert sorted(shown - set(get_commands())) == []
 
@@ -166,24 +168,23 @@ def fresh_demo(migrated_flag, asgi_server, mcp_servers, settings, tmp_path) -> t
 
 def test_the_readmes_curl_sdk_and_websocket_examples_print_what_the_readme_shows_on_a_fresh_demo(fresh_demo):
     base, key = fresh_demo
-    api = section("## API")
+    first = section("## First requests")
 
     # curl: the gateway message, and the answer the README shows.
-    (command,) = [block for block in blocks(api, "sh") if "/api/gateway/message" in block and "KEY=" in block]
+    (command,) = [block for block in blocks(first, "sh") if "/api/gateway/message" in block and "KEY=" in block]
     response = curl(command.split("\n", 1)[1], base, key)
     assert response.status_code == 200, response.text
-    answer_shown = api.split(command, 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    answer_shown = first.split(command, 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
     problems = matches(shown(answer_shown), response.json())
     assert problems == [], "\n".join(problems)
 
     # The OpenAI SDK, in the page the README's section links: each print with a comment prints what it says.
-    assert "(docs/openai.md)" in section("## OpenAI-compatible endpoint")
+    assert "(docs/openai.md)" in first
     (sdk,) = [block for block in blocks(OPENAI_PAGE, "python") if "import openai" in block]
     assert misprinted(sdk, base, key) == {}
 
     # The WebSocket: websocat's frame with its subprotocol, and the Python client, as the README shows them.
-    websocket = section("### WebSocket chat")
-    (transcript,) = [block for block in blocks(websocket, "sh") if block.startswith("websocat")]
+    (transcript,) = [block for block in blocks(first, "sh") if block.startswith("websocat")]
     opening, frame, *shown_events = transcript.strip().splitlines()
     url = re.search(r'"(ws://[^"]+)"', opening)[1].replace(ws(README_BASE), ws(base))
     protocol = re.search(r'--protocol "([^"]+)"', opening)[1].replace("$KEY", key)
@@ -194,7 +195,7 @@ def test_the_readmes_curl_sdk_and_websocket_examples_print_what_the_readme_shows
         found = next((event for event in remaining if not matches(wanted, event)), None)
         alike = [matches(wanted, event) for event in events if event["type"] == wanted["type"]]
         assert found is not None, (line, alike)
-    (client,) = [block for block in blocks(websocket, "python") if "websockets" in block]
+    (client,) = [block for block in blocks(first, "python") if "websockets" in block]
     assert misprinted(client, base, key) == {}
 
 

@@ -57,7 +57,7 @@ class Migration(migrations.Migration):
                     ("router", "Router (one specialist per turn)"),
                     ("supervisor", "Supervisor (plan of one or more specialists)"),
                     ("hybrid", "Hybrid (active specialist keeps short follow-ups)"),
-                    ("goal", "Goal (seed 002: goals and capabilities over MCP)"),
+                    ("goal", "Goal (goals and capabilities over MCP)"),
                 ],
                 default="router",
                 max_length=16,

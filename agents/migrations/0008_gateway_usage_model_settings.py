@@ -42,7 +42,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agentprofile',
             name='review_single_turns',
-            field=models.BooleanField(default=False, help_text="Run the review step (seed 004) on every turn, single-specialist ones included: it reads the conversation's history and may send the request on to the specialist whose part is still open."),
+            field=models.BooleanField(default=False, help_text="Run the review step on every turn, single-specialist ones included: it reads the conversation's history and may send the request on to the specialist whose part is still open."),
         ),
         migrations.AddField(
             model_name='agentprofile',

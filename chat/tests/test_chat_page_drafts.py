@@ -1,4 +1,4 @@
-"""The chat page shows its Version picker only to users who may try drafts, tenant by tenant (W2 4/8)."""
+"""The chat page shows its Version picker only to users who may try drafts, tenant by tenant."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The chat page's Version picker in a real browser (W2 4/8): an editor tries the draft, then the live version.
+"""The chat page's Version picker in a real browser: an editor tries the draft, then the live version.
 
 Served as in ``test_chat_page_browser.py`` (the page and its socket under uvicorn, Debian's Chromium through
 Playwright). A screenshot of the draft being tried goes to ``test-output/screenshots/chat-page-draft.png``.

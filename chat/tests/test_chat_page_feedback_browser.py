@@ -1,4 +1,4 @@
-"""The chat page's 👍/👎 on answers in a real browser (W2 5/8): rating, re-rating, and a refusal shown.
+"""The chat page's 👍/👎 on answers in a real browser: rating, re-rating, and a refusal shown.
 
 Served as in ``test_chat_page_browser.py`` (the page and its socket under uvicorn, Debian's Chromium through
 Playwright). A screenshot goes to ``test-output/screenshots/chat-page-feedback.png``.

@@ -1,4 +1,4 @@
-"""``GET /api/sessions/{conversation_key}/checkpoint`` (seed 000): the conversation's live state after a delegation
+"""``GET /api/sessions/{conversation_key}/checkpoint``: the conversation's live state after a delegation
 and after a permission question, on the demo data with its MCP servers running; another tenant's key finds nothing.
 """
 

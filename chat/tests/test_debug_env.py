@@ -1,4 +1,4 @@
-"""``GET /api/debug/env`` (seed 000): the effective configuration for debug clients, no secret in it."""
+"""``GET /api/debug/env``: the effective configuration for debug clients, no secret in it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A supervisor plan tried on the draft runs the draft's specialists on the Celery workers too (W2 4/8).
+"""A supervisor plan tried on the draft runs the draft's specialists on the Celery workers too.
 
 The worker rebuilds each part's request from its own snapshot: for a draft turn it must take the profile's draft,
 not the released version customers get, or the plan's parts would silently answer as the live profile.

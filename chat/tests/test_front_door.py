@@ -104,7 +104,7 @@ def test_every_face_a_customer_talks_through_follows_the_multi_agent_flag(face, 
     rollout_flag_set(key=FLAG, actor="test", percentage=0, create=True)
     outside = FACES[face](tenant_key.raw)
     rollout_flag_set(key=FLAG, actor="test", percentage=100)
-    # A conversation keeps the cohort it started in (W2 5/8): the face's next message starts a new one.
+    # A conversation keeps the cohort it started in: the face's next message starts a new one.
     Conversation.objects.all().delete()
     inside = FACES[face](tenant_key.raw)
 

@@ -1,4 +1,4 @@
-"""Request limits on the chat faces (README, Errors): body size (413), JSON nesting (400), context size (400).
+"""Request limits on the chat faces (docs/api.md, Errors): body size (413), JSON nesting (400), context size (400).
 
 Each refused request stores nothing: no conversation row, no message.
 """

@@ -1,4 +1,4 @@
-"""Trying a profile's draft over the WebSocket chat (``?version=draft``, W2 4/8).
+"""Trying a profile's draft over the WebSocket chat (``?version=draft``).
 
 A session that may chat as the tenant and holds the debug right over it is answered by the draft: its routing,
 its specialists, and the stored answer says so (``metadata.version == "draft"``); the live socket next to it still

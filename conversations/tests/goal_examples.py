@@ -1,4 +1,4 @@
-"""Hand-built ``metadata["goal"]`` records of goal-mode answers, as the graph writes them (seed 002's shapes).
+"""Hand-built ``metadata["goal"]`` records of goal-mode answers, as the graph writes them (the shapes goal mode stores).
 
 Shared by the goal records' tests and the goal analytics' tests, which work out their figures from these.
 

@@ -1,4 +1,4 @@
-"""A real misroute becomes a saved routing test in two clicks (W2 4/8): "Add as routing test case" on a stored
+"""A real misroute becomes a saved routing test in two clicks: "Add as routing test case" on a stored
 route decision or user message opens the test's add form pre-filled with the message, the conversation's state
 and specialist when it arrived and what was decided; the editor corrects the expectation and saves. The decision
 list's action saves the selected decisions as cases directly."""

@@ -1,4 +1,4 @@
-"""The goal plan engine (seed 002) over real MCP servers: references between steps, parallel steps under
+"""The goal plan engine over real MCP servers: references between steps, parallel steps under
 max_concurrency, required and optional failures, time limits, plans refused before any call, combining, and the
 answer. The test's own server (``plan``) runs in this process and records what it saw: its calls, in order, and
 how many were in flight at once."""

@@ -1,4 +1,4 @@
-"""Seed 002's examples through the goal engine against the real finance server: the Nordea ambiguity and the
+"""The goal-mode examples through the goal engine against the real finance server: the Nordea ambiguity and the
 user's choice, a name nobody lists, a quote that is then notified, and several symbols at once."""
 
 from __future__ import annotations

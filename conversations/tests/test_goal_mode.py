@@ -1,4 +1,4 @@
-"""Goal mode end to end (seed 002): the demo's finance_assistente over the real finance MCP server, offline model.
+"""Goal mode end to end: the demo's finance_assistente over the real finance MCP server, offline model.
 
 The demo configuration is loaded as shipped, the finance server runs as a real process, and its manifest is
 synced into the admin's goals and capabilities before the demo is published — the way ``scripts/start`` does it

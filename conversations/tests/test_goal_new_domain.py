@@ -1,5 +1,5 @@
 """Adding a domain is publishing a manifest: a brand-new MCP server defined here, registered and synced, is
-served end to end in goal mode with no change to the platform's code (seed 002's promise).
+served end to end in goal mode with no change to the platform's code (goal mode's promise).
 
 The server is built in this file with the official SDK alone (no helper of the example servers), serves its
 tools and its manifest over streamable HTTP from a thread, and the platform learns everything it needs about

@@ -1,4 +1,4 @@
-"""Impact preview before publishing (W2 4/8): the profile's real user messages of the last days, replayed with
+"""Impact preview before publishing: the profile's real user messages of the last days, replayed with
 their conversation's state against the live version and the draft — how many would route differently, grouped by
 old → new intent, with samples that open their conversation."""
 

@@ -1,4 +1,4 @@
-"""Rollout plans end to end (W2 5/8): a real ``celery beat`` sends the guard's task every second to a real Celery
+"""Rollout plans end to end: a real ``celery beat`` sends the guard's task every second to a real Celery
 worker, on PostgreSQL and Redis, while customers' messages arrive through the gateway API.
 
 A bad candidate (invoice questions fall to the fallback specialist) is rolled back in its first stage by the

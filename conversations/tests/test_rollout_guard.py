@@ -1,4 +1,4 @@
-"""Rollout plans of a routing version (W2 5/8): sticky cohorts, and the guard that advances, holds or rolls back.
+"""Rollout plans of a routing version: sticky cohorts, and the guard that advances, holds or rolls back.
 
 Traffic is real: customers' messages through the gateway API on PostgreSQL, each conversation served by the
 version its cohort gives it; the guard reads the stored turns. A bad candidate (the invoice intent switched off,

@@ -1,7 +1,7 @@
 """Small talk end to end on the demo data: answered by the fallback or the coordinator, moving nothing.
 
-The demo (``seed_demo``) is loaded as shipped, its MCP servers running, the offline model answering: the flows the
-README shows.
+The demo (``seed_demo``) is loaded as shipped, its MCP servers running, the offline model answering: the flows
+docs/handoffs.md shows.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def test_a_greeting_in_each_language_sets_no_state_on_any_demo_profile(api, seed
     assert not (conversation.goal_state or {}).get("pending")
 
 
-def test_the_readme_sub_conversation_walk_through_resumes_with_the_coordinator_on_a_greeting(api, seeded_demo):
-    """README, "A scripted conversation on the demo data": the four messages of session demo-sub."""
+def test_the_documented_sub_conversation_walk_through_resumes_with_the_coordinator_on_a_greeting(api, seeded_demo):
+    """docs/handoffs.md, "A scripted conversation on the demo data": the four messages of session demo-sub."""
 
     def walk(text, **context):
         return say(api, text, agent_id="telecom_assistente", session="demo-sub", **context)

@@ -1,5 +1,5 @@
-"""The supervisor plans with the model (seed 000, "Supervisor via LLM"), the keyword plan standing in when the model
-cannot plan; and the review of single-specialist turns (seed 004), which reads the conversation's history."""
+"""The supervisor plans with the model , the keyword plan standing in when the model
+cannot plan; and the review of single-specialist turns, which reads the conversation's history."""
 
 from __future__ import annotations
 

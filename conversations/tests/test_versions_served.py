@@ -1,4 +1,4 @@
-"""Customers are served a profile's released version; editors try its draft (W2 4/8).
+"""Customers are served a profile's released version; editors try its draft.
 
 A profile never published is served its draft. Once published, an edit changes only the draft — the next
 customer message still follows the released version — until it is published; a revert brings the old behaviour

@@ -1,4 +1,4 @@
-"""Sub-conversations (seed 001) driven by a real model path: the scripted OpenAI-compatible server.
+"""Sub-conversations driven by a real model path: the scripted OpenAI-compatible server.
 
 The coordinator and the specialists are the ``telecom`` fixture's, with a
 coordinator added; the model's replies are scripted, and what it received is

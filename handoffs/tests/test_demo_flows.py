@@ -1,7 +1,7 @@
 """Handoffs, delegation and the permission gate end to end on the demo data, with the offline model.
 
 The demo configuration (``seed_demo``) is loaded as shipped and its MCP
-servers run as real processes, so these are the flows the README shows.
+servers run as real processes, so these are the flows docs/handoffs.md shows.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def session(api, key):
     return response.json()
 
 
-# --- sub-conversations (seed 001) ------------------------------------------------------------
+# --- sub-conversations ------------------------------------------------------------
 
 
 def test_the_coordinator_delegates_and_the_specialist_answers_the_same_message_at_once(api, demo):
@@ -247,8 +247,8 @@ def ask_permission(api, session):
 
 
 def test_a_grant_with_more_words_runs_the_tool_for_the_specialist_that_asked_and_hands_nothing_off(api, demo):
-    # The README's walk-through: the examples tier scores "sim, pode diagnosticar" as billing's payment request,
-    # which used to make support_agent hand the grant to billing_agent.
+    # The walk-through of docs/handoffs.md: the examples tier scores "sim, pode diagnosticar" as billing's payment
+    # request, which used to make support_agent hand the grant to billing_agent.
     ask_permission(api, "r-1")
     body = say(api, "sim, pode diagnosticar", agent_id="telecom_contas", session="r-1")
 

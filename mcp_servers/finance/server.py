@@ -1,4 +1,4 @@
-"""Example finance MCP server (seed 002's domain): quotes, top movers, symbol search, a notifier, and its manifest.
+"""Example finance MCP server (goal mode's domain): quotes, top movers, symbol search, a notifier, and its manifest.
 
     python -m mcp_servers.finance.server [--host 127.0.0.1] [--port 8300] [--delay-ms 0]
 
@@ -204,7 +204,7 @@ MarketArg = Annotated[str | None, Field(description="Mercado como o usuário dis
 LimitArg = Annotated[int, Field(ge=1, le=10, description="Quantas listagens (1–10).")]
 
 
-# The market as the user said it (seed 002: capabilities take the human-friendly entity and resolve it).
+# The market as the user said it (capabilities take the human-friendly entity and resolve it).
 def get_top_gainers(market_text: MarketArg = None, limit: LimitArg = 3, language: LanguageArg = "pt") -> dict[str, Any]:
     """The day's biggest gains, in a market or in all."""
     return _movers(market_text, limit, gainers=True, language=language)

@@ -1,5 +1,5 @@
-"""The finance example server (seed 002's domain), as a real process over the official MCP client: its tools, and
-its manifest served as ``manifest://finance``, which the goal core reads and plans seed 002's examples from."""
+"""The finance example server (goal mode's domain), as a real process over the official MCP client: its tools, and
+its manifest served as ``manifest://finance``, which the goal core reads and plans the goal-mode examples from."""
 
 from __future__ import annotations
 

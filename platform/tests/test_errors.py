@@ -1,4 +1,4 @@
-"""Every error outside the admin and the pages is JSON in the one shape of common/errors.py (README, Errors)."""
+"""Every error outside the admin and the pages is JSON in the one shape of common/errors.py (docs/api.md, Errors)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenAPI schema says what the API does (README, Errors), and /api/docs/ loads from the app itself."""
+"""The OpenAPI schema says what the API does (docs/api.md, Errors), and /api/docs/ loads from the app itself."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """YAML import and export of routing, agent, tool and MCP-server configuration, and of domains' goals and capabilities.
 
-The format (seed 000 §10, extended) is documented in ``docs/configuration.md``.
+The format is documented in ``docs/configuration.md``.
 Management commands, ``seed_demo`` and the admin all go through these functions.
 """
 

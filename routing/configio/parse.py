@@ -124,7 +124,7 @@ INTENT_KEYS = (
     "next_state",
     "escalate_to",
 )
-# A domain's goals and capabilities (seed 002): the fields a business user may edit (docs/goals.md).
+# A domain's goals and capabilities: the fields a business user may edit (docs/goals.md).
 GOAL_KEYS = ("description", "enabled", "confidence_threshold", "examples", "capabilities", "entities_schema")
 CAPABILITY_KEYS = ("tool", "description", "enabled", "keywords", "examples", "metadata")
 
@@ -968,7 +968,7 @@ def _keyword_exclusions(node: Node, problems: Problems) -> list[Node] | None:
     return out if valid else None
 
 
-# -- a domain's goals and capabilities (seed 002) ---------------------------------------
+# -- a domain's goals and capabilities ----------------------------------------------------
 
 
 def _parse_domain(root: Node, sections: dict[str, Node], problems: Problems, parsed: Parsed) -> None:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 MULTI_AGENT_DESCRIPTION = (
     "Route users to the multi-agent graph on POST /api/chat/message; the others stay on the single-agent "
-    "path (seed 003: admin only, then 10%, then 100%; the kill switch is the instant rollback)."
+    "path (admins only, then 10%, then 100%; the kill switch is the instant rollback)."
 )
 
 

@@ -1,4 +1,4 @@
-"""Import and export in the admin (W2 4/8): YAML uploaded or pasted is tried (a dry run says per profile what would
+"""Import and export in the admin: YAML uploaded or pasted is tried (a dry run says per profile what would
 change, and writes nothing) or imported into the drafts (never published: the live version stays), with a link to
 "Publish draft"; invalid files are refused whole with ``file:line`` problems; a profile's draft downloads as YAML
 files that import back to no change, a published version as its document in JSON; others get 403.

@@ -474,7 +474,7 @@ def test_entities_and_fields_the_files_leave_out_are_left_alone(small):
 
 
 def test_the_seeds_own_file_shapes_are_accepted(tmp_path):
-    """Seed 000 §10 verbatim: shorthand args_schema, transport http and the *_path keys of agents.yaml."""
+    """The first format, verbatim: shorthand args_schema, transport http and the *_path keys of agents.yaml."""
     write(tmp_path, "mcp_servers.yaml", SERVERS)
     write(tmp_path, "tools.yaml", TOOLS)
     write(

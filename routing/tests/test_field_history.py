@@ -1,4 +1,4 @@
-"""Field-level history of every routing model (W2 4/8): each save records the fields it changed as old → new,
+"""Field-level history of every routing model: each save records the fields it changed as old → new,
 with who (the admin user, or "system" for an import) and when; the object's "History" page in the admin shows
 them, inline children included; the "Routing changes" list is read-only, and routing editors may read it only.
 """

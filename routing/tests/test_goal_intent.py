@@ -1,4 +1,4 @@
-"""The intent adapter offline (seed 002): goal and human-friendly entities read from the manifests' hints alone,
+"""The intent adapter offline: goal and human-friendly entities read from the manifests' hints alone,
 memory for follow-ups, what is missing and the question that asks for it."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def quote(**entities: Any) -> IntentOutput:
     return IntentOutput("finance", "GET_QUOTE", entities, CONFIDENT, "…")
 
 
-# -- seed 002's messages -------------------------------------------------------------------------------------------
+# -- goal mode's messages ------------------------------------------------------------------------------------------
 
 
 def test_a_quote_is_read_with_the_name_as_the_user_wrote_it():

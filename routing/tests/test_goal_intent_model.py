@@ -1,4 +1,4 @@
-"""The intent adapter over a model (seed 002): structured output through langchain-openai against the scripted
+"""The intent adapter over a model: structured output through langchain-openai against the scripted
 OpenAI-compatible server; what the model is shown, and what of its answer is kept."""
 
 from __future__ import annotations

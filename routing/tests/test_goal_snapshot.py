@@ -1,4 +1,4 @@
-"""The compiled snapshot carries each profile's goal catalogue (seed 002) from the synced goals and capabilities."""
+"""The compiled snapshot carries each profile's goal catalogue from the synced goals and capabilities."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Domain manifests synced into goals and capabilities (seed 002), against the finance example server.
+"""Domain manifests synced into goals and capabilities, against the finance example server.
 
 The first sync runs against the finance server as a real process; the re-syncs after a manifest change run it
 in this process (``build_server`` over uvicorn in a thread), so a test can change the manifest it serves.

@@ -1,4 +1,4 @@
-"""The deterministic core of goal orchestration (seed 002): resolver, decomposer, composition, checks, references."""
+"""The deterministic core of goal orchestration: resolver, decomposer, composition, checks, references."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An import lands in the profiles' drafts and says what it changes; ``--publish`` publishes what changed (W2 4/8)."""
+"""An import lands in the profiles' drafts and says what it changes; ``--publish`` publishes what changed."""
 
 from __future__ import annotations
 

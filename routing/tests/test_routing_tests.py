@@ -1,4 +1,4 @@
-"""Saved routing tests (W2 4/8): the runner's results, confusion matrix and precision/recall on the telecom
+"""Saved routing tests: the runner's results, confusion matrix and precision/recall on the telecom
 profile; which spec they run against; the publishing gate and its permission override."""
 
 from __future__ import annotations

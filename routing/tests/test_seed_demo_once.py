@@ -1,4 +1,4 @@
-"""`manage.py seed_demo` loads the demo once: a restart never undoes an admin's edit (W2 4/8, item 8)."""
+"""`manage.py seed_demo` loads the demo once: a restart never undoes an admin's edit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python manage.py set_rollout``: seed 003's phases and rollback from a shell, with history, all or nothing."""
+"""``python manage.py set_rollout``: a rollout's phases and rollback from a shell, with history, all or nothing."""
 
 from __future__ import annotations
 

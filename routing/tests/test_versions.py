@@ -1,4 +1,4 @@
-"""Versions of a profile (W2 4/8): publishing is atomic and refuses a stale review; a revert publishes an old
+"""Versions of a profile: publishing is atomic and refuses a stale review; a revert publishes an old
 document under a new number; versions never change; what changed is said in words."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A profile's versions in the admin (W2 4/8): the profile's page says what is live and what the draft changes,
+"""A profile's versions in the admin: the profile's page says what is live and what the draft changes,
 "Publish draft" publishes it (a stale review gets a conflict message, nothing lost), the history is read-only,
 compares versions and reverts; routing editors may publish and revert, and no longer delete prompt history.
 """

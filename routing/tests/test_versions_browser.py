@@ -1,4 +1,4 @@
-"""A routing editor's whole change in a real browser (W2 4/8, Debian's Chromium): edit the draft → run the saved
+"""A routing editor's whole change in a real browser (Debian's Chromium): edit the draft → run the saved
 tests → see a failure → fix it → publish → the next API message follows it → revert → the old behaviour is back.
 Screenshots of each step go to test-output/screenshots/versions-*.png."""
 

@@ -6,7 +6,7 @@
  * user may not try (its option's data-drafts) offers Live only. Switching starts a new conversation, and the draft
  * shows its marker above the transcript; each answer keeps the version it says it came from (data-version).
  *
- * Goal mode (seed 002): the goal event shows the goal and entities read and the plan's steps, each step then
+ * Goal mode: the goal event shows the goal and entities read and the plan's steps, each step then
  * updated by its plan_step events; a clarification's candidates are buttons that send the candidate's number.
  *
  * Feedback: each finished answer (its done event names the stored message, message_id) gets 👍/👎 buttons that
