@@ -86,6 +86,7 @@ from conversations.guardrails import (
     run_input_guardrails,
     run_output_guardrails,
 )
+from conversations.history import HistoryEntry, conversation_history, history_parse, history_read
 from conversations.judges import NOTE, REPLACE, REVIEW_FALLBACK_ANSWER, judge_answer, review_decision, review_note
 from conversations.models import (
     ESCALATION_OPEN,
@@ -102,17 +103,7 @@ from conversations.permissions import (
     permission_note,
     permission_reply,
 )
-from conversations.records import (
-    CountedAs,
-    HistoryEntry,
-    LiveState,
-    PartRecord,
-    TurnRecord,
-    conversation_history,
-    conversation_turn_record,
-    history_parse,
-    history_read,
-)
+from conversations.records import CountedAs, LiveState, PartRecord, TurnRecord, conversation_turn_record
 from conversations.runtime import (
     STATUS_PERMISSION_REQUIRED,
     SpecialistOutcome,

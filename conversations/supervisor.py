@@ -13,20 +13,18 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agents.generation import Generation
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
 from common import tracing
+from conversations.history import HistoryEntry
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer
 from routing.router import PlanStep
 from routing.snapshot import ProfileSpec
-
-if TYPE_CHECKING:
-    from conversations.records import HistoryEntry  # records imports this module
 
 logger = logging.getLogger(__name__)
 
