@@ -46,7 +46,7 @@ from agents.models import AgentProfile
 from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
-from conversations.graph import TurnInput, conversation_defaults, result_note
+from conversations.graph import conversation_defaults, result_note
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall, ToolCallStatus
 from conversations.records import (
     CountedAs,
@@ -59,6 +59,7 @@ from conversations.records import (
 )
 from conversations.runtime import PERMISSION_WAITING
 from conversations.supervisor import STATUS_OK, STATUS_TIMEOUT
+from conversations.turn import TurnInput
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move
