@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agents.generation import Generation
+from agents.llm import OpenAICompatibleModel, llm_configured
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
 from common import tracing
 from conversations.history import HistoryEntry
@@ -295,7 +296,6 @@ async def consolidate(
     answers (``question`` and the answers are already masked), written as the client asked (``generation``);
     without one, or when the model fails, they are joined per specialist in plan order.
     """
-    from agents.llm import OpenAICompatibleModel, llm_configured
 
     if not llm_configured(profile):
         return consolidate_join(result), {"method": "join"}
