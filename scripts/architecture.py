@@ -70,6 +70,8 @@ TYPE_CHECKING_ONLY = "TYPE_CHECKING"
 # two files from importing each other is no reason: the shared piece gets a module of its own instead. Imports of
 # third-party libraries (the SDKs, redis, uvicorn) are not counted.
 READY = "AppConfig.ready: connects the app's signals and hooks once every app is loaded"
+WORKER_INIT = "Celery's worker_init: what the worker's main process loads before its pool forks"
+SERVER_START = "the server's start, in each worker process it spawns (platform/serve.py runs before Django is set up)"
 LATE_IMPORTS: dict[tuple[str, str], str] = {
     ("agents/apps.py", "agents.checks"): READY,
     ("agents/apps.py", "agents.models"): READY,
@@ -82,8 +84,27 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
     ("tenants/apps.py", "common.config_version"): READY,
     ("tenants/apps.py", "tenants.models"): READY,
     ("tenants/apps.py", "tenants.throttles"): READY,
+    ("routing/apps.py", "agents.models"): READY,
+    ("routing/apps.py", "agents.signals"): READY,
+    ("routing/apps.py", "common.config_version"): READY,
+    ("routing/apps.py", "common.history"): READY,
+    ("routing/apps.py", "routing.checks"): READY,
+    ("routing/apps.py", "routing.goal_sync"): READY,
+    ("routing/apps.py", "routing.models"): READY,
+    ("conversations/tasks.py", "common.heap"): WORKER_INIT,
+    ("conversations/tasks.py", "common.language"): WORKER_INIT,
+    ("conversations/tasks.py", "routing.snapshot"): WORKER_INIT,
+    ("platform/celery.py", "platform.logs"): "Celery's logger set-up signal, in the worker once Django is loaded: "
+    "platform/logs.py stands on top (it masks what the guardrails mask), the Celery app on the ground",
+    ("platform/serve.py", "platform.logs"): SERVER_START,
+    ("platform/serve.py", "common.heap"): SERVER_START,
+    ("platform/serve.py", "routing.snapshot"): SERVER_START,
+    ("platform/serve.py", "common.metrics"): "prometheus_client picks its mode when common.metrics is first imported: "
+    "after PROMETHEUS_MULTIPROC_DIR is set for the workers",
     ("common/language.py", "common.language_kernel"): "numba compiles the kernel: only a process that scores loads it",
     ("common/tracing.py", "common.otlp"): "the OpenTelemetry SDK and its exporter: loaded only when traces are on",
+    ("routing/examples.py", "routing.examples_kernel"): "numba compiles the kernel: only examples load it",
+    ("routing/examples.py", "routing.embeddings"): "langchain-openai's embeddings client, for its vectoriser",
 }
 
 
