@@ -9,6 +9,9 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
+from agents.desks import SecretUnavailable, signing_secret
+from agents.llm import key_held
+from agents.models import AgentProfile, ExternalDesk
 from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
 
 
@@ -41,9 +44,6 @@ def model_key_variables_check(
     if not databases:
         return []
     from django.db import DatabaseError
-
-    from agents.llm import key_held
-    from agents.models import AgentProfile
 
     problems: list[CheckMessage] = []
     try:
@@ -90,9 +90,6 @@ def external_desk_secrets_check(
     if not databases:
         return []
     from django.db import DatabaseError
-
-    from agents.desks import SecretUnavailable, signing_secret
-    from agents.models import ExternalDesk
 
     try:
         desks = list(ExternalDesk.objects.filter(enabled=True).order_by("name"))

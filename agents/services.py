@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
+from agents.mcp import Endpoint, tools_list_sync
 from agents.models import McpServer, McpTool, ModelCallUsage, Specialist, SpecialistPrompt
 from agents.signals import SyncNotes, mcp_server_synced
 from agents.usage import TurnUsage, usage_counting
@@ -84,7 +85,6 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
     :class:`agents.mcp.McpUnavailable` when the server cannot be reached, and :class:`ValidationError` for a
     schema that is not valid JSON Schema.
     """
-    from agents.mcp import Endpoint, tools_list_sync
 
     listed = tools_list_sync(Endpoint(server.name, server.endpoint, server.timeout))
     report = ToolSyncReport(server=server.name)

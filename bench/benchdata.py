@@ -76,7 +76,6 @@ from conversations.escalation import (
 from conversations.feedback import RATED_DOWN_WORDS
 from conversations.graph import (
     ANSWER_KEPT,
-    TurnInput,
     conversation_defaults,
     escalation_team,
     held_decision,
@@ -109,6 +108,7 @@ from conversations.records import (
 )
 from conversations.runtime import PERMISSION_WAITING
 from conversations.supervisor import STATUS_OK, STATUS_TIMEOUT
+from conversations.turn import TurnInput
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move

@@ -56,7 +56,8 @@ def inner(args: argparse.Namespace) -> int:
     from django.core.management import call_command
 
     from agents.models import AgentProfile
-    from conversations.graph import TurnInput, run_turn
+    from conversations.graph import run_turn
+    from conversations.turn import TurnInput
     from routing import snapshot
     from tenants.services import tenant_get_or_create
     from tests.celery_processes import CeleryWorkerProcess

@@ -103,8 +103,9 @@ from common.errors import (
     error_fields,
 )
 from common.metrics import http_request_observe
-from conversations.graph import TurnInput, TurnResult, run_turn, turn_detach
+from conversations.graph import TurnResult, run_turn, turn_detach
 from conversations.models import A2ATask
+from conversations.turn import TurnInput
 from routing import snapshot
 from routing.snapshot import ProfileSpec
 from tenants.auth import ApiClient, api_client_authenticate

@@ -63,7 +63,7 @@ from conversations.delivery import conversation_group
 from conversations.desk import escalation_public
 from conversations.desk_contract import ERROR_CURSOR
 from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
-from conversations.graph import Turn, TurnInput, run_turn, turn_abandon, turn_begin, turn_detach
+from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.models import CONVERSATION_OUTCOMES, FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
     CONVERSATION_STATUSES,
@@ -80,6 +80,7 @@ from conversations.selectors import (
     message_cursor,
 )
 from conversations.services import session_clear, session_end
+from conversations.turn import Turn, TurnInput
 from handoffs.selectors import handoff_list_for_conversation
 from routing import snapshot
 from routing.decide import route_decide

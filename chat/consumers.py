@@ -81,7 +81,8 @@ from common.bus import tenant_group
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY, DomainError, error_body, error_fields
 from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.delivery import conversation_group
-from conversations.graph import TurnInput, run_turn, turn_detach
+from conversations.graph import run_turn, turn_detach
+from conversations.turn import TurnInput
 from tenants.auth import api_client_authenticate
 from tenants.models import Tenant, TenantRight
 from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, request_throttle

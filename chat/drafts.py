@@ -19,7 +19,7 @@ from rest_framework import status
 
 from chat.intake import TextTooLong, principal_is_staff
 from common.errors import DomainError
-from conversations.graph import TurnInput
+from conversations.turn import TurnInput
 from routing import snapshot
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight

@@ -37,8 +37,9 @@ from common.errors import (
 )
 from common.text import whole_number
 from conversations.gateway import HOPS_HEADER
-from conversations.graph import TurnInput, new_session_id
+from conversations.graph import new_session_id
 from conversations.guardrails import identifier_pseudonym
+from conversations.turn import TurnInput
 from routing import snapshot
 from routing.rollout import (
     COHORT_MULTI_AGENT,

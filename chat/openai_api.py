@@ -78,7 +78,8 @@ from chat.openai_turns import (
     usage_of,
 )
 from common.errors import DomainError
-from conversations.graph import TurnInput, TurnResult
+from conversations.graph import TurnResult
+from conversations.turn import TurnInput
 from routing import snapshot
 from tenants.auth import ApiClient
 

@@ -32,18 +32,9 @@ from django.conf import settings
 
 from agents.generation import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
 from chat.openai_errors import ROUTE_HEADER, invalid
-from conversations.graph import (
-    LIMIT_ANSWER,
-    LIMIT_MAX_TOKENS,
-    Turn,
-    TurnInput,
-    TurnResult,
-    run_turn,
-    turn_abandon,
-    turn_begin,
-    turn_detach,
-)
+from conversations.graph import TurnResult, run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.guardrails import identifier_pseudonym
+from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, Turn, TurnInput
 
 logger = logging.getLogger(__name__)
 

@@ -31,6 +31,8 @@ from django.db import models, transaction
 from django.db.models import F
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
+from common.models import ConfigVersion
+
 CACHE_KEY = "routing:config-version"
 CACHE_TIMEOUT_SECONDS = 15
 
@@ -53,7 +55,6 @@ def _bump_local() -> None:
 def config_version() -> int:
     """The current configuration version, normally from the shared cache; read once within
     :func:`config_version_pinned`."""
-    from common.models import ConfigVersion
 
     pinned = getattr(_state, "pin", None)
     if pinned:
@@ -86,7 +87,6 @@ def config_version_bump() -> None:
     if getattr(_state, "batch_depth", 0):
         _state.batch_dirty = True
         return
-    from common.models import ConfigVersion
 
     with transaction.atomic():
         updated = ConfigVersion.objects.filter(pk=1).update(version=F("version") + 1)

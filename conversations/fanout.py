@@ -58,6 +58,8 @@ from conversations.supervisor import (
     PlanResult,
     plan_run,
 )
+from conversations.tasks import specialist_step
+from platform.celery import app
 from routing.router import PlanStep
 
 logger = logging.getLogger(__name__)
@@ -225,7 +227,6 @@ async def broker_send(send: Callable[[], T]) -> T | None:
 
 
 def _send(payloads: list[dict[str, Any] | None], timeout: float, headers: dict[str, str] | None = None) -> list[Any]:
-    from conversations.tasks import specialist_step
 
     return [
         # The limits keep fractions of a second: Celery's timers take float seconds (celery-types says int).
@@ -260,8 +261,6 @@ def results_collect(results: list[Any], deadline: float) -> list[dict[str, Any] 
     stored), read what is already stored, and take the rest as it arrives.
     """
     from celery import states
-
-    from platform.celery import app
 
     backend = app.backend
     answers: list[dict[str, Any] | None] = [

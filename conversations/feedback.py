@@ -23,6 +23,7 @@ from common.errors import DomainError
 from common.language import detect_language
 from conversations.desk import EscalationConflict, escalation_open, queue_position
 from conversations.escalation import language_of, summary_for_person, thumbs_down_asked
+from conversations.history import conversation_history
 from conversations.models import (
     Conversation,
     Escalation,
@@ -33,7 +34,6 @@ from conversations.models import (
     RouteDecisionRecord,
 )
 from conversations.ratings import outcome_ratings_count
-from conversations.records import conversation_history
 from routing import snapshot as snapshots
 from tenants.selectors import TenantScope, tenant_scope_where
 

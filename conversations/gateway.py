@@ -560,7 +560,7 @@ async def _a2a_chunk(backend: BackendSpec, update: Any, texts: dict[str, str], e
 
 def handoff_summary(history: Any) -> str:
     """A short summary of the conversation for the side that takes it over: its last messages, each cut short.
-    ``history``: :class:`conversations.records.HistoryEntry` values, oldest first."""
+    ``history``: :class:`conversations.history.HistoryEntry` values, oldest first."""
     lines = []
     for entry in list(history)[-SUMMARY_TURNS:]:
         content = " ".join(str(entry.content).split())

@@ -65,6 +65,7 @@ from conversations.fanout import (
     redis_circuit,
     results_collect,
 )
+from conversations.tasks import goal_step
 from routing.goal_words import DEFAULT_LANGUAGE, in_language, said, turn_language, words
 from routing.goals import (
     CLARIFICATION,
@@ -241,7 +242,6 @@ async def _call_here(target: _Target, arguments: dict[str, Any]) -> ToolResult:
 
 async def _call_on_worker(target: _Target, arguments: dict[str, Any]) -> ToolResult:
     """The call as a Celery task, its result read by the step's deadline; in-process when the broker is down."""
-    from conversations.tasks import goal_step
 
     if not redis_circuit.allows():
         return await _call_here(target, arguments)

@@ -19,21 +19,17 @@ not be made or run stays there (``reason``, the outputs' metadata) and in the lo
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agents.mcp import ToolResult
 from common.events import emit_safely
-from conversations.goal_engine import PlanRun, answer_write, outputs_combine, plan_execute
+from conversations.goal_engine import answer_write, outputs_combine, plan_execute
+from conversations.turn import GoalTurn, Turn
 from routing.decide import route_decide
-from routing.goal_decide import CLARIFICATION, GENERAL, PLAN, GoalDecision, ambiguity_pending, goal_decide
+from routing.goal_decide import CLARIFICATION, GENERAL, GoalDecision, ambiguity_pending, goal_decide
 from routing.goal_words import DEFAULT_LANGUAGE, said
 from routing.goals import FAILURE
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from conversations.graph import Turn
 
 logger = logging.getLogger(__name__)
 
@@ -42,53 +38,6 @@ GOAL_AGENT = "goal_planner"  # the answer's author in goal mode: the plan, writt
 # The answer when a plan cannot be made or is refused before it runs, in the platform's default language; a turn
 # answers it in the customer's (routing.goal_words' "failed_plan").
 FAILED_PLAN_ANSWER = said("failed_plan", DEFAULT_LANGUAGE)
-
-
-@dataclass
-class GoalTurn:
-    """Goal mode's part of one turn."""
-
-    decision: GoalDecision
-    run: PlanRun | None = None
-    combined: dict[str, Any] | None = None
-    writing: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def status(self) -> str:
-        if self.decision.status == PLAN:
-            return self.run.status if self.run is not None else FAILURE
-        return self.decision.status
-
-    def clarification(self) -> dict[str, Any] | None:
-        if self.run is not None and self.run.clarification:
-            return self.run.clarification
-        return self.decision.clarification
-
-    def limits(self) -> list[dict[str, Any]]:
-        """The plan's and the run's limits that bit (``routing.goals.limit_hit``)."""
-        return [*self.decision.as_dict()["limits"], *(self.run.limits if self.run else ())]
-
-    def metadata(self) -> dict[str, Any]:
-        decided = self.decision.as_dict()
-        return {
-            "status": self.status,
-            "intent_output": decided["intent_output"],
-            "reading": decided["reading"],
-            "execution_intents": decided["execution_intents"],
-            "plan": decided["plan"],
-            "outputs": {str(step): output.as_dict() for step, output in (self.run.outputs if self.run else {}).items()},
-            "clarification": self.clarification(),
-            "reason": decided["reason"],
-            "threshold": decided["threshold"],
-            "language": decided["language"],
-            "combined": self.combined,
-            "answer": self.writing,
-            "latency_ms": round(self.run.latency_ms, 3) if self.run else 0.0,
-            "limits": self.limits(),
-        }
-
-    def tool_results(self) -> list[ToolResult]:
-        return list(self.run.tool_results) if self.run is not None else []
 
 
 async def goal_routing(turn: Turn) -> RouteDecision:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import datetime as dt
 import json
 import time
 import uuid
@@ -42,7 +41,6 @@ from django.db import connection
 
 from agents.generation import (
     FINISH_LENGTH,
-    Generation,
     answer_formatted,
     json_answer,
     json_text,
@@ -51,7 +49,7 @@ from agents.generation import (
     text_within,
 )
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
-from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens, usage_counting
+from agents.usage import other_models, text_tokens, usage_counting
 from common import metrics, tracing
 from common.bus import publish_event
 from common.events import Emit, emit_safely
@@ -69,7 +67,6 @@ from conversations.desk import (
     queue_position,
 )
 from conversations.escalation import (
-    EscalationAsk,
     escalation_after,
     escalation_asked,
     language_of,
@@ -78,15 +75,15 @@ from conversations.escalation import (
     summary_for_person,
 )
 from conversations.fanout import executor_for
-from conversations.gateway import BackendReply, GatewayMessage, backend_call, gateway_note, handoff_summary
-from conversations.goal_turn import GENERAL, GoalTurn, goal_answer, goal_routing
+from conversations.gateway import GatewayMessage, backend_call, gateway_note, handoff_summary
+from conversations.goal_turn import GENERAL, goal_answer, goal_routing
 from conversations.guardrails import (
-    MaskVault,
     StreamMasker,
     identifier_pseudonym,
     run_input_guardrails,
     run_output_guardrails,
 )
+from conversations.history import conversation_history, history_parse, history_read
 from conversations.judges import NOTE, REPLACE, REVIEW_FALLBACK_ANSWER, judge_answer, review_decision, review_note
 from conversations.models import (
     ESCALATION_OPEN,
@@ -103,17 +100,7 @@ from conversations.permissions import (
     permission_note,
     permission_reply,
 )
-from conversations.records import (
-    CountedAs,
-    HistoryEntry,
-    LiveState,
-    PartRecord,
-    TurnRecord,
-    conversation_history,
-    conversation_turn_record,
-    history_parse,
-    history_read,
-)
+from conversations.records import CountedAs, LiveState, PartRecord, TurnRecord, conversation_turn_record
 from conversations.runtime import (
     STATUS_PERMISSION_REQUIRED,
     SpecialistOutcome,
@@ -135,6 +122,13 @@ from conversations.supervisor import (
     llm_uncovered,
     review_loop,
 )
+from conversations.turn import (
+    LIMIT_ANSWER,
+    LIMIT_MAX_TOKENS,
+    LIMIT_RESPONSE,
+    Turn,
+    TurnInput,
+)
 from handoffs.models import PERSON, Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move
@@ -150,7 +144,6 @@ from handoffs.tools import (
 from routing import snapshot as snapshots
 from routing.decide import COORDINATION_INTENT, delegation_active, route_decide
 from routing.goals import FAILURE as GOAL_FAILED
-from routing.replies import Reply
 from routing.rollout import (
     COHORT_MULTI_AGENT,
     COHORT_SINGLE_AGENT,
@@ -158,7 +151,7 @@ from routing.rollout import (
     REASON_BUCKET,
     REASON_CONVERSATION,
 )
-from routing.router import FALLBACK_INTENT, SUPERVISOR_ROUTE, IntentSpec, PlanStep, RouteDecision
+from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep, RouteDecision
 from routing.snapshot import ProfileSpec, Snapshot
 
 T = TypeVar("T")
@@ -174,11 +167,6 @@ BACKEND_UNAVAILABLE_ANSWER = (
     "Não consegui falar com a equipe que responde a isso agora. Tente de novo em instantes, por favor. "
     "(The team that answers this could not be reached right now; please try again in a moment.)"
 )
-# The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
-# with its metadata (the response the faces return and the stored message).
-LIMIT_TOOL_OUTPUT, LIMIT_ANSWER, LIMIT_RESPONSE = "tool_output", "answer_chars", "response_bytes"
-LIMIT_TOOL_RESPONSE = "tool_response"  # a server's answer on the wire, not read
-LIMIT_MAX_TOKENS = "max_tokens"  # the client's own limit on the answer (agents.generation), a request parameter
 # The note with which a client's instructions reach the specialists (the OpenAI-compatible faces' system messages and
 # ``instructions``): under the profile's policy and the specialist's prompt, never in their place.
 INSTRUCTIONS_NOTE = (
@@ -186,245 +174,6 @@ INSTRUCTIONS_NOTE = (
     "above still apply): {instructions}]"
 )
 RESPONSE_RESERVE_BYTES = 1024  # of RESPONSE_MAX_BYTES, kept for the envelope's keys and the response's own hit
-
-
-@dataclass(frozen=True)
-class TurnInput:
-    """A validated user message. ``tenant_id`` is the key's tenant, never the body's."""
-
-    tenant_pk: int
-    tenant_slug: str
-    profile: ProfileSpec
-    text: str
-    session_id: str = ""
-    user_id: str = ""
-    channel: str = "api"
-    context: dict[str, Any] = field(default_factory=dict)
-    snapshot: Snapshot | None = None
-    # The rollout: the single-agent path (no plan, no handoffs, no delegation), the flags evaluated for this
-    # message (shown in metadata.flags) and the cohort they put the message in ("" when no flag decided).
-    single_agent: bool = False
-    flags: dict[str, Any] = field(default_factory=dict)
-    cohort: str = ""
-    # A streaming client's event sink (common.events); None for the JSON API.
-    emit: Emit | None = field(default=None, compare=False, repr=False)
-    # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).
-    hops: int = 0
-    # How the client asked the answer written (agents.generation), and its instructions for this answer (a system
-    # note to the specialists, INSTRUCTIONS_NOTE); neither is stored.
-    generation: Generation | None = None
-    instructions: str = ""
-
-    @property
-    def conversation_key(self) -> str:
-        return f"{self.tenant_slug}:{self.profile.agent_id}:{self.session_id}"
-
-
-@dataclass
-class Turn:
-    """Everything one pass through the graph knows and produces."""
-
-    input: TurnInput
-    mode: str
-    state: str = ""
-    active_agent: str = ""
-    active_intent: str = ""
-    history: tuple[HistoryEntry, ...] = ()
-    vault: MaskVault = field(default_factory=MaskVault)
-    sanitized_text: str = ""
-    text_to_store: str = ""
-    blocked: bool = False
-    decision: RouteDecision | None = None
-    agent: str = ""
-    answer: str = ""
-    offered_tools: list[str] = field(default_factory=list)
-    outcome: SpecialistOutcome | None = None
-    plan_result: PlanResult | None = None
-    reviewed: PlanResult | None = None  # the parts the review of a single-specialist turn sent on
-    consolidation: dict[str, Any] | None = None
-    guardrails: dict[str, Any] = field(default_factory=dict)
-    judges: dict[str, Any] = field(default_factory=dict)
-    review: dict[str, Any] = field(default_factory=dict)
-    trace: list[dict[str, Any]] = field(default_factory=list)
-    conversation_pk: int = 0  # set when the turn takes its ticket
-    ticket: int = 0
-    ready: bool = False  # its ticket's turn had come when it was taken (the conversation was read with it)
-    answer_message_id: int | None = None  # the stored answer's id, set by persist (what feedback names)
-    stored_metadata: dict[str, Any] | None = None  # the answer's metadata as persist stored it
-    # The conversation's live state as loaded, changed by the turn, written back by persist.
-    sub_conversation: dict[str, Any] | None = None
-    pending_result: dict[str, Any] | None = None
-    pending_permission: dict[str, Any] | None = None
-    granted: list[str] = field(default_factory=list)
-    goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
-    goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
-    model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
-    # What the analytics' daily totals know of the conversation (see _persist).
-    stored_cohort: str = ""
-    rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
-    handoff_kinds: int = 0
-    conversation_created_at: dt.datetime | None = None
-    recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
-    # The gateway: the move to, from or between remote backends (in place of the routing handoff), and the hop.
-    backend_move: Move | None = None
-    backend_reply: BackendReply | None = None
-    # What the chain of specialists did.
-    context: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain
-    stored_notes: list[tuple[str, str]] = field(default_factory=list)  # (agent, note) kept as system messages
-    runs: list[tuple[str, SpecialistOutcome]] = field(default_factory=list)
-    moves: list[Move] = field(default_factory=list)
-    permission: dict[str, Any] | None = None
-    # The message read as the yes or no to the question the answering specialist asked (the permission gate's, a
-    # state policy's flow): its words answer the question and move nothing (routing.replies).
-    reply: Reply | None = None
-    final_intent: str = ""
-    next_state: str = ""
-    limits: list[dict[str, Any]] = field(default_factory=list)  # the answer's and the response's limits that bit
-    # People in the loop: the escalation a person holds the conversation under, as loaded (its messages then go to
-    # the desk), with its place in line; this turn's reason to hand the conversation over (the routing's or a
-    # specialist's, else the escalation node's rules), the escalation it opens (stored with the turn) and its move.
-    held: Escalation | None = None
-    escalate: EscalationAsk | None = None
-    escalation: Escalation | None = None
-    escalation_position: int | None = None
-    person_move: Move | None = None
-    answered: bool = True  # False: nobody answers now (a person holds the conversation and writes on the desk)
-    fallbacks_in_row: int = 0  # the conversation's fallback answers in a row, this turn's counted
-    fallbacks_before: int = 0  # ... as the turn found it (the column is written only when it changes)
-    outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)
-    user_message_id: int | None = None  # the stored customer message (set by persist)
-
-    def all_moves(self) -> list[Move]:
-        """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
-        moves: list[Move] = []
-        decision = self.decision
-        if decision is not None and decision.handoff:
-            routed = Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason)
-            moves.append(self.backend_move or routed)
-        for partial in self.supervised_parts():
-            moves.append(
-                Move(
-                    SUPERVISOR_ROUTE,
-                    partial.agent,
-                    HandoffKind.FANOUT,
-                    reason=f"{partial.intent}: {partial.status}" + (f" ({partial.error})" if partial.error else ""),
-                    context_summary=decision.reason if decision else "",
-                )
-            )
-        return moves + self.moves + ([self.person_move] if self.person_move else [])
-
-    def supervised_parts(self) -> list[Partial]:
-        """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
-        return [part for result in (self.plan_result, self.reviewed) if result for part in result.partials]
-
-    def usage(self) -> TurnUsage:
-        """Every model call of the turn: the specialists' runs and a plan's parts (from workers too) as kind
-        ``answer``, and the calls recorded meanwhile (routing, synthesis, review, judge, goal)."""
-        runs = [outcome for _, outcome in self.runs]
-        runs += [part.outcome for part in self.supervised_parts() if part.outcome]
-        usage = TurnUsage()
-        for run in runs:
-            usage.add(KIND_ANSWER, run.model, run.prompt_tokens, run.completion_tokens, run.steps)
-        return usage.merged(self.model_calls)
-
-    def tool_results(self) -> list[Any]:
-        if self.plan_result:
-            return self.plan_result.tool_results()
-        if self.goal is not None and self.goal.run is not None:
-            return self.goal.tool_results()
-        reviewed = self.reviewed.tool_results() if self.reviewed else []
-        return [result for _, outcome in self.runs for result in outcome.tool_results] + reviewed
-
-    def limits_bitten(self) -> list[dict[str, Any]]:
-        """Every limit of the platform that bit in this turn: the goal plan's, the servers' answers not read
-        (``MCP_RESPONSE_MAX_BYTES``) and the tool outputs cut (``MCP_TOOL_OUTPUT_MAX_BYTES``: the largest asked, how
-        many calls), the answer's and the response's."""
-        hits = self.goal.limits() if self.goal is not None else []
-        results = self.tool_results()
-        refused = [result for result in results if getattr(result, "refused", 0)]
-        if refused:
-            largest_answer = max(result.refused for result in refused)
-            limit = settings.MCP_RESPONSE_MAX_BYTES
-            hits.append(
-                limit_hit(LIMIT_TOOL_RESPONSE, "MCP_RESPONSE_MAX_BYTES", limit, largest_answer, 0, calls=len(refused))
-            )
-        cut = [result for result in results if getattr(result, "cut", 0)]
-        if cut:
-            largest = max(cut, key=lambda result: result.cut)
-            limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
-            hits.append(
-                limit_hit(
-                    LIMIT_TOOL_OUTPUT,
-                    "MCP_TOOL_OUTPUT_MAX_BYTES",
-                    limit,
-                    largest.cut,
-                    json_size(largest.result),
-                    calls=len(cut),
-                )
-            )
-        return hits + self.limits
-
-    def metadata(self) -> dict[str, Any]:
-        decision = self.decision
-        limits = self.limits_bitten()
-        goal = self.goal.metadata() if self.goal else None
-        if goal is not None:
-            goal["limits"] = limits
-        return {
-            "mode": self.mode,
-            # The released version that answered; "draft": an editor tried the draft of a published profile
-            # (chat.drafts); None: a profile never published, whose draft customers are served too.
-            "version": "draft"
-            if self.input.profile.version is None
-            and self.input.profile.agent_id in getattr(self.input.snapshot, "released", {})
-            else self.input.profile.version,
-            "rollout": self.rollout,
-            "route": decision.route if decision else "",
-            "intent": decision.intent if decision else "",
-            "route_decision": decision.as_dict() if decision else None,
-            "mcp_tools": self.offered_tools,
-            "mcp_results": self.mcp_results(),
-            "guardrails": self.guardrails,
-            "judges": self.judges,
-            "review": self.review,
-            "handoffs": [move.as_dict() for move in self.all_moves()],
-            "agents": [agent for agent, _ in self.runs],
-            "turn": self.ticket + 1,  # the message's place in its conversation, in arrival order
-            "permission": self.permission,
-            "granted_permissions": list(self.granted),
-            "sub_conversation": self.sub_conversation,
-            "flags": self.input.flags,
-            "cohort": self.input.cohort,
-            "llm": self.outcome.llm
-            if self.outcome
-            else ("openai" if llm_configured(self.input.profile) else "offline"),
-            "model": self.outcome.describe() if self.outcome else None,
-            "prompt_version": self._prompt_version(),
-            "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
-            "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
-            "consolidation": self.consolidation,
-            "goal": goal,
-            "backend": self.backend_reply.metadata() if self.backend_reply else None,
-            "escalation": self.escalation_metadata(),
-            "usage": self.usage().as_dict(),
-            "limits": limits,
-            "trace": self.trace,
-        }
-
-    def escalation_metadata(self) -> dict[str, Any] | None:
-        """``metadata.escalation``: the escalation this turn opened, or the one a person holds the conversation
-        under (``status``, ``queue``, ``position`` in line, ``reason``, …); ``None`` when the assistants answer."""
-        escalation = self.escalation or self.held
-        return escalation_public(escalation, position=self.escalation_position) if escalation is not None else None
-
-    def mcp_results(self) -> list[dict[str, Any]]:
-        """The turn's tool calls as stored and shown: personal data and secrets redacted."""
-        return [self.vault.redact(result.as_dict()) for result in self.tool_results()]
-
-    def _prompt_version(self) -> int | None:
-        specialist = self.input.profile.specialists.get(self.agent)
-        return specialist.prompt_version if specialist else None
 
 
 Node = Callable[[Turn], Awaitable[None]]

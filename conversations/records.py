@@ -15,9 +15,8 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-import orjson
 from django.db import connection, transaction
 
 from common.statements import SqlValue, insert_statement, inserted, statement_cursor
@@ -310,64 +309,6 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
     if kinds != counted.handoff_kinds:
         updates["handoff_kinds"] = kinds
     return updates
-
-
-# What a model's history holds: the customer's messages, the answers, and what people wrote to the customer (a model
-# reads those as answers).
-HISTORY_ROLES = (MessageRole.USER.value, MessageRole.ASSISTANT.value, MessageRole.HUMAN.value)
-
-
-class HistoryEntry(NamedTuple):
-    """A stored message as the model's history holds it."""
-
-    role: str  # "user" or "assistant"
-    content: str
-    message_id: int | None = None  # the stored message's id (None: not one of this database's rows)
-
-
-def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, limit: int) -> tuple[HistoryEntry, ...]:
-    """The conversation's last ``limit`` user and assistant messages (and people's replies: the desk's), oldest first,
-    as :class:`HistoryEntry`.
-
-    A session ended through the API (``ended_at``) starts afresh: earlier messages stay stored but out of the
-    model's view. Written as SQL, as the ticket's take is: it runs on every message (docs/benchmarks.md).
-    """
-    table = connection.ops.quote_name(Message._meta.db_table)
-    params: list[Any] = [conversation_pk, *HISTORY_ROLES]
-    since = ""
-    if ended_at is not None:
-        since = " AND created_at > %s"
-        params.append(connection.ops.adapt_datetimefield_value(ended_at))
-    statement = (
-        f"SELECT role, content, id FROM {table} WHERE conversation_id = %s AND role IN (%s, %s, %s){since}"  # noqa: S608  # the model's table; values are parameters
-        " ORDER BY created_at DESC, id DESC LIMIT %s"
-    )
-    with statement_cursor() as cursor:
-        cursor.execute(statement, [*params, limit])
-        recent = cursor.fetchall()
-    return tuple(HistoryEntry(role, content, pk) for role, content, pk in reversed(recent))
-
-
-def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | None:
-    """``(sql, params)`` of the conversation's history (as :func:`conversation_history` reads it) as one JSON text, for
-    a statement over the conversation's row (``conversation``: its table, quoted): how the ticket's statement brings
-    the history along (:func:`conversations.ordering.ticket_take`). ``None`` where the database has no JSON
-    aggregate of the kind (SQLite, the quick start: the history is then read on its own)."""
-    if connection.vendor != "postgresql":
-        return None
-    table = connection.ops.quote_name(Message._meta.db_table)
-    sql = (
-        "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id)::text FROM "  # noqa: S608  # the model's names; values are parameters
-        f"(SELECT role, content, id, created_at FROM {table} WHERE conversation_id = {conversation}.id"
-        f" AND role IN (%s, %s, %s) AND ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
-        " ORDER BY created_at DESC, id DESC LIMIT %s) h)"
-    )
-    return sql, [*HISTORY_ROLES, limit]
-
-
-def history_parse(read: str | None) -> tuple[HistoryEntry, ...]:
-    """The history :func:`history_read` brought, oldest first."""
-    return tuple(HistoryEntry(role, content, pk) for role, content, pk in orjson.loads(read)) if read else ()
 
 
 def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: CountedAs, ticket: int) -> TurnRows:

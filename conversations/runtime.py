@@ -64,7 +64,7 @@ class SpecialistRequest:
     text: str
     intent: str = ""
     intent_description: str = ""
-    # (role, content) or (role, content, stored message id): conversations.records.HistoryEntry, or a step's payload
+    # (role, content) or (role, content, stored message id): conversations.history.HistoryEntry, or a step's payload
     history: tuple[tuple[Any, ...], ...] = ()
     context: dict[str, Any] = field(default_factory=dict)
     model_context: dict[str, Any] = field(default_factory=dict)

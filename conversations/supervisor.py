@@ -13,20 +13,19 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agents.generation import Generation
+from agents.llm import OpenAICompatibleModel, llm_configured
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
 from common import tracing
+from conversations.history import HistoryEntry
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer
 from routing.router import PlanStep
 from routing.snapshot import ProfileSpec
-
-if TYPE_CHECKING:
-    from conversations.records import HistoryEntry  # records imports this module
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +296,6 @@ async def consolidate(
     answers (``question`` and the answers are already masked), written as the client asked (``generation``);
     without one, or when the model fails, they are joined per specialist in plan order.
     """
-    from agents.llm import OpenAICompatibleModel, llm_configured
 
     if not llm_configured(profile):
         return consolidate_join(result), {"method": "join"}

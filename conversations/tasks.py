@@ -22,10 +22,16 @@ from typing import Any
 from celery import Task, signals
 from django.conf import settings
 
+from agents.mcp import Endpoint, tool_call
 from common import tracing
 from common.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
+from conversations.desk_webhook import desk_outbox_drain, desk_outbox_sweep
 from conversations.outcomes import outcomes_close as outcomes_decide
+from conversations.rollout_guard import plans_evaluate
+from conversations.runtime import specialist_run
+from conversations.steps import outcome_as_dict, partial_send, request_from_payload
 from platform.celery import app
+from routing.snapshot import current
 
 logger = logging.getLogger(__name__)
 _loop_lock = threading.Lock()
@@ -116,8 +122,6 @@ def specialist_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
-    from conversations.steps import outcome_as_dict, partial_send, request_from_payload
-    from routing.snapshot import current
 
     loop = _worker_loop()
     request = request_from_payload(payload, current())
@@ -125,8 +129,6 @@ def _specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
     if request is None:
         answer = {"status": "error", "error": "unknown or disabled specialist"}
     else:
-        from conversations.runtime import specialist_run
-
         outcome = loop.run_until_complete(specialist_run(request))
         answer = {"status": "error" if outcome.error else "ok", "outcome": outcome_as_dict(outcome)}
     partial_send(payload, answer, loop)  # a streaming request shows it at once (conversations.steps)
@@ -142,7 +144,6 @@ def goal_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     (:mod:`conversations.goal_engine`) schedules the plan and reads each step's result. The call's
     ``mcp.tool_call`` span continues the request's trace (the task's headers).
     """
-    from agents.mcp import Endpoint, tool_call
 
     endpoint = Endpoint(name=payload["server"], url=payload["endpoint"], timeout=float(payload["timeout"]))
     call = tool_call(endpoint=endpoint, tool=payload["tool"], arguments=payload["arguments"], schema=payload["schema"])
@@ -154,7 +155,6 @@ def goal_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
 def rollout_evaluate(interval: float | None = None) -> int:
     """Celery beat, every ROLLOUT_EVALUATE_SECONDS (``interval``, as the beat has it): advance, hold or roll back
     each running rollout plan."""
-    from conversations.rollout_guard import plans_evaluate
 
     return len(plans_evaluate(actor="beat", interval=interval))
 
@@ -171,7 +171,6 @@ def outcomes_close() -> int:
 def desk_webhook_deliver(self: Task, escalation_id: str) -> int:
     """Post an escalation's due events to its external desk, in order (:mod:`conversations.desk_webhook`); after a
     failed post, retried when its pause is over (the attempts are counted with the event, not by Celery)."""
-    from conversations.desk_webhook import desk_outbox_drain
 
     drained = desk_outbox_drain(escalation_id=escalation_id)
     if drained.retry_in is not None:
@@ -183,6 +182,5 @@ def desk_webhook_deliver(self: Task, escalation_id: str) -> int:
 def desk_webhooks_sweep() -> int:
     """Celery beat, every minute: drain the escalations whose events are due and nobody is posting (a retry lost with a
     stopped worker or a restarted broker)."""
-    from conversations.desk_webhook import desk_outbox_sweep
 
     return desk_outbox_sweep()

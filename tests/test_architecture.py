@@ -45,9 +45,20 @@ def test_no_two_apps_import_each_other(house):
     assert not [(a, b) for (a, b) in house.edges if (b, a) in house.edges]
 
 
-def test_no_app_holds_more_than_forty_percent_of_the_product(house):
+def test_no_app_holds_more_than_thirty_percent_of_the_product(house):
     shares = {app: round(house.share(app), 3) for app, _ in architecture.LAYERS}
+    assert architecture.MAX_SHARE == 0.30
     assert max(shares.values()) <= architecture.MAX_SHARE, shares
+
+
+def test_no_files_import_each_other_counting_function_level_and_type_checking_imports(house):
+    assert broken(house, "a circle between files") == []
+    assert house.circles == []
+
+
+def test_every_function_level_import_of_a_product_module_has_its_reason_listed(house):
+    assert broken(house, "LATE_IMPORTS") == []
+    assert all(reason.strip() for reason in architecture.LATE_IMPORTS.values())
 
 
 def test_no_module_imports_another_modules_private_name(house):
@@ -76,3 +87,40 @@ def test_the_rules_catch_an_upward_import_a_private_import_and_an_oversized_app(
     assert any("imports the private _fold of common.text" in line for line in found)
     assert any("nobody imports the analytics" in line for line in found)
     assert any(line.startswith("tenants/ holds") for line in found)
+
+
+def test_the_rules_catch_a_circle_hidden_in_a_function_or_under_type_checking_and_an_unlisted_late_import(tmp_path):
+    def write(relative: str, text: str) -> None:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    write("routing/a.py", "def f():\n    from routing.b import g\n")
+    write("routing/b.py", "from routing.a import f\n")
+    write("chat/c.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from chat.d import D\n")
+    write("chat/d.py", "from chat import c\n")
+
+    house = architecture.measure(tmp_path)
+
+    assert house.circles == [("chat/c.py", "chat/d.py"), ("routing/a.py", "routing/b.py")]
+    assert "routing/a.py:2: imports routing.b inside a function, with no reason in LATE_IMPORTS" in house.broken
+    assert any("routing/a.py:2 (function-level)" in line for line in broken(house, "a circle between files"))
+    assert any("chat/c.py:3 (TYPE_CHECKING)" in line for line in broken(house, "a circle between files"))
+
+
+def test_a_package_that_re_exports_its_submodules_is_no_circle(tmp_path):
+    def write(relative: str, text: str) -> None:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    write("routing/configio/__init__.py", "from routing.configio.parse import parse\n")
+    write("routing/configio/parse.py", "from routing.configio import messages\n\ndef parse(): ...\n")
+    write("routing/configio/messages.py", "ERROR = 'x'\n")
+
+    house = architecture.measure(tmp_path)
+
+    assert house.circles == []
+    assert house.imports["routing/configio/parse.py"] == {
+        "routing/configio/messages.py": ["routing/configio/parse.py:1"]
+    }

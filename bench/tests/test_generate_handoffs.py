@@ -420,7 +420,8 @@ KINDS = {  # what tells rows of one table apart
 def graph_turn(tenant, agent_id: str, session: str, text: str) -> None:
     from asgiref.sync import async_to_sync
 
-    from conversations.graph import TurnInput, run_turn
+    from conversations.graph import run_turn
+    from conversations.turn import TurnInput
     from routing import snapshot
 
     data = TurnInput(

@@ -10,7 +10,8 @@ from django.core.management import call_command
 
 from agents.models import McpServer
 from common.config_version import config_version_bump
-from conversations.graph import TurnInput, run_turn
+from conversations.graph import run_turn
+from conversations.turn import TurnInput
 from routing import snapshot
 from routing.versions import version_publish
 from tenants.models import Tenant

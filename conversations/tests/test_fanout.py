@@ -190,7 +190,8 @@ def _streamed_turn(tenant, session_id: str, context: dict) -> list[tuple[float, 
     import asyncio
     import time
 
-    from conversations.graph import TurnInput, run_turn
+    from conversations.graph import run_turn
+    from conversations.turn import TurnInput
     from routing import snapshot
 
     events: list[tuple[float, str, dict]] = []

@@ -29,7 +29,8 @@ import asyncio, json, sys, time
 import django
 django.setup()
 from common.language import language_model_warm
-from conversations.graph import TurnInput, run_turn
+from conversations.graph import run_turn
+from conversations.turn import TurnInput
 language_model_warm()  # as the served processes do at start (platform/asgi.py, platform/celery.py)
 from routing import snapshot
 tenant_pk, tenant_slug, text = int(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from conversations.graph import Turn, TurnInput, _load_conversation, _persist, _start
+from conversations.graph import _load_conversation, _persist, _start
 from conversations.models import Message
+from conversations.turn import Turn, TurnInput
 from routing import snapshot
 
 

@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from agents.llm import OfflineChatModel
 from conversations import ordering
-from conversations.graph import TurnInput, run_turn
+from conversations.graph import run_turn
 from conversations.models import Conversation, Message
+from conversations.turn import TurnInput
 from routing import snapshot
 
 CONCURRENT = 20

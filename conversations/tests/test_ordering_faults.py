@@ -15,8 +15,9 @@ from django.db import connection
 
 from common.tests.database_outage import database_outage
 from conversations import ordering
-from conversations.graph import TurnInput, run_turn
+from conversations.graph import run_turn
 from conversations.models import Conversation, Message
+from conversations.turn import TurnInput
 from routing import snapshot
 
 # Far below the lease (300 s): "answered within seconds" rather than "after the stalled ticket's lease".

@@ -1,0 +1,329 @@
+"""What one turn knows: the message as it came in (:class:`TurnInput`), everything one pass through the graph
+reads and produces (:class:`Turn`), and goal mode's part of it (:class:`GoalTurn`).
+
+The graph's nodes (:mod:`conversations.graph`), goal mode's nodes (:mod:`conversations.goal_turn`) and the faces
+take and fill these; they live here, below all of them, so a helper that takes a turn need not import the pipeline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from agents.generation import Generation
+from agents.llm import llm_configured
+from agents.mcp import ToolResult
+from agents.usage import KIND_ANSWER, TurnUsage
+from common.events import Emit
+from common.sizes import json_size, limit_hit
+from conversations.desk import escalation_public
+from conversations.escalation import EscalationAsk
+from conversations.gateway import BackendReply
+from conversations.goal_engine import PlanRun
+from conversations.guardrails import MaskVault
+from conversations.history import HistoryEntry
+from conversations.models import Escalation
+from conversations.runtime import SpecialistOutcome
+from conversations.supervisor import Partial, PlanResult
+from handoffs.models import HandoffKind
+from handoffs.services import Move
+from routing.goal_decide import PLAN, GoalDecision
+from routing.goals import FAILURE
+from routing.replies import Reply
+from routing.router import SUPERVISOR_ROUTE, RouteDecision
+from routing.snapshot import ProfileSpec, Snapshot
+
+# The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
+# with its metadata (the response the faces return and the stored message).
+LIMIT_TOOL_OUTPUT, LIMIT_ANSWER, LIMIT_RESPONSE = "tool_output", "answer_chars", "response_bytes"
+LIMIT_TOOL_RESPONSE = "tool_response"  # a server's answer on the wire, not read
+LIMIT_MAX_TOKENS = "max_tokens"  # the client's own limit on the answer (agents.generation), a request parameter
+
+
+@dataclass
+class GoalTurn:
+    """Goal mode's part of one turn."""
+
+    decision: GoalDecision
+    run: PlanRun | None = None
+    combined: dict[str, Any] | None = None
+    writing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        if self.decision.status == PLAN:
+            return self.run.status if self.run is not None else FAILURE
+        return self.decision.status
+
+    def clarification(self) -> dict[str, Any] | None:
+        if self.run is not None and self.run.clarification:
+            return self.run.clarification
+        return self.decision.clarification
+
+    def limits(self) -> list[dict[str, Any]]:
+        """The plan's and the run's limits that bit (``routing.goals.limit_hit``)."""
+        return [*self.decision.as_dict()["limits"], *(self.run.limits if self.run else ())]
+
+    def metadata(self) -> dict[str, Any]:
+        decided = self.decision.as_dict()
+        return {
+            "status": self.status,
+            "intent_output": decided["intent_output"],
+            "reading": decided["reading"],
+            "execution_intents": decided["execution_intents"],
+            "plan": decided["plan"],
+            "outputs": {str(step): output.as_dict() for step, output in (self.run.outputs if self.run else {}).items()},
+            "clarification": self.clarification(),
+            "reason": decided["reason"],
+            "threshold": decided["threshold"],
+            "language": decided["language"],
+            "combined": self.combined,
+            "answer": self.writing,
+            "latency_ms": round(self.run.latency_ms, 3) if self.run else 0.0,
+            "limits": self.limits(),
+        }
+
+    def tool_results(self) -> list[ToolResult]:
+        return list(self.run.tool_results) if self.run is not None else []
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """A validated user message. ``tenant_id`` is the key's tenant, never the body's."""
+
+    tenant_pk: int
+    tenant_slug: str
+    profile: ProfileSpec
+    text: str
+    session_id: str = ""
+    user_id: str = ""
+    channel: str = "api"
+    context: dict[str, Any] = field(default_factory=dict)
+    snapshot: Snapshot | None = None
+    # The rollout: the single-agent path (no plan, no handoffs, no delegation), the flags evaluated for this
+    # message (shown in metadata.flags) and the cohort they put the message in ("" when no flag decided).
+    single_agent: bool = False
+    flags: dict[str, Any] = field(default_factory=dict)
+    cohort: str = ""
+    # A streaming client's event sink (common.events); None for the JSON API.
+    emit: Emit | None = field(default=None, compare=False, repr=False)
+    # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).
+    hops: int = 0
+    # How the client asked the answer written (agents.generation), and its instructions for this answer (a system
+    # note to the specialists, INSTRUCTIONS_NOTE); neither is stored.
+    generation: Generation | None = None
+    instructions: str = ""
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.tenant_slug}:{self.profile.agent_id}:{self.session_id}"
+
+
+@dataclass
+class Turn:
+    """Everything one pass through the graph knows and produces."""
+
+    input: TurnInput
+    mode: str
+    state: str = ""
+    active_agent: str = ""
+    active_intent: str = ""
+    history: tuple[HistoryEntry, ...] = ()
+    vault: MaskVault = field(default_factory=MaskVault)
+    sanitized_text: str = ""
+    text_to_store: str = ""
+    blocked: bool = False
+    decision: RouteDecision | None = None
+    agent: str = ""
+    answer: str = ""
+    offered_tools: list[str] = field(default_factory=list)
+    outcome: SpecialistOutcome | None = None
+    plan_result: PlanResult | None = None
+    reviewed: PlanResult | None = None  # the parts the review of a single-specialist turn sent on
+    consolidation: dict[str, Any] | None = None
+    guardrails: dict[str, Any] = field(default_factory=dict)
+    judges: dict[str, Any] = field(default_factory=dict)
+    review: dict[str, Any] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    conversation_pk: int = 0  # set when the turn takes its ticket
+    ticket: int = 0
+    ready: bool = False  # its ticket's turn had come when it was taken (the conversation was read with it)
+    answer_message_id: int | None = None  # the stored answer's id, set by persist (what feedback names)
+    stored_metadata: dict[str, Any] | None = None  # the answer's metadata as persist stored it
+    # The conversation's live state as loaded, changed by the turn, written back by persist.
+    sub_conversation: dict[str, Any] | None = None
+    pending_result: dict[str, Any] | None = None
+    pending_permission: dict[str, Any] | None = None
+    granted: list[str] = field(default_factory=list)
+    goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
+    goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
+    model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
+    # What the analytics' daily totals know of the conversation (see _persist).
+    stored_cohort: str = ""
+    rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
+    handoff_kinds: int = 0
+    conversation_created_at: dt.datetime | None = None
+    recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
+    # The gateway: the move to, from or between remote backends (in place of the routing handoff), and the hop.
+    backend_move: Move | None = None
+    backend_reply: BackendReply | None = None
+    # What the chain of specialists did.
+    context: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain
+    stored_notes: list[tuple[str, str]] = field(default_factory=list)  # (agent, note) kept as system messages
+    runs: list[tuple[str, SpecialistOutcome]] = field(default_factory=list)
+    moves: list[Move] = field(default_factory=list)
+    permission: dict[str, Any] | None = None
+    # The message read as the yes or no to the question the answering specialist asked (the permission gate's, a
+    # state policy's flow): its words answer the question and move nothing (routing.replies).
+    reply: Reply | None = None
+    final_intent: str = ""
+    next_state: str = ""
+    limits: list[dict[str, Any]] = field(default_factory=list)  # the answer's and the response's limits that bit
+    # People in the loop: the escalation a person holds the conversation under, as loaded (its messages then go to
+    # the desk), with its place in line; this turn's reason to hand the conversation over (the routing's or a
+    # specialist's, else the escalation node's rules), the escalation it opens (stored with the turn) and its move.
+    held: Escalation | None = None
+    escalate: EscalationAsk | None = None
+    escalation: Escalation | None = None
+    escalation_position: int | None = None
+    person_move: Move | None = None
+    answered: bool = True  # False: nobody answers now (a person holds the conversation and writes on the desk)
+    fallbacks_in_row: int = 0  # the conversation's fallback answers in a row, this turn's counted
+    fallbacks_before: int = 0  # ... as the turn found it (the column is written only when it changes)
+    outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)
+    user_message_id: int | None = None  # the stored customer message (set by persist)
+
+    def all_moves(self) -> list[Move]:
+        """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
+        moves: list[Move] = []
+        decision = self.decision
+        if decision is not None and decision.handoff:
+            routed = Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason)
+            moves.append(self.backend_move or routed)
+        for partial in self.supervised_parts():
+            moves.append(
+                Move(
+                    SUPERVISOR_ROUTE,
+                    partial.agent,
+                    HandoffKind.FANOUT,
+                    reason=f"{partial.intent}: {partial.status}" + (f" ({partial.error})" if partial.error else ""),
+                    context_summary=decision.reason if decision else "",
+                )
+            )
+        return moves + self.moves + ([self.person_move] if self.person_move else [])
+
+    def supervised_parts(self) -> list[Partial]:
+        """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
+        return [part for result in (self.plan_result, self.reviewed) if result for part in result.partials]
+
+    def usage(self) -> TurnUsage:
+        """Every model call of the turn: the specialists' runs and a plan's parts (from workers too) as kind
+        ``answer``, and the calls recorded meanwhile (routing, synthesis, review, judge, goal)."""
+        runs = [outcome for _, outcome in self.runs]
+        runs += [part.outcome for part in self.supervised_parts() if part.outcome]
+        usage = TurnUsage()
+        for run in runs:
+            usage.add(KIND_ANSWER, run.model, run.prompt_tokens, run.completion_tokens, run.steps)
+        return usage.merged(self.model_calls)
+
+    def tool_results(self) -> list[Any]:
+        if self.plan_result:
+            return self.plan_result.tool_results()
+        if self.goal is not None and self.goal.run is not None:
+            return self.goal.tool_results()
+        reviewed = self.reviewed.tool_results() if self.reviewed else []
+        return [result for _, outcome in self.runs for result in outcome.tool_results] + reviewed
+
+    def limits_bitten(self) -> list[dict[str, Any]]:
+        """Every limit of the platform that bit in this turn: the goal plan's, the servers' answers not read
+        (``MCP_RESPONSE_MAX_BYTES``) and the tool outputs cut (``MCP_TOOL_OUTPUT_MAX_BYTES``: the largest asked, how
+        many calls), the answer's and the response's."""
+        hits = self.goal.limits() if self.goal is not None else []
+        results = self.tool_results()
+        refused = [result for result in results if getattr(result, "refused", 0)]
+        if refused:
+            largest_answer = max(result.refused for result in refused)
+            limit = settings.MCP_RESPONSE_MAX_BYTES
+            hits.append(
+                limit_hit(LIMIT_TOOL_RESPONSE, "MCP_RESPONSE_MAX_BYTES", limit, largest_answer, 0, calls=len(refused))
+            )
+        cut = [result for result in results if getattr(result, "cut", 0)]
+        if cut:
+            largest = max(cut, key=lambda result: result.cut)
+            limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
+            hits.append(
+                limit_hit(
+                    LIMIT_TOOL_OUTPUT,
+                    "MCP_TOOL_OUTPUT_MAX_BYTES",
+                    limit,
+                    largest.cut,
+                    json_size(largest.result),
+                    calls=len(cut),
+                )
+            )
+        return hits + self.limits
+
+    def metadata(self) -> dict[str, Any]:
+        decision = self.decision
+        limits = self.limits_bitten()
+        goal = self.goal.metadata() if self.goal else None
+        if goal is not None:
+            goal["limits"] = limits
+        return {
+            "mode": self.mode,
+            # The released version that answered; "draft": an editor tried the draft of a published profile
+            # (chat.drafts); None: a profile never published, whose draft customers are served too.
+            "version": "draft"
+            if self.input.profile.version is None
+            and self.input.profile.agent_id in getattr(self.input.snapshot, "released", {})
+            else self.input.profile.version,
+            "rollout": self.rollout,
+            "route": decision.route if decision else "",
+            "intent": decision.intent if decision else "",
+            "route_decision": decision.as_dict() if decision else None,
+            "mcp_tools": self.offered_tools,
+            "mcp_results": self.mcp_results(),
+            "guardrails": self.guardrails,
+            "judges": self.judges,
+            "review": self.review,
+            "handoffs": [move.as_dict() for move in self.all_moves()],
+            "agents": [agent for agent, _ in self.runs],
+            "turn": self.ticket + 1,  # the message's place in its conversation, in arrival order
+            "permission": self.permission,
+            "granted_permissions": list(self.granted),
+            "sub_conversation": self.sub_conversation,
+            "flags": self.input.flags,
+            "cohort": self.input.cohort,
+            "llm": self.outcome.llm
+            if self.outcome
+            else ("openai" if llm_configured(self.input.profile) else "offline"),
+            "model": self.outcome.describe() if self.outcome else None,
+            "prompt_version": self._prompt_version(),
+            "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
+            "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
+            "consolidation": self.consolidation,
+            "goal": goal,
+            "backend": self.backend_reply.metadata() if self.backend_reply else None,
+            "escalation": self.escalation_metadata(),
+            "usage": self.usage().as_dict(),
+            "limits": limits,
+            "trace": self.trace,
+        }
+
+    def escalation_metadata(self) -> dict[str, Any] | None:
+        """``metadata.escalation``: the escalation this turn opened, or the one a person holds the conversation
+        under (``status``, ``queue``, ``position`` in line, ``reason``, …); ``None`` when the assistants answer."""
+        escalation = self.escalation or self.held
+        return escalation_public(escalation, position=self.escalation_position) if escalation is not None else None
+
+    def mcp_results(self) -> list[dict[str, Any]]:
+        """The turn's tool calls as stored and shown: personal data and secrets redacted."""
+        return [self.vault.redact(result.as_dict()) for result in self.tool_results()]
+
+    def _prompt_version(self) -> int | None:
+        specialist = self.input.profile.specialists.get(self.agent)
+        return specialist.prompt_version if specialist else None
