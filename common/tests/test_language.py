@@ -187,6 +187,7 @@ def test_the_labelled_paraphrase_sets_are_all_told_right():
 
 
 def test_the_compiled_loop_scores_once_a_process_has_numba_and_never_with_the_stock_paths(settings, monkeypatch):
+    settings.STOCK_PATHS = False
     monkeypatch.setattr(language, "_compiled", False)
     monkeypatch.setattr(language, "_scorer", None)
     language_scores("ok")
