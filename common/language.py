@@ -6,9 +6,12 @@ messages (3 to 15 words, written without accents and with typos, 50 per language
 2 in its high-accuracy mode and 5 in its low-accuracy mode; py3langid takes about 20 µs a 10-word message
 against lingua's 56 µs (high) and 29 µs (low), installs 4.5 MB on the numpy that scipy already brings (lingua:
 96 MB), and gives a probability per language, which is what "too uncertain to tell" is decided on. Its model
-loads once per process, on first use (about 0.7 s and 50 MB resident once the other languages' columns are
-dropped). Its model is scored by a compiled loop of ours (:mod:`common.language_kernel`), which gives py3langid's
-probabilities (tested) at a fraction of its cost in a server.
+loads once per process, on first use, memory-mapped read-only from a cut copy on disk (:func:`_arrays`).
+
+py3langid's own ``LanguageIdentifier`` scores by default. A compiled loop of ours
+(:mod:`common.language_kernel`, numba) gives the same probabilities (tested) about four times faster, but loading
+numba and LLVM costs a process about 120 MiB: it scores only in a process that has loaded numba for a larger reason
+(:func:`language_compiled_use`), and never with ``STOCK_PATHS`` on (docs/decisions/numba-kernels.md).
 
 Pure: imports no app.
 """
@@ -22,8 +25,11 @@ import re
 import tempfile
 import threading
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from common.infra import stock_paths
 
 LANGUAGES = ("pt", "es", "en")
 # Below these probabilities (of three) the text is too uncertain to tell. One word needs more: "sim" reads as
@@ -54,7 +60,9 @@ _MARK_SIGNS = {"pt": frozenset(), "es": frozenset("¿¡")}  # Spanish's opening 
 _MARK_WORD = re.compile(r"[^\W\d_]+")
 MARKS_DECIDE_BELOW = 0.9  # a reading of Portuguese or Spanish this sure stands whatever the marks say
 
-_model: tuple[Any, ...] | None = None
+_Scorer = Callable[[str], tuple[str, float]]
+_scorer: _Scorer | None = None
+_compiled = False  # language_compiled_use()
 _model_lock = threading.Lock()
 # The last text told in this context (a request's task) and what it was told to be: a turn asks about the
 # customer's message twice (the offline model answers in its language, the judge checks the answer's), and a
@@ -75,15 +83,51 @@ def identifier() -> Any:
     )
 
 
-def _load() -> tuple[Any, ...]:
-    """The compiled scorer and :func:`identifier`'s model as its arrays, loaded once per process."""
-    global _model
+def language_compiled_use() -> None:
+    """Score with the compiled loop (:mod:`common.language_kernel`) from now on, unless ``STOCK_PATHS`` is on: for a
+    process that has loaded numba for other compiled loops (:mod:`routing.examples_kernel`), where the loop costs no
+    more memory and saves about 30 µs a text."""
+    global _compiled, _scorer
     with _model_lock:
-        if _model is None:
-            from common.language_kernel import language_probabilities
+        _compiled, _scorer = True, None
 
-            _model = (language_probabilities, *_arrays())
-    return _model
+
+def _load() -> _Scorer:
+    """The scorer of a text, loaded once per process: py3langid's identifier over the mapped arrays, or the compiled
+    loop over them (:func:`language_compiled_use`)."""
+    global _scorer
+    with _model_lock:
+        if _scorer is None:
+            arrays = _arrays()
+            _scorer = _compiled_scorer(arrays) if _compiled and not stock_paths() else _stock_scorer(arrays)
+    return _scorer
+
+
+def _stock_scorer(arrays: tuple[Any, ...]) -> _Scorer:
+    """py3langid's ``LanguageIdentifier.classify`` over the mapped arrays (its own text preparation and scores)."""
+    from py3langid.langid import LanguageIdentifier
+
+    nextmove, rowbase, output, ptc, pc = arrays
+    rows = (rowbase >> 8).tolist()  # py3langid takes the states' rows and shifts them itself
+    model = LanguageIdentifier(ptc, pc, list(LANGUAGES), nextmove, output, norm_probs=True, tk_row=rows)
+    return model.classify
+
+
+def _compiled_scorer(arrays: tuple[Any, ...]) -> _Scorer:
+    """The compiled loop over the mapped arrays, with py3langid's text preparation (an all-capitals text
+    lower-cased, NFC, UTF-8)."""
+    import numpy as np
+
+    from common.language_kernel import language_probabilities
+
+    def score(text: str) -> tuple[str, float]:
+        if text.isupper():
+            text = text.lower()
+        data = np.frombuffer(unicodedata.normalize("NFC", text).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        column, probability = language_probabilities(data, *arrays)
+        return LANGUAGES[column], probability
+
+    return score
 
 
 _ARRAYS = ("nextmove", "rowbase", "output", "ptc", "pc")
@@ -103,7 +147,7 @@ def _arrays() -> tuple[Any, ...]:
         with contextlib.suppress(OSError, ValueError):
             return tuple(np.load(directory / f"{name}.npy", mmap_mode="r") for name in _ARRAYS)
     model = identifier()
-    arrays = (
+    arrays: tuple[Any, ...] = (
         np.frombuffer(model.tk_nextmove, dtype=np.int32 if model.tk_nextmove.itemsize == 4 else np.int64),
         np.array(model._rowbase, dtype=np.int64),
         np.array(model.tk_output, dtype=np.int64),
@@ -141,22 +185,14 @@ def _cache_dir() -> Path | None:
 
 
 def language_model_warm() -> None:
-    """Load the model and the compiled scorer now (about a second, less with numba's cache), not in the first turn
-    that asks: for a process's start, before it serves."""
+    """Load the model now (about a second the first time on a machine, when the cut copy is made), not in the first
+    turn that asks: for a process's start, before it serves."""
     language_scores("warm")
 
 
 def language_scores(text: str) -> tuple[str, float]:
-    """The likeliest of :data:`LANGUAGES` for ``text`` and its probability, as py3langid's ``classify`` gives them
-    (its text preparation: an all-capitals text lower-cased, NFC, UTF-8)."""
-    import numpy as np
-
-    scorer, *arrays = _model or _load()
-    if text.isupper():
-        text = text.lower()
-    data = np.frombuffer(unicodedata.normalize("NFC", text).encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    column, probability = scorer(data, *arrays)
-    return LANGUAGES[column], probability
+    """The likeliest of :data:`LANGUAGES` for ``text`` and its probability, as py3langid's ``classify`` gives them."""
+    return (_scorer or _load())(text)
 
 
 def detect_language(text: str) -> str | None:

@@ -5,6 +5,9 @@ py3langid walks its automaton over the text's bytes in Python and scores with Nu
 message in a loop, but 100–200 µs in a server, where every call finds the automaton's table (39 MB) and NumPy's
 machinery out of the caches; a chat turn asks three times (the model, and the judge for the question and the
 answer). Here the walk, the counts, the scores and their normalisation are one compiled call (docs/benchmarks.md).
+It scores only in a process that has loaded numba for the examples tier
+(:func:`common.language.language_compiled_use`), never with ``STOCK_PATHS`` on: loading numba costs more memory than
+it saves time (docs/decisions/numba-kernels.md).
 ``cache=True`` keeps the compiled code on disk (``NUMBA_CACHE_DIR``, set by the settings).
 """
 

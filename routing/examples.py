@@ -6,8 +6,8 @@ to no intent (:mod:`routing.background`); the likeliest intent wins when its sco
 and beats both the runner-up intent and "none of these" by the profile's margin. Both are chosen per profile by
 :mod:`routing.calibration` from the profile's saved routing tests, its examples and its out-of-scope samples.
 
-Pure data, no ORM, no settings. An :class:`ExampleIndex` is compiled once per profile version (with the router) and
-then scores a message without touching the database:
+Pure data, no ORM, no settings but ``STOCK_PATHS`` (:func:`offline_engine`). An :class:`ExampleIndex` is compiled
+once per profile version (with the router) and then scores a message without touching the database:
 
 * **Offline** (the default, no downloaded weights): the TF-IDF vector of the normalised text
   (:func:`common.text.normalize`: lower case, no accents, no punctuation) over two blocks of features, each
@@ -31,6 +31,12 @@ then scores a message without touching the database:
   examples (the normalised sum of their vectors, the rest); "none of these" is the similarity of the nearest
   background example.
 
+What scores an offline index (:func:`offline_engine`): NumPy over the index's tables for the profiles of tens of
+intents; numba's compiled loops (:mod:`routing.examples_kernel`) from :data:`COMPILED_MIN_CLASSES` classes, where
+NumPy's cost grows past the tier's budget and loading numba (about 150 MiB of a process) pays; scikit-learn's own
+vectorisers and ``MultinomialNB`` with ``STOCK_PATHS`` on (:mod:`routing.examples_stock`). All three score alike
+(tested); docs/decisions/numba-kernels.md has the figures.
+
 Either way a decision shows the best intent's examples nearest to the message (cosine). An example
 left out (calibration) is left out of its intent's counts or centroid too, exactly.
 """
@@ -47,8 +53,11 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from common.infra import stock_paths
+from common.language import language_compiled_use
 from common.text import normalize
 from routing.background import Background, none_label
+from routing.examples_stock import StockBayes, StockVectoriser, stock_vectorisers
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +74,15 @@ ALPHA = 0.03  # naive Bayes's additive smoothing (the best of 0.01 … 0.3 on th
 # temperature whose confidences are best calibrated on the demo profiles' examples left out in turn (expected
 # calibration error of the top intent 0.026-0.034, against 0.034-0.065 untempered; 1.5 and 3 did worse).
 TEMPERATURE = 2.0
+# What scores an offline index (ExampleIndex.engine). NumPy serves the profiles of a few dozen intents; numba's compiled
+# loops (routing.examples_kernel) serve larger ones, where NumPy's cost grows past the tier's budget, and load numba
+# and LLVM (about 150 MiB of a process) only in a process that compiles such a profile; scikit-learn's own code is
+# the stock path (STOCK_PATHS). docs/decisions/numba-kernels.md has the figures.
+NUMPY = "numpy"
+COMPILED = "numba"
+STOCK = "scikit-learn"
+ENGINES = (NUMPY, COMPILED, STOCK)
+COMPILED_MIN_CLASSES = 100  # classes (intents and "none of these") from which the compiled loops score
 
 
 class Vectoriser(Protocol):
@@ -105,8 +123,10 @@ class TfidfVectoriser:
         self.words: dict[str, int] = {}  # word or "word word" → column (after the n-grams')
         self.chars = 0  # the n-grams' columns: 0 … chars - 1
         self.idf: np.ndarray = np.zeros(0, np.float32)
+        self._rows: dict[str, int] = {}  # the examples' words → their rows in the table of the words' n-grams
+        self._pairs: np.ndarray = np.zeros((0, 3), np.int64)  # each pair of words' rows and its word-block column
         # The examples' words, n-grams and pairs of words, as the compiled loops find a text's features in them
-        # (routing.examples_kernel.text_parts).
+        # (routing.examples_kernel.text_parts); made by the first compiled scorer that needs them (lexicon()).
         self._lexicon: tuple[Any, ...] = ()
         # The examples' words: each one's row in a table (CSR) of its n-grams' columns and how often each occurs in it.
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.zeros(1, np.int64), _NO_FEATURES, _NO_WEIGHTS)
@@ -115,13 +135,7 @@ class TfidfVectoriser:
 
     def sklearn(self) -> tuple[Any, Any]:
         """The scikit-learn vectorisers this one's two blocks equal (for the test that checks it)."""
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        common = {"preprocessor": normalize, "lowercase": False, "sublinear_tf": True, "dtype": np.float32}
-        return (
-            TfidfVectorizer(analyzer="char_wb", ngram_range=self.ngram_range, **common),
-            TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **common),
-        )
+        return stock_vectorisers(self.ngram_range)
 
     def grams(self, word: str) -> tuple[str, ...]:
         """The n-grams of `` word `` as ``char_wb`` cuts them: a word shorter than an n-gram is one, once."""
@@ -202,9 +216,16 @@ class TfidfVectoriser:
         self._idf = idf.astype(np.float64)
         self._table = (table.indptr.astype(np.int64), table.indices.astype(np.int32), table.data)
         self._unigrams = np.array([chars + terms[word] if len(word) > 1 else -1 for word in rows], dtype=np.int64)
-        self._lexicon = _lexicon(list(rows), vocabulary, np.asarray(pairs, np.int64).reshape(-1, 3), self)
+        self._rows, self._pairs = rows, np.asarray(pairs, np.int64).reshape(-1, 3)
+        self._lexicon = ()
         _normalise_blocks(matrix, chars)
         return matrix
+
+    def lexicon(self) -> tuple[Any, ...]:
+        """The examples' words, n-grams and pairs as the compiled loops find a text's features in them (made once)."""
+        if not self._lexicon:
+            self._lexicon = _lexicon(list(self._rows), self.vocabulary, self._pairs, self)
+        return self._lexicon
 
     def parts(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A text's words as the compiled loops take them (:func:`routing.examples_kernel.text_parts`): its words in
@@ -213,18 +234,50 @@ class TfidfVectoriser:
         examples have."""
         from routing.examples_kernel import text_parts
 
-        return text_parts(_code_points(text), self._lexicon)
+        return text_parts(_code_points(text), self.lexicon())
 
     def vector(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The message's TF-IDF vector as (feature indexes ascending, weights), each block L2-normalised; empty when
-        nothing is known (:func:`routing.examples_kernel.message_vector` of its :meth:`parts`)."""
-        from routing.examples_kernel import message_vector
-
-        rows, extra_features, extra_counts = self.parts(text)
-        features, weights = message_vector(
-            rows, *self._table, self._unigrams, extra_features, extra_counts, self._idf, self.chars
+        nothing is known. NumPy over the fitted tables (what :func:`routing.examples_kernel.message_vector` computes
+        in one compiled call): a fitted word brings its row of n-grams, a word no example has the n-grams the
+        vocabulary knows of it; the word block takes the words of two letters or more and the pairs of consecutive
+        ones that the examples have."""
+        words = normalize(text).split()
+        rows = self._rows
+        fitted = [rows[word] for word in words if word in rows]
+        extra = [
+            column
+            for word in words
+            if word not in rows
+            for column in map(self.vocabulary.get, self.grams(word))
+            if column is not None
+        ]
+        tokens = [word for word in words if len(word) > 1]
+        terms = [*tokens, *(f"{first} {second}" for first, second in itertools.pairwise(tokens))]
+        extra.extend(self.chars + column for column in map(self.words.get, terms) if column is not None)
+        starts, grams, counts = self._table
+        said = np.asarray(fitted, np.int64)
+        entries = _ranges(starts[said], starts[said + 1])
+        features, inverse = np.unique(
+            np.concatenate([grams[entries], np.asarray(extra, np.int64)]), return_inverse=True
         )
-        return (features, weights) if len(features) else (_NO_FEATURES, _NO_WEIGHTS)
+        if not len(features):
+            return _NO_FEATURES, _NO_WEIGHTS
+        frequency = np.bincount(inverse, np.concatenate([counts[entries], np.ones(len(extra))]), len(features))
+        weights = (1.0 + np.log(frequency)) * self._idf[features]
+        words_block = features >= self.chars
+        norms = np.sqrt(
+            [np.dot(weights[~words_block], weights[~words_block]), np.dot(weights[words_block], weights[words_block])]
+        )
+        divisor = norms[words_block.astype(np.int64)]
+        return features, weights / np.where(divisor > 0, divisor, 1.0)
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The indexes ``starts[i]`` … ``ends[i] - 1`` of every i, end to end (a CSR's entries of some rows)."""
+    lengths = ends - starts
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
 
 
 def _tfidf(counts: Any) -> tuple[Any, np.ndarray]:
@@ -403,6 +456,7 @@ class ExampleIndex:
     matrix: Any  # scipy CSR (offline) or a dense float32 array (embeddings), one row per example
     vectoriser: Vectoriser
     background: int = 0  # how many of the classes, at the end, are "none of these"
+    engine: str = NUMPY  # offline: what scores a message (NUMPY, COMPILED or STOCK; see :meth:`build`)
     _ends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _row_intent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _row_names: tuple[str, ...] = field(default=(), repr=False)  # each example's intent
@@ -416,6 +470,9 @@ class ExampleIndex:
     # What bayes_decide reads but the message: per fitted word its n-gram block and its own word-block column times
     # the intents' logs, and the rest.
     _decide: tuple[Any, Any, Any, Any] | None = field(default=None, repr=False)
+    _stock: StockBayes | None = field(default=None, repr=False)  # the stock path: scikit-learn's naive Bayes
+    # NumPy: the examples' weights by feature, then row (the key feature × rows + row, ascending; the weights).
+    _by_column: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     # Embeddings: per intent the norm of its examples' summed vector (and its inverse); per example its dot product
     # with it.
     _sum_norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64), repr=False)
@@ -428,10 +485,16 @@ class ExampleIndex:
         examples: Sequence[tuple[str, Sequence[str]]],
         vectoriser: Vectoriser,
         background: Sequence[tuple[str, Sequence[str]]] = (),
+        *,
+        engine: str | None = None,
     ) -> ExampleIndex | None:
         """``examples``: (intent name, its examples) in the router's order; intents without examples are left
         out. ``background``: (label, texts) of "none of these" classes (:mod:`routing.background`: the shipped corpus
-        and the profile's out-of-scope examples). ``None`` when no intent has an example."""
+        and the profile's out-of-scope examples). ``None`` when no intent has an example.
+
+        ``engine``, offline (:func:`offline_engine` when not given): :data:`NUMPY`, :data:`COMPILED` (the compiled
+        loops of :mod:`routing.examples_kernel`) or :data:`STOCK` (scikit-learn's own vectorisers and naive Bayes,
+        :mod:`routing.examples_stock`, which then stand in for ``vectoriser``). All three score alike (tested)."""
         names: list[str] = []
         texts: list[str] = []
         starts: list[int] = []
@@ -445,15 +508,27 @@ class ExampleIndex:
                 kept += place >= len(examples)
         if len(names) == kept:
             return None
+        engine = engine or offline_engine(len(names))
+        if engine == STOCK and type(vectoriser) is TfidfVectoriser:  # a subclass stands in for embeddings (tests)
+            vectoriser = StockVectoriser(vectoriser.ngram_range)
         matrix = vectoriser.fit(texts)
-        index = cls(tuple(names), tuple(texts), np.asarray(starts, dtype=np.int64), matrix, vectoriser, kept)
+        index = cls(tuple(names), tuple(texts), np.asarray(starts, dtype=np.int64), matrix, vectoriser, kept, engine)
         index._ends = np.append(index.starts[1:], len(texts)).astype(np.int64)
         index._row_intent = np.repeat(np.arange(len(names)), index._ends - index.starts)
         index._row_names = tuple(names[k] for k in index._row_intent.tolist())
-        if index.offline:
-            index._bayes_prepare()
-        else:
+        if not index.offline:
             index._centroids_prepare()
+        elif index.engine == STOCK:
+            index._stock = StockBayes(matrix, index._row_intent, ALPHA)
+        else:
+            index._bayes_prepare()
+            if index.engine == COMPILED:
+                index._compiled_prepare()
+            else:
+                by_column = matrix.tocsc()
+                by_column.sort_indices()
+                columns = np.repeat(np.arange(matrix.shape[1], dtype=np.int64), np.diff(by_column.indptr))
+                index._by_column = (columns * len(texts) + by_column.indices, by_column.data)
         return index
 
     @property
@@ -467,12 +542,10 @@ class ExampleIndex:
         return not isinstance(self.matrix, np.ndarray)
 
     def _bayes_prepare(self) -> None:
+        """The naive Bayes weights: per intent its summed vector and total, by feature the intents that have it."""
         from scipy.sparse import csr_matrix
 
-        import routing.examples_kernel  # noqa: F401 — compiled (or read from numba's cache) with the index
-
         matrix = self.matrix
-        self._rows = (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data)
         membership = csr_matrix(
             (np.ones(len(self.texts)), (self._row_intent, np.arange(len(self.texts)))),
             shape=(len(self.classes), len(self.texts)),
@@ -489,6 +562,17 @@ class ExampleIndex:
             by_feature.indices.astype(np.int32),
             np.log1p(by_feature.data / ALPHA),
         )
+
+    def _compiled_prepare(self) -> None:
+        """What :func:`routing.examples_kernel.bayes_decide` reads but the message (and its lexicon)."""
+        from scipy.sparse import csr_matrix
+
+        import routing.examples_kernel  # noqa: F401 — numba, loaded (and compiled or read from its cache) here
+
+        language_compiled_use()  # numba's memory is paid: language ID may use its compiled loop too
+        matrix = self.matrix
+        assert self._by_feature is not None
+        self._rows = (matrix.indptr.astype(np.int64), matrix.indices.astype(np.int32), matrix.data)
         # Each fitted word's n-gram block, and its own word-block column, times every intent's logs (bayes_decide):
         # the word's column is in the intents that have the word, which have all its n-grams, so both products are
         # laid on the first's entries.
@@ -529,6 +613,7 @@ class ExampleIndex:
             ],
             axis=1,
         )
+        vectoriser.lexicon()
         self._decide = (
             (row_starts, np.ascontiguousarray(entries[order])),
             np.stack([products.indices.astype(np.float64), products.data, word_values], axis=1),
@@ -557,8 +642,9 @@ class ExampleIndex:
 
     def match_text(self, text: str, *, nearest: int = NEAREST, exclude: Excluded = None) -> ExamplesMatch:
         """:meth:`match` of a text, vectorised here (the offline vectoriser; embeddings are fetched by the caller).
-        Offline, a text is scored from its words (:func:`routing.examples_kernel.bayes_decide`)."""
-        if not self.offline or exclude is not None:
+        With the compiled loops, a text is scored from its words in one call
+        (:func:`routing.examples_kernel.bayes_decide`)."""
+        if self.engine != COMPILED or not self.offline or exclude is not None:
             return self.match(self.vectoriser.vector(text), nearest=nearest, exclude=exclude)
         from routing.examples_kernel import bayes_decide
 
@@ -616,15 +702,21 @@ class ExampleIndex:
     def _bayes_match(self, vector: tuple[np.ndarray, np.ndarray], rows: np.ndarray, nearest: int) -> tuple[Any, ...]:
         """Offline: the likeliest intents by naive Bayes, and the best one's ``nearest`` examples nearest the
         message."""
-        from routing.examples_kernel import bayes_scores
-
         features, weights = vector
         if not len(features):  # nothing known: no evidence for any intent
             return _NOTHING
-        assert self._by_feature is not None and self._rows is not None
-        scores = bayes_scores(features, weights, *self._by_feature, self._lengths)
-        if len(rows):
-            self._bayes_leave_out(scores, features, weights, rows)
+        if self._stock is not None:
+            scores = self._stock.scores(features, weights, rows)
+        else:
+            assert self._by_feature is not None
+            if self.engine == COMPILED:
+                from routing.examples_kernel import bayes_scores
+
+                scores = bayes_scores(features, weights, *self._by_feature, self._lengths)
+            else:
+                scores = _bayes_scores(features, weights, self._by_feature, self._lengths)
+            if len(rows):
+                self._bayes_leave_out(scores, features, weights, rows)
         return self._bayes_rank(scores, features, weights, rows, nearest)
 
     def _bayes_rank(
@@ -632,14 +724,18 @@ class ExampleIndex:
     ) -> tuple[Any, ...]:
         """The likeliest intents from their log-likelihoods, and the best one's ``nearest`` examples nearest the
         message."""
-        from routing.examples_kernel import nearest_examples, posterior_rank
-
-        if not len(features):  # nothing known: no evidence for any intent
-            return _NOTHING
-        assert self._decide is not None
         intents = len(self.classes) - self.background
-        top, probabilities, background, none_score = posterior_rank(scores, min(RANKED, intents), intents, TEMPERATURE)
-        near, near_scores = nearest_examples(features, weights, self._decide[3], top[:1], rows, nearest)
+        if self.engine == COMPILED:
+            from routing.examples_kernel import nearest_examples, posterior_rank
+
+            assert self._decide is not None
+            top, probabilities, background, none_score = posterior_rank(
+                scores, min(RANKED, intents), intents, TEMPERATURE
+            )
+            near, near_scores = nearest_examples(features, weights, self._decide[3], top[:1], rows, nearest)
+        else:
+            top, probabilities, background, none_score = _posterior_rank(scores, min(RANKED, intents), intents)
+            near, near_scores = self._nearest(features, weights, int(top[0]), rows, nearest)
         return (
             top,
             probabilities,
@@ -647,6 +743,31 @@ class ExampleIndex:
             near,
             near_scores / 2,
         )  # the mean of the two blocks' cosines
+
+    def _nearest(
+        self, features: np.ndarray, weights: np.ndarray, intent: int, rows: np.ndarray, nearest: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``nearest`` examples of ``intent`` most similar to the message (dot products), best first, ties to the
+        lower row, none at 0 or below; rows in ``rows`` left out."""
+        first, last = int(self.starts[intent]), int(self._ends[intent])
+        if self._stock is not None:
+            values = self._stock.nearest(features, weights, first, last)
+        else:
+            # The intent's rows are one run of each feature's rows: two searches per feature find it.
+            assert self._by_column is not None
+            keys, data = self._by_column
+            height = len(self.texts)
+            starts = np.searchsorted(keys, features * height + first)
+            ends = np.searchsorted(keys, features * height + last)
+            entries = _ranges(starts, ends)
+            values = np.bincount(
+                keys[entries] % height - first, np.repeat(weights, ends - starts) * data[entries], last - first
+            )
+        if len(rows):
+            values[rows[(rows >= first) & (rows < last)] - first] = 0.0
+        candidates = np.flatnonzero(values > 0)
+        near = candidates[np.argsort(-values[candidates], kind="stable")[:nearest]]
+        return near + first, values[near]
 
     def _bayes_leave_out(self, scores: np.ndarray, features: np.ndarray, weights: np.ndarray, rows: np.ndarray) -> None:
         """Rescore the intents of the examples left out (``rows``) as if fitted without them: their weights leave the
@@ -698,6 +819,42 @@ class ExampleIndex:
         return top, scores[top], none, near, similarity[near]
 
 
+def offline_engine(classes: int) -> str:
+    """What scores an offline index of ``classes`` classes (intents and "none of these"): scikit-learn's own code
+    when ``STOCK_PATHS`` is on; the compiled loops from :data:`COMPILED_MIN_CLASSES` classes; NumPy below."""
+    if stock_paths():
+        return STOCK
+    return COMPILED if classes >= COMPILED_MIN_CLASSES else NUMPY
+
+
+def _bayes_scores(
+    features: np.ndarray, weights: np.ndarray, by_feature: tuple[np.ndarray, ...], lengths: np.ndarray
+) -> np.ndarray:
+    """Every class's log-likelihood of the message, up to a constant shared by all of them, in NumPy
+    (:func:`routing.examples_kernel.bayes_scores` says how): each of the message's features adds its weight times
+    its row of ``logs`` to the classes that have it."""
+    indptr, intents, logs = by_feature
+    starts, ends = indptr[features], indptr[features + 1]
+    entries = _ranges(starts, ends)
+    scores = np.bincount(intents[entries], np.repeat(weights, ends - starts) * logs[entries], len(lengths))
+    return scores - weights.sum() * lengths
+
+
+def _posterior_rank(scores: np.ndarray, ranked: int, intents: int) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """:func:`routing.examples_kernel.posterior_rank` in NumPy: the ``ranked`` likeliest of the first ``intents``
+    classes (best first, ties to the lower index) with their posterior probabilities at :data:`TEMPERATURE`, the
+    likeliest class after them (-1 when there is none) and their probability together."""
+    scores = scores / TEMPERATURE
+    shifted = scores - scores.max()
+    shares = np.where(shifted > -40.0, np.exp(shifted), 0.0)  # below, less than 1e-17 of the best's
+    total = shares.sum()
+    top = np.argsort(-scores[:intents], kind="stable")[:ranked]
+    if len(scores) == intents:
+        return top, np.exp(shifted[top]) / total, -1, 0.0
+    background = intents + int(np.argmax(scores[intents:]))
+    return top, np.exp(shifted[top]) / total, background, float(shares[intents:].sum() / total)
+
+
 def examples_compile(
     examples: tuple[tuple[str, tuple[str, ...]], ...], vectoriser: str = "offline", background: Background = ()
 ) -> ExampleIndex | None:
@@ -716,11 +873,14 @@ def examples_compile(
                 return _embeddings_compile(examples, endpoint, background)
             except EmbeddingsUnavailable as exc:
                 logger.warning("examples tier: embeddings unavailable, the offline vectoriser serves: %s", exc)
-    return _offline_compile(examples, background)
+    return _offline_compile(examples, background, stock_paths())
 
 
 @lru_cache(maxsize=64)
-def _offline_compile(examples: tuple[tuple[str, tuple[str, ...]], ...], background: Background) -> ExampleIndex | None:
+def _offline_compile(
+    examples: tuple[tuple[str, tuple[str, ...]], ...], background: Background, stock: bool
+) -> ExampleIndex | None:
+    """Memoised by the examples, the background and the stock-path switch (another switch is another index)."""
     return ExampleIndex.build(examples, TfidfVectoriser(), background)
 
 

@@ -1,9 +1,10 @@
 """The examples tier's inner loops, compiled (numba): a message's naive Bayes scores and its nearest examples
 (:class:`routing.examples.ExampleIndex`).
 
-Imported when the first offline example index is built, so a process that never routes by examples never loads
-numba. ``cache=True`` keeps the compiled code on disk (``NUMBA_CACHE_DIR``, set by the settings); without a writable
-folder it compiles once per process (about a second).
+Imported when the first offline example index of :data:`routing.examples.COMPILED_MIN_CLASSES` classes or more is
+built (never with ``STOCK_PATHS`` on), so a process that serves only smaller profiles never loads numba (about
+150 MiB; docs/decisions/numba-kernels.md). ``cache=True`` keeps the compiled code on disk (``NUMBA_CACHE_DIR``, set
+by the settings); without a writable folder it compiles once per process (about a second).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from common.language import LANGUAGES, detect_language, identifier, language_scores
+from common import language
+from common.language import LANGUAGES, detect_language, identifier, language_compiled_use, language_scores
 
 PARAPHRASES = Path(__file__).resolve().parents[2] / "bench" / "paraphrases"
 
@@ -41,6 +42,14 @@ ENGLISH = [
     "my bil is to high",
     "My bill is too high, can you check it?",
 ]
+
+
+@pytest.fixture(autouse=True, params=["py3langid", "compiled"])
+def scorer(request, monkeypatch):
+    """Every test on both scorers: py3langid's own (the default) and the compiled loop (a process with numba)."""
+    monkeypatch.setattr(language, "_compiled", request.param == "compiled")
+    monkeypatch.setattr(language, "_scorer", None)
+    return request.param
 
 
 @pytest.mark.parametrize("text", PORTUGUESE)
@@ -83,9 +92,9 @@ def test_an_english_answer_quoting_a_portuguese_question_is_english():
     assert detect_language(answer) == "en"
 
 
-def test_the_compiled_scorer_gives_py3langids_language_and_probability_for_every_kind_of_text():
-    """py3langid's own ``classify`` over the same three languages is the reference: every message of the paraphrase
-    sets (pt, es, en, with and without accents), answers, capitals, one word, symbols, nothing."""
+def test_the_scorer_gives_py3langids_language_and_probability_for_every_kind_of_text():
+    """py3langid's own ``classify`` over its model cut to the same three languages is the reference: every message
+    of the paraphrase sets (pt, es, en, with and without accents), answers, capitals, one word, symbols, nothing."""
     texts = [
         message["text"]
         for path in sorted(PARAPHRASES.glob("*.yaml"))
@@ -106,8 +115,6 @@ def test_the_compiled_scorer_gives_py3langids_language_and_probability_for_every
 def test_a_text_asked_again_in_the_same_request_is_told_once_and_another_requests_texts_afresh(monkeypatch):
     """A turn asks about the customer's message twice (the offline model, then the judge): scored once."""
     import contextvars
-
-    from common import language
 
     scored: list[str] = []
     score = language.language_scores
@@ -134,8 +141,6 @@ def test_the_models_arrays_are_kept_once_on_disk_and_mapped_read_only_with_the_s
     between processes, never written) and score exactly as the arrays made from py3langid's model do."""
     import numpy as np
 
-    from common import language
-
     settings.VAR_DIR = tmp_path
     made = language._arrays()  # no cache yet: made from the model, written, then mapped
     [directory] = (tmp_path / "cache" / "language").iterdir()
@@ -151,7 +156,7 @@ def test_the_models_arrays_are_kept_once_on_disk_and_mapped_read_only_with_the_s
     for text in ("Minha fatura veio alta este mês", "Mi factura llegó muy alta", "My order is late", ""):
         data = np.frombuffer(text.encode(), dtype=np.uint8)
         column, probability = language_probabilities(data, *mapped)
-        assert (LANGUAGES[column], probability) == language_scores(text)
+        assert (LANGUAGES[column], pytest.approx(probability, abs=1e-6)) == language_scores(text)
 
 
 @pytest.mark.parametrize(
@@ -179,3 +184,21 @@ def test_the_labelled_paraphrase_sets_are_all_told_right():
     misread = [(text, language, detect_language(text)) for text, language in rows if detect_language(text) != language]
 
     assert len(rows) > 500 and misread == []
+
+
+def test_the_compiled_loop_scores_once_a_process_has_numba_and_never_with_the_stock_paths(settings, monkeypatch):
+    settings.STOCK_PATHS = False
+    monkeypatch.setattr(language, "_compiled", False)
+    monkeypatch.setattr(language, "_scorer", None)
+    language_scores("ok")
+    assert language._scorer is not None and language._scorer.__qualname__ == "LanguageIdentifier.classify"
+
+    language_compiled_use()
+    assert language._scorer is None
+    language_scores("ok")
+    assert language._scorer.__qualname__ == "_compiled_scorer.<locals>.score"
+
+    settings.STOCK_PATHS = True
+    monkeypatch.setattr(language, "_scorer", None)
+    language_scores("ok")
+    assert language._scorer.__qualname__ == "LanguageIdentifier.classify"

@@ -8,7 +8,8 @@ from collections.abc import Collection
 import numpy as np
 import pytest
 
-from routing.examples import ALPHA, TEMPERATURE, ExampleIndex, TfidfVectoriser, examples_compile
+from routing import examples
+from routing.examples import ALPHA, ENGINES, TEMPERATURE, ExampleIndex, TfidfVectoriser, examples_compile
 from routing.router import Classification, CompiledRouter, IntentSpec
 
 INTENTS = (
@@ -38,6 +39,15 @@ INTENTS = (
     ),
     IntentSpec(name="no_examples", agent="support_agent", priority=30, keywords=("suporte",)),
 )
+
+
+@pytest.fixture(autouse=True, params=ENGINES)
+def engine(request, monkeypatch):
+    """Every test on each engine that scores an offline index: NumPy, the compiled loops and scikit-learn's own."""
+    monkeypatch.setattr(examples, "offline_engine", lambda classes: request.param)
+    examples._offline_compile.cache_clear()
+    yield request.param
+    examples._offline_compile.cache_clear()
 
 
 def router(**settings) -> CompiledRouter:
