@@ -53,6 +53,8 @@ def _share() -> None:
             folder = Path(os.environ[name]) / WORKER
             folder.mkdir(parents=True, exist_ok=True)
             os.environ[name] = str(folder)
+    # The settings put numba's cache under VAR_DIR unless the environment names one: not the controller's.
+    os.environ.pop("NUMBA_CACHE_DIR", None)
 
 
 if WORKER:
