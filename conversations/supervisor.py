@@ -23,7 +23,7 @@ from common import tracing
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer
 from routing.router import PlanStep
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 if TYPE_CHECKING:
     from conversations.records import HistoryEntry  # records imports this module

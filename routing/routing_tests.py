@@ -3,7 +3,7 @@
 * :func:`routing_tests_run` decides every case with the compiled profile — :func:`routing.decide.route_decide`
   with the case's state and active specialist, or :func:`routing.goal_decide.goal_decide` when the profile is in
   goal mode or the case expects a goal or a status — and never touches the database: the cases and the
-  :class:`~routing.snapshot.ProfileSpec` are read before. It returns a :class:`TestRun`: each case's pass or fail
+  :class:`~routing.specs.ProfileSpec` are read before. It returns a :class:`TestRun`: each case's pass or fail
   with the actual decision, its reason and the expectations that failed; the counts; a confusion matrix of
   intents (expected → actual) and precision and recall per intent.
 * :func:`routing_tests_spec` compiles what to run against: the draft, the live version or version N.
@@ -33,7 +33,7 @@ from routing.decide import delegated_of, route_decide
 from routing.goal_decide import GENERAL, goal_decide
 from routing.goals import GOAL_MODE
 from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, RoutingVersion, routing_test_expect_errors
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 # What the engine records for a goal decision (conversations.goal_turn's GOAL_AGENT and method): a layer below it,
 # the runner reports the same values.
