@@ -54,6 +54,9 @@ ENDPOINTS = (
     "delegations",
     "tools",
     "cohorts",
+    "outcomes",
+    "outcomes/timeline",
+    "quality",
 )
 WINDOWS = ("days=30", "days=90", "days=30&profile=telecom_contas", "days=90&profile=telecom_contas")
 SLICED_WINDOWS = ("days=30&cohort=single_agent", "days=30&version=draft")
@@ -114,8 +117,13 @@ def _vacuum_analyze() -> float:
 def _sizes() -> list[tuple[str, int, str]]:
     from django.db import connection
 
+    from conversations.models import ConversationOutcome, Escalation, MessageFeedback
+
     tables = ("agent_handoffs", "routing_conversation", "routing_message", "routing_routedecisionrecord")
-    tables += ("routing_toolcall",)
+    tables += (
+        "routing_toolcall",
+        *(model._meta.db_table for model in (Escalation, MessageFeedback, ConversationOutcome)),
+    )
     rows = []
     with connection.cursor() as cursor:
         for table in tables:

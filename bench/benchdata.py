@@ -31,12 +31,16 @@ import math
 import operator
 import random
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import CASCADE, Field, Model, QuerySet
@@ -46,8 +50,54 @@ from agents.models import AgentProfile
 from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
-from conversations.graph import TurnInput, conversation_defaults, result_note
-from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall, ToolCallStatus
+from common.language import detect_language
+from conversations.desk import (
+    HANDED_BACK,
+    Person,
+    desk_message,
+    escalated_outcome,
+    escalation_move,
+    escalation_new,
+    escalation_public,
+    hand_back_move,
+    person_move,
+    person_of_user,
+    transfer_words,
+)
+from conversations.escalation import (
+    EscalationAsk,
+    escalation_after,
+    escalation_asked,
+    language_of,
+    notice,
+    summary_for_person,
+    thumbs_down_asked,
+)
+from conversations.feedback import RATED_DOWN_WORDS
+from conversations.graph import (
+    ANSWER_KEPT,
+    TurnInput,
+    conversation_defaults,
+    escalation_team,
+    held_decision,
+    result_note,
+)
+from conversations.models import (
+    Conversation,
+    ConversationOutcome,
+    Escalation,
+    EscalationPriority,
+    EscalationStatus,
+    FeedbackRating,
+    Message,
+    MessageFeedback,
+    MessageRole,
+    Outcome,
+    RouteDecisionRecord,
+    ToolCall,
+    ToolCallStatus,
+)
+from conversations.outcomes import TIMEOUT, Ending, ProfileRules, outcome_decided, outcome_row, profile_rules
 from conversations.records import (
     CountedAs,
     LiveState,
@@ -59,7 +109,7 @@ from conversations.records import (
 )
 from conversations.runtime import PERMISSION_WAITING
 from conversations.supervisor import STATUS_OK, STATUS_TIMEOUT
-from handoffs.models import Handoff, HandoffKind, HandoffStatus
+from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move
 from routing import snapshot
@@ -67,7 +117,7 @@ from routing.decide import COORDINATION_INTENT, single_agent_decide
 from routing.rollout import bucket
 from routing.router import SUPERVISOR_ROUTE, CompiledRouter, IntentSpec, RouteDecision
 from routing.specs import ProfileSpec
-from tenants.models import Tenant
+from tenants.models import Tenant, TenantRight
 from tenants.services import tenant_get_or_create
 
 BENCH_TENANT_PREFIX = "bench_tenant_"
@@ -134,7 +184,7 @@ CLASSIFIER_TEXTS = {
     "product_agent": ("Vocês têm alguma opção com mais gigas?", "Quero algo melhor pro meu celular"),
     "support_agent": ("Meu aparelho quebrou", "O modem fica piscando vermelho", "A tela do celular apagou"),
 }
-VAGUE_TEXTS = ("Oi", "Olá, bom dia", "Preciso de ajuda", "Quero falar com um atendente", "Boa tarde!", "Hello")
+VAGUE_TEXTS = ("Oi", "Olá, bom dia", "Preciso de ajuda", "Boa tarde!", "Hello")
 STATE_REPLIES = ("sim", "ok", "já paguei", "sim, pode seguir", "não", "ok, paguei agora")
 FOLLOWUPS = ("e quando vence?", "qual o prazo?", "pode repetir?", "e agora?", "certo, e depois?", "entendi")
 CLOSINGS = ("obrigado", "valeu, era só isso", "resolvido, obrigada", "obrigada!", "thanks")
@@ -153,6 +203,68 @@ PERMISSION_QUESTION = (
 
 PART_TIMEOUT_ERROR = "the step did not answer in time"  # a supervisor part that timed out
 
+# The end of a conversation (docs/analytics.md, "Outcomes"). Now and then the last message thanks or says goodbye (small
+# talk, which the fallback answers): the periodic close counts those resolved. A share of answers is rated, the last
+# one more often, and rated up as often as it helped.
+CLOSING_SHARE = 0.45  # conversations of two turns or more whose last message is a thanks or a goodbye
+SMALL_TALK_ANSWER = "Por nada! Se precisar de algo mais, é só chamar."
+RATED_SHARE, RATED_LAST_SHARE = 0.04, 0.12
+RATED_UP = 0.85  # an answer that helped (quality 0): rated up this often; each 0.1 of lost quality takes 0.15 off
+RATING_COMMENTS = ("Não resolveu meu problema.", "Resposta confusa.", "Demorou muito.")
+
+# People in the loop (docs/desk.md). A customer asks for a person now and then — more often after an answer that did
+# not help — in Portuguese, English or Spanish; the profiles' own rules (agents/escalation.py) hand over the rest.
+# Then the desk: a wait in line (the customer may write meanwhile, or give up and be closed with the queue), a person
+# who takes it, replies, notes, a transfer to another team now and then, and the hand-back.
+HUMAN_ASK = {"first": 0.008, "later": 0.004, "after_miss": 0.05}  # per message: at the start, later, after a miss
+LANGUAGE_WEIGHTS = {"pt": 0.8, "en": 0.1, "es": 0.1}
+HUMAN_REQUESTS = {
+    "pt": ("Quero falar com um atendente", "Quero falar com uma pessoa, por favor", "Posso falar com um humano?"),
+    "en": ("I want to talk to a real person please", "Can I speak to a human?"),
+    "es": ("Quiero hablar con una persona", "Quiero hablar con un agente, por favor"),
+}
+WHILE_WAITING = {
+    "pt": ("Ainda estou esperando", "Alguém vai me atender?", "ok"),
+    "en": ("Still waiting", "Is anyone there?", "ok"),
+    "es": ("Sigo esperando", "¿Alguien me va a atender?", "ok"),
+}
+WHILE_ANSWERED = {
+    "pt": ("Certo", "O número é 11 9****-1234", "Isso mesmo", "Obrigado"),
+    "en": ("Right", "The number ends in 1234", "That's it", "Thanks"),
+    "es": ("Bien", "El número termina en 1234", "Eso es", "Gracias"),
+}
+PERSON_REPLIES = {
+    "pt": (
+        "Olá, aqui é {name}. Já estou vendo o seu caso.",
+        "Verifiquei aqui: já corrigi a cobrança e o valor sai na próxima fatura.",
+        "Pronto, está resolvido. Posso ajudar em algo mais?",
+    ),
+    "en": (
+        "Hi, this is {name}. I'm looking at your case now.",
+        "I checked: the charge is corrected and will show on your next bill.",
+        "Done, it's sorted. Anything else I can help with?",
+    ),
+    "es": (
+        "Hola, soy {name}. Ya estoy revisando su caso.",
+        "Lo revisé: el cobro ya está corregido y se verá en su próxima factura.",
+        "Listo, está resuelto. ¿Le ayudo con algo más?",
+    ),
+}
+DESK_NOTES = (
+    "Cliente já entrou em contato ontem pelo mesmo assunto.",
+    "Conferido no sistema: cobrança em duplicidade, estorno aberto.",
+    "Pediu retorno por e-mail.",
+)
+TRANSFER_NOTES = ("Assunto do outro time.", "", "Cliente pediu para falar com o responsável.")
+HAND_BACK_NOTES = ("Resolvido com o cliente.", "Estorno solicitado; cliente orientado.", "")
+PEOPLE = ("Ana", "Bruno", "Carla", "Diego", "Elisa", "Fábio")  # the desk's staff users (bench_person_1..6)
+BENCH_PERSON_PREFIX = "bench_person_"
+QUEUE_WAIT_S = {EscalationPriority.HIGH: 120.0, EscalationPriority.NORMAL: 300.0}  # median wait in line
+POSITIONS = ((1, 2, 3, 4, 5), (50, 25, 12, 8, 5))  # the customer's place in line when handed over
+WRITES_WHILE_WAITING = 0.3  # after each minute or two in line, the customer writes again this often
+REPLIES = ((1, 2, 3, 4), (25, 40, 25, 10))  # a person's replies before handing back
+NOTE_SHARE, TRANSFER_SHARE, HAND_BACK_NOTE_SHARE = 0.15, 0.08, 0.4
+
 
 # --- the catalogue: each demo profile's routing, compiled once ---------------------------
 
@@ -169,6 +281,7 @@ class ProfileCatalogue:
     by_classifier: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # specialist → (text, intent)
     plans: list[tuple[str, RouteDecision]] = field(default_factory=list)
     state_intent: dict[str, str] = field(default_factory=dict)  # intent → the state it sets
+    rules: ProfileRules | None = None  # when its conversations close, and what closes them well
 
     @property
     def agent_id(self) -> str:
@@ -221,7 +334,23 @@ def _demo_profiles() -> list[ProfileCatalogue]:
     missing = [agent_id for agent_id in DEMO_PROFILES if agent_id not in current.profiles]
     if missing:
         raise BenchDataError(f"Demo profiles not enabled: {', '.join(missing)}.")
-    return [_catalogue(current.profiles[agent_id]) for agent_id in DEMO_PROFILES]
+    rules = {each.agent_id: each for each in profile_rules()}
+    catalogues = [_catalogue(current.profiles[agent_id]) for agent_id in DEMO_PROFILES]
+    for catalogue in catalogues:
+        catalogue.rules = rules[catalogue.agent_id]
+        _small_talk_check(catalogue.spec.router)
+    return catalogues
+
+
+def _small_talk_check(router: CompiledRouter) -> None:
+    """The texts that ask for a person, and those that close a conversation, are read so by the router's small talk."""
+    for text in (text for texts in HUMAN_REQUESTS.values() for text in texts):
+        decision = router.by_small_talk(text)
+        if decision is None or decision.metadata["small_talk"]["kind"] != "human_request":
+            raise BenchDataError(f"{text!r} is not read as a request for a person.")
+    for text in CLOSINGS:
+        if router.by_small_talk(text) is None:
+            raise BenchDataError(f"{text!r} is not read as small talk.")
 
 
 def _tool_servers() -> dict[str, str]:
@@ -237,18 +366,22 @@ class BenchDataError(RuntimeError):
 
 @dataclass
 class Batch:
-    """A batch's rows, unsaved, as :func:`conversations.records.turn_rows` built them.
+    """A batch's rows, unsaved: a turn's as :func:`conversations.records.turn_rows` built them, the desk's as
+    :mod:`conversations.desk` builds them, the outcomes as :mod:`conversations.outcomes` and the desk decide them.
 
     Conversations and messages carry ids (other rows point at them): their place in the batch, to which
-    :func:`_write` adds the first id :func:`_flush` reserved for the batch. Decisions, tool calls and handoffs get
-    theirs from the database.
+    :func:`_write` adds the first id :func:`_flush` reserved for the batch. Escalations carry their UUID; decisions,
+    tool calls, handoffs, ratings and outcomes get their ids from the database.
     """
 
     conversations: list[Conversation] = field(default_factory=list)
+    escalations: list[Escalation] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     decisions: list[RouteDecisionRecord] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     handoffs: list[Handoff] = field(default_factory=list)
+    ratings: list[MessageFeedback] = field(default_factory=list)
+    outcomes: list[ConversationOutcome] = field(default_factory=list)
 
     def add(self, rows: TurnRows) -> None:
         """Append a turn's rows; its messages get their places, and the rows pointing at them the same."""
@@ -260,15 +393,25 @@ class Batch:
             self.decisions.append(rows.decision)
         self.tool_calls.extend(rows.tool_calls)
         self.handoffs.extend(rows.handoffs)
+        if rows.escalation is not None:
+            self.escalations.append(rows.escalation)
+
+    def add_message(self, message: Message) -> None:
+        message.pk = len(self.messages)
+        self.messages.append(message)
 
 
-# The tables in the order they are written (what a row points at comes first), and their lists in a Batch.
+# The tables in the order they are written, and their lists in a Batch. What a row points at comes first, but for a
+# conversation and the escalation it is held under, which point at each other (foreign keys are checked at commit).
 TABLES: tuple[tuple[type[Model], str], ...] = (
     (Conversation, "conversations"),
+    (Escalation, "escalations"),
     (Message, "messages"),
     (RouteDecisionRecord, "decisions"),
     (ToolCall, "tool_calls"),
     (Handoff, "handoffs"),
+    (MessageFeedback, "ratings"),
+    (ConversationOutcome, "outcomes"),
 )
 
 
@@ -287,6 +430,11 @@ class GenerateReport:
     days_summed: int = 0
     rollup_seconds: float = 0.0
     tool_statuses: Counter = field(default_factory=Counter)
+    endings: Counter = field(default_factory=Counter)  # conversations by outcome ("" still open)
+    escalations: Counter = field(default_factory=Counter)  # by reason
+    escalation_statuses: Counter = field(default_factory=Counter)
+    desk_messages: Counter = field(default_factory=Counter)  # the people's replies and notes, by role
+    ratings: Counter = field(default_factory=Counter)
 
 
 # --- the simulation -------------------------------------------------------------------------
@@ -324,6 +472,20 @@ class _Turn:
     model_calls: int = 1
     quality: float = 0.0  # lowers the judge's score (fallbacks, stops)
     latency_ms: float = 0.0
+    judged: bool = True  # False: a person's turn (the routing or the desk answers; no judge, no model)
+    answered: bool = True  # False: a person holds the conversation and answers on the desk
+    escalation: Escalation | None = None  # the escalation the turn opened
+    shown: dict[str, Any] | None = None  # metadata.escalation: the escalation as the customer saw it then
+    rating: tuple[str, str, float] | None = None  # the customer's rating of the answer: (rating, comment, after s)
+
+
+@dataclass
+class _DeskAct:
+    """What people do with a conversation they hold (conversations.desk), or a rating down handing it to them."""
+
+    kind: str  # opened (outside a turn), take, reply, note, transfer, hand_back, close
+    person: Person | None = None
+    text: str = ""  # a reply's or a note's words; the hand-back's note
 
 
 @dataclass
@@ -331,9 +493,16 @@ class _Live:
     """A conversation's live state while its turns are simulated."""
 
     catalogue: ProfileCatalogue
+    who: _Who
+    local_id: int  # the conversation's place in its batch
     multi_agent: bool
     supervisor: bool  # the profile ran in supervisor mode when this conversation happened
     looping: tuple[str, str] | None  # (A, B): the router keeps sending the customer to A, A keeps handing to B
+    fallbacks: int = 0  # the fallback's answers in a row (the escalation rule's count)
+    missed: bool = False  # the last answer did not help (a fallback, a stop, a failed tool, a rating down)
+    history: list[tuple[str, str]] = field(default_factory=list)  # the last exchanges, for a person's summary
+    escalation: Escalation | None = None  # the conversation is with people
+    position: int = 1  # its place in line
     state: str = ""
     active_agent: str = ""
     active_intent: str = ""
@@ -352,7 +521,18 @@ class _Live:
             pending_permission=self.pending_permission,
             granted_permissions=tuple(self.granted),
             routed=(self.state, self.active_agent, self.active_intent),
+            fallbacks_in_row=self.fallbacks,
         )
+
+    @property
+    def mode(self) -> str:
+        """The graph's mode for this conversation's turns."""
+        if not self.multi_agent:
+            return "single_agent"
+        return "supervisor" if self.supervisor else self.catalogue.spec.routing_mode
+
+
+HISTORY_KEPT = 8  # exchanges' messages kept for a person's summary (it quotes the last four)
 
 
 @dataclass(frozen=True)
@@ -385,8 +565,12 @@ class Simulator:
         users_per_tenant: int,
         start: float,
         until: float,
+        people: Sequence[Person] = (),
     ) -> None:
         self.rng = rng
+        self.people = list(people) or [Person(name=name) for name in PEOPLE]
+        self.close_every = float(settings.OUTCOMES_CLOSE_SECONDS)  # how often the periodic close runs
+        self.endings: dict[tuple[int, str, str | None], Ending] = {}
         self.catalogues = catalogues
         self.profile_weights = [PROFILE_WEIGHTS[c.agent_id] for c in catalogues]
         self.tool_servers = tool_servers
@@ -450,34 +634,67 @@ class Simulator:
         who = self._who()
         turns = self.rng.choices(range(1, len(TURN_WEIGHTS) + 1), weights=TURN_WEIGHTS)[0]
         arrival = self._arrival()
-        live = self._live(who, turns, arrival)
+        live = self._live(who, turns, arrival, local_id)
         simulated = self._simulate(live, turns, arrival)
-        # A conversation ends within the range, its last turn's rows too (they are stamped microseconds apart after
-        # the turn: ROW_STAMPS_SPAN leaves room for them).
+        # A conversation's turns end within the range, its last turn's rows too (they are stamped microseconds apart
+        # after the turn: ROW_STAMPS_SPAN leaves room for them). What people do after a hand-over may run past it: what
+        # falls after the range has not happened yet (the conversation is still with them).
         overflow = max(0.0, simulated[-1][0] + ROW_STAMPS_SPAN - self.until)
         if live.sub:
             live.sub["started_at"] = round(live.sub["started_at"] - overflow, 3)
+        steps: list[tuple[float, _Turn | _DeskAct, LiveState]] = [
+            (at - overflow, step, left) for at, step, left in simulated
+        ]
+        if live.escalation is not None:
+            opened = steps[-1][0]
+            live.escalation.created_at = _when(opened)
+            held = live.left()  # a person's turn changes nothing of the conversation's live state
+            steps += [(at, step, held) for at, step in self._episode(live, opened)]
         row = _conversation_row(local_id, who)
+        row.created_at = _when(arrival - overflow)
         handoffs, kinds, methods = 0, Counter(), Counter()
-        for number, (persisted, turn, left) in enumerate(simulated, start=1):
-            record = self._record(row, who, number, turn)
+        ratings: list[tuple[float, str]] = []
+        last: tuple[float, str, int | None] = (arrival - overflow, "", None)  # the customer's last message
+        number = 0
+        for at, step, left in steps:
+            if isinstance(step, _DeskAct):
+                moves = self._desk_rows(live, row, step, at, batch)
+                if moves:
+                    handoffs += moves
+                    kinds[HandoffKind.HUMAN] += moves
+                continue
+            number += 1
+            record = self._record(row, who, number, step)
             rows = turn_rows(record)
             _conversation_turn(row, record, left, rows)
-            _stamp(rows, persisted - overflow)
+            _stamp(rows, at)
             batch.add(rows)
             handoffs += len(rows.handoffs)
-            kinds.update(move.kind for move in turn.moves)
-            methods[turn.decision.method] += 1
-        row.created_at = _when(arrival - overflow)
-        row.updated_at = row.turn_started_at = _when(simulated[-1][0] - overflow)
+            kinds.update(move.kind for move in step.moves)
+            methods[step.decision.method] += 1
+            last = (at, step.text, record.routing_version)
+            if step.rating is not None and rows.answer is not None:
+                rated = self._rating_row(row, rows.answer, step.rating, at)
+                if rated is not None:
+                    batch.ratings.append(rated)
+                    ratings.append((at + step.rating[2], rated.rating))
+        if live.escalation is not None and live.escalation.status in (
+            EscalationStatus.RETURNED,
+            EscalationStatus.CLOSED,
+        ):
+            row.escalation_id = None  # handed back, or closed: the assistants answer again
+        row.updated_at = row.turn_started_at = _when(last[0])
+        self._ending(live, row, batch, last, ratings)
         batch.conversations.append(row)
         return handoffs, kinds, methods
 
-    def _live(self, who: _Who, turns: int, arrival: float) -> _Live:
+    def _live(self, who: _Who, turns: int, arrival: float, local_id: int) -> _Live:
         """The conversation's state before its first message; now and then, one that will loop."""
         rng, catalogue = self.rng, who.catalogue
         live = _Live(
             catalogue=catalogue,
+            who=who,
+            local_id=local_id,
             multi_agent=who.multi_agent,
             supervisor=catalogue.agent_id == "telecom_contas" and who.multi_agent and arrival >= self.supervisor_from,
             looping=None,
@@ -488,18 +705,31 @@ class Simulator:
             live.looping = (first, rng.choice(targets)) if targets else None
         return live
 
-    def _simulate(self, live: _Live, turns: int, arrival: float) -> list[tuple[float, _Turn, LiveState]]:
+    def _simulate(self, live: _Live, turns: int, arrival: float) -> list[tuple[float, _Turn | _DeskAct, LiveState]]:
         """The conversation's turns, each with the moment it is stored (the customer takes a while to answer) and
-        the live state it leaves."""
-        simulated: list[tuple[float, _Turn, LiveState]] = []
+        the live state it leaves; they end early when one hands the conversation to people (or a rating down does,
+        the last step then the escalation it opened)."""
+        simulated: list[tuple[float, _Turn | _DeskAct, LiveState]] = []
         moment = arrival
         for index in range(turns):
-            turn = self._turn(live, first=index == 0)
+            last = index == turns - 1
+            turn = self._turn(live, first=index == 0, last=last)
             turn.latency_ms = self._latency(turn)
             moment += turn.latency_ms / 1000
             if live.sub and not live.sub["started_at"]:
                 live.sub["started_at"] = moment
-            simulated.append((moment, turn, live.left()))
+            left = live.left()
+            if turn.escalation is not None:
+                simulated.append(
+                    (moment, turn, replace(left, escalation_id=turn.escalation.pk, outcome=Outcome.ESCALATED))
+                )
+                break
+            simulated.append((moment, turn, left))
+            if self._rate(live, turn, last=last):
+                opened = self._thumbs_down(live, turn)
+                if opened is not None:
+                    simulated.append((moment + (turn.rating or ("", "", 0.0))[2], opened, left))
+                    break
             moment += min(self.rng.lognormvariate(math.log(40), 0.8), 900)
         return simulated
 
@@ -517,9 +747,14 @@ class Simulator:
     def _record(self, row: Conversation, who: _Who, number: int, turn: _Turn) -> TurnRecord:
         """The turn as the graph's ``turn_record`` would give it: its answer's metadata, latency and score."""
         decision, trace = turn.decision, self._trace(turn)
-        score = self.rng.betavariate(7.0, 1.7) if who.multi_agent else self.rng.betavariate(5.5, 2.0)
-        score = round(max(0.0, score - turn.quality), 3)
+        score: float | None = None
+        judges: dict[str, Any] = {}  # a person's turn is not judged
+        if turn.judged:
+            score = self.rng.betavariate(7.0, 1.7) if who.multi_agent else self.rng.betavariate(5.5, 2.0)
+            score = round(max(0.0, score - turn.quality), 3)
+            judges = {"rule_based": {"name": "rule_based", "status": "ok", "score": score, "passed": score >= 0.5}}
         usage = self._usage(turn)
+        used = usage.as_dict()
         metadata = {
             "mode": turn.mode,
             "route": decision.route,
@@ -530,11 +765,13 @@ class Simulator:
             "turn": number,
             "cohort": who.cohort,
             "flags": who.flags,
-            "judges": {"rule_based": {"name": "rule_based", "status": "ok", "score": score, "passed": score >= 0.5}},
+            "judges": judges,
             "llm": "offline",
-            "usage": usage.as_dict(),
+            "usage": used,
             "trace": trace,
         }
+        if turn.shown is not None:
+            metadata["escalation"] = turn.shown
         return TurnRecord(
             conversation_id=row.pk,
             tenant_id=row.tenant_id,
@@ -558,7 +795,9 @@ class Simulator:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             llm_model=usage.answering_model(),
-            other_models=other_models(usage.as_dict()),
+            other_models=other_models(used),
+            answered=turn.answered,
+            escalation=turn.escalation,
         )
 
     def _usage(self, turn: _Turn) -> TurnUsage:
@@ -588,15 +827,380 @@ class Simulator:
 
     # -- one turn ----------------------------------------------------------------------
 
-    def _turn(self, live: _Live, *, first: bool) -> _Turn:
+    def _turn(self, live: _Live, *, first: bool, last: bool) -> _Turn:
         catalogue = live.catalogue
+        state = live.state  # where the conversation stood (a person's summary says)
         turn = self._permission_reply(live)
+        if turn is None and not live.sub:
+            turn = self._small_talk(live, first=first, last=last)
         if turn is None and catalogue.delegation and live.multi_agent:
             turn = self._coordinated_turn(live)
         elif turn is None:
             turn = self._routed_turn(live, first=first, single_agent=not live.multi_agent)
-        turn.agents = turn.agents or [turn.agent]
+        if not turn.agents and turn.agent != PERSON:
+            turn.agents = [turn.agent]
+        # The graph's escalation node: the fallbacks in a row counted, then the profile's rules read.
+        live.fallbacks = live.fallbacks + 1 if turn.decision.method == "fallback" else 0
+        if turn.escalation is None:
+            self._rules(live, turn, state)
+        live.missed = turn.quality >= 0.15
+        live.history += (("user", turn.text), ("assistant", turn.answer))
+        del live.history[:-HISTORY_KEPT]
         return turn
+
+    # -- people in the loop --------------------------------------------------------------
+
+    def _small_talk(self, live: _Live, *, first: bool, last: bool) -> _Turn | None:
+        """Now and then the customer asks for a person (more often after an answer that did not help), or ends the
+        conversation with thanks or a goodbye: small talk, read before the intents (``routing.small_talk``)."""
+        rng = self.rng
+        chance = HUMAN_ASK["first" if first else ("after_miss" if live.missed else "later")]
+        if rng.random() < chance:
+            language = _pick(rng, LANGUAGE_WEIGHTS)
+            return self._talked(live, rng.choice(HUMAN_REQUESTS[language]))
+        if last and not first and not live.state and rng.random() < CLOSING_SHARE:
+            return self._talked(live, rng.choice(CLOSINGS))
+        return None
+
+    def _talked(self, live: _Live, text: str) -> _Turn:
+        """A small-talk message: the fallback (a coordinator, its own) answers and the conversation stays where it
+        was — unless it asks for a person and the profile hands conversations to people (``escalation_asked``)."""
+        spec = live.catalogue.spec
+        coordinated = live.catalogue.delegation and live.multi_agent
+        decision = spec.router.by_small_talk(text, agent=spec.coordinator if coordinated else "")
+        assert decision is not None  # the catalogue checked these texts (_small_talk_check)
+        if not live.multi_agent:
+            decision = single_agent_decide(decision, spec)
+        turn = _Turn(text=text, decision=decision, mode=live.mode, agent=decision.agent)
+        ask = escalation_asked(spec.escalation, decision)
+        if ask is not None:
+            self._to_people(live, turn, ask)
+            return turn
+        turn.answer = SMALL_TALK_ANSWER
+        if coordinated and live.pending_result:  # the finished sub-conversation's result reaches the coordinator
+            turn.notes.append((spec.coordinator, result_note(live.pending_result)))
+            live.pending_result = None
+        return turn
+
+    def _to_people(self, live: _Live, turn: _Turn, ask: EscalationAsk) -> None:
+        """The routing hands the conversation to people (the customer asked, or a people's intent won): no
+        specialist runs, the conversation stays where it was, the answer is the customer's place in line."""
+        decision = turn.decision
+        decision.handoff, decision.keeps_conversation = False, True
+        decision.metadata["escalation"] = ask.reason
+        turn.agent, turn.agents, turn.judged, turn.model_calls = PERSON, [], False, 0
+        turn.tool_calls, turn.moves = [], []
+        self._escalate(live, turn, ask, answered_by="", state=live.state)
+
+    def _rules(self, live: _Live, turn: _Turn, state: str) -> None:
+        """The profile's rules after the turn (``escalation_after``): a move loop safety stopped, the fallback's
+        answers in a row. The assistants' answer stays, the customer's place in line after it."""
+        people = live.catalogue.spec.escalation
+        if not (people.enabled and (people.on_loop_stop or people.after_fallbacks)):
+            return  # blocked messages and goals are not simulated: the other rules never hold here
+        ask = escalation_after(
+            people,
+            blocked=False,
+            moves=turn.moves,
+            goal_failed=False,
+            method=turn.decision.method,
+            fallbacks_in_row=live.fallbacks,
+        )
+        if ask is not None:
+            self._escalate(live, turn, ask, answered_by=turn.agent, state=state)
+
+    def _escalate(self, live: _Live, turn: _Turn, ask: EscalationAsk, *, answered_by: str, state: str) -> None:
+        """Hand the conversation over with ``turn``, as the graph's escalation node does: the escalation (its summary
+        for the person, in the customer's language), the ``human`` move, the answer telling the customer their place."""
+        spec = live.catalogue.spec
+        kept = ask.reason in ANSWER_KEPT and bool(turn.answer.strip())
+        language = language_of(detect_language(turn.text))
+        intent = turn.decision.intent or live.active_intent
+        escalation = escalation_new(
+            conversation_id=live.local_id,
+            tenant_id=live.who.tenant.pk,
+            profile_id=spec.pk,
+            ask=ask,
+            language=language,
+            summary=summary_for_person(
+                ask,
+                intent=intent,
+                agent=answered_by or live.active_agent,
+                state=state,
+                history=live.history,
+                text=turn.text,
+                answer=turn.answer if kept else "",
+            ),
+            from_agent=answered_by if answered_by not in ("", PERSON) else live.active_agent or spec.fallback_agent,
+            intent=intent,
+            desk=spec.escalation.desk,
+        )
+        escalation.id = uuid.UUID(int=self.rng.getrandbits(128), version=4)  # from the seed, as every row
+        live.escalation, live.position = escalation, self.rng.choices(*POSITIONS)[0]
+        words = notice("queued", language, position=live.position)
+        turn.answer = f"{turn.answer.strip()}\n\n{words}" if kept else words
+        if not kept:
+            turn.agent = PERSON
+        turn.moves.append(person_move(escalation))
+        turn.escalation, turn.shown = escalation, escalation_public(escalation, position=live.position)
+
+    def _rate(self, live: _Live, turn: _Turn, *, last: bool) -> bool:
+        """Now and then the customer rates the answer (the last one more often), up as often as it helped; ``True``
+        when rated down."""
+        rng = self.rng
+        if not (turn.judged and turn.answered) or rng.random() >= (RATED_LAST_SHARE if last else RATED_SHARE):
+            return False
+        up = rng.random() < max(0.05, RATED_UP - 1.5 * turn.quality)
+        comment = "" if up or rng.random() < 0.7 else rng.choice(RATING_COMMENTS)
+        rating = FeedbackRating.UP if up else FeedbackRating.DOWN
+        turn.rating = (rating, comment, rng.lognormvariate(math.log(20), 0.8))
+        live.missed = live.missed or not up
+        return not up
+
+    def _thumbs_down(self, live: _Live, turn: _Turn) -> _DeskAct | None:
+        """A rating down hands the conversation to people when the profile says so (``thumbs_down_asked``), outside a
+        turn, as ``conversations.feedback.thumbs_down_escalate`` does."""
+        spec = live.catalogue.spec
+        ask = thumbs_down_asked(spec.escalation)
+        if ask is None:
+            return None
+        comment = (turn.rating or ("", "", 0.0))[1]
+        if comment:
+            ask = replace(ask, summary=f"{RATED_DOWN_WORDS}: {comment}")
+        escalation = escalation_new(
+            conversation_id=live.local_id,
+            tenant_id=live.who.tenant.pk,
+            profile_id=spec.pk,
+            ask=ask,
+            language=language_of(detect_language(turn.text)),
+            summary=summary_for_person(
+                ask,
+                intent=live.active_intent,
+                agent=live.active_agent,
+                state=live.state,
+                history=live.history[:-2],  # before the rated exchange, which the summary quotes
+                text=turn.text,
+                answer=turn.answer,
+            ),
+            from_agent=live.active_agent,
+            intent=live.active_intent,
+            desk=spec.escalation.desk,
+        )
+        escalation.id = uuid.UUID(int=self.rng.getrandbits(128), version=4)
+        live.escalation, live.position = escalation, self.rng.choices(*POSITIONS)[0]
+        return _DeskAct("opened")
+
+    def _episode(self, live: _Live, start: float) -> list[tuple[float, _Turn | _DeskAct]]:
+        """What happens once the conversation joined its queue at ``start``, until the hand-back, the close of the queue
+        or the end of the range, in order: the customer's messages (told their place while in line, answered by
+        nobody once a person has it), the person who takes it, their replies and notes, a transfer to another team now
+        and then, the hand-back. The escalation row changes as it goes (it is written as the range leaves it)."""
+        rng, escalation, until = self.rng, live.escalation, self.until
+        assert escalation is not None
+        language = escalation.language or "pt"
+        abandon = live.catalogue.rules.abandon_after.total_seconds() if live.catalogue.rules else 1800.0
+        teams = live.catalogue.spec.escalation.teams
+        steps: list[tuple[float, _Turn | _DeskAct]] = []
+        moment, holder = start, None
+        while True:
+            # In line: the customer may write meanwhile; idle past the profile's timeout, the close takes it out.
+            taken = moment + rng.lognormvariate(math.log(QUEUE_WAIT_S.get(escalation.priority, 300.0)), 1.1)
+            quiet = moment
+            while rng.random() < WRITES_WHILE_WAITING:
+                at = quiet + rng.lognormvariate(math.log(90), 0.7)
+                if at >= taken or at > quiet + abandon or at > until:
+                    break
+                live.position = max(1, live.position - 1)
+                steps.append((at, self._held_turn(live, language)))
+                quiet = at
+            closed = quiet + abandon + rng.uniform(0, self.close_every)
+            if closed < taken:
+                if closed <= until:
+                    escalation.status, escalation.ended_at = EscalationStatus.CLOSED, _when(closed)
+                    steps.append((closed, _DeskAct("close")))
+                return steps
+            if taken > until:
+                return steps
+            person = rng.choice([each for each in self.people if each is not holder])
+            escalation.status, escalation.assigned_to_id, escalation.assigned_at = (
+                EscalationStatus.ASSIGNED,
+                person.user_id,
+                _when(taken),
+            )
+            escalation.person, escalation.person_ref = person.name, person.ref
+            steps.append((taken, _DeskAct("take", person)))
+            at, replies, noted = taken, rng.choices(*REPLIES)[0], False
+            for number in range(replies):
+                at += rng.lognormvariate(math.log(50), 0.6)
+                if at > until:
+                    return steps
+                words = PERSON_REPLIES[language][0 if number == 0 else (2 if number == replies - 1 else 1)]
+                steps.append((at, _DeskAct("reply", person, words.format(name=person.name))))
+                if not noted and rng.random() < NOTE_SHARE:
+                    noted, at = True, at + rng.uniform(5, 60)
+                    if at > until:
+                        return steps
+                    steps.append((at, _DeskAct("note", person, rng.choice(DESK_NOTES))))
+                if number == 0 and holder is None and len(teams) > 1 and rng.random() < TRANSFER_SHARE:
+                    at += rng.lognormvariate(math.log(30), 0.5)
+                    if at > until:
+                        return steps
+                    team = rng.choice([each for each in teams if each != escalation.team])
+                    words = transfer_words(escalation.team, team, person, rng.choice(TRANSFER_NOTES))
+                    steps.append((at, _DeskAct("transfer", person, words)))
+                    escalation.team, escalation.status = team, EscalationStatus.QUEUED
+                    escalation.assigned_to_id, escalation.person, escalation.person_ref = None, "", ""
+                    escalation.assigned_at = None
+                    if rng.random() < 0.5:
+                        escalation.priority = EscalationPriority.HIGH
+                    moment, holder = at, person
+                    break
+                if number < replies - 1 and rng.random() < 0.8:
+                    at += rng.lognormvariate(math.log(60), 0.7)
+                    if at > until:
+                        return steps
+                    steps.append((at, self._held_turn(live, language)))
+            else:
+                at += rng.lognormvariate(math.log(40), 0.6)
+                if at > until:
+                    return steps
+                note = rng.choice(HAND_BACK_NOTES) if rng.random() < HAND_BACK_NOTE_SHARE else ""
+                escalation.status, escalation.ended_at = EscalationStatus.RETURNED, _when(at)
+                steps.append((at, _DeskAct("hand_back", person, note)))
+                return steps
+
+    def _held_turn(self, live: _Live, language: str) -> _Turn:
+        """A customer's message while people hold the conversation (the graph's ``person`` node): it goes to the desk;
+        in line, the customer is told their place again; once a person has it, nothing answers it now."""
+        escalation = live.escalation
+        assert escalation is not None
+        queued = escalation.status == EscalationStatus.QUEUED
+        text = self.rng.choice((WHILE_WAITING if queued else WHILE_ANSWERED)[language])
+        decision = held_decision(escalation, intent=live.active_intent)
+        turn = _Turn(text=text, decision=decision, mode=live.mode, agent=PERSON, judged=False, model_calls=0)
+        if queued:
+            words = language_of(detect_language(text), fallback=escalation.language)
+            turn.answer = notice("waiting", words, position=live.position)
+        else:
+            turn.answered = False
+        turn.shown = escalation_public(escalation, position=live.position if queued else None)
+        turn.latency_ms = self._latency(turn)
+        return turn
+
+    def _desk_rows(self, live: _Live, row: Conversation, act: _DeskAct, at: float, batch: Batch) -> int:
+        """The rows of what people did (``conversations.desk``) at ``at``; returns the handoffs written."""
+        escalation, spec = live.escalation, live.catalogue.spec
+        assert escalation is not None
+        if act.kind == "opened":  # a rating down, outside a turn (escalation_open)
+            move = escalation_move(escalation)
+            move.cohort, move.routing_version, move.created_at = row.cohort, spec.version, _when(at + 2e-5)
+            batch.escalations.append(escalation)
+            batch.handoffs.append(move)
+            row.escalation_id, row.outcome = escalation.pk, Outcome.ESCALATED
+            row.handoff_kinds |= KIND_BITS[HandoffKind.HUMAN]
+            return 1
+        assert act.person is not None or act.kind in ("take", "close")
+        written: list[tuple[str, str]] = []  # (role, text) of the messages the act leaves
+        if act.kind == "reply":
+            written.append((MessageRole.HUMAN, act.text))
+        elif act.kind in ("note", "transfer"):
+            written.append((MessageRole.NOTE, act.text))
+        elif act.kind == "hand_back" and act.person is not None:
+            move = hand_back_move(
+                escalation=escalation,
+                person=act.person,
+                to_agent=row.active_specialist or spec.fallback_agent,
+                note=act.text,
+                cohort=row.cohort,
+                routing_version=spec.version,
+            )
+            move.created_at = _when(at)
+            batch.handoffs.append(move)
+            if act.text.strip():
+                written.append((MessageRole.NOTE, HANDED_BACK.format(note=act.text.strip())))
+        for tick, (role, text) in enumerate(written, start=1):
+            assert act.person is not None
+            message = desk_message(escalation=escalation, cohort=row.cohort, role=role, text=text, person=act.person)
+            message.created_at = _when(at + tick * 2e-5)
+            batch.add_message(message)
+        return 1 if act.kind == "hand_back" else 0
+
+    def _rating_row(
+        self, row: Conversation, answer: Message, rating: tuple[str, str, float], at: float
+    ) -> MessageFeedback | None:
+        """The customer's rating of ``answer`` (``conversations.feedback.feedback_give``), ``None`` when it would come
+        after the range."""
+        value, comment, after = rating
+        rated = at + after
+        if rated > self.until:
+            return None
+        return MessageFeedback(
+            message_id=answer.pk,
+            conversation_id=row.pk,
+            tenant_id=row.tenant_id,
+            profile_id=row.profile_id,
+            rating=value,
+            comment=comment,
+            user_id=row.user_id,
+            cohort=answer.cohort,
+            routing_version=answer.routing_version,
+            answered_at=answer.created_at,
+            created_at=_when(rated),
+            updated_at=_when(rated),
+        )
+
+    def _ending(
+        self,
+        live: _Live,
+        row: Conversation,
+        batch: Batch,
+        last: tuple[float, str, int | None],
+        ratings: list[tuple[float, str]],
+    ) -> None:
+        """The conversation's outcome row, as the platform decides it: escalated when it was handed to people (with
+        the hand-over), else when the periodic close finds it idle past its profile's timeout (``outcome_decided``:
+        closing words, a rating up, or abandoned) — unless that comes after the range (it is still open)."""
+        up = sum(1 for _, rating in ratings if rating == FeedbackRating.UP)
+        down = len(ratings) - up
+        if live.escalation is not None:
+            outcome = escalated_outcome(
+                escalation=live.escalation,
+                cohort=row.cohort,
+                routing_version=live.catalogue.spec.version,
+                started_at=row.created_at,
+            )
+            row.outcome = Outcome.ESCALATED
+        else:
+            rules = live.catalogue.rules
+            assert rules is not None
+            at, text, version = last
+            closed = at + rules.abandon_after.total_seconds() + self.rng.uniform(0, self.close_every)
+            if closed > self.until:
+                return
+            latest = max(ratings)[1] if ratings else None
+            key = (rules.pk, text, latest)
+            ending = self.endings.get(key)
+            if ending is None:
+                ending = self.endings[key] = outcome_decided(
+                    last_text=text, closing_words=rules.closing_words, last_rating=latest, otherwise=TIMEOUT
+                )
+            read = {
+                "pk": row.pk,
+                "tenant_id": row.tenant_id,
+                "profile_id": row.profile_id,
+                "cohort": row.cohort,
+                "active_intent": row.active_intent,
+                "active_specialist": row.active_specialist,
+                "goal_state": row.goal_state,
+                "created_at": row.created_at,
+                "last_version": version,
+                "rated_up": up,
+                "rated_down": down,
+            }
+            outcome = outcome_row(read, ending, _when(closed))
+            row.outcome = ending.outcome
+        outcome.rated_up, outcome.rated_down = up, down
+        batch.outcomes.append(outcome)
 
     def _next_topic(self, live: _Live, first: bool) -> str:
         rng = self.rng
@@ -647,7 +1251,13 @@ class Simulator:
         decision = CompiledRouter.mark_handoff(decision, live.active_agent)
         if single_agent:
             decision = single_agent_decide(decision, spec)
-        mode = "single_agent" if single_agent else ("supervisor" if live.supervisor else spec.routing_mode)
+        mode = live.mode
+        team = escalation_team(spec, decision)
+        ask = escalation_asked(spec.escalation, decision, escalate_to=team) if team else None
+        if ask is not None:  # an intent people answer won: a person of its team takes the conversation
+            turn = _Turn(text=text, decision=decision, mode=mode)
+            self._to_people(live, turn, ask)
+            return turn
         if not (single_agent or decision.plan or live.supervisor or live.state) and rng.random() < BACKEND_SHARE:
             return self._backend_turn(live, text, mode)
         turn = _Turn(text=text, decision=decision, mode=mode)
@@ -1105,7 +1715,7 @@ def _conversation_turn(row: Conversation, record: TurnRecord, live: LiveState, r
     :func:`~conversations.records.conversation_updates` gives, the messages counted, the next ticket's turn."""
     counted = CountedAs(cohort=row.cohort, handoff_kinds=row.handoff_kinds, created_at=row.created_at)
     for name, value in conversation_updates(record, live, counted).items():
-        setattr(row, name, value)
+        setattr(row, "escalation_id" if name == "escalation" else name, value)  # the update names the escalation's id
     row.message_count += len(rows.messages)
     row.turn_tickets_issued += 1
     row.turn_tickets_done += 1
@@ -1181,9 +1791,10 @@ def _prepared(
     """Each row's values of ``fields`` as a save sends them (``get_db_prep_save``: JSON encoded, datetimes
     adapted to the database, ...), after adding ``offsets`` (position, number) to the values at those positions.
 
-    Most values come back from ``get_db_prep_save`` unchanged (a str in a CharField, an int in an IntegerField,
-    an aware datetime on PostgreSQL): which ones is learnt from the first row of each combination of value types,
-    and only the others are prepared in the rows that follow (a bulk load calls it for millions of values).
+    Most values come back from ``get_db_prep_save`` unchanged (a str in a CharField, an aware datetime on
+    PostgreSQL) or as good as unchanged (:func:`_as_given`): which ones is learnt from the first row of each
+    combination of value types, and only the others are prepared in the rows that follow (a bulk load calls it for
+    millions of values).
     """
     database = connections[DEFAULT_DB_ALIAS]  # what ``connection`` stands for, without a lookup per value
     read = operator.attrgetter(*(each.attname for each in fields))
@@ -1198,13 +1809,22 @@ def _prepared(
         if positions is None:
             prepared = [prep(value, database) for prep, value in zip(prepare, values, strict=True)]
             changed[kinds] = [
-                i for i, (value, ready) in enumerate(zip(values, prepared, strict=True)) if ready is not value
+                i for i, (value, ready) in enumerate(zip(values, prepared, strict=True)) if not _as_given(value, ready)
             ]
             yield prepared
             continue
         for i in positions:
             values[i] = prepare[i](values[i], database)
         yield values
+
+
+def _as_given(value: Any, ready: Any) -> bool:
+    """Whether preparing ``value`` gave it back, or the same integer in one of psycopg's integer types (PostgreSQL's
+    integer columns get an ``Int4``, an ``Int8``, …, which tell a query's parameter its type: a ``COPY`` row writes
+    either as the same digits)."""
+    return ready is value or (
+        type(value) is int and isinstance(ready, int) and type(ready) is not bool and ready == value
+    )
 
 
 def _flush(batch: Batch) -> None:
@@ -1238,10 +1858,25 @@ def bench_tenants_ensure(*, count: int) -> list[Tenant]:
     ]
 
 
+def bench_people_ensure() -> list[Person]:
+    """The desk's people: staff users ``bench_person_1`` … (Ana, Bruno, …) who may answer as a person for every
+    tenant, created when missing."""
+    answer = Permission.objects.get(codename=TenantRight.ANSWER.value, content_type__app_label="tenants")
+    people = []
+    for number, name in enumerate(PEOPLE, start=1):
+        user, created = get_user_model().objects.get_or_create(
+            username=f"{BENCH_PERSON_PREFIX}{number}", defaults={"first_name": name, "is_staff": True}
+        )
+        if created:
+            user.user_permissions.add(answer)
+        people.append(person_of_user(user))
+    return people
+
+
 def bench_data_clear() -> dict[str, int]:
     """Delete every conversation of the bench tenants and what hangs from it; other tenants are untouched.
 
-    The tenants stay (with their API keys). One ``DELETE`` per table, dependents first: Django's
+    The tenants stay (with their API keys), and the desk's people. One ``DELETE`` per table, dependents first: Django's
     cascading delete would load millions of messages into memory first. Returns rows deleted per model.
     """
     tenant_ids = list(Tenant.objects.filter(slug__startswith=BENCH_TENANT_PREFIX).values_list("pk", flat=True))
@@ -1307,6 +1942,7 @@ def bench_data_generate(
         users_per_tenant=max(20, count // (2 * tenants)),
         start=end - days * 86400,
         until=end,
+        people=bench_people_ensure(),
     )
     report = GenerateReport()
     with _cycle_collector_paused():
@@ -1325,7 +1961,7 @@ def _statistics_refresh() -> None:
     after a large load otherwise checks each deleted row's references by scanning tables it believes empty."""
     if connection.vendor != "postgresql":
         return
-    tables = [model._meta.db_table for model in (Conversation, Message, RouteDecisionRecord, ToolCall, Handoff)]
+    tables = [model._meta.db_table for model, _ in TABLES]
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(table) for table in tables))
 
@@ -1396,3 +2032,10 @@ def _count(report: GenerateReport, batch: Batch) -> None:
     report.cohorts.update(conversation.cohort for conversation in batch.conversations)
     report.tool_statuses.update(call.status for call in batch.tool_calls)
     report.outcomes.update(handoff.outcome for handoff in batch.handoffs if handoff.outcome)
+    report.endings.update(conversation.outcome for conversation in batch.conversations)
+    report.escalations.update(escalation.reason for escalation in batch.escalations)
+    report.escalation_statuses.update(escalation.status for escalation in batch.escalations)
+    report.desk_messages.update(
+        message.role for message in batch.messages if message.role in (MessageRole.HUMAN, MessageRole.NOTE)
+    )
+    report.ratings.update(rating.rating for rating in batch.ratings)

@@ -4,8 +4,10 @@
         [--batch 20000] [--until 2025-06-01T00:00] [--clear]
 
 Conversations of the demo profiles for the tenants ``bench_tenant_1..N``, with their messages, route decisions and
-tool calls, spread over ``--days`` back from ``--until`` (simulated by :mod:`bench.benchdata`, the rows built by
-:mod:`conversations.records` as the graph builds them). Deterministic for a ``--seed`` and ``--until``.
+tool calls, the hand-overs to people and what the desk's people (``bench_person_1..6``) wrote, the customers' ratings
+and how each conversation ended, spread over ``--days`` back from ``--until`` (simulated by :mod:`bench.benchdata`,
+the rows built by :mod:`conversations.records`, :mod:`conversations.desk` and :mod:`conversations.outcomes` as the
+platform builds them). Deterministic for a ``--seed`` and ``--until``.
 ``--clear`` first deletes the bench tenants' conversations. The database is the one the settings point at
 (``DATABASE_URL``); ``bench/analytics_bench.py`` runs this inside a throwaway PostgreSQL.
 """
@@ -109,6 +111,15 @@ def _summary(report: GenerateReport) -> None:
     print(f"  outcomes: {', '.join(f'{k} {v:,}' for k, v in report.outcomes.most_common())}")
     print(f"  route methods: {_shares(report.methods, report.decisions)}")
     print(f"  conversations by cohort: {_shares(report.cohorts, report.conversations)}")
+    endings = Counter({outcome or "open": count for outcome, count in report.endings.items()})
+    print(f"  conversations by outcome: {_shares(endings, report.conversations)}")
+    escalations = sum(report.escalations.values())
+    print(
+        f"  handed to people: {escalations:,} ({_shares(report.escalations, escalations)}); "
+        f"now {_shares(report.escalation_statuses, escalations)}; the desk wrote "
+        f"{report.desk_messages['human']:,} replies and {report.desk_messages['note']:,} notes"
+    )
+    print(f"  ratings: {sum(report.ratings.values()):,} ({_shares(report.ratings, sum(report.ratings.values()))})")
     print(f"  daily totals: {report.days_summed} closed days summed in {report.rollup_seconds:.1f} s (included above)")
     print(f"  tool calls: {_shares(report.tool_statuses, report.tool_calls)}", flush=True)
 

@@ -70,6 +70,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.errors import A2AError
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
@@ -131,6 +132,7 @@ CLIENT = "platform.client"
 AGENT_ID = "platform.agent_id"
 HOPS = "platform.hops"
 TURN_INPUT = "platform.turn_input"
+THROTTLED = "platform.throttled"  # the Retry-After of a message a rate refused, for the response's status line
 
 ERROR_TEXT_ONLY = "Only text parts are read: send the message as one or more parts with 'text'."
 ERROR_NO_TEXT = "The message has no text: send a part with a non-empty 'text'."
@@ -336,13 +338,23 @@ class KeyRequired:
                 http_request_observe(route, scope["method"], code, time.perf_counter() - started)
 
     async def _admitted(self, scope: dict[str, Any], receive: Any, send: Any, match: re.Match[str] | None) -> None:
-        if match is not None and scope["method"] == "POST":
-            client, refusal = await database_sync_to_async(_admission)(scope, match["agent_id"])
-            if refusal is not None:
-                await refusal(scope, receive, send)
-                return
-            scope = {**scope, CLIENT: client}
-        await self.app(scope, receive, send)
+        if match is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        client, refusal = await database_sync_to_async(_admission)(scope, match["agent_id"])
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        throttled: dict[str, str] = {}
+
+        async def status_kept(message: MutableMapping[str, Any]) -> None:
+            # A message a rate refused is answered by the SDK as a JSON-RPC error; its status line says 429.
+            if message["type"] == "http.response.start" and throttled:
+                headers = [*message.get("headers", []), (b"retry-after", throttled["retry_after"].encode())]
+                message = {**message, "status": 429, "headers": headers}
+            await send(message)
+
+        await self.app({**scope, CLIENT: client, THROTTLED: throttled}, receive, status_kept)
 
 
 class CallContextBuilder(DefaultServerCallContextBuilder):
@@ -354,6 +366,7 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
         context.state[CLIENT] = request.scope[CLIENT]
         context.state[AGENT_ID] = request.path_params["agent_id"]
         context.state[HOPS] = gateway_hops(request.headers)
+        context.state[THROTTLED] = request.scope[THROTTLED]
         return context
 
 
@@ -395,9 +408,16 @@ def _message_in(params: SendMessageRequest, agent_id: str, context_id: str) -> M
     return read
 
 
+class RateLimited(A2AError):
+    """A message over the key's or the end user's rate: a JSON-RPC error answered with HTTP 429 and ``Retry-After``
+    (:class:`KeyRequired` sets the status line)."""
+
+    message = "Too many messages"
+
+
 def _turn_input(state: Mapping[str, Any], params: SendMessageRequest, context_id: str) -> TurnInput:
     """The turn of a message: the key's message rate, then the front door (the end user's rate, the profile's size
-    limit, the rollout route). Raises the protocol's errors naming the field, or an HTTP 429."""
+    limit, the rollout route). Raises the protocol's errors naming the field, or :class:`RateLimited`."""
     client: ApiClient = state[CLIENT]
     agent_id = state[AGENT_ID]
     message = _message_in(params, agent_id, context_id)
@@ -405,7 +425,8 @@ def _turn_input(state: Mapping[str, Any], params: SendMessageRequest, context_id
         request_throttle(scope=MESSAGES_SCOPE, ident=principal_ident(client) or "", tenant_pk=client.tenant.pk)
         return turn_input_build(tenant=client.tenant, message=message, route=TurnRoute.ROLLOUT, hops=state[HOPS])
     except Throttled as exc:
-        raise HTTPException(429, str(exc.detail), headers={"Retry-After": _retry_after(exc)}) from None
+        state[THROTTLED]["retry_after"] = _retry_after(exc)
+        raise RateLimited(str(exc.detail), data={"code": "throttled", "retry_after": int(_retry_after(exc))}) from None
     except (TextTooLong, UnknownProfile) as exc:
         fields = {_FIELDS.get(name, name): errors for name, errors in exc.fields.items()}
         raise InvalidParamsError(exc.message, data={"fields": fields}) from None

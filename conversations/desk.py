@@ -45,6 +45,7 @@ from conversations.models import (
 from conversations.ratings import outcome_ratings_count
 from conversations.signals import escalation_changed
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
+from handoffs.services import Move
 from routing import snapshot as snapshots
 
 ERROR_ESCALATION_NOT_FOUND = "No escalation with this id."
@@ -203,20 +204,69 @@ def escalation_new(
     )
 
 
+def person_move(escalation: Escalation) -> Move:
+    """The move of a hand-over: from the assistant that answered to :data:`PERSON`, kind ``human``, with the reason
+    and the person's summary; ``outcome`` is the reason's code."""
+    return Move(
+        escalation.from_agent,
+        PERSON,
+        HandoffKind.HUMAN,
+        reason=f"{escalation.reason_text} Queue: {escalation.team}.".strip(),
+        context_summary=escalation.summary,
+        outcome=escalation.reason,
+    )
+
+
 def escalation_move(escalation: Escalation) -> Handoff:
-    """The ``agent_handoffs`` row of a hand-over, unsaved: from the assistant that answered to :data:`PERSON`, kind
-    ``human``, with the reason and the person's summary; ``outcome`` is the reason's code."""
+    """The ``agent_handoffs`` row of a hand-over outside a turn (:func:`person_move`), unsaved."""
     return Handoff(
         conversation_id=escalation.conversation_id,
         tenant_id=escalation.tenant_id,
         profile_id=escalation.profile_id,
-        from_agent=escalation.from_agent,
-        to_agent=PERSON,
-        kind=HandoffKind.HUMAN,
-        status=HandoffStatus.COMPLETED,
-        reason=f"{escalation.reason_text} Queue: {escalation.team}.".strip(),
-        context_summary=escalation.summary,
-        outcome=escalation.reason,
+        **person_move(escalation).as_dict(),
+    )
+
+
+# What an escalation writes of the conversation's outcome row (the rest — its ratings — is counted apart).
+ESCALATED_COLUMNS = (
+    "tenant_id",
+    "profile_id",
+    "outcome",
+    "reason",
+    "cohort",
+    "routing_version",
+    "intent",
+    "goal",
+    "agent",
+    "started_at",
+    "decided_at",
+)
+
+
+def escalated_outcome(
+    *,
+    escalation: Escalation,
+    cohort: str,
+    routing_version: int | None,
+    started_at: Any,
+    goal: str = "",
+) -> ConversationOutcome:
+    """The conversation's outcome row once ``escalation`` hands it to a person, unsaved: ``escalated`` for the
+    escalation's reason, decided when it was queued, under the intent and the assistant it came from; its ratings are
+    not counted yet (:func:`conversations.ratings.outcome_ratings_count`)."""
+    return ConversationOutcome(
+        conversation_id=escalation.conversation_id,
+        tenant_id=escalation.tenant_id,
+        profile_id=escalation.profile_id,
+        outcome=Outcome.ESCALATED,
+        reason=escalation.reason,
+        cohort=cohort,
+        routing_version=routing_version,
+        intent=escalation.intent,
+        goal=goal,
+        agent=escalation.from_agent,
+        started_at=started_at,
+        decided_at=escalation.created_at,
     )
 
 
@@ -230,21 +280,11 @@ def outcome_escalated(
 ) -> None:
     """The conversation's outcome row says ``escalated`` (final: a person was asked for), in the current transaction;
     the caller sets the conversation's ``outcome`` column with its own update."""
+    row = escalated_outcome(
+        escalation=escalation, cohort=cohort, routing_version=routing_version, started_at=started_at, goal=goal
+    )
     ConversationOutcome.objects.update_or_create(
-        conversation_id=escalation.conversation_id,
-        defaults={
-            "tenant_id": escalation.tenant_id,
-            "profile_id": escalation.profile_id,
-            "outcome": Outcome.ESCALATED,
-            "reason": escalation.reason,
-            "cohort": cohort,
-            "routing_version": routing_version,
-            "intent": escalation.intent,
-            "goal": goal,
-            "agent": escalation.from_agent,
-            "started_at": started_at,
-            "decided_at": escalation.created_at,
-        },
+        conversation_id=row.conversation_id, defaults={column: getattr(row, column) for column in ESCALATED_COLUMNS}
     )
     outcome_ratings_count(conversation_id=escalation.conversation_id)  # what it was rated before it was handed over
 
@@ -408,8 +448,7 @@ def escalation_transfer(
     if priority is not None:
         escalation.priority = EscalationPriority(priority)
     escalation.save(update_fields=["team", "status", "assigned_to", "person", "person_ref", "assigned_at", "priority"])
-    words = f"Transferred from {before} to {team} by {person.name}." + (f" {note.strip()}" if note.strip() else "")
-    written = _desk_message(escalation, MessageRole.NOTE, words, person)
+    written = _desk_message(escalation, MessageRole.NOTE, transfer_words(before, team, person, note), person)
     key = escalation.conversation.conversation_key
     position = queue_position(escalation)
     _tell_customer(escalation, key, notice("waiting", escalation.language, position=position), position)
@@ -429,22 +468,18 @@ def escalation_hand_back(*, escalation_id: Any, person: Person, note: str = "") 
     conversation = escalation.conversation
     profile = snapshots.current().profiles.get(escalation.profile.agent_id)
     to_agent = conversation.active_specialist or (profile.fallback_agent if profile is not None else "")
-    Handoff.objects.create(
-        conversation_id=conversation.pk,
-        tenant_id=escalation.tenant_id,
-        profile_id=escalation.profile_id,
-        from_agent=PERSON,
+    hand_back_move(
+        escalation=escalation,
+        person=person,
         to_agent=to_agent,
-        kind=HandoffKind.HUMAN,
-        status=HandoffStatus.COMPLETED,
-        reason=f"{person.name} handed the conversation back to the assistants.",
-        context_summary=note.strip()[:2000],
-        outcome="returned",
+        note=note,
         cohort=conversation.cohort,
         routing_version=profile.version if profile is not None else None,
-    )
+    ).save(force_insert=True)
     written = (
-        _desk_message(escalation, MessageRole.NOTE, f"Handed back: {note.strip()}", person) if note.strip() else None
+        _desk_message(escalation, MessageRole.NOTE, HANDED_BACK.format(note=note.strip()), person)
+        if note.strip()
+        else None
     )
     key = conversation.conversation_key
     _tell_customer(escalation, key, notice("returned", escalation.language, person=escalation.person or person.name))
@@ -480,16 +515,56 @@ def escalation_teams(escalation: Escalation) -> tuple[str, ...]:
     return EscalationSettings.from_json(escalation.profile.escalation).teams
 
 
-def _desk_message(escalation: Escalation, role: str, text: str, person: Person) -> Message:
-    conversation = escalation.conversation
-    return Message.objects.create(
-        conversation_id=conversation.pk,
+TRANSFERRED = "Transferred from {before} to {team} by {person}."
+HANDED_BACK = "Handed back: {note}"
+
+
+def transfer_words(before: str, team: str, person: Person, note: str = "") -> str:
+    """The note a transfer leaves on the conversation: from which team to which, by whom, and the person's note."""
+    words = TRANSFERRED.format(before=before, team=team, person=person.name)
+    return f"{words} {note.strip()}" if note.strip() else words
+
+
+def desk_message(*, escalation: Escalation, cohort: str, role: str, text: str, person: Person) -> Message:
+    """A person's message on the conversation, unsaved: a reply to the customer (role ``human``) or an internal note
+    (role ``note``), with its author and the escalation it was written under; ``cohort`` is the conversation's."""
+    return Message(
+        conversation_id=escalation.conversation_id,
         profile_id=escalation.profile_id,
-        cohort=conversation.cohort,
+        cohort=cohort,
         role=role,
         content=text,
         metadata={"author": person.author(), "escalation": str(escalation.pk)},
     )
+
+
+def hand_back_move(
+    *, escalation: Escalation, person: Person, to_agent: str, note: str, cohort: str, routing_version: int | None
+) -> Handoff:
+    """The ``agent_handoffs`` row of a hand-back, unsaved: a ``human`` move from :data:`PERSON` to ``to_agent`` (the
+    assistant that answered before), with the person's note as its summary; ``outcome`` is ``returned``."""
+    return Handoff(
+        conversation_id=escalation.conversation_id,
+        tenant_id=escalation.tenant_id,
+        profile_id=escalation.profile_id,
+        from_agent=PERSON,
+        to_agent=to_agent,
+        kind=HandoffKind.HUMAN,
+        status=HandoffStatus.COMPLETED,
+        reason=f"{person.name} handed the conversation back to the assistants.",
+        context_summary=note.strip()[:2000],
+        outcome="returned",
+        cohort=cohort,
+        routing_version=routing_version,
+    )
+
+
+def _desk_message(escalation: Escalation, role: str, text: str, person: Person) -> Message:
+    message = desk_message(
+        escalation=escalation, cohort=escalation.conversation.cohort, role=role, text=text, person=person
+    )
+    message.save(force_insert=True)
+    return message
 
 
 def _tell_customer(escalation: Escalation, conversation_key: str, words: str, position: int | None = None) -> None:

@@ -64,6 +64,7 @@ from conversations.desk import (
     escalation_opened,
     escalation_public,
     message_public,
+    person_move,
     queue_ahead,
     queue_position,
 )
@@ -498,7 +499,7 @@ async def routing_decision(turn: Turn) -> None:
     # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it.
     turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
     decision = turn.decision
-    turn.escalate = escalation_asked(profile.escalation, decision, escalate_to=_escalation_team(profile, decision))
+    turn.escalate = escalation_asked(profile.escalation, decision, escalate_to=escalation_team(profile, decision))
     if turn.escalate is not None:
         # A person answers: the assistant routed to never takes the conversation, and its state stays as it was.
         decision.handoff, decision.keeps_conversation = False, True
@@ -541,7 +542,7 @@ async def routing_decision(turn: Turn) -> None:
         turn.pending_result = None
 
 
-def _escalation_team(profile: ProfileSpec, decision: RouteDecision) -> str:
+def escalation_team(profile: ProfileSpec, decision: RouteDecision) -> str:
     """The team of people the decision's intent (or a plan's first such step) hands its conversations to; ``""``."""
     intents = profile.router.intents_by_name
     for name in (decision.intent, *(step.intent for step in decision.plan)):
@@ -1355,14 +1356,7 @@ async def escalation(turn: Turn) -> None:
     turn.answer = f"{turn.answer.strip()}\n\n{words}" if kept else words
     if not kept:
         turn.agent = PERSON
-    turn.person_move = Move(
-        escalation.from_agent,
-        PERSON,
-        HandoffKind.HUMAN,
-        reason=f"{ask.why} Queue: {escalation.team}.",
-        context_summary=escalation.summary,
-        outcome=ask.reason,
-    )
+    turn.person_move = person_move(escalation)
     await _moves_out(turn, [turn.person_move])
     await emit_safely(data.emit, "escalation", escalation_public(escalation, position=position))
 
@@ -1380,6 +1374,22 @@ def _queue_ahead(escalation: Escalation) -> int:
             connection.close()
 
 
+def held_decision(held: Escalation, *, intent: str) -> RouteDecision:
+    """The route decision of a message to a conversation a person holds under ``held``: it goes to the desk (method
+    ``human``), the conversation staying where it was (``intent``: its active intent)."""
+    who = f"{held.person} answers" if held.status == EscalationStatus.ASSIGNED else f"it waits in {held.team}'s queue"
+    return RouteDecision(
+        route=PERSON,
+        agent=PERSON,
+        intent=intent,
+        confidence=1.0,
+        reason=f"A person holds the conversation ({who}): the message goes to the desk.",
+        method="human",
+        metadata={"escalation": str(held.pk)},
+        keeps_conversation=True,
+    )
+
+
 async def person(turn: Turn) -> None:
     """A person holds the conversation: the message is stored and goes to the desk, no assistant answers it. While
     it waits in line the customer is told their place; once a person has it, nothing is answered now (the person
@@ -1392,17 +1402,7 @@ async def person(turn: Turn) -> None:
     turn.agent = PERSON
     turn.final_intent = turn.active_intent
     turn.next_state = turn.state
-    who = f"{held.person} answers" if held.status == EscalationStatus.ASSIGNED else f"it waits in {held.team}'s queue"
-    turn.decision = RouteDecision(
-        route=PERSON,
-        agent=PERSON,
-        intent=turn.active_intent,
-        confidence=1.0,
-        reason=f"A person holds the conversation ({who}): the message goes to the desk.",
-        method="human",
-        metadata={"escalation": str(held.pk)},
-        keeps_conversation=True,
-    )
+    turn.decision = held_decision(held, intent=turn.active_intent)
     if held.status == EscalationStatus.QUEUED:
         language = language_of(detect_language(turn.sanitized_text), fallback=held.language)
         turn.answer = notice("waiting", language, position=turn.escalation_position)

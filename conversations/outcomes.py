@@ -160,7 +160,10 @@ def goal_served(goal_state: Any) -> str:
     return ""
 
 
-def _row(read: Mapping[str, Any], ending: Ending, now: dt.datetime) -> ConversationOutcome:
+def outcome_row(read: Mapping[str, Any], ending: Ending, now: dt.datetime) -> ConversationOutcome:
+    """The outcome row, unsaved, of a conversation decided ``now`` as ``ending``: ``read`` holds what the close reads
+    of it (:data:`DECIDING`: its ids, cohort, where it stood, when it started, the version of its last turn and its
+    ratings counted)."""
     return ConversationOutcome(
         conversation_id=read["pk"],
         tenant_id=read["tenant_id"],
@@ -207,7 +210,7 @@ def _decide(
         transaction.set_rollback(True)
         return {}
     ConversationOutcome.objects.bulk_create(
-        [_row(read, endings[read["pk"]], now) for read in reads],
+        [outcome_row(read, endings[read["pk"]], now) for read in reads],
         update_conflicts=True,  # a row left by a conversation that reopened meanwhile is replaced
         unique_fields=["conversation"],
         update_fields=[*UPDATED, "tenant", "profile", "started_at", "decided_at"],

@@ -93,7 +93,8 @@ class TurnRecord:
 @dataclass
 class TurnRows:
     """A turn's rows, unsaved: ``messages`` in reading order (the user's first, the answer last); the decision
-    points at the user's message, the tool calls at the answer."""
+    points at the user's message, the tool calls at the answer; ``escalation`` is the one the turn opened (a person
+    now holds the conversation), its ``human`` move among ``handoffs``."""
 
     messages: list[Message]
     decision: RouteDecisionRecord | None
@@ -101,6 +102,7 @@ class TurnRows:
     handoffs: list[Handoff] = field(default_factory=list)
     backend_calls: list[BackendCall] = field(default_factory=list)
     answered: bool = True
+    escalation: Escalation | None = None  # the escalation the turn opened: stored first (the conversation names it)
 
     @property
     def user_message(self) -> Message:
@@ -159,6 +161,7 @@ def turn_rows(record: TurnRecord) -> TurnRows:
             for reply in record.backend_calls
         ],
         answered=record.answered,
+        escalation=record.escalation,
     )
 
 
@@ -385,7 +388,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
     updates = conversation_updates(record, live, counted)
     recounted = "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
     goal = record.metadata.get("goal")
-    opened, reopened = record.escalation, live.outcome == OPEN
+    opened, reopened = rows.escalation, live.outcome == OPEN
     joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's
     alone = joined and not (
         rows.tool_calls or rows.handoffs or rows.backend_calls or goal or recounted or opened or reopened

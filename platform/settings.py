@@ -449,3 +449,6 @@ LOGGING = {
         "mcp.client.streamable_http": {"filters": ["mcp_answer_refused"]},
     },
 }
+
+# The hand-written fast paths off: each runs its library's own code instead (common/infra, docs/decisions/).
+STOCK_PATHS = env.boolean("STOCK_PATHS", False)

@@ -213,6 +213,23 @@ async def take_every_path_that_logs_an_address(stack: ProductionStack) -> dict[s
     return {name: (answer.status_code, answer.text) for name, answer in zip(requests, answers, strict=True)}
 
 
+def desk_state(stack: ProductionStack) -> str:
+    """What became of the escalation sent to the external desk: its rows, its events, the worker's lines on them."""
+    escalations = stack.query(
+        "SELECT e.status, e.desk, e.reason FROM conversations_escalation e"
+        " JOIN routing_conversation c ON c.id = e.conversation_id WHERE c.conversation_key LIKE %s",
+        "%canary-desk%",
+    )
+    events = stack.query("SELECT type, attempts, due_at, leased_until, last_error FROM conversations_externaldeskevent")
+    worker = "".join(
+        path.read_text(encoding="utf-8", errors="replace")
+        for path in stack.log_files()
+        if path.name.startswith(("celery-worker-", "web-"))
+    )
+    desk_lines = [line for line in worker.splitlines() if "desk" in line.lower()][-20:]
+    return f"escalations: {escalations}\nevents: {events}\nlog lines on desks:\n" + "\n".join(desk_lines)
+
+
 @pytest.mark.timeout(STACK_TEST_TIMEOUT)
 def test_no_log_answer_or_history_entry_of_the_stack_carries_a_planted_secret(production_stack):
     stack = production_stack
@@ -233,7 +250,8 @@ def test_no_log_answer_or_history_entry_of_the_stack_carries_a_planted_secret(pr
 
     with contextlib.suppress(StackError):
         wait_for(lambda: not not_called(), timeout=30, what="the webhook, the backend, the model and the desk called")
-    assert not not_called(), f"never called: {not_called()}"
+    state = desk_state(stack)  # read now: the failure below says what became of the escalation
+    assert not not_called(), f"never called: {not_called()}\n{state}"
     canaries = stack.canaries
     leaked = {name: [secret for secret in canaries.values() if secret in body] for name, (_, body) in answered.items()}
     assert not any(leaked.values()), leaked

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.management import call_command, get_commands
 
 README = (settings.BASE_DIR / "README.md").read_text(encoding="utf-8")
+OPENAI_PAGE = (settings.BASE_DIR / "docs" / "openai.md").read_text(encoding="utf-8")
 START = (settings.BASE_DIR / "scripts" / "start").read_text(encoding="utf-8")
 
 
@@ -175,8 +176,9 @@ def test_the_readmes_curl_sdk_and_websocket_examples_print_what_the_readme_shows
     problems = matches(shown(answer_shown), response.json())
     assert problems == [], "\n".join(problems)
 
-    # The OpenAI SDK: each print with a comment prints what the comment says.
-    (sdk,) = [block for block in blocks(section("## OpenAI-compatible endpoint"), "python") if "openai" in block]
+    # The OpenAI SDK, in the page the README's section links: each print with a comment prints what it says.
+    assert "(docs/openai.md)" in section("## OpenAI-compatible endpoint")
+    (sdk,) = [block for block in blocks(OPENAI_PAGE, "python") if "import openai" in block]
     assert misprinted(sdk, base, key) == {}
 
     # The WebSocket: websocat's frame with its subprotocol, and the Python client, as the README shows them.

@@ -11,11 +11,22 @@ conftest files load: it is loaded with ``-p tests.xdist_worker`` (``addopts`` in
 The scheduler hands out whole test files, as ``--dist loadfile`` does, so that a file's module-scoped servers and
 browser start once; files marked ``pytest.mark.xdist_group(name)`` go to one worker together, with the session
 fixture they share (the production-like stack, which two files use, starts once).
+
+A file's transactional tests are a unit of their own, handed out after every file's other database tests. A
+transactional test empties the worker's database when it ends (Django's flush), and with it the rows the data
+migrations wrote (the groups, the ``multi_agent`` flag); pytest-django runs them after the others for that reason,
+and on one process the collection order is enough. Here each worker runs the units in the order it receives them,
+so the scheduler keeps that order across units: they are handed out in the collection's order, which is
+pytest-django's. The controller sees node ids only, so each worker writes its tests' units to a file the controller
+names (xdist's own ``@<group>`` suffix on node ids no longer reaches the scheduler with pytest 9).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,15 +59,74 @@ if WORKER:
     _share()
 
 
+def flushes_the_database(item: pytest.Item) -> bool:
+    """Whether pytest-django runs ``item`` as a transactional test (its database emptied when it ends)."""
+    marker = item.get_closest_marker("django_db")
+    if marker is not None and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")):
+        return True
+    fixtures = getattr(item, "fixturenames", ())
+    if "transactional_db" in fixtures or "live_server" in fixtures:
+        return True
+    test_case = getattr(item, "cls", None)
+    if test_case is None:
+        return False
+    # Late: this plugin loads before pytest-django has configured Django (see the module's docstring).
+    from django.test import TestCase, TransactionTestCase
+
+    return issubclass(test_case, TransactionTestCase) and not issubclass(test_case, TestCase)
+
+
+def unit_of_work(item: pytest.Item) -> str:
+    """The unit ``item`` is handed out in: its group, its file's transactional tests, or its file."""
+    for mark in item.iter_markers("xdist_group"):
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    path = item.nodeid.split("::", 1)[0]
+    return f"{path} (transactional)" if flushes_the_database(item) else path
+
+
+UNITS_FILE = "test_units_file"  # the key of the worker's input naming the file it writes its units to
+
+
+def pytest_configure_node(node) -> None:
+    """The controller tells each worker where to write its tests' units (a folder of the run's own)."""
+    global _units_folder
+    if _units_folder is None:
+        _units_folder = Path(tempfile.mkdtemp(prefix="test-units-"))
+    node.workerinput[UNITS_FILE] = str(_units_folder / f"{node.gateway.id}.json")
+
+
+_units_folder: Path | None = None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _units_folder is not None:
+        shutil.rmtree(_units_folder, ignore_errors=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A worker writes each test's unit for the controller's scheduler, which sees node ids only."""
+    target = getattr(config, "workerinput", {}).get(UNITS_FILE)
+    if target:
+        units = {item.nodeid: unit_of_work(item) for item in items}
+        Path(target).write_text(json.dumps(units), encoding="utf-8")
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """Whole files to each worker, a group's files to one (see the module's docstring)."""
+    """Units of work in pytest-django's order (see the module's docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class FileOrGroupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            # xdist appends "@<group>" to the node ids of tests marked xdist_group (after any parameters' "]").
-            if nodeid.rfind("@") > nodeid.rfind("]"):
-                return nodeid.rsplit("@", 1)[-1]
-            return nodeid.split("::", 1)[0]
+    # The units keep the collection's order: reordering them by size would put a transactional unit before
+    # another file's tests on the same worker.
+    config.option.loadscopereorder = False
 
-    return FileOrGroupScheduling(config, log)
+    class UnitScheduling(LoadScopeScheduling):
+        units: dict[str, str] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            if not self.units and _units_folder is not None:
+                for written in sorted(_units_folder.glob("*.json")):
+                    self.units.update(json.loads(written.read_text(encoding="utf-8")))
+            return self.units.get(nodeid) or nodeid.split("::", 1)[0]
+
+    return UnitScheduling(config, log)

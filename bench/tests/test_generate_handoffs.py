@@ -11,13 +11,26 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db.models import Count, F, Max, Min, Q
 
 from agents.models import AgentProfile
 from bench.benchdata import ERROR_ALREADY_GENERATED
 from bench.generate_handoffs import main
-from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall, ToolCallStatus
-from handoffs.models import Handoff, HandoffKind, HandoffStatus
+from conversations.models import (
+    Conversation,
+    ConversationOutcome,
+    Escalation,
+    EscalationStatus,
+    Message,
+    MessageFeedback,
+    MessageRole,
+    Outcome,
+    RouteDecisionRecord,
+    ToolCall,
+    ToolCallStatus,
+)
+from handoffs.models import PERSON, Handoff, HandoffKind, HandoffStatus
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db
@@ -94,26 +107,45 @@ def test_handoffs_repeat_their_conversations_tenant_and_profile(generated):
 
 def test_every_row_lies_in_the_range_and_within_its_conversation(generated):
     start = UNTIL - timedelta(days=DAYS)
-    for model in (Conversation, Message, RouteDecisionRecord, ToolCall, Handoff):
-        bounds = model.objects.aggregate(first=Min("created_at"), last=Max("created_at"))
-        assert start <= bounds["first"] and bounds["last"] <= UNTIL, model.__name__
+    for model, moment in (
+        *((model, "created_at") for model in (Conversation, Message, RouteDecisionRecord, ToolCall, Handoff)),
+        (Escalation, "created_at"),
+        (Escalation, "ended_at"),
+        (MessageFeedback, "created_at"),
+        (ConversationOutcome, "decided_at"),
+    ):
+        bounds = model.objects.aggregate(first=Min(moment), last=Max(moment))
+        assert start <= bounds["first"] and bounds["last"] <= UNTIL, (model.__name__, moment)
     assert not Handoff.objects.filter(created_at__lt=F("conversation__created_at")).exists()
-    # The last turn's moves are stored microseconds after the conversation row's update, as in _persist.
-    assert not Handoff.objects.filter(created_at__gt=F("conversation__updated_at") + timedelta(seconds=1)).exists()
+    # The last turn's moves are stored microseconds after the conversation row's update, as in _persist; a hand-back is
+    # the desk's, later (the desk leaves the conversation's row as the customer's last turn left it).
+    late = Handoff.objects.filter(created_at__gt=F("conversation__updated_at") + timedelta(seconds=1))
+    assert not late.exclude(from_agent=PERSON).exists()
     assert not Message.objects.filter(created_at__lt=F("conversation__created_at")).exists()
 
 
 def test_turns_are_stored_as_the_graph_stores_them(generated):
+    # A turn counts the messages it stores; the people's replies and notes are the desk's, not a turn's. A customer's
+    # message to a conversation a person holds is routed to the desk (method "human"): while it waits in line the
+    # answer tells the customer their place (an answer routed to "human"), once a person has it nothing answers it.
+    desk = Q(messages__role__in=(MessageRole.HUMAN, MessageRole.NOTE))
     per_conversation = Conversation.objects.annotate(
-        stored=Count("messages", distinct=True),
+        stored=Count("messages", filter=~desk, distinct=True),
         users=Count("messages", filter=Q(messages__role=MessageRole.USER), distinct=True),
         answers=Count("messages", filter=Q(messages__role=MessageRole.ASSISTANT), distinct=True),
+        in_line=Count(
+            "messages",
+            filter=Q(messages__role=MessageRole.ASSISTANT, messages__metadata__route=PERSON),
+            distinct=True,
+        ),
         decisions=Count("route_decisions", distinct=True),
-    ).values_list("message_count", "stored", "turn_tickets_done", "users", "answers", "decisions")
-    for message_count, stored, turns, users, answers, decisions in per_conversation:
+        held=Count("route_decisions", filter=Q(route_decisions__method="human"), distinct=True),
+    ).values_list("message_count", "stored", "turn_tickets_done", "users", "answers", "decisions", "held", "in_line")
+    for message_count, stored, turns, users, answers, decisions, held, in_line in per_conversation:
         assert message_count == stored
-        assert turns == users == answers == decisions
-        assert 1 <= turns <= 8
+        assert turns == users == decisions
+        assert users - answers == held - in_line
+        assert 1 <= turns - held <= 8
     answers = Message.objects.filter(role=MessageRole.ASSISTANT)
     assert not answers.filter(latency_ms__isnull=True).exists()
     assert not answers.filter(judge_score__lt=0).exists() and not answers.filter(judge_score__gt=1).exists()
@@ -129,7 +161,8 @@ def test_turns_are_stored_as_the_graph_stores_them(generated):
 def test_the_single_agent_cohort_never_moves_between_agents(generated):
     cohorts = dict(Conversation.objects.values_list("cohort").annotate(n=Count("id")))
     assert cohorts["multi_agent"] > cohorts["single_agent"] > 0
-    assert not Handoff.objects.filter(conversation__cohort="single_agent").exists()
+    # Its customers may still be handed to a person (and back): people are not agents.
+    assert not Handoff.objects.filter(conversation__cohort="single_agent").exclude(kind=HandoffKind.HUMAN).exists()
 
 
 def test_every_kind_and_status_and_the_tool_errors_are_there(generated):
@@ -149,6 +182,152 @@ def test_every_kind_and_status_and_the_tool_errors_are_there(generated):
     assert {"ok", "error"} <= set(ToolCall.objects.values_list("status", flat=True))
     methods = set(RouteDecisionRecord.objects.values_list("method", flat=True))
     assert {"keyword", "state", "llm", "fallback", "coordinator", "sub_conversation"} <= methods
+
+
+OUTCOME_COLUMNS = (
+    "conversation_id",
+    "tenant_id",
+    "profile_id",
+    "outcome",
+    "reason",
+    "cohort",
+    "routing_version",
+    "intent",
+    "goal",
+    "agent",
+    "rated_up",
+    "rated_down",
+    "started_at",
+)
+
+
+def test_conversations_end_as_the_periodic_close_decides_them(generated):
+    """The generator's resolved and abandoned conversations, opened again and closed by the platform's own close
+    (conversations.outcomes), get the outcome rows the generator wrote, but for when they were decided; those it left
+    open had not been idle long enough by the end of the range."""
+    from conversations.outcomes import outcomes_close
+
+    closed = ConversationOutcome.objects.exclude(outcome=Outcome.ESCALATED)
+    written = {row[0]: row for row in closed.values_list(*OUTCOME_COLUMNS)}
+    assert {row[3] for row in written.values()} == {Outcome.RESOLVED, Outcome.ABANDONED}
+    assert {row[4] for row in written.values()} == {"closing_words", "rated_up", "timeout"}
+    assert dict(Conversation.objects.filter(pk__in=written).values_list("pk", "outcome")) == {
+        pk: row[3] for pk, row in written.items()
+    }
+    after = ConversationOutcome.objects.filter(
+        decided_at__gte=F("conversation__turn_started_at") + timedelta(minutes=30)
+    )
+    assert after.filter(pk__in=closed).count() == len(written)
+    left_open = set(Conversation.objects.filter(outcome="").values_list("pk", flat=True))
+    assert not ConversationOutcome.objects.filter(conversation__in=left_open).exists()
+
+    closed.delete()
+    Conversation.objects.filter(pk__in=written).update(outcome="")
+    outcomes_close(now=UNTIL + timedelta(days=1))
+
+    decided = {row[0]: row for row in ConversationOutcome.objects.values_list(*OUTCOME_COLUMNS) if row[0] in written}
+    assert decided == written
+    last_turns = Conversation.objects.filter(pk__in=left_open).values_list("turn_started_at", flat=True)
+    assert all(moment > UNTIL - timedelta(minutes=32) for moment in last_turns)
+
+
+def test_conversations_are_handed_to_people_and_back_as_the_graph_and_the_desk_do():
+    from routing import snapshot
+
+    generate("--count", "1500", "--days", "2")  # enough hand-overs in a short range for each way they end
+    escalations = Escalation.objects.select_related("conversation", "profile")
+    assert escalations.exists()
+    statuses = set()
+    for escalation in escalations:
+        conversation, statuses = escalation.conversation, statuses | {escalation.status}
+        # Handed over with a turn (the customer asked, or loop safety stopped a move: the demo profiles' rule).
+        assert escalation.reason in ("customer_request", "loop_stop")
+        if escalation.reason == "loop_stop":
+            assert escalation.profile.agent_id in ("telecom_contas", "retail_orders")
+        moves = Handoff.objects.filter(conversation=conversation, kind=HandoffKind.HUMAN).order_by("created_at")
+        out = moves.get(to_agent=PERSON)
+        assert (out.from_agent, out.outcome) == (escalation.from_agent, escalation.reason)
+        assert out.reason.startswith(escalation.reason_text) and out.created_at >= escalation.created_at
+        assert escalation.summary.startswith(f"Why: {escalation.reason_text}") and escalation.language
+        assert conversation.outcome == Outcome.ESCALATED
+        assert conversation.ended.decided_at == escalation.created_at and conversation.ended.agent == out.from_agent
+        # The customer's messages after it go to the desk; the people's replies and notes name their author.
+        later = RouteDecisionRecord.objects.filter(conversation=conversation, created_at__gt=out.created_at)
+        assert set(later.values_list("method", flat=True)) <= {"human"}
+        written = Message.objects.filter(conversation=conversation, role__in=(MessageRole.HUMAN, MessageRole.NOTE))
+        for metadata in written.values_list("metadata", flat=True):
+            assert metadata["escalation"] == str(escalation.pk) and metadata["author"]["kind"] == "human"
+            assert metadata["author"]["name"] in ("Ana", "Bruno", "Carla", "Diego", "Elisa", "Fábio")
+        if escalation.status == EscalationStatus.RETURNED:
+            back = moves.get(from_agent=PERSON)
+            fallback = snapshot.current().profiles[escalation.profile.agent_id].fallback_agent
+            assert (back.to_agent, back.outcome) == (conversation.active_specialist or fallback, "returned")
+            assert timedelta(0) <= back.created_at - escalation.ended_at < timedelta(seconds=1)
+            assert escalation.person and escalation.assigned_at and written.filter(role=MessageRole.HUMAN).exists()
+        elif escalation.status == EscalationStatus.CLOSED:  # it waited in line, the customer quiet, until the close
+            assert not escalation.person and escalation.assigned_at is None and not written.exists()
+            assert escalation.ended_at >= conversation.turn_started_at + timedelta(minutes=30)
+        assert (conversation.escalation_id == escalation.pk) == (escalation.status not in ("returned", "closed"))
+    assert {EscalationStatus.RETURNED, EscalationStatus.CLOSED} <= statuses
+
+
+def rules_published() -> None:
+    """retail_orders hands more to people than the demo does: after two fallback answers in a row, on a rating down,
+    and when the customer wants to cancel an order (its exchanges team answers that). Its saved routing tests are
+    switched off rather than forced past the publishing gate (they do not expect people)."""
+    from routing.models import Intent, RoutingTestCase
+    from routing.versions import version_publish
+
+    call_command("seed_demo", verbosity=0, stdout=StringIO())
+    profile = AgentProfile.objects.get(agent_id="retail_orders")
+    profile.escalation = {**profile.escalation, "after_fallbacks": 2, "on_thumbs_down": True}
+    profile.save(update_fields=["escalation"])
+    Intent.objects.filter(profile=profile, name="retail_order_cancellation").update(escalate_to="trocas")
+    RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
+    version_publish(profile=profile, note="people answer more")
+
+
+def test_a_profiles_rules_hand_conversations_to_people_as_the_platform_does():
+    rules_published()
+    generate("--count", "1500", "--days", str(DAYS))
+
+    escalations = Escalation.objects.select_related("conversation")
+    retail = escalations.filter(profile__agent_id="retail_orders")
+    assert set(retail.values_list("reason", flat=True)) == {
+        "customer_request",
+        "loop_stop",
+        "fallbacks",
+        "thumbs_down",
+        "intent",
+    }
+    assert set(escalations.exclude(profile__agent_id="retail_orders").values_list("reason", flat=True)) <= {
+        "customer_request",
+        "loop_stop",
+    }
+    for escalation in retail.filter(reason__in=("intent", "fallbacks")):
+        answers = Message.objects.filter(conversation=escalation.conversation, role=MessageRole.ASSISTANT)
+        turn = answers.filter(metadata__escalation__id=str(escalation.pk)).earliest("id")  # the turn that handed over
+        assert (
+            turn.metadata["escalation"]["status"] == "queued"
+            and turn.metadata["escalation"]["reason"] == escalation.reason
+        )
+        if escalation.reason == "intent":  # a person of its team answers instead of the assistants
+            assert (escalation.intent, turn.metadata["escalation"]["queue"]) == ("retail_order_cancellation", "trocas")
+            assert turn.agent == PERSON and not turn.tool_calls.exists()
+        else:  # after the fallback's second answer in a row, which stays, the customer's place after it
+            decided = RouteDecisionRecord.objects.filter(conversation=escalation.conversation, message_id__lt=turn.pk)
+            assert list(decided.order_by("-message_id").values_list("method", flat=True)[:2]) == [
+                "fallback",
+                "fallback",
+            ]
+            assert turn.agent != PERSON and turn.content.count("\n\n") == 1
+    for escalation in retail.filter(reason="thumbs_down"):  # outside a turn, when an answer was rated down
+        rating = MessageFeedback.objects.filter(conversation=escalation.conversation).latest("created_at")
+        assert (rating.rating, rating.created_at) == ("down", escalation.created_at)
+        move = Handoff.objects.get(conversation=escalation.conversation, to_agent=PERSON)
+        assert timedelta(0) < move.created_at - escalation.created_at < timedelta(seconds=1)
+        told = Message.objects.filter(conversation=escalation.conversation, metadata__escalation__id=str(escalation.pk))
+        assert set(told.filter(role=MessageRole.ASSISTANT).values_list("metadata__route", flat=True)) <= {PERSON}
 
 
 def test_delegations_and_returns_belong_to_the_coordinated_profile(generated):
@@ -232,6 +411,9 @@ KINDS = {  # what tells rows of one table apart
     RouteDecisionRecord: None,
     ToolCall: "status",
     Handoff: "kind",
+    Escalation: "status",
+    MessageFeedback: "rating",
+    ConversationOutcome: "outcome",
 }
 
 
@@ -290,11 +472,54 @@ def supervisor_mode_published() -> None:
     version_publish(profile=profile, note="supervisor mode")
 
 
-def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers):
-    """Both build a turn's rows with conversations.records.turn_rows: a row retyped on either side (a column
-    more or less, another metadata key, another text for a supervisor part with no answer) fails here."""
+def people_in_the_loop(tenant, user) -> None:
+    """What people leave behind, through the graph and the desk's services: a customer asks for a person and writes
+    while in line; a person takes the conversation (the customer's next message gets no answer), replies, notes,
+    transfers it to another team, takes it again, replies and hands it back with a note. Another customer asks in
+    English and waits in line (the periodic close will take it out). Two answers are rated, up and down."""
+    from conversations.desk import (
+        desk_note,
+        desk_reply,
+        escalation_hand_back,
+        escalation_take,
+        escalation_transfer,
+        person_of_user,
+    )
+    from conversations.feedback import feedback_give
+
+    for text in ("Minha fatura veio alta", "Quero falar com um atendente", "Ainda estou esperando"):
+        graph_turn(tenant, "telecom_contas", "g-person", text)
+    held = Escalation.objects.get(conversation__session_id="g-person")
+    ana = person_of_user(user)
+    escalation_take(escalation_id=held.pk, person=ana)
+    graph_turn(tenant, "telecom_contas", "g-person", "O número é 11 9****-1234")
+    desk_reply(escalation_id=held.pk, person=ana, text="Olá, aqui é Ana. Já estou vendo o seu caso.")
+    desk_note(escalation_id=held.pk, person=ana, text="Cliente já entrou em contato ontem pelo mesmo assunto.")
+    escalation_transfer(escalation_id=held.pk, person=ana, team="financeiro", note="Assunto do financeiro.")
+    escalation_take(escalation_id=held.pk, person=ana)
+    desk_reply(escalation_id=held.pk, person=ana, text="Pronto, está resolvido. Posso ajudar em algo mais?")
+    escalation_hand_back(escalation_id=held.pk, person=ana, note="Resolvido com o cliente.")
+    graph_turn(tenant, "retail_orders", "g-queued", "I want to talk to a real person please")
+    for session, rating, comment in (("g-permission", "up", ""), ("g-route", "down", "Não resolveu meu problema.")):
+        conversation = Conversation.objects.get(tenant=tenant, session_id=session)
+        answer = conversation.messages.filter(role=MessageRole.ASSISTANT).latest("created_at")
+        feedback_give(
+            conversation=conversation, message_id=answer.pk, rating=rating, comment=comment, user_id="u-graph"
+        )
+
+
+def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers, desk_person):
+    """Both build a turn's rows with conversations.records.turn_rows, the desk's with conversations.desk, the
+    outcomes with conversations.outcomes: a row retyped on either side (a column more or less, another metadata key,
+    another text for a supervisor part with no answer) fails here. The graph's side is compared as the periodic
+    close leaves it, the generator's as it wrote it (its conversations are closed the way the close closes them)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
     from agents.models import McpServer
     from common.config_version import config_version_bump
+    from conversations.outcomes import outcomes_close
     from conversations.supervisor import GAP_TEXT
 
     generate("--count", "2000", "--days", str(DAYS))  # loads the demo profiles
@@ -304,13 +529,16 @@ def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers):
     for agent_id, session, texts in GRAPH_CONVERSATIONS:
         for text in texts:
             graph_turn(tenant, agent_id, session, text)
+    people_in_the_loop(tenant, desk_person)
     AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
     supervisor_mode_published()
     graph_turn(tenant, "telecom_contas", "g-plan", SUPERVISOR_TEXT)
 
     graph = Conversation.objects.filter(tenant=tenant)
     bench = Conversation.objects.filter(tenant__slug__startswith="bench_tenant_")
-    graph_shape, bench_shape = shape(graph), shape(bench)
+    bench_shape = shape(bench)  # before the close below, which would close what the generator left open
+    outcomes_close(now=timezone.now() + timedelta(minutes=31))
+    graph_shape = shape(graph)
     assert set(graph_shape) <= set(bench_shape)
     assert set(graph_shape) >= {
         ("Conversation", ""),
@@ -320,13 +548,43 @@ def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers):
         ("ToolCall", ToolCallStatus.PERMISSION_REQUIRED),
         *(("Handoff", kind) for kind in (HandoffKind.ROUTING, HandoffKind.DELEGATION, HandoffKind.RETURN)),
         ("Handoff", HandoffKind.FANOUT),
+        ("Handoff", HandoffKind.HUMAN),
+        ("Escalation", EscalationStatus.RETURNED),
+        ("Escalation", EscalationStatus.CLOSED),
+        *(("ConversationOutcome", outcome) for outcome in Outcome.values),
+        ("MessageFeedback", "up"),
+        ("MessageFeedback", "down"),
     }
     for key, (not_null, filled) in graph_shape.items():
         assert not_null == bench_shape[key][0], key
         assert filled <= bench_shape[key][1], key
 
-    for role in (MessageRole.USER, MessageRole.SYSTEM, MessageRole.AGENT):
+    for role in (MessageRole.USER, MessageRole.SYSTEM, MessageRole.AGENT, MessageRole.HUMAN, MessageRole.NOTE):
         assert metadata_keys(graph, role) == metadata_keys(bench, role), role
+    # The people's moves: handed over for the same reasons, handed back the same way; the customer sees the same
+    # escalation object; the reasons of the outcomes are the close's and the desk's.
+    people = Handoff.objects.filter(kind=HandoffKind.HUMAN)
+    assert set(people.filter(conversation__in=graph).values_list("from_agent", "to_agent", "outcome")) >= {
+        ("billing_agent", PERSON, "customer_request"),
+        (PERSON, "billing_agent", "returned"),
+    }
+    assert set(people.filter(conversation__in=graph).values_list("outcome", flat=True)) <= set(
+        people.filter(conversation__in=bench).values_list("outcome", flat=True)
+    )
+    shown = Message.objects.filter(role=MessageRole.ASSISTANT, metadata__escalation__isnull=False)
+    shown = shown.exclude(metadata__escalation=None)
+    assert {
+        frozenset(each) for each in shown.filter(conversation__in=graph).values_list("metadata__escalation", flat=True)
+    } == {
+        frozenset(each) for each in shown.filter(conversation__in=bench).values_list("metadata__escalation", flat=True)
+    }
+    reasons = ConversationOutcome.objects.values_list("outcome", "reason")
+    assert set(reasons.filter(conversation__in=graph)) <= set(reasons.filter(conversation__in=bench))
+    assert set(Escalation.objects.filter(conversation__in=bench).values_list("language", flat=True)) == {
+        "pt",
+        "en",
+        "es",
+    }
     [graph_answer] = metadata_keys(graph, MessageRole.ASSISTANT)  # the graph's answers all carry the same keys
     assert all(keys <= graph_answer for keys in metadata_keys(bench, MessageRole.ASSISTANT))
     note = "[SYSTEM_NOTE: the sub-conversation with "

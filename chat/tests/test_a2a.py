@@ -293,3 +293,41 @@ def test_a_callers_traceparent_makes_the_request_and_its_turn_part_of_the_caller
     assert {format(span.context.trace_id, "032x") for span in finished if span.context.trace_id != card} == {
         CALLER_TRACE
     }
+
+
+def test_a_message_over_the_keys_message_rate_is_an_http_429_with_retry_after_and_starts_no_task(
+    agent, tenant_key, settings
+):
+    settings.API_MESSAGE_RATE_PER_KEY = "1/day"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 8,
+        "method": "message/send",
+        "params": {"message": {"messageId": "m-2", "role": "user", "parts": [{"kind": "text", "text": TEXT}]}},
+    }
+    headers = {"Authorization": f"Bearer {tenant_key.raw}"}
+    first = httpx.post(agent, json=body, headers=headers, timeout=30)
+    refused = httpx.post(agent, json={**body, "id": 9}, headers=headers, timeout=30)
+
+    assert first.status_code == 200, first.text
+    assert refused.status_code == 429, refused.text
+    assert int(refused.headers["Retry-After"]) >= 1
+    error = refused.json()["error"]
+    assert error["message"].startswith("Too many messages for this API key")
+    assert error["data"]["code"] == "throttled" and error["data"]["retry_after"] >= 1
+    assert A2ATask.objects.count() == 1
+    # The SDK's client, streaming: refused the same way, before any event.
+    with pytest.raises(A2AClientError, match="429"):
+        Caller(agent, tenant_key.raw, streaming=True).send(message(TEXT))
+
+
+def test_a_message_over_the_profiles_size_limit_is_invalid_params_naming_the_parts_and_starts_no_task(
+    agent, tenant_key, settings
+):
+    settings.MAX_INPUT_CHARS = 10
+
+    with pytest.raises(InvalidParamsError) as refused:
+        Caller(agent, tenant_key.raw).send(message("a text longer than ten characters"))
+
+    assert refused.value.data["fields"] == {"message.parts": ["Text is longer than the limit of 10 characters."]}
+    assert not A2ATask.objects.exists() and not Conversation.objects.exists()
