@@ -153,7 +153,7 @@ def tool_data_read(content: Any) -> Any:
 
 
 class ModelSettings(Protocol):
-    """What a provider reads of a profile (``routing.snapshot.ProfileSpec`` has it): "" and ``None`` mean the
+    """What a provider reads of a profile (``routing.specs.ProfileSpec`` has it): "" and ``None`` mean the
     platform's ``OPENAI_BASE_URL``, ``LLM_MODEL`` and ``OPENAI_API_KEY`` and the model's own temperature.
     ``llm_api_key_env`` names the environment variable that holds the key, never the key."""
 

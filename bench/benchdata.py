@@ -116,6 +116,7 @@ from routing import snapshot
 from routing.decide import COORDINATION_INTENT, single_agent_decide
 from routing.rollout import bucket
 from routing.router import SUPERVISOR_ROUTE, CompiledRouter, IntentSpec, RouteDecision
+from routing.specs import ProfileSpec
 from tenants.models import Tenant, TenantRight
 from tenants.services import tenant_get_or_create
 
@@ -275,7 +276,7 @@ class ProfileCatalogue:
     A decision here is shared by every turn that draws its text: a turn that changes it works on a copy.
     """
 
-    spec: snapshot.ProfileSpec
+    spec: ProfileSpec
     by_keyword: dict[str, list[tuple[str, RouteDecision]]] = field(default_factory=dict)  # specialist → (text, …)
     by_classifier: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # specialist → (text, intent)
     plans: list[tuple[str, RouteDecision]] = field(default_factory=list)
@@ -294,7 +295,7 @@ class ProfileCatalogue:
         return [name for name in self.spec.specialists if name != self.spec.coordinator]
 
 
-def _catalogue(spec: snapshot.ProfileSpec) -> ProfileCatalogue:
+def _catalogue(spec: ProfileSpec) -> ProfileCatalogue:
     router = spec.router
     found = ProfileCatalogue(spec=spec)
     openings = ("", "Oi, ", "Bom dia! ", "Olá, ")
@@ -1664,7 +1665,7 @@ class Simulator:
             if status != ToolCallStatus.OK:
                 turn.quality = max(turn.quality, 0.1)
 
-    def _answer(self, spec: snapshot.ProfileSpec, agent: str, intent: str) -> str:
+    def _answer(self, spec: ProfileSpec, agent: str, intent: str) -> str:
         specialist = spec.specialists.get(agent)
         subject = specialist.display_name.lower() if specialist else intent.replace("_", " ")
         return self.rng.choice(ANSWERS).format(subject=subject)

@@ -108,7 +108,8 @@ def measure(executor: str, url: str, runs: int) -> list[float]:
     from agents.mcp import Endpoint, tools_list
     from conversations.goal_engine import plan_execute
     from routing.goals import SUCCESS, CapabilitySpec, GoalCatalogue
-    from routing.snapshot import ServerSpec, Snapshot, ToolSpec
+    from routing.snapshot import Snapshot
+    from routing.specs import ServerSpec, ToolSpec
 
     async def all_runs() -> list[float]:
         tools = {

@@ -107,7 +107,7 @@ from conversations.graph import TurnResult, run_turn, turn_detach
 from conversations.models import A2ATask
 from conversations.turn import TurnInput
 from routing import snapshot
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 from tenants.auth import ApiClient, api_client_authenticate
 from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, request_throttle
 

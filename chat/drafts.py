@@ -21,6 +21,7 @@ from chat.intake import TextTooLong, principal_is_staff
 from common.errors import DomainError
 from conversations.turn import TurnInput
 from routing import snapshot
+from routing.specs import ProfileSpec
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
 from tenants.selectors import tenant_right_held
@@ -81,7 +82,7 @@ def draft_check(*, principal: Any, tenant: Tenant, version: Version, field_name:
 
 def draft_profile(
     agent_id: str, current: snapshot.Snapshot | None = None, *, field_name: str = "version"
-) -> snapshot.ProfileSpec:
+) -> ProfileSpec:
     """The draft of ``agent_id`` as a turn runs it; raises :class:`DraftDisabled`.
 
     A draft unchanged since the release is the released spec itself in the snapshot; the turn gets a copy whose

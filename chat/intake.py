@@ -48,6 +48,7 @@ from routing.rollout import (
     REASON_UNKNOWN_FLAG,
     flag_evaluate,
 )
+from routing.specs import ProfileSpec
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
 from tenants.selectors import tenant_get_active, tenant_ids_with_right, tenant_right_held_anywhere
@@ -389,7 +390,7 @@ def tenant_resolve(
     return tenant
 
 
-def profile_get(agent_id: str, current: snapshot.Snapshot | None = None) -> snapshot.ProfileSpec:
+def profile_get(agent_id: str, current: snapshot.Snapshot | None = None) -> ProfileSpec:
     """The enabled profile ``agent_id`` from the compiled snapshot; raises :class:`UnknownProfile`."""
     profile = (current or snapshot.current()).profiles.get(agent_id)
     if profile is None:

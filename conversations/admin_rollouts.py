@@ -64,7 +64,8 @@ from routing.rollout_words import (
     stages_words,
     value_words,
 )
-from routing.versions import live_version, needs_second_person, version_publish
+from routing.selectors import live_version
+from routing.versions import needs_second_person, version_publish
 
 START = "start"
 COMMANDS = {

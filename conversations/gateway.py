@@ -56,7 +56,7 @@ from common.endpoints import endpoints_masked_in
 from common.events import Emit, emit_safely
 from common.outages import TRIAL, Circuit
 from conversations.models import BackendCall, BackendCallStatus
-from routing.snapshot import BackendSpec
+from routing.specs import BackendSpec
 
 logger = logging.getLogger(__name__)
 

@@ -87,7 +87,8 @@ from routing.goals import (
     plan_check,
     refs_resolve,
 )
-from routing.snapshot import ProfileSpec, Snapshot
+from routing.snapshot import Snapshot
+from routing.specs import ProfileSpec
 
 logger = logging.getLogger(__name__)
 

@@ -152,7 +152,8 @@ from routing.rollout import (
     REASON_CONVERSATION,
 )
 from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep, RouteDecision
-from routing.snapshot import ProfileSpec, Snapshot
+from routing.snapshot import Snapshot
+from routing.specs import ProfileSpec
 
 T = TypeVar("T")
 
@@ -985,7 +986,7 @@ async def supervisor_review(turn: Turn) -> None:
 
 def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
     """The tools whose successful calls this turn may have changed something with (a message sent, an order placed:
-    :attr:`routing.snapshot.ToolSpec.changes_things`), once each, in call order."""
+    :attr:`routing.specs.ToolSpec.changes_things`), once each, in call order."""
     changed = [
         result.tool
         for result in turn.tool_results()

@@ -25,7 +25,8 @@ from agents.services import usage_outside_turns
 from conversations.models import Conversation, RouteDecisionRecord
 from routing.decide import delegated_of, route_decide
 from routing.router import RouteDecision
-from routing.snapshot import ProfileSpec, current
+from routing.snapshot import current
+from routing.specs import ProfileSpec
 
 CHUNK = 2000
 

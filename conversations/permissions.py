@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from routing.replies import NO, YES, Reply
-from routing.snapshot import ProfileSpec, ToolSpec
+from routing.specs import ProfileSpec, ToolSpec
 
 GRANTED = "granted"
 DENIED = "denied"

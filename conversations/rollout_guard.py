@@ -95,7 +95,7 @@ from routing.rollout_commands import (
 )
 from routing.rollout_plans import GUARD_METRICS
 from routing.rollout_words import metric_words, percent_words, stage_words, value_words
-from routing.versions import live_version
+from routing.selectors import live_version
 
 __all__ = [  # the commands, re-exported for the engine's callers (management command, admin, tests)
     "RolloutStateError",

@@ -39,7 +39,7 @@ from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.router import CompiledRouter
 from routing.small_talk import person_asked_in, small_talk_read
-from routing.snapshot import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
+from routing.specs import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
 logger = logging.getLogger(__name__)
 

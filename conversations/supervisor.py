@@ -25,7 +25,7 @@ from conversations.history import HistoryEntry
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer
 from routing.router import PlanStep
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 logger = logging.getLogger(__name__)
 

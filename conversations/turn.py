@@ -34,7 +34,8 @@ from routing.goal_decide import PLAN, GoalDecision
 from routing.goals import FAILURE
 from routing.replies import Reply
 from routing.router import SUPERVISOR_ROUTE, RouteDecision
-from routing.snapshot import ProfileSpec, Snapshot
+from routing.snapshot import Snapshot
+from routing.specs import ProfileSpec
 
 # The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
 # with its metadata (the response the faces return and the stored message).

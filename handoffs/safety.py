@@ -1,7 +1,7 @@
 """Loop safety (docs/handoffs.md): whether a move between agents may happen, and what the user gets when not.
 
 Pure functions over plain data; the limits come from the profile
-(:class:`routing.snapshot.LoopSafety`, editable in the admin).
+(:class:`routing.specs.LoopSafety`, editable in the admin).
 
 Checked before every handoff and delegation, in this order:
 

@@ -56,6 +56,7 @@ from routing.models import (
     StatePolicy,
     Stickiness,
 )
+from routing.selectors import live_version
 from routing.services import (
     keywords_validate_unique,
     rollout_actor_admin,
@@ -65,7 +66,6 @@ from routing.services import (
     rollout_tenant_override_set,
     rollout_user_override_set,
 )
-from routing.versions import live_version
 from tenants.models import Tenant
 
 if TYPE_CHECKING:

@@ -37,7 +37,8 @@ from routing.releases import (
 from routing.rollout_plans import may_view_plans
 from routing.rollout_words import plan_settings_words, when_words
 from routing.routing_tests import routing_tests_gate
-from routing.versions import document_diff, live_version, may_approve
+from routing.selectors import live_version
+from routing.versions import document_diff, may_approve
 
 APPROVE, DECLINE, WITHDRAW = "approve", "decline", "withdraw"
 

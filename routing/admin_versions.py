@@ -53,11 +53,11 @@ from routing.releases import draft_rollout, publish_request, release_requests_pe
 from routing.rollout_forms import PlanSettingsForm
 from routing.rollout_plans import may_view_plans
 from routing.rollout_words import plan_stage_words, when_words
+from routing.selectors import live_version
 from routing.versions import (
     Change,
     document_diff,
     document_summary,
-    live_version,
     may_approve,
     model_settings_check,
     version_publish,

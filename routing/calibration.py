@@ -55,7 +55,7 @@ from common.text import normalize
 from routing.background import OUT_OF_SCOPE, PREFIX
 from routing.examples import ExampleIndex, ExamplesMatch
 from routing.routing_tests import Case
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 WRONG_COST = 4.0  # a wrong route counts as four fallbacks
 MAX_WRONG_RATE = 0.03  # at most three samples in a hundred routed to the wrong intent, when a rule can keep to it

@@ -7,8 +7,11 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Tags, Warning, register
+from django.db import DatabaseError
 
 from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
+from platform import env
+from routing.models import ROLLOUT_PLAN_ACTIVE, ProfileRelease, RolloutPlan
 
 
 @register(Tags.database)
@@ -22,11 +25,6 @@ def served_model_key_variables_check(
     never a value."""
     if not databases:
         return []
-    from django.db import DatabaseError
-
-    from platform import env
-    from routing.models import ROLLOUT_PLAN_ACTIVE, ProfileRelease, RolloutPlan
-
     try:
         served = [
             (release.profile, release.version, "is served")

@@ -27,7 +27,7 @@ from agents.usage import KIND_ROUTING, usage_record
 from common import tracing
 from common.text import normalize
 from routing.router import Classification, Classifier, IntentSpec
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from routing.classifier import intent_classifier
 from routing.planner import MODEL_PLANNER, PLAN_BY_KEYWORDS, model_plan
 from routing.router import RouteDecision
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 COORDINATION_INTENT = "coordination"
 

@@ -1,7 +1,7 @@
 """A profile's behaviour as one document, and the one compile from a document to its runtime ProfileSpec.
 
 :func:`profile_documents` reads every profile's document from the models (a constant number of queries);
-:func:`profile_compile` turns one document into the :class:`~routing.snapshot.ProfileSpec` the message path
+:func:`profile_compile` turns one document into the :class:`~routing.specs.ProfileSpec` the message path
 reads, without the ORM. A document is plain JSON, the same bytes for the same configuration
 (``json.dumps(document, sort_keys=True)``), and holds disabled things too, with their ``enabled`` flag: what a
 version stores, what a diff compares and what a draft compiles. Its shape, field by field: docs/versions.md.
@@ -15,12 +15,14 @@ from dataclasses import replace
 from typing import Any
 
 from agents.escalation import EscalationSettings
+from agents.models import AgentProfile, McpTool, Specialist, SpecialistPrompt
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
+from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
 from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec, reliability_rows
-from routing.snapshot import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
+from routing.specs import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
 
 SCHEMA = 1
 
@@ -94,9 +96,6 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
 
     Thirteen queries whatever the numbers of profiles, specialists, intents, keywords, goals and tools.
     """
-    from agents.models import AgentProfile, Specialist, SpecialistPrompt
-    from routing.models import Intent, Keyword, StatePolicy
-
     profiles = AgentProfile.objects.all()
     if agent_ids is not None:
         profiles = profiles.filter(agent_id__in=list(agent_ids))
@@ -253,8 +252,6 @@ _CapabilityRows = dict[int, list[tuple[str, dict[str, Any]]]]  # server pk → (
 
 def _domains_read(served: set[int] | None) -> tuple[_GoalRows, _CapabilityRows]:
     """The goals and capabilities of the ``served`` servers (``None``: every server), by server: two queries."""
-    from routing.models import Capability, Goal
-
     goal_rows = Goal.objects.order_by("domain", "name")
     capability_rows = Capability.objects.order_by("name")
     if served is not None:
@@ -318,8 +315,6 @@ def _domains_read(served: set[int] | None) -> tuple[_GoalRows, _CapabilityRows]:
 
 def _tools_read() -> dict[str, dict[str, Any]]:
     """Every MCP tool's rights in a document's shape, by name: one query."""
-    from agents.models import McpTool
-
     return {
         name: {"server": server, "needs_permission": needs_permission, "enabled": enabled, "server_enabled": up}
         for name, server, needs_permission, enabled, up in McpTool.objects.values_list(

@@ -45,7 +45,7 @@ from routing.goals import (
 )
 from routing.replies import NO, YES
 from routing.small_talk import small_talk_read
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 PLAN, GENERAL = "plan", "general"  # besides CLARIFICATION and FAILURE
 SMALL_TALK = "small_talk"  # how a greeting, thanks or goodbye was read: no goal, and the goal state is left as it was

@@ -57,7 +57,7 @@ from routing.goals import (
     goal_label,
 )
 from routing.router import examples_amatch
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from routing.classifier import routing_model_configured, structured_answer
 from routing.router import IntentSpec, PlanStep, RouteDecision, plan_decision
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 logger = logging.getLogger(__name__)
 

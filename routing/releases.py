@@ -47,6 +47,7 @@ from routing.models import (
 from routing.rollout_commands import RolloutStateError, plan_start
 from routing.rollout_plans import plan_errors
 from routing.routing_tests import routing_tests_gate
+from routing.selectors import live_version
 from routing.versions import (
     ERROR_APPROVER_SAME,
     UNSET,
@@ -54,7 +55,6 @@ from routing.versions import (
     VersionConflict,
     document_fingerprint,
     documents_same,
-    live_version,
     may_approve,
     model_settings_check,
     needs_second_person,

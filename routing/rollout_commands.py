@@ -38,7 +38,8 @@ from routing.models import (
 )
 from routing.rollout import MULTI_AGENT_FLAG
 from routing.rollout_words import stage_words
-from routing.versions import approval_check, live_version, version_release
+from routing.selectors import live_version
+from routing.versions import approval_check, version_release
 
 logger = logging.getLogger(__name__)
 

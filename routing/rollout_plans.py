@@ -20,12 +20,10 @@ import datetime as dt
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from routing.rollout import rollout_includes
-
-if TYPE_CHECKING:
-    from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 
 @dataclass(frozen=True)

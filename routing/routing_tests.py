@@ -3,7 +3,7 @@
 * :func:`routing_tests_run` decides every case with the compiled profile — :func:`routing.decide.route_decide`
   with the case's state and active specialist, or :func:`routing.goal_decide.goal_decide` when the profile is in
   goal mode or the case expects a goal or a status — and never touches the database: the cases and the
-  :class:`~routing.snapshot.ProfileSpec` are read before. It returns a :class:`TestRun`: each case's pass or fail
+  :class:`~routing.specs.ProfileSpec` are read before. It returns a :class:`TestRun`: each case's pass or fail
   with the actual decision, its reason and the expectations that failed; the counts; a confusion matrix of
   intents (expected → actual) and precision and recall per intent.
 * :func:`routing_tests_spec` compiles what to run against: the draft, the live version or version N.
@@ -29,11 +29,16 @@ from agents.models import UsagePurpose
 from agents.services import model_usage_record
 from agents.usage import TurnUsage, usage_counting
 from common.errors import DomainError, NotFound
+from routing import snapshot
+from routing.configio.exporter import dump
+from routing.configio.source import Problems, Source, load
 from routing.decide import delegated_of, route_decide
+from routing.documents import profile_compile, profile_documents
 from routing.goal_decide import GENERAL, goal_decide
 from routing.goals import GOAL_MODE
 from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, RoutingVersion, routing_test_expect_errors
-from routing.snapshot import ProfileSpec
+from routing.selectors import live_version
+from routing.specs import ProfileSpec
 
 # What the engine records for a goal decision (conversations.goal_turn's GOAL_AGENT and method): a layer below it,
 # the runner reports the same values.
@@ -257,10 +262,6 @@ def routing_tests_spec(profile: Any, version: str | int = DRAFT) -> ProfileSpec:
     """The compiled profile to test: its draft, its live version (the draft when never published), or version N.
 
     Raises :class:`~common.errors.NotFound` for a version the profile does not have."""
-    from routing import snapshot
-    from routing.documents import profile_compile, profile_documents
-    from routing.versions import live_version
-
     backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})  # not versioned: the saved ones
 
     if version == DRAFT:
@@ -319,8 +320,6 @@ def routing_tests_gate(
     unless ``forced_reason`` is given by a user with ``routing.publish_failing_version``; a reason given by a user
     without it is refused (:class:`PublishForbidden`). Without ``enforce`` (a revert) the run is only recorded.
     Runs before the publish's transaction: a classifier may call a model, and no lock is held across it."""
-    from routing.documents import profile_compile
-    from routing.snapshot import backends_load
 
     reason = forced_reason.strip()
     if reason and not (user is not None and user.has_perm(FORCE_PERMISSION)):
@@ -331,7 +330,7 @@ def routing_tests_gate(
     cases = routing_tests_saved(profile)
     if not cases:
         return GateOutcome(summary={})
-    backends = backends_load([profile.pk]).get(profile.pk, {})
+    backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})
     spec = profile_compile(document, pk=profile.pk, backends=backends)
     run = routing_tests_run(spec, cases, purpose=UsagePurpose.PUBLISH_GATE)
     summary = run.summary()
@@ -368,7 +367,6 @@ CASE_KEYS = ("name", "message", "state", "active_specialist", "expect")
 def routing_tests_parse(text: str, *, name: str = "tests.yaml") -> tuple[str, list[Case]]:
     """The profile's agent_id and the cases of a routing tests file; :class:`RoutingTestsFileError` names the line
     and field of every problem."""
-    from routing.configio.source import Problems, Source, load
 
     problems = Problems()
     root = load(Source(name, text), problems)
@@ -491,7 +489,6 @@ def routing_tests_load(*, profile: Any, cases: Sequence[Case], replace: bool = F
 
 def routing_tests_dump(profile: Any) -> str:
     """The profile's saved tests (enabled ones) as a routing tests file :func:`routing_tests_parse` reads back."""
-    from routing.configio.exporter import dump
 
     tests = []
     for case in routing_tests_saved(profile):

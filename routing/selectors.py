@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from common.text import normalize
-from routing.models import Keyword, RolloutFlag, RolloutFlagChange
+from routing.models import Keyword, ProfileRelease, RolloutFlag, RolloutFlagChange, RoutingVersion
 
 
 def keyword_conflicts(*, profile_id: int, texts: Iterable[str], exclude_intent_id: int | None = None) -> dict[str, str]:
@@ -40,3 +41,9 @@ def rollout_flag_get(*, key: str) -> RolloutFlag | None:
 def rollout_flag_changes(*, key: str, limit: int = 10) -> list[RolloutFlagChange]:
     """The flag's latest history rows, newest first (also those of a deleted flag of that key)."""
     return list(RolloutFlagChange.objects.filter(flag_key=key).order_by("-changed_at", "-id")[:limit])
+
+
+def live_version(profile: Any) -> RoutingVersion | None:
+    """The version customers are served, or ``None`` for a profile never published."""
+    release = ProfileRelease.objects.filter(profile=profile).select_related("version").first()
+    return release.version if release else None

@@ -48,6 +48,8 @@ from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
 from routing.documents import document_complete, profile_documents
 from routing.models import ProfileRelease, RoutingVersion
+from routing.routing_tests import routing_tests_gate
+from routing.selectors import live_version
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 UNSET: Any = object()  # based_on not given: publish whatever is live
@@ -199,12 +201,6 @@ def documents_same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
     return one == other or document_complete(one) == document_complete(other)
 
 
-def live_version(profile: Any) -> RoutingVersion | None:
-    """The version customers are served, or ``None`` for a profile never published."""
-    release = ProfileRelease.objects.filter(profile=profile).select_related("version").first()
-    return release.version if release else None
-
-
 def version_publish(
     *,
     profile: Any,
@@ -237,8 +233,6 @@ def version_publish(
     when the profile needs a second person, ``approved_by`` is who approved it (:func:`approval_check`, before
     anything runs; a revert and a candidate are not held).
     """
-    from routing.routing_tests import routing_tests_gate
-
     if release and reverted_from is None:
         approval_check(profile=profile, user=user, approved_by=approved_by)
     content = dict(document) if document is not None else _draft_document(profile.agent_id)

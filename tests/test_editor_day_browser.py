@@ -17,7 +17,8 @@ import pytest
 from django.db import connection
 
 from routing.models import RolloutPlan, RolloutPlanStatus, RoutingTestCase, RoutingVersion
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 from tenants.models import TenantGrant
 from tests.browser_fixtures import screenshot_path
 

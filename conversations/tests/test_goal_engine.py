@@ -42,7 +42,8 @@ from routing.goals import (
     ExecutionStep,
     GoalCatalogue,
 )
-from routing.snapshot import ServerSpec, Snapshot, ToolSpec
+from routing.snapshot import Snapshot
+from routing.specs import ServerSpec, ToolSpec
 from tests.mcp_inline import mcp_serving
 
 pytestmark = pytest.mark.slow

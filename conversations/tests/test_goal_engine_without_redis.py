@@ -33,7 +33,8 @@ django.setup()
 from agents.mcp import Endpoint, tools_list
 from conversations.goal_engine import plan_execute
 from routing.goals import DAG, LAST, CapabilitySpec, ExecutionPlan, ExecutionStep, GoalCatalogue
-from routing.snapshot import ServerSpec, Snapshot, ToolSpec
+from routing.snapshot import Snapshot
+from routing.specs import ServerSpec, ToolSpec
 
 async def main(url):
     listed = await tools_list(Endpoint("doubling", url, 5.0))

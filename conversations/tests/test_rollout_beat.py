@@ -23,7 +23,8 @@ from agents.models import AgentProfile
 from common.config_version import config_version_bump
 from conversations.rollout_guard import plan_start
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 from tests.celery_fixtures import worker_database_url
 from tests.celery_processes import CeleryBeatProcess
 

@@ -16,7 +16,8 @@ from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -30,7 +30,8 @@ from conversations.rollout_guard import (
     plans_evaluate,
 )
 from routing.models import Intent, Keyword, RolloutDecision, RolloutPlan, RolloutPlanStatus
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

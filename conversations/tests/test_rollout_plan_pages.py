@@ -24,7 +24,8 @@ from routing.models import (
 from routing.rollout_forms import GuardsField, StagesField
 from routing.rollout_plans import GUARD_METRICS, guard_errors
 from routing.rollout_words import actor_words, history_words, plan_stage_words, stage_words
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 from tests.adminkit import form_data
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 from agents.models import McpTool
 from conversations.runtime import tools_for_turn
 from routing import snapshot
-from routing.snapshot import ToolRights
+from routing.specs import ToolRights
 
 pytestmark = pytest.mark.django_db
 

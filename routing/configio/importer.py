@@ -34,7 +34,22 @@ from agents.schemas import endpoint_exported, endpoint_kept, expand_args_schema
 from agents.selectors import external_desk_refusal
 from agents.services import prompt_version_create
 from common.config_version import config_batch
-from routing.configio import messages
+from routing.configio.messages import (
+    ERROR_CAPABILITY_DOMAIN,
+    ERROR_CONFLICT,
+    ERROR_DOMAIN_SERVER,
+    ERROR_DUPLICATE,
+    ERROR_EXCLUSION_UNKNOWN_KEYWORD,
+    ERROR_SELF_HANDOFF,
+    ERROR_TOOL_SERVER,
+    ERROR_UNKNOWN_INTENT,
+    ERROR_UNKNOWN_PROFILE,
+    ERROR_UNKNOWN_SERVER,
+    ERROR_UNKNOWN_SPECIALIST,
+    ERROR_UNKNOWN_TOOL,
+    WARNING_COORDINATOR_UNUSED,
+    WARNING_TOOL_NOT_ALLOWED,
+)
 from routing.configio.parse import Parsed, Patch, parse_source, routing_files_named
 from routing.configio.rights import Touch, rights_check, touches
 from routing.configio.source import Node, Problems, Source, format_path, load
@@ -236,9 +251,7 @@ def _by_key(patches: list[Patch], problems: Problems) -> dict[Any, Patch]:
     for patch in patches:
         first = out.get(patch.key)
         if first is not None:
-            problems.add(
-                patch.node, messages.ERROR_DUPLICATE.format(what=patch.kind, name=patch.name, where=first.node.where)
-            )
+            problems.add(patch.node, ERROR_DUPLICATE.format(what=patch.kind, name=patch.name, where=first.node.where))
             continue
         out[patch.key] = patch
     return out
@@ -266,7 +279,7 @@ def _merge_profiles(patches: list[Patch], problems: Problems) -> dict[str, Patch
                     other = target.where[name]
                     problems.add(
                         patch.where[name],
-                        messages.ERROR_CONFLICT.format(
+                        ERROR_CONFLICT.format(
                             value=value,
                             other=target.values[name],
                             other_path=format_path(other.path),
@@ -302,10 +315,10 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
             problems.add(node, message.format(name=node.value, **kwargs))
 
     for node in parsed.default_agents:
-        require(node, node.value in defined_profiles, messages.ERROR_UNKNOWN_PROFILE)
+        require(node, node.value in defined_profiles, ERROR_UNKNOWN_PROFILE)
     for patch in plan.tools.values():
         if "server" in patch.refs:
-            require(patch.refs["server"], patch.refs["server"].value in servers, messages.ERROR_UNKNOWN_SERVER)
+            require(patch.refs["server"], patch.refs["server"].value in servers, ERROR_UNKNOWN_SERVER)
 
     # Routing for a profile that does not exist: one message per file, not one per intent.
     known_routed: set[str] = set()
@@ -316,18 +329,16 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
         if profile.value in defined_profiles:
             known_routed.add(profile.value)
         else:
-            require(profile, False, messages.ERROR_UNKNOWN_PROFILE)
+            require(profile, False, ERROR_UNKNOWN_PROFILE)
 
     for (agent_id, name), patch in plan.specialists.items():
         for tool in patch.refs.get("tools", []):
-            require(tool, tool.value in tools, messages.ERROR_UNKNOWN_TOOL)
+            require(tool, tool.value in tools, ERROR_UNKNOWN_TOOL)
         for target in patch.refs.get("handoff_targets", []):
             if target.value == name:
-                problems.add(target, messages.ERROR_SELF_HANDOFF)
+                problems.add(target, ERROR_SELF_HANDOFF)
             else:
-                require(
-                    target, (agent_id, target.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
-                )
+                require(target, (agent_id, target.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
 
     for agent_id, patch in plan.profiles.items():
         if agent_id not in defined_profiles:
@@ -335,12 +346,10 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
         for ref in ("fallback", "coordinator"):
             named = patch.refs.get(ref)
             if named is not None and named.value is not None:
-                require(
-                    named, (agent_id, named.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id
-                )
+                require(named, (agent_id, named.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
         _warn_coordinator_mode(agent_id, patch, world, problems)
         for server in patch.refs.get("goal_domains", []):
-            require(server, server.value in servers, messages.ERROR_UNKNOWN_SERVER)
+            require(server, server.value in servers, ERROR_UNKNOWN_SERVER)
         _check_desk(patch, world.profiles.get(agent_id), problems)
 
     for (agent_id, name), patch in plan.intents.items():
@@ -348,9 +357,9 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
             continue
         if "agent" in patch.refs:
             agent = patch.refs["agent"]
-            require(agent, (agent_id, agent.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+            require(agent, (agent_id, agent.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
         for tool in patch.refs.get("mcp_tools", []):
-            require(tool, tool.value in tools, messages.ERROR_UNKNOWN_TOOL)
+            require(tool, tool.value in tools, ERROR_UNKNOWN_TOOL)
         _check_exclusions(patch, world.intents.get((agent_id, name)), problems)
 
     for (agent_id, _state), patch in plan.policies.items():
@@ -358,10 +367,10 @@ def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
             continue
         if "agent" in patch.refs:
             agent = patch.refs["agent"]
-            require(agent, (agent_id, agent.value) in specialists, messages.ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+            require(agent, (agent_id, agent.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
         intent = patch.refs.get("intent")
         if intent is not None and intent.value is not None:
-            require(intent, (agent_id, intent.value) in intents, messages.ERROR_UNKNOWN_INTENT, profile=agent_id)
+            require(intent, (agent_id, intent.value) in intents, ERROR_UNKNOWN_INTENT, profile=agent_id)
 
     for agent_id in sorted(known_routed):
         _check_keywords(agent_id, plan, world, problems)
@@ -430,16 +439,16 @@ def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[
     for patch in patches:
         domain, server = patch.values["domain"], patch.refs["server"]
         if server.value not in servers:
-            once(server, messages.ERROR_UNKNOWN_SERVER.format(name=server.value))
+            once(server, ERROR_UNKNOWN_SERVER.format(name=server.value))
             continue
         others = sorted(world.domain_servers.get(domain, set()) - {server.value})
         if others:
-            once(server, messages.ERROR_DOMAIN_SERVER.format(domain=domain, other=others[0]))
+            once(server, ERROR_DOMAIN_SERVER.format(domain=domain, other=others[0]))
         first = domain_server.setdefault(domain, server)
         if first.value != server.value:
             once(
                 server,
-                messages.ERROR_CONFLICT.format(
+                ERROR_CONFLICT.format(
                     value=server.value, other=first.value, other_path=format_path(first.path), where=first.where
                 ),
             )
@@ -450,13 +459,13 @@ def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[
         if stored is not None and stored.domain != domain:
             problems.add(
                 patch.node,
-                messages.ERROR_CAPABILITY_DOMAIN.format(name=name, domain=stored.domain, server=stored.server.name),
+                ERROR_CAPABILITY_DOMAIN.format(name=name, domain=stored.domain, server=stored.server.name),
             )
         tool = patch.refs.get("tool")
         if tool is None or tool.value is None or server not in servers:
             continue
         if tool.value not in plan.tools and tool.value not in world.tools:
-            problems.add(tool, messages.ERROR_UNKNOWN_TOOL.format(name=tool.value))
+            problems.add(tool, ERROR_UNKNOWN_TOOL.format(name=tool.value))
             continue
         tool_patch = plan.tools.get(tool.value)
         if tool_patch is not None and "server" in tool_patch.refs:
@@ -464,7 +473,7 @@ def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[
         else:
             tool_server = world.tools[tool.value].server.name
         if tool_server != server:
-            problems.add(tool, messages.ERROR_TOOL_SERVER.format(name=tool.value, server=tool_server, expected=server))
+            problems.add(tool, ERROR_TOOL_SERVER.format(name=tool.value, server=tool_server, expected=server))
 
     names: dict[str, set[str]] = {}
     for capability in world.capabilities.values():
@@ -508,7 +517,7 @@ def _check_exclusions(patch: Patch, stored: Intent | None, problems: Problems) -
         keyword, normalized, _phrases = node.value
         if normalized not in keywords:
             listed = ", ".join(repr(text) for text in sorted(keywords.values())) or "it has none"
-            problems.add(node, messages.ERROR_EXCLUSION_UNKNOWN_KEYWORD.format(keyword=keyword, keywords=listed))
+            problems.add(node, ERROR_EXCLUSION_UNKNOWN_KEYWORD.format(keyword=keyword, keywords=listed))
 
 
 def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problems) -> None:
@@ -553,7 +562,7 @@ def _warn_coordinator_mode(agent_id: str, patch: Patch, world: _World, problems:
     default = AgentProfile._meta.get_field("routing_mode").default
     mode = patch.values.get("routing_mode", stored.routing_mode if stored else default)
     if mode == RoutingMode.SUPERVISOR:
-        problems.warn(coordinator, messages.WARNING_COORDINATOR_UNUSED.format(mode=mode))
+        problems.warn(coordinator, WARNING_COORDINATOR_UNUSED.format(mode=mode))
 
 
 def _warn_unusable_tools(plan: _Plan, world: _World, problems: Problems) -> None:
@@ -573,7 +582,7 @@ def _warn_unusable_tools(plan: _Plan, world: _World, problems: Problems) -> None
             continue
         for tool in patch.refs["mcp_tools"]:
             if tool.value not in usable:
-                problems.warn(tool, messages.WARNING_TOOL_NOT_ALLOWED.format(tool=tool.value, specialist=specialist))
+                problems.warn(tool, WARNING_TOOL_NOT_ALLOWED.format(tool=tool.value, specialist=specialist))
 
 
 # -- writing -------------------------------------------------------------------------

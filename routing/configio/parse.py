@@ -23,7 +23,34 @@ from agents.models import AgentProfile, McpServer, McpTool, McpTransport, Routin
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, expand_env, validate_tool_args_schema
 from common.endpoints import env_template
 from common.text import normalize
-from routing.configio import messages
+from routing.configio.messages import (
+    ERROR_AGENT_ID_ALONE,
+    ERROR_BAD_CHOICE,
+    ERROR_DOMAIN_ALONE,
+    ERROR_DOMAIN_REQUIRED,
+    ERROR_EMPTY,
+    ERROR_ENV_SECRET,
+    ERROR_ENV_UNSET,
+    ERROR_KEYWORD_EMPTY,
+    ERROR_KEYWORD_REPEATED,
+    ERROR_NO_PROFILE,
+    ERROR_NOT_A_MAPPING,
+    ERROR_NOTHING_TO_IMPORT,
+    ERROR_PROFILE_MISMATCH,
+    ERROR_PROFILE_NAMED,
+    ERROR_RELIABILITY_ROW,
+    ERROR_REQUIRED,
+    ERROR_ROUTING_PATH_AMBIGUOUS,
+    ERROR_ROUTING_PATH_OTHER_PROFILE,
+    ERROR_SHORTHAND_TYPE,
+    ERROR_TYPE,
+    ERROR_UNKNOWN_KEY,
+    ERROR_UNKNOWN_TOP_KEY,
+    ERROR_WORD_BOOLEAN,
+    WARNING_DEFAULT_AGENT,
+    WARNING_IGNORED_KEY,
+    WARNING_ROUTING_PATH_ABSENT,
+)
 from routing.configio.source import Node, Problems, Source
 from routing.models import Capability, Goal, Intent, Keyword, StatePolicy, keyword_exclusion_problems
 
@@ -230,7 +257,7 @@ def check(node: Node, kind: str, problems: Problems) -> bool:
     """Record a type error unless ``node`` holds a value of ``kind``."""
     if _is(node.value, kind):
         return True
-    problems.add(node, messages.ERROR_TYPE.format(expected=_TYPE_NAMES[kind], actual=_actual(node.value)))
+    problems.add(node, ERROR_TYPE.format(expected=_TYPE_NAMES[kind], actual=_actual(node.value)))
     return False
 
 
@@ -252,12 +279,12 @@ def keys_of(
         if key in known:
             out[key] = child
         elif key in ignored:
-            problems.warn(child, messages.WARNING_IGNORED_KEY)
+            problems.warn(child, WARNING_IGNORED_KEY)
         else:
-            problems.add(child, messages.ERROR_UNKNOWN_KEY.format(key=key, expected=", ".join(known)))
+            problems.add(child, ERROR_UNKNOWN_KEY.format(key=key, expected=", ".join(known)))
     for key in required:
         if key not in node.value:
-            problems.add(node, messages.ERROR_REQUIRED.format(key=key))
+            problems.add(node, ERROR_REQUIRED.format(key=key))
     return out
 
 
@@ -266,7 +293,7 @@ def name_of(node: Node, problems: Problems) -> str | None:
     if not check(node, "string", problems):
         return None
     if not node.value.strip():
-        problems.add(node, messages.ERROR_EMPTY)
+        problems.add(node, ERROR_EMPTY)
         return None
     return node.value.strip()
 
@@ -313,7 +340,7 @@ def _strings(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, 
     values, valid = [], True
     for element in node.elements():
         if isinstance(element.value, bool):  # YAML reads an unquoted yes/no as a boolean
-            problems.add(element, messages.ERROR_WORD_BOOLEAN)
+            problems.add(element, ERROR_WORD_BOOLEAN)
             valid = False
         elif check(element, "string", problems):
             values.append(element.value.strip() if strip else element.value)
@@ -358,7 +385,7 @@ def _reliability(patch: Patch, keys: dict[str, Node], problems: Problems) -> Non
         low, high = float(row["low"].value), float(row["high"].value)
         routed, right = int(row["routed"].value), int(row["right"].value)
         if not 0.0 <= low < high <= 1.0 or not 0 <= right <= routed:
-            problems.add(element, messages.ERROR_RELIABILITY_ROW)
+            problems.add(element, ERROR_RELIABILITY_ROW)
             valid = False
             continue
         mean = float(row["mean_score"].value) if "mean_score" in row else (low + high) / 2
@@ -384,12 +411,12 @@ def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, mo
     values, valid = [], True
     for element in node.elements():
         if isinstance(element.value, bool):
-            problems.add(element, messages.ERROR_WORD_BOOLEAN)
+            problems.add(element, ERROR_WORD_BOOLEAN)
             valid = False
         elif not check(element, "string", problems):
             valid = False
         elif not element.value.strip():
-            problems.add(element, messages.ERROR_EMPTY)
+            problems.add(element, ERROR_EMPTY)
             valid = False
         else:
             values.append(element.value)
@@ -454,7 +481,7 @@ def routing_files_named(roots: Sequence[Node], problems: Problems) -> dict[Sourc
                 continue
             file_profile = target.value.get("agent_id")
             if isinstance(file_profile, str) and file_profile.strip() not in ("", agent_id.strip()):
-                message = messages.ERROR_ROUTING_PATH_OTHER_PROFILE.format(
+                message = ERROR_ROUTING_PATH_OTHER_PROFILE.format(
                     file=target.source.name, file_profile=file_profile.strip()
                 )
                 problems.add(reference, message)
@@ -482,11 +509,11 @@ def _named_file(reference: Node, path: str, files: Sequence[Node], problems: Pro
     best = max((score for score, _ in scored), default=0)
     chosen = [file for score, file in scored if score == best and score > 0]
     if not chosen:
-        problems.warn(reference, messages.WARNING_ROUTING_PATH_ABSENT.format(name=wanted[-1] if wanted else path))
+        problems.warn(reference, WARNING_ROUTING_PATH_ABSENT.format(name=wanted[-1] if wanted else path))
         return None
     if len(chosen) > 1:
         files_named = ", ".join(sorted(file.source.name for file in chosen))
-        problems.add(reference, messages.ERROR_ROUTING_PATH_AMBIGUOUS.format(path=path, files=files_named))
+        problems.add(reference, ERROR_ROUTING_PATH_AMBIGUOUS.format(path=path, files=files_named))
         return None
     return chosen[0]
 
@@ -503,22 +530,22 @@ def parse_source(
     whose ``routing_config_path`` names this file (:func:`routing_files_named`); its routing applies to each."""
     source = root.source
     if not isinstance(root.value, dict):
-        problems.add(root, messages.ERROR_NOT_A_MAPPING.format(expected=", ".join(TOP_KEYS)))
+        problems.add(root, ERROR_NOT_A_MAPPING.format(expected=", ".join(TOP_KEYS)))
         return
     for key, child in root.items():
         if key not in TOP_KEYS:
-            problems.add(child, messages.ERROR_UNKNOWN_TOP_KEY.format(key=key, expected=", ".join(TOP_KEYS)))
+            problems.add(child, ERROR_UNKNOWN_TOP_KEY.format(key=key, expected=", ".join(TOP_KEYS)))
     sections = {key: root.child(key) for key in root.value if key in TOP_KEYS}
     if not sections:
         if not root.value:
-            problems.add(root, messages.ERROR_NOTHING_TO_IMPORT.format(expected=", ".join(TOP_KEYS)))
+            problems.add(root, ERROR_NOTHING_TO_IMPORT.format(expected=", ".join(TOP_KEYS)))
         return
 
     if "default_agent_id" in sections:
         node = sections["default_agent_id"]
         if name_of(node, problems) is not None:
             parsed.default_agents.append(node)
-            problems.warn(node, messages.WARNING_DEFAULT_AGENT)
+            problems.warn(node, WARNING_DEFAULT_AGENT)
     if "servers" in sections:
         _parse_servers(sections["servers"], problems, parsed)
     if "tools" in sections:
@@ -530,7 +557,7 @@ def parse_source(
     routing = [key for key in ROUTING_KEYS if key in sections]
     if not routing:
         if "agent_id" in sections:
-            problems.add(sections["agent_id"], messages.ERROR_AGENT_ID_ALONE)
+            problems.add(sections["agent_id"], ERROR_AGENT_ID_ALONE)
         return
     for profile_node in _routing_profiles(source, sections, routing, problems, profile_option, named_by):
         if "router" in sections:
@@ -558,14 +585,14 @@ def _routing_profiles(
         if agent_id is None:
             return []
         if option and option != agent_id:
-            problems.add(node, messages.ERROR_PROFILE_MISMATCH.format(file_profile=agent_id, option=option))
+            problems.add(node, ERROR_PROFILE_MISMATCH.format(file_profile=agent_id, option=option))
             return []
         return [Node(source, node.path, agent_id)]
     # Not in the file: messages about the profile point at the first routing section.
     if named_by:
         profiles = list(dict.fromkeys(node.value for node in named_by))
         if option and profiles != [option]:
-            message = messages.ERROR_PROFILE_NAMED.format(
+            message = ERROR_PROFILE_NAMED.format(
                 profiles=", ".join(profiles), where=named_by[0].source.name, option=option
             )
             problems.add(sections[routing[0]], message)
@@ -573,7 +600,7 @@ def _routing_profiles(
         return [Node(source, (routing[0],), agent_id) for agent_id in profiles]
     if option:
         return [Node(source, (routing[0],), option)]
-    problems.add(sections[routing[0]], messages.ERROR_NO_PROFILE)
+    problems.add(sections[routing[0]], ERROR_NO_PROFILE)
     return []
 
 
@@ -594,14 +621,14 @@ def _parse_servers(section: Node, problems: Problems, parsed: Parsed) -> None:
                 patch.put("transport", keys["transport"], str(transport))
             else:
                 choices = ", ".join(sorted({*TRANSPORTS, *TRANSPORT_ALIASES}))
-                problems.add(keys["transport"], messages.ERROR_BAD_CHOICE.format(value=raw, choices=choices))
+                problems.add(keys["transport"], ERROR_BAD_CHOICE.format(value=raw, choices=choices))
         if "endpoint" in keys and name_of(keys["endpoint"], problems) is not None:
             written = keys["endpoint"].value.strip()
             endpoint, missing, refused = expand_env(written)
             for variable in missing:
-                problems.add(keys["endpoint"], messages.ERROR_ENV_UNSET.format(name=variable))
+                problems.add(keys["endpoint"], ERROR_ENV_UNSET.format(name=variable))
             for variable in refused:
-                problems.add(keys["endpoint"], messages.ERROR_ENV_SECRET.format(name=variable))
+                problems.add(keys["endpoint"], ERROR_ENV_SECRET.format(name=variable))
             patch.put("endpoint", keys["endpoint"], endpoint)
             # Kept as written, so that an export gives the references back, not this environment's values.
             patch.put("endpoint_template", keys["endpoint"], env_template(written))
@@ -645,7 +672,7 @@ def _args_schema(node: Node, problems: Problems) -> dict[str, Any] | None:
         for _arg, child in node.items() if value else []:
             if child.value not in SHORTHAND_TYPES:
                 choices = ", ".join(sorted(SHORTHAND_TYPES))
-                problems.add(child, messages.ERROR_SHORTHAND_TYPE.format(value=child.value, choices=choices))
+                problems.add(child, ERROR_SHORTHAND_TYPE.format(value=child.value, choices=choices))
                 bad = True
         if bad:
             return None
@@ -753,7 +780,7 @@ def _choice(patch: Patch, node: Node, field: str, choices: list[str], problems: 
     if name_of(node, problems) is None:
         return
     if node.value not in choices:
-        problems.add(node, messages.ERROR_BAD_CHOICE.format(value=node.value, choices=", ".join(choices)))
+        problems.add(node, ERROR_BAD_CHOICE.format(value=node.value, choices=", ".join(choices)))
         return
     patch.put(field, node, node.value)
 
@@ -778,7 +805,7 @@ def _parse_specialists(section: Node, agent_id: str, problems: Problems, parsed:
             if keys["prompt"].value.strip():
                 patch.refs["prompt"] = Node(node.source, keys["prompt"].path, keys["prompt"].value.strip())
             else:
-                problems.add(keys["prompt"], messages.ERROR_EMPTY)
+                problems.add(keys["prompt"], ERROR_EMPTY)
         for ref in ("tools", "handoff_targets"):
             if ref in keys:
                 names = names_of(keys[ref], problems)
@@ -907,15 +934,13 @@ def _keywords(node: Node, problems: Problems) -> list[Node] | None:
     for keyword in names:
         normalized = normalize(keyword.value)
         if not normalized:
-            problems.add(keyword, messages.ERROR_KEYWORD_EMPTY)
+            problems.add(keyword, ERROR_KEYWORD_EMPTY)
             continue
         if max_length is not None and len(keyword.value) > max_length:
             problems.add(keyword, f"Ensure this value has at most {max_length} characters")
             continue
         if normalized in seen:
-            problems.add(
-                keyword, messages.ERROR_KEYWORD_REPEATED.format(keyword=keyword.value, where=seen[normalized].where)
-            )
+            problems.add(keyword, ERROR_KEYWORD_REPEATED.format(keyword=keyword.value, where=seen[normalized].where))
             continue
         seen[normalized] = keyword
         out.append(Node(keyword.source, keyword.path, (keyword.value, normalized)))
@@ -937,11 +962,11 @@ def _keyword_exclusions(node: Node, problems: Problems) -> list[Node] | None:
     for keyword, entry in node.items():
         normalized = normalize(keyword)
         if not normalized:
-            problems.add(entry, messages.ERROR_KEYWORD_EMPTY)
+            problems.add(entry, ERROR_KEYWORD_EMPTY)
             valid = False
             continue
         if normalized in seen:
-            problems.add(entry, messages.ERROR_KEYWORD_REPEATED.format(keyword=keyword, where=seen[normalized].where))
+            problems.add(entry, ERROR_KEYWORD_REPEATED.format(keyword=keyword, where=seen[normalized].where))
             valid = False
             continue
         seen[normalized] = entry
@@ -954,7 +979,7 @@ def _keyword_exclusions(node: Node, problems: Problems) -> list[Node] | None:
         texts: list[Node] = []
         for element in entry.elements():
             if isinstance(element.value, bool):  # YAML reads an unquoted yes/no as a boolean
-                problems.add(element, messages.ERROR_WORD_BOOLEAN)
+                problems.add(element, ERROR_WORD_BOOLEAN)
                 valid = False
             elif check(element, "string", problems):
                 texts.append(element)
@@ -980,12 +1005,12 @@ def _parse_domain(root: Node, sections: dict[str, Node], problems: Problems, par
     if not present:
         for key in DOMAIN_KEYS:
             if key in sections:
-                problems.add(sections[key], messages.ERROR_DOMAIN_ALONE.format(key=key))
+                problems.add(sections[key], ERROR_DOMAIN_ALONE.format(key=key))
         return
     missing = [key for key in DOMAIN_KEYS if key not in sections]
     if missing:
         for key in missing:
-            problems.add(sections[present[0]], messages.ERROR_DOMAIN_REQUIRED.format(key=key))
+            problems.add(sections[present[0]], ERROR_DOMAIN_REQUIRED.format(key=key))
         return
     domain, server = sections["domain"], sections["mcp_server"]
     if name_of(domain, problems) is None or name_of(server, problems) is None:

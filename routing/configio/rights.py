@@ -20,7 +20,7 @@ from django.contrib.auth import get_permission_codename
 from django.db import models
 
 from agents.models import MODEL_ENDPOINT_FIELDS, MODEL_ENDPOINT_PERMISSION, AgentProfile
-from routing.configio import messages
+from routing.configio.messages import ERROR_FORBIDDEN
 from routing.configio.source import Node, Problems
 
 VERBS = {"add": "create", "change": "change", "delete": "delete"}
@@ -62,7 +62,7 @@ def rights_check(found: list[Touch], user: Any, problems: Problems) -> None:
     for node, verb, permissions in missing.values():
         problems.add(
             node,
-            messages.ERROR_FORBIDDEN.format(
+            ERROR_FORBIDDEN.format(
                 user=user.get_username(),
                 verb=verb,
                 permission_word="permission" if len(permissions) == 1 else "permissions",

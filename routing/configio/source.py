@@ -15,7 +15,13 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
-from routing.configio import messages
+from routing.configio.messages import (
+    ERROR_COMPLEX_KEY,
+    ERROR_DUPLICATE_KEY,
+    ERROR_EMPTY_FILE,
+    ERROR_TOO_DEEP,
+    ERROR_YAML_SYNTAX,
+)
 
 Path = tuple[str | int, ...]
 
@@ -120,13 +126,13 @@ def load(source: Source, problems: Problems) -> Node | None:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
         problem = " ".join(part for part in (exc.context, exc.problem) if part)
-        problems.errors.append(Problem(source, line, (), messages.ERROR_YAML_SYNTAX.format(problem=problem)))
+        problems.errors.append(Problem(source, line, (), ERROR_YAML_SYNTAX.format(problem=problem)))
         return None
     except yaml.YAMLError as exc:
-        problems.errors.append(Problem(source, 1, (), messages.ERROR_YAML_SYNTAX.format(problem=exc)))
+        problems.errors.append(Problem(source, 1, (), ERROR_YAML_SYNTAX.format(problem=exc)))
         return None
     if root is None:
-        problems.errors.append(Problem(source, 1, (), messages.ERROR_EMPTY_FILE))
+        problems.errors.append(Problem(source, 1, (), ERROR_EMPTY_FILE))
         return None
     before = len(problems.errors)
     value = _build(root, (), source, problems, SafeConstructor(), 0)
@@ -138,22 +144,20 @@ def load(source: Source, problems: Problems) -> Node | None:
 def _build(node: yaml.Node, path: Path, source: Source, problems: Problems, constructor, depth: int) -> Any:
     source.lines.setdefault(path, node.start_mark.line + 1)
     if depth > MAX_DEPTH:
-        problems.errors.append(Problem(source, node.start_mark.line + 1, path, messages.ERROR_TOO_DEEP))
+        problems.errors.append(Problem(source, node.start_mark.line + 1, path, ERROR_TOO_DEEP))
         return None
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
-                problems.errors.append(Problem(source, line, path, messages.ERROR_COMPLEX_KEY))
+                problems.errors.append(Problem(source, line, path, ERROR_COMPLEX_KEY))
                 continue
             # Keys are names (tools, states, fields): ``404:`` or ``yes:`` mean the text, not a number.
             key = str(key_node.value)
             if key in out:
                 first = source.lines[(*path, key)]
-                problems.errors.append(
-                    Problem(source, line, path, messages.ERROR_DUPLICATE_KEY.format(key=key, line=first))
-                )
+                problems.errors.append(Problem(source, line, path, ERROR_DUPLICATE_KEY.format(key=key, line=first)))
                 continue
             source.lines[(*path, key)] = line
             out[key] = _build(value_node, (*path, key), source, problems, constructor, depth + 1)
@@ -168,6 +172,6 @@ def _build(node: yaml.Node, path: Path, source: Source, problems: Problems, cons
         return constructor.construct_object(node, deep=True)
     except ConstructorError as exc:
         problems.errors.append(
-            Problem(source, node.start_mark.line + 1, path, messages.ERROR_YAML_SYNTAX.format(problem=exc.problem))
+            Problem(source, node.start_mark.line + 1, path, ERROR_YAML_SYNTAX.format(problem=exc.problem))
         )
         return None

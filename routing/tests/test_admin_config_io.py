@@ -21,7 +21,8 @@ from django.utils.html import escape
 from agents.models import AgentProfile
 from routing.documents import profile_documents
 from routing.models import Intent, Keyword
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 from tests.adminkit import changelist_url
 
 pytestmark = pytest.mark.django_db

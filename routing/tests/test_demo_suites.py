@@ -27,7 +27,7 @@ from routing.routing_tests import (
     routing_tests_saved,
     routing_tests_spec,
 )
-from routing.versions import live_version
+from routing.selectors import live_version
 
 LOADED = ["telecom_contas", "retail_orders", "telecom_assistente"]  # by seed_demo, before publishing
 SYNCED = ["finance_assistente"]  # by seed_demo --sync, once the finance server was read

@@ -16,7 +16,7 @@ from routing import snapshot
 from routing.documents import profile_compile, profile_documents
 from routing.models import Capability, Goal, Intent
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
-from routing.snapshot import ProfileSpec, SpecialistSpec, ToolRights
+from routing.specs import ProfileSpec, SpecialistSpec, ToolRights
 from routing.versions import version_publish
 from tests.factories import (
     AgentProfileFactory,

@@ -31,7 +31,7 @@ from routing.goals import (
     plan_build,
 )
 from routing.router import CompiledRouter
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 
 
 def catalogue_of(*manifests: dict[str, Any]) -> GoalCatalogue:

@@ -17,7 +17,7 @@ from routing.goal_decide import CLARIFICATION, GENERAL, LOW_CONFIDENCE, MISSING_
 from routing.goal_intent import CONFIDENT, FOLLOW_UP, INCOMPLETE, intent_read
 from routing.goals import GENERAL_DOMAIN, GoalCatalogue, IntentOutput
 from routing.router import CompiledRouter
-from routing.snapshot import ProfileSpec
+from routing.specs import ProfileSpec
 from routing.tests.test_goal_intent import FINANCE, catalogue_of, profile_serving
 
 TIER_ON = {"examples_enabled": True, "examples_vectoriser": "offline", "examples_score": OFFLINE_SCORE}

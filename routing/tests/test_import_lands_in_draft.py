@@ -10,7 +10,8 @@ from django.core.management.base import CommandError
 
 from agents.models import AgentProfile
 from routing.models import Keyword
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 
 pytestmark = pytest.mark.django_db
 

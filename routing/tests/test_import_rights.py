@@ -24,7 +24,8 @@ from routing.configio import messages
 from routing.configio.exporter import HEADER, dump
 from routing.documents import profile_documents
 from routing.models import Keyword, RoutingVersion
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 
 pytestmark = pytest.mark.django_db
 

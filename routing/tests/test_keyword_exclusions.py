@@ -26,7 +26,8 @@ from routing.models import (
     Intent,
     Keyword,
 )
-from routing.versions import NothingToPublish, document_diff, live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import NothingToPublish, document_diff, version_publish
 from tests.adminkit import add_url, change_url, changelist_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,8 @@ from routing.models import (
     RoutingVersion,
 )
 from routing.rollout_plans import GUARD_METRICS
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 from tests.adminkit import change_url
 
 pytestmark = pytest.mark.django_db

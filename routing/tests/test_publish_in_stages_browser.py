@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from routing.models import Keyword, RolloutPlan, RolloutPlanStatus
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 from tests.browser_fixtures import screenshot_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

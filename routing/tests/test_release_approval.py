@@ -24,7 +24,8 @@ from routing.models import (
 from routing.releases import publish_request, release_request_approve
 from routing.rollout_commands import plan_start
 from routing.rollout_words import history_words
-from routing.versions import ApprovalRequired, live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import ApprovalRequired, version_publish
 from tests.adminkit import change_url
 
 pytestmark = pytest.mark.django_db

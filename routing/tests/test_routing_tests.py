@@ -15,7 +15,8 @@ from routing.routing_tests import (
     routing_tests_run,
     routing_tests_spec,
 )
-from routing.versions import live_version, version_publish, version_revert
+from routing.selectors import live_version
+from routing.versions import version_publish, version_revert
 from tests.factories import StatePolicyFactory
 
 FATURA = Case(

@@ -11,7 +11,8 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist
 from agents.services import prompt_version_create
 from routing.documents import profile_documents
 from routing.models import Intent, Keyword, RoutingVersion
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 
 pytestmark = pytest.mark.django_db
 

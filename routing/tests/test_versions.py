@@ -11,11 +11,11 @@ from django.db import connection
 
 from agents.models import AgentProfile
 from routing.models import ProfileRelease, RoutingVersion
+from routing.selectors import live_version
 from routing.versions import (
     NothingToPublish,
     VersionConflict,
     document_diff,
-    live_version,
     version_publish,
     version_revert,
 )

@@ -13,7 +13,8 @@ from django.core.management import call_command
 
 from agents.models import AgentProfile, Specialist, SpecialistPrompt
 from routing.models import Keyword, PublishedFrom, RoutingVersion
-from routing.versions import live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import version_publish
 from tests.adminkit import change_url, changelist_url, delete_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db

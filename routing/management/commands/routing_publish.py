@@ -11,7 +11,8 @@ from agents.models import AgentProfile
 from common.errors import DomainError
 from routing.management.commands.import_config import USER_HELP, acting_as, acting_user
 from routing.models import PublishedFrom
-from routing.versions import UNSET, document_diff, live_version, version_publish
+from routing.selectors import live_version
+from routing.versions import UNSET, document_diff, version_publish
 
 
 class Command(BaseCommand):

@@ -43,9 +43,9 @@ from routing.configio import ConfigImportError, Source, config_import
 from routing.management.commands.import_config import read_sources, write_report
 from routing.models import Capability, Goal, PublishedFrom
 from routing.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
-from routing.selectors import rollout_flag_get
+from routing.selectors import live_version, rollout_flag_get
 from routing.services import rollout_flag_untouched_set
-from routing.versions import NothingToPublish, live_version, version_publish
+from routing.versions import NothingToPublish, version_publish
 
 DEMO_DIR = settings.BASE_DIR / "config" / "demo"
 # Saved routing tests of the demo profiles, one file per profile (``profile: P`` / ``tests: [...]``).
