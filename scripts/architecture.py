@@ -58,7 +58,8 @@ PLATFORM_TOP = frozenset(
     }
 )
 TOP = "platform (top)"
-MAX_SHARE = 0.30
+# routing/ still holds the release lifecycle (docs/architecture.md, "The figures"); 0.30 once it has an app.
+MAX_SHARE = 0.34
 
 MODULE_LEVEL = "module-level"
 FUNCTION_LEVEL = "function-level"
