@@ -46,7 +46,7 @@ from agents.desks import SecretUnavailable, signing_secret
 from agents.models import ExternalDesk
 from agents.selectors import external_desk_get
 from common.bus import EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, event_signature
-from common.cache import Circuit
+from common.infra.circuit import Circuit
 from conversations.desk_contract import EVENT_TYPES, desk_event, where_of
 from conversations.models import Escalation, ExternalDeskEvent
 from platform.celery import app
@@ -62,7 +62,7 @@ STORE_RETRY_SECONDS = 1.0  # after a drain the database refused (SQLite busy, an
 DELIVER_TASK = "conversations.desk_webhook_deliver"  # conversations/tasks.py
 
 # While the broker cannot take a task, the drains run in this process for a while without waiting on it.
-broker_circuit = Circuit("Redis (desk webhook broker)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
+broker_circuit = Circuit("Redis (desk webhook broker)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS, logger=logger)
 
 # Desks whose events were dropped because they are off or gone: said once per process until they take events again.
 _warned_desks: set[str] = set()

@@ -33,7 +33,8 @@ from common.errors import (
     database_unavailable_body,
     error_body,
 )
-from common.outages import TRIAL, database_circuit
+from common.infra.circuit import TRIAL
+from common.outages import database_circuit
 from common.parsers import ERROR_BODY_TOO_LARGE
 
 logger = logging.getLogger(__name__)

@@ -70,13 +70,13 @@ def test_an_open_circuit_skips_redis_instead_of_waiting_on_it(redis_cache):
     redis_cache.stop()
     backend = caches["default"]
     assert backend.get("x") is None
-    assert backend.circuit.down and not backend.circuit.allows()
+    assert backend.circuit.is_open and not backend.circuit.allows()
     redis_cache.start()
     assert backend.get("x") is None  # still skipped: the circuit is open for the pause
-    assert backend.circuit.down
+    assert backend.circuit.is_open
     time.sleep(PAUSE_SECONDS + 0.1)
     backend.set("x", 1)
-    assert not backend.circuit.down and backend.get("x") == 1
+    assert not backend.circuit.is_open and backend.get("x") == 1
 
 
 @pytest.mark.django_db(transaction=True)

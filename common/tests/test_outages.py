@@ -9,17 +9,18 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from common.outages import CHECK_INTERVAL_SECONDS, CLOSED, OUTAGE_POOL_WAIT_SECONDS, TRIAL, Circuit
+from common.infra.circuit import CHECK_INTERVAL_SECONDS, CLOSED, TRIAL, Circuit
+from common.outages import OUTAGE_POOL_WAIT_SECONDS
 from common.tests.database_outage import admin_connect, database_outage
 
 
 def test_a_closed_circuit_admits_everything():
-    circuit = Circuit("thing", lambda: 60.0)
+    circuit = Circuit("thing", pause=lambda: 60.0)
     assert [circuit.admit() for _ in range(3)] == [CLOSED] * 3
 
 
 def test_a_tripped_circuit_refuses_until_its_pause_ends_then_admits_one_trial_at_a_time():
-    circuit = Circuit("thing", lambda: 0.2)
+    circuit = Circuit("thing", pause=lambda: 0.2)
     circuit.trip()
     assert circuit.admit() is None
     time.sleep(0.25)
@@ -30,7 +31,7 @@ def test_a_tripped_circuit_refuses_until_its_pause_ends_then_admits_one_trial_at
 
 
 def test_a_trial_that_meets_the_outage_again_keeps_the_circuit_open_for_another_pause():
-    circuit = Circuit("thing", lambda: 0.2)
+    circuit = Circuit("thing", pause=lambda: 0.2)
     circuit.trip()
     time.sleep(0.25)
     assert circuit.admit() == TRIAL
@@ -40,7 +41,7 @@ def test_a_trial_that_meets_the_outage_again_keeps_the_circuit_open_for_another_
 
 
 def test_an_abandoned_trial_proves_nothing_the_circuit_stays_open_and_the_next_request_is_the_trial():
-    circuit = Circuit("thing", lambda: 0.2)
+    circuit = Circuit("thing", pause=lambda: 0.2)
     circuit.trip()
     time.sleep(0.25)
     assert circuit.admit() == TRIAL
@@ -52,8 +53,8 @@ def test_an_abandoned_trial_proves_nothing_the_circuit_stays_open_and_the_next_r
 
 
 def test_a_circuit_that_checks_for_itself_tells_clients_to_come_back_at_its_next_check_not_after_the_pause():
-    circuit = Circuit("thing", lambda: 60.0, check=lambda: None)
-    plain = Circuit("thing", lambda: 60.0)
+    circuit = Circuit("thing", pause=lambda: 60.0, check=lambda: None)
+    plain = Circuit("thing", pause=lambda: 60.0)
     circuit.trip()
     plain.trip()
     assert circuit.seconds_left() <= CHECK_INTERVAL_SECONDS < 59 < plain.seconds_left()
@@ -61,7 +62,7 @@ def test_a_circuit_that_checks_for_itself_tells_clients_to_come_back_at_its_next
 
 
 def test_only_one_of_many_concurrent_requests_is_the_trial():
-    circuit = Circuit("thing", lambda: 0.0)
+    circuit = Circuit("thing", pause=lambda: 0.0)
     circuit.trip()
     results: list[int | None] = []
     threads = [threading.Thread(target=lambda: results.append(circuit.admit())) for _ in range(20)]
