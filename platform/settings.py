@@ -19,6 +19,10 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded SQLite database and f
 os.environ.setdefault("NUMBA_CACHE_DIR", str(VAR_DIR / "cache" / "numba"))
 
 DEBUG = env.boolean("DJANGO_DEBUG", True)
+# The hand-written fast paths off: each runs its library's own code instead, chosen here (the database and cache
+# backends) or at start-up (the ASGI handler, the span pipeline, the async views' dispatch): common/infra,
+# docs/decisions/.
+STOCK_PATHS = env.boolean("STOCK_PATHS", False)
 SECRET_KEY = env.string("DJANGO_SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
@@ -151,7 +155,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # values on the server for the message path's statements (common/postgresql), which PostgreSQL prepares from
     # their fifth run on a connection. Django's other statements carry their values in their text, never prepared.
     # 0 turns preparing off (a pooler in transaction mode that cannot keep prepared statements).
-    DATABASES["default"]["ENGINE"] = "common.postgresql"
+    # STOCK_PATHS: Django's own backend (docs/decisions/postgresql-backend.md).
+    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql" if STOCK_PATHS else "common.postgresql"
     prepare_threshold = env.integer("DATABASE_PREPARE_THRESHOLD", 5)
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = prepare_threshold or None
 # Once a request met a database outage, the process answers 503 at once for this long, then lets one request
@@ -168,7 +173,15 @@ REDIS_OUTAGE_PAUSE_SECONDS = env.decimal("REDIS_OUTAGE_PAUSE_SECONDS", 3.0)
 # The cache carries the routing-configuration version between processes (and the throttles' counts), so it
 # must be shared: Redis when configured, otherwise a file cache on this machine. While Redis cannot be
 # reached the cache answers as a miss (common/cache.py); short timeouts keep an unanswering host cheap.
-if REDIS_URL:
+if REDIS_URL and STOCK_PATHS:  # Django's own Redis cache: an outage fails requests (docs/decisions/)
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
+        }
+    }
+elif REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "common.cache.ResilientRedisCache",
@@ -183,7 +196,10 @@ if REDIS_URL:
 else:
     CACHES = {
         "default": {
-            "BACKEND": "common.cache.FileCache",  # Django's, its folder made once per process
+            # Django's, its folder made once per process
+            "BACKEND": (
+                "django.core.cache.backends.filebased.FileBasedCache" if STOCK_PATHS else "common.cache.FileCache"
+            ),
             "LOCATION": env.string("CACHE_DIR", str(VAR_DIR / "cache")),
         }
     }
@@ -449,6 +465,3 @@ LOGGING = {
         "mcp.client.streamable_http": {"filters": ["mcp_answer_refused"]},
     },
 }
-
-# The hand-written fast paths off: each runs its library's own code instead (common/infra, docs/decisions/).
-STOCK_PATHS = env.boolean("STOCK_PATHS", False)
