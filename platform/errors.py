@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 from django.views import csrf, defaults
 
@@ -129,6 +129,15 @@ class DatabaseCircuitMiddleware(MiddlewareMixin):
         if request.__dict__.pop("_database_trial", False):
             database_circuit.trial_done()
         return response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        """Under Django's own ASGI handler (``STOCK_PATHS``) a request is cancelled when its client leaves, and
+        ``process_response`` never runs: a trial cut off so must still end, or the circuit never admits another."""
+        try:
+            return await super().__acall__(request)
+        finally:
+            if request.__dict__.pop("_database_trial", False):  # still set: the answer never came back
+                database_circuit.trial_abandoned()
 
 
 class DatabaseUnavailableMiddleware(MiddlewareMixin):
