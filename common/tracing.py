@@ -211,7 +211,10 @@ class _SdkSpan:
             _current.reset(self._token)
         except ValueError:  # left in another context than it was entered in
             _current.set(None)
-        self.span.__exit__(kind, error, traceback)
+        if isinstance(error, Exception):  # as the SDK's use_span: a cancellation is not a failure
+            self.span.__exit__(kind, error, traceback)
+        else:
+            self.span.end()
 
 
 _SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)

@@ -12,6 +12,7 @@ from django.test import Client
 from common.infra.circuit import CHECK_INTERVAL_SECONDS, CLOSED, TRIAL, Circuit
 from common.outages import OUTAGE_POOL_WAIT_SECONDS
 from common.tests.database_outage import admin_connect, database_outage
+from tests.stock_paths import fast_path_only
 
 
 def test_a_closed_circuit_admits_everything():
@@ -141,6 +142,7 @@ def test_a_pool_wait_that_runs_out_during_an_outage_opens_the_circuit_though_the
         assert database_outage_evident(waited.value)
 
 
+@fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_one(tenant_key, telecom):
     """PostgreSQL restarted while a process was idle: its pooled connections are dead but look alive. A request
@@ -172,6 +174,7 @@ def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_on
     assert not database_circuit.is_open
 
 
+@fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_seconds_of_the_databases_return():
     """psycopg_pool retries a failed connection after 1, 2, 4, 8 … s: after an outage of 8 s its next try could be
@@ -195,6 +198,7 @@ def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_
     assert waited <= RECONNECT_MAX_DELAY_SECONDS + 1.0, waited
 
 
+@fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_a_cut_one_is_checked(monkeypatch):
     """The checkout looks at the socket first (common/postgresql: connection_untouched); psycopg's check, an
@@ -232,6 +236,7 @@ def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_
     assert new_pid != pid
 
 
+@fast_path_only
 def test_the_pool_hands_out_the_connection_given_back_last_so_a_quiet_process_keeps_one_backend_warm():
     """psycopg_pool's own order is the connection idle longest first: consecutive requests took turns over every
     backend of the pool, each one's caches cold (docs/benchmarks.md, "CPU per message")."""

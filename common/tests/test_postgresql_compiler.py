@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from common.postgresql.compiler import VALUES_ROWS
 from conversations.models import Conversation, Message
+from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +28,7 @@ def inserted(conversation, rows: int) -> tuple[str, list[Message]]:
     return sql, messages
 
 
+@fast_path_only
 def test_a_turns_few_messages_are_inserted_as_values_rows_with_their_ids_in_order(conversation):
     sql, messages = inserted(conversation, 3)
 
