@@ -1,6 +1,7 @@
 """What finding a statement's placeholders costs psycopg, in µs a statement: its own conversion (a statement of
-more than 50 values or 4 kB is scanned anew on every run) against the bound cursor's (``common/postgresql/base.py``:
-each shape scanned once), for a statement the size of a turn's joined write (60 values), median of several rounds.
+more than 50 values or 4 kB is scanned anew on every run) against the bound cursor's
+(``common/infra/postgresql/base.py``: each shape scanned once), for a statement the size of a turn's joined write
+(60 values), median of several rounds.
 
     PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python bench/bound_query_cost.py [--values 60]
 
@@ -27,7 +28,7 @@ def main() -> None:
     from psycopg import _queries
     from psycopg.adapt import Transformer
 
-    from common.postgresql.base import BoundQuery
+    from common.infra.postgresql.base import BoundQuery
 
     columns = ", ".join(f"c{i}" for i in range(options.values))
     marks = ", ".join(["%s"] * options.values)

@@ -44,8 +44,8 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers
 from django.conf import settings
 
-from common import tracing
-from common.cache import REDIS_DOWN
+from common.infra import tracing
+from common.infra.cache import REDIS_DOWN
 from common.infra.circuit import Circuit
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistRequest

@@ -50,10 +50,10 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from a2a.utils.errors import A2AError, InternalError
 from django.conf import settings
 
-from common import tracing
-from common.bus import publish_event
 from common.endpoints import endpoints_masked_in
 from common.events import Emit, emit_safely
+from common.infra import tracing
+from common.infra.bus import publish_event
 from common.infra.circuit import TRIAL, Circuit
 from conversations.models import BackendCall, BackendCallStatus
 from routing.snapshot import BackendSpec

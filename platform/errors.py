@@ -34,7 +34,7 @@ from common.errors import (
     error_body,
 )
 from common.infra.circuit import TRIAL
-from common.outages import database_circuit
+from common.infra.outages import database_circuit
 from common.parsers import ERROR_BODY_TOO_LARGE
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 
 
 class DatabaseCircuitMiddleware(MiddlewareMixin):
-    """While the database is known to be down (:data:`common.outages.database_circuit`), answer 503 at once.
+    """While the database is known to be down (:data:`common.infra.outages.database_circuit`), answer 503 at once.
 
     Without it every request of an outage waits the pool's whole timeout (``DATABASE_POOL_TIMEOUT``) before its
     503. One request per ``DATABASE_OUTAGE_PAUSE_SECONDS`` still goes through as a trial; when it does not meet

@@ -46,8 +46,8 @@ from django.core.cache.backends.redis import RedisCache
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework import exceptions, throttling
 
-from common.cache import REDIS_DOWN
 from common.config_version import config_version, local_generation
+from common.infra.cache import REDIS_DOWN
 from common.infra.circuit import Circuit
 from tenants.models import Tenant
 from tenants.rates import rate_parse, rate_text
@@ -147,7 +147,7 @@ def _incr(key: str, ttl: int) -> int | None:
         cache.add(key, 0, ttl)
         return cache.incr(key)
 
-    own: Circuit | None = getattr(cache, "circuit", None)  # the resilient cache's (common/cache.py)
+    own: Circuit | None = getattr(cache, "circuit", None)  # the resilient cache's (common/infra/cache.py)
     work: Callable[[], int | None] = count if own is None else lambda: own.call(count, None, down=REDIS_DOWN)
     return cache_circuit.call(work, None, down=(Exception,))
 

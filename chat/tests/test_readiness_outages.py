@@ -9,7 +9,7 @@ import pytest
 
 from chat import health
 from common.infra import circuit
-from common.outages import database_circuit
+from common.infra.outages import database_circuit
 
 # A load balancer's probe gives up after a few seconds; with a frozen MCP server readiness took 2.3 s (4 s under
 # load, with the database's retry).

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import Client
 
 from common.infra.circuit import CHECK_INTERVAL_SECONDS, CLOSED, TRIAL, Circuit
-from common.outages import OUTAGE_POOL_WAIT_SECONDS
+from common.infra.outages import OUTAGE_POOL_WAIT_SECONDS
 from common.tests.database_outage import admin_connect, database_outage
 from tests.stock_paths import fast_path_only
 
@@ -107,7 +107,7 @@ def test_a_pool_wait_that_runs_out_under_load_does_not_open_the_circuit(settings
     """Every connection in use and the pool at its size: the wait is the load's, not an outage."""
     from psycopg_pool import PoolTimeout
 
-    from common.outages import database_outage_evident
+    from common.infra.outages import database_outage_evident
 
     pool = connection.pool
     held = [pool.getconn() for _ in range(pool.max_size)]
@@ -126,7 +126,7 @@ def test_a_pool_wait_that_runs_out_during_an_outage_opens_the_circuit_though_the
     stays full, and each request waited the pool's whole timeout for a 503 that did not open the circuit."""
     from psycopg_pool import PoolTimeout
 
-    from common.outages import database_outage_evident
+    from common.infra.outages import database_outage_evident
 
     pool = connection.pool
     connection.close()
@@ -147,7 +147,7 @@ def test_a_pool_wait_that_runs_out_during_an_outage_opens_the_circuit_though_the
 def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_one(tenant_key, telecom):
     """PostgreSQL restarted while a process was idle: its pooled connections are dead but look alive. A request
     must get a working one, not a 503 (and the circuit must stay closed): each is checked when handed out."""
-    from common.outages import database_circuit
+    from common.infra.outages import database_circuit
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
     client.raise_request_exception = False
@@ -181,7 +181,7 @@ def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_
     8 s after the database is back, and a request of that process waits its whole pool timeout for a 503 that
     opens the circuit (the fault tests' PostgreSQL outage). The retries are spaced no wider than
     RECONNECT_MAX_DELAY_SECONDS."""
-    from common.postgresql.base import RECONNECT_MAX_DELAY_SECONDS
+    from common.infra.postgresql.base import RECONNECT_MAX_DELAY_SECONDS
 
     pool = connection.pool
     connection.close()
@@ -201,7 +201,7 @@ def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_
 @fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_a_cut_one_is_checked(monkeypatch):
-    """The checkout looks at the socket first (common/postgresql: connection_untouched); psycopg's check, an
+    """The checkout looks at the socket first (common/infra/postgresql: connection_untouched); psycopg's check, an
     empty query, runs only for a connection the server wrote to unasked, such as one it cut."""
     from psycopg_pool import ConnectionPool
 
@@ -261,7 +261,7 @@ def test_an_open_database_circuit_closes_within_seconds_of_the_databases_return_
     """The trial is a whole request: a chat message waiting for its conversation's earlier messages kept every other
     request of its process refused 5–16 s (once 150 s) after the database was back. The circuit checks the
     database itself and closes when it answers."""
-    from common.outages import database_circuit
+    from common.infra.outages import database_circuit
 
     settings.DATABASE_OUTAGE_PAUSE_SECONDS = 0.2
     with database_outage() as (down, up):

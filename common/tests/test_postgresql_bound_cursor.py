@@ -1,4 +1,4 @@
-"""The message path's statements bind their values on the server and are prepared (common/postgresql/base.py)."""
+"""The message path's statements bind their values on the server and are prepared (common/infra/postgresql/base.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from common.statements import statement_cursor
+from common.infra.statements import statement_cursor
 from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,5 @@
-"""The PostgreSQL backend inserts a few rows as VALUES rows and many through UNNEST (common/postgresql/compiler.py)."""
+"""The PostgreSQL backend inserts a few rows as VALUES rows and many through UNNEST
+(common/infra/postgresql/compiler.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from common.postgresql.compiler import VALUES_ROWS
+from common.infra.postgresql.compiler import VALUES_ROWS
 from conversations.models import Conversation, Message
 from tests.stock_paths import fast_path_only
 

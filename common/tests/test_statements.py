@@ -1,4 +1,4 @@
-"""Django's own INSERT, built to be sent by the caller (common/statements.py)."""
+"""Django's own INSERT, built to be sent by the caller (common/infra/statements.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
-from common.statements import SqlValue, insert_statement, inserted
+from common.infra.statements import SqlValue, insert_statement, inserted
 from conversations.models import Conversation, Message
 from tests.stock_paths import fast_path_only
 

@@ -1,4 +1,4 @@
-"""common/tracing.py's spans: the records they finish as are the SDK's own spans' records (so every processor,
+"""common/infra/tracing.py's spans: the records they finish as are the SDK's own spans' records (so every processor,
 exporter and back end reads them alike), the provider's sampler decides, and the trace crosses processes."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 from opentelemetry.trace import StatusCode
 
-from common import tracing
-from common.otlp import encode_request
+from common.infra import tracing
+from common.infra.otlp import encode_request
 from tests.stock_paths import fast_path_only
 
 

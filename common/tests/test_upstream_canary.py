@@ -48,7 +48,7 @@ PIECES = {
             "auditlog.context:auditlog_value",
         ),
     ),
-    "the PostgreSQL backend and the statement builder (common/postgresql/, common/statements.py)": Piece(
+    "the PostgreSQL backend and the statement builder (common/infra/postgresql/, common/infra/statements.py)": Piece(
         "postgresql-backend.md",
         {
             "psycopg._queries:_query2pg_nocache": "a57458f5b0a7ae99",
@@ -69,7 +69,7 @@ PIECES = {
             "django.db.backends.postgresql.base:DatabaseWrapper._configure_connection",
         ),
     ),
-    "the light spans and the OTLP encoder (common/tracing.py, common/otlp.py)": Piece(
+    "the light spans and the OTLP encoder (common/infra/tracing.py, common/infra/otlp.py)": Piece(
         "light-spans-and-otlp-encoder.md",
         {
             "opentelemetry.sdk.trace:TracerProvider.__init__": "c3fff9449af02d3c",
@@ -86,7 +86,7 @@ PIECES = {
             "adrf.views:APIView.check_throttles": "ace65f7d9db5d5d3",
         },
     ),
-    "the resilient Redis cache (common/cache.py)": Piece(
+    "the resilient Redis cache (common/infra/cache.py)": Piece(
         "resilient-redis-cache.md",
         {"django.core.cache.backends.redis:RedisCache.__init__": "40131bec6169f7fa"},
         ("django.core.cache.backends.redis:RedisCache._cache",),

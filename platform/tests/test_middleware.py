@@ -121,7 +121,7 @@ def test_a_database_trial_whose_client_leaves_before_the_answer_does_not_keep_th
 ):
     """Django cancels a request's view when its client disconnects; the circuit's trial must end with it, or the
     worker answers 503 at once to every request after it, the database long back (the fault tests' outage)."""
-    from common.outages import database_circuit
+    from common.infra.outages import database_circuit
 
     settings.OFFLINE_LLM_LATENCY_MS = 3000  # the trial is still in the graph when its client leaves
     settings.DATABASE_OUTAGE_PAUSE_SECONDS = 0.05
@@ -219,7 +219,7 @@ def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rend
 
     from asgiref.sync import AsyncToSync, SyncToAsync
 
-    from common.renderers import JSONRenderer
+    from common.infra.renderers import JSONRenderer
 
     crossings: list[str] = []
     back_to_the_loop: list[str] = []

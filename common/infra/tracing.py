@@ -3,7 +3,7 @@
 :func:`tracing_setup` runs once per serving process (``platform/asgi.py``, ``platform/wsgi.py``, the Celery
 worker): with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set and
 ``OTEL_SDK_DISABLED`` not true it installs a ``TracerProvider`` (``service.name`` from ``OTEL_SERVICE_NAME``), the
-SDK's batch span processor and OTLP/HTTP protobuf exporter, with our encoder (``common/otlp.py``); the SDK reads
+SDK's batch span processor and OTLP/HTTP protobuf exporter, with our encoder (``common/infra/otlp.py``); the SDK reads
 the other standard variables itself (``OTEL_EXPORTER_OTLP_HEADERS`` for Langfuse and the like, ``OTEL_BSP_*``).
 Off, :func:`span` hands out one shared do-nothing context manager: the message path pays a function call and a
 test, no span, no context switch.
@@ -64,7 +64,7 @@ def tracing_provider() -> Any:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from common.otlp import EncodingSpanProcessor, SpanExporter
+    from common.infra.otlp import EncodingSpanProcessor, SpanExporter
 
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)

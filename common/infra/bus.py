@@ -36,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 
-from common.cache import REDIS_DOWN
+from common.infra.cache import REDIS_DOWN
 from common.infra.circuit import Circuit
 
 logger = logging.getLogger(__name__)
