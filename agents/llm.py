@@ -41,9 +41,9 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from agents.generation import FINISH_STOP, Generation, answer_formatted, text_within
 from agents.schemas import model_key_variable_refusal
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
-from common import tracing
+from common.infra import tracing
+from common.infra.metrics import model_call_observe
 from common.language import detect_language
-from common.metrics import model_call_observe
 from common.text import phrase_found
 from handoffs.tools import (
     CONTROL_TOOLS,
@@ -578,7 +578,7 @@ _clients_lock = threading.Lock()
 
 
 class ModelCallMetrics(BaseCallbackHandler):
-    """Every call of one endpoint client, timed and its reported token usage counted (common/metrics.py): the
+    """Every call of one endpoint client, timed and its reported token usage counted (common/infra/metrics.py): the
     specialists' steps, the classifier, the judge, the synthesis, the coverage check and the goal model all call
     through a client of :func:`_chat_model`, structured output included (the raw reply reaches ``on_llm_end``)."""
 

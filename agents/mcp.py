@@ -43,9 +43,9 @@ from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from agents.mcp_wire import bounded_client, too_large_in
-from common import tracing
 from common.endpoints import endpoint_mask, endpoints_masked_in
-from common.metrics import tool_call_observe
+from common.infra import tracing
+from common.infra.metrics import tool_call_observe
 from common.sizes import json_bounded, text_cut
 
 logger = logging.getLogger(__name__)

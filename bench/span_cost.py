@@ -1,10 +1,10 @@
 """What one span costs, in this process: made (the SDK's live span against ours) and encoded (the SDK's OTLP encoder
-against ``common/otlp.py``), in µs a span, median of several rounds.
+against ``common/infra/otlp.py``), in µs a span, median of several rounds.
 
     PYTHONPATH=. .venv/bin/python bench/span_cost.py [--spans 20000] [--rounds 5]
 
 The spans are a turn's: the turn's three attributes (conversation key, tenant, profile) and two or three of their
-own, as ``common.tracing.span`` and ``finished_span`` make them on the message path. ``bench/chat_load.py
+own, as ``common.infra.tracing.span`` and ``finished_span`` make them on the message path. ``bench/chat_load.py
 --tracing side-by-side`` measures what they cost the served platform; this measures the span alone, steadily.
 """
 
@@ -21,13 +21,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from common import tracing
-from common.otlp import encode_request
+from common.infra import tracing
+from common.infra.otlp import encode_request
 
 TURN = {"conversation_key": "tenant_a:telecom_contas:bench-0001", "tenant": "tenant_a", "profile": "telecom_contas"}
 BATCH = 512  # the batch processor's default export batch
-OURS_LIVE = "live span, ours (common.tracing.span)"
-OURS_FINISHED = "finished span, ours (common.tracing.finished_span)"
+OURS_LIVE = "live span, ours (common.infra.tracing.span)"
+OURS_FINISHED = "finished span, ours (common.infra.tracing.finished_span)"
 
 
 class Kept(SpanProcessor):
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind, spans in made.items():
             for encoder, encode in (
                 ("the SDK's", lambda spans: encode_spans(spans).SerializePartialToString()),
-                ("ours (common/otlp.py)", encode_request),
+                ("ours (common/infra/otlp.py)", encode_request),
             ):
                 started = time.perf_counter()
                 encode(spans)

@@ -93,7 +93,6 @@ from chat.intake import (
 from chat.intake import (
     Route as TurnRoute,
 )
-from common import tracing
 from common.errors import (
     ERROR_INVALID_KEY,
     ERROR_NOT_AUTHENTICATED,
@@ -102,7 +101,8 @@ from common.errors import (
     error_body,
     error_fields,
 )
-from common.metrics import http_request_observe
+from common.infra import tracing
+from common.infra.metrics import http_request_observe
 from conversations.graph import TurnResult, run_turn, turn_detach
 from conversations.models import A2ATask
 from conversations.turn import TurnInput

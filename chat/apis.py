@@ -59,6 +59,7 @@ from chat.openai_turns import TURN_ID_PATTERN, TurnRef, turn_ref_read
 from chat.permissions import IsDebugClient, IsPreviewClient
 from chat.pushes import conversation_listen, pushed_event
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, DomainError, NotFound, error_responses
+from common.infra import stock_paths
 from conversations.delivery import conversation_group
 from conversations.desk import escalation_public
 from conversations.desk_contract import ERROR_CURSOR
@@ -193,6 +194,9 @@ class MessageApi(MessageBody, AsyncAPIView):
     def _begun_abandon(self, _checked: asyncio.Future[Any]) -> None:
         if self.begun is not None:
             turn_abandon(self.begun)
+
+    if stock_paths():  # chosen when the class is made (at start-up): adrf's dispatch, Django's rendering
+        del async_dispatch, finalize_response
 
     async def answer(self, request: Request) -> Response:
         turn_input, begun = self.turn_input, self.begun

@@ -77,8 +77,8 @@ from chat.intake import (
     turn_input_build,
 )
 from chat.pushes import LISTEN_READY_SECONDS, conversation_listen, listen_stop, pushed_event
-from common.bus import tenant_group
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY, DomainError, error_body, error_fields
+from common.infra.bus import tenant_group
 from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.delivery import conversation_group
 from conversations.graph import run_turn, turn_detach
@@ -390,7 +390,7 @@ def _events_admitted(scope: Mapping[str, Any]) -> Tenant:
 
 
 class EventsConsumer(AsyncJsonWebsocketConsumer):
-    """``/ws/events``: a tenant's operational events (:mod:`common.bus`) as they are published, one
+    """``/ws/events``: a tenant's operational events (:mod:`common.infra.bus`) as they are published, one
     ``{"type": "event", "event": <envelope>}`` each, for debug clients (authenticated as the chat socket, refused
     with 4403 without the debug right). Needs the Redis channel layer, which every web worker shares. Frames in
     are ignored."""
@@ -408,7 +408,8 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "subscribed", "tenant": tenant.slug})
 
     async def platform_events(self, message: dict[str, Any]) -> None:
-        """A ``platform.events`` message of the layer (:data:`common.bus.CHANNEL_MESSAGE_TYPE`): a batch, in order."""
+        """A ``platform.events`` message of the layer (:data:`common.infra.bus.CHANNEL_MESSAGE_TYPE`): a batch, in
+        order."""
         for event in message["events"]:
             await self.send_json({"type": "event", "event": event})
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from agents.llm import key_held, key_variable, llm_configured, router_llm_separate
 from agents.models import McpServer
 from common.endpoints import endpoint_mask
-from common.tracing import tracing_settings
+from common.infra.tracing import tracing_settings
 from conversations.guardrails import SECRET_MASK, is_secret_key, mask_secrets
 from platform import env
 from routing import snapshot

@@ -6,7 +6,7 @@
   enabled MCP server cannot be reached (chat still answers: see docs/operations.md), ``"ok"`` when all can.
 * ``GET /api/health`` — the full report, with the same status code as readiness.
 
-Readiness says what this process's requests get: while its database circuit is open (:mod:`common.outages`) they
+Readiness says what this process's requests get: while its database circuit is open (:mod:`common.infra.outages`) they
 are refused with a 503, and so is readiness, at once; a check that finds the database down opens the circuit.
 Every check is bounded (:data:`CHECK_SECONDS`), the database's retry included, and Redis and the MCP servers are
 checked at once, so a probe never waits on a pool or a frozen server for longer. Anonymous callers see MCP servers
@@ -35,7 +35,7 @@ from agents.llm import llm_configured
 from chat.intake import principal_is_staff
 from common.endpoints import endpoint_mask
 from common.errors import ERROR_SERVICE_UNAVAILABLE, RETRY_AFTER_SECONDS, error_body
-from common.outages import database_circuit, database_outage_evident, database_select_one
+from common.infra.outages import database_circuit, database_outage_evident, database_select_one
 from routing import snapshot
 
 # Seconds each check may take, all at once: the database (a pooled connection and SELECT 1), a Redis PING, an MCP

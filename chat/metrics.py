@@ -1,4 +1,4 @@
-"""``GET /metrics``: the platform's Prometheus metrics (common/metrics.py), for a scraper or a staff member.
+"""``GET /metrics``: the platform's Prometheus metrics (common/infra/metrics.py), for a scraper or a staff member.
 
 Who may read them:
 
@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from chat.intake import principal_is_staff
 from common.errors import error_body
-from common.metrics import CONTENT_TYPE, metrics_exposition
+from common.infra.metrics import CONTENT_TYPE, metrics_exposition
 from tenants.models import TenantRight
 
 ERROR_METRICS_UNAUTHENTICATED = "Authentication required; send 'Authorization: Bearer <METRICS_TOKEN>'."

@@ -9,7 +9,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.response import Response
 
 from chat.intake import KnownFieldsSerializer
-from common.renderers import JSONRenderer
+from common.infra.renderers import JSONRenderer
 
 
 def closed_request_bodies(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:

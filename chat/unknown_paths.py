@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from chat.openai_errors import OpenAIError, openai_exception_handler
 from common.errors import ERROR_PATH_MEANT, ERROR_PATH_NOT_FOUND, NotFound
-from common.renderers import JSONRenderer
+from common.infra.renderers import JSONRenderer
 
 ERROR_OPENAI_PATH = "Invalid URL ({method} {path})."
 ERROR_OPENAI_PATH_MEANT = "Invalid URL ({method} {path}); the route is {meant} (the trailing slash differs)."

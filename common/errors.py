@@ -22,7 +22,7 @@ from psycopg_pool import PoolTimeout
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
-from common.outages import database_circuit, database_outage_evident
+from common.infra.outages import database_circuit, database_outage_evident
 from common.parsers import BodyTooLarge, JsonTooDeep
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common import fastjson
+from common.infra import fastjson
 
 CUT_MARK = "…[cut: {dropped} more characters]"
 CUT_ITEMS = "…[cut: {dropped} more items]"

@@ -28,13 +28,15 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
-from common.cache import Circuit
+from common.infra.circuit import Circuit
 
 logger = logging.getLogger(__name__)
 
 # The layer's Redis as the pushes see it (senders here, listeners in chat.pushes): an outage logged once, pushes
 # skipped while it lasts (what they carry is stored).
-layer_circuit = Circuit("Redis (the conversations' and desks' pushes)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
+layer_circuit = Circuit(
+    "Redis (the conversations' and desks' pushes)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS, logger=logger
+)
 
 CONVERSATION_EVENT = "conversation.event"  # a consumer's ``conversation_event`` handler
 DESK_EVENT = "desk.event"  # a consumer's ``desk_event`` handler

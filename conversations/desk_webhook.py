@@ -11,7 +11,7 @@ cost nothing here.
 :func:`desk_outbox_drain` posts an escalation's events oldest first, one at a time: ``POST <url>`` with the JSON
 body and ``X-Platform-Event`` (its type), ``X-Platform-Event-Id``, ``X-Platform-Timestamp`` and
 ``X-Platform-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`` with the desk's secret
-(:func:`common.bus.event_signature`, as the operational events are signed), ``X-Platform-Delivery-Attempt``. A 2xx
+(:func:`common.infra.bus.event_signature`, as the operational events are signed), ``X-Platform-Delivery-Attempt``. A 2xx
 delivers it; anything else waits ``DESK_WEBHOOK_RETRY_SECONDS`` × 2ⁿ (at most :data:`MAX_PAUSE_SECONDS`) and is
 tried again, the events after it waiting behind it, until ``DESK_WEBHOOK_RETRIES`` retries have failed: then one
 WARNING names the desk, the event and the last failure — never the URL nor the secret — and the next event goes.
@@ -45,8 +45,8 @@ from django.utils import timezone
 from agents.desks import SecretUnavailable, signing_secret
 from agents.models import ExternalDesk
 from agents.selectors import external_desk_get
-from common.bus import EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, event_signature
-from common.cache import Circuit
+from common.infra.bus import EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, event_signature
+from common.infra.circuit import Circuit
 from conversations.desk_contract import EVENT_TYPES, desk_event, where_of
 from conversations.models import Escalation, ExternalDeskEvent
 from platform.celery import app
@@ -62,7 +62,7 @@ STORE_RETRY_SECONDS = 1.0  # after a drain the database refused (SQLite busy, an
 DELIVER_TASK = "conversations.desk_webhook_deliver"  # conversations/tasks.py
 
 # While the broker cannot take a task, the drains run in this process for a while without waiting on it.
-broker_circuit = Circuit("Redis (desk webhook broker)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
+broker_circuit = Circuit("Redis (desk webhook broker)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS, logger=logger)
 
 # Desks whose events were dropped because they are off or gone: said once per process until they take events again.
 _warned_desks: set[str] = set()

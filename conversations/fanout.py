@@ -16,7 +16,7 @@ result. A step whose message is lost is still reported, once, when the plan's
 results have been collected.
 
 Redis down is not a failed turn: when the broker cannot take the steps within
-``PUBLISH_TIMEOUT_SECONDS`` (or failed moments ago: the :class:`~common.cache.Circuit`
+``PUBLISH_TIMEOUT_SECONDS`` (or failed moments ago: the :class:`~common.infra.circuit.Circuit`
 stays open for ``REDIS_OUTAGE_PAUSE_SECONDS``), the plan runs in-process instead;
 steps whose results cannot be read any more (Redis went away after they were
 sent) are run again in-process within what is left of the time limit; a
@@ -44,8 +44,9 @@ from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers
 from django.conf import settings
 
-from common import tracing
-from common.cache import REDIS_DOWN, Circuit
+from common.infra import tracing
+from common.infra.cache import REDIS_DOWN
+from common.infra.circuit import Circuit
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistRequest
 from conversations.steps import PARTIAL_MESSAGE_TYPE, outcome_from_dict, payload_from_request
@@ -89,7 +90,7 @@ HARD_LIMIT_SLACK_SECONDS = 5
 PUBLISH_TIMEOUT_SECONDS = 2.0
 
 # Redis as the fan-out sees it (broker, results, channel layer): one outage, logged once.
-redis_circuit = Circuit("Redis (fan-out broker)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
+redis_circuit = Circuit("Redis (fan-out broker)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS, logger=logger)
 
 
 class PlanExecutor:

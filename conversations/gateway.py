@@ -15,7 +15,7 @@ spans join the turn's trace.
 
 Loop safety across deployments: each hop sends ``X-Gateway-Hops`` one higher than it received; at
 ``GATEWAY_MAX_HOPS`` no backend is called. Faults open a circuit per (profile, backend), process-local
-(:class:`common.outages.Circuit`): after ``failures_to_open`` failures in a row the backend is not called for
+(:class:`common.infra.circuit.Circuit`): after ``failures_to_open`` failures in a row the backend is not called for
 ``open_seconds``, then one call tries it. docs/gateway.md says all of it for operators.
 """
 
@@ -50,11 +50,11 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from a2a.utils.errors import A2AError, InternalError
 from django.conf import settings
 
-from common import tracing
-from common.bus import publish_event
 from common.endpoints import endpoints_masked_in
 from common.events import Emit, emit_safely
-from common.outages import TRIAL, Circuit
+from common.infra import tracing
+from common.infra.bus import publish_event
+from common.infra.circuit import TRIAL, Circuit
 from conversations.models import BackendCall, BackendCallStatus
 from routing.specs import BackendSpec
 
@@ -185,7 +185,7 @@ class BackendHealth:
         self.last_fault = ""  # the status and error of the failure that opened the circuit
         self.circuit = Circuit(
             f"remote backend {key[0]}/{key[1]}",
-            lambda: self.backend.open_seconds,
+            pause=lambda: self.backend.open_seconds,
             on_open=self._down,
             on_close=self._up,
             refusal="the fallback answers without calling it",

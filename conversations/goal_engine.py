@@ -55,7 +55,7 @@ from agents.llm import (
 )
 from agents.mcp import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, Endpoint, ToolResult, runtime, tool_call
 from agents.usage import KIND_ANSWER, usage_record
-from common import tracing
+from common.infra import tracing
 from common.language import detect_language
 from common.sizes import text_cut
 from conversations.fanout import (

@@ -50,9 +50,9 @@ from agents.generation import (
 )
 from agents.llm import ERROR_ANSWER, judge_asker, llm_configured, result_summary
 from agents.usage import other_models, text_tokens, usage_counting
-from common import metrics, tracing
-from common.bus import publish_event
 from common.events import Emit, emit_safely
+from common.infra import metrics, tracing
+from common.infra.bus import publish_event
 from common.language import detect_language
 from common.sizes import json_bounded, json_size, limit_hit, text_cut
 from conversations import ordering
@@ -188,7 +188,7 @@ async def _timed(turn: Turn, name: str, node: Node) -> None:
     started_ns = time.time_ns() if traced else 0
     try:
         # The specialist node's span is live: specialist runs, handoffs and a worker's steps hang under it. The
-        # others are recorded when they end, the cheap way (common.tracing.finished_span), if not too short.
+        # others are recorded when they end, the cheap way (common.infra.tracing.finished_span), if not too short.
         with (
             tracing.span("graph.specialist", node=name, agent=turn.agent)
             if traced and name == "specialist"
@@ -1187,7 +1187,7 @@ async def persist(turn: Turn) -> None:
 
 
 def turn_events_publish(turn: Turn) -> None:
-    """The persisted turn's events (common.bus, delivered off the request path): each completed move, then
+    """The persisted turn's events (common.infra.bus, delivered off the request path): each completed move, then
     ``agent.completed``. Names and figures only, no customer text."""
     data = turn.input
     where = {"tenant": data.tenant_slug, "profile": data.profile.agent_id, "conversation_key": data.conversation_key}
@@ -1533,7 +1533,7 @@ def _desks_told(turn: Turn, customer_message: Any) -> None:
 
 
 def _turn_observe(turn: Turn) -> None:
-    """The stored turn's figures (common/metrics.py): profile, mode, routing method, latency and handoffs."""
+    """The stored turn's figures (common/infra/metrics.py): profile, mode, routing method, latency and handoffs."""
     method = turn.decision.method if turn.decision is not None else ("blocked" if turn.blocked else "none")
     seconds = sum(node["ms"] for node in turn.trace) / 1000
     moves = ((move.kind, move.status) for move in turn.all_moves())

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 from django.db import connection
 
-from common.statements import statement_cursor
+from common.infra.statements import statement_cursor
 from conversations.models import Message, MessageRole
 
 # What a model's history holds: the customer's messages, the answers, and what people wrote to the customer (a model

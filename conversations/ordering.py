@@ -54,8 +54,8 @@ from django.db.models import F, Field, JSONField
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from common.metrics import ticket_wait_observe
-from common.statements import statement_cursor
+from common.infra.metrics import ticket_wait_observe
+from common.infra.statements import statement_cursor
 from conversations.models import Conversation
 
 logger = logging.getLogger(__name__)

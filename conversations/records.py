@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from common.statements import SqlValue, insert_statement, inserted, statement_cursor
+from common.infra.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
 from conversations.desk import outcome_escalated
 from conversations.gateway import BackendReply
@@ -384,7 +384,7 @@ def _turn_statement(
     u AS (UPDATE the conversation)``, selecting the messages' ids in order with the decision's. Every part runs
     exactly once and sees the others' effects only through ``RETURNING`` (PostgreSQL, "Data-Modifying
     Statements in WITH"); the statement is atomic as any single statement is. The inserts are Django's own
-    (:func:`common.statements.insert_statement`), the ``UPDATE`` the ticket's hand-over
+    (:func:`common.infra.statements.insert_statement`), the ``UPDATE`` the ticket's hand-over
     (:func:`conversations.ordering.ticket_pass_statement`).
     """
     quote = connection.ops.quote_name

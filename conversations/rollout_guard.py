@@ -26,7 +26,7 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   candidate is released to every customer (:func:`routing.rollout_commands.plan_advance`). Otherwise it holds.
   Each decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it and a reason in words
   (:mod:`routing.rollout_words`); those that move the plan are posted to its webhook; a rollback is also published
-  as the operational event ``rollout.rolled_back`` (:mod:`common.bus`).
+  as the operational event ``rollout.rolled_back`` (:mod:`common.infra.bus`).
 
 The commands a person gives a plan (start, pause, resume, advance, abort) are configuration and live in routing
 (:mod:`routing.rollout_commands`); they are re-exported here for the engine's callers.
@@ -57,8 +57,8 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from common.bus import publish_event
 from common.config_version import config_version_bump
+from common.infra.bus import publish_event
 from conversations.models import (
     PART_FAILED,
     ConversationOutcome,

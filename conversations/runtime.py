@@ -32,8 +32,8 @@ from agents.generation import Generation
 from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.usage import reply_tokens
-from common import tracing
 from common.events import Emit, emit_safely
+from common.infra import tracing
 from common.text import phrase_found
 from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool

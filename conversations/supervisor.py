@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from agents.generation import Generation
 from agents.llm import OpenAICompatibleModel, llm_configured
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
-from common import tracing
+from common.infra import tracing
 from conversations.history import HistoryEntry
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer

@@ -23,8 +23,8 @@ from celery import Task, signals
 from django.conf import settings
 
 from agents.mcp import Endpoint, tool_call
-from common import tracing
-from common.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
+from common.infra import tracing
+from common.infra.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
 from conversations.desk_webhook import desk_outbox_drain, desk_outbox_sweep
 from conversations.outcomes import outcomes_close as outcomes_decide
 from conversations.rollout_guard import plans_evaluate
@@ -51,9 +51,9 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 def _warm(**_kwargs: object) -> None:
     """The language model (the offline model and the judge read languages) and the compiled routing loaded in the
     worker's main process before its pool forks, so every child has them from its first step (platform/asgi.py does
-    the same for the web). What they loaded is then frozen out of the collector's full passes (common/heap.py),
+    the same for the web). What they loaded is then frozen out of the collector's full passes (common/infra/heap.py),
     which also spares the children copies of the pages a collection would write."""
-    from common.heap import heap_settle
+    from common.infra.heap import heap_settle
     from common.language import language_model_warm
     from routing.snapshot import snapshot_warm
 
@@ -62,7 +62,7 @@ def _warm(**_kwargs: object) -> None:
     heap_settle()
 
 
-# Task outcomes, every task's (Celery's own too), counted in the pool process that ran it (common/metrics.py; they
+# Task outcomes, every task's (Celery's own too), counted in the pool process that ran it (common/infra/metrics.py; they
 # reach /metrics when the workers share PROMETHEUS_MULTIPROC_DIR with the web server). Connected here, in the module
 # every worker imports: the Celery app (platform/celery.py) stands below the kernel.
 @signals.task_success.connect
@@ -83,7 +83,7 @@ def _task_retried(sender: Any = None, **_kwargs: object) -> None:
 @signals.worker_ready.connect
 def _pod_metrics(**_kwargs: object) -> None:
     """With ``METRICS_PORT`` (Kubernetes: each pod scraped on its own), the worker's main process serves its pool's
-    figures, read from ``PROMETHEUS_MULTIPROC_DIR``, once the pool has started (common/metrics.py)."""
+    figures, read from ``PROMETHEUS_MULTIPROC_DIR``, once the pool has started (common/infra/metrics.py)."""
     if not settings.METRICS_PORT:
         return
     if not multiprocess_dir():
@@ -101,7 +101,7 @@ def _pool_process_ended(pid: int | None = None, **_kwargs: object) -> None:
 @signals.worker_init.connect
 @signals.worker_process_init.connect
 def _traces(**_kwargs: object) -> None:
-    """Traces on in the worker when configured (common/tracing.py): its main process and each prefork child (the
+    """Traces on in the worker when configured (common/infra/tracing.py): its main process and each prefork child (the
     batch's export thread starts again after the fork). Here, not in platform/celery.py: that is the ground layer."""
     tracing.tracing_setup()
 
@@ -116,7 +116,7 @@ def _traces_flushed(**_kwargs: object) -> None:
 @app.task(name="routing.specialist_step", bind=True, acks_late=True, reject_on_worker_lost=True)
 def specialist_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Answer one step of a supervisor plan; returns the outcome as plain data (see :mod:`conversations.fanout`).
-    Its spans continue the request's trace (the task's headers: :func:`common.tracing.headers_out`)."""
+    Its spans continue the request's trace (the task's headers: :func:`common.infra.tracing.headers_out`)."""
     with tracing.continued(self.request.headers):
         return _specialist_step(payload)
 

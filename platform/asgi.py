@@ -9,8 +9,8 @@ django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
 # Loaded before the first request, not in it: under load a first turn that also loads the language model (every turn's
 # judge reads languages) runs past its steps' time limits.
+from common.infra.tracing import tracing_setup  # noqa: E402
 from common.language import language_model_warm  # noqa: E402
-from common.tracing import tracing_setup  # noqa: E402
 
 language_model_warm()
 tracing_setup()  # traces exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set, else off
@@ -18,19 +18,25 @@ tracing_setup()  # traces exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is
 # Django's handler with the middleware's async twins (platform/middleware.py): no thread hops for hooks without I/O;
 # beside it the A2A face, the official SDK's Starlette application (chat/a2a.py), for every /a2a/ path. Both behind
 # the gate (platform/gate.py), which refuses an API request's body by its credentials and size before either reads
-# it, and in the trace a caller's W3C traceparent names (common/tracing.py).
+# it, and in the trace a caller's W3C traceparent names (common/infra/tracing.py).
+from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler  # noqa: E402
+
 from chat.a2a import PREFIX as A2A_PREFIX  # noqa: E402
 from chat.a2a import a2a_application  # noqa: E402
-from common.tracing import RemoteParentApp  # noqa: E402
+from common.infra import stock_paths  # noqa: E402
+from common.infra.tracing import RemoteParentApp  # noqa: E402
 from platform.gate import RequestGate  # noqa: E402
 from platform.middleware import ASGIHandler  # noqa: E402
+
+# STOCK_PATHS: Django's own handler, MIDDLEWARE loaded as listed (docs/decisions/asgi-handler-and-middleware-twins.md).
+Handler = DjangoASGIHandler if stock_paths() else ASGIHandler
 
 
 class _Faces:
     """Every HTTP request to Django, but the A2A face's."""
 
     def __init__(self) -> None:
-        self.django = ASGIHandler()
+        self.django = Handler()
         self.a2a = a2a_application()
 
     async def __call__(self, scope, receive, send):

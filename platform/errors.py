@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 from django.views import csrf, defaults
 
@@ -33,7 +33,8 @@ from common.errors import (
     database_unavailable_body,
     error_body,
 )
-from common.outages import TRIAL, database_circuit
+from common.infra.circuit import TRIAL
+from common.infra.outages import database_circuit
 from common.parsers import ERROR_BODY_TOO_LARGE
 
 logger = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 
 
 class DatabaseCircuitMiddleware(MiddlewareMixin):
-    """While the database is known to be down (:data:`common.outages.database_circuit`), answer 503 at once.
+    """While the database is known to be down (:data:`common.infra.outages.database_circuit`), answer 503 at once.
 
     Without it every request of an outage waits the pool's whole timeout (``DATABASE_POOL_TIMEOUT``) before its
     503. One request per ``DATABASE_OUTAGE_PAUSE_SECONDS`` still goes through as a trial; when it does not meet
@@ -128,6 +129,15 @@ class DatabaseCircuitMiddleware(MiddlewareMixin):
         if request.__dict__.pop("_database_trial", False):
             database_circuit.trial_done()
         return response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        """Under Django's own ASGI handler (``STOCK_PATHS``) a request is cancelled when its client leaves, and
+        ``process_response`` never runs: a trial cut off so must still end, or the circuit never admits another."""
+        try:
+            return await super().__acall__(request)
+        finally:
+            if request.__dict__.pop("_database_trial", False):  # still set: the answer never came back
+                database_circuit.trial_abandoned()
 
 
 class DatabaseUnavailableMiddleware(MiddlewareMixin):

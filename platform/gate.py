@@ -38,10 +38,10 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from common.errors import DATABASE_UNAVAILABLE, ERROR_INVALID_KEY, exception_handler, validation_error_body
-from common.metrics import http_request_observe
-from common.outages import database_circuit
+from common.infra.metrics import http_request_observe
+from common.infra.outages import database_circuit
+from common.infra.renderers import JSONRenderer
 from common.parsers import ERROR_NUL_CHARACTER, BodyTooLarge
-from common.renderers import JSONRenderer
 from platform.errors import bad_request, is_page
 from platform.middleware import KEY_PREFIXES, route_label
 from tenants.auth import api_client_authenticate, api_key_verified

@@ -55,8 +55,8 @@ from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddlewa
 
 from common.config_version import config_version_pinned
 from common.history import HistoryActorMiddleware as SyncHistoryActorMiddleware
-from common.metrics import UNMATCHED, http_request_observe
-from common.outages import database_circuit
+from common.infra.metrics import UNMATCHED, http_request_observe
+from common.infra.outages import database_circuit
 from platform.errors import DatabaseCircuitMiddleware as SyncDatabaseCircuitMiddleware
 
 # The routes a program calls with ``Authorization: Bearer <key>`` (the chat API, the OpenAI-compatible one, A2A).
@@ -172,9 +172,10 @@ class AsyncSide:
 
 
 class RequestMetricsMiddleware(MiddlewareMixin):
-    """Counts every request by route (the URL pattern it resolved to, :data:`~common.metrics.UNMATCHED` when none
+    """Counts every request by route (the URL pattern it resolved to, :data:`~common.infra.metrics.UNMATCHED` when none
     did), method and status, and times it: one ``perf_counter`` pair and one recording per request
-    (:func:`common.metrics.http_request_observe`). First in ``MIDDLEWARE``, so it times the whole stack; a streamed
+    (:func:`common.infra.metrics.http_request_observe`). First in ``MIDDLEWARE``, so it times the whole stack; a
+    streamed
     answer is timed to its first byte. Both sync (WSGI, the test client) and async (the ASGI handler): Django's
     ``MiddlewareMixin`` tells which the chain is."""
 
@@ -200,7 +201,8 @@ def _observe(request: HttpRequest, response: HttpResponseBase, seconds: float) -
 
 
 def route_label(match: ResolverMatch | None) -> str:
-    """A request's ``route`` label: the URL pattern it resolved to, :data:`~common.metrics.UNMATCHED` when none did —
+    """A request's ``route`` label: the URL pattern it resolved to, :data:`~common.infra.metrics.UNMATCHED` when none
+    did —
     or when the route that took it stands for none (a view whose class says ``unmatched``: the last routes of the API
     prefixes, chat/unknown_paths.py)."""
     if match is None or getattr(getattr(match.func, "view_class", None), "unmatched", False):

@@ -21,7 +21,7 @@ with fewer requests in flight loses less time to its GIL). Without ``REDIS_URL``
 reaches only the process it lives in, and a person's reply on the desk must
 reach the customer's socket wherever it is (docs/desk.md).
 
-The workers count their metrics in ``PROMETHEUS_MULTIPROC_DIR`` (common/metrics.py), so any worker's ``/metrics``
+The workers count their metrics in ``PROMETHEUS_MULTIPROC_DIR`` (common/infra/metrics.py), so any worker's ``/metrics``
 answers for all of them. When the operator did not set it, this process makes a fresh directory for its workers
 and removes it when they stop; a worker that ends is marked dead there. With ``METRICS_PORT`` (Kubernetes: each
 pod scraped on its own) this process also serves its workers' figures on that port.
@@ -83,11 +83,11 @@ def worker(host: str, port: int, access_log: bool) -> None:
     # seconds its start takes (each worker's first message compiled the routing: half a second of CPU, every
     # worker at once after a deploy), while the others answer.
     config.load()
-    from common.heap import heap_settle
+    from common.infra.heap import heap_settle
     from routing.snapshot import snapshot_warm
 
     snapshot_warm()
-    heap_settle()  # what the start loaded stays out of the collector's full passes (common/heap.py)
+    heap_settle()  # what the start loaded stays out of the collector's full passes (common/infra/heap.py)
     uvicorn.Server(config).run(sockets=[_listen(host, port)])
 
 
@@ -111,7 +111,7 @@ def metrics_directory() -> Iterator[str]:
 
 def _worker_ended(pid: int | None) -> None:
     if pid is not None:
-        from common.metrics import process_dead
+        from common.infra.metrics import process_dead
 
         process_dead(pid)
 
@@ -124,14 +124,14 @@ def supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
 @contextlib.contextmanager
 def pod_metrics() -> Iterator[None]:
     """With ``METRICS_PORT`` (a pod's own metrics, Kubernetes), this process serves its workers' figures on that port
-    while they run (common/metrics.py, :func:`~common.metrics.metrics_serve`)."""
+    while they run (common/infra/metrics.py, :func:`~common.infra.metrics.metrics_serve`)."""
     port = env.integer("METRICS_PORT", 0)
     if not port:
         yield
         return
     # Imported here, once metrics_directory() has set PROMETHEUS_MULTIPROC_DIR: prometheus_client picks its mode when
-    # common.metrics is first imported.
-    from common.metrics import metrics_serve
+    # common.infra.metrics is first imported.
+    from common.infra.metrics import metrics_serve
 
     host = env.string("METRICS_HOST", "0.0.0.0")  # noqa: S104 — a pod's port, reached by its scraper
     server = metrics_serve(host=host, port=port, token=env.string("METRICS_TOKEN"))

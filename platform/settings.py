@@ -19,6 +19,10 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded SQLite database and f
 os.environ.setdefault("NUMBA_CACHE_DIR", str(VAR_DIR / "cache" / "numba"))
 
 DEBUG = env.boolean("DJANGO_DEBUG", True)
+# The hand-written fast paths off: each runs its library's own code instead, chosen here (the database and cache
+# backends) or at start-up (the ASGI handler, the span pipeline, the async views' dispatch): common/infra,
+# docs/decisions/.
+STOCK_PATHS = env.boolean("STOCK_PATHS", False)
 SECRET_KEY = env.string("DJANGO_SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
@@ -141,37 +145,46 @@ elif env.boolean("DATABASE_POOL", True):
         "timeout": env.decimal("DATABASE_POOL_TIMEOUT", 10.0),
     }
     # Each pooled connection is checked as it is handed out (one poll of its socket; an empty query when something
-    # arrived on it), and the whole pool when one fails (common/postgresql): a PostgreSQL restart cuts the idle
+    # arrived on it), and the whole pool when one fails (common/infra/postgresql): a PostgreSQL restart cuts the idle
     # ones without the process noticing, and each would fail a request with a 503 and open the database circuit
-    # (common/outages.py) although the database answers again. The price: a request at the start of an outage
+    # (common/infra/outages.py) although the database answers again. The price: a request at the start of an outage
     # waits the pool's timeout for its 503.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.boolean("DATABASE_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django's backend with the pool's checks above, a few rows inserted as VALUES, and the cursor that binds its
-    # values on the server for the message path's statements (common/postgresql), which PostgreSQL prepares from
+    # values on the server for the message path's statements (common/infra/postgresql), which PostgreSQL prepares from
     # their fifth run on a connection. Django's other statements carry their values in their text, never prepared.
     # 0 turns preparing off (a pooler in transaction mode that cannot keep prepared statements).
-    DATABASES["default"]["ENGINE"] = "common.postgresql"
+    # STOCK_PATHS: Django's own backend (docs/decisions/postgresql-backend.md).
+    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql" if STOCK_PATHS else "common.infra.postgresql"
     prepare_threshold = env.integer("DATABASE_PREPARE_THRESHOLD", 5)
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = prepare_threshold or None
 # Once a request met a database outage, the process answers 503 at once for this long, then lets one request
-# try (common/outages.py); without it each request of the outage waits DATABASE_POOL_TIMEOUT for its 503.
+# try (common/infra/outages.py); without it each request of the outage waits DATABASE_POOL_TIMEOUT for its 503.
 DATABASE_OUTAGE_PAUSE_SECONDS = env.decimal("DATABASE_OUTAGE_PAUSE_SECONDS", 2.0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.string("REDIS_URL")
 
-# Seconds the platform goes on without Redis after a failed call before it tries Redis again (common/cache.py).
+# Seconds the platform goes on without Redis after a failed call before it tries Redis again (common/infra/cache.py).
 REDIS_OUTAGE_PAUSE_SECONDS = env.decimal("REDIS_OUTAGE_PAUSE_SECONDS", 3.0)
 
 # The cache carries the routing-configuration version between processes (and the throttles' counts), so it
 # must be shared: Redis when configured, otherwise a file cache on this machine. While Redis cannot be
-# reached the cache answers as a miss (common/cache.py); short timeouts keep an unanswering host cheap.
-if REDIS_URL:
+# reached the cache answers as a miss (common/infra/cache.py); short timeouts keep an unanswering host cheap.
+if REDIS_URL and STOCK_PATHS:  # Django's own Redis cache: an outage fails requests (docs/decisions/)
     CACHES = {
         "default": {
-            "BACKEND": "common.cache.ResilientRedisCache",
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
+        }
+    }
+elif REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "common.infra.cache.ResilientRedisCache",
             "LOCATION": REDIS_URL,
             "OPTIONS": {
                 "socket_connect_timeout": 0.5,
@@ -183,7 +196,10 @@ if REDIS_URL:
 else:
     CACHES = {
         "default": {
-            "BACKEND": "common.cache.FileCache",  # Django's, its folder made once per process
+            # Django's, its folder made once per process
+            "BACKEND": (
+                "django.core.cache.backends.filebased.FileBasedCache" if STOCK_PATHS else "common.infra.cache.FileCache"
+            ),
             "LOCATION": env.string("CACHE_DIR", str(VAR_DIR / "cache")),
         }
     }
@@ -234,7 +250,7 @@ ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET", "") or SECRET_KEY
 # their profile's abandon_after_minutes are decided, resolved or abandoned (conversations/outcomes.py).
 OUTCOMES_CLOSE_SECONDS = env.decimal("OUTCOMES_CLOSE_SECONDS", 60.0)
 
-# Operational events (docs/events.md, common/bus.py): agent.completed, handoff.completed, rollout.rolled_back,
+# Operational events (docs/events.md, common/infra/bus.py): agent.completed, handoff.completed, rollout.rolled_back,
 # backend.down/up. Published off the request path to the Channels layer (groups "events" and "events.<tenant>";
 # on by default with Redis, which the web workers share) and, when EVENTS_WEBHOOK_URL is set, posted there signed
 # with EVENTS_WEBHOOK_SECRET (X-Platform-Signature: sha256=<HMAC of "<X-Platform-Timestamp>.<body>">), retried
@@ -300,14 +316,17 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "common.errors.exception_handler",
     # JSON only, size and depth bounded (common/parsers.py): the API reads no forms.
     "DEFAULT_PARSER_CLASSES": ["common.parsers.JSONParser"],
-    # DRF's, encoding with orjson (common/renderers.py); the browsable API as DRF has it.
-    "DEFAULT_RENDERER_CLASSES": ["common.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
+    # DRF's, encoding with orjson (common/infra/renderers.py); the browsable API as DRF has it.
+    "DEFAULT_RENDERER_CLASSES": [
+        "common.infra.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "UNAUTHENTICATED_USER": None,
     # Per API key or staff user, in the shared cache; the rates are the API_*_RATE_PER_KEY settings below.
     "DEFAULT_THROTTLE_CLASSES": ["tenants.throttles.ApiRateThrottle"],
 }
 
-# --- Metrics (common/metrics.py, chat/metrics.py) ----------------------------
+# --- Metrics (common/infra/metrics.py, chat/metrics.py) ----------------------------
 # GET /metrics: Prometheus text for "Authorization: Bearer <METRICS_TOKEN>" (unset: no token is accepted) or a staff
 # session with the debug right over every tenant; METRICS_ENABLED=false answers 404. Several processes (the web
 # server's workers, Celery's) share their figures through PROMETHEUS_MULTIPROC_DIR, read by prometheus_client itself.
@@ -393,7 +412,7 @@ GOAL_PLAN_TIMEOUT_SECONDS = env.decimal("GOAL_PLAN_TIMEOUT_SECONDS", 30.0)
 ANSWER_MAX_CHARS = env.integer("ANSWER_MAX_CHARS", 8_000)
 RESPONSE_MAX_BYTES = env.integer("RESPONSE_MAX_BYTES", 262_144)
 
-# Traces (common/tracing.py; on when OTEL_EXPORTER_OTLP_ENDPOINT is set, the OTEL_* variables are the SDK's): a
+# Traces (common/infra/tracing.py; on when OTEL_EXPORTER_OTLP_ENDPOINT is set, the OTEL_* variables are the SDK's): a
 # graph node's span is exported when the node took at least this many milliseconds (0: every node's).
 TRACING_NODE_MIN_MS = env.decimal("TRACING_NODE_MIN_MS", 0.0)
 # A turn that makes no progress for this long (its process died) no longer holds up its conversation.
@@ -449,6 +468,3 @@ LOGGING = {
         "mcp.client.streamable_http": {"filters": ["mcp_answer_refused"]},
     },
 }
-
-# The hand-written fast paths off: each runs its library's own code instead (common/infra, docs/decisions/).
-STOCK_PATHS = env.boolean("STOCK_PATHS", False)

@@ -8,6 +8,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
 
 application = get_wsgi_application()
 
-from common.tracing import tracing_setup  # noqa: E402  (after Django is set up, as in platform/asgi.py)
+from common.infra.tracing import tracing_setup  # noqa: E402  (after Django is set up, as in platform/asgi.py)
 
 tracing_setup()

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
 from agents.usage import KIND_ROUTING, usage_record
-from common import tracing
+from common.infra import tracing
 from common.text import normalize
 from routing.router import Classification, Classifier, IntentSpec
 from routing.specs import ProfileSpec

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from common.bus import hmac_signature
+from common.infra.bus import hmac_signature
 from routing.models import (
     RolloutDecision,
     RolloutDecisionAction,

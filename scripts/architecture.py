@@ -92,18 +92,19 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
     ("routing/apps.py", "routing.checks"): READY,
     ("routing/apps.py", "routing.goal_sync"): READY,
     ("routing/apps.py", "routing.models"): READY,
-    ("conversations/tasks.py", "common.heap"): WORKER_INIT,
+    ("conversations/tasks.py", "common.infra.heap"): WORKER_INIT,
     ("conversations/tasks.py", "common.language"): WORKER_INIT,
     ("conversations/tasks.py", "routing.snapshot"): WORKER_INIT,
     ("platform/celery.py", "platform.logs"): "Celery's logger set-up signal, in the worker once Django is loaded: "
     "platform/logs.py stands on top (it masks what the guardrails mask), the Celery app on the ground",
     ("platform/serve.py", "platform.logs"): SERVER_START,
-    ("platform/serve.py", "common.heap"): SERVER_START,
+    ("platform/serve.py", "common.infra.heap"): SERVER_START,
     ("platform/serve.py", "routing.snapshot"): SERVER_START,
-    ("platform/serve.py", "common.metrics"): "prometheus_client picks its mode when common.metrics is first imported: "
-    "after PROMETHEUS_MULTIPROC_DIR is set for the workers",
+    ("platform/serve.py", "common.infra.metrics"): "prometheus_client picks its mode when common.infra.metrics is "
+    "first imported: after PROMETHEUS_MULTIPROC_DIR is set for the workers",
     ("common/language.py", "common.language_kernel"): "numba compiles the kernel: only a process that scores loads it",
-    ("common/tracing.py", "common.otlp"): "the OpenTelemetry SDK and its exporter: loaded only when traces are on",
+    ("common/infra/tracing.py", "common.infra.otlp"): "the OpenTelemetry SDK and its exporter: loaded only when "
+    "traces are on",
     ("routing/examples.py", "routing.examples_kernel"): "numba compiles the kernel: only examples load it",
     ("routing/examples.py", "routing.embeddings"): "langchain-openai's embeddings client, for its vectoriser",
 }

@@ -36,6 +36,7 @@ import hashlib
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -46,6 +47,8 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework import exceptions, throttling
 
 from common.config_version import config_version, local_generation
+from common.infra.cache import REDIS_DOWN
+from common.infra.circuit import Circuit
 from tenants.models import Tenant
 from tenants.rates import rate_parse, rate_text
 
@@ -70,7 +73,6 @@ WARNING_PROXY_UNDECLARED = (
     "to the number of proxies"
 )
 
-_failing = False  # the cache failed and nothing has succeeded since: log only the first failure
 _proxy_warned = False  # WARNING_PROXY_UNDECLARED was logged by this process
 
 # The rates tenants set for themselves, by tenant id, with the configuration version they were read at (a
@@ -124,52 +126,38 @@ def request_address(request: Any) -> str:
     return client_address(meta.get("REMOTE_ADDR"), meta.get("HTTP_X_FORWARDED_FOR"))
 
 
-def _cache_failed(error: Exception) -> None:
-    global _failing
-    if not _failing:
-        logger.warning(
-            "Throttling skipped: the cache failed (%s: %s); requests go through uncounted", type(error).__name__, error
-        )
-    _failing = True
-
-
-def _cache_ok() -> None:
-    global _failing
-    if _failing:
-        logger.warning("Throttling counts again: the cache answers")
-    _failing = False
+# Any failure of the cache lets the request through uncounted. The resilient cache's own circuit watches its Redis
+# (one circuit per outage): it skips Redis for its pause and logs the outage itself. This circuit takes every other
+# failure (a cache without a circuit, Django's RedisCache or a file cache; an error that is not an outage), logged
+# once when first met and once when the cache answers again. Pause 0: such a cache is tried on every request, as
+# Django would try it.
+cache_circuit = Circuit(
+    "Throttling's cache", pause=0.0, refusal="throttling skipped, requests go through uncounted", logger=logger
+)
 
 
 def _incr(key: str, ttl: int) -> int | None:
     """Add one to the counter ``key`` (created with ``ttl`` seconds to live); its new value, or None if the cache
-    failed. One round trip on Redis."""
+    failed or its circuit is open. One round trip on Redis."""
     cache = caches["default"]
-    try:
+
+    def count() -> int:
         if isinstance(cache, RedisCache):
-            count = _redis_incr(cache, key, ttl)
-        else:
-            cache.add(key, 0, ttl)
-            count = cache.incr(key)
-    except Exception as exc:  # noqa: BLE001 — any cache failure lets the request through
-        _cache_failed(exc)
-        return None
-    if count is None:  # the cache's circuit is open (common/cache.py): Redis is skipped for now
-        return None
-    _cache_ok()
-    return count
+            return _redis_incr(cache, key, ttl)
+        cache.add(key, 0, ttl)
+        return cache.incr(key)
+
+    own: Circuit | None = getattr(cache, "circuit", None)  # the resilient cache's (common/infra/cache.py)
+    work: Callable[[], int | None] = count if own is None else lambda: own.call(count, None, down=REDIS_DOWN)
+    return cache_circuit.call(work, None, down=(Exception,))
 
 
-def _redis_incr(backend: Any, key: str, ttl: int) -> int | None:
+def _redis_incr(backend: Any, key: str, ttl: int) -> int:
     full_key = backend.make_and_validate_key(key)
-
-    def work() -> int:
-        pipe = backend._cache.get_client(full_key, write=True).pipeline(transaction=False)
-        pipe.set(full_key, 0, ex=ttl, nx=True)
-        pipe.incr(full_key)
-        return pipe.execute()[1]
-
-    circuit = getattr(backend, "circuit", None)  # the resilient cache skips Redis during an outage
-    return circuit.call(work, None) if circuit is not None else work()
+    pipe = backend._cache.get_client(full_key, write=True).pipeline(transaction=False)
+    pipe.set(full_key, 0, ex=ttl, nx=True)
+    pipe.incr(full_key)
+    return pipe.execute()[1]
 
 
 def _window_hit(counter: str, rate: tuple[int, int]) -> float | None:
@@ -235,11 +223,9 @@ def principal_tenant_pk(principal: Any) -> int | None:
 
 def auth_lockout_wait(address: str) -> float | None:
     """Seconds left of ``address``'s lockout, or None (not locked out, or the cache failed). One cache read."""
-    try:
-        until = caches["default"].get(f"{KEY_PREFIX}:authlock:{address}")
-    except Exception as exc:  # noqa: BLE001
-        _cache_failed(exc)
-        return None
+    until = cache_circuit.call(
+        lambda: caches["default"].get(f"{KEY_PREFIX}:authlock:{address}"), None, down=(Exception,)
+    )
     if until is None:
         return None
     left = float(until) - time.time()
@@ -257,10 +243,8 @@ def auth_failure_record(address: str) -> None:
     count = _incr(f"{KEY_PREFIX}:authfail:{address}:{window}:{index}", window + 1)
     if count is not None and count >= limit:
         lockout = settings.AUTH_LOCKOUT_SECONDS
-        try:
-            caches["default"].add(f"{KEY_PREFIX}:authlock:{address}", time.time() + lockout, lockout)
-        except Exception as exc:  # noqa: BLE001
-            _cache_failed(exc)
+        key = f"{KEY_PREFIX}:authlock:{address}"
+        cache_circuit.call(lambda: caches["default"].add(key, time.time() + lockout, lockout), None, down=(Exception,))
         if count == limit:
             logger.warning("Authentication locked out for %ss: %s failed %s times", lockout, address, count)
 

@@ -34,8 +34,8 @@ def fast_password_hashing():
 
 @pytest.fixture(autouse=True)
 def database_circuit_closed():
-    """No test starts with the database circuit opened by an earlier test's outage (common/outages.py)."""
-    from common.outages import database_circuit
+    """No test starts with the database circuit opened by an earlier test's outage (common/infra/outages.py)."""
+    from common.infra.outages import database_circuit
 
     database_circuit.reset()
     yield

@@ -47,7 +47,7 @@ RECOVERY_TIMEOUT = 60.0
 PAUSE_AFTER_FAILURE = 0.3  # a client that got an error waits this long before its next message
 # The most a request may take while PostgreSQL is down: the pool's wait for a connection, and a margin.
 # A request already under way when the database goes waits once for the pool's whole timeout (its process has
-# not met the outage yet), then about 1 s a step with the circuit open (common/outages.py), plus its own work
+# not met the outage yet), then about 1 s a step with the circuit open (common/infra/outages.py), plus its own work
 # on a loaded machine; every later request is refused at once.
 FAIL_FAST_SECONDS = DATABASE_POOL_TIMEOUT_SECONDS + 7.0
 

@@ -1,4 +1,4 @@
-"""A webhook receiver for tests of the operational events (common/bus.py): it records each POST and answers a
+"""A webhook receiver for tests of the operational events (common/infra/bus.py): it records each POST and answers a
 status the test chooses."""
 
 from __future__ import annotations

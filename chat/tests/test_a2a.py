@@ -32,8 +32,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chat.a2a import ERROR_NO_TEXT, PERSON_NOTICE
-from common import tracing
 from common.errors import ERROR_INVALID_KEY, ERROR_NOT_AUTHENTICATED, ERROR_UNKNOWN_AGENT
+from common.infra import tracing
 from conversations.models import A2ATask, Conversation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]

@@ -9,8 +9,8 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from chat.consumers import CLOSE_FORBIDDEN
-from common.bus import events_flush
 from common.errors import ERROR_DEBUG_FORBIDDEN
+from common.infra.bus import events_flush
 from platform.asgi import application
 from tests.streaming import run
 

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from chat import health
-from common import outages
-from common.outages import database_circuit
+from common.infra import circuit
+from common.infra.outages import database_circuit
 
 # A load balancer's probe gives up after a few seconds; with a frozen MCP server readiness took 2.3 s (4 s under
 # load, with the database's retry).
@@ -22,7 +22,7 @@ def test_readiness_answers_503_at_once_while_the_database_circuit_refuses_reques
 ):
     """The circuit is per process and readiness ran a query of its own: it said 200 while the same process answered
     every request 503, until its circuit closed."""
-    monkeypatch.setattr(outages, "CHECK_INTERVAL_SECONDS", 60.0)  # the circuit stays open for the whole test
+    monkeypatch.setattr(circuit, "CHECK_INTERVAL_SECONDS", 60.0)  # the circuit stays open for the whole test
     assert client.get("/api/health/ready").status_code == 200
     database_circuit.trip()  # a request met an outage; the database answers again, the circuit is not closed yet
 

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from common import bus
+from common.infra import bus
 from common.tests.private_redis import PrivateRedis
 
 WINDOWS = 12  # events published apart, each window its own batch for the layer

@@ -25,7 +25,7 @@ def redis_cache(settings):
 def _pointed_at(settings, private_redis: PrivateRedis) -> PrivateRedis:
     settings.CACHES = {
         "default": {
-            "BACKEND": "common.cache.ResilientRedisCache",
+            "BACKEND": "common.infra.cache.ResilientRedisCache",
             "LOCATION": private_redis.url,
             "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0, "outage_pause": PAUSE_SECONDS},
         }
@@ -38,11 +38,11 @@ def stored_keys(url: str) -> list[bytes]:
 
 
 def outage_lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "common.cache"]
+    return [r.getMessage() for r in caplog.records if r.name == "common.infra.cache"]
 
 
 def test_the_cache_answers_as_a_miss_while_redis_is_down_and_uses_redis_again_when_it_returns(redis_cache, caplog):
-    caplog.set_level(logging.WARNING, logger="common.cache")
+    caplog.set_level(logging.WARNING, logger="common.infra.cache")
     cache.set("before", 1)
     assert cache.get("before") == 1 and stored_keys(redis_cache.url)
 
@@ -70,13 +70,13 @@ def test_an_open_circuit_skips_redis_instead_of_waiting_on_it(redis_cache):
     redis_cache.stop()
     backend = caches["default"]
     assert backend.get("x") is None
-    assert backend.circuit.down and not backend.circuit.allows()
+    assert backend.circuit.is_open and not backend.circuit.allows()
     redis_cache.start()
     assert backend.get("x") is None  # still skipped: the circuit is open for the pause
-    assert backend.circuit.down
+    assert backend.circuit.is_open
     time.sleep(PAUSE_SECONDS + 0.1)
     backend.set("x", 1)
-    assert not backend.circuit.down and backend.get("x") == 1
+    assert not backend.circuit.is_open and backend.get("x") == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -148,7 +148,7 @@ def test_requests_served_over_asgi_share_one_redis_connection_pool(redis_cache, 
 def test_while_redis_is_down_requests_served_over_asgi_skip_it_together_and_the_outage_is_logged_once(
     redis_cache, tenant_key, telecom, caplog
 ):
-    caplog.set_level(logging.WARNING, logger="common.cache")
+    caplog.set_level(logging.WARNING, logger="common.infra.cache")
     served_messages(tenant_key, 1, "warm")
     redis_cache.stop()
 
@@ -160,7 +160,7 @@ def test_while_redis_is_down_requests_served_over_asgi_skip_it_together_and_the_
 def test_the_file_cache_makes_its_folder_once_per_process_and_again_when_a_write_finds_it_gone(tmp_path):
     import shutil
 
-    from common.cache import FileCache
+    from common.infra.cache import FileCache
 
     folder = tmp_path / "cache"
     first = FileCache(str(folder), {})

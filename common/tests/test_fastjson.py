@@ -1,4 +1,5 @@
-"""JSON by orjson where it is encoded per message (common/fastjson.py, common/renderers.py, the jsonb values)."""
+"""JSON by orjson where it is encoded per message (common/infra/fastjson.py, common/infra/renderers.py, the jsonb
+values)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 from rest_framework import renderers
 
-from common import fastjson
-from common.renderers import JSONRenderer
+from common.infra import fastjson
+from common.infra.renderers import JSONRenderer
 
 METADATA = {
     "mode": "router",

@@ -2,7 +2,7 @@ import gc
 import logging
 import weakref
 
-from common.heap import heap_settle
+from common.infra.heap import heap_settle
 
 
 class Node:
@@ -13,7 +13,7 @@ class Node:
 def test_what_the_start_loaded_leaves_the_full_passes_and_what_comes_after_is_still_collected(caplog):
     loaded = {"routing": [Node()]}
     try:
-        with caplog.at_level(logging.INFO, logger="common.heap"):
+        with caplog.at_level(logging.INFO, logger="common.infra.heap"):
             frozen = heap_settle()
         assert frozen > 1000
         assert not any(tracked is loaded for tracked in gc.get_objects())  # a full pass no longer walks it
@@ -37,7 +37,7 @@ def test_freed_heap_memory_goes_back_to_the_system():
         with open("/proc/self/status", encoding="ascii") as status:
             return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
 
-    from common.heap import heap_trim
+    from common.infra.heap import heap_trim
 
     temporaries = [bytes(512) for _ in range(200_000)]  # about 100 MiB in blocks malloc keeps on its heap
     temporaries.append(bytes(1))  # and one block at the top, so the heap cannot simply shrink by itself

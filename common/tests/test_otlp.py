@@ -1,4 +1,5 @@
-"""common/otlp.py: its encoder writes the very bytes the SDK's OTLP encoder writes, and its processor keeps bytes."""
+"""common/infra/otlp.py: its encoder writes the very bytes the SDK's OTLP encoder writes, and its processor keeps
+bytes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from common.otlp import EncodingSpanProcessor, encode_request
+from common.infra.otlp import EncodingSpanProcessor, encode_request
 
 
 def test_a_batch_of_spans_is_encoded_byte_for_byte_as_the_sdk_encodes_it():

@@ -9,17 +9,19 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from common.outages import CHECK_INTERVAL_SECONDS, CLOSED, OUTAGE_POOL_WAIT_SECONDS, TRIAL, Circuit
+from common.infra.circuit import CHECK_INTERVAL_SECONDS, CLOSED, TRIAL, Circuit
+from common.infra.outages import OUTAGE_POOL_WAIT_SECONDS
 from common.tests.database_outage import admin_connect, database_outage
+from tests.stock_paths import fast_path_only
 
 
 def test_a_closed_circuit_admits_everything():
-    circuit = Circuit("thing", lambda: 60.0)
+    circuit = Circuit("thing", pause=lambda: 60.0)
     assert [circuit.admit() for _ in range(3)] == [CLOSED] * 3
 
 
 def test_a_tripped_circuit_refuses_until_its_pause_ends_then_admits_one_trial_at_a_time():
-    circuit = Circuit("thing", lambda: 0.2)
+    circuit = Circuit("thing", pause=lambda: 0.2)
     circuit.trip()
     assert circuit.admit() is None
     time.sleep(0.25)
@@ -30,7 +32,7 @@ def test_a_tripped_circuit_refuses_until_its_pause_ends_then_admits_one_trial_at
 
 
 def test_a_trial_that_meets_the_outage_again_keeps_the_circuit_open_for_another_pause():
-    circuit = Circuit("thing", lambda: 0.2)
+    circuit = Circuit("thing", pause=lambda: 0.2)
     circuit.trip()
     time.sleep(0.25)
     assert circuit.admit() == TRIAL
@@ -40,7 +42,7 @@ def test_a_trial_that_meets_the_outage_again_keeps_the_circuit_open_for_another_
 
 
 def test_an_abandoned_trial_proves_nothing_the_circuit_stays_open_and_the_next_request_is_the_trial():
-    circuit = Circuit("thing", lambda: 0.2)
+    circuit = Circuit("thing", pause=lambda: 0.2)
     circuit.trip()
     time.sleep(0.25)
     assert circuit.admit() == TRIAL
@@ -52,8 +54,8 @@ def test_an_abandoned_trial_proves_nothing_the_circuit_stays_open_and_the_next_r
 
 
 def test_a_circuit_that_checks_for_itself_tells_clients_to_come_back_at_its_next_check_not_after_the_pause():
-    circuit = Circuit("thing", lambda: 60.0, check=lambda: None)
-    plain = Circuit("thing", lambda: 60.0)
+    circuit = Circuit("thing", pause=lambda: 60.0, check=lambda: None)
+    plain = Circuit("thing", pause=lambda: 60.0)
     circuit.trip()
     plain.trip()
     assert circuit.seconds_left() <= CHECK_INTERVAL_SECONDS < 59 < plain.seconds_left()
@@ -61,7 +63,7 @@ def test_a_circuit_that_checks_for_itself_tells_clients_to_come_back_at_its_next
 
 
 def test_only_one_of_many_concurrent_requests_is_the_trial():
-    circuit = Circuit("thing", lambda: 0.0)
+    circuit = Circuit("thing", pause=lambda: 0.0)
     circuit.trip()
     results: list[int | None] = []
     threads = [threading.Thread(target=lambda: results.append(circuit.admit())) for _ in range(20)]
@@ -105,7 +107,7 @@ def test_a_pool_wait_that_runs_out_under_load_does_not_open_the_circuit(settings
     """Every connection in use and the pool at its size: the wait is the load's, not an outage."""
     from psycopg_pool import PoolTimeout
 
-    from common.outages import database_outage_evident
+    from common.infra.outages import database_outage_evident
 
     pool = connection.pool
     held = [pool.getconn() for _ in range(pool.max_size)]
@@ -124,7 +126,7 @@ def test_a_pool_wait_that_runs_out_during_an_outage_opens_the_circuit_though_the
     stays full, and each request waited the pool's whole timeout for a 503 that did not open the circuit."""
     from psycopg_pool import PoolTimeout
 
-    from common.outages import database_outage_evident
+    from common.infra.outages import database_outage_evident
 
     pool = connection.pool
     connection.close()
@@ -140,11 +142,12 @@ def test_a_pool_wait_that_runs_out_during_an_outage_opens_the_circuit_though_the
         assert database_outage_evident(waited.value)
 
 
+@fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_one(tenant_key, telecom):
     """PostgreSQL restarted while a process was idle: its pooled connections are dead but look alive. A request
     must get a working one, not a 503 (and the circuit must stay closed): each is checked when handed out."""
-    from common.outages import database_circuit
+    from common.infra.outages import database_circuit
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {tenant_key.raw}")
     client.raise_request_exception = False
@@ -171,13 +174,14 @@ def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_on
     assert not database_circuit.is_open
 
 
+@fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_seconds_of_the_databases_return():
     """psycopg_pool retries a failed connection after 1, 2, 4, 8 … s: after an outage of 8 s its next try could be
     8 s after the database is back, and a request of that process waits its whole pool timeout for a 503 that
     opens the circuit (the fault tests' PostgreSQL outage). The retries are spaced no wider than
     RECONNECT_MAX_DELAY_SECONDS."""
-    from common.postgresql.base import RECONNECT_MAX_DELAY_SECONDS
+    from common.infra.postgresql.base import RECONNECT_MAX_DELAY_SECONDS
 
     pool = connection.pool
     connection.close()
@@ -194,9 +198,10 @@ def test_a_pool_that_kept_failing_to_reconnect_during_an_outage_connects_within_
     assert waited <= RECONNECT_MAX_DELAY_SECONDS + 1.0, waited
 
 
+@fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_a_cut_one_is_checked(monkeypatch):
-    """The checkout looks at the socket first (common/postgresql: connection_untouched); psycopg's check, an
+    """The checkout looks at the socket first (common/infra/postgresql: connection_untouched); psycopg's check, an
     empty query, runs only for a connection the server wrote to unasked, such as one it cut."""
     from psycopg_pool import ConnectionPool
 
@@ -231,6 +236,7 @@ def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_
     assert new_pid != pid
 
 
+@fast_path_only
 def test_the_pool_hands_out_the_connection_given_back_last_so_a_quiet_process_keeps_one_backend_warm():
     """psycopg_pool's own order is the connection idle longest first: consecutive requests took turns over every
     backend of the pool, each one's caches cold (docs/benchmarks.md, "CPU per message")."""
@@ -255,7 +261,7 @@ def test_an_open_database_circuit_closes_within_seconds_of_the_databases_return_
     """The trial is a whole request: a chat message waiting for its conversation's earlier messages kept every other
     request of its process refused 5–16 s (once 150 s) after the database was back. The circuit checks the
     database itself and closes when it answers."""
-    from common.outages import database_circuit
+    from common.infra.outages import database_circuit
 
     settings.DATABASE_OUTAGE_PAUSE_SECONDS = 0.2
     with database_outage() as (down, up):

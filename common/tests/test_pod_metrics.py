@@ -1,4 +1,4 @@
-"""A pod's own metrics port (``METRICS_PORT``, ``common.metrics.metrics_serve``): for the token's bearer only."""
+"""A pod's own metrics port (``METRICS_PORT``, ``common.infra.metrics.metrics_serve``): for the token's bearer only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import socket
 import httpx
 import pytest
 
-from common.metrics import http_request_observe, metrics_serve
+from common.infra.metrics import http_request_observe, metrics_serve
 
 TOKEN = "pod-metrics-token"
 

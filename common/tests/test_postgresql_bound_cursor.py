@@ -1,4 +1,4 @@
-"""The message path's statements bind their values on the server and are prepared (common/postgresql/base.py)."""
+"""The message path's statements bind their values on the server and are prepared (common/infra/postgresql/base.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from common.statements import statement_cursor
+from common.infra.statements import statement_cursor
+from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +33,7 @@ def test_a_bound_cursors_statements_are_counted_and_logged_as_djangos(django_ass
     assert captured.captured_queries[0]["sql"].startswith("SELECT")
 
 
+@fast_path_only
 def test_a_statement_sent_again_and_again_is_prepared_once_by_postgresql():
     statement = "SELECT %s::text || ' bound ' || %s::text"
     for number in range(6):

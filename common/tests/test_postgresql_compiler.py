@@ -1,4 +1,5 @@
-"""The PostgreSQL backend inserts a few rows as VALUES rows and many through UNNEST (common/postgresql/compiler.py)."""
+"""The PostgreSQL backend inserts a few rows as VALUES rows and many through UNNEST
+(common/infra/postgresql/compiler.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from common.postgresql.compiler import VALUES_ROWS
+from common.infra.postgresql.compiler import VALUES_ROWS
 from conversations.models import Conversation, Message
+from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +29,7 @@ def inserted(conversation, rows: int) -> tuple[str, list[Message]]:
     return sql, messages
 
 
+@fast_path_only
 def test_a_turns_few_messages_are_inserted_as_values_rows_with_their_ids_in_order(conversation):
     sql, messages = inserted(conversation, 3)
 

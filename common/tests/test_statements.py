@@ -1,4 +1,4 @@
-"""Django's own INSERT, built to be sent by the caller (common/statements.py)."""
+"""Django's own INSERT, built to be sent by the caller (common/infra/statements.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
-from common.statements import SqlValue, insert_statement, inserted
+from common.infra.statements import SqlValue, insert_statement, inserted
 from conversations.models import Conversation, Message
+from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
 
@@ -43,6 +44,7 @@ def comparable(params: tuple) -> tuple:
     return tuple("<time>" if isinstance(value, dt.datetime) else getattr(value, "obj", value) for value in params)
 
 
+@fast_path_only
 def test_the_statement_is_the_one_bulk_create_sends(conversation):
     ours = insert_statement(messages(conversation))
 

@@ -1,4 +1,4 @@
-"""common/tracing.py's spans: the records they finish as are the SDK's own spans' records (so every processor,
+"""common/infra/tracing.py's spans: the records they finish as are the SDK's own spans' records (so every processor,
 exporter and back end reads them alike), the provider's sampler decides, and the trace crosses processes."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 from opentelemetry.trace import StatusCode
 
-from common import tracing
-from common.otlp import encode_request
+from common.infra import tracing
+from common.infra.otlp import encode_request
+from tests.stock_paths import fast_path_only
 
 
 def installed(sampler=None):
@@ -68,6 +69,7 @@ def tree(spans):
     return sorted((span.name, by_id.get(span.parent.span_id) if span.parent else None) for span in spans)
 
 
+@fast_path_only
 def test_a_span_of_ours_finishes_as_the_record_the_sdks_own_span_would(pipeline):
     provider, exporter = pipeline()
     a_turn(tracing.span)
@@ -87,6 +89,7 @@ def test_a_span_of_ours_finishes_as_the_record_the_sdks_own_span_would(pipeline)
     assert encode_request(ours) == encode_spans(ours).SerializePartialToString()
 
 
+@fast_path_only
 def test_a_cancelled_block_ends_its_span_without_an_error_as_the_sdk_does(pipeline):
     _, exporter = pipeline()
 
@@ -113,6 +116,7 @@ def test_spans_started_inside_another_librarys_span_are_its_children(pipeline):
     assert {span.context.trace_id for span in spans.values()} == {outer.get_span_context().trace_id}
 
 
+@fast_path_only
 def test_the_providers_sampler_decides_for_a_trace_and_its_children_follow(pipeline):
     _, exporter = pipeline(sampler=ALWAYS_OFF)
     with tracing.span("turn") as turn, tracing.span("specialist"):

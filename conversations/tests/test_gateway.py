@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from agents.models import RemoteBackend
-from common import tracing
-from common.bus import events_flush
+from common.infra import tracing
+from common.infra.bus import events_flush
 from conversations.gateway import HOPS_HEADER, backend_circuits_reset, remote_session_id
 from conversations.graph import BACKEND_UNAVAILABLE_ANSWER
 from conversations.models import BackendCall, Conversation

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.applications import Starlette
 
 from agents.models import BackendKind, RemoteBackend
-from common import tracing
+from common.infra import tracing
 from conversations.gateway import HOPS_HEADER, a2a_card_location, backend_circuits_reset, remote_session_id
 from conversations.models import BackendCall, Conversation
 from handoffs.models import Handoff, HandoffKind, HandoffStatus

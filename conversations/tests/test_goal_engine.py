@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agents.mcp import Endpoint, tools_list
 from bench.otlp_sink import OtlpSink, attributes
-from common import tracing
+from common.infra import tracing
 from conversations.goal_engine import (
     SKIPPED,
     STEP_EVENT,

@@ -1,4 +1,4 @@
-"""Operational events (issue 20, item 10; common/bus.py): after a turn persisted, ``agent.completed`` and each
+"""Operational events (issue 20, item 10; common/infra/bus.py): after a turn persisted, ``agent.completed`` and each
 completed move reach a signed webhook the test runs and the Channels layer (Redis); a failing receiver never
 breaks the turn; a rollback publishes ``rollout.rolled_back``."""
 
@@ -18,8 +18,8 @@ from channels.layers import get_channel_layer
 from django.db import connection
 
 from agents.models import AgentProfile, McpServer
-from common.bus import EVENTS_GROUP, Webhook, events_flush, tenant_group
 from common.config_version import config_version_bump
+from common.infra.bus import EVENTS_GROUP, Webhook, events_flush, tenant_group
 from conversations.rollout_guard import plan_evaluate, plan_start
 from platform.logs import RedactFilter
 from routing.models import Intent, Keyword, RolloutPlan
@@ -104,7 +104,7 @@ def test_a_turn_posts_signed_agent_completed_and_handoff_events_to_the_webhook(a
 def test_a_failing_webhook_is_retried_then_logged_and_never_breaks_the_turn(api, telecom, receiver, caplog):
     receiver.status = 500
 
-    with caplog.at_level(logging.WARNING, logger="common.bus"):
+    with caplog.at_level(logging.WARNING, logger="common.infra.bus"):
         started = time.perf_counter()
         body = say(api, INVOICE)
         took = time.perf_counter() - started

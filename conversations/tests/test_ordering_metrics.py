@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from common.metrics import REGISTRY
+from common.infra.metrics import REGISTRY
 from conversations import ordering
 
 

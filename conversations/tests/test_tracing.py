@@ -1,4 +1,4 @@
-"""Traces of a turn (common/tracing.py): the span tree through the API, a Celery worker's spans in the same trace,
+"""Traces of a turn (common/infra/tracing.py): the span tree through the API, a Celery worker's spans in the same trace,
 the export over OTLP/HTTP to a receiver decoding the official protobuf messages, and tracing off."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from opentelemetry.trace import StatusCode
 
 from agents.models import McpServer
 from bench.otlp_sink import OtlpSink, attributes
-from common import tracing
 from common.config_version import config_version_bump
+from common.infra import tracing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

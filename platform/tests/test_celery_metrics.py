@@ -44,7 +44,7 @@ def metrics_worker(django_db_setup, tmp_path, settings):
 
 def outcomes(directory, monkeypatch) -> dict[tuple[str, str], float]:
     """``platform_celery_tasks_total`` as ``/metrics`` shows it when it reads ``directory``."""
-    from common.metrics import metrics_exposition
+    from common.infra.metrics import metrics_exposition
 
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
     text = metrics_exposition().decode()

@@ -14,6 +14,7 @@ from django.utils.module_loading import import_string
 
 from platform.asgi import django_asgi_app
 from platform.middleware import ASYNC_TWINS, async_middleware
+from tests.stock_paths import fast_path_only
 from tests.streaming import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,7 +121,7 @@ def test_a_database_trial_whose_client_leaves_before_the_answer_does_not_keep_th
 ):
     """Django cancels a request's view when its client disconnects; the circuit's trial must end with it, or the
     worker answers 503 at once to every request after it, the database long back (the fault tests' outage)."""
-    from common.outages import database_circuit
+    from common.infra.outages import database_circuit
 
     settings.OFFLINE_LLM_LATENCY_MS = 3000  # the trial is still in the graph when its client leaves
     settings.DATABASE_OUTAGE_PAUSE_SECONDS = 0.05
@@ -205,6 +206,7 @@ def test_requests_one_after_another_run_their_database_work_on_a_reused_thread_o
     assert not seen[0].startswith("request")
 
 
+@fast_path_only
 def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rendered_in_the_event_loop(
     tenant_key, telecom, monkeypatch
 ):
@@ -217,7 +219,7 @@ def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rend
 
     from asgiref.sync import AsyncToSync, SyncToAsync
 
-    from common.renderers import JSONRenderer
+    from common.infra.renderers import JSONRenderer
 
     crossings: list[str] = []
     back_to_the_loop: list[str] = []
@@ -252,6 +254,7 @@ def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rend
     assert rendered_on == [threading.main_thread().name]
 
 
+@fast_path_only
 def test_a_request_that_leaves_a_connection_open_has_it_closed_on_its_own_thread(tenant_key, telecom, monkeypatch):
     """A view that does not hand its connection back (most of Django's do not): request_finished goes to the
     request's thread, as under Django, and the connection goes back to the pool."""
@@ -332,6 +335,7 @@ def test_an_admin_change_served_by_the_asgi_application_names_its_editor_and_add
     assert entry.cid == "edit-42"
 
 
+@fast_path_only
 def test_a_client_that_leaves_while_its_message_is_checked_does_not_hold_the_conversation(
     tenant_key, telecom, settings, monkeypatch
 ):

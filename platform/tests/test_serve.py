@@ -126,7 +126,7 @@ def test_a_worker_compiles_the_routing_before_it_listens_and_starts_without_a_da
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=40)
     compiled = next(n for n, line in enumerate(lines) if "Routing not compiled at start" in line)
-    frozen = next(n for n, line in enumerate(lines) if "Start-up heap frozen" in line)  # common/heap.py
+    frozen = next(n for n, line in enumerate(lines) if "Start-up heap frozen" in line)  # common/infra/heap.py
     started = next(n for n, line in enumerate(lines) if "Started server process" in line)
     assert compiled < frozen < started, lines
     assert "the first message compiles it" in lines[compiled]

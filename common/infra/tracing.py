@@ -3,7 +3,7 @@
 :func:`tracing_setup` runs once per serving process (``platform/asgi.py``, ``platform/wsgi.py``, the Celery
 worker): with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set and
 ``OTEL_SDK_DISABLED`` not true it installs a ``TracerProvider`` (``service.name`` from ``OTEL_SERVICE_NAME``), the
-SDK's batch span processor and OTLP/HTTP protobuf exporter, with our encoder (``common/otlp.py``); the SDK reads
+SDK's batch span processor and OTLP/HTTP protobuf exporter, with our encoder (``common/infra/otlp.py``); the SDK reads
 the other standard variables itself (``OTEL_EXPORTER_OTLP_HEADERS`` for Langfuse and the like, ``OTEL_BSP_*``).
 Off, :func:`span` hands out one shared do-nothing context manager: the message path pays a function call and a
 test, no span, no context switch.
@@ -36,11 +36,13 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
+from common.infra import stock_paths
+
 SERVICE_NAME = "agent-platform"
 TRACER_NAME = "agent-platform"
 ATTRIBUTES_HEADER = "trace_attributes"  # the turn's attributes, carried to a Celery worker beside ``traceparent``
 
-_pipeline: _Pipeline | None = None  # where this process's spans go; None: tracing is off
+_pipeline: _Pipeline | _SdkPipeline | None = None  # where this process's spans go; None: tracing is off
 _provider: Any = None  # the SDK provider tracing_setup installed in this process
 _attributes: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
     "trace_attributes", default=MappingProxyType({})
@@ -62,11 +64,17 @@ def tracing_provider() -> Any:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from common.otlp import EncodingSpanProcessor, SpanExporter
+    from common.infra.otlp import EncodingSpanProcessor, SpanExporter
 
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    provider.add_span_processor(EncodingSpanProcessor(SpanExporter()))
+    if stock_paths():  # the SDK's own processor and exporter (docs/decisions/light-spans-and-otlp-encoder.md)
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    else:
+        provider.add_span_processor(EncodingSpanProcessor(SpanExporter()))
     return provider
 
 
@@ -83,9 +91,11 @@ def tracing_setup() -> bool:
 
 
 def tracing_use(provider: Any) -> None:
-    """Send this process's spans to ``provider`` (``None``: off); tests install one with an in-memory exporter."""
+    """Send this process's spans to ``provider`` (``None``: off); tests install one with an in-memory exporter.
+    With ``STOCK_PATHS`` on, the spans are the SDK's own, made through the OpenTelemetry API (:class:`_SdkPipeline`)."""
     global _pipeline
-    _pipeline = _Pipeline(provider) if provider is not None else None
+    kind = _SdkPipeline if stock_paths() else _Pipeline
+    _pipeline = kind(provider) if provider is not None else None
 
 
 _UNSET = trace.Status(trace.StatusCode.UNSET)
@@ -147,6 +157,65 @@ class _Pipeline:
             )
         )
 
+    def open(self, name: str, attributes: dict[str, Any]) -> Any:
+        return _Span(self, name, attributes)
+
+    def finished(
+        self, name: str, parent: trace.SpanContext, attributes: Mapping[str, Any], start_ns: int, end_ns: int
+    ) -> None:
+        context = trace.SpanContext(
+            parent.trace_id, self.ids.generate_span_id(), False, parent.trace_flags, parent.trace_state
+        )
+        self.finish(name, context, parent, attributes, start_ns, end_ns)
+
+
+def _parent_context(parent: trace.SpanContext | None) -> Any:
+    return trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
+
+
+class _SdkPipeline:
+    """``STOCK_PATHS``: every span the SDK's own, started and ended through the OpenTelemetry API, a child of the
+    span in progress as :func:`_parent` finds it; no private name of the SDK is used."""
+
+    __slots__ = ("tracer",)
+
+    def __init__(self, provider: Any) -> None:
+        self.tracer = provider.get_tracer(TRACER_NAME)
+
+    def open(self, name: str, attributes: dict[str, Any]) -> Any:
+        return _SdkSpan(self.tracer, name, attributes)
+
+    def finished(
+        self, name: str, parent: trace.SpanContext, attributes: Mapping[str, Any], start_ns: int, end_ns: int
+    ) -> None:
+        opened = self.tracer.start_span(name, _parent_context(parent), attributes=attributes, start_time=start_ns)
+        opened.end(end_time=end_ns)
+
+
+class _SdkSpan:
+    """The SDK's span, the current one while its block runs (``_current``), ended (and an exception recorded) by
+    the SDK's own ``__exit__``."""
+
+    __slots__ = ("_token", "attributes", "name", "span", "tracer")
+
+    def __init__(self, tracer: Any, name: str, attributes: dict[str, Any]) -> None:
+        self.tracer, self.name, self.attributes = tracer, name, attributes
+
+    def __enter__(self) -> Any:
+        self.span = self.tracer.start_span(self.name, _parent_context(_parent()), attributes=self.attributes)
+        self._token = _current.set(self.span.get_span_context())
+        return self.span
+
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> None:
+        try:
+            _current.reset(self._token)
+        except ValueError:  # left in another context than it was entered in
+            _current.set(None)
+        if isinstance(error, Exception):  # as the SDK's use_span: a cancellation is not a failure
+            self.span.__exit__(kind, error, traceback)
+        else:
+            self.span.end()
+
 
 _SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
 _NOT_SAMPLED = trace.TraceFlags(trace.TraceFlags.DEFAULT)
@@ -192,7 +261,7 @@ def span(name: str, **attributes: Any) -> Any:
     these (``None`` values left out); ``s`` is the span (``None`` when tracing is off: see :func:`annotate`)."""
     if _pipeline is None:
         return _OFF
-    return _Span(_pipeline, name, _merged(attributes))
+    return _pipeline.open(name, _merged(attributes))
 
 
 class _Span:
@@ -300,10 +369,7 @@ def finished_span(name: str, start_ns: int, end_ns: int, attributes: dict[str, A
     parent = _parent()
     if pipeline is None or parent is None or not parent.trace_flags.sampled:
         return
-    context = trace.SpanContext(
-        parent.trace_id, pipeline.ids.generate_span_id(), False, parent.trace_flags, parent.trace_state
-    )
-    pipeline.finish(name, context, parent, attributes, start_ns, end_ns)
+    pipeline.finished(name, parent, attributes, start_ns, end_ns)
 
 
 def record(name: str, **attributes: Any) -> None:

@@ -8,7 +8,7 @@ it to one background thread per process, which runs its own event loop and deliv
   and ``events.<tenant>``, in order, as messages ``{"type": "platform.events", "events": [<envelope>, …]}`` — the
   events of a 50 ms window in one message per group (the ``/ws/events`` socket sends them on one by one). While
   the layer's Redis cannot be reached its copies are dropped, Redis skipped for ``REDIS_OUTAGE_PAUSE_SECONDS``
-  after each failure (a :class:`common.cache.Circuit`, which logs the outage once and its end once);
+  after each failure (a :class:`common.infra.circuit.Circuit`, which logs the outage once and its end once);
 * to ``EVENTS_WEBHOOK_URL`` when set: the JSON body, signed with ``EVENTS_WEBHOOK_SECRET`` —
   ``X-Platform-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`` with ``X-Platform-Timestamp`` —
   retried ``EVENTS_WEBHOOK_RETRIES`` times with a growing pause, then logged and dropped.
@@ -36,7 +36,8 @@ from typing import Any
 
 from django.conf import settings
 
-from common.cache import REDIS_DOWN, Circuit
+from common.infra.cache import REDIS_DOWN
+from common.infra.circuit import Circuit
 
 logger = logging.getLogger(__name__)
 
@@ -145,7 +146,9 @@ class _Courier:
         self.outbox: asyncio.Queue[list[dict[str, Any]]] | None = None
         self.client: Any = None
         self.slots: asyncio.Semaphore | None = None
-        self.layer_circuit = Circuit("Redis (events channel layer)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS)
+        self.layer_circuit = Circuit(
+            "Redis (events channel layer)", pause=settings.REDIS_OUTAGE_PAUSE_SECONDS, logger=logger
+        )
         self.thread = threading.Thread(target=self.loop.run_forever, name="events-courier", daemon=True)
         self.thread.start()
 

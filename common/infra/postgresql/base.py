@@ -9,13 +9,13 @@ nothing to read was not cut, and only one with something to read gets the round 
 A restart of PostgreSQL cuts every idle connection of every process at once, and the pool finds them one
 checkout at a time, waiting 1, 2, 4, 8 s between one failed check and the next: with five cut connections a
 request waits past the pool's timeout and gets a 503 although the database answers again — and that 503 opens
-the database circuit (:mod:`common.outages`) for every request of the process. Here the first failed check
+the database circuit (:mod:`common.infra.outages`) for every request of the process. Here the first failed check
 tests every idle connection of the pool at once (``ConnectionPool.check``: the cut ones are replaced), so the
 request that met it gets a working connection on its next try, about a second later. And a connection that
 cannot be opened is tried again at least every second (:data:`RECONNECT_MAX_DELAY_SECONDS`), not after a backoff
 that grows with the outage.
 
-A few rows are inserted as ``VALUES`` rows, not through ``UNNEST`` (:mod:`common.postgresql.compiler`).
+A few rows are inserted as ``VALUES`` rows, not through ``UNNEST`` (:mod:`common.infra.postgresql.compiler`).
 
 :meth:`DatabaseWrapper.bound_cursor` is a cursor whose statements travel with their values apart (psycopg's
 server-side binding) instead of as one text with the values quoted into it, Django's default: the message path's
@@ -23,7 +23,7 @@ statements, a handful of shapes sent on every message, are then prepared by Post
 (psycopg's ``prepare_threshold``: from their fifth run) and parsed and planned once, and their values, a turn's
 metadata among them, are not quoted into the text in Python.
 
-Used as ``ENGINE = "common.postgresql"`` for every PostgreSQL database (platform/settings.py).
+Used as ``ENGINE = "common.infra.postgresql"`` for every PostgreSQL database (platform/settings.py).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from psycopg import _queries
 from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
-from common import fastjson
+from common.infra import fastjson
 
 logger = logging.getLogger(__name__)
 
@@ -119,10 +119,10 @@ class BoundCursor(base.ServerBindingCursor):
 
 
 class DatabaseOperations(operations.DatabaseOperations):
-    compiler_module = "common.postgresql.compiler"  # a turn's few rows inserted as VALUES (see there)
+    compiler_module = "common.infra.postgresql.compiler"  # a turn's few rows inserted as VALUES (see there)
 
     def adapt_json_value(self, value: Any, encoder: Any) -> Any:
-        """A ``jsonb`` value encoded by orjson (:mod:`common.fastjson`) unless its field names an encoder: a turn
+        """A ``jsonb`` value encoded by orjson (:mod:`common.infra.fastjson`) unless its field names an encoder: a turn
         stores its metadata twice. PostgreSQL keeps ``jsonb`` parsed, so the stored value is the same."""
         if encoder is not None:
             return super().adapt_json_value(value, encoder)

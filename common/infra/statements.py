@@ -25,7 +25,8 @@ from django.db.models import AutoField, Field, Model, sql
 
 def statement_cursor(*, using: str = DEFAULT_DB_ALIAS) -> CursorWrapper:
     """A cursor for a statement the message path sends on every message: on PostgreSQL one that binds its values
-    on the server, so the statement is prepared once per connection (``common.postgresql``); elsewhere Django's."""
+    on the server, so the statement is prepared once per connection (``common.infra.postgresql``); elsewhere
+    Django's."""
     connection = connections[using]
     bound = getattr(connection, "bound_cursor", None)
     return bound() if bound is not None else connection.cursor()

@@ -1,4 +1,4 @@
-"""The API's JSON renderer: DRF's, encoding with orjson (:mod:`common.fastjson`).
+"""The API's JSON renderer: DRF's, encoding with orjson (:mod:`common.infra.fastjson`).
 
 The same bytes as DRF's compact UTF-8 JSON wherever a client could tell: datetimes go through DRF's encoder (ISO
 8601, ``Z`` for UTC), as do decimals, lazy strings and querysets; U+2028 and U+2029 are escaped. What differs is
@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from rest_framework import renderers
 
-from common import fastjson
+from common.infra import fastjson
 
 # Datetimes to DRF's encoder, for its ISO form; the rest as orjson writes it.
 _OPTIONS = fastjson.OPTIONS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS

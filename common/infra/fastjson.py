@@ -3,7 +3,7 @@
 A turn's answer and its metadata are encoded twice per message, for the response and for the stored rows (a few
 kilobytes each time): ``json.dumps`` took about 19 µs for a typical answer, orjson under 2. What the standard
 library accepts and orjson does not (integers beyond 64 bits) falls back to it. Used by the API's renderer
-(:mod:`common.renderers`) and by the PostgreSQL backend for ``jsonb`` values (:mod:`common.postgresql`).
+(:mod:`common.infra.renderers`) and by the PostgreSQL backend for ``jsonb`` values (:mod:`common.infra.postgresql`).
 
 Pure: imports no app.
 """
