@@ -37,7 +37,7 @@ def listed(tenant, outsider, telecom):
         ("held", retail, Outcome.ESCALATED, 3),
         ("abandoned", retail, Outcome.ABANDONED, 4),
         ("escalated", telecom, Outcome.ESCALATED, 5),
-        ("old", telecom, "unmeasured", 30),
+        ("old", telecom, "unmeasured", 50),  # before yesterday, at any hour of today
     ]
     made = {}
     for session_id, profile, outcome, hours_ago in rows:

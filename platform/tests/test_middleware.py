@@ -165,7 +165,7 @@ def test_a_served_process_has_the_language_model_loaded_before_its_first_request
     import subprocess
     import sys
 
-    probe = "import platform.asgi; from common import language; print(language._model is not None)"
+    probe = "import platform.asgi; from common import language; print(language._scorer is not None)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
 
     assert result.stdout.strip().splitlines()[-1] == "True", result.stderr
