@@ -221,13 +221,14 @@ def desk_state(stack: ProductionStack) -> str:
         "%canary-desk%",
     )
     events = stack.query("SELECT type, attempts, due_at, leased_until, last_error FROM conversations_externaldeskevent")
-    worker = "".join(
+    logs = "".join(
         path.read_text(encoding="utf-8", errors="replace")
         for path in stack.log_files()
         if path.name.startswith(("celery-worker-", "web-"))
     )
-    desk_lines = [line for line in worker.splitlines() if "desk" in line.lower()][-20:]
-    return f"escalations: {escalations}\nevents: {events}\nlog lines on desks:\n" + "\n".join(desk_lines)
+    desk_lines = [line for line in logs.splitlines() if "desk" in line.lower()][-20:]
+    worker = f"worker alive: {stack.worker.alive()}, pid {stack.worker.pid}"
+    return f"{worker}\nescalations: {escalations}\nevents: {events}\nlog lines on desks:\n" + "\n".join(desk_lines)
 
 
 @pytest.mark.timeout(STACK_TEST_TIMEOUT)
