@@ -5,8 +5,6 @@ keys and tenants, the protocol's errors, an escalation's state, and a caller's t
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -43,38 +41,14 @@ CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
 
 
-@pytest.fixture
-def asgi_url(transactional_db) -> Iterator[str]:
-    """``platform.asgi.application`` served by uvicorn in a thread, on a free port."""
-    import uvicorn
-
-    from platform.asgi import application
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(application, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
-
-
 @pytest.fixture(autouse=True)
 def rolled_out(multi_agent_for_everyone):
     """On the multi-agent graph, as the other faces' tests (the flag itself: chat/tests/test_front_door.py)."""
 
 
 @pytest.fixture
-def agent(asgi_url, telecom) -> str:
-    return f"{asgi_url}/a2a/telecom_contas/"
+def agent(asgi_server, telecom) -> str:
+    return f"{asgi_server}/a2a/telecom_contas/"
 
 
 @pytest.fixture
@@ -136,7 +110,7 @@ def answered(events: list[StreamResponse]):
     return event.task
 
 
-def test_the_card_names_the_profile_its_skills_and_the_key_it_needs(agent, asgi_url):
+def test_the_card_names_the_profile_its_skills_and_the_key_it_needs(agent, asgi_server):
     async def resolve():
         async with httpx.AsyncClient(timeout=10) as http:
             return await A2ACardResolver(http, agent).get_agent_card()
@@ -153,10 +127,10 @@ def test_the_card_names_the_profile_its_skills_and_the_key_it_needs(agent, asgi_
     assert scheme.http_auth_security_scheme.scheme == "bearer"
     assert [list(requirement.schemes) for requirement in card.security_requirements] == [["tenant_api_key"]]
 
-    unknown = httpx.get(f"{asgi_url}/a2a/nope/.well-known/agent-card.json", timeout=10)
+    unknown = httpx.get(f"{asgi_server}/a2a/nope/.well-known/agent-card.json", timeout=10)
     assert unknown.status_code == 404
     assert unknown.json()["error"]["fields"] == {"agent_id": [ERROR_UNKNOWN_AGENT.format(agent_id="nope")]}
-    stray = httpx.get(f"{asgi_url}/a2a/telecom_contas/elsewhere", timeout=10)
+    stray = httpx.get(f"{asgi_server}/a2a/telecom_contas/elsewhere", timeout=10)
     assert stray.status_code == 404 and stray.headers["content-type"] == "application/json"
 
 

@@ -22,8 +22,8 @@ TEXT = "Minha fatura veio alta"
 
 
 @pytest.fixture
-def client(asgi_url, tenant_key, telecom):
-    return openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, max_retries=0, timeout=30)
+def client(asgi_server, tenant_key, telecom):
+    return openai.OpenAI(base_url=f"{asgi_server}/v1", api_key=tenant_key.raw, max_retries=0, timeout=30)
 
 
 @pytest.fixture(autouse=True)
@@ -119,10 +119,10 @@ def test_a_user_that_is_an_email_names_the_conversation_by_its_pseudonym_and_is_
 
 
 def test_the_session_header_names_the_conversation_and_without_one_each_request_is_new(
-    asgi_url, tenant_key, telecom, tenant
+    asgi_server, tenant_key, telecom, tenant
 ):
     with_header = openai.OpenAI(
-        base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, default_headers={"X-Session-Id": "chat-42"}
+        base_url=f"{asgi_server}/v1", api_key=tenant_key.raw, default_headers={"X-Session-Id": "chat-42"}
     )
     completion = with_header.chat.completions.create(
         model="telecom_contas", messages=[{"role": "user", "content": TEXT}], user="u9"
@@ -130,7 +130,7 @@ def test_the_session_header_names_the_conversation_and_without_one_each_request_
     assert routing_of(completion)["conversation_key"] == f"{tenant.slug}:telecom_contas:chat-42"
     assert Conversation.objects.get(session_id="chat-42").messages.count() == 2
 
-    anonymous = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=tenant_key.raw)
+    anonymous = openai.OpenAI(base_url=f"{asgi_server}/v1", api_key=tenant_key.raw)
     keys = {
         routing_of(
             anonymous.chat.completions.create(model="telecom_contas", messages=[{"role": "user", "content": TEXT}])
@@ -177,10 +177,10 @@ def test_streaming_sends_the_answer_chunk_by_chunk_then_the_routing_extension(cl
     assert answer.content == "".join(text_chunks) and routing["message_id"] == answer.pk
 
 
-def test_the_stream_is_server_sent_events_ending_with_done(asgi_url, tenant_key, telecom):
+def test_the_stream_is_server_sent_events_ending_with_done(asgi_server, tenant_key, telecom):
     with httpx.stream(
         "POST",
-        f"{asgi_url}/v1/chat/completions",
+        f"{asgi_server}/v1/chat/completions",
         json={"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
         headers={"Authorization": f"Bearer {tenant_key.raw}"},
         timeout=30,
@@ -192,8 +192,8 @@ def test_the_stream_is_server_sent_events_ending_with_done(asgi_url, tenant_key,
     assert lines[-1] == "data: [DONE]"
 
 
-def test_a_wrong_key_is_an_authentication_error(asgi_url, telecom):
-    wrong = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key="ark_wrong_key", max_retries=0)
+def test_a_wrong_key_is_an_authentication_error(asgi_server, telecom):
+    wrong = openai.OpenAI(base_url=f"{asgi_server}/v1", api_key="ark_wrong_key", max_retries=0)
     with pytest.raises(openai.AuthenticationError) as raised:
         wrong.chat.completions.create(model="telecom_contas", messages=[{"role": "user", "content": TEXT}])
     assert raised.value.status_code == 401
@@ -277,13 +277,13 @@ def test_streaming_also_works_through_djangos_test_client(api, telecom):
     assert '"x_agent_routing"' in body and '"billing_agent"' in body
 
 
-def test_the_stream_reaches_the_client_while_the_turn_is_still_running(asgi_url, tenant_key, telecom, settings):
+def test_the_stream_reaches_the_client_while_the_turn_is_still_running(asgi_server, tenant_key, telecom, settings):
     settings.OFFLINE_LLM_LATENCY_MS = 400  # each model call takes this long
     started = time.monotonic()
     arrivals = []
     with httpx.stream(
         "POST",
-        f"{asgi_url}/v1/chat/completions",
+        f"{asgi_server}/v1/chat/completions",
         json={"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},
         headers={"Authorization": f"Bearer {tenant_key.raw}"},
         timeout=30,
@@ -388,9 +388,14 @@ class Reply(BaseModel):
     urgent: bool
 
 
-def chat_openai(asgi_url, tenant_key, **options) -> ChatOpenAI:
+def chat_openai(asgi_server, tenant_key, **options) -> ChatOpenAI:
     return ChatOpenAI(
-        base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, model="telecom_contas", max_retries=0, timeout=30, **options
+        base_url=f"{asgi_server}/v1",
+        api_key=tenant_key.raw,
+        model="telecom_contas",
+        max_retries=0,
+        timeout=30,
+        **options,
     )
 
 
@@ -411,7 +416,9 @@ def test_max_tokens_cuts_the_answer_with_finish_reason_length_stored_and_streame
         assert answer.content == whole[:20] and answer.metadata["limits"][-1]["limit"] == "max_tokens"
 
 
-def test_n_above_one_and_client_tools_are_refused_by_name_through_the_sdk_and_langchain(client, asgi_url, tenant_key):
+def test_n_above_one_and_client_tools_are_refused_by_name_through_the_sdk_and_langchain(
+    client, asgi_server, tenant_key
+):
     ask = {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}]}
     with pytest.raises(openai.BadRequestError) as two:
         client.chat.completions.create(**ask, n=2)
@@ -424,7 +431,7 @@ def test_n_above_one_and_client_tools_are_refused_by_name_through_the_sdk_and_la
         return order_id
 
     with pytest.raises(openai.BadRequestError) as bound:
-        chat_openai(asgi_url, tenant_key).bind_tools([lookup]).invoke(TEXT)
+        chat_openai(asgi_server, tenant_key).bind_tools([lookup]).invoke(TEXT)
 
     assert (two.value.body["param"], two.value.body["code"]) == ("n", "unsupported_parameter")
     assert tools.value.body["param"] == bound.value.body["param"] == "tools"
@@ -432,11 +439,11 @@ def test_n_above_one_and_client_tools_are_refused_by_name_through_the_sdk_and_la
     assert not Conversation.objects.exists()
 
 
-def test_structured_output_is_json_valid_for_the_schema_through_the_sdk_and_langchain(client, asgi_url, tenant_key):
+def test_structured_output_is_json_valid_for_the_schema_through_the_sdk_and_langchain(client, asgi_server, tenant_key):
     parsed = client.chat.completions.parse(
         model="telecom_contas", messages=[{"role": "user", "content": TEXT}], response_format=Reply, user="s-json"
     )
-    llm = chat_openai(asgi_url, tenant_key, model_kwargs={"user": "lc-json"})
+    llm = chat_openai(asgi_server, tenant_key, model_kwargs={"user": "lc-json"})
 
     structured = llm.with_structured_output(Reply).invoke(TEXT)
     json_mode = llm.bind(response_format={"type": "json_object"}).invoke(TEXT)
@@ -448,8 +455,8 @@ def test_structured_output_is_json_valid_for_the_schema_through_the_sdk_and_lang
     assert json.loads(json_mode.content) == {"answer": reply.answer}
 
 
-def test_langchain_sees_the_route_in_the_headers_and_rates_the_answer_by_its_id(asgi_url, tenant_key, telecom, api):
-    llm = chat_openai(asgi_url, tenant_key, include_response_headers=True, model_kwargs={"user": "lc-1"})
+def test_langchain_sees_the_route_in_the_headers_and_rates_the_answer_by_its_id(asgi_server, tenant_key, telecom, api):
+    llm = chat_openai(asgi_server, tenant_key, include_response_headers=True, model_kwargs={"user": "lc-1"})
 
     reply = llm.invoke(TEXT)
     first_chunk = next(iter(llm.stream("E o vencimento?")))

@@ -21,8 +21,8 @@ class Reply(BaseModel):
 
 
 @pytest.fixture
-def client(asgi_url, tenant_key, telecom):
-    return openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=tenant_key.raw, max_retries=0, timeout=30)
+def client(asgi_server, tenant_key, telecom):
+    return openai.OpenAI(base_url=f"{asgi_server}/v1", api_key=tenant_key.raw, max_retries=0, timeout=30)
 
 
 @pytest.fixture(autouse=True)
@@ -107,11 +107,11 @@ def test_a_streamed_response_sends_the_responses_events_and_continues_a_conversa
     assert routing_of(completed)["conversation_key"] == routing_of(final)["conversation_key"]
 
 
-def test_an_unknown_or_another_tenants_response_is_not_found_and_cannot_be_continued(client, asgi_url, outsider_key):
+def test_an_unknown_or_another_tenants_response_is_not_found_and_cannot_be_continued(client, asgi_server, outsider_key):
     retried = {"Idempotency-Key": "r-once"}
     first = client.responses.create(model="telecom_contas", input=TEXT, extra_headers=retried)
     again = client.responses.with_raw_response.create(model="telecom_contas", input=TEXT, extra_headers=retried)
-    outsider = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=outsider_key.raw, max_retries=0)
+    outsider = openai.OpenAI(base_url=f"{asgi_server}/v1", api_key=outsider_key.raw, max_retries=0)
 
     for response_id in ("resp_999999_1", first.id.replace("_1", "_7"), "chatcmpl-1_1"):
         with pytest.raises(openai.NotFoundError):
@@ -133,9 +133,9 @@ def test_an_unknown_or_another_tenants_response_is_not_found_and_cannot_be_conti
     assert Conversation.objects.count() == 1  # the retry ran no second turn
 
 
-def test_langchain_speaks_the_responses_api_plainly_structured_and_streamed(asgi_url, tenant_key, telecom):
+def test_langchain_speaks_the_responses_api_plainly_structured_and_streamed(asgi_server, tenant_key, telecom):
     llm = ChatOpenAI(
-        base_url=f"{asgi_url}/v1",
+        base_url=f"{asgi_server}/v1",
         api_key=tenant_key.raw,
         model="telecom_contas",
         use_responses_api=True,
