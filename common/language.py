@@ -58,6 +58,16 @@ _SPANISH_MARKS = (
 _MARKS = {"pt": frozenset(_PORTUGUESE_MARKS.split()), "es": frozenset(_SPANISH_MARKS.split())}
 _MARK_SIGNS = {"pt": frozenset(), "es": frozenset("¿¡")}  # Spanish's opening marks: punctuation, never a name's
 _MARK_WORD = re.compile(r"[^\W\d_]+")
+# A message of content words alone ("busco vuelos a Paris", "vuelos a Atlántida") bears no closed-class word, but its
+# spelling may belong to one of the two languages only: Portuguese's nasal vowels, "ç", "nh" and "lh", "-agem" and
+# "-ção" (also written "-cao"); Spanish's "ñ", the diphthong "ue" where Portuguese keeps the vowel ("vuelo"/"voo",
+# "cuenta"/"conta", "puedo"/"posso"), "-ción", "-dad" and "-aje". Read only in words written in lower case and in the
+# message's first word: a name elsewhere ("São Paulo", "Peñarol", "Manuel") is no mark. Looser signs are left out:
+# "ie" ("cliente" is both), "ll" (English loanwords), "-ue" at a word's end ("continue", "blue").
+_MARK_SPELLINGS = {
+    "pt": re.compile(r"[ãõç]|.(?:nh|lh).|^.{2,}agens?$|^.{3,}c(?:ao|oes)$"),
+    "es": re.compile(r"ñ|(?<![qg])ue[b-df-hj-np-tv-z]|^.{2,}ci[oó]n(?:es)?$|^.{3,}dad(?:es)?$|^.{2,}ajes?$"),
+}
 MARKS_DECIDE_BELOW = 0.9  # a reading of Portuguese or Spanish this sure stands whatever the marks say
 
 _Scorer = Callable[[str], tuple[str, float]]
@@ -219,12 +229,17 @@ def detect_language(text: str) -> str | None:
 
 
 def _marked(text: str) -> str | None:
-    """Portuguese or Spanish when ``text`` bears marks of that one only (:data:`_MARKS`, :data:`_MARK_SIGNS`)."""
+    """Portuguese or Spanish when ``text`` bears marks of that one only (:data:`_MARKS`, :data:`_MARK_SIGNS`,
+    :data:`_MARK_SPELLINGS`)."""
     lowered = text.casefold()
     words = set(_MARK_WORD.findall(lowered))
+    written = _MARK_WORD.findall(text)
+    spelled = [word.casefold() for position, word in enumerate(written) if position == 0 or word.islower()]
     marked = [
         language
         for language, marks in _MARKS.items()
-        if words & marks or any(sign in _MARK_SIGNS[language] for sign in lowered)
+        if words & marks
+        or any(sign in _MARK_SIGNS[language] for sign in lowered)
+        or any(_MARK_SPELLINGS[language].search(word) for word in spelled)
     ]
     return marked[0] if len(marked) == 1 else None

@@ -167,6 +167,12 @@ def test_the_models_arrays_are_kept_once_on_disk_and_mapped_read_only_with_the_s
         ("cuánto vale Petrobras", "es"),
         ("quanto está a Vale e a Petrobras?", "pt"),
         ("cotação da PETR4", "pt"),
+        ("busco vuelos a Paris", "es"),  # content words only: the model reads Portuguese, "vuelos" is Spanish
+        ("vuelos a Atlántida", "es"),
+        ("Vuelos a Atlántida", "es"),  # the first word counts, capital and all
+        ("quero informacao do voo", "pt"),
+        ("conta bloqueada", "pt"),
+        ("meu cliente quer continuar", "pt"),  # "cliente" and "continue" are no Spanish mark
     ],
 )
 def test_a_short_message_the_model_is_unsure_of_is_told_by_the_marks_of_portuguese_or_spanish(text, language):
@@ -202,3 +208,11 @@ def test_the_compiled_loop_scores_once_a_process_has_numba_and_never_with_the_st
     monkeypatch.setattr(language, "_scorer", None)
     language_scores("ok")
     assert language._scorer.__qualname__ == "LanguageIdentifier.classify"
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [("conta do Manuel", "pt"), ("quero falar com Manuel Bueno", "pt"), ("mensaje para Vanusa Cunha", "es")],
+)
+def test_a_name_written_with_a_capital_is_no_mark_of_its_language(text, language):
+    assert detect_language(text) == language

@@ -208,12 +208,6 @@ def test_a_domain_served_with_no_code_answers_in_the_customers_language(api, tra
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="A known limit: a Spanish message of a few content words and a name ('vuelos a Atlántida', 'busco "
-    "vuelos a Paris') reads as Portuguese to common.language (py3langid: 0.58 and 0.52), and bears no "
-    "closed-class word of either language to tell them apart; the turn then answers in Portuguese.",
-)
 def test_a_domain_served_with_no_code_answers_a_spanish_message_of_content_words_only_in_spanish(api, travel_desk):
     found = ask(api, "busco vuelos a Paris", "t-es")
     missing = ask(api, "vuelos a Atlántida", "u-es")
