@@ -75,17 +75,30 @@ def test_every_link_of_the_readme_and_the_docs_reaches_a_file_and_its_heading():
     assert broken == []
 
 
-def test_every_environment_variable_the_product_reads_is_in_the_settings_pages():
+def product_environment() -> set[str]:
+    """The environment variables product code reads through platform/env.py."""
     read = set()
     for app in ("platform", "common", "tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics"):
         for path in (BASE / app).rglob("*.py"):
             if "tests" not in path.relative_to(BASE).parts:
                 read |= set(ENV_READ.findall(path.read_text(encoding="utf-8")))
+    return read
+
+
+def test_every_environment_variable_the_product_reads_is_in_the_settings_pages():
+    read = product_environment()
     documented = (DOCS / "settings.md").read_text(encoding="utf-8") + (DOCS / "observability.md").read_text(
         encoding="utf-8"
     )
     assert {"DATABASE_URL", "REDIS_URL", "OPENAI_BASE_URL"} <= read
     assert sorted(name for name in read if f"`{name}`" not in documented) == []
+
+
+def test_every_environment_variable_the_product_reads_is_in_the_example_environment_file():
+    example = (BASE / ".env.example").read_text(encoding="utf-8")
+    named = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
+
+    assert sorted(product_environment() - named) == []
 
 
 def profile_setting_row(setting: ProfileSetting) -> str:
