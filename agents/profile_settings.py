@@ -77,7 +77,7 @@ class ProfileSetting:
     added: int = 0
     served_before: Any = AS_DEFAULT
     # What routing.documents.profile_compile makes of it: AS_IS, or the ProfileSpec attribute an explicit step there
-    # builds from it ("": none — the snapshot or the router reads it).
+    # builds from it ("router": the CompiledRouter; "": none, the spec does not hold it).
     compiled: str = AS_IS
 
 

@@ -190,7 +190,7 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
     router: dict[str, Any] = {}
     for key, value in _settings(profile, "routing").items():
         router[key] = value
-        # The keys naming other rows, after the setting they go with (routing.configio.parse.ROUTER_REFERENCES).
+        # The keys naming other rows, after the setting they go with (ROUTER_REFERENCES in parse.py).
         if key == "mode":
             router["fallback_agent"] = profile.fallback_specialist.name if profile.fallback_specialist else None
             router["coordinator"] = profile.coordinator.name if profile.coordinator else None
