@@ -324,5 +324,5 @@ class BackendCallAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAd
     date_hierarchy = "created_at"
 
 
-# The impact preview page (on the conversation admin), rollout plans with their decisions, customers' ratings.
-from conversations import admin_impact, admin_ratings, admin_rollouts  # noqa: E402, F401
+# Customers' ratings.
+from conversations import admin_ratings  # noqa: E402, F401
