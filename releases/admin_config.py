@@ -8,7 +8,8 @@ or updated by name, for users who may add and change routing tests):
 profile's "Publish draft" page. It never publishes. "Download the draft" gives a profile's YAML files in a zip
 (re-importable: importing it changes nothing), "Download version N" a published version's document as JSON.
 
-The pages hang off the Intent admin (its changelist links to them); they need ``routing.change_intent``.
+The pages hang off the Intent admin (its changelist links to them; :class:`ConfigPages`); they need
+``routing.change_intent``.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import io
 import json
 import zipfile
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import yaml
 from django import forms
-from django.contrib import admin
+from django.contrib.admin import ModelAdmin
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -30,6 +32,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from agents.models import AgentProfile
+from common.adminkit import AdminExtension, admin_extend
 from releases.configio import ConfigImportError, Source, config_import
 from releases.configio.exporter import HEADER, config_export_data, dump, goals_file_name, routing_file_name
 from releases.routing_tests import LoadReport, RoutingTestsFileError, routing_tests_load, routing_tests_parse
@@ -236,33 +239,29 @@ def profile_zip(profile: AgentProfile) -> bytes:
     return buffer.getvalue()
 
 
-_IntentAdmin = type(admin.site._registry[Intent])
-
-
-class ConfigIntentAdmin(_IntentAdmin):  # type: ignore[valid-type, misc]
-    """The Intent admin with the configuration's import page and downloads."""
+class ConfigPages(AdminExtension):
+    """The Intent admin's (the routing app's) configuration import page and downloads, linked from its list."""
 
     change_list_template = "admin/routing/config/intent_change_list.html"
 
-    def get_urls(self):
-        wrap = self.admin_site.admin_view
+    def urls(self, model_admin: ModelAdmin[Any]) -> list[Any]:
+        wrap = model_admin.admin_site.admin_view
         return [
-            path("config/import/", wrap(self.import_view), name="routing_config_import"),
+            path("config/import/", wrap(partial(self.import_view, model_admin)), name="routing_config_import"),
             path("config/draft/<int:profile_pk>/", wrap(self.draft_download_view), name="routing_config_draft"),
             path(
                 "config/version/<int:version_pk>/",
                 wrap(self.version_download_view),
                 name="routing_config_version",
             ),
-            *super().get_urls(),
         ]
 
-    def import_view(self, request: HttpRequest) -> HttpResponse:
+    def import_view(self, model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
         if not may_edit_config(request):
             raise PermissionDenied
         context: dict[str, Any] = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
+            **model_admin.admin_site.each_context(request),
+            "opts": model_admin.model._meta,
             "title": "Import configuration",
             "profiles": AgentProfile.objects.order_by("agent_id"),
         }
@@ -314,5 +313,4 @@ class ConfigIntentAdmin(_IntentAdmin):  # type: ignore[valid-type, misc]
         return response
 
 
-admin.site.unregister(Intent)
-admin.site.register(Intent, ConfigIntentAdmin)
+admin_extend(Intent, ConfigPages())

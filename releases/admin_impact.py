@@ -4,22 +4,23 @@ Before publishing, an editor sees how many of the profile's real user messages o
 route differently from the live version, grouped by old → new intent, each sample opening its conversation. For
 staff who may view conversations and the routing (``conversations.view_conversation`` and
 ``routing.view_intent``); the messages replayed are those of the tenants the user may read (a tenant grant's "read
-conversations"; every tenant for superusers and holders of ``tenants.read_conversations``). Registered on the
-conversation admin by ``conversations/admin.py``'s last import; linked from the conversation list's object tools
-and the profile's page (``{% impact_preview_link %}``, :mod:`releases.templatetags.impact_preview`)."""
+conversations"; every tenant for superusers and holders of ``tenants.read_conversations``). A page of the
+conversation admin, added through its extension point (:class:`ImpactPage`); linked from the conversation list's
+object tools and the profile's page (``{% impact_preview_link %}``, :mod:`releases.templatetags.impact_preview`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from django.contrib import admin
+from django.contrib.admin import ModelAdmin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from agents.models import AgentProfile
+from common.adminkit import AdminExtension, admin_extend
 from conversations.models import Conversation
 from releases.impact import impact_preview
 from tenants.models import TenantRight
@@ -51,10 +52,9 @@ def _days(value: str | None) -> tuple[int, str]:
     return days, ""
 
 
-def impact_view(request: HttpRequest) -> HttpResponse:
+def impact_view(model_admin: ModelAdmin[Any], request: HttpRequest) -> HttpResponse:
     if not impact_may_view(request.user):
         raise PermissionDenied
-    model_admin = admin.site._registry[Conversation]
     agent_id = (request.GET.get("profile") or "").strip()
     days, error = _days(request.GET.get("days"))
     readable = tenant_ids_with_right(user=request.user, right=TenantRight.READ)  # None: every tenant
@@ -68,7 +68,7 @@ def impact_view(request: HttpRequest) -> HttpResponse:
                 for sample in group["samples"]:
                     sample["url"] = reverse("admin:conversations_conversation_change", args=[sample["conversation_id"]])
     context = {
-        **admin.site.each_context(request),
+        **model_admin.admin_site.each_context(request),
         "opts": Conversation._meta,
         "title": "Impact preview",
         "changelist_url": reverse("admin:conversations_conversation_changelist"),
@@ -84,20 +84,12 @@ def impact_view(request: HttpRequest) -> HttpResponse:
     return TemplateResponse(request, "admin/conversations/impact.html", context)
 
 
-def _with_impact(get_urls: Callable[[], list[Any]]) -> Callable[[], list[Any]]:
-    def urls() -> list[Any]:
-        view = admin.site.admin_view(impact_view)
-        return [path("impact/", view, name="conversations_conversation_impact"), *get_urls()]
+class ImpactPage(AdminExtension):
+    """The impact preview, a page of the conversation admin (the engine's)."""
 
-    return urls
-
-
-def register() -> None:
-    """Add the page to the conversation admin's URLs (before its ``<id>/`` catch-all)."""
-    model_admin = admin.site._registry[Conversation]
-    if not getattr(model_admin, "impact_registered", False):
-        model_admin.get_urls = _with_impact(model_admin.get_urls)  # type: ignore[method-assign]
-        model_admin.impact_registered = True  # type: ignore[attr-defined]
+    def urls(self, model_admin: ModelAdmin[Any]) -> list[Any]:
+        view = model_admin.admin_site.admin_view(partial(impact_view, model_admin))
+        return [path("impact/", view, name="conversations_conversation_impact")]
 
 
-register()
+admin_extend(Conversation, ImpactPage())

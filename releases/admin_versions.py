@@ -20,17 +20,20 @@ it), a staged rollout ``routing.add_rolloutplan`` too, and a change of the model
 refusals (a conflict with a publish made meanwhile, nothing to publish, failing routing tests, a rollout already
 running) are shown as the admin's error messages, the editor's note kept.
 
-The profile admin lives in the agents app, which may not import routing (docs/architecture.md): this module
-registers its routing-aware subclass in its place.
+The profile admin is the agents app's, which may not import the layers above (docs/architecture.md): this module
+adds the profile's columns, fieldset and pages to it through its extension point (:class:`ProfileReleases`,
+:func:`common.adminkit.admin_extend`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import ModelAdmin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import F, QuerySet
@@ -42,9 +45,8 @@ from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
-from agents.admin import AgentProfileAdmin
 from agents.models import AgentProfile
-from common.adminkit import ReadOnlyAdminMixin
+from common.adminkit import AdminExtension, ReadOnlyAdminMixin, admin_extend
 from common.errors import DomainError
 from common.text import whole_number
 from releases.approvals import draft_rollout, publish_request, release_requests_pending
@@ -216,27 +218,27 @@ def request_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, 
     return rows
 
 
-admin.site.unregister(AgentProfile)
+class ProfileReleases(AdminExtension):
+    """What the profile's admin (the agents app's) shows of its versions: the "live version" and "draft" columns, the
+    "Version" fieldset (its state and the two-person rule), its rollout plans and requests, and the "Publish draft"
+    and two-person switch pages (``admin:agents_agentprofile_publish``, ``…_second_person``)."""
 
-
-@admin.register(AgentProfile)
-class VersionedAgentProfileAdmin(AgentProfileAdmin):
-    """The profile admin of the agents app, with its version state, "Publish draft" and its history."""
-
-    list_display = [*AgentProfileAdmin.list_display, "live_version"]
-    # The two-person rule is switched with its own button, by an approver (second_person_view): never in the form.
-    readonly_fields = [*AgentProfileAdmin.readonly_fields, "version_state", "release_needs_approval"]
-    fieldsets = [
-        ("Version", {"fields": ["version_state", "release_needs_approval"]}),
-        *AgentProfileAdmin.fieldsets,
-    ]
     change_form_template = "admin/agents/agentprofile/change_form_versions.html"
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentProfile]:
-        return super().get_queryset(request).annotate(live_number=F("release__version__number"))
+    def list_display(self, request: HttpRequest) -> list[Any]:
+        return [self.live_version, self._draft_column()]
 
-    def get_list_display(self, request: HttpRequest):
-        return [*super().get_list_display(request), self._draft_column()]
+    def readonly_fields(self, request: HttpRequest, obj: AgentProfile | None) -> list[Any]:
+        # The two-person rule is switched with its own button, by an approver (second_person_view): never in the form.
+        return [self.version_state, "release_needs_approval"]
+
+    def fieldsets(self, request: HttpRequest, obj: AgentProfile | None) -> list[tuple[str | None, dict[str, Any]]]:
+        if obj is None:
+            return []
+        return [("Version", {"fields": [self.version_state, "release_needs_approval"]})]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> QuerySet[AgentProfile]:
+        return queryset.annotate(live_number=F("release__version__number"))
 
     @staticmethod
     def _draft_column():
@@ -261,10 +263,6 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
         draft.short_description = "draft"  # type: ignore[attr-defined]
         return draft
 
-    def get_fieldsets(self, request: HttpRequest, obj: AgentProfile | None = None):
-        fieldsets = super().get_fieldsets(request, obj)
-        return fieldsets if obj is not None else [fs for fs in fieldsets if fs[0] != "Version"]
-
     @admin.display(description="live version", ordering="live_number")
     def live_version(self, obj: AgentProfile) -> str:
         number = getattr(obj, "live_number", None)
@@ -286,49 +284,52 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
             changes,
         )
 
-    def get_urls(self):
-        urls = [
+    def urls(self, model_admin: ModelAdmin[Any]) -> list[Any]:
+        wrap = model_admin.admin_site.admin_view
+        return [
             path(
                 "<path:object_id>/publish/",
-                self.admin_site.admin_view(self.publish_view),
+                wrap(partial(self.publish_view, model_admin)),
                 name="agents_agentprofile_publish",
             ),
             path(
                 "<path:object_id>/second-person/",
-                self.admin_site.admin_view(self.second_person_view),
+                wrap(partial(self.second_person_view, model_admin)),
                 name="agents_agentprofile_second_person",
             ),
         ]
-        return urls + super().get_urls()
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+    def change_context(
+        self, model_admin: ModelAdmin[Any], request: HttpRequest, obj: AgentProfile | None
+    ) -> dict[str, Any]:
         extra: dict[str, Any] = {"may_publish": may_publish(request)}
-        profile = self.get_object(request, unquote(object_id))
-        if profile is not None:
+        if obj is not None:
             extra.update(
                 {
-                    "plan_rows": plan_rows(request, profile),
-                    "plans_url": reverse("admin:routing_rolloutplan_changelist") + f"?profile__id__exact={profile.pk}"
+                    "plan_rows": plan_rows(request, obj),
+                    "plans_url": reverse("admin:routing_rolloutplan_changelist") + f"?profile__id__exact={obj.pk}"
                     if request.user.has_perm("routing.view_rolloutplan")
                     else "",
-                    "request_rows": request_rows(request, profile),
+                    "request_rows": request_rows(request, obj),
                     "may_switch_second_person": may_approve(request.user),
                 }
             )
-        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+        return extra
 
-    def second_person_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def second_person_view(self, model_admin: ModelAdmin[Any], request: HttpRequest, object_id: str) -> HttpResponse:
         """Switch the two-person rule of a profile: a POST by a user who may approve releases (a superuser too)."""
-        profile = self.get_object(request, unquote(object_id))
+        profile = model_admin.get_object(request, unquote(object_id))
         if profile is None:
             raise Http404
-        if request.method != "POST" or not (self.has_view_permission(request, profile) and may_approve(request.user)):
+        if request.method != "POST" or not (
+            model_admin.has_view_permission(request, profile) and may_approve(request.user)
+        ):
             raise PermissionDenied
         needed = request.POST.get("needed") == "on"
         if profile.release_needs_approval != needed:
             profile.release_needs_approval = needed
             profile.save(update_fields=["release_needs_approval", "updated_at"])
-        self.message_user(
+        model_admin.message_user(
             request,
             f"Publishing {profile.agent_id} now needs a second person: a publish or a rollout start becomes a request "
             "that someone else with the right to approve releases approves."
@@ -338,12 +339,12 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
         )
         return HttpResponseRedirect(reverse("admin:agents_agentprofile_change", args=[profile.pk]))
 
-    def publish_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def publish_view(self, model_admin: ModelAdmin[Any], request: HttpRequest, object_id: str) -> HttpResponse:
         """One review page, two choices: publish to everyone now, or roll out in stages (module docstring)."""
-        profile = self.get_object(request, unquote(object_id))
+        profile = model_admin.get_object(request, unquote(object_id))
         if profile is None:
             raise Http404
-        if not (self.has_view_or_change_permission(request, profile) and may_publish(request)):
+        if not (model_admin.has_view_or_change_permission(request, profile) and may_publish(request)):
             raise PermissionDenied
         state = profile_state(profile)
         posted = request.POST if request.method == "POST" else None
@@ -361,21 +362,21 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
             else:
                 try:
                     if how == STAGES:
-                        return self._roll_out(request, profile, data, forced, plan_form)
-                    return self._publish(request, profile, data, forced)
+                        return self._roll_out(model_admin, request, profile, data, forced, plan_form)
+                    return self._publish(model_admin, request, profile, data, forced)
                 except ValidationError as exc:  # the plan's settings, checked by the plan's own rules
                     for name, errors in exc.message_dict.items():
                         plan_form.add_error(name if name in plan_form.fields else None, errors)
                 except DomainError as exc:
-                    self.message_user(request, exc.message, messages.ERROR)
+                    model_admin.message_user(request, exc.message, messages.ERROR)
                     # The page shows what differs from the version live now: publishing again is based on it.
                     state = profile_state(profile)
                     form = PublishForm(
                         initial={"based_on": state.live_number, "note": data["note"], "forced_reason": forced}
                     )
-        opts = self.model._meta
+        opts = model_admin.model._meta
         context = {
-            **self.admin_site.each_context(request),
+            **model_admin.admin_site.each_context(request),
             "opts": opts,
             "app_label": opts.app_label,
             "title": f"Publish the draft of {profile.agent_id}",
@@ -398,11 +399,14 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
         }
         return TemplateResponse(request, "admin/agents/agentprofile/publish.html", context)
 
-    def _profile_page(self, profile: AgentProfile) -> HttpResponse:
+    @staticmethod
+    def _profile_page(profile: AgentProfile) -> HttpResponse:
         return HttpResponseRedirect(reverse("admin:agents_agentprofile_change", args=[profile.pk]))
 
-    def _asked(self, request: HttpRequest, profile: AgentProfile, asked: ReleaseRequest) -> HttpResponse:
-        self.message_user(
+    def _asked(
+        self, model_admin: ModelAdmin[Any], request: HttpRequest, profile: AgentProfile, asked: ReleaseRequest
+    ) -> HttpResponse:
+        model_admin.message_user(
             request,
             f"{profile.agent_id} needs a second person: your request ({asked.get_kind_display().lower()}) is waiting "
             "for someone with the right to approve releases. Nothing changed for customers yet.",
@@ -410,12 +414,19 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
         )
         return self._profile_page(profile)
 
-    def _publish(self, request: HttpRequest, profile: AgentProfile, data: dict[str, Any], forced: str) -> HttpResponse:
+    def _publish(
+        self,
+        model_admin: ModelAdmin[Any],
+        request: HttpRequest,
+        profile: AgentProfile,
+        data: dict[str, Any],
+        forced: str,
+    ) -> HttpResponse:
         if profile.release_needs_approval:
             asked = publish_request(
                 profile=profile, user=request.user, note=data["note"], based_on=data["based_on"], forced_reason=forced
             )
-            return self._asked(request, profile, asked)
+            return self._asked(model_admin, request, profile, asked)
         version = version_publish(
             profile=profile,
             user=request.user,
@@ -424,7 +435,7 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
             forced_reason=forced,
             published_from=PublishedFrom.ADMIN,
         )
-        self.message_user(
+        model_admin.message_user(
             request,
             f"Published {profile.agent_id} version {version.number}: customers get it from their next message.",
             messages.SUCCESS,
@@ -433,6 +444,7 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
 
     def _roll_out(
         self,
+        model_admin: ModelAdmin[Any],
         request: HttpRequest,
         profile: AgentProfile,
         data: dict[str, Any],
@@ -449,9 +461,9 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
             name=data["note"],
         )
         if outcome.request is not None:
-            return self._asked(request, profile, outcome.request)
+            return self._asked(model_admin, request, profile, outcome.request)
         assert outcome.decision is not None  # started: draft_rollout's contract
-        self.message_user(
+        model_admin.message_user(
             request,
             f"Rolling {profile.agent_id} version {outcome.candidate.number} out in stages. {outcome.decision.reason} "
             "The guard advances it, or rolls it back, by itself.",
@@ -460,6 +472,9 @@ class VersionedAgentProfileAdmin(AgentProfileAdmin):
         if may_view_plans(request.user):
             return HttpResponseRedirect(reverse("analytics-rollout-page", args=[outcome.plan.pk]))
         return HttpResponseRedirect(reverse("admin:routing_rolloutplan_change", args=[outcome.plan.pk]))
+
+
+admin_extend(AgentProfile, ProfileReleases())
 
 
 # -- the versions ----------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from django.utils.timezone import localtime
 
 from agents.admin import SpecialistListFilter, servers_sync_messages, specialist_choices
 from agents.models import AgentProfile, McpServer, McpTool
-from common.adminkit import ReadOnlyAdminMixin
+from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
@@ -170,7 +170,7 @@ class KeywordInline(admin.TabularInline):
 
 
 @admin.register(Intent)
-class IntentAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
+class IntentAdmin(ExtensibleAdmin, DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = IntentAdminForm
     inlines = [KeywordInline]
     list_display = [
