@@ -595,5 +595,6 @@ def test_a_frozen_or_killed_mcp_server_is_named_in_the_answer_and_tools_work_aga
     overrun = [row for row in tool_rows["frozen"] if row[4] > (MCP_TIMEOUT_SECONDS + 1.0) * 1000]
     assert not overrun, f"tool calls past the server's {MCP_TIMEOUT_SECONDS:g} s timeout: {overrun}"
     assert (stack.web.pid, stack.worker.pid) == (web_pid, worker_pid), "the web server or the worker was restarted"
+    assert stack.web.alive() and stack.worker.alive(), "the web server or the worker died"
     assert stored_once_problems(stack, {r.conversation_key: [] for r in phases["before"]}) == []
     assert stack.unbalanced_conversations() == {}

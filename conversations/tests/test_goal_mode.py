@@ -461,6 +461,15 @@ def test_every_name_of_a_message_is_served_and_a_name_nobody_lists_is_said_so_in
     assert desconocido["answer"].endswith(": No encontré ningún listado para 'Xyzzy'.")
 
 
+def test_a_name_of_several_words_nobody_lists_is_said_so_whole_and_not_matched_to_another_listing(api, finance):
+    body = say(api, "what's the quote for Banco do Brasil and Petrobras?", session="n-4")
+
+    assert body["metadata"]["goal"]["intent_output"]["entities"]["symbols"] == ["Banco do Brasil", "Petrobras"]
+    assert "I found no listing for 'Banco do Brasil'." in body["answer"]
+    assert "Petrobras PN (PETR4.SA) is at 38.20 BRL" in body["answer"]
+    assert "Itaú" not in body["answer"]
+
+
 def test_a_reply_whose_language_cannot_be_told_keeps_the_conversations(api, finance):
     asked = say(api, "what is the price of Nordea?", session="lang-1")
     answered = say(api, "2", session="lang-1")

@@ -15,6 +15,7 @@ records the message in this process so that a test can read back what was sent.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import Annotated, Any
 
@@ -141,14 +142,15 @@ def _market_of(text: str | None) -> str | None:
 def search_symbol(
     query: Annotated[str, Field(description="Nome ou código como o usuário disse (Nordea, PETR4).")],
 ) -> dict[str, Any]:
-    """Listings whose symbol or name matches ``query``: one, several (ambiguous), or none."""
+    """Listings whose symbol starts with ``query`` or whose name has it at a word's start: one, several (ambiguous),
+    or none ("Banco" is not "Itaú Unibanco")."""
     wanted = _folded(query)
     if not wanted:
         raise ToolError("query vazia (empty query).")
     matches = [
         _listing(symbol)
         for symbol, stock in STOCKS.items()
-        if _folded(symbol).startswith(wanted) or wanted in _folded(stock["name"])
+        if _folded(symbol).startswith(wanted) or re.search(rf"(?<!\w){re.escape(wanted)}", _folded(stock["name"]))
     ]
     return {"query": query, "matches": matches}
 
@@ -233,7 +235,12 @@ def sent_messages() -> dict[str, Any]:
 # "Magazine Luiza") or a ticker, after a word that introduces one in Portuguese, English or Spanish ("da Nordea",
 # "of Equinor", "are Vale and Petrobras", "cuánto vale Petrobras", a list's comma), or a bare name as the whole
 # reply ("Nordea", not "Obrigado!"). Never a market: "in Sweden", "na Suécia" introduce none.
-_NAME = r"[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:\s+[A-ZÀ-Ý][\w&-]*)*|[a-z]{4}\d{1,2}\b"
+# A name: capitalised words, joined by "of" as names are ("Banco do Brasil", "Bank of America", "Banco de la
+# Nación"), or a ticker written in lower case ("petr4").
+_NAME = (
+    r"[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:(?:\s+(?:d[aoe]s?|del|de\s+la|of(?:\s+the)?))?\s+[A-ZÀ-Ý][\w&-]*)*"
+    r"|[a-z]{4}\d{1,2}\b"
+)
 _NOT_A_NAME = (
     r"(?i:obrigad|valeu|ok\b|oi\b|ol[aá]\b|bom\b|boa\b|sim\b|n[aã]o\b"
     r"|thanks?\b|hello\b|hi\b|hola\b|gracias\b|tchau\b|bye\b)"

@@ -4,6 +4,7 @@ its manifest served as ``manifest://finance``, which the goal core reads and pla
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -126,3 +127,28 @@ def test_a_manifest_the_platform_cannot_serve_is_refused_naming_the_place(change
     change(manifest)
     with pytest.raises(ManifestError, match=where.replace("[", r"\[").replace("]", r"\]")):
         manifest_read(manifest)
+
+
+async def test_a_search_matches_the_start_of_a_names_word_never_the_middle_of_one(finance_url):
+    async with session_to(finance_url) as session:
+        banco = await session.call_tool("search_symbol", {"query": "Banco"})
+        unibanco = await session.call_tool("search_symbol", {"query": "Unibanco"})
+        luiza = await session.call_tool("search_symbol", {"query": "luiza"})
+    assert banco.structured_content["matches"] == []  # "Itaú Unibanco" is no bank called "Banco"
+    assert [m["symbol"] for m in unibanco.structured_content["matches"]] == ["ITUB4.SA"]
+    assert [m["symbol"] for m in luiza.structured_content["matches"]] == ["MGLU3.SA"]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("what's the quote for Banco do Brasil and Petrobras?", ["Banco do Brasil", "Petrobras"]),
+        ("preço do Banco do Brasil", ["Banco do Brasil"]),
+        ("cotización de Banco de la Nación y Vale", ["Banco de la Nación", "Vale"]),
+        ("preço da Vale e do Itaú", ["Vale", "Itaú"]),
+        ("price of Equinor", ["Equinor"]),
+    ],
+)
+def test_a_name_of_several_words_joined_by_of_is_read_whole(text, names):
+    found = [match.group("value") for match in re.finditer(finance.SYMBOL_PATTERN, text)]
+    assert found == names
