@@ -1,9 +1,9 @@
 """Rollout plans in the admin: create a plan, start, pause, resume, advance or abort it, and read what happened to it
 in words.
 
-The models are routing's (configuration) and so are the commands (:mod:`releases.rollout_commands`); the decisions'
-figures are the guard's (:mod:`releases.rollout_guard`), which reads the stored turns — so the admin lives here,
-in the engine, which may import both. Registered by ``conversations/admin.py``'s last import.
+The models are routing's (configuration); the commands (:mod:`releases.rollout_commands`) and the decisions'
+figures (:mod:`releases.rollout_guard`, which reads the stored turns) are the release lifecycle's, as is this admin.
+Registered by ``releases/admin.py``.
 
 * **Forms, not JSON.** The stages are a list of percentages ("10, 50, 100") and the guards a table with a row per
   metric (relative and absolute limit): :mod:`releases.rollout_forms`, as on the profile's publish page. The candidate

@@ -2,9 +2,9 @@
 everyone. Each is recorded as a :class:`~routing.models.RolloutDecision`; those that move the plan are posted to its
 webhook, signed (``X-Rollout-Signature: sha256=<HMAC of the body>``).
 
-These change configuration only, so they live in routing: the profile's publish page starts a plan, and an approval
-starts one (:mod:`releases.approvals`). What the guard decides from the stored turns (hold, advance, roll back) is the
-engine's: :mod:`releases.rollout_guard`, which calls :func:`plan_advance` and :func:`decision_record`.
+These change configuration only: the profile's publish page starts a plan, and an approval starts one
+(:mod:`releases.approvals`). What the guard decides from the stored turns (hold, advance, roll back) is
+:mod:`releases.rollout_guard`'s, which calls :func:`plan_advance` and :func:`decision_record`.
 
 **The two-person rule.** Starting a version plan of a profile that needs a second person
 (``AgentProfile.release_needs_approval``) takes another user's approval (``approved_by``,

@@ -28,8 +28,8 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   (:mod:`routing.rollout_words`); those that move the plan are posted to its webhook; a rollback is also published
   as the operational event ``rollout.rolled_back`` (:mod:`common.infra.bus`).
 
-The commands a person gives a plan (start, pause, resume, advance, abort) are configuration and live in routing
-(:mod:`releases.rollout_commands`); they are re-exported here for the engine's callers.
+The commands a person gives a plan (start, pause, resume, advance, abort) live beside it
+(:mod:`releases.rollout_commands`); they are re-exported here for the guard's callers.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ from routing.rollout_plans import GUARD_METRICS
 from routing.rollout_words import metric_words, percent_words, stage_words, value_words
 from routing.selectors import live_version
 
-__all__ = [  # the commands, re-exported for the engine's callers (management command, admin, tests)
+__all__ = [  # the commands, re-exported for the guard's callers (management command, admin, tests)
     "RolloutStateError",
     "plan_command",
     "plan_start",
