@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -42,6 +42,21 @@ from agents.models import (
     Specialist,
     SpecialistPrompt,
 )
+from agents.profile_settings import (
+    ANSWERS,
+    EXAMPLES,
+    GOAL,
+    GUARDRAILS,
+    HANDOFFS,
+    LOOP_SAFETY,
+    MODEL,
+    PEOPLE,
+    PROFILE,
+    PROFILE_SETTINGS,
+    ROUTING,
+    SUPERVISOR,
+    WORDS,
+)
 from agents.schemas import endpoint_exported, expand_args_schema, model_key_variable_refusal, validate_word_list
 from agents.selectors import external_desk_names, external_desk_profiles, external_desk_refusal
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
@@ -52,6 +67,7 @@ from common.forms import LinesField, PhrasesField, PrettyJSONField, label_choice
 from common.history_admin import FieldHistoryAdminMixin
 
 if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldOpts, _FieldsetSpec
     from django_stubs_ext import WithAnnotations
 
     from common.adminkit import FieldGroups
@@ -271,11 +287,99 @@ class AgentProfileAdminForm(forms.ModelForm):
         return self._clean_word_list("closing_words")
 
 
+# The profile page's sections, in order, with their options; each shows the settings agents.profile_settings puts in
+# it, in their order.
+PROFILE_SECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    (PROFILE, {}),
+    (ROUTING, {}),
+    (
+        EXAMPLES,
+        {
+            "description": "When no keyword matches, the message is compared with every intent's examples and with "
+            "“none of these” (small talk, off-topic, and the out-of-scope examples below); the likeliest intent "
+            "wins when its score reaches the threshold and beats the runner-up and “none of these” by the margin "
+            "(then the LLM classifier, then the fallback). Choose them with Routing tests → Calibrate the "
+            "examples tier.",
+        },
+    ),
+    (
+        GOAL,
+        {
+            "description": "Routing mode goal: the model reads the message's goal and entities, and the "
+            "goals and capabilities synced from the domains' manifests decide the rest. Small talk and what no "
+            "goal covers (the domain general) go to the specialists above, fallback first.",
+        },
+    ),
+    (
+        SUPERVISOR,
+        {
+            "description": "Supervisor mode plans one or more specialists per message, runs them in parallel and "
+            "merges their answers; the review step may send a request on when part of it is left open.",
+        },
+    ),
+    (
+        MODEL,
+        {
+            "description": "Which model answers for this profile, without a deploy. The key is never entered "
+            "here: name the environment variable (or mounted secret) that holds it. Blank fields use the "
+            "platform's OPENAI_BASE_URL, LLM_MODEL and OPENAI_API_KEY.",
+        },
+    ),
+    (ANSWERS, {}),
+    (HANDOFFS, {}),
+    (LOOP_SAFETY, {"classes": ["collapse"]}),
+    (WORDS, {"classes": ["collapse"]}),
+    (GUARDRAILS, {"classes": ["collapse"]}),
+    (
+        PEOPLE,
+        {
+            "description": "When a conversation goes to a person: the customer asks for one, an intent that "
+            "people answer wins, or one of the rules below holds. It waits in its team's queue until a person of "
+            "the team takes it on the desk, and goes back to the assistants when that person hands it back.",
+        },
+    ),
+)
+# How the page shows a setting where not as its own field alone: with the relation or read-only figure that goes with
+# it, or (people in the loop) as the form's fields.
+PROFILE_SHOWN = {
+    "routing_mode": ["routing_mode", "fallback_specialist"],
+    "examples_margin": ["examples_margin", "examples_calibrated"],
+    "goal_threshold": ["goal_threshold", "goal_domains"],
+    "llm_api_key_env": ["llm_api_key_env", "llm_api_key_set"],
+    "handoffs_enabled": ["handoffs_enabled", "coordinator"],
+    "escalation": list(AgentProfileAdminForm.ESCALATION_FIELDS),
+}
+
+
+def profile_fieldsets() -> _FieldsetSpec:
+    """The profile page's fieldsets: each of :data:`PROFILE_SECTIONS` with its settings' fields (:data:`PROFILE_SHOWN`),
+    the first untitled. A setting in no section of the page is not shown (``agents/tests/test_profile_settings.py``
+    holds every declared section to the page's)."""
+    return [
+        (
+            None if section == PROFILE else section,
+            cast(
+                "_FieldOpts",
+                {
+                    "fields": [
+                        field
+                        for setting in PROFILE_SETTINGS
+                        if setting.section == section
+                        for field in PROFILE_SHOWN.get(setting.name, [setting.name])
+                    ],
+                    **options,
+                },
+            ),
+        )
+        for section, options in PROFILE_SECTIONS
+    ]
+
+
 # The layers above add their columns and pages to it through common.adminkit.admin_extend (ExtensibleAdmin).
 @admin.register(AgentProfile)
 class AgentProfileAdmin(ExtensibleAdmin, EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = AgentProfileAdminForm
-    endpoint_fields = ["llm_base_url"]
+    endpoint_fields = [setting.name for setting in PROFILE_SETTINGS if setting.kind == "endpoint"]
     list_display = [
         "agent_id",
         "name",
@@ -297,96 +401,7 @@ class AgentProfileAdmin(ExtensibleAdmin, EndpointSecretsAdminMixin, FieldHistory
     filter_horizontal = ["goal_domains"]
     save_on_top = True
     readonly_fields = ["examples_calibrated", "llm_api_key_set"]
-    fieldsets = [
-        (None, {"fields": ["agent_id", "name", "domain", "description", "enabled"]}),
-        (
-            "Routing",
-            {
-                "fields": [
-                    "routing_mode",
-                    "fallback_specialist",
-                    "llm_router_enabled",
-                    "llm_router_threshold",
-                    "hybrid_followup_max_chars",
-                ]
-            },
-        ),
-        (
-            "Examples tier",
-            {
-                "fields": [
-                    "examples_enabled",
-                    "examples_vectoriser",
-                    "examples_threshold",
-                    "examples_margin",
-                    "examples_calibrated",
-                    "examples_state_threshold",
-                    "examples_keyword_check",
-                    "out_of_scope_examples",
-                ],
-                "description": "When no keyword matches, the message is compared with every intent's examples and with "
-                "“none of these” (small talk, off-topic, and the out-of-scope examples below); the likeliest intent "
-                "wins when its score reaches the threshold and beats the runner-up and “none of these” by the margin "
-                "(then the LLM classifier, then the fallback). Choose them with Routing tests → Calibrate the "
-                "examples tier.",
-            },
-        ),
-        (
-            "Goal mode",
-            {
-                "fields": ["goal_threshold", "goal_domains"],
-                "description": "Routing mode goal: the model reads the message's goal and entities, and the "
-                "goals and capabilities synced from the domains' manifests decide the rest. Small talk and what no "
-                "goal covers (the domain general) go to the specialists above, fallback first.",
-            },
-        ),
-        (
-            "Supervisor",
-            {
-                "fields": ["supervisor_planner", "synthesis_prompt", "review_single_turns"],
-                "description": "Supervisor mode plans one or more specialists per message, runs them in parallel and "
-                "merges their answers; the review step may send a request on when part of it is left open.",
-            },
-        ),
-        (
-            "Model",
-            {
-                "fields": ["llm_base_url", "llm_model", "llm_api_key_env", "llm_api_key_set", "llm_temperature"],
-                "description": "Which model answers for this profile, without a deploy. The key is never entered "
-                "here: name the environment variable (or mounted secret) that holds it. Blank fields use the "
-                "platform's OPENAI_BASE_URL, LLM_MODEL and OPENAI_API_KEY.",
-            },
-        ),
-        ("Answers", {"fields": ["policy"]}),
-        ("Handoffs and delegation", {"fields": ["handoffs_enabled", "coordinator"]}),
-        (
-            "Loop safety",
-            {
-                "fields": [
-                    "max_handoffs_per_turn",
-                    "max_steps_per_agent",
-                    "block_ping_pong",
-                    "loop_window",
-                    "loop_max_repeats",
-                ],
-                "classes": ["collapse"],
-            },
-        ),
-        (
-            "Conversation words",
-            {"fields": ["confirmation_words", "denial_words", "closing_words"], "classes": ["collapse"]},
-        ),
-        ("Guardrails and judges", {"fields": ["guardrails", "judges"], "classes": ["collapse"]}),
-        (
-            "People in the loop",
-            {
-                "fields": list(AgentProfileAdminForm.ESCALATION_FIELDS),
-                "description": "When a conversation goes to a person: the customer asks for one, an intent that "
-                "people answer wins, or one of the rules below holds. It waits in its team's queue until a person of "
-                "the team takes it on the desk, and goes back to the assistants when that person hands it back.",
-            },
-        ),
-    ]
+    fieldsets = profile_fieldsets()
 
     @admin.display(description="last calibration")
     def examples_calibrated(self, obj: AgentProfile) -> str:

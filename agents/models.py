@@ -9,6 +9,9 @@ from django.db import models
 
 from agents.desks import ERROR_SIGNING_BOTH, ERROR_SIGNING_MISSING, validate_secret, validate_secret_variable
 from agents.escalation import TEAM_PATTERN, default_escalation, validate_escalation_settings
+from agents.profile_settings import (
+    MODEL_ENDPOINT_FIELDS as MODEL_ENDPOINT_FIELDS,
+)  # re-exported: its users read it here
 from agents.schemas import (
     validate_endpoint_url,
     validate_guardrail_settings,
@@ -32,7 +35,7 @@ ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}$"
 # Where a profile's answers go and with which key: the operator's, not a business user's (a business user who could
 # point them at a host of theirs would receive the key, the prompts and the conversations). Changing them — in the
 # admin, by import, by publishing a version that changes them — needs this permission beyond change_agentprofile.
-MODEL_ENDPOINT_FIELDS = ("llm_base_url", "llm_model", "llm_api_key_env")
+# MODEL_ENDPOINT_FIELDS (agents.profile_settings) names them: the settings declared operator_only.
 MODEL_ENDPOINT_CODENAME = "change_model_endpoint"
 MODEL_ENDPOINT_PERMISSION = f"agents.{MODEL_ENDPOINT_CODENAME}"
 

@@ -7,7 +7,7 @@ are the compiled router's own (its reasons, confidences, tools, next states), th
 coordinator, a supervisor plan's fan-out, loop-safety stops checked by ``handoffs.safety.move_check``).
 
 The rows are not typed here. Each simulated turn becomes a :class:`conversations.records.TurnRecord` — the
-plain data the graph's :func:`conversations.graph.turn_record` fills from a real turn — and
+plain data the graph's :func:`conversations.turn_store.turn_record` fills from a real turn — and
 :func:`conversations.records.turn_rows` builds its rows from it, as it does for the graph: the user's message,
 the system notes, a supervisor's parts, the answer (with its latency and judge score), the route decision, the
 tool calls and the moves. The conversation's row takes, turn after turn, the live state that
@@ -51,6 +51,7 @@ from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
 from common.language import detect_language
+from conversations.chain import result_note
 from conversations.desk import (
     HANDED_BACK,
     Person,
@@ -74,13 +75,7 @@ from conversations.escalation import (
     thumbs_down_asked,
 )
 from conversations.feedback import RATED_DOWN_WORDS
-from conversations.graph import (
-    ANSWER_KEPT,
-    conversation_defaults,
-    escalation_team,
-    held_decision,
-    result_note,
-)
+from conversations.graph import ANSWER_KEPT, escalation_team, held_decision
 from conversations.models import (
     Conversation,
     ConversationOutcome,
@@ -109,6 +104,7 @@ from conversations.records import (
 from conversations.runtime import PERMISSION_WAITING
 from conversations.supervisor import STATUS_OK, STATUS_TIMEOUT
 from conversations.turn import TurnInput
+from conversations.turn_store import conversation_defaults
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move

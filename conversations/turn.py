@@ -162,7 +162,7 @@ class Turn:
     goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
     goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
     model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
-    # What the analytics' daily totals know of the conversation (see _persist).
+    # What the analytics' daily totals know of the conversation (see conversations.turn_store.turn_persist).
     stored_cohort: str = ""
     rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
     handoff_kinds: int = 0

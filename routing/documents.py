@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpTool, Specialist, SpecialistPrompt
+from agents.profile_settings import AS_IS, PROFILE_SETTINGS, ProfileSetting, served_before
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
@@ -27,62 +28,13 @@ from routing.specs import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, 
 SCHEMA = 1
 
 # The AgentProfile fields a document holds as they are stored (the relations are written by name below).
-PROFILE_FIELDS = (
-    "agent_id",
-    "name",
-    "domain",
-    "description",
-    "policy",
-    "synthesis_prompt",
-    "routing_mode",
-    "llm_router_enabled",
-    "llm_router_threshold",
-    "handoffs_enabled",
-    "max_handoffs_per_turn",
-    "max_steps_per_agent",
-    "block_ping_pong",
-    "loop_window",
-    "loop_max_repeats",
-    "confirmation_words",
-    "denial_words",
-    "closing_words",
-    "hybrid_followup_max_chars",
-    "examples_enabled",
-    "examples_vectoriser",
-    "examples_threshold",
-    "examples_margin",
-    "examples_state_threshold",
-    "examples_reliability",
-    "examples_keyword_check",
-    "out_of_scope_examples",
-    "supervisor_planner",
-    "review_single_turns",
-    "llm_base_url",
-    "llm_api_key_env",
-    "llm_model",
-    "llm_temperature",
-    "guardrails",
-    "judges",
-    "goal_threshold",
-    "escalation",
-    "enabled",
-)
-
-
+PROFILE_FIELDS = tuple(setting.name for setting in PROFILE_SETTINGS)
 # Keys documents gained after versions were published without them, with the value such a version was served as (the
 # model's default then): :func:`document_complete` fills them in, so an old version compiles as it always did and a
 # diff against it reports no change where the draft holds that value.
 PROFILE_DEFAULTS: Mapping[str, Any] = {
-    "llm_base_url": "",
-    "llm_api_key_env": "",
-    "supervisor_planner": "keywords",
-    "review_single_turns": False,
-    "out_of_scope_examples": [],
-    "examples_state_threshold": 0.99,
-    "examples_reliability": [],
-    "examples_keyword_check": 1.0,
-    # Versions published before people were in the loop handed no conversation to a person.
-    "escalation": {"enabled": False},
+    setting.name: served_before(setting)
+    for setting in sorted((setting for setting in PROFILE_SETTINGS if setting.added), key=lambda setting: setting.added)
 }
 INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}, "escalate_to": ""}
 
@@ -218,16 +170,11 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             *(tool for intent in document_intents.values() for tool in intent["mcp_tools"]),
             *(capability["tool"] for capability in document_capabilities.values() if capability["tool"]),
         }
-        settings = {field: row[field] for field in PROFILE_FIELDS}
+        settings = {setting.name: _stored(setting, row[setting.name]) for setting in PROFILE_SETTINGS}
         settings.update(
             fallback_specialist=row["fallback_specialist__name"] or "",
             coordinator=row["coordinator__name"] or "",
             goal_domains=sorted(named.values()),
-            confirmation_words=list(row["confirmation_words"] or ()),
-            denial_words=list(row["denial_words"] or ()),
-            closing_words=list(row["closing_words"] or ()),
-            guardrails=row["guardrails"] or {},
-            judges=row["judges"] or {},
             examples_score=OFFLINE_SCORE,
         )
         # Deep copies: documents share no mutable part with each other (a caller may edit one as a draft).
@@ -244,6 +191,15 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             }
         )
     return documents
+
+
+def _stored(setting: ProfileSetting, value: Any) -> Any:
+    """A setting's value as a document holds it: a word list a list, JSON settings a mapping (never null)."""
+    if setting.kind == "words":
+        return list(value or ())
+    if setting.kind == "settings":
+        return value or {}
+    return value
 
 
 _GoalRows = dict[int, list[tuple[str, str, dict[str, Any]]]]  # server pk → (domain, goal name, goal)
@@ -569,28 +525,15 @@ def profile_compile(
     state_only = {policy.intent for policy in policies if policy.intent and not intent_of[policy.intent].keywords}
     fallback = profile["fallback_specialist"]
     fallback_agent = fallback if fallback in specialists else min(specialists, default="")
+    # The plain settings go to the spec as they are (agents.profile_settings: compiled AS_IS; a version published before
+    # one existed holds the default document_complete gave it); the explicit steps below build the rest.
+    plain = {setting.name: profile[setting.name] for setting in PROFILE_SETTINGS if setting.compiled == AS_IS}
     return ProfileSpec(
         pk=pk,
         version=version,
-        agent_id=profile["agent_id"],
-        name=profile["name"],
-        domain=profile["domain"],
-        description=profile["description"],
-        policy=profile["policy"],
-        synthesis_prompt=profile["synthesis_prompt"],
-        routing_mode=profile["routing_mode"],
+        **plain,
         fallback_agent=fallback_agent,
-        llm_router_enabled=profile["llm_router_enabled"],
-        llm_router_threshold=profile["llm_router_threshold"],
-        handoffs_enabled=profile["handoffs_enabled"],
-        hybrid_followup_max_chars=profile["hybrid_followup_max_chars"],
-        llm_model=profile["llm_model"],
-        llm_temperature=profile["llm_temperature"],
-        # Versions published before these settings existed had none of them: document_complete gave the defaults.
-        llm_base_url=profile["llm_base_url"],
-        llm_api_key_env=profile["llm_api_key_env"],
-        supervisor_planner=profile["supervisor_planner"],
-        review_single_turns=profile["review_single_turns"],
+        # Copies and tuples: a spec shares no mutable part with its document.
         guardrails=copy.deepcopy(dict(profile["guardrails"])),
         judges=copy.deepcopy(dict(profile["judges"])),
         specialists=specialists,
@@ -621,7 +564,6 @@ def profile_compile(
         denial_words=tuple(profile["denial_words"]),
         closing_words=tuple(profile["closing_words"]),
         goals=_catalogue(document, usable),
-        goal_threshold=profile["goal_threshold"],
         tool_rights=rights,
         backends=dict(backends),
         escalation=EscalationSettings.from_json(profile["escalation"]),

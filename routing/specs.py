@@ -107,6 +107,10 @@ class LoopSafety:
 
 @dataclass(frozen=True)
 class ProfileSpec:
+    """A profile as the turn reads it. Each attribute is a profile setting (agents/profile_settings.py: passed as is,
+    or built by an explicit step of routing.documents.profile_compile) or built from the document's other parts;
+    agents/tests/test_profile_settings.py holds them together."""
+
     pk: int
     agent_id: str
     name: str

@@ -3,10 +3,13 @@ lists every page, and every link between them reaches a file and, when it names 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from django.conf import settings
+
+from agents.profile_settings import MODEL_DEFAULT, PROFILE_SETTINGS, SCALAR_KINDS, ProfileSetting
 
 BASE = Path(settings.BASE_DIR)
 README = BASE / "README.md"
@@ -96,6 +99,39 @@ def test_every_environment_variable_the_product_reads_is_in_the_example_environm
     named = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
 
     assert sorted(product_environment() - named) == []
+
+
+def profile_setting_row(setting: ProfileSetting) -> str:
+    """A profile setting's row in docs/configuration.md's table, from its declaration (agents/profile_settings.py)."""
+
+    def code(text: str) -> str:
+        return f"`{text}`" if text else "—"
+
+    if setting.default == MODEL_DEFAULT:
+        default = "see agents/models.py"
+    elif setting.kind in SCALAR_KINDS:
+        default = code("null" if setting.default is None else json.dumps(setting.default))
+    else:
+        default = code(json.dumps(setting.default))
+    kind = f"{setting.kind}: {', '.join(setting.choices)}" if setting.choices else setting.kind
+    if setting.nullable:
+        kind += " or null"
+    section = setting.section or "(calibration writes it)"
+    if setting.operator_only:
+        section += ", operators only"
+    yaml_keys = (
+        code(setting.agents_yaml),
+        code(f"router.{setting.routing_yaml}" if setting.routing_yaml else ""),
+    )
+    return f"| `{setting.name}` | {' | '.join(yaml_keys)} | {kind} | {default} | {section} | {setting.description} |"
+
+
+def test_the_profile_settings_table_of_the_configuration_page_is_the_declarations():
+    text = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    table = text.split("\n## Profile settings\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    expected = [profile_setting_row(setting) for setting in PROFILE_SETTINGS]
+    assert rows == expected, "docs/configuration.md, Profile settings, should read:\n" + "\n".join(expected)
 
 
 def test_a_heading_becomes_the_anchor_github_gives_it():

@@ -145,7 +145,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
         _dated(row, when)
         if stop:
             return
-        conv.handoff_kinds |= KIND_BITS[kind]  # as the turn that records a move does (conversations.graph._persist)
+        conv.handoff_kinds |= KIND_BITS[kind]  # as a turn recording a move does (turn_store.turn_persist)
         Conversation.objects.filter(pk=conv.pk).update(handoff_kinds=conv.handoff_kinds)
 
     def turn(conv: Conversation, when: dt.datetime, agent: str, method: str, latency: float, judge: float) -> None:

@@ -122,7 +122,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             reason=f"{name}: {from_agent} → {to_agent}",
         )
         traffic.handoffs[name] = _dated(created, when)
-        if status == "completed":  # as the turn that records a move does (conversations.graph._persist)
+        if status == "completed":  # as the turn that records a move does (conversations.turn_store.turn_persist)
             row.handoff_kinds |= KIND_BITS[kind]
             Conversation.objects.filter(pk=row.pk).update(handoff_kinds=row.handoff_kinds)
 

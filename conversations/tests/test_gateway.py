@@ -23,8 +23,8 @@ from opentelemetry.trace import StatusCode
 from agents.models import RemoteBackend
 from common.infra import tracing
 from common.infra.bus import events_flush
+from conversations.chain import BACKEND_UNAVAILABLE_ANSWER
 from conversations.gateway import HOPS_HEADER, backend_circuits_reset, remote_session_id
-from conversations.graph import BACKEND_UNAVAILABLE_ANSWER
 from conversations.models import BackendCall, Conversation
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from tests.factories import AgentProfileFactory

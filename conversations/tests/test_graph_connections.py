@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from conversations.graph import _load_conversation, _persist, _start
 from conversations.models import Message
 from conversations.turn import Turn, TurnInput
+from conversations.turn_store import conversation_load, turn_persist, turn_start
 from routing import snapshot
 
 
@@ -23,7 +23,7 @@ def _turn(tenant, session_id: str) -> Turn:
     turn = Turn(input=data, mode=profile.effective_mode)
     turn.text_to_store = turn.sanitized_text = data.text
     turn.answer = "Resposta"
-    assert _start(turn)  # the ticket, and the conversation read with it
+    assert turn_start(turn)  # the ticket, and the conversation read with it
     return turn
 
 
@@ -31,10 +31,10 @@ def _turn(tenant, session_id: str) -> Turn:
 def test_loading_and_persisting_a_turn_each_hand_the_connection_back(tenant, telecom):
     turn = _turn(tenant, "conn-1")
     assert connection.connection is None  # taking the ticket and reading the conversation gave it back too
-    _persist(turn)
+    turn_persist(turn)
     assert connection.connection is None
 
-    _load_conversation(_turn(tenant, "conn-1"), None)
+    conversation_load(_turn(tenant, "conn-1"), None)
     assert connection.connection is None
     assert Message.objects.filter(conversation__session_id="conn-1").count() == 2
 
@@ -42,7 +42,7 @@ def test_loading_and_persisting_a_turn_each_hand_the_connection_back(tenant, tel
 @pytest.mark.django_db
 def test_inside_a_transaction_the_connection_is_left_alone(tenant, telecom):
     with transaction.atomic():
-        _persist(_turn(tenant, "conn-2"))
-        _load_conversation(_turn(tenant, "conn-2"), None)
+        turn_persist(_turn(tenant, "conn-2"))
+        conversation_load(_turn(tenant, "conn-2"), None)
         assert connection.connection is not None
         assert Message.objects.filter(conversation__session_id="conn-2").count() == 2

@@ -158,7 +158,7 @@ def test_a_turn_that_fails_unexpectedly_hands_the_conversation_on(tenant, teleco
     def explode(turn):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(graph, "_persist", explode)
+    monkeypatch.setattr(graph, "turn_persist", explode)
     with pytest.raises(RuntimeError):
         asyncio.run(run_turn(data))
     monkeypatch.undo()

@@ -178,17 +178,17 @@ def test_a_turn_that_took_its_ticket_but_could_not_read_its_conversation_hands_t
     for the failed one's lease."""
     from django.db import OperationalError
 
-    from conversations import graph
+    from conversations import turn_store
 
     settings.CONVERSATION_TURN_LEASE_SECONDS = 300
-    parse = graph.history_parse
+    parse = turn_store.history_parse
 
     def failing_once(*args, **kwargs):
-        monkeypatch.setattr(graph, "history_parse", parse)
+        monkeypatch.setattr(turn_store, "history_parse", parse)
         raise OperationalError("the history could not be read")
 
     asyncio.run(run_turn(message(tenant, "m1 minha fatura", "unread")))
-    monkeypatch.setattr(graph, "history_parse", failing_once)
+    monkeypatch.setattr(turn_store, "history_parse", failing_once)
 
     with pytest.raises(OperationalError):
         asyncio.run(run_turn(message(tenant, "m2 minha fatura de novo", "unread")))

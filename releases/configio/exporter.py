@@ -19,6 +19,7 @@ import yaml
 
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.profile_settings import Block, ProfileSetting, yaml_exported
 from agents.schemas import endpoint_exported
 from common.endpoints import endpoint_mask
 from routing.models import Capability, Goal, Intent, StatePolicy
@@ -118,36 +119,49 @@ def _profile(profile: AgentProfile) -> dict[str, Any]:
     # Routing switches (mode, LLM router, handoffs, fallback, coordinator, loop safety) go to the routing file.
     return {
         "agent_id": profile.agent_id,
-        "name": profile.name,
-        "description": profile.description,
-        "enabled": profile.enabled,
-        "metadata": {"domain": profile.domain},
-        "policy": profile.policy,
-        "synthesis_prompt": profile.synthesis_prompt,
-        "hybrid_followup_max_chars": profile.hybrid_followup_max_chars,
-        "supervisor_planner": profile.supervisor_planner,
-        "review_single_turns": profile.review_single_turns,
-        "llm": {
-            "model": profile.llm_model,
-            "temperature": profile.llm_temperature,
-            "base_url": endpoint_mask(profile.llm_base_url),
-            "api_key_env": profile.llm_api_key_env,
-        },
-        "guardrails": profile.guardrails or {},
-        "judges": profile.judges or {},
-        "confirmation_words": list(profile.confirmation_words or []),
-        "denial_words": list(profile.denial_words or []),
-        "closing_words": list(profile.closing_words or []),
-        **_escalation(profile),
+        **_settings(profile, "agents"),
         "specialists": [_specialist(specialist, prompts.get(specialist.pk)) for specialist in specialists],
     }
 
 
-def _escalation(profile: AgentProfile) -> dict[str, Any]:
-    """``escalation:`` when the profile's people in the loop differ from the defaults (left out otherwise, so that an
-    imported file that had none exports as it was)."""
-    settings = EscalationSettings.from_json(profile.escalation).as_json()
-    return {"escalation": settings} if settings != EscalationSettings().as_json() else {}
+_LEFT_OUT = object()  # a setting an export leaves out (:func:`_exported`)
+
+
+def _settings(profile: AgentProfile, block: Block) -> dict[str, Any]:
+    """The profile settings an export writes in ``block`` (agents.profile_settings), in their order, each as its kind
+    says (:func:`_exported`); a mapping within the block (``llm:``, ``examples:``) at its first setting."""
+    data: dict[str, Any] = {}
+    for path, setting in yaml_exported(block):
+        value = _exported(setting, getattr(profile, setting.name))
+        if value is _LEFT_OUT:
+            continue
+        within = data
+        for group in path[:-1]:
+            within = within.setdefault(group, {})
+        within[path[-1]] = value
+    return data
+
+
+def _exported(setting: ProfileSetting, value: Any) -> Any:
+    """A setting's value as an export writes it, or ``_LEFT_OUT``: an address masked, a word list and JSON settings
+    never null; people in the loop only when they differ from the defaults and the reliability table only when
+    calibration wrote one (so that an imported file that had none exports as it was)."""
+    if setting.kind == "endpoint":
+        return endpoint_mask(value)
+    if setting.kind == "words":
+        return list(value or [])
+    if setting.kind == "settings":
+        return value or {}
+    if setting.kind == "escalation":
+        settings = EscalationSettings.from_json(value).as_json()
+        return settings if settings != EscalationSettings().as_json() else _LEFT_OUT
+    if setting.kind == "reliability":
+        rows = [
+            {key: row[key] for key in ("low", "high", "routed", "right", "mean_score") if key in row}
+            for row in value or ()
+        ]
+        return rows or _LEFT_OUT
+    return value
 
 
 def _specialist(specialist: Specialist, prompt: str | None) -> dict[str, Any]:
@@ -173,35 +187,18 @@ def _routing(profile: AgentProfile) -> dict[str, Any]:
         Intent.objects.filter(profile=profile).select_related("specialist").prefetch_related("keywords", "mcp_tools"),
         key=lambda i: (i.priority, i.name),
     )
+    router: dict[str, Any] = {}
+    for key, value in _settings(profile, "routing").items():
+        router[key] = value
+        # The keys naming other rows, after the setting they go with (ROUTER_REFERENCES in parse.py).
+        if key == "mode":
+            router["fallback_agent"] = profile.fallback_specialist.name if profile.fallback_specialist else None
+            router["coordinator"] = profile.coordinator.name if profile.coordinator else None
+        elif key == "goal_threshold":
+            router["goal_domains"] = _sorted_names(profile.goal_domains.all())
     return {
         "agent_id": profile.agent_id,
-        "router": {
-            "mode": profile.routing_mode,
-            "fallback_agent": profile.fallback_specialist.name if profile.fallback_specialist else None,
-            "coordinator": profile.coordinator.name if profile.coordinator else None,
-            "llm_enabled": profile.llm_router_enabled,
-            "threshold": profile.llm_router_threshold,
-            "allow_handoff": profile.handoffs_enabled,
-            "goal_threshold": profile.goal_threshold,
-            "goal_domains": _sorted_names(profile.goal_domains.all()),
-            "examples": {
-                "enabled": profile.examples_enabled,
-                "vectoriser": profile.examples_vectoriser,
-                "threshold": profile.examples_threshold,
-                "margin": profile.examples_margin,
-                "state_threshold": profile.examples_state_threshold,
-                "keyword_check": profile.examples_keyword_check,
-                "out_of_scope": list(profile.out_of_scope_examples or []),
-                **_reliability(profile),
-            },
-            "loop_safety": {
-                "max_handoffs_per_turn": profile.max_handoffs_per_turn,
-                "max_steps_per_agent": profile.max_steps_per_agent,
-                "block_ping_pong": profile.block_ping_pong,
-                "window": profile.loop_window,
-                "max_repeats": profile.loop_max_repeats,
-            },
-        },
+        "router": router,
         "state_policies": {
             policy.state: {
                 "agent": policy.specialist.name,
@@ -286,12 +283,3 @@ def _goal(goal: Goal) -> dict[str, Any]:
         "capabilities": list(goal.capabilities or []),
         "entities_schema": goal.entities_schema or {},
     }
-
-
-def _reliability(profile: AgentProfile) -> dict[str, Any]:
-    """The examples tier's reliability table, when calibration wrote one (``router.examples.reliability``)."""
-    rows = [
-        {key: row[key] for key in ("low", "high", "routed", "right", "mean_score") if key in row}
-        for row in profile.examples_reliability or ()
-    ]
-    return {"reliability": rows} if rows else {}

@@ -19,7 +19,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from agents.escalation import EscalationSettings, escalation_problems
-from agents.models import AgentProfile, McpServer, McpTool, McpTransport, RoutingMode, Specialist, SupervisorPlanner
+from agents.models import AgentProfile, McpServer, McpTool, McpTransport, Specialist
+from agents.profile_settings import Block, ProfileSetting, yaml_keys, yaml_settings
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, expand_env, validate_tool_args_schema
 from common.endpoints import env_template
 from common.text import normalize
@@ -79,63 +80,15 @@ IGNORED_PROFILE_KEYS = (
     "mcp_servers_config_path",
     "tools_config_path",
 )
-PROFILE_KEYS = (
-    "agent_id",
-    ROUTING_PATH_KEY,
-    "name",
-    "description",
-    "enabled",
-    "metadata",
-    "policy",
-    "synthesis_prompt",
-    "routing_mode",
-    "llm_router",
-    "handoffs_enabled",
-    "hybrid_followup_max_chars",
-    "supervisor_planner",
-    "review_single_turns",
-    "llm",
-    "guardrails",
-    "judges",
-    "confirmation_words",
-    "denial_words",
-    "closing_words",
-    "escalation",
-    "specialists",
-)
-WORD_LIST_KEYS = ("confirmation_words", "denial_words", "closing_words")
+# An agents.yaml entry: its identity, its routing file, the profile settings (agents.profile_settings), its specialists.
+PROFILE_KEYS = ("agent_id", ROUTING_PATH_KEY, *yaml_keys("agents"), "specialists")
 SPECIALIST_KEYS = ("name", "display_name", "description", "prompt", "tools", "handoff_targets", "step_limit", "enabled")
 SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
 TOOL_KEYS = ("description", "mcp_server", "enabled", "needs_permission", "args_schema")
-ROUTER_KEYS = (
-    "mode",
-    "fallback_agent",
-    "coordinator",
-    "llm_enabled",
-    "threshold",
-    "allow_handoff",
-    "loop_safety",
-    "goal_threshold",
-    "goal_domains",
-    "examples",
-)
-# ``router.examples`` keys → AgentProfile fields (the examples tier, routing.examples).
-EXAMPLES_FIELDS = {
-    "enabled": ("examples_enabled", "boolean"),
-    "vectoriser": ("examples_vectoriser", "text"),
-    "threshold": ("examples_threshold", "number"),
-    "margin": ("examples_margin", "number"),
-    "state_threshold": ("examples_state_threshold", "number"),
-    "keyword_check": ("examples_keyword_check", "number"),
-}
-# ``router.loop_safety`` keys → AgentProfile fields.
-LOOP_SAFETY_FIELDS = {
-    "max_handoffs_per_turn": "max_handoffs_per_turn",
-    "max_steps_per_agent": "max_steps_per_agent",
-    "block_ping_pong": "block_ping_pong",
-    "window": "loop_window",
-    "max_repeats": "loop_max_repeats",
-}
+# A routing.yaml's ``router:`` block: the profile settings (agents.profile_settings), and after the setting named the
+# keys that name other rows (the fallback and the coordinator, specialists; the goal domains, MCP servers).
+ROUTER_REFERENCES = {"mode": ("fallback_agent", "coordinator"), "goal_threshold": ("goal_domains",)}
+ROUTER_KEYS = tuple(name for key in yaml_keys("routing") for name in (key, *ROUTER_REFERENCES.get(key, ())))
 POLICY_KEYS = ("agent", "intent", "description", "enabled")
 INTENT_KEYS = (
     "name",
@@ -158,8 +111,6 @@ CAPABILITY_KEYS = ("tool", "description", "enabled", "keywords", "examples", "me
 # ``http`` is the seeds' name for MCP's streamable HTTP transport.
 TRANSPORT_ALIASES = {"http": McpTransport.STREAMABLE_HTTP, "streamable-http": McpTransport.STREAMABLE_HTTP}
 TRANSPORTS = {choice.value for choice in McpTransport}
-MODES = [choice.value for choice in RoutingMode]
-PLANNERS = [choice.value for choice in SupervisorPlanner]
 
 
 @dataclass(eq=False)
@@ -361,13 +312,10 @@ RELIABILITY_TYPES = {
 RELIABILITY_KEYS = tuple(RELIABILITY_TYPES)
 
 
-def _reliability(patch: Patch, keys: dict[str, Node], problems: Problems) -> None:
+def _reliability(patch: Patch, node: Node, problems: Problems) -> None:
     """``router.examples.reliability``: the examples tier's reliability table as calibration writes it (rows of
     ``low``, ``high``, ``routed``, ``right`` and, read back from an export, ``right_rate`` and ``mean_score``), each
     row's share right recomputed from its counts."""
-    node = keys.get("reliability")
-    if node is None:
-        return
     if node.value is None:
         patch.put("examples_reliability", node, [])
         return
@@ -706,51 +654,7 @@ def _parse_agents(section: Node, problems: Problems, parsed: Parsed) -> None:
             continue
         patch = Patch("profile", "agents", (agent_id,), keys["agent_id"])
         patch.put("agent_id", keys["agent_id"], agent_id)
-        if "name" in keys and name_of(keys["name"], problems) is not None:
-            patch.put("name", keys["name"], keys["name"].value.strip())
-        _scalar(patch, keys, "description", "text", problems)
-        _scalar(patch, keys, "enabled", "boolean", problems)
-        _scalar(patch, keys, "policy", "text", problems)
-        _scalar(patch, keys, "synthesis_prompt", "text", problems)
-        _scalar(patch, keys, "handoffs_enabled", "boolean", problems)
-        _scalar(patch, keys, "hybrid_followup_max_chars", "integer", problems)
-        _scalar(patch, keys, "review_single_turns", "boolean", problems)
-        if "supervisor_planner" in keys:
-            _choice(patch, keys["supervisor_planner"], "supervisor_planner", PLANNERS, problems)
-        if "metadata" in keys:
-            metadata = keys_of(keys["metadata"], problems, ("domain",))
-            if metadata is not None:
-                _scalar(patch, metadata, "domain", "text", problems)
-        if "routing_mode" in keys:
-            _mode(patch, keys["routing_mode"], problems)
-        if "llm_router" in keys:
-            llm_router = keys_of(keys["llm_router"], problems, ("enabled", "threshold"))
-            if llm_router is not None:
-                _scalar(patch, llm_router, "enabled", "boolean", problems, "llm_router_enabled")
-                _scalar(patch, llm_router, "threshold", "number", problems, "llm_router_threshold")
-        if "llm" in keys:
-            llm = keys_of(keys["llm"], problems, ("model", "temperature", "base_url", "api_key_env"))
-            if llm is not None:
-                _scalar(patch, llm, "model", "text", problems, "llm_model")
-                _scalar(patch, llm, "base_url", "text", problems, "llm_base_url")
-                _scalar(patch, llm, "api_key_env", "text", problems, "llm_api_key_env")
-                if "temperature" in llm:
-                    node_t = llm["temperature"]
-                    if node_t.value is None:
-                        patch.put("llm_temperature", node_t, None)
-                    else:
-                        _scalar(patch, llm, "temperature", "number", problems, "llm_temperature")
-        for settings_key in ("guardrails", "judges"):
-            if settings_key in keys:
-                node_s = keys[settings_key]
-                if node_s.value is None:
-                    patch.put(settings_key, node_s, {})
-                elif check(node_s, "mapping", problems):
-                    patch.put(settings_key, node_s, node_s.value)
-        for words_key in WORD_LIST_KEYS:
-            _words(patch, keys, words_key, problems)
-        if "escalation" in keys:
-            _escalation(patch, keys["escalation"], problems)
+        _settings(patch, keys, "agents", problems)
         model_clean(patch, AgentProfile, problems)
         parsed.profiles.append(patch)
         if "specialists" in keys:
@@ -772,8 +676,43 @@ def _escalation(patch: Patch, node: Node, problems: Problems) -> None:
         patch.put("escalation", node, EscalationSettings.from_json(node.value).as_json())
 
 
-def _mode(patch: Patch, node: Node, problems: Problems) -> None:
-    _choice(patch, node, "routing_mode", MODES, problems)
+def _settings(patch: Patch, keys: dict[str, Node], block: Block, problems: Problems) -> None:
+    """Read the profile settings ``block`` holds (agents.profile_settings) from its ``keys``: a mapping within it
+    (``llm:``, ``examples:``) is checked for unknown keys once, and each setting is read as its kind says."""
+    groups: dict[str, dict[str, Node] | None] = {}
+    for path, setting in yaml_settings(block):
+        found: dict[str, Node] | None = keys
+        if len(path) > 1:
+            group = path[0]
+            if group not in groups:
+                groups[group] = keys_of(keys[group], problems, yaml_keys(block, group)) if group in keys else None
+            found = groups[group]
+        if found is not None and path[-1] in found:
+            _setting(patch, found, path[-1], setting, problems)
+
+
+def _setting(patch: Patch, keys: dict[str, Node], key: str, setting: ProfileSetting, problems: Problems) -> None:
+    node = keys[key]
+    if setting.nullable and node.value is None:
+        patch.put(setting.name, node, None)
+    elif setting.kind == "name":
+        if name_of(node, problems) is not None:
+            patch.put(setting.name, node, node.value.strip())
+    elif setting.kind == "choice":
+        _choice(patch, node, setting.name, list(setting.choices), problems)
+    elif setting.kind == "words":
+        _words(patch, keys, key, problems, setting.name)
+    elif setting.kind == "settings":
+        if node.value is None:
+            patch.put(setting.name, node, {})
+        elif check(node, "mapping", problems):
+            patch.put(setting.name, node, node.value)
+    elif setting.kind == "escalation":
+        _escalation(patch, node, problems)
+    elif setting.kind == "reliability":
+        _reliability(patch, node, problems)
+    else:
+        _scalar(patch, keys, key, "text" if setting.kind == "endpoint" else setting.kind, problems, setting.name)
 
 
 def _choice(patch: Patch, node: Node, field: str, choices: list[str], problems: Problems) -> None:
@@ -821,37 +760,19 @@ def _parse_router(section: Node, profile: Node, problems: Problems, parsed: Pars
         return
     patch = Patch("router block of profile", "router", (profile.value,), profile)
     patch.refs["profile"] = profile
-    if "mode" in keys:
-        _mode(patch, keys["mode"], problems)
-    _scalar(patch, keys, "llm_enabled", "boolean", problems, "llm_router_enabled")
-    _scalar(patch, keys, "threshold", "number", problems, "llm_router_threshold")
-    _scalar(patch, keys, "allow_handoff", "boolean", problems, "handoffs_enabled")
+    _settings(patch, keys, "routing", problems)
     for key, ref in (("fallback_agent", "fallback"), ("coordinator", "coordinator")):
         if key in keys:
             node = _optional_name(keys[key], problems)
             if node is not None:
                 patch.refs[ref] = node
-    _scalar(patch, keys, "goal_threshold", "number", problems)
     if "goal_domains" in keys:
         names = names_of(keys["goal_domains"], problems)
         if names is not None:
             patch.refs["goal_domains"] = names
-    if "examples" in keys:
-        tier = keys_of(keys["examples"], problems, (*EXAMPLES_FIELDS, "out_of_scope", "reliability"))
-        if tier is not None:
-            for key, (model_field, kind) in EXAMPLES_FIELDS.items():
-                _scalar(patch, tier, key, kind, problems, model_field)
-            _words(patch, tier, "out_of_scope", problems, "out_of_scope_examples")
-            _reliability(patch, tier, problems)
-    if "loop_safety" in keys:
-        limits = keys_of(keys["loop_safety"], problems, LOOP_SAFETY_FIELDS)
-        if limits is not None:
-            for key, model_field in LOOP_SAFETY_FIELDS.items():
-                kind = "boolean" if key == "block_ping_pong" else "integer"
-                _scalar(patch, limits, key, kind, problems, model_field)
-            window, repeats = patch.values.get("loop_window"), patch.values.get("loop_max_repeats")
-            if isinstance(window, int) and isinstance(repeats, int) and repeats > window:
-                problems.add(limits["max_repeats"], f"must not exceed window ({window})")
+    window, repeats = patch.values.get("loop_window"), patch.values.get("loop_max_repeats")
+    if isinstance(window, int) and isinstance(repeats, int) and repeats > window:
+        problems.add(patch.where["loop_max_repeats"], f"must not exceed window ({window})")
     model_clean(patch, AgentProfile, problems)
     parsed.profiles.append(patch)
 

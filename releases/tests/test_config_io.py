@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 from io import StringIO
@@ -11,7 +12,9 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
+from agents.profile_settings import Block, ProfileSetting, yaml_settings
 from common.models import ConfigVersion
 from releases.configio import Source, config_export, config_export_data, config_import
 from releases.configio import messages as m
@@ -1016,3 +1019,98 @@ def test_a_platform_secret_is_never_expanded_into_an_endpoint(tmp_path, monkeypa
     assert "servers.yaml:3" in error and variable in error and "platform's own secrets" in error
     assert "planted-secret-value" not in error
     assert not McpServer.objects.exists()
+
+
+# -- every declared profile setting (agents/profile_settings.py) -------------------------------------------------
+
+# A valid value other than the default, by kind, and where the kind's would not do.
+SETTING_VALUES = {"boolean": None, "integer": None, "number": 0.5, "text": "Written by the file.", "name": "Renamed"}
+SETTING_VALUE_OF = {
+    "llm_temperature": 0.5,
+    "llm_model": "small-model",
+    "llm_base_url": "https://llm.example.com/v1",
+    "llm_api_key_env": "TELECOM_API_KEY",
+    "guardrails": {"max_input_chars": 900},
+    "judges": {"min_score": 0.4},
+    "confirmation_words": ["pode sim"],
+    "denial_words": ["nunca"],
+    "closing_words": ["até mais"],
+    "out_of_scope_examples": ["me conta uma piada"],
+    "escalation": {"enabled": True, "teams": ["atendimento"]},
+    "examples_reliability": [{"low": 0.5, "high": 0.9, "routed": 4, "right": 3, "mean_score": 0.7}],
+}
+
+
+def setting_value(setting: ProfileSetting):
+    if setting.name in SETTING_VALUE_OF:
+        return SETTING_VALUE_OF[setting.name]
+    if setting.kind == "boolean":
+        return not setting.default
+    if setting.kind == "integer":
+        return setting.default + 1
+    if setting.kind == "choice":
+        return next(choice for choice in setting.choices if choice != setting.default)
+    return SETTING_VALUES[setting.kind]
+
+
+def settings_file(block: Block, value_of) -> tuple[str, dict[str, tuple[int, str]]]:
+    """A file setting every setting of ``block`` its key holds to ``value_of(setting)``, and each setting's line and
+    key path as a problem names them."""
+    if block == "agents":
+        lines, indent, prefix = ["agents:", "  - agent_id: telecom_contas"], "    ", "agents[0]."
+    else:
+        lines, indent, prefix = ["agent_id: telecom_contas", "router:"], "  ", "router."
+    where, group = {}, None
+    for path, setting in yaml_settings(block):
+        if len(path) > 1 and path[0] != group:
+            lines.append(f"{indent}{path[0]}:")
+        group = path[0] if len(path) > 1 else None
+        lines.append(f"{indent}{'  ' * (len(path) - 1)}{path[-1]}: {json.dumps(value_of(setting), ensure_ascii=False)}")
+        where[setting.name] = (len(lines), prefix + ".".join(path))
+    return "\n".join(lines) + "\n", where
+
+
+def exported_at(files: dict, block: Block, path: tuple[str, ...]):
+    data = files["agents.yaml"]["agents"][0] if block == "agents" else files["routing.telecom_contas.yaml"]["router"]
+    for key in path:
+        data = data[key]
+    return data
+
+
+def test_each_declared_setting_is_imported_from_its_key_and_exported_to_it(small):
+    run_import(small)
+    (small / "agents.yaml").write_text(settings_file("agents", setting_value)[0], encoding="utf-8")
+    (small / "routing.yaml").write_text(settings_file("routing", setting_value)[0], encoding="utf-8")
+    run_import(small)
+
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    files = config_export_data()
+    for block in ("agents", "routing"):
+        for path, setting in yaml_settings(block):
+            value = setting_value(setting)
+            stored = getattr(profile, setting.name)
+            if setting.kind == "escalation":
+                assert EscalationSettings.from_json(stored) == EscalationSettings.from_json(value)
+            elif setting.kind == "reliability":
+                assert [{key: row[key] for key in value[0]} for row in stored] == value
+            else:
+                assert stored == value, setting.name
+            if block == "agents" and setting.routing_yaml:
+                continue  # exported in the routing file
+            written = exported_at(files, block, path)
+            if setting.kind == "escalation":
+                assert EscalationSettings.from_json(written) == EscalationSettings.from_json(value)
+            else:
+                assert written == value, setting.name
+
+
+def test_a_wrong_value_at_each_declared_key_is_refused_naming_its_file_line_and_key(imported):
+    def wrong(setting: ProfileSetting):
+        return 7 if setting.kind in ("words", "settings", "escalation", "reliability") else [7]
+
+    for block in ("agents", "routing"):
+        text, where = settings_file(block, wrong)
+        path = write(imported, f"{block}.wrong.yaml", text)
+        error = assert_refused_without_writing(path)
+        for name, (line, key) in where.items():
+            assert f"{path}:{line}: {key}: must be " in error, name

@@ -1,0 +1,373 @@
+"""A turn's database edges: where the routing graph (:mod:`conversations.graph`) reads and writes.
+
+A ticket that orders the conversation's turns (:func:`turn_start`, :mod:`conversations.ordering`), one read of the
+conversation's state (:func:`conversation_load`), and one transaction that persists the whole turn
+(:func:`turn_persist`): its messages, decision, tool calls, moves and escalation, as :func:`turn_record` describes
+them. No transaction or lock is held while a model is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from agents.usage import other_models
+from common.infra import metrics
+from common.sizes import json_bounded, json_size, limit_hit
+from conversations import ordering
+from conversations.delivery import DESK_EVENT, desk_group, push_now
+from conversations.desk import (
+    escalation_opened,
+    message_public,
+    queue_position,
+)
+from conversations.guardrails import identifier_pseudonym
+from conversations.history import conversation_history, history_parse, history_read
+from conversations.models import (
+    ESCALATION_OPEN,
+    OPEN,
+    Conversation,
+    Escalation,
+    Outcome,
+)
+from conversations.records import CountedAs, LiveState, PartRecord, TurnRecord, conversation_turn_record
+from conversations.signals import escalation_changed
+from conversations.turn import (
+    LIMIT_RESPONSE,
+    Turn,
+    TurnInput,
+)
+from handoffs.models import PERSON, Handoff, HandoffKind, HandoffStatus
+from routing import snapshot as snapshots
+from routing.decide import delegation_active
+from routing.rollout import (
+    COHORT_MULTI_AGENT,
+    COHORT_SINGLE_AGENT,
+    MULTI_AGENT_FLAG,
+    REASON_BUCKET,
+    REASON_CONVERSATION,
+)
+
+RESPONSE_RESERVE_BYTES = 1024  # of RESPONSE_MAX_BYTES, kept for the envelope's keys and the response's own hit
+
+
+def conversation_defaults(data: TurnInput) -> dict[str, Any]:
+    """The columns a conversation is created with on its first message."""
+    return {
+        "tenant_id": data.tenant_pk,
+        "profile_id": data.profile.pk,
+        "session_id": data.session_id,
+        "user_id": stored_user_id(data),
+        "channel": data.channel,
+    }
+
+
+def stored_user_id(data: TurnInput) -> str:
+    """The user id the store keeps: a keyed pseudonym when the client's id is personal data (an e-mail, phone,
+    CPF; the OpenAI ``user`` field too), else the id itself (:func:`conversations.guardrails.identifier_pseudonym`)."""
+    return identifier_pseudonym(data.user_id, key=settings.SECRET_KEY) if data.user_id else ""
+
+
+def turn_start(turn: Turn) -> bool:
+    """Take the message's ticket; when no earlier message is being answered, read the conversation at once
+    (one trip to the database thread, one connection). ``False`` when the turn must wait for its ticket. A ticket
+    taken for a conversation that could not be read is handed on before the error goes up."""
+    data = turn.input
+    try:
+        turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
+            conversation_key=data.conversation_key,
+            defaults=conversation_defaults(data),
+            and_read=history_read(
+                conversation=ordering.conversation_table(), limit=settings.CONVERSATION_HISTORY_LIMIT
+            ),
+        )
+        if state is not None:
+            try:
+                conversation_load(turn, state)
+            except BaseException:
+                ordering.ticket_release(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+                raise
+        turn.ready = state is not None
+        return turn.ready
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
+    """Read the conversation's state (unless the ticket brought it) and recent history; give the connection back.
+
+    The model call that follows takes seconds; a connection held across it (this
+    request thread's, opened by authentication) would make every chat in flight
+    hold one, and 200 of them exceed PostgreSQL's connections. Closed, it goes
+    back to the pool (``DATABASE_POOL``) and ``turn_persist`` takes one again. Inside
+    an atomic block (a test's transaction) the connection is left alone.
+    """
+    try:
+        if state is None:
+            state = Conversation.objects.filter(pk=turn.conversation_pk).values(*ordering.STATE_COLUMNS).first()
+            if state is None:
+                return
+        turn.state = state["state"]
+        turn.active_agent = state["active_specialist"]
+        turn.active_intent = state["active_intent"]
+        turn.sub_conversation = state["sub_conversation"]
+        turn.pending_result = state["pending_result"]
+        turn.pending_permission = state["pending_permission"]
+        turn.granted = list(state["granted_permissions"] or [])
+        turn.goal_state = state["goal_state"]
+        turn.stored_cohort = state["cohort"]
+        turn.handoff_kinds = state["handoff_kinds"]
+        turn.conversation_created_at = state["created_at"]
+        turn.fallbacks_in_row = turn.fallbacks_before = state["fallbacks_in_row"]
+        turn.outcome_was = state["outcome"]
+        if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
+            held_load(turn, state["escalation_id"])
+        rollout_serve(turn)
+        if ordering.READ in state:  # the ticket's statement brought it
+            turn.history = history_parse(state[ordering.READ])
+        else:
+            turn.history = conversation_history(
+                turn.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
+            )
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def held_load(turn: Turn, escalation_id: Any) -> None:
+    """The escalation a person holds the conversation under, and its place in line while it waits."""
+    held = Escalation.objects.filter(pk=escalation_id, status__in=ESCALATION_OPEN).first()
+    if held is not None:
+        turn.held = held
+        turn.escalation_position = queue_position(held)
+
+
+def cohort_keep(turn: Turn) -> None:
+    """The multi_agent flag's cohort is the conversation's for its lifetime: when a later percentage (a rollout
+    plan's next stage, an edit) would bucket this message into the other cohort, the conversation keeps the one
+    it started in. Overrides and the kill switch still decide at once: they are a person's or a rollback's."""
+    data = turn.input
+    flag = data.flags.get(MULTI_AGENT_FLAG) or {}
+    kept = turn.stored_cohort
+    if (
+        flag.get("reason") != REASON_BUCKET
+        or kept not in (COHORT_MULTI_AGENT, COHORT_SINGLE_AGENT)
+        or kept == data.cohort
+    ):
+        return
+    single = kept == COHORT_SINGLE_AGENT
+    flags = {**data.flags, MULTI_AGENT_FLAG: {**flag, "enabled": not single, "reason": REASON_CONVERSATION}}
+    turn.input = replace(data, single_agent=single, cohort=kept, flags=flags)
+    turn.mode = "single_agent" if single else data.profile.effective_mode
+
+
+def rollout_serve(turn: Turn) -> None:
+    """While a rollout plan of the profile's version runs, the candidate version serves the conversations its
+    bucket and start put in the candidate cohort (routing.rollout_plans); the rest keep the live version. Only
+    customers' turns on the live version: an editor trying the draft keeps the draft."""
+    cohort_keep(turn)
+    data = turn.input
+    current = data.snapshot or snapshots.current()
+    rollout = current.rollouts.get(data.profile.agent_id)
+    live = current.released.get(data.profile.agent_id)
+    if rollout is None or live is None or data.profile.version != live:
+        return
+    candidate = rollout.serves_candidate(data.conversation_key, turn.conversation_created_at)
+    turn.rollout = {"plan": rollout.plan_id, "cohort": "candidate" if candidate else "control"}
+    if candidate:
+        turn.input = replace(data, profile=rollout.candidate)
+        if not data.single_agent:
+            turn.mode = rollout.candidate.effective_mode
+
+
+def recent_paths(conversation_pk: int, window: int) -> list[tuple[str, str]]:
+    """The conversation's last ``window`` agent and backend handoffs (from, to), oldest first; read only when a move
+    is checked."""
+    try:
+        paths = (
+            Handoff.objects.filter(
+                conversation_id=conversation_pk,
+                kind__in=(HandoffKind.HANDOFF, HandoffKind.BACKEND),
+                status=HandoffStatus.COMPLETED,
+            )
+            .order_by("-created_at", "-id")
+            .values_list("from_agent", "to_agent")[:window]
+        )
+        return list(reversed(list(paths)))
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+def active_specialist(turn: Turn) -> str:
+    if turn.agent == PERSON:  # handed to a person: the assistant that answered before stays the active one
+        return turn.escalation.from_agent if turn.escalation is not None else turn.active_agent
+    profile = turn.input.profile
+    if delegation_active(profile) and not turn.input.single_agent:
+        return (turn.sub_conversation or {}).get("specialist") or profile.coordinator
+    decision = turn.decision
+    if decision is not None and decision.is_plan:
+        return decision.agents[0]
+    return turn.agent
+
+
+def response_bounded(turn: Turn, metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` cut so that the answer with it — the response every face returns, and the stored message —
+    takes at most ``RESPONSE_MAX_BYTES`` of JSON: its longest strings (and lists) are cut with a marker
+    (:func:`common.sizes.json_bounded`), and the cut is recorded in it."""
+    envelope = {"answer": turn.answer, "agent": turn.agent, "conversation_key": turn.input.conversation_key}
+    limit = settings.RESPONSE_MAX_BYTES
+    budget = max(limit - json_size(envelope) - RESPONSE_RESERVE_BYTES, RESPONSE_RESERVE_BYTES)
+    bounded, asked = json_bounded(metadata, budget)
+    if not asked:
+        return metadata
+    if not isinstance(bounded, dict):  # not even its shape fits: what says what happened
+        bounded = {key: metadata.get(key) for key in ("mode", "version", "route", "intent", "turn", "usage")}
+        bounded["limits"] = list(metadata.get("limits") or [])
+    hit = limit_hit(LIMIT_RESPONSE, "RESPONSE_MAX_BYTES", limit, asked + json_size(envelope), 0)
+    bounded["limits"] = [*(bounded.get("limits") or []), hit]
+    if isinstance(bounded.get("goal"), dict):
+        bounded["goal"]["limits"] = bounded["limits"]
+    hit["ran"] = json_size(bounded) + json_size(envelope)
+    return bounded
+
+
+def turn_record(turn: Turn) -> TurnRecord:
+    """What the turn stores, as :mod:`conversations.records` defines it: personal data masked, results redacted,
+    the answer with its metadata within ``RESPONSE_MAX_BYTES``."""
+    data, vault = turn.input, turn.vault
+    metadata = turn.metadata()
+    usage = metadata["usage"]
+    metadata = response_bounded(turn, metadata)
+    return TurnRecord(
+        conversation_id=turn.conversation_pk,
+        tenant_id=data.tenant_pk,
+        profile_id=data.profile.pk,
+        text=turn.text_to_store,
+        answer=turn.answer,
+        agent=turn.agent,
+        mode=turn.mode,
+        metadata=metadata,
+        prompt_tokens=usage["prompt_tokens"],
+        completion_tokens=usage["completion_tokens"],
+        llm_model=usage["model"],
+        other_models=other_models(usage),
+        cohort=data.cohort,
+        routing_version=data.profile.version,
+        channel=data.channel,
+        user_id=stored_user_id(data),
+        latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
+        judge_score=(turn.judges.get("rule_based") or {}).get("score"),
+        decision=turn.decision,
+        notes=[(agent, vault.redact(note)) for agent, note in turn.stored_notes],
+        parts=[
+            PartRecord(
+                agent=partial.agent,
+                intent=partial.intent,
+                status=partial.status,
+                answer=vault.redact(partial.answer),
+                error=partial.error,
+                round=partial.round,
+            )
+            for partial in turn.supervised_parts()
+        ],
+        tool_calls=turn.mcp_results(),
+        moves=turn.all_moves(),
+        backend_calls=(turn.backend_reply,) if turn.backend_reply else (),
+        answered=turn.answered,
+        escalation=turn.escalation,
+        goal=goal_served(turn),
+    )
+
+
+def goal_served(turn: Turn) -> str:
+    """Goal mode: the goal the turn served (``domain.goal``), or the last one the conversation served."""
+    if turn.goal is not None and turn.decision is not None and turn.decision.method == "goal":
+        return turn.decision.intent
+    last = (turn.goal_state or {}).get("last") if isinstance(turn.goal_state, dict) else None
+    if isinstance(last, dict) and last.get("goal"):
+        return f"{last.get('domain', '')}.{last['goal']}".strip(".")
+    return ""
+
+
+def turn_persist(turn: Turn) -> int:
+    decision = turn.decision
+    backends = turn.input.profile.backends
+    backend = turn.agent if turn.agent in backends else ""
+    was = turn.active_agent if turn.active_agent in backends else ""
+    live = LiveState(
+        active_backend=backend if decision is not None and backend != was else None,
+        sub_conversation=turn.sub_conversation,
+        pending_result=turn.pending_result,
+        pending_permission=turn.pending_permission,
+        granted_permissions=turn.granted,
+        goal_state=turn.goal_state,
+        # Small talk that moved nothing leaves the state, the active specialist and its intent as they were.
+        routed=None
+        if decision is None or (decision.keeps_conversation and not turn.moves)
+        else (
+            turn.next_state,
+            active_specialist(turn),
+            decision.plan[0].intent if decision.plan else turn.final_intent,
+        ),
+        escalation_id=turn.escalation.pk if turn.escalation is not None else None,
+        fallbacks_in_row=turn.fallbacks_in_row if turn.fallbacks_in_row != turn.fallbacks_before else None,
+        outcome=outcome_now(turn),
+    )
+    counted = CountedAs(
+        cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at
+    )
+    record = turn_record(turn)
+    rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.ticket)
+    turn.stored_metadata = record.metadata
+    turn.answer_message_id = rows.answer.pk if rows.answer is not None else None
+    turn.user_message_id = rows.user_message.pk
+    desks_told(turn, rows.user_message)
+    return turn.conversation_pk
+
+
+def outcome_now(turn: Turn) -> str | None:
+    """The conversation's outcome column after the turn, ``None`` when it stays: ``escalated`` when the turn handed
+    it to a person; open again (``""``) when the customer wrote to a conversation that had been closed as resolved or
+    abandoned (or before outcomes were recorded). Escalated is final."""
+    if turn.escalation is not None:
+        return Outcome.ESCALATED
+    if turn.outcome_was not in (OPEN, Outcome.ESCALATED):
+        return OPEN
+    return None
+
+
+def desks_told(turn: Turn, customer_message: Any) -> None:
+    """The tenant's desks hear of the stored turn: a conversation that joined a queue, or the customer's message
+    to a conversation a person holds (pushed now: this is the database thread, after the write)."""
+    if turn.escalation is not None:
+        escalation_opened(
+            turn.escalation, conversation_key=turn.input.conversation_key, position=turn.escalation_position
+        )
+    elif turn.held is not None:
+        public = message_public(customer_message)
+        push_now(
+            desk_group(turn.held.tenant_id),
+            DESK_EVENT,
+            {"kind": "message", "escalation": str(turn.held.pk), "message": public},
+        )
+        escalation_changed.send(sender=Escalation, escalation=turn.held, kind="customer_message", message=public)
+
+
+def turn_observe_metrics(turn: Turn) -> None:
+    """The stored turn's figures (common/infra/metrics.py): profile, mode, routing method, latency and handoffs."""
+    method = turn.decision.method if turn.decision is not None else ("blocked" if turn.blocked else "none")
+    seconds = sum(node["ms"] for node in turn.trace) / 1000
+    moves = ((move.kind, move.status) for move in turn.all_moves())
+    metrics.turn_observe(turn.input.profile.agent_id, turn.mode, method, seconds, moves)
+
+
+def ticket_abandon_taken(start: asyncio.Future[bool], turn: Turn) -> None:
+    """Give up the ticket a cancelled request took (if taking it succeeded)."""
+    if not start.cancelled() and start.exception() is None:
+        ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
