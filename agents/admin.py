@@ -60,7 +60,7 @@ from agents.profile_settings import (
 from agents.schemas import endpoint_exported, expand_args_schema, model_key_variable_refusal, validate_word_list
 from agents.selectors import external_desk_names, external_desk_profiles, external_desk_refusal
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
-from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyInlineMixin
+from common.adminkit import EndpointSecretsAdminMixin, ExtensibleAdmin, ReadOnlyInlineMixin
 from common.config_version import config_batch
 from common.endpoints import endpoint_mask
 from common.forms import LinesField, PhrasesField, PrettyJSONField, label_choices
@@ -375,8 +375,9 @@ def profile_fieldsets() -> _FieldsetSpec:
     ]
 
 
+# The layers above add their columns and pages to it through common.adminkit.admin_extend (ExtensibleAdmin).
 @admin.register(AgentProfile)
-class AgentProfileAdmin(EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
+class AgentProfileAdmin(ExtensibleAdmin, EndpointSecretsAdminMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = AgentProfileAdminForm
     endpoint_fields = [setting.name for setting in PROFILE_SETTINGS if setting.kind == "endpoint"]
     list_display = [

@@ -12,7 +12,7 @@ like the tests' ``telecom_contas`` (4 specialists, 4 intents of 4 keywords, a st
 (``bulk_create``), each with its route decision (the intent its keywords give, the next state it leaves) and the
 assistant's answer. The texts are a pool of customer phrases with an order or line number appended, so nearly
 every message is a different text (the preview decides each distinct input once per side). Publishes version 1,
-then adds two keywords to the draft so some messages move, and times ``conversations.impact.impact_preview``
+then adds two keywords to the draft so some messages move, and times ``releases.impact.impact_preview``
 ``--runs`` times: median and range. The target: under 15 s.
 """
 
@@ -174,9 +174,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args()
 
-    from conversations.impact import impact_preview
+    from releases.impact import impact_preview
+    from releases.versions import version_publish
     from routing.models import Keyword
-    from routing.versions import version_publish
 
     call_command("migrate", "--noinput", verbosity=0)
     tenant, profile = build_profile()

@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
                 "call_command('seed_demo', stdout=io.StringIO())\n"
                 "from agents.models import AgentProfile\n"
                 "from common.config_version import config_version_bump\n"
-                "from routing.versions import version_publish\n"
+                "from releases.versions import version_publish\n"
                 f"AgentProfile.objects.filter(agent_id={SUPERVISOR_PROFILE!r}).update(routing_mode='supervisor')\n"
                 f"version_publish(profile=AgentProfile.objects.get(agent_id={SUPERVISOR_PROFILE!r}), note='bench')\n"
                 "config_version_bump()\n"

@@ -11,7 +11,7 @@ file`` none (the embedded default's file cache, shared by the processes of one m
 platform.serve --workers 1``), each its own process with its own compiled snapshot, on its own port.
 
 Each run changes telecom_contas's draft (a keyword added to an intent) and publishes it with
-:func:`routing.versions.version_publish` in this process, as the admin's Publish button does, while one poller per
+:func:`releases.versions.version_publish` in this process, as the admin's Publish button does, while one poller per
 server asks ``POST /api/debug/route`` (the live version) again and again. A server has seen the publish at the
 first answer that names the new version number. Reported per run: how long the publish itself took (the saved
 routing tests gate it), and from its commit until the slowest server answered with the new version; then the
@@ -74,8 +74,8 @@ async def _runs(args: argparse.Namespace, urls: list[str], key: str) -> list[tup
     from asgiref.sync import sync_to_async
 
     from agents.models import AgentProfile
+    from releases.versions import version_publish
     from routing.models import Intent, Keyword
-    from routing.versions import version_publish
 
     profile = await AgentProfile.objects.aget(agent_id=AGENT_ID)
     intent = await Intent.objects.aget(profile=profile, name=INTENT)

@@ -6,7 +6,7 @@
 (Figures in the docs/benchmarks.md; the targets: ≥ 85 % top-1 with the offline default, wrong-intent rate ≤ 5 %.)
 
 Loads the demo (``config/demo``) into a throwaway SQLite database, calibrates each profile's examples tier on its
-saved routing tests and its examples (:mod:`routing.calibration`, as an editor's "Calibrate" does — the paraphrases
+saved routing tests and its examples (:mod:`releases.calibration`, as an editor's "Calibrate" does — the paraphrases
 are never shown to it), and routes every message of ``bench/paraphrases/<profile>.yaml`` — written apart from the
 examples, with none of the profile's keywords — three ways:
 
@@ -116,9 +116,9 @@ def _routers(agent_id: str, model: ScriptedLLMServer):
     """The profile's draft router three ways (see the module docstring), after calibrating its examples tier; the
     classifier's calls go to ``model``, answering for this profile's intents."""
     from agents.models import AgentProfile
-    from routing.calibration import calibrate, calibration_save
+    from releases.calibration import calibrate, calibration_save
+    from releases.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
     from routing.classifier import llm_classifier
-    from routing.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
 
     profile = AgentProfile.objects.get(agent_id=agent_id)
     result = calibrate(routing_tests_spec(profile, DRAFT), routing_tests_saved(profile))
@@ -231,14 +231,14 @@ def main() -> None:
 
 def _open_set_compare(model: ScriptedLLMServer, which: str) -> None:
     """Each profile's examples tier built four ways (see the module docstring), each calibrated on the profile's own
-    samples by routing.calibration and routed as the product routes (small talk and keywords first)."""
+    samples by releases.calibration and routed as the product routes (small talk and keywords first)."""
     from dataclasses import replace
 
     from agents.models import AgentProfile
+    from releases.calibration import calibrate
+    from releases.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
     from routing.background import PREFIX, background_of, corpus
-    from routing.calibration import calibrate
     from routing.examples import ExampleIndex, TfidfVectoriser
-    from routing.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
 
     totals: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for agent_id in PROFILES:

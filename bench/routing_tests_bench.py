@@ -10,7 +10,7 @@ publish does, and generates ``--cases`` routing tests: most name one or two keyw
 filler words and expect that intent, its specialist and ``keyword``; one in ten hits nothing and expects the
 fallback; one in twenty expects the wrong intent (so the run has failures, a confusion matrix with
 off-diagonal cells and precision below 1; a few more fail where a filler word happens to be another intent's
-keyword). Then times ``routing.routing_tests.routing_tests_run`` over them
+keyword). Then times ``releases.routing_tests.routing_tests_run`` over them
 ``--runs`` times after a warm-up and prints the median and range, and the run's figures. ``--classifier`` turns
 the profile's classifier on (the offline one: no endpoint is configured here), which reads every intent for
 each case no keyword decides. No database: the runner decides without one. The target: under 1 s.
@@ -34,9 +34,9 @@ django.setup()
 
 from agents.models import AgentProfile  # noqa: E402
 from bench.router_bench import build_intents, synthetic_word  # noqa: E402
+from releases.routing_tests import Case, routing_tests_run  # noqa: E402
 from routing.documents import INTENT_DEFAULTS, PROFILE_FIELDS, SCHEMA, profile_compile  # noqa: E402
 from routing.examples import OFFLINE_SCORE  # noqa: E402
-from routing.routing_tests import Case, routing_tests_run  # noqa: E402
 
 SPECIALISTS = 25
 

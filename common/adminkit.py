@@ -16,11 +16,12 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.contrib import admin
-from django.contrib.admin.utils import flatten, flatten_fieldsets
+from django.contrib.admin.utils import flatten, flatten_fieldsets, unquote
 from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from common.endpoints import endpoint_mask
 from common.forms import EndpointField, EndpointSecretsForm
@@ -238,3 +239,135 @@ class EndpointSecretsAdminMixin(RelatedLinksMixin, _ModelAdminBase):
             column.__name__ = name  # its CSS class and help text are the field's
             columns[name] = column
         return columns[name]
+
+
+# -- extension points ------------------------------------------------------------------------------------------
+
+
+class AdminExtension:
+    """What an app on a higher layer adds to the admin of a model that a lower app owns: an app registers the admins
+    of its own models only, and nobody registers one again (a second registration, made in import order, would
+    silently drop the first's changes or be dropped by them). The lower app's admin mixes in
+    :class:`ExtensibleAdmin`; the higher app subclasses this and hands an instance to :func:`admin_extend` from its
+    ``admin.py``. The hooks are asked request by request, so the order the apps' admin modules load in does not
+    matter.
+
+    Every hook is optional. Computed columns and read-only values are given as callables taking the object (the
+    extension's own methods, ``@admin.display`` for their labels and ordering), never by a name the model admin
+    would look up on itself. Its pages (:meth:`urls`) come before the model admin's own, whose
+    ``<path:object_id>/`` would take them otherwise; they are named like the admin's own
+    (``<app_label>_<model>_<page>``) so that ``reverse("admin:…")`` finds them. A template given here replaces the
+    model admin's default page and should extend it.
+    """
+
+    change_form_template: str | None = None
+    change_list_template: str | None = None
+
+    def list_display(self, request: HttpRequest) -> Sequence[Callable[[Any], Any]]:
+        """Columns added after the model admin's own."""
+        return ()
+
+    def readonly_fields(self, request: HttpRequest, obj: Any) -> Sequence[Any]:
+        """Read-only values the :meth:`fieldsets` show: callables, or names of the model's own fields."""
+        return ()
+
+    def fieldsets(self, request: HttpRequest, obj: Any) -> list[tuple[str | None, dict[str, Any]]]:
+        """Fieldsets shown before the model admin's own (``obj`` is ``None`` on the add page)."""
+        return []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """The model admin's queryset, with what the extension's columns read (an annotation, say)."""
+        return queryset
+
+    def urls(self, model_admin: ModelAdmin[Any]) -> list[Any]:
+        """The extension's pages, each wrapped in ``model_admin.admin_site.admin_view``."""
+        return []
+
+    def change_context(self, model_admin: ModelAdmin[Any], request: HttpRequest, obj: Any) -> dict[str, Any]:
+        """What the change page's template reads besides the admin's own context (``obj`` may be ``None``: not
+        found, or not readable)."""
+        return {}
+
+
+_EXTENSIONS: dict[type[models.Model], list[AdminExtension]] = {}
+
+
+def admin_extend(model: type[models.Model], extension: AdminExtension) -> None:
+    """Add ``extension`` to the admin of ``model``, which must be an :class:`ExtensibleAdmin` (a system check says so
+    when it is not: :func:`admin_extensions_check`). Adding the same kind of extension twice keeps the first."""
+    extensions = _EXTENSIONS.setdefault(model, [])
+    if not any(type(added) is type(extension) for added in extensions):
+        extensions.append(extension)
+
+
+def admin_extensions(model: type[models.Model]) -> tuple[AdminExtension, ...]:
+    return tuple(_EXTENSIONS.get(model, ()))
+
+
+def admin_extensions_check(site: admin.AdminSite) -> list[str]:
+    """The models given extensions whose registered admin does not apply them: none, or an extension is lost."""
+    return [
+        f"{model._meta.label}: its admin is not an ExtensibleAdmin, so {len(extensions)} extension(s) are not shown"
+        for model, extensions in _EXTENSIONS.items()
+        if extensions and not isinstance(site._registry.get(model), ExtensibleAdmin)
+    ]
+
+
+class ExtensibleAdmin(_ModelAdminBase):
+    """A model admin that applies the :class:`AdminExtension` objects higher apps added to its model: their columns,
+    first fieldsets and read-only values, queryset, pages, change page context and templates. Mixed in first, so
+    that the admin's own overrides (which call ``super()``) see the extensions' additions."""
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        added = [column for extension in admin_extensions(self.model) for column in extension.list_display(request)]
+        return [*super().get_list_display(request), *added]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        added = [
+            field for extension in admin_extensions(self.model) for field in extension.readonly_fields(request, obj)
+        ]
+        return [*super().get_readonly_fields(request, obj), *added]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        added = [
+            fieldset for extension in admin_extensions(self.model) for fieldset in extension.fieldsets(request, obj)
+        ]
+        return [*added, *super().get_fieldsets(request, obj)]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request)
+        for extension in admin_extensions(self.model):
+            queryset = extension.queryset(request, queryset)
+        return queryset
+
+    def get_urls(self) -> list[Any]:
+        added = [url for extension in admin_extensions(self.model) for url in extension.urls(self)]
+        return [*added, *super().get_urls()]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        # Only extensions that add to the page cost it a read of the object.
+        extensions = [
+            e for e in admin_extensions(self.model) if type(e).change_context is not AdminExtension.change_context
+        ]
+        if extensions:
+            obj = self.get_object(request, unquote(object_id))
+            added: dict[str, Any] = {}
+            for extension in extensions:
+                added.update(extension.change_context(self, request, obj))
+            extra_context = {**(extra_context or {}), **added}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        return self._templated(super().render_change_form(request, context, *args, **kwargs), "change_form_template")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        return self._templated(super().changelist_view(request, extra_context), "change_list_template")
+
+    def _templated(self, response: Any, kind: str) -> Any:
+        """``response`` drawn with an extension's template for the page, when one gives it (a redirect stays)."""
+        template = next((getattr(e, kind) for e in admin_extensions(self.model) if getattr(e, kind)), None)
+        if template and isinstance(response, TemplateResponse) and not response.is_rendered:
+            response.template_name = template
+        return response

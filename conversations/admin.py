@@ -19,7 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
 
-from common.adminkit import ReadOnlyAdminMixin, ReadOnlyInlineMixin
+from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin, ReadOnlyInlineMixin
 from conversations.admin_ratings import breakable
 from conversations.models import BackendCall, Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
 from conversations.timeline import conversation_timeline
@@ -132,7 +132,7 @@ class GoalRunInline(ReadOnlyInlineMixin, admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """A conversation's page: its timeline first (the turns, oldest first, each with its route, agents, tools,
     moves, answer and rating), then its details; remote backend calls and goal-mode answers in full below."""
 
@@ -324,5 +324,5 @@ class BackendCallAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAd
     date_hierarchy = "created_at"
 
 
-# The impact preview page (on the conversation admin), rollout plans with their decisions, customers' ratings.
-from conversations import admin_impact, admin_ratings, admin_rollouts  # noqa: E402, F401
+# Customers' ratings.
+from conversations import admin_ratings  # noqa: E402, F401

@@ -151,7 +151,7 @@ class Message(models.Model):
         "editor, or a profile never published).",
     )
     # The conversation's profile, repeated (as agent_handoffs does) so that a profile's version cohort is one index
-    # range: a rollout plan's guard reads each cohort's turns every minute (conversations.rollout_guard), and the
+    # range: a rollout plan's guard reads each cohort's turns every minute (releases.rollout_guard), and the
     # analytics count messages per profile without a join. Migration 0007 filled it in for the stored messages.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
@@ -187,7 +187,7 @@ class Message(models.Model):
                 condition=models.Q(role="user"),
                 name="message_user_window",
             ),
-            # A rollout plan's cohorts: one profile's turns of one version, in a window (conversations.rollout_guard),
+            # A rollout plan's cohorts: one profile's turns of one version, in a window (releases.rollout_guard),
             # covering what the guard counts so that its query reads no table row; failed parts apart (PART_FAILED).
             models.Index(
                 fields=["profile", "routing_version", "created_at"],
@@ -243,7 +243,7 @@ class RouteDecisionRecord(models.Model):
     mcp_tools = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
-    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard) and the analytics
+    # that a rollout plan's cohort is one index range here too (releases.rollout_guard) and the analytics
     # count them without a join. Migration 0008 filled them in for stored rows; a row saved alone reads them.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
@@ -295,7 +295,7 @@ class ToolCall(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
-    # that a rollout plan's cohort is one index range here too (conversations.rollout_guard) and the analytics
+    # that a rollout plan's cohort is one index range here too (releases.rollout_guard) and the analytics
     # count them without a join. Migration 0008 filled them in for stored rows; a row saved alone reads them.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
@@ -695,7 +695,7 @@ class ConversationOutcome(models.Model):
         indexes = [
             models.Index(fields=["tenant", "decided_at", "profile", *OUTCOME_READ], name="outcome_tenant_window"),
             models.Index(fields=["decided_at", "tenant", "profile", *OUTCOME_READ], name="outcome_window"),
-            # A rollout plan's cohorts (conversations.rollout_guard).
+            # A rollout plan's cohorts (releases.rollout_guard).
             models.Index(
                 fields=["profile", "routing_version", "decided_at"],
                 include=["outcome", "cohort"],

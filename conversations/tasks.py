@@ -1,5 +1,5 @@
 """Celery tasks of the conversation engine: one supervisor-plan step, or one goal-plan MCP call, on a worker; and
-the periodic jobs Celery beat sends (rollout plans' guard, conversations' outcomes).
+the periodic jobs Celery beat sends (conversations' outcomes; the rollout plans' guard is releases.tasks).
 
 Tasks take ids and plain values, never ORM objects: the profile by its
 ``agent_id``, the specialist and tools by name, the turn's masked text and
@@ -27,7 +27,6 @@ from common.infra import tracing
 from common.infra.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
 from conversations.desk_webhook import desk_outbox_drain, desk_outbox_sweep
 from conversations.outcomes import outcomes_close as outcomes_decide
-from conversations.rollout_guard import plans_evaluate
 from conversations.runtime import specialist_run
 from conversations.steps import outcome_as_dict, partial_send, request_from_payload
 from platform.celery import app
@@ -149,14 +148,6 @@ def goal_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     call = tool_call(endpoint=endpoint, tool=payload["tool"], arguments=payload["arguments"], schema=payload["schema"])
     with tracing.continued(self.request.headers):
         return _worker_loop().run_until_complete(call).as_dict()
-
-
-@app.task(name="conversations.rollout_evaluate", ignore_result=True)
-def rollout_evaluate(interval: float | None = None) -> int:
-    """Celery beat, every ROLLOUT_EVALUATE_SECONDS (``interval``, as the beat has it): advance, hold or roll back
-    each running rollout plan."""
-
-    return len(plans_evaluate(actor="beat", interval=interval))
 
 
 @app.task(name="conversations.outcomes_close", ignore_result=True)

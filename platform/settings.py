@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "agents",
     "routing",
     "conversations",
+    "releases",
     "chat",
     "analytics",
 ]

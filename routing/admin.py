@@ -30,12 +30,12 @@ from django.utils.timezone import localtime
 
 from agents.admin import SpecialistListFilter, servers_sync_messages, specialist_choices
 from agents.models import AgentProfile, McpServer, McpTool
-from common.adminkit import ReadOnlyAdminMixin
+from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
 from routing import admin_views
-from routing.admin_versions import may_publish
+from routing.admin_views import may_publish
 from routing.forms import (
     IntentAdminForm,
     IntentChangelistForm,
@@ -170,7 +170,7 @@ class KeywordInline(admin.TabularInline):
 
 
 @admin.register(Intent)
-class IntentAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
+class IntentAdmin(ExtensibleAdmin, DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = IntentAdminForm
     inlines = [KeywordInline]
     list_display = [
@@ -777,12 +777,3 @@ class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="by", ordering="actor")
     def by(self, obj: RolloutFlagChange) -> str:
         return rollout_actor_words(obj.actor, user=obj.changed_by)
-
-
-# The profile's versions: its page's state and "Publish draft", the history, compare and revert.
-from routing import (  # noqa: E402
-    admin_config,  # noqa: F401  (the Intent admin's configuration import page and downloads)
-    admin_releases,  # noqa: F401  (requests for a second person's approval and their review page)
-    admin_tests,  # noqa: F401  (registers the saved routing tests and their "Run tests" page)
-    admin_versions,  # noqa: F401  (registers RoutingVersion and the versioned profile admin)
-)

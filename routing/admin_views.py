@@ -31,6 +31,16 @@ from routing.routing_test_drafts import RoutingTestDraft, test_case_add_url, tes
 
 logger = logging.getLogger(__name__)
 
+# Publishing and reverting a profile's versions (the release pages are the releases app's): the routing pages ask it
+# too, to link an edited draft to its "Publish draft" page.
+PUBLISH_PERMISSION = "routing.add_routingversion"
+
+
+def may_publish(request: HttpRequest) -> bool:
+    """Publishing and reverting: ``routing.add_routingversion``."""
+    return bool(request.user.has_perm(PUBLISH_PERMISSION))
+
+
 METHOD_LABELS = {
     "small_talk": "Small talk (a greeting, thanks, a goodbye, a question about the assistant, asking for a person)",
     "state": "Conversation state policy",

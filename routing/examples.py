@@ -4,7 +4,7 @@ Between the keywords and the LLM classifier (:mod:`routing.router`): when no key
 scored against every enabled intent's examples and against "none of these" — a background of messages that belong
 to no intent (:mod:`routing.background`); the likeliest intent wins when its score clears the profile's threshold
 and beats both the runner-up intent and "none of these" by the profile's margin. Both are chosen per profile by
-:mod:`routing.calibration` from the profile's saved routing tests, its examples and its out-of-scope samples.
+:mod:`releases.calibration` from the profile's saved routing tests, its examples and its out-of-scope samples.
 
 Pure data, no ORM, no settings but ``STOCK_PATHS`` (:func:`offline_engine`). An :class:`ExampleIndex` is compiled
 once per profile version (with the router) and then scores a message without touching the database:

@@ -20,10 +20,9 @@ from common.forms import LinesField, PhrasesField, label_choices
 from common.text import normalize, whole_number
 from routing.decide import COORDINATION_INTENT
 from routing.goal_decide import GENERAL, PLAN
-from routing.goals import CLARIFICATION, FAILURE
+from routing.goals import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
 from routing.models import ROUTING_TEST_EXPECT_KEYS, Goal, Intent, Keyword, RoutingTestCase, StatePolicy
 from routing.router import FALLBACK_INTENT, MULTI_INTENT, SMALL_TALK_INTENT, SUPERVISOR_ROUTE, Method
-from routing.routing_tests import GOAL_AGENT, GOAL_MODE
 from routing.services import keywords_validate_unique
 from routing.small_talk import KINDS as SMALL_TALK_KINDS
 

@@ -44,6 +44,9 @@ SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
 SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # DomainOutput and turn statuses
 GENERAL_DOMAIN = "general"  # small talk and what no goal covers: exempt from the confidence gate
 GOAL_MODE = "goal"  # the routing mode of a profile that serves goals (agents.models.RoutingMode.GOAL)
+# What the engine records for a goal decision (conversations.goal_turn's GOAL_AGENT and method): a layer below it,
+# the saved routing tests' runner (releases.routing_tests) and the test form report the same values.
+GOAL_AGENT, GOAL_METHOD = "goal_planner", "goal"
 DEFAULT_CONFIDENCE_THRESHOLD = 0.94
 LAST, REPORT, MERGE = "last", "report", "merge"
 DEFAULT_MAX_CONCURRENCY = 4

@@ -523,8 +523,8 @@ class ProfileRelease(models.Model):
 
 
 # -- saved routing tests --------------------------------------------------------------
-# A profile's expected decisions for given messages; they run on the draft or any version (routing.routing_tests)
-# and gate publishing (routing.versions.version_publish).
+# A profile's expected decisions for given messages; they run on the draft or any version (releases.routing_tests)
+# and gate publishing (releases.versions.version_publish).
 
 ROUTING_TEST_EXPECT_KEYS = ("intent", "agent", "method", "next_state", "goal", "status")
 
@@ -580,7 +580,7 @@ class RoutingTestCase(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["profile", "name"], name="routing_test_unique_name_per_profile"),
         ]
-        # Writing the threshold and margin calibration chose to a profile's draft (routing.calibration).
+        # Writing the threshold and margin calibration chose to a profile's draft (releases.calibration).
         permissions = [("calibrate_routingtestcase", "Can save a profile's examples-tier calibration to its draft")]
 
     def __str__(self) -> str:
@@ -604,7 +604,7 @@ class RoutingTestCase(models.Model):
 
 # -- progressive delivery --------------------------------------------------------------
 # A rollout plan moves a published routing version of a profile (or the multi_agent flag) to its users in stages,
-# watched by guard metrics against the control cohort; conversations.rollout_guard decides, every minute, to
+# watched by guard metrics against the control cohort; releases.rollout_guard decides, every minute, to
 # advance, hold or roll back, and records each decision with the figures that drove it (routing.rollout_plans).
 
 
@@ -773,7 +773,7 @@ class RolloutDecision(models.Model):
 
 # -- the two-person rule ------------------------------------------------------------------------------------------
 # A profile may ask for a second person (AgentProfile.release_needs_approval): an editor's publish or rollout start
-# becomes a request that someone with routing.approve_release approves or declines (routing.releases).
+# becomes a request that someone with routing.approve_release approves or declines (releases.approvals).
 
 
 class ReleaseKind(models.TextChoices):
@@ -791,8 +791,8 @@ class ReleaseStatus(models.TextChoices):
 
 class ReleaseRequest(models.Model):
     """A publish or a rollout start waiting for a second person. A publish request holds the fingerprint of the
-    draft its requester reviewed (:func:`routing.versions.document_fingerprint`) and the live version then; a
-    rollout request, its ready plan (whose candidate was made from the draft). Written by routing.releases only."""
+    draft its requester reviewed (:func:`releases.versions.document_fingerprint`) and the live version then; a
+    rollout request, its ready plan (whose candidate was made from the draft). Written by releases.approvals only."""
 
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="release_requests")
     kind = models.CharField(max_length=16, choices=ReleaseKind.choices)

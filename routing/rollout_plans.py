@@ -5,7 +5,7 @@ started (the *control*) in stages — shares of new conversations, e.g. 5 → 25
 ``multi_agent`` flag's percentage the same way. This module is configuration: it checks a plan
 (:func:`plan_errors`) and, from the compiled snapshot, says which version serves a conversation
 (:class:`VersionRollout`), with no query. The decisions (advance, hold, roll back) are the engine's, from the
-stored turns: :mod:`conversations.rollout_guard`.
+stored turns: :mod:`releases.rollout_guard`.
 
 **Sticky cohorts.** A conversation gets the candidate when its bucket — Unleash's ``normalized`` hash of the
 conversation key under the group ``rollout-<plan id>`` (:func:`routing.rollout.bucket`), the same as the flags —

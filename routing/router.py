@@ -97,7 +97,7 @@ Reliability = tuple[tuple[float, float, float, int], ...]  # (low, high, share r
 
 
 def reliability_rows(table: Any) -> Reliability:
-    """A calibration's reliability table (``routing.calibration.reliability_table``: rows with ``low``, ``high``,
+    """A calibration's reliability table (``releases.calibration.reliability_table``: rows with ``low``, ``high``,
     ``right_rate`` and ``routed``) as the router reads it; rows it cannot read are left out."""
     rows = []
     for row in table or ():

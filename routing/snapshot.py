@@ -108,7 +108,7 @@ def snapshot_warm() -> None:
 def build(*, version: int, generation: int) -> Snapshot:
     """Load every piece of configuration and compile the enabled profiles: a constant number of queries, whatever
     the sizes. A profile is compiled from a document (:mod:`routing.documents`), the one path to a
-    :class:`ProfileSpec`: customers get the document of its released version (:mod:`routing.versions`), editors
+    :class:`ProfileSpec`: customers get the document of its released version (:mod:`releases.versions`), editors
     its draft — read from the models; a profile never published is served its draft. Tools, servers and rollout
     flags are global. While ``ROUTING_MODE=goal`` overrides every profile's mode, a profile that carries no goal
     (:func:`routing.documents.serves_every_domain`) is compiled with every synced domain's

@@ -141,7 +141,7 @@ class ProfileSpec:
     goal_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD
     # The authorisation of the tools the profile's document names (routing/documents.py), by tool name.
     tool_rights: Mapping[str, ToolRights] = field(default_factory=dict)
-    # The released version this spec was compiled from (routing.versions); None: a draft, or never published.
+    # The released version this spec was compiled from (releases.versions); None: a draft, or never published.
     version: int | None = None
     # The model endpoint of the profile's answers ("": OPENAI_BASE_URL) and the environment variable holding its key
     # ("": OPENAI_API_KEY); agents.llm reads them through its ModelSettings protocol.

@@ -417,7 +417,7 @@ class ProductionStack:
             "import os\n"
             "from agents.models import AgentProfile, ExternalDesk, McpServer, RemoteBackend\n"
             "from common.config_version import config_version_bump\n"
-            "from routing.versions import version_publish\n"
+            "from releases.versions import version_publish\n"
             "server = McpServer.objects.get(name='telecom')\n"
             "server.endpoint = os.environ['STACK_MCP_ENDPOINT']\n"
             "server.save()\n"
@@ -479,7 +479,7 @@ class ProductionStack:
             "-c",
             "from agents.models import AgentProfile, McpServer\n"
             "from common.config_version import config_version_bump\n"
-            "from routing.versions import version_publish\n"
+            "from releases.versions import version_publish\n"
             f"AgentProfile.objects.filter(agent_id={SUPERVISOR_PROFILE!r}).update(routing_mode='supervisor')\n"
             f"version_publish(profile=AgentProfile.objects.get(agent_id={SUPERVISOR_PROFILE!r}), note='supervisor')\n"
             f"McpServer.objects.update(timeout={MCP_TIMEOUT_SECONDS})\n"

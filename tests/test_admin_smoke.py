@@ -35,6 +35,7 @@ from agents.models import (
 from conversations.feedback import feedback_give
 from conversations.models import BackendCall, Conversation, Message, MessageFeedback, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
+from releases.versions import version_publish
 from routing.models import (
     Capability,
     Goal,
@@ -50,7 +51,6 @@ from routing.models import (
     StatePolicy,
 )
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
-from routing.versions import version_publish
 from tenants.models import ApiKey, Tenant, TenantGrant
 from tests.adminkit import (
     add_url,

@@ -47,7 +47,7 @@ def test_no_two_apps_import_each_other(house):
 
 def test_no_app_holds_more_than_its_share_of_the_product(house):
     shares = {app: round(house.share(app), 3) for app, _ in architecture.LAYERS}
-    assert architecture.MAX_SHARE <= 0.34
+    assert architecture.MAX_SHARE <= 0.30
     assert max(shares.values()) <= architecture.MAX_SHARE, shares
 
 
@@ -114,13 +114,13 @@ def test_a_package_that_re_exports_its_submodules_is_no_circle(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
 
-    write("routing/configio/__init__.py", "from routing.configio.parse import parse\n")
-    write("routing/configio/parse.py", "from routing.configio import messages\n\ndef parse(): ...\n")
-    write("routing/configio/messages.py", "ERROR = 'x'\n")
+    write("releases/configio/__init__.py", "from releases.configio.parse import parse\n")
+    write("releases/configio/parse.py", "from releases.configio import messages\n\ndef parse(): ...\n")
+    write("releases/configio/messages.py", "ERROR = 'x'\n")
 
     house = architecture.measure(tmp_path)
 
     assert house.circles == []
-    assert house.imports["routing/configio/parse.py"] == {
-        "routing/configio/messages.py": ["routing/configio/parse.py:1"]
+    assert house.imports["releases/configio/parse.py"] == {
+        "releases/configio/messages.py": ["releases/configio/parse.py:1"]
     }

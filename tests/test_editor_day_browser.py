@@ -16,9 +16,9 @@ import httpx
 import pytest
 from django.db import connection
 
+from releases.versions import version_publish
 from routing.models import RolloutPlan, RolloutPlanStatus, RoutingTestCase, RoutingVersion
 from routing.selectors import live_version
-from routing.versions import version_publish
 from tenants.models import TenantGrant
 from tests.browser_fixtures import screenshot_path
 

@@ -39,10 +39,10 @@ from analytics.rollouts import can_view_rollouts
 from chat.desk_page import desk_may_use
 from conversations.feedback import feedback_give
 from conversations.models import Message, MessageFeedback
-from conversations.rollout_guard import plan_start
+from releases.rollout_guard import plan_start
+from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus, RoutingTestCase
 from routing.services import rollout_flag_set, rollout_tenant_override_set
-from routing.versions import version_publish
 from tenants.models import TenantGrant
 from tests.adminkit import conversation_with_history
 

@@ -11,9 +11,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, ExternalDesk
-from routing.configio.exporter import config_export
-from routing.configio.importer import ConfigImportError, config_import
-from routing.configio.source import Source
+from releases.configio.exporter import config_export
+from releases.configio.importer import ConfigImportError, config_import
+from releases.configio.source import Source
 from tests.adminkit import add_url, change_url, changelist_url, delete_url, error_messages, form_data, history_url
 
 pytestmark = pytest.mark.django_db

@@ -19,10 +19,10 @@ from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
 from agents.schemas import model_key_variable_refusal, validate_model_key_variable
+from releases.versions import version_release
 from routing.checks import served_model_key_variables_check
 from routing.documents import profile_documents
 from routing.models import RoutingVersion
-from routing.versions import version_release
 from tests.adminkit import change_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ import pytest
 from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
+from releases.versions import version_publish
 from routing.checks import served_model_key_variables_check
 from routing.models import RolloutPlan, RolloutPlanStatus
-from routing.versions import version_publish
 from tests.adminkit import change_url, error_messages, form_data
 from tests.llm_server import ScriptedLLMServer
 

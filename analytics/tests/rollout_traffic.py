@@ -1,6 +1,6 @@
 """A rolled-back rollout plan with real traffic, for the rollout view's tests (API and browser).
 
-As in ``conversations/tests/test_rollout_guard.py``: telecom_contas published as version 1; a candidate (version 2)
+As in ``releases/tests/test_rollout_guard.py``: telecom_contas published as version 1; a candidate (version 2)
 with the invoice intent switched off, so invoice questions fall to the fallback specialist; a plan at 20 → 50 →
 100 % started, customers' messages through the gateway API, and the guard's evaluation rolls it back.
 """
@@ -13,9 +13,9 @@ import httpx
 
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
-from conversations.rollout_guard import plan_evaluate, plan_start
+from releases.rollout_guard import plan_evaluate, plan_start
+from releases.versions import version_publish
 from routing.models import Intent, RolloutDecision, RolloutPlan
-from routing.versions import version_publish
 
 INVOICE = "Minha fatura veio alta"
 CONVERSATIONS = 60

@@ -275,8 +275,8 @@ def rules_published() -> None:
     """retail_orders hands more to people than the demo does: after two fallback answers in a row, on a rating down,
     and when the customer wants to cancel an order (its exchanges team answers that). Its saved routing tests are
     switched off rather than forced past the publishing gate (they do not expect people)."""
+    from releases.versions import version_publish
     from routing.models import Intent, RoutingTestCase
-    from routing.versions import version_publish
 
     call_command("seed_demo", verbosity=0, stdout=StringIO())
     profile = AgentProfile.objects.get(agent_id="retail_orders")
@@ -465,8 +465,8 @@ def supervisor_mode_published() -> None:
     """The demo is published: a switch to supervisor mode reaches customers once published. The demo's saved
     routing tests describe router mode (a message hitting two intents is one intent there, a plan here), so they
     are switched off rather than forced past the gate."""
+    from releases.versions import version_publish
     from routing.models import RoutingTestCase
-    from routing.versions import version_publish
 
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     RoutingTestCase.objects.filter(profile=profile).update(enabled=False)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 from bench.routing_tests_bench import build_cases, profile_document
+from releases.routing_tests import routing_tests_run
 from routing.documents import profile_compile, profile_documents
-from routing.routing_tests import routing_tests_run
 
 
 def _shape(document):

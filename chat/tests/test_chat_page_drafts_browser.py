@@ -10,8 +10,8 @@ import pytest
 
 from chat.tests.test_websocket import uvicorn_server  # noqa: F401 — the fixture, reused
 from conversations.models import Message
+from releases.versions import version_publish
 from routing.models import Keyword
-from routing.versions import version_publish
 from tests.browser_fixtures import screenshot_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

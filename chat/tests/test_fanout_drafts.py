@@ -10,7 +10,7 @@ import pytest
 
 from agents.models import Specialist
 from chat.tests.test_websocket import chat, path, session_cookie
-from routing.versions import version_publish
+from releases.versions import version_publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

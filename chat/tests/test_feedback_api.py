@@ -11,7 +11,7 @@ from chat.intake import ERROR_UNKNOWN_FIELD
 from common.errors import ERROR_CONVERSATION_NOT_FOUND
 from conversations.feedback import ERROR_NOT_AN_ANSWER
 from conversations.models import Conversation, Message, MessageFeedback
-from routing.versions import version_publish
+from releases.versions import version_publish
 from tenants.models import TenantGrant, TenantRight
 from tests.factories import TenantFactory
 from tests.streaming import run, sse_events

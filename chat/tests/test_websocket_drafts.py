@@ -18,8 +18,8 @@ from chat.consumers import CLOSE_BAD_REQUEST, CLOSE_FORBIDDEN
 from chat.drafts import ERROR_DRAFT_DISABLED, ERROR_DRAFT_FORBIDDEN, ERROR_UNKNOWN_VERSION
 from chat.tests.test_websocket import chat, open_socket, path, refused_with, session_cookie
 from conversations.models import Message
+from releases.versions import version_publish
 from routing.models import Keyword
-from routing.versions import version_publish
 from tenants.models import TenantGrant, TenantRight
 from tests.factories import TenantFactory
 

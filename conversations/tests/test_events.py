@@ -12,8 +12,8 @@ from agents.models import McpServer
 from common.config_version import config_version_bump
 from conversations.graph import run_turn
 from conversations.turn import TurnInput
+from releases.versions import version_publish
 from routing import snapshot
-from routing.versions import version_publish
 from tenants.models import Tenant
 
 MSISDN = "5511999999999"

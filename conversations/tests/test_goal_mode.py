@@ -18,8 +18,8 @@ from agents.mcp import Endpoint, tool_call
 from agents.models import AgentProfile, McpServer
 from conversations.models import Conversation, Message
 from handoffs.models import Handoff, HandoffKind
+from releases.versions import version_publish
 from routing.models import Goal, RoutingTestCase
-from routing.versions import version_publish
 from tests.streaming import run, sse_events
 
 AGENT_ID = "finance_assistente"

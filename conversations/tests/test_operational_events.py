@@ -20,10 +20,10 @@ from django.db import connection
 from agents.models import AgentProfile, McpServer
 from common.config_version import config_version_bump
 from common.infra.bus import EVENTS_GROUP, Webhook, events_flush, tenant_group
-from conversations.rollout_guard import plan_evaluate, plan_start
 from platform.logs import RedactFilter
+from releases.rollout_guard import plan_evaluate, plan_start
+from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutPlan
-from routing.versions import version_publish
 from tests.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ import pytest
 
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
+from releases.versions import version_publish, version_revert
 from routing.models import Keyword
-from routing.versions import version_publish, version_revert
 
 pytestmark = pytest.mark.django_db
 

@@ -224,7 +224,7 @@ def test_an_unrelated_reply_drops_the_waiting_request_and_is_routed_as_usual(api
 
 def test_the_confirmation_words_are_the_profiles_own(api, demo):
     from agents.models import AgentProfile
-    from routing.versions import version_publish
+    from releases.versions import version_publish
 
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     profile.confirmation_words = ["manda ver"]
@@ -336,7 +336,7 @@ def test_what_follows_a_reply_in_a_long_message_still_moves_the_conversation(api
 def test_a_refusal_to_a_delegated_specialist_does_not_end_its_sub_conversation(api, demo):
     # "obrigado" is a closing word: read as part of the reply, it no longer ends the sub-conversation.
     from agents.models import AgentProfile, McpTool
-    from routing.versions import version_publish
+    from releases.versions import version_publish
 
     McpTool.objects.filter(name="consultar_pagamentos").update(needs_permission=True)
     version_publish(profile=AgentProfile.objects.get(agent_id="telecom_assistente"), note="payments need permission")

@@ -12,9 +12,9 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from agents.models import Specialist
+from releases.versions import version_publish
 from routing.forms import INTENT_EXAMPLES_HELP
 from routing.models import Intent, Keyword, StatePolicy
-from routing.versions import version_publish
 from tests.adminkit import add_url, change_url, form_data
 from tests.factories import AgentProfileFactory, IntentFactory, SpecialistFactory
 

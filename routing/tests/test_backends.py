@@ -8,12 +8,12 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from agents.models import RemoteBackend
+from releases.routing_tests import Case, routing_tests_run, routing_tests_spec
+from releases.versions import version_publish
 from routing import snapshot
 from routing.admin_views import route_preview
 from routing.decide import route_decide
 from routing.router import Classification
-from routing.routing_tests import Case, routing_tests_run, routing_tests_spec
-from routing.versions import version_publish
 
 pytestmark = pytest.mark.django_db
 

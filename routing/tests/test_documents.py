@@ -12,12 +12,12 @@ from django.core.management import call_command
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist
 from common.config_version import config_version_bump
+from releases.versions import version_publish
 from routing import snapshot
 from routing.documents import profile_compile, profile_documents
 from routing.models import Capability, Goal, Intent
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.specs import ProfileSpec, SpecialistSpec, ToolRights
-from routing.versions import version_publish
 from tests.factories import (
     AgentProfileFactory,
     IntentFactory,

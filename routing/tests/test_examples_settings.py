@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from agents.models import AgentProfile
-from routing.configio import ConfigImportError, Source, config_export_data, config_import
-from routing.configio import messages as m
+from releases.configio import ConfigImportError, Source, config_export_data, config_import
+from releases.configio import messages as m
+from releases.versions import document_diff
 from routing.documents import profile_compile, profile_documents
-from routing.versions import document_diff
 from tests.adminkit import change_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db

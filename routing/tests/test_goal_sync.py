@@ -376,8 +376,8 @@ def test_a_server_without_manifests_syncs_its_tools_alone(live_mcp):
 
 def test_a_sync_changes_the_drafts_of_the_profiles_that_serve_the_domain_and_of_no_other(finance_editable, manifest):
     from agents.models import RoutingMode
+    from releases.versions import documents_same, version_publish
     from routing.selectors import live_version
-    from routing.versions import documents_same, version_publish
     from tests.factories import AgentProfileFactory, SpecialistFactory
 
     weather = McpServerFactory(name="weather")

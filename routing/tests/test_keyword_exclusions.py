@@ -15,8 +15,9 @@ from auditlog.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from routing.configio import ConfigImportError, Source, config_export_data, config_import
-from routing.configio import messages as m
+from releases.configio import ConfigImportError, Source, config_export_data, config_import
+from releases.configio import messages as m
+from releases.versions import NothingToPublish, document_diff, version_publish
 from routing.documents import profile_compile, profile_documents
 from routing.models import (
     ERROR_EXCLUSION_COMMA,
@@ -27,7 +28,6 @@ from routing.models import (
     Keyword,
 )
 from routing.selectors import live_version
-from routing.versions import NothingToPublish, document_diff, version_publish
 from tests.adminkit import add_url, change_url, changelist_url, error_messages, form_data
 
 pytestmark = pytest.mark.django_db

@@ -19,8 +19,8 @@ import yaml
 from django.conf import settings
 
 from common.text import normalize
-from routing.calibration import NEAR_COPY, words  # word overlap (Jaccard) at which a text is a near copy
-from routing.management.commands.seed_demo import DEMO_DIR
+from releases.calibration import NEAR_COPY, words  # word overlap (Jaccard) at which a text is a near copy
+from releases.management.commands.seed_demo import DEMO_DIR
 from routing.router import FALLBACK_INTENT, CompiledRouter, IntentSpec
 
 PARAPHRASES_DIR = Path(settings.BASE_DIR) / "bench" / "paraphrases"

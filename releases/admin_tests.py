@@ -1,0 +1,230 @@
+"""Saved routing tests in the admin: routing editors write cases per profile — what the decision must be as fields
+(:class:`routing.forms.RoutingTestCaseForm`) — and run them against the profile's draft or its live version before
+they publish: failures first, each case's pass or fail with the actual decision and its reason, the confusion matrix
+of intents, and precision and recall per intent."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path
+
+from agents.models import AgentProfile
+from common.errors import DomainError
+from common.history_admin import FieldHistoryAdminMixin
+from common.text import whole_number
+from releases.calibration import CalibrationError, calibrate, calibration_save
+from releases.routing_tests import (
+    DRAFT,
+    LIVE,
+    CaseResult,
+    TestRun,
+    routing_tests_run,
+    routing_tests_saved,
+    routing_tests_spec,
+)
+from routing.forms import SOURCE_FIELDS, RoutingTestCaseForm, expect_field, expect_keys_shown
+from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase
+
+SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
+SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}
+FAILURES_NAMED = 5  # failing tests the summary sentence names
+TEST_FIELDS = ["profile", "name", "message", "state", "active_specialist", "enabled", *SOURCE_FIELDS]
+EXPECT_SECTION = "What the decision must be"
+EXPECT_SECTION_HELP = "Leave a field blank not to check it."
+
+
+class CalibrateForm(forms.Form):
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("agent_id"), to_field_name="agent_id")
+
+
+class RunForm(forms.Form):
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("agent_id"), to_field_name="agent_id")
+    version = forms.ChoiceField(
+        choices=[(DRAFT, "the draft (what you are changing)"), (LIVE, "the live version (what customers get)")],
+        initial=DRAFT,
+    )
+
+
+@admin.register(RoutingTestCase)
+class RoutingTestCaseAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
+    list_display = ["name", "profile", "message", "expected", "enabled", "updated_at"]
+    list_filter = ["profile", "enabled"]
+    search_fields = ["name", "message"]
+    list_select_related = ["profile"]
+    form = RoutingTestCaseForm
+    change_list_template = "admin/routing/routingtestcase/change_list.html"
+    change_form_template = "admin/routing/routingtestcase/change_form.html"
+
+    def get_fieldsets(self, request: HttpRequest, obj: RoutingTestCase | None = None) -> list[tuple[Any, Any]]:
+        """The test, then its expectation: goal and goal status only where the profile is in goal mode or the test
+        already expects them (:func:`routing.forms.expect_keys_shown`)."""
+        chosen = whole_number(str(request.POST.get("profile") or request.GET.get("profile") or ""))
+        profile = AgentProfile.objects.filter(pk=chosen).first() if chosen else None
+        if profile is None and obj is not None:
+            profile = obj.profile
+        expect = dict(obj.expect or {}) if obj is not None else {}
+        initial = self.get_changeform_initial_data(request)
+        expect.update(
+            {key: initial[expect_field(key)] for key in ROUTING_TEST_EXPECT_KEYS if initial.get(expect_field(key))}
+        )
+        keys = expect_keys_shown(profile, expect)
+        return [
+            (None, {"fields": TEST_FIELDS}),
+            (EXPECT_SECTION, {"fields": [expect_field(key) for key in keys], "description": EXPECT_SECTION_HELP}),
+        ]
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """A link's expectation arrives as one query parameter per key (``expect_intent=…``); an older link's as
+        JSON text (``expect={"intent": …}``), which fills the same fields."""
+        initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
+        expect = initial.pop("expect", None)
+        try:
+            stored = json.loads(expect) if isinstance(expect, str) else {}
+        except ValueError:
+            stored = {}
+        if isinstance(stored, dict):
+            for key in ROUTING_TEST_EXPECT_KEYS:
+                if isinstance(stored.get(key), str) and stored[key]:
+                    initial.setdefault(expect_field(key), stored[key])
+        return initial
+
+    @admin.display(description="expects")
+    def expected(self, obj: RoutingTestCase) -> str:
+        return ", ".join(f"{key}={value}" for key, value in sorted((obj.expect or {}).items()))
+
+    def get_urls(self):
+        run = self.admin_site.admin_view(self.run_view)
+        calibrate_view = self.admin_site.admin_view(self.calibrate_view)
+        return [
+            path("run/", run, name="routing_routingtestcase_run"),
+            path("calibrate/", calibrate_view, name="routing_routingtestcase_calibrate"),
+            *super().get_urls(),
+        ]
+
+    def calibrate_view(self, request: HttpRequest) -> HttpResponse:
+        """Choose a profile's examples-tier threshold and margin from its saved tests and examples (GET: shown, not
+        written); POST ``save`` writes them to the profile's draft (``routing.calibrate_routingtestcase``)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        data = request.POST if request.method == "POST" else request.GET
+        form = CalibrateForm(data or None)
+        may_save = request.user.has_perm("routing.calibrate_routingtestcase")
+        context: dict[str, Any] = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
+        context.update(title="Calibrate the examples tier", may_save=may_save)
+        if form.is_valid():
+            profile = form.cleaned_data["profile"]
+            try:
+                result = calibrate(routing_tests_spec(profile, DRAFT), routing_tests_saved(profile))
+            except CalibrationError as exc:
+                context["error"] = str(exc)
+            else:
+                if request.method == "POST":
+                    if not may_save:
+                        raise PermissionDenied
+                    calibration_save(profile, result, user=request.user)
+                    # The admin capitalises a message's first letter: it starts with a word, not the identifier.
+                    messages.success(
+                        request,
+                        f"Saved to the draft of {profile.agent_id}: threshold {result.chosen.threshold:.2f} and margin "
+                        f"{result.chosen.margin:.2f} — publish to serve them.",
+                    )
+                    return redirect(f"{request.path}?profile={profile.agent_id}")
+                context.update(result=result, profile=profile, last=profile.examples_calibration or None)
+        return TemplateResponse(request, "admin/routing/routingtestcase/calibrate.html", context)
+
+    def run_view(self, request: HttpRequest) -> HttpResponse:
+        """Run a profile's saved tests against its draft or live version (GET: nothing is written). The results
+        lead with the failures; ``show`` (all, failed, passed) filters them, with no script needed."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        form = RunForm(request.GET or None)
+        context: dict[str, Any] = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
+        context["title"] = "Run routing tests"
+        if form.is_valid():
+            profile = form.cleaned_data["profile"]
+            cases = routing_tests_saved(profile)
+            try:
+                run = routing_tests_run(routing_tests_spec(profile, form.cleaned_data["version"]), cases)
+            except DomainError as exc:
+                context["error"] = exc.message
+            else:
+                show = request.GET.get("show", SHOW_ALL)
+                show = show if show in SHOWN else SHOW_ALL
+                context.update(
+                    run=run,
+                    profile=profile,
+                    summary=run_summary(run),
+                    results=[(result, result_checks(result)) for result in results_shown(run, show)],
+                    show=show,
+                    filters=_filters(request, run, show),
+                    intents=sorted(run.confusion),
+                    columns=_columns(run),
+                )
+        return TemplateResponse(request, "admin/routing/routingtestcase/run.html", context)
+
+
+def results_shown(run: TestRun, show: str = SHOW_ALL) -> list[CaseResult]:
+    """The run's results, failures first (each part by name), those ``show`` asks for."""
+    ordered = sorted(run.results, key=lambda result: (result.passed, result.case.name))
+    if show == SHOW_FAILED:
+        return [result for result in ordered if not result.passed]
+    if show == SHOW_PASSED:
+        return [result for result in ordered if result.passed]
+    return ordered
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation of a case as the results table shows it, in the order of ``ROUTING_TEST_EXPECT_KEYS``."""
+
+    key: str
+    expected: str
+    actual: str
+    failed: bool
+
+
+def result_checks(result: CaseResult) -> list[Check]:
+    expect = result.case.expect
+    return [
+        Check(key, expect[key], result.actual.get(key) or "(none)", key in result.failed)
+        for key in (*ROUTING_TEST_EXPECT_KEYS, *sorted(set(expect) - set(ROUTING_TEST_EXPECT_KEYS)))
+        if key in expect
+    ]
+
+
+def run_summary(run: TestRun) -> str:
+    """The run in one sentence, failures first: "1 of 40 failed: “horário de atendimento”. 39 passed."."""
+    if not run.total:
+        return "The profile has no enabled saved tests."
+    if not run.failed:
+        return f"All {run.total} passed." if run.total > 1 else "The one test passed."
+    names = [f"“{result.case.name}”" for result in results_shown(run, SHOW_FAILED)[:FAILURES_NAMED]]
+    more = run.failed - len(names)
+    named = ", ".join(names) + (f" and {more} more" if more else "")
+    passed = f" {run.passed} passed." if run.passed else ""
+    return f"{run.failed} of {run.total} failed: {named}.{passed}"
+
+
+def _filters(request: HttpRequest, run: TestRun, show: str) -> list[dict[str, Any]]:
+    """The links that show all, the failed or the passed results: the page's query with ``show`` set."""
+    counts = {SHOW_ALL: run.total, SHOW_FAILED: run.failed, SHOW_PASSED: run.passed}
+    links = []
+    for value, label in SHOWN.items():
+        query = request.GET.copy()
+        query["show"] = value
+        links.append({"label": f"{label} ({counts[value]})", "url": f"?{query.urlencode()}", "current": value == show})
+    return links
+
+
+def _columns(run: Any) -> list[str]:
+    """The confusion matrix's actual intents, in a stable order."""
+    return sorted({actual for row in run.confusion.values() for actual in row})

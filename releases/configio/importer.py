@@ -1,0 +1,881 @@
+"""Import YAML configuration: validate everything, then write it in one transaction.
+
+The import is an *upsert*: entities named in the files are created or
+updated, fields a file leaves out keep their value, and entities the files do
+not name are left alone. Lists a file gives (an intent's keywords and tools, a
+specialist's tools and handoff targets) replace the stored list.
+
+Goals and capabilities are written by the same rules; their ``synced`` values (what the last manifest sync
+wrote) are never touched, so a later sync sees what an import changed as the business user's edit and keeps it.
+
+Nothing is written unless every file is valid, and writing changes only rows
+whose values differ, so importing the same files twice changes nothing (no
+new prompt version, no ``updated_at`` moved, no routing-version bump).
+
+An import applies only what its user may change (:mod:`releases.configio.rights`): what the writer changed is
+checked against the user's permissions before the transaction commits, and a change they may not make refuses the
+whole import. Endpoints exported masked (:func:`common.endpoints.endpoint_mask`) import as the stored endpoint.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+
+from agents.escalation import EscalationSettings
+from agents.models import AgentProfile, McpServer, McpTool, RoutingMode, Specialist, SpecialistPrompt
+from agents.schemas import endpoint_exported, endpoint_kept, expand_args_schema
+from agents.selectors import external_desk_refusal
+from agents.services import prompt_version_create
+from common.config_version import config_batch
+from releases.configio.messages import (
+    ERROR_CAPABILITY_DOMAIN,
+    ERROR_CONFLICT,
+    ERROR_DOMAIN_SERVER,
+    ERROR_DUPLICATE,
+    ERROR_EXCLUSION_UNKNOWN_KEYWORD,
+    ERROR_SELF_HANDOFF,
+    ERROR_TOOL_SERVER,
+    ERROR_UNKNOWN_INTENT,
+    ERROR_UNKNOWN_PROFILE,
+    ERROR_UNKNOWN_SERVER,
+    ERROR_UNKNOWN_SPECIALIST,
+    ERROR_UNKNOWN_TOOL,
+    WARNING_COORDINATOR_UNUSED,
+    WARNING_TOOL_NOT_ALLOWED,
+)
+from releases.configio.parse import Parsed, Patch, parse_source, routing_files_named
+from releases.configio.rights import Touch, rights_check, touches
+from releases.configio.source import Node, Problems, Source, format_path, load
+from routing.goals import ManifestError, goal_check
+from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
+from routing.services import ERROR_KEYWORD_TAKEN
+
+# Entity kinds in the order they are written (and reported).
+KINDS = (
+    "MCP server",
+    "MCP tool",
+    "profile",
+    "specialist",
+    "prompt version",
+    "intent",
+    "state policy",
+    "capability",
+    "goal",
+)
+PLURALS = {"state policy": "state policies", "capability": "capabilities"}
+
+
+class ConfigImportError(Exception):
+    """The files were refused; ``messages`` lists every problem as ``file:line: path: message``."""
+
+    def __init__(self, errors: list[str], warnings: list[str] | None = None) -> None:
+        super().__init__(f"{len(errors)} problem(s) in the configuration; nothing was imported.")
+        self.messages = errors
+        self.warnings = warnings or []
+
+
+@dataclass
+class ImportReport:
+    """What an import did, per entity kind: ``created``, ``updated`` and ``unchanged`` counts."""
+
+    counts: dict[str, Counter] = field(default_factory=lambda: {kind: Counter() for kind in KINDS})
+    warnings: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    def count(self, kind: str, status: str) -> None:
+        self.counts[kind][status] += 1
+
+    @property
+    def changed(self) -> bool:
+        return any(counter["created"] or counter["updated"] for counter in self.counts.values())
+
+    def summary_lines(self) -> list[str]:
+        lines = []
+        for kind in KINDS:
+            counter = self.counts[kind]
+            if not sum(counter.values()):
+                continue
+            parts = [f"{counter[status]} {status}" for status in ("created", "updated", "unchanged") if counter[status]]
+            lines.append(f"{PLURALS.get(kind, kind + 's')}: {', '.join(parts)}")
+        return lines
+
+
+def config_import(
+    *,
+    sources: list[Source],
+    profile: str | None = None,
+    user=None,
+    dry_run: bool = False,
+    written: Callable[[], None] | None = None,
+) -> ImportReport:
+    """Validate ``sources`` together and write them in one transaction, as ``user``.
+
+    ``profile`` is the agent_id for routing files without an ``agent_id:`` key that no profile's
+    ``routing_config_path`` names (a routing file that profiles of the import name applies to each of them).
+    ``user`` makes what the import changes: it must hold the permission each change needs
+    (:func:`releases.configio.rights.rights_check`); ``None`` is the operator at the shell, who may change
+    everything (the allow-list of model key variables applies to everyone: it is the field's own rule).
+    Raises :class:`ConfigImportError` with every problem found (nothing is
+    written then). With ``dry_run`` everything is validated and written, then
+    rolled back, so the report shows what would change. Compiled routing is
+    invalidated once, after the transaction, and only when something changed.
+    ``written`` is called inside the transaction once everything is written (a
+    dry run's changes are still there): the command reads the profiles' drafts then.
+    """
+    problems = Problems()
+    parsed = Parsed()
+    roots = [load(source, problems) for source in sources]
+    loaded = all(root is not None for root in roots)
+    read = [root for root in roots if root is not None]
+    named = routing_files_named(read, problems)
+    for root in read:
+        parse_source(root, problems, parsed, profile_option=profile, named_by=named.get(root.source, ()))
+    # A file that did not parse leaves holes that would show up as a cascade of unknown references.
+    if not loaded:
+        _refuse(problems)
+
+    report = ImportReport(dry_run=dry_run)
+
+    def validate_and_write() -> None:
+        world = _World.load(parsed)
+        plan = _resolve(parsed, world, problems)
+        if problems:
+            _refuse(problems)
+        writer = _Writer(world, plan, report, user)
+        writer.run()
+        rights_check(writer.touches, user, problems)
+        if problems:  # the savepoint below undoes what the writer did
+            _refuse(problems)
+        if written is not None:  # the caller reads what the import wrote, before a dry run rolls it back
+            written()
+
+    # The batch's one version bump happens inside the transaction, so a dry run or a refusal rolls it back with
+    # the rest. The writes have a savepoint of their own: a refused or failed write is undone before the batch
+    # bumps, which it then does in a usable transaction.
+    with transaction.atomic():
+        with config_batch(), transaction.atomic():
+            validate_and_write()
+        if dry_run:
+            transaction.set_rollback(True)
+    report.warnings = _unique(str(p) for p in problems.warnings)
+    return report
+
+
+def _refuse(problems: Problems) -> None:
+    errors = sorted(problems.errors, key=lambda p: (p.source.name if p.source else "", p.line))
+    raise ConfigImportError(_unique(str(p) for p in errors), _unique(str(p) for p in problems.warnings))
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# -- what the database holds now ---------------------------------------------------
+
+
+@dataclass
+class _World:
+    servers: dict[str, McpServer]
+    tools: dict[str, McpTool]
+    profiles: dict[str, AgentProfile]
+    specialists: dict[tuple[str, str], Specialist]
+    intents: dict[tuple[str, str], Intent]
+    policies: dict[tuple[str, str], StatePolicy]
+    active_prompts: dict[int, SpecialistPrompt]
+    capabilities: dict[str, Capability]
+    goals: dict[tuple[str, str], Goal]
+    domain_servers: dict[str, set[str]]  # domain → the servers of its stored goals and capabilities
+
+    @classmethod
+    def load(cls, parsed: Parsed) -> _World:
+        """Every row the import may compare with or refer to (configuration tables are small)."""
+        routed = {patch.key[0] for patch in (*parsed.intents, *parsed.policies)}
+        intents = (
+            Intent.objects.filter(profile__agent_id__in=routed)
+            .select_related("profile", "specialist")
+            .prefetch_related("mcp_tools", "keywords")
+        )
+        policies = StatePolicy.objects.filter(profile__agent_id__in=routed).select_related(
+            "profile", "specialist", "intent"
+        )
+        specialists = Specialist.objects.select_related("profile").prefetch_related("allowed_tools", "handoff_targets")
+        return cls(
+            servers={server.name: server for server in McpServer.objects.all()},
+            tools={tool.name: tool for tool in McpTool.objects.select_related("server")},
+            profiles={
+                profile.agent_id: profile for profile in AgentProfile.objects.select_related("fallback_specialist")
+            },
+            specialists={(s.profile.agent_id, s.name): s for s in specialists},
+            intents={(i.profile.agent_id, i.name): i for i in intents},
+            policies={(p.profile.agent_id, p.state): p for p in policies},
+            active_prompts={p.specialist_id: p for p in SpecialistPrompt.objects.filter(is_active=True)},
+            capabilities={c.name: c for c in Capability.objects.select_related("server")},
+            goals={(g.domain, g.name): g for g in Goal.objects.select_related("server")},
+            domain_servers=_domain_servers(),
+        )
+
+
+def _domain_servers() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for model in (Goal, Capability):
+        for domain, server in model.objects.values_list("domain", "server__name").distinct():
+            out.setdefault(domain, set()).add(server)
+    return out
+
+
+# -- resolving references ----------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    servers: dict[str, Patch]
+    tools: dict[str, Patch]
+    profiles: dict[str, Patch]
+    specialists: dict[tuple[str, str], Patch]
+    intents: dict[tuple[str, str], Patch]
+    policies: dict[tuple[str, str], Patch]
+    capabilities: dict[str, Patch]
+    goals: dict[tuple[str, str], Patch]
+
+
+def _by_key(patches: list[Patch], problems: Problems) -> dict[Any, Patch]:
+    """Index patches by identity; a second one with the same identity is a duplicate."""
+    out: dict[Any, Patch] = {}
+    for patch in patches:
+        first = out.get(patch.key)
+        if first is not None:
+            problems.add(patch.node, ERROR_DUPLICATE.format(what=patch.kind, name=patch.name, where=first.node.where))
+            continue
+        out[patch.key] = patch
+    return out
+
+
+def _merge_profiles(patches: list[Patch], problems: Problems) -> dict[str, Patch]:
+    """One patch per profile from agents.yaml entries and routing files' ``router`` blocks.
+
+    Both may set the routing mode, the LLM-router switch and threshold and the
+    handoff switch; they must agree.
+    """
+    by_section: dict[str, dict[Any, Patch]] = {}
+    for section in ("agents", "router"):
+        by_section[section] = _by_key([p for p in patches if p.section == section], problems)
+    merged: dict[str, Patch] = {}
+    for section in ("agents", "router"):
+        for key, patch in by_section[section].items():
+            target = merged.get(key[0])
+            if target is None:
+                merged[key[0]] = Patch("profile", section, key, patch.node, dict(patch.values), dict(patch.where))
+                merged[key[0]].refs = dict(patch.refs)
+                continue
+            for name, value in patch.values.items():
+                if name in target.values and target.values[name] != value:
+                    other = target.where[name]
+                    problems.add(
+                        patch.where[name],
+                        ERROR_CONFLICT.format(
+                            value=value,
+                            other=target.values[name],
+                            other_path=format_path(other.path),
+                            where=other.where,
+                        ),
+                    )
+                    continue
+                target.put(name, patch.where[name], value)
+            target.refs.update(patch.refs)
+    return merged
+
+
+def _resolve(parsed: Parsed, world: _World, problems: Problems) -> _Plan:
+    plan = _Plan(
+        servers={key[0]: patch for key, patch in _by_key(parsed.servers, problems).items()},
+        tools={key[0]: patch for key, patch in _by_key(parsed.tools, problems).items()},
+        profiles=_merge_profiles(parsed.profiles, problems),
+        specialists=_by_key(parsed.specialists, problems),
+        intents=_by_key(parsed.intents, problems),
+        policies=_by_key(parsed.policies, problems),
+        capabilities={key[0]: patch for key, patch in _by_key(parsed.capabilities, problems).items()},
+        goals=_by_key(parsed.goals, problems),
+    )
+    _keep_masked_endpoints(plan, world, problems)
+    servers = set(world.servers) | set(plan.servers)
+    tools = set(world.tools) | set(plan.tools)
+    defined_profiles = set(world.profiles) | {p.key[0] for p in parsed.profiles if p.section == "agents"}
+    specialists = set(world.specialists) | set(plan.specialists)
+    intents = set(world.intents) | set(plan.intents)
+
+    def require(node: Node, known: bool, message: str, **kwargs: Any) -> None:
+        if not known:
+            problems.add(node, message.format(name=node.value, **kwargs))
+
+    for node in parsed.default_agents:
+        require(node, node.value in defined_profiles, ERROR_UNKNOWN_PROFILE)
+    for patch in plan.tools.values():
+        if "server" in patch.refs:
+            require(patch.refs["server"], patch.refs["server"].value in servers, ERROR_UNKNOWN_SERVER)
+
+    # Routing for a profile that does not exist: one message per file, not one per intent.
+    known_routed: set[str] = set()
+    for patch in (*plan.profiles.values(), *plan.intents.values(), *plan.policies.values()):
+        profile = patch.refs.get("profile")
+        if profile is None:
+            continue
+        if profile.value in defined_profiles:
+            known_routed.add(profile.value)
+        else:
+            require(profile, False, ERROR_UNKNOWN_PROFILE)
+
+    for (agent_id, name), patch in plan.specialists.items():
+        for tool in patch.refs.get("tools", []):
+            require(tool, tool.value in tools, ERROR_UNKNOWN_TOOL)
+        for target in patch.refs.get("handoff_targets", []):
+            if target.value == name:
+                problems.add(target, ERROR_SELF_HANDOFF)
+            else:
+                require(target, (agent_id, target.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+
+    for agent_id, patch in plan.profiles.items():
+        if agent_id not in defined_profiles:
+            continue
+        for ref in ("fallback", "coordinator"):
+            named = patch.refs.get(ref)
+            if named is not None and named.value is not None:
+                require(named, (agent_id, named.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+        _warn_coordinator_mode(agent_id, patch, world, problems)
+        for server in patch.refs.get("goal_domains", []):
+            require(server, server.value in servers, ERROR_UNKNOWN_SERVER)
+        _check_desk(patch, world.profiles.get(agent_id), problems)
+
+    for (agent_id, name), patch in plan.intents.items():
+        if agent_id not in known_routed:
+            continue
+        if "agent" in patch.refs:
+            agent = patch.refs["agent"]
+            require(agent, (agent_id, agent.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+        for tool in patch.refs.get("mcp_tools", []):
+            require(tool, tool.value in tools, ERROR_UNKNOWN_TOOL)
+        _check_exclusions(patch, world.intents.get((agent_id, name)), problems)
+
+    for (agent_id, _state), patch in plan.policies.items():
+        if agent_id not in known_routed:
+            continue
+        if "agent" in patch.refs:
+            agent = patch.refs["agent"]
+            require(agent, (agent_id, agent.value) in specialists, ERROR_UNKNOWN_SPECIALIST, profile=agent_id)
+        intent = patch.refs.get("intent")
+        if intent is not None and intent.value is not None:
+            require(intent, (agent_id, intent.value) in intents, ERROR_UNKNOWN_INTENT, profile=agent_id)
+
+    for agent_id in sorted(known_routed):
+        _check_keywords(agent_id, plan, world, problems)
+    _warn_unusable_tools(plan, world, problems)
+    _check_domains(plan, world, problems, servers)
+    return plan
+
+
+def _check_desk(patch: Patch, stored: AgentProfile | None, problems: Problems) -> None:
+    """``escalation.desk`` names the platform's desk (blank), an enabled external desk, or the one the profile names
+    already (:func:`agents.selectors.external_desk_refusal`)."""
+    if "escalation" not in patch.values:
+        return
+    desk = patch.values["escalation"].get("desk", "")
+    was = EscalationSettings.from_json(stored.escalation).desk if stored is not None else ""
+    refusal = external_desk_refusal(desk=desk, stored=was)
+    if refusal is not None:
+        node = patch.where["escalation"]
+        problems.add(node.child("desk") if isinstance(node.value, dict) and "desk" in node.value else node, refusal)
+
+
+def _keep_masked_endpoints(plan: _Plan, world: _World, problems: Problems) -> None:
+    """An exported endpoint is masked (credentials, query values): its mask stands for the stored endpoint (the
+    file changes nothing there), any other masked value is refused (:func:`agents.schemas.endpoint_kept`). A server's
+    endpoint written as the export writes it (:func:`agents.schemas.endpoint_exported`) keeps its template
+    too."""
+    for agent_id, patch in plan.profiles.items():
+        stored = world.profiles.get(agent_id)
+        _keep_masked(patch, "llm_base_url", stored.llm_base_url if stored else "", problems)
+    for name, patch in plan.servers.items():
+        server = world.servers.get(name)
+        given = patch.values.get("endpoint")
+        if (
+            server is not None
+            and not patch.values.get("endpoint_template")
+            and given == endpoint_exported(server.endpoint, server.endpoint_template)
+        ):
+            patch.values.update(endpoint=server.endpoint, endpoint_template=server.endpoint_template)
+            continue
+        _keep_masked(patch, "endpoint", server.endpoint if server else "", problems)
+
+
+def _keep_masked(patch: Patch, field: str, stored: str, problems: Problems) -> None:
+    """Make ``patch``'s masked address whole against the ``stored`` one."""
+    if field not in patch.values:
+        return
+    try:
+        patch.values[field] = endpoint_kept(patch.values[field], stored)
+    except ValidationError as exc:
+        problems.add(patch.where[field], exc.messages[0])
+
+
+def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[str]) -> None:
+    """Goals and capabilities: a domain belongs to one MCP server, a capability name to one domain, a
+    capability's tool to its domain's server, and every goal passes :func:`routing.goals.goal_check` (the
+    admin's and the manifest's rules) against its domain's capabilities, stored and imported."""
+    domain_server: dict[str, Node] = {}
+    reported: set[tuple[str, Any]] = set()
+
+    def once(node: Node, message: str) -> None:
+        if (node.source.name, node.path) not in reported:
+            reported.add((node.source.name, node.path))
+            problems.add(node, message)
+
+    patches = [*plan.capabilities.values(), *plan.goals.values()]
+    for patch in patches:
+        domain, server = patch.values["domain"], patch.refs["server"]
+        if server.value not in servers:
+            once(server, ERROR_UNKNOWN_SERVER.format(name=server.value))
+            continue
+        others = sorted(world.domain_servers.get(domain, set()) - {server.value})
+        if others:
+            once(server, ERROR_DOMAIN_SERVER.format(domain=domain, other=others[0]))
+        first = domain_server.setdefault(domain, server)
+        if first.value != server.value:
+            once(
+                server,
+                ERROR_CONFLICT.format(
+                    value=server.value, other=first.value, other_path=format_path(first.path), where=first.where
+                ),
+            )
+
+    for name, patch in plan.capabilities.items():
+        domain, server = patch.values["domain"], patch.refs["server"].value
+        stored = world.capabilities.get(name)
+        if stored is not None and stored.domain != domain:
+            problems.add(
+                patch.node,
+                ERROR_CAPABILITY_DOMAIN.format(name=name, domain=stored.domain, server=stored.server.name),
+            )
+        tool = patch.refs.get("tool")
+        if tool is None or tool.value is None or server not in servers:
+            continue
+        if tool.value not in plan.tools and tool.value not in world.tools:
+            problems.add(tool, ERROR_UNKNOWN_TOOL.format(name=tool.value))
+            continue
+        tool_patch = plan.tools.get(tool.value)
+        if tool_patch is not None and "server" in tool_patch.refs:
+            tool_server = tool_patch.refs["server"].value
+        else:
+            tool_server = world.tools[tool.value].server.name
+        if tool_server != server:
+            problems.add(tool, ERROR_TOOL_SERVER.format(name=tool.value, server=tool_server, expected=server))
+
+    names: dict[str, set[str]] = {}
+    for capability in world.capabilities.values():
+        names.setdefault(capability.domain, set()).add(capability.name)
+    for name, patch in plan.capabilities.items():
+        names.setdefault(patch.values["domain"], set()).add(name)
+    for (domain, name), patch in plan.goals.items():
+        goal = world.goals.get((domain, name))
+        try:
+            goal_check(
+                name,
+                entities_schema=patch.values.get("entities_schema", goal.entities_schema if goal else {}),
+                capabilities=patch.values.get("capabilities", goal.capabilities if goal else []),
+                capability_names=names.get(domain, set()),
+            )
+        except ManifestError as exc:
+            _goal_problem(patch, name, str(exc), problems)
+
+
+def _goal_problem(patch: Patch, name: str, message: str, problems: Problems) -> None:
+    """Report ``goal_check``'s ``<name>.entities_schema.direction: problem`` at that place of the file."""
+    place, problem = "", message
+    if message.startswith(name):
+        place, separator, problem = message[len(name) :].partition(": ")
+        if not separator:
+            place, problem = "", message
+    path = (*patch.node.path, *(part for part in place.split(".") if part))
+    problems.add(Node(patch.node.source, path, None), problem)
+
+
+def _check_exclusions(patch: Patch, stored: Intent | None, problems: Problems) -> None:
+    """An intent's ``keyword_exclusions`` name its keywords: the file's, or the stored ones when the file leaves them
+    as they are."""
+    if "keyword_exclusions" not in patch.refs:
+        return
+    if "keywords" in patch.refs:
+        keywords = {node.value[1]: node.value[0] for node in patch.refs["keywords"]}
+    else:
+        keywords = {k.normalized: k.text for k in stored.keywords.all()} if stored is not None else {}
+    for node in patch.refs["keyword_exclusions"]:
+        keyword, normalized, _phrases = node.value
+        if normalized not in keywords:
+            listed = ", ".join(repr(text) for text in sorted(keywords.values())) or "it has none"
+            problems.add(node, ERROR_EXCLUSION_UNKNOWN_KEYWORD.format(keyword=keyword, keywords=listed))
+
+
+def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problems) -> None:
+    """No keyword may belong to two enabled intents of one profile (routing.services.keywords_validate_unique).
+
+    Checked on the result of the import: stored intents the files do not name
+    keep their keywords and claim them first; then the files' intents in order.
+    """
+    claimed: dict[str, str] = {}
+    for (profile, name), intent in world.intents.items():
+        if profile == agent_id and (profile, name) not in plan.intents and intent.enabled:
+            for keyword in intent.keywords.all():
+                claimed.setdefault(keyword.normalized, name)
+    for (profile, name), patch in plan.intents.items():
+        if profile != agent_id:
+            continue
+        stored = world.intents.get((profile, name))
+        enabled = patch.values.get("enabled", stored.enabled if stored else True)
+        if not enabled:
+            continue
+        if "keywords" in patch.refs:
+            keywords = patch.refs["keywords"]
+        elif stored is not None:
+            keywords = [Node(patch.node.source, patch.node.path, (k.text, k.normalized)) for k in stored.keywords.all()]
+        else:
+            keywords = []
+        for keyword in keywords:
+            text, normalized = keyword.value
+            other = claimed.get(normalized)
+            if other is not None and other != name:
+                problems.add(keyword, ERROR_KEYWORD_TAKEN.format(keyword=text, intent=other).rstrip("."))
+            else:
+                claimed[normalized] = name
+
+
+def _warn_coordinator_mode(agent_id: str, patch: Patch, world: _World, problems: Problems) -> None:
+    """A coordinator takes part in router and hybrid modes only; in supervisor mode it is stored but unused."""
+    coordinator = patch.refs.get("coordinator")
+    if coordinator is None or coordinator.value is None:
+        return
+    stored = world.profiles.get(agent_id)
+    default = AgentProfile._meta.get_field("routing_mode").default
+    mode = patch.values.get("routing_mode", stored.routing_mode if stored else default)
+    if mode == RoutingMode.SUPERVISOR:
+        problems.warn(coordinator, WARNING_COORDINATOR_UNUSED.format(mode=mode))
+
+
+def _warn_unusable_tools(plan: _Plan, world: _World, problems: Problems) -> None:
+    def allowed(agent_id: str, specialist: str) -> set[str] | None:
+        patch = plan.specialists.get((agent_id, specialist))
+        if patch is not None and "tools" in patch.refs:
+            return {node.value for node in patch.refs["tools"]}
+        stored = world.specialists.get((agent_id, specialist))
+        return {tool.name for tool in stored.allowed_tools.all()} if stored else None
+
+    for (agent_id, _name), patch in plan.intents.items():
+        if "agent" not in patch.refs or "mcp_tools" not in patch.refs:
+            continue
+        specialist = patch.refs["agent"].value
+        usable = allowed(agent_id, specialist)
+        if usable is None:
+            continue
+        for tool in patch.refs["mcp_tools"]:
+            if tool.value not in usable:
+                problems.warn(tool, WARNING_TOOL_NOT_ALLOWED.format(tool=tool.value, specialist=specialist))
+
+
+# -- writing -------------------------------------------------------------------------
+
+
+# A resolved relation's field → the reference of the patch that named it (for the place a change came from).
+_REF_OF_FIELD = {"specialist": "agent", "server": "server", "tool": "tool", "intent": "intent"}
+
+
+def _field_node(patch: Patch, name: str) -> Node:
+    """The place in the files that set ``name`` (a field or a resolved relation) of ``patch``'s entity."""
+    node = patch.where.get(name) or patch.refs.get(_REF_OF_FIELD.get(name, ""))
+    return node if isinstance(node, Node) else patch.node
+
+
+def _list_node(patch: Patch, ref: str) -> Node:
+    """The place of a list ``ref`` (tools, handoff targets…): its key, from its first element's path."""
+    nodes = patch.refs.get(ref) or []
+    return Node(nodes[0].source, nodes[0].path[:-1], None) if nodes else patch.node
+
+
+class _Writer:
+    """Applies a validated plan; touches only rows whose values differ, and records each change it makes as the
+    permission it needs (:attr:`touches`, for :func:`releases.configio.rights.rights_check`)."""
+
+    def __init__(self, world: _World, plan: _Plan, report: ImportReport, user) -> None:
+        self.world = world
+        self.plan = plan
+        self.report = report
+        self.user = user
+        self.status: dict[tuple, str] = {}
+        self.touches: list[Touch] = []
+
+    def _touch(self, model: type[models.Model], action: str, node: Node, field: str = "") -> None:
+        self.touches.extend(touches(model, action, node, field))
+
+    def run(self) -> None:
+        self._servers()
+        self._tools()
+        self._profiles()
+        self._specialists()
+        self._profile_specialists()
+        self._intents()
+        self._policies()
+        self._capabilities()
+        self._goals()
+
+    def _upsert(self, kind: str, model, existing, create: dict[str, Any], values: dict[str, Any], patch: Patch):
+        if existing is None:
+            obj = model(**create, **values)
+            obj.save()
+            self.report.count(kind, "created")
+            self._touch(model, "add", patch.node)
+            for name, value in values.items():  # a field that needs more than the row's own add permission
+                if value not in ("", None):
+                    self.touches.extend(t for t in touches(model, "add", _field_node(patch, name), name)[1:])
+            return obj, "created"
+        changed = []
+        for name, value in values.items():
+            if model._meta.get_field(name).is_relation:
+                current = getattr(existing, f"{name}_id")
+                value_cmp = value.pk if value is not None else None
+            else:
+                current, value_cmp = getattr(existing, name), value
+            if isinstance(current, str) and current.strip() == value_cmp:
+                continue  # the files strip texts: one stored with whitespace around it (a server's) is unchanged
+            if current != value_cmp:
+                setattr(existing, name, value)
+                changed.append(name)
+                self._touch(model, "change", _field_node(patch, name), name)
+        if changed:
+            existing.save(update_fields=[*changed, "updated_at"])
+            return existing, "updated"
+        return existing, "unchanged"
+
+    def _changed(self, key: tuple, changed: bool) -> None:
+        """A related list (keywords, tools, targets) changed: an unchanged row counts as updated."""
+        if changed and self.status[key] == "unchanged":
+            self.status[key] = "updated"
+
+    def _list_changed(self, key: tuple, changed: bool, model: type[models.Model], node: Node) -> None:
+        """A list held by the row (its tools, targets, goal domains): changing it changes the row; part of a row
+        the import creates."""
+        if changed and self.status[key] != "created":
+            self._touch(model, "change", node)
+        self._changed(key, changed)
+
+    def _count(self, kind: str, status: str) -> None:
+        if status != "created":  # creations are counted as they happen
+            self.report.count(kind, status)
+
+    @staticmethod
+    def _sync_m2m(manager, wanted: Sequence[models.Model]) -> bool:
+        if {obj.pk for obj in manager.all()} == {obj.pk for obj in wanted}:
+            return False
+        manager.set(wanted)
+        return True
+
+    def _servers(self) -> None:
+        for name, patch in self.plan.servers.items():
+            obj, status = self._upsert("MCP server", McpServer, self.world.servers.get(name), {}, patch.values, patch)
+            self.world.servers[name] = obj
+            self._count("MCP server", status)
+
+    def _tools(self) -> None:
+        for name, patch in self.plan.tools.items():
+            values = dict(patch.values)
+            stored = self.world.tools.get(name)
+            if stored is not None and values.get("args_schema") == expand_args_schema(stored.args_schema):
+                del values["args_schema"]  # the export writes "no arguments" ({}) in full
+            if "server" in patch.refs:
+                values["server"] = self.world.servers[patch.refs["server"].value]
+            obj, status = self._upsert("MCP tool", McpTool, self.world.tools.get(name), {}, values, patch)
+            self.world.tools[name] = obj
+            self._count("MCP tool", status)
+
+    def _profiles(self) -> None:
+        for agent_id, patch in self.plan.profiles.items():
+            existing = self.world.profiles.get(agent_id)
+            values = {k: v for k, v in patch.values.items() if k != "agent_id"}
+            if existing is None:
+                values.setdefault("name", agent_id)
+            obj, status = self._upsert("profile", AgentProfile, existing, {"agent_id": agent_id}, values, patch)
+            self.world.profiles[agent_id] = obj
+            self.status[("profile", agent_id)] = status
+            if "goal_domains" in patch.refs:
+                servers = [self.world.servers[node.value] for node in patch.refs["goal_domains"]]
+                changed = self._sync_m2m(obj.goal_domains, servers)
+                self._list_changed(("profile", agent_id), changed, AgentProfile, _list_node(patch, "goal_domains"))
+
+    def _specialists(self) -> None:
+        for key, patch in self.plan.specialists.items():
+            agent_id, name = key
+            values = {k: v for k, v in patch.values.items() if k != "name"}
+            create = {"profile": self.world.profiles[agent_id], "name": name}
+            existing = self.world.specialists.get(key)
+            obj, status = self._upsert("specialist", Specialist, existing, create, values, patch)
+            self.world.specialists[key] = obj
+            self.status[("specialist", key)] = status
+            if "tools" in patch.refs:
+                tools = [self.world.tools[node.value] for node in patch.refs["tools"]]
+                changed = self._sync_m2m(obj.allowed_tools, tools)
+                self._list_changed(("specialist", key), changed, Specialist, _list_node(patch, "tools"))
+            if "prompt" in patch.refs:
+                self._prompt(obj, patch.refs["prompt"])
+        # Second pass: handoff targets may be specialists created after the one that names them.
+        for key, patch in self.plan.specialists.items():
+            if "handoff_targets" in patch.refs:
+                targets = [self.world.specialists[(key[0], node.value)] for node in patch.refs["handoff_targets"]]
+                changed = self._sync_m2m(self.world.specialists[key].handoff_targets, targets)
+                self._list_changed(("specialist", key), changed, Specialist, _list_node(patch, "handoff_targets"))
+        for key in self.plan.specialists:
+            self._count("specialist", self.status[("specialist", key)])
+
+    def _prompt(self, specialist: Specialist, node: Node) -> None:
+        active = self.world.active_prompts.get(specialist.pk)
+        if active is not None and active.text.strip() == node.value:
+            self.report.count("prompt version", "unchanged")
+            return
+        note = f"Imported from {PurePath(node.source.name).name}"[:200]
+        self.world.active_prompts[specialist.pk] = prompt_version_create(
+            specialist=specialist, text=node.value, note=note, user=self.user
+        )
+        self.report.count("prompt version", "created")
+        self._touch(SpecialistPrompt, "add", node)
+
+    def _profile_specialists(self) -> None:
+        """The profile's fallback and coordinator, once its specialists exist."""
+        for agent_id, patch in self.plan.profiles.items():
+            profile = self.world.profiles[agent_id]
+            changed = []
+            for ref, model_field in (("fallback", "fallback_specialist"), ("coordinator", "coordinator")):
+                node = patch.refs.get(ref)
+                if node is None:
+                    continue
+                target = self.world.specialists[(agent_id, node.value)] if node.value is not None else None
+                if getattr(profile, f"{model_field}_id") != (target.pk if target else None):
+                    setattr(profile, model_field, target)
+                    changed.append(model_field)
+                    if self.status[("profile", agent_id)] != "created":
+                        self._touch(AgentProfile, "change", node, model_field)
+            if changed:
+                profile.save(update_fields=[*changed, "updated_at"])
+                self._changed(("profile", agent_id), True)
+            self._count("profile", self.status[("profile", agent_id)])
+
+    def _intents(self) -> None:
+        for key, patch in self.plan.intents.items():
+            agent_id, name = key
+            profile = self.world.profiles[agent_id]
+            values = {k: v for k, v in patch.values.items() if k != "name"}
+            if "agent" in patch.refs:
+                values["specialist"] = self.world.specialists[(agent_id, patch.refs["agent"].value)]
+            existing = self.world.intents.get(key)
+            create = {"profile": profile, "name": name}
+            if existing is None and "domain" not in values:
+                create["domain"] = profile.domain
+            obj, status = self._upsert("intent", Intent, existing, create, values, patch)
+            self.world.intents[key] = obj
+            self.status[("intent", key)] = status
+            if "keywords" in patch.refs or "keyword_exclusions" in patch.refs:
+                self._changed(("intent", key), self._sync_keywords(obj, patch, status))
+            if "mcp_tools" in patch.refs:
+                tools = [self.world.tools[node.value] for node in patch.refs["mcp_tools"]]
+                changed = self._sync_m2m(obj.mcp_tools, tools)
+                self._list_changed(("intent", key), changed, Intent, _list_node(patch, "mcp_tools"))
+            self._count("intent", self.status[("intent", key)])
+
+    def _sync_keywords(self, intent: Intent, patch: Patch, status: str) -> bool:
+        """Make the intent's keywords exactly the patch's (each ``(text, normalized)``), keeping rows that match, and
+        their exclusions the patch's ``keyword_exclusions`` (a keyword it does not name has none); either left as
+        stored when the patch does not give it. Each keyword added, removed, respelled or given other exclusions is a
+        change of its own (the intent page's keyword rows)."""
+        current = {} if status == "created" else {k.normalized: k for k in intent.keywords.all()}
+        exclusions: dict[str, tuple[Node, list[str]]] | None = None
+        if "keyword_exclusions" in patch.refs:
+            exclusions = {node.value[1]: (node, node.value[2]) for node in patch.refs["keyword_exclusions"]}
+        changed = False
+        if "keywords" in patch.refs:
+            wanted: dict[str, Node | None] = {node.value[1]: node for node in patch.refs["keywords"]}
+            stale = [k.pk for normalized, k in current.items() if normalized not in wanted]
+            if stale:
+                Keyword.objects.filter(pk__in=stale).delete()
+                self._touch(Keyword, "delete", _list_node(patch, "keywords"))
+                changed = True
+        else:
+            wanted = dict.fromkeys(current)  # the stored keywords, as they are
+        for normalized, node in wanted.items():
+            keyword = current.get(normalized)
+            named = exclusions.get(normalized) if exclusions is not None else None
+            phrases: list[str] | None = None  # None: the file leaves the stored exclusions as they are
+            if exclusions is not None:
+                phrases = named[1] if named is not None else []
+            if keyword is None:
+                assert node is not None  # only the file's keywords are new
+                Keyword.objects.create(intent=intent, text=node.value[0], exclusions=phrases or [])
+                self._touch(Keyword, "add", node)
+                changed = True
+                continue
+            fields = []
+            if node is not None and keyword.text != node.value[0]:
+                keyword.text = node.value[0]
+                fields += ["text", "normalized"]
+                self._touch(Keyword, "change", node)
+            if phrases is not None and sorted(keyword.exclusions or []) != sorted(phrases):
+                keyword.exclusions = phrases
+                fields.append("exclusions")
+                self._touch(Keyword, "change", named[0] if named else _list_node(patch, "keyword_exclusions"))
+            if fields:
+                keyword.save(update_fields=fields)
+                changed = True
+        return changed
+
+    def _policies(self) -> None:
+        for key, patch in self.plan.policies.items():
+            agent_id, state = key
+            values = {k: v for k, v in patch.values.items() if k != "state"}
+            if "agent" in patch.refs:
+                values["specialist"] = self.world.specialists[(agent_id, patch.refs["agent"].value)]
+            if "intent" in patch.refs:
+                intent = patch.refs["intent"].value
+                values["intent"] = self.world.intents[(agent_id, intent)] if intent is not None else None
+            create = {"profile": self.world.profiles[agent_id], "state": state}
+            existing = self.world.policies.get(key)
+            _obj, status = self._upsert("state policy", StatePolicy, existing, create, values, patch)
+            self._count("state policy", status)
+
+    def _capabilities(self) -> None:
+        for name, patch in self.plan.capabilities.items():
+            existing = self.world.capabilities.get(name)
+            values = _as_stored(patch, existing)
+            if "tool" in patch.refs:
+                tool = patch.refs["tool"].value
+                values["tool"] = self.world.tools[tool] if tool is not None else None
+            create = {"server": self.world.servers[patch.refs["server"].value], "name": name}
+            obj, status = self._upsert("capability", Capability, existing, create, values, patch)
+            self.world.capabilities[name] = obj
+            self._count("capability", status)
+
+    def _goals(self) -> None:
+        for (domain, name), patch in self.plan.goals.items():
+            existing = self.world.goals.get((domain, name))
+            create = {"server": self.world.servers[patch.refs["server"].value], "name": name}
+            obj, status = self._upsert("goal", Goal, existing, create, _as_stored(patch, existing), patch)
+            self.world.goals[(domain, name)] = obj
+            self._count("goal", status)
+
+
+def _as_stored(patch: Patch, existing: Goal | Capability | None) -> dict[str, Any]:
+    """A goal's or capability's imported values; ``synced`` is never among them (a re-sync then sees what differs
+    from it as the business user's edit). A description equal to the stored one but for the whitespace around it
+    keeps the stored text, so an exported manifest text imports unchanged and is not counted as edited."""
+    values = {k: v for k, v in patch.values.items() if k != "name"}
+    if existing is not None and "description" in values and existing.description.strip() == values["description"]:
+        values["description"] = existing.description
+    return values

@@ -1,0 +1,177 @@
+"""YAML text → plain values that remember their line numbers.
+
+PyYAML's ``safe_load`` forgets where a value came from, so files are composed
+into nodes (:func:`yaml.compose`) and turned into plain Python values here,
+keeping the line of every mapping key and sequence item. A :class:`Node` is a
+value plus its place (file and path), so every later check can report
+``agents.yaml:12: agents[0].specialists[1].tools[0]: ...``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+
+from releases.configio.messages import (
+    ERROR_COMPLEX_KEY,
+    ERROR_DUPLICATE_KEY,
+    ERROR_EMPTY_FILE,
+    ERROR_TOO_DEEP,
+    ERROR_YAML_SYNTAX,
+)
+
+Path = tuple[str | int, ...]
+
+MAX_DEPTH = 40
+
+
+@dataclass(eq=False)
+class Source:
+    """One YAML file of an import: its display name and its text."""
+
+    name: str
+    text: str
+    lines: dict[Path, int] = field(default_factory=dict, repr=False)
+
+    def line_of(self, path: Path) -> int:
+        """Line of ``path``, or of its nearest ancestor that has one."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get((), 1)
+
+
+def format_path(path: Path) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+@dataclass(frozen=True)
+class Problem:
+    source: Source | None
+    line: int
+    path: Path
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source.name}:{self.line}: " if self.source else ""
+        what = f"{format_path(self.path)}: " if self.path else ""
+        return f"{where}{what}{self.message}"
+
+
+class Problems:
+    """Collects every error (and warning) of one import, so all are reported at once."""
+
+    def __init__(self) -> None:
+        self.errors: list[Problem] = []
+        self.warnings: list[Problem] = []
+
+    def add(self, node: Node | None, message: str) -> None:
+        self.errors.append(_problem(node, message))
+
+    def warn(self, node: Node | None, message: str) -> None:
+        self.warnings.append(_problem(node, message))
+
+    def __bool__(self) -> bool:
+        return bool(self.errors)
+
+
+def _problem(node: Node | None, message: str) -> Problem:
+    if node is None:
+        return Problem(None, 0, (), message)
+    return Problem(node.source, node.line, node.path, message)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A plain value read from ``source`` at ``path``."""
+
+    source: Source
+    path: Path
+    value: Any
+
+    @property
+    def line(self) -> int:
+        return self.source.line_of(self.path)
+
+    @property
+    def where(self) -> str:
+        """``file:line`` for messages that point at another place."""
+        return f"{self.source.name}:{self.line}"
+
+    def child(self, key: str | int) -> Node:
+        return Node(self.source, (*self.path, key), self.value[key])
+
+    def items(self) -> list[tuple[str, Node]]:
+        return [(key, self.child(key)) for key in self.value]
+
+    def elements(self) -> list[Node]:
+        return [self.child(index) for index in range(len(self.value))]
+
+
+def load(source: Source, problems: Problems) -> Node | None:
+    """Parse ``source``; on a syntax error record it (with its line) and return ``None``."""
+    try:
+        root = yaml.compose(source.text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        problem = " ".join(part for part in (exc.context, exc.problem) if part)
+        problems.errors.append(Problem(source, line, (), ERROR_YAML_SYNTAX.format(problem=problem)))
+        return None
+    except yaml.YAMLError as exc:
+        problems.errors.append(Problem(source, 1, (), ERROR_YAML_SYNTAX.format(problem=exc)))
+        return None
+    if root is None:
+        problems.errors.append(Problem(source, 1, (), ERROR_EMPTY_FILE))
+        return None
+    before = len(problems.errors)
+    value = _build(root, (), source, problems, SafeConstructor(), 0)
+    if len(problems.errors) > before:
+        return None
+    return Node(source, (), value)
+
+
+def _build(node: yaml.Node, path: Path, source: Source, problems: Problems, constructor, depth: int) -> Any:
+    source.lines.setdefault(path, node.start_mark.line + 1)
+    if depth > MAX_DEPTH:
+        problems.errors.append(Problem(source, node.start_mark.line + 1, path, ERROR_TOO_DEEP))
+        return None
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):
+                problems.errors.append(Problem(source, line, path, ERROR_COMPLEX_KEY))
+                continue
+            # Keys are names (tools, states, fields): ``404:`` or ``yes:`` mean the text, not a number.
+            key = str(key_node.value)
+            if key in out:
+                first = source.lines[(*path, key)]
+                problems.errors.append(Problem(source, line, path, ERROR_DUPLICATE_KEY.format(key=key, line=first)))
+                continue
+            source.lines[(*path, key)] = line
+            out[key] = _build(value_node, (*path, key), source, problems, constructor, depth + 1)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for index, item in enumerate(node.value):
+            source.lines[(*path, index)] = item.start_mark.line + 1
+            items.append(_build(item, (*path, index), source, problems, constructor, depth + 1))
+        return items
+    try:
+        return constructor.construct_object(node, deep=True)
+    except ConstructorError as exc:
+        problems.errors.append(
+            Problem(source, node.start_mark.line + 1, path, ERROR_YAML_SYNTAX.format(problem=exc.problem))
+        )
+        return None

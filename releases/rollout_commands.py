@@ -1,0 +1,247 @@
+"""A rollout plan's commands: start, pause, resume, advance, abort — and the completion that serves the candidate to
+everyone. Each is recorded as a :class:`~routing.models.RolloutDecision`; those that move the plan are posted to its
+webhook, signed (``X-Rollout-Signature: sha256=<HMAC of the body>``).
+
+These change configuration only: the profile's publish page starts a plan, and an approval starts one
+(:mod:`releases.approvals`). What the guard decides from the stored turns (hold, advance, roll back) is
+:mod:`releases.rollout_guard`'s, which calls :func:`plan_advance` and :func:`decision_record`.
+
+**The two-person rule.** Starting a version plan of a profile that needs a second person
+(``AgentProfile.release_needs_approval``) takes another user's approval (``approved_by``,
+:func:`releases.versions.approval_check`): a person's start is refused with
+:class:`~releases.versions.ApprovalRequired` until one approves. The operator at the shell (``user`` ``None``) is not
+held. Pause, resume, advance and abort are not held: they change how far a started plan goes, and stopping one must
+never wait for a second person.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from common.infra.bus import hmac_signature
+from releases.versions import approval_check, version_release
+from routing.models import (
+    RolloutDecision,
+    RolloutDecisionAction,
+    RolloutFlag,
+    RolloutPlan,
+    RolloutPlanStatus,
+    RolloutPlanTarget,
+    RoutingVersion,
+)
+from routing.rollout import MULTI_AGENT_FLAG
+from routing.rollout_words import stage_words
+from routing.selectors import live_version
+
+logger = logging.getLogger(__name__)
+
+
+class RolloutStateError(Exception):
+    """A command that does not fit the plan's status (e.g. resuming a plan that is not paused)."""
+
+
+def decision_record(
+    plan: RolloutPlan, action: str, reason: str, actor: str, figures: dict[str, Any] | None = None
+) -> RolloutDecision:
+    """Record one decision about ``plan`` at its stage (the caller holds the plan's row lock)."""
+    return RolloutDecision.objects.create(
+        plan=plan,
+        action=action,
+        stage=plan.stage,
+        percentage=int(plan.stages[min(plan.stage, len(plan.stages) - 1)]),  # the stage's, whatever the status
+        reason=reason,
+        figures=figures or {},
+        actor=actor,
+    )
+
+
+def _stage_begin(plan: RolloutPlan, now: dt.datetime) -> None:
+    plan.stage_started_at = now
+    plan.history = [*plan.history, [now.isoformat(), int(plan.stages[plan.stage])]]
+
+
+def plan_flag_follow(plan: RolloutPlan, percentage: int) -> None:
+    """A multi_agent plan moves the flag's percentage with its stages."""
+    if plan.target == RolloutPlanTarget.MULTI_AGENT:
+        flag, _ = RolloutFlag.objects.get_or_create(key=MULTI_AGENT_FLAG)
+        flag.percentage = percentage
+        flag.save(update_fields=["percentage", "updated_at"])
+
+
+def plan_parts(plan: RolloutPlan) -> tuple[Any, RoutingVersion]:
+    """A version plan's profile and candidate (a plan saved without them cannot run)."""
+    if plan.profile is None or plan.candidate is None:
+        raise RolloutStateError(f"Plan {plan} names no profile or no candidate version.")
+    return plan.profile, plan.candidate
+
+
+def _what(plan: RolloutPlan) -> str:
+    if plan.target == RolloutPlanTarget.VERSION and plan.candidate is not None:
+        return f"version {plan.candidate.number}"
+    return "the multi-agent mode"
+
+
+def plan_start(
+    plan: RolloutPlan,
+    *,
+    actor: str,
+    user: Any = None,
+    approved_by: Any = None,
+    now: dt.datetime | None = None,
+) -> RolloutDecision:
+    """Start a ready plan at its first stage; its control is the version live now. ``user`` starts it (``None``:
+    the operator); a version plan of a profile that needs a second person takes ``approved_by`` (module docstring).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
+        if plan.status != RolloutPlanStatus.READY:
+            raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: only a ready plan starts.")
+        if plan.target == RolloutPlanTarget.VERSION:
+            profile, _ = plan_parts(plan)
+            approval_check(profile=profile, user=user, approved_by=approved_by)
+            live = live_version(profile)
+            if live is None:
+                raise RolloutStateError(f"{profile.agent_id} has no live version to compare the candidate with.")
+            if plan.candidate_id == live.pk:
+                raise RolloutStateError(f"Version {live.number} is live already: nothing to roll out.")
+            busy = RolloutPlan.objects.filter(
+                profile=plan.profile, status__in=[RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED]
+            ).exclude(pk=plan.pk)
+            if busy.exists():
+                raise RolloutStateError(f"{profile.agent_id} already has a running plan: {busy.first()}.")
+            plan.control = live
+        plan.status, plan.stage, plan.started_at = RolloutPlanStatus.RUNNING, 0, now
+        if user is not None and getattr(user, "pk", None):
+            plan.created_by = plan.created_by or user
+        _stage_begin(plan, now)
+        plan.save()
+        plan_flag_follow(plan, plan.percentage)
+        decision = decision_record(
+            plan,
+            RolloutDecisionAction.START,
+            f"Started at {stage_words(plan.stage, plan.stages)}: {plan.percentage} % of new conversations get "
+            f"{_what(plan)}.",
+            actor,
+        )
+    return decision
+
+
+def plan_command(plan: RolloutPlan, action: str, *, actor: str, now: dt.datetime | None = None) -> RolloutDecision:
+    """pause | resume | advance | abort, by a person."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
+        if action == RolloutDecisionAction.PAUSE:
+            _expect(plan, RolloutPlanStatus.RUNNING, "pause")
+            plan.status = RolloutPlanStatus.PAUSED
+            reason = f"Paused at {plan.percentage} %: the stage holds; nothing advances or rolls back by itself."
+        elif action == RolloutDecisionAction.RESUME:
+            _expect(plan, RolloutPlanStatus.PAUSED, "resume")
+            plan.status = RolloutPlanStatus.RUNNING
+            reason = f"Resumed at {plan.percentage} %."
+        elif action == RolloutDecisionAction.ADVANCE:
+            _expect(plan, RolloutPlanStatus.RUNNING, "advance")
+            return plan_advance(plan, now, actor, {}, by_guard=False)
+        elif action == RolloutDecisionAction.ABORT:
+            if plan.status not in (RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED, RolloutPlanStatus.READY):
+                raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()} already.")
+            plan.status, plan.finished_at = RolloutPlanStatus.ABORTED, now
+            plan_flag_follow(plan, 0)
+            reason = "Aborted by hand: every conversation is back on the control from its next message."
+        else:
+            raise RolloutStateError(f"Unknown command {action!r}.")
+        plan.save()
+        decision = decision_record(plan, action, reason, actor)
+    decision_webhook_later(decision)
+    return decision
+
+
+def _expect(plan: RolloutPlan, status: str, command: str) -> None:
+    if plan.status != status:
+        raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: it cannot {command}.")
+
+
+def plan_advance(
+    plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str, Any], *, by_guard: bool
+) -> RolloutDecision:
+    """Next stage, or — after the last — complete: the candidate released to everyone. The caller holds the plan's
+    row lock; ``by_guard``: every guard was clear (else a person advanced it by hand)."""
+    if plan.stage + 1 < len(plan.stages):
+        plan.stage += 1
+        _stage_begin(plan, now)
+        plan.save()
+        plan_flag_follow(plan, plan.percentage)
+        stage = stage_words(plan.stage, plan.stages)
+        reason = f"Every guard clear: the guard advanced to {stage}." if by_guard else f"Advanced by hand to {stage}."
+        decision = decision_record(plan, RolloutDecisionAction.ADVANCE, reason, actor, figures)
+    else:
+        plan.status, plan.finished_at = RolloutPlanStatus.COMPLETED, now
+        plan.save()
+        if plan.target == RolloutPlanTarget.VERSION:
+            profile, candidate = plan_parts(plan)
+            version_release(profile=profile, version=candidate)
+            done = f"version {candidate.number} is live for every customer"
+        else:
+            plan_flag_follow(plan, 100)
+            done = "the multi-agent mode is on for every conversation"
+        why = "Every guard clear" if by_guard else "Advanced by hand"
+        decision = decision_record(plan, RolloutDecisionAction.COMPLETE, f"{why}: completed, {done}.", actor, figures)
+    decision_webhook_later(decision)
+    return decision
+
+
+# -- webhook -----------------------------------------------------------------------------------------------------
+
+
+def webhook_signature(body: bytes) -> str:
+    """``sha256=<hex HMAC-SHA256 of the body>`` with ``ROLLOUT_WEBHOOK_SECRET``."""
+    return hmac_signature(settings.ROLLOUT_WEBHOOK_SECRET, body)
+
+
+def webhook_body(decision: RolloutDecision) -> bytes:
+    plan = decision.plan
+    payload = {
+        "plan": {"id": plan.pk, "name": plan.name, "target": plan.target, "status": plan.status},
+        "profile": plan.profile.agent_id if plan.profile else None,
+        "candidate": plan.candidate.number if plan.candidate else None,
+        "control": plan.control.number if plan.control else None,
+        "action": decision.action,
+        "stage": decision.stage,
+        "percentage": decision.percentage,
+        "reason": decision.reason,
+        "figures": decision.figures,
+        "at": decision.created_at.isoformat(),
+    }
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def decision_webhook_later(decision: RolloutDecision) -> None:
+    """Post ``decision`` to its plan's webhook once the transaction commits (nothing without a webhook)."""
+    if decision.plan.webhook_url:
+        transaction.on_commit(lambda: webhook_send(decision.pk))
+
+
+def webhook_send(decision_pk: int) -> str:
+    """Post a decision to its plan's webhook; what it answered is kept on the decision."""
+    decision = RolloutDecision.objects.select_related("plan__profile", "plan__candidate", "plan__control").get(
+        pk=decision_pk
+    )
+    body = webhook_body(decision)
+    headers = {"Content-Type": "application/json", "X-Rollout-Signature": webhook_signature(body)}
+    try:
+        answer = httpx.post(decision.plan.webhook_url, content=body, headers=headers, timeout=5.0)
+        outcome = f"HTTP {answer.status_code}"
+    except httpx.HTTPError as exc:
+        outcome = f"failed: {type(exc).__name__}"
+        logger.warning("rollout webhook of plan %s %s", decision.plan_id, outcome)
+    RolloutDecision.objects.filter(pk=decision.pk).update(webhook=outcome[:200])
+    return outcome

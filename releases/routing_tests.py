@@ -1,0 +1,499 @@
+"""Saved routing tests: run a profile's expected decisions against its draft or any version.
+
+* :func:`routing_tests_run` decides every case with the compiled profile — :func:`routing.decide.route_decide`
+  with the case's state and active specialist, or :func:`routing.goal_decide.goal_decide` when the profile is in
+  goal mode or the case expects a goal or a status — and never touches the database: the cases and the
+  :class:`~routing.specs.ProfileSpec` are read before. It returns a :class:`TestRun`: each case's pass or fail
+  with the actual decision, its reason and the expectations that failed; the counts; a confusion matrix of
+  intents (expected → actual) and precision and recall per intent.
+* :func:`routing_tests_spec` compiles what to run against: the draft, the live version or version N.
+* :func:`routing_tests_parse`, :func:`routing_tests_load` and :func:`routing_tests_dump` exchange a profile's
+  tests as YAML (``profile: P`` / ``tests: [{name, message, state?, active_specialist?, expect}]``); errors name
+  the file's line and the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from rest_framework import status
+
+from agents.models import UsagePurpose
+from agents.services import model_usage_record
+from agents.usage import TurnUsage, usage_counting
+from common.errors import DomainError, NotFound
+from releases.configio.exporter import dump
+from releases.configio.source import Problems, Source, load
+from routing import snapshot
+from routing.decide import delegated_of, route_decide
+from routing.documents import profile_compile, profile_documents
+from routing.goal_decide import GENERAL, goal_decide
+from routing.goals import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
+from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, RoutingVersion, routing_test_expect_errors
+from routing.selectors import live_version
+from routing.specs import ProfileSpec
+
+CONCURRENCY = 8  # cases decided at once: the classifier or goal mode may call a model
+FIRST_FAILURES = 5  # failures kept in a summary and named in the gate's message
+DRAFT, LIVE = "draft", "live"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One saved routing test, as plain data."""
+
+    name: str
+    message: str
+    expect: Mapping[str, str]
+    state: str = ""
+    active_specialist: str = ""
+
+    @classmethod
+    def of(cls, row: RoutingTestCase) -> Case:
+        return cls(
+            name=row.name,
+            message=row.message,
+            expect=dict(row.expect),
+            state=row.state,
+            active_specialist=row.active_specialist,
+        )
+
+    @property
+    def wants_goal(self) -> bool:
+        return "goal" in self.expect or "status" in self.expect
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """A case's outcome: the actual decision (every expectable key), why, and the expectations it missed."""
+
+    case: Case
+    actual: Mapping[str, str]
+    reason: str
+    failed: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    def failure_text(self) -> str:
+        """``fatura alta: expected intent=X, agent=Y; got intent=Z, agent=W (reason)``."""
+        expected = ", ".join(f"{key}={self.case.expect[key]}" for key in self.failed)
+        got = ", ".join(f"{key}={self.actual.get(key) or '(none)'}" for key in self.failed)
+        return f"{self.case.name}: expected {expected}; got {got} ({self.reason})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.case.name,
+            "message": self.case.message,
+            "expect": dict(self.case.expect),
+            "passed": self.passed,
+            "actual": dict(self.actual),
+            "reason": self.reason,
+            "failed": list(self.failed),
+        }
+
+
+@dataclass(frozen=True)
+class IntentScore:
+    precision: float | None  # of the cases decided as this intent, the share expected as it (None: none decided)
+    recall: float | None  # of the cases expected as this intent, the share decided as it (None: none expected)
+    support: int  # cases expected as this intent
+
+
+@dataclass
+class TestRun:
+    """The outcome of a run: every case's result, the counts, and the intents' confusion matrix and scores."""
+
+    __test__ = False  # not a pytest test class
+
+    results: list[CaseResult]
+    confusion: dict[str, dict[str, int]] = field(default_factory=dict)  # expected intent → actual intent → cases
+    scores: dict[str, IntentScore] = field(default_factory=dict)
+    usage: TurnUsage = field(default_factory=TurnUsage)  # the model calls the cases made (classifier, planner, goals)
+
+    @property
+    def total(self) -> int:
+        return len(self.results)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [result for result in self.results if not result.passed]
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    @property
+    def passed(self) -> int:
+        return self.total - self.failed
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything, as JSON: for a page or an API answer."""
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "results": [result.as_dict() for result in self.results],
+            "confusion": self.confusion,
+            "scores": {
+                intent: {"precision": score.precision, "recall": score.recall, "support": score.support}
+                for intent, score in self.scores.items()
+            },
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The figures kept with a published version: counts and the first failures' lines."""
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "failures": [result.failure_text() for result in self.failures[:FIRST_FAILURES]],
+        }
+
+
+def _matches(key: str, expected: str, actual: Mapping[str, str]) -> bool:
+    if key == "goal":  # a goal may be named alone (TOP_MOVERS) or with its domain (finance.TOP_MOVERS)
+        return expected in (actual.get("goal", ""), actual.get("goal_name", ""))
+    return expected == actual.get(key, "")
+
+
+async def _decide(profile: ProfileSpec, case: Case) -> tuple[dict[str, str], str]:
+    """The actual decision for ``case``, as the engine would take it for a new conversation in the case's state."""
+    actual = dict.fromkeys(ROUTING_TEST_EXPECT_KEYS, "")
+    if profile.effective_mode == GOAL_MODE or case.wants_goal:
+        decision = await goal_decide(profile=profile, text=case.message, goal_state=None)
+        read = decision.intent_output
+        actual["status"] = decision.status
+        if decision.status != GENERAL:
+            goal = f"{read.primary_domain}.{read.goal}" if read.goal else ""
+            actual.update(goal=goal, goal_name=read.goal, intent=goal, agent=GOAL_AGENT, method=GOAL_METHOD)
+            return actual, decision.reason
+    routed = await route_decide(
+        profile=profile,
+        text=case.message,
+        state=case.state or None,
+        active_agent=case.active_specialist,
+        delegated_to=delegated_of(profile, case.active_specialist),
+    )
+    actual.update(
+        intent=routed.intent or "", agent=routed.agent or "", method=routed.method, next_state=routed.next_state or ""
+    )
+    return actual, routed.reason
+
+
+async def routing_tests_run_async(profile: ProfileSpec, cases: Sequence[Case]) -> TestRun:
+    """:func:`routing_tests_run` for async callers; the model calls the cases made are counted in the run's
+    ``usage``, which the caller stores (:func:`agents.services.model_usage_record`)."""
+    gate = asyncio.Semaphore(CONCURRENCY)
+    usage = TurnUsage()
+
+    async def one(case: Case) -> CaseResult:
+        async with gate:
+            actual, reason = await _decide(profile, case)
+        failed = tuple(key for key, value in case.expect.items() if not _matches(key, value, actual))
+        actual.pop("goal_name", None)
+        return CaseResult(case=case, actual=actual, reason=reason, failed=failed)
+
+    with usage_counting(usage):  # the cases' tasks carry the context: their model calls add to it
+        results = list(await asyncio.gather(*(one(case) for case in cases)))
+    run = TestRun(results=results, usage=usage)
+    run.confusion, run.scores = _intent_figures(results)
+    return run
+
+
+def routing_tests_run(
+    profile: ProfileSpec, cases: Sequence[Case], *, purpose: str = UsagePurpose.ROUTING_TESTS
+) -> TestRun:
+    """Decide every case with ``profile`` (no database access) and compare with what it expects; then store the
+    model calls the run made (a classifier, the supervisor's planner, goal mode's reading) as ``purpose``'s usage
+    (:func:`agents.services.model_usage_record`): every model call lands in the usage figures.
+
+    Sync code that runs where an event loop is parked in the thread (a command called from a Playwright test,
+    a notebook) cannot block on it: the run then gets an event loop of its own in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        run = async_to_sync(routing_tests_run_async)(profile, cases)
+    else:
+        with ThreadPoolExecutor(max_workers=1) as worker:
+            run = worker.submit(asyncio.run, routing_tests_run_async(profile, cases)).result()
+    model_usage_record(usage=run.usage, purpose=purpose, profile_id=profile.pk)
+    return run
+
+
+def _intent_figures(results: Iterable[CaseResult]) -> tuple[dict[str, dict[str, int]], dict[str, IntentScore]]:
+    """The confusion matrix (expected → actual → cases) and per-intent precision and recall over the cases that
+    expect an intent."""
+    confusion: dict[str, Counter[str]] = defaultdict(Counter)
+    for result in results:
+        expected = result.case.expect.get("intent")
+        if expected is not None:
+            confusion[expected][result.actual.get("intent", "")] += 1
+    decided: Counter[str] = Counter()
+    for row in confusion.values():
+        decided.update(row)
+    scores = {}
+    for intent in sorted(set(confusion) | set(decided)):
+        hits = confusion.get(intent, Counter())[intent]
+        support = sum(confusion.get(intent, Counter()).values())
+        scores[intent] = IntentScore(
+            precision=hits / decided[intent] if decided[intent] else None,
+            recall=hits / support if support else None,
+            support=support,
+        )
+    return {expected: dict(row) for expected, row in sorted(confusion.items())}, scores
+
+
+# -- which spec, which cases -------------------------------------------------------------------------------------
+
+
+def routing_tests_spec(profile: Any, version: str | int = DRAFT) -> ProfileSpec:
+    """The compiled profile to test: its draft, its live version (the draft when never published), or version N.
+
+    Raises :class:`~common.errors.NotFound` for a version the profile does not have."""
+    backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})  # not versioned: the saved ones
+
+    if version == DRAFT:
+        spec = snapshot.current().profile(profile.agent_id, draft=True)
+        if spec is not None:
+            return spec
+        return profile_compile(
+            profile_documents([profile.agent_id])[profile.agent_id], pk=profile.pk, backends=backends
+        )
+    if version == LIVE:
+        live = live_version(profile)
+        if live is None:
+            return routing_tests_spec(profile, DRAFT)
+        return profile_compile(live.document, pk=profile.pk, version=live.number, backends=backends)
+    stored = RoutingVersion.objects.filter(profile=profile, number=int(version)).first()
+    if stored is None:
+        raise NotFound(f"{profile.agent_id} has no version {version}.", fields={"version": [f"No version {version}."]})
+    return profile_compile(stored.document, pk=profile.pk, version=stored.number, backends=backends)
+
+
+def routing_tests_saved(profile: Any) -> list[Case]:
+    """The profile's enabled saved tests, by name."""
+    return [Case.of(row) for row in RoutingTestCase.objects.filter(profile=profile, enabled=True).order_by("name")]
+
+
+# -- the publishing gate -------------------------------------------------------------------------------------
+
+FORCE_PERMISSION = "routing.publish_failing_version"
+
+
+class RoutingTestsFailed(DomainError):
+    status_code = status.HTTP_409_CONFLICT
+    code = "routing_tests_failed"
+
+
+class PublishForbidden(DomainError):
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "permission_denied"
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate let through: the run's summary to keep with the version (``{}``: no saved tests) and the
+    reason kept when it was published although tests failed (``""`` otherwise)."""
+
+    summary: dict[str, Any]
+    forced_reason: str = ""
+
+
+def routing_tests_gate(
+    *, profile: Any, document: Mapping[str, Any], user: Any = None, forced_reason: str = "", enforce: bool = True
+) -> GateOutcome:
+    """Run the profile's enabled saved tests against ``document`` (the one about to be published).
+
+    A failure refuses the publish (:class:`RoutingTestsFailed`, naming how many failed and the first failures)
+    unless ``forced_reason`` is given by a user with ``routing.publish_failing_version``; a reason given by a user
+    without it is refused (:class:`PublishForbidden`). Without ``enforce`` (a revert) the run is only recorded.
+    Runs before the publish's transaction: a classifier may call a model, and no lock is held across it."""
+
+    reason = forced_reason.strip()
+    if reason and not (user is not None and user.has_perm(FORCE_PERMISSION)):
+        raise PublishForbidden(
+            f"You may not publish a version whose routing tests fail (it takes the permission {FORCE_PERMISSION}).",
+            fields={"forced_reason": ["Only a user with the permission to publish failing versions may give one."]},
+        )
+    cases = routing_tests_saved(profile)
+    if not cases:
+        return GateOutcome(summary={})
+    backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})
+    spec = profile_compile(document, pk=profile.pk, backends=backends)
+    run = routing_tests_run(spec, cases, purpose=UsagePurpose.PUBLISH_GATE)
+    summary = run.summary()
+    if not run.failed:
+        return GateOutcome(summary=summary)
+    if reason or not enforce:
+        return GateOutcome(summary={**summary, "forced": bool(reason)}, forced_reason=reason)
+    shown = "; ".join(summary["failures"])
+    raise RoutingTestsFailed(
+        f"{run.failed} of {run.total} routing tests of {profile.agent_id} fail: {shown}"
+        + (" …" if run.failed > len(summary["failures"]) else "")
+        + ". Fix the draft, or publish anyway with a written reason (it takes the permission to publish failing "
+        "versions).",
+        fields={"tests": summary["failures"]},
+    )
+
+
+# -- YAML exchange --------------------------------------------------------------------------------------------
+
+
+class RoutingTestsFileError(DomainError):
+    """A routing tests file that cannot be read; ``problems`` are ``file:line: field: message`` lines."""
+
+    code = "invalid_routing_tests"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems), fields={"file": problems})
+        self.problems = problems
+
+
+CASE_KEYS = ("name", "message", "state", "active_specialist", "expect")
+
+
+def routing_tests_parse(text: str, *, name: str = "tests.yaml") -> tuple[str, list[Case]]:
+    """The profile's agent_id and the cases of a routing tests file; :class:`RoutingTestsFileError` names the line
+    and field of every problem."""
+
+    problems = Problems()
+    root = load(Source(name, text), problems)
+    cases: list[Case] = []
+    agent_id = ""
+    if root is not None:
+        if not isinstance(root.value, dict):
+            problems.add(root, "must be a mapping with 'profile' and 'tests'.")
+        else:
+            for key, node in root.items():
+                if key not in ("profile", "tests"):
+                    problems.add(node, f"unknown key {key!r} (allowed: profile, tests).")
+            if not isinstance(root.value.get("profile"), str) or not root.value["profile"].strip():
+                if "profile" in root.value:
+                    problems.add(root.child("profile"), "required text (the profile's agent_id).")
+                else:
+                    problems.add(root, "profile: required text (the profile's agent_id).")
+            else:
+                agent_id = root.value["profile"].strip()
+            tests = root.child("tests") if "tests" in root.value else None
+            if tests is None or not isinstance(tests.value, list):
+                problems.add(tests or root, ("" if tests else "tests: ") + "required list of tests.")
+            else:
+                seen: dict[str, int] = {}
+                for item in tests.elements():
+                    case = _case(item, problems)
+                    if case is None:
+                        continue
+                    if case.name in seen:
+                        problems.add(
+                            item.child("name"), f"{case.name!r} is repeated (first on line {seen[case.name]})."
+                        )
+                    seen.setdefault(case.name, item.line)
+                    cases.append(case)
+    if problems:
+        raise RoutingTestsFileError([str(problem) for problem in problems.errors])
+    return agent_id, cases
+
+
+def _case(item: Any, problems: Any) -> Case | None:
+    if not isinstance(item.value, dict):
+        problems.add(item, "must be a mapping with name, message and expect.")
+        return None
+    before = len(problems.errors)
+    for key, node in item.items():
+        if key not in CASE_KEYS:
+            problems.add(node, f"unknown key {key!r} (allowed: {', '.join(CASE_KEYS)}).")
+    values: dict[str, str] = {}
+    for key in ("name", "message", "state", "active_specialist"):
+        value = item.value.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            problems.add(item.child(key), f"must be text, not {type(value).__name__}.")
+        elif key in ("name", "message") and not value.strip():
+            problems.add(
+                item.child(key) if key in item.value else item,
+                ("" if key in item.value else f"{key}: ") + "required text.",
+            )
+        values[key] = value.strip() if isinstance(value, str) else ""
+    if "expect" not in item.value:
+        problems.add(item, "expect: required mapping.")
+    else:
+        expect = item.child("expect")
+        if not isinstance(expect.value, dict):
+            problems.add(expect, "must be a mapping.")
+        else:
+            for key in expect.value:
+                for error in routing_test_expect_errors({key: expect.value[key]}):
+                    problems.add(expect.child(key), error.removeprefix(f"{key}: "))
+            if not expect.value:
+                problems.add(expect, routing_test_expect_errors({})[0])
+    if len(problems.errors) > before:
+        return None
+    return Case(
+        name=values["name"],
+        message=values["message"],
+        state=values["state"],
+        active_specialist=values["active_specialist"],
+        expect={key: str(value).strip() for key, value in item.value["expect"].items()},
+    )
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    created: int
+    updated: int
+    deleted: int
+
+
+@transaction.atomic
+def routing_tests_load(*, profile: Any, cases: Sequence[Case], replace: bool = False) -> LoadReport:
+    """Save ``cases`` as the profile's tests, matched by name: new names are created, known ones updated (and
+    enabled); with ``replace`` the profile's tests the file does not name are deleted."""
+    existing = {row.name: row for row in RoutingTestCase.objects.select_for_update().filter(profile=profile)}
+    created = updated = 0
+    for case in cases:
+        values = {
+            "message": case.message,
+            "state": case.state,
+            "active_specialist": case.active_specialist,
+            "expect": dict(case.expect),
+            "enabled": True,
+        }
+        row = existing.get(case.name)
+        if row is None:
+            RoutingTestCase.objects.create(profile=profile, name=case.name, **values)
+            created += 1
+        elif any(getattr(row, key) != value for key, value in values.items()):
+            for key, value in values.items():
+                setattr(row, key, value)
+            row.save(update_fields=[*values, "updated_at"])
+            updated += 1
+    deleted = 0
+    if replace:
+        names = {case.name for case in cases}
+        deleted, _ = RoutingTestCase.objects.filter(profile=profile).exclude(name__in=names).delete()
+    return LoadReport(created=created, updated=updated, deleted=deleted)
+
+
+def routing_tests_dump(profile: Any) -> str:
+    """The profile's saved tests (enabled ones) as a routing tests file :func:`routing_tests_parse` reads back."""
+
+    tests = []
+    for case in routing_tests_saved(profile):
+        item: dict[str, Any] = {"name": case.name, "message": case.message}
+        if case.state:
+            item["state"] = case.state
+        if case.active_specialist:
+            item["active_specialist"] = case.active_specialist
+        item["expect"] = {key: case.expect[key] for key in ROUTING_TEST_EXPECT_KEYS if key in case.expect}
+        tests.append(item)
+    return dump({"profile": profile.agent_id, "tests": tests})

@@ -1,0 +1,121 @@
+"""The demo's routing test suites (config/demo/tests/): seed_demo loads them, they all pass.
+
+The demo is loaded as shipped, with the finance server running as a real process and synced (the way
+``scripts/start`` does it), offline: no model is configured, so each case is decided by the keywords, the state
+policies, the coordinator, the fallback or the offline goal reader. A profile whose suite failed would be left
+unpublished by ``seed_demo``; version 1 is the proof that the publishing gate ran and passed.
+
+finance_assistente's suite (``with_sync/``) needs the goals the sync reads, so ``seed_demo`` loads it only with
+``--sync`` once the finance server was read (without them the profile would be left unpublished).
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from urllib.parse import urlsplit
+
+import pytest
+from django.core.management import call_command
+
+from agents.models import AgentProfile
+from releases.management.commands.seed_demo import TESTS_DIR
+from releases.routing_tests import (
+    LIVE,
+    routing_tests_parse,
+    routing_tests_run,
+    routing_tests_saved,
+    routing_tests_spec,
+)
+from routing.models import RoutingTestCase
+from routing.selectors import live_version
+
+LOADED = ["telecom_contas", "retail_orders", "telecom_assistente"]  # by seed_demo, before publishing
+SYNCED = ["finance_assistente"]  # by seed_demo --sync, once the finance server was read
+MIN_CASES = 30
+
+
+def suite(agent_id: str):
+    path = TESTS_DIR / f"{agent_id}.yaml" if agent_id in LOADED else TESTS_DIR / "with_sync" / f"{agent_id}.yaml"
+    return routing_tests_parse(path.read_text(encoding="utf-8"), name=path.name)
+
+
+@pytest.fixture
+def demo(db, finance_mcp, monkeypatch):
+    server = urlsplit(finance_mcp)
+    monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
+    monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))
+    err = StringIO()
+    call_command("seed_demo", "--sync", stdout=StringIO(), stderr=err)
+    return err.getvalue()  # seed_demo's warnings
+
+
+def test_every_demo_profile_ships_a_suite_of_at_least_30_cases_for_itself():
+    for agent_id in LOADED + SYNCED:
+        profile, cases = suite(agent_id)
+        assert profile == agent_id
+        assert len(cases) >= MIN_CASES, (agent_id, len(cases))
+
+
+@pytest.mark.parametrize("agent_id", LOADED)
+def test_seed_demo_saves_the_suite_and_publishes_the_profile_as_version_1_because_every_case_passes(demo, agent_id):
+    assert f"warning: {agent_id}" not in demo
+    profile = AgentProfile.objects.get(agent_id=agent_id)
+    shipped = suite(agent_id)[1]
+    assert RoutingTestCase.objects.filter(profile=profile).count() == len(shipped) >= MIN_CASES
+    assert live_version(profile).number == 1
+
+    run = routing_tests_run(routing_tests_spec(profile, LIVE), routing_tests_saved(profile))
+    assert run.total == len(shipped)
+    assert [result.failure_text() for result in run.failures] == []
+
+
+def test_seed_demo_with_sync_saves_the_finance_suite_and_publishes_it_because_every_case_passes(demo):
+    assert "warning" not in demo
+    profile = AgentProfile.objects.get(agent_id="finance_assistente")
+    assert live_version(profile).number == 1
+    assert RoutingTestCase.objects.filter(profile=profile).count() == len(suite("finance_assistente")[1])
+
+    run = routing_tests_run(routing_tests_spec(profile, LIVE), routing_tests_saved(profile))
+    assert run.total >= MIN_CASES
+    assert [result.failure_text() for result in run.failures] == []
+
+
+def test_seed_demo_without_the_sync_leaves_the_finance_suite_out_and_publishes_every_profile(db):
+    err = StringIO()
+    call_command("seed_demo", stdout=StringIO(), stderr=err)
+
+    assert "warning" not in err.getvalue()
+    finance = AgentProfile.objects.get(agent_id="finance_assistente")
+    assert not RoutingTestCase.objects.filter(profile=finance).exists()
+    assert live_version(finance).number == 1
+
+
+def test_the_suites_check_what_the_demo_is_about():
+    """Each suite covers its profile's ways of deciding: not only keywords."""
+    ways = {
+        agent_id: {case.expect.get("status") or case.expect.get("method") for case in suite(agent_id)[1]}
+        for agent_id in LOADED + SYNCED
+    }
+    assert {"keyword", "state", "small_talk", "fallback"} <= ways["telecom_contas"]
+    assert {"keyword", "state", "small_talk", "fallback"} <= ways["retail_orders"]
+    assert ways["telecom_assistente"] == {"coordinator", "sub_conversation", "small_talk"}
+    assert {"plan", "clarification", "general"} <= ways["finance_assistente"]
+
+
+@pytest.mark.parametrize("agent_id", LOADED)
+def test_calibrating_a_demo_profile_never_lowers_the_out_of_scope_messages_it_leaves_alone(demo, agent_id):
+    """The demo ships the rule its calibration chose: calibrating again keeps it, and leaves no fewer out-of-scope
+    samples alone."""
+    from releases.calibration import calibrate
+    from releases.routing_tests import DRAFT
+
+    profile = AgentProfile.objects.get(agent_id=agent_id)
+
+    result = calibrate(routing_tests_spec(profile, DRAFT), routing_tests_saved(profile))
+
+    assert result.chosen.out_of_scope_left_rate >= result.current.out_of_scope_left_rate
+    assert (result.chosen.threshold, result.chosen.margin) == (profile.examples_threshold, profile.examples_margin)
+    assert (result.state_threshold, result.keyword_check) == (
+        profile.examples_state_threshold,
+        profile.examples_keyword_check,
+    )

@@ -1,0 +1,144 @@
+"""`manage.py seed_demo` loads the demo once: a restart never undoes an admin's edit."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from agents.models import AgentProfile, McpServer, McpTool, Specialist
+from agents.services import prompt_version_create
+from releases.versions import version_publish
+from routing.documents import profile_documents
+from routing.models import Intent, Keyword, RoutingVersion
+from routing.selectors import live_version
+
+pytestmark = pytest.mark.django_db
+
+DEMO_PROFILES = ("telecom_contas", "retail_orders", "telecom_assistente", "finance_assistente")
+
+
+def seed_demo(*args: str) -> str:
+    out = io.StringIO()
+    call_command("seed_demo", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def admin_edits() -> None:
+    """What the product review's admin changed before restarting scripts/start."""
+    intent = Intent.objects.get(profile__agent_id="telecom_contas", name="billing_invoice_explanation")
+    intent.priority = 1
+    intent.save()
+    Keyword.objects.create(intent=intent, text="conta cara")
+    specialist = Specialist.objects.get(profile__agent_id="telecom_contas", name="billing_agent")
+    prompt_version_create(specialist=specialist, text="Você é o especialista de faturas (editado).")
+
+
+def edited(document: dict) -> tuple:
+    intent = document["intents"]["billing_invoice_explanation"]
+    return intent["priority"], "conta cara" in intent["keywords"], document["specialists"]["billing_agent"]["prompt"]
+
+
+def test_the_demo_import_is_each_demo_profiles_version_1_with_its_note():
+    out = seed_demo()
+    for agent_id in DEMO_PROFILES:
+        profile = AgentProfile.objects.get(agent_id=agent_id)
+        version = live_version(profile)
+        assert (version.number, version.note) == (1, "Demo import (config/demo)")
+        assert version.document == profile_documents([agent_id])[agent_id]
+        assert f"{agent_id}: loaded, published as version 1" in out
+
+
+def test_a_restart_keeps_the_admins_published_edit_and_draft_edit():
+    seed_demo()
+    admin_edits()
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    published = version_publish(profile=profile, note="priority 1, conta cara, prompt edited")
+    Intent.objects.filter(profile=profile, name="billing_invoice_explanation").update(priority=2)  # a draft edit
+    tools_before = list(McpTool.objects.order_by("name").values_list("name", "description", "enabled"))
+    McpServer.objects.filter(name="retail").update(timeout=33)
+
+    out = seed_demo()
+
+    assert live_version(profile) == published
+    assert RoutingVersion.objects.filter(profile=profile).count() == 2
+    assert edited(published.document) == (1, True, "Você é o especialista de faturas (editado).")
+    assert edited(profile_documents(["telecom_contas"])["telecom_contas"])[0] == 2
+    assert list(McpTool.objects.order_by("name").values_list("name", "description", "enabled")) == tools_before
+    assert McpServer.objects.get(name="retail").timeout == 33
+    assert "telecom_contas: already there: left as it is" in out
+    assert "changed nothing" in out
+
+
+def test_a_profile_the_user_made_with_a_demo_agent_id_is_left_alone_and_the_rest_of_the_demo_loaded():
+    AgentProfile.objects.create(agent_id="retail_orders", name="Our own retail profile")
+
+    out = seed_demo()
+
+    mine = AgentProfile.objects.get(agent_id="retail_orders")
+    assert (
+        mine.name == "Our own retail profile"
+        and not mine.specialists.exists()
+        and not Intent.objects.filter(profile=mine).exists()
+    )
+    assert live_version(mine) is None
+    assert "retail_orders: already there: left as it is" in out
+    for agent_id in ("telecom_contas", "telecom_assistente", "finance_assistente"):
+        assert live_version(AgentProfile.objects.get(agent_id=agent_id)).number == 1
+    assert McpTool.objects.filter(name="consultar_pedido").exists()  # the shared tools come all the same
+
+
+def test_force_reloads_the_demo_over_the_edits_and_publishes_it():
+    seed_demo()
+    admin_edits()
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    demo = live_version(profile)
+    assert edited(version_publish(profile=profile, note="edited").document)[:2] == (1, True)
+
+    out = seed_demo("--force")
+
+    version = live_version(profile)
+    assert version.number == 3 and version.note == "Demo reloaded (config/demo, --force)"
+    assert edited(version.document) == edited(demo.document)
+    assert edited(demo.document)[:2] == (10, False)
+    assert "telecom_contas: reloaded, published as version 3" in out
+    assert "retail_orders: reloaded; its live version 1 is the same" in out
+
+
+def write_tests(directory, expect_intent: str) -> None:
+    directory.mkdir()
+    (directory / "telecom_contas.yaml").write_text(
+        "profile: telecom_contas\n"
+        "tests:\n"
+        "  - name: fatura alta\n"
+        '    message: "Minha fatura veio alta"\n'
+        f"    expect: {{intent: {expect_intent}, agent: billing_agent}}\n",
+        encoding="utf-8",
+    )
+
+
+def test_the_demos_routing_tests_are_loaded_before_it_is_published(tmp_path, monkeypatch):
+    from releases.management.commands import seed_demo as command
+    from routing.models import RoutingTestCase
+
+    write_tests(tmp_path / "tests", "billing_invoice_explanation")
+    monkeypatch.setattr(command, "TESTS_DIR", tmp_path / "tests")
+
+    seed_demo()
+
+    version = live_version(AgentProfile.objects.get(agent_id="telecom_contas"))
+    assert version.number == 1 and version.test_summary["passed"] == 1
+    assert list(RoutingTestCase.objects.values_list("profile__agent_id", "name")) == [("telecom_contas", "fatura alta")]
+
+
+def test_a_demo_profile_whose_routing_tests_fail_is_loaded_as_a_draft_and_the_rest_published(tmp_path, monkeypatch):
+    from releases.management.commands import seed_demo as command
+
+    write_tests(tmp_path / "tests", "retail_order_tracking")
+    monkeypatch.setattr(command, "TESTS_DIR", tmp_path / "tests")
+
+    seed_demo()
+
+    assert live_version(AgentProfile.objects.get(agent_id="telecom_contas")) is None
+    assert live_version(AgentProfile.objects.get(agent_id="retail_orders")).number == 1
