@@ -324,8 +324,8 @@ class AgentProfile(models.Model):
         default=dict,
         blank=True,
         editable=False,
-        help_text="The last calibration of the examples tier (routing.calibration): the figures that chose the "
-        "threshold and margin, when and by whom.",
+        help_text="The last calibration of the examples tier: the figures that chose the threshold and margin, when "
+        "and by whom.",
     )
     goal_threshold = models.FloatField(
         default=DEFAULT_GOAL_THRESHOLD,

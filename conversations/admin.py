@@ -322,7 +322,3 @@ class BackendCallAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAd
     list_select_related = ["conversation", "tenant", "profile"]
     search_fields = ["backend", "remote_agent", "error", "conversation__conversation_key"]
     date_hierarchy = "created_at"
-
-
-# Customers' ratings.
-from conversations import admin_ratings  # noqa: E402, F401
