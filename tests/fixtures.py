@@ -43,6 +43,19 @@ def database_circuit_closed():
 
 
 @pytest.fixture(autouse=True)
+def channel_layer_of_its_own():
+    """Each test gets channel layers of its own: channels_redis keeps its receiving state (the receive lock, the
+    buffers) on the layer, bound to the event loop that first used it, and a test runs its clients in a loop of its
+    own — an earlier test's layer on the same worker failed a socket's disconnect with "bound to a different event
+    loop". A served process has one loop, and one layer for its life."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
 def fresh_routing_snapshot():
     """Each test starts from the database it built, not from a snapshot of an earlier test, nor from the
     configuration version an earlier test left in the shared cache (it could expire mid-test and make the

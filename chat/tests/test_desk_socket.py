@@ -8,7 +8,6 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.db import connections
 
@@ -29,15 +28,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 DESK = "/ws/desk/"
 DEAD_REDIS = "redis://127.0.0.1:9/0"  # the discard port: nothing answers there
-
-
-@pytest.fixture(autouse=True)
-def channel_layer_of_its_own():
-    """Each test's event loop gets a channel layer of its own: channels_redis keeps its receiving state (the receive
-    lock, the buffers) on the layer, made for one event loop, and every test runs its clients in a loop of its own."""
-    channel_layers.backends.clear()
-    yield
-    channel_layers.backends.clear()
 
 
 async def desk_for(user) -> WebsocketCommunicator:
