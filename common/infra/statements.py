@@ -21,6 +21,9 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.utils import CursorWrapper
 from django.db.models import AutoField, Field, Model, sql
+from django.db.models.expressions import RawSQL
+
+from common.infra import stock_paths
 
 
 def statement_cursor(*, using: str = DEFAULT_DB_ALIAS) -> CursorWrapper:
@@ -85,6 +88,8 @@ def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) ->
     compiled in place as ``save()`` would. Related objects are not read: set the ``…_id`` attributes. Hand what the
     statement returns to :func:`inserted`.
     """
+    if stock_paths():
+        return _compiled_insert(objs, using)
     model = type(objs[0])
     shape = _shape(model, using)
     connection = connections[using]
@@ -109,6 +114,34 @@ def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) ->
                 params.append(field.get_db_prep_save(value, connection=connection))
         rows.append(f"({', '.join(placeholders)})")
     return f"{shape.head}{', '.join(rows)}{shape.returning}", params
+
+
+def _compiled_insert(objs: Sequence[Model], using: str) -> tuple[str, list[Any]]:
+    """The stock path (``STOCK_PATHS``): the statement as Django's insert compiler builds it for ``bulk_create``, a
+    :class:`SqlValue` handed to it as the ``RawSQL`` expression it stands for."""
+    model = type(objs[0])
+    opts = model._meta
+    connection = connections[using]
+    fields = [field for field in opts.concrete_fields if not field.generated and not isinstance(field, AutoField)]
+    written: list[tuple[Model, str, SqlValue]] = []
+    for obj in objs:
+        for field in fields:
+            value = getattr(obj, field.attname)
+            if isinstance(value, SqlValue):
+                written.append((obj, field.attname, value))
+                # The SQL is the caller's own code, its values bound as parameters, as on the fast path.
+                setattr(obj, field.attname, RawSQL(value.sql, value.params, output_field=field))  # noqa: S611
+    try:
+        query = sql.InsertQuery(model)
+        query.insert_values(fields, list(objs))
+        compiler: Any = query.get_compiler(using=using)
+        if connection.features.can_return_rows_from_bulk_insert:
+            compiler.returning_fields = opts.db_returning_fields
+        [(text, params)] = compiler.as_sql()
+    finally:
+        for obj, attname, value in written:
+            setattr(obj, attname, value)
+    return text, list(params)
 
 
 def inserted(objs: Sequence[Model], rows: Sequence[Sequence[Any]], *, using: str = DEFAULT_DB_ALIAS) -> None:

@@ -39,9 +39,17 @@ def sent_by_bulk_create(objs: list[Message]) -> list[tuple[str, tuple]]:
     return statements
 
 
-def comparable(params: tuple) -> tuple:
-    """Each build's ``auto_now_add`` stamps its own time; psycopg's JSON wrappers compare by identity."""
-    return tuple("<time>" if isinstance(value, dt.datetime) else getattr(value, "obj", value) for value in params)
+def comparable(params: tuple | list) -> tuple:
+    """Each build's ``auto_now_add`` stamps its own time; psycopg's JSON wrappers compare by identity. Django's own
+    PostgreSQL backend sends a column's values as one array (``UNNEST``)."""
+    return tuple(
+        comparable(value)
+        if isinstance(value, list | tuple)
+        else "<time>"
+        if isinstance(value, dt.datetime)
+        else getattr(value, "obj", value)
+        for value in params
+    )
 
 
 @fast_path_only
@@ -88,3 +96,24 @@ def test_sql_in_place_of_a_value_goes_into_the_statement_with_its_parameters(con
 def test_returned_rows_that_do_not_match_the_objects_are_refused(conversation):
     with pytest.raises(ValueError):
         inserted(messages(conversation), [(1,)])
+
+
+def test_with_the_stock_paths_the_statement_is_built_by_djangos_insert_compiler_and_writes_the_same_rows(
+    conversation, settings
+):
+    settings.STOCK_PATHS = True
+    [theirs] = sent_by_bulk_create(messages(conversation))
+    objs = messages(conversation)
+    obj = Message(conversation_id=conversation.pk, role="user", content="x")
+    obj.content = SqlValue("upper(%s)", ("written",))
+
+    ours = insert_statement(objs)
+    sql, params = insert_statement([obj])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted([obj], cursor.fetchall())
+
+    assert ours[0] == theirs[0] and comparable(tuple(ours[1])) == comparable(theirs[1])
+    assert "upper(%s)" in sql and "written" in params and "RETURNING" in sql
+    assert isinstance(obj.content, SqlValue)  # handed to Django as an expression for the statement only
+    assert Message.objects.get(pk=obj.pk).content == "WRITTEN"
