@@ -22,6 +22,7 @@ from django.conf import settings
 
 def stock_paths() -> bool:
     """Whether the hand-written fast paths are switched off (the ``STOCK_PATHS`` setting): each then runs the
-    library's own code. Asked where each path is chosen, once, not per call: the settings (the database and cache
-    backends), the ASGI application's start (its handler), tracing's set-up, the async views' classes."""
+    library's own code. Asked where each path is chosen, mostly once: the settings (the database and cache
+    backends), the ASGI application's start (its handler), tracing's set-up, the async views' classes; the statement
+    builder asks per statement (:func:`common.infra.statements.insert_statement`, a setting's read)."""
     return bool(getattr(settings, "STOCK_PATHS", False))
