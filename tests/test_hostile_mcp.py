@@ -5,12 +5,11 @@ reported in ``metadata.goal.limits``, and nothing huge is stored or returned; to
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.conf import settings
 
 from common.sizes import json_size
+from conversations.goal_engine import PLAN_END_GRACE_SECONDS
 from conversations.goal_turn import FAILED_PLAN_ANSWER
 from conversations.models import GoalStepRun, Message, ToolCall
 from tests.hostile_mcp import (
@@ -141,13 +140,13 @@ def test_the_plan_steps_limit_cuts_a_plan_that_the_fan_out_limit_leaves_too_long
 def test_a_hanging_tool_ends_at_the_servers_timeout_and_the_plan_at_its_time_limit(api, hostile_profile, settings):
     settings.GOAL_PLAN_TIMEOUT_SECONDS = 0.5  # shorter than the server's 1 s: the plan's limit ends the calls
 
-    started = time.monotonic()
     body = say(api, "espera " + " ".join(str(n) for n in range(1, 13))).json()
-    elapsed = time.monotonic() - started
 
-    assert elapsed < settings.GOAL_PLAN_TIMEOUT_SECONDS + 1.0
     hits = limits(body)
     assert hits["step_seconds"]["asked"] == 3600 and hits["step_seconds"]["ran"] == SERVER_TIMEOUT_SECONDS
+    # The plan's own clock, not the request's (a first turn also pays the process's warm-up, which a busy machine
+    # stretches): it ended within its limit and grace.
+    assert hits["plan_seconds"]["elapsed_ms"] < (settings.GOAL_PLAN_TIMEOUT_SECONDS + PLAN_END_GRACE_SECONDS) * 1000
     assert hits["plan_seconds"]["value"] == 0.5
     assert (hits["plan_seconds"]["asked"], hits["plan_seconds"]["ran"]) == (settings.GOAL_FANOUT_MAX_ITEMS, 0)
     assert body["metadata"]["goal"]["status"] == "failure"
