@@ -249,7 +249,7 @@ def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rend
     assert response["status"] == 200
     assert json.loads(response["body"])["agent"] == "billing_agent"
     served_by_the_app = [name for name in crossings if name != "BaseConnectionHandler.close_all"]  # run()'s own
-    assert served_by_the_app == ["MessageApi.initial", "_persist"], crossings
+    assert served_by_the_app == ["MessageApi.initial", "turn_persist"], crossings
     assert back_to_the_loop == []  # adrf's checks went back to the event loop for throttles, though ours are sync
     assert rendered_on == [threading.main_thread().name]
 
