@@ -3,13 +3,15 @@
 * ``mcp_servers`` — both servers for the whole session: ``{"telecom": url, "retail": url}``;
 * ``slow_telecom_server`` — a telecom server of its own whose every tool call takes 3 s: its URL;
 * ``finance_mcp`` — the finance server (goal mode's example domain) for the whole session: its URL;
-* ``seeded_demo`` — the demo configuration (``seed_demo``) with its MCP servers pointed at the running ones.
+* ``seeded_demo`` — the demo configuration (``seed_demo``, seeded once per worker: ``tests/demo_snapshot.py``) with its
+  MCP servers pointed at the running ones.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.demo_snapshot import demo_seed
 from tests.mcp_processes import running_mcp_servers
 
 SLOW_SERVER_DELAY_MS = 3000
@@ -49,14 +51,10 @@ def live_mcp(db, telecom, mcp_servers):
 @pytest.fixture
 def seeded_demo(db, mcp_servers):
     """The demo configuration as shipped (``seed_demo``), its MCP servers the running example servers."""
-    from io import StringIO
-
-    from django.core.management import call_command
-
     from agents.models import McpServer
     from common.config_version import config_version_bump
 
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals

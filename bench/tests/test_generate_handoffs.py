@@ -11,7 +11,6 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.db.models import Count, F, Max, Min, Q
 
 from agents.models import AgentProfile
@@ -32,6 +31,7 @@ from conversations.models import (
 )
 from handoffs.models import PERSON, Handoff, HandoffKind, HandoffStatus
 from tenants.models import Tenant
+from tests.demo_snapshot import demo_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +55,7 @@ def generate(*args: str) -> str:
 
 @pytest.fixture
 def generated() -> str:
+    demo_seed()  # what the generator would seed (bench/benchdata.py), once per worker
     return generate("--count", "500", "--days", str(DAYS), "--batch", "200")
 
 
@@ -278,7 +279,7 @@ def rules_published() -> None:
     from releases.versions import version_publish
     from routing.models import Intent, RoutingTestCase
 
-    call_command("seed_demo", verbosity=0, stdout=StringIO())
+    demo_seed()
     profile = AgentProfile.objects.get(agent_id="retail_orders")
     profile.escalation = {**profile.escalation, "after_fallbacks": 2, "on_thumbs_down": True}
     profile.save(update_fields=["escalation"])

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 
 from agents.models import McpServer
 from common.config_version import config_version_bump
@@ -15,13 +13,14 @@ from conversations.turn import TurnInput
 from releases.versions import version_publish
 from routing import snapshot
 from tenants.models import Tenant
+from tests.demo_snapshot import demo_seed
 
 MSISDN = "5511999999999"
 
 
 @pytest.fixture
 def demo(transactional_db, mcp_servers):
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()

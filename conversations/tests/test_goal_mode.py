@@ -8,11 +8,9 @@ synced into the admin's goals and capabilities before the demo is published — 
 from __future__ import annotations
 
 import asyncio
-from io import StringIO
 from urllib.parse import urlsplit
 
 import pytest
-from django.core.management import call_command
 
 from agents.mcp import Endpoint, tool_call
 from agents.models import AgentProfile, McpServer
@@ -20,6 +18,7 @@ from conversations.models import Conversation, Message
 from handoffs.models import Handoff, HandoffKind
 from releases.versions import version_publish
 from routing.models import Goal, RoutingTestCase
+from tests.demo_snapshot import demo_seed
 from tests.streaming import run, sse_events
 
 AGENT_ID = "finance_assistente"
@@ -30,7 +29,7 @@ def finance(db, finance_mcp, monkeypatch):
     server = urlsplit(finance_mcp)
     monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
     monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))
-    call_command("seed_demo", "--sync", stdout=StringIO(), stderr=StringIO())
+    demo_seed("--sync")
     assert McpServer.objects.get(name="finance").endpoint == finance_mcp
     return finance_mcp
 

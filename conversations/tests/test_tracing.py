@@ -4,10 +4,8 @@ the export over OTLP/HTTP to a receiver decoding the official protobuf messages,
 from __future__ import annotations
 
 import time
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -18,6 +16,7 @@ from agents.models import McpServer
 from bench.otlp_sink import OtlpSink, attributes
 from common.config_version import config_version_bump
 from common.infra import tracing
+from tests.demo_snapshot import demo_seed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +30,7 @@ TURN_ATTRIBUTES = {"conversation_key", "tenant", "profile"}
 
 @pytest.fixture
 def demo(transactional_db, mcp_servers):
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()

@@ -6,22 +6,20 @@ servers run as real processes, so these are the flows docs/handoffs.md shows.
 
 from __future__ import annotations
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 
 from agents.models import McpServer
 from common.config_version import config_version_bump
 from conversations.models import Conversation, Message, ToolCall
 from handoffs.models import Handoff
+from tests.demo_snapshot import demo_seed
 
 MSISDN = "5511999999999"
 
 
 @pytest.fixture
 def demo(db, mcp_servers):
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals

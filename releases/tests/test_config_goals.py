@@ -26,6 +26,7 @@ from releases.tests.test_config_io import (
     write,
 )
 from routing.models import Capability, Goal
+from tests.demo_snapshot import demo_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,7 @@ FINANCE_FILE = goals_file_name("finance")
 @pytest.fixture
 def finance(db, finance_mcp) -> McpServer:
     """The demo, with the finance server's manifest synced into goals and capabilities."""
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
     call_command("sync_mcp_tools", "finance", stdout=StringIO())
@@ -46,7 +47,7 @@ def finance(db, finance_mcp) -> McpServer:
 @pytest.fixture
 def demo(db) -> None:
     """The demo without a sync: the finance server and its tools exist, no goal yet."""
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
 
 
 def export_to(directory: Path) -> Path:

@@ -20,6 +20,7 @@ from releases.configio import Source, config_export, config_export_data, config_
 from releases.configio import messages as m
 from routing.models import Capability, Goal, Intent, Keyword, ProfileRelease, RoutingVersion, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
+from tests.demo_snapshot import demo_seed
 from tests.factories import IntentFactory
 
 pytestmark = pytest.mark.django_db
@@ -154,8 +155,7 @@ def small(tmp_path) -> Path:
 
 
 def test_seed_demo_loads_both_profiles_with_their_intents():
-    out = StringIO()
-    call_command("seed_demo", stdout=out)
+    out = demo_seed().stdout
 
     telecom = AgentProfile.objects.get(agent_id="telecom_contas")
     retail = AgentProfile.objects.get(agent_id="retail_orders")
@@ -211,11 +211,11 @@ def test_seed_demo_loads_both_profiles_with_their_intents():
     )
     assert McpServer.objects.get(name="retail").endpoint == "http://127.0.0.1:8200/mcp"
     assert McpTool.objects.get(name="consultar_fatura").args_schema["required"] == ["msisdn"]
-    assert "profiles: 4 created" in out.getvalue()
+    assert "profiles: 4 created" in out
 
 
 def test_seed_demo_loads_the_delegation_profile_with_its_coordinator():
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
 
     profile = AgentProfile.objects.get(agent_id="telecom_assistente")
     assert (profile.name, profile.routing_mode) == ("Assistente virtual Conecta Telecom", "router")
@@ -266,7 +266,7 @@ def test_seed_demo_loads_the_delegation_profile_with_its_coordinator():
 
 
 def test_seed_demo_twice_changes_nothing():
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     before, version = database_dump(), routing_version()
 
     out = StringIO()
@@ -280,7 +280,7 @@ def test_seed_demo_twice_changes_nothing():
 def test_the_demo_routes_the_seed_examples_and_the_confirmation_flow():
     from routing import snapshot
 
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     telecom = snapshot.current().profiles["telecom_contas"].router
     retail = snapshot.current().profiles["retail_orders"].router
 
@@ -312,7 +312,7 @@ def test_the_demo_routes_the_seed_examples_and_the_confirmation_flow():
 def test_the_demo_sends_line_problems_to_support_with_the_gated_diagnosis():
     from routing import snapshot
 
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     telecom = snapshot.current().profiles["telecom_contas"].router
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
 

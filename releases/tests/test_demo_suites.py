@@ -11,11 +11,9 @@ finance_assistente's suite (``with_sync/``) needs the goals the sync reads, so `
 
 from __future__ import annotations
 
-from io import StringIO
 from urllib.parse import urlsplit
 
 import pytest
-from django.core.management import call_command
 
 from agents.models import AgentProfile
 from releases.management.commands.seed_demo import TESTS_DIR
@@ -28,6 +26,7 @@ from releases.routing_tests import (
 )
 from routing.models import RoutingTestCase
 from routing.selectors import live_version
+from tests.demo_snapshot import demo_seed
 
 LOADED = ["telecom_contas", "retail_orders", "telecom_assistente"]  # by seed_demo, before publishing
 SYNCED = ["finance_assistente"]  # by seed_demo --sync, once the finance server was read
@@ -44,9 +43,7 @@ def demo(db, finance_mcp, monkeypatch):
     server = urlsplit(finance_mcp)
     monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
     monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))
-    err = StringIO()
-    call_command("seed_demo", "--sync", stdout=StringIO(), stderr=err)
-    return err.getvalue()  # seed_demo's warnings
+    return demo_seed("--sync").stderr  # seed_demo's warnings
 
 
 def test_every_demo_profile_ships_a_suite_of_at_least_30_cases_for_itself():
@@ -81,10 +78,9 @@ def test_seed_demo_with_sync_saves_the_finance_suite_and_publishes_it_because_ev
 
 
 def test_seed_demo_without_the_sync_leaves_the_finance_suite_out_and_publishes_every_profile(db):
-    err = StringIO()
-    call_command("seed_demo", stdout=StringIO(), stderr=err)
+    err = demo_seed().stderr
 
-    assert "warning" not in err.getvalue()
+    assert "warning" not in err
     finance = AgentProfile.objects.get(agent_id="finance_assistente")
     assert not RoutingTestCase.objects.filter(profile=finance).exists()
     assert live_version(finance).number == 1

@@ -12,11 +12,12 @@ from django.core.management import call_command
 from agents.models import AgentProfile, McpServer
 from common.config_version import config_version_bump
 from releases.routing_tests import Case, routing_tests_run, routing_tests_spec
+from tests.demo_snapshot import demo_seed
 
 
 @pytest.fixture
 def finance(db, finance_mcp):
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
     call_command("sync_mcp_tools", "finance", stdout=StringIO())

@@ -18,6 +18,7 @@ from routing.documents import profile_compile, profile_documents
 from routing.models import Capability, Goal, Intent
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.specs import ProfileSpec, SpecialistSpec, ToolRights
+from tests.demo_snapshot import demo_seed
 from tests.factories import (
     AgentProfileFactory,
     IntentFactory,
@@ -184,7 +185,7 @@ def test_a_profile_compiles_to_its_enabled_parts_with_usable_tools_only(mixed):
 
 
 def test_the_demo_with_synced_goals_compiles_the_same_after_a_json_round_trip(db, finance_mcp):
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()
     McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
     call_command("sync_mcp_tools", "finance", stdout=StringIO())

@@ -1,0 +1,121 @@
+"""The demo seeded once per worker (tests/demo_snapshot.py): a restore is what a real seed makes, and only where the
+database holds what the first seed started from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from django.apps import apps
+from django.db import connection, models, transaction
+
+from agents.models import AgentProfile
+from common.models import ConfigVersion
+from tenants.models import Tenant
+from tests.demo_snapshot import ENV_SWITCH, counts, demo_seed, forget
+
+pytestmark = pytest.mark.django_db
+
+
+@contextmanager
+def rolled_back() -> Iterator[None]:
+    """A block whose writes are undone at its end, as a test's are (a savepoint of the test's transaction)."""
+    with transaction.atomic():
+        yield
+        transaction.set_rollback(True)
+
+
+def sequences() -> dict[str, int | None]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = current_schema()")
+        return dict(cursor.fetchall())
+
+
+def sequences_set(values: dict[str, int | None]) -> None:
+    with connection.cursor() as cursor:
+        for name, value in values.items():
+            quoted = connection.ops.quote_name(name)
+            if value is None:
+                cursor.execute("SELECT setval(%s, 1, false)", [quoted])
+            else:
+                cursor.execute("SELECT setval(%s, %s, true)", [quoted, value])
+
+
+def rows_by_table() -> dict[str, list[tuple]]:
+    """Every table's rows by primary key, their timestamps aside (a real seed stamps its own time), and the
+    configuration version's counter aside (it only ever moves on)."""
+    out: dict[str, list[tuple]] = {}
+    for model in apps.get_models(include_auto_created=True):
+        meta = model._meta
+        if meta.proxy or not meta.managed or model is ConfigVersion:
+            continue
+        fields = [f.attname for f in meta.concrete_fields if not isinstance(f, models.DateTimeField)]
+        out[meta.db_table] = list(model._base_manager.order_by("pk").values_list(*fields))
+    return out
+
+
+def test_a_restored_demo_holds_the_rows_a_real_seed_makes_table_by_table(monkeypatch):
+    forget()
+    start = sequences()
+    with rolled_back():
+        first = demo_seed()  # for real, and recorded
+    real, restored = counts()
+
+    with rolled_back():
+        again = demo_seed()
+        from_snapshot = rows_by_table()
+    assert counts() == (real, restored + 1)
+    assert again == first
+
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    with rolled_back():
+        sequences_set(start)  # the same ids as the first seed's
+        demo_seed()
+        seeded = rows_by_table()
+    assert counts() == (real + 1, restored + 1)
+
+    assert from_snapshot.keys() == seeded.keys()
+    for table, rows in seeded.items():
+        assert from_snapshot[table] == rows, table
+    assert AgentProfile.objects.count() == 0  # each block was rolled back
+
+
+def test_a_database_holding_something_the_demo_reads_is_seeded_for_real():
+    forget()
+    with rolled_back():
+        demo_seed()
+    real, restored = counts()
+
+    with rolled_back():
+        AgentProfile.objects.create(agent_id="retail_orders", name="Our own retail profile")
+        out = demo_seed().stdout
+        assert "retail_orders: already there: left as it is" in out
+        assert AgentProfile.objects.get(agent_id="retail_orders").name == "Our own retail profile"
+    assert counts() == (real + 1, restored)
+
+
+def test_rows_in_a_table_the_demo_never_reads_keep_the_snapshot_and_stay():
+    forget()
+    with rolled_back():
+        demo_seed()
+    real, restored = counts()
+
+    with rolled_back():
+        Tenant.objects.create(slug="someone_else", name="Someone else")
+        demo_seed()
+        assert Tenant.objects.filter(slug="someone_else").exists()
+        assert AgentProfile.objects.filter(agent_id="telecom_contas").exists()
+    assert counts() == (real, restored + 1)
+
+
+def test_with_the_snapshot_switched_off_every_seed_is_real(monkeypatch):
+    forget()
+    with rolled_back():
+        demo_seed()
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    real, restored = counts()
+
+    with rolled_back():
+        demo_seed()
+    assert counts() == (real + 1, restored)
