@@ -18,6 +18,12 @@ from tests.demo_snapshot import ENV_SWITCH, counts, demo_seed, forget
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def snapshots_on(monkeypatch):
+    """These tests are of the snapshots, whatever the run's ``TEST_DEMO_SNAPSHOT``."""
+    monkeypatch.setenv(ENV_SWITCH, "1")
+
+
 @contextmanager
 def rolled_back() -> Iterator[None]:
     """A block whose writes are undone at its end, as a test's are (a savepoint of the test's transaction)."""

@@ -19,6 +19,7 @@ from chat.tests.test_websocket import (
 )
 from conversations.models import Conversation, Message
 from tests.browser_fixtures import screenshot_path
+from tests.demo_snapshot import demo_seed
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -107,14 +108,10 @@ def test_staff_chat_with_telecom_contas_and_see_billing_agent_stream_the_answer(
 @pytest.fixture
 def demo_profiles(transactional_db, mcp_servers):
     """seed_demo's profiles (telecom_assistente delegates) with their MCP servers running."""
-    from io import StringIO
-
-    from django.core.management import call_command
-
     from agents.models import McpServer
     from common.config_version import config_version_bump
 
-    call_command("seed_demo", stdout=StringIO())
+    demo_seed()  # for real: a transactional test (tests/demo_snapshot.py)
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()
@@ -184,15 +181,12 @@ def test_delegations_returns_and_agent_switches_show_inline_as_they_happen(
 def finance_profile(transactional_db, finance_mcp, monkeypatch):
     """seed_demo's finance_assistente (goal mode) over the real finance MCP server, its manifest synced into goals
     and capabilities before the demo is published, as scripts/start does it (first_run --demo --sync)."""
-    from io import StringIO
     from urllib.parse import urlsplit
-
-    from django.core.management import call_command
 
     server = urlsplit(finance_mcp)
     monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
     monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))
-    call_command("seed_demo", "--sync", stdout=StringIO(), stderr=StringIO())
+    demo_seed("--sync")  # for real: a transactional test (tests/demo_snapshot.py)
 
 
 def test_goal_mode_shows_the_goal_read_the_plan_steps_and_asks_with_candidate_buttons(
