@@ -40,6 +40,7 @@ from agents.models import AgentProfile, McpServer, McpTool
 from agents.services import mcp_server_sync
 from common.errors import DomainError
 from releases.configio import ConfigImportError, Source, config_import
+from releases.configio.source import FAST_LOADER
 from releases.management.commands.import_config import read_sources, write_report
 from releases.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from releases.versions import NothingToPublish, version_publish
@@ -79,7 +80,7 @@ def demo_missing(sources: list[Source]) -> tuple[list[Source], list[str], list[s
     new: list[str] = []
     there: list[str] = []
     for source in sources:
-        data = yaml.safe_load(source.text)
+        data = yaml.load(source.text, Loader=FAST_LOADER)  # noqa: S506 — a safe loader
         if not isinstance(data, dict):
             missing.append(source)  # the import reports what is wrong with it
             continue
@@ -206,7 +207,7 @@ class Command(BaseCommand):
     def _agent_ids(sources: list[Source]) -> list[str]:
         out = []
         for source in sources:
-            data = yaml.safe_load(source.text)
+            data = yaml.load(source.text, Loader=FAST_LOADER)  # noqa: S506 — a safe loader
             if isinstance(data, dict) and isinstance(data.get("agents"), list):
                 out += [str(entry["agent_id"]) for entry in data["agents"] if isinstance(entry, dict)]
         return out
