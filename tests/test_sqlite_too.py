@@ -26,6 +26,8 @@ MARKER = "sqlite_too"
 # The marked tests are admin pages and crawls: a few seconds each at most. A hung one must not hold the suite.
 RUN_TIMEOUT_SECONDS = 280
 
+pytestmark = pytest.mark.slow  # the marked tests again, in a process of its own
+
 
 def marked_test_files(root: Path = ROOT) -> list[Path]:
     """The test files under pyproject's ``testpaths`` that mention the marker (this one aside): only they are

@@ -12,6 +12,9 @@ The scheduler hands out whole test files, as ``--dist loadfile`` does, so that a
 browser start once; files marked ``pytest.mark.xdist_group(name)`` go to one worker together, with the session
 fixture they share (the production-like stack, which two files use, starts once).
 
+The files marked ``slow`` (they start processes or servers) are handed out first, each among the units of its
+kind: a long file that starts last keeps one worker busy while the other has nothing left to do.
+
 A file's transactional tests are a unit of their own, handed out after every file's other database tests. A
 transactional test empties the worker's database when it ends (Django's flush), and with it the rows the data
 migrations wrote (the groups, the ``multi_agent`` flag); pytest-django runs them after the others for that reason,
@@ -105,9 +108,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_units_folder, ignore_errors=True)
 
 
+def slow_first(items: list[pytest.Item]) -> None:
+    """Reorders ``items`` in place: the tests that keep the database's rows (pytest-django's ordinary database tests
+    and the tests without a database), then the transactional ones; the ``slow`` tests first within each. The
+    order is otherwise kept (a stable sort), so a file's tests stay together."""
+
+    def key(item: pytest.Item) -> tuple[bool, bool]:
+        return flushes_the_database(item), item.get_closest_marker("slow") is None
+
+    items.sort(key=key)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A worker writes each test's unit for the controller's scheduler, which sees node ids only."""
+    """Every process orders the tests alike (:func:`slow_first`, after pytest-django's order); a worker writes each
+    test's unit for the controller's scheduler, which sees node ids only."""
+    slow_first(items)
     target = getattr(config, "workerinput", {}).get(UNITS_FILE)
     if target:
         units = {item.nodeid: unit_of_work(item) for item in items}

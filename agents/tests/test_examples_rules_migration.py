@@ -11,6 +11,7 @@ from agents.models import AgentProfile
 BEFORE = ("agents", "0006_examples_tier")
 
 
+@pytest.mark.slow  # migrates backwards and forwards
 @pytest.mark.django_db(transaction=True)
 def test_offline_rules_chosen_for_the_cosine_score_go_back_to_the_careful_defaults(migrations):
     profiles = migrations.back_to(BEFORE).get_model("agents", "AgentProfile").objects

@@ -9,6 +9,7 @@ from agents.models import McpTool
 BEFORE = ("agents", "0004_profile_delegation_loop_safety_words")
 
 
+@pytest.mark.slow  # migrates backwards and forwards
 @pytest.mark.django_db(transaction=True)
 def test_a_tool_stored_before_the_migration_records_its_description_as_the_servers(migrations):
     apps = migrations.back_to(BEFORE)

@@ -36,6 +36,15 @@ def traffic(request, tenant, outsider, settings):
 
 
 @pytest.fixture
+def stored_traffic(tenant, outsider):
+    """The same traffic read one way only (the settings' own): for the refusals (401, 403, 404), decided before any
+    figure is read, which :func:`traffic`'s three ways would only repeat."""
+    from analytics.tests.traffic import build_traffic
+
+    return build_traffic(tenant_a=tenant, tenant_b=outsider)
+
+
+@pytest.fixture
 def goal_traffic(tenant, outsider):
     from analytics.tests.goal_traffic import build_goal_traffic
 

@@ -30,14 +30,14 @@ def url(path: str) -> str:
 
 
 @pytest.mark.parametrize("path", ENDPOINTS)
-def test_an_anonymous_request_gets_401(client, path, traffic):
+def test_an_anonymous_request_gets_401(client, path, stored_traffic):
     response = APIClient().get(url(path))
     assert response.status_code == 401
     assert response.json()["error"]["message"] == ERROR_NOT_AUTHENTICATED
 
 
 @pytest.mark.parametrize("path", ENDPOINTS)
-def test_a_routing_editor_gets_403(editor_api, path, traffic):
+def test_a_routing_editor_gets_403(editor_api, path, stored_traffic):
     response = editor_api.get(url(path))
     assert response.status_code == 403
     assert response.json()["error"] == {
@@ -48,7 +48,7 @@ def test_a_routing_editor_gets_403(editor_api, path, traffic):
 
 
 @pytest.mark.parametrize("path", ENDPOINTS)
-def test_a_key_naming_another_tenant_gets_404_naming_tenant_like_an_unknown_slug(api, path, traffic):
+def test_a_key_naming_another_tenant_gets_404_naming_tenant_like_an_unknown_slug(api, path, stored_traffic):
     other = api.get(url(path), {"tenant": "outsider"})
     unknown = api.get(url(path), {"tenant": "no-such-tenant"})
     assert other.status_code == unknown.status_code == 404
@@ -111,7 +111,7 @@ def test_staff_see_every_tenant_or_the_one_they_name(staff_api, traffic):
     assert (delegations["total_delegations"], delegations["total_returns"]) == (0, 1)
 
 
-def test_staff_naming_an_unknown_tenant_get_404_naming_tenant(staff_api, traffic):
+def test_staff_naming_an_unknown_tenant_get_404_naming_tenant(staff_api, stored_traffic):
     response = staff_api.get(url("handoffs"), {"tenant": "no-such-tenant"})
     assert response.status_code == 404
     assert response.json()["error"]["fields"] == {"tenant": [ERROR_TENANT_NOT_FOUND]}
@@ -125,7 +125,7 @@ def test_a_user_given_the_analytics_permission_reads_every_tenant(django_user_mo
     assert client.get(url("handoffs")).json()["total_handoffs"] == 11
 
 
-def test_a_logged_in_user_without_the_permission_gets_403_even_with_a_tenant(django_user_model, traffic):
+def test_a_logged_in_user_without_the_permission_gets_403_even_with_a_tenant(django_user_model, stored_traffic):
     user = django_user_model.objects.create_user("someone", password="pw", is_staff=True)
     client = APIClient()
     client.force_login(user)

@@ -81,7 +81,7 @@ def test_a_granted_analyst_reads_exactly_the_granted_tenants_figures(analyst_api
 
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_a_granted_analyst_naming_another_tenant_gets_404_naming_tenant_like_an_unknown_slug(
-    analyst_api, path, traffic
+    analyst_api, path, stored_traffic
 ):
     other = analyst_api.get(url(path), {"tenant": "outsider"})
     unknown = analyst_api.get(url(path), {"tenant": "no-such-tenant"})
@@ -120,7 +120,7 @@ def test_a_grant_through_a_group_scopes_the_same_way(django_user_model, api, tra
     assert client.get(url("handoffs")).json() == api.get(url("handoffs")).json()
 
 
-def test_an_analyst_without_a_grant_or_with_another_right_only_gets_403(tenant_analyst, traffic):
+def test_an_analyst_without_a_grant_or_with_another_right_only_gets_403(tenant_analyst, stored_traffic):
     grant = TenantGrant.objects.get(user=tenant_analyst)
     grant.read_conversations, grant.act_for_tenant, grant.debug_tenant = False, True, True
     grant.save()
@@ -133,7 +133,7 @@ def test_an_analyst_without_a_grant_or_with_another_right_only_gets_403(tenant_a
     assert response.json()["error"]["message"] == ERROR_ANALYTICS_FORBIDDEN
 
 
-def test_a_grant_to_a_user_who_is_not_staff_opens_no_analytics(tenant_analyst, traffic):
+def test_a_grant_to_a_user_who_is_not_staff_opens_no_analytics(tenant_analyst, stored_traffic):
     tenant_analyst.is_staff = False
     tenant_analyst.save(update_fields=["is_staff"])
     client = APIClient()
@@ -143,7 +143,7 @@ def test_a_grant_to_a_user_who_is_not_staff_opens_no_analytics(tenant_analyst, t
     assert client.get(DASHBOARD).status_code in (302, 403)
 
 
-def test_rollout_plans_stay_closed_to_an_analyst(analyst_api, traffic):
+def test_rollout_plans_stay_closed_to_an_analyst(analyst_api, stored_traffic):
     assert analyst_api.get(url("rollouts")).status_code == 403
 
 

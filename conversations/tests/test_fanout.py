@@ -14,7 +14,7 @@ from conversations.runtime import SpecialistRequest
 from conversations.steps import payload_from_request, request_from_payload
 from routing import snapshot
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SEED_MESSAGE = "Meu pedido atrasou e minha fatura veio duplicada"
 

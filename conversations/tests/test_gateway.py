@@ -33,7 +33,7 @@ from tests.platform_instance import Instance, platform_served
 from tests.streaming import run, sse_events
 from tests.webhook_receiver import Receiver
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(600)]
 
 SELF_LOOP = (
     "from agents.models import AgentProfile, RemoteBackend; "

@@ -18,7 +18,7 @@ from common.config_version import config_version_bump
 from common.infra import tracing
 from tests.demo_snapshot import demo_seed
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 MSISDN = "5511999999999"
 HANDOFF_TEXT = "Na verdade meu pedido P100 atrasou"

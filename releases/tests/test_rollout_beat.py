@@ -28,7 +28,7 @@ from routing.selectors import live_version
 from tests.celery_fixtures import worker_database_url
 from tests.celery_processes import CeleryBeatProcess
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(180)]
 
 INVOICE = "Minha fatura veio alta"
 

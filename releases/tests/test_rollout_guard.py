@@ -33,7 +33,7 @@ from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutDecision, RolloutPlan, RolloutPlanStatus
 from routing.selectors import live_version
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 INVOICE = "Minha fatura veio alta"
 
