@@ -1,4 +1,5 @@
-"""The demo (``manage.py seed_demo``) seeded once per test worker, then restored from a snapshot.
+"""The demo (``manage.py seed_demo``) seeded once per test worker, then restored from a snapshot; the same for
+the cast's ``telecom`` profile (tests/fixtures.py), which some 1,000 tests build (:func:`replayed`).
 
 About 200 tests start from the demo, and a real ``seed_demo`` costs several seconds (parsing config/demo, the
 import, compiling the examples tier, the publishing gate running the saved routing tests). :func:`demo_seed` runs
@@ -22,15 +23,18 @@ cache only on commit (never, in a test's transaction; the autouse ``fresh_routin
 
 Only a test inside a transaction (``db``) is served from a snapshot; a transactional test (``transactional_db``,
 ``django_db(transaction=True)``) seeds for real every time: its rows are committed and flushed, and what runs on
-commit must run. ``TEST_DEMO_SNAPSHOT=0`` in the environment seeds for real every time.
+commit must run; so does a test on SQLite (tests/test_sqlite_too.py). ``TEST_DEMO_SNAPSHOT=0`` in the environment
+seeds and builds for real every time.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import StringIO
+from typing import Any, TypeVar
 
 from django.core.management import call_command
 from django.db import connection
@@ -40,6 +44,7 @@ ENV_SWITCH = "TEST_DEMO_SNAPSHOT"
 ENV_PREFIX = "MCP_"
 MAX_SNAPSHOTS_PER_KEY = 4
 QUOTED_NAME = re.compile(r'"([A-Za-z0-9_]+)"')
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ class Snapshot:
     pre_state: dict[str, str]  # table -> md5 of its rows, for every table the command named or changed
     rows: dict[str, bytes]  # table -> its rows after the command (COPY text format), for every table it changed
     sequences: dict[str, int]  # sequence -> last value after the command, for every sequence it advanced
-    output: SeedOutput
+    output: Any  # what the call returned, as plain data (``replayed``'s ``keep``)
 
 
 @dataclass
@@ -136,7 +141,7 @@ def _key(args: tuple[str, ...]) -> tuple:
     from releases.management.commands import seed_demo
 
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX)))
-    return (args, env, str(seed_demo.DEMO_DIR), str(seed_demo.TESTS_DIR), connection.settings_dict["NAME"])
+    return ("seed_demo", args, env, str(seed_demo.DEMO_DIR), str(seed_demo.TESTS_DIR))
 
 
 def _restore(snapshot: Snapshot) -> None:
@@ -150,7 +155,7 @@ def _restore(snapshot: Snapshot) -> None:
     config_version_bump()  # the rows came back without the signals that bump it
 
 
-def _seed_and_record(args: tuple[str, ...]) -> tuple[SeedOutput, Snapshot]:
+def _record(call: Callable[[], R]) -> tuple[R, Snapshot]:
     tables = _tables()
     before = table_md5s(tables)
     sequences_before = _sequences()
@@ -161,7 +166,7 @@ def _seed_and_record(args: tuple[str, ...]) -> tuple[SeedOutput, Snapshot]:
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(record):
-        output = _call(args)
+        result = call()
     after = table_md5s(tables)
     changed = [table for table in tables if before[table] != after[table]]
     depends = (named & set(tables)) | set(changed)  # the configuration version's table is not among them
@@ -173,9 +178,31 @@ def _seed_and_record(args: tuple[str, ...]) -> tuple[SeedOutput, Snapshot]:
             for name, value in _sequences().items()
             if value is not None and value != sequences_before.get(name)
         },
-        output=output,
+        output=None,
     )
-    return output, snapshot
+    return result, snapshot
+
+
+def replayed(key: tuple, call: Callable[[], R], keep: Callable[[R], Any], revive: Callable[[Any], R]) -> R:
+    """``call()`` — for real, or its rows restored from this worker's record of a run with the same ``key`` that
+    started from the same content; ``keep`` turns its result into plain data to record, ``revive`` turns that back
+    into a result after a restore (e.g. a model's primary key and a fresh query)."""
+    if not snapshots_enabled() or not connection.in_atomic_block or connection.vendor != "postgresql":
+        _stats.real += 1
+        return call()
+    full_key = (*key, connection.settings_dict["NAME"])
+    recorded = _stats.keys.setdefault(full_key, [])
+    for snapshot in recorded:
+        if table_md5s(sorted(snapshot.pre_state)) == snapshot.pre_state:
+            _restore(snapshot)
+            _stats.restored += 1
+            return revive(snapshot.output)
+    result, snapshot = _record(call)
+    snapshot.output = keep(result)
+    _stats.real += 1
+    if len(recorded) < MAX_SNAPSHOTS_PER_KEY:
+        recorded.append(snapshot)
+    return result
 
 
 def demo_seed(*args: str) -> SeedOutput:
@@ -183,18 +210,4 @@ def demo_seed(*args: str) -> SeedOutput:
 
     What it printed comes back either way.
     """
-    if not snapshots_enabled() or not connection.in_atomic_block:
-        _stats.real += 1
-        return _call(args)
-    key = _key(args)
-    recorded = _stats.keys.setdefault(key, [])
-    for snapshot in recorded:
-        if table_md5s(sorted(snapshot.pre_state)) == snapshot.pre_state:
-            _restore(snapshot)
-            _stats.restored += 1
-            return snapshot.output
-    output, snapshot = _seed_and_record(args)
-    _stats.real += 1
-    if len(recorded) < MAX_SNAPSHOTS_PER_KEY:
-        recorded.append(snapshot)
-    return output
+    return replayed(_key(args), lambda: _call(args), keep=lambda output: output, revive=lambda output: output)

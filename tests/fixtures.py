@@ -265,7 +265,18 @@ def approver(django_user_model):
 
 @pytest.fixture
 def telecom(db):
-    """``telecom_contas`` with billing/orders/product/support specialists and the seed's intents."""
+    """``telecom_contas`` with billing/orders/product/support specialists and the seed's intents: built once per
+    worker and restored from its rows after (tests/demo_snapshot.py), as a fresh object each time."""
+    from agents.models import AgentProfile
+    from tests.demo_snapshot import replayed
+
+    return replayed(
+        ("telecom",), telecom_build, keep=lambda profile: profile.pk, revive=lambda pk: AgentProfile.objects.get(pk=pk)
+    )
+
+
+def telecom_build():
+    """The ``telecom`` fixture's profile, built with factories."""
     from tests.factories import (
         AgentProfileFactory,
         IntentFactory,
