@@ -17,11 +17,11 @@ READS = ("daily_totals", "rows", "mixed")
 
 
 @pytest.fixture(params=READS)
-def traffic(request, tenant, outsider, settings):
+def traffic(request, stored_traffic, settings):
+    """The hand-built traffic, read each of the three ways (:data:`READS`)."""
     from analytics.services import rollup_build
-    from analytics.tests.traffic import build_traffic
 
-    built = build_traffic(tenant_a=tenant, tenant_b=outsider)
+    built = stored_traffic
     if request.param == "rows":
         settings.ANALYTICS_ROLLUPS = False
     elif request.param == "daily_totals":
@@ -37,8 +37,8 @@ def traffic(request, tenant, outsider, settings):
 
 @pytest.fixture
 def stored_traffic(tenant, outsider):
-    """The same traffic read one way only (the settings' own): for the refusals (401, 403, 404), decided before any
-    figure is read, which :func:`traffic`'s three ways would only repeat."""
+    """The hand-built traffic read one way only (the settings' own): for the refusals (401, 403, 404), decided before
+    any figure is read, which :func:`traffic`'s three ways would only repeat."""
     from analytics.tests.traffic import build_traffic
 
     return build_traffic(tenant_a=tenant, tenant_b=outsider)
