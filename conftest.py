@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.mcp_fixtures",
     "tests.hostile_mcp",
     "tests.celery_fixtures",
+    "tests.platform_instance",  # after celery_fixtures, which it imports
     "tests.browser_fixtures",
     "tests.desk_fixtures",
     "tests.production_stack",

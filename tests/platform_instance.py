@@ -1,5 +1,15 @@
-"""Another instance of the platform, served as in production, for tests that talk to one over HTTP (the schema
-fuzzer, the gateway's second deployment): a scratch PostgreSQL database of its own, migrated and seeded with
+"""Other databases and instances of the platform for the tests.
+
+A migrated database, made once per run: ``migrate`` takes ~16 s of CPU on an empty database, and every worker's test
+database, every served instance and every production-like stack would otherwise run it again. The first process that
+needs it migrates a database of the run's own (its name in ``TEST_MIGRATED_DATABASE``, chosen by the process that
+starts the run and dropped when that one ends); the others wait for it on an advisory lock. Each worker's test
+database is then created from it as a template (``TEST["TEMPLATE"]``; pytest-django's ``migrate`` that follows finds
+nothing left to apply). Stacks on a PostgreSQL server of their own restore a ``pg_dump`` of it before their
+``migrate``.
+
+Another instance of the platform, served as in production, for tests that talk to one over HTTP (the schema fuzzer,
+the gateway's second deployment): a scratch PostgreSQL database of its own copied from the migrated one, seeded with
 ``seed_demo``, an API key from ``create_api_key``, and ``python -m platform.serve`` (one worker) on a free port."""
 
 from __future__ import annotations
@@ -7,52 +17,125 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
+from django.conf import settings
+from django.db import connection
 
+from scripts import services
+from tests.celery_fixtures import worker_database_url
 from tests.mcp_processes import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MIGRATED_DATABASE = "TEST_MIGRATED_DATABASE"  # the environment variable naming the run's migrated database
+
+_named_here = False  # whether this process chose the name (and drops the database when the run ends)
+_dump: Path | None = None  # this process's pg_dump of it, once a stack asked
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The process that starts the run names its migrated database; xdist's workers inherit the name."""
+    global _named_here
+    if not os.environ.get(MIGRATED_DATABASE):
+        os.environ[MIGRATED_DATABASE] = f"migrated_{secrets.token_hex(4)}"
+        _named_here = True
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _dump is not None:
+        shutil.rmtree(_dump.parent, ignore_errors=True)
+    if not _named_here or connection.vendor != "postgresql":
+        return
+    with contextlib.suppress(psycopg.Error), postgres_server() as server:
+        server.execute(f'DROP DATABASE IF EXISTS "{os.environ[MIGRATED_DATABASE]}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """pytest-django's hook, before it creates the test databases: on PostgreSQL, copied from the migrated one."""
+    if connection.vendor == "postgresql":
+        settings.DATABASES["default"].setdefault("TEST", {})["TEMPLATE"] = migrated_database()
 
 
 def _database_url(name: str) -> str:
-    from tests.celery_fixtures import worker_database_url
-
     return worker_database_url().rsplit("/", 1)[0] + "/" + name
 
 
 @contextlib.contextmanager
-def scratch_database(prefix: str = "scratch") -> Iterator[str]:
-    """A PostgreSQL database of its own on the test server (its URL), dropped afterwards (the suite's stays
-    untouched). Skips the test where the suite does not run on PostgreSQL."""
-    import psycopg
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("a served instance runs on PostgreSQL (scripts/test starts one)")
+def postgres_server() -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection to the test server's ``postgres`` database."""
     db = connection.settings_dict
-    name = f"{prefix}_{secrets.token_hex(4)}"
-    admin = psycopg.connect(
+    with psycopg.connect(
         host=db["HOST"] or "127.0.0.1",
         port=db["PORT"] or 5432,
         user=db["USER"] or None,
         password=db["PASSWORD"] or None,
         dbname="postgres",
         autocommit=True,
-    )
-    try:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        yield _database_url(name)
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+    ) as server:
+        yield server
+
+
+def migrated_database() -> str:
+    """The name of the run's migrated database on the test server, migrated by the first process that asks (the
+    others wait on an advisory lock). Nobody connects to it: it is only copied."""
+    name = os.environ[MIGRATED_DATABASE]
+    with postgres_server() as server:
+        server.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+        try:
+            if server.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+                building = f"{name}_building"  # renamed once migrated: a half-made one is never copied
+                server.execute(f'DROP DATABASE IF EXISTS "{building}"')
+                server.execute(f'CREATE DATABASE "{building}"')
+                manage({**os.environ, "DATABASE_URL": _database_url(building)}, "migrate", "--no-input")
+                server.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+        finally:
+            server.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+    return name
+
+
+def _postgres_tool(*args: str | Path) -> None:
+    command = [str(services.postgres_bindir() / str(args[0])), *map(str, args[1:])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{args[0]} failed:\n{done.stdout}\n{done.stderr}"
+
+
+def restore_migrated(url: str) -> None:
+    """The run's migrated database restored into the empty database at ``url`` (another server's): what ``migrate``
+    would have written, the data migrations' rows included."""
+    global _dump
+    if _dump is None:
+        dump = Path(tempfile.mkdtemp(prefix="migrated-")) / "migrated.dump"
+        _postgres_tool("pg_dump", "--format=custom", "--no-owner", "--file", dump, _database_url(migrated_database()))
+        _dump = dump
+    _postgres_tool("pg_restore", "--no-owner", "--exit-on-error", "--dbname", url, _dump)
+
+
+@contextlib.contextmanager
+def scratch_database(prefix: str = "scratch") -> Iterator[str]:
+    """A migrated PostgreSQL database of its own on the test server (its URL), copied from the run's migrated one and
+    dropped afterwards (the suite's stays untouched). Skips the test where the suite does not run on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a served instance runs on PostgreSQL (scripts/test starts one)")
+    template = migrated_database()
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    with postgres_server() as server:
+        try:
+            server.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            yield _database_url(name)
+        finally:
+            server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def manage(env: dict[str, str], *args: str) -> str:
@@ -89,7 +172,8 @@ def platform_served(
     before_serve: Callable[[Instance], None] | None = None,
     **environment: str,
 ) -> Iterator[Instance]:
-    """The platform served by ``platform.serve`` (``DJANGO_DEBUG=false``, the offline model) on a scratch database;
+    """The platform served by ``platform.serve`` (``DJANGO_DEBUG=false``, the offline model) on a migrated scratch
+    database;
     ``environment`` adds or overrides variables; ``before_serve`` may configure it (``instance.manage(...)``, its
     address and key known) before it starts. Stopped and its database dropped afterwards."""
     port = free_port()
@@ -112,7 +196,6 @@ def platform_served(
             "LOG_LEVEL": "WARNING",
             **environment,
         }
-        manage(env, "migrate", "--no-input")
         manage(env, "seed_demo")
         made = manage(env, "create_api_key", "--tenant", "tenant_a", "--debug", "--preview", "--answer")
         key = made.strip().splitlines()[-1]

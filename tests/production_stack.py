@@ -51,6 +51,7 @@ import pytest
 
 from scripts import services
 from tests.celery_processes import CeleryWorkerProcess, CeleryWorkerStartError
+from tests.platform_instance import restore_migrated
 from tests.webhook_receiver import Receiver
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -469,6 +470,7 @@ class ProductionStack:
         return result.stdout
 
     def _prepare_database(self) -> None:
+        restore_migrated(self.env["DATABASE_URL"])  # the suite's migrated database; the operator's migrate follows
         self.manage("migrate", "--no-input")
         self.manage("collectstatic", "--no-input")
         self.manage("seed_demo")

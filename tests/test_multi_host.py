@@ -35,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from routing.rollout import MULTI_AGENT_FLAG, bucket
 from scripts import services
+from tests.platform_instance import restore_migrated
 from tests.production_stack import (
     PROJECT_ROOT,
     STARTUP_TIMEOUT,
@@ -243,6 +244,7 @@ def hosts(tmp_path_factory) -> Iterator[Hosts]:
             METRICS_PORT=str(hosts.metrics_port),
         )
         hosts.env = env
+        restore_migrated(hosts.database_url)  # the suite's migrated database; the operator's migrate follows
         # One Django start for the whole preparation, as an operator's migrate, seed_demo and create_api_key would
         # be; telecom_contas in supervisor mode (published) and the multi_agent flag at ROLLOUT_PERCENTAGE.
         hosts.key = (
