@@ -341,17 +341,19 @@ def run(command: list[str], env: Env) -> int:
     child = subprocess.Popen(command, env=env)
     try:
         return child.wait()
+    except Stopped:
+        # Only we were told to stop: pass it on as a Ctrl-C, which pytest answers by stopping its xdist workers and
+        # reporting (a SIGTERM would leave the workers running), then stop it outright if it does not end.
+        child.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=30)
+        stop_process(child, timeout=10)
+        raise
     except BaseException:
         # A terminal Ctrl-C reached the child too: give it a moment to finish its report.
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=5)
-        if child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_process(child, timeout=10)
         raise
 
 
