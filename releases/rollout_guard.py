@@ -16,11 +16,12 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   limit is breached when the candidate is worse than the control by more than its threshold (0.25 = 25 % worse,
   plus half a percentage point so that a control near zero does not make every difference relative infinity)
   *and* Fisher's exact test says the candidate's rate is higher with p < ``alpha`` (one-sided, ``scipy.stats``);
-  the judge score likewise with Welch's t-test; latency by the rule p95(candidate) > p95(control) × (1 +
-  threshold) + 50 ms, no test (percentiles have none that is cheap; the minimum sample and the 50 ms are its
-  guards). A guard's absolute limit (``absolute``) is breached when the candidate's rate is above it with a
-  one-sided binomial test's p < ``alpha``, its judge score below it with a one-sample t-test's, or its p95 latency
-  above it.
+  the judge score likewise with Welch's t-test; latency when p95(candidate) > p95(control) × (1 + threshold) +
+  50 ms *and* more of the candidate's answers are slower than that than the 5 % a p95 there allows (a one-sided
+  binomial test's p < ``alpha``: one or two stalls of a busy machine move a small sample's p95, not the test). A
+  guard's absolute limit (``absolute``) is breached when the candidate's rate is above it with a one-sided binomial
+  test's p < ``alpha``, its judge score below it with a one-sample t-test's, or its p95 latency above it with the
+  same test as the relative limit's.
 * **Decisions.** A breach rolls back at once; with every guard clear, the stage advances once it ran
   ``hold_minutes`` and both cohorts reached the minimum; after the last stage the plan completes and the
   candidate is released to every customer (:func:`releases.rollout_commands.plan_advance`). Otherwise it holds.
@@ -37,7 +38,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -267,6 +270,14 @@ def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
     return figures
 
 
+def answers_slower_than(window: CohortWindow, limit_ms: float) -> tuple[int, int]:
+    """How many of the window's timed answers took longer than ``limit_ms``, and of how many: one query, asked only
+    when a p95 passed its limit (the latency guard's test)."""
+    timed = Message.objects.filter(window.rows(), role=MessageRole.ASSISTANT, latency_ms__isnull=False)
+    counts = timed.aggregate(timed=Count("pk"), slower=Count("pk", filter=Q(latency_ms__gt=limit_ms)))
+    return counts["slower"], counts["timed"]
+
+
 def _rate(hits: int, total: int) -> dict[str, Any]:
     return {"x": hits, "n": total, "rate": hits / total if total else None}
 
@@ -289,7 +300,27 @@ def _significance(test: str, p_value: float, alpha: float, breached: bool) -> st
     return f"{test} p = {p_value:.2g}" + ("" if breached else f" ≥ {alpha:g}: not significant yet")
 
 
-def _relative(name: str, threshold: float, cand: Any, ctrl: Any, alpha: float) -> Verdict:
+Slower = Callable[[float], tuple[int, int]]  # the candidate's answers slower than a latency, and how many were timed
+LATENCY_QUANTILE = 0.95  # the latency guard's percentile: at most 5 % of the answers slower than its p95
+
+
+def _slower_than(limit: float, slower: Slower | None, alpha: float) -> tuple[bool, str, float | None]:
+    """A p95 past ``limit``, tested: are significantly more of the candidate's answers slower than ``limit`` than the
+    5 % a p95 at ``limit`` allows (one-sided binomial test)? Whether breached, the test in words, its p-value. Without
+    ``slower`` (nothing to count), the p95 alone decides."""
+    from scipy import stats  # as in _relative
+
+    if slower is None:
+        return True, "", None
+    over, timed = slower(limit)
+    if not timed:
+        return False, "no timed answer", None
+    p_value = float(stats.binomtest(over, timed, 1 - LATENCY_QUANTILE, alternative="greater").pvalue)
+    breached = p_value < alpha
+    return breached, f"{over} of {timed} answers slower, {_significance('binomial', p_value, alpha, breached)}", p_value
+
+
+def _relative(name: str, threshold: float, cand: Any, ctrl: Any, alpha: float, slower: Slower | None = None) -> Verdict:
     """The candidate against the control: at most ``threshold`` worse."""
     from scipy import stats  # loaded when a guard first judges, not with every process that imports the engine
 
@@ -337,10 +368,12 @@ def _relative(name: str, threshold: float, cand: Any, ctrl: Any, alpha: float) -
     against = f"{said} {value_words(name, cand)} against {value_words(name, ctrl)} for the control"
     if cand <= allowed:
         return Verdict(name, False, f"{against}: within the allowed {value_words(name, allowed)}")
-    return Verdict(name, True, f"{against} (at most {value_words(name, allowed)} allowed)")
+    breached, tested, p_value = _slower_than(allowed, slower, alpha)
+    limits = "; ".join(filter(None, [f"at most {value_words(name, allowed)} allowed", tested]))
+    return Verdict(name, breached, f"{against} ({limits})", p_value)
 
 
-def _absolute(name: str, limit: float, cand: Any, alpha: float) -> Verdict:
+def _absolute(name: str, limit: float, cand: Any, alpha: float, slower: Slower | None = None) -> Verdict:
     """The candidate against a level it may never pass, whatever the control does."""
     from scipy import stats  # as in _relative
 
@@ -373,18 +406,29 @@ def _absolute(name: str, limit: float, cand: Any, alpha: float) -> Verdict:
     value = f"{said} {value_words(name, cand)}"
     if cand <= limit:
         return Verdict(name, False, f"{value}: within the limit of {shown}")
-    return Verdict(name, True, f"{value}, above the limit of {shown}")
+    breached, tested, p_value = _slower_than(limit, slower, alpha)
+    above = f"{value}, above the limit of {shown}"
+    return Verdict(name, breached, f"{above} ({tested})" if tested else above, p_value)
 
 
-def guard_verdict(guard: dict[str, Any], candidate: dict[str, Any], control: dict[str, Any], alpha: float) -> Verdict:
+def guard_verdict(
+    guard: dict[str, Any],
+    candidate: dict[str, Any],
+    control: dict[str, Any],
+    alpha: float,
+    *,
+    slower: Slower | None = None,
+) -> Verdict:
     """Whether the candidate is worse than the control on ``guard`` beyond its relative limit (``threshold``), or
-    past its absolute limit (``absolute``), significantly; the reason in words (the breached limits', else each's)."""
+    past its absolute limit (``absolute``), significantly; the reason in words (the breached limits', else each's).
+    ``slower`` counts the candidate's answers slower than a latency (:func:`answers_slower_than`), for the latency
+    guard's test."""
     name = guard["metric"]
     verdicts = []
     if guard.get("threshold") is not None:
-        verdicts.append(_relative(name, float(guard["threshold"]), candidate[name], control[name], alpha))
+        verdicts.append(_relative(name, float(guard["threshold"]), candidate[name], control[name], alpha, slower))
     if guard.get("absolute") is not None:
-        verdicts.append(_absolute(name, float(guard["absolute"]), candidate[name], alpha))
+        verdicts.append(_absolute(name, float(guard["absolute"]), candidate[name], alpha, slower))
     if not verdicts:
         return Verdict(name, False, f"{metric_words(name)}: not limited")
     breached = [verdict for verdict in verdicts if verdict.breached]
@@ -455,7 +499,10 @@ def plan_evaluate(
             why = f"{cand['errors']} errors of the candidate in this stage, more than the {plan.max_errors} allowed"
             return _rollback(plan, now, actor, figures, why)
         sampled = cand["conversations"] >= plan.min_conversations and ctrl["conversations"] >= plan.min_conversations
-        verdicts = [guard_verdict(guard, cand, ctrl, plan.alpha) for guard in plan.guards] if sampled else []
+        slower = partial(answers_slower_than, windows[0])
+        verdicts = (
+            [guard_verdict(guard, cand, ctrl, plan.alpha, slower=slower) for guard in plan.guards] if sampled else []
+        )
         figures["verdicts"] = [verdict.as_dict() for verdict in verdicts]
         breached = [verdict for verdict in verdicts if verdict.breached]
         if breached:

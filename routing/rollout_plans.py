@@ -30,7 +30,7 @@ from routing.specs import ProfileSpec
 class GuardMetric:
     name: str
     label: str
-    kind: str  # rate (compared with Fisher's exact test), mean (Welch's t-test), latency (p95 rule)
+    kind: str  # rate (compared with Fisher's exact test), mean (Welch's t-test), latency (p95, binomial test)
     worse: str  # "higher" or "lower"
     description: str
 

@@ -149,7 +149,10 @@ def test_beat_takes_a_good_candidate_through_every_stage_to_every_customer(api, 
         for n in range(120):
             say(api, f"beat-good-{stage}-{n}")
         plan = wait_for(plan, lambda p, stage=stage: p.stage > stage or p.status != RolloutPlanStatus.RUNNING)
-        assert plan.status in (RolloutPlanStatus.RUNNING, RolloutPlanStatus.COMPLETED), plan.status
+        assert plan.status in (RolloutPlanStatus.RUNNING, RolloutPlanStatus.COMPLETED), (
+            plan.status,
+            list(plan.decisions.exclude(action="hold").values_list("action", "reason")),
+        )
 
     assert plan.status == RolloutPlanStatus.COMPLETED
     assert live_version(profile).number == 2

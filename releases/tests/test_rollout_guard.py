@@ -257,6 +257,63 @@ def test_the_judge_guard_compares_means_with_welchs_test_and_latency_by_its_rule
     assert not guard_verdict(latency, {"p95_latency_ms": 6.0}, {"p95_latency_ms": 2.0}, 0.01).breached  # 4 ms of noise
 
 
+@pytest.mark.django_db(transaction=False)
+@pytest.mark.parametrize(
+    ("slower", "breached"),
+    [
+        ((2, 41), False),  # two stalls of a busy machine put the p95 past the limit: 5 % of 41 allows them
+        ((4, 41), False),  # twice the 5 % a p95 at the limit allows, on 41 answers: binomial p ≈ 0.14
+        ((30, 41), True),  # most answers slower than the limit: a regression
+    ],
+)
+def test_a_p95_past_its_limit_rolls_back_only_when_significantly_more_answers_than_5_percent_are_slower(
+    slower, breached
+):
+    asked = []
+
+    def counted(limit: float) -> tuple[int, int]:
+        asked.append(limit)
+        return slower
+
+    relative = {"metric": "p95_latency_ms", "threshold": 0.3}
+    verdict = guard_verdict(relative, {"p95_latency_ms": 175.0}, {"p95_latency_ms": 6.0}, 0.01, slower=counted)
+    absolute = {"metric": "p95_latency_ms", "absolute": 100.0}
+    limited = guard_verdict(absolute, {"p95_latency_ms": 175.0}, {"p95_latency_ms": 6.0}, 0.01, slower=counted)
+
+    assert (verdict.breached, limited.breached) == (breached, breached), (verdict.reason, limited.reason)
+    assert asked == [6.0 * 1.3 + 50, 100.0]  # counted against the allowed latency and the absolute limit
+    assert f"{slower[0]} of {slower[1]} answers slower" in verdict.reason
+
+
+def test_a_candidate_with_two_slow_answers_advances_and_one_slow_throughout_is_rolled_back(api, published):
+    plan = plan_for(good_candidate(published.profile), guards=[{"metric": "p95_latency_ms", "threshold": 0.3}])
+    plan_start(plan, actor="test")
+    for n in range(120):
+        say(api, f"slow-{n}")
+    answers = Message.objects.filter(role=MessageRole.ASSISTANT)
+    answers.update(latency_ms=5.0)
+    candidate = answers.filter(routing_version=plan.candidate.number).order_by("pk")
+    assert candidate.count() >= 10
+    Message.objects.filter(pk__in=list(candidate.values_list("pk", flat=True)[:2])).update(latency_ms=900.0)
+
+    advanced = plan_evaluate(plan, actor="test")
+
+    # Two stalls put the candidate's p95 past the limit; two of its ~24 answers are no evidence of a slower version.
+    assert advanced.action == "advance", advanced.reason
+    [latency] = advanced.figures["verdicts"]
+    assert "2 of" in latency["reason"] and "answers slower" in latency["reason"], latency
+    plan.refresh_from_db()
+    for n in range(120):
+        say(api, f"slow-next-{n}")
+    Message.objects.filter(role=MessageRole.ASSISTANT, routing_version=plan.control.number).update(latency_ms=5.0)
+    Message.objects.filter(role=MessageRole.ASSISTANT, routing_version=plan.candidate.number).update(latency_ms=900.0)
+
+    rolled = plan_evaluate(plan, actor="test")
+
+    assert rolled.action == "rollback", rolled.reason
+    assert "answers slower" in rolled.reason and "binomial" in rolled.reason
+
+
 def test_customers_rating_the_candidates_answers_down_roll_it_back(api, published):
     plan = plan_for(good_candidate(published.profile), guards=[{"metric": "negative_feedback_rate", "threshold": 0.5}])
     plan_start(plan, actor="test")
