@@ -368,9 +368,9 @@ def _relative(name: str, threshold: float, cand: Any, ctrl: Any, alpha: float, s
     against = f"{said} {value_words(name, cand)} against {value_words(name, ctrl)} for the control"
     if cand <= allowed:
         return Verdict(name, False, f"{against}: within the allowed {value_words(name, allowed)}")
-    breached, tested, p_value = _slower_than(allowed, slower, alpha)
+    slow, tested, slow_p = _slower_than(allowed, slower, alpha)
     limits = "; ".join(filter(None, [f"at most {value_words(name, allowed)} allowed", tested]))
-    return Verdict(name, breached, f"{against} ({limits})", p_value)
+    return Verdict(name, slow, f"{against} ({limits})", slow_p)
 
 
 def _absolute(name: str, limit: float, cand: Any, alpha: float, slower: Slower | None = None) -> Verdict:
@@ -406,9 +406,9 @@ def _absolute(name: str, limit: float, cand: Any, alpha: float, slower: Slower |
     value = f"{said} {value_words(name, cand)}"
     if cand <= limit:
         return Verdict(name, False, f"{value}: within the limit of {shown}")
-    breached, tested, p_value = _slower_than(limit, slower, alpha)
+    slow, tested, slow_p = _slower_than(limit, slower, alpha)
     above = f"{value}, above the limit of {shown}"
-    return Verdict(name, breached, f"{above} ({tested})" if tested else above, p_value)
+    return Verdict(name, slow, f"{above} ({tested})" if tested else above, slow_p)
 
 
 def guard_verdict(
