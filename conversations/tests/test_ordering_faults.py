@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from common.tests.database_outage import database_outage
 from conversations import ordering
@@ -34,6 +34,19 @@ def wait_for(condition, timeout: float = PROMPTLY_SECONDS) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.05)
+
+
+def database_answers() -> bool:
+    """Whether a query of this thread gets through. With ``STOCK_PATHS`` psycopg_pool retries a lost connection 1,
+    2, 4 … s apart, so after an outage of some seconds (longer on a busy machine) it may take as long again; the
+    platform's own pool retries every second (common/infra/postgresql/base.py)."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except OperationalError:
+        connection.close()
+        return False
+    return True
 
 
 def tickets(session_id: str) -> tuple[int, int]:
@@ -70,6 +83,7 @@ def test_a_turn_that_failed_with_the_database_hands_its_ticket_on_when_the_datab
         time.sleep(1)
         up()
 
+    wait_for(database_answers, timeout=120)  # the test is of the ticket's hand-on, not of the pool's reconnection
     started = time.monotonic()
     asyncio.run(run_turn(message(tenant, "m2 minha fatura de novo", "outage")))
     answered_in = time.monotonic() - started
