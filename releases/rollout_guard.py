@@ -306,12 +306,11 @@ LATENCY_QUANTILE = 0.95  # the latency guard's percentile: at most 5 % of the an
 
 def _slower_than(limit: float, slower: Slower | None, alpha: float) -> tuple[bool, str, float | None]:
     """A p95 past ``limit``, tested: are significantly more of the candidate's answers slower than ``limit`` than the
-    5 % a p95 at ``limit`` allows (one-sided binomial test)? Whether breached, the test in words, its p-value. Without
-    ``slower`` (nothing to count), the p95 alone decides."""
+    5 % a p95 at ``limit`` allows (one-sided binomial test)? Whether breached, the test in words, its p-value."""
     from scipy import stats  # as in _relative
 
     if slower is None:
-        return True, "", None
+        raise ValueError("the latency guard counts the candidate's slower answers: pass guard_verdict's `slower`")
     over, timed = slower(limit)
     if not timed:
         return False, "no timed answer", None
@@ -369,8 +368,7 @@ def _relative(name: str, threshold: float, cand: Any, ctrl: Any, alpha: float, s
     if cand <= allowed:
         return Verdict(name, False, f"{against}: within the allowed {value_words(name, allowed)}")
     slow, tested, slow_p = _slower_than(allowed, slower, alpha)
-    limits = "; ".join(filter(None, [f"at most {value_words(name, allowed)} allowed", tested]))
-    return Verdict(name, slow, f"{against} ({limits})", slow_p)
+    return Verdict(name, slow, f"{against} (at most {value_words(name, allowed)} allowed; {tested})", slow_p)
 
 
 def _absolute(name: str, limit: float, cand: Any, alpha: float, slower: Slower | None = None) -> Verdict:
@@ -408,7 +406,7 @@ def _absolute(name: str, limit: float, cand: Any, alpha: float, slower: Slower |
         return Verdict(name, False, f"{value}: within the limit of {shown}")
     slow, tested, slow_p = _slower_than(limit, slower, alpha)
     above = f"{value}, above the limit of {shown}"
-    return Verdict(name, slow, f"{above} ({tested})" if tested else above, slow_p)
+    return Verdict(name, slow, f"{above} ({tested})", slow_p)
 
 
 def guard_verdict(
@@ -421,8 +419,8 @@ def guard_verdict(
 ) -> Verdict:
     """Whether the candidate is worse than the control on ``guard`` beyond its relative limit (``threshold``), or
     past its absolute limit (``absolute``), significantly; the reason in words (the breached limits', else each's).
-    ``slower`` counts the candidate's answers slower than a latency (:func:`answers_slower_than`), for the latency
-    guard's test."""
+    ``slower`` counts the candidate's answers slower than a latency (:func:`answers_slower_than`): the latency
+    guard's test needs it once a p95 is past its limit."""
     name = guard["metric"]
     verdicts = []
     if guard.get("threshold") is not None:

@@ -242,6 +242,11 @@ def test_a_rate_guard_needs_the_threshold_and_significance(candidate, control, b
     assert verdict.breached is breached, verdict.reason
 
 
+def every_answer_slower(limit: float) -> tuple[int, int]:
+    """The latency guard's count when all of 41 timed answers were slower than ``limit``."""
+    return 41, 41
+
+
 @pytest.mark.django_db(transaction=False)
 def test_the_judge_guard_compares_means_with_welchs_test_and_latency_by_its_rule():
     judge = {"metric": "judge_score", "threshold": 0.1}
@@ -252,7 +257,9 @@ def test_the_judge_guard_compares_means_with_welchs_test_and_latency_by_its_rule
 
     assert guard_verdict(judge, worse, control, 0.01).breached
     assert not guard_verdict(judge, same, control, 0.01).breached
-    assert guard_verdict(latency, {"p95_latency_ms": 400.0}, {"p95_latency_ms": 200.0}, 0.01).breached
+    assert guard_verdict(
+        latency, {"p95_latency_ms": 400.0}, {"p95_latency_ms": 200.0}, 0.01, slower=every_answer_slower
+    ).breached
     assert not guard_verdict(latency, {"p95_latency_ms": 240.0}, {"p95_latency_ms": 200.0}, 0.01).breached
     assert not guard_verdict(latency, {"p95_latency_ms": 6.0}, {"p95_latency_ms": 2.0}, 0.01).breached  # 4 ms of noise
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 from agents.models import AgentProfile
 from releases.rollout_forms import GuardsField, StagesField
 from releases.rollout_guard import guard_verdict
+from releases.tests.test_rollout_guard import every_answer_slower
 from releases.versions import version_publish
 from routing.models import (
     Intent,
@@ -320,7 +321,9 @@ def test_a_judge_score_and_a_latency_have_absolute_limits_too():
 
     assert guard_verdict(judge, low, low, 0.01).breached  # the control is as low: the limit holds anyway
     assert not guard_verdict(judge, fine, low, 0.01).breached
-    assert guard_verdict(latency, {"p95_latency_ms": 1200.0}, {"p95_latency_ms": 1300.0}, 0.01).breached
+    assert guard_verdict(
+        latency, {"p95_latency_ms": 1200.0}, {"p95_latency_ms": 1300.0}, 0.01, slower=every_answer_slower
+    ).breached
     verdict = guard_verdict(latency, {"p95_latency_ms": 900.0}, {"p95_latency_ms": 100.0}, 0.01)
     assert not verdict.breached and verdict.reason == "p95 latency 900 ms: within the limit of 1000 ms"
 
