@@ -105,10 +105,12 @@ def migrated_database() -> str:
     return name
 
 
-def _postgres_tool(*args: str | Path) -> None:
-    command = [str(services.postgres_bindir() / str(args[0])), *map(str, args[1:])]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"{args[0]} failed:\n{done.stdout}\n{done.stderr}"
+def _postgres_tool(tool: str, *args: str | Path) -> None:
+    """One of the test server's client programs (``pg_dump``, ``pg_restore``), run to its end."""
+    done = subprocess.run(
+        [str(services.postgres_bindir() / tool), *map(str, args)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, f"{tool} failed:\n{done.stdout}\n{done.stderr}"
 
 
 def restore_migrated(url: str) -> None:
