@@ -103,9 +103,9 @@ from common.errors import (
 )
 from common.infra import tracing
 from common.infra.metrics import http_request_observe
-from conversations.graph import TurnResult, run_turn, turn_detach
+from conversations.graph import run_turn, turn_detach
 from conversations.models import A2ATask
-from conversations.turn import TurnInput
+from conversations.turn import TurnInput, TurnResult
 from routing import snapshot
 from routing.specs import ProfileSpec
 from tenants.auth import ApiClient, api_client_authenticate

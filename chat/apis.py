@@ -81,7 +81,7 @@ from conversations.selectors import (
     message_cursor,
 )
 from conversations.services import session_clear, session_end
-from conversations.turn import Turn, TurnInput
+from conversations.turn import Turn, TurnInput, TurnResult
 from handoffs.selectors import handoff_list_for_conversation
 from routing import snapshot
 from routing.decide import route_decide
@@ -199,13 +199,13 @@ class MessageApi(MessageBody, AsyncAPIView):
         del async_dispatch, finalize_response
 
     async def answer(self, request: Request) -> Response:
-        turn_input, begun = self.turn_input, self.begun
+        begun = self.begun
 
-        async def answered() -> dict[str, Any]:
-            return (await run_turn(turn_input, begun=begun)).as_dict()
+        async def answered(data: TurnInput) -> TurnResult:
+            return await run_turn(data, begun=begun)
 
         # An Idempotency-Key makes a retry get the stored answer instead of a second turn (chat/idempotency.py).
-        return await idempotent(request, tenant_pk=turn_input.tenant_pk, answer=answered)
+        return await idempotent(request, data=self.turn_input, run=answered, body=TurnResult.as_dict)
 
     async def stream(self, request: Request) -> StreamingHttpResponse:
         """The turn's events as Server-Sent Events while it happens, then ``done`` with the JSON answer.

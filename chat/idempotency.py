@@ -8,6 +8,9 @@ A key is scoped by the turn's tenant (the API key's) and the endpoint's path, an
 * the same key with another body → 422 naming the header (:data:`ERROR_KEY_REUSED`);
 * the same key while the first request is still being answered → 409 (:data:`ERROR_IN_PROGRESS`): retry later;
   a claim whose request died (older than ``CONVERSATION_TURN_LEASE_SECONDS``, still unanswered) is taken over;
+* the transaction that stores the turn records its result on the key's row (``turn``), and stores nothing if the
+  row was taken over meanwhile: a request that died after its turn was stored (its host killed) is answered from
+  that record on its retry, at once, never with a second turn;
 * a turn that raised leaves no answer: the key is free again;
 * a key expires ``IDEMPOTENCY_KEY_TTL_SECONDS`` after its first use; an expired row is replaced when its key
   comes back, and ``manage.py idempotency_purge`` deletes the rest.
@@ -21,7 +24,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -36,6 +39,7 @@ from rest_framework.response import Response
 
 from common.errors import DomainError
 from conversations.models import IdempotentRequest
+from conversations.turn import ClaimTakenOver, TurnInput, TurnResult
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -98,11 +102,13 @@ def body_fingerprint(data: Any) -> str:
 
 @dataclass(frozen=True)
 class Claim:
-    """Either the row this request now holds (``pk``: run the turn), or the stored answer to give back."""
+    """Either the row this request now holds (``pk``: run the turn, or answer from ``recorded``, the turn a request
+    that died stored), or the stored answer to give back."""
 
     pk: int | None = None
     status_code: int = 200
     response: Any = None
+    recorded: TurnResult | None = None
 
 
 def idempotency_claim(*, tenant_pk: int, endpoint: str, key: str, fingerprint: str) -> Claim:
@@ -130,20 +136,32 @@ def idempotency_claim(*, tenant_pk: int, endpoint: str, key: str, fingerprint: s
         abandoned = existing.status_code is None and existing.created_at < now - dt.timedelta(
             seconds=settings.CONVERSATION_TURN_LEASE_SECONDS
         )
-        if existing.expires_at <= now or abandoned:
+        if existing.expires_at <= now:
             IdempotentRequest.objects.filter(pk=existing.pk, status_code=existing.status_code).delete()
+            continue
+        if (
+            abandoned and existing.turn is None
+        ):  # its turn, if it comes back late, finds the row gone and stores nothing
+            IdempotentRequest.objects.filter(pk=existing.pk, status_code=None, turn__isnull=True).delete()
             continue
         if existing.body_sha256 != fingerprint:
             raise _error(KeyReused, ERROR_KEY_REUSED)
+        if existing.status_code is None and existing.turn is not None:  # the turn is stored, its answer not yet
+            return Claim(pk=existing.pk, recorded=TurnResult.from_recorded(existing.turn))
         if existing.status_code is None:
             raise _error(InProgress, ERROR_IN_PROGRESS)
         return Claim(status_code=existing.status_code, response=existing.response)
     raise _error(InProgress, ERROR_IN_PROGRESS)
 
 
-def idempotency_store(*, pk: int, status_code: int, response: Any) -> None:
-    """Keep the answer of the request holding row ``pk``."""
-    IdempotentRequest.objects.filter(pk=pk).update(status_code=status_code, response=response)
+def idempotency_store(*, pk: int, status_code: int, response: Any) -> Claim:
+    """Keep the answer of the request holding row ``pk``, unless a request answering from the same recorded turn
+    stored one first: the answer kept either way."""
+    if not IdempotentRequest.objects.filter(pk=pk, status_code=None).update(status_code=status_code, response=response):
+        stored = IdempotentRequest.objects.filter(pk=pk, status_code__isnull=False).first()
+        if stored is not None and stored.status_code is not None:
+            return Claim(status_code=stored.status_code, response=stored.response)
+    return Claim(status_code=status_code, response=response)
 
 
 def idempotency_release(*, pk: int) -> None:
@@ -157,20 +175,32 @@ def idempotency_purge(*, now: dt.datetime | None = None) -> int:
     return deleted
 
 
-async def idempotent(request: Request, *, tenant_pk: int, answer: Callable[[], Awaitable[dict[str, Any]]]) -> Response:
-    """``answer()`` as a 200 JSON response, once per ``Idempotency-Key`` (without the header: every time)."""
+async def idempotent(
+    request: Request,
+    *,
+    data: TurnInput,
+    run: Callable[[TurnInput], Awaitable[TurnResult]],
+    body: Callable[[TurnResult], dict[str, Any]],
+) -> Response:
+    """``body(await run(data))`` as a 200 JSON response, once per ``Idempotency-Key`` (without the header: every
+    time). ``run`` gets ``data`` with the key's row, which the turn's persisting transaction records its result on."""
     key = idempotency_key(request)
     if key is None:
-        return Response(await answer())
+        return Response(body(await run(data)))
     claim = await sync_to_async(idempotency_claim)(
-        tenant_pk=tenant_pk, endpoint=request.path, key=key, fingerprint=body_fingerprint(request.data)
+        tenant_pk=data.tenant_pk, endpoint=request.path, key=key, fingerprint=body_fingerprint(request.data)
     )
     if claim.pk is None:
         return Response(claim.response, status=claim.status_code, headers={REPLAYED_HEADER: "true"})
-    try:
-        body = await answer()
-    except BaseException:
-        await sync_to_async(idempotency_release)(pk=claim.pk)
-        raise
-    await sync_to_async(idempotency_store)(pk=claim.pk, status_code=status.HTTP_200_OK, response=body)
-    return Response(body)
+    if claim.recorded is not None:
+        result = claim.recorded
+    else:
+        try:
+            result = await run(replace(data, idempotency_claim=claim.pk))
+        except ClaimTakenOver as exc:  # a retry took the key over while this turn ran: its turn answers
+            raise _error(InProgress, ERROR_IN_PROGRESS) from exc
+        except BaseException:
+            await sync_to_async(idempotency_release)(pk=claim.pk)
+            raise
+    kept = await sync_to_async(idempotency_store)(pk=claim.pk, status_code=status.HTTP_200_OK, response=body(result))
+    return Response(kept.response, status=kept.status_code)

@@ -70,6 +70,7 @@ from chat.openai_turns import (
     TurnEvents,
     TurnRef,
     finish_reason,
+    result_ref,
     routing_extension,
     routing_headers,
     session_for,
@@ -78,8 +79,7 @@ from chat.openai_turns import (
     usage_of,
 )
 from common.errors import DomainError
-from conversations.graph import TurnResult
-from conversations.turn import TurnInput
+from conversations.turn import TurnInput, TurnResult
 from routing import snapshot
 from tenants.auth import ApiClient
 
@@ -453,12 +453,11 @@ class ChatCompletionsApi(OpenAIView):
             return stream_response(chunks, stream_headers(events))
         turn_input = asked.turn_input
 
-        async def completion() -> dict[str, Any]:
-            result, ref = await turn_answered(turn_input)
-            return completion_body(result, ref, turn_input.profile.agent_id)
+        def completion(result: TurnResult) -> dict[str, Any]:
+            return completion_body(result, result_ref(result), turn_input.profile.agent_id)
 
         try:  # an Idempotency-Key makes a retry get the stored completion instead of a second turn
-            response = await idempotent(request, tenant_pk=turn_input.tenant_pk, answer=completion)
+            response = await idempotent(request, data=turn_input, run=turn_answered, body=completion)
         except DomainError as exc:  # the key's refusals (409, 422, 400), in OpenAI's shape
             raise OpenAIError(exc.message, status=exc.status_code, param=IDEMPOTENCY_HEADER, code=exc.code) from exc
         for name, value in extension_headers(response.data.get("x_agent_routing") or {}).items():

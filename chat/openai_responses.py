@@ -65,6 +65,7 @@ from chat.openai_turns import (
     TurnEvents,
     TurnRef,
     finish_reason,
+    result_ref,
     routing_extension,
     session_for,
     stream_headers,
@@ -73,8 +74,8 @@ from chat.openai_turns import (
     usage_of,
 )
 from common.errors import DomainError
-from conversations.graph import TurnResult
 from conversations.selectors import answer_of_turn, conversation_get_by_pk
+from conversations.turn import TurnResult
 from tenants.auth import ApiClient
 
 ERROR_PREVIOUS_NOT_FOUND = "Previous response with id {id!r} not found."
@@ -396,13 +397,13 @@ class ResponsesApi(OpenAIView):
             ref = await events.start(until_end=not asgi(request))
             return stream_response(_events(events, ref, echo), stream_headers(events))
 
-        async def answered() -> dict[str, Any]:
-            created_at = time.time()
-            result, ref = await turn_answered(data)
-            return response_body(ref, model=model, created_at=created_at, result=result, echo=echo)
+        created_at = time.time()
+
+        def answered(result: TurnResult) -> dict[str, Any]:
+            return response_body(result_ref(result), model=model, created_at=created_at, result=result, echo=echo)
 
         try:  # an Idempotency-Key makes a retry get the stored response instead of a second turn
-            response = await idempotent(request, tenant_pk=data.tenant_pk, answer=answered)
+            response = await idempotent(request, data=data, run=turn_answered, body=answered)
         except DomainError as exc:  # the key's refusals (409, 422, 400), in OpenAI's shape
             raise OpenAIError(exc.message, status=exc.status_code, param=IDEMPOTENCY_HEADER, code=exc.code) from exc
         for name, value in extension_headers(response.data.get("x_agent_routing") or {}).items():

@@ -32,9 +32,9 @@ from django.conf import settings
 
 from agents.generation import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
 from chat.openai_errors import ROUTE_HEADER, invalid
-from conversations.graph import TurnResult, run_turn, turn_abandon, turn_begin, turn_detach
+from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.guardrails import identifier_pseudonym
-from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, Turn, TurnInput
+from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, Turn, TurnInput, TurnResult
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,11 @@ class TurnRef:
 
 def turn_ref(begun: Turn) -> TurnRef:
     return TurnRef(begun.conversation_pk, begun.ticket + 1)
+
+
+def result_ref(result: TurnResult) -> TurnRef:
+    """The ids of a stored turn's answer: its conversation and its place there (``metadata.turn``)."""
+    return TurnRef(result.conversation_pk or 0, result.metadata["turn"])
 
 
 def turn_ref_read(
@@ -113,10 +118,9 @@ async def turn_started(data: TurnInput) -> Turn:
         raise
 
 
-async def turn_answered(data: TurnInput) -> tuple[TurnResult, TurnRef]:
-    """``data``'s turn run to its stored answer, with the turn's ids."""
-    begun = await turn_started(data)
-    return await run_turn(data, begun=begun), turn_ref(begun)
+async def turn_answered(data: TurnInput) -> TurnResult:
+    """``data``'s turn run to its stored answer (its ids: :func:`result_ref`)."""
+    return await run_turn(data, begun=await turn_started(data))
 
 
 def _begun_abandon(task: asyncio.Future[Turn]) -> None:

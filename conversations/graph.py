@@ -32,7 +32,7 @@ import contextvars
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -111,6 +111,7 @@ from conversations.turn import (
     LIMIT_MAX_TOKENS,
     Turn,
     TurnInput,
+    TurnResult,
 )
 from conversations.turn_store import (
     conversation_load,
@@ -702,25 +703,6 @@ HELD_NODES: tuple[tuple[str, Node], ...] = (
 # --- entry point -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TurnResult:
-    answer: str
-    agent: str
-    conversation_key: str
-    metadata: dict[str, Any]
-    message_id: int | None = None  # the stored answer: what POST /api/sessions/{key}/feedback rates
-
-    def as_dict(self) -> dict[str, Any]:
-        """The answer as every face returns it: the JSON routes' body, the SSE and WebSocket ``done`` event."""
-        return {
-            "answer": self.answer,
-            "agent": self.agent,
-            "conversation_key": self.conversation_key,
-            "message_id": self.message_id,
-            "metadata": self.metadata,
-        }
-
-
 def new_session_id() -> str:
     return uuid.uuid4().hex
 
@@ -826,11 +808,4 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
     finally:
         if not handed_on:
             await sync_to_async(ordering.ticket_release)(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
-    return TurnResult(
-        answer=turn.answer,
-        agent=turn.agent,
-        conversation_key=data.conversation_key,
-        # Built once, for the stored answer; its trace is the turn's own list, which has persist's time since.
-        metadata=turn.stored_metadata if turn.stored_metadata is not None else turn.metadata(),
-        message_id=turn.answer_message_id,
-    )
+    return turn.result()

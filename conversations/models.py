@@ -397,7 +397,8 @@ class IdempotentRequest(models.Model):
     """A message POST sent with an ``Idempotency-Key``: its answer, kept so a retry gets it instead of a second turn.
 
     One row per (tenant, endpoint, key); the unique constraint is what lets exactly one of two concurrent requests
-    with the same key run its turn. ``response`` is empty while the turn runs; the row expires at ``expires_at``
+    with the same key run its turn. ``response`` is empty while the turn runs (``turn`` is the turn's result once it
+    is stored); the row expires at ``expires_at``
     (the face's logic: ``chat/idempotency.py``).
     """
 
@@ -407,6 +408,13 @@ class IdempotentRequest(models.Model):
     body_sha256 = models.CharField(max_length=64, help_text="The request body's fingerprint: a retry must repeat it.")
     status_code = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Empty while the turn runs.")
     response = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    turn = models.JSONField(
+        null=True,
+        blank=True,
+        encoder=DjangoJSONEncoder,
+        help_text="The turn's result, recorded by the transaction that stored the turn: a request that died before "
+        "it stored its answer is answered from it on its retry.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
 

@@ -117,10 +117,46 @@ class TurnInput:
     # note to the specialists, INSTRUCTIONS_NOTE); neither is stored.
     generation: Generation | None = None
     instructions: str = ""
+    # The Idempotency-Key's row (conversations.models.IdempotentRequest) the request holds: the transaction that
+    # persists the turn records its result there, and persists nothing when the row was taken over meanwhile.
+    idempotency_claim: int | None = None
 
     @property
     def conversation_key(self) -> str:
         return f"{self.tenant_slug}:{self.profile.agent_id}:{self.session_id}"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    answer: str
+    agent: str
+    conversation_key: str
+    metadata: dict[str, Any]
+    message_id: int | None = None  # the stored answer: what POST /api/sessions/{key}/feedback rates
+    conversation_pk: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The answer as every face returns it: the JSON routes' body, the SSE and WebSocket ``done`` event."""
+        return {
+            "answer": self.answer,
+            "agent": self.agent,
+            "conversation_key": self.conversation_key,
+            "message_id": self.message_id,
+            "metadata": self.metadata,
+        }
+
+    def recorded(self) -> dict[str, Any]:
+        """What the persisting transaction keeps of it for an ``Idempotency-Key`` (:meth:`from_recorded`)."""
+        return {**self.as_dict(), "conversation_pk": self.conversation_pk}
+
+    @classmethod
+    def from_recorded(cls, recorded: dict[str, Any]) -> TurnResult:
+        return cls(**recorded)
+
+
+class ClaimTakenOver(Exception):
+    """The request's ``Idempotency-Key`` was taken over by a retry while its turn ran (it outlived the turn lease):
+    the retry's turn answers, this one persisted nothing."""
 
 
 @dataclass
@@ -267,6 +303,18 @@ class Turn:
                 )
             )
         return hits + self.limits
+
+    def result(self) -> TurnResult:
+        """What the faces answer: the metadata built once, for the stored answer (its trace is the turn's own list,
+        which gets the persisting step's time after it)."""
+        return TurnResult(
+            answer=self.answer,
+            agent=self.agent,
+            conversation_key=self.input.conversation_key,
+            metadata=self.stored_metadata if self.stored_metadata is not None else self.metadata(),
+            message_id=self.answer_message_id,
+            conversation_pk=self.conversation_pk or None,
+        )
 
     def metadata(self) -> dict[str, Any]:
         decision = self.decision

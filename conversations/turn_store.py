@@ -9,11 +9,12 @@ them. No transaction or lock is held while a model is called.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from agents.usage import other_models
 from common.infra import metrics
@@ -32,12 +33,14 @@ from conversations.models import (
     OPEN,
     Conversation,
     Escalation,
+    IdempotentRequest,
     Outcome,
 )
 from conversations.records import CountedAs, LiveState, PartRecord, TurnRecord, conversation_turn_record
 from conversations.signals import escalation_changed
 from conversations.turn import (
     LIMIT_RESPONSE,
+    ClaimTakenOver,
     Turn,
     TurnInput,
 )
@@ -323,10 +326,16 @@ def turn_persist(turn: Turn) -> int:
         cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at
     )
     record = turn_record(turn)
-    rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.ticket)
-    turn.stored_metadata = record.metadata
-    turn.answer_message_id = rows.answer.pk if rows.answer is not None else None
-    turn.user_message_id = rows.user_message.pk
+    claim = turn.input.idempotency_claim
+    with transaction.atomic() if claim is not None else contextlib.nullcontext():
+        if claim is not None and not IdempotentRequest.objects.select_for_update().filter(pk=claim).exists():
+            raise ClaimTakenOver(claim)
+        rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.ticket)
+        turn.stored_metadata = record.metadata
+        turn.answer_message_id = rows.answer.pk if rows.answer is not None else None
+        turn.user_message_id = rows.user_message.pk
+        if claim is not None:  # a request that dies before it stores its answer leaves this for its retry
+            IdempotentRequest.objects.filter(pk=claim).update(turn=turn.result().recorded())
     desks_told(turn, rows.user_message)
     return turn.conversation_pk
 

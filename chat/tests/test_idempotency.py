@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from dataclasses import replace
 from io import StringIO
 
 import pytest
@@ -12,7 +13,10 @@ from django.test import AsyncClient
 from django.utils import timezone
 
 from chat.idempotency import ERROR_IN_PROGRESS, ERROR_KEY_REUSED, ERROR_NOT_ON_STREAMS, HEADER, body_fingerprint
-from conversations.models import IdempotentRequest, Message
+from conversations.graph import run_turn
+from conversations.models import Conversation, IdempotentRequest, Message
+from conversations.turn import ClaimTakenOver, TurnInput
+from routing import snapshot
 from tests.streaming import run
 
 pytestmark = pytest.mark.django_db
@@ -151,3 +155,69 @@ def test_the_schema_documents_the_header_on_the_four_message_routes(api):
     for path in ("/api/gateway/message", "/api/chat/message", "/api/chat/multi-agent/message", "/v1/chat/completions"):
         parameters = schema["paths"][path]["post"].get("parameters", [])
         assert {"in": "header", "name": HEADER} in [{"in": p["in"], "name": p["name"]} for p in parameters], path
+
+
+def died_after_its_turn_was_stored(older_than_the_lease: bool = True) -> None:
+    """The keys' rows as a request leaves them that died (its host killed) after its turn's transaction committed
+    and before it stored its answer: no answer on the row."""
+    created = timezone.now() - dt.timedelta(hours=1) if older_than_the_lease else timezone.now()
+    IdempotentRequest.objects.update(status_code=None, response=None, created_at=created)
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("/api/gateway/message", body()),
+        ("/api/chat/message", body()),
+        ("/v1/chat/completions", {"model": "telecom_contas", "messages": [{"role": "user", "content": "Oi"}]}),
+        ("/v1/responses", {"model": "telecom_contas", "input": "Minha fatura veio alta"}),
+    ],
+)
+def test_a_retry_of_a_request_that_died_after_its_turn_was_stored_gets_that_turns_answer_not_a_second_turn(
+    api, telecom, path, data
+):
+    first = post(api, path, data)
+    died_after_its_turn_was_stored()
+
+    again = post(api, path, data)
+    replayed = post(api, path, data)
+
+    assert first.status_code == again.status_code == replayed.status_code == 200, again.json()
+    assert turns() == 1
+    answered, retried = dict(first.json()), dict(again.json())
+    for made_at in ("created", "created_at", "completed_at"):  # when the body was made: the retry's
+        answered.pop(made_at, None), retried.pop(made_at, None)
+    if path.startswith("/api/"):  # the metadata as stored with the turn: its trace lacks the persisting step's time
+        assert retried.pop("metadata")["turn"] == answered.pop("metadata")["turn"]
+    assert retried == answered
+    assert replayed.json() == again.json() and replayed["Idempotent-Replayed"] == "true"
+
+
+def test_a_retry_while_the_first_stores_its_answer_gets_the_stored_turns_answer_at_once(api, telecom):
+    first = post(api)
+    died_after_its_turn_was_stored(older_than_the_lease=False)
+
+    again = post(api)
+
+    assert again.status_code == 200 and again.json()["message_id"] == first.json()["message_id"]
+    assert turns() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_whose_key_a_retry_took_over_meanwhile_stores_nothing_and_hands_the_conversation_on(tenant, telecom):
+    profile = snapshot.current().profiles["telecom_contas"]
+    data = TurnInput(tenant_pk=tenant.pk, tenant_slug=tenant.slug, profile=profile, text="oi", session_id="late")
+    held = IdempotentRequest.objects.create(
+        tenant=tenant, endpoint="/api/chat/message", key="k-late", body_sha256="-", expires_at=timezone.now()
+    )
+    claim = held.pk
+    held.delete()  # what a retry does to the row of a request older than the turn lease, before it runs its own
+
+    with pytest.raises(ClaimTakenOver):
+        run(run_turn(replace(data, idempotency_claim=claim)))
+
+    assert turns() == 0
+    run(run_turn(data))  # the conversation's next message is not held behind the one that stored nothing
+    conversation = Conversation.objects.get(session_id="late")
+    assert conversation.turn_tickets_issued == conversation.turn_tickets_done == 2
+    assert turns() == 1

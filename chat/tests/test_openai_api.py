@@ -300,7 +300,7 @@ def test_the_stream_reaches_the_client_while_the_turn_is_still_running(asgi_serv
 
 def fake_turn(tokens, answer, *, discard_after=None):
     """A ``run_turn`` streaming ``tokens`` (a ``discard`` after the first ``discard_after``), answering ``answer``."""
-    from conversations.graph import TurnResult
+    from conversations.turn import TurnResult
 
     async def run(data, *, begun=None):
         for index, text in enumerate(tokens):
