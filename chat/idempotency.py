@@ -139,9 +139,8 @@ def idempotency_claim(*, tenant_pk: int, endpoint: str, key: str, fingerprint: s
         if existing.expires_at <= now:
             IdempotentRequest.objects.filter(pk=existing.pk, status_code=existing.status_code).delete()
             continue
-        if (
-            abandoned and existing.turn is None
-        ):  # its turn, if it comes back late, finds the row gone and stores nothing
+        if abandoned and existing.turn is None:
+            # Taken over: the turn of the request that held it, if it comes back late, finds it gone, stores nothing.
             IdempotentRequest.objects.filter(pk=existing.pk, status_code=None, turn__isnull=True).delete()
             continue
         if existing.body_sha256 != fingerprint:
