@@ -87,7 +87,8 @@ def test_an_editor_edits_tests_publishes_and_reverts_and_customers_follow(
     page.goto(base + f"/admin/agents/agentprofile/{profile.pk}/publish/")
     page.fill("#id_note", "modem keyword")
     page.click("#publish-form input[type=submit]")
-    assert "routing test" in page.inner_text("body").lower()
+    # The refusal comes back as the page again with an error message: wait for it, not for whatever page is up.
+    assert "routing test" in page.locator(".messagelist .error").inner_text().lower()
     assert RoutingVersion.objects.filter(profile=profile).count() == 1
     shot(page, "2-publish-refused")
 
