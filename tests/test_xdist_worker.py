@@ -27,7 +27,7 @@ class Item:
 
 
 def mark(name: str, **kwargs) -> dict[str, pytest.Mark]:
-    return {name: pytest.Mark(name, (), kwargs)}
+    return {name: getattr(pytest.mark, name)(**kwargs).mark}
 
 
 def test_slow_files_come_first_and_transactional_tests_after_every_test_that_keeps_the_rows():
@@ -60,5 +60,5 @@ def test_a_files_transactional_tests_are_a_unit_of_their_own_and_a_group_one_uni
     assert unit_of_work(Item("a/test_x.py::test_one", mark("django_db"))) == "a/test_x.py"  # type: ignore[arg-type]
     flushing = Item("a/test_x.py::test_two", mark("django_db", transaction=True))
     assert unit_of_work(flushing) == "a/test_x.py (transactional)"  # type: ignore[arg-type]
-    grouped = Item("b/test_y.py::test_one", {"xdist_group": pytest.Mark("xdist_group", ("stack",), {})})
+    grouped = Item("b/test_y.py::test_one", {"xdist_group": pytest.mark.xdist_group("stack").mark})
     assert unit_of_work(grouped) == "stack"  # type: ignore[arg-type]
