@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -79,3 +80,13 @@ def browser_page(chromium, browser_viewport):
     page.errors = errors
     yield page
     context.close()
+
+
+def submit_login(page, username: str, password: str) -> None:
+    """Fill the admin's login form on the page and send it; returns once the browser has left the login page (a
+    wrong password stays there: the wait times out). Waiting for ``#content-main`` or for the load state would
+    return at once, on the login page itself, and the test's next ``goto`` would race the form's post."""
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("#login-form input[type=submit]")
+    page.wait_for_url(lambda url: urlsplit(url).path != "/admin/login/")

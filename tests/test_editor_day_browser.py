@@ -20,7 +20,7 @@ from releases.versions import version_publish
 from routing.models import RolloutPlan, RolloutPlanStatus, RoutingTestCase, RoutingVersion
 from routing.selectors import live_version
 from tenants.models import TenantGrant
-from tests.browser_fixtures import screenshot_path
+from tests.browser_fixtures import screenshot_path, submit_login
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlite_too, pytest.mark.django_db(transaction=True)]
 
@@ -100,10 +100,7 @@ def test_a_routing_editors_day_from_a_rating_to_a_staged_rollout_and_back(
     page, base = browser_page, live_server.url
     visits = Visits(page)
     page.goto(base + "/admin/login/?next=/admin/")
-    page.fill("#id_username", "editor")
-    page.fill("#id_password", "editor-password")
-    page.click("#login-form input[type=submit]")
-    page.wait_for_selector("#content-main")
+    submit_login(page, "editor", "editor-password")
     shot(page, "01-home")
 
     # The inbox: the answer rated down, with the customer's comment.

@@ -35,7 +35,7 @@ from conversations.tests.stored_turns import conversation_of, stored_turn
 from handoffs.models import KIND_BITS, PERSON, Handoff
 from routing.models import RolloutPlan, RoutingVersion
 from tenants.models import Tenant
-from tests.browser_fixtures import screenshot_path
+from tests.browser_fixtures import screenshot_path, submit_login
 from tests.factories import AgentProfileFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -258,10 +258,7 @@ def log_in(page, base_url: str, *, username: str, password: str, next_path: str 
     """Through the admin's login form, as a person would: the dashboard sends anonymous visitors there."""
     page.goto(base_url + next_path)
     assert "/admin/login/" in page.url
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("#login-form input[type=submit]")
-    page.wait_for_load_state()
+    submit_login(page, username, password)
 
 
 def wait_until_drawn(page, query: str) -> None:

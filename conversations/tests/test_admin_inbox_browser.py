@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from conversations.tests.stored_turns import conversation_of, store_reader, stored_turn
-from tests.browser_fixtures import screenshot_path
+from tests.browser_fixtures import screenshot_path, submit_login
 from tests.factories import TenantFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -24,10 +24,7 @@ LONG = (
 def log_in(page, base_url: str, path: str) -> None:
     page.goto(base_url + path)
     assert "/admin/login/" in page.url
-    page.fill("#id_username", "editor_a")
-    page.fill("#id_password", "pw")
-    page.click("#login-form input[type=submit]")
-    page.wait_for_load_state()
+    submit_login(page, "editor_a", "pw")
 
 
 def overflow(page) -> int:

@@ -10,7 +10,7 @@ import pytest
 from releases.versions import version_publish
 from routing.models import Keyword, RolloutPlan, RolloutPlanStatus
 from routing.selectors import live_version
-from tests.browser_fixtures import screenshot_path
+from tests.browser_fixtures import screenshot_path, submit_login
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -22,9 +22,7 @@ def test_an_editor_rolls_the_draft_out_in_stages_watches_it_and_aborts_it(live_s
     Keyword.objects.create(intent=telecom.intents.get(name="retail_order_tracking"), text="modem")
     page, base = browser_page, live_server.url
     page.goto(base + "/admin/login/?next=/admin/")
-    page.fill("#id_username", "editor")
-    page.fill("#id_password", "editor-password")
-    page.click("#login-form input[type=submit]")
+    submit_login(page, "editor", "editor-password")
 
     page.goto(base + f"/admin/agents/agentprofile/{telecom.pk}/change/")
     page.click("#publish-draft-link")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from routing.models import RoutingTestCase
-from tests.browser_fixtures import screenshot_path
+from tests.browser_fixtures import screenshot_path, submit_login
 from tests.factories import IntentFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -18,10 +18,7 @@ INTENTS = 14  # enough long intent names for a confusion matrix far wider than t
 
 def login(page, base: str) -> None:
     page.goto(base + "/admin/login/?next=/admin/")
-    page.fill("#id_username", "editor")
-    page.fill("#id_password", "editor-password")
-    page.click("#login-form input[type=submit]")
-    page.wait_for_selector("#content-main")
+    submit_login(page, "editor", "editor-password")
 
 
 def overflow(page) -> int:
@@ -78,7 +75,7 @@ def test_the_results_lead_with_the_failure_and_fit_a_1400_pixel_window(live_serv
     assert matrix.evaluate("table => table.scrollWidth") > box.evaluate("div => div.clientWidth")  # it scrolls inside
 
     page.click("#show >> text=Failed (1)")
-    page.wait_for_selector("#results")
+    page.wait_for_selector("#show .current:has-text('Failed (1)')")  # the new page: the old one has #results too
     assert page.locator("#results tbody tr").count() == 1
     assert overflow(page) <= 0
     assert page.errors == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_fixtures import screenshot_path
+from tests.browser_fixtures import screenshot_path, submit_login
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -21,10 +21,7 @@ def test_the_admin_homes_tool_links_stay_on_one_line_beside_recent_actions(
 ):
     page, base = browser_page, live_server.url
     page.goto(base + "/admin/login/?next=/admin/")
-    page.fill("#id_username", "analyst")
-    page.fill("#id_password", "analyst-password")
-    page.click("#login-form input[type=submit]")
-    page.wait_for_selector("#chat-module")
+    submit_login(page, "analyst", "analyst-password")
     page.screenshot(path=str(screenshot_path(f"admin-home-{browser_viewport['width']}.png")), full_page=True)
 
     line_height = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#chat-module th a')).lineHeight)")

@@ -10,7 +10,7 @@ import pytest
 from agents.models import AgentProfile
 from releases.versions import version_publish
 from routing.models import RoutingTestCase, RoutingVersion
-from tests.browser_fixtures import screenshot_path
+from tests.browser_fixtures import screenshot_path, submit_login
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -57,10 +57,7 @@ def test_an_editor_edits_tests_publishes_and_reverts_and_customers_follow(
     api = (base, tenant_key.raw)
     assert ask(api, "meu modem parou", "b-1")["intent"] != "retail_order_tracking"
     page.goto(base + "/admin/login/?next=/admin/")
-    page.fill("#id_username", "editor")
-    page.fill("#id_password", "editor-password")
-    page.click("#login-form input[type=submit]")
-    page.wait_for_selector("#content-main")
+    submit_login(page, "editor", "editor-password")
 
     # The editor edits the draft: "modem" as a keyword — on the product intent, by mistake.
     product = profile.intents.get(name="product_information")
