@@ -1,4 +1,5 @@
-"""``Idempotency-Key`` on the message POSTs: a retry gets the stored answer, never a second turn."""
+"""``Idempotency-Key`` on the message POSTs: a retry gets the stored answer, never a second turn. On SQLite as well
+(``sqlite_too``): the embedded default takes the header too."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from conversations.turn import ClaimTakenOver, TurnInput
 from routing import snapshot
 from tests.streaming import run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
 
 def body(text="Minha fatura veio alta", session="idem-1"):
