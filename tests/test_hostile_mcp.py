@@ -9,7 +9,6 @@ import pytest
 from django.conf import settings
 
 from common.sizes import json_size
-from conversations.goal_engine import PLAN_END_GRACE_SECONDS
 from conversations.goal_turn import FAILED_PLAN_ANSWER
 from conversations.models import GoalStepRun, Message, ToolCall
 from tests.hostile_mcp import (
@@ -144,9 +143,10 @@ def test_a_hanging_tool_ends_at_the_servers_timeout_and_the_plan_at_its_time_lim
 
     hits = limits(body)
     assert hits["step_seconds"]["asked"] == 3600 and hits["step_seconds"]["ran"] == SERVER_TIMEOUT_SECONDS
-    # The plan's own clock, not the request's (a first turn also pays the process's warm-up, which a busy machine
-    # stretches): it ended within its limit and grace.
-    assert hits["plan_seconds"]["elapsed_ms"] < (settings.GOAL_PLAN_TIMEOUT_SECONDS + PLAN_END_GRACE_SECONDS) * 1000
+    # The plan's own clock, not the request's: it ended before the ten calls, eight at a time, would each have hung
+    # to the server's timeout. (That it ends within its limit and grace even when the calls cannot end themselves,
+    # as in a process starved at a busy run's start: conversations/tests/test_goal_engine.py.)
+    assert hits["plan_seconds"]["elapsed_ms"] < 2 * SERVER_TIMEOUT_SECONDS * 1000
     assert hits["plan_seconds"]["value"] == 0.5
     assert (hits["plan_seconds"]["asked"], hits["plan_seconds"]["ran"]) == (settings.GOAL_FANOUT_MAX_ITEMS, 0)
     assert body["metadata"]["goal"]["status"] == "failure"

@@ -18,10 +18,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agents.mcp import Endpoint, tools_list
+from agents.mcp import Endpoint, runtime, tools_list
 from bench.otlp_sink import OtlpSink, attributes
 from common.infra import tracing
 from conversations.goal_engine import (
+    PLAN_END_GRACE_SECONDS,
     SKIPPED,
     STEP_EVENT,
     answer_write,
@@ -337,13 +338,37 @@ def test_a_plan_past_its_time_limit_ends_the_steps_running_and_runs_no_more(plan
 
     run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
 
-    assert time.monotonic() - started < 0.5 + 1.0
+    assert time.monotonic() - started < 3.0  # the first call alone would take 3 s (how soon: the next test)
     assert run.outputs[1].metadata["status"] == "timeout" and run.outputs[1].metadata["plan_time"] is True
     assert statuses(run) == {1: FAILURE, 2: SKIPPED, 3: SKIPPED}
     assert run.outputs[3].explanation == "Não executado: o tempo do pedido acabou."
     assert [label for event, label in SEEN.log if event == "start"] == ["w1"]
     hit = hits(run)["plan_seconds"]
     assert (hit["setting"], hit["value"], hit["asked"], hit["ran"]) == ("GOAL_PLAN_TIMEOUT_SECONDS", 0.5, 3, 0)
+
+
+def test_a_plan_whose_calls_cannot_notice_their_deadline_ends_them_at_its_limit_and_grace(plan_server, settings):
+    settings.GOAL_PLAN_TIMEOUT_SECONDS = 0.5
+    snapshot = snapshot_of(plan=plan_server)
+    plan = plan_of(*(step(n, "work", required=False, label=f"w{n}", delay_ms=3000) for n in (1, 2)))
+    # The thread that owns this process's MCP sessions, stuck for 3 s (what a starved process looks like to the
+    # calls): no call can end itself at its deadline, and the plan must still end them.
+    stuck = threading.Event()
+    runtime.loop().call_soon_threadsafe(lambda: (stuck.set(), time.sleep(3)))
+    stuck.wait()
+    started = time.monotonic()
+
+    run, _ = execute(plan, snapshot=snapshot)
+
+    ended = time.monotonic() - started
+    runtime.run_sync(asyncio.sleep(0))  # the thread free again before the next test's calls
+    assert 0.5 + PLAN_END_GRACE_SECONDS <= ended < 3
+    assert statuses(run) == {1: FAILURE, 2: FAILURE}
+    assert {run.outputs[n].metadata["error"] for n in (1, 2)} == {"the plan's time ran out"}
+    assert all(run.outputs[n].metadata["plan_time"] for n in (1, 2))
+    hit = hits(run)["plan_seconds"]
+    assert (hit["value"], hit["asked"], hit["ran"]) == (0.5, 2, 0)
+    assert [event for event in SEEN.log if event[0] == "start"] == []  # nor made late, once the thread was free
 
 
 def test_a_plan_asking_for_more_steps_at_once_than_the_platform_allows_runs_at_most_its_setting(plan_server, settings):
