@@ -157,9 +157,9 @@ def idempotency_store(*, pk: int, status_code: int, response: Any) -> Claim:
     """Keep the answer of the request holding row ``pk``, unless a request answering from the same recorded turn
     stored one first: the answer kept either way."""
     if not IdempotentRequest.objects.filter(pk=pk, status_code=None).update(status_code=status_code, response=response):
-        stored = IdempotentRequest.objects.filter(pk=pk, status_code__isnull=False).first()
-        if stored is not None and stored.status_code is not None:
-            return Claim(status_code=stored.status_code, response=stored.response)
+        stored = IdempotentRequest.objects.filter(pk=pk).values_list("status_code", "response").first()
+        if stored is not None and stored[0] is not None:
+            return Claim(status_code=stored[0], response=stored[1])
     return Claim(status_code=status_code, response=response)
 
 
