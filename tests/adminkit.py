@@ -40,21 +40,36 @@ def _post_value(value: Any) -> Any:
     return str(value)
 
 
-def form_data(response, *, newline: str = "\n") -> dict[str, Any]:
+def shown_fields(response) -> set[str]:
+    """The fields of an admin page's main form that its fieldsets render as inputs (a read-only field is text)."""
+    return {
+        field.field.name
+        for fieldset in response.context["adminform"]
+        for line in fieldset
+        for field in line
+        if not field.is_readonly
+    }
+
+
+def form_data(response, *, newline: str = "\n", shown_only: bool = False) -> dict[str, Any]:
     """The POST data a browser would send back for an admin add/change page as rendered.
 
     Covers the main form, every inline formset (management form included) and
     leaves unticked checkboxes out, as browsers do. A browser sends a text
-    box's lines ended by CRLF: ``newline="\r\n"`` does too.
+    box's lines ended by CRLF: ``newline="\r\n"`` does too. A field of the
+    main form that the page's fieldsets do not render is sent only without
+    ``shown_only`` (a browser never sends it).
     """
-    forms = [response.context["adminform"].form]
+    main = response.context["adminform"].form
+    shown = shown_fields(response) if shown_only else None
+    forms = [main]
     for inline in response.context["inline_admin_formsets"]:
         forms.append(inline.formset.management_form)
         forms.extend(inline.formset.forms)
     data: dict[str, Any] = {}
     for form in forms:
         for bound in form:
-            if bound.field.disabled:
+            if bound.field.disabled or (shown is not None and form is main and bound.name not in shown):
                 continue
             value = bound.value()
             widget = getattr(bound.field.widget, "widget", bound.field.widget)  # unwrap the related-field wrapper

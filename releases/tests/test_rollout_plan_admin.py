@@ -1,4 +1,5 @@
-"""Rollout plans in the admin: create, start, pause, resume, abort; decisions listed; the rollback banner."""
+"""Rollout plans in the admin: create, start, pause, resume, abort; a started plan renamed from what its page shows;
+every form error on the page; decisions listed; the rollback banner."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from releases.admin_rollouts import RolloutPlanAdmin
+from releases.rollout_commands import plan_command, plan_start
 from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
 from routing.rollout_plans import GUARD_METRICS
-from tests.adminkit import error_messages, form_data
+from tests.adminkit import error_messages, form_data, shown_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -98,6 +101,69 @@ def test_a_plans_webhook_url_is_shown_masked_and_kept_when_sent_back_masked(admi
     assert saved.status_code == 302, error_messages(saved)
     plan.refresh_from_db()
     assert (plan.name, plan.webhook_url) == ("zz, renamed", hook)
+
+
+def started(candidate, status: str) -> RolloutPlan:
+    """A plan of ``candidate`` started by the operator, then paused when ``status`` says so."""
+    plan = RolloutPlan.objects.create(
+        name="zz", profile=candidate.profile, candidate=candidate, stages=[10, 50, 100], webhook_url=""
+    )
+    plan_start(plan, actor="operator")
+    if status == RolloutPlanStatus.PAUSED:
+        plan_command(plan, "pause", actor="operator")
+    plan.refresh_from_db()
+    assert plan.status == status
+    return plan
+
+
+@pytest.mark.sqlite_too
+@pytest.mark.parametrize("status", [RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED])
+def test_a_started_plan_is_renamed_with_what_its_page_shows(editor_client, candidate, status):
+    plan = started(candidate, status)
+    change = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    page = editor_client.get(change)
+    data = form_data(page, shown_only=True)  # what a browser sends: the stages and guards are text here
+    data["name"] = "zz, renamed"
+
+    saved = editor_client.post(change, data)
+
+    assert saved.status_code == 302, error_messages(saved)
+    plan.refresh_from_db()
+    assert (plan.name, plan.status, plan.stages) == ("zz, renamed", status, [10, 50, 100])
+
+
+@pytest.mark.sqlite_too
+def test_a_plans_form_has_no_field_its_page_does_not_show_ready_or_started(admin_client, candidate):
+    ready = RolloutPlan.objects.create(name="ready", profile=candidate.profile, candidate=candidate)
+    running = started(candidate, RolloutPlanStatus.RUNNING)
+    for plan in (ready, running):
+        page = admin_client.get(reverse("admin:routing_rolloutplan_change", args=[plan.pk]))
+        assert set(page.context["adminform"].form.fields) == shown_fields(page), plan.status
+
+
+@pytest.mark.sqlite_too
+def test_an_error_of_a_field_the_page_does_not_render_is_shown_on_the_page(admin_client, candidate, monkeypatch):
+    # An admin whose fieldsets leave out a field its form declares (how a started plan's stages once were): the
+    # field's error must still be read on the page, not only counted in "Please correct the error below".
+    shown = RolloutPlanAdmin.get_fieldsets
+
+    def without_stages(self, request, obj=None):
+        return [
+            (title, {**o, "fields": [f for f in o["fields"] if f != "stages"]})
+            for title, o in shown(self, request, obj)
+        ]
+
+    monkeypatch.setattr(RolloutPlanAdmin, "get_fieldsets", without_stages)
+    add = reverse("admin:routing_rolloutplan_add")
+    data = form_data(admin_client.get(add), shown_only=True)
+    data.update(name="no stages", target="version", profile=candidate.profile.pk, candidate=candidate.pk)
+
+    answer = admin_client.post(add, data)
+
+    assert answer.status_code == 200 and not RolloutPlan.objects.exists()
+    page = answer.content.decode()
+    assert "Please correct the error below." in page
+    assert 'id="unshown-errors"' in page and "Stages: give at least one percentage" in page
 
 
 def test_a_plan_with_wrong_settings_is_refused_naming_the_field(admin_client, candidate):
