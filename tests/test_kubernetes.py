@@ -29,6 +29,7 @@ KUBERNETES_VERSION = "1.32.0"
 CUSTOM_KINDS = {("monitoring.coreos.com/v1", "PodMonitor")}
 SECRET_NAME = "platform-secrets"
 SECRET_KEYS = {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "METRICS_TOKEN", "ADMIN_PASSWORD"}
+FIRST_RUN_SECRET = "first-run"
 
 
 def render(path: Path) -> list[dict[str, Any]]:
@@ -174,11 +175,39 @@ def test_web_worker_and_beat_wait_for_the_migrations_and_the_jobs_run_them_once(
 
 def test_secrets_are_referenced_never_written(base, example):
     for resources in (base, example):
-        assert not [r for r in resources if r["kind"] == "Secret"]
+        # The one Secret declared is first-run's, empty: its Job fills it.
+        assert [
+            (r["metadata"]["name"], set(r) & {"data", "stringData"}) for r in resources if r["kind"] == "Secret"
+        ] == [(FIRST_RUN_SECRET, set())]
         for _resource, item in containers(resources):
             references = [source["secretRef"]["name"] for source in item.get("envFrom", []) if "secretRef" in source]
             assert references in ([], [SECRET_NAME])
             assert not set(environment(resources, item)) & SECRET_KEYS
+
+
+def test_first_run_writes_what_it_makes_to_its_secret_with_a_token_that_may_patch_only_that(base, example):
+    for resources in (base, example):
+        job = named(resources, "Job", "first-run")["spec"]["template"]["spec"]
+        args = job["containers"][0]["args"]
+        # The option that keeps the password and the key out of the log (tenants/tests/test_first_run_secret.py).
+        assert args[args.index("--output-secret") + 1] == FIRST_RUN_SECRET
+        account = named(resources, "ServiceAccount", job["serviceAccountName"])
+        assert job["automountServiceAccountToken"] is True and account["automountServiceAccountToken"] is False
+        bindings = [
+            binding
+            for binding in resources
+            if binding["kind"] in ("RoleBinding", "ClusterRoleBinding")
+            and {"kind": "ServiceAccount", "name": account["metadata"]["name"]}.items()
+            <= {key: value for key, value in binding["subjects"][0].items() if key != "namespace"}.items()
+        ]
+        assert [binding["kind"] for binding in bindings] == ["RoleBinding"]
+        role = named(resources, bindings[0]["roleRef"]["kind"], bindings[0]["roleRef"]["name"])
+        assert role["rules"] == [
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [FIRST_RUN_SECRET], "verbs": ["patch"]}
+        ]
+        for resource, spec in pod_specs(resources):
+            if resource is not named(resources, "Job", "first-run"):
+                assert spec["automountServiceAccountToken"] is False and "serviceAccountName" not in spec
 
 
 def test_every_variable_the_manifests_set_is_one_the_platform_reads(example):

@@ -1,7 +1,7 @@
 """The first run of a deployment: an admin user, demo data when asked, a tenant and an API key.
 
     python manage.py first_run [--demo [--sync]] [--tenant tenant_a] [--new-key | --key-file PATH]
-                               [--password-file PATH]
+                               [--password-file PATH] [--output-secret NAME]
 
 Safe to run again: an existing superuser keeps its password unless ``ADMIN_PASSWORD`` is set, the demo is loaded
 only where it is missing (``seed_demo``, which also rolls the ``multi_agent`` flag out to everyone while nobody has
@@ -10,7 +10,10 @@ With ``--key-file`` the raw key is kept in that file (mode 600) and printed agai
 active key of the tenant with the rights asked for; a new one is made when it is missing or was revoked. What was
 made is printed on stdout as ``name value`` lines (``admin_user``, ``admin_password``, ``api_key``; a value is empty
 when it is not new), for the operator's terminal (`docker compose run --rm first-run`) or a script (scripts/start);
-it is never logged.
+it is never logged. With ``--output-secret`` (Kubernetes, where a Job's output is its log) the values go to that
+Secret of the pod's namespace instead, the new ones only (those not new keep what an earlier run stored), and stdout
+has the admin's name alone; what was made is stored in the database only once the Secret has it
+(:func:`common.infra.kubernetes.kubernetes_secret_merge`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.text import slugify
 
+from common.infra.kubernetes import KubernetesError, kubernetes_secret_merge
 from tenants.auth import key_hash
 from tenants.models import ApiKey
 from tenants.services import api_key_create
@@ -59,6 +63,13 @@ class Command(BaseCommand):
             default="",
             help="Keep a generated admin password in this file (mode 600) instead of printing it only once.",
         )
+        parser.add_argument(
+            "--output-secret",
+            default="",
+            metavar="NAME",
+            help="Kubernetes: write the admin password and the API key to this Secret of the pod's namespace (it "
+            "must exist; the pod's service account patches it), not to stdout.",
+        )
 
     def handle(self, *args, **options):
         slug = options["tenant"].strip()
@@ -71,11 +82,32 @@ class Command(BaseCommand):
         if options["demo"]:
             demo = ["--multi-agent-for-everyone", *(["--sync"] if options["sync"] else [])]
             call_command("seed_demo", *demo, stdout=self.stderr)
-        username, password = self._admin(Path(options["password_file"]) if options["password_file"] else None)
-        raw_key = self._key(slug, options)
+        password_file = Path(options["password_file"]) if options["password_file"] else None
+        if not options["output_secret"]:
+            username, password = self._admin(password_file)
+            raw_key = self._key(slug, options)
+            self.stdout.write(f"admin_user {username}")
+            self.stdout.write(f"admin_password {password}")
+            self.stdout.write(f"api_key {raw_key}")
+            return
+        secret = options["output_secret"]
+        # One transaction: a Secret that cannot be written leaves no admin nor key whose secret nobody has.
+        with transaction.atomic():
+            username, password = self._admin(password_file)
+            raw_key = self._key(slug, options)
+            made = {"admin_password": password, "api_key": raw_key}
+            try:
+                kubernetes_secret_merge(
+                    name=secret, values={"admin_user": username, **{k: v for k, v in made.items() if v}}
+                )
+            except KubernetesError as exc:
+                raise CommandError(f"--output-secret {secret}: {exc}; nothing was made.") from exc
+        written = [name for name, value in made.items() if value]
+        self.stderr.write(
+            f"Secret {secret}: {', '.join(written) or 'nothing new'} written "
+            f"(kubectl get secret {secret} -o jsonpath='{{.data.api_key}}' | base64 -d)."
+        )
         self.stdout.write(f"admin_user {username}")
-        self.stdout.write(f"admin_password {password}")
-        self.stdout.write(f"api_key {raw_key}")
 
     def _admin(self, password_file: Path | None) -> tuple[str, str]:
         """The superuser's name, and its password when this run set it or the password file knows it."""
