@@ -7,6 +7,7 @@ skipped there by name (:data:`CUSTOM_KINDS`) and its shape is checked here inste
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from django.core.management import get_commands
 from django.urls import resolve
 
 from chat import health
+from mcp_servers.common import HEALTH_PATH
+from platform.celery import HEARTBEAT_FILE, HEARTBEAT_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -112,6 +115,52 @@ def test_the_web_probes_ask_the_health_routes_with_a_host_django_answers(base):
         assert {"name": "Host", "value": "localhost"} in probe["httpHeaders"] and "localhost" in allowed
         assert ports[probe["port"]] == 8000
     assert web["command"] == compose()["services"]["web"]["command"]
+
+
+# A liveness command that reads a file's age and nothing else (no broker, no database, no Python start):
+# `find <dir> -maxdepth 1 -name <name> -mmin -<minutes> | grep -q .`.
+FRESH_FILE = re.compile(
+    r"find (?P<dir>/\S+) -maxdepth 1 -name '?(?P<name>[\w.*-]+)'? -mmin -(?P<minutes>\d+) \| grep -q \."
+)
+
+
+def liveness_facts(probe: dict[str, Any]) -> tuple[str, str]:
+    """What a liveness probe asks: ("http", path) or ("file", name) — any other kind fails the test."""
+    if "httpGet" in probe:
+        return "http", probe["httpGet"]["path"]
+    command = probe["exec"]["command"]
+    assert command[:2] == ["sh", "-c"], command
+    found = FRESH_FILE.fullmatch(command[2])
+    assert found is not None, command
+    return "file", found["name"]
+
+
+def test_liveness_probes_test_the_process_never_redis_nor_postgresql(example):
+    asked = {}
+    for resource, item in containers(example):
+        if "livenessProbe" in item:
+            asked[resource["metadata"]["name"]] = liveness_facts(item["livenessProbe"])
+    assert asked.pop("web") == ("http", "/api/health/live")  # the view touches nothing (chat/tests/test_health.py)
+    assert asked.pop("worker") == ("file", HEARTBEAT_FILE.name)
+    assert asked.pop("beat") == ("file", "celerybeat-schedule*")
+    assert set(asked.values()) == {("http", HEALTH_PATH)} and sorted(asked) == [
+        "mcp-finance",
+        "mcp-retail",
+        "mcp-telecom",
+    ]
+
+
+def test_the_worker_probes_read_the_heartbeat_file_where_the_worker_writes_it(example):
+    worker = container(example, "worker")
+    assert "TMPDIR" not in environment(example, worker)  # the worker's temporary directory is /tmp, then
+    compose_test = compose()["services"]["worker"]["healthcheck"]["test"]
+    for command in (worker["livenessProbe"]["exec"]["command"][2], compose_test[1]):
+        found = FRESH_FILE.fullmatch(command)
+        assert found is not None and (found["dir"], found["name"]) == ("/tmp", HEARTBEAT_FILE.name)
+        # Stale only after many missed touches: a busy node does not restart a worker that runs.
+        assert int(found["minutes"]) * 60 >= 10 * HEARTBEAT_SECONDS
+    mounts = {mount["mountPath"] for mount in worker["volumeMounts"]}
+    assert "/tmp" in mounts  # writable: the root file system is read-only
 
 
 def test_web_drains_before_its_graceful_stop_and_the_worker_has_time_for_a_step(base):
