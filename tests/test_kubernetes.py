@@ -336,6 +336,164 @@ def test_the_example_mcp_servers_are_a_component_the_base_runs_without(base, exa
     assert args[:2] == ["--demo", "--sync"]
 
 
+# -- network policies ---------------------------------------------------------------------------------------------
+
+ANYONE = "anyone"  # a rule with no peers: every address
+PROMETHEUS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+}
+PLATFORM = ["first-run", "migrate", "beat", "web", "worker"]  # every process of the platform's image
+
+
+def selected(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels and matchExpressions) selects a pod with ``labels``."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        holds = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[operator]
+        if not holds:
+            return False
+    return True
+
+
+def pod_labels(resources: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    return {
+        resource["metadata"]["name"]: resource["spec"]["template"]["metadata"]["labels"]
+        for resource, _ in pod_specs(resources)
+    }
+
+
+def pod_ports(resources: list[dict[str, Any]], name: str) -> dict[str, int]:
+    [(_, spec)] = [(r, spec) for r, spec in pod_specs(resources) if r["metadata"]["name"] == name]
+    return {port["name"]: port["containerPort"] for c in spec["containers"] for port in c.get("ports", [])}
+
+
+def opened(resources: list[dict[str, Any]], pod: str, direction: str) -> list[tuple[dict[str, Any], list[Any]]]:
+    """The rules of every policy that selects ``pod`` in ``direction`` ("ingress" or "egress"): (rule, peers)."""
+    labels = pod_labels(resources)[pod]
+    rules = []
+    for policy in (r for r in resources if r["kind"] == "NetworkPolicy"):
+        spec = policy["spec"]
+        if direction.capitalize() in spec["policyTypes"] and selected(spec["podSelector"], labels):
+            for rule in spec.get(direction, []):
+                rules.append((rule, rule.get("from" if direction == "ingress" else "to") or [ANYONE]))
+    return rules
+
+
+def port_matches(rule: dict[str, Any], port: int | str, ports_of_pod: dict[str, int], protocol: str = "TCP") -> bool:
+    """Whether ``rule`` lets ``port`` (a number, or a name of ``ports_of_pod``) through."""
+    if "ports" not in rule:
+        return True
+    number = ports_of_pod.get(port, port) if isinstance(port, str) else port
+    return any(
+        allowed.get("protocol", "TCP") == protocol and ports_of_pod.get(allowed["port"], allowed["port"]) == number
+        for allowed in rule["ports"]
+    )
+
+
+def peers_in(resources: list[dict[str, Any]], pod: str, port: str) -> list[Any]:
+    """Who may open ``port`` (a port name) of ``pod``."""
+    ports = pod_ports(resources, pod)
+    return [
+        peer for rule, peers in opened(resources, pod, "ingress") if port_matches(rule, port, ports) for peer in peers
+    ]
+
+
+def pods_of(resources: list[dict[str, Any]], peers: list[Any]) -> list[str]:
+    """The pods of this namespace that ``peers`` name (peers with a pod selector and no namespace selector)."""
+    assert all(peer != ANYONE and set(peer) == {"podSelector"} for peer in peers), peers
+    return sorted(
+        name for name, labels in pod_labels(resources).items() if any(selected(p["podSelector"], labels) for p in peers)
+    )
+
+
+def reaches(
+    resources: list[dict[str, Any]], pod: str, port: int | str, *, to: str | None = None, protocol: str = "TCP"
+) -> bool:
+    """Whether ``pod`` may open ``port`` anywhere (``to`` None: a rule with no peers, or an ipBlock of the whole
+    internet) or on the pod ``to`` of this namespace."""
+    target_ports = pod_ports(resources, to) if to else {}
+    for rule, peers in opened(resources, pod, "egress"):
+        if not port_matches(rule, port, target_ports, protocol):
+            continue
+        for peer in peers:
+            if to is None and (peer == ANYONE or peer.get("ipBlock", {}).get("cidr") == "0.0.0.0/0"):
+                return True
+            if to is not None and (
+                peer == ANYONE
+                or (set(peer) == {"podSelector"} and selected(peer["podSelector"], pod_labels(resources)[to]))
+            ):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("overlay", ["base", "example"])
+def test_every_pod_is_closed_both_ways_by_a_network_policy(overlay, request):
+    resources = request.getfixturevalue(overlay)
+    closing = [
+        r
+        for r in resources
+        if r["kind"] == "NetworkPolicy"
+        and r["spec"]["podSelector"] == {}
+        and sorted(r["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+        and not r["spec"].get("ingress")
+        and not r["spec"].get("egress")
+    ]
+    assert [policy["metadata"]["name"] for policy in closing] == ["default-deny"]
+    assert sorted(pod_labels(resources)) == sorted(
+        PLATFORM + (["mcp-finance", "mcp-retail", "mcp-telecom"] if overlay == "example" else [])
+    )
+
+
+@pytest.mark.parametrize("overlay", ["base", "example"])
+def test_each_port_opens_only_to_who_needs_it(overlay, request):
+    resources = request.getfixturevalue(overlay)
+    monitor = named(resources, "PodMonitor", "platform")
+    for pod in pod_labels(resources):
+        for port in pod_ports(resources, pod):
+            peers = peers_in(resources, pod, port)
+            if (pod, port) == ("web", "http"):
+                assert peers == [ANYONE]  # the ingress controller, wherever it runs
+            elif port == monitor["spec"]["podMetricsEndpoints"][0]["port"]:
+                assert selected(monitor["spec"]["selector"], pod_labels(resources)[pod])
+                assert peers == [PROMETHEUS]
+            else:
+                assert (pod, port) in [(f"mcp-{name}", "mcp") for name in ("telecom", "retail", "finance")]
+                assert pods_of(resources, peers) == ["first-run", "web", "worker"]
+        # Nothing else comes in: a rule without ports would open every port.
+        assert all("ports" in rule for rule, _ in opened(resources, pod, "ingress")), pod
+
+
+@pytest.mark.parametrize("overlay", ["base", "example"])
+def test_each_process_reaches_what_it_needs_and_the_mcp_servers_reach_nothing(overlay, request):
+    resources = request.getfixturevalue(overlay)
+    for pod in PLATFORM:
+        assert reaches(resources, pod, 53, protocol="UDP") and reaches(resources, pod, 53), pod
+        assert reaches(resources, pod, 5432) and reaches(resources, pod, 6379), pod
+        assert reaches(resources, pod, 443) == (pod in ("web", "worker", "first-run")), pod  # models; first-run: API
+        assert not reaches(resources, pod, 8000) and not reaches(resources, pod, 9100), pod
+    web_and_workers = [rule for rule, _ in opened(resources, "worker", "egress") if port_matches(rule, 443, {})]
+    # Never the link-local addresses, where a cloud's instance metadata answers.
+    assert {
+        (peer["ipBlock"]["cidr"], *peer["ipBlock"]["except"]) for rule in web_and_workers for peer in rule["to"]
+    } == {
+        ("0.0.0.0/0", "169.254.0.0/16"),
+        ("::/0", "fe80::/10"),
+    }
+    if overlay == "example":
+        for name in ("telecom", "retail", "finance"):
+            assert opened(resources, f"mcp-{name}", "egress") == []
+            clients = [pod for pod in PLATFORM if reaches(resources, pod, "mcp", to=f"mcp-{name}")]
+            assert sorted(clients) == ["first-run", "web", "worker"]
+
+
 def compose() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
 
