@@ -20,6 +20,11 @@ ERROR_UNKNOWN_KEY = "unknown key {key!r}; expected one of: {expected}"
 ERROR_DUPLICATE_KEY = "duplicate key {key!r} (first on line {line})"
 ERROR_COMPLEX_KEY = "keys must be plain strings"
 ERROR_TOO_DEEP = "nested too deeply"
+ERROR_ALIASES = (
+    "its aliases repeat more than {values:,} values or {chars:,} characters: write the repeated part out, or "
+    "repeat it less"
+)
+ERROR_TOO_LARGE = "the file is larger than {megabytes} MB"
 ERROR_TYPE = "must be {expected}, not {actual}"
 ERROR_REQUIRED = "{key!r} is required"
 ERROR_EMPTY = "must not be empty"

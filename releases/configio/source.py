@@ -16,16 +16,23 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 
 from releases.configio.messages import (
+    ERROR_ALIASES,
     ERROR_COMPLEX_KEY,
     ERROR_DUPLICATE_KEY,
     ERROR_EMPTY_FILE,
     ERROR_TOO_DEEP,
+    ERROR_TOO_LARGE,
     ERROR_YAML_SYNTAX,
 )
 
 Path = tuple[str | int, ...]
 
 MAX_DEPTH = 40
+MAX_TEXT_CHARS = 2 * 1024 * 1024  # as the admin takes an upload (releases.admin_config.MAX_FILE_BYTES)
+# What a file's aliases may repeat, all its aliases together: a shared list of tools or a prompt written once and
+# named a few times is far within it; a "billion laughs" (342 bytes that repeat 387 million values) is not.
+MAX_ALIAS_VALUES = 10_000
+MAX_ALIAS_CHARS = 1_000_000
 # libyaml's parser where PyYAML was built with it: the same documents (the constructor and resolver are PyYAML's
 # own), several times faster — the demo's files were a third of ``seed_demo``'s time. A text it refuses is parsed
 # again by the pure-Python parser, whose messages are the ones users see.
@@ -123,9 +130,18 @@ class Node:
 
 
 def load(source: Source, problems: Problems) -> Node | None:
-    """Parse ``source``; on a syntax error record it (with its line) and return ``None``."""
+    """Parse ``source``; on a syntax error, or a text beyond the bounds (larger than :data:`MAX_TEXT_CHARS`, nested
+    deeper than :data:`MAX_DEPTH`, aliases that repeat more than :data:`MAX_ALIAS_VALUES` values or
+    :data:`MAX_ALIAS_CHARS` characters), record it (with its line) and return ``None``. The bounds hold while the
+    text is parsed, before anything is built from it."""
+    if len(source.text) > MAX_TEXT_CHARS:
+        problems.errors.append(Problem(source, 1, (), ERROR_TOO_LARGE.format(megabytes=MAX_TEXT_CHARS // 1024 // 1024)))
+        return None
     try:
         root = _compose(source.text)
+    except Refused as exc:
+        problems.errors.append(Problem(source, exc.line, (), exc.message))
+        return None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
@@ -145,11 +161,69 @@ def load(source: Source, problems: Problems) -> Node | None:
     return Node(source, (), value)
 
 
+def plain_value(text: str) -> Any:
+    """``text``'s value read within :func:`load`'s bounds, or ``None`` when it is not YAML or beyond them."""
+    node = load(Source(name="", text=text), Problems())
+    return node.value if node is not None else None
+
+
 def _compose(text: str) -> yaml.Node | None:
     try:
+        _scan(text, FAST_LOADER)
         return yaml.compose(text, Loader=FAST_LOADER)
     except yaml.YAMLError:
-        return yaml.compose(text, Loader=yaml.SafeLoader)  # raises again, with the pure-Python parser's message
+        # Raises again, with the pure-Python parser's message (its composer recursing no deeper than the scan let).
+        _scan(text, yaml.SafeLoader)
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+class Refused(Exception):
+    """A text the importer does not read: the line and why (a message of :mod:`releases.configio.messages`)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+_OPENS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSES = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _scan(text: str, loader: type[Any]) -> None:
+    """Raise :class:`Refused` for a text nested deeper than :data:`MAX_DEPTH` or whose aliases repeat more than the
+    budget, reading its events only: both parsers are loops, where composing recurses (libyaml's composer crashes
+    the process on a text 100,000 brackets deep) and building walks each alias again. An anchor's size — the values
+    and characters of its node, its own aliases expanded — is known when its node ends; each alias adds it."""
+    sizes: dict[str, tuple[int, int]] = {}
+    opened: list[list[Any]] = []  # each open collection: [values, characters, anchor]
+    repeated_values = repeated_chars = 0
+    for event in yaml.parse(text, Loader=loader):
+        line = event.start_mark.line + 1 if event.start_mark is not None else 1
+        if isinstance(event, _OPENS):
+            if len(opened) > MAX_DEPTH:
+                raise Refused(line, ERROR_TOO_DEEP)
+            opened.append([1, 0, event.anchor])
+            continue
+        if isinstance(event, yaml.ScalarEvent):
+            values, chars, anchor = 1, len(event.value), event.anchor
+        elif isinstance(event, yaml.AliasEvent):
+            values, chars = sizes.get(event.anchor or "", (0, 0))  # an unknown anchor: the composer's error to report
+            anchor = None
+            repeated_values += values
+            repeated_chars += chars
+            if repeated_values > MAX_ALIAS_VALUES or repeated_chars > MAX_ALIAS_CHARS:
+                message = ERROR_ALIASES.format(values=MAX_ALIAS_VALUES, chars=MAX_ALIAS_CHARS)
+                raise Refused(line, message)
+        elif isinstance(event, _CLOSES):
+            values, chars, anchor = opened.pop()
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = (values, chars)
+        if opened:
+            opened[-1][0] += values
+            opened[-1][1] += chars
 
 
 def _build(node: yaml.Node, path: Path, source: Source, problems: Problems, constructor, depth: int) -> Any:
