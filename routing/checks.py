@@ -10,8 +10,9 @@ from django.core.checks import CheckMessage, Tags, Warning, register
 from django.db import DatabaseError
 
 from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
+from common.patterns import pattern_problem
 from platform import env
-from routing.models import ROLLOUT_PLAN_ACTIVE, ProfileRelease, RolloutPlan
+from routing.models import ROLLOUT_PLAN_ACTIVE, Goal, ProfileRelease, RolloutPlan
 
 
 @register(Tags.database)
@@ -70,4 +71,37 @@ def served_model_key_variables_check(
                     id="routing.W001",
                 )
             )
+    return problems
+
+
+@register(Tags.database)
+def entity_patterns_check(
+    app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Each goal's entity patterns compile under RE2 (``routing.W003``): one stored before patterns were checked at
+    save (a lookaround, a backreference) is skipped by the offline reader — its entity is not read from messages —
+    until it is rewritten on the goal's page or by its server's manifest."""
+    if not databases:
+        return []
+    try:
+        goals = list(Goal.objects.order_by("domain", "name").only("domain", "name", "entities_schema"))
+    except DatabaseError:  # migrate runs the checks before it creates or alters the tables
+        return []
+    problems: list[CheckMessage] = []
+    for goal in goals:
+        schema = goal.entities_schema if isinstance(goal.entities_schema, dict) else {}
+        for name, entity in schema.items():
+            pattern = entity.get("pattern") if isinstance(entity, dict) else None
+            problem = pattern_problem(pattern) if isinstance(pattern, str) else ""
+            if problem:
+                problems.append(
+                    Warning(
+                        f"The goal {goal.domain}.{goal.name}'s entity {name!r} has a pattern the platform does not "
+                        f"match, so the entity is not read from messages: {problem}.",
+                        hint="Rewrite the pattern without lookarounds or backreferences on the goal's page (or in "
+                        "its server's manifest); docs/goals.md says how.",
+                        obj=goal,
+                        id="routing.W003",
+                    )
+                )
     return problems

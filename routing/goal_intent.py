@@ -37,13 +37,13 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
 from agents.usage import KIND_GOAL, usage_record
+from common.patterns import pattern_compiled, pattern_problem
 from common.text import fold, normalize, phrase_found
 from routing.examples import ExamplesMatch
 from routing.goal_words import DEFAULT_LANGUAGE, in_language, said, words
@@ -72,6 +72,7 @@ _STOPWORD_TEXT = (
     "the and for you your with from that this what are del los las con una unos unas"
 )
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+VALUE_GROUP = "value"  # the named group of an entity's pattern that holds its value
 _TRIM = " \t\r\n.,;:!?¿¡\"'()[]"
 
 
@@ -202,23 +203,29 @@ def clarification_question(goal: GoalSpec, missing: Sequence[str], language: str
 # -- the offline reader ------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str] | None:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        logger.warning("Entity pattern %r does not compile (%s); the entity is not read offline.", pattern, exc)
-        return None
+def _compiled(pattern: str) -> Any | None:
+    compiled = pattern_compiled(pattern)
+    if compiled is None:  # stored before patterns were checked at save: the system check routing.W003 names it
+        logger.warning("Entity pattern %r: %s; the entity is not read offline.", pattern, pattern_problem(pattern))
+    return compiled
 
 
-def _pattern_matches(schema: Mapping[str, Any], text: str) -> list[str]:
-    """The distinct values ``schema``'s ``pattern`` finds in ``text`` (its ``value`` group), as written."""
+def pattern_values(schema: Mapping[str, Any], text: str) -> list[str]:
+    """The distinct values ``schema``'s ``pattern`` finds in ``text``, as written: in each match, the first of its
+    value groups that took part (``value``, or ``value_<any>``: RE2 lets a name appear once, so alternatives name
+    theirs apart), none when none did (an alternative that skips a phrase), the whole match in a pattern without
+    value groups. Matched by RE2 (:mod:`common.patterns`)."""
     compiled = _compiled(str(schema["pattern"])) if schema.get("pattern") else None
     if compiled is None:
         return []
+    groups = [name for name in compiled.groupindex if name == VALUE_GROUP or name.startswith(f"{VALUE_GROUP}_")]
     found: dict[str, str] = {}
     for match in compiled.finditer(text):
-        value = (match.groupdict().get("value") or match.group(0) or "").strip(_TRIM)
+        if groups:
+            value = next((match.group(name) for name in groups if match.group(name) is not None), None) or ""
+        else:
+            value = match.group(0) or ""
+        value = value.strip(_TRIM)
         if value:
             found.setdefault(fold(value), value)
     return list(found.values())
@@ -250,17 +257,17 @@ def _entities_read(goal: GoalSpec, text: str) -> dict[str, Any]:
             if phrase_found(text, schema.get("keywords") or ()):
                 entities[name] = True
         elif kind == "list":
-            matches = _pattern_matches(schema, text)
+            matches = pattern_values(schema, text)
             if matches:
                 entities[name] = matches
         else:
-            matches = _pattern_matches(schema, text)
+            matches = pattern_values(schema, text)
             if matches:
                 entities[name] = matches[0]
     for name, schema in goal.entities_schema.items():
         collected = _collected(goal, schema)
         if collected:
-            matches = _pattern_matches(goal.entities_schema[collected], text)
+            matches = pattern_values(goal.entities_schema[collected], text)
             if len(matches) > 1:
                 entities[name] = matches
                 entities.pop(collected, None)
@@ -283,7 +290,7 @@ def _example_words(goal: GoalSpec, example: str) -> set[str]:
         value
         for schema in goal.entities_schema.values()
         if schema.get("type", "string") in ("string", "list")
-        for value in _pattern_matches(schema, example)
+        for value in pattern_values(schema, example)
     ]
     return _words(example) - _words(" ".join(values))
 

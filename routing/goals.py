@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from common import sizes
+from common.patterns import pattern_problem
 from common.text import normalize
 from routing.goal_words import sentence_problem
 
@@ -773,6 +774,10 @@ def _entities(where: str, schema: Any, capabilities: Mapping[str, Any]) -> dict[
         if entity.get("label") is not None:
             problem = sentence_problem(entity["label"])
             _need(not problem, f"{at}.label", problem)
+        if "pattern" in entity:
+            _need(isinstance(entity["pattern"], str), f"{at}.pattern", "must be text (a regular expression)")
+            problem = pattern_problem(entity["pattern"])
+            _need(not problem, f"{at}.pattern", problem)
         if kind == "enum":
             values = entity.get("values")
             _need(isinstance(values, list) and bool(values), at, "an enum needs its values")

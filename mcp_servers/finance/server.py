@@ -235,14 +235,16 @@ def sent_messages() -> dict[str, Any]:
 # "Magazine Luiza") or a ticker, after a word that introduces one in Portuguese, English or Spanish ("da Nordea",
 # "of Equinor", "are Vale and Petrobras", "cuánto vale Petrobras", a list's comma), or a bare name as the whole
 # reply ("Nordea", not "Obrigado!"). Never a market: "in Sweden", "na Suécia" introduce none.
+# The platform matches it with RE2 (no lookarounds; \pL is a letter of any script, \b is ASCII there): a
+# courtesy word at the start is matched first by an alternative without a value group, so it is read as no name.
 # A name: capitalised words, joined by "of" as names are ("Banco do Brasil", "Bank of America", "Banco de la
 # Nación"), or a ticker written in lower case ("petr4").
+_WORD = r"[A-ZÀ-Ý][\pL\pN_&-]*"
 _NAME = (
-    r"[A-ZÀ-Ý][\w&-]*(?:\.[A-Z]{1,2}\b)?(?:(?:\s+(?:d[aoe]s?|del|de\s+la|of(?:\s+the)?))?\s+[A-ZÀ-Ý][\w&-]*)*"
-    r"|[a-z]{4}\d{1,2}\b"
+    rf"{_WORD}(?:\.[A-Z]{{1,2}}\b)?(?:(?:\s+(?:d[aoe]s?|del|de\s+la|of(?:\s+the)?))?\s+{_WORD})*|[a-z]{{4}}\d{{1,2}}\b"
 )
 _NOT_A_NAME = (
-    r"(?i:obrigad|valeu|ok\b|oi\b|ol[aá]\b|bom\b|boa\b|sim\b|n[aã]o\b"
+    r"(?i:obrigad|valeu|ok\b|oi\b|ol[aá](?:[^\pL\pN_]|$)|bom\b|boa\b|sim\b|n[aã]o\b"
     r"|thanks?\b|hello\b|hi\b|hola\b|gracias\b|tchau\b|bye\b)"
 )
 _INTRODUCES = (
@@ -251,7 +253,7 @@ _INTRODUCES = (
     r"|\b(?:vale|valen|custa|custam|cuesta|cuestan|costs?|cotiza|cotizan)\s+"
     r"|,\s*"
 )
-SYMBOL_PATTERN = rf"(?:^\s*(?!{_NOT_A_NAME})(?=(?:{_NAME})\s*[?!.]*\s*$)|{_INTRODUCES})(?P<value>{_NAME})"
+SYMBOL_PATTERN = rf"^\s*{_NOT_A_NAME}|^\s*(?P<value_alone>{_NAME})\s*[?!.]*\s*$|(?:{_INTRODUCES})(?P<value>{_NAME})"
 # The markets served, as customers name them (countries, cities, adjectives) in the three languages.
 MARKET_PATTERN = (
     r"(?i:\b(?P<value>brasil|brazil|b3|brasileir[oa]s?|brazilian|brasileñ[oa]s?"

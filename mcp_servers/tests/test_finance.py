@@ -4,12 +4,12 @@ its manifest served as ``manifest://finance``, which the goal core reads and pla
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from mcp_servers.finance import server as finance
 from mcp_servers.tests.test_servers import session_to
+from routing.goal_intent import pattern_values
 from routing.goals import (
     DAG,
     IntentOutput,
@@ -150,5 +150,4 @@ async def test_a_search_matches_the_start_of_a_names_word_never_the_middle_of_on
     ],
 )
 def test_a_name_of_several_words_joined_by_of_is_read_whole(text, names):
-    found = [match.group("value") for match in re.finditer(finance.SYMBOL_PATTERN, text)]
-    assert found == names
+    assert pattern_values({"pattern": finance.SYMBOL_PATTERN}, text) == names  # as the platform reads it: RE2

@@ -269,6 +269,25 @@ def test_a_bad_entities_schema_is_refused_naming_file_line_and_field(finance, tm
     ) in error
 
 
+def test_an_entity_pattern_re2_cannot_compile_is_refused_naming_file_line_and_field(finance, tmp_path):
+    domain = write(
+        tmp_path,
+        FINANCE_FILE,
+        r"""
+        domain: finance
+        mcp_server: finance
+        goals:
+          GET_QUOTE:
+            entities_schema:
+              symbol_text: {type: string, pattern: '(?<=da )(?P<value>[A-Z]\w+)'}
+        """,
+    )
+    error = assert_refused_without_writing(domain)
+
+    assert f"{domain}:6: goals.GET_QUOTE.entities_schema.symbol_text.pattern: RE2 cannot compile it: " in error
+    assert "(?<" in error and "lookarounds" in error
+
+
 def test_an_unknown_capability_in_a_capability_map_is_refused(finance, tmp_path):
     domain = write(
         tmp_path,
