@@ -11,15 +11,18 @@ from typing import Any
 
 from auditlog.middleware import AuditlogMiddleware
 from auditlog.registry import auditlog
+from django.conf import settings
 from django.db import models
 from django.http import HttpRequest
 
 from common.endpoints import ENV_REFERENCE, MASK, endpoint_mask, template_shareable
+from common.personal_data import identifier_pseudonym
 
 # Bookkeeping, not decisions: ``updated_at`` alone would make every save an entry; ``synced``/``synced_at`` are what
 # the last manifest sync wrote (its own changes to the decided fields are recorded).
 BOOKKEEPING_FIELDS = ("created_at", "updated_at", "synced", "synced_at")
 MASK_CALLABLE = "common.history.secret_or_endpoint_mask"  # the default for masked fields
+USER_ID_MASK = "common.history.user_id_pseudonym"  # for a field that holds an end user's id
 
 
 def history_register(
@@ -65,6 +68,16 @@ def secret_or_endpoint_mask(value: str) -> str:
     if "://" in value:
         return endpoint_mask(value)
     return MASK
+
+
+def user_id_pseudonym(value: str) -> str:
+    """An end user's id as the conversation store keeps it (:func:`common.personal_data.identifier_pseudonym`
+    under the secret key): an id that is personal data — an e-mail, phone or CPF — as ``email:3f9a1c…``, the same
+    for the same id, so the entries of one customer still read as one; any other id as it is. "None" (the old value
+    of a create) and "" stay as they are."""
+    if value in ("", "None"):
+        return value
+    return identifier_pseudonym(value, key=settings.SECRET_KEY)
 
 
 def endpoint_or_template_mask(value: str) -> str:

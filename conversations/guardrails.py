@@ -19,8 +19,6 @@ and run in that order by :func:`run_input_guardrails` and
 from __future__ import annotations
 
 import ast
-import hashlib
-import hmac
 import itertools
 import json
 import re
@@ -29,186 +27,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from common.text import normalize
-
-# --- personal data ---------------------------------------------------------------
-
-CPF = "cpf"
-CNPJ = "cnpj"
-EMAIL = "email"
-PHONE = "phone"
-CARD = "card"
-PERSONAL_DATA_KINDS = (CPF, CNPJ, EMAIL, PHONE, CARD)
-
-# A value must stand on its own: not glued to a word (INV001, RL123456789BR), an
-# id's dash (PAG-7001), a decimal or thousands separator (1.234,56) or a date.
-_START = r"(?<![\w.,/@+-])"
-_END = r"(?![\w@]|[.,/-]\d)"
-
-
-def _digits(value: str) -> str:
-    return "".join(ch for ch in value if ch.isdigit())
-
-
-def cpf_is_valid(value: str) -> bool:
-    """Whether ``value`` (punctuated or not) is a CPF with correct check digits."""
-    digits = _digits(value)
-    if len(digits) != 11 or len(set(digits)) == 1:
-        return False
-    for size in (9, 10):
-        total = sum(int(digits[i]) * (size + 1 - i) for i in range(size))
-        if (total * 10) % 11 % 10 != int(digits[size]):
-            return False
-    return True
-
-
-def cnpj_is_valid(value: str) -> bool:
-    """Whether ``value`` (punctuated or not) is a CNPJ with correct check digits."""
-    digits = _digits(value)
-    if len(digits) != 14 or len(set(digits)) == 1:
-        return False
-    weights = [5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2]
-    for size, factors in ((12, weights), (13, [6, *weights])):
-        remainder = sum(int(d) * w for d, w in zip(digits[:size], factors, strict=True)) % 11
-        if (0 if remainder < 2 else 11 - remainder) != int(digits[size]):
-            return False
-    return True
-
-
-def luhn_is_valid(digits: str) -> bool:
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = int(char)
-        if position % 2:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
-
-
-def card_is_valid(value: str) -> bool:
-    """13–19 digits, a card network's first digit (2–6; 13 digits only for Visa's 4), Luhn-valid."""
-    digits = _digits(value)
-    if not 13 <= len(digits) <= 19 or digits[0] not in "23456":
-        return False
-    if len(digits) == 13 and digits[0] != "4":
-        return False
-    return luhn_is_valid(digits)
-
-
-def _phone_is_valid(value: str) -> bool:
-    return 8 <= len(_digits(value)) <= 15
-
-
-_DDD = r"[1-9][1-9]"
-# A look-ahead at the first character, before the look-behind: a position that cannot start a match is left at
-# once instead of trying the look-behind and every alternative at each character (with the e-mail scan skipped
-# for a text without "@", a 500-character answer is scanned in 35 µs instead of 113 µs).
-_DIGIT_FIRST = r"(?=\d)"
-
-# Detection order matters: an earlier detector claims its text first, so an
-# e-mail's digits are never a phone and a valid CPF is not read as a phone.
-_DETECTORS: tuple[tuple[str, re.Pattern[str], Callable[[str], bool]], ...] = (
-    (EMAIL, re.compile(r"(?<![\w.%+-])[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w@])"), lambda _v: True),
-    (
-        CARD,
-        re.compile(
-            _DIGIT_FIRST + _START + r"(?:\d{4}(?:[ -]\d{4}){3}[ -]\d{1,3}|\d{4}(?:[ -]\d{4}){2}[ -]\d{1,7}"
-            r"|\d{4}[ -]\d{6}[ -]\d{4,5}|\d{13,19})" + _END
-        ),
-        card_is_valid,
-    ),
-    (CNPJ, re.compile(_DIGIT_FIRST + _START + r"(?:\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}|\d{14})" + _END), cnpj_is_valid),
-    (CPF, re.compile(_DIGIT_FIRST + _START + r"(?:\d{3}\.\d{3}\.\d{3}-\d{2}|\d{11})" + _END), cpf_is_valid),
-    (
-        PHONE,
-        re.compile(
-            r"(?=[\d(+])(?:"  # a phone starts with a digit, "(" or "+": other positions skip the seven alternatives
-            + "|".join(
-                (
-                    # Brazil with country code: +55 11 99999-9999, +55 (11) 3333-4444, +5511999999999
-                    rf"(?<![\w.,/@+-])\+55[ .-]?(?:\({_DDD}\)|{_DDD})[ .-]?9?\d{{4}}[ .-]?\d{{4}}{_END}",
-                    # msisdn: 5511999999999 (mobile) or 551133334444 (landline)
-                    rf"{_START}55{_DDD}(?:9\d{{8}}|[2-5]\d{{7}}){_END}",
-                    # national, formatted: (11) 99999-9999, 11 99999-9999, (11)3333-4444
-                    rf"{_START}(?:\({_DDD}\)[ ]?|{_DDD}[ -])9?\d{{4}}[ -]?\d{{4}}{_END}",
-                    # national, digits only: 11999999999 (mobile), 1133334444 (landline)
-                    rf"{_START}{_DDD}(?:9\d{{8}}|[2-5]\d{{7}}){_END}",
-                    # mobile without area code: 99999-9999
-                    rf"{_START}9\d{{4}}-\d{{4}}{_END}",
-                    # North American: (415) 555-2671, 415-555-2671
-                    rf"{_START}(?:\(\d{{3}}\)[ ]?|\d{{3}}-)\d{{3}}-\d{{4}}{_END}",
-                    # any other international number: +44 20 7946 0958, +1 415 555 2671
-                    rf"(?<![\w.,/@+-])\+[1-9]\d{{0,2}}(?:[ .-]?\(?\d{{1,4}}\)?){{2,6}}{_END}",
-                )
-            )
-            + ")"
-        ),
-        _phone_is_valid,
-    ),
+# Personal data is found in common (the field history reads it too); its names stay importable from here.
+from common.personal_data import (  # noqa: F401
+    CARD,
+    CNPJ,
+    CPF,
+    DETECTORS,
+    EMAIL,
+    PHONE,
+    Finding,
+    cnpj_is_valid,
+    cpf_is_valid,
+    find_personal_data,
+    identifier_pseudonym,
+    redact_label,
+    value_identity,
 )
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One piece of personal data in a text: its kind, where it is, and the value."""
-
-    kind: str
-    start: int
-    end: int
-    value: str
-
-
-def find_personal_data(text: str) -> list[Finding]:
-    """Every CPF, CNPJ, e-mail, phone and card number in ``text``, in reading order.
-
-    CPF, CNPJ and card numbers count only when their check digits are valid, so a
-    random 11-digit number, an order id (``P100``), an invoice (``INV001``), a date,
-    an amount (``R$ 1.234,56``) or a short number is left alone.
-    """
-    if not text:
-        return []
-    taken: list[Finding] = []
-    for kind, pattern, accept in _DETECTORS:
-        if kind == EMAIL and "@" not in text:  # the scan for an address costs more than this look
-            continue
-        for match in pattern.finditer(text):
-            start, end = match.span()
-            if not accept(match.group()):
-                continue
-            if any(start < other.end and other.start < end for other in taken):
-                continue
-            taken.append(Finding(kind=kind, start=start, end=end, value=match.group()))
-    return sorted(taken, key=lambda finding: finding.start)
-
-
-def _identity(kind: str, value: str) -> str:
-    """What makes two spellings the same value (``123.456.789-09`` = ``12345678909``)."""
-    if kind == EMAIL:
-        return value.casefold()
-    digits = _digits(value)
-    if kind == PHONE and len(digits) in (12, 13) and digits.startswith("55"):
-        return digits[2:]  # +55 11 99999-9999 and (11) 99999-9999 are one line
-    return digits
-
-
-def redact_label(kind: str, value: str) -> str:
-    """The irreversible label stored instead of a value: ``[CPF]``, ``[CARD ••••1111]``."""
-    if kind == CARD:
-        return f"[CARD ••••{_digits(value)[-4:]}]"
-    return f"[{kind.upper()}]"
-
-
-def identifier_pseudonym(identifier: str, *, key: str) -> str:
-    """``identifier`` as it may be stored: unchanged, unless it holds personal data (an e-mail, phone or CPF used
-    as a user id); then ``<kind>:<20 hex digits>`` (``email:3f9a1c…``), an HMAC-SHA256 of the whole identifier
-    under ``key``. Stable for one identifier and key, so one customer's conversations still group; keyed, so
-    hashing guesses without the key does not reverse it."""
-    findings = find_personal_data(identifier)
-    if not findings:
-        return identifier
-    digest = hmac.new(key.encode(), identifier.encode(), hashlib.sha256).hexdigest()[:20]
-    return f"{findings[0].kind}:{digest}"
-
+from common.text import normalize
 
 PLACEHOLDER_RE = re.compile(r"\[(CPF|CNPJ|EMAIL|PHONE|CARD)_(\d+)\]", re.IGNORECASE)
 
@@ -296,13 +131,13 @@ class MaskVault:
         vault = cls()
         for token, kind, value in entries:
             vault._originals[token] = (kind, value)
-            vault._placeholders[(kind, _identity(kind, value))] = token
+            vault._placeholders[(kind, value_identity(kind, value))] = token
             vault._numbers[kind] += 1
         return vault
 
     def placeholder(self, kind: str, value: str) -> str:
         """The placeholder for ``value``, created on first sight."""
-        key = (kind, _identity(kind, value))
+        key = (kind, value_identity(kind, value))
         if key not in self._placeholders:
             self._numbers[kind] += 1
             token = f"[{kind.upper()}_{self._numbers[kind]}]"
@@ -826,7 +661,7 @@ class StreamMasker:
                 start = max(group, end - _SPACED_SPAN)
                 break
             start = group
-        patterns = (PLACEHOLDER_RE, *(pattern for _, pattern, _ in _DETECTORS))
+        patterns = (PLACEHOLDER_RE, *(pattern for _, pattern, _ in DETECTORS))
         moved = True
         while moved:  # a candidate (valid or not) reaching into the tail may still change: hold it whole
             moved = False

@@ -33,6 +33,7 @@ from agents.models import AgentProfile, McpServer, McpTool
 from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
+from common.history import user_id_pseudonym
 from common.history_admin import FieldHistoryAdminMixin
 from routing import admin_views
 from routing.admin_views import may_publish
@@ -530,6 +531,19 @@ class RolloutUserOverrideInline(admin.TabularInline):
     fields = ["user_id", "enabled", "note"]
     extra = 1
     verbose_name_plural = "user overrides (ticked: always on; unticked: always off; the kill switch still wins)"
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Who may only read the flag reads its customers as the histories name them: an e-mail as its pseudonym.
+        if self.has_change_permission(request, obj):
+            return self.fields
+        return ["customer", "enabled", "note"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [*super().get_readonly_fields(request, obj), "customer"]
+
+    @admin.display(description="user id")
+    def customer(self, override: RolloutUserOverride) -> str:
+        return user_id_pseudonym(override.user_id)
 
 
 class RolloutTenantOverrideInline(admin.TabularInline):

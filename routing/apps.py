@@ -10,7 +10,7 @@ class RoutingConfig(AppConfig):
         from agents.models import AgentProfile, McpServer
         from agents.signals import mcp_server_synced
         from common.config_version import config_models_watch
-        from common.history import history_register
+        from common.history import USER_ID_MASK, history_register
         from routing import checks  # noqa: F401  (registers system checks)
         from routing.goal_sync import on_mcp_server_synced
         from routing.models import (
@@ -52,9 +52,11 @@ class RoutingConfig(AppConfig):
             Goal,
             Capability,
             RolloutFlag,
-            RolloutUserOverride,
             RolloutTenantOverride,
             RoutingTestCase,
         ):
             history_register(model)
+        # A user override names a customer: its id is recorded as the conversation store keeps it (an e-mail,
+        # phone or CPF as its keyed pseudonym), and so is the entry's name (RolloutUserOverride.__str__).
+        history_register(RolloutUserOverride, mask_fields={"user_id"}, mask_callable=USER_ID_MASK)
         # Not RolloutPlan: its decisions (RolloutDecision) are its history, with the figures behind each.

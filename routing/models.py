@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from agents.escalation import EscalationSettings, validate_team_name
+from common.history import user_id_pseudonym
 from common.text import normalize
 from routing.goals import ManifestError, goal_check
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
@@ -392,7 +393,8 @@ class RolloutUserOverride(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user_id}: {'on' if self.enabled else 'off'}"
+        # As it may be shown and recorded (the field history's name of the entry): an e-mail as its pseudonym.
+        return f"{user_id_pseudonym(self.user_id)}: {'on' if self.enabled else 'off'}"
 
 
 class RolloutTenantOverride(models.Model):
@@ -418,7 +420,8 @@ class RolloutFlagChange(models.Model):
     """One change to a flag or one of its overrides: who, when, what, old → new. Written once, never edited.
 
     ``what`` is a field name (``percentage``, ``kill_switch``, ``stickiness``, ``description``), ``created``,
-    ``deleted``, ``user_override:<user_id>`` or ``tenant_override:<tenant slug>``; an absent value reads ``none``.
+    ``deleted``, ``user_override:<user_id>`` (the id as :func:`common.history.user_id_pseudonym` shows it) or
+    ``tenant_override:<tenant slug>``; an absent value reads ``none``.
     """
 
     # SET_NULL and a copy of the key: the history of a deleted flag stays readable.
