@@ -57,6 +57,7 @@ from releases.versions import (
     document_summary,
     may_approve,
     model_settings_check,
+    release_check,
     version_publish,
     version_revert,
 )
@@ -133,6 +134,22 @@ def publish_refusal(state: ProfileState, user: Any) -> str:
     served = state.live.document if state.live is not None else state.draft
     try:
         model_settings_check(profile=state.profile, document=state.draft, served=served, user=user)
+    except DomainError as exc:
+        return exc.message
+    return ""
+
+
+def revert_refusal(version: RoutingVersion, user: Any) -> str:
+    """Why ``user`` may not revert to ``version`` alone (the two-person rule: it was never served to every customer),
+    said before they try; "" when they may."""
+    try:
+        release_check(
+            profile=version.profile,
+            document=version.document,
+            user=user,
+            approved_by=None,
+            reverted_from=version.number,
+        )
     except DomainError as exc:
         return exc.message
     return ""
@@ -489,7 +506,17 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["profile"]
     list_select_related = ["profile", "created_by"]
     search_fields = ["note", "profile__agent_id"]
-    fields = ["profile", "number", "note", "publisher", "created_at", "reverted_from", "forced_reason", "tests"]
+    fields = [
+        "profile",
+        "number",
+        "note",
+        "publisher",
+        "created_at",
+        "released",
+        "reverted_from",
+        "forced_reason",
+        "tests",
+    ]
     change_form_template = "admin/routing/routingversion/change_form.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RoutingVersion]:
@@ -498,6 +525,15 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="published", ordering="created_by__username")
     def publisher(self, obj: RoutingVersion) -> str:
         return published_by(obj)
+
+    @admin.display(description="served to everyone")
+    def released(self, obj: RoutingVersion) -> str:
+        if obj.released_at is None:
+            return (
+                "Never: a candidate whose rollout did not complete (a revert to it needs a second person's approval "
+                "where the profile asks for one)."
+            )
+        return f"Since {localize(localtime(obj.released_at))}."
 
     @admin.display(description="live", boolean=True)
     def is_live(self, obj: RoutingVersion) -> bool:
@@ -620,6 +656,7 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "original": version,
             "live": version_line(live),
             "changes": changes_html(changes, empty="Nothing differs from the live version."),
+            "refusal": revert_refusal(version, request.user),
             "cancel_url": here,
         }
         return TemplateResponse(request, "admin/routing/routingversion/revert_confirm.html", context)

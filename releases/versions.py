@@ -16,9 +16,13 @@ model key variable outside the operator's allow-list by no one (:class:`ModelKey
 **A second person** (the two-person rule, per profile: ``AgentProfile.release_needs_approval``). When a profile asks
 for it, a user's publish is refused (:class:`ApprovalRequired`) unless another user with
 :data:`APPROVE_PERMISSION` approved it (``approved_by``): in the admin a publish becomes a request that an approver
-reviews (:mod:`releases.approvals`). The operator at the shell (``user`` ``None``) is not held, nor is a revert, which
-serves a version customers were served before (in an incident one person must be able to undo); storing a candidate
-(``release=False``) publishes nothing — starting its rollout plan is held instead (:mod:`releases.rollout_commands`).
+reviews (:mod:`releases.approvals`). The operator at the shell (``user`` ``None``) is not held. Nor is a revert to a
+version every customer was served before (``RoutingVersion.released_at``: in an incident one person must be able to
+undo) — but a revert to one never released, a staged rollout's candidate whose plan did not complete, is a publish
+of something nobody approved for everyone, and is held as one (:func:`release_check`). Storing a candidate
+(``release=False``) publishes nothing: it reaches customers through its rollout plan, whose start is held instead
+(:mod:`releases.rollout_commands`), or through a held revert. :func:`version_release` records a version's first
+release, whoever calls it.
 
 :func:`document_diff` says what changed between two documents in words a business user reads ("keyword
 'portabilidade' added to intent portabilidade_numero", "intent billing: priority 15 → 10"), with a text diff
@@ -103,6 +107,10 @@ ERROR_APPROVAL_REQUIRED = (
 )
 ERROR_APPROVER_SAME = "Nobody approves their own request: another person with the right to approve releases does."
 ERROR_APPROVER_RIGHT = "{user} may not approve releases (it takes the permission {permission})."
+ERROR_REVERT_NEVER_RELEASED = (
+    "Version {number} was never served to every customer (a candidate whose rollout did not complete): without a "
+    "second person, a revert goes back only to a version that was. Roll it out with a plan, whose start is approved."
+)
 
 
 def needs_second_person(profile: Any) -> bool:
@@ -132,6 +140,26 @@ def approval_check(*, profile: Any, user: Any, approved_by: Any) -> None:
         raise ApprovalRequired(
             ERROR_APPROVER_RIGHT.format(user=approved_by.get_username(), permission=APPROVE_PERMISSION)
         )
+
+
+def release_check(
+    *, profile: Any, document: Mapping[str, Any], user: Any, approved_by: Any, reverted_from: int | None = None
+) -> None:
+    """The two-person rule on serving ``document`` to every customer of ``profile`` (:func:`approval_check`), but for
+    a revert to a version every customer was served before: version ``reverted_from``, released
+    (``released_at``), whose document ``document`` is. A revert to a version never released is held as a publish,
+    the refusal saying why (:data:`ERROR_REVERT_NEVER_RELEASED`). Raises :class:`ApprovalRequired`."""
+    target = None
+    if reverted_from is not None:
+        target = RoutingVersion.objects.filter(profile=profile, number=reverted_from).first()
+        if target is not None and target.released_at is not None and target.document == document:
+            return
+    try:
+        approval_check(profile=profile, user=user, approved_by=approved_by)
+    except ApprovalRequired as exc:
+        if target is None or target.released_at is not None:
+            raise
+        raise ApprovalRequired(f"{exc.message} {ERROR_REVERT_NEVER_RELEASED.format(number=target.number)}") from None
 
 
 def document_fingerprint(document: Mapping[str, Any]) -> str:
@@ -230,12 +258,14 @@ def version_publish(
 
     ``published_from`` (a :class:`~routing.models.PublishedFrom`) says where, for a version nobody signed.
     ``user`` publishes: :func:`model_settings_check` first, against what is served now (``None``: the operator);
-    when the profile needs a second person, ``approved_by`` is who approved it (:func:`approval_check`, before
-    anything runs; a revert and a candidate are not held).
+    when the profile needs a second person, ``approved_by`` is who approved it (:func:`release_check`, before
+    anything runs: a revert to a version every customer was served before and a candidate are not held).
     """
-    if release and reverted_from is None:
-        approval_check(profile=profile, user=user, approved_by=approved_by)
     content = dict(document) if document is not None else _draft_document(profile.agent_id)
+    if release:
+        release_check(
+            profile=profile, document=content, user=user, approved_by=approved_by, reverted_from=reverted_from
+        )
     live = live_version(profile)
     model_settings_check(profile=profile, document=content, served=_served(profile, live, content, document), user=user)
     summary: dict[str, Any] = {}
@@ -307,22 +337,32 @@ def _version_store(
 
 
 def version_release(*, profile: Any, version: RoutingVersion, user: Any = None) -> None:
-    """Serve ``version`` (already stored) to the profile's customers: a publish, or a rollout plan's completion."""
+    """Serve ``version`` (already stored) to the profile's customers: a publish, or a rollout plan's completion. The
+    first time, it is recorded as released (``released_at``): a revert may come back to it without a second person.
+    The caller checked the two-person rule."""
+    now = timezone.now()
     ProfileRelease.objects.update_or_create(
         profile=profile,
-        defaults={
-            "version": version,
-            "published_by": user if getattr(user, "pk", None) else None,
-            "published_at": timezone.now(),
-        },
+        defaults={"version": version, "published_by": user if getattr(user, "pk", None) else None, "published_at": now},
     )
+    if version.released_at is None:
+        RoutingVersion.objects.filter(pk=version.pk, released_at__isnull=True).update(released_at=now)
+        version.released_at = now
     config_version_bump()  # with the transaction: every process rebuilds its snapshot on its next message
 
 
 def version_revert(
-    *, profile: Any, to: int, user: Any = None, note: str = "", published_from: str = ""
+    *,
+    profile: Any,
+    to: int,
+    user: Any = None,
+    note: str = "",
+    published_from: str = "",
+    approved_by: Any = None,
 ) -> RoutingVersion:
-    """Publish version ``to`` again, as a new number (the draft is left as it is)."""
+    """Publish version ``to`` again, as a new number (the draft is left as it is). Held for a second person's approval
+    (``approved_by``) when ``to`` was never served to every customer and the profile needs one (:func:`release_check`).
+    """
     target = RoutingVersion.objects.filter(profile=profile, number=to).first()
     if target is None:
         raise NotFound(f"{profile.agent_id} has no version {to}.", fields={"to": [f"No version {to}."]})
@@ -333,6 +373,7 @@ def version_revert(
         document=target.document,
         reverted_from=to,
         published_from=published_from,
+        approved_by=approved_by,
     )
 
 

@@ -460,7 +460,8 @@ class PublishedFrom(models.TextChoices):
 
 
 class RoutingVersion(models.Model):
-    """One published state of a profile's behaviour: its whole document, numbered, never changed afterwards."""
+    """One published state of a profile's behaviour: its whole document, numbered, never changed afterwards — but
+    for ``released_at``, set once, the first time every customer is served it."""
 
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="routing_versions")
     number = models.PositiveIntegerField()
@@ -494,6 +495,13 @@ class RoutingVersion(models.Model):
         blank=True,
         related_name="+",
         help_text="Who approved publishing it, when its profile needs a second person.",
+    )
+    released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When every customer was first served it: published, reverted to, or its rollout plan completed "
+        "(blank: never — a candidate whose plan did not complete). A revert without a second person goes back only "
+        "to such a version.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

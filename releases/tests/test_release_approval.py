@@ -59,16 +59,6 @@ STAGED = {
 }
 
 
-@pytest.fixture
-def guarded(telecom) -> AgentProfile:
-    """telecom_contas live at version 1, its draft one keyword further, needing a second person."""
-    version_publish(profile=telecom, note="first")
-    Keyword.objects.create(intent=telecom.intents.get(name="retail_order_tracking"), text="modem")
-    AgentProfile.objects.filter(pk=telecom.pk).update(release_needs_approval=True)
-    telecom.refresh_from_db()
-    return telecom
-
-
 def test_the_release_approvers_group_holds_the_permission_and_what_a_review_reads(approver):
     group = Group.objects.get(name="Release approvers")
     codenames = set(group.permissions.values_list("codename", flat=True))

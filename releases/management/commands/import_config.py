@@ -2,7 +2,9 @@
 
 With ``--user`` the import (and its publish) is that user's: their permissions decide what it may change, as in the
 admin, and they are recorded as its author. Without it the command is the operator's, who has the shell (and the
-secrets) already and may change everything. The allow-list of model key variables applies to everyone.
+secrets) already and may change everything. The allow-list of model key variables applies to everyone. ``--publish``
+by a user, of a profile that needs a second person, is refused before anything is written (a command has no one to
+approve it): import into the draft, and publish from the admin, where it becomes a request.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.configio import ConfigImportError, ImportReport, Source, config_import
 from releases.configio.messages import ERROR_READ
-from releases.versions import document_diff, version_publish
+from releases.versions import approval_check, document_diff, version_publish
 from routing.documents import profile_documents
 from routing.models import PublishedFrom
 
@@ -68,6 +70,11 @@ def read_sources(paths: list[str]) -> list[Source]:
     return sources
 
 
+def drafts_changed(before: dict[str, dict], after: dict[str, dict]) -> list[str]:
+    """The profiles whose draft document differs from ``before`` in ``after``."""
+    return [agent_id for agent_id, document in after.items() if before.get(agent_id) != document]
+
+
 def write_report(command: BaseCommand, report: ImportReport, *, title: str) -> None:
     for warning in report.warnings:
         command.stderr.write(command.style.WARNING(f"warning: {warning}"))
@@ -111,20 +118,25 @@ class Command(BaseCommand):
         sources = read_sources(options["paths"])
         before = profile_documents()
         after: dict[str, dict] = {}
+
+        def written() -> None:
+            after.update(profile_documents())
+            if options["publish"]:  # refused here, inside the import's transaction: nothing stays written
+                for profile in AgentProfile.objects.filter(agent_id__in=drafts_changed(before, after)).order_by("pk"):
+                    approval_check(profile=profile, user=user, approved_by=None)
+
         try:
             report = config_import(
-                sources=sources,
-                profile=options["profile"],
-                user=user,
-                dry_run=options["dry_run"],
-                written=lambda: after.update(profile_documents()),
+                sources=sources, profile=options["profile"], user=user, dry_run=options["dry_run"], written=written
             )
         except ConfigImportError as exc:
             for warning in exc.warnings:
                 self.stderr.write(self.style.WARNING(f"warning: {warning}"))
             raise CommandError("\n".join([str(exc), *exc.messages])) from exc
+        except DomainError as exc:
+            raise CommandError(exc.message) from None
         write_report(self, report, title=f"Imported {len(sources)} file(s)")
-        changed = [agent_id for agent_id, document in after.items() if before.get(agent_id) != document]
+        changed = drafts_changed(before, after)
         for agent_id in changed:
             self.stdout.write(f"Draft of {agent_id}{' (would)' if options['dry_run'] else ''}:")
             for change in document_diff(before.get(agent_id), after[agent_id]):

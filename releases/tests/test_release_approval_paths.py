@@ -1,0 +1,177 @@
+"""The two-person rule holds on every path that makes a version live for customers.
+
+A revert needs no second person only when it goes back to a version customers were all served before (released:
+published, reverted to, or its rollout plan completed); a staged rollout's candidate never released is held as a
+publish. The admin, ``routing_revert``, ``import_config --publish`` and the services refuse alike, with the same
+message, and a refusal stores nothing. The operator at the shell is not held.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from agents.models import AgentProfile
+from releases.approvals import draft_rollout, publish_request, release_request_approve
+from releases.rollout_guard import plan_evaluate
+from releases.tests.test_import_lands_in_draft import ROUTING as DRAFTED
+from releases.tests.test_release_approval import STAGED, messages_of, publish_url
+from releases.versions import (
+    ERROR_APPROVAL_REQUIRED,
+    ERROR_REVERT_NEVER_RELEASED,
+    ApprovalRequired,
+    version_publish,
+    version_revert,
+)
+from routing.documents import profile_documents
+from routing.models import (
+    Keyword,
+    ReleaseRequest,
+    ReleaseStatus,
+    RolloutDecisionAction,
+    RolloutPlan,
+    RolloutPlanStatus,
+    RoutingVersion,
+)
+from routing.selectors import live_version
+
+pytestmark = pytest.mark.django_db
+
+HELD = ERROR_APPROVAL_REQUIRED.format(agent_id="telecom_contas")
+QUICK = {"stages": [10, 100], "hold_minutes": 0, "min_conversations": 0}  # the guard moves it at each evaluation
+
+
+def revert_url(version: RoutingVersion) -> str:
+    return f"/admin/routing/routingversion/{version.pk}/revert/"
+
+
+def numbers(profile: AgentProfile) -> list[int]:
+    return list(RoutingVersion.objects.filter(profile=profile).order_by("number").values_list("number", flat=True))
+
+
+def approved_rollout(profile: AgentProfile, editor, approver, **settings) -> RolloutPlan:
+    """The editor's staged rollout of the draft, approved by the approver: running at its first stage."""
+    outcome = draft_rollout(profile=profile, user=editor, settings={**QUICK, **settings}, note="modem")
+    assert outcome.request is not None
+    release_request_approve(request=outcome.request, user=approver)
+    outcome.plan.refresh_from_db()
+    assert outcome.plan.status == RolloutPlanStatus.RUNNING
+    return outcome.plan
+
+
+# -- reverts --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.sqlite_too
+def test_an_editor_cannot_put_a_staged_candidate_live_by_reverting_to_it_in_the_admin(client, editor, guarded):
+    client.force_login(editor)
+    client.post(publish_url(guarded), STAGED)  # a request: candidate version 2 is stored, its plan stays ready
+    candidate = RoutingVersion.objects.get(profile=guarded, number=2)
+    assert live_version(guarded).number == 1 and ReleaseRequest.objects.get().status == ReleaseStatus.PENDING
+
+    confirm = html.unescape(client.get(revert_url(candidate)).content.decode())
+    refused = client.post(revert_url(candidate), follow=True)
+
+    never = ERROR_REVERT_NEVER_RELEASED.format(number=2)
+    assert any(HELD in message and never in message for message in messages_of(refused))
+    assert live_version(guarded).number == 1 and numbers(guarded) == [1, 2]
+    assert ReleaseRequest.objects.get().status == ReleaseStatus.PENDING
+    assert HELD in confirm and never in confirm and "Yes, revert to version 2" not in confirm
+
+
+def test_the_revert_command_and_the_service_refuse_it_with_the_same_message_the_operator_is_not_held(editor, guarded):
+    draft_rollout(profile=guarded, user=editor, settings=QUICK)  # candidate version 2, waiting for approval
+
+    with pytest.raises(CommandError) as command:
+        call_command("routing_revert", profile="telecom_contas", to=2, user="editor", stdout=StringIO())
+    with pytest.raises(ApprovalRequired) as service:
+        version_revert(profile=guarded, to=2, user=editor)
+
+    assert str(command.value) == service.value.message == f"{HELD} {ERROR_REVERT_NEVER_RELEASED.format(number=2)}"
+    assert live_version(guarded).number == 1 and numbers(guarded) == [1, 2]
+    call_command("routing_revert", "--profile", "telecom_contas", "--to", "2", stdout=StringIO())  # the operator
+    assert (live_version(guarded).number, live_version(guarded).reverted_from) == (3, 2)
+
+
+def test_an_editor_alone_reverts_to_any_version_customers_were_all_served(editor, approver, guarded):
+    release_request_approve(request=publish_request(profile=guarded, user=editor, based_on=1), user=approver)
+    assert live_version(guarded).number == 2
+
+    back = version_revert(profile=guarded, to=1, user=editor)  # an incident: one person undoes
+    forth = version_revert(profile=guarded, to=2, user=editor)
+
+    assert (back.number, back.reverted_from, forth.number, forth.reverted_from) == (3, 1, 4, 2)
+    assert live_version(guarded) == forth and forth.released_at is not None
+
+
+def test_a_publish_naming_a_released_version_but_carrying_another_document_is_held(editor, guarded):
+    draft = profile_documents(["telecom_contas"])["telecom_contas"]  # the draft, one keyword past version 1
+
+    with pytest.raises(ApprovalRequired, match="needs a second person"):
+        version_publish(profile=guarded, user=editor, document=draft, reverted_from=1)
+
+    assert live_version(guarded).number == 1 and numbers(guarded) == [1]
+
+
+def test_the_guard_completing_an_approved_plan_releases_its_candidate_for_later_reverts(editor, approver, guarded):
+    plan = approved_rollout(guarded, editor, approver)
+
+    assert plan_evaluate(plan, actor="beat").action == RolloutDecisionAction.ADVANCE  # 100 %
+    assert plan_evaluate(plan, actor="beat").action == RolloutDecisionAction.COMPLETE
+
+    candidate = RoutingVersion.objects.get(pk=plan.candidate_id)
+    assert live_version(guarded) == candidate and candidate.released_at is not None
+    version_revert(profile=guarded, to=1, user=editor)
+    assert version_revert(profile=guarded, to=2, user=editor).number == 4  # served to everyone before: not held
+
+
+# -- import -----------------------------------------------------------------------------------------------------
+
+ROUTING = DRAFTED.replace("modem]", "modem, roteador]")  # one keyword past the draft
+
+
+def test_an_import_with_publish_by_an_editor_is_refused_whole_with_the_same_message(editor, guarded, tmp_path):
+    path = tmp_path / "routing.telecom_contas.yaml"
+    path.write_text(ROUTING, encoding="utf-8")
+    before = profile_documents(["telecom_contas"])
+
+    with pytest.raises(CommandError) as command:
+        call_command("import_config", str(path), "--publish", "--user", "editor", stdout=StringIO(), stderr=StringIO())
+
+    assert str(command.value) == HELD
+    assert profile_documents(["telecom_contas"]) == before and not Keyword.objects.filter(text="roteador").exists()
+    assert live_version(guarded).number == 1
+    call_command("import_config", str(path), "--user", "editor", stdout=StringIO(), stderr=StringIO())  # no publish
+    assert Keyword.objects.filter(text="roteador").exists() and live_version(guarded).number == 1
+
+
+# -- what the versions stored before recorded --------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_marks_released_the_versions_customers_were_all_served_and_no_other(migrations):
+    profile = AgentProfile.objects.create(agent_id="served", name="Served")  # agents' tables stay as they are
+    old = migrations.back_to(("routing", "0032_history_user_ids_pseudonymised"))
+    stored, plans = old.get_model("routing", "RoutingVersion").objects, old.get_model("routing", "RolloutPlan").objects
+    on = {"profile_id": profile.pk}
+    version = {n: stored.create(**on, number=n, document={"n": n}) for n in range(1, 8)}
+    stored.filter(number=1).update(published_from="admin")  # published in the admin
+    stored.filter(number=4).update(published_from="command", reverted_from=1)  # a revert
+    stored.filter(number__in=[5, 7]).update(published_from="command")  # 7: stored with --candidate
+    finished = timezone.now() - dt.timedelta(days=1)
+    plans.create(**on, name="done", candidate=version[2], control=version[1], status="completed", finished_at=finished)
+    plans.create(**on, name="stopped", candidate=version[3], control=version[2], status="aborted")
+    plans.create(**on, name="running", candidate=version[6], control=version[5], status="running")
+    plans.create(**on, name="ready", candidate=version[7], status="ready")
+    old.get_model("routing", "ProfileRelease").objects.create(**on, version=version[5])
+
+    migrations.forward()
+
+    released = dict(RoutingVersion.objects.filter(profile=profile).values_list("number", "released_at"))
+    assert sorted(number for number, at in released.items() if at is not None) == [1, 2, 4, 5]
+    assert released[2] == finished  # when its plan completed
