@@ -47,6 +47,7 @@ def prepare(handoffs: int, plans: int) -> tuple[int, float]:
     from agents.models import AgentProfile
     from bench.benchdata import bench_data_generate
     from conversations.models import Message
+    from releases.rollout_commands import plan_fingerprint
     from routing.models import ProfileRelease, RolloutPlan, RolloutPlanStatus, RoutingVersion
 
     started = time.perf_counter()
@@ -78,7 +79,7 @@ def prepare(handoffs: int, plans: int) -> tuple[int, float]:
         control = RoutingVersion.objects.create(profile=profile, number=1, document={"schema": 1}, note="bench")
         candidate = RoutingVersion.objects.create(profile=profile, number=2, document={"schema": 1}, note="bench")
         ProfileRelease.objects.update_or_create(profile=profile, defaults={"version": control})
-        RolloutPlan.objects.create(
+        plan = RolloutPlan.objects.create(
             name=f"bench {profile.agent_id}",
             profile=profile,
             candidate=candidate,
@@ -89,6 +90,8 @@ def prepare(handoffs: int, plans: int) -> tuple[int, float]:
             started_at=stage_started,
             history=[[stage_started.isoformat(), 5]],
         )
+        plan.started_as = plan_fingerprint(plan)  # as plan_start keeps it: the guard judges only what started
+        plan.save(update_fields=["started_as"])
     return Message.objects.count(), time.perf_counter() - started
 
 

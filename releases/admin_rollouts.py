@@ -378,7 +378,7 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
             if command == START:
                 decision = plan_start(plan, actor=_actor(request), user=request.user)
             else:
-                decision = plan_command(plan, command, actor=_actor(request))
+                decision = plan_command(plan, command, actor=_actor(request), user=request.user)
         except RolloutStateError as exc:
             self.message_user(request, str(exc), messages.ERROR)
         except DomainError as exc:

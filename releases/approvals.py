@@ -16,7 +16,8 @@ request.
 (``document_hash``) of the draft — or, for a rollout, of the plan's candidate and settings. When either no longer
 matches (the draft was edited, another version went live, the plan was changed), the request is out of date: its
 approval is refused and it is marked so, since approving it would release something nobody reviewed
-(:func:`release_request_stale_reason`). A rollback by the guard never waits for anyone.
+(:func:`release_request_stale_reason`) — checked again under the plan's row lock when an approval starts it. A
+rollback by the guard never waits for anyone.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from rest_framework import status
 
 from agents.models import AgentProfile
 from common.errors import DomainError
-from releases.rollout_commands import RolloutStateError, plan_start
+from releases.rollout_commands import PLAN_SETTINGS, PlanChanged, RolloutStateError, plan_fingerprint, plan_start
 from releases.routing_tests import routing_tests_gate
 from releases.versions import (
     ERROR_APPROVER_SAME,
@@ -61,8 +62,6 @@ from routing.models import (
 from routing.rollout_plans import plan_errors
 from routing.selectors import live_version
 
-# The plan settings a staged rollout from the draft takes (the rest keep the model's defaults).
-PLAN_SETTINGS = ("stages", "hold_minutes", "min_conversations", "guards", "max_errors", "alpha")
 ERROR_NOT_PENDING = "This request was {status} already: nothing to decide."
 ERROR_DECLINE_NOTE = "Say why you decline it: the requester reads your note."
 ERROR_NOT_APPROVER = "You may not approve releases (it takes the permission to approve publishes and rollout starts)."
@@ -103,13 +102,6 @@ def _admin_actor(user: Any, approved_by: Any = None) -> str:
     """A decision's actor, as routing.rollout_words reads it: "admin: ana" (", approved by bob")."""
     actor = f"admin: {_username(user)}"
     return f"{actor}, approved by {_username(approved_by)}" if approved_by is not None else actor
-
-
-def plan_fingerprint(plan: RolloutPlan) -> str:
-    """What an approver of a rollout reviews: its candidate and its settings."""
-    return document_fingerprint(
-        {"candidate": plan.candidate_id, **{name: getattr(plan, name) for name in PLAN_SETTINGS}}
-    )
 
 
 # -- reads -------------------------------------------------------------------------------------------------------
@@ -355,10 +347,17 @@ def release_request_approve(
             ReleaseRequest.objects.filter(pk=request.pk).update(version=version)
         else:
             assert request.plan is not None  # a rollout request holds its plan (release_request_stale_reason)
-            plan_start(request.plan, actor=_admin_actor(requester, approved_by=user), user=requester, approved_by=user)
-    except VersionConflict as exc:
-        ReleaseRequest.objects.filter(pk=request.pk).update(status=ReleaseStatus.STALE, decision_note=exc.message)
-        raise ReleaseRequestStale(f"{exc.message} The request is out of date: ask for it again.") from exc
+            plan_start(
+                request.plan,
+                actor=_admin_actor(requester, approved_by=user),
+                user=requester,
+                approved_by=user,
+                fingerprint=request.document_hash,  # checked under the plan's lock: changed a moment ago, not started
+            )
+    except (VersionConflict, PlanChanged) as exc:
+        said = exc.message if isinstance(exc, VersionConflict) else str(exc)
+        ReleaseRequest.objects.filter(pk=request.pk).update(status=ReleaseStatus.STALE, decision_note=said)
+        raise ReleaseRequestStale(f"{said} The request is out of date: ask for it again.") from exc
     except RolloutStateError as exc:
         _reopen(request)
         raise RolloutNotPossible(str(exc)) from exc

@@ -6,12 +6,23 @@ These change configuration only: the profile's publish page starts a plan, and a
 (:mod:`releases.approvals`). What the guard decides from the stored turns (hold, advance, roll back) is
 :mod:`releases.rollout_guard`'s, which calls :func:`plan_advance` and :func:`decision_record`.
 
-**The two-person rule.** Starting a version plan of a profile that needs a second person
-(``AgentProfile.release_needs_approval``) takes another user's approval (``approved_by``,
-:func:`releases.versions.approval_check`): a person's start is refused with
-:class:`~releases.versions.ApprovalRequired` until one approves. The operator at the shell (``user`` ``None``) is not
-held. Pause, resume, advance and abort are not held: they change how far a started plan goes, and stopping one must
-never wait for a second person.
+**The two-person rule.** A version plan's candidate reaches customers only through the plan a second person approved,
+on a profile that needs one (``AgentProfile.release_needs_approval``):
+
+* **Start** takes another user's approval (``approved_by``, :func:`releases.versions.approval_check`): a person's
+  start is refused with :class:`~releases.versions.ApprovalRequired` until one approves — of this very plan: given
+  the ``fingerprint`` its approval was for, a plan changed since is not started (:class:`PlanChanged`).
+* **What started is what moves on.** A plan keeps the fingerprint of its candidate and settings when it started
+  (``started_as``, :func:`plan_fingerprint`); a plan whose candidate or settings changed since — by whatever wrote
+  its row — is aborted at its next evaluation or command instead of advancing or completing
+  (:data:`ERROR_PLAN_CHANGED`), and every conversation goes back to the control.
+* **Advance by hand** skips the hold and the guards the approval was given with: on such a profile only someone with
+  the right to approve releases who did not make or ask for the plan advances it by hand
+  (:data:`ERROR_ADVANCE_SECOND_PERSON`); the guard advances it by itself.
+
+The operator at the shell (``user`` ``None``) is not held. Pause, resume and abort are not held: they never put more
+customers on the candidate, and stopping must never wait for a second person. A plan started before its profile
+needed a second person runs to its end (an approver who switched the rule on may abort it).
 """
 
 from __future__ import annotations
@@ -27,7 +38,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.infra.bus import hmac_signature
-from releases.versions import approval_check, version_release
+from releases.versions import (
+    ApprovalRequired,
+    approval_check,
+    document_fingerprint,
+    may_approve,
+    needs_second_person,
+    version_release,
+)
 from routing.models import (
     RolloutDecision,
     RolloutDecisionAction,
@@ -43,9 +61,31 @@ from routing.selectors import live_version
 
 logger = logging.getLogger(__name__)
 
+# A plan's settings: with its candidate, what a second person approves and what its start fixes (plan_fingerprint).
+PLAN_SETTINGS = ("stages", "hold_minutes", "min_conversations", "guards", "max_errors", "alpha")
+ERROR_PLAN_CHANGED = (
+    "The plan's candidate or settings changed since it started (what its start was approved for): aborted, every "
+    "conversation is back on the control from its next message. Make a new plan for the change."
+)
+ERROR_ADVANCE_SECOND_PERSON = (
+    "{agent_id} needs a second person: advancing a plan by hand, ahead of its guard, takes someone with the right to "
+    "approve releases who did not make or ask for it. The guard advances it by itself."
+)
+
 
 class RolloutStateError(Exception):
     """A command that does not fit the plan's status (e.g. resuming a plan that is not paused)."""
+
+
+class PlanChanged(RolloutStateError):
+    """The plan is not what its approval was given for: its candidate or settings changed since."""
+
+
+def plan_fingerprint(plan: RolloutPlan) -> str:
+    """What an approver of a rollout reviews, and what a started plan must stay: its candidate and its settings."""
+    return document_fingerprint(
+        {"candidate": plan.candidate_id, **{name: getattr(plan, name) for name in PLAN_SETTINGS}}
+    )
 
 
 def decision_record(
@@ -95,16 +135,21 @@ def plan_start(
     actor: str,
     user: Any = None,
     approved_by: Any = None,
+    fingerprint: str | None = None,
     now: dt.datetime | None = None,
 ) -> RolloutDecision:
     """Start a ready plan at its first stage; its control is the version live now. ``user`` starts it (``None``:
     the operator); a version plan of a profile that needs a second person takes ``approved_by`` (module docstring).
+    ``fingerprint``: what the approval was given for — checked under the plan's row lock (:class:`PlanChanged`).
+    The plan keeps what it started as (``started_as``).
     """
     now = now or timezone.now()
     with transaction.atomic():
         plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
         if plan.status != RolloutPlanStatus.READY:
             raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: only a ready plan starts.")
+        if fingerprint is not None and plan_fingerprint(plan) != fingerprint:
+            raise PlanChanged(f"Plan {plan} was changed since it was approved: what would start is not what was.")
         if plan.target == RolloutPlanTarget.VERSION:
             profile, _ = plan_parts(plan)
             approval_check(profile=profile, user=user, approved_by=approved_by)
@@ -120,6 +165,7 @@ def plan_start(
                 raise RolloutStateError(f"{profile.agent_id} already has a running plan: {busy.first()}.")
             plan.control = live
         plan.status, plan.stage, plan.started_at = RolloutPlanStatus.RUNNING, 0, now
+        plan.started_as = plan_fingerprint(plan)
         if user is not None and getattr(user, "pk", None):
             plan.created_by = plan.created_by or user
         _stage_begin(plan, now)
@@ -135,8 +181,12 @@ def plan_start(
     return decision
 
 
-def plan_command(plan: RolloutPlan, action: str, *, actor: str, now: dt.datetime | None = None) -> RolloutDecision:
-    """pause | resume | advance | abort, by a person."""
+def plan_command(
+    plan: RolloutPlan, action: str, *, actor: str, user: Any = None, now: dt.datetime | None = None
+) -> RolloutDecision:
+    """pause | resume | advance | abort, by a person: ``user`` (``None``: the operator). An advance by hand is held
+    for a second person (:func:`advance_check`); resuming or advancing a plan changed since it started aborts it
+    (:func:`plan_changed_abort`)."""
     now = now or timezone.now()
     with transaction.atomic():
         plan = RolloutPlan.objects.select_for_update().get(pk=plan.pk)
@@ -146,10 +196,14 @@ def plan_command(plan: RolloutPlan, action: str, *, actor: str, now: dt.datetime
             reason = f"Paused at {plan.percentage} %: the stage holds; nothing advances or rolls back by itself."
         elif action == RolloutDecisionAction.RESUME:
             _expect(plan, RolloutPlanStatus.PAUSED, "resume")
+            aborted = plan_changed_abort(plan, now, actor)
+            if aborted is not None:
+                return aborted
             plan.status = RolloutPlanStatus.RUNNING
             reason = f"Resumed at {plan.percentage} %."
         elif action == RolloutDecisionAction.ADVANCE:
             _expect(plan, RolloutPlanStatus.RUNNING, "advance")
+            advance_check(plan, user)
             return plan_advance(plan, now, actor, {}, by_guard=False)
         elif action == RolloutDecisionAction.ABORT:
             if plan.status not in (RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED, RolloutPlanStatus.READY):
@@ -170,11 +224,41 @@ def _expect(plan: RolloutPlan, status: str, command: str) -> None:
         raise RolloutStateError(f"Plan {plan} is {plan.get_status_display().lower()}: it cannot {command}.")
 
 
+def advance_check(plan: RolloutPlan, user: Any) -> None:
+    """The two-person rule on advancing a version plan by hand: on a profile that needs a second person, ``user``
+    (``None``: the operator, not held) must hold the right to approve releases and be neither who made the plan nor
+    who asked for its start. Raises :class:`~releases.versions.ApprovalRequired`."""
+    if user is None or plan.target != RolloutPlanTarget.VERSION or plan.profile is None:
+        return
+    if not needs_second_person(plan.profile):
+        return
+    asked = {plan.created_by_id, *plan.release_requests.values_list("requested_by_id", flat=True)}
+    if user.pk in asked or not may_approve(user):
+        raise ApprovalRequired(ERROR_ADVANCE_SECOND_PERSON.format(agent_id=plan.profile.agent_id))
+
+
+def plan_changed_abort(plan: RolloutPlan, now: dt.datetime, actor: str) -> RolloutDecision | None:
+    """Abort a started plan whose candidate or settings are no longer what it started as (``started_as``): the
+    decision, or ``None`` when it is unchanged. The caller holds the plan's row lock."""
+    if plan_fingerprint(plan) == plan.started_as:
+        return None
+    plan.status, plan.finished_at = RolloutPlanStatus.ABORTED, now
+    plan.save()
+    plan_flag_follow(plan, 0)
+    decision = decision_record(plan, RolloutDecisionAction.ABORT, ERROR_PLAN_CHANGED, actor)
+    decision_webhook_later(decision)
+    return decision
+
+
 def plan_advance(
     plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str, Any], *, by_guard: bool
 ) -> RolloutDecision:
     """Next stage, or — after the last — complete: the candidate released to everyone. The caller holds the plan's
-    row lock; ``by_guard``: every guard was clear (else a person advanced it by hand)."""
+    row lock; ``by_guard``: every guard was clear (else a person advanced it by hand). A plan changed since it
+    started is aborted instead (:func:`plan_changed_abort`)."""
+    aborted = plan_changed_abort(plan, now, actor)
+    if aborted is not None:
+        return aborted
     if plan.stage + 1 < len(plan.stages):
         plan.stage += 1
         _stage_begin(plan, now)

@@ -22,9 +22,11 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   guard's absolute limit (``absolute``) is breached when the candidate's rate is above it with a one-sided binomial
   test's p < ``alpha``, its judge score below it with a one-sample t-test's, or its p95 latency above it with the
   same test as the relative limit's.
-* **Decisions.** A breach rolls back at once; with every guard clear, the stage advances once it ran
-  ``hold_minutes`` and both cohorts reached the minimum; after the last stage the plan completes and the
-  candidate is released to every customer (:func:`releases.rollout_commands.plan_advance`). Otherwise it holds.
+* **Decisions.** A plan whose candidate or settings changed since it started is aborted, not judged
+  (:func:`releases.rollout_commands.plan_changed_abort`). A breach rolls back at once; with every guard clear, the
+  stage advances once it ran ``hold_minutes`` and both cohorts reached the minimum; after the last stage the plan
+  completes and the candidate is released to every customer (:func:`releases.rollout_commands.plan_advance`).
+  Otherwise it holds.
   Each decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it and a reason in words
   (:mod:`routing.rollout_words`); those that move the plan are posted to its webhook; a rollback is also published
   as the operational event ``rollout.rolled_back`` (:mod:`common.infra.bus`).
@@ -80,6 +82,7 @@ from releases.rollout_commands import (
     decision_record,
     decision_webhook_later,
     plan_advance,
+    plan_changed_abort,
     plan_command,
     plan_flag_follow,
     plan_parts,
@@ -487,6 +490,9 @@ def plan_evaluate(
                 )
                 decision_webhook_later(decision)
                 return decision
+        changed = plan_changed_abort(plan, now, actor)  # not what started: nothing more is judged of it
+        if changed is not None:
+            return changed
         windows = _windows(plan, now)
         ready = (prepared or {}).get(plan.pk)
         both = ready[1] if ready and ready[0] == windows else cohorts_figures(list(windows))

@@ -713,6 +713,12 @@ class RolloutPlan(models.Model):
         "each moment gave the candidate (a conversation keeps the cohort its start gave it).",
     )
     started_at = models.DateTimeField(null=True, blank=True)
+    started_as = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="A fingerprint of its candidate and settings when it started (what a second person approved): it "
+        "advances and completes only while they are the same.",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

@@ -1,15 +1,17 @@
 """The two-person rule holds on every path that makes a version live for customers.
 
 A revert needs no second person only when it goes back to a version customers were all served before (released:
-published, reverted to, or its rollout plan completed); a staged rollout's candidate never released is held as a
-publish. The admin, ``routing_revert``, ``import_config --publish`` and the services refuse alike, with the same
-message, and a refusal stores nothing. The operator at the shell is not held.
+published, reverted to, or its rollout plan completed); a staged rollout's candidate reaches customers only through
+its approved plan — the very plan the approval was given for, unchanged since it started, advanced by hand only by a
+second person. The admin, the commands (``routing_revert``, ``rollout``, ``import_config --publish``) and the
+services refuse alike, with the same message, and a refusal stores nothing. The operator at the shell is not held.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 from io import StringIO
 
 import pytest
@@ -18,6 +20,14 @@ from django.utils import timezone
 
 from agents.models import AgentProfile
 from releases.approvals import draft_rollout, publish_request, release_request_approve
+from releases.rollout_commands import (
+    ERROR_ADVANCE_SECOND_PERSON,
+    ERROR_PLAN_CHANGED,
+    PlanChanged,
+    plan_command,
+    plan_fingerprint,
+    plan_start,
+)
 from releases.rollout_guard import plan_evaluate
 from releases.tests.test_import_lands_in_draft import ROUTING as DRAFTED
 from releases.tests.test_release_approval import STAGED, messages_of, publish_url
@@ -50,6 +60,10 @@ def revert_url(version: RoutingVersion) -> str:
     return f"/admin/routing/routingversion/{version.pk}/revert/"
 
 
+def command_url(plan: RolloutPlan, command: str) -> str:
+    return f"/admin/routing/rolloutplan/{plan.pk}/command/{command}/"
+
+
 def numbers(profile: AgentProfile) -> list[int]:
     return list(RoutingVersion.objects.filter(profile=profile).order_by("number").values_list("number", flat=True))
 
@@ -62,6 +76,14 @@ def approved_rollout(profile: AgentProfile, editor, approver, **settings) -> Rol
     outcome.plan.refresh_from_db()
     assert outcome.plan.status == RolloutPlanStatus.RUNNING
     return outcome.plan
+
+
+@pytest.fixture
+def lead(django_user_model, editor, approver):
+    """A routing editor who may approve releases too, and asked for nothing."""
+    user = django_user_model.objects.create_user("lead", "lead@example.com", "lead-password", is_staff=True)
+    user.groups.add(*editor.groups.all(), *approver.groups.all())
+    return user
 
 
 # -- reverts --------------------------------------------------------------------------------------------------
@@ -118,6 +140,20 @@ def test_a_publish_naming_a_released_version_but_carrying_another_document_is_he
     assert live_version(guarded).number == 1 and numbers(guarded) == [1]
 
 
+def test_a_candidate_whose_plan_did_not_complete_reaches_everyone_only_with_an_approval(editor, approver, guarded):
+    plan = approved_rollout(guarded, editor, approver)  # served to 10 % of new conversations
+    plan_command(plan, RolloutDecisionAction.ABORT, actor="admin: editor", user=editor)  # stopping never waits
+    candidate = RoutingVersion.objects.get(pk=plan.candidate_id)
+    again = RolloutPlan.objects.create(name="again", profile=guarded, candidate=candidate, stages=[100])
+
+    with pytest.raises(ApprovalRequired, match=re.escape(ERROR_REVERT_NEVER_RELEASED.format(number=2))):
+        version_revert(profile=guarded, to=2, user=editor)
+    with pytest.raises(ApprovalRequired, match="needs a second person"):
+        plan_start(again, actor="admin: editor", user=editor)
+
+    assert candidate.released_at is None and live_version(guarded).number == 1 and numbers(guarded) == [1, 2]
+
+
 def test_the_guard_completing_an_approved_plan_releases_its_candidate_for_later_reverts(editor, approver, guarded):
     plan = approved_rollout(guarded, editor, approver)
 
@@ -128,6 +164,84 @@ def test_the_guard_completing_an_approved_plan_releases_its_candidate_for_later_
     assert live_version(guarded) == candidate and candidate.released_at is not None
     version_revert(profile=guarded, to=1, user=editor)
     assert version_revert(profile=guarded, to=2, user=editor).number == 4  # served to everyone before: not held
+
+
+# -- rollout plans --------------------------------------------------------------------------------------------
+
+
+def test_an_approval_starts_only_the_plan_it_was_given_for(editor, approver, guarded):
+    outcome = draft_rollout(profile=guarded, user=editor, settings=QUICK)
+    assert outcome.request is not None
+    RolloutPlan.objects.filter(pk=outcome.plan.pk).update(stages=[100])  # changed after the approver's page
+
+    with pytest.raises(PlanChanged):
+        plan_start(
+            outcome.plan,
+            actor="admin: editor, approved by approver",
+            user=editor,
+            approved_by=approver,
+            fingerprint=outcome.request.document_hash,
+        )
+
+    assert RolloutPlan.objects.get().status == RolloutPlanStatus.READY and live_version(guarded).number == 1
+
+
+@pytest.mark.parametrize("changed, moved_by", [("candidate", "beat"), ("stages", "hand")])
+def test_a_started_plan_whose_candidate_or_stages_changed_is_aborted_not_released(
+    editor, approver, guarded, changed, moved_by
+):
+    plan = approved_rollout(guarded, editor, approver)
+    Keyword.objects.create(intent=guarded.intents.get(name="retail_order_tracking"), text="roteador")
+    unreviewed = version_publish(profile=guarded, note="nobody reviewed it", release=False)
+    change = {"candidate": unreviewed} if changed == "candidate" else {"stages": [100]}
+    RolloutPlan.objects.filter(pk=plan.pk).update(**change)  # whatever wrote the row
+
+    if moved_by == "beat":
+        decision = plan_evaluate(plan, actor="beat")
+    else:
+        decision = plan_command(plan, RolloutDecisionAction.ADVANCE, actor="manage.py rollout (ops)")
+
+    plan.refresh_from_db()
+    assert decision.action == RolloutDecisionAction.ABORT and ERROR_PLAN_CHANGED in decision.reason
+    assert plan.status == RolloutPlanStatus.ABORTED and plan.percentage == 0
+    assert live_version(guarded).number == 1
+    assert not RoutingVersion.objects.filter(profile=guarded, released_at__isnull=False).exclude(number=1).exists()
+
+
+@pytest.mark.sqlite_too
+def test_only_a_second_person_advances_an_approved_plan_by_hand(client, editor, approver, lead, guarded):
+    plan = approved_rollout(guarded, editor, approver, stages=[10, 50, 100])
+    said = ERROR_ADVANCE_SECOND_PERSON.format(agent_id="telecom_contas")
+    client.force_login(editor)
+
+    refused = client.post(command_url(plan, RolloutDecisionAction.ADVANCE), follow=True)
+    with pytest.raises(CommandError) as command:
+        call_command("rollout", "advance", str(plan.pk), "--user", "editor", stdout=StringIO())
+    client.post(command_url(plan, RolloutDecisionAction.PAUSE))  # stopping and going on never wait
+    client.post(command_url(plan, RolloutDecisionAction.RESUME))
+
+    assert any(said in message for message in messages_of(refused)) and str(command.value) == said
+    plan.refresh_from_db()
+    assert (plan.status, plan.percentage) == (RolloutPlanStatus.RUNNING, 10)
+    client.force_login(lead)
+    client.post(command_url(plan, RolloutDecisionAction.ADVANCE))
+    plan.refresh_from_db()
+    assert plan.percentage == 50
+    for _ in ("100 %", "complete"):  # the operator at the shell
+        call_command("rollout", "advance", str(plan.pk), stdout=StringIO())
+    assert live_version(guarded).number == 2
+
+
+def test_the_rollout_command_as_an_editor_is_held_as_the_admin_is_and_leaves_no_plan(editor, guarded):
+    call_command("routing_publish", "--profile", "telecom_contas", "--candidate", "--user", "editor", stdout=StringIO())
+
+    with pytest.raises(CommandError) as command:
+        call_command(
+            "rollout", "start", "--profile", "telecom_contas", "--version", "2", "--user", "editor", stdout=StringIO()
+        )
+
+    assert str(command.value) == HELD
+    assert not RolloutPlan.objects.exists() and live_version(guarded).number == 1
 
 
 # -- import -----------------------------------------------------------------------------------------------------
@@ -175,3 +289,22 @@ def test_the_migration_marks_released_the_versions_customers_were_all_served_and
     released = dict(RoutingVersion.objects.filter(profile=profile).values_list("number", "released_at"))
     assert sorted(number for number, at in released.items() if at is not None) == [1, 2, 4, 5]
     assert released[2] == finished  # when its plan completed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_gives_each_started_plan_the_fingerprint_of_what_it_holds(migrations):
+    profile = AgentProfile.objects.create(agent_id="started", name="Started")
+    old = migrations.back_to(("routing", "0033_version_released_at"))
+    stored, plans = old.get_model("routing", "RoutingVersion").objects, old.get_model("routing", "RolloutPlan").objects
+    control, candidate = (stored.create(profile_id=profile.pk, number=n, document={}) for n in (1, 2))
+    on = {"profile_id": profile.pk, "candidate": candidate}
+    plans.create(**on, name="running", control=control, status="running", stages=[10, 100], guards=[])
+    plans.create(**on, name="ready", status="ready")
+    old.get_model("routing", "ProfileRelease").objects.create(profile_id=profile.pk, version=control)
+
+    migrations.forward()
+
+    running = RolloutPlan.objects.get(name="running")
+    assert running.started_as == plan_fingerprint(running)
+    assert plan_evaluate(running, actor="beat").action != RolloutDecisionAction.ABORT  # it goes on as it was
+    assert RolloutPlan.objects.get(name="ready").started_as == ""

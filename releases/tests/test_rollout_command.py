@@ -107,9 +107,9 @@ def test_evaluate_runs_the_guard_once_and_prints_what_moved(candidate, api, sett
     settings.API_MESSAGE_RATE_PER_KEY = "off"
     Intent.objects.filter(profile=candidate, name="billing_invoice_explanation").update(enabled=False)
     run("routing_publish", "--profile", "telecom_contas", "--candidate")  # the keyword, and invoices switched off
-    run("rollout", "start", "--profile", "telecom_contas", "--version", "2", "--stages", "30,100")
+    start = ("--stages", "30,100", "--min-conversations", "10", "--hold-minutes", "0")
+    run("rollout", "start", "--profile", "telecom_contas", "--version", "2", *start)
     plan = RolloutPlan.objects.get()
-    RolloutPlan.objects.filter(pk=plan.pk).update(min_conversations=10, hold_minutes=0)
     for n in range(80):
         answer = api.post(
             "/api/gateway/message",

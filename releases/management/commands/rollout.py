@@ -10,6 +10,11 @@
 
 ``start`` creates the plan (guards: the defaults, docs/rollouts.md) and starts it at its first stage; a plan is
 named by its id. ``status`` lists the plans (or shows one, with its last decisions).
+
+``--user USERNAME`` acts as that user, as the other commands do: on a profile that needs a second person their start
+is refused (nothing is made: a command has no one to approve it; ask for approval in the admin) and so is their
+advance by hand, unless they may approve releases and did not make or ask for the plan. Without it the command is
+the operator's, who is not held.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ import time
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from agents.models import AgentProfile
+from common.errors import DomainError
+from releases.management.commands.import_config import USER_HELP, acting_user
 from releases.rollout_guard import RolloutStateError, plan_command, plan_start, plans_evaluate
 from routing.models import RolloutPlan, RolloutPlanTarget, RoutingVersion
 from routing.rollout_words import plan_stage_words
@@ -55,14 +63,17 @@ class Command(BaseCommand):
         parser.add_argument("--webhook", default="", help="start: post each decision that moves the plan here.")
         parser.add_argument("--name", default="")
         parser.add_argument("--every", type=float, default=None, help="watch: seconds between evaluations.")
+        parser.add_argument("--user", default="", metavar="USERNAME", help=USER_HELP)
 
     def handle(self, *args, **options):
-        actor = f"manage.py rollout ({getpass.getuser()})"
+        user = acting_user(options["user"])
+        actor = f"manage.py rollout ({user.get_username() if user is not None else getpass.getuser()})"
         command = options["command"]
         try:
             if command == "start":
-                plan = self._create(options)
-                decision = plan_start(plan, actor=actor)
+                with transaction.atomic():  # a start refused leaves no plan behind
+                    plan = self._create(options, user)
+                    decision = plan_start(plan, actor=actor, user=user)
                 self.stdout.write(f"plan {plan.pk} ({plan.name}): {decision.reason}")
             elif command == "status":
                 self._status(options["plan"])
@@ -75,10 +86,12 @@ class Command(BaseCommand):
                     self._evaluate("watch", interval=every)
                     time.sleep(every)
             else:
-                decision = plan_command(self._plan(options["plan"]), command, actor=actor)
+                decision = plan_command(self._plan(options["plan"]), command, actor=actor, user=user)
                 self.stdout.write(f"plan {decision.plan_id}: {decision.reason}")
         except RolloutStateError as exc:
             raise CommandError(str(exc)) from None
+        except DomainError as exc:
+            raise CommandError(exc.message) from None
 
     def _evaluate(self, actor: str, *, interval: float) -> None:
         for decision in plans_evaluate(actor=actor, interval=interval):
@@ -93,7 +106,7 @@ class Command(BaseCommand):
             raise CommandError(f"No rollout plan {pk}.")
         return plan
 
-    def _create(self, options) -> RolloutPlan:
+    def _create(self, options, user) -> RolloutPlan:
         profile = None
         if options["profile"]:
             profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
@@ -119,6 +132,7 @@ class Command(BaseCommand):
             hold_minutes=options["hold_minutes"],
             min_conversations=options["min_conversations"],
             webhook_url=options["webhook"],
+            created_by=user,
         )
         try:
             plan.full_clean()
