@@ -16,7 +16,7 @@ from django.db import models
 from django.http import HttpRequest
 
 from common.endpoints import ENV_REFERENCE, MASK, endpoint_mask, template_shareable
-from common.personal_data import identifier_pseudonym
+from common.personal_data import customer_pseudonym
 
 # Bookkeeping, not decisions: ``updated_at`` alone would make every save an entry; ``synced``/``synced_at`` are what
 # the last manifest sync wrote (its own changes to the decided fields are recorded).
@@ -71,13 +71,13 @@ def secret_or_endpoint_mask(value: str) -> str:
 
 
 def user_id_pseudonym(value: str) -> str:
-    """An end user's id as the conversation store keeps it (:func:`common.personal_data.identifier_pseudonym`
-    under the secret key): an id that is personal data — an e-mail, phone or CPF — as ``email:3f9a1c…``, the same
-    for the same id, so the entries of one customer still read as one; any other id as it is. "None" (the old value
-    of a create) and "" stay as they are."""
+    """An end user's id as staff read it in the histories (:func:`common.personal_data.customer_pseudonym` under the
+    secret key), never as written: an e-mail, phone or CPF as the conversation store keeps it (``email:3f9a1c…``),
+    any other id as ``user:<hex>``, the same for the same id, so the entries of one customer still read as one.
+    "None" (the old value of a create) and "" stay as they are."""
     if value in ("", "None"):
         return value
-    return identifier_pseudonym(value, key=settings.SECRET_KEY)
+    return customer_pseudonym(value, key=settings.SECRET_KEY)
 
 
 def endpoint_or_template_mask(value: str) -> str:

@@ -1,7 +1,7 @@
 """Personal data in a text — CPF, CNPJ, e-mail, phone, payment card — found by :func:`find_personal_data`, and a
-user id as it may be stored and shown (:func:`identifier_pseudonym`). Pure functions over text, no ORM, no settings:
-the conversation store's masking (:mod:`conversations.guardrails`) and the field history
-(:mod:`common.history`) read personal data the same way.
+user id as it may be stored (:func:`identifier_pseudonym`) and shown to staff (:func:`customer_pseudonym`). Pure
+functions over text, no ORM, no settings: the conversation store's masking (:mod:`conversations.guardrails`) and the
+field history (:mod:`common.history`) read personal data the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ EMAIL = "email"
 PHONE = "phone"
 CARD = "card"
 PERSONAL_DATA_KINDS = (CPF, CNPJ, EMAIL, PHONE, CARD)
+USER = "user"  # the pseudonym's kind for an id that holds no personal data (cust-42, 8812734, a UUID)
 
 # A value must stand on its own: not glued to a word (INV001, RL123456789BR), an
 # id's dash (PAG-7001), a decimal or thousands separator (1.234,56) or a date.
@@ -185,5 +186,26 @@ def identifier_pseudonym(identifier: str, *, key: str) -> str:
     findings = find_personal_data(identifier)
     if not findings:
         return identifier
-    digest = hmac.new(key.encode(), identifier.encode(), hashlib.sha256).hexdigest()[:20]
-    return f"{findings[0].kind}:{digest}"
+    return f"{findings[0].kind}:{_keyed_digest(identifier, key)}"
+
+
+def customer_pseudonym(identifier: str, *, key: str) -> str:
+    """``identifier`` — an end user's id — as staff may read it wherever they are not entitled to the customer: never
+    as written. An id that is personal data reads as :func:`identifier_pseudonym` stores it (``email:3f9a1c…``); any
+    other (``cust-42``, ``8812734``, a UUID) as ``user:<20 hex digits>``, the same HMAC-SHA256 of the whole id
+    under ``key``. Stable for one id and key, so what concerns one customer still reads as one; keyed, so an id
+    guessed and hashed without the key does not match."""
+    findings = find_personal_data(identifier)
+    return f"{findings[0].kind if findings else USER}:{_keyed_digest(identifier, key)}"
+
+
+_PSEUDONYM = re.compile(rf"(?:{'|'.join((*PERSONAL_DATA_KINDS, USER))}):[0-9a-f]{{20}}")
+
+
+def pseudonym_shaped(value: str) -> bool:
+    """Whether ``value`` reads as a pseudonym these functions make (``user:`` or a kind, then 20 hex digits)."""
+    return _PSEUDONYM.fullmatch(value) is not None
+
+
+def _keyed_digest(identifier: str, key: str) -> str:
+    return hmac.new(key.encode(), identifier.encode(), hashlib.sha256).hexdigest()[:20]

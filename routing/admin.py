@@ -19,6 +19,7 @@ from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.autocomplete import AutocompleteJsonView
 from django.contrib.admin.widgets import AutocompleteSelect
+from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -35,6 +36,7 @@ from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
 from common.history import user_id_pseudonym
 from common.history_admin import FieldHistoryAdminMixin
+from common.personal_data import pseudonym_shaped
 from routing import admin_views
 from routing.admin_views import may_publish
 from routing.forms import (
@@ -526,6 +528,17 @@ def exposure_change_words(key: str, old: Exposure | None, new: Exposure) -> list
     return said
 
 
+USER_ID_SEARCH = "user_overrides__user_id"
+
+
+def customer_ids_readable(request: HttpRequest) -> bool:
+    """Whether the request's user reads a user override's customer id as written: who may change overrides
+    (operators). Everyone else — an editor may view a flag, and holds no right over the tenants' customers — reads
+    and searches it as the histories name it (:func:`common.history.user_id_pseudonym`)."""
+    codename = get_permission_codename("change", RolloutUserOverride._meta)
+    return request.user.has_perm(f"{RolloutUserOverride._meta.app_label}.{codename}")
+
+
 class RolloutUserOverrideInline(admin.TabularInline):
     model = RolloutUserOverride
     fields = ["user_id", "enabled", "note"]
@@ -533,8 +546,7 @@ class RolloutUserOverrideInline(admin.TabularInline):
     verbose_name_plural = "user overrides (ticked: always on; unticked: always off; the kill switch still wins)"
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        # Who may only read the flag reads its customers as the histories name them: an e-mail as its pseudonym.
-        if self.has_change_permission(request, obj):
+        if customer_ids_readable(request):
             return self.fields
         return ["customer", "enabled", "note"]
 
@@ -586,6 +598,33 @@ class RolloutFlagAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: RolloutFlag | None = None) -> list[str]:
         # Code asks for a flag by its key: renaming one would switch it off silently.
         return ["history"] if obj is None else ["key", "history"]
+
+    def get_search_fields(self, request: HttpRequest) -> list[str]:
+        # Searching a raw id would tell who may not read it whether that customer has an override.
+        fields = list(super().get_search_fields(request))
+        return fields if customer_ids_readable(request) else [name for name in fields if name != USER_ID_SEARCH]
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[RolloutFlag], search_term: str
+    ) -> tuple[QuerySet[RolloutFlag], bool]:
+        """The admin's search, where a word that reads as a pseudonym (``user:3f9a…``, as the histories name a
+        customer) finds the flags that have an override for that customer, whoever searches."""
+        words = search_term.split()
+        pseudonyms = {word for word in words if pseudonym_shaped(word)}
+        if not pseudonyms:
+            return super().get_search_results(request, queryset, search_term)
+        rest = " ".join(word for word in words if word not in pseudonyms)
+        queryset, may_have_duplicates = super().get_search_results(request, queryset, rest)
+        # One pass over the overrides, a keyed hash each: the pseudonym is not stored, it depends on the key.
+        overrides = RolloutUserOverride.objects.values_list("flag_id", "user_id")
+        found: dict[str, set[int]] = {pseudonym: set() for pseudonym in pseudonyms}
+        for flag_id, user_id in overrides.iterator():
+            pseudonym = user_id_pseudonym(user_id)
+            if pseudonym in found:
+                found[pseudonym].add(flag_id)
+        for flags in found.values():
+            queryset = queryset.filter(pk__in=flags)
+        return queryset, may_have_duplicates
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tenant":

@@ -56,7 +56,7 @@ class RoutingConfig(AppConfig):
             RoutingTestCase,
         ):
             history_register(model)
-        # A user override names a customer: its id is recorded as the conversation store keeps it (an e-mail,
-        # phone or CPF as its keyed pseudonym), and so is the entry's name (RolloutUserOverride.__str__).
+        # A user override names a customer: its id is recorded as its keyed pseudonym (an e-mail as the conversation
+        # store keeps it, any other id as user:…), and so is the entry's name (RolloutUserOverride.__str__).
         history_register(RolloutUserOverride, mask_fields={"user_id"}, mask_callable=USER_ID_MASK)
         # Not RolloutPlan: its decisions (RolloutDecision) are its history, with the figures behind each.

@@ -393,7 +393,7 @@ class RolloutUserOverride(models.Model):
         ]
 
     def __str__(self) -> str:
-        # As it may be shown and recorded (the field history's name of the entry): an e-mail as its pseudonym.
+        # As it may be shown and recorded (the field history's name of the entry): the customer as a pseudonym.
         return f"{user_id_pseudonym(self.user_id)}: {'on' if self.enabled else 'off'}"
 
 

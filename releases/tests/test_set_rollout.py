@@ -6,8 +6,10 @@ import getpass
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from common.personal_data import customer_pseudonym
 from routing import snapshot
 from routing.models import RolloutFlag, RolloutFlagChange
 from routing.services import rollout_flag_set, rollout_flag_untouched_set
@@ -15,6 +17,11 @@ from routing.services import rollout_flag_set, rollout_flag_untouched_set
 pytestmark = pytest.mark.django_db
 
 ACTOR = f"manage.py set_rollout ({getpass.getuser()})"
+
+
+def pseudonym(user_id: str) -> str:
+    """A user override's customer id as the flag's change history records it."""
+    return customer_pseudonym(user_id, key=settings.SECRET_KEY)
 
 
 @pytest.fixture
@@ -69,9 +76,9 @@ def test_a_user_override_can_be_turned_on_off_and_cleared(flag):
 
     assert not flag.user_overrides.exists()
     assert changes() == [
-        ("user_override:alice", "none", "on", ACTOR),
-        ("user_override:alice", "on", "off", ACTOR),
-        ("user_override:alice", "off", "none", ACTOR),
+        (f"user_override:{pseudonym('alice')}", "none", "on", ACTOR),
+        (f"user_override:{pseudonym('alice')}", "on", "off", ACTOR),
+        (f"user_override:{pseudonym('alice')}", "off", "none", ACTOR),
     ]
     assert "user overrides: none" in out
 
@@ -94,7 +101,11 @@ def test_overrides_are_repeatable_and_tenants_are_named_by_slug(flag, tenant):
     assert flag.tenant_overrides.get().tenant == tenant
     assert "user overrides: alice on, bob off" in out
     assert "tenant overrides: tenant_a on" in out
-    assert [what for what, *_ in changes()] == ["user_override:alice", "user_override:bob", "tenant_override:tenant_a"]
+    assert [what for what, *_ in changes()] == [
+        f"user_override:{pseudonym('alice')}",
+        f"user_override:{pseudonym('bob')}",
+        "tenant_override:tenant_a",
+    ]
 
 
 def test_kill_is_the_instant_rollback_and_revive_undoes_it(flag):
@@ -130,7 +141,7 @@ def test_seed_003s_phases_and_rollback_run_as_documented(flag):
     flag.refresh_from_db()
     assert (flag.percentage, flag.kill_switch) == (100, True)
     assert [(what, new) for what, _, new, _ in changes()] == [
-        ("user_override:admin_user", "on"),
+        (f"user_override:{pseudonym('admin_user')}", "on"),
         ("percentage", "10"),
         ("percentage", "100"),
         ("kill_switch", "on"),

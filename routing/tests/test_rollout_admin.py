@@ -10,11 +10,13 @@ import re
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from common.config_version import config_version
+from common.personal_data import customer_pseudonym
 from routing import snapshot
 from routing.admin import CONFIRMED, Exposure, exposure_change_words
 from routing.models import RolloutFlag, RolloutFlagChange, RolloutTenantOverride, RolloutUserOverride
@@ -34,6 +36,13 @@ from tests.adminkit import add_url, change_url, changelist_url, delete_url, erro
 pytestmark = pytest.mark.django_db
 
 USERS = "user_overrides"  # the inline formsets' prefixes
+
+
+def pseudonym(user_id: str) -> str:
+    """A user override's customer id as the flag's change history records it."""
+    return customer_pseudonym(user_id, key=settings.SECRET_KEY)
+
+
 TENANTS = "tenant_overrides"
 
 
@@ -249,9 +258,9 @@ def test_adding_changing_and_removing_a_user_override_in_the_admin_records_each_
     assert not flag.user_overrides.exists()
 
     assert changes() == [
-        ("user_override:alice", "none", "on (alpha tester)", "admin: analyst"),
-        ("user_override:alice", "on (alpha tester)", "off (alpha tester)", "admin: analyst"),
-        ("user_override:alice", "off (alpha tester)", "none", "admin: analyst"),
+        (f"user_override:{pseudonym('alice')}", "none", "on (alpha tester)", "admin: analyst"),
+        (f"user_override:{pseudonym('alice')}", "on (alpha tester)", "off (alpha tester)", "admin: analyst"),
+        (f"user_override:{pseudonym('alice')}", "off (alpha tester)", "none", "admin: analyst"),
     ]
 
 
@@ -265,8 +274,8 @@ def test_giving_an_override_row_to_another_user_records_a_removal_and_an_additio
 
     assert list(flag.user_overrides.values_list("user_id", "enabled")) == [("bob", True)]
     assert [(what, old, new) for what, old, new, _ in changes()] == [
-        ("user_override:alice", "on", "none"),
-        ("user_override:bob", "none", "on"),
+        (f"user_override:{pseudonym('alice')}", "on", "none"),
+        (f"user_override:{pseudonym('bob')}", "none", "on"),
     ]
 
 
@@ -302,7 +311,7 @@ def test_adding_a_flag_with_an_override_records_its_creation_and_the_override(st
     assert RolloutFlag.objects.get(key="new_checkout").percentage == 5
     assert changes(flag_key="new_checkout") == [
         ("created", "none", "kill_switch=off, percentage=5, stickiness=user_id", "admin: analyst"),
-        ("user_override:alice", "none", "on", "admin: analyst"),
+        (f"user_override:{pseudonym('alice')}", "none", "on", "admin: analyst"),
     ]
 
 
