@@ -17,11 +17,13 @@ from agents.generation import (
     Generation,
     answer_formatted,
     format_problem,
-    schema_instance,
+    json_answer,
     text_within,
 )
 from agents.llm import OFFLINE_NOTICE, OfflineChatModel
+from agents.structured import FILL_MAX_STEPS, schema_instance
 from agents.usage import text_tokens
+from tests.hostile_schemas import fan_out, padded, reference_tree
 
 
 class Line(BaseModel):
@@ -47,7 +49,7 @@ def json_schema(schema: dict) -> dict:
 def test_a_schema_is_filled_with_the_text_in_its_answer_like_string_and_the_least_of_everything_else():
     schema = Invoice.model_json_schema()
 
-    value = schema_instance(schema, "Sua fatura veio alta.")
+    value = schema_instance(schema, "Sua fatura veio alta.", limit=8_000)
 
     assert Draft202012Validator(schema).is_valid(value)
     assert value["summary"] == "Sua fatura veio alta."
@@ -55,7 +57,7 @@ def test_a_schema_is_filled_with_the_text_in_its_answer_like_string_and_the_leas
     assert value["lines"] == [{"product": "", "quantity": 1}]
     assert value["due"] is None and value["previous"] is None  # an optional value stays empty; a recursion ends
     preferred = {"type": "object", "properties": {"title": {"type": "string"}, "answer": {"type": "string"}}}
-    assert schema_instance(preferred, "x") == {"title": "", "answer": "x"}
+    assert schema_instance(preferred, "x", limit=8_000) == {"title": "", "answer": "x"}
 
 
 def test_a_schema_the_platform_cannot_fill_or_no_schema_at_all_is_named_as_a_problem():
@@ -134,3 +136,70 @@ def test_the_offline_model_streams_its_answer_in_json_valid_for_the_schema_and_e
     assert len(streamed) > 3  # word by word, as its prose
     stopped = offline.invoke([HumanMessage("Minha fatura")], stop=["recebi"])
     assert stopped.content.endswith(f"{OFFLINE_NOTICE}: ") and stopped.response_metadata["finish_reason"] == "stop"
+
+
+# --- bounded whatever the schema asks ------------------------------------------------------------------------
+
+
+def test_a_schema_whose_least_value_is_over_the_answers_limit_is_refused_whatever_makes_it_long(settings):
+    too_long = f"longer than the answer's limit of {settings.ANSWER_MAX_CHARS:,} characters"
+
+    for schema in (
+        padded({"type": "string", "minLength": 1_000_000}),
+        padded({"type": "array", "minItems": 100_000, "items": {"type": "integer"}}),
+        padded({"type": "object", "minProperties": 100_000}),
+        padded({"const": "x" * 9_000}),
+        padded({"enum": [["x" * 9_000]]}),
+        padded({"type": "array", "minItems": 30, "items": {"type": "integer", "minimum": 10.0**300}}),
+        reference_tree(12),
+    ):
+        assert too_long in (format_problem(json_schema(schema)) or ""), schema
+
+
+def test_a_schema_whose_filling_fans_out_is_refused_by_its_steps_before_its_value_is_made():
+    problem = format_problem(json_schema(fan_out(14, "allOf", {"type": "integer"})))
+
+    assert problem == f"Filling the schema takes more than {FILL_MAX_STEPS:,} steps."
+
+
+def test_a_number_json_cannot_write_is_named_as_a_problem():
+    for number in (float("inf"), float("-inf"), float("nan")):
+        assert "JSON cannot write" in format_problem(json_schema(padded({"type": "integer", "minimum": number})))
+    assert "JSON cannot write" in format_problem(
+        json_schema(padded({"type": "number", "multipleOf": 1e-300, "minimum": 1e300}))
+    )
+
+
+def test_an_answer_put_into_the_format_is_within_the_answers_limit_its_text_cut(settings):
+    settings.ANSWER_MAX_CHARS = 300
+    schema = padded({"type": "string", "minLength": 100})
+    text = 'Sua fatura "subiu"\n' * 40
+
+    filled = answer_formatted(text, json_schema(schema))
+    wrapped = answer_formatted(text, {"type": "json_object"})
+
+    for answer in (filled, wrapped):
+        assert len(answer) <= 300 and json.loads(answer)["answer"].startswith('Sua fatura "subiu"\nSua')
+        assert json.loads(answer)["answer"].endswith("more characters]")
+    assert Draft202012Validator(schema).is_valid(json.loads(filled))
+    # JSON in the format but over the limit is put into it as text, within the limit too.
+    too_long = json.dumps({"answer": text, "pad": "-" * 100})
+    assert len(answer_formatted(too_long, json_schema(schema))) <= 300
+
+
+def test_json_nested_deeper_than_the_api_takes_is_not_read_as_the_json_asked_for():
+    deep = "[" * 5_000 + "]" * 5_000
+
+    assert json_answer(deep, {"type": "json_object"}) == (False, None)
+    assert json.loads(answer_formatted(deep, json_schema({"type": "array"}))) == []
+    assert json.loads(answer_formatted(deep, {"type": "json_object"}))["answer"].startswith("[[[")
+
+
+def test_a_clients_pattern_checks_an_answer_in_time_linear_in_its_text():
+    schema = padded({"type": "string", "pattern": "^(a|aa)*$"})
+    answer = json.dumps({"answer": "x", "pad": "a" * 5_000 + "!"})  # exponential for a backtracking engine
+
+    filled = json.loads(answer_formatted(answer, json_schema(schema)))
+
+    assert filled == {"answer": answer, "pad": ""}  # not valid: put into the schema as text
+    assert "is not one the platform runs" in format_problem(json_schema(padded({"type": "string", "pattern": "(?=a)"})))
