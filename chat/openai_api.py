@@ -134,8 +134,9 @@ class _StopField(serializers.JSONField):
     {
         "type": "object",
         "description": '`{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema", '
-        '"json_schema": {"name", "schema", "strict"}}`: the answer is JSON (valid against the schema). A schema '
-        "the platform cannot fill (docs/openai.md) is a 400 naming it.",
+        '"json_schema": {"name", "schema", "strict"}}`: the answer is JSON (valid against the schema), within '
+        "ANSWER_MAX_CHARS. A schema the platform cannot fill, or over its bounds (its size, the least answer's "
+        "length, the steps to fill or check it: docs/openai.md), is a 400 naming it.",
         "properties": {
             "type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
             "json_schema": {

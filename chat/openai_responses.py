@@ -134,7 +134,8 @@ class _InputField(serializers.JSONField):
             "format": {
                 "type": "object",
                 "description": '`{"type": "text"}`, `{"type": "json_object"}` or `{"type": "json_schema", "name", '
-                '"schema", "strict"}`: the output is JSON (valid against the schema).',
+                '"schema", "strict"}`: the output is JSON (valid against the schema), within ANSWER_MAX_CHARS. A '
+                "schema the platform cannot fill, or over its bounds (docs/openai.md), is a 400 naming it.",
                 "properties": {
                     "type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
                     "name": {"type": "string", "minLength": 1},

@@ -13,10 +13,12 @@ import time
 import httpx
 import openai
 import pytest
+from jsonschema import Draft202012Validator
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from conversations.models import Conversation, Message
+from tests.hostile_schemas import json_schema_format, padded, reference_tree
 
 TEXT = "Minha fatura veio alta"
 
@@ -535,3 +537,92 @@ def test_a_supervisors_parts_are_merged_in_prose_then_put_in_the_json_asked_for(
     assert "billing_agent:" in answer["answer"] and "orders_agent:" in answer["answer"]
     parts = Message.objects.filter(role="agent").values_list("content", flat=True)
     assert len(parts) == 2 and not any(part.startswith("{") for part in parts)  # each part wrote prose
+
+
+# --- structured output within the platform's limits, whatever the client's schema says ----------------------------
+
+
+def test_a_schema_whose_answer_cannot_fit_the_limit_is_refused_by_name_before_anything_is_stored(client, settings):
+    ask = {"model": "telecom_contas", "messages": [{"role": "user", "content": "oi"}], "user": "schema"}
+    refused = []
+    for schema in (
+        padded({"type": "string", "minLength": 1_000_000}),  # 331 bytes asked a 1 MB answer
+        padded({"type": "array", "minItems": 800_000, "items": {"type": "integer"}}),
+        reference_tree(12),
+    ):
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as error:
+                client.chat.completions.create(**ask, response_format=json_schema_format(schema), stream=stream)
+            refused.append(error.value)
+
+    assert {(error.body["param"], error.body["code"]) for error in refused} == {
+        ("response_format.json_schema.schema", "invalid_schema")
+    }
+    assert all(f"{settings.ANSWER_MAX_CHARS:,} characters" in error.body["message"] for error in refused)
+    assert not Conversation.objects.exists()
+
+
+def test_a_number_json_cannot_write_in_a_schema_is_a_400_naming_it(api, telecom):
+    body = json.dumps(
+        {
+            "model": "telecom_contas",
+            "messages": [{"role": "user", "content": "oi"}],
+            "response_format": json_schema_format(padded({"type": "integer", "minimum": 1})),
+        }
+    ).replace('"minimum": 1', '"minimum": 1e999')  # JSON's number syntax has no limit; Python reads it as infinite
+
+    response = api.post("/v1/chat/completions", body, content_type="application/json")
+
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["param"] == "response_format.json_schema.schema"
+    assert not Conversation.objects.exists()
+
+
+def test_a_filled_answer_is_returned_streamed_and_stored_within_the_answers_limit(client, settings):
+    settings.ANSWER_MAX_CHARS = 200
+    schema = padded({"type": "string", "minLength": 120})
+    ask = {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}]}
+
+    whole = client.chat.completions.create(**ask, response_format=json_schema_format(schema), user="fit")
+    chunks = client.chat.completions.create(
+        **ask, response_format=json_schema_format(schema), user="fit-stream", stream=True
+    )
+    streamed = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+
+    for session, content in (("fit", whole.choices[0].message.content), ("fit-stream", streamed)):
+        stored = Message.objects.get(conversation__session_id=session, role="assistant").content
+        assert stored == content and len(stored) <= 200
+        value = json.loads(stored)
+        assert value["pad"] == "-" * 120 and value["answer"].startswith("Billing Agent (offline model")
+        assert value["answer"].endswith("more characters]")  # cut to the room the pad leaves
+
+
+def test_a_models_answer_too_long_against_a_pattern_or_too_deep_is_put_into_the_schema_within_the_limit(
+    client, scripted_llm, settings
+):
+    limit = settings.ANSWER_MAX_CHARS
+    schema = padded({"type": "string", "pattern": "^(a|aa)*$"})
+    too_long = {"answer": "Sua fatura está em dia. " * 400, "pad": "aa"}  # valid
+    scripted_llm.reply(json.dumps(too_long, ensure_ascii=False))
+    scripted_llm.reply(json.dumps({"answer": "Sua fatura.", "pad": "a" * 3_000 + "!"}))  # exponential to backtrack
+    scripted_llm.reply("[" * 3_000 + "]" * 3_000)  # deeper than Python's JSON decoder nests
+
+    answers = [
+        client.chat.completions.create(
+            model="telecom_contas",
+            messages=[{"role": "user", "content": TEXT}],
+            response_format=json_schema_format(schema),
+            user=f"model-{index}",
+        )
+        .choices[0]
+        .message.content
+        for index in range(3)
+    ]
+
+    for answer in answers:
+        assert len(answer) <= limit and Draft202012Validator(schema).is_valid(json.loads(answer))
+    assert json.loads(answers[0])["answer"].startswith('{"answer": "Sua fatura está em dia.')
+    assert json.loads(answers[1]) == {"answer": '{"answer": "Sua fatura.", "pad": "' + "a" * 3_000 + '!"}', "pad": ""}
+    assert json.loads(answers[2])["answer"].startswith("[[[[")
+    stored = Message.objects.filter(role="assistant").values_list("content", flat=True)
+    assert sorted(stored) == sorted(answers)

@@ -132,6 +132,11 @@ CHAT_WRONG = [
         "response_format.json_schema.schema",
         "invalid_schema",
     ),
+    (  # a schema whose least value is over the answer's limit (ANSWER_MAX_CHARS)
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"minLength": 10**6}}}},
+        "response_format.json_schema.schema",
+        "invalid_schema",
+    ),
     ({"stream": True, "stream_options": {"include_obfuscation": True}}, "stream_options.include_obfuscation", None),
     ({"stream_options": {"include_tokens": True}}, "stream_options.include_tokens", "unknown_parameter"),
     (
@@ -160,6 +165,7 @@ RESPONSES_WRONG = [
     ({"max_output_tokens": 0}, "max_output_tokens"),
     ({"text": {"verbosity": "low"}}, "text.verbosity"),
     ({"text": {"format": {"type": "json_schema", "schema": {}}}}, "text.format.name"),
+    ({"text": {"format": {"type": "json_schema", "name": "n", "schema": {"minLength": 10**6}}}}, "text.format.schema"),
     ({"frequency_penalty": 1}, "frequency_penalty"),  # the Responses API has none
     ({"previous_response_id": 5}, "previous_response_id"),
     ({"model": None}, "model"),

@@ -12,6 +12,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from conversations.models import Conversation
+from tests.hostile_schemas import padded
 
 TEXT = "Minha fatura veio alta"
 
@@ -181,3 +182,20 @@ def test_a_responses_parameters_and_instructions_reach_the_profiles_model(client
     assert "Responda em uma frase." in system and "Cite o valor." in system
     assert json.loads(response.output_text) == {"answer": "Sua fatura está em dia."}
     assert response.text.format.type == "json_object"
+
+
+def test_a_text_format_whose_answer_cannot_fit_the_limit_is_refused_by_name_before_anything_is_stored(client):
+    schema = padded({"type": "array", "minItems": 100_000, "items": {"type": "integer"}})
+    refused = []
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as error:
+            client.responses.create(
+                model="telecom_contas",
+                input=TEXT,
+                text={"format": {"type": "json_schema", "name": "x", "schema": schema}},
+                stream=stream,
+            )
+        refused.append(error.value.body)
+
+    assert [(body["param"], body["code"]) for body in refused] == [("text.format.schema", "invalid_schema")] * 2
+    assert not Conversation.objects.exists()
