@@ -40,9 +40,9 @@ from typing import Any
 
 import httpx2
 from django.conf import settings
-from jsonschema import Draft202012Validator
 
 from agents.mcp_wire import bounded_client, too_large_in
+from agents.structured import SchemaTooCostly, schema_errors, schema_problem
 from common.endpoints import endpoint_mask, endpoints_masked_in
 from common.infra import tracing
 from common.infra.metrics import tool_call_observe
@@ -336,13 +336,20 @@ def arguments_from_context(
 
 
 def arguments_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
-    """Validation errors of ``arguments`` against the tool's JSON Schema (empty when valid)."""
+    """Validation errors of ``arguments`` against the tool's JSON Schema (empty when valid), checked within the bounds
+    of :mod:`agents.structured`: a schema it does not take, or a check over its steps, is an error too."""
     if not schema:
         return []
-    validator = Draft202012Validator(schema)
+    problem = schema_problem(schema)
+    if problem is not None:
+        return [f"arguments: the tool's schema is not one the platform checks against: {problem}"]
+    try:
+        errors = schema_errors(schema, arguments)
+    except SchemaTooCostly as exc:
+        return [f"arguments: {exc}"]
     return [
         f"{'.'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
-        for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        for error in sorted(errors, key=lambda e: [str(part) for part in e.absolute_path])
     ]
 
 

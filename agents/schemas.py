@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from agents.structured import schema_problem
 from common.endpoints import ENV_REFERENCE, endpoint_mask, endpoint_unmask, template_shareable
 from platform import env
 
@@ -58,6 +59,9 @@ def validate_tool_args_schema(value: Any) -> None:
         raise ValidationError(f"Invalid JSON Schema at {where}: {exc.message}") from exc
     if value.get("type", "object") != "object":
         raise ValidationError("The argument schema must describe an object (type: object).")
+    problem = schema_problem(value)  # what the calls will check arguments within (agents.structured)
+    if problem is not None:
+        raise ValidationError(f"The argument schema is not one the platform checks arguments against: {problem}")
     properties = value.get("properties", {})
     missing = [name for name in value.get("required", []) if name not in properties]
     if missing:

@@ -90,6 +90,18 @@ def test_arguments_are_validated_before_the_call(telecom):
     assert "msisdn" in result.error
 
 
+def test_arguments_are_checked_within_the_platforms_bounds_whatever_the_tools_schema_says():
+    endpoint = Endpoint("down", f"http://127.0.0.1:{free_port()}/mcp", timeout=2)  # refused before any call
+    pattern = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a|aa)*$"}}}
+    elsewhere = {"type": "object", "properties": {"code": {"$ref": "https://example.com/code.json"}}}
+
+    backtracking = call(endpoint, "consultar", {"code": "a" * 5_000 + "!"}, pattern)  # exponential in Python's re
+    remote = call(endpoint, "consultar", {"code": 5}, elsewhere)
+
+    assert backtracking.status == STATUS_INVALID and "does not match" in backtracking.error
+    assert remote.status == STATUS_INVALID and "Only references inside the schema" in remote.error
+
+
 def test_a_server_that_is_down_is_reported_as_unavailable():
     endpoint = Endpoint("down", f"http://127.0.0.1:{free_port()}/mcp", timeout=2)
 
