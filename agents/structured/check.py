@@ -140,6 +140,8 @@ def reference_target(root: Any, reference: Any) -> Any:
 
 @lru_cache(maxsize=512)
 def _regex(pattern: str) -> Any:
+    # A schema's patterns are ECMA-262's, whose \w, \d and \b are ASCII as RE2's are: compiled as written, not
+    # through common.patterns, which reads patterns written for Python's re (its \w takes any script).
     options = re2.Options()
     options.max_mem = PATTERN_MAX_MEMORY
     options.log_errors = False
