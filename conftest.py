@@ -25,4 +25,5 @@ pytest_plugins = [
     "tests.browser_fixtures",
     "tests.desk_fixtures",
     "tests.production_stack",
+    "tests.outbound_fixtures",
 ]

@@ -44,6 +44,7 @@ from agents.usage import KIND_JUDGE, text_tokens, usage_record
 from common.infra import tracing
 from common.infra.metrics import model_call_observe
 from common.language import detect_language
+from common.outbound import AsyncHttpx2GuardedTransport, Httpx2GuardedTransport, origin_entry
 from common.text import phrase_found
 from handoffs.tools import (
     CONTROL_TOOLS,
@@ -605,9 +606,19 @@ class ModelCallMetrics(BaseCallbackHandler):
 
 
 def _chat_model(
-    base_url: str, api_key: str, model: str, temperature: float | None, timeout: float, max_retries: int
+    base_url: str,
+    api_key: str,
+    model: str,
+    temperature: float | None,
+    timeout: float,
+    max_retries: int,
+    *,
+    from_environment: bool,
 ) -> Any:
-    """One client per configuration and event loop, reused so HTTP connections are pooled."""
+    """One client per configuration and event loop, reused so HTTP connections are pooled. Its requests pass the
+    outbound policy (:mod:`common.outbound`): a profile's endpoint must not be internal unless the operator allows
+    it; one set in the environment (``from_environment``: ``OPENAI_BASE_URL``, ``ROUTER_LLM_BASE_URL``) is allowed
+    for its own client."""
     import openai
     from langchain_openai import ChatOpenAI
 
@@ -615,7 +626,7 @@ def _chat_model(
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
-    key = (base_url, api_key, model, temperature, timeout, max_retries)
+    key = (base_url, api_key, model, temperature, timeout, max_retries, from_environment)
     with _clients_lock:
         cache = _clients_without_loop if loop is None else _clients_by_loop.setdefault(loop, {})
         client = cache.get(key)
@@ -631,8 +642,14 @@ def _chat_model(
             }
             if temperature is not None:
                 options["temperature"] = temperature
-            if loop is not None:
-                options["http_async_client"] = openai.DefaultAsyncHttpxClient(timeout=timeout)
+            allowed = origin_entry(base_url) if from_environment else []
+            limits = openai.DEFAULT_CONNECTION_LIMITS  # what the openai client's own transport would have
+            options["http_client"] = openai.DefaultHttpxClient(
+                timeout=timeout, transport=Httpx2GuardedTransport(allowed=allowed, limits=limits)
+            )
+            options["http_async_client"] = openai.DefaultAsyncHttpxClient(
+                timeout=timeout, transport=AsyncHttpx2GuardedTransport(allowed=allowed, limits=limits)
+            )
             client = cache[key] = ChatOpenAI(**options)
         return client
 
@@ -689,6 +706,7 @@ class OpenAICompatibleModel(ModelProvider):
                 None,
                 settings.LLM_TIMEOUT_SECONDS,
                 settings.LLM_MAX_RETRIES,
+                from_environment=True,
             )
         key = model_key(self.profile)
         if key is None:
@@ -709,6 +727,7 @@ class OpenAICompatibleModel(ModelProvider):
             self.profile.llm_temperature,
             settings.LLM_TIMEOUT_SECONDS,
             settings.LLM_MAX_RETRIES,
+            from_environment=not self.profile.llm_base_url,
         )
 
     @property

@@ -23,7 +23,8 @@ much of its output the platform carries: a result over
 (:func:`common.sizes.json_bounded`) before anything reads it — a model, a goal
 plan, the answer, the stored rows — and ``ToolResult.cut`` says how big it was;
 an answer over ``MCP_RESPONSE_MAX_BYTES`` on the wire is not even read
-(:mod:`agents.mcp_wire`): the call fails, and ``ToolResult.refused`` says so.
+(:mod:`agents.mcp_wire`): the call fails, and ``ToolResult.refused`` says so. Nor is anything sent to a server on
+an internal address the operator does not allow (:mod:`common.outbound`): its calls are ``unavailable``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 from django.conf import settings
 
 from agents.mcp_wire import bounded_client, too_large_in
@@ -46,6 +46,7 @@ from agents.structured import SchemaTooCostly, schema_errors, schema_problem
 from common.endpoints import endpoint_mask, endpoints_masked_in
 from common.infra import tracing
 from common.infra.metrics import tool_call_observe
+from common.outbound import AsyncHttpx2GuardedTransport
 from common.sizes import json_bounded, text_cut
 
 logger = logging.getLogger(__name__)
@@ -227,11 +228,12 @@ class ServerConnection:
         from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE, streamable_http_client
 
         owned = None
-        limit = settings.MCP_RESPONSE_MAX_BYTES  # 0: the SDK's own client and limit (agents/mcp_wire.py)
-        client: httpx2.AsyncClient | None = bounded_client(limit) if limit else None
+        limit = settings.MCP_RESPONSE_MAX_BYTES  # 0: answers read whole, the SDK's own limit (agents/mcp_wire.py)
+        # The server's address is the operator's: never an internal one unless allowed (common/outbound.py).
+        client = bounded_client(limit, AsyncHttpx2GuardedTransport())
         try:
             async with (
-                client if client is not None else contextlib.nullcontext(),
+                client,
                 streamable_http_client(
                     self.endpoint.url, http_client=client, max_sse_event_size=limit or DEFAULT_MAX_SSE_EVENT_SIZE
                 ) as (read_stream, write_stream),

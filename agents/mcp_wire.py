@@ -11,8 +11,9 @@ the SDK is given stops reading an answer at the limit:
   on serving other calls;
 * a Server-Sent Event is bounded by the SDK's own ``max_sse_event_size``, given the same limit.
 
-``MCP_RESPONSE_MAX_BYTES=0`` hands the SDK no client (its stock one: answers read whole, SSE events up to its own
-default). The SDK's handling of a stream error in a JSON answer is not a documented contract: a canary test
+``MCP_RESPONSE_MAX_BYTES=0`` reads answers whole (SSE events up to the SDK's own default). Either way the client
+sends nothing to an address the outbound policy refuses: :mod:`agents.mcp` gives it that transport. The SDK's
+handling of a stream error in a JSON answer is not a documented contract: a canary test
 (``agents/tests/test_mcp_wire.py``) fails if it changes; ``docs/decisions/mcp-response-limit.md`` says why.
 
 Pure: imports no app.
@@ -100,6 +101,9 @@ class RefusedAnswerFilter(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], ResponseTooLarge))
 
 
-def bounded_client(limit: int) -> httpx2.AsyncClient:
-    """An HTTP client for the SDK that reads at most ``limit`` bytes of a JSON answer."""
-    return httpx2.AsyncClient(timeout=TIMEOUT, transport=BoundedTransport(limit))
+def bounded_client(limit: int, transport: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncClient:
+    """An HTTP client for the SDK that reads at most ``limit`` bytes of a JSON answer (0: no limit), sending through
+    ``transport`` (default: httpx2's own)."""
+    if not limit:
+        return httpx2.AsyncClient(timeout=TIMEOUT, transport=transport)
+    return httpx2.AsyncClient(timeout=TIMEOUT, transport=BoundedTransport(limit, transport))

@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 
 from agents.structured import schema_problem
 from common.endpoints import ENV_REFERENCE, endpoint_mask, endpoint_unmask, template_shareable
+from common.outbound import validate_outbound_url
 from platform import env
 
 # Shorthand types accepted in tools.yaml (``msisdn: string``), as in docs/configuration.md (tools.yaml).
@@ -69,7 +70,8 @@ def validate_tool_args_schema(value: Any) -> None:
 
 
 def validate_endpoint_url(value: str) -> None:
-    """An http(s) URL with a host. Unlike ``URLField`` it accepts single-label
+    """An http(s) URL with a host, on an address the platform may send requests to
+    (:func:`common.outbound.validate_outbound_url`). Unlike ``URLField`` it accepts single-label
     host names such as ``mcp-telecom`` (Docker service names)."""
     from urllib.parse import urlsplit
 
@@ -82,6 +84,7 @@ def validate_endpoint_url(value: str) -> None:
         raise ValidationError("Enter an http:// or https:// URL with a host, e.g. http://localhost:8100/mcp.")
     if port == 0 or any(ch.isspace() for ch in value):
         raise ValidationError("Enter a valid URL (no spaces, a port between 1 and 65535).")
+    validate_outbound_url(value)
 
 
 # The platform's own secrets: what platform/settings.py (and Django's createsuperuser, the first run's admin, the

@@ -36,6 +36,7 @@ from chat.intake import principal_is_staff
 from common.endpoints import endpoint_mask
 from common.errors import ERROR_SERVICE_UNAVAILABLE, RETRY_AFTER_SECONDS, error_body
 from common.infra.outages import database_circuit, database_outage_evident, database_select_one
+from common.outbound import outbound_async_client
 from routing import snapshot
 
 # Seconds each check may take, all at once: the database (a pooled connection and SELECT 1), a Redis PING, an MCP
@@ -96,7 +97,8 @@ async def _answers(endpoint: str) -> bool:
     """Whether an MCP server answers HTTP at all within ``CHECK_SECONDS`` (a connect alone passes a frozen one)."""
     try:
         async with (
-            httpx.AsyncClient(timeout=CHECK_SECONDS) as client,
+            # Anyone reads readiness: an endpoint on an internal address the operator does not allow is not probed.
+            outbound_async_client(timeout=CHECK_SECONDS) as client,
             # Streamable HTTP answers GET with an event stream that stays open: its headers are the answer.
             client.stream("GET", endpoint, headers={"Accept": "application/json, text/event-stream"}),
         ):

@@ -8,13 +8,15 @@ by the Celery task ``conversations.desk_webhook_deliver`` when there is a broker
 with ``REDIS_URL``, or ``celery``), else by this process's courier thread. Escalations of the platform's own desk
 cost nothing here.
 
-:func:`desk_outbox_drain` posts an escalation's events oldest first, one at a time: ``POST <url>`` with the JSON
-body and ``X-Platform-Event`` (its type), ``X-Platform-Event-Id``, ``X-Platform-Timestamp`` and
-``X-Platform-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`` with the desk's secret
-(:func:`common.infra.bus.event_signature`, as the operational events are signed), ``X-Platform-Delivery-Attempt``. A 2xx
-delivers it; anything else waits ``DESK_WEBHOOK_RETRY_SECONDS`` × 2ⁿ (at most :data:`MAX_PAUSE_SECONDS`) and is
-tried again, the events after it waiting behind it, until ``DESK_WEBHOOK_RETRIES`` retries have failed: then one
-WARNING names the desk, the event and the last failure — never the URL nor the secret — and the next event goes.
+:func:`desk_outbox_drain` posts an escalation's events oldest first, one at a time: ``POST <url>`` with the JSON body
+and ``X-Platform-Event`` (its type), ``X-Platform-Event-Id``, ``X-Platform-Timestamp`` and ``X-Platform-Signature:
+sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`` with the desk's secret (:func:`common.infra.bus.event_signature`,
+as the operational events are signed), ``X-Platform-Delivery-Attempt``. A 2xx delivers it; anything else waits
+``DESK_WEBHOOK_RETRY_SECONDS`` × 2ⁿ (at most :data:`MAX_PAUSE_SECONDS`) and is tried again, the events after it
+waiting behind it, until ``DESK_WEBHOOK_RETRIES`` retries have failed: then one WARNING names the desk, the event and
+the last failure — never the URL nor the secret — and the next event goes. The desk's URL is never an internal address
+unless the operator allows it (:mod:`common.outbound`, checked on each post): a refused post fails as any other does,
+its failure saying so.
 
 Ordering: one drainer at a time per escalation, by a lease on its oldest event (a conditional update, no lock held
 across the post); a drainer that finds it leased, or not due yet, leaves it to the one that holds it or will retry
@@ -47,6 +49,7 @@ from agents.models import ExternalDesk
 from agents.selectors import external_desk_get
 from common.infra.bus import EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, event_signature
 from common.infra.circuit import Circuit
+from common.outbound import OutboundRefused, outbound_client
 from conversations.desk_contract import EVENT_TYPES, desk_event, where_of
 from conversations.models import Escalation, ExternalDeskEvent
 from platform.celery import app
@@ -151,7 +154,7 @@ def desk_outbox_drain(*, escalation_id: str) -> Drained:
     """Post the escalation's due events, oldest first, until none is left, one fails (:attr:`Drained.retry_in` says
     when to come back) or another drainer holds the oldest. Holds no transaction or lock across a post."""
     delivered = dropped = 0
-    client = httpx.Client()
+    client = outbound_client()  # the desk's URL is the operator's: never an internal address (common/outbound.py)
     try:
         while True:
             now = timezone.now()
@@ -206,6 +209,8 @@ def _post(client: httpx.Client, event: ExternalDeskEvent, desk: ExternalDesk | N
     headers = event_headers(event=event, secret=secret, attempt=attempt)
     try:
         answer = client.post(desk.url, content=event.body.encode(), headers=headers, timeout=desk.timeout)
+    except OutboundRefused as exc:
+        return str(exc)  # which host, and why: no address, no credentials
     except httpx.HTTPError as exc:
         return f"failed: {type(exc).__name__}"
     return None if answer.is_success else f"HTTP {answer.status_code}"

@@ -55,6 +55,7 @@ from common.events import Emit, emit_safely
 from common.infra import tracing
 from common.infra.bus import publish_event
 from common.infra.circuit import TRIAL, Circuit
+from common.outbound import outbound_async_client
 from conversations.models import BackendCall, BackendCallStatus
 from routing.specs import BackendSpec
 
@@ -257,7 +258,8 @@ def backend_outcome(*, profile: str, health: BackendHealth, reply: BackendReply,
 
 # --- the call -------------------------------------------------------------------------------------------
 
-# One HTTP client per event loop (connections belong to the loop that opened them; see agents/llm.py).
+# One HTTP client per event loop (connections belong to the loop that opened them; see agents/llm.py), under the
+# outbound policy (common/outbound.py): a backend's address is the operator's, never an internal one unless allowed.
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 _clients_lock = threading.Lock()
 
@@ -267,7 +269,7 @@ def _client() -> httpx.AsyncClient:
     with _clients_lock:
         client = _clients.get(loop)
         if client is None:
-            client = _clients[loop] = httpx.AsyncClient(follow_redirects=False)
+            client = _clients[loop] = outbound_async_client(follow_redirects=False)
         return client
 
 
@@ -432,7 +434,7 @@ def _a2a_client() -> httpx.AsyncClient:
     with _clients_lock:
         client = _a2a_clients.get(loop)
         if client is None:
-            client = _a2a_clients[loop] = httpx.AsyncClient(follow_redirects=False)
+            client = _a2a_clients[loop] = outbound_async_client(follow_redirects=False)
         return client
 
 

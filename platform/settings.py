@@ -247,6 +247,12 @@ CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)
 ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET", "") or SECRET_KEY
 
+# The outbound policy (common/outbound.py, docs/security.md "Outbound requests"): the addresses editors and
+# operators set (rollout webhooks, external desks, remote backends, MCP servers, model endpoints) are refused on
+# loopback, private, link-local and other internal networks, when saved and on every request, unless listed here:
+# host, host:port, address, address:port ([v6]:port) or network (10.0.0.0/8), comma-separated.
+OUTBOUND_ALLOWED = env.listing("OUTBOUND_ALLOWED")
+
 # Conversations' outcomes (docs/analytics.md, "Outcomes"): every OUTCOMES_CLOSE_SECONDS the open conversations idle past
 # their profile's abandon_after_minutes are decided, resolved or abandoned (conversations/outcomes.py).
 OUTCOMES_CLOSE_SECONDS = env.decimal("OUTCOMES_CLOSE_SECONDS", 60.0)

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from common.outbound import AsyncHttpx2GuardedTransport, Httpx2GuardedTransport, origin_entry
+
 CACHE_BYTES = 64 * 2**20  # ~11,000 embeddings of 1,536 dimensions
 BATCH_SIZE = 256  # texts per request when the examples are embedded
 NO_KEY = "not-needed"  # what a keyless local endpoint gets as the key (the openai client insists on one)
@@ -143,10 +145,18 @@ class EmbeddingsVectoriser:
             # endpoint reads them.
             "check_embedding_ctx_length": False,
         }
+        # Under the outbound policy (common/outbound.py); the endpoint is set in the environment
+        # (ROUTER_EMBEDDINGS_BASE_URL): its own address is allowed.
+        allowed = origin_entry(self.base_url)
+        options["http_client"] = openai.DefaultHttpxClient(
+            timeout=self.timeout, transport=Httpx2GuardedTransport(allowed=allowed)
+        )
         if for_loop:
             # langchain-openai otherwise shares one async HTTP client per endpoint across every event loop: its
             # connections belong to the loop that opened them, and the next loop's calls fail.
-            options["http_async_client"] = openai.DefaultAsyncHttpxClient(timeout=self.timeout)
+            options["http_async_client"] = openai.DefaultAsyncHttpxClient(
+                timeout=self.timeout, transport=AsyncHttpx2GuardedTransport(allowed=allowed)
+            )
         return OpenAIEmbeddings(**options)
 
     def _sync_client(self) -> Any:

@@ -79,6 +79,7 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
     ("agents/apps.py", "common.config_version"): READY,
     ("agents/apps.py", "common.history"): READY,
     ("analytics/apps.py", "analytics.services"): READY,
+    ("common/apps.py", "common.checks"): READY,
     ("analytics/apps.py", "conversations.signals"): READY,
     ("conversations/apps.py", "conversations.desk_webhook"): READY,
     ("conversations/apps.py", "conversations.signals"): READY,

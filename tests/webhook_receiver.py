@@ -1,5 +1,5 @@
-"""A webhook receiver for tests of the operational events (common/infra/bus.py): it records each POST and answers a
-status the test chooses."""
+"""A webhook receiver for tests of the operational events (common/infra/bus.py) and of the other posts the platform
+makes: it records each request and answers a status the test chooses (a redirect, with ``location``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from typing import Any
 
 
 class Receiver:
-    """A webhook receiver: records each post (headers, body) and answers ``status``."""
+    """A webhook receiver: records each post (headers, body) in ``posts`` and every request (method, path, headers)
+    in ``requests``, and answers ``status`` (with a ``Location`` header when ``location`` is set)."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, location: str = "") -> None:
         self.status = status
+        self.location = location
         self.posts: list[tuple[dict[str, str], bytes]] = []
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -24,7 +27,16 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.posts.append((dict(self.headers), body))
+                self._answer()
+
+            def do_GET(self):
+                self._answer()
+
+            def _answer(self):
+                receiver.requests.append((self.command, self.path, dict(self.headers)))
                 self.send_response(receiver.status)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -33,8 +45,12 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/events"
+        return f"http://127.0.0.1:{self.port}/events"
 
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(body) for _, body in self.posts]

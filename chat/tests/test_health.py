@@ -50,6 +50,26 @@ def test_an_mcp_server_that_is_down_makes_readiness_degraded_not_unavailable(cli
     assert full.status_code == 200 and full.json()["status"] == "degraded"
 
 
+def test_an_mcp_server_stored_on_an_internal_address_is_not_probed(client, telecom, settings):
+    """Anyone reads readiness: an operator's endpoint aimed at an internal address (stored before the outbound policy,
+    common/outbound.py) gets no request from it, and reads as unreachable."""
+    from agents.models import McpServer
+    from common.config_version import config_version_bump
+    from tests.webhook_receiver import Receiver
+
+    settings.OUTBOUND_ALLOWED = []
+    receiver = Receiver()
+    try:
+        McpServer.objects.filter(name="telecom").update(endpoint=f"http://127.0.0.1:{receiver.port}/mcp")
+        config_version_bump()
+        body = client.get("/api/health/ready").json()
+    finally:
+        receiver.stop()
+
+    assert receiver.requests == []
+    assert {"name": "telecom", "reachable": False} in body["mcp_servers"]
+
+
 def test_anonymous_callers_see_mcp_server_names_and_reachability_but_not_their_addresses(client, live_mcp, staff_user):
     for path in ("/api/health", "/api/health/ready"):
         anonymous = client.get(path).json()

@@ -38,6 +38,7 @@ from django.conf import settings
 
 from common.infra.cache import REDIS_DOWN
 from common.infra.circuit import Circuit
+from common.outbound import origin_entry, outbound_async_client
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +224,9 @@ class _Courier:
         import httpx
 
         if self.client is None:
-            self.client = httpx.AsyncClient()
+            # Under the outbound policy (common/outbound.py); EVENTS_WEBHOOK_URL is the operator's, set in the
+            # environment: its own address is allowed.
+            self.client = outbound_async_client(allowed=lambda: origin_entry(settings.EVENTS_WEBHOOK_URL))
             self.slots = asyncio.Semaphore(WEBHOOK_CONCURRENCY)
         assert self.slots is not None
         body = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, default=str).encode()

@@ -226,3 +226,19 @@ def test_a_celery_worker_posts_the_events_when_there_is_a_broker(api, acme, rece
     assert opened_event["type"] == "escalation.opened" and taken["type"] == "escalation.taken"
     assert signed_by(SECRET, opened_headers, receiver.posts[0][1])
     assert Escalation.objects.get(pk=opened_event["escalation"]["id"]).desk == "acme_desk"
+
+
+def test_a_desk_stored_on_an_internal_address_gets_nothing_and_the_log_says_why(
+    api, acme, receiver, in_process, settings, caplog
+):
+    """The outbound policy (common/outbound.py) holds when the post goes, whatever address was stored before."""
+    settings.OUTBOUND_ALLOWED = []
+    caplog.set_level(logging.WARNING)
+
+    say(api, "quero falar com um atendente")
+    assert desk_webhooks_flush(10)
+
+    assert receiver.requests == []
+    given_up = [record.getMessage() for record in caplog.records if "gave up" in record.getMessage()]
+    assert given_up and all("outbound policy" in message for message in given_up)
+    assert receiver.url not in caplog.text  # the desk's address is never logged

@@ -432,3 +432,19 @@ def test_loop_safety_stops_a_backend_move_that_repeats_too_often(api, telecom, s
     last = Handoff.objects.order_by("-id").first()
     assert (last.kind, last.status, last.outcome) == (HandoffKind.BACKEND, HandoffStatus.STOPPED, "path_repeated")
     assert Conversation.objects.get().active_backend == ""
+
+
+@pytest.mark.parametrize("kind", ["gateway", "a2a"])
+def test_a_backend_stored_on_an_internal_address_gets_no_request(api, telecom, settings, kind):
+    """The outbound policy (common/outbound.py) holds when the hop is made, whatever address was stored before."""
+    settings.OUTBOUND_ALLOWED = []
+    receiver = Receiver()
+    try:
+        faulty(telecom, f"http://127.0.0.1:{receiver.port}", kind=kind)
+        answer = send(api, "Quero a portabilidade", f"gw-internal-{kind}")
+    finally:
+        receiver.stop()
+
+    assert receiver.requests == []
+    assert answer["agent"] == "support_agent" and answer["metadata"]["backend"]["status"] == "unreachable"
+    assert "outbound policy" in BackendCall.objects.get().error
