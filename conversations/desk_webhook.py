@@ -10,13 +10,13 @@ cost nothing here.
 
 :func:`desk_outbox_drain` posts an escalation's events oldest first, one at a time: ``POST <url>`` with the JSON body
 and ``X-Platform-Event`` (its type), ``X-Platform-Event-Id``, ``X-Platform-Timestamp`` and ``X-Platform-Signature:
-sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`` with the desk's secret (:func:`common.infra.bus.event_signature`,
-as the operational events are signed), ``X-Platform-Delivery-Attempt``. A 2xx delivers it; anything else waits
-``DESK_WEBHOOK_RETRY_SECONDS`` × 2ⁿ (at most :data:`MAX_PAUSE_SECONDS`) and is tried again, the events after it
-waiting behind it, until ``DESK_WEBHOOK_RETRIES`` retries have failed: then one WARNING names the desk, the event and
-the last failure — never the URL nor the secret — and the next event goes. The desk's URL is never an internal address
-unless the operator allows it (:mod:`common.outbound`, checked on each post): a refused post fails as any other does,
-its failure saying so.
+sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`` with the desk's secret (:func:`common.infra.bus.signed_headers`, as
+the operational events and rollout plans' posts are signed, each with a secret of its own),
+``X-Platform-Delivery-Attempt``. A 2xx delivers it; anything else waits ``DESK_WEBHOOK_RETRY_SECONDS`` × 2ⁿ (at most
+:data:`MAX_PAUSE_SECONDS`) and is tried again, the events after it waiting behind it, until ``DESK_WEBHOOK_RETRIES``
+retries have failed: then one WARNING names the desk, the event and the last failure — never the URL nor the secret —
+and the next event goes. The desk's URL is never an internal address unless the operator allows it
+(:mod:`common.outbound`, checked on each post): a refused post fails as any other does, its failure saying so.
 
 Ordering: one drainer at a time per escalation, by a lease on its oldest event (a conditional update, no lock held
 across the post); a drainer that finds it leased, or not due yet, leaves it to the one that holds it or will retry
@@ -47,7 +47,7 @@ from django.utils import timezone
 from agents.desks import SecretUnavailable, signing_secret
 from agents.models import ExternalDesk
 from agents.selectors import external_desk_get
-from common.infra.bus import EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, event_signature
+from common.infra.bus import signed_headers
 from common.infra.circuit import Circuit
 from common.outbound import OutboundRefused, outbound_client
 from conversations.desk_contract import EVENT_TYPES, desk_event, where_of
@@ -56,7 +56,6 @@ from platform.celery import app
 
 logger = logging.getLogger(__name__)
 
-EVENT_ID_HEADER = "X-Platform-Event-Id"
 ATTEMPT_HEADER = "X-Platform-Delivery-Attempt"
 MAX_PAUSE_SECONDS = 300.0
 LEASE_MARGIN_SECONDS = 30.0  # a lease outlives its post's timeout by this much
@@ -121,15 +120,10 @@ def event_headers(
     *, event: ExternalDeskEvent, secret: str, attempt: int, timestamp: str | None = None
 ) -> dict[str, str]:
     """The headers of one attempt at posting ``event``, signed with ``secret`` over ``"<timestamp>.<body>"``."""
-    timestamp = timestamp or str(int(time.time()))
-    return {
-        "Content-Type": "application/json",
-        EVENT_HEADER: event.type,
-        EVENT_ID_HEADER: event.event_id.hex,
-        TIMESTAMP_HEADER: timestamp,
-        SIGNATURE_HEADER: event_signature(secret, timestamp, event.body.encode()),
-        ATTEMPT_HEADER: str(attempt),
-    }
+    signed = signed_headers(
+        secret, event.body.encode(), event=event.type, event_id=event.event_id.hex, timestamp=timestamp
+    )
+    return {**signed, ATTEMPT_HEADER: str(attempt)}
 
 
 def retry_pause(attempts: int) -> float:

@@ -243,9 +243,10 @@ CELERY_REDIS_SOCKET_CONNECT_TIMEOUT = 1.0
 
 # Rollout plans: every ROLLOUT_EVALUATE_SECONDS Celery beat evaluates the running plans (docs/rollouts.md);
 # without a broker the web server's own timer does. Each decision that moves a plan is posted to its webhook,
-# signed with ROLLOUT_WEBHOOK_SECRET (HMAC-SHA256 of the body, header X-Rollout-Signature).
+# signed with ROLLOUT_WEBHOOK_SECRET, a secret of its own (X-Platform-Signature: sha256=<HMAC of
+# "<X-Platform-Timestamp>.<body>">); without it nothing is posted (check --deploy says so: releases.W001).
 ROLLOUT_EVALUATE_SECONDS = env.decimal("ROLLOUT_EVALUATE_SECONDS", 60.0)
-ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET", "") or SECRET_KEY
+ROLLOUT_WEBHOOK_SECRET = env.string("ROLLOUT_WEBHOOK_SECRET")
 
 # The outbound policy (common/outbound.py, docs/security.md "Outbound requests"): the addresses editors and
 # operators set (rollout webhooks, external desks, remote backends, MCP servers, model endpoints) are refused on

@@ -1,6 +1,7 @@
 """A rollout plan's commands: start, pause, resume, advance, abort — and the completion that serves the candidate to
 everyone. Each is recorded as a :class:`~routing.models.RolloutDecision`; those that move the plan are posted to its
-webhook, signed (``X-Rollout-Signature: sha256=<HMAC of the body>``).
+webhook, signed with ``ROLLOUT_WEBHOOK_SECRET`` over a timestamp (:func:`webhook_headers`), to an address the outbound
+policy allows (:func:`webhook_send`); the decision says whether it was delivered, never what answered.
 
 These change configuration only: the profile's publish page starts a plan, and an approval starts one
 (:mod:`releases.approvals`). What the guard decides from the stored turns (hold, advance, roll back) is
@@ -37,7 +38,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from common.infra.bus import hmac_signature
+from common.endpoints import endpoint_mask
+from common.infra.bus import signed_headers
+from common.outbound import OutboundRefused, outbound_client
 from releases.versions import (
     ApprovalRequired,
     approval_check,
@@ -285,10 +288,28 @@ def plan_advance(
 
 # -- webhook -----------------------------------------------------------------------------------------------------
 
+WEBHOOK_EVENT = "rollout.decision"  # X-Platform-Event of every post
+# What a decision says of its post (an editor reads it): delivered or not, and why not only where the platform itself
+# decided it. What the receiver answered, or failed with, is for the operator: it is in the server's log (an editor
+# who aims the webhook must not learn from it what listens where).
+WEBHOOK_DELIVERED = "delivered"
+WEBHOOK_REFUSED = "not delivered: the address is internal and the operator does not allow it (OUTBOUND_ALLOWED)"
+WEBHOOK_FAILED = "not delivered: the receiver did not take it (the server's log says why)"
+WEBHOOK_UNSIGNED = "not delivered: ROLLOUT_WEBHOOK_SECRET is not set, or is another of the platform's secrets"
 
-def webhook_signature(body: bytes) -> str:
-    """``sha256=<hex HMAC-SHA256 of the body>`` with ``ROLLOUT_WEBHOOK_SECRET``."""
-    return hmac_signature(settings.ROLLOUT_WEBHOOK_SECRET, body)
+
+def webhook_secret() -> str:
+    """The secret the posts are signed with: ``ROLLOUT_WEBHOOK_SECRET``, a secret of its own — ``""`` when it is
+    unset or is one of the platform's other secrets (then nothing is posted: ``releases.W001``, ``releases.E001``)."""
+    secret = settings.ROLLOUT_WEBHOOK_SECRET
+    return "" if secret in {settings.SECRET_KEY, settings.EVENTS_WEBHOOK_SECRET} else secret
+
+
+def webhook_headers(decision: RolloutDecision, body: bytes, *, timestamp: str | None = None) -> dict[str, str]:
+    """A post's headers, signed over ``"<timestamp>.<body>"`` as the desks' and the events' posts are
+    (:func:`common.infra.bus.signed_headers`; docs/rollouts.md has the receiver's check): the event id is the
+    decision's, the timestamp now unless given."""
+    return signed_headers(webhook_secret(), body, event=WEBHOOK_EVENT, event_id=str(decision.pk), timestamp=timestamp)
 
 
 def webhook_body(decision: RolloutDecision) -> bytes:
@@ -315,17 +336,30 @@ def decision_webhook_later(decision: RolloutDecision) -> None:
 
 
 def webhook_send(decision_pk: int) -> str:
-    """Post a decision to its plan's webhook; what it answered is kept on the decision."""
+    """Post a decision to its plan's webhook, signed, under the outbound policy (:mod:`common.outbound`: never an
+    internal address the operator does not allow, checked on the address the post goes to), and keep on the
+    decision whether it was delivered (``WEBHOOK_*``); the server's log says what answered."""
     decision = RolloutDecision.objects.select_related("plan__profile", "plan__candidate", "plan__control").get(
         pk=decision_pk
     )
-    body = webhook_body(decision)
-    headers = {"Content-Type": "application/json", "X-Rollout-Signature": webhook_signature(body)}
-    try:
-        answer = httpx.post(decision.plan.webhook_url, content=body, headers=headers, timeout=5.0)
-        outcome = f"HTTP {answer.status_code}"
-    except httpx.HTTPError as exc:
-        outcome = f"failed: {type(exc).__name__}"
-        logger.warning("rollout webhook of plan %s %s", decision.plan_id, outcome)
+    shown = endpoint_mask(decision.plan.webhook_url)
+    if not webhook_secret():
+        outcome = WEBHOOK_UNSIGNED
+        logger.warning("rollout webhook of plan %s not posted: ROLLOUT_WEBHOOK_SECRET is not its own", decision.plan_id)
+    else:
+        body = webhook_body(decision)
+        try:
+            with outbound_client(timeout=5.0) as client:
+                answer = client.post(decision.plan.webhook_url, content=body, headers=webhook_headers(decision, body))
+        except OutboundRefused as exc:
+            outcome = WEBHOOK_REFUSED
+            logger.warning("rollout webhook of plan %s to %s: %s", decision.plan_id, shown, exc)
+        except httpx.HTTPError as exc:
+            outcome = WEBHOOK_FAILED
+            logger.warning("rollout webhook of plan %s to %s failed: %s", decision.plan_id, shown, type(exc).__name__)
+        else:
+            outcome = WEBHOOK_DELIVERED if answer.is_success else WEBHOOK_FAILED
+            if not answer.is_success:
+                logger.warning("rollout webhook of plan %s to %s: HTTP %s", decision.plan_id, shown, answer.status_code)
     RolloutDecision.objects.filter(pk=decision.pk).update(webhook=outcome[:200])
     return outcome

@@ -88,8 +88,8 @@ from releases.rollout_commands import (
     plan_parts,
     plan_start,
     webhook_body,
+    webhook_headers,
     webhook_send,
-    webhook_signature,
 )
 from routing.models import (
     RolloutDecision,
@@ -108,8 +108,8 @@ __all__ = [  # the commands, re-exported for the guard's callers (management com
     "plan_command",
     "plan_start",
     "webhook_body",
+    "webhook_headers",
     "webhook_send",
-    "webhook_signature",
 ]
 
 logger = logging.getLogger(__name__)

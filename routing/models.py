@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents.escalation import EscalationSettings, validate_team_name
 from common.history import user_id_pseudonym
+from common.outbound import validate_outbound_url
 from common.text import normalize
 from routing.goals import ManifestError, goal_check
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
@@ -700,7 +701,11 @@ class RolloutPlan(models.Model):
         validators=[MinValueValidator(0.0001), MaxValueValidator(0.2)],
         help_text="Significance a rate or score difference needs before it rolls back (one-sided tests).",
     )
-    webhook_url = models.URLField(blank=True, help_text="Optional: each decision that moves the plan is posted here.")
+    webhook_url = models.URLField(
+        blank=True,
+        validators=[validate_outbound_url],  # never an internal address (common/outbound.py)
+        help_text="Optional: each decision that moves the plan is posted here.",
+    )
     status = models.CharField(max_length=16, choices=RolloutPlanStatus.choices, default=RolloutPlanStatus.READY)
     stage = models.PositiveSmallIntegerField(
         default=0, help_text="The running stage (the first is stored as 0 and shown as stage 1)."

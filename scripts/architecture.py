@@ -83,6 +83,7 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
     ("analytics/apps.py", "conversations.signals"): READY,
     ("conversations/apps.py", "conversations.desk_webhook"): READY,
     ("conversations/apps.py", "conversations.signals"): READY,
+    ("releases/apps.py", "releases.checks"): READY,
     ("tenants/apps.py", "common.config_version"): READY,
     ("tenants/apps.py", "tenants.models"): READY,
     ("tenants/apps.py", "tenants.throttles"): READY,

@@ -7,6 +7,7 @@ already has is kept.
   the webhook receivers, the hosts of ``tests/test_multi_host.py`` — listen on loopback, which the outbound policy
   (``common/outbound.py``) refuses unless the operator allows it. The suite allows loopback, as ``scripts/start``
   allows its own servers; the tests of the policy itself allow less.
+* ``ROLLOUT_WEBHOOK_SECRET``: a rollout plan's webhook is signed with a secret of its own, or not posted.
 """
 
 from __future__ import annotations
@@ -14,3 +15,4 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.0/8,::1")
+os.environ.setdefault("ROLLOUT_WEBHOOK_SECRET", "suite-rollout-webhook-secret-not-for-production")

@@ -47,6 +47,7 @@ CHANNEL_MESSAGE_TYPE = "platform.events"  # a consumer's ``platform_events`` han
 SIGNATURE_HEADER = "X-Platform-Signature"
 TIMESTAMP_HEADER = "X-Platform-Timestamp"
 EVENT_HEADER = "X-Platform-Event"
+EVENT_ID_HEADER = "X-Platform-Event-Id"
 
 
 def tenant_group(tenant: str) -> str:
@@ -55,13 +56,28 @@ def tenant_group(tenant: str) -> str:
 
 
 def hmac_signature(secret: str, body: bytes) -> str:
-    """``sha256=<hex HMAC-SHA256 of body>`` (the rollout and event webhooks sign with it)."""
+    """``sha256=<hex HMAC-SHA256 of body>``."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def event_signature(secret: str, timestamp: str, body: bytes) -> str:
-    """The event webhook's signature: over ``<timestamp>.<body>``, so that a replayed body with a new time fails."""
+    """The webhooks' signature: over ``<timestamp>.<body>``, so that a replayed body with a new time fails."""
     return hmac_signature(secret, timestamp.encode() + b"." + body)
+
+
+def signed_headers(
+    secret: str, body: bytes, *, event: str, event_id: str = "", timestamp: str | None = None
+) -> dict[str, str]:
+    """The headers of one signed post — the operational events', the external desks' and the rollout plans' alike,
+    each with its own secret: ``X-Platform-Event`` (its type), ``X-Platform-Event-Id`` when it has one,
+    ``X-Platform-Timestamp`` (Unix seconds, now unless given) and ``X-Platform-Signature``
+    (:func:`event_signature`). A receiver checks one recipe for all three (docs/events.md)."""
+    timestamp = timestamp or str(int(time.time()))
+    headers = {"Content-Type": "application/json", EVENT_HEADER: event}
+    if event_id:
+        headers[EVENT_ID_HEADER] = event_id
+    headers.update({TIMESTAMP_HEADER: timestamp, SIGNATURE_HEADER: event_signature(secret, timestamp, body)})
+    return headers
 
 
 def event_envelope(
@@ -234,13 +250,7 @@ class _Courier:
         for attempt in range(webhook.retries + 1):
             if attempt:
                 await asyncio.sleep(min(0.5 * 2 ** (attempt - 1), 10.0))
-            timestamp = str(int(time.time()))
-            headers = {
-                "Content-Type": "application/json",
-                EVENT_HEADER: envelope["type"],
-                TIMESTAMP_HEADER: timestamp,
-                SIGNATURE_HEADER: event_signature(webhook.secret, timestamp, body),
-            }
+            headers = signed_headers(webhook.secret, body, event=envelope["type"])
             try:
                 async with self.slots:
                     answer = await self.client.post(webhook.url, content=body, headers=headers, timeout=webhook.timeout)

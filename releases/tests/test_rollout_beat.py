@@ -132,8 +132,9 @@ def test_beat_rolls_a_bad_candidate_back_in_its_first_stage_and_posts_the_signed
     while not any(json.loads(body)["action"] == "rollback" for _, body in received) and time.monotonic() < deadline:
         time.sleep(0.1)
     headers, body = next((h, b) for h, b in received if json.loads(b)["action"] == "rollback")
-    signature = hmac.new(settings.ROLLOUT_WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
-    assert headers["X-Rollout-Signature"] == f"sha256={signature}"
+    signed = headers["X-Platform-Timestamp"].encode() + b"." + body
+    signature = hmac.new(settings.ROLLOUT_WEBHOOK_SECRET.encode(), signed, hashlib.sha256).hexdigest()
+    assert headers["X-Platform-Signature"] == f"sha256={signature}"
     assert json.loads(body)["figures"]["candidate"]["fallback_rate"]["rate"] > 0.9
 
 

@@ -81,14 +81,15 @@ def test_a_candidate_is_stored_without_release_and_rolled_out_by_command(candida
     assert plan.status == RolloutPlanStatus.ABORTED
     shown = run("rollout", "status", str(plan.pk))
     assert "abort" in shown and "advance" in shown and "start" in shown
-    # pause, resume, advance and abort moved the plan: each was posted, signed with the secret
+    # pause, resume, advance and abort moved the plan: each was posted, signed with the secret over its timestamp
     bodies = [json.loads(body) for _, body in received]
     assert [body["action"] for body in bodies] == ["pause", "resume", "advance", "abort"]
     for headers, body in received:
-        expected = hmac.new(settings.ROLLOUT_WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
-        assert headers["X-Rollout-Signature"] == f"sha256={expected}"
+        signed = headers["X-Platform-Timestamp"].encode() + b"." + body
+        expected = hmac.new(settings.ROLLOUT_WEBHOOK_SECRET.encode(), signed, hashlib.sha256).hexdigest()
+        assert headers["X-Platform-Signature"] == f"sha256={expected}"
     assert bodies[-1]["profile"] == "telecom_contas" and bodies[-1]["candidate"] == 2 and bodies[-1]["control"] == 1
-    assert set(plan.decisions.exclude(action="start").values_list("webhook", flat=True)) == {"HTTP 204"}
+    assert set(plan.decisions.exclude(action="start").values_list("webhook", flat=True)) == {"delivered"}
 
 
 def test_the_command_names_what_is_wrong(candidate):
