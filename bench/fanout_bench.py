@@ -48,6 +48,7 @@ def inner(args: argparse.Namespace) -> int:
     # The project root before this script's folder, whose tests/ (bench/tests) would hide the project's tests/.
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+    os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.0/8")  # the demo's MCP servers listen on loopback here
     import django
 
     django.setup()

@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 _DB = tempfile.NamedTemporaryFile(prefix="routing-accuracy-", suffix=".sqlite3", delete=False)  # noqa: SIM115
 os.environ["DATABASE_URL"] = f"sqlite:///{_DB.name}"
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.0/8")  # the demo's MCP servers listen on loopback here
 
 import django  # noqa: E402
 import yaml  # noqa: E402

@@ -53,7 +53,8 @@ class ServiceError(RuntimeError):
 
 def bench_server_env(root: Path) -> Env:
     """What a benchmark serves the platform with: production settings (``DJANGO_DEBUG=false``), but plain HTTP on
-    loopback and one key sending far more than a client may: no HTTPS redirect, cookies over HTTP, no rate limits."""
+    loopback and one key sending far more than a client may: no HTTPS redirect, cookies over HTTP, no rate limits, its
+    loopback servers allowed by the outbound policy."""
     return {
         "PYTHONPATH": str(root),
         "DJANGO_SETTINGS_MODULE": "platform.settings",
@@ -64,6 +65,8 @@ def bench_server_env(root: Path) -> Env:
         "API_RATE_PER_KEY": "off",
         "API_MESSAGE_RATE_PER_KEY": "off",
         "API_MESSAGE_RATE_PER_SESSION": "off",
+        # The benchmark's MCP servers and receivers listen on loopback, which the outbound policy refuses otherwise.
+        "OUTBOUND_ALLOWED": "127.0.0.0/8",
     }
 
 
