@@ -4,6 +4,7 @@ makes: it records each request and answers a status the test chooses (a redirect
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -11,9 +12,10 @@ from typing import Any
 
 class Receiver:
     """A webhook receiver: records each post (headers, body) in ``posts`` and every request (method, path, headers)
-    in ``requests``, and answers ``status`` (with a ``Location`` header when ``location`` is set)."""
+    in ``requests``, and answers ``status`` (with a ``Location`` header when ``location`` is set); over TLS with a
+    server context (``tls``)."""
 
-    def __init__(self, status: int = 200, location: str = "") -> None:
+    def __init__(self, status: int = 200, location: str = "", tls: ssl.SSLContext | None = None) -> None:
         self.status = status
         self.location = location
         self.posts: list[tuple[dict[str, str], bytes]] = []
@@ -42,6 +44,8 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        if tls is not None:  # HTTPS, with the certificate the context holds
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import shutil
+import ssl
+import subprocess
 
 import httpx
 import httpx2
@@ -47,20 +50,21 @@ def resolver(monkeypatch):
     return names
 
 
-def post(stack: str, url: str, **options) -> int:
-    """POST ``url`` through the guarded transport of ``stack``; the answer's status."""
+def post(stack: str, url: str, transport: dict | None = None, **options) -> int:
+    """POST ``url`` through the guarded transport of ``stack`` (``transport``: its options); the answer's status."""
+    transport = transport or {}
     if stack == "httpx":
-        with httpx.Client(transport=GuardedTransport(), **options) as client:
+        with httpx.Client(transport=GuardedTransport(**transport), **options) as client:
             return client.post(url, content=b"{}").status_code
     if stack == "httpx2":
-        with httpx2.Client(transport=Httpx2GuardedTransport(), **options) as client:
+        with httpx2.Client(transport=Httpx2GuardedTransport(**transport), **options) as client:
             return client.post(url, content=b"{}").status_code
 
     async def posted() -> int:
         if stack == "httpx-async":
-            async with httpx.AsyncClient(transport=AsyncGuardedTransport(), **options) as client:
+            async with httpx.AsyncClient(transport=AsyncGuardedTransport(**transport), **options) as client:
                 return (await client.post(url, content=b"{}")).status_code
-        async with httpx2.AsyncClient(transport=AsyncHttpx2GuardedTransport(), **options) as client:
+        async with httpx2.AsyncClient(transport=AsyncHttpx2GuardedTransport(**transport), **options) as client:
             return (await client.post(url, content=b"{}")).status_code
 
     return asyncio.run(posted())
@@ -197,6 +201,44 @@ def test_the_transport_sends_to_the_address_it_checked_and_keeps_the_name(stack,
     [(method, path, headers)] = receiver.requests
     assert (method, path) == ("POST", "/hook?x=1")
     assert headers["Host"] == f"receiver.test:{receiver.port}"
+
+
+@pytest.fixture
+def certificate(tmp_path):
+    """A self-signed certificate for ``receiver.test`` (and no address): ``(certificate file, key file)``."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("openssl is needed to make the test's certificate")
+    cert, key = tmp_path / "receiver.pem", tmp_path / "receiver.key"
+    request = (
+        "req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=receiver.test -addext subjectAltName=DNS:receiver.test"
+    )
+    made = [openssl, *request.split(), "-keyout", str(key), "-out", str(cert)]
+    subprocess.run(made, check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_tls_verifies_the_name_while_the_connection_goes_to_the_checked_address(
+    stack, certificate, nothing_allowed, resolver
+):
+    cert, key = certificate
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    secure = Receiver(status=204, tls=served)
+    trusted = {"verify": ssl.create_default_context(cafile=str(cert))}
+    resolver["receiver.test"] = resolver["impostor.test"] = ["127.0.0.1"]
+    nothing_allowed.OUTBOUND_ALLOWED = [f"127.0.0.1:{secure.port}"]
+    try:
+        assert post(stack, f"https://receiver.test:{secure.port}/hook", trusted) == 204
+        # The certificate is for receiver.test: another name at the same address is not taken for it.
+        connect_error = httpx2.ConnectError if stack.startswith("httpx2") else httpx.ConnectError
+        with pytest.raises(connect_error, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            post(stack, f"https://impostor.test:{secure.port}/hook", trusted)
+    finally:
+        secure.stop()
+    [(_, _, headers)] = secure.requests
+    assert headers["Host"] == f"receiver.test:{secure.port}"
 
 
 @pytest.mark.parametrize("stack", STACKS)
