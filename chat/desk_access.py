@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
+
 from common.errors import DomainError, NotFound
 from conversations.desk import ERROR_ESCALATION_NOT_FOUND, Person, escalation_get, person_of_user
 from conversations.desk_reads import DeskTenant
@@ -68,6 +70,12 @@ def desk_tenants(principal: Any) -> dict[int, DeskTenant]:
         pk: DeskTenant(id=pk, slug=slug, name=name)
         for pk, slug, name in tenants.order_by("slug").values_list("pk", "slug", "name")
     }
+
+
+def desk_user_reread(user_id: int) -> Any | None:
+    """The user as the database holds them now (their permissions not yet read), or ``None`` once they are gone: the
+    flags and rights an open desk socket was admitted with may have changed since."""
+    return get_user_model()._default_manager.filter(pk=user_id).first()
 
 
 def escalation_for(principal: Any, escalation_id: Any) -> Escalation:

@@ -34,6 +34,13 @@ Every frame checks the right again (:func:`chat.desk_access.may_answer`) and cal
 written). A reply costs the right's check and the service's own queries: the tenant of an escalation the socket has
 seen (in its snapshot, an event or an answer) is remembered, so it is not read again.
 
+Every event, before it is forwarded, and every frame check that the person still may see what the socket was opened
+on (:meth:`Desk.refusal`): the user active staff, answering for the same tenants. The rights are read again only when
+the configuration version moved (:mod:`common.config_version`, one cache read; a grant, a group, a permission or the
+user saved or deleted, or a grant updated in bulk, moves it at once). Once they changed the socket closes after one
+error event: 4401 (no longer active staff), 4403 (no tenant left) or :data:`CLOSE_RIGHTS_CHANGED` (``rights_changed``:
+other tenants than it opened on; the desk page opens it again, on a fresh snapshot). Nothing is forwarded after.
+
 The events come through the channel layer's groups of the tenants' desks, joined on one channel when the socket
 opens (:func:`chat.pushes.group_listen`): a layer that fails costs the socket its events (it keeps trying and the
 client may reopen for a fresh snapshot), never its actions.
@@ -55,8 +62,16 @@ from django.db import close_old_connections
 from rest_framework.exceptions import Throttled
 
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED, Refused
-from chat.desk_access import ERROR_DESK_FORBIDDEN, desk_tenants, escalation_for, may_answer, person_for
+from chat.desk_access import (
+    ERROR_DESK_FORBIDDEN,
+    desk_tenants,
+    desk_user_reread,
+    escalation_for,
+    may_answer,
+    person_for,
+)
 from chat.pushes import LISTEN_READY_SECONDS, group_listen, listen_stop
+from common.config_version import config_version
 from common.errors import DomainError, NotFound, error_body
 from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.delivery import desk_group
@@ -88,6 +103,10 @@ ERROR_TEAM_REQUIRED = "Name the team to transfer to: one of the profile's teams.
 ERROR_PRIORITY = "priority must be 1 (urgent) to 4 (low), or one of urgent, high, normal, low."
 ERROR_NOTE = "note must be text."
 ERROR_SERVER = "The action could not be done."
+ERROR_DESK_RIGHTS_CHANGED = (
+    "Your rights to answer as a person changed: the desk opens again on the tenants you may answer for now."
+)
+CLOSE_RIGHTS_CHANGED = 4205  # as HTTP's 205 Reset Content: open again, for a fresh snapshot
 FRAME_ID_MAX = 100
 # The desk rows' kinds of event (the others, message and note, name the escalation by its id).
 ROW_EVENTS = frozenset({"queued", "taken", "transferred", "returned", "closed"})
@@ -128,12 +147,33 @@ def _escalation_key(value: Any) -> str:
 @dataclass
 class Desk:
     """One open desk socket's person: the user, who they are to the customer, the tenants they answer for (as it
-    opened), and the tenant of each escalation seen (it never changes)."""
+    opened), the tenant of each escalation seen (it never changes), and the configuration version the rights were
+    last read at (``None``: read them on the next check)."""
 
     user: Any
     person: Person
     tenants: dict[int, DeskTenant]
     tenant_of: dict[str, int] = field(default_factory=dict)
+    version: int | None = None
+
+    def refusal(self) -> Refused | None:
+        """Why the socket may no longer show what it opened on — the user gone, inactive or no longer staff, no tenant
+        left, or other tenants than it opened on — or ``None``. One cache read while the configuration version stays
+        (:func:`common.config_version.config_version`); the user and their rights read again once it moved."""
+        version = config_version()  # before the rights: a change made while they are read moves it again
+        if version == self.version:
+            return None
+        user = desk_user_reread(self.user.pk)
+        refused = _user_refusal(user)
+        if refused is not None:
+            return refused
+        tenants = desk_tenants(user)
+        if not tenants:
+            return Refused("permission_denied", ERROR_DESK_FORBIDDEN, CLOSE_FORBIDDEN)
+        if tenants.keys() != self.tenants.keys():
+            return Refused("rights_changed", ERROR_DESK_RIGHTS_CHANGED, CLOSE_RIGHTS_CHANGED)
+        self.user, self.version = user, version
+        return None
 
     def seen(self, row: Mapping[str, Any]) -> None:
         if row.get("id") and row.get("tenant_id") is not None:
@@ -194,13 +234,13 @@ class Desk:
         return {"escalation": self.entry(returned)}
 
 
-def desk_act_released(desk: Desk, action: str, frame: Mapping[str, Any]) -> dict[str, Any]:
-    """:meth:`Desk.act` on a thread of the event loop's own pool, whose database connection is given back when it is
-    done: that thread may idle for long, and a pooled connection it kept would be one of the pool's few out of use
-    (Channels' wrapper gives it back too, but its test communicator turns that off, and a pool that lost one
-    connection a frame ran dry)."""
+def released(work: Any, *args: Any) -> Any:
+    """``work(*args)`` (:meth:`Desk.act`, :meth:`Desk.refusal`) on a thread of the event loop's own pool, whose
+    database connection is given back when it is done: that thread may idle for long, and a pooled connection it kept
+    would be one of the pool's few out of use (Channels' wrapper gives it back too, but its test communicator turns
+    that off, and a pool that lost one connection a frame ran dry)."""
     try:
-        return desk.act(action, frame)
+        return work(*args)
     finally:
         close_old_connections()
 
@@ -209,25 +249,34 @@ def desk_act_released(desk: Desk, action: str, frame: Mapping[str, Any]) -> dict
 ACTIONS = ("open", "take", "reply", "note", "transfer", "hand_back")
 
 
-def desk_admitted(scope: Mapping[str, Any]) -> Desk:
-    """The desk of the socket's staff session; raises :class:`~chat.consumers.Refused`."""
-    user = scope.get("user")
+def _user_refusal(user: Any) -> Refused | None:
+    """A user who may not have a desk at all (none, not logged in, inactive, not staff): the refusal."""
     if not (
         getattr(user, "is_authenticated", False)
         and getattr(user, "is_active", False)
         and getattr(user, "is_staff", False)
     ):
-        raise Refused("not_authenticated", ERROR_DESK_LOGIN, CLOSE_UNAUTHORIZED)
+        return Refused("not_authenticated", ERROR_DESK_LOGIN, CLOSE_UNAUTHORIZED)
+    return None
+
+
+def desk_admitted(scope: Mapping[str, Any]) -> Desk:
+    """The desk of the socket's staff session; raises :class:`~chat.consumers.Refused`."""
+    user = scope.get("user")
+    refused = _user_refusal(user)
+    if refused is not None:
+        raise refused
     ident = principal_ident(user)
     try:
         if ident is not None:
             request_throttle(scope=API_SCOPE, ident=ident)
     except Throttled as exc:
         raise Refused(exc.default_code, str(exc.detail), CLOSE_RATE_LIMITED) from None
+    version = config_version()  # before the rights (Desk.refusal)
     tenants = desk_tenants(user)
     if not tenants:
         raise Refused("permission_denied", ERROR_DESK_FORBIDDEN, CLOSE_FORBIDDEN)
-    return Desk(user=user, person=person_for(user), tenants=tenants)
+    return Desk(user=user, person=person_for(user), tenants=tenants, version=version)
 
 
 def _frame_id(frame: Mapping[str, Any]) -> str | int | None:
@@ -254,9 +303,7 @@ class DeskConsumer(AsyncJsonWebsocketConsumer):
         try:
             self.desk = await database_sync_to_async(desk_admitted)(self.scope)
         except Refused as refused:
-            self.gone = True
-            await self.send_json({"type": "error", **error_body(refused.code, refused.message, refused.fields)})
-            await self.close(code=refused.close_code)
+            await self._refuse(refused)
             return
         ready = asyncio.Event()
         groups = [desk_group(tenant_id) for tenant_id in self.desk.tenants]
@@ -276,10 +323,11 @@ class DeskConsumer(AsyncJsonWebsocketConsumer):
             await self._forward(event)
 
     async def _forward(self, event: dict[str, Any]) -> None:
-        """A desk event as the socket shows it: its kind as the frame's type; a desk row with its tenant's slug."""
+        """A desk event as the socket shows it: its kind as the frame's type; a desk row with its tenant's slug. Only
+        while the person may still see it (:meth:`_still_admitted`)."""
         desk = self.desk
         kind = event.get("kind")
-        if desk is None or not isinstance(kind, str):
+        if desk is None or not isinstance(kind, str) or not await self._still_admitted():
             return
         shown = {"type": kind, **{name: value for name, value in event.items() if name != "kind"}}
         row = event.get("escalation")
@@ -321,6 +369,8 @@ class DeskConsumer(AsyncJsonWebsocketConsumer):
         except DomainError as exc:
             await self._send_error(None, exc)
             return
+        if not await self._still_admitted():
+            return
         action = frame.get("action")
         if action not in ACTIONS:
             message = ERROR_ACTION.format(actions=", ".join(ACTIONS))
@@ -330,7 +380,7 @@ class DeskConsumer(AsyncJsonWebsocketConsumer):
             # Not on the process's one thread-sensitive thread, where every turn's reads and writes queue: a
             # person's reply would wait behind the customers' turns (docs/benchmarks.md, the desk). A frame's work is
             # one transaction on its own connection; the socket reads its next frame once this one is answered.
-            done = await database_sync_to_async(desk_act_released, thread_sensitive=False)(desk, action, frame)
+            done = await database_sync_to_async(released, thread_sensitive=False)(desk.act, action, frame)
         except DomainError as exc:
             await self._send_error(frame_id, exc)
             return
@@ -339,6 +389,27 @@ class DeskConsumer(AsyncJsonWebsocketConsumer):
             await self._send_error(frame_id, DomainError(ERROR_SERVER), code="server_error")
             return
         await self._send({"type": "result", "id": frame_id, "action": action, **done})
+
+    async def _still_admitted(self) -> bool:
+        """Whether the person may still see what the socket opened on (:meth:`Desk.refusal`, off the thread-sensitive
+        thread, as a frame's work); if not, the socket is refused and closed, and nothing more is sent."""
+        if self.gone or self.desk is None:
+            return False
+        try:
+            refused = await database_sync_to_async(released, thread_sensitive=False)(self.desk.refusal)
+        except Exception:
+            logger.exception("Desk rights check failed")
+            refused = Refused("server_error", ERROR_SERVER, CLOSE_RIGHTS_CHANGED)
+        if refused is None:
+            return True
+        await self._refuse(refused)
+        return False
+
+    async def _refuse(self, refused: Refused) -> None:
+        """One error event, then the close: the socket sends nothing more."""
+        await self._send({"type": "error", **error_body(refused.code, refused.message, refused.fields)})
+        self.gone = True
+        await self.close(code=refused.close_code)
 
     async def _send_error(self, frame_id: Any, exc: DomainError, code: str = "") -> None:
         answer = {"type": "error", **error_body(code or exc.code, exc.message, exc.fields)}

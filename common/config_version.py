@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.core.cache import cache
 from django.db import models, transaction
@@ -118,22 +119,67 @@ def _changed(sender: type[models.Model], **kwargs: object) -> None:
     config_version_bump()
 
 
+class _ChangedUnless:
+    """A save receiver that ignores the saves of only ``ignored`` fields (a login's ``last_login``)."""
+
+    def __init__(self, ignored: frozenset[str]) -> None:
+        self.ignored = ignored
+
+    def __call__(self, sender: type[models.Model], **kwargs: object) -> None:
+        fields = kwargs.get("update_fields")  # a frozenset of names, or None
+        if isinstance(fields, frozenset) and fields and fields <= self.ignored:
+            return
+        _changed(sender, **kwargs)
+
+
 def _m2m_changed(sender: type[models.Model], action: str, **kwargs: object) -> None:
     if action in {"post_add", "post_remove", "post_clear"}:
         config_version_bump()
 
 
-def config_models_watch(*watched: type[models.Model], relations: tuple[type[models.Model], ...] = ()) -> None:
+def config_models_watch(
+    *watched: type[models.Model],
+    relations: tuple[type[models.Model], ...] = (),
+    ignored_fields: frozenset[str] = frozenset(),
+) -> None:
     """Bump the version on every save and delete of ``watched``, and every change of the many-to-many
-    ``relations`` (their ``through`` models). Call from ``AppConfig.ready``.
+    ``relations`` (their ``through`` models). Call from ``AppConfig.ready``. A save of only ``ignored_fields``
+    (``save(update_fields=...)``) does not bump it.
 
     Signals are used here (and only here) because every write path must be covered. This is cache
     invalidation, not business logic. Bulk ``QuerySet.update`` bypasses signals; the few places that use
-    it call :func:`config_version_bump` themselves.
+    it call :func:`config_version_bump` themselves, and a model whose manager is :class:`VersionedQuerySet`'s
+    bumps on its bulk writes too.
     """
+    saved = _ChangedUnless(ignored_fields) if ignored_fields else _changed
     for model in watched:
         label = model._meta.label
-        post_save.connect(_changed, sender=model, dispatch_uid=f"config-version-save-{label}")
+        post_save.connect(saved, sender=model, weak=False, dispatch_uid=f"config-version-save-{label}")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"config-version-delete-{label}")
     for through in relations:
         m2m_changed.connect(_m2m_changed, sender=through, dispatch_uid=f"config-version-m2m-{through._meta.label}")
+
+
+class VersionedQuerySet(models.QuerySet):
+    """The queryset of a watched model whose rows are written in bulk too (a shell's ``update``, a script's
+    ``bulk_create``): those writes send no signal, so they bump the version themselves. For models whose changes
+    must reach every process at once (the rights a desk socket checks on every event); not for rows written on
+    every request."""
+
+    def update(self, **kwargs: Any) -> int:
+        count = super().update(**kwargs)
+        if count:
+            config_version_bump()
+        return count
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> Any:
+        created = super().bulk_create(objs, *args, **kwargs)
+        if created:
+            config_version_bump()
+        return created
+
+    def bulk_update(self, objs: Any, fields: Any, *args: Any, **kwargs: Any) -> int:
+        count = super().bulk_update(objs, fields, *args, **kwargs)
+        if count:
+            config_version_bump()
+        return count

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from common.config_version import VersionedQuerySet
 from tenants.rates import rate_validate
 
 
@@ -52,6 +53,8 @@ class Tenant(models.Model):
         ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = VersionedQuerySet.as_manager()  # a bulk update (is_active) reaches every process's checks
 
     class Meta:
         db_table = "routing_tenant"  # the table kept its name when the model moved here from routing
@@ -118,6 +121,9 @@ class TenantGrant(models.Model):
         help_text="The desk: take this tenant's escalated conversations, answer them as a person, hand them back.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # A grant changed in bulk (a shell's update) reaches the desk sockets' checks at once, as a saved one does.
+    objects = VersionedQuerySet.as_manager()
 
     class Meta:
         ordering = ["tenant", "id"]

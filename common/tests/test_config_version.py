@@ -42,3 +42,33 @@ def test_a_change_made_inside_a_pinned_step_is_read_after_it():
             config_version_bump()
 
         assert config_version() > before
+
+
+def test_a_bulk_write_of_a_versioned_model_bumps_the_version_as_a_save_does(tenant):
+    from tenants.models import Tenant
+
+    before = config_version()
+    with django_capture_on_commit():
+        Tenant.objects.filter(pk=tenant.pk).update(name="Renamed in bulk")
+    after_update = config_version()
+    with django_capture_on_commit():
+        Tenant.objects.filter(pk=-1).update(name="nobody")  # no row written: nothing to tell
+
+    assert after_update > before
+    assert config_version() == after_update
+
+
+def test_a_login_does_not_bump_the_version_and_a_change_of_the_user_does(django_user_model):
+    from django.contrib.auth.models import update_last_login
+
+    user = django_user_model.objects.create_user("watched", "watched@example.com", "watched-password")
+    before = config_version()
+    with django_capture_on_commit():
+        update_last_login(None, user)
+    after_login = config_version()
+    with django_capture_on_commit():
+        user.is_staff = True
+        user.save()
+
+    assert after_login == before
+    assert config_version() > after_login
