@@ -62,6 +62,7 @@ from a2a.types import (
     InvalidParamsError,
     ListTasksRequest,
     ListTasksResponse,
+    Role,
     SecurityRequirement,
     SecurityScheme,
     SendMessageRequest,
@@ -87,6 +88,7 @@ from chat.intake import (
     TextTooLong,
     UnknownProfile,
     gateway_hops,
+    identifier_stored,
     message_read,
     turn_input_build,
 )
@@ -104,6 +106,7 @@ from common.errors import (
 from common.infra import tracing
 from common.infra.metrics import http_request_observe
 from conversations.graph import run_turn, turn_detach
+from conversations.guardrails import redact
 from conversations.models import A2ATask
 from conversations.turn import TurnInput, TurnResult
 from routing import snapshot
@@ -154,6 +157,10 @@ _FIELDS = {
     "agent_id": "agent_id",
 }
 _AGENT_PATH = re.compile(r"/a2a/(?P<agent_id>[^/]+)/")
+# What the task store masks in a part (a text part's text, a data part's value, a part's metadata), and what it keeps
+# of a message's metadata as the conversation store keeps it (the status message's routing: the conversation's key).
+_MASKED_IN_PARTS = frozenset({"text", "data", "metadata"})
+_KEPT_IN_METADATA = frozenset({"conversation_key"})
 
 
 # --- the card ----------------------------------------------------------------------------------------------
@@ -562,16 +569,71 @@ def _owner(context: ServerCallContext) -> tuple[int, str]:
     return client.tenant.pk, context.state[AGENT_ID]
 
 
+def _part_stored(part: dict[str, Any]) -> dict[str, Any]:
+    return {name: redact(value) if name in _MASKED_IN_PARTS else value for name, value in part.items()}
+
+
+def _metadata_stored(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: (
+            identifier_stored(value)
+            if name == "user_id" and isinstance(value, str)
+            else value
+            if name in _KEPT_IN_METADATA
+            else redact(value)
+        )
+        for name, value in metadata.items()
+    }
+
+
+def _message_stored(message: dict[str, Any], *, keep_input: bool) -> dict[str, Any]:
+    kept = keep_input and message.get("role") == Role.Name(Role.ROLE_USER)
+    stored = {**message, "parts": [part if kept else _part_stored(part) for part in message.get("parts", [])]}
+    if "metadata" in message:
+        stored["metadata"] = _metadata_stored(message["metadata"])
+    return stored
+
+
+def task_stored(task: Task, *, keep_input: bool) -> dict[str, Any]:
+    """The task as :class:`TaskRows` keeps it (the protocol's JSON), masked as the conversation store keeps a turn
+    (docs/security.md, Personal data): every text and data part of its messages (history, status) and artifacts and
+    every metadata value redacted (:func:`conversations.guardrails.redact`: ``[CPF]``, ``[CARD ••••1111]``,
+    ``[EMAIL]``, secrets hidden) — the customer's own text kept as sent only where the profile's
+    ``guardrails.store_original_input`` keeps it in the conversation — and ``metadata.user_id`` as its keyed pseudonym
+    (:func:`chat.intake.identifier_stored`). Ids, the context and the conversation's key stay as the conversation
+    store keeps them."""
+    document = MessageToDict(task)
+    status = document.get("status", {})
+    if "message" in status:
+        document["status"] = {**status, "message": _message_stored(status["message"], keep_input=keep_input)}
+    if "history" in document:
+        document["history"] = [_message_stored(entry, keep_input=keep_input) for entry in document["history"]]
+    if "artifacts" in document:
+        document["artifacts"] = [
+            {
+                **artifact,
+                "parts": [_part_stored(part) for part in artifact.get("parts", [])],
+                **({"metadata": redact(artifact["metadata"])} if "metadata" in artifact else {}),
+            }
+            for artifact in document["artifacts"]
+        ]
+    if "metadata" in document:
+        document["metadata"] = redact(document["metadata"])
+    return document
+
+
 class TaskRows(TaskStore):
-    """The SDK's task store over ``conversations.A2ATask``: each task kept as the protocol's JSON, found only by the
-    tenant and the profile that made it."""
+    """The SDK's task store over ``conversations.A2ATask``: each task kept as the protocol's JSON with personal data
+    masked (:func:`task_stored`), found only by the tenant and the profile that made it."""
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         tenant_pk, agent_id = _owner(context)
-        document = MessageToDict(task)
         state = TaskState.Name(task.status.state)
 
         def write() -> None:
+            profile = _profile(agent_id)
+            keep_input = bool(profile is not None and profile.guardrails.get("store_original_input", False))
+            document = task_stored(task, keep_input=keep_input)
             A2ATask.objects.update_or_create(
                 task_id=task.id,
                 tenant_id=tenant_pk,

@@ -1,0 +1,63 @@
+"""The A2A task store (chat/a2a.py ``TaskRows``), through the official ``a2a-sdk`` client against ``platform.asgi``
+served by uvicorn: what it keeps of a customer's personal data, as the conversation store keeps it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from a2a.helpers import get_message_text
+from a2a.types import ListTasksRequest, Role
+from google.protobuf.json_format import MessageToDict
+
+from chat.tests.test_a2a import Caller, answered, message
+from conversations.models import A2ATask, Conversation
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+CPF, CARD, EMAIL = "123.456.789-09", "4111 1111 1111 1111", "maria.souza@example.com"
+PERSONAL = f"meu cpf é {CPF}, cartão {CARD}, email {EMAIL}"
+
+
+@pytest.fixture
+def agent(asgi_server, telecom) -> str:
+    return f"{asgi_server}/a2a/telecom_contas/"
+
+
+def listed(caller: Caller):
+    return asyncio.run(caller._call(lambda client, context: client.list_tasks(ListTasksRequest())))
+
+
+def test_the_task_store_keeps_personal_data_masked_as_the_conversation_store_does(agent, tenant_key, tenant):
+    caller = Caller(agent, tenant_key.raw)
+
+    task = answered(caller.send(message(PERSONAL, context_id="ctx-pii", user_id=EMAIL)))
+    read = caller.get(task.id)
+    (in_list,) = listed(caller).tasks
+
+    conversation = Conversation.objects.get(conversation_key=f"{tenant.slug}:telecom_contas:ctx-pii")
+    kept = conversation.messages.get(role="user").content
+    assert CPF not in kept and "[CARD ••••1111]" in kept  # the conversation store's masking
+    row = A2ATask.objects.get(task_id=task.id).document
+    for document in (row, MessageToDict(read), MessageToDict(in_list)):
+        shown = json.dumps(document, ensure_ascii=False)
+        assert CPF not in shown and CARD not in shown and EMAIL not in shown, shown
+    (asked,) = [entry for entry in read.history if entry.role == Role.ROLE_USER]
+    assert get_message_text(asked) == kept
+    assert MessageToDict(asked.metadata)["user_id"] == conversation.user_id != EMAIL  # its keyed pseudonym
+    assert read.id == task.id and read.context_id == "ctx-pii"
+
+
+def test_a_profile_that_keeps_the_original_input_keeps_it_in_the_task_store_too(agent, tenant_key, tenant, telecom):
+    telecom.guardrails = {**telecom.guardrails, "store_original_input": True}
+    telecom.save(update_fields=["guardrails"])
+    caller = Caller(agent, tenant_key.raw)
+
+    task = answered(caller.send(message(PERSONAL, context_id="ctx-kept", user_id=EMAIL)))
+    read = caller.get(task.id)
+
+    conversation = Conversation.objects.get(conversation_key=f"{tenant.slug}:telecom_contas:ctx-kept")
+    (asked,) = [entry for entry in read.history if entry.role == Role.ROLE_USER]
+    assert get_message_text(asked) == conversation.messages.get(role="user").content == PERSONAL
+    assert MessageToDict(asked.metadata)["user_id"] == conversation.user_id != EMAIL  # an id is never kept raw
