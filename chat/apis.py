@@ -9,6 +9,7 @@ the engine runs the turn; selectors and services do the rest. Errors are mapped 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextvars
 import json
 import logging
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from inspect import iscoroutinefunction
 from typing import Any, ClassVar
+from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
@@ -58,11 +60,11 @@ from chat.negotiation import EventStreamNegotiation
 from chat.openai_turns import TURN_ID_PATTERN, TurnRef, turn_ref_read
 from chat.permissions import IsDebugClient, IsPreviewClient
 from chat.pushes import conversation_listen, pushed_event
+from common.cursors import ERROR_CURSOR, cursor_time
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, DomainError, NotFound, error_responses
 from common.infra import stock_paths
 from conversations.delivery import conversation_group
 from conversations.desk import escalation_public
-from conversations.desk_contract import ERROR_CURSOR
 from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
 from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.models import CONVERSATION_OUTCOMES, FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
@@ -809,6 +811,9 @@ class SessionsQuerySerializer(KnownParametersSerializer):
     )
 
 
+SESSION_CURSOR_FIELDS = frozenset({"o", "r", "p"})  # what DRF's cursor holds: offset, reverse, position
+
+
 class SessionCursor(CursorPagination):
     """The sessions list's pages (DRF's cursor pagination): newest first by last activity (``updated_at``, then
     ``id``), ``limit`` per page; a cursor that is not one is a 400 naming it."""
@@ -819,10 +824,24 @@ class SessionCursor(CursorPagination):
     max_page_size = LIST_LIMIT_MAX
 
     def decode_cursor(self, request: Request) -> Any:
+        """DRF's cursor, its position checked too (DRF hands it to the query as sent): only the fields DRF writes,
+        strict base64, a position that is a time every database stores (:func:`common.cursors.cursor_time`)."""
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is None:
+            return None
         try:
-            return super().decode_cursor(request)
-        except exceptions.NotFound:
+            query = base64.b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
+            tokens = parse_qs(query, keep_blank_values=True, strict_parsing=True)
+            if not tokens.keys() <= SESSION_CURSOR_FIELDS or any(len(values) != 1 for values in tokens.values()):
+                raise ValueError(query)
+            cursor = super().decode_cursor(request)
+            assert cursor is not None  # a cursor was sent
+            position: Any = cursor.position  # the text of the ordering's first field (DRF's stubs say int)
+            if position is not None:
+                position = cursor_time(position).isoformat()
+        except (ValueError, exceptions.NotFound):
             raise DomainError(ERROR_CURSOR, fields={"cursor": [ERROR_CURSOR]}) from None
+        return cursor._replace(position=position)
 
 
 SESSION_ROW = inline_serializer(

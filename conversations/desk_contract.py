@@ -7,16 +7,14 @@ renamed, removed or given another meaning. Reads only; the writes are :mod:`conv
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Q
 
+from common.cursors import ERROR_CURSOR, cursor_decode, cursor_encode, cursor_time, cursor_whole
 from common.errors import DomainError
 from conversations.desk import DESK_ROLES, message_public, queue_position
 from conversations.models import (
@@ -191,25 +189,23 @@ def escalation_list(
     return page, key
 
 
-ERROR_CURSOR = "Not a cursor of this list: use the `next` link of the page before, with the same filters."
-
-
 def list_cursor(key: tuple[Any, ...]) -> str:
     """The opaque text of a page's ``after`` key (:func:`escalation_list`)."""
-    values = [value.isoformat() if isinstance(value, dt.datetime) else str(value) for value in key]
-    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+    return cursor_encode([value.isoformat() if isinstance(value, dt.datetime) else str(value) for value in key])
 
 
 def list_after(cursor: str, *, status: str) -> tuple[Any, ...]:
     """The ``after`` key of ``cursor`` for a list of ``status``; raises :class:`DomainError` naming ``cursor``."""
     try:
-        values = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if status in (LIST_OPEN, *ESCALATION_OPEN):
-            priority, created_at, pk = values
-            return int(priority), dt.datetime.fromisoformat(created_at), uuid.UUID(pk)
-        created_at, pk = values
-        return dt.datetime.fromisoformat(created_at), uuid.UUID(pk)
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+            priority, created_at, pk = cursor_decode(cursor, length=3)
+            priority = cursor_whole(
+                priority, lowest=min(EscalationPriority.values), highest=max(EscalationPriority.values)
+            )
+            return priority, cursor_time(created_at), uuid.UUID(pk)
+        created_at, pk = cursor_decode(cursor, length=2)
+        return cursor_time(created_at), uuid.UUID(pk)
+    except (ValueError, TypeError, AttributeError):
         raise DomainError(ERROR_CURSOR, fields={"cursor": [ERROR_CURSOR]}) from None
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -14,9 +11,9 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from agents.models import AgentProfile, ModelCallUsage, ModelPrice
+from common.cursors import ERROR_CURSOR, cursor_decode, cursor_encode, cursor_time, cursor_whole
 from common.errors import DomainError
 from conversations.desk import escalation_public, message_author, queue_position
-from conversations.desk_contract import ERROR_CURSOR
 from conversations.models import (
     ESCALATION_OPEN,
     OPEN,
@@ -168,18 +165,15 @@ def conversation_messages(
 
 def message_cursor(after: tuple[dt.datetime, int]) -> str:
     """The opaque ``cursor`` of a message page's ``after`` key (:func:`conversation_messages`)."""
-    return base64.urlsafe_b64encode(json.dumps([after[0].isoformat(), after[1]]).encode()).decode().rstrip("=")
+    return cursor_encode([after[0].isoformat(), after[1]])
 
 
 def message_after(cursor: str) -> tuple[dt.datetime, int]:
     """The ``after`` key of a ``cursor``; raises :class:`DomainError` naming ``cursor``."""
     try:
-        created_at, pk = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        when = dt.datetime.fromisoformat(created_at)
-        if when.tzinfo is None or isinstance(pk, bool) or not isinstance(pk, int):
-            raise ValueError(cursor)
-        return when, pk
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        created_at, pk = cursor_decode(cursor, length=2)
+        return cursor_time(created_at), cursor_whole(pk, lowest=1)
+    except ValueError:
         raise DomainError(ERROR_CURSOR, fields={"cursor": [ERROR_CURSOR]}) from None
 
 

@@ -12,8 +12,9 @@ the examples and coverage phases and leaves out the fuzzing and stateful ones (e
 401s).
 
 Generated strings carry NUL characters, which the platform refuses everywhere (a 400 naming the field: no
-PostgreSQL text can store one), and the operations that take ``start``/``end`` are also sent the calendar's edge
-dates as explicit examples (tests/schema_fuzz_hooks.py).
+PostgreSQL text can store one), the operations that take ``start``/``end`` are also sent the calendar's edge
+dates, and the lists that take a ``cursor`` the cursor a real page of theirs gave and forged ones, as explicit
+examples (tests/schema_fuzz_hooks.py).
 
 What is switched off, and why:
 
@@ -49,13 +50,19 @@ Everything else runs as schemathesis ships it.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
 
+import httpx
 import pytest
 
+from tests import forged_cursors
 from tests.platform_instance import platform_served
+from tests.schema_fuzz_hooks import FUZZ_CURSORS
 
 MAX_EXAMPLES = 12
 PHASES_WITHOUT_KEY = "examples,coverage"
@@ -81,7 +88,39 @@ def served(tmp_path_factory):
         yield instance.base, instance.key, instance.log_path
 
 
-def _fuzz(base: str, tmp: Path, *headers: str, phases: str = "") -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def cursors(served) -> dict[str, dict]:
+    """A cursor each list gave, by operation path (:data:`tests.schema_fuzz_hooks.FUZZ_CURSORS`): two conversations
+    handed to a person, so that the conversations, a conversation's messages and the escalations have a second page."""
+    base, key, _ = served
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        for session in ("fuzz-paged-1", "fuzz-paged-2"):
+            body = {
+                "agent_id": "telecom_contas",
+                "payload": {"text": "quero falar com um atendente", "session_id": session},
+            }
+            assert http.post("/api/gateway/message", json=body).status_code == 200
+        conversation = http.get("/api/sessions", params={"limit": 1}).json()
+        key_of = conversation["sessions"][0]["conversation_key"]
+        pages = {
+            "/api/sessions": conversation,
+            "/api/sessions/{conversation_key}/messages": http.get(
+                f"/api/sessions/{key_of}/messages", params={"limit": 1}
+            ).json(),
+            "/api/escalations": http.get("/api/escalations", params={"limit": 1}).json(),
+        }
+    return {
+        path: {
+            "cursor": parse_qs(urlsplit(page["next"]).query)["cursor"][0],
+            "path_parameters": {"conversation_key": key_of} if "{conversation_key}" in path else {},
+        }
+        for path, page in pages.items()
+    }
+
+
+def _fuzz(
+    base: str, tmp: Path, *headers: str, phases: str = "", cursors: dict[str, dict] | None = None
+) -> subprocess.CompletedProcess[str]:
     config = tmp / "schemathesis.toml"
     config.write_text(
         f'hooks = "{HOOKS}"\n\n'
@@ -127,20 +166,25 @@ def _fuzz(base: str, tmp: Path, *headers: str, phases: str = "") -> subprocess.C
         command += ["--header", header]
     if phases:
         command += ["--phases", phases]
-    return subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=MAX_SECONDS + 240)
+    env = {**os.environ, FUZZ_CURSORS: json.dumps(cursors or {})}
+    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=MAX_SECONDS + 240)
 
 
 def _report(run: subprocess.CompletedProcess[str], log_path: Path) -> str:
     return f"{run.stdout[-20000:]}\n{run.stderr[-3000:]}\n--- server log ---\n{log_path.read_text()[-5000:]}"
 
 
-def test_the_api_with_a_debug_key_matches_its_schema_and_never_answers_5xx(served, tmp_path):
+def test_the_api_with_a_debug_key_matches_its_schema_and_never_answers_5xx(served, cursors, tmp_path):
     base, key, log_path = served
-    run = _fuzz(base, tmp_path, f"Authorization: Bearer {key}")
+    run = _fuzz(base, tmp_path, f"Authorization: Bearer {key}", cursors=cursors)
     assert run.returncode == 0, _report(run, log_path)
     access_log = log_path.read_text()
     assert "%00" in access_log, "no NUL character was sent"
     assert "=9999-12-31" in access_log and "=0001-01-01" in access_log, "the calendar's edges were not sent"
+    for path, given in cursors.items():
+        assert given["cursor"] in access_log or quote(given["cursor"], safe="") in access_log, f"{path}'s own cursor"
+    forged = forged_cursors.SESSIONS["a position beyond the calendar in UTC"]
+    assert forged in access_log or quote(forged, safe="") in access_log, "the forged cursors were not sent"
 
 
 def test_the_api_without_a_key_matches_its_schema_and_never_answers_5xx(served, tmp_path):
