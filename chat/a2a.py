@@ -48,8 +48,9 @@ from a2a.helpers import get_message_text, new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.jsonrpc_models import JSONParseError
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
 from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types import (
@@ -95,6 +96,7 @@ from chat.intake import (
 from chat.intake import (
     Route as TurnRoute,
 )
+from common.cursors import BIGINT_MAX, cursor_whole
 from common.errors import (
     ERROR_INVALID_KEY,
     ERROR_NOT_AUTHENTICATED,
@@ -105,6 +107,7 @@ from common.errors import (
 )
 from common.infra import tracing
 from common.infra.metrics import http_request_observe
+from common.parsers import JsonTooDeep, json_depth_check
 from conversations.graph import run_turn, turn_detach
 from conversations.guardrails import redact
 from conversations.models import A2ATask
@@ -142,6 +145,8 @@ ERROR_TEXT_ONLY = "Only text parts are read: send the message as one or more par
 ERROR_NO_TEXT = "The message has no text: send a part with a non-empty 'text'."
 ERROR_METADATA_TYPE = "message.metadata.{name} must be {kind}."
 ERROR_PAGE_TOKEN = "pageToken is not one this server gave."  # noqa: S105 — a message, not a secret
+ERROR_NOT_UTF8 = "The body is not UTF-8 text."
+ERROR_ROLE = "message.role must be user: the caller speaks for the customer."
 ERROR_HOST = "The Host header names no host this server answers for."
 PERSON_NOTICE = (
     "A person has this conversation now: send your next message in the same context; their replies are in "
@@ -353,6 +358,11 @@ class KeyRequired:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        body = await _body_read(receive)
+        unparsed = _unparsable(body) if body is not None else None
+        if unparsed is not None:
+            await JSONResponse(build_error_response(None, JSONParseError(message=unparsed)))(scope, receive, send)
+            return
         throttled: dict[str, str] = {}
 
         async def status_kept(message: MutableMapping[str, Any]) -> None:
@@ -362,7 +372,42 @@ class KeyRequired:
                 message = {**message, "status": 429, "headers": headers}
             await send(message)
 
-        await self.app({**scope, CLIENT: client, THROTTLED: throttled}, receive, status_kept)
+        await self.app({**scope, CLIENT: client, THROTTLED: throttled}, _replayed(body, receive), status_kept)
+
+
+async def _body_read(receive: Any) -> bytes | None:
+    """The request's whole body (the request gate bounds its size), or ``None`` when the client left first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replayed(body: bytes | None, receive: Any) -> Any:
+    """A ``receive`` that gives the body read once, then what the client sends next (its disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}] if body is not None else []
+
+    async def replay() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def _unparsable(body: bytes) -> str | None:
+    """Why the body is no JSON the SDK may decode, which would fail inside it as an internal error (``-32603``,
+    Python's message): text that is not UTF-8, or JSON nested deeper than the API takes
+    (:func:`common.parsers.json_depth_check`). Other malformed JSON is the SDK's own parse error."""
+    try:
+        json_depth_check(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        return ERROR_NOT_UTF8
+    except JsonTooDeep as exc:
+        return str(exc.detail)
+    return None
 
 
 class CallContextBuilder(DefaultServerCallContextBuilder):
@@ -394,6 +439,8 @@ def _message_in(params: SendMessageRequest, agent_id: str, context_id: str) -> M
     context as the session, ``metadata.user_id`` and ``metadata.context`` if sent. Raises the protocol's errors,
     naming the field as an A2A message spells it."""
     message = params.message
+    if message.role == Role.ROLE_AGENT:
+        raise InvalidParamsError(ERROR_ROLE, data={"fields": {"message.role": [ERROR_ROLE]}})
     if any(not part.HasField("text") for part in message.parts):
         raise ContentTypeNotSupportedError(ERROR_TEXT_ONLY, data={"fields": {"message.parts": [ERROR_TEXT_ONLY]}})
     text = get_message_text(message)
@@ -656,10 +703,11 @@ class TaskRows(TaskStore):
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         tenant_pk, agent_id = _owner(context)
         size = min(params.page_size or TASKS_PAGE_SIZE, TASKS_PAGE_MAX)
-        start = int(params.page_token) if params.page_token.isdigit() else None
-        if params.page_token and start is None:
-            raise InvalidParamsError(ERROR_PAGE_TOKEN, data={"fields": {"pageToken": [ERROR_PAGE_TOKEN]}})
-        start = start or 0
+        try:
+            # The token is the offset of the page: one a 64-bit offset (and the page after it) can hold.
+            start = cursor_whole(params.page_token, highest=BIGINT_MAX - TASKS_PAGE_MAX) if params.page_token else 0
+        except ValueError:
+            raise InvalidParamsError(ERROR_PAGE_TOKEN, data={"fields": {"pageToken": [ERROR_PAGE_TOKEN]}}) from None
 
         def read() -> tuple[list[dict[str, Any]], int]:
             rows = A2ATask.objects.filter(tenant_id=tenant_pk, agent_id=agent_id)

@@ -1057,6 +1057,10 @@ class AnswerIdField(serializers.Field):
     default_error_messages = {"invalid": ERROR_ANSWER_ID}
 
     def to_internal_value(self, data: Any) -> int | TurnRef:
+        # A whole number written 43.0 is an integer as JSON Schema reads one: the A2A face's metadata is a protobuf
+        # Struct, whose numbers are all doubles, so its message_id reaches a client so.
+        if isinstance(data, float) and data.is_integer() and 1 <= data <= 2**63 - 1:
+            data = int(data)
         if isinstance(data, int) and not isinstance(data, bool) and 1 <= data <= 2**63 - 1:
             return data
         ref = turn_ref_read(data) if isinstance(data, str) else None

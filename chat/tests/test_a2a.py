@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from chat.a2a import ERROR_NO_TEXT, PERSON_NOTICE
+from chat.a2a import ERROR_NO_TEXT, ERROR_ROLE, PERSON_NOTICE
 from common.errors import ERROR_INVALID_KEY, ERROR_NOT_AUTHENTICATED, ERROR_UNKNOWN_AGENT
 from common.infra import tracing
 from conversations.models import A2ATask, Conversation
@@ -304,4 +304,29 @@ def test_a_message_over_the_profiles_size_limit_is_invalid_params_naming_the_par
         Caller(agent, tenant_key.raw).send(message("a text longer than ten characters"))
 
     assert refused.value.data["fields"] == {"message.parts": ["Text is longer than the limit of 10 characters."]}
+    assert not A2ATask.objects.exists() and not Conversation.objects.exists()
+
+
+def test_the_message_id_the_metadata_carries_rates_the_answer(agent, tenant_key, tenant, api):
+    task = answered(Caller(agent, tenant_key.raw).send(message(TEXT, context_id="ctx-rated")))
+    routing = MessageToDict(task.status.message.metadata)  # a protobuf Struct: every number is a double
+
+    rated = api.post(
+        f"/api/sessions/{routing['conversation_key']}/feedback",
+        {"message_id": routing["message_id"], "rating": "up"},
+        format="json",
+    )
+
+    assert rated.status_code == 201, rated.content
+    assert rated.json()["message_id"] == Conversation.objects.get().messages.get(role="assistant").pk
+
+
+def test_a_message_in_the_agents_role_is_invalid_params_naming_the_role(agent, tenant_key):
+    sent = message(TEXT)
+    sent.message.role = Role.ROLE_AGENT
+
+    with pytest.raises(InvalidParamsError) as refused:
+        Caller(agent, tenant_key.raw).send(sent)
+
+    assert refused.value.data["fields"] == {"message.role": [ERROR_ROLE]}
     assert not A2ATask.objects.exists() and not Conversation.objects.exists()
