@@ -2,8 +2,9 @@
 every laptop) runs the platform on its embedded SQLite database, where some of Django's lookups do not exist (a
 History page answered 500 there, and nothing caught it).
 
-One test here runs ``pytest -m sqlite_too`` in a subprocess with the same environment, except a throwaway SQLite
-database and no Redis (the file cache, as ``scripts/start`` has it), and fails naming every test that failed there.
+One test here runs ``pytest -m sqlite_too`` in a subprocess (one per shard of the marked files, :data:`SHARDS`) with
+the same environment, except a throwaway SQLite database and no Redis (the file cache, as ``scripts/start`` has it),
+and fails naming every test that failed there.
 It only collects the test files that mention the marker, so the subprocess costs its start, the migrations and the
 marked tests themselves. It is not marked itself, and it skips when the suite already runs on SQLite (the marked tests
 run in the session then): the subprocess never starts another.
@@ -25,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MARKER = "sqlite_too"
 # The marked tests are admin pages and crawls: a few seconds each at most. A hung one must not hold the suite.
 RUN_TIMEOUT_SECONDS = 280
+# The marked files are run in this many subprocesses, each a test of its own that xdist gives to any worker: one
+# run of them all took 170-250 s of a busy machine's time, close to the hang guard above.
+SHARDS = 2
 
 pytestmark = pytest.mark.slow  # the marked tests again, in a process of its own
 
@@ -71,11 +75,12 @@ def failures(report: Path) -> list[str]:
     return failed
 
 
-def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path):
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     if connection.vendor == "sqlite":
         pytest.skip("this run is on SQLite already: the marked tests run in it")
-    files = marked_test_files()
-    assert files, f"no test file mentions the {MARKER} marker"
+    files = marked_test_files()[shard::SHARDS]
+    assert files, f"no test file of shard {shard} mentions the {MARKER} marker"
     report = tmp_path / "junit.xml"
 
     run = subprocess.run(
