@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from jsonschema.exceptions import best_match
 
 from agents.mcp_wire import bounded_client, too_large_in
 from agents.structured import SchemaTooCostly, schema_errors, schema_problem
@@ -122,6 +123,7 @@ class ToolInfo:
     name: str
     description: str
     input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None  # what its structured results are (None: the server does not say)
     # Its annotations' readOnlyHint; a tool that does not say may change something (MCP's default).
     read_only: bool = False
 
@@ -190,6 +192,13 @@ class ServerConnection:
         self._owner: asyncio.Task | None = None
         self._closing: asyncio.Event | None = None
         self._opening: asyncio.Future | None = None
+        # Each tool's output schema as the server last listed it: what its results are checked against.
+        self.output_schemas: dict[str, dict[str, Any] | None] = {}
+
+    def tools_listed(self, listed: Any) -> Any:
+        """Keep the output schemas of a ``tools/list`` result (as ``ClientSession`` keeps its own); returns it."""
+        self.output_schemas.update({tool.name: tool.output_schema for tool in listed.tools})
+        return listed
 
     async def ensure(self, deadline: float | None = None) -> Any:
         """The open session; raises :class:`McpUnavailable`, or ``TimeoutError`` at ``deadline`` (the loop's
@@ -242,7 +251,7 @@ class ServerConnection:
                 ClientSession(read_stream, write_stream, read_timeout_seconds=self.endpoint.timeout + 1) as session,
             ):
                 await session.initialize()
-                await session.list_tools()  # the SDK validates results against listed output schemas
+                self.tools_listed(await session.list_tools())  # the output schemas results are checked against
                 if closing.is_set():  # abandoned while it opened
                     return
                 self.session = owned = session
@@ -369,8 +378,47 @@ def _result_payload(result: Any) -> Any:
     return "\n".join(text for text in texts if text)
 
 
+RESULT_ERROR_CHARS = 300  # of a check's message, which quotes the server's value
+
+
+def result_problem(tool: str, output_schema: dict[str, Any] | None, result: Any) -> str | None:
+    """Why a successful ``result`` (a ``CallToolResult``) of ``tool`` is not what its ``output_schema`` says, checked
+    within the bounds of :mod:`agents.structured`: a schema they do not take, a result without structured content,
+    one the schema refuses, or a check over its steps; ``None`` when it is (or the tool declares no schema)."""
+    if output_schema is None:
+        return None
+    problem = schema_problem(output_schema)
+    if problem is not None:
+        return f"{tool}: its output schema is not one the platform checks results against: {problem}"
+    structured = getattr(result, "structured_content", None)
+    if structured is None:
+        return f"{tool} has an output schema but returned no structured content"
+    try:
+        errors = schema_errors(output_schema, structured)
+    except SchemaTooCostly as exc:
+        return f"{tool}: its result: {exc}"
+    if not errors:
+        return None
+    error = best_match(errors)
+    where = ".".join(str(part) for part in error.absolute_path) or "result"
+    message = text_cut(error.message, RESULT_ERROR_CHARS)
+    return f"{tool}: the result does not match its output schema at {where}: {message}"
+
+
+async def _output_schema(
+    connection: ServerConnection, session: Any, tool: str, deadline: float
+) -> dict[str, Any] | None:
+    """``tool``'s output schema, listing the server's tools again when the session never saw it listed (as
+    ``ClientSession`` does)."""
+    if tool not in connection.output_schemas:
+        timeout = max(deadline - asyncio.get_running_loop().time(), 0)
+        connection.tools_listed(await asyncio.wait_for(session.list_tools(), timeout))
+    return connection.output_schemas.get(tool)
+
+
 async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tuple[str, Any, str]:
     from mcp.shared.exceptions import MCPError
+    from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult
 
     connection = runtime.connection(endpoint)
     timed_out = (STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s")
@@ -383,7 +431,9 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     except McpUnavailable as exc:
         return STATUS_UNAVAILABLE, None, str(exc)
     loop = asyncio.get_running_loop()
-    call = asyncio.ensure_future(session.call_tool(tool, arguments))
+    # Not session.call_tool, which checks the result with stock jsonschema (the module's docstring says why).
+    request = CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments))
+    call = asyncio.ensure_future(session.send_request(request, CallToolResult))
     await asyncio.wait({call}, timeout=max(deadline - loop.time(), 0))
     if not call.done():
         # Not cancelled in place: the SDK then tells the server, shielded from cancellation, and a frozen server
@@ -408,6 +458,16 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     payload = _result_payload(result)
     if getattr(result, "is_error", False):
         return STATUS_ERROR, None, payload if isinstance(payload, str) else str(payload)
+    try:
+        output_schema = await _output_schema(connection, session, tool, deadline)
+    except TimeoutError:
+        return timed_out
+    except Exception as exc:  # noqa: BLE001 — the listing's transport broke; reconnect next time
+        connection.broken()
+        return STATUS_UNAVAILABLE, None, _describe(exc)
+    problem = result_problem(tool, output_schema, result)
+    if problem is not None:  # the server's fault, not the session's: it serves on
+        return STATUS_ERROR, None, problem
     return STATUS_OK, payload, ""
 
 
@@ -447,7 +507,7 @@ async def _list(endpoint: Endpoint) -> list[ToolInfo]:
     except TimeoutError:
         raise McpUnavailable(f"no answer from {endpoint.shown} within {endpoint.timeout:g}s") from None
     try:
-        listed = await asyncio.wait_for(session.list_tools(), endpoint.timeout)
+        listed = connection.tools_listed(await asyncio.wait_for(session.list_tools(), endpoint.timeout))
     except Exception as exc:
         connection.broken()
         raise McpUnavailable(_describe(exc)) from exc
@@ -456,6 +516,7 @@ async def _list(endpoint: Endpoint) -> list[ToolInfo]:
             tool.name,
             tool.description or "",
             dict(tool.input_schema or {}),
+            dict(tool.output_schema) if tool.output_schema is not None else None,
             read_only=bool(tool.annotations is not None and tool.annotations.read_only_hint),
         )
         for tool in listed.tools

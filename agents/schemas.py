@@ -69,6 +69,17 @@ def validate_tool_args_schema(value: Any) -> None:
         raise ValidationError(f"required names arguments that are not in properties: {', '.join(missing)}.")
 
 
+def validate_tool_output_schema(value: Any) -> None:
+    """A tool's output schema, as its server lists it (``None``: it lists none) must be one the platform checks the
+    tool's results against (:mod:`agents.structured`); a call's result is checked against it
+    (:func:`agents.mcp.result_problem`)."""
+    if value is None:
+        return
+    problem = schema_problem(value) if isinstance(value, dict) else "The output schema must be a JSON object."
+    if problem is not None:
+        raise ValidationError(f"The output schema is not one the platform checks results against: {problem}")
+
+
 def validate_endpoint_url(value: str) -> None:
     """An http(s) URL with a host, on an address the platform may send requests to
     (:func:`common.outbound.validate_outbound_url`). Unlike ``URLField`` it accepts single-label

@@ -12,6 +12,7 @@ from django.db.models import Max
 
 from agents.mcp import Endpoint, tools_list_sync
 from agents.models import McpServer, McpTool, ModelCallUsage, Specialist, SpecialistPrompt
+from agents.schemas import validate_tool_output_schema
 from agents.signals import SyncNotes, mcp_server_synced
 from agents.usage import TurnUsage, usage_counting
 
@@ -83,10 +84,16 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
     argument schema always follows the server. Tools the server no longer lists are left alone (an admin may
     disable them). A tool of the same name on another server is refused rather than moved. Raises
     :class:`agents.mcp.McpUnavailable` when the server cannot be reached, and :class:`ValidationError` for a
-    schema that is not valid JSON Schema.
+    schema that is not valid JSON Schema, or an output schema the platform does not check results against
+    (:func:`agents.schemas.validate_tool_output_schema`, naming the tool: nothing is written).
     """
 
     listed = tools_list_sync(Endpoint(server.name, server.endpoint, server.timeout))
+    for info in listed:
+        try:
+            validate_tool_output_schema(info.output_schema)
+        except ValidationError as exc:
+            raise ValidationError(f"Tool {info.name!r}: {exc.message}") from None
     report = ToolSyncReport(server=server.name)
     with transaction.atomic():
         existing = {tool.name: tool for tool in McpTool.objects.filter(name__in=[t.name for t in listed])}
