@@ -32,6 +32,7 @@ from django.conf import settings
 
 from agents.generation import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
 from chat.openai_errors import ROUTE_HEADER, invalid
+from conversations.answer_limit import stream_room
 from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.guardrails import identifier_pseudonym
 from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, Turn, TurnInput, TurnResult
@@ -182,17 +183,19 @@ class TurnEvents:
 
 class StreamedText:
     """The text a stream has sent, within ``max_tokens`` (the same cut the stored answer gets,
-    :func:`agents.generation.text_within`)."""
+    :func:`agents.generation.text_within`) and the answer's limit (:func:`conversations.answer_limit.stream_room`:
+    in all, since a client of these faces cannot drop what an agent streamed before a ``discard``)."""
 
     def __init__(self, generation: Generation | None) -> None:
-        self.limit = max_chars(generation.max_tokens) if generation and generation.max_tokens else None
+        self.limit = stream_room(settings.ANSWER_MAX_CHARS)
+        if generation and generation.max_tokens:
+            self.limit = min(self.limit, max_chars(generation.max_tokens))
         self.parts: list[str] = []
         self.length = 0
 
     def add(self, text: str) -> str:
         """``text`` as far as it may be sent (``""`` past the limit)."""
-        if self.limit is not None:
-            text = text[: max(self.limit - self.length, 0)]
+        text = text[: max(self.limit - self.length, 0)]
         if text:
             self.parts.append(text)
             self.length += len(text)

@@ -56,6 +56,7 @@ from common.infra.bus import publish_event
 from common.language import detect_language
 from common.sizes import limit_hit, text_cut
 from conversations import ordering
+from conversations.answer_limit import answer_stream_bounded
 from conversations.chain import (
     BACKEND_UNAVAILABLE_ANSWER,
     NO_SPECIALIST_ANSWER,
@@ -734,6 +735,8 @@ async def turns_finished() -> None:
 
 def _turn_new(data: TurnInput) -> Turn:
     mode = "single_agent" if data.single_agent else data.profile.effective_mode
+    # What the turn streams keeps to the answer's limit, as what it stores does (_answer_bounded).
+    data = replace(data, emit=answer_stream_bounded(data.emit, settings.ANSWER_MAX_CHARS))
     return Turn(input=data, mode=mode, context=dict(data.context))
 
 

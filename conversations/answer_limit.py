@@ -1,0 +1,50 @@
+"""The answer's limit (``ANSWER_MAX_CHARS``) on what a turn streams, whatever its models write: the text of its answer
+as it is written (``token`` events) and each supervisor part's answer (``partial``).
+
+The stored answer is cut by the graph (:func:`conversations.graph.output_guardrails`): its start and the marker
+(:func:`common.sizes.text_cut`), within the limit, the cut recorded in ``metadata.limits``. A stream cannot know how
+long a model's text will be when it passes the limit, so it sends at most :func:`stream_room` characters of it, the
+limit less the longest marker: what a client received is then the start of the stored answer, and a face that sends
+the rest once the turn is stored (the OpenAI-compatible faces) sends exactly what is stored. A model that writes on
+is still read to its end (its usage is counted), its text past the room sent nowhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.events import Emit
+from common.sizes import CUT_MARK, text_cut
+
+MARK_ROOM = len(CUT_MARK.format(dropped=10**15))  # the longest marker a cut answer carries
+
+
+def stream_room(limit: int) -> int:
+    """The most characters of an answer's text a stream sends under an answer's ``limit``."""
+    return max(limit - MARK_ROOM, 0)
+
+
+def answer_stream_bounded(emit: Emit | None, limit: int) -> Emit | None:
+    """``emit`` with the text of each answer (``token`` events, counted since the last ``discard``: clients drop what
+    an agent streamed before one) sent up to :func:`stream_room` characters, the rest dropped, and each ``partial``'s
+    answer cut to ``limit`` with the marker. Other events pass as they are; ``None`` (no stream) stays ``None``."""
+    if emit is None:
+        return None
+    room = stream_room(limit)
+    sent = 0
+
+    async def bounded(event: str, data: dict[str, Any]) -> None:
+        nonlocal sent
+        if event == "discard":
+            sent = 0
+        elif event == "token":
+            text = str(data.get("text") or "")[: max(room - sent, 0)]
+            if not text:
+                return
+            sent += len(text)
+            data = {**data, "text": text}
+        elif event == "partial" and isinstance(data.get("answer"), str):
+            data = {**data, "answer": text_cut(data["answer"], limit)}
+        await emit(event, data)
+
+    return bounded
