@@ -15,9 +15,9 @@ whoever wrote it (a consolidation, a person's queue notice):
   schema. Text not in the format is put into it: ``{"answer": text}``, or the schema filled
   (:func:`agents.structured.schema_instance`: the text in its answer-like string, every other value the least the
   schema allows). Either way within ``ANSWER_MAX_CHARS``, the limit of every answer: the text is cut to the room
-  the rest leaves. A schema the platform does not take (:mod:`agents.structured`: its size, its keywords, the work
-  checking and filling it would take), or whose least value does not fit in that limit, is refused when asked
-  (:func:`format_problem`).
+  the rest leaves, a cut the turn records as the limit's (:func:`answer_fitted` says it). A schema the platform does
+  not take (:mod:`agents.structured`: its size, its keywords, the work checking and filling it would take), or
+  whose least value does not fit in that limit, is refused when asked (:func:`format_problem`).
 
 Pure: no database, no network (the answer's limit is a setting).
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 
@@ -35,6 +35,7 @@ from agents.structured import (
     SchemaTooCostly,
     json_text,
     schema_errors,
+    schema_filled,
     schema_instance,
     schema_problem,
     text_fitting,
@@ -211,15 +212,37 @@ def format_conforms(text: str, response_format: Mapping[str, Any] | None) -> boo
         return False
 
 
-def answer_formatted(text: str, response_format: Mapping[str, Any] | None) -> str:
+class Formatted(NamedTuple):
+    """An answer in its format, and the characters it would have had with its text whole: more than the answer's
+    when the text was cut to the room the rest of the value leaves within the answer's limit."""
+
+    answer: str
+    asked: int
+
+
+# What the offline model's reply reports (in its response metadata) when it put its text into the format cut:
+# Formatted.asked, for the turn to record the cut (an endpoint's reply never holds it).
+ANSWER_CHARS_ASKED = "answer_chars_asked"
+
+
+def answer_fitted(text: str, response_format: Mapping[str, Any] | None) -> Formatted:
     """``text`` if it is in the format, else put into it (the module's docstring says how), within the answer's
-    limit."""
+    limit; with what the answer would have been with the text whole."""
     if format_conforms(text, response_format):
-        return text
+        return Formatted(text, len(text))
     limit = answer_limit()
     if format_type(response_format) == FORMAT_JSON_OBJECT:
-        return json_text({ANSWER_KEY: text_fitting(text, limit - len(json_text({ANSWER_KEY: ""})))})
-    return json_text(schema_instance(format_schema(response_format or {}), text, limit=limit))
+        fitted = text_fitting(text, limit - len(json_text({ANSWER_KEY: ""})))
+        answer = json_text({ANSWER_KEY: fitted})
+        return Formatted(answer, len(answer) + len(json_text(text)) - len(json_text(fitted)))
+    filled = schema_filled(format_schema(response_format or {}), text, limit=limit)
+    answer = json_text(filled.value)
+    return Formatted(answer, len(answer) + filled.lost)
+
+
+def answer_formatted(text: str, response_format: Mapping[str, Any] | None) -> str:
+    """``text`` if it is in the format, else put into it, within the answer's limit (:func:`answer_fitted`)."""
+    return answer_fitted(text, response_format).answer
 
 
 def json_answer(text: str, response_format: Mapping[str, Any] | None) -> tuple[bool, Any]:

@@ -38,7 +38,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from agents.generation import FINISH_STOP, Generation, answer_formatted, text_within
+from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
 from agents.schemas import model_key_variable_refusal
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
 from common.infra import tracing
@@ -349,7 +349,8 @@ class OfflineChatModel(BaseChatModel):
 
     Its text keeps what the call asks (:mod:`agents.generation`): ``response_format`` (the text put into the
     JSON object or schema), ``stop`` sequences and ``max_tokens`` (its own count, four characters a token), and
-    it reports ``finish_reason`` (``"length"`` when cut) as an endpoint does.
+    it reports ``finish_reason`` (``"length"`` when cut) as an endpoint does, and the length its formatted answer
+    would have had when its text was cut to fit the answer's limit (:data:`agents.generation.ANSWER_CHARS_ASKED`).
     """
 
     context: dict[str, Any] | None = None
@@ -515,10 +516,15 @@ class OfflineChatModel(BaseChatModel):
         reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
         if not reply.tool_calls:
             written = str(reply.text)
+            metadata: dict[str, Any] = {}
             if kwargs.get("response_format") is not None:
-                written = answer_formatted(written, kwargs["response_format"])
-            written, finish = text_within(written, max_tokens=kwargs.get("max_tokens"), stop=stop or ())
-            reply = AIMessage(content=written, response_metadata={"finish_reason": finish})
+                written, asked = answer_fitted(written, kwargs["response_format"])
+                if asked > len(written):  # its text cut to fit the answer's limit: the turn records it
+                    metadata[ANSWER_CHARS_ASKED] = asked
+            written, metadata["finish_reason"] = text_within(
+                written, max_tokens=kwargs.get("max_tokens"), stop=stop or ()
+            )
+            reply = AIMessage(content=written, response_metadata=metadata)
         return self._counted(messages, reply)
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
@@ -549,9 +555,7 @@ class OfflineChatModel(BaseChatModel):
                 message=AIMessageChunk(
                     content=piece,
                     usage_metadata=reply.usage_metadata if last else None,
-                    response_metadata={"finish_reason": reply.response_metadata.get("finish_reason", FINISH_STOP)}
-                    if last
-                    else {},
+                    response_metadata=reply.response_metadata if last else {},
                 )
             )
 

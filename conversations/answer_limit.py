@@ -1,5 +1,6 @@
 """The answer's limit (``ANSWER_MAX_CHARS``) on what a turn streams, whatever its models write: the text of its answer
-as it is written (``token`` events) and each supervisor part's answer (``partial``).
+as it is written (``token`` events) and each supervisor part's answer (``partial``); and its cuts, recorded once
+(:func:`answer_cut_recorded`).
 
 The stored answer is cut by the graph (:func:`conversations.graph.output_guardrails`): its start and the marker
 (:func:`common.sizes.text_cut`), within the limit, the cut recorded in ``metadata.limits``. A stream cannot know how
@@ -14,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from common.events import Emit
-from common.sizes import CUT_MARK, text_cut
+from common.sizes import CUT_MARK, limit_hit, text_cut
+from conversations.turn import LIMIT_ANSWER
 
 MARK_ROOM = len(CUT_MARK.format(dropped=10**15))  # the longest marker a cut answer carries
 
@@ -48,3 +50,12 @@ def answer_stream_bounded(emit: Emit | None, limit: int) -> Emit | None:
         await emit(event, data)
 
     return bounded
+
+
+def answer_cut_recorded(limits: list[dict[str, Any]], *, limit: int, asked: int, ran: int) -> list[dict[str, Any]]:
+    """``limits`` (``metadata.limits``) with a cut of the answer to ``limit`` recorded as ``answer_chars``: cut again
+    (its text put into a format, after the answer was cut), the one entry says what was asked the most and what
+    ran last."""
+    earlier = [hit["asked"] for hit in limits if hit["limit"] == LIMIT_ANSWER]
+    kept = [hit for hit in limits if hit["limit"] != LIMIT_ANSWER]
+    return [*kept, limit_hit(LIMIT_ANSWER, "ANSWER_MAX_CHARS", limit, max([asked, *earlier]), ran)]

@@ -41,7 +41,8 @@ from django.db import connection
 
 from agents.generation import (
     FINISH_LENGTH,
-    answer_formatted,
+    answer_fitted,
+    answer_limit,
     json_answer,
     json_text,
     strings_mapped,
@@ -56,7 +57,7 @@ from common.infra.bus import publish_event
 from common.language import detect_language
 from common.sizes import limit_hit, text_cut
 from conversations import ordering
-from conversations.answer_limit import answer_stream_bounded
+from conversations.answer_limit import answer_cut_recorded, answer_stream_bounded
 from conversations.chain import (
     BACKEND_UNAVAILABLE_ANSWER,
     NO_SPECIALIST_ANSWER,
@@ -108,7 +109,6 @@ from conversations.supervisor import (
     review_loop,
 )
 from conversations.turn import (
-    LIMIT_ANSWER,
     LIMIT_MAX_TOKENS,
     Turn,
     TurnInput,
@@ -364,8 +364,7 @@ def _answer_bounded(turn: Turn) -> None:
         return
     asked = len(turn.answer)
     turn.answer = text_cut(turn.answer, limit)
-    turn.limits = [hit for hit in turn.limits if hit["limit"] != LIMIT_ANSWER]
-    turn.limits.append(limit_hit(LIMIT_ANSWER, "ANSWER_MAX_CHARS", limit, asked, len(turn.answer)))
+    turn.limits = answer_cut_recorded(turn.limits, limit=limit, asked=asked, ran=len(turn.answer))
 
 
 def _asked_json(turn: Turn) -> tuple[bool, Any]:
@@ -636,14 +635,21 @@ async def person(turn: Turn) -> None:
 def _answer_as_asked(turn: Turn) -> None:
     """The answer written as the client asked (:mod:`agents.generation`), whoever wrote it: in its format (unless
     the model that wrote it was cut by max_tokens: a cut JSON stays cut, as a model's would), ended at its first stop
-    sequence, within max_tokens; a cut (or the model's own) is recorded as the ``max_tokens`` limit."""
+    sequence, within max_tokens; a cut (or the model's own) is recorded as the ``max_tokens`` limit, and its text cut
+    to make room for the format's other values (here, or by the offline model that wrote it) as ``answer_chars``."""
     asked = turn.input.generation
     if asked is None or not turn.answered:
         return
     cut_by_model = turn.outcome is not None and turn.outcome.finish_reason == FINISH_LENGTH
     answer = turn.answer
+    whole = 0
+    if turn.outcome is not None and turn.review.get("action") != REPLACE:  # the model's answer still stands
+        whole = turn.outcome.answer_chars_asked
     if asked.response_format is not None and not cut_by_model:
-        answer = answer_formatted(answer, asked.response_format)
+        answer, fitted_from = answer_fitted(answer, asked.response_format)
+        whole = max(whole, fitted_from)
+    if whole > len(answer):
+        turn.limits = answer_cut_recorded(turn.limits, limit=answer_limit(), asked=whole, ran=len(answer))
     answer, finish = text_within(answer, max_tokens=asked.max_tokens, stop=asked.stop)
     if finish == FINISH_LENGTH or cut_by_model:
         tokens = text_tokens(answer)

@@ -28,7 +28,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 
-from agents.generation import Generation
+from agents.generation import ANSWER_CHARS_ASKED, Generation
 from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.usage import reply_tokens
@@ -106,12 +106,16 @@ class SpecialistOutcome:
     prompt_tokens: int = 0  # every model call of the run, as the model reported them (agents.usage)
     completion_tokens: int = 0
     finish_reason: str = ""  # why the model's last reply ended, as it reported ("length": cut by max_tokens)
+    # The length the last reply's formatted answer would have had when the model cut its text to fit the answer's
+    # limit, as the offline model reports it (agents.generation.ANSWER_CHARS_ASKED); 0: not cut.
+    answer_chars_asked: int = 0
 
     def counted(self, reply: AIMessage) -> AIMessage:
         prompt, completion = reply_tokens(reply)
         self.prompt_tokens += prompt
         self.completion_tokens += completion
         self.finish_reason = str(reply.response_metadata.get("finish_reason") or "")
+        self.answer_chars_asked = int(reply.response_metadata.get(ANSWER_CHARS_ASKED) or 0)
         return reply
 
     def describe(self) -> dict[str, Any]:

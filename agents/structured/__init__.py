@@ -17,14 +17,15 @@ to bound. Each bound is a count, not a clock:
 * :func:`schema_instance` — the least value valid against a schema, carrying a text, within a number of
   characters of JSON: every schema node visited (``$ref`` expansions, ``allOf`` merges, branches tried) costs a step
   of :data:`FILL_MAX_STEPS`, and a ``minLength``, ``minItems``, ``minProperties``, ``const``, enum value or number
-  that would not fit in the room left is refused before it is made.
+  that would not fit in the room left is refused before it is made; :func:`schema_filled` says too what the text
+  lost to that room.
 
 ``limits.py`` holds the limits, errors and budget, ``check.py`` the first two bounds, ``fill.py`` the third. Pure: no
 database, no network.
 """
 
 from agents.structured.check import schema_errors, schema_problem, schema_valid
-from agents.structured.fill import TEXT_PROPERTIES, schema_instance
+from agents.structured.fill import TEXT_PROPERTIES, Filled, schema_filled, schema_instance
 from agents.structured.limits import (
     CHECK_MAX_STEPS,
     FILL_MAX_STEPS,
@@ -47,11 +48,13 @@ __all__ = [
     "SCHEMA_MAX_NODES",
     "SCHEMA_MAX_PATTERNS",
     "TEXT_PROPERTIES",
+    "Filled",
     "FormatUnsupported",
     "SchemaRefused",
     "SchemaTooCostly",
     "json_text",
     "schema_errors",
+    "schema_filled",
     "schema_instance",
     "schema_problem",
     "schema_valid",

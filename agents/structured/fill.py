@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from jsonschema.exceptions import best_match
 
@@ -37,6 +37,15 @@ TEXT_PROPERTIES = ("answer", "response", "reply", "text", "content", "message", 
 EXTRA_PROPERTY = "property_{index}"  # the names of the properties a minProperties asks beyond the schema's own
 
 
+class Filled(NamedTuple):
+    """A value :func:`schema_filled` made, and the characters of JSON its text lost to the room the rest of the
+    value left it (0: the value carries the text whole, or the schema's own ``maxLength`` cut it shorter, or it
+    carries none of it)."""
+
+    value: Any
+    lost: int
+
+
 def schema_instance(schema: Mapping[str, Any], text: str, *, limit: int) -> Any:
     """A value valid against ``schema`` (one :func:`schema_problem` takes) whose JSON has at most ``limit``
     characters, carrying ``text``: in the answer-like string (:data:`TEXT_PROPERTIES`), else the first free string;
@@ -47,17 +56,25 @@ def schema_instance(schema: Mapping[str, Any], text: str, *, limit: int) -> Any:
     Raises :class:`FormatUnsupported` when no value is made within ``limit`` or the value made is not valid (a
     ``pattern``, a recursion every instance must follow, keywords it does not read), :class:`SchemaTooCostly` past
     :data:`FILL_MAX_STEPS` or :data:`CHECK_MAX_STEPS`."""
-    least = _filled(schema, "", limit)
+    return schema_filled(schema, text, limit=limit).value
+
+
+def schema_filled(schema: Mapping[str, Any], text: str, *, limit: int) -> Filled:
+    """:func:`schema_instance`'s value, with what its text lost to ``limit`` (:class:`Filled`)."""
+    least, _ = _filled(schema, "", limit)
     room = limit - len(json_text(least))
     if not text:
-        return least
+        return Filled(least, 0)
+    fitted = text_fitting(text, room)
     try:
-        return _filled(schema, text_fitting(text, room), limit)
+        value, whole = _filled(schema, fitted, limit)
     except SchemaRefused:  # the text itself breaks the schema (a "not" that names it): the least value stands
-        return least
+        return Filled(least, 0)
+    return Filled(value, escaped_length(text) - escaped_length(fitted) if whole else 0)
 
 
-def _filled(schema: Mapping[str, Any], text: str, limit: int) -> Any:
+def _filled(schema: Mapping[str, Any], text: str, limit: int) -> tuple[Any, bool]:
+    """The value, and whether it carries ``text`` as it is."""
     filler = _Filler(schema, text, room=limit)
     try:
         value = filler.value(schema, 0)
@@ -68,7 +85,7 @@ def _filled(schema: Mapping[str, Any], text: str, limit: int) -> Any:
         error = best_match(errors)
         where = "/".join(str(part) for part in error.absolute_path) or "(root)"
         raise FormatUnsupported(f"The platform cannot fill this schema at {where}: {error.message}")
-    return value
+    return value, filler.placed and filler.carried == text
 
 
 class _Filler:
@@ -77,6 +94,7 @@ class _Filler:
 
     def __init__(self, root: Mapping[str, Any], text: str, *, room: int) -> None:
         self.root, self.text, self.placed = root, text, False
+        self.carried = ""  # the string the text was placed in, as the schema's maxLength left it
         self.limit = self.room = room
         self.steps = Budget(FILL_MAX_STEPS, "Filling the schema")
         self.sizes: dict[int, int] = {}  # a const's or enum value's JSON length, by the schema's object
@@ -228,10 +246,13 @@ class _Filler:
         value = FORMAT_SAMPLES.get(str(schema.get("format") or ""))
         if value is None:
             value = ""
-            if not self.placed and "pattern" not in schema:
+            carries = not self.placed and "pattern" not in schema
+            if carries:
                 value, self.placed = self.text, True
             if "maxLength" in schema:
                 value = value[: int(schema["maxLength"])]
+            if carries:
+                self.carried = value
             least = int(schema.get("minLength") or 0)
             self._fits(least + 2)
             value = value.ljust(least, "-")

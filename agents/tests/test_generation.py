@@ -15,6 +15,7 @@ from agents.generation import (
     FINISH_LENGTH,
     FINISH_STOP,
     Generation,
+    answer_fitted,
     answer_formatted,
     format_problem,
     json_answer,
@@ -185,6 +186,24 @@ def test_an_answer_put_into_the_format_is_within_the_answers_limit_its_text_cut(
     # JSON in the format but over the limit is put into it as text, within the limit too.
     too_long = json.dumps({"answer": text, "pad": "-" * 100})
     assert len(answer_formatted(too_long, json_schema(schema))) <= 300
+
+
+def test_an_answer_put_into_the_format_says_how_long_it_would_have_been_with_its_text_whole(settings):
+    settings.ANSWER_MAX_CHARS = 300
+    schema = padded({"type": "string", "minLength": 100})
+    text = 'Sua fatura "subiu"\n' * 40
+    whole = {"answer": text, "pad": "-" * 100}
+
+    filled = answer_fitted(text, json_schema(schema))
+    wrapped = answer_fitted(text, {"type": "json_object"})
+    short = answer_fitted("Olá", json_schema(schema))
+    short_answers = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 10}}}
+    bounded = answer_fitted(text, json_schema(short_answers))  # the schema's own cut, not the limit's
+
+    assert filled == (answer_formatted(text, json_schema(schema)), len(json.dumps(whole, ensure_ascii=False)))
+    assert wrapped.asked == len(json.dumps({"answer": text})) > len(wrapped.answer)
+    assert short == (short.answer, len(short.answer))
+    assert bounded == ('{"answer": "Sua fatura"}', len('{"answer": "Sua fatura"}'))
 
 
 def test_json_nested_deeper_than_the_api_takes_is_not_read_as_the_json_asked_for():

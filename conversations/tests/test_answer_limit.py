@@ -7,6 +7,7 @@ completions and responses (the ``openai`` SDK against a served ASGI app)."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import openai
 import pytest
@@ -17,6 +18,7 @@ from common.sizes import CUT_MARK
 from conversations.answer_limit import answer_stream_bounded, stream_room
 from conversations.models import Message
 from platform.asgi import application
+from tests.hostile_schemas import json_schema_format, padded
 from tests.streaming import run, sse_events
 
 LIMIT = 300
@@ -120,6 +122,54 @@ def test_a_streamed_response_sends_the_stored_answer_and_is_incomplete(client, m
     assert "".join(deltas) == final.output_text == stored("response-limit").content
     assert final.status == "incomplete" and "revised_answer" not in final.model_extra["x_agent_routing"]
     assert_cut_and_recorded(final.output_text, stored("response-limit").metadata)
+
+
+# --- a formatted answer: its text cut to make room for the schema's other values --------------------------------
+
+
+ROOMY = padded({"type": "string", "minLength": 200})  # leaves the text under 80 of the limit's 300 characters
+
+
+def assert_fitted_and_recorded(answer: str, metadata: dict, finish: str) -> None:
+    value = json.loads(answer)
+    assert len(answer) <= LIMIT and value["pad"] == "-" * 200 and value["answer"].endswith(MARK_END)
+    (hit,) = [hit for hit in metadata["limits"] if hit["limit"] == "answer_chars"]
+    assert hit["value"] == LIMIT and hit["ran"] == len(answer) and hit["asked"] > LIMIT
+    assert finish == "length"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_offline_answer_cut_to_fit_the_schema_finishes_with_length_and_records_the_cut(client, stream):
+    asked = {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}]}
+    session = f"offline-fit-{stream}"
+
+    completion = client.chat.completions.create(
+        **asked, response_format=json_schema_format(ROOMY), user=session, stream=stream
+    )
+    if stream:
+        chunks = [chunk for chunk in completion if chunk.choices]
+        answer = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+        finish = chunks[-1].choices[0].finish_reason
+    else:
+        answer, finish = completion.choices[0].message.content, completion.choices[0].finish_reason
+
+    assert answer == stored(session).content and json.loads(answer)["answer"].startswith("Billing Agent (offline")
+    assert_fitted_and_recorded(answer, stored(session).metadata, finish)
+
+
+def test_a_models_prose_cut_to_fit_the_schema_finishes_with_length_and_records_the_cut(client, scripted_llm):
+    scripted_llm.reply("Sua fatura está em dia. " * 10)  # 240 characters: within the limit, not beside the pad
+
+    completion = client.chat.completions.create(
+        model="telecom_contas",
+        messages=[{"role": "user", "content": TEXT}],
+        response_format=json_schema_format(ROOMY),
+        user="model-fit",
+    )
+    answer = completion.choices[0].message.content
+
+    assert json.loads(answer)["answer"].startswith("Sua fatura está em dia.")
+    assert_fitted_and_recorded(answer, stored("model-fit").metadata, completion.choices[0].finish_reason)
 
 
 # --- the bound itself ------------------------------------------------------------------------------------------
