@@ -57,7 +57,14 @@ from agents.profile_settings import (
     SUPERVISOR,
     WORDS,
 )
-from agents.schemas import endpoint_exported, expand_args_schema, model_key_variable_refusal, validate_word_list
+from agents.schemas import (
+    ERROR_ARGS_SCHEMA_STORED,
+    endpoint_exported,
+    expand_args_schema,
+    model_key_variable_refusal,
+    tool_args_schema_problem,
+    validate_word_list,
+)
 from agents.selectors import external_desk_names, external_desk_profiles, external_desk_refusal
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import EndpointSecretsAdminMixin, ExtensibleAdmin, ReadOnlyInlineMixin
@@ -998,11 +1005,12 @@ class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmi
         "description",
         "synced_description",
         "args_schema",
+        "args_schema_check",
         "enabled",
         "needs_permission",
         "read_only",
     ]
-    readonly_fields = ["synced_description", "read_only"]
+    readonly_fields = ["synced_description", "args_schema_check", "read_only"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpTool]:
         return (
@@ -1016,6 +1024,13 @@ class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmi
     @admin.display(description="intents", ordering="intent_total")
     def intent_count(self, obj: WithAnnotations[McpTool, _ToolTotals]) -> int:
         return obj.intent_total
+
+    @admin.display(description="argument schema check")
+    def args_schema_check(self, obj: McpTool | None) -> str:
+        """Why every call of the tool is refused, when its stored schema predates the platform's bounds (the system
+        check ``agents.W005`` lists these tools)."""
+        problem = tool_args_schema_problem(obj.args_schema) if obj is not None and obj.pk else None
+        return "—" if problem is None else ERROR_ARGS_SCHEMA_STORED.format(tool="This tool", problem=problem)
 
     @admin.display(description="coordinator", ordering="coordinator__name")
     def coordinator_name(self, obj: AgentProfile) -> str:

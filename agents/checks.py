@@ -1,4 +1,4 @@
-"""System checks guarding invariants of the settings (stable ids, with hints)."""
+"""System checks guarding invariants of the settings and of the configuration stored (stable ids, with hints)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db import DatabaseError
 
 from agents.desks import SecretUnavailable, signing_secret
 from agents.llm import key_held
-from agents.models import AgentProfile, ExternalDesk
-from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
+from agents.models import AgentProfile, ExternalDesk, McpTool
+from agents.schemas import (
+    ERROR_ARGS_SCHEMA_STORED,
+    HINT_KEY_VARIABLE,
+    model_key_variable_refusal,
+    tool_args_schema_problem,
+)
 
 
 @register()
@@ -43,8 +49,6 @@ def model_key_variables_check(
     default``. Names the variable, never a value."""
     if not databases:
         return []
-    from django.db import DatabaseError
-
     problems: list[CheckMessage] = []
     try:
         profiles = list(
@@ -89,8 +93,6 @@ def external_desk_secrets_check(
     allows and is set in this process; otherwise nothing is posted to it. Names the variable, never a value."""
     if not databases:
         return []
-    from django.db import DatabaseError
-
     try:
         desks = list(ExternalDesk.objects.filter(enabled=True).order_by("name"))
     except DatabaseError:  # migrate runs the checks before it creates the table
@@ -107,6 +109,36 @@ def external_desk_secrets_check(
                     "desk's secret in the admin.",
                     obj=desk,
                     id="agents.W004",
+                )
+            )
+    return problems
+
+
+@register(Tags.database)
+def tool_schemas_check(
+    app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Each enabled MCP tool's stored argument schema is one the platform checks arguments against (``agents.W005``):
+    one stored before the bounds of :mod:`agents.structured` (a lookaround, a reference outside the schema, a keyword
+    whose work is not counted) makes every call of the tool ``invalid_arguments``, until it is rewritten on the
+    tool's page or its server lists one within them and is synced again."""
+    if not databases:
+        return []
+    try:
+        tools = list(McpTool.objects.filter(enabled=True).order_by("name").only("name", "args_schema"))
+    except DatabaseError:  # migrate runs the checks before it creates or alters the tables
+        return []
+    problems: list[CheckMessage] = []
+    for tool in tools:
+        problem = tool_args_schema_problem(tool.args_schema)
+        if problem is not None:
+            problems.append(
+                Warning(
+                    ERROR_ARGS_SCHEMA_STORED.format(tool=f"MCP tool {tool.name}", problem=problem),
+                    hint="Rewrite the argument schema on the tool's admin page, or have its server list one within "
+                    "the bounds and sync it again; docs/agents.md lists them.",
+                    obj=tool,
+                    id="agents.W005",
                 )
             )
     return problems

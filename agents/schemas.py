@@ -69,6 +69,23 @@ def validate_tool_args_schema(value: Any) -> None:
         raise ValidationError(f"required names arguments that are not in properties: {', '.join(missing)}.")
 
 
+def tool_args_schema_problem(value: Any) -> str | None:
+    """Why :func:`validate_tool_args_schema` refuses ``value`` (a stored schema may predate a check); ``None`` when it
+    takes it."""
+    try:
+        validate_tool_args_schema(value)
+    except ValidationError as exc:
+        return " ".join(exc.messages)
+    return None
+
+
+# A stored argument schema the platform does not take: every call is refused before it is sent (agents.mcp).
+ERROR_ARGS_SCHEMA_STORED = (
+    "{tool}'s argument schema is not one the platform checks arguments against, so every call of it is refused as "
+    "invalid_arguments: {problem}"
+)
+
+
 def validate_tool_output_schema(value: Any) -> None:
     """A tool's output schema, as its server lists it (``None``: it lists none) must be one the platform checks the
     tool's results against (:mod:`agents.structured`); a call's result is checked against it
