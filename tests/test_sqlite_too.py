@@ -27,10 +27,22 @@ MARKER = "sqlite_too"
 # The marked tests are admin pages and crawls: a few seconds each at most. A hung one must not hold the suite.
 RUN_TIMEOUT_SECONDS = 280
 # The marked files are run in this many subprocesses, each a test of its own that xdist gives to any worker: one
-# run of them all took 170-250 s of a busy machine's time, close to the hang guard above.
-SHARDS = 2
+# run of them all took 170-250 s of a busy machine's time, close to the hang guard above. Files are dealt to the
+# shards by size (the crawls and the browser day are the biggest), so no shard holds the heavy ones together.
+SHARDS = 3
 
 pytestmark = pytest.mark.slow  # the marked tests again, in a process of its own
+
+
+def shard_files(files: list[Path], shard: int, shards: int = SHARDS) -> list[Path]:
+    """The files of ``shard``: each file, largest first, goes to the shard holding the fewest bytes so far."""
+    held = [0] * shards
+    dealt: list[list[Path]] = [[] for _ in range(shards)]
+    for path in sorted(files, key=lambda path: (-path.stat().st_size, str(path))):
+        lightest = held.index(min(held))
+        dealt[lightest].append(path)
+        held[lightest] += path.stat().st_size
+    return sorted(dealt[shard])
 
 
 def marked_test_files(root: Path = ROOT) -> list[Path]:
@@ -79,7 +91,7 @@ def failures(report: Path) -> list[str]:
 def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     if connection.vendor == "sqlite":
         pytest.skip("this run is on SQLite already: the marked tests run in it")
-    files = marked_test_files()[shard::SHARDS]
+    files = shard_files(marked_test_files(), shard)
     assert files, f"no test file of shard {shard} mentions the {MARKER} marker"
     report = tmp_path / "junit.xml"
 
@@ -110,6 +122,19 @@ def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     assert run.returncode == 0, f"pytest on SQLite exited {run.returncode}:\n{output}"
     ran = sum(1 for case in cases(report) if case.find("skipped") is None)
     assert ran > 0, f"no test marked {MARKER} ran on SQLite:\n{output}"
+
+
+def test_the_shards_share_the_files_out_without_losing_or_repeating_one(tmp_path):
+    files = []
+    for index, size in enumerate([900, 500, 400, 300, 100, 100]):
+        path = tmp_path / f"test_{index}.py"
+        path.write_text("x" * size, encoding="utf-8")
+        files.append(path)
+
+    shards = [shard_files(files, shard, shards=3) for shard in range(3)]
+
+    assert sorted(path for shard in shards for path in shard) == sorted(files)
+    assert [sum(path.stat().st_size for path in shard) for shard in shards] == [900, 700, 700]
 
 
 def test_only_files_that_mention_the_marker_are_collected(tmp_path):
