@@ -163,6 +163,13 @@ def default_closing_words() -> list[str]:
     return list(DEFAULT_CLOSING_WORDS)
 
 
+def default_release_needs_approval() -> bool:
+    """A new profile needs a second person when another profile does: where releases are reviewed, making a profile
+    is no way round the review. It is then served nothing until its first publish, which a second person approves
+    (releases.approvals), and only someone who may approve releases switches the rule off."""
+    return AgentProfile.objects.filter(release_needs_approval=True).exists()
+
+
 class AgentProfile(models.Model):
     """A template such as ``telecom_contas``: isolates configuration and conversations."""
 
@@ -400,9 +407,10 @@ class AgentProfile(models.Model):
     # Governance, not behaviour: not part of the profile's published document (routing.documents).
     release_needs_approval = models.BooleanField(
         "Publishing needs a second person",
-        default=False,
+        default=default_release_needs_approval,
         help_text="A publish or the start of a staged rollout becomes a request that another person with the right "
-        "to approve releases approves. Only they (or an administrator) change this setting.",
+        "to approve releases approves; customers are served only a version, never the draft. Only they (or an "
+        "administrator) change this setting; a new profile needs a second person when another profile does.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

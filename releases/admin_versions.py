@@ -49,7 +49,7 @@ from agents.models import AgentProfile
 from common.adminkit import AdminExtension, ReadOnlyAdminMixin, admin_extend
 from common.errors import DomainError
 from common.text import whole_number
-from releases.approvals import draft_rollout, publish_request, release_requests_pending
+from releases.approvals import draft_rollout, publish_request, release_requests_pending, second_person_switch
 from releases.rollout_forms import PlanSettingsForm
 from releases.versions import (
     Change,
@@ -84,10 +84,17 @@ def draft_document(profile: AgentProfile) -> dict[str, Any]:
     return profile_documents([profile.agent_id])[profile.agent_id]
 
 
+NEVER_PUBLISHED = "Never published: edits go live on save"
+NEVER_PUBLISHED_HELD = (
+    "Never published: it needs a second person, so its customers are served nothing until its first publish, which "
+    "someone else with the right to approve releases approves"
+)
+
+
 def version_line(version: RoutingVersion | None) -> str:
     """ "version 3 (published by ana on 22 Nov 2026, 17:40, "Fix invoice keywords")", or that it never was."""
     if version is None:
-        return "Never published: edits go live on save"
+        return NEVER_PUBLISHED
     approved = f", approved by {version.approved_by.get_username()}" if version.approved_by else ""
     when = localize(localtime(version.created_at))
     note = f", “{version.note}”" if version.note else ""
@@ -122,7 +129,7 @@ class ProfileState:
     @property
     def summary(self) -> str:
         if self.live is None:
-            return version_line(None) + "."
+            return (NEVER_PUBLISHED_HELD if self.profile.release_needs_approval else NEVER_PUBLISHED) + "."
         if not self.changes:
             return f"Live: {version_line(self.live)}. The draft is the live version."
         return f"Live: {version_line(self.live)}. Draft differs from live: {len(self.changes)} change(s)."
@@ -274,7 +281,7 @@ class ProfileReleases(AdminExtension):
                     counts[agent_id] = len(document_diff(live[agent_id], document)) if agent_id in live else None
             count = counts.get(obj.agent_id)
             if count is None:
-                return "edits go live on save"
+                return "served nothing until approved" if obj.release_needs_approval else "edits go live on save"
             return f"{count} change(s) to publish" if count else "same as live"
 
         draft.short_description = "draft"  # type: ignore[attr-defined]
@@ -343,18 +350,28 @@ class ProfileReleases(AdminExtension):
         ):
             raise PermissionDenied
         needed = request.POST.get("needed") == "on"
-        if profile.release_needs_approval != needed:
-            profile.release_needs_approval = needed
-            profile.save(update_fields=["release_needs_approval", "updated_at"])
+        try:
+            first = second_person_switch(
+                profile=profile, user=request.user, needed=needed, published_from=PublishedFrom.ADMIN
+            )
+        except DomainError as exc:
+            model_admin.message_user(request, exc.message, messages.ERROR)
+            return self._profile_page(profile)
+        published = (
+            f" What its customers were served, its draft, is published as version {first.number}: from now on they "
+            "are served only a version, never the draft."
+            if first is not None
+            else ""
+        )
         model_admin.message_user(
             request,
             f"Publishing {profile.agent_id} now needs a second person: a publish or a rollout start becomes a request "
-            "that someone else with the right to approve releases approves."
+            f"that someone else with the right to approve releases approves.{published}"
             if needed
             else f"Publishing {profile.agent_id} no longer needs a second person.",
             messages.SUCCESS,
         )
-        return HttpResponseRedirect(reverse("admin:agents_agentprofile_change", args=[profile.pk]))
+        return self._profile_page(profile)
 
     def publish_view(self, model_admin: ModelAdmin[Any], request: HttpRequest, object_id: str) -> HttpResponse:
         """One review page, two choices: publish to everyone now, or roll out in stages (module docstring)."""

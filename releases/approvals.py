@@ -4,13 +4,14 @@
 with ``release=False``, so the saved routing tests gate it as they gate a publish), a rollout plan is made for it with
 the given settings, and the plan starts (:func:`releases.rollout_commands.plan_start`) — against the version live now.
 
-**The two-person rule.** A profile may need a second person (``AgentProfile.release_needs_approval``, changed only
-by users with :data:`~releases.versions.APPROVE_PERMISSION` and superusers). Then a person's publish becomes a
-:class:`~routing.models.ReleaseRequest` (:func:`publish_request`), and so does a staged rollout (the candidate and the
-plan are made, the plan stays ready: :func:`draft_rollout`, :func:`rollout_request`). Another person with the
-permission reviews it and approves (:func:`release_request_approve`: then it is published, or the plan starts) or
-declines it with a note (:func:`release_request_decline`); the requester may withdraw it. Nobody approves their own
-request.
+**The two-person rule.** A profile may need a second person (``AgentProfile.release_needs_approval``, switched only
+by users with :data:`~releases.versions.APPROVE_PERMISSION` and superusers: :func:`second_person_switch`; a new
+profile needs one when another profile does). Its customers are then served only a version, never its draft, and a
+person's publish becomes a :class:`~routing.models.ReleaseRequest` (:func:`publish_request`), and so does a staged
+rollout (the candidate and the plan are made, the plan stays ready: :func:`draft_rollout`, :func:`rollout_request`).
+Another person with the permission reviews it and approves (:func:`release_request_approve`: then it is published, or
+the plan starts) or declines it with a note (:func:`release_request_decline`); the requester may withdraw it. Nobody
+approves their own request.
 
 **Out of date.** A request holds what its requester reviewed: the live version then (``based_on``) and a fingerprint
 (``document_hash``) of the draft — or, for a rollout, of the plan's candidate and settings. When either no longer
@@ -46,6 +47,7 @@ from releases.versions import (
     may_approve,
     model_settings_check,
     needs_second_person,
+    served_draft_publish,
     version_publish,
 )
 from routing.documents import profile_documents
@@ -68,6 +70,7 @@ ERROR_NOT_APPROVER = "You may not approve releases (it takes the permission to a
 ERROR_REQUESTER_GONE = "The requester's account is no longer active: ask someone to request it again."
 ERROR_ALREADY_WAITING = "The same {kind} of {agent_id} is waiting for approval already (requested by {who})."
 ERROR_WITHDRAW_OTHERS = "Only the person who asked may withdraw a request."
+SWITCH_NOTE = "What customers were served when publishing started to need a second person"
 
 
 class ReleaseRequestStale(DomainError):
@@ -144,6 +147,29 @@ def release_request_fingerprint(request: ReleaseRequest) -> str:
     if request.kind == ReleaseKind.PUBLISH:
         return document_fingerprint(_draft(request.profile))
     return plan_fingerprint(request.plan) if request.plan is not None else ""
+
+
+# -- the rule ----------------------------------------------------------------------------------------------------
+
+
+def second_person_switch(
+    *, profile: AgentProfile, user: Any, needed: bool, published_from: str = ""
+) -> RoutingVersion | None:
+    """Switch the two-person rule of ``profile`` on or off, as ``user``, who must be able to approve releases
+    (:class:`ReleaseRequestRefused`). Switched on for a profile never published — whose customers are served its
+    draft — the draft as they are served it now is first published as its first version by ``user``, its note
+    :data:`SWITCH_NOTE` (:func:`releases.versions.served_draft_publish`): from then on customers get only what a
+    second person approved, and no draft edit reaches them. Returns that version (``None``: none was needed). The
+    publish's refusals (a model key variable nobody may publish) leave the rule as it was."""
+    if not may_approve(user):
+        raise ReleaseRequestRefused(ERROR_NOT_APPROVER)
+    first = None
+    if needed:
+        first = served_draft_publish(profile=profile, user=user, note=SWITCH_NOTE, published_from=published_from)
+    if profile.release_needs_approval != needed:
+        profile.release_needs_approval = needed
+        profile.save(update_fields=["release_needs_approval", "updated_at"])  # recorded in the field history
+    return first
 
 
 # -- requests ----------------------------------------------------------------------------------------------------

@@ -336,6 +336,33 @@ def _version_store(
     return version
 
 
+def served_draft_publish(*, profile: Any, user: Any, note: str, published_from: str = "") -> RoutingVersion | None:
+    """Publish what customers of a profile never published are served — its draft — as its first version, before the
+    profile starts to need a second person (:func:`releases.approvals.second_person_switch`): for customers nothing
+    changes, so neither the two-person rule nor the saved routing tests hold it (their run is recorded, as a revert's
+    is); the model settings' checks apply as to any publish. ``None`` when a version is live (then customers are not
+    served the draft)."""
+    if live_version(profile) is not None:
+        return None
+    content = _draft_document(profile.agent_id)
+    model_settings_check(profile=profile, document=content, served=content, user=user)
+    gated = routing_tests_gate(profile=profile, document=content, user=user, enforce=False)
+    try:
+        return _version_store(
+            profile=profile,
+            user=user,
+            note=note,
+            based_on=None,
+            content=content,
+            reverted_from=None,
+            forced_reason="",
+            test_summary=gated.summary,
+            published_from=published_from,
+        )
+    except VersionConflict:  # published meanwhile: the draft is not served any more
+        return None
+
+
 def version_release(*, profile: Any, version: RoutingVersion, user: Any = None) -> None:
     """Serve ``version`` (already stored) to the profile's customers: a publish, or a rollout plan's completion. The
     first time, it is recorded as released (``released_at``): a revert may come back to it without a second person.

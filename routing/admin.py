@@ -111,7 +111,7 @@ DRAFT_NOTE_NO_PUBLISH = "Saved to the draft of {profile}: customers get it once 
 class DraftNoteMixin:
     """After an add or change page saves a row of a profile whose customers are served a published version, a note
     says the change went to the draft — with a link to publish it, for a user who may. A profile never published
-    serves its draft, and gets no note."""
+    serves its draft, and gets no note — unless it needs a second person (then it serves no draft)."""
 
     def draft_profile(self, obj: Any) -> AgentProfile:
         raise NotImplementedError
@@ -130,7 +130,7 @@ class DraftNoteMixin:
         if IS_POPUP_VAR in request.POST:
             return
         profile = self.draft_profile(obj)
-        if live_version(profile) is None:
+        if live_version(profile) is None and not profile.release_needs_approval:
             return
         if may_publish(request):
             url = reverse("admin:agents_agentprofile_publish", args=[profile.pk])

@@ -109,12 +109,17 @@ def build(*, version: int, generation: int) -> Snapshot:
     """Load every piece of configuration and compile the enabled profiles: a constant number of queries, whatever
     the sizes. A profile is compiled from a document (:mod:`routing.documents`), the one path to a
     :class:`ProfileSpec`: customers get the document of its released version (:mod:`releases.versions`), editors
-    its draft — read from the models; a profile never published is served its draft. Tools, servers and rollout
-    flags are global. While ``ROUTING_MODE=goal`` overrides every profile's mode, a profile that carries no goal
+    its draft — read from the models. A profile never published is served its draft, but one that needs a second
+    person (``AgentProfile.release_needs_approval``) is served only a version — nothing until its first publish — so
+    that no draft edit reaches its customers unreviewed. Tools, servers and rollout flags are global. While
+    ``ROUTING_MODE=goal`` overrides every profile's mode, a profile that carries no goal
     (:func:`routing.documents.serves_every_domain`) is compiled with every synced domain's
     (:func:`routing.documents.with_every_domain`)."""
     drafts = profile_documents()
-    pks = dict(AgentProfile.objects.values_list("agent_id", "pk"))  # read after: a profile deleted since is left out
+    # Read after the drafts: a profile deleted since is left out.
+    rows = list(AgentProfile.objects.values_list("agent_id", "pk", "release_needs_approval"))
+    pks = {agent_id: pk for agent_id, pk, _ in rows}
+    held = {agent_id for agent_id, _, needs_second_person in rows if needs_second_person}
     backends = backends_load()
     released = {
         agent_id: (number, document)
@@ -129,14 +134,14 @@ def build(*, version: int, generation: int) -> Snapshot:
     for agent_id, draft in drafts.items():
         if agent_id not in pks:
             continue
-        number, live = released.get(agent_id, (None, draft))
-        if live["profile"]["enabled"]:
+        number, live = released.get(agent_id, (None, None if agent_id in held else draft))  # held: no draft served
+        if live is not None and live["profile"]["enabled"]:
             profiles[agent_id] = profile_compile(
                 live, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {}), every_domain=every
             )
         if draft["profile"]["enabled"]:
             # A version published before a key the draft holds at its default serves what the draft would.
-            same = agent_id in profiles and (live == draft or document_complete(live) == draft)
+            same = live is not None and agent_id in profiles and (live == draft or document_complete(live) == draft)
             draft_specs[agent_id] = (
                 profiles[agent_id]
                 if same
