@@ -34,20 +34,20 @@ from agents.models import AgentProfile
 from common.adminkit import AdminExtension, admin_extend
 from releases.configio import ConfigImportError, Source, config_import
 from releases.configio.exporter import HEADER, config_export_data, dump, goals_file_name, routing_file_name
+from releases.configio.rights import IMPORT_PERMISSION
 from releases.configio.source import plain_value
 from releases.routing_tests import LoadReport, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from releases.versions import Change, document_diff, document_masked
 from routing.documents import profile_documents
 from routing.models import Intent, RoutingVersion
 
-CONFIG_PERMISSION = "routing.change_intent"
 TESTS_PERMISSIONS = ("routing.add_routingtestcase", "routing.change_routingtestcase")
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
 
 def may_edit_config(request: HttpRequest) -> bool:
-    return bool(request.user.is_active and request.user.is_staff and request.user.has_perm(CONFIG_PERMISSION))
+    return bool(request.user.is_active and request.user.is_staff and request.user.has_perm(IMPORT_PERMISSION))
 
 
 def may_download(request: HttpRequest) -> bool:

@@ -42,7 +42,7 @@ from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin, ReadO
 from common.errors import DomainError
 from common.forms import label_choices
 from releases.approvals import release_requests_pending, rollout_request
-from releases.rollout_commands import RolloutStateError, plan_command, plan_start
+from releases.rollout_commands import FLAG_PERMISSION, RolloutStateError, plan_command, plan_start
 from releases.rollout_forms import GuardsField, StagesField
 from releases.rollout_guard import CANDIDATE, CONTROL
 from releases.versions import needs_second_person, version_publish
@@ -102,7 +102,6 @@ SETTINGS = (
 SHOWN_WHEN_STARTED = {"stages": "stages_shown", "guards": "guards_shown"}
 ERROR_FROM_DRAFT_PROFILE = "Make the candidate from the draft: choose the profile whose draft it is."
 ERROR_FROM_DRAFT_TWICE = "Make the candidate from the draft, or choose a candidate: not both."
-FLAG_PERMISSION = "routing.change_rolloutflag"  # a multi_agent plan moves the flag
 
 
 def _actor(request: HttpRequest) -> str:

@@ -50,6 +50,7 @@ from common.adminkit import AdminExtension, ReadOnlyAdminMixin, admin_extend
 from common.errors import DomainError
 from common.text import whole_number
 from releases.approvals import draft_rollout, publish_request, release_requests_pending, second_person_switch
+from releases.rollout_commands import PLAN_ADD_PERMISSION
 from releases.rollout_forms import PlanSettingsForm
 from releases.versions import (
     Change,
@@ -68,7 +69,6 @@ from routing.rollout_plans import may_view_plans
 from routing.rollout_words import plan_stage_words, when_words
 from routing.selectors import live_version
 
-ROLLOUT_PERMISSION = "routing.add_rolloutplan"
 FORCE_PERMISSION = "routing.publish_failing_version"
 DRAFT, LIVE = "draft", "live"
 NOW, STAGES = "now", "stages"
@@ -77,7 +77,7 @@ RECENT_PLANS = 3  # finished plans listed on the profile's page, besides those r
 
 def may_roll_out(request: HttpRequest) -> bool:
     """Rolling the draft out in stages: publishing, and making rollout plans (``routing.add_rolloutplan``)."""
-    return may_publish(request) and bool(request.user.has_perm(ROLLOUT_PERMISSION))
+    return may_publish(request) and bool(request.user.has_perm(PLAN_ADD_PERMISSION))
 
 
 def draft_document(profile: AgentProfile) -> dict[str, Any]:

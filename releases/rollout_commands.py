@@ -64,6 +64,10 @@ from routing.selectors import live_version
 
 logger = logging.getLogger(__name__)
 
+# What the admin asks of a person who makes or commands a plan, and so does a command's --user.
+PLAN_ADD_PERMISSION = "routing.add_rolloutplan"
+PLAN_CHANGE_PERMISSION = "routing.change_rolloutplan"
+FLAG_PERMISSION = "routing.change_rolloutflag"  # a multi_agent plan moves the flag
 # A plan's settings: with its candidate, what a second person approves and what its start fixes (plan_fingerprint).
 PLAN_SETTINGS = ("stages", "hold_minutes", "min_conversations", "guards", "max_errors", "alpha")
 ERROR_PLAN_CHANGED = (

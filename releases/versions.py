@@ -100,6 +100,23 @@ class ApprovalRequired(DomainError):
     code = "approval_required"
 
 
+class PermissionMissing(DomainError):
+    status_code = status.HTTP_403_FORBIDDEN
+    code = "permission_denied"
+
+
+ERROR_PERMISSION = "{user} may not {doing} (it takes the permission {permission})."
+
+
+def permission_check(*, user: Any, permission: str, doing: str) -> None:
+    """Does ``user`` hold ``permission``, the one the admin's page asks for the same act? For a user acting on another
+    path (a command's ``--user``): a role's powers are the same on every path. ``doing`` says the act in the refusal
+    ("publish telecom_contas"). ``user`` ``None`` is the operator at the shell, who may do everything. Raises
+    :class:`PermissionMissing`."""
+    if user is not None and not user.has_perm(permission):
+        raise PermissionMissing(ERROR_PERMISSION.format(user=user.get_username(), doing=doing, permission=permission))
+
+
 APPROVE_PERMISSION = "routing.approve_release"
 ERROR_APPROVAL_REQUIRED = (
     "{agent_id} needs a second person to publish or to start a rollout: ask for approval (the publish page does it), "

@@ -6,7 +6,8 @@ replaced, a prompt version added); :func:`rights_check` turns each one the user 
 problem at its place in the files, and the import is refused whole. The check is on what changes, so files that
 repeat what is stored (the draft zip imported back) pass whoever imports them.
 
-The permissions are Django's model permissions (``add``/``change``/``delete`` of the row's model), and a profile's
+Importing at all takes :data:`IMPORT_PERMISSION`, what the admin's import page asks. The permissions are Django's
+model permissions (``add``/``change``/``delete`` of the row's model), and a profile's
 model endpoint, model and key variable (:data:`agents.models.MODEL_ENDPOINT_FIELDS`) also need
 :data:`agents.models.MODEL_ENDPOINT_PERMISSION`, as on the profile's admin page.
 """
@@ -24,6 +25,8 @@ from releases.configio.messages import ERROR_FORBIDDEN
 from releases.configio.source import Node, Problems
 
 VERBS = {"add": "create", "change": "change", "delete": "delete"}
+# Opening the import page (and a command's import as a user): who edits the routing configuration.
+IMPORT_PERMISSION = "routing.change_intent"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """``manage.py import_config FILE_OR_DIR... [--profile AGENT_ID] [--user USERNAME] [--dry-run | --publish]``.
 
 With ``--user`` the import (and its publish) is that user's: their permissions decide what it may change, as in the
-admin, and they are recorded as its author. Without it the command is the operator's, who has the shell (and the
+admin — importing at all takes the import page's permission, publishing ``routing.add_routingversion`` — and they are
+recorded as its author. Without it the command is the operator's, who has the shell (and the
 secrets) already and may change everything. The allow-list of model key variables applies to everyone. ``--publish``
 by a user, of a profile that needs a second person, is refused before anything is written (a command has no one to
 approve it): import into the draft, and publish from the admin, where it becomes a request.
@@ -21,7 +22,9 @@ from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.configio import ConfigImportError, ImportReport, Source, config_import
 from releases.configio.messages import ERROR_READ
-from releases.versions import approval_check, document_diff, version_publish
+from releases.configio.rights import IMPORT_PERMISSION
+from releases.versions import approval_check, document_diff, permission_check, version_publish
+from routing.admin_views import PUBLISH_PERMISSION
 from routing.documents import profile_documents
 from routing.models import PublishedFrom
 
@@ -123,9 +126,11 @@ class Command(BaseCommand):
             after.update(profile_documents())
             if options["publish"]:  # refused here, inside the import's transaction: nothing stays written
                 for profile in AgentProfile.objects.filter(agent_id__in=drafts_changed(before, after)).order_by("pk"):
+                    permission_check(user=user, permission=PUBLISH_PERMISSION, doing=f"publish {profile.agent_id}")
                     approval_check(profile=profile, user=user, approved_by=None)
 
         try:
+            permission_check(user=user, permission=IMPORT_PERMISSION, doing="import configuration")
             report = config_import(
                 sources=sources, profile=options["profile"], user=user, dry_run=options["dry_run"], written=written
             )

@@ -11,10 +11,12 @@
 ``start`` creates the plan (guards: the defaults, docs/rollouts.md) and starts it at its first stage; a plan is
 named by its id. ``status`` lists the plans (or shows one, with its last decisions).
 
-``--user USERNAME`` acts as that user, as the other commands do: on a profile that needs a second person their start
-is refused (nothing is made: a command has no one to approve it; ask for approval in the admin) and so is their
-advance by hand, unless they may approve releases and did not make or ask for the plan. Without it the command is
-the operator's, who is not held.
+``--user USERNAME`` acts as that user, as the other commands do, with the permissions the admin asks for the same act:
+``routing.add_rolloutplan`` to make a plan, ``routing.change_rolloutplan`` to start, pause, resume, advance or abort
+one (and ``routing.change_rolloutflag`` for a plan of the multi_agent flag), ``routing.view_rolloutplan`` to read
+them. On a profile that needs a second person their start is refused (nothing is made: a command has no one to
+approve it; ask for approval in the admin) and so is their advance by hand, unless they may approve releases and did
+not make or ask for the plan. Without it the command is the operator's, who is not held.
 """
 
 from __future__ import annotations
@@ -30,8 +32,11 @@ from django.db import transaction
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.management.commands.import_config import USER_HELP, acting_user
+from releases.rollout_commands import FLAG_PERMISSION, PLAN_ADD_PERMISSION, PLAN_CHANGE_PERMISSION
 from releases.rollout_guard import RolloutStateError, plan_command, plan_start, plans_evaluate
+from releases.versions import permission_check
 from routing.models import RolloutPlan, RolloutPlanTarget, RoutingVersion
+from routing.rollout_plans import PLAN_VIEW_PERMISSION
 from routing.rollout_words import plan_stage_words
 
 COMMANDS = ("start", "status", "pause", "resume", "advance", "abort", "evaluate", "watch")
@@ -71,27 +76,45 @@ class Command(BaseCommand):
         command = options["command"]
         try:
             if command == "start":
+                self._may(user, command, multi_agent=options["multi_agent"])
                 with transaction.atomic():  # a start refused leaves no plan behind
                     plan = self._create(options, user)
                     decision = plan_start(plan, actor=actor, user=user)
                 self.stdout.write(f"plan {plan.pk} ({plan.name}): {decision.reason}")
             elif command == "status":
+                self._may(user, command)
                 self._status(options["plan"])
             elif command == "evaluate":
+                self._may(user, command)
                 self._evaluate(actor, interval=0)
             elif command == "watch":
+                self._may(user, command)
                 every = options["every"] or float(settings.ROLLOUT_EVALUATE_SECONDS)
                 self.stdout.write(f"Evaluating the running rollout plans every {every:g} s; Ctrl-C stops.")
                 while True:
                     self._evaluate("watch", interval=every)
                     time.sleep(every)
             else:
-                decision = plan_command(self._plan(options["plan"]), command, actor=actor, user=user)
+                plan = self._plan(options["plan"])
+                self._may(user, command, multi_agent=plan.target == RolloutPlanTarget.MULTI_AGENT)
+                decision = plan_command(plan, command, actor=actor, user=user)
                 self.stdout.write(f"plan {decision.plan_id}: {decision.reason}")
         except RolloutStateError as exc:
             raise CommandError(str(exc)) from None
         except DomainError as exc:
             raise CommandError(exc.message) from None
+
+    @staticmethod
+    def _may(user, command: str, *, multi_agent: bool = False) -> None:
+        """The permissions the admin asks for the same act (``user`` ``None``: the operator, who may do everything)."""
+        if command == "status":
+            permission_check(user=user, permission=PLAN_VIEW_PERMISSION, doing="read rollout plans")
+            return
+        if command == "start":
+            permission_check(user=user, permission=PLAN_ADD_PERMISSION, doing="make rollout plans")
+        permission_check(user=user, permission=PLAN_CHANGE_PERMISSION, doing=f"{command} rollout plans")
+        if multi_agent:
+            permission_check(user=user, permission=FLAG_PERMISSION, doing="roll the multi_agent flag out")
 
     def _evaluate(self, actor: str, *, interval: float) -> None:
         for decision in plans_evaluate(actor=actor, interval=interval):

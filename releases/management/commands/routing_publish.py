@@ -1,7 +1,7 @@
 """``manage.py routing_publish --profile AGENT_ID --note "..." [--user USERNAME] [--based-on N] [--candidate]``:
 publish a profile's draft — live at once, or with ``--candidate`` stored as a version for a rollout plan
-(``manage.py rollout``). With ``--user`` that user's permissions apply (a model endpoint change needs the
-operator's); without it the command is the operator's."""
+(``manage.py rollout``). With ``--user`` that user's permissions apply, as in the admin (publishing takes
+``routing.add_routingversion``, a model endpoint change the operator's); without it the command is the operator's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.management.commands.import_config import USER_HELP, acting_as, acting_user
-from releases.versions import UNSET, document_diff, version_publish
+from releases.versions import UNSET, document_diff, permission_check, version_publish
+from routing.admin_views import PUBLISH_PERMISSION
 from routing.models import PublishedFrom
 from routing.selectors import live_version
 
@@ -52,6 +53,7 @@ class Command(BaseCommand):
         before = live_version(profile)
         based_on = options["based_on"] if options["based_on"] is not None else UNSET
         try:
+            permission_check(user=user, permission=PUBLISH_PERMISSION, doing=f"publish {profile.agent_id}")
             with acting_as(user):
                 version = version_publish(
                     profile=profile,

@@ -1,5 +1,6 @@
 """``manage.py routing_revert --profile AGENT_ID --to N [--note "..."] [--user USERNAME]``: publish an earlier version
-again. With ``--user`` that user's permissions apply; without it the command is the operator's."""
+again. With ``--user`` that user's permissions apply, as in the admin (reverting takes ``routing.add_routingversion``);
+without it the command is the operator's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.management.commands.import_config import USER_HELP, acting_as, acting_user
-from releases.versions import document_diff, version_revert
+from releases.versions import document_diff, permission_check, version_revert
+from routing.admin_views import PUBLISH_PERMISSION
 from routing.models import PublishedFrom
 from routing.selectors import live_version
 
@@ -29,6 +31,7 @@ class Command(BaseCommand):
         user = acting_user(options["user"])
         before = live_version(profile)
         try:
+            permission_check(user=user, permission=PUBLISH_PERMISSION, doing=f"publish {profile.agent_id}")
             with acting_as(user):
                 version = version_revert(
                     profile=profile,
