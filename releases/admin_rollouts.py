@@ -14,7 +14,9 @@ Registered by ``releases/admin.py``.
   the plan are those that moved it (every evaluation is in the decisions' own list).
 * **Confirmations.** Start, Advance now and Abort open a page that says what will happen ("10 % of new
   conversations will get version 5"); Pause and Resume act at once. A plan of a profile that needs a second person is
-  not started by its editor: Start asks for approval (:func:`releases.approvals.rollout_request`).
+  not started by its editor: Start asks for approval (:func:`releases.approvals.rollout_request`); Advance now is
+  offered only to who may advance it (:func:`releases.rollout_commands.advance_check`), and its page says why to
+  anyone else, with no button.
 
 A plan can be edited while it is ready; once started, only its webhook and name (what it rolls out, and how, are
 what its decisions were taken on): its form then has only those two fields, the rest being read-only text. Every error
@@ -42,10 +44,10 @@ from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin, ReadO
 from common.errors import DomainError
 from common.forms import label_choices
 from releases.approvals import release_requests_pending, rollout_request
-from releases.rollout_commands import FLAG_PERMISSION, RolloutStateError, plan_command, plan_start
+from releases.rollout_commands import FLAG_PERMISSION, RolloutStateError, advance_check, plan_command, plan_start
 from releases.rollout_forms import GuardsField, StagesField
 from releases.rollout_guard import CANDIDATE, CONTROL
-from releases.versions import needs_second_person, version_publish
+from releases.versions import ApprovalRequired, needs_second_person, version_publish
 from routing.models import (
     ProfileRelease,
     RolloutDecision,
@@ -281,17 +283,17 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
         form.user = request.user
         field = form.base_fields.get("candidate")
         if isinstance(field, forms.ModelChoiceField):
-            live = dict(ProfileRelease.objects.values_list("profile_id", "version_id"))
-            live_numbers = dict(ProfileRelease.objects.values_list("profile_id", "version__number"))
+            live = set(ProfileRelease.objects.values_list("version_id", flat=True))
 
             def label(version: RoutingVersion) -> str:
-                live_number = live_numbers.get(version.profile_id)
-                if live.get(version.profile_id) == version.pk:
+                # Whether every customer was served it (released_at), not what its number suggests: a candidate whose
+                # plan did not complete was never served to everyone, whatever was published after it.
+                if version.pk in live:
                     state = "live now"
-                elif live_number is None or version.number > live_number:
-                    state = "not live yet"
-                else:
+                elif version.released_at is not None:
                     state = "served before"
+                else:
+                    state = "never served to everyone"
                 return f"{version.profile.agent_id} version {version.number} ({state})"
 
             field.queryset = RoutingVersion.objects.select_related("profile").order_by("profile__agent_id", "-number")
@@ -354,6 +356,18 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
             plan.target == RolloutPlanTarget.VERSION and plan.profile is not None and needs_second_person(plan.profile)
         )
 
+    @staticmethod
+    def _refusal(plan: RolloutPlan, command: str, user: Any) -> str:
+        """Why ``user`` may not give ``command`` to ``plan`` whatever they confirm — an advance by hand held for a
+        second person (:func:`releases.rollout_commands.advance_check`) — said before the click; "" when they may."""
+        if command != RolloutDecisionAction.ADVANCE:
+            return ""
+        try:
+            advance_check(plan, user)
+        except ApprovalRequired as exc:
+            return exc.message
+        return ""
+
     def command_view(self, request: HttpRequest, object_id: int, command: str) -> HttpResponse:
         """GET: what the command will do, with a button to do it; POST: do it."""
         plan = RolloutPlan.objects.select_related("profile", "candidate", "control").filter(pk=object_id).first()
@@ -394,6 +408,7 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
             return HttpResponseRedirect(reverse("admin:routing_rolloutplan_change", args=[plan.pk]))
         held = command == START and self._held(plan)
         waiting = list(release_requests_pending().filter(plan=plan)) if held else []
+        refusal = self._refusal(plan, command, request.user)
         opts = self.model._meta
         context = {
             **self.admin_site.each_context(request),
@@ -407,6 +422,7 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
             "sentences": self._what_happens(plan, command),
             "held": held,
             "waiting": waiting,
+            "refusal": refusal,
             "cancel_url": reverse("admin:routing_rolloutplan_change", args=[plan.pk]),
         }
         return TemplateResponse(request, "admin/routing/rolloutplan/command_confirm.html", context)
@@ -459,6 +475,7 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
                         "slug": command,
                     }
                     for command in OFFERED.get(plan.status, ())
+                    if not self._refusal(plan, command, request.user)
                 ]
             context["rollout_view"] = may_view_plans(request.user)
             context["decisions_url"] = (

@@ -636,6 +636,7 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 ),
                 "live_number": live.number if live else None,
                 "may_revert": may_publish(request) and (live is None or live.number != version.number),
+                "revert_refusal": revert_refusal(version, request.user),
             }
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
 

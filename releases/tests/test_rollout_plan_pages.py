@@ -132,7 +132,8 @@ def test_the_add_page_shows_stages_as_a_list_and_guards_as_a_table_with_no_json_
     assert 'name="stages" value="5, 25, 50, 100"' in page
     assert 'class="rollout-guards"' in page and page.count('class="guard-relative"') == len(GUARD_METRICS)
     assert "Make the candidate from the draft" in page
-    assert "telecom_contas version 2 (not live yet)" in page and "telecom_contas version 1 (live now)" in page
+    assert "telecom_contas version 2 (never served to everyone)" in page
+    assert "telecom_contas version 1 (live now)" in page
     for internal in ("routing_publish", "--candidate", "manage.py", "docs/rollouts.md", '[{"metric"', "Stage:"):
         assert internal not in page, internal
 
