@@ -49,8 +49,8 @@ def prepare(handoffs: int, plans: int) -> tuple[int, float]:
     from agents.models import AgentProfile
     from bench.benchdata import bench_data_generate
     from conversations.models import Message
-    from releases.rollout_commands import plan_fingerprint
     from routing.models import ProfileRelease, RolloutPlan, RolloutPlanStatus, RoutingVersion
+    from routing.rollout_plans import plan_fingerprint
 
     started = time.perf_counter()
     call_command("migrate", "--noinput", verbosity=0)

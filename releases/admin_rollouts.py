@@ -19,7 +19,9 @@ Registered by ``releases/admin.py``.
   anyone else, with no button.
 
 A plan can be edited while it is ready; once started, only its webhook and name (what it rolls out, and how, are
-what its decisions were taken on): its form then has only those two fields, the rest being read-only text. Every error
+what its decisions were taken on — and what a second person approved): its form then has only those two fields, the
+rest being read-only text. A plan that started while its page was open keeps what it started as: the save, under the
+plan's row lock, writes only those two fields then, and says so. Every error
 of the form is on the page, that of a field the page does not render as an input too (:func:`unshown_errors`).
 
 A plan of the ``multi_agent`` flag moves the flag, which belongs to operators: only who may change the flag
@@ -34,6 +36,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import AdminField, AdminForm
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -102,6 +105,11 @@ SETTINGS = (
     "alpha",
 )
 SHOWN_WHEN_STARTED = {"stages": "stages_shown", "guards": "guards_shown"}
+EDITABLE_WHEN_STARTED = ("name", "webhook_url")
+ERROR_STARTED_MEANWHILE = (
+    "The plan {plan} is {status} since you opened its page: what it rolls out and how stay what it started as, so "
+    "only its name and webhook were saved."
+)
 ERROR_FROM_DRAFT_PROFILE = "Make the candidate from the draft: choose the profile whose draft it is."
 ERROR_FROM_DRAFT_TWICE = "Make the candidate from the draft, or choose a candidate: not both."
 
@@ -336,9 +344,28 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
         return super().formfield_for_choice_field(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: RolloutPlan, form: Any, change: bool) -> None:
-        if not change and request.user.is_authenticated:
-            obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+        if not change:
+            if request.user.is_authenticated:
+                obj.created_by = request.user
+            super().save_model(request, obj, form, change)
+            return
+        with transaction.atomic():
+            stored = RolloutPlan.objects.select_for_update().get(pk=obj.pk)
+            if stored.status == RolloutPlanStatus.READY:
+                super().save_model(request, obj, form, change)
+                return
+            # Started (or ended) since its page was read: what it rolls out and how stay what it started as, and its
+            # state is the commands'. Only what a started plan's page edits is saved.
+            fields = [name for name in EDITABLE_WHEN_STARTED if name in form.cleaned_data]
+            for name in fields:
+                setattr(stored, name, getattr(obj, name))
+            stored.save(update_fields=fields)
+        if set(SETTINGS) & set(form.changed_data):
+            self.message_user(
+                request,
+                ERROR_STARTED_MEANWHILE.format(plan=stored.name, status=stored.get_status_display().lower()),
+                messages.WARNING,
+            )
 
     def get_urls(self) -> list[Any]:
         return [

@@ -35,14 +35,14 @@ from rest_framework import status
 
 from agents.models import AgentProfile
 from common.errors import DomainError
-from releases.rollout_commands import PLAN_SETTINGS, PlanChanged, RolloutStateError, plan_fingerprint, plan_start
+from common.fingerprint import document_fingerprint
+from releases.rollout_commands import PlanChanged, RolloutStateError, plan_start
 from releases.routing_tests import routing_tests_gate
 from releases.versions import (
     ERROR_APPROVER_SAME,
     UNSET,
     NothingToPublish,
     VersionConflict,
-    document_fingerprint,
     documents_same,
     may_approve,
     model_settings_check,
@@ -61,7 +61,7 @@ from routing.models import (
     RolloutPlanTarget,
     RoutingVersion,
 )
-from routing.rollout_plans import plan_errors
+from routing.rollout_plans import PLAN_SETTINGS, plan_errors, plan_fingerprint
 from routing.selectors import live_version
 
 ERROR_NOT_PENDING = "This request was {status} already: nothing to decide."

@@ -44,7 +44,6 @@ from common.outbound import OutboundRefused, outbound_client
 from releases.versions import (
     ApprovalRequired,
     approval_check,
-    document_fingerprint,
     may_approve,
     needs_second_person,
     version_release,
@@ -59,6 +58,7 @@ from routing.models import (
     RoutingVersion,
 )
 from routing.rollout import MULTI_AGENT_FLAG
+from routing.rollout_plans import plan_fingerprint
 from routing.rollout_words import stage_words
 from routing.selectors import live_version
 
@@ -68,8 +68,6 @@ logger = logging.getLogger(__name__)
 PLAN_ADD_PERMISSION = "routing.add_rolloutplan"
 PLAN_CHANGE_PERMISSION = "routing.change_rolloutplan"
 FLAG_PERMISSION = "routing.change_rolloutflag"  # a multi_agent plan moves the flag
-# A plan's settings: with its candidate, what a second person approves and what its start fixes (plan_fingerprint).
-PLAN_SETTINGS = ("stages", "hold_minutes", "min_conversations", "guards", "max_errors", "alpha")
 ERROR_PLAN_CHANGED = (
     "The plan's candidate or settings changed since it started (what its start was approved for): aborted, every "
     "conversation is back on the control from its next message. Make a new plan for the change."
@@ -86,13 +84,6 @@ class RolloutStateError(Exception):
 
 class PlanChanged(RolloutStateError):
     """The plan is not what its approval was given for: its candidate or settings changed since."""
-
-
-def plan_fingerprint(plan: RolloutPlan) -> str:
-    """What an approver of a rollout reviews, and what a started plan must stay: its candidate and its settings."""
-    return document_fingerprint(
-        {"candidate": plan.candidate_id, **{name: getattr(plan, name) for name in PLAN_SETTINGS}}
-    )
 
 
 def decision_record(

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -177,13 +175,6 @@ def release_check(
         if target is None or target.released_at is not None:
             raise
         raise ApprovalRequired(f"{exc.message} {ERROR_REVERT_NEVER_RELEASED.format(number=target.number)}") from None
-
-
-def document_fingerprint(document: Mapping[str, Any]) -> str:
-    """A short hash of a document's content: a request for approval keeps the draft's, and the approval is refused
-    when the draft no longer has it (the approver must not publish what nobody reviewed)."""
-    canonical = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 ERROR_MODEL_SETTINGS = (

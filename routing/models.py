@@ -813,7 +813,7 @@ class ReleaseStatus(models.TextChoices):
 
 class ReleaseRequest(models.Model):
     """A publish or a rollout start waiting for a second person. A publish request holds the fingerprint of the
-    draft its requester reviewed (:func:`releases.versions.document_fingerprint`) and the live version then; a
+    draft its requester reviewed (:func:`common.fingerprint.document_fingerprint`) and the live version then; a
     rollout request, its ready plan (whose candidate was made from the draft). Written by releases.approvals only."""
 
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="release_requests")

@@ -4,7 +4,8 @@ A plan rolls a profile's published routing version (the *candidate*) out against
 started (the *control*) in stages — shares of new conversations, e.g. 5 → 25 → 50 → 100 % — or moves the
 ``multi_agent`` flag's percentage the same way. This module is configuration: it checks a plan
 (:func:`plan_errors`) and, from the compiled snapshot, says which version serves a conversation
-(:class:`VersionRollout`), with no query. The decisions (advance, hold, roll back) are the engine's, from the
+(:class:`VersionRollout`), with no query, and whether a started plan is still what it started as
+(:func:`plan_fingerprint`). The decisions (advance, hold, roll back) are the engine's, from the
 stored turns: :mod:`releases.rollout_guard`.
 
 **Sticky cohorts.** A conversation gets the candidate when its bucket — Unleash's ``normalized`` hash of the
@@ -20,8 +21,10 @@ import datetime as dt
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from common.fingerprint import document_fingerprint
 from routing.rollout import rollout_includes
 from routing.specs import ProfileSpec
 
@@ -180,6 +183,18 @@ def plan_errors(
     elif candidate is not None:
         errors["candidate"] = ["Candidate: the multi_agent flag's plan rolls no version out."]
     return errors
+
+
+# A plan's settings: with its candidate, what a second person approves and what its start fixes (plan_fingerprint).
+PLAN_SETTINGS = ("stages", "hold_minutes", "min_conversations", "guards", "max_errors", "alpha")
+
+
+def plan_fingerprint(plan: Any) -> str:
+    """What an approver of a rollout reviews, and what a started plan must stay (its ``started_as``): its candidate and
+    its settings (:data:`PLAN_SETTINGS`). ``plan`` is a :class:`~routing.models.RolloutPlan`, or a mapping of the same
+    fields (``candidate_id`` and the settings) as the snapshot reads them."""
+    read = plan.get if isinstance(plan, Mapping) else partial(getattr, plan)
+    return document_fingerprint({"candidate": read("candidate_id"), **{name: read(name) for name in PLAN_SETTINGS}})
 
 
 def rollout_group(plan_id: int) -> str:

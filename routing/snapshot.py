@@ -31,7 +31,7 @@ from routing.models import (
     RolloutUserOverride,
 )
 from routing.rollout import FlagSpec
-from routing.rollout_plans import VersionRollout, history_parse
+from routing.rollout_plans import PLAN_SETTINGS, VersionRollout, history_parse, plan_fingerprint
 from routing.specs import BackendSpec, ProfileSpec, ServerSpec, ToolSpec
 
 
@@ -190,17 +190,35 @@ def backends_load(profile_pks: list[int] | None = None) -> dict[int, dict[str, B
 def _rollouts(
     pks: dict[str, int], profiles: dict[str, ProfileSpec], backends: dict[int, dict[str, BackendSpec]]
 ) -> dict[str, VersionRollout]:
-    """The running and paused version plans, their candidates compiled (one query)."""
+    """The running and paused version plans, their candidates compiled (one query). A plan whose candidate or settings
+    are no longer what it started as (``started_as``: what a second person approved) serves no conversation its
+    candidate — every one gets the live version, the control — until its next evaluation aborts it
+    (:mod:`releases.rollout_commands`), whatever wrote the change."""
     plans = RolloutPlan.objects.filter(
         status__in=ROLLOUT_PLAN_ACTIVE, target=RolloutPlanTarget.VERSION, candidate__isnull=False
-    ).values_list("pk", "profile__agent_id", "candidate__number", "candidate__document", "control__number", "history")
+    ).values(
+        "pk",
+        "profile__agent_id",
+        "candidate_id",
+        "candidate__number",
+        "candidate__document",
+        "control__number",
+        "history",
+        "started_as",
+        *PLAN_SETTINGS,
+    )
     out = {}
-    for pk, agent_id, number, document, control, history in plans:
+    for plan in plans:
+        agent_id, document = plan["profile__agent_id"], plan["candidate__document"]
+        if plan_fingerprint(plan) != plan["started_as"]:
+            continue
         if agent_id in profiles and agent_id in pks and document["profile"]["enabled"]:
             candidate = profile_compile(
-                document, pk=pks[agent_id], version=number, backends=backends.get(pks[agent_id], {})
+                document, pk=pks[agent_id], version=plan["candidate__number"], backends=backends.get(pks[agent_id], {})
             )
-            out[agent_id] = VersionRollout(pk, agent_id, candidate, control, history_parse(history))
+            out[agent_id] = VersionRollout(
+                plan["pk"], agent_id, candidate, plan["control__number"], history_parse(plan["history"])
+            )
     return out
 
 

@@ -13,19 +13,22 @@ import datetime as dt
 import html
 import re
 from io import StringIO
+from typing import Any
 
 import pytest
+from django.contrib import admin
+from django.contrib.messages.storage.cookie import CookieStorage
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from releases.admin_rollouts import ERROR_STARTED_MEANWHILE, RolloutPlanAdmin
 from releases.approvals import draft_rollout, publish_request, release_request_approve
 from releases.rollout_commands import (
     ERROR_ADVANCE_SECOND_PERSON,
     ERROR_PLAN_CHANGED,
     PlanChanged,
     plan_command,
-    plan_fingerprint,
     plan_start,
 )
 from releases.rollout_guard import plan_evaluate
@@ -38,6 +41,7 @@ from releases.versions import (
     version_publish,
     version_revert,
 )
+from routing import snapshot
 from routing.documents import profile_documents
 from routing.models import (
     Keyword,
@@ -48,6 +52,7 @@ from routing.models import (
     RolloutPlanStatus,
     RoutingVersion,
 )
+from routing.rollout_plans import plan_fingerprint
 from routing.selectors import live_version
 
 pytestmark = pytest.mark.django_db
@@ -66,6 +71,22 @@ def command_url(plan: RolloutPlan, command: str) -> str:
 
 def numbers(profile: AgentProfile) -> list[int]:
     return list(RoutingVersion.objects.filter(profile=profile).order_by("number").values_list("number", flat=True))
+
+
+def plan_fields(plan: RolloutPlan) -> dict[str, Any]:
+    """The plan's change form as its page would post it unchanged (guards left empty)."""
+    return {
+        "name": plan.name,
+        "target": plan.target,
+        "profile": plan.profile_id,
+        "candidate": plan.candidate_id,
+        "stages": ", ".join(str(stage) for stage in plan.stages),
+        "hold_minutes": plan.hold_minutes,
+        "min_conversations": plan.min_conversations,
+        "max_errors": plan.max_errors,
+        "alpha": plan.alpha,
+        "webhook_url": plan.webhook_url,
+    }
 
 
 def approved_rollout(profile: AgentProfile, editor, approver, **settings) -> RolloutPlan:
@@ -206,6 +227,52 @@ def test_a_started_plan_whose_candidate_or_stages_changed_is_aborted_not_release
     assert plan.status == RolloutPlanStatus.ABORTED and plan.percentage == 0
     assert live_version(guarded).number == 1
     assert not RoutingVersion.objects.filter(profile=guarded, released_at__isnull=False).exclude(number=1).exists()
+
+
+@pytest.mark.parametrize("changed", ["candidate", "stages"])
+def test_a_started_plan_changed_since_serves_every_conversation_the_control_before_its_next_evaluation(
+    editor, approver, guarded, changed
+):
+    plan = approved_rollout(guarded, editor, approver, stages=[50, 100])
+    assert snapshot.build(version=0, generation=0).rollouts["telecom_contas"].candidate.version == 2
+    Keyword.objects.create(intent=guarded.intents.get(name="retail_order_tracking"), text="roteador")
+    unreviewed = version_publish(profile=guarded, note="nobody reviewed it", release=False)
+    change = {"candidate": unreviewed} if changed == "candidate" else {"stages": [100]}
+    RolloutPlan.objects.filter(pk=plan.pk).update(**change)  # whatever wrote the row, before the guard looks
+
+    served = snapshot.build(version=0, generation=0)
+
+    assert "telecom_contas" not in served.rollouts and served.profiles["telecom_contas"].version == 1
+    RolloutPlan.objects.filter(pk=plan.pk).update(candidate=plan.candidate, stages=plan.stages)  # back as approved
+    assert snapshot.build(version=0, generation=0).rollouts["telecom_contas"].candidate.version == 2
+
+
+def test_a_plan_started_while_its_change_page_was_open_keeps_what_it_started_as(rf, editor, approver, guarded):
+    outcome = draft_rollout(profile=guarded, user=editor, settings=QUICK)
+    Keyword.objects.create(intent=guarded.intents.get(name="retail_order_tracking"), text="roteador")
+    unreviewed = version_publish(profile=guarded, note="nobody reviewed it", release=False)
+    model_admin = RolloutPlanAdmin(RolloutPlan, admin.site)
+    request = rf.post("/")
+    request.user, request._messages = editor, CookieStorage(request)
+    opened = RolloutPlan.objects.get(pk=outcome.plan.pk)  # the editor's page, read while the plan was ready
+    form = model_admin.get_form(request, opened, change=True)(
+        {**plan_fields(opened), "name": "renamed", "candidate": unreviewed.pk, "stages": "100"}, instance=opened
+    )
+    assert form.is_valid(), form.errors
+    release_request_approve(request=outcome.request, user=approver)  # meanwhile: it starts
+
+    model_admin.save_model(request, form.save(commit=False), form, change=True)
+
+    plan = RolloutPlan.objects.get(pk=opened.pk)
+    assert (plan.status, plan.candidate_id, plan.stages, plan.name) == (
+        RolloutPlanStatus.RUNNING,
+        outcome.candidate.pk,
+        QUICK["stages"],
+        "renamed",
+    )
+    assert plan.started_as == plan_fingerprint(plan)
+    said = ERROR_STARTED_MEANWHILE.format(plan="renamed", status="running")
+    assert [str(message) for message in request._messages._queued_messages] == [said]
 
 
 @pytest.mark.sqlite_too
