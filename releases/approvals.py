@@ -160,11 +160,12 @@ def second_person_switch(
     draft — the draft as they are served it now is first published as its first version by ``user``, its note
     :data:`SWITCH_NOTE` (:func:`releases.versions.served_draft_publish`): from then on customers get only what a
     second person approved, and no draft edit reaches them. Returns that version (``None``: none was needed). The
-    publish's refusals (a model key variable nobody may publish) leave the rule as it was."""
+    publish's refusals (a model key variable nobody may publish) leave the rule as it was. A profile that needs a
+    second person already serves no draft: switching it on again publishes nothing."""
     if not may_approve(user):
         raise ReleaseRequestRefused(ERROR_NOT_APPROVER)
     first = None
-    if needed:
+    if needed and not needs_second_person(profile):
         first = served_draft_publish(profile=profile, user=user, note=SWITCH_NOTE, published_from=published_from)
     if profile.release_needs_approval != needed:
         profile.release_needs_approval = needed

@@ -126,6 +126,9 @@ def test_a_profile_made_in_the_admin_while_another_needs_a_second_person_is_not_
     assert NEVER_PUBLISHED_HELD in page
     with pytest.raises(ApprovalRequired, match=re.escape(ERROR_APPROVAL_REQUIRED.format(agent_id="telecom_novo"))):
         version_publish(profile=made, user=maker)
+    client.force_login(approver)
+    client.post(switch_url(made), {"needed": "on"})  # on already: its draft, served to nobody, is not published
+    assert live_version(made) is None
     release_request_approve(request=publish_request(profile=made, user=maker, based_on=None), user=approver)
     assert served("telecom_novo")[0].version == 1
 
