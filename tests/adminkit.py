@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db import models
@@ -51,17 +52,26 @@ def shown_fields(response) -> set[str]:
     }
 
 
-def form_data(response, *, newline: str = "\n", shown_only: bool = False) -> dict[str, Any]:
+NAMED = re.compile(r'<(?:input|select|textarea|button)\b[^>]*?\sname="([^"]+)"')
+
+
+def form_data(response, *, newline: str = "\n") -> dict[str, Any]:
     """The POST data a browser would send back for an admin add/change page as rendered.
 
-    Covers the main form, every inline formset (management form included) and
-    leaves unticked checkboxes out, as browsers do. A browser sends a text
-    box's lines ended by CRLF: ``newline="\r\n"`` does too. A field of the
-    main form that the page's fieldsets do not render is sent only without
-    ``shown_only`` (a browser never sends it).
+    Covers the main form's fields the page renders (:func:`shown_fields`: a read-only field is text, a field left out
+    of the fieldsets is nowhere) — each must be an input of the page, or this fails —, every inline formset's
+    inputs on the page (management form included; a row the user may only view is text) and leaves unticked
+    checkboxes out, as browsers do. A browser sends a text box's lines ended by CRLF: ``newline="\r\n"`` does too.
     """
     main = response.context["adminform"].form
-    shown = shown_fields(response) if shown_only else None
+    shown = shown_fields(response)
+    inputs = set(NAMED.findall(response.content.decode()))
+
+    def rendered(name: str) -> bool:  # a multi-widget's parts are name_0, name_1…
+        return name in inputs or any(found.startswith(f"{name}_") for found in inputs)
+
+    unrendered = sorted(main[name].html_name for name in shown if not rendered(main[name].html_name))
+    assert not unrendered, f"the page renders no input named {unrendered}, which its fieldsets name"
     forms = [main]
     for inline in response.context["inline_admin_formsets"]:
         forms.append(inline.formset.management_form)
@@ -69,8 +79,10 @@ def form_data(response, *, newline: str = "\n", shown_only: bool = False) -> dic
     data: dict[str, Any] = {}
     for form in forms:
         for bound in form:
-            if bound.field.disabled or (shown is not None and form is main and bound.name not in shown):
+            if bound.field.disabled or (form is main and bound.name not in shown):
                 continue
+            if form is not main and not rendered(bound.html_name):
+                continue  # not on the page (a read-only row's field is text)
             value = bound.value()
             widget = getattr(bound.field.widget, "widget", bound.field.widget)  # unwrap the related-field wrapper
             if isinstance(widget, MultiWidget):  # one input per part (a plan's guards table): name_0, name_1…

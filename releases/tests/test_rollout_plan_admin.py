@@ -122,7 +122,7 @@ def test_a_started_plan_is_renamed_with_what_its_page_shows(editor_client, candi
     plan = started(candidate, status)
     change = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
     page = editor_client.get(change)
-    data = form_data(page, shown_only=True)  # what a browser sends: the stages and guards are text here
+    data = form_data(page)  # what a browser sends: the stages and guards are text here
     data["name"] = "zz, renamed"
 
     saved = editor_client.post(change, data)
@@ -155,7 +155,7 @@ def test_an_error_of_a_field_the_page_does_not_render_is_shown_on_the_page(admin
 
     monkeypatch.setattr(RolloutPlanAdmin, "get_fieldsets", without_stages)
     add = reverse("admin:routing_rolloutplan_add")
-    data = form_data(admin_client.get(add), shown_only=True)
+    data = form_data(admin_client.get(add))
     data.update(name="no stages", target="version", profile=candidate.profile.pk, candidate=candidate.pk)
 
     answer = admin_client.post(add, data)
