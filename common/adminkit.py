@@ -1,5 +1,8 @@
 """Building blocks for the apps' admins (routing, agents, handoffs).
 
+Every change page lists, under the admin's "Please correct the error below", the errors its inputs do not show
+(:func:`unshown_errors`, drawn by ``templates/admin/change_form.html``, which every admin's change form extends).
+
 Two kinds of read-only page recur: records the chat API writes (conversations,
 messages, handoffs), which nobody writes through the admin, and related rows
 listed on a parent's page, which are edited — if at all — on their own page.
@@ -12,16 +15,19 @@ links a related object only for users who may open it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from django import forms
 from django.contrib import admin
+from django.contrib.admin.helpers import AdminField, AdminForm, InlineAdminFormSet
 from django.contrib.admin.utils import flatten, flatten_fieldsets, unquote
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.text import capfirst
 
 from common.endpoints import endpoint_mask
 from common.forms import EndpointField, EndpointSecretsForm
@@ -120,6 +126,57 @@ def related_links_permitted(request: HttpRequest, site: admin.AdminSite, context
         parent = getattr(inline.formset, "fk", None)  # a row's link to the page's own object is not shown
         read_only.discard(parent.name if parent is not None else None)
         redo(inline, inline.opts.model, read_only, inline.opts.get_empty_value_display())
+
+
+ERROR_ROW_GONE = "this row is no longer stored (deleted since the page was opened?): reload the page."
+
+
+def rendered_inputs(page: AdminForm) -> set[str]:
+    """The fields of an admin page's form that its fieldsets render as visible inputs: not read-only text, not hidden
+    (the admin renders a hidden field's row, its errors with it, invisibly)."""
+    return {
+        field.field.name
+        for fieldset in page
+        for line in fieldset
+        for field in line
+        if isinstance(field, AdminField) and not field.field.is_hidden  # not an AdminReadonlyField's text
+    }
+
+
+def _errors_said(form: forms.BaseForm, shown: Collection[str], where: str = "") -> list[str]:
+    """The errors of ``form``'s fields not in ``shown``, each naming its field (and ``where``, a row)."""
+    said = []
+    for name, errors in form.errors.items():
+        if name == NON_FIELD_ERRORS or name in shown:
+            continue
+        label = str(form.fields[name].label or name) if name in form.fields else name
+        label = capfirst(label) or name
+        said += [f"{where}{error}" if str(error).startswith(label) else f"{where}{label}: {error}" for error in errors]
+    return said
+
+
+def unshown_errors(page: AdminForm | None, inlines: Iterable[InlineAdminFormSet] = ()) -> list[str]:
+    """The errors of an admin change page that its inputs do not show, each naming its field: those of the form's
+    fields left out of its fieldsets or hidden (:func:`rendered_inputs`), and those of an inline row's fields that
+    the row does not render as a visible input — its id, say, when the row was deleted meanwhile. The admin shows the
+    non-field errors, and the others beside their inputs only; ``templates/admin/change_form.html`` lists these."""
+    said = _errors_said(page.form, rendered_inputs(page)) if page is not None else []
+    for inline in inlines:
+        read_only = set(inline.readonly_fields)
+        if not inline.has_change_permission:
+            read_only |= set(flatten_fieldsets(inline.fieldsets))
+        names = [name for name in flatten_fieldsets(inline.fieldsets) if name not in read_only]
+        title = capfirst(str(inline.opts.verbose_name))
+        pk = inline.formset.model._meta.pk.name
+        for number, form in enumerate(inline.formset.forms, start=1):
+            if not form.errors:
+                continue
+            shown = [name for name in names if name in form.fields and not form[name].is_hidden]
+            if any(error.code == "invalid_choice" for error in form.errors.as_data().get(pk, ())):
+                said.append(f"{title} {number}: {ERROR_ROW_GONE}")  # Django's words: "Select a valid choice"
+                shown.append(pk)
+            said += _errors_said(form, shown, f"{title} {number}: ")
+    return said
 
 
 class ReadOnlyAdminMixin(RelatedLinksMixin):

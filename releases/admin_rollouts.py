@@ -21,8 +21,7 @@ Registered by ``releases/admin.py``.
 A plan can be edited while it is ready; once started, only its webhook and name (what it rolls out, and how, are
 what its decisions were taken on — and what a second person approved): its form then has only those two fields, the
 rest being read-only text. A plan that started while its page was open keeps what it started as: the save, under the
-plan's row lock, writes only those two fields then, and says so. Every error
-of the form is on the page, that of a field the page does not render as an input too (:func:`unshown_errors`).
+plan's row lock, writes only those two fields then, and says so.
 
 A plan of the ``multi_agent`` flag moves the flag, which belongs to operators: only who may change the flag
 (``routing.change_rolloutflag``) makes, changes or commands one; routing editors roll out versions.
@@ -34,8 +33,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.helpers import AdminField, AdminForm
-from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -161,27 +159,6 @@ class RolloutPlanAdminForm(forms.ModelForm):
             except DomainError as exc:
                 self.add_error("from_draft", exc.message)
         return data
-
-
-def unshown_errors(page: AdminForm) -> list[str]:
-    """The errors of the fields an admin page does not render as visible inputs — left out of its fieldsets, or
-    hidden (the admin renders a hidden field's row, its errors with it, invisibly) — each naming its field. The admin
-    shows the form's non-field errors, and the others beside their inputs only."""
-    shown = {
-        field.field.name
-        for fieldset in page
-        for line in fieldset
-        for field in line
-        if isinstance(field, AdminField) and not field.field.is_hidden  # not an AdminReadonlyField's text
-    }
-    form = page.form
-    said = []
-    for name, errors in form.errors.items():
-        if name == NON_FIELD_ERRORS or name in shown:
-            continue
-        label = str(form.fields[name].label or name) if name in form.fields else name
-        said += [str(error) if str(error).startswith(label) else f"{label}: {error}" for error in errors]
-    return said
 
 
 class RolloutDecisionInline(ReadOnlyInlineMixin, admin.TabularInline):
@@ -489,8 +466,6 @@ class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
         return [f"The guard watches the plan again at {plan.percentage} %."]
 
     def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if context.get("adminform") is not None:
-            context["unshown_errors"] = unshown_errors(context["adminform"])
         plan = context.get("original")
         if plan is not None and plan.pk is not None:
             if self.has_change_permission(request, plan):

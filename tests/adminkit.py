@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 from typing import Any
 
 from django.db import models
 from django.forms import MultiWidget, Textarea
 from django.urls import reverse
+from django.utils.html import strip_tags
 
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff, HandoffKind
@@ -116,6 +118,61 @@ def error_messages(response) -> list[str]:
         for errors in form.errors.values():
             collected.extend(errors)
     return collected
+
+
+# Elements whose content a person does not read: hidden by the admin's CSS class, an attribute or a style.
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+UNREAD = {"head", "script", "style", "template", "noscript", "select", "option", "textarea"}
+SPACES = re.compile(r"\s+")
+
+
+class _VisibleText(HTMLParser):
+    """The text of a page a person reads: outside ``<head>``, scripts, form controls' own text and any element
+    hidden by the ``hidden`` attribute or class or by ``display: none``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool]] = []
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in VOID:
+            return
+        attr = {name: value or "" for name, value in attrs}
+        style = attr.get("style", "").replace(" ", "").lower()
+        hidden = (
+            (bool(self.stack) and self.stack[-1][1])
+            or tag in UNREAD
+            or "hidden" in attr
+            or "hidden" in attr.get("class", "").split()
+            or "display:none" in style
+        )
+        self.stack.append((tag, hidden))
+
+    def handle_endtag(self, tag: str) -> None:
+        for index in range(len(self.stack) - 1, -1, -1):
+            if self.stack[index][0] == tag:
+                del self.stack[index:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        if not (self.stack and self.stack[-1][1]):
+            self.parts.append(data)
+
+
+def visible_text(html: str) -> str:
+    """The text of ``html`` a person reads (:class:`_VisibleText`), its white space collapsed."""
+    parser = _VisibleText()
+    parser.feed(html)
+    return SPACES.sub(" ", " ".join(parser.parts))
+
+
+def unread_errors(response) -> list[str]:
+    """The errors of an admin page's forms whose text a person does not read on the page."""
+    text = visible_text(response.content.decode())
+    return [
+        str(error) for error in error_messages(response) if SPACES.sub(" ", strip_tags(str(error))).strip() not in text
+    ]
 
 
 def conversation_with_history(*, tenant, profile) -> Conversation:
