@@ -179,6 +179,22 @@ def unshown_errors(page: AdminForm | None, inlines: Iterable[InlineAdminFormSet]
     return said
 
 
+class RenderedFormMixin(_ModelAdminBase):
+    """An add or change page's form holds only the fields the page's fieldsets name. Django's keeps every field its
+    form class declares, named or not (it leaves out only a read-only one): a declared field the page does not
+    render would be validated — required, its choice checked — against a value no browser sends, its error shown
+    nowhere. For an admin whose fieldsets leave out some of its form's declared fields, object by object."""
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        named = kwargs.get("fields")  # the page's fieldsets' (the admin's add and change views give them)
+        if named is None:
+            return form  # every field is asked for (the admin's get_fields()), not a page's
+        unnamed = [name for name in form.declared_fields if name not in named]
+        # A declared field is left out the way Django leaves out a read-only one: shadowed by None in a subclass.
+        return type(form.__name__, (form,), dict.fromkeys(unnamed)) if unnamed else form
+
+
 class ReadOnlyAdminMixin(RelatedLinksMixin):
     """Viewable but never written through the admin: for a ``ModelAdmin`` or an inline.
 

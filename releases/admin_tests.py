@@ -18,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from agents.models import AgentProfile
+from common.adminkit import RenderedFormMixin
 from common.errors import DomainError
 from common.history_admin import FieldHistoryAdminMixin
 from common.text import whole_number
@@ -55,7 +56,7 @@ class RunForm(forms.Form):
 
 
 @admin.register(RoutingTestCase)
-class RoutingTestCaseAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
+class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     list_display = ["name", "profile", "message", "expected", "enabled", "updated_at"]
     list_filter = ["profile", "enabled"]
     search_fields = ["name", "message"]
@@ -66,7 +67,8 @@ class RoutingTestCaseAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj: RoutingTestCase | None = None) -> list[tuple[Any, Any]]:
         """The test, then its expectation: goal and goal status only where the profile is in goal mode or the test
-        already expects them (:func:`routing.forms.expect_keys_shown`)."""
+        already expects them (:func:`routing.forms.expect_keys_shown`); the form has only the fields shown
+        (:class:`~common.adminkit.RenderedFormMixin`)."""
         chosen = whole_number(str(request.POST.get("profile") or request.GET.get("profile") or ""))
         profile = AgentProfile.objects.filter(pk=chosen).first() if chosen else None
         if profile is None and obj is not None:

@@ -12,6 +12,7 @@ from releases.admin_tests import results_shown, run_summary
 from releases.routing_tests import Case, CaseResult, TestRun
 from releases.versions import version_publish
 from routing.models import Keyword, RoutingTestCase
+from tests.adminkit import add_url, change_url, shown_fields
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
@@ -133,3 +134,19 @@ def test_a_staff_member_without_the_right_to_view_routing_tests_is_refused_the_r
     response = client.get("/admin/routing/routingtestcase/run/", {"profile": "telecom_contas"})
 
     assert response.status_code == 403
+
+
+def test_a_tests_form_holds_only_the_expectations_its_page_shows(client, editor, cases):
+    # Outside goal mode the page offers no goal and no goal status: the form must not check them either (a choice
+    # it validated there would refuse the save with an error shown nowhere).
+    client.force_login(editor)
+    plain = RoutingTestCase.objects.get(name="modem")
+    goal = RoutingTestCase.objects.create(profile=cases, name="quote", message="cotação", expect={"goal": "GET_QUOTE"})
+
+    for test, goal_shown in ((plain, False), (goal, True)):
+        page = client.get(change_url(test))
+        form = page.context["adminform"].form
+        assert set(form.fields) == shown_fields(page)
+        assert ("expect_goal" in form.fields, "expect_status" in form.fields) == (goal_shown, goal_shown)
+    add = client.get(add_url(RoutingTestCase))
+    assert set(add.context["adminform"].form.fields) == shown_fields(add)
