@@ -22,7 +22,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.helpers import AdminField, AdminForm, InlineAdminFormSet
 from django.contrib.admin.utils import flatten, flatten_fieldsets, unquote
-from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist
+from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -40,9 +40,10 @@ if TYPE_CHECKING:
     _AdminBase = BaseModelAdmin[Any]
     _InlineBase = InlineModelAdmin[Any, Any]
     _ModelAdminBase = ModelAdmin[Any]
+    _ModelFormBase = forms.ModelForm[Any]
 else:
     # At run time the mixins stay plain classes: the admin class they are mixed into comes later in the MRO.
-    _AdminBase = _InlineBase = _ModelAdminBase = object
+    _AdminBase = _InlineBase = _ModelAdminBase = _ModelFormBase = object
 
 
 class RelatedLinksMixin(_AdminBase):
@@ -179,20 +180,49 @@ def unshown_errors(page: AdminForm | None, inlines: Iterable[InlineAdminFormSet]
     return said
 
 
+def _field_label(model: type[models.Model], name: str) -> str:
+    with contextlib.suppress(FieldDoesNotExist):
+        return capfirst(str(getattr(model._meta.get_field(name), "verbose_name", name))) or name
+    return name
+
+
+class UnheldErrorsForm(_ModelFormBase):
+    """A model form that says a model's error (``Model.clean()``) of a field it does not hold — read-only on its page,
+    or left out — as one of its own errors, naming the field: Django raises ``ValueError`` for it, a 500 (a started
+    rollout plan whose stored guards today's rules refuse, renamed)."""
+
+    def _update_errors(self, errors: ValidationError) -> None:
+        if hasattr(errors, "error_dict"):
+            held: dict[str, list[ValidationError]] = {}
+            for name, found in errors.error_dict.items():
+                if name == NON_FIELD_ERRORS or name in self.fields:
+                    held.setdefault(name, []).extend(found)
+                    continue
+                label = _field_label(self._meta.model, name)
+                held.setdefault(NON_FIELD_ERRORS, []).extend(
+                    ValidationError(text if text.startswith(label) else f"{label}: {text}")
+                    for error in found
+                    for text in error.messages
+                )
+            errors = ValidationError(held)
+        super()._update_errors(errors)  # type: ignore[misc]  # BaseModelForm's, private: django-stubs leave it out
+
+
 class RenderedFormMixin(_ModelAdminBase):
-    """An add or change page's form holds only the fields the page's fieldsets name. Django's keeps every field its
-    form class declares, named or not (it leaves out only a read-only one): a declared field the page does not
-    render would be validated — required, its choice checked — against a value no browser sends, its error shown
-    nowhere. For an admin whose fieldsets leave out some of its form's declared fields, object by object."""
+    """An add or change page's form holds only the fields the page's fieldsets name, and says the model's errors of
+    the others (:class:`UnheldErrorsForm`). Django's keeps every field its form class declares, named or not (it
+    leaves out only a read-only one): a declared field the page does not render would be validated — required, its
+    choice checked — against a value no browser sends, its error shown nowhere. For an admin whose fieldsets leave
+    out some of its form's declared fields, or whose read-only fields the model's validation reads, object by
+    object."""
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change, **kwargs)
         named = kwargs.get("fields")  # the page's fieldsets' (the admin's add and change views give them)
-        if named is None:
-            return form  # every field is asked for (the admin's get_fields()), not a page's
-        unnamed = [name for name in form.declared_fields if name not in named]
+        # every field when none are named (the admin's get_fields() asks so), not a page's
+        unnamed = [] if named is None else [name for name in form.declared_fields if name not in named]
         # A declared field is left out the way Django leaves out a read-only one: shadowed by None in a subclass.
-        return type(form.__name__, (form,), dict.fromkeys(unnamed)) if unnamed else form
+        return type(form.__name__, (UnheldErrorsForm, form), dict.fromkeys(unnamed))
 
 
 class ReadOnlyAdminMixin(RelatedLinksMixin):

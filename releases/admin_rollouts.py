@@ -20,8 +20,9 @@ Registered by ``releases/admin.py``.
 
 A plan can be edited while it is ready; once started, only its webhook and name (what it rolls out, and how, are
 what its decisions were taken on — and what a second person approved): its form then has only those two fields, the
-rest being read-only text. A plan that started while its page was open keeps what it started as: the save, under the
-plan's row lock, writes only those two fields then, and says so.
+rest being read-only text; what today's rules refuse in the stored settings is said on the page
+(:class:`~common.adminkit.RenderedFormMixin`). A plan that started while its page was open keeps what it started as:
+the save, under the plan's row lock, writes only those two fields then, and says so.
 
 A plan of the ``multi_agent`` flag moves the flag, which belongs to operators: only who may change the flag
 (``routing.change_rolloutflag``) makes, changes or commands one; routing editors roll out versions.
@@ -41,7 +42,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin, ReadOnlyInlineMixin
+from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin, ReadOnlyInlineMixin, RenderedFormMixin
 from common.errors import DomainError
 from common.forms import label_choices
 from releases.approvals import release_requests_pending, rollout_request
@@ -186,7 +187,7 @@ class RolloutDecisionInline(ReadOnlyInlineMixin, admin.TabularInline):
 
 
 @admin.register(RolloutPlan)
-class RolloutPlanAdmin(EndpointSecretsAdminMixin, admin.ModelAdmin):
+class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.ModelAdmin):
     form = RolloutPlanAdminForm
     endpoint_fields = ["webhook_url"]  # its query may hold the receiver's secret
     list_display = ["name", "target", "profile", "candidate_number", "status", "stage_shown", "started_at"]

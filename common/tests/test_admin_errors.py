@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from agents.admin import AgentProfileAdmin
 from common.adminkit import ERROR_ROW_GONE
 from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's
 from routing.models import Intent, Keyword, RoutingTestCase
@@ -46,3 +47,24 @@ def test_an_error_of_a_hidden_input_is_said_on_the_page(editor_client, telecom):
     assert answer.status_code == 200 and not RoutingTestCase.objects.exists()
     assert unread_errors(answer) == []
     assert "Source message id: Enter a whole number." in answer.content.decode()
+
+
+def test_an_error_of_a_field_its_page_leaves_out_is_said_on_the_page(admin_client, telecom, monkeypatch):
+    # An admin whose fieldsets leave out a field its form declares and requires (how a started rollout plan's stages
+    # once were): the page must say the field's error, not only count it.
+    shown = AgentProfileAdmin.get_fieldsets
+
+    def without_fallbacks(self, request, obj=None):
+        return [
+            (title, {**o, "fields": [f for f in o["fields"] if f != "escalation_after_fallbacks"]})
+            for title, o in shown(self, request, obj)
+        ]
+
+    monkeypatch.setattr(AgentProfileAdmin, "get_fieldsets", without_fallbacks)
+    page = admin_client.get(change_url(telecom))
+    assert "escalation_after_fallbacks" in page.context["adminform"].form.fields  # declared: Django keeps it
+
+    answer = admin_client.post(change_url(telecom), form_data(page))
+
+    assert answer.status_code == 200 and unread_errors(answer) == []
+    assert "After fallback answers in a row: This field is required." in visible_text(answer.content.decode())
