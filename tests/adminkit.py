@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from django.db import models
-from django.forms import MultiWidget, Textarea
+from django.forms import BaseForm, MultiWidget, Textarea
 from django.urls import reverse
 from django.utils.html import strip_tags
 
@@ -168,11 +168,17 @@ def visible_text(html: str) -> str:
 
 
 def unread_errors(response) -> list[str]:
-    """The errors of an admin page's forms whose text a person does not read on the page."""
+    """The errors of a page's forms whose text a person does not read on the page: an admin form's and its inlines'
+    (:func:`error_messages`), or those of every form a page of its own was drawn with."""
+    if "adminform" in response.context:
+        errors = error_messages(response)
+    else:
+        context = response.context
+        names = context.keys() if hasattr(context, "keys") else context.flatten().keys()  # a ContextList, or one
+        forms = {id(context[name]): context[name] for name in names if isinstance(context[name], BaseForm)}
+        errors = [error for form in forms.values() for found in form.errors.values() for error in found]
     text = visible_text(response.content.decode())
-    return [
-        str(error) for error in error_messages(response) if SPACES.sub(" ", strip_tags(str(error))).strip() not in text
-    ]
+    return [str(error) for error in errors if SPACES.sub(" ", strip_tags(str(error))).strip() not in text]
 
 
 def conversation_with_history(*, tenant, profile) -> Conversation:

@@ -15,7 +15,15 @@ from agents.models import AgentProfile, Specialist, SpecialistPrompt
 from releases.versions import version_publish
 from routing.models import Keyword, PublishedFrom, RoutingVersion
 from routing.selectors import live_version
-from tests.adminkit import change_url, changelist_url, delete_url, error_messages, form_data
+from tests.adminkit import (
+    change_url,
+    changelist_url,
+    delete_url,
+    error_messages,
+    form_data,
+    unread_errors,
+    visible_text,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -403,3 +411,20 @@ def test_a_version_named_by_a_digit_that_is_not_a_number_compares_with_the_one_b
 
     assert response.status_code == 200
     assert "From version 1 (the one before) to version 2" in response.content.decode()
+
+
+def test_an_error_of_an_input_the_publish_page_does_not_show_is_said_on_it(editor_client, telecom):
+    # The live version the page was drawn on travels in a hidden input, and an editor is given no box for a reason
+    # to publish failing tests: a post refused for either must say why on the page, not only "correct the errors".
+    add_keyword(telecom, "modem")
+
+    answer = editor_client.post(publish_url(telecom), {"note": "try", "based_on": "one", "forced_reason": "Because."})
+
+    assert answer.status_code == 200 and live_version(telecom) is None
+    assert unread_errors(answer) == []
+    assert "Based on: Enter a whole number." in visible_text(answer.content.decode())
+
+    answer = editor_client.post(publish_url(telecom), {"note": "try", "based_on": "", "forced_reason": "Because."})
+
+    assert answer.status_code == 200 and live_version(telecom) is None
+    assert unread_errors(answer) == []
