@@ -104,14 +104,19 @@ class PermissionMissing(DomainError):
 
 
 ERROR_PERMISSION = "{user} may not {doing} (it takes the permission {permission})."
+ERROR_NOT_STAFF = "{user} may not use the admin (an active staff account), nor act as it by command."
 
 
 def permission_check(*, user: Any, permission: str, doing: str) -> None:
     """Does ``user`` hold ``permission``, the one the admin's page asks for the same act? For a user acting on another
     path (a command's ``--user``): a role's powers are the same on every path. ``doing`` says the act in the refusal
-    ("publish telecom_contas"). ``user`` ``None`` is the operator at the shell, who may do everything. Raises
-    :class:`PermissionMissing`."""
-    if user is not None and not user.has_perm(permission):
+    ("publish telecom_contas"). ``user`` ``None`` is the operator at the shell, who may do everything; any other
+    user must be one the admin lets in (active staff). Raises :class:`PermissionMissing`."""
+    if user is None:
+        return
+    if not (user.is_active and user.is_staff):
+        raise PermissionMissing(ERROR_NOT_STAFF.format(user=user.get_username()))
+    if not user.has_perm(permission):
         raise PermissionMissing(ERROR_PERMISSION.format(user=user.get_username(), doing=doing, permission=permission))
 
 

@@ -19,7 +19,7 @@ from releases.rollout_commands import plan_start
 from releases.tests.test_import_lands_in_draft import ROUTING
 from releases.tests.test_release_approval import publish_url
 from releases.tests.test_release_approval_paths import command_url, numbers, revert_url
-from releases.versions import ERROR_PERMISSION, version_publish
+from releases.versions import ERROR_NOT_STAFF, ERROR_PERMISSION, version_publish
 from routing.documents import profile_documents
 from routing.models import Keyword, RolloutPlan, RolloutPlanStatus, RoutingVersion
 from routing.selectors import live_version
@@ -122,3 +122,18 @@ def test_an_import_needs_the_import_pages_right_and_one_that_publishes_the_right
     assert str(page.value) == refusal("writer", "import configuration", "routing.change_intent")
     assert profile_documents(["telecom_contas"]) == before and live_version(published).number == 1
     assert "keyword 'roteador' added" in run("import_config", str(path), "--user", "editor")  # into the draft: theirs
+
+
+def test_a_user_who_may_not_use_the_admin_publishes_nothing_by_command_whatever_their_permissions(
+    client, editor, published
+):
+    editor.is_staff = False
+    editor.save(update_fields=["is_staff"])
+    client.force_login(editor)
+    assert client.get(publish_url(published)).status_code == 302  # the admin sends them to its login page
+
+    with pytest.raises(CommandError) as refused:
+        run("routing_publish", "--profile", "telecom_contas", "--user", "editor")
+
+    assert str(refused.value) == ERROR_NOT_STAFF.format(user="editor")
+    assert live_version(published).number == 1
