@@ -44,7 +44,11 @@ SPECIALISTS = 25
 def profile_document(rng: random.Random, intents: int, keywords: int, *, classifier: bool) -> dict[str, Any]:
     # The examples tier off: its synthetic examples are two keywords each, and its cost is router_bench's to time.
     defaults = AgentProfile(
-        agent_id="bench_tests", name="Bench tests", llm_router_enabled=classifier, examples_enabled=False
+        agent_id="bench_tests",
+        name="Bench tests",
+        llm_router_enabled=classifier,
+        examples_enabled=False,
+        release_needs_approval=False,  # its default asks the database whether other profiles are reviewed
     )
     profile = {name: getattr(defaults, name) for name in PROFILE_FIELDS}
     profile.update(fallback_specialist="agent_0", coordinator="", goal_domains=[], examples_score=OFFLINE_SCORE)
