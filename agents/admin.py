@@ -33,6 +33,7 @@ from agents.mcp import McpUnavailable
 from agents.models import (
     MODEL_ENDPOINT_FIELDS,
     MODEL_ENDPOINT_PERMISSION,
+    REPAIR_WORD_FIELDS,
     AgentProfile,
     ExternalDesk,
     McpServer,
@@ -45,6 +46,7 @@ from agents.models import (
 from agents.profile_settings import (
     ANSWERS,
     EXAMPLES,
+    FLOWS,
     GOAL,
     GUARDRAILS,
     HANDOFFS,
@@ -243,7 +245,8 @@ class AgentProfileAdminForm(forms.ModelForm):
 
     class Meta:
         model = AgentProfile
-        fields = ["confirmation_words", "denial_words", "closing_words"]  # the admin adds its fieldsets' fields
+        # the admin adds its fieldsets' fields
+        fields = ["confirmation_words", "denial_words", "closing_words", *REPAIR_WORD_FIELDS]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -293,6 +296,21 @@ class AgentProfileAdminForm(forms.ModelForm):
     def clean_closing_words(self) -> list[str]:
         return self._clean_word_list("closing_words")
 
+    def clean_cancel_words(self) -> list[str]:
+        return self._clean_word_list("cancel_words")
+
+    def clean_correction_words(self) -> list[str]:
+        return self._clean_word_list("correction_words")
+
+    def clean_repeat_words(self) -> list[str]:
+        return self._clean_word_list("repeat_words")
+
+    def clean_skip_words(self) -> list[str]:
+        return self._clean_word_list("skip_words")
+
+    def clean_already_told_words(self) -> list[str]:
+        return self._clean_word_list("already_told_words")
+
 
 # The profile page's sections, in order, with their options; each shows the settings agents.profile_settings puts in
 # it, in their order.
@@ -335,6 +353,15 @@ PROFILE_SECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     (ANSWERS, {}),
     (HANDOFFS, {}),
     (LOOP_SAFETY, {"classes": ["collapse"]}),
+    (
+        FLOWS,
+        {
+            "description": "A flow waits for the customer's reply (a confirmation, a permission, a clarification). "
+            "A side question is answered and the flow resumed; “never mind” drops it; a correction runs the last "
+            "step again with the new value (the phrases are under Conversation words).",
+            "classes": ["collapse"],
+        },
+    ),
     (WORDS, {"classes": ["collapse"]}),
     (GUARDRAILS, {"classes": ["collapse"]}),
     (

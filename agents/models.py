@@ -29,6 +29,17 @@ class SupervisorPlanner(models.TextChoices):
     MODEL = "model", "Model (asks the model which specialists the message needs; keywords when it cannot)"
 
 
+class MultiTopic(models.TextChoices):
+    TOGETHER = "together", "Answer them together (each specialist its own)"
+    IN_TURN = "in_turn", "Answer the first, then offer the others"
+    OFF = "off", "Answer only the first"
+
+
+class ResumeStyle(models.TextChoices):
+    EXPLICIT = "explicit", "Say where we were and ask again"
+    SILENT = "silent", "Keep the flow waiting without saying so"
+
+
 # A key reference: the name of an environment variable (or of a secret the deployment mounts into one).
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}$"
 
@@ -151,6 +162,160 @@ DEFAULT_CLOSING_WORDS = [
 ]
 
 
+# Conversation repair (routing.repairs): phrases that say something about the conversation rather than a new
+# request, in Portuguese, English and Spanish. A cancel, repeat, skip or "already told" phrase counts where it leads the
+# message; a correction phrase anywhere in its first words.
+REPAIR_WORD_FIELDS = ("cancel_words", "correction_words", "repeat_words", "skip_words", "already_told_words")
+DEFAULT_CANCEL_WORDS = [
+    # Portuguese
+    "deixa pra lá",
+    "deixa para lá",
+    "deixa quieto",
+    "esquece",
+    "esqueça",
+    "esquece isso",
+    "cancela isso",
+    "cancela essa",
+    "cancelar isso",
+    "não quero mais",
+    "desisto",
+    "mudei de ideia",
+    "pode cancelar",
+    "para com isso",
+    # English
+    "never mind",
+    "nevermind",
+    "forget it",
+    "forget about it",
+    "cancel that",
+    "cancel this",
+    "scrap that",
+    "drop it",
+    "i changed my mind",
+    "changed my mind",
+    "i don't want to anymore",
+    "i don't want that anymore",
+    "stop that",
+    "let's not",
+    # Spanish
+    "olvídalo",
+    "olvidalo",
+    "olvida eso",
+    "déjalo",
+    "déjalo así",
+    "cancela eso",
+    "cancélalo",
+    "ya no quiero",
+    "cambié de opinión",
+    "mejor no",
+    "no importa",
+    "da igual",
+]
+DEFAULT_CORRECTION_WORDS = [
+    # Portuguese
+    "digitei errado",
+    "escrevi errado",
+    "errei",
+    "me enganei",
+    "enganei",
+    "quis dizer",
+    "queria dizer",
+    "corrigindo",
+    "correção",
+    "o certo é",
+    "na verdade é",
+    "não é esse",
+    "número errado",
+    "passei errado",
+    # English
+    "typo",
+    "i meant",
+    "i mean",
+    "i made a mistake",
+    "my mistake",
+    "correction",
+    "i typed it wrong",
+    "wrong number",
+    "the right one is",
+    "actually it's",
+    "actually it is",
+    "i gave you the wrong",
+    "not that one",
+    # Spanish
+    "me equivoqué",
+    "me confundí",
+    "quise decir",
+    "quería decir",
+    "corrijo",
+    "corrección",
+    "escribí mal",
+    "lo escribí mal",
+    "número equivocado",
+    "en realidad es",
+    "el correcto es",
+    "no es ese",
+]
+DEFAULT_REPEAT_WORDS = [
+    "pode repetir",
+    "repete",
+    "repita",
+    "como é que é",
+    "não entendi",
+    "o que você disse",
+    "can you repeat",
+    "could you repeat",
+    "repeat that",
+    "say that again",
+    "come again",
+    "what did you say",
+    "puedes repetir",
+    "puede repetir",
+    "repítelo",
+    "repite",
+    "cómo dices",
+    "qué dijiste",
+    "no entendí",
+]
+DEFAULT_SKIP_WORDS = [
+    "pula essa",
+    "pular",
+    "prefiro não responder",
+    "prefiro não dizer",
+    "próxima",
+    "skip",
+    "skip it",
+    "skip that",
+    "next question",
+    "i'd rather not say",
+    "rather not say",
+    "sáltala",
+    "saltar",
+    "paso",
+    "prefiero no responder",
+    "prefiero no decir",
+    "siguiente",
+]
+DEFAULT_ALREADY_TOLD_WORDS = [
+    "já falei",
+    "já disse",
+    "já te falei",
+    "já te disse",
+    "já informei",
+    "já passei",
+    "eu já falei",
+    "i already told you",
+    "already told you",
+    "i already said",
+    "i told you already",
+    "i just told you",
+    "ya te dije",
+    "ya lo dije",
+    "ya te lo dije",
+    "ya lo había dicho",
+    "ya te había dicho",
+]
+
+
 def default_confirmation_words() -> list[str]:
     return list(DEFAULT_CONFIRMATION_WORDS)
 
@@ -161,6 +326,26 @@ def default_denial_words() -> list[str]:
 
 def default_closing_words() -> list[str]:
     return list(DEFAULT_CLOSING_WORDS)
+
+
+def default_cancel_words() -> list[str]:
+    return list(DEFAULT_CANCEL_WORDS)
+
+
+def default_correction_words() -> list[str]:
+    return list(DEFAULT_CORRECTION_WORDS)
+
+
+def default_repeat_words() -> list[str]:
+    return list(DEFAULT_REPEAT_WORDS)
+
+
+def default_skip_words() -> list[str]:
+    return list(DEFAULT_SKIP_WORDS)
+
+
+def default_already_told_words() -> list[str]:
+    return list(DEFAULT_ALREADY_TOLD_WORDS)
 
 
 def default_release_needs_approval() -> bool:
@@ -260,6 +445,72 @@ class AgentProfile(models.Model):
         blank=True,
         validators=[validate_word_list],
         help_text="Replies with which the user closes a delegated sub-conversation (offline model: status completed).",
+    )
+    cancel_words = models.JSONField(
+        default=default_cancel_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Phrases that drop the flow in progress (“deixa pra lá”, “never mind”), where they lead the message.",
+    )
+    correction_words = models.JSONField(
+        default=default_correction_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Phrases that correct a value given before (“digitei errado”, “I meant”): the last step runs again "
+        "with the new value.",
+    )
+    repeat_words = models.JSONField(
+        default=default_repeat_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Phrases that ask to hear the last answer again (“pode repetir?”).",
+    )
+    skip_words = models.JSONField(
+        default=default_skip_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Phrases that pass the question the flow asked (“pula essa”, “skip”).",
+    )
+    already_told_words = models.JSONField(
+        default=default_already_told_words,
+        blank=True,
+        validators=[validate_word_list],
+        help_text="Phrases that say the answer was given already (“já falei”): the flow reads the conversation again.",
+    )
+    multi_topic = models.CharField(
+        "several requests in one message",
+        max_length=16,
+        choices=MultiTopic.choices,
+        default=MultiTopic.TOGETHER,
+        help_text="Router and hybrid modes: when one message holds requests for different specialists, answer them "
+        "together, or the first now and the others next (offered to the customer), or only the first.",
+    )
+    stack_depth = models.PositiveSmallIntegerField(
+        "open flows kept",
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(10)],
+        help_text="1..10: how many flows a conversation keeps open under side questions; past it the oldest is "
+        "dropped.",
+    )
+    frame_expiry_turns = models.PositiveSmallIntegerField(
+        "flows expire after (messages)",
+        default=6,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="1..100: a flow still waiting this many customer messages after it asked is dropped.",
+    )
+    frame_expiry_minutes = models.PositiveIntegerField(
+        "flows expire after (minutes)",
+        default=30,
+        validators=[MinValueValidator(1), MaxValueValidator(10080)],
+        help_text="1..10080: a flow still waiting this long after it asked is dropped.",
+    )
+    resume_style = models.CharField(
+        "after a side question",
+        max_length=16,
+        choices=ResumeStyle.choices,
+        default=ResumeStyle.EXPLICIT,
+        help_text="Say where the conversation was (“Voltando ao pagamento: …”) after answering a side question, or "
+        "only keep the flow waiting.",
     )
     synthesis_prompt = models.TextField(
         blank=True,

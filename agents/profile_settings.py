@@ -90,6 +90,7 @@ MODEL = "Model"
 ANSWERS = "Answers"
 HANDOFFS = "Handoffs and delegation"
 LOOP_SAFETY = "Loop safety"
+FLOWS = "Conversation flows"
 WORDS = "Conversation words"
 GUARDRAILS = "Guardrails and judges"
 PEOPLE = "People in the loop"
@@ -167,6 +168,54 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         ROUTING,
         "Hybrid mode: messages up to this length that hit no intent stay with the active specialist.",
         agents_yaml="hybrid_followup_max_chars",
+    ),
+    ProfileSetting(
+        "multi_topic",
+        "choice",
+        "together",
+        FLOWS,
+        "Router and hybrid modes: a message with requests for different specialists (together, in_turn, off).",
+        agents_yaml="conversation.multi_topic",
+        choices=("together", "in_turn", "off"),
+        added=10,
+        served_before="off",
+    ),
+    ProfileSetting(
+        "stack_depth",
+        "integer",
+        3,
+        FLOWS,
+        "1..10 flows kept open under side questions.",
+        agents_yaml="conversation.stack_depth",
+        added=11,
+    ),
+    ProfileSetting(
+        "frame_expiry_turns",
+        "integer",
+        6,
+        FLOWS,
+        "1..100: a waiting flow is dropped after this many customer messages.",
+        agents_yaml="conversation.frame_expiry_turns",
+        added=12,
+    ),
+    ProfileSetting(
+        "frame_expiry_minutes",
+        "integer",
+        30,
+        FLOWS,
+        "1..10080: a waiting flow is dropped after this many minutes.",
+        agents_yaml="conversation.frame_expiry_minutes",
+        added=13,
+    ),
+    ProfileSetting(
+        "resume_style",
+        "choice",
+        "explicit",
+        FLOWS,
+        "After a side question: say where the conversation was and ask again (explicit), or not (silent).",
+        agents_yaml="conversation.resume_style",
+        choices=("explicit", "silent"),
+        added=14,
     ),
     ProfileSetting(
         "supervisor_planner",
@@ -269,6 +318,61 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         "Replies that close a delegated sub-conversation.",
         agents_yaml="closing_words",
         compiled="closing_words",
+    ),
+    ProfileSetting(
+        "cancel_words",
+        "words",
+        MODEL_DEFAULT,
+        WORDS,
+        "Phrases that drop the flow in progress.",
+        agents_yaml="cancel_words",
+        added=15,
+        served_before=[],  # versions published before repair was read were served without it
+        compiled="repair_words",
+    ),
+    ProfileSetting(
+        "correction_words",
+        "words",
+        MODEL_DEFAULT,
+        WORDS,
+        "Phrases that correct a value given before: the last step runs again.",
+        agents_yaml="correction_words",
+        added=16,
+        served_before=[],  # versions published before repair was read were served without it
+        compiled="repair_words",
+    ),
+    ProfileSetting(
+        "repeat_words",
+        "words",
+        MODEL_DEFAULT,
+        WORDS,
+        "Phrases that ask to hear the last answer again.",
+        agents_yaml="repeat_words",
+        added=17,
+        served_before=[],  # versions published before repair was read were served without it
+        compiled="repair_words",
+    ),
+    ProfileSetting(
+        "skip_words",
+        "words",
+        MODEL_DEFAULT,
+        WORDS,
+        "Phrases that pass the question a flow asked.",
+        agents_yaml="skip_words",
+        added=18,
+        served_before=[],  # versions published before repair was read were served without it
+        compiled="repair_words",
+    ),
+    ProfileSetting(
+        "already_told_words",
+        "words",
+        MODEL_DEFAULT,
+        WORDS,
+        "Phrases that say the answer was given already.",
+        agents_yaml="already_told_words",
+        added=19,
+        served_before=[],  # versions published before repair was read were served without it
+        compiled="repair_words",
     ),
     ProfileSetting(
         "escalation",

@@ -52,6 +52,7 @@ METHOD_LABELS: dict[str, str] = {
     "sub_conversation": "Sub-conversation",
     "permission": "Permission reply",
     "goal": "Goal",
+    "repair": "Repair (cancel, correct, repeat…)",
 }
 
 

@@ -99,6 +99,7 @@ from conversations.permissions import (
     permission_note,
     permission_reply,
 )
+from conversations.stack_turn import answer_lines, fixed_answer, frames_asked, stack_route, stack_state
 from conversations.supervisor import (
     MAX_REVIEW_ROUNDS,
     STATUS_OK,
@@ -126,7 +127,7 @@ from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from handoffs.safety import move_check, stop_summary
 from handoffs.services import Move
 from routing import snapshot as snapshots
-from routing.decide import delegation_active, route_decide
+from routing.decide import delegation_active
 from routing.goals import FAILURE as GOAL_FAILED
 from routing.router import PlanStep, RouteDecision
 from routing.snapshot import Snapshot
@@ -190,25 +191,19 @@ async def routing_decision(turn: Turn) -> None:
     if turn.decision is None and turn.mode == "goal":
         turn.decision = await goal_routing(turn)
     if turn.decision is None:
-        sub = turn.sub_conversation or {}
-        turn.decision = await route_decide(
-            profile=profile,
-            text=turn.sanitized_text,
-            state=turn.state or None,
-            active_agent=turn.active_agent,
-            active_intent=turn.active_intent,
-            delegated_to=sub.get("specialist", ""),
-            delegated_intent=sub.get("intent", ""),
-            single_agent=turn.input.single_agent,
-        )
+        turn.decision = await stack_route(turn)
         if turn.decision.method in ("coordinator", "sub_conversation"):
             turn.decision.handoff = False  # moves under a coordinator are delegations and returns
     if turn.reply is None and turn.decision.method == "state" and "reply" in turn.decision.metadata:
         turn.reply = profile.reply_words.read(turn.sanitized_text)  # what the router recorded, with what follows it
     turn.agent = turn.decision.agent
     turn.final_intent = turn.decision.intent
-    # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it.
-    turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
+    # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it —
+    # with the stack, to the flow on top of it after the message.
+    if turn.stack_step is not None:
+        turn.next_state = stack_state(turn)
+    else:
+        turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
     decision = turn.decision
     turn.escalate = escalation_asked(profile.escalation, decision, escalate_to=escalation_team(profile, decision))
     if turn.escalate is not None:
@@ -297,15 +292,17 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
     """A reply to the permission question goes back to the specialist that asked, granted or denied; it is recorded
     as ``metadata["reply"]`` and its words move nothing (:attr:`Turn.reply`).
 
-    Any other message drops the waiting request and is routed as usual.
+    Any other message is routed with the conversation's frames (:mod:`conversations.stack_turn`): a side question
+    keeps the request waiting and asks again after its answer; a new request to the same specialist drops it.
     """
-    pending, turn.pending_permission = turn.pending_permission, None
+    pending = turn.pending_permission
     if not pending:
         return None
     reading = turn.input.profile.reply_words.read(turn.sanitized_text)
     reply = permission_reply(reading)
     if reply is None:
-        return None
+        return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
+    turn.pending_permission = None
     turn.reply = reading
     tool = pending["tool"]
     if reply == GRANTED and tool not in turn.granted:
@@ -327,7 +324,22 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
 
 
 async def specialist(turn: Turn) -> None:
-    """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does."""
+    """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does. A cancel or a
+    repeat is the platform's own answer; a flow a side question interrupted is resumed at the end of the answer."""
+    fixed = fixed_answer(turn) if not turn.blocked and turn.escalate is None else None
+    if fixed is not None:
+        turn.agent, turn.answer = turn.decision.agent if turn.decision else turn.agent, fixed
+        await emit_safely(turn.input.emit, "token", {"agent": turn.agent, "text": fixed})
+        return
+    await _answered(turn)
+    if turn.escalate is None and not turn.blocked:
+        frames_asked(turn)
+        if lines := answer_lines(turn):
+            turn.answer = f"{turn.answer.rstrip()}\n\n{lines}" if turn.answer.strip() else lines
+            await emit_safely(turn.input.emit, "token", {"agent": turn.agent, "text": f"\n\n{lines}"})
+
+
+async def _answered(turn: Turn) -> None:
     if turn.blocked:
         turn.answer = BLOCKED_ANSWER
         return

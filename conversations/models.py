@@ -70,6 +70,12 @@ class Conversation(models.Model):
         help_text="Goal mode: the goal waiting for the user's answer (a clarification) and the last goal served, "
         "with their entities, so that a reply or a follow-up completes them.",
     )
+    stack = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The flows the conversation keeps open, bottom first (routing.stack): a state a side question "
+        "interrupted, a request queued for later.",
+    )
     # Turn ordering: tickets are taken on arrival and served one at a time (see conversations.ordering).
     turn_tickets_issued = models.PositiveBigIntegerField(default=0)
     turn_tickets_done = models.PositiveBigIntegerField(default=0)

@@ -85,6 +85,7 @@ STATE_COLUMNS = (
     "pending_permission",
     "granted_permissions",
     "goal_state",
+    "stack",
     "cohort",
     "handoff_kinds",
     "created_at",
@@ -94,7 +95,7 @@ STATE_COLUMNS = (
     "outcome",
 )
 JSON_COLUMNS = frozenset(
-    {"sub_conversation", "pending_result", "pending_permission", "granted_permissions", "goal_state"}
+    {"sub_conversation", "pending_result", "pending_permission", "granted_permissions", "goal_state", "stack"}
 )
 
 

@@ -268,6 +268,7 @@ class LiveState:
     granted_permissions: Sequence[str] = ()
     routed: tuple[str, str, str] | None = None
     goal_state: dict[str, Any] | None = None
+    stack: Sequence[dict[str, Any]] = ()  # the stored frames (routing.stack.STORED_KINDS), bottom first
     active_backend: str | None = None
     escalation_id: uuid.UUID | None = None
     fallbacks_in_row: int | None = None
@@ -292,6 +293,7 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         "pending_permission": live.pending_permission,
         "granted_permissions": list(live.granted_permissions),
         "goal_state": live.goal_state,
+        "stack": list(live.stack),
     }
     if record.cohort:
         updates["cohort"] = record.cohort

@@ -36,6 +36,7 @@ from routing.replies import Reply
 from routing.router import SUPERVISOR_ROUTE, RouteDecision
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec
+from routing.stack import DELEGATION, PERMISSION, Frame, StackStep
 
 # The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
 # with its metadata (the response the faces return and the stored message).
@@ -196,6 +197,10 @@ class Turn:
     pending_permission: dict[str, Any] | None = None
     granted: list[str] = field(default_factory=list)
     goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
+    # The conversation stack (routing.stack): the stored frames, as loaded and as the turn leaves them, and what the
+    # message did to them (conversations.stack_turn).
+    frames: list[Frame] = field(default_factory=list)
+    stack_step: StackStep | None = None
     goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
     model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
     # What the analytics' daily totals know of the conversation (see conversations.turn_store.turn_persist).
@@ -356,12 +361,30 @@ class Turn:
             "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
             "consolidation": self.consolidation,
             "goal": goal,
+            "conversation": self.conversation_metadata(),
             "backend": self.backend_reply.metadata() if self.backend_reply else None,
             "escalation": self.escalation_metadata(),
             "usage": self.usage().as_dict(),
             "limits": limits,
             "trace": self.trace,
         }
+
+    def conversation_metadata(self) -> dict[str, Any] | None:
+        """``metadata["conversation"]``: the frames open after the turn (bottom first; a delegation or a permission
+        question on top), what the message did to them, the repair pattern it read as, the requests it held;
+        ``None`` when the message was not routed with them (a reply to a permission question, goal mode)."""
+        step = self.stack_step
+        if step is None:
+            return None
+        shown = [frame.as_dict() for frame in self.frames]
+        if self.sub_conversation:
+            specialist = str(self.sub_conversation.get("specialist", ""))
+            shown.append(Frame(kind=DELEGATION, name=specialist, agent=specialist).as_dict())
+        if self.pending_permission:
+            pending = self.pending_permission
+            agent = str(pending.get("agent", ""))
+            shown.append(Frame(kind=PERMISSION, name=str(pending.get("tool", "")), agent=agent).as_dict())
+        return {**step.as_metadata(), "stack": shown}
 
     def escalation_metadata(self) -> dict[str, Any] | None:
         """``metadata.escalation``: the escalation this turn opened, or the one a person holds the conversation

@@ -54,6 +54,7 @@ from routing.rollout import (
     REASON_BUCKET,
     REASON_CONVERSATION,
 )
+from routing.stack import frames_read
 
 RESPONSE_RESERVE_BYTES = 1024  # of RESPONSE_MAX_BYTES, kept for the envelope's keys and the response's own hit
 
@@ -123,6 +124,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.pending_permission = state["pending_permission"]
         turn.granted = list(state["granted_permissions"] or [])
         turn.goal_state = state["goal_state"]
+        turn.frames = frames_read(state["stack"])
         turn.stored_cohort = state["cohort"]
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]
@@ -310,6 +312,7 @@ def turn_persist(turn: Turn) -> int:
         pending_permission=turn.pending_permission,
         granted_permissions=turn.granted,
         goal_state=turn.goal_state,
+        stack=[frame.as_dict() for frame in turn.frames],
         # Small talk that moved nothing leaves the state, the active specialist and its intent as they were.
         routed=None
         if decision is None or (decision.keeps_conversation and not turn.moves)

@@ -21,6 +21,7 @@ from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
 from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
+from routing.repairs import repair_words
 from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec, reliability_rows
 from routing.specs import BackendSpec, LoopSafety, ProfileSpec, SpecialistSpec, ToolRights
@@ -563,6 +564,7 @@ def profile_compile(
         confirmation_words=tuple(profile["confirmation_words"]),
         denial_words=tuple(profile["denial_words"]),
         closing_words=tuple(profile["closing_words"]),
+        repair_words=repair_words(profile),
         goals=_catalogue(document, usable),
         tool_rights=rights,
         backends=dict(backends),

@@ -296,6 +296,7 @@ METHOD_WORDS = {
     "permission": "the reply to a permission question",
     "goal": "goal mode",
     "human": "a person holds the conversation: the message goes to the desk",
+    "repair": "a repair: cancel, correct, repeat, skip, already told",
 }
 STATUS_WORDS = {
     PLAN: "the goal's capabilities run",

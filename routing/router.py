@@ -68,6 +68,7 @@ Method = Literal[
     "permission",
     "goal",
     "human",
+    "repair",
 ]
 
 FALLBACK_INTENT = "fallback"

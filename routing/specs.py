@@ -15,6 +15,7 @@ from django.conf import settings
 
 from agents.escalation import EscalationSettings
 from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
+from routing.repairs import RepairWords
 from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec
 
@@ -136,6 +137,13 @@ class ProfileSpec:
     confirmation_words: tuple[str, ...] = ()
     denial_words: tuple[str, ...] = ()
     closing_words: tuple[str, ...] = ()
+    # The conversation stack (routing.stack): repair phrases, several requests in one message, open flows.
+    repair_words: RepairWords = field(default_factory=RepairWords)
+    multi_topic: str = "together"
+    stack_depth: int = 3
+    frame_expiry_turns: int = 6
+    frame_expiry_minutes: int = 30
+    resume_style: str = "explicit"
     # Goal mode: the goals and capabilities the profile serves, and its confidence gate.
     goals: GoalCatalogue = field(default_factory=GoalCatalogue)
     goal_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD

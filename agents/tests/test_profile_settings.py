@@ -154,6 +154,11 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
         "llm_base_url": "https://llm.example.com/v1",
         "llm_api_key_env": "RETAIL_API_KEY",
         "goal_threshold": 0.5,
+        "multi_topic": "in_turn",
+        "stack_depth": 5,
+        "frame_expiry_turns": 9,
+        "frame_expiry_minutes": 45,
+        "resume_style": "silent",
     }
     passed = {setting.name for setting in PROFILE_SETTINGS if setting.compiled == AS_IS}
     assert sorted(passed - {"agent_id", *changed}) == []

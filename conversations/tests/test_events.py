@@ -71,7 +71,8 @@ def test_a_plain_answer_streams_route_agent_tool_calls_and_the_text_word_by_word
 
 def test_a_handoff_streams_the_switch_between_agents(demo):
     turn(demo, "telecom_contas", "Quero pagar com pix", "e-2", msisdn=MSISDN)
-    result, events = turn(demo, "telecom_contas", "Na verdade meu pedido P100 atrasou", "e-2", order_id="P100")
+    # A reply to the payment flow that goes on about an order: billing_agent takes the reply and hands the rest over.
+    result, events = turn(demo, "telecom_contas", "Não, na verdade meu pedido P100 atrasou", "e-2", order_id="P100")
 
     sequence = [(e, d.get("agent") or d.get("to_agent")) for e, d in events if e in ("route", "agent", "handoff")]
     assert sequence == [

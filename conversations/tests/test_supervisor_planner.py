@@ -161,6 +161,12 @@ TWO_PART_MESSAGE = "Minha fatura veio alta e meu pedido atrasou"
 
 def review_on(profile):
     profile.review_single_turns = True
+    profile.multi_topic = "off"  # the review is what sends the second request on, not the fan-out of requests
+    profile.save()
+
+
+def one_request_at_a_time(profile):
+    profile.multi_topic = "off"
     profile.save()
 
 
@@ -176,6 +182,7 @@ def script_review(scripted_llm, *, first: str, sent_on: str) -> None:
 
 @pytest.mark.django_db
 def test_the_single_turn_review_sends_the_open_part_on_only_when_switched_on(api, telecom):
+    one_request_at_a_time(telecom)
     off = send(api, TWO_PART_MESSAGE, session_id="s-off")
 
     assert off["agent"] == "billing_agent"
@@ -214,6 +221,7 @@ def test_with_a_model_the_review_asks_its_verdict_and_sends_the_open_part_on(api
 
 @pytest.mark.django_db
 def test_the_review_reads_the_history_for_a_follow_up_offline(api, telecom):
+    one_request_at_a_time(telecom)
     send(api, TWO_PART_MESSAGE, session_id="s-history")  # reviewed by no one: the order was left open
     review_on(telecom)
 
@@ -236,6 +244,7 @@ def test_a_follow_up_after_a_reviewed_turn_sends_nothing_on_again_offline(api, t
 
 @pytest.mark.django_db
 def test_with_a_model_the_review_reads_the_history_in_its_prompt(api, telecom, scripted_llm):
+    one_request_at_a_time(telecom)
     scripted_llm.reply("Parte de faturas.")
     send(api, TWO_PART_MESSAGE, session_id="s-model-history")
     review_on(telecom)

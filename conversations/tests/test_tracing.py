@@ -21,7 +21,8 @@ from tests.demo_snapshot import demo_seed
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 MSISDN = "5511999999999"
-HANDOFF_TEXT = "Na verdade meu pedido P100 atrasou"
+# A reply to the payment flow that goes on about an order: billing_agent takes the reply and hands the rest over.
+HANDOFF_TEXT = "Não, na verdade meu pedido P100 atrasou"
 NODES = ["input_guardrails", "routing_decision", "specialist", "output_guardrails", "judge", "supervisor_review"]
 NODES += ["escalation"]
 NODES += ["persist"]

@@ -10,12 +10,13 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from agents.models import AgentProfile, McpServer, McpTool, Specialist
+from agents.models import REPAIR_WORD_FIELDS, AgentProfile, McpServer, McpTool, Specialist
 from common.config_version import config_version_bump
 from releases.versions import version_publish
 from routing import snapshot
 from routing.documents import profile_compile, profile_documents
 from routing.models import Capability, Goal, Intent
+from routing.repairs import repair_words
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.specs import ProfileSpec, SpecialistSpec, ToolRights
 from tests.demo_snapshot import demo_seed
@@ -169,6 +170,9 @@ def test_a_profile_compiles_to_its_enabled_parts_with_usable_tools_only(mixed):
         confirmation_words=tuple(AgentProfile._meta.get_field("confirmation_words").get_default()),
         denial_words=tuple(AgentProfile._meta.get_field("denial_words").get_default()),
         closing_words=tuple(AgentProfile._meta.get_field("closing_words").get_default()),
+        repair_words=repair_words(
+            {name: AgentProfile._meta.get_field(name).get_default() for name in REPAIR_WORD_FIELDS}
+        ),
         tool_rights={
             "consultar_fatura": ToolRights(needs_permission=True, enabled=True),
             "consultar_pagamentos": ToolRights(needs_permission=False, enabled=False),

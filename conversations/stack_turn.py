@@ -1,0 +1,181 @@
+"""The conversation stack in a turn: the frames read from the conversation, the routing with them
+(:func:`routing.stack.conversation_decide`), what that does to the conversation's columns, and the words the customer
+reads — the platform's own answer to a cancel or a repeat, the line that resumes a flow after a side question, the
+offer of a queued request — in the customer's language (Django i18n: ``locale/``).
+
+Frames of a state or a queued request are stored in the conversation's ``stack`` column; a permission question
+and an open delegation are frames read from their own columns (``pending_permission``, ``sub_conversation``) and
+written back to them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from django.utils import timezone, translation
+from django.utils.translation import gettext
+
+from common.language import detect_language
+from conversations.turn import Turn
+from routing.repairs import CANCEL, REPEAT
+from routing.router import RouteDecision
+from routing.stack import (
+    DELEGATION,
+    PERMISSION,
+    STATE,
+    STORED_KINDS,
+    Frame,
+    StackStep,
+    conversation_decide,
+)
+
+LANGUAGES = ("pt", "en", "es")
+DEFAULT_LANGUAGE = "pt"
+_QUESTION = re.compile(r"[^.!?\n]*\?")
+
+
+def frames_live(turn: Turn) -> list[Frame]:
+    """The conversation's frames as the turn found them: the stored ones, then a waiting permission question or an
+    open delegation on top (read from their own columns). A stored state frame that is no longer the conversation's
+    state (the state was changed elsewhere: a session ended, an editor's reset) is left out, and a state with no
+    frame (a conversation from before the stack) gets one."""
+    frames = [frame for frame in turn.frames if frame.kind != STATE or frame.name == turn.state or not turn.state]
+    if not turn.state:
+        frames = [frame for frame in frames if frame.kind != STATE]
+    elif not any(frame.kind == STATE and frame.name == turn.state for frame in frames):
+        frames.append(Frame(kind=STATE, name=turn.state, agent=turn.active_agent, intent=turn.active_intent))
+    if turn.sub_conversation:
+        specialist = str(turn.sub_conversation.get("specialist", ""))
+        frames.append(
+            Frame(
+                kind=DELEGATION,
+                name=specialist,
+                agent=specialist,
+                intent=str(turn.sub_conversation.get("intent", "")),
+            )
+        )
+    if turn.pending_permission:
+        pending = turn.pending_permission
+        frames.append(
+            Frame(
+                kind=PERMISSION,
+                name=str(pending.get("tool", "")),
+                agent=str(pending.get("agent", "")),
+                intent=str(pending.get("intent", "")),
+                question=str(pending.get("question", "")),
+            )
+        )
+    return frames
+
+
+async def stack_route(turn: Turn) -> RouteDecision:
+    """The message routed with the conversation's frames; the step is kept on the turn (``turn.stack_step``) and the
+    columns it changes are set (:func:`stack_apply`)."""
+    sub = turn.sub_conversation or {}
+    decision, step = await conversation_decide(
+        profile=turn.input.profile,
+        text=turn.sanitized_text,
+        frames=frames_live(turn),
+        turn=turn.ticket + 1,
+        now=timezone.now(),
+        active_agent=turn.active_agent,
+        active_intent=turn.active_intent,
+        delegated_to=sub.get("specialist", ""),
+        delegated_intent=sub.get("intent", ""),
+        single_agent=turn.input.single_agent,
+        context=turn.context,
+    )
+    turn.stack_step = step
+    stack_apply(turn, step)
+    return decision
+
+
+def stack_apply(turn: Turn, step: StackStep) -> None:
+    """The conversation's columns after the step: a permission question or a delegation no frame holds any more is
+    dropped, the stored frames are the state and queued-request frames, a correction's values replace the context's."""
+    kinds = {frame.kind for frame in step.frames}
+    if PERMISSION not in kinds:
+        turn.pending_permission = None
+    if DELEGATION not in kinds and step.cancelled is not None and step.cancelled.kind == DELEGATION:
+        turn.sub_conversation = None
+    turn.frames = [frame for frame in step.frames if frame.kind in STORED_KINDS]
+    if step.corrected:
+        turn.context = {**turn.context, **step.corrected}
+    if step.note:
+        turn.notes.append(step.note)
+
+
+def stack_state(turn: Turn) -> str:
+    """The conversation state after the turn: the topmost state frame's."""
+    return next((frame.name for frame in reversed(turn.frames) if frame.kind == STATE), "")
+
+
+def conversation_language(turn: Turn) -> str:
+    """The language the customer writes: this message's, else their last message's that tells, else Portuguese."""
+    for text in (turn.sanitized_text, *(entry.content for entry in reversed(turn.history) if entry.role == "user")):
+        language = detect_language(text)
+        if language in LANGUAGES:
+            return language
+    return DEFAULT_LANGUAGE
+
+
+def fixed_answer(turn: Turn) -> str | None:
+    """The platform's own answer to a cancel or a repeat (no specialist runs), or ``None``."""
+    step = turn.stack_step
+    if step is None or not step.fixed:
+        return None
+    with translation.override(conversation_language(turn)):
+        if step.fixed == REPEAT:
+            last = next((entry.content for entry in reversed(turn.history) if entry.role == "assistant"), "")
+            return last or gettext("I have not said anything yet that I could repeat. How can I help you?")
+        assert step.fixed == CANCEL
+        answer = gettext("All right, I have dropped that.")
+        below = step.top
+        if below is None or below.kind != STATE:
+            more = gettext("Is there anything else I can help you with?")
+            return f"{answer} {more}"
+        return f"{answer} {_resume_line(below)}"
+
+
+def answer_lines(turn: Turn) -> str:
+    """What the answer ends with: the line that resumes the flow a side question interrupted, the offer of the
+    requests queued for later; ``""`` when none."""
+    step = turn.stack_step
+    if step is None or step.fixed:
+        return ""
+    lines: list[str] = []
+    with translation.override(conversation_language(turn)):
+        if step.resume is not None and turn.input.profile.resume_style == "explicit":
+            lines.append(_resume_line(step.resume))
+        for frame in step.queued:
+            lines.append(
+                gettext("Next, your other request: “%(text)s”. Shall I look into it now?") % {"text": frame.text}
+            )
+    return " ".join(lines)
+
+
+def _resume_line(frame: Frame) -> str:
+    if frame.question:
+        return gettext("Back to where we were: %(question)s") % {"question": frame.question}
+    if frame.kind == PERMISSION:
+        return gettext("Back to where we were: may I use %(tool)s to go on?") % {"tool": frame.name}
+    return gettext("Back to where we were: shall we carry on?")
+
+
+def question_of(answer: str) -> str:
+    """The last question an answer asks (what a flow's frame says again when it is resumed), or ``""``."""
+    found = _QUESTION.findall(answer)
+    return found[-1].strip() if found else ""
+
+
+def frames_asked(turn: Turn) -> None:
+    """After the answer: a frame the turn opened keeps the question its answer asked."""
+    step = turn.stack_step
+    if step is None or not turn.frames:
+        return
+    top = turn.frames[-1]
+    if top.kind == STATE and top.opened_turn == step.turn and not top.question:
+        question = question_of(turn.answer)
+        if question:
+            turn.frames[-1] = replace(top, question=question)

@@ -1,0 +1,159 @@
+"""The conversation stack end to end on the demo (REST): a side question inside a flow is answered and the flow
+resumed, a cancel ends the flow and its state, a correction redoes the lookup with the new value, two requests in one
+message are both answered in router mode — in Portuguese, English and Spanish.
+
+The demo (``seed_demo``) is loaded as shipped, its MCP servers running, the offline model answering.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations.models import Conversation
+from handoffs.tests.test_demo_flows import say
+
+MSISDN = "5511999999999"
+
+
+def conversation_of(body) -> Conversation:
+    return Conversation.objects.get(conversation_key=body["conversation_key"])
+
+
+def events(body) -> list[str]:
+    return [event["event"] for event in body["metadata"]["conversation"]["events"]]
+
+
+def tool_calls(body) -> list[tuple[str, dict]]:
+    return [(call["tool"], call.get("arguments") or call.get("args") or {}) for call in body["metadata"]["mcp_results"]]
+
+
+PAYMENT = {
+    "pt": (
+        "Quero pagar minha fatura com pix",
+        "antes disso, qual o vencimento da fatura?",
+        "voltando ao pagamento: já paguei",
+    ),
+    "en": ("I want to pay my bill with pix", "before that, when is my bill due?", "back to the payment: yes, done"),
+    "es": (
+        "Quiero pagar mi factura con pix",
+        "antes de eso, ¿cuándo vence la factura?",
+        "volviendo al pago: sí, ya pagué",
+    ),
+}
+RESUMED = {"pt": "Voltando ao que estávamos vendo", "en": "Back to where we were", "es": "Volviendo a lo que estábamos"}
+
+
+@pytest.mark.parametrize("language", sorted(PAYMENT))
+def test_a_side_question_inside_the_payment_flow_is_answered_and_the_flow_resumed(api, seeded_demo, language):
+    start, side, back = PAYMENT[language]
+
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session=f"digress-{language}", msisdn=MSISDN)
+
+    opened = walk(start)
+    assert conversation_of(opened).state == "WAITING_PAYMENT_CONFIRMATION"
+    assert "opened" in events(opened)
+
+    asked = walk(side)
+    assert asked["metadata"]["route_decision"]["method"] != "state"  # not taken as the payment's reply
+    assert events(asked)[:2] == ["pushed", "resumed"]
+    assert RESUMED[language] in asked["answer"]
+    assert conversation_of(asked).state == "WAITING_PAYMENT_CONFIRMATION"
+    assert [frame["name"] for frame in asked["metadata"]["conversation"]["stack"]] == ["WAITING_PAYMENT_CONFIRMATION"]
+
+    replied = walk(back)
+    assert replied["agent"] == "billing_agent"
+    assert replied["metadata"]["route_decision"]["intent"] == "billing_payment_confirmation"
+    assert "bound" in events(replied)
+    assert conversation_of(replied).state == ""
+
+
+def test_a_side_question_for_another_specialist_is_answered_by_it_and_the_flow_waits(api, seeded_demo):
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session="digress-tech", msisdn=MSISDN)
+
+    walk("Quero pagar com pix")
+    asked = walk("aliás, minha internet está muito lenta desde ontem")
+    assert asked["agent"] != "billing_agent"
+    assert asked["metadata"]["conversation"]["events"][0]["event"] == "pushed"
+    assert conversation_of(asked).state == "WAITING_PAYMENT_CONFIRMATION"
+    replied = walk("sim, já paguei")
+    assert replied["agent"] == "billing_agent"
+    assert conversation_of(replied).state == ""
+
+
+CANCELS = {"pt": "deixa pra lá", "en": "never mind, cancel that", "es": "olvídalo"}
+DROPPED = {"pt": "deixei isso de lado", "en": "I have dropped that", "es": "lo dejé de lado"}
+
+
+@pytest.mark.parametrize("language", sorted(CANCELS))
+def test_a_cancel_ends_the_flow_and_its_state(api, seeded_demo, language):
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session=f"cancel-{language}", msisdn=MSISDN)
+
+    walk(PAYMENT[language][0])
+    cancelled = walk(CANCELS[language])
+    assert cancelled["metadata"]["conversation"]["repair"] == "cancel"
+    assert events(cancelled) == ["cancelled"]
+    assert DROPPED[language] in cancelled["answer"]
+    conversation = conversation_of(cancelled)
+    assert conversation.state == "" and conversation.stack == []
+    # The next "yes" is no payment confirmation any more.
+    after = walk("sim")
+    assert after["metadata"]["route_decision"]["method"] != "state"
+
+
+def test_a_cancel_with_no_flow_open_is_routed_as_any_message(api, seeded_demo):
+    body = say(api, "esquece", agent_id="telecom_contas", session="cancel-nothing", msisdn=MSISDN)
+    assert body["metadata"]["conversation"]["repair"] is None
+    assert body["metadata"]["conversation"]["events"] == []
+
+
+CORRECTIONS = {
+    "pt": ("Meu pedido P100 atrasou?", "desculpa, digitei errado, o pedido é o P200"),
+    "en": ("Where is my order P100?", "sorry, typo: I meant order P200"),
+    "es": ("¿Dónde está mi pedido P100?", "perdón, me equivoqué, es el pedido P200"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(CORRECTIONS))
+def test_a_correction_redoes_the_lookup_with_the_new_value(api, seeded_demo, language):
+    first, correction = CORRECTIONS[language]
+
+    def walk(text):
+        return say(api, text, agent_id="retail_orders", session=f"correct-{language}", order_id="P100")
+
+    looked_up = walk(first)
+    assert looked_up["agent"] == "orders_agent"
+    corrected = walk(correction)
+    assert corrected["metadata"]["conversation"]["repair"] == "correct"
+    assert corrected["agent"] == "orders_agent"
+    assert corrected["metadata"]["route_decision"]["intent"] == looked_up["metadata"]["route_decision"]["intent"]
+    order_ids = [args.get("order_id") for _, args in tool_calls(corrected) if "order_id" in args]
+    assert order_ids and set(order_ids) == {"P200"}
+
+
+def test_two_requests_in_one_message_in_router_mode_are_both_answered(api, seeded_demo):
+    body = say(
+        api,
+        "minha internet caiu e ainda veio a conta mais cara",
+        agent_id="telecom_contas",
+        session="two-topics",
+        msisdn=MSISDN,
+    )
+    topics = body["metadata"]["conversation"]["topics"]
+    assert len(topics) == 2 and {topic["status"] for topic in topics} == {"answered"}
+    assert {part["agent"] for part in body["metadata"]["supervisor"]} == {topic["agent"] for topic in topics}
+
+
+def test_small_talk_and_out_of_scope_inside_a_flow_push_nothing_and_the_flow_still_takes_its_reply(api, seeded_demo):
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session="flow-chat", msisdn=MSISDN)
+
+    walk("Quero pagar com pix")
+    for text in ("obrigado!", "quem ganhou o jogo ontem?"):
+        body = walk(text)
+        assert not {"pushed", "closed", "cancelled"} & set(events(body)), text
+        assert conversation_of(body).state == "WAITING_PAYMENT_CONFIRMATION", text
+    replied = walk("sim")
+    assert replied["metadata"]["route_decision"]["intent"] == "billing_payment_confirmation"

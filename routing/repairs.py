@@ -1,0 +1,154 @@
+"""Conversation repair: what a message says about the conversation itself rather than a new request — drop the
+current flow, correct a value given earlier, say that again, skip the question, "I already told you" — and the marks
+of a side question ("antes disso", "by the way") and of a return ("voltando ao pagamento:", "back to the payment:").
+
+The patterns' phrases are the profile's (``cancel_words``, ``correction_words``, ``repeat_words``, ``skip_words``,
+``already_told_words``: editable, versioned, with built-in defaults in Portuguese, English and Spanish); the marks of
+a side question and of a return are the platform's. Pure: no ORM, no settings.
+
+The rules, in the order they apply:
+
+1. Phrases are matched as keywords are (:func:`common.text.normalize`: case and accents ignored, whole words), the
+   longest first.
+2. A cancel, repeat, skip or "already told" phrase counts in the message's *lead* — its first :data:`LEAD_WORDS`
+   words: "never mind, cancel that", "ah, esquece", "olvídalo, ya no hace falta". Deeper inside a longer message it is
+   part of a request ("quero cancelar, mas esquece a multa" is no cancel of the flow).
+3. A correction phrase counts anywhere in the first :data:`CORRECTION_WORDS` words ("o pedido é o P200, digitei
+   errado"), because customers say the new value first as often as the apology.
+4. Where two patterns are found, the order of :data:`PATTERNS` decides: a cancel wins (the customer wants out).
+5. A return mark leads the message and is cut from it before it is read again ("voltando ao pagamento: já paguei" is
+   read as "já paguei"); a side-question mark leads it and is kept (the side question is routed with it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from common.text import normalize
+
+CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD = "cancel", "correct", "repeat", "skip", "already_told"
+PATTERNS = (CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD)  # the first found wins
+LEAD_WORDS = 6
+CORRECTION_WORDS = 14
+
+# A side question announced as such: the message is about something else, the flow waits.
+DIGRESSION_MARKS = (
+    "antes disso",
+    "antes de mais nada",
+    "antes de continuar",
+    "aproveitando",
+    "só uma dúvida",
+    "uma dúvida",
+    "outra coisa",
+    "mudando de assunto",
+    "aliás",
+    "by the way",
+    "btw",
+    "before that",
+    "before we go on",
+    "quick question",
+    "one more thing",
+    "another thing",
+    "on another note",
+    "antes de eso",
+    "antes de seguir",
+    "por cierto",
+    "otra cosa",
+    "una pregunta",
+    "cambiando de tema",
+    "aprovechando",
+)
+# A return to the flow that waits: cut before the message is read as the flow's reply.
+RETURN_MARKS = (
+    r"(voltando|retomando|de volta)( ao| a| à| para o| pro| para a| pra)?",
+    r"(back to|returning to|going back to)( the| my)?",
+    r"(volviendo|regresando|retomando)( al| a la| a lo| a)?",
+)
+_RETURN = re.compile(
+    r"^\s*(?:" + "|".join(RETURN_MARKS) + r")\s+[\w\sçãõáéíóúâêô-]{0,40}?\s*[:,—–-]\s*", re.IGNORECASE | re.UNICODE
+)
+
+
+@dataclass(frozen=True)
+class RepairWords:
+    """A profile's phrases of each repair pattern."""
+
+    cancel: tuple[str, ...] = ()
+    correct: tuple[str, ...] = ()
+    repeat: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    already_told: tuple[str, ...] = ()
+
+    def read(self, text: str) -> Repair | None:
+        """The repair pattern ``text`` reads as, with the phrase that decided; ``None`` when none."""
+        return _read(self, text)
+
+    def phrases(self, pattern: str) -> tuple[str, ...]:
+        return tuple(getattr(self, pattern))
+
+
+@dataclass(frozen=True)
+class Repair:
+    pattern: str
+    phrase: str
+
+    def as_metadata(self) -> dict[str, str]:
+        return {"pattern": self.pattern, "phrase": self.phrase}
+
+
+@lru_cache(maxsize=64)
+def _phrase_matcher(phrases: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One alternation over the normalised phrases, longest first, on word boundaries."""
+    words = sorted({normalize(phrase) for phrase in phrases if normalize(phrase)}, key=len, reverse=True)
+    if not words:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(word) for word in words) + r")(?!\w)")
+
+
+def _lead(normalised: str, words: int) -> str:
+    return " ".join(normalised.split()[:words])
+
+
+@lru_cache(maxsize=512)
+def _read(words: RepairWords, text: str) -> Repair | None:
+    normalised = normalize(text)
+    for pattern in PATTERNS:
+        matcher = _phrase_matcher(words.phrases(pattern))
+        if matcher is None:
+            continue
+        span = _lead(normalised, CORRECTION_WORDS if pattern == CORRECT else LEAD_WORDS)
+        found = matcher.search(span)
+        if found is not None:
+            return Repair(pattern, found.group(0))
+    return None
+
+
+def marks_digression(text: str) -> str:
+    """The side-question mark that leads ``text`` (its first :data:`LEAD_WORDS` words), or ``""``."""
+    matcher = _phrase_matcher(DIGRESSION_MARKS)
+    assert matcher is not None
+    found = matcher.search(_lead(normalize(text), LEAD_WORDS))
+    return found.group(0) if found else ""
+
+
+def return_cut(text: str) -> tuple[str, str]:
+    """``text`` without the return mark that leads it ("voltando ao pagamento: já paguei" → "já paguei"), and the
+    mark; ``(text, "")`` when it has none or nothing follows it."""
+    found = _RETURN.match(text)
+    if found is None or not text[found.end() :].strip():
+        return text, ""
+    return text[found.end() :], found.group(0).strip()
+
+
+def repair_words(mapping: Mapping[str, Sequence[str]]) -> RepairWords:
+    """The repair phrases of a profile's settings (``cancel_words`` …), as the router reads them."""
+    return RepairWords(
+        cancel=tuple(mapping.get("cancel_words", ())),
+        correct=tuple(mapping.get("correction_words", ())),
+        repeat=tuple(mapping.get("repeat_words", ())),
+        skip=tuple(mapping.get("skip_words", ())),
+        already_told=tuple(mapping.get("already_told_words", ())),
+    )

@@ -1,0 +1,576 @@
+"""The conversation stack: the flows a conversation has open, and what one message does to them.
+
+A *frame* is a flow waiting on the customer: a conversation state whose policy takes the reply (``state``), a tool's
+permission question (``permission``), a goal's clarification (``clarification``), an open delegation
+(``delegation``), or the second request of a two-request message kept for later (``topic``). The frames are kept
+bottom first; the top one is the flow the next reply belongs to.
+
+:func:`conversation_decide` reads one message against the frames, in this order:
+
+1. **Expiry.** A frame older than the profile's ``frame_expiry_turns`` turns or ``frame_expiry_minutes`` minutes is
+   dropped (``expired``).
+2. **Repair** (:mod:`routing.repairs`): *cancel* ends the top frame and its state; *repeat* says the last answer
+   again; *correct* re-runs the previous step with the corrected value; *skip* passes the question; *already told*
+   sends the flow's specialist back to what the customer said. Outside any flow, cancel, skip and "already told"
+   are read as any message.
+3. **A reply to the top frame**: a yes, no or "not sure" (:mod:`routing.replies`), a message that returns to the
+   flow ("voltando ao pagamento: já paguei"), or a message the flow's own specialist takes that asks nothing else, is
+   bound to the frame that asked.
+4. **A digression**: a message the router sends elsewhere with evidence (keywords, examples, the classifier) is
+   answered by whoever it belongs to; the frame is *pushed* under it and *resumed* at the end of the answer, in the
+   customer's language — or stays under the new flow the side question opened, to be resumed when that one closes.
+   Small talk and a message that reads as none of the profile's intents leave every frame as it was (the flow still
+   waits, and is resumed).
+5. **Several requests in one message** (router and hybrid modes, no flow open): each clause is routed; two or more
+   for different specialists are answered together (the supervisor's fan-out, ``multi_topic: together``) or the
+   first is answered and the others *queued* as ``topic`` frames (``multi_topic: in_turn``), offered next.
+
+Pure apart from the routing it asks for (:func:`routing.decide.route_decide`, which may call a classifier); no ORM.
+The conversation layer loads the frames, applies what the step says to the conversation's columns and writes the
+answer's lines (``conversations.stack_turn``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from routing.decide import delegation_active, route_decide
+from routing.repairs import (
+    ALREADY_TOLD,
+    CANCEL,
+    CORRECT,
+    REPEAT,
+    SKIP,
+    Repair,
+    marks_digression,
+    return_cut,
+)
+from routing.replies import NO, YES
+from routing.router import FALLBACK_INTENT, PlanStep, RouteDecision, plan_decision
+from routing.specs import ProfileSpec
+
+STATE, PERMISSION, CLARIFICATION, DELEGATION, TOPIC = "state", "permission", "clarification", "delegation", "topic"
+KINDS = (STATE, PERMISSION, CLARIFICATION, DELEGATION, TOPIC)
+STORED_KINDS = (STATE, TOPIC)  # the others are read from the conversation's own columns each turn
+REPAIR_INTENT = "repair:{pattern}"
+# How a message's requests are told apart: its sentences, and the words that join two requests.
+_CLAUSES = re.compile(
+    r"[.;!?\n]+|,\s+(?:e|and|y|also|tamb[ée]m|adem[aá]s|al[ée]m disso|plus)\s+"
+    r"|\s+(?:e também|e ainda|e tamb[ée]m|and also|y también|y además|além disso|also|plus|aparte)\s+"
+    r"|\s+(?:e|and|y)\s+(?=(?:\w+\s+){1,}\w+)",
+    re.IGNORECASE,
+)
+_QUESTION_WORDS = re.compile(
+    r"^\s*¿|\?\s*$|^\s*(qual|quais|quando|onde|como|quanto|quantos|por que|porque|o que|what|when|where|how|why|which|"
+    r"who|can|could|is|are|do|does|did|cu[aá]l|cu[aá]ndo|d[oó]nde|c[oó]mo|cu[aá]nto|por qu[eé]|qu[eé])\b",
+    re.IGNORECASE,
+)
+_ROUTED = ("keyword", "examples", "llm", "llm_plan")  # methods that found the message's own intent
+MIN_CLAUSE_WORDS = 2
+BARE_CORRECTION_WORDS = 6
+Routed = Callable[[str, str | None], Awaitable[RouteDecision]]  # the message routed, in a state or none
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One open flow. ``question`` is what the flow asked (said again when it is resumed); ``text`` a queued topic's
+    request."""
+
+    kind: str
+    name: str
+    agent: str
+    intent: str = ""
+    opened_turn: int = 0
+    opened_at: str = ""
+    question: str = ""
+    text: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {
+            "kind": self.kind,
+            "name": self.name,
+            "agent": self.agent,
+            "intent": self.intent,
+            "opened_turn": self.opened_turn,
+            "opened_at": self.opened_at,
+        }
+        if self.question:
+            data["question"] = self.question
+        if self.text:
+            data["text"] = self.text
+        return data
+
+    def label(self) -> dict[str, str]:
+        return {"kind": self.kind, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Frame | None:
+        """A stored frame, or ``None`` when what is stored is not one (a frame is never trusted blindly)."""
+        if not isinstance(data, dict) or data.get("kind") not in KINDS or not isinstance(data.get("name"), str):
+            return None
+        return cls(
+            kind=data["kind"],
+            name=data["name"][:200],
+            agent=str(data.get("agent", ""))[:64],
+            intent=str(data.get("intent", ""))[:100],
+            opened_turn=int(data.get("opened_turn") or 0),
+            opened_at=str(data.get("opened_at", ""))[:40],
+            question=str(data.get("question", ""))[:500],
+            text=str(data.get("text", ""))[:1000],
+        )
+
+
+def frames_read(stored: Any) -> list[Frame]:
+    """The frames of the conversation's ``stack`` column (what does not read as a frame is left out)."""
+    if not isinstance(stored, list):
+        return []
+    return [frame for frame in (Frame.from_dict(item) for item in stored) if frame is not None]
+
+
+@dataclass
+class StackStep:
+    """What one message does to the frames: the frames after it, the events in order, the repair pattern it read
+    as, the requests it held, and what the answer ends with (a frame resumed, topics queued)."""
+
+    frames: list[Frame]
+    turn: int
+    now: dt.datetime
+    events: list[dict[str, Any]] = field(default_factory=list)
+    repair: Repair | None = None
+    topics: list[dict[str, Any]] = field(default_factory=list)
+    resume: Frame | None = None
+    queued: list[Frame] = field(default_factory=list)
+    # A system note for the answering specialist (a correction, a skipped question, "I already told you").
+    note: str = ""
+    # The answer is the platform's own: "cancelled" (the flow that ended) or "repeat" (the last answer again).
+    fixed: str = ""
+    cancelled: Frame | None = None
+    corrected: dict[str, str] = field(default_factory=dict)  # context key → the corrected value
+
+    @property
+    def top(self) -> Frame | None:
+        return self.frames[-1] if self.frames else None
+
+    @property
+    def state(self) -> str:
+        """The conversation state after the message: the top frame's when it is a state frame."""
+        top = self.top
+        return top.name if top is not None and top.kind == STATE else ""
+
+    def event(self, name: str, frame: Frame, by: str) -> None:
+        self.events.append({"event": name, "frame": frame.label(), "by": by})
+
+    def pop(self, name: str, by: str) -> Frame | None:
+        if not self.frames:
+            return None
+        frame = self.frames.pop()
+        self.event(name, frame, by)
+        return frame
+
+    def open(self, frame: Frame, by: str, *, depth: int) -> None:
+        self.frames.append(frame)
+        self.event("opened" if frame.kind != TOPIC else "queued", frame, by)
+        while len(self.frames) > max(1, depth):
+            self.event("expired", self.frames.pop(0), "depth")
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "stack": [frame.as_dict() for frame in self.frames],
+            "events": self.events,
+            "repair": self.repair.pattern if self.repair else None,
+            "topics": self.topics,
+        }
+
+
+def _expired(frame: Frame, step: StackStep, profile: ProfileSpec) -> bool:
+    if frame.kind not in STORED_KINDS:
+        return False  # a permission, a clarification, a delegation: their own rules end them
+    if frame.opened_turn and step.turn - frame.opened_turn > profile.frame_expiry_turns:
+        return True
+    try:
+        opened = dt.datetime.fromisoformat(frame.opened_at)
+    except ValueError:
+        return False
+    return step.now - opened > dt.timedelta(minutes=profile.frame_expiry_minutes)
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` asks something: a question mark, or a question word leading it, in the three languages."""
+    return bool(_QUESTION_WORDS.search(text.strip()))
+
+
+def value_corrections(text: str, context: dict[str, Any]) -> dict[str, str]:
+    """The context values ``text`` corrects: each identifier-like token of the message (letters and digits, at least
+    one digit) replaces the context value of the same shape ("P200" for "P100", "INV002" for "INV001"), when exactly
+    one value has that shape and differs from it."""
+    corrections: dict[str, str] = {}
+    for token in re.findall(r"\b[\w-]*\d[\w-]*\b", text):
+        shape = _shape(token)
+        same = [key for key, value in context.items() if isinstance(value, str) and _shape(value) == shape]
+        if len(same) == 1 and context[same[0]] != token and same[0] not in corrections:
+            corrections[same[0]] = token
+    return corrections
+
+
+def _bare_correction(text: str, context: dict[str, Any], active_intent: str, profile: ProfileSpec) -> Repair | None:
+    """A short message that gives another value of the same shape as one the last step used ("é o P200", "no,
+    P200", "el P200") corrects it, apology or not; a longer one is read by its words."""
+    if len(text.split()) > BARE_CORRECTION_WORDS or active_intent not in profile.router.intents_by_name:
+        return None
+    corrected = value_corrections(text, context)
+    return Repair(CORRECT, next(iter(corrected.values()))) if corrected else None
+
+
+def _shape(value: str) -> str:
+    """``"P100"`` → ``"A1D3"``: the runs of letters and digits and their lengths, case ignored."""
+    runs = re.findall(r"[^\W\d_]+|\d+|[\W_]+", value)
+    return "".join(("A" if run[0].isalpha() else "D" if run[0].isdigit() else "S") + str(len(run)) for run in runs)
+
+
+async def conversation_decide(
+    *,
+    profile: ProfileSpec,
+    text: str,
+    frames: list[Frame],
+    turn: int,
+    now: dt.datetime,
+    active_agent: str = "",
+    active_intent: str = "",
+    delegated_to: str = "",
+    delegated_intent: str = "",
+    single_agent: bool = False,
+    context: dict[str, Any] | None = None,
+) -> tuple[RouteDecision, StackStep]:
+    """The routing decision for ``text`` with the conversation's open ``frames``, and what it does to them (see the
+    module docstring). ``turn`` is the message's place in the conversation; ``context`` the client's, whose values a
+    correction replaces."""
+    step = StackStep(frames=[], turn=turn, now=now)
+    for frame in frames:
+        if _expired(frame, step, profile):
+            step.event("expired", frame, "expiry")
+        else:
+            step.frames.append(frame)
+
+    async def routed(message: str, state: str | None) -> RouteDecision:
+        return await route_decide(
+            profile=profile,
+            text=message,
+            state=state,
+            active_agent=active_agent,
+            active_intent=active_intent,
+            delegated_to=delegated_to,
+            delegated_intent=delegated_intent,
+            single_agent=single_agent,
+        )
+
+    top = step.top
+    repair = profile.repair_words.read(text) or _bare_correction(text, context or {}, active_intent, profile)
+    if repair is not None:
+        decision = await _repaired(repair, step, profile, text, active_agent, active_intent, context or {}, routed)
+        if decision is not None:
+            step.repair = repair
+            decision.metadata["repair"] = repair.as_metadata()
+            return _done(decision, step, profile, active_agent), step
+    if top is not None and top.kind == STATE and not delegation_active(profile) and not single_agent:
+        decision = await _in_flow(top, step, profile, text, routed)
+    elif top is not None and top.kind == TOPIC:
+        decision = await _topic_offered(top, step, profile, text, routed)
+    elif top is not None and top.kind in (PERMISSION, CLARIFICATION):
+        decision = await _question_open(top, step, text, routed)
+    else:
+        decision = await routed(text, None)
+        if not step.frames and _may_split(decision, profile, single_agent):
+            decision = _topics(decision, step, profile, text)
+    return _done(decision, step, profile, active_agent), step
+
+
+def _done(decision: RouteDecision, step: StackStep, profile: ProfileSpec, active_agent: str) -> RouteDecision:
+    """Frames the decision opens or closes on its own: a state it sets is a new frame (pushed over the one the message
+    digressed from); a flow's reply that clears the state closes it."""
+    if decision.keeps_conversation or (decision.method == "repair" and step.fixed):
+        return decision
+    top = step.top
+    wanted = decision.next_state or ""
+    if decision.method == "state":
+        assert top is not None
+        step.frames.pop()
+        if wanted:
+            step.frames.append(replace(top, name=wanted, opened_turn=step.turn, opened_at=step.now.isoformat()))
+            if wanted != top.name:
+                step.event("closed", top, "reply")
+                step.event("opened", step.frames[-1], decision.intent)
+        else:
+            step.event("closed", top, "reply")
+        return decision
+    if wanted and (top is None or top.kind != STATE or top.name != wanted or step.resume is None):
+        if top is not None and top.kind == STATE and top.name == wanted:
+            step.frames.pop()  # the same flow started again: one frame
+        opened = Frame(
+            kind=STATE,
+            name=wanted,
+            agent=decision.agent,
+            intent=decision.intent,
+            opened_turn=step.turn,
+            opened_at=step.now.isoformat(),
+        )
+        step.open(opened, decision.intent, depth=profile.stack_depth)
+        step.resume = None  # the new flow asks its own question; the one under it waits its turn
+    elif step.resume is not None:
+        decision.next_state = step.state or None
+    return decision
+
+
+async def _repaired(
+    repair: Repair,
+    step: StackStep,
+    profile: ProfileSpec,
+    text: str,
+    active_agent: str,
+    active_intent: str,
+    context: dict[str, Any],
+    routed: Routed,
+) -> RouteDecision | None:
+    """The decision a repair pattern makes, or ``None`` when it does not apply here (cancel with no flow open)."""
+    top = step.top
+    agent = active_agent or profile.fallback_agent
+    if repair.pattern == CANCEL:
+        if top is None:
+            return None
+        step.cancelled = step.pop("cancelled", CANCEL)
+        step.fixed = CANCEL
+        return _platform_decision(
+            top.agent or agent, CANCEL, f"The customer dropped the {top.kind} {top.name}.", next_state=step.state
+        )
+    if repair.pattern == REPEAT:
+        step.fixed = REPEAT
+        decision = _platform_decision(
+            agent, REPEAT, "The customer asked to hear the last answer again.", next_state=None
+        )
+        decision.keeps_conversation = True
+        return decision
+    if repair.pattern == CORRECT:
+        intent = profile.router.intents_by_name.get(active_intent)
+        if intent is None:
+            return None
+        step.corrected = value_corrections(text, context)
+        step.note = (
+            "[SYSTEM_NOTE: the customer corrected a value they gave earlier; redo the last step with the corrected "
+            "value from this message.]"
+        )
+        return RouteDecision(
+            route=intent.agent,
+            agent=intent.agent,
+            intent=intent.name,
+            confidence=1.0,
+            reason=f"Correction: the previous step ({intent.name}) runs again with the corrected value.",
+            method="repair",
+            next_state=intent.next_state or None,
+            domain=intent.domain or None,
+            mcp_tools=list(intent.mcp_tools),
+            metadata={"redo": intent.name, "corrected": sorted(step.corrected)},
+        )
+    if top is None:
+        return None
+    if repair.pattern == SKIP:
+        step.note = "[SYSTEM_NOTE: the customer chose not to answer the question; go on without it.]"
+        popped = step.pop("closed", SKIP)
+        assert popped is not None
+        decision = await _flow_or_platform(popped, SKIP, "The customer skipped the question.", agent, text, routed)
+        decision.next_state = step.state or None
+        return decision
+    if repair.pattern == ALREADY_TOLD:
+        step.note = (
+            "[SYSTEM_NOTE: the customer says they already gave this information: use what they said earlier in the "
+            "conversation.]"
+        )
+        decision = await _flow_or_platform(
+            top, ALREADY_TOLD, "The customer says they told it already.", agent, text, routed
+        )
+        decision.next_state = step.state or None
+        decision.keeps_conversation = True
+        return decision
+    return None
+
+
+async def _flow_or_platform(
+    frame: Frame, pattern: str, reason: str, agent: str, text: str, routed: Routed
+) -> RouteDecision:
+    """The frame's flow takes the message (its state policy's decision), marked as the repair it is; a frame with no
+    state policy, the specialist that asked."""
+    decision = await routed(text, frame.name) if frame.kind == STATE else None
+    if decision is None or decision.method != "state":
+        return _platform_decision(frame.agent or agent, pattern, reason, next_state=None)
+    decision.method = "repair"
+    return decision
+
+
+def _platform_decision(agent: str, pattern: str, reason: str, *, next_state: str | None) -> RouteDecision:
+    return RouteDecision(
+        route=agent,
+        agent=agent,
+        intent=REPAIR_INTENT.format(pattern=pattern),
+        confidence=1.0,
+        reason=reason,
+        method="repair",
+        next_state=next_state or None,
+    )
+
+
+async def _in_flow(top: Frame, step: StackStep, profile: ProfileSpec, text: str, routed: Routed) -> RouteDecision:
+    """A message while a state's flow waits: its reply, a side question, small talk or something out of scope."""
+    returned, mark = return_cut(text)
+    if mark or profile.reply_words.read(text):
+        decision = await routed(returned, top.name)
+        if decision.method == "state":
+            if mark:
+                decision.metadata["returned"] = mark
+            step.event("bound", top, "reply")
+            return decision
+    free = await routed(text, None)
+    if free.method == "small_talk":
+        return free
+    side = free.method in _ROUTED and free.intent != top.intent
+    if side and free.agent == top.agent and not marks_digression(text) and not is_question(text):
+        side = False  # the flow's own specialist, asked nothing else: the flow's answer
+    if side:
+        step.event("pushed", top, free.intent)
+        if not free.next_state:
+            step.resume = top
+            step.event("resumed", top, free.intent)
+        free.metadata["digression_from"] = top.name
+        return free
+    if free.method == "fallback" and (_out_of_scope(free) or is_question(text) or marks_digression(text)):
+        # Nothing of the profile's, asked as a question or announced as a side question: not the flow's reply.
+        step.resume = top
+        free.keeps_conversation = True
+        free.metadata["digression_from"] = top.name
+        return free
+    decision = await routed(text, top.name)
+    if decision.method == "state":
+        step.event("bound", top, "reply")
+    return decision
+
+
+async def _question_open(top: Frame, step: StackStep, text: str, routed: Routed) -> RouteDecision:
+    """A message that is no reply while a permission or clarification question waits: a side question (another
+    specialist's, or out of scope) keeps it waiting and asks it again after its answer; small talk leaves it; a new
+    request to the specialist that asked drops it."""
+    free = await routed(text, None)
+    if free.method == "small_talk":
+        return free
+    if (free.method in _ROUTED and free.agent != top.agent) or (free.method == "fallback" and _out_of_scope(free)):
+        step.event("pushed", top, free.intent)
+        step.event("resumed", top, free.intent)
+        step.resume = top
+        free.metadata["digression_from"] = top.name
+        return free
+    step.pop("closed", "new request")
+    return free
+
+
+def _out_of_scope(decision: RouteDecision) -> bool:
+    """The fallback's decision reads the message as none of the profile's intents (the examples tier's background:
+    small talk, off-topic, the profile's out-of-scope examples)."""
+    examples = decision.metadata.get("examples")
+    if not isinstance(examples, dict) or not isinstance(examples.get("none_of_these"), dict):
+        return False
+    none_score = float(examples["none_of_these"].get("score") or 0)
+    return none_score > 0 and none_score >= float(examples.get("score") or 0)
+
+
+async def _topic_offered(top: Frame, step: StackStep, profile: ProfileSpec, text: str, routed: Routed) -> RouteDecision:
+    """A queued request was offered: a yes takes it up (its own words are routed), a no drops it; anything else is
+    routed as usual and the topic waits."""
+    reading = profile.reply_words.read(text).reads_as
+    if reading in (YES, NO):
+        step.pop("resumed" if reading == YES else "cancelled", "reply")
+        if reading == YES:
+            decision = await routed(top.text, None)
+            decision.metadata["topic"] = top.text
+            return decision
+        step.fixed = CANCEL
+        step.cancelled = top
+        return _platform_decision(
+            top.agent, CANCEL, "The customer did not want the queued request.", next_state=step.state
+        )
+    return await routed(text, None)
+
+
+def _may_split(decision: RouteDecision, profile: ProfileSpec, single_agent: bool) -> bool:
+    return (
+        profile.multi_topic != "off"
+        and not single_agent
+        and not delegation_active(profile)
+        and profile.effective_mode in ("router", "hybrid")
+        and decision.method in (*_ROUTED, "fallback", "followup")
+        and not decision.is_plan
+    )
+
+
+def clauses(text: str) -> list[str]:
+    """The message's requests, as its sentences and the clauses its joining words separate."""
+    parts = [part.strip(" ,") for part in _CLAUSES.split(text) if part and part.strip(" ,")]
+    return [part for part in parts if len(part.split()) >= MIN_CLAUSE_WORDS]
+
+
+def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text: str) -> RouteDecision:
+    """Two or more requests for different specialists: answered together, or the first now and the rest queued."""
+    router = profile.router
+    found: list[tuple[str, RouteDecision]] = []
+    parts = clauses(text)
+    if len(parts) < 2:
+        return decision
+    for part in parts:
+        hits = router.checked_match(part)
+        routed = router.by_keywords(part, hits) if hits else router.examples_decide_here(part)
+        if routed is None or routed.intent == FALLBACK_INTENT:
+            continue
+        if all(other.agent != routed.agent for _, other in found):
+            found.append((part, routed))
+    if len(found) < 2:
+        return decision
+    if profile.multi_topic == "together":
+        steps = [
+            PlanStep(
+                agent=routed.agent,
+                intent=routed.intent,
+                mcp_tools=tuple(routed.mcp_tools),
+                keywords=tuple(routed.metadata.get("matched_keywords", ())),
+                next_state=routed.next_state or "",
+            )
+            for _, routed in found
+        ]
+        step.topics = [
+            {"intent": routed.intent, "agent": routed.agent, "text": part, "status": "answered"}
+            for part, routed in found
+        ]
+        return plan_decision(
+            steps,
+            domains={routed.domain for _, routed in found if routed.domain},
+            reason=f"The message holds {len(found)} requests ("
+            + ", ".join(f"{routed.intent} → {routed.agent}" for _, routed in found)
+            + "): each specialist answers its own.",
+            method=decision.method if decision.method in _ROUTED else "keyword",
+            metadata={"topics": [part for part, _ in found]},
+        )
+    (first_text, first), rest = found[0], found[1:]
+    step.topics = [{"intent": first.intent, "agent": first.agent, "text": first_text, "status": "answered"}]
+    for part, routed in rest:
+        frame = Frame(
+            kind=TOPIC,
+            name=routed.intent,
+            agent=routed.agent,
+            intent=routed.intent,
+            opened_turn=step.turn,
+            opened_at=step.now.isoformat(),
+            text=part,
+        )
+        step.open(frame, "multi_topic", depth=profile.stack_depth)
+        step.queued.append(frame)
+        step.topics.append({"intent": routed.intent, "agent": routed.agent, "text": part, "status": "queued"})
+    first.metadata["topics"] = [part for part, _ in found]
+    return first
