@@ -21,15 +21,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.utils import timezone
+
 from common.events import emit_safely
 from conversations.goal_engine import answer_write, outputs_combine, plan_execute
 from conversations.turn import GoalTurn, Turn
 from routing.decide import route_decide
-from routing.goal_decide import CLARIFICATION, GENERAL, GoalDecision, ambiguity_pending, goal_decide
+from routing.goal_decide import CLARIFICATION, GENERAL, SMALL_TALK, GoalDecision, ambiguity_pending, goal_decide
 from routing.goal_words import DEFAULT_LANGUAGE, said
 from routing.goals import FAILURE
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
+from routing.stack import CLARIFICATION as CLARIFICATION_FRAME
+from routing.stack import Frame, StackStep
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +47,12 @@ FAILED_PLAN_ANSWER = said("failed_plan", DEFAULT_LANGUAGE)
 async def goal_routing(turn: Turn) -> RouteDecision:
     """The decision for a goal-mode message; sets ``turn.goal`` and the goal state the conversation keeps."""
     profile = turn.input.profile
+    waiting = (turn.goal_state or {}).get("pending")
     decision = await goal_decide(profile=profile, text=turn.sanitized_text, goal_state=turn.goal_state)
     turn.goal = GoalTurn(decision)
     turn.goal_state = decision.goal_state
+    if waiting and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision):
+        turn.stack_step = clarification_resumed(waiting, decision, turn=turn.ticket + 1)
     read = decision.intent_output
     await emit_safely(turn.input.emit, "goal", {"phase": "decided", **_public(decision)})
     if decision.status == GENERAL:
@@ -76,6 +83,29 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         mcp_tools=sorted(set(tools)),
         metadata={"goal_status": decision.status, "reading": dict(read.reading)},
     )
+
+
+def _small_talk(decision: GoalDecision) -> bool:
+    return decision.intent_output.reading.get("method") == SMALL_TALK
+
+
+def clarification_resumed(waiting: dict[str, Any], decision: GoalDecision, *, turn: int) -> StackStep:
+    """A side question while a goal waits for its clarification: the goal's frame, pushed under the side question
+    and resumed after its answer with the question asked again."""
+    intent = waiting.get("intent_output") or {}
+    frame = Frame(
+        kind=CLARIFICATION_FRAME,
+        name=f"{intent.get('primary_domain', '')}.{intent.get('goal', '')}".strip("."),
+        agent=GOAL_AGENT,
+        intent=str(intent.get("goal", "")),
+        opened_turn=turn - 1,
+        question=str((waiting.get("clarification") or {}).get("question", "")),
+    )
+    step = StackStep(frames=[frame], turn=turn, now=timezone.now(), resume=frame)
+    by = decision.intent_output.goal or decision.status
+    step.event("pushed", frame, by)
+    step.event("resumed", frame, by)
+    return step
 
 
 def _public(decision: GoalDecision) -> dict[str, Any]:

@@ -16,7 +16,8 @@ The conversation's goal state (``Conversation.goal_state``) carries two things b
 
 A message no goal covers (domain ``general``) is answered by the profile's specialists, and is exempt from the
 gate. Small talk (:mod:`routing.small_talk`) is too, and leaves the goal state as it was: a greeting between a
-question and its answer does not drop the pending goal.
+question and its answer does not drop the pending goal. Nor does a side question — a message for the specialists,
+or another goal served in the middle — which leaves the pending goal waiting (the turn asks its question again).
 """
 
 from __future__ import annotations
@@ -166,11 +167,16 @@ async def _decided(profile: ProfileSpec, text: str, state: dict[str, Any], langu
     goal = profile.goals.goal(read.primary_domain, read.goal) if read.goal else None
     if read.primary_domain == GENERAL_DOMAIN or goal is None or not goal.enabled:
         general = replace(read, primary_domain=GENERAL_DOMAIN, goal="") if goal is None else read
-        kept = {"pending": None, "last": last} if last else None
+        # A side question for the specialists: the goal that asked waits for its answer.
+        kept = {"pending": pending or None, "last": last} if last or pending else None
         return GoalDecision(GENERAL, general, kept, reason="No goal of the profile's domains covers the message.")
     if previous is not None and (previous.primary_domain, previous.goal) == (goal.domain, goal.name):
         read = replace(read, entities=entities_merge(goal, previous.entities, read.entities))
-    return _gated(profile, goal, read, last, language)
+    decided = _gated(profile, goal, read, last, language)
+    if pending and decided.status != CLARIFICATION and decided.goal_state is not None:
+        # Another goal asked in the middle: served now, and the goal that asked still waits for its answer.
+        decided.goal_state = {**decided.goal_state, "pending": pending}
+    return decided
 
 
 def _declined(pending: Mapping[str, Any], last: Any, language: str) -> GoalDecision:

@@ -24,8 +24,9 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "sqlite_too"
-# The marked tests are admin pages and crawls: a few seconds each at most. A hung one must not hold the suite.
-RUN_TIMEOUT_SECONDS = 280
+# A hung run must not hold the suite for ever; a slow one on a busy machine is no failure (a shard took 280 s at a load
+# of 10 on two cores, about 110 s quiet): the bound is far above any run's time, never a measure of speed.
+RUN_TIMEOUT_SECONDS = 1800
 # The marked files are run in this many subprocesses, each a test of its own that xdist gives to any worker: one
 # run of them all took 170-250 s of a busy machine's time, close to the hang guard above. Files are dealt to the
 # shards by size (the crawls and the browser day are the biggest), so no shard holds the heavy ones together.

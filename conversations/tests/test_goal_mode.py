@@ -171,6 +171,25 @@ def test_a_goal_missing_an_entity_asks_for_it_and_the_reply_completes_it(api, fi
     assert "VALE3.SA" in answered["answer"]
 
 
+@pytest.mark.parametrize(
+    "side",
+    ["antes disso, bom dia, vocês atendem aos sábados?", "antes disso, quais as maiores altas do Brasil hoje?"],
+    ids=["for the specialists", "another goal"],
+)
+def test_a_side_question_while_a_goal_waits_for_its_answer_keeps_it_waiting_and_asks_again(api, finance, side):
+    asked = say(api, "qual o preço?", session="fin-side")
+    question = asked["metadata"]["goal"]["clarification"]["question"]
+
+    aside = say(api, side, session="fin-side")
+    assert [event["event"] for event in aside["metadata"]["conversation"]["events"]] == ["pushed", "resumed"]
+    assert aside["answer"].endswith(question)
+
+    answered = say(api, "Vale", session="fin-side")
+    assert answered["metadata"]["goal"]["status"] == "success"
+    assert answered["metadata"]["goal"]["intent_output"]["goal"] == "GET_QUOTE"
+    assert "VALE3.SA" in answered["answer"]
+
+
 def test_below_the_threshold_the_user_is_asked_and_a_yes_runs_the_goal(api, finance):
     Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
     publish("TOP_MOVERS asks below 0.99")
