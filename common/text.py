@@ -68,3 +68,27 @@ def whole_number(raw: str) -> int | None:
     """``raw`` as a non-negative whole number when it is ASCII digits only, else ``None``. ``str.isdigit`` alone
     also accepts digits such as ``"²"`` that ``int`` refuses (a query parameter made of one was a 500)."""
     return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
+_RUNS = re.compile(r"[^\W\d_]+|\d+|[\W_]+")
+_IDENTIFIER = re.compile(r"(?<![\w-])[\w-]*\d[\w-]*(?![\w-])")
+_EXAMPLE = re.compile(r"\b(?:ex\.?|e\.g\.?|p\.ex\.?|por ejemplo|por exemplo|for example)\s*:?\s*([\w-]*\d[\w-]*)", re.I)
+
+
+def identifier_shape(value: str) -> str:
+    """The form of an identifier: its runs of letters and digits and their lengths, case ignored (``"P100"`` and
+    ``"P200"`` → ``"A1D3"``; ``"INV001"`` → ``"A3D3"``)."""
+    return "".join(
+        ("A" if run[0].isalpha() else "D" if run[0].isdigit() else "S") + str(len(run)) for run in _RUNS.findall(value)
+    )
+
+
+def identifiers(text: str) -> list[str]:
+    """The identifier-like tokens of ``text``: letters, digits and dashes with at least one digit, in order."""
+    return _IDENTIFIER.findall(text)
+
+
+def described_example(description: str) -> str:
+    """The example value a parameter's description gives ("Número do pedido (ex. P100)" → ``"P100"``), or ``""``."""
+    found = _EXAMPLE.search(description or "")
+    return found.group(1) if found else ""

@@ -30,10 +30,11 @@ from routing.decide import route_decide
 from routing.goal_decide import CLARIFICATION, GENERAL, SMALL_TALK, GoalDecision, ambiguity_pending, goal_decide
 from routing.goal_words import DEFAULT_LANGUAGE, said
 from routing.goals import FAILURE
+from routing.repairs import CANCEL, Repair
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
 from routing.stack import CLARIFICATION as CLARIFICATION_FRAME
-from routing.stack import Frame, StackStep
+from routing.stack import REPAIR_INTENT, Frame, StackStep
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ async def goal_routing(turn: Turn) -> RouteDecision:
     """The decision for a goal-mode message; sets ``turn.goal`` and the goal state the conversation keeps."""
     profile = turn.input.profile
     waiting = (turn.goal_state or {}).get("pending")
+    repair = profile.repair_words.read(turn.sanitized_text) if waiting else None
+    if waiting and repair is not None and repair.pattern == CANCEL:
+        return clarification_cancelled(turn, waiting, repair)
     decision = await goal_decide(profile=profile, text=turn.sanitized_text, goal_state=turn.goal_state)
     turn.goal = GoalTurn(decision)
     turn.goal_state = decision.goal_state
@@ -92,8 +96,35 @@ def _small_talk(decision: GoalDecision) -> bool:
 def clarification_resumed(waiting: dict[str, Any], decision: GoalDecision, *, turn: int) -> StackStep:
     """A side question while a goal waits for its clarification: the goal's frame, pushed under the side question
     and resumed after its answer with the question asked again."""
+    frame = _clarification_frame(waiting, turn=turn)
+    step = StackStep(frames=[frame], turn=turn, now=timezone.now(), resume=frame)
+    by = decision.intent_output.goal or decision.status
+    step.event("pushed", frame, by)
+    step.event("resumed", frame, by)
+    return step
+
+
+def clarification_cancelled(turn: Turn, waiting: dict[str, Any], repair: Repair) -> RouteDecision:
+    """A cancel while a goal waits for its clarification: the goal is dropped, nothing runs, the platform answers."""
+    frame = _clarification_frame(waiting, turn=turn.ticket + 1)
+    step = StackStep(frames=[], turn=turn.ticket + 1, now=timezone.now(), repair=repair, fixed=CANCEL, cancelled=frame)
+    step.event("cancelled", frame, CANCEL)
+    turn.stack_step = step
+    turn.goal_state = {**(turn.goal_state or {}), "pending": None}
+    return RouteDecision(
+        route=GOAL_ROUTE,
+        agent=GOAL_AGENT,
+        intent=REPAIR_INTENT.format(pattern=CANCEL),
+        confidence=1.0,
+        reason=f"The customer dropped the goal waiting for an answer ({frame.name}).",
+        method="repair",
+        metadata={"repair": repair.as_metadata()},
+    )
+
+
+def _clarification_frame(waiting: dict[str, Any], *, turn: int) -> Frame:
     intent = waiting.get("intent_output") or {}
-    frame = Frame(
+    return Frame(
         kind=CLARIFICATION_FRAME,
         name=f"{intent.get('primary_domain', '')}.{intent.get('goal', '')}".strip("."),
         agent=GOAL_AGENT,
@@ -101,11 +132,6 @@ def clarification_resumed(waiting: dict[str, Any], decision: GoalDecision, *, tu
         opened_turn=turn - 1,
         question=str((waiting.get("clarification") or {}).get("question", "")),
     )
-    step = StackStep(frames=[frame], turn=turn, now=timezone.now(), resume=frame)
-    by = decision.intent_output.goal or decision.status
-    step.event("pushed", frame, by)
-    step.event("resumed", frame, by)
-    return step
 
 
 def _public(decision: GoalDecision) -> dict[str, Any]:

@@ -99,7 +99,14 @@ from conversations.permissions import (
     permission_note,
     permission_reply,
 )
-from conversations.stack_turn import answer_lines, fixed_answer, frames_asked, stack_route, stack_state
+from conversations.stack_turn import (
+    answer_lines,
+    fixed_answer,
+    frames_asked,
+    permission_bound,
+    stack_route,
+    stack_state,
+)
 from conversations.supervisor import (
     MAX_REVIEW_ROUNDS,
     STATUS_OK,
@@ -298,11 +305,12 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
     pending = turn.pending_permission
     if not pending:
         return None
-    reading = turn.input.profile.reply_words.read(turn.sanitized_text)
+    reading = turn.input.profile.reply_words.read_past_fillers(turn.sanitized_text)
     reply = permission_reply(reading)
     if reply is None:
         return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
     turn.pending_permission = None
+    turn.stack_step = permission_bound(turn, pending)
     turn.reply = reading
     tool = pending["tool"]
     if reply == GRANTED and tool not in turn.granted:

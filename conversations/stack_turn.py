@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 
 from django.utils import timezone, translation
 from django.utils.translation import gettext
@@ -89,6 +90,22 @@ async def stack_route(turn: Turn) -> RouteDecision:
     turn.stack_step = step
     stack_apply(turn, step)
     return decision
+
+
+def permission_bound(turn: Turn, pending: dict[str, Any]) -> StackStep:
+    """The reply to the permission question: bound to its frame, which closes; the frames under it stay."""
+    frames = frames_live(turn)
+    step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now())
+    frame = Frame(
+        kind=PERMISSION,
+        name=str(pending.get("tool", "")),
+        agent=str(pending.get("agent", "")),
+        intent=str(pending.get("intent", "")),
+    )
+    step.event("bound", frame, "reply")
+    step.event("closed", frame, "reply")
+    turn.frames = [frame for frame in frames if frame.kind in STORED_KINDS]
+    return step
 
 
 def stack_apply(turn: Turn, step: StackStep) -> None:

@@ -31,12 +31,12 @@ from conversations.supervisor import Partial, PlanResult
 from handoffs.models import HandoffKind
 from handoffs.services import Move
 from routing.goal_decide import PLAN, GoalDecision
-from routing.goals import FAILURE
+from routing.goals import FAILURE, GOAL_AGENT
 from routing.replies import Reply
 from routing.router import SUPERVISOR_ROUTE, RouteDecision
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec
-from routing.stack import DELEGATION, PERMISSION, Frame, StackStep
+from routing.stack import CLARIFICATION, DELEGATION, PERMISSION, Frame, StackStep
 
 # The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
 # with its metadata (the response the faces return and the stored message).
@@ -369,14 +369,17 @@ class Turn:
             "trace": self.trace,
         }
 
-    def conversation_metadata(self) -> dict[str, Any] | None:
+    def conversation_metadata(self) -> dict[str, Any]:
         """``metadata["conversation"]``: the frames open after the turn (bottom first; a delegation or a permission
         question on top), what the message did to them, the repair pattern it read as, the requests it held;
-        ``None`` when the message was not routed with them (a reply to a permission question, goal mode)."""
+        no events when the message did nothing to them."""
         step = self.stack_step
-        if step is None:
-            return None
         shown = [frame.as_dict() for frame in self.frames]
+        pending = (self.goal_state or {}).get("pending") if isinstance(self.goal_state, dict) else None
+        if pending:
+            read = pending.get("intent_output") or {}
+            name = f"{read.get('primary_domain', '')}.{read.get('goal', '')}".strip(".")
+            shown.append(Frame(kind=CLARIFICATION, name=name, agent=GOAL_AGENT).as_dict())
         if self.sub_conversation:
             specialist = str(self.sub_conversation.get("specialist", ""))
             shown.append(Frame(kind=DELEGATION, name=specialist, agent=specialist).as_dict())
@@ -384,6 +387,8 @@ class Turn:
             pending = self.pending_permission
             agent = str(pending.get("agent", ""))
             shown.append(Frame(kind=PERMISSION, name=str(pending.get("tool", "")), agent=agent).as_dict())
+        if step is None:
+            return {"stack": shown, "events": [], "repair": None, "topics": []}
         return {**step.as_metadata(), "stack": shown}
 
     def escalation_metadata(self) -> dict[str, Any] | None:

@@ -31,7 +31,7 @@ from common.text import normalize
 
 CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD = "cancel", "correct", "repeat", "skip", "already_told"
 PATTERNS = (CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD)  # the first found wins
-LEAD_WORDS = 6
+LEAD_WORDS = 8
 CORRECTION_WORDS = 14
 
 # A side question announced as such: the message is about something else, the flow waits.

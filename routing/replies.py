@@ -43,6 +43,11 @@ _UNSURE = "unsure"
 
 # A span of this many words or fewer is read whole, and a reply word may end it as well as lead it.
 SHORT_WORDS = 4
+# ReplyWords.read_past_fillers: opening clauses of this many words or fewer, this many at most, are set aside when the
+# message does not read as a reply with them.
+FILLER_WORDS = 3
+FILLER_CLAUSES = 2
+_FILLER = re.compile(rf"^\s*(?:[^\s,;:.!?—–-]+\s*){{1,{FILLER_WORDS}}}[,;:.!—–-]+\s*")
 
 # The user cannot tell: never a yes or a no, whatever reply words they hold. The platform's own, not a profile's:
 # they are how the three languages say "I don't know", not a choice of the business.
@@ -113,6 +118,23 @@ class ReplyWords:
 
     def read(self, text: str) -> Reply:
         return reply_read(text, yes_words=self.yes, no_words=self.no)
+
+    def read_past_fillers(self, text: str) -> Reply:
+        """:meth:`read`, and when the message reads as neither, read again past each short opening clause that says
+        nothing ("bom, pode rodar o diagnóstico", "whatever, yes cancel it", "entendido. sí, ya está pagado"): up to
+        :data:`FILLER_CLAUSES` clauses of :data:`FILLER_WORDS` words or fewer are set aside. What asks or doubts
+        stays neither, as :meth:`read` says."""
+        reply = self.read(text)
+        rest = text
+        for _ in range(FILLER_CLAUSES):
+            if reply or reply.words:  # a yes or a no; or unsure, which no later clause undoes
+                return reply
+            cut = _FILLER.match(rest)
+            if cut is None or not rest[cut.end() :].strip():
+                return reply
+            rest = rest[cut.end() :]
+            reply = self.read(rest)
+        return reply
 
 
 NO_REPLY_WORDS = ReplyWords()  # reads every message as neither

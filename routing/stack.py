@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from common.text import identifier_shape, identifiers
 from routing.decide import delegation_active, route_decide
 from routing.repairs import (
     ALREADY_TOLD,
@@ -204,31 +205,25 @@ def is_question(text: str) -> bool:
 
 
 def value_corrections(text: str, context: dict[str, Any]) -> dict[str, str]:
-    """The context values ``text`` corrects: each identifier-like token of the message (letters and digits, at least
-    one digit) replaces the context value of the same shape ("P200" for "P100", "INV002" for "INV001"), when exactly
-    one value has that shape and differs from it."""
+    """The context values ``text`` corrects: each identifier of the message (:func:`common.text.identifiers`)
+    replaces the context value of the same form ("P200" for "P100", "INV002" for "INV001"), when exactly one value has
+    that form and differs from it."""
     corrections: dict[str, str] = {}
-    for token in re.findall(r"\b[\w-]*\d[\w-]*\b", text):
-        shape = _shape(token)
-        same = [key for key, value in context.items() if isinstance(value, str) and _shape(value) == shape]
+    for token in identifiers(text):
+        shape = identifier_shape(token)
+        same = [key for key, value in context.items() if isinstance(value, str) and identifier_shape(value) == shape]
         if len(same) == 1 and context[same[0]] != token and same[0] not in corrections:
             corrections[same[0]] = token
     return corrections
 
 
 def _bare_correction(text: str, context: dict[str, Any], active_intent: str, profile: ProfileSpec) -> Repair | None:
-    """A short message that gives another value of the same shape as one the last step used ("é o P200", "no,
+    """A short message that gives another value of the same form as one the last step used ("é o P200", "no,
     P200", "el P200") corrects it, apology or not; a longer one is read by its words."""
     if len(text.split()) > BARE_CORRECTION_WORDS or active_intent not in profile.router.intents_by_name:
         return None
     corrected = value_corrections(text, context)
     return Repair(CORRECT, next(iter(corrected.values()))) if corrected else None
-
-
-def _shape(value: str) -> str:
-    """``"P100"`` → ``"A1D3"``: the runs of letters and digits and their lengths, case ignored."""
-    runs = re.findall(r"[^\W\d_]+|\d+|[\W_]+", value)
-    return "".join(("A" if run[0].isalpha() else "D" if run[0].isdigit() else "S") + str(len(run)) for run in runs)
 
 
 async def conversation_decide(
@@ -269,6 +264,9 @@ async def conversation_decide(
 
     top = step.top
     repair = profile.repair_words.read(text) or _bare_correction(text, context or {}, active_intent, profile)
+    cancel = repair is not None and repair.pattern == CANCEL and top is not None and top.kind != DELEGATION
+    if cancel and profile.reply_words.read_past_fillers(text).reads_as == YES:
+        repair = None  # "sim, pode cancelar" confirms what the flow asked: a reply, not a cancel of the flow
     if repair is not None:
         decision = await _repaired(repair, step, profile, text, active_agent, active_intent, context or {}, routed)
         if decision is not None:
@@ -423,7 +421,7 @@ def _platform_decision(agent: str, pattern: str, reason: str, *, next_state: str
 async def _in_flow(top: Frame, step: StackStep, profile: ProfileSpec, text: str, routed: Routed) -> RouteDecision:
     """A message while a state's flow waits: its reply, a side question, small talk or something out of scope."""
     returned, mark = return_cut(text)
-    if mark or profile.reply_words.read(text):
+    if mark or profile.reply_words.read_past_fillers(text):
         decision = await routed(returned, top.name)
         if decision.method == "state":
             if mark:
@@ -462,7 +460,12 @@ async def _question_open(top: Frame, step: StackStep, text: str, routed: Routed)
     free = await routed(text, None)
     if free.method == "small_talk":
         return free
-    if (free.method in _ROUTED and free.agent != top.agent) or (free.method == "fallback" and _out_of_scope(free)):
+    if free.method == "fallback" and (_out_of_scope(free) or is_question(text)):
+        step.resume = top  # nothing of the profile's: the question still waits, asked again; no frame moves
+        free.keeps_conversation = True
+        free.metadata["digression_from"] = top.name
+        return free
+    if free.method in _ROUTED and free.agent != top.agent:
         step.event("pushed", top, free.intent)
         step.event("resumed", top, free.intent)
         step.resume = top
@@ -485,7 +488,7 @@ def _out_of_scope(decision: RouteDecision) -> bool:
 async def _topic_offered(top: Frame, step: StackStep, profile: ProfileSpec, text: str, routed: Routed) -> RouteDecision:
     """A queued request was offered: a yes takes it up (its own words are routed), a no drops it; anything else is
     routed as usual and the topic waits."""
-    reading = profile.reply_words.read(text).reads_as
+    reading = profile.reply_words.read_past_fillers(text).reads_as
     if reading in (YES, NO):
         step.pop("resumed" if reading == YES else "cancelled", "reply")
         if reading == YES:
