@@ -9,7 +9,11 @@ longest phrase first. Anything else in the message — "bom dia, minha fatura ve
 the router reads it by its words. Bare replies ("sim", "ok", "não") are never small talk.
 
 The kinds, in the order that names a message holding several ("oi, quero falar com um atendente" asks for a person):
-``human_request``, ``bot_question``, ``goodbye``, ``thanks``, ``greeting``.
+``human_request``, ``bot_question``, ``goodbye``, ``thanks``, ``greeting``. Of the ways to read a message, the one
+with the fewest filler words is taken, so a phrase is read whole before the words inside it: asking who answers ("vc
+é humano?", "is this a real person or a bot?") is a ``bot_question`` although it names a person, as "humano" alone
+would ask for one. Asking to be passed to a person ("posso falar com um humano?") is a ``human_request``, and so is a
+message that asks both ("are you a bot? I want a human").
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ KINDS = ("human_request", "bot_question", "goodbye", "thanks", "greeting")  # a 
 MAX_WORDS = 24  # small talk is short: a longer message is read by its words
 _REPEATS = re.compile(r"(\w)\1+")
 _ALTERNATIVES = re.compile(r"\(([^()]*)\)")
+_CLASS = re.compile(r"\{(\w+)\}")
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -47,6 +52,13 @@ class SmallTalk:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "phrases": list(self.phrases)}
+
+
+def _expanded(phrase: str, classes: Mapping[str, Iterable[str]]) -> str:
+    """``phrase`` with each ``{name}`` written as the alternatives of the word class ``name``: "({who}|)" is
+    "(robo|bot|)" when the class ``who`` is robo and bot. Raises ``KeyError`` for a class the lexicon does not
+    define."""
+    return _CLASS.sub(lambda found: "|".join(classes[found.group(1)]), phrase)
 
 
 def _pattern(phrase: str) -> tuple[str, set[str]]:
@@ -69,36 +81,68 @@ def _pattern(phrase: str) -> tuple[str, set[str]]:
 class SmallTalkReader:
     """Reads whether a message is small talk (see the module docstring); built once from a lexicon.
 
-    Each kind's phrases are one regular expression over the message's canonical words, each followed by a space;
-    a message is small talk when its words can be covered, left to right, by phrases and filler words. A message
-    with a word that no phrase or filler uses — nearly every business request — is told apart at once."""
+    Each kind's phrases are two regular expressions over the message's canonical words, each followed by a space:
+    its plain phrases, the longest first, and its phrases with alternatives (a regular expression's alternation takes
+    the first alternative that matches, so a short spelling of one would hide a longer plain phrase: "human" and
+    "human support"). A message is small talk when its words can be covered, left to right, by phrases and filler
+    words. A message with a word that no phrase or filler uses — nearly every business request — is told apart at
+    once."""
 
     def __init__(self, kinds: Mapping[str, Iterable[str]], filler: Iterable[str]) -> None:
         self.filler = frozenset(word for text in filler for word in _words(text))
         self.vocabulary: set[str] = set(self.filler)
-        self.kinds: list[tuple[str, re.Pattern[str]]] = []
+        self.kinds: list[tuple[str, re.Pattern[str]]] = []  # a kind once or twice: its plain phrases, its others
         self.anywhere: dict[str, re.Pattern[str]] = {}  # a kind's phrases found inside any message
         for kind in KINDS:
-            alternatives = []
+            plain: list[str] = []
+            spelled: list[str] = []
             for phrase in kinds.get(kind, ()):
                 pattern, vocabulary = _pattern(phrase)
                 if pattern:
-                    alternatives.append(pattern)
+                    (spelled if _ALTERNATIVES.search(phrase) else plain).append(pattern)
                     self.vocabulary |= vocabulary
-            if alternatives:
-                alternatives.sort(key=len, reverse=True)
-                self.kinds.append((kind, re.compile("|".join(f"(?:{a})" for a in alternatives))))
-                self.anywhere[kind] = re.compile("(?:^| )(?:" + "|".join(f"(?:{a})" for a in alternatives) + ")")
+            for alternatives in (plain, spelled):
+                if alternatives:
+                    alternatives.sort(key=len, reverse=True)
+                    self.kinds.append((kind, re.compile("|".join(f"(?:{a})" for a in alternatives))))
+            if plain or spelled:
+                either = "|".join(f"(?:{a})" for a in plain + spelled)
+                self.anywhere[kind] = re.compile(f"(?:^| )(?:{either})")
 
     def found_in(self, text: str, kind: str) -> str | None:
         """The first phrase of ``kind`` that ``text`` holds among other words, or ``None``: "minha fatura veio alta e
-        quero falar com um atendente" holds a request for a person. Words are read as :meth:`read` reads them."""
+        quero falar com um atendente" holds a request for a person. Words are read as :meth:`read` reads them, and
+        as there a phrase inside a longer phrase of another kind is that phrase's: "is this a real person? my bill is
+        wrong" names a person in a question and asks for none."""
         pattern = self.anywhere.get(kind)
-        if pattern is None:
-            return None
         words = _words(text)
-        found = pattern.search(" ".join(words) + " ") if words else None
-        return found.group(0).strip() if found else None
+        if pattern is None or not words:
+            return None
+        line = " ".join(words) + " "
+        found = pattern.search(line)
+        while found is not None:
+            start = found.start() + (line[found.start()] == " ")
+            if not self._inside_another(line, start, found.end(), kind):
+                return found.group(0).strip()
+            found = pattern.search(line, found.end() - 1)  # the next phrase starts after this one's closing space
+        return None
+
+    def _inside_another(self, line: str, start: int, end: int, kind: str) -> bool:
+        """Whether a phrase of another kind than ``kind`` starts at or before ``start`` and reaches ``end``: looked
+        for back from ``start`` over the words a phrase may use, at most :data:`MAX_WORDS` of them (no small-talk
+        phrase is longer)."""
+        begin = start
+        for _ in range(MAX_WORDS):
+            if line[begin : line.index(" ", begin)] not in self.vocabulary:
+                return False  # no phrase holds this word, so none starts here or before and reaches ``end``
+            for other, pattern in self.kinds:
+                found = pattern.match(line, begin) if other != kind else None
+                if found is not None and found.end() >= end:
+                    return True
+            if begin == 0:
+                return False
+            begin = line.rfind(" ", 0, begin - 1) + 1
+        return False
 
     def read(self, text: str) -> SmallTalk | None:
         """The message's small talk, or ``None`` when anything in it is not a small-talk phrase or a filler word."""
@@ -154,8 +198,13 @@ class SmallTalkReader:
 def small_talk_reader() -> SmallTalkReader:
     """The built-in reader, from ``routing/data/small_talk.yaml`` (read once per process)."""
     data = yaml.safe_load(LEXICON.read_text(encoding="utf-8"))
+    classes = data.get("classes", {})
     kinds = {
-        kind: [phrase for phrases in by_language.values() for phrase in phrases]
+        kind: [
+            _expanded(phrase, {name: words[language] for name, words in classes.items()})
+            for language, phrases in by_language.items()
+            for phrase in phrases
+        ]
         for kind, by_language in data["kinds"].items()
     }
     filler = [word for words in data["filler"].values() for word in words]
@@ -164,7 +213,11 @@ def small_talk_reader() -> SmallTalkReader:
 
 def person_asked_in(text: str) -> bool:
     """Whether ``text`` asks for a person anywhere in it (small talk's ``human_request`` phrases), business words
-    around it or not."""
+    around it or not. Small talk asks for one exactly when its kind is ``human_request``: "¿eres humano?" names a
+    person and asks for none."""
+    talk = small_talk_read(text)
+    if talk is not None:
+        return talk.kind == "human_request"
     return small_talk_reader().found_in(text, "human_request") is not None
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Escalation, Message
 from handoffs.models import Handoff
 from handoffs.tests.test_demo_flows import say
 
@@ -96,3 +96,31 @@ def test_small_talk_keeps_the_active_specialist_and_records_no_handoff(api, seed
     assert conversation.active_specialist == "billing_agent"
     assert conversation.active_intent == "billing_invoice_explanation"
     assert not Handoff.objects.filter(conversation=conversation).exists()
+
+
+@pytest.mark.parametrize(
+    ("question", "asking_for_one"),
+    [
+        ("tô falando com gente ou com robô?", "quero falar com uma pessoa"),
+        ("is this a real person or a bot?", "can I talk to a human?"),
+        ("¿estoy hablando con una persona o con una máquina?", "pásame con una persona"),
+        ("¿eres humano?", "quiero hablar con un asesor"),
+    ],
+)
+def test_asking_whether_a_person_answers_is_answered_and_queues_no_one_until_the_customer_asks_for_one(
+    api, seeded_demo, question, asking_for_one
+):
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session="who-answers", msisdn=MSISDN)
+
+    asked = walk(question)
+
+    assert asked["metadata"]["route_decision"]["intent"] == "small_talk:bot_question"
+    assert asked["agent"] == "support_agent"
+    conversation = conversation_of(asked)
+    assert not Escalation.objects.filter(conversation=conversation).exists()
+    assert conversation.outcome != "escalated"
+
+    queued = walk(asking_for_one)
+    assert queued["metadata"]["route_decision"]["intent"] == "small_talk:human_request"
+    assert queued["metadata"]["escalation"]["status"] == "queued"

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
-from routing.small_talk import SmallTalkReader, small_talk_read
+from routing.small_talk import SmallTalkReader, person_asked_in, small_talk_read
 
 KINDS = {
     "greeting": ["Bom dia!", "oi, tudo bem?", "e aí, beleza?", "hello there", "good evening", "Hola, ¿qué tal?"],
@@ -106,3 +106,169 @@ def test_a_reply_in_a_waiting_flow_is_still_the_state_policys():
     decision = asyncio.run(ROUTER.route("sim, obrigado", state="WAITING_PAYMENT"))
 
     assert decision.method == "state"
+
+
+# Whether the customer talks to a person or a machine is a question the assistant answers; asking to be passed to a
+# person queues the conversation for one. Written from that description: phrasings, typos, accents left out.
+ASKS_WHO_ANSWERS = {
+    "pt": [
+        "tô falando com gente ou com robô?",
+        "você é uma pessoa de verdade?",
+        "vc é humano?",
+        "voce e um robo ou uma pessoa",
+        "estou falando com uma pessoa ou com uma máquina?",
+        "isso é um bot?",
+        "to conversando com um robo??",
+        "vc eh humano ou maquina",
+        "é robô ou gente?",
+        "é um atendente humano ou um bot?",
+        "você é de verdade ou é uma IA?",
+        "tou teclando com uma pesoa real?",
+        "oi, vc é um robôôô?",
+        "voce e um ser humano mesmo?",
+        "eu to falando com uma maquina",
+        "quem tá me respondendo é uma pessoa?",
+        "humano ou robô?",
+        "vc é uma pessoa ou um robô, hein?",
+    ],
+    "en": [
+        "is this a real person or a bot?",
+        "are you human?",
+        "am I talking to a bot?",
+        "r u a real person",
+        "are you a person or a machine?",
+        "is this an AI or a human?",
+        "am i chatting with a human or a robot",
+        "is this automated?",
+        "who am I talking to, a person or a bot?",
+        "are you a real human being?",
+        "hey, are you a bot?",
+        "am I speaking with a real person?",
+        "are u human or ai",
+        "is this a bot or a live agent?",
+        "wait, are you really a robot?",
+        "human or bot?",
+        "am i talking to an actual human",
+    ],
+    "es": [
+        "¿estoy hablando con una persona o con una máquina?",
+        "¿eres humano?",
+        "¿eres un robot o una persona?",
+        "hablo con un bot?",
+        "esto es una respuesta automatica?",
+        "eres una persona real?",
+        "estoy chateando con una IA?",
+        "sos humano o maquina",
+        "¿con quién hablo, con una persona o con un bot?",
+        "eres de verdad?",
+        "usted es una persona?",
+        "hola, eres un bot?",
+        "estoy hablando con un humano de verdad?",
+        "eres un ser humano o una maquina?",
+        "esto es un bot o un humano",
+        "persona o maquina?",
+        "¿me está atendiendo una persona o un robot?",
+    ],
+}
+ASKS_FOR_A_PERSON = {
+    "pt": [
+        "quero falar com uma pessoa",
+        "quero falar com um humano, não com robô",
+        "preciso falar com um atendente de verdade",
+        "me passa pra um atendente",
+        "posso falar com uma pessoa?",
+        "tem como falar com um humano?",
+        "queria falar com alguem de verdade",
+        "me transfere pra um humano por favor",
+        "gostaria de falar com um atendente humano",
+        "chama um atendente",
+        "atendente por favor",
+        "nao quero falar com robo, quero uma pessoa",
+        "da pra falar com uma pessoa real?",
+        "me coloca com um humano",
+        "quero atendimento humano",
+        "vc é um robô? quero falar com uma pessoa",
+    ],
+    "en": [
+        "can I talk to a human",
+        "is there a person I can talk to?",
+        "I want to speak to a real person",
+        "let me talk to an agent",
+        "connect me to a human please",
+        "i need a human",
+        "transfer me to a live agent",
+        "get me a real person",
+        "I'd like to talk to a representative",
+        "human please",
+        "no bots, I want a person",
+        "could I speak to a person?",
+        "put me through to a human",
+        "i wanna talk to a human",
+        "are you a bot? I want to talk to a human",
+        "can i speak with someone",
+    ],
+    "es": [
+        "pásame con una persona",
+        "quiero hablar con una persona",
+        "puedo hablar con un humano?",
+        "necesito hablar con un asesor",
+        "comunícame con un agente",
+        "quisiera hablar con alguien de verdad",
+        "transfiéreme a un asesor por favor",
+        "me gustaría hablar con una persona real",
+        "no quiero hablar con un robot, quiero una persona",
+        "atencion humana por favor",
+        "ponme con un humano",
+        "podria hablar con un agente?",
+        "quiero un asesor",
+        "dejame hablar con alguien real",
+        "¿eres un bot? quiero hablar con una persona",
+        "necesito un asesor humano",
+    ],
+}
+
+
+def _cases(by_language):
+    return [pytest.param(text, id=f"{language}-{text}") for language, texts in by_language.items() for text in texts]
+
+
+@pytest.mark.parametrize("text", _cases(ASKS_WHO_ANSWERS))
+def test_asking_whether_a_person_or_a_machine_answers_is_a_bot_question_and_asks_for_no_one(text):
+    talk = small_talk_read(text)
+
+    assert talk is not None and talk.kind == "bot_question"
+    assert not person_asked_in(text)
+
+
+@pytest.mark.parametrize("text", _cases(ASKS_FOR_A_PERSON))
+def test_asking_to_be_passed_to_a_person_is_a_request_for_a_person(text):
+    talk = small_talk_read(text)
+
+    assert talk is not None and talk.kind == "human_request"
+    assert person_asked_in(text)
+
+
+def test_a_plain_phrase_is_read_whole_beside_a_shorter_spelling_of_a_phrase_with_alternatives():
+    reader = SmallTalkReader({"human_request": ["(a|) human (please|)", "human support"]}, [])
+
+    assert reader.read("human support").phrases == ("human support",)
+
+
+@pytest.mark.parametrize(
+    ("text", "asked"),
+    [
+        ("minha fatura veio alta, vc é humano?", False),
+        ("is this a real person? my bill is wrong", False),
+        ("¿eres humano o una máquina? mi pedido no llegó", False),
+        ("minha fatura veio alta e quero falar com um atendente", True),
+        ("my bill is wrong, is this a bot? I want to talk to a human", True),
+        ("mi pedido no llegó, pásame con una persona", True),
+        ("¿cómo hablo con una persona?", True),
+        ("how do I reach a live person?", True),
+        ("eu não ia pagar essa conta de novo", False),
+        ("¿por qué no programa la entrega para el lunes?", False),
+        ("vocês podem falar com a gente pelo whatsapp?", False),
+    ],
+)
+def test_among_business_words_a_person_is_asked_for_only_by_a_request_not_by_a_question_about_who_answers(text, asked):
+    assert person_asked_in(text) is asked
