@@ -137,24 +137,27 @@ _TOOL_DATA = re.compile(r'<tool_output tool="[\w.-]*">\n(.*)\n</tool_output>', r
 def _said_values(parameters: dict[str, Any], messages: list[Any]) -> dict[str, str]:
     """The values the customer said for a tool's parameters: a parameter whose description gives an example of its
     form ("Número do pedido (ex. P100)") takes the identifier of that form the customer wrote last (this message
-    first, then the earlier ones) — as a model reads "meu pedido P200" into ``order_id``. The request's context wins
-    over it (the caller's data)."""
+    first, then the earlier ones) — as a model reads "meu pedido P200" into ``order_id``. A form two parameters share
+    goes to the required one only. The request's context wins over it (the caller's data)."""
+    required = set(parameters.get("required") or ())
+    shapes: dict[str, list[str]] = {}
+    for name, spec in (parameters.get("properties") or {}).items():
+        example = described_example(str(spec.get("description", ""))) if isinstance(spec, dict) else ""
+        if example:
+            shapes.setdefault(identifier_shape(example), []).append(name)
     wanted = {
-        name: identifier_shape(example)
-        for name, spec in (parameters.get("properties") or {}).items()
-        if isinstance(spec, dict) and (example := described_example(str(spec.get("description", ""))))
+        shape: next((name for name in names if name in required), names[0] if len(names) == 1 else "")
+        for shape, names in shapes.items()
     }
     said: dict[str, str] = {}
-    if not wanted:
-        return said
     for message in reversed(messages):
         if getattr(message, "type", "") != "human" or not isinstance(message.content, str):
             continue
         for token in reversed(identifiers(message.content)):
-            for name, shape in wanted.items():
-                if name not in said and identifier_shape(token) == shape:
-                    said[name] = token
-        if len(said) == len(wanted):
+            name = wanted.get(identifier_shape(token), "")
+            if name and name not in said:
+                said[name] = token
+        if len(said) == len([name for name in wanted.values() if name]):
             break
     return said
 

@@ -27,10 +27,18 @@ from common.events import emit_safely
 from conversations.goal_engine import answer_write, outputs_combine, plan_execute
 from conversations.turn import GoalTurn, Turn
 from routing.decide import route_decide
-from routing.goal_decide import CLARIFICATION, GENERAL, SMALL_TALK, GoalDecision, ambiguity_pending, goal_decide
+from routing.goal_decide import (
+    CLARIFICATION,
+    GENERAL,
+    LOW_CONFIDENCE,
+    SMALL_TALK,
+    GoalDecision,
+    ambiguity_pending,
+    goal_decide,
+)
 from routing.goal_words import DEFAULT_LANGUAGE, said
 from routing.goals import FAILURE
-from routing.repairs import CANCEL, Repair
+from routing.repairs import CANCEL, REPEAT, Repair
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
 from routing.stack import CLARIFICATION as CLARIFICATION_FRAME
@@ -48,15 +56,20 @@ FAILED_PLAN_ANSWER = said("failed_plan", DEFAULT_LANGUAGE)
 async def goal_routing(turn: Turn) -> RouteDecision:
     """The decision for a goal-mode message; sets ``turn.goal`` and the goal state the conversation keeps."""
     profile = turn.input.profile
-    waiting = (turn.goal_state or {}).get("pending")
+    pending = (turn.goal_state or {}).get("pending")
+    waiting: dict[str, Any] = pending if isinstance(pending, dict) else {}
     repair = profile.repair_words.read(turn.sanitized_text) if waiting else None
+    asked_yes_or_no = waiting.get("reason") == LOW_CONFIDENCE
+    if asked_yes_or_no and profile.reply_words.read_past_fillers(turn.sanitized_text).reads_as is not None:
+        repair = None  # "is this what you want?" answered no: the goal's own answer to a no (it asks what instead)
     if waiting and repair is not None and repair.pattern == CANCEL:
         return clarification_cancelled(turn, waiting, repair)
+    if repair is not None and repair.pattern == REPEAT:
+        return question_repeated(turn, waiting, repair)
     decision = await goal_decide(profile=profile, text=turn.sanitized_text, goal_state=turn.goal_state)
     turn.goal = GoalTurn(decision)
     turn.goal_state = decision.goal_state
-    if waiting and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision):
-        turn.stack_step = clarification_resumed(waiting, decision, turn=turn.ticket + 1)
+    resumed = bool(waiting) and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision)
     read = decision.intent_output
     await emit_safely(turn.input.emit, "goal", {"phase": "decided", **_public(decision)})
     if decision.status == GENERAL:
@@ -68,7 +81,18 @@ async def goal_routing(turn: Turn) -> RouteDecision:
             active_intent=turn.active_intent,
         )
         routed.metadata["goal"] = {"status": GENERAL, "intent_output": read.as_dict(), "reading": dict(read.reading)}
+        if resumed:  # a side question for the specialists; out of scope, it moves no frame
+            turn.stack_step = clarification_resumed(
+                waiting, decision, turn=turn.ticket + 1, moved=routed.method != "fallback"
+            )
         return routed
+    if resumed:
+        turn.stack_step = clarification_resumed(waiting, decision, turn=turn.ticket + 1, moved=True)
+    elif waiting and not (decision.goal_state or {}).get("pending") and decision.status != CLARIFICATION:
+        frame = _clarification_frame(waiting, turn=turn.ticket + 1)
+        turn.stack_step = StackStep(frames=[], turn=turn.ticket + 1, now=timezone.now())
+        turn.stack_step.event("bound", frame, "reply")
+        turn.stack_step.event("closed", frame, "reply")
     tools = [
         spec.tool_name
         for step in (decision.plan.steps if decision.plan else ())
@@ -93,15 +117,32 @@ def _small_talk(decision: GoalDecision) -> bool:
     return decision.intent_output.reading.get("method") == SMALL_TALK
 
 
-def clarification_resumed(waiting: dict[str, Any], decision: GoalDecision, *, turn: int) -> StackStep:
+def clarification_resumed(waiting: dict[str, Any], decision: GoalDecision, *, turn: int, moved: bool) -> StackStep:
     """A side question while a goal waits for its clarification: the goal's frame, pushed under the side question
     and resumed after its answer with the question asked again."""
     frame = _clarification_frame(waiting, turn=turn)
     step = StackStep(frames=[frame], turn=turn, now=timezone.now(), resume=frame)
-    by = decision.intent_output.goal or decision.status
-    step.event("pushed", frame, by)
-    step.event("resumed", frame, by)
+    if moved:
+        by = decision.intent_output.goal or decision.status
+        step.event("pushed", frame, by)
+        step.event("resumed", frame, by)
     return step
+
+
+def question_repeated(turn: Turn, waiting: dict[str, Any], repair: Repair) -> RouteDecision:
+    """ "Pode repetir?" while a goal waits: its question again (the last answer), nothing read or run."""
+    frames = [_clarification_frame(waiting, turn=turn.ticket + 1)] if waiting else []
+    turn.stack_step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now(), repair=repair, fixed=REPEAT)
+    return RouteDecision(
+        route=GOAL_ROUTE,
+        agent=GOAL_AGENT,
+        intent=REPAIR_INTENT.format(pattern=REPEAT),
+        confidence=1.0,
+        reason="The customer asked to hear the question again.",
+        method="repair",
+        metadata={"repair": repair.as_metadata()},
+        keeps_conversation=True,
+    )
 
 
 def clarification_cancelled(turn: Turn, waiting: dict[str, Any], repair: Repair) -> RouteDecision:

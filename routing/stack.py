@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common.text import identifier_shape, identifiers
+from routing.background import PREFIX as BACKGROUND_PREFIX
 from routing.decide import delegation_active, route_decide
 from routing.repairs import (
     ALREADY_TOLD,
@@ -72,6 +73,9 @@ _QUESTION_WORDS = re.compile(
 )
 _ROUTED = ("keyword", "examples", "llm", "llm_plan")  # methods that found the message's own intent
 MIN_CLAUSE_WORDS = 2
+# The background's kinds that are chat rather than a request: inside a flow they move nothing, asked or not.
+CHAT_KINDS = ("greeting", "thanks", "goodbye", "bot_question", "chitchat")
+OUT_OF_SCOPE_KIND = "out_of_scope"
 BARE_CORRECTION_WORDS = 6
 Routed = Callable[[str, str | None], Awaitable[RouteDecision]]  # the message routed, in a state or none
 
@@ -281,7 +285,7 @@ async def conversation_decide(
         decision = await _question_open(top, step, text, routed)
     else:
         decision = await routed(text, None)
-        if not step.frames and _may_split(decision, profile, single_agent):
+        if not step.frames and _may_split(decision, profile, single_agent, delegated_to):
             decision = _topics(decision, step, profile, text)
     return _done(decision, step, profile, active_agent), step
 
@@ -441,12 +445,22 @@ async def _in_flow(top: Frame, step: StackStep, profile: ProfileSpec, text: str,
             step.event("resumed", top, free.intent)
         free.metadata["digression_from"] = top.name
         return free
-    if free.method == "fallback" and (_out_of_scope(free) or is_question(text) or marks_digression(text)):
-        # Nothing of the profile's, asked as a question or announced as a side question: not the flow's reply.
-        step.resume = top
-        free.keeps_conversation = True
-        free.metadata["digression_from"] = top.name
-        return free
+    if free.method == "fallback":
+        asked = is_question(text) or bool(marks_digression(text))
+        if _none_kind(free) and (asked or _none_kind(free) in CHAT_KINDS):
+            # Out of scope, or chat: answered by the fallback; the flow still waits and is asked again.
+            step.resume = top
+            free.keeps_conversation = True
+            free.metadata["digression_from"] = top.name
+            return free
+        if asked:
+            # A question the router cannot place, asked inside the flow: its specialist answers it on the side.
+            return _aside_of_the_flow(top, step, profile, text, await routed(text, top.name))
+        if _reads_as_none_rather_than_the_flow(profile, top, text):
+            step.resume = top  # a remark that is none of the flow's replies: the flow still waits
+            free.keeps_conversation = True
+            free.metadata["digression_from"] = top.name
+            return free
     decision = await routed(text, top.name)
     if decision.method == "state":
         step.event("bound", top, "reply")
@@ -475,14 +489,48 @@ async def _question_open(top: Frame, step: StackStep, text: str, routed: Routed)
     return free
 
 
-def _out_of_scope(decision: RouteDecision) -> bool:
-    """The fallback's decision reads the message as none of the profile's intents (the examples tier's background:
-    small talk, off-topic, the profile's out-of-scope examples)."""
+def _aside_of_the_flow(
+    top: Frame, step: StackStep, profile: ProfileSpec, text: str, flow: RouteDecision
+) -> RouteDecision:
+    """The flow's specialist answers a side question with the intent of its own the question reads most like; the
+    flow's frame stays, resumed after the answer."""
+    intent = profile.router.intent_of(top.agent, text) if flow.agent == top.agent else None
+    if intent is not None:
+        flow.intent, flow.mcp_tools = intent.name, sorted({*flow.mcp_tools, *intent.mcp_tools})
+    flow.next_state = top.name
+    flow.metadata["digression_from"] = top.name
+    flow.metadata.pop("reply", None)
+    step.event("pushed", top, flow.intent)
+    step.event("resumed", top, flow.intent)
+    step.resume = top
+    return flow
+
+
+def _reads_as_none_rather_than_the_flow(profile: ProfileSpec, top: Frame, text: str) -> bool:
+    """Whether the examples tier scores ``text`` as "none of these" above the flow's own intent (its replies'
+    examples): "que calor hoje" inside a payment flow, not "pronto, transferi"."""
+    match = profile.router.examples_match(text)
+    if match is None or not top.intent:
+        return False
+    flow_score = dict(match.ranking).get(top.intent, 0.0)
+    kind = match.none_of_these[0].removeprefix(BACKGROUND_PREFIX)
+    return match.none_of_these[1] > flow_score and kind in (*CHAT_KINDS, OUT_OF_SCOPE_KIND, "off_topic")
+
+
+def _none_kind(decision: RouteDecision) -> str:
+    """The kind of "none of these" the fallback's decision read the message as (the examples tier's background: small
+    talk, chitchat, off-topic, the profile's out-of-scope examples), ``""`` when it read as an intent or not at all."""
     examples = decision.metadata.get("examples")
     if not isinstance(examples, dict) or not isinstance(examples.get("none_of_these"), dict):
-        return False
+        return ""
     none_score = float(examples["none_of_these"].get("score") or 0)
-    return none_score > 0 and none_score >= float(examples.get("score") or 0)
+    if none_score > 0 and none_score >= float(examples.get("score") or 0):
+        return str(examples["none_of_these"].get("kind") or OUT_OF_SCOPE_KIND).removeprefix(BACKGROUND_PREFIX)
+    return ""
+
+
+def _out_of_scope(decision: RouteDecision) -> bool:
+    return bool(_none_kind(decision))
 
 
 async def _topic_offered(top: Frame, step: StackStep, profile: ProfileSpec, text: str, routed: Routed) -> RouteDecision:
@@ -503,13 +551,15 @@ async def _topic_offered(top: Frame, step: StackStep, profile: ProfileSpec, text
     return await routed(text, None)
 
 
-def _may_split(decision: RouteDecision, profile: ProfileSpec, single_agent: bool) -> bool:
+def _may_split(decision: RouteDecision, profile: ProfileSpec, single_agent: bool, delegated_to: str) -> bool:
+    """Whether the message is read for several requests: router and hybrid modes (a coordinator's profile too, with no
+    delegation open), a decision made by the message's own words or the fallback."""
     return (
         profile.multi_topic != "off"
         and not single_agent
-        and not delegation_active(profile)
+        and not delegated_to
         and profile.effective_mode in ("router", "hybrid")
-        and decision.method in (*_ROUTED, "fallback", "followup")
+        and decision.method in (*_ROUTED, "fallback", "followup", "coordinator")
         and not decision.is_plan
     )
 
@@ -520,36 +570,54 @@ def clauses(text: str) -> list[str]:
     return [part for part in parts if len(part.split()) >= MIN_CLAUSE_WORDS]
 
 
-def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text: str) -> RouteDecision:
-    """Two or more requests for different specialists: answered together, or the first now and the rest queued."""
+def _clause_intents(profile: ProfileSpec, part: str) -> list[RouteDecision]:
+    """What one clause asks for: the intents its keywords hit, best first, then the examples tier's."""
     router = profile.router
-    found: list[tuple[str, RouteDecision]] = []
+    hits = router.checked_match(part)
+    found = [decision for hit in hits if (decision := router.by_keywords(part, [hit])) is not None]
+    by_examples = router.examples_decide_here(part)
+    if by_examples is not None:
+        found.append(by_examples)
+    return [decision for decision in found if decision.intent != FALLBACK_INTENT]
+
+
+def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text: str) -> RouteDecision:
+    """Two or more requests in one message: answered together, or the first now and the rest queued. A clause takes
+    the first intent it asks for that no earlier clause took; two requests for one specialist are one answer of
+    that specialist with both intents' tools."""
     parts = clauses(text)
     if len(parts) < 2:
         return decision
+    found: list[tuple[str, RouteDecision]] = []
     for part in parts:
-        hits = router.checked_match(part)
-        routed = router.by_keywords(part, hits) if hits else router.examples_decide_here(part)
-        if routed is None or routed.intent == FALLBACK_INTENT:
-            continue
-        if all(other.agent != routed.agent for _, other in found):
+        taken = {routed.intent for _, routed in found}
+        routed = next((option for option in _clause_intents(profile, part) if option.intent not in taken), None)
+        if routed is not None:
             found.append((part, routed))
     if len(found) < 2:
         return decision
-    if profile.multi_topic == "together":
-        steps = [
-            PlanStep(
-                agent=routed.agent,
-                intent=routed.intent,
-                mcp_tools=tuple(routed.mcp_tools),
-                keywords=tuple(routed.metadata.get("matched_keywords", ())),
-                next_state=routed.next_state or "",
-            )
-            for _, routed in found
-        ]
+    coordinated = delegation_active(profile)  # a coordinator delegates what one specialist answers
+    by_agent: dict[str, list[tuple[str, RouteDecision]]] = {}
+    for part, routed in found:
+        by_agent.setdefault(routed.agent, []).append((part, routed))
+    if coordinated and (len(by_agent) == 1 or profile.multi_topic != "together"):
+        return decision
+    if len(by_agent) == 1 or profile.multi_topic == "together":
         step.topics = [
             {"intent": routed.intent, "agent": routed.agent, "text": part, "status": "answered"}
             for part, routed in found
+        ]
+        if len(by_agent) == 1:
+            return _one_specialist(found, decision.method)
+        steps = [
+            PlanStep(
+                agent=agent,
+                intent=parts_of[0][1].intent,
+                mcp_tools=tuple(sorted({tool for _, routed in parts_of for tool in routed.mcp_tools})),
+                keywords=tuple(k for _, routed in parts_of for k in routed.metadata.get("matched_keywords", ())),
+                next_state=next((routed.next_state for _, routed in parts_of if routed.next_state), "") or "",
+            )
+            for agent, parts_of in by_agent.items()
         ]
         return plan_decision(
             steps,
@@ -560,9 +628,16 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
             method=decision.method if decision.method in _ROUTED else "keyword",
             metadata={"topics": [part for part, _ in found]},
         )
-    (first_text, first), rest = found[0], found[1:]
-    step.topics = [{"intent": first.intent, "agent": first.agent, "text": first_text, "status": "answered"}]
-    for part, routed in rest:
+    first_agent = found[0][1].agent
+    answered = by_agent[first_agent]
+    step.topics = [
+        {"intent": routed.intent, "agent": routed.agent, "text": part, "status": "answered"}
+        for part, routed in answered
+    ]
+    for agent, parts_of in by_agent.items():
+        if agent == first_agent:
+            continue
+        part, routed = parts_of[0]
         frame = Frame(
             kind=TOPIC,
             name=routed.intent,
@@ -570,10 +645,22 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
             intent=routed.intent,
             opened_turn=step.turn,
             opened_at=step.now.isoformat(),
-            text=part,
+            text=" ".join(text for text, _ in parts_of),
         )
         step.open(frame, "multi_topic", depth=profile.stack_depth)
         step.queued.append(frame)
-        step.topics.append({"intent": routed.intent, "agent": routed.agent, "text": part, "status": "queued"})
+        step.topics += [
+            {"intent": other.intent, "agent": other.agent, "text": text, "status": "queued"} for text, other in parts_of
+        ]
+    return _one_specialist(answered, decision.method)
+
+
+def _one_specialist(found: list[tuple[str, RouteDecision]], method: str) -> RouteDecision:
+    """Requests for one specialist: its first intent's decision, with every request's tools and the state one sets."""
+    first = found[0][1]
+    first.mcp_tools = sorted({tool for _, routed in found for tool in routed.mcp_tools})
+    first.next_state = next((routed.next_state for _, routed in found if routed.next_state), None)
     first.metadata["topics"] = [part for part, _ in found]
+    if len(found) > 1:
+        first.reason = f"{first.agent} answers {len(found)} requests (" + ", ".join(r.intent for _, r in found) + ")."
     return first

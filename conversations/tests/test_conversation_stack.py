@@ -157,3 +157,39 @@ def test_small_talk_and_out_of_scope_inside_a_flow_push_nothing_and_the_flow_sti
         assert conversation_of(body).state == "WAITING_PAYMENT_CONFIRMATION", text
     replied = walk("sim")
     assert replied["metadata"]["route_decision"]["intent"] == "billing_payment_confirmation"
+
+
+def test_with_no_context_the_identifier_the_customer_wrote_reaches_the_tool_and_a_correction_replaces_it(
+    api, seeded_demo
+):
+    def walk(text):
+        return say(api, text, agent_id="retail_orders", session="correct-words")
+
+    looked_up = walk("Meu pedido P100 atrasou?")
+    assert {args.get("order_id") for _, args in tool_calls(looked_up) if "order_id" in args} == {"P100"}
+    corrected = walk("opa, foi mal, o número certo é P200")
+    assert corrected["metadata"]["conversation"]["repair"] == "correct"
+    assert {args.get("order_id") for _, args in tool_calls(corrected) if "order_id" in args} == {"P200"}
+
+
+def test_two_requests_answered_in_turn_queue_the_second_and_a_yes_takes_it_up(api, seeded_demo):
+    from agents.models import AgentProfile
+    from releases.versions import version_publish
+
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    profile.multi_topic = "in_turn"
+    profile.save()
+    version_publish(profile=profile, note="one request at a time")
+
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session="in-turn", msisdn=MSISDN)
+
+    first = walk("minha internet caiu e ainda veio a conta mais cara")
+    topics = first["metadata"]["conversation"]["topics"]
+    assert [topic["status"] for topic in topics] == ["answered", "queued"]
+    assert "queued" in events(first) and "Quer que eu veja isso agora?" in first["answer"]
+    assert first["metadata"]["conversation"]["stack"][-1]["kind"] == "topic"
+
+    taken = walk("sim")
+    assert taken["agent"] == topics[1]["agent"]
+    assert events(taken)[0] == "resumed" and taken["metadata"]["conversation"]["stack"] == []
