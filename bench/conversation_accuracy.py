@@ -83,7 +83,7 @@ CATEGORIES = (
 LANGUAGES = ("pt", "en", "es")
 EXPECTATIONS = ("agent", "intent", "state", "top", "events", "no_events", "repair", "topics", "tool_args")
 TURN_KEYS = frozenset({"say", "context", "aside", *EXPECTATIONS})
-CONVERSATION_KEYS = frozenset({"id", "profile", "lang", "context", "note", "turns"})
+CONVERSATION_KEYS = frozenset({"id", "profile", "lang", "category", "context", "note", "turns"})
 ASIDES = ("small_talk", "out_of_scope")
 # The observable contract of metadata.conversation (docs/routing.md).
 FRAME_KINDS = ("state", "permission", "clarification", "delegation", "topic")
@@ -125,6 +125,23 @@ class Demo:
     owners: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # profile → specialist → its intents
 
 
+def _written_whole(entry: dict[str, Any], category: Any) -> dict[str, Any]:
+    """A conversation as the runner reads it from either way of writing one: ``language`` for ``lang``, the file's
+    category when it names none, a turn's expectations under ``expect`` or beside ``say``."""
+    entry = dict(entry)
+    if "language" in entry and "lang" not in entry:
+        entry["lang"] = entry.pop("language")
+    if category is not None:
+        entry.setdefault("category", category)
+    turns = []
+    for raw in entry.get("turns") or ():
+        if isinstance(raw, dict) and isinstance(raw.get("expect"), dict):
+            raw = {**{k: v for k, v in raw.items() if k != "expect"}, **raw["expect"]}
+        turns.append(raw)
+    entry["turns"] = turns
+    return entry
+
+
 def conversations_load(directory: Path) -> tuple[list[Conversation], list[str]]:
     """Every conversation of the set in ``directory`` (its ``*.yaml`` files), and what is wrong with its shape
     (an unknown key, a missing field, a file that is no category file); a malformed conversation is left out."""
@@ -132,13 +149,16 @@ def conversations_load(directory: Path) -> tuple[list[Conversation], list[str]]:
     problems: list[str] = []
     for path in sorted(directory.glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or set(data) != {"category", "conversations"}:
-            problems.append(f"{path.name}: expected the keys category and conversations")
+        # A file of one category ({category, conversations}), or of several, each conversation naming its own.
+        if not isinstance(data, dict) or not {"conversations"} <= set(data) <= {"category", "conversations"}:
+            problems.append(f"{path.name}: expected the key conversations (and category, for a file of one)")
             continue
         for n, entry in enumerate(data["conversations"] or ()):
             where = f"{path.name}[{n}] {entry.get('id', '?') if isinstance(entry, dict) else '?'}"
-            if not isinstance(entry, dict) or not {"id", "profile", "lang", "turns"} <= set(entry):
-                problems.append(f"{where}: a conversation needs id, profile, lang and turns")
+            if isinstance(entry, dict):
+                entry = _written_whole(entry, data.get("category"))
+            if not isinstance(entry, dict) or not {"id", "profile", "lang", "category", "turns"} <= set(entry):
+                problems.append(f"{where}: a conversation needs id, profile, lang, category and turns")
                 continue
             if unknown := set(entry) - CONVERSATION_KEYS:
                 problems.append(f"{where}: unknown keys {sorted(unknown)}")
@@ -154,7 +174,7 @@ def conversations_load(directory: Path) -> tuple[list[Conversation], list[str]]:
             conversations.append(
                 Conversation(
                     id=str(entry["id"]),
-                    category=str(data["category"]),
+                    category=str(entry["category"]),
                     profile=str(entry["profile"]),
                     lang=str(entry["lang"]),
                     context=dict(entry.get("context") or {}),
