@@ -72,6 +72,12 @@ def whole_number(raw: str) -> int | None:
 
 _RUNS = re.compile(r"[^\W\d_]+|\d+|[\W_]+")
 _IDENTIFIER = re.compile(r"(?<![\w-])[\w-]*\d[\w-]*(?![\w-])")
+# A denial right before an identifier: "não (é) (o|no|do) X", "not (the) X", "no (es) (el|en el) X".
+_DENIED = re.compile(
+    r"(?:\b(?:não|nao|not)\s+(?:(?:é|e|is|was|era)\s+)?(?:(?:o|a|no|na|do|da|the|in)\s+)?"
+    r"|\bno\s+(?:es\s+)?(?:el|la|en el|en la)\s+)$",  # Spanish "no" before its article: Portuguese "no" is "in the"
+    re.IGNORECASE,
+)
 _EXAMPLE = re.compile(r"\b(?:ex\.?|e\.g\.?|p\.ex\.?|por ejemplo|por exemplo|for example)\s*:?\s*([\w-]*\d[\w-]*)", re.I)
 
 
@@ -84,8 +90,9 @@ def identifier_shape(value: str) -> str:
 
 
 def identifiers(text: str) -> list[str]:
-    """The identifier-like tokens of ``text``: letters, digits and dashes with at least one digit, in order."""
-    return _IDENTIFIER.findall(text)
+    """The identifier-like tokens of ``text``: letters, digits and dashes with at least one digit, in order; one the
+    customer denies ("veio no P100, não no P200", "P100, not P200", "el P100, no el P200") is left out."""
+    return [found.group(0) for found in _IDENTIFIER.finditer(text) if not _DENIED.search(text[: found.start()])]
 
 
 def described_example(description: str) -> str:

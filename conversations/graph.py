@@ -101,6 +101,7 @@ from conversations.permissions import (
 )
 from conversations.stack_turn import (
     answer_lines,
+    delegation_kept,
     fixed_answer,
     frames_asked,
     permission_bound,
@@ -341,6 +342,7 @@ async def specialist(turn: Turn) -> None:
         return
     await _answered(turn)
     if turn.escalate is None and not turn.blocked:
+        delegation_kept(turn)
         frames_asked(turn)
         if lines := answer_lines(turn):
             turn.answer = f"{turn.answer.rstrip()}\n\n{lines}" if turn.answer.strip() else lines

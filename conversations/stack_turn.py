@@ -19,7 +19,8 @@ from django.utils.translation import gettext
 
 from common.language import detect_language
 from conversations.turn import Turn
-from routing.repairs import CANCEL, REPEAT
+from handoffs.models import HandoffKind
+from routing.repairs import CANCEL, REPEAT, marks_digression
 from routing.router import RouteDecision
 from routing.stack import (
     DELEGATION,
@@ -29,6 +30,7 @@ from routing.stack import (
     Frame,
     StackStep,
     conversation_decide,
+    is_question,
 )
 
 LANGUAGES = ("pt", "en", "es")
@@ -88,6 +90,7 @@ async def stack_route(turn: Turn) -> RouteDecision:
         context=turn.context,
     )
     turn.stack_step = step
+    turn.sub_conversation_before = dict(turn.sub_conversation) if turn.sub_conversation else None
     stack_apply(turn, step)
     return decision
 
@@ -153,6 +156,25 @@ def fixed_answer(turn: Turn) -> str | None:
             more = gettext("Is there anything else I can help you with?")
             return f"{answer} {more}"
         return f"{answer} {_resume_line(below)}"
+
+
+def delegation_kept(turn: Turn) -> None:
+    """A side question inside a delegation: the delegated specialist handed it back as out of scope and the
+    coordinator passed it on. Answered, the delegation that was open is resumed — pushed under the side question —
+    rather than replaced (a cancel, or its expiry, ends it)."""
+    step, before = turn.stack_step, turn.sub_conversation_before
+    if step is None or step.fixed or not before or turn.sub_conversation == before:
+        return
+    specialist = str(before.get("specialist", ""))
+    handed_back = any(move.kind == HandoffKind.RETURN and move.from_agent == specialist for move in turn.moves)
+    if not handed_back or not (is_question(turn.sanitized_text) or marks_digression(turn.sanitized_text)):
+        return
+    frame = Frame(kind=DELEGATION, name=specialist, agent=specialist, intent=str(before.get("intent", "")))
+    turn.sub_conversation = before
+    turn.pending_result = None
+    step.event("pushed", frame, turn.final_intent or turn.agent)
+    step.event("resumed", frame, turn.final_intent or turn.agent)
+    step.resume = frame
 
 
 def answer_lines(turn: Turn) -> str:

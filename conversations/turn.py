@@ -201,6 +201,7 @@ class Turn:
     # message did to them (conversations.stack_turn).
     frames: list[Frame] = field(default_factory=list)
     stack_step: StackStep | None = None
+    sub_conversation_before: dict[str, Any] | None = None  # the delegation open when the message arrived
     goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
     model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
     # What the analytics' daily totals know of the conversation (see conversations.turn_store.turn_persist).

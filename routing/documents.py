@@ -402,6 +402,21 @@ def examples_index(
     return examples_compile(examples, vectoriser, _background(profile))
 
 
+def flow_examples_index(
+    intents: tuple[IntentSpec, ...], profile: Mapping[str, Any], state_only: set[str]
+) -> ExampleIndex | None:
+    """The examples of the intents reached only through a state policy (a flow's replies: "sim", "já paguei"),
+    against "none of these": what tells a flow's reply from chat inside the flow (:mod:`routing.stack`). ``None`` when
+    the examples tier is off or no such intent has examples."""
+    vectoriser = _examples_vectoriser(profile)
+    examples = tuple(
+        (intent.name, intent.examples) for intent in intents if intent.name in state_only and intent.examples
+    )
+    if vectoriser is None or not examples:
+        return None
+    return examples_compile(examples, vectoriser, _background(profile))
+
+
 def _background(profile: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The profile's "none of these" (a version published before out-of-scope examples existed has none of its own)."""
     return background_of([str(text) for text in profile.get("out_of_scope_examples") or ()])
@@ -552,6 +567,7 @@ def profile_compile(
             examples_reliability=reliability_rows(profile["examples_reliability"]),
             keyword_check=profile["examples_keyword_check"],
             reply_words=ReplyWords(yes=tuple(profile["confirmation_words"]), no=tuple(profile["denial_words"])),
+            flow_examples=flow_examples_index(intents, profile, state_only),
         ),
         coordinator=profile["coordinator"] if profile["coordinator"] in specialists else "",
         loop_safety=LoopSafety(

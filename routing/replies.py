@@ -47,6 +47,7 @@ SHORT_WORDS = 4
 # message does not read as a reply with them.
 FILLER_WORDS = 3
 FILLER_CLAUSES = 2
+_LAST_CLAUSE = re.compile(r"[,;:.!—–-]\s*((?:[^\s,;:.!?—–-]+\s*){1,2})[.!]*\s*$")
 _FILLER = re.compile(rf"^\s*(?:[^\s,;:.!?—–-]+\s*){{1,{FILLER_WORDS}}}[,;:.!—–-]+\s*")
 
 # The user cannot tell: never a yes or a no, whatever reply words they hold. The platform's own, not a profile's:
@@ -127,13 +128,21 @@ class ReplyWords:
         reply = self.read(text)
         rest = text
         for _ in range(FILLER_CLAUSES):
-            if reply or reply.words:  # a yes or a no; or unsure, which no later clause undoes
-                return reply
             cut = _FILLER.match(rest)
-            if cut is None or not rest[cut.end() :].strip():
-                return reply
-            rest = rest[cut.end() :]
+            after = rest[cut.end() :] if cut is not None else ""
+            if reply.reads_as == YES and after.strip():
+                # "ok. todavía no he pagado": an opening "ok" acknowledges; a refusal after it is the answer.
+                later = self.read(after)
+                return later if later.reads_as == NO else reply
+            if reply or reply.words or not after.strip():  # a yes or a no; unsure, which no later clause undoes
+                break
+            rest = after
             reply = self.read(rest)
+        if not reply and not reply.words:
+            # "you can check the line, yes": a closing clause of a word or two that reads as a reply answers.
+            last = _LAST_CLAUSE.search(text)
+            if last is not None:
+                reply = self.read(last.group(1))
         return reply
 
 

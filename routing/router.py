@@ -309,10 +309,14 @@ class CompiledRouter:
         examples_reliability: Reliability = (),
         keyword_check: float = 1.0,
         reply_words: ReplyWords = NO_REPLY_WORDS,
+        flow_examples: ExampleIndex | None = None,
     ) -> None:
         self.intents = intents
         self.reply_words = reply_words
         self.examples = examples
+        # The examples of the intents reached only through a state policy (a flow's replies), against "none of
+        # these": whether a message inside the flow reads as its reply or as chat (routing.stack).
+        self.flow_examples = flow_examples
         self.examples_threshold = examples_threshold
         self.examples_margin = examples_margin
         self.examples_state_threshold = examples_state_threshold

@@ -52,7 +52,7 @@ from routing.repairs import (
     return_cut,
 )
 from routing.replies import NO, YES
-from routing.router import FALLBACK_INTENT, PlanStep, RouteDecision, plan_decision
+from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep, RouteDecision, plan_decision
 from routing.specs import ProfileSpec
 
 STATE, PERMISSION, CLARIFICATION, DELEGATION, TOPIC = "state", "permission", "clarification", "delegation", "topic"
@@ -73,6 +73,18 @@ _QUESTION_WORDS = re.compile(
 )
 _ROUTED = ("keyword", "examples", "llm", "llm_plan")  # methods that found the message's own intent
 MIN_CLAUSE_WORDS = 2
+# The examples tier's weight (its posterior, offline) the whole message must give a request that only the examples
+# found in its clause, for it to count as a request of its own.
+TOPIC_MIN_WEIGHT = 0.05
+# What the answering specialist is told of a repair (a system note).
+CORRECTED_NOTE = (
+    "[SYSTEM_NOTE: the customer corrected a value they gave earlier; redo the last step with the corrected value from "
+    "this message.]"
+)
+ALREADY_TOLD_NOTE = (
+    "[SYSTEM_NOTE: the customer says they already gave this information: use what they said earlier in the "
+    "conversation.]"
+)
 # The background's kinds that are chat rather than a request: inside a flow they move nothing, asked or not.
 CHAT_KINDS = ("greeting", "thanks", "goodbye", "bot_question", "chitchat")
 OUT_OF_SCOPE_KIND = "out_of_scope"
@@ -116,6 +128,8 @@ class Frame:
     def from_dict(cls, data: Any) -> Frame | None:
         """A stored frame, or ``None`` when what is stored is not one (a frame is never trusted blindly)."""
         if not isinstance(data, dict) or data.get("kind") not in KINDS or not isinstance(data.get("name"), str):
+            return None
+        if not isinstance(data.get("opened_turn", 0), int) or isinstance(data.get("opened_turn"), bool):
             return None
         return cls(
             kind=data["kind"],
@@ -355,26 +369,15 @@ async def _repaired(
         decision.keeps_conversation = True
         return decision
     if repair.pattern == CORRECT:
-        intent = profile.router.intents_by_name.get(active_intent)
-        if intent is None:
-            return None
         step.corrected = value_corrections(text, context)
-        step.note = (
-            "[SYSTEM_NOTE: the customer corrected a value they gave earlier; redo the last step with the corrected "
-            "value from this message.]"
-        )
-        return RouteDecision(
-            route=intent.agent,
-            agent=intent.agent,
-            intent=intent.name,
-            confidence=1.0,
-            reason=f"Correction: the previous step ({intent.name}) runs again with the corrected value.",
-            method="repair",
-            next_state=intent.next_state or None,
-            domain=intent.domain or None,
-            mcp_tools=list(intent.mcp_tools),
-            metadata={"redo": intent.name, "corrected": sorted(step.corrected)},
-        )
+        redone = _redo(profile, active_intent, "with the corrected value")
+        if redone is not None:
+            step.note = CORRECTED_NOTE
+            redone.metadata["corrected"] = sorted(step.corrected)
+        return redone
+    if top is None and repair.pattern == ALREADY_TOLD:
+        step.note = ALREADY_TOLD_NOTE
+        return _redo(profile, active_intent, "the customer says they gave it already")
     if top is None:
         return None
     if repair.pattern == SKIP:
@@ -385,10 +388,7 @@ async def _repaired(
         decision.next_state = step.state or None
         return decision
     if repair.pattern == ALREADY_TOLD:
-        step.note = (
-            "[SYSTEM_NOTE: the customer says they already gave this information: use what they said earlier in the "
-            "conversation.]"
-        )
+        step.note = ALREADY_TOLD_NOTE
         decision = await _flow_or_platform(
             top, ALREADY_TOLD, "The customer says they told it already.", agent, text, routed
         )
@@ -408,6 +408,25 @@ async def _flow_or_platform(
         return _platform_decision(frame.agent or agent, pattern, reason, next_state=None)
     decision.method = "repair"
     return decision
+
+
+def _redo(profile: ProfileSpec, active_intent: str, why: str) -> RouteDecision | None:
+    """The previous step (the conversation's active intent) again, ``why`` it runs again; ``None`` without one."""
+    intent = profile.router.intents_by_name.get(active_intent)
+    if intent is None:
+        return None
+    return RouteDecision(
+        route=intent.agent,
+        agent=intent.agent,
+        intent=intent.name,
+        confidence=1.0,
+        reason=f"The previous step ({intent.name}) runs again, {why}.",
+        method="repair",
+        next_state=intent.next_state or None,
+        domain=intent.domain or None,
+        mcp_tools=list(intent.mcp_tools),
+        metadata={"redo": intent.name},
+    )
 
 
 def _platform_decision(agent: str, pattern: str, reason: str, *, next_state: str | None) -> RouteDecision:
@@ -494,7 +513,7 @@ def _aside_of_the_flow(
 ) -> RouteDecision:
     """The flow's specialist answers a side question with the intent of its own the question reads most like; the
     flow's frame stays, resumed after the answer."""
-    intent = profile.router.intent_of(top.agent, text) if flow.agent == top.agent else None
+    intent = _closest_intent_of(profile, top, text) if flow.agent == top.agent else None
     if intent is not None:
         flow.intent, flow.mcp_tools = intent.name, sorted({*flow.mcp_tools, *intent.mcp_tools})
     flow.next_state = top.name
@@ -507,14 +526,33 @@ def _aside_of_the_flow(
 
 
 def _reads_as_none_rather_than_the_flow(profile: ProfileSpec, top: Frame, text: str) -> bool:
-    """Whether the examples tier scores ``text`` as "none of these" above the flow's own intent (its replies'
-    examples): "que calor hoje" inside a payment flow, not "pronto, transferi"."""
-    match = profile.router.examples_match(text)
-    if match is None or not top.intent:
+    """Whether ``text`` reads as chat or out of scope rather than as the flow's reply: against the examples of the
+    flow's replies (``CompiledRouter.flow_examples``), "none of these" of a chat or off-topic kind scores higher —
+    "que calor hoje" inside a payment flow, not "pronto, transferi". Without examples of the flow's replies, never."""
+    index = profile.router.flow_examples
+    policy = profile.router.state_policies.get(top.name)
+    replies = policy.intent if policy is not None else ""
+    if index is None or replies not in index.classes or index.vectoriser.remote:
         return False
-    flow_score = dict(match.ranking).get(top.intent, 0.0)
+    match = index.match_text(text)
     kind = match.none_of_these[0].removeprefix(BACKGROUND_PREFIX)
+    flow_score = dict(match.ranking).get(replies, 0.0)
     return match.none_of_these[1] > flow_score and kind in (*CHAT_KINDS, OUT_OF_SCOPE_KIND, "off_topic")
+
+
+def _closest_intent_of(profile: ProfileSpec, top: Frame, text: str) -> IntentSpec | None:
+    """The intent of the flow's specialist, other than the flow's own, that ``text`` reads most like: its keywords,
+    else the examples tier's ranking among its intents, else its first by priority."""
+    router = profile.router
+    for hit in router.match(text):
+        if hit.intent.agent == top.agent and hit.intent.name != top.intent:
+            return hit.intent
+    match = router.examples_match(text)
+    for name, _ in match.ranking if match is not None else ():
+        intent = router.intents_by_name.get(name)
+        if intent is not None and intent.agent == top.agent and name != top.intent:
+            return intent
+    return router.intent_of(top.agent, text)
 
 
 def _none_kind(decision: RouteDecision) -> str:
@@ -589,11 +627,17 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
     if len(parts) < 2:
         return decision
     found: list[tuple[str, RouteDecision]] = []
+    whole = profile.router.examples_match(text)
+    weight = dict(whole.ranking) if whole is not None else {}
     for part in parts:
         taken = {routed.intent for _, routed in found}
-        routed = next((option for option in _clause_intents(profile, part) if option.intent not in taken), None)
-        if routed is not None:
-            found.append((part, routed))
+        for option in _clause_intents(profile, part):
+            # A clause placed by the examples alone is a request of its own only where the whole message also
+            # reads partly as it: "a internet tá lenta e cai toda hora" is one request, told in two clauses.
+            alone = option.method == "examples" and weight.get(option.intent, 0.0) < TOPIC_MIN_WEIGHT
+            if option.intent not in taken and not (alone and found):
+                found.append((part, option))
+                break
     if len(found) < 2:
         return decision
     coordinated = delegation_active(profile)  # a coordinator delegates what one specialist answers

@@ -94,7 +94,8 @@ def test_side_question_and_return_marks_lead_the_message():
         ("bom, pode rodar o diagnóstico", "yes"),
         ("entendido. sí, ya está pagado", "yes"),
         ("whatever, yes cancel it", "yes"),
-        ("ok então. não, ainda não paguei", "yes"),  # "ok" leads: read as it always was
+        ("ok então. não, ainda não paguei", "no"),  # an opening "ok" acknowledges; the refusal after it answers
+        ("ok, pode seguir", "yes"),
         ("bom, você pode me dizer o valor?", None),  # a question is never a reply
         ("hmm, não sei ainda", None),  # unsure stays unsure
     ],
@@ -104,7 +105,10 @@ def test_a_reply_is_read_past_short_openers(text, reads_as):
 
 
 def test_identifiers_and_their_form():
-    assert identifiers("o pedido é o P200, não o P-100; linha 5511999999999") == ["P200", "P-100", "5511999999999"]
+    assert identifiers("o pedido é o P200, o P-100; linha 5511999999999") == ["P200", "P-100", "5511999999999"]
+    assert identifiers("veio no P100, não no P200") == ["P100"]  # the one denied is left out ("no" is "in the")
+    assert identifiers("the speaker came in P100, not P200") == ["P100"]
+    assert identifiers("vino en el P100, no en el P200") == ["P100"]
     assert identifier_shape("P100") == identifier_shape("p200") == "A1D3"
     assert identifier_shape("INV001") != identifier_shape("P100")
     assert described_example("Número do pedido (ex. P100).") == "P100"
@@ -138,7 +142,8 @@ def test_questions_are_told_in_the_three_languages():
 
 def test_stored_frames_are_read_back_and_what_is_not_one_is_left_out():
     frame = Frame(kind="state", name="WAITING", agent="billing_agent", opened_turn=2, opened_at="2026-01-01T00:00:00")
-    assert frames_read([frame.as_dict(), {"kind": "bogus"}, "x", {"kind": "topic"}]) == [frame]
+    odd = {**frame.as_dict(), "opened_turn": "two"}
+    assert frames_read([frame.as_dict(), {"kind": "bogus"}, "x", {"kind": "topic"}, odd]) == [frame]
     assert frames_read(None) == []
 
 
