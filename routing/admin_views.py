@@ -1,19 +1,22 @@
 """Admin pages that are not a model's list or form: the route preview.
 
-The preview runs the same decision the chat API runs (:func:`routing.decide.route_decide`
-over the current compiled snapshot) and explains it; nothing is executed or stored.
+The preview runs the same decision the chat API runs (:func:`routing.stack.conversation_decide` over the current
+compiled snapshot, with the conversation's open flows: its state and the earlier messages typed, played first) and
+explains it, the conversation stack included; nothing is executed or stored.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django import forms
 from django.contrib.admin import ModelAdmin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -23,11 +26,12 @@ from django.views import View
 from agents.models import AgentProfile, UsagePurpose
 from agents.services import usage_outside_turns
 from routing import snapshot
-from routing.decide import delegated_of, route_decide
 from routing.forms import RoutePreviewForm
 from routing.models import Intent, StatePolicy
 from routing.router import RouteDecision
 from routing.routing_test_drafts import RoutingTestDraft, test_case_add_url, test_case_expect, test_case_may_add
+from routing.stack_explained import StackExplained, frames_top_first, step_explained
+from routing.stack_replay import PlayedMessage, conversation_replay
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +53,15 @@ METHOD_LABELS = {
     "llm": "LLM classifier",
     "llm_plan": "Supervisor plan by the model",
     "fallback": "Fallback specialist",
+    "repair": "Conversation repair (cancel, correct, repeat, skip, already told)",
 }
 
 ERROR_PROFILE_NOT_ROUTABLE = "Profile {agent_id} is not in the compiled routing (is it enabled?)."
 ERROR_DECISION_FAILED = "The routing decision failed: {error}"
+EARLIER_MAX_MESSAGES = 10
+EARLIER_MAX_CHARS = 4000
+ERROR_EARLIER_TOO_MANY = "At most {limit} earlier messages, one a line (there are {count})."
+ERROR_EARLIER_TOO_LONG = "Earlier message {number} is longer than {limit} characters."
 
 
 @dataclass
@@ -63,6 +72,30 @@ class Candidate:
     matched_keywords: list[str]
     lost_because: str
     url: str = ""
+
+
+@dataclass(frozen=True)
+class EarlierMessage:
+    """An earlier message of the previewed conversation, as it was decided and what it did to the open flows."""
+
+    text: str
+    decision: RouteDecision
+    stack: str  # what it did to the open flows, in one line (StackExplained.summary)
+
+    @classmethod
+    def of(cls, played: PlayedMessage) -> EarlierMessage:
+        return cls(text=played.text, decision=played.decision, stack=step_explained(played.step).summary)
+
+
+@dataclass(frozen=True)
+class ConversationShown:
+    """The conversation around the previewed message: the earlier messages played first, the flows open when the
+    message came (the one its reply goes to first), and what the message did to them (events, the flows open after
+    it, its repair pattern and requests)."""
+
+    earlier: list[EarlierMessage]
+    frames_before: list[str]
+    after: StackExplained
 
 
 @dataclass
@@ -84,6 +117,7 @@ class RoutePreview:
     intent_url: str = ""
     decision_json: str = field(default="", repr=False)
     test_case_url: str = ""  # the pre-filled "Add as routing test case" form, for users who may add one
+    conversation: ConversationShown | None = None
 
 
 def _lost_because(candidate: dict[str, Any], *, winner_priority: int, winner_keywords: int) -> str:
@@ -103,7 +137,7 @@ def _classifier_note(decision: RouteDecision, *, llm_enabled: bool) -> str:
         return "Consulted, but it did not decide (unknown intent or confidence below the threshold)."
     if not llm_enabled:
         return "Not consulted: the LLM classifier is switched off for this profile."
-    if decision.method in ("state", "keyword"):
+    if decision.method in ("state", "keyword", "repair"):
         return f"Not consulted: the {METHOD_LABELS[decision.method].lower()} decided first."
     if decision.method == "examples":
         return "Not consulted: the examples decided first."
@@ -183,10 +217,18 @@ def _version_label(released: int | None, *, draft: bool) -> str:
 
 
 def route_preview(
-    *, profile: AgentProfile, text: str, state: str = "", active_agent: str = "", draft: bool = False
+    *,
+    profile: AgentProfile,
+    text: str,
+    state: str = "",
+    active_agent: str = "",
+    draft: bool = False,
+    earlier: Sequence[str] = (),
 ) -> RoutePreview:
     """Decide ``text`` for ``profile`` exactly as the chat API would, and explain the decision: with the version
-    customers are served, or (``draft``) with the profile's draft.
+    customers are served, or (``draft``) with the profile's draft. The conversation is in ``state`` with
+    ``active_agent`` answering; its ``earlier`` messages, oldest first, are played from there before ``text``
+    (:func:`routing.stack_replay.conversation_replay`), so the message meets the flows they left open.
 
     Raises :class:`LookupError` when the profile is not in the compiled snapshot.
     """
@@ -195,13 +237,11 @@ def route_preview(
     if spec is None:
         raise LookupError(ERROR_PROFILE_NOT_ROUTABLE.format(agent_id=profile.agent_id))
     with usage_outside_turns(purpose=UsagePurpose.ROUTE_PREVIEW, profile_id=profile.pk):  # a classifier may be asked
-        decision = async_to_sync(route_decide)(
-            profile=spec,
-            text=text,
-            state=state or None,
-            active_agent=active_agent,
-            delegated_to=delegated_of(spec, active_agent),
+        played = async_to_sync(conversation_replay)(
+            profile=spec, messages=[*earlier, text], now=timezone.now(), state=state, active_agent=active_agent
         )
+    *before, last = played
+    decision = last.decision
 
     matched = list(decision.metadata.get("matched_keywords", []))
     raw_candidates = list(decision.metadata.get("candidates", []))
@@ -247,7 +287,37 @@ def route_preview(
         version_label=_version_label(current.released.get(profile.agent_id), draft=draft),
         intent_url=url_for(decision.intent),
         decision_json=json.dumps(decision.as_dict(), ensure_ascii=False, indent=2),
+        conversation=ConversationShown(
+            earlier=[EarlierMessage.of(message) for message in before],
+            frames_before=frames_top_first(last.frames_before),
+            after=step_explained(last.step),
+        ),
     )
+
+
+class ConversationPreviewForm(RoutePreviewForm):
+    """The route preview's form with the conversation's earlier messages, one a line, oldest first."""
+
+    earlier = forms.CharField(
+        label="Earlier messages",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "class": "vLargeTextField"}),
+        help_text=(
+            f"Optional, up to {EARLIER_MAX_MESSAGES}: the customer's earlier messages in this conversation, one a "
+            "line, oldest first. They are read first, from the state and specialist above, as the chat would: the "
+            "message then meets the flows they left open."
+        ),
+    )
+    field_order = ["profile", "text", "state", "active_specialist", "earlier", "version"]
+
+    def clean_earlier(self) -> list[str]:
+        lines = [line.strip() for line in self.cleaned_data.get("earlier", "").splitlines() if line.strip()]
+        if len(lines) > EARLIER_MAX_MESSAGES:
+            raise ValidationError(ERROR_EARLIER_TOO_MANY.format(limit=EARLIER_MAX_MESSAGES, count=len(lines)))
+        for number, line in enumerate(lines, start=1):
+            if len(line) > EARLIER_MAX_CHARS:
+                raise ValidationError(ERROR_EARLIER_TOO_LONG.format(number=number, limit=EARLIER_MAX_CHARS))
+        return lines
 
 
 class RoutePreviewView(View):
@@ -263,7 +333,7 @@ class RoutePreviewView(View):
         assert self.model_admin is not None
         if not self.model_admin.has_view_permission(request):
             raise PermissionDenied
-        form = RoutePreviewForm(request.GET if "text" in request.GET else None)
+        form = ConversationPreviewForm(request.GET if "text" in request.GET else None)
         preview = None
         if form.is_bound and form.is_valid():
             data = form.cleaned_data
@@ -275,8 +345,9 @@ class RoutePreviewView(View):
                     state=data["state"],
                     active_agent=specialist.name if specialist else "",
                     draft=data.get("version") == "draft",
+                    earlier=data["earlier"],
                 )
-                if test_case_may_add(request):
+                if test_case_may_add(request) and not data["earlier"]:  # a saved test holds one message
                     preview.test_case_url = test_case_add_url(
                         RoutingTestDraft(
                             profile_id=data["profile"].pk,
