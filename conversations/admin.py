@@ -2,9 +2,10 @@
 read (:mod:`tenants.admin_scope`).
 
 A conversation's page leads with its timeline (:mod:`conversations.timeline`): each turn's message, route decision
-and why, the agents that answered, tools, moves and the answer with its rating. A stored user message or route
-decision can become a saved routing test ("Add as routing test case", the timeline's link on each message, and the
-decision list's action), for users who may add them: a real misroute turned into a test of the right answer.
+and why, what it did to the conversation's open flows (:mod:`routing.stack_explained`), the agents that answered,
+tools, moves and the answer with its rating. A stored user message or route decision can become a saved routing
+test ("Add as routing test case", the timeline's link on each message, and the decision list's action), for users
+who may add them: a real misroute turned into a test of the right answer.
 Customers' ratings have their own list (:mod:`conversations.admin_ratings`).
 """
 
@@ -30,6 +31,7 @@ from routing.routing_test_drafts import (
     test_case_may_add,
     test_cases_create,
 )
+from routing.stack_explained import frames_told
 from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
 
 ADD_TEST_CASE_LABEL = "Add as routing test case"
@@ -133,8 +135,9 @@ class GoalRunInline(ReadOnlyInlineMixin, admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
-    """A conversation's page: its timeline first (the turns, oldest first, each with its route, agents, tools,
-    moves, answer and rating), then its details; remote backend calls and goal-mode answers in full below."""
+    """A conversation's page: its timeline first (the turns, oldest first, each with its route, what it did to the
+    open flows, agents, tools, moves, answer and rating), then its details (the flows open now among them); remote
+    backend calls and goal-mode answers in full below."""
 
     change_form_template = "admin/conversations/conversation/change_form.html"
     list_display = [
@@ -157,10 +160,25 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
         (None, {"fields": ["conversation_key", "tenant", "profile", "session_id", "user_id", "channel"]}),
         (
             "State",
-            {"fields": ["state", "active_specialist", "active_backend", "pending_result", "granted_permissions"]},
+            {
+                "fields": [
+                    "state",
+                    "open_flows",
+                    "active_specialist",
+                    "active_backend",
+                    "pending_result",
+                    "granted_permissions",
+                ]
+            },
         ),
         ("Activity", {"fields": ["message_count", "created_at", "updated_at"]}),
     ]
+    readonly_fields = ["open_flows"]
+
+    @admin.display(description="open flows")
+    def open_flows(self, obj: Conversation) -> str:
+        """The flows the conversation has open (its stored stack), the one the next reply goes to first."""
+        return "; ".join(frames_told(obj.stack)) or "–"
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.add_routing_test_view)

@@ -1,5 +1,6 @@
-"""A conversation as a reader follows it: turn by turn, what the customer wrote, how it was routed and why, who
-answered, which tools and remote backends were called, the moves between agents, the answer and its rating.
+"""A conversation as a reader follows it: turn by turn, what the customer wrote, how it was routed and why, what it
+did to the conversation's open flows, who answered, which tools and remote backends were called, the moves between
+agents, the answer and its rating.
 
 A turn begins with a user message and holds the rows stored after it up to the next one (``conversations.records``
 writes a turn's rows in that order): the route decision points at the user message, tool calls and remote
@@ -27,6 +28,7 @@ from conversations.models import (
     ToolCall,
 )
 from handoffs.models import Handoff
+from routing.stack_explained import StackExplained, stack_explained
 
 TURNS_SHOWN = 50
 
@@ -55,6 +57,16 @@ class Turn:
     @property
     def started_at(self) -> dt.datetime | None:
         return self.question.created_at if self.question else None
+
+    @property
+    def stack(self) -> StackExplained | None:
+        """What the message did to the conversation's open flows, from its answer's ``metadata["conversation"]``;
+        ``None`` when it was not routed with them (goal mode, a reply to a permission question, older turns)."""
+        for answer in reversed(self.answers):
+            metadata = answer.message.metadata
+            if isinstance(metadata, dict) and "conversation" in metadata:
+                return stack_explained(metadata["conversation"])
+        return None
 
 
 @dataclass(frozen=True)
