@@ -38,6 +38,26 @@ def base_url(uvicorn_server) -> str:  # noqa: F811 — the imported fixture
     return uvicorn_server.replace("ws://", "http://", 1)
 
 
+def chat_opened(page, base_url: str, tenant, agent_id: str):
+    """The analyst signed in on the chat page, talking to ``agent_id`` for ``tenant``, the socket open."""
+    page.goto(base_url + "/admin/login/?next=" + CHAT)
+    page.fill("#id_username", "analyst")
+    page.fill("#id_password", "analyst-password")
+    page.click("#login-form input[type=submit]")
+    page.wait_for_url(base_url + CHAT)
+    page.select_option("#chat-profile", agent_id)
+    page.select_option("#chat-tenant", tenant.slug)
+    page.wait_for_selector("#chat-connection[data-state=open]")
+    return page
+
+
+def sent(page, text: str, turns: int) -> None:
+    """``text`` sent, and the page waited on until ``turns`` answers are done."""
+    page.fill("#chat-input", text)
+    page.click("#chat-send")
+    page.wait_for_function("n => document.querySelectorAll('.chat-answer[data-state=done]').length === n", arg=turns)
+
+
 def test_anonymous_visitors_are_sent_to_the_admin_login(base_url, browser_page):
     browser_page.goto(base_url + CHAT)
     assert "/admin/login/" in browser_page.url
@@ -123,27 +143,12 @@ def test_delegations_returns_and_agent_switches_show_inline_as_they_happen(
     from handoffs.models import Handoff
 
     settings.OFFLINE_LLM_LATENCY_MS = 5
-    page = browser_page
-    page.goto(base_url + "/admin/login/?next=" + CHAT)
-    page.fill("#id_username", "analyst")
-    page.fill("#id_password", "analyst-password")
-    page.click("#login-form input[type=submit]")
-    page.wait_for_url(base_url + CHAT)
-    page.select_option("#chat-profile", "telecom_assistente")
-    page.select_option("#chat-tenant", tenant.slug)
-    page.wait_for_selector("#chat-connection[data-state=open]")
+    page = chat_opened(browser_page, base_url, tenant, "telecom_assistente")
     session_id = page.input_value("#chat-session")
     page.fill("#chat-context", json.dumps({"msisdn": MSISDN, "order_id": "P100"}))
 
-    def send(text: str, turns: int):
-        page.fill("#chat-input", text)
-        page.click("#chat-send")
-        page.wait_for_function(
-            "n => document.querySelectorAll('.chat-answer[data-state=done]').length === n", arg=turns
-        )
-
     # The coordinator delegates the invoice to billing_agent, who answers in the same turn.
-    send(INVOICE, 1)
+    sent(page, INVOICE, 1)
     moves = page.locator(".chat-move")
     assert [moves.nth(i).get_attribute("data-kind") for i in range(moves.count())] == ["delegation"]
     assert moves.first.inner_text() == "assistente_virtual → billing_agent (delegation)"
@@ -151,7 +156,7 @@ def test_delegations_returns_and_agent_switches_show_inline_as_they_happen(
     assert page.locator(".chat-answer").last.get_attribute("data-agent") == "billing_agent"
 
     # An order question is out of billing's scope: it returns, and the coordinator delegates to orders_agent.
-    send("Meu pedido P100 atrasou?", 2)
+    sent(page, "Meu pedido P100 atrasou?", 2)
     second = page.locator(".chat-turn").last
     kinds = [m.get_attribute("data-kind") for m in second.locator(".chat-move").all()]
     assert kinds == ["return", "delegation"]
@@ -174,6 +179,35 @@ def test_delegations_returns_and_agent_switches_show_inline_as_they_happen(
     )
     assert stored == ["delegation", "return", "delegation"]
     page.screenshot(path=str(screenshot_path("chat-page-delegation.png")), full_page=True)
+    assert page.errors == []
+
+
+def test_a_side_question_inside_a_flow_shows_the_flow_pushed_and_resumed(
+    base_url, browser_page, staff_user, tenant, demo_profiles, settings
+):
+    settings.OFFLINE_LLM_LATENCY_MS = 5
+    page = chat_opened(browser_page, base_url, tenant, "telecom_contas")
+    page.fill("#chat-context", json.dumps({"msisdn": MSISDN}))
+
+    sent(page, "Quero pagar minha fatura com pix", 1)
+    opened = page.locator(".chat-turn").last.locator(".chat-stack")
+    assert opened.get_attribute("data-events") == "opened"
+    assert opened.inner_text() == (
+        "Flows: opened WAITING_PAYMENT_CONFIRMATION (billing_payment_request) · open: WAITING_PAYMENT_CONFIRMATION"
+    )
+
+    sent(page, "antes disso, qual o vencimento da fatura?", 2)
+    digressed = page.locator(".chat-turn").last.locator(".chat-stack")
+    assert digressed.get_attribute("data-events") == "pushed resumed"
+    assert digressed.inner_text().startswith(
+        "Flows: pushed WAITING_PAYMENT_CONFIRMATION (billing_invoice_explanation); resumed WAITING_PAYMENT_CONFIRMATION"
+    )
+
+    sent(page, "obrigado!", 3)  # small talk: nothing moved, the flow still open
+    assert page.locator(".chat-turn").last.locator(".chat-stack").inner_text() == (
+        "Flows: nothing moved · open: WAITING_PAYMENT_CONFIRMATION"
+    )
+    page.screenshot(path=str(screenshot_path("chat-page-flows.png")), full_page=True)
     assert page.errors == []
 
 
@@ -268,15 +302,7 @@ def test_what_goal_mode_shows_is_text_never_markup(
     # The model reads the markup as the stock's name; the user did write it, so it is kept.
     arguments = {"domain": "finance", "goal": "GET_QUOTE", "entities": {"symbol_text": HOSTILE}, "confidence": 0.97}
     scripted_llm.reply_tool_call(GoalIntent.__name__, arguments)
-    page = browser_page
-    page.goto(base_url + "/admin/login/?next=" + CHAT)
-    page.fill("#id_username", "analyst")
-    page.fill("#id_password", "analyst-password")
-    page.click("#login-form input[type=submit]")
-    page.wait_for_url(base_url + CHAT)
-    page.select_option("#chat-profile", "finance_assistente")
-    page.select_option("#chat-tenant", tenant.slug)
-    page.wait_for_selector("#chat-connection[data-state=open]")
+    page = chat_opened(browser_page, base_url, tenant, "finance_assistente")
     title = page.title()
 
     page.fill("#chat-input", f"qual o preço da {HOSTILE}?")

@@ -9,6 +9,10 @@
  * Goal mode: the goal event shows the goal and entities read and the plan's steps, each step then
  * updated by its plan_step events; a clarification's candidates are buttons that send the candidate's number.
  *
+ * The conversation's open flows: a finished answer whose metadata.conversation says the message moved a flow
+ * (pushed under a side question, resumed, bound, cancelled, queued …; docs/routing.md), read as a repair, held
+ * several requests, or left flows open, gets a line saying so, with the flows open after it, the next reply's first.
+ *
  * Feedback: each finished answer (its done event names the stored message, message_id) gets 👍/👎 buttons that
  * POST /api/sessions/<conversation_key>/feedback with this session's CSRF token; the chosen one shows pressed
  * (aria-pressed), choosing again replaces the rating, and a refusal is shown under the answer.
@@ -401,12 +405,37 @@
         block.dataset.queue = escalation.queue || "";
         if (escalation.position) block.dataset.position = String(escalation.position);
       }
+      stackNote(turn, (event.metadata || {}).conversation);
       if (event.message_id) feedbackBar(block, event.conversation_key, event.message_id);
       const goal = (event.metadata || {}).goal;
       if (goal && goal.clarification) choicesShow(turn, goal.clarification);
       if (goal && turn.goal) turn.goal.dataset.status = goal.status || "";
     },
   };
+
+  // -- the conversation's open flows ---------------------------------------------------------------------
+
+  function stackNote(turn, conversation) {
+    if (!conversation) return;
+    const events = Array.isArray(conversation.events) ? conversation.events : [];
+    const parts = events.map((event) => {
+      const frame = event.frame || {};
+      return event.event + " " + (frame.name || frame.kind || "") + (event.by ? " (" + event.by + ")" : "");
+    });
+    if (conversation.repair) parts.push("repair: " + conversation.repair);
+    const topics = Array.isArray(conversation.topics) ? conversation.topics : [];
+    if (topics.length > 1) {
+      parts.push(topics.length + " requests: " + topics.map((topic) => topic.intent + " " + topic.status).join(", "));
+    }
+    const open = (Array.isArray(conversation.stack) ? conversation.stack : []).map((frame) => frame.name).reverse();
+    if (!parts.length && !open.length) return;
+    const line = note(
+      turn,
+      "chat-stack",
+      "Flows: " + (parts.join("; ") || "nothing moved") + (open.length ? " · open: " + open.join(", ") : "")
+    );
+    line.dataset.events = events.map((event) => event.event).join(" ");
+  }
 
   // -- feedback on an answer ----------------------------------------------------------------------------
 
