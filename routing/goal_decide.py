@@ -173,7 +173,9 @@ async def _decided(profile: ProfileSpec, text: str, state: dict[str, Any], langu
     if previous is not None and (previous.primary_domain, previous.goal) == (goal.domain, goal.name):
         read = replace(read, entities=entities_merge(goal, previous.entities, read.entities))
     decided = _gated(profile, goal, read, last, language)
-    if pending and decided.status != CLARIFICATION and decided.goal_state is not None:
+    asked_for = _intent(pending["intent_output"]) if pending else None
+    other_goal = asked_for is not None and (asked_for.primary_domain, asked_for.goal) != (goal.domain, goal.name)
+    if other_goal and decided.status != CLARIFICATION and decided.goal_state is not None:
         # Another goal asked in the middle: served now, and the goal that asked still waits for its answer.
         decided.goal_state = {**decided.goal_state, "pending": pending}
     return decided

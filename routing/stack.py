@@ -73,6 +73,7 @@ _QUESTION_WORDS = re.compile(
 )
 _ROUTED = ("keyword", "examples", "llm", "llm_plan")  # methods that found the message's own intent
 MIN_CLAUSE_WORDS = 2
+_OPENER = re.compile(r"^\s*(?:[^\s,;:.!?]+\s*){1,3}[,;:.!]+\s*")  # a short opening clause ("ok, ", "great thanks. ")
 # The examples tier's weight (its posterior, offline) the whole message must give a request that only the examples
 # found in its clause, for it to count as a request of its own.
 TOPIC_MIN_WEIGHT = 0.05
@@ -88,6 +89,7 @@ ALREADY_TOLD_NOTE = (
 # The background's kinds that are chat rather than a request: inside a flow they move nothing, asked or not.
 CHAT_KINDS = ("greeting", "thanks", "goodbye", "bot_question", "chitchat")
 OUT_OF_SCOPE_KIND = "out_of_scope"
+CHAT_SCORE, CHAT_MARGIN = 0.6, 0.25
 BARE_CORRECTION_WORDS = 6
 Routed = Callable[[str, str | None], Awaitable[RouteDecision]]  # the message routed, in a state or none
 
@@ -444,6 +446,10 @@ def _platform_decision(agent: str, pattern: str, reason: str, *, next_state: str
 async def _in_flow(top: Frame, step: StackStep, profile: ProfileSpec, text: str, routed: Routed) -> RouteDecision:
     """A message while a state's flow waits: its reply, a side question, small talk or something out of scope."""
     returned, mark = return_cut(text)
+    if not mark and (opener := _OPENER.match(text)) is not None:
+        after, after_mark = return_cut(text[opener.end() :])  # "great thanks. back to the bill, paid just now"
+        if after_mark:
+            returned, mark = after, after_mark
     if mark or profile.reply_words.read_past_fillers(text):
         decision = await routed(returned, top.name)
         if decision.method == "state":
@@ -466,17 +472,13 @@ async def _in_flow(top: Frame, step: StackStep, profile: ProfileSpec, text: str,
         return free
     if free.method == "fallback":
         asked = is_question(text) or bool(marks_digression(text))
-        if _none_kind(free) and (asked or _none_kind(free) in CHAT_KINDS):
-            # Out of scope, or chat: answered by the fallback; the flow still waits and is asked again.
-            step.resume = top
-            free.keeps_conversation = True
-            free.metadata["digression_from"] = top.name
-            return free
-        if asked:
+        if asked and not _none_kind(free):
             # A question the router cannot place, asked inside the flow: its specialist answers it on the side.
             return _aside_of_the_flow(top, step, profile, text, await routed(text, top.name))
-        if _reads_as_none_rather_than_the_flow(profile, top, text):
-            step.resume = top  # a remark that is none of the flow's replies: the flow still waits
+        if asked or _reads_as_chat_in_the_flow(profile, top, text, free):
+            # Out of scope, or a remark that is none of the flow's replies: answered by the fallback; the flow
+            # still waits and is asked again.
+            step.resume = top
             free.keeps_conversation = True
             free.metadata["digression_from"] = top.name
             return free
@@ -525,19 +527,22 @@ def _aside_of_the_flow(
     return flow
 
 
-def _reads_as_none_rather_than_the_flow(profile: ProfileSpec, top: Frame, text: str) -> bool:
-    """Whether ``text`` reads as chat or out of scope rather than as the flow's reply: against the examples of the
-    flow's replies (``CompiledRouter.flow_examples``), "none of these" of a chat or off-topic kind scores higher —
-    "que calor hoje" inside a payment flow, not "pronto, transferi". Without examples of the flow's replies, never."""
+def _reads_as_chat_in_the_flow(profile: ProfileSpec, top: Frame, text: str, free: RouteDecision) -> bool:
+    """Whether a remark inside a flow is chat or out of scope rather than the flow's reply: against the examples of
+    the flow's replies (``CompiledRouter.flow_examples``), "none of these" of a chat, off-topic or out-of-scope kind
+    scores at least :data:`CHAT_SCORE` and beats the replies by :data:`CHAT_MARGIN` — "que calor hoje" inside a
+    payment flow, not "pronto, transferi". Without examples of the flow's replies, the examples tier's reading of
+    the message as chat decides."""
     index = profile.router.flow_examples
     policy = profile.router.state_policies.get(top.name)
     replies = policy.intent if policy is not None else ""
     if index is None or replies not in index.classes or index.vectoriser.remote:
-        return False
+        return _none_kind(free) in CHAT_KINDS
     match = index.match_text(text)
     kind = match.none_of_these[0].removeprefix(BACKGROUND_PREFIX)
-    flow_score = dict(match.ranking).get(replies, 0.0)
-    return match.none_of_these[1] > flow_score and kind in (*CHAT_KINDS, OUT_OF_SCOPE_KIND, "off_topic")
+    none_score, flow_score = match.none_of_these[1], dict(match.ranking).get(replies, 0.0)
+    chat = kind in (*CHAT_KINDS, OUT_OF_SCOPE_KIND, "off_topic")
+    return chat and none_score >= CHAT_SCORE and none_score - flow_score >= CHAT_MARGIN
 
 
 def _closest_intent_of(profile: ProfileSpec, top: Frame, text: str) -> IntentSpec | None:

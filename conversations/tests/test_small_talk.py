@@ -51,17 +51,21 @@ def test_the_documented_sub_conversation_walk_through_resumes_with_the_coordinat
         ("billing_agent", "assistente_virtual", "return"),
         ("assistente_virtual", "orders_agent", "delegation"),
     ]
+    # A side question: answered by orders_agent, and the delegation to billing_agent resumed after it.
+    assert [event["event"] for event in order["metadata"]["conversation"]["events"]] == ["pushed", "resumed"]
+    assert order["answer"].endswith("Voltando ao que estávamos vendo: podemos continuar?")
+    assert conversation_of(order).sub_conversation["specialist"] == "billing_agent"
 
     thanks = walk("Obrigado, resolvido!")
-    assert thanks["agent"] == "orders_agent"
+    assert thanks["agent"] == "billing_agent"
     assert [(m["from_agent"], m["to_agent"], m["outcome"]) for m in thanks["metadata"]["handoffs"]] == [
-        ("orders_agent", "assistente_virtual", "completed")
+        ("billing_agent", "assistente_virtual", "completed")
     ]
 
     resumed = walk("Bom dia, tudo certo então")
     assert resumed["agent"] == "assistente_virtual"
     assert resumed["metadata"]["route_decision"]["method"] == "small_talk"
-    assert "Retomando o atendimento: orders_agent concluiu (completed)." in resumed["answer"]
+    assert "Retomando o atendimento: billing_agent concluiu (completed)." in resumed["answer"]
     assert resumed["metadata"]["handoffs"] == []  # no delegation on a greeting
     conversation = conversation_of(resumed)
     assert conversation.pending_result is None  # the return note was delivered, once
