@@ -472,7 +472,7 @@ async def _in_flow(top: Frame, step: StackStep, profile: ProfileSpec, text: str,
         return free
     if free.method == "fallback":
         asked = is_question(text) or bool(marks_digression(text))
-        if asked and not _none_kind(free):
+        if asked and not _clearly_none(free):
             # A question the router cannot place, asked inside the flow: its specialist answers it on the side.
             return _aside_of_the_flow(top, step, profile, text, await routed(text, top.name))
         if asked or _reads_as_chat_in_the_flow(profile, top, text, free):
@@ -570,6 +570,14 @@ def _none_kind(decision: RouteDecision) -> str:
     if none_score > 0 and none_score >= float(examples.get("score") or 0):
         return str(examples["none_of_these"].get("kind") or OUT_OF_SCOPE_KIND).removeprefix(BACKGROUND_PREFIX)
     return ""
+
+
+def _clearly_none(decision: RouteDecision) -> bool:
+    """The fallback's decision reads the message as "none of these" with at least :data:`CHAT_SCORE`."""
+    examples = decision.metadata.get("examples")
+    if not _none_kind(decision) or not isinstance(examples, dict):
+        return False
+    return float(examples["none_of_these"].get("score") or 0) >= CHAT_SCORE
 
 
 def _out_of_scope(decision: RouteDecision) -> bool:
