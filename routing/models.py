@@ -16,6 +16,7 @@ from common.history import user_id_pseudonym
 from common.outbound import validate_outbound_url
 from common.text import normalize
 from routing.goals import ManifestError, goal_check
+from routing.repairs import PATTERNS as REPAIR_PATTERNS
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
 from routing.rollout_words import stage_words
 
@@ -539,32 +540,114 @@ class ProfileRelease(models.Model):
 # and gate publishing (releases.versions.version_publish).
 
 ROUTING_TEST_EXPECT_KEYS = ("intent", "agent", "method", "next_state", "goal", "status")
+# What the conversation must show after a message (routing.stack): events that occur, the repair pattern it reads as,
+# the conversation's state after it ("" for none), intents among its requests.
+ROUTING_TEST_CONVERSATION_KEYS = ("events", "repair", "state_after", "topics")
+ROUTING_TEST_KEYS = (*ROUTING_TEST_EXPECT_KEYS, *ROUTING_TEST_CONVERSATION_KEYS)
+ROUTING_TEST_LIST_KEYS = ("events", "topics")
+ROUTING_TEST_EVENTS = ("opened", "pushed", "resumed", "bound", "closed", "cancelled", "expired", "queued")
+ROUTING_TEST_MAX_TURNS = 10  # earlier turns of a conversation test, before its own message
+TURN_KEYS = ("message", "expect")
+
+Where = tuple[int | str, ...]  # where a problem of a test's turns is: (), (2,), (2, "message"), (2, "expect", "events")
+
+
+def routing_test_expect_problems(expect: object) -> list[tuple[str, str]]:
+    """What is wrong with an ``expect`` mapping, each problem with the key it is about (``""``: the mapping)."""
+    if not isinstance(expect, dict) or not expect:
+        return [("", f"must be a mapping of one or more of: {', '.join(ROUTING_TEST_KEYS)}.")]
+    problems: list[tuple[str, str]] = []
+    for key, value in expect.items():
+        if key not in ROUTING_TEST_KEYS:
+            problems.append((key, f"unknown key {key!r} (allowed: {', '.join(ROUTING_TEST_KEYS)})."))
+        elif key in ROUTING_TEST_EXPECT_KEYS and (not isinstance(value, str) or not value.strip()):
+            problems.append((key, "must be a non-empty text."))
+        elif key == "state_after" and not isinstance(value, str):
+            problems.append((key, 'must be a text (the state after the message; "" for none).'))
+        elif key == "repair" and value not in REPAIR_PATTERNS:
+            problems.append((key, f"must be one of: {', '.join(REPAIR_PATTERNS)}."))
+        elif key in ROUTING_TEST_LIST_KEYS:
+            problems += [(key, problem) for problem in _list_problems(key, value)]
+    return problems
+
+
+def _list_problems(key: str, value: object) -> list[str]:
+    if key == "events":
+        if not isinstance(value, list) or not value:
+            return [f"must be a list of one or more of: {', '.join(ROUTING_TEST_EVENTS)}."]
+        return [
+            f"no event {event!r} (events: {', '.join(ROUTING_TEST_EVENTS)})."
+            for event in value
+            if event not in ROUTING_TEST_EVENTS
+        ]
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) and item.strip() for item in value):
+        return ["must be a list of one or more intents."]
+    return []
 
 
 def routing_test_expect_errors(expect: object) -> list[str]:
-    """What is wrong with an ``expect`` mapping (``[]``: nothing): unknown keys are named, values are texts."""
-    if not isinstance(expect, dict) or not expect:
-        return [f"must be a mapping of one or more of: {', '.join(ROUTING_TEST_EXPECT_KEYS)}."]
-    errors = [
-        f"unknown key {key!r} (allowed: {', '.join(ROUTING_TEST_EXPECT_KEYS)})."
-        for key in expect
-        if key not in ROUTING_TEST_EXPECT_KEYS
+    """What is wrong with an ``expect`` mapping (``[]``: nothing): unknown keys are named, values checked by key —
+    the decision's are texts, ``events`` and ``topics`` lists, ``repair`` a pattern, ``state_after`` a text."""
+    return [
+        problem if problem.startswith("unknown key") or not key else f"{key}: {problem}"
+        for key, problem in routing_test_expect_problems(expect)
     ]
-    errors += [
-        f"{key}: must be a non-empty text."
-        for key, value in expect.items()
-        if key in ROUTING_TEST_EXPECT_KEYS and (not isinstance(value, str) or not value.strip())
-    ]
-    return errors
+
+
+def routing_test_turns_problems(turns: object, *, max_chars: int) -> list[tuple[Where, str]]:
+    """What is wrong with a test's earlier turns — a list of at most :data:`ROUTING_TEST_MAX_TURNS` mappings of a
+    ``message`` (a text within ``max_chars``, the profile's input limit) and an optional ``expect`` — each problem
+    with where it is (:data:`Where`)."""
+    if not isinstance(turns, list):
+        return [((), "must be a list of turns, each a message and, optionally, what its decision must be.")]
+    problems: list[tuple[Where, str]] = []
+    if len(turns) > ROUTING_TEST_MAX_TURNS:
+        problems.append(((), f"at most {ROUTING_TEST_MAX_TURNS} turns before the test's message ({len(turns)} given)."))
+    for n, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            problems.append(((n,), "must be a mapping with message and, optionally, expect."))
+            continue
+        problems += [
+            ((n, key), f"unknown key {key!r} (allowed: {', '.join(TURN_KEYS)}).")
+            for key in turn
+            if key not in TURN_KEYS
+        ]
+        message = turn.get("message")
+        if not isinstance(message, str) or not message.strip():
+            problems.append(((n, "message"), "required text."))
+        elif len(message) > max_chars:
+            problems.append(
+                ((n, "message"), f"longer than the profile's limit of {max_chars} characters ({len(message)}).")
+            )
+        if "expect" in turn:
+            problems += [
+                ((n, "expect", key) if key else (n, "expect"), problem)
+                for key, problem in routing_test_expect_problems(turn["expect"])
+            ]
+    return problems
+
+
+def turns_where(where: Where) -> str:
+    """``(1, "expect", "events")`` → ``turns[1].expect.events``."""
+    return "turns" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in where)
+
+
+def routing_test_input_limit(profile: Any) -> int:
+    """The longest message ``profile`` takes (its guardrails' ``max_input_chars``, else ``MAX_INPUT_CHARS``): a
+    conversation test's turns are bounded by it."""
+    guardrails = getattr(profile, "guardrails", None) or {}
+    return int(guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS))
 
 
 class RoutingTestCase(models.Model):
     """A saved routing test: for ``message`` (in ``state``, with ``active_specialist`` answering), the profile
-    must decide what ``expect`` names — any of intent, agent, method, next_state, goal, status."""
+    must decide what ``expect`` names — any of intent, agent, method, next_state, goal, status, and what the
+    conversation shows: events, repair, state_after, topics. With ``turns`` it is a short conversation: those
+    messages come first, in order, each checked against its own ``expect`` when it has one."""
 
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="routing_tests")
     name = models.CharField(max_length=200, help_text="e.g. fatura alta")
-    message = models.TextField(help_text="The user's message.")
+    message = models.TextField(help_text="The user's message (in a conversation, its last one).")
     state = models.CharField(
         max_length=100, blank=True, help_text="The conversation's state, e.g. WAITING_PAYMENT_CONFIRMATION."
     )
@@ -574,7 +657,14 @@ class RoutingTestCase(models.Model):
     expect = models.JSONField(
         default=dict,
         help_text='What the decision must be, e.g. {"intent": "billing_invoice_explanation", "agent": '
-        '"billing_agent", "method": "keyword"}; keys: ' + ", ".join(ROUTING_TEST_EXPECT_KEYS) + ".",
+        '"billing_agent", "method": "keyword"}; keys: ' + ", ".join(ROUTING_TEST_KEYS) + ".",
+    )
+    turns = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The customer's messages before this one, oldest first (at most "
+        f'{ROUTING_TEST_MAX_TURNS}): a list of {{"message": …, "expect": {{…}}}}, expect optional; empty for '
+        "a single message.",
     )
     enabled = models.BooleanField(default=True, help_text="Disabled tests neither run nor gate publishing.")
     # A test made from a stored customer message ("Add as routing test case"): which message, and what was decided for
@@ -610,6 +700,11 @@ class RoutingTestCase(models.Model):
             problems = routing_test_expect_errors(self.expect)
             if problems:
                 errors["expect"] = [f"expect: {problem}" for problem in problems]
+        if not exclude or "turns" not in exclude:
+            limit = routing_test_input_limit(self.profile if self.profile_id else None)
+            found = routing_test_turns_problems(self.turns, max_chars=limit)
+            if found:
+                errors["turns"] = [f"{turns_where(where)}: {problem}" for where, problem in found]
         if errors:
             raise ValidationError(errors)
 
