@@ -16,29 +16,43 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from django.utils import timezone
 from rest_framework import status
 
-from agents.models import UsagePurpose
+from agents.models import AgentProfile, UsagePurpose
 from agents.services import model_usage_record
 from agents.usage import TurnUsage, usage_counting
 from common.errors import DomainError, NotFound
 from releases.configio.exporter import dump
 from releases.configio.source import Problems, Source, load
 from routing import snapshot
-from routing.decide import delegated_of, route_decide
+from routing.decide import delegated_of, delegation_active, route_decide
 from routing.documents import profile_compile, profile_documents
 from routing.goal_decide import GENERAL, goal_decide
 from routing.goals import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
-from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, RoutingVersion, routing_test_expect_errors
+from routing.models import (
+    ROUTING_TEST_CONVERSATION_KEYS,
+    ROUTING_TEST_EXPECT_KEYS,
+    ROUTING_TEST_KEYS,
+    ROUTING_TEST_LIST_KEYS,
+    RoutingTestCase,
+    RoutingVersion,
+    routing_test_expect_problems,
+    routing_test_input_limit,
+    routing_test_turns_problems,
+)
+from routing.router import RouteDecision
 from routing.selectors import live_version
 from routing.specs import ProfileSpec
+from routing.stack import DELEGATION, STATE, STORED_KINDS, Frame, StackStep, conversation_decide
+from routing.stack_replay import flow_of
 
 CONCURRENCY = 8  # cases decided at once: the classifier or goal mode may call a model
 FIRST_FAILURES = 5  # failures kept in a summary and named in the gate's message
@@ -46,14 +60,27 @@ DRAFT, LIVE = "draft", "live"
 
 
 @dataclass(frozen=True)
+class CaseTurn:
+    """An earlier turn of a conversation test: the customer's message and what it must show (``{}``: not checked)."""
+
+    message: str
+    expect: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"message": self.message, **({"expect": dict(self.expect)} if self.expect else {})}
+
+
+@dataclass(frozen=True)
 class Case:
-    """One saved routing test, as plain data."""
+    """One saved routing test, as plain data; with ``turns``, a short conversation whose last message is
+    ``message``."""
 
     name: str
     message: str
-    expect: Mapping[str, str]
+    expect: Mapping[str, Any]
     state: str = ""
     active_specialist: str = ""
+    turns: tuple[CaseTurn, ...] = ()
 
     @classmethod
     def of(cls, row: RoutingTestCase) -> Case:
@@ -63,19 +90,34 @@ class Case:
             expect=dict(row.expect),
             state=row.state,
             active_specialist=row.active_specialist,
+            turns=tuple(CaseTurn(str(turn["message"]), dict(turn.get("expect") or {})) for turn in row.turns or ()),
         )
 
     @property
     def wants_goal(self) -> bool:
         return "goal" in self.expect or "status" in self.expect
 
+    @property
+    def is_conversation(self) -> bool:
+        """Played through the conversation stack: it has earlier turns, or expects what only the stack shows."""
+        return bool(self.turns) or any(key in self.expect for key in ROUTING_TEST_CONVERSATION_KEYS)
+
+
+def value_text(value: Any) -> str:
+    """An expected or actual value in a sentence: ``(none)`` for nothing, a list as ``[a, b]``."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return str(value) if value else "(none)"
+
 
 @dataclass(frozen=True)
-class CaseResult:
-    """A case's outcome: the actual decision (every expectable key), why, and the expectations it missed."""
+class TurnResult:
+    """An earlier turn of a conversation test as played: its place (1: the first message), what was decided and
+    shown, why, and the expectations it missed."""
 
-    case: Case
-    actual: Mapping[str, str]
+    number: int
+    turn: CaseTurn
+    actual: Mapping[str, Any]
     reason: str
     failed: tuple[str, ...]
 
@@ -83,14 +125,61 @@ class CaseResult:
     def passed(self) -> bool:
         return not self.failed
 
-    def failure_text(self) -> str:
-        """``fatura alta: expected intent=X, agent=Y; got intent=Z, agent=W (reason)``."""
-        expected = ", ".join(f"{key}={self.case.expect[key]}" for key in self.failed)
-        got = ", ".join(f"{key}={self.actual.get(key) or '(none)'}" for key in self.failed)
-        return f"{self.case.name}: expected {expected}; got {got} ({self.reason})"
-
     def as_dict(self) -> dict[str, Any]:
         return {
+            "turn": self.number,
+            "message": self.turn.message,
+            "expect": dict(self.turn.expect),
+            "passed": self.passed,
+            "actual": dict(self.actual),
+            "reason": self.reason,
+            "failed": list(self.failed),
+        }
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """A case's outcome: the actual decision for its message (every expectable key), why, and the expectations it
+    missed; a conversation's earlier turns as played (``turns``): it passes when every turn does."""
+
+    case: Case
+    actual: Mapping[str, Any]
+    reason: str
+    failed: tuple[str, ...]
+    turns: tuple[TurnResult, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed and all(turn.passed for turn in self.turns)
+
+    @property
+    def played(self) -> tuple[TurnResult, ...]:
+        """Every turn of a conversation test as played, its own message last (``()`` for a single message)."""
+        if not self.case.turns:
+            return ()
+        own = TurnResult(
+            len(self.turns) + 1, CaseTurn(self.case.message, self.case.expect), self.actual, self.reason, self.failed
+        )
+        return (*self.turns, own)
+
+    @property
+    def failing_turn(self) -> int | None:
+        """The first turn that failed (the case's own message is turn ``len(turns) + 1``), ``None`` when passed."""
+        earlier = next((turn.number for turn in self.turns if not turn.passed), None)
+        return earlier if earlier is not None else (len(self.turns) + 1 if self.failed else None)
+
+    def failure_text(self) -> str:
+        """``fatura alta: expected intent=X, agent=Y; got intent=Z, agent=W (reason)``; a conversation's names the
+        first turn that failed: ``cancelar: turn 2 of 3 (“deixa pra lá”): expected …``."""
+        number = self.failing_turn
+        if not self.case.turns or number is None or number > len(self.turns):
+            return f"{self.case.name}: {_missed(self.case.expect, self.actual, self.failed, self.reason)}"
+        turn = self.turns[number - 1]
+        where = f"turn {number} of {len(self.turns) + 1} (“{turn.turn.message}”)"
+        return f"{self.case.name}: {where}: {_missed(turn.turn.expect, turn.actual, turn.failed, turn.reason)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        shown = {
             "name": self.case.name,
             "message": self.case.message,
             "expect": dict(self.case.expect),
@@ -99,6 +188,15 @@ class CaseResult:
             "reason": self.reason,
             "failed": list(self.failed),
         }
+        if self.case.turns:  # a conversation: its earlier turns, and which one failed first
+            shown.update(turns=[turn.as_dict() for turn in self.turns], failing_turn=self.failing_turn)
+        return shown
+
+
+def _missed(expect: Mapping[str, Any], actual: Mapping[str, Any], failed: Sequence[str], reason: str) -> str:
+    expected = ", ".join(f"{key}={value_text(expect[key])}" for key in failed)
+    got = ", ".join(f"{key}={value_text(actual.get(key))}" for key in failed)
+    return f"expected {expected}; got {got} ({reason})"
 
 
 @dataclass(frozen=True)
@@ -159,10 +257,16 @@ class TestRun:
         }
 
 
-def _matches(key: str, expected: str, actual: Mapping[str, str]) -> bool:
+def _matches(key: str, expected: Any, actual: Mapping[str, Any]) -> bool:
     if key == "goal":  # a goal may be named alone (TOP_MOVERS) or with its domain (finance.TOP_MOVERS)
         return expected in (actual.get("goal", ""), actual.get("goal_name", ""))
+    if key in ROUTING_TEST_LIST_KEYS:  # each event or topic named must be among what occurred
+        return set(expected) <= set(actual.get(key) or ())
     return expected == actual.get(key, "")
+
+
+def _misses(expect: Mapping[str, Any], actual: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(key for key, value in expect.items() if not _matches(key, value, actual))
 
 
 async def _decide(profile: ProfileSpec, case: Case) -> tuple[dict[str, str], str]:
@@ -189,6 +293,131 @@ async def _decide(profile: ProfileSpec, case: Case) -> tuple[dict[str, str], str
     return actual, routed.reason
 
 
+# -- a conversation, turn by turn ------------------------------------------------------------------------------
+
+
+@dataclass
+class Conversation:
+    """What a conversation carries from one message to the next, as the conversation's row does in the chat: the
+    stored frames (state and queued requests), the state, the active specialist and its intent, goal mode's goal
+    state and the context a correction changed."""
+
+    frames: list[Frame]
+    state: str
+    agent: str
+    intent: str = ""
+    goal_state: dict[str, Any] | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+
+    def frames_live(self, delegated: str) -> list[Frame]:
+        """The frames a message finds (as ``conversations.stack_turn.frames_live`` reads them from the row): the
+        stored ones whose state is still the conversation's, a frame for a state none holds, and an open
+        delegation on top."""
+        frames = [frame for frame in self.frames if frame.kind != STATE or frame.name == self.state]
+        if self.state and not any(frame.kind == STATE for frame in frames):
+            frames.append(Frame(kind=STATE, name=self.state, agent=self.agent, intent=self.intent))
+        if delegated:
+            frames.append(Frame(kind=DELEGATION, name=delegated, agent=delegated, intent=self.intent))
+        return frames
+
+    def carry(self, profile: ProfileSpec, decision: RouteDecision, step: StackStep | None, delegated: str) -> None:
+        """The row after the message (``conversations.graph.routing_decision`` and ``turn_store.turn_persist``):
+        the step's frames are stored; unless the decision keeps the conversation (small talk, a repeat), the state
+        is the topmost state frame's (the decision's own without a stack) and its specialist and intent are the
+        active ones — under a coordinator, the open delegation's specialist, else the coordinator."""
+        if step is not None:
+            self.frames = [frame for frame in step.frames if frame.kind in STORED_KINDS]
+            self.context.update(step.corrected)
+        if decision.keeps_conversation:
+            return
+        if step is not None:
+            self.state = next((frame.name for frame in reversed(self.frames) if frame.kind == STATE), "")
+        else:
+            self.state = decision.next_state or ""
+        if delegation_active(profile):
+            ended = step is not None and step.cancelled is not None and step.cancelled.kind == DELEGATION
+            self.agent = delegated if delegated and not ended else profile.coordinator
+        else:
+            self.agent = decision.agents[0] if decision.is_plan else decision.agent
+        self.intent = decision.plan[0].intent if decision.plan else decision.intent
+
+
+async def _turn(
+    profile: ProfileSpec, talk: Conversation, text: str, expect: Mapping[str, Any], number: int, now: Any
+) -> tuple[dict[str, Any], str]:
+    """One message of a conversation test, decided as the chat decides it (goal mode's reading with the goal
+    state, else :func:`routing.stack.conversation_decide` with the frames), and what it shows; ``talk`` carries
+    the conversation on."""
+    actual: dict[str, Any] = {**dict.fromkeys(ROUTING_TEST_KEYS, ""), "events": [], "topics": []}
+    step: StackStep | None = None
+    delegated = ""
+    if profile.effective_mode == GOAL_MODE or "goal" in expect or "status" in expect:
+        read = await goal_decide(profile=profile, text=text, goal_state=talk.goal_state)
+        talk.goal_state = read.goal_state
+        actual["status"] = read.status
+        if read.status != GENERAL:
+            output = read.intent_output
+            goal = f"{output.primary_domain}.{output.goal}" if output.goal else ""
+            actual.update(goal=goal, goal_name=output.goal, intent=goal, agent=GOAL_AGENT, method=GOAL_METHOD)
+            talk.state, talk.agent, talk.intent = "", GOAL_AGENT, goal  # a goal's decision sets no state
+            return actual, read.reason
+        decision = await route_decide(
+            profile=profile, text=text, state=talk.state or None, active_agent=talk.agent, active_intent=talk.intent
+        )
+    else:
+        delegated = delegated_of(profile, talk.agent)
+        decision, step = await conversation_decide(
+            profile=profile,
+            text=text,
+            frames=talk.frames_live(delegated),
+            turn=number,
+            now=now,
+            active_agent=talk.agent,
+            active_intent=talk.intent,
+            delegated_to=delegated,
+            delegated_intent=talk.intent if delegated else "",
+            context=talk.context,
+        )
+        actual.update(
+            events=[event["event"] for event in step.events],
+            repair=step.repair.pattern if step.repair else "",
+            topics=[topic["intent"] for topic in step.topics],
+        )
+    talk.carry(profile, decision, step, delegated)
+    actual.update(
+        intent=decision.intent or "",
+        agent=decision.agent or "",
+        method=decision.method,
+        next_state=decision.next_state or "",
+        state_after=talk.state,
+    )
+    return actual, decision.reason
+
+
+async def _play(profile: ProfileSpec, case: Case) -> CaseResult:
+    """A conversation test: its earlier turns in order, then its message, each checked against its expectations."""
+    # A conversation found in a state has that flow open, as the route preview reads one.
+    opened = [flow_of(profile, case.state, case.active_specialist)] if case.state else []
+    talk = Conversation(
+        frames=opened, state=case.state, agent=case.active_specialist, intent=opened[0].intent if opened else ""
+    )
+    now = timezone.now()
+    turns = []
+    for number, turn in enumerate(case.turns, 1):
+        actual, reason = await _turn(profile, talk, turn.message, turn.expect, number, now)
+        failed = _misses(turn.expect, actual)
+        turns.append(TurnResult(number, turn, _shown(actual), reason, failed))
+    actual, reason = await _turn(profile, talk, case.message, case.expect, len(case.turns) + 1, now)
+    failed = _misses(case.expect, actual)
+    return CaseResult(case, _shown(actual), reason, failed, tuple(turns))
+
+
+def _shown(actual: dict[str, Any]) -> dict[str, Any]:
+    """What a result shows of the decision: ``goal_name`` is only matched (a goal named without its domain)."""
+    actual.pop("goal_name", None)
+    return actual
+
+
 async def routing_tests_run_async(profile: ProfileSpec, cases: Sequence[Case]) -> TestRun:
     """:func:`routing_tests_run` for async callers; the model calls the cases made are counted in the run's
     ``usage``, which the caller stores (:func:`agents.services.model_usage_record`)."""
@@ -197,10 +426,11 @@ async def routing_tests_run_async(profile: ProfileSpec, cases: Sequence[Case]) -
 
     async def one(case: Case) -> CaseResult:
         async with gate:
+            if case.is_conversation:
+                return await _play(profile, case)
             actual, reason = await _decide(profile, case)
-        failed = tuple(key for key, value in case.expect.items() if not _matches(key, value, actual))
-        actual.pop("goal_name", None)
-        return CaseResult(case=case, actual=actual, reason=reason, failed=failed)
+        failed = _misses(case.expect, actual)
+        return CaseResult(case=case, actual=_shown(actual), reason=reason, failed=failed)
 
     with usage_counting(usage):  # the cases' tasks carry the context: their model calls add to it
         results = list(await asyncio.gather(*(one(case) for case in cases)))
@@ -358,12 +588,22 @@ class RoutingTestsFileError(DomainError):
         self.problems = problems
 
 
-CASE_KEYS = ("name", "message", "state", "active_specialist", "expect")
+CASE_KEYS = ("name", "message", "state", "active_specialist", "turns", "expect")
+InputLimit = Callable[[str], int]  # a profile's agent_id → the longest message it takes
 
 
-def routing_tests_parse(text: str, *, name: str = "tests.yaml") -> tuple[str, list[Case]]:
+def profile_input_limit(agent_id: str) -> int:
+    """The longest message the profile ``agent_id`` takes (the platform's limit for a profile not found): what a
+    conversation test's turns are bounded by."""
+    return routing_test_input_limit(AgentProfile.objects.filter(agent_id=agent_id).only("guardrails").first())
+
+
+def routing_tests_parse(
+    text: str, *, name: str = "tests.yaml", input_limit: InputLimit = profile_input_limit
+) -> tuple[str, list[Case]]:
     """The profile's agent_id and the cases of a routing tests file; :class:`RoutingTestsFileError` names the line
-    and field of every problem."""
+    and field of every problem. A conversation test's turns are bounded by the profile's input limit
+    (``input_limit``, asked once, and only when the file has turns)."""
 
     problems = Problems()
     root = load(Source(name, text), problems)
@@ -383,13 +623,20 @@ def routing_tests_parse(text: str, *, name: str = "tests.yaml") -> tuple[str, li
                     problems.add(root, "profile: required text (the profile's agent_id).")
             else:
                 agent_id = root.value["profile"].strip()
+            limits: list[int] = []
+
+            def limit() -> int:
+                if not limits:
+                    limits.append(input_limit(agent_id))
+                return limits[0]
+
             tests = root.child("tests") if "tests" in root.value else None
             if tests is None or not isinstance(tests.value, list):
                 problems.add(tests or root, ("" if tests else "tests: ") + "required list of tests.")
             else:
                 seen: dict[str, int] = {}
                 for item in tests.elements():
-                    case = _case(item, problems)
+                    case = _case(item, problems, limit)
                     if case is None:
                         continue
                     if case.name in seen:
@@ -403,7 +650,7 @@ def routing_tests_parse(text: str, *, name: str = "tests.yaml") -> tuple[str, li
     return agent_id, cases
 
 
-def _case(item: Any, problems: Any) -> Case | None:
+def _case(item: Any, problems: Any, limit: Callable[[], int]) -> Case | None:
     if not isinstance(item.value, dict):
         problems.add(item, "must be a mapping with name, message and expect.")
         return None
@@ -427,15 +674,13 @@ def _case(item: Any, problems: Any) -> Case | None:
     if "expect" not in item.value:
         problems.add(item, "expect: required mapping.")
     else:
-        expect = item.child("expect")
-        if not isinstance(expect.value, dict):
-            problems.add(expect, "must be a mapping.")
-        else:
-            for key in expect.value:
-                for error in routing_test_expect_errors({key: expect.value[key]}):
-                    problems.add(expect.child(key), error.removeprefix(f"{key}: "))
-            if not expect.value:
-                problems.add(expect, routing_test_expect_errors({})[0])
+        _expect_checked(item.child("expect"), problems)
+    turns = item.child("turns") if item.value.get("turns") is not None else None
+    if turns is not None:
+        max_chars = limit() if isinstance(turns.value, list) and turns.value else 0
+        for where, problem in routing_test_turns_problems(turns.value, max_chars=max_chars):
+            node, rest = _deepest(turns, where)
+            problems.add(node, (f"{'.'.join(map(str, rest))}: " if rest else "") + problem)
     if len(problems.errors) > before:
         return None
     return Case(
@@ -443,8 +688,43 @@ def _case(item: Any, problems: Any) -> Case | None:
         message=values["message"],
         state=values["state"],
         active_specialist=values["active_specialist"],
-        expect={key: str(value).strip() for key, value in item.value["expect"].items()},
+        expect=_expect_read(item.value["expect"]),
+        turns=tuple(
+            CaseTurn(turn["message"].strip(), _expect_read(turn.get("expect") or {}))
+            for turn in (turns.value if turns is not None else ())
+        ),
     )
+
+
+def _expect_checked(expect: Any, problems: Any) -> None:
+    """An ``expect`` mapping's problems, each at the key it is about."""
+    if not isinstance(expect.value, dict):
+        problems.add(expect, "must be a mapping.")
+        return
+    for key, problem in routing_test_expect_problems(expect.value):
+        problems.add(expect.child(key) if key in expect.value else expect, problem)
+
+
+def _deepest(node: Any, where: Sequence[int | str]) -> tuple[Any, list[int | str]]:
+    """The node at ``where`` as far as the file has it, and the rest of the path (a key it lacks)."""
+    for n, part in enumerate(where):
+        inside = node.value if isinstance(node.value, (dict, list)) else ()
+        if isinstance(inside, dict) and part not in inside:
+            return node, list(where[n:])
+        if isinstance(inside, list) and not (isinstance(part, int) and part < len(inside)):
+            return node, list(where[n:])
+        if not inside:
+            return node, list(where[n:])
+        node = node.child(part)
+    return node, []
+
+
+def _expect_read(expect: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``expect`` mapping as a case keeps it: texts stripped, events and topics as lists of texts."""
+    return {
+        key: [str(item).strip() for item in value] if key in ROUTING_TEST_LIST_KEYS else str(value).strip()
+        for key, value in expect.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -465,6 +745,7 @@ def routing_tests_load(*, profile: Any, cases: Sequence[Case], replace: bool = F
             "message": case.message,
             "state": case.state,
             "active_specialist": case.active_specialist,
+            "turns": [turn.as_dict() for turn in case.turns],
             "expect": dict(case.expect),
             "enabled": True,
         }
@@ -489,11 +770,23 @@ def routing_tests_dump(profile: Any) -> str:
 
     tests = []
     for case in routing_tests_saved(profile):
-        item: dict[str, Any] = {"name": case.name, "message": case.message}
+        item: dict[str, Any] = {"name": case.name}
+        if not case.turns:
+            item["message"] = case.message
         if case.state:
             item["state"] = case.state
         if case.active_specialist:
             item["active_specialist"] = case.active_specialist
-        item["expect"] = {key: case.expect[key] for key in ROUTING_TEST_EXPECT_KEYS if key in case.expect}
+        if case.turns:  # a conversation reads in its order: where it starts, the earlier turns, its last message
+            item["turns"] = [
+                {"message": turn.message, **({"expect": _expect_ordered(turn.expect)} if turn.expect else {})}
+                for turn in case.turns
+            ]
+            item["message"] = case.message
+        item["expect"] = _expect_ordered(case.expect)
         tests.append(item)
     return dump({"profile": profile.agent_id, "tests": tests})
+
+
+def _expect_ordered(expect: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: expect[key] for key in ROUTING_TEST_KEYS if key in expect}

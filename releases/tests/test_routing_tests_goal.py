@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from agents.models import AgentProfile, McpServer
 from common.config_version import config_version_bump
-from releases.routing_tests import Case, routing_tests_run, routing_tests_spec
+from releases.routing_tests import Case, CaseTurn, routing_tests_run, routing_tests_spec
 from tests.demo_snapshot import demo_seed
 
 
@@ -56,3 +56,20 @@ def test_a_goal_mode_profile_decides_every_case_with_goal_decide(finance):
 
     assert result.passed, result.failure_text()
     assert result.actual["status"] == "plan"
+
+
+def test_a_goal_conversation_carries_the_goal_state_so_the_answer_to_a_clarification_completes_the_goal(finance):
+    asked = CaseTurn("qual o preço?", {"status": "clarification", "goal": "GET_QUOTE"})
+    conversation = Case(
+        name="preço, depois o ativo",
+        message="da Vale",
+        expect={"status": "plan", "goal": "finance.GET_QUOTE", "state_after": ""},
+        turns=(asked,),
+    )
+    alone = Case(name="só o ativo", message="da Vale", expect={"status": "plan", "goal": "finance.GET_QUOTE"})
+
+    played, single = routing_tests_run(routing_tests_spec(finance), [conversation, alone]).results
+
+    assert played.passed, played.failure_text()
+    assert played.turns[0].actual["status"] == "clarification"
+    assert not single.passed and single.actual["status"] == "general"  # alone, "da Vale" is no quote

@@ -186,3 +186,147 @@ def test_the_command_refuses_an_unknown_profile_version_or_file(telecom, tmp_pat
     bad.write_text(FAILING.replace("intent: support_request", "intnt: support_request"), encoding="utf-8")
     with pytest.raises(CommandError, match=r"bad.yaml:8: tests\[1\].expect.intnt: unknown key"):
         run_command("--profile", "telecom_contas", "--file", str(bad))
+
+
+# -- conversations ----------------------------------------------------------------------------------------------
+
+CONVERSATION = """\
+profile: telecom_contas
+tests:
+  - name: pergunta no meio do pagamento
+    state: WAITING_PAYMENT_CONFIRMATION
+    active_specialist: billing_agent
+    turns:
+      - message: "antes disso, cadê meu pedido?"
+        expect: {intent: retail_order_tracking, events: [pushed, resumed]}
+      - message: "obrigado!"
+    message: "sim"
+    expect: {agent: billing_agent, events: [bound], state_after: "", repair: cancel, topics: [a, b]}
+"""
+
+
+def test_a_conversation_test_is_read_with_its_turns_and_their_expectations(telecom):
+    _, (case,) = routing_tests_parse(CONVERSATION)
+
+    side, thanks = case.turns
+    assert (side.message, side.expect) == (
+        "antes disso, cadê meu pedido?",
+        {"intent": "retail_order_tracking", "events": ["pushed", "resumed"]},
+    )
+    assert (thanks.message, thanks.expect) == ("obrigado!", {})
+    assert case.expect == {
+        "agent": "billing_agent",
+        "events": ["bound"],
+        "state_after": "",
+        "repair": "cancel",
+        "topics": ["a", "b"],
+    }
+
+
+def test_an_exported_conversation_imports_back_the_same(telecom):
+    _, cases = routing_tests_parse(CONVERSATION + TESTS.removeprefix("profile: telecom_contas\ntests:\n"))
+    routing_tests_load(profile=telecom, cases=cases)
+
+    text = routing_tests_dump(telecom)
+    again = routing_tests_parse(text)
+
+    assert again == ("telecom_contas", sorted(cases, key=lambda case: case.name))
+    saved = RoutingTestCase.objects.get(profile=telecom, name="pergunta no meio do pagamento")
+    assert saved.turns == [
+        {
+            "message": "antes disso, cadê meu pedido?",
+            "expect": {"intent": "retail_order_tracking", "events": ["pushed", "resumed"]},
+        },
+        {"message": "obrigado!"},
+    ]
+    assert text.index("turns:") < text.index("message: sim")  # the conversation reads in its order
+    routing_tests_load(profile=telecom, cases=again[1])
+    assert routing_tests_dump(telecom) == text
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (
+            (
+                CONVERSATION[CONVERSATION.index("    turns:") : CONVERSATION.index('    message: "sim"')],
+                "    turns: oops\n",
+            ),
+            "tests.yaml:6: tests[0].turns: must be a list of turns",
+        ),
+        (
+            ('      - message: "obrigado!"\n', "      - {expect: {intent: x}}\n"),
+            "tests.yaml:9: tests[0].turns[1]: message: required text.",
+        ),
+        (("[pushed, resumed]", "[pushed, resumd]"), "tests.yaml:8: tests[0].turns[0].expect.events: no event 'resumd'"),
+        (
+            ("[pushed, resumed]", "pushed"),
+            "tests.yaml:8: tests[0].turns[0].expect.events: must be a list of one or more of: opened,",
+        ),
+        (
+            ('      - message: "obrigado!"', '      - mesage: "obrigado!"'),
+            "tests.yaml:9: tests[0].turns[1].mesage: unknown key 'mesage' (allowed: message, expect).",
+        ),
+        (
+            ("repair: cancel", "repair: undo"),
+            "tests.yaml:11: tests[0].expect.repair: must be one of: cancel, correct, repeat, skip, already_told.",
+        ),
+        (('state_after: ""', "state_after: [x]"), "tests.yaml:11: tests[0].expect.state_after: must be a text"),
+        (
+            ("topics: [a, b]", "topics: []"),
+            "tests.yaml:11: tests[0].expect.topics: must be a list of one or more intents.",
+        ),
+        (
+            ("intent: retail_order_tracking, events", "intnt: x, events"),
+            "tests.yaml:8: tests[0].turns[0].expect.intnt: unknown key 'intnt'",
+        ),
+    ],
+)
+def test_a_bad_conversation_is_refused_naming_the_line_and_the_field(telecom, change, problem):
+    with pytest.raises(RoutingTestsFileError) as caught:
+        routing_tests_parse(CONVERSATION.replace(*change))
+
+    assert any(line.startswith(problem) for line in caught.value.problems), caught.value.problems
+
+
+def test_a_conversation_is_bounded_in_turns_and_each_message_by_the_profiles_input_limit(telecom):
+    eleven = "".join(f"      - message: oi {n}\n" for n in range(11))
+    too_many = CONVERSATION.replace("    turns:\n", "    turns:\n" + eleven)
+    telecom.guardrails = {"max_input_chars": 29}
+    telecom.save(update_fields=["guardrails"])
+    too_long = CONVERSATION.replace("obrigado!", "obrigado! " * 3)
+
+    with pytest.raises(RoutingTestsFileError) as many:
+        routing_tests_parse(too_many)
+    with pytest.raises(RoutingTestsFileError) as long:
+        routing_tests_parse(too_long)
+
+    assert any(
+        "tests[0].turns: at most 10 turns before the test's message (13 given)." in line for line in many.value.problems
+    )
+    assert long.value.problems == [
+        "tests.yaml:9: tests[0].turns[1].message: longer than the profile's limit of 29 characters (30)."
+    ]
+    assert not RoutingTestCase.objects.filter(profile=telecom).exists()
+
+
+def test_the_command_names_the_turn_a_conversation_failed_at_and_reports_each_turn(telecom, tmp_path):
+    tests = tmp_path / "tests.yaml"
+    tests.write_text(
+        CONVERSATION.replace("intent: retail_order_tracking", "intent: product_information"), encoding="utf-8"
+    )
+    report = tmp_path / "junit.xml"
+
+    output, status = run_command("--profile", "telecom_contas", "--file", str(tests), "--junit", str(report))
+
+    assert status == 1
+    assert output.startswith(
+        "FAIL pergunta no meio do pagamento: turn 1 of 3 (“antes disso, cadê meu pedido?”): "
+        "expected intent=product_information; got intent=retail_order_tracking ("
+    )
+    failure = ElementTree.parse(report).getroot().find("testsuite/testcase/failure")  # noqa: S314 (our file)
+    assert failure is not None
+    lines = failure.text.splitlines()
+    assert lines[0] == "turn 1 (FAIL): antes disso, cadê meu pedido?"
+    assert "  intent: expected 'product_information', got 'retail_order_tracking'" in lines
+    assert "turn 2 (pass): obrigado!" in lines and any(line.startswith("turn 3 (") for line in lines)

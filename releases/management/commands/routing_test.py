@@ -4,7 +4,9 @@ tests, one line per failure, ``N passed, M failed``, exit status 1 on any failur
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 from django.core.management.base import BaseCommand, CommandError
@@ -42,11 +44,20 @@ def junit_xml(run: TestRun, *, suite: str) -> bytes:
         case = ElementTree.SubElement(tests, "testcase", classname=suite, name=result.case.name)
         if not result.passed:
             failure = ElementTree.SubElement(case, "failure", message=result.failure_text())
-            expected = [
-                f"{key}: expected {want!r}, got {result.actual.get(key)!r}" for key, want in result.case.expect.items()
-            ]
-            failure.text = "\n".join([f"message: {result.case.message}", *expected, f"reason: {result.reason}"])
+            if not result.case.turns:
+                lines = [f"message: {result.case.message}", *_checks(result.case.expect, result.actual)]
+                failure.text = "\n".join([*lines, f"reason: {result.reason}"])
+                continue
+            lines = []
+            for turn in result.played:  # a conversation: each turn, passed or not
+                lines += [f"turn {turn.number} ({'pass' if turn.passed else 'FAIL'}): {turn.turn.message}"]
+                lines += [f"  {line}" for line in (*_checks(turn.turn.expect, turn.actual), f"reason: {turn.reason}")]
+            failure.text = "\n".join(lines)
     return ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def _checks(expect: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
+    return [f"{key}: expected {want!r}, got {actual.get(key)!r}" for key, want in expect.items()]
 
 
 class Command(BaseCommand):
