@@ -1,7 +1,8 @@
 """Saved routing tests in the admin: routing editors write cases per profile — what the decision must be as fields
-(:class:`routing.forms.RoutingTestCaseForm`) — and run them against the profile's draft or its live version before
-they publish: failures first, each case's pass or fail with the actual decision and its reason, the confusion matrix
-of intents, and precision and recall per intent."""
+(:class:`routing.forms.RoutingTestCaseForm`), and for a short conversation the earlier turns, a line each — and run
+them against the profile's draft or its live version before they publish: failures first, each case's pass or fail
+with the actual decision and its reason (a failing conversation turn by turn), the confusion matrix of intents, and
+precision and recall per intent."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ from releases.routing_tests import (
     LIVE,
     CaseResult,
     TestRun,
+    TurnResult,
     routing_tests_run,
     routing_tests_saved,
     routing_tests_spec,
+    value_text,
 )
 from routing.forms import SOURCE_FIELDS, RoutingTestCaseForm, expect_field, expect_keys_shown
-from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase
+from routing.models import ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_EXPECT_KEYS, ROUTING_TEST_KEYS, RoutingTestCase
 
 SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
 SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}
@@ -41,6 +44,15 @@ FAILURES_NAMED = 5  # failing tests the summary sentence names
 TEST_FIELDS = ["profile", "name", "message", "state", "active_specialist", "enabled", *SOURCE_FIELDS]
 EXPECT_SECTION = "What the decision must be"
 EXPECT_SECTION_HELP = "Leave a field blank not to check it."
+TURNS_SECTION = "A conversation (optional)"
+TURNS_SECTION_HELP = (
+    "The customer's messages before the test's message: they are played first, in order, as the chat plays them "
+    "(flows opened, put aside and resumed), and each is checked where its line says what must come of it."
+)
+CONVERSATION_SECTION = "What the conversation must show"
+CONVERSATION_SECTION_HELP = "For the test's message: what happens to the conversation's open flows and its requests."
+# A turn that checks nothing shows what was decided, in these terms.
+TURN_SHOWN = ("intent", "agent", "method", "state_after", "events")
 
 
 class CalibrateForm(forms.Form):
@@ -79,9 +91,12 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
             {key: initial[expect_field(key)] for key in ROUTING_TEST_EXPECT_KEYS if initial.get(expect_field(key))}
         )
         keys = expect_keys_shown(profile, expect)
+        conversation = [expect_field(key) for key in ROUTING_TEST_CONVERSATION_KEYS]
         return [
             (None, {"fields": TEST_FIELDS}),
+            (TURNS_SECTION, {"fields": ["turns"], "description": TURNS_SECTION_HELP}),
             (EXPECT_SECTION, {"fields": [expect_field(key) for key in keys], "description": EXPECT_SECTION_HELP}),
+            (CONVERSATION_SECTION, {"fields": conversation, "description": CONVERSATION_SECTION_HELP}),
         ]
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
@@ -101,7 +116,9 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
 
     @admin.display(description="expects")
     def expected(self, obj: RoutingTestCase) -> str:
-        return ", ".join(f"{key}={value}" for key, value in sorted((obj.expect or {}).items()))
+        said = ", ".join(f"{key}={value_text(value)}" for key, value in sorted((obj.expect or {}).items()))
+        turns = len(obj.turns or ())
+        return f"after {turns} earlier turn{'s' if turns > 1 else ''}: {said}" if turns else said
 
     def get_urls(self):
         run = self.admin_site.admin_view(self.run_view)
@@ -165,7 +182,7 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
                     run=run,
                     profile=profile,
                     summary=run_summary(run),
-                    results=[(result, result_checks(result)) for result in results_shown(run, show)],
+                    results=[(result, result_checks(result), turn_rows(result)) for result in results_shown(run, show)],
                     show=show,
                     filters=_filters(request, run, show),
                     intents=sorted(run.confusion),
@@ -186,7 +203,7 @@ def results_shown(run: TestRun, show: str = SHOW_ALL) -> list[CaseResult]:
 
 @dataclass(frozen=True)
 class Check:
-    """One expectation of a case as the results table shows it, in the order of ``ROUTING_TEST_EXPECT_KEYS``."""
+    """One expectation of a case as the results table shows it, in the order of ``ROUTING_TEST_KEYS``."""
 
     key: str
     expected: str
@@ -194,12 +211,37 @@ class Check:
     failed: bool
 
 
-def result_checks(result: CaseResult) -> list[Check]:
-    expect = result.case.expect
+def result_checks(result: CaseResult | TurnResult) -> list[Check]:
+    """A case's (or one of its turns') expectations against what it got."""
+    expect = result.case.expect if isinstance(result, CaseResult) else result.turn.expect
     return [
-        Check(key, expect[key], result.actual.get(key) or "(none)", key in result.failed)
-        for key in (*ROUTING_TEST_EXPECT_KEYS, *sorted(set(expect) - set(ROUTING_TEST_EXPECT_KEYS)))
+        Check(key, value_text(expect[key]), value_text(result.actual.get(key)), key in result.failed)
+        for key in (*ROUTING_TEST_KEYS, *sorted(set(expect) - set(ROUTING_TEST_KEYS)))
         if key in expect
+    ]
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    """An earlier turn of a failing conversation test as the results table shows it: its checks, or what was
+    decided when it checks nothing."""
+
+    turn: TurnResult
+    checks: list[Check]
+    decided: str
+
+
+def turn_rows(result: CaseResult) -> list[TurnRow]:
+    """The earlier turns of a conversation test that failed (a passing one needs no more than its row)."""
+    if result.passed:
+        return []
+    return [
+        TurnRow(
+            turn,
+            result_checks(turn),
+            ", ".join(f"{key}={value_text(turn.actual.get(key))}" for key in TURN_SHOWN),
+        )
+        for turn in result.turns
     ]
 
 

@@ -1,4 +1,4 @@
-"""Admin forms: the keyword rule, a saved routing test's expectation and the route preview.
+"""Admin forms: the keyword rule, a saved routing test's expectation and earlier turns, and the route preview.
 
 The rule "a keyword belongs to one enabled intent per profile" is enforced by
 :func:`routing.services.keywords_validate_unique`; these forms only gather the
@@ -7,6 +7,7 @@ keywords a save would leave behind and put its errors where the user looks.
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
@@ -21,7 +22,21 @@ from common.text import normalize, whole_number
 from routing.decide import COORDINATION_INTENT
 from routing.goal_decide import GENERAL, PLAN
 from routing.goals import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
-from routing.models import ROUTING_TEST_EXPECT_KEYS, Goal, Intent, Keyword, RoutingTestCase, StatePolicy
+from routing.models import (
+    ROUTING_TEST_EVENTS,
+    ROUTING_TEST_EXPECT_KEYS,
+    ROUTING_TEST_KEYS,
+    ROUTING_TEST_LIST_KEYS,
+    Goal,
+    Intent,
+    Keyword,
+    RoutingTestCase,
+    StatePolicy,
+    Where,
+    routing_test_input_limit,
+    routing_test_turns_problems,
+)
+from routing.repairs import PATTERNS as REPAIR_PATTERNS
 from routing.router import FALLBACK_INTENT, MULTI_INTENT, SMALL_TALK_INTENT, SUPERVISOR_ROUTE, Method
 from routing.services import keywords_validate_unique
 from routing.small_talk import KINDS as SMALL_TALK_KINDS
@@ -256,6 +271,10 @@ EXPECT_LABELS = {
     "next_state": "Next state",
     "goal": "Goal",
     "status": "Goal status",
+    "events": "Events",
+    "repair": "Repair",
+    "state_after": "State after",
+    "topics": "Requests found",
 }
 EXPECT_HELP = {
     "intent": "The intent the message must be routed to.",
@@ -264,13 +283,17 @@ EXPECT_HELP = {
     "next_state": "The conversation state the decision must set.",
     "goal": "Goal mode: the goal the message must be read as.",
     "status": "Goal mode: what must come of the message.",
+    "events": "What must happen to the conversation's open flows with this message (others may happen too).",
+    "repair": "The repair the message must be read as.",
+    "state_after": "The conversation's state after the message (“no state”: no flow waits).",
+    "topics": "Intents that must be among the requests the message holds (a message with several).",
 }
 GOAL_KEYS = ("goal", "status")
 NOT_CHECKED = "— not checked —"
 NOT_IN_DRAFT = "{value} (not in the draft)"
 ERROR_EXPECT_NOTHING = (
     "Choose what the decision must be: at least one of intent, specialist, decided by, next state, goal or goal "
-    "status (a test that checks nothing always passes)."
+    "status, or what the conversation must show (a test that checks nothing always passes)."
 )
 ERROR_EXPECT_CHOICE = "{label}: “%(value)s” is not {what}."
 EXPECT_WHAT = {
@@ -280,7 +303,30 @@ EXPECT_WHAT = {
     "next_state": "a state of {profile}",
     "goal": "a goal of {profile}",
     "status": "a goal status",
+    "events": "an event of the conversation",
+    "repair": "a repair",
+    "state_after": "a state of {profile}",
+    "topics": "an intent of {profile}",
 }
+# What happens to a conversation's open flows (routing.stack), in words.
+EVENT_WORDS = {
+    "opened": "a flow starts (it waits for the customer)",
+    "pushed": "the waiting flow is put aside for a side question",
+    "resumed": "the waiting flow is taken up again",
+    "bound": "the message is the waiting flow's answer",
+    "closed": "a flow ends",
+    "cancelled": "the customer drops a flow",
+    "expired": "a flow waited too long and is dropped",
+    "queued": "another request is kept for next",
+}
+REPAIR_WORDS = {
+    "cancel": "drop the current flow",
+    "correct": "correct a value given earlier",
+    "repeat": "say the last answer again",
+    "skip": "skip the question",
+    "already_told": "“I already told you”",
+}
+NO_STATE = "(none)"  # state_after's choice for "no flow waits": its expectation is ""
 # Every way the router decides (routing.router.Method), in words; the value is what a test run shows.
 METHOD_WORDS = {
     "keyword": "a keyword matched",
@@ -307,6 +353,11 @@ STATUS_WORDS = {
 SUPERVISOR_MODES = (RoutingMode.SUPERVISOR, RoutingMode.HYBRID)
 
 Choices = list[tuple[str, str]]
+# The same for every profile: never grouped by profile on an add page that has none yet.
+CONVERSATION_CHOICES: dict[str, Choices] = {
+    "events": [(event, f"{event}: {EVENT_WORDS[event]}") for event in ROUTING_TEST_EVENTS],
+    "repair": [(pattern, f"{pattern}: {REPAIR_WORDS[pattern]}") for pattern in REPAIR_PATTERNS],
+}
 
 
 def expect_field(key: str) -> str:
@@ -382,6 +433,12 @@ def expect_choices(profiles: Iterable[AgentProfile]) -> dict[int, dict[str, Choi
             "next_state": [(state, state) for state in sorted(states[profile.pk])],
             "goal": goals.get(profile.pk, []),
             "status": [(status, _named(status, words)) for status, words in STATUS_WORDS.items()] if goal_mode else [],
+            **CONVERSATION_CHOICES,
+            "state_after": [
+                (NO_STATE, "no state: no flow waits"),
+                *((state, state) for state in sorted(states[profile.pk])),
+            ],
+            "topics": intents[profile.pk],
         }
     return choices
 
@@ -418,16 +475,125 @@ def expect_keys_shown(profile: AgentProfile | None, expect: Mapping[str, Any]) -
     return tuple(key for key in ROUTING_TEST_EXPECT_KEYS if key not in GOAL_KEYS)
 
 
+# -- a conversation test's earlier turns, one per line ----------------------------------------------------------------
+
+TURNS_LABEL = "Earlier turns"
+TURNS_HELP = (
+    "To test a short conversation: the customer's messages before the one above, one per line, oldest first (at "
+    "most 10). After a message, “|” (its last one) and what must come of it, e.g. “Quero pagar pelo pix | intent: "
+    "billing_payment_request; state after: WAITING_PAYMENT_CONFIRMATION” or “antes disso, cadê meu pedido? | events: "
+    "pushed, resumed”. What may be checked: intent, specialist, decided by, next state, goal, goal status, events, "
+    "repair, state after (“(none)”: no flow waits), requests found (intents, separated by commas). Empty: a single "
+    "message."
+)
+_KEY_WORDS = {
+    **{normalize(label): key for key, label in EXPECT_LABELS.items()},
+    **{normalize(key.replace("_", " ")): key for key in ROUTING_TEST_KEYS},
+}
+
+
+def turns_text(turns: Any) -> str:
+    """A test's turns as the box shows them: ``message | key: value; key: a, b`` per line."""
+    if not isinstance(turns, list):
+        return str(turns or "")
+    lines = []
+    for turn in turns:
+        if not isinstance(turn, dict):
+            continue
+        expect: dict[str, Any] = turn["expect"] if isinstance(turn.get("expect"), dict) else {}
+        said = "; ".join(
+            f"{_key_word(key)}: {_value_word(key, expect[key])}" for key in ROUTING_TEST_KEYS if key in expect
+        )
+        lines.append(f"{turn.get('message', '')} | {said}" if said else str(turn.get("message", "")))
+    return "\n".join(lines)
+
+
+def _key_word(key: str) -> str:
+    return key.replace("_", " ") if key in ("next_state", "state_after") else EXPECT_LABELS[key].lower()
+
+
+def _value_word(key: str, value: Any) -> str:
+    if key in ROUTING_TEST_LIST_KEYS and isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return NO_STATE if key == "state_after" and value == "" else str(value)
+
+
+def turns_read(text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The turns of the box's lines (blank lines left out), and what cannot be read in them, naming the turn."""
+    turns: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for line in (line for line in text.splitlines() if line.strip()):
+        message, bar, said = line.rpartition("|")
+        if not bar or not said.strip():
+            turns.append({"message": (message if bar else line).strip()})
+            continue
+        expect: dict[str, Any] = {}
+        where = turn_where(len(turns), message)
+        for part in (part for part in said.split(";") if part.strip()):
+            name, colon, value = part.partition(":")
+            key = _KEY_WORDS.get(normalize(name))
+            if not colon or key is None:
+                problems.append(f"{where}: “{part.strip()}” is not one of “what: value” (what: {_key_list()}).")
+            elif key in expect:
+                problems.append(f"{where}: {_key_word(key)} is given twice.")
+            else:
+                expect[key] = _value_read(key, value.strip())
+        turns.append({"message": message.strip(), "expect": expect})
+    return turns, problems
+
+
+def _key_list() -> str:
+    return ", ".join(_key_word(key) for key in ROUTING_TEST_KEYS)
+
+
+def _value_read(key: str, value: str) -> Any:
+    if key in ROUTING_TEST_LIST_KEYS:
+        return [item for item in re.split(r"[,\s]+", value) if item]
+    return "" if key == "state_after" and value in ("", NO_STATE) else value
+
+
+def turn_where(index: int, message: str) -> str:
+    """``Turn 2 (“antes disso, cadê…”)``: a turn as the box's errors name it."""
+    shown = message.strip()
+    return f"Turn {index + 1} (“{shown[:40]}{'…' if len(shown) > 40 else ''}”)"
+
+
+class TurnsField(forms.Field):
+    """A conversation test's earlier turns, one per line (:func:`turns_text`, :func:`turns_read`); what a line says
+    is checked by the form, which knows the profile."""
+
+    # A line is a turn: long ones scroll rather than wrap into what would look like two turns.
+    widget = forms.Textarea(attrs={"rows": 6, "cols": 100, "class": "vLargeTextField", "wrap": "off"})
+
+    def prepare_value(self, value: Any) -> str:
+        return turns_text(value) if isinstance(value, list) else str(value or "")
+
+    def to_python(self, value: Any) -> list[dict[str, Any]]:
+        if isinstance(value, list):
+            return value
+        turns, problems = turns_read(str(value or ""))
+        if problems:
+            raise ValidationError(problems)
+        return turns
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        try:
+            return self.to_python(initial) != self.to_python(data)
+        except ValidationError:
+            return True
+
+
 # Where a test made from a stored message came from (routing.routing_test_drafts): kept, never typed.
 SOURCE_FIELDS = ["source_message_id", "source_intent", "source_agent"]
 
 
 class RoutingTestCaseForm(forms.ModelForm):
     """A saved routing test with its expectation as fields — ``expect_intent``, ``expect_agent`` … one per key of
-    :data:`~routing.models.ROUTING_TEST_EXPECT_KEYS` — chosen from what the test's profile's draft offers
+    :data:`~routing.models.ROUTING_TEST_KEYS` — chosen from what the test's profile's draft offers
     (:func:`expect_choices`); blank is "not checked". On an add page with no profile yet the choices are grouped by
     profile, and the profile posted is the one they are checked against. A value the test already holds stays a
-    choice ("… (not in the draft)"), so saving a test never drops part of it."""
+    choice ("… (not in the draft)"), so saving a test never drops part of it. A conversation test's earlier turns are
+    one box, a line per turn (:class:`TurnsField`), whose expectations are checked against the same choices."""
 
     expect_intent = forms.ChoiceField(required=False)
     expect_agent = forms.ChoiceField(required=False)
@@ -435,36 +601,48 @@ class RoutingTestCaseForm(forms.ModelForm):
     expect_next_state = forms.ChoiceField(required=False)
     expect_goal = forms.ChoiceField(required=False)
     expect_status = forms.ChoiceField(required=False)
+    expect_events = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    expect_repair = forms.ChoiceField(required=False)
+    expect_state_after = forms.ChoiceField(required=False)
+    expect_topics = forms.MultipleChoiceField(required=False)
+    turns = TurnsField(required=False, label=TURNS_LABEL, help_text=TURNS_HELP)
 
     class Meta:
         model = RoutingTestCase
-        fields = ["profile", "name", "message", "state", "active_specialist", "enabled", *SOURCE_FIELDS]
+        fields = ["profile", "name", "message", "state", "active_specialist", "turns", "enabled", *SOURCE_FIELDS]
         widgets = dict.fromkeys(SOURCE_FIELDS, forms.HiddenInput)  # carried from "Add as routing test case"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         stored = dict(self.instance.expect or {}) if self.instance.pk else {}
         for key, value in stored.items():
-            self.initial.setdefault(expect_field(key), value)
+            self.initial.setdefault(expect_field(key), NO_STATE if key == "state_after" and value == "" else value)
         self.profile = self._profile()
+        self.offered: dict[str, Choices] = {}
         if self.profile is not None:
-            offered = expect_choices([self.profile])[self.profile.pk]
+            self.offered = expect_choices([self.profile])[self.profile.pk]
         else:
             profiles = list(AgentProfile.objects.order_by("agent_id"))
             by_profile = expect_choices(profiles)
-        for key in ROUTING_TEST_EXPECT_KEYS:
+        self.held = _held_values(stored, self.instance.turns if self.instance.pk else [])
+        for key in ROUTING_TEST_KEYS:
             if expect_field(key) not in self.fields:
                 continue  # a key the page does not offer (goal and status outside goal mode): the admin drops it
             field = cast("forms.ChoiceField", self.fields[expect_field(key)])
             field.label = EXPECT_LABELS[key]
             field.help_text = EXPECT_HELP[key]
-            held = {str(value) for value in (stored.get(key), self.initial.get(expect_field(key))) if value}
-            if self.profile is not None:
-                field.choices = [("", NOT_CHECKED), *_keeping(offered[key], held)]
+            initial = self.initial.get(expect_field(key))
+            held = self.held[key] | {
+                str(value) for value in (initial if isinstance(initial, list) else [initial]) if value
+            }
+            blank = [] if key in ROUTING_TEST_LIST_KEYS else [("", NOT_CHECKED)]
+            if self.profile is not None or key in CONVERSATION_CHOICES:
+                offered = self.offered[key] if self.profile is not None else CONVERSATION_CHOICES[key]
+                field.choices = [*blank, *_keeping(offered, held)]
             else:
                 grouped = [(profile.agent_id, by_profile[profile.pk][key]) for profile in profiles]
                 field.choices = [
-                    ("", NOT_CHECKED),
+                    *blank,
                     *((name, options) for name, options in grouped if options),
                     *_keeping([], held - {value for _, options in grouped for value, _ in options}),
                 ]
@@ -482,17 +660,75 @@ class RoutingTestCaseForm(forms.ModelForm):
         pk = whole_number(str(chosen or ""))
         return AgentProfile.objects.filter(pk=pk).first() if pk else None
 
+    def clean_turns(self) -> list[dict[str, Any]]:
+        """The turns as the model keeps them, or every problem of theirs naming the turn: at most ten, each message
+        within the profile's input limit, each expectation one the profile's draft offers (or the test held)."""
+        turns = self.cleaned_data.get("turns") or []
+        limit = routing_test_input_limit(self.profile)
+        problems = [
+            _turn_problem(turns, where, problem)
+            for where, problem in routing_test_turns_problems(turns, max_chars=limit)
+        ]
+        if not problems and self.profile is not None:
+            problems = [
+                f"{turn_where(n, turn['message'])}: {problem}"
+                for n, turn in enumerate(turns)
+                for problem in self._choice_problems(turn.get("expect") or {})
+            ]
+        if problems:
+            raise ValidationError(problems)
+        return turns
+
+    def _choice_problems(self, expect: Mapping[str, Any]) -> list[str]:
+        """What an earlier turn's expectation names that the profile's draft does not offer (nor the test held)."""
+        problems = []
+        for key, value in expect.items():
+            offered = {str(choice) for choice, _ in self.offered.get(key, [])} | self.held[key]
+            values = value if isinstance(value, list) else [NO_STATE if key == "state_after" and value == "" else value]
+            what = EXPECT_WHAT[key].format(profile=self.profile.agent_id if self.profile else "the profile")
+            problems += [f"{_key_word(key)}: “{item}” is not {what}." for item in values if str(item) not in offered]
+        return problems
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        fields = [expect_field(key) for key in ROUTING_TEST_EXPECT_KEYS]
-        expect = {
-            key: cleaned[name] for key, name in zip(ROUTING_TEST_EXPECT_KEYS, fields, strict=True) if cleaned.get(name)
-        }
+        fields = [expect_field(key) for key in ROUTING_TEST_KEYS]
+        expect: dict[str, Any] = {}
+        for key, name in zip(ROUTING_TEST_KEYS, fields, strict=True):
+            value = cleaned.get(name)
+            if value:
+                expect[key] = list(value) if key in ROUTING_TEST_LIST_KEYS else "" if value == NO_STATE else value
         if not expect and not any(name in self.errors for name in fields):
             raise ValidationError(ERROR_EXPECT_NOTHING)
         self.instance.expect = expect
         return cleaned
+
+
+def _held_values(expect: Mapping[str, Any], turns: Any) -> dict[str, set[str]]:
+    """Every value a stored test already expects, by key (its own message's and its turns'): they stay choices."""
+    held: dict[str, set[str]] = {key: set() for key in ROUTING_TEST_KEYS}
+    expects = [expect, *(turn.get("expect") or {} for turn in turns if isinstance(turn, dict))]
+    for said in expects:
+        for key, value in said.items() if isinstance(said, dict) else ():
+            if key in held:
+                items = value if isinstance(value, list) else [value]
+                held[key] |= {NO_STATE if key == "state_after" and item == "" else str(item) for item in items}
+    return held
+
+
+def _turn_problem(turns: list[dict[str, Any]], where: Where, problem: str) -> str:
+    """A problem of the turns (:func:`routing.models.routing_test_turns_problems`) as the box's error says it."""
+    if not where:
+        return f"{TURNS_LABEL}: {problem}"
+    index = int(where[0])
+    turn = turns[index] if isinstance(turns[index], dict) else {}
+    if where[1:] == ("message",):
+        said = "the message is missing." if problem == "required text." else f"the message is {problem}"
+    elif len(where) == 3:
+        said = f"{_key_word(str(where[2]))}: {problem}"
+    else:
+        said = f"{'.'.join(map(str, where[1:]))}: {problem}" if len(where) > 1 else problem
+    return f"{turn_where(index, str(turn.get('message', '')))}: {said}"
 
 
 def _keeping(choices: Choices, held: set[str]) -> Choices:

@@ -150,3 +150,65 @@ def test_a_tests_form_holds_only_the_expectations_its_page_shows(client, editor,
         assert ("expect_goal" in form.fields, "expect_status" in form.fields) == (goal_shown, goal_shown)
     add = client.get(add_url(RoutingTestCase))
     assert set(add.context["adminform"].form.fields) == shown_fields(add)
+
+
+# -- conversations ----------------------------------------------------------------------------------------------
+
+
+def test_a_failing_conversation_shows_each_of_its_turns_and_the_one_that_failed(client, editor, cases):
+    RoutingTestCase.objects.create(
+        profile=cases,
+        name="conversa",
+        message="obrigado!",
+        turns=[
+            {"message": "cadê meu pedido?", "expect": {"intent": "retail_order_tracking"}},
+            {"message": "e a fatura veio alta?", "expect": {"intent": "product_information"}},
+        ],
+        expect={"method": "small_talk"},
+    )
+    client.force_login(editor)
+
+    page = run(client, show="failed")
+
+    assert summary(page) == "2 of 3 failed: “conversa”, “modem”. 1 passed."
+    row = re.search(
+        r"<tr class=\"failed-row\">\s*<td>conversa(.*?)</tr>(.*?)(?=<tr class=\"failed-row\">|</tbody>)", page, re.S
+    )
+    assert row is not None
+    assert "a conversation of 3 turns: turn 2 failed" in row.group(1) and "turn 3: obrigado!" in row.group(1)
+    turns = re.findall(
+        r'<tr class="turn-row ([a-z]+)-row">\s*<td class="turn-name">↳ turn (\d)</td>\s*<td>([^<]*)</td>', row.group(2)
+    )
+    assert turns == [("passed", "1", "cadê meu pedido?"), ("failed", "2", "e a fatura veio alta?")]
+    assert "<strong>intent=billing_invoice_explanation</strong>" in row.group(2)
+
+
+def test_a_passing_conversation_is_one_row(client, editor, cases):
+    RoutingTestCase.objects.create(
+        profile=cases,
+        name="conversa",
+        message="obrigado!",
+        turns=[{"message": "cadê meu pedido?"}],
+        expect={"method": "small_talk", "state_after": ""},
+    )
+    client.force_login(editor)
+
+    page = run(client, show="passed")
+
+    assert "a conversation of 2 turns</span>" in page and 'class="turn-row' not in page
+    assert "state_after=(none)" in page
+
+
+def test_the_change_list_says_a_test_is_a_conversation(client, editor, cases):
+    RoutingTestCase.objects.create(
+        profile=cases,
+        name="conversa",
+        message="sim",
+        turns=[{"message": "oi"}, {"message": "ok"}],
+        expect={"events": ["bound"]},
+    )
+    client.force_login(editor)
+
+    page = client.get("/admin/routing/routingtestcase/").content.decode()
+
+    assert "after 2 earlier turns: events=[bound]" in page

@@ -17,7 +17,7 @@ from routing.forms import (
     RoutingTestCaseForm,
     expect_field,
 )
-from routing.models import ROUTING_TEST_EXPECT_KEYS, Goal, RoutingTestCase
+from routing.models import ROUTING_TEST_KEYS, Goal, RoutingTestCase
 from routing.router import Method
 from tests.adminkit import add_url, change_url, error_messages, form_data
 from tests.factories import (
@@ -231,4 +231,141 @@ def test_the_form_class_builds_the_expectation_on_its_own(telecom):
     assert form.is_valid(), form.errors
     case = form.save()
     assert case.expect == {"intent": "retail_order_tracking", "method": "keyword"}
-    assert set(EXPECT_LABELS) == set(ROUTING_TEST_EXPECT_KEYS)
+    assert set(EXPECT_LABELS) == set(ROUTING_TEST_KEYS)
+
+
+# -- a conversation: the earlier turns, one per line, and what the conversation must show ----------------------------
+
+FLOW = "WAITING_PAYMENT_CONFIRMATION"
+TURNS = (
+    "Minha fatura veio alta | intent: billing_invoice_explanation; state after: WAITING_PAYMENT_CONFIRMATION\n"
+    "\n"
+    "antes disso, cadê meu pedido? | events: pushed, resumed; specialist: orders_agent\n"
+    "obrigado!\n"
+)
+
+
+@pytest.fixture
+def flow(telecom):
+    billing = telecom.intents.get(name="billing_invoice_explanation")
+    billing.next_state = FLOW
+    billing.save(update_fields=["next_state"])
+    return telecom
+
+
+def post_conversation(client, telecom, turns: str, **expect):
+    data = form_data(add_page(client, telecom))
+    data.update(name="conversa", message="sim", enabled="on", turns=turns)
+    data.update({expect_field(key): value for key, value in (expect or {"method": "state"}).items()})
+    return client.post(add_url(RoutingTestCase) + f"?profile={telecom.pk}", data)
+
+
+def test_the_earlier_turns_are_written_a_line_each_and_saved_with_their_expectations(editor_client, flow):
+    response = post_conversation(editor_client, flow, TURNS)
+
+    assert response.status_code == 302, error_messages(response)
+    assert RoutingTestCase.objects.get(name="conversa").turns == [
+        {"message": "Minha fatura veio alta", "expect": {"intent": "billing_invoice_explanation", "state_after": FLOW}},
+        {
+            "message": "antes disso, cadê meu pedido?",
+            "expect": {"events": ["pushed", "resumed"], "agent": "orders_agent"},
+        },
+        {"message": "obrigado!"},
+    ]
+
+
+def test_a_stored_conversation_shows_its_turns_as_lines_and_saves_back_unchanged(editor_client, flow):
+    turns = [
+        {"message": "Minha fatura veio alta", "expect": {"intent": "billing_invoice_explanation", "state_after": FLOW}},
+        {"message": "deixa pra lá", "expect": {"repair": "cancel", "state_after": "", "events": ["cancelled"]}},
+        {"message": "obrigado!"},
+    ]
+    case = RoutingTestCase.objects.create(
+        profile=flow,
+        name="conversa",
+        message="sim",
+        turns=turns,
+        expect={"state_after": "", "events": ["bound", "closed"], "topics": ["billing_invoice_explanation"]},
+    )
+    response = editor_client.get(change_url(case))
+    form = response.context["adminform"].form
+
+    assert form["turns"].value().splitlines() == [
+        "Minha fatura veio alta | intent: billing_invoice_explanation; state after: WAITING_PAYMENT_CONFIRMATION",
+        "deixa pra lá | events: cancelled; repair: cancel; state after: (none)",
+        "obrigado!",
+    ]
+    assert form[expect_field("state_after")].value() == "(none)"
+    assert form[expect_field("events")].value() == ["bound", "closed"]
+    saved = editor_client.post(change_url(case), form_data(response, newline="\r\n"))
+
+    assert saved.status_code == 302, error_messages(saved)
+    case.refresh_from_db()
+    assert case.turns == turns
+    assert case.expect == {"state_after": "", "events": ["bound", "closed"], "topics": ["billing_invoice_explanation"]}
+
+
+def test_what_the_conversation_must_show_is_chosen_in_fields_of_its_own(editor_client, flow):
+    form = add_page(editor_client, flow).context["adminform"].form
+
+    assert values(form.fields[expect_field("events")]) == [
+        "opened",
+        "pushed",
+        "resumed",
+        "bound",
+        "closed",
+        "cancelled",
+        "expired",
+        "queued",
+    ]
+    assert set(values(form.fields[expect_field("repair")])) == {"cancel", "correct", "repeat", "skip", "already_told"}
+    assert values(form.fields[expect_field("state_after")]) == ["(none)", FLOW]
+    assert "retail_order_tracking" in values(form.fields[expect_field("topics")])
+
+    response = post_conversation(
+        editor_client, flow, "", events=["pushed", "resumed"], state_after="(none)", repair="cancel"
+    )
+
+    assert response.status_code == 302, error_messages(response)
+    case = RoutingTestCase.objects.get(name="conversa")
+    assert case.turns == [] and case.expect == {"events": ["pushed", "resumed"], "state_after": "", "repair": "cancel"}
+
+
+@pytest.mark.parametrize(
+    "turns, problem",
+    [
+        ("oi | intnt: x", "Turn 1 (“oi”): “intnt: x” is not one of “what: value” (what: intent, specialist,"),
+        ("oi | intent x", "Turn 1 (“oi”): “intent x” is not one of “what: value”"),
+        ("oi | intent: a; intent: b", "Turn 1 (“oi”): intent is given twice."),
+        ("oi\nsim | events: pushd", "Turn 2 (“sim”): events: no event 'pushd' (events: opened,"),
+        ("oi | repair: undo", "Turn 1 (“oi”): repair: must be one of: cancel, correct, repeat, skip, already_told."),
+        ("oi | intent: order_status", "Turn 1 (“oi”): intent: “order_status” is not an intent of telecom_contas."),
+        ("oi | state after: WAITING_X", "Turn 1 (“oi”): state after: “WAITING_X” is not a state of telecom_contas."),
+        ("| intent: fallback", "Turn 1 (“”): the message is missing."),
+        (
+            "\n".join(f"oi {n}" for n in range(11)),
+            "Earlier turns: at most 10 turns before the test's message (11 given).",
+        ),
+    ],
+)
+def test_bad_turns_are_refused_on_their_field_naming_the_turn(editor_client, flow, other_profile, turns, problem):
+    response = post_conversation(editor_client, flow, turns)
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["turns"]
+    assert any(error.startswith(problem) for error in errors["turns"]), errors["turns"]
+    assert not RoutingTestCase.objects.exists()
+
+
+def test_a_turns_message_longer_than_the_profiles_input_limit_is_refused(editor_client, flow):
+    flow.guardrails = {"max_input_chars": 30}
+    flow.save(update_fields=["guardrails"])
+
+    response = post_conversation(editor_client, flow, "obrigado!\n" + "quero saber da minha fatura de março, por favor")
+
+    assert response.status_code == 200
+    assert error_messages(response) == [
+        "Turn 2 (“quero saber da minha fatura de março, po…”): the message is longer than the profile's limit of 30 "
+        "characters (47)."
+    ]
