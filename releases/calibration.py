@@ -11,7 +11,8 @@ The samples a profile's tier is judged on:
 * its **saved routing tests** (:mod:`releases.routing_tests`) that reach the tier — no state policy, follow-up or
   keyword decides them. A test expecting an intent (and not another method) is a message the tier should route
   there; a test expecting the fallback (``method: fallback``, ``intent: fallback``, or the fallback specialist
-  with no intent) one it should leave alone;
+  with no intent) one it should leave alone. A conversation test is left out: its message is decided after its
+  earlier turns (a reply to a flow, a correction), not alone;
 * its **examples, each left out in turn**: every example scored against the others (the same vocabulary and
   weights, its own row masked), a message the tier should route to its intent. Its near copies — examples sharing at
   least half their words with it (:data:`NEAR_COPY`) — are left out with it: a customer's new phrasing has no
@@ -381,6 +382,8 @@ def calibration_samples(spec: ProfileSpec, cases: Sequence[Case]) -> list[Sample
         raise CalibrationError(f"{spec.agent_id}: the examples tier is off or no intent has examples.")
     samples = []
     for case in cases:
+        if case.turns:  # decided after its turns: alone it says nothing of the tier
+            continue
         expected = _expected(case, spec)
         if expected is not None and _reaches_tier(spec, case.message, case.state, case.active_specialist):
             samples.append(Sample.of(case.message, expected, "test", case.name, index.match_text(case.message)))
@@ -454,7 +457,9 @@ def _keyword_check(spec: ProfileSpec, cases: Sequence[Case]) -> tuple[float, int
         ]
 
     tests = [
-        case.message for case in cases if case.expect.get("method") == "keyword" and _one_keyword(router, case.message)
+        case.message
+        for case in cases
+        if not case.turns and case.expect.get("method") == "keyword" and _one_keyword(router, case.message)
     ]
     highest = max([*nones(inside), *(index.match_text(text).none_of_these[1] for text in tests)], default=0.0)
     bar = float(next((bar for bar in KEYWORD_CHECK_BARS if bar > highest + 1e-12), 1.0))

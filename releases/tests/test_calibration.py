@@ -20,7 +20,7 @@ from releases.calibration import (
     calibration_save,
     near_copies,
 )
-from releases.routing_tests import DRAFT, Case, routing_tests_saved, routing_tests_spec
+from releases.routing_tests import DRAFT, Case, CaseTurn, routing_tests_saved, routing_tests_spec
 from routing.models import Intent, RoutingTestCase
 
 pytestmark = pytest.mark.django_db
@@ -97,6 +97,19 @@ def test_a_test_decided_by_a_keyword_is_not_the_tiers_to_judge(examples):
     result = calibrate(routing_tests_spec(examples, DRAFT), cases)
 
     assert result.from_tests == 0
+
+
+def test_a_conversation_tests_message_is_not_read_alone(examples):
+    """Its message is decided after its turns (a reply to a flow, a correction): alone it says nothing of the tier."""
+    alone = Case(
+        name="só", message="o telefone veio muito caro este mês", expect={"intent": "billing_invoice_explanation"}
+    )
+    after = Case(
+        name="depois", message=alone.message, expect=alone.expect, turns=(CaseTurn("quero pagar"), CaseTurn("ok"))
+    )
+    spec = routing_tests_spec(examples, DRAFT)
+
+    assert [s.name for s in calibration_samples(spec, [alone, after]) if s.source == "test"] == ["só"]
 
 
 def test_every_rule_is_judged_on_bare_replies_that_nothing_before_the_tier_takes(examples):
