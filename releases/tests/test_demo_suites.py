@@ -46,7 +46,7 @@ def demo(db, finance_mcp, monkeypatch):
     return demo_seed("--sync").stderr  # seed_demo's warnings
 
 
-def test_every_demo_profile_ships_a_suite_of_at_least_30_cases_for_itself():
+def test_every_demo_profile_ships_a_suite_of_at_least_30_cases_for_itself(db):
     for agent_id in LOADED + SYNCED:
         profile, cases = suite(agent_id)
         assert profile == agent_id
@@ -64,6 +64,8 @@ def test_seed_demo_saves_the_suite_and_publishes_the_profile_as_version_1_becaus
     run = routing_tests_run(routing_tests_spec(profile, LIVE), routing_tests_saved(profile))
     assert run.total == len(shipped)
     assert [result.failure_text() for result in run.failures] == []
+    conversations = [case for case in shipped if case.turns]
+    assert RoutingTestCase.objects.filter(profile=profile).exclude(turns=[]).count() == len(conversations)
 
 
 def test_seed_demo_with_sync_saves_the_finance_suite_and_publishes_it_because_every_case_passes(demo):
@@ -86,7 +88,7 @@ def test_seed_demo_without_the_sync_leaves_the_finance_suite_out_and_publishes_e
     assert live_version(finance).number == 1
 
 
-def test_the_suites_check_what_the_demo_is_about():
+def test_the_suites_check_what_the_demo_is_about(db):
     """Each suite covers its profile's ways of deciding: not only keywords."""
     ways = {
         agent_id: {case.expect.get("status") or case.expect.get("method") for case in suite(agent_id)[1]}
@@ -115,3 +117,41 @@ def test_calibrating_a_demo_profile_never_lowers_the_out_of_scope_messages_it_le
         profile.examples_state_threshold,
         profile.examples_keyword_check,
     )
+
+
+def scenarios(case) -> set[str]:
+    """What a conversation test of the demo shows: a side question and the reply after it, a cancel, a correction,
+    two requests in one message, small talk inside a flow."""
+    turns = [turn.expect for turn in case.turns]
+    found = set()
+    if any({"pushed", "resumed"} <= set(turn.get("events", ())) for turn in turns) and case.expect.get("method") == (
+        "state"
+    ):
+        found.add("side question, then the reply")
+    if case.expect.get("repair") == "cancel" and case.expect.get("state_after") == "":
+        found.add("cancel")
+    if case.expect.get("repair") == "correct" and case.expect.get("intent") == "retail_order_tracking":
+        found.add("correction of the order lookup")
+    if len(case.expect.get("topics", ())) >= 2:
+        found.add("two requests")
+    if any(turn.get("method") == "small_talk" and turn.get("state_after") for turn in turns):
+        found.add("small talk in a flow")
+    return found
+
+
+@pytest.mark.parametrize("agent_id", ["telecom_contas", "retail_orders"])
+def test_the_router_profiles_ship_conversation_tests_of_each_kind_in_three_languages(db, agent_id):
+    shown: dict[str, set[str]] = {}
+    for case in suite(agent_id)[1]:
+        language = "en" if case.name.endswith("(en)") else "es" if case.name.endswith("(es)") else "pt"
+        for scenario in scenarios(case):
+            shown.setdefault(scenario, set()).add(language)
+
+    assert set(shown) == {
+        "side question, then the reply",
+        "cancel",
+        "correction of the order lookup",
+        "two requests",
+        "small talk in a flow",
+    }
+    assert all(languages == {"pt", "en", "es"} for languages in shown.values()), shown
