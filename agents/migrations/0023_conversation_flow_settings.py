@@ -61,6 +61,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agentprofile',
             name='stack_depth',
-            field=models.PositiveSmallIntegerField(default=3, help_text='1..10: how many flows a conversation keeps open under side questions; the oldest is dropped past it.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(10)], verbose_name='open flows kept'),
+            field=models.PositiveSmallIntegerField(default=3, help_text='1..10: how many flows a conversation keeps open under side questions; past it the oldest is dropped.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(10)], verbose_name='open flows kept'),
         ),
     ]
