@@ -285,7 +285,7 @@ async def conversation_decide(
     top = step.top
     repair = profile.repair_words.read(text) or _bare_correction(text, context or {}, active_intent, profile)
     cancel = repair is not None and repair.pattern == CANCEL and top is not None and top.kind != DELEGATION
-    if cancel and profile.reply_words.read_past_fillers(text).reads_as == YES:
+    if cancel and profile.reply_words.read_past_fillers(return_cut(text)[0]).reads_as == YES:
         repair = None  # "sim, pode cancelar" confirms what the flow asked: a reply, not a cancel of the flow
     if repair is not None:
         decision = await _repaired(repair, step, profile, text, active_agent, active_intent, context or {}, routed)

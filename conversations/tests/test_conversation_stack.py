@@ -193,3 +193,15 @@ def test_two_requests_answered_in_turn_queue_the_second_and_a_yes_takes_it_up(ap
     taken = walk("sim")
     assert taken["agent"] == topics[1]["agent"]
     assert events(taken)[0] == "resumed" and taken["metadata"]["conversation"]["stack"] == []
+
+
+def test_a_yes_after_a_return_mark_confirms_the_flow_even_with_a_cancel_word_in_it(api, seeded_demo):
+    def walk(text):
+        return say(api, text, agent_id="retail_orders", session="return-yes", order_id="P300")
+
+    opened = walk("quiero cancelar el pedido P300")
+    assert conversation_of(opened).state == "WAITING_CANCELLATION_CONFIRMATION"
+    confirmed = walk("volviendo a la cancelación: sí, cancélalo")
+    assert confirmed["metadata"]["conversation"]["repair"] is None
+    assert confirmed["metadata"]["route_decision"]["intent"] == "retail_cancellation_confirmation"
+    assert "bound" in events(confirmed)

@@ -153,3 +153,9 @@ def test_a_frame_past_the_depth_drops_the_oldest():
         step.open(Frame(kind="state", name=name, agent="a"), "test", depth=2)
     assert [frame.name for frame in step.frames] == ["B", "C"]
     assert [(event["event"], event["frame"]["name"]) for event in step.events][-1] == ("expired", "A")
+
+
+def test_a_yes_after_a_return_mark_confirms_rather_than_cancels():
+    text = "volviendo a la cancelación: sí, cancélalo"
+    assert WORDS.read(text) is not None and WORDS.read(text).pattern == "cancel"  # the phrase is there...
+    assert REPLIES.read_past_fillers(return_cut(text)[0]).reads_as == "yes"  # ...and the flow's yes wins
