@@ -128,6 +128,7 @@ DEFAULT_CONFIRMATION_WORDS = [
     "por supuesto",
     "está bien",
     "hazlo",
+    "haz",
     "no hay problema",
     "sin problema",
     "listo",

@@ -38,7 +38,7 @@ from routing.goal_decide import (
 )
 from routing.goal_words import DEFAULT_LANGUAGE, said
 from routing.goals import FAILURE
-from routing.repairs import CANCEL, REPEAT, Repair
+from routing.repairs import CANCEL, CORRECT, REPEAT, Repair, after_phrases
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
 from routing.stack import CLARIFICATION as CLARIFICATION_FRAME
@@ -66,7 +66,15 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         return clarification_cancelled(turn, waiting, repair)
     if repair is not None and repair.pattern == REPEAT:
         return question_repeated(turn, waiting, repair)
-    decision = await goal_decide(profile=profile, text=turn.sanitized_text, goal_state=turn.goal_state)
+    said = turn.sanitized_text
+    correction = profile.repair_words.read(said) if not waiting else None
+    if (
+        correction is not None
+        and correction.pattern == CORRECT
+        and (value := after_phrases(said, profile.repair_words.correct))
+    ):
+        said = value  # "errei, eu queria dizer VALE3": the goal is read again from what it corrects to
+    decision = await goal_decide(profile=profile, text=said, goal_state=turn.goal_state)
     turn.goal = GoalTurn(decision)
     turn.goal_state = decision.goal_state
     resumed = bool(waiting) and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision)

@@ -137,6 +137,7 @@ from handoffs.services import Move
 from routing import snapshot as snapshots
 from routing.decide import delegation_active
 from routing.goals import FAILURE as GOAL_FAILED
+from routing.repairs import CANCEL
 from routing.router import PlanStep, RouteDecision
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec
@@ -306,6 +307,9 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
     pending = turn.pending_permission
     if not pending:
         return None
+    repair = turn.input.profile.repair_words.read(turn.sanitized_text)
+    if repair is not None and repair.pattern == CANCEL:
+        return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
     reading = turn.input.profile.reply_words.read_past_fillers(turn.sanitized_text)
     reply = permission_reply(reading)
     if reply is None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from common.text import normalize
+from common.text import fold, normalize
 
 CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD = "cancel", "correct", "repeat", "skip", "already_told"
 PATTERNS = (CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD)  # the first found wins
@@ -132,6 +132,31 @@ def _read(words: RepairWords, text: str) -> Repair | None:
         if found is not None:
             return Repair(pattern, found.group(0))
     return None
+
+
+def phrase_span(text: str, phrase: str) -> tuple[int, int] | None:
+    """Where ``phrase`` (as :func:`common.text.normalize` writes it) stands in ``text``, as indices of ``text``;
+    ``None`` when it is not found or the text's folding changes its length (then no span can be told)."""
+    folded = fold(text)
+    if len(folded) != len(text) or not phrase:
+        return None
+    pattern = r"(?<!\w)" + r"\W+".join(re.escape(word) for word in phrase.split()) + r"(?!\w)"
+    found = re.search(pattern, folded)
+    return (found.start(), found.end()) if found else None
+
+
+def without_phrase(text: str, phrase: str) -> str:
+    """``text`` with ``phrase`` cut out ("ah voltou sozinho, pode esquecer" without "pode esquecer"); ``text`` when
+    it cannot be told where the phrase stands."""
+    span = phrase_span(text, phrase)
+    return text if span is None else f"{text[: span[0]]}{text[span[1] :]}"
+
+
+def after_phrases(text: str, phrases: Sequence[str]) -> str:
+    """What ``text`` says after the last of ``phrases`` it holds ("errei, eu queria dizer VALE3" → "VALE3"), ``""``
+    when nothing follows or none can be placed."""
+    ends = [span[1] for phrase in phrases if (span := phrase_span(text, normalize(phrase))) is not None]
+    return text[max(ends) :].strip(" ,;:.-—–") if ends else ""
 
 
 def marks_digression(text: str) -> str:

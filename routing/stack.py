@@ -50,6 +50,7 @@ from routing.repairs import (
     Repair,
     marks_digression,
     return_cut,
+    without_phrase,
 )
 from routing.replies import NO, YES
 from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep, RouteDecision, plan_decision
@@ -285,8 +286,10 @@ async def conversation_decide(
     top = step.top
     repair = profile.repair_words.read(text) or _bare_correction(text, context or {}, active_intent, profile)
     cancel = repair is not None and repair.pattern == CANCEL and top is not None and top.kind != DELEGATION
-    if cancel and profile.reply_words.read_past_fillers(return_cut(text)[0]).reads_as == YES:
-        repair = None  # "sim, pode cancelar" confirms what the flow asked: a reply, not a cancel of the flow
+    if cancel and repair is not None:
+        rest = return_cut(without_phrase(text, repair.phrase))[0]
+        if profile.reply_words.read_past_fillers(rest).reads_as == YES:
+            repair = None  # "sí, cancélalo" confirms what the flow asked: a reply, not a cancel of the flow
     if repair is not None:
         decision = await _repaired(repair, step, profile, text, active_agent, active_intent, context or {}, routed)
         if decision is not None:

@@ -193,6 +193,17 @@ def test_a_side_question_while_a_goal_waits_for_its_answer_keeps_it_waiting_and_
     assert "VALE3.SA" in answered["answer"]
 
 
+def test_a_correction_reads_the_goal_again_from_what_it_corrects_to(api, finance):
+    first = say(api, "qual o preço da Vale?", session="fin-correct")
+    assert first["metadata"]["goal"]["intent_output"]["goal"] == "GET_QUOTE"
+
+    corrected = say(api, "errei, eu queria dizer Itaú", session="fin-correct")
+
+    assert corrected["metadata"]["goal"]["status"] == "success"
+    assert corrected["metadata"]["goal"]["intent_output"]["goal"] == "GET_QUOTE"
+    assert "ITUB4.SA" in corrected["answer"]
+
+
 def test_below_the_threshold_the_user_is_asked_and_a_yes_runs_the_goal(api, finance):
     Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
     publish("TOP_MOVERS asks below 0.99")
