@@ -235,7 +235,7 @@ def test_conversations_end_as_the_periodic_close_decides_them(generated):
 def test_conversations_are_handed_to_people_and_back_as_the_graph_and_the_desk_do():
     from routing import snapshot
 
-    generate("--count", "1500", "--days", "2")  # enough hand-overs in a short range for each way they end
+    generate("--count", "2500", "--days", "2")  # enough hand-overs in a short range for each way they end
     escalations = Escalation.objects.select_related("conversation", "profile")
     assert escalations.exists()
     statuses = set()

@@ -151,7 +151,8 @@ def test_out_of_scope_makes_the_coordinator_re_delegate_the_same_message(api, co
     scripted_llm.reply("Seu pedido P100 saiu para entrega.")
     body = say(api, "E meu pedido P100?")
 
-    assert body["answer"] == "Seu pedido P100 saiu para entrega."
+    # A side question inside the delegation: answered by orders_agent, then the delegation to billing resumed.
+    assert body["answer"].startswith("Seu pedido P100 saiu para entrega.\n\nVoltando ao que estávamos vendo")
     assert body["agent"] == "orders_agent"
     coordinator_request = scripted_llm.requests[-2]
     (note,) = notes_in(coordinator_request)
@@ -162,9 +163,26 @@ def test_out_of_scope_makes_the_coordinator_re_delegate_the_same_message(api, co
         ("return", "billing_agent", "assistente"),
         ("delegation", "assistente", "orders_agent"),
     ]
+    assert [event["event"] for event in body["metadata"]["conversation"]["events"]] == ["pushed", "resumed"]
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert conversation.sub_conversation["specialist"] == "billing_agent"
+    assert conversation.pending_result is None
+
+
+def test_a_new_request_that_asks_nothing_moves_the_delegation_to_the_other_specialist(api, coordinated, scripted_llm):
+    delegate(scripted_llm)
+    scripted_llm.reply("Sua fatura subiu por causa do roaming.")
+    say(api, "Minha fatura veio alta")
+
+    end(scripted_llm, "out_of_scope")
+    delegate(scripted_llm, "orders_agent")
+    scripted_llm.reply("Vou acompanhar o pedido P100.")
+    body = say(api, "Agora quero acompanhar meu pedido P100")
+
+    assert body["answer"] == "Vou acompanhar o pedido P100."
+    assert body["metadata"]["conversation"]["events"] == []
     conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
     assert conversation.sub_conversation["specialist"] == "orders_agent"
-    assert conversation.pending_result is None
 
 
 def test_a_specialist_that_ends_without_a_word_hands_the_message_to_the_coordinator_at_once(
