@@ -643,15 +643,19 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
     if len(parts) < 2:
         return decision
     found: list[tuple[str, RouteDecision]] = []
-    whole = profile.router.examples_match(text)
-    weight = dict(whole.ranking) if whole is not None else {}
+    weight: dict[str, float] | None = None  # the whole message's examples ranking, read when first needed
     for part in parts:
         taken = {routed.intent for _, routed in found}
         for option in _clause_intents(profile, part):
             # A clause placed by the examples alone is a request of its own only where the whole message also
             # reads partly as it: "a internet tá lenta e cai toda hora" is one request, told in two clauses.
-            alone = option.method == "examples" and weight.get(option.intent, 0.0) < TOPIC_MIN_WEIGHT
-            if option.intent not in taken and not (alone and found):
+            alone = False
+            if option.method == "examples" and found and option.intent not in taken:
+                if weight is None:
+                    whole = profile.router.examples_match(text)
+                    weight = dict(whole.ranking) if whole is not None else {}
+                alone = weight.get(option.intent, 0.0) < TOPIC_MIN_WEIGHT
+            if option.intent not in taken and not alone:
                 found.append((part, option))
                 break
     if len(found) < 2:
