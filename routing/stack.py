@@ -304,7 +304,12 @@ async def conversation_decide(
         decision = await _question_open(top, step, text, routed)
     else:
         decision = await routed(text, None)
-        if not step.frames and _may_split(decision, profile, single_agent, delegated_to):
+        if decision.is_plan:  # a supervisor's plan: each of its specialists answers its own request
+            step.topics = [
+                {"intent": planned.intent, "agent": planned.agent, "text": "", "status": "answered"}
+                for planned in decision.plan
+            ]
+        elif not step.frames and _may_split(decision, profile, single_agent, delegated_to):
             decision = _topics(decision, step, profile, text)
     return _done(decision, step, profile, active_agent), step
 
@@ -606,13 +611,14 @@ async def _topic_offered(top: Frame, step: StackStep, profile: ProfileSpec, text
 
 
 def _may_split(decision: RouteDecision, profile: ProfileSpec, single_agent: bool, delegated_to: str) -> bool:
-    """Whether the message is read for several requests: router and hybrid modes (a coordinator's profile too, with no
-    delegation open), a decision made by the message's own words or the fallback."""
+    """Whether the message is read for several requests: in every mode but goal (a coordinator's profile with no
+    delegation open; a supervisor's when its keyword plan found one specialist), a decision made by the message's own
+    words or the fallback."""
     return (
         profile.multi_topic != "off"
         and not single_agent
         and not delegated_to
-        and profile.effective_mode in ("router", "hybrid")
+        and profile.effective_mode in ("router", "hybrid", "supervisor")
         and decision.method in (*_ROUTED, "fallback", "followup", "coordinator")
         and not decision.is_plan
     )
