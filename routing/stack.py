@@ -621,6 +621,7 @@ def _may_split(decision: RouteDecision, profile: ProfileSpec, single_agent: bool
         and profile.effective_mode in ("router", "hybrid", "supervisor")
         and decision.method in (*_ROUTED, "fallback", "followup", "coordinator")
         and not decision.is_plan
+        and decision.agent not in profile.backends  # a remote backend gets the whole message (its own plans it)
     )
 
 
@@ -638,7 +639,12 @@ def _clause_intents(profile: ProfileSpec, part: str) -> list[RouteDecision]:
     by_examples = router.examples_decide_here(part)
     if by_examples is not None:
         found.append(by_examples)
-    return [decision for decision in found if decision.intent != FALLBACK_INTENT]
+    intents = router.intents_by_name
+    return [
+        decision
+        for decision in found
+        if decision.intent != FALLBACK_INTENT and not (decision.intent in intents and intents[decision.intent].remote)
+    ]
 
 
 def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text: str) -> RouteDecision:
