@@ -72,6 +72,13 @@ _QUESTION_WORDS = re.compile(
     r"who|can|could|is|are|do|does|did|cu[aá]l|cu[aá]ndo|d[oó]nde|c[oó]mo|cu[aá]nto|por qu[eé]|qu[eé])\b",
     re.IGNORECASE,
 )
+# Words that announce one more request ("also, …", "outra coisa: …", "y además …"): the clause after them is a
+# request of its own, whatever the whole message reads as.
+_ANNOUNCES = re.compile(
+    r"^(?:and also|also|plus|another thing|one more thing|besides|e tamb[ée]m|tamb[ée]m|al[ée]m disso|outra coisa|"
+    r"e outra coisa|e ainda|e mais|y tambi[ée]n|tambi[ée]n|adem[aá]s|y adem[aá]s|otra cosa|aparte)\b",
+    re.IGNORECASE,
+)
 _ROUTED = ("keyword", "examples", "llm", "llm_plan")  # methods that found the message's own intent
 MIN_CLAUSE_WORDS = 2
 _OPENER = re.compile(r"^\s*(?:[^\s,;:.!?]+\s*){1,3}[,;:.!]+\s*")  # a short opening clause ("ok, ", "great thanks. ")
@@ -627,8 +634,26 @@ def _may_split(decision: RouteDecision, profile: ProfileSpec, single_agent: bool
 
 def clauses(text: str) -> list[str]:
     """The message's requests, as its sentences and the clauses its joining words separate."""
-    parts = [part.strip(" ,") for part in _CLAUSES.split(text) if part and part.strip(" ,")]
-    return [part for part in parts if len(part.split()) >= MIN_CLAUSE_WORDS]
+    return [part for part, _ in clauses_announced(text)]
+
+
+def clauses_announced(text: str) -> list[tuple[str, bool]]:
+    """:func:`clauses`, each with whether it is announced as one more request: a joining word that adds one ("and
+    also", "além disso", "y además") before it or leading it, or a question that follows a question."""
+    cuts = list(_CLAUSES.finditer(text))
+    joints = ["", *(cut.group(0) for cut in cuts)]  # what comes before each piece
+    ends = [*(cut.start() for cut in cuts), len(text)]
+    starts = [0, *(cut.end() for cut in cuts)]
+    found: list[tuple[str, bool]] = []
+    for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        part = text[start:end].strip(" ,")
+        if len(part.split()) < MIN_CLAUSE_WORDS:
+            continue
+        before, after = joints[index], joints[index + 1] if index + 1 < len(joints) else ""
+        asks = is_question(part) or "?" in after
+        announced = bool(_ANNOUNCES.match(before.strip(" ,.;!?\n")) or _ANNOUNCES.match(part))
+        found.append((part, bool(found) and (announced or ("?" in before and asks))))
+    return found
 
 
 def _clause_intents(profile: ProfileSpec, part: str) -> list[RouteDecision]:
@@ -651,18 +676,19 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
     """Two or more requests in one message: answered together, or the first now and the rest queued. A clause takes
     the first intent it asks for that no earlier clause took; two requests for one specialist are one answer of
     that specialist with both intents' tools."""
-    parts = clauses(text)
+    parts = clauses_announced(text)
     if len(parts) < 2:
         return decision
     found: list[tuple[str, RouteDecision]] = []
     weight: dict[str, float] | None = None  # the whole message's examples ranking, read when first needed
-    for part in parts:
+    for part, announced in parts:
         taken = {routed.intent for _, routed in found}
         for option in _clause_intents(profile, part):
-            # A clause placed by the examples alone is a request of its own only where the whole message also
-            # reads partly as it: "a internet tá lenta e cai toda hora" is one request, told in two clauses.
+            # A clause placed by the examples alone is a request of its own only where it is announced as one ("…?
+            # also, …") or the whole message also reads partly as it: "a internet tá lenta e cai toda hora" is one
+            # request, told in two clauses.
             alone = False
-            if option.method == "examples" and found and option.intent not in taken:
+            if option.method == "examples" and found and option.intent not in taken and not announced:
                 if weight is None:
                     whole = profile.router.examples_match(text)
                     weight = dict(whole.ranking) if whole is not None else {}

@@ -19,7 +19,7 @@ from agents.models import (
 from common.text import described_example, identifier_shape, identifiers
 from routing.repairs import RepairWords, marks_digression, return_cut
 from routing.replies import ReplyWords
-from routing.stack import Frame, StackStep, clauses, frames_read, is_question, value_corrections
+from routing.stack import Frame, StackStep, clauses, clauses_announced, frames_read, is_question, value_corrections
 
 WORDS = RepairWords(
     cancel=tuple(DEFAULT_CANCEL_WORDS),
@@ -131,6 +131,24 @@ def test_a_two_request_message_is_cut_at_its_joining_words_and_sentences():
     ]
     assert clauses("My bill is wrong. Also, where is my order?") == ["My bill is wrong", "Also, where is my order"]
     assert clauses("quero pagar. sim") == ["quero pagar"]  # a one-word clause is no request
+
+
+def test_a_clause_after_words_that_add_a_request_or_a_question_after_a_question_is_announced():
+    assert clauses_announced("has order P100 shipped yet? also, which plan has the most data?") == [
+        ("has order P100 shipped yet", False),
+        ("also, which plan has the most data", True),
+    ]
+    assert clauses_announced("onde está meu pedido? qual o plano com mais dados?")[1] == (
+        "qual o plano com mais dados",
+        True,
+    )
+    assert clauses_announced("mi pedido se atrasó y además la factura vino mal")[1][1]
+    # One request told in two clauses: nothing announces the second.
+    assert clauses_announced("a internet tá lenta e cai toda hora") == [
+        ("a internet tá lenta", False),
+        ("cai toda hora", False),
+    ]
+    assert clauses_announced("my order is late. it was due monday")[1] == ("it was due monday", False)
 
 
 def test_questions_are_told_in_the_three_languages():
