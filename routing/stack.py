@@ -68,8 +68,8 @@ _CLAUSES = re.compile(
     re.IGNORECASE,
 )
 _QUESTION_WORDS = re.compile(
-    r"^\s*¿|\?\s*$|^\s*(qual|quais|quando|onde|como|quanto|quantos|por que|porque|o que|what|when|where|how|why|which|"
-    r"who|can|could|is|are|do|does|did|cu[aá]l|cu[aá]ndo|d[oó]nde|c[oó]mo|cu[aá]nto|por qu[eé]|qu[eé])\b",
+    r"^\s*¿|\?(?:\s|$)|^\s*(qual|quais|quando|onde|como|quanto|quantos|por que|porque|o que|what|when|where|how|why|"
+    r"which|who|can|could|is|are|do|does|did|cu[aá]l|cu[aá]ndo|d[oó]nde|c[oó]mo|cu[aá]nto|por qu[eé]|qu[eé])\b",
     re.IGNORECASE,
 )
 # Words that announce one more request ("also, …", "outra coisa: …", "y además …"): the clause after them is a
@@ -228,7 +228,8 @@ def _expired(frame: Frame, step: StackStep, profile: ProfileSpec) -> bool:
 
 
 def is_question(text: str) -> bool:
-    """Whether ``text`` asks something: a question mark, or a question word leading it, in the three languages."""
+    """Whether ``text`` asks something: a question mark (ending it or a sentence of it: "why this charge? I was only
+    there 3 days"), or a question word leading it, in the three languages."""
     return bool(_QUESTION_WORDS.search(text.strip()))
 
 

@@ -80,6 +80,8 @@ def test_side_question_and_return_marks_lead_the_message():
     assert marks_digression("antes disso, qual o vencimento?") == "antes disso"
     assert marks_digression("by the way, is my order out?") == "by the way"
     assert marks_digression("qual o vencimento, antes disso?") == "antes disso"  # within the lead
+    assert marks_digression("hold on, why is there a roaming charge?") == "hold on"
+    assert marks_digression("peraí, quanto custa o plano de 20 GB?") == "perai"  # normalised
     assert marks_digression("qual o vencimento da fatura?") == ""
     assert return_cut("voltando ao pagamento: já paguei") == ("já paguei", "voltando ao pagamento:")
     assert return_cut("back to the payment, yes done")[0] == "yes done"
@@ -156,6 +158,8 @@ def test_questions_are_told_in_the_three_languages():
     assert is_question("¿cuándo vence")
     assert is_question("is my order out?")
     assert not is_question("já paguei")
+    assert is_question("why is there a roaming charge on it? I was only there for 3 days")  # a sentence of it asks
+    assert not is_question("o pedido P100?x")
 
 
 def test_stored_frames_are_read_back_and_what_is_not_one_is_left_out():
