@@ -81,6 +81,8 @@ def test_side_question_and_return_marks_lead_the_message():
     assert marks_digression("by the way, is my order out?") == "by the way"
     assert marks_digression("qual o vencimento, antes disso?") == "antes disso"  # within the lead
     assert marks_digression("hold on, why is there a roaming charge?") == "hold on"
+    assert marks_digression("enquanto isso, me diz o valor da fatura") == "enquanto isso"
+    assert marks_digression("mientras tanto, dime cuánto debo") == "mientras tanto"
     assert marks_digression("peraí, quanto custa o plano de 20 GB?") == "perai"  # normalised
     assert marks_digression("qual o vencimento da fatura?") == ""
     assert return_cut("voltando ao pagamento: já paguei") == ("já paguei", "voltando ao pagamento:")
