@@ -24,6 +24,7 @@ from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin, ReadOnlyInlineM
 from conversations.admin_ratings import breakable
 from conversations.models import BackendCall, Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
 from conversations.timeline import conversation_timeline
+from routing.models import ROUTING_TEST_MAX_TURNS
 from routing.routing_test_drafts import (
     RoutingTestDraft,
     test_case_add_url,
@@ -53,20 +54,41 @@ def _arrived_in(message: Message) -> tuple[str, str]:
     return previous or "", answered or ""
 
 
+def _earlier_turns(message: Message) -> tuple[tuple[dict[str, Any], ...], Message]:
+    """The customer's messages before ``message`` in its conversation, oldest first — at most the
+    :data:`~routing.models.ROUTING_TEST_MAX_TURNS` a saved test holds — each expecting what was decided for it; and
+    the message the test starts from (the first of them, or ``message`` itself)."""
+    earlier = list(
+        Message.objects.filter(conversation_id=message.conversation_id, role="user", pk__lt=message.pk).order_by(
+            "-created_at", "-id"
+        )[:ROUTING_TEST_MAX_TURNS]
+    )[::-1]
+    decided = {
+        record.message_id: test_case_expect(intent=record.intent, agent=record.agent)
+        for record in RouteDecisionRecord.objects.filter(message__in=earlier)
+    }
+    turns = tuple(
+        {"message": said.content, **({"expect": decided[said.pk]} if decided.get(said.pk) else {})} for said in earlier
+    )
+    return turns, (earlier[0] if earlier else message)
+
+
 def _draft_of_decision(record: RouteDecisionRecord) -> RoutingTestDraft | None:
     if record.message is None:
         return None
-    state, specialist = _arrived_in(record.message)
+    turns, start = _earlier_turns(record.message)
+    state, specialist = _arrived_in(start)
     return RoutingTestDraft(
         profile_id=record.conversation.profile_id,
         message=record.message.content,
         state=state,
-        active_specialist=str(record.metadata.get("previous_agent") or specialist),
+        active_specialist=str(specialist if turns else record.metadata.get("previous_agent") or specialist),
         expect=test_case_expect(intent=record.intent, agent=record.agent),
         when=record.created_at.date(),
         source_message_id=record.message.pk,
         source_intent=record.intent,
         source_agent=record.agent,
+        turns=turns,
     )
 
 
@@ -76,13 +98,15 @@ def _draft_of_message(message: Message) -> RoutingTestDraft | None:
     decision = RouteDecisionRecord.objects.filter(message=message).order_by("id").first()
     if decision is not None:
         return _draft_of_decision(decision)
-    state, specialist = _arrived_in(message)
+    turns, start = _earlier_turns(message)
+    state, specialist = _arrived_in(start)
     return RoutingTestDraft(
         profile_id=message.conversation.profile_id,
         message=message.content,
         state=state,
         active_specialist=specialist,
         when=message.created_at.date(),
+        turns=turns,
     )
 
 

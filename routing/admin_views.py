@@ -347,7 +347,8 @@ class RoutePreviewView(View):
                     draft=data.get("version") == "draft",
                     earlier=data["earlier"],
                 )
-                if test_case_may_add(request) and not data["earlier"]:  # a saved test holds one message
+                if test_case_may_add(request):  # the earlier messages, as played, are the test's earlier turns
+                    earlier = preview.conversation.earlier if preview.conversation else []
                     preview.test_case_url = test_case_add_url(
                         RoutingTestDraft(
                             profile_id=data["profile"].pk,
@@ -356,6 +357,13 @@ class RoutePreviewView(View):
                             active_specialist=specialist.name if specialist else "",
                             expect=test_case_expect(intent=preview.decision.intent, agent=preview.decision.agent),
                             when=timezone.localdate(),
+                            turns=tuple(
+                                {
+                                    "message": said.text,
+                                    "expect": test_case_expect(intent=said.decision.intent, agent=said.decision.agent),
+                                }
+                                for said in earlier
+                            ),
                         )
                     )
             except LookupError as exc:

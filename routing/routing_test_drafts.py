@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
-from routing.forms import expect_field
+from routing.forms import expect_field, turns_text
 from routing.models import RoutingTestCase
 
 ADD_PERMISSION = "routing.add_routingtestcase"
@@ -26,7 +26,9 @@ NAME_MAX = RoutingTestCase._meta.get_field("name").max_length or 200
 class RoutingTestDraft:
     """What a new saved routing test would hold: ``expect`` is what was decided (``intent``, ``agent``). A stored
     message's draft names it (``source_message_id``) and keeps what was decided (``source_intent``,
-    ``source_agent``), which the test keeps when the editor corrects its expectation."""
+    ``source_agent``), which the test keeps when the editor corrects its expectation. ``turns``: the customer's
+    earlier messages of the conversation, oldest first (each ``{"message", "expect"}``, as a saved test keeps them),
+    played from ``state`` before ``message`` — a test of the message in its conversation."""
 
     profile_id: int
     message: str
@@ -37,6 +39,7 @@ class RoutingTestDraft:
     source_message_id: int | None = None
     source_intent: str = ""
     source_agent: str = ""
+    turns: tuple[dict[str, Any], ...] = ()
 
 
 def test_case_may_add(request: HttpRequest) -> bool:
@@ -78,6 +81,7 @@ def test_case_add_url(draft: RoutingTestDraft) -> str:
         "message": draft.message,
         "state": draft.state,
         "active_specialist": draft.active_specialist,
+        "turns": turns_text(list(draft.turns)),
         **{expect_field(key): value for key, value in draft.expect.items()},
         "source_message_id": draft.source_message_id,
         "source_intent": draft.source_intent,
@@ -105,6 +109,7 @@ def test_cases_create(drafts: list[RoutingTestDraft]) -> list[RoutingTestCase]:
                 message=draft.message,
                 state=draft.state,
                 active_specialist=draft.active_specialist,
+                turns=list(draft.turns),
                 expect=draft.expect,
                 source_message_id=draft.source_message_id,
                 source_intent=draft.source_intent,

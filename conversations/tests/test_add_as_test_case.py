@@ -1,7 +1,8 @@
 """A real misroute becomes a saved routing test in two clicks: "Add as routing test case" on a stored
-route decision or user message opens the test's add form pre-filled with the message, the conversation's state
-and specialist when it arrived and what was decided; the editor corrects the expectation and saves. The decision
-list's action saves the selected decisions as cases directly."""
+route decision or user message opens the test's add form pre-filled with the message, the customer's earlier
+messages of the conversation as its earlier turns (each expecting what was decided for it), and what was decided;
+the editor corrects the expectation and saves. The decision list's action saves the selected decisions as cases
+directly."""
 
 from __future__ import annotations
 
@@ -72,7 +73,10 @@ def test_a_decisions_link_opens_the_add_form_filled_with_the_message_and_what_wa
     assert form.initial["profile"] == str(stored.conversation.profile_id)
     assert form.initial["message"] == "quero rastrear meu pedido"
     assert form.initial["name"].startswith("quero rastrear meu pedido (")
-    assert form.initial["active_specialist"] == "billing_agent"  # who answered the message before
+    first = decision_of("Minha fatura veio alta")
+    # The conversation is played from its start: the earlier message is a turn, expecting what was decided then.
+    assert form.initial["turns"] == f"Minha fatura veio alta | intent: {first.intent}; specialist: {first.agent}"
+    assert "active_specialist" not in form.initial and "state" not in form.initial
     assert form.initial[expect_field("intent")] == stored.intent  # the add form starts from the decided values
 
 
@@ -93,7 +97,11 @@ def test_saving_the_corrected_form_creates_the_case(client, reader, stored):
 
     assert response.status_code == 302, response.content.decode()[:2000]
     case = RoutingTestCase.objects.get()
-    assert (case.message, case.active_specialist) == ("quero rastrear meu pedido", "billing_agent")
+    first = decision_of("Minha fatura veio alta")
+    assert (case.message, case.active_specialist) == ("quero rastrear meu pedido", "")
+    assert case.turns == [
+        {"message": "Minha fatura veio alta", "expect": {"intent": first.intent, "agent": first.agent}}
+    ]
     assert case.expect == {"intent": "retail_order_tracking", "agent": "orders_agent"}
     # Which message it came from and what was decided for it stay with the test: a correction the analytics count.
     assert (case.source_message_id, case.source_intent, case.source_agent) == (
@@ -138,7 +146,8 @@ def test_the_action_saves_the_selected_decisions_as_cases_expecting_what_was_dec
     assert "2 routing test case(s) added" in response.content.decode()
     cases = {case.message: case for case in RoutingTestCase.objects.all()}
     assert cases["Minha fatura veio alta"].expect == {"intent": first.intent, "agent": first.agent}
-    assert cases["quero rastrear meu pedido"].active_specialist == "billing_agent"
+    assert [turn["message"] for turn in cases["quero rastrear meu pedido"].turns] == ["Minha fatura veio alta"]
+    assert cases["Minha fatura veio alta"].turns == []  # the conversation's first message: a single message
     assert len({case.name for case in cases.values()}) == 2
     assert cases["Minha fatura veio alta"].source_message_id == first.message_id
     assert cases["Minha fatura veio alta"].source_intent == first.intent

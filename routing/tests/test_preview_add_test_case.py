@@ -37,6 +37,20 @@ def test_the_preview_links_the_add_form_filled_with_the_previewed_message_and_de
     )
 
 
+def test_a_previewed_conversation_links_a_test_whose_earlier_turns_are_its_earlier_messages(editor_client, telecom):
+    response = editor_client.get(
+        PREVIEW_URL,
+        {"profile": telecom.pk, "text": "antes disso, qual o vencimento?", "earlier": "Quero pagar com pix"},
+    )
+    preview = response.context["preview"]
+    first = preview.conversation.earlier[0].decision
+
+    form = editor_client.get(preview.test_case_url).context["adminform"].form
+
+    assert form.initial["message"] == "antes disso, qual o vencimento?"
+    assert form.initial["turns"] == f"Quero pagar com pix | intent: {first.intent}; specialist: {first.agent}"
+
+
 def test_a_user_who_may_not_add_tests_gets_no_link(client, django_user_model, telecom):
     viewer = django_user_model.objects.create_user("viewer", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_intent"))

@@ -142,8 +142,10 @@ def test_what_the_customer_typed_is_shown_as_text_never_as_markup(staff_client, 
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
-def test_a_preview_with_earlier_messages_offers_no_single_message_test_case(editor_client, contas):
+def test_a_preview_with_earlier_messages_offers_a_conversation_test_case(editor_client, contas):
     alone = preview(editor_client, contas, SIDE_QUESTION).context["preview"]
     played = preview(editor_client, contas, SIDE_QUESTION, earlier=PAYMENT).context["preview"]
 
-    assert alone.test_case_url and not played.test_case_url
+    assert "turns=" not in alone.test_case_url
+    form = editor_client.get(played.test_case_url).context["adminform"].form
+    assert form.initial["turns"].startswith(f"{PAYMENT} | intent: billing_payment_request")
