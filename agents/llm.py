@@ -30,9 +30,11 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from functools import lru_cache
 from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
+from django.utils.translation import gettext_lazy
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
@@ -40,7 +42,9 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
 from agents.schemas import model_key_variable_refusal
+from agents.tool_summary import result_summary
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
+from common.i18n import say
 from common.infra import tracing
 from common.infra.metrics import model_call_observe
 from common.language import detect_language
@@ -58,64 +62,35 @@ from platform import env
 logger = logging.getLogger(__name__)
 
 OFFLINE_NOTICE = "(offline model)"
-# The offline model's own words in each language it answers in: the customer's (common.language), Portuguese when
-# that cannot be told. The Portuguese ones are the model's words from before it spoke three languages, unchanged.
-# Names, subjects, tool results and the customer's own words stay as they are (business data).
+# The offline model's own words, in the conversation's language (common.i18n: English message ids, the catalogues'
+# translations); Portuguese when it is not known. Names, tool results and the customer's own words are business data:
+# they are quoted, never translated; a specialist's display name and an intent's subject line are not part of the
+# sentence (they are written in the business's language, whatever the customer's).
 OFFLINE_LANGUAGE = "pt"
-OFFLINE_PHRASES: dict[str, dict[str, str]] = {
-    "pt": {
-        "notice": OFFLINE_NOTICE,
-        "consulted": "consultei os sistemas sobre sua mensagem.",
-        "not_consulted": "não consegui consultar agora ({error}).",
-        "resumed": " Retomando o atendimento: {agent} concluiu ({status}).",
-        "received": " recebi sua mensagem.",
-        "subject": " Assunto: {topic}.",
-        "you_said": ' Você disse: "{text}".',
-        "will_handle": " Vou tratar disso como especialista.",
-        "glad": "que bom que pude ajudar! Se precisar de algo mais, é só chamar. "
-        "(Glad I could help; just ask if you need anything else.)",
-        "closed": "O cliente encerrou o assunto ({closing!r}).",
-        "out_of_scope": "Fora do meu escopo; parece ser assunto de {agent}.",
-        "delegated": "O cliente escreveu: {text}",
-        "handoff_reason": "A mensagem é do escopo de {target}, não de {agent}.",
-        "handoff_summary": '{name} recebeu: "{text}"; nada consultado ainda.',
-        "human_reason": "O cliente pediu para falar com uma pessoa.",
-    },
-    "en": {
-        "notice": OFFLINE_NOTICE,
-        "consulted": "I checked our systems about your message.",
-        "not_consulted": "I could not check it right now ({error}).",
-        "resumed": " Picking up where we left off: {agent} finished ({status}).",
-        "received": " I received your message.",
-        "subject": " Subject: {topic}.",
-        "you_said": ' You said: "{text}".',
-        "will_handle": " I will look into it as a specialist.",
-        "glad": "glad I could help! If you need anything else, just ask.",
-        "closed": "The customer closed the matter ({closing!r}).",
-        "out_of_scope": "Out of my scope; this looks like a matter for {agent}.",
-        "delegated": "The customer wrote: {text}",
-        "handoff_reason": "The message is in the scope of {target}, not of {agent}.",
-        "handoff_summary": '{name} received: "{text}"; nothing checked yet.',
-        "human_reason": "The customer asked for a person.",
-    },
-    "es": {
-        "notice": "(modelo sin conexión)",
-        "consulted": "consulté los sistemas sobre su mensaje.",
-        "not_consulted": "no pude consultarlo ahora ({error}).",
-        "resumed": " Retomando la atención: {agent} terminó ({status}).",
-        "received": " recibí su mensaje.",
-        "subject": " Asunto: {topic}.",
-        "you_said": ' Usted dijo: "{text}".',
-        "will_handle": " Me ocuparé de ello como especialista.",
-        "glad": "¡qué bueno que pude ayudar! Si necesita algo más, solo avíseme.",
-        "closed": "El cliente cerró el asunto ({closing!r}).",
-        "out_of_scope": "Fuera de mi alcance; parece un asunto de {agent}.",
-        "delegated": "El cliente escribió: {text}",
-        "handoff_reason": "El mensaje es del ámbito de {target}, no de {agent}.",
-        "handoff_summary": '{name} recibió: "{text}"; nada consultado todavía.',
-        "human_reason": "El cliente pidió hablar con una persona.",
-    },
+OFFLINE_MESSAGES: dict[str, Any] = {
+    "notice": gettext_lazy("(offline model)"),
+    "consulted": gettext_lazy("I checked our systems about your message."),
+    "not_consulted": gettext_lazy("I could not check it right now ({error})."),
+    "resumed": gettext_lazy("Picking up where we left off:"),
+    "received": gettext_lazy("I received your message."),
+    "you_said": gettext_lazy('You said: "{text}".'),
+    "will_handle": gettext_lazy("I will look into it as a specialist."),
+    "glad": gettext_lazy("glad I could help! If you need anything else, just ask."),
+    "closed": gettext_lazy("The customer closed the matter ({closing!r})."),
+    "out_of_scope": gettext_lazy("Out of my scope; this looks like a matter for {agent}."),
+    "delegated": gettext_lazy("The customer wrote: {text}"),
+    "handoff_reason": gettext_lazy("The message is in the scope of {target}, not of {agent}."),
+    "handoff_summary": gettext_lazy('{name} received: "{text}"; nothing checked yet.'),
+    "human_reason": gettext_lazy("The customer asked for a person."),
 }
+
+
+@lru_cache(maxsize=8)
+def offline_words(language: str | None) -> dict[str, str]:
+    """The offline model's own words (:data:`OFFLINE_MESSAGES`) in ``language``."""
+    return {key: say(language, message) for key, message in OFFLINE_MESSAGES.items()}
+
+
 _WORDS = re.compile(r"\S+\s*|\s+")
 # The system note with which a finished sub-conversation's result reaches the coordinator (conversations.graph).
 _ENDED_NOTE = re.compile(r"\[SYSTEM_NOTE: the sub-conversation with (\w+) ended\. status: (\w+)")
@@ -269,6 +244,7 @@ class ModelProvider:
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
+        language: str = "",
     ) -> BaseChatModel:
         """A chat model for one specialist turn; ``context`` is the (masked) request context.
 
@@ -276,6 +252,7 @@ class ModelProvider:
         hits, best first), ``closing_words`` and ``person_asked`` (the message
         asks for a person) are what the offline model decides handoffs,
         delegation and hand-overs to people on; a real model reads its prompt instead.
+        ``language`` is the conversation's: the offline model writes its own words in it.
         """
         raise NotImplementedError
 
@@ -317,8 +294,10 @@ class OfflineModel(ModelProvider):
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
+        language: str = "",
     ) -> BaseChatModel:
         return OfflineChatModel(
+            language=language,
             context=context,
             display_name=display_name,
             topic=topic,
@@ -328,29 +307,6 @@ class OfflineModel(ModelProvider):
             closing_words=tuple(closing_words),
             person_asked=person_asked,
         )
-
-
-def result_summary(payload: Any, language: str | None = None) -> str:
-    """A sentence from a tool result: its ``resumo`` when it has one, else its scalar fields.
-
-    With a ``language``, a sentence (four words or more) that reads as another language is left out (the example
-    servers' ``resumo`` is Portuguese): an English answer lists more of the result's values instead.
-    """
-
-    def fits(text: str) -> bool:
-        return language is None or len(text.split()) < 4 or detect_language(text) in (language, None)
-
-    if isinstance(payload, dict):
-        for key in ("resumo", "summary", "message"):
-            if isinstance(payload.get(key), str) and payload[key].strip() and fits(payload[key]):
-                return payload[key].strip()
-        scalars = [
-            f"{key}: {value}"
-            for key, value in payload.items()
-            if isinstance(value, (int, float)) or (isinstance(value, str) and fits(value))
-        ]
-        return "; ".join(scalars[: 6 if language is None else 9])
-    return str(payload)[:300]
 
 
 class OfflineChatModel(BaseChatModel):
@@ -390,6 +346,7 @@ class OfflineChatModel(BaseChatModel):
     hit_agents: tuple[str, ...] = ()
     closing_words: tuple[str, ...] = ()
     person_asked: bool = False
+    language: str = ""  # the conversation's; "" → the message's, else OFFLINE_LANGUAGE
 
     def __repr_args__(self) -> Any:
         """Who is speaking, not the customer's ``context``: langchain hands every callback the model's ``repr`` on
@@ -414,8 +371,8 @@ class OfflineChatModel(BaseChatModel):
         text = messages[last_human].content if last_human >= 0 else ""
         if not isinstance(text, str):
             text = messages[last_human].text
-        language = detect_language(text) or OFFLINE_LANGUAGE
-        words = OFFLINE_PHRASES[language]
+        language = self.language or detect_language(text) or OFFLINE_LANGUAGE
+        words = offline_words(language)
         if not results and tools and tool_choice != "none":
             move = self._move(text, messages[:last_human], tools, words)
             if move is not None:
@@ -453,14 +410,10 @@ class OfflineChatModel(BaseChatModel):
                     said = result_summary(payload, summary_language).replace("”", '"')
                     lines.append(f"- {result.name}: “{said}”")
             return AIMessage(content=f"{header} {words['consulted']}\n" + "\n".join(lines))
-        subject = words["subject"].format(topic=f"{self.topic[:1].lower()}{self.topic[1:]}") if self.topic else ""
-        resumed = ""
-        for message in messages[:last_human]:
-            ended = _ENDED_NOTE.search(message.text) if isinstance(message, SystemMessage) else None
-            if ended:
-                resumed = words["resumed"].format(agent=ended.group(1), status=ended.group(2))
-        said = words["you_said"].format(text=text)
-        return AIMessage(content=f"{header}{resumed}{words['received']}{subject}{said}{words['will_handle']}")
+        # The intent's subject line is the business's words, in its language: the answer leaves it out.
+        ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in messages[:last_human])
+        parts = [header, words["resumed"] if ended else "", words["received"], words["you_said"].format(text=text)]
+        return AIMessage(content=" ".join(part for part in (*parts, words["will_handle"]) if part))
 
     def _move(
         self, text: str, earlier: list[Any], tools: list[dict[str, Any]], words: dict[str, str]
@@ -779,6 +732,7 @@ class OpenAICompatibleModel(ModelProvider):
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
+        language: str = "",
     ) -> BaseChatModel:
         return self.client()
 

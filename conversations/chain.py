@@ -18,7 +18,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents.llm import llm_configured, result_summary
+from agents.llm import llm_configured
+from agents.tool_summary import result_summary
 from common.events import Emit, emit_safely
 from common.infra import tracing
 from conversations.escalation import specialist_asked
@@ -138,6 +139,7 @@ def specialist_request(
         notes=notes,
         step_limit=step_limit,
         granted=frozenset(turn.granted),
+        language=turn.language,
         emit=emit,
         reply_rest=reply_rest,
         generation=generation,

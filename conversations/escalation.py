@@ -17,7 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext_lazy
+
 from agents.escalation import EscalationSettings
+from common.i18n import DEFAULT_LANGUAGE, say
+from common.language import LANGUAGES
 from conversations.models import EscalationPriority, EscalationReason
 from handoffs.models import HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED
@@ -26,8 +30,6 @@ from routing.router import RouteDecision
 
 HUMAN_REQUEST = "human_request"  # the small-talk kind of "I want to talk to a person" (routing.small_talk)
 FALLBACK_METHOD = "fallback"
-LANGUAGES = ("pt", "en", "es")
-DEFAULT_LANGUAGE = "pt"
 SUMMARY_MAX_CHARS = 2000
 # How urgent each reason is by default (a specialist may say otherwise; a person may change it on the desk): a customer
 # the assistants have already failed waits less.
@@ -143,30 +145,18 @@ def thumbs_down_asked(settings: EscalationSettings) -> EscalationAsk | None:
 
 # -- what the customer reads -------------------------------------------------------------------------------------
 
-NOTICES: dict[str, dict[str, str]] = {
-    "pt": {
-        "queued": "Vou passar você para uma pessoa da nossa equipe. Você é o {position}º da fila; já vamos atender.",
-        "waiting": "Você continua na fila: é o {position}º. Uma pessoa da nossa equipe já vai atender.",
-        "assigned": "{person} está atendendo você agora.",
-        "returned": "{person} encerrou o atendimento e o assistente virtual continua com você. Como posso ajudar?",
-        "person": "Uma pessoa da equipe",
-    },
-    "en": {
-        "queued": "I'm passing you to a person from our team. You are number {position} in line; someone will be "
-        "with you shortly.",
-        "waiting": "You are still in line: number {position}. A person from our team will be with you shortly.",
-        "assigned": "{person} is with you now.",
-        "returned": "{person} has finished and the virtual assistant is with you again. How can I help?",
-        "person": "A person from our team",
-    },
-    "es": {
-        "queued": "Le paso con una persona de nuestro equipo. Usted es el número {position} en la fila; enseguida "
-        "lo atendemos.",
-        "waiting": "Sigue en la fila: es el número {position}. Una persona de nuestro equipo lo atenderá enseguida.",
-        "assigned": "{person} lo está atendiendo ahora.",
-        "returned": "{person} terminó la atención y el asistente virtual sigue con usted. ¿En qué puedo ayudarle?",
-        "person": "Una persona del equipo",
-    },
+# English message ids, in the customer's language by the catalogues (common.i18n).
+NOTICES: dict[str, Any] = {
+    "queued": gettext_lazy(
+        "I'm passing you to a person from our team. You are number {position} in line; someone will be with you "
+        "shortly."
+    ),
+    "waiting": gettext_lazy(
+        "You are still in line: number {position}. A person from our team will be with you shortly."
+    ),
+    "assigned": gettext_lazy("{person} is with you now."),
+    "returned": gettext_lazy("{person} has finished and the virtual assistant is with you again. How can I help?"),
+    "person": gettext_lazy("A person from our team"),
 }
 
 
@@ -174,7 +164,7 @@ def language_of(detected: str | None, *, fallback: str = "") -> str:
     """The notices' language: the one told from the customer's words, else ``fallback`` (the escalation's), else
     Portuguese."""
     for language in (detected, fallback):
-        if language in NOTICES:
+        if language in LANGUAGES:
             return str(language)
     return DEFAULT_LANGUAGE
 
@@ -182,8 +172,7 @@ def language_of(detected: str | None, *, fallback: str = "") -> str:
 def notice(kind: str, language: str, *, position: int | None = None, person: str = "") -> str:
     """The customer's notice of ``kind`` — ``queued`` (just handed over), ``waiting`` (a message while in line),
     ``assigned`` (a person took it), ``returned`` (handed back) — in ``language``."""
-    words = NOTICES.get(language, NOTICES[DEFAULT_LANGUAGE])
-    return words[kind].format(position=position or 1, person=person or words["person"])
+    return say(language, NOTICES[kind], position=position or 1, person=person or say(language, NOTICES["person"]))
 
 
 # -- what the person reads first -----------------------------------------------------------------------------------

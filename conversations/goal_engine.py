@@ -45,15 +45,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents.llm import (
-    OFFLINE_LANGUAGE,
-    OFFLINE_PHRASES,
-    OpenAICompatibleModel,
-    llm_configured,
-    result_summary,
-    tool_data,
-)
+from agents.llm import OpenAICompatibleModel, llm_configured, offline_words, tool_data
 from agents.mcp import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, Endpoint, ToolResult, runtime, tool_call
+from agents.tool_summary import result_summary
 from agents.usage import KIND_ANSWER, usage_record
 from common.infra import tracing
 from common.language import detect_language
@@ -754,7 +748,7 @@ async def answer_write(
         found = any(part.get("status") == SUCCESS for part in parts) or not parts
         lead = f" {words(language)['found']}" if found and quoted else ""
         joint = "\n" if "\n" in quoted else " "
-        notice = OFFLINE_PHRASES.get(language, OFFLINE_PHRASES[OFFLINE_LANGUAGE])["notice"]
+        notice = offline_words(language)["notice"]
         return f"{profile.name} {notice}:{lead}{joint}{quoted}", {"method": "offline"}
     explanation = str(combined.get("explanation") or "")
     results = tool_data("plan", {"explanation": explanation, "result": combined.get("result")})

@@ -74,7 +74,7 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         and (value := after_phrases(said, profile.repair_words.correct))
     ):
         said = value  # "errei, eu queria dizer VALE3": the goal is read again from what it corrects to
-    decision = await goal_decide(profile=profile, text=said, goal_state=turn.goal_state)
+    decision = await goal_decide(profile=profile, text=said, goal_state=turn.goal_state, language=turn.language)
     turn.goal = GoalTurn(decision)
     turn.goal_state = decision.goal_state
     resumed = bool(waiting) and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision)

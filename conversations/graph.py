@@ -54,7 +54,6 @@ from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
 from common.infra import tracing
 from common.infra.bus import publish_event
-from common.language import detect_language
 from common.sizes import limit_hit, text_cut
 from conversations import ordering
 from conversations.answer_limit import answer_cut_recorded, answer_stream_bounded
@@ -89,6 +88,7 @@ from conversations.guardrails import (
     run_output_guardrails,
 )
 from conversations.judges import NOTE, REPLACE, REVIEW_FALLBACK_ANSWER, judge_answer, review_decision, review_note
+from conversations.language import language_decide
 from conversations.models import (
     Escalation,
     EscalationReason,
@@ -189,6 +189,10 @@ async def input_guardrails(turn: Turn) -> None:
     turn.sanitized_text = report.text_for_model
     turn.text_to_store = report.text_to_store
     turn.guardrails["input"] = report.as_dict()
+    earlier = (entry.content for entry in reversed(turn.history) if entry.role == "user")
+    turn.language, turn.language_kept = language_decide(
+        kept=turn.language_kept, channel=turn.input.language, text=turn.sanitized_text, earlier=earlier
+    )
 
 
 async def routing_decision(turn: Turn) -> None:
@@ -478,8 +482,7 @@ async def supervisor_review(turn: Turn) -> None:
         turn.review["replaced_answer_chars"] = len(turn.answer)
         turn.answer = REVIEW_FALLBACK_ANSWER
     elif turn.review.get("action") == NOTE:
-        language = turn.goal.decision.language if turn.goal is not None else detect_language(turn.sanitized_text)
-        turn.answer = f"{turn.answer}\n\n{review_note(language)}"
+        turn.answer = f"{turn.answer}\n\n{review_note(turn.language)}"
 
 
 def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
@@ -575,7 +578,7 @@ async def escalation(turn: Turn) -> None:
     if ask is None:
         return
     data = turn.input
-    language = language_of(detect_language(turn.sanitized_text or data.text))
+    language = language_of(turn.language)
     answered_by = turn.agent if turn.runs or turn.goal is not None else ""
     kept = ask.reason in ANSWER_KEPT and turn.answer.strip()
     escalation = escalation_new(
@@ -651,7 +654,7 @@ async def person(turn: Turn) -> None:
     turn.next_state = turn.state
     turn.decision = held_decision(held, intent=turn.active_intent)
     if held.status == EscalationStatus.QUEUED:
-        language = language_of(detect_language(turn.sanitized_text), fallback=held.language)
+        language = language_of(turn.language, fallback=held.language)
         turn.answer = notice("waiting", language, position=turn.escalation_position)
     else:
         turn.answer, turn.answered = "", False

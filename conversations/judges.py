@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext_lazy
+
+from common.i18n import say
 from common.language import detect_language
 from common.text import fold, normalize
 
@@ -31,15 +34,10 @@ REVIEW_FALLBACK_ANSWER = (
 DEFAULT_MIN_SCORE = 0.5
 # What a failed answer gets in place of being replaced when the turn already changed something (a message sent, an
 # order placed): the customer must not read "I could not" about what was done. In the customer's language.
-REVIEW_NOTES = {
-    "pt": "Observação: nossa revisão automática não conseguiu confirmar todos os detalhes desta resposta; o que já "
-    "foi feito para você continua feito.",
-    "en": "Note: our automatic review could not confirm every detail of this answer; what was already carried out "
-    "for you stays done.",
-    "es": "Nota: nuestra revisión automática no pudo confirmar todos los detalles de esta respuesta; lo que ya se "
-    "hizo por usted sigue hecho.",
-}
-REVIEW_NOTE_LANGUAGE = "pt"  # when the customer's language cannot be told
+REVIEW_NOTE = gettext_lazy(
+    "Note: our automatic review could not confirm every detail of this answer; what was already carried out for you "
+    "stays done."
+)
 
 # Judge statuses and check outcomes.
 PASSED = "passed"
@@ -584,8 +582,8 @@ NOTE = "note"
 
 
 def review_note(language: str | None) -> str:
-    """The note a failed answer that stands gets (:data:`REVIEW_NOTES`), in ``language`` (pt, en, es)."""
-    return REVIEW_NOTES.get(language or "", REVIEW_NOTES[REVIEW_NOTE_LANGUAGE])
+    """The note a failed answer that stands gets (:data:`REVIEW_NOTE`), in ``language`` (pt, en, es)."""
+    return say(language, REVIEW_NOTE)
 
 
 def review_decision(

@@ -99,6 +99,12 @@ class Conversation(models.Model):
     fallbacks_in_row = models.PositiveSmallIntegerField(
         default=0, help_text="How many of the last answers in a row the fallback gave (the escalation rule's count)."
     )
+    language = models.CharField(
+        max_length=8,
+        blank=True,
+        help_text="The customer's language (pt, en, es): detected from their messages, or named by the channel. "
+        "The platform's own words are written in it.",
+    )
     outcome = models.CharField(
         max_length=16,
         blank=True,

@@ -93,6 +93,7 @@ STATE_COLUMNS = (
     "escalation_id",
     "fallbacks_in_row",
     "outcome",
+    "language",
 )
 JSON_COLUMNS = frozenset(
     {"sub_conversation", "pending_result", "pending_permission", "granted_permissions", "goal_state", "stack"}

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy
+
+from common.i18n import say
 from routing.replies import NO, YES, Reply
 from routing.specs import ProfileSpec, ToolSpec
 
@@ -26,16 +29,25 @@ def permission_reply(reply: Reply) -> str | None:
     return {YES: GRANTED, NO: DENIED}.get(reply.reads_as or "")
 
 
-def permission_question(profile: ProfileSpec, tool: ToolSpec) -> str:
-    """What the specialist asks the user, in Portuguese and English, with the profile's own words."""
-    yes = profile.confirmation_words[0] if profile.confirmation_words else "sim"
-    no = profile.denial_words[0] if profile.denial_words else "não"
+PERMISSION_ASK = gettext_lazy(
+    'To go on I need your permission to use {tool} (“{what}”). May I proceed? Reply "{yes}" to allow it or "{no}" to '
+    "go on without it."
+)
+YES_WORD = gettext_lazy("yes")
+NO_WORD = gettext_lazy("no")
+
+
+def permission_question(profile: ProfileSpec, tool: ToolSpec, language: str | None = None) -> str:
+    """What the specialist asks the user, in the conversation's ``language``: the tool's name and description are
+    the business's words; the yes and no to reply with are the language's own when the profile reads them so, else
+    the profile's first confirmation and denial words."""
+    yes, no = say(language, YES_WORD), say(language, NO_WORD)
+    if profile.reply_words.read(yes).reads_as != YES:
+        yes = profile.confirmation_words[0] if profile.confirmation_words else yes
+    if profile.reply_words.read(no).reads_as != NO:
+        no = profile.denial_words[0] if profile.denial_words else no
     what = tool.description.strip().rstrip(".") or tool.name
-    return (
-        f"Para seguir preciso da sua autorização para usar {tool.name} ({what}). Posso prosseguir? "
-        f'Responda "{yes}" para autorizar ou "{no}" para continuar sem isso. '
-        f'(I need your permission to use {tool.name}: reply "yes" to allow it or "no" to go on without it.)'
-    )
+    return say(language, PERMISSION_ASK, tool=tool.name, what=what, yes=yes, no=no)
 
 
 def permission_note(tool: str, reply: str) -> str:

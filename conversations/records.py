@@ -273,6 +273,7 @@ class LiveState:
     escalation_id: uuid.UUID | None = None
     fallbacks_in_row: int | None = None
     outcome: str | None = None
+    language: str = ""  # the conversation's language after the turn ("": none told yet)
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,8 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         "goal_state": live.goal_state,
         "stack": list(live.stack),
     }
+    if live.language:
+        updates["language"] = live.language
     if record.cohort:
         updates["cohort"] = record.cohort
     if live.routed is not None:

@@ -81,6 +81,7 @@ class SpecialistRequest:
     # it is all reply); None when the message is no such reply. See _moves_read_on.
     reply_rest: str | None = None
     generation: Generation | None = None  # how the client asked the answer written (agents.generation)
+    language: str = ""  # the conversation's (conversations.language): the platform's own words are written in it
 
     @property
     def steps_allowed(self) -> int:
@@ -368,6 +369,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         hit_agents=hit_agents,
         closing_words=closing_words,
         person_asked=REQUEST_HUMAN in control and person_asked_in(request.text),
+        language=request.language,
     )
     offered = {tool.name: tool for tool in request.tools}
     definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
@@ -391,7 +393,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             if await _tool_step(request, outcome, offered, control, reply, messages):
                 outcome.answer = _text(reply)
                 if outcome.permission_needed is not None:
-                    outcome.answer = permission_question(request.profile, outcome.permission_needed)
+                    outcome.answer = permission_question(request.profile, outcome.permission_needed, request.language)
                 break
         else:
             outcome.stopped = "step_limit"

@@ -17,7 +17,7 @@ from typing import Any
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from common.language import detect_language
+from common.i18n import language_known
 from conversations.turn import Turn
 from handoffs.models import HandoffKind
 from routing.repairs import CANCEL, REPEAT, marks_digression
@@ -33,8 +33,6 @@ from routing.stack import (
     is_question,
 )
 
-LANGUAGES = ("pt", "en", "es")
-DEFAULT_LANGUAGE = "pt"
 _QUESTION = re.compile(r"[^.!?\n]*\?")
 
 
@@ -131,21 +129,12 @@ def stack_state(turn: Turn) -> str:
     return next((frame.name for frame in reversed(turn.frames) if frame.kind == STATE), "")
 
 
-def conversation_language(turn: Turn) -> str:
-    """The language the customer writes: this message's, else their last message's that tells, else Portuguese."""
-    for text in (turn.sanitized_text, *(entry.content for entry in reversed(turn.history) if entry.role == "user")):
-        language = detect_language(text)
-        if language in LANGUAGES:
-            return language
-    return DEFAULT_LANGUAGE
-
-
 def fixed_answer(turn: Turn) -> str | None:
     """The platform's own answer to a cancel or a repeat (no specialist runs), or ``None``."""
     step = turn.stack_step
     if step is None or not step.fixed:
         return None
-    with translation.override(conversation_language(turn)):
+    with translation.override(language_known(turn.language)):
         if step.fixed == REPEAT:
             last = next((entry.content for entry in reversed(turn.history) if entry.role == "assistant"), "")
             return last or gettext("I have not said anything yet that I could repeat. How can I help you?")
@@ -184,7 +173,7 @@ def answer_lines(turn: Turn) -> str:
     if step is None or step.fixed:
         return ""
     lines: list[str] = []
-    with translation.override(conversation_language(turn)):
+    with translation.override(language_known(turn.language)):
         if step.resume is not None and turn.input.profile.resume_style == "explicit":
             lines.append(_resume_line(step.resume))
         for frame in step.queued:

@@ -42,6 +42,7 @@ def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[s
         "notes": list(request.notes),
         "vault": vault.entries(),
         "generation": request.generation.as_dict() if request.generation is not None else None,
+        "language": request.language,
     }
 
 
@@ -72,6 +73,7 @@ def request_from_payload(payload: dict[str, Any], current: Snapshot) -> Speciali
         granted=frozenset(payload.get("granted", [])),
         notes=tuple(payload.get("notes", [])),
         generation=Generation.from_dict(payload.get("generation")),
+        language=str(payload.get("language") or ""),
     )
 
 

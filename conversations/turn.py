@@ -110,6 +110,7 @@ class TurnInput:
     single_agent: bool = False
     flags: dict[str, Any] = field(default_factory=dict)
     cohort: str = ""
+    language: str = ""  # the channel's (conversations.language.language_asked): wins over the conversation's
     # A streaming client's event sink (common.events); None for the JSON API.
     emit: Emit | None = field(default=None, compare=False, repr=False)
     # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).
@@ -186,6 +187,8 @@ class Turn:
     judges: dict[str, Any] = field(default_factory=dict)
     review: dict[str, Any] = field(default_factory=dict)
     trace: list[dict[str, Any]] = field(default_factory=list)
+    language: str = ""  # the turn's (conversations.language.language_decide): the platform's own words use it
+    language_kept: str = ""  # the conversation's column as read; then what it keeps after this message
     conversation_pk: int = 0  # set when the turn takes its ticket
     ticket: int = 0
     ready: bool = False  # its ticket's turn had come when it was taken (the conversation was read with it)
@@ -348,6 +351,7 @@ class Turn:
             "handoffs": [move.as_dict() for move in self.all_moves()],
             "agents": [agent for agent, _ in self.runs],
             "turn": self.ticket + 1,  # the message's place in its conversation, in arrival order
+            "language": self.language,
             "permission": self.permission,
             "granted_permissions": list(self.granted),
             "sub_conversation": self.sub_conversation,

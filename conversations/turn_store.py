@@ -130,6 +130,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.conversation_created_at = state["created_at"]
         turn.fallbacks_in_row = turn.fallbacks_before = state["fallbacks_in_row"]
         turn.outcome_was = state["outcome"]
+        turn.language_kept = state["language"]
         if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
             held_load(turn, state["escalation_id"])
         rollout_serve(turn)
@@ -324,6 +325,7 @@ def turn_persist(turn: Turn) -> int:
         escalation_id=turn.escalation.pk if turn.escalation is not None else None,
         fallbacks_in_row=turn.fallbacks_in_row if turn.fallbacks_in_row != turn.fallbacks_before else None,
         outcome=outcome_now(turn),
+        language=turn.language_kept,
     )
     counted = CountedAs(
         cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at

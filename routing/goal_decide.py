@@ -130,11 +130,14 @@ def _describe(entities: Mapping[str, Any]) -> str:
     return f" ({', '.join(str(item) for item in shown)})" if shown else ""
 
 
-async def goal_decide(*, profile: ProfileSpec, text: str, goal_state: Mapping[str, Any] | None) -> GoalDecision:
+async def goal_decide(
+    *, profile: ProfileSpec, text: str, goal_state: Mapping[str, Any] | None, language: str = ""
+) -> GoalDecision:
     """The decision for ``text`` given the conversation's goal state (see the module docstring), in the customer's
-    language (:func:`routing.goal_words.turn_language`: the message's, else the one the goal state keeps)."""
+    ``language`` (the conversation's; without one, :func:`routing.goal_words.turn_language`: the message's, else the
+    one the goal state keeps)."""
     state = dict(goal_state or {})
-    language = turn_language(text, state.get("language"))
+    language = language or turn_language(text, state.get("language"))
     decision = await _decided(profile, text, state, language)
     decision.language = language
     if decision.goal_state is not None and decision.intent_output.reading.get("method") != SMALL_TALK:

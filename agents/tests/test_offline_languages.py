@@ -51,9 +51,9 @@ def tool_answer(text: str, result: object, *, status: str = "success") -> str:
     return bound.invoke(messages).text
 
 
-def test_a_portuguese_question_gets_the_same_portuguese_answer_as_before():
+def test_a_portuguese_question_gets_a_portuguese_answer_without_the_intents_subject_line():
     assert answer("Minha fatura veio alta, pode ver?") == (
-        "Faturas e pagamentos (offline model): recebi sua mensagem. Assunto: explicação de fatura. "
+        "Faturas e pagamentos (offline model): recebi sua mensagem. "
         'Você disse: "Minha fatura veio alta, pode ver?". Vou tratar disso como especialista.'
     )
 
@@ -62,13 +62,14 @@ def test_a_message_whose_language_cannot_be_told_gets_portuguese():
     assert answer("P100?").startswith("Faturas e pagamentos (offline model): recebi sua mensagem.")
 
 
-def test_an_english_question_gets_an_english_answer():
+def test_an_english_question_gets_an_english_answer_without_the_businesss_portuguese_subject_line():
     text = answer("My bill is too high this month, can you check it?")
 
     assert text == (
-        "Faturas e pagamentos (offline model): I received your message. Subject: explicação de fatura. "
+        "Faturas e pagamentos (offline model): I received your message. "
         'You said: "My bill is too high this month, can you check it?". I will look into it as a specialist.'
     )
+    assert "explicação" not in text
     assert detect_language(unquoted(text)) == "en"
 
 

@@ -65,7 +65,8 @@ def test_the_documented_sub_conversation_walk_through_resumes_with_the_coordinat
     resumed = walk("Bom dia, tudo certo então")
     assert resumed["agent"] == "assistente_virtual"
     assert resumed["metadata"]["route_decision"]["method"] == "small_talk"
-    assert "Retomando o atendimento: billing_agent concluiu (completed)." in resumed["answer"]
+    assert "Retomando o atendimento: recebi sua mensagem." in resumed["answer"]
+    assert "billing_agent" not in resumed["answer"]  # a specialist's name is not for the customer
     assert resumed["metadata"]["handoffs"] == []  # no delegation on a greeting
     conversation = conversation_of(resumed)
     assert conversation.pending_result is None  # the return note was delivered, once

@@ -1,0 +1,63 @@
+"""The conversation's language: what the platform's own words (common.i18n) and the offline model are written in.
+
+Decided once a turn (:func:`language_decide`), in this order:
+
+1. the channel's, when the client names one (``Accept-Language`` on the REST and WebSocket faces, a ``language``
+   field of the payload, the OpenAI faces' ``metadata.language``, an A2A message's ``metadata.language``): it wins
+   and is kept;
+2. the kept one (the conversation's ``language`` column), changed only on clear evidence: a message of
+   :data:`CHANGE_WORDS` words or more that reads as another language (one ambiguous word — "ok", "sim", "no" —
+   never changes it);
+3. none kept yet: the message's, else the customer's earlier messages', else :data:`common.i18n.DEFAULT_LANGUAGE`
+   (not kept: the next message that tells decides).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from common.i18n import DEFAULT_LANGUAGE
+from common.language import LANGUAGES, detect_language
+
+CHANGE_WORDS = 3  # a message this long that reads as another language changes the kept one
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def language_asked(value: str | None) -> str:
+    """The platform's language a channel names — ``"en"``, ``"es-MX"``, an ``Accept-Language`` header such as
+    ``"es-ES,es;q=0.9,en;q=0.5"`` (the first it speaks, by preference) — or ``""``."""
+    if not value:
+        return ""
+    ranked: list[tuple[float, int, str]] = []
+    for position, item in enumerate(str(value).split(",")):
+        tag, _, options = item.strip().partition(";")
+        quality = 1.0
+        if options.strip().startswith("q="):
+            try:
+                quality = float(options.strip()[2:])
+            except ValueError:
+                quality = 0.0
+        primary = tag.strip().split("-")[0].split("_")[0].casefold()
+        if primary in LANGUAGES and quality > 0:
+            ranked.append((-quality, position, primary))
+    return min(ranked)[2] if ranked else ""
+
+
+def language_decide(*, kept: str, channel: str, text: str, earlier: Iterable[str] = ()) -> tuple[str, str]:
+    """``(the turn's language, the one the conversation keeps)`` by the rules above; ``earlier``: the customer's
+    earlier messages, newest first."""
+    if channel in LANGUAGES:
+        return channel, channel
+    told = detect_language(text)
+    if kept in LANGUAGES:
+        if told is not None and told != kept and len(_WORD.findall(text)) >= CHANGE_WORDS:
+            return told, told
+        return kept, kept
+    if told is not None:
+        return told, told
+    for said in earlier:
+        told = detect_language(said)
+        if told is not None:
+            return told, told
+    return DEFAULT_LANGUAGE, ""
