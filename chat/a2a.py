@@ -159,6 +159,7 @@ _FIELDS = {
     "payload.session_id": "message.contextId",
     "payload.user_id": "message.metadata.user_id",
     "payload.context": "message.metadata.context",
+    "payload.language": "message.metadata.language",
     "agent_id": "agent_id",
 }
 _AGENT_PATH = re.compile(r"/a2a/(?P<agent_id>[^/]+)/")
@@ -449,7 +450,10 @@ def _message_in(params: SendMessageRequest, agent_id: str, context_id: str) -> M
     metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
     user_id = _metadata_value(metadata, "user_id", str, "a string")
     context = _metadata_value(metadata, "context", dict, "an object")
+    language = _metadata_value(metadata, "language", str, "a string")
     payload: dict[str, Any] = {"text": text, "session_id": context_id}
+    if language is not None:
+        payload["language"] = language
     if user_id is not None:
         payload["user_id"] = user_id
     if context is not None:

@@ -233,7 +233,7 @@ def _frame_turn(
         if ident is not None:
             key_tenant = tenant.pk if ident.startswith("key:") else None  # a staff user counts at the settings' rate
             request_throttle(scope=MESSAGES_SCOPE, ident=ident, tenant_pk=key_tenant)
-        payload = {key: frame[key] for key in ("text", "user_id", "context") if key in frame}
+        payload = {key: frame[key] for key in ("text", "user_id", "context", "language") if key in frame}
         message: MessageIn = message_read(
             {"channel": "websocket", "agent_id": agent_id, "payload": {**payload, "session_id": session_id}}
         )

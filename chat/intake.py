@@ -39,6 +39,7 @@ from common.text import whole_number
 from conversations.gateway import HOPS_HEADER
 from conversations.graph import new_session_id
 from conversations.guardrails import identifier_pseudonym
+from conversations.language import language_asked
 from conversations.turn import TurnInput
 from routing import snapshot
 from routing.rollout import (
@@ -59,6 +60,8 @@ ERROR_UNKNOWN_TENANT = "Unknown tenant {slug!r}."
 ERROR_NOT_A_CLIENT = "Only an API key or a staff session may send messages."
 ERROR_TENANT_FORBIDDEN = "This session lacks the right to {right} (tenants.{codename}) for tenant {slug!r}."
 ERROR_UNKNOWN_ROUTE = "Unknown route {route!r}: one of {choices}."
+ERROR_LANGUAGE = "Must name a language the platform speaks: pt, en or es (a tag such as es-MX is read as es)."
+LANGUAGE_HELP = "The customer's language (pt, en, es): the platform's own words are written in it, whatever theirs."
 ERROR_CONTEXT_TOO_LARGE = "context is larger than the limit of {limit} bytes (as JSON)."
 ERROR_CONTEXT_SURROGATE = "Surrogate characters are not allowed: U+{code_point:X}."
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -198,9 +201,15 @@ class PayloadSerializer(KnownFieldsSerializer):
     session_id = StrictCharField(max_length=200, required=False, allow_blank=False)
     user_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     channel_id = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    language = StrictCharField(max_length=35, required=False, allow_blank=True, default="", help_text=LANGUAGE_HELP)
     # DRF's metaclass takes declared fields off the class, so this field does not hide Serializer.context;
     # the stubs cannot know.
     context = ContextField(required=False, default=dict)  # type: ignore[assignment]
+
+    def validate_language(self, value: str) -> str:
+        if value and not language_asked(value):
+            raise serializers.ValidationError(ERROR_LANGUAGE)
+        return language_asked(value)
 
 
 class MessageInputSerializer(KnownFieldsSerializer):
@@ -227,6 +236,7 @@ class MessageIn:
     channel: str = "api"
     context: dict[str, Any] = field(default_factory=dict)
     tenant_slug: str = ""  # what a staff session names; ignored for an API key
+    language: str = ""  # the conversation's language the client names (conversations.language): wins
 
 
 def message_read(data: Any) -> MessageIn:
@@ -255,6 +265,7 @@ def message_validated(valid: Mapping[str, Any]) -> MessageIn:
         channel=valid.get("channel") or "api",
         context=payload.get("context") or {},
         tenant_slug=valid.get("tenant_id", ""),
+        language=payload.get("language", ""),
     )
 
 
@@ -267,7 +278,7 @@ _MESSAGE_FIELDS = MessageInputSerializer().fields
 _PAYLOAD_FIELDS = PayloadSerializer().fields
 # The optional strings of each level: (name, blank allowed).
 _OPTIONAL_MESSAGE = (("channel", False), ("tenant_id", False))
-_OPTIONAL_PAYLOAD = (("session_id", False), ("user_id", True), ("channel_id", True))
+_OPTIONAL_PAYLOAD = (("session_id", False), ("user_id", True), ("channel_id", True), ("language", True))
 
 
 def _plain_string(value: Any, field: Any, *, blank: bool = False) -> str | None:
@@ -321,6 +332,9 @@ def message_read_plain(data: Any) -> MessageIn | None:
     context = payload.get("context", {})
     if type(context) is not dict or (context and context_problem(context)[0] is not None):
         return None
+    language = language_asked(read.get("language"))
+    if read.get("language") and not language:
+        return None
     return MessageIn(
         agent_id=agent_id,
         text=text,
@@ -329,6 +343,7 @@ def message_read_plain(data: Any) -> MessageIn | None:
         channel=read.get("channel", "api"),
         context=dict(context),
         tenant_slug=read.get("tenant_id", ""),
+        language=language,
     )
 
 
@@ -428,11 +443,13 @@ def turn_input_build(
     current: snapshot.Snapshot | None = None,
     hops: int = 0,
     counted: bool = True,
+    accept_language: str | None = None,
 ) -> TurnInput:
     """The engine's input for ``message``: its profile (raises :class:`UnknownProfile`), its size checked against
     the profile's limit (raises :class:`TextTooLong`, naming ``payload.text``), the message ``counted`` against
     its end user's rate (raises DRF's ``Throttled``, :func:`tenants.throttles.session_throttle`), a new session id
-    when it has none, the route's graph and the gateway ``hops`` it crossed. Nothing is stored. Call
+    when it has none, the route's graph and the gateway ``hops`` it crossed, the language the message names (and the
+    ``Accept-Language`` the client sent, a guess for when the customer's words do not tell). Nothing is stored. Call
     :func:`route_check` first for a client's route."""
     current = current or snapshot.current()
     profile = profile_get(message.agent_id, current)
@@ -452,6 +469,8 @@ def turn_input_build(
         context=dict(message.context),
         snapshot=current,
         hops=hops,
+        language=message.language,
+        language_hint=language_asked(accept_language),
     )
     return rollout_apply(turn_input, current, route)
 
@@ -525,4 +544,7 @@ def message_intake(
     route_check(principal=principal, route=route)
     tenant = tenant_resolve(principal=principal, tenant_slug=message.tenant_slug, right=right)
     hops = gateway_hops(headers) if headers else 0
-    return turn_input_build(tenant=tenant, message=message, route=route, hops=hops, counted=counted)
+    accept_language = headers.get("Accept-Language") if headers else None
+    return turn_input_build(
+        tenant=tenant, message=message, route=route, hops=hops, counted=counted, accept_language=accept_language
+    )

@@ -191,7 +191,11 @@ async def input_guardrails(turn: Turn) -> None:
     turn.guardrails["input"] = report.as_dict()
     earlier = (entry.content for entry in reversed(turn.history) if entry.role == "user")
     turn.language, turn.language_kept = language_decide(
-        kept=turn.language_kept, channel=turn.input.language, text=turn.sanitized_text, earlier=earlier
+        kept=turn.language_kept,
+        channel=turn.input.language,
+        text=turn.sanitized_text,
+        earlier=earlier,
+        hint=turn.input.language_hint,
     )
 
 

@@ -2,14 +2,14 @@
 
 Decided once a turn (:func:`language_decide`), in this order:
 
-1. the channel's, when the client names one (``Accept-Language`` on the REST and WebSocket faces, a ``language``
-   field of the payload, the OpenAI faces' ``metadata.language``, an A2A message's ``metadata.language``): it wins
-   and is kept;
+1. the channel's, when the client names one (a ``language`` field of the REST payload or the WebSocket frame, an
+   A2A message's ``metadata.language``): it wins and is kept;
 2. the kept one (the conversation's ``language`` column), changed only on clear evidence: a message of
    :data:`CHANGE_WORDS` words or more that reads as another language (one ambiguous word — "ok", "sim", "no" —
    never changes it);
 3. none kept yet: the message's, else the customer's earlier messages', else :data:`common.i18n.DEFAULT_LANGUAGE`
-   (not kept: the next message that tells decides).
+   — or the ``Accept-Language`` the client sent (every browser sends one: a guess, not a choice) — not kept: the
+   next message that tells decides.
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ def language_asked(value: str | None) -> str:
     return min(ranked)[2] if ranked else ""
 
 
-def language_decide(*, kept: str, channel: str, text: str, earlier: Iterable[str] = ()) -> tuple[str, str]:
+def language_decide(
+    *, kept: str, channel: str, text: str, earlier: Iterable[str] = (), hint: str = ""
+) -> tuple[str, str]:
     """``(the turn's language, the one the conversation keeps)`` by the rules above; ``earlier``: the customer's
-    earlier messages, newest first."""
+    earlier messages, newest first; ``hint``: the client's ``Accept-Language``, read by :func:`language_asked`."""
     if channel in LANGUAGES:
         return channel, channel
     told = detect_language(text)
@@ -60,4 +62,4 @@ def language_decide(*, kept: str, channel: str, text: str, earlier: Iterable[str
         told = detect_language(said)
         if told is not None:
             return told, told
-    return DEFAULT_LANGUAGE, ""
+    return hint or DEFAULT_LANGUAGE, ""

@@ -111,6 +111,7 @@ class TurnInput:
     flags: dict[str, Any] = field(default_factory=dict)
     cohort: str = ""
     language: str = ""  # the channel's (conversations.language.language_asked): wins over the conversation's
+    language_hint: str = ""  # the client's Accept-Language: a guess when neither the words nor the conversation tell
     # A streaming client's event sink (common.events); None for the JSON API.
     emit: Emit | None = field(default=None, compare=False, repr=False)
     # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).

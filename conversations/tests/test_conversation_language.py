@@ -1,0 +1,103 @@
+"""The conversation's language: detected from the first messages, kept, changed only on clear evidence, named by the
+channel; the platform's own words (the permission ask, its yes, the queue notice) are written in it."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import McpServer
+from common.config_version import config_version_bump
+from conversations.language import language_asked, language_decide
+from conversations.models import Conversation
+from tests.demo_snapshot import demo_seed
+
+MSISDN = "5511999999999"
+
+
+@pytest.fixture
+def demo(db, mcp_servers):
+    demo_seed()
+    for name, url in mcp_servers.items():
+        McpServer.objects.filter(name=name).update(endpoint=url)
+    config_version_bump()
+
+
+def say(api, text, *, session, headers=None, **payload):
+    body = {"channel": "api", "agent_id": "telecom_contas", "payload": {"text": text, "session_id": session, **payload}}
+    response = api.post("/api/gateway/message", body, format="json", headers=headers or {})
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_the_kept_language_changes_on_a_sentence_in_another_language_not_on_one_ambiguous_word():
+    assert language_decide(kept="", channel="", text="My phone has no signal since yesterday") == ("en", "en")
+    assert language_decide(kept="en", channel="", text="sim") == ("en", "en")
+    assert language_decide(kept="en", channel="", text="no") == ("en", "en")
+    assert language_decide(kept="en", channel="", text="mi teléfono no tiene señal desde ayer") == ("es", "es")
+    assert language_decide(kept="es", channel="en", text="meu celular está sem sinal") == ("en", "en")
+    assert language_decide(kept="", channel="", text="P100?", earlier=["quiero cancelar mi pedido"]) == ("es", "es")
+    assert language_decide(kept="", channel="", text="P100?") == ("pt", "")  # nothing told: not kept
+    assert language_decide(kept="", channel="", text="P100?", hint="es") == ("es", "")
+
+
+def test_a_channel_names_its_language_by_tag_or_accept_language_preference():
+    assert language_asked("es-MX") == "es"
+    assert language_asked("fr-FR,fr;q=0.9,en;q=0.8,es;q=0.9") == "es"
+    assert language_asked("fr") == ""
+
+
+@pytest.mark.parametrize(
+    ("language", "problem", "yes", "asked", "queued"),
+    [
+        ("en", "My phone has no signal since yesterday", "Yes, go ahead", "I need your permission", "in line"),
+        ("es", "Mi teléfono no tiene señal desde ayer", "Sí, adelante", "necesito su autorización", "en la fila"),
+        ("pt", "Meu celular está sem sinal desde ontem", "Sim, pode", "preciso da sua autorização", "da fila"),
+    ],
+)
+def test_a_demo_conversation_is_answered_in_its_language_from_permission_to_a_person(
+    api, demo, language, problem, yes, asked, queued
+):
+    session = f"lang-{language}"
+    ask = say(api, problem, session=session, context={"msisdn": MSISDN})
+
+    assert asked in ask["answer"] and "diagnosticar_linha" in ask["answer"]
+    assert ask["metadata"]["language"] == language
+    granted = say(api, yes, session=session)
+    assert granted["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "granted"}
+    person = say(
+        api,
+        {
+            "en": "I want to talk to a real person please",
+            "es": "quiero hablar con una persona, por favor",
+            "pt": "quero falar com um atendente humano",
+        }[language],
+        session=session,
+    )
+    assert queued in person["answer"]
+    assert Conversation.objects.get(conversation_key=ask["conversation_key"]).language == language
+
+
+def test_the_payload_names_the_language_and_wins_over_the_words(api, demo):
+    body = say(api, "Estou sem sinal no celular", session="lang-named", language="en-GB", context={"msisdn": MSISDN})
+
+    assert body["metadata"]["language"] == "en"
+    assert "I need your permission to use diagnosticar_linha" in body["answer"]
+    assert 'Reply "yes"' in body["answer"]  # the language's own yes, which the profile reads as yes
+
+
+def test_accept_language_is_a_guess_only_when_the_words_do_not_tell(api, demo):
+    told = say(api, "Estou sem sinal no celular", session="lang-h1", headers={"Accept-Language": "es-ES,es;q=0.9"})
+    untold = say(api, "P100", session="lang-h2", headers={"Accept-Language": "es-ES,es;q=0.9"})
+
+    assert told["metadata"]["language"] == "pt"
+    assert untold["metadata"]["language"] == "es"
+
+
+def test_a_language_the_platform_does_not_speak_is_refused_naming_the_field(api, demo):
+    body = {"channel": "api", "agent_id": "telecom_contas", "payload": {"text": "bonjour", "language": "fr"}}
+
+    response = api.post("/api/gateway/message", body, format="json")
+
+    assert response.status_code == 400
+    assert "payload.language" in str(response.json()) or "language" in response.json().get("payload", {})
+    assert not Conversation.objects.exists()
