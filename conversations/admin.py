@@ -181,7 +181,7 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
     date_hierarchy = "created_at"
     inlines = [BackendCallInline, GoalRunInline]
     fieldsets = [
-        (None, {"fields": ["conversation_key", "tenant", "profile", "session_id", "user_id", "channel"]}),
+        (None, {"fields": ["conversation_key", "tenant", "profile", "session_id", "user_id", "channel", "language"]}),
         (
             "State",
             {
