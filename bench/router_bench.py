@@ -12,6 +12,10 @@ the ratio. Pure Python, no database: the router decides without one.
 ``--exclusions N`` gives N keywords of every intent two exclusions each (a phrase that contains the keyword, and a
 context word) and puts one of those in about a third of the messages that hit a keyword: the cost of the exclusions,
 with the same comparison (the cancelled keywords must agree too).
+
+``--languages N`` limits N keywords of every intent to one language each (pt, es or en, at random): a message that
+holds one has its language read (:func:`common.language.detect_language`), once. Timed: the same router with and
+without the limits, alternately (``--rounds``, the median reported), and the comparison with the loop.
 """
 
 from __future__ import annotations
@@ -61,6 +65,21 @@ def with_exclusions(rng: random.Random, intents: tuple[IntentSpec, ...], per_int
             keyword_exclusions=tuple(
                 (keyword, (f"{keyword} {synthetic_word(rng)}", synthetic_word(rng)))
                 for keyword in intent.keywords[:per_intent]
+            ),
+        )
+        for intent in intents
+    )
+
+
+def with_languages(rng: random.Random, intents: tuple[IntentSpec, ...], per_intent: int) -> tuple[IntentSpec, ...]:
+    """``per_intent`` keywords of each intent limited to one language each."""
+    from dataclasses import replace
+
+    return tuple(
+        replace(
+            intent,
+            keyword_languages=tuple(
+                (keyword, (rng.choice(("pt", "es", "en")),)) for keyword in intent.keywords[:per_intent]
             ),
         )
         for intent in intents
@@ -119,6 +138,9 @@ def main() -> None:
     parser.add_argument(
         "--exclusions", type=int, default=0, help="keywords per intent with two exclusions each (default none)"
     )
+    parser.add_argument(
+        "--languages", type=int, default=0, help="keywords per intent limited to one language (default none)"
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -126,6 +148,9 @@ def main() -> None:
     if args.exclusions:
         intents = with_exclusions(rng, intents, args.exclusions)
     messages = build_messages(rng, intents, args.messages, args.length)
+    unlimited = intents
+    if args.languages:
+        intents = with_languages(rng, intents, args.languages)
 
     t0 = time.perf_counter()
     compiled = CompiledRouter(intents=intents, fallback_agent="agent_0")
@@ -146,8 +171,27 @@ def main() -> None:
     print(f"ratio compiled / loop: {compiled_rate / loop_rate:,.1f}×")
     if mismatches:
         raise SystemExit("the matchers disagree")
+    if args.languages:
+        languages_cost(unlimited, compiled, messages, args.rounds)
     if args.examples:
         examples_tier(rng, intents, args.examples, args.messages, args.rounds)
+
+
+def languages_cost(
+    unlimited: tuple[IntentSpec, ...], limited: CompiledRouter, messages: list[str], rounds: int
+) -> None:
+    """The same decisions without and with the language limits, ``rounds`` times alternately: the medians."""
+    plain = CompiledRouter(intents=unlimited, fallback_agent="agent_0")
+    reading = sum(bool(limited.keyword_match(m).off_language) for m in messages)
+    print(f"language limits: {reading} of {len(messages)} messages had a limited keyword left out")
+    timings: dict[str, list[float]] = {"without limits": [], "with limits": []}
+    for _ in range(rounds):
+        for label, router in (("without limits", plain), ("with limits", limited)):
+            timings[label].append(measure(f"  {label}", router.route_sync, messages)[1])
+    medians = {label: statistics.median(p50s) for label, p50s in timings.items()}
+    print(
+        f"median p50: without limits {medians['without limits']:,.1f} µs, with limits {medians['with limits']:,.1f} µs"
+    )
 
 
 def examples_tier(

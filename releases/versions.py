@@ -533,6 +533,8 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
         return [Change(CHANGED, where, field, before, after, f"{where} {'enabled' if after else 'disabled'}")]
     if field == "keyword_exclusions" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _exclusions_diff(where, before, after)
+    if field == "keyword_languages" and isinstance(before, Mapping) and isinstance(after, Mapping):
+        return _keyword_languages_diff(where, before, after)
     if field == "examples_reliability":  # a table only calibration writes: the change says so, not every row
         return [Change(CHANGED, where, field, before, after, "the examples tier's reliability table was recalibrated")]
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
@@ -574,6 +576,23 @@ def _exclusions_diff(where: str, before: Mapping[str, Any], after: Mapping[str, 
             if phrase not in new
         ]
     return changes
+
+
+def _keyword_languages_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """An intent's keywords limited to languages, one sentence per keyword whose limit changed: "keyword 'pedido' of
+    orders: limited to pt (before: every language)"."""
+    owner = where.removeprefix("intent ")
+    changes = []
+    for keyword in _keys(before, after):
+        old, new = list(before.get(keyword) or ()), list(after.get(keyword) or ())
+        if old != new:
+            said = f"keyword {_shown(keyword)} of {owner}: {_languages_said(new)} (before: {_languages_said(old)})"
+            changes.append(Change(CHANGED, where, "keyword_languages", old or None, new or None, said))
+    return changes
+
+
+def _languages_said(languages: list[str]) -> str:
+    return f"limited to {', '.join(languages)}" if languages else "every language"
 
 
 def _is_list(value: Any) -> bool:

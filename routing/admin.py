@@ -164,11 +164,11 @@ class KeywordInline(admin.TabularInline):
     model = Keyword
     form = KeywordInlineForm
     formset = KeywordInlineFormSet
-    fields = ["text", "exclusions"]
+    fields = ["text", "exclusions", "languages"]
     extra = 5
     verbose_name_plural = (
         "keywords (matched case- and accent-insensitively, on word boundaries; “Not in”: phrases where one does not "
-        "count)"
+        "count; “Only in”: the languages it counts in, none ticked for every language)"
     )
 
 
@@ -277,7 +277,7 @@ class IntentAdmin(ExtensibleAdmin, DraftNoteMixin, FieldHistoryAdminMixin, admin
 @admin.register(Keyword)
 class KeywordAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     form = KeywordAdminForm
-    list_display = ["text", "not_in", "intent", "profile", "intent_enabled", "normalized"]
+    list_display = ["text", "not_in", "only_in", "intent", "profile", "intent_enabled", "normalized"]
     list_filter = ["intent__profile", "intent__enabled"]
     list_select_related = ["intent__profile"]
     search_fields = ["text", "normalized", "intent__name"]
@@ -306,6 +306,10 @@ class KeywordAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
     @admin.display(description="not in")
     def not_in(self, obj: Keyword) -> str:
         return ", ".join(str(phrase) for phrase in obj.exclusions or ()) or "—"
+
+    @admin.display(description="only in")
+    def only_in(self, obj: Keyword) -> str:
+        return ", ".join(str(language) for language in obj.languages or ()) or "every language"
 
 
 @admin.register(StatePolicy)

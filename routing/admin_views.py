@@ -26,7 +26,7 @@ from django.views import View
 from agents.models import AgentProfile, UsagePurpose
 from agents.services import usage_outside_turns
 from routing import snapshot
-from routing.forms import RoutePreviewForm
+from routing.forms import LANGUAGE_NAMES, RoutePreviewForm
 from routing.models import Intent, StatePolicy
 from routing.router import RouteDecision
 from routing.routing_test_drafts import RoutingTestDraft, test_case_add_url, test_case_expect, test_case_may_add
@@ -197,6 +197,16 @@ def exclusion_sentence(entry: dict[str, Any]) -> str:
     return f"'{keyword}' did not count: it is inside '{exclusion}', an exclusion of {intent}"
 
 
+def off_language_sentence(entry: dict[str, Any]) -> str:
+    """Why a keyword did not count, from a decision's ``metadata["keywords_off_language"]`` entry
+    (:meth:`routing.router.KeywordOffLanguage.describe`)."""
+    read_as = LANGUAGE_NAMES.get(entry["language"], entry["language"])
+    return (
+        f"'{entry['keyword']}' of {entry['intent']} did not count: the message reads as {read_as}, "
+        f"'{entry['keyword']}' is limited to {', '.join(entry['languages'])}"
+    )
+
+
 def set_aside_sentences(aside: dict[str, Any] | None) -> list[str]:
     """Why keywords that matched did not count: the keyword check read the message as none of these
     (``metadata["keywords_set_aside"]``, :meth:`routing.router.CompiledRouter.checked_keyword_match`)."""
@@ -277,6 +287,7 @@ def route_preview(
         candidates=candidates,
         excluded=[
             *(exclusion_sentence(entry) for entry in decision.metadata.get("excluded_keywords", [])),
+            *(off_language_sentence(entry) for entry in decision.metadata.get("keywords_off_language", [])),
             *set_aside_sentences(decision.metadata.get("keywords_set_aside")),
         ],
         classifier=decision.metadata.get("classifier"),

@@ -20,7 +20,7 @@ from agents.profile_settings import AS_IS, PROFILE_SETTINGS, ProfileSetting, ser
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
-from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
+from routing.models import Capability, Goal, Intent, Keyword, StatePolicy, keyword_languages_ordered
 from routing.repairs import repair_words
 from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec, reliability_rows
@@ -37,7 +37,7 @@ PROFILE_DEFAULTS: Mapping[str, Any] = {
     setting.name: served_before(setting)
     for setting in sorted((setting for setting in PROFILE_SETTINGS if setting.added), key=lambda setting: setting.added)
 }
-INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}, "escalate_to": ""}
+INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}, "escalate_to": "", "keyword_languages": {}}
 
 
 class DocumentError(ValueError):
@@ -101,12 +101,15 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
 
     keywords: dict[int, list[str]] = {}
     exclusions: dict[int, dict[str, list[str]]] = {}
-    for intent_id, text, phrases in scoped(Keyword.objects, "intent__profile_id").values_list(
-        "intent_id", "text", "exclusions"
+    limits: dict[int, dict[str, list[str]]] = {}
+    for intent_id, text, phrases, languages in scoped(Keyword.objects, "intent__profile_id").values_list(
+        "intent_id", "text", "exclusions", "languages"
     ):
         keywords.setdefault(intent_id, []).append(text)
         if phrases:
             exclusions.setdefault(intent_id, {})[text] = sorted(str(phrase) for phrase in phrases)
+        if languages:
+            limits.setdefault(intent_id, {})[text] = keyword_languages_ordered(languages)
     intent_tools: dict[int, list[str]] = {}
     for intent_id, tool in scoped(Intent.mcp_tools.through.objects, "intent__profile_id").values_list(
         "intent_id", "mcptool__name"
@@ -134,6 +137,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             "enabled": row["enabled"],
             "keywords": sorted(keywords.get(row["pk"], ())),
             "keyword_exclusions": dict(sorted(exclusions.get(row["pk"], {}).items())),
+            "keyword_languages": dict(sorted(limits.get(row["pk"], {}).items())),
             "examples": [str(example) for example in row["examples"] or ()],
             "mcp_tools": sorted(intent_tools.get(row["pk"], ())),
             "next_state": row["next_state"],
@@ -504,6 +508,11 @@ def profile_compile(
                         (keyword, tuple(phrases))
                         for keyword, phrases in sorted(intent["keyword_exclusions"].items())
                         if keyword in intent["keywords"] and phrases
+                    ),
+                    keyword_languages=tuple(
+                        (keyword, tuple(languages))
+                        for keyword, languages in sorted(intent["keyword_languages"].items())
+                        if keyword in intent["keywords"] and languages
                     ),
                     examples=tuple(intent["examples"]),
                     mcp_tools=tuple(tool for tool in intent["mcp_tools"] if tool in usable),

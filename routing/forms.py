@@ -18,6 +18,7 @@ from django.forms.formsets import DELETION_FIELD_NAME
 
 from agents.models import AgentProfile, RemoteBackend, RoutingMode, Specialist
 from common.forms import LinesField, PhrasesField, label_choices
+from common.language import LANGUAGES
 from common.text import normalize, whole_number
 from routing.decide import COORDINATION_INTENT
 from routing.goal_decide import GENERAL, PLAN
@@ -33,6 +34,7 @@ from routing.models import (
     RoutingTestCase,
     StatePolicy,
     Where,
+    keyword_languages_ordered,
     routing_test_input_limit,
     routing_test_turns_problems,
 )
@@ -202,14 +204,40 @@ def exclusions_field() -> PhrasesField:
     return PhrasesField(label=EXCLUSIONS_LABEL, required=False, help_text=EXCLUSIONS_HELP)
 
 
+LANGUAGES_LABEL = "Only in"
+LANGUAGES_HELP = (
+    "The languages this keyword counts in: a message that reads as another language does not count it (pedido: pt, "
+    "so a Spanish message about an order is not decided by it). None ticked: every language."
+)
+LANGUAGE_NAMES = {"pt": "Portuguese", "es": "Spanish", "en": "English"}
+
+
+class KeywordLanguagesField(forms.MultipleChoiceField):
+    """A keyword's languages as the admin edits them: a box per language, stored in the platform's order."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            choices=[(code, LANGUAGE_NAMES.get(code, code)) for code in LANGUAGES],
+            widget=forms.CheckboxSelectMultiple,
+            required=False,
+            label=LANGUAGES_LABEL,
+            help_text=LANGUAGES_HELP,
+            **kwargs,
+        )
+
+    def clean(self, value: Any) -> list[str]:
+        return keyword_languages_ordered(super().clean(value))
+
+
 class KeywordAdminForm(forms.ModelForm):
     """A keyword edited on its own: the same rule as the inline, for one row."""
 
     exclusions = exclusions_field()
+    languages = KeywordLanguagesField()
 
     class Meta:
         model = Keyword
-        fields = ["intent", "text", "exclusions"]
+        fields = ["intent", "text", "exclusions", "languages"]
 
     def clean_text(self) -> str:
         text = self.cleaned_data["text"].strip()
@@ -236,10 +264,11 @@ class KeywordAdminForm(forms.ModelForm):
 
 class KeywordInlineForm(forms.ModelForm):
     exclusions = exclusions_field()
+    languages = KeywordLanguagesField()
 
     class Meta:
         model = Keyword
-        fields = ["text", "exclusions"]
+        fields = ["text", "exclusions", "languages"]
 
     def clean_text(self) -> str:
         text = self.cleaned_data["text"].strip()

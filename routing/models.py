@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents.escalation import EscalationSettings, validate_team_name
 from common.history import user_id_pseudonym
+from common.language import LANGUAGES
 from common.outbound import validate_outbound_url
 from common.text import normalize
 from routing.goals import ManifestError, goal_check
@@ -114,9 +115,34 @@ def keyword_exclusion_problems(keyword: str, phrases: object) -> list[tuple[int 
     return problems
 
 
+ERROR_KEYWORD_LANGUAGES = "Languages must be a list of language codes, each one of: {known}."
+ERROR_KEYWORD_LANGUAGE_UNKNOWN = "Unknown language {language!r}: use one of {known}."
+
+
+def keyword_language_problems(languages: object) -> list[tuple[int | None, str]]:
+    """What is wrong with ``languages`` as the languages a keyword is limited to: ``(index or None for the whole list,
+    message)`` pairs, empty when they are fine — a list of the platform's language codes
+    (:data:`common.language.LANGUAGES`); repeats are no error. The one rule of the admin's forms and the YAML
+    import."""
+    known = ", ".join(LANGUAGES)
+    if not isinstance(languages, list):
+        return [(None, ERROR_KEYWORD_LANGUAGES.format(known=known))]
+    return [
+        (index, ERROR_KEYWORD_LANGUAGE_UNKNOWN.format(language=language, known=known))
+        for index, language in enumerate(languages)
+        if language not in LANGUAGES
+    ]
+
+
+def keyword_languages_ordered(languages: list[str]) -> list[str]:
+    """``languages`` once each, in :data:`common.language.LANGUAGES`' order: how they are stored and shown."""
+    return [language for language in LANGUAGES if language in languages]
+
+
 class Keyword(models.Model):
-    """A word or phrase of an intent, matched accent- and case-insensitively on word boundaries, and the phrases in
-    which it does not count (``exclusions``; their meaning: :mod:`routing.router`)."""
+    """A word or phrase of an intent, matched accent- and case-insensitively on word boundaries, the phrases in
+    which it does not count (``exclusions``) and the languages it counts in (``languages``; their meaning:
+    :mod:`routing.router`)."""
 
     intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="keywords")
     text = models.CharField(max_length=200)
@@ -127,6 +153,12 @@ class Keyword(models.Model):
         help_text="Phrases in which the keyword does not count: one that contains it cancels it inside the phrase "
         '("conta" not in "me conta"); any other cancels it in a message that holds the phrase ("conta" not '
         'with "banco").',
+    )
+    languages = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='The languages the keyword counts in ("pt", "es", "en"): a message that reads as another language '
+        "does not count it; empty: every language. A message whose language cannot be told counts it.",
     )
 
     class Meta:
@@ -145,9 +177,13 @@ class Keyword(models.Model):
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        problems = keyword_exclusion_problems(self.text or "", self.exclusions)
-        if problems:
-            raise ValidationError({"exclusions": [message for _index, message in problems]})
+        errors = {}
+        if problems := keyword_exclusion_problems(self.text or "", self.exclusions):
+            errors["exclusions"] = [message for _index, message in problems]
+        if problems := keyword_language_problems(self.languages):
+            errors["languages"] = [message for _index, message in problems]
+        if errors:
+            raise ValidationError(errors)
 
 
 class StatePolicy(models.Model):

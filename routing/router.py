@@ -28,6 +28,10 @@ phrase ("conta" not in "me conta"); any other phrase is a context, and cancels t
 message that holds the phrase ("conta" not with "banco"). A keyword whose every occurrence is cancelled is no hit;
 the automaton holds the phrases too (only when a profile has exclusions), so the message is still scanned once.
 
+A keyword may be limited to languages (``IntentSpec.keyword_languages``: "pedido" to ``pt``): it counts only in a
+message :func:`common.language.detect_language` reads as one of them; a message whose language it cannot tell counts
+every keyword. The language is read once per message, and only when a limited keyword occurs in it.
+
 Keyword ties are broken deterministically, in this order:
 
 1. lower ``priority`` number;
@@ -46,6 +50,7 @@ from typing import Any, Literal, NamedTuple
 
 import ahocorasick
 
+from common.language import detect_language
 from common.text import normalize
 from routing.background import none_label
 from routing.examples import ExampleIndex, ExamplesMatch
@@ -123,6 +128,8 @@ class IntentSpec:
     escalate_to: str = ""  # a team of people answers when this intent wins ("": the assistants)
     # (keyword, its exclusion phrases) for the keywords that have some, each keyword as it is in ``keywords``.
     keyword_exclusions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # (keyword, the languages it counts in) for the keywords limited to some, each keyword as it is in ``keywords``.
+    keyword_languages: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # A remote backend's entry (routing.documents.backend_intents): the gateway sends it the whole message; no
     # supervisor plan runs it.
     remote: bool = False
@@ -266,14 +273,35 @@ class KeywordExclusion:
         return {"intent": self.intent, "keyword": self.keyword, "exclusion": self.exclusion, "kind": self.kind}
 
 
+@dataclass(frozen=True)
+class KeywordOffLanguage:
+    """A keyword of an intent that occurred in a message but did not count: it is limited to ``languages`` and the
+    message reads as ``language``."""
+
+    intent: str
+    keyword: str
+    languages: tuple[str, ...]
+    language: str
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "intent": self.intent,
+            "keyword": self.keyword,
+            "languages": list(self.languages),
+            "language": self.language,
+        }
+
+
 class KeywordMatch(NamedTuple):  # a named tuple: built once per message, cheaper than a frozen dataclass
     """What the keywords say about a message: the hits, best first, and the keywords their exclusions cancelled (in
     the order of their first occurrence, then intent and keyword); ``set_aside``: the hits the keyword check set aside
-    (:meth:`CompiledRouter.checked_keyword_match`), with why."""
+    (:meth:`CompiledRouter.checked_keyword_match`), with why; ``off_language``: the keywords that did not count in the
+    message's language (by intent and keyword)."""
 
     hits: list[KeywordHit]
     excluded: tuple[KeywordExclusion, ...] = ()
     set_aside: dict[str, Any] | None = None
+    off_language: tuple[KeywordOffLanguage, ...] = ()
 
 
 NO_KEYWORDS = KeywordMatch([])  # the keywords were not read (a state or small talk decided first)
@@ -328,6 +356,13 @@ class CompiledRouter:
         self.llm_enabled = llm_enabled
         self.llm_threshold = llm_threshold
         self._automaton, self._guarded = self._compile(intents)
+        # (intent index, keyword) → the languages it counts in, for the keywords limited to some.
+        self._limits = {
+            (index, keyword): frozenset(languages)
+            for index, intent in enumerate(intents)
+            for keyword, languages in intent.keyword_languages
+            if languages and keyword in intent.keywords
+        }
         small_talk_reader()  # read once per process, when the first profile compiles: not on a customer's message
 
     @staticmethod
@@ -372,21 +407,49 @@ class CompiledRouter:
         return self.keyword_match(text).hits
 
     def keyword_match(self, text: str) -> KeywordMatch:
-        """:meth:`match`'s hits, with the keywords their exclusions cancelled."""
+        """:meth:`match`'s hits, with the keywords their exclusions cancelled and those the message's language left
+        out."""
         if self._automaton is None:
             return KeywordMatch([])
         haystack = f" {normalize(text)} "
+        matches: Any = self._automaton.iter(haystack)
+        dropped: frozenset[tuple[int, str]] = frozenset()
+        off: tuple[KeywordOffLanguage, ...] = ()
+        if self._limits:
+            matches = list(matches)
+            dropped, off = self._off_language(matches, text)
         if self._guarded:
-            return self._match_guarded(haystack)
+            return self._match_guarded(matches, dropped, off)
         found: dict[int, dict[str, Any]] = {}
-        for end, (length, owners) in self._automaton.iter(haystack):
+        for end, (length, owners) in matches:
             start = end - length
             for index, keyword in owners:
+                if dropped and (index, keyword) in dropped:
+                    continue
                 entry = found.setdefault(index, {"keywords": {}, "first": start, "longest": 0})
                 entry["keywords"].setdefault(keyword, start)
                 entry["first"] = min(entry["first"], start)
                 entry["longest"] = max(entry["longest"], length)
-        return KeywordMatch(self._hits(found))
+        return KeywordMatch(self._hits(found), off_language=off)
+
+    def _off_language(
+        self, matches: list[tuple[int, tuple[Any, ...]]], text: str
+    ) -> tuple[frozenset[tuple[int, str]], tuple[KeywordOffLanguage, ...]]:
+        """The limited keywords among ``matches`` (the automaton's, over ``text``) that do not count in the message's
+        language, as owners and as what the decision says of them; the language is read only when one occurs."""
+        limits = self._limits
+        present = {owner for _end, value in matches for owner in value[1] if owner in limits}
+        if not present:
+            return frozenset(), ()
+        language = detect_language(text)
+        if language is None:
+            return frozenset(), ()
+        dropped = frozenset(owner for owner in present if language not in limits[owner])
+        off = (
+            KeywordOffLanguage(self.intents[index].name, keyword, tuple(sorted(limits[(index, keyword)])), language)
+            for index, keyword in dropped
+        )
+        return dropped, tuple(sorted(off, key=lambda item: (item.intent, item.keyword)))
 
     def _hits(self, found: dict[int, dict[str, Any]]) -> list[KeywordHit]:
         """The intents found (by index: their keywords with first positions, first match, longest match), best first."""
@@ -425,22 +488,26 @@ class CompiledRouter:
             "none_of_these": {"score": round(none, 3), "kind": kind, "label": none_label(kind)},
             "bar": self.keyword_check,
         }
-        return KeywordMatch([], found.excluded, aside)
+        return KeywordMatch([], found.excluded, aside, found.off_language)
 
     def checked_match(self, text: str) -> list[KeywordHit]:
         """:meth:`checked_keyword_match`'s hits: the intents a message hits, for whoever moves on them (a coordinator's
         candidates, the offline model's handoffs)."""
         return self.checked_keyword_match(text).hits
 
-    def _match_guarded(self, haystack: str) -> KeywordMatch:
-        """:meth:`keyword_match` for a router with exclusions: the same scan records every occurrence of the keywords
-        and of the exclusion phrases, then the phrases cancel occurrences (:mod:`routing.router`'s docstring)."""
-        assert self._automaton is not None
+    def _match_guarded(
+        self, matches: Any, dropped: frozenset[tuple[int, str]], off: tuple[KeywordOffLanguage, ...]
+    ) -> KeywordMatch:
+        """:meth:`keyword_match` for a router with exclusions: the same scan (``matches``) records every occurrence of
+        the keywords (but the ``dropped`` ones, off the message's language) and of the exclusion phrases, then the
+        phrases cancel occurrences (:mod:`routing.router`'s docstring)."""
         occurrences: dict[tuple[int, str], tuple[int, list[int]]] = {}  # owner → (length, starts)
         phrases: list[tuple[int, int, tuple[tuple[int, str, str, int, bool], ...]]] = []
-        for end, (length, owners, excluding) in self._automaton.iter(haystack):
+        for end, (length, owners, excluding) in matches:
             start = end - length
             for owner in owners:
+                if dropped and owner in dropped:
+                    continue
                 occurrences.setdefault(owner, (length, []))[1].append(start)
             if excluding:
                 phrases.append((start, end, excluding))
@@ -474,7 +541,7 @@ class CompiledRouter:
             entry["first"] = min(entry["first"], kept[0])
             entry["longest"] = max(entry["longest"], length)
         excluded.sort(key=lambda item: item[:3])
-        return KeywordMatch(self._hits(found), tuple(item[3] for item in excluded))
+        return KeywordMatch(self._hits(found), tuple(item[3] for item in excluded), off_language=off)
 
     def intent_of(self, agent: str, text: str, *, preferred: str = "") -> IntentSpec | None:
         """The intent ``agent`` works under for ``text``: its best keyword hit, else ``preferred`` when that
@@ -779,7 +846,11 @@ class CompiledRouter:
     def excluded_note(decision: RouteDecision, found: KeywordMatch) -> RouteDecision:
         """``decision`` with the keywords their exclusions cancelled in its ``metadata["excluded_keywords"]``
         (``intent``, ``keyword``, ``exclusion``, ``kind``) and the hits the keyword check set aside in
-        ``metadata["keywords_set_aside"]``, whichever step decided: the route preview says why they did not count."""
+        ``metadata["keywords_set_aside"]`` and the keywords off the message's language in
+        ``metadata["keywords_off_language"]`` (``intent``, ``keyword``, ``languages``, ``language``), whichever step
+        decided: the route preview says why they did not count."""
+        if found.off_language:
+            decision.metadata["keywords_off_language"] = [item.describe() for item in found.off_language]
         if found.excluded:
             decision.metadata["excluded_keywords"] = [exclusion.describe() for exclusion in found.excluded]
         if found.set_aside:
@@ -882,10 +953,12 @@ class KeywordLoopMatcher:
         self.entries = []
         for intent in intents:
             exclusions = dict(intent.keyword_exclusions)
+            limits = {keyword: languages for keyword, languages in intent.keyword_languages if languages}
             keywords = [
                 (
                     keyword,
                     f" {normalize(keyword)} ",
+                    tuple(sorted(limits.get(keyword, ()))),
                     [
                         (phrase, f" {normalize(phrase)} ", exclusion_inside(keyword, phrase))
                         for phrase in exclusions.get(keyword, ())
@@ -904,12 +977,18 @@ class KeywordLoopMatcher:
         haystack = f" {normalize(text)} "
         hits = []
         excluded: list[tuple[int, str, str, KeywordExclusion]] = []
+        off: list[KeywordOffLanguage] = []
         for intent, keywords in self.entries:
             positions: dict[str, int] = {}
             longest = 0
-            for keyword, padded, exclusions in keywords:
+            for keyword, padded, languages, exclusions in keywords:
                 if keyword in positions:
                     continue
+                if languages and padded in haystack:
+                    language = detect_language(text)
+                    if language is not None and language not in languages:
+                        off.append(KeywordOffLanguage(intent.name, keyword, languages, language))
+                        continue
                 if not exclusions:  # the first occurrence is enough
                     position = haystack.find(padded)
                     if position >= 0:
@@ -947,7 +1026,8 @@ class KeywordLoopMatcher:
                 )
         hits.sort(key=KeywordHit.rank)
         excluded.sort(key=lambda item: item[:3])
-        return KeywordMatch(hits, tuple(item[3] for item in excluded))
+        off.sort(key=lambda item: (item.intent, item.keyword))
+        return KeywordMatch(hits, tuple(item[3] for item in excluded), off_language=tuple(off))
 
 
 def _word_starts(haystack: str, padded: str) -> list[int]:

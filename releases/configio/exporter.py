@@ -226,6 +226,9 @@ def _intent(intent: Intent) -> dict[str, Any]:
     exclusions = {keyword.text: sorted(keyword.exclusions) for keyword in keywords if keyword.exclusions}
     if exclusions:  # most intents have none: the key is left out
         data["keyword_exclusions"] = exclusions
+    limits = {keyword.text: list(keyword.languages) for keyword in keywords if keyword.languages}
+    if limits:  # keywords count in every language unless limited: the key is left out when none is
+        data["keyword_languages"] = limits
     data.update(
         examples=[str(example) for example in intent.examples or []],
         mcp_tools=_sorted_names(intent.mcp_tools.all()),

@@ -40,6 +40,7 @@ from releases.configio.messages import (
     ERROR_DOMAIN_SERVER,
     ERROR_DUPLICATE,
     ERROR_EXCLUSION_UNKNOWN_KEYWORD,
+    ERROR_LANGUAGES_UNKNOWN_KEYWORD,
     ERROR_SELF_HANDOFF,
     ERROR_TOOL_SERVER,
     ERROR_UNKNOWN_INTENT,
@@ -505,19 +506,23 @@ def _goal_problem(patch: Patch, name: str, message: str, problems: Problems) -> 
 
 
 def _check_exclusions(patch: Patch, stored: Intent | None, problems: Problems) -> None:
-    """An intent's ``keyword_exclusions`` name its keywords: the file's, or the stored ones when the file leaves them
-    as they are."""
-    if "keyword_exclusions" not in patch.refs:
+    """An intent's ``keyword_exclusions`` and ``keyword_languages`` name its keywords: the file's, or the stored ones
+    when the file leaves them as they are."""
+    if "keyword_exclusions" not in patch.refs and "keyword_languages" not in patch.refs:
         return
     if "keywords" in patch.refs:
         keywords = {node.value[1]: node.value[0] for node in patch.refs["keywords"]}
     else:
         keywords = {k.normalized: k.text for k in stored.keywords.all()} if stored is not None else {}
-    for node in patch.refs["keyword_exclusions"]:
-        keyword, normalized, _phrases = node.value
-        if normalized not in keywords:
-            listed = ", ".join(repr(text) for text in sorted(keywords.values())) or "it has none"
-            problems.add(node, ERROR_EXCLUSION_UNKNOWN_KEYWORD.format(keyword=keyword, keywords=listed))
+    listed = ", ".join(repr(text) for text in sorted(keywords.values())) or "it has none"
+    for ref, error in (
+        ("keyword_exclusions", ERROR_EXCLUSION_UNKNOWN_KEYWORD),
+        ("keyword_languages", ERROR_LANGUAGES_UNKNOWN_KEYWORD),
+    ):
+        for node in patch.refs.get(ref, ()):
+            keyword, normalized, _values = node.value
+            if normalized not in keywords:
+                problems.add(node, error.format(keyword=keyword, keywords=listed))
 
 
 def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problems) -> None:
@@ -783,7 +788,7 @@ class _Writer:
             obj, status = self._upsert("intent", Intent, existing, create, values, patch)
             self.world.intents[key] = obj
             self.status[("intent", key)] = status
-            if "keywords" in patch.refs or "keyword_exclusions" in patch.refs:
+            if {"keywords", "keyword_exclusions", "keyword_languages"} & patch.refs.keys():
                 self._changed(("intent", key), self._sync_keywords(obj, patch, status))
             if "mcp_tools" in patch.refs:
                 tools = [self.world.tools[node.value] for node in patch.refs["mcp_tools"]]
@@ -800,6 +805,9 @@ class _Writer:
         exclusions: dict[str, tuple[Node, list[str]]] | None = None
         if "keyword_exclusions" in patch.refs:
             exclusions = {node.value[1]: (node, node.value[2]) for node in patch.refs["keyword_exclusions"]}
+        limits: dict[str, tuple[Node, list[str]]] | None = None
+        if "keyword_languages" in patch.refs:
+            limits = {node.value[1]: (node, node.value[2]) for node in patch.refs["keyword_languages"]}
         changed = False
         if "keywords" in patch.refs:
             wanted: dict[str, Node | None] = {node.value[1]: node for node in patch.refs["keywords"]}
@@ -816,9 +824,15 @@ class _Writer:
             phrases: list[str] | None = None  # None: the file leaves the stored exclusions as they are
             if exclusions is not None:
                 phrases = named[1] if named is not None else []
+            limited = limits.get(normalized) if limits is not None else None
+            languages: list[str] | None = None  # None: the file leaves the stored languages as they are
+            if limits is not None:
+                languages = limited[1] if limited is not None else []
             if keyword is None:
                 assert node is not None  # only the file's keywords are new
-                Keyword.objects.create(intent=intent, text=node.value[0], exclusions=phrases or [])
+                Keyword.objects.create(
+                    intent=intent, text=node.value[0], exclusions=phrases or [], languages=languages or []
+                )
                 self._touch(Keyword, "add", node)
                 changed = True
                 continue
@@ -831,6 +845,10 @@ class _Writer:
                 keyword.exclusions = phrases
                 fields.append("exclusions")
                 self._touch(Keyword, "change", named[0] if named else _list_node(patch, "keyword_exclusions"))
+            if languages is not None and list(keyword.languages or []) != languages:
+                keyword.languages = languages
+                fields.append("languages")
+                self._touch(Keyword, "change", limited[0] if limited else _list_node(patch, "keyword_languages"))
             if fields:
                 keyword.save(update_fields=fields)
                 changed = True

@@ -66,6 +66,9 @@ ERROR_KEYWORD_REPEATED = "keyword {keyword!r} is listed twice in this intent (fi
 ERROR_EXCLUSION_UNKNOWN_KEYWORD = (
     "{keyword!r} is not a keyword of this intent: exclusions belong to one of its keywords ({keywords})"
 )
+ERROR_LANGUAGES_UNKNOWN_KEYWORD = (
+    "{keyword!r} is not a keyword of this intent: languages belong to one of its keywords ({keywords})"
+)
 
 WARNING_IGNORED_KEY = "ignored: this platform keeps that configuration in the database, import its content instead"
 WARNING_ROUTING_PATH_ABSENT = (

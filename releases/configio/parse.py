@@ -8,7 +8,7 @@ of the files irrelevant.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -53,7 +53,16 @@ from releases.configio.messages import (
     WARNING_ROUTING_PATH_ABSENT,
 )
 from releases.configio.source import Node, Problems, Source
-from routing.models import Capability, Goal, Intent, Keyword, StatePolicy, keyword_exclusion_problems
+from routing.models import (
+    Capability,
+    Goal,
+    Intent,
+    Keyword,
+    StatePolicy,
+    keyword_exclusion_problems,
+    keyword_language_problems,
+    keyword_languages_ordered,
+)
 
 ROUTING_KEYS = ("router", "state_policies", "intents")
 GOAL_SECTION_KEYS = ("capabilities", "goals")
@@ -99,6 +108,7 @@ INTENT_KEYS = (
     "enabled",
     "keywords",
     "keyword_exclusions",
+    "keyword_languages",
     "examples",
     "mcp_tools",
     "next_state",
@@ -840,6 +850,10 @@ def _parse_intents(section: Node, profile: Node, problems: Problems, parsed: Par
             exclusions = _keyword_exclusions(keys["keyword_exclusions"], problems)
             if exclusions is not None:
                 patch.refs["keyword_exclusions"] = exclusions
+        if "keyword_languages" in keys:
+            limits = _keyword_languages(keys["keyword_languages"], problems)
+            if limits is not None:
+                patch.refs["keyword_languages"] = limits
         model_clean(patch, Intent, problems)
         parsed.intents.append(patch)
 
@@ -873,6 +887,50 @@ def _keyword_exclusions(node: Node, problems: Problems) -> list[Node] | None:
     ``(keyword, normalized, phrases)``; each phrase checked on its own line by the keyword rule
     (:func:`routing.models.keyword_exclusion_problems`). Whether the intent lists the keyword is the importer's to
     check (the file may leave the keywords as stored). ``null`` is no exclusions."""
+
+    def phrases_of(keyword: str, entry: Node) -> list[str] | None:
+        texts: list[Node] = []
+        valid = True
+        for element in entry.elements():
+            if isinstance(element.value, bool):  # YAML reads an unquoted yes/no as a boolean
+                problems.add(element, ERROR_WORD_BOOLEAN)
+                valid = False
+            elif check(element, "string", problems):
+                texts.append(element)
+            else:
+                valid = False
+        phrases = [element.value.strip() for element in texts]
+        for index, message in keyword_exclusion_problems(keyword, phrases):
+            problems.add(texts[index] if index is not None else entry, message.rstrip("."))
+            valid = False
+        return phrases if valid else None
+
+    return _per_keyword(node, problems, phrases_of)
+
+
+def _keyword_languages(node: Node, problems: Problems) -> list[Node] | None:
+    """``keyword_languages: {keyword: [language, ...]}``: one node per keyword (its place the keyword's key), valued
+    ``(keyword, normalized, languages)`` in the platform's order; each language checked on its own line
+    (:func:`routing.models.keyword_language_problems`). Whether the intent lists the keyword is the importer's to
+    check. ``null`` — for the whole mapping or a keyword — is every language."""
+
+    def languages_of(_keyword: str, entry: Node) -> list[str] | None:
+        elements = list(entry.elements())
+        languages = [element.value for element in elements]
+        found = keyword_language_problems(languages)
+        for index, message in found:
+            problems.add(elements[index] if index is not None else entry, message.rstrip("."))
+        return None if found else keyword_languages_ordered(languages)
+
+    return _per_keyword(node, problems, languages_of)
+
+
+def _per_keyword(
+    node: Node, problems: Problems, values_of: Callable[[str, Node], list[str] | None]
+) -> list[Node] | None:
+    """A mapping of an intent's keywords to lists (``keyword_exclusions``, ``keyword_languages``): one node per
+    keyword, valued ``(keyword, normalized, values_of(keyword, its list))`` — ``values_of`` gives ``None`` when it
+    added a problem —, a ``null`` list as an empty one; ``None`` when anything was wrong."""
     if node.value is None:
         return []
     if not check(node, "mapping", problems):
@@ -897,20 +955,11 @@ def _keyword_exclusions(node: Node, problems: Problems) -> list[Node] | None:
         if not check(entry, "list", problems):
             valid = False
             continue
-        texts: list[Node] = []
-        for element in entry.elements():
-            if isinstance(element.value, bool):  # YAML reads an unquoted yes/no as a boolean
-                problems.add(element, ERROR_WORD_BOOLEAN)
-                valid = False
-            elif check(element, "string", problems):
-                texts.append(element)
-            else:
-                valid = False
-        phrases = [element.value.strip() for element in texts]
-        for index, message in keyword_exclusion_problems(keyword, phrases):
-            problems.add(texts[index] if index is not None else entry, message.rstrip("."))
+        values = values_of(keyword, entry)
+        if values is None:
             valid = False
-        out.append(Node(entry.source, entry.path, (keyword, normalized, phrases)))
+            continue
+        out.append(Node(entry.source, entry.path, (keyword, normalized, values)))
     return out if valid else None
 
 

@@ -240,6 +240,7 @@ def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_
         "enabled": False,
         "keywords": ["promoção"],
         "keyword_exclusions": {},
+        "keyword_languages": {},
         "examples": [],
         "mcp_tools": [],
         "next_state": "",
