@@ -38,9 +38,12 @@ out-of-scope samples left alone, in figures and in words (:meth:`Calibration.exp
 which the route preview reads to say how often a decision at a score is right; the **state bar**: the lowest
 score at which at most two in a hundred of the samples that would set a conversation state are out of scope or
 wrongly routed; the **keywords that take
-out-of-scope samples** (where an exclusion helps); and the **keyword check**: the lowest "none of these" score, at
-least 0.9, at which none of the profile's own examples or saved tests with one keyword would have it set aside — a
-lone keyword in another sense, in a message that reads as none of these, then leaves it to the tier.
+out-of-scope samples** (where an exclusion helps); the **cross-language captures**: keywords limited to no
+language that take messages of another intent or of none, written in a language in which their own intent's examples
+never use them (where limiting the keyword to its languages helps); and the **keyword check**: the lowest "none of
+these" score, at least 0.9, at which none of the profile's own examples or saved tests with one keyword would have
+it set aside — a lone keyword in another sense, in a message that reads as none of these, then leaves it to the
+tier.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from common.language import LANGUAGES, detect_language
 from common.text import normalize
 from releases.routing_tests import Case
 from routing.background import OUT_OF_SCOPE, PREFIX
@@ -160,6 +164,9 @@ class Calibration:
     # Keywords that take out-of-scope samples (the profile's and the corpus's) before the tier, by how many: where an
     # exclusion ("not in") would help.
     keyword_conflicts: list[dict[str, Any]] = field(default_factory=list)
+    # Keywords limited to no language that take samples in a language their intent's examples do not use them in,
+    # with the languages to limit them to (:func:`keyword_language_captures`).
+    keyword_language_captures: list[dict[str, Any]] = field(default_factory=list)
     # The keyword check: the lowest bar at which no in-scope sample with a keyword is set aside, and how many of the
     # out-of-scope samples a keyword takes it sets aside.
     keyword_check: float = 1.0
@@ -181,6 +188,7 @@ class Calibration:
             "calibration_error": self.calibration_error,
             "state_threshold": self.state_threshold,
             "keyword_conflicts": self.keyword_conflicts,
+            "keyword_language_captures": self.keyword_language_captures,
             "keyword_check": self.keyword_check,
             "keyword_check_set_aside": self.keyword_check_set_aside,
             "explanation": self.explanation(),
@@ -264,6 +272,12 @@ class Calibration:
             lines.append(
                 f"Keywords take {taken} messages that belong to no intent before the examples tier reads them (listed "
                 'below): an exclusion on the keyword ("not in") leaves them alone.'
+            )
+        if self.keyword_language_captures:
+            taken = sum(capture["count"] for capture in self.keyword_language_captures)
+            lines.append(
+                f"Keywords take {taken} messages written in a language in which their intent's examples never use them "
+                "(listed below): limiting each keyword to the languages suggested leaves them to the other tiers."
             )
         if self.keyword_check < 1.0:
             lines.append(
@@ -433,6 +447,61 @@ def keyword_conflicts(spec: ProfileSpec, *, examples: int = 3) -> list[dict[str,
         {"intent": intent, "keyword": keyword, "count": len(texts), "examples": texts[:examples]}
         for (intent, keyword), texts in sorted(taken.items(), key=lambda item: (-len(item[1]), item[0]))
     ]
+
+
+def keyword_language_captures(
+    spec: ProfileSpec, cases: Sequence[Case] = (), *, examples: int = 3
+) -> list[dict[str, Any]]:
+    """Keywords limited to no language that take a message of another intent (its examples, the saved tests that
+    expect it) or of none (the profile's background) written in a language in which the keyword's own intent's
+    examples never use it: by intent and keyword, most first, each with the messages' languages, up to ``examples``
+    of them and ``suggested``, the languages its intent's examples use it in (those of all its examples when none
+    holds it) — the limit to set. A message whose language cannot be told is no capture."""
+    index = spec.router.examples
+    if index is None:
+        return []
+    owners = np.searchsorted(index.starts, np.arange(len(index.texts)), side="right") - 1
+    samples = [
+        (index.texts[row], index.classes[owner] if owner < len(index.intents) else "")
+        for row, owner in enumerate(owners)
+    ]
+    samples += [(case.message, str(case.expect.get("intent", ""))) for case in cases if not case.turns]
+    used: dict[tuple[str, str], list[str]] = {}
+    taken: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for text, owner in samples:
+        hits = spec.router.match(text)
+        if not hits or hits[0].intent.name == owner:
+            continue
+        intent = hits[0].intent
+        limited = {keyword for keyword, languages in intent.keyword_languages if languages}
+        for keyword in hits[0].keywords:
+            if keyword in limited:
+                continue
+            if (intent.name, keyword) not in used:
+                used[(intent.name, keyword)] = _languages_using(intent.examples, keyword)
+            language = detect_language(text)
+            if language is not None and language not in used[(intent.name, keyword)]:
+                taken.setdefault((intent.name, keyword), []).append((text, language))
+    return [
+        {
+            "intent": intent,
+            "keyword": keyword,
+            "count": len(found),
+            "languages": [language for language in LANGUAGES if any(said == language for _text, said in found)],
+            "suggested": used[(intent, keyword)],
+            "examples": [text for text, _language in found[:examples]],
+        }
+        for (intent, keyword), found in sorted(taken.items(), key=lambda item: (-len(item[1]), item[0]))
+    ]
+
+
+def _languages_using(examples: Sequence[str], keyword: str) -> list[str]:
+    """The languages of the ``examples`` that hold ``keyword`` (as whole words, normalised), in the platform's order;
+    of all of them when none holds it."""
+    padded = f" {normalize(keyword)} "
+    holding = [example for example in examples if padded in f" {normalize(example)} "]
+    told = {detect_language(example) for example in holding or examples}
+    return [language for language in LANGUAGES if language in told]
 
 
 def _one_keyword(router: Any, text: str) -> bool:
@@ -629,6 +698,7 @@ def calibrate(spec: ProfileSpec, cases: Sequence[Case]) -> Calibration:
         state_threshold=_state_threshold(spec, samples, threshold, margin),
         current_state_threshold=router.examples_state_threshold,
         keyword_conflicts=keyword_conflicts(spec),
+        keyword_language_captures=keyword_language_captures(spec, cases),
         keyword_check=check,
         current_keyword_check=router.keyword_check,
         keyword_check_set_aside=set_aside,

@@ -311,3 +311,38 @@ def test_the_keyword_check_proposed_sets_aside_none_of_the_profiles_own_examples
     assert result.keyword_check > highest or result.keyword_check == 1.0
     page = staff_client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"})
     assert 'id="keyword-check"' in page.content.decode()
+
+
+def test_a_keyword_taking_messages_in_a_language_its_intent_never_uses_it_in_is_reported_with_the_limit_to_set(
+    examples,
+):
+    from common.config_version import config_version_bump
+
+    orders = examples.intents.get(name="retail_order_tracking")
+    orders.examples = [*DELIVERY, "meu pedido ainda não chegou", "o pedido P100 está atrasado, cadê?"]
+    orders.save(update_fields=["examples"])
+    Intent.objects.filter(profile=examples, name="support_request").update(
+        examples=[
+            "el pedido me llegó roto y quiero cambiarlo",
+            "el aparato del pedido vino defectuoso, ¿cómo lo devuelvo?",
+            "o aparelho veio com defeito, quero trocar",
+        ]
+    )
+    config_version_bump()
+
+    result = calibrate(routing_tests_spec(examples, DRAFT), [])
+
+    capture = next(c for c in result.keyword_language_captures if c["keyword"] == "pedido")
+    assert capture["intent"] == "retail_order_tracking" and capture["count"] >= 2
+    assert capture["languages"] == ["es"] and capture["suggested"] == ["pt"]
+    assert "el pedido me llegó roto y quiero cambiarlo" in capture["examples"]
+    assert any("limiting each keyword to the languages suggested" in line for line in result.explanation())
+    assert result.as_dict()["keyword_language_captures"] == result.keyword_language_captures
+
+    keyword = orders.keywords.get(text="pedido")
+    keyword.languages = ["pt"]
+    keyword.save(update_fields=["languages"])
+    config_version_bump()
+
+    after = calibrate(routing_tests_spec(examples, DRAFT), [])
+    assert all(c["keyword"] != "pedido" for c in after.keyword_language_captures)

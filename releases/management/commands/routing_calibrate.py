@@ -46,6 +46,11 @@ def calibration_report(result: Calibration) -> list[str]:
         f"{c['examples'][0]!r}"
         for c in result.keyword_conflicts
     ]
+    lines += [
+        f"  keyword {c['keyword']!r} of {c['intent']} takes {c['count']} messages in {', '.join(c['languages'])}, "
+        f"e.g. {c['examples'][0]!r}: limit it to {', '.join(c['suggested'])}"
+        for c in result.keyword_language_captures
+    ]
     lines += [f"  {line}" for line in result.explanation()]
     return lines
 
