@@ -34,6 +34,7 @@ from conversations.runtime import (
     specialist_run,
     tools_for_turn,
 )
+from conversations.stack_turn import repair_rest
 from conversations.supervisor import (
     MAX_REVIEW_ROUNDS,
     CoverageCheck,
@@ -264,7 +265,7 @@ async def chain_run(turn: Turn, current: Snapshot) -> None:
         tools=tools,
         notes=tuple(turn.notes),
         path=[turn.agent],
-        reply_rest=turn.reply.rest if turn.reply else None,
+        reply_rest=turn.reply.rest if turn.reply else repair_rest(turn),
     )
     while True:
         moves_before = len(turn.moves)

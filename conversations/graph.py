@@ -95,6 +95,7 @@ from conversations.models import (
     EscalationStatus,
 )
 from conversations.permissions import (
+    DENIED,
     GRANTED,
     permission_note,
     permission_reply,
@@ -137,7 +138,8 @@ from handoffs.services import Move
 from routing import snapshot as snapshots
 from routing.decide import delegation_active
 from routing.goals import FAILURE as GOAL_FAILED
-from routing.repairs import CANCEL
+from routing.repairs import CANCEL, SKIP
+from routing.replies import NO, Reply
 from routing.router import PlanStep, RouteDecision
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec
@@ -319,11 +321,15 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
     if repair is not None and repair.pattern == CANCEL:
         return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
     reading = turn.input.profile.reply_words.read_past_fillers(turn.sanitized_text)
-    reply = permission_reply(reading)
+    # "pode pular esse teste": a skip passes the question, as a no does, whatever yes word it holds.
+    skipped = repair is not None and repair.pattern == SKIP
+    reply = DENIED if skipped else permission_reply(reading)
     if reply is None:
         return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
     turn.pending_permission = None
-    turn.stack_step = permission_bound(turn, pending)
+    turn.stack_step = permission_bound(turn, pending, repair=repair if skipped else None)
+    if skipped and repair is not None:
+        reading = Reply(NO, repair.phrase, "")
     turn.reply = reading
     tool = pending["tool"]
     if reply == GRANTED and tool not in turn.granted:

@@ -20,7 +20,7 @@ from django.utils.translation import gettext
 from common.i18n import language_known
 from conversations.turn import Turn
 from handoffs.models import HandoffKind
-from routing.repairs import CANCEL, REPEAT, marks_digression
+from routing.repairs import ALREADY_TOLD, CANCEL, CORRECT, REPEAT, Repair, marks_digression
 from routing.router import RouteDecision
 from routing.stack import (
     DELEGATION,
@@ -93,18 +93,20 @@ async def stack_route(turn: Turn) -> RouteDecision:
     return decision
 
 
-def permission_bound(turn: Turn, pending: dict[str, Any]) -> StackStep:
-    """The reply to the permission question: bound to its frame, which closes; the frames under it stay."""
+def permission_bound(turn: Turn, pending: dict[str, Any], *, repair: Repair | None = None) -> StackStep:
+    """The reply to the permission question: bound to its frame, which closes; the frames under it stay. ``repair``:
+    the question was passed (a skip) rather than answered."""
     frames = frames_live(turn)
-    step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now())
+    step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now(), repair=repair)
     frame = Frame(
         kind=PERMISSION,
         name=str(pending.get("tool", "")),
         agent=str(pending.get("agent", "")),
         intent=str(pending.get("intent", "")),
     )
-    step.event("bound", frame, "reply")
-    step.event("closed", frame, "reply")
+    if repair is None:
+        step.event("bound", frame, "reply")
+    step.event("closed", frame, repair.pattern if repair is not None else "reply")
     turn.frames = [frame for frame in frames if frame.kind in STORED_KINDS]
     return step
 
@@ -122,6 +124,15 @@ def stack_apply(turn: Turn, step: StackStep) -> None:
         turn.context = {**turn.context, **step.corrected}
     if step.note:
         turn.notes.append(step.note)
+
+
+def repair_rest(turn: Turn) -> str | None:
+    """What of the message may move the conversation on, when it repairs the step it redoes (a correction, "I
+    already told you"): nothing — it answers that step's specialist, and the order it names again ("é o mesmo
+    pedido") is no request for another; ``None`` for any other message (read whole)."""
+    step = turn.stack_step
+    redone = step is not None and step.repair is not None and step.repair.pattern in (CORRECT, ALREADY_TOLD)
+    return "" if redone else None
 
 
 def stack_state(turn: Turn) -> str:

@@ -11,8 +11,9 @@ bottom first; the top one is the flow the next reply belongs to.
    dropped (``expired``).
 2. **Repair** (:mod:`routing.repairs`): *cancel* ends the top frame and its state; *repeat* says the last answer
    again; *correct* re-runs the previous step with the corrected value; *skip* passes the question; *already told*
-   sends the flow's specialist back to what the customer said. Outside any flow, cancel, skip and "already told"
-   are read as any message.
+   runs the step that asked again — the one that opened the state's flow, which still waits, else the last one —
+   its specialist told to use what the customer said earlier. Outside any flow, cancel and skip are read as any
+   message.
 3. **A reply to the top frame**: a yes, no or "not sure" (:mod:`routing.replies`), a message that returns to the
    flow ("voltando ao pagamento: já paguei"), or a message the flow's own specialist takes that asks nothing else, is
    bound to the frame that asked.
@@ -393,9 +394,10 @@ async def _repaired(
             step.note = CORRECTED_NOTE
             redone.metadata["corrected"] = sorted(step.corrected)
         return redone
-    if top is None and repair.pattern == ALREADY_TOLD:
-        step.note = ALREADY_TOLD_NOTE
-        return _redo(profile, active_intent, "the customer says they gave it already")
+    if repair.pattern == ALREADY_TOLD:
+        told = _told_again(step, profile, active_intent)
+        if told is not None:
+            return told
     if top is None:
         return None
     if repair.pattern == SKIP:
@@ -405,7 +407,7 @@ async def _repaired(
         decision = await _flow_or_platform(popped, SKIP, "The customer skipped the question.", agent, text, routed)
         decision.next_state = step.state or None
         return decision
-    if repair.pattern == ALREADY_TOLD:
+    if repair.pattern == ALREADY_TOLD:  # a permission, a clarification, a delegation: the one that asked answers
         step.note = ALREADY_TOLD_NOTE
         decision = await _flow_or_platform(
             top, ALREADY_TOLD, "The customer says they told it already.", agent, text, routed
@@ -426,6 +428,22 @@ async def _flow_or_platform(
         return _platform_decision(frame.agent or agent, pattern, reason, next_state=None)
     decision.method = "repair"
     return decision
+
+
+def _told_again(step: StackStep, profile: ProfileSpec, active_intent: str) -> RouteDecision | None:
+    """ "I already told you": the step that asked runs again, its specialist told to use what the customer said
+    earlier — the step that opened the state's flow on top (the flow still waits: the conversation stays as it is),
+    else the conversation's last step. ``None`` when the top frame is no state's or there is no such step."""
+    top = step.top
+    if top is not None and top.kind != STATE:
+        return None
+    redone = _redo(profile, (top.intent if top is not None else "") or active_intent, "the customer gave it already")
+    if redone is None:
+        return None
+    step.note = ALREADY_TOLD_NOTE
+    if top is not None:
+        redone.next_state, redone.keeps_conversation = top.name, True
+    return redone
 
 
 def _redo(profile: ProfileSpec, active_intent: str, why: str) -> RouteDecision | None:

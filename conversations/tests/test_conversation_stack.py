@@ -208,3 +208,71 @@ def test_a_yes_after_a_return_mark_confirms_the_flow_even_with_a_cancel_word_in_
     assert confirmed["metadata"]["conversation"]["repair"] is None
     assert confirmed["metadata"]["route_decision"]["intent"] == "retail_cancellation_confirmation"
     assert "bound" in events(confirmed)
+
+
+# Other phrasings than the bench's: asked whether the line may be checked, the customer passes the question.
+SKIPS = {"pt": "pode pular esse teste", "en": "let's skip that check", "es": "sáltate esa prueba"}
+NO_SIGNAL = {
+    "pt": "Estou sem sinal no celular",
+    "en": "I have no signal on my phone",
+    "es": "No tengo señal en el móvil",
+}
+
+
+@pytest.mark.parametrize("language", sorted(SKIPS))
+def test_a_skipped_permission_question_runs_no_tool_closes_and_the_specialist_goes_on(api, seeded_demo, language):
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session=f"skip-{language}", msisdn=MSISDN)
+
+    asked = walk(NO_SIGNAL[language])
+    assert asked["metadata"]["conversation"]["stack"][-1]["kind"] == "permission"
+    skipped = walk(SKIPS[language])
+    assert skipped["metadata"]["conversation"]["repair"] == "skip"
+    assert skipped["agent"] == "support_agent"
+    assert skipped["metadata"]["conversation"]["stack"] == []
+    assert "closed" in events(skipped) and "pushed" not in events(skipped)
+    assert skipped["metadata"]["mcp_results"] == []  # the diagnostic did not run
+    conversation = conversation_of(skipped)
+    assert conversation.pending_permission is None and conversation.granted_permissions == []
+
+
+ALREADY_TOLD = {
+    "pt": ("Meu pedido P200 já saiu?", "um item veio com defeito, quero trocar", "já te disse o número do pedido"),
+    "en": ("Has my order P200 shipped?", "one item arrived defective, I want to exchange it", "I told you the number"),
+    "es": ("¿Ya salió mi pedido P200?", "un artículo llegó con defecto, quiero cambiarlo", "ya te dije el número"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(ALREADY_TOLD))
+def test_already_told_keeps_the_specialist_and_its_tool_gets_the_value_said_earlier(api, seeded_demo, language):
+    """No context carries the order: the value reaches the tool from what the customer wrote two turns before."""
+    first, second, told = ALREADY_TOLD[language]
+
+    def walk(text):
+        return say(api, text, agent_id="retail_orders", session=f"told-{language}")
+
+    walk(first)
+    support = walk(second)
+    assert support["agent"] == "support_agent"
+    answered = walk(told)
+    assert answered["metadata"]["conversation"]["repair"] == "already_told"
+    assert answered["agent"] == "support_agent"
+    assert answered["metadata"]["handoffs"] == []
+    assert ("consultar_pedido", {"order_id": "P200"}) in tool_calls(answered)
+
+
+def test_already_told_inside_a_flow_runs_the_step_that_asked_again_and_the_flow_still_waits(api, seeded_demo):
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session="told-flow", msisdn=MSISDN)
+
+    walk("me explica a fatura INV001")
+    opened = walk("quero pagar ela agora")
+    assert conversation_of(opened).state == "WAITING_PAYMENT_CONFIRMATION"
+    told = walk("já te disse qual era")
+    assert told["metadata"]["conversation"]["repair"] == "already_told"
+    assert told["agent"] == "billing_agent"
+    assert told["metadata"]["route_decision"]["intent"] == opened["metadata"]["route_decision"]["intent"]
+    assert ("consultar_fatura", {"invoice_id": "INV001"}) in [
+        (tool, {key: value for key, value in args.items() if key == "invoice_id"}) for tool, args in tool_calls(told)
+    ]
+    assert conversation_of(told).state == "WAITING_PAYMENT_CONFIRMATION"

@@ -183,3 +183,23 @@ def test_a_yes_after_a_return_mark_confirms_rather_than_cancels():
     text = "volviendo a la cancelación: sí, cancélalo"
     assert WORDS.read(text) is not None and WORDS.read(text).pattern == "cancel"  # the phrase is there...
     assert REPLIES.read_past_fillers(return_cut(text)[0]).reads_as == "yes"  # ...and the flow's yes wins
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("pode pular esse teste", "skip"),
+        ("vamos pular essa parte", "skip"),
+        ("let's skip the line check", "skip"),
+        ("let's just move on", "skip"),
+        ("sáltate esa prueba", "skip"),
+        ("mejor omítelo", "skip"),
+        ("como eu disse, é o mesmo pedido", "already_told"),
+        ("I told you the number", "already_told"),
+        ("like I said, same invoice", "already_told"),
+        ("como te dije, es la misma factura", "already_told"),
+    ],
+)
+def test_natural_phrasings_of_skip_and_already_told_are_read(text, pattern):
+    repair = WORDS.read(text)
+    assert repair is not None and repair.pattern == pattern
