@@ -38,7 +38,7 @@ from routing.goal_decide import (
 )
 from routing.goal_words import DEFAULT_LANGUAGE, said
 from routing.goals import FAILURE
-from routing.repairs import CANCEL, CORRECT, REPEAT, Repair, after_phrases
+from routing.repairs import CANCEL, CORRECT, REPEAT, SKIP, Repair, after_phrases
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
 from routing.stack import CLARIFICATION as CLARIFICATION_FRAME
@@ -64,16 +64,14 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         repair = None  # "is this what you want?" answered no: the goal's own answer to a no (it asks what instead)
     if waiting and repair is not None and repair.pattern == CANCEL:
         return clarification_cancelled(turn, waiting, repair)
-    if repair is not None and repair.pattern == REPEAT:
+    if repair is not None and repair.pattern in (REPEAT, SKIP):
         return question_repeated(turn, waiting, repair)
     said = turn.sanitized_text
     correction = profile.repair_words.read(said) if not waiting else None
-    if (
-        correction is not None
-        and correction.pattern == CORRECT
-        and (value := after_phrases(said, profile.repair_words.correct))
-    ):
-        said = value  # "errei, eu queria dizer VALE3": the goal is read again from what it corrects to
+    if correction is not None and correction.pattern == CORRECT:
+        said = after_phrases(said, profile.repair_words.correct)  # "errei, eu queria dizer VALE3": "VALE3"
+    if not said:
+        correction, said = None, turn.sanitized_text  # nothing follows the apology: the message is read whole
     decision = await goal_decide(profile=profile, text=said, goal_state=turn.goal_state, language=turn.language)
     turn.goal = GoalTurn(decision)
     turn.goal_state = decision.goal_state
@@ -96,6 +94,8 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         return routed
     if resumed:
         turn.stack_step = clarification_resumed(waiting, decision, turn=turn.ticket + 1, moved=True)
+    elif correction is not None and correction.pattern == CORRECT:
+        turn.stack_step = StackStep(frames=[], turn=turn.ticket + 1, now=timezone.now(), repair=correction)
     elif waiting and not (decision.goal_state or {}).get("pending") and decision.status != CLARIFICATION:
         frame = _clarification_frame(waiting, turn=turn.ticket + 1)
         turn.stack_step = StackStep(frames=[], turn=turn.ticket + 1, now=timezone.now())
@@ -138,15 +138,20 @@ def clarification_resumed(waiting: dict[str, Any], decision: GoalDecision, *, tu
 
 
 def question_repeated(turn: Turn, waiting: dict[str, Any], repair: Repair) -> RouteDecision:
-    """ "Pode repetir?" while a goal waits: its question again (the last answer), nothing read or run."""
+    """ "Pode repetir?" while a goal waits: its question again (the last answer), nothing read or run. A skip ("pula
+    essa") gets the question again too, with why: a goal asks only what it cannot go on without (a required entity,
+    which of several it means, whether it read the request right), so no question of a goal is passed."""
     frames = [_clarification_frame(waiting, turn=turn.ticket + 1)] if waiting else []
-    turn.stack_step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now(), repair=repair, fixed=REPEAT)
+    pattern = repair.pattern
+    turn.stack_step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now(), repair=repair, fixed=pattern)
     return RouteDecision(
         route=GOAL_ROUTE,
         agent=GOAL_AGENT,
-        intent=REPAIR_INTENT.format(pattern=REPEAT),
+        intent=REPAIR_INTENT.format(pattern=pattern),
         confidence=1.0,
-        reason="The customer asked to hear the question again.",
+        reason="The customer asked to hear the question again."
+        if pattern == REPEAT
+        else "The customer would skip a question the goal cannot go on without: asked again.",
         method="repair",
         metadata={"repair": repair.as_metadata()},
         keeps_conversation=True,

@@ -20,7 +20,7 @@ from django.utils.translation import gettext
 from common.i18n import language_known
 from conversations.turn import Turn
 from handoffs.models import HandoffKind
-from routing.repairs import ALREADY_TOLD, CANCEL, CORRECT, REPEAT, Repair, marks_digression
+from routing.repairs import ALREADY_TOLD, CANCEL, CORRECT, REPEAT, SKIP, Repair, marks_digression
 from routing.router import RouteDecision
 from routing.stack import (
     DELEGATION,
@@ -141,12 +141,15 @@ def stack_state(turn: Turn) -> str:
 
 
 def fixed_answer(turn: Turn) -> str | None:
-    """The platform's own answer to a cancel or a repeat (no specialist runs), or ``None``."""
+    """The platform's own answer to a cancel, a repeat or a skip of a question that cannot be passed (no specialist
+    runs), or ``None``."""
     step = turn.stack_step
     if step is None or not step.fixed:
         return None
     with translation.override(language_known(turn.language)):
-        if step.fixed == REPEAT:
+        if step.fixed == SKIP and step.top is not None and step.top.question:
+            return gettext("I need this answer to go on: %(question)s") % {"question": step.top.question}
+        if step.fixed in (REPEAT, SKIP):
             last = next((entry.content for entry in reversed(turn.history) if entry.role == "assistant"), "")
             return last or gettext("I have not said anything yet that I could repeat. How can I help you?")
         assert step.fixed == CANCEL

@@ -204,6 +204,48 @@ def test_a_correction_reads_the_goal_again_from_what_it_corrects_to(api, finance
     assert "ITUB4.SA" in corrected["answer"]
 
 
+CORRECTIONS = {
+    "pt": ("me diz a cotação da PETR4", "foi mal, quis dizer VALE3"),
+    "en": ("give me a quote for PETR4", "my mistake, I meant VALE3"),
+    "es": ("cotización de PETR4", "perdón, quise decir VALE3"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(CORRECTIONS))
+def test_a_correction_in_goal_mode_is_read_as_the_correct_repair(api, finance, language):
+    first, correction = CORRECTIONS[language]
+    say(api, first, session=f"fin-correct-{language}")
+
+    corrected = say(api, correction, session=f"fin-correct-{language}")
+
+    assert corrected["metadata"]["conversation"]["repair"] == "correct"
+    assert corrected["metadata"]["route_decision"]["intent"] == "finance.GET_QUOTE"
+    assert "VALE3.SA" in corrected["answer"] and "PETR4.SA" not in corrected["answer"]
+
+
+SKIPPED = {
+    "pt": ("qual o preço da Nordea?", "pula essa", "Preciso dessa resposta para seguir", "a segunda"),
+    "en": ("what's the price of Nordea?", "skip that", "I need this answer to go on", "the second one"),
+    "es": ("¿cuál es la cotización de Nordea?", "sáltate esa", "Necesito esta respuesta para seguir", "la segunda"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(SKIPPED))
+def test_a_skipped_required_question_is_asked_again_with_why_and_still_answered_later(api, finance, language):
+    asked_text, skip, why, choice = SKIPPED[language]
+    asked = say(api, asked_text, session=f"fin-skip-{language}")
+    assert asked["metadata"]["goal"]["clarification"]["reason"] == "ambiguous"
+
+    skipped = say(api, skip, session=f"fin-skip-{language}")
+
+    assert skipped["metadata"]["conversation"]["repair"] == "skip"
+    assert skipped["answer"].startswith(why) and "NDA-FI.HE" in skipped["answer"]
+    assert skipped["metadata"]["mcp_results"] == []
+    assert skipped["metadata"]["conversation"]["stack"][-1]["kind"] == "clarification"
+    answered = say(api, choice, session=f"fin-skip-{language}")
+    assert "NDA-FI.HE" in answered["answer"]
+
+
 def test_below_the_threshold_the_user_is_asked_and_a_yes_runs_the_goal(api, finance):
     Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
     publish("TOP_MOVERS asks below 0.99")
