@@ -31,13 +31,14 @@ from routing.goal_decide import (
     CLARIFICATION,
     GENERAL,
     LOW_CONFIDENCE,
+    PLAN,
     SMALL_TALK,
     GoalDecision,
     ambiguity_pending,
     goal_decide,
 )
 from routing.goal_words import DEFAULT_LANGUAGE, said
-from routing.goals import FAILURE
+from routing.goals import FAILURE, candidate_choose
 from routing.repairs import CANCEL, CORRECT, REPEAT, SKIP, Repair, after_phrases
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot
@@ -176,6 +177,24 @@ def clarification_cancelled(turn: Turn, waiting: dict[str, Any], repair: Repair)
     )
 
 
+async def _chosen_in_the_reply(turn: Turn, clarification: dict[str, Any]) -> GoalDecision | None:
+    """The goal planned with the option the message picks ("a segunda", "Helsinki") when the message answered the
+    goal's question (its frame was bound); ``None`` when it did not, or picks none."""
+    step = turn.stack_step
+    if step is None or not any(event["event"] == "bound" for event in step.events):
+        return None
+    picked = candidate_choose(
+        turn.sanitized_text,
+        clarification.get("candidates") or [],
+        label_fields=tuple(clarification.get("label_fields") or ("label",)),
+        value_field=str(clarification.get("value_field") or "value"),
+    )
+    if picked is None:
+        return None
+    decided = await goal_decide(profile=turn.input.profile, text=turn.sanitized_text, goal_state=turn.goal_state)
+    return decided if decided.status == PLAN else None
+
+
 def _clarification_frame(waiting: dict[str, Any], *, turn: int) -> Frame:
     intent = waiting.get("intent_output") or {}
     return Frame(
@@ -193,8 +212,10 @@ def _public(decision: GoalDecision) -> dict[str, Any]:
     return {key: shown[key] for key in ("status", "intent_output", "plan", "clarification")}
 
 
-async def goal_answer(turn: Turn, current: Snapshot) -> None:
-    """Run the plan (or ask), combine its outputs and write the answer."""
+async def goal_answer(turn: Turn, current: Snapshot, *, replied: bool = True) -> None:
+    """Run the plan (or ask), combine its outputs and write the answer. A reply to the goal's question that also
+    picks among the options its answer leads to ("da Nordea, a segunda") is not asked which (``replied``: look for
+    such a pick, once)."""
     goal = turn.goal
     assert goal is not None and goal.decision.status != GENERAL
     decision = goal.decision
@@ -220,6 +241,11 @@ async def goal_answer(turn: Turn, current: Snapshot) -> None:
         return
     if goal.run.status == CLARIFICATION and goal.run.clarification:
         turn.goal_state = ambiguity_pending(decision, goal.run.clarification)
+        chosen = await _chosen_in_the_reply(turn, goal.run.clarification) if replied else None
+        if chosen is not None:
+            turn.goal, turn.goal_state = GoalTurn(chosen), chosen.goal_state
+            await goal_answer(turn, current, replied=False)
+            return
         turn.answer = str(goal.run.clarification.get("question", ""))
         return
     goal.combined = outputs_combine(decision.plan, goal.run.outputs, language)

@@ -11,9 +11,9 @@ bottom first; the top one is the flow the next reply belongs to.
    dropped (``expired``).
 2. **Repair** (:mod:`routing.repairs`): *cancel* ends the top frame and its state; *repeat* says the last answer
    again; *correct* re-runs the previous step with the corrected value; *skip* passes the question; *already told*
-   runs the step that asked again — the one that opened the state's flow, which still waits, else the last one —
-   its specialist told to use what the customer said earlier. Outside any flow, cancel and skip are read as any
-   message.
+   runs the step that asked again — the one that opened the flow or delegation on top, which still waits, else the
+   last one — its specialist told to use what the customer said earlier. Outside any flow, cancel and skip are read
+   as any message.
 3. **A reply to the top frame**: a yes, no or "not sure" (:mod:`routing.replies`), a message that returns to the
    flow ("voltando ao pagamento: já paguei"), or a message the flow's own specialist takes that asks nothing else, is
    bound to the frame that asked.
@@ -432,17 +432,18 @@ async def _flow_or_platform(
 
 def _told_again(step: StackStep, profile: ProfileSpec, active_intent: str) -> RouteDecision | None:
     """ "I already told you": the step that asked runs again, its specialist told to use what the customer said
-    earlier — the step that opened the state's flow on top (the flow still waits: the conversation stays as it is),
-    else the conversation's last step. ``None`` when the top frame is no state's or there is no such step."""
+    earlier — the step that opened the state's flow or the delegation on top (which still waits: the conversation
+    stays as it is), else the conversation's last step. ``None`` when the top frame is a question's (a permission,
+    a clarification) or there is no such step."""
     top = step.top
-    if top is not None and top.kind != STATE:
+    if top is not None and top.kind not in (STATE, DELEGATION):
         return None
     redone = _redo(profile, (top.intent if top is not None else "") or active_intent, "the customer gave it already")
     if redone is None:
         return None
     step.note = ALREADY_TOLD_NOTE
     if top is not None:
-        redone.next_state, redone.keeps_conversation = top.name, True
+        redone.next_state, redone.keeps_conversation = step.state or None, True
     return redone
 
 

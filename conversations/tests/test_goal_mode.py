@@ -246,6 +246,27 @@ def test_a_skipped_required_question_is_asked_again_with_why_and_still_answered_
     assert "NDA-FI.HE" in answered["answer"]
 
 
+CHOSEN_IN_THE_REPLY = {
+    "pt": ("quero uma cotação", "da Nordea, a segunda opção"),
+    "en": ("I want a stock quote", "of Nordea, the second one"),
+    "es": ("quiero una cotización", "de Nordea, la segunda"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(CHOSEN_IN_THE_REPLY))
+def test_a_reply_that_names_the_stock_and_picks_among_its_listings_is_not_asked_which(api, finance, language):
+    missing, reply = CHOSEN_IN_THE_REPLY[language]
+    asked = say(api, missing, session=f"fin-chosen-{language}")
+    assert asked["metadata"]["goal"]["clarification"]["reason"] == "missing_entity"
+
+    answered = say(api, reply, session=f"fin-chosen-{language}")
+
+    assert "get_stock_price" in {r["tool"] for r in answered["metadata"]["mcp_results"]}
+    assert "NDA-FI.HE" in answered["answer"] and "NDA-SE.ST" not in answered["answer"]
+    assert answered["metadata"]["conversation"]["stack"] == []
+    assert Conversation.objects.get(conversation_key=answered["conversation_key"]).goal_state["pending"] is None
+
+
 def test_below_the_threshold_the_user_is_asked_and_a_yes_runs_the_goal(api, finance):
     Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
     publish("TOP_MOVERS asks below 0.99")
