@@ -276,3 +276,17 @@ def test_already_told_inside_a_flow_runs_the_step_that_asked_again_and_the_flow_
         (tool, {key: value for key, value in args.items() if key == "invoice_id"}) for tool, args in tool_calls(told)
     ]
     assert conversation_of(told).state == "WAITING_PAYMENT_CONFIRMATION"
+
+
+def test_already_told_inside_a_delegation_runs_the_delegated_step_again_and_the_delegation_stays(api, seeded_demo):
+    def walk(text):
+        return say(api, text, agent_id="telecom_assistente", session="told-delegation", msisdn=MSISDN)
+
+    walk("my order P100 still hasn't arrived")
+    delegated = walk("and the sim that came in that order is defective, I want a replacement")
+    assert delegated["metadata"]["conversation"]["stack"][-1]["name"] == "support_agent"
+    told = walk("like I said, it's the same order")
+    assert told["metadata"]["conversation"]["repair"] == "already_told"
+    assert told["agent"] == "support_agent" and told["metadata"]["route_decision"]["intent"] == "support_request"
+    assert ("consultar_pedido", {"order_id": "P100"}) in tool_calls(told)
+    assert told["metadata"]["conversation"]["stack"][-1]["name"] == "support_agent"

@@ -250,10 +250,15 @@ _NOT_A_NAME = (
 _INTRODUCES = (
     r"(?i:\b(?:da|do|de|das|dos|del|of|for|is|are|about|on|sobre|a|o|os|as|el|la|los|las|e|y|and"
     r"|est[aá]|est[aá]n|est[aã]o)\s+)"
-    r"|\b(?:vale|valen|custa|custam|cuesta|cuestan|costs?|cotiza|cotizan)\s+"
+    r"|\b(?:vale|valen|custa|custam|cuesta|cuestan|costs?|cotiza|cotizan)\s+(?:(?:hoje|hoy|agora|ahora|today|now)\s+)?"
     r"|,\s*"
 )
-SYMBOL_PATTERN = rf"^\s*{_NOT_A_NAME}|^\s*(?P<value_alone>{_NAME})\s*[?!.]*\s*$|(?:{_INTRODUCES})(?P<value>{_NAME})"
+# A name said possessively ("Nordea's share price"); "What's", "It's" and the like are read first, as no name.
+_NOT_AN_OWNER = r"\b(?i:what|that|it|here|there|let|he|she|who|how|where|one)['’]s\b"
+SYMBOL_PATTERN = (
+    rf"^\s*{_NOT_A_NAME}|^\s*(?P<value_alone>{_NAME})\s*[?!.]*\s*$|(?:{_INTRODUCES})(?P<value>{_NAME})"
+    rf"|{_NOT_AN_OWNER}|(?P<value_owner>{_NAME})['’]s\b"
+)
 # The markets served, as customers name them (countries, cities, adjectives) in the three languages.
 MARKET_PATTERN = (
     r"(?i:\b(?P<value>brasil|brazil|b3|brasileir[oa]s?|brazilian|brasileñ[oa]s?"

@@ -19,6 +19,7 @@ from routing.goal_intent import (
     entities_merge,
     intent_read,
     missing_required,
+    pattern_values,
 )
 from routing.goals import (
     DEFAULT_CONFIDENCE_THRESHOLD,
@@ -385,3 +386,20 @@ def test_a_description_without_a_gloss_still_asks():
 
     assert clarification_question(goal, ["period_text"]) == "Qual o período?"
     assert clarification_question(goal, ["period_text"], "en") == "Which period?"
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("tell me Nordea's share price", ["Nordea"]),
+        ("What's Nordea’s stock doing?", ["Nordea"]),
+        ("¿a cuánto cotiza hoy Nordea?", ["Nordea"]),
+        ("quanto vale hoje a Nordea?", ["Nordea"]),
+        ("It's fine, that's all", []),
+        ("Here's the thing: what's the price of Nordea?", ["Nordea"]),
+    ],
+)
+def test_a_name_said_possessively_or_after_a_word_of_time_is_read(text, names):
+    schema = MANIFEST["goals"][0]["entities_schema"]["symbol_text"]
+
+    assert pattern_values(schema, text) == names
