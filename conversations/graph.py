@@ -138,7 +138,7 @@ from handoffs.services import Move
 from routing import snapshot as snapshots
 from routing.decide import delegation_active
 from routing.goals import FAILURE as GOAL_FAILED
-from routing.repairs import CANCEL, SKIP
+from routing.repairs import CANCEL, skips_the_question
 from routing.replies import NO, Reply
 from routing.router import PlanStep, RouteDecision
 from routing.snapshot import Snapshot
@@ -321,8 +321,7 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
     if repair is not None and repair.pattern == CANCEL:
         return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
     reading = turn.input.profile.reply_words.read_past_fillers(turn.sanitized_text)
-    # "pode pular esse teste": a skip passes the question, as a no does, whatever yes word it holds.
-    skipped = repair is not None and repair.pattern == SKIP
+    skipped = skips_the_question(repair, reading, turn.sanitized_text)  # passed as a no is: the tool does not run
     reply = DENIED if skipped else permission_reply(reading)
     if reply is None:
         return None  # the stack reads it: a side question keeps the question waiting, a new request drops it

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from common.text import fold, normalize
+from routing.replies import YES, Reply
 
 CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD = "cancel", "correct", "repeat", "skip", "already_told"
 PATTERNS = (CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD)  # the first found wins
 LEAD_WORDS = 8
 CORRECTION_WORDS = 14
+SHORT_SKIP_WORDS = 6  # a skip this short passes a yes/no question even past a yes ("ok, pula essa")
 
 # A side question announced as such: the message is about something else, the flow waits.
 DIGRESSION_MARKS = (
@@ -147,6 +149,18 @@ def _read(words: RepairWords, text: str) -> Repair | None:
         if found is not None:
             return Repair(pattern, found.group(0))
     return None
+
+
+def skips_the_question(repair: Repair | None, reply: Reply, text: str) -> bool:
+    """Whether ``text`` passes a yes/no question (a permission) rather than answering it: it reads as a skip, and
+    as no yes — or its yes is the skip's own word ("pode pular esse teste"), or it is short ("sure, skip it"). A yes
+    that goes on ("sim, pode rodar, e na próxima vez nem precisa perguntar") answers the question."""
+    if repair is None or repair.pattern != SKIP:
+        return False
+    if reply.reads_as != YES:
+        return True
+    own = f" {normalize(reply.words)} " in f" {repair.phrase} "
+    return own or len(text.split()) <= SHORT_SKIP_WORDS
 
 
 def phrase_span(text: str, phrase: str) -> tuple[int, int] | None:

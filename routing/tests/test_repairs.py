@@ -17,7 +17,7 @@ from agents.models import (
     DEFAULT_SKIP_WORDS,
 )
 from common.text import described_example, identifier_shape, identifiers
-from routing.repairs import RepairWords, marks_digression, return_cut
+from routing.repairs import RepairWords, marks_digression, return_cut, skips_the_question
 from routing.replies import ReplyWords
 from routing.stack import Frame, StackStep, clauses, clauses_announced, frames_read, is_question, value_corrections
 
@@ -203,3 +203,19 @@ def test_a_yes_after_a_return_mark_confirms_rather_than_cancels():
 def test_natural_phrasings_of_skip_and_already_told_are_read(text, pattern):
     repair = WORDS.read(text)
     assert repair is not None and repair.pattern == pattern
+
+
+@pytest.mark.parametrize(
+    ("text", "skips"),
+    [
+        ("pode pular esse teste", True),  # "pode" is the skip's own word, not a yes
+        ("sure, skip it", True),
+        ("no, sáltate eso", True),
+        ("sim, pode rodar, e na próxima vez nem precisa perguntar", False),
+        ("yes go ahead, and the next one too if you need it", False),
+        ("sí, dale, y la siguiente vez no me preguntes", False),
+        ("pode rodar o teste", False),
+    ],
+)
+def test_a_skip_passes_a_yes_no_question_unless_a_yes_of_its_own_answers_it(text, skips):
+    assert skips_the_question(WORDS.read(text), REPLIES.read_past_fillers(text), text) is skips
