@@ -127,11 +127,11 @@ def stack_apply(turn: Turn, step: StackStep) -> None:
 
 
 def repair_rest(turn: Turn) -> str | None:
-    """What of the message may move the conversation on, when it repairs the step it redoes (a correction, "I
-    already told you"): nothing — it answers that step's specialist, and the order it names again ("é o mesmo
-    pedido") is no request for another; ``None`` for any other message (read whole)."""
+    """What of the message may move the conversation on, when it repairs a step (a correction, "I already told
+    you", a skip): nothing — it answers that step's specialist, and the order it names again ("é o mesmo pedido")
+    is no request for another; ``None`` for any other message (read whole)."""
     step = turn.stack_step
-    redone = step is not None and step.repair is not None and step.repair.pattern in (CORRECT, ALREADY_TOLD)
+    redone = step is not None and step.repair is not None and step.repair.pattern in (CORRECT, ALREADY_TOLD, SKIP)
     return "" if redone else None
 
 

@@ -91,6 +91,7 @@ CORRECTED_NOTE = (
     "[SYSTEM_NOTE: the customer corrected a value they gave earlier; redo the last step with the corrected value from "
     "this message.]"
 )
+SKIPPED_NOTE = "[SYSTEM_NOTE: the customer chose not to answer the question; go on without it.]"
 ALREADY_TOLD_NOTE = (
     "[SYSTEM_NOTE: the customer says they already gave this information: use what they said earlier in the "
     "conversation.]"
@@ -400,14 +401,17 @@ async def _repaired(
             return told
     if top is None:
         return None
+    if repair.pattern == SKIP and top.kind == DELEGATION:
+        # The delegated specialist asked: it goes on without the answer, and the delegation stays open.
+        return _asked_again(step, profile, top.intent, SKIPPED_NOTE, "the customer skipped its question")
     if repair.pattern == SKIP:
-        step.note = "[SYSTEM_NOTE: the customer chose not to answer the question; go on without it.]"
+        step.note = SKIPPED_NOTE
         popped = step.pop("closed", SKIP)
         assert popped is not None
         decision = await _flow_or_platform(popped, SKIP, "The customer skipped the question.", agent, text, routed)
         decision.next_state = step.state or None
         return decision
-    if repair.pattern == ALREADY_TOLD:  # a permission, a clarification, a delegation: the one that asked answers
+    if repair.pattern == ALREADY_TOLD:  # a permission or a clarification: the one that asked answers
         step.note = ALREADY_TOLD_NOTE
         decision = await _flow_or_platform(
             top, ALREADY_TOLD, "The customer says they told it already.", agent, text, routed
@@ -438,11 +442,17 @@ def _told_again(step: StackStep, profile: ProfileSpec, active_intent: str) -> Ro
     top = step.top
     if top is not None and top.kind not in (STATE, DELEGATION):
         return None
-    redone = _redo(profile, (top.intent if top is not None else "") or active_intent, "the customer gave it already")
+    intent = (top.intent if top is not None else "") or active_intent
+    return _asked_again(step, profile, intent, ALREADY_TOLD_NOTE, "the customer gave it already")
+
+
+def _asked_again(step: StackStep, profile: ProfileSpec, intent: str, note: str, why: str) -> RouteDecision | None:
+    """``intent``'s step runs again with ``note``; a frame on top stays open (the conversation stays as it is)."""
+    redone = _redo(profile, intent, why)
     if redone is None:
         return None
-    step.note = ALREADY_TOLD_NOTE
-    if top is not None:
+    step.note = note
+    if step.top is not None:
         redone.next_state, redone.keeps_conversation = step.state or None, True
     return redone
 

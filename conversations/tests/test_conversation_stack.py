@@ -290,3 +290,17 @@ def test_already_told_inside_a_delegation_runs_the_delegated_step_again_and_the_
     assert told["agent"] == "support_agent" and told["metadata"]["route_decision"]["intent"] == "support_request"
     assert ("consultar_pedido", {"order_id": "P100"}) in tool_calls(told)
     assert told["metadata"]["conversation"]["stack"][-1]["name"] == "support_agent"
+
+
+def test_a_skip_inside_a_delegation_leaves_it_open_with_its_specialist_going_on(api, seeded_demo):
+    def walk(text):
+        return say(api, text, agent_id="telecom_assistente", session="skip-delegation", msisdn=MSISDN)
+
+    delegated = walk("my order P100 still hasn't arrived")
+    assert delegated["metadata"]["conversation"]["stack"][-1]["kind"] == "delegation"
+    skipped = walk("let's skip that")
+    assert skipped["metadata"]["conversation"]["repair"] == "skip"
+    assert skipped["agent"] == "orders_agent"
+    assert "closed" not in events(skipped)
+    assert skipped["metadata"]["conversation"]["stack"][-1]["name"] == "orders_agent"
+    assert conversation_of(skipped).sub_conversation["specialist"] == "orders_agent"
