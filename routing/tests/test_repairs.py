@@ -219,3 +219,11 @@ def test_natural_phrasings_of_skip_and_already_told_are_read(text, pattern):
 )
 def test_a_skip_passes_a_yes_no_question_unless_a_yes_of_its_own_answers_it(text, skips):
     assert skips_the_question(WORDS.read(text), REPLIES.read_past_fillers(text), text) is skips
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["o sinal pula de 4G pra 3G toda hora", "me salta un error al pagar", "la factura omite el descuento"],
+)
+def test_a_skip_verb_used_for_something_else_is_no_skip(text):
+    assert WORDS.read(text) is None
