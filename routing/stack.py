@@ -535,8 +535,9 @@ async def _in_flow(top: Frame, step: StackStep, profile: ProfileSpec, text: str,
 
 async def _question_open(top: Frame, step: StackStep, text: str, routed: Routed) -> RouteDecision:
     """A message that is no reply while a permission or clarification question waits: a side question (another
-    specialist's, or out of scope) keeps it waiting and asks it again after its answer; small talk leaves it; a new
-    request to the specialist that asked drops it."""
+    specialist's, or out of scope, or one marked as a side question — "aproveitando, …" — whoever answers it) keeps it
+    waiting and asks it again after its answer; small talk leaves it; a new request to the specialist that asked
+    drops it."""
     free = await routed(text, None)
     if free.method == "small_talk":
         return free
@@ -545,7 +546,7 @@ async def _question_open(top: Frame, step: StackStep, text: str, routed: Routed)
         free.keeps_conversation = True
         free.metadata["digression_from"] = top.name
         return free
-    if free.method in _ROUTED and free.agent != top.agent:
+    if free.method in _ROUTED and (free.agent != top.agent or marks_digression(text)):
         step.event("pushed", top, free.intent)
         step.event("resumed", top, free.intent)
         step.resume = top

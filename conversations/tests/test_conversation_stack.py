@@ -236,6 +236,21 @@ def test_a_skipped_permission_question_runs_no_tool_closes_and_the_specialist_go
     assert conversation.pending_permission is None and conversation.granted_permissions == []
 
 
+def test_a_side_question_to_the_specialist_that_asked_for_permission_keeps_the_question_waiting(api, seeded_demo):
+    def walk(text):
+        return say(api, text, agent_id="telecom_contas", session="aside-same-specialist", msisdn=MSISDN)
+
+    asked = walk("Estou sem sinal no celular")
+    assert asked["metadata"]["conversation"]["stack"][-1]["kind"] == "permission"
+    aside = walk("aproveitando, o roteador que comprei veio com defeito, como faço a troca?")
+    assert aside["agent"] == "support_agent"
+    assert events(aside)[:2] == ["pushed", "resumed"]
+    assert [frame["kind"] for frame in aside["metadata"]["conversation"]["stack"]] == ["permission"]
+    granted = walk("certo, sobre o teste: pode rodar sim")
+    assert "bound" in events(granted) or granted["metadata"]["mcp_results"]
+    assert [call["tool"] for call in granted["metadata"]["mcp_results"]] == ["diagnosticar_linha"]
+
+
 ALREADY_TOLD = {
     "pt": ("Meu pedido P200 já saiu?", "um item veio com defeito, quero trocar", "já te disse o número do pedido"),
     "en": ("Has my order P200 shipped?", "one item arrived defective, I want to exchange it", "I told you the number"),
