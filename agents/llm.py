@@ -316,9 +316,11 @@ class OfflineChatModel(BaseChatModel):
     its part in the team first (the rules docs/handoffs.md documents):
 
     * as a delegated specialist (offered ``end_specialist_sub_conversation``):
-      the message holds a closing word → ends with ``completed``; the message
-      hits other specialists' intents and none of its own → ends with
-      ``out_of_scope`` and no text (it does not answer what is not its own);
+      the message holds a closing word → ends with ``completed``; the message's
+      best hit is another specialist's intent (none of its own, or one the
+      routing ranks below: "o chip que veio nesse pedido tá com defeito" is the
+      support's, though it names the order) → ends with ``out_of_scope`` and no
+      text (it does not answer what is not its own);
     * as a coordinator (offered ``request_specialist_sub_conversation``): the
       message hits a specialist's intent → delegates to the best one, no text;
     * as a specialist (offered ``request_handoff``): the message hits intents of
@@ -454,7 +456,7 @@ class OfflineChatModel(BaseChatModel):
                     },
                     f"{header} {words['glad']}",
                 )
-            if self.hit_agents and not own:
+            if self.hit_agents and self.hit_agents[0] != self.agent:
                 return call(
                     END_SUB_CONVERSATION,
                     {
