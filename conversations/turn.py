@@ -206,6 +206,8 @@ class Turn:
     frames: list[Frame] = field(default_factory=list)
     stack_step: StackStep | None = None
     sub_conversation_before: dict[str, Any] | None = None  # the delegation open when the message arrived
+    # The questions and delegation waiting when the message arrived, as (kind, name): what the turn opened is new.
+    found_waiting: tuple[tuple[str, str], ...] = ()
     goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
     model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
     # What the analytics' daily totals know of the conversation (see conversations.turn_store.turn_persist).
@@ -375,27 +377,46 @@ class Turn:
             "trace": self.trace,
         }
 
-    def conversation_metadata(self) -> dict[str, Any]:
-        """``metadata["conversation"]``: the frames open after the turn (bottom first; a delegation or a permission
-        question on top), what the message did to them, the repair pattern it read as, the requests it held;
-        no events when the message did nothing to them."""
-        step = self.stack_step
-        shown = [frame.as_dict() for frame in self.frames]
+    def waiting_frames(self) -> list[Frame]:
+        """The frames kept in their own columns rather than the stack's: a goal's clarification, an open delegation,
+        a permission question — in that order, on top of the stored ones."""
+        frames: list[Frame] = []
         pending = (self.goal_state or {}).get("pending") if isinstance(self.goal_state, dict) else None
         if pending:
             read = pending.get("intent_output") or {}
             name = f"{read.get('primary_domain', '')}.{read.get('goal', '')}".strip(".")
-            shown.append(Frame(kind=CLARIFICATION, name=name, agent=GOAL_AGENT).as_dict())
+            frames.append(Frame(kind=CLARIFICATION, name=name, agent=GOAL_AGENT))
         if self.sub_conversation:
             specialist = str(self.sub_conversation.get("specialist", ""))
-            shown.append(Frame(kind=DELEGATION, name=specialist, agent=specialist).as_dict())
+            frames.append(Frame(kind=DELEGATION, name=specialist, agent=specialist))
         if self.pending_permission:
             pending = self.pending_permission
             agent = str(pending.get("agent", ""))
-            shown.append(Frame(kind=PERMISSION, name=str(pending.get("tool", "")), agent=agent).as_dict())
-        if step is None:
-            return {"stack": shown, "events": [], "repair": None, "topics": []}
-        return {**step.as_metadata(), "stack": shown}
+            frames.append(Frame(kind=PERMISSION, name=str(pending.get("tool", "")), agent=agent))
+        return frames
+
+    def conversation_metadata(self) -> dict[str, Any]:
+        """``metadata["conversation"]``: the frames open after the turn (bottom first; a delegation or a permission
+        question on top), what the message did to them, the repair pattern it read as, the requests it held;
+        no events when the message did nothing to them. A question asked or a delegation begun by this turn is
+        ``opened`` like a state the turn set; one that was waiting and is gone with no event of its own (a delegation
+        that moved to another specialist) is ``closed``."""
+        step = self.stack_step
+        waiting = self.waiting_frames()
+        shown = [frame.as_dict() for frame in (*self.frames, *waiting)]
+        told = step.as_metadata() if step is not None else {"events": [], "repair": None, "topics": []}
+        events = list(told["events"])
+        by = self.final_intent or self.agent
+        after = {(frame.kind, frame.name) for frame in waiting}
+        for kind, name in self.found_waiting:  # ended by the turn (a delegation moved on) with no event of its own
+            label = {"kind": kind, "name": name}
+            if (kind, name) not in after and all(e["frame"] != label for e in events):
+                events.append({"event": "closed", "frame": label, "by": by})
+        for frame in waiting:
+            label = frame.label()
+            if (frame.kind, frame.name) not in self.found_waiting and all(e["frame"] != label for e in events):
+                events.append({"event": "opened", "frame": label, "by": by})
+        return {**told, "events": events, "stack": shown}
 
     def escalation_metadata(self) -> dict[str, Any] | None:
         """``metadata.escalation``: the escalation this turn opened, or the one a person holds the conversation

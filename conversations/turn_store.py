@@ -125,6 +125,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.granted = list(state["granted_permissions"] or [])
         turn.goal_state = state["goal_state"]
         turn.frames = frames_read(state["stack"])
+        turn.found_waiting = tuple((frame.kind, frame.name) for frame in turn.waiting_frames())
         turn.stored_cohort = state["cohort"]
         turn.handoff_kinds = state["handoff_kinds"]
         turn.conversation_created_at = state["created_at"]

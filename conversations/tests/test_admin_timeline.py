@@ -174,7 +174,9 @@ def test_the_link_opens_the_test_form_filled_with_the_message_and_what_was_decid
     form = response.context["adminform"].form
     assert form.initial["message"] == "e meu pedido?"
     assert form.initial["expect_intent"] == "order_tracking"
-    assert form.initial["active_specialist"] == "billing_agent"  # who answered the turn before
+    # Played from the conversation's start: the first message is the test's earlier turn.
+    first = conversation.messages.filter(role="user").order_by("id")[0]
+    assert form.initial["turns"].startswith(first.content)
 
 
 def test_a_reader_who_may_not_add_tests_sees_no_link_and_the_address_is_refused(

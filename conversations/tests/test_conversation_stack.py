@@ -236,6 +236,20 @@ def test_a_skipped_permission_question_runs_no_tool_closes_and_the_specialist_go
     assert conversation.pending_permission is None and conversation.granted_permissions == []
 
 
+def test_a_permission_question_asked_and_a_delegation_begun_are_opened_events(api, seeded_demo):
+    asked = say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="opened-1", msisdn=MSISDN)
+    assert asked["metadata"]["conversation"]["events"] == [
+        {"event": "opened", "frame": {"kind": "permission", "name": "diagnosticar_linha"}, "by": "technical_support"}
+    ]
+    delegated = say(api, "minha fatura veio alta", agent_id="telecom_assistente", session="opened-2", msisdn=MSISDN)
+    assert [(e["event"], e["frame"]["kind"]) for e in delegated["metadata"]["conversation"]["events"]] == [
+        ("opened", "delegation")
+    ]
+    # The delegation is open already: a follow-up opens nothing.
+    follow_up = say(api, "e quando vence?", agent_id="telecom_assistente", session="opened-2", msisdn=MSISDN)
+    assert follow_up["metadata"]["conversation"]["events"] == []
+
+
 def test_a_side_question_to_the_specialist_that_asked_for_permission_keeps_the_question_waiting(api, seeded_demo):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session="aside-same-specialist", msisdn=MSISDN)

@@ -180,7 +180,10 @@ def test_a_new_request_that_asks_nothing_moves_the_delegation_to_the_other_speci
     body = say(api, "Agora quero acompanhar meu pedido P100")
 
     assert body["answer"] == "Vou acompanhar o pedido P100."
-    assert body["metadata"]["conversation"]["events"] == []
+    assert [(e["event"], e["frame"]["name"]) for e in body["metadata"]["conversation"]["events"]] == [
+        ("closed", "billing_agent"),
+        ("opened", "orders_agent"),
+    ]
     conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
     assert conversation.sub_conversation["specialist"] == "orders_agent"
 
