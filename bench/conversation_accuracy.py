@@ -38,9 +38,18 @@ turn is ``say`` (the customer's message), an optional ``context`` and ``aside`` 
 An ``aside`` is also wrong when it moved a frame (a ``pushed``, ``closed`` or ``cancelled`` event, or another stack
 after it than before it, apart from expiry); those are counted apart.
 
+Every answer's language is read too (:func:`answer_language`), against the conversation's ``lang``: with the
+platform's own detection (:func:`common.language.detect_language`) on the answer's own words — without what is not
+the platform's to translate (:func:`platform_words`: quoted text, the customer's or a tool's; identifiers; the
+specialist's display name before the offline model's notice) —, the whole and each sentence of three words or more
+in lower case; and no fixed text of the platform in another language (the pieces of the pt and es catalogues'
+translations and of their English message ids, :func:`fixed_read`). Target: ≥ 95 % of the answers in each language.
+
 Reported per category, per language and per profile: conversations with every turn right, turns right, and for
-the multi-topic messages every topic answered or queued; the asides that moved a frame, and the turns whose
-answer carried no ``metadata.conversation`` at all. ``--failures`` lists every wrong turn with what it got.
+the multi-topic messages every topic answered or queued; answers in the customer's language per category and
+language; the asides that moved a frame, and the turns whose answer carried no ``metadata.conversation`` at all.
+``--failures`` lists every wrong turn with what it got, and every answer not in the customer's language with the
+sentences and fixed texts of another language found in it.
 ``--set`` runs another directory (a held-out set another person wrote); the set is checked first
 (:func:`set_problems`) and a set with problems is not run.
 """
@@ -50,6 +59,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import tempfile
 import time
@@ -407,6 +417,111 @@ def _events(seen: Seen) -> str:
     return ", ".join(f"{name}:{kind}" for name, kind in seen.events) or "none"
 
 
+# --- the answers' language -------------------------------------------------------------------------------------
+
+# What in an answer is not the platform's to translate, left out before its language is read: the words between
+# quotes (the customer's message said back, a tool's own sentence, a permission's purpose as the business wrote
+# it), identifiers (tools, specialists: ``diagnosticar_linha``) and the label before the offline model's notice (a
+# specialist's display name, the business's words: "Planos e serviços (offline model):").
+_QUOTED = re.compile(r"“[^”]*”|\"[^\"\n]*\"|«[^»]*»")
+_IDENTIFIER = re.compile(r"[\w.-]*_[\w.-]*")
+_FIELD = re.compile(r"\{[^{}]*\}|%\([^)]*\)[a-z]")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+MIN_FIXED_WORDS = 3  # a shorter piece of a fixed text ("sim", "Qual") is a word any answer may hold
+# A sentence of the platform's words with this many words in lower case is read on its own too: one Portuguese
+# sentence in an English answer ("[Supervisor] Consolidação de múltiplos agentes acionados.") is not outweighed by
+# the English around it. Capitalised words are names and codes, the business's data ("1) Nordea Bank, OMX
+# Stockholm, SEK"), not a sentence.
+MIN_SENTENCE_WORDS = 3
+_SENTENCE = re.compile(r"[.!?;:\n()\[\]]+")
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """The platform's fixed texts per language (the catalogues' translations; English: the message ids) and how
+    its offline model's notice reads in each."""
+
+    texts: dict[str, frozenset[str]]
+    notices: tuple[str, ...]
+
+
+def fixed_read(root: Path = ROOT) -> Fixed:
+    """The pieces (between ``{fields}``) of :data:`MIN_FIXED_WORDS` words or more of every message of the pt and es
+    catalogues, in each language; a piece that reads the same in two languages belongs to neither."""
+    import gettext as gettext_module
+
+    versions: dict[str, list[str]] = {language: [] for language in LANGUAGES}
+    notices: set[str] = set()
+    catalogues = {}
+    for language in ("pt", "es"):
+        with open(root / "locale" / language / "LC_MESSAGES" / "django.mo", "rb") as compiled:
+            catalogues[language] = gettext_module.GNUTranslations(compiled)._catalog  # type: ignore[attr-defined]
+    for key in set(catalogues["pt"]) | set(catalogues["es"]):
+        if not isinstance(key, str) or not key:
+            continue
+        english = key.split("\x04")[-1]
+        texts = {"en": english, **{language: catalogues[language].get(key) or english for language in catalogues}}
+        if english == "(offline model)":
+            notices |= set(texts.values())
+        for language, text in texts.items():
+            versions[language].extend(piece.strip() for piece in _FIELD.split(text))
+    pieces = {
+        language: {
+            " ".join(piece.casefold().split()) for piece in found if len(_WORD.findall(piece)) >= MIN_FIXED_WORDS
+        }
+        for language, found in versions.items()
+    }
+    texts = {
+        language: frozenset(own - set().union(*(pieces[other] for other in LANGUAGES if other != language)))
+        for language, own in pieces.items()
+    }
+    return Fixed(texts=texts, notices=tuple(sorted(notices, key=len, reverse=True)))
+
+
+def platform_words(answer: str, notices: Iterable[str]) -> str:
+    """``answer`` without what is not the platform's to translate (quotes, identifiers, the label before the
+    offline model's notice, on every line that has one)."""
+    labels = "|".join(re.escape(notice) for notice in notices)
+    if labels:
+        answer = re.sub(rf"^[^\n]*?(?:{labels}):", "", answer, flags=re.MULTILINE)
+    return _IDENTIFIER.sub(" ", _QUOTED.sub(" ", answer))
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One answer's language as the bench reads it."""
+
+    language: str | None  # what detection reads in the platform's words; None: they tell no language
+    others: tuple[str, ...]  # sentences of them read as another language than the customer's
+    foreign: tuple[str, ...]  # the platform's fixed texts of another language found in the answer
+
+    def fits(self, expected: str) -> bool:
+        """In the customer's language: no other language read in the whole or a sentence, no fixed text of
+        another language."""
+        return self.language in (expected, None) and not self.others and not self.foreign
+
+
+def answer_language(answer: str, expected: str, fixed: Fixed) -> Answered:
+    """The language of ``answer``'s own words (:func:`platform_words`), and the fixed texts of another language
+    than ``expected`` anywhere in it."""
+    from common.language import detect_language
+
+    folded = " ".join(answer.casefold().split())
+    foreign = sorted(
+        piece for language in LANGUAGES if language != expected for piece in fixed.texts[language] if piece in folded
+    )
+    words = platform_words(answer, fixed.notices)
+    sentences = [" ".join(sentence.split()) for sentence in _SENTENCE.split(words)]
+    others = [
+        sentence
+        for sentence in sentences
+        if sum(word.islower() for word in _WORD.findall(sentence)) >= MIN_SENTENCE_WORDS
+        and detect_language(sentence) not in (expected, None)
+    ]
+    named_only = not any(word.islower() for word in _WORD.findall(words))  # names and codes: data, no language
+    return Answered(None if named_only else detect_language(words), tuple(others), tuple(foreign))
+
+
 # --- running the set on the demo ---------------------------------------------------------------------------------
 
 
@@ -418,14 +533,25 @@ class Outcome:
     topic_turns_kept: int = 0
     asides_moved: int = 0
     without_metadata: int = 0
+    answers: list[tuple[str, Answered] | None] = field(default_factory=list)  # per turn; None: no answer (not 200)
 
     @property
     def right(self) -> bool:
         return not any(self.wrongs)
 
+    @property
+    def in_language(self) -> int:
+        """Answers in the customer's language."""
+        return sum(answer is not None and answer[1].fits(self.conversation.lang) for answer in self.answers)
 
-def conversation_run(client: Any, conversation: Conversation, demo: Demo) -> Outcome:
-    """Every turn of ``conversation`` through the gateway, checked; one session of its own."""
+    @property
+    def answered(self) -> int:
+        return sum(answer is not None for answer in self.answers)
+
+
+def conversation_run(client: Any, conversation: Conversation, demo: Demo, fixed: Fixed) -> Outcome:
+    """Every turn of ``conversation`` through the gateway, checked, its answer's language read; one session of its
+    own."""
     from conversations.models import Conversation as Row
 
     outcome = Outcome(conversation, [])
@@ -448,6 +574,8 @@ def conversation_run(client: Any, conversation: Conversation, demo: Demo) -> Out
         row = Row.objects.filter(conversation_key=body.get("conversation_key", "")).only("state").first()
         seen = seen_read(response.status_code, body, row.state if row else "", demo.owners[conversation.profile])
         outcome.wrongs.append(turn_wrongs(turn, seen, stack))
+        answer = str(body.get("answer") or "") if seen.status == 200 else None
+        outcome.answers.append(None if answer is None else (answer, answer_language(answer, conversation.lang, fixed)))
         outcome.without_metadata += seen.status == 200 and not seen.has_conversation
         if "topics" in turn.expect:
             outcome.topic_turns += 1
@@ -508,6 +636,7 @@ def report(outcomes: list[Outcome], *, failures: bool) -> None:
     moved = sum(o.asides_moved for o in outcomes)
     asides = sum(bool(t.aside) for o in outcomes for t in o.conversation.turns)
     print(f"\nsmall-talk and out-of-scope turns that pushed or popped a frame: {moved} of {asides} (must be 0)")
+    _language_report(outcomes, failures=failures)
     missing = sum(o.without_metadata for o in outcomes)
     turns = sum(len(o.wrongs) for o in outcomes)
     print(f"turns whose answer carried no metadata.conversation: {missing} of {turns}")
@@ -522,6 +651,40 @@ def report(outcomes: list[Outcome], *, failures: bool) -> None:
                     )
                     for wrong in wrongs:
                         print(f"      {wrong}")
+
+
+def _language_report(outcomes: list[Outcome], *, failures: bool) -> None:
+    """Answers in the customer's language per category × language, and under ``failures`` every answer that is
+    not, with what was read in it."""
+    print(f"\nanswers in the customer's language:{'':10}" + "".join(f"{lang:>17}" for lang in (*LANGUAGES, "all")))
+    cells: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
+    for outcome in outcomes:
+        cells[outcome.conversation.category, outcome.conversation.lang].append(outcome)
+        cells[outcome.conversation.category, "all"].append(outcome)
+        cells["all", outcome.conversation.lang].append(outcome)
+        cells["all", "all"].append(outcome)
+    for category in (*CATEGORIES, "all"):
+        row = [cells.get((category, lang), []) for lang in (*LANGUAGES, "all")]
+        if any(row):
+            shares = [_share(sum(o.in_language for o in r), sum(o.answered for o in r)) for r in row]
+            print(f"  {category:43}" + "".join(f"{share:>17}" for share in shares))
+    foreign = sum(bool(a[1].foreign) for o in outcomes for a in o.answers if a is not None)
+    print(f"answers holding a fixed text of the platform in another language: {foreign} (must be 0)")
+    if not failures:
+        return
+    print("\nanswers not in the customer's language:")
+    for outcome in outcomes:
+        conversation = outcome.conversation
+        for k, (turn, answer) in enumerate(zip(conversation.turns, outcome.answers, strict=True), 1):
+            if answer is None or answer[1].fits(conversation.lang):
+                continue
+            text, answered = answer
+            print(f"  {conversation.id} ({conversation.lang}) turn {k}: {turn.say!r} → read as {answered.language}")
+            print(f"      {text[:300]!r}")
+            for sentence in answered.others:
+                print(f"      a sentence in another language: {sentence!r}")
+            for piece in answered.foreign:
+                print(f"      fixed text of another language: {piece!r}")
 
 
 def _ordered(groups: Mapping[str, Any], title: str) -> list[str]:
@@ -568,7 +731,8 @@ def main() -> None:
     started = time.monotonic()
     with demo_running() as client:
         seeded = time.monotonic()
-        outcomes = [conversation_run(client, conversation, demo) for conversation in chosen]
+        fixed = fixed_read()
+        outcomes = [conversation_run(client, conversation, demo, fixed) for conversation in chosen]
     finished = time.monotonic()
     turns = sum(len(c.turns) for c in chosen)
     print(f"{len(chosen)} conversations, {turns} turns, from {args.set}")

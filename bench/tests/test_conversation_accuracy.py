@@ -20,8 +20,11 @@ from bench.conversation_accuracy import (
     FRAME_MOVES,
     LANGUAGES,
     Turn,
+    answer_language,
     conversations_load,
     demo_read,
+    fixed_read,
+    platform_words,
     seen_read,
     set_problems,
     turn_wrongs,
@@ -256,6 +259,49 @@ def test_a_delegated_answer_is_judged_on_the_intent_it_was_delegated_for():
     assert seen_read(200, body, "", {"billing_agent": {"billing_invoice_explanation"}}).intent == (
         "billing_invoice_explanation"
     )
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    return fixed_read()
+
+
+def test_the_fixed_texts_are_the_catalogues_pieces_in_each_language_and_the_offline_notice_in_each(fixed):
+    assert "para seguir preciso da sua autorização para usar" in fixed.texts["pt"]
+    assert "para continuar necesito su autorización para usar" in fixed.texts["es"]
+    assert "to go on i need your permission to use" in fixed.texts["en"]
+    assert {"(offline model)", "(modelo sin conexión)"} <= set(fixed.notices)
+    short = [piece for pieces in fixed.texts.values() for piece in pieces if len(piece.split()) < 3]
+    assert short == []  # "sim", "Qual": words any answer may hold
+
+
+def test_the_business_words_quotes_and_identifiers_are_not_read_for_the_answers_language(fixed):
+    answer = (
+        'Planos e serviços (modelo sin conexión): recibí su mensaje. Usted dijo: "quero trocar o plano".\n'
+        "- consultar_fatura: “status: em aberto; valor: 120,00”"
+    )
+
+    words = platform_words(answer, fixed.notices)
+
+    assert "Planos" not in words and "quero" not in words and "aberto" not in words and "consultar" not in words
+    assert answer_language(answer, "es", fixed).fits("es")
+    assert answer_language("1) Nordea Bank, OMX Stockholm, SEK (NDA-SE.ST)", "es", fixed).fits("es")  # names
+
+
+def test_an_answer_with_a_sentence_or_a_fixed_text_of_another_language_is_not_in_the_customers(fixed):
+    consolidated = (
+        "[Supervisor] Consolidação de múltiplos agentes acionados.\n\nsupport_agent: Suporte (offline model): "
+        'I received your message. You said: "my data is dead". I will look into it as a specialist.'
+    )
+    asked = 'Para seguir preciso da sua autorização para usar diagnosticar_linha (“Diagnóstico da linha”). Ok? "sim"'
+
+    read = answer_language(consolidated, "en", fixed)
+    assert read.others == ("Consolidação de múltiplos agentes acionados",)
+    assert not read.fits("en")
+    assert answer_language(asked, "en", fixed).foreign == ("para seguir preciso da sua autorização para usar",)
+    assert not answer_language(asked, "en", fixed).fits("en")
+    assert answer_language(asked, "pt", fixed).fits("pt")
+    assert answer_language("P100: OK", "es", fixed).fits("es")  # nothing that tells a language
 
 
 def _project_texts() -> list[str]:
