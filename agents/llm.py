@@ -94,10 +94,8 @@ def offline_words(language: str | None) -> dict[str, str]:
 _WORDS = re.compile(r"\S+\s*|\s+")
 # The system note with which a finished sub-conversation's result reaches the coordinator (conversations.graph).
 _ENDED_NOTE = re.compile(r"\[SYSTEM_NOTE: the sub-conversation with (\w+) ended\. status: (\w+)")
-ERROR_ANSWER = (
-    "Desculpe, não consegui concluir sua solicitação agora. Tente novamente em instantes. "
-    "(Sorry, I could not complete your request right now. Please try again shortly.)"
-)
+# The answer when a specialist fails, in the conversation's language (common.i18n.say).
+ERROR_ANSWER = gettext_lazy("Sorry, I could not complete your request right now. Please try again shortly.")
 
 
 # What a tool returned, as a model is handed it: data between marks, never instructions (conversations.runtime,

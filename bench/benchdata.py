@@ -76,6 +76,7 @@ from conversations.escalation import (
 )
 from conversations.feedback import RATED_DOWN_WORDS
 from conversations.graph import ANSWER_KEPT, escalation_team, held_decision
+from conversations.language import language_decide
 from conversations.models import (
     Conversation,
     ConversationOutcome,
@@ -92,6 +93,7 @@ from conversations.models import (
     ToolCallStatus,
 )
 from conversations.outcomes import TIMEOUT, Ending, ProfileRules, outcome_decided, outcome_row, profile_rules
+from conversations.permissions import permission_question
 from conversations.records import (
     CountedAs,
     LiveState,
@@ -192,10 +194,6 @@ ANSWERS = (
     "Pronto: {subject}. Se precisar, envio os detalhes por e-mail.",
 )
 GOODBYE = "Que bom que ajudou! Se precisar de algo mais, é só chamar."
-PERMISSION_QUESTION = (
-    "Para seguir preciso da sua autorização para usar {tool}. Posso prosseguir? "
-    'Responda "sim" para autorizar ou "não" para continuar sem isso.'
-)
 
 PART_TIMEOUT_ERROR = "the step did not answer in time"  # a supervisor part that timed out
 
@@ -507,6 +505,7 @@ class _Live:
     pending_result: dict[str, Any] | None = None
     pending_permission: dict[str, Any] | None = None
     granted: list[str] = field(default_factory=list)
+    language: str = ""  # the conversation's kept language (conversations.language), as the graph keeps it
     paths: list[tuple[str, str]] = field(default_factory=list)  # completed agent handoffs, oldest first
 
     def left(self) -> LiveState:
@@ -518,6 +517,7 @@ class _Live:
             granted_permissions=tuple(self.granted),
             routed=(self.state, self.active_agent, self.active_intent),
             fallbacks_in_row=self.fallbacks,
+            language=self.language,
         )
 
     @property
@@ -842,6 +842,7 @@ class Simulator:
         live.missed = turn.quality >= 0.15
         live.history += (("user", turn.text), ("assistant", turn.answer))
         del live.history[:-HISTORY_KEPT]
+        _, live.language = language_decide(kept=live.language, channel="", text=turn.text)
         return turn
 
     # -- people in the loop --------------------------------------------------------------
@@ -1644,7 +1645,9 @@ class Simulator:
                     "intent": turn.decision.intent,
                     "mcp_tools": list(offered),
                 }
-                turn.answer = PERMISSION_QUESTION.format(tool=tool)
+                # The platform's own question, in the customer's language, as the graph asks it.
+                language, _ = language_decide(kept=live.language, channel="", text=turn.text)
+                turn.answer = permission_question(spec, snapshot.current().tools[tool], language)
                 return
             status = _threshold(rng.random(), TOOL_STATUSES, ToolCallStatus.OK)
             if status == ToolCallStatus.TIMEOUT:

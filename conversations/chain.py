@@ -17,10 +17,12 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.utils.translation import gettext_lazy
 
 from agents.llm import llm_configured
 from agents.tool_summary import result_summary
 from common.events import Emit, emit_safely
+from common.i18n import say
 from common.infra import tracing
 from conversations.escalation import specialist_asked
 from conversations.fanout import executor_for
@@ -65,15 +67,10 @@ from routing.decide import COORDINATION_INTENT, delegation_active
 from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep
 from routing.snapshot import Snapshot
 
-NO_SPECIALIST_ANSWER = (
-    "Nenhum especialista está disponível para este perfil agora. "
-    "(No specialist is available for this profile right now.)"
-)
-
-
-BACKEND_UNAVAILABLE_ANSWER = (
-    "Não consegui falar com a equipe que responde a isso agora. Tente de novo em instantes, por favor. "
-    "(The team that answers this could not be reached right now; please try again in a moment.)"
+# In the conversation's language (common.i18n.say).
+NO_SPECIALIST_ANSWER = gettext_lazy("No specialist is available for this profile right now.")
+BACKEND_UNAVAILABLE_ANSWER = gettext_lazy(
+    "The team that answers this could not be reached right now; please try again in a moment."
 )
 
 
@@ -182,7 +179,7 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
         turn.backend_move = replace(move, status=HandoffStatus.STOPPED, outcome=f"backend_{reply.status}"[:32])
     await emit_safely(data.emit, "discard", {"agent": backend.name})
     if profile.fallback_agent not in profile.specialists:
-        turn.agent, turn.answer = "", BACKEND_UNAVAILABLE_ANSWER
+        turn.agent, turn.answer = "", say(turn.language, BACKEND_UNAVAILABLE_ANSWER)
         return
     turn.agent, turn.final_intent = profile.fallback_agent, FALLBACK_INTENT
     turn.notes.append(f"[SYSTEM_NOTE: {backend.display_name} could not answer ({reply.status}); answer as you can.]")
@@ -271,7 +268,7 @@ async def chain_run(turn: Turn, current: Snapshot) -> None:
         moves_before = len(turn.moves)
         step = await _step(turn, current, link)
         if step is None:
-            turn.answer = NO_SPECIALIST_ANSWER
+            turn.answer = say(turn.language, NO_SPECIALIST_ANSWER)
             return
         request, outcome = step
         if outcome.permission_needed is not None:
@@ -393,7 +390,7 @@ async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move
     )
     if stop:
         turn.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
-        turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn))
+        turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn), language=turn.language)
         return True
     turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
     intent = turn.input.profile.router.intent_of(target, turn.sanitized_text)
@@ -573,5 +570,9 @@ async def supervisor_run(turn: Turn, current: Snapshot, steps: list[PlanStep]) -
             if request is not None:
                 turn.pending_permission = _waiting_request(turn, request, waiting)
     turn.answer, turn.consolidation = await consolidate(
-        turn.plan_result, profile=turn.input.profile, question=turn.sanitized_text, generation=turn.input.generation
+        turn.plan_result,
+        profile=turn.input.profile,
+        question=turn.sanitized_text,
+        generation=turn.input.generation,
+        language=turn.language,
     )

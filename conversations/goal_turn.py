@@ -37,7 +37,7 @@ from routing.goal_decide import (
     ambiguity_pending,
     goal_decide,
 )
-from routing.goal_words import DEFAULT_LANGUAGE, said
+from routing.goal_words import MESSAGES, said
 from routing.goals import FAILURE, candidate_choose
 from routing.repairs import CANCEL, CORRECT, REPEAT, SKIP, Repair, after_phrases
 from routing.router import RouteDecision
@@ -49,9 +49,8 @@ logger = logging.getLogger(__name__)
 
 GOAL_ROUTE = "goal"
 GOAL_AGENT = "goal_planner"  # the answer's author in goal mode: the plan, written up by the profile's model
-# The answer when a plan cannot be made or is refused before it runs, in the platform's default language; a turn
-# answers it in the customer's (routing.goal_words' "failed_plan").
-FAILED_PLAN_ANSWER = said("failed_plan", DEFAULT_LANGUAGE)
+# The answer when a plan cannot be made or is refused before it runs, said in the turn's language.
+FAILED_PLAN_ANSWER = MESSAGES["failed_plan"]
 
 
 async def goal_routing(turn: Turn) -> RouteDecision:

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
+from django.utils.translation import gettext_lazy
 
 from agents.generation import (
     FINISH_LENGTH,
@@ -52,6 +53,7 @@ from agents.generation import (
 from agents.llm import ERROR_ANSWER, judge_asker
 from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
+from common.i18n import say
 from common.infra import tracing
 from common.infra.bus import publish_event
 from common.sizes import limit_hit, text_cut
@@ -146,9 +148,7 @@ from routing.specs import ProfileSpec
 
 T = TypeVar("T")
 
-BLOCKED_ANSWER = (
-    "Não posso ajudar com esta mensagem. Reformule, por favor. (I can't help with this message; please rephrase it.)"
-)
+BLOCKED_ANSWER = gettext_lazy("I can't help with this message; please rephrase it.")  # in the turn's language
 
 
 Node = Callable[[Turn], Awaitable[None]]
@@ -368,7 +368,7 @@ async def specialist(turn: Turn) -> None:
 
 async def _answered(turn: Turn) -> None:
     if turn.blocked:
-        turn.answer = BLOCKED_ANSWER
+        turn.answer = say(turn.language, BLOCKED_ANSWER)
         return
     if turn.escalate is not None:  # the routing handed the conversation to a person: the escalation node answers
         turn.agent = PERSON
@@ -384,7 +384,7 @@ async def _answered(turn: Turn) -> None:
     if turn.backend_move is not None and turn.backend_move.status == HandoffStatus.STOPPED:
         # Loop safety stopped a move to, from or between backends: the conversation stays where it was.
         turn.agent = turn.active_agent
-        turn.answer = stop_summary(reason=turn.backend_move.outcome, answer="", findings=[])
+        turn.answer = stop_summary(reason=turn.backend_move.outcome, answer="", findings=[], language=turn.language)
         return
     if turn.agent in turn.input.profile.backends:
         await remote_answer(turn, current)
@@ -457,12 +457,15 @@ async def judge(turn: Turn) -> None:
         answer="\n".join(strings_of(value)) if is_json else turn.answer,  # the words of a JSON answer, not its keys
         tool_results=_tool_results(turn),
         settings=judges,
-        boilerplate=(
-            ERROR_ANSWER,
-            BLOCKED_ANSWER,
-            NO_SPECIALIST_ANSWER,
-            REVIEW_FALLBACK_ANSWER,
-            BACKEND_UNAVAILABLE_ANSWER,
+        boilerplate=tuple(
+            say(turn.language, text)
+            for text in (
+                ERROR_ANSWER,
+                BLOCKED_ANSWER,
+                NO_SPECIALIST_ANSWER,
+                REVIEW_FALLBACK_ANSWER,
+                BACKEND_UNAVAILABLE_ANSWER,
+            )
         ),
         ask=judge_asker(turn.input.profile) if judges.get("llm_judge") else None,
     )
@@ -489,7 +492,7 @@ async def supervisor_review(turn: Turn) -> None:
         turn.review["single_turn"] = single
     if turn.review.get("action") == REPLACE:
         turn.review["replaced_answer_chars"] = len(turn.answer)
-        turn.answer = REVIEW_FALLBACK_ANSWER
+        turn.answer = say(turn.language, REVIEW_FALLBACK_ANSWER)
     elif turn.review.get("action") == NOTE:
         turn.answer = f"{turn.answer}\n\n{review_note(turn.language)}"
 
@@ -550,7 +553,7 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
         return {"source": source, "open": []}
     turn.reviewed = PlanResult(partials=result.partials[1:], rounds=result.rounds)
     turn.answer, turn.consolidation = await consolidate(
-        result, profile=profile, question=turn.sanitized_text, generation=turn.input.generation
+        result, profile=profile, question=turn.sanitized_text, generation=turn.input.generation, language=turn.language
     )
     await output_guardrails(turn)
     await judge(turn)
@@ -656,7 +659,7 @@ async def person(turn: Turn) -> None:
     held = turn.held
     assert held is not None
     if turn.blocked:
-        turn.answer = BLOCKED_ANSWER
+        turn.answer = say(turn.language, BLOCKED_ANSWER)
         return
     turn.agent = PERSON
     turn.final_intent = turn.active_intent

@@ -26,10 +26,8 @@ from common.i18n import say
 from common.language import detect_language
 from common.text import fold, normalize
 
-REVIEW_FALLBACK_ANSWER = (
-    "Desculpe, não consegui preparar uma resposta confiável agora. Pode reformular a pergunta ou pedir "
-    "um atendente? (Sorry, I could not prepare a reliable answer right now. Could you rephrase the question "
-    "or ask for a human agent?)"
+REVIEW_FALLBACK_ANSWER = gettext_lazy(  # in the conversation's language (common.i18n.say)
+    "Sorry, I could not prepare a reliable answer right now. Could you rephrase the question or ask for a person?"
 )
 DEFAULT_MIN_SCORE = 0.5
 # What a failed answer gets in place of being replaced when the turn already changed something (a message sent, an

@@ -36,7 +36,7 @@ from conversations.models import (
     ToolCall,
 )
 from conversations.signals import conversation_recounted
-from conversations.supervisor import GAP_TEXT
+from conversations.supervisor import gap_text
 from handoffs.models import Handoff
 from handoffs.services import Move, handoff_rows, moves_kinds
 from routing.router import RouteDecision
@@ -200,7 +200,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
             routing_version=version,
             profile_id=profile,
             agent=part.agent,
-            content=part.answer or GAP_TEXT.format(reason=part.status),
+            content=part.answer or gap_text(part.status),
             step=part.round + 1,
             metadata={"intent": part.intent, "status": part.status, "error": part.error},
         )

@@ -33,6 +33,7 @@ from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.usage import reply_tokens
 from common.events import Emit, emit_safely
+from common.i18n import say
 from common.infra import tracing
 from common.text import phrase_found
 from conversations.permissions import permission_question
@@ -403,7 +404,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             outcome.answer = _text(outcome.counted(await _ask(final, messages, request, provider.model_name)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
-        outcome.answer = ERROR_ANSWER
+        outcome.answer = say(request.language, ERROR_ANSWER)
         outcome.error = f"{type(exc).__name__}: {exc}"
     outcome.latency_ms = (time.perf_counter() - started) * 1000
     outcome.finished_at = time.time()

@@ -15,12 +15,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.translation import gettext_lazy
 from pydantic import BaseModel, Field
 
 from agents.generation import Generation
 from agents.llm import OpenAICompatibleModel, llm_configured
 from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
+from common.i18n import say
 from common.infra import tracing
+from common.language import LANGUAGES
 from conversations.history import HistoryEntry
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
 from routing.classifier import structured_answer
@@ -33,8 +36,14 @@ STATUS_OK = "ok"
 STATUS_TIMEOUT = "timeout"
 STATUS_ERROR = "error"
 
-CONSOLIDATION_HEADER = "[Supervisor] Consolidação de múltiplos agentes acionados."
-GAP_TEXT = "[sem resposta: {reason} — no answer: {reason}]"
+# The joined answer's first line and a failed part's place in it, in the conversation's language (common.i18n.say).
+CONSOLIDATION_HEADER = gettext_lazy("[Supervisor] The answers of the specialists your message called for.")
+GAP_TEXT = gettext_lazy("[no answer: {reason}]")
+
+
+def gap_text(reason: str, language: str | None = None) -> str:
+    """A failed part's place in ``language`` (the platform's default when none)."""
+    return say(language, GAP_TEXT, reason=reason)
 
 
 @dataclass
@@ -144,7 +153,7 @@ async def llm_uncovered(
     # A remote backend's entry is the gateway's, never a part a supervisor sends on: only local intents are offered.
     local = [intent for intent in profile.intents if intent.agent in profile.specialists]
     catalogue = "\n".join(f"- {intent.name}: {intent.description}" for intent in local)
-    answers = "\n".join(f"[{p.agent}] {p.answer or GAP_TEXT.format(reason=p.status)}" for p in result.latest())
+    answers = "\n".join(f"[{p.agent}] {p.answer or gap_text(p.status, 'en')}" for p in result.latest())
     earlier = "\n".join(f"{entry.role}: {entry.content}" for entry in history)
     request = (f"{HISTORY_HEADER}\n{earlier}\n\n" if earlier else "") + f"Request:\n{question}\n\nAnswers:\n{answers}"
     try:
@@ -288,19 +297,25 @@ SYNTHESIS_REQUEST = (
 
 
 async def consolidate(
-    result: PlanResult, *, profile: ProfileSpec, question: str, generation: Generation | None = None
+    result: PlanResult,
+    *,
+    profile: ProfileSpec,
+    question: str,
+    generation: Generation | None = None,
+    language: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The consolidated answer and how it was made.
 
     With a model configured, the profile's synthesis prompt merges the partial
     answers (``question`` and the answers are already masked), written as the client asked (``generation``);
-    without one, or when the model fails, they are joined per specialist in plan order.
+    without one, or when the model fails, they are joined per specialist in plan order, the platform's words in
+    the conversation's ``language``.
     """
 
     if not llm_configured(profile):
-        return consolidate_join(result), {"method": "join"}
+        return consolidate_join(result, language), {"method": "join"}
     parts = "\n\n".join(
-        f"[{partial.agent}] {partial.answer or GAP_TEXT.format(reason=partial.status)}" for partial in result.latest()
+        f"[{partial.agent}] {partial.answer or gap_text(partial.status, 'en')}" for partial in result.latest()
     )
     model = OpenAICompatibleModel(profile)
     try:
@@ -318,25 +333,25 @@ async def consolidate(
         usage_record(KIND_SYNTHESIS, model.model_name, reply)
     except Exception as exc:  # noqa: BLE001 — fall back to the join, record why
         logger.warning("Synthesis failed: %s", exc)
-        return consolidate_join(result), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}
+        return consolidate_join(result, language), {"method": "join", "error": f"{type(exc).__name__}: {exc}"}
     text = reply.content if isinstance(reply.content, str) else str(reply.content)
     return text, {"method": "llm"}
 
 
-_JOINED_PART = re.compile(r"^(\w+): (?!\[sem resposta)", re.MULTILINE)
-
-
 def joined_agents(answer: str) -> set[str]:
-    """The specialists whose part a joined answer (:func:`consolidate_join`) holds, gaps left out."""
-    if not answer.startswith(CONSOLIDATION_HEADER):
+    """The specialists whose part a joined answer (:func:`consolidate_join`, in any language) holds, gaps left
+    out."""
+    if not any(answer.startswith(say(language, CONSOLIDATION_HEADER)) for language in LANGUAGES):
         return set()
-    return set(_JOINED_PART.findall(answer))
+    gaps = "|".join(re.escape(gap_text("", language).partition(":")[0]) for language in LANGUAGES)
+    return set(re.findall(rf"^(\w+): (?!{gaps})", answer, flags=re.MULTILINE))
 
 
-def consolidate_join(result: PlanResult) -> str:
-    """The partial answers joined per specialist in plan order; a failed one is a marked gap."""
-    parts = [CONSOLIDATION_HEADER]
+def consolidate_join(result: PlanResult, language: str | None = None) -> str:
+    """The partial answers joined per specialist in plan order; a failed one is a marked gap. The platform's words
+    in ``language``."""
+    parts = [say(language, CONSOLIDATION_HEADER)]
     for partial in result.latest():
-        body = partial.answer or GAP_TEXT.format(reason=partial.status)
+        body = partial.answer or gap_text(partial.status, language)
         parts.append(f"{partial.agent}: {body}")
     return "\n\n".join(parts)

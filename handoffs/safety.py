@@ -20,18 +20,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.utils.translation import gettext_lazy
+
+from common.i18n import say
+
 STOP_HANDOFF_LIMIT = "handoff_limit"
 STOP_PING_PONG = "ping_pong"
 STOP_PATH_REPEATED = "path_repeated"
 STOP_STEP_LIMIT = "step_limit"
 REFUSED_NOT_ALLOWED = "not_allowed"
 
+# What the customer reads when a turn is stopped, in the conversation's language (common.i18n.say).
 STOP_DESCRIPTIONS = {
-    STOP_HANDOFF_LIMIT: "the limit of handoffs per message was reached",
-    STOP_PING_PONG: "the conversation would go straight back to the previous specialist",
-    STOP_PATH_REPEATED: "the same transfer has repeated too often in this conversation",
-    STOP_STEP_LIMIT: "the specialist's step limit for this message was reached",
+    STOP_HANDOFF_LIMIT: gettext_lazy("the limit of handoffs per message was reached"),
+    STOP_PING_PONG: gettext_lazy("the conversation would go straight back to the previous specialist"),
+    STOP_PATH_REPEATED: gettext_lazy("the same transfer has repeated too often in this conversation"),
+    STOP_STEP_LIMIT: gettext_lazy("the specialist's step limit for this message was reached"),
 }
+STOPPED = gettext_lazy("I'm stopping here so you are not kept waiting: {why}.")
+FOUND_SO_FAR = gettext_lazy("What I found so far:")
+NOTHING_FOUND = gettext_lazy("I could not gather the information yet; could you tell me in one sentence what you need?")
 
 
 def move_check(
@@ -65,24 +73,20 @@ def move_check(
     return None
 
 
-def stop_summary(*, reason: str, answer: str, findings: Sequence[str]) -> str:
-    """The graceful answer when loop safety ends a turn: what was found so far, never an error.
+def stop_summary(*, reason: str, answer: str, findings: Sequence[str], language: str | None = None) -> str:
+    """The graceful answer when loop safety ends a turn: what was found so far, never an error; the platform's words
+    in the conversation's ``language``.
 
     ``answer`` is the last specialist's own text (used when it says something),
     ``findings`` one line per tool result of the turn.
     """
     why = STOP_DESCRIPTIONS.get(reason, reason)
-    lines = [
-        f"Vou parar por aqui para não deixar você esperando. (I'm stopping here so you are not kept waiting: {why}.)"
-    ]
+    lines = [say(language, STOPPED, why=say(language, why))]
     if answer.strip():
         lines.append(answer.strip())
     if findings:
-        lines.append("O que encontrei até agora (what I found so far):")
+        lines.append(say(language, FOUND_SO_FAR))
         lines.extend(f"- {finding}" for finding in findings)
     if not answer.strip() and not findings:
-        lines.append(
-            "Ainda não consegui reunir as informações. Pode me dizer em uma frase o que precisa? "
-            "(I could not gather the information yet; could you tell me in one sentence what you need?)"
-        )
+        lines.append(say(language, NOTHING_FOUND))
     return "\n".join(lines)

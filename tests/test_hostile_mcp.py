@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+from common.i18n import say as say_in
 from common.sizes import json_size
 from conversations.goal_turn import FAILED_PLAN_ANSWER
 from conversations.models import GoalStepRun, Message, ToolCall
@@ -181,7 +182,7 @@ def test_a_plan_that_cannot_be_made_answers_a_customers_sentence_and_keeps_the_r
 
     body = say(api, "itens 7").json()
 
-    assert body["answer"] == FAILED_PLAN_ANSWER
+    assert body["answer"] == say_in(body["metadata"]["language"], FAILED_PLAN_ANSWER)
     assert "find_item" in body["metadata"]["goal"]["reason"]
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agents.llm import ERROR_ANSWER
+from common.i18n import say as say_in
 
 pytestmark = pytest.mark.django_db
 
@@ -148,7 +149,7 @@ def test_a_model_server_error_gives_a_graceful_answer_and_a_recorded_error(api, 
 
     assert response.status_code == 200
     body = response.json()
-    assert body["answer"] == ERROR_ANSWER
+    assert body["answer"] == say_in(body["metadata"]["language"], ERROR_ANSWER)
     assert "500" in body["metadata"]["model"]["error"]
     assert body["metadata"]["judges"]["rule_based"]["passed"] is False
 
@@ -162,7 +163,7 @@ def test_a_model_timeout_gives_a_graceful_answer(api, telecom, scripted_llm, set
 
     body = send(api, "Minha fatura veio alta").json()
 
-    assert body["answer"] == ERROR_ANSWER
+    assert body["answer"] == say_in(body["metadata"]["language"], ERROR_ANSWER)
     assert "Timeout" in body["metadata"]["model"]["error"]
 
 

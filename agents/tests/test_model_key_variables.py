@@ -19,6 +19,7 @@ from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
 from agents.schemas import model_key_variable_refusal, validate_model_key_variable
+from common.i18n import say as say_in
 from releases.versions import version_release
 from routing.checks import served_model_key_variables_check
 from routing.documents import profile_documents
@@ -116,7 +117,7 @@ def test_a_version_published_before_the_rule_never_reads_or_sends_a_platform_sec
     with caplog.at_level(logging.WARNING, logger="agents.llm"):
         body = say(api)
 
-    assert body["answer"] == ERROR_ANSWER
+    assert body["answer"] == say_in(body["metadata"]["language"], ERROR_ANSWER)
     assert own_server.requests == [] and own_server.authorizations == []
     lines = [record.getMessage() for record in caplog.records if record.name == "agents.llm"]
     assert any("DJANGO_SECRET_KEY" in line and "LLM_API_KEY_ENV_ALLOWED" in line for line in lines), lines
@@ -132,7 +133,8 @@ def test_a_profile_row_stored_before_the_rule_is_refused_at_serve_time_too(
         llm_base_url=own_server.base_url, llm_model="evil", llm_api_key_env="DATABASE_URL"
     )
 
-    assert say(api)["answer"] == ERROR_ANSWER
+    body = say(api)
+    assert body["answer"] == say_in(body["metadata"]["language"], ERROR_ANSWER)
     assert own_server.requests == []
 
 

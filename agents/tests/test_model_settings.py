@@ -10,6 +10,7 @@ import pytest
 from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
+from common.i18n import say as say_in
 from releases.versions import version_publish
 from routing.checks import served_model_key_variables_check
 from routing.models import RolloutPlan, RolloutPlanStatus
@@ -93,7 +94,7 @@ def test_a_missing_key_variable_gives_the_error_answer_a_warning_naming_it_and_a
     with caplog.at_level(logging.WARNING, logger="agents.llm"):
         body = say(api, "Oi", agent_id="retail_loja")
 
-    assert body["answer"] == ERROR_ANSWER
+    assert body["answer"] == say_in(body["metadata"]["language"], ERROR_ANSWER)
     assert own_server.requests == []
     assert any(KEY_VARIABLE in record.getMessage() for record in caplog.records if record.name == "agents.llm")
     (warning,) = model_key_variables_check(None, databases=["default"])

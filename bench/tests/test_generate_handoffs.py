@@ -522,7 +522,7 @@ def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers, des
     from agents.models import McpServer
     from common.config_version import config_version_bump
     from conversations.outcomes import outcomes_close
-    from conversations.supervisor import GAP_TEXT
+    from conversations.supervisor import gap_text
 
     generate("--count", "2000", "--days", str(DAYS))  # loads the demo profiles
     for name, url in mcp_servers.items():
@@ -600,4 +600,4 @@ def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers, des
     )
     gaps = Message.objects.filter(conversation__in=bench, role=MessageRole.AGENT, metadata__status="timeout")
     assert gaps.exists()
-    assert set(gaps.values_list("content", flat=True)) == {GAP_TEXT.format(reason="timeout")}
+    assert set(gaps.values_list("content", flat=True)) == {gap_text("timeout")}

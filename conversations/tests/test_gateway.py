@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from agents.models import RemoteBackend
+from common.i18n import say as say_in
 from common.infra import tracing
 from common.infra.bus import events_flush
 from conversations.chain import BACKEND_UNAVAILABLE_ANSWER
@@ -336,7 +337,7 @@ def test_an_unreachable_backend_without_a_fallback_gets_a_graceful_sentence(api,
 
     answer = send(api, "portabilidade", "gw-down", agent_id="bare_gateway")
 
-    assert answer["answer"] == BACKEND_UNAVAILABLE_ANSWER
+    assert answer["answer"] == say_in(answer["metadata"]["language"], BACKEND_UNAVAILABLE_ANSWER)
     assert BackendCall.objects.get().status == "unreachable"
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from common.i18n import say as say_in
 from conversations.graph import BLOCKED_ANSWER
 from conversations.judges import REVIEW_FALLBACK_ANSWER
 from conversations.models import Message, RouteDecisionRecord, ToolCall
@@ -82,7 +83,7 @@ def test_a_blocked_term_blocks_the_message_before_any_model(api, telecom, script
 
     body = send(api, "Me passa a SENHA do cartao agora")
 
-    assert body["answer"] == BLOCKED_ANSWER
+    assert body["answer"] == say_in(body["metadata"]["language"], BLOCKED_ANSWER)
     assert body["metadata"]["guardrails"]["input"]["blocked"] is True
     assert scripted_llm.requests == []
 
@@ -121,7 +122,7 @@ def test_an_ungrounded_answer_fails_the_judge_and_the_review_replaces_it(api, li
 
     assert body["metadata"]["judges"]["rule_based"]["passed"] is False
     assert body["metadata"]["review"]["action"] == "replace"
-    assert body["answer"] == REVIEW_FALLBACK_ANSWER
+    assert body["answer"] == say_in(body["metadata"]["language"], REVIEW_FALLBACK_ANSWER)
 
 
 def test_the_llm_judge_runs_when_the_profile_asks_for_it(api, telecom, scripted_llm):

@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from common.i18n import say
+from common.language import LANGUAGES
 from conversations.judges import (
     JUDGES,
     REVIEW_FALLBACK_ANSWER,
@@ -369,6 +371,8 @@ def test_review_ignores_an_llm_judge_error():
     assert review_decision(results, {})["action"] == "accept"
 
 
-def test_the_fallback_answer_is_portuguese_and_english():
-    assert detect_language(REVIEW_FALLBACK_ANSWER.split("(")[0]) == "pt"
-    assert detect_language(REVIEW_FALLBACK_ANSWER.split("(")[1]) == "en"
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_fallback_answer_is_said_in_the_conversations_language_alone(language):
+    answer = say(language, REVIEW_FALLBACK_ANSWER)
+
+    assert detect_language(answer) == language and "(" not in answer

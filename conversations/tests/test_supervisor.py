@@ -9,7 +9,17 @@ import pytest
 from agents.llm import reset_clients
 from agents.models import McpServer
 from common.config_version import config_version_bump
-from conversations.supervisor import CONSOLIDATION_HEADER
+from common.i18n import say as say_in
+from conversations.runtime import SpecialistOutcome
+from conversations.supervisor import (
+    CONSOLIDATION_HEADER,
+    STATUS_OK,
+    STATUS_TIMEOUT,
+    Partial,
+    PlanResult,
+    consolidate_join,
+    joined_agents,
+)
 from handoffs.models import Handoff
 from routing.router import MULTI_INTENT, SUPERVISOR_ROUTE, CompiledRouter, IntentSpec
 
@@ -136,7 +146,7 @@ def test_a_plan_answers_with_every_specialists_part_and_records_the_fan_out(api,
 
     assert body["agent"] == "supervisor_agent"
     assert body["metadata"]["intent"] == "multi_intent"
-    assert body["answer"].startswith(CONSOLIDATION_HEADER)
+    assert body["answer"].startswith(say_in(body["metadata"]["language"], CONSOLIDATION_HEADER))
     assert "billing_agent:" in body["answer"] and "orders_agent:" in body["answer"]
     assert [(p["agent"], p["status"]) for p in body["metadata"]["supervisor"]] == [
         ("billing_agent", "ok"),
@@ -244,7 +254,7 @@ def test_a_failed_synthesis_falls_back_to_the_join(api, supervisor, scripted_llm
 
     body = send(api, SEED_MESSAGE)
 
-    assert body["answer"].startswith(CONSOLIDATION_HEADER)
+    assert body["answer"].startswith(say_in(body["metadata"]["language"], CONSOLIDATION_HEADER))
     assert body["metadata"]["consolidation"]["method"] == "join"
     assert "500" in body["metadata"]["consolidation"]["error"]
 
@@ -298,3 +308,26 @@ def test_the_model_finds_an_uncovered_part_and_its_specialist_answers_it(api, su
     assert [p["agent"] for p in body["metadata"]["supervisor"]] == ["billing_agent", "orders_agent", "support_agent"]
     assert "Parte de suporte" in scripted_llm.requests[-1]["messages"][1]["content"]
     assert body["answer"] == "Resposta final consolidada."
+
+
+@pytest.mark.parametrize(
+    ("language", "header", "gap"),
+    [
+        ("en", "[Supervisor] The answers of the specialists", "[no answer: timeout]"),
+        ("es", "[Supervisor] Las respuestas de los especialistas", "[sin respuesta: timeout]"),
+        ("pt", "[Supervisor] Consolidação de múltiplos agentes", "[sem resposta: timeout]"),
+    ],
+)
+def test_a_joined_answer_says_its_header_and_gaps_in_the_conversations_language_alone(language, header, gap):
+    answered = SpecialistOutcome(answer="Your bill is R$ 289,90.", llm="offline", model="offline")
+    result = PlanResult(
+        partials=[
+            Partial(agent="billing_agent", intent="billing", status=STATUS_OK, outcome=answered),
+            Partial(agent="support_agent", intent="support", status=STATUS_TIMEOUT),
+        ]
+    )
+
+    joined = consolidate_join(result, language)
+
+    assert joined.startswith(header) and f"support_agent: {gap}" in joined
+    assert joined_agents(joined) == {"billing_agent"}  # read back in any language, the gap left out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Specialist
+from common.i18n import say as say_in
 from conversations.supervisor import CONSOLIDATION_HEADER, HISTORY_HEADER
 from conversations.tests.test_supervisor import SEED_MESSAGE, send
 from handoffs.models import Handoff
@@ -187,7 +188,7 @@ def test_the_single_turn_review_sends_the_open_part_on_only_when_switched_on(api
 
     assert off["agent"] == "billing_agent"
     assert "single_turn" not in off["metadata"]["review"] and off["metadata"]["review_rounds"] == []
-    assert not off["answer"].startswith(CONSOLIDATION_HEADER)
+    assert not off["answer"].startswith(say_in(off["metadata"]["language"], CONSOLIDATION_HEADER))
 
     review_on(telecom)
     body = send(api, TWO_PART_MESSAGE, session_id="s-on")
@@ -196,7 +197,7 @@ def test_the_single_turn_review_sends_the_open_part_on_only_when_switched_on(api
     assert body["metadata"]["review_rounds"] == [
         {"round": 1, "uncovered": ["retail_order_tracking"], "sent_to": ["orders_agent"], "covered": ["orders_agent"]}
     ]
-    assert body["answer"].startswith(CONSOLIDATION_HEADER)
+    assert body["answer"].startswith(say_in(body["metadata"]["language"], CONSOLIDATION_HEADER))
     assert "billing_agent:" in body["answer"] and "orders_agent:" in body["answer"]
     fanout = Handoff.objects.filter(kind="supervisor_fanout")
     assert [(h.from_agent, h.to_agent) for h in fanout] == [("supervisor_agent", "orders_agent")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from handoffs.safety import (
     STOP_HANDOFF_LIMIT,
     STOP_PATH_REPEATED,
@@ -61,15 +63,25 @@ def test_the_checks_apply_in_the_documented_order():
 
 
 def test_the_summary_keeps_what_was_found_and_never_reads_as_an_error():
-    text = stop_summary(reason=STOP_PING_PONG, answer="", findings=["consultar_fatura: Fatura INV001 de R$ 289,90"])
-    assert text.startswith("Vou parar por aqui")
+    finding = "consultar_fatura: Fatura INV001 de R$ 289,90"
+    text = stop_summary(reason=STOP_PING_PONG, answer="", findings=[finding], language="en")
+    assert text.startswith("I'm stopping here")
     assert "R$ 289,90" in text and "go straight back" in text
     assert "error" not in text.lower()
 
 
-def test_the_summary_without_findings_asks_the_user_to_rephrase():
-    text = stop_summary(reason=STOP_HANDOFF_LIMIT, answer="", findings=[])
-    assert "Pode me dizer em uma frase" in text
+@pytest.mark.parametrize(
+    ("language", "stopped", "asked"),
+    [
+        ("pt", "Vou parar por aqui", "Pode me dizer em uma frase"),
+        ("es", "Me detengo aquí", "¿Puede decirme en una frase"),
+        ("en", "I'm stopping here", "could you tell me in one sentence"),
+    ],
+)
+def test_the_summary_without_findings_asks_the_user_to_rephrase_in_the_conversations_language(language, stopped, asked):
+    text = stop_summary(reason=STOP_HANDOFF_LIMIT, answer="", findings=[], language=language)
+    assert text.startswith(stopped) and asked in text
+    assert ("(" in text) is False  # one language, not one with another's gloss
 
 
 def test_the_summary_keeps_the_specialists_own_words():
