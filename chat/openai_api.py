@@ -43,7 +43,7 @@ from agents.generation import Generation
 from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
 from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
-from chat.intake import MessageIn, Route, route_check, route_parse, turn_input_build
+from chat.intake import ERROR_LANGUAGE, MessageIn, Route, route_check, route_parse, turn_input_build
 from chat.negotiation import EventStreamNegotiation
 from chat.openai_errors import (
     ROUTE_HEADER,
@@ -59,6 +59,7 @@ from chat.openai_params import (
     CHAT_REFUSED,
     boolean_read,
     chat_generation,
+    metadata_read,
     parameters_check,
     refusal,
     stream_options_read,
@@ -79,6 +80,7 @@ from chat.openai_turns import (
     usage_of,
 )
 from common.errors import DomainError
+from conversations.language import language_asked
 from conversations.turn import TurnInput, TurnResult
 from routing import snapshot
 from tenants.auth import ApiClient
@@ -320,15 +322,24 @@ def turn_input_read(
     instructions: str,
     instructions_param: str,
     generation: Generation | None,
+    body: Mapping[str, Any],
 ) -> TurnInput:
     """The engine's input through the front door (:mod:`chat.intake`: profile, size, the session's rate, rollout),
-    its refusals in OpenAI's words; raises :class:`OpenAIError` before anything is stored."""
+    its refusals in OpenAI's words; raises :class:`OpenAIError` before anything is stored. The request's
+    ``metadata`` is kept with the turn's message, and its ``language`` names the conversation's
+    (:mod:`conversations.language`)."""
     if not isinstance(model, str) or not model:
         raise invalid("model", "'model' must be the agent_id of a profile.", code="missing_required_parameter")
+    metadata = metadata_read(body)
+    language = language_asked(metadata.get("language"))
+    if metadata.get("language") and not language:
+        raise invalid("metadata.language", ERROR_LANGUAGE)
     client = request.user
     if not isinstance(client, ApiClient):
         raise key_required()  # a staff session has no tenant: this face is for API keys
-    message = MessageIn(agent_id=model, text=text, session_id=session_id, user_id=user_id, channel=CHANNEL)
+    message = MessageIn(
+        agent_id=model, text=text, session_id=session_id, user_id=user_id, channel=CHANNEL, language=language
+    )
     try:
         route = route_parse(request.headers.get(ROUTE_HEADER), default=Route.ROLLOUT, field_name=ROUTE_HEADER)
         route_check(principal=client, route=route)
@@ -338,7 +349,7 @@ def turn_input_read(
     limit = turn_input.profile.max_input_chars
     if len(instructions) > limit:
         raise invalid(instructions_param, f"The instructions are longer than {limit} characters.")
-    return replace(turn_input, generation=generation, instructions=instructions)
+    return replace(turn_input, generation=generation, instructions=instructions, client_metadata=metadata)
 
 
 def _completion_read(request: Request) -> Asked:
@@ -361,6 +372,7 @@ def _completion_read(request: Request) -> Asked:
         instructions=instructions,
         instructions_param="messages",
         generation=generation,
+        body=body,
     )
     return Asked(turn_input, stream, include_usage)
 

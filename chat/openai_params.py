@@ -50,7 +50,6 @@ _REFUSED_BOTH: dict[str, Refused] = {
     "tools": Refused(f"{_NO_CLIENT_TOOLS} (send no tools, or [])", ([],)),
     "tool_choice": Refused(f'{_NO_CLIENT_TOOLS} ("auto" and "none" are accepted)', ("auto", "none")),
     "top_logprobs": Refused(_NO_LOGPROBS),
-    "metadata": Refused("the platform keeps no client metadata with a turn", ({},)),
     "store": Refused(
         "every turn is stored in its conversation: that is what continues it, and what feedback rates (true)",
         (True,),
@@ -95,6 +94,7 @@ CHAT_HONOURED = frozenset(
         "stop",
         "response_format",
         "parallel_tool_calls",
+        "metadata",
     }
 )
 
@@ -126,8 +126,13 @@ RESPONSES_HONOURED = frozenset(
         "top_p",
         "text",
         "parallel_tool_calls",
+        "metadata",
     }
 )
+# OpenAI's bounds on a request's metadata.
+MAX_METADATA_KEYS = 16
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 512
 
 
 def parameters_check(body: Mapping[str, Any], *, honoured: frozenset[str], refused: Mapping[str, Refused]) -> None:
@@ -171,6 +176,27 @@ def boolean_read(body: Mapping[str, Any], name: str, default: bool = False) -> b
     if not isinstance(value, bool):
         raise invalid(name, f"'{name}' must be a boolean.")
     return value
+
+
+def metadata_read(body: Mapping[str, Any]) -> dict[str, str]:
+    """The request's ``metadata`` (``{}`` when none) within OpenAI's bounds — at most :data:`MAX_METADATA_KEYS` keys
+    of up to :data:`MAX_METADATA_KEY_CHARS` characters, each a string of up to :data:`MAX_METADATA_VALUE_CHARS`;
+    beyond them a 400 naming ``metadata``."""
+    value = body.get("metadata")
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise invalid("metadata", "'metadata' must be an object of strings.")
+    if len(value) > MAX_METADATA_KEYS:
+        raise invalid("metadata", f"'metadata' may hold at most {MAX_METADATA_KEYS} keys.")
+    for key, item in value.items():
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_METADATA_KEY_CHARS:
+            raise invalid("metadata", f"'metadata' keys must be 1 to {MAX_METADATA_KEY_CHARS} characters.")
+        if not isinstance(item, str) or len(item) > MAX_METADATA_VALUE_CHARS:
+            raise invalid(
+                "metadata", f"'metadata.{key}' must be a string of at most {MAX_METADATA_VALUE_CHARS} characters."
+            )
+    return dict(value)
 
 
 def stream_options_read(body: Mapping[str, Any], *, usage: bool) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -273,6 +273,7 @@ def _response_read(request: Request) -> tuple[Asked, str]:
         instructions="\n\n".join(part for part in [(given or "").strip(), *instructions] if part),
         instructions_param="instructions",
         generation=generation,
+        body=body,
     )
     return Asked(turn_input, stream), previous
 
@@ -296,6 +297,7 @@ class Echo:
     generation: Generation | None = None
     instructions: str = ""
     previous_response_id: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 def _output_item(ref: TurnRef, text: str | None, status: str) -> dict[str, Any]:
@@ -338,7 +340,7 @@ def response_body(
         "truncation": "auto",
         "usage": None,
         "user": None,
-        "metadata": {},
+        "metadata": dict(echo.metadata),
     }
     if result is None:
         return body
@@ -390,7 +392,7 @@ class ResponsesApi(OpenAIView):
         asked, previous = await sync_to_async(_response_read)(request)
         data = asked.turn_input
         model = data.profile.agent_id
-        echo = Echo(data.generation, data.instructions, previous)
+        echo = Echo(data.generation, data.instructions, previous, data.client_metadata)
         if asked.stream:
             if idempotency_key(request) is not None:
                 raise OpenAIError(ERROR_NOT_ON_STREAMS, param=IDEMPOTENCY_HEADER, code="idempotency_not_on_streams")

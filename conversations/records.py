@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,7 @@ class TurnRecord:
     routing_version: int | None = None  # the published version that served the turn (None: a draft)
     channel: str = "api"
     user_id: str = ""
+    client_metadata: Mapping[str, str] = field(default_factory=dict)  # kept with the customer's message
     latency_ms: float | None = None
     judge_score: float | None = None
     decision: RouteDecision | None = None
@@ -177,7 +178,11 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         routing_version=version,
         profile_id=profile,
         content=record.text,
-        metadata={"channel": record.channel, "user_id": record.user_id},
+        metadata={
+            "channel": record.channel,
+            "user_id": record.user_id,
+            **({"client_metadata": dict(record.client_metadata)} if record.client_metadata else {}),
+        },
     )
     notes = [
         Message(

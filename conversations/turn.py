@@ -112,6 +112,7 @@ class TurnInput:
     cohort: str = ""
     language: str = ""  # the channel's (conversations.language.language_asked): wins over the conversation's
     language_hint: str = ""  # the client's Accept-Language: a guess when neither the words nor the conversation tell
+    client_metadata: dict[str, str] = field(default_factory=dict)  # the client's own (the OpenAI faces' metadata)
     # A streaming client's event sink (common.events); None for the JSON API.
     emit: Emit | None = field(default=None, compare=False, repr=False)
     # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).

@@ -268,6 +268,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         routing_version=data.profile.version,
         channel=data.channel,
         user_id=stored_user_id(data),
+        client_metadata={key: vault.redact(value) for key, value in data.client_metadata.items()},
         latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
         judge_score=(turn.judges.get("rule_based") or {}).get("score"),
         decision=turn.decision,

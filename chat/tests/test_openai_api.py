@@ -37,6 +37,40 @@ def routing_of(completion) -> dict:
     return completion.model_extra["x_agent_routing"]
 
 
+def test_metadata_is_kept_with_the_message_and_its_language_names_the_conversations(client, tenant):
+    completion = client.chat.completions.create(
+        model="telecom_contas",
+        messages=[{"role": "user", "content": TEXT}],  # Portuguese words, an English-speaking channel
+        user="meta-1",
+        metadata={"language": "en-GB", "order": "P100", "campaign": "x" * 512},
+    )
+
+    conversation = Conversation.objects.get(conversation_key=f"{tenant.slug}:telecom_contas:meta-1")
+    assert conversation.language == "en"
+    assert "I received your message" in completion.choices[0].message.content
+    stored = conversation.messages.get(role="user").metadata["client_metadata"]
+    assert stored == {"language": "en-GB", "order": "P100", "campaign": "x" * 512}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "param"),
+    [
+        ({f"k{n}": "v" for n in range(17)}, "metadata"),  # OpenAI's bound: 16 keys
+        ({"k" * 65: "v"}, "metadata"),  # keys up to 64 characters
+        ({"note": "x" * 513}, "metadata"),  # values up to 512
+        ({"language": "fr"}, "metadata.language"),  # a language the platform does not speak
+    ],
+)
+def test_metadata_beyond_openais_bounds_is_a_400_naming_it_and_nothing_is_stored(client, metadata, param):
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="telecom_contas", messages=[{"role": "user", "content": TEXT}], metadata=metadata
+        )
+
+    assert refused.value.param == param
+    assert not Conversation.objects.exists()
+
+
 def test_models_lists_the_enabled_profiles_as_models_of_the_keys_tenant(client, tenant):
     models = client.models.list()
 

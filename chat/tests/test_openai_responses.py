@@ -31,6 +31,17 @@ def rolled_out(multi_agent_for_everyone):
     """On the multi-agent graph, as the chat completion tests (the flag itself: chat/tests/test_front_door.py)."""
 
 
+def test_a_responses_metadata_is_echoed_kept_and_its_language_names_the_conversations(client, tenant):
+    response = client.responses.create(
+        model="telecom_contas", input=TEXT, user="meta-r1", metadata={"language": "es", "ticket": "T-9"}
+    )
+
+    conversation = Conversation.objects.get(conversation_key=f"{tenant.slug}:telecom_contas:meta-r1")
+    assert response.metadata == {"language": "es", "ticket": "T-9"}
+    assert conversation.language == "es" and "recibí su mensaje" in response.output_text
+    assert conversation.messages.get(role="user").metadata["client_metadata"] == {"language": "es", "ticket": "T-9"}
+
+
 def routing_of(response) -> dict:
     return response.model_extra["x_agent_routing"]
 
