@@ -3,9 +3,12 @@ channel; the platform's own words (the permission ask, its yes, the queue notice
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 
 from agents.models import McpServer
+from bench.conversation_accuracy import answer_language, fixed_read
 from common.config_version import config_version_bump
 from conversations.language import language_asked, language_decide
 from conversations.models import Conversation
@@ -101,3 +104,88 @@ def test_a_language_the_platform_does_not_speak_is_refused_naming_the_field(api,
     assert response.status_code == 400
     assert "payload.language" in str(response.json()) or "language" in response.json().get("payload", {})
     assert not Conversation.objects.exists()
+
+
+@pytest.fixture
+def demo_with_goals(db, mcp_servers, finance_mcp, monkeypatch):
+    """The demo with its three MCP servers, the finance profile's goal plans included."""
+    for name, url in {**mcp_servers, "finance": finance_mcp}.items():
+        address = urlsplit(url)
+        monkeypatch.setenv(f"MCP_{name.upper()}_HOST", address.hostname or "")
+        monkeypatch.setenv(f"MCP_{name.upper()}_PORT", str(address.port))
+    demo_seed("--sync")
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    return fixed_read()
+
+
+WALKS = {
+    "en": {
+        "pay": "I'd like to pay this month's bill via pix",
+        "paid": "yes, I've paid it already",
+        "drop": "never mind",
+        "cancel_order": "I want to cancel my order P100",
+        "confirm": "yes, cancel it",
+        "quote": "what's the price of Nordea?",
+        "pick": "the second one",
+    },
+    "es": {
+        "pay": "quiero pagar la factura de este mes con pix",
+        "paid": "sí, ya pagué",
+        "drop": "olvídalo",
+        "cancel_order": "quiero cancelar mi pedido P100",
+        "confirm": "sí, cancélalo",
+        "quote": "¿cuánto vale Nordea?",
+        "pick": "la segunda",
+    },
+    "pt": {
+        "pay": "quero pagar a fatura deste mês com pix",
+        "paid": "sim, já paguei",
+        "drop": "deixa pra lá",
+        "cancel_order": "quero cancelar meu pedido P100",
+        "confirm": "sim, pode cancelar",
+        "quote": "quanto vale a Nordea?",
+        "pick": "a segunda",
+    },
+}
+
+
+@pytest.mark.parametrize("language", ["en", "es", "pt"])
+def test_a_demo_conversation_per_language_walks_payment_cancellations_and_a_goal_plan_in_that_language(
+    api, demo_with_goals, fixed, language
+):
+    said = WALKS[language]
+    answers = []
+
+    def turn(agent_id, key, session, **context):
+        body = {"channel": "api", "agent_id": agent_id, "payload": {"text": said[key], "session_id": session}}
+        if context:
+            body["payload"]["context"] = context
+        response = api.post("/api/gateway/message", body, format="json")
+        assert response.status_code == 200, response.content
+        answers.append((key, response.json()["answer"]))
+        return response.json(), Conversation.objects.get(conversation_key=response.json()["conversation_key"])
+
+    line = {"msisdn": MSISDN}
+    _, paying = turn("telecom_contas", "pay", f"walk-pay-{language}", **line)
+    assert paying.state == "WAITING_PAYMENT_CONFIRMATION"
+    paid, paying = turn("telecom_contas", "paid", f"walk-pay-{language}", **line)
+    # The payments' status: the tool's own sentence where it is the customer's language, else its rows.
+    status = "foi paga em duplicidade" if language == "pt" else "status: confirmado"
+    assert paying.state == "" and status in paid["answer"]
+    turn("telecom_contas", "pay", f"walk-drop-{language}", **line)
+    dropped, _ = turn("telecom_contas", "drop", f"walk-drop-{language}", **line)
+    assert dropped["metadata"]["conversation"]["repair"] == "cancel"
+    _, ordering = turn("retail_orders", "cancel_order", f"walk-order-{language}", order_id="P100")
+    assert ordering.state == "WAITING_CANCELLATION_CONFIRMATION"
+    confirmed, ordering = turn("retail_orders", "confirm", f"walk-order-{language}", order_id="P100")
+    assert ordering.state == "" and confirmed["agent"] == "orders_agent"
+    options, _ = turn("finance_assistente", "quote", f"walk-goal-{language}")
+    assert "NDA-SE.ST" in options["answer"] and "NDA-FI.HE" in options["answer"]  # the listings the search found
+    quoted, _ = turn("finance_assistente", "pick", f"walk-goal-{language}")
+    assert quoted["metadata"]["goal"]["status"] != "clarification" and "NDA-SE.ST" not in quoted["answer"]
+
+    wrong = {key: answer for key, answer in answers if not answer_language(answer, language, fixed).fits(language)}
+    assert wrong == {}
