@@ -298,7 +298,7 @@ def test_more_handoffs_than_the_profile_allows_in_one_turn_are_stopped(api, tele
     body = send(api, "Minha fatura veio alta")
 
     assert body["answer"].startswith(STOPPED)
-    assert "handoffs per message" in body["answer"]
+    assert "o limite de transferências por mensagem" in body["answer"]  # in the conversation's language
     assert body["agent"] == "orders_agent"
     assert body["metadata"]["agents"] == ["billing_agent", "orders_agent"]
     assert len(scripted_llm.requests) == 2  # product_agent never ran
@@ -376,7 +376,7 @@ def test_a_handoff_to_a_specialist_with_no_steps_left_is_stopped(api, telecom, s
     body = send(api, "Minha fatura veio alta")
 
     assert body["answer"].startswith(STOPPED)
-    assert "step limit" in body["answer"]
+    assert "o limite de passos do especialista" in body["answer"]
     assert len(scripted_llm.requests) == 2  # billing is not asked again
     assert agent_rows() == [
         ("billing_agent", "orders_agent", "completed", ""),
