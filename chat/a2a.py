@@ -51,7 +51,7 @@ from a2a.server.events import EventQueue
 from a2a.server.jsonrpc_models import JSONParseError
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
-from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
+from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -71,7 +71,7 @@ from a2a.types import (
     Task,
     TaskState,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0, TransportProtocol
 from a2a.utils.errors import A2AError
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -84,6 +84,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from chat.a2a_rpc import Dispatcher
 from chat.intake import (
     MessageIn,
     TextTooLong,
@@ -206,7 +207,10 @@ def profile_card(profile: ProfileSpec, url: str) -> AgentCard:
         description=profile.description or profile.name or profile.agent_id,
         version=str(profile.version or "draft"),
         supported_interfaces=[
-            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=PROTOCOL_VERSION_1_0)
+            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=PROTOCOL_VERSION_1_0),
+            # The same address speaks 0.3 too: listed, the card also carries 0.3's url, preferredTransport and
+            # protocolVersion, which is how a 0.3 client finds the agent.
+            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=PROTOCOL_VERSION_0_3),
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         security_schemes={
@@ -234,8 +238,10 @@ _HANDLER_CARD = AgentCard(
     capabilities=AgentCapabilities(streaming=True, push_notifications=False),
     default_input_modes=["text/plain"],
     default_output_modes=["text/plain"],
-    skills=[AgentSkill(id="turn", name="turn", description="A message through the profile's routing.")],
-    supported_interfaces=[AgentInterface(url=PREFIX, protocol_binding=TransportProtocol.JSONRPC)],
+    skills=[AgentSkill(id="turn", name="turn", description="A message through the profile's routing.", tags=["turn"])],
+    supported_interfaces=[
+        AgentInterface(url=PREFIX, protocol_binding=TransportProtocol.JSONRPC, protocol_version=PROTOCOL_VERSION_1_0)
+    ],
 )
 
 
@@ -760,11 +766,10 @@ def a2a_application() -> Any:
         request_context_builder=IntakeContextBuilder(),
         interrupted_task_timeout=INTERRUPTED_TASK_SECONDS,
     )
+    dispatcher = Dispatcher(handler, context_builder=CallContextBuilder(), enable_v0_3_compat=True)
     routes = [
         Route(CARD_PATH, card, methods=["GET"]),
-        *create_jsonrpc_routes(
-            handler, rpc_url=RPC_PATH, context_builder=CallContextBuilder(), enable_v0_3_compat=True
-        ),
+        Route(RPC_PATH, dispatcher.handle_requests, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     return KeyRequired(app)

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.card_resolver import parse_agent_card
+from a2a.compat.v0_3.types import AgentCard as AgentCardV03
 from a2a.helpers import get_artifact_text, get_message_text, new_text_part
 from a2a.types import (
     CancelTaskRequest,
@@ -118,8 +120,8 @@ def test_the_card_names_the_profile_its_skills_and_the_key_it_needs(agent, asgi_
     card = asyncio.run(resolve())
 
     assert card.name and card.capabilities.streaming and not card.capabilities.push_notifications
-    (interface,) = card.supported_interfaces
-    assert (interface.url, interface.protocol_binding) == (agent, "JSONRPC")
+    interfaces = [(item.url, item.protocol_binding, item.protocol_version) for item in card.supported_interfaces]
+    assert interfaces == [(agent, "JSONRPC", "1.0"), (agent, "JSONRPC", "0.3")]
     skills = {skill.id: skill for skill in card.skills}
     assert {"billing_agent", "orders_agent"} <= skills.keys()
     assert "billing_invoice_explanation" in skills["billing_agent"].tags
@@ -330,3 +332,81 @@ def test_a_message_in_the_agents_role_is_invalid_params_naming_the_role(agent, t
 
     assert refused.value.data["fields"] == {"message.role": [ERROR_ROLE]}
     assert not A2ATask.objects.exists() and not Conversation.objects.exists()
+
+
+def rpc(agent: str, key: str, method: str, params: dict, version: str = "1.0") -> dict:
+    """One JSON-RPC call as a client that is not the SDK's writes it (the TCK, a script), with ``A2A-Version``."""
+    headers = {"Authorization": f"Bearer {key}", "A2A-Version": version}
+    body = {"jsonrpc": "2.0", "id": 11, "method": method, "params": params}
+    response = httpx.post(agent, json=body, headers=headers, timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_list_of_tasks_by_a_state_the_protocol_has_not_is_invalid_params_naming_the_status(agent, tenant_key):
+    answered(Caller(agent, tenant_key.raw).send(message(TEXT, context_id="ctx-l")))
+
+    refused = rpc(agent, tenant_key.raw, "ListTasks", {"status": "INVALID_STATUS"})
+    listed = rpc(agent, tenant_key.raw, "ListTasks", {"status": "TASK_STATE_COMPLETED"})
+    nested = rpc(agent, tenant_key.raw, "SendMessage", {"message": {**SENT, "role": "ROLE_SOMEONE"}})
+
+    assert refused["error"]["code"] == -32602, refused
+    assert list(fields_named(refused)) == ["status"]
+    assert "INVALID_STATUS" in fields_named(refused)["status"][0]
+    assert len(listed["result"]["tasks"]) == 1
+    assert nested["error"]["code"] == -32602 and list(fields_named(nested)) == ["message.role"]
+    assert A2ATask.objects.count() == 1
+
+
+def fields_named(answer: dict) -> dict:
+    """The fields a JSON-RPC error names: its ``data`` is the protocol's typed details, the first an ErrorInfo."""
+    (info,) = [detail for detail in answer["error"]["data"] if detail["@type"].endswith("google.rpc.ErrorInfo")]
+    return info["metadata"]["fields"]
+
+
+SENT = {"messageId": "m-raw", "role": "ROLE_USER", "parts": [{"text": TEXT}]}
+
+
+def test_the_answers_message_id_is_an_integer_a_json_client_sends_back_as_read(agent, asgi_server, tenant_key):
+    task = rpc(agent, tenant_key.raw, "SendMessage", {"message": {**SENT, "contextId": "ctx-int"}})["result"]["task"]
+    routing = task["status"]["message"]["metadata"]
+
+    assert type(routing["message_id"]) is int, routing
+    rated = httpx.post(
+        f"{asgi_server}/api/sessions/{routing['conversation_key']}/feedback",
+        json={"message_id": routing["message_id"], "rating": "up"},
+        headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        timeout=30,
+    )
+    assert rated.status_code == 201, rated.text
+
+
+def test_an_older_method_name_under_version_one_is_method_not_found_naming_the_newer_one(agent, tenant_key):
+    params = {"message": {"messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": TEXT}]}}
+
+    refused = rpc(agent, tenant_key.raw, "message/send", params)
+    older = rpc(agent, tenant_key.raw, "message/send", params, version="0.3")
+
+    assert refused["error"]["code"] == -32601, refused
+    assert "SendMessage" in refused["error"]["message"] and "0.3" in refused["error"]["message"]
+    assert older["result"]["status"]["state"] == "completed"
+    assert A2ATask.objects.count() == 1
+
+
+def test_a_client_of_the_older_protocol_finds_the_agent_by_its_card_and_talks_to_it(agent, tenant_key):
+    card = httpx.get(f"{agent}.well-known/agent-card.json", timeout=10).json()
+    # What a 0.3 client reads of a card: its own schema, without the 1.0 interfaces list.
+    older = AgentCardV03.model_validate(card)
+    assert (older.url, older.preferred_transport, older.protocol_version) == (agent, "JSONRPC", "0.3")
+    card.pop("supportedInterfaces")
+
+    async def send():
+        http = httpx.AsyncClient(headers={"Authorization": f"Bearer {tenant_key.raw}"}, timeout=30)
+        try:
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(parse_agent_card(card))
+            return [event async for event in client.send_message(message(TEXT, context_id="ctx-03"))]
+        finally:
+            await http.aclose()
+
+    task = answered(asyncio.run(send()))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED and get_artifact_text(task.artifacts[0])
