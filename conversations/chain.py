@@ -161,6 +161,7 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
         context=turn.context,
         handoff_summary=move.context_summary if move is not None else "",
         reason=turn.decision.reason if turn.decision else "",
+        task_id=turn.backend_task if backend.name == turn.active_agent else "",
     )
     reply = await backend_call(
         backend=backend,
@@ -172,6 +173,7 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
     if rest := masker.flush():
         await emit_safely(data.emit, "token", {"agent": backend.name, "text": rest})
     turn.backend_reply = reply
+    turn.backend_task = reply.waiting_task if reply.ok else ""
     if reply.ok:
         turn.answer = reply.answer
         return

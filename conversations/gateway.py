@@ -9,9 +9,11 @@ per local conversation; the remote's ``token`` events are relayed to the turn's 
 
 A backend of kind A2A is any Agent2Agent agent, called with the protocol's official client (``a2a-sdk``,
 :func:`_a2a_exchange`): its card read from its address, the message sent in the context stable per local
-conversation, its artifact's text relayed as tokens, its task's final state the outcome. Every hop, of either kind,
-sends the W3C trace context (``traceparent``, ``tracestate``) of its ``gateway.hop`` span, so that the remote's
-spans join the turn's trace.
+conversation, its artifact's text relayed as tokens, its task's final state the outcome. A task that ends
+``input-required`` asks the customer something (its status message, added to the answer): the conversation keeps
+the task's id, and the customer's next message goes to that agent as the task's continuation (``taskId``, the same
+``contextId``). Every hop, of either kind, sends the W3C trace context (``traceparent``, ``tracestate``) of its
+``gateway.hop`` span, so that the remote's spans join the turn's trace.
 
 Loop safety across deployments: each hop sends ``X-Gateway-Hops`` one higher than it received; at
 ``GATEWAY_MAX_HOPS`` no backend is called. Faults open a circuit per (profile, backend), process-local
@@ -82,6 +84,7 @@ class GatewayMessage:
     context: Mapping[str, Any] = field(default_factory=dict)
     handoff_summary: str = ""
     reason: str = ""
+    task_id: str = ""  # an A2A agent's task that waits for this message (input-required): the message continues it
 
     def gateway_context(self) -> dict[str, Any]:
         """The client's context with what the receiving side needs of the gateway (``context.gateway``)."""
@@ -112,6 +115,7 @@ class GatewayMessage:
             message_id=uuid.uuid4().hex,
             role=Role.ROLE_USER,
             context_id=remote_session_id(self.conversation_key),
+            task_id=self.task_id,
             parts=[new_text_part(self.text)],
             metadata=metadata,
         )
@@ -135,6 +139,7 @@ class BackendReply:
     http_status: int | None = None
     latency_ms: float = 0.0
     error: str = ""
+    waiting_task: str = ""  # the A2A agent's task that asked the customer something (input-required)
 
     @property
     def ok(self) -> bool:
@@ -341,6 +346,7 @@ def _answered(backend: BackendSpec, done: dict[str, Any], http_status: int, star
         answer=answer,
         remote_agent=agent,
         remote_conversation_key=key if isinstance(key, str) else "",
+        waiting_task=done.get("waiting_task") or "",
         http_status=http_status,
         latency_ms=_elapsed(started),
     )
@@ -513,7 +519,7 @@ async def _a2a_exchange(
         config = ClientConfig(streaming=card.capabilities.streaming, httpx_client=_a2a_client())
         client = ClientFactory(config).create(card)
         texts: dict[str, str] = {}
-        said, state, context_id = "", TaskState.TASK_STATE_UNSPECIFIED, ""
+        said, state, context_id, task_id = "", TaskState.TASK_STATE_UNSPECIFIED, "", ""
         context = ClientCallContext(service_parameters=headers, timeout=backend.timeout)
         async for event in client.send_message(message.a2a_request(), context=context):
             kind = event.WhichOneof("payload")
@@ -525,10 +531,11 @@ async def _a2a_exchange(
                 )
             elif kind == "task":
                 texts = {item.artifact_id: get_artifact_text(item) for item in event.task.artifacts}
-                state, context_id = event.task.status.state, event.task.context_id
+                state, context_id, task_id = event.task.status.state, event.task.context_id, event.task.id
                 said = get_message_text(event.task.status.message) or said
             elif kind == "status_update":
                 state, context_id = event.status_update.status.state, event.status_update.context_id
+                task_id = event.status_update.task_id or task_id
                 said = get_message_text(event.status_update.status.message) or said
             elif kind == "artifact_update":
                 await _a2a_chunk(backend, event.artifact_update, texts, emit)
@@ -538,9 +545,16 @@ async def _a2a_exchange(
         status = BackendCallStatus.SERVER_ERROR if state == TaskState.TASK_STATE_FAILED else BackendCallStatus.REFUSED
         raise _Fault(status, f"the task ended {TaskState.Name(state)}: {said[:ERROR_CHARS]}", 200)
     answer = "".join(texts.values()) or said
+    waiting = state == TaskState.TASK_STATE_INPUT_REQUIRED
+    if waiting and said and said not in answer:
+        # The agent's question is its status message, not an artifact: the customer must read it.
+        question = f"\n\n{said}" if answer else said
+        answer += question
+        await emit_safely(emit, "token", {"agent": backend.name, "text": question})
     if state not in _ANSWERED or not answer:
         raise _Fault(BackendCallStatus.BAD_ANSWER, f"no answer: the task is {TaskState.Name(state)}", 200)
-    return {"answer": answer, "agent": card.name, "conversation_key": context_id}, 200
+    done = {"answer": answer, "agent": card.name, "conversation_key": context_id}
+    return {**done, "waiting_task": task_id if waiting else ""}, 200
 
 
 async def _a2a_chunk(backend: BackendSpec, update: Any, texts: dict[str, str], emit: Emit | None) -> None:

@@ -202,11 +202,12 @@ async def input_guardrails(turn: Turn) -> None:
 
 
 async def routing_decision(turn: Turn) -> None:
-    """The permission gate's reply first, then the profile's routing (coordinator or router/hybrid/supervisor)."""
+    """The permission gate's reply first, then a remote backend's question's answer, then the profile's routing
+    (coordinator or router/hybrid/supervisor)."""
     if turn.blocked:
         return
     profile = turn.input.profile
-    turn.decision = _permission_decision(turn)
+    turn.decision = _permission_decision(turn) or _backend_answer_decision(turn)
     if turn.decision is None and turn.mode == "goal":
         turn.decision = await goal_routing(turn)
     if turn.decision is None:
@@ -305,6 +306,23 @@ async def _backend_move(turn: Turn) -> None:
         turn.notes.append(
             f"[SYSTEM_NOTE: the backend {source} handed this conversation back to you. Summary: {summary}]"
         )
+
+
+def _backend_answer_decision(turn: Turn) -> RouteDecision | None:
+    """The message answers the active remote backend's question (its task waits for input,
+    :attr:`Turn.backend_task`): it goes to that backend, which continues its task; the conversation stays there."""
+    backend = turn.active_agent
+    if not turn.backend_task or backend not in turn.input.profile.backends:
+        return None
+    return RouteDecision(
+        route=backend,
+        agent=backend,
+        intent=turn.active_intent,
+        confidence=1.0,
+        reason=f"{backend} asked the customer a question; this message answers it",
+        method="state",
+        keeps_conversation=True,
+    )
 
 
 def _permission_decision(turn: Turn) -> RouteDecision | None:

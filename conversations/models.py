@@ -48,6 +48,12 @@ class Conversation(models.Model):
         blank=True,
         help_text="The remote backend (agents.RemoteBackend) answering this conversation, blank: a local specialist.",
     )
+    backend_task = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The active backend's task waiting for the customer's answer (an A2A agent's input-required "
+        "task): the next message is that answer, sent to the backend as the task's continuation. Blank: none.",
+    )
     sub_conversation = models.JSONField(
         null=True,
         blank=True,

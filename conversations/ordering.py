@@ -80,6 +80,7 @@ STATE_COLUMNS = (
     "state",
     "active_specialist",
     "active_intent",
+    "backend_task",
     "sub_conversation",
     "pending_result",
     "pending_permission",

@@ -275,6 +275,7 @@ class LiveState:
     goal_state: dict[str, Any] | None = None
     stack: Sequence[dict[str, Any]] = ()  # the stored frames (routing.stack.STORED_KINDS), bottom first
     active_backend: str | None = None
+    backend_task: str | None = None  # the backend's task waiting for the next message; None: unchanged
     escalation_id: uuid.UUID | None = None
     fallbacks_in_row: int | None = None
     outcome: str | None = None
@@ -309,6 +310,8 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         updates["state"], updates["active_specialist"], updates["active_intent"] = live.routed
     if live.active_backend is not None:
         updates["active_backend"] = live.active_backend
+    if live.backend_task is not None:
+        updates["backend_task"] = live.backend_task
     if live.escalation_id is not None:
         updates["escalation"] = live.escalation_id
     if live.fallbacks_in_row is not None:

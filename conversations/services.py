@@ -20,6 +20,7 @@ LIVE_STATE_RESET = {
     "state": "",
     "active_specialist": "",
     "active_intent": "",
+    "backend_task": "",
     "sub_conversation": None,
     "pending_result": None,
     "pending_permission": None,

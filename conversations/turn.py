@@ -220,6 +220,7 @@ class Turn:
     # The gateway: the move to, from or between remote backends (in place of the routing handoff), and the hop.
     backend_move: Move | None = None
     backend_reply: BackendReply | None = None
+    backend_task: str = ""  # the active backend's task waiting for this message (Conversation.backend_task)
     # What the chain of specialists did.
     context: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain

@@ -119,6 +119,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.state = state["state"]
         turn.active_agent = state["active_specialist"]
         turn.active_intent = state["active_intent"]
+        turn.backend_task = state["backend_task"]
         turn.sub_conversation = state["sub_conversation"]
         turn.pending_result = state["pending_result"]
         turn.pending_permission = state["pending_permission"]
@@ -310,6 +311,8 @@ def turn_persist(turn: Turn) -> int:
     was = turn.active_agent if turn.active_agent in backends else ""
     live = LiveState(
         active_backend=backend if decision is not None and backend != was else None,
+        # A backend's task waits for the next message only while that backend answers.
+        backend_task=None if decision is None else turn.backend_task if backend else "",
         sub_conversation=turn.sub_conversation,
         pending_result=turn.pending_result,
         pending_permission=turn.pending_permission,

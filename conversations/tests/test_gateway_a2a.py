@@ -47,6 +47,7 @@ class PortingAgent(AgentExecutor):
         self.tracer = tracer
         self.calls: list[dict] = []
         self.state = TaskState.TASK_STATE_COMPLETED
+        self.asks = False  # a new task asks the caller a question first (input-required), as a real agent may
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         headers = context.call_context.state["headers"]
@@ -56,8 +57,13 @@ class PortingAgent(AgentExecutor):
                 "context_id": context.context_id,
                 "text": get_message_text(context.message),
                 "metadata": MessageToDict(context.message.metadata),
+                "task_id": context.task_id,
+                "continued": context.current_task is not None,
             }
         )
+        if self.asks:
+            await self._ask_then_finish(context, event_queue)
+            return
         with self.tracer.start_as_current_span("porting.answer", context=propagate.extract(headers)):
             updater = TaskUpdater(event_queue, context.task_id, context.context_id)
             await event_queue.enqueue_event(
@@ -72,6 +78,24 @@ class PortingAgent(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    async def _ask_then_finish(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """A new task: what it did so far as an artifact, and a question in its status (input-required). The task
+        continued (the caller's answer names it): done."""
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        if context.current_task is None:
+            await event_queue.enqueue_event(
+                new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED, history=[context.message])
+            )
+            await updater.add_artifact([new_text_part(STARTED)], artifact_id="progress")
+            await updater.requires_input(updater.new_agent_message([new_text_part(QUESTION)]))
+            return
+        await updater.complete(updater.new_agent_message([new_text_part(DONE)]))
+
+
+STARTED = "Pedido de portabilidade aberto."
+QUESTION = "Qual é o seu CPF para continuar?"
+DONE = "Portabilidade agendada para o documento informado."
 
 
 class KeyCheck:
@@ -139,6 +163,7 @@ def fresh(porting, collector):
     backend_circuits_reset()
     porting[1].calls.clear()
     porting[1].state = TaskState.TASK_STATE_COMPLETED
+    porting[1].asks = False
     collector[0].clear()
     tracing.tracing_use(collector[1])
     yield
@@ -207,6 +232,28 @@ def test_a_conversation_goes_to_the_a2a_agent_and_back_in_one_trace(api, telecom
     assert remote_span.context.trace_id == hop_span.context.trace_id
     assert remote_span.parent.span_id == hop_span.context.span_id and remote_span.parent.is_remote
     assert call["headers"]["traceparent"].split("-")[1] == format(hop_span.context.trace_id, "032x")
+
+
+def test_an_a2a_agents_question_reaches_the_customer_and_their_reply_continues_its_task(api, telecom, porting):
+    url, agent = porting
+    agent.asks = True
+    a2a_backend(telecom, url)
+
+    asked = send(api, "Quero fazer a portabilidade do meu número", "a2a-ask")
+    replied = send(api, "o número do documento é 12345", "a2a-ask")
+    back = send(api, "E a minha fatura, quando vence?", "a2a-ask")
+
+    assert asked["agent"] == "porting_remote" and QUESTION in asked["answer"] and STARTED in asked["answer"]
+    assert replied["agent"] == "porting_remote" and replied["answer"] == DONE
+    first, second = agent.calls
+    assert (second["task_id"], second["context_id"], second["continued"]) == (
+        first["task_id"],
+        first["context_id"],
+        True,
+    )
+    assert second["text"] == "o número do documento é 12345"
+    assert back["agent"] == "billing_agent" and len(agent.calls) == 2
+    assert [call.status for call in BackendCall.objects.order_by("id")] == ["ok", "ok"]
 
 
 def test_the_stream_relays_the_a2a_agents_words_as_they_come(tenant_key, telecom, porting):
