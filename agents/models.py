@@ -35,6 +35,15 @@ class MultiTopic(models.TextChoices):
     OFF = "off", "Answer only the first"
 
 
+class AnonymousBucket(models.TextChoices):
+    """How an A2A caller that names no end user (no ``metadata.user_id``) is bucketed by the rollout flag."""
+
+    NONE = "none", "Not bucketed: the single-agent path"
+    CONTEXT = "context", "By the A2A conversation (contextId)"
+    API_KEY = "api_key", "By the API key: every conversation of a key together"
+    FIXED = "fixed", "One bucket for every such caller"
+
+
 class ResumeStyle(models.TextChoices):
     EXPLICIT = "explicit", "Say where we were and ask again"
     SILENT = "silent", "Keep the flow waiting without saying so"
@@ -626,6 +635,15 @@ class AgentProfile(models.Model):
         default=ResumeStyle.EXPLICIT,
         help_text="Say where the conversation was (“Voltando ao pagamento: …”) after answering a side question, or "
         "only keep the flow waiting.",
+    )
+    a2a_anonymous_bucket = models.CharField(
+        "A2A callers without a user id",
+        max_length=16,
+        choices=AnonymousBucket.choices,
+        default=AnonymousBucket.NONE,
+        help_text="A2A clients often name no user. The multi-agent rollout places each customer by their user id; a "
+        "caller without one goes to the single-agent path unless you bucket it here: by its conversation, by its API "
+        "key, or all such callers in one bucket.",
     )
     synthesis_prompt = models.TextField(
         blank=True,

@@ -375,6 +375,17 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         compiled="repair_words",
     ),
     ProfileSetting(
+        "a2a_anonymous_bucket",
+        "choice",
+        "none",
+        ROUTING,
+        "A2A callers without metadata.user_id: the rollout flag's bucket — none (the single-agent path), their "
+        "contextId, their API key, or one fixed bucket.",
+        agents_yaml="a2a.anonymous_bucket",
+        choices=("none", "context", "api_key", "fixed"),
+        added=20,
+    ),
+    ProfileSetting(
         "escalation",
         "escalation",
         MODEL_DEFAULT,

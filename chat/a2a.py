@@ -480,15 +480,31 @@ class RateLimited(A2AError):
     message = "Too many messages"
 
 
+def _anonymous_bucket(profile: ProfileSpec | None, *, context_id: str, ident: str) -> str:
+    """What the rollout flag places a message that names no user by, as the profile's ``a2a_anonymous_bucket``
+    says: its context, its API key, one bucket for all, or nothing (the flag's ``no_stickiness_value``: the
+    single-agent path). A message with ``metadata.user_id`` is placed by it whatever this says."""
+    how = profile.a2a_anonymous_bucket if profile is not None else "none"
+    if how == "context" and context_id:
+        return f"a2a-context:{context_id}"
+    if how == "api_key" and ident:
+        return f"a2a-{ident}"
+    return "a2a" if how == "fixed" else ""
+
+
 def _turn_input(state: Mapping[str, Any], params: SendMessageRequest, context_id: str) -> TurnInput:
     """The turn of a message: the key's message rate, then the front door (the end user's rate, the profile's size
     limit, the rollout route). Raises the protocol's errors naming the field, or :class:`RateLimited`."""
     client: ApiClient = state[CLIENT]
     agent_id = state[AGENT_ID]
     message = _message_in(params, agent_id, context_id)
+    ident = principal_ident(client) or ""
     try:
-        request_throttle(scope=MESSAGES_SCOPE, ident=principal_ident(client) or "", tenant_pk=client.tenant.pk)
-        return turn_input_build(tenant=client.tenant, message=message, route=TurnRoute.ROLLOUT, hops=state[HOPS])
+        request_throttle(scope=MESSAGES_SCOPE, ident=ident, tenant_pk=client.tenant.pk)
+        bucket = _anonymous_bucket(_profile(agent_id), context_id=context_id, ident=ident)
+        return turn_input_build(
+            tenant=client.tenant, message=message, route=TurnRoute.ROLLOUT, hops=state[HOPS], bucket=bucket
+        )
     except Throttled as exc:
         state[THROTTLED]["retry_after"] = _retry_after(exc)
         raise RateLimited(str(exc.detail), data={"code": "throttled", "retry_after": int(_retry_after(exc))}) from None

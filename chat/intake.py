@@ -444,13 +444,15 @@ def turn_input_build(
     hops: int = 0,
     counted: bool = True,
     accept_language: str | None = None,
+    bucket: str = "",
 ) -> TurnInput:
     """The engine's input for ``message``: its profile (raises :class:`UnknownProfile`), its size checked against
     the profile's limit (raises :class:`TextTooLong`, naming ``payload.text``), the message ``counted`` against
     its end user's rate (raises DRF's ``Throttled``, :func:`tenants.throttles.session_throttle`), a new session id
     when it has none, the route's graph and the gateway ``hops`` it crossed, the language the message names (and the
-    ``Accept-Language`` the client sent, a guess for when the customer's words do not tell). Nothing is stored. Call
-    :func:`route_check` first for a client's route."""
+    ``Accept-Language`` the client sent, a guess for when the customer's words do not tell), and ``bucket``: what
+    the rollout flag places a message that names no user by (the A2A face's ``a2a_anonymous_bucket``). Nothing is
+    stored. Call :func:`route_check` first for a client's route."""
     current = current or snapshot.current()
     profile = profile_get(message.agent_id, current)
     limit = profile.max_input_chars
@@ -472,7 +474,7 @@ def turn_input_build(
         language=message.language,
         language_hint=language_asked(accept_language),
     )
-    return rollout_apply(turn_input, current, route)
+    return rollout_apply(turn_input, current, route, bucket=bucket)
 
 
 def identifier_stored(identifier: str) -> str:
@@ -481,7 +483,7 @@ def identifier_stored(identifier: str) -> str:
     return identifier_pseudonym(identifier, key=settings.SECRET_KEY)
 
 
-def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route) -> TurnInput:
+def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route, *, bucket: str = "") -> TurnInput:
     """The ``multi_agent`` rollout flag, on every face.
 
     The rollout route: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the single-agent
@@ -496,7 +498,7 @@ def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Rout
     evaluation = flag_evaluate(
         current.flags.get(MULTI_AGENT_FLAG),
         key=MULTI_AGENT_FLAG,
-        user_id=turn_input.user_id,
+        user_id=turn_input.user_id or bucket,
         session_id=turn_input.session_id,
         tenant=turn_input.tenant_slug,
         pseudonym=identifier_stored,

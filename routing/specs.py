@@ -144,6 +144,8 @@ class ProfileSpec:
     frame_expiry_turns: int = 6
     frame_expiry_minutes: int = 30
     resume_style: str = "explicit"
+    # How the A2A face buckets a caller that names no user for the rollout flag (agents.AnonymousBucket).
+    a2a_anonymous_bucket: str = "none"
     # Goal mode: the goals and capabilities the profile serves, and its confidence gate.
     goals: GoalCatalogue = field(default_factory=GoalCatalogue)
     goal_threshold: float = DEFAULT_CONFIDENCE_THRESHOLD

@@ -35,6 +35,7 @@ from chat.a2a import ERROR_NO_TEXT, ERROR_ROLE, PERSON_NOTICE
 from common.errors import ERROR_INVALID_KEY, ERROR_NOT_AUTHENTICATED, ERROR_UNKNOWN_AGENT
 from common.infra import tracing
 from conversations.models import A2ATask, Conversation
+from routing import snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -410,3 +411,22 @@ def test_a_client_of_the_older_protocol_finds_the_agent_by_its_card_and_talks_to
 
     task = answered(asyncio.run(send()))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED and get_artifact_text(task.artifacts[0])
+
+
+@pytest.mark.parametrize("bucket", ["context", "api_key", "fixed"])
+def test_a_caller_without_a_user_id_is_bucketed_for_the_rollout_as_the_profile_says(agent, tenant_key, telecom, bucket):
+    caller = Caller(agent, tenant_key.raw)
+    unbucketed = MessageToDict(answered(caller.send(message(TEXT, context_id="anon-1"))).status.message.metadata)
+    telecom.a2a_anonymous_bucket = bucket
+    telecom.save(update_fields=["a2a_anonymous_bucket"])
+    snapshot.invalidate()
+
+    bucketed = MessageToDict(answered(caller.send(message(TEXT, context_id="anon-2"))).status.message.metadata)
+    named = MessageToDict(
+        answered(caller.send(message(TEXT, context_id="anon-3", user_id="u-9"))).status.message.metadata
+    )
+
+    assert (unbucketed["cohort"], bucketed["cohort"], named["cohort"]) == ("single_agent", "multi_agent", "multi_agent")
+    assert bucketed["agent"] == "billing_agent"
+    anonymous = Conversation.objects.get(conversation_key=bucketed["conversation_key"])
+    assert anonymous.user_id == ""  # the bucket places the message; it names no user
