@@ -150,10 +150,13 @@ def _run(tck: Path, category: str, sut: str, key: str) -> dict:
     return json.loads(report.read_text())
 
 
+# Like the Unleash client vectors (routing/tests/test_rollout.py): the kit is public test material beside the
+# checkout, not part of it; where it is absent the test says so and skips, where it is present it must run whole.
+@pytest.mark.skipif(
+    not TCK_DIR.is_dir(), reason=f"no A2A TCK at {TCK_DIR}: set A2A_TCK_DIR (docs/decisions/a2a-tck-install.md)"
+)
 def test_the_tcks_mandatory_and_capability_tests_pass_but_for_its_own_listed_defects(served, tmp_path):
-    assert (TCK_DIR / "COMMIT").exists(), (
-        f"no A2A TCK at {TCK_DIR}: set A2A_TCK_DIR (docs/decisions/a2a-tck-install.md)"
-    )
+    assert (TCK_DIR / "COMMIT").exists(), f"{TCK_DIR} is no copy of the A2A TCK: its COMMIT file is missing"
     assert TCK_PYTHON.exists(), "the TCK's virtualenv is missing: run scripts/tck-install"
     instance, sut = served
     tck = Path(shutil.copytree(TCK_DIR, tmp_path / "tck"))  # it writes into itself
