@@ -27,6 +27,7 @@ from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import InvalidParamsError
 from a2a.utils.constants import VERSION_HEADER
+from django.conf import settings
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -132,6 +133,8 @@ class Dispatcher(JsonRpcDispatcher):
     def _create_response(
         self, context: ServerCallContext, handler_result: AsyncGenerator[dict[str, Any]] | dict[str, Any]
     ) -> Response:
+        if settings.STOCK_PATHS:  # the SDK's own response path (docs/decisions/a2a-whole-numbers.md)
+            return super()._create_response(context, handler_result)
         if isinstance(handler_result, AsyncGenerator):
             return super()._create_response(context, _whole_numbers_streamed(handler_result))
         return super()._create_response(context, whole_numbers(handler_result))

@@ -91,6 +91,14 @@ PIECES = {
         {"django.core.cache.backends.redis:RedisCache.__init__": "40131bec6169f7fa"},
         ("django.core.cache.backends.redis:RedisCache._cache",),
     ),
+    "the A2A dispatcher's whole numbers (chat/a2a_rpc.py)": Piece(
+        "a2a-whole-numbers.md",
+        {
+            "a2a.server.routes.jsonrpc_dispatcher:JsonRpcDispatcher._create_response": "8c8e71c72b8d7e0d",
+            "a2a.server.routes.jsonrpc_dispatcher:JsonRpcDispatcher.handle_requests": "365d2c1e4578f20f",
+        },
+        ("a2a.server.routes.jsonrpc_dispatcher:JsonRpcDispatcher._create_response",),
+    ),
 }
 
 
