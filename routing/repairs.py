@@ -33,6 +33,9 @@ from routing.replies import YES, Reply
 CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD = "cancel", "correct", "repeat", "skip", "already_told"
 PATTERNS = (CANCEL, CORRECT, REPEAT, SKIP, ALREADY_TOLD)  # the first found wins
 LEAD_WORDS = 8
+# A one-word phrase ("próxima", "skip", "siguiente") is the repair in a short message, not inside a longer question:
+# "a próxima fatura vem mais cara?" asks about the next bill.
+ONE_WORD_QUESTION_WORDS = 3
 CORRECTION_WORDS = 14
 SHORT_SKIP_WORDS = 6  # a skip this short passes a yes/no question even past a yes ("ok, pula essa")
 
@@ -146,9 +149,13 @@ def _read(words: RepairWords, text: str) -> Repair | None:
             continue
         span = _lead(normalised, CORRECTION_WORDS if pattern == CORRECT else LEAD_WORDS)
         found = matcher.search(span)
-        if found is not None:
+        if found is not None and not _one_word_in_a_question(found.group(0), normalised, text):
             return Repair(pattern, found.group(0))
     return None
+
+
+def _one_word_in_a_question(phrase: str, normalised: str, text: str) -> bool:
+    return " " not in phrase and ("?" in text or "¿" in text) and len(normalised.split()) > ONE_WORD_QUESTION_WORDS
 
 
 def skips_the_question(repair: Repair | None, reply: Reply, text: str) -> bool:

@@ -128,6 +128,14 @@ def test_a_correction_replaces_only_the_context_value_of_the_same_form():
     assert value_corrections("P200", {"order_id": "P100", "other": "C100"}) == {}  # two of that form: ambiguous
 
 
+def test_a_one_word_repair_phrase_inside_a_longer_question_is_no_repair():
+    assert WORDS.read("a próxima fatura vem mais cara?") is None  # asks about the next bill
+    assert WORDS.read("¿la siguiente factura viene más cara?") is None
+    assert WORDS.read("próxima?").pattern == "skip"  # short: the skip
+    assert WORDS.read("próxima, por favor").pattern == "skip"
+    assert WORDS.read("pode pular essa etapa do teste?").pattern == "skip"  # a phrase of several words
+
+
 def test_a_two_request_message_is_cut_at_its_joining_words_and_sentences():
     assert clauses("minha internet caiu e ainda veio a conta mais cara") == [
         "minha internet caiu",
