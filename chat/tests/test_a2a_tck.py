@@ -121,9 +121,10 @@ def served(tmp_path: Path) -> Iterator[tuple[Instance, str]]:
         )
         thread = threading.Thread(target=proxy.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
-        deadline = time.monotonic() + 10
+        # A hang guard, not a bound: a busy machine may take long; a proxy that failed to start ends its thread.
+        deadline = time.monotonic() + 300
         while not proxy.started:
-            assert time.monotonic() < deadline, "the proxy did not start"
+            assert thread.is_alive() and time.monotonic() < deadline, "the proxy did not start"
             time.sleep(0.02)
         try:
             yield instance, f"http://127.0.0.1:{sock.getsockname()[1]}"
