@@ -512,8 +512,9 @@ def _one_keyword(router: Any, text: str) -> bool:
 
 def _keyword_check(spec: ProfileSpec, cases: Sequence[Case]) -> tuple[float, int]:
     """The keyword check's bar (:data:`KEYWORD_CHECK_BARS`): the lowest at which no in-scope sample with one keyword —
-    an intent's example (left out in turn with its near copies) or a saved test expecting a keyword decision — reads
-    as none of these; and how many out-of-scope samples with a keyword (the background's, left out in turn) it sets
+    an intent's example (left out in turn with its near copies) or a saved test expecting a keyword decision — is set
+    aside: none reads as none of these, and none whose keyword is its own intent's reads as not that intent, with at
+    least the bar; and how many out-of-scope samples with a keyword (the background's, left out in turn) it sets
     aside."""
     router, index = spec.router, spec.router.examples
     if index is None or index.vectoriser.remote:
@@ -523,20 +524,33 @@ def _keyword_check(spec: ProfileSpec, cases: Sequence[Case]) -> tuple[float, int
     inside = np.flatnonzero(with_keyword & (owners < len(index.intents)))
     outside = np.flatnonzero(with_keyword & (owners >= len(index.intents)))
 
-    def nones(rows: np.ndarray) -> list[float]:
+    def set_aside_by(text: str, match: Any, owner: str) -> float:
+        """How sure the examples are to set the sample's keyword aside: that it reads as none of these, or, when the
+        keyword is ``owner``'s, as not ``owner``."""
+        keyword_intent = router.keyword_match(text).hits[0].intent.name
+        return match.elsewhere(owner) if keyword_intent == owner else match.none_of_these[1]
+
+    def elsewhere(rows: np.ndarray) -> list[float]:
+        """How sure the examples are that each out-of-scope sample is not its keyword's intent."""
         return [
-            index.match_text(index.texts[row], exclude=left).none_of_these[1]
+            index.match_text(index.texts[row], exclude=left).elsewhere(
+                router.keyword_match(index.texts[row]).hits[0].intent.name
+            )
             for row, left in zip(rows, near_copies(index.texts, rows), strict=True)
         ]
 
+    examples = [
+        set_aside_by(index.texts[row], index.match_text(index.texts[row], exclude=left), index.intents[owners[row]])
+        for row, left in zip(inside, near_copies(index.texts, inside), strict=True)
+    ]
     tests = [
-        case.message
+        set_aside_by(case.message, index.match_text(case.message), case.expect.get("intent", ""))
         for case in cases
         if not case.turns and case.expect.get("method") == "keyword" and _one_keyword(router, case.message)
     ]
-    highest = max([*nones(inside), *(index.match_text(text).none_of_these[1] for text in tests)], default=0.0)
+    highest = max([*examples, *tests], default=0.0)
     bar = float(next((bar for bar in KEYWORD_CHECK_BARS if bar > highest + 1e-12), 1.0))
-    return bar, sum(1 for none in nones(outside) if none >= bar) if bar < 1.0 else 0
+    return bar, sum(1 for score in elsewhere(outside) if score >= bar) if bar < 1.0 else 0
 
 
 def words(text: str) -> set[str]:

@@ -208,14 +208,18 @@ def off_language_sentence(entry: dict[str, Any]) -> str:
 
 
 def set_aside_sentences(aside: dict[str, Any] | None) -> list[str]:
-    """Why keywords that matched did not count: the keyword check read the message as none of these
-    (``metadata["keywords_set_aside"]``, :meth:`routing.router.CompiledRouter.checked_keyword_match`)."""
+    """Why keywords that matched did not count: the keyword check read the message as none of these or as another
+    intent (``metadata["keywords_set_aside"]``, :meth:`routing.router.CompiledRouter.checked_keyword_match`)."""
     if not aside:
         return []
-    none = aside["none_of_these"]
+    none, other = aside["none_of_these"], aside.get("reads_as")
+    if other:
+        reading = f"reads as {other['intent']} ({other['score']:.2f}"
+    else:
+        reading = f"reads as none of these ({none['label']}, {none['score']:.2f}"
     return [
         f"{', '.join(repr(k) for k in hit['matched_keywords'])} of {hit['intent']} did not count: the message as a "
-        f"whole reads as none of these ({none['label']}, {none['score']:.2f} ≥ the keyword check {aside['bar']:.2f})"
+        f"whole {reading}; at least {aside['bar']:.2f} sure it is not {hit['intent']}, the keyword check)"
         for hit in aside["keywords"]
     ]
 

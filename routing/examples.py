@@ -397,6 +397,14 @@ class ExamplesMatch:
         """The message is likelier none of these than any intent."""
         return self.none_of_these[1] > 0 and self.none_of_these[1] >= self.best[1]
 
+    def elsewhere(self, intent: str) -> float:
+        """How sure the examples are that the message is not ``intent`` (offline, where scores are posteriors): one
+        minus its score, its score taken as the lowest ranked one's when it ranked below them."""
+        scores = dict(self.ranking)
+        if intent in scores:
+            return 1.0 - scores[intent]
+        return 1.0 - (self.ranking[-1][1] if len(self.ranking) >= RANKED else 0.0)
+
     def decides(self, threshold: float, margin: float) -> bool:
         return bool(self.ranking) and self.best[1] >= threshold and self.gap >= margin
 

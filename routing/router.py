@@ -467,10 +467,12 @@ class CompiledRouter:
 
     def checked_keyword_match(self, text: str) -> KeywordMatch:
         """:meth:`keyword_match`, its hit set aside when the profile's keyword check is on (``keyword_check`` < 1), the
-        message holds one keyword and the examples tier reads the whole message as none of these with at least that
-        score: a keyword in another sense ("a entrega do TCC", "o plano cartesiano") leaves the message to the
-        examples tier and the fallback. Two keywords or more are evidence enough ("minha fatura e meu pedido"). The
-        offline tier only (no endpoint is called for it)."""
+        message holds one keyword and the examples tier is at least that sure the whole message is not the keyword's
+        intent — it reads as none of these, or as another intent: a keyword in another sense ("a entrega do TCC", "o
+        plano cartesiano") leaves the message to the examples tier and the fallback, a keyword naming what the
+        message is about but not what it asks ("do the headphones in that order cancel noise?") to the examples
+        tier. Two keywords or more are evidence enough ("minha fatura e meu pedido"). The offline tier only (no
+        endpoint is called for it)."""
         found = self.keyword_match(text)
         if (
             len(found.hits) != 1
@@ -480,14 +482,17 @@ class CompiledRouter:
             or self.examples.vectoriser.remote
         ):
             return found
-        kind, none = self.examples.match_text(text).none_of_these
-        if none < self.keyword_check:
+        match = self.examples.match_text(text)
+        if match.elsewhere(found.hits[0].intent.name) < self.keyword_check:
             return found
-        aside = {
+        kind, none = match.none_of_these
+        aside: dict[str, Any] = {
             "keywords": [hit.describe() for hit in found.hits],
             "none_of_these": {"score": round(none, 3), "kind": kind, "label": none_label(kind)},
             "bar": self.keyword_check,
         }
+        if not match.reads_as_none:
+            aside["reads_as"] = {"intent": match.best[0], "score": round(match.best[1], 3)}
         return KeywordMatch([], found.excluded, aside, found.off_language)
 
     def checked_match(self, text: str) -> list[KeywordHit]:

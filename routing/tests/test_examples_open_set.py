@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from routing.admin_views import set_aside_sentences
 from routing.background import OUT_OF_SCOPE, PREFIX, background_of, corpus, none_label
 from routing.examples import ExampleIndex, TfidfVectoriser
 from routing.router import CompiledRouter, IntentSpec
@@ -178,6 +179,20 @@ def test_the_keyword_check_sets_a_keyword_aside_when_the_whole_message_reads_as_
     assert aside["keywords"][0]["intent"] == "delivery" and aside["bar"] == 0.5
     assert aside["none_of_these"]["score"] >= 0.5 and aside["none_of_these"]["label"]
     assert keyword_router(0.5).checked_match(text) == []
+
+
+def test_the_keyword_check_sets_a_keyword_aside_when_the_whole_message_reads_as_another_intent():
+    text = "quero quitar hoje a mensalidade da entrega do celular"  # names the delivery, asks to settle the bill
+
+    off = asyncio.run(keyword_router(1.0).route(text))
+    on = asyncio.run(keyword_router(0.8).route(text))
+
+    assert (off.method, off.intent) == ("keyword", "delivery")
+    assert (on.method, on.intent) == ("examples", "payment")
+    aside = on.metadata["keywords_set_aside"]
+    assert aside["keywords"][0]["intent"] == "delivery"
+    assert aside["reads_as"]["intent"] == "payment" and aside["reads_as"]["score"] >= 0.8
+    assert "reads as payment" in set_aside_sentences(aside)[0]
 
 
 def test_the_keyword_check_leaves_a_keyword_that_reads_as_its_intent():
