@@ -535,6 +535,8 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
         return _exclusions_diff(where, before, after)
     if field == "keyword_languages" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _keyword_languages_diff(where, before, after)
+    if field == "keyword_exclusion_languages" and isinstance(before, Mapping) and isinstance(after, Mapping):
+        return _exclusion_languages_diff(where, before, after)
     if field == "examples_reliability":  # a table only calibration writes: the change says so, not every row
         return [Change(CHANGED, where, field, before, after, "the examples tier's reliability table was recalibrated")]
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
@@ -588,6 +590,24 @@ def _keyword_languages_diff(where: str, before: Mapping[str, Any], after: Mappin
         if old != new:
             said = f"keyword {_shown(keyword)} of {owner}: {_languages_said(new)} (before: {_languages_said(old)})"
             changes.append(Change(CHANGED, where, "keyword_languages", old or None, new or None, said))
+    return changes
+
+
+def _exclusion_languages_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """An intent's keyword exclusions limited to languages, one sentence per exclusion whose limit changed: "keyword
+    'conta' of billing: not in 'me conta' limited to pt (before: every language)"."""
+    owner = where.removeprefix("intent ")
+    changes = []
+    for keyword in _keys(before, after):
+        old_limits, new_limits = before.get(keyword) or {}, after.get(keyword) or {}
+        for phrase in _keys(old_limits, new_limits):
+            old, new = list(old_limits.get(phrase) or ()), list(new_limits.get(phrase) or ())
+            if old != new:
+                said = (
+                    f"keyword {_shown(keyword)} of {owner}: not in {_shown(phrase)} {_languages_said(new)} "
+                    f"(before: {_languages_said(old)})"
+                )
+                changes.append(Change(CHANGED, where, "keyword_exclusion_languages", old or None, new or None, said))
     return changes
 
 

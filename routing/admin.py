@@ -46,6 +46,7 @@ from routing.forms import (
     KeywordInlineForm,
     KeywordInlineFormSet,
     StatePolicyAdminForm,
+    exclusion_written,
 )
 from routing.models import (
     Capability,
@@ -305,7 +306,9 @@ class KeywordAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="not in")
     def not_in(self, obj: Keyword) -> str:
-        return ", ".join(str(phrase) for phrase in obj.exclusions or ()) or "—"
+        limits = obj.exclusion_languages or {}
+        written = (exclusion_written(str(phrase), limits.get(phrase, ())) for phrase in obj.exclusions or ())
+        return ", ".join(written) or "—"
 
     @admin.display(description="only in")
     def only_in(self, obj: Keyword) -> str:

@@ -207,6 +207,16 @@ def off_language_sentence(entry: dict[str, Any]) -> str:
     )
 
 
+def exclusion_off_language_sentence(entry: dict[str, Any]) -> str:
+    """Why an exclusion cancelled nothing, from a decision's ``metadata["exclusions_off_language"]`` entry
+    (:meth:`routing.router.ExclusionOffLanguage.describe`)."""
+    read_as = LANGUAGE_NAMES.get(entry["language"], entry["language"])
+    return (
+        f"'{entry['exclusion']}' did not cancel '{entry['keyword']}' of {entry['intent']}: the message reads as "
+        f"{read_as}, '{entry['exclusion']}' is limited to {', '.join(entry['languages'])}"
+    )
+
+
 def set_aside_sentences(aside: dict[str, Any] | None) -> list[str]:
     """Why keywords that matched did not count: the keyword check read the message as none of these or as another
     intent (``metadata["keywords_set_aside"]``, :meth:`routing.router.CompiledRouter.checked_keyword_match`)."""
@@ -292,6 +302,7 @@ def route_preview(
         excluded=[
             *(exclusion_sentence(entry) for entry in decision.metadata.get("excluded_keywords", [])),
             *(off_language_sentence(entry) for entry in decision.metadata.get("keywords_off_language", [])),
+            *(exclusion_off_language_sentence(entry) for entry in decision.metadata.get("exclusions_off_language", [])),
             *set_aside_sentences(decision.metadata.get("keywords_set_aside")),
         ],
         classifier=decision.metadata.get("classifier"),

@@ -37,7 +37,12 @@ PROFILE_DEFAULTS: Mapping[str, Any] = {
     setting.name: served_before(setting)
     for setting in sorted((setting for setting in PROFILE_SETTINGS if setting.added), key=lambda setting: setting.added)
 }
-INTENT_DEFAULTS: Mapping[str, Any] = {"keyword_exclusions": {}, "escalate_to": "", "keyword_languages": {}}
+INTENT_DEFAULTS: Mapping[str, Any] = {
+    "keyword_exclusions": {},
+    "escalate_to": "",
+    "keyword_languages": {},
+    "keyword_exclusion_languages": {},
+}
 
 
 class DocumentError(ValueError):
@@ -102,14 +107,21 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
     keywords: dict[int, list[str]] = {}
     exclusions: dict[int, dict[str, list[str]]] = {}
     limits: dict[int, dict[str, list[str]]] = {}
-    for intent_id, text, phrases, languages in scoped(Keyword.objects, "intent__profile_id").values_list(
-        "intent_id", "text", "exclusions", "languages"
-    ):
+    phrase_limits: dict[int, dict[str, dict[str, list[str]]]] = {}
+    for intent_id, text, phrases, languages, phrase_languages in scoped(
+        Keyword.objects, "intent__profile_id"
+    ).values_list("intent_id", "text", "exclusions", "languages", "exclusion_languages"):
         keywords.setdefault(intent_id, []).append(text)
         if phrases:
             exclusions.setdefault(intent_id, {})[text] = sorted(str(phrase) for phrase in phrases)
         if languages:
             limits.setdefault(intent_id, {})[text] = keyword_languages_ordered(languages)
+        if limited := {
+            phrase: keyword_languages_ordered(codes)
+            for phrase, codes in sorted((phrase_languages or {}).items())
+            if codes and phrase in (phrases or ())
+        }:
+            phrase_limits.setdefault(intent_id, {})[text] = limited
     intent_tools: dict[int, list[str]] = {}
     for intent_id, tool in scoped(Intent.mcp_tools.through.objects, "intent__profile_id").values_list(
         "intent_id", "mcptool__name"
@@ -138,6 +150,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             "keywords": sorted(keywords.get(row["pk"], ())),
             "keyword_exclusions": dict(sorted(exclusions.get(row["pk"], {}).items())),
             "keyword_languages": dict(sorted(limits.get(row["pk"], {}).items())),
+            "keyword_exclusion_languages": dict(sorted(phrase_limits.get(row["pk"], {}).items())),
             "examples": [str(example) for example in row["examples"] or ()],
             "mcp_tools": sorted(intent_tools.get(row["pk"], ())),
             "next_state": row["next_state"],
@@ -513,6 +526,13 @@ def profile_compile(
                         (keyword, tuple(languages))
                         for keyword, languages in sorted(intent["keyword_languages"].items())
                         if keyword in intent["keywords"] and languages
+                    ),
+                    exclusion_languages=tuple(
+                        (keyword, phrase, tuple(languages))
+                        for keyword, limited in sorted(intent["keyword_exclusion_languages"].items())
+                        if keyword in intent["keywords"]
+                        for phrase, languages in sorted(limited.items())
+                        if phrase in intent["keyword_exclusions"].get(keyword, ()) and languages
                     ),
                     examples=tuple(intent["examples"]),
                     mcp_tools=tuple(tool for tool in intent["mcp_tools"] if tool in usable),

@@ -34,6 +34,7 @@ from routing.models import (
     RoutingTestCase,
     StatePolicy,
     Where,
+    keyword_language_problems,
     keyword_languages_ordered,
     routing_test_input_limit,
     routing_test_turns_problems,
@@ -195,13 +196,67 @@ EXCLUSIONS_LABEL = "Not in"
 EXCLUSIONS_HELP = (
     "Phrases in which this keyword does not count, one per line or separated by commas: one that contains the keyword "
     "cancels it inside the phrase (conta: me conta); any other cancels it in a message that holds the phrase "
-    "(conta: banco)."
+    "(conta: banco). Languages in brackets after a phrase limit it to messages in them: me conta [pt]."
 )
+# "me conta [pt]", "me conta [pt, es]": an exclusion and the languages it is limited to.
+_LIMITED_EXCLUSION = re.compile(r"^(?P<phrase>.*?)\s*\[(?P<languages>[^\[\]]*)\]$")
+_BETWEEN_EXCLUSIONS = re.compile(r",(?![^\[]*\])")  # a comma outside brackets
 
 
-def exclusions_field() -> PhrasesField:
+def exclusion_written(phrase: str, languages: Iterable[str]) -> str:
+    """An exclusion as the admin shows it: the phrase, then the languages it is limited to in brackets, if any."""
+    listed = ", ".join(languages)
+    return f"{phrase} [{listed}]" if listed else phrase
+
+
+class ExclusionsField(PhrasesField):
+    """A keyword's exclusions as the admin edits them, each perhaps with its languages: ``me conta [pt]`` (split
+    from the phrase by :class:`ExclusionsForm`; a comma inside the brackets is no separator)."""
+
+    def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, (list, tuple)):
+            return [str(item) for item in value]
+        lines = LinesField.to_python(self, value)
+        return [part.strip() for line in lines for part in _BETWEEN_EXCLUSIONS.split(line) if part.strip()]
+
+
+def exclusions_field() -> ExclusionsField:
     """A keyword's exclusions as the admin edits them (checked by :meth:`routing.models.Keyword.clean`)."""
-    return PhrasesField(label=EXCLUSIONS_LABEL, required=False, help_text=EXCLUSIONS_HELP)
+    return ExclusionsField(label=EXCLUSIONS_LABEL, required=False, help_text=EXCLUSIONS_HELP)
+
+
+class ExclusionsForm(forms.ModelForm):
+    """A keyword's form whose ``exclusions`` box also holds their languages (``me conta [pt]``): shown so, and split
+    on save into ``exclusions`` and ``exclusion_languages``, which :meth:`routing.models.Keyword.clean` checks."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limits = self.instance.exclusion_languages or {}
+        if limits and "exclusions" not in (kwargs.get("initial") or {}):
+            self.initial["exclusions"] = [
+                exclusion_written(phrase, limits.get(phrase, ())) for phrase in self.instance.exclusions or ()
+            ]
+
+    def clean_exclusions(self) -> list[str]:
+        phrases: list[str] = []
+        limits: dict[str, list[str]] = {}
+        errors: list[str] = []
+        for written in self.cleaned_data.get("exclusions") or ():
+            limited = _LIMITED_EXCLUSION.match(written)
+            if limited is None:
+                phrases.append(written)
+                continue
+            phrase = limited["phrase"]
+            codes = [code.lower() for code in re.split(r"[\s,]+", limited["languages"]) if code]
+            problems = keyword_language_problems(codes)
+            errors += [f"{phrase}: {message}" for _index, message in problems]
+            phrases.append(phrase)
+            if codes and not problems:
+                limits[phrase] = keyword_languages_ordered(codes)
+        if errors:
+            raise ValidationError(errors)
+        self.instance.exclusion_languages = limits
+        return phrases
 
 
 LANGUAGES_LABEL = "Only in"
@@ -229,7 +284,7 @@ class KeywordLanguagesField(forms.MultipleChoiceField):
         return keyword_languages_ordered(super().clean(value))
 
 
-class KeywordAdminForm(forms.ModelForm):
+class KeywordAdminForm(ExclusionsForm):
     """A keyword edited on its own: the same rule as the inline, for one row."""
 
     exclusions = exclusions_field()
@@ -262,7 +317,7 @@ class KeywordAdminForm(forms.ModelForm):
         return cleaned
 
 
-class KeywordInlineForm(forms.ModelForm):
+class KeywordInlineForm(ExclusionsForm):
     exclusions = exclusions_field()
     languages = KeywordLanguagesField()
 

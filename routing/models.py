@@ -139,10 +139,32 @@ def keyword_languages_ordered(languages: list[str]) -> list[str]:
     return [language for language in LANGUAGES if language in languages]
 
 
+ERROR_EXCLUSION_LANGUAGES = "The exclusions' languages must map each limited exclusion to a list of language codes."
+ERROR_EXCLUSION_LANGUAGES_UNKNOWN_PHRASE = "{phrase!r} is not one of the keyword's exclusions ({phrases})."
+
+
+def exclusion_language_problems(phrases: object, limits: object) -> list[tuple[str | None, str]]:
+    """What is wrong with ``limits`` as the languages the exclusions ``phrases`` of a keyword are limited to
+    (``{phrase: [language, ...]}``, a phrase as it is among ``phrases``; one not named counts in every language):
+    ``(phrase or None for the whole mapping, message)`` pairs, empty when they are fine. Each language is checked by
+    :func:`keyword_language_problems`. The one rule of the admin's forms and the YAML import."""
+    if not isinstance(limits, dict):
+        return [(None, ERROR_EXCLUSION_LANGUAGES)]
+    known = [phrase for phrase in phrases if isinstance(phrase, str)] if isinstance(phrases, list) else []
+    problems: list[tuple[str | None, str]] = []
+    for phrase, languages in limits.items():
+        if phrase not in known:
+            listed = ", ".join(repr(text) for text in known) or "it has none"
+            problems.append((phrase, ERROR_EXCLUSION_LANGUAGES_UNKNOWN_PHRASE.format(phrase=phrase, phrases=listed)))
+            continue
+        problems += [(phrase, message) for _index, message in keyword_language_problems(languages)]
+    return problems
+
+
 class Keyword(models.Model):
     """A word or phrase of an intent, matched accent- and case-insensitively on word boundaries, the phrases in
-    which it does not count (``exclusions``) and the languages it counts in (``languages``; their meaning:
-    :mod:`routing.router`)."""
+    which it does not count (``exclusions``, each one perhaps only in some languages: ``exclusion_languages``) and the
+    languages it counts in (``languages``; their meaning: :mod:`routing.router`)."""
 
     intent = models.ForeignKey(Intent, on_delete=models.CASCADE, related_name="keywords")
     text = models.CharField(max_length=200)
@@ -159,6 +181,12 @@ class Keyword(models.Model):
         blank=True,
         help_text='The languages the keyword counts in ("pt", "es", "en"): a message that reads as another language '
         "does not count it; empty: every language. A message whose language cannot be told counts it.",
+    )
+    exclusion_languages = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='The languages an exclusion cancels the keyword in ({"me conta": ["pt"]}): in a message that reads '
+        "as another language the phrase cancels nothing; an exclusion not named here cancels in every language.",
     )
 
     class Meta:
@@ -182,6 +210,8 @@ class Keyword(models.Model):
             errors["exclusions"] = [message for _index, message in problems]
         if problems := keyword_language_problems(self.languages):
             errors["languages"] = [message for _index, message in problems]
+        if limit_problems := exclusion_language_problems(self.exclusions, self.exclusion_languages):
+            errors.setdefault("exclusions", []).extend(message for _phrase, message in limit_problems)
         if errors:
             raise ValidationError(errors)
 

@@ -30,7 +30,10 @@ the automaton holds the phrases too (only when a profile has exclusions), so the
 
 A keyword may be limited to languages (``IntentSpec.keyword_languages``: "pedido" to ``pt``): it counts only in a
 message :func:`common.language.detect_language` reads as one of them; a message whose language it cannot tell counts
-every keyword. The language is read once per message, and only when a limited keyword occurs in it.
+every keyword. The language is read once per message, and only when a limited keyword occurs in it. An exclusion
+may be limited to languages too (``IntentSpec.exclusion_languages``: "me conta" to ``pt``): in a message read as
+another language it cancels nothing (and the decision says so); one whose language cannot be told is cancelled by
+every exclusion.
 
 Keyword ties are broken deterministically, in this order:
 
@@ -130,6 +133,8 @@ class IntentSpec:
     keyword_exclusions: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # (keyword, the languages it counts in) for the keywords limited to some, each keyword as it is in ``keywords``.
     keyword_languages: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # (keyword, exclusion phrase, the languages it cancels in) for the exclusions limited to some.
+    exclusion_languages: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     # A remote backend's entry (routing.documents.backend_intents): the gateway sends it the whole message; no
     # supervisor plan runs it.
     remote: bool = False
@@ -292,16 +297,39 @@ class KeywordOffLanguage:
         }
 
 
+@dataclass(frozen=True)
+class ExclusionOffLanguage:
+    """An exclusion of an intent's keyword that occurred in a message but cancelled nothing: it is limited to
+    ``languages`` and the message reads as ``language``."""
+
+    intent: str
+    keyword: str
+    exclusion: str
+    languages: tuple[str, ...]
+    language: str
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "intent": self.intent,
+            "keyword": self.keyword,
+            "exclusion": self.exclusion,
+            "languages": list(self.languages),
+            "language": self.language,
+        }
+
+
 class KeywordMatch(NamedTuple):  # a named tuple: built once per message, cheaper than a frozen dataclass
     """What the keywords say about a message: the hits, best first, and the keywords their exclusions cancelled (in
     the order of their first occurrence, then intent and keyword); ``set_aside``: the hits the keyword check set aside
     (:meth:`CompiledRouter.checked_keyword_match`), with why; ``off_language``: the keywords that did not count in the
-    message's language (by intent and keyword)."""
+    message's language (by intent and keyword); ``exclusions_off_language``: the exclusions that cancelled nothing in
+    it (by intent, keyword and exclusion)."""
 
     hits: list[KeywordHit]
     excluded: tuple[KeywordExclusion, ...] = ()
     set_aside: dict[str, Any] | None = None
     off_language: tuple[KeywordOffLanguage, ...] = ()
+    exclusions_off_language: tuple[ExclusionOffLanguage, ...] = ()
 
 
 NO_KEYWORDS = KeywordMatch([])  # the keywords were not read (a state or small talk decided first)
@@ -370,16 +398,18 @@ class CompiledRouter:
         """The automaton of the keywords and, when any intent has keyword exclusions, of their phrases too (then
         ``True``: :meth:`_match_guarded` reads it). Each key maps to its normalised length and its owners, ``(intent
         index, keyword)``; with exclusions also to the keywords it is an exclusion of, ``(intent index, keyword,
-        phrase, its place among the keyword's exclusions, whether the phrase contains the keyword)``."""
+        phrase, its place among the keyword's exclusions, whether the phrase contains the keyword, the languages it
+        cancels in — empty: every one)``."""
         # Keys are padded with spaces and the text is padded too, so every match
         # starts and ends on a word boundary of the normalised text.
         entries: dict[str, list[tuple[int, str]]] = {}
-        phrases: dict[str, list[tuple[int, str, str, int, bool]]] = {}
+        phrases: dict[str, list[tuple[int, str, str, int, bool, frozenset[str]]]] = {}
         for index, intent in enumerate(intents):
             for keyword in intent.keywords:
                 normalized = normalize(keyword)
                 if normalized:
                     entries.setdefault(f" {normalized} ", []).append((index, keyword))
+            limits = {(keyword, phrase): languages for keyword, phrase, languages in intent.exclusion_languages}
             for keyword, exclusions in intent.keyword_exclusions:
                 if keyword not in intent.keywords:
                     continue
@@ -387,7 +417,9 @@ class CompiledRouter:
                     normalized = normalize(phrase)
                     if normalized:
                         inside = exclusion_inside(keyword, phrase)
-                        phrases.setdefault(f" {normalized} ", []).append((index, keyword, phrase, order, inside))
+                        languages = frozenset(limits.get((keyword, phrase), ()))
+                        owner = (index, keyword, phrase, order, inside, languages)
+                        phrases.setdefault(f" {normalized} ", []).append(owner)
         if not entries:
             return None, False
         automaton = ahocorasick.Automaton()
@@ -419,7 +451,7 @@ class CompiledRouter:
             matches = list(matches)
             dropped, off = self._off_language(matches, text)
         if self._guarded:
-            return self._match_guarded(matches, dropped, off)
+            return self._match_guarded(matches, dropped, off, text)
         found: dict[int, dict[str, Any]] = {}
         for end, (length, owners) in matches:
             start = end - length
@@ -501,13 +533,14 @@ class CompiledRouter:
         return self.checked_keyword_match(text).hits
 
     def _match_guarded(
-        self, matches: Any, dropped: frozenset[tuple[int, str]], off: tuple[KeywordOffLanguage, ...]
+        self, matches: Any, dropped: frozenset[tuple[int, str]], off: tuple[KeywordOffLanguage, ...], text: str
     ) -> KeywordMatch:
-        """:meth:`keyword_match` for a router with exclusions: the same scan (``matches``) records every occurrence of
-        the keywords (but the ``dropped`` ones, off the message's language) and of the exclusion phrases, then the
-        phrases cancel occurrences (:mod:`routing.router`'s docstring)."""
+        """:meth:`keyword_match` for a router with exclusions: the same scan (``matches``, over ``text``) records every
+        occurrence of the keywords (but the ``dropped`` ones, off the message's language) and of the exclusion
+        phrases, then the phrases cancel occurrences — those limited to languages only in a message of one of them
+        (:mod:`routing.router`'s docstring)."""
         occurrences: dict[tuple[int, str], tuple[int, list[int]]] = {}  # owner → (length, starts)
-        phrases: list[tuple[int, int, tuple[tuple[int, str, str, int, bool], ...]]] = []
+        phrases: list[tuple[int, int, tuple[tuple[int, str, str, int, bool, frozenset[str]], ...]]] = []
         for end, (length, owners, excluding) in matches:
             start = end - length
             for owner in owners:
@@ -518,11 +551,22 @@ class CompiledRouter:
                 phrases.append((start, end, excluding))
         cancelled: dict[tuple[int, str], set[int]] = {}
         applied: dict[tuple[int, str], tuple[int, str, ExclusionKind]] = {}  # owner → its first exclusion that bit
+        idle: dict[tuple[str, str, str], ExclusionOffLanguage] = {}  # limited to other languages than the message's
+        language: str | None = ""  # "": not read yet (only an occurring limited exclusion reads it)
         for phrase_start, phrase_end, excluding in phrases:
-            for index, keyword, phrase, order, inside in excluding:
+            for index, keyword, phrase, order, inside, languages in excluding:
                 seen = occurrences.get((index, keyword))
                 if seen is None:
                     continue
+                if languages:
+                    if language == "":
+                        language = detect_language(text)
+                    if language is not None and language not in languages:
+                        name = self.intents[index].name
+                        idle[(name, keyword, phrase)] = ExclusionOffLanguage(
+                            name, keyword, phrase, tuple(sorted(languages)), language
+                        )
+                        continue
                 length, starts = seen
                 inner = (s for s in starts if phrase_start <= s and s + length <= phrase_end)
                 hit = set(inner) if inside else set(starts)
@@ -546,7 +590,12 @@ class CompiledRouter:
             entry["first"] = min(entry["first"], kept[0])
             entry["longest"] = max(entry["longest"], length)
         excluded.sort(key=lambda item: item[:3])
-        return KeywordMatch(self._hits(found), tuple(item[3] for item in excluded), off_language=off)
+        return KeywordMatch(
+            self._hits(found),
+            tuple(item[3] for item in excluded),
+            off_language=off,
+            exclusions_off_language=tuple(idle[key] for key in sorted(idle)),
+        )
 
     def intent_of(self, agent: str, text: str, *, preferred: str = "") -> IntentSpec | None:
         """The intent ``agent`` works under for ``text``: its best keyword hit, else ``preferred`` when that
@@ -852,10 +901,13 @@ class CompiledRouter:
         """``decision`` with the keywords their exclusions cancelled in its ``metadata["excluded_keywords"]``
         (``intent``, ``keyword``, ``exclusion``, ``kind``) and the hits the keyword check set aside in
         ``metadata["keywords_set_aside"]`` and the keywords off the message's language in
-        ``metadata["keywords_off_language"]`` (``intent``, ``keyword``, ``languages``, ``language``), whichever step
-        decided: the route preview says why they did not count."""
+        ``metadata["keywords_off_language"]`` (``intent``, ``keyword``, ``languages``, ``language``) and the exclusions
+        that cancelled nothing in it in ``metadata["exclusions_off_language"]`` (the same and ``exclusion``), whichever
+        step decided: the route preview says why they did or did not count."""
         if found.off_language:
             decision.metadata["keywords_off_language"] = [item.describe() for item in found.off_language]
+        if found.exclusions_off_language:
+            decision.metadata["exclusions_off_language"] = [item.describe() for item in found.exclusions_off_language]
         if found.excluded:
             decision.metadata["excluded_keywords"] = [exclusion.describe() for exclusion in found.excluded]
         if found.set_aside:
@@ -959,13 +1011,19 @@ class KeywordLoopMatcher:
         for intent in intents:
             exclusions = dict(intent.keyword_exclusions)
             limits = {keyword: languages for keyword, languages in intent.keyword_languages if languages}
+            phrase_limits = {(keyword, phrase): languages for keyword, phrase, languages in intent.exclusion_languages}
             keywords = [
                 (
                     keyword,
                     f" {normalize(keyword)} ",
                     tuple(sorted(limits.get(keyword, ()))),
                     [
-                        (phrase, f" {normalize(phrase)} ", exclusion_inside(keyword, phrase))
+                        (
+                            phrase,
+                            f" {normalize(phrase)} ",
+                            exclusion_inside(keyword, phrase),
+                            tuple(sorted(phrase_limits.get((keyword, phrase), ()))),
+                        )
                         for phrase in exclusions.get(keyword, ())
                         if normalize(phrase)
                     ],
@@ -983,6 +1041,7 @@ class KeywordLoopMatcher:
         hits = []
         excluded: list[tuple[int, str, str, KeywordExclusion]] = []
         off: list[KeywordOffLanguage] = []
+        idle: list[ExclusionOffLanguage] = []
         for intent, keywords in self.entries:
             positions: dict[str, int] = {}
             longest = 0
@@ -1004,10 +1063,15 @@ class KeywordLoopMatcher:
                 if not starts:
                     continue
                 kept, first = starts, None
-                for phrase, phrase_padded, inside in exclusions:
+                for phrase, phrase_padded, inside, phrase_languages in exclusions:
                     phrase_starts = _word_starts(haystack, phrase_padded)
                     if not phrase_starts:
                         continue
+                    if phrase_languages:
+                        language = detect_language(text)
+                        if language is not None and language not in phrase_languages:
+                            idle.append(ExclusionOffLanguage(intent.name, keyword, phrase, phrase_languages, language))
+                            continue
                     length, span = len(padded) - 2, len(phrase_padded) - 2
                     within = (s for s in starts if any(p <= s and s + length <= p + span for p in phrase_starts))
                     gone = set(within) if inside else set(starts)
@@ -1032,7 +1096,10 @@ class KeywordLoopMatcher:
         hits.sort(key=KeywordHit.rank)
         excluded.sort(key=lambda item: item[:3])
         off.sort(key=lambda item: (item.intent, item.keyword))
-        return KeywordMatch(hits, tuple(item[3] for item in excluded), off_language=tuple(off))
+        idle.sort(key=lambda item: (item.intent, item.keyword, item.exclusion))
+        return KeywordMatch(
+            hits, tuple(item[3] for item in excluded), off_language=tuple(off), exclusions_off_language=tuple(idle)
+        )
 
 
 def _word_starts(haystack: str, padded: str) -> list[int]:

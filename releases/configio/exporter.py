@@ -229,6 +229,13 @@ def _intent(intent: Intent) -> dict[str, Any]:
     limits = {keyword.text: list(keyword.languages) for keyword in keywords if keyword.languages}
     if limits:  # keywords count in every language unless limited: the key is left out when none is
         data["keyword_languages"] = limits
+    phrase_limits = {
+        keyword.text: {phrase: list(languages) for phrase, languages in sorted(keyword.exclusion_languages.items())}
+        for keyword in keywords
+        if keyword.exclusion_languages
+    }
+    if phrase_limits:  # likewise exclusions
+        data["keyword_exclusion_languages"] = phrase_limits
     data.update(
         examples=[str(example) for example in intent.examples or []],
         mcp_tools=_sorted_names(intent.mcp_tools.all()),

@@ -34,11 +34,13 @@ from agents.schemas import endpoint_exported, endpoint_kept, expand_args_schema
 from agents.selectors import external_desk_refusal
 from agents.services import prompt_version_create
 from common.config_version import config_batch
+from common.text import normalize
 from releases.configio.messages import (
     ERROR_CAPABILITY_DOMAIN,
     ERROR_CONFLICT,
     ERROR_DOMAIN_SERVER,
     ERROR_DUPLICATE,
+    ERROR_EXCLUSION_LANGUAGES_UNKNOWN_PHRASE,
     ERROR_EXCLUSION_UNKNOWN_KEYWORD,
     ERROR_LANGUAGES_UNKNOWN_KEYWORD,
     ERROR_SELF_HANDOFF,
@@ -506,23 +508,42 @@ def _goal_problem(patch: Patch, name: str, message: str, problems: Problems) -> 
 
 
 def _check_exclusions(patch: Patch, stored: Intent | None, problems: Problems) -> None:
-    """An intent's ``keyword_exclusions`` and ``keyword_languages`` name its keywords: the file's, or the stored ones
-    when the file leaves them as they are."""
-    if "keyword_exclusions" not in patch.refs and "keyword_languages" not in patch.refs:
+    """An intent's ``keyword_exclusions``, ``keyword_languages`` and ``keyword_exclusion_languages`` name its
+    keywords: the file's, or the stored ones when the file leaves them as they are; and the last its keywords'
+    exclusions, likewise."""
+    refs = ("keyword_exclusions", "keyword_languages", "keyword_exclusion_languages")
+    if not any(ref in patch.refs for ref in refs):
         return
+    rows = list(stored.keywords.all()) if stored is not None else []
     if "keywords" in patch.refs:
         keywords = {node.value[1]: node.value[0] for node in patch.refs["keywords"]}
     else:
-        keywords = {k.normalized: k.text for k in stored.keywords.all()} if stored is not None else {}
+        keywords = {k.normalized: k.text for k in rows}
     listed = ", ".join(repr(text) for text in sorted(keywords.values())) or "it has none"
-    for ref, error in (
-        ("keyword_exclusions", ERROR_EXCLUSION_UNKNOWN_KEYWORD),
-        ("keyword_languages", ERROR_LANGUAGES_UNKNOWN_KEYWORD),
-    ):
+    errors = (ERROR_EXCLUSION_UNKNOWN_KEYWORD, ERROR_LANGUAGES_UNKNOWN_KEYWORD, ERROR_LANGUAGES_UNKNOWN_KEYWORD)
+    for ref, error in zip(refs, errors, strict=True):
         for node in patch.refs.get(ref, ()):
             keyword, normalized, _values = node.value
             if normalized not in keywords:
                 problems.add(node, error.format(keyword=keyword, keywords=listed))
+    if "keyword_exclusion_languages" in patch.refs:
+        phrases = _exclusions_of(patch, rows)
+        for node in patch.refs["keyword_exclusion_languages"]:
+            keyword, normalized, limits = node.value
+            known = {normalize(phrase) for phrase in phrases.get(normalized, ())}
+            for phrase, _languages in (limit for key, limit in limits.items() if key not in known):
+                said = ", ".join(repr(text) for text in phrases.get(normalized, ())) or "it has none"
+                problems.add(
+                    node, ERROR_EXCLUSION_LANGUAGES_UNKNOWN_PHRASE.format(phrase=phrase, keyword=keyword, phrases=said)
+                )
+
+
+def _exclusions_of(patch: Patch, rows: list[Keyword]) -> dict[str, list[str]]:
+    """The exclusions of each of an intent's keywords (by normalised keyword) once ``patch`` is written: the file's
+    ``keyword_exclusions`` when it gives them (a keyword it does not name has none), else the stored ones."""
+    if "keyword_exclusions" in patch.refs:
+        return {node.value[1]: list(node.value[2]) for node in patch.refs["keyword_exclusions"]}
+    return {k.normalized: list(k.exclusions or ()) for k in rows}
 
 
 def _check_keywords(agent_id: str, plan: _Plan, world: _World, problems: Problems) -> None:
@@ -607,6 +628,9 @@ def _list_node(patch: Patch, ref: str) -> Node:
     """The place of a list ``ref`` (tools, handoff targets…): its key, from its first element's path."""
     nodes = patch.refs.get(ref) or []
     return Node(nodes[0].source, nodes[0].path[:-1], None) if nodes else patch.node
+
+
+KEYWORD_REFS = frozenset({"keywords", "keyword_exclusions", "keyword_languages", "keyword_exclusion_languages"})
 
 
 class _Writer:
@@ -788,7 +812,7 @@ class _Writer:
             obj, status = self._upsert("intent", Intent, existing, create, values, patch)
             self.world.intents[key] = obj
             self.status[("intent", key)] = status
-            if {"keywords", "keyword_exclusions", "keyword_languages"} & patch.refs.keys():
+            if KEYWORD_REFS & patch.refs.keys():
                 self._changed(("intent", key), self._sync_keywords(obj, patch, status))
             if "mcp_tools" in patch.refs:
                 tools = [self.world.tools[node.value] for node in patch.refs["mcp_tools"]]
@@ -808,6 +832,9 @@ class _Writer:
         limits: dict[str, tuple[Node, list[str]]] | None = None
         if "keyword_languages" in patch.refs:
             limits = {node.value[1]: (node, node.value[2]) for node in patch.refs["keyword_languages"]}
+        phrase_limits: dict[str, tuple[Node, dict[str, tuple[str, list[str]]]]] | None = None
+        if "keyword_exclusion_languages" in patch.refs:
+            phrase_limits = {node.value[1]: (node, node.value[2]) for node in patch.refs["keyword_exclusion_languages"]}
         changed = False
         if "keywords" in patch.refs:
             wanted: dict[str, Node | None] = {node.value[1]: node for node in patch.refs["keywords"]}
@@ -828,10 +855,24 @@ class _Writer:
             languages: list[str] | None = None  # None: the file leaves the stored languages as they are
             if limits is not None:
                 languages = limited[1] if limited is not None else []
+            phrase_limited = phrase_limits.get(normalized) if phrase_limits is not None else None
+            kept = phrases if phrases is not None else list(keyword.exclusions or []) if keyword is not None else []
+            # The exclusions' languages: the file's when it gives them, else the stored ones of the phrases kept.
+            read = {} if phrase_limited is None else phrase_limited[1]
+            stored = (keyword.exclusion_languages or {}) if keyword is not None and phrase_limits is None else {}
+            by_phrase = {
+                phrase: read[normalize(phrase)][1] if phrase_limits is not None else stored[phrase]
+                for phrase in kept
+                if (normalize(phrase) in read if phrase_limits is not None else phrase in stored)
+            }
             if keyword is None:
                 assert node is not None  # only the file's keywords are new
                 Keyword.objects.create(
-                    intent=intent, text=node.value[0], exclusions=phrases or [], languages=languages or []
+                    intent=intent,
+                    text=node.value[0],
+                    exclusions=phrases or [],
+                    languages=languages or [],
+                    exclusion_languages=by_phrase,
                 )
                 self._touch(Keyword, "add", node)
                 changed = True
@@ -849,6 +890,11 @@ class _Writer:
                 keyword.languages = languages
                 fields.append("languages")
                 self._touch(Keyword, "change", limited[0] if limited else _list_node(patch, "keyword_languages"))
+            if (keyword.exclusion_languages or {}) != by_phrase:
+                keyword.exclusion_languages = by_phrase
+                fields.append("exclusion_languages")
+                where = phrase_limited[0] if phrase_limited else _list_node(patch, "keyword_exclusion_languages")
+                self._touch(Keyword, "change", where)
             if fields:
                 keyword.save(update_fields=fields)
                 changed = True

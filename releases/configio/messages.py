@@ -66,6 +66,9 @@ ERROR_KEYWORD_REPEATED = "keyword {keyword!r} is listed twice in this intent (fi
 ERROR_EXCLUSION_UNKNOWN_KEYWORD = (
     "{keyword!r} is not a keyword of this intent: exclusions belong to one of its keywords ({keywords})"
 )
+ERROR_EXCLUSION_LANGUAGES_UNKNOWN_PHRASE = (
+    "{phrase!r} is not an exclusion of the keyword {keyword!r}: languages belong to one of its exclusions ({phrases})"
+)
 ERROR_LANGUAGES_UNKNOWN_KEYWORD = (
     "{keyword!r} is not a keyword of this intent: languages belong to one of its keywords ({keywords})"
 )

@@ -54,6 +54,7 @@ from releases.configio.messages import (
 )
 from releases.configio.source import Node, Problems, Source
 from routing.models import (
+    ERROR_EXCLUSION_EMPTY,
     Capability,
     Goal,
     Intent,
@@ -109,6 +110,7 @@ INTENT_KEYS = (
     "keywords",
     "keyword_exclusions",
     "keyword_languages",
+    "keyword_exclusion_languages",
     "examples",
     "mcp_tools",
     "next_state",
@@ -854,6 +856,10 @@ def _parse_intents(section: Node, profile: Node, problems: Problems, parsed: Par
             limits = _keyword_languages(keys["keyword_languages"], problems)
             if limits is not None:
                 patch.refs["keyword_languages"] = limits
+        if "keyword_exclusion_languages" in keys:
+            phrase_limits = _exclusion_languages(keys["keyword_exclusion_languages"], problems)
+            if phrase_limits is not None:
+                patch.refs["keyword_exclusion_languages"] = phrase_limits
         model_clean(patch, Intent, problems)
         parsed.intents.append(patch)
 
@@ -914,23 +920,53 @@ def _keyword_languages(node: Node, problems: Problems) -> list[Node] | None:
     (:func:`routing.models.keyword_language_problems`). Whether the intent lists the keyword is the importer's to
     check. ``null`` — for the whole mapping or a keyword — is every language."""
 
-    def languages_of(_keyword: str, entry: Node) -> list[str] | None:
-        elements = list(entry.elements())
-        languages = [element.value for element in elements]
-        found = keyword_language_problems(languages)
-        for index, message in found:
-            problems.add(elements[index] if index is not None else entry, message.rstrip("."))
-        return None if found else keyword_languages_ordered(languages)
+    return _per_keyword(node, problems, lambda _keyword, entry: _languages_read(entry, problems))
 
-    return _per_keyword(node, problems, languages_of)
+
+def _languages_read(entry: Node, problems: Problems) -> list[str] | None:
+    """A list of language codes, each checked on its own line, in the platform's order; ``None`` after a problem."""
+    elements = list(entry.elements())
+    languages = [element.value for element in elements]
+    found = keyword_language_problems(languages)
+    for index, message in found:
+        problems.add(elements[index] if index is not None else entry, message.rstrip("."))
+    return None if found else keyword_languages_ordered(languages)
+
+
+def _exclusion_languages(node: Node, problems: Problems) -> list[Node] | None:
+    """``keyword_exclusion_languages: {keyword: {phrase: [language, ...]}}``: one node per keyword, valued ``(keyword,
+    normalized, {normalized phrase: (phrase, languages)})``; each language checked on its own line. Whether the
+    keyword and its exclusion are the intent's is the importer's to check. ``null`` is every language."""
+
+    def limits_of(_keyword: str, entry: Node) -> dict[str, tuple[str, list[str]]] | None:
+        limits: dict[str, tuple[str, list[str]]] = {}
+        valid = True
+        for key, languages in entry.items():
+            phrase = str(key)
+            normalized = normalize(phrase)
+            if not normalized:
+                problems.add(languages, ERROR_EXCLUSION_EMPTY.format(phrase=phrase).rstrip("."))
+                valid = False
+                continue
+            if languages.value is None:
+                continue
+            read = _languages_read(languages, problems) if check(languages, "list", problems) else None
+            if read is None:
+                valid = False
+            elif read:
+                limits[normalized] = (phrase.strip(), read)
+        return limits if valid else None
+
+    return _per_keyword(node, problems, limits_of, shape="mapping")
 
 
 def _per_keyword(
-    node: Node, problems: Problems, values_of: Callable[[str, Node], list[str] | None]
+    node: Node, problems: Problems, values_of: Callable[[str, Node], Any], shape: str = "list"
 ) -> list[Node] | None:
-    """A mapping of an intent's keywords to lists (``keyword_exclusions``, ``keyword_languages``): one node per
-    keyword, valued ``(keyword, normalized, values_of(keyword, its list))`` — ``values_of`` gives ``None`` when it
-    added a problem —, a ``null`` list as an empty one; ``None`` when anything was wrong."""
+    """A mapping of an intent's keywords to lists (``keyword_exclusions``, ``keyword_languages``) or mappings
+    (``keyword_exclusion_languages``; ``shape``): one node per keyword, valued ``(keyword, normalized,
+    values_of(keyword, its value))`` — ``values_of`` gives ``None`` when it added a problem —, a ``null`` value as an
+    empty one; ``None`` when anything was wrong."""
     if node.value is None:
         return []
     if not check(node, "mapping", problems):
@@ -950,9 +986,9 @@ def _per_keyword(
             continue
         seen[normalized] = entry
         if entry.value is None:
-            out.append(Node(entry.source, entry.path, (keyword, normalized, [])))
+            out.append(Node(entry.source, entry.path, (keyword, normalized, [] if shape == "list" else {})))
             continue
-        if not check(entry, "list", problems):
+        if not check(entry, shape, problems):
             valid = False
             continue
         values = values_of(keyword, entry)

@@ -241,6 +241,7 @@ def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_
         "keywords": ["promoção"],
         "keyword_exclusions": {},
         "keyword_languages": {},
+        "keyword_exclusion_languages": {},
         "examples": [],
         "mcp_tools": [],
         "next_state": "",
