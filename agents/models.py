@@ -20,6 +20,23 @@ from agents.schemas import (
     validate_tool_args_schema,
     validate_word_list,
 )
+from common.language import LANGUAGES
+from common.translations import translations_problems
+
+SPECIALIST_TRANSLATED = ("display_name", "description")  # the texts of a specialist that have a value per language
+
+
+def validate_language(value: str) -> None:
+    """A language of the platform's (:data:`common.language.LANGUAGES`): checked, not a field's choices, so a language
+    added there needs no migration."""
+    if value not in LANGUAGES:
+        raise ValidationError(f"Unknown language {value!r}: use one of {', '.join(LANGUAGES)}.")
+
+
+def validate_specialist_translations(value: object) -> None:
+    if problems := translations_problems(value, SPECIALIST_TRANSLATED, {"display_name": 200}):
+        raise ValidationError([message for _language, message in problems])
+
 
 slug_validator_message = "Use lowercase letters, digits and underscores, starting with a letter."
 
@@ -490,6 +507,13 @@ class AgentProfile(models.Model):
     name = models.CharField(max_length=200)
     domain = models.CharField(max_length=64, blank=True)
     description = models.TextField(blank=True)
+    language = models.CharField(
+        max_length=8,
+        default="pt",
+        validators=[validate_language],
+        help_text="The language the profile's texts are written in (pt, es, en): a specialist's display name or an "
+        "intent's subject line without a translation into the customer's language is said in this one.",
+    )
     policy = models.TextField(
         blank=True,
         help_text="Profile-wide instructions every specialist of this profile receives.",
@@ -834,6 +858,13 @@ class Specialist(models.Model):
     name = models.SlugField(max_length=64, help_text="Technical name, e.g. billing_agent.")
     display_name = models.CharField(max_length=200, blank=True)
     description = models.TextField(blank=True)
+    translations = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_specialist_translations],
+        help_text='The display name and description in other languages than the profile\'s, e.g. {"en": '
+        '{"display_name": "Plans and services"}}.',
+    )
     allowed_tools = models.ManyToManyField(
         "agents.McpTool",
         blank=True,

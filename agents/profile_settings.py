@@ -114,6 +114,15 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
     ),
     ProfileSetting("domain", "text", "", PROFILE, "The profile's business domain.", agents_yaml="metadata.domain"),
     ProfileSetting(
+        "language",
+        "text",
+        "pt",
+        PROFILE,
+        "The language its texts are written in (pt, es, en): what a text without a translation is said in.",
+        agents_yaml="language",
+        added=21,
+    ),
+    ProfileSetting(
         "policy", "text", "", ANSWERS, "Instructions every specialist of the profile receives.", agents_yaml="policy"
     ),
     ProfileSetting(

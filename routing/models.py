@@ -16,10 +16,18 @@ from common.history import user_id_pseudonym
 from common.language import LANGUAGES
 from common.outbound import validate_outbound_url
 from common.text import normalize
+from common.translations import translations_problems
 from routing.goals import ManifestError, goal_check
 from routing.repairs import PATTERNS as REPAIR_PATTERNS
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
 from routing.rollout_words import stage_words
+
+INTENT_TRANSLATED = ("description",)  # the texts of an intent that have a value per language
+
+
+def validate_intent_translations(value: object) -> None:
+    if problems := translations_problems(value, INTENT_TRANSLATED):
+        raise ValidationError([message for _language, message in problems])
 
 
 class Intent(models.Model):
@@ -29,7 +37,14 @@ class Intent(models.Model):
     name = models.SlugField(max_length=100, help_text="e.g. billing_invoice_explanation")
     domain = models.CharField(max_length=64, blank=True)
     specialist = models.ForeignKey("agents.Specialist", on_delete=models.PROTECT, related_name="intents")
-    description = models.TextField(blank=True)
+    description = models.TextField(blank=True, help_text="Its subject line, as a specialist names the request.")
+    translations = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_intent_translations],
+        help_text='The subject line in other languages than the profile\'s, e.g. {"en": {"description": "questions '
+        'about plans"}}.',
+    )
     priority = models.IntegerField(default=100, help_text="Lower number wins when several intents match.")
     enabled = models.BooleanField(default=True)
     examples = models.JSONField(default=list, blank=True, help_text="Example messages (a JSON list of strings).")

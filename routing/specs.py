@@ -164,6 +164,8 @@ class ProfileSpec:
     backends: Mapping[str, BackendSpec] = field(default_factory=dict)
     # People in the loop: when its conversations go to a person, and when an idle one is closed.
     escalation: EscalationSettings = field(default_factory=EscalationSettings)
+    # The language its texts (display names, subject lines) are written in: common.translations' fallback.
+    language: str = "pt"
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""

@@ -140,6 +140,7 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
         "name": "Plain settings",
         "domain": "retail",
         "description": "A profile whose settings are none of their defaults.",
+        "language": "es",
         "policy": "Be brief.",
         "synthesis_prompt": "Merge them.",
         "routing_mode": "hybrid",
