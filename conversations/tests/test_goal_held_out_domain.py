@@ -31,6 +31,7 @@ CITIES = [
     {"code": "SCQ", "name": "Santiago de Compostela", "country": "España", "also": []},
 ]
 FARES = {"LIS": 89.0, "MAD": 64.5, "CDG": 120.0, "SCL": 910.0, "SCQ": 75.0}
+DEPARTURES = ("08:05", "11:40", "19:20")
 SAYS = {
     "pt": "Voos para {city}: a partir de {fare:.2f} EUR, {n} opções hoje.",
     "en": "Flights to {city}: from {fare:.2f} EUR, {n} options today.",
@@ -102,7 +103,7 @@ MANIFEST = {
 }
 
 
-def build() -> MCPServer:
+def build(manifest: dict = MANIFEST) -> MCPServer:
     server = MCPServer("travel", title="Travel (held-out test)", instructions="Flights.", version="0.1.0")
 
     def find_city(query: str) -> dict:
@@ -122,20 +123,38 @@ def build() -> MCPServer:
         city = next(city for city in CITIES if city["code"] == destination)
         fare = FARES[destination]
         said = SAYS.get(language, SAYS["pt"]).format(city=city["name"], fare=fare, n=3)
-        return {"destination": destination, "cheapest": fare, "currency": "EUR", "options": 3, "explanation": said}
+        flights = [
+            {"flight": f"TX{100 + n}", "departs": departs, "price": fare + 10 * n, "currency": "EUR"}
+            for n, departs in enumerate(DEPARTURES)
+        ]
+        return {"destination": destination, "cheapest": fare, "options": 3, "flights": flights, "explanation": said}
 
     server.add_tool(find_city)
     server.add_tool(search_flights)
-    server.resource("manifest://travel", name="manifest", mime_type="application/json")(lambda: json.dumps(MANIFEST))
+    server.resource("manifest://travel", name="manifest", mime_type="application/json")(lambda: json.dumps(manifest))
     return server
 
 
-@pytest.fixture
-def travel_url():
+# The same domain from a server that speaks Portuguese only: its manifest names no language parameter, so its flight
+# search explains itself in Portuguese whoever asks.
+PORTUGUESE_ONLY = {
+    **MANIFEST,
+    "capabilities": [
+        {
+            **MANIFEST["capabilities"][0],
+            "metadata": {k: v for k, v in MANIFEST["capabilities"][0]["metadata"].items() if k != "language_param"},
+        },
+        *MANIFEST["capabilities"][1:],
+    ],
+}
+
+
+@pytest.fixture(params=[MANIFEST], ids=["speaks the customer's language"])
+def travel_url(request):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    app = build().streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True)
+    app = build(request.param).streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -228,3 +247,23 @@ def test_a_domain_served_with_no_code_asks_in_the_customers_language_and_keeps_i
     assert which["answer"].startswith("Which 'Santiago' do you mean?")
     assert "Flights to Santiago de Compostela: from 75.00 EUR" in chosen["answer"]
     assert cual["answer"].startswith("¿Qué 'Santiago'?")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("travel_url", [PORTUGUESE_ONLY], ids=["speaks Portuguese only"], indirect=True)
+def test_flights_a_portuguese_only_server_found_are_listed_in_the_customers_language(api, travel_desk):
+    asked = {
+        "en": ask(api, "find me flights to Madrid", "p-en"),
+        "es": ask(api, "busco vuelos a Madrid", "p-es"),
+        "pt": ask(api, "quero voos para Madrid", "p-pt"),
+    }
+
+    for language in ("en", "es"):
+        answer = asked[language]["answer"]
+        assert "Voos para" not in answer, answer  # not the server's Portuguese sentence
+        for flight, departs in (("TX100", "08:05"), ("TX101", "11:40"), ("TX102", "19:20")):
+            assert flight in answer and departs in answer, (language, answer)
+        assert detect_language(answer) == language, answer
+        checks = asked[language]["metadata"]["judges"]["rule_based"]["checks"]
+        assert checks["language_matches"] == "passed", (language, answer)
+    assert "Voos para Madrid: a partir de 64.50 EUR, 3 opções hoje." in asked["pt"]["answer"]
