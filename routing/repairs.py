@@ -47,6 +47,8 @@ DIGRESSION_MARKS = (
     "antes de mais nada",
     "antes de continuar",
     "aproveitando",
+    "aproveito",
+    "pergunta rápida",
     "só uma dúvida",
     "uma dúvida",
     "outra coisa",
@@ -60,6 +62,8 @@ DIGRESSION_MARKS = (
     "before i do",
     "before we go on",
     "quick question",
+    "side question",
+    "while i have you",
     "one more thing",
     "another thing",
     "on another note",
@@ -88,6 +92,8 @@ DIGRESSION_MARKS = (
     "una pregunta",
     "cambiando de tema",
     "aprovechando",
+    "aprovecho",
+    "pregunta rápida",
 )
 # A return to the flow that waits: cut before the message is read as the flow's reply.
 RETURN_MARKS = (

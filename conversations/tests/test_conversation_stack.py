@@ -80,6 +80,11 @@ def test_a_side_question_for_another_specialist_is_answered_by_it_and_the_flow_w
     assert asked["agent"] != "billing_agent"
     assert asked["metadata"]["conversation"]["events"][0]["event"] == "pushed"
     assert conversation_of(asked).state == "WAITING_PAYMENT_CONFIRMATION"
+    # The side question's specialist asks its own question over the waiting flow; answered, it closes, the flow stays.
+    assert [frame["kind"] for frame in asked["metadata"]["conversation"]["stack"]] == ["state", "permission"]
+    granted = walk("pode verificar a linha sim")
+    assert granted["agent"] == "support_agent" and events(granted) == ["bound", "closed"]
+    assert [frame["kind"] for frame in granted["metadata"]["conversation"]["stack"]] == ["state"]
     replied = walk("sim, já paguei")
     assert replied["agent"] == "billing_agent"
     assert conversation_of(replied).state == ""

@@ -84,6 +84,9 @@ def test_side_question_and_return_marks_lead_the_message():
     assert marks_digression("enquanto isso, me diz o valor da fatura") == "enquanto isso"
     assert marks_digression("mientras tanto, dime cuánto debo") == "mientras tanto"
     assert marks_digression("peraí, quanto custa o plano de 20 GB?") == "perai"  # normalised
+    assert marks_digression("aprovecho: el módem del pedido llegó roto, ¿cómo lo cambio?") == "aprovecho"
+    assert marks_digression("aproveito pra perguntar: o modem tem garantia?") == "aproveito"
+    assert marks_digression("while I have you, does the plan include roaming?") == "while i have you"
     assert marks_digression("qual o vencimento da fatura?") == ""
     assert return_cut("voltando ao pagamento: já paguei") == ("já paguei", "voltando ao pagamento:")
     assert return_cut("back to the payment, yes done")[0] == "yes done"
