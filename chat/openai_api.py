@@ -1,6 +1,7 @@
 """An OpenAI-compatible face of the platform: existing clients and chat UIs use it as if it were a model.
 
-* ``GET /v1/models`` — the enabled agent profiles, one "model" each (``id`` = ``agent_id``);
+* ``GET /v1/models`` — the enabled agent profiles, one "model" each (``id`` = ``agent_id``), and ``GET
+  /v1/models/{id}`` one of them;
 * ``POST /v1/chat/completions`` — the LAST user message of ``messages`` goes through the routing graph of the
   profile named in ``model``, streaming (``stream: true``) or not;
 * ``POST /v1/responses`` and ``GET /v1/responses/{id}`` — OpenAI's Responses API (:mod:`chat.openai_responses`).
@@ -34,7 +35,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -46,12 +53,14 @@ from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
 from chat.intake import ERROR_LANGUAGE, MessageIn, Route, route_check, route_parse, turn_input_build
 from chat.negotiation import EventStreamNegotiation
 from chat.openai_errors import (
+    ERROR_UNKNOWN_MODEL,
     ROUTE_HEADER,
     OpenAIError,
     OpenAIView,
     front_door_error,
     invalid,
     key_required,
+    not_found,
     openai_errors,
 )
 from chat.openai_params import (
@@ -240,15 +249,29 @@ class ModelsApi(OpenAIView):
     async def get(self, request):
         current = await sync_to_async(snapshot.current)()
         owner = _tenant_slug(request)
-        return Response(
-            {
-                "object": "list",
-                "data": [
-                    {"id": agent_id, "object": "model", "created": _STARTED, "owned_by": owner}
-                    for agent_id in sorted(current.profiles)
-                ],
-            }
-        )
+        return Response({"object": "list", "data": [_model(agent_id, owner) for agent_id in sorted(current.profiles)]})
+
+
+class ModelApi(OpenAIView):
+    @extend_schema(
+        summary="OpenAI-compatible: one agent profile as a model",
+        description="The enabled profile `model` as `GET /v1/models` lists it; any other name is a 404 "
+        "`model_not_found`.",
+        parameters=[OpenApiParameter("model", str, OpenApiParameter.PATH, description="A profile's agent_id.")],
+        responses={
+            200: OpenApiResponse(description='{"id", "object": "model", "created", "owned_by"}'),
+            **openai_errors(401, 404, 429, 503),
+        },
+    )
+    async def get(self, request, model: str):
+        current = await sync_to_async(snapshot.current)()
+        if model not in current.profiles:
+            raise not_found("model", ERROR_UNKNOWN_MODEL.format(model=model), code="model_not_found")
+        return Response(_model(model, _tenant_slug(request)))
+
+
+def _model(agent_id: str, owner: str) -> dict[str, Any]:
+    return {"id": agent_id, "object": "model", "created": _STARTED, "owned_by": owner}
 
 
 # --- reading a request -------------------------------------------------------------------------------------
@@ -358,7 +381,7 @@ def _completion_read(request: Request) -> Asked:
         raise invalid("body", "The request body must be a JSON object.")
     parameters_check(body, honoured=CHAT_HONOURED, refused=CHAT_REFUSED)
     stream = boolean_read(body, "stream")
-    include_usage = stream_options_read(body, usage=True)
+    include_usage = stream_options_read(body, usage=True, stream=stream)
     text, instructions = _messages_read(body.get("messages"))
     generation = chat_generation(body)
     session_id, user_id = session_for(request.headers, body.get("user"))

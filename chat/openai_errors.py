@@ -27,6 +27,7 @@ from common.errors import (
 from common.parsers import ERROR_NUL_CHARACTER, BodyTooLarge, JsonTooDeep, NulCharacter
 
 ROUTE_HEADER = "X-Agent-Route"
+ERROR_UNKNOWN_MODEL = "The model {model!r} does not exist."
 
 
 class OpenAIError(Exception):
@@ -67,7 +68,7 @@ def front_door_error(exc: DomainError, *, model: str, text_param: str) -> OpenAI
     """The front door's refusal (:mod:`chat.intake`) in OpenAI's words: its parameter names and codes;
     ``text_param`` is where the face's request holds the message's text."""
     if isinstance(exc, UnknownProfile):
-        return not_found("model", f"The model {model!r} does not exist.", code="model_not_found")
+        return not_found("model", ERROR_UNKNOWN_MODEL.format(model=model), code="model_not_found")
     if isinstance(exc, TextTooLong):
         message = f"The last user message is longer than {exc.limit} characters."
         return invalid(text_param, message, code="context_length_exceeded")

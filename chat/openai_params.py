@@ -20,6 +20,7 @@ from chat.openai_errors import OpenAIError, invalid
 
 ERROR_UNKNOWN = "Unrecognized request argument supplied: {name}."
 ERROR_REFUSED = "{name} is not supported here: {why}"
+ERROR_STREAM_OPTIONS = "The 'stream_options' parameter is only allowed when 'stream' is enabled."
 MAX_STOP_SEQUENCES = 4
 
 
@@ -199,12 +200,15 @@ def metadata_read(body: Mapping[str, Any]) -> dict[str, str]:
     return dict(value)
 
 
-def stream_options_read(body: Mapping[str, Any], *, usage: bool) -> bool:
+def stream_options_read(body: Mapping[str, Any], *, usage: bool, stream: bool) -> bool:
     """Whether a stream ends with a usage chunk (``include_usage``, the chat face's); ``include_obfuscation`` (the
-    stream's padding) is not sent, so only false is accepted."""
+    stream's padding) is not sent, so only false is accepted. Options for a request that does not ``stream`` are a
+    400 naming ``stream_options``, as OpenAI answers them (:data:`ERROR_STREAM_OPTIONS`)."""
     options = body.get("stream_options")
     if options is None:
         return False
+    if not stream:
+        raise invalid("stream_options", ERROR_STREAM_OPTIONS, code=None)
     if not isinstance(options, Mapping):
         raise invalid("stream_options", "'stream_options' must be an object.")
     known = {"include_obfuscation", *(("include_usage",) if usage else ())}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -250,13 +250,14 @@ def _session(request: Request, body: Mapping[str, Any]) -> tuple[str, str, str]:
     return conversation.session_id, user_id or conversation.user_id, previous
 
 
-def _response_read(request: Request) -> tuple[Asked, str]:
+def _response_read(request: Request) -> tuple[Asked, Echo]:
+    """The request read, and what its response says back of it."""
     body = request.data
     if not isinstance(body, dict):
         raise invalid("body", "The request body must be a JSON object.")
     parameters_check(body, honoured=RESPONSES_HONOURED, refused=RESPONSES_REFUSED)
     stream = boolean_read(body, "stream")
-    stream_options_read(body, usage=False)
+    stream_options_read(body, usage=False, stream=stream)
     text, instructions = _input_read(body.get("input"))
     given = body.get("instructions")
     if given is not None and not isinstance(given, str):
@@ -275,7 +276,8 @@ def _response_read(request: Request) -> tuple[Asked, str]:
         generation=generation,
         body=body,
     )
-    return Asked(turn_input, stream), previous
+    echo = Echo(generation, turn_input.instructions, previous, turn_input.client_metadata, body.get("user"))
+    return Asked(turn_input, stream), echo
 
 
 # --- the response ------------------------------------------------------------------------------------------
@@ -298,6 +300,15 @@ class Echo:
     instructions: str = ""
     previous_response_id: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
+    user: str | None = None
+
+    def unsaid(self) -> Echo:
+        """Without the request's own words (``user``, ``metadata``: an e-mail, a phone …), for a body that is
+        stored (an ``Idempotency-Key``'s); :meth:`said` puts them back in what is answered."""
+        return replace(self, user=None, metadata={})
+
+    def said(self, body: dict[str, Any]) -> None:
+        body.update(user=self.user, metadata=dict(self.metadata))
 
 
 def _output_item(ref: TurnRef, text: str | None, status: str) -> dict[str, Any]:
@@ -339,7 +350,7 @@ def response_body(
         "top_p": asked.top_p,
         "truncation": "auto",
         "usage": None,
-        "user": None,
+        "user": echo.user,
         "metadata": dict(echo.metadata),
     }
     if result is None:
@@ -389,10 +400,9 @@ class ResponsesApi(OpenAIView):
         },
     )
     async def post(self, request):
-        asked, previous = await sync_to_async(_response_read)(request)
+        asked, echo = await sync_to_async(_response_read)(request)
         data = asked.turn_input
         model = data.profile.agent_id
-        echo = Echo(data.generation, data.instructions, previous, data.client_metadata)
         if asked.stream:
             if idempotency_key(request) is not None:
                 raise OpenAIError(ERROR_NOT_ON_STREAMS, param=IDEMPOTENCY_HEADER, code="idempotency_not_on_streams")
@@ -403,12 +413,14 @@ class ResponsesApi(OpenAIView):
         created_at = time.time()
 
         def answered(result: TurnResult) -> dict[str, Any]:
-            return response_body(result_ref(result), model=model, created_at=created_at, result=result, echo=echo)
+            ref = result_ref(result)
+            return response_body(ref, model=model, created_at=created_at, result=result, echo=echo.unsaid())
 
         try:  # an Idempotency-Key makes a retry get the stored response instead of a second turn
             response = await idempotent(request, data=data, run=turn_answered, body=answered)
         except DomainError as exc:  # the key's refusals (409, 422, 400), in OpenAI's shape
             raise OpenAIError(exc.message, status=exc.status_code, param=IDEMPOTENCY_HEADER, code=exc.code) from exc
+        echo.said(response.data)  # a replay's request said the same (its body is the first's)
         for name, value in extension_headers(response.data.get("x_agent_routing") or {}).items():
             response[name] = value
         return response

@@ -6,6 +6,7 @@ from chat import openai_api, openai_responses
 
 urlpatterns = [
     path("models", openai_api.ModelsApi.as_view(), name="openai-models"),
+    path("models/<str:model>", openai_api.ModelApi.as_view(), name="openai-model"),
     path("chat/completions", openai_api.ChatCompletionsApi.as_view(), name="openai-chat-completions"),
     path("responses", openai_responses.ResponsesApi.as_view(), name="openai-responses"),
     path("responses/<str:response_id>", openai_responses.ResponseApi.as_view(), name="openai-response"),

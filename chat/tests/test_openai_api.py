@@ -80,6 +80,46 @@ def test_models_lists_the_enabled_profiles_as_models_of_the_keys_tenant(client, 
     assert model.object == "model" and model.owned_by == tenant.slug and model.created > 0
 
 
+def test_a_model_is_retrieved_as_the_list_shows_it_owned_by_the_keys_tenant(client, asgi_server, outsider_key):
+    listed = next(model for model in client.models.list().data if model.id == "telecom_contas")
+
+    model = client.models.retrieve("telecom_contas")
+
+    assert model == listed and model.object == "model"
+    outsider = openai.OpenAI(base_url=f"{asgi_server}/v1", api_key=outsider_key.raw, max_retries=0, timeout=30)
+    assert outsider.models.retrieve("telecom_contas").owned_by == outsider_key.tenant.slug
+
+
+def test_an_unknown_model_is_retrieved_as_a_404_in_openais_error_shape(client, asgi_server):
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.models.retrieve("no_such_profile")
+
+    assert raised.value.body == {
+        "message": "The model 'no_such_profile' does not exist.",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+    wrong = openai.OpenAI(base_url=f"{asgi_server}/v1", api_key="ark_wrong_key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.models.retrieve("telecom_contas")
+
+
+@pytest.mark.parametrize("stream", [None, False])
+def test_stream_options_without_stream_is_a_400_naming_it_and_nothing_is_stored(client, stream):
+    extra = {} if stream is None else {"stream": stream}
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="telecom_contas",
+            messages=[{"role": "user", "content": TEXT}],
+            stream_options={"include_usage": True},
+            **extra,
+        )
+
+    assert refused.value.param == "stream_options" and "only allowed when 'stream' is enabled" in refused.value.message
+    assert not Conversation.objects.exists()
+
+
 def test_a_completion_answers_from_the_routed_agent_with_the_routing_extension_and_headers(client, tenant):
     raw = client.chat.completions.with_raw_response.create(
         model="telecom_contas",

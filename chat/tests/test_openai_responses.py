@@ -11,7 +11,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from conversations.models import Conversation
+from conversations.models import Conversation, IdempotentRequest
 from tests.hostile_schemas import padded
 
 TEXT = "Minha fatura veio alta"
@@ -40,6 +40,31 @@ def test_a_responses_metadata_is_echoed_kept_and_its_language_names_the_conversa
     assert response.metadata == {"language": "es", "ticket": "T-9"}
     assert conversation.language == "es" and "recibí su mensaje" in response.output_text
     assert conversation.messages.get(role="user").metadata["client_metadata"] == {"language": "es", "ticket": "T-9"}
+
+
+def test_a_response_echoes_its_user_and_metadata_streamed_or_not_and_replayed_without_storing_them_raw(client, tenant):
+    email = "joao.silva@example.com"
+    asked = {"user": email, "metadata": {"contact": email}, "extra_headers": {"Idempotency-Key": "echo-once"}}
+
+    response = client.responses.create(model="telecom_contas", input=TEXT, **asked)
+    replayed = client.responses.create(model="telecom_contas", input=TEXT, **asked)
+    with client.responses.stream(model="telecom_contas", input=TEXT, user="echo-stream") as events:
+        kinds = {event.type: event for event in events}
+
+    assert (response.user, replayed.user, replayed.id) == (email, email, response.id)
+    assert response.metadata == replayed.metadata == {"contact": email}
+    assert kinds["response.created"].response.user == "echo-stream"
+    assert kinds["response.completed"].response.user == "echo-stream"
+    stored = IdempotentRequest.objects.get(key="echo-once").response
+    assert email not in json.dumps(stored)
+
+
+def test_stream_options_without_stream_is_a_400_naming_it_on_responses_too(client):
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="telecom_contas", input=TEXT, stream_options={"include_obfuscation": False})
+
+    assert refused.value.param == "stream_options"
+    assert not Conversation.objects.exists()
 
 
 def routing_of(response) -> dict:
