@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
+from opentelemetry import propagate
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -30,6 +31,20 @@ def test_a_batch_of_spans_is_encoded_byte_for_byte_as_the_sdk_encodes_it():
                     span.set_status(Status(StatusCode.ERROR, "ValueError"))
     spans = list(exporter.get_finished_spans()) * 3
 
+    assert encode_request(spans) == encode_spans(spans).SerializePartialToString()
+
+
+def test_a_callers_tracestate_is_encoded_as_the_sdk_encodes_it():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("agent-platform")
+    caller = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "a=1,b=two"}
+    with tracer.start_as_current_span("turn", context=propagate.extract(caller)), tracer.start_as_current_span("node"):
+        pass
+    spans = exporter.get_finished_spans()
+
+    assert all(span.context.trace_state for span in spans)
     assert encode_request(spans) == encode_spans(spans).SerializePartialToString()
 
 
