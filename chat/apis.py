@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextvars
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -62,7 +61,7 @@ from chat.permissions import IsDebugClient, IsPreviewClient
 from chat.pushes import conversation_listen, pushed_event
 from common.cursors import ERROR_CURSOR, cursor_time
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, DomainError, NotFound, error_responses
-from common.infra import stock_paths
+from common.infra import stock_paths, tracing
 from conversations.delivery import conversation_group
 from conversations.desk import escalation_public
 from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
@@ -214,7 +213,7 @@ class MessageApi(MessageBody, AsyncAPIView):
 
         Bad input is refused before the stream starts. The turn runs in a context of its own: the request's
         thread-sensitive executor ends with the request (a client that disconnects), and the turn must still
-        reach the database to finish and persist.
+        reach the database to finish and persist. Only the trace is carried into it (a caller's ``traceparent``).
         """
         turn_input = self.turn_input
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
@@ -232,7 +231,7 @@ class MessageApi(MessageBody, AsyncAPIView):
             finally:
                 queue.put_nowait(None)
 
-        turn_detach(turn(), context=contextvars.Context())
+        turn_detach(turn(), context=tracing.detached_context())
 
         async def events() -> AsyncIterator[bytes]:
             while (item := await queue.get()) is not None:

@@ -18,7 +18,6 @@ carry the route and intent; its answer is stored after its last token, so the me
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import re
 from collections import deque
@@ -32,6 +31,7 @@ from django.conf import settings
 
 from agents.generation import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
 from chat.openai_errors import ROUTE_HEADER, invalid
+from common.infra import tracing
 from conversations.answer_limit import stream_room
 from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.guardrails import identifier_pseudonym
@@ -151,7 +151,7 @@ class TurnEvents:
 
     async def start(self, *, until_end: bool = False) -> TurnRef:
         begun = await turn_started(self.data)
-        turn_detach(self._run(begun), context=contextvars.Context())
+        turn_detach(self._run(begun), context=tracing.detached_context())
         while (item := await self.queue.get()) is not None:
             self.pending.append(item)
             if item[0] == "route":

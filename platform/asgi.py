@@ -65,6 +65,9 @@ websocket_router = URLRouter(
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": BrowserOriginValidator(AuthMiddlewareStack(websocket_router), settings.ALLOWED_HOSTS),
+        # A socket's handshake may bring a caller's traceparent too: each of its turns joins that trace.
+        "websocket": RemoteParentApp(
+            BrowserOriginValidator(AuthMiddlewareStack(websocket_router), settings.ALLOWED_HOSTS)
+        ),
     }
 )

@@ -7,7 +7,8 @@
   "Release approvers" (approves others' publishes and rollout starts);
 * ``tenant_analyst`` — a member of "Analysts" who may read ``tenant``'s conversations only;
 * ``telecom`` — a small profile in the demo's shape, built with factories;
-* ``migrated_flag`` — the ``multi_agent`` flag as its migration makes it; ``asgi_server`` — the app under uvicorn.
+* ``migrated_flag`` — the ``multi_agent`` flag as its migration makes it; ``asgi_server`` — the app under uvicorn;
+* ``spans`` — this process's spans, in the OpenTelemetry SDK's in-memory exporter.
 """
 
 from __future__ import annotations
@@ -408,3 +409,21 @@ def migrations():
     moves = Migrations()
     yield moves
     moves.forward()
+
+
+@pytest.fixture
+def spans():
+    """This process's spans go to the SDK's in-memory exporter for the test (no global provider is touched)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from common.infra import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.tracing_use(provider)
+    yield exporter
+    tracing.tracing_use(None)
+    provider.shutdown()

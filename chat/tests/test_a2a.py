@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -27,13 +26,9 @@ from a2a.types import (
     TaskState,
 )
 from google.protobuf.json_format import MessageToDict
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from chat.a2a import ERROR_NO_TEXT, ERROR_ROLE, PERSON_NOTICE
 from common.errors import ERROR_INVALID_KEY, ERROR_NOT_AUTHENTICATED, ERROR_UNKNOWN_AGENT
-from common.infra import tracing
 from conversations.models import A2ATask, Conversation
 from routing import snapshot
 
@@ -52,17 +47,6 @@ def rolled_out(multi_agent_for_everyone):
 @pytest.fixture
 def agent(asgi_server, telecom) -> str:
     return f"{asgi_server}/a2a/telecom_contas/"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.tracing_use(provider)
-    yield exporter
-    tracing.tracing_use(None)
-    provider.shutdown()
 
 
 def message(text: str, context_id: str = "", task_id: str = "", **metadata) -> SendMessageRequest:

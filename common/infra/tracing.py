@@ -459,15 +459,15 @@ def remote_parent(headers: Mapping[str, str]) -> Iterator[None]:
 
 
 class RemoteParentApp:
-    """An ASGI application ``app`` whose HTTP requests continue the trace their W3C headers name
-    (:func:`remote_parent`): every face's turn, and the A2A SDK's spans, join the caller's trace. Tracing off, a
-    request costs one test."""
+    """An ASGI application ``app`` whose HTTP requests and WebSocket connections continue the trace their W3C headers
+    name (:func:`remote_parent`; a socket's are its handshake's, so each of its turns joins the caller's trace):
+    every face's turn, and the A2A SDK's spans, join the caller's trace. Tracing off, a request costs one test."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if _pipeline is None or scope["type"] != "http":
+        if _pipeline is None or scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = {
@@ -477,6 +477,17 @@ class RemoteParentApp:
         }
         with remote_parent(headers):
             await self.app(scope, receive, send)
+
+
+def detached_context() -> contextvars.Context:
+    """A new context, empty of the caller's context variables but for the span in progress, which stays the parent
+    of what runs in it: for work that outlives its request (a streamed turn runs on when its client goes, away from
+    the request's executor), in the request's trace — a caller's ``traceparent`` included."""
+    context = contextvars.Context()
+    current = _parent() if _pipeline is not None else None
+    if current is not None:
+        context.run(_current.set, current)
+    return context
 
 
 @contextmanager
