@@ -537,6 +537,8 @@ def _field_diff(where: str, field: str, before: Any, after: Any) -> list[Change]
         return _keyword_languages_diff(where, before, after)
     if field == "keyword_exclusion_languages" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _exclusion_languages_diff(where, before, after)
+    if field == "translations" and isinstance(before, Mapping | None) and isinstance(after, Mapping | None):
+        return _translations_diff(where, before or {}, after or {})
     if field == "examples_reliability":  # a table only calibration writes: the change says so, not every row
         return [Change(CHANGED, where, field, before, after, "the examples tier's reliability table was recalibrated")]
     if isinstance(before, Mapping) and isinstance(after, Mapping):  # settings within settings (guardrails)
@@ -608,6 +610,20 @@ def _exclusion_languages_diff(where: str, before: Mapping[str, Any], after: Mapp
                     f"(before: {_languages_said(old)})"
                 )
                 changes.append(Change(CHANGED, where, "keyword_exclusion_languages", old or None, new or None, said))
+    return changes
+
+
+def _translations_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """A row's texts in other languages, one sentence per text that changed: "specialist billing_agent: display name
+    in en (none) → 'Billing'"."""
+    changes = []
+    for language in _keys(before, after):
+        old_texts, new_texts = before.get(language) or {}, after.get(language) or {}
+        for field in _keys(old_texts, new_texts):
+            old, new = old_texts.get(field), new_texts.get(field)
+            if old != new:
+                said = f"{where}: {_words(field)} in {language} {_shown(old)} → {_shown(new)}"
+                changes.append(Change(CHANGED, where, f"translations.{language}.{field}", old, new, said))
     return changes
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpTool, Specialist, SpecialistPrompt
 from agents.profile_settings import AS_IS, PROFILE_SETTINGS, ProfileSetting, served_before
+from common.translations import translations_cleaned
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
@@ -42,7 +43,9 @@ INTENT_DEFAULTS: Mapping[str, Any] = {
     "escalate_to": "",
     "keyword_languages": {},
     "keyword_exclusion_languages": {},
+    "translations": {},
 }
+SPECIALIST_DEFAULTS: Mapping[str, Any] = {"translations": {}}
 
 
 class DocumentError(ValueError):
@@ -90,12 +93,13 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
         targets.setdefault(specialist_id, []).append(target)
     specialists: dict[int, dict[str, dict[str, Any]]] = {}
     for row in scoped(Specialist.objects, "profile_id").values(
-        "pk", "profile_id", "name", "display_name", "description", "enabled", "step_limit"
+        "pk", "profile_id", "name", "display_name", "description", "translations", "enabled", "step_limit"
     ):
         prompt_version, prompt = prompts.get(row["pk"], (None, ""))
         specialists.setdefault(row["profile_id"], {})[row["name"]] = {
             "display_name": row["display_name"],
             "description": row["description"],
+            "translations": translations_cleaned(row["translations"]),
             "enabled": row["enabled"],
             "step_limit": row["step_limit"],
             "prompt": prompt,
@@ -135,6 +139,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
         "specialist__name",
         "domain",
         "description",
+        "translations",
         "priority",
         "enabled",
         "examples",
@@ -145,6 +150,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             "specialist": row["specialist__name"],
             "domain": row["domain"],
             "description": row["description"],
+            "translations": translations_cleaned(row["translations"]),
             "priority": row["priority"],
             "enabled": row["enabled"],
             "keywords": sorted(keywords.get(row["pk"], ())),
@@ -366,9 +372,10 @@ def _goals_dropped(document: dict[str, Any]) -> None:
 
 def document_complete(document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with the keys added since it may have been published filled in (:data:`PROFILE_DEFAULTS`,
-    :data:`INTENT_DEFAULTS`): what the compile reads and what a diff compares. A copy where something was missing; the
-    parts it did not fill in are shared with ``document``. A version published when every profile naming no goal
-    domain carried every domain's goals is read without them where its profile serves none (:func:`_goals_dropped`).
+    :data:`INTENT_DEFAULTS`, :data:`SPECIALIST_DEFAULTS`): what the compile reads and what a diff compares. A copy where
+    something was missing; the parts it did not fill in are shared with ``document``. A version published when every
+    profile naming no goal domain carried every domain's goals is read without them where its profile serves none
+    (:func:`_goals_dropped`).
     """
     completed = dict(document)
     profile = completed.get("profile")
@@ -381,14 +388,15 @@ def document_complete(document: Mapping[str, Any]) -> dict[str, Any]:
         and (completed.get("goals") or completed.get("capabilities"))
     ):
         _goals_dropped(completed)
-    intents = completed.get("intents")
-    if isinstance(intents, Mapping) and any(
-        key not in intent for intent in intents.values() if isinstance(intent, Mapping) for key in INTENT_DEFAULTS
-    ):
-        completed["intents"] = {
-            name: {**copy.deepcopy(dict(INTENT_DEFAULTS)), **intent} if isinstance(intent, Mapping) else intent
-            for name, intent in intents.items()
-        }
+    for kind, defaults in (("intents", INTENT_DEFAULTS), ("specialists", SPECIALIST_DEFAULTS)):
+        rows = completed.get(kind)
+        if isinstance(rows, Mapping) and any(
+            key not in row for row in rows.values() if isinstance(row, Mapping) for key in defaults
+        ):
+            completed[kind] = {
+                name: {**copy.deepcopy(dict(defaults)), **row} if isinstance(row, Mapping) else row
+                for name, row in rows.items()
+            }
     return completed
 
 
@@ -492,6 +500,7 @@ def profile_compile(
             name=name,
             display_name=specialist["display_name"] or name,
             description=specialist["description"],
+            translations=copy.deepcopy(dict(specialist["translations"])),
             prompt=specialist["prompt"],
             prompt_version=specialist["prompt_version"],
             allowed_tools=frozenset(specialist["allowed_tools"]),
@@ -515,6 +524,7 @@ def profile_compile(
                     agent=intent["specialist"],
                     domain=intent["domain"],
                     description=intent["description"],
+                    translations=copy.deepcopy(dict(intent["translations"])),
                     priority=intent["priority"],
                     keywords=tuple(sorted(intent["keywords"])),
                     keyword_exclusions=tuple(

@@ -55,6 +55,7 @@ import ahocorasick
 
 from common.language import detect_language
 from common.text import normalize
+from common.translations import Translations
 from routing.background import none_label
 from routing.examples import ExampleIndex, ExamplesMatch
 from routing.replies import NO_REPLY_WORDS, ReplyWords
@@ -138,6 +139,8 @@ class IntentSpec:
     # A remote backend's entry (routing.documents.backend_intents): the gateway sends it the whole message; no
     # supervisor plan runs it.
     remote: bool = False
+    # The subject line (``description``) in other languages than the profile's (common.translations).
+    translations: Translations = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from agents.escalation import EscalationSettings
+from common.translations import Translations, translated, translated_only
 from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.repairs import RepairWords
 from routing.replies import ReplyWords
@@ -65,6 +66,8 @@ class SpecialistSpec:
     allowed_tools: frozenset[str]
     handoff_targets: tuple[str, ...]
     step_limit: int
+    # The display name and description in other languages than the profile's (common.translations).
+    translations: Translations = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,18 @@ class ProfileSpec:
         if rights is None or (rights.needs_permission, rights.enabled) == (tool.needs_permission, tool.enabled):
             return tool
         return replace(tool, needs_permission=rights.needs_permission, enabled=rights.enabled)
+
+    def display_name_in(self, specialist: SpecialistSpec, language: str | None) -> str:
+        """``specialist``'s display name as a customer of ``language`` reads it: its translation, else as written (in
+        the profile's language)."""
+        return translated(specialist.display_name, specialist.translations, "display_name", language, own=self.language)
+
+    def subject_line_in(self, intent: IntentSpec | None, language: str | None) -> str:
+        """``intent``'s subject line in ``language`` only (``""`` when it has none in it): said inside a sentence of
+        that language, where the profile's words would mix two languages."""
+        if intent is None:
+            return ""
+        return translated_only(intent.description, intent.translations, "description", language, own=self.language)
 
     @property
     def reply_words(self) -> ReplyWords:

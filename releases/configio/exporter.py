@@ -22,6 +22,7 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist, Speciali
 from agents.profile_settings import Block, ProfileSetting, yaml_exported
 from agents.schemas import endpoint_exported
 from common.endpoints import endpoint_mask
+from common.translations import translations_cleaned
 from routing.models import Capability, Goal, Intent, StatePolicy
 
 HEADER = "# Exported by `manage.py export_config`; load with `manage.py import_config <files>`.\n"
@@ -169,6 +170,7 @@ def _specialist(specialist: Specialist, prompt: str | None) -> dict[str, Any]:
         "name": specialist.name,
         "display_name": specialist.display_name,
         "description": specialist.description,
+        **_translations(specialist.translations),
         "enabled": specialist.enabled,
         "step_limit": specialist.step_limit,
         "tools": _sorted_names(specialist.allowed_tools.all()),
@@ -177,6 +179,12 @@ def _specialist(specialist: Specialist, prompt: str | None) -> dict[str, Any]:
     if prompt is not None:
         data["prompt"] = prompt
     return data
+
+
+def _translations(value: Any) -> dict[str, Any]:
+    """A row's ``translations`` key as written, left out when it has none (most rows of a one-language business)."""
+    cleaned = translations_cleaned(value)
+    return {"translations": cleaned} if cleaned else {}
 
 
 def _routing(profile: AgentProfile) -> dict[str, Any]:
@@ -219,6 +227,7 @@ def _intent(intent: Intent) -> dict[str, Any]:
         "domain": intent.domain,
         "agent": intent.specialist.name,
         "description": intent.description,
+        **_translations(intent.translations),
         "priority": intent.priority,
         "enabled": intent.enabled,
         "keywords": [keyword.text for keyword in keywords],

@@ -19,11 +19,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from agents.escalation import EscalationSettings, escalation_problems
-from agents.models import AgentProfile, McpServer, McpTool, McpTransport, Specialist
+from agents.models import SPECIALIST_TRANSLATED, AgentProfile, McpServer, McpTool, McpTransport, Specialist
 from agents.profile_settings import Block, ProfileSetting, yaml_keys, yaml_settings
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, expand_env, validate_tool_args_schema
 from common.endpoints import env_template
 from common.text import normalize
+from common.translations import translations_cleaned, translations_problems
 from releases.configio.messages import (
     ERROR_AGENT_ID_ALONE,
     ERROR_BAD_CHOICE,
@@ -55,6 +56,7 @@ from releases.configio.messages import (
 from releases.configio.source import Node, Problems, Source
 from routing.models import (
     ERROR_EXCLUSION_EMPTY,
+    INTENT_TRANSLATED,
     Capability,
     Goal,
     Intent,
@@ -92,7 +94,17 @@ IGNORED_PROFILE_KEYS = (
 )
 # An agents.yaml entry: its identity, its routing file, the profile settings (agents.profile_settings), its specialists.
 PROFILE_KEYS = ("agent_id", ROUTING_PATH_KEY, *yaml_keys("agents"), "specialists")
-SPECIALIST_KEYS = ("name", "display_name", "description", "prompt", "tools", "handoff_targets", "step_limit", "enabled")
+SPECIALIST_KEYS = (
+    "name",
+    "display_name",
+    "description",
+    "translations",
+    "prompt",
+    "tools",
+    "handoff_targets",
+    "step_limit",
+    "enabled",
+)
 SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
 TOOL_KEYS = ("description", "mcp_server", "enabled", "needs_permission", "args_schema")
 # A routing.yaml's ``router:`` block: the profile settings (agents.profile_settings), and after the setting named the
@@ -105,6 +117,7 @@ INTENT_KEYS = (
     "domain",
     "agent",
     "description",
+    "translations",
     "priority",
     "enabled",
     "keywords",
@@ -382,6 +395,24 @@ def _words(patch: Patch, keys: dict[str, Node], key: str, problems: Problems, mo
             values.append(element.value)
     if valid:
         patch.put(model_field or key, node, values)
+
+
+def _translations(patch: Patch, keys: dict[str, Node], fields: Iterable[str], problems: Problems) -> None:
+    """``translations: {language: {field: text}}`` (common.translations), each problem on its language's line, stored
+    as the admin stores it; ``null`` is none. The file's translations replace the stored ones."""
+    node = keys.get("translations")
+    if node is None:
+        return
+    if node.value is None:
+        patch.put("translations", node, {})
+        return
+    if not check(node, "mapping", problems):
+        return
+    found = translations_problems(node.value, fields)
+    for language, message in found:
+        problems.add(node.child(language) if language in node.value else node, message)
+    if not found:
+        patch.put("translations", node, translations_cleaned(node.value))
 
 
 def _optional_name(node: Node, problems: Problems) -> Node | None:
@@ -750,6 +781,7 @@ def _parse_specialists(section: Node, agent_id: str, problems: Problems, parsed:
         patch.put("name", keys["name"], name)
         _scalar(patch, keys, "display_name", "text", problems)
         _scalar(patch, keys, "description", "text", problems)
+        _translations(patch, keys, SPECIALIST_TRANSLATED, problems)
         _scalar(patch, keys, "step_limit", "integer", problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
         if "prompt" in keys and check(keys["prompt"], "string", problems):
@@ -835,6 +867,7 @@ def _parse_intents(section: Node, profile: Node, problems: Problems, parsed: Par
             patch.refs["agent"] = Node(node.source, keys["agent"].path, keys["agent"].value.strip())
         _scalar(patch, keys, "domain", "text", problems)
         _scalar(patch, keys, "description", "text", problems)
+        _translations(patch, keys, INTENT_TRANSLATED, problems)
         _scalar(patch, keys, "priority", "integer", problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
         _scalar(patch, keys, "next_state", "text", problems)

@@ -236,6 +236,7 @@ def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_
         "specialist": "product_agent",
         "domain": "",
         "description": "",
+        "translations": {},
         "priority": 100,
         "enabled": False,
         "keywords": ["promoção"],
