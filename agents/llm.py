@@ -64,8 +64,8 @@ logger = logging.getLogger(__name__)
 OFFLINE_NOTICE = "(offline model)"
 # The offline model's own words, in the conversation's language (common.i18n: English message ids, the catalogues'
 # translations); Portuguese when it is not known. Names, tool results and the customer's own words are business data:
-# they are quoted, never translated; a specialist's display name and an intent's subject line are not part of the
-# sentence (they are written in the business's language, whatever the customer's).
+# they are quoted, never translated; a specialist's display name and an intent's subject line come in the conversation's
+# language (common.translations: the caller hands the subject line only when it has one in that language).
 OFFLINE_LANGUAGE = "pt"
 OFFLINE_MESSAGES: dict[str, Any] = {
     "notice": gettext_lazy("(offline model)"),
@@ -73,6 +73,7 @@ OFFLINE_MESSAGES: dict[str, Any] = {
     "not_consulted": gettext_lazy("I could not check it right now ({error})."),
     "resumed": gettext_lazy("Picking up where we left off:"),
     "received": gettext_lazy("I received your message."),
+    "subject": gettext_lazy("Subject: {topic}."),
     "you_said": gettext_lazy('You said: "{text}".'),
     "will_handle": gettext_lazy("I will look into it as a specialist."),
     "glad": gettext_lazy("glad I could help! If you need anything else, just ask."),
@@ -250,7 +251,8 @@ class ModelProvider:
         hits, best first), ``closing_words`` and ``person_asked`` (the message
         asks for a person) are what the offline model decides handoffs,
         delegation and hand-overs to people on; a real model reads its prompt instead.
-        ``language`` is the conversation's: the offline model writes its own words in it.
+        ``language`` is the conversation's: the offline model writes its own words in it; ``display_name`` and
+        ``topic`` (the intent's subject line, ``""`` when it has none in that language) come written in it.
         """
         raise NotImplementedError
 
@@ -410,9 +412,15 @@ class OfflineChatModel(BaseChatModel):
                     said = result_summary(payload, summary_language).replace("”", '"')
                     lines.append(f"- {result.name}: “{said}”")
             return AIMessage(content=f"{header} {words['consulted']}\n" + "\n".join(lines))
-        # The intent's subject line is the business's words, in its language: the answer leaves it out.
         ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in messages[:last_human])
-        parts = [header, words["resumed"] if ended else "", words["received"], words["you_said"].format(text=text)]
+        subject = words["subject"].format(topic=self.topic) if self.topic else ""
+        parts = [
+            header,
+            words["resumed"] if ended else "",
+            words["received"],
+            subject,
+            words["you_said"].format(text=text),
+        ]
         return AIMessage(content=" ".join(part for part in (*parts, words["will_handle"]) if part))
 
     def _move(

@@ -125,7 +125,7 @@ def specialist_request(
         specialist=spec,
         text=turn.sanitized_text,
         intent=intent_name,
-        intent_description=intent.description if intent else "",
+        intent_description=profile.subject_line_in(intent, turn.language),
         history=turn.history,
         context=turn.context,
         model_context=turn.vault.mask_value(turn.context),
@@ -308,7 +308,11 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
         return None
     turn.agent, turn.final_intent = agent, link.intent
     turn.offered_tools = sorted({*turn.offered_tools, *(tool.name for tool in request.tools)})
-    event = {"agent": agent, "display_name": request.specialist.display_name, "via": link.via}
+    event = {
+        "agent": agent,
+        "display_name": profile.display_name_in(request.specialist, turn.language),
+        "via": link.via,
+    }
     await emit_safely(turn.input.emit, "agent", event)
     outcome = await specialist_run(request)
     if rest := masker.flush():
@@ -556,7 +560,7 @@ async def supervisor_run(turn: Turn, current: Snapshot, steps: list[PlanStep]) -
     run = parts_runner(turn, current)
     for step in steps:
         spec = turn.input.profile.specialists.get(step.agent)
-        name = spec.display_name if spec else step.agent
+        name = turn.input.profile.display_name_in(spec, turn.language) if spec else step.agent
         await emit_safely(turn.input.emit, "agent", {"agent": step.agent, "display_name": name, "via": "supervisor"})
     result = await run(steps, 0)
     uncovered = coverage_check(steps, parts_open(turn)[1])

@@ -64,7 +64,7 @@ class SpecialistRequest:
     specialist: SpecialistSpec
     text: str
     intent: str = ""
-    intent_description: str = ""
+    intent_description: str = ""  # the intent's subject line in ``language`` only ("" when it has none in it)
     # (role, content) or (role, content, stored message id): conversations.history.HistoryEntry, or a step's payload
     history: tuple[tuple[Any, ...], ...] = ()
     context: dict[str, Any] = field(default_factory=dict)
@@ -176,7 +176,8 @@ def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
 
 
 def _system_prompt(request: SpecialistRequest) -> str:
-    parts = [request.profile.policy, request.specialist.prompt or f"You are {request.specialist.display_name}."]
+    name = request.profile.display_name_in(request.specialist, request.language)
+    parts = [request.profile.policy, request.specialist.prompt or f"You are {name}."]
     if request.tools:
         parts.append(TOOL_DATA_NOTE)
     if request.tools and request.model_context:
@@ -364,7 +365,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     control = {tool.name: tool for tool in request.control}
     model = provider.chat_model(
         context=request.model_context,
-        display_name=request.specialist.display_name,
+        display_name=request.profile.display_name_in(request.specialist, request.language),
         topic=topic,
         agent=request.specialist.name,
         hit_agents=hit_agents,

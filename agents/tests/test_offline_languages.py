@@ -29,7 +29,7 @@ INVOICE_TOOL = {
 
 
 def model(**options) -> OfflineChatModel:
-    return OfflineChatModel(display_name="Faturas e pagamentos", topic="Explicação de fatura", **options)
+    return OfflineChatModel(**{"display_name": "Faturas e pagamentos", **options})
 
 
 def answer(text: str, **options) -> str:
@@ -51,25 +51,32 @@ def tool_answer(text: str, result: object, *, status: str = "success") -> str:
     return bound.invoke(messages).text
 
 
-def test_a_portuguese_question_gets_a_portuguese_answer_without_the_intents_subject_line():
-    assert answer("Minha fatura veio alta, pode ver?") == (
-        "Faturas e pagamentos (offline model): recebi sua mensagem. "
+def test_a_portuguese_question_gets_a_portuguese_answer_with_the_subject_line_it_is_handed():
+    assert answer("Minha fatura veio alta, pode ver?", topic="explicação de fatura") == (
+        "Faturas e pagamentos (offline model): recebi sua mensagem. Assunto: explicação de fatura. "
         'Você disse: "Minha fatura veio alta, pode ver?". Vou tratar disso como especialista.'
     )
+
+
+def test_the_subject_line_is_framed_in_the_conversations_language_and_left_out_when_none_is_handed():
+    english = answer("My bill is too high this month", topic="questions about the bill", display_name="Bills")
+    spanish = answer("Mi factura llegó muy alta este mes", topic="", display_name="Facturas")
+
+    assert english.startswith("Bills (offline model): I received your message. Subject: questions about the bill. You")
+    assert spanish.startswith("Facturas (modelo sin conexión): recibí su mensaje. Usted dijo")
 
 
 def test_a_message_whose_language_cannot_be_told_gets_portuguese():
     assert answer("P100?").startswith("Faturas e pagamentos (offline model): recebi sua mensagem.")
 
 
-def test_an_english_question_gets_an_english_answer_without_the_businesss_portuguese_subject_line():
+def test_an_english_question_gets_an_english_answer():
     text = answer("My bill is too high this month, can you check it?")
 
     assert text == (
         "Faturas e pagamentos (offline model): I received your message. "
         'You said: "My bill is too high this month, can you check it?". I will look into it as a specialist.'
     )
-    assert "explicação" not in text
     assert detect_language(unquoted(text)) == "en"
 
 
