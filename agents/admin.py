@@ -34,6 +34,7 @@ from agents.models import (
     MODEL_ENDPOINT_FIELDS,
     MODEL_ENDPOINT_PERMISSION,
     REPAIR_WORD_FIELDS,
+    SPECIALIST_TRANSLATED,
     AgentProfile,
     ExternalDesk,
     McpServer,
@@ -67,13 +68,20 @@ from agents.schemas import (
     tool_args_schema_problem,
     validate_word_list,
 )
-from agents.selectors import external_desk_names, external_desk_profiles, external_desk_refusal
+from agents.selectors import (
+    external_desk_names,
+    external_desk_profiles,
+    external_desk_refusal,
+    specialist_translations_missing,
+)
 from agents.services import mcp_server_sync, prompt_activate, prompt_version_create
 from common.adminkit import EndpointSecretsAdminMixin, ExtensibleAdmin, ReadOnlyInlineMixin
 from common.config_version import config_batch
 from common.endpoints import endpoint_mask
 from common.forms import LinesField, PhrasesField, PrettyJSONField, label_choices
 from common.history_admin import FieldHistoryAdminMixin
+from common.language import LANGUAGES
+from common.translation_forms import missing_warning, translation_boxes, translations_form
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldOpts, _FieldsetSpec
@@ -182,6 +190,13 @@ class AgentProfileAdminForm(forms.ModelForm):
         label="Out-of-scope examples",
         help_text="One message per line that belongs to no intent of this profile: the examples tier learns “none of "
         "these” from them, on top of the built-in small-talk and off-topic corpus.",
+    )
+
+    # A choice of the platform's languages (checked by the model, not its choices: a language added is no migration).
+    language = forms.ChoiceField(
+        choices=[(code, code) for code in LANGUAGES],
+        initial="pt",
+        help_text=AgentProfile._meta.get_field("language").help_text,
     )
 
     # People in the loop: the profile's escalation settings (one JSON field) as a form's fields.
@@ -573,7 +588,13 @@ class SpecialistPromptInline(ReadOnlyInlineMixin, admin.TabularInline):
         return activate_button(obj, next_url=reverse("admin:agents_specialist_change", args=[obj.specialist_id]))
 
 
-class SpecialistAdminForm(forms.ModelForm):
+SPECIALIST_LABELS = {"display_name": "Display name", "description": "Description"}
+
+
+SpecialistTranslations = translations_form(SPECIALIST_LABELS, limits={"display_name": 200}, long=["description"])
+
+
+class SpecialistAdminForm(SpecialistTranslations, forms.ModelForm):  # type: ignore[valid-type,misc]  # built by a call
     prompt_text = forms.CharField(
         label="Prompt",
         required=False,
@@ -656,8 +677,10 @@ class SpecialistAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     search_fields = ["name", "display_name", "description", "profile__agent_id"]
     filter_horizontal = ["allowed_tools", "handoff_targets"]
     save_on_top = True
+    readonly_fields = ["missing_translations"]
     fieldsets = [
         (None, {"fields": ["profile", "name", "display_name", "description", "enabled", "step_limit"]}),
+        ("In other languages", {"fields": ["missing_translations", *translation_boxes(SPECIALIST_TRANSLATED)]}),
         ("Prompt", {"fields": ["prompt_text", "prompt_note"]}),
         ("Tools and handoffs", {"fields": ["allowed_tools", "handoff_targets"]}),
     ]
@@ -698,6 +721,14 @@ class SpecialistAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
                 specialist=form.instance, text=text, note=form.cleaned_data.get("prompt_note", ""), user=request.user
             )
             self.message_user(request, f"Saved the prompt as version {prompt.version}; it is now active.")
+
+    @admin.display(description="missing translations")
+    def missing_translations(self, obj: Specialist) -> str:
+        if obj.pk is None:
+            return "—"
+        return missing_warning(
+            specialist_translations_missing(specialists=[obj], language=obj.profile.language, named=False)
+        )
 
     @admin.display(description="active prompt", ordering="active_prompt_version")
     def active_version(self, obj: WithAnnotations[Specialist, _SpecialistTotals]) -> str:

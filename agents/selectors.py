@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from agents.models import AgentProfile, ExternalDesk
+from collections.abc import Iterable
+
+from agents.models import SPECIALIST_TRANSLATED, AgentProfile, ExternalDesk, Specialist
+from common.translation_forms import missing_lines
 
 ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
 ERROR_UNKNOWN_DESK = (
@@ -45,4 +48,25 @@ def external_desk_profiles(*, name: str) -> list[str]:
     """The profiles whose escalation settings name the desk ``name`` (their ``agent_id``s)."""
     return list(
         AgentProfile.objects.filter(escalation__desk=name).order_by("agent_id").values_list("agent_id", flat=True)
+    )
+
+
+# How the admin's warning names a specialist's texts.
+SPECIALIST_TEXT_NAMES = {"display_name": "display name", "description": "description"}
+
+
+def specialist_translations_missing(*, specialists: Iterable[Specialist], language: str, named: bool) -> list[str]:
+    """A line per text of ``specialists`` (written in ``language``, their profile's) that lacks another language:
+    "display name lacks en, es", each prefixed "specialist <name>: " when ``named``."""
+    return missing_lines(
+        (
+            (
+                f"specialist {specialist.name}" if named else "",
+                {field: getattr(specialist, field) for field in SPECIALIST_TRANSLATED},
+                specialist.translations,
+            )
+            for specialist in specialists
+        ),
+        own=language,
+        labels=SPECIALIST_TEXT_NAMES,
     )

@@ -30,13 +30,15 @@ from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
 from agents.admin import SpecialistListFilter, servers_sync_messages, specialist_choices
-from agents.models import AgentProfile, McpServer, McpTool
-from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin
+from agents.models import AgentProfile, McpServer, McpTool, Specialist
+from agents.selectors import specialist_translations_missing
+from common.adminkit import AdminExtension, ExtensibleAdmin, ReadOnlyAdminMixin, admin_extend
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
 from common.history import user_id_pseudonym
 from common.history_admin import FieldHistoryAdminMixin
 from common.personal_data import pseudonym_shaped
+from common.translation_forms import missing_warning, translation_boxes
 from routing import admin_views
 from routing.admin_views import may_publish
 from routing.forms import (
@@ -49,6 +51,7 @@ from routing.forms import (
     exclusion_written,
 )
 from routing.models import (
+    INTENT_TRANSLATED,
     Capability,
     Goal,
     Intent,
@@ -60,7 +63,7 @@ from routing.models import (
     StatePolicy,
     Stickiness,
 )
-from routing.selectors import live_version
+from routing.selectors import intent_translations_missing, live_version
 from routing.services import (
     keywords_validate_unique,
     rollout_actor_admin,
@@ -200,8 +203,16 @@ class IntentAdmin(ExtensibleAdmin, DraftNoteMixin, FieldHistoryAdminMixin, admin
     fieldsets = [
         (None, {"fields": ["profile", "name", "specialist", "domain", "priority", "enabled"]}),
         ("What it means", {"fields": ["description", "examples"]}),
+        ("In other languages", {"fields": ["missing_translations", *translation_boxes(INTENT_TRANSLATED)]}),
         ("When it wins", {"fields": ["mcp_tools", "next_state", "escalate_to"]}),
     ]
+    readonly_fields = ["missing_translations"]
+
+    @admin.display(description="missing translations")
+    def missing_translations(self, obj: Intent) -> str:
+        if obj.pk is None:
+            return "—"
+        return missing_warning(intent_translations_missing(intents=[obj], language=obj.profile.language, named=False))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Intent]:
         return (
@@ -837,3 +848,27 @@ class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="by", ordering="actor")
     def by(self, obj: RolloutFlagChange) -> str:
         return rollout_actor_words(obj.actor, user=obj.changed_by)
+
+
+class ProfileTranslations(AdminExtension):
+    """The profile page's warning: which of its specialists' and intents' texts lack which language."""
+
+    def readonly_fields(self, request: HttpRequest, obj: AgentProfile | None) -> list[Any]:
+        return [self.missing_translations]
+
+    def fieldsets(self, request: HttpRequest, obj: AgentProfile | None) -> list[tuple[str | None, dict[str, Any]]]:
+        return [] if obj is None else [("Languages", {"fields": [self.missing_translations]})]
+
+    @admin.display(description="missing translations")
+    def missing_translations(self, obj: AgentProfile) -> str:
+        specialists = Specialist.objects.filter(profile=obj).order_by("name")
+        intents = Intent.objects.filter(profile=obj).order_by("name")
+        return missing_warning(
+            [
+                *specialist_translations_missing(specialists=specialists, language=obj.language, named=True),
+                *intent_translations_missing(intents=intents, language=obj.language, named=True),
+            ]
+        )
+
+
+admin_extend(AgentProfile, ProfileTranslations())

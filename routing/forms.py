@@ -20,6 +20,7 @@ from agents.models import AgentProfile, RemoteBackend, RoutingMode, Specialist
 from common.forms import LinesField, PhrasesField, label_choices
 from common.language import LANGUAGES
 from common.text import normalize, whole_number
+from common.translation_forms import translations_form
 from routing.decide import COORDINATION_INTENT
 from routing.goal_decide import GENERAL, PLAN
 from routing.goals import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
@@ -107,7 +108,13 @@ INTENT_EXAMPLES_HELP = (
 )
 
 
-class IntentAdminForm(ProfileScopedChoicesForm):
+INTENT_LABELS = {"description": "Subject line"}
+
+
+IntentTranslations = translations_form(INTENT_LABELS)
+
+
+class IntentAdminForm(IntentTranslations, ProfileScopedChoicesForm):  # type: ignore[valid-type,misc]  # built by a call
     examples = LinesField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 15, "cols": 80, "class": "vLargeTextField"}),

@@ -6,7 +6,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from common.text import normalize
-from routing.models import Keyword, ProfileRelease, RolloutFlag, RolloutFlagChange, RoutingVersion
+from common.translation_forms import missing_lines
+from routing.models import (
+    INTENT_TRANSLATED,
+    Intent,
+    Keyword,
+    ProfileRelease,
+    RolloutFlag,
+    RolloutFlagChange,
+    RoutingVersion,
+)
 
 
 def keyword_conflicts(*, profile_id: int, texts: Iterable[str], exclude_intent_id: int | None = None) -> dict[str, str]:
@@ -47,3 +56,24 @@ def live_version(profile: Any) -> RoutingVersion | None:
     """The version customers are served, or ``None`` for a profile never published."""
     release = ProfileRelease.objects.filter(profile=profile).select_related("version").first()
     return release.version if release else None
+
+
+# How the admin's warning names an intent's texts.
+INTENT_TEXT_NAMES = {"description": "subject line"}
+
+
+def intent_translations_missing(*, intents: Iterable[Intent], language: str, named: bool) -> list[str]:
+    """A line per text of ``intents`` (written in ``language``, their profile's) that lacks another language:
+    "subject line lacks en, es", each prefixed "intent <name>: " when ``named``."""
+    return missing_lines(
+        (
+            (
+                f"intent {intent.name}" if named else "",
+                {field: getattr(intent, field) for field in INTENT_TRANSLATED},
+                intent.translations,
+            )
+            for intent in intents
+        ),
+        own=language,
+        labels=INTENT_TEXT_NAMES,
+    )
