@@ -190,6 +190,8 @@ def test_seed_demo_loads_both_profiles_with_their_intents():
         "segunda via",
         "contestar",
         "valor alto",
+        "factura",
+        "invoice",
     }
     assert set(billing.mcp_tools.values_list("name", flat=True)) == {"consultar_fatura", "consultar_pagamentos"}
     tracking = retail.intents.get(name="retail_order_tracking")
