@@ -30,9 +30,12 @@ an internal address the operator does not allow (:mod:`common.outbound`): its ca
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
+import mimetypes
 import os
+import secrets
 import threading
 import time
 from collections.abc import Coroutine
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from jsonschema.exceptions import best_match
 
 from agents.mcp_wire import bounded_client, too_large_in
@@ -371,11 +375,113 @@ def missing_required(schema: dict[str, Any], context: dict[str, Any]) -> list[st
 # --- calls -------------------------------------------------------------------------------
 
 
-def _result_payload(result: Any) -> Any:
+@dataclass(frozen=True)
+class Attachment:
+    """Bytes a tool returned (an image, audio, a binary embedded resource), kept for ``MCP_ATTACHMENT_TTL_SECONDS``
+    under :attr:`key` and served at :func:`attachment_url`: a result carries its link, never its base64."""
+
+    key: str
+    kind: str  # "image", "audio" or "file"
+    mime_type: str
+    name: str
+    data: bytes = field(repr=False)
+
+
+ATTACHMENT_PATH = "/api/mcp/attachments/"  # chat/urls.py serves it
+_ATTACHMENT_CACHE_KEY = "mcp-attachment:{key}"
+ATTACHMENT_KINDS = {"image": "image", "audio": "audio", "resource": "file"}
+
+
+def attachment_url(key: str) -> str:
+    return f"{ATTACHMENT_PATH}{key}"
+
+
+async def attachments_store(attachments: list[Attachment]) -> None:
+    """Keep ``attachments`` in the cache (shared by the processes) for ``MCP_ATTACHMENT_TTL_SECONDS``."""
+    for attachment in attachments:
+        value = (attachment.mime_type, attachment.name, attachment.data)
+        await cache.aset(_ATTACHMENT_CACHE_KEY.format(key=attachment.key), value, settings.MCP_ATTACHMENT_TTL_SECONDS)
+
+
+def attachment_read(key: str) -> tuple[str, str, bytes] | None:
+    """``(mime_type, name, data)`` of a kept attachment; ``None`` when unknown or expired."""
+    value = cache.get(_ATTACHMENT_CACHE_KEY.format(key=key))
+    if not (isinstance(value, tuple | list) and len(value) == 3):
+        return None
+    mime_type, name, data = value
+    return str(mime_type), str(name), bytes(data)
+
+
+def _decoded(data: str, limit: int) -> tuple[bytes | None, int]:
+    """The bytes of base64 ``data`` and their size; ``None`` (not decoded) when over ``limit`` or not base64."""
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    if size > limit:
+        return None, size
+    try:
+        return base64.b64decode(data, validate=True), size
+    except ValueError:
+        return None, size
+
+
+def _blob_item(kind: str, mime_type: str, name: str, data: str, attachments: list[Attachment]) -> dict[str, Any]:
+    """A binary content item as a result carries it: its kind, type, name, size and link (kept in ``attachments``),
+    or why it was not kept."""
+    limit = settings.MCP_ATTACHMENT_MAX_BYTES
+    decoded, size = _decoded(data, limit)
+    item: dict[str, Any] = {"type": kind, "mime_type": mime_type, "name": name, "bytes": size}
+    if decoded is None:
+        item["omitted"] = f"over MCP_ATTACHMENT_MAX_BYTES ({limit} bytes)" if size > limit else "its data is not base64"
+        return item
+    attachment = Attachment(secrets.token_urlsafe(24), kind, mime_type, name, decoded)
+    attachments.append(attachment)
+    item["url"] = attachment_url(attachment.key)
+    return item
+
+
+def _result_payload(result: Any) -> tuple[Any, list[Attachment]]:
+    """What a ``CallToolResult`` carries on, and the attachments to keep.
+
+    Its structured content when it has some; else its text when it holds text alone (as it always was); else
+    ``{"text", "attachments", "links"}``: the text of its text items and of its text resources, each binary item
+    (image, audio, binary resource) as a link to its kept bytes (``MCP_ATTACHMENT_MAX_BYTES`` at most: a larger one
+    is named, not kept), each resource link as its URI and names.
+    """
     if getattr(result, "structured_content", None) is not None:
-        return result.structured_content
-    texts = [getattr(item, "text", "") for item in getattr(result, "content", []) or []]
-    return "\n".join(text for text in texts if text)
+        return result.structured_content, []
+    texts: list[str] = []
+    items: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+    attachments: list[Attachment] = []
+    for item in getattr(result, "content", None) or []:
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            texts.append(item.text)
+        elif kind in ("image", "audio"):
+            name = f"{kind}-{len(items) + 1}{mimetypes.guess_extension(item.mime_type) or ''}"
+            items.append(_blob_item(kind, item.mime_type, name, item.data, attachments))
+        elif kind == "resource_link":
+            link = {"uri": str(item.uri), "name": item.name}
+            link.update({key: value for key in ("title", "description") if (value := getattr(item, key, None))})
+            if item.mime_type:
+                link["mime_type"] = item.mime_type
+            links.append(link)
+        elif kind == "resource":
+            resource = item.resource
+            if getattr(resource, "text", None) is not None:
+                texts.append(resource.text)
+            else:
+                name = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or "resource"
+                mime_type = resource.mime_type or "application/octet-stream"
+                items.append(_blob_item("file", mime_type, name, resource.blob, attachments))
+    text = "\n".join(text for text in texts if text)
+    if not items and not links:
+        return text, []
+    payload: dict[str, Any] = {"text": text}
+    if items:
+        payload["attachments"] = items
+    if links:
+        payload["links"] = links
+    return payload, attachments
 
 
 RESULT_ERROR_CHARS = 300  # of a check's message, which quotes the server's value
@@ -416,12 +522,18 @@ async def _output_schema(
     return connection.output_schemas.get(tool)
 
 
-async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tuple[str, Any, str]:
+async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tuple[str, Any, str, list[Attachment]]:
+    """``(status, payload, error, attachments)`` of one call on the runtime loop."""
     from mcp.shared.exceptions import MCPError
     from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult
 
     connection = runtime.connection(endpoint)
-    timed_out = (STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s")
+    timed_out: tuple[str, Any, str, list[Attachment]] = (
+        STATUS_TIMEOUT,
+        None,
+        f"no answer from {endpoint.name} within {endpoint.timeout:g}s",
+        [],
+    )
     # One limit for the whole call: connecting, the handshake and the call share it.
     deadline = asyncio.get_running_loop().time() + endpoint.timeout
     try:
@@ -429,7 +541,7 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     except TimeoutError:
         return timed_out
     except McpUnavailable as exc:
-        return STATUS_UNAVAILABLE, None, str(exc)
+        return STATUS_UNAVAILABLE, None, str(exc), []
     loop = asyncio.get_running_loop()
     # Not session.call_tool, which checks the result with stock jsonschema (the module's docstring says why).
     request = CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments))
@@ -446,29 +558,31 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
         result = call.result()
     except MCPError as exc:
         if exc.code == -32001:  # the SDK's request timeout
-            return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s"
+            return STATUS_TIMEOUT, None, f"no answer from {endpoint.name} within {endpoint.timeout:g}s", []
         too_large = too_large_in(exc.message)
         if too_large is not None:  # that answer alone was not read; the session serves on
-            return STATUS_ERROR, None, f"{tool}: {too_large[0]}"
+            return STATUS_ERROR, None, f"{tool}: {too_large[0]}", []
         connection.broken()
-        return STATUS_UNAVAILABLE, None, f"{endpoint.name}: {exc.message}"
+        return STATUS_UNAVAILABLE, None, f"{endpoint.name}: {exc.message}", []
     except Exception as exc:  # noqa: BLE001 — a broken transport; reconnect next time
         connection.broken()
-        return STATUS_UNAVAILABLE, None, _describe(exc)
-    payload = _result_payload(result)
+        return STATUS_UNAVAILABLE, None, _describe(exc), []
     if getattr(result, "is_error", False):
-        return STATUS_ERROR, None, payload if isinstance(payload, str) else str(payload)
+        if result.structured_content is not None:
+            return STATUS_ERROR, None, str(result.structured_content), []
+        return STATUS_ERROR, None, "\n".join(item.text for item in result.content or [] if item.type == "text"), []
     try:
         output_schema = await _output_schema(connection, session, tool, deadline)
     except TimeoutError:
         return timed_out
     except Exception as exc:  # noqa: BLE001 — the listing's transport broke; reconnect next time
         connection.broken()
-        return STATUS_UNAVAILABLE, None, _describe(exc)
+        return STATUS_UNAVAILABLE, None, _describe(exc), []
     problem = result_problem(tool, output_schema, result)
     if problem is not None:  # the server's fault, not the session's: it serves on
-        return STATUS_ERROR, None, problem
-    return STATUS_OK, payload, ""
+        return STATUS_ERROR, None, problem, []
+    payload, attachments = _result_payload(result)
+    return STATUS_OK, payload, "", attachments
 
 
 async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
@@ -486,7 +600,8 @@ async def _tool_call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], s
     if errors:
         tool_call_observe(tool, STATUS_INVALID, 0.0)
         return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
-    status, payload, error = await runtime.run(_call(endpoint, tool, arguments))
+    status, payload, error, attachments = await runtime.run(_call(endpoint, tool, arguments))
+    await attachments_store(attachments)
     limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
     payload, cut = json_bounded(payload, limit)
     error = text_cut(error, limit)

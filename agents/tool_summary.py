@@ -28,6 +28,8 @@ def result_summary(payload: Any, language: str | None = None) -> str:
     def fits(text: str) -> bool:
         return language is None or len(text.split()) < SENTENCE_WORDS or detect_language(text) in (language, None)
 
+    if isinstance(payload, Mapping) and _is_content(payload):
+        return _content(payload, fits)
     if isinstance(payload, Mapping):
         for key in SENTENCE_KEYS:
             if isinstance(payload.get(key), str) and payload[key].strip() and fits(payload[key]):
@@ -36,6 +38,24 @@ def result_summary(payload: Any, language: str | None = None) -> str:
     if isinstance(payload, list):
         return "\n".join(_rows(payload, fits))
     return str(payload)[:300]
+
+
+CONTENT_KEYS = frozenset({"text", "attachments", "links"})  # a result of mixed content (agents.mcp)
+
+
+def _is_content(payload: Mapping[str, Any]) -> bool:
+    return "text" in payload and set(payload) <= CONTENT_KEYS
+
+
+def _content(payload: Mapping[str, Any], fits: _Fits) -> str:
+    """A result of mixed content: its text, then a line for each attachment and link — its name and where it is (an
+    attachment not kept says why)."""
+    lines = [text] if isinstance(text := payload.get("text"), str) and text.strip() and fits(text) else []
+    for item in [*payload.get("attachments", ()), *payload.get("links", ())][:ROWS_SHOWN]:
+        if isinstance(item, Mapping):
+            name = item.get("title") or item.get("name") or ""
+            lines.append(f"- {name}: {item.get('url') or item.get('uri') or item.get('omitted', '')}")
+    return "\n".join(lines)
 
 
 def _record(record: Mapping[str, Any], fits: _Fits, *, limit: int | None = None) -> str:

@@ -1,13 +1,16 @@
-"""Debug API for MCP tools: list them and call one by hand (docs/agents.md, MCP)."""
+"""Debug API for MCP tools: list them and call one by hand (docs/agents.md, MCP); and the attachments tool results
+link to (images, audio, binary resources)."""
 
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from agents.mcp import Endpoint, tool_call
+from agents.mcp import Endpoint, attachment_read, tool_call
 from chat.asyncapi import AsyncAPIView
 from chat.permissions import IsDebugClient
 from common.endpoints import endpoint_mask
@@ -82,3 +85,28 @@ class McpCallApi(AsyncAPIView):
             schema=spec.args_schema,
         )
         return Response(result.as_dict())
+
+
+# Types a browser shows inline without running anything; any other (SVG, HTML, …) is a download.
+INLINE_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/gif", "image/webp", "audio/wav", "audio/x-wav", "audio/mpeg", "audio/ogg"}
+)
+
+
+@require_GET
+def attachment(request: HttpRequest, key: str) -> HttpResponse:
+    """An attachment a tool result links to, by its unguessable key (the link is what the answer's reader holds, as
+    a signed URL), while it is kept (``MCP_ATTACHMENT_TTL_SECONDS``); 404 after. Served so that nothing in it runs:
+    ``nosniff``, a sandboxing CSP, and any type but a plain image or audio as a download."""
+    kept = attachment_read(key)
+    if kept is None:
+        raise Http404("No such attachment (or it expired).")
+    mime_type, name, data = kept
+    inline = mime_type in INLINE_TYPES
+    response = HttpResponse(data, content_type=mime_type if inline else "application/octet-stream")
+    safe_name = "".join(char if char.isalnum() or char in "._-" else "_" for char in name) or "attachment"
+    response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{safe_name}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

@@ -21,6 +21,7 @@ urlpatterns = [
     path("debug/usage", usage_apis.DebugUsageApi.as_view(), name="debug-usage"),
     path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
     path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),
+    path("mcp/attachments/<str:key>", mcp_apis.attachment, name="mcp-attachment"),
     path("health", health.HealthApi.as_view(), name="health"),
     path("health/live", health.HealthLiveApi.as_view(), name="health-live"),
     path("health/ready", health.HealthReadyApi.as_view(), name="health-ready"),

@@ -414,6 +414,10 @@ GATEWAY_MAX_HOPS = env.integer("GATEWAY_MAX_HOPS", 3)
 # (agents/mcp_wire.py; the SDK's own limit for an event of a stream, given to JSON answers too; 0: the SDK's client).
 MCP_TOOL_OUTPUT_MAX_BYTES = env.integer("MCP_TOOL_OUTPUT_MAX_BYTES", 16_384)
 MCP_RESPONSE_MAX_BYTES = env.integer("MCP_RESPONSE_MAX_BYTES", 1_048_576)
+# An image, audio or binary resource a tool returns is kept (the cache) for the faces to show by its link, up to this
+# size and for this long (agents/mcp.py); a larger one is named in the result, not kept.
+MCP_ATTACHMENT_MAX_BYTES = env.integer("MCP_ATTACHMENT_MAX_BYTES", 262_144)
+MCP_ATTACHMENT_TTL_SECONDS = env.integer("MCP_ATTACHMENT_TTL_SECONDS", 86_400)
 GOAL_PLAN_MAX_STEPS = env.integer("GOAL_PLAN_MAX_STEPS", 40)
 GOAL_FANOUT_MAX_ITEMS = env.integer("GOAL_FANOUT_MAX_ITEMS", 10)
 GOAL_PLAN_MAX_CONCURRENCY = env.integer("GOAL_PLAN_MAX_CONCURRENCY", 8)
