@@ -935,7 +935,7 @@ class SpecialistPromptAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 
 class McpToolInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = McpTool
-    fields = ["name", "enabled", "needs_permission", "description"]
+    fields = ["name", "remote_name", "enabled", "needs_permission", "description"]
 
 
 class EnableDisableActions(_ModelAdminBase):
@@ -1046,6 +1046,7 @@ class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmi
     form = McpToolAdminForm
     list_display = [
         "name",
+        "remote_name",
         "server",
         "enabled",
         "needs_permission",
@@ -1056,9 +1057,10 @@ class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmi
     ]
     list_filter = ["server", "enabled", "needs_permission", "read_only"]
     list_select_related = ["server"]
-    search_fields = ["name", "description", "server__name"]
+    search_fields = ["name", "remote_name", "description", "server__name"]
     fields = [
         "name",
+        "remote_name",
         "server",
         "description",
         "synced_description",
@@ -1068,7 +1070,7 @@ class McpToolAdmin(FieldHistoryAdminMixin, EnableDisableActions, admin.ModelAdmi
         "needs_permission",
         "read_only",
     ]
-    readonly_fields = ["synced_description", "args_schema_check", "read_only"]
+    readonly_fields = ["remote_name", "synced_description", "args_schema_check", "read_only"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpTool]:
         return (

@@ -585,22 +585,27 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     return STATUS_OK, payload, "", attachments
 
 
-async def tool_call(*, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
-    """Validate ``arguments`` against ``schema`` and call ``tool``; never raises. Traced as ``mcp.tool_call``."""
+async def tool_call(
+    *, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any], called_as: str = ""
+) -> ToolResult:
+    """Validate ``arguments`` against ``schema`` and call ``tool`` — on the server, ``called_as`` when its name there
+    is another (the result, the metrics and the trace name ``tool``); never raises. Traced as ``mcp.tool_call``."""
     with tracing.span("mcp.tool_call", tool=tool, server=endpoint.name) as current, tracing.library_spans_nested():
-        result = await _tool_call(endpoint, tool, arguments, schema)
+        result = await _tool_call(endpoint, tool, arguments, schema, called_as or tool)
         tracing.annotate(current, status=result.status, latency_ms=round(result.latency_ms, 3))
         tracing.failed(current, None if result.status == STATUS_OK else result.status)
     return result
 
 
-async def _tool_call(endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> ToolResult:
+async def _tool_call(
+    endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any], called_as: str
+) -> ToolResult:
     started = time.perf_counter()
     errors = arguments_errors(schema, arguments)
     if errors:
         tool_call_observe(tool, STATUS_INVALID, 0.0)
         return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
-    status, payload, error, attachments = await runtime.run(_call(endpoint, tool, arguments))
+    status, payload, error, attachments = await runtime.run(_call(endpoint, called_as, arguments))
     await attachments_store(attachments)
     limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
     payload, cut = json_bounded(payload, limit)

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.db.models import Q
 
 from agents.desks import ERROR_SIGNING_BOTH, ERROR_SIGNING_MISSING, validate_secret, validate_secret_variable
 from agents.escalation import TEAM_PATTERN, default_escalation, validate_escalation_settings
@@ -969,7 +970,17 @@ class McpServer(models.Model):
 
 
 class McpTool(models.Model):
+    """An MCP server's tool as the platform offers it. ``name`` is the platform's (unique, what a model calls and the
+    configuration names); ``remote_name`` is the server's when it differs: a ``.`` or ``/`` in it, or a name another
+    server's tool already has (a sync then names it ``<server>__<name>``: :func:`agents.services.tool_name_for`)."""
+
     name = models.SlugField(max_length=100, unique=True)
+    remote_name = models.CharField(
+        max_length=128,
+        blank=True,
+        verbose_name="name on the server",
+        help_text="The tool's name on its MCP server, when it is not the name above (blank: the same).",
+    )
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
     description = models.TextField(blank=True)
     synced_description = models.TextField(
@@ -1005,9 +1016,19 @@ class McpTool(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = "MCP tool"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "remote_name"], condition=~Q(remote_name=""), name="mcp_tool_remote_name_per_server"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def called_as(self) -> str:
+        """The name its server knows it by."""
+        return self.remote_name or self.name
 
 
 class BackendKind(models.TextChoices):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -75,17 +77,46 @@ class ToolSyncReport:
         return not self.errors
 
 
+TOOL_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+TOOL_NAME_MAX = 64  # a function name's length for the model APIs (OpenAI's: ^[a-zA-Z0-9_-]{1,64}$)
+NAMESPACE_MARK = "__"
+
+
+def tool_name_for(server: str, remote: str, taken: Callable[[str], bool]) -> str:
+    """The platform's name for the tool ``remote`` of ``server``: ``remote`` itself when it is a function name a model
+    may call and no other tool has it; else ``<server>__<remote>``, its other characters as ``_`` (``files.read`` of
+    ``docs``: ``docs__files_read``), numbered when even that is ``taken``. At most :data:`TOOL_NAME_MAX` characters
+    (a longer one keeps its start and a hash of the whole)."""
+
+    def fitted(name: str) -> str:
+        if len(name) <= TOOL_NAME_MAX:
+            return name
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        return f"{name[: TOOL_NAME_MAX - 9]}_{digest}"
+
+    if not TOOL_NAME_CHARS.search(remote) and len(remote) <= TOOL_NAME_MAX and not taken(remote):
+        return remote
+    base = fitted(f"{server}{NAMESPACE_MARK}{TOOL_NAME_CHARS.sub('_', remote)}")
+    name, number = base, 1
+    while taken(name):
+        number += 1
+        name = fitted(f"{base}_{number}")
+    return name
+
+
 def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
     """Create or update ``server``'s tools from its ``tools/list`` (descriptions, argument schemas, and whether each
     only reads: its ``readOnlyHint``, always as the server says).
 
-    A description follows the server only while nobody edited it (it still equals ``synced_description``, what
-    the server said at the last sync); ``synced_description`` always records the server's latest, and the
-    argument schema always follows the server. Tools the server no longer lists are left alone (an admin may
-    disable them). A tool of the same name on another server is refused rather than moved. Raises
-    :class:`agents.mcp.McpUnavailable` when the server cannot be reached, and :class:`ValidationError` for a
-    schema that is not valid JSON Schema, or an output schema the platform does not check results against
-    (:func:`agents.schemas.validate_tool_output_schema`, naming the tool: nothing is written).
+    A tool is found by its name on the server (:attr:`McpTool.called_as`); a new one is named by
+    :func:`tool_name_for`, so a name with a ``.`` and a name another server's tool has both arrive, each under a
+    name of its own (``remote_name`` keeps the server's). A description follows the server only while nobody edited
+    it (it still equals ``synced_description``, what the server said at the last sync); ``synced_description``
+    always records the server's latest, and the argument schema always follows the server. Tools the server no
+    longer lists are left alone (an admin may disable them). Raises :class:`agents.mcp.McpUnavailable` when the
+    server cannot be reached, and :class:`ValidationError` for a schema that is not valid JSON Schema, or an output
+    schema the platform does not check results against (:func:`agents.schemas.validate_tool_output_schema`, naming
+    the tool: nothing is written).
     """
 
     listed = tools_list_sync(Endpoint(server.name, server.endpoint, server.timeout))
@@ -96,14 +127,20 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
             raise ValidationError(f"Tool {info.name!r}: {exc.message}") from None
     report = ToolSyncReport(server=server.name)
     with transaction.atomic():
-        existing = {tool.name: tool for tool in McpTool.objects.filter(name__in=[t.name for t in listed])}
+        existing = {tool.called_as: tool for tool in McpTool.objects.select_for_update().filter(server=server)}
+        chosen: set[str] = set()
+
+        def taken(name: str) -> bool:
+            return name in chosen or McpTool.objects.filter(name=name).exists()
+
         for info in listed:
             tool = existing.get(info.name)
-            if tool is not None and tool.server_id != server.pk:
-                raise ValidationError(f"Tool {info.name!r} already belongs to the server {tool.server.name!r}.")
             if tool is None:
+                name = tool_name_for(server.name, info.name, taken)
+                chosen.add(name)
                 tool = McpTool(
-                    name=info.name,
+                    name=name,
+                    remote_name="" if name == info.name else info.name,
                     server=server,
                     description=info.description,
                     synced_description=info.description,
@@ -112,15 +149,15 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
                 )
                 tool.full_clean()
                 tool.save()
-                report.created.append(info.name)
+                report.created.append(name)
                 continue
             edited = tool.description != tool.synced_description
             description = tool.description if edited else info.description
             if edited and description != info.description:
-                report.kept_edited.append(info.name)
+                report.kept_edited.append(tool.name)
             stored = (tool.description, tool.synced_description, tool.args_schema, tool.read_only)
             if stored == (description, info.description, info.input_schema, info.read_only):
-                report.unchanged.append(info.name)
+                report.unchanged.append(tool.name)
                 continue
             tool.description, tool.synced_description, tool.args_schema, tool.read_only = (
                 description,
@@ -130,7 +167,7 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
             )
             tool.full_clean()
             tool.save(update_fields=["description", "synced_description", "args_schema", "read_only", "updated_at"])
-            report.updated.append(info.name)
+            report.updated.append(tool.name)
     return report
 
 

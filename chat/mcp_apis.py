@@ -83,6 +83,7 @@ class McpCallApi(AsyncAPIView):
             tool=tool,
             arguments=dict(request.data),
             schema=spec.args_schema,
+            called_as=spec.called_as,
         )
         return Response(result.as_dict())
 

@@ -176,7 +176,7 @@ def _targets(
             timeout = min(float(asked), timeout)
         language_param = str(capability.metadata.get("language_param") or "")
         targets[step.id] = _Target(
-            Endpoint(server.name, server.endpoint, timeout), tool.name, tool.args_schema, language_param
+            Endpoint(server.name, server.endpoint, timeout), tool.called_as, tool.args_schema, language_param
         )
     return targets, list(hits.values())
 

@@ -207,6 +207,7 @@ async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], ca
         tool=name,
         arguments=arguments,
         schema=spec.args_schema,
+        called_as=spec.called_as,
     )
     await emit_safely(
         request.emit,

@@ -199,7 +199,9 @@ def _domain_sync(server: McpServer, manifest: Manifest, data: Mapping[str, Any])
     goal_rows, capability_rows = _rows(manifest, data)
     _conflicts(server, manifest)
     now = timezone.now()
-    tools = {tool.name: tool for tool in McpTool.objects.filter(server=server, name__in=manifest.tools.values())}
+    # A manifest names its server's tools as the server does (a tool the platform renamed has its remote_name).
+    named = set(manifest.tools.values())
+    tools = {tool.called_as: tool for tool in McpTool.objects.filter(server=server) if tool.called_as in named}
     capabilities, goals = _Tally(), _Tally()
     _upsert(
         Capability, capability_rows, server=server, domain=manifest.domain, now=now, tools=tools, tally=capabilities

@@ -246,6 +246,7 @@ def _tools() -> dict[str, ToolSpec]:
             needs_permission=tool.needs_permission,
             enabled=tool.enabled and tool.server.enabled,
             read_only=tool.read_only,
+            remote_name=tool.remote_name,
         )
         for tool in McpTool.objects.select_related("server")
     }

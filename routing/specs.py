@@ -39,6 +39,12 @@ class ToolSpec:
     needs_permission: bool
     enabled: bool
     read_only: bool | None = None  # what its server said at the last sync (None: never synced)
+    remote_name: str = ""  # its name on the server when it is not ``name`` (agents.models.McpTool)
+
+    @property
+    def called_as(self) -> str:
+        """The name its server knows it by."""
+        return self.remote_name or self.name
 
     @property
     def changes_things(self) -> bool:

@@ -3,6 +3,8 @@
 * ``mcp_servers`` — both servers for the whole session: ``{"telecom": url, "retail": url}``;
 * ``slow_telecom_server`` — a telecom server of its own whose every tool call takes 3 s: its URL;
 * ``finance_mcp`` — the finance server (goal mode's example domain) for the whole session: its URL;
+* ``all_content_mcp`` — the test server of every content kind (``mcp_servers.all_content``) for the whole session:
+  its URL;
 * ``seeded_demo`` — the demo configuration (``seed_demo``, seeded once per worker: ``tests/demo_snapshot.py``) with its
   MCP servers pointed at the running ones.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests.demo_snapshot import demo_seed
-from tests.mcp_processes import running_mcp_servers
+from tests.mcp_processes import MCPServerProcess, running_mcp_servers
 
 SLOW_SERVER_DELAY_MS = 3000
 
@@ -27,6 +29,13 @@ def mcp_servers():
 def finance_mcp():
     with running_mcp_servers("finance") as urls:
         yield urls["finance"]
+
+
+@pytest.fixture(scope="session")
+def all_content_mcp():
+    server = MCPServerProcess("all_content", module="mcp_servers.all_content.server").start()
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture

@@ -11,21 +11,13 @@ import pytest
 from agents.mcp import STATUS_OK, Endpoint, tool_call
 from agents.tool_summary import result_summary
 from mcp_servers.all_content.server import EMBEDDED_TEXT, png_pixel
-from tests.mcp_processes import MCPServerProcess
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def all_content_url():
-    server = MCPServerProcess("all_content", module="mcp_servers.all_content.server").start()
-    yield server.url
-    server.stop()
-
-
 @pytest.fixture
-def all_content(all_content_url):
-    return Endpoint("all_content", all_content_url, timeout=10)
+def all_content(all_content_mcp):
+    return Endpoint("all_content", all_content_mcp, timeout=10)
 
 
 def call(endpoint, tool, arguments=None):

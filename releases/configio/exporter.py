@@ -100,6 +100,7 @@ def _tools() -> dict[str, Any]:
         tool.name: {
             "description": tool.description,
             "mcp_server": tool.server.name,
+            **({"remote_name": tool.remote_name} if tool.remote_name else {}),
             "enabled": tool.enabled,
             "needs_permission": tool.needs_permission,
             "args_schema": tool.args_schema or {"type": "object", "properties": {}},

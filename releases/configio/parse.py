@@ -106,7 +106,7 @@ SPECIALIST_KEYS = (
     "enabled",
 )
 SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
-TOOL_KEYS = ("description", "mcp_server", "enabled", "needs_permission", "args_schema")
+TOOL_KEYS = ("description", "mcp_server", "remote_name", "enabled", "needs_permission", "args_schema")
 # A routing.yaml's ``router:`` block: the profile settings (agents.profile_settings), and after the setting named the
 # keys that name other rows (the fallback and the coordinator, specialists; the goal domains, MCP servers).
 ROUTER_REFERENCES = {"mode": ("fallback_agent", "coordinator"), "goal_threshold": ("goal_domains",)}
@@ -642,6 +642,7 @@ def _parse_tools(section: Node, problems: Problems, parsed: Parsed) -> None:
         if "mcp_server" in keys and name_of(keys["mcp_server"], problems) is not None:
             patch.refs["server"] = Node(node.source, keys["mcp_server"].path, keys["mcp_server"].value.strip())
         _scalar(patch, keys, "description", "text", problems)
+        _scalar(patch, keys, "remote_name", "text", problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
         _scalar(patch, keys, "needs_permission", "boolean", problems)
         if "args_schema" in keys:
