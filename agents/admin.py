@@ -973,7 +973,8 @@ def servers_sync_messages(
         except (McpUnavailable, ValidationError) as exc:
             model_admin.message_user(request, f"{server.name}: {exc}", messages.ERROR)
             continue
-        model_admin.message_user(request, str(report), messages.SUCCESS if report.ok else messages.WARNING)
+        ok = report.ok and not report.refused
+        model_admin.message_user(request, str(report), messages.SUCCESS if ok else messages.WARNING)
         for line in report.lines:
             model_admin.message_user(request, line, messages.INFO)
         for error in report.errors:

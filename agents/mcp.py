@@ -130,6 +130,9 @@ class ToolInfo:
     output_schema: dict[str, Any] | None = None  # what its structured results are (None: the server does not say)
     # Its annotations' readOnlyHint; a tool that does not say may change something (MCP's default).
     read_only: bool = False
+    # It runs only as a background task (execution.taskSupport "required", MCP 2025-11-25), which the platform's
+    # calls are not: every call would fail, so a sync refuses it.
+    task_only: bool = False
 
 
 class McpUnavailable(Exception):
@@ -638,6 +641,7 @@ async def _list(endpoint: Endpoint) -> list[ToolInfo]:
             dict(tool.input_schema or {}),
             dict(tool.output_schema) if tool.output_schema is not None else None,
             read_only=bool(tool.annotations is not None and tool.annotations.read_only_hint),
+            task_only=tool.execution is not None and tool.execution.task_support == "required",
         )
         for tool in listed.tools
     ]

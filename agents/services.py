@@ -62,11 +62,14 @@ class ToolSyncReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     kept_edited: list[str] = field(default_factory=list)  # edited descriptions kept over the server's
+    refused: list[str] = field(default_factory=list)  # the server's names of tools not imported (lines say why)
     lines: list[str] = field(default_factory=list)  # the receivers' report lines (goals and capabilities)
     errors: list[str] = field(default_factory=list)  # the receivers' problems (a bad manifest, naming the place)
 
     def __str__(self) -> str:
         parts = [f"{len(self.created)} created", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
+        if self.refused:
+            parts.append(f"{len(self.refused)} refused")
         summary = f"{self.server}: " + ", ".join(parts)
         if self.kept_edited:
             summary += f"; kept the edited description of {', '.join(self.kept_edited)}"
@@ -77,6 +80,10 @@ class ToolSyncReport:
         return not self.errors
 
 
+TASK_ONLY_REASON = (
+    "it runs only as a background task (execution.taskSupport: required), and the platform calls tools directly, "
+    "so every call would fail"
+)
 TOOL_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 TOOL_NAME_MAX = 64  # a function name's length for the model APIs (OpenAI's: ^[a-zA-Z0-9_-]{1,64}$)
 NAMESPACE_MARK = "__"
@@ -113,7 +120,9 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
     name of its own (``remote_name`` keeps the server's). A description follows the server only while nobody edited
     it (it still equals ``synced_description``, what the server said at the last sync); ``synced_description``
     always records the server's latest, and the argument schema always follows the server. Tools the server no
-    longer lists are left alone (an admin may disable them). Raises :class:`agents.mcp.McpUnavailable` when the
+    longer lists are left alone (an admin may disable them). A tool that runs only as a background task
+    (:attr:`agents.mcp.ToolInfo.task_only`) is refused, and disabled if it was imported before; the report's
+    ``refused`` names it and its ``lines`` say why. Raises :class:`agents.mcp.McpUnavailable` when the
     server cannot be reached, and :class:`ValidationError` for a schema that is not valid JSON Schema, or an output
     schema the platform does not check results against (:func:`agents.schemas.validate_tool_output_schema`, naming
     the tool: nothing is written).
@@ -135,6 +144,15 @@ def mcp_tools_sync(*, server: McpServer) -> ToolSyncReport:
 
         for info in listed:
             tool = existing.get(info.name)
+            if info.task_only:
+                report.refused.append(info.name)
+                if tool is not None and tool.enabled:
+                    tool.enabled = False
+                    tool.save(update_fields=["enabled", "updated_at"])
+                    report.lines.append(f"{info.name}: disabled — {TASK_ONLY_REASON}")
+                else:
+                    report.lines.append(f"{info.name}: not imported — {TASK_ONLY_REASON}")
+                continue
             if tool is None:
                 name = tool_name_for(server.name, info.name, taken)
                 chosen.add(name)
