@@ -49,7 +49,7 @@ from common.infra import tracing
 from common.infra.metrics import model_call_observe
 from common.language import detect_language
 from common.outbound import AsyncHttpx2GuardedTransport, Httpx2GuardedTransport, origin_entry
-from common.text import described_example, identifier_shape, identifiers, phrase_found
+from common.text import described_example, identifier_shape, identifiers, normalize, phrase_found
 from handoffs.tools import (
     CONTROL_TOOLS,
     END_SUB_CONVERSATION,
@@ -134,6 +134,21 @@ def _said_values(parameters: dict[str, Any], messages: list[Any]) -> dict[str, s
         if len(said) == len([name for name in wanted.values() if name]):
             break
     return said
+
+
+ASKED_WORD_CHARS = 5  # a word of a tool's name or description that the message shares, this long or longer
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _asked_for(function: dict[str, Any], text: str) -> bool:
+    """Whether the message asks for what a tool with no required argument does: it shares a word of the tool's name
+    or description (case and accents aside; words of :data:`ASKED_WORD_CHARS` letters or more, the same when their
+    first letters up to that length are: "operation" and "operações"). A tool with required arguments is called
+    when the context holds them; one without has no such sign, and was called on every turn."""
+    said = {word[:ASKED_WORD_CHARS] for word in normalize(text).split() if len(word) >= ASKED_WORD_CHARS}
+    named = " ".join(_NAME_WORDS.findall(str(function.get("name", ""))))
+    own = normalize(f"{named} {function.get('description') or ''}").split()
+    return any(word[:ASKED_WORD_CHARS] in said for word in own if len(word) >= ASKED_WORD_CHARS)
 
 
 def tool_data(tool: str, payload: Any) -> str:
@@ -329,7 +344,8 @@ class OfflineChatModel(BaseChatModel):
       com um atendente") → hands the conversation to a person, before any move.
 
     Otherwise it calls every offered MCP tool whose required arguments are all
-    present in the request context (never a tool that was not offered); with
+    present in the request context, and a tool with none only when the message
+    shares a word of its name or description (never a tool that was not offered); with
     tool results it composes the answer from them; with neither it
     acknowledges the message, naming the specialist and subject.
 
@@ -386,6 +402,8 @@ class OfflineChatModel(BaseChatModel):
                     continue
                 parameters = function.get("parameters") or {}
                 required = parameters.get("required", [])
+                if not required and not _asked_for(function, text):
+                    continue  # nothing in the context says it is wanted: only the message can
                 context = {**_said_values(parameters, messages[: last_human + 1]), **(self.context or {})}
                 if all(context.get(name) not in (None, "") for name in required):
                     arguments = {

@@ -1,0 +1,79 @@
+"""A specialist's turn with the all-content server's tools (``mcp_servers.all_content``, a real process) beside the
+telecom fixture's: what the offline model calls, and what reaches the answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import McpServer, McpTool
+from agents.services import mcp_tools_sync
+from common.config_version import config_version_bump
+from mcp_servers.all_content.server import DOTTED
+
+pytestmark = pytest.mark.django_db
+
+CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001", "path": "contract.txt"}
+NO_ARGUMENT_TOOLS = {"server_status", "long_operation"}
+
+
+@pytest.fixture
+def lines(live_mcp, telecom, all_content_mcp):
+    """The all-content server synced, five of its tools on the billing intent (two with no required argument, one
+    with a dotted name)."""
+    server = McpServer.objects.create(name="lines", endpoint=all_content_mcp, timeout=10)
+    mcp_tools_sync(server=server)
+    tools = McpTool.objects.filter(
+        server=server, name__in=[*NO_ARGUMENT_TOOLS, "resource_links", "tiny_image", "lines__files_read"]
+    )
+    billing = telecom.specialists.get(name="billing_agent")
+    billing.allowed_tools.add(*tools)
+    billing.intents.get(name="billing_invoice_explanation").mcp_tools.add(*tools)
+    config_version_bump()
+    return server
+
+
+def send(api, text, *, context=CONTEXT):
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": "s-all", "context": context}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def called(body) -> dict[str, dict]:
+    return {result["tool"]: result for result in body["metadata"]["mcp_results"]}
+
+
+@pytest.mark.usefixtures("lines")
+def test_offline_a_tool_with_no_required_argument_is_not_called_when_the_message_does_not_ask_for_it(api):
+    body = send(api, "Minha fatura veio alta")
+
+    results = called(body)
+    assert set(body["metadata"]["mcp_tools"]) >= NO_ARGUMENT_TOOLS  # offered
+    assert not NO_ARGUMENT_TOOLS & set(results)  # not called
+    assert {"consultar_fatura", "resource_links", "lines__files_read"} <= set(results)
+
+
+@pytest.mark.usefixtures("lines")
+def test_offline_a_tool_with_no_required_argument_is_called_when_the_message_asks_for_what_it_does(api):
+    body = send(api, "Minha fatura veio alta; e qual o status da rede (network)?")
+
+    results = called(body)
+    assert results["server_status"]["status"] == "ok"
+    assert "long_operation" not in results
+
+
+@pytest.mark.usefixtures("lines")
+def test_a_turns_answer_carries_a_dotted_tools_result_and_the_links_and_images_of_results(api, client):
+    body = send(api, "Minha fatura veio alta; mande também a imagem da cobertura")
+
+    results = called(body)
+    assert results["lines__files_read"]["status"] == "ok"
+    assert results["lines__files_read"]["result"] == {"result": "contents of contract.txt"}
+    assert "https://docs.example.com/contract.pdf" in body["answer"]  # a resource link, in the offline answer
+    [image] = results["tiny_image"]["result"]["attachments"]
+    assert image["url"] in body["answer"]
+    assert client.get(image["url"])["Content-Type"] == "image/png"
+    assert DOTTED not in body["metadata"]["mcp_tools"]  # the model sees the platform's name
