@@ -38,7 +38,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -525,8 +525,11 @@ async def _output_schema(
     return connection.output_schemas.get(tool)
 
 
-async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tuple[str, Any, str, list[Attachment]]:
-    """``(status, payload, error, attachments)`` of one call on the runtime loop."""
+async def _call(
+    endpoint: Endpoint, tool: str, arguments: dict[str, Any], progress: Any = None
+) -> tuple[str, Any, str, list[Attachment]]:
+    """``(status, payload, error, attachments)`` of one call on the runtime loop; ``progress``: the SDK's progress
+    callback (the request then asks the server for progress notifications)."""
     from mcp.shared.exceptions import MCPError
     from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult
 
@@ -548,7 +551,7 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     loop = asyncio.get_running_loop()
     # Not session.call_tool, which checks the result with stock jsonschema (the module's docstring says why).
     request = CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments))
-    call = asyncio.ensure_future(session.send_request(request, CallToolResult))
+    call = asyncio.ensure_future(session.send_request(request, CallToolResult, progress_callback=progress))
     await asyncio.wait({call}, timeout=max(deadline - loop.time(), 0))
     if not call.done():
         # Not cancelled in place: the SDK then tells the server, shielded from cancellation, and a frozen server
@@ -588,27 +591,60 @@ async def _call(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tup
     return STATUS_OK, payload, "", attachments
 
 
+Progress = Callable[[float, float | None, str], Coroutine[Any, Any, None]]
+PROGRESS_MAX = 100  # progress notifications passed on per call; a server may send any number
+PROGRESS_MESSAGE_CHARS = 200
+
+
+def _progress_relay(on_progress: Progress) -> Callable[[float, float | None, str | None], Awaitable[None]]:
+    """The SDK's progress callback (it runs on the runtime loop): each of the first :data:`PROGRESS_MAX`
+    notifications handed to ``on_progress`` on the caller's loop, without waiting for it (a slow client does not
+    hold the server's stream); its message cut to :data:`PROGRESS_MESSAGE_CHARS`."""
+    caller = asyncio.get_running_loop()
+    passed = 0
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal passed
+        if passed >= PROGRESS_MAX:
+            return
+        passed += 1
+        said = text_cut(message or "", PROGRESS_MESSAGE_CHARS)
+        future = asyncio.run_coroutine_threadsafe(on_progress(progress, total, said), caller)
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+    return relay
+
+
 async def tool_call(
-    *, endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any], called_as: str = ""
+    *,
+    endpoint: Endpoint,
+    tool: str,
+    arguments: dict[str, Any],
+    schema: dict[str, Any],
+    called_as: str = "",
+    on_progress: Progress | None = None,
 ) -> ToolResult:
     """Validate ``arguments`` against ``schema`` and call ``tool`` — on the server, ``called_as`` when its name there
-    is another (the result, the metrics and the trace name ``tool``); never raises. Traced as ``mcp.tool_call``."""
+    is another (the result, the metrics and the trace name ``tool``); never raises. ``on_progress(progress, total,
+    message)``: the server's progress notifications for this call, as they come (at most :data:`PROGRESS_MAX`).
+    Traced as ``mcp.tool_call``."""
+    progress = _progress_relay(on_progress) if on_progress is not None else None
     with tracing.span("mcp.tool_call", tool=tool, server=endpoint.name) as current, tracing.library_spans_nested():
-        result = await _tool_call(endpoint, tool, arguments, schema, called_as or tool)
+        result = await _tool_call(endpoint, tool, arguments, schema, called_as or tool, progress)
         tracing.annotate(current, status=result.status, latency_ms=round(result.latency_ms, 3))
         tracing.failed(current, None if result.status == STATUS_OK else result.status)
     return result
 
 
 async def _tool_call(
-    endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any], called_as: str
+    endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any], called_as: str, progress: Any
 ) -> ToolResult:
     started = time.perf_counter()
     errors = arguments_errors(schema, arguments)
     if errors:
         tool_call_observe(tool, STATUS_INVALID, 0.0)
         return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
-    status, payload, error, attachments = await runtime.run(_call(endpoint, called_as, arguments))
+    status, payload, error, attachments = await runtime.run(_call(endpoint, called_as, arguments, progress))
     await attachments_store(attachments)
     limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
     payload, cut = json_bounded(payload, limit)

@@ -11,7 +11,9 @@ Event types, in the order a client sees them:
 * ``agent`` — a specialist starts answering (``agent``, ``display_name``, ``via``: ``route``, ``handoff``,
   ``delegation``, ``return`` or ``supervisor``);
 * ``handoff`` — a move between agents, as stored in ``agent_handoffs``;
-* ``tool_call`` — an MCP tool call ``started`` / ``finished`` (``tool``, ``status``, ``latency_ms``);
+* ``tool_call`` — an MCP tool call ``started``, its server's ``progress`` notifications as they come (``progress``,
+  ``total`` or ``None``, ``message``; at most ``agents.mcp.PROGRESS_MAX`` a call), then ``finished`` (``tool``,
+  ``server``, ``status``, ``latency_ms``);
 * ``token`` — answer text as the model writes it (``agent``, ``text``); provisional: output guardrails,
   judges and review may change the final answer;
 * ``discard`` — the text streamed by ``agent`` since its last ``agent`` event is not part of the answer

@@ -202,12 +202,18 @@ async def _run_tool(request: SpecialistRequest, offered: dict[str, ToolSpec], ca
         return ToolResult(name, spec.server, arguments, "unavailable", 0.0, None, "server disabled")
     event = {"agent": request.specialist.name, "tool": name, "server": spec.server}
     await emit_safely(request.emit, "tool_call", {**event, "phase": "started"})
+
+    async def progressed(progress: float, total: float | None, message: str) -> None:
+        said = {"progress": progress, "total": total, "message": request.mask(message)}
+        await emit_safely(request.emit, "tool_call", {**event, "phase": "progress", **said})
+
     result = await tool_call(
         endpoint=Endpoint(server.name, server.endpoint, server.timeout),
         tool=name,
         arguments=arguments,
         schema=spec.args_schema,
         called_as=spec.called_as,
+        on_progress=progressed if request.emit is not None else None,
     )
     await emit_safely(
         request.emit,

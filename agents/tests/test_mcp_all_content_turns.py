@@ -4,13 +4,15 @@ telecom fixture's: what the offline model calls, and what reaches the answer."""
 from __future__ import annotations
 
 import pytest
+from django.test import AsyncClient
 
 from agents.models import McpServer, McpTool
 from agents.services import mcp_tools_sync
 from common.config_version import config_version_bump
-from mcp_servers.all_content.server import DOTTED
+from mcp_servers.all_content.server import DOTTED, PROGRESS_STEPS
+from tests.streaming import run, sse_events
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # the stream's turn runs on the ASGI app's threads
 
 CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001", "path": "contract.txt"}
 NO_ARGUMENT_TOOLS = {"server_status", "long_operation"}
@@ -77,3 +79,31 @@ def test_a_turns_answer_carries_a_dotted_tools_result_and_the_links_and_images_o
     assert image["url"] in body["answer"]
     assert client.get(image["url"])["Content-Type"] == "image/png"
     assert DOTTED not in body["metadata"]["mcp_tools"]  # the model sees the platform's name
+
+
+@pytest.mark.usefixtures("lines")
+def test_a_tools_progress_notifications_stream_as_tool_call_events_between_its_start_and_end(tenant_key):
+    async def go():
+        response = await AsyncClient().post(
+            "/api/gateway/message/stream",
+            {
+                "agent_id": "telecom_contas",
+                "payload": {
+                    "text": "Minha fatura: qual o progresso da operação?",
+                    "session_id": "s-progress",
+                    "context": CONTEXT,
+                },
+            },
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        )
+        assert response.status_code == 200
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    events = sse_events(run(go()))
+    phases = [data for event, data in events if event == "tool_call" and data["tool"] == "long_operation"]
+
+    assert [data["phase"] for data in phases] == ["started", *["progress"] * PROGRESS_STEPS, "finished"]
+    assert [(data["progress"], data["total"]) for data in phases[1:-1]] == [(1, 3), (2, 3), (3, 3)]
+    assert phases[1]["message"] == "step 1 of 3" and phases[1]["server"] == "lines"
+    assert events[-1][0] == "done"
