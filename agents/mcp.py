@@ -30,6 +30,7 @@ an internal address the operator does not allow (:mod:`common.outbound`): its ca
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import contextlib
 import logging
@@ -38,7 +39,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,8 @@ from django.conf import settings
 from django.core.cache import cache
 from jsonschema.exceptions import best_match
 
+from agents.mcp_stdio import declared as stdio_declared
+from agents.mcp_stdio import restart_delay, stdio_name
 from agents.mcp_wire import bounded_client, too_large_in
 from agents.structured import SchemaTooCostly, schema_errors, schema_problem
 from common.endpoints import endpoint_mask, endpoints_masked_in
@@ -151,6 +154,14 @@ class McpRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid = 0
         self.connections: dict[Endpoint, ServerConnection] = {}
+        atexit.register(self._stop)
+
+    def _stop(self) -> None:
+        """Close every session when the interpreter exits, so that a stdio server's process is stopped with it."""
+        loop = self._loop
+        if loop is not None and loop.is_running() and self._pid == os.getpid():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.close_all(), loop).result(timeout=10)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -201,6 +212,7 @@ class ServerConnection:
         self._opening: asyncio.Future | None = None
         # Each tool's output schema as the server last listed it: what its results are checked against.
         self.output_schemas: dict[str, dict[str, Any] | None] = {}
+        self.restarts = 0  # of a stdio server's process after it stopped (agents.mcp_stdio)
 
     def tools_listed(self, listed: Any) -> Any:
         """Keep the output schemas of a ``tools/list`` result (as ``ClientSession`` keeps its own); returns it."""
@@ -240,19 +252,80 @@ class ServerConnection:
             _in_background(_finish(owner))
 
     async def _own(self, opened: asyncio.Future, closing: asyncio.Event) -> None:
-        from mcp import ClientSession
+        """Open the session and hold it until ``closing``. A stdio server (:mod:`agents.mcp_stdio`) is supervised:
+        when its process exits, it is started again after a growing wait, and calls meanwhile wait for it."""
+        name = stdio_name(self.endpoint.url)
+        if name is None:
+            await self._serve(opened, closing, self._http_streams(), None)
+            return
+        loop = asyncio.get_running_loop()
+        delay = 0.0
+        while True:
+            started, exited = loop.time(), asyncio.Event()
+            await self._serve(opened, closing, self._stdio_streams(name, exited), exited)
+            if closing.is_set():
+                return
+            delay = restart_delay(delay, loop.time() - started)
+            self.restarts += 1
+            logger.warning("MCP stdio server %s stopped; starting it again in %gs", name, delay)
+            opened = self._opening = loop.create_future()  # calls meanwhile wait for the new session
+            opened.add_done_callback(lambda future: future.cancelled() or future.exception())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), delay)
+                return
+
+    @contextlib.asynccontextmanager
+    async def _http_streams(self) -> AsyncIterator[tuple[Any, Any]]:
         from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE, streamable_http_client
 
-        owned = None
         limit = settings.MCP_RESPONSE_MAX_BYTES  # 0: answers read whole, the SDK's own limit (agents/mcp_wire.py)
         # The server's address is the operator's: never an internal one unless allowed (common/outbound.py).
         client = bounded_client(limit, AsyncHttpx2GuardedTransport())
+        async with (
+            client,
+            streamable_http_client(
+                self.endpoint.url, http_client=client, max_sse_event_size=limit or DEFAULT_MAX_SSE_EVENT_SIZE
+            ) as (read_stream, write_stream),
+        ):
+            yield read_stream, write_stream
+
+    @contextlib.asynccontextmanager
+    async def _stdio_streams(self, name: str, exited: asyncio.Event) -> AsyncIterator[tuple[Any, Any]]:
+        """The declared server's process, started; ``exited`` is set when its output ends (it stopped)."""
+        import anyio
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        server = stdio_declared().get(name)
+        if server is None:
+            raise McpUnavailable(f"no stdio server {name!r} is declared in MCP_STDIO_SERVERS")
+        command, *args = server.command
+        parameters = StdioServerParameters(command=command, args=args, env=server.env or None, cwd=server.cwd)
+        async with stdio_client(parameters) as (read_stream, write_stream):
+            send, receive = anyio.create_memory_object_stream[Any](0)
+
+            async def relay() -> None:
+                try:
+                    async with send:
+                        async for message in read_stream:
+                            await send.send(message)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    pass
+                finally:
+                    exited.set()
+
+            relaying = asyncio.ensure_future(relay())
+            try:
+                yield receive, write_stream
+            finally:
+                relaying.cancel()
+
+    async def _serve(self, opened: asyncio.Future, closing: asyncio.Event, streams: Any, exited: Any) -> None:
+        from mcp import ClientSession
+
+        owned = None
         try:
             async with (
-                client,
-                streamable_http_client(
-                    self.endpoint.url, http_client=client, max_sse_event_size=limit or DEFAULT_MAX_SSE_EVENT_SIZE
-                ) as (read_stream, write_stream),
+                streams as (read_stream, write_stream),
                 # The SDK's own request timeout only backs ours up: the caller's deadline decides, so a frozen
                 # server is always a `timeout` (the SDK timing out the handshake first said `unavailable`).
                 ClientSession(read_stream, write_stream, read_timeout_seconds=self.endpoint.timeout + 1) as session,
@@ -264,7 +337,14 @@ class ServerConnection:
                 self.session = owned = session
                 if not opened.done():
                     opened.set_result(session)
-                await closing.wait()
+                waits = [asyncio.ensure_future(closing.wait())]
+                if exited is not None:
+                    waits.append(asyncio.ensure_future(exited.wait()))
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for wait in waits:
+                        wait.cancel()
         except BaseException as exc:
             if not opened.done():
                 opened.set_exception(McpUnavailable(_describe(exc)))

@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from agents.desks import ERROR_SIGNING_BOTH, ERROR_SIGNING_MISSING, validate_secret, validate_secret_variable
 from agents.escalation import TEAM_PATTERN, default_escalation, validate_escalation_settings
+from agents.mcp_stdio import SCHEME as STDIO_SCHEME
 from agents.profile_settings import (
     MODEL_ENDPOINT_FIELDS as MODEL_ENDPOINT_FIELDS,
 )  # re-exported: its users read it here
@@ -17,6 +18,7 @@ from agents.schemas import (
     validate_endpoint_url,
     validate_guardrail_settings,
     validate_judge_settings,
+    validate_mcp_endpoint,
     validate_model_key_variable,
     validate_tool_args_schema,
     validate_word_list,
@@ -933,6 +935,8 @@ class SpecialistPrompt(models.Model):
 
 class McpTransport(models.TextChoices):
     STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
+    # Declared in MCP_STDIO_SERVERS, registered by `manage.py mcp_stdio_servers`: never chosen in a form.
+    STDIO = "stdio", "stdio (declared by the operator)"
 
 
 class McpServer(models.Model):
@@ -941,8 +945,9 @@ class McpServer(models.Model):
     transport = models.CharField(max_length=32, choices=McpTransport.choices, default=McpTransport.STREAMABLE_HTTP)
     endpoint = models.CharField(
         max_length=500,
-        validators=[validate_endpoint_url],
-        help_text="e.g. http://localhost:8100/mcp",
+        validators=[validate_mcp_endpoint],
+        help_text="e.g. http://localhost:8100/mcp; stdio:<name> for a stdio server the operator declared "
+        "(MCP_STDIO_SERVERS).",
     )
     endpoint_template = models.CharField(
         max_length=500,
@@ -967,6 +972,13 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        stdio = self.endpoint.startswith(STDIO_SCHEME)
+        if stdio != (self.transport == McpTransport.STDIO):
+            raise ValidationError(
+                {"transport": "A stdio: endpoint goes with the stdio transport, and only such an endpoint does."}
+            )
 
 
 class McpTool(models.Model):

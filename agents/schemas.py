@@ -16,6 +16,8 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from agents.mcp_stdio import declared as stdio_declared
+from agents.mcp_stdio import stdio_name
 from agents.structured import schema_problem
 from common.endpoints import ENV_REFERENCE, endpoint_mask, endpoint_unmask, template_shareable
 from common.outbound import validate_outbound_url
@@ -113,6 +115,18 @@ def validate_endpoint_url(value: str) -> None:
     if port == 0 or any(ch.isspace() for ch in value):
         raise ValidationError("Enter a valid URL (no spaces, a port between 1 and 65535).")
     validate_outbound_url(value)
+
+
+def validate_mcp_endpoint(value: str) -> None:
+    """An MCP server's endpoint: an http(s) URL (:func:`validate_endpoint_url`), or ``stdio:<name>`` of a stdio server
+    the operator declared (:mod:`agents.mcp_stdio`: its command line is declared there, never typed here)."""
+    name = stdio_name(value)
+    if name is None:
+        validate_endpoint_url(value)
+    elif name not in stdio_declared():
+        raise ValidationError(
+            f"No stdio server {name!r} is declared in MCP_STDIO_SERVERS: the operator declares a command line there."
+        )
 
 
 # The platform's own secrets: what platform/settings.py (and Django's createsuperuser, the first run's admin, the
