@@ -157,11 +157,18 @@ class McpRuntime:
         atexit.register(self._stop)
 
     def _stop(self) -> None:
-        """Close every session when the interpreter exits, so that a stdio server's process is stopped with it."""
+        """Close the stdio servers' sessions when the interpreter exits, so that their processes stop with it (an
+        HTTP session is left to its server: closing it would cost a request to each at every exit)."""
         loop = self._loop
-        if loop is not None and loop.is_running() and self._pid == os.getpid():
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self.close_all(), loop).result(timeout=10)
+        if loop is None or not loop.is_running() or self._pid != os.getpid():
+            return
+        stdio = [connection for endpoint, connection in self.connections.items() if stdio_name(endpoint.url)]
+
+        async def close() -> None:
+            await asyncio.gather(*(connection.close() for connection in stdio), return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close(), loop).result(timeout=10)
 
     def loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
