@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0024_profile_a2a_anonymous_bucket'),
+        ('agents', '0025_profile_language_specialist_translations'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0025_mcp_tool_remote_name'),
+        ('agents', '0026_mcp_tool_remote_name'),
     ]
 
     operations = [
