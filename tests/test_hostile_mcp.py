@@ -144,12 +144,14 @@ def test_a_hanging_tool_ends_at_the_servers_timeout_and_the_plan_at_its_time_lim
 
     hits = limits(body)
     assert hits["step_seconds"]["asked"] == 3600 and hits["step_seconds"]["ran"] == SERVER_TIMEOUT_SECONDS
-    # The plan's own clock, not the request's: it ended before the ten calls, eight at a time, would each have hung
-    # to the server's timeout. (That it ends within its limit and grace even when the calls cannot end themselves,
-    # as in a process starved at a busy run's start: conversations/tests/test_goal_engine.py.)
-    assert hits["plan_seconds"]["elapsed_ms"] < 2 * SERVER_TIMEOUT_SECONDS * 1000
     assert hits["plan_seconds"]["value"] == 0.5
     assert (hits["plan_seconds"]["asked"], hits["plan_seconds"]["ran"]) == (settings.GOAL_FANOUT_MAX_ITEMS, 0)
+    # The plan's own clock, not the server's: every call started was given what was left of the plan's time
+    # (shorter than the server's 1 s), read from what the engine did rather than from how long it took (that the
+    # plan ends within its limit and grace even when the calls cannot end themselves: test_goal_engine.py).
+    started = [out for out in body["metadata"]["goal"]["outputs"].values() if out["status"] != "skipped"]
+    assert 1 <= len(started) <= settings.GOAL_PLAN_MAX_CONCURRENCY
+    assert all(out["metadata"]["plan_time"] is True and out["metadata"]["status"] == "timeout" for out in started)
     assert body["metadata"]["goal"]["status"] == "failure"
     assert "Step" not in body["answer"] and "timeout" not in body["answer"]
 

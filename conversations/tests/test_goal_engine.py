@@ -61,6 +61,7 @@ class Seen:
         self.arguments: list[tuple[str, dict]] = []
         self.in_flight = 0
         self.peak = 0
+        self.release = threading.Event()  # ends the calls of ``hold`` (set at the next reset at the latest)
 
 
 SEEN = Seen()
@@ -77,6 +78,21 @@ async def work(label: str, delay_ms: int = 300) -> dict[str, Any]:
     finally:
         SEEN.in_flight -= 1
         SEEN.log.append(("end", label))
+    return {"label": label, "explanation": f"feito: {label}"}
+
+
+async def hold(label: str) -> dict[str, Any]:
+    """Answer only once the test releases it: a step that ends before then was ended by the platform's limit,
+    however slowly the machine ran (a sleep of some seconds instead would race the limit on a busy machine)."""
+    seen = SEEN.log
+    release = SEEN.release
+    seen.append(("start", label))
+    try:
+        with anyio.move_on_after(60):  # a hang guard: the test has failed long before
+            while not release.is_set():
+                await anyio.sleep(0.02)
+    finally:
+        seen.append(("end", label))
     return {"label": label, "explanation": f"feito: {label}"}
 
 
@@ -102,7 +118,7 @@ def fail(reason: str = "boom") -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def plan_url():
     server = new_server("plan", title="Plan test server", instructions="Tools for the goal engine's tests.")
-    for tool in (work, echo, number, fail):
+    for tool in (work, hold, echo, number, fail):
         server.add_tool(tool)
     with mcp_serving(server) as url:
         yield url
@@ -111,7 +127,8 @@ def plan_url():
 @pytest.fixture
 def plan_server(plan_url):
     SEEN.reset()
-    return plan_url
+    yield plan_url
+    SEEN.release.set()
 
 
 def snapshot_of(**urls: str) -> Snapshot:
@@ -125,7 +142,7 @@ def snapshot_of(**urls: str) -> Snapshot:
 
 
 def catalogue_of(*capabilities: CapabilitySpec) -> GoalCatalogue:
-    plain = {name: CapabilitySpec("plan", name) for name in ("work", "echo", "number", "fail")}
+    plain = {name: CapabilitySpec("plan", name) for name in ("work", "hold", "echo", "number", "fail")}
     return GoalCatalogue(goals={}, capabilities={**plain, **{spec.name: spec for spec in capabilities}})
 
 
@@ -310,14 +327,13 @@ def hits(run) -> dict[str, dict]:
 
 
 def test_a_manifests_time_limit_may_shorten_a_step_but_never_lengthen_it_past_the_servers(plan_server):
-    greedy = CapabilitySpec("plan", "slow_work", {"timeout_seconds": 3600}, tool="work")
+    greedy = CapabilitySpec("plan", "slow_work", {"timeout_seconds": 3600}, tool="hold")
     snapshot = snapshot_of(plan=plan_server)
     snapshot = replace(snapshot, servers={"plan": replace(snapshot.servers["plan"], timeout=0.5)})
-    started = time.monotonic()
 
-    run, _ = execute(plan_of(step(1, "slow_work", label="slow", delay_ms=3000)), catalogue_of(greedy), snapshot)
+    run, _ = execute(plan_of(step(1, "slow_work", label="slow")), catalogue_of(greedy), snapshot)
 
-    assert time.monotonic() - started < 3.0  # ended at the server's 0.5 s, not the manifest's hour or the tool's 3 s
+    assert SEEN.log == [("start", "slow")]  # ended while the tool still held it: by a limit, not by the tool
     assert run.outputs[1].metadata["status"] == "timeout"
     assert hits(run)["step_seconds"] == {
         "limit": "step_seconds",
@@ -331,18 +347,16 @@ def test_a_manifests_time_limit_may_shorten_a_step_but_never_lengthen_it_past_th
 
 def test_a_plan_past_its_time_limit_ends_the_steps_running_and_runs_no_more(plan_server, settings):
     settings.GOAL_PLAN_TIMEOUT_SECONDS = 0.5
-    plan = plan_of(
-        *(step(n, "work", required=False, label=f"w{n}", delay_ms=3000) for n in (1, 2, 3)), max_concurrency=1
-    )
-    started = time.monotonic()
+    plan = plan_of(*(step(n, "hold", required=False, label=f"w{n}") for n in (1, 2, 3)), max_concurrency=1)
 
     run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
 
-    assert time.monotonic() - started < 3.0  # the first call alone would take 3 s (how soon: the next test)
+    # The server's 5 s cut to the plan's 0.5 s, and the call ended while the tool still held it (how soon: the next
+    # test's hard stop).
     assert run.outputs[1].metadata["status"] == "timeout" and run.outputs[1].metadata["plan_time"] is True
     assert statuses(run) == {1: FAILURE, 2: SKIPPED, 3: SKIPPED}
     assert run.outputs[3].explanation == "Não executado: o tempo do pedido acabou."
-    assert [label for event, label in SEEN.log if event == "start"] == ["w1"]
+    assert SEEN.log == [("start", "w1")]
     hit = hits(run)["plan_seconds"]
     assert (hit["setting"], hit["value"], hit["asked"], hit["ran"]) == ("GOAL_PLAN_TIMEOUT_SECONDS", 0.5, 3, 0)
 
@@ -350,19 +364,21 @@ def test_a_plan_past_its_time_limit_ends_the_steps_running_and_runs_no_more(plan
 def test_a_plan_whose_calls_cannot_notice_their_deadline_ends_them_at_its_limit_and_grace(plan_server, settings):
     settings.GOAL_PLAN_TIMEOUT_SECONDS = 0.5
     snapshot = snapshot_of(plan=plan_server)
-    plan = plan_of(*(step(n, "work", required=False, label=f"w{n}", delay_ms=3000) for n in (1, 2)))
-    # The thread that owns this process's MCP sessions, stuck for 3 s (what a starved process looks like to the
-    # calls): no call can end itself at its deadline, and the plan must still end them.
-    stuck = threading.Event()
-    runtime.loop().call_soon_threadsafe(lambda: (stuck.set(), time.sleep(3)))
+    plan = plan_of(*(step(n, "hold", required=False, label=f"w{n}") for n in (1, 2)))
+    # The thread that owns this process's MCP sessions, stuck until the plan has ended (what a starved process looks
+    # like to the calls): no call can end itself at its deadline, and the plan must still end them.
+    stuck, unstuck = threading.Event(), threading.Event()
+    runtime.loop().call_soon_threadsafe(lambda: (stuck.set(), unstuck.wait(60)))
     stuck.wait()
     started = time.monotonic()
 
-    run, _ = execute(plan, snapshot=snapshot)
-
-    ended = time.monotonic() - started
+    try:
+        run, _ = execute(plan, snapshot=snapshot)
+    finally:
+        ended = time.monotonic() - started
+        unstuck.set()
     runtime.run_sync(asyncio.sleep(0))  # the thread free again before the next test's calls
-    assert 0.5 + PLAN_END_GRACE_SECONDS <= ended < 3
+    assert ended >= 0.5 + PLAN_END_GRACE_SECONDS  # not before its limit and grace (after: however busy the machine)
     assert statuses(run) == {1: FAILURE, 2: FAILURE}
     assert {run.outputs[n].metadata["error"] for n in (1, 2)} == {"the plan's time ran out"}
     assert all(run.outputs[n].metadata["plan_time"] for n in (1, 2))
