@@ -339,12 +339,20 @@ def _raise_stopped(signum: int, _frame: object) -> None:
     raise Stopped(signum)
 
 
+def _hold_further_signals() -> None:
+    """Stopping has begun: a second signal (a terminal's Ctrl-C reaches the whole group, and the calling script
+    passes its own on) must not cut the stop short and leave the command running."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def run(command: list[str], env: Env) -> int:
     """Run ``command`` to completion; if we are interrupted, stop it before tearing services down."""
     child = subprocess.Popen(command, env=env)
     try:
         return child.wait()
     except Stopped:
+        _hold_further_signals()
         # Only we were told to stop: pass it on as a Ctrl-C, which pytest answers by stopping its xdist workers and
         # reporting (a SIGTERM would leave the workers running), then stop it outright if it does not end.
         child.send_signal(signal.SIGINT)
@@ -353,6 +361,7 @@ def run(command: list[str], env: Env) -> int:
         stop_process(child, timeout=10)
         raise
     except BaseException:
+        _hold_further_signals()
         # A terminal Ctrl-C reached the child too: give it a moment to finish its report.
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=5)
@@ -372,6 +381,9 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, _raise_stopped)
     signal.signal(signal.SIGHUP, _raise_stopped)
+    # Started in the background by a script, this process and its children would ignore SIGINT: pytest would not
+    # stop at the Ctrl-C it is passed. A handler of ours is reset to the default in the children.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     env = dict(os.environ)
     try:
         with contextlib.ExitStack() as stack:

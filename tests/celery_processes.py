@@ -19,63 +19,21 @@ process's settings: the caller points ``DATABASE_URL`` at the test database.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
 import secrets
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-# Runs the command in place of itself once the kernel will SIGKILL it when this process dies (Linux's
-# PR_SET_PDEATHSIG, kept across exec): a test run killed before its teardown leaves no worker behind,
-# retrying a Redis that is gone. The pool children follow their main process on their own.
-ORPHAN_GUARD = """
-import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-if os.getppid() != int(sys.argv[1]):
-    sys.exit("the test process died before the worker started")
-os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
-"""
-# The kernel sends that signal when the *thread* that started the child ends, not the process: a worker started from
-# a passing thread (asyncio.to_thread, a thread pool's) would be killed with it, silently. Every guarded child is
-# started from this one thread, which lives as long as the test process.
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="guarded-spawn")
+from tests.guarded import PROJECT_ROOT, guarded_spawn
 
 # Start-up flags. Mingle (asking the other workers for revoked ids at start) costs a broker round trip
 # and a wait for replies that never come; gossip and heartbeats are events only a monitor would read.
 FAST_START = ("--without-gossip", "--without-mingle", "--without-heartbeat")
-
-
-def guarded_spawn(
-    arguments: Sequence[str], *, env: Mapping[str, str], log_path: Path, cwd: Path = PROJECT_ROOT
-) -> subprocess.Popen[bytes]:
-    """``python <arguments>`` in a session of its own, its output in ``log_path`` (a file, not a pipe: nobody drains
-    a pipe while it runs, and a full one would block it), killed with this process (:data:`ORPHAN_GUARD`) and never
-    with the thread that asked for it (:data:`_SPAWNER`)."""
-    command = list(arguments)
-    if sys.platform == "linux":
-        command = ["-c", ORPHAN_GUARD, str(os.getpid()), *command]
-
-    def spawn() -> subprocess.Popen[bytes]:
-        with log_path.open("wb") as log:
-            return subprocess.Popen(
-                [sys.executable, *command],
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    return _SPAWNER.submit(spawn).result()
 
 
 def celery_spawn(arguments: Sequence[str], *, env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.guarded import guarded_popen
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SERVER_NAMES = ("telecom", "retail", "finance")
 HOST = "127.0.0.1"
@@ -115,9 +117,9 @@ class MCPServerProcess:
             "--log-level",
             self.log_level,
         ]
-        self.process = subprocess.Popen(
-            command, cwd=PROJECT_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
-        )
+        # Killed with this process however it ends (an interrupted run's xdist worker never reaches the teardown),
+        # and in a session of its own: a terminal's Ctrl-C reaches the test process, which stops it.
+        self.process = guarded_popen(command, env=env, log=self._log)
 
     def _wait_until_ready(self) -> None:
         assert self.process is not None and self.port is not None

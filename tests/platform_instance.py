@@ -35,6 +35,7 @@ from django.db import connection
 
 from scripts import services
 from tests.celery_fixtures import worker_database_url
+from tests.guarded import guarded_spawn
 from tests.mcp_processes import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -204,14 +205,11 @@ def platform_served(
         instance = Instance(base=f"http://127.0.0.1:{port}", key=key, env=env, log_path=tmp / "server.log")
         if before_serve is not None:
             before_serve(instance)
-        with instance.log_path.open("w") as log:
-            server = instance.server = subprocess.Popen(
-                [sys.executable, "-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                cwd=PROJECT_ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        server = instance.server = guarded_spawn(  # killed with the test process, however it ends
+            ["-m", "platform.serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            env=env,
+            log_path=instance.log_path,
+        )
         try:
             deadline = time.monotonic() + 60
             while True:

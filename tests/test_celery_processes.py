@@ -1,4 +1,4 @@
-"""The tests' own process starter (tests/celery_processes.py): a guarded child outlives the thread that started it
+"""The tests' own process starter (tests/guarded.py): a guarded child outlives the thread that started it
 and dies with the test process."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.celery_processes import PROJECT_ROOT, guarded_spawn
+from tests.guarded import PROJECT_ROOT, guarded_spawn
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the guard is Linux's PR_SET_PDEATHSIG")
 
@@ -52,7 +52,7 @@ def test_a_child_dies_with_the_process_that_started_it(tmp_path):
     starter = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from tests.celery_processes import guarded_spawn\n"
+        "from tests.guarded import guarded_spawn\n"
         f"child = guarded_spawn({SLEEPER!r}, env=os.environ, log_path=Path(sys.argv[1]))\n"
         "print(child.pid, flush=True)\n"
         "time.sleep(0.5)\n"

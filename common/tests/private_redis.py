@@ -8,6 +8,7 @@ with PrivateRedis() as redis:
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.guarded import guarded_popen
 
 
 def _free_port() -> int:
@@ -43,11 +46,11 @@ class PrivateRedis:
             return False
 
     def start(self) -> None:
-        self._process = subprocess.Popen(
+        self._process = guarded_popen(  # killed with the test process, however it ends
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            env=os.environ,
+            log=Path(self._dir) / "redis.log",
             cwd=self._dir,
-            stdout=(Path(self._dir) / "redis.log").open("ab"),
-            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 20
         while not self.answers():
