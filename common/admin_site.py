@@ -36,6 +36,10 @@ def newlines_plain(data: QueryDict) -> QueryDict:
 class PlatformAdminSite(AdminSite):
     """Django's admin site; what a form posts to any of its views has plain line ends (:func:`newlines_plain`)."""
 
+    # No "View site" in the header: the platform serves no page at ``/`` (Django's default), and its pages for
+    # people (the chat page, the desk, the dashboard) each have their own audience.
+    site_url = None
+
     def admin_view(self, view: _View, cacheable: bool = False) -> _View:
         guarded = super().admin_view(view, cacheable)
 

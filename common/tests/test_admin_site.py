@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from django.contrib import admin
 from django.http import QueryDict
 
@@ -22,3 +25,15 @@ def test_crlf_and_a_lone_cr_read_as_lf_in_every_value_and_a_post_without_them_is
     assert plain["csrfmiddlewaretoken"] == "t"
     untouched = QueryDict("name=telecom&note=one+line")
     assert newlines_plain(untouched) is untouched
+
+
+@pytest.mark.sqlite_too
+@pytest.mark.django_db
+def test_no_admin_header_links_to_a_page_that_is_not_there(admin_client):
+    """Django's header offers "View site" at ``/``, which this platform does not serve (a 404 for every role)."""
+    page = admin_client.get("/admin/")
+    links = re.findall(r'<a href="([^"]+)"', page.content.decode().split('id="content"')[0])  # the header's links
+
+    assert page.status_code == 200 and links
+    assert "View site" not in page.content.decode()
+    assert all(admin_client.get(link).status_code != 404 for link in links if link.startswith("/"))
