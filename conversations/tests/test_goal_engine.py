@@ -333,7 +333,9 @@ def test_a_manifests_time_limit_may_shorten_a_step_but_never_lengthen_it_past_th
 
     run, _ = execute(plan_of(step(1, "slow_work", label="slow")), catalogue_of(greedy), snapshot)
 
-    assert SEEN.log == [("start", "slow")]  # ended while the tool still held it: by a limit, not by the tool
+    # Ended before the tool answered (it holds until released): by a limit, not by the tool. (Whether the call reached
+    # the server before the limit is the machine's speed: at load 18 it did not.)
+    assert SEEN.log in ([], [("start", "slow")])
     assert run.outputs[1].metadata["status"] == "timeout"
     assert hits(run)["step_seconds"] == {
         "limit": "step_seconds",
@@ -356,7 +358,7 @@ def test_a_plan_past_its_time_limit_ends_the_steps_running_and_runs_no_more(plan
     assert run.outputs[1].metadata["status"] == "timeout" and run.outputs[1].metadata["plan_time"] is True
     assert statuses(run) == {1: FAILURE, 2: SKIPPED, 3: SKIPPED}
     assert run.outputs[3].explanation == "Não executado: o tempo do pedido acabou."
-    assert SEEN.log == [("start", "w1")]
+    assert SEEN.log in ([], [("start", "w1")])  # w1 never answered (it may not have reached the server); no other
     hit = hits(run)["plan_seconds"]
     assert (hit["setting"], hit["value"], hit["asked"], hit["ran"]) == ("GOAL_PLAN_TIMEOUT_SECONDS", 0.5, 3, 0)
 
