@@ -30,6 +30,7 @@ from agents.models import AgentProfile, UsagePurpose
 from agents.services import model_usage_record
 from agents.usage import TurnUsage, usage_counting
 from common.errors import DomainError, NotFound
+from conversations.language import language_decide
 from releases.configio.exporter import dump
 from releases.configio.source import Problems, Source, load
 from routing import snapshot
@@ -271,7 +272,10 @@ def _misses(expect: Mapping[str, Any], actual: Mapping[str, Any]) -> tuple[str, 
 
 async def _decide(profile: ProfileSpec, case: Case) -> tuple[dict[str, str], str]:
     """The actual decision for ``case``, as the engine would take it for a new conversation in the case's state."""
-    actual = dict.fromkeys(ROUTING_TEST_EXPECT_KEYS, "")
+    actual = {
+        **dict.fromkeys(ROUTING_TEST_EXPECT_KEYS, ""),
+        "language": language_decide(kept="", channel="", text=case.message)[0],
+    }
     if profile.effective_mode == GOAL_MODE or case.wants_goal:
         decision = await goal_decide(profile=profile, text=case.message, goal_state=None)
         read = decision.intent_output
@@ -308,6 +312,7 @@ class Conversation:
     intent: str = ""
     goal_state: dict[str, Any] | None = None
     context: dict[str, Any] = field(default_factory=dict)
+    language: str = ""  # the one the conversation keeps (conversations.language)
 
     def frames_live(self, delegated: str) -> list[Frame]:
         """The frames a message finds (as ``conversations.stack_turn.frames_live`` reads them from the row): the
@@ -349,6 +354,7 @@ async def _turn(
     state, else :func:`routing.stack.conversation_decide` with the frames), and what it shows; ``talk`` carries
     the conversation on."""
     actual: dict[str, Any] = {**dict.fromkeys(ROUTING_TEST_KEYS, ""), "events": [], "topics": []}
+    actual["language"], talk.language = language_decide(kept=talk.language, channel="", text=text)
     step: StackStep | None = None
     delegated = ""
     if profile.effective_mode == GOAL_MODE or "goal" in expect or "status" in expect:

@@ -366,6 +366,7 @@ EXPECT_LABELS = {
     "repair": "Repair",
     "state_after": "State after",
     "topics": "Requests found",
+    "language": "Language",
 }
 EXPECT_HELP = {
     "intent": "The intent the message must be routed to.",
@@ -378,6 +379,7 @@ EXPECT_HELP = {
     "repair": "The repair the message must be read as.",
     "state_after": "The conversation's state after the message (“no state”: no flow waits).",
     "topics": "Intents that must be among the requests the message holds (a message with several).",
+    "language": "The language the platform must answer the message in: the conversation's, as it reads and keeps it.",
 }
 GOAL_KEYS = ("goal", "status")
 NOT_CHECKED = "— not checked —"
@@ -398,6 +400,7 @@ EXPECT_WHAT = {
     "repair": "a repair",
     "state_after": "a state of {profile}",
     "topics": "an intent of {profile}",
+    "language": "a language the platform speaks",
 }
 # What happens to a conversation's open flows (routing.stack), in words.
 EVENT_WORDS = {
@@ -448,6 +451,7 @@ Choices = list[tuple[str, str]]
 CONVERSATION_CHOICES: dict[str, Choices] = {
     "events": [(event, f"{event}: {EVENT_WORDS[event]}") for event in ROUTING_TEST_EVENTS],
     "repair": [(pattern, f"{pattern}: {REPAIR_WORDS[pattern]}") for pattern in REPAIR_PATTERNS],
+    "language": [(code, f"{code}: {LANGUAGE_NAMES.get(code, code)}") for code in LANGUAGES],
 }
 
 
@@ -574,7 +578,8 @@ TURNS_HELP = (
     "most 10). After a message, “|” (its last one) and what must come of it, e.g. “Quero pagar pelo pix | intent: "
     "billing_payment_request; state after: WAITING_PAYMENT_CONFIRMATION” or “antes disso, cadê meu pedido? | events: "
     "pushed, resumed”. What may be checked: intent, specialist, decided by, next state, goal, goal status, events, "
-    "repair, state after (“(none)”: no flow waits), requests found (intents, separated by commas). Empty: a single "
+    "repair, state after (“(none)”: no flow waits), requests found (intents, separated by commas), language (pt, "
+    "en, es). Empty: a single "
     "message."
 )
 _KEY_WORDS = {
@@ -696,6 +701,7 @@ class RoutingTestCaseForm(forms.ModelForm):
     expect_repair = forms.ChoiceField(required=False)
     expect_state_after = forms.ChoiceField(required=False)
     expect_topics = forms.MultipleChoiceField(required=False)
+    expect_language = forms.ChoiceField(required=False)
     turns = TurnsField(required=False, label=TURNS_LABEL, help_text=TURNS_HELP)
 
     class Meta:

@@ -624,7 +624,9 @@ ROUTING_TEST_EXPECT_KEYS = ("intent", "agent", "method", "next_state", "goal", "
 # What the conversation must show after a message (routing.stack): events that occur, the repair pattern it reads as,
 # the conversation's state after it ("" for none), intents among its requests.
 ROUTING_TEST_CONVERSATION_KEYS = ("events", "repair", "state_after", "topics")
-ROUTING_TEST_KEYS = (*ROUTING_TEST_EXPECT_KEYS, *ROUTING_TEST_CONVERSATION_KEYS)
+# The language the platform answers the message in (conversations.language: the conversation's, kept across turns).
+ROUTING_TEST_LANGUAGE_KEY = "language"
+ROUTING_TEST_KEYS = (*ROUTING_TEST_EXPECT_KEYS, *ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_LANGUAGE_KEY)
 ROUTING_TEST_LIST_KEYS = ("events", "topics")
 ROUTING_TEST_EVENTS = ("opened", "pushed", "resumed", "bound", "closed", "cancelled", "expired", "queued")
 ROUTING_TEST_MAX_TURNS = 10  # earlier turns of a conversation test, before its own message
@@ -647,6 +649,8 @@ def routing_test_expect_problems(expect: object) -> list[tuple[str, str]]:
             problems.append((key, 'must be a text (the state after the message; "" for none).'))
         elif key == "repair" and value not in REPAIR_PATTERNS:
             problems.append((key, f"must be one of: {', '.join(REPAIR_PATTERNS)}."))
+        elif key == ROUTING_TEST_LANGUAGE_KEY and value not in LANGUAGES:
+            problems.append((key, f"must be one of: {', '.join(LANGUAGES)}."))
         elif key in ROUTING_TEST_LIST_KEYS:
             problems += [(key, problem) for problem in _list_problems(key, value)]
     return problems

@@ -12,7 +12,7 @@ import pytest
 from common.config_version import config_version_bump
 from releases.routing_tests import Case, CaseTurn, RoutingTestsFailed, routing_tests_run, routing_tests_spec
 from releases.versions import version_publish
-from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase
+from routing.models import ROUTING_TEST_EXPECT_KEYS, RoutingTestCase, routing_test_expect_errors
 from routing.selectors import live_version
 from tests.factories import IntentFactory, StatePolicyFactory
 
@@ -150,12 +150,12 @@ def test_a_single_message_expecting_its_topics_is_read_by_the_stack(flow):
 
 def test_a_single_message_case_is_decided_as_before(flow):
     """No earlier turns and nothing only the stack shows: the engine's decision for the message, in the case's state,
-    with the same keys as ever."""
+    with the same keys as ever, and the language it is answered in."""
     case = Case(name="sim no pagamento", message="sim", state=FLOW, expect={"method": "state"})
 
     result = routing_tests_run(routing_tests_spec(flow), [case]).results[0]
 
-    assert result.passed and set(result.actual) == set(ROUTING_TEST_EXPECT_KEYS)
+    assert result.passed and set(result.actual) == {*ROUTING_TEST_EXPECT_KEYS, "language"}
     assert "turns" not in result.as_dict()
 
 
@@ -201,3 +201,32 @@ def test_a_conversation_found_in_a_state_has_its_flow_open(flow):
     result = routing_tests_run(routing_tests_spec(flow), [case]).results[0]
 
     assert result.passed, result.failure_text()
+
+
+def test_a_test_expecting_a_language_fails_when_the_message_would_be_answered_in_another(flow):
+    english = Case(name="english bill", message="my bill came in way too high this month", expect={"language": "en"})
+    portuguese = Case(name="conta alta", message="minha fatura veio alta demais este mês", expect={"language": "en"})
+
+    passed, failed = routing_tests_run(routing_tests_spec(flow), [english, portuguese]).results
+
+    assert passed.passed and passed.actual["language"] == "en"
+    assert not failed.passed and failed.failed == ("language",) and failed.actual["language"] == "pt"
+    assert "expected language=en; got" in failed.failure_text()
+
+
+def test_a_conversation_keeps_its_language_for_a_reply_that_tells_none(flow):
+    # "ok" tells no language: the conversation's, read from its first message, answers it.
+    case = conversation(
+        "english reply",
+        CaseTurn("my bill came in way too high this month", {"language": "en"}),
+        message="ok",
+        language="en",
+    )
+
+    result = routing_tests_run(routing_tests_spec(flow), [case]).results[0]
+
+    assert result.passed, result.failure_text()
+
+
+def test_an_expected_language_the_platform_does_not_speak_is_refused_by_name():
+    assert routing_test_expect_errors({"language": "fr"}) == ["language: must be one of: pt, es, en."]
