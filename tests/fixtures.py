@@ -181,11 +181,25 @@ def staff_user(django_user_model):
 GROUP_MIGRATION_APPS = ("tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics")
 
 
+def _codenames(modules, table: str) -> set[tuple[str, str, str]]:
+    """Each (app, model, permission codename) the migration ``modules`` name in their ``table``."""
+
+    def default(action: str, model: str) -> str:
+        return f"{action}_{model}"
+
+    return {
+        (app, model, getattr(module, "codename", default)(action, model))
+        for module in modules
+        for (app, model), actions in getattr(module, table, {}).items()
+        for action in actions
+    }
+
+
 def group_from_migrations(name: str):
     """The group ``name`` as its data migrations leave it. A transactional test's flush empties the tables only data
     migrations fill, the groups among them, so the group is rebuilt from its migrations when it is gone: every
     migration module of the project's apps whose ``GROUP_NAME`` is ``name`` grants its ``PERMISSIONS`` and takes
-    back its ``REVOKED``."""
+    back its ``REVOKED`` (named ``<action>_<model>``, or by the module's ``codename(action, model)``)."""
     import importlib
     import importlib.util
     import pkgutil
@@ -204,21 +218,10 @@ def group_from_migrations(name: str):
     assert modules, f"no migration makes the group {name!r}"
     group, created = Group.objects.get_or_create(name=name)
     if created:
-        granted = {
-            (app, model, action)
-            for module in modules
-            for (app, model), actions in module.PERMISSIONS.items()
-            for action in actions
-        }
-        revoked = {
-            (app, model, action)
-            for module in modules
-            for (app, model), actions in getattr(module, "REVOKED", {}).items()
-            for action in actions
-        }
+        granted, revoked = _codenames(modules, "PERMISSIONS"), _codenames(modules, "REVOKED")
         group.permissions.set(
-            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=f"{action}_{model}")
-            for app, model, action in sorted(granted - revoked)
+            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=codename)
+            for app, model, codename in sorted(granted - revoked)
         )
     return group
 
@@ -244,23 +247,9 @@ def tenant_analyst(django_user_model, tenant):
 
 @pytest.fixture
 def approver(django_user_model):
-    """A member of "Release approvers", its group rebuilt from its migration when a flush emptied it (as ``editor``)."""
-    import importlib
-
-    from django.contrib.auth.models import Group, Permission
-
-    migration = importlib.import_module("routing.migrations.0026_release_approvers_group")
-    group, created = Group.objects.get_or_create(name=migration.GROUP_NAME)
-    if created:
-        group.permissions.set(
-            Permission.objects.get(
-                content_type__app_label=app, content_type__model=model, codename=migration.codename(action, model)
-            )
-            for (app, model), actions in migration.PERMISSIONS.items()
-            for action in actions
-        )
+    """A member of "Release approvers" (staff), with no tenant granted."""
     user = django_user_model.objects.create_user("approver", "approver@example.com", "approver-password", is_staff=True)
-    user.groups.add(group)
+    user.groups.add(group_from_migrations("Release approvers"))
     return user
 
 

@@ -165,6 +165,21 @@ def test_a_group_grant_counts_as_the_members_own(client, django_user_model, tena
     assert list(listed(client, Conversation).context["cl"].result_list) == [store["tenant_b"][Conversation]]
 
 
+# What docs/admin.md calls the conversation store: the conversations, their messages, route decisions, tool calls
+# and handoffs, and the customers' ratings.
+DOCUMENTED_STORE = (Conversation, Message, RouteDecisionRecord, ToolCall, Handoff, MessageFeedback)
+
+
+@pytest.mark.parametrize("model", DOCUMENTED_STORE, ids=lambda model: model._meta.model_name)
+def test_a_release_approver_granted_a_tenant_reads_its_conversation_store(client, approver, tenants, store, model):
+    TenantGrant.objects.create(tenant=tenants[0], user=approver, read_conversations=True)
+    client.force_login(approver)
+
+    assert set(listed(client, model).context["cl"].result_list) == rows_of(model, tenants[0])
+    assert client.get(change_url(store["tenant_a"][model])).status_code == 200
+    assert client.get(change_url(store["tenant_b"][model])).status_code == 404
+
+
 def test_the_decision_action_cannot_reach_another_tenants_decision(client, alpha_editor, store):
     alpha_editor.user_permissions.add(Permission.objects.get(codename="add_routingtestcase"))
     client.force_login(alpha_editor)
