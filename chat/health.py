@@ -3,7 +3,8 @@
 * ``GET /api/health/live`` — the process answers (200); touches nothing else.
 * ``GET /api/health/ready`` — whether to send traffic here: 503 with ``Retry-After`` when the database cannot be
   reached (no chat can be answered); 200 otherwise, ``"status": "degraded"`` with the reasons when Redis or an
-  enabled MCP server cannot be reached (chat still answers: see docs/operations.md), ``"ok"`` when all can.
+  enabled MCP server cannot be reached, or when several web workers share no channel layer (chat still answers: see
+  docs/operations.md), ``"ok"`` when all is well.
 * ``GET /api/health`` — the full report, with the same status code as readiness.
 
 Readiness says what this process's requests get: while its database circuit is open (:mod:`common.infra.outages`) they
@@ -33,10 +34,12 @@ from rest_framework.response import Response
 
 from agents.llm import llm_configured
 from chat.intake import principal_is_staff
+from common.checks import pushes_split
 from common.endpoints import endpoint_mask
 from common.errors import ERROR_SERVICE_UNAVAILABLE, RETRY_AFTER_SECONDS, error_body
 from common.infra.outages import database_circuit, database_outage_evident, database_select_one
 from common.outbound import outbound_async_client
+from platform.serve import PUSHES_SPLIT_HINT
 from routing import snapshot
 
 # Seconds each check may take, all at once: the database (a pooled connection and SELECT 1), a Redis PING, an MCP
@@ -131,6 +134,8 @@ async def health_checks(*, full: bool, staff: bool) -> tuple[int, dict[str, Any]
     )
     reasons = [f"redis unreachable ({redis_problem}): cache skipped, fan-out in-process"] if redis_problem else []
     reasons += [f"MCP server {s.name} unreachable" for s, ok in zip(servers, answered, strict=True) if not ok]
+    if split := pushes_split():
+        reasons.append(f"{split} ({PUSHES_SPLIT_HINT})")
     body: dict[str, Any] = {"status": STATUS_DEGRADED if reasons else STATUS_OK, "reasons": reasons}
     mcp = [
         {"name": server.name, "reachable": ok, **({"endpoint": endpoint_mask(server.endpoint)} if staff else {})}

@@ -7,9 +7,10 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from common.outbound import allowance_parse
+from platform.serve import PUSHES_SPLIT, PUSHES_SPLIT_HINT
 
 
 @register()
@@ -29,3 +30,21 @@ def outbound_allowed_check(app_configs: Sequence[AppConfig] | None, **kwargs: An
                 )
             )
     return problems
+
+
+IN_MEMORY_CHANNEL_LAYER = "channels.layers.InMemoryChannelLayer"
+
+
+def pushes_split() -> str | None:
+    """Why pushes between sockets miss some of them, or ``None``: more than one web worker (``WEB_CONCURRENCY``)
+    over a channel layer held in each process's own memory (no ``REDIS_URL``)."""
+    if settings.WEB_CONCURRENCY > 1 and settings.CHANNEL_LAYERS["default"]["BACKEND"] == IN_MEMORY_CHANNEL_LAYER:
+        return PUSHES_SPLIT.format(workers=settings.WEB_CONCURRENCY)
+    return None
+
+
+@register()
+def pushes_reach_every_worker_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
+    """Every web worker's sockets receive the pushes any worker sends (``common.W002``)."""
+    problem = pushes_split()
+    return [Warning(f"{problem}.", hint=PUSHES_SPLIT_HINT, id="common.W002")] if problem else []

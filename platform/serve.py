@@ -49,6 +49,13 @@ logger = logging.getLogger("platform.serve")
 APP = "platform.asgi:application"
 RESTART_PAUSE_SECONDS = 1.0
 STARTUP_SECONDS = 10.0
+# More than one worker over the in-memory channel layer (no REDIS_URL): said at start here, by the workers' system
+# check (common.W002) and in /api/health.
+PUSHES_SPLIT = (
+    "{workers} web workers share no channel layer: the desk's replies, escalations and queue updates reach only the "
+    "sockets of the worker that sends them"
+)
+PUSHES_SPLIT_HINT = "Set REDIS_URL (a channel layer every worker shares), or run one worker: WEB_CONCURRENCY=1."
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -160,6 +167,10 @@ def _supervise(*, host: str, port: int, workers: int, access_log: bool) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    # The workers' settings hold how many they are, however it was given (their check and /api/health read it).
+    os.environ["WEB_CONCURRENCY"] = str(workers)
+    if workers > 1 and not env.string("REDIS_URL"):
+        logger.warning("%s. %s", PUSHES_SPLIT.format(workers=workers), PUSHES_SPLIT_HINT)
     processes = [start() for _ in range(workers)]
     started = time.monotonic()
     logger.info("serving %s on %s:%s with %d workers (SO_REUSEPORT)", APP, host, port, workers)

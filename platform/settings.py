@@ -217,6 +217,10 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Web worker processes of this server (platform.serve exports the count it runs to its workers): an in-memory channel
+# layer reaches the sockets of one process only (common.W002, and /api/health says so).
+WEB_CONCURRENCY = env.integer("WEB_CONCURRENCY", 1)
+
 # Without REDIS_URL there is no broker: work that would go to Celery runs in-process.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"

@@ -110,6 +110,18 @@ def test_redis_down_makes_readiness_degraded_and_says_so(client, live_mcp, setti
     assert client.get("/api/health").json()["redis"].startswith("error")
 
 
+def test_several_workers_over_an_in_memory_channel_layer_make_readiness_degraded_and_say_so(client, live_mcp, settings):
+    settings.WEB_CONCURRENCY = 3
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+    response = client.get("/api/health")
+
+    assert response.status_code == 200  # each worker still answers its own customers: keep sending traffic
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert any("3 web workers" in reason and "REDIS_URL" in reason for reason in body["reasons"]), body
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_database_down_makes_readiness_and_the_report_503_with_retry_after(client, telecom):
     with database_outage() as (down, up):

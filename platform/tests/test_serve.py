@@ -132,6 +132,33 @@ def test_a_worker_compiles_the_routing_before_it_listens_and_starts_without_a_da
     assert "the first message compiles it" in lines[compiled]
 
 
+def test_several_workers_without_redis_are_warned_about_at_start_and_know_how_many_they_are(tmp_path, monkeypatch):
+    """Without REDIS_URL each worker's channel layer lives in its own memory: the desk's pushes miss the customers
+    of the other workers. The server says so when it starts, and tells its workers how many they are (``--workers``
+    given or not), so that their system check and /api/health say it too."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
+    server = _serve(tmp_path, _free_port(), workers=2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        assert server.stdout is not None
+        for line in server.stdout:
+            lines.append(line)
+            if "serving" in line:
+                break
+        deadline = time.monotonic() + 60
+        while len(workers := _workers(server.pid)) < 2:
+            assert time.monotonic() < deadline, "platform.serve did not start two workers"
+            time.sleep(0.3)
+        environments = [Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in workers]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=40)
+    (warning,) = [line for line in lines if line.startswith("WARNING")]
+    assert "2 web workers share no channel layer" in warning and "REDIS_URL" in warning, lines
+    assert all(b"WEB_CONCURRENCY=2" in environment for environment in environments)
+
+
 def _scrape(port: int, token: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
