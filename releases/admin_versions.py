@@ -66,12 +66,13 @@ from routing.admin_views import may_publish
 from routing.documents import profile_documents
 from routing.models import PublishedFrom, ReleaseRequest, RolloutPlan, RolloutPlanStatus, RoutingVersion
 from routing.rollout_plans import may_view_plans
-from routing.rollout_words import plan_stage_words, when_words
+from routing.rollout_words import plan_stage_words, stages_words, when_words
 from routing.selectors import live_version
 
 FORCE_PERMISSION = "routing.publish_failing_version"
 DRAFT, LIVE = "draft", "live"
 NOW, STAGES = "now", "stages"
+CONFIRMED = "_confirmed"  # posted by the confirmation page's button: a staged rollout starts only then
 RECENT_PLANS = 3  # finished plans listed on the profile's page, besides those ready or running
 
 
@@ -395,6 +396,8 @@ class ProfileReleases(AdminExtension):
                 form.add_error("forced_reason", "You may not publish a version whose routing tests fail.")
             else:
                 try:
+                    if how == STAGES and CONFIRMED not in posted and not profile.release_needs_approval:
+                        return self._confirm_roll_out(model_admin, request, profile, state, plan_form)
                     if how == STAGES:
                         return self._roll_out(model_admin, request, profile, data, forced, plan_form)
                     return self._publish(model_admin, request, profile, data, forced)
@@ -475,6 +478,46 @@ class ProfileReleases(AdminExtension):
             messages.SUCCESS,
         )
         return self._profile_page(profile)
+
+    def _confirm_roll_out(
+        self,
+        model_admin: ModelAdmin[Any],
+        request: HttpRequest,
+        profile: AgentProfile,
+        state: Any,
+        plan_form: PlanSettingsForm,
+    ) -> HttpResponse:
+        """ "Are you sure?" before a staged rollout starts, as Django asks before a deletion: what customers will get,
+        and the page's fields carried unchanged to a button that starts it (it posts ``CONFIRMED``)."""
+        plan = plan_form.cleaned_data
+        stages = list(plan["stages"])
+        control = f" (the others keep version {state.live_number}, live now)" if state.live_number else ""
+        sentences = [
+            f"The draft becomes a new version: {stages[0]} % of new conversations will get it first{control}.",
+            f"Then {stages_words(stages)}: the guard moves to the next stage after {plan['hold_minutes']} minute(s) "
+            f"and {plan['min_conversations']} conversation(s) on each side, when every guard is clear — or rolls it "
+            "back by itself.",
+        ]
+        carried = [
+            (name, value)
+            for name in request.POST
+            if name not in ("csrfmiddlewaretoken", CONFIRMED)
+            for value in request.POST.getlist(name)
+        ]
+        opts = model_admin.model._meta
+        context = {
+            **model_admin.admin_site.each_context(request),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "title": f"Start the staged rollout of {profile.agent_id}?",
+            "subtitle": None,
+            "original": profile,
+            "sentences": sentences,
+            "carried": carried,
+            "confirmed": CONFIRMED,
+            "cancel_url": reverse("admin:agents_agentprofile_publish", args=[profile.pk]),
+        }
+        return TemplateResponse(request, "admin/agents/agentprofile/rollout_confirm.html", context)
 
     def _roll_out(
         self,

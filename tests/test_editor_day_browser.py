@@ -169,6 +169,7 @@ def test_a_routing_editors_day_from_a_rating_to_a_staged_rollout_and_back(
     page.fill("#id_plan-stages", "50, 100")
     shot(page, "08-publish-choices")
     page.click("#publish-stages")
+    page.click("#rollout-confirm")
     page.wait_for_selector("#content-main[data-state='ready']")
     plan = RolloutPlan.objects.get()
     assert plan.status == RolloutPlanStatus.RUNNING

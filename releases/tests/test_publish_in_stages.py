@@ -42,6 +42,9 @@ def guard_rows(**limits: tuple[str, str]) -> dict[str, str]:
     return posted
 
 
+CONFIRMED = "_confirmed"
+
+
 def staged(**changed: str) -> dict[str, str]:
     """What the page posts when "Start the staged rollout" is pressed, with the given fields changed."""
     data = {
@@ -53,6 +56,7 @@ def staged(**changed: str) -> dict[str, str]:
         "plan-min_conversations": "50",
         "plan-max_errors": "20",
         **guard_rows(fallback_rate=("25", "40"), judge_score=("10", "")),
+        CONFIRMED: "Yes, start it",  # what the confirmation page posts (a first press only asks)
     }
     data.update(changed)
     return data
@@ -86,6 +90,26 @@ def test_publishing_to_everyone_now_is_as_before(editor_client, editor, drafted)
     assert any("Published telecom_contas version 2" in message for message in messages_of(response))
     assert (live_version(drafted).number, live_version(drafted).created_by) == (2, editor)
     assert not RolloutPlan.objects.exists()
+
+
+def test_start_the_staged_rollout_asks_first_with_what_will_happen_and_makes_nothing(editor_client, drafted):
+    pressed = {**staged(how=""), "_stages": "Start the staged rollout"}
+    del pressed[CONFIRMED]
+
+    asked = editor_client.post(publish_url(drafted), pressed)
+
+    assert asked.status_code == 200
+    assert not RolloutPlan.objects.exists() and RoutingVersion.objects.filter(profile=drafted).count() == 1
+    page = asked.content.decode()
+    assert 'id="rollout-confirm"' in page and "Yes, start it" in page
+    assert "10 % of new conversations will get it first" in page and "Then 10 → 50 → 100 %" in page
+    assert 'type="hidden" name="plan-stages" value="10, 50, 100"' in page  # what was typed is carried, not retyped
+    form = page[page.index('id="rollout-start-form"') :].split("</form>")[0]
+    assert form.count('name="csrfmiddlewaretoken"') == 1  # its own token, the old one not carried
+
+    started = editor_client.post(publish_url(drafted), {**pressed, CONFIRMED: "Yes, start it"})
+
+    assert started.status_code == 302 and RolloutPlan.objects.get().status == RolloutPlanStatus.RUNNING
 
 
 def test_rolling_out_in_stages_makes_the_candidate_and_the_plan_starts_it_and_lands_on_its_live_view(

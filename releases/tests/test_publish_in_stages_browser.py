@@ -1,7 +1,7 @@
 """A routing editor (not a superuser) rolls a draft out in stages from the publish page, in a real browser (Debian's
 Chromium, as tests/browser_fixtures.py starts it) at 1,400 pixels: the page's two choices fit the window, the plan's
-defaults are filled in, the rollout's live view opens with the stage counted from 1 and the decision said in words,
-and the plan's Abort asks first."""
+defaults are filled in, starting asks first, the rollout's live view opens with the stage counted from 1 and the
+decision said in words, and the plan's Abort asks first."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ def test_an_editor_rolls_the_draft_out_in_stages_watches_it_and_aborts_it(live_s
     page.press("#id_plan-stages", "Enter")  # Enter chooses nothing: the choice is one of the two buttons
     assert live_version(telecom).number == 1 and not RolloutPlan.objects.exists()
     page.click("#publish-stages")
+    page.wait_for_selector("#rollout-confirm")  # a click alone starts nothing: the next page asks first
+    assert "10 % of new conversations will get it first" in page.text_content("#rollout-consequences")
+    assert not RolloutPlan.objects.exists()
+    page.click("#rollout-confirm")
 
     page.wait_for_selector("#content-main[data-state='ready']")
     plan = RolloutPlan.objects.get()
