@@ -36,6 +36,7 @@ from analytics.filters import (
 )
 from chat.usage_apis import USAGE_DESCRIPTION, USAGE_FIELDS
 from common.errors import error_responses
+from common.language import LANGUAGES
 from conversations.selectors import usage_report
 from tenants.auth import ApiClient
 
@@ -260,6 +261,25 @@ COHORTS_RESPONSE = inline_serializer(
             many=True,
         ),
         "percentiles": serializers.BooleanField(),
+    },
+)
+LANGUAGES_RESPONSE = inline_serializer(
+    "LanguageMix",
+    {
+        "languages": inline_serializer(
+            "LanguageFigures",
+            {
+                "language": serializers.CharField(),
+                "conversations": serializers.IntegerField(),
+                "messages": serializers.IntegerField(),
+                "answers": serializers.IntegerField(),
+                "avg_judge_score": serializers.FloatField(allow_null=True),
+                "routed": serializers.IntegerField(),
+                "fallbacks": serializers.IntegerField(),
+                "fallback_rate_percentage": serializers.FloatField(),
+            },
+            many=True,
+        ),
     },
 )
 GOALS_RESPONSE = inline_serializer(
@@ -509,6 +529,23 @@ class CohortsApi(AnalyticsApi):
     )
     def get(self, request):
         return Response(selectors.cohort_comparison(**self.filters(request).selector_kwargs()))
+
+
+class LanguagesApi(AnalyticsApi):
+    @extend_schema(
+        summary="Traffic per conversation language: conversations, messages, answers, judge score, fallback rate",
+        description=(
+            f"One row per language of the platform ({', '.join(LANGUAGES)}, in that order, even at 0), then "
+            f"`{selectors.NO_LANGUAGE}` when some conversation's language was never told. `conversations`: created "
+            "in the window; `messages` (user messages), `answers` (with their average judge score) and `routed` "
+            "(stored route decisions; `fallbacks` those the fallback made, `fallback_rate_percentage` their share) "
+            "in the window, each under its conversation's language as it is now."
+        ),
+        parameters=FILTER_PARAMETERS,
+        responses={200: LANGUAGES_RESPONSE, **ERRORS},
+    )
+    def get(self, request):
+        return Response(selectors.language_mix(**self.filters(request).selector_kwargs()))
 
 
 class GoalsApi(AnalyticsApi):

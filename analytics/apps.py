@@ -13,7 +13,9 @@ class AnalyticsConfig(AppConfig):
         # Writers of the conversation store do not know about the daily totals: they send signals, and the
         # totals of the days whose rows changed are marked stale here (analytics/services.py).
         conversation_recounted.connect(
-            lambda sender, created_at, **kwargs: conversation_counted_again(created_at),
+            lambda sender, created_at, every_day=False, **kwargs: conversation_counted_again(
+                created_at, every_day=every_day
+            ),
             dispatch_uid="analytics-conversation-recounted",
             weak=False,
         )

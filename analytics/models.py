@@ -75,14 +75,19 @@ def _indexes(name: str) -> list[models.Index]:
     ]
 
 
+# The conversation's language (conversations.Conversation.language): blank while none has been told.
+LANGUAGE_HELP = "The conversation's language (pt, en, es); blank: none told yet."
+
+
 class DailyMessages(DailyTotal):
-    """Messages per day, tenant, profile, cohort, routing version, role and agent, with the answers' latency and
-    judge sums."""
+    """Messages per day, tenant, profile, cohort, routing version, role, agent and their conversation's language,
+    with the answers' latency and judge sums."""
 
     cohort = models.CharField(max_length=16, blank=True)
     routing_version = models.PositiveIntegerField(null=True, blank=True)
     role = models.CharField(max_length=16)
     agent = models.CharField(max_length=64, blank=True)
+    language = models.CharField(max_length=8, blank=True, help_text=LANGUAGE_HELP)
     latency_sum = models.FloatField(default=0.0)
     latency_n = models.PositiveBigIntegerField(default=0)
     judge_sum = models.FloatField(default=0.0)
@@ -112,11 +117,13 @@ class DailyLatencies(DailyTotal):
 
 
 class DailyRouteMethods(DailyTotal):
-    """Route decisions per method, and the cohort and routing version of the user message they routed."""
+    """Route decisions per method, the cohort and routing version of the user message they routed, and their
+    conversation's language."""
 
     method = models.CharField(max_length=32)
     cohort = models.CharField(max_length=16, blank=True)
     routing_version = models.PositiveIntegerField(null=True, blank=True)
+    language = models.CharField(max_length=8, blank=True, help_text=LANGUAGE_HELP)
 
     class Meta:
         indexes = _indexes("daily_route_methods")
@@ -165,12 +172,13 @@ class DailyHandoffs(DailyTotal):
 
 
 class DailyConversations(DailyTotal):
-    """Conversations by the day they were created, per cohort, the routing version of their first user message and
-    the kinds of completed move they have had."""
+    """Conversations by the day they were created, per cohort, the routing version of their first user message,
+    the kinds of completed move they have had and their language."""
 
     cohort = models.CharField(max_length=16, blank=True)
     routing_version = models.PositiveIntegerField(null=True, blank=True)
     handoff_kinds = models.PositiveSmallIntegerField()
+    language = models.CharField(max_length=8, blank=True, help_text=LANGUAGE_HELP)
 
     class Meta:
         indexes = _indexes("daily_conversations")

@@ -96,6 +96,9 @@ _FIRST_VERSION = Subquery(
     .order_by("created_at", "id")
     .values("routing_version")[:1]
 )
+# Messages and route decisions are counted under their conversation's language as it is now: a conversation whose
+# language changes has its closed days summed again (analytics.services.conversation_counted_again).
+_LANGUAGE = F("conversation__language")
 
 
 MESSAGES = Fact(
@@ -104,7 +107,7 @@ MESSAGES = Fact(
     source=Message.objects.all,
     tenant="conversation__tenant_id",
     profile="profile_id",  # repeated on the message (conversations migration 0007)
-    dimensions={"cohort": None, "routing_version": None, "role": None, "agent": None},
+    dimensions={"cohort": None, "routing_version": None, "role": None, "agent": None, "language": _LANGUAGE},
     measures={
         "n": Count("*"),
         "latency_sum": Sum("latency_ms", default=0.0),
@@ -129,7 +132,7 @@ ROUTE_METHODS = Fact(
     tenant="conversation__tenant_id",
     # Route decisions and tool calls carry their turn's profile, cohort and routing version (conversations 0008).
     profile="profile_id",
-    dimensions={"method": None, "cohort": None, "routing_version": None},
+    dimensions={"method": None, "cohort": None, "routing_version": None, "language": _LANGUAGE},
     measures={"n": Count("*")},
 )
 TOOL_CALLS = Fact(
@@ -164,7 +167,7 @@ CONVERSATIONS = Fact(
     source=Conversation.objects.all,
     tenant="tenant_id",
     profile="profile_id",
-    dimensions={"cohort": None, "routing_version": _FIRST_VERSION, "handoff_kinds": None},
+    dimensions={"cohort": None, "routing_version": _FIRST_VERSION, "handoff_kinds": None, "language": None},
     measures={"n": Count("*")},
 )
 FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS)

@@ -40,6 +40,7 @@ from analytics.rollups import (
     slice_where,
 )
 from analytics.services import window_open
+from common.language import LANGUAGES
 from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
 from tenants.selectors import TenantScope, tenant_scope_where
@@ -64,6 +65,7 @@ FALLBACK_METHOD = "fallback"
 TOOL_ERROR_STATUSES: tuple[str, ...] = tuple(
     s for s in ToolCallStatus.values if s not in (ToolCallStatus.OK, ToolCallStatus.PERMISSION_REQUIRED)
 )
+NO_LANGUAGE = "none"  # language_mix's row of conversations whose language was never told (a blank column)
 # How a specialist came to answer (agent_utilisation): chosen by routing, or the single-agent path's general agent.
 ROUTED_PATH = "routed"
 SINGLE_AGENT_PATH = "single_agent"
@@ -534,6 +536,83 @@ def tool_call_stats(
         "total_errors": sum(t["errors"] for t in listed),
         "error_statuses": list(TOOL_ERROR_STATUSES),
     }
+
+
+# -- languages ------------------------------------------------------------------------------------------------
+
+
+class _LanguageFigures(TypedDict):
+    """One language of :func:`language_mix`."""
+
+    language: str
+    conversations: int
+    messages: int
+    answers: int
+    avg_judge_score: float | None
+    routed: int
+    fallbacks: int
+    fallback_rate_percentage: float
+
+
+def language_mix(
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    tenant_id: TenantScope,
+    profile_id: int | None = None,
+    cohort: str | None = None,
+    version: int | str | None = None,
+) -> dict[str, Any]:
+    """The traffic per conversation language: ``{languages: [{language, conversations, messages, answers,
+    avg_judge_score, routed, fallbacks, fallback_rate_percentage}]}`` — every language of the platform
+    (:data:`common.language.LANGUAGES`, in its order) even at 0, then :data:`NO_LANGUAGE` when some
+    conversation's language was never told.
+
+    ``conversations`` are those created in the window; ``messages`` (user messages), ``answers`` (assistant
+    ones, their judge scores averaged) and ``routed`` (stored route decisions, ``fallbacks`` those the fallback
+    made, their share ``fallback_rate_percentage``) those of the window, each under its conversation's language
+    as it is now (a conversation whose language changed counts every message under the new one).
+    """
+    window = window_open(start, end)
+    scope = _scope(tenant_id, profile_id, cohort, version)
+    found: dict[str, _LanguageFigures] = {}
+
+    def figures(column: str) -> _LanguageFigures:
+        language = column or NO_LANGUAGE
+        if language not in found:
+            found[language] = {
+                "language": language,
+                "conversations": 0,
+                "messages": 0,
+                "answers": 0,
+                "avg_judge_score": None,
+                "routed": 0,
+                "fallbacks": 0,
+                "fallback_rate_percentage": 0.0,
+            }
+        return found[language]
+
+    for language in LANGUAGES:
+        figures(language)
+    for row in fact_rows(CONVERSATIONS, window, by=("language",), **scope):
+        figures(row["language"])["conversations"] += row["n"]
+    # User messages and answers apart: each reads today's rows through its own partial index (as cohort_comparison).
+    for row in fact_rows(MESSAGES, window, by=("language",), where={"role": MessageRole.USER}, **scope):
+        figures(row["language"])["messages"] += row["n"]
+    for row in fact_rows(MESSAGES, window, by=("language",), where={"role": MessageRole.ASSISTANT}, **scope):
+        item = figures(row["language"])
+        item["answers"] += row["n"]
+        item["avg_judge_score"] = _round(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
+    for row in fact_rows(ROUTE_METHODS, window, by=("language", "method"), **scope):
+        item = figures(row["language"])
+        item["routed"] += row["n"]
+        if row["method"] == FALLBACK_METHOD:
+            item["fallbacks"] += row["n"]
+    for item in found.values():
+        item["fallback_rate_percentage"] = _share(item["fallbacks"], item["routed"])
+    known = [found[language] for language in LANGUAGES]
+    others = sorted((item for key, item in found.items() if key not in LANGUAGES), key=lambda item: item["language"])
+    return {"languages": [*known, *others]}
 
 
 # -- rollout cohorts ------------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ A day is *closed* once it ended ``ANALYTICS_ROLLUP_GRACE_SECONDS`` ago: no turn 
 dated that day any more. :func:`rollup_build` sums closed days into the daily tables and seals them; the
 selectors call it for the closed days of the window they read (the first read after midnight sums yesterday),
 and ``manage.py rollup_analytics`` does it ahead of time. Rows are never dated back, but a closed day's
-totals can still go stale: a cleared session deletes its messages, and a conversation counted on the day it
-was created may later change cohort or have its first move of a kind. Those writers send the conversation
+totals can still go stale: a cleared session deletes its messages, a conversation counted on the day it
+was created may later change cohort or have its first move of a kind, and one whose language changes has its
+messages and route decisions of every day since counted under the new one. Those writers send the conversation
 store's signals (:mod:`conversations.signals`) in their own transaction, and :class:`analytics.apps.AnalyticsConfig`
 connects them to :func:`conversation_counted_again` and :func:`rollup_days_unseal`: nobody imports the
 analytics. The day is read from its rows until it is built again.
@@ -74,13 +75,17 @@ def rollup_days_unseal(days: Iterable[dt.date]) -> int:
     return RollupDay.objects.filter(day__in=days, sealed=True).update(sealed=False)
 
 
-def conversation_counted_again(created_at: dt.datetime | None) -> None:
+def conversation_counted_again(created_at: dt.datetime | None, *, every_day: bool = False) -> None:
     """A conversation changed what it is counted under (its cohort, or the kinds of move it has had): unseal
-    the day it was created, if that day may be summed already. Call in the transaction that changes it."""
+    the day it was created, if that day may be summed already. ``every_day``: what its messages and route
+    decisions are counted under changed too (its language), so every closed day since then is unsealed. Call
+    in the transaction that changes it."""
     if created_at is None:
         return
     day = created_at.astimezone(dt.UTC).date()
-    if day < rollup_closed_before():
+    if every_day:
+        RollupDay.objects.filter(day__gte=day, sealed=True).update(sealed=False)
+    elif day < rollup_closed_before():
         rollup_days_unseal([day])
 
 

@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/analytics/routing-methods", apis.RoutingMethodsApi.as_view(), name="analytics-routing-methods"),
     path("api/analytics/tools", apis.ToolsApi.as_view(), name="analytics-tools"),
     path("api/analytics/cohorts", apis.CohortsApi.as_view(), name="analytics-cohorts"),
+    path("api/analytics/languages", apis.LanguagesApi.as_view(), name="analytics-languages"),
     path("api/analytics/goals", apis.GoalsApi.as_view(), name="analytics-goals"),
     path("api/analytics/usage", apis.UsageApi.as_view(), name="analytics-usage"),
     path("api/analytics/feedback", feedback.FeedbackApi.as_view(), name="analytics-feedback"),

@@ -54,6 +54,7 @@ ENDPOINTS = (
     "delegations",
     "tools",
     "cohorts",
+    "languages",
     "outcomes",
     "outcomes/timeline",
     "quality",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from common.infra.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
@@ -285,11 +286,19 @@ class LiveState:
 @dataclass(frozen=True)
 class CountedAs:
     """What the analytics' daily totals know of the conversation: its cohort, the kinds of move it has had
-    (``handoff_kinds``) and the day it was created, as the turn read them."""
+    (``handoff_kinds``), the day it was created and its language, as the turn read them."""
 
     cohort: str = ""
     handoff_kinds: int = 0
     created_at: dt.datetime | None = None
+    language: str = ""
+
+    def relanguaged(self, live: LiveState) -> bool:
+        """The turn changes the language of a conversation that has rows on an earlier UTC day than today's (rows
+        of today only are counted from the rows themselves until the day closes)."""
+        if not live.language or live.language == self.language or self.created_at is None:
+            return False
+        return self.created_at.astimezone(dt.UTC).date() < timezone.now().astimezone(dt.UTC).date()
 
 
 def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs) -> dict[str, Any]:
@@ -340,7 +349,8 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
     """
     rows = turn_rows(record)
     updates = conversation_updates(record, live, counted)
-    recounted = "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
+    relanguaged = counted.relanguaged(live)
+    recounted = relanguaged or "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
     goal = record.metadata.get("goal")
     opened, reopened = rows.escalation, live.outcome == OPEN
     joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's
@@ -381,7 +391,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
                 BackendCall.objects.bulk_create(rows.backend_calls)
             if recounted:
                 # The conversation is counted on the day it was created, under its cohort and kinds of move.
-                conversation_recounted.send(sender=Conversation, created_at=counted.created_at)
+                conversation_recounted.send(sender=Conversation, created_at=counted.created_at, every_day=relanguaged)
         return rows
     finally:
         if not connection.in_atomic_block:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 # A conversation changed what it is counted under (its cohort, or the kinds of move it has had).
-# Keyword argument: ``created_at``, when the conversation was created (the day it is counted on).
+# Keyword arguments: ``created_at``, when the conversation was created (the day it is counted on); ``every_day``
+# (optional, default false): its language changed, which its rows of every day since are counted under.
 conversation_recounted = Signal()
 
 # An escalation changed: opened, taken, a person's message, transferred, returned, closed. Keyword arguments:

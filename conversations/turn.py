@@ -213,6 +213,7 @@ class Turn:
     model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
     # What the analytics' daily totals know of the conversation (see conversations.turn_store.turn_persist).
     stored_cohort: str = ""
+    stored_language: str = ""  # the conversation's language as read (language_kept may change it)
     rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
     handoff_kinds: int = 0
     conversation_created_at: dt.datetime | None = None

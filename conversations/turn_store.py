@@ -132,7 +132,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.conversation_created_at = state["created_at"]
         turn.fallbacks_in_row = turn.fallbacks_before = state["fallbacks_in_row"]
         turn.outcome_was = state["outcome"]
-        turn.language_kept = state["language"]
+        turn.language_kept = turn.stored_language = state["language"]
         if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
             held_load(turn, state["escalation_id"])
         rollout_serve(turn)
@@ -333,7 +333,10 @@ def turn_persist(turn: Turn) -> int:
         language=turn.language_kept,
     )
     counted = CountedAs(
-        cohort=turn.stored_cohort, handoff_kinds=turn.handoff_kinds, created_at=turn.conversation_created_at
+        cohort=turn.stored_cohort,
+        handoff_kinds=turn.handoff_kinds,
+        created_at=turn.conversation_created_at,
+        language=turn.stored_language,
     )
     record = turn_record(turn)
     claim = turn.input.idempotency_claim

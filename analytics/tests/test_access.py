@@ -21,6 +21,7 @@ ENDPOINTS = [
     "routing-methods",
     "tools",
     "cohorts",
+    "languages",
     "goals",
 ]
 

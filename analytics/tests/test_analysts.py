@@ -30,6 +30,7 @@ ENDPOINTS = [
     "routing-methods",
     "tools",
     "cohorts",
+    "languages",
     "goals",
     "usage",
     "feedback",

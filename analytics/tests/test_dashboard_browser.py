@@ -48,10 +48,12 @@ CHARTS = (
     "chart-agents",
     "chart-methods",
     "chart-cohorts",
+    "chart-languages",
     "chart-goals",
     "chart-usage",
 )
 DASHBOARD = "/analytics/"
+LANGUAGE_SHOWN = ("language", "conversations", "messages", "answers", "avg_judge_score")
 API = "/api/analytics/"
 
 
@@ -77,6 +79,8 @@ class Traffic:
 
     Goal-mode answers (conversations/tests/goal_examples.py) in a1: quote_and_notify (success) and
     ambiguous_quote (clarification) on D2; in b1: failed_movers (failure) on D2.
+
+    Languages: a1 and a_old pt, a2 en, a3 and b1 es.
 
     Routing versions (each conversation's turns and moves): a1, a3 version 2; a2, a_old version 1; b1 none (a
     draft). a1 also has a ping_pong stop billing→orders and a tool call that waited for the user's permission;
@@ -114,6 +118,8 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
 
     versions: dict[int, int | None] = {}
 
+    languages = {"a1": "pt", "a2": "en", "a3": "es", "b1": "es", "a_old": "pt"}
+
     def conversation(name: str, tenant: Tenant, when: dt.datetime, cohort: str, version: int | None) -> Conversation:
         row = Conversation.objects.create(
             tenant=tenant,
@@ -121,6 +127,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             session_id=name,
             conversation_key=f"{tenant.slug}:{traffic.profile.agent_id}:{name}",
             cohort=cohort,
+            language=languages[name],
         )
         traffic.conversations[name] = _dated(row, when)
         versions[row.pk] = version
@@ -357,6 +364,21 @@ def assert_page_shows(page, base_url: str, params: dict[str, Any]) -> dict:
             )
             assert (float(shown) if shown else None) == cohort[measure], (cohort["cohort"], measure)
 
+    languages = api(page, base_url, "languages", params)["languages"]
+    measures = ("language", "conversations", "messages", "answers", "avg-judge-score", "fallback-rate-percentage")
+    shown_languages = rows(page, "table-languages", *measures)
+    if any(item["conversations"] or item["messages"] or item["routed"] for item in languages):
+        assert [
+            (language, int(n), int(messages), int(answers), float(judge) if judge else None, float(fallbacks))
+            for language, n, messages, answers, judge, fallbacks in shown_languages
+        ] == [tuple(item[key] for key in (*LANGUAGE_SHOWN, "fallback_rate_percentage")) for item in languages]
+        bars = chart_option(page, "chart-languages")["series"]
+        assert [series["data"] for series in bars] == [
+            [item[measure] for item in languages] for measure in ("conversations", "messages", "answers")
+        ]
+    else:
+        assert shown_languages == []
+
     stops = api(page, base_url, "loop-stops", params)
     assert figure(page, "kpi-loop-stops") == stops["total_stopped"]
     assert rows(page, "table-stops-pair", "profile", "from", "to", "count") == [
@@ -435,6 +457,13 @@ def test_staff_see_the_dashboard_drawn_with_the_apis_numbers_filter_it_and_open_
     assert ("telecom_contas", "support_agent", "single_agent") in rows(page, "table-agents", "profile", "agent", "path")
     assert page.locator("#agents-note", has_text="not fallback routing").count() == 1
     assert rows(page, "table-stops-pair", "from", "to", "count") == [("billing_agent", "orders_agent", "1")]
+    # Per language: a1 (two turns, keyword); a2 (one turn, the fallback); a3 and b1 (a turn each, state and llm).
+    assert rows(page, "table-languages", "language", "conversations", "messages", "fallback-rate-percentage") == [
+        ("pt", "1", "2", "0"),
+        ("es", "2", "2", "0"),
+        ("en", "1", "1", "100"),
+    ]
+    assert page.locator("#table-languages", has_text="Portuguese").count() == 1
     page.screenshot(path=str(screenshot_path(SCREENSHOT)), full_page=True)
 
     page.click("button.analytics-preset[data-days='90']")

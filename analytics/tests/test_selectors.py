@@ -25,6 +25,7 @@ SOURCES = [
     (selectors.route_method_mix, 1, 0),
     (selectors.tool_call_stats, 1, 0),
     (selectors.cohort_comparison, 5, 0),
+    (selectors.language_mix, 4, 0),
 ]
 
 

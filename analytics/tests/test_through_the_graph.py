@@ -115,3 +115,46 @@ def test_clearing_a_session_unseals_the_days_of_the_rows_it_deletes(api, telecom
     assert not RollupDay.objects.get(day=day).sealed
     assert api.get("/api/analytics/agents", {"days": 2}).json() == []
     assert api.get("/api/analytics/handoffs", {"days": 2}).json()["total_handoffs"] == 1  # handoff rows stay
+
+
+def _rows_back(conversation_key: str, days: int) -> dt.date:
+    """Date the conversation's rows written today ``days`` back (the conversation too, if created today)."""
+    from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+    from handoffs.models import Handoff
+
+    now = dt.datetime.now(dt.UTC)
+    back, today = now - dt.timedelta(days=days), dt.datetime.combine(now.date(), dt.time.min, tzinfo=dt.UTC)
+    conversation = Conversation.objects.get(conversation_key=conversation_key)
+    for model in (Message, RouteDecisionRecord, ToolCall, Handoff):
+        model.objects.filter(conversation=conversation, created_at__gte=today).update(created_at=back)
+    Conversation.objects.filter(pk=conversation.pk, created_at__gte=today).update(created_at=back)
+    return back.date()
+
+
+def test_a_conversation_whose_language_changes_today_is_counted_under_the_new_one_on_every_summed_day(
+    api, telecom, settings
+):
+    from analytics.models import RollupDay
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    key = "tenant_a:telecom_contas:web-001"
+    send(api, "Minha fatura veio alta")
+    created = _rows_back(key, 2)
+    send(api, "Minha fatura veio alta de novo")
+    yesterday = _rows_back(key, 1)  # a day with its messages that is not the day it was created on
+
+    def languages() -> dict:
+        found = api.get("/api/analytics/languages", {"days": 3}).json()["languages"]
+        return {item["language"]: item for item in found}
+
+    before = languages()
+    assert (before["pt"]["conversations"], before["pt"]["messages"], before["en"]["messages"]) == (1, 2, 0)
+    assert RollupDay.objects.filter(day__in=[created, yesterday], sealed=True).count() == 2
+
+    send(api, "My phone has no signal since yesterday")  # clear evidence: the conversation's language is English now
+
+    assert not RollupDay.objects.filter(day__in=[created, yesterday], sealed=True).exists()
+    after = languages()
+    assert (after["pt"]["conversations"], after["pt"]["messages"]) == (0, 0)
+    assert (after["en"]["conversations"], after["en"]["messages"], after["en"]["answers"]) == (1, 3, 3)
+    assert RollupDay.objects.filter(day__in=[created, yesterday], sealed=True).count() == 2  # summed again

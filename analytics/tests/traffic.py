@@ -27,6 +27,9 @@ c7    P1       D1 13:00     single_agent  —
 c8    P1       D1 14:00     multi_agent   —
 ====  =======  ===========  ============  =======================================================
 
+Languages (the conversation's; its messages and route decisions are counted under it): c1, c5, c8 pt; c2, c6 en;
+c3, c7 and b1 es; c4 none told (blank).
+
 Routing versions (every message and handoff of a conversation carries its conversation's): c1, c2, c6, c8 and b1
 version 2; c3, c5, c7 version 1; c4 none (a draft). Route decisions point at the conversation's first user message
 and tool calls at its first answer, so they are counted under the same cohort and version (c6 has no messages:
@@ -85,6 +88,7 @@ def _dated(obj: Any, when: dt.datetime) -> Any:
 # Every answer's turn used the same model and tokens (the usage figures: 1,200 tokens an answer).
 ANSWER_USAGE = {"llm_model": "gpt-4o-mini", "prompt_tokens": 1000, "completion_tokens": 200}
 VERSIONS: dict[str, int | None] = {"c1": 2, "c2": 2, "c3": 1, "c4": None, "c5": 1, "c6": 2, "c7": 1, "c8": 2, "b1": 2}
+LANGUAGES = {"c1": "pt", "c2": "en", "c3": "es", "c4": "", "c5": "pt", "c6": "en", "c7": "es", "c8": "pt", "b1": "es"}
 
 
 def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
@@ -103,6 +107,7 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             session_id=name,
             conversation_key=f"{tenant.slug}:{profile.agent_id}:{name}",
             cohort=cohort,
+            language=LANGUAGES[name],
         )
         traffic.conversations[name] = _dated(created, when)
 

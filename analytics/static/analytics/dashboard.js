@@ -27,6 +27,7 @@
     agents: "agents",
     methods: "routing-methods",
     cohorts: "cohorts",
+    languages: "languages",
     loopStops: "loop-stops",
     delegations: "delegations",
     tools: "tools",
@@ -83,6 +84,7 @@
     impact_preview: "Impact preview",
     debug: "Debug API",
   };
+  var LANGUAGE_LABELS = { pt: "Portuguese", es: "Spanish", en: "English", none: "Not told" };
   var COHORT_LABELS = { multi_agent: "Multi-agent", single_agent: "Single-agent", "": "Not decided" };
 
   var charts = {};
@@ -931,6 +933,60 @@
     chartShow("chart-cohorts", option, empty);
   }
 
+  // --- languages ---------------------------------------------------------------------------------------
+
+  function drawLanguages(data) {
+    var languages = data.languages || [];
+    var empty = "No conversations in this period";
+    var name = labelled(LANGUAGE_LABELS);
+    var any = languages.some(function (row) {
+      return row.conversations || row.messages || row.answers || row.routed;
+    });
+    recordsTable(
+      "table-languages",
+      any ? languages : [],
+      [
+        { key: "language", format: name },
+        { key: "conversations", numeric: true, format: formatCount },
+        { key: "messages", numeric: true, format: formatCount },
+        { key: "answers", numeric: true, format: formatCount },
+        { key: "avg_judge_score", numeric: true, format: formatNumber },
+        { key: "routed", numeric: true, format: formatCount },
+        { key: "fallback_rate_percentage", numeric: true, format: formatPercent },
+      ],
+      empty,
+    );
+    if (!any) {
+      chartShow("chart-languages", null, empty);
+      return;
+    }
+    var names = languages.map(function (row) {
+      return name(row.language);
+    });
+    chartShow("chart-languages", {
+      textStyle: TEXT_STYLE,
+      tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+      legend: { top: 0 },
+      grid: { left: 8, right: 16, top: 36, bottom: 24, containLabel: true },
+      xAxis: { type: "category", data: names },
+      yAxis: { type: "value", minInterval: 1 },
+      series: [
+        ["conversations", "Conversations"],
+        ["messages", "User messages"],
+        ["answers", "Answers"],
+      ].map(function (measure) {
+        return {
+          type: "bar",
+          name: measure[1],
+          barMaxWidth: 28,
+          data: languages.map(function (row) {
+            return row[measure[0]];
+          }),
+        };
+      }),
+    });
+  }
+
   function drawRecent(rows, conversationUrl) {
     fillTable(
       byId("table-recent"),
@@ -1452,6 +1508,7 @@
       ["agents", ENDPOINTS.agents, params, drawAgents],
       ["routing methods", ENDPOINTS.methods, params, drawMethods],
       ["cohorts", ENDPOINTS.cohorts, params, drawCohorts],
+      ["languages", ENDPOINTS.languages, params, drawLanguages],
       ["loop stops", ENDPOINTS.loopStops, params, drawLoopStops],
       ["delegations", ENDPOINTS.delegations, params, drawDelegations],
       ["tools", ENDPOINTS.tools, params, drawTools],

@@ -1,0 +1,99 @@
+"""``/api/analytics/languages`` against the hand-built traffic (analytics/tests/traffic.py), numbers worked by hand.
+
+The ``traffic`` fixture reads every figure three ways (every closed day from the daily totals, none, some): a sealed
+day and an unsealed one give the same figures. Tenant A's API key and the default 30 days (D29..today) unless a
+test says otherwise: c5's creation and its D40 turn and decision are outside.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def get(client, **params):
+    response = client.get("/api/analytics/languages", params)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def row(language, conversations, messages, judge, routed, fallbacks):
+    return {
+        "language": language,
+        "conversations": conversations,
+        "messages": messages,
+        "answers": messages,  # every user message of the traffic has its answer
+        "avg_judge_score": judge,
+        "routed": routed,
+        "fallbacks": fallbacks,
+        "fallback_rate_percentage": round(100 * fallbacks / routed, 2) if routed else 0.0,
+    }
+
+
+@pytest.mark.sqlite_too  # the dashboard's panel draws this answer: on the embedded default's database too
+def test_each_language_counts_its_conversations_messages_answers_judge_score_and_fallbacks(api, traffic):
+    assert get(api)["languages"] == [
+        # c1, c8; c1's two turns and c5's D1 one (c5, created on D40, is not a conversation of the window);
+        # judge (.8 + .6 + .5) / 3; decisions: c1 keyword ×2, c5 llm (c5's D40 fallback is outside)
+        row("pt", 2, 3, 0.633, 3, 0),
+        # c3, c7; c3's two turns (.9, .7); c3's two fallbacks
+        row("es", 2, 2, 0.8, 2, 2),
+        # c2, c6; c2's two turns (1, .4) (its supervisor part and system note are neither); c2's coordinator and
+        # sub_conversation, c6's state
+        row("en", 2, 2, 0.7, 3, 0),
+        row("none", 1, 1, 0.1, 1, 0),  # c4, whose language was never told
+    ]
+
+
+def test_the_filters_narrow_every_language_and_a_language_without_traffic_is_listed_at_zero(api, traffic):
+    by_language = {item["language"]: item for item in get(api, cohort="single_agent")["languages"]}  # c3, c7
+    assert by_language.keys() == {"pt", "es", "en"}
+    assert by_language["es"] == row("es", 2, 2, 0.8, 2, 2)
+    assert by_language["pt"] == by_language["en"] | {"language": "pt"} == row("pt", 0, 0, None, 0, 0)
+
+    assert get(api, profile="retail_loja")["languages"][-1] == row("none", 1, 1, 0.1, 1, 0)  # c4 alone
+    # A conversation's version is its first user message's: c1 and c2 (c6 and c8 have no message).
+    assert [item["conversations"] for item in get(api, version="2")["languages"]] == [1, 0, 1]
+    yesterday = get(api, start=traffic.day(1), end=traffic.day(1))["languages"]
+    assert [(item["language"], item["conversations"], item["messages"]) for item in yesterday] == [
+        ("pt", 1, 1),  # c8 (no message); c5's D1 turn
+        ("es", 2, 2),
+        ("en", 1, 2),
+    ]
+
+
+def test_another_tenants_languages_never_show(api, staff_api, traffic):
+    spanish = next(item for item in get(api)["languages"] if item["language"] == "es")
+    assert (spanish["conversations"], spanish["messages"]) == (2, 2)  # b1 is tenant B's
+    every = next(item for item in get(staff_api)["languages"] if item["language"] == "es")
+    assert (every["conversations"], every["messages"], every["routed"], every["fallbacks"]) == (3, 4, 5, 5)
+
+
+def traffic_all_summed(settings) -> bool:
+    """Every closed day read from the daily totals (else only D2 and D40: see analytics/tests/conftest.py)."""
+    return settings.ANALYTICS_ROLLUP_GRACE_SECONDS == 0
+
+
+def test_a_conversation_whose_language_changes_is_counted_again_on_every_summed_day(api, traffic, settings):
+    """Its messages and route decisions of every day are counted under its language as it is now."""
+    from analytics.models import RollupDay
+    from conversations.models import Conversation
+    from conversations.signals import conversation_recounted
+
+    c5 = traffic.conversations["c5"]  # pt, rows on D40 and D1
+    before = {item["language"]: item for item in get(api, days=90)["languages"]}
+    assert (before["pt"]["messages"], before["en"]["messages"]) == (4, 2)
+    sealed = RollupDay.objects.filter(day__gte=traffic.today - dt.timedelta(days=40), sealed=True)
+    assert sealed.count() == (0 if not settings.ANALYTICS_ROLLUPS else 40 if traffic_all_summed(settings) else 2)
+
+    Conversation.objects.filter(pk=c5.pk).update(language="en")  # as a turn of today does, with its signal
+    conversation_recounted.send(sender=Conversation, created_at=c5.created_at, every_day=True)
+
+    assert not sealed.exists()
+    after = {item["language"]: item for item in get(api, days=90)["languages"]}
+    assert (after["pt"]["messages"], after["en"]["messages"]) == (2, 4)
+    assert (after["pt"]["conversations"], after["en"]["conversations"]) == (2, 3)
+    assert (after["en"]["routed"], after["en"]["fallbacks"]) == (5, 1)  # c5's llm and its D40 fallback
