@@ -965,7 +965,19 @@
     });
     chartShow("chart-languages", {
       textStyle: TEXT_STYLE,
-      tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
+      tooltip: {
+        trigger: "axis",
+        axisPointer: { type: "shadow" },
+        formatter: function (params) {
+          return [escapeHtml(params[0].name)]
+            .concat(
+              params.map(function (param) {
+                return escapeHtml(param.seriesName) + ": " + formatCount(param.value);
+              }),
+            )
+            .join("<br>");
+        },
+      },
       legend: { top: 0 },
       grid: { left: 8, right: 16, top: 36, bottom: 24, containLabel: true },
       xAxis: { type: "category", data: names },
