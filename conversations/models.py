@@ -131,6 +131,9 @@ class Conversation(models.Model):
             models.Index(fields=["tenant", "created_at", "profile", "cohort"], name="conversation_tenant_window"),
             models.Index(fields=["created_at", "tenant", "profile", "cohort"], name="conversation_window"),
             models.Index(fields=["tenant", "profile", "id", "cohort"], name="conversation_tenant_ids"),
+            # The language (and tenant) today's messages and route decisions are counted under (analytics'
+            # language_mix): their join reads this narrow index, by id, never the conversation's wide row.
+            models.Index(fields=["id"], include=["tenant", "language"], name="conversation_language"),
             # The periodic close (conversations.outcomes): a profile's open conversations (closed ones leave the
             # index); which are idle is read from turn_started_at, left out so that a turn's update stays HOT.
             models.Index(fields=["profile", "created_at"], condition=models.Q(outcome=""), name="conversation_open"),
