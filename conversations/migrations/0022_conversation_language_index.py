@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0020_conversation_backend_task'),
+        ('conversations', '0021_release_approvers_read_conversations'),
     ]
 
     operations = [
