@@ -35,7 +35,7 @@ django.setup()
 from agents.models import AgentProfile  # noqa: E402
 from bench.router_bench import build_intents, synthetic_word  # noqa: E402
 from releases.routing_tests import Case, routing_tests_run  # noqa: E402
-from routing.documents import INTENT_DEFAULTS, PROFILE_FIELDS, SCHEMA, profile_compile  # noqa: E402
+from routing.documents import INTENT_DEFAULTS, PROFILE_FIELDS, SCHEMA, SPECIALIST_DEFAULTS, profile_compile  # noqa: E402
 from routing.examples import OFFLINE_SCORE  # noqa: E402
 
 SPECIALISTS = 25
@@ -62,6 +62,7 @@ def profile_document(rng: random.Random, intents: int, keywords: int, *, classif
             "prompt_version": None,
             "allowed_tools": [],
             "handoff_targets": [],
+            **SPECIALIST_DEFAULTS,  # what a document's specialists carry that the bench leaves as it is by default
         }
         for n in range(SPECIALISTS)
     }

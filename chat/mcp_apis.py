@@ -3,9 +3,13 @@ link to (images, audio, binary resources)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
-from django.http import Http404, HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
@@ -14,7 +18,7 @@ from agents.mcp import Endpoint, attachment_read, tool_call
 from chat.asyncapi import AsyncAPIView
 from chat.permissions import IsDebugClient
 from common.endpoints import endpoint_mask
-from common.errors import DomainError, NotFound, error_responses
+from common.errors import DomainError, NotFound, error_body, error_responses
 from routing import snapshot
 
 ERROR_UNKNOWN_TOOL = "Unknown MCP tool {tool!r}."
@@ -94,20 +98,31 @@ INLINE_TYPES = frozenset(
 )
 
 
-@require_GET
-def attachment(request: HttpRequest, key: str) -> HttpResponse:
-    """An attachment a tool result links to, by its unguessable key (the link is what the answer's reader holds, as
-    a signed URL), while it is kept (``MCP_ATTACHMENT_TTL_SECONDS``); 404 after. Served so that nothing in it runs:
-    ``nosniff``, a sandboxing CSP, and any type but a plain image or audio as a download."""
-    kept = attachment_read(key)
-    if kept is None:
-        raise Http404("No such attachment (or it expired).")
-    mime_type, name, data = kept
-    inline = mime_type in INLINE_TYPES
-    response = HttpResponse(data, content_type=mime_type if inline else "application/octet-stream")
-    safe_name = "".join(char if char.isalnum() or char in "._-" else "_" for char in name) or "attachment"
-    response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{safe_name}"'
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    response["Cache-Control"] = "private, max-age=3600"
-    return response
+@method_decorator(csrf_exempt, name="dispatch")  # it only reads: a wrong method is a 405, not a CSRF failure
+class AttachmentView(View):
+    http_method_names = ["get", "head", "options"]
+
+    def http_method_not_allowed(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        answer = JsonResponse(
+            error_body("method_not_allowed", f"Method {request.method} not allowed: an attachment is only read."),
+            status=405,
+        )
+        answer["Allow"] = ", ".join(method.upper() for method in self.http_method_names)
+        return answer
+
+    def get(self, request: HttpRequest, key: str) -> HttpResponse:
+        """An attachment a tool result links to, by its unguessable key (the link is what the answer's reader holds, as
+        a signed URL), while it is kept (``MCP_ATTACHMENT_TTL_SECONDS``); 404 after. Served so that nothing in it runs:
+        ``nosniff``, a sandboxing CSP, and any type but a plain image or audio as a download."""
+        kept = attachment_read(key)
+        if kept is None:
+            raise Http404("No such attachment (or it expired).")
+        mime_type, name, data = kept
+        inline = mime_type in INLINE_TYPES
+        response = HttpResponse(data, content_type=mime_type if inline else "application/octet-stream")
+        safe_name = "".join(char if char.isalnum() or char in "._-" else "_" for char in name) or "attachment"
+        response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{safe_name}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+        response["Cache-Control"] = "private, max-age=3600"
+        return response

@@ -254,6 +254,7 @@ class ModelsApi(OpenAIView):
 
 class ModelApi(OpenAIView):
     @extend_schema(
+        operation_id="v1_model_retrieve",
         summary="OpenAI-compatible: one agent profile as a model",
         description="The enabled profile `model` as `GET /v1/models` lists it; any other name is a 404 "
         "`model_not_found`.",

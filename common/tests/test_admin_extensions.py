@@ -32,7 +32,7 @@ def test_each_model_admin_is_the_class_its_own_app_registers():
 
 
 def test_the_release_pages_hang_on_the_admins_of_the_profile_the_intent_and_the_conversation():
-    assert {type(e).__name__ for e in admin_extensions(AgentProfile)} == {"ProfileReleases"}
+    assert {type(e).__name__ for e in admin_extensions(AgentProfile)} == {"ProfileReleases", "ProfileTranslations"}
     assert {type(e).__name__ for e in admin_extensions(Intent)} == {"ConfigPages"}
     assert {type(e).__name__ for e in admin_extensions(Conversation)} == {"ImpactPage"}
     assert reverse("admin:agents_agentprofile_publish", args=[7]) == "/admin/agents/agentprofile/7/publish/"

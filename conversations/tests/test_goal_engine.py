@@ -395,7 +395,8 @@ def test_a_plan_asking_for_more_steps_at_once_than_the_platform_allows_runs_at_m
 
     run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
 
-    assert run.status == SUCCESS and SEEN.peak == 2
+    # At most the setting at once (on a busy machine two 200 ms calls need not overlap: the bound is what counts).
+    assert run.status == SUCCESS and 1 <= SEEN.peak <= 2
     assert hits(run)["turn_concurrency"] == {
         "limit": "turn_concurrency",
         "setting": "GOAL_PLAN_MAX_CONCURRENCY",
