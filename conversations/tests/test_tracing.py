@@ -8,7 +8,6 @@ import time
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -35,18 +34,6 @@ def demo(transactional_db, mcp_servers):
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()
-
-
-@pytest.fixture
-def spans():
-    """This process's spans go to an in-memory exporter for the test (no global provider is touched)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.tracing_use(provider)
-    yield exporter
-    tracing.tracing_use(None)
-    provider.shutdown()
 
 
 class _ToTheTestsExporter(SpanProcessor):
