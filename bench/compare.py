@@ -1,0 +1,128 @@
+"""Alternate one benchmark between an older commit and this checkout, on the same machine, and report medians.
+
+    PYTHONPATH=. .venv/bin/python bench/compare.py --base d34cf42 --runs 5 \\
+        --figure 'median server CPU per message: ([0-9.]+)' -- turn_cpu.py --messages 1600 --rounds 3
+
+A figure from another day, or another machine, says little on a shared two-core machine: what other work runs
+beside a benchmark moves it by more than most changes do. So every comparison this project records is made the
+same way — both commits checked out side by side and their runs alternated (base, head, head, base, base, head, …),
+each run in the checkout it measures with that checkout's own copy of the benchmark. This does it: ``--base`` is
+checked out (detached) in a temporary git worktree sharing this checkout's virtual environment, ``--head`` (default:
+this checkout as it is, uncommitted changes included) is run in place, and each run's output is searched for
+``--figure`` (a regular expression whose first group is the number). It prints every run's figure, the median of
+each side, the ratio head / base and a Markdown row for ``docs/benchmarks.md``; with ``--log DIR`` each run's
+output is kept there. The worktree is removed at the end.
+
+Both sides use the one virtual environment of this checkout: an old commit that needs a package since removed, or a
+version since changed, runs with today's — say so beside a figure where it matters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def order(runs: int) -> list[str]:
+    """The alternation: base, head, head, base, base, head, … — each side first as often as the other, ``runs`` each."""
+    pattern = ("base", "head", "head", "base")
+    return [pattern[n % 4] for n in range(2 * runs)]
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def checkout(commit: str) -> Iterator[Path]:
+    """``commit`` checked out (detached) in a temporary worktree that uses this checkout's ``.venv``."""
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as folder:
+        tree = Path(folder) / "tree"
+        _git("worktree", "add", "--detach", "--quiet", str(tree), commit)
+        try:
+            venv = ROOT / ".venv"
+            if venv.exists():
+                (tree / ".venv").symlink_to(venv)
+            yield tree
+        finally:
+            _git("worktree", "remove", "--force", str(tree))
+
+
+def measure(tree: Path, command: list[str], figure: re.Pattern[str], log: Path | None, label: str) -> float:
+    """One run of ``bench/<command>`` in ``tree``; the figure its output shows (the last match)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    script, *args = command
+    done = subprocess.run(
+        [sys.executable, str(tree / "bench" / script), *args], cwd=tree, env=env, capture_output=True, text=True
+    )
+    output = done.stdout + done.stderr
+    if log:
+        log.mkdir(parents=True, exist_ok=True)
+        (log / f"{label}.txt").write_text(output)
+    found = figure.findall(output)
+    if done.returncode or not found:
+        tail = "\n".join(output.splitlines()[-15:])
+        raise SystemExit(f"{label}: exit {done.returncode}, figure {'found' if found else 'not found'}\n{tail}")
+    value = found[-1]
+    return float(value[0] if isinstance(value, tuple) else value)
+
+
+def load_average() -> str:
+    with contextlib.suppress(OSError):
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the older commit (any git revision)")
+    parser.add_argument("--head", default="", help="the newer commit; default: this checkout as it is")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each side (at least 5 for a recorded figure)")
+    parser.add_argument("--figure", required=True, help="regular expression; its first group is the figure")
+    parser.add_argument("--log", type=Path, help="keep each run's output in this folder")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]: a script of bench/, its args")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("name the benchmark after --, e.g. -- turn_cpu.py --messages 1600")
+    figure = re.compile(args.figure)
+    base_commit = _git("rev-parse", "--short", args.base)
+    head_commit = _git("rev-parse", "--short", args.head or "HEAD") + ("" if args.head else "+worktree")
+    figures: dict[str, list[float]] = {"base": [], "head": []}
+    with contextlib.ExitStack() as stack:
+        trees = {"base": stack.enter_context(checkout(args.base))}
+        trees["head"] = stack.enter_context(checkout(args.head)) if args.head else ROOT
+        for number, side in enumerate(order(args.runs), 1):
+            value = measure(trees[side], command, figure, args.log, f"{number:02d}-{side}")
+            figures[side].append(value)
+            print(
+                f"run {number:2d} {side} ({base_commit if side == 'base' else head_commit}): {value:g}  "
+                f"load {load_average()}",
+                flush=True,
+            )
+    base, head = (statistics.median(figures[side]) for side in ("base", "head"))
+    runs = {side: ", ".join(f"{value:g}" for value in figures[side]) for side in figures}
+    print(f"\nbase {base_commit}: {runs['base']} -> median {base:g}")
+    print(f"head {head_commit}: {runs['head']} -> median {head:g}")
+    print(f"head / base: {head / base:.3f}" if base else "head / base: -")
+    print(
+        f"\n| `{' '.join(command)}` | {runs['base']} → **{base:g}** | {runs['head']} → **{head:g}** | "
+        f"{head / base:.2f}× |"
+        if base
+        else ""
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
