@@ -1,6 +1,7 @@
 """CPU per message of the chat API, in one process: the figure each cut of the message path is measured by.
 
     PYTHONPATH=. .venv/bin/python bench/turn_cpu.py [--messages 3000] [--clients 8] [--rounds 3]
+        [--path keyword|examples|goal] [--stages]
 
 ``bench/chat_load.py`` measures the served platform under load, but its CPU per message moves with whatever else
 the two cores run (the load generator included). This runs the same request — ``POST /api/gateway/message`` with
@@ -10,6 +11,11 @@ application (``platform.asgi``: the middleware, DRF, the graph, PostgreSQL throu
 CPU time (all its threads) by the messages answered. The database is a throwaway PostgreSQL
 (``scripts/services.py``); its own CPU is measured too, from /proc. Each round sends ``--messages`` messages after
 a warm-up; the median round is reported.
+
+``--path`` chooses the message path: ``keyword`` (the default, above), ``examples`` (questions to the same profile
+that no keyword matches, decided by the examples tier) or ``goal`` (price questions to ``finance_assistente``, each
+a plan over the finance MCP server, started here). ``--stages`` samples this process with py-spy over the measured
+rounds and splits the CPU a message by pipeline stage (:mod:`bench.turn_stages`).
 """
 
 from __future__ import annotations
@@ -19,9 +25,13 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +40,22 @@ sys.path.insert(0, str(ROOT))
 import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
 
 from bench.chat_load import AGENT_ID, TENANT, TEXTS, _manage, _postmaster_pid, process_cpu_seconds  # noqa: E402
+from bench.turn_stages import sampling, stages_report  # noqa: E402
+
+# Questions to telecom_contas that no keyword matches: the examples tier decides them (the run counts the methods).
+EXAMPLE_TEXTS = (
+    "Não entendi uns itens cobrados este mês",
+    "O modem que comprei ainda não chegou",
+    "Veio o dobro do mês passado, por quê?",
+    "Me explica esses valores que vieram este mês",
+)
+# Price questions to finance_assistente, in goal mode: each one a plan over the finance server.
+GOAL_TEXTS = ("qual o preço da PETR4?", "cotação da VALE3", "quanto está a Vale e a Petrobras?")
+PATHS = {
+    "keyword": (AGENT_ID, TEXTS),
+    "examples": (AGENT_ID, EXAMPLE_TEXTS),
+    "goal": ("finance_assistente", GOAL_TEXTS),
+}
 
 
 async def _post(app, key: str, body: bytes) -> tuple[int, bytes]:
@@ -76,62 +102,103 @@ async def _post(app, key: str, body: bytes) -> tuple[int, bytes]:
     return status, b"".join(chunks)
 
 
-async def _conversation(app, key: str, session: str, count: int, errors: list[str]) -> None:
+async def _conversation(
+    app, key: str, path: str, session: str, count: int, errors: list[str], methods: Counter[str]
+) -> None:
+    agent_id, texts = PATHS[path]
     for n in range(count):
         body = json.dumps(
             {
                 "channel": "web",
-                "agent_id": AGENT_ID,
-                "payload": {"text": TEXTS[n % len(TEXTS)], "session_id": session, "user_id": session},
+                "agent_id": agent_id,
+                "payload": {"text": texts[n % len(texts)], "session_id": session, "user_id": session},
             }
         ).encode()
         status, answer = await _post(app, key, body)
-        if status != 200 or not json.loads(answer).get("answer"):
+        reply = json.loads(answer) if status == 200 else {}
+        if not reply.get("answer"):
             errors.append(f"HTTP {status}: {answer[:200]!r}")
+        decision = reply.get("metadata", {}).get("route_decision") or {}
+        methods[str(decision.get("method") or reply.get("metadata", {}).get("method") or "-")] += 1
 
 
 async def _round(
-    app, key: str, prefix: str, messages: int, clients: int
+    app, key: str, path: str, prefix: str, messages: int, clients: int, methods: Counter[str]
 ) -> tuple[tuple[float, float], float, list[str]]:
     errors: list[str] = []
     each = messages // clients
     began_cpu, began = os.times(), time.perf_counter()
-    await asyncio.gather(*(_conversation(app, key, f"{prefix}{n:03d}", each, errors) for n in range(clients)))
+    await asyncio.gather(
+        *(_conversation(app, key, path, f"{prefix}{n:03d}", each, errors, methods) for n in range(clients))
+    )
     ended = os.times()
     cpu = (ended.user - began_cpu.user, ended.system - began_cpu.system)
     return cpu, time.perf_counter() - began, errors
 
 
+@contextlib.contextmanager
+def _finance_server(env: dict[str, str]):
+    """The demo's finance MCP server on a free port (the goal path's tools)."""
+    port = services.free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mcp_servers.finance.server", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.2)
+        yield {"MCP_FINANCE_PORT": str(port)}  # loopback is allowed to benchmarks (services.bench_server_env)
+    finally:
+        services.stop_process(server)
+
+
 def run(args: argparse.Namespace) -> int:
+    methods: Counter[str] = Counter()
     with contextlib.ExitStack() as stack:
         env = dict(os.environ)
         env.update(stack.enter_context(services.scratch()))
         env.update(stack.enter_context(services.postgres()))
         env.update({**services.bench_server_env(ROOT), "OFFLINE_LLM_LATENCY_MS": "0"})
+        if args.path == "goal":
+            env.update(stack.enter_context(_finance_server(env)))
         _manage(env, "migrate", "--noinput")
-        _manage(env, "seed_demo")
+        _manage(env, "seed_demo", *(["--sync"] if args.path == "goal" else []))
         key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
         os.environ.update(env)
         postmaster = _postmaster_pid(env["DATABASE_URL"])
+        stacks = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="turn-stages-"))) / "stacks.txt"
 
         from platform.asgi import application
 
         async def main() -> list[tuple[tuple[float, float], float, float, list[str]]]:
-            await _round(application, key, "warm-", max(args.clients * 20, 200), args.clients)
+            await _round(application, key, args.path, "warm-", max(args.clients * 20, 200), args.clients, Counter())
             rounds = []
-            for number in range(args.rounds):
-                postgres_before = sum(process_cpu_seconds(postmaster).values())
-                cpu, wall, errors = await _round(application, key, f"r{number}-", args.messages, args.clients)
-                postgres = sum(process_cpu_seconds(postmaster).values()) - postgres_before
-                rounds.append((cpu, wall, postgres, errors))
+            with sampling(stacks) if args.stages else contextlib.nullcontext():
+                for number in range(args.rounds):
+                    postgres_before = sum(process_cpu_seconds(postmaster).values())
+                    cpu, wall, errors = await _round(
+                        application, key, args.path, f"r{number}-", args.messages, args.clients, methods
+                    )
+                    postgres = sum(process_cpu_seconds(postmaster).values()) - postgres_before
+                    rounds.append((cpu, wall, postgres, errors))
             return rounds
 
         import uvloop
 
         rounds = uvloop.run(main())
+        sent = args.messages // args.clients * args.clients
+        median = statistics.median(sum(cpu) * 1000 / sent for cpu, *_ in rounds)
+        stage_table = stages_report(stacks, median) if args.stages else ""
 
-    sent = args.messages // args.clients * args.clients
-    print(f"\nCPU per message, in process: {args.clients} conversations at a time, {sent} messages a round\n")
+    print(
+        f"\nCPU per message, in process ({args.path} path): {args.clients} conversations at a time, "
+        f"{sent} messages a round\n"
+    )
     print(
         "| round | server CPU per message | of which system | PostgreSQL CPU per message | msg/s (one process) "
         "| errors |"
@@ -142,8 +209,11 @@ def run(args: argparse.Namespace) -> int:
             f"| {number} | {(user + system) * 1000 / sent:.2f} ms | {system * 1000 / sent:.2f} ms "
             f"| {postgres * 1000 / sent:.2f} ms | {sent / wall:.0f} | {len(errors)} |"
         )
-    median = statistics.median(sum(cpu) * 1000 / sent for cpu, *_ in rounds)
     print(f"\nmedian server CPU per message: {median:.2f} ms")
+    print("decided by: " + ", ".join(f"{method} {count}" for method, count in methods.most_common()))
+    if stage_table:
+        print(f"\nBy stage (py-spy samples of this process over the measured rounds, {sent} messages a round):\n")
+        print(stage_table)
     failures = [error for *_, errors in rounds for error in errors]
     for error in sorted(set(failures))[:5]:
         print("error:", error)
@@ -155,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=3000, help="messages per measured round")
     parser.add_argument("--clients", type=int, default=8, help="conversations at a time")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds (the median is reported)")
+    parser.add_argument("--path", choices=sorted(PATHS), default="keyword", help="the message path measured")
+    parser.add_argument("--stages", action="store_true", help="split the CPU a message by stage (py-spy)")
     return run(parser.parse_args(argv))
 
 

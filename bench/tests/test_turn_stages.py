@@ -1,0 +1,39 @@
+"""bench/turn_stages.py: py-spy's samples folded into the message path's stages."""
+
+from __future__ import annotations
+
+from bench.turn_stages import REST, frames, stage_of, stages_report
+
+PERSIST = (
+    "process 1:run (bench/turn_cpu.py:180);_turn_run (conversations/graph.py:850);_timed (conversations/graph.py:170)"
+    ";persist (conversations/graph.py:725);turn_persist (conversations/turn_store.py:320)"
+    ";execute (psycopg/cursor.py:97) 30"
+)
+LANGUAGE_IN_JUDGE = (
+    "process 1:_timed (conversations/graph.py:170);judge (conversations/graph.py:470)"
+    ";evaluate (conversations/judges.py:400);detect_language (common/language.py:40)"
+    ";classify (py3langid/langid.py:9) 10"
+)
+IDEMPOTENT_WRAPPER = (
+    "process 1:answer (chat/apis.py:300);idempotent (chat/idempotency.py:190);raw_decode (json/decoder.py:353) 5"
+)
+
+
+def test_a_sample_belongs_to_the_innermost_frame_a_rule_names():
+    assert stage_of(frames(PERSIST)[0]) == "conversation store (load, persist)"  # the driver counts as persisting
+    assert stage_of(frames(LANGUAGE_IN_JUDGE)[0]) == "language"  # detection counts as language wherever it runs
+
+
+def test_wrappers_are_read_past_and_what_no_rule_names_is_the_rest_of_the_request():
+    assert stage_of(frames(IDEMPOTENT_WRAPPER)[0]) == REST
+
+
+def test_the_table_splits_the_cpu_a_message_by_the_share_of_samples(tmp_path):
+    stacks = tmp_path / "stacks.txt"
+    stacks.write_text("\n".join([PERSIST, LANGUAGE_IN_JUDGE, IDEMPOTENT_WRAPPER, "not a sample line"]))
+    table = stages_report(stacks, 9.0)
+    assert "| conversation store (load, persist) | 66.7% | 6.00 ms |" in table
+    assert "| language | 22.2% | 2.00 ms |" in table
+    assert f"| {REST} | 11.1% | 1.00 ms |" in table
+    assert "| memory | — | — |" in table
+    assert "| **the whole message** | 45 samples | **9.00 ms** |" in table
