@@ -24,7 +24,7 @@ from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin, ReadOnlyInlineM
 from conversations.admin_ratings import breakable
 from conversations.models import BackendCall, Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
 from conversations.timeline import conversation_timeline
-from routing.models import ROUTING_TEST_MAX_TURNS
+from routing.expectations import ROUTING_TEST_MAX_TURNS
 from routing.routing_test_drafts import (
     RoutingTestDraft,
     test_case_add_url,

@@ -36,19 +36,18 @@ from releases.configio.source import Problems, Source, load
 from routing import snapshot
 from routing.decide import delegated_of, delegation_active, route_decide
 from routing.documents import profile_compile, profile_documents
-from routing.goal_decide import GENERAL, goal_decide
-from routing.goals import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
-from routing.models import (
+from routing.expectations import (
     ROUTING_TEST_CONVERSATION_KEYS,
     ROUTING_TEST_EXPECT_KEYS,
     ROUTING_TEST_KEYS,
     ROUTING_TEST_LIST_KEYS,
-    RoutingTestCase,
-    RoutingVersion,
     routing_test_expect_problems,
     routing_test_input_limit,
     routing_test_turns_problems,
 )
+from routing.goal_decide import GENERAL, goal_decide
+from routing.goals import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
+from routing.models import RoutingTestCase, RoutingVersion
 from routing.router import RouteDecision
 from routing.selectors import live_version
 from routing.specs import ProfileSpec
@@ -685,7 +684,7 @@ def _case(item: Any, problems: Any, limit: Callable[[], int]) -> Case | None:
     if turns is not None:
         max_chars = limit() if isinstance(turns.value, list) and turns.value else 0
         for where, problem in routing_test_turns_problems(turns.value, max_chars=max_chars):
-            node, rest = _deepest(turns, where)
+            node, rest = turns.deepest(where)
             problems.add(node, (f"{'.'.join(map(str, rest))}: " if rest else "") + problem)
     if len(problems.errors) > before:
         return None
@@ -711,20 +710,6 @@ def _expect_checked(expect: Any, problems: Any) -> None:
         problems.add(expect.child(key) if key in expect.value else expect, problem)
 
 
-def _deepest(node: Any, where: Sequence[int | str]) -> tuple[Any, list[int | str]]:
-    """The node at ``where`` as far as the file has it, and the rest of the path (a key it lacks)."""
-    for n, part in enumerate(where):
-        inside = node.value if isinstance(node.value, (dict, list)) else ()
-        if isinstance(inside, dict) and part not in inside:
-            return node, list(where[n:])
-        if isinstance(inside, list) and not (isinstance(part, int) and part < len(inside)):
-            return node, list(where[n:])
-        if not inside:
-            return node, list(where[n:])
-        node = node.child(part)
-    return node, []
-
-
 def _expect_read(expect: Mapping[str, Any]) -> dict[str, Any]:
     """An ``expect`` mapping as a case keeps it: texts stripped, events and topics as lists of texts."""
     return {
@@ -740,14 +725,11 @@ class LoadReport:
     deleted: int
 
 
-@transaction.atomic
 def routing_tests_load(*, profile: Any, cases: Sequence[Case], replace: bool = False) -> LoadReport:
     """Save ``cases`` as the profile's tests, matched by name: new names are created, known ones updated (and
     enabled); with ``replace`` the profile's tests the file does not name are deleted."""
-    existing = {row.name: row for row in RoutingTestCase.objects.select_for_update().filter(profile=profile)}
-    created = updated = 0
-    for case in cases:
-        values = {
+    rows = {
+        case.name: {
             "message": case.message,
             "state": case.state,
             "active_specialist": case.active_specialist,
@@ -755,9 +737,23 @@ def routing_tests_load(*, profile: Any, cases: Sequence[Case], replace: bool = F
             "expect": dict(case.expect),
             "enabled": True,
         }
-        row = existing.get(case.name)
+        for case in cases
+    }
+    return tests_save_by_name(RoutingTestCase, profile=profile, rows=rows, replace=replace)
+
+
+@transaction.atomic
+def tests_save_by_name(
+    model: Any, *, profile: Any, rows: Mapping[str, Mapping[str, Any]], replace: bool = False
+) -> LoadReport:
+    """Save a profile's saved tests of ``model`` (each row's field values, by its name): new names are created,
+    known ones updated where a value changed; with ``replace`` the profile's tests not named are deleted."""
+    existing = {row.name: row for row in model.objects.select_for_update().filter(profile=profile)}
+    created = updated = 0
+    for name, values in rows.items():
+        row = existing.get(name)
         if row is None:
-            RoutingTestCase.objects.create(profile=profile, name=case.name, **values)
+            model.objects.create(profile=profile, name=name, **values)
             created += 1
         elif any(getattr(row, key) != value for key, value in values.items()):
             for key, value in values.items():
@@ -766,8 +762,7 @@ def routing_tests_load(*, profile: Any, cases: Sequence[Case], replace: bool = F
             updated += 1
     deleted = 0
     if replace:
-        names = {case.name for case in cases}
-        deleted, _ = RoutingTestCase.objects.filter(profile=profile).exclude(name__in=names).delete()
+        deleted, _ = model.objects.filter(profile=profile).exclude(name__in=list(rows)).delete()
     return LoadReport(created=created, updated=updated, deleted=deleted)
 
 

@@ -15,6 +15,7 @@ class RoutingConfig(AppConfig):
         from routing.goal_sync import on_mcp_server_synced
         from routing.models import (
             Capability,
+            ConversationTest,
             Goal,
             Intent,
             Keyword,
@@ -54,6 +55,7 @@ class RoutingConfig(AppConfig):
             RolloutFlag,
             RolloutTenantOverride,
             RoutingTestCase,
+            ConversationTest,
         ):
             history_register(model)
         # A user override names a customer: its id is recorded as its keyed pseudonym (an e-mail as the conversation

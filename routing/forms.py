@@ -22,23 +22,25 @@ from common.language import LANGUAGES
 from common.text import normalize, whole_number
 from common.translation_forms import translations_form
 from routing.decide import COORDINATION_INTENT
-from routing.goal_decide import GENERAL, PLAN
-from routing.goals import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
-from routing.models import (
+from routing.expectations import (
     ROUTING_TEST_EVENTS,
     ROUTING_TEST_EXPECT_KEYS,
     ROUTING_TEST_KEYS,
     ROUTING_TEST_LIST_KEYS,
+    Where,
+    routing_test_input_limit,
+    routing_test_turns_problems,
+)
+from routing.goal_decide import GENERAL, PLAN
+from routing.goals import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
+from routing.models import (
     Goal,
     Intent,
     Keyword,
     RoutingTestCase,
     StatePolicy,
-    Where,
     keyword_language_problems,
     keyword_languages_ordered,
-    routing_test_input_limit,
-    routing_test_turns_problems,
 )
 from routing.repairs import PATTERNS as REPAIR_PATTERNS
 from routing.router import FALLBACK_INTENT, MULTI_INTENT, SMALL_TALK_INTENT, SUPERVISOR_ROUTE, Method

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -17,8 +17,19 @@ from common.language import LANGUAGES
 from common.outbound import validate_outbound_url
 from common.text import normalize
 from common.translations import translations_problems
+from routing.conversation_tests import EXPECT_KEYS as CONVERSATION_TEST_EXPECT_KEYS
+from routing.conversation_tests import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
+from routing.conversation_tests import NAME_MAX_CHARS as CONVERSATION_TEST_NAME_MAX
+from routing.conversation_tests import conversation_test_problems, problem_text
+from routing.expectations import (
+    ROUTING_TEST_KEYS,
+    ROUTING_TEST_MAX_TURNS,
+    routing_test_expect_errors,
+    routing_test_input_limit,
+    routing_test_turns_problems,
+    turns_where,
+)
 from routing.goals import ManifestError, goal_check
-from routing.repairs import PATTERNS as REPAIR_PATTERNS
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
 from routing.rollout_words import stage_words
 
@@ -618,110 +629,7 @@ class ProfileRelease(models.Model):
 
 # -- saved routing tests --------------------------------------------------------------
 # A profile's expected decisions for given messages; they run on the draft or any version (releases.routing_tests)
-# and gate publishing (releases.versions.version_publish).
-
-ROUTING_TEST_EXPECT_KEYS = ("intent", "agent", "method", "next_state", "goal", "status")
-# What the conversation must show after a message (routing.stack): events that occur, the repair pattern it reads as,
-# the conversation's state after it ("" for none), intents among its requests.
-ROUTING_TEST_CONVERSATION_KEYS = ("events", "repair", "state_after", "topics")
-# The language the platform answers the message in (conversations.language: the conversation's, kept across turns).
-ROUTING_TEST_LANGUAGE_KEY = "language"
-ROUTING_TEST_KEYS = (*ROUTING_TEST_EXPECT_KEYS, *ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_LANGUAGE_KEY)
-ROUTING_TEST_LIST_KEYS = ("events", "topics")
-ROUTING_TEST_EVENTS = ("opened", "pushed", "resumed", "bound", "closed", "cancelled", "expired", "queued")
-ROUTING_TEST_MAX_TURNS = 10  # earlier turns of a conversation test, before its own message
-TURN_KEYS = ("message", "expect")
-
-Where = tuple[int | str, ...]  # where a problem of a test's turns is: (), (2,), (2, "message"), (2, "expect", "events")
-
-
-def routing_test_expect_problems(expect: object) -> list[tuple[str, str]]:
-    """What is wrong with an ``expect`` mapping, each problem with the key it is about (``""``: the mapping)."""
-    if not isinstance(expect, dict) or not expect:
-        return [("", f"must be a mapping of one or more of: {', '.join(ROUTING_TEST_KEYS)}.")]
-    problems: list[tuple[str, str]] = []
-    for key, value in expect.items():
-        if key not in ROUTING_TEST_KEYS:
-            problems.append((key, f"unknown key {key!r} (allowed: {', '.join(ROUTING_TEST_KEYS)})."))
-        elif key in ROUTING_TEST_EXPECT_KEYS and (not isinstance(value, str) or not value.strip()):
-            problems.append((key, "must be a non-empty text."))
-        elif key == "state_after" and not isinstance(value, str):
-            problems.append((key, 'must be a text (the state after the message; "" for none).'))
-        elif key == "repair" and value not in REPAIR_PATTERNS:
-            problems.append((key, f"must be one of: {', '.join(REPAIR_PATTERNS)}."))
-        elif key == ROUTING_TEST_LANGUAGE_KEY and value not in LANGUAGES:
-            problems.append((key, f"must be one of: {', '.join(LANGUAGES)}."))
-        elif key in ROUTING_TEST_LIST_KEYS:
-            problems += [(key, problem) for problem in _list_problems(key, value)]
-    return problems
-
-
-def _list_problems(key: str, value: object) -> list[str]:
-    if key == "events":
-        if not isinstance(value, list) or not value:
-            return [f"must be a list of one or more of: {', '.join(ROUTING_TEST_EVENTS)}."]
-        return [
-            f"no event {event!r} (events: {', '.join(ROUTING_TEST_EVENTS)})."
-            for event in value
-            if event not in ROUTING_TEST_EVENTS
-        ]
-    if not isinstance(value, list) or not value or not all(isinstance(item, str) and item.strip() for item in value):
-        return ["must be a list of one or more intents."]
-    return []
-
-
-def routing_test_expect_errors(expect: object) -> list[str]:
-    """What is wrong with an ``expect`` mapping (``[]``: nothing): unknown keys are named, values checked by key —
-    the decision's are texts, ``events`` and ``topics`` lists, ``repair`` a pattern, ``state_after`` a text."""
-    return [
-        problem if problem.startswith("unknown key") or not key else f"{key}: {problem}"
-        for key, problem in routing_test_expect_problems(expect)
-    ]
-
-
-def routing_test_turns_problems(turns: object, *, max_chars: int) -> list[tuple[Where, str]]:
-    """What is wrong with a test's earlier turns — a list of at most :data:`ROUTING_TEST_MAX_TURNS` mappings of a
-    ``message`` (a text within ``max_chars``, the profile's input limit) and an optional ``expect`` — each problem
-    with where it is (:data:`Where`)."""
-    if not isinstance(turns, list):
-        return [((), "must be a list of turns, each a message and, optionally, what its decision must be.")]
-    problems: list[tuple[Where, str]] = []
-    if len(turns) > ROUTING_TEST_MAX_TURNS:
-        problems.append(((), f"at most {ROUTING_TEST_MAX_TURNS} turns before the test's message ({len(turns)} given)."))
-    for n, turn in enumerate(turns):
-        if not isinstance(turn, dict):
-            problems.append(((n,), "must be a mapping with message and, optionally, expect."))
-            continue
-        problems += [
-            ((n, key), f"unknown key {key!r} (allowed: {', '.join(TURN_KEYS)}).")
-            for key in turn
-            if key not in TURN_KEYS
-        ]
-        message = turn.get("message")
-        if not isinstance(message, str) or not message.strip():
-            problems.append(((n, "message"), "required text."))
-        elif len(message) > max_chars:
-            problems.append(
-                ((n, "message"), f"longer than the profile's limit of {max_chars} characters ({len(message)}).")
-            )
-        if "expect" in turn:
-            problems += [
-                ((n, "expect", key) if key else (n, "expect"), problem)
-                for key, problem in routing_test_expect_problems(turn["expect"])
-            ]
-    return problems
-
-
-def turns_where(where: Where) -> str:
-    """``(1, "expect", "events")`` → ``turns[1].expect.events``."""
-    return "turns" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in where)
-
-
-def routing_test_input_limit(profile: Any) -> int:
-    """The longest message ``profile`` takes (its guardrails' ``max_input_chars``, else ``MAX_INPUT_CHARS``): a
-    conversation test's turns are bounded by it."""
-    guardrails = getattr(profile, "guardrails", None) or {}
-    return int(guardrails.get("max_input_chars", settings.MAX_INPUT_CHARS))
+# and gate publishing (releases.versions.version_publish). What they may expect: routing.expectations.
 
 
 class RoutingTestCase(models.Model):
@@ -790,6 +698,84 @@ class RoutingTestCase(models.Model):
             found = routing_test_turns_problems(self.turns, max_chars=limit)
             if found:
                 errors["turns"] = [f"{turns_where(where)}: {problem}" for where, problem in found]
+        if errors:
+            raise ValidationError(errors)
+
+
+class ConversationTest(models.Model):
+    """A saved conversation test: turns played in order against a version of the profile, each with what its answer
+    must show — routing, the answer, tools, flow, a judge's score (:mod:`routing.conversation_tests` is the
+    contract; :mod:`releases.evals` plays them). ``required``: a failure blocks publishing and rollout stages."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="conversation_tests")
+    name = models.CharField(max_length=CONVERSATION_TEST_NAME_MAX, help_text="e.g. a high invoice is explained")
+    required = models.BooleanField(default=True, help_text="A failure blocks publishing and rollout stages.")
+    enabled = models.BooleanField(default=True, help_text="Disabled tests neither run nor gate.")
+    language = models.CharField(
+        max_length=8,
+        blank=True,
+        choices=[(code, code) for code in LANGUAGES],
+        help_text="The conversation's language: every answer must be in it unless a turn expects another.",
+    )
+    user_id = models.CharField(max_length=200, blank=True, help_text="The customer's id, as a face gives it.")
+    channel = models.CharField(max_length=64, blank=True, help_text="e.g. whatsapp; empty: the API's.")
+    context = models.JSONField(default=dict, blank=True, help_text='What a face sends, e.g. {"msisdn": "5511…"}.')
+    tool_answers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Recorded answers used in place of calling the tools, e.g. {"consultar_fatura": {"total": 120}}.',
+    )
+    turns = models.JSONField(
+        default=list,
+        help_text='The turns, in order (at most {max}): a list of {{"user": "…", "expect": {{…}}}}, with an optional '
+        '"channel", "context" and "tool_answers" each; expect keys: {keys}.'.format(
+            max=CONVERSATION_TEST_MAX_TURNS, keys=", ".join(CONVERSATION_TEST_EXPECT_KEYS)
+        ),
+    )
+    # A test made from a stored customer message ("add as conversation test"): which one. A number, not a foreign
+    # key: the conversation store is a layer above.
+    source_message_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile__agent_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "name"], name="conversation_test_unique_name_per_profile"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def data(self) -> dict[str, Any]:
+        """The test in the YAML item's shape (:mod:`routing.conversation_tests`)."""
+        return {
+            "name": self.name,
+            "required": self.required,
+            "enabled": self.enabled,
+            "language": self.language,
+            "user": self.user_id,
+            "channel": self.channel,
+            "context": self.context,
+            "tool_answers": self.tool_answers,
+            "turns": self.turns,
+        }
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        # The contract's checks, each problem on the field it is about (a turn's, on ``turns``): the admin's form and
+        # a YAML file refuse the same things.
+        errors: dict[str, Any] = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        django = set(errors)
+        limit = routing_test_input_limit(self.profile if self.profile_id else None)
+        for where, problem in conversation_test_problems(self.data(), max_chars=limit):
+            name = {"user": "user_id"}.get(str(where[0]), str(where[0])) if where else NON_FIELD_ERRORS
+            if name in django or (exclude and name in exclude):
+                continue
+            errors.setdefault(name, []).append(problem_text(where if name == "turns" else where[1:], problem))
         if errors:
             raise ValidationError(errors)
 

@@ -128,6 +128,21 @@ class Node:
     def elements(self) -> list[Node]:
         return [self.child(index) for index in range(len(self.value))]
 
+    def deepest(self, where: Path) -> tuple[Node, list[str | int]]:
+        """The node at ``where`` below this one as far as the file has it, and the rest of the path (a key it lacks):
+        where a problem found on the plain value is reported."""
+        node = self
+        for n, part in enumerate(where):
+            inside = node.value if isinstance(node.value, (dict, list)) else ()
+            if isinstance(inside, dict) and part not in inside:
+                return node, list(where[n:])
+            if isinstance(inside, list) and not (isinstance(part, int) and part < len(inside)):
+                return node, list(where[n:])
+            if not inside:
+                return node, list(where[n:])
+            node = node.child(part)
+        return node, []
+
 
 def load(source: Source, problems: Problems) -> Node | None:
     """Parse ``source``; on a syntax error, or a text beyond the bounds (larger than :data:`MAX_TEXT_CHARS`, nested

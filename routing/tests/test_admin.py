@@ -356,6 +356,8 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
     routing_tests = {
         ("routing", f"{action}_routingtestcase") for action in ("add", "change", "delete", "view", "calibrate")
     }
+    # Conversation tests, as the routing tests.
+    routing_tests |= {("routing", f"{action}_conversationtest") for action in ("add", "change", "delete", "view")}
     # The field-level history: read, never deleted.
     history = {("auditlog", "view_logentry")}
     # Rollout plans: made, changed and commanded (start, pause, ...), never deleted; the guard's decisions read.

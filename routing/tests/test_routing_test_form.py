@@ -10,6 +10,7 @@ import pytest
 
 from agents.models import RoutingMode
 from routing import routing_test_drafts as drafts
+from routing.expectations import ROUTING_TEST_KEYS
 from routing.forms import (
     ERROR_EXPECT_NOTHING,
     EXPECT_LABELS,
@@ -17,7 +18,7 @@ from routing.forms import (
     RoutingTestCaseForm,
     expect_field,
 )
-from routing.models import ROUTING_TEST_KEYS, Goal, RoutingTestCase
+from routing.models import Goal, RoutingTestCase
 from routing.router import Method
 from tests.adminkit import add_url, change_url, error_messages, form_data
 from tests.factories import (
