@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agents.models import SPECIALIST_TRANSLATED, AgentProfile, ExternalDesk, Specialist
-from common.translation_forms import missing_lines
+from common.translation_forms import rows_missing
 
 ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
 ERROR_UNKNOWN_DESK = (
@@ -58,15 +58,9 @@ SPECIALIST_TEXT_NAMES = {"display_name": "display name", "description": "descrip
 def specialist_translations_missing(*, specialists: Iterable[Specialist], language: str, named: bool) -> list[str]:
     """A line per text of ``specialists`` (written in ``language``, their profile's) that lacks another language:
     "display name lacks en, es", each prefixed "specialist <name>: " when ``named``."""
-    return missing_lines(
-        (
-            (
-                f"specialist {specialist.name}" if named else "",
-                {field: getattr(specialist, field) for field in SPECIALIST_TRANSLATED},
-                specialist.translations,
-            )
-            for specialist in specialists
-        ),
+    return rows_missing(
+        ((f"specialist {specialist.name}" if named else "", specialist) for specialist in specialists),
+        SPECIALIST_TRANSLATED,
         own=language,
         labels=SPECIALIST_TEXT_NAMES,
     )

@@ -111,6 +111,18 @@ def missing_lines(
     return lines
 
 
+def rows_missing(
+    rows: Iterable[tuple[str, Any]], fields: Iterable[str], *, own: str, labels: Mapping[str, str]
+) -> list[str]:
+    """:func:`missing_lines` of model rows: ``(name, row)`` pairs, each row's ``fields`` and its ``translations``."""
+    fields = tuple(fields)
+    return missing_lines(
+        ((name, {field: getattr(row, field) for field in fields}, row.translations) for name, row in rows),
+        own=own,
+        labels=labels,
+    )
+
+
 def missing_warning(lines: list[str]) -> str:
     """The page's warning: the lines as a list, marked as a warning, or :data:`NO_MISSING`."""
     if not lines:

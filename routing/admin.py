@@ -38,7 +38,7 @@ from common.forms import LinesField, PrettyJSONField, label_choices
 from common.history import user_id_pseudonym
 from common.history_admin import FieldHistoryAdminMixin
 from common.personal_data import pseudonym_shaped
-from common.translation_forms import missing_warning, translation_boxes
+from common.translation_forms import missing_warning, translation_boxes, translations_form
 from routing import admin_views
 from routing.admin_views import may_publish
 from routing.forms import (
@@ -50,6 +50,7 @@ from routing.forms import (
     StatePolicyAdminForm,
     exclusion_written,
 )
+from routing.goals import GOAL_TRANSLATED
 from routing.models import (
     INTENT_TRANSLATED,
     Capability,
@@ -63,7 +64,13 @@ from routing.models import (
     StatePolicy,
     Stickiness,
 )
-from routing.selectors import intent_translations_missing, live_version
+from routing.selectors import (
+    goal_language,
+    goal_translations_missing,
+    intent_translations_missing,
+    live_version,
+    profile_goals,
+)
 from routing.services import (
     keywords_validate_unique,
     rollout_actor_admin,
@@ -379,7 +386,10 @@ def _synced_block(obj: Goal | Capability | None) -> str:
     )
 
 
-class GoalAdminForm(forms.ModelForm):
+GoalTranslations = translations_form({"description": "Description"}, long=["description"])
+
+
+class GoalAdminForm(GoalTranslations, forms.ModelForm):  # type: ignore[valid-type,misc]  # built by a call
     examples = LinesField(required=False, help_text="One example message per line; the model reads them.")
     capabilities = LinesField(
         required=False,
@@ -465,12 +475,22 @@ class GoalAdmin(SyncedAdmin):
     fieldsets = [
         (None, {"fields": ["server", "domain", "name", "enabled", "confidence_threshold"]}),
         ("What the model reads", {"fields": ["description", "examples", "entities_schema", "capabilities"]}),
+        ("In other languages", {"fields": ["missing_translations", *translation_boxes(GOAL_TRANSLATED)]}),
         ("Synced", {"fields": ["synced_values"], "classes": ["collapse"]}),
     ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*super().get_readonly_fields(request, obj), "missing_translations"]
 
     @admin.display(description="threshold", ordering="confidence_threshold")
     def threshold(self, obj: Goal) -> str:
         return "profile's" if obj.confidence_threshold is None else f"{obj.confidence_threshold:g}"
+
+    @admin.display(description="missing translations")
+    def missing_translations(self, obj: Goal) -> str:
+        if obj.pk is None:
+            return "—"
+        return missing_warning(goal_translations_missing(goals=[obj], language=goal_language(obj), named=False))
 
 
 @admin.register(Capability)
@@ -851,7 +871,7 @@ class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 class ProfileTranslations(AdminExtension):
-    """The profile page's warning: which of its specialists' and intents' texts lack which language."""
+    """The profile page's warning: which of its specialists', intents' and served goals' texts lack which language."""
 
     def readonly_fields(self, request: HttpRequest, obj: AgentProfile | None) -> list[Any]:
         return [self.missing_translations]
@@ -867,6 +887,7 @@ class ProfileTranslations(AdminExtension):
             [
                 *specialist_translations_missing(specialists=specialists, language=obj.language, named=True),
                 *intent_translations_missing(intents=intents, language=obj.language, named=True),
+                *goal_translations_missing(goals=profile_goals(obj), language=obj.language, named=True),
             ]
         )
 

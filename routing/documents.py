@@ -46,6 +46,7 @@ INTENT_DEFAULTS: Mapping[str, Any] = {
     "translations": {},
 }
 SPECIALIST_DEFAULTS: Mapping[str, Any] = {"translations": {}}
+GOAL_DEFAULTS: Mapping[str, Any] = {"translations": {}}
 
 
 class DocumentError(ValueError):
@@ -242,6 +243,7 @@ def _domains_read(served: set[int] | None) -> tuple[_GoalRows, _CapabilityRows]:
         "domain",
         "name",
         "description",
+        "translations",
         "examples",
         "entities_schema",
         "capabilities",
@@ -254,6 +256,7 @@ def _domains_read(served: set[int] | None) -> tuple[_GoalRows, _CapabilityRows]:
                 row["name"],
                 {
                     "description": row["description"],
+                    "translations": translations_cleaned(row["translations"]),
                     "examples": [str(example) for example in row["examples"] or ()],
                     "entities_schema": row["entities_schema"] or {},
                     "capabilities": list(row["capabilities"] or ()),
@@ -370,12 +373,24 @@ def _goals_dropped(document: dict[str, Any]) -> None:
     }
 
 
+def _filled(rows: Any, defaults: Mapping[str, Any]) -> Any:
+    """``rows`` (name → row) with ``defaults`` under each row that lacks one; ``rows`` itself when none does."""
+    if not isinstance(rows, Mapping) or all(
+        key in row for row in rows.values() if isinstance(row, Mapping) for key in defaults
+    ):
+        return rows
+    return {
+        name: {**copy.deepcopy(dict(defaults)), **row} if isinstance(row, Mapping) else row
+        for name, row in rows.items()
+    }
+
+
 def document_complete(document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` with the keys added since it may have been published filled in (:data:`PROFILE_DEFAULTS`,
-    :data:`INTENT_DEFAULTS`, :data:`SPECIALIST_DEFAULTS`): what the compile reads and what a diff compares. A copy where
-    something was missing; the parts it did not fill in are shared with ``document``. A version published when every
-    profile naming no goal domain carried every domain's goals is read without them where its profile serves none
-    (:func:`_goals_dropped`).
+    :data:`INTENT_DEFAULTS`, :data:`SPECIALIST_DEFAULTS`, :data:`GOAL_DEFAULTS`): what the compile reads and what a
+    diff compares. A copy where something was missing; the parts it did not fill in are shared with ``document``. A
+    version published when every profile naming no goal domain carried every domain's goals is read without them where
+    its profile serves none (:func:`_goals_dropped`).
     """
     completed = dict(document)
     profile = completed.get("profile")
@@ -389,14 +404,13 @@ def document_complete(document: Mapping[str, Any]) -> dict[str, Any]:
     ):
         _goals_dropped(completed)
     for kind, defaults in (("intents", INTENT_DEFAULTS), ("specialists", SPECIALIST_DEFAULTS)):
-        rows = completed.get(kind)
-        if isinstance(rows, Mapping) and any(
-            key not in row for row in rows.values() if isinstance(row, Mapping) for key in defaults
-        ):
-            completed[kind] = {
-                name: {**copy.deepcopy(dict(defaults)), **row} if isinstance(row, Mapping) else row
-                for name, row in rows.items()
-            }
+        if kind in completed:
+            completed[kind] = _filled(completed[kind], defaults)
+    goals = completed.get("goals")
+    if isinstance(goals, Mapping):
+        filled = {domain: _filled(by_name, GOAL_DEFAULTS) for domain, by_name in goals.items()}
+        if any(filled[domain] is not goals[domain] for domain in goals):
+            completed["goals"] = filled
     return completed
 
 
@@ -653,6 +667,7 @@ def _catalogue(document: Mapping[str, Any], usable: set[str]) -> GoalCatalogue:
             entities_schema=copy.deepcopy(dict(goal["entities_schema"])),
             capabilities=tuple(goal["capabilities"]),
             description=goal["description"],
+            translations=copy.deepcopy(dict(goal["translations"])),
             examples=tuple(goal["examples"]),
             confidence_threshold=goal["confidence_threshold"],
             enabled=goal["enabled"],

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from common.translations import translated_only
 from routing.goal_intent import clarification_question, entities_merge, intent_read, missing_required
 from routing.goal_words import DEFAULT_LANGUAGE, said, turn_language
 from routing.goals import (
@@ -112,17 +113,22 @@ def _replaced(entities: Mapping[str, Any], query: str, value: str) -> dict[str, 
 _GLOSSED_GOAL = re.compile(r"^\s*(?P<label>[^()]+?)\s*\((?P<gloss>[^()]+)\)\s*\.?\s*$")
 
 
-def _goal_named(goal: GoalSpec, language: str) -> str:
-    """The goal as the confirmation question names it: its description (``"<label> (<English label>)."``: the
-    English one in English), lower-cased at the start and without its full stop, else its name."""
-    described = goal.description.strip()
-    glossed = _GLOSSED_GOAL.match(described)
-    if glossed:
-        described = glossed["gloss"] if language == "en" else glossed["label"]
+def _goal_named(goal: GoalSpec, language: str, own: str) -> str:
+    """The goal as the confirmation question names it in ``language``: its description's translation into it (for a
+    profile whose texts are in ``own``), else its description (``"<label> (<English label>)."``: the English one in
+    English); lower-cased at the start and without its full stop, else its name."""
+    described = translated_only("", goal.translations, "description", language, own=own).strip()
+    if not described:
+        described = goal.description.strip()
+        glossed = _GLOSSED_GOAL.match(described)
+        if glossed:
+            described = glossed["gloss"] if language == "en" else glossed["label"]
     described = described.strip().rstrip(".")
     if not described:
         return goal.name
-    return described if described.split()[0].isupper() else described[0].lower() + described[1:]
+    first = described.split()[0]
+    # An acronym keeps its capitals ("PIX"); a capital that only starts the sentence ("O preço") does not.
+    return described if first.isupper() and len(first) > 1 else described[0].lower() + described[1:]
 
 
 def _describe(entities: Mapping[str, Any]) -> str:
@@ -233,7 +239,9 @@ def _gated(profile: ProfileSpec, goal: GoalSpec, read: IntentOutput, last: Any, 
         question = clarification_question(goal, missing, language)
         return _asking(read, last, MISSING_ENTITY, {"question": question, "missing": missing}, threshold)
     if read.confidence < threshold:
-        question = said("confirm", language, goal=_goal_named(goal, language), entities=_describe(read.entities))
+        question = said(
+            "confirm", language, goal=_goal_named(goal, language, profile.language), entities=_describe(read.entities)
+        )
         return _asking(read, last, LOW_CONFIDENCE, {"question": question}, threshold)
     decision = _planned(profile, read, last_kept=last, reason="")
     decision.threshold = threshold

@@ -76,6 +76,7 @@ def _rows(manifest: Manifest, data: Mapping[str, Any]) -> tuple[list[_Row], list
             raise ManifestError(f"goals[{index}]: goal {spec.name!r} is declared twice")
         values = {
             "description": spec.description,
+            "translations": dict(spec.translations),
             "examples": _strings(raw.get("examples"), f"goals[{index}].examples"),
             "entities_schema": {name: dict(entity) for name, entity in spec.entities_schema.items()},
             "capabilities": list(spec.capabilities),

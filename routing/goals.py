@@ -36,6 +36,7 @@ from django.conf import settings
 from common import sizes
 from common.patterns import pattern_problem
 from common.text import normalize
+from common.translations import Translations, translations_cleaned, translations_problems
 from routing.goal_words import sentence_problem
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 SEQUENTIAL, PARALLEL, DAG = "sequential", "parallel", "dag"
 SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # DomainOutput and turn statuses
+GOAL_TRANSLATED = ("description",)  # the texts of a goal that have a value per language (common.translations)
 GENERAL_DOMAIN = "general"  # small talk and what no goal covers: exempt from the confidence gate
 GOAL_MODE = "goal"  # the routing mode of a profile that serves goals (agents.models.RoutingMode.GOAL)
 # What the engine records for a goal decision (conversations.goal_turn's GOAL_AGENT and method): a layer below it,
@@ -116,6 +118,8 @@ class GoalSpec:
     examples: tuple[str, ...] = ()
     confidence_threshold: float | None = None  # None: the profile's
     enabled: bool = True
+    # The description in other languages than the profile's (common.translations): what the confirmation names.
+    translations: Translations = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -921,12 +925,16 @@ def manifest_read(data: Any) -> Manifest:
         named = list(raw.get("capabilities") or [])
         for capability in named:
             _need(capability in capabilities, f"{at}.capabilities", f"unknown capability {capability!r}")
+        translations = raw.get("translations") or {}
+        if problems := translations_problems(translations, GOAL_TRANSLATED):
+            raise ManifestError(f"{at}.translations: {problems[0][1]}")
         goal = GoalSpec(
             domain=domain,
             name=raw["goal"],
             entities_schema=entities,
             capabilities=tuple(named),
             description=str(raw.get("description") or ""),
+            translations=translations_cleaned(translations),
         )
         _need(bool(_mapped(goal, {})[0]), at, "names no capability (capability_map or capabilities)")
         goals[goal.name] = goal

@@ -29,7 +29,7 @@ from routing.expectations import (
     routing_test_turns_problems,
     turns_where,
 )
-from routing.goals import ManifestError, goal_check
+from routing.goals import GOAL_TRANSLATED, ManifestError, goal_check
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
 from routing.rollout_words import stage_words
 
@@ -38,6 +38,11 @@ INTENT_TRANSLATED = ("description",)  # the texts of an intent that have a value
 
 def validate_intent_translations(value: object) -> None:
     if problems := translations_problems(value, INTENT_TRANSLATED):
+        raise ValidationError([message for _language, message in problems])
+
+
+def validate_goal_translations(value: object) -> None:
+    if problems := translations_problems(value, GOAL_TRANSLATED):
         raise ValidationError([message for _language, message in problems])
 
 
@@ -311,7 +316,7 @@ class Goal(SyncedFromManifest):
     extracts; its ``entities_schema`` (``capability_map``) or ``capabilities`` say which capabilities serve it."""
 
     # The fields a sync writes and a business user may edit; their last synced values are in ``synced``.
-    SYNCED_FIELDS = ("description", "examples", "entities_schema", "capabilities")
+    SYNCED_FIELDS = ("description", "translations", "examples", "entities_schema", "capabilities")
 
     server = models.ForeignKey(
         "agents.McpServer",
@@ -321,7 +326,16 @@ class Goal(SyncedFromManifest):
     )
     domain = models.CharField(max_length=64, help_text="The manifest's domain, e.g. finance.")
     name = models.CharField(max_length=100, help_text="e.g. TOP_MOVERS")
-    description = models.TextField(blank=True, help_text="What the goal is; the model reads it.")
+    description = models.TextField(
+        blank=True, help_text="What the goal is; the model reads it, and the confirmation names the goal by it."
+    )
+    translations = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_goal_translations],
+        help_text='The description in other languages than the profile\'s, e.g. {"en": {"description": "the price '
+        'of one or more stocks"}}.',
+    )
     examples = models.JSONField(default=list, blank=True, help_text="Example messages (a JSON list of strings).")
     entities_schema = models.JSONField(
         default=dict,

@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db.models import Q
+
+from agents.models import AgentProfile, RoutingMode
+from common.i18n import DEFAULT_LANGUAGE
 from common.text import normalize
-from common.translation_forms import missing_lines
+from common.translation_forms import missing_lines, rows_missing
+from routing.goals import GOAL_TRANSLATED
 from routing.models import (
     INTENT_TRANSLATED,
+    Goal,
     Intent,
     Keyword,
     ProfileRelease,
@@ -65,15 +71,65 @@ INTENT_TEXT_NAMES = {"description": "subject line"}
 def intent_translations_missing(*, intents: Iterable[Intent], language: str, named: bool) -> list[str]:
     """A line per text of ``intents`` (written in ``language``, their profile's) that lacks another language:
     "subject line lacks en, es", each prefixed "intent <name>: " when ``named``."""
-    return missing_lines(
-        (
-            (
-                f"intent {intent.name}" if named else "",
-                {field: getattr(intent, field) for field in INTENT_TRANSLATED},
-                intent.translations,
-            )
-            for intent in intents
-        ),
+    return rows_missing(
+        ((f"intent {intent.name}" if named else "", intent) for intent in intents),
+        INTENT_TRANSLATED,
         own=language,
         labels=INTENT_TEXT_NAMES,
     )
+
+
+# How the admin's warning names a goal's texts: its description, and each required entity's label (what the
+# clarification question asks for it by; a manifest sentence, one per language).
+GOAL_TEXT_NAMES = {"description": "description", "label": "label"}
+
+
+def goal_language(goal: Goal) -> str:
+    """The language a goal's own texts are taken as written in: that of the profiles serving its domain (those naming
+    its server, and goal-mode profiles naming no domain) when they share one, else the platform's default."""
+    languages = set(
+        AgentProfile.objects.filter(
+            Q(goal_domains=goal.server_id) | Q(routing_mode=RoutingMode.GOAL, goal_domains=None)
+        ).values_list("language", flat=True)
+    )
+    return languages.pop() if len(languages) == 1 else DEFAULT_LANGUAGE
+
+
+def profile_goals(profile: AgentProfile) -> list[Goal]:
+    """The goals ``profile`` serves: its goal domains' (a goal-mode profile naming none serves every domain's)."""
+    goals = Goal.objects.select_related("server").order_by("domain", "name")
+    if profile.goal_domains.exists():
+        return list(goals.filter(server__in=profile.goal_domains.all()))
+    return list(goals) if profile.routing_mode == RoutingMode.GOAL else []
+
+
+def goal_translations_missing(*, goals: Iterable[Goal], language: str, named: bool) -> list[str]:
+    """A line per text of ``goals`` (written in ``language``) that lacks another language: "description lacks en",
+    "entity symbol_text: label lacks es" (a required entity's ``label`` not given in that language), each prefixed
+    "goal <domain>.<name>" when ``named``."""
+    lines = []
+    for goal in goals:
+        name = f"goal {goal}" if named else ""
+        lines += rows_missing([(name, goal)], GOAL_TRANSLATED, own=language, labels=GOAL_TEXT_NAMES)
+        entities = goal.entities_schema if isinstance(goal.entities_schema, dict) else {}
+        labels = [
+            (entity, schema.get("label"))
+            for entity, schema in sorted(entities.items())
+            if isinstance(schema, dict) and schema.get("required")
+        ]
+        lines += missing_lines(
+            (
+                (", ".join(filter(None, (name, f"entity {entity}"))), {"label": entity}, _by_language(label))
+                for entity, label in labels
+            ),
+            own=language,
+            labels=GOAL_TEXT_NAMES,
+        )
+    return lines
+
+
+def _by_language(label: Any) -> dict[str, dict[str, str]]:
+    """A manifest sentence (one string, or one per language) as translations of ``label``: a string is in none."""
+    if not isinstance(label, dict):
+        return {}
+    return {language: {"label": text} for language, text in label.items() if isinstance(text, str) and text.strip()}

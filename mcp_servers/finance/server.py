@@ -274,6 +274,11 @@ MANIFEST: dict[str, Any] = {
         {
             "goal": "GET_QUOTE",
             "description": "O preço de uma ou mais ações (the price of one or more stocks).",
+            # What goal mode's confirmation names the goal by, in the customer's language (docs/languages.md).
+            "translations": {
+                "en": {"description": "The price of one or more stocks."},
+                "es": {"description": "El precio de una o más acciones."},
+            },
             "examples": [
                 *("qual o preço da Nordea?", "cotação da PETR4", "quanto está a Vale e a Petrobras?"),
                 *("quanto custa uma ação da Petrobras?", "me diga a cotação da Equinor", "qual o valor da Ericsson?"),
@@ -315,6 +320,10 @@ MANIFEST: dict[str, Any] = {
         {
             "goal": "TOP_MOVERS",
             "description": "As maiores altas ou baixas do dia (the day's top gainers or losers).",
+            "translations": {
+                "en": {"description": "The day's top gainers or losers."},
+                "es": {"description": "Las mayores subidas o bajadas del día."},
+            },
             "examples": [
                 *("maiores altas do Brasil", "quais ações mais caíram hoje?", "maiores quedas da Noruega"),
                 *("o que mais subiu hoje na bolsa?", "quais as maiores baixas da Finlândia?"),

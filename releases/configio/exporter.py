@@ -297,6 +297,7 @@ def _capability(capability: Capability) -> dict[str, Any]:
 def _goal(goal: Goal) -> dict[str, Any]:
     return {
         "description": goal.description,
+        **_translations(goal.translations),
         "enabled": goal.enabled,
         "confidence_threshold": goal.confidence_threshold,
         "examples": list(goal.examples or []),

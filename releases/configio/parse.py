@@ -54,6 +54,7 @@ from releases.configio.messages import (
     WARNING_ROUTING_PATH_ABSENT,
 )
 from releases.configio.source import Node, Problems, Source
+from routing.goals import GOAL_TRANSLATED
 from routing.models import (
     ERROR_EXCLUSION_EMPTY,
     INTENT_TRANSLATED,
@@ -130,7 +131,15 @@ INTENT_KEYS = (
     "escalate_to",
 )
 # A domain's goals and capabilities: the fields a business user may edit (docs/goals.md).
-GOAL_KEYS = ("description", "enabled", "confidence_threshold", "examples", "capabilities", "entities_schema")
+GOAL_KEYS = (
+    "description",
+    "translations",
+    "enabled",
+    "confidence_threshold",
+    "examples",
+    "capabilities",
+    "entities_schema",
+)
 CAPABILITY_KEYS = ("tool", "description", "enabled", "keywords", "examples", "metadata")
 
 # ``http`` is the seeds' name for MCP's streamable HTTP transport.
@@ -1112,6 +1121,7 @@ def _parse_goals(section: Node, domain: Node, server: Node, problems: Problems, 
             continue
         patch = _domain_patch("goal", "goals", (domain.value, name), node, domain, server)
         _scalar(patch, keys, "description", "text", problems)
+        _translations(patch, keys, GOAL_TRANSLATED, problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
         threshold = keys.get("confidence_threshold")
         if threshold is not None:

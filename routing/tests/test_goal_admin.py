@@ -11,29 +11,14 @@ import importlib
 import pytest
 from django.contrib.auth.models import Group, Permission
 
-from agents.models import AgentProfile, McpServer, McpTool, RoutingMode
-from agents.services import mcp_server_sync
+from agents.models import AgentProfile, McpTool, RoutingMode
 from routing.models import Capability, Goal
 from tests.adminkit import add_url, change_url, changelist_url, delete_url, error_messages, form_data
 from tests.factories import McpServerFactory, McpToolFactory
-from tests.mcp_processes import running_mcp_servers
 
 pytestmark = pytest.mark.django_db
 
 GRANTS = importlib.import_module("routing.migrations.0013_routing_editors_edit_goals")
-
-
-@pytest.fixture(scope="module")
-def finance_url():
-    with running_mcp_servers("finance") as urls:
-        yield urls["finance"]
-
-
-@pytest.fixture
-def finance(finance_url) -> McpServer:
-    server = McpServerFactory(name="finance", endpoint=finance_url)
-    assert mcp_server_sync(server=server).ok
-    return server
 
 
 @pytest.fixture

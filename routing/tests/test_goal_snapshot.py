@@ -6,28 +6,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.models import McpServer, McpTool, RoutingMode
-from agents.services import mcp_server_sync
+from agents.models import McpTool, RoutingMode
 from routing import snapshot
 from routing.goals import IntentOutput, goal_resolve, plan_build
 from routing.models import Capability, Goal
 from tests.factories import AgentProfileFactory, McpServerFactory, SpecialistFactory
-from tests.mcp_processes import running_mcp_servers
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def finance_url():
-    with running_mcp_servers("finance") as urls:
-        yield urls["finance"]
-
-
-@pytest.fixture
-def finance(finance_url) -> McpServer:
-    server = McpServerFactory(name="finance", endpoint=finance_url)
-    assert mcp_server_sync(server=server).ok
-    return server
 
 
 @pytest.fixture
