@@ -111,6 +111,7 @@ from common.infra.metrics import http_request_observe
 from common.parsers import JsonTooDeep, json_depth_check
 from conversations.graph import run_turn, turn_detach
 from conversations.guardrails import redact
+from conversations.language import language_asked
 from conversations.models import A2ATask
 from conversations.turn import TurnInput, TurnResult
 from routing import snapshot
@@ -173,9 +174,10 @@ _KEPT_IN_METADATA = frozenset({"conversation_key"})
 # --- the card ----------------------------------------------------------------------------------------------
 
 
-def profile_card(profile: ProfileSpec, url: str) -> AgentCard:
-    """The agent card of ``profile`` served at ``url`` (its JSON-RPC address): one skill per specialist, tagged with
-    the names of the intents that reach it and showing a few of their examples, and one per remote backend."""
+def profile_card(profile: ProfileSpec, url: str, language: str = "") -> AgentCard:
+    """The agent card of ``profile`` served at ``url`` (its JSON-RPC address): one skill per specialist, named and
+    described in ``language`` (each text's translation, else the profile's language's), tagged with the names of the
+    intents that reach it and showing a few of their examples, and one per remote backend."""
     intents: dict[str, list[Any]] = {}
     for intent in profile.intents:
         intents.setdefault(intent.agent, []).append(intent)
@@ -183,11 +185,12 @@ def profile_card(profile: ProfileSpec, url: str) -> AgentCard:
     for name, specialist in sorted(profile.specialists.items()):
         reached = sorted(intents.get(name, []), key=lambda intent: (intent.priority, intent.name))
         examples = [example for intent in reached for example in intent.examples][:SKILL_EXAMPLES]
+        display_name = profile.display_name_in(specialist, language) or name
         skills.append(
             AgentSkill(
                 id=name,
-                name=specialist.display_name or name,
-                description=specialist.description or specialist.display_name or name,
+                name=display_name,
+                description=profile.description_in(specialist, language) or display_name,
                 tags=[profile.domain or profile.agent_id, *(intent.name for intent in reached)],
                 examples=examples,
             )
@@ -272,7 +275,10 @@ async def card(request: Request) -> Response:
     if profile is None:
         return _refusal(404, "not_found", ERROR_UNKNOWN_AGENT.format(agent_id=agent_id), "agent_id")
     url = f"{_origin(request)}{PREFIX}{agent_id}/"
-    return JSONResponse(agent_card_to_dict(profile_card(profile, url)), headers={"Cache-Control": "no-cache"})
+    # The client's language (Accept-Language), else the profile's; a cache keeps one card per language asked.
+    language = language_asked(request.headers.get("accept-language")) or profile.language
+    headers = {"Cache-Control": "no-cache", "Content-Language": language, "Vary": "Accept-Language"}
+    return JSONResponse(agent_card_to_dict(profile_card(profile, url, language)), headers=headers)
 
 
 def _profile(agent_id: str) -> ProfileSpec | None:

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
+from django.utils.cache import patch_vary_headers
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
@@ -66,6 +67,7 @@ from conversations.delivery import conversation_group
 from conversations.desk import escalation_public
 from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
 from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
+from conversations.language import language_asked
 from conversations.models import CONVERSATION_OUTCOMES, FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import (
     CONVERSATION_STATUSES,
@@ -542,12 +544,15 @@ class AgentsApi(APIView):
     )
     def get(self, request):
         current = snapshot.current()
-        return Response(
+        # Display names and descriptions in the client's language (Accept-Language), else each profile's own.
+        asked = language_asked(request.headers.get("Accept-Language"))
+        response = Response(
             {
                 "agents": [
                     {
                         "agent_id": profile.agent_id,
                         "name": profile.name,
+                        "language": asked or profile.language,
                         "domain": profile.domain,
                         "routing_mode": profile.effective_mode,
                         "fallback_agent": profile.fallback_agent,
@@ -555,8 +560,8 @@ class AgentsApi(APIView):
                         "specialists": [
                             {
                                 "name": spec.name,
-                                "display_name": spec.display_name,
-                                "description": spec.description,
+                                "display_name": profile.display_name_in(spec, asked),
+                                "description": profile.description_in(spec, asked),
                                 "prompt_version": spec.prompt_version,
                                 "tools": sorted(spec.allowed_tools),
                                 "handoff_targets": list(spec.handoff_targets),
@@ -580,6 +585,8 @@ class AgentsApi(APIView):
                 ]
             }
         )
+        patch_vary_headers(response, ["Accept-Language"])
+        return response
 
 
 def _conversation_not_found() -> NotFound:

@@ -188,6 +188,11 @@ class ProfileSpec:
         the profile's language)."""
         return translated(specialist.display_name, specialist.translations, "display_name", language, own=self.language)
 
+    def description_in(self, specialist: SpecialistSpec, language: str | None) -> str:
+        """``specialist``'s description in ``language``: its translation, else as written (in the profile's
+        language)."""
+        return translated(specialist.description, specialist.translations, "description", language, own=self.language)
+
     def subject_line_in(self, intent: IntentSpec | None, language: str | None) -> str:
         """``intent``'s subject line in ``language`` only (``""`` when it has none in it): said inside a sentence of
         that language, where the profile's words would mix two languages."""
