@@ -136,19 +136,37 @@ def _said_values(parameters: dict[str, Any], messages: list[Any]) -> dict[str, s
     return said
 
 
-ASKED_WORD_CHARS = 5  # a word of a tool's name or description that the message shares, this long or longer
+ASKED_WORD_CHARS = 5  # a word of a tool's name that the message shares, this long or longer
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
-def _asked_for(function: dict[str, Any], text: str) -> bool:
-    """Whether the message asks for what a tool with no required argument does: it shares a word of the tool's name
-    or description (case and accents aside; words of :data:`ASKED_WORD_CHARS` letters or more, the same when their
-    first letters up to that length are: "operation" and "operações"). A tool with required arguments is called
-    when the context holds them; one without has no such sign, and was called on every turn."""
+def _named_in(function: dict[str, Any], text: str) -> bool:
+    """Whether the message names a tool: it shares a word of the tool's name (case and accents aside; words of
+    :data:`ASKED_WORD_CHARS` letters or more, the same when their first letters up to that length are: "operation"
+    and "operações"). Its description does not count: its common words ("whether", "progress") are shared by
+    messages that ask for something else."""
     said = {word[:ASKED_WORD_CHARS] for word in normalize(text).split() if len(word) >= ASKED_WORD_CHARS}
-    named = " ".join(_NAME_WORDS.findall(str(function.get("name", ""))))
-    own = normalize(f"{named} {function.get('description') or ''}").split()
+    own = normalize(" ".join(_NAME_WORDS.findall(str(function.get("name", ""))))).split()
     return any(word[:ASKED_WORD_CHARS] in said for word in own if len(word) >= ASKED_WORD_CHARS)
+
+
+def _asked_without_arguments(tools: list[dict[str, Any]], intent_tools: tuple[str, ...], text: str) -> set[str]:
+    """The offered tools with no required argument that this turn asks for. Nothing in the context is a sign that
+    such a tool is wanted (a tool with required arguments is called when the context holds them), so: the winning
+    intent's own tool, when it names exactly one such tool (the router read the message as that intent, and the
+    intent is there for that tool); and any such tool the message names (:func:`_named_in`) — the choice among
+    several an intent names, or one offered by another route (a flow's earlier intent, a plan). An intent that
+    names many leaves the choice to the message: the offline model cannot read what each does, and running every
+    one on every turn made turns as slow as the slowest tool."""
+    free = {
+        tool["function"]["name"]: tool["function"]
+        for tool in tools
+        if tool["function"]["name"] not in CONTROL_TOOLS
+        and not ((tool["function"].get("parameters") or {}).get("required"))
+    }
+    by_intent = [name for name in intent_tools if name in free]
+    asked = {name for name, function in free.items() if _named_in(function, text)}
+    return asked | set(by_intent) if len(by_intent) == 1 else asked
 
 
 def tool_data(tool: str, payload: Any) -> str:
@@ -259,6 +277,7 @@ class ModelProvider:
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
         language: str = "",
+        intent_tools: tuple[str, ...] = (),
     ) -> BaseChatModel:
         """A chat model for one specialist turn; ``context`` is the (masked) request context.
 
@@ -268,6 +287,8 @@ class ModelProvider:
         delegation and hand-overs to people on; a real model reads its prompt instead.
         ``language`` is the conversation's: the offline model writes its own words in it; ``display_name`` and
         ``topic`` (the intent's subject line, ``""`` when it has none in that language) come written in it.
+        ``intent_tools`` are the offered tools the winning intent lists itself, which the offline model reads to
+        tell whether a tool with no required argument is asked for.
         """
         raise NotImplementedError
 
@@ -310,6 +331,7 @@ class OfflineModel(ModelProvider):
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
         language: str = "",
+        intent_tools: tuple[str, ...] = (),
     ) -> BaseChatModel:
         return OfflineChatModel(
             language=language,
@@ -321,6 +343,7 @@ class OfflineModel(ModelProvider):
             hit_agents=tuple(hit_agents),
             closing_words=tuple(closing_words),
             person_asked=person_asked,
+            intent_tools=tuple(intent_tools),
         )
 
 
@@ -344,8 +367,9 @@ class OfflineChatModel(BaseChatModel):
       com um atendente") → hands the conversation to a person, before any move.
 
     Otherwise it calls every offered MCP tool whose required arguments are all
-    present in the request context, and a tool with none only when the message
-    shares a word of its name or description (never a tool that was not offered); with
+    present in the request context, and a tool with none only when the turn asks
+    for it (:func:`_asked_without_arguments`: the winning intent names it as its one
+    such tool, or the message names it; never a tool that was not offered); with
     tool results it composes the answer from them; with neither it
     acknowledges the message, naming the specialist and subject.
 
@@ -364,6 +388,7 @@ class OfflineChatModel(BaseChatModel):
     hit_agents: tuple[str, ...] = ()
     closing_words: tuple[str, ...] = ()
     person_asked: bool = False
+    intent_tools: tuple[str, ...] = ()  # the offered tools the winning intent lists itself
     language: str = ""  # the conversation's; "" → the message's, else OFFLINE_LANGUAGE
 
     def __repr_args__(self) -> Any:
@@ -396,14 +421,15 @@ class OfflineChatModel(BaseChatModel):
             if move is not None:
                 return move
             calls: list[ToolCall] = []
+            asked = _asked_without_arguments(tools, self.intent_tools, text)
             for tool in tools:
                 function = tool["function"]
                 if function["name"] in CONTROL_TOOLS:
                     continue
                 parameters = function.get("parameters") or {}
                 required = parameters.get("required", [])
-                if not required and not _asked_for(function, text):
-                    continue  # nothing in the context says it is wanted: only the message can
+                if not required and function["name"] not in asked:
+                    continue
                 context = {**_said_values(parameters, messages[: last_human + 1]), **(self.context or {})}
                 if all(context.get(name) not in (None, "") for name in required):
                     arguments = {
@@ -759,6 +785,7 @@ class OpenAICompatibleModel(ModelProvider):
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
         language: str = "",
+        intent_tools: tuple[str, ...] = (),
     ) -> BaseChatModel:
         return self.client()
 

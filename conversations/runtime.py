@@ -143,6 +143,15 @@ def tools_for_turn(
     return tuple(tool for tool in map(profile.authorised, named) if tool.enabled)
 
 
+def intent_named_tools(request: SpecialistRequest) -> tuple[str, ...]:
+    """The offered tools the turn's winning intent lists itself; the rest came with another intent of the same turn
+    (the flow's, beside a side question's; another request of the message for the same specialist). The offline
+    model reads it (agents.llm)."""
+    intent = request.profile.router.intents_by_name.get(request.intent)
+    named = set(intent.mcp_tools) if intent is not None else set()
+    return tuple(tool.name for tool in request.tools if tool.name in named)
+
+
 # The model's objects of stored messages, by (id, role, content): a conversation's next turn in this process builds
 # only the messages stored since its last (each turn built all of its history anew, twenty pydantic objects, about
 # a twentieth of a turn's CPU). Never shared between conversations (the key is the stored row); the oldest go first.
@@ -379,6 +388,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         closing_words=closing_words,
         person_asked=REQUEST_HUMAN in control and person_asked_in(request.text),
         language=request.language,
+        intent_tools=intent_named_tools(request),
     )
     offered = {tool.name: tool for tool in request.tools}
     definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]

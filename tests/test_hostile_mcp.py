@@ -189,7 +189,7 @@ def test_a_plan_that_cannot_be_made_answers_a_customers_sentence_and_keeps_the_r
 
 
 def test_a_specialists_tool_output_is_cut_in_router_mode_too(api, hostile_profile):
-    body = say(api, "preciso da planilha do report").json()  # a tool with no argument: when the message asks
+    body = say(api, "preciso da planilha").json()  # the intent's one tool, with no argument
 
     (result,) = body["metadata"]["mcp_results"]
     assert result["tool"] == "big_report"

@@ -107,3 +107,32 @@ def test_a_tools_progress_notifications_stream_as_tool_call_events_between_its_s
     assert [(data["progress"], data["total"]) for data in phases[1:-1]] == [(1, 3), (2, 3), (3, 3)]
     assert phases[1]["message"] == "step 1 of 3" and phases[1]["server"] == "lines"
     assert events[-1][0] == "done"
+
+
+@pytest.fixture
+def network_intent(lines, telecom):
+    """An intent whose only tool is the all-content server's ``server_status`` (no argument), hit by its keyword."""
+    from tests.factories import IntentFactory
+
+    status = McpTool.objects.get(server=lines, name="server_status")
+    support = telecom.specialists.get(name="support_agent")
+    support.allowed_tools.add(status)
+    IntentFactory(profile=telecom, name="network_check", specialist=support, keywords=["sem sinal"], tools=[status])
+    config_version_bump()
+
+
+@pytest.mark.usefixtures("network_intent")
+def test_offline_an_intent_that_names_its_one_tool_with_no_argument_calls_it_though_the_message_shares_no_word(api):
+    body = send(api, "Estou sem sinal desde ontem")
+
+    assert body["metadata"]["route_decision"]["intent"] == "network_check"
+    assert called(body)["server_status"]["status"] == "ok"
+
+
+@pytest.mark.usefixtures("lines")
+def test_offline_a_word_of_a_tools_description_alone_does_not_call_one_of_the_intents_many_tools(api):
+    # "progresso" shares "progress" with long_operation's description, not a word of its name: an unrelated ask.
+    body = send(api, "Minha fatura veio alta; e o progresso da minha portabilidade?")
+
+    assert set(body["metadata"]["mcp_tools"]) >= NO_ARGUMENT_TOOLS  # offered: the intent names several
+    assert not NO_ARGUMENT_TOOLS & set(called(body))

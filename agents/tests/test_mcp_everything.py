@@ -121,3 +121,35 @@ def test_its_long_operations_progress_is_passed_on(everything):
     call(everything, "trigger-long-running-operation", {"duration": 1, "steps": 3}, on_progress=progressed)
 
     assert [progress for progress, _ in seen] == [1, 2, 3] and {total for _, total in seen} == {3}
+
+
+@pytest.mark.django_db
+def test_offline_a_product_intent_given_its_tools_with_no_argument_runs_none_unless_the_message_names_one(
+    everything_url, api, telecom
+):
+    """The review's case: every tool of the server with no required argument on the product intent, and every
+    product question waited for its 10-second long-running operation."""
+    from common.config_version import config_version_bump
+
+    server = McpServer.objects.create(name="everything", endpoint=everything_url, timeout=20)
+    mcp_tools_sync(server=server)
+    free = [tool for tool in McpTool.objects.filter(server=server) if not tool.args_schema.get("required")]
+    assert {"get-tiny-image", "trigger-long-running-operation"} <= {tool.name for tool in free}
+    telecom.specialists.get(name="product_agent").allowed_tools.add(*free)
+    telecom.intents.get(name="product_information").mcp_tools.add(*free)
+    config_version_bump()
+
+    def ran(text: str) -> set[str]:
+        body = api.post(
+            "/api/gateway/message",
+            {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": f"s-{len(text)}"}},
+            format="json",
+        ).json()
+        assert body["metadata"]["route_decision"]["intent"] == "product_information"
+        assert set(body["metadata"]["mcp_tools"]) == {tool.name for tool in free}  # all offered
+        return {result["tool"] for result in body["metadata"]["mcp_results"]}
+
+    assert ran("Qual plano de internet fibra vocês têm?") == set()
+    # "demonstrar" shares "Demonstrates" with the long-running operation's description, not a word of its name.
+    assert ran("Pode demonstrar como funciona o plano de internet?") == set()
+    assert ran("Qual plano de internet tem? Mande a imagem da cobertura") == {"get-tiny-image"}
