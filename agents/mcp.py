@@ -39,7 +39,8 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -482,24 +483,78 @@ _ATTACHMENT_CACHE_KEY = "mcp-attachment:{key}"
 ATTACHMENT_KINDS = {"image": "image", "audio": "audio", "resource": "file"}
 
 
-def attachment_url(key: str) -> str:
-    return f"{ATTACHMENT_PATH}{key}"
+@dataclass(frozen=True)
+class AttachmentScope:
+    """Whose the attachments of the calls made within it are, and where their links point: ``tenant`` is the pk of
+    the tenant whose turn (or debug call) the calls serve — only its clients are served them (chat/mcp_apis.py) —
+    ``None`` for no tenant's (an operator's call); ``origin`` is the ``scheme://host`` the client reached, for
+    absolute links ("" → a path; ``PUBLIC_URL``, when the operator sets it, wins over both)."""
+
+    tenant: int | None = None
+    origin: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """As a Celery task's payload carries it to a worker."""
+        return {"tenant": self.tenant, "origin": self.origin}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> AttachmentScope:
+        data = data or {}
+        tenant = data.get("tenant")
+        return cls(tenant=int(tenant) if tenant is not None else None, origin=str(data.get("origin") or ""))
+
+    @property
+    def links_base(self) -> str:
+        return (settings.PUBLIC_URL or self.origin).rstrip("/")
 
 
-async def attachments_store(attachments: list[Attachment]) -> None:
-    """Keep ``attachments`` in the cache (shared by the processes) for ``MCP_ATTACHMENT_TTL_SECONDS``."""
+_scope: ContextVar[AttachmentScope | None] = ContextVar("attachment_scope", default=None)
+_NO_SCOPE = AttachmentScope()
+
+
+@contextlib.contextmanager
+def attachments_for(scope: AttachmentScope) -> Iterator[AttachmentScope]:
+    """Within the block (and the tasks it starts), the attachments tool calls keep are ``scope``'s."""
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+
+
+def attachment_scope() -> AttachmentScope:
+    """The scope the calls made here are in (:func:`attachments_for`; no tenant's and a path outside any)."""
+    return _scope.get() or _NO_SCOPE
+
+
+def attachment_url(key: str, base: str = "") -> str:
+    """The link to attachment ``key``: absolute under ``base`` (``scheme://host[/prefix]``), else a path."""
+    return f"{base}{ATTACHMENT_PATH}{key}"
+
+
+@dataclass(frozen=True)
+class KeptAttachment:
+    tenant: int | None  # whose it is (AttachmentScope.tenant)
+    mime_type: str
+    name: str
+    data: bytes = field(repr=False)
+
+
+async def attachments_store(attachments: list[Attachment], tenant: int | None) -> None:
+    """Keep ``attachments`` in the cache (shared by the processes) for ``MCP_ATTACHMENT_TTL_SECONDS``, as
+    ``tenant``'s."""
     for attachment in attachments:
-        value = (attachment.mime_type, attachment.name, attachment.data)
+        value = (tenant, attachment.mime_type, attachment.name, attachment.data)
         await cache.aset(_ATTACHMENT_CACHE_KEY.format(key=attachment.key), value, settings.MCP_ATTACHMENT_TTL_SECONDS)
 
 
-def attachment_read(key: str) -> tuple[str, str, bytes] | None:
-    """``(mime_type, name, data)`` of a kept attachment; ``None`` when unknown or expired."""
+def attachment_read(key: str) -> KeptAttachment | None:
+    """A kept attachment; ``None`` when unknown or expired."""
     value = cache.get(_ATTACHMENT_CACHE_KEY.format(key=key))
-    if not (isinstance(value, tuple | list) and len(value) == 3):
+    if not (isinstance(value, tuple | list) and len(value) == 4):
         return None
-    mime_type, name, data = value
-    return str(mime_type), str(name), bytes(data)
+    tenant, mime_type, name, data = value
+    return KeptAttachment(int(tenant) if tenant is not None else None, str(mime_type), str(name), bytes(data))
 
 
 def _decoded(data: str, limit: int) -> tuple[bytes | None, int]:
@@ -513,9 +568,11 @@ def _decoded(data: str, limit: int) -> tuple[bytes | None, int]:
         return None, size
 
 
-def _blob_item(kind: str, mime_type: str, name: str, data: str, attachments: list[Attachment]) -> dict[str, Any]:
-    """A binary content item as a result carries it: its kind, type, name, size and link (kept in ``attachments``),
-    or why it was not kept."""
+def _blob_item(
+    kind: str, mime_type: str, name: str, data: str, attachments: list[Attachment], base: str
+) -> dict[str, Any]:
+    """A binary content item as a result carries it: its kind, type, name, size and link under ``base`` (kept in
+    ``attachments``), or why it was not kept."""
     limit = settings.MCP_ATTACHMENT_MAX_BYTES
     decoded, size = _decoded(data, limit)
     item: dict[str, Any] = {"type": kind, "mime_type": mime_type, "name": name, "bytes": size}
@@ -524,17 +581,17 @@ def _blob_item(kind: str, mime_type: str, name: str, data: str, attachments: lis
         return item
     attachment = Attachment(secrets.token_urlsafe(24), kind, mime_type, name, decoded)
     attachments.append(attachment)
-    item["url"] = attachment_url(attachment.key)
+    item["url"] = attachment_url(attachment.key, base)
     return item
 
 
-def _result_payload(result: Any) -> tuple[Any, list[Attachment]]:
+def _result_payload(result: Any, base: str = "") -> tuple[Any, list[Attachment]]:
     """What a ``CallToolResult`` carries on, and the attachments to keep.
 
     Its structured content when it has some; else its text when it holds text alone (as it always was); else
     ``{"text", "attachments", "links"}``: the text of its text items and of its text resources, each binary item
     (image, audio, binary resource) as a link to its kept bytes (``MCP_ATTACHMENT_MAX_BYTES`` at most: a larger one
-    is named, not kept), each resource link as its URI and names.
+    is named, not kept; its link under ``base``), each resource link as its URI and names.
     """
     if getattr(result, "structured_content", None) is not None:
         return result.structured_content, []
@@ -548,7 +605,7 @@ def _result_payload(result: Any) -> tuple[Any, list[Attachment]]:
             texts.append(item.text)
         elif kind in ("image", "audio"):
             name = f"{kind}-{len(items) + 1}{mimetypes.guess_extension(item.mime_type) or ''}"
-            items.append(_blob_item(kind, item.mime_type, name, item.data, attachments))
+            items.append(_blob_item(kind, item.mime_type, name, item.data, attachments, base))
         elif kind == "resource_link":
             link = {"uri": str(item.uri), "name": item.name}
             link.update({key: value for key in ("title", "description") if (value := getattr(item, key, None))})
@@ -562,7 +619,7 @@ def _result_payload(result: Any) -> tuple[Any, list[Attachment]]:
             else:
                 name = str(resource.uri).rstrip("/").rsplit("/", 1)[-1] or "resource"
                 mime_type = resource.mime_type or "application/octet-stream"
-                items.append(_blob_item("file", mime_type, name, resource.blob, attachments))
+                items.append(_blob_item("file", mime_type, name, resource.blob, attachments, base))
     text = "\n".join(text for text in texts if text)
     if not items and not links:
         return text, []
@@ -613,10 +670,11 @@ async def _output_schema(
 
 
 async def _call(
-    endpoint: Endpoint, tool: str, arguments: dict[str, Any], progress: Any = None
+    endpoint: Endpoint, tool: str, arguments: dict[str, Any], progress: Any = None, base: str = ""
 ) -> tuple[str, Any, str, list[Attachment]]:
     """``(status, payload, error, attachments)`` of one call on the runtime loop; ``progress``: the SDK's progress
-    callback (the request then asks the server for progress notifications)."""
+    callback (the request then asks the server for progress notifications); ``base``: where attachment links
+    point (:attr:`AttachmentScope.links_base`, read on the caller's loop)."""
     from mcp.shared.exceptions import MCPError
     from mcp_types import CallToolRequest, CallToolRequestParams, CallToolResult
 
@@ -674,7 +732,7 @@ async def _call(
     problem = result_problem(tool, output_schema, result)
     if problem is not None:  # the server's fault, not the session's: it serves on
         return STATUS_ERROR, None, problem, []
-    payload, attachments = _result_payload(result)
+    payload, attachments = _result_payload(result, base)
     return STATUS_OK, payload, "", attachments
 
 
@@ -731,8 +789,11 @@ async def _tool_call(
     if errors:
         tool_call_observe(tool, STATUS_INVALID, 0.0)
         return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
-    status, payload, error, attachments = await runtime.run(_call(endpoint, called_as, arguments, progress))
-    await attachments_store(attachments)
+    scope = attachment_scope()
+    status, payload, error, attachments = await runtime.run(
+        _call(endpoint, called_as, arguments, progress, scope.links_base)
+    )
+    await attachments_store(attachments, scope.tenant)
     limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
     payload, cut = json_bounded(payload, limit)
     error = text_cut(error, limit)

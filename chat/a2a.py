@@ -140,6 +140,7 @@ STREAMING_METHODS = frozenset({"SendStreamingMessage", "message/stream"})
 CLIENT = "platform.client"
 AGENT_ID = "platform.agent_id"
 HOPS = "platform.hops"
+ORIGIN = "platform.origin"  # the scheme://host the caller reached: the answer's links point there
 TURN_INPUT = "platform.turn_input"
 THROTTLED = "platform.throttled"  # the Retry-After of a message a rate refused, for the response's status line
 
@@ -424,14 +425,19 @@ def _unparsable(body: bytes) -> str | None:
 
 
 class CallContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's call context, with what this platform knows of the call: the key's client, the profile, and how
-    many deployments the message crossed (``X-Gateway-Hops``, loop safety across gateways)."""
+    """The SDK's call context, with what this platform knows of the call: the key's client, the profile, how many
+    deployments the message crossed (``X-Gateway-Hops``, loop safety across gateways) and the address the caller
+    reached ("" for a host this server does not answer for: the answer's links are then paths)."""
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state[CLIENT] = request.scope[CLIENT]
         context.state[AGENT_ID] = request.path_params["agent_id"]
         context.state[HOPS] = gateway_hops(request.headers)
+        try:
+            context.state[ORIGIN] = _origin(request)
+        except HTTPException:
+            context.state[ORIGIN] = ""
         context.state[THROTTLED] = request.scope[THROTTLED]
         return context
 
@@ -509,7 +515,12 @@ def _turn_input(state: Mapping[str, Any], params: SendMessageRequest, context_id
         request_throttle(scope=MESSAGES_SCOPE, ident=ident, tenant_pk=client.tenant.pk)
         bucket = _anonymous_bucket(_profile(agent_id), context_id=context_id, ident=ident)
         return turn_input_build(
-            tenant=client.tenant, message=message, route=TurnRoute.ROLLOUT, hops=state[HOPS], bucket=bucket
+            tenant=client.tenant,
+            message=message,
+            route=TurnRoute.ROLLOUT,
+            hops=state[HOPS],
+            bucket=bucket,
+            origin=state[ORIGIN],
         )
     except Throttled as exc:
         state[THROTTLED]["retry_after"] = _retry_after(exc)

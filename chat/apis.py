@@ -54,6 +54,7 @@ from chat.intake import (
     message_body_limit,
     message_intake,
     principal_is_staff,
+    request_origin,
     tenant_resolve,
 )
 from chat.negotiation import EventStreamNegotiation
@@ -156,7 +157,11 @@ class MessageApi(MessageBody, AsyncAPIView):
             if self.streams:
                 refuse_on_streams(request)
             self.turn_input = message_intake(
-                principal=request.user, data=request.data, route=self.route, headers=request.headers
+                principal=request.user,
+                data=request.data,
+                route=self.route,
+                headers=request.headers,
+                origin=request_origin(request),
             )
             if not self.streams and idempotency_key(request) is None:
                 self.begun = turn_begin(self.turn_input)

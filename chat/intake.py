@@ -445,14 +445,16 @@ def turn_input_build(
     counted: bool = True,
     accept_language: str | None = None,
     bucket: str = "",
+    origin: str = "",
 ) -> TurnInput:
     """The engine's input for ``message``: its profile (raises :class:`UnknownProfile`), its size checked against
     the profile's limit (raises :class:`TextTooLong`, naming ``payload.text``), the message ``counted`` against
     its end user's rate (raises DRF's ``Throttled``, :func:`tenants.throttles.session_throttle`), a new session id
     when it has none, the route's graph and the gateway ``hops`` it crossed, the language the message names (and the
     ``Accept-Language`` the client sent, a guess for when the customer's words do not tell), and ``bucket``: what
-    the rollout flag places a message that names no user by (the A2A face's ``a2a_anonymous_bucket``). Nothing is
-    stored. Call :func:`route_check` first for a client's route."""
+    the rollout flag places a message that names no user by (the A2A face's ``a2a_anonymous_bucket``), and the
+    ``origin`` the client reached (:func:`request_origin`: the answer's links point there). Nothing is stored.
+    Call :func:`route_check` first for a client's route."""
     current = current or snapshot.current()
     profile = profile_get(message.agent_id, current)
     limit = profile.max_input_chars
@@ -473,8 +475,15 @@ def turn_input_build(
         hops=hops,
         language=message.language,
         language_hint=language_asked(accept_language),
+        origin=origin,
     )
     return rollout_apply(turn_input, current, route, bucket=bucket)
+
+
+def request_origin(request: Any) -> str:
+    """The ``scheme://host`` a Django or DRF request reached, as Django builds absolute URLs (its host checked
+    against ``ALLOWED_HOSTS``, ``SECURE_PROXY_SSL_HEADER`` honoured)."""
+    return str(request.build_absolute_uri("/")).rstrip("/")
 
 
 def identifier_stored(identifier: str) -> str:
@@ -533,6 +542,7 @@ def message_intake(
     right: TenantRight = TenantRight.ACT,
     headers: Mapping[str, str] | None = None,
     counted: bool = True,
+    origin: str = "",
 ) -> TurnInput:
     """A gateway-shaped request in, the engine's input out: read, route checked, tenant, profile, size, the end
     user's rate unless not ``counted`` (a debug request runs no turn), rollout, and the gateway hops from the
@@ -548,5 +558,11 @@ def message_intake(
     hops = gateway_hops(headers) if headers else 0
     accept_language = headers.get("Accept-Language") if headers else None
     return turn_input_build(
-        tenant=tenant, message=message, route=route, hops=hops, counted=counted, accept_language=accept_language
+        tenant=tenant,
+        message=message,
+        route=route,
+        hops=hops,
+        counted=counted,
+        accept_language=accept_language,
+        origin=origin,
     )

@@ -1,25 +1,30 @@
 """Debug API for MCP tools: list them and call one by hand (docs/agents.md, MCP); and the attachments tool results
-link to (images, audio, binary resources)."""
+link to (images, audio, binary resources), each served to its tenant's clients only."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions
 from rest_framework.response import Response
 
-from agents.mcp import Endpoint, attachment_read, tool_call
+from agents.mcp import AttachmentScope, Endpoint, attachment_read, attachments_for, tool_call
 from chat.asyncapi import AsyncAPIView
+from chat.intake import principal_is_staff, request_origin
 from chat.permissions import IsDebugClient
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound, error_body, error_responses
 from routing import snapshot
+from tenants.auth import ApiClient, ApiKeyAuthentication
+from tenants.models import TenantRight
+from tenants.selectors import tenant_right_held, tenant_right_held_anywhere
 
 ERROR_UNKNOWN_TOOL = "Unknown MCP tool {tool!r}."
 ERROR_TOOL_DISABLED = "The MCP tool {tool!r} or its server is disabled."
@@ -82,14 +87,45 @@ class McpCallApi(AsyncAPIView):
         if not isinstance(request.data, dict):
             raise DomainError("The body must be a JSON object of arguments.", fields={"body": ["Must be an object."]})
         server = current.servers[spec.server]
-        result = await tool_call(
-            endpoint=Endpoint(server.name, server.endpoint, server.timeout),
-            tool=tool,
-            arguments=dict(request.data),
-            schema=spec.args_schema,
-            called_as=spec.called_as,
-        )
+        # A key's attachments are its tenant's; a staff session's, no tenant's (its debug right opens them).
+        tenant = request.user.tenant.pk if isinstance(request.user, ApiClient) else None
+        with attachments_for(AttachmentScope(tenant=tenant, origin=request_origin(request))):
+            result = await tool_call(
+                endpoint=Endpoint(server.name, server.endpoint, server.timeout),
+                tool=tool,
+                arguments=dict(request.data),
+                schema=spec.args_schema,
+                called_as=spec.called_as,
+            )
         return Response(result.as_dict())
+
+
+ERROR_ATTACHMENT_READER = "An attachment is served to its tenant's API key or to a staff session that may see it."
+ERROR_NO_ATTACHMENT = "No such attachment (or it expired)."
+
+
+def _reader(request: HttpRequest) -> Any:
+    """Who asks: the client of the API key the request carries (``None`` for a key that is not valid), else the
+    session's staff user, else ``None``."""
+    if request.headers.get("Authorization"):
+        try:
+            found = ApiKeyAuthentication().authenticate(request)
+        except exceptions.APIException:  # not a valid key, or its address locked out for guessing
+            return None
+        return found[0] if found else None
+    user = getattr(request, "user", None)
+    return user if principal_is_staff(user) else None
+
+
+def _may_read(reader: Any, tenant: int | None) -> bool:
+    """Whether ``reader`` may have an attachment of ``tenant`` (``None``: a staff session's debug call)."""
+    if isinstance(reader, ApiClient):
+        return tenant is not None and reader.tenant.pk == tenant
+    if tenant is None:
+        return tenant_right_held_anywhere(user=reader, right=TenantRight.DEBUG)
+    return any(
+        tenant_right_held(user=reader, tenant_id=tenant, right=right) for right in (TenantRight.ACT, TenantRight.READ)
+    )
 
 
 # Types a browser shows inline without running anything; any other (SVG, HTML, …) is a download.
@@ -111,13 +147,21 @@ class AttachmentView(View):
         return answer
 
     def get(self, request: HttpRequest, key: str) -> HttpResponse:
-        """An attachment a tool result links to, by its unguessable key (the link is what the answer's reader holds, as
-        a signed URL), while it is kept (``MCP_ATTACHMENT_TTL_SECONDS``); 404 after. Served so that nothing in it runs:
-        ``nosniff``, a sandboxing CSP, and any type but a plain image or audio as a download."""
+        """An attachment a tool result links to, by its unguessable key, while it is kept
+        (``MCP_ATTACHMENT_TTL_SECONDS``), to a client of the tenant whose turn made it: one of its API keys (the
+        ``Authorization: Bearer`` header, as every API route), or a staff session that may chat as it or read its
+        conversations — the chat page's browser shows it by its session cookie. 401 without either (or with a key
+        that is not valid); 404 for another tenant's, as for an unknown or expired key. Served so that nothing in
+        it runs: ``nosniff``, a sandboxing CSP, and any type but a plain image or audio as a download."""
+        reader = _reader(request)
+        if reader is None:
+            answer = JsonResponse(error_body("not_authenticated", ERROR_ATTACHMENT_READER), status=401)
+            answer["WWW-Authenticate"] = ApiKeyAuthentication.keyword
+            return answer
         kept = attachment_read(key)
-        if kept is None:
-            raise Http404("No such attachment (or it expired).")
-        mime_type, name, data = kept
+        if kept is None or not _may_read(reader, kept.tenant):
+            return JsonResponse(error_body("not_found", ERROR_NO_ATTACHMENT), status=404)
+        mime_type, name, data = kept.mime_type, kept.name, kept.data
         inline = mime_type in INLINE_TYPES
         response = HttpResponse(data, content_type=mime_type if inline else "application/octet-stream")
         safe_name = "".join(char if char.isalnum() or char in "._-" else "_" for char in name) or "attachment"

@@ -50,7 +50,15 @@ from agents.generation import Generation
 from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
 from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
-from chat.intake import ERROR_LANGUAGE, MessageIn, Route, route_check, route_parse, turn_input_build
+from chat.intake import (
+    ERROR_LANGUAGE,
+    MessageIn,
+    Route,
+    request_origin,
+    route_check,
+    route_parse,
+    turn_input_build,
+)
 from chat.negotiation import EventStreamNegotiation
 from chat.openai_errors import (
     ERROR_UNKNOWN_MODEL,
@@ -367,7 +375,9 @@ def turn_input_read(
     try:
         route = route_parse(request.headers.get(ROUTE_HEADER), default=Route.ROLLOUT, field_name=ROUTE_HEADER)
         route_check(principal=client, route=route)
-        turn_input = turn_input_build(tenant=client.tenant, message=message, route=route)
+        turn_input = turn_input_build(
+            tenant=client.tenant, message=message, route=route, origin=request_origin(request)
+        )
     except DomainError as exc:
         raise front_door_error(exc, model=model, text_param=text_param) from None
     limit = turn_input.profile.max_input_chars

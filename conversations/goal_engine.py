@@ -46,7 +46,16 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents.llm import OpenAICompatibleModel, llm_configured, offline_words, tool_data
-from agents.mcp import STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, Endpoint, ToolResult, runtime, tool_call
+from agents.mcp import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_TIMEOUT,
+    Endpoint,
+    ToolResult,
+    attachment_scope,
+    runtime,
+    tool_call,
+)
 from agents.tool_summary import result_summary
 from agents.usage import KIND_ANSWER, usage_record
 from common.infra import tracing
@@ -248,6 +257,7 @@ async def _call_on_worker(target: _Target, arguments: dict[str, Any]) -> ToolRes
         "tool": target.tool,
         "arguments": arguments,
         "schema": dict(target.schema),
+        "attachments": attachment_scope().as_dict(),
     }
     started = time.perf_counter()
     headers = tracing.headers_out() or {}  # the worker's mcp.tool_call span joins this trace

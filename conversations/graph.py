@@ -51,6 +51,7 @@ from agents.generation import (
     text_within,
 )
 from agents.llm import ERROR_ANSWER, judge_asker
+from agents.mcp import AttachmentScope, attachments_for
 from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
 from common.i18n import say
@@ -862,7 +863,8 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
             waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
             await sync_to_async(conversation_load)(turn, None)
-        with usage_counting(turn.model_calls):
+        scope = AttachmentScope(tenant=data.tenant_pk, origin=data.origin)
+        with usage_counting(turn.model_calls), attachments_for(scope):
             for name, node in HELD_NODES if turn.held is not None else NODES:
                 await _timed(turn, name, node)
         handed_on = True  # by the persisting transaction

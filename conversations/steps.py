@@ -15,7 +15,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from agents.generation import Generation
-from agents.mcp import ToolResult
+from agents.mcp import ToolResult, attachment_scope
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
 from routing.snapshot import Snapshot
@@ -43,6 +43,7 @@ def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[s
         "vault": vault.entries(),
         "generation": request.generation.as_dict() if request.generation is not None else None,
         "language": request.language,
+        "attachments": attachment_scope().as_dict(),  # whose the step's attachments are (agents.mcp)
     }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from celery import Task, signals
 from django.conf import settings
 
-from agents.mcp import Endpoint, tool_call
+from agents.mcp import AttachmentScope, Endpoint, attachments_for, tool_call
 from common.infra import tracing
 from common.infra.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
 from conversations.desk_webhook import desk_outbox_drain, desk_outbox_sweep
@@ -128,7 +128,8 @@ def _specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
     if request is None:
         answer = {"status": "error", "error": "unknown or disabled specialist"}
     else:
-        outcome = loop.run_until_complete(specialist_run(request))
+        with attachments_for(AttachmentScope.from_dict(payload.get("attachments"))):
+            outcome = loop.run_until_complete(specialist_run(request))
         answer = {"status": "error" if outcome.error else "ok", "outcome": outcome_as_dict(outcome)}
     partial_send(payload, answer, loop)  # a streaming request shows it at once (conversations.steps)
     return answer
@@ -139,14 +140,16 @@ def goal_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Make one goal-plan step's MCP call; returns the :class:`~agents.mcp.ToolResult` as plain data.
 
     ``payload`` holds plain values only — ``server``, ``endpoint`` (its URL), ``timeout`` (seconds), ``tool``,
-    ``arguments`` and ``schema`` (the tool's arguments schema) — so the worker needs no snapshot: the request
+    ``arguments``, ``schema`` (the tool's arguments schema) and ``attachments`` (whose the call's attachments are,
+    :class:`~agents.mcp.AttachmentScope`) — so the worker needs no snapshot: the request
     (:mod:`conversations.goal_engine`) schedules the plan and reads each step's result. The call's
     ``mcp.tool_call`` span continues the request's trace (the task's headers).
     """
 
     endpoint = Endpoint(name=payload["server"], url=payload["endpoint"], timeout=float(payload["timeout"]))
     call = tool_call(endpoint=endpoint, tool=payload["tool"], arguments=payload["arguments"], schema=payload["schema"])
-    with tracing.continued(self.request.headers):
+    scope = AttachmentScope.from_dict(payload.get("attachments"))
+    with tracing.continued(self.request.headers), attachments_for(scope):
         return _worker_loop().run_until_complete(call).as_dict()
 
 

@@ -113,6 +113,9 @@ class TurnInput:
     language: str = ""  # the channel's (conversations.language.language_asked): wins over the conversation's
     language_hint: str = ""  # the client's Accept-Language: a guess when neither the words nor the conversation tell
     client_metadata: dict[str, str] = field(default_factory=dict)  # the client's own (the OpenAI faces' metadata)
+    # The scheme://host the client reached: the links the turn writes point there (agents.mcp.AttachmentScope);
+    # "" (the chat page's WebSocket) → paths on the page's own origin.
+    origin: str = ""
     # A streaming client's event sink (common.events); None for the JSON API.
     emit: Emit | None = field(default=None, compare=False, repr=False)
     # The deployments this message crossed before this one (the X-Gateway-Hops header; conversations/gateway.py).

@@ -422,6 +422,9 @@ MCP_RESPONSE_MAX_BYTES = env.integer("MCP_RESPONSE_MAX_BYTES", 1_048_576)
 # size and for this long (agents/mcp.py); a larger one is named in the result, not kept.
 MCP_ATTACHMENT_MAX_BYTES = env.integer("MCP_ATTACHMENT_MAX_BYTES", 262_144)
 MCP_ATTACHMENT_TTL_SECONDS = env.integer("MCP_ATTACHMENT_TTL_SECONDS", 86_400)
+# The platform's public address (scheme://host[/prefix]) for the links it writes into answers (those attachments);
+# blank: the address each client reached (the chat page's WebSocket: a path on the page's own origin).
+PUBLIC_URL = env.string("PUBLIC_URL").rstrip("/")
 # MCP servers that speak stdio, run by the platform as child processes (agents/mcp_stdio.py): a JSON object of
 # command lines by name. A command line is code: it is declared here, never in the admin.
 MCP_STDIO_SERVERS = env.string("MCP_STDIO_SERVERS", "")

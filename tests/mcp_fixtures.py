@@ -5,6 +5,9 @@
 * ``finance_mcp`` — the finance server (goal mode's example domain) for the whole session: its URL;
 * ``all_content_mcp`` — the test server of every content kind (``mcp_servers.all_content``) for the whole session:
   its URL;
+* ``lines`` — the all-content server synced as ``lines``, five of its tools on the ``telecom`` fixture's billing
+  intent (two with no required argument, :data:`NO_ARGUMENT_TOOLS`; one with a dotted name); a message with
+  :data:`ALL_CONTENT_CONTEXT` can call them all;
 * ``seeded_demo`` — the demo configuration (``seed_demo``, seeded once per worker: ``tests/demo_snapshot.py``) with its
   MCP servers pointed at the running ones.
 """
@@ -17,6 +20,8 @@ from tests.demo_snapshot import demo_seed
 from tests.mcp_processes import MCPServerProcess, running_mcp_servers
 
 SLOW_SERVER_DELAY_MS = 3000
+ALL_CONTENT_CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001", "path": "contract.txt"}
+NO_ARGUMENT_TOOLS = {"server_status", "long_operation"}
 
 
 @pytest.fixture(scope="session")
@@ -67,3 +72,21 @@ def seeded_demo(db, mcp_servers):
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
+
+
+@pytest.fixture
+def lines(live_mcp, telecom, all_content_mcp):
+    from agents.models import McpServer, McpTool
+    from agents.services import mcp_tools_sync
+    from common.config_version import config_version_bump
+
+    server = McpServer.objects.create(name="lines", endpoint=all_content_mcp, timeout=10)
+    mcp_tools_sync(server=server)
+    tools = McpTool.objects.filter(
+        server=server, name__in=[*NO_ARGUMENT_TOOLS, "resource_links", "tiny_image", "lines__files_read"]
+    )
+    billing = telecom.specialists.get(name="billing_agent")
+    billing.allowed_tools.add(*tools)
+    billing.intents.get(name="billing_invoice_explanation").mcp_tools.add(*tools)
+    config_version_bump()
+    return server

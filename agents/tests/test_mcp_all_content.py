@@ -26,23 +26,25 @@ def call(endpoint, tool, arguments=None):
     return result
 
 
-def test_an_image_is_carried_as_a_link_to_its_bytes_not_as_base64(all_content, client):
+@pytest.mark.django_db  # an operator's call: a staff session with the debug right reads it
+def test_an_image_is_carried_as_a_link_to_its_bytes_not_as_base64(all_content, staff_client):
     result = call(all_content, "tiny_image")
 
     assert result.result["text"] == "The coverage map:"
     [image] = result.result["attachments"]
     assert (image["type"], image["mime_type"], image["bytes"]) == ("image", "image/png", len(png_pixel()))
     assert "data" not in image and "iVBOR" not in json.dumps(result.as_dict())  # no base64 PNG anywhere
-    served = client.get(image["url"])
+    served = staff_client.get(image["url"])
     assert served.status_code == 200
     assert served["Content-Type"] == "image/png" and served["X-Content-Type-Options"] == "nosniff"
     assert served.content == png_pixel()
 
 
-def test_audio_is_carried_as_a_link_to_its_bytes(all_content, client):
+@pytest.mark.django_db  # an operator's call: a staff session with the debug right reads it
+def test_audio_is_carried_as_a_link_to_its_bytes(all_content, staff_client):
     [audio] = call(all_content, "voice_note", {"msisdn": "5511999999999"}).result["attachments"]
 
-    served = client.get(audio["url"])
+    served = staff_client.get(audio["url"])
     assert (audio["type"], served["Content-Type"]) == ("audio", "audio/wav")
     assert served.content.startswith(b"RIFF") and len(served.content) == audio["bytes"]
 
@@ -81,15 +83,17 @@ def test_an_embedded_text_resource_is_carried_as_text(all_content):
     assert result.result == EMBEDDED_TEXT
 
 
-def test_an_embedded_binary_resource_is_a_named_download(all_content, client):
+@pytest.mark.django_db  # an operator's call: a staff session with the debug right reads it
+def test_an_embedded_binary_resource_is_a_named_download(all_content, staff_client):
     [blob] = call(all_content, "embedded_blob", {"msisdn": "5511999999999"}).result["attachments"]
 
     assert (blob["type"], blob["name"], blob["mime_type"]) == ("file", "contract.txt.gz", "application/gzip")
-    served = client.get(blob["url"])
+    served = staff_client.get(blob["url"])
     assert served["Content-Type"] == "application/octet-stream"
     assert served["Content-Disposition"] == 'attachment; filename="contract.txt.gz"'
     assert served.content == b"\x1f\x8b" * 8
 
 
-def test_an_unknown_attachment_is_a_404(client):
-    assert client.get("/api/mcp/attachments/no-such-key").status_code == 404
+@pytest.mark.django_db  # an operator's call: a staff session with the debug right reads it
+def test_an_unknown_attachment_is_a_404(staff_client):
+    assert staff_client.get("/api/mcp/attachments/no-such-key").status_code == 404

@@ -6,32 +6,14 @@ from __future__ import annotations
 import pytest
 from django.test import AsyncClient
 
-from agents.models import McpServer, McpTool
-from agents.services import mcp_tools_sync
+from agents.models import McpTool
 from common.config_version import config_version_bump
 from mcp_servers.all_content.server import DOTTED, PROGRESS_STEPS
+from tests.mcp_fixtures import ALL_CONTENT_CONTEXT as CONTEXT
+from tests.mcp_fixtures import NO_ARGUMENT_TOOLS
 from tests.streaming import run, sse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the stream's turn runs on the ASGI app's threads
-
-CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001", "path": "contract.txt"}
-NO_ARGUMENT_TOOLS = {"server_status", "long_operation"}
-
-
-@pytest.fixture
-def lines(live_mcp, telecom, all_content_mcp):
-    """The all-content server synced, five of its tools on the billing intent (two with no required argument, one
-    with a dotted name)."""
-    server = McpServer.objects.create(name="lines", endpoint=all_content_mcp, timeout=10)
-    mcp_tools_sync(server=server)
-    tools = McpTool.objects.filter(
-        server=server, name__in=[*NO_ARGUMENT_TOOLS, "resource_links", "tiny_image", "lines__files_read"]
-    )
-    billing = telecom.specialists.get(name="billing_agent")
-    billing.allowed_tools.add(*tools)
-    billing.intents.get(name="billing_invoice_explanation").mcp_tools.add(*tools)
-    config_version_bump()
-    return server
 
 
 def send(api, text, *, context=CONTEXT):
@@ -68,7 +50,7 @@ def test_offline_a_tool_with_no_required_argument_is_called_when_the_message_ask
 
 
 @pytest.mark.usefixtures("lines")
-def test_a_turns_answer_carries_a_dotted_tools_result_and_the_links_and_images_of_results(api, client):
+def test_a_turns_answer_carries_a_dotted_tools_result_and_the_links_and_images_of_results(api):
     body = send(api, "Minha fatura veio alta; mande também a imagem da cobertura")
 
     results = called(body)
@@ -77,7 +59,7 @@ def test_a_turns_answer_carries_a_dotted_tools_result_and_the_links_and_images_o
     assert "https://docs.example.com/contract.pdf" in body["answer"]  # a resource link, in the offline answer
     [image] = results["tiny_image"]["result"]["attachments"]
     assert image["url"] in body["answer"]
-    assert client.get(image["url"])["Content-Type"] == "image/png"
+    assert api.get(image["url"])["Content-Type"] == "image/png"  # the tenant's own key
     assert DOTTED not in body["metadata"]["mcp_tools"]  # the model sees the platform's name
 
 

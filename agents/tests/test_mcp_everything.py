@@ -89,12 +89,13 @@ def test_its_sync_imports_every_tool_but_the_task_only_research_query(everything
     assert not McpTool.objects.filter(name="simulate-research-query").exists()
 
 
-def test_its_image_is_a_link_the_faces_can_open(everything, client):
+@pytest.mark.django_db  # an operator's call: a staff session with the debug right reads it
+def test_its_image_is_a_link_the_faces_can_open(everything, staff_client):
     result = call(everything, "get-tiny-image")
 
     [image] = result.result["attachments"]
     assert image["mime_type"] == "image/png" and "data" not in image
-    assert client.get(image["url"]).content.startswith(b"\x89PNG")
+    assert staff_client.get(image["url"]).content.startswith(b"\x89PNG")
     assert len(json.dumps(result.as_dict())) < image["bytes"]  # the bytes stay behind the link
 
 
