@@ -74,7 +74,7 @@ from chat.openai_turns import (
     usage_of,
 )
 from common.errors import DomainError
-from conversations.selectors import answer_of_turn, conversation_get_by_pk
+from conversations.selectors import answer_of_turn, conversation_get_by_pk, question_of_answer
 from conversations.turn import TurnResult
 from tenants.auth import ApiClient
 
@@ -489,8 +489,13 @@ def _stored_response(request: Request, response_id: str) -> dict[str, Any]:
         metadata=answer.metadata,
         message_id=answer.pk,
     )
+    # The create call's user and metadata, as its turn stored them with the customer's message (personal data in
+    # them masked or pseudonymised, as every store keeps it).
+    question = question_of_answer(answer)
+    said = question.metadata if question is not None else {}
+    echo = Echo(metadata=dict(said.get("client_metadata") or {}), user=said.get("user_id") or None)
     return response_body(
-        ref, model=conversation.profile.agent_id, created_at=answer.created_at.timestamp(), result=result
+        ref, model=conversation.profile.agent_id, created_at=answer.created_at.timestamp(), result=result, echo=echo
     )
 
 
@@ -498,9 +503,10 @@ class ResponseApi(OpenAIView):
     @extend_schema(
         summary="OpenAI-compatible: a stored response",
         description=(
-            "The response `resp_<conversation>_<turn>` of this key's tenant: its output, usage and `x_agent_routing` "
-            "(the request's instructions and sampling are not kept). Another tenant's, or one still being answered, "
-            "is a 404."
+            "The response `resp_<conversation>_<turn>` of this key's tenant: its output, usage, `x_agent_routing`, "
+            "and the `metadata` and `user` its create call sent, as stored (personal data in them masked or "
+            "pseudonymised; the request's instructions and sampling are not kept). Another tenant's, or one still "
+            "being answered, is a 404."
         ),
         parameters=[RESPONSE_ID],
         responses={200: OpenApiResponse(description="a response object"), **openai_errors(401, 404, 429, 503)},

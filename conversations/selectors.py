@@ -368,6 +368,16 @@ def conversation_get_by_pk(*, tenant_id: int, conversation_pk: int) -> Conversat
     return Conversation.objects.select_related("profile").filter(pk=conversation_pk, tenant_id=tenant_id).first()
 
 
+def question_of_answer(answer: Message) -> Message | None:
+    """The customer's message ``answer`` answers: its turn's user message, stored just before it (the turn's rows
+    are written in reading order, conversations.records)."""
+    return (
+        Message.objects.filter(conversation_id=answer.conversation_id, role=MessageRole.USER, pk__lt=answer.pk)
+        .order_by("-id")
+        .first()
+    )
+
+
 def answer_of_turn(*, conversation_pk: int, turn: int) -> Message | None:
     """The answer stored for the conversation's ``turn``-th message (``metadata.turn``), ``None`` when the turn stored
     none (it is still running, or a person holds the conversation). One conversation's messages are read, by the

@@ -59,6 +59,28 @@ def test_a_response_echoes_its_user_and_metadata_streamed_or_not_and_replayed_wi
     assert email not in json.dumps(stored)
 
 
+def test_a_retrieved_response_says_the_metadata_and_user_its_create_call_stored(client):
+    metadata = {"ticket": "T-9", "campaign": "x" * 512, **{f"k{n}": "v" for n in range(14)}}  # OpenAI's bounds
+    created = client.responses.create(model="telecom_contas", input=TEXT, user="meta-get", metadata=metadata)
+    bare = client.responses.create(model="telecom_contas", input=TEXT)
+
+    retrieved = client.responses.retrieve(created.id)
+
+    assert (retrieved.user, retrieved.metadata) == ("meta-get", metadata)
+    assert (client.responses.retrieve(bare.id).user, client.responses.retrieve(bare.id).metadata) == (None, {})
+
+
+def test_a_retrieved_response_says_personal_data_in_its_metadata_and_user_as_stored_never_raw(client):
+    email = "joao.silva@example.com"
+    created = client.responses.create(model="telecom_contas", input=TEXT, user=email, metadata={"contact": email})
+
+    retrieved = client.responses.retrieve(created.id)
+
+    assert created.user == email  # the create call's own echo
+    assert retrieved.user and email not in retrieved.user
+    assert set(retrieved.metadata) == {"contact"} and email not in retrieved.metadata["contact"]
+
+
 def test_stream_options_without_stream_is_a_400_naming_it_on_responses_too(client):
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="telecom_contas", input=TEXT, stream_options={"include_obfuscation": False})
