@@ -33,6 +33,7 @@ from agents.mcp import McpUnavailable
 from agents.models import (
     MODEL_ENDPOINT_FIELDS,
     MODEL_ENDPOINT_PERMISSION,
+    PROFILE_TRANSLATED,
     REPAIR_WORD_FIELDS,
     SPECIALIST_TRANSLATED,
     AgentProfile,
@@ -181,9 +182,20 @@ ERROR_FALLBACK_OTHER_PROFILE = "The fallback specialist must be one of this prof
 ERROR_COORDINATOR_OTHER_PROFILE = "The coordinator must be one of this profile's specialists."
 
 
-class AgentProfileAdminForm(forms.ModelForm):
+PROFILE_LABELS = {"name": "Name", "description": "Description"}
+ProfileTranslationBoxes = translations_form(PROFILE_LABELS, limits={"name": 200}, long=["description"])
+
+
+class AgentProfileAdminForm(ProfileTranslationBoxes, forms.ModelForm):  # type: ignore[valid-type,misc]  # built by a call
     """Word lists are JSON lists of words; an emptied box means no words, and errors name the list. (The model
-    endpoint is shown masked and kept unless replaced: :class:`common.adminkit.EndpointSecretsAdminMixin`.)"""
+    endpoint is shown masked and kept unless replaced: :class:`common.adminkit.EndpointSecretsAdminMixin`.) The name
+    and description have a box per other language; the profile's own language is its ``language``."""
+
+    def stored_language(self) -> str | None:
+        return self.instance.language if self.instance.pk else None
+
+    def translations_language(self) -> str | None:
+        return self.cleaned_data.get("language") or self.instance.language
 
     out_of_scope_examples = LinesField(
         required=False,
@@ -391,6 +403,7 @@ PROFILE_SECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
 # How the page shows a setting where not as its own field alone: with the relation or read-only figure that goes with
 # it, or (people in the loop) as the form's fields.
 PROFILE_SHOWN = {
+    "translations": translation_boxes(PROFILE_TRANSLATED),
     "routing_mode": ["routing_mode", "fallback_specialist"],
     "examples_margin": ["examples_margin", "examples_calibrated"],
     "goal_threshold": ["goal_threshold", "goal_domains"],

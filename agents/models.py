@@ -27,6 +27,7 @@ from common.language import LANGUAGES
 from common.translations import translations_problems
 
 SPECIALIST_TRANSLATED = ("display_name", "description")  # the texts of a specialist that have a value per language
+PROFILE_TRANSLATED = ("name", "description")  # the texts of a profile that have a value per language
 
 
 def validate_language(value: str) -> None:
@@ -38,6 +39,11 @@ def validate_language(value: str) -> None:
 
 def validate_specialist_translations(value: object) -> None:
     if problems := translations_problems(value, SPECIALIST_TRANSLATED, {"display_name": 200}):
+        raise ValidationError([message for _language, message in problems])
+
+
+def validate_profile_translations(value: object) -> None:
+    if problems := translations_problems(value, PROFILE_TRANSLATED, {"name": 200}):
         raise ValidationError([message for _language, message in problems])
 
 
@@ -516,6 +522,13 @@ class AgentProfile(models.Model):
         validators=[validate_language],
         help_text="The language the profile's texts are written in (pt, es, en): a specialist's display name or an "
         "intent's subject line without a translation into the customer's language is said in this one.",
+    )
+    translations = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_profile_translations],
+        help_text="The profile's name and description in other languages, by language: what customers of those "
+        "languages read where the profile introduces itself (an agent card, a goal's answer).",
     )
     policy = models.TextField(
         blank=True,

@@ -24,7 +24,8 @@ from typing import Any, Literal
 # - endpoint: an address; exports mask the credentials in it (common.endpoints.endpoint_mask);
 # - words: a list of non-empty words or phrases; settings: a JSON mapping the model validates;
 # - escalation: people in the loop (agents.escalation), written only when not the defaults;
-# - reliability: the examples tier's reliability table, as calibration writes it.
+# - reliability: the examples tier's reliability table, as calibration writes it;
+# - translations: texts by language, then field (common.translations), written only when there are some.
 Kind = Literal[
     "boolean",
     "integer",
@@ -37,6 +38,7 @@ Kind = Literal[
     "settings",
     "escalation",
     "reliability",
+    "translations",
 ]
 # Kinds whose default fits in a table cell (docs/configuration.md shows it).
 SCALAR_KINDS = ("boolean", "integer", "number", "text", "name", "choice", "endpoint")
@@ -121,6 +123,15 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         "The language its texts are written in (pt, es, en): what a text without a translation is said in.",
         agents_yaml="language",
         added=21,
+    ),
+    ProfileSetting(
+        "translations",
+        "translations",
+        {},
+        PROFILE,
+        "The profile's name and description in other languages: what customers of those languages read.",
+        agents_yaml="translations",
+        added=22,
     ),
     ProfileSetting(
         "policy", "text", "", ANSWERS, "Instructions every specialist of the profile receives.", agents_yaml="policy"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agents.models import SPECIALIST_TRANSLATED, AgentProfile, ExternalDesk, Specialist
+from agents.models import PROFILE_TRANSLATED, SPECIALIST_TRANSLATED, AgentProfile, ExternalDesk, Specialist
 from common.translation_forms import rows_missing
 
 ERROR_UNKNOWN_PROFILE = "Unknown profile {profile!r}."
@@ -63,4 +63,15 @@ def specialist_translations_missing(*, specialists: Iterable[Specialist], langua
         SPECIALIST_TRANSLATED,
         own=language,
         labels=SPECIALIST_TEXT_NAMES,
+    )
+
+
+def profile_translations_missing(profile: AgentProfile) -> list[str]:
+    """A line per text of ``profile`` itself (its name, its description) that lacks another language: "profile name
+    lacks en"."""
+    return rows_missing(
+        [("", profile)],
+        PROFILE_TRANSLATED,
+        own=profile.language,
+        labels={"name": "profile name", "description": "profile description"},
     )

@@ -207,8 +207,8 @@ def profile_card(profile: ProfileSpec, url: str, language: str = "") -> AgentCar
             )
         )
     return AgentCard(
-        name=profile.name or profile.agent_id,
-        description=profile.description or profile.name or profile.agent_id,
+        name=profile.name_in(language) or profile.agent_id,
+        description=profile.own_description_in(language) or profile.name_in(language) or profile.agent_id,
         version=str(profile.version or "draft"),
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=PROTOCOL_VERSION_1_0),

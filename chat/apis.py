@@ -556,7 +556,7 @@ class AgentsApi(APIView):
                 "agents": [
                     {
                         "agent_id": profile.agent_id,
-                        "name": profile.name,
+                        "name": profile.name_in(asked),
                         "language": asked or profile.language,
                         "domain": profile.domain,
                         "routing_mode": profile.effective_mode,

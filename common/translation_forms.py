@@ -39,16 +39,21 @@ class TranslationsFormBase(forms.Form):
         stored = getattr(instance, "translations", None) or {}
         # A translation into the profile's own language (left from before its language changed) is not offered: the
         # field says it, and the next save drops it.
-        own = (
-            getattr(getattr(instance, "profile", None), "language", None)
-            if getattr(instance, "profile_id", None)
-            else None
-        )
+        own = self.stored_language()
         for field in self.translated:
             for language in LANGUAGES:
                 text = (stored.get(language) or {}).get(field)
                 if text and language != own:
                     self.initial.setdefault(translation_box(field, language), text)
+
+    def stored_language(self) -> str | None:
+        """The language the stored row's own fields are written in (its profile's); ``None`` for a new row."""
+        instance = getattr(self, "instance", None)
+        return (
+            getattr(getattr(instance, "profile", None), "language", None)
+            if getattr(instance, "profile_id", None)
+            else None
+        )
 
     def translations_language(self) -> str | None:
         """The language the row's own fields are written in (its profile's), once known."""

@@ -759,7 +759,7 @@ async def answer_write(
         lead = f" {words(language)['found']}" if found and quoted else ""
         joint = "\n" if "\n" in quoted else " "
         notice = offline_words(language)["notice"]
-        return f"{profile.name} {notice}:{lead}{joint}{quoted}", {"method": "offline"}
+        return f"{profile.name_in(language)} {notice}:{lead}{joint}{quoted}", {"method": "offline"}
     explanation = str(combined.get("explanation") or "")
     results = tool_data("plan", {"explanation": explanation, "result": combined.get("result")})
     model = OpenAICompatibleModel(profile)

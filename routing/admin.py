@@ -31,7 +31,7 @@ from django.utils.timezone import localtime
 
 from agents.admin import SpecialistListFilter, servers_sync_messages, specialist_choices
 from agents.models import AgentProfile, McpServer, McpTool, Specialist
-from agents.selectors import specialist_translations_missing
+from agents.selectors import profile_translations_missing, specialist_translations_missing
 from common.adminkit import AdminExtension, ExtensibleAdmin, ReadOnlyAdminMixin, admin_extend
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
@@ -871,7 +871,8 @@ class RolloutFlagChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 class ProfileTranslations(AdminExtension):
-    """The profile page's warning: which of its specialists', intents' and served goals' texts lack which language."""
+    """The profile page's warning: which of its own, its specialists', intents' and served goals' texts lack which
+    language."""
 
     def readonly_fields(self, request: HttpRequest, obj: AgentProfile | None) -> list[Any]:
         return [self.missing_translations]
@@ -885,6 +886,7 @@ class ProfileTranslations(AdminExtension):
         intents = Intent.objects.filter(profile=obj).order_by("name")
         return missing_warning(
             [
+                *profile_translations_missing(obj),
                 *specialist_translations_missing(specialists=specialists, language=obj.language, named=True),
                 *intent_translations_missing(intents=intents, language=obj.language, named=True),
                 *goal_translations_missing(goals=profile_goals(obj), language=obj.language, named=True),

@@ -219,11 +219,14 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
 
 
 def _stored(setting: ProfileSetting, value: Any) -> Any:
-    """A setting's value as a document holds it: a word list a list, JSON settings a mapping (never null)."""
+    """A setting's value as a document holds it: a word list a list, JSON settings a mapping (never null),
+    translations as the admin stores them (common.translations)."""
     if setting.kind == "words":
         return list(value or ())
     if setting.kind == "settings":
         return value or {}
+    if setting.kind == "translations":
+        return translations_cleaned(value)
     return value
 
 

@@ -175,6 +175,8 @@ class ProfileSpec:
     escalation: EscalationSettings = field(default_factory=EscalationSettings)
     # The language its texts (display names, subject lines) are written in: common.translations' fallback.
     language: str = "pt"
+    # Its own name and description in other languages than ``language`` (common.translations).
+    translations: Translations = field(default_factory=dict)
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""
@@ -182,6 +184,14 @@ class ProfileSpec:
         if rights is None or (rights.needs_permission, rights.enabled) == (tool.needs_permission, tool.enabled):
             return tool
         return replace(tool, needs_permission=rights.needs_permission, enabled=rights.enabled)
+
+    def name_in(self, language: str | None) -> str:
+        """The profile's name as a customer of ``language`` reads it: its translation, else as written."""
+        return translated(self.name, self.translations, "name", language, own=self.language)
+
+    def own_description_in(self, language: str | None) -> str:
+        """The profile's description in ``language``: its translation, else as written."""
+        return translated(self.description, self.translations, "description", language, own=self.language)
 
     def display_name_in(self, specialist: SpecialistSpec, language: str | None) -> str:
         """``specialist``'s display name as a customer of ``language`` reads it: its translation, else as written (in

@@ -161,6 +161,7 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
         "frame_expiry_minutes": 45,
         "resume_style": "silent",
         "a2a_anonymous_bucket": "context",
+        "translations": {"en": {"name": "Retail orders"}},
     }
     passed = {setting.name for setting in PROFILE_SETTINGS if setting.compiled == AS_IS}
     assert sorted(passed - {"agent_id", *changed}) == []

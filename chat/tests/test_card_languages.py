@@ -74,3 +74,34 @@ def test_the_agents_list_names_specialists_in_the_language_the_client_asks(
     )
     assert profile["language"] == language
     assert "accept-language" in response.headers["Vary"].lower()
+
+
+@pytest.fixture
+def named(telecom):
+    telecom.name, telecom.description = "Agente de contas", "Atendimento de contas e planos."
+    telecom.translations = {
+        "en": {"name": "Accounts agent", "description": "Bills and plans."},
+        "es": {"name": "Agente de cuentas"},
+    }
+    telecom.save(update_fields=["name", "description", "translations"])
+    config_version_bump()
+    return telecom
+
+
+@pytest.mark.parametrize(
+    ("accept", "name", "description"),
+    [
+        ("en-US", "Accounts agent", "Bills and plans."),
+        ("es", "Agente de cuentas", "Atendimento de contas e planos."),
+        (None, "Agente de contas", "Atendimento de contas e planos."),
+    ],
+)
+def test_the_card_and_the_agents_list_name_the_profile_itself_in_the_language_the_client_asks(
+    asgi_server, api, named, accept, name, description
+):
+    response = card(asgi_server, accept)
+    assert (response.json()["name"], response.json()["description"]) == (name, description)
+
+    listed = api.get("/api/agents", **({"HTTP_ACCEPT_LANGUAGE": accept} if accept else {}))
+    (profile,) = listed.json()["agents"]
+    assert profile["name"] == name

@@ -6,6 +6,7 @@ how many were in flight at once."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from dataclasses import replace
@@ -547,6 +548,17 @@ def test_offline_the_answer_is_the_combined_explanation_quoted_and_marked_as_the
     assert answer == (
         f"{profile.name} (offline model): Veja o que encontrei:\n“PETR4 está em 38,20 BRL.\nVale está em 61,47 BRL.”"
     )
+
+
+def test_offline_the_answer_names_the_profile_in_the_customers_language(profile, settings):
+    settings.OPENAI_BASE_URL = ""
+    translated = dataclasses.replace(profile, name="Agente de contas", translations={"en": {"name": "Accounts agent"}})
+
+    english, _ = asyncio.run(answer_write(translated, "how much are PETR4 and Vale?", REPORTED))
+    spanish, _ = asyncio.run(answer_write(translated, "¿cuánto están PETR4 y Vale?", REPORTED))
+
+    assert english.startswith("Accounts agent (offline model):")
+    assert spanish.startswith("Agente de contas ")  # no Spanish name: the profile's own, as written
 
 
 def test_offline_each_steps_own_words_are_quoted_and_the_platforms_are_not(profile, settings):

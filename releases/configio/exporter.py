@@ -154,6 +154,8 @@ def _exported(setting: ProfileSetting, value: Any) -> Any:
         return list(value or [])
     if setting.kind == "settings":
         return value or {}
+    if setting.kind == "translations":
+        return translations_cleaned(value) or _LEFT_OUT
     if setting.kind == "escalation":
         settings = EscalationSettings.from_json(value).as_json()
         return settings if settings != EscalationSettings().as_json() else _LEFT_OUT

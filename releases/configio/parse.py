@@ -19,7 +19,15 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from agents.escalation import EscalationSettings, escalation_problems
-from agents.models import SPECIALIST_TRANSLATED, AgentProfile, McpServer, McpTool, McpTransport, Specialist
+from agents.models import (
+    PROFILE_TRANSLATED,
+    SPECIALIST_TRANSLATED,
+    AgentProfile,
+    McpServer,
+    McpTool,
+    McpTransport,
+    Specialist,
+)
 from agents.profile_settings import Block, ProfileSetting, yaml_keys, yaml_settings
 from agents.schemas import SHORTHAND_TYPES, expand_args_schema, expand_env, validate_tool_args_schema
 from common.endpoints import env_template
@@ -764,6 +772,8 @@ def _setting(patch: Patch, keys: dict[str, Node], key: str, setting: ProfileSett
         _escalation(patch, node, problems)
     elif setting.kind == "reliability":
         _reliability(patch, node, problems)
+    elif setting.kind == "translations":
+        _translations(patch, keys, PROFILE_TRANSLATED, problems)
     else:
         _scalar(patch, keys, key, "text" if setting.kind == "endpoint" else setting.kind, problems, setting.name)
 

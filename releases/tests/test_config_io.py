@@ -1029,6 +1029,7 @@ def test_a_platform_secret_is_never_expanded_into_an_endpoint(tmp_path, monkeypa
 SETTING_VALUES = {"boolean": None, "integer": None, "number": 0.5, "text": "Written by the file.", "name": "Renamed"}
 SETTING_VALUE_OF = {
     "language": "en",  # text a validator holds to the platform's languages
+    "translations": {"es": {"name": "Agente de cuentas"}},
     "llm_temperature": 0.5,
     "llm_model": "small-model",
     "llm_base_url": "https://llm.example.com/v1",
