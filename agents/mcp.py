@@ -557,6 +557,19 @@ def attachment_read(key: str) -> KeptAttachment | None:
     return KeptAttachment(int(tenant) if tenant is not None else None, str(mime_type), str(name), bytes(data))
 
 
+def attachment_keys(result: Any) -> list[str]:
+    """The keys of the attachments a stored tool result links to (its ``attachments``' ``url``)."""
+    items = result.get("attachments") if isinstance(result, dict) else None
+    urls = [item.get("url") for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+    linked = [url for url in urls if isinstance(url, str) and url.startswith(ATTACHMENT_PATH)]
+    return [url.removeprefix(ATTACHMENT_PATH) for url in linked]
+
+
+def attachments_forget(keys: list[str]) -> None:
+    """Drop kept attachments before they expire (a customer's data being erased)."""
+    cache.delete_many([_ATTACHMENT_CACHE_KEY.format(key=key) for key in keys])
+
+
 def _decoded(data: str, limit: int) -> tuple[bytes | None, int]:
     """The bytes of base64 ``data`` and their size; ``None`` (not decoded) when over ``limit`` or not base64."""
     size = len(data) * 3 // 4 - data[-2:].count("=")

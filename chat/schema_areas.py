@@ -29,6 +29,11 @@ AREAS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     ("Feedback", "Rate an answer up or down, with a comment.", ("/api/sessions/{conversation_key}/feedback",)),
     (
+        "Customers",
+        "Everything stored about one end user of the tenant: export it as one JSON document, or erase it.",
+        ("/api/customers/",),
+    ),
+    (
         "Escalations",
         "Conversations handed to a person: the queue, taking one, replying as a person, handing it back.",
         ("/api/escalations",),

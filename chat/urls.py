@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chat import apis, desk_apis, health, mcp_apis, usage_apis
+from chat import apis, customer_apis, desk_apis, health, mcp_apis, usage_apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
@@ -33,6 +33,7 @@ urlpatterns = [
     path("sessions/<str:conversation_key>/events", apis.SessionEventsApi.as_view(), name="session-events"),
     path("sessions/<str:conversation_key>/checkpoint", apis.SessionCheckpointApi.as_view(), name="session-checkpoint"),
     path("sessions/<str:conversation_key>/feedback", apis.SessionFeedbackApi.as_view(), name="session-feedback"),
+    path("customers/<str:user_id>/data", customer_apis.CustomerDataApi.as_view(), name="customer-data"),
     path("escalations", desk_apis.EscalationsApi.as_view(), name="escalations"),
     path("escalations/<str:escalation_id>", desk_apis.EscalationApi.as_view(), name="escalation"),
     path("escalations/<str:escalation_id>/take", desk_apis.EscalationTakeApi.as_view(), name="escalation-take"),

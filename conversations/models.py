@@ -791,3 +791,27 @@ class A2ATask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id} {self.task_id}"
+
+
+class CustomerErasure(models.Model):
+    """One erasure of a customer's data (:mod:`conversations.customer_data.erasure`), recorded without the data: the
+    tenant, the customer as a keyed pseudonym (never the id), who asked and when, and how many rows of each model
+    were erased. Written once; an erasure that found nothing writes none."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    customer = models.CharField(
+        max_length=64, help_text="The user id's keyed pseudonym (user:…, email:…), the same for the same id."
+    )
+    actor = models.CharField(max_length=200, help_text='"api key: <name>", "staff: <username>" or "manage.py (…)".')
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    counts = models.JSONField(default=dict, help_text="Rows erased per model (deleted or anonymised).")
+    erased_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-erased_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "customer"], name="customer_erasure_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.customer} ({self.erased_at:%Y-%m-%d})"

@@ -4,6 +4,20 @@ erased everywhere (:mod:`.registry` says where it is and what erasure does to ea
 The door other apps import: the faces (``chat/customer_apis.py``) and the commands go through these names.
 """
 
+from conversations.customer_data.erasure import customer_erase
+from conversations.customer_data.export import ERROR_USER_ID, customer_export, customer_for, customer_of_tenant
 from conversations.customer_data.registry import HOLDERS, NO_CUSTOMER_DATA, NOT_PER_TENANT, Customer, Erase, Holder
 
-__all__ = ["HOLDERS", "NOT_PER_TENANT", "NO_CUSTOMER_DATA", "Customer", "Erase", "Holder"]
+__all__ = [
+    "ERROR_USER_ID",
+    "HOLDERS",
+    "NOT_PER_TENANT",
+    "NO_CUSTOMER_DATA",
+    "Customer",
+    "Erase",
+    "Holder",
+    "customer_erase",
+    "customer_export",
+    "customer_for",
+    "customer_of_tenant",
+]

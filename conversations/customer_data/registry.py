@@ -242,6 +242,7 @@ NO_CUSTOMER_DATA: Mapping[str, str] = {
     "routing.RolloutPlan": CONFIGURATION + "; its history holds figures",
     "routing.RolloutDecision": "a rollout's decision and the cohorts' figures: counts, no conversation",
     "routing.ReleaseRequest": "an editor's request and an approver's note",
+    "conversations.CustomerErasure": "the record of an erasure: the customer's keyed pseudonym, who asked, counts",
 }
 NOT_PER_TENANT: Mapping[str, str] = {
     "routing.RolloutUserOverride": (
