@@ -84,13 +84,19 @@ def _tests_made_from(conversation: Conversation) -> Q:
     return Q(source_message_id__in=Message.objects.filter(conversation_id=conversation.pk).values("pk"))
 
 
+TESTS_MADE_FROM_MESSAGES = ("routing.RoutingTestCase", "routing.ConversationTest")
+
+
 def _history_of_tests_made_from(conversation: Conversation) -> Q:
-    # The field history (django-auditlog) of a routing test records its message as written.
-    made = apps.get_model("routing.RoutingTestCase").objects.filter(_tests_made_from(conversation))
-    return Q(
-        content_type=ContentType.objects.get_for_model(made.model),
-        object_pk__in=[str(pk) for pk in made.values_list("pk", flat=True)],
-    )
+    # The field history (django-auditlog) of a saved test records its messages as written.
+    reach = Q(pk__in=[])
+    for label in TESTS_MADE_FROM_MESSAGES:
+        made = apps.get_model(label).objects.filter(_tests_made_from(conversation))
+        reach |= Q(
+            content_type=ContentType.objects.get_for_model(made.model),
+            object_pk__in=[str(pk) for pk in made.values_list("pk", flat=True)],
+        )
+    return reach
 
 
 def _a2a_tasks_of(conversation: Conversation) -> Q:
@@ -214,6 +220,7 @@ HOLDERS: tuple[Holder, ...] = (
         of_conversation=lambda conversation: Q(tenant_id=conversation.tenant_id, turn__conversation_pk=conversation.pk),
     ),
     Holder("routing.RoutingTestCase", "routing_tests", Erase.DELETE, of_conversation=_tests_made_from),
+    Holder("routing.ConversationTest", "conversation_tests", Erase.DELETE, of_conversation=_tests_made_from),
     Holder("auditlog.LogEntry", "routing_test_history", Erase.DELETE, of_conversation=_history_of_tests_made_from),
 )
 
