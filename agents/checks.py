@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -38,6 +39,44 @@ def llm_settings_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -
     if settings.MAX_INPUT_CHARS < 1:
         problems.append(Error("MAX_INPUT_CHARS must be at least 1.", id="agents.E002"))
     return problems
+
+
+PUBLIC_URL_HINT = (
+    "Set PUBLIC_URL to the platform's public address, scheme://host[:port][/prefix] with an http or https scheme "
+    "(https://agents.example.com), or leave it blank for the address each client reached."
+)
+
+
+def public_url_problem(value: str) -> str | None:
+    """Why the links of answers cannot be built on ``value`` as ``PUBLIC_URL`` (they are ``value`` + a path), or
+    ``None``: it is blank, or an http(s) origin with at most a path prefix."""
+    if not value:
+        return None
+    if any(char.isspace() or not char.isprintable() for char in value):
+        return "holds a space or a control character"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - read for its ValueError: a port that is not a number from 0 to 65535
+    except ValueError:
+        return "is not a URL (its host or port cannot be read)"
+    if parts.username is not None or parts.password is not None:
+        return "carries credentials, which every answer's links would show"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "needs an http or https scheme and a host"
+    if "?" in value or "#" in value:
+        return "has a query or a fragment, after which the links' paths would land"
+    return None
+
+
+@register()
+def public_url_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
+    """``PUBLIC_URL`` is blank or an http(s) origin with at most a path prefix (:func:`public_url_problem`)."""
+    value = settings.PUBLIC_URL
+    problem = public_url_problem(value)
+    if problem is None:
+        return []
+    shown = "" if "@" in value else f" {value!r}"  # credentials stay out of the check's output
+    return [Error(f"PUBLIC_URL{shown} {problem}.", hint=PUBLIC_URL_HINT, id="agents.E003")]
 
 
 @register(Tags.database)
