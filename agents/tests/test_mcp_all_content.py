@@ -37,6 +37,7 @@ def test_an_image_is_carried_as_a_link_to_its_bytes_not_as_base64(all_content, s
     served = staff_client.get(image["url"])
     assert served.status_code == 200
     assert served["Content-Type"] == "image/png" and served["X-Content-Type-Options"] == "nosniff"
+    assert served["Content-Security-Policy"] == "sandbox; default-src 'none'"  # shown inline, runs nothing
     assert served.content == png_pixel()
 
 

@@ -4,9 +4,13 @@ chat as it or read its conversations (the chat page's browser, by its session)."
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
+from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
 
+from agents.mcp import Attachment, attachment_url, attachments_store
 from tenants.models import TenantGrant
 from tests.mcp_fixtures import ALL_CONTENT_CONTEXT
 
@@ -73,3 +77,23 @@ def test_a_browser_session_gets_an_attachment_of_a_tenant_it_may_chat_as_and_not
     client.force_login(ours)
     served = client.get(url)
     assert served.status_code == 200 and served["Content-Type"] == "image/png"
+
+
+@pytest.mark.parametrize(
+    ("mime_type", "name"), [("image/svg+xml", "coverage.svg"), ("text/html", '<b onload="x()">offer</b>.html')]
+)
+def test_an_attachment_a_browser_could_run_is_a_sandboxed_download(api, tenant, mime_type, name):
+    """What a server sends is not the platform's to vouch for: a type that can hold script is never shown inline, and
+    nothing served runs in the platform's origin (no sniffing, a sandbox with nothing allowed)."""
+    data = b"<svg xmlns='http://www.w3.org/2000/svg'><script>alert(document.cookie)</script></svg>"
+    kept = Attachment(secrets.token_urlsafe(24), "file", mime_type, name, data)
+    async_to_sync(attachments_store)([kept], tenant.pk)
+
+    served = api.get(attachment_url(kept.key))
+
+    assert served.status_code == 200 and served.content == data
+    assert served["Content-Type"] == "application/octet-stream"
+    disposition = served["Content-Disposition"]
+    assert disposition.startswith('attachment; filename="') and "<" not in disposition and '"x' not in disposition
+    assert served["X-Content-Type-Options"] == "nosniff"
+    assert served["Content-Security-Policy"] == "sandbox; default-src 'none'"
