@@ -56,6 +56,7 @@ from common.endpoints import endpoint_mask, endpoints_masked_in
 from common.infra import tracing
 from common.infra.metrics import tool_call_observe
 from common.outbound import AsyncHttpx2GuardedTransport
+from common.rehearsal import ToolCalled, rehearsal_current
 from common.sizes import json_bounded, text_cut
 
 logger = logging.getLogger(__name__)
@@ -798,14 +799,23 @@ async def _tool_call(
     endpoint: Endpoint, tool: str, arguments: dict[str, Any], schema: dict[str, Any], called_as: str, progress: Any
 ) -> ToolResult:
     started = time.perf_counter()
+    rehearsal = rehearsal_current()
     errors = arguments_errors(schema, arguments)
     if errors:
         tool_call_observe(tool, STATUS_INVALID, 0.0)
+        if rehearsal is not None:
+            rehearsal.calls.append(ToolCalled(tool, dict(arguments), STATUS_INVALID))
         return ToolResult(tool, endpoint.name, arguments, STATUS_INVALID, 0.0, None, "; ".join(errors))
+    if rehearsal is not None and tool in rehearsal.tool_answers:  # a conversation test's recorded answer
+        rehearsal.calls.append(ToolCalled(tool, dict(arguments), STATUS_OK, recorded=True))
+        recorded, cut = json_bounded(rehearsal.tool_answers[tool], settings.MCP_TOOL_OUTPUT_MAX_BYTES)
+        return ToolResult(tool, endpoint.name, arguments, STATUS_OK, 0.0, recorded, "", cut)
     scope = attachment_scope()
     status, payload, error, attachments = await runtime.run(
         _call(endpoint, called_as, arguments, progress, scope.links_base)
     )
+    if rehearsal is not None:
+        rehearsal.calls.append(ToolCalled(tool, dict(arguments), status))
     await attachments_store(attachments, scope.tenant)
     limit = settings.MCP_TOOL_OUTPUT_MAX_BYTES
     payload, cut = json_bounded(payload, limit)

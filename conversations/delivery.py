@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import transaction
 
 from common.infra.circuit import Circuit
+from common.rehearsal import rehearsal_current
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +55,10 @@ def desk_group(tenant_id: int) -> str:
 
 
 async def push(group: str, handler: str, event: dict[str, Any]) -> None:
-    """Send ``event`` to ``group``'s members (their ``handler``); a layer that fails is logged, never raised."""
+    """Send ``event`` to ``group``'s members (their ``handler``); a layer that fails is logged, never raised. Nothing
+    of a conversation test's turn (:mod:`common.rehearsal`) is sent."""
     layer = get_channel_layer()
-    if layer is None or not layer_circuit.allows():
+    if layer is None or not layer_circuit.allows() or rehearsal_current() is not None:
         return
     try:
         await layer.group_send(group, {"type": handler, "event": event})

@@ -47,6 +47,7 @@ from django.conf import settings
 from common.infra import tracing
 from common.infra.cache import REDIS_DOWN
 from common.infra.circuit import Circuit
+from common.rehearsal import rehearsal_current
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistRequest
 from conversations.steps import PARTIAL_MESSAGE_TYPE, outcome_from_dict, payload_from_request
@@ -342,7 +343,10 @@ EXECUTORS: dict[str, type[PlanExecutor]] = {
 
 
 def executor_name() -> str:
-    """``celery`` when a broker is configured (or ``SUPERVISOR_EXECUTOR`` forces it), otherwise ``inprocess``."""
+    """``celery`` when a broker is configured (or ``SUPERVISOR_EXECUTOR`` forces it), otherwise ``inprocess``; always
+    ``inprocess`` for a conversation test's turn (:mod:`common.rehearsal`)."""
+    if rehearsal_current() is not None:
+        return InProcessExecutor.name
     choice = settings.SUPERVISOR_EXECUTOR
     if choice == "auto":
         choice = CeleryExecutor.name if settings.REDIS_URL else InProcessExecutor.name

@@ -1,0 +1,211 @@
+"""What one played turn showed (:class:`Observed`), and its expectations checked against it (:func:`turn_checked`).
+
+Each expectation of a turn (:mod:`routing.conversation_tests` lists them) is one check; a check that fails is a
+:class:`Failure` naming the key, what was expected and what came. How each is read:
+
+* routing: ``intent``, ``method``, ``next_state`` are the route decision's; ``agent`` is the specialist that answered;
+  ``goal`` and ``status`` goal mode's reading; ``events``, ``repair``, ``topics`` what the message did to the
+  conversation's frames (each event or topic named must be among those that occurred); ``state``, ``state_after``
+  and ``no_state`` the conversation's state after the turn; ``language`` the conversation's;
+* the answer: phrases are found in it with case and accents folded (``"Fatura"`` finds "FATURA" and "fatúra"; a
+  phrase may be part of a word); ``answer_matches`` is searched by RE2; ``answer_language`` is the language the
+  answer's own words read as (:func:`common.language.detect_language`): an answer too short to tell fails an explicit
+  ``answer_language``, and passes the test's ``language`` when no turn asks; ``answer_schema`` reads the answer as
+  JSON and checks it within the platform's step budget; lengths count characters;
+* tools: the calls the turn made (:mod:`common.rehearsal`), with the arguments they were called with, whatever their
+  outcome; ``{tool: {argument: value}}`` passes when one call of the tool had every argument named with that value;
+* flow: ``frame_pushed`` / ``frame_resumed`` true (some frame), false (none) or a frame's name or kind;
+  ``escalated`` whether the turn leaves the conversation with a person; ``delegated_to`` a delegation to that
+  specialist in the turn, ``returned`` a return (from that specialist, when named).
+
+``judge`` is not checked here: :mod:`releases.evals.judging` scores it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.structured import SchemaTooCostly, schema_errors
+from common.language import detect_language
+from common.patterns import pattern_compiled
+from common.text import fold
+from routing.conversation_tests import JUDGE_KEY
+from routing.expectations import ROUTING_TEST_LIST_KEYS
+
+NOTHING = "(none)"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a played turn showed: its answer, the decision, the conversation after it, the tools it called and the
+    moves between agents."""
+
+    answer: str
+    agent: str
+    decision: Mapping[str, Any]  # intent, method, next_state, goal, status, language, events, repair, topics
+    state: str  # the conversation's, after the turn
+    tools: Sequence[Mapping[str, Any]] = ()  # common.rehearsal.ToolCalled.as_dict()
+    handoffs: Sequence[Mapping[str, Any]] = ()  # the turn's moves: {from_agent, to_agent, kind, ...}
+    frames: Sequence[Mapping[str, Any]] = ()  # the conversation's events: {event, frame: {kind, name}}
+    escalated: bool = False
+    judged: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "agent": self.agent,
+            "decision": dict(self.decision),
+            "state": self.state,
+            "tools": [dict(tool) for tool in self.tools],
+            "handoffs": [dict(move) for move in self.handoffs],
+            "escalated": self.escalated,
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A check that failed: the key, what was expected and what came (as shown to a person)."""
+
+    key: str
+    expected: Any
+    actual: Any
+    note: str = ""
+
+    def text(self) -> str:
+        said = f"{self.key}: expected {shown(self.expected)}, got {shown(self.actual)}"
+        return f"{said} ({self.note})" if self.note else said
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "expected": self.expected, "actual": self.actual, "note": self.note}
+
+
+def shown(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return NOTHING
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 200 else repr(value[:200] + "…")
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def turn_checked(expect: Mapping[str, Any], seen: Observed, *, language: str = "") -> list[Failure]:
+    """Every expectation of ``expect`` that ``seen`` does not meet (the judge's aside); ``language``: the test's,
+    which the answer must be in unless ``expect`` names an ``answer_language``."""
+    failures: list[Failure] = []
+    for key, expected in expect.items():
+        if key == JUDGE_KEY:
+            continue
+        failure = _check(key, expected, seen)
+        if failure is not None:
+            failures.append(failure)
+    if language and "answer_language" not in expect:
+        told = detect_language(seen.answer) if seen.answer.strip() else None
+        if told is not None and told != language:
+            failures.append(Failure("answer_language", language, told, "the test's language"))
+    return failures
+
+
+def _check(key: str, expected: Any, seen: Observed) -> Failure | None:
+    answer = seen.answer
+    if key == "agent":
+        return None if seen.agent == expected else Failure(key, expected, seen.agent)
+    if key in ROUTING_TEST_LIST_KEYS:
+        occurred = list(seen.decision.get(key) or ())
+        missing = [item for item in expected if item not in occurred]
+        return Failure(key, expected, occurred, f"missing {', '.join(missing)}") if missing else None
+    if key in ("state", "state_after"):
+        return None if seen.state == expected else Failure(key, expected, seen.state)
+    if key == "no_state":
+        return None if (seen.state == "") == expected else Failure(key, expected, seen.state or NOTHING)
+    if key == "goal":
+        came = seen.decision.get("goal", "")
+        return None if expected in (came, came.partition(".")[2]) else Failure(key, expected, came)
+    if key in ("intent", "method", "next_state", "status", "repair", "language"):
+        came = seen.decision.get(key) or ""
+        return None if came == expected else Failure(key, expected, came)
+    if key == "answer_contains":
+        missing = [phrase for phrase in expected if folded(phrase) not in folded(answer)]
+        return Failure(key, expected, answer, f"missing {', '.join(map(repr, missing))}") if missing else None
+    if key == "answer_not_contains":
+        found = [phrase for phrase in expected if folded(phrase) in folded(answer)]
+        return Failure(key, expected, answer, f"found {', '.join(map(repr, found))}") if found else None
+    if key == "answer_matches":
+        compiled = pattern_compiled(expected)
+        return None if compiled is not None and compiled.search(answer) else Failure(key, expected, answer)
+    if key == "answer_language":
+        told = detect_language(answer) if answer.strip() else None
+        if told == expected:
+            return None
+        return Failure(key, expected, told, "" if told else "the answer is too short or mixed to tell")
+    if key == "answer_schema":
+        return _schema_failure(expected, answer)
+    if key == "answer_min_chars":
+        return None if len(answer) >= expected else Failure(key, expected, len(answer))
+    if key == "answer_max_chars":
+        return None if len(answer) <= expected else Failure(key, expected, len(answer))
+    if key == "tools_called":
+        return _tools_called(expected, seen.tools)
+    if key == "tools_not_called":
+        called = sorted({tool["tool"] for tool in seen.tools} & set(expected))
+        return Failure(key, expected, called, "called") if called else None
+    if key in ("frame_pushed", "frame_resumed"):
+        return _frame(key, expected, seen.frames)
+    if key == "escalated":
+        return None if seen.escalated == expected else Failure(key, expected, seen.escalated)
+    if key == "delegated_to":
+        to = [move["to_agent"] for move in seen.handoffs if move.get("kind") == "delegation"]
+        return None if expected in to else Failure(key, expected, to)
+    if key == "returned":
+        back = [move["from_agent"] for move in seen.handoffs if move.get("kind") == "return"]
+        met = bool(back) == expected if isinstance(expected, bool) else expected in back
+        return None if met else Failure(key, expected, back)
+    return Failure(key, expected, None, "not a key this platform checks")
+
+
+def folded(text: str) -> str:
+    """Case and accents folded, spaces collapsed: how phrases are found in an answer."""
+    return " ".join(fold(text).split())
+
+
+def _schema_failure(schema: Mapping[str, Any], answer: str) -> Failure | None:
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return Failure("answer_schema", schema, answer, "the answer is not JSON")
+    try:
+        errors = schema_errors(schema, value)
+    except SchemaTooCostly as exc:
+        return Failure("answer_schema", schema, value, str(exc))
+    if not errors:
+        return None
+    first = errors[0]
+    where = "/".join(str(part) for part in first.absolute_path) or "the answer"
+    return Failure("answer_schema", schema, value, f"{where}: {first.message}")
+
+
+def _tools_called(expected: Any, tools: Sequence[Mapping[str, Any]]) -> Failure | None:
+    called = [tool["tool"] for tool in tools]
+    if isinstance(expected, list):
+        missing = [name for name in expected if name not in called]
+        return Failure("tools_called", expected, called, f"not called: {', '.join(missing)}") if missing else None
+    wrong = []
+    for name, arguments in expected.items():
+        calls = [tool["arguments"] for tool in tools if tool["tool"] == name]
+        if not any(all(call.get(key) == value for key, value in arguments.items()) for call in calls):
+            wrong.append(name)
+    if not wrong:
+        return None
+    came = [tool for tool in tools if tool["tool"] in wrong] or called
+    return Failure("tools_called", expected, came, f"not called so: {', '.join(wrong)}")
+
+
+def _frame(key: str, expected: Any, events: Sequence[Mapping[str, Any]]) -> Failure | None:
+    event = "pushed" if key == "frame_pushed" else "resumed"
+    frames = [item.get("frame") or {} for item in events if item.get("event") == event]
+    if isinstance(expected, bool):
+        met = bool(frames) == expected
+    else:
+        met = any(expected in (frame.get("name"), frame.get("kind")) for frame in frames)
+    return None if met else Failure(key, expected, [frame.get("name") or frame.get("kind") for frame in frames])

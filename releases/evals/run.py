@@ -1,0 +1,306 @@
+"""Saved conversation tests, played against a version of a profile (:func:`conversation_tests_run`).
+
+Each test's turns are played in order as one conversation, each through the real turn
+(:func:`conversations.graph.run_turn`, the profile under test as the turn's profile, as a draft is tried in the
+chat): guardrails, routing, the specialists and their tools, the judge, the conversation store. Each test is isolated:
+
+* everything the turns write to the database — the conversation, its messages and decisions, tool calls, handoffs,
+  escalations and what they queue, usage — is written in one transaction that is rolled back when the test ends, so
+  nothing reaches the conversation store, the analytics, the desks or the usage figures; what the turn would run
+  on commit (pushes, a desk's webhook, the events of an escalation) is dropped with it. By default the test runs
+  under a tenant made for it in that transaction (a real tenant may be named: its settings then apply);
+* what would leave the process on the way — operational events, pushes, a plan's steps on Celery workers — is held
+  back by :mod:`common.rehearsal`, and tools with a recorded answer (the test's and the turn's ``tool_answers``)
+  are not called: the answer is taken as the tool's. Other tools are called for real.
+
+The transaction is held across the turn's model and tool calls: it holds no lock another request waits on (its rows
+are the test's own, invisible outside it) — on PostgreSQL. SQLite (the quick start) takes one writer at a time: a
+long test there holds other writers back while it runs.
+
+A test whose turns ask a model judge (``runs: N``, with a model configured) is played N times and passes when at
+least :data:`MIN_PASS_RATE` of its runs pass; offline, once (the offline judge is deterministic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import close_old_connections, transaction
+
+from agents.llm import llm_configured
+from common.rehearsal import rehearsing
+from conversations.graph import run_turn
+from conversations.models import Conversation
+from conversations.turn import TurnInput, TurnResult
+from releases.evals.checks import Failure, Observed, turn_checked
+from releases.evals.judging import Verdict, answer_judged
+from routing import snapshot
+from routing.conversation_tests import JUDGE_KEY, CaseTurn, ConversationCase
+from routing.specs import ProfileSpec
+from tenants.models import Tenant
+
+MIN_PASS_RATE = 2 / 3  # of a model-judged test's runs
+FIRST_FAILURES = 5  # named in a summary
+SESSION_PREFIX = "conversation-test-"
+
+
+@dataclass(frozen=True)
+class TurnPlayed:
+    """A turn as played: what it showed, the expectations it missed, the judge's verdict (when it asks one)."""
+
+    number: int
+    turn: CaseTurn
+    seen: Observed
+    failures: tuple[Failure, ...]
+    verdict: Verdict | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def as_dict(self) -> dict[str, Any]:
+        shown = {
+            "turn": self.number,
+            "user": self.turn.user,
+            "passed": self.passed,
+            "failures": [failure.as_dict() for failure in self.failures],
+            **self.seen.as_dict(),
+        }
+        if self.verdict is not None:
+            shown["judge"] = self.verdict.as_dict()
+        return shown
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One play of a test: its turns, up to the first that could not be played (``error``)."""
+
+    turns: tuple[TurnPlayed, ...]
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.error and all(turn.passed for turn in self.turns)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """A test's outcome: each play of it (one, or the judge's ``runs``), and whether it passed."""
+
+    case: ConversationCase
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def pass_rate(self) -> float:
+        return sum(attempt.passed for attempt in self.attempts) / len(self.attempts)
+
+    @property
+    def passed(self) -> bool:
+        if len(self.attempts) == 1:
+            return self.attempts[0].passed
+        return self.pass_rate >= MIN_PASS_RATE
+
+    @property
+    def shown(self) -> Attempt:
+        """The play shown: the first that failed, else the first."""
+        return next((attempt for attempt in self.attempts if not attempt.passed), self.attempts[0])
+
+    def failure_lines(self) -> list[str]:
+        """Each failed check of the play shown: ``turn 2 of 3 (“obrigado”): answer_contains: expected …, got …``."""
+        attempt = self.shown
+        total = len(self.case.turns)
+        lines = [
+            f"turn {turn.number} of {total} (“{turn.turn.user}”): {failure.text()}"
+            for turn in attempt.turns
+            for failure in turn.failures
+        ]
+        if attempt.error:
+            lines.append(f"turn {len(attempt.turns) + 1} of {total}: could not be played: {attempt.error}")
+        return lines
+
+    def failure_text(self) -> str:
+        """One line: the test's name, its pass rate over several runs, its first failed check."""
+        rate = f" (passed {self.pass_rate:.0%} of {len(self.attempts)} runs)" if len(self.attempts) > 1 else ""
+        first = self.failure_lines()[:1] or ["every run passed"]
+        return f"{self.case.name}{rate}: {first[0]}"
+
+    def as_dict(self) -> dict[str, Any]:
+        attempt = self.shown
+        return {
+            "name": self.case.name,
+            "required": self.case.required,
+            "passed": self.passed,
+            "runs": len(self.attempts),
+            "pass_rate": self.pass_rate,
+            "failures": self.failure_lines(),
+            "error": attempt.error,
+            "turns": [turn.as_dict() for turn in attempt.turns],
+        }
+
+
+@dataclass
+class SuiteRun:
+    """A run of tests against one version: the results in the tests' order."""
+
+    results: list[CaseResult]
+
+    @property
+    def total(self) -> int:
+        return len(self.results)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [result for result in self.results if not result.passed]
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    @property
+    def passed(self) -> int:
+        return self.total - self.failed
+
+    @property
+    def required_failures(self) -> list[CaseResult]:
+        """The failed tests that block publishing and rollout stages."""
+        return [result for result in self.failures if result.case.required]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything, failures first: for a page, an API answer, a report."""
+        ordered = sorted(self.results, key=lambda result: result.passed)
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "results": [result.as_dict() for result in ordered],
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The counts and the first failures' lines (what a gate keeps and names)."""
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "required_failed": len(self.required_failures),
+            "failures": [result.failure_text() for result in self.failures[:FIRST_FAILURES]],
+        }
+
+
+# -- playing -----------------------------------------------------------------------------------------------------
+
+
+def conversation_tests_run(
+    profile: ProfileSpec, cases: Sequence[ConversationCase], *, tenant: Tenant | None = None
+) -> SuiteRun:
+    """Play every test of ``cases`` against ``profile`` (the version under test, compiled:
+    :func:`releases.routing_tests.routing_tests_spec`), each isolated (see the module), one after the other.
+
+    Sync. Where an event loop is already running in the thread, the run takes a thread of its own (with its own
+    database connection, closed after)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return SuiteRun([_case_run(profile, case, tenant) for case in cases])
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(_in_own_thread, profile, cases, tenant).result()
+
+
+def _in_own_thread(profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None) -> SuiteRun:
+    try:
+        return SuiteRun([_case_run(profile, case, tenant) for case in cases])
+    finally:
+        close_old_connections()
+
+
+def _case_run(profile: ProfileSpec, case: ConversationCase, tenant: Tenant | None) -> CaseResult:
+    runs = case.runs if llm_configured(profile) else 1
+    return CaseResult(case, tuple(_attempt(profile, case, tenant) for _ in range(runs)))
+
+
+def _attempt(profile: ProfileSpec, case: ConversationCase, tenant: Tenant | None) -> Attempt:
+    played: list[TurnPlayed] = []
+    with transaction.atomic():
+        try:
+            own = tenant or Tenant.objects.create(slug=f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}", name=case.name)
+            async_to_sync(_play)(profile, case, own, snapshot.current(), played)
+        except Exception as exc:  # noqa: BLE001 — a turn that cannot be played fails its test, and says why
+            return Attempt(tuple(played), error=f"{type(exc).__name__}: {exc}")
+        finally:
+            transaction.set_rollback(True)
+    return Attempt(tuple(played))
+
+
+async def _play(
+    profile: ProfileSpec, case: ConversationCase, tenant: Tenant, current: snapshot.Snapshot, played: list[TurnPlayed]
+) -> None:
+    session = f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}"
+    for number, turn in enumerate(case.turns, 1):
+        data = TurnInput(
+            tenant_pk=tenant.pk,
+            tenant_slug=tenant.slug,
+            profile=profile,
+            text=turn.user,
+            session_id=session,
+            user_id=case.user,
+            channel=turn.channel or case.channel or "api",
+            context={**case.context, **turn.context},
+            snapshot=current,
+            language_hint=case.language,
+        )
+        with rehearsing({**case.tool_answers, **turn.tool_answers}) as rehearsal:
+            result = await run_turn(data)
+        state = await sync_to_async(_state_after)(result.conversation_key)
+        seen = observed(result, state, [call.as_dict() for call in rehearsal.calls])
+        failures = turn_checked(turn.expect, seen, language=case.language)
+        verdict = None
+        if turn.judge is not None:
+            results = result.metadata.get("mcp_results") or []
+            verdict = await answer_judged(
+                profile=profile, judge=turn.judge, question=turn.user, answer=result.answer, tools=results
+            )
+            if not verdict.passed:
+                score = "no score" if verdict.score is None else verdict.score
+                failures.append(Failure(JUDGE_KEY, f"score ≥ {turn.judge.min_score}", score, verdict.reason))
+        played.append(TurnPlayed(number, turn, seen, tuple(failures), verdict))
+
+
+def _state_after(conversation_key: str) -> str:
+    return Conversation.objects.filter(conversation_key=conversation_key).values_list("state", flat=True).first() or ""
+
+
+def observed(result: TurnResult, state: str, tools: Sequence[Mapping[str, Any]]) -> Observed:
+    """What a turn showed, read from its answer's metadata, the conversation's state after it and the tool calls it
+    made."""
+    metadata = result.metadata
+    route = metadata.get("route_decision") or {}
+    goal = metadata.get("goal") or {}
+    read = goal.get("intent_output") or {}
+    talk = metadata.get("conversation") or {}
+    events = list(talk.get("events") or ())
+    decision = {
+        "intent": metadata.get("intent") or "",
+        "method": route.get("method") or "",
+        "next_state": route.get("next_state") or "",
+        "goal": f"{read.get('primary_domain', '')}.{read.get('goal', '')}" if read.get("goal") else "",
+        "status": goal.get("status") or "",
+        "language": metadata.get("language") or "",
+        "events": [event.get("event") for event in events],
+        "repair": talk.get("repair") or "",
+        "topics": [topic.get("intent") for topic in talk.get("topics") or ()],
+    }
+    return Observed(
+        answer=result.answer,
+        agent=result.agent,
+        decision=decision,
+        state=state,
+        tools=tuple(tools),
+        handoffs=tuple(metadata.get("handoffs") or ()),
+        frames=tuple(events),
+        escalated=metadata.get("escalation") is not None,
+    )
