@@ -25,7 +25,7 @@ from releases.routing_tests import (
 )
 
 
-def _version(value: str) -> str | int:
+def version_arg(value: str) -> str | int:
     if value in (DRAFT, LIVE):
         return value
     number = whole_number(value)
@@ -82,7 +82,7 @@ class Command(BaseCommand):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
         if profile is None:
             raise CommandError(f"Unknown profile {options['profile']!r}.")
-        against = _version(options["against"])
+        against = version_arg(options["against"])
         if options["file"]:
             path = Path(options["file"])
             try:

@@ -1,0 +1,81 @@
+"""``manage.py run_conversation_tests --profile P [--version draft|live|N] [--file F.yaml] [--junit FILE]
+[--only NAME]``: play a profile's conversation tests, failures first, ``N passed, M failed``, exit status 1 on any
+failure."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents.models import AgentProfile
+from common.errors import DomainError
+from releases.evals import conversation_tests_parse, conversation_tests_saved
+from releases.evals.junit import junit_xml
+from releases.evals.run import conversation_tests_run
+from releases.management.commands.routing_test import version_arg
+from releases.routing_tests import DRAFT, routing_tests_spec
+
+
+class Command(BaseCommand):
+    help = (
+        "Play a profile's saved conversation tests (or a file's) against its draft, its live version or version N, "
+        "each in isolation. Prints each failed check, failures first, and 'N passed, M failed'; exits 1 when a test "
+        "fails."
+    )
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # --version names the profile's version to test, not Django's version: ours wins.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def add_arguments(self, parser):
+        parser.add_argument("--profile", required=True, help="The profile's agent_id.")
+        parser.add_argument("--file", help="A conversation tests YAML file to run instead of the saved tests.")
+        parser.add_argument(
+            "--version", default=DRAFT, help="draft (default), live, or a version number.", dest="against"
+        )
+        parser.add_argument("--junit", help="Write a JUnit XML report to this file.")
+        parser.add_argument("--only", action="append", default=[], help="Run only the test of this name (repeatable).")
+
+    def handle(self, *args, **options):
+        profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
+        if profile is None:
+            raise CommandError(f"Unknown profile {options['profile']!r}.")
+        against = version_arg(options["against"])
+        cases = self._cases(profile, options["file"])
+        if options["only"]:
+            unknown = sorted(set(options["only"]) - {case.name for case in cases})
+            if unknown:
+                raise CommandError(f"--only: no test named {', '.join(map(repr, unknown))}.")
+            cases = [case for case in cases if case.name in options["only"]]
+        try:
+            spec = routing_tests_spec(profile, against)
+        except DomainError as exc:
+            raise CommandError(exc.message) from None
+        run = conversation_tests_run(spec, cases)
+        for result in run.failures:
+            self.stdout.write(f"FAIL {result.case.name}" + (" (required)" if result.case.required else ""))
+            for line in result.failure_lines():
+                self.stdout.write(f"  {line}")
+        if options["junit"]:
+            Path(options["junit"]).write_bytes(junit_xml(run, suite=f"conversation_tests.{profile.agent_id}.{against}"))
+        self.stdout.write(f"{run.passed} passed, {run.failed} failed")
+        if run.failed:
+            sys.exit(1)
+
+    def _cases(self, profile, file):
+        if not file:
+            return conversation_tests_saved(profile)
+        path = Path(file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"--file: cannot read {path}: {exc.strerror}.") from None
+        try:
+            agent_id, cases = conversation_tests_parse(text, name=path.name)
+        except DomainError as exc:
+            raise CommandError(exc.message) from None
+        if agent_id != profile.agent_id:
+            raise CommandError(f"{path.name}: its profile is {agent_id!r}, not {profile.agent_id!r}.")
+        return cases
