@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import connection, connections, models, transaction
 
 from agents.llm import llm_configured
 from common.rehearsal import rehearsing
@@ -45,6 +45,7 @@ from routing.conversation_tests import JUDGE_KEY, CaseTurn, ConversationCase
 from routing.specs import ProfileSpec
 from tenants.models import Tenant
 
+CONCURRENCY = 4  # tests played at once on PostgreSQL: a turn mostly waits on the database
 MIN_PASS_RATE = 2 / 3  # of a model-judged test's runs
 FIRST_FAILURES = 5  # named in a summary
 SESSION_PREFIX = "conversation-test-"
@@ -199,23 +200,38 @@ def conversation_tests_run(
     profile: ProfileSpec, cases: Sequence[ConversationCase], *, tenant: Tenant | None = None
 ) -> SuiteRun:
     """Play every test of ``cases`` against ``profile`` (the version under test, compiled:
-    :func:`releases.routing_tests.routing_tests_spec`), each isolated (see the module), one after the other.
+    :func:`releases.routing_tests.routing_tests_spec`), each isolated (see the module); results in the tests' order.
 
-    Sync. Where an event loop is already running in the thread, the run takes a thread of its own (with its own
-    database connection, closed after)."""
+    Sync. On PostgreSQL, outside a transaction, :data:`CONCURRENCY` tests are played at once, each thread on a
+    connection of its own (closed after): a turn mostly waits on the database. Inside a transaction (whose rows
+    other connections cannot see), on SQLite (one writer at a time), the tests are played one after the other, in
+    this thread — or in a thread of its own where an event loop already runs in this one."""
+    workers = min(CONCURRENCY, len(cases)) if connection.vendor == "postgresql" else 1
+    if connection.in_atomic_block:
+        workers = 1
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return SuiteRun([_case_run(profile, case, tenant) for case in cases])
-    with ThreadPoolExecutor(max_workers=1) as worker:
-        return worker.submit(_in_own_thread, profile, cases, tenant).result()
+        if workers <= 1:
+            return SuiteRun(_cases_run(profile, cases, tenant))
+    shares = [list(cases[start :: max(workers, 1)]) for start in range(max(workers, 1))]
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        played = list(pool.map(lambda share: _in_own_thread(profile, share, tenant), shares))
+    results: list[CaseResult] = []
+    for index in range(len(cases)):  # dealt round-robin: gathered back in the tests' order
+        results.append(played[index % len(shares)][index // len(shares)])
+    return SuiteRun(results)
 
 
-def _in_own_thread(profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None) -> SuiteRun:
+def _cases_run(profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None) -> list[CaseResult]:
+    return [_case_run(profile, case, tenant) for case in cases]
+
+
+def _in_own_thread(profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None) -> list[CaseResult]:
     try:
-        return SuiteRun([_case_run(profile, case, tenant) for case in cases])
+        return _cases_run(profile, cases, tenant)
     finally:
-        close_old_connections()
+        connections.close_all()  # this thread's own
 
 
 def _case_run(profile: ProfileSpec, case: ConversationCase, tenant: Tenant | None) -> CaseResult:
@@ -227,13 +243,23 @@ def _attempt(profile: ProfileSpec, case: ConversationCase, tenant: Tenant | None
     played: list[TurnPlayed] = []
     with transaction.atomic():
         try:
-            own = tenant or Tenant.objects.create(slug=f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}", name=case.name)
+            own = tenant or _tenant_made(case.name)
             async_to_sync(_play)(profile, case, own, snapshot.current(), played)
         except Exception as exc:  # noqa: BLE001 — a turn that cannot be played fails its test, and says why
             return Attempt(tuple(played), error=f"{type(exc).__name__}: {exc}")
         finally:
             transaction.set_rollback(True)
     return Attempt(tuple(played))
+
+
+def _tenant_made(name: str) -> Tenant:
+    """A tenant for one test, in its transaction. Written past the tenants' watch (``config_models_watch``): it never
+    exists outside the transaction, so no process has to learn of it, and the version's bump would lock the version
+    row until the test ends and make this process rebuild its routing snapshot for every test."""
+    (made,) = models.QuerySet(model=Tenant).bulk_create(
+        [Tenant(slug=f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}", name=name[:200])]
+    )
+    return made
 
 
 async def _play(

@@ -140,3 +140,15 @@ def test_a_test_under_a_named_tenant_leaves_that_tenant_as_it_was(telecom, tenan
 
     assert run.passed == 1
     assert counts() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_tests_play_at_once_on_their_own_connections_and_come_back_in_order(telecom):
+    suite = cases() * 3
+    before = counts()
+
+    run = conversation_tests_run(routing_tests_spec(telecom, DRAFT), suite)
+
+    assert [result.case.name for result in run.results] == [case.name for case in suite]
+    assert run.passed == 6
+    assert counts() == before

@@ -1,0 +1,148 @@
+"""Conversation tests benchmark: 1,000 deterministic tests against the demo's ``telecom_contas``, offline.
+
+    PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python scripts/services.py --scratch \
+        --postgres -- .venv/bin/python bench/conversation_tests_bench.py [--tests 1000] [--runs 3] [--profile 25]
+
+(Figures in docs/benchmarks.md.) Migrates the database the settings point at (a throwaway PostgreSQL with the
+command above) and loads the demo (``seed_demo``), then writes ``--tests`` conversation tests in pt, en and es: an
+invoice explained with its recorded tool answers (its total asserted in the answer, the tool and its argument), an
+order question, a thank-you after either (two turns, no state left), a message of two requests answered together;
+each names its own number, so no two are the same text. The tests are written as a YAML file and read back through
+the parser, then played by ``releases.evals.run.conversation_tests_run`` — the real turn, each test in a transaction
+rolled back — ``--runs`` times: total, per test and per turn, median and range. ``--profile N`` prints the N
+functions of one run with the most time of their own (cProfile). No model is configured: the specialists and the
+judge are the offline ones. The target: under 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The demo's MCP servers are on loopback, which the outbound policy refuses unless allowed; none is called here (every
+# tool a test reaches has a recorded answer), but the demo's configuration is checked on load.
+os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.1:8100,127.0.0.1:8200,127.0.0.1:8300")
+os.environ.setdefault("OPENAI_BASE_URL", "")
+
+import django
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+
+from agents.models import AgentProfile  # noqa: E402
+from releases.evals import conversation_tests_parse, conversation_tests_text  # noqa: E402
+from releases.evals.run import conversation_tests_run  # noqa: E402
+from releases.routing_tests import DRAFT, routing_tests_spec  # noqa: E402
+from routing.conversation_tests import CaseTurn, ConversationCase  # noqa: E402
+
+PROFILE = "telecom_contas"
+INVOICE = {
+    "pt": ("minha fatura veio alta este mês, conta {n}", "obrigado, era isso"),
+    "en": ("my invoice is too high this month, account {n}", "thanks, that was it"),
+    "es": ("mi factura vino muy alta este mes, cuenta {n}", "gracias, era eso"),
+}
+ORDER = {"pt": "cadê meu pedido P{n}?", "en": "where is my order P{n}?", "es": "¿dónde está mi pedido P{n}?"}
+TOOLS = ("consultar_fatura", "consultar_pagamentos", "consultar_pedido", "consultar_entrega")
+
+
+def suite(count: int) -> list[ConversationCase]:
+    cases = []
+    for n in range(count):
+        language = ("pt", "en", "es")[n % 3]
+        msisdn = f"55119{n:08d}"
+        total = f"{100 + n % 900},{n % 100:02d}"
+        answers = {
+            "consultar_fatura": {"valor_total": f"R$ {total}", "vencimento": "2025-06-10"},
+            "consultar_pagamentos": {"pagamentos": []},
+            "consultar_pedido": {"pedido": f"P{n}", "status": "em trânsito"},
+            "consultar_entrega": {"previsao": "2025-06-12"},
+        }
+        kind = n % 4
+        if kind in (0, 1):
+            ask, thanks = INVOICE[language]
+            turns = [
+                CaseTurn(
+                    user=ask.format(n=n),
+                    expect={
+                        "agent": "billing_agent",
+                        "intent": "billing_invoice_explanation",
+                        "tools_called": {"consultar_fatura": {"msisdn": msisdn}},
+                        "answer_contains": [total],
+                        "answer_not_contains": ["Subject:"],
+                    },
+                )
+            ]
+            if kind == 1:
+                turns.append(CaseTurn(user=thanks, expect={"no_state": True}))
+        elif kind == 2:
+            turns = [CaseTurn(user=ORDER[language].format(n=n), expect={"agent": "orders_agent"})]
+        else:
+            turns = [
+                CaseTurn(
+                    user=f"minha fatura veio alta e cadê meu pedido P{n}?",
+                    expect={"intent": "multi_intent", "topics": ["billing_invoice_explanation"]},
+                )
+            ]
+        cases.append(
+            ConversationCase(
+                name=f"bench {n}",
+                turns=tuple(turns),
+                language=language if kind != 3 else "pt",
+                context={"msisdn": msisdn, "order_id": f"P{n}"},
+                tool_answers=answers,
+            )
+        )
+    return cases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tests", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, help="print the N functions of most own time (one run)")
+    args = parser.parse_args()
+
+    call_command("migrate", verbosity=0)
+    if not AgentProfile.objects.filter(agent_id=PROFILE).exists():
+        call_command("seed_demo", stdout=io.StringIO())
+    profile = AgentProfile.objects.get(agent_id=PROFILE)
+    spec = routing_tests_spec(profile, DRAFT)
+    started = time.perf_counter()
+    _, cases = conversation_tests_parse(conversation_tests_text(PROFILE, suite(args.tests)), name="bench.yaml")
+    print(f"{len(cases)} tests written and read back in {time.perf_counter() - started:.2f} s")
+    turns = sum(len(case.turns) for case in cases)
+
+    conversation_tests_run(spec, cases[:20])  # warm-up: the first turn loads models and compiles
+    seconds = []
+    run = None
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        run = conversation_tests_run(spec, cases)
+        seconds.append(time.perf_counter() - started)
+    assert run is not None
+    median = statistics.median(seconds)
+    print(
+        f"{run.total} tests ({turns} turns): {run.passed} passed, {run.failed} failed; "
+        f"median {median:.2f} s (range {min(seconds):.2f}–{max(seconds):.2f} s over {args.runs} runs), "
+        f"{median / run.total * 1000:.1f} ms a test, {median / turns * 1000:.1f} ms a turn"
+    )
+    for result in run.failures[:5]:
+        print("  FAIL", result.failure_text())
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(conversation_tests_run, spec, cases)
+        stats = pstats.Stats(profiler, stream=sys.stdout)
+        stats.sort_stats("tottime").print_stats(args.profile)
+
+
+if __name__ == "__main__":
+    main()
