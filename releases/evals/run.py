@@ -256,9 +256,8 @@ def _tenant_made(name: str) -> Tenant:
     """A tenant for one test, in its transaction. Written past the tenants' watch (``config_models_watch``): it never
     exists outside the transaction, so no process has to learn of it, and the version's bump would lock the version
     row until the test ends and make this process rebuild its routing snapshot for every test."""
-    (made,) = models.QuerySet(model=Tenant).bulk_create(
-        [Tenant(slug=f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}", name=name[:200])]
-    )
+    unwatched: models.QuerySet[Tenant] = models.QuerySet(model=Tenant)
+    (made,) = unwatched.bulk_create([Tenant(slug=f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}", name=name[:200])])
     return made
 
 
