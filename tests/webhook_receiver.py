@@ -13,13 +13,15 @@ from typing import Any
 class Receiver:
     """A webhook receiver: records each post (headers, body) in ``posts`` and every request (method, path, headers)
     in ``requests``, and answers ``status`` (with a ``Location`` header when ``location`` is set); over TLS with a
-    server context (``tls``)."""
+    server context (``tls``). While ``held`` is an event not set, a post is recorded but not answered until it is
+    (a minute at most)."""
 
     def __init__(self, status: int = 200, location: str = "", tls: ssl.SSLContext | None = None) -> None:
         self.status = status
         self.location = location
         self.posts: list[tuple[dict[str, str], bytes]] = []
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.held: threading.Event | None = None
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -29,6 +31,8 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.posts.append((dict(self.headers), body))
+                if receiver.held is not None:
+                    receiver.held.wait(60)
                 self._answer()
 
             def do_GET(self):
