@@ -2,6 +2,8 @@
 
 * ``mcp_servers`` — both servers for the whole session: ``{"telecom": url, "retail": url}``;
 * ``slow_telecom_server`` — a telecom server of its own whose every tool call takes 3 s: its URL;
+* ``held_telecom_server`` — the same, each call held for a minute: a call that ended before did not end by itself,
+  however slowly the machine ran;
 * ``finance_mcp`` — the finance server (goal mode's example domain) for the whole session: its URL;
 * ``all_content_mcp`` — the test server of every content kind (``mcp_servers.all_content``) for the whole session:
   its URL;
@@ -22,6 +24,7 @@ from tests.mcp_processes import MCPServerProcess, running_mcp_servers
 SLOW_SERVER_DELAY_MS = 3000
 ALL_CONTENT_CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001", "path": "contract.txt"}
 NO_ARGUMENT_TOOLS = {"server_status", "long_operation"}
+HELD_SERVER_DELAY_MS = 60_000
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +49,12 @@ def all_content_mcp():
 @pytest.fixture
 def slow_telecom_server():
     with running_mcp_servers("telecom", delay_ms=SLOW_SERVER_DELAY_MS) as urls:
+        yield urls["telecom"]
+
+
+@pytest.fixture
+def held_telecom_server():
+    with running_mcp_servers("telecom", delay_ms=HELD_SERVER_DELAY_MS) as urls:
         yield urls["telecom"]
 
 

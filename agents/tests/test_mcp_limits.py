@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from agents.mcp import STATUS_TIMEOUT, STATUS_UNAVAILABLE, Endpoint, ToolResult, runtime, tool_call
-from tests.mcp_processes import running_mcp_servers
 
 LIMIT_SECONDS = 1.0
 HANG_GUARD_SECONDS = 60.0  # a call the limit did not end; the test has failed long before
@@ -95,13 +94,6 @@ def frozen_server() -> Iterator[tuple[str, Callable[[], int]]]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", connections
         for conn in accepted:
             conn.close()
-
-
-@pytest.fixture
-def held_telecom_server() -> Iterator[str]:
-    """A telecom server that holds every tool call for a minute: a call the limit ended did not end by itself."""
-    with running_mcp_servers("telecom", delay_ms=int(HANG_GUARD_SECONDS * 1000)) as urls:
-        yield urls["telecom"]
 
 
 def test_a_call_to_a_frozen_server_ends_at_its_limit_connecting_included(frozen_server, monkeypatch):

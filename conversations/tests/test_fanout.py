@@ -65,18 +65,16 @@ def test_the_embedded_executor_gives_the_same_answer_as_celery(api, supervisor, 
 
 
 def test_a_step_that_overruns_on_a_worker_is_a_gap_within_the_time_limit(
-    api, supervisor, live_mcp, slow_telecom_server, celery_worker, settings
+    api, supervisor, live_mcp, held_telecom_server, celery_worker, settings
 ):
-    import time
-
     from agents.models import McpServer
 
-    McpServer.objects.filter(name="telecom").update(endpoint=slow_telecom_server, timeout=10)
-    config_version_bump()  # QuerySet.update bypasses the signals; the worker must see the slow server
+    McpServer.objects.filter(name="telecom").update(endpoint=held_telecom_server, timeout=10)
+    config_version_bump()  # QuerySet.update bypasses the signals; the worker must see the held server
     settings.SUPERVISOR_EXECUTOR = "celery"
-    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 1.5
+    # Room for orders' step on a busy machine; billing's, held by its server, can only end by the limit.
+    settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 5
 
-    started = time.perf_counter()
     response = api.post(
         "/api/gateway/message",
         {
@@ -85,14 +83,12 @@ def test_a_step_that_overruns_on_a_worker_is_a_gap_within_the_time_limit(
         },
         format="json",
     )
-    elapsed = time.perf_counter() - started
-
     body = response.json()
     first_round = {p["agent"]: p["status"] for p in body["metadata"]["supervisor"] if p["round"] == 0}
     assert first_round == {"billing_agent": "timeout", "orders_agent": "ok"}
     assert "billing_agent: [sem resposta: timeout" in body["answer"]
-    # the first round and three review rounds, each bounded by the step limit (plus the request's own work)
-    assert elapsed < 4 * 1.5 + 3
+    # Every round that asked billing again was ended by the step limit too.
+    assert {p["status"] for p in body["metadata"]["supervisor"] if p["agent"] == "billing_agent"} == {"timeout"}
 
 
 def test_a_step_that_crashes_in_process_is_a_marked_gap(api, supervisor, monkeypatch):
@@ -185,8 +181,9 @@ def test_the_plans_specialists_run_at_the_same_time_on_the_workers(
     assert orders["started_at"] < billing["finished_at"] and billing["started_at"] < orders["finished_at"]
 
 
-def _streamed_turn(tenant, session_id: str, context: dict) -> list[tuple[float, str, dict]]:
-    """Run the seed message through the graph as a streaming client would; the events with their arrival time."""
+def _streamed_turn(tenant, session_id: str, context: dict) -> tuple[list[tuple[float, str, dict]], dict]:
+    """Run the seed message through the graph as a streaming client would; the events with their arrival time
+    (wall-clock seconds, as the parts' own start and end) and the answer's metadata."""
     import asyncio
     import time
 
@@ -197,7 +194,7 @@ def _streamed_turn(tenant, session_id: str, context: dict) -> list[tuple[float, 
     events: list[tuple[float, str, dict]] = []
 
     async def emit(event, data):
-        events.append((time.perf_counter(), event, data))
+        events.append((time.time(), event, data))
 
     data = TurnInput(
         tenant_pk=tenant.pk,
@@ -208,8 +205,8 @@ def _streamed_turn(tenant, session_id: str, context: dict) -> list[tuple[float, 
         context=context,
         emit=emit,
     )
-    asyncio.run(run_turn(data))
-    return events
+    result = asyncio.run(run_turn(data))
+    return events, result.metadata
 
 
 def test_a_workers_part_reaches_a_streaming_client_as_soon_as_it_finishes_through_the_channel_layer(
@@ -223,16 +220,17 @@ def test_a_workers_part_reaches_a_streaming_client_as_soon_as_it_finishes_throug
     settings.SUPERVISOR_EXECUTOR = "celery"
     settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS = 10
 
-    events = _streamed_turn(tenant, "s-partials", {"msisdn": "5511999999999", "order_id": "P100"})
+    events, metadata = _streamed_turn(tenant, "s-partials", {"msisdn": "5511999999999", "order_id": "P100"})
 
     partials = {data["agent"]: (at, data) for at, event, data in events if event == "partial"}
     assert set(partials) == {"billing_agent", "orders_agent"}  # each once
     assert [data["agent"] for _, event, data in events if event == "partial"].count("orders_agent") == 1
-    (orders_at, orders), (billing_at, billing) = partials["orders_agent"], partials["billing_agent"]
+    (orders_at, orders), (_, billing) = partials["orders_agent"], partials["billing_agent"]
     assert orders["status"] == billing["status"] == "ok" and orders["answer"] and billing["answer"]
-    # orders' worker answered at once; billing's waited for the slow telecom server's 3 s: the client saw
-    # orders' part seconds before billing's, not both when the plan ended
-    assert billing_at - orders_at > 2.0
+    # Orders' worker answered at once; billing's waited for the slow telecom server's 3 s: the client saw orders'
+    # part while billing's still ran, not when the plan ended (an order of events, on the one wall clock).
+    billing_ran = next(p for p in metadata["supervisor"] if p["agent"] == "billing_agent")
+    assert orders_at < billing_ran["finished_at"]
 
 
 def test_without_a_streaming_client_no_channel_is_opened(api, supervisor, celery_worker, settings, monkeypatch):
