@@ -29,16 +29,14 @@ def call(url: str, tool: str, *, name: str = "hostile", arguments: dict | None =
 
 
 def test_an_answer_over_the_limit_is_not_read_its_call_fails_saying_so_and_the_session_serves_on(hostile_mcp):
-    started = time.monotonic()
     result, endpoint = call(hostile_mcp, "huge_report")
-    elapsed = time.monotonic() - started
     session = runtime.connection(endpoint).session
 
     assert result.status == STATUS_ERROR and result.result is None
     assert "answer over MCP_RESPONSE_MAX_BYTES (1048576 bytes)" in result.error
     assert result.refused > 2 * HUGE_CHARS  # the declared length of the text and the structured copy
     assert result.as_dict()["refused"] == result.refused and "cut" not in result.as_dict()
-    assert elapsed < 5  # failed at once, not at the SDK's or the server's timeout
+    # An error, not a timeout: failed on reading the answer's length, not at the SDK's or the endpoint's limit.
     after, _ = call(hostile_mcp, "notify", arguments={"message": "oi"})
     assert after.ok and runtime.connection(endpoint).session is session  # the same session, not a reconnection
 
