@@ -102,3 +102,42 @@ def test_the_conversation_stores_lists_fit_1400_px(live_server, browser_page, dj
     assert page.locator("#result_list tbody tr").count() >= 1
     page.screenshot(path=str(screenshot_path(f"admin-{model}-list.png")), full_page=True)
     assert overflow(page) <= 0, f"the {model} list runs off the right edge at 1,400 px"
+
+
+def header_lines(page) -> dict[str, int]:
+    """Each column header of the list: on how many lines its title is set (by the tops of its text's boxes); 0 when
+    the title runs past its cell instead."""
+    return page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll("#result_list thead th")].map(th => {
+            const words = document.createTreeWalker(th.querySelector(".text") || th, NodeFilter.SHOW_TEXT);
+            const tops = new Set();
+            for (let node = words.nextNode(); node; node = words.nextNode()) {
+                const range = document.createRange();
+                range.selectNodeContents(node);
+                [...range.getClientRects()].filter(r => r.width > 0).forEach(r => tops.add(Math.round(r.top)));
+            }
+            return [th.className, th.scrollWidth > th.clientWidth ? 0 : tops.size];
+        }))"""
+    )
+
+
+def test_the_ratings_inbox_header_cells_each_fit_one_line_at_1400_px(live_server, browser_page, django_user_model):
+    alpha = TenantFactory(slug="tenant_a")
+    stored_turn(
+        conversation_of(alpha, "telecom_contas", "loja-2"),
+        LONG,
+        answer=LONG,
+        intent="billing_invoice_explanation",
+        method="examples",
+        rating="down",
+        comment=LONG,
+    )
+    store_reader(django_user_model, "editor_a", alpha)
+    page, base = browser_page, live_server.url
+
+    log_in(page, base, INBOX)
+
+    lines = header_lines(page)
+    assert len(lines) == 7, lines  # every column the inbox lists
+    assert {name: count for name, count in lines.items() if count != 1} == {}, "header cells wrap at 1,400 px"
+    assert overflow(page) <= 0, "the inbox runs off the right edge at 1,400 px"
