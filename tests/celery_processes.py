@@ -60,7 +60,7 @@ class CeleryWorkerProcess:
         log_dir: Path,
         queues: Sequence[str] = ("celery",),
         concurrency: int = 4,
-        startup_timeout: float = 30.0,
+        startup_timeout: float = 60.0,
         grace_period: float = 10.0,
     ) -> None:
         self.env = dict(env)
@@ -176,7 +176,7 @@ class CeleryBeatProcess:
     (``ROLLOUT_EVALUATE_SECONDS``: how often it sends the rollout guard's task) from ``env``.
     """
 
-    def __init__(self, *, env: Mapping[str, str], log_dir: Path, startup_timeout: float = 30.0) -> None:
+    def __init__(self, *, env: Mapping[str, str], log_dir: Path, startup_timeout: float = 60.0) -> None:
         self.env = dict(env)
         self.log_dir = Path(log_dir)
         self.startup_timeout = startup_timeout

@@ -26,7 +26,7 @@ from tests.mcp_processes import HOST, free_port
 
 
 @contextlib.contextmanager
-def mcp_serving(server: MCPServer, *, startup_timeout: float = 10.0) -> Iterator[str]:
+def mcp_serving(server: MCPServer, *, startup_timeout: float = 60.0) -> Iterator[str]:
     """Serve ``server`` until the block ends; yields its endpoint URL."""
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=HOST)
     port = free_port()

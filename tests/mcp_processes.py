@@ -51,7 +51,7 @@ class MCPServerProcess:
         name: str,
         *,
         delay_ms: int = 0,
-        startup_timeout: float = 30.0,
+        startup_timeout: float = 60.0,
         grace_period: float = 5.0,
         log_level: str = "warning",
         module: str | None = None,

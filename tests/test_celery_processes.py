@@ -15,10 +15,10 @@ from tests.guarded import PROJECT_ROOT, guarded_spawn
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the guard is Linux's PR_SET_PDEATHSIG")
 
-SLEEPER = ["-c", "import time; time.sleep(60)"]
+SLEEPER = ["-c", "import time; time.sleep(600)"]  # far past the hang guard below
 
 
-def gone(pid: int, within: float = 10.0) -> bool:
+def gone(pid: int, within: float = 60.0) -> bool:  # a hang guard
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         try:

@@ -143,7 +143,7 @@ def test_an_external_desk_hears_of_the_customer_replies_through_the_api_and_hand
         receiver.stop()
 
 
-def wait_for(receiver: Receiver, count: int, timeout: float = 15.0) -> list[dict]:
+def wait_for(receiver: Receiver, count: int, timeout: float = 60.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while len(receiver.posts) < count and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -140,7 +140,7 @@ def test_the_database_down_makes_readiness_and_the_report_503_with_retry_after(c
         assert body["error"]["code"] == "service_unavailable"
     assert live.status_code == 200  # the process itself is fine: do not restart it
     # Back without a restart, once the database circuit readiness opened has found the database again.
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a hang guard
     while (again := client.get("/api/health/ready")).status_code != 200 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert again.status_code == 200

@@ -52,7 +52,7 @@ class PrivateRedis:
             log=Path(self._dir) / "redis.log",
             cwd=self._dir,
         )
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a hang guard
         while not self.answers():
             if self._process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError((Path(self._dir) / "redis.log").read_text(errors="replace"))

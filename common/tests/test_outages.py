@@ -97,7 +97,7 @@ def test_during_a_database_outage_requests_after_the_first_are_refused_at_once_a
         assert client.get("/api/health/live").status_code == 200  # health routes are never refused
         assert connection.pool.timeout == OUTAGE_POOL_WAIT_SECONDS  # a request under way waits 1 s a step, not 10
         up()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60  # a hang guard
     while (answer := client.get(path)).status_code != 404 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert answer.status_code == 404  # the store answers again (no such conversation): the circuit closed
@@ -164,7 +164,7 @@ def test_pooled_connections_cut_while_idle_are_replaced_before_a_request_gets_on
         ).fetchone()[0]
         # pg_terminate_backend only signals: a backend still running could answer the pool's check and be cut
         # after it. A restart is over before the idle process gets its next request, so wait as long.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a hang guard
         while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [database]).fetchone()[0]:
             assert time.monotonic() < deadline, "the cut backends did not exit"
             time.sleep(0.05)

@@ -67,7 +67,7 @@ def say(api, text, *, session="hook-1"):
     return response.json()
 
 
-def posted(receiver: Receiver, count: int, *, timeout: float = 20.0) -> list[tuple[dict, dict]]:
+def posted(receiver: Receiver, count: int, *, timeout: float = 60.0) -> list[tuple[dict, dict]]:
     """The first ``count`` posts (headers, event), waiting for them."""
     deadline = time.monotonic() + timeout
     while len(receiver.posts) < count and time.monotonic() < deadline:

@@ -158,7 +158,7 @@ def travel_url(request):
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a hang guard
     while not server.started:
         assert time.monotonic() < deadline, "the test's MCP server did not start"
         time.sleep(0.05)

@@ -112,7 +112,7 @@ def test_a_worker_compiles_the_routing_before_it_listens_and_starts_without_a_da
             if "Started server process" in line:
                 break
         # uvicorn says it started a moment before its socket listens (longer on a busy machine): ask until it does.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a hang guard
         while True:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=30) as probe:
