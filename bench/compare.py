@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -99,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     base_commit = _git("rev-parse", "--short", args.base)
     head_commit = _git("rev-parse", "--short", args.head or "HEAD") + ("" if args.head else "+worktree")
     figures: dict[str, list[float]] = {"base": [], "head": []}
+    # A stopped comparison still removes its checkouts (the worktrees' finally blocks run on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with contextlib.ExitStack() as stack:
         trees = {"base": stack.enter_context(checkout(args.base))}
         trees["head"] = stack.enter_context(checkout(args.head)) if args.head else ROOT
