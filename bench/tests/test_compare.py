@@ -9,6 +9,10 @@ import pytest
 from bench.compare import ROOT, main, order
 
 
+def worktrees() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+
+
 def test_each_side_runs_first_as_often_as_the_other():
     assert order(3) == ["base", "head", "head", "base", "base", "head"]
     assert order(2).count("base") == order(2).count("head") == 2
@@ -17,6 +21,7 @@ def test_each_side_runs_first_as_often_as_the_other():
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs this checkout's git repository")
 def test_a_benchmark_runs_in_an_older_checkout_and_in_this_one_and_the_medians_are_reported(capsys, tmp_path):
     # The benchmark here is this script's own help, which names a number: it runs from both checkouts' bench/.
+    before = worktrees()
     main(
         [
             "--base",
@@ -36,8 +41,7 @@ def test_a_benchmark_runs_in_an_older_checkout_and_in_this_one_and_the_medians_a
     assert "head / base: 1.000" in printed
     assert printed.count(" base (") == 2 and printed.count(" head (") == 2
     assert sorted(path.name for path in tmp_path.iterdir())[:2] == ["01-base.txt", "02-head.txt"]
-    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
-    assert "bench-compare-" not in worktrees  # the older checkout is gone
+    assert worktrees() == before  # the older checkout is gone (a comparison running beside this one keeps its own)
 
 
 def test_a_run_whose_output_lacks_the_figure_stops_the_comparison_naming_the_run(tmp_path):
