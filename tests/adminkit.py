@@ -54,6 +54,11 @@ def shown_fields(response) -> set[str]:
     }
 
 
+def _inner(form: BaseForm) -> list[Any]:
+    """The formsets a page renders inside its main form (``form.formsets``: a conversation test's turns)."""
+    return list(getattr(form, "formsets", ()))
+
+
 NAMED = re.compile(r'<(?:input|select|textarea|button)\b[^>]*?\sname="([^"]+)"')
 
 
@@ -75,9 +80,9 @@ def form_data(response, *, newline: str = "\n") -> dict[str, Any]:
     unrendered = sorted(main[name].html_name for name in shown if not rendered(main[name].html_name))
     assert not unrendered, f"the page renders no input named {unrendered}, which its fieldsets name"
     forms = [main]
-    for inline in response.context["inline_admin_formsets"]:
-        forms.append(inline.formset.management_form)
-        forms.extend(inline.formset.forms)
+    for formset in [*(inline.formset for inline in response.context["inline_admin_formsets"]), *_inner(main)]:
+        forms.append(formset.management_form)
+        forms.extend(formset.forms)
     data: dict[str, Any] = {}
     for form in forms:
         for bound in form:
@@ -111,9 +116,9 @@ def error_messages(response) -> list[str]:
     """Every error message the admin form and its inline formsets show, unescaped."""
     collected: list[str] = []
     forms = [response.context["adminform"].form]
-    for inline in response.context["inline_admin_formsets"]:
-        collected.extend(inline.formset.non_form_errors())
-        forms.extend(inline.formset.forms)
+    for formset in [*(inline.formset for inline in response.context["inline_admin_formsets"]), *_inner(forms[0])]:
+        collected.extend(formset.non_form_errors())
+        forms.extend(formset.forms)
     for form in forms:
         for errors in form.errors.values():
             collected.extend(errors)

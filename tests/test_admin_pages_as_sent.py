@@ -46,6 +46,7 @@ from releases.versions import version_publish
 from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's
 from routing.models import (
     Capability,
+    ConversationTest,
     Goal,
     Intent,
     Keyword,
@@ -255,6 +256,25 @@ def states(tenant_key, telecom, django_user_model) -> list[tuple[str, models.Mod
             ),
         ),
     ]
+    made.append(
+        (
+            "a conversation test",
+            ConversationTest.objects.create(
+                profile=telecom,
+                name="fatura alta",
+                language="pt",
+                context={"msisdn": "5511999999999"},
+                turns=[
+                    {"user": "Minha fatura", "expect": {"intent": invoices.name, "answer_contains": ["fatura"]}},
+                    {"user": "e o pix?", "channel": "whatsapp", "expect": {"tools_called": {"consultar_fatura": {}}}},
+                    {
+                        "user": "obrigado",
+                        "expect": {"judge": {"rubric": "Thanks.", "min_score": 0.5}, "no_state": True},
+                    },
+                ],
+            ),
+        )
+    )
     conversation = conversation_with_history(tenant=tenant, profile=telecom)
     made += [
         ("a conversation", conversation),

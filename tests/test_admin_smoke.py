@@ -38,6 +38,7 @@ from handoffs.models import Handoff
 from releases.versions import version_publish
 from routing.models import (
     Capability,
+    ConversationTest,
     Goal,
     Intent,
     Keyword,
@@ -213,6 +214,18 @@ EXPECT: dict[type[models.Model], Expect] = {
         added={"expect": {"intent": "retail_order_tracking"}},
         change={"message": "Minha fatura veio muito alta"},
     ),
+    # A conversation test's turns are a formset inside its form: each row's fields, "turn-<n>-<field>".
+    ConversationTest: Expect(
+        search=("fatura alta",),
+        add=lambda s: {
+            "profile": s[AgentProfile].pk,
+            "name": "modem",
+            "language": "pt",
+            "turn-0-user": "meu modem parou",
+            "turn-0-intent": "retail_order_tracking",
+        },
+        change={"name": "fatura alta, renamed"},
+    ),
     # -- handoffs: by either agent or by the conversation
     Handoff: Expect(
         search=("support_agent", "billing_agent", "tenant_a:telecom_contas:s-1"),
@@ -354,6 +367,12 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             name="fatura alta",
             message="Minha fatura veio alta",
             expect={"intent": "billing_invoice_explanation"},
+        ),
+        ConversationTest: ConversationTest.objects.create(
+            profile=telecom,
+            name="fatura alta",
+            language="pt",
+            turns=[{"user": "Minha fatura veio alta", "expect": {"intent": "billing_invoice_explanation"}}],
         ),
         Handoff: conversation.handoffs.get(),
         AgentProfile: telecom,
