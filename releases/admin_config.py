@@ -1,8 +1,9 @@
 """Import and export of the configuration in the admin (docs/versions.md "Import and export in the admin").
 
 "Import configuration" takes uploaded (or pasted) YAML files and imports them like ``manage.py import_config``
-(a routing tests file — ``profile:`` and ``tests:`` — like ``manage.py routing_test --file``: its tests are added
-or updated by name, for users who may add and change routing tests):
+(a routing tests file — ``profile:`` and ``tests:`` — like ``manage.py routing_test --file``, and a conversation
+tests file — ``profile:`` and ``conversation_tests:`` —: their tests are added or updated by name, for users who may
+add and change them):
 "Dry run" shows, per profile, what would change in words and the problems as ``file:line: path: message``;
 "Import into the drafts" writes them into the drafts and shows the same changes, with a link to each changed
 profile's "Publish draft" page. It never publishes. "Download the draft" gives a profile's YAML files in a zip
@@ -36,6 +37,12 @@ from releases.configio import ConfigImportError, Source, config_import
 from releases.configio.exporter import HEADER, config_export_data, dump, goals_file_name, routing_file_name
 from releases.configio.rights import IMPORT_PERMISSION
 from releases.configio.source import plain_value
+from releases.evals.transfer import (
+    ConversationTestsImportRefused,
+    conversation_tests_files,
+    conversation_tests_import,
+    is_conversation_tests_file,
+)
 from releases.routing_tests import LoadReport, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from releases.versions import Change, document_diff, document_masked
 from routing.documents import profile_documents
@@ -84,8 +91,8 @@ class ImportForm(forms.Form):
         initial="pasted.yaml",
         label="File name of the pasted YAML",
         help_text=(
-            "agents.yaml, tools.yaml, mcp_servers.yaml, routing.<agent_id>.yaml, goals.<domain>.yaml, or a routing "
-            "tests file (profile: and tests:)."
+            "agents.yaml, tools.yaml, mcp_servers.yaml, routing.<agent_id>.yaml, goals.<domain>.yaml, a routing "
+            "tests file (profile: and tests:) or a conversation tests file (profile: and conversation_tests:)."
         ),
     )
     profile = forms.ModelChoiceField(
@@ -213,7 +220,7 @@ def tests_import(sources: list[Source], *, user: Any) -> list[TestsLoaded]:
 
 def profile_files(profile: AgentProfile) -> dict[str, str]:
     """The YAML files of one profile's draft: agents.yaml with it alone, its routing file, the servers and tools,
-    and its domain's goals file. Importing them changes nothing."""
+    its domain's goals file and its conversation tests. Importing them changes nothing."""
     data = config_export_data()
     agents = [entry for entry in data["agents.yaml"]["agents"] if entry["agent_id"] == profile.agent_id]
     files: dict[str, dict[str, Any]] = {
@@ -225,7 +232,7 @@ def profile_files(profile: AgentProfile) -> dict[str, str]:
     goals = goals_file_name(profile.domain) if profile.domain else None
     if goals and goals in data:
         files[goals] = data[goals]
-    return {name: HEADER + dump(content) for name, content in files.items()}
+    return {name: HEADER + dump(content) for name, content in files.items()} | conversation_tests_files([profile])
 
 
 def profile_zip(profile: AgentProfile) -> bytes:
@@ -269,8 +276,9 @@ class ConfigPages(AdminExtension):
             context["dry_run"] = dry_run
             context["file_names"] = [source.name for source in form.cleaned_data["sources"]]
             sources = form.cleaned_data["sources"]
-            tests = [source for source in sources if is_tests_file(source)]
-            config = [source for source in sources if source not in tests]
+            conversation = [source for source in sources if is_conversation_tests_file(source)]
+            tests = [source for source in sources if source not in conversation and is_tests_file(source)]
+            config = [source for source in sources if source not in tests and source not in conversation]
             try:
                 with transaction.atomic():  # the configuration and the tests, or nothing
                     changed, warnings = (
@@ -281,13 +289,20 @@ class ConfigPages(AdminExtension):
                         else ([], [])
                     )
                     loaded = tests_import(tests, user=request.user)
+                    conversations_loaded = conversation_tests_import(conversation, user=request.user)
                     transaction.set_rollback(dry_run)
             except ConfigImportError as exc:
                 context.update(refused=str(exc), problems=exc.messages, warnings=exc.warnings)
-            except TestsImportRefused as exc:
+            except (TestsImportRefused, ConversationTestsImportRefused) as exc:
                 context.update(refused=str(exc), problems=exc.messages)
             else:
-                context.update(done=True, changed=changed, warnings=warnings, tests_loaded=loaded)
+                context.update(
+                    done=True,
+                    changed=changed,
+                    warnings=warnings,
+                    tests_loaded=loaded,
+                    conversation_tests_loaded=conversations_loaded,
+                )
         context["form"] = form
         return TemplateResponse(request, "admin/routing/config/import.html", context)
 

@@ -6,6 +6,9 @@ recorded as its author. Without it the command is the operator's, who has the sh
 secrets) already and may change everything. The allow-list of model key variables applies to everyone. ``--publish``
 by a user, of a profile that needs a second person, is refused before anything is written (a command has no one to
 approve it): import into the draft, and publish from the admin, where it becomes a request.
+
+A conversation tests file (``profile:`` and ``conversation_tests:``, :mod:`releases.evals.transfer`) adds or updates
+that profile's tests by name, in the configuration's transaction (a user needs the tests' add and change rights).
 """
 
 from __future__ import annotations
@@ -17,12 +20,18 @@ from typing import Any
 from auditlog.context import set_actor
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.configio import ConfigImportError, ImportReport, Source, config_import
 from releases.configio.messages import ERROR_READ
 from releases.configio.rights import IMPORT_PERMISSION
+from releases.evals.transfer import (
+    ConversationTestsImportRefused,
+    conversation_tests_import,
+    is_conversation_tests_file,
+)
 from releases.versions import approval_check, document_diff, permission_check, version_publish
 from routing.admin_views import PUBLISH_PERMISSION
 from routing.documents import profile_documents
@@ -90,8 +99,9 @@ def write_report(command: BaseCommand, report: ImportReport, *, title: str) -> N
 
 class Command(BaseCommand):
     help = (
-        "Import agents.yaml, tools.yaml, mcp_servers.yaml, routing and goals.<domain> YAML files (any order, any "
-        "mix) in one transaction. Entities in the files are created or updated; others are left alone. "
+        "Import agents.yaml, tools.yaml, mcp_servers.yaml, routing and goals.<domain> YAML files and conversation "
+        "tests files (profile: and conversation_tests:, added or updated by name) (any order, any mix) in one "
+        "transaction. Entities in the files are created or updated; others are left alone. "
         "Invalid files are refused whole, with every problem listed as file:line: path: message."
     )
 
@@ -119,6 +129,8 @@ class Command(BaseCommand):
 
     def _import(self, options: dict[str, Any], user: Any) -> None:
         sources = read_sources(options["paths"])
+        tests = [source for source in sources if is_conversation_tests_file(source)]
+        config = [source for source in sources if source not in tests]
         before = profile_documents()
         after: dict[str, dict] = {}
 
@@ -131,16 +143,36 @@ class Command(BaseCommand):
 
         try:
             permission_check(user=user, permission=IMPORT_PERMISSION, doing="import configuration")
-            report = config_import(
-                sources=sources, profile=options["profile"], user=user, dry_run=options["dry_run"], written=written
-            )
+            with transaction.atomic():  # the configuration and the tests, or nothing
+                report = (
+                    config_import(
+                        sources=config,
+                        profile=options["profile"],
+                        user=user,
+                        dry_run=options["dry_run"],
+                        written=written,
+                    )
+                    if config
+                    else None
+                )
+                loaded = conversation_tests_import(tests, user=user)
+                transaction.set_rollback(options["dry_run"])
         except ConfigImportError as exc:
             for warning in exc.warnings:
                 self.stderr.write(self.style.WARNING(f"warning: {warning}"))
             raise CommandError("\n".join([str(exc), *exc.messages])) from exc
+        except ConversationTestsImportRefused as exc:
+            raise CommandError("\n".join([str(exc), *exc.messages])) from exc
         except DomainError as exc:
             raise CommandError(exc.message) from None
-        write_report(self, report, title=f"Imported {len(sources)} file(s)")
+        if report is not None:
+            write_report(self, report, title=f"Imported {len(config)} file(s)")
+        for entry in loaded:
+            would = " (dry run, rolled back)" if options["dry_run"] else ""
+            self.stdout.write(
+                f"{entry.file}: conversation tests of {entry.agent_id}: {entry.report.created} created, "
+                f"{entry.report.updated} updated{would}."
+            )
         changed = drafts_changed(before, after)
         for agent_id in changed:
             self.stdout.write(f"Draft of {agent_id}{' (would)' if options['dry_run'] else ''}:")
