@@ -5,7 +5,9 @@ A conversation's page leads with its timeline (:mod:`conversations.timeline`): e
 and why, what it did to the conversation's open flows (:mod:`routing.stack_explained`), the agents that answered,
 tools, moves and the answer with its rating. A stored user message or route decision can become a saved routing
 test ("Add as routing test case", the timeline's link on each message, and the decision list's action), for users
-who may add them: a real misroute turned into a test of the right answer.
+who may add them: a real misroute turned into a test of the right answer. An answer (and a customer message) can
+become a saved conversation test ("Add as conversation test", on the timeline and in the ratings inbox): the
+conversation's turns up to it, each expecting what happened, the answer shown for the editor to mark what was wrong.
 Customers' ratings have their own list (:mod:`conversations.admin_ratings`).
 """
 
@@ -22,8 +24,23 @@ from django.urls import path, reverse
 
 from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin, ReadOnlyInlineMixin
 from conversations.admin_ratings import breakable
-from conversations.models import BackendCall, Conversation, GoalRun, Message, RouteDecisionRecord, ToolCall
+from conversations.models import (
+    BackendCall,
+    Conversation,
+    GoalRun,
+    Message,
+    MessageRole,
+    RouteDecisionRecord,
+    ToolCall,
+)
 from conversations.timeline import conversation_timeline
+from routing.conversation_test_drafts import (
+    ConversationTestDraft,
+    conversation_test_add_url,
+    conversation_test_expect,
+    conversation_test_may_add,
+)
+from routing.conversation_tests import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
 from routing.expectations import ROUTING_TEST_MAX_TURNS
 from routing.routing_test_drafts import (
     RoutingTestDraft,
@@ -107,6 +124,50 @@ def _draft_of_message(message: Message) -> RoutingTestDraft | None:
         active_specialist=specialist,
         when=message.created_at.date(),
         turns=turns,
+    )
+
+
+def _conversation_test_draft(message: Message) -> ConversationTestDraft | None:
+    """A conversation test of ``message``'s conversation up to it: an answer (the customer's messages before it) or
+    a customer message (those up to it, with the answer it got). Each turn expects what was decided for it and an
+    answer in the conversation's language; the last shows the answer given, for the editor to mark what was wrong."""
+    conversation = message.conversation
+    if conversation.profile_id is None or message.role not in (MessageRole.USER, MessageRole.ASSISTANT):
+        return None
+    asked = message.role == MessageRole.USER
+    before = {"pk__lte" if asked else "pk__lt": message.pk}
+    questions = list(
+        Message.objects.filter(conversation_id=conversation.pk, role=MessageRole.USER, **before).order_by(
+            "-created_at", "-id"
+        )[:CONVERSATION_TEST_MAX_TURNS]
+    )[::-1]
+    if not questions:
+        return None
+    answer = message if not asked else _answer_to(message)
+    decided = {record.message_id: record for record in RouteDecisionRecord.objects.filter(message__in=questions)}
+    turns = []
+    for question in questions:
+        record = decided.get(question.pk)
+        expect = conversation_test_expect(
+            intent=record.intent if record else "", agent=record.agent if record else "", language=conversation.language
+        )
+        turns.append({"user": question.content, **({"expect": expect} if expect else {})})
+    turns[-1]["answer_given"] = answer.content if answer is not None else ""
+    return ConversationTestDraft(
+        profile_id=conversation.profile_id,
+        turns=tuple(turns),
+        language=conversation.language,
+        channel=conversation.channel,
+        when=message.created_at.date(),
+        source_message_id=questions[-1].pk,
+    )
+
+
+def _answer_to(question: Message) -> Message | None:
+    return (
+        Message.objects.filter(conversation_id=question.conversation_id, role=MessageRole.ASSISTANT, pk__gt=question.pk)
+        .order_by("created_at", "id")
+        .first()
     )
 
 
@@ -206,11 +267,17 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(self.add_routing_test_view)
+        conversation_test = self.admin_site.admin_view(self.add_conversation_test_view)
         return [
             path(
                 "<path:object_id>/routing-test/<int:message_id>/",
                 view,
                 name="conversations_conversation_add_routing_test",
+            ),
+            path(
+                "<path:object_id>/conversation-test/<int:message_id>/",
+                conversation_test,
+                name="conversations_conversation_add_conversation_test",
             ),
             *super().get_urls(),
         ]
@@ -228,6 +295,7 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
             **(extra_context or {}),
             "timeline": conversation_timeline(conversation=conversation),
             "may_add_routing_tests": test_case_may_add(request),
+            "may_add_conversation_tests": conversation_test_may_add(request),
             "messages_url": model_urls.get("message", ""),
             "decisions_url": model_urls.get("routedecisionrecord", ""),
             "tool_calls_url": model_urls.get("toolcall", ""),
@@ -237,18 +305,34 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
     def add_routing_test_view(self, request: HttpRequest, object_id: str, message_id: int) -> HttpResponse:
         """The timeline's "Add as routing test" on a customer message: the saved test's add form, filled in with the
         message, the state and specialist it arrived in and what was decided (as a message's own page does)."""
-        if not (self.has_view_permission(request) and test_case_may_add(request)):
-            raise PermissionDenied
-        conversation = self.scoped_object(request, object_id)
-        message = (
-            Message.objects.select_related("conversation")
-            .filter(pk=message_id, conversation_id=conversation.pk)
-            .first()
-        )
+        message = self._message_to_test(request, object_id, message_id, may_add=test_case_may_add(request))
         draft = _draft_of_message(message) if message is not None else None
         if draft is None:
             raise Http404("No message of the customer's with this id in this conversation.")
         return HttpResponseRedirect(test_case_add_url(draft))
+
+    def add_conversation_test_view(self, request: HttpRequest, object_id: str, message_id: int) -> HttpResponse:
+        """ "Add as conversation test" on an answer (the timeline's, the ratings inbox's) or a customer message: the
+        saved conversation test's add form, filled in with the conversation's turns up to it."""
+        message = self._message_to_test(request, object_id, message_id, may_add=conversation_test_may_add(request))
+        draft = _conversation_test_draft(message) if message is not None else None
+        if draft is None:
+            raise Http404("No answer or customer message with this id in this conversation.")
+        return HttpResponseRedirect(conversation_test_add_url(request, draft))
+
+    def _message_to_test(
+        self, request: HttpRequest, object_id: str, message_id: int, *, may_add: bool
+    ) -> Message | None:
+        """The conversation's message a test is made of (``None``: not one of its), for users who may read the
+        conversation and add the test."""
+        if not (self.has_view_permission(request) and may_add):
+            raise PermissionDenied
+        conversation = self.scoped_object(request, object_id)
+        return (
+            Message.objects.select_related("conversation")
+            .filter(pk=message_id, conversation_id=conversation.pk)
+            .first()
+        )
 
 
 @admin.register(Message)

@@ -3,8 +3,10 @@
 Answers rated down come first (the rating filter starts on "Rated down"), newest first, each with its comment, the
 customer's message and the answer, the profile, routing version and rollout cohort that served it, and how the
 message was routed (the turn's decision: intent, agent, method, :func:`conversations.feedback.feedback_with_turn`).
-Each row opens its conversation at the rated answer. Read-only; users see the tenants they may read
-(:mod:`tenants.admin_scope`). Registered by ``conversations/admin.py``'s last import.
+Each row opens its conversation at the rated answer and, for users who may add conversation tests, turns it into one
+("Add as conversation test": the conversation up to the answer, :mod:`routing.conversation_test_drafts`).
+Read-only; users see the tenants they may read (:mod:`tenants.admin_scope`). Registered by
+``conversations/admin.py``'s last import.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from django.utils.safestring import SafeString, mark_safe
 from common.adminkit import ReadOnlyAdminMixin
 from conversations.feedback import feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
+from routing.conversation_test_drafts import conversation_test_may_add
 from routing.router import Method
 from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
 
@@ -181,6 +184,17 @@ class MessageFeedbackAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.Mod
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MessageFeedback]:
         return feedback_with_turn(super().get_queryset(request))
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        shown = list(super().get_list_display(request))
+        return [*shown, "add_as_test"] if conversation_test_may_add(request) else shown
+
+    @admin.display(description="test")
+    def add_as_test(self, obj: MessageFeedback) -> str:
+        url = reverse(
+            "admin:conversations_conversation_add_conversation_test", args=[obj.conversation_id, obj.message_id]
+        )
+        return format_html('<a href="{}" class="addlink rating-add-test">Add as conversation test</a>', url)
 
     @staticmethod
     def conversation_url(obj: MessageFeedback) -> str:

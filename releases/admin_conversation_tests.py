@@ -1,7 +1,8 @@
 """Saved conversation tests in the admin: routing editors write a profile's tests as forms — the test's fields, then
 each turn a row of what the customer says and what the answer must show (:mod:`routing.conversation_test_forms`).
 The list is per profile (the profile's page links it, filtered): each test's name, whether it is required and
-enabled, its turns and its language."""
+enabled, its turns and its language. A test made from a real conversation opens its add page filled in
+(:mod:`routing.conversation_test_drafts`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from common.history_admin import FieldHistoryAdminMixin
+from routing.conversation_test_drafts import conversation_test_draft_initial
 from routing.conversation_test_forms import ConversationTestForm
 from routing.models import ConversationTest
 
@@ -43,4 +45,5 @@ class ConversationTestAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
         initial.pop("turns", None)  # turns come from a draft, never from the address
+        initial.update(conversation_test_draft_initial(request))  # "Add as conversation test" on a conversation
         return initial

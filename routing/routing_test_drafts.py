@@ -56,15 +56,18 @@ def test_case_expect(*, intent: str, agent: str) -> dict[str, str]:
 def test_case_name(draft: RoutingTestDraft, *, taken: set[str] | None = None) -> str:
     """The message's first words and the date, made unique in the profile: "minha fatura veio alta (2026-11-22)",
     then "… (2026-11-22) 2"."""
-    words = " ".join(draft.message.split()[:NAME_WORDS]) or "message"
-    suffix = f" ({draft.when.isoformat()})" if draft.when else ""
-    base = words[: NAME_MAX - len(suffix) - 4] + suffix
+    return draft_name(draft.message, draft.when, model=RoutingTestCase, profile_id=draft.profile_id, taken=taken)
+
+
+def draft_name(message: str, when: date | None, *, model: Any, profile_id: int, taken: set[str] | None = None) -> str:
+    """A new saved test's name from the message it starts with: its first words and the date, unique among the
+    profile's tests of ``model`` (or ``taken``)."""
+    limit = model._meta.get_field("name").max_length or NAME_MAX
+    words = " ".join(message.split()[:NAME_WORDS]) or "message"
+    suffix = f" ({when.isoformat()})" if when else ""
+    base = words[: limit - len(suffix) - 4] + suffix
     if taken is None:
-        taken = set(
-            RoutingTestCase.objects.filter(profile_id=draft.profile_id, name__startswith=base).values_list(
-                "name", flat=True
-            )
-        )
+        taken = set(model.objects.filter(profile_id=profile_id, name__startswith=base).values_list("name", flat=True))
     name, n = base, 1
     while name in taken:
         n += 1
