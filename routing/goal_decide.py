@@ -28,7 +28,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common.translations import translated_only
-from routing.goal_intent import clarification_question, entities_merge, intent_read, missing_required
+from routing.goal_intent import (
+    clarification_question,
+    entities_merge,
+    entities_said,
+    intent_read,
+    missing_required,
+)
 from routing.goal_words import DEFAULT_LANGUAGE, said, turn_language
 from routing.goals import (
     CHOSEN_PARAM,
@@ -131,9 +137,10 @@ def _goal_named(goal: GoalSpec, language: str, own: str) -> str:
     return described if first.isupper() and len(first) > 1 else described[0].lower() + described[1:]
 
 
-def _describe(entities: Mapping[str, Any]) -> str:
-    shown = [f"{value}" for value in entities.values() if value not in (None, "", [], False)]
-    return f" ({', '.join(str(item) for item in shown)})" if shown else ""
+def _describe(goal: GoalSpec, read: IntentOutput) -> str:
+    """The entities the confirmation repeats, in brackets, as the customer said them (:func:`entities_said`)."""
+    shown = entities_said(goal, read.entities, read.original_query)
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 async def goal_decide(
@@ -240,7 +247,7 @@ def _gated(profile: ProfileSpec, goal: GoalSpec, read: IntentOutput, last: Any, 
         return _asking(read, last, MISSING_ENTITY, {"question": question, "missing": missing}, threshold)
     if read.confidence < threshold:
         question = said(
-            "confirm", language, goal=_goal_named(goal, language, profile.language), entities=_describe(read.entities)
+            "confirm", language, goal=_goal_named(goal, language, profile.language), entities=_describe(goal, read)
         )
         return _asking(read, last, LOW_CONFIDENCE, {"question": question}, threshold)
     decision = _planned(profile, read, last_kept=last, reason="")

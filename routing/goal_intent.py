@@ -236,6 +236,38 @@ def _found(phrase: str, haystack: str) -> bool:
     return bool(needle) and f" {needle} " in haystack
 
 
+def _alias_named(schema: Mapping[str, Any], haystack: str) -> tuple[str, str] | None:
+    """The value of an enum entity that ``haystack`` (normalised, between spaces) names, with the alias it names it
+    by: the longest alias found."""
+    best: tuple[str, str] | None = None
+    for value in schema.get("values") or ():
+        for alias in (schema.get("aliases") or {}).get(value) or ():
+            if _found(alias, haystack) and (best is None or len(normalize(alias)) > len(normalize(best[1]))):
+                best = (value, alias)
+    return best
+
+
+def entities_said(goal: GoalSpec, entities: Mapping[str, Any], text: str) -> list[str]:
+    """``entities`` as the customer who wrote ``text`` reads them back: an enum by the alias ``text`` names its
+    value by (left out when ``text`` does not name it: its value is the platform's code, in no customer's language),
+    strings and lists as written; a boolean is left out (the goal's name says what it asks)."""
+    haystack = f" {normalize(text)} "
+    shown: list[str] = []
+    for name, value in entities.items():
+        if value in (None, "", [], False, True):
+            continue
+        schema = goal.entities_schema.get(name) or {}
+        if schema.get("type") == "enum":
+            named = _alias_named(schema, haystack)
+            if named is not None and named[0] == value:
+                shown.append(named[1])
+        elif isinstance(value, list):
+            shown.extend(str(item) for item in value)
+        else:
+            shown.append(str(value))
+    return shown
+
+
 def _entities_read(goal: GoalSpec, text: str) -> dict[str, Any]:
     """The goal's entities as ``text`` states them: enums by ``aliases`` (the longest alias found wins), booleans by
     ``keywords``, strings (first match) and lists (every match) by ``pattern``, several matches of a collected
@@ -245,14 +277,9 @@ def _entities_read(goal: GoalSpec, text: str) -> dict[str, Any]:
     for name, schema in goal.entities_schema.items():
         kind = schema.get("type", "string")
         if kind == "enum":
-            aliases = schema.get("aliases") or {}
-            best: tuple[int, str] | None = None
-            for value in schema.get("values") or ():
-                for alias in aliases.get(value) or ():
-                    if _found(alias, haystack) and (best is None or len(normalize(alias)) > best[0]):
-                        best = (len(normalize(alias)), value)
-            if best is not None:
-                entities[name] = best[1]
+            named = _alias_named(schema, haystack)
+            if named is not None:
+                entities[name] = named[0]
         elif kind == "boolean":
             if phrase_found(text, schema.get("keywords") or ()):
                 entities[name] = True

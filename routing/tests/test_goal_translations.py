@@ -64,6 +64,33 @@ def test_without_a_translation_the_confirmation_names_the_goal_as_the_profile_wr
     )
 
 
+def movers_confirmation(text: str, language: str) -> str:
+    """Goal mode's "is this what you want?" for the day's movers, read from ``text``, asked in ``language``."""
+    catalogue = catalogue_of(MANIFEST)
+    key = ("finance", "TOP_MOVERS")
+    goal = replace(catalogue.goals[key], confidence_threshold=1.0)
+    profile = profile_serving(GoalCatalogue(goals={**catalogue.goals, key: goal}, capabilities=catalogue.capabilities))
+    decision = asyncio.run(goal_decide(profile=profile, text=text, goal_state=None, language=language))
+    assert decision.status == CLARIFICATION and decision.clarification["reason"] == LOW_CONFIDENCE
+    assert decision.intent_output.entities.get("direction") in ("GAINERS", "LOSERS")  # read, as a code
+    return decision.clarification["question"]
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "named"),
+    [
+        ("maiores altas do Brasil", "pt", "(altas, Brasil)"),
+        ("biggest losers in Norway", "en", "(biggest losers, Norway)"),
+        ("mayores caídas en Suecia", "es", "(mayores caídas, Suecia)"),
+    ],
+)
+def test_the_confirmation_names_a_chosen_value_in_the_customers_words_not_by_its_code(text, language, named):
+    asked = movers_confirmation(text, language)
+
+    assert named in asked
+    assert not {"GAINERS", "LOSERS", "BOTH"} & set(asked.replace("(", " ").replace(")", " ").replace(",", " ").split())
+
+
 def test_a_manifest_may_give_a_goals_translations_and_an_unknown_language_or_field_is_refused():
     data = copy.deepcopy(MANIFEST)
     data["goals"][0]["translations"] = QUOTE
