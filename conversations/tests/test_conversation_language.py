@@ -12,6 +12,8 @@ from bench.conversation_accuracy import answer_language, fixed_read
 from common.config_version import config_version_bump
 from conversations.language import language_asked, language_decide
 from conversations.models import Conversation
+from conversations.tests.test_goal_mode import publish
+from routing.models import Goal
 from tests.demo_snapshot import demo_seed
 
 MSISDN = "5511999999999"
@@ -58,7 +60,7 @@ def test_a_channel_names_its_language_by_tag_or_accept_language_preference():
     ],
 )
 def test_a_demo_conversation_is_answered_in_its_language_from_permission_to_a_person(
-    api, demo, language, problem, yes, asked, queued
+    api, demo, fixed, language, problem, yes, asked, queued
 ):
     session = f"lang-{language}"
     ask = say(api, problem, session=session, context={"msisdn": MSISDN})
@@ -78,6 +80,14 @@ def test_a_demo_conversation_is_answered_in_its_language_from_permission_to_a_pe
     )
     assert queued in person["answer"]
     assert Conversation.objects.get(conversation_key=ask["conversation_key"]).language == language
+    answers = [("problem", ask["answer"]), ("yes", granted["answer"]), ("person", person["answer"])]
+    assert off_language(answers, language, fixed) == {}
+
+
+def off_language(answers, language, fixed) -> dict[str, str]:
+    """The ``(turn, answer)`` pairs whose answer is not in ``language``: another language read in the whole or a
+    sentence of it, or a fixed text of another language's catalogue."""
+    return {turn: answer for turn, answer in answers if not answer_language(answer, language, fixed).fits(language)}
 
 
 def test_the_payload_names_the_language_and_wins_over_the_words(api, demo):
@@ -130,6 +140,10 @@ WALKS = {
         "confirm": "yes, cancel it",
         "quote": "what's the price of Nordea?",
         "pick": "the second one",
+        "movers": "top gainers today",
+        "yes": "yes",
+        "asks": "Reply yes to go on",
+        "quotes": "what are Vale and Petrobras trading at?",
     },
     "es": {
         "pay": "quiero pagar la factura de este mes con pix",
@@ -139,6 +153,10 @@ WALKS = {
         "confirm": "sí, cancélalo",
         "quote": "¿cuánto vale Nordea?",
         "pick": "la segunda",
+        "movers": "mayores alzas de hoy",
+        "yes": "sí",
+        "asks": "Responda sí para continuar",
+        "quotes": "¿cuánto están Vale y Petrobras?",
     },
     "pt": {
         "pay": "quero pagar a fatura deste mês com pix",
@@ -148,12 +166,16 @@ WALKS = {
         "confirm": "sim, pode cancelar",
         "quote": "quanto vale a Nordea?",
         "pick": "a segunda",
+        "movers": "maiores altas de hoje",
+        "yes": "sim",
+        "asks": "Responda sim para continuar",
+        "quotes": "quanto está a Vale e a Petrobras?",
     },
 }
 
 
 @pytest.mark.parametrize("language", ["en", "es", "pt"])
-def test_a_demo_conversation_per_language_walks_payment_cancellations_and_a_goal_plan_in_that_language(
+def test_a_demo_conversation_per_language_walks_payment_cancellations_goal_confirmation_and_lists_in_it(
     api, demo_with_goals, fixed, language
 ):
     said = WALKS[language]
@@ -186,6 +208,19 @@ def test_a_demo_conversation_per_language_walks_payment_cancellations_and_a_goal
     assert "NDA-SE.ST" in options["answer"] and "NDA-FI.HE" in options["answer"]  # the listings the search found
     quoted, _ = turn("finance_assistente", "pick", f"walk-goal-{language}")
     assert quoted["metadata"]["goal"]["status"] != "clarification" and "NDA-SE.ST" not in quoted["answer"]
+    # Unsure of the goal (its threshold above what the reader gives), goal mode asks before it acts.
+    Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=1.0)
+    publish("TOP_MOVERS asks below certainty")
+    asked, _ = turn("finance_assistente", "movers", f"walk-movers-{language}")
+    assert asked["metadata"]["goal"]["clarification"]["reason"] == "low_confidence"
+    assert asked["metadata"]["mcp_results"] == [] and said["asks"] in asked["answer"]
+    assert "GAINERS" not in asked["answer"]  # the value as the customer said it, not the platform's code
+    listed, _ = turn("finance_assistente", "yes", f"walk-movers-{language}")
+    assert listed["metadata"]["goal"]["status"] == "success"
+    gainers = [row["name"] for result in listed["metadata"]["mcp_results"] for row in result["result"]["items"]]
+    assert len(gainers) > 1 and all(name in listed["answer"] for name in gainers)  # the list, not a summary
+    both, _ = turn("finance_assistente", "quotes", f"walk-quotes-{language}")
+    assert [result["tool"] for result in both["metadata"]["mcp_results"]].count("get_stock_price") == 2
+    assert "VALE3" in both["answer"] and "PETR4" in both["answer"]  # each quote the plan found
 
-    wrong = {key: answer for key, answer in answers if not answer_language(answer, language, fixed).fits(language)}
-    assert wrong == {}
+    assert off_language(answers, language, fixed) == {}
