@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "tenants",
     "handoffs",
     "agents",
+    "knowledge",
     "routing",
     "conversations",
     "releases",
@@ -285,6 +286,13 @@ DESK_WEBHOOK_EXECUTOR = env.choice("DESK_WEBHOOK_EXECUTOR", ("auto", "celery", "
 DESK_WEBHOOK_RETRIES = env.integer("DESK_WEBHOOK_RETRIES", 8)
 DESK_WEBHOOK_RETRY_SECONDS = env.decimal("DESK_WEBHOOK_RETRY_SECONDS", 1.0)
 EXTERNAL_DESK_ENV_ALLOWED = env.listing("EXTERNAL_DESK_ENV_ALLOWED", ["*_DESK_SECRET"])
+
+# Knowledge (docs/knowledge.md): the most one uploaded file may weigh and a PDF may count in pages, and the most
+# documents and passages one tenant's knowledge sources may hold (the sources shared by every tenant count together).
+KNOWLEDGE_MAX_FILE_BYTES = env.integer("KNOWLEDGE_MAX_FILE_BYTES", 10_000_000)
+KNOWLEDGE_MAX_PDF_PAGES = env.integer("KNOWLEDGE_MAX_PDF_PAGES", 500)
+KNOWLEDGE_MAX_DOCUMENTS = env.integer("KNOWLEDGE_MAX_DOCUMENTS", 2_000)
+KNOWLEDGE_MAX_PASSAGES = env.integer("KNOWLEDGE_MAX_PASSAGES", 200_000)
 
 CELERY_BEAT_SCHEDULE = {
     "rollout-evaluate": {

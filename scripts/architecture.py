@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("tenants", "tenants and their API keys, and who a request is"),
     ("handoffs", "the agent_handoffs table, the control tools and the loop-safety rules"),
     ("agents", "profiles, specialists, prompt versions, MCP servers and tools; the MCP and model clients"),
+    ("knowledge", "a profile's documents cut into passages, their upload and the search over them"),
     ("routing", "intents, keywords, state policies, rollout flags; the compiled snapshot, router and decision"),
     ("conversations", "the engine: the conversation store and what happens to one message"),
     ("releases", "how a change reaches customers: versions, saved tests, calibration, rollout plans, YAML import"),

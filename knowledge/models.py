@@ -1,0 +1,129 @@
+"""A profile's knowledge: sources, the documents uploaded into them, and the passages each document is cut into.
+
+A source is shared by every tenant that talks to its profile, or kept to one tenant; a search made for a tenant
+reads the shared sources and that tenant's only (:func:`knowledge.search.knowledge_search`). The passages' search
+index is PostgreSQL full text (``search_vector``, a GIN index, trigrams on the text) or, on SQLite, an FTS5 table
+the database keeps in step by triggers (migration 0002).
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from agents.models import validate_language
+
+EDIT_PERMISSION = "knowledge.edit_knowledge"
+TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+MAX_TAGS = 20
+
+
+def validate_tags(value: object) -> None:
+    """A list of at most :data:`MAX_TAGS` distinct tags, each lowercase letters, digits, ``-`` or ``_``."""
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise ValidationError("Tags are a list of words.")
+    if len(value) > MAX_TAGS:
+        raise ValidationError(f"At most {MAX_TAGS} tags.")
+    if bad := [tag for tag in value if not TAG.match(tag)]:
+        raise ValidationError(f"Tags are lowercase letters, digits, '-' or '_' (at most 40): {', '.join(bad)}.")
+
+
+class KnowledgeSource(models.Model):
+    """A named set of documents of one profile, in one language, that its specialists may consult."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="knowledge_sources")
+    tenant = models.ForeignKey(
+        "tenants.Tenant",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="knowledge_sources",
+        help_text="Blank: the profile's conversations with every tenant may read it. Set: only this tenant's.",
+    )
+    name = models.CharField(max_length=200)
+    language = models.CharField(
+        max_length=8,
+        default="pt",
+        validators=[validate_language],
+        help_text="The language of its documents unless a document says another (pt, es, en): search stems by it.",
+    )
+    tags = models.JSONField(
+        default=list, blank=True, validators=[validate_tags], help_text="Words a search may filter on, e.g. billing."
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who keeps these documents up to date.",
+    )
+    enabled = models.BooleanField(default=True, help_text="Off: searches skip its documents.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile", "name"]
+        constraints = [models.UniqueConstraint(fields=["profile", "name"], name="knowledge_source_unique_name")]
+        permissions = [("edit_knowledge", "Can edit knowledge: sources, their documents and uploads")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.profile.agent_id})"
+
+
+class DocumentKind(models.TextChoices):
+    MARKDOWN = "markdown", "Markdown"
+    HTML = "html", "HTML"
+    TEXT = "text", "Plain text"
+    PDF = "pdf", "PDF"
+
+
+class KnowledgeDocument(models.Model):
+    """One uploaded file (or pasted text) of a source. Its ``file_name`` is its identity in the source: uploading a
+    file of the same name again replaces it."""
+
+    source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="documents")
+    title = models.CharField(max_length=300)
+    file_name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=16, choices=DocumentKind.choices)
+    language = models.CharField(max_length=8, validators=[validate_language])
+    tags = models.JSONField(default=list, blank=True, validators=[validate_tags])
+    content_hash = models.CharField(max_length=64, help_text="SHA-256 of the uploaded bytes.")
+    size_bytes = models.PositiveIntegerField(default=0)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    uploaded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["source", "file_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "file_name"], name="knowledge_document_unique_file_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class KnowledgePassage(models.Model):
+    """A bounded piece of a document under its heading path (``Billing › Refunds``), in document order."""
+
+    document = models.ForeignKey(KnowledgeDocument, on_delete=models.CASCADE, related_name="passages")
+    position = models.PositiveIntegerField()
+    heading = models.CharField(max_length=500, blank=True)
+    text = models.TextField()
+    # PostgreSQL's weighted tsvector of heading and text in the document's language; unused (NULL) on SQLite.
+    search_vector = SearchVectorField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["document", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "position"], name="knowledge_passage_unique_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} #{self.position}"
