@@ -1,0 +1,210 @@
+"""The admin of the profiles' knowledge: a source's page lists its documents (with their passages), and its upload
+page takes files or pasted text. Reading takes ``view_knowledgesource``; every change, upload and delete takes
+``knowledge.edit_knowledge`` (the "Routing editors" hold both)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from common.errors import DomainError
+from common.language import LANGUAGES
+from knowledge.models import EDIT_PERMISSION, KnowledgeDocument, KnowledgeSource, validate_tags
+from knowledge.reading import SUFFIXES
+from knowledge.services import IngestReport, document_ingest
+
+PASTED_SUFFIX = ".txt"
+
+
+def may_edit(request: HttpRequest) -> bool:
+    return request.user.has_perm(EDIT_PERMISSION)
+
+
+def report_words(report: IngestReport) -> str:
+    """One line for the editor: what an upload did to a document and its passages."""
+    if report.outcome == "unchanged":
+        return f"{report.file_name}: unchanged ({report.passages} passages)."
+    return (
+        f"{report.file_name}: {report.outcome}, {report.passages} passages "
+        f"({report.added} added, {report.removed} removed, {report.kept} kept)."
+    )
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several files in one field (Django's documented recipe)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ",".join(SUFFIXES)}))
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> Any:
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)] if data else []
+
+
+class UploadForm(forms.Form):
+    uploads = MultipleFileField(required=False, help_text="Markdown, HTML, plain text or PDF.")
+    title = forms.CharField(max_length=300, required=False, help_text="For pasted text; a file's own title wins.")
+    pasted = forms.CharField(widget=forms.Textarea(attrs={"rows": 12}), required=False, label="Or paste text")
+    pasted_name = forms.CharField(
+        max_length=200, required=False, label="Pasted text's name", help_text="Pasting under the same name replaces it."
+    )
+    language = forms.ChoiceField(choices=[("", "the source's"), *((code, code) for code in LANGUAGES)], required=False)
+    tags = forms.CharField(required=False, help_text="Comma-separated, e.g. billing, refunds.")
+
+    def clean_tags(self) -> list[str]:
+        tags = [tag.strip() for tag in self.cleaned_data["tags"].split(",") if tag.strip()]
+        validate_tags(tags)
+        return tags
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("uploads") and not data.get("pasted", "").strip():
+            raise ValidationError("Choose files to upload or paste text.")
+        if data.get("pasted", "").strip() and not data.get("pasted_name", "").strip():
+            self.add_error("pasted_name", "Name the pasted text: pasting under the same name replaces it.")
+        return data
+
+
+class DocumentInline(admin.TabularInline):
+    model = KnowledgeDocument
+    extra = 0
+    fields = ("title", "file_name", "kind", "language", "tags", "passages_count", "uploaded_by", "uploaded_at")
+    readonly_fields = fields
+    show_change_link = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeDocument]:
+        return super().get_queryset(request).select_related("uploaded_by").annotate(passage_total=Count("passages"))
+
+    @admin.display(description="passages")
+    def passages_count(self, obj: Any) -> int:
+        return obj.passage_total
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # documents come in through the upload page
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_edit(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
+
+
+@admin.register(KnowledgeSource)
+class KnowledgeSourceAdmin(admin.ModelAdmin):
+    list_display = ("name", "profile", "tenant", "language", "enabled", "documents_count", "passages_count")
+    list_filter = ("enabled", "language", "profile")
+    search_fields = ("name", "profile__agent_id")
+    list_select_related = ("profile", "tenant")
+    fields = ("profile", "tenant", "name", "language", "tags", "owner", "enabled")
+    inlines = [DocumentInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeSource]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(document_total=Count("documents", distinct=True), passage_total=Count("documents__passages"))
+        )
+
+    @admin.display(description="documents", ordering="document_total")
+    def documents_count(self, obj: Any) -> int:
+        return obj.document_total
+
+    @admin.display(description="passages", ordering="passage_total")
+    def passages_count(self, obj: Any) -> int:
+        return obj.passage_total
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return may_edit(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_edit(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_edit(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_view_permission(request, obj) or may_edit(request)
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/upload/",
+                self.admin_site.admin_view(self.upload_view),
+                name="knowledge_knowledgesource_upload",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra_context = {**(extra_context or {}), "may_upload": may_edit(request)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def upload_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """GET: the form; POST: each file (and the pasted text) read into the source, one message per document."""
+        source = self.get_object(request, unquote(object_id))
+        if source is None:
+            redirect = self._get_obj_does_not_exist_redirect  # type: ignore[attr-defined]  # private Django method
+            return redirect(request, self.opts, object_id)
+        if not may_edit(request):
+            raise PermissionDenied
+        form = UploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid() and self._ingest(request, source, form.cleaned_data):
+            return HttpResponseRedirect(reverse("admin:knowledge_knowledgesource_change", args=[source.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "app_label": self.opts.app_label,
+            "title": f"Upload to {source.name}",
+            "subtitle": None,
+            "original": source,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/knowledge/knowledgesource/upload.html", context)
+
+    def _ingest(self, request: HttpRequest, source: KnowledgeSource, data: dict[str, Any]) -> bool:
+        """Each upload on its own: one refused file does not stop the others. True when every one went in."""
+        # One byte past the bound is enough to refuse a file: a huge upload is never read whole.
+        limit = settings.KNOWLEDGE_MAX_FILE_BYTES + 1
+        uploads = [(upload.name, upload.read(limit), "") for upload in data["uploads"]]
+        if data["pasted"].strip():
+            uploads.append((data["pasted_name"].strip() + PASTED_SUFFIX, data["pasted"].encode(), data["title"]))
+        all_in = True
+        for name, content, title in uploads:
+            try:
+                report = document_ingest(
+                    source=source,
+                    file_name=name,
+                    data=content,
+                    title=title,
+                    language=data["language"],
+                    tags=data["tags"],
+                    user=request.user,
+                )
+            except DomainError as error:
+                all_in = False
+                self.message_user(request, f"{name}: {error.message}", messages.ERROR)
+                continue
+            self.log_change(request, source, [{"changed": {"name": "document", "object": report.file_name}}])
+            self.message_user(request, report_words(report), messages.SUCCESS)
+        return all_in
