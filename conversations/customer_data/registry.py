@@ -228,6 +228,8 @@ HOLDER_LABELS = frozenset(holder.label for holder in HOLDERS)
 ROOT = HOLDERS[0]
 
 CONFIGURATION = "the business's configuration, written by editors and operators in the admin, never by a turn"
+# A customer's own documents (uploaded in a conversation) are not stored: when they are, they become a holder.
+KNOWLEDGE = "the business's documents, uploaded or pasted by its knowledge editors in the admin, never by a turn"
 NO_CUSTOMER_DATA: Mapping[str, str] = {
     "admin.LogEntry": "staff's changes in the admin; the conversation store's pages are read-only, so none is logged",
     "sessions.Session": "staff's logins (the chat page and the desk); customers reach the platform by API key",
@@ -238,6 +240,9 @@ NO_CUSTOMER_DATA: Mapping[str, str] = {
     "agents.McpTool": CONFIGURATION,
     "agents.RemoteBackend": CONFIGURATION,
     "agents.ExternalDesk": CONFIGURATION,
+    "knowledge.KnowledgeSource": KNOWLEDGE,
+    "knowledge.KnowledgeDocument": KNOWLEDGE,
+    "knowledge.KnowledgePassage": KNOWLEDGE,
     "routing.Intent": CONFIGURATION,
     "routing.Keyword": CONFIGURATION,
     "routing.StatePolicy": CONFIGURATION,
