@@ -310,6 +310,11 @@ _PARTS = re.compile(r"[.!?;:()\n]+")
 _PART_WORDS = 4
 
 
+def unquoted(text: str) -> str:
+    """``text`` without what it quotes (straight, curly and angle quotes): the words it says itself."""
+    return _QUOTED.sub(" ", text)
+
+
 def _quoted_data(value: Any, text: str, found: set[str]) -> None:
     """Every key and text value inside a tool call (names, statuses, summaries) that ``text`` (case-folded)
     holds: data the answer quotes, not its prose."""
@@ -346,7 +351,7 @@ def _cut(text: str, piece: str) -> str:
 def _own_words(answer: str, question: str, tool_results: Sequence[Any]) -> list[str]:
     """The answer's parts (sentences, asides), normalised, without what it quotes: quoted text, the user's
     message and the tool calls' text, wherever they stand whole in it."""
-    text = _QUOTED.sub(" ", answer).casefold()
+    text = unquoted(answer).casefold()
     quoted: set[str] = set()
     _quoted_data(question, text, quoted)
     for item in tool_results:

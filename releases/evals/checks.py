@@ -10,7 +10,8 @@ Each expectation of a turn (:mod:`routing.conversation_tests` lists them) is one
 * the answer: phrases are found in it with case and accents folded (``"Fatura"`` finds "FATURA" and "fatúra"; a
   phrase may be part of a word); ``answer_matches`` is searched by RE2; ``answer_language`` is the language the
   answer's own words read as (:func:`common.language.detect_language`): an answer too short to tell fails an explicit
-  ``answer_language``, and passes the test's ``language`` when no turn asks; ``answer_schema`` reads the answer as
+  ``answer_language``, and passes the test's ``language`` when no turn asks; what the answer quotes (a tool's rows,
+  a name in quotes) is someone else's words and is not read; ``answer_schema`` reads the answer as
   JSON and checks it within the platform's step budget; lengths count characters;
 * tools: the calls the turn made (:mod:`common.rehearsal`), with the arguments they were called with, whatever their
   outcome; ``{tool: {argument: value}}`` passes when one call of the tool had every argument named with that value;
@@ -32,6 +33,7 @@ from agents.structured import SchemaTooCostly, schema_errors
 from common.language import detect_language
 from common.patterns import pattern_compiled
 from common.text import fold
+from conversations.judges import unquoted
 from routing.conversation_tests import JUDGE_KEY
 from routing.expectations import ROUTING_TEST_LIST_KEYS
 
@@ -101,10 +103,16 @@ def turn_checked(expect: Mapping[str, Any], seen: Observed, *, language: str = "
         if failure is not None:
             failures.append(failure)
     if language and "answer_language" not in expect:
-        told = detect_language(seen.answer) if seen.answer.strip() else None
+        told = own_language(seen.answer)
         if told is not None and told != language:
             failures.append(Failure("answer_language", language, told, "the test's language"))
     return failures
+
+
+def own_language(answer: str) -> str | None:
+    """The language of the answer's own words, without what it quotes; ``None`` when they are too few to tell."""
+    words = unquoted(answer)
+    return detect_language(words) if words.strip() else None
 
 
 def _check(key: str, expected: Any, seen: Observed) -> Failure | None:
@@ -135,7 +143,7 @@ def _check(key: str, expected: Any, seen: Observed) -> Failure | None:
         compiled = pattern_compiled(expected)
         return None if compiled is not None and compiled.search(answer) else Failure(key, expected, answer)
     if key == "answer_language":
-        told = detect_language(answer) if answer.strip() else None
+        told = own_language(answer)
         if told == expected:
             return None
         return Failure(key, expected, told, "" if told else "the answer is too short or mixed to tell")
