@@ -1,4 +1,5 @@
-"""The demo's routing test suites (config/demo/tests/): seed_demo loads them, they all pass.
+"""The demo's routing test suites (config/demo/tests/) and conversation tests (config/demo/conversation_tests/):
+seed_demo loads them, they all pass.
 
 The demo is loaded as shipped, with the finance server running as a real process and synced (the way
 ``scripts/start`` does it), offline: no model is configured, so each case is decided by the keywords, the state
@@ -16,7 +17,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from agents.models import AgentProfile
-from releases.management.commands.seed_demo import TESTS_DIR
+from conversations.tests.test_conversation_language import demo_with_goals  # noqa: F401 — a fixture
+from releases.evals import conversation_tests_parse, conversation_tests_saved
+from releases.evals.run import conversation_tests_run
+from releases.evals.transfer import conversation_tests_file_name
+from releases.management.commands.seed_demo import CONVERSATION_TESTS_DIR, TESTS_DIR
 from releases.routing_tests import (
     LIVE,
     routing_tests_parse,
@@ -155,3 +160,39 @@ def test_the_router_profiles_ship_conversation_tests_of_each_kind_in_three_langu
         "small talk in a flow",
     }
     assert all(languages == {"pt", "en", "es"} for languages in shown.values()), shown
+
+
+# --- conversation tests: what the demo's answers say -------------------------------------------------------------
+
+CONVERSING = ["telecom_contas"]  # the profiles whose conversation tests config/demo ships
+LANGUAGES = {"pt", "en", "es"}
+
+
+def conversation_suite(agent_id: str):
+    path = CONVERSATION_TESTS_DIR / conversation_tests_file_name(agent_id)
+    return conversation_tests_parse(path.read_text(encoding="utf-8"), name=path.name)
+
+
+@pytest.mark.usefixtures("demo_with_goals")
+@pytest.mark.parametrize("agent_id", CONVERSING)
+def test_seed_demo_saves_the_conversation_tests_and_every_one_passes_against_the_live_version(agent_id):
+    """The demo as shipped, its three MCP servers the running example servers: the tools answer for real."""
+    profile = AgentProfile.objects.get(agent_id=agent_id)
+    shipped = conversation_suite(agent_id)[1]
+    assert [case.name for case in conversation_tests_saved(profile)] == sorted(case.name for case in shipped)
+
+    run = conversation_tests_run(routing_tests_spec(profile, LIVE), conversation_tests_saved(profile))
+
+    assert run.total == len(shipped)
+    assert [result.failure_text() for result in run.failures] == []
+
+
+@pytest.mark.parametrize("agent_id", CONVERSING)
+def test_each_conversation_test_of_the_demo_names_every_answers_language_and_the_suite_has_a_judge(db, agent_id):
+    agent, cases = conversation_suite(agent_id)
+    assert agent == agent_id
+    assert {case.language for case in cases} == LANGUAGES
+    turns = [turn for case in cases for turn in case.turns]
+    assert all("answer_language" in turn.expect for turn in turns)
+    assert all(case.required for case in cases)
+    assert any("judge" in turn.expect for turn in turns)

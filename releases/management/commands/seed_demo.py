@@ -15,6 +15,8 @@ The rule, so that a restart of scripts/start never undoes what an admin did:
   a warning, and what the sync changes in a profile not imported by this run stays in its draft; once every goal
   server was read, the suites of config/demo/tests/with_sync/ (finance_assistente's, whose cases expect the
   synced goals) are loaded with the others;
+- each profile imported gets its conversation tests (config/demo/conversation_tests/, one
+  ``conversation_tests.<agent_id>.yaml`` per profile, as ``export_config`` writes them) before it is published;
 - ``--force`` reloads the demo over what was edited: every entity in config/demo is written again (an upsert, as
   ``import_config``), then each demo profile whose draft differs from its live version is published with the note
   ``Demo reloaded (config/demo, --force)``;
@@ -41,9 +43,11 @@ from agents.services import mcp_server_sync
 from common.errors import DomainError
 from releases.configio import ConfigImportError, Source, config_import
 from releases.configio.source import FAST_LOADER
+from releases.evals.files import ConversationTestsFileError, conversation_tests_load, conversation_tests_parse
 from releases.management.commands.import_config import read_sources, write_report
 from releases.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from releases.versions import NothingToPublish, version_publish
+from routing.conversation_tests import ConversationCase
 from routing.models import Capability, Goal, PublishedFrom
 from routing.selectors import live_version, rollout_flag_get
 from routing.services import rollout_flag_untouched_set
@@ -51,6 +55,8 @@ from routing.services import rollout_flag_untouched_set
 DEMO_DIR = settings.BASE_DIR / "config" / "demo"
 # Saved routing tests of the demo profiles, one file per profile (``profile: P`` / ``tests: [...]``).
 TESTS_DIR = DEMO_DIR / "tests"
+# Conversation tests of the demo profiles, one file per profile, named as export_config names them.
+CONVERSATION_TESTS_DIR = DEMO_DIR / "conversation_tests"
 SYNCED_TESTS = "with_sync"  # suites that need the goals --sync reads (finance_assistente's)
 DEMO_NOTE = "Demo import (config/demo)"
 FORCE_NOTE = "Demo reloaded (config/demo, --force)"
@@ -151,11 +157,17 @@ class Command(BaseCommand):
         synced = self._sync() if options["sync"] else False
         note = FORCE_NOTE if options["force"] else DEMO_NOTE
         tests = self._tests(synced=synced)
+        conversations = self._conversation_tests()
         for agent_id in new:
             profile = AgentProfile.objects.get(agent_id=agent_id)
             if tests.get(agent_id):  # before publishing: the publishing gate runs them
                 loaded = routing_tests_load(profile=profile, cases=tests[agent_id])
                 self.stdout.write(f"  {agent_id}: routing tests: {loaded.created} created, {loaded.updated} updated.")
+            if conversations.get(agent_id):
+                loaded = conversation_tests_load(profile=profile, cases=conversations[agent_id])
+                self.stdout.write(
+                    f"  {agent_id}: conversation tests: {loaded.created} created, {loaded.updated} updated."
+                )
             try:
                 version = version_publish(profile=profile, note=note, published_from=PublishedFrom.DEMO)
             except NothingToPublish:
@@ -200,6 +212,18 @@ class Command(BaseCommand):
                 agent_id, cases = routing_tests_parse(path.read_text(encoding="utf-8"), name=str(path))
             except RoutingTestsFileError as exc:
                 raise CommandError(f"The demo's routing tests are invalid:\n{exc.message}") from exc
+            out.setdefault(agent_id, []).extend(cases)
+        return out
+
+    @staticmethod
+    def _conversation_tests() -> dict[str, list[ConversationCase]]:
+        """config/demo/conversation_tests/*.yaml by profile (none while the directory does not exist)."""
+        out: dict[str, list[ConversationCase]] = {}
+        for path in sorted(CONVERSATION_TESTS_DIR.glob("*.yaml")):
+            try:
+                agent_id, cases = conversation_tests_parse(path.read_text(encoding="utf-8"), name=path.name)
+            except ConversationTestsFileError as exc:
+                raise CommandError(f"The demo's conversation tests are invalid:\n{exc.message}") from exc
             out.setdefault(agent_id, []).extend(cases)
         return out
 
