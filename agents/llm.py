@@ -61,7 +61,6 @@ from platform import env
 
 logger = logging.getLogger(__name__)
 
-OFFLINE_NOTICE = "(offline model)"
 # The offline model's own words, in the conversation's language (common.i18n: English message ids, the catalogues'
 # translations); Portuguese when it is not known. Names, tool results and the customer's own words are business data:
 # they are quoted, never translated; a specialist's display name and an intent's subject line come in the conversation's

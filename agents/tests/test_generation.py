@@ -21,7 +21,7 @@ from agents.generation import (
     json_answer,
     text_within,
 )
-from agents.llm import OFFLINE_NOTICE, OfflineChatModel
+from agents.llm import OfflineChatModel, offline_words
 from agents.structured import FILL_MAX_STEPS, schema_instance
 from agents.usage import text_tokens
 from tests.hostile_schemas import fan_out, padded, reference_tree
@@ -133,10 +133,11 @@ def test_the_offline_model_streams_its_answer_in_json_valid_for_the_schema_and_e
     text = "".join(chunk.content for chunk in streamed)
 
     value = json.loads(text)
-    assert Draft202012Validator(schema).is_valid(value) and OFFLINE_NOTICE in value["summary"]
+    notice = offline_words("pt")["notice"]  # "Minha fatura": answered in Portuguese
+    assert Draft202012Validator(schema).is_valid(value) and notice in value["summary"]
     assert len(streamed) > 3  # word by word, as its prose
     stopped = offline.invoke([HumanMessage("Minha fatura")], stop=["recebi"])
-    assert stopped.content.endswith(f"{OFFLINE_NOTICE}: ") and stopped.response_metadata["finish_reason"] == "stop"
+    assert stopped.content.endswith(f"{notice}: ") and stopped.response_metadata["finish_reason"] == "stop"
 
 
 # --- bounded whatever the schema asks ------------------------------------------------------------------------

@@ -11,13 +11,14 @@ import json
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-from agents.llm import OfflineChatModel
+from agents.llm import OfflineChatModel, offline_words
 from common.language import detect_language
 from conversations.judges import JudgeCase, RuleBasedJudge
 from handoffs.tools import END_SUB_CONVERSATION, REQUEST_HANDOFF, ControlTool
 from mcp_servers.telecom.server import consultar_fatura
 
 LINE = "5511999999999"
+PT_NOTICE = offline_words("pt")["notice"]  # the Portuguese catalogue's "(offline model)"
 INVOICE_TOOL = {
     "type": "function",
     "function": {
@@ -53,7 +54,7 @@ def tool_answer(text: str, result: object, *, status: str = "success") -> str:
 
 def test_a_portuguese_question_gets_a_portuguese_answer_with_the_subject_line_it_is_handed():
     assert answer("Minha fatura veio alta, pode ver?", topic="explicação de fatura") == (
-        "Faturas e pagamentos (offline model): recebi sua mensagem. Assunto: explicação de fatura. "
+        f"Faturas e pagamentos {PT_NOTICE}: recebi sua mensagem. Assunto: explicação de fatura. "
         'Você disse: "Minha fatura veio alta, pode ver?". Vou tratar disso como especialista.'
     )
 
@@ -67,7 +68,7 @@ def test_the_subject_line_is_framed_in_the_conversations_language_and_left_out_w
 
 
 def test_a_message_whose_language_cannot_be_told_gets_portuguese():
-    assert answer("P100?").startswith("Faturas e pagamentos (offline model): recebi sua mensagem.")
+    assert answer("P100?").startswith(f"Faturas e pagamentos {PT_NOTICE}: recebi sua mensagem.")
 
 
 def test_an_english_question_gets_an_english_answer():
@@ -101,7 +102,7 @@ def test_a_tool_results_summary_is_written_in_the_questions_language():
     judged = asyncio.run(RuleBasedJudge().evaluate(JudgeCase("Can you check my latest bill please?", english, (call,))))
     assert judged.details["language_matches"] == {"user": "en", "answer": "en"}
     assert portuguese == (
-        "Faturas e pagamentos (offline model): consultei os sistemas sobre sua mensagem.\n"
+        f"Faturas e pagamentos {PT_NOTICE}: consultei os sistemas sobre sua mensagem.\n"
         f"- consultar_fatura: “{invoice['resumo']}”"  # the tool's words, quoted
     )
 

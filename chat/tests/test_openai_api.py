@@ -17,6 +17,8 @@ from jsonschema import Draft202012Validator
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
+from agents.llm import offline_words
+from common.sizes import CUT_MARK
 from conversations.models import Conversation, Message
 from tests.hostile_schemas import json_schema_format, padded, reference_tree
 
@@ -525,7 +527,7 @@ def test_structured_output_is_json_valid_for_the_schema_through_the_sdk_and_lang
     json_mode = llm.bind(response_format={"type": "json_object"}).invoke(TEXT)
 
     reply = parsed.choices[0].message.parsed
-    assert reply.answer.startswith("Billing Agent (offline model):")
+    assert reply.answer.startswith(f"Billing Agent {offline_words('pt')['notice']}:")
     assert reply.urgent is False  # the least the schema allows
     assert isinstance(structured, Reply) and structured.answer == reply.answer
     assert json.loads(json_mode.content) == {"answer": reply.answer}
@@ -667,7 +669,9 @@ def test_a_filled_answer_is_returned_streamed_and_stored_within_the_answers_limi
         stored = Message.objects.get(conversation__session_id=session, role="assistant").content
         assert stored == content and len(stored) <= 200
         value = json.loads(stored)
-        assert value["pad"] == "-" * 120 and value["answer"].startswith("Billing Agent (offline model")
+        kept = value["answer"].partition(CUT_MARK.partition("{")[0])[0]  # the pad's room ends inside the header
+        assert value["pad"] == "-" * 120 and kept.startswith("Billing Agent (")
+        assert f"Billing Agent {offline_words('pt')['notice']}:".startswith(kept)
         assert value["answer"].endswith("more characters]")  # cut to the room the pad leaves
 
 

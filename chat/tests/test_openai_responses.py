@@ -11,10 +11,12 @@ import pytest
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
+from agents.llm import offline_words
 from conversations.models import Conversation, IdempotentRequest
 from tests.hostile_schemas import padded
 
 TEXT = "Minha fatura veio alta"
+PT_NOTICE = offline_words("pt")["notice"]  # the Portuguese catalogue's "(offline model)"
 
 
 class Reply(BaseModel):
@@ -114,7 +116,7 @@ def test_a_response_answers_the_next_continues_its_conversation_and_both_can_be_
     conversation = Conversation.objects.get(conversation_key=key)
     assert (first.id, second.id, third.id) == tuple(f"resp_{conversation.pk}_{turn}" for turn in (1, 2, 3))
     assert first.object == "response" and first.status == "completed" and first.model == "telecom_contas"
-    assert "(offline model)" in first.output_text and first.output[0].id == f"msg_{conversation.pk}_1"
+    assert PT_NOTICE in first.output_text and first.output[0].id == f"msg_{conversation.pk}_1"
     assert (
         first.usage.output_tokens > 0
         and first.usage.total_tokens == first.usage.input_tokens + first.usage.output_tokens
@@ -206,10 +208,10 @@ def test_langchain_speaks_the_responses_api_plainly_structured_and_streamed(asgi
     structured = llm.with_structured_output(Reply).invoke(TEXT)
     streamed = list(llm.stream("E o vencimento?"))
 
-    assert "(offline model)" in reply.text and reply.response_metadata["id"].startswith("resp_")
-    assert isinstance(structured, Reply) and "(offline model)" in structured.answer
+    assert PT_NOTICE in reply.text and reply.response_metadata["id"].startswith("resp_")
+    assert isinstance(structured, Reply) and PT_NOTICE in structured.answer
     text = "".join(chunk.text for chunk in streamed)
-    assert "(offline model)" in text and "vencimento" in text
+    assert PT_NOTICE in text and "vencimento" in text
     conversation = Conversation.objects.get(session_id="lc-responses")
     assert conversation.messages.filter(role="assistant").count() == 3
 

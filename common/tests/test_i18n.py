@@ -10,6 +10,7 @@ import ast
 import gettext
 import re
 import string
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ CUSTOMER_APPS = ("agents", "chat", "conversations", "handoffs", "routing", "comm
 STAFF_FILES = re.compile(r"(^|/)(admin\w*|forms|adminkit)\.py$")
 CALLS = {"gettext": 0, "gettext_lazy": 0, "gettext_noop": 0, "pgettext": 1, "pgettext_lazy": 1}
 CATALOGUE_LANGUAGES = ("pt", "es")
+# Message ids a language writes as English does: for these alone a translation equal to its message id is one.
+SPELLED_ALIKE: dict[str, frozenset[str]] = {"pt": frozenset(), "es": frozenset({"no"})}
 
 
 def customer_message_ids() -> dict[str, str]:
@@ -46,8 +49,10 @@ def customer_message_ids() -> dict[str, str]:
     return found
 
 
-def catalogue(language: str) -> dict[str, str]:
-    with open(ROOT / "locale" / language / "LC_MESSAGES" / "django.mo", "rb") as compiled:
+def catalogue(language: str, compiled_path: Path | None = None) -> dict[str, str]:
+    """The messages of ``language``'s compiled catalogue (the committed one unless ``compiled_path``)."""
+    compiled_path = compiled_path or ROOT / "locale" / language / "LC_MESSAGES" / "django.mo"
+    with open(compiled_path, "rb") as compiled:
         read = gettext.GNUTranslations(compiled)
     return {key: value for key, value in read._catalog.items() if key}  # type: ignore[attr-defined]
 
@@ -70,6 +75,27 @@ def test_every_customer_facing_message_id_is_translated_in_the_catalogue(languag
     missing = {message: where for message, where in customer_message_ids().items() if not translated.get(message)}
 
     assert not missing, f"not in locale/{language} (run compilemessages after editing the .po): {missing}"
+
+
+@pytest.mark.parametrize("language", CATALOGUE_LANGUAGES)
+def test_no_customer_facing_message_is_left_in_english_in_the_catalogue(language):
+    translated = catalogue(language)
+
+    english = {
+        message: where
+        for message, where in customer_message_ids().items()
+        if translated.get(message) == message.split("\x04")[-1] and message not in SPELLED_ALIKE[language]
+    }
+
+    assert not english, f"left in English in locale/{language}: {english}"
+
+
+@pytest.mark.parametrize("language", CATALOGUE_LANGUAGES)
+def test_the_committed_catalogue_is_its_po_file_compiled(language, tmp_path):
+    source = ROOT / "locale" / language / "LC_MESSAGES" / "django.po"
+    subprocess.run(["msgfmt", "--check", "-o", str(tmp_path / "django.mo"), str(source)], check=True)
+
+    assert catalogue(language) == catalogue(language, tmp_path / "django.mo"), "run compilemessages -l " + language
 
 
 @pytest.mark.parametrize("language", CATALOGUE_LANGUAGES)

@@ -78,7 +78,7 @@ def test_a_word_alone_that_belongs_to_one_language_only_is_told():
 
 def test_a_portuguese_answer_quoting_an_english_question_is_portuguese():
     answer = (
-        'Faturas e pagamentos (offline model): recebi sua mensagem. Você disse: "My bill is too high, can you '
+        'Faturas e pagamentos (modelo sem conexão): recebi sua mensagem. Você disse: "My bill is too high, can you '
         'check it?". Vou tratar disso como especialista.'
     )
     assert detect_language(answer) == "pt"

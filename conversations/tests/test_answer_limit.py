@@ -14,6 +14,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
+from agents.llm import offline_words
 from common.sizes import CUT_MARK
 from conversations.answer_limit import answer_stream_bounded, stream_room
 from conversations.models import Message
@@ -153,7 +154,8 @@ def test_an_offline_answer_cut_to_fit_the_schema_finishes_with_length_and_record
     else:
         answer, finish = completion.choices[0].message.content, completion.choices[0].finish_reason
 
-    assert answer == stored(session).content and json.loads(answer)["answer"].startswith("Billing Agent (offline")
+    header = f"Billing Agent {offline_words('pt')['notice']}"
+    assert answer == stored(session).content and json.loads(answer)["answer"].startswith(header)
     assert_fitted_and_recorded(answer, stored(session).metadata, finish)
 
 

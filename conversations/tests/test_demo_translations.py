@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from agents.llm import offline_words
 from agents.models import McpServer
 from common.config_version import config_version_bump
 from tests.demo_snapshot import demo_seed
 
+PT_NOTICE = offline_words("pt")["notice"]  # the Portuguese catalogue's "(offline model)"
 # (the customer's message, the specialist that answers, the answer's start) per language and turn
 WALKS = {
     "en": [
@@ -44,13 +46,13 @@ WALKS = {
         (
             "Minha fatura veio alta este mês, pode ver?",
             "billing_agent",
-            "Faturas e pagamentos (offline model): recebi sua mensagem. Assunto: Dúvidas sobre fatura, cobrança, "
+            f"Faturas e pagamentos {PT_NOTICE}: recebi sua mensagem. Assunto: Dúvidas sobre fatura, cobrança, "
             "vencimento, segunda via, contestação e valores. Você disse:",
         ),
         (
             "Cadê meu pedido? Era pra ter chegado ontem",
             "orders_agent",
-            "Pedidos e entregas (offline model): recebi sua mensagem. Assunto: Acompanhamento de pedidos de chips, "
+            f"Pedidos e entregas {PT_NOTICE}: recebi sua mensagem. Assunto: Acompanhamento de pedidos de chips, "
             "aparelhos e modems, rastreio e atrasos de entrega. Você disse:",
         ),
     ],

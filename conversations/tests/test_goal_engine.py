@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from agents.llm import offline_words
 from agents.mcp import Endpoint, runtime, tools_list
 from bench.otlp_sink import OtlpSink, attributes
 from common.infra import tracing
@@ -546,7 +547,8 @@ def test_offline_the_answer_is_the_combined_explanation_quoted_and_marked_as_the
 
     assert how == {"method": "offline"}
     assert answer == (
-        f"{profile.name} (offline model): Veja o que encontrei:\n“PETR4 está em 38,20 BRL.\nVale está em 61,47 BRL.”"
+        f"{profile.name} {offline_words('pt')['notice']}: Veja o que encontrei:\n"
+        "“PETR4 está em 38,20 BRL.\nVale está em 61,47 BRL.”"
     )
 
 

@@ -20,7 +20,7 @@ def language(answer: str, question: str, tools=()) -> tuple[str, dict]:
 
 def test_a_portuguese_answer_that_echoes_an_english_question_fails():
     echo = (
-        f'Faturas e pagamentos (offline model): recebi sua mensagem. Você disse: "{ENGLISH_QUESTION}". '
+        f'Faturas e pagamentos (modelo sem conexão): recebi sua mensagem. Você disse: "{ENGLISH_QUESTION}". '
         "Vou tratar disso como especialista."
     )
 

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from agents.llm import offline_words
 from agents.models import AgentProfile, McpServer, Specialist
 from common.config_version import config_version_bump
 from conversations.graph import run_turn
@@ -61,7 +62,11 @@ def answer(api, text: str, session: str) -> str:
         ("en", "Bills and payments (offline model): I received your message. Subject: questions about the bill. You"),
         # No Spanish subject line: none, rather than the Portuguese one inside a Spanish sentence.
         ("es", "Facturas y pagos (modelo sin conexión): recibí su mensaje. Usted dijo"),
-        ("pt", "Faturas e pagamentos (offline model): recebi sua mensagem. Assunto: dúvidas sobre a fatura. Você"),
+        (
+            "pt",
+            f"Faturas e pagamentos {offline_words('pt')['notice']}: recebi sua mensagem. Assunto: dúvidas sobre a "
+            "fatura. Você",
+        ),
     ],
 )
 def test_the_offline_answer_names_the_specialist_and_subject_in_the_conversations_language(api, demo, language, header):
