@@ -20,13 +20,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat.intake import principal_is_staff, tenant_resolve
-from common.errors import DomainError, error_responses
+from chat.intake import TenantForbidden, principal_is_staff, tenant_resolve
+from common.errors import error_responses
 from conversations.customer_data import Customer, customer_erase, customer_export, customer_for
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
 
-ERROR_KEY_NAMES_ITS_TENANT = "An API key acts for its own tenant's customers: leave tenant out."
+ERROR_KEY_NAMES_ITS_TENANT = "An API key acts for its own tenant's customers only: leave tenant out, or name its own."
 ERROR_NOT_A_CLIENT = "Only an API key or a staff session may read or erase a customer's data."
 PIECES_PER_TRIP = 64  # pieces of the document written per trip to the database thread (an ASGI server)
 
@@ -52,8 +52,8 @@ ERASED_RESPONSE = inline_serializer(
 def _customer(request: Request, user_id: str, right: TenantRight) -> tuple[Tenant, Customer]:
     principal = request.user
     slug = request.query_params.get("tenant", "")
-    if isinstance(principal, ApiClient) and slug:
-        raise DomainError(ERROR_KEY_NAMES_ITS_TENANT, fields={"tenant": [ERROR_KEY_NAMES_ITS_TENANT]})
+    if isinstance(principal, ApiClient) and slug and slug != principal.tenant.slug:
+        raise TenantForbidden(ERROR_KEY_NAMES_ITS_TENANT, fields={"tenant": [ERROR_KEY_NAMES_ITS_TENANT]})
     if not isinstance(principal, ApiClient) and not principal_is_staff(principal):
         raise exceptions.PermissionDenied(ERROR_NOT_A_CLIENT)
     tenant = tenant_resolve(principal=principal, tenant_slug=slug, field_name="tenant", right=right)

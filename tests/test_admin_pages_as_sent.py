@@ -41,6 +41,8 @@ from agents.models import (
 from agents.services import prompt_version_create
 from conversations.feedback import feedback_give
 from conversations.models import BackendCall
+from knowledge.models import KnowledgeSource
+from knowledge.services import document_ingest
 from releases.rollout_commands import plan_command, plan_start
 from releases.versions import version_publish
 from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's
@@ -275,6 +277,9 @@ def states(tenant_key, telecom, django_user_model) -> list[tuple[str, models.Mod
             ),
         )
     )
+    knowledge = KnowledgeSource.objects.create(profile=telecom, name="ajuda", language="pt", tags=["faturas"])
+    document_ingest(source=knowledge, file_name="ajuda.md", data=b"# Fatura\n\nA fatura vence todo dia 10.\n")
+    made.append(("a knowledge source with a document", knowledge))
     conversation = conversation_with_history(tenant=tenant, profile=telecom)
     made += [
         ("a conversation", conversation),

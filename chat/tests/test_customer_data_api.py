@@ -184,13 +184,15 @@ def test_an_email_user_id_is_found_by_its_stored_pseudonym_and_erased(api, telec
     assert Conversation.objects.get().user_id == ""
 
 
-def test_a_blank_user_id_or_a_key_naming_a_tenant_is_a_400_naming_the_field(api, telecom):
+def test_a_blank_user_id_is_a_400_and_a_key_naming_another_tenant_a_403_naming_the_field(api, telecom):
     blank = api.get("/api/customers/%20/data")
     assert blank.status_code == 400
     assert blank.json()["error"]["fields"]["user_id"] == [ERROR_USER_ID]
 
     named = api.delete(f"/api/customers/{USER}/data", QUERY_STRING="tenant=outsider")
-    assert named.status_code == 400 and "tenant" in named.json()["error"]["fields"]
+    assert named.status_code == 403 and "tenant" in named.json()["error"]["fields"]
+    own = api.get(f"/api/customers/{USER}/data", QUERY_STRING="tenant=tenant_a")  # its own: as if left out
+    assert own.status_code == 200
 
 
 def test_a_staff_session_needs_the_right_over_the_tenant_it_names(client, tenant, telecom, django_user_model, api):

@@ -374,7 +374,11 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
         for model in ("conversation", "message", "routedecisionrecord", "toolcall", "messagefeedback")
     }
     store.add(("handoffs", "view_handoff"))
-    assert codenames == full | prompts | view_only | goals | versions | routing_tests | history | plans | flags | store
+    # The profiles' knowledge: read, and edited by the one permission of its own (sources, documents, uploads).
+    knowledge = {("knowledge", "view_knowledgesource"), ("knowledge", "edit_knowledge")}
+    assert codenames == (
+        full | prompts | view_only | goals | versions | routing_tests | history | plans | flags | store | knowledge
+    )
 
 
 def test_an_editor_can_add_an_intent_with_keywords(editor_client, telecom):
