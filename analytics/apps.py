@@ -7,8 +7,8 @@ class AnalyticsConfig(AppConfig):
     verbose_name = "Analytics"
 
     def ready(self) -> None:
-        from analytics.services import conversation_counted_again, rollup_days_unseal
-        from conversations.signals import conversation_recounted, store_rows_deleted
+        from analytics.services import conversation_counted_again, rollup_days_unseal, rollup_seal_before
+        from conversations.signals import conversation_recounted, store_rows_deleted, store_rows_retiring
 
         # Writers of the conversation store do not know about the daily totals: they send signals, and the
         # totals of the days whose rows changed are marked stale here (analytics/services.py).
@@ -22,5 +22,11 @@ class AnalyticsConfig(AppConfig):
         store_rows_deleted.connect(
             lambda sender, days, **kwargs: rollup_days_unseal(days),
             dispatch_uid="analytics-store-rows-deleted",
+            weak=False,
+        )
+        # A retention purge: the days it reaches are summed before their rows go (and stay as summed).
+        store_rows_retiring.connect(
+            lambda sender, since, before, **kwargs: rollup_seal_before(since=since, before=before),
+            dispatch_uid="analytics-store-rows-retiring",
             weak=False,
         )

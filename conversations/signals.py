@@ -22,3 +22,9 @@ escalation_changed = Signal()
 # Rows of the store were deleted (a session's history cleared). Keyword argument: ``days``, the UTC dates the
 # deleted rows had been written on.
 store_rows_deleted = Signal()
+
+# Rows of the store are about to be deleted for good (a tenant's retention purge). Keyword arguments: ``since`` and
+# ``before``, the span the rows were written in (``before`` a UTC midnight). Sent before any of them goes, outside a
+# transaction: the analytics sum the closed days of the span first, and from then on keep those days' totals as they
+# are (tenants.RetentionPurge records the cutoffs), so the dashboard's figures stay what they were.
+store_rows_retiring = Signal()

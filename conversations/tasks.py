@@ -25,6 +25,7 @@ from django.conf import settings
 from agents.mcp import AttachmentScope, Endpoint, attachments_for, tool_call
 from common.infra import tracing
 from common.infra.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
+from conversations.customer_data import retention_purge_all
 from conversations.desk_webhook import desk_outbox_drain, desk_outbox_sweep
 from conversations.outcomes import outcomes_close as outcomes_decide
 from conversations.runtime import specialist_run
@@ -178,3 +179,11 @@ def desk_webhooks_sweep() -> int:
     stopped worker or a restarted broker)."""
 
     return desk_outbox_sweep()
+
+
+@app.task(name="conversations.retention_purge", ignore_result=True)
+def retention_purge() -> int:
+    """Celery beat, every RETENTION_PURGE_SECONDS: purge every tenant's conversations past its retention window, in
+    short batches (:mod:`conversations.customer_data.retention`). Returns how many conversations were purged."""
+    purges = retention_purge_all()
+    return sum(purge.counts.get("conversations.Conversation", 0) for purge in purges)

@@ -263,6 +263,18 @@ OUTBOUND_ALLOWED = env.listing("OUTBOUND_ALLOWED")
 # their profile's abandon_after_minutes are decided, resolved or abandoned (conversations/outcomes.py).
 OUTCOMES_CLOSE_SECONDS = env.decimal("OUTCOMES_CLOSE_SECONDS", 60.0)
 
+# Retention (docs/security.md "Customer data", conversations/customer_data/retention.py): a conversation is kept
+# RETENTION_DAYS after its last message (0: forever; a tenant may have its own), then purged with every row it left,
+# every RETENTION_PURGE_SECONDS, RETENTION_PURGE_BATCH conversations per transaction with a pause between batches.
+RETENTION_DAYS = env.integer("RETENTION_DAYS", 0)
+RETENTION_PURGE_SECONDS = env.decimal("RETENTION_PURGE_SECONDS", 3600.0)
+RETENTION_PURGE_BATCH = env.integer("RETENTION_PURGE_BATCH", 100)
+RETENTION_PURGE_PAUSE_SECONDS = env.decimal("RETENTION_PURGE_PAUSE_SECONDS", 0.05)
+if RETENTION_DAYS < 0 or RETENTION_PURGE_BATCH < 1 or RETENTION_PURGE_PAUSE_SECONDS < 0:
+    raise ImproperlyConfigured(
+        "RETENTION_DAYS and RETENTION_PURGE_PAUSE_SECONDS must not be negative, RETENTION_PURGE_BATCH at least 1."
+    )
+
 # Operational events (docs/events.md, common/infra/bus.py): agent.completed, handoff.completed, rollout.rolled_back,
 # backend.down/up. Published off the request path to the Channels layer (groups "events" and "events.<tenant>";
 # on by default with Redis, which the web workers share) and, when EVENTS_WEBHOOK_URL is set, posted there signed
@@ -303,6 +315,7 @@ CELERY_BEAT_SCHEDULE = {
     "outcomes-close": {"task": "conversations.outcomes_close", "schedule": OUTCOMES_CLOSE_SECONDS},
     # Posts whose retry was lost (a worker stopped, a broker restarted) are taken up again.
     "desk-webhooks-sweep": {"task": "conversations.desk_webhooks_sweep", "schedule": 60.0},
+    "retention-purge": {"task": "conversations.retention_purge", "schedule": RETENTION_PURGE_SECONDS},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -17,7 +17,8 @@ from django.urls import reverse
 
 from common.adminkit import ListingInlineMixin
 from common.config_version import config_version_bump
-from tenants.models import ApiKey, Tenant, TenantGrant, TenantRight
+from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
+from tenants.models import ApiKey, RetentionPurge, Tenant, TenantGrant, TenantRight
 from tenants.services import api_key_create
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class TenantGrantAdmin(admin.ModelAdmin):
 class TenantAdmin(admin.ModelAdmin):
     """A tenant, its keys and grants, and its own message limits (blank: the platform's, named on the page)."""
 
-    list_display = ["slug", "name", "is_active", "key_count", "conversation_count", "created_at"]
+    list_display = ["slug", "name", "is_active", "retention", "key_count", "conversation_count", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["slug", "name"]
     inlines = [ApiKeyInline, TenantGrantInline]
@@ -75,9 +76,17 @@ class TenantAdmin(admin.ModelAdmin):
             "a limit is answered 429 with Retry-After. Blank: the platform's, now "
             f"{settings.API_MESSAGE_RATE_PER_KEY} per API key and {settings.API_MESSAGE_RATE_PER_SESSION} per session."
         )
+        platform_window = f"{settings.RETENTION_DAYS} days" if settings.RETENTION_DAYS else "forever"
+        retention = (
+            "How long this tenant's conversations are kept after their last message; older ones are purged with "
+            "every message, decision, tool call, handoff, rating and escalation they left (the analytics' daily "
+            f"totals stay). Blank: the platform's, now {platform_window}. The purges are listed on the retention "
+            "purges page."
+        )
         return [
             (None, {"fields": ["slug", "name", "is_active"]}),
             ("Message limits", {"fields": ["message_rate_per_key", "message_rate_per_session"], "description": limits}),
+            ("Retention", {"fields": ["retention_days"], "description": retention}),
         ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
@@ -89,6 +98,11 @@ class TenantAdmin(admin.ModelAdmin):
                 conversation_total=Count("conversations", distinct=True),
             )
         )
+
+    @admin.display(description="kept")
+    def retention(self, obj: Tenant) -> str:
+        days = obj.retention_window_days()
+        return "forever" if days is None else f"{days} days"
 
     @admin.display(description="API keys", ordering="key_total")
     def key_count(self, obj: WithAnnotations[Tenant, _TenantTotals]) -> int:
@@ -184,3 +198,38 @@ class ApiKeyAdmin(admin.ModelAdmin):
         updated = queryset.filter(is_active=True).update(is_active=False)
         config_version_bump()  # QuerySet.update bypasses the signals; cached keys must go at once
         self.message_user(request, f"Deactivated {updated} API key(s).", messages.SUCCESS)
+
+
+@admin.register(RetentionPurge)
+class RetentionPurgeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    """The retention purges, as the purge wrote them: read-only (no customer data, counts only). A purge without an
+    end is running, or stopped before its end (the next one finishes the work)."""
+
+    list_display = ["tenant", "cutoff", "window_days", "rows", "batches", "started_at", "finished_at", "seconds"]
+    list_filter = [("tenant", ReadableTenantFilter)]
+    list_select_related = ["tenant"]
+    search_fields = ["tenant__slug"]
+    date_hierarchy = "started_at"
+    readonly_fields = fields = (
+        "tenant",
+        "window_days",
+        "cutoff",
+        "counts",
+        "batches",
+        "started_at",
+        "finished_at",
+        "seconds",
+    )
+
+    @admin.display(description="rows purged")
+    def rows(self, obj: RetentionPurge) -> int:
+        return sum(obj.counts.values())
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: RetentionPurge | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: RetentionPurge | None = None) -> bool:
+        return False

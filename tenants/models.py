@@ -4,6 +4,7 @@ request may see."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 from common.config_version import VersionedQuerySet
@@ -25,10 +26,14 @@ class TenantRight(models.TextChoices):
     ANSWER = "answer_as_person", "answer as a person"
 
 
+RETENTION_DAYS_MAX = 36_500  # a hundred years: past that, "0" (forever) says it
+
+
 class Tenant(models.Model):
     """An organisation. API keys belong to one; it sees only its own conversations.
 
-    Its message rates replace the settings' for its traffic (tenants/throttles.py): blank keeps the setting's.
+    Its message rates replace the settings' for its traffic (tenants/throttles.py): blank keeps the setting's. So
+    does its retention window (:meth:`retention_window_days`), which the periodic purge reads.
     """
 
     slug = models.SlugField(max_length=64, unique=True, help_text="The tenant_id in conversation keys.")
@@ -52,6 +57,15 @@ class Tenant(models.Model):
             "against its user id), e.g. 60/minute, or off. Blank: the API_MESSAGE_RATE_PER_SESSION setting."
         ),
     )
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(RETENTION_DAYS_MAX)],
+        help_text=(
+            "Days a conversation is kept after its last message: older ones are purged with every row they left. "
+            "0: kept forever. Blank: the RETENTION_DAYS setting."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = VersionedQuerySet.as_manager()  # a bulk update (is_active) reaches every process's checks
@@ -69,6 +83,11 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def retention_window_days(self) -> int | None:
+        """Days its conversations are kept after their last message (its own, else the setting's); None: forever."""
+        days = settings.RETENTION_DAYS if self.retention_days is None else self.retention_days
+        return days or None
 
 
 class ApiKey(models.Model):
@@ -145,3 +164,29 @@ class TenantGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user or self.group} on {self.tenant}"
+
+
+class RetentionPurge(models.Model):
+    """One run of a tenant's retention purge (``conversations/customer_data/retention.py``): the conversations whose
+    last message was before ``cutoff``, deleted batch by batch with every row they left.
+
+    Written when the purge starts, before any row goes, and updated in each batch's transaction with what it deleted:
+    ``counts`` (rows per model label) always match what is gone; ``finished_at`` is blank while it runs, or when it
+    stopped before its end (the next run finishes the work). The cutoffs recorded also tell the analytics which days'
+    totals are final (their rows may be gone)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="retention_purges")
+    window_days = models.PositiveIntegerField()
+    cutoff = models.DateTimeField(help_text="Conversations whose last message was before this were purged.")
+    counts = models.JSONField(default=dict, blank=True, help_text="Rows deleted per model.")
+    batches = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True, help_text="How long it ran, pauses between batches included.")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["cutoff"], name="retention_purge_cutoff")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} before {self.cutoff:%Y-%m-%d}"

@@ -255,6 +255,7 @@ NO_CUSTOMER_DATA: Mapping[str, str] = {
     "routing.RolloutDecision": "a rollout's decision and the cohorts' figures: counts, no conversation",
     "routing.ReleaseRequest": "an editor's request and an approver's note",
     "conversations.CustomerErasure": "the record of an erasure: the customer's keyed pseudonym, who asked, counts",
+    "tenants.RetentionPurge": "the record of a tenant's retention purge: its cutoff and the rows purged, counts",
 }
 NOT_PER_TENANT: Mapping[str, str] = {
     "routing.RolloutUserOverride": (

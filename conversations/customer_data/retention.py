@@ -1,0 +1,171 @@
+"""A tenant's retention: its conversations last written to more than its window ago are purged, for good, with every
+row they left — every holder of :mod:`.registry` reached through a conversation.
+
+The cutoff is a UTC midnight, the tenant's window (:meth:`tenants.models.Tenant.retention_window_days`) before
+today's. A conversation is expired when it was last updated before the cutoff and has no message since (a person's
+late reply). The analytics are told first (``store_rows_retiring``): they sum the days the rows were written on, and
+keep those totals as they are from then on, so the dashboard's figures do not move.
+
+The purge goes ``RETENTION_PURGE_BATCH`` conversations at a time, each batch one short transaction, with a pause of
+``RETENTION_PURGE_PAUSE_SECONDS`` after it: the batch's conversations are locked as a turn locks them, skipping any a
+turn holds (left for the next run; its turn makes it recent anyway), read again as expired, and every holder's rows
+of them are deleted children first, the conversations last. The purge's :class:`~tenants.models.RetentionPurge` is
+written before the first batch and updated in each batch's transaction: what it says is gone is gone. A purge that
+stops midway leaves whole conversations purged and the rest as they were; the next run finishes the work.
+
+A customer's own rows outside any conversation (a memory of facts) are not the purge's: they keep their own expiry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from auditlog.context import disable_auditlog
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, Min, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from conversations.customer_data.registry import HOLDERS, ROOT, Holder
+from conversations.models import Conversation, Message
+from conversations.signals import store_rows_retiring
+from tenants.models import RetentionPurge, Tenant
+
+
+@dataclass(frozen=True)
+class Purge:
+    """What one purge of one tenant did (or, dry, would do): rows per model label, in how many batches and seconds."""
+
+    tenant: str
+    window_days: int
+    cutoff: dt.datetime
+    counts: dict[str, int]
+    batches: int
+    seconds: float
+    record_id: int | None = None  # None: a dry run, or nothing had expired
+
+
+def retention_cutoff(*, window_days: int, now: dt.datetime | None = None) -> dt.datetime:
+    """The UTC midnight ``window_days`` before today's: rows written before it are past the window."""
+    today = (now or timezone.now()).astimezone(dt.UTC).date()
+    return dt.datetime.combine(today - dt.timedelta(days=window_days), dt.time.min, tzinfo=dt.UTC)
+
+
+def conversations_expired(*, tenant_id: int, cutoff: dt.datetime) -> QuerySet[Conversation]:
+    """The tenant's conversations last updated before ``cutoff`` with no message since, on the index
+    ``conversation_tenant_recent``."""
+    since = Message.objects.filter(conversation_id=OuterRef("pk"), created_at__gte=cutoff)
+    return Conversation.objects.filter(tenant_id=tenant_id, updated_at__lt=cutoff).exclude(Exists(since))
+
+
+def _reach(holder: Holder, conversations: Iterable[Conversation]) -> Q:
+    assert holder.of_conversation is not None
+    reach = Q(pk__in=[])
+    for conversation in conversations:
+        reach |= holder.of_conversation(conversation)
+    return reach
+
+
+_CONVERSATION_HOLDERS = tuple(holder for holder in reversed(HOLDERS[1:]) if holder.of_conversation is not None)
+
+
+def _batch_count(conversations: list[Conversation]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for holder in _CONVERSATION_HOLDERS:
+        counts[holder.label] += holder.rows(_reach(holder, conversations)).count()
+    counts[ROOT.label] += len(conversations)
+    return counts
+
+
+def _batch_delete(conversations: list[Conversation]) -> Counter[str]:
+    """Every holder's rows of the conversations, children first, then the conversations: rows per model label."""
+    counts: Counter[str] = Counter()
+    # Unrecorded: the field history would write each deleted row's values (a customer's words) into a new entry.
+    with disable_auditlog():
+        for holder in _CONVERSATION_HOLDERS:
+            counts.update(holder.rows(_reach(holder, conversations)).delete()[1])
+        counts.update(Conversation.objects.filter(pk__in=[c.pk for c in conversations]).delete()[1])
+    return counts
+
+
+def _batch(*, tenant_id: int, cutoff: dt.datetime, after: int, size: int, dry_run: bool) -> tuple[int, Counter[str]]:
+    """One batch, in the caller's transaction: the next ``size`` expired conversations after pk ``after`` that no
+    turn holds. Returns the last pk looked at (0: none left) and the rows deleted (or, dry, to delete)."""
+    expired = conversations_expired(tenant_id=tenant_id, cutoff=cutoff).filter(pk__gt=after).order_by("pk")
+    pks = list(expired.values_list("pk", flat=True)[:size])
+    if not pks:
+        return 0, Counter()
+    locked = list(
+        expired.filter(pk__in=pks).select_related("profile").select_for_update(of=("self",), skip_locked=True)
+    )
+    if not locked:
+        return pks[-1], Counter()
+    return pks[-1], (_batch_count(locked) if dry_run else _batch_delete(locked))
+
+
+def retention_purge(
+    *,
+    tenant: Tenant,
+    now: dt.datetime | None = None,
+    dry_run: bool = False,
+    batch_size: int | None = None,
+    pause_seconds: float | None = None,
+) -> Purge | None:
+    """Purge the tenant's expired conversations (see the module); ``dry_run``: count the rows that would go and change
+    nothing. None when the tenant keeps its conversations forever. Batches and pause default to the settings."""
+    window_days = tenant.retention_window_days()
+    if window_days is None:
+        return None
+    size = batch_size or settings.RETENTION_PURGE_BATCH
+    pause = settings.RETENTION_PURGE_PAUSE_SECONDS if pause_seconds is None else pause_seconds
+    cutoff = retention_cutoff(window_days=window_days, now=now)
+    started = time.monotonic()
+    counts: Counter[str] = Counter()
+    batches = 0
+    record = None
+    first = conversations_expired(tenant_id=tenant.pk, cutoff=cutoff).aggregate(since=Min("created_at"))["since"]
+    if first is not None and not dry_run:
+        record = RetentionPurge.objects.create(tenant=tenant, window_days=window_days, cutoff=cutoff)
+        store_rows_retiring.send(sender=Conversation, since=first, before=cutoff)
+    after = 0
+    while first is not None:
+        with transaction.atomic():
+            after, done = _batch(tenant_id=tenant.pk, cutoff=cutoff, after=after, size=size, dry_run=dry_run)
+            if not after:
+                break
+            counts.update(done)
+            batches += 1
+            if record is not None:
+                RetentionPurge.objects.filter(pk=record.pk).update(counts=_sorted(counts), batches=batches)
+        if pause:
+            time.sleep(pause)
+    seconds = time.monotonic() - started
+    if record is not None:
+        RetentionPurge.objects.filter(pk=record.pk).update(finished_at=timezone.now(), seconds=seconds)
+    return Purge(
+        tenant=tenant.slug,
+        window_days=window_days,
+        cutoff=cutoff,
+        counts=_sorted(counts),
+        batches=batches,
+        seconds=seconds,
+        record_id=record.pk if record is not None else None,
+    )
+
+
+def _sorted(counts: Counter[str]) -> dict[str, int]:
+    return {label: count for label, count in sorted(counts.items()) if count}
+
+
+def retention_purge_all(*, now: dt.datetime | None = None, dry_run: bool = False) -> list[Purge]:
+    """:func:`retention_purge` every tenant whose conversations are not kept forever (inactive ones too), by slug."""
+    purges = []
+    for tenant in Tenant.objects.order_by("slug"):
+        purge = retention_purge(tenant=tenant, now=now, dry_run=dry_run)
+        if purge is not None:
+            purges.append(purge)
+    return purges
