@@ -39,7 +39,8 @@ class Command(BaseCommand):
         verb = "would purge" if dry_run else "purged"
         self.stdout.write(
             f"{purge.tenant}: {purge.window_days} days, before {purge.cutoff:%Y-%m-%d}: {verb} "
-            f"{sum(purge.counts.values())} rows in {purge.batches} batches ({purge.seconds:.1f} s)."
+            f"{sum(purge.counts.values())} rows in {purge.batches} {'batch' if purge.batches == 1 else 'batches'} "
+            f"({purge.seconds:.1f} s)."
         )
         for label, count in purge.counts.items():
             self.stdout.write(f"  {label}: {count}")
