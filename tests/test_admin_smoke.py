@@ -21,6 +21,7 @@ from auditlog.models import LogEntry
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.db import models, transaction
+from django.utils import timezone
 
 from agents.models import (
     AgentProfile,
@@ -52,7 +53,7 @@ from routing.models import (
     StatePolicy,
 )
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
-from tenants.models import ApiKey, Tenant, TenantGrant
+from tenants.models import ApiKey, RetentionPurge, Tenant, TenantGrant
 from tests.adminkit import (
     add_url,
     change_url,
@@ -113,6 +114,7 @@ EXPECT: dict[type[models.Model], Expect] = {
         add=lambda s: {"tenant": s[Tenant].pk, "group": s[Group].pk},
         change={"act_for_tenant": "True"},
     ),
+    RetentionPurge: Expect(search=("tenant_a",), change={"window_days": "1"}, on_change=OnChange.REFUSED),
     Intent: Expect(
         search=("segunda via",),
         add=lambda s: {
@@ -334,6 +336,9 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
         Tenant: tenant_key.tenant,
         ApiKey: tenant_key,
         TenantGrant: TenantGrant.objects.create(tenant=tenant_key.tenant, user=support, read_conversations=True),
+        RetentionPurge: RetentionPurge.objects.create(
+            tenant=tenant_key.tenant, window_days=30, cutoff=timezone.now(), counts={"conversations.Conversation": 2}
+        ),
         Group: Group.objects.create(name="Support desk"),  # not registered here: what a new grant is for
         Intent: invoices,
         Keyword: Keyword.objects.get(intent=invoices, text="fatura"),
