@@ -1,0 +1,166 @@
+"""Retention bench: the message path's p99 while a tenant's retention purge deletes a month of history, against the
+same load with the purge held still.
+
+    PYTHONPATH=. .venv/bin/python bench/retention_bench.py [--count 1000000] [--window 60] [--pairs 3]
+        [--clients 64] [--duration 30] [--latency-ms 0]
+
+Starts a throwaway PostgreSQL (``scripts/services.py``), migrates, seeds the demo, fills the bench tenants with
+``bench/generate_handoffs.py --count N --days 90`` (conversations with their messages, route decisions, tool calls,
+hand-overs, ratings), then gives the bench tenants a retention window of ``--window`` days: the oldest
+``90 - window`` days expire (the default: a month, about a third of the rows). ``manage.py purge_expired`` starts in
+a process of its own, with the settings' batches and pause (``--env RETENTION_PURGE_BATCH=…`` to vary them).
+
+Then ``--pairs`` pairs of ``bench/chat_load.py`` rounds (each a fresh server, the same load, new sessions): in the
+first round of a pair the purge is held still (SIGSTOP; a batch it was in stays open, its locks are on old
+conversations only), in the second it runs (SIGCONT). Reports each round's msg/s and p99 (as chat_load.py prints
+them), the medians of the two kinds, their ratio (target: the purge's p99 within 10 % of the held one's), and the
+rows the purge deleted while it ran. A purge that ends before the last pair is said, and the pairs after it are not
+counted. ``--finish`` lets the purge run to its end afterwards and prints its record (rows per model, seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import chat_load
+from bench.chat_load import ROOT, TENANT, _manage, services
+
+DAYS = 90
+TABLE_ROW = re.compile(r"^\| ([\d.]+) \| [^|]+ \| [^|]+ \| ([\d,.]+) ms \|")
+PURGED = (
+    "from tenants.models import RetentionPurge as R; "
+    "print('purged', sum(sum(r.counts.values()) for r in R.objects.all()), R.objects.filter(finished_at=None).count())"
+)
+RECORDS = (
+    "from tenants.models import RetentionPurge as R\n"
+    "for r in R.objects.order_by('tenant__slug'):\n"
+    "    print(r.tenant.slug, r.cutoff.date(), r.batches, 'batches', round(r.seconds or 0, 1), 's', r.counts)"
+)
+
+
+def _generate(env: dict[str, str], count: int) -> None:
+    subprocess.run(
+        [sys.executable, "bench/generate_handoffs.py", "--count", str(count), "--days", str(DAYS)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+
+
+def _purged(env: dict[str, str]) -> tuple[int, int]:
+    """Rows the purges recorded as deleted so far, and how many purges are still running."""
+    line = next(line for line in _manage(env, "shell", "-c", PURGED).splitlines() if line.startswith("purged "))
+    _, rows, running = line.split()
+    return int(rows), int(running)
+
+
+def _load_round(args: argparse.Namespace, env: dict[str, str], key: str) -> tuple[float, float]:
+    """One chat_load.py round (its report printed as it is); returns (msg/s, p99 in ms)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        chat_load.run_once(args, env, key, {}, traced=False)
+    report = printed.getvalue()
+    print(report)
+    for line in report.splitlines():
+        match = TABLE_ROW.match(line)
+        if match:
+            return float(match.group(1)), float(match.group(2).replace(",", ""))
+    raise SystemExit("chat_load.py printed no table row")
+
+
+def run(args: argparse.Namespace) -> int:
+    held: list[tuple[float, float]] = []
+    running: list[tuple[float, float]] = []
+    with contextlib.ExitStack() as stack:
+        env = dict(os.environ)
+        env.update(stack.enter_context(services.scratch()))
+        env.update(stack.enter_context(services.postgres()))
+        env.update({**services.bench_server_env(ROOT), "OFFLINE_LLM_LATENCY_MS": str(args.latency_ms)})
+        env.update(dict(item.split("=", 1) for item in args.env))
+        _manage(env, "migrate", "--noinput")
+        _manage(env, "seed_demo")
+        key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
+        _generate(env, args.count)
+        _manage(
+            env,
+            "shell",
+            "-c",
+            f"from tenants.models import Tenant; print(Tenant.objects.filter("
+            f"slug__startswith='bench_tenant_').update(retention_days={args.window}))",
+        )
+        print(_manage(env, "purge_expired", "--dry-run"))
+        log = (Path(env["VAR_DIR"]) / "purge.log").open("w")
+        purge = subprocess.Popen(
+            [sys.executable, "manage.py", "purge_expired"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        stack.callback(services.stop_process, purge)
+        for pair in range(1, args.pairs + 1):
+            purge.send_signal(signal.SIGSTOP)
+            print(f"\n## pair {pair} of {args.pairs}: the purge held still")
+            before_held = _purged(env)[0]
+            held.append(_load_round(args, env, key))
+            purge.send_signal(signal.SIGCONT)
+            print(f"\n## pair {pair} of {args.pairs}: the purge running")
+            before = _purged(env)[0]
+            assert before == before_held, "the purge deleted rows while held still"
+            result = _load_round(args, env, key)
+            after, still = _purged(env)
+            if purge.poll() is not None or not still:
+                print(f"the purge ended during pair {pair}: that pair is not counted")
+                held.pop()
+                break
+            running.append(result)
+            print(f"the purge deleted {after - before:,} rows during the round")
+        if args.finish and purge.poll() is None:
+            purge.send_signal(signal.SIGCONT)
+            purge.wait()
+        log.close()
+        print(_manage(env, "shell", "-c", RECORDS))
+    if not held or not running:
+        print("no pair with the purge running throughout: nothing to compare (a larger --count)")
+        return 1
+    p99_held = statistics.median(p99 for _, p99 in held)
+    p99_running = statistics.median(p99 for _, p99 in running)
+    print("\n| purge | rounds | msg/s (median) | p99 (median) |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| held still | {len(held)} | {statistics.median(r for r, _ in held):.1f} | {p99_held:,.1f} ms |")
+    print(f"| running | {len(running)} | {statistics.median(r for r, _ in running):.1f} | {p99_running:,.1f} ms |")
+    ratio = p99_running / p99_held
+    print(f"p99 with the purge / without: {ratio:.2f} (target ≤ 1.10: {'met' if ratio <= 1.10 else 'NOT met'})")
+    return 0 if ratio <= 1.10 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1_000_000, help="handoff rows to generate over 90 days")
+    parser.add_argument("--window", type=int, default=60, help="the bench tenants' retention window, in days")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of rounds: purge held still, purge running")
+    parser.add_argument("--finish", action="store_true", help="let the purge end afterwards and print its record")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="server and purge env")
+    # chat_load.py's round, as its own options name it.
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--duration", type=float, default=30)
+    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--latency-ms", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1))
+    parser.add_argument("--client-procs", type=int, default=1)
+    parser.add_argument("--ramp", type=float, default=1)
+    parser.add_argument("--rate", type=float, help="messages/s offered at a steady pace (default: closed loop)")
+    parser.add_argument("--timeout", type=float, default=60)
+    args = parser.parse_args(argv)
+    # What chat_load.run_once reads besides: the stock server, no extra option, no profiler.
+    args.server, args.server_arg, args.profile, args.target = "serve", [], None, 0.75
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
