@@ -783,6 +783,12 @@ class AgentProfile(models.Model):
         help_text="Run the review step on every turn, single-specialist ones included: after the answer it reads the "
         "conversation's history and may send the request on to the specialist whose part is still open.",
     )
+    share_customer_memory = models.BooleanField(
+        default=True,
+        help_text="Whether the profile's specialists share what the platform remembers of a customer across their "
+        "conversations (what the customer asked it to remember is always shared). Off: each specialist reads only "
+        "what it saved itself.",
+    )
     llm_base_url = models.CharField(
         max_length=500,
         blank=True,

@@ -257,6 +257,15 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         added=4,
     ),
     ProfileSetting(
+        "share_customer_memory",
+        "boolean",
+        True,
+        ANSWERS,
+        "Its specialists share what the platform remembers of a customer; off: each reads what it saved itself.",
+        agents_yaml="share_customer_memory",
+        added=23,
+    ),
+    ProfileSetting(
         "llm_model",
         "text",
         "",

@@ -3,9 +3,9 @@ of call and model.
 
 The specialist runtime counts its own calls on its outcome (a plan's step on a Celery worker brings them back with
 its partial); every other model call of a turn — the classifier, the supervisor's synthesis and review, the LLM
-judge, goal mode's reading — records its reply with :func:`usage_record` into the turn's :class:`TurnUsage`, which
-the graph makes current for the turn (:func:`usage_counting`). A call made outside a turn (the admin's route
-preview) is counted nowhere.
+judge, goal mode's reading, the conversation's summary — records its reply with :func:`usage_record` into the turn's
+:class:`TurnUsage`, which the graph makes current for the turn (:func:`usage_counting`). A call made outside a turn
+(the admin's route preview) is counted nowhere.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ KIND_SYNTHESIS = "synthesis"  # the supervisor's consolidation by the model
 KIND_REVIEW = "review"  # the supervisor's coverage check
 KIND_JUDGE = "judge"  # the LLM judge
 KIND_GOAL = "goal"  # goal mode's reading of the goal and entities
-KINDS = (KIND_ANSWER, KIND_ROUTING, KIND_SYNTHESIS, KIND_REVIEW, KIND_JUDGE, KIND_GOAL)
+KIND_MEMORY = "memory"  # the conversation's running summary (conversations.memory.summary)
+KINDS = (KIND_ANSWER, KIND_ROUTING, KIND_SYNTHESIS, KIND_REVIEW, KIND_JUDGE, KIND_GOAL, KIND_MEMORY)
 
 CHARS_PER_TOKEN = 4
 

@@ -23,6 +23,7 @@ from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
 
 from common.adminkit import ExtensibleAdmin, ReadOnlyAdminMixin, ReadOnlyInlineMixin
+from conversations import admin_memory  # noqa: F401  # registers the customers' facts
 from conversations.admin_ratings import breakable
 from conversations.models import (
     BackendCall,
@@ -256,6 +257,7 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
                 ]
             },
         ),
+        ("Memory", {"fields": ["memory_summary", "memory_summary_through"]}),
         ("Activity", {"fields": ["message_count", "created_at", "updated_at"]}),
     ]
     readonly_fields = ["open_flows"]

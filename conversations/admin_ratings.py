@@ -56,6 +56,7 @@ METHOD_LABELS: dict[str, str] = {
     "permission": "Permission reply",
     "goal": "Goal",
     "repair": "Repair (cancel, correct, repeat…)",
+    "memory": "Customer memory",
 }
 
 

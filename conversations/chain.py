@@ -28,6 +28,7 @@ from conversations.escalation import specialist_asked
 from conversations.fanout import executor_for
 from conversations.gateway import GatewayMessage, backend_call
 from conversations.guardrails import StreamMasker
+from conversations.memory.stage import memory_notes
 from conversations.permissions import permission_context
 from conversations.runtime import (
     STATUS_PERMISSION_REQUIRED,
@@ -127,6 +128,7 @@ def specialist_request(
         intent=intent_name,
         intent_description=profile.subject_line_in(intent, turn.language),
         history=turn.history,
+        memory=memory_notes(turn, agent),
         context=turn.context,
         model_context=turn.vault.mask_value(turn.context),
         tools=tools,

@@ -92,6 +92,7 @@ from conversations.guardrails import (
 )
 from conversations.judges import NOTE, REPLACE, REVIEW_FALLBACK_ANSWER, judge_answer, review_decision, review_note
 from conversations.language import language_decide
+from conversations.memory.stage import memory_begin, memory_settle
 from conversations.models import (
     Escalation,
     EscalationReason,
@@ -208,7 +209,7 @@ async def routing_decision(turn: Turn) -> None:
     if turn.blocked:
         return
     profile = turn.input.profile
-    turn.decision = _permission_decision(turn) or _backend_answer_decision(turn)
+    turn.decision = memory_begin(turn) or _permission_decision(turn) or _backend_answer_decision(turn)
     if turn.decision is None and turn.mode == "goal":
         turn.decision = await goal_routing(turn)
     if turn.decision is None:
@@ -371,7 +372,7 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
 async def specialist(turn: Turn) -> None:
     """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does. A cancel or a
     repeat is the platform's own answer; a flow a side question interrupted is resumed at the end of the answer."""
-    fixed = fixed_answer(turn) if not turn.blocked and turn.escalate is None else None
+    fixed = (fixed_answer(turn) or turn.memory.answer or None) if not turn.blocked and turn.escalate is None else None
     if fixed is not None:
         turn.agent, turn.answer = turn.decision.agent if turn.decision else turn.agent, fixed
         await emit_safely(turn.input.emit, "token", {"agent": turn.agent, "text": fixed})
@@ -721,6 +722,7 @@ def _answer_as_asked(turn: Turn) -> None:
 
 async def persist(turn: Turn) -> None:
     _answer_as_asked(turn)
+    await memory_settle(turn)
     turn.conversation_pk = await sync_to_async(turn_persist)(turn)
     turn_events_publish(turn)
 

@@ -117,6 +117,18 @@ class Conversation(models.Model):
         choices=CONVERSATION_OUTCOMES,
         help_text="How the conversation ended (its figures: the conversation's outcome row); blank: still open.",
     )
+    # Summary memory (conversations.memory.summary): what the specialists read of the turns past the window.
+    memory_summary = models.TextField(
+        blank=True,
+        help_text="A running summary of the conversation's messages older than the ones the specialists read "
+        "(masked as the messages are); blank until the conversation outgrows that window.",
+    )
+    memory_summary_through = models.PositiveBigIntegerField(
+        default=0, help_text="The last message the summary covers (its id; 0: none)."
+    )
+    memory_summary_at_count = models.PositiveIntegerField(
+        default=0, help_text="The conversation's message count when the summary was last written."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -815,3 +827,45 @@ class CustomerErasure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.customer} ({self.erased_at:%Y-%m-%d})"
+
+
+class FactSource(models.TextChoices):
+    TOLD = "told", "Told by the customer"  # "remember that …"
+    SAVED = "saved", "Saved by a specialist"  # the built-in remember tool
+    EDITED = "edited", "Written by staff"
+
+
+class CustomerFact(models.Model):
+    """One thing the platform remembers about one end user of one tenant, across their sessions
+    (:mod:`conversations.memory`): its text (masked as stored messages are), where it came from, and until when it
+    holds. Never read across tenants: every read names the tenant."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    user_id = models.CharField(max_length=200, help_text="The end user's id as the conversations keep it.")
+    text = models.TextField(
+        help_text="What to remember, as the customer or a specialist put it (personal data masked)."
+    )
+    source = models.CharField(max_length=8, choices=FactSource.choices, default=FactSource.TOLD)
+    agent = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The specialist that saved it; blank: the customer told the platform. Where a profile does not "
+        "share memory between its specialists, a specialist reads only its own facts and the customer's.",
+    )
+    source_message = models.ForeignKey(
+        "conversations.Message",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The customer's message it came from.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="When it stops being used; blank: never.")
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["tenant", "user_id", "created_at"], name="customer_fact_customer")]
+
+    def __str__(self) -> str:
+        return self.text[:80]

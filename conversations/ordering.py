@@ -95,6 +95,10 @@ STATE_COLUMNS = (
     "fallbacks_in_row",
     "outcome",
     "language",
+    "message_count",
+    "memory_summary",
+    "memory_summary_through",
+    "memory_summary_at_count",
 )
 JSON_COLUMNS = frozenset(
     {"sub_conversation", "pending_result", "pending_permission", "granted_permissions", "goal_state", "stack"}

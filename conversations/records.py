@@ -281,6 +281,8 @@ class LiveState:
     fallbacks_in_row: int | None = None
     outcome: str | None = None
     language: str = ""  # the conversation's language after the turn ("": none told yet)
+    # The summary the turn rewrote (conversations.memory.summary): (text, last message covered, message count).
+    memory_summary: tuple[str, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -327,6 +329,9 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         updates["fallbacks_in_row"] = live.fallbacks_in_row
     if live.outcome is not None:
         updates["outcome"] = live.outcome
+    if live.memory_summary is not None:
+        summary = live.memory_summary
+        updates["memory_summary"], updates["memory_summary_through"], updates["memory_summary_at_count"] = summary
     kinds = counted.handoff_kinds | moves_kinds(record.moves)
     if kinds != counted.handoff_kinds:
         updates["handoff_kinds"] = kinds

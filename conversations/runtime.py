@@ -67,6 +67,9 @@ class SpecialistRequest:
     intent_description: str = ""  # the intent's subject line in ``language`` only ("" when it has none in it)
     # (role, content) or (role, content, stored message id): conversations.history.HistoryEntry, or a step's payload
     history: tuple[tuple[Any, ...], ...] = ()
+    # What the specialist remembers beyond the history: the conversation's summary, the customer's facts
+    # (conversations.memory), as system notes placed before the history.
+    memory: tuple[str, ...] = ()
     context: dict[str, Any] = field(default_factory=dict)
     model_context: dict[str, Any] = field(default_factory=dict)
     tools: tuple[ToolSpec, ...] = ()
@@ -396,6 +399,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
+    messages.extend(SystemMessage(note) for note in request.memory)
     messages.extend(history_message(*entry) for entry in request.history)
     messages.extend(SystemMessage(note) for note in request.notes)
     messages.append(HumanMessage(request.text))

@@ -59,7 +59,10 @@ def session_end(*, conversation: Conversation) -> Conversation:
     locked.granted_permissions = []
     locked.escalation = None
     locked.ended_at = timezone.now()
-    locked.save(update_fields=[*LIVE_STATE_RESET, "granted_permissions", "ended_at", "updated_at"])
+    # The next session starts without the summary too; its own waits for as many messages as a first one.
+    locked.memory_summary, locked.memory_summary_at_count = "", locked.message_count
+    memory = ["memory_summary", "memory_summary_at_count"]
+    locked.save(update_fields=[*LIVE_STATE_RESET, "granted_permissions", "ended_at", *memory, "updated_at"])
     return locked
 
 
@@ -89,7 +92,10 @@ def session_clear(*, conversation: Conversation) -> ClearedCounts:
     _, messages = Message.objects.filter(conversation=locked).delete()
     Handoff.objects.filter(conversation=locked).exclude(context_summary="").update(context_summary="")
     locked.message_count = 0
-    locked.save(update_fields=["message_count", "updated_at"])
+    # The summary quotes the messages cleared.
+    locked.memory_summary, locked.memory_summary_through, locked.memory_summary_at_count = "", 0, 0
+    memory = ["memory_summary", "memory_summary_through", "memory_summary_at_count"]
+    locked.save(update_fields=["message_count", *memory, "updated_at"])
     return {
         "messages": messages.get(Message._meta.label, 0),
         "route_decisions": route_decisions.get(RouteDecisionRecord._meta.label, 0),

@@ -25,6 +25,7 @@ from conversations.gateway import BackendReply
 from conversations.goal_engine import PlanRun
 from conversations.guardrails import MaskVault
 from conversations.history import HistoryEntry
+from conversations.memory.part import TurnMemory
 from conversations.models import Escalation
 from conversations.runtime import SpecialistOutcome
 from conversations.supervisor import Partial, PlanResult
@@ -251,6 +252,7 @@ class Turn:
     fallbacks_before: int = 0  # ... as the turn found it (the column is written only when it changes)
     outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)
     user_message_id: int | None = None  # the stored customer message (set by persist)
+    memory: TurnMemory = field(default_factory=TurnMemory)  # the summary and the customer's facts (docs/memory.md)
 
     def all_moves(self) -> list[Move]:
         """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
@@ -379,6 +381,7 @@ class Turn:
             "backend": self.backend_reply.metadata() if self.backend_reply else None,
             "escalation": self.escalation_metadata(),
             "usage": self.usage().as_dict(),
+            "memory": self.memory.metadata(),
             "limits": limits,
             "trace": self.trace,
         }

@@ -28,6 +28,8 @@ from conversations.desk import (
 )
 from conversations.guardrails import identifier_pseudonym
 from conversations.history import conversation_history, history_parse, history_read
+from conversations.memory.part import memory_read
+from conversations.memory.stage import memory_persist
 from conversations.models import (
     ESCALATION_OPEN,
     OPEN,
@@ -136,6 +138,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
             held_load(turn, state["escalation_id"])
         rollout_serve(turn)
+        turn.memory = memory_read(tenant_id=turn.input.tenant_pk, user_id=stored_user_id(turn.input), state=state)
         if ordering.READ in state:  # the ticket's statement brought it
             turn.history = history_parse(state[ordering.READ])
         else:
@@ -309,6 +312,7 @@ def turn_persist(turn: Turn) -> int:
     backends = turn.input.profile.backends
     backend = turn.agent if turn.agent in backends else ""
     was = turn.active_agent if turn.active_agent in backends else ""
+    written = turn.memory.written
     live = LiveState(
         active_backend=backend if decision is not None and backend != was else None,
         # A backend's task waits for the next message only while that backend answers.
@@ -331,6 +335,7 @@ def turn_persist(turn: Turn) -> int:
         fallbacks_in_row=turn.fallbacks_in_row if turn.fallbacks_in_row != turn.fallbacks_before else None,
         outcome=outcome_now(turn),
         language=turn.language_kept,
+        memory_summary=(written.text, written.through, written.at_count) if written is not None else None,
     )
     counted = CountedAs(
         cohort=turn.stored_cohort,
@@ -349,6 +354,7 @@ def turn_persist(turn: Turn) -> int:
         turn.user_message_id = rows.user_message.pk
         if claim is not None:  # a request that dies before it stores its answer leaves this for its retry
             IdempotentRequest.objects.filter(pk=claim).update(turn=turn.result().recorded())
+    memory_persist(turn)
     desks_told(turn, rows.user_message)
     return turn.conversation_pk
 

@@ -54,6 +54,7 @@ METHOD_LABELS = {
     "llm_plan": "Supervisor plan by the model",
     "fallback": "Fallback specialist",
     "repair": "Conversation repair (cancel, correct, repeat, skip, already told)",
+    "memory": "Customer memory (remember, forget, what do you know about me)",
 }
 
 ERROR_PROFILE_NOT_ROUTABLE = "Profile {agent_id} is not in the compiled routing (is it enabled?)."

@@ -438,6 +438,7 @@ METHOD_WORDS = {
     "permission": "the reply to a permission question",
     "goal": "goal mode",
     "human": "a person holds the conversation: the message goes to the desk",
+    "memory": "the customer asked the platform to remember, forget or tell what it knows of them",
     "repair": "a repair: cancel, correct, repeat, skip, already told",
 }
 STATUS_WORDS = {

@@ -78,6 +78,7 @@ Method = Literal[
     "goal",
     "human",
     "repair",
+    "memory",
 ]
 
 FALLBACK_INTENT = "fallback"

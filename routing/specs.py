@@ -169,6 +169,8 @@ class ProfileSpec:
     # Supervisor mode's planner (agents.models.SupervisorPlanner) and the review of single-specialist turns.
     supervisor_planner: str = "keywords"
     review_single_turns: bool = False
+    # Whether its specialists share a customer's remembered facts (conversations.memory).
+    share_customer_memory: bool = True
     # The enabled remote backends it routes to (a gateway profile), by name: agents in its router like specialists.
     backends: Mapping[str, BackendSpec] = field(default_factory=dict)
     # People in the loop: when its conversations go to a person, and when an idle one is closed.

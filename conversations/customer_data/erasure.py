@@ -26,6 +26,7 @@ from agents.mcp import attachment_keys, attachments_forget
 from common.personal_data import customer_pseudonym
 from conversations.customer_data.registry import HOLDERS, ROOT, Customer, Erase, Holder, conversations_of
 from conversations.desk import escalation_close
+from conversations.memory.facts import facts_cache_forget
 from conversations.models import Conversation, CustomerErasure, ToolCall
 
 ERASE_BATCH = 1000  # rows whose JSON keeps some keys are rewritten this many at a time
@@ -110,6 +111,9 @@ def customer_erase(
         for holder in HOLDERS[1:]:
             if holder.of_customer is not None:
                 counts[holder.label] += _erased(holder, holder.of_customer(customer), dry_run=dry_run)
+        if not dry_run:  # the turns read the facts through a cache: it forgets them with the rows
+            for user_id in customer.user_ids:
+                facts_cache_forget(customer.tenant_id, user_id)
     erased = {label: count for label, count in sorted(counts.items()) if count}
     if erased and not dry_run:
         CustomerErasure.objects.create(

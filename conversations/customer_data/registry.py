@@ -142,6 +142,7 @@ HOLDERS: tuple[Holder, ...] = (
             "granted_permissions",
             "goal_state",
             "stack",
+            "memory_summary",
         ),
         values={"session_id": _erased_name, "conversation_key": _erased_name},
     ),
@@ -222,6 +223,8 @@ HOLDERS: tuple[Holder, ...] = (
     Holder("routing.RoutingTestCase", "routing_tests", Erase.DELETE, of_conversation=_tests_made_from),
     Holder("routing.ConversationTest", "conversation_tests", Erase.DELETE, of_conversation=_tests_made_from),
     Holder("auditlog.LogEntry", "routing_test_history", Erase.DELETE, of_conversation=_history_of_tests_made_from),
+    # What the platform remembers of them across conversations (conversations.memory), theirs alone.
+    Holder("conversations.CustomerFact", "facts", Erase.DELETE, of_customer=_of_customer),
 )
 
 HOLDER_LABELS = frozenset(holder.label for holder in HOLDERS)

@@ -1,0 +1,147 @@
+"""The facts remembered about one end user of one tenant: kept, read (through the cache), matched and forgotten.
+
+Every read names the tenant and the user id as the conversations keep it (a keyed pseudonym when the id is personal
+data): another tenant's customer with the same id reads nothing. The facts of a customer are cached whole
+(``FACTS_CACHE_SECONDS``; a customer with none is cached as none), so a turn reads no row when nothing changed; every
+write drops the entry once it commits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import NamedTuple
+
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from common.text import normalize
+from conversations.models import CustomerFact, FactSource
+
+FACTS_CACHE_SECONDS = 300
+FACTS_KEPT_MAX = 200  # per customer: the oldest go when more are told
+# What the specialists are given at most: the newest facts that fit, oldest first.
+FACTS_GIVEN_MAX = 20
+FACTS_GIVEN_MAX_CHARS = 1500
+_MATCH_MIN_CHARS = 3
+_MATCH_SKIPPED = frozenset(
+    {"the", "that", "and", "for", "you", "que", "uma", "com", "para", "por", "del", "los", "las", "una", "con", "sobre"}
+)
+
+
+class Fact(NamedTuple):
+    """A fact as the turn reads it."""
+
+    id: int
+    text: str
+    agent: str  # "": told by the customer (every specialist reads it)
+    created_at: dt.datetime
+    expires_at: dt.datetime | None
+
+
+def _key(tenant_id: int, user_id: str) -> str:
+    digest = hashlib.blake2b(user_id.encode(), digest_size=12).hexdigest()
+    return f"memory:facts:{tenant_id}:{digest}"
+
+
+def facts_cache_forget(tenant_id: int, user_id: str) -> None:
+    """Drop the customer's cached facts now and again once the transaction commits: a turn that read the rows
+    meanwhile may have cached them as they were before."""
+    key = _key(tenant_id, user_id)
+    cache.delete(key)
+    transaction.on_commit(lambda: cache.delete(key))
+
+
+def facts_of(*, tenant_id: int, user_id: str, now: dt.datetime | None = None) -> tuple[Fact, ...]:
+    """The customer's facts that have not expired, oldest first; ``()`` for an anonymous customer (no user id).
+    One cache read; one query when the cache has no entry for them."""
+    if not user_id:
+        return ()
+    key = _key(tenant_id, user_id)
+    cached = cache.get(key)
+    if cached is None:
+        rows = CustomerFact.objects.filter(tenant_id=tenant_id, user_id=user_id).order_by("created_at", "id")
+        cached = [
+            (row["id"], row["text"], row["agent"], row["created_at"], row["expires_at"])
+            for row in rows.values("id", "text", "agent", "created_at", "expires_at")
+        ]
+        cache.set(key, cached, FACTS_CACHE_SECONDS)
+    now = now or timezone.now()
+    return tuple(Fact(*row) for row in cached if row[4] is None or row[4] > now)
+
+
+def facts_given(facts: tuple[Fact, ...], *, agent: str, shared: bool) -> tuple[Fact, ...]:
+    """What ``agent`` is given of the customer's ``facts``: all of them where the profile shares memory, else those
+    the customer told and those ``agent`` saved; the newest that fit :data:`FACTS_GIVEN_MAX` and
+    :data:`FACTS_GIVEN_MAX_CHARS`, oldest first."""
+    readable = [fact for fact in facts if shared or not fact.agent or fact.agent == agent]
+    given: list[Fact] = []
+    size = 0
+    for fact in reversed(readable):
+        size += len(fact.text)
+        if len(given) == FACTS_GIVEN_MAX or size > FACTS_GIVEN_MAX_CHARS:
+            break
+        given.append(fact)
+    return tuple(reversed(given))
+
+
+def _words(text: str) -> set[str]:
+    return {word for word in normalize(text).split() if len(word) >= _MATCH_MIN_CHARS and word not in _MATCH_SKIPPED}
+
+
+def facts_matching(facts: tuple[Fact, ...], words: str) -> tuple[Fact, ...]:
+    """The facts ``words`` names: each of its words (case and accents ignored; short ones skipped) is in the fact;
+    ``""``: the last fact told."""
+    if not words:
+        return facts[-1:]
+    wanted = _words(words)
+    if not wanted:
+        return ()
+    return tuple(fact for fact in facts if wanted <= _words(fact.text))
+
+
+def fact_remember(
+    *,
+    tenant_id: int,
+    user_id: str,
+    text: str,
+    source: str = FactSource.TOLD,
+    agent: str = "",
+    source_message_id: int | None = None,
+    expires_at: dt.datetime | None = None,
+) -> CustomerFact:
+    """Keep ``text`` about the customer (masked already: the caller passes what the store may hold). A customer
+    keeps at most :data:`FACTS_KEPT_MAX` facts: the oldest go."""
+    with transaction.atomic():
+        fact = CustomerFact.objects.create(
+            tenant_id=tenant_id,
+            user_id=user_id,
+            text=text,
+            source=source,
+            agent=agent,
+            source_message_id=source_message_id,
+            expires_at=expires_at,
+        )
+        mine = CustomerFact.objects.filter(tenant_id=tenant_id, user_id=user_id)
+        over = list(mine.order_by("-created_at", "-id").values_list("pk", flat=True)[FACTS_KEPT_MAX:])
+        if over:
+            mine.filter(pk__in=over).delete()
+        facts_cache_forget(tenant_id, user_id)
+    return fact
+
+
+def facts_forget(*, tenant_id: int, user_id: str, ids: list[int]) -> int:
+    """Forget the customer's facts ``ids`` (another customer's ids are ignored); how many went."""
+    if not ids:
+        return 0
+    with transaction.atomic():
+        deleted, _ = CustomerFact.objects.filter(Q(pk__in=ids), tenant_id=tenant_id, user_id=user_id).delete()
+        facts_cache_forget(tenant_id, user_id)
+    return deleted
+
+
+def fact_changed(fact: CustomerFact) -> None:
+    """A fact was edited, added or deleted elsewhere (the admin): the turns read it again."""
+    facts_cache_forget(fact.tenant_id, fact.user_id)

@@ -1,0 +1,168 @@
+"""Memory beyond the window, through the message API: facts a customer asks the platform to remember, used in their
+next session and forgotten on request, never across tenants; and the conversation's running summary of the turns past
+the window, given to the specialists with the recent ones. The specialists' prompts are read where the model receives
+them (the suite's scripted OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.cache import cache
+
+from conversations.customer_data import customer_erase, customer_export, customer_for
+from conversations.memory import summary
+from conversations.memory.facts import facts_of
+from conversations.models import Conversation, CustomerFact
+from tests.llm_server import Reply
+
+pytestmark = pytest.mark.django_db
+
+USER = "cust-memory-1"
+PREFERENCE = "prefiro ser contatado por e-mail"
+
+
+def say(api, text: str, *, user: str = USER, session: str = "s-memory-1") -> dict:
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session, "user_id": user}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def system_notes(request: dict) -> str:
+    """Every system message of a chat completion request the scripted server received, joined."""
+    return "\n".join(m["content"] for m in request["messages"] if m["role"] == "system")
+
+
+def test_a_fact_told_in_one_session_is_in_the_specialists_prompt_of_the_next(api, telecom, scripted_llm):
+    told = say(api, f"lembre que {PREFERENCE}")
+    assert told["answer"] == f"Anotado. Vou lembrar: {PREFERENCE}"
+    assert told["metadata"]["memory"]["command"] == "remember"
+    assert scripted_llm.requests == []  # the platform answered: no model call
+    fact = CustomerFact.objects.get()
+    assert (fact.text, fact.source_message.content) == (PREFERENCE, f"lembre que {PREFERENCE}")
+
+    scripted_llm.reply("Sua fatura está em R$ 289,90.")
+    answer = say(api, "Minha fatura veio alta", session="s-memory-2")
+
+    assert PREFERENCE in system_notes(scripted_llm.requests[-1])
+    assert answer["metadata"]["memory"]["facts"] == [PREFERENCE]
+
+
+def test_the_facts_are_remembered_offline_too_and_recalled_in_the_customers_language(api, telecom):
+    say(api, "Remember that my plan is the 20 GB one.")
+    say(api, "recuerda que vivo en Madrid")
+
+    english = say(api, "What do you know about me?", session="s-memory-2")["answer"]
+    spanish = say(api, "¿Qué sabes de mí?", session="s-memory-3")["answer"]
+
+    assert english.splitlines() == [
+        "This is what I remember about you:",
+        "- my plan is the 20 GB one",
+        "- vivo en Madrid",
+    ]
+    assert spanish.splitlines()[0] == "Esto es lo que recuerdo de ti:"
+
+
+def test_forget_that_removes_the_last_fact_and_forget_with_words_removes_what_they_match(api, telecom):
+    say(api, f"lembre que {PREFERENCE}")
+    say(api, "lembre que meu plano é o de 20 GB")
+
+    forgotten = say(api, "esqueça isso")
+    assert forgotten["answer"] == "Pronto, esqueci: meu plano é o de 20 GB"
+    assert list(CustomerFact.objects.values_list("text", flat=True)) == [PREFERENCE]
+
+    say(api, "forget that I prefer e-mail")  # matches nothing told: no command, the specialists answer it
+    assert CustomerFact.objects.count() == 1
+    say(api, "esqueça que prefiro e-mail")
+    assert not CustomerFact.objects.exists()
+    assert "Ainda não lembro de nada" in say(api, "o que você sabe sobre mim?")["answer"]
+
+
+def test_another_tenants_customer_with_the_same_user_id_sees_nothing(api, outsider_api, telecom, scripted_llm):
+    say(api, f"lembre que {PREFERENCE}")
+
+    theirs = say(outsider_api, "o que você sabe sobre mim?")
+    scripted_llm.reply("Sua fatura está em R$ 289,90.")
+    asked = say(outsider_api, "Minha fatura veio alta", session="s-memory-2")
+
+    assert theirs["answer"].startswith("Ainda não lembro de nada")
+    assert PREFERENCE not in system_notes(scripted_llm.requests[-1])
+    assert asked["metadata"]["memory"]["facts"] == []
+
+
+def test_an_anonymous_customer_is_told_nothing_can_be_remembered(api, telecom):
+    answer = say(api, f"lembre que {PREFERENCE}", user="")
+    assert answer["answer"].startswith("Só consigo lembrar")
+    assert not CustomerFact.objects.exists()
+
+
+def test_a_message_that_is_no_command_reads_no_fact_row_once_the_customer_is_cached(
+    api, telecom, django_assert_max_num_queries
+):
+    say(api, "Minha fatura veio alta")  # the customer's facts (none) are cached
+    tenant_id = Conversation.objects.get().tenant_id
+    stored = Conversation.objects.get().user_id
+    with django_assert_max_num_queries(0):
+        assert facts_of(tenant_id=tenant_id, user_id=stored) == ()
+
+
+def test_past_the_window_a_summary_replaces_the_older_turns_and_reaches_the_specialists(api, telecom, settings):
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    first = "Minha fatura de março veio com uma cobrança estranha. Pode ver?"
+    say(api, first)
+    for number in range(summary.SUMMARY_EVERY // 2 + 1):
+        say(api, f"E o pedido {number}, chegou?")
+
+    conversation = Conversation.objects.get()
+    assert conversation.memory_summary.startswith("Customer: Minha fatura de março veio com uma cobrança estranha.")
+    assert conversation.memory_summary_through > 0
+    later = say(api, "e a entrega?")
+    assert later["metadata"]["memory"]["summary"] == conversation.memory_summary
+
+
+def test_the_profiles_model_writes_the_summary_and_its_tokens_are_counted(api, telecom, scripted_llm, settings):
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+
+    def respond(body):
+        text = body["messages"][-1]["content"]
+        if "running summary" in text:
+            return Reply(content="The customer disputes a March invoice charge.", usage=(300, 12))
+        return Reply(content="Certo.", usage=(50, 2))
+
+    scripted_llm.respond_with(respond)
+    for number in range(summary.SUMMARY_EVERY // 2 + 2):
+        answer = say(api, f"Minha fatura {number} veio alta")
+        if answer["metadata"]["memory"]["summary_updated"]:
+            break
+    calls = {call["kind"]: call for call in answer["metadata"]["usage"]["calls"]}
+    assert (calls["memory"]["prompt_tokens"], calls["memory"]["completion_tokens"]) == (300, 12)
+    assert Conversation.objects.get().memory_summary == "The customer disputes a March invoice charge."
+
+    say(api, "e agora?")
+    assert "The customer disputes a March invoice charge." in system_notes(scripted_llm.requests[-1])
+
+
+def test_the_export_holds_the_facts_and_the_summary_and_erasure_removes_both(api, telecom, settings):
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    say(api, f"lembre que {PREFERENCE}")
+    for number in range(summary.SUMMARY_EVERY // 2 + 1):
+        say(api, f"Minha fatura {number} veio alta")
+    tenant_id = Conversation.objects.get().tenant_id
+    customer = customer_for(tenant_id=tenant_id, user_id=USER)
+    summary_text = Conversation.objects.get().memory_summary
+    assert summary_text
+
+    document = json.loads("".join(customer_export(customer=customer, tenant_slug="tenant_a", user_id=USER)))
+    assert [fact["text"] for fact in document["facts"]] == [PREFERENCE]
+    assert document["conversations"][0]["memory_summary"] == summary_text
+
+    erased = customer_erase(customer=customer, user_id=USER, actor="test")
+    assert erased["conversations.CustomerFact"] == 1
+    assert not CustomerFact.objects.exists()
+    assert Conversation.objects.get().memory_summary == ""
+    cache.clear()
+    assert "Ainda não lembro" in say(api, "o que você sabe sobre mim?", session="s-after")["answer"]
