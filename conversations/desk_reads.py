@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conversations.desk import DESK_ROLES, desk_row, escalation_teams, message_public, queue_position
+from conversations.memory.facts import facts_of
 from conversations.models import (
     Escalation,
     EscalationPriority,
@@ -122,7 +123,8 @@ def escalation_detail(*, escalation: Escalation, tenants: Mapping[int, DeskTenan
     while it waits), why it came and its summary, the profile's teams (to transfer to), the conversation's last
     :data:`HISTORY_MAX` messages of the customer, the assistants and the people (replies and internal notes, each with
     its ``author``) and the assistants' route decisions, oldest first. ``escalation`` as
-    :func:`conversations.desk.escalation_get` loads it (its conversation and profile). Three queries, four while it
+    :func:`conversations.desk.escalation_get` loads it (its conversation and profile), and what memory holds of the
+    customer (:mod:`conversations.memory`: a cache read, one query when not cached). Three queries, four while it
     waits (its place)."""
     conversation = escalation.conversation
     messages = Message.objects.filter(conversation_id=conversation.pk, role__in=DESK_ROLES).order_by(
@@ -149,6 +151,14 @@ def escalation_detail(*, escalation: Escalation, tenants: Mapping[int, DeskTenan
             "active_specialist": conversation.active_specialist,
         },
         "teams": list(escalation_teams(escalation)),
+        # What the assistants remember beyond the history: the conversation's summary, the customer's facts.
+        "memory": {
+            "summary": conversation.memory_summary,
+            "facts": [
+                {"id": fact.id, "text": fact.text, "created_at": fact.created_at.isoformat()}
+                for fact in facts_of(tenant_id=conversation.tenant_id, user_id=conversation.user_id)
+            ],
+        },
         "history": [message_public(message) for message in reversed(messages)],
         "decisions": [
             {**decision, "created_at": decision["created_at"].isoformat()} for decision in reversed(decisions)

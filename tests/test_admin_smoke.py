@@ -34,7 +34,15 @@ from agents.models import (
     SpecialistPrompt,
 )
 from conversations.feedback import feedback_give
-from conversations.models import BackendCall, Conversation, Message, MessageFeedback, RouteDecisionRecord, ToolCall
+from conversations.models import (
+    BackendCall,
+    Conversation,
+    CustomerFact,
+    Message,
+    MessageFeedback,
+    RouteDecisionRecord,
+    ToolCall,
+)
 from handoffs.models import Handoff
 from releases.versions import version_publish
 from routing.models import (
@@ -164,6 +172,13 @@ EXPECT: dict[type[models.Model], Expect] = {
         search=("retail_backend", "connection refused"), change={"error": "edited"}, on_change=OnChange.REFUSED
     ),
     # Customers' ratings: by the comment, the rated answer or the conversation.
+    # What the platform remembers of a customer: staff correct it, add to it, delete it.
+    CustomerFact: Expect(
+        search=("e-mail", "cust-facts"),
+        add=lambda s: {"tenant": s[Tenant].pk, "user_id": "cust-facts", "text": "prefere ligação à tarde"},
+        added={"source": "edited"},
+        change={"text": "prefere ser contatado por SMS"},
+    ),
     MessageFeedback: Expect(
         search=("demorou", "roaming", "tenant_a:telecom_contas:s-1"),
         change={"comment": "edited"},
@@ -357,6 +372,9 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             status="unreachable",
             latency_ms=3.2,
             error="connection refused",
+        ),
+        CustomerFact: CustomerFact.objects.create(
+            tenant=tenant_key.tenant, user_id="cust-facts", text="prefere ser contatado por e-mail"
         ),
         MessageFeedback: feedback_give(
             conversation=conversation,

@@ -150,6 +150,7 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
         "hybrid_followup_max_chars": 12,
         "supervisor_planner": "model",
         "review_single_turns": True,
+        "share_customer_memory": False,
         "llm_model": "small-model",
         "llm_temperature": 0.3,
         "llm_base_url": "https://llm.example.com/v1",

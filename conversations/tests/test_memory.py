@@ -11,6 +11,8 @@ import pytest
 from django.core.cache import cache
 
 from conversations.customer_data import customer_erase, customer_export, customer_for
+from conversations.desk import escalation_get
+from conversations.desk_reads import DeskTenant, escalation_detail
 from conversations.memory import summary
 from conversations.memory.facts import facts_of
 from conversations.models import Conversation, CustomerFact
@@ -166,3 +168,17 @@ def test_the_export_holds_the_facts_and_the_summary_and_erasure_removes_both(api
     assert Conversation.objects.get().memory_summary == ""
     cache.clear()
     assert "Ainda não lembro" in say(api, "o que você sabe sobre mim?", session="s-after")["answer"]
+
+
+def test_the_person_who_takes_a_conversation_reads_what_the_platform_remembers_of_the_customer(
+    api, outsider_api, telecom
+):
+    say(api, f"lembre que {PREFERENCE}")
+    say(outsider_api, "lembre que moro em Recife")  # another tenant's customer of the same id
+    asked = say(api, "quero falar com um atendente", session="s-memory-2")["metadata"]["escalation"]["id"]
+    escalation = escalation_get(escalation_id=asked)
+    tenant = escalation.conversation.tenant
+
+    detail = escalation_detail(escalation=escalation, tenants={tenant.pk: DeskTenant(tenant.pk, tenant.slug, "")})
+
+    assert [fact["text"] for fact in detail["memory"]["facts"]] == [PREFERENCE]
