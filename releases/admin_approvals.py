@@ -33,7 +33,7 @@ from releases.approvals import (
     release_request_stale_reason,
     release_request_withdraw,
 )
-from releases.routing_tests import routing_tests_gate
+from releases.evals.gate import release_gate
 from releases.versions import document_diff, may_approve
 from routing.models import ReleaseKind, ReleaseRequest, ReleaseStatus
 from routing.rollout_plans import may_view_plans
@@ -171,7 +171,7 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             title = f"Roll {profile.agent_id} version {number} out in stages"
         changes = document_diff(live.document, document) if live is not None and document is not None else []
         tests = (
-            routing_tests_gate(profile=profile, document=document, enforce=False).summary
+            release_gate(profile=profile, document=document, enforce=False).summary
             if pending and document is not None
             else {}
         )

@@ -50,6 +50,7 @@ from common.adminkit import AdminExtension, ReadOnlyAdminMixin, admin_extend
 from common.errors import DomainError
 from common.text import whole_number
 from releases.approvals import draft_rollout, publish_request, release_requests_pending, second_person_switch
+from releases.evals.gate import SUMMARY_KEY, gate_warnings
 from releases.rollout_commands import PLAN_ADD_PERMISSION
 from releases.rollout_forms import PlanSettingsForm
 from releases.versions import (
@@ -477,6 +478,7 @@ class ProfileReleases(AdminExtension):
             f"Published {profile.agent_id} version {version.number}: customers get it from their next message.",
             messages.SUCCESS,
         )
+        _warn(model_admin, request, version)
         return self._profile_page(profile)
 
     def _confirm_roll_out(
@@ -546,15 +548,38 @@ class ProfileReleases(AdminExtension):
             "The guard advances it, or rolls it back, by itself.",
             messages.SUCCESS,
         )
+        _warn(model_admin, request, outcome.candidate)
         if may_view_plans(request.user):
             return HttpResponseRedirect(reverse("analytics-rollout-page", args=[outcome.plan.pk]))
         return HttpResponseRedirect(reverse("admin:routing_rolloutplan_change", args=[outcome.plan.pk]))
+
+
+def _warn(model_admin: ModelAdmin[Any], request: HttpRequest, version: RoutingVersion) -> None:
+    """The failing conversation tests that are not required, of a version just made: said, never refused."""
+    for line in gate_warnings(version.test_summary):
+        model_admin.message_user(request, f"Not required, and failing: {line}", messages.WARNING)
 
 
 admin_extend(AgentProfile, ProfileReleases())
 
 
 # -- the versions ----------------------------------------------------------------------------------------------
+
+
+def _run_html(what: str, summary: dict[str, Any], *, warnings: bool = False) -> str:
+    """A gate's run kept with a version: ``Routing tests: 3 passed, 1 failed (published anyway).`` and the failures
+    (the conversation tests' warnings too)."""
+    lines = list(summary.get("failures") or []) + (
+        [f"{line} (not required)" for line in summary.get("warnings") or []] if warnings else []
+    )
+    return format_html(
+        "<p>{}: {} passed, {} failed{}.</p>{}",
+        what,
+        summary.get("passed", "?"),
+        summary.get("failed", "?"),
+        " (published anyway)" if summary.get("forced") else "",
+        format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((line,) for line in lines))) if lines else "",
+    )
 
 
 @admin.register(RoutingVersion)
@@ -599,21 +624,14 @@ class RoutingVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def is_live(self, obj: RoutingVersion) -> bool:
         return getattr(obj, "live_number", None) == obj.number
 
-    @admin.display(description="routing tests when published")
+    @admin.display(description="saved tests when published")
     def tests(self, obj: RoutingVersion) -> str:
         summary = getattr(obj, "test_summary", None) or {}
-        if not summary:
+        answered = summary.get(SUMMARY_KEY) or {}
+        if "total" not in summary and not answered:
             return "No saved routing tests ran."
-        failures = summary.get("failures") or []
-        return format_html(
-            "<p>{} passed, {} failed{}.</p>{}",
-            summary.get("passed", "?"),
-            summary.get("failed", "?"),
-            " (published anyway)" if summary.get("forced") else "",
-            format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((f,) for f in failures)))
-            if failures
-            else "",
-        )
+        routed = _run_html("Routing tests", summary) if "total" in summary else ""
+        return format_html("{}{}", routed, _run_html("Conversation tests", answered, warnings=True) if answered else "")
 
     @admin.display(description="forced", boolean=True)
     def forced(self, obj: RoutingVersion) -> bool:

@@ -36,8 +36,8 @@ from rest_framework import status
 from agents.models import AgentProfile
 from common.errors import DomainError
 from common.fingerprint import document_fingerprint
+from releases.evals.gate import release_gate
 from releases.rollout_commands import PlanChanged, RolloutStateError, plan_start
-from releases.routing_tests import routing_tests_gate
 from releases.versions import (
     ERROR_APPROVER_SAME,
     UNSET,
@@ -191,7 +191,8 @@ def publish_request(
 ) -> ReleaseRequest:
     """Ask a second person to publish the profile's draft as it is now. Refused as the publish itself would be:
     another version went live since the review (:class:`VersionConflict`), nothing to publish, the user's model
-    settings (:func:`model_settings_check`), failing routing tests without a reason from a user who may give one."""
+    settings (:func:`model_settings_check`), failing routing tests or required conversation tests without a reason
+    from a user who may give one."""
     draft = _draft(profile)
     live = live_version(profile)
     live_number = live.number if live else None
@@ -206,7 +207,7 @@ def publish_request(
     model_settings_check(profile=profile, document=draft, served=live.document if live else draft, user=user)
     fingerprint = document_fingerprint(draft)
     _already_waiting(profile, ReleaseKind.PUBLISH, fingerprint)
-    gated = routing_tests_gate(profile=profile, document=draft, user=user, forced_reason=forced_reason)
+    gated = release_gate(profile=profile, document=draft, user=user, forced_reason=forced_reason)
     return ReleaseRequest.objects.create(
         profile=profile,
         kind=ReleaseKind.PUBLISH,

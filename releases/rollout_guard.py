@@ -24,9 +24,11 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   same test as the relative limit's.
 * **Decisions.** A plan whose candidate or settings changed since it started is aborted, not judged
   (:func:`releases.rollout_commands.plan_changed_abort`). A breach rolls back at once; with every guard clear, the
-  stage advances once it ran ``hold_minutes`` and both cohorts reached the minimum; after the last stage the plan
-  completes and the candidate is released to every customer (:func:`releases.rollout_commands.plan_advance`).
-  Otherwise it holds.
+  stage advances once it ran ``hold_minutes`` and both cohorts reached the minimum — and no required conversation
+  test fails against the candidate (:func:`releases.evals.gate.stage_tests_failures`, played then, before the plan's
+  lock is taken: a test added since the candidate was made holds the stage until it passes or a person advances by
+  hand); after the last stage the plan completes and the candidate is released to every customer
+  (:func:`releases.rollout_commands.plan_advance`). Otherwise it holds.
   Each decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it and a reason in words
   (:mod:`routing.rollout_words`); those that move the plan are posted to its webhook; a rollback is also published
   as the operational event ``rollout.rolled_back`` (:mod:`common.infra.bus`).
@@ -77,6 +79,7 @@ from conversations.models import (
     ToolCallStatus,
 )
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
+from releases.evals.gate import stage_tests_failures
 from releases.rollout_commands import (
     RolloutStateError,
     decision_record,
@@ -464,6 +467,7 @@ def plan_evaluate(
     """One evaluation of a running plan: advance, hold or roll back, recorded with its figures. ``prepared``: the
     figures :func:`plans_evaluate` read for every plan at once, used when they are still the plan's windows."""
     now = now or timezone.now()
+    failing, prepared = _stage_tests(plan, now, prepared)  # before the lock: a test's turns may call models
     with transaction.atomic():
         plan = (
             RolloutPlan.objects.select_for_update(of=("self",))
@@ -512,6 +516,12 @@ def plan_evaluate(
         if breached:
             return _rollback(plan, now, actor, figures, "; ".join(verdict.reason for verdict in breached))
         held = now - since >= dt.timedelta(minutes=plan.hold_minutes)
+        tests_failed = failing[1] if failing is not None and failing[0] == plan.candidate_id else []
+        if sampled and held and tests_failed:
+            figures["conversation_tests"] = tests_failed
+            return decision_record(
+                plan, RolloutDecisionAction.HOLD, TESTS_HOLD + "; ".join(tests_failed), actor, figures
+            )
         if sampled and held:
             return plan_advance(plan, now, actor, figures, by_guard=True)
         missing = []
@@ -523,6 +533,32 @@ def plan_evaluate(
         if not held:
             missing.append(f"held {int((now - since).total_seconds() // 60)} of {plan.hold_minutes} minutes")
         return decision_record(plan, RolloutDecisionAction.HOLD, "Holding: " + "; ".join(missing) + ".", actor, figures)
+
+
+TESTS_HOLD = "Holding: every guard is clear, but required conversation tests fail against the candidate: "
+
+
+def _stage_tests(
+    plan: RolloutPlan, now: dt.datetime, prepared: Prepared | None
+) -> tuple[tuple[int, list[str]] | None, Prepared | None]:
+    """The required conversation tests that fail against a version plan's candidate — as ``(candidate pk, lines)``,
+    played only when its stage could advance now (held long enough, both cohorts sampled; ``None`` otherwise) — and
+    the figures read for it (``prepared``, reused under the lock when they are still the plan's windows)."""
+    plan = RolloutPlan.objects.select_related("candidate", "profile").filter(pk=plan.pk).first() or plan
+    if plan.status != RolloutPlanStatus.RUNNING or plan.target != RolloutPlanTarget.VERSION:
+        return None, prepared
+    if plan.candidate is None or plan.profile is None:
+        return None, prepared
+    windows = _windows(plan, now)
+    if now - windows[0].since < dt.timedelta(minutes=plan.hold_minutes):
+        return None, prepared
+    ready = (prepared or {}).get(plan.pk)
+    if ready is None or ready[0] != windows:
+        ready = (windows, cohorts_figures(list(windows)))
+        prepared = {**(prepared or {}), plan.pk: ready}
+    if min(cohort["conversations"] for cohort in ready[1]) < plan.min_conversations:
+        return None, prepared
+    return (plan.candidate.pk, stage_tests_failures(plan.profile, plan.candidate)), prepared
 
 
 def _rollback(plan: RolloutPlan, now: dt.datetime, actor: str, figures: dict[str, Any], why: str) -> RolloutDecision:

@@ -543,6 +543,18 @@ class GateOutcome:
     forced_reason: str = ""
 
 
+def forced_reason_checked(*, user: Any, forced_reason: str, tests: str) -> str:
+    """``forced_reason`` stripped, when ``user`` may give one (``routing.publish_failing_version``); raises
+    :class:`PublishForbidden` (naming the ``tests`` that would fail) for anyone else's."""
+    reason = forced_reason.strip()
+    if reason and not (user is not None and user.has_perm(FORCE_PERMISSION)):
+        raise PublishForbidden(
+            f"You may not publish a version whose {tests} fail (it takes the permission {FORCE_PERMISSION}).",
+            fields={"forced_reason": ["Only a user with the permission to publish failing versions may give one."]},
+        )
+    return reason
+
+
 def routing_tests_gate(
     *, profile: Any, document: Mapping[str, Any], user: Any = None, forced_reason: str = "", enforce: bool = True
 ) -> GateOutcome:
@@ -553,12 +565,7 @@ def routing_tests_gate(
     without it is refused (:class:`PublishForbidden`). Without ``enforce`` (a revert) the run is only recorded.
     Runs before the publish's transaction: a classifier may call a model, and no lock is held across it."""
 
-    reason = forced_reason.strip()
-    if reason and not (user is not None and user.has_perm(FORCE_PERMISSION)):
-        raise PublishForbidden(
-            f"You may not publish a version whose routing tests fail (it takes the permission {FORCE_PERMISSION}).",
-            fields={"forced_reason": ["Only a user with the permission to publish failing versions may give one."]},
-        )
+    reason = forced_reason_checked(user=user, forced_reason=forced_reason, tests="routing tests")
     cases = routing_tests_saved(profile)
     if not cases:
         return GateOutcome(summary={})

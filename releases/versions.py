@@ -48,7 +48,7 @@ from agents.schemas import model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
-from releases.routing_tests import routing_tests_gate
+from releases.evals.gate import release_gate
 from routing.documents import document_complete, profile_documents
 from routing.models import ProfileRelease, RoutingVersion
 from routing.selectors import live_version
@@ -262,11 +262,12 @@ def version_publish(
     version went live meanwhile the publish is refused with :class:`VersionConflict`. Publishing what is already
     live is refused with :class:`NothingToPublish` (a revert may).
 
-    The gate (:func:`releases.routing_tests.routing_tests_gate`): the profile's enabled saved routing tests run
-    against ``document`` first, outside the transaction; a failure refuses the publish
-    (``RoutingTestsFailed``, 409) unless ``forced_reason`` is given by a user with
-    ``routing.publish_failing_version`` (a reason from anyone else: ``PublishForbidden``, 403). The run's summary
-    is kept with the version (``test_summary``), the reason only when tests failed. A revert is not refused (it
+    The gate (:func:`releases.evals.gate.release_gate`): the profile's enabled saved routing tests and conversation
+    tests run against ``document`` first, outside the transaction; a failing routing test or required conversation
+    test refuses the publish (``RoutingTestsFailed``, ``ConversationTestsFailed``, 409) unless ``forced_reason`` is
+    given by a user with ``routing.publish_failing_version`` (a reason from anyone else: ``PublishForbidden``, 403);
+    a failing conversation test that is not required only warns. The runs' summary is kept with the version
+    (``test_summary``), the reason only when tests failed. A revert is not refused (it
     goes back to what was live before; its run is recorded).
 
     ``published_from`` (a :class:`~routing.models.PublishedFrom`) says where, for a version nobody signed.
@@ -283,7 +284,7 @@ def version_publish(
     model_settings_check(profile=profile, document=content, served=_served(profile, live, content, document), user=user)
     summary: dict[str, Any] = {}
     if live is None or not documents_same(live.document, content) or reverted_from is not None:  # else: said below
-        gated = routing_tests_gate(
+        gated = release_gate(
             profile=profile, document=content, user=user, forced_reason=forced_reason, enforce=reverted_from is None
         )
         summary, forced_reason = gated.summary, gated.forced_reason
@@ -352,14 +353,14 @@ def _version_store(
 def served_draft_publish(*, profile: Any, user: Any, note: str, published_from: str = "") -> RoutingVersion | None:
     """Publish what customers of a profile never published are served — its draft — as its first version, before the
     profile starts to need a second person (:func:`releases.approvals.second_person_switch`): for customers nothing
-    changes, so neither the two-person rule nor the saved routing tests hold it (their run is recorded, as a revert's
+    changes, so neither the two-person rule nor the saved tests hold it (their run is recorded, as a revert's
     is); the model settings' checks apply as to any publish. ``None`` when a version is live (then customers are not
     served the draft)."""
     if live_version(profile) is not None:
         return None
     content = _draft_document(profile.agent_id)
     model_settings_check(profile=profile, document=content, served=content, user=user)
-    gated = routing_tests_gate(profile=profile, document=content, user=user, enforce=False)
+    gated = release_gate(profile=profile, document=content, user=user, enforce=False)
     try:
         return _version_store(
             profile=profile,

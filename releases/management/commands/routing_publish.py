@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import AgentProfile
 from common.errors import DomainError
+from releases.evals.gate import gate_warnings
 from releases.management.commands.import_config import USER_HELP, acting_as, acting_user
 from releases.versions import UNSET, document_diff, permission_check, version_publish
 from routing.admin_views import PUBLISH_PERMISSION
@@ -29,8 +30,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--forced-reason",
             default="",
-            help="Publish although saved routing tests fail, for this reason (needs the user's "
-            "routing.publish_failing_version permission).",
+            help="Publish although saved routing tests or required conversation tests fail, for this reason (needs "
+            "the user's routing.publish_failing_version permission).",
         )
         parser.add_argument(
             "--based-on",
@@ -68,6 +69,8 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
         for change in document_diff(before.document if before else None, version.document):
             self.stdout.write(f"  {change.text}")
+        for line in gate_warnings(version.test_summary):
+            self.stderr.write(f"warning: not required, and failing: {line}")
         if options["candidate"]:
             self.stdout.write(
                 f"{profile.agent_id}: version {version.number} stored as a candidate; version "
