@@ -1,6 +1,8 @@
-"""``manage.py run_conversation_tests --profile P [--version draft|live|N] [--file F.yaml] [--junit FILE]
-[--only NAME]``: play a profile's conversation tests, failures first, ``N passed, M failed``, exit status 1 on any
-failure."""
+"""``manage.py run_conversation_tests --profile P [--version draft|live|N] [--compare live|draft|N] [--file F.yaml]
+[--junit FILE] [--only NAME]``: play a profile's conversation tests, failures first, ``N passed, M failed``, exit
+status 1 on any failure. With ``--compare`` the tests are played against that version too, and each test whose result
+or answers changed is printed first, with both results and both answers
+(:func:`releases.evals.compare.conversation_tests_compare`)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.evals import conversation_tests_parse, conversation_tests_saved
+from releases.evals.compare import Comparison, conversation_tests_compare
 from releases.evals.junit import junit_xml
-from releases.evals.run import conversation_tests_run
+from releases.evals.run import SuiteRun, conversation_tests_run
 from releases.management.commands.routing_test import version_arg
 from releases.routing_tests import DRAFT, routing_tests_spec
 
@@ -35,6 +38,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--version", default=DRAFT, help="draft (default), live, or a version number.", dest="against"
         )
+        parser.add_argument(
+            "--compare",
+            metavar="VERSION",
+            help="Play the tests against this version too (live, draft or a number) and print, per test whose result "
+            "or answer changed, both results and both answers.",
+        )
         parser.add_argument("--junit", help="Write a JUnit XML report to this file.")
         parser.add_argument("--only", action="append", default=[], help="Run only the test of this name (repeatable).")
 
@@ -51,9 +60,15 @@ class Command(BaseCommand):
             cases = [case for case in cases if case.name in options["only"]]
         try:
             spec = routing_tests_spec(profile, against)
+            base = routing_tests_spec(profile, version_arg(options["compare"])) if options["compare"] else None
         except DomainError as exc:
             raise CommandError(exc.message) from None
-        run = conversation_tests_run(spec, cases)
+        if base is not None:
+            compared = conversation_tests_compare(base, spec, cases, labels=(str(options["compare"]), str(against)))
+            self._compared(compared)
+            run = SuiteRun([test.after for test in compared.tests])
+        else:
+            run = conversation_tests_run(spec, cases)
         for result in run.failures:
             self.stdout.write(f"FAIL {result.case.name}" + (" (required)" if result.case.required else ""))
             for line in result.failure_lines():
@@ -63,6 +78,23 @@ class Command(BaseCommand):
         self.stdout.write(f"{run.passed} passed, {run.failed} failed")
         if run.failed:
             sys.exit(1)
+
+    def _compared(self, compared: Comparison) -> None:
+        before, after = compared.before, compared.after
+        for test in compared.changed:
+            self.stdout.write(
+                f"CHANGED {test.case.name}: {before} {_passed(test.before.passed)}, {after} "
+                f"{_passed(test.after.passed)} ({test.outcome})"
+            )
+            for answer in test.answers:
+                self.stdout.write(f"  turn {answer.number} (“{answer.user}”):")
+                self.stdout.write(f"    {before} ({answer.before_agent or 'no answer'}): {_indented(answer.before)}")
+                self.stdout.write(f"    {after} ({answer.after_agent or 'no answer'}): {_indented(answer.after)}")
+        summary = compared.as_dict()
+        self.stdout.write(
+            f"{before} → {after}: {summary['changed']} of {summary['total']} tests changed, "
+            f"{summary['now_failing']} now fail"
+        )
 
     def _cases(self, profile, file):
         if not file:
@@ -79,3 +111,12 @@ class Command(BaseCommand):
         if agent_id != profile.agent_id:
             raise CommandError(f"{path.name}: its profile is {agent_id!r}, not {profile.agent_id!r}.")
         return cases
+
+
+def _passed(passed: bool) -> str:
+    return "passed" if passed else "failed"
+
+
+def _indented(answer: str) -> str:
+    """An answer's later lines under its first, so that each side reads as one block."""
+    return answer.strip().replace("\n", "\n      ")
