@@ -50,9 +50,12 @@ from common.adminkit import AdminExtension, ReadOnlyAdminMixin, admin_extend
 from common.errors import DomainError
 from common.text import whole_number
 from releases.approvals import draft_rollout, publish_request, release_requests_pending, second_person_switch
+from releases.evals import conversation_tests_saved
+from releases.evals.compare import conversation_tests_compare
 from releases.evals.gate import SUMMARY_KEY, gate_warnings
 from releases.rollout_commands import PLAN_ADD_PERMISSION
 from releases.rollout_forms import PlanSettingsForm
+from releases.routing_tests import routing_tests_spec
 from releases.versions import (
     Change,
     document_diff,
@@ -65,7 +68,14 @@ from releases.versions import (
 )
 from routing.admin_views import may_publish
 from routing.documents import profile_documents
-from routing.models import PublishedFrom, ReleaseRequest, RolloutPlan, RolloutPlanStatus, RoutingVersion
+from routing.models import (
+    ConversationTest,
+    PublishedFrom,
+    ReleaseRequest,
+    RolloutPlan,
+    RolloutPlanStatus,
+    RoutingVersion,
+)
 from routing.rollout_plans import may_view_plans
 from routing.rollout_words import plan_stage_words, stages_words, when_words
 from routing.selectors import live_version
@@ -73,6 +83,7 @@ from routing.selectors import live_version
 FORCE_PERMISSION = "routing.publish_failing_version"
 DRAFT, LIVE = "draft", "live"
 NOW, STAGES = "now", "stages"
+ANSWERS = "answers"  # the publish page's query parameter: play the conversation tests against live and the draft
 CONFIRMED = "_confirmed"  # posted by the confirmation page's button: a staged rollout starts only then
 RECENT_PLANS = 3  # finished plans listed on the profile's page, besides those ready or running
 
@@ -190,8 +201,9 @@ class PublishForm(forms.Form):
     forced_reason = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "cols": 80}),
-        label="Publish although routing tests fail, because",
-        help_text="Only when the saved routing tests fail and you may publish anyway; leave empty otherwise.",
+        label="Publish although saved tests fail, because",
+        help_text="Only when saved routing tests or required conversation tests fail and you may publish anyway; "
+        "leave empty otherwise.",
     )
     how = forms.ChoiceField(
         choices=[(NOW, "Publish to everyone now"), (STAGES, "Roll out in stages")],
@@ -434,6 +446,9 @@ class ProfileReleases(AdminExtension):
                 profile=profile, status__in=[RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED]
             ).first(),
             "refusal": publish_refusal(state, request.user),
+            "answer_tests": ConversationTest.objects.filter(profile=profile, enabled=True).count(),
+            "answers": answers_compared(profile) if state.live is not None and request.GET.get(ANSWERS) else None,
+            "answers_param": ANSWERS,
         }
         return TemplateResponse(request, "admin/agents/agentprofile/publish.html", context)
 
@@ -552,6 +567,19 @@ class ProfileReleases(AdminExtension):
         if may_view_plans(request.user):
             return HttpResponseRedirect(reverse("analytics-rollout-page", args=[outcome.plan.pk]))
         return HttpResponseRedirect(reverse("admin:routing_rolloutplan_change", args=[outcome.plan.pk]))
+
+
+def answers_compared(profile: AgentProfile) -> dict[str, Any] | None:
+    """The profile's enabled conversation tests played against its live version and its draft, for the publish page:
+    the counts and each test whose result or answers changed (``None``: no tests). Played when the editor asks
+    (:data:`ANSWERS`): each test is a conversation, its turns possibly a model's calls."""
+    cases = conversation_tests_saved(profile)
+    if not cases:
+        return None
+    compared = conversation_tests_compare(
+        routing_tests_spec(profile, LIVE), routing_tests_spec(profile, DRAFT), cases, labels=("live", "draft")
+    )
+    return {**compared.as_dict(), "shown": [test.as_dict() for test in compared.changed]}
 
 
 def _warn(model_admin: ModelAdmin[Any], request: HttpRequest, version: RoutingVersion) -> None:
