@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from agents.escalation import EscalationSettings, validate_team_name
+from common.fields import OrderedJSONField
 from common.history import user_id_pseudonym
 from common.language import LANGUAGES
 from common.outbound import validate_outbound_url
@@ -734,12 +735,12 @@ class ConversationTest(models.Model):
     user_id = models.CharField(max_length=200, blank=True, help_text="The customer's id, as a face gives it.")
     channel = models.CharField(max_length=64, blank=True, help_text="e.g. whatsapp; empty: the API's.")
     context = models.JSONField(default=dict, blank=True, help_text='What a face sends, e.g. {"msisdn": "5511…"}.')
-    tool_answers = models.JSONField(
+    tool_answers = OrderedJSONField(
         default=dict,
         blank=True,
         help_text='Recorded answers used in place of calling the tools, e.g. {"consultar_fatura": {"total": 120}}.',
     )
-    turns = models.JSONField(
+    turns = OrderedJSONField(
         default=list,
         help_text='The turns, in order (at most {max}): a list of {{"user": "…", "expect": {{…}}}}, with an optional '
         '"channel", "context" and "tool_answers" each; expect keys: {keys}.'.format(

@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist
 from agents.services import prompt_version_create
+from releases.evals.gate import ConversationTestsFailed
 from releases.versions import version_publish
 from routing.documents import profile_documents
 from routing.models import Intent, Keyword, RoutingVersion
@@ -35,6 +37,16 @@ def admin_edits() -> None:
     prompt_version_create(specialist=specialist, text="Você é o especialista de faturas (editado).")
 
 
+def edits_published(profile: AgentProfile, note: str, *, refused_first: bool = False):
+    """Publish the admin's edits. They send payment requests to the invoice specialist, which the demo's required
+    conversation tests catch: the publish is refused, and goes through with a reason, as the admin would publish it."""
+    if refused_first:
+        with pytest.raises(ConversationTestsFailed, match="billing_payment_request"):
+            version_publish(profile=profile, note=note)
+    admin = get_user_model().objects.create_superuser("edits", "edits@example.com", "x")
+    return version_publish(profile=profile, note=note, user=admin, forced_reason="priority to the invoice specialist")
+
+
 def edited(document: dict) -> tuple:
     intent = document["intents"]["billing_invoice_explanation"]
     return intent["priority"], "conta cara" in intent["keywords"], document["specialists"]["billing_agent"]["prompt"]
@@ -54,7 +66,7 @@ def test_a_restart_keeps_the_admins_published_edit_and_draft_edit():
     seed_demo()
     admin_edits()
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
-    published = version_publish(profile=profile, note="priority 1, conta cara, prompt edited")
+    published = edits_published(profile, "priority 1, conta cara, prompt edited", refused_first=True)
     Intent.objects.filter(profile=profile, name="billing_invoice_explanation").update(priority=2)  # a draft edit
     tools_before = list(McpTool.objects.order_by("name").values_list("name", "description", "enabled"))
     McpServer.objects.filter(name="retail").update(timeout=33)
@@ -94,7 +106,7 @@ def test_force_reloads_the_demo_over_the_edits_and_publishes_it():
     admin_edits()
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     demo = live_version(profile)
-    assert edited(version_publish(profile=profile, note="edited").document)[:2] == (1, True)
+    assert edited(edits_published(profile, "edited").document)[:2] == (1, True)
 
     out = seed_demo("--force")
 
