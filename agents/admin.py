@@ -52,6 +52,7 @@ from agents.profile_settings import (
     GOAL,
     GUARDRAILS,
     HANDOFFS,
+    KNOWLEDGE,
     LOOP_SAFETY,
     MODEL,
     PEOPLE,
@@ -392,6 +393,14 @@ PROFILE_SECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     (WORDS, {"classes": ["collapse"]}),
     (GUARDRAILS, {"classes": ["collapse"]}),
     (
+        KNOWLEDGE,
+        {
+            "description": "Before a specialist answers, the profile's knowledge sources are searched (Knowledge → "
+            "Knowledge sources); the answer cites the passages it is given. No passage at the relevance bar, and no "
+            "tool to answer from: the specialist says it does not know.",
+        },
+    ),
+    (
         PEOPLE,
         {
             "description": "When a conversation goes to a person: the customer asks for one, an intent that "
@@ -631,6 +640,7 @@ class SpecialistAdminForm(SpecialistTranslations, forms.ModelForm):  # type: ign
             "description",
             "enabled",
             "step_limit",
+            "knowledge",
             "allowed_tools",
             "handoff_targets",
         ]
@@ -696,6 +706,7 @@ class SpecialistAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         ("In other languages", {"fields": ["missing_translations", *translation_boxes(SPECIALIST_TRANSLATED)]}),
         ("Prompt", {"fields": ["prompt_text", "prompt_note"]}),
         ("Tools and handoffs", {"fields": ["allowed_tools", "handoff_targets"]}),
+        ("Knowledge", {"fields": ["knowledge"]}),
     ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Specialist]:

@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from agents.desks import ERROR_SIGNING_BOTH, ERROR_SIGNING_MISSING, validate_secret, validate_secret_variable
 from agents.escalation import TEAM_PATTERN, default_escalation, validate_escalation_settings
+from agents.knowledge_settings import validate_knowledge_settings, validate_specialist_knowledge
 from agents.mcp_stdio import SCHEME as STDIO_SCHEME
 from agents.profile_settings import (
     MODEL_ENDPOINT_FIELDS as MODEL_ENDPOINT_FIELDS,
@@ -825,6 +826,14 @@ class AgentProfile(models.Model):
         validators=[validate_judge_settings],
         help_text='e.g. {"min_score": 0.5, "llm_judge": false}',
     )
+    knowledge = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_knowledge_settings],
+        help_text='How its specialists use its knowledge sources, e.g. {"retrieval": true, "tags": ["billing"], '
+        '"min_score": 0.5}: search them before answering (on unless false), only documents with these tags, and '
+        "below this relevance (0 to 1) say they do not know.",
+    )
     escalation = models.JSONField(
         "people in the loop",
         default=default_escalation,
@@ -904,6 +913,13 @@ class Specialist(models.Model):
         default=10,
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Maximum model/tool steps per turn.",
+    )
+    knowledge = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_specialist_knowledge],
+        help_text='How this specialist uses the profile\'s knowledge, e.g. {"retrieval": false} (it answers from its '
+        'prompt and tools only) or {"tags": ["billing"]} (only documents with these tags).',
     )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -96,6 +96,7 @@ FLOWS = "Conversation flows"
 WORDS = "Conversation words"
 GUARDRAILS = "Guardrails and judges"
 PEOPLE = "People in the loop"
+KNOWLEDGE = "Knowledge"
 
 # In the order the YAML files write them (an export's bytes follow it) and the admin's sections show them.
 PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
@@ -425,6 +426,17 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         # Versions published before people were in the loop handed no conversation to a person.
         served_before={"enabled": False},
         compiled="escalation",
+    ),
+    ProfileSetting(
+        "knowledge",
+        "settings",
+        {},
+        KNOWLEDGE,
+        "Retrieval from its knowledge sources before its specialists answer, the tags it keeps to, and the relevance "
+        "bar below which they say they do not know (agents/knowledge_settings.py, docs/knowledge.md).",
+        agents_yaml="knowledge",
+        added=23,
+        compiled="knowledge",
     ),
     ProfileSetting(
         "goal_threshold",

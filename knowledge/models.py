@@ -8,28 +8,14 @@ the database keeps in step by triggers (migration 0002).
 
 from __future__ import annotations
 
-import re
-
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
-from django.core.exceptions import ValidationError
 from django.db import models
 
+from agents.knowledge_settings import validate_tags  # the tags' form, shared with the knowledge settings
 from agents.models import validate_language
 
 EDIT_PERMISSION = "knowledge.edit_knowledge"
-TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
-MAX_TAGS = 20
-
-
-def validate_tags(value: object) -> None:
-    """A list of at most :data:`MAX_TAGS` distinct tags, each lowercase letters, digits, ``-`` or ``_``."""
-    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
-        raise ValidationError("Tags are a list of words.")
-    if len(value) > MAX_TAGS:
-        raise ValidationError(f"At most {MAX_TAGS} tags.")
-    if bad := [tag for tag in value if not TAG.match(tag)]:
-        raise ValidationError(f"Tags are lowercase letters, digits, '-' or '_' (at most 40): {', '.join(bad)}.")
 
 
 class KnowledgeSource(models.Model):

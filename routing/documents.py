@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from agents.escalation import EscalationSettings
+from agents.knowledge_settings import KnowledgeSettings, SpecialistKnowledge
 from agents.models import AgentProfile, McpTool, Specialist, SpecialistPrompt
 from agents.profile_settings import AS_IS, PROFILE_SETTINGS, ProfileSetting, served_before
 from common.translations import translations_cleaned
@@ -45,7 +46,7 @@ INTENT_DEFAULTS: Mapping[str, Any] = {
     "keyword_exclusion_languages": {},
     "translations": {},
 }
-SPECIALIST_DEFAULTS: Mapping[str, Any] = {"translations": {}}
+SPECIALIST_DEFAULTS: Mapping[str, Any] = {"translations": {}, "knowledge": {}}
 GOAL_DEFAULTS: Mapping[str, Any] = {"translations": {}}
 
 
@@ -94,7 +95,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
         targets.setdefault(specialist_id, []).append(target)
     specialists: dict[int, dict[str, dict[str, Any]]] = {}
     for row in scoped(Specialist.objects, "profile_id").values(
-        "pk", "profile_id", "name", "display_name", "description", "translations", "enabled", "step_limit"
+        "pk", "profile_id", "name", "display_name", "description", "translations", "enabled", "step_limit", "knowledge"
     ):
         prompt_version, prompt = prompts.get(row["pk"], (None, ""))
         specialists.setdefault(row["profile_id"], {})[row["name"]] = {
@@ -103,6 +104,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
             "translations": translations_cleaned(row["translations"]),
             "enabled": row["enabled"],
             "step_limit": row["step_limit"],
+            "knowledge": dict(row["knowledge"] or {}),
             "prompt": prompt,
             "prompt_version": prompt_version,
             "allowed_tools": sorted(allowed.get(row["pk"], ())),
@@ -529,6 +531,7 @@ def profile_compile(
                 )
             ),
             step_limit=specialist["step_limit"],
+            knowledge=SpecialistKnowledge.from_json(specialist["knowledge"]),
         )
         for name, specialist in sorted(document["specialists"].items())
         if specialist["enabled"]
@@ -641,6 +644,7 @@ def profile_compile(
         tool_rights=rights,
         backends=dict(backends),
         escalation=EscalationSettings.from_json(profile["escalation"]),
+        knowledge=KnowledgeSettings.from_json(profile["knowledge"]),
     )
 
 

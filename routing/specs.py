@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from agents.escalation import EscalationSettings
+from agents.knowledge_settings import KnowledgeSettings, SpecialistKnowledge
 from common.translations import Translations, translated, translated_only
 from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.repairs import RepairWords
@@ -74,6 +75,8 @@ class SpecialistSpec:
     step_limit: int
     # The display name and description in other languages than the profile's (common.translations).
     translations: Translations = field(default_factory=dict, hash=False)
+    # Whether it searches the profile's knowledge before answering, and the tags it keeps to.
+    knowledge: SpecialistKnowledge = field(default_factory=SpecialistKnowledge)
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,8 @@ class ProfileSpec:
     language: str = "pt"
     # Its own name and description in other languages than ``language`` (common.translations).
     translations: Translations = field(default_factory=dict)
+    # Retrieval from its knowledge before its specialists answer, and the relevance bar (agents.knowledge_settings).
+    knowledge: KnowledgeSettings = field(default_factory=KnowledgeSettings)
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""

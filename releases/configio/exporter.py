@@ -176,6 +176,7 @@ def _specialist(specialist: Specialist, prompt: str | None) -> dict[str, Any]:
         **_translations(specialist.translations),
         "enabled": specialist.enabled,
         "step_limit": specialist.step_limit,
+        **({"knowledge": specialist.knowledge} if specialist.knowledge else {}),
         "tools": _sorted_names(specialist.allowed_tools.all()),
         "handoff_targets": _sorted_names(specialist.handoff_targets.all()),
     }

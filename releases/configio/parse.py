@@ -112,6 +112,7 @@ SPECIALIST_KEYS = (
     "tools",
     "handoff_targets",
     "step_limit",
+    "knowledge",
     "enabled",
 )
 SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
@@ -803,6 +804,11 @@ def _parse_specialists(section: Node, agent_id: str, problems: Problems, parsed:
         _scalar(patch, keys, "description", "text", problems)
         _translations(patch, keys, SPECIALIST_TRANSLATED, problems)
         _scalar(patch, keys, "step_limit", "integer", problems)
+        if "knowledge" in keys:  # a mapping the model's validator checks (agents.knowledge_settings)
+            if keys["knowledge"].value is None:
+                patch.put("knowledge", keys["knowledge"], {})
+            elif check(keys["knowledge"], "mapping", problems):
+                patch.put("knowledge", keys["knowledge"], keys["knowledge"].value)
         _scalar(patch, keys, "enabled", "boolean", problems)
         if "prompt" in keys and check(keys["prompt"], "string", problems):
             if keys["prompt"].value.strip():

@@ -1046,6 +1046,7 @@ SETTING_VALUE_OF = {
     "already_told_words": ["te falei antes"],
     "out_of_scope_examples": ["me conta uma piada"],
     "escalation": {"enabled": True, "teams": ["atendimento"]},
+    "knowledge": {"tags": ["billing"], "min_score": 0.4},
     "examples_reliability": [{"low": 0.5, "high": 0.9, "routed": 4, "right": 3, "mean_score": 0.7}],
 }
 

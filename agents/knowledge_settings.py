@@ -1,0 +1,129 @@
+"""How a profile and each of its specialists use the profile's knowledge at a turn (docs/knowledge.md, "At a turn").
+
+Two JSON fields, read and checked here only: ``AgentProfile.knowledge`` (:class:`KnowledgeSettings`: retrieval before
+a specialist answers, the tags it keeps to, the relevance bar) and ``Specialist.knowledge``
+(:class:`SpecialistKnowledge`: the specialist may turn retrieval off or keep to tags of its own). Every key is
+optional; the defaults below fill the rest, so ``{}`` is "search every document of the profile before answering".
+The tags' form is the knowledge app's too (``knowledge.models`` re-exports :func:`validate_tags`). Pure data: no ORM.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from django.core.exceptions import ValidationError
+
+TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+MAX_TAGS = 20
+# The relevance bar's default, on the share of a question's content words a passage holds (knowledge.retrieval): on the
+# help centre of knowledge/tests/test_retrieval.py the passage that answers held 0.67–1 of them, the best passage for a
+# question the articles do not answer at most 0.33, on both engines (docs/knowledge.md, "The relevance bar").
+DEFAULT_MIN_SCORE = 0.5
+
+ERROR_KEYS = "Unknown key {keys}: use {allowed}."
+ERROR_RETRIEVAL = "retrieval is true or false."
+ERROR_MIN_SCORE = "min_score is a number from 0 up to (not including) 1."
+
+
+def validate_tags(value: object) -> None:
+    """A list of at most :data:`MAX_TAGS` distinct tags, each lowercase letters, digits, ``-`` or ``_``."""
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise ValidationError("Tags are a list of words.")
+    if len(value) > MAX_TAGS:
+        raise ValidationError(f"At most {MAX_TAGS} tags.")
+    if bad := [tag for tag in value if not TAG.match(tag)]:
+        raise ValidationError(f"Tags are lowercase letters, digits, '-' or '_' (at most 40): {', '.join(bad)}.")
+
+
+@dataclass(frozen=True)
+class SpecialistKnowledge:
+    """What one specialist does with its profile's knowledge.
+
+    * ``retrieval`` — search the knowledge before it answers (off: it answers from its prompt and tools alone, and the
+      profile's bar never makes it say it does not know);
+    * ``tags`` — keep to documents holding one of these tags (their own or their source's), within the profile's.
+    """
+
+    retrieval: bool = True
+    tags: tuple[str, ...] = ()
+
+    KEYS: ClassVar[tuple[str, ...]] = ("retrieval", "tags")
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any] | None) -> SpecialistKnowledge:
+        data = dict(value or {})
+        return cls(retrieval=bool(data.get("retrieval", True)), tags=tuple(data.get("tags") or ()))
+
+
+@dataclass(frozen=True)
+class KnowledgeSettings:
+    """What a profile does with its knowledge at a turn.
+
+    * ``retrieval`` — its specialists search its knowledge (the shared sources and the conversation's tenant's, the
+      conversation's language first) before they answer; off: no specialist does, whatever its own setting;
+    * ``tags`` — keep to documents holding one of these tags;
+    * ``min_score`` — the relevance bar in [0, 1): a passage scoring below it is not used, and a specialist with no
+      passage at or above it (and no tool to answer from) says it does not know.
+    """
+
+    retrieval: bool = True
+    tags: tuple[str, ...] = ()
+    min_score: float = DEFAULT_MIN_SCORE
+
+    KEYS: ClassVar[tuple[str, ...]] = ("retrieval", "tags", "min_score")
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any] | None) -> KnowledgeSettings:
+        data = dict(value or {})
+        return cls(
+            retrieval=bool(data.get("retrieval", True)),
+            tags=tuple(data.get("tags") or ()),
+            min_score=float(data.get("min_score", DEFAULT_MIN_SCORE)),
+        )
+
+    def tags_for(self, specialist: SpecialistKnowledge) -> tuple[str, ...] | None:
+        """The tags a search for ``specialist`` keeps to (``()``: every document), or ``None`` when the two
+        restrictions share no tag (nothing may be read)."""
+        if not self.tags or not specialist.tags:
+            return self.tags or specialist.tags
+        shared = tuple(tag for tag in specialist.tags if tag in self.tags)
+        return shared or None
+
+
+def knowledge_problems(value: object, keys: tuple[str, ...]) -> list[tuple[str, str]]:
+    """What is wrong with a knowledge setting of ``keys``, as (key, message); ``[]`` when it is valid."""
+    if not isinstance(value, dict):
+        return [("", 'The knowledge settings are a mapping, e.g. {"retrieval": true}.')]
+    problems: list[tuple[str, str]] = []
+    if unknown := sorted(set(value) - set(keys)):
+        problems.append(("", ERROR_KEYS.format(keys=", ".join(unknown), allowed=", ".join(keys))))
+    if "retrieval" in value and not isinstance(value["retrieval"], bool):
+        problems.append(("retrieval", ERROR_RETRIEVAL))
+    if "tags" in value:
+        try:
+            validate_tags(value["tags"])
+        except ValidationError as error:
+            problems.append(("tags", error.messages[0]))
+    if "min_score" in value:
+        score = value["min_score"]
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score < 1:
+            problems.append(("min_score", ERROR_MIN_SCORE))
+    return problems
+
+
+def _raise(problems: list[tuple[str, str]]) -> None:
+    if problems:
+        raise ValidationError([f"{key}: {message}" if key else message for key, message in problems])
+
+
+def validate_knowledge_settings(value: object) -> None:
+    """The profile's ``knowledge``: the keys of :class:`KnowledgeSettings`, each of its type."""
+    _raise(knowledge_problems(value, KnowledgeSettings.KEYS))
+
+
+def validate_specialist_knowledge(value: object) -> None:
+    """A specialist's ``knowledge``: the keys of :class:`SpecialistKnowledge`, each of its type."""
+    _raise(knowledge_problems(value, SpecialistKnowledge.KEYS))
