@@ -41,6 +41,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCal
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
+from agents.passages import passages_read, relevant_sentences
 from agents.schemas import model_key_variable_refusal
 from agents.tool_summary import result_summary
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
@@ -82,6 +83,7 @@ OFFLINE_MESSAGES: dict[str, Any] = {
     "handoff_reason": gettext_lazy("The message is in the scope of {target}, not of {agent}."),
     "handoff_summary": gettext_lazy('{name} received: "{text}"; nothing checked yet.'),
     "human_reason": gettext_lazy("The customer asked for a person."),
+    "documents": gettext_lazy("Our documents say:"),
 }
 
 
@@ -369,8 +371,9 @@ class OfflineChatModel(BaseChatModel):
     present in the request context, and a tool with none only when the turn asks
     for it (:func:`_asked_without_arguments`: the winning intent names it as its one
     such tool, or the message names it; never a tool that was not offered); with
-    tool results it composes the answer from them; with neither it
-    acknowledges the message, naming the specialist and subject.
+    tool results it composes the answer from them; without, given passages of the business's documents
+    (:mod:`agents.passages`), it quotes the best one's sentences that share a content word with the message and
+    cites it (``[1]``); with neither it acknowledges the message, naming the specialist and subject.
 
     Its text keeps what the call asks (:mod:`agents.generation`): ``response_format`` (the text put into the
     JSON object or schema), ``stop`` sequences and ``max_tokens`` (its own count, four characters a token), and
@@ -455,6 +458,17 @@ class OfflineChatModel(BaseChatModel):
                     said = result_summary(payload, summary_language).replace("”", '"')
                     lines.append(f"- {result.name}: “{said}”")
             return AIMessage(content=f"{header} {words['consulted']}\n" + "\n".join(lines))
+        passages = next(
+            (
+                read
+                for m in reversed(messages[:last_human])
+                if isinstance(m, SystemMessage) and (read := passages_read(m.content))
+            ),
+            None,
+        )
+        if passages:  # extractive: the best passage's sentences that bear on the message, quoted and cited
+            quote = " ".join(relevant_sentences(passages[0].text, text)).replace("”", '"')
+            return AIMessage(content=f"{header} {words['documents']} “{quote}” [{passages[0].number}]")
         ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in messages[:last_human])
         subject = words["subject"].format(topic=self.topic) if self.topic else ""
         parts = [

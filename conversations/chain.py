@@ -143,6 +143,8 @@ def specialist_request(
         emit=emit,
         reply_rest=reply_rest,
         generation=generation,
+        tenant_pk=turn.input.tenant_pk,
+        knowledge_held=profile.pk in current.knowledge,
     )
 
 

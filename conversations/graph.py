@@ -78,6 +78,7 @@ from conversations.desk import (
     queue_ahead,
 )
 from conversations.escalation import (
+    FALLBACK_METHOD,
     escalation_after,
     escalation_asked,
     language_of,
@@ -593,8 +594,9 @@ async def escalation(turn: Turn) -> None:
     so (:func:`conversations.escalation.escalation_after`): the escalation joins its team's queue with the turn, a
     ``human`` move records it, and the answer tells the customer their place in line, in their language."""
     profile, decision = turn.input.profile, turn.decision
-    method = decision.method if decision is not None else ""
-    turn.fallbacks_in_row = turn.fallbacks_in_row + 1 if method == "fallback" else 0
+    # "I don't know" (conversations.knowledge_turn) counts as the fallback's answer.
+    method: str = FALLBACK_METHOD if turn.knowledge_unknown() else (decision.method if decision is not None else "")
+    turn.fallbacks_in_row = turn.fallbacks_in_row + 1 if method == FALLBACK_METHOD else 0
     people = profile.escalation
     ruled = people.on_guardrail_block or people.on_loop_stop or people.on_goal_failure or people.after_fallbacks
     if turn.escalate is None and people.enabled and ruled:

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
@@ -36,6 +36,7 @@ from common.events import Emit, emit_safely
 from common.i18n import say
 from common.infra import tracing
 from common.text import phrase_found
+from conversations.knowledge_turn import KnowledgeUse, knowledge_settle, knowledge_use
 from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.router import CompiledRouter
@@ -86,6 +87,9 @@ class SpecialistRequest:
     reply_rest: str | None = None
     generation: Generation | None = None  # how the client asked the answer written (agents.generation)
     language: str = ""  # the conversation's (conversations.language): the platform's own words are written in it
+    # The conversation's tenant, and whether its profile holds knowledge (routing.snapshot): what retrieval reads.
+    tenant_pk: int | None = None
+    knowledge_held: bool = False
 
     @property
     def steps_allowed(self) -> int:
@@ -114,6 +118,7 @@ class SpecialistOutcome:
     # The length the last reply's formatted answer would have had when the model cut its text to fit the answer's
     # limit, as the offline model reports it (agents.generation.ANSWER_CHARS_ASKED); 0: not cut.
     answer_chars_asked: int = 0
+    knowledge: dict[str, Any] | None = None  # metadata.knowledge of this run (conversations.knowledge_turn)
 
     def counted(self, reply: AIMessage) -> AIMessage:
         prompt, completion = reply_tokens(reply)
@@ -398,17 +403,30 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     options = provider.call_options(request.generation) if request.generation is not None else {}
     runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
 
+    knowledge = await knowledge_use(
+        profile=request.profile,
+        specialist=request.specialist,
+        held=request.knowledge_held,
+        tenant_pk=request.tenant_pk,
+        text=request.text,
+        language=request.language,
+        tools_offered=bool(request.tools),
+    )
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(SystemMessage(note) for note in request.memory)
     messages.extend(history_message(*entry) for entry in request.history)
     messages.extend(SystemMessage(note) for note in request.notes)
+    if knowledge is not None:
+        messages.append(SystemMessage(knowledge.note()))
     messages.append(HumanMessage(request.text))
+    # A run that will say it does not know writes nothing of its model's to the customer (conversations.knowledge_turn).
+    speaking = replace(request, emit=None) if knowledge is not None and knowledge.unknown else request
 
     outcome = SpecialistOutcome(answer="", llm=provider.name, model=provider.model_name, started_at=started_at)
     try:
         for _ in range(request.steps_allowed):
             outcome.steps += 1
-            reply = outcome.counted(await _ask(runnable, messages, request, provider.model_name))
+            reply = outcome.counted(await _ask(runnable, messages, speaking, provider.model_name))
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
@@ -423,11 +441,23 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
             final = _bound(model.bind_tools(definitions, tool_choice="none") if definitions else model, options)
             outcome.steps += 1
-            outcome.answer = _text(outcome.counted(await _ask(final, messages, request, provider.model_name)))
+            outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = say(request.language, ERROR_ANSWER)
         outcome.error = f"{type(exc).__name__}: {exc}"
+    if knowledge is not None:
+        await _knowledge_settled(request, outcome, knowledge)
     outcome.latency_ms = (time.perf_counter() - started) * 1000
     outcome.finished_at = time.time()
     return outcome
+
+
+async def _knowledge_settled(request: SpecialistRequest, outcome: SpecialistOutcome, knowledge: KnowledgeUse) -> None:
+    """The answer with its sources, or "I don't know" (:func:`conversations.knowledge_turn.knowledge_settle`); what it
+    adds to the text goes to a streaming client as one more token."""
+    answered = outcome.control is None and outcome.permission_needed is None and outcome.error is None
+    settled = knowledge_settle(knowledge, outcome.answer, answered=answered, language=request.language)
+    outcome.answer, outcome.knowledge = settled.answer, settled.metadata
+    if settled.streamed_tail:
+        await emit_safely(request.emit, "token", {"agent": request.specialist.name, "text": settled.streamed_tail})

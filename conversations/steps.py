@@ -43,6 +43,7 @@ def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[s
         "vault": vault.entries(),
         "generation": request.generation.as_dict() if request.generation is not None else None,
         "language": request.language,
+        "tenant_pk": request.tenant_pk,
         "attachments": attachment_scope().as_dict(),  # whose the step's attachments are (agents.mcp)
     }
 
@@ -75,6 +76,8 @@ def request_from_payload(payload: dict[str, Any], current: Snapshot) -> Speciali
         notes=tuple(payload.get("notes", [])),
         generation=Generation.from_dict(payload.get("generation")),
         language=str(payload.get("language") or ""),
+        tenant_pk=payload.get("tenant_pk"),
+        knowledge_held=profile.pk in current.knowledge,
     )
 
 

@@ -26,6 +26,7 @@ from conversations.goal_engine import PlanRun
 from conversations.guardrails import MaskVault
 from conversations.history import HistoryEntry
 from conversations.memory.part import TurnMemory
+from conversations.knowledge_turn import knowledge_merged
 from conversations.models import Escalation
 from conversations.runtime import SpecialistOutcome
 from conversations.supervisor import Partial, PlanResult
@@ -382,6 +383,7 @@ class Turn:
             "escalation": self.escalation_metadata(),
             "usage": self.usage().as_dict(),
             "memory": self.memory.metadata(),
+            "knowledge": self.knowledge_metadata(),
             "limits": limits,
             "trace": self.trace,
         }
@@ -432,6 +434,17 @@ class Turn:
         under (``status``, ``queue``, ``position`` in line, ``reason``, …); ``None`` when the assistants answer."""
         escalation = self.escalation or self.held
         return escalation_public(escalation, position=self.escalation_position) if escalation is not None else None
+
+    def knowledge_metadata(self) -> dict[str, Any] | None:
+        """``metadata.knowledge``: what the answering specialist (or a plan's parts) retrieved and cited
+        (:mod:`conversations.knowledge_turn`); ``None`` when no run searched the knowledge."""
+        runs = [self.outcome] if self.outcome is not None else []
+        runs += [part.outcome for part in self.supervised_parts() if part.outcome and part.outcome is not self.outcome]
+        return knowledge_merged(run.knowledge for run in runs)
+
+    def knowledge_unknown(self) -> bool:
+        """The answer is "I don't know": no passage reached the bar and no tool answered."""
+        return bool((self.knowledge_metadata() or {}).get("unknown"))
 
     def mcp_results(self) -> list[dict[str, Any]]:
         """The turn's tool calls as stored and shown: personal data and secrets redacted."""

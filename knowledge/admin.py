@@ -18,7 +18,7 @@ from django.urls import path, reverse
 
 from common.errors import DomainError
 from common.language import LANGUAGES
-from knowledge.models import EDIT_PERMISSION, KnowledgeDocument, KnowledgeSource, validate_tags
+from knowledge.models import EDIT_PERMISSION, KnowledgeDocument, KnowledgePassage, KnowledgeSource, validate_tags
 from knowledge.reading import SUFFIXES
 from knowledge.services import IngestReport, document_ingest
 
@@ -86,7 +86,7 @@ class DocumentInline(admin.TabularInline):
     extra = 0
     fields = ("title", "file_name", "kind", "language", "tags", "passages_count", "uploaded_by", "uploaded_at")
     readonly_fields = fields
-    show_change_link = False
+    show_change_link = True  # its page: the passages an answer cites
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeDocument]:
         return super().get_queryset(request).select_related("uploaded_by").annotate(passage_total=Count("passages"))
@@ -97,6 +97,50 @@ class DocumentInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # documents come in through the upload page
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_edit(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
+
+
+class PassageInline(admin.TabularInline):
+    model = KnowledgePassage
+    extra = 0
+    fields = ("position", "heading", "text")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
+
+
+@admin.register(KnowledgeDocument)
+class KnowledgeDocumentAdmin(admin.ModelAdmin):
+    """A document's page, read only: its passages in order, the page an answer's citation links to
+    (:func:`knowledge.retrieval.document_link`). Documents come in, and are replaced, through their source's upload
+    page; deleting one takes the edit permission."""
+
+    list_display = ("title", "source", "file_name", "language", "uploaded_at")
+    list_filter = ("language", "source__profile")
+    search_fields = ("title", "file_name", "source__name")
+    list_select_related = ("source__profile",)
+    fields = ("source", "title", "file_name", "kind", "language", "tags", "size_bytes", "uploaded_by", "uploaded_at")
+    readonly_fields = fields
+    inlines = [PassageInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

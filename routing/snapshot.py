@@ -19,6 +19,7 @@ from django.db import DatabaseError, connections
 
 from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend
 from common.config_version import config_version, local_generation
+from knowledge.retrieval import knowledge_profiles
 from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
 from routing.goals import GOAL_MODE
 from routing.models import (
@@ -48,6 +49,8 @@ class Snapshot:
     released: dict[str, int] = field(default_factory=dict)  # agent_id → the version number served
     # Running (or paused) rollout plans of a version, by agent_id: which conversations the candidate serves.
     rollouts: dict[str, VersionRollout] = field(default_factory=dict)
+    # The profiles (by pk) holding knowledge: a profile outside it is searched for nothing (knowledge.retrieval).
+    knowledge: frozenset[int] = frozenset()
 
     def profile(self, agent_id: str, *, draft: bool = False) -> ProfileSpec | None:
         """The profile customers get, or with ``draft`` the one its editors are changing."""
@@ -159,6 +162,7 @@ def build(*, version: int, generation: int) -> Snapshot:
         drafts=draft_specs,
         released={agent_id: number for agent_id, (number, _) in released.items()},
         rollouts=_rollouts(pks, profiles, backends),
+        knowledge=knowledge_profiles(),
     )
 
 

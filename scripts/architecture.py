@@ -85,6 +85,8 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
     ("conversations/apps.py", "conversations.desk_webhook"): READY,
     ("conversations/apps.py", "conversations.signals"): READY,
     ("releases/apps.py", "releases.checks"): READY,
+    ("knowledge/apps.py", "common.config_version"): READY,
+    ("knowledge/apps.py", "knowledge.models"): READY,
     ("tenants/apps.py", "common.config_version"): READY,
     ("tenants/apps.py", "tenants.models"): READY,
     ("tenants/apps.py", "tenants.throttles"): READY,

@@ -125,3 +125,22 @@ def test_a_reader_with_only_the_view_permission_sees_the_documents_but_cannot_up
 
     assert page.status_code == 200 and upload_url(source) not in page.content.decode()
     assert client.get(upload_url(source)).status_code == 403
+
+
+def test_a_citations_link_opens_the_documents_page_with_its_passages_read_only(client, editor, plain_staff, source):
+    from knowledge.retrieval import document_link
+
+    report = document_ingest(source=source, file_name="help.md", data=HELP_EN)
+    link = document_link(report.document_id)
+    client.force_login(editor)
+
+    page = client.get(link)
+    listed = client.get("/admin/knowledge/knowledgedocument/?q=help")
+    client.force_login(plain_staff)
+    refused = client.get(link)
+
+    assert page.status_code == 200 and listed.status_code == 200
+    text = page.content.decode()
+    assert "Help centre › Refunds" in text and "Refunds reach your card within five working days" in text
+    assert 'name="title"' not in text, "the page is read only: documents change by upload"
+    assert refused.status_code == 403

@@ -1,0 +1,172 @@
+"""A specialist answers from its profile's knowledge: the passages retrieved before it answers, the answer quoting and
+citing them (offline: extractively), "I don't know" in the customer's language below the bar, tools first, another
+tenant's passages never read, and nothing asked of the knowledge by a profile that holds none."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents.knowledge_settings import DEFAULT_MIN_SCORE
+from common.i18n import say
+from conversations.knowledge_turn import DONT_KNOW, SOURCES
+from knowledge.models import KnowledgeSource
+from knowledge.retrieval import document_link
+from knowledge.services import document_ingest
+from releases.versions import version_publish
+from routing.documents import profile_documents
+
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too, pytest.mark.usefixtures("multi_agent_for_everyone")]
+
+PLANS = b"""# Plans and internet
+
+## Internet speed
+
+The fibre plan delivers up to 500 megabits per second. Speed tests should be run over a cable, not over Wi-Fi.
+
+## Changing plan
+
+You can change your plan once a month in the app, under My plan. The new price applies from the next invoice.
+"""
+PLANOS = """# Planos e internet
+
+## Velocidade da internet
+
+O plano de fibra entrega até 500 megabits por segundo. Os testes de velocidade devem ser feitos com cabo.
+""".encode()
+SECRET = b"""# Partner deals
+
+## Internet speed
+
+Partner staff get the fibre plan at 900 megabits per second for the price of the basic one.
+"""
+# Messages no document answers, in each language: the fallback specialist (no tool) takes them.
+UNANSWERABLE = {
+    "en": "Do you sell gift cards for birthdays?",
+    "pt": "Vocês vendem cartões-presente para aniversários?",
+    "es": "¿Venden tarjetas de regalo para cumpleaños?",
+}
+
+
+def ask(api, text: str, **payload) -> dict:
+    response = api.post(
+        "/api/chat/message",
+        {"agent_id": "telecom_contas", "payload": {"text": text, "user_id": "u-knowledge", **payload}},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.fixture
+def help_centre(telecom):
+    """The profile's shared help centre, uploaded and the profile's draft published with it."""
+    source = KnowledgeSource.objects.create(profile=telecom, name="Help centre", language="en")
+    plans = document_ingest(source=source, file_name="plans.md", data=PLANS)
+    document_ingest(source=source, file_name="planos.md", data=PLANOS, language="pt")
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="help centre")
+    return plans.document_id
+
+
+def test_a_customer_question_is_answered_from_the_published_help_centre_with_a_citation(api, help_centre):
+    body = ask(api, "How fast is the internet on the fibre plan?")
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "product_agent"
+    assert "“The fibre plan delivers up to 500 megabits per second.” [1]" in body["answer"]
+    link = document_link(help_centre)
+    assert f"{SOURCES} [1] Plans and internet ({link})" in body["answer"]
+    (citation,) = knowledge["citations"]
+    assert (citation["document"], citation["title"], citation["link"]) == (help_centre, "Plans and internet", link)
+    assert citation["quote"] == "The fibre plan delivers up to 500 megabits per second."
+    assert citation["score"] >= DEFAULT_MIN_SCORE
+    assert citation["passage"] in [row["passage"] for row in knowledge["retrieved"] if row["used"]]
+    assert knowledge["answered_from_knowledge"] is True
+
+
+def test_the_conversations_language_is_searched_first(api, help_centre):
+    body = ask(api, "Qual a velocidade da internet no plano de fibra?")
+
+    (citation,) = body["metadata"]["knowledge"]["citations"]
+    assert body["metadata"]["language"] == "pt"
+    assert citation["title"] == "Planos e internet"
+    assert "“O plano de fibra entrega até 500 megabits por segundo." in body["answer"]
+    assert "” [1]\n\nFontes: [1] Planos e internet" in body["answer"]
+
+
+@pytest.mark.parametrize("language", sorted(UNANSWERABLE))
+def test_a_question_the_documents_do_not_answer_gets_i_dont_know_in_the_customers_language(api, help_centre, language):
+    body = ask(api, UNANSWERABLE[language])
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["metadata"]["language"] == language
+    assert body["answer"] == say(language, DONT_KNOW)
+    assert language == "en" or body["answer"] != str(DONT_KNOW)  # translated, not the English message id
+    assert knowledge["citations"] == [] and knowledge["answered_from_knowledge"] is False
+    assert knowledge["unknown"] is True
+
+
+def test_another_tenants_passages_are_never_retrieved(api, telecom, help_centre, outsider):
+    private = KnowledgeSource.objects.create(profile=telecom, tenant=outsider, name="Partners", language="en")
+    secret = document_ingest(source=private, file_name="partners.md", data=SECRET)
+
+    body = ask(api, "Partner staff price for 900 megabits?")
+
+    retrieved = body["metadata"]["knowledge"]["retrieved"]
+    assert secret.document_id not in {row["document"] for row in retrieved}
+    assert "900" not in body["answer"]
+
+
+def test_a_specialist_with_tools_answers_from_its_tools_and_never_says_it_does_not_know(api, help_centre):
+    body = ask(api, "Minha fatura veio alta", context={"msisdn": "11999990000"})
+
+    assert body["agent"] == "billing_agent"
+    assert body["answer"] != say("pt", DONT_KNOW)
+    assert body["metadata"]["knowledge"]["answered_from_knowledge"] is False
+    assert body["metadata"]["mcp_results"], "the tool was called, not replaced by the documents"
+
+
+def test_a_profile_that_turns_retrieval_off_answers_without_its_documents_once_published(api, telecom, help_centre):
+    telecom.knowledge = {"retrieval": False}
+    telecom.save(update_fields=["knowledge"])
+    before = ask(api, "How fast is the internet on the fibre plan?", session_id="before")
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="retrieval off")
+    after = ask(api, "How fast is the internet on the fibre plan?", session_id="after")
+
+    assert before["metadata"]["knowledge"]["citations"]  # the published version still searches
+    assert after["metadata"]["knowledge"] is None and "500 megabits" not in after["answer"]
+
+
+def test_a_specialist_kept_to_tags_no_document_holds_reads_none_of_them(api, telecom, help_centre):
+    product = telecom.specialists.get(name="product_agent")
+    product.knowledge = {"tags": ["billing"]}
+    product.save(update_fields=["knowledge"])
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="billing only")
+
+    body = ask(api, "How fast is the internet on the fibre plan?")
+
+    assert body["metadata"]["knowledge"]["retrieved"] == []
+    assert body["answer"] == say("en", DONT_KNOW)
+
+
+def test_a_profile_without_knowledge_asks_nothing_of_it(api, telecom):
+    ask(api, "How fast is the internet on the fibre plan?", session_id="warm")  # the snapshot compiled
+
+    with CaptureQueriesContext(connection) as queries:
+        body = ask(api, "How fast is the internet on the fibre plan?", session_id="measured")
+
+    assert body["metadata"]["knowledge"] is None
+    assert not [query["sql"] for query in queries.captured_queries if "knowledge_" in query["sql"]]
+
+
+def test_i_dont_know_counts_as_a_fallback_answer_for_the_profiles_escalation_rule(api, telecom, help_centre):
+    telecom.escalation = {"enabled": True, "after_fallbacks": 2}
+    telecom.save(update_fields=["escalation"])
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="people after two")
+
+    first = ask(api, UNANSWERABLE["en"], session_id="twice")
+    second = ask(api, "Can I pay with a voucher from your sister shop?", session_id="twice")
+
+    assert first["answer"] == say("en", DONT_KNOW) and first["metadata"]["escalation"] is None
+    assert second["metadata"]["escalation"]["reason"] == "fallbacks"

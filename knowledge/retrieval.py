@@ -1,0 +1,88 @@
+"""The knowledge a turn reads: whether a profile holds any, and the passages retrieved for a specialist's question.
+
+The compiled snapshot holds :func:`knowledge_profiles`, so the engine (``conversations.knowledge_turn``) knows without
+a query whether a profile holds any: a profile with no knowledge pays nothing for it. For one that does,
+:func:`knowledge_retrieve` searches (:func:`knowledge.search.knowledge_search`) the conversation's language
+first and, when no passage of it reaches the relevance bar, every language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.urls import reverse
+
+from agents.passages import coverage
+from knowledge.models import KnowledgeDocument
+from knowledge.search import Hit, knowledge_search
+
+RETRIEVE_LIMIT = 5  # passages considered per question
+
+
+@dataclass(frozen=True)
+class Considered:
+    """A passage found, with its relevance to the question: the share of the question's content words it holds
+    (:func:`agents.passages.coverage`, heading and text), the measure the relevance bar is held to on every engine
+    (the search's own score orders the passages, but its scale is each engine's, and on SQLite a question's common
+    words alone score high)."""
+
+    hit: Hit
+    relevance: float
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The passages considered for one question, in the search's order, and the bar a passage must reach to be used."""
+
+    considered: tuple[Considered, ...]
+    min_score: float
+
+    @property
+    def used(self) -> tuple[Considered, ...]:
+        """The passages at or above the bar, the most relevant first (the search's order among equals): what the
+        specialist is given."""
+        at_bar = [passage for passage in self.considered if passage.relevance >= self.min_score]
+        return tuple(sorted(at_bar, key=lambda passage: -passage.relevance))
+
+
+def _considered(hits: Iterable[Hit], query: str) -> list[Considered]:
+    return [Considered(hit, round(coverage(query, f"{hit.heading}\n{hit.text}"), 6)) for hit in hits]
+
+
+def knowledge_profiles() -> frozenset[int]:
+    """The profiles (by pk) with an enabled source holding a document, for some tenant or for all: one query. The
+    compiled snapshot holds it (``routing.snapshot``), rebuilt when the configuration version moves, which every write
+    of a source or a document bumps (:class:`knowledge.apps.KnowledgeConfig`)."""
+    documents = KnowledgeDocument.objects.filter(source__enabled=True)
+    return frozenset(documents.values_list("source__profile_id", flat=True).distinct())
+
+
+def knowledge_retrieve(
+    *,
+    profile_pk: int,
+    tenant_pk: int | None,
+    query: str,
+    language: str,
+    tags: Iterable[str],
+    min_score: float,
+    limit: int = RETRIEVE_LIMIT,
+) -> Retrieved:
+    """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
+    sources and its own), keeping to ``tags`` when given: those in ``language``, and when none of them reaches
+    ``min_score``, the ``limit`` best of every language after them."""
+    tags = tuple(tags)
+    found = knowledge_search(
+        profile=profile_pk, query=query, tenant=tenant_pk, language=language or None, tags=tags, limit=limit
+    )
+    considered = _considered(found, query)
+    if language and not any(passage.relevance >= min_score for passage in considered):
+        seen = {hit.passage_id for hit in found}
+        others = knowledge_search(profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit)
+        considered += _considered((hit for hit in others if hit.passage_id not in seen), query)
+    return Retrieved(tuple(considered), min_score)
+
+
+def document_link(document_id: int) -> str:
+    """The admin's page of a document (its passages), which a citation links to."""
+    return reverse("admin:knowledge_knowledgedocument_change", args=[document_id])
