@@ -435,7 +435,7 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         "Retrieval from its knowledge sources before its specialists answer, the tags it keeps to, and the relevance "
         "bar below which they say they do not know (agents/knowledge_settings.py, docs/knowledge.md).",
         agents_yaml="knowledge",
-        added=23,
+        added=24,
         compiled="knowledge",
     ),
     ProfileSetting(

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0028_profile_translations'),
+        ('agents', '0029_customer_memory'),
     ]
 
     operations = [
