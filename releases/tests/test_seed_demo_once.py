@@ -5,11 +5,14 @@ from __future__ import annotations
 import io
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist
 from agents.services import prompt_version_create
+from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource
+from knowledge.search import knowledge_search
 from releases.evals.gate import ConversationTestsFailed
 from releases.versions import version_publish
 from routing.documents import profile_documents
@@ -154,3 +157,58 @@ def test_a_demo_profile_whose_routing_tests_fail_is_loaded_as_a_draft_and_the_re
 
     assert live_version(AgentProfile.objects.get(agent_id="telecom_contas")) is None
     assert live_version(AgentProfile.objects.get(agent_id="retail_orders")).number == 1
+
+
+def help_centre(agent_id: str) -> dict[str, list[str]]:
+    """A profile's knowledge: its sources' names and languages, each with its documents' file names."""
+    out: dict[str, list[str]] = {}
+    for source in KnowledgeSource.objects.filter(profile__agent_id=agent_id).order_by("name"):
+        out[f"{source.name} ({source.language})"] = sorted(source.documents.values_list("file_name", flat=True))
+    return out
+
+
+def articles(folder: str, language: str) -> list[str]:
+    return sorted(path.name for path in (settings.BASE_DIR / "config/demo/knowledge" / folder / language).glob("*.md"))
+
+
+@pytest.mark.sqlite_too  # the demo runs on the embedded default's database
+def test_each_demo_profile_gets_its_help_centre_a_source_per_language_and_searches_it():
+    out = seed_demo()
+
+    for agent_id, folder in [(a, a) for a in DEMO_PROFILES if a != "telecom_assistente"] + [
+        ("telecom_assistente", "telecom_contas")
+    ]:
+        assert help_centre(agent_id) == {
+            "Central de ajuda (pt)": articles(folder, "pt"),
+            "Centro de ayuda (es)": articles(folder, "es"),
+            "Help centre (en)": articles(folder, "en"),
+        }
+        assert len(articles(folder, "pt")) >= 2
+        total = sum(len(articles(folder, language)) for language in ("pt", "en", "es"))
+        assert f"{agent_id}: help centre: {total} articles, {total} created, 0 replaced." in out
+    profile = AgentProfile.objects.get(agent_id="retail_orders")
+    hits = knowledge_search(profile=profile, query="quero trocar o tamanho do tênis", language="pt")
+    assert hits[0].file_name == "trocas-e-devolucoes.md"
+    assert hits[0].heading.startswith("Trocas e devoluções")
+
+
+def test_a_restart_leaves_the_help_centre_as_it_is_and_force_uploads_only_what_is_missing():
+    seed_demo()
+    documents = KnowledgeDocument.objects.filter(source__profile__agent_id="telecom_contas")
+    removed = {"file_name": "roaming-internacional.md", "source__language": "pt"}
+    others = documents.exclude(**removed)
+    before = sorted(others.values_list("pk", "content_hash", "uploaded_at"))
+    passages = sorted(KnowledgePassage.objects.filter(document__in=others).values_list("pk", "text"))
+    documents.get(**removed).delete()  # an admin removes an article
+
+    out = seed_demo()
+
+    assert "help centre" not in out
+    assert not documents.filter(**removed).exists()
+
+    out = seed_demo("--force")
+
+    assert "telecom_contas: help centre: 18 articles, 1 created, 0 replaced." in out
+    assert documents.filter(**removed).get().passages.exists()
+    assert sorted(others.values_list("pk", "content_hash", "uploaded_at")) == before
+    assert sorted(KnowledgePassage.objects.filter(document__in=others).values_list("pk", "text")) == passages

@@ -17,8 +17,12 @@ The rule, so that a restart of scripts/start never undoes what an admin did:
   synced goals) are loaded with the others;
 - each profile imported gets its conversation tests (config/demo/conversation_tests/, one
   ``conversation_tests.<agent_id>.yaml`` per profile, as ``export_config`` writes them) before it is published;
+- each profile imported gets its help centre (config/demo/knowledge/<folder>/<language>/*.md: one knowledge source
+  per language, its articles uploaded as documents through the knowledge app's services) before it is published;
+  telecom_assistente reads telecom_contas's folder (the same carrier);
 - ``--force`` reloads the demo over what was edited: every entity in config/demo is written again (an upsert, as
-  ``import_config``), then each demo profile whose draft differs from its live version is published with the note
+  ``import_config``), every help-centre article uploaded again (an article whose bytes did not change is left as
+  it is), then each demo profile whose draft differs from its live version is published with the note
   ``Demo reloaded (config/demo, --force)``;
 - ``--multi-agent-for-everyone`` (what ``first_run --demo`` asks for) sets the ``multi_agent`` rollout flag to 100 %
   while nobody has changed it since the migration made it at 0 %, one line of its history naming this command: a
@@ -30,17 +34,22 @@ The output says, per profile, what was done: ``loaded``, ``already there: left a
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import yaml
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool
 from agents.services import mcp_server_sync
 from common.errors import DomainError
+from knowledge.models import KnowledgeSource
+from knowledge.services import CREATED, REPLACED, document_ingest
 from releases.configio import ConfigImportError, Source, config_import
 from releases.configio.source import FAST_LOADER
 from releases.evals.files import ConversationTestsFileError, conversation_tests_load, conversation_tests_parse
@@ -57,6 +66,10 @@ DEMO_DIR = settings.BASE_DIR / "config" / "demo"
 TESTS_DIR = DEMO_DIR / "tests"
 # Conversation tests of the demo profiles, one file per profile, named as export_config names them.
 CONVERSATION_TESTS_DIR = DEMO_DIR / "conversation_tests"
+# The demo help centres: KNOWLEDGE_DIR/<folder>/<language>/*.md, one knowledge source per language.
+KNOWLEDGE_DIR = DEMO_DIR / "knowledge"
+KNOWLEDGE_FOLDERS = {"telecom_assistente": "telecom_contas"}  # else the profile's agent_id
+KNOWLEDGE_SOURCES = {"pt": "Central de ajuda", "en": "Help centre", "es": "Centro de ayuda"}
 SYNCED_TESTS = "with_sync"  # suites that need the goals --sync reads (finance_assistente's)
 DEMO_NOTE = "Demo import (config/demo)"
 FORCE_NOTE = "Demo reloaded (config/demo, --force)"
@@ -68,6 +81,35 @@ CUT = {"agents", "servers", "tools"}
 DEMO_FLAG = "multi_agent"
 DEMO_PERCENTAGE = 100
 DEMO_FLAG_ACTOR = "manage.py seed_demo (the demo: every customer on the multi-agent graph)"
+
+
+def help_centre_folder(agent_id: str) -> Path:
+    """Where a demo profile's help centre is (a folder per language), whether or not it exists."""
+    return KNOWLEDGE_DIR / KNOWLEDGE_FOLDERS.get(agent_id, agent_id)
+
+
+def help_centre_load(*, profile: AgentProfile, folder: Path) -> Counter[str]:
+    """The articles of ``folder``/<language>/*.md into ``profile``'s knowledge: a source per language
+    (:data:`KNOWLEDGE_SOURCES`, made when missing), each article uploaded into it through
+    :func:`knowledge.services.document_ingest` (an article whose bytes did not change is left as it is). Returns
+    how many articles were ``created``, ``replaced`` and ``unchanged``; nothing for a folder that does not exist.
+    All or nothing: raises :class:`CommandError` naming an article that cannot be read."""
+    outcomes: Counter[str] = Counter({CREATED: 0, REPLACED: 0})
+    with transaction.atomic():
+        for language, name in KNOWLEDGE_SOURCES.items():
+            paths = sorted((folder / language).glob("*.md"))
+            if not paths:
+                continue
+            source, _ = KnowledgeSource.objects.get_or_create(
+                profile=profile, name=name, defaults={"language": language}
+            )
+            for path in paths:
+                try:
+                    report = document_ingest(source=source, file_name=path.name, data=path.read_bytes())
+                except DomainError as exc:
+                    raise CommandError(f"The demo's help centre is invalid: {path}: {exc.message}") from exc
+                outcomes[report.outcome] += 1
+    return outcomes
 
 
 def demo_missing(sources: list[Source]) -> tuple[list[Source], list[str], list[str]]:
@@ -168,6 +210,7 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"  {agent_id}: conversation tests: {loaded.created} created, {loaded.updated} updated."
                 )
+            self._knowledge(profile)
             try:
                 version = version_publish(profile=profile, note=note, published_from=PublishedFrom.DEMO)
             except NothingToPublish:
@@ -226,6 +269,14 @@ class Command(BaseCommand):
                 raise CommandError(f"The demo's conversation tests are invalid:\n{exc.message}") from exc
             out.setdefault(agent_id, []).extend(cases)
         return out
+
+    def _knowledge(self, profile: AgentProfile) -> None:
+        outcomes = help_centre_load(profile=profile, folder=help_centre_folder(profile.agent_id))
+        if total := sum(outcomes.values()):
+            self.stdout.write(
+                f"  {profile.agent_id}: help centre: {total} articles, {outcomes[CREATED]} created, "
+                f"{outcomes[REPLACED]} replaced."
+            )
 
     @staticmethod
     def _agent_ids(sources: list[Source]) -> list[str]:
