@@ -1,0 +1,216 @@
+"""Knowledge accuracy: the demo help centres' questions searched, and what a relevance bar keeps and refuses.
+
+    PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py [--bar B] [--questions PATH] [--list]
+
+(Figures in docs/benchmarks.md; the targets: the right article cited first for ≥ 90 % of the answerable questions,
+"I don't know" for ≥ 95 % of the unanswerable ones.)
+
+Loads the demo's help centres (``config/demo/knowledge/``, through seed_demo's :func:`help_centre_load`) into
+throwaway profiles, one per demo folder, and asks each question of ``bench/knowledge/questions.yaml`` — written
+from the articles as customers write, a third of them with no answer in the articles — of its profile's knowledge
+with :func:`knowledge.search.knowledge_search`, in the question's language (the language the turn detects). The
+throwaway profiles are deleted at the end.
+
+Per language, then for all three:
+
+* **rank 1**: answerable questions whose article is the first passage's document, whatever its score;
+* at the relevance bar ``--bar`` (a passage counts when its score is above it): answerable questions **cited**
+  right (the first passage is above the bar and from their article), answerable ones **kept** (some passage above
+  the bar), and unanswerable ones **refused** (no passage above it: "I don't know");
+* a sweep of bars, the same three shares at each.
+
+Scores are the engine's (:mod:`knowledge.search`): a bar fitted on one engine does not carry over to the other.
+Runs on a throwaway SQLite database, or on the database of ``DATABASE_URL`` (migrated first; PostgreSQL:
+``scripts/services.py --scratch --postgres -- .venv/bin/python bench/knowledge_accuracy.py``).
+
+The scoring is :func:`accuracy` over :class:`Answer`: what the customer got, the cited articles best first. This
+module's :func:`retrieval_answers` makes them from the search alone; a turn-level run makes them from the answers'
+``metadata.knowledge.citations`` and scores them the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = ROOT / "bench" / "knowledge" / "questions.yaml"
+LANGUAGES = ("pt", "en", "es")
+SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8)
+DEFAULT_BAR = 0.2
+
+
+@dataclass(frozen=True)
+class Question:
+    """A customer's question to a profile, in a language, and the article (file name) answering it, if any."""
+
+    profile: str
+    lang: str
+    text: str
+    article: str | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the customer got: the cited articles' file names, best first, each with its score (none: "I don't
+    know")."""
+
+    cited: tuple[tuple[str, float], ...]
+
+    def above(self, bar: float) -> tuple[str, ...]:
+        """The cited articles whose score is above ``bar``: what an answer at that bar cites."""
+        return tuple(name for name, score in self.cited if score > bar)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One language's (or all languages') shares at one bar."""
+
+    answerable: int
+    unanswerable: int
+    rank_1: int
+    cited: int
+    kept: int
+    refused: int
+
+    @staticmethod
+    def share(part: int, whole: int) -> str:
+        return f"{100 * part / whole:5.1f} %" if whole else "    — "
+
+
+def questions_load(path: Path) -> list[Question]:
+    """The question set; raises ``SystemExit`` naming a malformed entry."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    out = []
+    for number, entry in enumerate(data.get("questions") or [], 1):
+        if not isinstance(entry, dict) or entry.get("lang") not in LANGUAGES or not entry.get("text"):
+            raise SystemExit(f"{path}: question {number}: needs profile, lang (pt, en or es) and text.")
+        out.append(Question(str(entry["profile"]), entry["lang"], str(entry["text"]), entry.get("article")))
+    return out
+
+
+def accuracy(questions: Sequence[Question], answers: Sequence[Answer], *, bar: float) -> Figures:
+    """The shares of ``questions`` (answered by ``answers``, in the same order) at ``bar``: answerable ones cited
+    right first, answerable ones with a citation at all, unanswerable ones with none."""
+    answerable = unanswerable = rank_1 = cited = kept = refused = 0
+    for question, answer in zip(questions, answers, strict=True):
+        first = answer.cited[0][0] if answer.cited else None
+        kept_names = answer.above(bar)
+        if question.article:
+            answerable += 1
+            rank_1 += first == question.article
+            cited += bool(kept_names) and kept_names[0] == question.article
+            kept += bool(kept_names)
+        else:
+            unanswerable += 1
+            refused += not kept_names
+    return Figures(answerable, unanswerable, rank_1, cited, kept, refused)
+
+
+def retrieval_answers(questions: Iterable[Question], *, profiles: dict[str, object], limit: int = 5) -> list[Answer]:
+    """Each question searched in its profile's knowledge (``profiles``: the question's profile name → the profile
+    searched), in its language: the passages' articles, best first."""
+    from knowledge.search import knowledge_search
+
+    out = []
+    for question in questions:
+        hits = knowledge_search(
+            profile=profiles[question.profile], query=question.text, language=question.lang, limit=limit
+        )
+        out.append(Answer(tuple((hit.file_name, hit.score) for hit in hits)))
+    return out
+
+
+def report(
+    questions: Sequence[Question], answers: Sequence[Answer], *, bar: float, write: Callable[[str], None]
+) -> dict[str, Figures]:
+    """Print the per-language table at ``bar`` and the sweep; returns the figures at ``bar`` by language (and
+    ``all``)."""
+    groups = {language: [i for i, q in enumerate(questions) if q.lang == language] for language in LANGUAGES}
+    groups["all"] = list(range(len(questions)))
+
+    def figures(indexes: list[int], at: float) -> Figures:
+        return accuracy([questions[i] for i in indexes], [answers[i] for i in indexes], bar=at)
+
+    at_bar = {name: figures(indexes, bar) for name, indexes in groups.items()}
+    write(f"At the bar {bar}:")
+    write("language  answerable  rank 1     cited      kept       unanswerable  refused")
+    for name, f in at_bar.items():
+        write(
+            f"{name:8}  {f.answerable:10}  {f.share(f.rank_1, f.answerable)}  {f.share(f.cited, f.answerable)}  "
+            f"{f.share(f.kept, f.answerable)}  {f.unanswerable:12}  {f.share(f.refused, f.unanswerable)}"
+        )
+    write("")
+    write("Sweep (cited right / refused), per language:")
+    write("bar    " + "  ".join(f"{name:>17}" for name in groups))
+    for at in SWEEP:
+        cells = []
+        for indexes in groups.values():
+            f = figures(indexes, at)
+            cells.append(f"{f.share(f.cited, f.answerable)} / {f.share(f.refused, f.unanswerable)}")
+        write(f"{at:<5}  " + "  ".join(f"{cell:>17}" for cell in cells))
+    return at_bar
+
+
+def _setup_django() -> None:
+    sys.path.insert(0, str(ROOT))
+    if not os.environ.get("DATABASE_URL"):
+        database = tempfile.NamedTemporaryFile(prefix="knowledge-accuracy-", suffix=".sqlite3", delete=False)  # noqa: SIM115
+        os.environ["DATABASE_URL"] = f"sqlite:///{database.name}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bar", type=float, default=DEFAULT_BAR, help="The relevance bar (default %(default)s).")
+    parser.add_argument("--questions", type=Path, default=QUESTIONS, help="The question set (YAML).")
+    parser.add_argument("--list", action="store_true", help="List each question missed at the bar.")
+    args = parser.parse_args(argv)
+    questions = questions_load(args.questions)
+    _setup_django()
+    from django.db import connection
+
+    from agents.models import AgentProfile
+    from releases.management.commands.seed_demo import help_centre_folder, help_centre_load
+
+    run = uuid.uuid4().hex[:8]
+    profiles: dict[str, object] = {}
+    try:
+        for name in sorted({q.profile for q in questions}):
+            profile = AgentProfile.objects.create(agent_id=f"kbench_{run}_{name}"[:50], name=f"Knowledge bench {name}")
+            help_centre_load(profile=profile, folder=help_centre_folder(name))
+            profiles[name] = profile
+        answers = retrieval_answers(questions, profiles=profiles)
+    finally:
+        AgentProfile.objects.filter(pk__in=[p.pk for p in profiles.values()]).delete()  # type: ignore[attr-defined]
+    print(f"{len(questions)} questions, {connection.vendor}, search only (knowledge_search, the question's language).")
+    print()
+    report(questions, answers, bar=args.bar, write=print)
+    if args.list:
+        print()
+        print(f"Missed at the bar {args.bar}:")
+        for question, answer in zip(questions, answers, strict=True):
+            cited = answer.above(args.bar)
+            right = (cited[:1] == (question.article,)) if question.article else not cited
+            if not right:
+                top = ", ".join(f"{name} {score:.3f}" for name, score in answer.cited[:3]) or "nothing"
+                print(f"  [{question.lang}] {question.text!r}: want {question.article or 'no answer'}; got {top}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
