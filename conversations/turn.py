@@ -25,8 +25,8 @@ from conversations.gateway import BackendReply
 from conversations.goal_engine import PlanRun
 from conversations.guardrails import MaskVault
 from conversations.history import HistoryEntry
-from conversations.memory.part import TurnMemory
 from conversations.knowledge_turn import knowledge_merged
+from conversations.memory.part import TurnMemory
 from conversations.models import Escalation
 from conversations.runtime import SpecialistOutcome
 from conversations.supervisor import Partial, PlanResult
