@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
 
 from bench.chat_load import AGENT_ID, TENANT, TEXTS, _manage, _postmaster_pid, process_cpu_seconds  # noqa: E402
-from bench.turn_stages import sampling, stages_report  # noqa: E402
+from bench.turn_stages import sampling, self_time_report, stages_report  # noqa: E402
 
 # Questions to telecom_contas that no keyword matches: the examples tier decides them (the run counts the methods).
 EXAMPLE_TEXTS = (
@@ -194,6 +194,9 @@ def run(args: argparse.Namespace) -> int:
         sent = args.messages // args.clients * args.clients
         median = statistics.median(sum(cpu) * 1000 / sent for cpu, *_ in rounds)
         stage_table = stages_report(stacks, median) if args.stages else ""
+        self_table = self_time_report(stacks, median) if args.stages else ""
+        if args.stages and args.keep_stacks:
+            args.keep_stacks.write_text(stacks.read_text())
 
     print(
         f"\nCPU per message, in process ({args.path} path): {args.clients} conversations at a time, "
@@ -214,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
     if stage_table:
         print(f"\nBy stage (py-spy samples of this process over the measured rounds, {sent} messages a round):\n")
         print(stage_table)
+        print("\nThe functions that ran themselves most (the leaf frame of each sample):\n")
+        print(self_table)
     failures = [error for *_, errors in rounds for error in errors]
     for error in sorted(set(failures))[:5]:
         print("error:", error)
@@ -227,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds (the median is reported)")
     parser.add_argument("--path", choices=sorted(PATHS), default="keyword", help="the message path measured")
     parser.add_argument("--stages", action="store_true", help="split the CPU a message by stage (py-spy)")
+    parser.add_argument("--keep-stacks", type=Path, help="with --stages: keep py-spy's collapsed stacks in this file")
     return run(parser.parse_args(argv))
 
 

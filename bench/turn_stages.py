@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 RATE = 200  # samples a second
+ROOT = str(Path(__file__).resolve().parent.parent) + "/"
 
 
 @contextlib.contextmanager
@@ -147,4 +148,20 @@ def stages_report(stacks: Path, ms_per_message: float) -> str:
             f"| {stage} | {share:.1%} | {ms_per_message * share:.2f} ms |" if counts[stage] else f"| {stage} | — | — |"
         )
     rows.append(f"| **the whole message** | {total} samples | **{ms_per_message:.2f} ms** |")
+    return "\n".join(rows)
+
+
+def self_time_report(stacks: Path, ms_per_message: float, top: int = 15) -> str:
+    """A Markdown table of the functions that ran themselves (the leaf of each sample) most, product and library."""
+    counts: Counter[str] = Counter()
+    for line in stacks.read_text().splitlines():
+        names, count = frames(line)
+        if count:
+            counts[names[-1]] += count
+    total = sum(counts.values()) or 1
+    rows = ["| function (self time) | share of samples | CPU a message |", "| --- | ---: | ---: |"]
+    for name, count in counts.most_common(top):
+        module, _, function = name.rpartition(":")
+        where = module.split("site-packages/")[-1] if "site-packages/" in module else module.removeprefix(ROOT)
+        rows.append(f"| `{where}:{function}` | {count / total:.1%} | {ms_per_message * count / total:.3f} ms |")
     return "\n".join(rows)
