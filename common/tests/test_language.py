@@ -159,6 +159,24 @@ def test_the_models_arrays_are_kept_once_on_disk_and_mapped_read_only_with_the_s
         assert (LANGUAGES[column], pytest.approx(probability, abs=1e-6)) == language_scores(text)
 
 
+def test_py3langids_walk_reads_the_mapped_tables_as_integers_without_copying_them(settings, tmp_path, scorer):
+    """The automaton walk indexes its two tables once per byte of the text: as py3langid's own tables (an
+    ``array.array``, a list) give Python integers, so do the views it is handed, over the same mapped pages — a
+    ``numpy.memmap`` made each index a NumPy scalar through a Python ``__getitem__``."""
+    import numpy as np
+
+    if scorer != "py3langid":
+        pytest.skip("the compiled loop reads the arrays itself")
+    settings.VAR_DIR = tmp_path
+    nextmove, _, output, *_ = mapped = language._arrays()
+    model = language._stock_scorer(mapped).__self__
+
+    for table, array in ((model.tk_nextmove, nextmove), (model.tk_output, output)):
+        assert isinstance(table, memoryview) and type(table[0]) is int
+        assert np.shares_memory(np.asarray(table), array)
+    assert type(model.nb_ptc) is np.ndarray and np.shares_memory(model.nb_ptc, mapped[3])
+
+
 @pytest.mark.parametrize(
     ("text", "language"),
     [
