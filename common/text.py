@@ -72,6 +72,7 @@ def whole_number(raw: str) -> int | None:
 
 _RUNS = re.compile(r"[^\W\d_]+|\d+|[\W_]+")
 _IDENTIFIER = re.compile(r"(?<![\w-])[\w-]*\d[\w-]*(?![\w-])")
+_DIGIT = re.compile(r"\d")  # what every identifier holds
 # A denial right before an identifier: "não (é) (o|no|do) X", "not (the) X", "no (es) (el|en el) X".
 _DENIED = re.compile(
     r"(?:\b(?:não|nao|not)\s+(?:(?:é|e|is|was|era)\s+)?(?:(?:o|a|no|na|do|da|the|in)\s+)?"
@@ -92,6 +93,8 @@ def identifier_shape(value: str) -> str:
 def identifiers(text: str) -> list[str]:
     """The identifier-like tokens of ``text``: letters, digits and dashes with at least one digit, in order; one the
     customer denies ("veio no P100, não no P200", "P100, not P200", "el P100, no el P200") is left out."""
+    if _DIGIT.search(text) is None:  # most messages: the offline model reads each of a turn's history per tool
+        return []
     return [found.group(0) for found in _IDENTIFIER.finditer(text) if not _DENIED.search(text[: found.start()])]
 
 

@@ -8,7 +8,8 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.text import fold, normalize, whole_number
+from common import text as text_module
+from common.text import fold, identifiers, normalize, whole_number
 
 # What normalising meant before the byte table and the marks' regular expression: decomposed, every combining mark
 # of the Basic Multilingual Plane dropped, case folded, every run of non-letters and non-digits one space.
@@ -49,3 +50,32 @@ def test_it_normalises_every_text_as_the_reference_does(text):
 def test_a_whole_number_is_ascii_digits_only():
     assert [whole_number(raw) for raw in ("0", "42", "007")] == [0, 42, 7]
     assert [whole_number(raw) for raw in ("", "-3", "+3", "4.0", " 4", "thirty", "²", "٣", "³4")] == [None] * 9
+
+
+def test_a_text_without_a_digit_is_never_scanned_for_identifiers(monkeypatch):
+    """The offline model reads each customer message of a turn's history for identifiers, once per tool it may call:
+    a text with no digit holds none, and costs one search for a digit instead of the identifier scan."""
+    pattern = text_module._IDENTIFIER
+    scanned: list[str] = []
+
+    class Counted:
+        def finditer(self, value: str):
+            scanned.append(value)
+            return pattern.finditer(value)
+
+    monkeypatch.setattr(text_module, "_IDENTIFIER", Counted())
+
+    assert identifiers("Quero contestar uma cobrança que não reconheço na fatura") == []
+    assert identifiers("Meu pedido P200 veio errado, não o P100") == ["P200"]
+    assert scanned == ["Meu pedido P200 veio errado, não o P100"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aP1٣ -_ção,é")))
+def test_identifiers_are_the_full_scans_whatever_the_text(value):
+    scanned = [
+        found.group(0)
+        for found in text_module._IDENTIFIER.finditer(value)
+        if not text_module._DENIED.search(value[: found.start()])
+    ]
+    assert identifiers(value) == scanned
