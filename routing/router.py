@@ -46,6 +46,7 @@ Keyword ties are broken deterministically, in this order:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -338,6 +339,13 @@ class KeywordMatch(NamedTuple):  # a named tuple: built once per message, cheape
 
 NO_KEYWORDS = KeywordMatch([])  # the keywords were not read (a state or small talk decided first)
 
+# The last text whose keywords a router checked in this context (a request's task), and what they said: a turn reads
+# the customer's message to route it and again for the offline model's moves (conversations.runtime), and a request
+# never reuses another's.
+_last_checked: contextvars.ContextVar[tuple[CompiledRouter, str, KeywordMatch] | None] = contextvars.ContextVar(
+    "keywords_checked", default=None
+)
+
 
 @dataclass(frozen=True)
 class Classification:
@@ -508,7 +516,16 @@ class CompiledRouter:
         plano cartesiano") leaves the message to the examples tier and the fallback, a keyword naming what the
         message is about but not what it asks ("do the headphones in that order cancel noise?") to the examples
         tier. Two keywords or more are evidence enough ("minha fatura e meu pedido"). The offline tier only (no
-        endpoint is called for it)."""
+        endpoint is called for it). The same text asked again in the same context is answered from the last check
+        (the answer is shared: read it, never change it)."""
+        last = _last_checked.get()
+        if last is not None and last[0] is self and last[1] == text:
+            return last[2]
+        found = self._checked_keyword_match(text)
+        _last_checked.set((self, text, found))
+        return found
+
+    def _checked_keyword_match(self, text: str) -> KeywordMatch:
         found = self.keyword_match(text)
         if (
             len(found.hits) != 1

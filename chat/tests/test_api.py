@@ -7,9 +7,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents.llm import offline_words
+from common import language
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY
 from conversations.models import Conversation, Message, RouteDecisionRecord
 from handoffs.models import Handoff
+from routing.router import CompiledRouter
 from tests.factories import StatePolicyFactory
 
 pytestmark = pytest.mark.django_db
@@ -386,6 +388,32 @@ def test_the_message_path_has_a_fixed_query_budget(api, telecom, django_assert_m
     ticket, write = (query["sql"] for query in captured.captured_queries)
     assert ticket.startswith('UPDATE "routing_conversation"') and "json_agg" in ticket
     assert write.startswith('WITH m AS (INSERT INTO "routing_message"')
+
+
+def test_the_message_path_reads_a_messages_keywords_once_and_scores_two_texts_language(api, telecom, monkeypatch):
+    """A turn routes on the message's keywords and the offline model moves on the same hits; the language is read
+    of the message (the turn's language, the offline model's) and of the answer (the judge): each is worked out
+    once."""
+    calls: list[str] = []
+
+    def counted(owner, name):
+        original = getattr(owner, name)
+
+        def call(*args, **kwargs):
+            calls.append(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, call)
+
+    counted(CompiledRouter, "keyword_match")
+    counted(language, "language_scores")
+    send(api, "Minha fatura veio alta")
+    calls.clear()
+
+    body = send(api, "Preciso da segunda via do boleto").json()
+
+    assert body["metadata"]["route_decision"]["method"] == "keyword"
+    assert sorted(calls) == ["keyword_match", "language_scores", "language_scores"]
 
 
 def test_an_admin_edit_is_seen_by_the_next_message(api, telecom):
