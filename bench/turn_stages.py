@@ -67,8 +67,15 @@ def frames(line: str) -> tuple[list[str], int]:
     return names, int(count)
 
 
-# Frames that only wrap the work of others: read past them.
-WRAPPERS = frozenset({"chat/idempotency.py:idempotent", "conversations/graph.py:_timed"})
+# Frames that only wrap the work of others: read past them. The tracing middleware wraps the whole request (the ASGI
+# handler's own work under it is the rest of the request, not tracing's).
+WRAPPERS = frozenset(
+    {
+        "chat/idempotency.py:idempotent",
+        "conversations/graph.py:_timed",
+        "common/infra/tracing.py:RemoteParentApp.__call__",
+    }
+)
 
 # (stage, a module of the repository, its functions — None: any), in the order of the table.
 STAGES: tuple[tuple[str, str, frozenset[str] | None], ...] = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.turn_stages import REST, frames, stage_of, stages_report
+from bench.turn_stages import REST, frames, self_time_report, stage_of, stages_report
 
 PERSIST = (
     "process 1:run (bench/turn_cpu.py:180);_turn_run (conversations/graph.py:850);_timed (conversations/graph.py:170)"
@@ -18,6 +18,11 @@ IDEMPOTENT_WRAPPER = (
     "process 1:answer (chat/apis.py:300);idempotent (chat/idempotency.py:190);raw_decode (json/decoder.py:353) 5"
 )
 
+ASGI_UNDER_TRACING = (
+    "process 1:__call__ (channels/routing.py:60);RemoteParentApp.__call__ (common/infra/tracing.py:700)"
+    ";ASGIHandler.handle (platform/middleware.py:400) 7"
+)
+
 
 def test_a_sample_belongs_to_the_innermost_frame_a_rule_names():
     assert stage_of(frames(PERSIST)[0]) == "conversation store (load, persist)"  # the driver counts as persisting
@@ -26,6 +31,15 @@ def test_a_sample_belongs_to_the_innermost_frame_a_rule_names():
 
 def test_wrappers_are_read_past_and_what_no_rule_names_is_the_rest_of_the_request():
     assert stage_of(frames(IDEMPOTENT_WRAPPER)[0]) == REST
+    assert stage_of(frames(ASGI_UNDER_TRACING)[0]) == REST  # the request's handling, wrapped by tracing
+
+
+def test_the_self_time_table_names_each_samples_leaf_function(tmp_path):
+    stacks = tmp_path / "stacks.txt"
+    stacks.write_text("\n".join([PERSIST, LANGUAGE_IN_JUDGE, IDEMPOTENT_WRAPPER]))
+    table = self_time_report(stacks, 9.0)
+    assert table.splitlines()[2] == "| `psycopg/cursor.py:execute` | 66.7% | 6.000 ms |"
+    assert "| `py3langid/langid.py:classify` | 22.2% | 2.000 ms |" in table
 
 
 def test_the_table_splits_the_cpu_a_message_by_the_share_of_samples(tmp_path):
