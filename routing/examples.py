@@ -43,6 +43,7 @@ left out (calibration) is left out of its intent's counts or centroid too, exact
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import logging
 import re
@@ -451,6 +452,14 @@ class ExamplesMatch:
         }
 
 
+# The last text scored against an index in this context (a request's task), and its score: a turn scores the
+# customer's message to route it and again for the offline model's moves (conversations.runtime), and a request never
+# reuses another's. A match is frozen: it is shared, never changed.
+_last_matched: contextvars.ContextVar[tuple[ExampleIndex, str, ExamplesMatch] | None] = contextvars.ContextVar(
+    "examples_matched", default=None
+)
+
+
 @dataclass
 class ExampleIndex:
     """A profile's examples, vectorised: rows grouped by class (``starts``: each class's first row), and what each
@@ -651,7 +660,18 @@ class ExampleIndex:
     def match_text(self, text: str, *, nearest: int = NEAREST, exclude: Excluded = None) -> ExamplesMatch:
         """:meth:`match` of a text, vectorised here (the offline vectoriser; embeddings are fetched by the caller).
         With the compiled loops, a text is scored from its words in one call
-        (:func:`routing.examples_kernel.bayes_decide`)."""
+        (:func:`routing.examples_kernel.bayes_decide`). The same text asked again of the same index in the same
+        context, with the default arguments, is answered from the last score (:data:`_last_matched`)."""
+        if nearest != NEAREST or exclude is not None:
+            return self._match_text(text, nearest=nearest, exclude=exclude)
+        last = _last_matched.get()
+        if last is not None and last[0] is self and last[1] == text:
+            return last[2]
+        matched = self._match_text(text)
+        _last_matched.set((self, text, matched))
+        return matched
+
+    def _match_text(self, text: str, *, nearest: int = NEAREST, exclude: Excluded = None) -> ExamplesMatch:
         if self.engine != COMPILED or not self.offline or exclude is not None:
             return self.match(self.vectoriser.vector(text), nearest=nearest, exclude=exclude)
         from routing.examples_kernel import bayes_decide

@@ -7,10 +7,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents.llm import offline_words
+from agents.models import AgentProfile
 from common import language
+from common.config_version import config_version_bump
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY
 from conversations.models import Conversation, Message, RouteDecisionRecord
 from handoffs.models import Handoff
+from routing.examples import ExampleIndex
+from routing.models import Intent
 from routing.router import CompiledRouter
 from tests.factories import StatePolicyFactory
 
@@ -414,6 +418,34 @@ def test_the_message_path_reads_a_messages_keywords_once_and_scores_two_texts_la
 
     assert body["metadata"]["route_decision"]["method"] == "keyword"
     assert sorted(calls) == ["keyword_match", "language_scores", "language_scores"]
+
+
+def test_the_examples_tier_scores_a_message_once_a_turn(api, telecom, monkeypatch):
+    """A message no keyword matches is scored against the examples to route it, and the offline model moves on the
+    intent the tier reads it as (conversations.runtime): one score serves both."""
+    Intent.objects.filter(profile=telecom, name="billing_invoice_explanation").update(
+        examples=["minha conta de telefone veio cara", "phone bill is way too expensive"]
+    )
+    Intent.objects.filter(profile=telecom, name="retail_order_tracking").update(
+        examples=["o chip ainda não chegou em casa", "my router was never delivered"]
+    )
+    AgentProfile.objects.filter(pk=telecom.pk).update(examples_threshold=0.2, examples_margin=0.05)
+    config_version_bump()
+    scored: list[str] = []
+    match = ExampleIndex.match
+
+    def counted(index, vector, **kwargs):
+        scored.append("match")
+        return match(index, vector, **kwargs)
+
+    monkeypatch.setattr(ExampleIndex, "match", counted)
+    send(api, "Minha fatura veio alta")
+    scored.clear()
+
+    body = send(api, "o telefone veio caro demais").json()
+
+    assert body["metadata"]["route_decision"]["method"] == "examples"
+    assert scored == ["match"]
 
 
 def test_an_admin_edit_is_seen_by_the_next_message(api, telecom):
