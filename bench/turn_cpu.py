@@ -1,7 +1,7 @@
 """CPU per message of the chat API, in one process: the figure each cut of the message path is measured by.
 
     PYTHONPATH=. .venv/bin/python bench/turn_cpu.py [--messages 3000] [--clients 8] [--rounds 3]
-        [--path keyword|examples|goal] [--stages]
+        [--path keyword|examples|goal] [--stages [--gil] [--keep-stacks FILE]]
 
 ``bench/chat_load.py`` measures the served platform under load, but its CPU per message moves with whatever else
 the two cores run (the load generator included). This runs the same request — ``POST /api/gateway/message`` with
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         async def main() -> list[tuple[tuple[float, float], float, float, list[str]]]:
             await _round(application, key, args.path, "warm-", max(args.clients * 20, 200), args.clients, Counter())
             rounds = []
-            with sampling(stacks) if args.stages else contextlib.nullcontext():
+            with sampling(stacks, gil=args.gil) if args.stages else contextlib.nullcontext():
                 for number in range(args.rounds):
                     postgres_before = sum(process_cpu_seconds(postmaster).values())
                     cpu, wall, errors = await _round(
@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds (the median is reported)")
     parser.add_argument("--path", choices=sorted(PATHS), default="keyword", help="the message path measured")
     parser.add_argument("--stages", action="store_true", help="split the CPU a message by stage (py-spy)")
+    parser.add_argument("--gil", action="store_true", help="with --stages: sample only the thread holding the GIL")
     parser.add_argument("--keep-stacks", type=Path, help="with --stages: keep py-spy's collapsed stacks in this file")
     return run(parser.parse_args(argv))
 

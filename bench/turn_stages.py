@@ -25,8 +25,10 @@ ROOT = str(Path(__file__).resolve().parent.parent) + "/"
 
 
 @contextlib.contextmanager
-def sampling(output: Path) -> Iterator[None]:
-    """py-spy samples this process, every thread, while the block runs, as collapsed stacks in ``output``."""
+def sampling(output: Path, *, gil: bool = False) -> Iterator[None]:
+    """py-spy samples this process, every thread, while the block runs, as collapsed stacks in ``output``; with
+    ``gil``, only the thread holding the GIL (the one running Python: a thread waiting for a core on a busy machine
+    is not counted as working)."""
     spy = Path(sys.executable).with_name("py-spy")
     process = subprocess.Popen(
         [
@@ -38,6 +40,7 @@ def sampling(output: Path) -> Iterator[None]:
             str(RATE),
             "--nonblocking",
             "--threads",
+            *(["--gil"] if gil else []),
             "--format",
             "raw",
             "--output",
