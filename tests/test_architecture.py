@@ -124,3 +124,45 @@ def test_a_package_that_re_exports_its_submodules_is_no_circle(tmp_path):
     assert house.imports["releases/configio/parse.py"] == {
         "releases/configio/messages.py": ["releases/configio/parse.py:1"]
     }
+
+
+def test_no_file_or_function_is_over_its_size_limit_but_those_listed_and_none_grew_past_its_listed_size(house):
+    assert broken(house, "SIZE_ALLOWED") == []
+    assert set(house.sizes) == set(architecture.SIZE_ALLOWED)
+    assert all(reason.strip() for _, reason in architecture.SIZE_ALLOWED.values())
+
+
+def test_the_size_rule_catches_a_new_oversized_file_and_function_a_listed_one_that_grew_and_one_now_small(tmp_path):
+    def write(relative: str, text: str) -> None:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    long_body = "    x = 1\n" * 100  # with its def, 101 lines
+    write("routing/big.py", "x = 1\n\n" * 801)  # 801 non-blank lines: the blank ones do not count
+    write("chat/views.py", "class View:\n    def post(self):\n" + long_body.replace("    ", "        "))
+    write("agents/grown.py", f"def build():\n{long_body}")
+    write("releases/small.py", "def build():\n    return 1\n")
+    allowed = {
+        "agents/grown.py::build": (100, "listed at 100 lines"),
+        "releases/small.py::build": (120, "split since"),
+        "releases/moved.py": (900, "moved since"),
+    }
+
+    found = architecture.measure(tmp_path, sizes_allowed=allowed).broken
+
+    assert "routing/big.py: 801 non-blank lines, over the limit of 800, and not in SIZE_ALLOWED" in found
+    assert "chat/views.py::View.post: 101 lines, over the limit of 100, and not in SIZE_ALLOWED" in found
+    assert "agents/grown.py::build: 101 lines, grown past the 100 SIZE_ALLOWED lets it have" in found
+    assert any(line.startswith("releases/small.py::build: SIZE_ALLOWED lets it have 120") for line in found)
+    assert any(line.startswith("releases/moved.py: SIZE_ALLOWED") and "(gone)" in line for line in found)
+
+
+def test_a_file_or_function_at_its_limit_passes(tmp_path):
+    path = tmp_path / "routing" / "edge.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("def f():\n" + "    x = 1\n" * 99 + "y = 1\n" * 700, encoding="utf-8")
+
+    house = architecture.measure(tmp_path, sizes_allowed={})
+
+    assert house.sizes == {} and broken(house, "SIZE_ALLOWED") == []

@@ -94,3 +94,9 @@ def test_a_figure_is_near_within_its_margin_or_its_slack():
     assert near(15_400, 15_360, LINES_MARGIN, LINES_SLACK) and near(400, 443, LINES_MARGIN, LINES_SLACK)
     assert not near(15_507, 46_718, LINES_MARGIN, LINES_SLACK)
     assert near(2, 4, IMPORTS_MARGIN, IMPORTS_SLACK) and not near(14, 56, IMPORTS_MARGIN, IMPORTS_SLACK)
+
+
+def test_the_doc_states_the_size_limits_the_script_enforces():
+    text = DOC.read_text(encoding="utf-8")
+    assert f"no file over {architecture.MAX_FILE_LINES} non-blank lines" in text
+    assert f"no function over {architecture.MAX_FUNCTION_LINES} lines" in text
