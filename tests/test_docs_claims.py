@@ -21,11 +21,10 @@ from platform.celery import app as celery_app
 
 BASE = Path(settings.BASE_DIR)
 PAGES = [BASE / "README.md", *sorted((BASE / "docs").rglob("*.md"))]
-# The repository's folders, but the one the platform makes for its files at run time.
+# The repository's folders: not those .gitignore leaves out (var/, test-output/), which a run makes.
+IGNORED = {line.strip().strip("/") for line in (BASE / ".gitignore").read_text().splitlines() if line.endswith("/")}
 FOLDERS = sorted(
-    path.name
-    for path in BASE.iterdir()
-    if path.is_dir() and not path.name.startswith(".") and path != Path(settings.VAR_DIR)
+    path.name for path in BASE.iterdir() if path.is_dir() and not path.name.startswith(".") and path.name not in IGNORED
 )
 PACKAGES = sorted(name for name in FOLDERS if (BASE / name / "__init__.py").exists())
 
