@@ -31,6 +31,7 @@ from chat.a2a import ERROR_NO_TEXT, ERROR_ROLE, PERSON_NOTICE
 from common.errors import ERROR_INVALID_KEY, ERROR_NOT_AUTHENTICATED, ERROR_UNKNOWN_AGENT
 from conversations.models import A2ATask, Conversation
 from routing import snapshot
+from tests.stock_paths import fast_path_only
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -352,6 +353,7 @@ def fields_named(answer: dict) -> dict:
 SENT = {"messageId": "m-raw", "role": "ROLE_USER", "parts": [{"text": TEXT}]}
 
 
+@fast_path_only  # the SDK's own response path (STOCK_PATHS) writes the id as protobuf's double, 686.0
 def test_the_answers_message_id_is_an_integer_a_json_client_sends_back_as_read(agent, asgi_server, tenant_key):
     task = rpc(agent, tenant_key.raw, "SendMessage", {"message": {**SENT, "contextId": "ctx-int"}})["result"]["task"]
     routing = task["status"]["message"]["metadata"]
