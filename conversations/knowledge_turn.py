@@ -161,7 +161,8 @@ def knowledge_settle(use: KnowledgeUse, answer: str, *, answered: bool, language
         | {"quote": _quote(passage, use.question)}
         for number, passage in cited
     ]
-    sources = " ".join(f"[{c['number']}] {c['title']} ({c['link']})" for c in citations)
+    # The customer reads the titles; the link (the admin's page of the document) is the business's, in the metadata.
+    sources = " ".join(f"[{c['number']}] {c['title']}" for c in citations)
     tail = f"\n\n{say(language, SOURCES)} {sources}"
     return Settled(answer + tail, tail, {**metadata, "citations": citations, "answered_from_knowledge": True})
 
