@@ -4,6 +4,7 @@ stay under /admin/routing/; the pages added to other apps' admins hang on their 
 from releases import (  # noqa: F401  (each module registers its pages)
     admin_approvals,  # requests for a second person's approval and their review page
     admin_config,  # the configuration's import page and downloads
+    admin_conversation_test_runs,  # runs of conversation tests: "Run tests", their list and pages
     admin_conversation_tests,  # the saved conversation tests, as forms
     admin_impact,  # the impact preview
     admin_rollouts,  # rollout plans with their decisions

@@ -795,6 +795,82 @@ class ConversationTest(models.Model):
             raise ValidationError(errors)
 
 
+class ConversationTestRunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    FINISHED = "finished", "Finished"
+    ERROR = "error", "Could not run"
+
+
+class ConversationTestRunSource(models.TextChoices):
+    ADMIN = "admin", "The admin"
+    API = "api", "The API"
+    COMMAND = "command", "manage.py run_conversation_tests"
+
+
+class ConversationTestRun(models.Model):
+    """A run of a profile's conversation tests against one of its versions (:mod:`releases.evals.runs` writes it):
+    what was asked, who or what started it, its progress and counts, the model usage of its turns and judges (the
+    run's, never a tenant's), and what of the profile the suite covered. Each test's result is a
+    :class:`ConversationTestResult`."""
+
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="conversation_test_runs")
+    version = models.CharField(max_length=16, help_text="As asked: draft, live or a version number.")
+    version_number = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The published version played (blank: the draft)."
+    )
+    compared_with = models.CharField(max_length=16, blank=True, help_text="The version played beside it, if any.")
+    names = models.JSONField(default=list, blank=True, help_text="The tests asked for (empty: every enabled test).")
+    source = models.CharField(max_length=16, choices=ConversationTestRunSource.choices)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The tenant whose debug key or staff session asked (the API): who may read the run back. Blank: the operators'.
+    tenant = models.ForeignKey("tenants.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(
+        max_length=16, choices=ConversationTestRunStatus.choices, default=ConversationTestRunStatus.QUEUED
+    )
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0, help_text="Tests played so far.")
+    passed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    required_failed = models.PositiveIntegerField(default=0)
+    changed = models.PositiveIntegerField(default=0, help_text="Tests whose result or answers differ (a comparison).")
+    usage = models.JSONField(default=dict, blank=True, help_text="The model calls of its turns and judges.")
+    coverage = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = "conversation test run"
+
+    def __str__(self) -> str:
+        return f"{self.profile.agent_id} {self.version} #{self.pk}"
+
+
+class ConversationTestResult(models.Model):
+    """One test's result in a run: whether it passed, and everything it showed (``result``: each turn's answer,
+    decision, tools and failed checks; with a comparison, ``compared``: both sides and the answers that changed)."""
+
+    run = models.ForeignKey(ConversationTestRun, on_delete=models.CASCADE, related_name="results")
+    name = models.CharField(max_length=CONVERSATION_TEST_NAME_MAX)
+    required = models.BooleanField(default=True)
+    passed = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=16, blank=True, help_text="Against the compared version, if any.")
+    # The saved test's, when it was made from a stored customer message: its erasure reaches this result too.
+    source_message_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    result = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["passed", "pk"]  # failures first
+
+    def __str__(self) -> str:
+        return self.name
+
+
 # -- progressive delivery --------------------------------------------------------------
 # A rollout plan moves a published routing version of a profile (or the multi_agent flag) to its users in stages,
 # watched by guard metrics against the control cohort; releases.rollout_guard decides, every minute, to

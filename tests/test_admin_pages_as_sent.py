@@ -49,6 +49,8 @@ from routing import routing_test_drafts  # its test_case_add_url is no test of p
 from routing.models import (
     Capability,
     ConversationTest,
+    ConversationTestResult,
+    ConversationTestRun,
     Goal,
     Intent,
     Keyword,
@@ -277,6 +279,16 @@ def states(tenant_key, telecom, django_user_model) -> list[tuple[str, models.Mod
             ),
         )
     )
+    finished = ConversationTestRun.objects.create(
+        profile=telecom, version="draft", source="admin", status="finished", total=1, done=1, failed=1
+    )
+    ConversationTestResult.objects.create(
+        run=finished, name="fatura alta", result={"name": "fatura alta", "failures": ["turn 1 of 1: agent"]}
+    )
+    made += [
+        ("a finished run of conversation tests", finished),
+        ("a queued run", ConversationTestRun.objects.create(profile=telecom, version="1", source="api", total=30)),
+    ]
     knowledge = KnowledgeSource.objects.create(profile=telecom, name="ajuda", language="pt", tags=["faturas"])
     document_ingest(source=knowledge, file_name="ajuda.md", data=b"# Fatura\n\nA fatura vence todo dia 10.\n")
     made.append(("a knowledge source with a document", knowledge))

@@ -48,6 +48,7 @@ from releases.versions import version_publish
 from routing.models import (
     Capability,
     ConversationTest,
+    ConversationTestRun,
     Goal,
     Intent,
     Keyword,
@@ -243,6 +244,8 @@ EXPECT: dict[type[models.Model], Expect] = {
         },
         change={"name": "fatura alta, renamed"},
     ),
+    # A run is written by playing (the admin's "Run tests", the command, the API): its pages are read-only.
+    ConversationTestRun: Expect(search=("telecom_contas",), change={"version": "live"}, on_change=OnChange.REFUSED),
     # -- handoffs: by either agent or by the conversation
     Handoff: Expect(
         search=("support_agent", "billing_agent", "tenant_a:telecom_contas:s-1"),
@@ -396,6 +399,9 @@ def samples(tenant_key, telecom, django_user_model) -> Samples:
             name="fatura alta",
             language="pt",
             turns=[{"user": "Minha fatura veio alta", "expect": {"intent": "billing_invoice_explanation"}}],
+        ),
+        ConversationTestRun: ConversationTestRun.objects.create(
+            profile=telecom, version="draft", source="admin", status="finished", total=1, done=1, passed=1
         ),
         Handoff: conversation.handoffs.get(),
         AgentProfile: telecom,

@@ -222,6 +222,10 @@ HOLDERS: tuple[Holder, ...] = (
     ),
     Holder("routing.RoutingTestCase", "routing_tests", Erase.DELETE, of_conversation=_tests_made_from),
     Holder("routing.ConversationTest", "conversation_tests", Erase.DELETE, of_conversation=_tests_made_from),
+    # A run's result of such a test repeats its turns and the answers they got.
+    Holder(
+        "routing.ConversationTestResult", "conversation_test_results", Erase.DELETE, of_conversation=_tests_made_from
+    ),
     Holder("auditlog.LogEntry", "routing_test_history", Erase.DELETE, of_conversation=_history_of_tests_made_from),
     # What the platform remembers of them across conversations (conversations.memory), theirs alone.
     Holder("conversations.CustomerFact", "facts", Erase.DELETE, of_customer=_of_customer),
@@ -257,6 +261,8 @@ NO_CUSTOMER_DATA: Mapping[str, str] = {
     "routing.RolloutPlan": CONFIGURATION + "; its history holds figures",
     "routing.RolloutDecision": "a rollout's decision and the cohorts' figures: counts, no conversation",
     "routing.ReleaseRequest": "an editor's request and an approver's note",
+    "routing.ConversationTestRun": "a run of saved tests: counts, model usage, coverage; each test's words and "
+    "answers are in its results (routing.ConversationTestResult)",
     "conversations.CustomerErasure": "the record of an erasure: the customer's keyed pseudonym, who asked, counts",
     "tenants.RetentionPurge": "the record of a tenant's retention purge: its cutoff and the rows purged, counts",
 }

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from releases.evals.run import CaseResult, conversation_tests_run
+from releases.evals.run import CaseResult, Played, conversation_tests_run
 from routing.conversation_tests import ConversationCase
 from routing.specs import ProfileSpec
 from tenants.models import Tenant
@@ -129,12 +129,14 @@ def conversation_tests_compare(
     *,
     labels: tuple[str, str] = ("live", "draft"),
     tenant: Tenant | None = None,
+    on_result: Played | None = None,
 ) -> Comparison:
     """Play ``cases`` against ``before`` and ``after`` (compiled versions: :func:`releases.routing_tests.
     routing_tests_spec`), each in isolation as :func:`releases.evals.run.conversation_tests_run` plays them, and pair
-    the results test by test; ``labels`` name the two sides."""
+    the results test by test; ``labels`` name the two sides. ``before`` is played first; ``on_result`` is told of each
+    result of ``after``."""
     old = conversation_tests_run(before, cases, tenant=tenant)
-    new = conversation_tests_run(after, cases, tenant=tenant)
+    new = conversation_tests_run(after, cases, tenant=tenant, on_result=on_result)
     tests = tuple(
         TestCompared(was, now, answers_changed(was, now)) for was, now in zip(old.results, new.results, strict=True)
     )

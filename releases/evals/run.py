@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection, connections, models, transaction
 
 from agents.llm import llm_configured
+from agents.usage import TurnUsage, usage_counting
 from common.rehearsal import rehearsing
 from conversations.graph import run_turn
 from conversations.models import Conversation
@@ -60,6 +61,7 @@ class TurnPlayed:
     seen: Observed
     failures: tuple[Failure, ...]
     verdict: Verdict | None = None
+    usage: TurnUsage = field(default_factory=TurnUsage, compare=False)  # the turn's model calls and its judge's
 
     @property
     def passed(self) -> bool:
@@ -172,6 +174,15 @@ class SuiteRun:
         """The failed tests that block publishing and rollout stages."""
         return [result for result in self.failures if result.case.required]
 
+    def usage(self) -> TurnUsage:
+        """The model calls of every turn played (each run of a model-judged test) and of their judges."""
+        total = TurnUsage()
+        for result in self.results:
+            for attempt in result.attempts:
+                for turn in attempt.turns:
+                    total = total.merged(turn.usage)
+        return total
+
     def as_dict(self) -> dict[str, Any]:
         """Everything, failures first: for a page, an API answer, a report."""
         ordered = sorted(self.results, key=lambda result: result.passed)
@@ -196,11 +207,20 @@ class SuiteRun:
 # -- playing -----------------------------------------------------------------------------------------------------
 
 
+Played = Callable[[CaseResult], None]
+
+
 def conversation_tests_run(
-    profile: ProfileSpec, cases: Sequence[ConversationCase], *, tenant: Tenant | None = None
+    profile: ProfileSpec,
+    cases: Sequence[ConversationCase],
+    *,
+    tenant: Tenant | None = None,
+    on_result: Played | None = None,
 ) -> SuiteRun:
     """Play every test of ``cases`` against ``profile`` (the version under test, compiled:
     :func:`releases.routing_tests.routing_tests_spec`), each isolated (see the module); results in the tests' order.
+    ``on_result`` is called with each test's result as it comes (from the thread that played it, outside the test's
+    transaction: a progress count it writes is committed at once outside a transaction of the caller's).
 
     Sync. On PostgreSQL, outside a transaction, :data:`CONCURRENCY` tests are played at once, each thread on a
     connection of its own (closed after): a turn mostly waits on the database. Inside a transaction (whose rows
@@ -213,23 +233,32 @@ def conversation_tests_run(
         asyncio.get_running_loop()
     except RuntimeError:
         if workers <= 1:
-            return SuiteRun(_cases_run(profile, cases, tenant))
+            return SuiteRun(_cases_run(profile, cases, tenant, on_result))
     shares = [list(cases[start :: max(workers, 1)]) for start in range(max(workers, 1))]
     with ThreadPoolExecutor(max_workers=len(shares)) as pool:
-        played = list(pool.map(lambda share: _in_own_thread(profile, share, tenant), shares))
+        played = list(pool.map(lambda share: _in_own_thread(profile, share, tenant, on_result), shares))
     results: list[CaseResult] = []
     for index in range(len(cases)):  # dealt round-robin: gathered back in the tests' order
         results.append(played[index % len(shares)][index // len(shares)])
     return SuiteRun(results)
 
 
-def _cases_run(profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None) -> list[CaseResult]:
-    return [_case_run(profile, case, tenant) for case in cases]
+def _cases_run(
+    profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None, on_result: Played | None
+) -> list[CaseResult]:
+    results = []
+    for case in cases:
+        results.append(_case_run(profile, case, tenant))
+        if on_result is not None:
+            on_result(results[-1])
+    return results
 
 
-def _in_own_thread(profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None) -> list[CaseResult]:
+def _in_own_thread(
+    profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None, on_result: Played | None
+) -> list[CaseResult]:
     try:
-        return _cases_run(profile, cases, tenant)
+        return _cases_run(profile, cases, tenant, on_result)
     finally:
         connections.close_all()  # this thread's own
 
@@ -284,15 +313,25 @@ async def _play(
         seen = observed(result, state, [call.as_dict() for call in rehearsal.calls])
         failures = turn_checked(turn.expect, seen, language=case.language)
         verdict = None
+        usage = turn_usage(result.metadata.get("usage") or {})
         if turn.judge is not None:
             results = result.metadata.get("mcp_results") or []
-            verdict = await answer_judged(
-                profile=profile, judge=turn.judge, question=turn.user, answer=result.answer, tools=results
-            )
+            with usage_counting(usage):
+                verdict = await answer_judged(
+                    profile=profile, judge=turn.judge, question=turn.user, answer=result.answer, tools=results
+                )
             if not verdict.passed:
                 score = "no score" if verdict.score is None else verdict.score
                 failures.append(Failure(JUDGE_KEY, f"score ≥ {turn.judge.min_score}", score, verdict.reason))
-        played.append(TurnPlayed(number, turn, seen, tuple(failures), verdict))
+        played.append(TurnPlayed(number, turn, seen, tuple(failures), verdict, usage))
+
+
+def turn_usage(shown: Mapping[str, Any]) -> TurnUsage:
+    """A turn's model calls, read back from its answer's ``metadata["usage"]`` (:meth:`TurnUsage.as_dict`)."""
+    usage = TurnUsage()
+    for call in shown.get("calls") or ():
+        usage.add(call["kind"], call["model"], call["prompt_tokens"], call["completion_tokens"], call["calls"])
+    return usage
 
 
 def _state_after(conversation_key: str) -> str:

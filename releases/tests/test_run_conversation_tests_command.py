@@ -1,5 +1,6 @@
 """``manage.py run_conversation_tests``: the saved tests or a file's, against a version; each failed check printed,
-failures first; a JUnit report with one testcase per test and the failed checks named; exit status 1 on a failure."""
+failures first; a JUnit report with one testcase per test and the failed checks named; exit status 1 on a failure;
+what of the profile the tests covered; the run kept."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from releases.evals import conversation_tests_load, conversation_tests_parse
+from routing.models import ConversationTestRun
 
 pytestmark = pytest.mark.django_db
 
@@ -48,11 +50,23 @@ def test_a_failing_file_exits_1_prints_each_failed_check_and_writes_junit(teleco
     status, out = run("--profile", "telecom_contas", "--file", str(suite), "--junit", str(report))
 
     assert status == 1
-    assert out.splitlines() == [
+    assert out.splitlines()[:3] == [
         "FAIL an order question goes to orders",
         "  turn 1 of 1 (“cadê meu pedido?”): agent: expected 'billing_agent', got 'orders_agent'",
         "1 passed, 1 failed",
     ]
+    assert out.splitlines()[3].startswith(
+        "Coverage: intents: 2 of 4 (missing: product_information, support_request); goals: none in the profile; "
+    )
+    kept = ConversationTestRun.objects.get()
+    assert (kept.source, kept.version, kept.names, kept.passed, kept.failed) == (
+        "command",
+        "draft",
+        ["an invoice question goes to billing", "an order question goes to orders"],
+        1,
+        1,
+    )
+    assert kept.results.first().name == "an order question goes to orders"  # failures first
     suite_node = ElementTree.parse(report).getroot().find("testsuite")  # noqa: S314 — the command's own file
     assert (suite_node.get("name"), suite_node.get("tests"), suite_node.get("failures")) == (
         "conversation_tests.telecom_contas.draft",
@@ -72,7 +86,7 @@ def test_the_saved_tests_run_and_only_picks_one_by_name(telecom):
 
     status, out = run("--profile", "telecom_contas", "--only", "an invoice question goes to billing")
 
-    assert (status, out) == (0, "1 passed, 0 failed\n")
+    assert (status, out.splitlines()[0]) == (0, "1 passed, 0 failed")
     with pytest.raises(CommandError, match="--only: no test named 'nope'"):
         run("--profile", "telecom_contas", "--only", "nope")
 

@@ -2,7 +2,8 @@
 [--junit FILE] [--only NAME]``: play a profile's conversation tests, failures first, ``N passed, M failed``, exit
 status 1 on any failure. With ``--compare`` the tests are played against that version too, and each test whose result
 or answers changed is printed first, with both results and both answers
-(:func:`releases.evals.compare.conversation_tests_compare`)."""
+(:func:`releases.evals.compare.conversation_tests_compare`). Then what of the profile the tests covered
+(:mod:`releases.evals.coverage`). The run is kept (:mod:`releases.evals.runs`): the admin lists it with the others."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.evals import conversation_tests_parse, conversation_tests_saved
-from releases.evals.compare import Comparison, conversation_tests_compare
+from releases.evals.compare import Comparison
 from releases.evals.junit import junit_xml
-from releases.evals.run import SuiteRun, conversation_tests_run
+from releases.evals.runs import conversation_test_run_create, conversation_test_run_play
 from releases.management.commands.routing_test import version_arg
-from releases.routing_tests import DRAFT, routing_tests_spec
+from releases.routing_tests import DRAFT
+from routing.models import ConversationTestRunSource
 
 
 class Command(BaseCommand):
@@ -58,17 +60,19 @@ class Command(BaseCommand):
             if unknown:
                 raise CommandError(f"--only: no test named {', '.join(map(repr, unknown))}.")
             cases = [case for case in cases if case.name in options["only"]]
+        compare = version_arg(options["compare"]) if options["compare"] else ""
         try:
-            spec = routing_tests_spec(profile, against)
-            base = routing_tests_spec(profile, version_arg(options["compare"])) if options["compare"] else None
+            kept = conversation_test_run_create(
+                profile=profile, source=ConversationTestRunSource.COMMAND, version=against, compare=compare, cases=cases
+            )
         except DomainError as exc:
             raise CommandError(exc.message) from None
-        if base is not None:
-            compared = conversation_tests_compare(base, spec, cases, labels=(str(options["compare"]), str(against)))
-            self._compared(compared)
-            run = SuiteRun([test.after for test in compared.tests])
-        else:
-            run = conversation_tests_run(spec, cases)
+        played = conversation_test_run_play(kept, cases=cases)
+        if played is None:
+            raise CommandError(kept.error)
+        if played.comparison is not None:
+            self._compared(played.comparison)
+        run = played.suite
         for result in run.failures:
             self.stdout.write(f"FAIL {result.case.name}" + (" (required)" if result.case.required else ""))
             for line in result.failure_lines():
@@ -76,6 +80,7 @@ class Command(BaseCommand):
         if options["junit"]:
             Path(options["junit"]).write_bytes(junit_xml(run, suite=f"conversation_tests.{profile.agent_id}.{against}"))
         self.stdout.write(f"{run.passed} passed, {run.failed} failed")
+        self.stdout.write("Coverage: " + "; ".join(played.coverage.lines()))
         if run.failed:
             sys.exit(1)
 
