@@ -51,6 +51,11 @@ AREAS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("/api/analytics/",),
     ),
     (
+        "Conversation tests",
+        "For debug keys: run a profile's saved conversation tests against a version (from CI), read a run back.",
+        ("/api/profiles/",),
+    ),
+    (
         "Debug",
         "For debug keys: a routing decision or goal plan alone, the configuration, MCP tools, token usage.",
         ("/api/debug/",),

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chat import apis, customer_apis, desk_apis, health, mcp_apis, usage_apis
+from chat import apis, conversation_test_apis, customer_apis, desk_apis, health, mcp_apis, usage_apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
@@ -26,6 +26,16 @@ urlpatterns = [
     path("health/live", health.HealthLiveApi.as_view(), name="health-live"),
     path("health/ready", health.HealthReadyApi.as_view(), name="health-ready"),
     path("agents", apis.AgentsApi.as_view(), name="agents"),
+    path(
+        "profiles/<slug:agent_id>/conversation-tests/runs",
+        conversation_test_apis.ConversationTestRunsApi.as_view(),
+        name="conversation-test-runs",
+    ),
+    path(
+        "profiles/<slug:agent_id>/conversation-tests/runs/<int:run_id>",
+        conversation_test_apis.ConversationTestRunApi.as_view(),
+        name="conversation-test-run",
+    ),
     path("sessions", apis.SessionsApi.as_view(), name="sessions"),
     path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
     path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),

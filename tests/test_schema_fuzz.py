@@ -19,7 +19,8 @@ examples (tests/schema_fuzz_hooks.py).
 What is switched off, and why:
 
 * Positive data acceptance for 400 on the operations that take a string in their path or query (the sessions'
-  key and the sessions list's filters, the debug usage's ``profile``, the MCP tool's name): a NUL in it is a 400
+  key and the sessions list's filters, the debug usage's ``profile``, the MCP tool's name, a profile's conversation
+  test runs — whose ``version`` and ``names`` must also name a version and tests the profile has): a NUL in it is a 400
   naming it, and OpenAPI 3.0 has no way to say "any string but NUL" short of a pattern on every string. The
   sessions list's ``agent_id`` must also name a profile and its ``cursor`` be one a page gave (data), and its
   ``tenant`` is a staff session's (a key names none).
@@ -126,7 +127,7 @@ def _fuzz(
         f'hooks = "{HOOKS}"\n\n'
         # Per operation: what OpenAPI 3.0 cannot say about valid requests (see the module docstring).
         "[[operations]]\n"
-        'include-path-regex = "^/api/(sessions(/|$)|debug/(usage|mcp/call/))"\n'
+        'include-path-regex = "^/api/(sessions(/|$)|debug/(usage|mcp/call/)|profiles/)"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "429", "503"]\n'
         "\n[[operations]]\n"
         'include-path-regex = "^/api/escalations"\n'

@@ -112,7 +112,7 @@ def conversation_test_run_create(
         return _stored(profile, source, against, compared, names, len(names), started_by, tenant)
     if isinstance(names, str) or not isinstance(names, Sequence) or len(names) > NAMES_MAX:
         raise DomainError(f"names: {ERROR_NAMES}", fields={"names": [ERROR_NAMES]})
-    if not all(isinstance(name, str) and name.strip() for name in names):
+    if not all(isinstance(name, str) and name.strip() and "\x00" not in name for name in names):
         raise DomainError(f"names: {ERROR_NAMES}", fields={"names": [ERROR_NAMES]})
     asked = sorted({name.strip() for name in names})
     found = {case.name for case, _ in _saved(profile, asked)}
