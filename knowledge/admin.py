@@ -20,7 +20,7 @@ from common.errors import DomainError
 from common.language import LANGUAGES
 from knowledge.models import EDIT_PERMISSION, KnowledgeDocument, KnowledgePassage, KnowledgeSource, validate_tags
 from knowledge.reading import SUFFIXES
-from knowledge.services import IngestReport, document_ingest
+from knowledge.services import IngestReport, document_delete, document_ingest
 
 PASTED_SUFFIX = ".txt"
 
@@ -81,8 +81,15 @@ class UploadForm(forms.Form):
         return data
 
 
+class DocumentFormSet(forms.BaseInlineFormSet):
+    def delete_existing(self, obj: Any, commit: bool = True) -> None:
+        if commit:
+            document_delete(document=obj)  # its words counted out of the source's
+
+
 class DocumentInline(admin.TabularInline):
     model = KnowledgeDocument
+    formset = DocumentFormSet
     extra = 0
     fields = ("title", "file_name", "kind", "language", "tags", "passages_count", "uploaded_by", "uploaded_at")
     readonly_fields = fields
@@ -138,6 +145,13 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
     fields = ("source", "title", "file_name", "kind", "language", "tags", "size_bytes", "uploaded_by", "uploaded_at")
     readonly_fields = fields
     inlines = [PassageInline]
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        document_delete(document=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[KnowledgeDocument]) -> None:
+        for document in queryset:
+            document_delete(document=document)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

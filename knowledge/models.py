@@ -3,7 +3,9 @@
 A source is shared by every tenant that talks to its profile, or kept to one tenant; a search made for a tenant
 reads the shared sources and that tenant's only (:func:`knowledge.search.knowledge_search`). The passages' search
 index is PostgreSQL full text (``search_vector``, a GIN index, trigrams on the text) or, on SQLite, an FTS5 table
-the database keeps in step by triggers (migration 0002).
+the database keeps in step by triggers (migration 0002). Each source also keeps the words its passages hold, with how
+many passages hold each (:class:`KnowledgeWord`): what a search reads to choose the words it filters on, and on
+PostgreSQL to read a misspelt or unaccented word as one the documents use.
 """
 
 from __future__ import annotations
@@ -113,3 +115,23 @@ class KnowledgePassage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document} #{self.position}"
+
+
+class KnowledgeWord(models.Model):
+    """A word some passage of a source holds, as written (lower case) and folded (case and accents aside), its first
+    letters (``stem``, :data:`agents.passages.STEM_CHARS`), and how many of the source's passages hold it. Written
+    with the passages (:func:`knowledge.services.document_ingest`), counted down when a document is replaced or
+    deleted (:func:`knowledge.services.document_delete`), deleted with its source."""
+
+    source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="+")
+    word = models.CharField(max_length=64)
+    folded = models.CharField(max_length=64)
+    stem = models.CharField(max_length=8)
+    passages = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["source", "word"], name="knowledge_word_unique")]
+        indexes = [models.Index(fields=["source", "stem"], name="knowledge_word_stem")]
+
+    def __str__(self) -> str:
+        return self.word

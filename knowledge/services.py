@@ -1,4 +1,5 @@
-"""Writes: a file (or pasted text) into a source as a document and its passages, replacing the one of the same name."""
+"""Writes: a file (or pasted text) into a source as a document and its passages, replacing the one of the same name;
+a document deleted; and the source's words counted with both (:class:`knowledge.models.KnowledgeWord`)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from django.db.models import Q, Value
 from django.utils import timezone
 
 from common.language import LANGUAGES
-from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, validate_tags
+from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord, validate_tags
 from knowledge.reading import KnowledgeReadError, Piece, passages_of, read_file
 from knowledge.search import search_config
+from knowledge.words import word_forms, words_counted
 
 ERROR_TOO_MANY_DOCUMENTS = "This tenant's knowledge holds {limit} documents already, the most it may."
 ERROR_TOO_MANY_PASSAGES_TENANT = "This document would take this tenant's knowledge past {limit} passages."
@@ -75,6 +77,36 @@ def _index(document: KnowledgeDocument) -> None:
         search_vector=SearchVector("heading", weight="A", config=config)
         + SearchVector("text", weight="B", config=config)
     )
+
+
+_WORDS_TABLE = KnowledgeWord._meta.db_table
+_WORDS_UPSERT = (
+    f"INSERT INTO {_WORDS_TABLE} (source_id, word, folded, stem, passages) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
+    f"ON CONFLICT (source_id, word) DO UPDATE SET passages = {_WORDS_TABLE}.passages + excluded.passages"
+)
+
+
+def _words_count(source_id: int, *, added: list[Piece], removed: list[Piece]) -> None:
+    """Count the words of the ``added`` passages into the source's words, and those of the ``removed`` ones out; a
+    word no passage holds any more is deleted. Expects the source's row lock."""
+    delta = words_counted((piece.heading, piece.text) for piece in added)
+    delta.subtract(words_counted((piece.heading, piece.text) for piece in removed))
+    rows = [(source_id, *word_forms(word), count) for word, count in delta.items() if count]
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        cursor.executemany(_WORDS_UPSERT, rows)
+    if any(count < 0 for *_, count in rows):
+        KnowledgeWord.objects.filter(source_id=source_id, passages__lte=0).delete()
+
+
+def document_delete(*, document: KnowledgeDocument) -> None:
+    """Delete ``document`` and its passages, its words counted out of its source's. Holds the source's row lock."""
+    with transaction.atomic():
+        KnowledgeSource.objects.select_for_update().filter(pk=document.source_id).first()
+        old = [Piece(p.heading, p.text) for p in document.passages.all()]
+        _words_count(document.source_id, added=[], removed=old)
+        document.delete()
 
 
 def document_ingest(
@@ -137,4 +169,5 @@ def document_ingest(
             for position, piece in enumerate(pieces)
         )
         _index(document)
+        _words_count(source.pk, added=pieces, removed=old)
     return IngestReport(file_name, title, outcome, len(pieces), added, removed, kept, document.pk)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from knowledge import search
 from knowledge.models import KnowledgeSource
 from knowledge.search import knowledge_search
 from knowledge.services import document_ingest
@@ -96,3 +98,52 @@ def test_a_misspelt_word_still_finds_its_passage_on_postgresql(three_languages, 
         pytest.skip("trigram similarity is PostgreSQL's; SQLite's FTS5 matches words and prefixes only")
 
     assert headings(knowledge_search(profile=profile, query="pasword", limit=1)) == ["Help centre › Passwords"]
+
+
+def test_a_search_filters_on_the_rarer_words_within_its_budget_and_ranks_by_every_word(source, profile, monkeypatch):
+    common = "\n\n".join(f"## Part {n}\n\nYour account and your order number {n}." for n in range(6))
+    article = f"# Orders\n\n{common}\n\n## Gift\n\nGift wrap."
+    document_ingest(source=source, file_name="common.md", data=article.encode())
+    sources = [source.pk]
+    monkeypatch.setattr(search, "CANDIDATE_BUDGET", 4)
+
+    rare = search.search_plan(query="gift wrap for my order account", sources=sources)
+    all_common = search.search_plan(query="order account", sources=sources)
+
+    assert [term.folded for term in rare.filtered] == ["gift", "wrap"] and not rare.both
+    assert {"order", "account"} <= set(rare.ranked)
+    # Each common word alone brings more passages than the budget: the passages must hold both.
+    assert sorted(term.folded for term in all_common.filtered) == ["account", "order"] and all_common.both
+    assert headings(knowledge_search(profile=profile, query="gift wrap for my order account", limit=1)) == [
+        "Orders › Gift"
+    ]
+
+
+def test_the_postgresql_search_filters_on_full_text_alone_and_the_trigram_only_reranks(source, profile):
+    """A trigram condition OR-ed into the filter kept the planner off both GIN indexes: a sequential scan computing
+    the trigram similarity of every passage (5-14 s over 100,000). The filter is the full-text match alone."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's plan")
+    document_ingest(source=source, file_name="help.md", data=HELP_EN)
+    with CaptureQueriesContext(connection) as captured:
+        knowledge_search(profile=profile, query="How do I reset my pasword?", language="en")
+    ranking = next(query["sql"] for query in captured.captured_queries if "ts_rank" in query["sql"])
+
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (VERBOSE) " + ranking)
+        plan = [row[0].strip() for row in cursor.fetchall()]
+    filters = [line for line in plan if line.startswith(("Filter:", "Recheck Cond:", "Index Cond:"))]
+
+    assert any("search_vector @@" in line for line in filters)
+    assert not any("%" in line or "similarity" in line for line in filters)
+    assert sum("word_similarity" in line for line in plan) >= 1  # it re-ranks the candidates
+
+
+def test_an_unaccented_word_finds_the_accented_one_on_postgresql(three_languages, profile):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's FTS5 folds accents itself")
+
+    assert headings(knowledge_search(profile=profile, query="numero", limit=1)) == ["Central de ajuda › Portabilidade"]
+    assert headings(knowledge_search(profile=profile, query="envios", language="es", limit=1)) == [
+        "Centro de ayuda › Envíos"
+    ]

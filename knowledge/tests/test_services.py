@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource
+from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
 from knowledge.reading import KnowledgeReadError
 from knowledge.services import (
     CREATED,
@@ -12,9 +12,11 @@ from knowledge.services import (
     ERROR_TOO_MANY_PASSAGES_TENANT,
     REPLACED,
     UNCHANGED,
+    document_delete,
     document_ingest,
 )
 from knowledge.tests.conftest import HELP_EN
+from knowledge.words import words_counted
 from tests.factories import TenantFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -99,3 +101,23 @@ def test_a_bad_language_or_tag_is_refused_naming_the_field(source):
 
     assert list(language.value.fields) == ["language"] and list(tags.value.fields) == ["tags"]
     assert not KnowledgeDocument.objects.exists()
+
+
+def words_held(source) -> dict[str, int]:
+    return dict(KnowledgeWord.objects.filter(source=source).values_list("word", "passages"))
+
+
+def test_a_sources_words_count_the_passages_holding_them_through_a_replacement_and_a_delete(source):
+    document_ingest(source=source, file_name="help.md", data=HELP_EN)
+    document_ingest(source=source, file_name="more.md", data=b"# More\n\n## Refunds\n\nRefunds by email.\n")
+    before = words_held(source)
+    document_ingest(source=source, file_name="help.md", data=HELP_EN.replace(b"email", b"pigeon"))
+    replaced = words_held(source)
+    document_delete(document=KnowledgeDocument.objects.get(source=source, file_name="more.md"))
+
+    held = KnowledgePassage.objects.filter(document__source=source).values_list("heading", "text")
+
+    assert (before["refunds"], before["email"], before["help"]) == (2, 2, 2)  # a heading's words count too
+    assert (replaced["email"], replaced["pigeon"]) == (1, 1)
+    assert words_held(source) == dict(words_counted(held))  # what the passages left hold, no more
+    assert "more" not in words_held(source) and KnowledgeWord.objects.filter(passages__lte=0).count() == 0

@@ -1,0 +1,38 @@
+"""The words of passages as a source's dictionary keeps them (:class:`knowledge.models.KnowledgeWord`): pure text.
+
+A word is a run of letters (digits and underscores split words, as PostgreSQL's parser and FTS5's ``unicode61``
+split them) of at most :data:`MAX_WORD_CHARS`, in lower case; its folded form drops accents too, and its stem is the
+folded form's first :data:`agents.passages.STEM_CHARS` letters, the unit the relevance bar compares words by.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+from agents.passages import STEM_CHARS
+from common.text import fold
+
+MAX_WORD_CHARS = 64
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def word_forms(word: str) -> tuple[str, str, str]:
+    """(``word`` in lower case, folded, stem)."""
+    lower = word.casefold()
+    folded = fold(lower)
+    return lower, folded, folded[:STEM_CHARS]
+
+
+def passage_words(text: str) -> set[str]:
+    """The distinct words of ``text``, in lower case, none longer than :data:`MAX_WORD_CHARS`."""
+    return {word for word in _LETTERS.findall(text.casefold()) if len(word) <= MAX_WORD_CHARS}
+
+
+def words_counted(passages: Iterable[tuple[str, str]]) -> Counter[str]:
+    """How many of ``passages`` (heading, text) hold each word."""
+    counts: Counter[str] = Counter()
+    for heading, text in passages:
+        counts.update(passage_words(f"{heading}\n{text}"))
+    return counts
