@@ -40,8 +40,8 @@ from agents.models import (
 )
 from agents.services import prompt_version_create
 from conversations.feedback import feedback_give
-from conversations.models import BackendCall
-from knowledge.models import KnowledgeSource
+from conversations.models import BackendCall, CustomerFact
+from knowledge.models import KnowledgeDocument, KnowledgeSource
 from knowledge.services import document_ingest
 from releases.rollout_commands import plan_command, plan_start
 from releases.versions import version_publish
@@ -63,7 +63,7 @@ from routing.models import (
     RoutingTestCase,
 )
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
-from tenants.models import ApiKey, Tenant, TenantGrant
+from tenants.models import ApiKey, RetentionPurge, Tenant, TenantGrant
 from tests.adminkit import (
     add_url,
     change_url,
@@ -292,6 +292,10 @@ def states(tenant_key, telecom, django_user_model) -> list[tuple[str, models.Mod
     knowledge = KnowledgeSource.objects.create(profile=telecom, name="ajuda", language="pt", tags=["faturas"])
     document_ingest(source=knowledge, file_name="ajuda.md", data=b"# Fatura\n\nA fatura vence todo dia 10.\n")
     made.append(("a knowledge source with a document", knowledge))
+    made.append(("a knowledge document", KnowledgeDocument.objects.get(source=knowledge)))
+    made.append(("a customer fact", CustomerFact.objects.create(tenant=tenant, user_id="u-1", text="prefers e-mail")))
+    purge = RetentionPurge.objects.create(tenant=tenant, window_days=30, cutoff=timezone.now(), counts={"message": 3})
+    made.append(("a retention purge", purge))
     conversation = conversation_with_history(tenant=tenant, profile=telecom)
     made += [
         ("a conversation", conversation),
