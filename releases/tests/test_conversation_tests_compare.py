@@ -79,4 +79,4 @@ def test_the_command_compares_live_and_draft_and_exits_1_when_the_draft_fails(mo
     sides = [line for line in lines if line.startswith("    ") and line[4] != " "]  # later lines: indented further
     assert [side.split(":")[0] for side in sides] == ["    live (billing_agent)", "    draft (orders_agent)"]
     assert "live → draft: 1 of 2 tests changed, 1 now fail" in lines
-    assert lines[-1] == "1 passed, 1 failed"
+    assert lines[-2:][0] == "1 passed, 1 failed" and lines[-1].startswith("Coverage: intents: ")
