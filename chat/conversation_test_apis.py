@@ -29,13 +29,15 @@ from tenants.models import TenantRight
 BODY_KEYS = ("version", "names", "compare", "tenant")
 ERROR_BODY = "The body must be a JSON object."
 ERROR_UNKNOWN_KEY = "Unknown key: it takes {keys}."
+ERROR_TEXT = "Must be a string."
+ERROR_NAMES = "Must be a list of strings."
 ERROR_UNKNOWN_RUN = "No run {run_id} of {agent_id} for this tenant."
 
 RUN_REQUEST = inline_serializer(
     "ConversationTestRunRequest",
     {
         "version": serializers.CharField(
-            required=False, help_text="draft (default), live, or a published version's number."
+            required=False, help_text='draft (default), live, or a published version\'s number as a string ("3").'
         ),
         "names": serializers.ListField(
             child=serializers.CharField(), required=False, help_text="Only these tests (default: every enabled one)."
@@ -108,6 +110,12 @@ def _body(data: Any) -> dict[str, Any]:
         if key not in BODY_KEYS:
             message = ERROR_UNKNOWN_KEY.format(keys=", ".join(BODY_KEYS))
             raise DomainError(f"{key}: {message}", fields={str(key): [message]})
+    for key in ("version", "compare", "tenant"):
+        if key in data and not isinstance(data[key], str):
+            raise DomainError(f"{key}: {ERROR_TEXT}", fields={key: [ERROR_TEXT]})
+    names = data.get("names", [])
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise DomainError(f"names: {ERROR_NAMES}", fields={"names": [ERROR_NAMES]})
     return data
 
 
@@ -142,7 +150,7 @@ class ConversationTestRunsApi(APIView):
             source=ConversationTestRunSource.API,
             version=body.get("version", "draft"),
             names=body.get("names") or [],
-            compare=body.get("compare") or "",
+            compare=body.get("compare", ""),
             started_by=None if isinstance(request.user, ApiClient) else request.user,
             tenant=tenant,
         )

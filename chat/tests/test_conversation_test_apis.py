@@ -99,6 +99,9 @@ def test_a_staff_session_runs_for_a_tenant_it_holds_the_debug_right_over_only(dj
         ({"names": "an invoice question goes to billing"}, "names"),
         ({"names": ["nope"]}, "names"),
         ({"limit": 3}, "limit"),
+        ({"tenant": {}}, "tenant"),
+        ({"compare": None}, "compare"),
+        ({"names": [1]}, "names"),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field_and_stores_nothing(debug_api, suite, body, field):
