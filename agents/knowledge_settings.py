@@ -24,7 +24,7 @@ MAX_TAGS = 20
 DEFAULT_MIN_SCORE = 0.5
 
 ERROR_KEYS = "Unknown key {keys}: use {allowed}."
-ERROR_RETRIEVAL = "retrieval is true or false."
+ERROR_SWITCH = "{key} is true or false."
 ERROR_MIN_SCORE = "min_score is a number from 0 up to (not including) 1."
 
 
@@ -44,18 +44,25 @@ class SpecialistKnowledge:
 
     * ``retrieval`` — search the knowledge before it answers (off: it answers from its prompt and tools alone, and the
       profile's bar never makes it say it does not know);
+    * ``with_tools`` — search even in a run that is offered MCP tools (off, the default: such a run answers from its
+      tools, and searches nothing — a question for an account's data is not a help-centre question);
     * ``tags`` — keep to documents holding one of these tags (their own or their source's), within the profile's.
     """
 
     retrieval: bool = True
+    with_tools: bool = False
     tags: tuple[str, ...] = ()
 
-    KEYS: ClassVar[tuple[str, ...]] = ("retrieval", "tags")
+    KEYS: ClassVar[tuple[str, ...]] = ("retrieval", "with_tools", "tags")
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any] | None) -> SpecialistKnowledge:
         data = dict(value or {})
-        return cls(retrieval=bool(data.get("retrieval", True)), tags=tuple(data.get("tags") or ()))
+        return cls(
+            retrieval=bool(data.get("retrieval", True)),
+            with_tools=bool(data.get("with_tools", False)),
+            tags=tuple(data.get("tags") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -100,8 +107,9 @@ def knowledge_problems(value: object, keys: tuple[str, ...]) -> list[tuple[str, 
     problems: list[tuple[str, str]] = []
     if unknown := sorted(set(value) - set(keys)):
         problems.append(("", ERROR_KEYS.format(keys=", ".join(unknown), allowed=", ".join(keys))))
-    if "retrieval" in value and not isinstance(value["retrieval"], bool):
-        problems.append(("retrieval", ERROR_RETRIEVAL))
+    for key in ("retrieval", "with_tools"):
+        if key in value and not isinstance(value[key], bool):
+            problems.append((key, ERROR_SWITCH.format(key=key)))
     if "tags" in value:
         try:
             validate_tags(value["tags"])

@@ -918,8 +918,8 @@ class Specialist(models.Model):
         default=dict,
         blank=True,
         validators=[validate_specialist_knowledge],
-        help_text='How this specialist uses the profile\'s knowledge, e.g. {"retrieval": false} (it answers from its '
-        'prompt and tools only) or {"tags": ["billing"]} (only documents with these tags).',
+        help_text='How it uses the profile\'s knowledge: {"retrieval": false} (prompt and tools only), {"with_tools": '
+        'true} (it searches even in a run offered tools) or {"tags": ["billing"]} (only documents with these tags).',
     )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -5,17 +5,18 @@ The specialist runtime (:mod:`conversations.runtime`) asks :func:`knowledge_use`
 :func:`knowledge_settle` after the last. The rules, in order (docs/knowledge.md, "At a turn"):
 
 1. Retrieval runs when the profile holds knowledge (the compiled snapshot knows it: no query otherwise), the profile's
-   and the specialist's ``retrieval`` are on, their tags leave something to read, and the message is no small talk.
+   and the specialist's ``retrieval`` are on, their tags leave something to read, the message is no small talk, and
+   the run is offered no MCP tool (tools first: it answers from them) unless its specialist's ``with_tools`` is on.
 2. The passages at or above the profile's bar (``min_score``) go to the model in a system note before the customer's
    message (:func:`agents.passages.passages_note`), at most :data:`NOTE_MAX_CHARS` of text, with the instruction to
    answer from them and cite them by number.
-3. Tools first: a run offered MCP tools answers from what the tools return; the passages are extra context there,
-   and no bar makes it say it does not know. A run offered none (the intent has no tool) answers from the passages,
-   and with none at the bar says :data:`DONT_KNOW` in the customer's language, whatever its model wrote (its text is
-   not streamed); a handoff, a delegation or a request for a person it makes still stands.
-4. The answer cites the passages whose number it names: a line of sources (title and the admin's page of the
-   document) follows it, and ``metadata.knowledge`` says what was cited, what was considered and whether the answer
-   came from the knowledge.
+3. Tools first: a run offered MCP tools answers from what the tools return; where it searches too (``with_tools``)
+   the passages are extra context there, and no bar makes it say it does not know. A run offered none (the intent
+   has no tool) answers from the passages, and with none at the bar says :data:`DONT_KNOW` in the customer's
+   language, whatever its model wrote (its text is not streamed); a handoff, a delegation or a request for a person
+   it makes still stands.
+4. The answer cites the passages whose number it names: a line of sources (the documents' titles) follows it, and
+   ``metadata.knowledge`` says what was cited, what was considered and whether the answer came from the knowledge.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ async def knowledge_use(
 ) -> KnowledgeUse | None:
     """Retrieve for this run, or ``None`` when it does not (rule 1): ``held`` is whether the profile holds knowledge
     (``routing.snapshot.Snapshot.knowledge``)."""
-    if not held or not text.strip():
+    if not held or not text.strip() or (tools_offered and not specialist.knowledge.with_tools):
         return None
     tags = knowledge_tags(profile, specialist)
     if tags is None or small_talk_read(text) is not None:

@@ -14,7 +14,7 @@ from conversations.models import Conversation
 from conversations.tests.stored_turns import conversation_of, stored_turn
 from handoffs.tests.test_demo_flows import say
 from releases.versions import version_publish
-from routing.models import RoutingTestCase
+from routing.models import ConversationTest, RoutingTestCase
 from tests.factories import TenantFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -76,6 +76,7 @@ def test_the_second_request_queued_in_turn_is_shown_queued_and_open(api, seeded_
     profile.save(update_fields=["multi_topic"])
     # The demo's saved tests expect the two requests answered together: this test changes that on purpose.
     RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
+    ConversationTest.objects.filter(profile=profile).update(enabled=False)
     version_publish(profile=profile, user=staff_user, note="one request at a time")
 
     conversation = walk(api, "timeline-queued", TWO_REQUESTS)

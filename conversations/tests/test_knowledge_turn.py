@@ -119,7 +119,21 @@ def test_another_tenants_passages_are_never_retrieved(api, telecom, help_centre,
     assert "900" not in body["answer"]
 
 
-def test_a_specialist_with_tools_answers_from_its_tools_and_never_says_it_does_not_know(api, help_centre):
+def test_a_run_offered_tools_answers_from_its_tools_and_searches_nothing(api, help_centre):
+    with CaptureQueriesContext(connection) as queries:
+        body = ask(api, "Minha fatura veio alta", context={"msisdn": "11999990000"})
+
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"], "the tool was called, not replaced by the documents"
+    assert body["metadata"]["knowledge"] is None
+    searches = [query for query in queries if "knowledge_knowledgepassage" in query["sql"]]
+    assert not searches, "the routing snapshot may read the sources; nothing reads a passage"
+
+
+def test_a_specialist_with_tools_that_searches_anyway_never_says_it_does_not_know(api, telecom, help_centre):
+    telecom.specialists.filter(name="billing_agent").update(knowledge={"with_tools": True})
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="billing searches too")
+
     body = ask(api, "Minha fatura veio alta", context={"msisdn": "11999990000"})
 
     assert body["agent"] == "billing_agent"

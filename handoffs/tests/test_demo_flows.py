@@ -12,6 +12,7 @@ from agents.models import McpServer
 from common.config_version import config_version_bump
 from conversations.models import Conversation, Message, ToolCall
 from handoffs.models import Handoff
+from routing.models import ConversationTest
 from tests.demo_snapshot import demo_seed
 
 MSISDN = "5511999999999"
@@ -240,6 +241,8 @@ def test_the_confirmation_words_are_the_profiles_own(api, demo):
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     profile.confirmation_words = ["manda ver"]
     profile.save()
+    # The demo's conversation tests expect the question to end 'Responda "sim"': this test changes that on purpose.
+    ConversationTest.objects.filter(profile=profile).update(enabled=False)
     version_publish(profile=profile, note="manda ver confirms")
 
     say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="p-5", msisdn=MSISDN)

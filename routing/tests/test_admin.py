@@ -358,6 +358,8 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
     }
     # Conversation tests, as the routing tests.
     routing_tests |= {("routing", f"{action}_conversationtest") for action in ("add", "change", "delete", "view")}
+    # Their runs: started (add) and read, never changed or deleted (a run is what was found).
+    routing_tests |= {("routing", "add_conversationtestrun"), ("routing", "view_conversationtestrun")}
     # The field-level history: read, never deleted.
     history = {("auditlog", "view_logentry")}
     # Rollout plans: made, changed and commanded (start, pause, ...), never deleted; the guard's decisions read.
