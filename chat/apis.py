@@ -58,7 +58,7 @@ from chat.intake import (
     tenant_resolve,
 )
 from chat.negotiation import EventStreamNegotiation
-from chat.openai_turns import TURN_ID_PATTERN, TurnRef, turn_ref_read
+from chat.openai.turns import TURN_ID_PATTERN, TurnRef, turn_ref_read
 from chat.permissions import IsDebugClient, IsPreviewClient
 from chat.pushes import conversation_listen, pushed_event
 from common.cursors import ERROR_CURSOR, cursor_time
@@ -1063,7 +1063,7 @@ ERROR_ANSWER_ID = "Must be an answer's message_id, or a completion's or response
 )
 class AnswerIdField(serializers.Field):
     """An answer: its ``message_id``, or the id an OpenAI-compatible face gave it (``chatcmpl-…``, ``resp_…``,
-    ``msg_…``: :mod:`chat.openai_turns`), read as the turn it names."""
+    ``msg_…``: :mod:`chat.openai.turns`), read as the turn it names."""
 
     default_error_messages = {"invalid": ERROR_ANSWER_ID}
 

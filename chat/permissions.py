@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import permissions
 from rest_framework.request import Request
 
-from chat.desk_access import ERROR_API_FORBIDDEN, may_answer_somewhere
+from chat.desk.access import ERROR_API_FORBIDDEN, may_answer_somewhere
 from chat.intake import preview_allowed, principal_is_staff
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_PREVIEW_FORBIDDEN
 from tenants.auth import ApiClient
@@ -42,7 +42,7 @@ class IsPreviewClient(permissions.BasePermission):
 
 class IsDeskClient(permissions.BasePermission):
     """A key that may answer escalations (``can_answer``), or a staff session holding the answer right over some
-    tenant: the escalations API. Which escalations then is :mod:`chat.desk_access`'s (another tenant's is a 404)."""
+    tenant: the escalations API. Which escalations then is :mod:`chat.desk.access`'s (another tenant's is a 404)."""
 
     message = ERROR_API_FORBIDDEN
 

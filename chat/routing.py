@@ -3,7 +3,7 @@
 from django.urls import re_path
 
 from chat.consumers import ChatConsumer, EventsConsumer
-from chat.desk_socket import DeskConsumer
+from chat.desk.socket import DeskConsumer
 
 websocket_urlpatterns = [
     # /ws/chat/<agent_id>/<session_id>/, the trailing slash optional (clients drop it).

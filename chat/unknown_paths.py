@@ -18,7 +18,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from chat.openai_errors import OpenAIError, openai_exception_handler
+from chat.openai.errors import OpenAIError, openai_exception_handler
 from common.errors import ERROR_PATH_MEANT, ERROR_PATH_NOT_FOUND, NotFound
 from common.infra.renderers import JSONRenderer
 

@@ -1,8 +1,9 @@
-"""The chat API's HTTP routes, mounted at ``/api/`` (the OpenAI-compatible ones are in chat/openai_urls.py)."""
+"""The chat API's HTTP routes, mounted at ``/api/`` (the OpenAI-compatible ones are in chat/openai/urls.py)."""
 
 from django.urls import path
 
-from chat import apis, conversation_test_apis, customer_apis, desk_apis, health, mcp_apis, usage_apis
+from chat import apis, conversation_test_apis, customer_apis, health, mcp_apis, usage_apis
+from chat.desk import apis as desk_apis
 
 urlpatterns = [
     path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),

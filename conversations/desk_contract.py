@@ -1,5 +1,5 @@
 """What an external desk reads (docs/external-desk.md): an escalation, a message, and the webhook's events, defined
-once for the webhook (:mod:`conversations.desk_webhook`) and the escalations API (``chat/desk_apis.py``).
+once for the webhook (:mod:`conversations.desk_webhook`) and the escalations API (``chat/desk/apis.py``).
 
 The contract is versioned (:data:`CONTRACT_VERSION`, in every event): a field may be added within a version, never
 renamed, removed or given another meaning. Reads only; the writes are :mod:`conversations.desk`'s.

@@ -2,7 +2,7 @@
 conversation's place, the conversations a person holds, and one escalation's conversation as the person who takes
 it reads it (the summary, the history with the people's replies and notes, the assistants' route decisions).
 
-Selectors only; who may read which tenant is the faces' business (:mod:`chat.desk_access`): they pass the tenants.
+Selectors only; who may read which tenant is the faces' business (:mod:`chat.desk.access`): they pass the tenants.
 Escalations sent to an external desk (a profile's ``escalation.desk``) are that desk's, and not listed here. Each
 read is a fixed number of queries whatever the queues' length (the queues: one; the detail: three).
 """

@@ -12,11 +12,11 @@ from django.urls import include, path
 # analytics' routes, mounted at the root, were a dozen patterns tried before them). No two patterns overlap.
 urlpatterns = [
     path("api/", include("chat.urls")),
-    path("v1/", include("chat.openai_urls")),
+    path("v1/", include("chat.openai.urls")),
     path("admin/", admin.site.urls),
     path("", include("analytics.urls")),  # the dashboard at analytics/, its API at api/analytics/
     path("chat/", include("chat.page_urls")),
-    path("desk/", include("chat.desk_urls")),
+    path("desk/", include("chat.desk.urls")),
     path("api/", include("chat.schema_urls")),  # the OpenAPI schema at api/schema/, its page at api/docs/
     path("metrics", include("chat.metrics_urls")),  # Prometheus, for a token or staff (chat/metrics.py)
     # Last: any other path under api/, v1/ or a2a/ is a JSON 404, in debug mode too (chat/unknown_paths.py).

@@ -24,7 +24,11 @@ included, whose module is another app's; a model named by a string (``"tenants.T
 * no file holds more than :data:`MAX_FILE_LINES` non-blank lines and no function more than
   :data:`MAX_FUNCTION_LINES` lines (from its ``def`` to its last line, docstring and nested functions included),
   but those in :data:`SIZE_ALLOWED`, each with its size when listed and why; the list only shrinks: an entry that
-  grew past its size, or is no longer over the limit, or names a file or function that is gone, is broken too.
+  grew past its size, or is no longer over the limit, or names a file or function that is gone, is broken too;
+* a feature's family is a room: no folder holds :data:`MAX_FAMILY` or more modules named with one prefix side by side
+  (``openai_api.py``, ``openai_params.py``, …: they go in a sub-package, ``chat/openai/``), Django's command folders
+  aside, but the families in :data:`ROOMS_ALLOWED`, each with its size when listed and why; that list only shrinks
+  as :data:`SIZE_ALLOWED` does.
 """
 
 from __future__ import annotations
@@ -164,6 +168,22 @@ SIZE_ALLOWED: dict[str, tuple[int, str]] = {
     "routing/documents.py::profile_documents": (164, "one reader of every kind of row; owed one reader per kind"),
 }
 SIZE_KEY = "::"
+
+# Rooms: a family (modules of one folder sharing the prefix before their first "_") of this many or more is owed a
+# sub-package of its own. What is still flat today, keyed "folder/prefix_", with its size when listed and why.
+MAX_FAMILY = 3
+ROOMS_ALLOWED: dict[str, tuple[int, str]] = {
+    "common/history_": (3, "the field history's admin, app hooks and words; owed common/history/"),
+    "conversations/desk_": (
+        3,
+        "the desk's contract, reads and webhook; owed conversations/desk/ with the desk's moves",
+    ),
+    "conversations/goal_": (3, "goal mode's engine, records and turn; owed conversations/goals/"),
+    "releases/admin_": (8, "the publish, approval, import, impact, rollout and test pages; owed releases/admin/"),
+    "releases/rollout_": (3, "the rollout guard, its commands and forms; owed releases/rollout/"),
+    "routing/conversation_": (3, "the conversation tests, their forms and drafts; owed routing/conversation_tests/"),
+    "routing/goal_": (4, "goal mode's decision, intent, manifest sync and words; owed routing/goals/"),
+}
 
 
 @dataclass
@@ -305,6 +325,28 @@ def sizes_check(house: House, measured: dict[str, int], allowed: dict[str, tuple
             )
 
 
+def rooms_check(house: House, paths: list[str], allowed: dict[str, tuple[int, str]]) -> None:
+    """Break the rule for each family of :data:`MAX_FAMILY` or more modules side by side in one folder of ``paths``
+    that ``allowed`` does not list or that grew past its listed size, and for each listed one no longer flat."""
+    families: Counter[str] = Counter()
+    for relative in paths:
+        folder, _, name = relative.rpartition("/")
+        if "management" in folder.split("/") or "_" not in name.strip("_"):
+            continue
+        families[f"{folder}/{name.split('_', 1)[0]}_"] += 1
+    flat = {family: count for family, count in families.items() if count >= MAX_FAMILY}
+    for family, count in sorted(flat.items()):
+        if family not in allowed:
+            house.broken.append(f"{family}*: {count} modules of one family side by side; give them a room (a package)")
+        elif count > allowed[family][0]:
+            house.broken.append(
+                f"{family}*: {count} modules, grown past the {allowed[family][0]} ROOMS_ALLOWED lets it have"
+            )
+    for family, (count, _) in sorted(allowed.items()):
+        if family not in flat:
+            house.broken.append(f"{family}*: ROOMS_ALLOWED lets it have {count} modules; it has a room now: remove it")
+
+
 def _module_of(relative: str) -> str:
     return relative.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
@@ -367,9 +409,13 @@ def circles(graph: dict[str, dict[str, list[str]]]) -> list[tuple[str, ...]]:
     return sorted(found)
 
 
-def measure(root: Path = ROOT, sizes_allowed: dict[str, tuple[int, str]] | None = None) -> House:
+def measure(
+    root: Path = ROOT,
+    sizes_allowed: dict[str, tuple[int, str]] | None = None,
+    rooms_allowed: dict[str, tuple[int, str]] | None = None,
+) -> House:
     """Read the product's files and check them against the rules (the size limits against ``sizes_allowed``,
-    :data:`SIZE_ALLOWED` unless given)."""
+    :data:`SIZE_ALLOWED` unless given; the rooms against ``rooms_allowed``, :data:`ROOMS_ALLOWED` unless given)."""
     house = House()
     measured_sizes: dict[str, int] = {}
     apps = {name for name, _ in LAYERS}
@@ -435,6 +481,8 @@ def measure(root: Path = ROOT, sizes_allowed: dict[str, tuple[int, str]] | None 
         if house.share(app) > MAX_SHARE:
             house.broken.append(f"{app}/ holds {house.share(app):.0%} of the product's lines (at most {MAX_SHARE:.0%})")
     sizes_check(house, measured_sizes, SIZE_ALLOWED if sizes_allowed is None else sizes_allowed)
+    relatives = [path.relative_to(root).as_posix() for path in paths]
+    rooms_check(house, relatives, ROOMS_ALLOWED if rooms_allowed is None else rooms_allowed)
     return house
 
 

@@ -20,7 +20,7 @@ class TenantsConfig(AppConfig):
 
         # The API-key cache (tenants/auth.py) is tagged with the configuration version.
         config_models_watch(Tenant, ApiKey)
-        # So are the rights a desk socket checks on every event (chat/desk_socket.py): a user's grants, groups,
+        # So are the rights a desk socket checks on every event (chat/desk/socket.py): a user's grants, groups,
         # permissions, active and staff flags. A login's save of last_login changes none of them.
         user = get_user_model()
         config_models_watch(

@@ -166,3 +166,38 @@ def test_a_file_or_function_at_its_limit_passes(tmp_path):
     house = architecture.measure(tmp_path, sizes_allowed={})
 
     assert house.sizes == {} and broken(house, "SIZE_ALLOWED") == []
+
+
+def test_every_family_of_modules_has_a_room_but_those_listed_and_none_grew(house):
+    assert broken(house, "ROOMS_ALLOWED") == [] and broken(house, "give them a room") == []
+    assert all(reason.strip() for _, reason in architecture.ROOMS_ALLOWED.values())
+
+
+def test_the_rooms_rule_catches_a_new_flat_family_a_listed_one_that_grew_and_one_given_its_room(tmp_path):
+    for relative in [
+        "chat/openai_api.py",
+        "chat/openai_params.py",
+        "chat/openai_turns.py",
+        "agents/desk_a.py",
+        "agents/desk_b.py",
+        "agents/desk_c.py",
+        "agents/desk_d.py",
+        "routing/goal/sync.py",  # a room: its modules' names are no family's
+        "routing/goal/words.py",
+        "releases/management/commands/run_a.py",  # Django's command folder names by command
+        "releases/management/commands/run_b.py",
+        "releases/management/commands/run_c.py",
+        "conversations/memo_a.py",  # two of a family are no room yet
+        "conversations/memo_b.py",
+    ]:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n", encoding="utf-8")
+    allowed = {"agents/desk_": (3, "listed at three"), "routing/goal_": (4, "moved since")}
+
+    found = architecture.measure(tmp_path, sizes_allowed={}, rooms_allowed=allowed).broken
+
+    assert "chat/openai_*: 3 modules of one family side by side; give them a room (a package)" in found
+    assert "agents/desk_*: 4 modules, grown past the 3 ROOMS_ALLOWED lets it have" in found
+    assert "routing/goal_*: ROOMS_ALLOWED lets it have 4 modules; it has a room now: remove it" in found
+    assert not [line for line in found if "memo_" in line or "run_" in line]

@@ -144,7 +144,7 @@ def test_a_heading_becomes_the_anchor_github_gives_it():
 
 def test_the_external_desks_api_table_writes_a_person_as_the_api_takes_it():
     """A desk that sent ``{"person": "Ana"}``, as the table's ``{"person"}`` read, got a 400: the API takes
-    ``{"person": {"name", "id"}}`` (chat/desk_apis.py)."""
+    ``{"person": {"name", "id"}}`` (chat/desk/apis.py)."""
     rows = [line for line in (DOCS / "external-desk.md").read_text().splitlines() if line.startswith("| `POST /api/")]
     bodies = [row.split("|")[2] for row in rows if '"person"' in row]
 

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from analytics.filters import analytics_may_read
 from analytics.rollouts import can_view_rollouts
-from chat.desk_page import desk_may_use
+from chat.desk.page import desk_may_use
 from conversations.feedback import feedback_give
 from conversations.models import Message, MessageFeedback
 from releases.rollout_guard import plan_start

@@ -1,6 +1,6 @@
 """``{% chat_allowed as may_chat %}`` and ``{% desk_allowed as may_answer %}``: whether the page's user may use the
 chat page, and the desk, so that the admin's header and home show the Chat and Desk links only to those they open
-for (:func:`chat.chat_page.chat_may_use`, :func:`chat.desk_page.desk_may_use`)."""
+for (:func:`chat.chat_page.chat_may_use`, :func:`chat.desk.page.desk_may_use`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from django import template
 
 from chat.chat_page import chat_may_use
-from chat.desk_page import desk_may_use
+from chat.desk.page import desk_may_use
 
 register = template.Library()
 

@@ -18,8 +18,8 @@ from rest_framework.test import APIClient
 
 from agents.escalation import EscalationSettings
 from agents.models import ExternalDesk
-from chat.desk_access import ERROR_API_FORBIDDEN, ERROR_PERSON_REQUIRED
-from chat.desk_apis import ERROR_PERSON_SESSION
+from chat.desk.access import ERROR_API_FORBIDDEN, ERROR_PERSON_REQUIRED
+from chat.desk.apis import ERROR_PERSON_SESSION
 from common.config_version import config_version_bump
 from conversations.desk import ERROR_TEXT_EMPTY, Person, desk_note, escalation_take
 from conversations.desk_contract import ERROR_CURSOR

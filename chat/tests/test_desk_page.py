@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.utils.html import escape
 
-from chat.desk_access import ERROR_DESK_FORBIDDEN, desk_tenants
+from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants
 from conversations.desk import ERROR_ESCALATION_NOT_FOUND, desk_note, desk_reply, escalation_take, person_of_user
 from conversations.desk_reads import desk_mine, desk_queues, desk_snapshot
 from conversations.escalation import EscalationAsk

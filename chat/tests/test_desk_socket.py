@@ -12,8 +12,8 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
-from chat.desk_access import ERROR_DESK_FORBIDDEN, desk_tenants
-from chat.desk_socket import ERROR_ESCALATION_REQUIRED, ERROR_PRIORITY, Desk
+from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants
+from chat.desk.socket import ERROR_ESCALATION_REQUIRED, ERROR_PRIORITY, Desk
 from chat.pushes import group_listen
 from chat.tests.test_websocket import session_cookie
 from conversations.desk import ERROR_ESCALATION_NOT_FOUND, ERROR_TEXT_EMPTY, person_of_user

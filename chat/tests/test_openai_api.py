@@ -393,7 +393,7 @@ def fake_turn(tokens, answer, *, discard_after=None):
 def streamed(api, monkeypatch, run):
     import json
 
-    monkeypatch.setattr("chat.openai_turns.run_turn", run)
+    monkeypatch.setattr("chat.openai.turns.run_turn", run)
     response = api.post(
         "/v1/chat/completions",
         {"model": "telecom_contas", "messages": [{"role": "user", "content": TEXT}], "stream": True},

@@ -1,6 +1,6 @@
 """Every request parameter OpenAI defines is honoured or refused by name, on both OpenAI-compatible faces.
 
-The tables (chat/openai_params.py) are held against the official ``openai`` SDK's request types: a parameter the SDK
+The tables (chat/openai/params.py) are held against the official ``openai`` SDK's request types: a parameter the SDK
 adds fails here until it is decided. Refusals come before anything is stored; Django's test client is enough.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
 
-from chat.openai_params import CHAT_HONOURED, CHAT_REFUSED, RESPONSES_HONOURED, RESPONSES_REFUSED
+from chat.openai.params import CHAT_HONOURED, CHAT_REFUSED, RESPONSES_HONOURED, RESPONSES_REFUSED
 from conversations.models import Conversation
 
 USER = [{"role": "user", "content": "Minha fatura veio alta"}]

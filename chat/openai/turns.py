@@ -30,7 +30,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents.generation import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
-from chat.openai_errors import ROUTE_HEADER, invalid
+from chat.openai.errors import ROUTE_HEADER, invalid
 from common.infra import tracing
 from conversations.answer_limit import stream_room
 from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.generation import FORMAT_JSON_OBJECT, FORMAT_JSON_SCHEMA, FORMAT_TEXT, Generation, format_problem
-from chat.openai_errors import OpenAIError, invalid
+from chat.openai.errors import OpenAIError, invalid
 
 ERROR_UNKNOWN = "Unrecognized request argument supplied: {name}."
 ERROR_REFUSED = "{name} is not supported here: {why}"

@@ -4,7 +4,7 @@
   /v1/models/{id}`` one of them;
 * ``POST /v1/chat/completions`` — the LAST user message of ``messages`` goes through the routing graph of the
   profile named in ``model``, streaming (``stream: true``) or not;
-* ``POST /v1/responses`` and ``GET /v1/responses/{id}`` — OpenAI's Responses API (:mod:`chat.openai_responses`).
+* ``POST /v1/responses`` and ``GET /v1/responses/{id}`` — OpenAI's Responses API (:mod:`chat.openai.responses`).
 
 Same Bearer API key as the rest of the API; the tenant comes from the key. The conversation is the one of the
 ``X-Session-Id`` header if sent, else of the request's ``user`` field; with neither, every request starts a new
@@ -14,14 +14,14 @@ goes through the same front door as the chat routes (:mod:`chat.intake`): the ``
 its graph, unless the ``X-Agent-Route`` header names another route (``profile``, or ``multi_agent`` for keys
 allowed to preview).
 
-Every parameter OpenAI defines is honoured or refused by name (:mod:`chat.openai_params`); how the answer is written
+Every parameter OpenAI defines is honoured or refused by name (:mod:`chat.openai.params`); how the answer is written
 (``max_tokens``, ``stop``, ``response_format``, sampling) is :mod:`agents.generation`'s. Every answer carries the
 extension field ``x_agent_routing`` (on the final chunk when streaming) and the routing headers
-(:mod:`chat.openai_turns`, which also says what the ``id`` is). Streamed text is the model's text as it is written;
+(:mod:`chat.openai.turns`, which also says what the ``id`` is). Streamed text is the model's text as it is written;
 when the graph changed it afterwards (a specialist that handed the turn on, output guardrails, judges),
 ``x_agent_routing.revised_answer`` holds the answer the platform stored.
 
-Errors use OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` (:mod:`chat.openai_errors`).
+Errors use OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` (:mod:`chat.openai.errors`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from chat.intake import (
     turn_input_build,
 )
 from chat.negotiation import EventStreamNegotiation
-from chat.openai_errors import (
+from chat.openai.errors import (
     ERROR_UNKNOWN_MODEL,
     ROUTE_HEADER,
     OpenAIError,
@@ -71,7 +71,7 @@ from chat.openai_errors import (
     not_found,
     openai_errors,
 )
-from chat.openai_params import (
+from chat.openai.params import (
     CHAT_HONOURED,
     CHAT_REFUSED,
     boolean_read,
@@ -81,7 +81,7 @@ from chat.openai_params import (
     refusal,
     stream_options_read,
 )
-from chat.openai_turns import (
+from chat.openai.turns import (
     COMPLETION_PREFIX,
     SESSION_MAX_CHARS,
     StreamedText,
@@ -181,7 +181,7 @@ def _max_tokens(help_text: str) -> serializers.IntegerField:
 
 
 def sampling_fields() -> dict[str, serializers.Field]:
-    """The sampling parameters both faces honour (schema only; chat/openai_params.py reads them)."""
+    """The sampling parameters both faces honour (schema only; chat/openai/params.py reads them)."""
     return {
         "temperature": serializers.FloatField(
             required=False, min_value=0, max_value=2, allow_null=True, help_text="Passed on to the profile's model."
@@ -192,7 +192,7 @@ def sampling_fields() -> dict[str, serializers.Field]:
     }
 
 
-# The honoured parameters (chat/openai_params.py refuses the others by name; docs/openai.md has the table).
+# The honoured parameters (chat/openai/params.py refuses the others by name; docs/openai.md has the table).
 COMPLETION_REQUEST = inline_serializer(
     "ChatCompletionRequest",
     {

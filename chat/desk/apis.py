@@ -4,7 +4,7 @@
 conversation, and ``take``, ``messages``, ``notes``, ``transfer`` and ``hand-back`` act on it. Who may: an API key
 made with ``--answer`` (its own tenant's escalations; it names the ``person`` who writes), or a staff session
 holding the *answer as a person* right over the escalation's tenant (it writes as its user; CSRF as every session
-API). Every check is :mod:`chat.desk_access`'s, every write :mod:`conversations.desk`'s, every shape
+API). Every check is :mod:`chat.desk.access`'s, every write :mod:`conversations.desk`'s, every shape
 :mod:`conversations.desk_contract`'s — the same an external desk's webhook carries.
 """
 
@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
-from chat.desk_access import desk_tenant_ids, escalation_for, person_for
+from chat.desk.access import desk_tenant_ids, escalation_for, person_for
 from chat.intake import KnownFieldsSerializer, StrictCharField
 from chat.permissions import IsDeskClient
 from common.errors import DomainError, error_responses

@@ -29,7 +29,7 @@ escalation's new desk row as ``escalation``. A frame that cannot be done is answ
 user may not answer for (as for an unknown id), ``conflict`` when someone else holds it or it has ended. The socket
 stays open.
 
-Every frame checks the right again (:func:`chat.desk_access.may_answer`) and calls the services of
+Every frame checks the right again (:func:`chat.desk.access.may_answer`) and calls the services of
 :mod:`conversations.desk` in a thread, one frame at a time (a person's replies reach the customer in the order
 written). A reply costs the right's check and the service's own queries: the tenant of an escalation the socket has
 seen (in its snapshot, an event or an answer) is remembered, so it is not read again.
@@ -62,7 +62,7 @@ from django.db import close_old_connections
 from rest_framework.exceptions import Throttled
 
 from chat.consumers import CLOSE_FORBIDDEN, CLOSE_RATE_LIMITED, CLOSE_UNAUTHORIZED, Refused
-from chat.desk_access import (
+from chat.desk.access import (
     ERROR_DESK_FORBIDDEN,
     desk_tenants,
     desk_user_reread,
@@ -187,7 +187,7 @@ class Desk:
 
     def _allowed(self, key: str) -> Escalation | None:
         """The right checked for the escalation ``key``: ``None`` when its tenant is known and the user may answer for
-        it; else the escalation read and checked (:func:`chat.desk_access.escalation_for`); raises :class:`NotFound`."""
+        it; else the escalation read and checked (:func:`chat.desk.access.escalation_for`); raises :class:`NotFound`."""
         tenant_id = self.tenant_of.get(key)
         if tenant_id is None:
             escalation = escalation_for(self.user, key)

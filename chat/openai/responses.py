@@ -1,14 +1,14 @@
 """OpenAI's Responses API on the platform: ``POST /v1/responses`` and ``GET /v1/responses/{id}``.
 
-A response is one turn, as a chat completion is (:mod:`chat.openai_api`): ``model`` names the profile, the last user
+A response is one turn, as a chat completion is (:mod:`chat.openai.api`): ``model`` names the profile, the last user
 message of ``input`` (a string, or message items) goes through its routing graph, and the system and developer
 messages with ``instructions`` reach the specialists as the client's instructions for this answer.
 ``previous_response_id`` continues the conversation that response belongs to (after its latest message: the
 platform's conversations do not branch); else the ``X-Session-Id`` header or ``user`` names it, and with neither a
 response starts a new one. ``stream: true`` answers the Responses API's events (``response.created`` …
 ``response.output_text.delta`` … ``response.completed``, or ``response.incomplete`` when ``max_output_tokens`` cut
-the answer). Parameters are honoured or refused by name as on the chat face (:mod:`chat.openai_params`); ids and
-headers are :mod:`chat.openai_turns`'s. ``GET /v1/responses/{id}`` reads a stored response back (its output, usage
+the answer). Parameters are honoured or refused by name as on the chat face (:mod:`chat.openai.params`); ids and
+headers are :mod:`chat.openai.turns`'s. ``GET /v1/responses/{id}`` reads a stored response back (its output, usage
 and routing; the request's ``instructions`` and sampling are not kept).
 """
 
@@ -35,7 +35,7 @@ from agents.generation import FORMAT_JSON_SCHEMA, Generation
 from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
 from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
-from chat.openai_api import (
+from chat.openai.api import (
     INSTRUCTION_ROLES,
     Asked,
     asgi,
@@ -46,8 +46,8 @@ from chat.openai_api import (
     text_of,
     turn_input_read,
 )
-from chat.openai_errors import OpenAIError, OpenAIView, invalid, key_required, not_found, openai_errors
-from chat.openai_params import (
+from chat.openai.errors import OpenAIError, OpenAIView, invalid, key_required, not_found, openai_errors
+from chat.openai.params import (
     RESPONSES_HONOURED,
     RESPONSES_REFUSED,
     boolean_read,
@@ -56,7 +56,7 @@ from chat.openai_params import (
     responses_generation,
     stream_options_read,
 )
-from chat.openai_turns import (
+from chat.openai.turns import (
     OUTPUT_PREFIX,
     RESPONSE_PREFIX,
     SESSION_HEADER,

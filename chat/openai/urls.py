@@ -1,8 +1,9 @@
-"""The OpenAI-compatible endpoints, mounted at ``/v1/`` (chat/openai_api.py, chat/openai_responses.py)."""
+"""The OpenAI-compatible endpoints, mounted at ``/v1/`` (chat/openai/api.py, chat/openai/responses.py)."""
 
 from django.urls import path
 
-from chat import openai_api, openai_responses
+from chat.openai import api as openai_api
+from chat.openai import responses as openai_responses
 
 urlpatterns = [
     path("models", openai_api.ModelsApi.as_view(), name="openai-models"),

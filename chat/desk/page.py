@@ -3,7 +3,7 @@
 The page carries what the desk shows when it opens (:func:`conversations.desk_reads.desk_snapshot`: the queues of
 the tenants the user answers for, in serving order with each conversation's place, and the conversations the user
 holds) as JSON, and ``chat/static/chat/desk.js`` draws it, then opens the desk socket (``/ws/desk/``,
-:mod:`chat.desk_socket`) with the staff session's cookie: the queues change live, a conversation opens on a click
+:mod:`chat.desk.socket`) with the staff session's cookie: the queues change live, a conversation opens on a click
 (its summary, history and the assistants' route decisions), and the person takes it, replies, writes internal notes,
 transfers it to another team of its profile or hands it back to the assistants, each over the socket.
 
@@ -20,7 +20,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from chat.desk_access import ERROR_DESK_FORBIDDEN, desk_tenants, escalation_for
+from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants, escalation_for
 from common.errors import NotFound
 from conversations.desk_reads import desk_snapshot, escalation_detail
 from routing import snapshot
