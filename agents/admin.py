@@ -81,7 +81,7 @@ from common.adminkit import EndpointSecretsAdminMixin, ExtensibleAdmin, ReadOnly
 from common.config_version import config_batch
 from common.endpoints import endpoint_mask
 from common.forms import LinesField, PhrasesField, PrettyJSONField, label_choices
-from common.history_admin import FieldHistoryAdminMixin
+from common.history.admin import FieldHistoryAdminMixin
 from common.language import LANGUAGES
 from common.translation_forms import missing_warning, translation_boxes, translations_form
 
@@ -963,7 +963,7 @@ class McpToolInline(ReadOnlyInlineMixin, admin.TabularInline):
 
 
 class EnableDisableActions(_ModelAdminBase):
-    """Bulk switches: one save per object (each switch lands in the field history, common/history.py), their
+    """Bulk switches: one save per object (each switch lands in the field history, common/history/registry.py), their
     configuration bumps collapsed into one."""
 
     actions = ["enable_selected", "disable_selected"]

@@ -18,7 +18,7 @@ class AgentsConfig(AppConfig):
             SpecialistPrompt,
         )
         from common.config_version import config_models_watch
-        from common.history import history_register
+        from common.history.registry import history_register
 
         config_models_watch(
             AgentProfile,
@@ -38,14 +38,16 @@ class AgentsConfig(AppConfig):
         history_register(
             McpServer,
             mask_fields={"endpoint", "endpoint_template"},
-            mask_callable="common.history.endpoint_or_template_mask",
+            mask_callable="common.history.registry.endpoint_or_template_mask",
         )
         history_register(McpTool)
         # A remote backend's key is never recorded, not even in part; its address is masked as a server's is.
         history_register(
-            RemoteBackend, mask_fields={"api_key", "base_url"}, mask_callable="common.history.secret_or_endpoint_mask"
+            RemoteBackend,
+            mask_fields={"api_key", "base_url"},
+            mask_callable="common.history.registry.secret_or_endpoint_mask",
         )
         # An external desk's signing secret is never recorded either; its webhook URL is masked.
         history_register(
-            ExternalDesk, mask_fields={"secret", "url"}, mask_callable="common.history.secret_or_endpoint_mask"
+            ExternalDesk, mask_fields={"secret", "url"}, mask_callable="common.history.registry.secret_or_endpoint_mask"
         )

@@ -27,7 +27,7 @@ ERROR_VARIABLE_NOT_ALLOWED = (
     "{name} is not a variable the operator allows for desk secrets (EXTERNAL_DESK_ENV_ALLOWED: {allowed})."
 )
 ERROR_SIGNING_SHORT = f"A signing secret has at least {SECRET_MIN_CHARS} characters."
-# The field history tells a secret from an address by its "://" (common.history.secret_or_endpoint_mask).
+# The field history tells a secret from an address by its "://" (common.history.registry.secret_or_endpoint_mask).
 ERROR_SIGNING_ADDRESS = "A signing secret is not an address: it may not contain ://."
 ERROR_SIGNING_MISSING = "A desk needs a signing secret: type one, or name the environment variable that holds it."
 ERROR_SIGNING_BOTH = (

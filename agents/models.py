@@ -99,7 +99,7 @@ class RoutingMode(models.TextChoices):
     GOAL = "goal", "Goal (goals and capabilities from the domains' MCP servers)"
 
 
-# routing.goals.DEFAULT_CONFIDENCE_THRESHOLD (goal mode's 0.94), written out: agents sit below routing.
+# routing.goals.planner.DEFAULT_CONFIDENCE_THRESHOLD (goal mode's 0.94), written out: agents sit below routing.
 DEFAULT_GOAL_THRESHOLD = 0.94
 
 

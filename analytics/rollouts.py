@@ -3,7 +3,7 @@
 ``GET /api/analytics/rollouts`` lists the plans; ``GET /api/analytics/rollouts/{id}?slices=N`` gives one plan, its
 stage history, every decision with each guard's verdict, and a time series: the plan's span (start to finish, or
 to now) cut into N equal slices, and per slice and per cohort what the guard reads
-(:func:`releases.rollout_guard.cohorts_figures`) — samples and every guard metric. The pages
+(:func:`releases.rollout.guard.cohorts_figures`) — samples and every guard metric. The pages
 ``/analytics/rollouts/`` and ``/analytics/rollouts/<id>/`` draw them (``analytics/static/analytics/rollout.js``).
 
 A plan is configuration across tenants: only staff with ``analytics.view_analytics`` or the right to view rollout
@@ -31,7 +31,7 @@ from rest_framework.views import APIView
 
 from analytics.filters import ANALYTICS_PERMISSION, analytics_may_read, can_view_all_tenants, whole_number_between
 from common.errors import DomainError, NotFound, error_responses
-from releases.rollout_guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
+from releases.rollout.guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.models import RolloutDecision, RolloutPlan
 from routing.rollout_plans import GUARD_METRICS, history_parse, may_view_plans
 from routing.rollout_words import actor_words, limit_words, plan_stage_words

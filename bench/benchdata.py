@@ -52,7 +52,7 @@ from analytics.rollups import FACTS
 from analytics.services import rollup_build
 from common.language import detect_language
 from conversations.chain import result_note
-from conversations.desk import (
+from conversations.desk.escalations import (
     HANDED_BACK,
     Person,
     desk_message,
@@ -361,7 +361,8 @@ class BenchDataError(RuntimeError):
 @dataclass
 class Batch:
     """A batch's rows, unsaved: a turn's as :func:`conversations.records.turn_rows` built them, the desk's as
-    :mod:`conversations.desk` builds them, the outcomes as :mod:`conversations.outcomes` and the desk decide them.
+    :mod:`conversations.desk.escalations` builds them, the outcomes as :mod:`conversations.outcomes` and the desk decide
+    them.
 
     Conversations and messages carry ids (other rows point at them): their place in the batch, to which
     :func:`_write` adds the first id :func:`_flush` reserved for the batch. Escalations carry their UUID; decisions,
@@ -475,7 +476,8 @@ class _Turn:
 
 @dataclass
 class _DeskAct:
-    """What people do with a conversation they hold (conversations.desk), or a rating down handing it to them."""
+    """What people do with a conversation they hold (conversations.desk.escalations), or a rating down handing it to
+    them."""
 
     kind: str  # opened (outside a turn), take, reply, note, transfer, hand_back, close
     person: Person | None = None
@@ -1085,7 +1087,7 @@ class Simulator:
         return turn
 
     def _desk_rows(self, live: _Live, row: Conversation, act: _DeskAct, at: float, batch: Batch) -> int:
-        """The rows of what people did (``conversations.desk``) at ``at``; returns the handoffs written."""
+        """The rows of what people did (``conversations.desk.escalations``) at ``at``; returns the handoffs written."""
         escalation, spec = live.escalation, live.catalogue.spec
         assert escalation is not None
         if act.kind == "opened":  # a rating down, outside a turn (escalation_open)

@@ -199,7 +199,7 @@ def demo_read(directory: Path = DEMO_DIR) -> Demo:
     """The demo's profiles, their specialists, intents and states, and the tools, from ``config/demo`` and the
     manifest of its goal server (a goal-mode profile's intents are ``<domain>.<goal>``, answered by the planner)."""
     from mcp_servers.finance.server import MANIFEST
-    from routing.goals import GOAL_AGENT
+    from routing.goals.planner import GOAL_AGENT
 
     manifests = {MANIFEST["domain"]: MANIFEST}
     profiles = yaml.safe_load((directory / "agents.yaml").read_text(encoding="utf-8"))["agents"]

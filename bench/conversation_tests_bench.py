@@ -42,7 +42,7 @@ from agents.models import AgentProfile  # noqa: E402
 from releases.evals import conversation_tests_parse, conversation_tests_text  # noqa: E402
 from releases.evals.run import conversation_tests_run  # noqa: E402
 from releases.routing_tests import DRAFT, routing_tests_spec  # noqa: E402
-from routing.conversation_tests import CaseTurn, ConversationCase  # noqa: E402
+from routing.conversation_tests.cases import CaseTurn, ConversationCase  # noqa: E402
 
 PROFILE = "telecom_contas"
 INVOICE = {

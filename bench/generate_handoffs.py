@@ -3,13 +3,13 @@
     PYTHONPATH=. .venv/bin/python bench/generate_handoffs.py --count 1000000 [--tenants 3] [--days 90] [--seed 1]
         [--batch 20000] [--until 2025-06-01T00:00] [--clear]
 
-Conversations of the demo profiles for the tenants ``bench_tenant_1..N``, with their messages, route decisions and
-tool calls, the hand-overs to people and what the desk's people (``bench_person_1..6``) wrote, the customers' ratings
-and how each conversation ended, spread over ``--days`` back from ``--until`` (simulated by :mod:`bench.benchdata`,
-the rows built by :mod:`conversations.records`, :mod:`conversations.desk` and :mod:`conversations.outcomes` as the
-platform builds them). Deterministic for a ``--seed`` and ``--until``.
-``--clear`` first deletes the bench tenants' conversations. The database is the one the settings point at
-(``DATABASE_URL``); ``bench/analytics_bench.py`` runs this inside a throwaway PostgreSQL.
+Conversations of the demo profiles for the tenants ``bench_tenant_1..N``, with their messages, route decisions and tool
+calls, the hand-overs to people and what the desk's people (``bench_person_1..6``) wrote, the customers' ratings and how
+each conversation ended, spread over ``--days`` back from ``--until`` (simulated by :mod:`bench.benchdata`, the rows
+built by :mod:`conversations.records`, :mod:`conversations.desk.escalations` and :mod:`conversations.outcomes` as the
+platform builds them). Deterministic for a ``--seed`` and ``--until``. ``--clear`` first deletes the bench tenants'
+conversations. The database is the one the settings point at (``DATABASE_URL``); ``bench/analytics_bench.py`` runs this
+inside a throwaway PostgreSQL.
 """
 
 from __future__ import annotations

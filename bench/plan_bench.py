@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python bench/plan_bench.py [--runs 15] [--delay-ms 200] [--celery]
 
 Starts an MCP server of its own (official SDK, ``mcp_servers.common``: every ``tools/call`` held ``--delay-ms``)
-in a subprocess and runs one plan through ``conversations.goal_engine.plan_execute`` ``--runs`` times after two
+in a subprocess and runs one plan through ``conversations.goals.engine.plan_execute`` ``--runs`` times after two
 warm-ups: three independent steps, then three that each read two of them (``${1.explanation}``…), then two that
 each read two of those (one through an output key, ``${b2.result.name}``) — 3 → 3 → 2, ``max_concurrency`` 4.
 The critical path is three calls (3 × 200 ms); the target is a median wall time within 1.2× of it.
@@ -77,7 +77,7 @@ def server_start(delay_ms: int) -> tuple[subprocess.Popen, str]:
 
 
 def the_plan():
-    from routing.goals import DAG, REPORT, ExecutionPlan, ExecutionStep
+    from routing.goals.planner import DAG, REPORT, ExecutionPlan, ExecutionStep
 
     def step(id: int, name: str, *depends_on: int, key: str = "", inputs: tuple[str, ...] = ()):
         params: dict[str, Any] = {"name": name, "inputs": list(inputs)}
@@ -106,8 +106,8 @@ def the_plan():
 def measure(executor: str, url: str, runs: int) -> list[float]:
     """Wall times (ms) of ``runs`` plans after two warm-ups; exits if a run does not succeed."""
     from agents.mcp import Endpoint, tools_list
-    from conversations.goal_engine import plan_execute
-    from routing.goals import SUCCESS, CapabilitySpec, GoalCatalogue
+    from conversations.goals.engine import plan_execute
+    from routing.goals.planner import SUCCESS, CapabilitySpec, GoalCatalogue
     from routing.snapshot import Snapshot
     from routing.specs import ServerSpec, ToolSpec
 

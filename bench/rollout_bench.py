@@ -11,7 +11,7 @@ graph writes them) — ``--handoffs 200000`` over 7 days gives about a million m
 dealt out to ``--plans`` profiles (the three demo profiles and copies), each published as version 1 with a
 version 2 stored as a candidate, and each conversation's rows marked as served by version 1 or 2 (one in five
 by the candidate); then ``--plans`` rollout plans run, one per profile, their first stage started a day ago.
-``releases.rollout_guard.plans_evaluate`` — what Celery beat's task runs — is timed ``--runs`` times, each in
+``releases.rollout.guard.plans_evaluate`` — what Celery beat's task runs — is timed ``--runs`` times, each in
 a transaction rolled back afterwards so that every run meets the same running plans: median and range, the
 queries a tick makes, and what the ticks decided.
 """
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the last tick: its 25 costliest functions")
     args = parser.parse_args()
 
-    from releases.rollout_guard import plans_evaluate
+    from releases.rollout.guard import plans_evaluate
 
     messages, seconds = prepare(args.handoffs, args.plans)
     print(f"{messages:,} messages stored, {args.plans} plans running, prepared in {seconds:.0f} s")

@@ -65,7 +65,7 @@ from common.cursors import ERROR_CURSOR, cursor_time
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, DomainError, NotFound, error_responses
 from common.infra import stock_paths, tracing
 from conversations.delivery import conversation_group
-from conversations.desk import escalation_public
+from conversations.desk.escalations import escalation_public
 from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
 from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.language import language_asked
@@ -89,7 +89,7 @@ from conversations.turn import Turn, TurnInput, TurnResult
 from handoffs.selectors import handoff_list_for_conversation
 from routing import snapshot
 from routing.decide import route_decide
-from routing.goal_decide import goal_decide
+from routing.goals.decide import goal_decide
 from tenants import schema as _schema  # noqa: F401  (registers the bearer scheme)
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight

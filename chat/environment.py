@@ -3,10 +3,10 @@
 Troubleshooting starts there (docs/operations.md) ("ROUTING_MODE does not change: check /debug/env"). Secrets are masked
 by one rule, :func:`config_masked`: a value under a key that names a secret
 (:func:`conversations.guardrails.is_secret_key`: ``password``, ``api_key``, ``secret``, ``token``…, and any
-``…headers``) becomes ``***`` when set (``""`` when not), a URL loses its
-credentials and query values (:func:`common.history.endpoint_mask`, as the configuration history logs endpoints),
-and a bearer token inside any other text is hidden (:func:`conversations.guardrails.mask_secrets`). A model key is
-never read back at all: a profile shows the name of the variable that holds it and whether it is set.
+``…headers``) becomes ``***`` when set (``""`` when not), a URL loses its credentials and query values
+(:func:`common.history.registry.endpoint_mask`, as the configuration history logs endpoints), and a bearer token inside
+any other text is hidden (:func:`conversations.guardrails.mask_secrets`). A model key is never read back at all: a
+profile shows the name of the variable that holds it and whether it is set.
 """
 
 from __future__ import annotations

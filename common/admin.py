@@ -1,4 +1,4 @@
-"""The "Routing changes" list: auditlog's entries, read-only for everyone (see ``common.history_admin``); and the
+"""The "Routing changes" list: auditlog's entries, read-only for everyone (see ``common.history.admin``); and the
 check that every admin extension is applied (``common.adminkit.admin_extend``)."""
 
 from typing import Any
@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.core.checks import CheckMessage, Error, Tags, register
 
 from common.adminkit import admin_extensions_check
-from common.history_admin import RoutingChangeAdmin
+from common.history.admin import RoutingChangeAdmin
 
 # auditlog's own admin registered it first ("auditlog" comes before "common" in INSTALLED_APPS). django-auditlog
 # (3.4) registers its LogEntryAdmin unconditionally, with no setting to leave it out, and its "Routing changes" list

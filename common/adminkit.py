@@ -8,7 +8,7 @@ messages, handoffs), which nobody writes through the admin, and related rows
 listed on a parent's page, which are edited — if at all — on their own page.
 And addresses that may carry credentials are shown masked and written only
 (:class:`EndpointSecretsAdminMixin`). Every one of these mixins (and the field
-history's, ``common.history_admin``) brings :class:`RelatedLinksMixin`: a page
+history's, ``common.history.admin``) brings :class:`RelatedLinksMixin`: a page
 links a related object only for users who may open it.
 """
 

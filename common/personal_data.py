@@ -1,7 +1,7 @@
 """Personal data in a text — CPF, CNPJ, e-mail, phone, payment card — found by :func:`find_personal_data`, and a
 user id as it may be stored (:func:`identifier_pseudonym`) and shown to staff (:func:`customer_pseudonym`). Pure
 functions over text, no ORM, no settings: the conversation store's masking (:mod:`conversations.guardrails`) and the
-field history (:mod:`common.history`) read personal data the same way.
+field history (:mod:`common.history.registry`) read personal data the same way.
 """
 
 from __future__ import annotations

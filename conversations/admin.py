@@ -35,13 +35,13 @@ from conversations.models import (
     ToolCall,
 )
 from conversations.timeline import conversation_timeline
-from routing.conversation_test_drafts import (
+from routing.conversation_tests.cases import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
+from routing.conversation_tests.drafts import (
     ConversationTestDraft,
     conversation_test_add_url,
     conversation_test_expect,
     conversation_test_may_add,
 )
-from routing.conversation_tests import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
 from routing.expectations import ROUTING_TEST_MAX_TURNS
 from routing.routing_test_drafts import (
     RoutingTestDraft,

@@ -4,7 +4,7 @@ Answers rated down come first (the rating filter starts on "Rated down"), newest
 customer's message and the answer, the profile, routing version and rollout cohort that served it, and how the
 message was routed (the turn's decision: intent, agent, method, :func:`conversations.feedback.feedback_with_turn`).
 Each row opens its conversation at the rated answer and, for users who may add conversation tests, turns it into one
-("Add as conversation test": the conversation up to the answer, :mod:`routing.conversation_test_drafts`).
+("Add as conversation test": the conversation up to the answer, :mod:`routing.conversation_tests.drafts`).
 Read-only; users see the tenants they may read (:mod:`tenants.admin_scope`). Registered by
 ``conversations/admin.py``'s last import.
 """
@@ -24,7 +24,7 @@ from django.utils.safestring import SafeString, mark_safe
 from common.adminkit import ReadOnlyAdminMixin
 from conversations.feedback import feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
-from routing.conversation_test_drafts import conversation_test_may_add
+from routing.conversation_tests.drafts import conversation_test_may_add
 from routing.router import Method
 from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
 

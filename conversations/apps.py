@@ -7,8 +7,8 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations.desk_webhook import escalation_posted
+        from conversations.desk.webhook import escalation_posted
         from conversations.signals import escalation_changed
 
         # The external desks hear of every committed change of their escalations (their signed webhook).
-        escalation_changed.connect(escalation_posted, dispatch_uid="conversations.desk_webhook")
+        escalation_changed.connect(escalation_posted, dispatch_uid="conversations.desk.webhook")

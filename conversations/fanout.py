@@ -23,7 +23,7 @@ sent) are run again in-process within what is left of the time limit; a
 channel layer that cannot be reached only means the parts are reported when
 the plan's results are in.
 
-A goal plan's steps (:mod:`conversations.goal_engine`) use the same switch
+A goal plan's steps (:mod:`conversations.goals.engine`) use the same switch
 (:func:`executor_name`), broker hand-off (:func:`broker_send`), circuit and
 result collection (:func:`results_collect`).
 """

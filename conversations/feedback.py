@@ -2,7 +2,7 @@
 (:func:`feedback_rates`, what the feedback analytics show and what a rollout guard compares).
 
 A rating down hands the conversation to a person when its profile says so (``escalation.on_thumbs_down``): the
-escalation is opened with the rating (:func:`conversations.desk.escalation_open`).
+escalation is opened with the rating (:func:`conversations.desk.escalations.escalation_open`).
 
 The negative-feedback rate is ``down / (up + down)``: the share of rated answers rated down. Answers nobody rated
 count in ``answers`` only, so how many answers get a rating at all is visible beside the rate.
@@ -21,7 +21,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from agents.escalation import EscalationSettings
 from common.errors import DomainError
 from common.language import detect_language
-from conversations.desk import EscalationConflict, escalation_open, queue_position
+from conversations.desk.escalations import EscalationConflict, escalation_open, queue_position
 from conversations.escalation import language_of, summary_for_person, thumbs_down_asked
 from conversations.history import conversation_history
 from conversations.models import (

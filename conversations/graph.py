@@ -71,7 +71,7 @@ from conversations.chain import (
     result_note,
     supervisor_run,
 )
-from conversations.desk import (
+from conversations.desk.escalations import (
     escalation_new,
     escalation_public,
     person_move,
@@ -86,7 +86,7 @@ from conversations.escalation import (
     summary_for_person,
 )
 from conversations.gateway import gateway_note, handoff_summary
-from conversations.goal_turn import GENERAL, goal_answer, goal_routing
+from conversations.goals.turn import GENERAL, goal_answer, goal_routing
 from conversations.guardrails import (
     run_input_guardrails,
     run_output_guardrails,
@@ -142,7 +142,7 @@ from handoffs.safety import move_check, stop_summary
 from handoffs.services import Move
 from routing import snapshot as snapshots
 from routing.decide import delegation_active
-from routing.goals import FAILURE as GOAL_FAILED
+from routing.goals.planner import FAILURE as GOAL_FAILED
 from routing.repairs import CANCEL, skips_the_question
 from routing.replies import NO, Reply
 from routing.router import PlanStep, RouteDecision

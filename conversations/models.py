@@ -184,7 +184,7 @@ class Message(models.Model):
         "editor, or a profile never published).",
     )
     # The conversation's profile, repeated (as agent_handoffs does) so that a profile's version cohort is one index
-    # range: a rollout plan's guard reads each cohort's turns every minute (releases.rollout_guard), and the
+    # range: a rollout plan's guard reads each cohort's turns every minute (releases.rollout.guard), and the
     # analytics count messages per profile without a join. Migration 0007 filled it in for the stored messages.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
@@ -220,7 +220,7 @@ class Message(models.Model):
                 condition=models.Q(role="user"),
                 name="message_user_window",
             ),
-            # A rollout plan's cohorts: one profile's turns of one version, in a window (releases.rollout_guard),
+            # A rollout plan's cohorts: one profile's turns of one version, in a window (releases.rollout.guard),
             # covering what the guard counts so that its query reads no table row; failed parts apart (PART_FAILED).
             models.Index(
                 fields=["profile", "routing_version", "created_at"],
@@ -276,7 +276,7 @@ class RouteDecisionRecord(models.Model):
     mcp_tools = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
-    # that a rollout plan's cohort is one index range here too (releases.rollout_guard) and the analytics
+    # that a rollout plan's cohort is one index range here too (releases.rollout.guard) and the analytics
     # count them without a join. Migration 0008 filled them in for stored rows; a row saved alone reads them.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
@@ -328,7 +328,7 @@ class ToolCall(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     # The turn's profile, cohort and routing version, repeated from its message (as agent_handoffs repeats them), so
-    # that a rollout plan's cohort is one index range here too (releases.rollout_guard) and the analytics
+    # that a rollout plan's cohort is one index range here too (releases.rollout.guard) and the analytics
     # count them without a join. Migration 0008 filled them in for stored rows; a row saved alone reads them.
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
@@ -489,7 +489,7 @@ GOAL_STEP_READ = ["domain", "capability", "status", "latency_ms"]
 
 
 class GoalRun(models.Model):
-    """One goal-mode answer, as :mod:`conversations.goal_records` reads it from the answer's ``metadata["goal"]``.
+    """One goal-mode answer, as :mod:`conversations.goals.records` reads it from the answer's ``metadata["goal"]``.
 
     The answer's metadata keeps the whole record (intent, plan, outputs); this row keeps what the analytics count.
     ``tenant``, ``profile`` and ``cohort`` repeat what the conversation and the message know (as ``Handoff``
@@ -736,7 +736,7 @@ class ConversationOutcome(models.Model):
         indexes = [
             models.Index(fields=["tenant", "decided_at", "profile", *OUTCOME_READ], name="outcome_tenant_window"),
             models.Index(fields=["decided_at", "tenant", "profile", *OUTCOME_READ], name="outcome_window"),
-            # A rollout plan's cohorts (releases.rollout_guard).
+            # A rollout plan's cohorts (releases.rollout.guard).
             models.Index(
                 fields=["profile", "routing_version", "decided_at"],
                 include=["outcome", "cohort"],
@@ -749,7 +749,7 @@ class ConversationOutcome(models.Model):
 
 
 class ExternalDeskEvent(models.Model):
-    """An escalation's change on its way to an external desk (conversations.desk_webhook): the outbox its webhook
+    """An escalation's change on its way to an external desk (conversations.desk.webhook): the outbox its webhook
     posts from, in order per escalation (by ``id``), each event signed at every attempt. A delivered event leaves the
     table; one given up after its retries is logged and leaves it too.
 

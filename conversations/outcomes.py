@@ -1,9 +1,9 @@
 """How conversations end (docs/analytics.md, "Outcomes"): resolved, escalated or abandoned.
 
-A conversation handed to a person is ``escalated`` at once, for good (the graph and :mod:`conversations.desk` write
-it). Any other conversation is decided when it closes — idle past its profile's ``abandon_after_minutes`` (Celery
-beat's ``conversations.outcomes_close``, every ``OUTCOMES_CLOSE_SECONDS``), or its session ended through the API —
-by :func:`outcome_decided`, in this order:
+A conversation handed to a person is ``escalated`` at once, for good (the graph and
+:mod:`conversations.desk.escalations` write it). Any other conversation is decided when it closes — idle past its
+profile's ``abandon_after_minutes`` (Celery beat's ``conversations.outcomes_close``, every ``OUTCOMES_CLOSE_SECONDS``),
+or its session ended through the API — by :func:`outcome_decided`, in this order:
 
 1. **resolved, ``closing_words``** — the customer's last message was a goodbye or thanks (small talk's ``goodbye``
    and ``thanks``: "obrigado, tchau", "thanks, bye") or holds one of the profile's closing words ("era só isso");
@@ -20,7 +20,7 @@ update of the outcome column, one insert of the outcome rows. The update re-chec
 open and idle (a batch where one is not is rolled back and tried again next time), so a customer who writes
 meanwhile is never closed under their own turn; a turn that starts after the close sees the closed conversation and
 opens it again. A conversation waiting in a queue (``queued``) past its profile's timeout is
-closed there too (:func:`conversations.desk.escalation_close`), so the desk's queues keep no ghosts.
+closed there too (:func:`conversations.desk.escalations.escalation_close`), so the desk's queues keep no ghosts.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from django.utils import timezone
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile
 from common.text import phrase_found
-from conversations.desk import escalation_close
+from conversations.desk.escalations import escalation_close
 from conversations.models import (
     OPEN,
     Conversation,

@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from common.infra.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
-from conversations.desk import outcome_escalated
+from conversations.desk.escalations import outcome_escalated
 from conversations.gateway import BackendReply
-from conversations.goal_records import goal_rows_create
+from conversations.goals.records import goal_rows_create
 from conversations.models import (
     OPEN,
     BackendCall,

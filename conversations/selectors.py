@@ -13,7 +13,7 @@ from django.db.models.functions import TruncDate
 from agents.models import AgentProfile, ModelCallUsage, ModelPrice
 from common.cursors import ERROR_CURSOR, cursor_decode, cursor_encode, cursor_time, cursor_whole
 from common.errors import DomainError
-from conversations.desk import escalation_public, message_author, queue_position
+from conversations.desk.escalations import escalation_public, message_author, queue_position
 from conversations.models import (
     ESCALATION_OPEN,
     OPEN,

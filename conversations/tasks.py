@@ -26,7 +26,7 @@ from agents.mcp import AttachmentScope, Endpoint, attachments_for, tool_call
 from common.infra import tracing
 from common.infra.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
 from conversations.customer_data import retention_purge_all
-from conversations.desk_webhook import desk_outbox_drain, desk_outbox_sweep
+from conversations.desk.webhook import desk_outbox_drain, desk_outbox_sweep
 from conversations.outcomes import outcomes_close as outcomes_decide
 from conversations.runtime import specialist_run
 from conversations.steps import outcome_as_dict, partial_send, request_from_payload
@@ -143,7 +143,7 @@ def goal_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     ``payload`` holds plain values only — ``server``, ``endpoint`` (its URL), ``timeout`` (seconds), ``tool``,
     ``arguments``, ``schema`` (the tool's arguments schema) and ``attachments`` (whose the call's attachments are,
     :class:`~agents.mcp.AttachmentScope`) — so the worker needs no snapshot: the request
-    (:mod:`conversations.goal_engine`) schedules the plan and reads each step's result. The call's
+    (:mod:`conversations.goals.engine`) schedules the plan and reads each step's result. The call's
     ``mcp.tool_call`` span continues the request's trace (the task's headers).
     """
 
@@ -164,7 +164,7 @@ def outcomes_close() -> int:
 
 @app.task(name="conversations.desk_webhook_deliver", bind=True, ignore_result=True, acks_late=True)
 def desk_webhook_deliver(self: Task, escalation_id: str) -> int:
-    """Post an escalation's due events to its external desk, in order (:mod:`conversations.desk_webhook`); after a
+    """Post an escalation's due events to its external desk, in order (:mod:`conversations.desk.webhook`); after a
     failed post, retried when its pause is over (the attempts are counted with the event, not by Celery)."""
 
     drained = desk_outbox_drain(escalation_id=escalation_id)

@@ -1,7 +1,7 @@
 """What one turn knows: the message as it came in (:class:`TurnInput`), everything one pass through the graph
 reads and produces (:class:`Turn`), and goal mode's part of it (:class:`GoalTurn`).
 
-The graph's nodes (:mod:`conversations.graph`), goal mode's nodes (:mod:`conversations.goal_turn`) and the faces
+The graph's nodes (:mod:`conversations.graph`), goal mode's nodes (:mod:`conversations.goals.turn`) and the faces
 take and fill these; they live here, below all of them, so a helper that takes a turn need not import the pipeline.
 """
 
@@ -19,10 +19,10 @@ from agents.mcp import ToolResult
 from agents.usage import KIND_ANSWER, TurnUsage
 from common.events import Emit
 from common.sizes import json_size, limit_hit
-from conversations.desk import escalation_public
+from conversations.desk.escalations import escalation_public
 from conversations.escalation import EscalationAsk
 from conversations.gateway import BackendReply
-from conversations.goal_engine import PlanRun
+from conversations.goals.engine import PlanRun
 from conversations.guardrails import MaskVault
 from conversations.history import HistoryEntry
 from conversations.knowledge_turn import knowledge_merged
@@ -32,8 +32,8 @@ from conversations.runtime import SpecialistOutcome
 from conversations.supervisor import Partial, PlanResult
 from handoffs.models import HandoffKind
 from handoffs.services import Move
-from routing.goal_decide import PLAN, GoalDecision
-from routing.goals import FAILURE, GOAL_AGENT
+from routing.goals.decide import PLAN, GoalDecision
+from routing.goals.planner import FAILURE, GOAL_AGENT
 from routing.replies import Reply
 from routing.router import SUPERVISOR_ROUTE, RouteDecision
 from routing.snapshot import Snapshot
@@ -68,7 +68,7 @@ class GoalTurn:
         return self.decision.clarification
 
     def limits(self) -> list[dict[str, Any]]:
-        """The plan's and the run's limits that bit (``routing.goals.limit_hit``)."""
+        """The plan's and the run's limits that bit (``routing.goals.planner.limit_hit``)."""
         return [*self.decision.as_dict()["limits"], *(self.run.limits if self.run else ())]
 
     def metadata(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from common.infra import metrics
 from common.sizes import json_bounded, json_size, limit_hit
 from conversations import ordering
 from conversations.delivery import DESK_EVENT, desk_group, push_now
-from conversations.desk import (
+from conversations.desk.escalations import (
     escalation_opened,
     message_public,
     queue_position,

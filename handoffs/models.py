@@ -95,7 +95,7 @@ class Handoff(models.Model):
             models.Index(fields=["created_at"], name="agent_handoffs_time"),
             models.Index(fields=["tenant", "created_at"], name="agent_handoffs_tenant_time"),
             # A rollout plan's cohorts: one profile's moves under one version, in a window.
-            # Covering what a rollout plan's guard counts (releases.rollout_guard): no table row read.
+            # Covering what a rollout plan's guard counts (releases.rollout.guard): no table row read.
             models.Index(
                 fields=["profile", "routing_version", "created_at"],
                 include=["status", "kind", "conversation"],

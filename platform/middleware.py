@@ -54,7 +54,7 @@ from django.utils.deprecation import MiddlewareMixin
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
 from common.config_version import config_version_pinned
-from common.history import HistoryActorMiddleware as SyncHistoryActorMiddleware
+from common.history.registry import HistoryActorMiddleware as SyncHistoryActorMiddleware
 from common.infra.metrics import UNMATCHED, http_request_observe
 from common.infra.outages import database_circuit
 from platform.errors import DatabaseCircuitMiddleware as SyncDatabaseCircuitMiddleware
@@ -262,7 +262,7 @@ ASYNC_TWINS: dict[str, type] = {
     "django.middleware.common.CommonMiddleware": CommonMiddleware,
     "django.middleware.csrf.CsrfViewMiddleware": CsrfViewMiddleware,
     "django.contrib.auth.middleware.AuthenticationMiddleware": AuthenticationMiddleware,
-    "common.history.HistoryActorMiddleware": HistoryActorMiddleware,
+    "common.history.registry.HistoryActorMiddleware": HistoryActorMiddleware,
     "django.contrib.messages.middleware.MessageMiddleware": MessageMiddleware,
     "django.middleware.clickjacking.XFrameOptionsMiddleware": XFrameOptionsMiddleware,
     "whitenoise.middleware.WhiteNoiseMiddleware": WhiteNoiseMiddleware,

@@ -61,7 +61,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "channels",
-    "common.history_apps.RoutingChangesConfig",  # django-auditlog: the routing models' field history; before "common"
+    "common.history.apps.RoutingChangesConfig",  # django-auditlog: the routing models' field history; before "common"
     # The product's apps, lowest layer first (docs/architecture.md): each imports only the ones above it here.
     "common",
     "tenants",
@@ -89,7 +89,7 @@ MIDDLEWARE = [
     "platform.errors.DatabaseUnavailableMiddleware",  # a view that hits a database outage answers 503
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "common.history.HistoryActorMiddleware",  # the admin user becomes the actor of the field history's entries
+    "common.history.registry.HistoryActorMiddleware",  # the admin user becomes the actor of the field history's entries
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -288,7 +288,7 @@ EVENTS_WEBHOOK_TIMEOUT = env.decimal("EVENTS_WEBHOOK_TIMEOUT", 5.0)
 if EVENTS_WEBHOOK_URL and not EVENTS_WEBHOOK_SECRET:
     raise ImproperlyConfigured("EVENTS_WEBHOOK_URL needs EVENTS_WEBHOOK_SECRET: receivers check the signature.")
 
-# External desks (docs/external-desk.md, conversations/desk_webhook.py): each change of an escalation whose profile
+# External desks (docs/external-desk.md, conversations/desk/webhook.py): each change of an escalation whose profile
 # names an external desk is posted to the desk's URL, signed with its secret, off the request path — by a Celery
 # task when there is a broker ("auto" with REDIS_URL), else by a thread of the process — in order per escalation,
 # retried DESK_WEBHOOK_RETRIES times with a pause doubling from DESK_WEBHOOK_RETRY_SECONDS (at most 5 minutes),

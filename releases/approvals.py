@@ -2,7 +2,7 @@
 
 **In stages** (:func:`draft_rollout`): the draft becomes a candidate version (:func:`releases.versions.version_publish`
 with ``release=False``, so the saved routing tests gate it as they gate a publish), a rollout plan is made for it with
-the given settings, and the plan starts (:func:`releases.rollout_commands.plan_start`) — against the version live now.
+the given settings, and the plan starts (:func:`releases.rollout.commands.plan_start`) — against the version live now.
 
 **The two-person rule.** A profile may need a second person (``AgentProfile.release_needs_approval``, switched only
 by users with :data:`~releases.versions.APPROVE_PERMISSION` and superusers: :func:`second_person_switch`; a new
@@ -37,7 +37,7 @@ from agents.models import AgentProfile
 from common.errors import DomainError
 from common.fingerprint import document_fingerprint
 from releases.evals.gate import release_gate
-from releases.rollout_commands import PlanChanged, RolloutStateError, plan_start
+from releases.rollout.commands import PlanChanged, RolloutStateError, plan_start
 from releases.versions import (
     ERROR_APPROVER_SAME,
     UNSET,

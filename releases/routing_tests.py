@@ -1,7 +1,7 @@
 """Saved routing tests: run a profile's expected decisions against its draft or any version.
 
 * :func:`routing_tests_run` decides every case with the compiled profile — :func:`routing.decide.route_decide`
-  with the case's state and active specialist, or :func:`routing.goal_decide.goal_decide` when the profile is in
+  with the case's state and active specialist, or :func:`routing.goals.decide.goal_decide` when the profile is in
   goal mode or the case expects a goal or a status — and never touches the database: the cases and the
   :class:`~routing.specs.ProfileSpec` are read before. It returns a :class:`TestRun`: each case's pass or fail
   with the actual decision, its reason and the expectations that failed; the counts; a confusion matrix of
@@ -45,8 +45,8 @@ from routing.expectations import (
     routing_test_input_limit,
     routing_test_turns_problems,
 )
-from routing.goal_decide import GENERAL, goal_decide
-from routing.goals import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
+from routing.goals.decide import GENERAL, goal_decide
+from routing.goals.planner import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
 from routing.models import RoutingTestCase, RoutingVersion
 from routing.router import RouteDecision
 from routing.selectors import live_version

@@ -21,7 +21,7 @@ version every customer was served before (``RoutingVersion.released_at``: in an 
 undo) — but a revert to one never released, a staged rollout's candidate whose plan did not complete, is a publish
 of something nobody approved for everyone, and is held as one (:func:`release_check`). Storing a candidate
 (``release=False``) publishes nothing: it reaches customers through its rollout plan, whose start is held instead
-(:mod:`releases.rollout_commands`), or through a held revert. :func:`version_release` records a version's first
+(:mod:`releases.rollout.commands`), or through a held revert. :func:`version_release` records a version's first
 release, whoever calls it.
 
 :func:`document_diff` says what changed between two documents in words a business user reads ("keyword

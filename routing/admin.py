@@ -35,8 +35,8 @@ from agents.selectors import profile_translations_missing, specialist_translatio
 from common.adminkit import AdminExtension, ExtensibleAdmin, ReadOnlyAdminMixin, admin_extend
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices
-from common.history import user_id_pseudonym
-from common.history_admin import FieldHistoryAdminMixin
+from common.history.admin import FieldHistoryAdminMixin
+from common.history.registry import user_id_pseudonym
 from common.personal_data import pseudonym_shaped
 from common.translation_forms import missing_warning, translation_boxes, translations_form
 from routing import admin_views
@@ -50,7 +50,7 @@ from routing.forms import (
     StatePolicyAdminForm,
     exclusion_written,
 )
-from routing.goals import GOAL_TRANSLATED
+from routing.goals.planner import GOAL_TRANSLATED
 from routing.models import (
     INTENT_TRANSLATED,
     Capability,
@@ -360,7 +360,7 @@ class StatePolicyAdmin(DraftNoteMixin, FieldHistoryAdminMixin, admin.ModelAdmin)
 
 
 # -- goals and capabilities --------------------------------------------------------
-# Read from the domains' manifests (routing/goal_sync.py) and edited here; a re-sync keeps what was edited. The
+# Read from the domains' manifests (routing/goals/sync.py) and edited here; a re-sync keeps what was edited. The
 # "Routing editors" group may add, change and view them, not delete them (a re-sync would bring them back).
 
 
@@ -572,7 +572,7 @@ USER_ID_SEARCH = "user_overrides__user_id"
 def customer_ids_readable(request: HttpRequest) -> bool:
     """Whether the request's user reads a user override's customer id as written: who may change overrides
     (operators). Everyone else — an editor may view a flag, and holds no right over the tenants' customers — reads
-    and searches it as the histories name it (:func:`common.history.user_id_pseudonym`)."""
+    and searches it as the histories name it (:func:`common.history.registry.user_id_pseudonym`)."""
     codename = get_permission_codename("change", RolloutUserOverride._meta)
     return request.user.has_perm(f"{RolloutUserOverride._meta.app_label}.{codename}")
 

@@ -10,9 +10,9 @@ class RoutingConfig(AppConfig):
         from agents.models import AgentProfile, McpServer
         from agents.signals import mcp_server_synced
         from common.config_version import config_models_watch
-        from common.history import USER_ID_MASK, history_register
+        from common.history.registry import USER_ID_MASK, history_register
         from routing import checks  # noqa: F401  (registers system checks)
-        from routing.goal_sync import on_mcp_server_synced
+        from routing.goals.sync import on_mcp_server_synced
         from routing.models import (
             Capability,
             ConversationTest,

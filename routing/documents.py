@@ -21,7 +21,7 @@ from agents.profile_settings import AS_IS, PROFILE_SETTINGS, ProfileSetting, ser
 from common.translations import translations_cleaned
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
-from routing.goals import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
+from routing.goals.planner import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
 from routing.models import Capability, Goal, Intent, Keyword, StatePolicy, keyword_languages_ordered
 from routing.repairs import repair_words
 from routing.replies import ReplyWords
@@ -468,10 +468,11 @@ def _background(profile: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]]
 
 def goals_examples_index(catalogue: GoalCatalogue, profile: Mapping[str, Any]) -> ExampleIndex | None:
     """The examples tier of the profile's goals: each enabled goal's examples and its enabled capabilities'
-    (:func:`~routing.goals.goal_examples`), labelled by :func:`~routing.goals.goal_label`, with the intents' tier's
-    switch and vectoriser, competing with the profile's "none of these" as the intents do (a message that merely
-    shares a word with a goal's examples is not read as it). ``None`` when the tier is off or no enabled goal has
-    examples. Compiled whatever the routing mode: ``ROUTING_MODE=goal`` and ``/api/debug/plan`` read any profile's
+    (:func:`~routing.goals.planner.goal_examples`), labelled by :func:`~routing.goals.planner.goal_label`, with the
+    intents' tier's switch and vectoriser, competing with the profile's "none of these" as the intents do (a message
+    that merely shares a word with a goal's examples is not read as it). ``None`` when the tier is off or no enabled
+    goal has examples. Compiled whatever the routing mode: ``ROUTING_MODE=goal`` and ``/api/debug/plan`` read any
+    profile's
     goals (memoised, so profiles that serve the same goals share one index)."""
     vectoriser = _examples_vectoriser(profile)
     if vectoriser is None:

@@ -1,6 +1,6 @@
 """What a saved routing test may expect of a decision, and the checks every path that writes one shares (the model,
 the admin's form, the YAML file): the keys, their values, the earlier turns of a short conversation. The saved
-conversation tests (:mod:`routing.conversation_tests`) expect these too, beside what they check of the answer."""
+conversation tests (:mod:`routing.conversation_tests.cases`) expect these too, beside what they check of the answer."""
 
 from __future__ import annotations
 

@@ -31,8 +31,8 @@ from routing.expectations import (
     routing_test_input_limit,
     routing_test_turns_problems,
 )
-from routing.goal_decide import GENERAL, PLAN
-from routing.goals import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
+from routing.goals.decide import GENERAL, PLAN
+from routing.goals.planner import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
 from routing.models import (
     Goal,
     Intent,

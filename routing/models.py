@@ -13,15 +13,15 @@ from django.utils import timezone
 
 from agents.escalation import EscalationSettings, validate_team_name
 from common.fields import OrderedJSONField
-from common.history import user_id_pseudonym
+from common.history.registry import user_id_pseudonym
 from common.language import LANGUAGES
 from common.outbound import validate_outbound_url
 from common.text import normalize
 from common.translations import translations_problems
-from routing.conversation_tests import EXPECT_KEYS as CONVERSATION_TEST_EXPECT_KEYS
-from routing.conversation_tests import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
-from routing.conversation_tests import NAME_MAX_CHARS as CONVERSATION_TEST_NAME_MAX
-from routing.conversation_tests import conversation_test_problems, problem_text
+from routing.conversation_tests.cases import EXPECT_KEYS as CONVERSATION_TEST_EXPECT_KEYS
+from routing.conversation_tests.cases import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
+from routing.conversation_tests.cases import NAME_MAX_CHARS as CONVERSATION_TEST_NAME_MAX
+from routing.conversation_tests.cases import conversation_test_problems, problem_text
 from routing.expectations import (
     ROUTING_TEST_KEYS,
     ROUTING_TEST_MAX_TURNS,
@@ -30,7 +30,7 @@ from routing.expectations import (
     routing_test_turns_problems,
     turns_where,
 )
-from routing.goals import GOAL_TRANSLATED, ManifestError, goal_check
+from routing.goals.planner import GOAL_TRANSLATED, ManifestError, goal_check
 from routing.rollout_plans import DEFAULT_GUARDS, plan_errors
 from routing.rollout_words import stage_words
 
@@ -280,7 +280,7 @@ class StatePolicy(models.Model):
 
 
 # -- goals and capabilities ----------------------------------------------------------
-# Read from the domains' manifests by routing/goal_sync.py, then edited by business users: a re-sync takes a
+# Read from the domains' manifests by routing/goals/sync.py, then edited by business users: a re-sync takes a
 # manifest's change of a field only while the field still holds what the last sync wrote (``synced``).
 
 
@@ -529,7 +529,7 @@ class RolloutFlagChange(models.Model):
     """One change to a flag or one of its overrides: who, when, what, old → new. Written once, never edited.
 
     ``what`` is a field name (``percentage``, ``kill_switch``, ``stickiness``, ``description``), ``created``,
-    ``deleted``, ``user_override:<user_id>`` (the id as :func:`common.history.user_id_pseudonym` shows it) or
+    ``deleted``, ``user_override:<user_id>`` (the id as :func:`common.history.registry.user_id_pseudonym` shows it) or
     ``tenant_override:<tenant slug>``; an absent value reads ``none``.
     """
 
@@ -719,7 +719,7 @@ class RoutingTestCase(models.Model):
 
 class ConversationTest(models.Model):
     """A saved conversation test: turns played in order against a version of the profile, each with what its answer
-    must show — routing, the answer, tools, flow, a judge's score (:mod:`routing.conversation_tests` is the
+    must show — routing, the answer, tools, flow, a judge's score (:mod:`routing.conversation_tests.cases` is the
     contract; :mod:`releases.evals` plays them). ``required``: a failure blocks publishing and rollout stages."""
 
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="conversation_tests")
@@ -763,7 +763,7 @@ class ConversationTest(models.Model):
         return self.name
 
     def data(self) -> dict[str, Any]:
-        """The test in the YAML item's shape (:mod:`routing.conversation_tests`)."""
+        """The test in the YAML item's shape (:mod:`routing.conversation_tests.cases`)."""
         return {
             "name": self.name,
             "required": self.required,
@@ -873,7 +873,7 @@ class ConversationTestResult(models.Model):
 
 # -- progressive delivery --------------------------------------------------------------
 # A rollout plan moves a published routing version of a profile (or the multi_agent flag) to its users in stages,
-# watched by guard metrics against the control cohort; releases.rollout_guard decides, every minute, to
+# watched by guard metrics against the control cohort; releases.rollout.guard decides, every minute, to
 # advance, hold or roll back, and records each decision with the figures that drove it (routing.rollout_plans).
 
 

@@ -6,7 +6,7 @@ started (the *control*) in stages — shares of new conversations, e.g. 5 → 25
 (:func:`plan_errors`) and, from the compiled snapshot, says which version serves a conversation
 (:class:`VersionRollout`), with no query, and whether a started plan is still what it started as
 (:func:`plan_fingerprint`). The decisions (advance, hold, roll back) are the engine's, from the
-stored turns: :mod:`releases.rollout_guard`.
+stored turns: :mod:`releases.rollout.guard`.
 
 **Sticky cohorts.** A conversation gets the candidate when its bucket — Unleash's ``normalized`` hash of the
 conversation key under the group ``rollout-<plan id>`` (:func:`routing.rollout.bucket`), the same as the flags —

@@ -91,7 +91,7 @@ SUPERVISOR_ROUTE = "supervisor_agent"
 async def examples_amatch(index: ExampleIndex | None, text: str) -> ExamplesMatch | None:
     """How ``text`` scores against ``index`` (``None``: no examples tier), the message embedded over HTTP when the
     index uses an embeddings endpoint; an endpoint that fails gives ``None`` (the tier does not decide). The router's
-    intents and the goal-mode profile's goals (:mod:`routing.goal_intent`) are both scored through it."""
+    intents and the goal-mode profile's goals (:mod:`routing.goals.intent`) are both scored through it."""
     if index is None:
         return None
     vectoriser = index.vectoriser

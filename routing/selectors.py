@@ -11,7 +11,7 @@ from agents.models import AgentProfile, RoutingMode
 from common.i18n import DEFAULT_LANGUAGE
 from common.text import normalize
 from common.translation_forms import missing_lines, rows_missing
-from routing.goals import GOAL_TRANSLATED
+from routing.goals.planner import GOAL_TRANSLATED
 from routing.models import (
     INTENT_TRANSLATED,
     Goal,

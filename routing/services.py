@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import transaction
 
-from common.history import user_id_pseudonym
+from common.history.registry import user_id_pseudonym
 from routing.models import (
     Intent,
     RolloutFlag,
@@ -270,8 +270,8 @@ def rollout_user_override_set(
 ) -> list[RolloutFlagChange]:
     """Turn flag ``key`` on (``True``) or off (``False``) for one user whatever the percentage, or remove the
     override (``None``); ``note`` ``None`` keeps the current note. Returns the history row written
-    (``user_override:<user_id>``, the id as :func:`common.history.user_id_pseudonym` shows it), none when nothing
-    changed. Holds the flag's row lock; raises
+    (``user_override:<user_id>``, the id as :func:`common.history.registry.user_id_pseudonym` shows it), none when
+    nothing changed. Holds the flag's row lock; raises
     :class:`RolloutFlagUnknown` or :class:`RolloutError` (an empty or over-long user id).
     """
     if not user_id or len(user_id) > 200:

@@ -21,7 +21,7 @@ from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend
 from common.config_version import config_version, local_generation
 from knowledge.retrieval import knowledge_profiles
 from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
-from routing.goals import GOAL_MODE
+from routing.goals.planner import GOAL_MODE
 from routing.models import (
     ROLLOUT_PLAN_ACTIVE,
     ProfileRelease,
@@ -197,7 +197,7 @@ def _rollouts(
     """The running and paused version plans, their candidates compiled (one query). A plan whose candidate or settings
     are no longer what it started as (``started_as``: what a second person approved) serves no conversation its
     candidate — every one gets the live version, the control — until its next evaluation aborts it
-    (:mod:`releases.rollout_commands`), whatever wrote the change."""
+    (:mod:`releases.rollout.commands`), whatever wrote the change."""
     plans = RolloutPlan.objects.filter(
         status__in=ROLLOUT_PLAN_ACTIVE, target=RolloutPlanTarget.VERSION, candidate__isnull=False
     ).values(

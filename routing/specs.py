@@ -16,7 +16,7 @@ from django.conf import settings
 from agents.escalation import EscalationSettings
 from agents.knowledge_settings import KnowledgeSettings, SpecialistKnowledge
 from common.translations import Translations, translated, translated_only
-from routing.goals import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
+from routing.goals.planner import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.repairs import RepairWords
 from routing.replies import ReplyWords
 from routing.router import CompiledRouter, IntentSpec

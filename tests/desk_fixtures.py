@@ -36,7 +36,7 @@ def waiting_conversation(
 ):
     """A conversation of ``tenant`` whose customer asked about an invoice (billing_agent answered, routed by a keyword)
     and then for a person: its escalation, waiting in ``team``'s queue."""
-    from conversations.desk import escalation_open
+    from conversations.desk.escalations import escalation_open
     from conversations.escalation import EscalationAsk
     from conversations.models import Conversation, EscalationPriority, EscalationReason, Message, RouteDecisionRecord
 

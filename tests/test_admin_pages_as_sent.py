@@ -43,7 +43,7 @@ from conversations.feedback import feedback_give
 from conversations.models import BackendCall, CustomerFact
 from knowledge.models import KnowledgeDocument, KnowledgeSource
 from knowledge.services import document_ingest
-from releases.rollout_commands import plan_command, plan_start
+from releases.rollout.commands import plan_command, plan_start
 from releases.versions import version_publish
 from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's
 from routing.models import (

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from common.i18n import say as say_in
 from common.sizes import json_size
-from conversations.goal_turn import FAILED_PLAN_ANSWER
+from conversations.goals.turn import FAILED_PLAN_ANSWER
 from conversations.models import GoalStepRun, Message, ToolCall
 from tests.hostile_mcp import (
     AGENT_ID,

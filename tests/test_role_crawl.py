@@ -39,7 +39,7 @@ from analytics.rollouts import can_view_rollouts
 from chat.desk.page import desk_may_use
 from conversations.feedback import feedback_give
 from conversations.models import Message, MessageFeedback
-from releases.rollout_guard import plan_start
+from releases.rollout.guard import plan_start
 from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus, RoutingTestCase
 from routing.services import rollout_flag_set, rollout_tenant_override_set

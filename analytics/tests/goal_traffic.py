@@ -1,7 +1,7 @@
 """Goal-mode answers for two tenants, stored through the product's own writer, whose figures the tests work out.
 
 Each answer is a message whose ``metadata["goal"]`` is one of :mod:`conversations.tests.goal_examples`, recorded by
-:func:`conversations.goal_records.goal_rows_create` and then dated (``D1`` is yesterday, UTC).
+:func:`conversations.goals.records.goal_rows_create` and then dated (``D1`` is yesterday, UTC).
 
 ======  =========  =================  =======  =============================================================
 tenant  profile    record             when     what the analytics see
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from conversations.goal_records import goal_rows_create
+from conversations.goals.records import goal_rows_create
 from conversations.models import Conversation, GoalRun, GoalStepRun, Message
 from conversations.tests import goal_examples
 from tenants.models import Tenant

@@ -13,7 +13,7 @@ import httpx
 
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
-from releases.rollout_guard import plan_evaluate, plan_start
+from releases.rollout.guard import plan_evaluate, plan_start
 from releases.versions import version_publish
 from routing.models import Intent, RolloutDecision, RolloutPlan
 from routing.rollout_plans import DEFAULT_GUARDS, RELATIVE_MAX

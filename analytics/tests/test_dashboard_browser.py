@@ -20,7 +20,7 @@ import pytest
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from conversations.goal_records import goal_rows_create
+from conversations.goals.records import goal_rows_create
 from conversations.models import (
     Conversation,
     ConversationOutcome,

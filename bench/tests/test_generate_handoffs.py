@@ -479,7 +479,7 @@ def people_in_the_loop(tenant, user) -> None:
     while in line; a person takes the conversation (the customer's next message gets no answer), replies, notes,
     transfers it to another team, takes it again, replies and hands it back with a note. Another customer asks in
     English and waits in line (the periodic close will take it out). Two answers are rated, up and down."""
-    from conversations.desk import (
+    from conversations.desk.escalations import (
         desk_note,
         desk_reply,
         escalation_hand_back,
@@ -511,8 +511,8 @@ def people_in_the_loop(tenant, user) -> None:
 
 
 def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers, desk_person):
-    """Both build a turn's rows with conversations.records.turn_rows, the desk's with conversations.desk, the
-    outcomes with conversations.outcomes: a row retyped on either side (a column more or less, another metadata key,
+    """Both build a turn's rows with conversations.records.turn_rows, the desk's with conversations.desk.escalations,
+    the outcomes with conversations.outcomes: a row retyped on either side (a column more or less, another metadata key,
     another text for a supervisor part with no answer) fails here. The graph's side is compared as the periodic
     close leaves it, the generator's as it wrote it (its conversations are closed the way the close closes them)."""
     from datetime import timedelta

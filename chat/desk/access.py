@@ -14,8 +14,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from common.errors import DomainError, NotFound
-from conversations.desk import ERROR_ESCALATION_NOT_FOUND, Person, escalation_get, person_of_user
-from conversations.desk_reads import DeskTenant
+from conversations.desk.escalations import ERROR_ESCALATION_NOT_FOUND, Person, escalation_get, person_of_user
+from conversations.desk.reads import DeskTenant
 from conversations.models import Escalation
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight

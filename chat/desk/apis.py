@@ -4,8 +4,8 @@
 conversation, and ``take``, ``messages``, ``notes``, ``transfer`` and ``hand-back`` act on it. Who may: an API key
 made with ``--answer`` (its own tenant's escalations; it names the ``person`` who writes), or a staff session
 holding the *answer as a person* right over the escalation's tenant (it writes as its user; CSRF as every session
-API). Every check is :mod:`chat.desk.access`'s, every write :mod:`conversations.desk`'s, every shape
-:mod:`conversations.desk_contract`'s — the same an external desk's webhook carries.
+API). Every check is :mod:`chat.desk.access`'s, every write :mod:`conversations.desk.escalations`'s, every shape
+:mod:`conversations.desk.contract`'s — the same an external desk's webhook carries.
 """
 
 from __future__ import annotations
@@ -24,18 +24,7 @@ from chat.desk.access import desk_tenant_ids, escalation_for, person_for
 from chat.intake import KnownFieldsSerializer, StrictCharField
 from chat.permissions import IsDeskClient
 from common.errors import DomainError, error_responses
-from conversations.desk import (
-    Person,
-    desk_note,
-    desk_reply,
-    escalation_get,
-    escalation_hand_back,
-    escalation_take,
-    escalation_transfer,
-    message_public,
-    queue_position,
-)
-from conversations.desk_contract import (
+from conversations.desk.contract import (
     DETAIL_MESSAGES,
     LIST_OPEN,
     LIST_STATUSES,
@@ -47,6 +36,17 @@ from conversations.desk_contract import (
     list_cursor,
     positions,
     where_of,
+)
+from conversations.desk.escalations import (
+    Person,
+    desk_note,
+    desk_reply,
+    escalation_get,
+    escalation_hand_back,
+    escalation_take,
+    escalation_transfer,
+    message_public,
+    queue_position,
 )
 from conversations.models import Escalation, EscalationPriority
 from tenants.auth import ApiClient
@@ -62,7 +62,7 @@ ID_PARAMETER = OpenApiParameter(
 )
 
 
-# -- shapes (the schema's; the values come from conversations.desk_contract) -----------------------------------------
+# -- shapes (the schema's; the values come from conversations.desk.contract) -----------------------------------------
 
 PERSON_OUT = inline_serializer(
     "DeskPerson",

@@ -1,6 +1,6 @@
 """The desk at ``/desk/``: staff who may answer as a person take escalated conversations, answer, hand them back.
 
-The page carries what the desk shows when it opens (:func:`conversations.desk_reads.desk_snapshot`: the queues of
+The page carries what the desk shows when it opens (:func:`conversations.desk.reads.desk_snapshot`: the queues of
 the tenants the user answers for, in serving order with each conversation's place, and the conversations the user
 holds) as JSON, and ``chat/static/chat/desk.js`` draws it, then opens the desk socket (``/ws/desk/``,
 :mod:`chat.desk.socket`) with the staff session's cookie: the queues change live, a conversation opens on a click
@@ -22,7 +22,7 @@ from django.shortcuts import render
 
 from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants, escalation_for
 from common.errors import NotFound
-from conversations.desk_reads import desk_snapshot, escalation_detail
+from conversations.desk.reads import desk_snapshot, escalation_detail
 from routing import snapshot
 from tenants.models import TenantRight
 from tenants.selectors import tenant_right_held_anywhere

@@ -9,7 +9,7 @@ opens sockets faster than ``API_RATE_PER_KEY``).
 Out, once it is open:
 
 * ``{"type": "snapshot", "tenants", "queues", "mine", "reasons", "priorities"}`` first
-  (:func:`conversations.desk_reads.desk_snapshot`): the tenants the user answers for, their waiting conversations in
+  (:func:`conversations.desk.reads.desk_snapshot`): the tenants the user answers for, their waiting conversations in
   serving order with their places, the conversations the user holds;
 * then the tenants' desk events as they happen (:mod:`conversations.delivery`), one frame each,
   ``{"type": <kind>, ...}``: ``queued``, ``taken``, ``transferred``, ``returned``, ``closed`` with the escalation's
@@ -22,7 +22,7 @@ In, action frames, each answered once with the ``id`` the client sent (a string 
 ``reply`` and ``note`` with ``text``, ``transfer`` with ``team``, ``priority`` (1–4 or ``urgent``, ``high``,
 ``normal``, ``low``) and ``note`` optional, ``hand_back`` with ``note`` optional. The answer is
 ``{"type": "result", "id", "action", ...}``: ``open`` the conversation's detail
-(:func:`conversations.desk_reads.escalation_detail`), ``reply`` and ``note`` the stored ``message``, the others the
+(:func:`conversations.desk.reads.escalation_detail`), ``reply`` and ``note`` the stored ``message``, the others the
 escalation's new desk row as ``escalation``. A frame that cannot be done is answered
 ``{"type": "error", "id", "error": {"code", "message", "fields"}}``, the fields naming the frame's own (``action``,
 ``escalation``, ``text``, ``team``, ``priority``, ``note``, ``id``): ``not_found`` for an escalation of a tenant the
@@ -30,9 +30,9 @@ user may not answer for (as for an unknown id), ``conflict`` when someone else h
 stays open.
 
 Every frame checks the right again (:func:`chat.desk.access.may_answer`) and calls the services of
-:mod:`conversations.desk` in a thread, one frame at a time (a person's replies reach the customer in the order
-written). A reply costs the right's check and the service's own queries: the tenant of an escalation the socket has
-seen (in its snapshot, an event or an answer) is remembered, so it is not read again.
+:mod:`conversations.desk.escalations` in a thread, one frame at a time (a person's replies reach the customer in the
+order written). A reply costs the right's check and the service's own queries: the tenant of an escalation the socket
+has seen (in its snapshot, an event or an answer) is remembered, so it is not read again.
 
 Every event, before it is forwarded, and every frame check that the person still may see what the socket was opened
 on (:meth:`Desk.refusal`): the user active staff, answering for the same tenants. The rights are read again only when
@@ -75,7 +75,7 @@ from common.config_version import config_version
 from common.errors import DomainError, NotFound, error_body
 from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.delivery import desk_group
-from conversations.desk import (
+from conversations.desk.escalations import (
     ERROR_ESCALATION_NOT_FOUND,
     Person,
     desk_note,
@@ -85,7 +85,7 @@ from conversations.desk import (
     escalation_transfer,
     message_public,
 )
-from conversations.desk_reads import DeskTenant, desk_entry, desk_snapshot, escalation_detail
+from conversations.desk.reads import DeskTenant, desk_entry, desk_snapshot, escalation_detail
 from conversations.escalation import PRIORITY_WORDS
 from conversations.models import Escalation, EscalationPriority
 from tenants.throttles import API_SCOPE, principal_ident, request_throttle
@@ -110,7 +110,8 @@ CLOSE_RIGHTS_CHANGED = 4205  # as HTTP's 205 Reset Content: open again, for a fr
 FRAME_ID_MAX = 100
 # The desk rows' kinds of event (the others, message and note, name the escalation by its id).
 ROW_EVENTS = frozenset({"queued", "taken", "transferred", "returned", "closed"})
-PLATFORM_DESK = "platform"  # a desk row's ``desk`` for the platform's own (conversations.desk.escalation_public)
+# A desk row's ``desk`` for the platform's own (conversations.desk.escalations.escalation_public).
+PLATFORM_DESK = "platform"
 
 
 def _priority(value: Any) -> int | None:
@@ -204,7 +205,8 @@ class Desk:
 
     def act(self, action: str, frame: Mapping[str, Any]) -> dict[str, Any]:
         """Do one action frame (the right checked first): what its answer carries. Raises :class:`DomainError`
-        (:class:`NotFound`, :class:`~conversations.desk.EscalationConflict`), its fields naming the frame's."""
+        (:class:`NotFound`, :class:`~conversations.desk.escalations.EscalationConflict`), its fields naming the
+        frame's."""
         key = _escalation_key(frame.get("escalation"))
         loaded = self._allowed(key)
         if action == "reply":

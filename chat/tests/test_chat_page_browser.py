@@ -297,7 +297,7 @@ HOSTILE = '<img src=x onerror="document.title=1">'
 def test_what_goal_mode_shows_is_text_never_markup(
     base_url, browser_page, staff_user, tenant, finance_profile, scripted_llm, settings
 ):
-    from routing.goal_intent import GoalIntent
+    from routing.goals.intent import GoalIntent
 
     # The model reads the markup as the stock's name; the user did write it, so it is kept.
     arguments = {"domain": "finance", "goal": "GET_QUOTE", "entities": {"symbol_text": HOSTILE}, "confidence": 0.97}

@@ -11,7 +11,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from conversations.customer_data import ERROR_USER_ID
-from conversations.desk import Person, desk_note
+from conversations.desk.escalations import Person, desk_note
 from conversations.models import Conversation, CustomerErasure, Message, ToolCall
 from tenants.models import TenantGrant
 

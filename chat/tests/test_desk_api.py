@@ -21,9 +21,9 @@ from agents.models import ExternalDesk
 from chat.desk.access import ERROR_API_FORBIDDEN, ERROR_PERSON_REQUIRED
 from chat.desk.apis import ERROR_PERSON_SESSION
 from common.config_version import config_version_bump
-from conversations.desk import ERROR_TEXT_EMPTY, Person, desk_note, escalation_take
-from conversations.desk_contract import ERROR_CURSOR
-from conversations.desk_webhook import desk_webhooks_flush
+from conversations.desk.contract import ERROR_CURSOR
+from conversations.desk.escalations import ERROR_TEXT_EMPTY, Person, desk_note, escalation_take
+from conversations.desk.webhook import desk_webhooks_flush
 from conversations.models import Escalation, EscalationStatus, Message, MessageRole
 from handoffs.models import PERSON
 from tenants.models import TenantGrant

@@ -24,7 +24,7 @@ import pytest
 from django.db import connections
 
 from chat.tests.test_websocket import uvicorn_server  # noqa: F401 — the fixture, reused
-from conversations.desk import desk_reply, escalation_hand_back, escalation_take, person_of_user
+from conversations.desk.escalations import desk_reply, escalation_hand_back, escalation_take, person_of_user
 from conversations.models import Conversation, ConversationOutcome, Escalation, EscalationStatus
 from handoffs.models import PERSON, Handoff, HandoffKind
 from tests.browser_fixtures import screenshot_path

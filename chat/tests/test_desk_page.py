@@ -12,8 +12,14 @@ from django.test import Client
 from django.utils.html import escape
 
 from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants
-from conversations.desk import ERROR_ESCALATION_NOT_FOUND, desk_note, desk_reply, escalation_take, person_of_user
-from conversations.desk_reads import desk_mine, desk_queues, desk_snapshot
+from conversations.desk.escalations import (
+    ERROR_ESCALATION_NOT_FOUND,
+    desk_note,
+    desk_reply,
+    escalation_take,
+    person_of_user,
+)
+from conversations.desk.reads import desk_mine, desk_queues, desk_snapshot
 from conversations.escalation import EscalationAsk
 from conversations.models import EscalationPriority
 from tests.desk_fixtures import waiting_conversation

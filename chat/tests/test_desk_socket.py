@@ -16,7 +16,7 @@ from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants
 from chat.desk.socket import ERROR_ESCALATION_REQUIRED, ERROR_PRIORITY, Desk
 from chat.pushes import group_listen
 from chat.tests.test_websocket import session_cookie
-from conversations.desk import ERROR_ESCALATION_NOT_FOUND, ERROR_TEXT_EMPTY, person_of_user
+from conversations.desk.escalations import ERROR_ESCALATION_NOT_FOUND, ERROR_TEXT_EMPTY, person_of_user
 from conversations.models import Conversation, Escalation, EscalationStatus, Message, MessageRole
 from handoffs.models import PERSON, Handoff, HandoffKind
 from platform.asgi import application

@@ -17,7 +17,7 @@ from chat.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHORIZED
 from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants
 from chat.desk.socket import CLOSE_RIGHTS_CHANGED, ERROR_DESK_LOGIN, ERROR_DESK_RIGHTS_CHANGED, Desk
 from chat.tests.test_desk_socket import desk_for, next_of, waiting
-from conversations.desk import person_of_user
+from conversations.desk.escalations import person_of_user
 from tenants.models import TenantGrant
 from tests.streaming import run
 

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
-from conversations.desk import Person, desk_reply, escalation_hand_back, escalation_take
+from conversations.desk.escalations import Person, desk_reply, escalation_hand_back, escalation_take
 from platform.asgi import application
 from tests.streaming import run
 

@@ -1,6 +1,6 @@
 """Field history recorded before every address was masked — a profile's ``llm_base_url`` always, an MCP server's
 endpoint and a remote backend's address and key before theirs were — is masked now, each model's fields with the
-masking it registers (``common.history.history_register``): the entries keep which server it was, not its
+masking it registers (``common.history.registry.history_register``): the entries keep which server it was, not its
 credentials. What is registered now decides, so the migration reads the running registry, not a historical state."""
 
 from auditlog.diff import get_mask_function

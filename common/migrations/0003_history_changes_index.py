@@ -1,6 +1,6 @@
 """A GIN index of the field history's recorded changes (auditlog's ``changes``), on PostgreSQL: an object's History
 page finds the entries of its deleted children (an intent's removed keyword) by what they recorded
-(``changes @> {"intent": ["12"]}``, ``common.history_admin.history_entries``), which without it reads every entry of
+(``changes @> {"intent": ["12"]}``, ``common.history.admin.history_entries``), which without it reads every entry of
 the child's model. Other databases have no such index, nor the lookup it serves: nothing to do there."""
 
 from django.db import migrations

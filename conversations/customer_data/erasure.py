@@ -25,7 +25,7 @@ from django.db.models import Q
 from agents.mcp import attachment_keys, attachments_forget
 from common.personal_data import customer_pseudonym
 from conversations.customer_data.registry import HOLDERS, ROOT, Customer, Erase, Holder, conversations_of
-from conversations.desk import escalation_close
+from conversations.desk.escalations import escalation_close
 from conversations.memory.facts import facts_cache_forget
 from conversations.models import Conversation, CustomerErasure, ToolCall
 

@@ -15,8 +15,14 @@ import pytest
 from agents.escalation import EscalationSettings
 from agents.models import ExternalDesk
 from common.config_version import config_version_bump
-from conversations.desk import Person, desk_reply, escalation_hand_back, escalation_take, escalation_transfer
-from conversations.desk_webhook import desk_webhooks_flush
+from conversations.desk.escalations import (
+    Person,
+    desk_reply,
+    escalation_hand_back,
+    escalation_take,
+    escalation_transfer,
+)
+from conversations.desk.webhook import desk_webhooks_flush
 from conversations.models import Escalation, ExternalDeskEvent
 from tests.webhook_receiver import Receiver
 
@@ -155,7 +161,7 @@ def test_the_platforms_own_desk_escalations_are_not_posted(api, telecom, receive
 def test_a_switched_off_desk_gets_nothing_and_it_is_said_once(api, acme, receiver, in_process, caplog):
     ExternalDesk.objects.filter(pk=acme.pk).update(enabled=False)
 
-    with caplog.at_level(logging.WARNING, logger="conversations.desk_webhook"):
+    with caplog.at_level(logging.WARNING, logger="conversations.desk.webhook"):
         say(api, "quero falar com um atendente", session="off-1")
         say(api, "quero falar com um atendente", session="off-2")
 
@@ -171,14 +177,14 @@ def test_a_failing_desk_is_retried_with_a_growing_pause_then_logged_once_without
     receiver.status = 503
     ExternalDesk.objects.filter(pk=acme.pk).update(url=receiver.url.replace("http://", "http://user:pw-canary@"))
 
-    with caplog.at_level(logging.WARNING, logger="conversations.desk_webhook"):
+    with caplog.at_level(logging.WARNING, logger="conversations.desk.webhook"):
         say(api, "quero falar com um atendente")
         assert desk_webhooks_flush(10)
 
     attempts = [headers["X-Platform-Delivery-Attempt"] for headers, _ in receiver.posts]
     assert attempts == ["1", "2", "3"]  # DESK_WEBHOOK_RETRIES = 2
     assert len({json.loads(body)["id"] for _, body in receiver.posts}) == 1  # the same event each time
-    lines = [record.getMessage() for record in caplog.records if record.name == "conversations.desk_webhook"]
+    lines = [record.getMessage() for record in caplog.records if record.name == "conversations.desk.webhook"]
     assert len(lines) == 1
     assert "gave up on escalation.opened" in lines[0] and "HTTP 503" in lines[0] and "acme_desk" in lines[0]
     assert SECRET not in caplog.text and "pw-canary" not in caplog.text and "127.0.0.1" not in caplog.text
@@ -210,7 +216,7 @@ def test_a_secret_named_by_a_variable_signs_and_an_unset_one_posts_nothing_unsig
     assert signed_by("from-the-environment-0123456789", headers, receiver.posts[0][1])
 
     monkeypatch.delenv("ACME_DESK_SECRET")
-    with caplog.at_level(logging.WARNING, logger="conversations.desk_webhook"):
+    with caplog.at_level(logging.WARNING, logger="conversations.desk.webhook"):
         say(api, "quero falar com um atendente", session="env-2")
         assert desk_webhooks_flush(10)
     assert len(receiver.posts) == 1

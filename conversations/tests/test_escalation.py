@@ -8,7 +8,7 @@ import pytest
 
 from agents.escalation import EscalationSettings
 from common.config_version import config_version_bump
-from conversations.desk import Person, desk_reply, escalation_hand_back, escalation_take
+from conversations.desk.escalations import Person, desk_reply, escalation_hand_back, escalation_take
 from conversations.models import (
     Conversation,
     ConversationOutcome,

@@ -23,7 +23,7 @@ from agents.llm import offline_words
 from agents.mcp import Endpoint, runtime, tools_list
 from bench.otlp_sink import OtlpSink, attributes
 from common.infra import tracing
-from conversations.goal_engine import (
+from conversations.goals.engine import (
     PLAN_END_GRACE_SECONDS,
     SKIPPED,
     STEP_EVENT,
@@ -32,7 +32,7 @@ from conversations.goal_engine import (
     plan_execute,
 )
 from mcp_servers.common import new_server
-from routing.goals import (
+from routing.goals.planner import (
     DAG,
     FAILURE,
     LAST,

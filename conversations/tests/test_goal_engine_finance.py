@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from agents.mcp import Endpoint, tool_call
-from conversations.goal_engine import SKIPPED, STARTED, outputs_combine
+from conversations.goals.engine import SKIPPED, STARTED, outputs_combine
 from conversations.tests.test_goal_engine import execute, snapshot_of, statuses
 from mcp_servers.finance import server as finance
-from routing.goals import (
+from routing.goals.planner import (
     CLARIFICATION,
     DAG,
     FAILURE,

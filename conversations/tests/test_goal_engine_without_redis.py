@@ -31,8 +31,8 @@ import asyncio, json, sys
 import django
 django.setup()
 from agents.mcp import Endpoint, tools_list
-from conversations.goal_engine import plan_execute
-from routing.goals import DAG, LAST, CapabilitySpec, ExecutionPlan, ExecutionStep, GoalCatalogue
+from conversations.goals.engine import plan_execute
+from routing.goals.planner import DAG, LAST, CapabilitySpec, ExecutionPlan, ExecutionStep, GoalCatalogue
 from routing.snapshot import Snapshot
 from routing.specs import ServerSpec, ToolSpec
 

@@ -420,7 +420,7 @@ def test_a_profile_in_goal_mode_is_set_in_the_admin_model(finance):
 def test_with_a_model_the_goal_is_read_by_structured_output_and_the_answer_written_from_the_plans_output(
     api, finance, scripted_llm
 ):
-    from routing.goal_intent import GoalIntent
+    from routing.goals.intent import GoalIntent
 
     scripted_llm.reply_tool_call(
         GoalIntent.__name__,
@@ -443,7 +443,7 @@ def test_with_a_model_the_goal_is_read_by_structured_output_and_the_answer_writt
 def test_the_models_reading_of_the_goal_and_its_written_answer_are_counted_under_goal_and_answer(
     api, finance, scripted_llm
 ):
-    from routing.goal_intent import GoalIntent
+    from routing.goals.intent import GoalIntent
 
     scripted_llm.reply_tool_call(
         GoalIntent.__name__,
@@ -461,7 +461,7 @@ def test_the_models_reading_of_the_goal_and_its_written_answer_are_counted_under
 
 
 def test_a_model_below_the_threshold_makes_the_turn_ask(api, finance, scripted_llm):
-    from routing.goal_intent import GoalIntent
+    from routing.goals.intent import GoalIntent
 
     scripted_llm.reply_tool_call(
         GoalIntent.__name__,
@@ -478,7 +478,7 @@ def test_a_model_below_the_threshold_makes_the_turn_ask(api, finance, scripted_l
 def test_a_failed_judge_never_replaces_the_answer_of_a_plan_that_sent_a_notification_the_review_adds_a_note(
     api, finance, scripted_llm
 ):
-    from routing.goal_intent import GoalIntent
+    from routing.goals.intent import GoalIntent
 
     profile = AgentProfile.objects.get(agent_id=AGENT_ID)
     profile.judges = {**profile.judges, "llm_judge": True}

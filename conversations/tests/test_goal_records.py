@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from conversations.goal_records import goal_rows_create
+from conversations.goals.records import goal_rows_create
 from conversations.models import Conversation, GoalRun, GoalStepRun, Message
 from conversations.tests import goal_examples
 from tests.factories import AgentProfileFactory, ConversationFactory

@@ -11,8 +11,8 @@ import pytest
 from django.core.cache import cache
 
 from conversations.customer_data import customer_erase, customer_export, customer_for
-from conversations.desk import escalation_get
-from conversations.desk_reads import DeskTenant, escalation_detail
+from conversations.desk.escalations import escalation_get
+from conversations.desk.reads import DeskTenant, escalation_detail
 from conversations.memory import summary
 from conversations.memory.facts import facts_of
 from conversations.models import Conversation, CustomerFact

@@ -9,8 +9,8 @@ import pytest
 
 from mcp_servers.finance import server as finance
 from mcp_servers.tests.test_servers import session_to
-from routing.goal_intent import pattern_values
-from routing.goals import (
+from routing.goals.intent import pattern_values
+from routing.goals.planner import (
     DAG,
     IntentOutput,
     ManifestError,

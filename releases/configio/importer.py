@@ -56,7 +56,7 @@ from releases.configio.messages import (
 from releases.configio.parse import Parsed, Patch, parse_source, routing_files_named
 from releases.configio.rights import Touch, rights_check, touches
 from releases.configio.source import Node, Problems, Source, format_path, load
-from routing.goals import ManifestError, goal_check
+from routing.goals.planner import ManifestError, goal_check
 from routing.models import Capability, Goal, Intent, Keyword, StatePolicy
 from routing.services import ERROR_KEYWORD_TAKEN
 
@@ -428,7 +428,7 @@ def _keep_masked(patch: Patch, field: str, stored: str, problems: Problems) -> N
 
 def _check_domains(plan: _Plan, world: _World, problems: Problems, servers: set[str]) -> None:
     """Goals and capabilities: a domain belongs to one MCP server, a capability name to one domain, a
-    capability's tool to its domain's server, and every goal passes :func:`routing.goals.goal_check` (the
+    capability's tool to its domain's server, and every goal passes :func:`routing.goals.planner.goal_check` (the
     admin's and the manifest's rules) against its domain's capabilities, stored and imported."""
     domain_server: dict[str, Node] = {}
     reported: set[tuple[str, Any]] = set()

@@ -62,7 +62,7 @@ from releases.configio.messages import (
     WARNING_ROUTING_PATH_ABSENT,
 )
 from releases.configio.source import Node, Problems, Source
-from routing.goals import GOAL_TRANSLATED
+from routing.goals.planner import GOAL_TRANSLATED
 from routing.models import (
     ERROR_EXCLUSION_EMPTY,
     INTENT_TRANSLATED,

@@ -28,7 +28,7 @@ from releases.configio.messages import (
 Path = tuple[str | int, ...]
 
 MAX_DEPTH = 40
-MAX_TEXT_CHARS = 2 * 1024 * 1024  # as the admin takes an upload (releases.admin_config.MAX_FILE_BYTES)
+MAX_TEXT_CHARS = 2 * 1024 * 1024  # as the admin takes an upload (releases.admin.config.MAX_FILE_BYTES)
 # What a file's aliases may repeat, all its aliases together: a shared list of tools or a prompt written once and
 # named a few times is far within it; a "billion laughs" (342 bytes that repeat 387 million values) is not.
 MAX_ALIAS_VALUES = 10_000

@@ -1,5 +1,5 @@
 """Saved conversation tests, played: the YAML file and the saved rows (``files``). The contract — what a test is and
-what it may expect — is :mod:`routing.conversation_tests`."""
+what it may expect — is :mod:`routing.conversation_tests.cases`."""
 
 from releases.evals.files import (
     ConversationTestsFileError,

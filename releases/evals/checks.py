@@ -1,6 +1,6 @@
 """What one played turn showed (:class:`Observed`), and its expectations checked against it (:func:`turn_checked`).
 
-Each expectation of a turn (:mod:`routing.conversation_tests` lists them) is one check; a check that fails is a
+Each expectation of a turn (:mod:`routing.conversation_tests.cases` lists them) is one check; a check that fails is a
 :class:`Failure` naming the key, what was expected and what came. How each is read:
 
 * routing: ``intent``, ``method``, ``next_state`` are the route decision's; ``agent`` is the specialist that answered;
@@ -34,7 +34,7 @@ from common.language import detect_language
 from common.patterns import pattern_compiled
 from common.text import fold
 from conversations.judges import unquoted
-from routing.conversation_tests import JUDGE_KEY
+from routing.conversation_tests.cases import JUDGE_KEY
 from routing.expectations import ROUTING_TEST_LIST_KEYS
 
 NOTHING = "(none)"

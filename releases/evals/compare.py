@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from releases.evals.run import CaseResult, Played, conversation_tests_run
-from routing.conversation_tests import ConversationCase
+from routing.conversation_tests.cases import ConversationCase
 from routing.specs import ProfileSpec
 from tenants.models import Tenant
 

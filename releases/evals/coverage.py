@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.language import LANGUAGES
-from routing.conversation_tests import ConversationCase
-from routing.goals import goal_label
+from routing.conversation_tests.cases import ConversationCase
+from routing.goals.planner import goal_label
 from routing.repairs import PATTERNS as REPAIR_PATTERNS
 from routing.specs import ProfileSpec
 

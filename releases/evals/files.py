@@ -1,6 +1,7 @@
 """A profile's conversation tests as YAML, and saved: :func:`conversation_tests_parse` reads a file
-(``profile: P`` / ``conversation_tests: [...]``, the shape :mod:`routing.conversation_tests` defines), naming the line
-and field of every problem; :func:`conversation_tests_text` writes one it reads back; :func:`conversation_tests_load`
+(``profile: P`` / ``conversation_tests: [...]``, the shape :mod:`routing.conversation_tests.cases` defines), naming the
+line and field of every problem; :func:`conversation_tests_text` writes one it reads back;
+:func:`conversation_tests_load`
 saves tests as a profile's, :func:`conversation_tests_saved` reads them back."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from common.errors import DomainError
 from releases.configio.exporter import dump
 from releases.configio.source import Node, Problems, Source, load
 from releases.routing_tests import InputLimit, LoadReport, profile_input_limit, tests_save_by_name
-from routing.conversation_tests import ConversationCase, conversation_test_problems
+from routing.conversation_tests.cases import ConversationCase, conversation_test_problems
 from routing.models import ConversationTest
 
 FILE_KEYS = ("profile", "conversation_tests")

@@ -9,7 +9,7 @@ path calls).
 * A failing test that is not required never refuses: it is kept with the version as a warning
   (``test_summary["conversation_tests"]["warnings"]``) and the publish page and command say it.
 * A rollout stage is held while a required test fails against the plan's candidate (:func:`stage_tests_failures`,
-  which :mod:`releases.rollout_guard` asks before it advances a stage).
+  which :mod:`releases.rollout.guard` asks before it advances a stage).
 
 Cost: the suite is played in full at each publish (and at a stage's advance), :data:`releases.evals.run.CONCURRENCY`
 tests at once on PostgreSQL; docs/benchmarks.md has the figures."""

@@ -37,7 +37,7 @@ from conversations.judges import (
     RuleBasedJudge,
 )
 from releases.evals.checks import folded
-from routing.conversation_tests import Judge
+from routing.conversation_tests.cases import Judge
 from routing.specs import ProfileSpec
 
 MODEL, OFFLINE = "model", "offline"

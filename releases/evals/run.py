@@ -42,7 +42,7 @@ from conversations.turn import TurnInput, TurnResult
 from releases.evals.checks import Failure, Observed, turn_checked
 from releases.evals.judging import Verdict, answer_judged
 from routing import snapshot
-from routing.conversation_tests import JUDGE_KEY, CaseTurn, ConversationCase
+from routing.conversation_tests.cases import JUDGE_KEY, CaseTurn, ConversationCase
 from routing.specs import ProfileSpec
 from tenants.models import Tenant
 

@@ -33,7 +33,7 @@ from releases.evals.coverage import Coverage, suite_coverage
 from releases.evals.files import conversation_test_case
 from releases.evals.run import CaseResult, SuiteRun, conversation_tests_run
 from releases.routing_tests import DRAFT, LIVE, routing_tests_spec
-from routing.conversation_tests import ConversationCase
+from routing.conversation_tests.cases import ConversationCase
 from routing.models import (
     ConversationTest,
     ConversationTestResult,

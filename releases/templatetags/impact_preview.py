@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from releases.admin_impact import impact_may_view
+from releases.admin.impact import impact_may_view
 
 register = template.Library()
 

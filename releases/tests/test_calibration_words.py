@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from releases import admin_tests
+from releases.admin import routing_tests as admin_tests
 from releases.calibration import Calibration, Figures, Sample, calibrate, sample_label, sample_origin
 from releases.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
 from routing.models import Intent

@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import CommandError, call_command
 
-from releases.rollout_commands import plan_start
+from releases.rollout.commands import plan_start
 from releases.tests.test_import_lands_in_draft import ROUTING
 from releases.tests.test_release_approval import publish_url
 from releases.tests.test_release_approval_paths import command_url, numbers, revert_url

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from routing.conversation_test_forms import MORE_FIELD, TURN_PREFIX
+from routing.conversation_tests.forms import MORE_FIELD, TURN_PREFIX
 from routing.models import ConversationTest
 from tests.adminkit import add_url, change_url, changelist_url, error_messages, form_data
 

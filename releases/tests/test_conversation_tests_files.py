@@ -17,7 +17,7 @@ from releases.evals import (
     conversation_tests_text,
 )
 from releases.evals.files import MAX_TESTS
-from routing.conversation_tests import CaseTurn, ConversationCase
+from routing.conversation_tests.cases import CaseTurn, ConversationCase
 from routing.models import ConversationTest
 
 # The example, byte for byte.

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from releases.approvals import draft_rollout, publish_request
 from releases.evals import conversation_tests_load, conversation_tests_parse
 from releases.evals.gate import SUMMARY_KEY, ConversationTestsFailed, gate_warnings
-from releases.rollout_guard import TESTS_HOLD, plan_evaluate, plan_start
+from releases.rollout.guard import TESTS_HOLD, plan_evaluate, plan_start
 from releases.routing_tests import PublishForbidden
 from releases.versions import version_publish
 from routing.models import Keyword, ReleaseRequest, RolloutDecisionAction, RolloutPlan, RoutingVersion

@@ -14,7 +14,7 @@ from releases.evals import conversation_tests_parse
 from releases.evals.judging import OFFLINE, answer_judged
 from releases.evals.run import MIN_PASS_RATE, conversation_tests_run
 from releases.routing_tests import DRAFT, routing_tests_spec
-from routing.conversation_tests import Judge
+from routing.conversation_tests.cases import Judge
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
 from releases.approvals import publish_request, release_request_approve
-from releases.rollout_commands import plan_start
+from releases.rollout.commands import plan_start
 from releases.versions import ApprovalRequired, version_publish
 from routing.models import (
     Keyword,

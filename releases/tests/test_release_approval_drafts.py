@@ -18,7 +18,7 @@ from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
 from common.errors import ERROR_UNKNOWN_AGENT
-from releases.admin_versions import NEVER_PUBLISHED_HELD
+from releases.admin.versions import NEVER_PUBLISHED_HELD
 from releases.approvals import SWITCH_NOTE, publish_request, release_request_approve
 from releases.tests.test_release_approval import messages_of, switch_url
 from releases.versions import ERROR_APPROVAL_REQUIRED, ApprovalRequired, version_publish

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from releases.approvals import draft_rollout
-from releases.rollout_commands import ERROR_ADVANCE_SECOND_PERSON, plan_command
+from releases.rollout.commands import ERROR_ADVANCE_SECOND_PERSON, plan_command
 from releases.tests.test_release_approval_paths import QUICK, approved_rollout, command_url, revert_url
 from releases.versions import ERROR_REVERT_NEVER_RELEASED, version_publish
 from routing.models import Keyword, RolloutDecisionAction, RoutingVersion

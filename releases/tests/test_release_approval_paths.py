@@ -22,16 +22,16 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from releases.admin_rollouts import ERROR_STARTED_MEANWHILE, RolloutPlanAdmin
+from releases.admin.rollouts import ERROR_STARTED_MEANWHILE, RolloutPlanAdmin
 from releases.approvals import draft_rollout, publish_request, release_request_approve
-from releases.rollout_commands import (
+from releases.rollout.commands import (
     ERROR_ADVANCE_SECOND_PERSON,
     ERROR_PLAN_CHANGED,
     PlanChanged,
     plan_command,
     plan_start,
 )
-from releases.rollout_guard import plan_evaluate
+from releases.rollout.guard import plan_evaluate
 from releases.tests.test_import_lands_in_draft import ROUTING as DRAFTED
 from releases.tests.test_release_approval import STAGED, messages_of, publish_url
 from releases.versions import (

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
-from releases.rollout_guard import plan_start
+from releases.rollout.guard import plan_start
 from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
 from routing.selectors import live_version

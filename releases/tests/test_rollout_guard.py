@@ -17,7 +17,7 @@ from agents.models import AgentProfile
 from common.config_version import config_version_bump
 from conversations.models import ConversationOutcome, Message, MessageRole
 from conversations.outcomes import outcomes_close
-from releases.rollout_guard import (
+from releases.rollout.guard import (
     CANDIDATE,
     CONTROL,
     CohortWindow,

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from releases.admin_rollouts import RolloutPlanAdmin
-from releases.rollout_commands import plan_command, plan_start
+from releases.admin.rollouts import RolloutPlanAdmin
+from releases.rollout.commands import plan_command, plan_start
 from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus, default_rollout_stages
 from routing.rollout_plans import GUARD_METRICS
@@ -32,7 +32,7 @@ def command_url(plan, command):
 
 
 def guard_rows(**limits: tuple[str, str]) -> dict[str, str]:
-    """The guards table's inputs (releases.rollout_forms.GuardsWidget): per metric its relative and absolute limit, as
+    """The guards table's inputs (releases.rollout.forms.GuardsWidget): per metric its relative and absolute limit, as
     typed (percentages for rates); the metrics not named are left empty (not guarded)."""
     posted = {}
     for index, name in enumerate(GUARD_METRICS):

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from agents.models import AgentProfile
-from releases.rollout_commands import plan_start
+from releases.rollout.commands import plan_start
 from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
 from tests.browser_fixtures import submit_login

@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import AgentProfile
-from releases.rollout_forms import GuardsField, StagesField
-from releases.rollout_guard import guard_verdict
+from releases.rollout.forms import GuardsField, StagesField
+from releases.rollout.guard import guard_verdict
 from releases.tests.test_rollout_guard import every_answer_slower
 from releases.versions import version_publish
 from routing.models import (

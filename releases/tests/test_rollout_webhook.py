@@ -24,7 +24,7 @@ from django.urls import reverse
 
 from agents.models import AgentProfile
 from common.outbound import ERROR_INTERNAL
-from releases.rollout_commands import WEBHOOK_DELIVERED, WEBHOOK_FAILED, plan_command, plan_start
+from releases.rollout.commands import WEBHOOK_DELIVERED, WEBHOOK_FAILED, plan_command, plan_start
 from releases.versions import version_publish
 from routing.models import Intent, Keyword, RolloutDecision, RolloutPlan
 from tests.adminkit import error_messages, form_data

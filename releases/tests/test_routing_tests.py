@@ -133,7 +133,7 @@ def test_a_saved_test_names_an_unknown_expectation(telecom):
 
 
 def test_the_runner_reports_goal_decisions_as_the_engine_records_them():
-    from conversations.goal_turn import GOAL_AGENT
+    from conversations.goals.turn import GOAL_AGENT
     from releases.routing_tests import GOAL_AGENT as REPORTED
 
     assert REPORTED == GOAL_AGENT

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from releases.admin_tests import results_shown, run_summary
+from releases.admin.routing_tests import results_shown, run_summary
 from releases.routing_tests import Case, CaseResult, TestRun
 from releases.versions import version_publish
 from routing.models import Keyword, RoutingTestCase

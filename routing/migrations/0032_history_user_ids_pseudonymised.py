@@ -1,11 +1,11 @@
 """A user override's customer id recorded before the histories pseudonymised it — in the field history (the
 entry's ``user_id`` change and its name, ``<id>: on``) and in the flag's change history (``user_override:<id>``) —
-is rewritten as they record it now (``common.history.user_id_pseudonym``: an e-mail, phone or CPF as its keyed
+is rewritten as they record it now (``common.history.registry.user_id_pseudonym``: an e-mail, phone or CPF as its keyed
 pseudonym, the same for the same id). What is recorded now decides, so the migration calls the running function."""
 
 from django.db import migrations
 
-from common.history import user_id_pseudonym
+from common.history.registry import user_id_pseudonym
 
 BATCH = 500
 PREFIX = "user_override:"

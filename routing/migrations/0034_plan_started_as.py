@@ -6,7 +6,7 @@ import json
 
 from django.db import migrations, models
 
-# The fingerprint releases.rollout_commands.plan_fingerprint takes, as it was when this migration was written.
+# The fingerprint releases.rollout.commands.plan_fingerprint takes, as it was when this migration was written.
 PLAN_SETTINGS = ("stages", "hold_minutes", "min_conversations", "guards", "max_errors", "alpha")
 
 

@@ -1,5 +1,5 @@
 """A user override's customer id that migration 0032 kept as written — an id without personal data in it (``cust-42``,
-a number, a UUID) — is rewritten as the histories record every id now (``common.history.user_id_pseudonym``:
+a number, a UUID) — is rewritten as the histories record every id now (``common.history.registry.user_id_pseudonym``:
 ``user:<hex>``, the same for the same id): the field history's ``user_id`` change and entry name, and the flag's change
 history (``user_override:<id>``). A value that already reads as a pseudonym (``email:3f9a…``, which 0032 wrote) is
 kept, so no id is hashed twice."""
@@ -8,7 +8,7 @@ import importlib
 
 from django.db import migrations
 
-from common.history import user_id_pseudonym
+from common.history.registry import user_id_pseudonym
 from common.personal_data import pseudonym_shaped
 
 first = importlib.import_module("routing.migrations.0032_history_user_ids_pseudonymised")

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 import common.outbound
 
-# releases/rollout_commands.py's words, as they are when this runs.
+# releases/rollout/commands.py's words, as they are when this runs.
 DELIVERED = "delivered"
 FAILED = "not delivered: the receiver did not take it (the server's log says why)"
 

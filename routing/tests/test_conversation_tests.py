@@ -8,7 +8,7 @@ import copy
 import pytest
 from django.core.exceptions import ValidationError
 
-from routing.conversation_tests import (
+from routing.conversation_tests.cases import (
     EXPECT_KEYS,
     JUDGE_MAX_RUNS,
     MAX_TURNS,

@@ -16,7 +16,7 @@ from django.db import connection
 from django.urls import reverse
 
 from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
-from common.history_admin import history_entries
+from common.history.admin import history_entries
 from routing.models import (
     Capability,
     Goal,

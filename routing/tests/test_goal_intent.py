@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mcp_servers.finance.server import MANIFEST
-from routing.goal_intent import (
+from routing.goals.intent import (
     CONFIDENT,
     FOLLOW_UP,
     INCOMPLETE,
@@ -21,7 +21,7 @@ from routing.goal_intent import (
     missing_required,
     pattern_values,
 )
-from routing.goals import (
+from routing.goals.planner import (
     DEFAULT_CONFIDENCE_THRESHOLD,
     GENERAL_DOMAIN,
     GoalCatalogue,
@@ -290,7 +290,7 @@ def test_the_question_names_what_is_missing_by_its_label_in_the_customers_langua
 
 
 def test_the_gate_asks_in_the_customers_language_and_a_reply_too_short_to_tell_keeps_it():
-    from routing.goal_decide import CLARIFICATION, PLAN, goal_decide
+    from routing.goals.decide import CLARIFICATION, PLAN, goal_decide
 
     def decide(text: str, goal_state=None):
         return asyncio.run(goal_decide(profile=profile_serving(FINANCE), text=text, goal_state=goal_state))

@@ -13,9 +13,9 @@ import pytest
 from routing.background import corpus
 from routing.documents import goals_examples_index
 from routing.examples import OFFLINE_SCORE
-from routing.goal_decide import CLARIFICATION, GENERAL, LOW_CONFIDENCE, MISSING_ENTITY, PLAN, goal_decide
-from routing.goal_intent import CONFIDENT, FOLLOW_UP, INCOMPLETE, intent_read
-from routing.goals import GENERAL_DOMAIN, GoalCatalogue, IntentOutput
+from routing.goals.decide import CLARIFICATION, GENERAL, LOW_CONFIDENCE, MISSING_ENTITY, PLAN, goal_decide
+from routing.goals.intent import CONFIDENT, FOLLOW_UP, INCOMPLETE, intent_read
+from routing.goals.planner import GENERAL_DOMAIN, GoalCatalogue, IntentOutput
 from routing.router import CompiledRouter
 from routing.specs import ProfileSpec
 from routing.tests.test_goal_intent import FINANCE, catalogue_of, profile_serving

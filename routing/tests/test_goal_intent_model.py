@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 from agents.llm import reset_clients
-from routing.goal_intent import CONFIDENT, INCOMPLETE, GoalIntent, intent_read
-from routing.goals import GENERAL_DOMAIN, IntentOutput
+from routing.goals.intent import CONFIDENT, INCOMPLETE, GoalIntent, intent_read
+from routing.goals.planner import GENERAL_DOMAIN, IntentOutput
 from routing.tests.test_goal_intent import FINANCE, profile_serving
 
 

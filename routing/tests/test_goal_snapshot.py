@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import McpTool, RoutingMode
 from routing import snapshot
-from routing.goals import IntentOutput, goal_resolve, plan_build
+from routing.goals.planner import IntentOutput, goal_resolve, plan_build
 from routing.models import Capability, Goal
 from tests.factories import AgentProfileFactory, McpServerFactory, SpecialistFactory
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from routing.goals import (
+from routing.goals.planner import (
     DAG,
     LAST,
     PARALLEL,

@@ -32,8 +32,8 @@ from django.db import transaction
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.management.commands.import_config import USER_HELP, acting_user
-from releases.rollout_commands import FLAG_PERMISSION, PLAN_ADD_PERMISSION, PLAN_CHANGE_PERMISSION
-from releases.rollout_guard import RolloutStateError, plan_command, plan_start, plans_evaluate
+from releases.rollout.commands import FLAG_PERMISSION, PLAN_ADD_PERMISSION, PLAN_CHANGE_PERMISSION
+from releases.rollout.guard import RolloutStateError, plan_command, plan_start, plans_evaluate
 from releases.versions import permission_check
 from routing.models import RolloutPlan, RolloutPlanTarget, RoutingVersion
 from routing.rollout_plans import PLAN_VIEW_PERMISSION

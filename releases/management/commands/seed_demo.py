@@ -56,7 +56,7 @@ from releases.evals.files import ConversationTestsFileError, conversation_tests_
 from releases.management.commands.import_config import read_sources, write_report
 from releases.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from releases.versions import NothingToPublish, version_publish
-from routing.conversation_tests import ConversationCase
+from routing.conversation_tests.cases import ConversationCase
 from routing.models import Capability, Goal, PublishedFrom
 from routing.selectors import live_version, rollout_flag_get
 from routing.services import rollout_flag_untouched_set

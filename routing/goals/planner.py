@@ -37,7 +37,7 @@ from common import sizes
 from common.patterns import pattern_problem
 from common.text import normalize
 from common.translations import Translations, translations_cleaned, translations_problems
-from routing.goal_words import sentence_problem
+from routing.goals.words import sentence_problem
 
 if TYPE_CHECKING:
     from routing.examples import ExampleIndex
@@ -47,7 +47,7 @@ SUCCESS, FAILURE, CLARIFICATION = "success", "failure", "clarification"  # Domai
 GOAL_TRANSLATED = ("description",)  # the texts of a goal that have a value per language (common.translations)
 GENERAL_DOMAIN = "general"  # small talk and what no goal covers: exempt from the confidence gate
 GOAL_MODE = "goal"  # the routing mode of a profile that serves goals (agents.models.RoutingMode.GOAL)
-# What the engine records for a goal decision (conversations.goal_turn's GOAL_AGENT and method): a layer below it,
+# What the engine records for a goal decision (conversations.goals.turn's GOAL_AGENT and method): a layer below it,
 # the saved routing tests' runner (releases.routing_tests) and the test form report the same values.
 GOAL_AGENT, GOAL_METHOD = "goal_planner", "goal"
 DEFAULT_CONFIDENCE_THRESHOLD = 0.94
@@ -412,7 +412,7 @@ def pre_entries(capability: CapabilitySpec) -> list[dict[str, Any]]:
     ``query``): the search result's ``candidates`` list (default ``matches``) gives the value (the candidate's
     ``value`` field, default ``param``) and the ``label`` fields shown when several match (default ``name``). Its
     ``question`` (several match) and ``not_found`` (none) are sentences: one string, or one per language
-    (:func:`routing.goal_words.in_language`).
+    (:func:`routing.goals.words.in_language`).
     """
     entries = []
     for index, entry in enumerate((capability.metadata.get("flow") or {}).get("pre") or ()):

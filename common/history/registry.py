@@ -1,7 +1,7 @@
 """Field-level history of the configuration (django-auditlog): each save of a registered model records the fields
 it changed as ``{field: [old, new]}``, who (the admin user; nobody — "system" — for imports and commands) and when,
 in auditlog's one table. Each app registers its own models in its ``AppConfig.ready`` with :func:`history_register`;
-the admin's side (the "History" page, the read-only "Routing changes" list) is in :mod:`common.history_admin`.
+the admin's side (the "History" page, the read-only "Routing changes" list) is in :mod:`common.history.admin`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from common.personal_data import customer_pseudonym
 # Bookkeeping, not decisions: ``updated_at`` alone would make every save an entry; ``synced``/``synced_at`` are what
 # the last manifest sync wrote (its own changes to the decided fields are recorded).
 BOOKKEEPING_FIELDS = ("created_at", "updated_at", "synced", "synced_at")
-MASK_CALLABLE = "common.history.secret_or_endpoint_mask"  # the default for masked fields
-USER_ID_MASK = "common.history.user_id_pseudonym"  # for a field that holds an end user's id
+MASK_CALLABLE = "common.history.registry.secret_or_endpoint_mask"  # the default for masked fields
+USER_ID_MASK = "common.history.registry.user_id_pseudonym"  # for a field that holds an end user's id
 
 
 def history_register(

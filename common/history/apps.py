@@ -1,5 +1,5 @@
 """django-auditlog's app under the name the admin index shows it by: its list of entries is the routing models'
-field history (``common.history``), read-only."""
+field history (``common.history.registry``), read-only."""
 
 from auditlog.apps import AuditlogConfig
 

@@ -1,10 +1,10 @@
 """Saved conversation tests in the admin: routing editors write a profile's tests as forms — the test's fields, then
-each turn a row of what the customer says and what the answer must show (:mod:`routing.conversation_test_forms`).
+each turn a row of what the customer says and what the answer must show (:mod:`routing.conversation_tests.forms`).
 The list is per profile (the profile's page links it, filtered): each test's name, whether it is required and
 enabled, its turns and its language. A test made from a real conversation opens its add page filled in
-(:mod:`routing.conversation_test_drafts`). Filtered to one profile, the list says what of the profile's draft the
+(:mod:`routing.conversation_tests.drafts`). Filtered to one profile, the list says what of the profile's draft the
 tests cover — from what they expect and what their last finished run showed (:mod:`releases.evals.coverage`) — and
-"Run tests" starts a run (:mod:`releases.admin_conversation_test_runs`)."""
+"Run tests" starts a run (:mod:`releases.admin.conversation_test_runs`)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
 from agents.models import AgentProfile
-from common.history_admin import FieldHistoryAdminMixin
+from common.history.admin import FieldHistoryAdminMixin
 from common.text import whole_number
-from releases.admin_conversation_test_runs import conversation_test_run_view
+from releases.admin.conversation_test_runs import conversation_test_run_view
 from releases.evals.coverage import suite_coverage
 from releases.evals.files import conversation_tests_saved
 from releases.routing_tests import DRAFT, routing_tests_spec
-from routing.conversation_test_drafts import conversation_test_draft_initial
-from routing.conversation_test_forms import ConversationTestForm
+from routing.conversation_tests.drafts import conversation_test_draft_initial
+from routing.conversation_tests.forms import ConversationTestForm
 from routing.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 
 TEST_FIELDS = ("profile", "name", "required", "enabled", "language", "source_message_id")

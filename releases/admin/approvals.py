@@ -7,7 +7,7 @@ and each one's review page: what it would change for customers, in words, the sa
 and — for a rollout — the plan's stages and guards. Someone with ``routing.approve_release`` who did not ask for it
 approves it (then it is published, or the plan starts) or declines it with a note; the requester may withdraw it.
 A request whose draft, live version or plan changed since it was asked for is out of date: the page says so and
-approving it is refused. The profile's page shows its pending requests too (:mod:`releases.admin_versions`).
+approving it is refused. The profile's page shows its pending requests too (:mod:`releases.admin.versions`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from django.utils.html import format_html
 
 from common.adminkit import ReadOnlyAdminMixin
 from common.errors import DomainError
-from releases.admin_versions import changes_html, draft_document, version_line
+from releases.admin.versions import changes_html, draft_document, version_line
 from releases.approvals import (
     release_request_approve,
     release_request_decline,

@@ -1,7 +1,7 @@
 """The field-level history in the admin: :class:`FieldHistoryAdminMixin` makes an object's "History" page show
 what auditlog recorded of it and of the rows its inlines edit (an intent's keywords, a specialist's prompts), and
 :class:`RoutingChangeAdmin` is the "Routing changes" list of every entry, which nobody may add, change or delete.
-Both say what changed in words (:mod:`common.history_words`).
+Both say what changed in words (:mod:`common.history.words`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from django.utils.text import capfirst
 from django.utils.timezone import localtime
 
 from common.adminkit import RelatedLinksMixin
-from common.history_words import changes_html, changes_summary
+from common.history.words import changes_html, changes_summary
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import BaseModelAdmin, ModelAdmin

@@ -1,12 +1,12 @@
 """Rollout plans in the admin: create a plan, start, pause, resume, advance or abort it, and read what happened to it
 in words.
 
-The models are routing's (configuration); the commands (:mod:`releases.rollout_commands`) and the decisions'
-figures (:mod:`releases.rollout_guard`, which reads the stored turns) are the release lifecycle's, as is this admin.
+The models are routing's (configuration); the commands (:mod:`releases.rollout.commands`) and the decisions'
+figures (:mod:`releases.rollout.guard`, which reads the stored turns) are the release lifecycle's, as is this admin.
 Registered by ``releases/admin.py``.
 
 * **Forms, not JSON.** The stages are a list of percentages ("10, 50, 100") and the guards a table with a row per
-  metric (relative and absolute limit): :mod:`releases.rollout_forms`, as on the profile's publish page. The candidate
+  metric (relative and absolute limit): :mod:`releases.rollout.forms`, as on the profile's publish page. The candidate
   is a version not live yet — made on the publish page ("Roll out in stages"), or here from the profile's draft
   ("Make the candidate from the draft", which the saved routing tests gate as a publish).
 * **Words.** Stages are counted from 1 everywhere ("stage 2 of 3 (50 %)"), the plan's history is a list of
@@ -15,7 +15,7 @@ Registered by ``releases/admin.py``.
 * **Confirmations.** Start, Advance now and Abort open a page that says what will happen ("10 % of new
   conversations will get version 5"); Pause and Resume act at once. A plan of a profile that needs a second person is
   not started by its editor: Start asks for approval (:func:`releases.approvals.rollout_request`); Advance now is
-  offered only to who may advance it (:func:`releases.rollout_commands.advance_check`), and its page says why to
+  offered only to who may advance it (:func:`releases.rollout.commands.advance_check`), and its page says why to
   anyone else, with no button.
 
 A plan can be edited while it is ready; once started, only its webhook and name (what it rolls out, and how, are
@@ -46,9 +46,9 @@ from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin, ReadO
 from common.errors import DomainError
 from common.forms import label_choices
 from releases.approvals import release_requests_pending, rollout_request
-from releases.rollout_commands import FLAG_PERMISSION, RolloutStateError, advance_check, plan_command, plan_start
-from releases.rollout_forms import GuardsField, StagesField
-from releases.rollout_guard import CANDIDATE, CONTROL
+from releases.rollout.commands import FLAG_PERMISSION, RolloutStateError, advance_check, plan_command, plan_start
+from releases.rollout.forms import GuardsField, StagesField
+from releases.rollout.guard import CANDIDATE, CONTROL
 from releases.versions import ApprovalRequired, needs_second_person, version_publish
 from routing.models import (
     ProfileRelease,
@@ -364,7 +364,7 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
     @staticmethod
     def _refusal(plan: RolloutPlan, command: str, user: Any) -> str:
         """Why ``user`` may not give ``command`` to ``plan`` whatever they confirm — an advance by hand held for a
-        second person (:func:`releases.rollout_commands.advance_check`) — said before the click; "" when they may."""
+        second person (:func:`releases.rollout.commands.advance_check`) — said before the click; "" when they may."""
         if command != RolloutDecisionAction.ADVANCE:
             return ""
         try:

@@ -46,8 +46,7 @@ from agents.usage import KIND_GOAL, usage_record
 from common.patterns import pattern_compiled, pattern_problem
 from common.text import fold, normalize, phrase_found
 from routing.examples import ExamplesMatch
-from routing.goal_words import DEFAULT_LANGUAGE, in_language, said, words
-from routing.goals import (
+from routing.goals.planner import (
     GENERAL_DOMAIN,
     GoalCatalogue,
     GoalSpec,
@@ -56,6 +55,7 @@ from routing.goals import (
     goal_examples,
     goal_label,
 )
+from routing.goals.words import DEFAULT_LANGUAGE, in_language, said, words
 from routing.router import examples_amatch
 from routing.specs import ProfileSpec
 

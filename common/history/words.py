@@ -9,8 +9,8 @@ auditlog shows each side as stored: a JSON field (a calibration saved to a profi
   (``Guardrails › max input chars``); when both are lists of words or messages, what was removed and added;
 * a foreign key is the object's name (or ``#12, since deleted``), a choice its label, a switch ``yes``/``no``, a
   time the local time, an absent side ``—``;
-* a masked field (an address with credentials, a key: ``common.history.history_register``) is shown exactly as it
-  was stored — masked — and never read as JSON or looked up.
+* a masked field (an address with credentials, a key: ``common.history.registry.history_register``) is shown exactly as
+  it was stored — masked — and never read as JSON or looked up.
 """
 
 from __future__ import annotations

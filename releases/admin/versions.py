@@ -6,12 +6,12 @@ a second person, and offers "Publish draft": one review page with two choices �
 
 * **publish to everyone now** (:func:`releases.versions.version_publish`), or
 * **roll out in stages**: a plan form with the defaults filled in (stages, hold, minimum conversations, guards —
-  :class:`releases.rollout_forms.PlanSettingsForm`); the candidate version is made from the draft, the plan is made
+  :class:`releases.rollout.forms.PlanSettingsForm`); the candidate version is made from the draft, the plan is made
   and started (:func:`releases.approvals.draft_rollout`), and the editor lands on the plan's live view.
 
 Failing saved routing tests refuse both alike. When the profile needs a second person
 (``AgentProfile.release_needs_approval``) either choice becomes a request that another person with
-``routing.approve_release`` approves (:mod:`releases.admin_approvals`); only such a person (or a superuser) switches the
+``routing.approve_release`` approves (:mod:`releases.admin.approvals`); only such a person (or a superuser) switches the
 setting, with the button on the profile's page.
 
 The version history lists every published version, compares any two (or one with the live version or the draft)
@@ -53,8 +53,8 @@ from releases.approvals import draft_rollout, publish_request, release_requests_
 from releases.evals import conversation_tests_saved
 from releases.evals.compare import conversation_tests_compare
 from releases.evals.gate import SUMMARY_KEY, gate_warnings
-from releases.rollout_commands import PLAN_ADD_PERMISSION
-from releases.rollout_forms import PlanSettingsForm
+from releases.rollout.commands import PLAN_ADD_PERMISSION
+from releases.rollout.forms import PlanSettingsForm
 from releases.routing_tests import routing_tests_spec
 from releases.versions import (
     Change,
@@ -312,7 +312,7 @@ class ProfileReleases(AdminExtension):
             return "—"
         state = profile_state(obj)
         history = reverse("admin:routing_routingversion_changelist") + f"?profile__id__exact={obj.pk}"
-        changes = reverse("admin:auditlog_logentry_changelist")  # every edit, field by field (common.history_admin)
+        changes = reverse("admin:auditlog_logentry_changelist")  # every edit, field by field (common.history.admin)
         return format_html(
             '<p id="version-summary">{}</p>{}'
             '<p><a href="{}">Version history</a> · <a href="{}">Routing changes</a></p>',

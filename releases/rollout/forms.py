@@ -1,7 +1,7 @@
 """A rollout plan's settings as a form, not JSON: the stages as a list of percentages, the guards as a table of rows.
 
 Used by the profile's publish page ("Roll out in stages") and by the rollout plan's own admin page
-(:mod:`releases.admin_rollouts`), so both say and check the same:
+(:mod:`releases.admin.rollouts`), so both say and check the same:
 
 * :class:`StagesField` — "10, 50, 100": percentages separated by commas, spaces or one a line, a "%" allowed; whole
   numbers from 1 to 100, rising, ending at 100 (:func:`routing.rollout_plans.stages_errors`); every error names the

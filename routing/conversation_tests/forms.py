@@ -2,11 +2,11 @@
 turn a row of a formset (:class:`TurnForm`) — the customer's text, the turn's own channel and context, and what its
 answer must show as fields a business user fills: phrases it must and must not contain, its language, the specialist
 and intent the message is routed to, the tools called, a judge's rubric and lowest score. The other ``expect`` keys
-(:data:`routing.conversation_tests.EXPECT_KEYS`) sit in one JSON box per turn.
+(:data:`routing.conversation_tests.cases.EXPECT_KEYS`) sit in one JSON box per turn.
 
-Every problem the contract finds (:func:`routing.conversation_tests.conversation_test_problems`) is put on the field
-it is about — a turn's on that turn's field, a key of the box on the box, naming the key — so the admin refuses what
-a YAML file refuses, where the user looks. A specialist or intent must be one the profile's draft offers
+Every problem the contract finds (:func:`routing.conversation_tests.cases.conversation_test_problems`) is put on the
+field it is about — a turn's on that turn's field, a key of the box on the box, naming the key — so the admin refuses
+what a YAML file refuses, where the user looks. A specialist or intent must be one the profile's draft offers
 (:func:`routing.forms.expect_choices`) or one the test already held.
 """
 
@@ -25,7 +25,7 @@ from common.forms import LinesField, PhrasesField
 from common.language import LANGUAGES
 from common.parsers import JsonTooDeep, NulCharacter, json_loads_limited
 from common.text import whole_number
-from routing.conversation_tests import (
+from routing.conversation_tests.cases import (
     CHANNEL_MAX_CHARS,
     EXPECT_KEYS,
     JUDGE_KEY,
@@ -206,7 +206,7 @@ class TurnForm(forms.Form):
         return cleaned
 
     def turn(self) -> dict[str, Any]:
-        """The turn in the YAML item's shape (:data:`routing.conversation_tests.TURN_KEYS`)."""
+        """The turn in the YAML item's shape (:data:`routing.conversation_tests.cases.TURN_KEYS`)."""
         cleaned = self.cleaned_data
         out: dict[str, Any] = {"user": cleaned.get("user") or ""}
         for key in ("channel", "context", "tool_answers"):

@@ -1,7 +1,7 @@
 """Goal plans run: a plan's steps as a DAG over real MCP calls, then one answer.
 
-* :func:`plan_execute` — checks the plan (a :class:`~routing.goals.PlanError` is a failure before any call), then
-  starts each step as soon as the steps it depends on are done, at most ``plan.max_concurrency`` at once. A step's
+* :func:`plan_execute` — checks the plan (a :class:`~routing.goals.planner.PlanError` is a failure before any call),
+  then starts each step as soon as the steps it depends on are done, at most ``plan.max_concurrency`` at once. A step's
   params are resolved from earlier outputs (``${1.explanation}``, ``${primary.result.price}``); its capability's
   tool is called on the tool's server under the capability's ``timeout_seconds`` (else the server's timeout). A
   failed required step ends the plan with what completed (steps not yet started are skipped); a failed optional
@@ -15,12 +15,12 @@
   quoted.
 
 Whatever a manifest or a server says, the platform bounds the run (each limit that bites is on ``PlanRun.limits``,
-as :func:`routing.goals.limit_hit` writes it): at most ``GOAL_PLAN_MAX_CONCURRENCY`` steps of a plan at once and
+as :func:`routing.goals.planner.limit_hit` writes it): at most ``GOAL_PLAN_MAX_CONCURRENCY`` steps of a plan at once and
 ``GOAL_PROCESS_MAX_CONCURRENCY`` in the process (:data:`process_slots`); a step's time is at most its server's
 timeout (a manifest's ``timeout_seconds`` may only shorten it); a plan's at most ``GOAL_PLAN_TIMEOUT_SECONDS``
 (the steps then running end as timeouts, the rest are skipped).
 
-The run speaks the customer's language (``language``: :mod:`routing.goal_words`): the platform's sentences of a
+The run speaks the customer's language (``language``: :mod:`routing.goals.words`): the platform's sentences of a
 failure, a step not run or a question, the manifest's where it gives them by language, and a capability's
 ``language_param`` (the tool's own words). A search that finds nothing — or answers its query with an error — is
 the manifest's ``not_found`` sentence, which ends no plan: the other entities of the message are still served, and
@@ -69,8 +69,7 @@ from conversations.fanout import (
     results_collect,
 )
 from conversations.tasks import goal_step
-from routing.goal_words import DEFAULT_LANGUAGE, in_language, said, turn_language, words
-from routing.goals import (
+from routing.goals.planner import (
     CLARIFICATION,
     FAILURE,
     LAST,
@@ -90,6 +89,7 @@ from routing.goals import (
     plan_check,
     refs_resolve,
 )
+from routing.goals.words import DEFAULT_LANGUAGE, in_language, said, turn_language, words
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec
 
@@ -743,7 +743,7 @@ async def answer_write(
     profile: ProfileSpec, question: str, combined: Mapping[str, Any], language: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     """The answer to ``question`` from ``combined`` (:func:`outputs_combine`) and how it was written, in the
-    customer's ``language`` (default: the question's, :func:`routing.goal_words.turn_language`).
+    customer's ``language`` (default: the question's, :func:`routing.goals.words.turn_language`).
 
     With a model configured, the profile's model writes it from the results handed over as tool data
     (:func:`agents.llm.tool_data`; ``{"method": "llm"}``), told which language to write in; offline, it is the

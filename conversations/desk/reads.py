@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conversations.desk import DESK_ROLES, desk_row, escalation_teams, message_public, queue_position
+from conversations.desk.escalations import DESK_ROLES, desk_row, escalation_teams, message_public, queue_position
 from conversations.memory.facts import facts_of
 from conversations.models import (
     Escalation,
@@ -30,7 +30,8 @@ MINE_ROWS_MAX = 200
 HISTORY_MAX = 200  # the conversation's last messages shown
 DECISIONS_MAX = 200
 
-# What a row needs (conversations.desk.desk_row): the escalation's columns, the conversation's key, the profile's id.
+# What a row needs (conversations.desk.escalations.desk_row): the escalation's columns, the conversation's key, the
+# profile's id.
 ROW_FIELDS = (
     "id",
     "status",
@@ -73,8 +74,8 @@ def _platform_rows(tenant_ids: Collection[int]) -> Any:
 def desk_entry(
     escalation: Escalation, *, tenants: Mapping[int, DeskTenant], position: int | None = None
 ) -> dict[str, Any]:
-    """The escalation's desk row (:func:`conversations.desk.desk_row`) with its tenant's ``slug`` (blank for a tenant
-    not among ``tenants``); its conversation and profile loaded."""
+    """The escalation's desk row (:func:`conversations.desk.escalations.desk_row`) with its tenant's ``slug`` (blank for
+    a tenant not among ``tenants``); its conversation and profile loaded."""
     row = desk_row(escalation, escalation.conversation.conversation_key, position)
     row["tenant"] = tenants[escalation.tenant_id].slug if escalation.tenant_id in tenants else ""
     return row
@@ -84,8 +85,8 @@ def desk_queues(
     *, tenants: Mapping[int, DeskTenant], team: str = "", limit: int = QUEUE_ROWS_MAX
 ) -> list[dict[str, Any]]:
     """The conversations waiting in the queues of ``tenants`` (of ``team`` only, when given), first served first:
-    higher priority, then first queued. Each is a desk row (:func:`conversations.desk.desk_row`) with its ``position``
-    in its queue (tenant, profile, team) and its tenant's ``slug``. One query."""
+    higher priority, then first queued. Each is a desk row (:func:`conversations.desk.escalations.desk_row`) with its
+    ``position`` in its queue (tenant, profile, team) and its tenant's ``slug``. One query."""
     rows = _platform_rows(tenants).filter(status=EscalationStatus.QUEUED)
     if team:
         rows = rows.filter(team=team)
@@ -123,8 +124,8 @@ def escalation_detail(*, escalation: Escalation, tenants: Mapping[int, DeskTenan
     while it waits), why it came and its summary, the profile's teams (to transfer to), the conversation's last
     :data:`HISTORY_MAX` messages of the customer, the assistants and the people (replies and internal notes, each with
     its ``author``) and the assistants' route decisions, oldest first. ``escalation`` as
-    :func:`conversations.desk.escalation_get` loads it (its conversation and profile), and what memory holds of the
-    customer (:mod:`conversations.memory`: a cache read, one query when not cached). Three queries, four while it
+    :func:`conversations.desk.escalations.escalation_get` loads it (its conversation and profile), and what memory holds
+    of the customer (:mod:`conversations.memory`: a cache read, one query when not cached). Three queries, four while it
     waits (its place)."""
     conversation = escalation.conversation
     messages = Message.objects.filter(conversation_id=conversation.pk, role__in=DESK_ROLES).order_by(

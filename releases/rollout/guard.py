@@ -23,18 +23,18 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   test's p < ``alpha``, its judge score below it with a one-sample t-test's, or its p95 latency above it with the
   same test as the relative limit's.
 * **Decisions.** A plan whose candidate or settings changed since it started is aborted, not judged
-  (:func:`releases.rollout_commands.plan_changed_abort`). A breach rolls back at once; with every guard clear, the
+  (:func:`releases.rollout.commands.plan_changed_abort`). A breach rolls back at once; with every guard clear, the
   stage advances once it ran ``hold_minutes`` and both cohorts reached the minimum — and no required conversation
   test fails against the candidate (:func:`releases.evals.gate.stage_tests_failures`, played then, before the plan's
   lock is taken: a test added since the candidate was made holds the stage until it passes or a person advances by
   hand); after the last stage the plan completes and the candidate is released to every customer
-  (:func:`releases.rollout_commands.plan_advance`). Otherwise it holds.
+  (:func:`releases.rollout.commands.plan_advance`). Otherwise it holds.
   Each decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it and a reason in words
   (:mod:`routing.rollout_words`); those that move the plan are posted to its webhook; a rollback is also published
   as the operational event ``rollout.rolled_back`` (:mod:`common.infra.bus`).
 
 The commands a person gives a plan (start, pause, resume, advance, abort) live beside it
-(:mod:`releases.rollout_commands`); they are re-exported here for the guard's callers.
+(:mod:`releases.rollout.commands`); they are re-exported here for the guard's callers.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ from conversations.models import (
 )
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from releases.evals.gate import stage_tests_failures
-from releases.rollout_commands import (
+from releases.rollout.commands import (
     RolloutStateError,
     decision_record,
     decision_webhook_later,

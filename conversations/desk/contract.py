@@ -1,8 +1,8 @@
 """What an external desk reads (docs/external-desk.md): an escalation, a message, and the webhook's events, defined
-once for the webhook (:mod:`conversations.desk_webhook`) and the escalations API (``chat/desk/apis.py``).
+once for the webhook (:mod:`conversations.desk.webhook`) and the escalations API (``chat/desk/apis.py``).
 
 The contract is versioned (:data:`CONTRACT_VERSION`, in every event): a field may be added within a version, never
-renamed, removed or given another meaning. Reads only; the writes are :mod:`conversations.desk`'s.
+renamed, removed or given another meaning. Reads only; the writes are :mod:`conversations.desk.escalations`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.db.models import Q
 
 from common.cursors import ERROR_CURSOR, cursor_decode, cursor_encode, cursor_time, cursor_whole
 from common.errors import DomainError
-from conversations.desk import DESK_ROLES, message_public, queue_position
+from conversations.desk.escalations import DESK_ROLES, message_public, queue_position
 from conversations.models import (
     ESCALATION_OPEN,
     Escalation,

@@ -2,7 +2,7 @@
 signed, off the request path, in order per escalation (docs/external-desk.md).
 
 :func:`escalation_posted` listens to :data:`conversations.signals.escalation_changed` (sent once a change is
-committed) and, for an escalation of an enabled external desk, stores the event (:mod:`conversations.desk_contract`)
+committed) and, for an escalation of an enabled external desk, stores the event (:mod:`conversations.desk.contract`)
 in the outbox (:class:`~conversations.models.ExternalDeskEvent`) and asks for its escalation's outbox to be drained:
 by the Celery task ``conversations.desk_webhook_deliver`` when there is a broker (``DESK_WEBHOOK_EXECUTOR`` ``auto``
 with ``REDIS_URL``, or ``celery``), else by this process's courier thread. Escalations of the platform's own desk
@@ -50,7 +50,7 @@ from agents.selectors import external_desk_get
 from common.infra.bus import signed_headers
 from common.infra.circuit import Circuit
 from common.outbound import OutboundRefused, outbound_client
-from conversations.desk_contract import EVENT_TYPES, desk_event, where_of
+from conversations.desk.contract import EVENT_TYPES, desk_event, where_of
 from conversations.models import Escalation, ExternalDeskEvent
 from platform.celery import app
 

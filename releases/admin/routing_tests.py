@@ -21,7 +21,7 @@ from django.urls import path
 from agents.models import AgentProfile
 from common.adminkit import RenderedFormMixin
 from common.errors import DomainError
-from common.history_admin import FieldHistoryAdminMixin
+from common.history.admin import FieldHistoryAdminMixin
 from common.text import whole_number
 from releases.calibration import CalibrationError, calibrate, calibration_save
 from releases.routing_tests import (

@@ -3,10 +3,10 @@
 A goal-mode profile's message goes through the same graph as any other — input guardrails, the decision,
 the answer, output guardrails, judges, review, persist — with two nodes doing goal work:
 
-* :func:`goal_routing` (in ``routing_decision``): :func:`routing.goal_decide.goal_decide` reads the goal and
+* :func:`goal_routing` (in ``routing_decision``): :func:`routing.goals.decide.goal_decide` reads the goal and
   entities, completes them from the conversation's goal state and gates them. A message no goal covers
   (domain ``general``) is routed to the profile's specialists as in router mode, handoffs and all;
-* :func:`goal_answer` (in ``specialist``): the plan runs over MCP (:mod:`conversations.goal_engine`), its
+* :func:`goal_answer` (in ``specialist``): the plan runs over MCP (:mod:`conversations.goals.engine`), its
   outputs are combined and the profile's model writes the answer; a clarification's question is the answer.
 
 What happened is ``metadata.goal`` (:meth:`GoalTurn.metadata`; ``reading`` says how the goal was read — by the
@@ -24,10 +24,10 @@ from typing import Any
 from django.utils import timezone
 
 from common.events import emit_safely
-from conversations.goal_engine import answer_write, outputs_combine, plan_execute
+from conversations.goals.engine import answer_write, outputs_combine, plan_execute
 from conversations.turn import GoalTurn, Turn
 from routing.decide import route_decide
-from routing.goal_decide import (
+from routing.goals.decide import (
     CLARIFICATION,
     GENERAL,
     LOW_CONFIDENCE,
@@ -37,8 +37,8 @@ from routing.goal_decide import (
     ambiguity_pending,
     goal_decide,
 )
-from routing.goal_words import MESSAGES, said
-from routing.goals import FAILURE, candidate_choose
+from routing.goals.planner import FAILURE, candidate_choose
+from routing.goals.words import MESSAGES, said
 from routing.repairs import CANCEL, CORRECT, REPEAT, SKIP, Repair, after_phrases
 from routing.router import RouteDecision
 from routing.snapshot import Snapshot

@@ -5,7 +5,7 @@ policy allows (:func:`webhook_send`); the decision says whether it was delivered
 
 These change configuration only: the profile's publish page starts a plan, and an approval starts one
 (:mod:`releases.approvals`). What the guard decides from the stored turns (hold, advance, roll back) is
-:mod:`releases.rollout_guard`'s, which calls :func:`plan_advance` and :func:`decision_record`.
+:mod:`releases.rollout.guard`'s, which calls :func:`plan_advance` and :func:`decision_record`.
 
 **The two-person rule.** A version plan's candidate reaches customers only through the plan a second person approved,
 on a profile that needs one (``AgentProfile.release_needs_approval``):

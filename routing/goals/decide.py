@@ -1,9 +1,9 @@
 """Goal mode's decision for one message (docs/goals.md): what the user wants, whether to ask first, and the plan.
 
-:func:`goal_decide` reads the message's goal and entities (:mod:`routing.goal_intent`: the model, or the offline
+:func:`goal_decide` reads the message's goal and entities (:mod:`routing.goals.intent`: the model, or the offline
 reading of the manifests' hints), completes them from the conversation's goal state, passes them through the
-confidence gate and, when nothing needs asking, resolves and plans them (:mod:`routing.goals`). It executes
-nothing: the engine runs the plan (``conversations.goal_engine``), and ``/api/debug/plan`` shows the decision.
+confidence gate and, when nothing needs asking, resolves and plans them (:mod:`routing.goals.planner`). It executes
+nothing: the engine runs the plan (``conversations.goals.engine``), and ``/api/debug/plan`` shows the decision.
 
 The conversation's goal state (``Conversation.goal_state``) carries two things between messages:
 
@@ -28,15 +28,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common.translations import translated_only
-from routing.goal_intent import (
+from routing.goals.intent import (
     clarification_question,
     entities_merge,
     entities_said,
     intent_read,
     missing_required,
 )
-from routing.goal_words import DEFAULT_LANGUAGE, said, turn_language
-from routing.goals import (
+from routing.goals.planner import (
     CHOSEN_PARAM,
     CLARIFICATION,
     FAILURE,
@@ -51,6 +50,7 @@ from routing.goals import (
     plan_build,
     plan_limits,
 )
+from routing.goals.words import DEFAULT_LANGUAGE, said, turn_language
 from routing.replies import NO, YES
 from routing.small_talk import small_talk_read
 from routing.specs import ProfileSpec
@@ -74,7 +74,7 @@ class GoalDecision:
     clarification: dict[str, Any] | None = None
     reason: str = ""
     threshold: float | None = None
-    language: str = DEFAULT_LANGUAGE  # the customer's (routing.goal_words.turn_language): questions and answer
+    language: str = DEFAULT_LANGUAGE  # the customer's (routing.goals.words.turn_language): questions and answer
 
     @property
     def domain(self) -> str:
@@ -147,7 +147,7 @@ async def goal_decide(
     *, profile: ProfileSpec, text: str, goal_state: Mapping[str, Any] | None, language: str = ""
 ) -> GoalDecision:
     """The decision for ``text`` given the conversation's goal state (see the module docstring), in the customer's
-    ``language`` (the conversation's; without one, :func:`routing.goal_words.turn_language`: the message's, else the
+    ``language`` (the conversation's; without one, :func:`routing.goals.words.turn_language`: the message's, else the
     one the goal state keeps)."""
     state = dict(goal_state or {})
     language = language or turn_language(text, state.get("language"))
