@@ -1,4 +1,5 @@
-"""Who may use the chat API's guarded routes: the debug routes, the multi-agent preview and the escalations API."""
+"""Who may use the chat API's guarded routes: the debug routes and the multi-agent preview (the escalations API's is
+the desk's: :class:`chat.desk.access.IsDeskClient`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any
 from rest_framework import permissions
 from rest_framework.request import Request
 
-from chat.desk.access import ERROR_API_FORBIDDEN, may_answer_somewhere
 from chat.intake import preview_allowed, principal_is_staff
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_PREVIEW_FORBIDDEN
 from tenants.auth import ApiClient
@@ -38,16 +38,3 @@ class IsPreviewClient(permissions.BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return preview_allowed(request.user)
-
-
-class IsDeskClient(permissions.BasePermission):
-    """A key that may answer escalations (``can_answer``), or a staff session holding the answer right over some
-    tenant: the escalations API. Which escalations then is :mod:`chat.desk.access`'s (another tenant's is a 404)."""
-
-    message = ERROR_API_FORBIDDEN
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        user = request.user
-        if not isinstance(user, ApiClient) and not principal_is_staff(user):
-            return False
-        return may_answer_somewhere(user)

@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from rest_framework import permissions
+from rest_framework.request import Request
 
+from chat.intake import principal_is_staff
 from common.errors import DomainError, NotFound
 from conversations.desk.escalations import ERROR_ESCALATION_NOT_FOUND, Person, escalation_get, person_of_user
 from conversations.desk.reads import DeskTenant
@@ -99,3 +102,16 @@ def person_for(principal: Any, named: Any = None) -> Person:
         name=name.strip(),
         ref=str(ref).strip()[:200] if ref not in (None, "") else f"key:{principal.key.prefix}:{name.strip()}",
     )
+
+
+class IsDeskClient(permissions.BasePermission):
+    """A key that may answer escalations (``can_answer``), or a staff session holding the answer right over some
+    tenant: the escalations API. Which escalations then is this module's (another tenant's is a 404)."""
+
+    message = ERROR_API_FORBIDDEN
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        if not isinstance(user, ApiClient) and not principal_is_staff(user):
+            return False
+        return may_answer_somewhere(user)

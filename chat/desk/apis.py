@@ -20,9 +20,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
-from chat.desk.access import desk_tenant_ids, escalation_for, person_for
+from chat.desk.access import IsDeskClient, desk_tenant_ids, escalation_for, person_for
 from chat.intake import KnownFieldsSerializer, StrictCharField
-from chat.permissions import IsDeskClient
 from common.errors import DomainError, error_responses
 from conversations.desk.contract import (
     DETAIL_MESSAGES,
