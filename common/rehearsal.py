@@ -8,6 +8,8 @@ send it, while :func:`rehearsing` holds:
   published, and nothing is pushed to a desk or a conversation's sockets (``conversations.delivery``);
 * a supervisor plan's specialists and a goal plan's tool calls run in this process, never on Celery workers (whose
   writes no rollback here would reach, and who would call the tools for real);
+* the customer's facts read in the test's transaction are not cached (``conversations.memory.facts``): they may be
+  the test's own, and the cache would hand them to the next test and to the tenant's customer of the same id;
 * a tool whose answer the rehearsal recorded (``tool_answers``) is not called: its recorded answer is taken, its
   arguments checked as a real call's would be (``agents.mcp.tool_call``). Every tool call the turn makes is noted in
   :attr:`Rehearsal.calls`, with the arguments it was called with (the conversation store keeps them masked).

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import ModelCallUsage
+from conversations.memory.facts import facts_of
 from conversations.models import Conversation, Escalation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from releases.evals import conversation_tests_parse
@@ -152,3 +153,39 @@ def test_outside_a_transaction_tests_play_at_once_on_their_own_connections_and_c
     assert [result.case.name for result in run.results] == [case.name for case in suite]
     assert run.passed == 6
     assert counts() == before
+
+
+SAME_CUSTOMER = """\
+profile: telecom_contas
+conversation_tests:
+  - name: a fact told is recalled within its test
+    language: pt
+    user: cliente-repetido
+    turns:
+      - user: lembre que eu prefiro ser atendido por e-mail
+      - user: o que você sabe sobre mim?
+        expect: {answer_contains: ["e-mail"]}
+  - name: the same customer in the next test is told nothing of it
+    language: pt
+    user: cliente-repetido
+    turns:
+      - user: o que você sabe sobre mim?
+        expect: {answer_not_contains: ["e-mail"]}
+"""
+
+
+def test_two_tests_of_the_same_customer_do_not_see_each_others_facts(telecom):
+    run = conversation_tests_run(routing_tests_spec(telecom, DRAFT), cases(SAME_CUSTOMER))
+
+    assert [result.failure_lines() for result in run.results] == [[], []]
+
+
+def test_under_a_named_tenant_a_fact_a_test_told_reaches_no_later_test_nor_the_tenants_customer(telecom, tenant):
+    # The customer's facts are cached by tenant and user: a test's fact, read back inside its transaction, must not
+    # be cached for the real tenant, where the next test (and the customer, for minutes) would read it.
+    suite = cases(SAME_CUSTOMER)
+
+    run = conversation_tests_run(routing_tests_spec(telecom, DRAFT), suite, tenant=tenant)
+
+    assert [result.failure_lines() for result in run.results] == [[], []]
+    assert facts_of(tenant_id=tenant.pk, user_id="cliente-repetido") == ()
