@@ -128,6 +128,25 @@ def test_concurrent_turns_in_one_event_loop_are_serialised_too(tenant, telecom, 
     assert_consistent(Conversation.objects.get(session_id="loop"), texts)
 
 
+@pytest.mark.django_db
+def test_a_conversations_first_message_creates_it_and_takes_its_ticket_in_three_statements(
+    tenant, telecom, django_assert_num_queries
+):
+    key = f"{tenant.slug}:telecom_contas:first"
+    defaults = {"tenant_id": tenant.pk, "profile_id": telecom.pk, "session_id": "first", "channel": "api"}
+
+    with django_assert_num_queries(3):  # the take that finds no row, the insert, the take
+        pk, ticket, state = ordering.ticket_take(conversation_key=key, defaults=defaults)
+    with django_assert_num_queries(1):
+        again, second, _ = ordering.ticket_take(conversation_key=key, defaults=defaults)
+
+    assert (ticket, second, again) == (0, 1, pk)
+    assert state is not None and state["state"] == ""
+    created = Conversation.objects.get(pk=pk)
+    assert (created.tenant_id, created.session_id, created.channel) == (tenant.pk, "first", "api")
+    assert (created.turn_tickets_issued, created.turn_tickets_done) == (2, 0)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_turn_whose_process_died_stops_holding_up_the_conversation_after_its_lease(tenant, telecom, settings):
     settings.CONVERSATION_TURN_LEASE_SECONDS = 1
