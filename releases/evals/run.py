@@ -246,11 +246,22 @@ def conversation_tests_run(
 def _cases_run(
     profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None, on_result: Played | None
 ) -> list[CaseResult]:
+    """Play ``cases`` one after the other in one event loop: its database work runs in this thread (each test's
+    transaction on this thread's connection), as :func:`asgiref.sync.async_to_sync` runs a coroutine's
+    ``sync_to_async`` calls. One loop for the whole share, not one per test: a loop and its thread cost a test
+    more than its transaction (docs/benchmarks.md)."""
+    return async_to_sync(_cases_played)(profile, cases, tenant, on_result)
+
+
+async def _cases_played(
+    profile: ProfileSpec, cases: Sequence[ConversationCase], tenant: Tenant | None, on_result: Played | None
+) -> list[CaseResult]:
     results = []
     for case in cases:
-        results.append(_case_run(profile, case, tenant))
+        runs = case.runs if llm_configured(profile) else 1
+        results.append(CaseResult(case, tuple([await _attempt(profile, case, tenant) for _ in range(runs)])))
         if on_result is not None:
-            on_result(results[-1])
+            await sync_to_async(on_result)(results[-1])
     return results
 
 
@@ -263,21 +274,44 @@ def _in_own_thread(
         connections.close_all()  # this thread's own
 
 
-def _case_run(profile: ProfileSpec, case: ConversationCase, tenant: Tenant | None) -> CaseResult:
-    runs = case.runs if llm_configured(profile) else 1
-    return CaseResult(case, tuple(_attempt(profile, case, tenant) for _ in range(runs)))
+@dataclass
+class _Isolated:
+    """A test's transaction, open on the thread that runs the loop's database work, and the tenant it runs under."""
+
+    atomic: transaction.Atomic
+    tenant: Tenant
+    current: snapshot.Snapshot
 
 
-def _attempt(profile: ProfileSpec, case: ConversationCase, tenant: Tenant | None) -> Attempt:
+def _isolation_begin(tenant: Tenant | None, name: str) -> _Isolated:
+    """Open the test's transaction and make its tenant in it (unless one is named); closed by
+    :func:`_isolation_end`, in the same thread. A failure here closes it before it goes up."""
+    atomic = transaction.atomic()
+    atomic.__enter__()
+    try:
+        return _Isolated(atomic, tenant or _tenant_made(name), snapshot.current())
+    except BaseException:
+        _isolation_end(atomic)
+        raise
+
+
+def _isolation_end(atomic: transaction.Atomic) -> None:
+    """Roll the test's transaction back: everything it wrote, and what it would have run on commit, goes."""
+    transaction.set_rollback(True)
+    atomic.__exit__(None, None, None)
+
+
+async def _attempt(profile: ProfileSpec, case: ConversationCase, tenant: Tenant | None) -> Attempt:
     played: list[TurnPlayed] = []
-    with transaction.atomic():
-        try:
-            own = tenant or _tenant_made(case.name)
-            async_to_sync(_play)(profile, case, own, snapshot.current(), played)
-        except Exception as exc:  # noqa: BLE001 — a turn that cannot be played fails its test, and says why
-            return Attempt(tuple(played), error=f"{type(exc).__name__}: {exc}")
-        finally:
-            transaction.set_rollback(True)
+    isolated = None
+    try:
+        isolated = await sync_to_async(_isolation_begin)(tenant, case.name)
+        await _play(profile, case, isolated.tenant, isolated.current, played)
+    except Exception as exc:  # noqa: BLE001 — a turn that cannot be played fails its test, and says why
+        return Attempt(tuple(played), error=f"{type(exc).__name__}: {exc}")
+    finally:
+        if isolated is not None:
+            await sync_to_async(_isolation_end)(isolated.atomic)
     return Attempt(tuple(played))
 
 
@@ -309,7 +343,7 @@ async def _play(
         )
         with rehearsing({**case.tool_answers, **turn.tool_answers}) as rehearsal:
             result = await run_turn(data)
-        state = await sync_to_async(_state_after)(result.conversation_key)
+        state = await sync_to_async(_state_after)(result.conversation_pk)
         seen = observed(result, state, [call.as_dict() for call in rehearsal.calls])
         failures = turn_checked(turn.expect, seen, language=case.language)
         verdict = None
@@ -334,8 +368,11 @@ def turn_usage(shown: Mapping[str, Any]) -> TurnUsage:
     return usage
 
 
-def _state_after(conversation_key: str) -> str:
-    return Conversation.objects.filter(conversation_key=conversation_key).values_list("state", flat=True).first() or ""
+def _state_after(conversation_pk: int | None) -> str:
+    """The conversation's state as the turn stored it (``""`` when it stored none)."""
+    if conversation_pk is None:
+        return ""
+    return Conversation.objects.filter(pk=conversation_pk).values_list("state", flat=True).first() or ""
 
 
 def observed(result: TurnResult, state: str, tools: Sequence[Mapping[str, Any]]) -> Observed:
