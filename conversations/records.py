@@ -343,7 +343,8 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
 
     On PostgreSQL the messages, the route decision and the conversation's row (the ticket's hand-over with it)
     are one statement (:func:`_turn_statement`): one round trip, atomic by itself, where three statements in a
-    transaction took five. Tool calls, a goal run, moves between agents and a recount join it in a
+    transaction took five; the turn's tool calls and moves between agents are parts of it too (their rows get no
+    ids back: nothing reads them). A goal run, a backend's calls, an escalation and a recount join it in a
     transaction; SQLite (the quick start) writes the same rows through the ORM.
 
     No row lock is taken or expected: the caller holds the conversation's ticket ``ticket``
@@ -359,9 +360,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
     goal = record.metadata.get("goal")
     opened, reopened = rows.escalation, live.outcome == OPEN
     joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's
-    alone = joined and not (
-        rows.tool_calls or rows.handoffs or rows.backend_calls or goal or recounted or opened or reopened
-    )
+    alone = joined and not (rows.backend_calls or goal or recounted or opened or reopened)
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
             if opened is not None:  # first: the conversation's update names it
@@ -384,14 +383,14 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
                 if rows.decision is not None:
                     RouteDecisionRecord.objects.bulk_create([rows.decision])  # nothing listens to its save()
                 ordering.ticket_pass(record.conversation_id, ticket, values=updates, messages=len(rows.messages))
-            if rows.tool_calls:
-                ToolCall.objects.bulk_create(rows.tool_calls)
+                if rows.tool_calls:
+                    ToolCall.objects.bulk_create(rows.tool_calls)
+                if rows.handoffs:
+                    Handoff.objects.bulk_create(rows.handoffs)
             if goal and rows.answer is not None:  # goal mode: the run and its steps, for the goal analytics
                 goal_rows_create(
                     message=rows.answer, goal=goal, tenant_id=record.tenant_id, profile_id=record.profile_id
                 )
-            if rows.handoffs:
-                Handoff.objects.bulk_create(rows.handoffs)
             if rows.backend_calls:
                 BackendCall.objects.bulk_create(rows.backend_calls)
             if recounted:
@@ -409,7 +408,8 @@ def _turn_statement(
     """The turn's messages, route decision and conversation update as one PostgreSQL statement.
 
     ``WITH m AS (INSERT messages … RETURNING id), d AS (INSERT the decision, its message the least id of m),
-    u AS (UPDATE the conversation)``, selecting the messages' ids in order with the decision's. Every part runs
+    t AS (INSERT the tool calls, their message the greatest id of m), h AS (INSERT the moves), u AS (UPDATE the
+    conversation)``, selecting the messages' ids in order with the decision's. Every part runs
     exactly once and sees the others' effects only through ``RETURNING`` (PostgreSQL, "Data-Modifying
     Statements in WITH"); the statement is atomic as any single statement is. The inserts are Django's own
     (:func:`common.infra.statements.insert_statement`), the ``UPDATE`` the ticket's hand-over
@@ -428,6 +428,18 @@ def _turn_statement(
         parts.append(f"d AS ({sql})")
         values += params
         decision_pk = f"(SELECT {quote(str(RouteDecisionRecord._meta.pk.column))} FROM d)"  # noqa: S608
+    if rows.tool_calls:
+        # The calls point at the last message (rows.link): the greatest id of m.
+        last = SqlValue(f"(SELECT max({message_pk}) FROM m)")  # noqa: S608  # the model's names
+        for call in rows.tool_calls:
+            call.message_id = last  # type: ignore[assignment]  # written in the statement
+        sql, params = insert_statement(rows.tool_calls)
+        parts.append(f"t AS ({sql})")
+        values += params
+    if rows.handoffs:
+        sql, params = insert_statement(rows.handoffs)
+        parts.append(f"h AS ({sql})")
+        values += params
     update, update_params = ordering.ticket_pass_statement(
         conversation_pk, ticket, values=updates, messages=len(rows.messages)
     )
