@@ -122,18 +122,21 @@ def main() -> None:
     turns = sum(len(case.turns) for case in cases)
 
     conversation_tests_run(spec, cases[:20])  # warm-up: the first turn loads models and compiles
-    seconds = []
+    seconds, cpu = [], []
     run = None
     for _ in range(args.runs):
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         run = conversation_tests_run(spec, cases)
         seconds.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
     assert run is not None
     median = statistics.median(seconds)
     print(
         f"{run.total} tests ({turns} turns): {run.passed} passed, {run.failed} failed; "
         f"median {median:.2f} s (range {min(seconds):.2f}–{max(seconds):.2f} s over {args.runs} runs), "
-        f"{median / run.total * 1000:.1f} ms a test, {median / turns * 1000:.1f} ms a turn"
+        f"{median / run.total * 1000:.1f} ms a test, {median / turns * 1000:.1f} ms a turn; "
+        f"this process's CPU a test {statistics.median(cpu) / run.total * 1000:.1f} ms (median); "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     for result in run.failures[:5]:
         print("  FAIL", result.failure_text())
