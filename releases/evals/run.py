@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db import connection, connections, models, transaction
+from django.db import connection, connections, transaction
 
 from agents.llm import llm_configured
 from agents.usage import TurnUsage, usage_counting
+from common.infra.statements import insert_statement, inserted, statement_cursor
 from common.rehearsal import rehearsing
 from conversations.graph import run_turn
 from conversations.models import Conversation
@@ -316,11 +317,14 @@ async def _attempt(profile: ProfileSpec, case: ConversationCase, tenant: Tenant 
 
 
 def _tenant_made(name: str) -> Tenant:
-    """A tenant for one test, in its transaction. Written past the tenants' watch (``config_models_watch``): it never
-    exists outside the transaction, so no process has to learn of it, and the version's bump would lock the version
-    row until the test ends and make this process rebuild its routing snapshot for every test."""
-    unwatched: models.QuerySet[Tenant] = models.QuerySet(model=Tenant)
-    (made,) = unwatched.bulk_create([Tenant(slug=f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}", name=name[:200])])
+    """A tenant for one test, in its transaction. Written past the tenants' watch (``config_models_watch``: no
+    ``save()``): it never exists outside the transaction, so no process has to learn of it, and the version's bump
+    would lock the version row until the test ends and make this process rebuild its routing snapshot for every
+    test."""
+    made = Tenant(slug=f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}", name=name[:200])
+    with statement_cursor() as cursor:  # bulk_create's own INSERT, without its compiler: one for every test
+        cursor.execute(*insert_statement([made]))
+        inserted([made], cursor.fetchall())
     return made
 
 
@@ -369,10 +373,18 @@ def turn_usage(shown: Mapping[str, Any]) -> TurnUsage:
 
 
 def _state_after(conversation_pk: int | None) -> str:
-    """The conversation's state as the turn stored it (``""`` when it stored none)."""
+    """The conversation's state as the turn stored it (``""`` when it stored none). Read after every turn played:
+    one fixed statement, prepared once per connection, without the query compiler (which cost more CPU than the
+    read)."""
     if conversation_pk is None:
         return ""
-    return Conversation.objects.filter(pk=conversation_pk).values_list("state", flat=True).first() or ""
+    quote, opts = connection.ops.quote_name, Conversation._meta
+    state = quote(str(opts.get_field("state").column))
+    read = f"SELECT {state} FROM {quote(opts.db_table)} WHERE {quote(str(opts.pk.column))} = %s"  # noqa: S608  # the model's names
+    with statement_cursor() as cursor:
+        cursor.execute(read, [conversation_pk])
+        row = cursor.fetchone()
+    return (row[0] if row else "") or ""
 
 
 def observed(result: TurnResult, state: str, tools: Sequence[Mapping[str, Any]]) -> Observed:
