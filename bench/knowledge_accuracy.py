@@ -1,6 +1,8 @@
-"""Knowledge accuracy: the demo help centres' questions searched, and what a relevance bar keeps and refuses.
+"""Knowledge accuracy: the demo help centres' questions searched, and what a relevance bar keeps and refuses; or
+asked at a turn, and what the customer got.
 
     PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py [--bar B] [--questions PATH] [--list]
+    PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py --turns [--questions PATH] [--list]
 
 (Figures in docs/benchmarks.md; the targets: the right article cited first for ≥ 90 % of the answerable questions,
 "I don't know" for ≥ 95 % of the unanswerable ones.)
@@ -24,13 +26,23 @@ Runs on a throwaway SQLite database, or on the database of ``DATABASE_URL`` (mig
 ``scripts/services.py --scratch --postgres -- .venv/bin/python bench/knowledge_accuracy.py``).
 
 The scoring is :func:`accuracy` over :class:`Answer`: what the customer got, the cited articles best first. This
-module's :func:`retrieval_answers` makes them from the search alone; a turn-level run makes them from the answers'
-``metadata.knowledge.citations`` and scores them the same way.
+module's :func:`retrieval_answers` makes them from the search alone.
+
+``--turns`` scores the answer instead (:func:`turn_answers`): the demo seeded as ``seed_demo --sync`` seeds it (its
+help centres, its MCP servers running; :func:`bench.conversation_accuracy.demo_running`, a throwaway SQLite database
+unless ``DATABASE_URL`` names one), each question sent as a customer's first message to its profile through
+``POST /api/gateway/message`` (a session of its own, no context: the customer's line and orders unknown), the
+offline model answering. An answerable question is **cited right** when the answer's first citation
+(``metadata.knowledge.citations[0]``) is from its article; an unanswerable one is **refused** when the answer cites
+nothing (and **said "I don't know"** when ``metadata.knowledge.unknown`` is set). Reported per language and per
+profile, and with ``--list`` each miss with where it went: the answering specialist and intent, whether the run
+searched (``metadata.knowledge``), the MCP tools called, the article cited.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
@@ -38,6 +50,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -160,7 +173,124 @@ def report(
     return at_bar
 
 
-def _setup_django() -> None:
+@dataclass(frozen=True)
+class TurnSeen:
+    """Where a question went at a turn: the answering specialist, the decision's intent, whether the run searched,
+    the tools it called, whether it said it does not know, and the answer's start."""
+
+    agent: str
+    intent: str
+    searched: bool
+    tools: tuple[str, ...]
+    unknown: bool
+    answer: str
+
+    def describe(self) -> str:
+        tools = ", ".join(self.tools) or "no tool"
+        searched = "searched" if self.searched else "did not search"
+        return f"{self.agent} ({self.intent or 'no intent'}), {searched}, {tools}"
+
+
+def turn_answers(questions: Iterable[Question], *, client: Any) -> list[tuple[Answer, TurnSeen]]:
+    """Each question sent through the gateway as a customer's first message to its profile (``client``: an API
+    client holding a key of the demo's tenant): the articles its answer cites, in the answer's order, each with its
+    relevance, and where it went."""
+    from knowledge.models import KnowledgeDocument
+
+    names = dict(KnowledgeDocument.objects.values_list("pk", "file_name"))
+    out = []
+    for number, question in enumerate(questions):
+        response = client.post(
+            "/api/gateway/message",
+            {
+                "channel": "api",
+                "agent_id": question.profile,
+                "payload": {"text": question.text, "session_id": f"kbench-{number}"},
+            },
+            format="json",
+        )
+        body = response.json() if response.status_code == 200 else {}
+        metadata = body.get("metadata") or {}
+        knowledge = metadata.get("knowledge") or {}
+        cited = tuple(
+            (names.get(citation["document"], f"#{citation['document']}"), float(citation["score"]))
+            for citation in knowledge.get("citations") or ()
+        )
+        seen = TurnSeen(
+            agent=str(body.get("agent") or f"HTTP {response.status_code}"),
+            intent=str((metadata.get("route_decision") or {}).get("intent") or ""),
+            searched=bool(metadata.get("knowledge")),
+            tools=tuple(str(result.get("tool")) for result in metadata.get("mcp_results") or ()),
+            unknown=bool(knowledge.get("unknown")),
+            answer=str(body.get("answer") or ""),
+        )
+        out.append((Answer(cited), seen))
+    return out
+
+
+def turn_report(
+    questions: Sequence[Question], seen: Sequence[tuple[Answer, TurnSeen]], *, write: Callable[[str], None]
+) -> dict[str, Figures]:
+    """Print what the customers got, per language and per profile; returns the figures by language (and ``all``)."""
+    answers = [answer for answer, _ in seen]
+    groups: dict[str, list[int]] = {language: [] for language in LANGUAGES}
+    profiles: dict[str, list[int]] = {}
+    for i, question in enumerate(questions):
+        groups[question.lang].append(i)
+        profiles.setdefault(question.profile, []).append(i)
+    groups["all"] = list(range(len(questions)))
+    out = {}
+    for title, table in (("language", groups), ("profile", {**dict(sorted(profiles.items())), "all": groups["all"]})):
+        write(f'{title:20}  answerable  cited right  cited any  unanswerable  refused    said "I don\'t know"')
+        for name, indexes in table.items():
+            f = accuracy([questions[i] for i in indexes], [answers[i] for i in indexes], bar=-1.0)
+            unknown = sum(seen[i][1].unknown for i in indexes if not questions[i].article)
+            write(
+                f"{name:20}  {f.answerable:10}  {f.share(f.cited, f.answerable):>11}  {f.share(f.kept, f.answerable)}"
+                f"  {f.unanswerable:12}  {f.share(f.refused, f.unanswerable)}  {f.share(unknown, f.unanswerable)}"
+            )
+            if title == "language":
+                out[name] = f
+        write("")
+    return out
+
+
+def turn_misses(questions: Sequence[Question], seen: Sequence[tuple[Answer, TurnSeen]]) -> list[str]:
+    """One line per question the customer got wrong: what it wanted, where it went, what it cited."""
+    lines = []
+    for question, (answer, turn) in zip(questions, seen, strict=True):
+        first = answer.cited[0][0] if answer.cited else None
+        if (first == question.article) if question.article else first is None:
+            continue
+        cited = ", ".join(f"{name} {score:.2f}" for name, score in answer.cited) or "nothing"
+        lines.append(
+            f"  [{question.lang} {question.profile}] {question.text!r}: want {question.article or 'no answer'}; "
+            f"cited {cited}; {turn.describe()}; {turn.answer[:90]!r}"
+        )
+    return lines
+
+
+def _turns_main(questions: list[Question], *, listed: bool) -> int:
+    from django.db import connection
+
+    from bench.conversation_accuracy import demo_running
+
+    os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.0/8")  # the demo's MCP servers listen on loopback
+    _setup_django(migrate=False)
+    for name in ("httpx", "httpx2"):  # a line per MCP call otherwise
+        logging.getLogger(name).setLevel(logging.WARNING)
+    with demo_running() as client:
+        seen = turn_answers(questions, client=client)
+    print(f"{len(questions)} questions, {connection.vendor}, at a turn (POST /api/gateway/message, offline model).")
+    print()
+    turn_report(questions, seen, write=print)
+    if listed:
+        print("Missed:")
+        print("\n".join(turn_misses(questions, seen)))
+    return 0
+
+
+def _setup_django(*, migrate: bool = True) -> None:
     sys.path.insert(0, str(ROOT))
     if not os.environ.get("DATABASE_URL"):
         database = tempfile.NamedTemporaryFile(prefix="knowledge-accuracy-", suffix=".sqlite3", delete=False)  # noqa: SIM115
@@ -171,7 +301,8 @@ def _setup_django() -> None:
     django.setup()
     from django.core.management import call_command
 
-    call_command("migrate", "--noinput", verbosity=0)
+    if migrate:
+        call_command("migrate", "--noinput", verbosity=0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,8 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bar", type=float, default=DEFAULT_BAR, help="The relevance bar (default %(default)s).")
     parser.add_argument("--questions", type=Path, default=QUESTIONS, help="The question set (YAML).")
     parser.add_argument("--list", action="store_true", help="List each question missed at the bar.")
+    parser.add_argument("--turns", action="store_true", help="Ask each question at a turn and score the answer.")
     args = parser.parse_args(argv)
     questions = questions_load(args.questions)
+    if args.turns:
+        return _turns_main(questions, listed=args.list)
     _setup_django()
     from django.db import connection
 
