@@ -6,22 +6,24 @@ The demo is loaded as shipped, with the finance server running as a real process
 policies, the coordinator, the fallback or the offline goal reader. A profile whose suite failed would be left
 unpublished by ``seed_demo``; version 1 is the proof that the publishing gate ran and passed.
 
-finance_assistente's suite (``with_sync/``) needs the goals the sync reads, so ``seed_demo`` loads it only with
-``--sync`` once the finance server was read (without them the profile would be left unpublished).
+finance_assistente's suites (the ``with_sync/`` folder of each) need the goals the sync reads, so ``seed_demo`` loads
+them only with ``--sync`` once the finance server was read (without them the profile would be left unpublished).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from agents.models import AgentProfile
 from conversations.tests.test_conversation_language import demo_with_goals  # noqa: F401 — a fixture
 from releases.evals import conversation_tests_parse, conversation_tests_saved
 from releases.evals.run import conversation_tests_run
 from releases.evals.transfer import conversation_tests_file_name
-from releases.management.commands.seed_demo import CONVERSATION_TESTS_DIR, TESTS_DIR
+from releases.management.commands.seed_demo import CONVERSATION_TESTS_DIR, DEMO_DIR, SYNCED_TESTS, TESTS_DIR
 from releases.routing_tests import (
     LIVE,
     routing_tests_parse,
@@ -29,7 +31,7 @@ from releases.routing_tests import (
     routing_tests_saved,
     routing_tests_spec,
 )
-from routing.models import RoutingTestCase
+from routing.models import ConversationTest, RoutingTestCase
 from routing.selectors import live_version
 from tests.demo_snapshot import demo_seed
 
@@ -90,7 +92,12 @@ def test_seed_demo_without_the_sync_leaves_the_finance_suite_out_and_publishes_e
     assert "warning" not in err
     finance = AgentProfile.objects.get(agent_id="finance_assistente")
     assert not RoutingTestCase.objects.filter(profile=finance).exists()
+    assert not ConversationTest.objects.filter(profile=finance).exists()
     assert live_version(finance).number == 1
+    for agent_id in CONVERSING:  # the others' conversation tests are loaded, and passed the publishing gate
+        profile = AgentProfile.objects.get(agent_id=agent_id)
+        assert ConversationTest.objects.filter(profile=profile).count() == len(conversation_suite(agent_id)[1])
+        assert live_version(profile).number == 1
 
 
 def test_the_suites_check_what_the_demo_is_about(db):
@@ -164,22 +171,37 @@ def test_the_router_profiles_ship_conversation_tests_of_each_kind_in_three_langu
 
 # --- conversation tests: what the demo's answers say -------------------------------------------------------------
 
-CONVERSING = ["telecom_contas"]  # the profiles whose conversation tests config/demo ships
+CONVERSING = ["telecom_contas", "retail_orders", "telecom_assistente"]  # loaded by seed_demo, before publishing
+CONVERSING_SYNCED = ["finance_assistente"]  # by seed_demo --sync: its plans need the goals the sync reads
 LANGUAGES = {"pt", "en", "es"}
 
 
 def conversation_suite(agent_id: str):
-    path = CONVERSATION_TESTS_DIR / conversation_tests_file_name(agent_id)
+    folder = CONVERSATION_TESTS_DIR / (SYNCED_TESTS if agent_id in CONVERSING_SYNCED else "")
+    path = folder / conversation_tests_file_name(agent_id)
     return conversation_tests_parse(path.read_text(encoding="utf-8"), name=path.name)
 
 
+def test_every_demo_profile_ships_conversation_tests_for_itself(db):
+    demo = yaml.safe_load((DEMO_DIR / "agents.yaml").read_text(encoding="utf-8"))
+    profiles = {entry["agent_id"] for entry in demo["agents"]}
+
+    assert set(CONVERSING + CONVERSING_SYNCED) == profiles
+    for agent_id in profiles:
+        agent, cases = conversation_suite(agent_id)
+        assert agent == agent_id
+        assert len(cases) >= 12, (agent_id, len(cases))
+
+
 @pytest.mark.usefixtures("demo_with_goals")
-@pytest.mark.parametrize("agent_id", CONVERSING)
+@pytest.mark.parametrize("agent_id", CONVERSING + CONVERSING_SYNCED)
 def test_seed_demo_saves_the_conversation_tests_and_every_one_passes_against_the_live_version(agent_id):
-    """The demo as shipped, its three MCP servers the running example servers: the tools answer for real."""
+    """The demo as shipped, its three MCP servers the running example servers (finance's synced): a tool the test
+    records no answer for is called for real."""
     profile = AgentProfile.objects.get(agent_id=agent_id)
     shipped = conversation_suite(agent_id)[1]
     assert [case.name for case in conversation_tests_saved(profile)] == sorted(case.name for case in shipped)
+    assert live_version(profile).number == 1  # the publishing gate ran them
 
     run = conversation_tests_run(routing_tests_spec(profile, LIVE), conversation_tests_saved(profile))
 
@@ -187,12 +209,29 @@ def test_seed_demo_saves_the_conversation_tests_and_every_one_passes_against_the
     assert [result.failure_text() for result in run.failures] == []
 
 
-@pytest.mark.parametrize("agent_id", CONVERSING)
-def test_each_conversation_test_of_the_demo_names_every_answers_language_and_the_suite_has_a_judge(db, agent_id):
+@pytest.mark.parametrize("agent_id", CONVERSING + CONVERSING_SYNCED)
+def test_each_demo_flow_is_tested_in_three_languages_each_answers_language_named_and_the_suite_has_a_judge(
+    db, agent_id
+):
     agent, cases = conversation_suite(agent_id)
     assert agent == agent_id
-    assert {case.language for case in cases} == LANGUAGES
+    per_language = Counter(case.language for case in cases)
+    assert set(per_language) == LANGUAGES
+    assert len(set(per_language.values())) == 1, per_language  # every flow in each language
     turns = [turn for case in cases for turn in case.turns]
     assert all("answer_language" in turn.expect for turn in turns)
     assert all(case.required for case in cases)
     assert any("judge" in turn.expect for turn in turns)
+
+
+@pytest.mark.parametrize("agent_id", CONVERSING + CONVERSING_SYNCED)
+def test_every_tool_a_demo_test_expects_called_has_its_answer_recorded(db, agent_id):
+    """So the suites, and the publishing gate that runs them, need no MCP server: the example servers' answers are
+    recorded in the tests."""
+    unrecorded = []
+    for case in conversation_suite(agent_id)[1]:
+        for number, turn in enumerate(case.turns, 1):
+            recorded = {**case.tool_answers, **turn.tool_answers}
+            called = set(turn.expect.get("tools_called") or ())
+            unrecorded += [f"{case.name}, turn {number}: {tool}" for tool in sorted(called - set(recorded))]
+    assert unrecorded == []

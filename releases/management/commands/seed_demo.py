@@ -17,6 +17,7 @@ The rule, so that a restart of scripts/start never undoes what an admin did:
   synced goals) are loaded with the others;
 - each profile imported gets its conversation tests (config/demo/conversation_tests/, one
   ``conversation_tests.<agent_id>.yaml`` per profile, as ``export_config`` writes them) before it is published;
+  those of its with_sync/ (finance_assistente's, whose plans need the synced goals) once every goal server was read;
 - each profile imported gets its help centre (config/demo/knowledge/<folder>/<language>/*.md: one knowledge source
   per language, its articles uploaded as documents through the knowledge app's services) before it is published;
   telecom_assistente reads telecom_contas's folder (the same carrier);
@@ -81,6 +82,13 @@ CUT = {"agents", "servers", "tools"}
 DEMO_FLAG = "multi_agent"
 DEMO_PERCENTAGE = 100
 DEMO_FLAG_ACTOR = "manage.py seed_demo (the demo: every customer on the multi-agent graph)"
+
+
+def suite_paths(directory: Path, *, synced: bool) -> list[Path]:
+    """The suites of ``directory`` (its ``*.yaml``), then, once the goal servers were synced, those of its
+    :data:`SYNCED_TESTS` folder."""
+    paths = sorted(directory.glob("*.yaml"))
+    return paths + sorted((directory / SYNCED_TESTS).glob("*.yaml")) if synced else paths
 
 
 def help_centre_folder(agent_id: str) -> Path:
@@ -199,7 +207,7 @@ class Command(BaseCommand):
         synced = self._sync() if options["sync"] else False
         note = FORCE_NOTE if options["force"] else DEMO_NOTE
         tests = self._tests(synced=synced)
-        conversations = self._conversation_tests()
+        conversations = self._conversation_tests(synced=synced)
         for agent_id in new:
             profile = AgentProfile.objects.get(agent_id=agent_id)
             if tests.get(agent_id):  # before publishing: the publishing gate runs them
@@ -249,8 +257,7 @@ class Command(BaseCommand):
         """config/demo/tests/*.yaml by profile (none while the directory does not exist), and the suites of
         with_sync/ once the goal servers were synced: their cases expect the goals the manifests carry."""
         out: dict[str, list[Case]] = {}
-        paths = sorted(TESTS_DIR.glob("*.yaml")) + (sorted((TESTS_DIR / SYNCED_TESTS).glob("*.yaml")) if synced else [])
-        for path in paths:
+        for path in suite_paths(TESTS_DIR, synced=synced):
             try:
                 agent_id, cases = routing_tests_parse(path.read_text(encoding="utf-8"), name=str(path))
             except RoutingTestsFileError as exc:
@@ -259,10 +266,11 @@ class Command(BaseCommand):
         return out
 
     @staticmethod
-    def _conversation_tests() -> dict[str, list[ConversationCase]]:
-        """config/demo/conversation_tests/*.yaml by profile (none while the directory does not exist)."""
+    def _conversation_tests(*, synced: bool) -> dict[str, list[ConversationCase]]:
+        """config/demo/conversation_tests/*.yaml by profile (none while the directory does not exist), and those of
+        with_sync/ once the goal servers were synced: their plans need the goals the manifests carry."""
         out: dict[str, list[ConversationCase]] = {}
-        for path in sorted(CONVERSATION_TESTS_DIR.glob("*.yaml")):
+        for path in suite_paths(CONVERSATION_TESTS_DIR, synced=synced):
             try:
                 agent_id, cases = conversation_tests_parse(path.read_text(encoding="utf-8"), name=path.name)
             except ConversationTestsFileError as exc:
