@@ -6,7 +6,7 @@ Decided once a turn (:func:`language_decide`), in this order:
    A2A message's ``metadata.language``): it wins and is kept;
 2. the kept one (the conversation's ``language`` column), changed only on clear evidence: a message of
    :data:`CHANGE_WORDS` words or more that reads as another language (one ambiguous word — "ok", "sim", "no" —
-   never changes it);
+   never changes it; a code such as "NDA-SE.ST" is one word, whatever its punctuation splits);
 3. none kept yet: the message's, else the customer's earlier messages', else :data:`common.i18n.DEFAULT_LANGUAGE`
    — or the ``Accept-Language`` the client sent (every browser sends one: a guess, not a choice) — not kept: the
    next message that tells decides.
@@ -22,6 +22,12 @@ from common.language import LANGUAGES, detect_language
 
 CHANGE_WORDS = 3  # a message this long that reads as another language changes the kept one
 _WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def _words(text: str) -> int:
+    """How many words ``text`` has: what spaces separate, each with two letters or more (an id, a number, an emoji
+    is none; a listing's code, "NDA-SE.ST", one)."""
+    return sum(1 for token in text.split() if _WORD.search(token))
 
 
 def language_asked(value: str | None) -> str:
@@ -53,7 +59,7 @@ def language_decide(
         return channel, channel
     told = detect_language(text)
     if kept in LANGUAGES:
-        if told is not None and told != kept and len(_WORD.findall(text)) >= CHANGE_WORDS:
+        if told is not None and told != kept and _words(text) >= CHANGE_WORDS:
             return told, told
         return kept, kept
     if told is not None:

@@ -45,6 +45,13 @@ def test_the_kept_language_changes_on_a_sentence_in_another_language_not_on_one_
     assert language_decide(kept="", channel="", text="P100?", hint="es") == ("es", "")
 
 
+def test_a_listing_code_is_one_word_and_leaves_the_kept_language_as_it_is():
+    """A customer who picks "NDA-SE.ST" from the listings offered wrote one code, not three words of Portuguese."""
+    assert language_decide(kept="en", channel="", text="NDA-SE.ST") == ("en", "en")
+    assert language_decide(kept="es", channel="", text="NDA-FI.HE") == ("es", "es")
+    assert language_decide(kept="en", channel="", text="meu celular está sem sinal") == ("pt", "pt")
+
+
 def test_a_channel_names_its_language_by_tag_or_accept_language_preference():
     assert language_asked("es-MX") == "es"
     assert language_asked("fr-FR,fr;q=0.9,en;q=0.8,es;q=0.9") == "es"
