@@ -274,10 +274,10 @@ def test_conversations_are_handed_to_people_and_back_as_the_graph_and_the_desk_d
 
 def rules_published() -> None:
     """retail_orders hands more to people than the demo does: after two fallback answers in a row, on a rating down,
-    and when the customer wants to cancel an order (its exchanges team answers that). Its saved routing tests are
-    switched off rather than forced past the publishing gate (they do not expect people)."""
+    and when the customer wants to cancel an order (its exchanges team answers that). Its saved routing and
+    conversation tests are switched off rather than forced past the publishing gate (they do not expect people)."""
     from releases.versions import version_publish
-    from routing.models import Intent, RoutingTestCase
+    from routing.models import ConversationTest, Intent, RoutingTestCase
 
     demo_seed()
     profile = AgentProfile.objects.get(agent_id="retail_orders")
@@ -285,6 +285,7 @@ def rules_published() -> None:
     profile.save(update_fields=["escalation"])
     Intent.objects.filter(profile=profile, name="retail_order_cancellation").update(escalate_to="trocas")
     RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
+    ConversationTest.objects.filter(profile=profile).update(enabled=False)
     version_publish(profile=profile, note="people answer more")
 
 
@@ -464,13 +465,14 @@ def metadata_keys(conversations, role: str) -> set[frozenset[str]]:
 
 def supervisor_mode_published() -> None:
     """The demo is published: a switch to supervisor mode reaches customers once published. The demo's saved
-    routing tests describe router mode (a message hitting two intents is one intent there, a plan here), so they
-    are switched off rather than forced past the gate."""
+    routing and conversation tests describe router mode (a message hitting two intents is one intent there, a plan
+    here), so they are switched off rather than forced past the gate."""
     from releases.versions import version_publish
-    from routing.models import RoutingTestCase
+    from routing.models import ConversationTest, RoutingTestCase
 
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
+    ConversationTest.objects.filter(profile=profile).update(enabled=False)
     version_publish(profile=profile, note="supervisor mode")
 
 

@@ -13,7 +13,7 @@ from agents.models import AgentProfile
 from conversations.models import Conversation
 from handoffs.tests.test_demo_flows import say
 from releases.versions import version_publish
-from routing.models import RoutingTestCase
+from routing.models import ConversationTest, RoutingTestCase
 
 MSISDN = "5511999999999"
 
@@ -185,8 +185,10 @@ def test_two_requests_answered_in_turn_queue_the_second_and_a_yes_takes_it_up(ap
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     profile.multi_topic = "in_turn"
     profile.save()
-    # The demo's saved tests expect the two requests answered together: this test changes that on purpose.
+    # The demo's saved routing and conversation tests expect the two requests answered together: this test changes
+    # that on purpose.
     RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
+    ConversationTest.objects.filter(profile=profile).update(enabled=False)
     version_publish(profile=profile, note="one request at a time")
 
     def walk(text):

@@ -17,7 +17,7 @@ from agents.models import AgentProfile, McpServer
 from conversations.models import Conversation, Message
 from handoffs.models import Handoff, HandoffKind
 from releases.versions import version_publish
-from routing.models import Goal, RoutingTestCase
+from routing.models import ConversationTest, Goal, RoutingTestCase
 from tests.demo_snapshot import demo_seed
 from tests.streaming import run, sse_events
 
@@ -36,9 +36,11 @@ def finance(db, finance_mcp, monkeypatch):
 
 def publish(note: str) -> None:
     """Publish the demo's draft as the test changed it. These tests change its behaviour on purpose, which the
-    demo's saved routing tests (loaded with the finance suite by seed_demo --sync) would refuse: switched off."""
+    demo's saved routing and conversation tests (loaded with the finance suites by seed_demo --sync) would refuse:
+    switched off."""
     profile = AgentProfile.objects.get(agent_id=AGENT_ID)
     RoutingTestCase.objects.filter(profile=profile).update(enabled=False)
+    ConversationTest.objects.filter(profile=profile).update(enabled=False)
     version_publish(profile=profile, note=note)
 
 

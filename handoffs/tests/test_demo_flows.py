@@ -355,7 +355,10 @@ def test_a_refusal_to_a_delegated_specialist_does_not_end_its_sub_conversation(a
     from releases.versions import version_publish
 
     McpTool.objects.filter(name="consultar_pagamentos").update(needs_permission=True)
-    version_publish(profile=AgentProfile.objects.get(agent_id="telecom_assistente"), note="payments need permission")
+    profile = AgentProfile.objects.get(agent_id="telecom_assistente")
+    # The demo's conversation tests expect the payments read at once: this test changes that on purpose.
+    ConversationTest.objects.filter(profile=profile).update(enabled=False)
+    version_publish(profile=profile, note="payments need permission")
     asked = say(api, "Minha fatura veio alta", session="r-sub", msisdn=MSISDN)
     assert asked["agent"] == "billing_agent"
     assert {r["tool"]: r["status"] for r in asked["metadata"]["mcp_results"]} == {
