@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from bench.turn_stages import REST, frames, self_time_report, stage_of, stages_report
+from pathlib import Path
+
+from bench.turn_stages import REST, STAGES, frames, self_time_report, stage_of, stages_report
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PERSIST = (
     "process 1:run (bench/turn_cpu.py:180);_turn_run (conversations/graph.py:850);_timed (conversations/graph.py:170)"
@@ -51,3 +55,10 @@ def test_the_table_splits_the_cpu_a_message_by_the_share_of_samples(tmp_path):
     assert f"| {REST} | 11.1% | 1.00 ms |" in table
     assert "| memory | — | — |" in table
     assert "| **the whole message** | 45 samples | **9.00 ms** |" in table
+
+
+def test_every_rule_names_a_module_or_folder_of_the_repository():
+    """A module moved into a room of its own leaves its stage's rule naming nothing: its samples would fall to the
+    rest of the request, unseen."""
+    missing = [(stage, module) for stage, module, _ in STAGES if not (ROOT / module).exists()]
+    assert missing == []
