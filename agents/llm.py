@@ -41,7 +41,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCal
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
-from agents.passages import passages_read, relevant_sentences
+from agents.passages import SEARCH_KNOWLEDGE, coverage, passages_read, relevant_sentences
 from agents.schemas import model_key_variable_refusal
 from agents.tool_summary import result_summary
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
@@ -168,6 +168,22 @@ def _asked_without_arguments(tools: list[dict[str, Any]], intent_tools: tuple[st
     by_intent = [name for name in intent_tools if name in free]
     asked = {name for name, function in free.items() if _named_in(function, text)}
     return asked | set(by_intent) if len(by_intent) == 1 else asked
+
+
+def _documents_asked(tools: list[dict[str, Any]], text: str) -> bool:
+    """Whether the offline model searches the business's documents (``search_knowledge`` is offered and it calls no
+    other tool): when the message is about none of the offered MCP tools — it shares no content word
+    (:func:`agents.passages.coverage`) with any one's name or description. A message about a tool it cannot call yet
+    (an argument the customer has not given: "Minha fatura veio alta" without the line) is that tool's question,
+    which the specialist asks the argument for, not a help-centre question; searching for it cost every such message
+    a search (2.4 times the CPU of a message to the demo's billing)."""
+    functions = [tool["function"] for tool in tools]
+    if SEARCH_KNOWLEDGE not in {function["name"] for function in functions}:
+        return False
+    own = (f for f in functions if f["name"] != SEARCH_KNOWLEDGE and f["name"] not in CONTROL_TOOLS)
+    return not any(
+        coverage(text, " ".join(_NAME_WORDS.findall(f["name"])) + " " + f.get("description", "")) for f in own
+    )
 
 
 def tool_data(tool: str, payload: Any) -> str:
@@ -370,10 +386,12 @@ class OfflineChatModel(BaseChatModel):
     Otherwise it calls every offered MCP tool whose required arguments are all
     present in the request context, and a tool with none only when the turn asks
     for it (:func:`_asked_without_arguments`: the winning intent names it as its one
-    such tool, or the message names it; never a tool that was not offered); with
-    tool results it composes the answer from them; without, given passages of the business's documents
-    (:mod:`agents.passages`), it quotes the best one's sentences that share a content word with the message and
-    cites it (``[1]``); with neither it acknowledges the message, naming the specialist and subject.
+    such tool, or the message names it; never a tool that was not offered); offered
+    ``search_knowledge`` (:data:`agents.passages.SEARCH_KNOWLEDGE`) and calling no other tool, it searches the
+    business's documents for the message. With tool results it composes the answer from them; without, given passages
+    of the business's documents (a system note, or what ``search_knowledge`` returned: :mod:`agents.passages`), it
+    quotes the best one's sentences that share a content word with the message and cites it (``[1]``); with neither
+    it acknowledges the message, naming the specialist and subject.
 
     Its text keeps what the call asks (:mod:`agents.generation`): ``response_format`` (the text put into the
     JSON object or schema), ``stop`` sequences and ``max_tokens`` (its own count, four characters a token), and
@@ -426,7 +444,7 @@ class OfflineChatModel(BaseChatModel):
             asked = _asked_without_arguments(tools, self.intent_tools, text)
             for tool in tools:
                 function = tool["function"]
-                if function["name"] in CONTROL_TOOLS:
+                if function["name"] in CONTROL_TOOLS or function["name"] == SEARCH_KNOWLEDGE:
                     continue
                 parameters = function.get("parameters") or {}
                 required = parameters.get("required", [])
@@ -442,7 +460,16 @@ class OfflineChatModel(BaseChatModel):
                     calls.append({"name": function["name"], "args": arguments, "id": f"offline_{len(calls) + 1}"})
             if calls:
                 return AIMessage(content="", tool_calls=calls)
+            if _documents_asked(tools, text):
+                search: ToolCall = {
+                    "name": SEARCH_KNOWLEDGE,
+                    "args": {"query": text},
+                    "id": f"offline_{SEARCH_KNOWLEDGE}",
+                }
+                return AIMessage(content="", tool_calls=[search])
         header = f"{self.display_name} {words['notice']}:"
+        searched = [m for m in results if m.name == SEARCH_KNOWLEDGE]
+        results = [m for m in results if m.name != SEARCH_KNOWLEDGE]
         # The tool results' own summaries when the customer writes the default language, as they always were.
         summary_language = None if language == OFFLINE_LANGUAGE else language
         if results:
@@ -461,8 +488,8 @@ class OfflineChatModel(BaseChatModel):
         passages = next(
             (
                 read
-                for m in reversed(messages[:last_human])
-                if isinstance(m, SystemMessage) and (read := passages_read(m.content))
+                for m in (*searched, *reversed(messages[:last_human]))
+                if isinstance(m, (SystemMessage, ToolMessage)) and (read := passages_read(m.content))
             ),
             None,
         )

@@ -1,10 +1,11 @@
 """Passages of a business's documents as a model is handed them, and the sentences of a passage that bear on a text.
 
 The engine (``conversations.knowledge_turn``) puts the passages a search found into a system note before the
-customer's message (:func:`passages_note`): numbered, between marks, with an instruction to answer from them only
-and cite them by number (``[1]``). The offline model reads the note back (:func:`passages_read`) and answers
-extractively with :func:`relevant_sentences`; the engine uses the same function for the quoted span of a citation.
-Pure text: no ORM, no app above agents.
+customer's message (:func:`passages_note`), or returns them as the result of the built-in tool
+:data:`SEARCH_KNOWLEDGE` a run offered MCP tools may call (:data:`SEARCH_KNOWLEDGE_DEFINITION`): numbered, between
+marks, with an instruction to answer from them only and cite them by number (``[1]``). The offline model reads them
+back (:func:`passages_read`) and answers extractively with :func:`relevant_sentences`; the engine uses the same
+function for the quoted span of a citation. Pure text: no ORM, no app above agents.
 """
 
 from __future__ import annotations
@@ -22,6 +23,25 @@ PASSAGES_NOTE = (
     "use by its number in square brackets, e.g. [1]. If they do not answer the question, say that you do not know; "
     "never invent what they do not say."
 )
+# The built-in tool that searches the profile's knowledge, offered beside a run's MCP tools (a run offered none is
+# handed the passages before it answers): the model calls it when none of its other tools answers the question.
+SEARCH_KNOWLEDGE = "search_knowledge"
+SEARCH_KNOWLEDGE_DEFINITION: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": SEARCH_KNOWLEDGE,
+        "description": (
+            "Search the business's own documents (help centre, FAQ, manuals) for what the customer asks, when none "
+            "of your other tools answers it. Returns numbered passages: answer from them only and cite each one "
+            "you use by its number, e.g. [1]; when none answers, say that you do not know."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to look for, in the customer's words."}},
+            "required": ["query"],
+        },
+    },
+}
 _MARKED = re.compile(r"<passages>\n(.*)\n</passages>", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 # Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters.

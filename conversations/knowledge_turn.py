@@ -1,20 +1,23 @@
-"""A specialist's use of its profile's knowledge in one run: retrieval before it answers, the passages handed to its
-model, the citations its answer carries, and "I don't know" below the relevance bar.
+"""A specialist's use of its profile's knowledge in one run: retrieval before it answers or when its model asks for it,
+the passages handed to its model, the citations its answer carries, and "I don't know" below the relevance bar.
 
-The specialist runtime (:mod:`conversations.runtime`) asks :func:`knowledge_use` before the first model step and
-:func:`knowledge_settle` after the last. The rules, in order (docs/knowledge.md, "At a turn"):
+The specialist runtime (:mod:`conversations.runtime`) asks :func:`knowledge_prepared` before the first model step
+(passages retrieved, or the :data:`agents.passages.SEARCH_KNOWLEDGE` tool to offer) and calls :func:`knowledge_settle`
+after the last. The rules, in order (docs/knowledge.md, "At a turn"):
 
-1. Retrieval runs when the profile holds knowledge (the compiled snapshot knows it: no query otherwise), the profile's
-   and the specialist's ``retrieval`` are on, their tags leave something to read, the message is no small talk, and
-   the run is offered no MCP tool (tools first: it answers from them) unless its specialist's ``with_tools`` is on.
-2. The passages at or above the profile's bar (``min_score``) go to the model in a system note before the customer's
-   message (:func:`agents.passages.passages_note`), at most :data:`NOTE_MAX_CHARS` of text, with the instruction to
-   answer from them and cite them by number.
-3. Tools first: a run offered MCP tools answers from what the tools return; where it searches too (``with_tools``)
-   the passages are extra context there, and no bar makes it say it does not know. A run offered none (the intent
-   has no tool) answers from the passages, and with none at the bar says :data:`DONT_KNOW` in the customer's
-   language, whatever its model wrote (its text is not streamed); a handoff, a delegation or a request for a person
-   it makes still stands.
+1. Retrieval before the model runs when the profile holds knowledge (the compiled snapshot knows it: no query
+   otherwise), the profile's and the specialist's ``retrieval`` are on, their tags leave something to read, the
+   message is no small talk, and the run is offered no MCP tool unless its specialist's ``with_tools`` is on.
+   A run offered MCP tools (``with_tools`` off) is offered the ``search_knowledge`` tool beside them instead, on the
+   same conditions: its model searches when none of its tools answers, and a question a tool answers searches nothing.
+2. The passages at or above the profile's bar (``min_score``) go to the model, at most :data:`NOTE_MAX_CHARS` of
+   text, numbered, with the instruction to answer from them and cite them by number: in a system note before the
+   customer's message (:func:`agents.passages.passages_note`), or as the tool's result (numbered on across calls).
+3. Tools first: a run whose MCP tools answered answers from what they returned; where it searched before
+   (``with_tools``) the passages are extra context there, and no bar makes it say it does not know. A run that
+   answers from the documents alone — offered no MCP tool, or one whose model searched and called no MCP tool —
+   with no passage at the bar says :data:`DONT_KNOW` in the customer's language, whatever its model wrote (its text
+   is not streamed); a handoff, a delegation or a request for a person it makes still stands.
 4. The answer cites the passages whose number it names: a line of sources (the documents' titles) follows it, and
    ``metadata.knowledge`` says what was cited, what was considered and whether the answer came from the knowledge.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -46,39 +49,102 @@ QUOTE_MAX_CHARS = 300
 _CITED = re.compile(r"\[(\d{1,2})\]")
 
 
+def _fitted(passages: Iterable[Considered], size: int = 0) -> list[Considered]:
+    """The first of ``passages`` that fit in :data:`NOTE_MAX_CHARS` beside ``size`` characters given already (the
+    first always, when nothing was given)."""
+    fitted: list[Considered] = []
+    before = size
+    for passage in passages:
+        size += len(passage.hit.text)
+        if size > NOTE_MAX_CHARS and (fitted or before):
+            break
+        fitted.append(passage)
+    return fitted
+
+
 @dataclass(frozen=True)
 class KnowledgeUse:
-    """What one specialist run retrieved, what it hands its model, and whether it must say it does not know."""
+    """What one specialist run retrieved, what it handed its model (``given``: number ``i + 1`` is ``given[i]``), and
+    whether its answer may come from elsewhere (``tools_first``: MCP tools offered to a run that searched before, or
+    called by one that searched through the tool)."""
 
     retrieved: Retrieved
     question: str
-    tools_offered: bool
+    tools_first: bool
+    given: tuple[Considered, ...]
 
-    @property
-    def given(self) -> tuple[Considered, ...]:
-        """The passages at the bar that fit in :data:`NOTE_MAX_CHARS`, best first: number ``i + 1`` is ``given[i]``."""
-        given: list[Considered] = []
-        size = 0
-        for passage in self.retrieved.used:
-            size += len(passage.hit.text)
-            if given and size > NOTE_MAX_CHARS:
-                break
-            given.append(passage)
-        return tuple(given)
+    @classmethod
+    def before(cls, retrieved: Retrieved, question: str, *, tools_offered: bool) -> KnowledgeUse:
+        """The use of a search run before the model: the passages at the bar that fit, best first."""
+        return cls(retrieved, question, tools_offered, tuple(_fitted(retrieved.used)))
 
     @property
     def unknown(self) -> bool:
         """No passage at the bar and no tool to answer from: the specialist says it does not know."""
-        return not self.tools_offered and not self.retrieved.used
+        return not self.tools_first and not self.given
 
     def note(self) -> str:
-        hits = enumerate((passage.hit for passage in self.given), 1)
-        return passages_note([NotedPassage(number, hit.document_title, hit.heading, hit.text) for number, hit in hits])
+        return _note(self.given, 1)
 
     def cited(self, answer: str) -> list[tuple[int, Considered]]:
         """The given passages whose number ``answer`` names, by number."""
         named = {int(number) for number in _CITED.findall(answer)}
         return [(number, passage) for number, passage in enumerate(self.given, 1) if number in named]
+
+
+def _note(passages: Iterable[Considered], first: int) -> str:
+    hits = enumerate((passage.hit for passage in passages), first)
+    return passages_note([NotedPassage(number, hit.document_title, hit.heading, hit.text) for number, hit in hits])
+
+
+@dataclass
+class KnowledgeTool:
+    """The ``search_knowledge`` tool of one run offered MCP tools: each call searches as retrieval before the model
+    does (:func:`knowledge.retrieval.knowledge_retrieve`, for the query the model wrote) and returns the passages at
+    the bar not given yet, numbered after those, within :data:`NOTE_MAX_CHARS` for the whole run."""
+
+    profile_pk: int
+    tenant_pk: int | None
+    language: str
+    tags: tuple[str, ...]
+    min_score: float
+    question: str
+    considered: list[Considered] = field(default_factory=list)
+    given: list[Considered] = field(default_factory=list)
+    calls: int = 0
+
+    async def search(self, query: str) -> str:
+        """The tool's result for ``query`` (the customer's message when empty): a note of :func:`passages_note`."""
+        self.calls += 1
+        retrieved = await sync_to_async(knowledge_retrieve)(
+            profile_pk=self.profile_pk,
+            tenant_pk=self.tenant_pk,
+            query=query.strip() or self.question,
+            language=self.language,
+            tags=self.tags,
+            min_score=self.min_score,
+        )
+        seen = {passage.hit.passage_id for passage in self.considered}
+        self.considered += [passage for passage in retrieved.considered if passage.hit.passage_id not in seen]
+        given = {passage.hit.passage_id for passage in self.given}
+        fresh = [passage for passage in retrieved.used if passage.hit.passage_id not in given]
+        first = len(self.given) + 1
+        added = _fitted(fresh, sum(len(passage.hit.text) for passage in self.given)) if fresh else []
+        self.given += added
+        return _note(added, first)
+
+    @property
+    def found_nothing(self) -> bool:
+        """It was called and has given no passage."""
+        return self.calls > 0 and not self.given
+
+    def use(self, *, tools_ran: bool) -> KnowledgeUse | None:
+        """What the run used, once it ended (``None``: its model never called the tool); ``tools_ran``: an MCP tool
+        of the run answered."""
+        if not self.calls:
+            return None
+        retrieved = Retrieved(tuple(self.considered), self.min_score)
+        return KnowledgeUse(retrieved, self.question, tools_ran, tuple(self.given))
 
 
 def knowledge_tags(profile: ProfileSpec, specialist: SpecialistSpec) -> tuple[str, ...] | None:
@@ -89,7 +155,7 @@ def knowledge_tags(profile: ProfileSpec, specialist: SpecialistSpec) -> tuple[st
     return settings.tags_for(specialist.knowledge)
 
 
-async def knowledge_use(
+async def knowledge_prepared(
     *,
     profile: ProfileSpec,
     specialist: SpecialistSpec,
@@ -98,23 +164,33 @@ async def knowledge_use(
     text: str,
     language: str,
     tools_offered: bool,
-) -> KnowledgeUse | None:
-    """Retrieve for this run, or ``None`` when it does not (rule 1): ``held`` is whether the profile holds knowledge
-    (``routing.snapshot.Snapshot.knowledge``)."""
-    if not held or not text.strip() or (tools_offered and not specialist.knowledge.with_tools):
+) -> tuple[KnowledgeUse | None, KnowledgeTool | None]:
+    """What a run reads of its profile's knowledge (rule 1): the passages retrieved before its model answers, or the
+    ``search_knowledge`` tool offered beside its MCP tools (``tools_offered``), or neither. ``held`` is whether the
+    profile holds knowledge (``routing.snapshot.Snapshot.knowledge``)."""
+    tags = _searched_tags(profile=profile, specialist=specialist, held=held, text=text)
+    if tags is None:
+        return None, None
+    min_score = profile.knowledge.min_score
+    if tools_offered and not specialist.knowledge.with_tools:
+        return None, KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text)
+    retrieved = await sync_to_async(knowledge_retrieve)(
+        profile_pk=profile.pk, tenant_pk=tenant_pk, query=text, language=language, tags=tags, min_score=min_score
+    )
+    return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
+
+
+def _searched_tags(
+    *, profile: ProfileSpec, specialist: SpecialistSpec, held: bool, text: str
+) -> tuple[str, ...] | None:
+    """The tags a search of this run keeps to, or ``None`` when the run reads no knowledge: the profile holds none,
+    retrieval is off, or the message is empty or small talk."""
+    if not held or not text.strip():
         return None
     tags = knowledge_tags(profile, specialist)
     if tags is None or small_talk_read(text) is not None:
         return None
-    retrieved = await sync_to_async(knowledge_retrieve)(
-        profile_pk=profile.pk,
-        tenant_pk=tenant_pk,
-        query=text,
-        language=language,
-        tags=tags,
-        min_score=profile.knowledge.min_score,
-    )
-    return KnowledgeUse(retrieved=retrieved, question=text, tools_offered=tools_offered)
+    return tags
 
 
 def _quote(passage: Considered, question: str) -> str:

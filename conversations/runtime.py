@@ -31,12 +31,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from agents.generation import ANSWER_CHARS_ASKED, Generation
 from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
+from agents.passages import SEARCH_KNOWLEDGE, SEARCH_KNOWLEDGE_DEFINITION
 from agents.usage import reply_tokens
 from common.events import Emit, emit_safely
 from common.i18n import say
 from common.infra import tracing
 from common.text import phrase_found
-from conversations.knowledge_turn import KnowledgeUse, knowledge_settle, knowledge_use
+from conversations.knowledge_turn import KnowledgeTool, KnowledgeUse, knowledge_prepared, knowledge_settle
 from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.router import CompiledRouter
@@ -294,20 +295,27 @@ async def _tool_step(
     control: dict[str, ControlTool],
     reply: AIMessage,
     messages: list[BaseMessage],
+    searches: KnowledgeTool | None = None,
 ) -> bool:
     """Run one reply's tool calls; ``True`` when the run ends here (a move, or a tool waiting for permission).
 
     MCP tools run concurrently. A needs-permission tool without a grant is not
     run: the run stops so the user can be asked. A control call to an agent this
     specialist may reach ends the run; one to any other agent is refused and
-    the model is told whom it may reach.
+    the model is told whom it may reach. A call of ``search_knowledge``, where
+    ``searches`` offers it, searches the profile's knowledge (its result is
+    the passages, numbered).
     """
-    calls = [call for call in reply.tool_calls if call.get("name") not in control]
+    searched = [call for call in reply.tool_calls if call.get("name") == SEARCH_KNOWLEDGE and searches is not None]
+    calls = [call for call in reply.tool_calls if call.get("name") not in control and call not in searched]
     runnable = [call for call in calls if not _gated(request, offered, call)]
     results = await asyncio.gather(*(_run_tool(request, offered, call) for call in runnable))
     for call, result in zip(runnable, results, strict=True):
         outcome.tool_results.append(result)
         messages.append(_tool_message(call, result, request.mask))
+    for call in searched:
+        found = await searches.search(str((call.get("args") or {}).get("query") or "")) if searches else ""
+        messages.append(ToolMessage(found, tool_call_id=call.get("id") or SEARCH_KNOWLEDGE, name=SEARCH_KNOWLEDGE))
     for call in calls:
         if _gated(request, offered, call) and outcome.permission_needed is None:
             spec = offered[call["name"]]
@@ -399,11 +407,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         intent_tools=intent_named_tools(request),
     )
     offered = {tool.name: tool for tool in request.tools}
-    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
-    options = provider.call_options(request.generation) if request.generation is not None else {}
-    runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
-
-    knowledge = await knowledge_use(
+    knowledge, searches = await knowledge_prepared(
         profile=request.profile,
         specialist=request.specialist,
         held=request.knowledge_held,
@@ -412,6 +416,12 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         language=request.language,
         tools_offered=bool(request.tools),
     )
+    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
+    if searches is not None:
+        definitions.append(SEARCH_KNOWLEDGE_DEFINITION)
+    options = provider.call_options(request.generation) if request.generation is not None else {}
+    runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
+
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(SystemMessage(note) for note in request.memory)
     messages.extend(history_message(*entry) for entry in request.history)
@@ -431,11 +441,13 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
                 break
-            if await _tool_step(request, outcome, offered, control, reply, messages):
+            if await _tool_step(request, outcome, offered, control, reply, messages, searches):
                 outcome.answer = _text(reply)
                 if outcome.permission_needed is not None:
                     outcome.answer = permission_question(request.profile, outcome.permission_needed, request.language)
                 break
+            if searches is not None and searches.found_nothing and not outcome.tool_results:
+                speaking = replace(request, emit=None)  # it will say it does not know, unless a tool answers yet
         else:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
@@ -446,6 +458,8 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = say(request.language, ERROR_ANSWER)
         outcome.error = f"{type(exc).__name__}: {exc}"
+    if knowledge is None and searches is not None:
+        knowledge = searches.use(tools_ran=bool(outcome.tool_results))
     if knowledge is not None:
         await _knowledge_settled(request, outcome, knowledge)
     outcome.latency_ms = (time.perf_counter() - started) * 1000

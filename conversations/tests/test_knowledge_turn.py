@@ -1,14 +1,17 @@
 """A specialist answers from its profile's knowledge: the passages retrieved before it answers, the answer quoting and
-citing them (offline: extractively), "I don't know" in the customer's language below the bar, tools first, another
-tenant's passages never read, and nothing asked of the knowledge by a profile that holds none."""
+citing them (offline: extractively), "I don't know" in the customer's language below the bar, tools first (a run
+offered MCP tools searches through the search_knowledge tool when none of them answers), another tenant's passages
+never read, and nothing asked of the knowledge by a profile that holds none."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
+from agents.passages import SEARCH_KNOWLEDGE, passages_read
 from common.i18n import say
 from conversations.knowledge_turn import DONT_KNOW, SOURCES
 from knowledge.models import KnowledgeSource
@@ -16,6 +19,7 @@ from knowledge.retrieval import document_link
 from knowledge.services import document_ingest
 from releases.versions import version_publish
 from routing.documents import profile_documents
+from tests.streaming import run, sse_events
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too, pytest.mark.usefixtures("multi_agent_for_everyone")]
 
@@ -41,6 +45,18 @@ SECRET = b"""# Partner deals
 
 Partner staff get the fibre plan at 900 megabits per second for the price of the basic one.
 """
+FATURAS = """# Faturas
+
+## Segunda via
+
+A segunda via do boleto sai no aplicativo, em Faturas, a qualquer hora. Ela também chega por e-mail cinco dias antes
+do vencimento.
+
+## Débito automático
+
+O débito automático é ativado no aplicativo, em Pagamentos, e vale a partir da fatura seguinte.
+""".encode()
+UNANSWERABLE_BILLING = "Posso pagar a conta com vale-presente de aniversário?"  # billing's; it names none of its tools
 # Messages no document answers, in each language: the fallback specialist (no tool) takes them.
 UNANSWERABLE = {
     "en": "Do you sell gift cards for birthdays?",
@@ -117,6 +133,87 @@ def test_another_tenants_passages_are_never_retrieved(api, telecom, help_centre,
     retrieved = body["metadata"]["knowledge"]["retrieved"]
     assert secret.document_id not in {row["document"] for row in retrieved}
     assert "900" not in body["answer"]
+
+
+@pytest.fixture
+def invoices(telecom, help_centre):
+    """The help centre with an article on invoices, which billing (a specialist with MCP tools) is asked about (the
+    documents are read as they are now: nothing to publish)."""
+    source = KnowledgeSource.objects.get(profile=telecom, name="Help centre")
+    return document_ingest(source=source, file_name="faturas.md", data=FATURAS, language="pt").document_id
+
+
+def test_a_help_centre_question_to_a_specialist_whose_tools_cannot_answer_is_answered_by_search_knowledge(
+    api, invoices
+):
+    body = ask(api, "Como eu tiro a segunda via do boleto pelo aplicativo?")
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"] == [], "no line given: consultar_fatura cannot run"
+    (citation,) = knowledge["citations"]
+    assert (citation["document"], citation["title"], citation["number"]) == (invoices, "Faturas", 1)
+    assert "“A segunda via do boleto sai no aplicativo, em Faturas, a qualquer hora.” [1]" in body["answer"]
+    assert body["answer"].endswith("Fontes: [1] Faturas")
+    assert knowledge["answered_from_knowledge"] is True
+
+
+def test_a_specialist_whose_tools_cannot_answer_and_whose_search_finds_nothing_says_it_does_not_know(api, invoices):
+    body = ask(api, UNANSWERABLE_BILLING)
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "billing_agent"
+    assert body["answer"] == say("pt", DONT_KNOW)
+    assert knowledge["unknown"] is True and knowledge["citations"] == []
+    assert all(not row["used"] for row in knowledge["retrieved"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_whose_search_finds_nothing_sends_i_dont_know_and_nothing_its_model_wrote(tenant_key, invoices):
+    async def streamed() -> bytes:
+        response = await AsyncClient().post(
+            "/api/gateway/message/stream",
+            {"agent_id": "telecom_contas", "payload": {"text": UNANSWERABLE_BILLING, "session_id": "sse-unknown"}},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {tenant_key.raw}"},
+        )
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    events = sse_events(run(streamed()))
+
+    tokens = "".join(data["text"] for name, data in events if name == "token")
+    assert tokens == say("pt", DONT_KNOW) == events[-1][1]["answer"]
+
+
+def test_search_knowledge_numbers_its_passages_on_across_calls_and_the_answer_cites_what_it_names(
+    api, invoices, scripted_llm
+):
+    scripted_llm.reply_tool_call(SEARCH_KNOWLEDGE, {"query": "segunda via do boleto no aplicativo"})
+    scripted_llm.reply_tool_call(SEARCH_KNOWLEDGE, {"query": "ativar débito automático em pagamentos"})
+    scripted_llm.reply("O débito automático é ativado no aplicativo [2].")
+
+    body = ask(api, "Quero a segunda via do boleto e ativar o débito automático da fatura")
+
+    first, _, last = scripted_llm.requests
+    assert SEARCH_KNOWLEDGE in [tool["function"]["name"] for tool in first["tools"]]
+    found = [passages_read(message["content"]) or [] for message in last["messages"] if message["role"] == "tool"]
+    assert [[(p.number, p.heading) for p in passages] for passages in found] == [
+        [(1, "Faturas › Segunda via")],
+        [(2, "Faturas › Débito automático")],
+    ]
+    (citation,) = body["metadata"]["knowledge"]["citations"]
+    assert (citation["number"], citation["document"]) == (2, invoices)
+    assert body["answer"].endswith("Fontes: [2] Faturas")
+
+
+def test_a_question_about_a_tool_the_specialist_cannot_call_yet_searches_nothing(api, invoices):
+    with CaptureQueriesContext(connection) as queries:
+        body = ask(api, "Minha fatura veio alta")  # consultar_fatura's question; the line is not known yet
+
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"] == [] and body["metadata"]["knowledge"] is None
+    assert body["answer"] != say("pt", DONT_KNOW)
+    assert not [query for query in queries if "knowledge_knowledgepassage" in query["sql"]]
 
 
 def test_a_run_offered_tools_answers_from_its_tools_and_searches_nothing(api, help_centre):
