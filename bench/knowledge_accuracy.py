@@ -1,7 +1,8 @@
 """Knowledge accuracy: the demo help centres' questions searched, and what a relevance bar keeps and refuses; or
 asked at a turn, and what the customer got.
 
-    PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py [--bar B] [--questions PATH] [--list]
+    PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py [--bar B] [--relevance search|coverage|idf]
+        [--questions PATH] [--list]
     PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py --turns [--questions PATH] [--list]
 
 (Figures in docs/benchmarks.md; the targets: the right article cited first for ≥ 90 % of the answerable questions,
@@ -22,6 +23,9 @@ Per language, then for all three:
 * a sweep of bars, the same three shares at each.
 
 Scores are the engine's (:mod:`knowledge.search`): a bar fitted on one engine does not carry over to the other.
+``--relevance coverage`` holds the bar to the turn's measure instead (the share of the question's content words a
+passage holds, the same on both engines), ``--relevance idf`` to that share with each word weighted by its rarity in
+the profile's knowledge (:func:`idf_coverage`).
 Runs on a throwaway SQLite database, or on the database of ``DATABASE_URL`` (migrated first; PostgreSQL:
 ``scripts/services.py --scratch --postgres -- .venv/bin/python bench/knowledge_accuracy.py``).
 
@@ -128,18 +132,70 @@ def accuracy(questions: Sequence[Question], answers: Sequence[Answer], *, bar: f
     return Figures(answerable, unanswerable, rank_1, cited, kept, refused)
 
 
-def retrieval_answers(questions: Iterable[Question], *, profiles: dict[str, object], limit: int = 5) -> list[Answer]:
+def retrieval_answers(
+    questions: Iterable[Question], *, profiles: dict[str, object], limit: int = 5, relevance: str = "search"
+) -> list[Answer]:
     """Each question searched in its profile's knowledge (``profiles``: the question's profile name → the profile
-    searched), in its language: the passages' articles, best first."""
+    searched), in its language: the passages' articles, best first. ``relevance`` scores each passage: ``search``,
+    the engine's score, in the search's order; ``coverage``, the relevance bar's measure at a turn
+    (:func:`agents.passages.coverage`), most relevant first; ``idf``, the same share with each content word weighted
+    by its rarity in the profile's knowledge (:func:`idf_coverage`)."""
+    from agents.passages import coverage
     from knowledge.search import knowledge_search
 
+    weights = {name: word_counts(profile) for name, profile in profiles.items()} if relevance == "idf" else {}
     out = []
     for question in questions:
         hits = knowledge_search(
             profile=profiles[question.profile], query=question.text, language=question.lang, limit=limit
         )
-        out.append(Answer(tuple((hit.file_name, hit.score) for hit in hits)))
+        if relevance == "search":
+            out.append(Answer(tuple((hit.file_name, hit.score) for hit in hits)))
+            continue
+        scored = [
+            (
+                hit.file_name,
+                coverage(question.text, f"{hit.heading}\n{hit.text}")
+                if relevance == "coverage"
+                else idf_coverage(question.text, f"{hit.heading}\n{hit.text}", *weights[question.profile]),
+            )
+            for hit in hits
+        ]
+        out.append(Answer(tuple(sorted(scored, key=lambda pair: -pair[1]))))
     return out
+
+
+def word_counts(profile: Any) -> tuple[dict[str, int], int]:
+    """How many of ``profile``'s passages hold each word stem (the sources' :class:`knowledge.models.KnowledgeWord`),
+    and how many passages it holds."""
+    from django.db.models import Sum
+
+    from knowledge.models import KnowledgePassage, KnowledgeWord
+
+    rows = KnowledgeWord.objects.filter(source__profile=profile).values_list("stem").annotate(total=Sum("passages"))
+    return dict(rows.order_by()), KnowledgePassage.objects.filter(document__source__profile=profile).count()
+
+
+def idf_coverage(question: str, text: str, stems: dict[str, int], passages: int) -> float:
+    """The share of ``question``'s content words ``text`` holds, each word weighted by its inverse document frequency
+    in the knowledge, log((N + 1) / (n + 0.5)) (n: the passages holding a word of its stem; a word no passage holds
+    weighs the most)."""
+    import math
+
+    from agents.passages import STEM_CHARS, content_words
+
+    asked = content_words(question)
+    weights = [math.log((passages + 1) / (stems.get(word[:STEM_CHARS], 0) + 0.5)) for word in asked]
+    total = sum(weights)
+    held = [coverage_one(word, text) for word in asked]
+    return sum(weight for weight, hit in zip(weights, held, strict=True) if hit) / total if total else 0.0
+
+
+def coverage_one(word: str, text: str) -> bool:
+    """Whether ``text`` holds the content word ``word`` as the relevance bar counts it."""
+    from agents.passages import coverage
+
+    return coverage(word, text) > 0
 
 
 def report(
@@ -311,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, default=QUESTIONS, help="The question set (YAML).")
     parser.add_argument("--list", action="store_true", help="List each question missed at the bar.")
     parser.add_argument("--turns", action="store_true", help="Ask each question at a turn and score the answer.")
+    parser.add_argument(
+        "--relevance",
+        choices=("search", "coverage", "idf"),
+        default="search",
+        help="What a passage's score is, held to the bar: the engine's, the turn's coverage, or IDF-weighted coverage.",
+    )
     args = parser.parse_args(argv)
     questions = questions_load(args.questions)
     if args.turns:
@@ -328,10 +390,13 @@ def main(argv: list[str] | None = None) -> int:
             profile = AgentProfile.objects.create(agent_id=f"kbench_{run}_{name}"[:50], name=f"Knowledge bench {name}")
             help_centre_load(profile=profile, folder=help_centre_folder(name))
             profiles[name] = profile
-        answers = retrieval_answers(questions, profiles=profiles)
+        answers = retrieval_answers(questions, profiles=profiles, relevance=args.relevance)
     finally:
         AgentProfile.objects.filter(pk__in=[p.pk for p in profiles.values()]).delete()  # type: ignore[attr-defined]
-    print(f"{len(questions)} questions, {connection.vendor}, search only (knowledge_search, the question's language).")
+    print(
+        f"{len(questions)} questions, {connection.vendor}, search only (knowledge_search, the question's language), "
+        f"relevance: {args.relevance}."
+    )
     print()
     report(questions, answers, bar=args.bar, write=print)
     if args.list:

@@ -1,10 +1,22 @@
-"""bench/knowledge_accuracy.py: the question set's shape, and how answers are scored at a relevance bar."""
+"""bench/knowledge_accuracy.py: the question set's shape, how answers are scored at a relevance bar, what a turn's
+answer counts as, and the rarity-weighted relevance it measures against coverage."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
-from bench.knowledge_accuracy import QUESTIONS, Answer, Question, accuracy, questions_load
+from bench.knowledge_accuracy import (
+    QUESTIONS,
+    Answer,
+    Question,
+    TurnSeen,
+    accuracy,
+    idf_coverage,
+    questions_load,
+    turn_misses,
+    turn_report,
+)
 from releases.management.commands.seed_demo import help_centre_folder
 
 
@@ -45,3 +57,44 @@ def test_an_unanswerable_question_is_refused_only_when_no_passage_is_above_the_b
     figures = accuracy(questions, answers, bar=0.2)
 
     assert (figures.unanswerable, figures.refused) == (3, 2)
+
+
+def seen(agent: str = "support_agent", *, searched: bool = True, unknown: bool = False) -> TurnSeen:
+    return TurnSeen(agent, "", searched, (), unknown, "answer")
+
+
+def test_at_a_turn_the_first_citation_counts_and_an_unanswerable_question_is_refused_by_citing_nothing():
+    questions = [
+        Question("p", "pt", "right", "a.md"),
+        Question("p", "pt", "wrong first", "a.md"),
+        Question("p", "en", "not searched", "a.md"),
+        Question("p", "en", "refused", None),
+        Question("q", "es", "cited anyway", None),
+    ]
+    answers = [
+        (Answer((("a.md", 0.5),)), seen()),
+        (Answer((("b.md", 1.0), ("a.md", 0.9))), seen()),
+        (Answer(()), seen("billing_agent", searched=False)),
+        (Answer(()), seen(unknown=True)),
+        (Answer((("a.md", 0.5),)), seen()),
+    ]
+    lines: list[str] = []
+
+    figures = turn_report(questions, answers, write=lines.append)
+
+    assert (figures["all"].answerable, figures["all"].cited, figures["all"].kept) == (3, 1, 2)
+    assert (figures["all"].unanswerable, figures["all"].refused) == (2, 1)
+    assert (figures["pt"].cited, figures["en"].cited, figures["es"].refused) == (1, 0, 0)
+    missed = turn_misses(questions, answers)
+    assert [line.split("'")[1] for line in missed] == ["wrong first", "not searched", "cited anyway"]
+    assert "billing_agent (no intent), did not search, no tool" in missed[1]
+
+
+def test_rarity_weighs_a_word_the_knowledge_holds_in_few_passages_above_a_common_one():
+    stems = {"fatur": 90, "segun": 2}  # of 100 passages
+
+    rare_held = idf_coverage("fatura segunda", "A segunda via sai no app.", stems, 100)
+    common_held = idf_coverage("fatura segunda", "A fatura chega por e-mail.", stems, 100)
+
+    assert math.isclose(rare_held + common_held, 1.0)
+    assert rare_held > 0.8 > 0.2 > common_held
