@@ -41,7 +41,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCal
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
-from agents.passages import SEARCH_KNOWLEDGE, coverage, passages_read, relevant_sentences
+from agents.passages import SEARCH_KNOWLEDGE, coverage, general_question, passages_read, relevant_sentences
 from agents.schemas import model_key_variable_refusal
 from agents.tool_summary import result_summary
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
@@ -170,15 +170,25 @@ def _asked_without_arguments(tools: list[dict[str, Any]], intent_tools: tuple[st
     return asked | set(by_intent) if len(by_intent) == 1 else asked
 
 
-def _documents_asked(tools: list[dict[str, Any]], text: str) -> bool:
+def _documents_asked(tools: list[dict[str, Any]], intent_tools: tuple[str, ...], text: str) -> bool:
     """Whether the offline model searches the business's documents (``search_knowledge`` is offered and it calls no
-    other tool): when the message is about none of the offered MCP tools — it shares no content word
-    (:func:`agents.passages.coverage`) with any one's name or description. A message about a tool it cannot call yet
-    (an argument the customer has not given: "Minha fatura veio alta" without the line) is that tool's question,
-    which the specialist asks the argument for, not a help-centre question; searching for it cost every such message
-    a search (2.4 times the CPU of a message to the demo's billing)."""
+    other tool): when the message asks how something is done, where, or whether it may be
+    (:func:`agents.passages.general_question`: "Como eu tiro a segunda via pelo aplicativo?"), or when it is about
+    none of the offered MCP tools — the turn's winning intent lists none of them (the routing read the message, in
+    whatever language it came) and it shares no content word (:func:`agents.passages.coverage`) with one's name or
+    description.
+
+    A request about the customer's own account that a tool answers once an argument is given ("Minha fatura veio
+    alta", "My bill is too high" without the line) is that tool's, and the specialist asks for the argument: searching
+    for it cost each such message a search (2.4 times the CPU of a message to the demo's billing), and in English or
+    Spanish, whose words a Portuguese tool description does not share, it answered "My bill is too high" with the
+    article on e-mail bills."""
     functions = [tool["function"] for tool in tools]
     if SEARCH_KNOWLEDGE not in {function["name"] for function in functions}:
+        return False
+    if general_question(text):
+        return True
+    if intent_tools:
         return False
     own = (f for f in functions if f["name"] != SEARCH_KNOWLEDGE and f["name"] not in CONTROL_TOOLS)
     return not any(
@@ -460,7 +470,7 @@ class OfflineChatModel(BaseChatModel):
                     calls.append({"name": function["name"], "args": arguments, "id": f"offline_{len(calls) + 1}"})
             if calls:
                 return AIMessage(content="", tool_calls=calls)
-            if _documents_asked(tools, text):
+            if _documents_asked(tools, self.intent_tools, text):
                 search: ToolCall = {
                     "name": SEARCH_KNOWLEDGE,
                     "args": {"query": text},

@@ -43,7 +43,21 @@ SEARCH_KNOWLEDGE_DEFINITION: dict[str, Any] = {
     },
 }
 _MARKED = re.compile(r"<passages>\n(.*)\n</passages>", re.DOTALL)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# A passage's blocks: paragraphs (a blank line between), list items and headings, each on a line of its own. Inside
+# a block a line break is only where the writer's editor wrapped the text: the lines are one text, whose sentences
+# end at their punctuation.
+_BLOCKS = re.compile(r"\n\s*\n|\n(?=[ \t]*(?:[-*+•]|\d+[.)]|#+)\s)")
+_LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# How a question about how things are done, where, or whether something may be done opens (folded: case and accents
+# aside), in pt, en and es: a clause that opens so asks what the business's documents say, where "my bill is too
+# high" asks what its systems hold of the customer.
+_QUESTION_OPENERS = (
+    "como", "onde", "posso", "podemos", "consigo", "da pra", "da para", "tem como", "e possivel", "existe",
+    "how", "where", "can i", "could i", "may i", "can we", "is it possible", "is there", "are there", "do you",
+    "donde", "puedo", "se puede", "es posible", "hay",
+)  # fmt: skip
+_CLAUSE_END = re.compile(r"[,.;:!?¿¡\n]+")
 # Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters.
 _COMMON_WORDS = (
     "como qual quais quando onde porque para pelo pela pelos pelas com sem uma umas uns meu minha meus minhas seu "
@@ -115,10 +129,32 @@ def coverage(question: str, text: str) -> float:
     return sum(_found(word, stems) for word in asked) / len(asked)
 
 
+def general_question(text: str) -> bool:
+    """Whether ``text`` asks how something is done, where, or whether it may be done (a clause of it opens with one
+    of :data:`_QUESTION_OPENERS`): a question the business's documents answer, whatever its subject — not a request
+    about the customer's own account, which the business's tools answer."""
+    for clause in _CLAUSE_END.split(text):
+        head = " ".join(normalize(clause).split()[:3])
+        if any(head == opener or head.startswith(f"{opener} ") for opener in _QUESTION_OPENERS):
+            return True
+    return False
+
+
+def sentences_of(passage: str) -> list[str]:
+    """``passage``'s sentences, in order: its blocks (paragraphs, list items, headings) cut at their sentences' ends,
+    the lines of a wrapped paragraph joined."""
+    return [
+        sentence.strip()
+        for block in _BLOCKS.split(passage)
+        for sentence in _SENTENCE_END.split(_LINE_BREAK.sub(" ", block.strip()))
+        if sentence.strip()
+    ]
+
+
 def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCES) -> list[str]:
-    """The sentences of ``passage`` that hold a content word of ``question`` (:func:`content_words`), in the
-    passage's order, at most ``limit``; the passage's first sentence when none does."""
-    sentences = [sentence.strip() for sentence in _SENTENCE_END.split(passage) if sentence.strip()]
+    """The sentences of ``passage`` (:func:`sentences_of`) that hold a content word of ``question``
+    (:func:`content_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
+    sentences = sentences_of(passage)
     asked = content_words(question)
     shared = [sentence for sentence in sentences if any(_found(word, _stems(sentence)) for word in asked)]
     return (shared or sentences[:1])[:limit]

@@ -3,7 +3,14 @@ the offline model quotes."""
 
 from __future__ import annotations
 
-from agents.passages import NotedPassage, coverage, passages_note, passages_read, relevant_sentences
+from agents.passages import (
+    NotedPassage,
+    coverage,
+    general_question,
+    passages_note,
+    passages_read,
+    relevant_sentences,
+)
 
 PASSAGE = (
     "Orders placed before 2 pm ship the same working day. Standard delivery takes three to five working days; "
@@ -34,3 +41,36 @@ def test_the_sentences_quoted_are_those_that_hold_a_word_of_the_question_else_th
     ]
     assert relevant_sentences(PASSAGE, "Is wrapping free?") == ["Gift wrapping is free."]
     assert relevant_sentences(PASSAGE, "Hello there") == ["Orders placed before 2 pm ship the same working day."]
+
+
+def test_a_sentence_wrapped_over_lines_is_quoted_whole_and_list_items_and_paragraphs_stay_apart():
+    wrapped = (
+        "Quem troca de aparelho recebe\num novo QR code por e-mail\nem até um dia útil.\n\n"
+        "Antes de trocar:\n- faça o backup\n- anote a senha do chip"
+    )
+
+    assert relevant_sentences(wrapped, "Em quanto tempo chega o QR code novo?") == [
+        "Quem troca de aparelho recebe um novo QR code por e-mail em até um dia útil."
+    ]
+    assert relevant_sentences(wrapped, "preciso fazer backup?") == ["- faça o backup"]
+
+
+def test_a_general_question_is_told_from_a_request_about_the_customers_own_account_in_each_language():
+    for text in (
+        "Como eu emito a segunda via pelo site?",
+        "oi, da pra parcelar a compra no cartao?",
+        "perdi o comprovante, consigo baixar de novo?",
+        "How do I change the e-mail my invoices go to?",
+        "hi there, can I pay at a bank branch?",
+        "¿Cómo cambio la dirección de envío?",
+        "hola, se puede pagar en efectivo?",
+    ):
+        assert general_question(text), text
+    for text in (
+        "Minha fatura veio alta este mês",
+        "My bill is too high this month, can you check it?",
+        "mi factura vino muy alta, la pueden revisar?",
+        "quero cancelar o pedido",
+        "",
+    ):
+        assert not general_question(text), text
