@@ -234,6 +234,20 @@ def detect_language(text: str) -> str | None:
     return told
 
 
+def language_clear(text: str, language: str) -> bool:
+    """Whether ``text`` reads as ``language`` beyond doubt: the model sure of it (:data:`MARKS_DECIDE_BELOW` or
+    more), or, for Portuguese and Spanish, the marks of that language alone (:func:`_marked`). What a short reply
+    the two languages share ("ok, confirmado por favor", read either way at 0.55) is not, whatever
+    :func:`detect_language` makes of it."""
+    words = _WORD.findall(text)
+    if not words:
+        return False
+    scored, probability = language_scores(" ".join(words))
+    return (scored == language and probability >= MARKS_DECIDE_BELOW) or (
+        len(words) > 1 and language in _MARKS and _marked(text) == language
+    )
+
+
 def _marked(text: str) -> str | None:
     """Portuguese or Spanish when ``text`` bears marks of that one only (:data:`_MARKS`, :data:`_MARK_SIGNS`,
     :data:`_MARK_SPELLINGS`)."""

@@ -5,8 +5,11 @@ Decided once a turn (:func:`language_decide`), in this order:
 1. the channel's, when the client names one (a ``language`` field of the REST payload or the WebSocket frame, an
    A2A message's ``metadata.language``): it wins and is kept;
 2. the kept one (the conversation's ``language`` column), changed only on clear evidence: a message of
-   :data:`CHANGE_WORDS` words or more that reads as another language (one ambiguous word — "ok", "sim", "no" —
-   never changes it; a code such as "NDA-SE.ST" is one word, whatever its punctuation splits);
+   :data:`CHANGE_WORDS` words or more that reads as another language beyond doubt
+   (:func:`common.language.language_clear`: the model sure of it, or the marks of that language alone). One
+   ambiguous word — "ok", "sim", "no" — never changes it, nor a short reply Portuguese and Spanish share ("ok,
+   confirmado por favor", which the model reads either way); a code such as "NDA-SE.ST" is one word, whatever its
+   punctuation splits;
 3. none kept yet: the message's, else the customer's earlier messages', else :data:`common.i18n.DEFAULT_LANGUAGE`
    — or the ``Accept-Language`` the client sent (every browser sends one: a guess, not a choice) — not kept: the
    next message that tells decides.
@@ -18,7 +21,7 @@ import re
 from collections.abc import Iterable
 
 from common.i18n import DEFAULT_LANGUAGE
-from common.language import LANGUAGES, detect_language
+from common.language import LANGUAGES, detect_language, language_clear
 
 CHANGE_WORDS = 3  # a message this long that reads as another language changes the kept one
 _WORD = re.compile(r"[^\W\d_]{2,}")
@@ -59,7 +62,7 @@ def language_decide(
         return channel, channel
     told = detect_language(text)
     if kept in LANGUAGES:
-        if told is not None and told != kept and _words(text) >= CHANGE_WORDS:
+        if told is not None and told != kept and _words(text) >= CHANGE_WORDS and language_clear(text, told):
             return told, told
         return kept, kept
     if told is not None:

@@ -45,6 +45,36 @@ def test_the_kept_language_changes_on_a_sentence_in_another_language_not_on_one_
     assert language_decide(kept="", channel="", text="P100?", hint="es") == ("es", "")
 
 
+@pytest.mark.parametrize(
+    ("kept", "reply"),
+    [
+        ("es", "si, anulala por favor"),
+        ("es", "si, confirmado por favor"),
+        ("es", "vale, devolvelo por favor"),
+        ("es", "no, por ahora no"),
+        ("es", "gracias, listo"),
+        ("pt", "ok, confirmado por favor"),
+        ("pt", "claro, pode ser"),
+        ("pt", "nao, obrigado"),
+        ("pt", "beleza, valeu"),
+        ("en", "yes, confirm it"),
+        ("en", "no, cancel it"),
+        ("en", "ok cool thanks"),
+    ],
+)
+def test_a_short_yes_no_or_thanks_in_the_kept_language_never_switches_it(kept, reply):
+    """A confirmation Portuguese and Spanish share ("si ... por favor", "ok, confirmado") reads to the model as
+    either: it is not the clear evidence a change needs."""
+    assert language_decide(kept=kept, channel="", text=reply) == (kept, kept)
+
+
+def test_a_short_message_clearly_in_another_language_still_switches_it():
+    assert language_decide(kept="pt", channel="", text="muchas gracias por la ayuda") == ("es", "es")
+    assert language_decide(kept="es", channel="", text="obrigada pela ajuda") == ("pt", "pt")
+    assert language_decide(kept="es", channel="", text="ok cool thanks") == ("en", "en")
+    assert language_decide(kept="en", channel="", text="nao, pode deixar") == ("pt", "pt")
+
+
 def test_a_listing_code_is_one_word_and_leaves_the_kept_language_as_it_is():
     """A customer who picks "NDA-SE.ST" from the listings offered wrote one code, not three words of Portuguese."""
     assert language_decide(kept="en", channel="", text="NDA-SE.ST") == ("en", "en")
