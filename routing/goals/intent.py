@@ -37,6 +37,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -74,6 +75,7 @@ _STOPWORD_TEXT = (
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 VALUE_GROUP = "value"  # the named group of an entity's pattern that holds its value
 _TRIM = " \t\r\n.,;:!?¿¡\"'()[]"
+_NAME_WORD = re.compile(r"[^\W\d_]+")
 
 
 def _blank(value: Any) -> bool:
@@ -268,11 +270,87 @@ def entities_said(goal: GoalSpec, entities: Mapping[str, Any], text: str) -> lis
     return shown
 
 
-def _entities_read(goal: GoalSpec, text: str) -> dict[str, Any]:
+@lru_cache(maxsize=256)
+def _example_names(examples: tuple[str, ...], patterns: tuple[str, ...]) -> tuple[tuple[str, str, bool], ...]:
+    """The names ``patterns`` read in ``examples`` (as the business wrote them: "Itaú", "Magazine Luiza"), each with
+    its folded spelling and whether the examples also write it in lower case as an ordinary word ("vale", a verb in
+    "¿cuánto vale Petrobras?"); longest first."""
+    names: dict[str, str] = {}
+    for pattern in patterns:
+        for example in examples:
+            for value in pattern_values({"pattern": pattern}, example):
+                if value[:1].isupper():
+                    names.setdefault(fold(value), value)
+    lowered = {word for example in examples for word in _NAME_WORD.findall(example) if word[:1].islower()}
+    ordinary = {fold(word) for word in lowered}
+    return tuple(
+        (folded, name, folded in ordinary) for folded, name in sorted(names.items(), key=lambda item: -len(item[0]))
+    )
+
+
+def _names_spelled(goal: GoalSpec, catalogue: GoalCatalogue, text: str) -> str:
+    """``text`` with the names the goal's examples give (:func:`_example_names`) spelled as there wherever the
+    customer wrote them in lower case or without accents ("da itau" → "da Itaú"), so that a ``pattern`` that reads
+    names by their capital reads them too.
+
+    A name that is also an ordinary word of the examples ("vale") is spelled as the name only where the patterns
+    then read it as one and lose no other name ("cotação da vale"), and never when it opens the message ("vale,
+    gracias"): "quanto vale a equinor?" keeps the verb."""
+    patterns = [
+        {"pattern": schema["pattern"]}
+        for schema in goal.entities_schema.values()
+        if schema.get("pattern") and schema.get("type", "string") in ("string", "list")
+    ]
+    if not patterns:
+        return text
+    names = _example_names(goal_examples(goal, catalogue), tuple(str(pattern["pattern"]) for pattern in patterns))
+    folded, spans = _folded_spans(text)
+    spelled: list[str] = list(text)
+    taken = [False] * len(text)
+    ordinary: list[tuple[int, int, str]] = []
+    for needle, name, is_word in names:
+        for match in re.finditer(rf"(?<!\w){re.escape(needle)}(?!\w)", folded):
+            start, end = spans[match.start()], spans[match.end() - 1] + 1
+            if any(taken[start:end]) or text[start].isupper():
+                continue
+            taken[start:end] = [True] * (end - start)
+            if not is_word:
+                spelled[start:end] = [name, *[""] * (end - start - 1)]
+            elif text[:start].strip(_TRIM):
+                ordinary.append((start, end, name))
+
+    def read(characters: list[str]) -> set[str]:
+        return {fold(value) for pattern in patterns for value in pattern_values(pattern, "".join(characters))}
+
+    for start, end, name in ordinary:
+        candidate = [*spelled[:start], name, *[""] * (end - start - 1), *spelled[end:]]
+        before, after = read(spelled), read(candidate)
+        if fold(name) in after and before <= after:
+            spelled = candidate
+    return "".join(spelled)
+
+
+def _folded_spans(text: str) -> tuple[str, list[int]]:
+    """``text`` folded (:func:`common.text.fold`) character by character, with the position in ``text`` of each
+    folded character (a character may fold to two, or to none)."""
+    folded: list[str] = []
+    spans: list[int] = []
+    for position, character in enumerate(text):
+        piece = fold(character)
+        folded.append(piece)
+        spans.extend([position] * len(piece))
+    return "".join(folded), spans
+
+
+def _entities_read(goal: GoalSpec, text: str, catalogue: GoalCatalogue | None = None) -> dict[str, Any]:
     """The goal's entities as ``text`` states them: enums by ``aliases`` (the longest alias found wins), booleans by
     ``keywords``, strings (first match) and lists (every match) by ``pattern``, several matches of a collected
-    entity into the list that ``collects`` it. An enum the message does not name is left to the resolver."""
+    entity into the list that ``collects`` it. An enum the message does not name is left to the resolver. With the
+    ``catalogue``, a name the goal's examples give is read whatever its case and accents (:func:`_names_spelled`):
+    only here, where the goal is already the message's or the conversation's."""
     haystack = f" {normalize(text)} "
+    if catalogue is not None:
+        text = _names_spelled(goal, catalogue, text)
     entities: dict[str, Any] = {}
     for name, schema in goal.entities_schema.items():
         kind = schema.get("type", "string")
@@ -389,7 +467,7 @@ async def offline_intent_read(profile: ProfileSpec, text: str, *, previous: Inte
         _, goal = min(
             found, key=lambda item: (-item[0], (item[1].domain, item[1].name) != current, item[1].domain, item[1].name)
         )
-        entities = _entities_read(goal, text)
+        entities = _entities_read(goal, text, catalogue)
         complete = not missing_required(goal, _held(goal, entities, previous))
         return IntentOutput(
             goal.domain, goal.name, entities, CONFIDENT if complete else INCOMPLETE, text, {"method": "hints"}
@@ -405,14 +483,14 @@ async def offline_intent_read(profile: ProfileSpec, text: str, *, previous: Inte
     named = _by_examples(profile, match)
     pending = catalogue.goal(previous.primary_domain, previous.goal) if previous is not None else None
     if pending is not None and pending.enabled and (named is None or goal_label(named) == goal_label(pending)):
-        entities = _entities_read(pending, text)
+        entities = _entities_read(pending, text, catalogue)
         if entities:
             complete = not missing_required(pending, _held(pending, entities, previous))
             confidence = FOLLOW_UP if complete else INCOMPLETE
             reading = {"method": "follow_up", **evidence}
             return IntentOutput(pending.domain, pending.name, entities, confidence, text, reading)
     if match is not None and named is not None:
-        entities = _entities_read(named, text)
+        entities = _entities_read(named, text, catalogue)
         confidence = match.best[1]
         if missing_required(named, _held(named, entities, previous)):
             confidence = min(confidence, INCOMPLETE)

@@ -403,3 +403,42 @@ def test_a_name_said_possessively_or_after_a_word_of_time_is_read(text, names):
     schema = MANIFEST["goals"][0]["entities_schema"]["symbol_text"]
 
     assert pattern_values(schema, text) == names
+
+
+# -- names written in lower case -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "entities"),
+    [
+        ("qual a cotação da equinor?", {"symbol_text": "Equinor"}),
+        ("me diga o preço da itau", {"symbol_text": "Itaú"}),
+        ("what's the price of ericsson?", {"symbol_text": "Ericsson"}),
+        ("what's the price of ERICSSON?", {"symbol_text": "ERICSSON"}),
+        ("how much is magazine luiza trading at?", {"symbol_text": "Magazine Luiza"}),
+        ("cotización de equinor y de itau", {"symbols": ["Equinor", "Itaú"]}),
+        ("¿cuál es el precio de ericsson?", {"symbol_text": "Ericsson"}),
+    ],
+)
+def test_a_name_the_goals_examples_give_is_read_whatever_its_case_and_accents(text, entities):
+    intent = read(text)
+
+    assert (intent.goal, dict(intent.entities), intent.confidence) == ("GET_QUOTE", entities, CONFIDENT)
+
+
+def test_a_lower_case_name_follows_up_or_answers_the_conversations_goal():
+    assert read("e da itau?", previous=quote(symbol_text="Nordea")).entities == {"symbol_text": "Itaú"}
+    pending = IntentOutput("finance", "GET_QUOTE", {}, INCOMPLETE, "qual o preço?")
+    assert read("equinor", previous=pending).entities == {"symbol_text": "Equinor"}
+
+
+def test_a_name_that_is_also_an_ordinary_word_is_no_company_where_it_is_the_word():
+    """ "Vale" is a company of the examples and a verb or a Spanish "ok": read as the name after a word that introduces
+    one, never as the verb of a question about another company, nor as a reply, nor outside the goal."""
+    assert read("quanto vale a equinor?").entities == {"symbol_text": "Equinor"}
+    assert read("¿cuánto vale ericsson hoy?").entities == {"symbol_text": "Ericsson"}
+    assert read("cotação da vale").entities == {"symbol_text": "Vale"}
+    assert read("cotação da vale e da equinor").entities == {"symbols": ["Vale", "Equinor"]}
+    assert read("vale, gracias", previous=quote(symbol_text="Nordea")).primary_domain == GENERAL_DOMAIN
+    assert read("vale", previous=quote(symbol_text="Nordea")).primary_domain == GENERAL_DOMAIN
+    assert read("vale a pena?").primary_domain == GENERAL_DOMAIN
