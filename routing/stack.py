@@ -82,6 +82,8 @@ _ANNOUNCES = re.compile(
 )
 _ROUTED = ("keyword", "examples", "llm", "llm_plan")  # methods that found the message's own intent
 MIN_CLAUSE_WORDS = 2
+REFERENCE_WORDS = 3  # words before an identifier that only name it ("é o pedido P200"): a reference, no request
+_COMMA = re.compile(r"\s*,\s*")
 _OPENER = re.compile(r"^\s*(?:[^\s,;:.!?]+\s*){1,3}[,;:.!]+\s*")  # a short opening clause ("ok, ", "great thanks. ")
 # The examples tier's weight (its posterior, offline) the whole message must give a request that only the examples
 # found in its clause, for it to count as a request of its own.
@@ -687,6 +689,31 @@ def clauses_announced(text: str) -> list[tuple[str, bool]]:
     return found
 
 
+def _requested(part: str) -> str:
+    """``part`` less what only names the thing a request is about: a stretch between commas that ends with an
+    identifier, has at most :data:`REFERENCE_WORDS` words before it and asks nothing ("pedido P200", "é o pedido
+    P200", "order #P300", "es el pedido P100"). Such a reference is no request of its own: "quero trocar, pedido P200"
+    asks for an exchange."""
+    kept = []
+    for piece in _COMMA.split(part):
+        words = piece.split()
+        found = identifiers(piece)
+        if found and words and found[-1] in words[-1] and len(words) - 1 <= REFERENCE_WORDS and not is_question(piece):
+            continue
+        kept.append(piece)
+    return ", ".join(kept)
+
+
+def _examples_first(profile: ProfileSpec, part: str) -> str:
+    """The intent the examples tier ranks first for ``part``, decided or not; ``""`` where the tier cannot say here
+    (off, or embedding over HTTP)."""
+    examples = profile.router.examples
+    if examples is None or examples.vectoriser.remote:
+        return ""
+    match = profile.router.examples_match(part)
+    return match.ranking[0][0] if match is not None and match.ranking else ""
+
+
 def _clause_intents(profile: ProfileSpec, part: str) -> list[RouteDecision]:
     """What one clause asks for: the intents its keywords hit, best first, then the examples tier's."""
     router = profile.router
@@ -714,7 +741,8 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
     weight: dict[str, float] | None = None  # the whole message's examples ranking, read when first needed
     for part, announced in parts:
         taken = {routed.intent for _, routed in found}
-        for option in _clause_intents(profile, part):
+        asked = _requested(part)
+        for option in _clause_intents(profile, asked) if asked else ():
             # A clause placed by the examples alone is a request of its own only where it is announced as one ("…?
             # also, …") or the whole message also reads partly as it: "a internet tá lenta e cai toda hora" is one
             # request, told in two clauses.
@@ -727,6 +755,10 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
             if option.intent not in taken and not alone:
                 found.append((part, option))
                 break
+    if len(found) >= 2:
+        found = _one_complaint(profile, found, parts)
+        if len(found) == 1:
+            return _one_specialist(found, decision.method)
     if len(found) < 2:
         return decision
     coordinated = delegation_active(profile)  # a coordinator delegates what one specialist answers
@@ -786,6 +818,24 @@ def _topics(decision: RouteDecision, step: StackStep, profile: ProfileSpec, text
             {"intent": other.intent, "agent": other.agent, "text": text, "status": "queued"} for text, other in parts_of
         ]
     return _one_specialist(answered, decision.method)
+
+
+def _one_complaint(
+    profile: ProfileSpec, found: list[tuple[str, RouteDecision]], parts: list[tuple[str, bool]]
+) -> list[tuple[str, RouteDecision]]:
+    """``found`` less the clauses that tell more of another clause's request: a clause, not announced as one more
+    request, that the examples tier reads first as the intent another clause was placed on (decided or not), whatever
+    a keyword of it hit. "my home internet is very slow" (the keyword "internet": product information) and "keeps
+    cutting out every hour" (technical support) are one complaint: the examples read both as technical support."""
+    announced = dict(parts)
+    intents = {routed.intent for _, routed in found}
+    kept = []
+    for part, routed in found:
+        first = _examples_first(profile, _requested(part))
+        if not announced.get(part) and first != routed.intent and first in intents:
+            continue
+        kept.append((part, routed))
+    return kept or found[:1]
 
 
 def _one_specialist(found: list[tuple[str, RouteDecision]], method: str) -> RouteDecision:
