@@ -429,8 +429,8 @@ _FIELD = re.compile(r"\{[^{}]*\}|%\([^)]*\)[a-z]")
 _WORD = re.compile(r"[^\W\d_]{2,}")
 MIN_FIXED_WORDS = 3  # a shorter piece of a fixed text ("sim", "Qual") is a word any answer may hold
 # A sentence of the platform's words with this many words in lower case is read on its own too: one Portuguese
-# sentence in an English answer ("[Supervisor] Consolidação de múltiplos agentes acionados.") is not outweighed by
-# the English around it. Capitalised words are names and codes, the business's data ("1) Nordea Bank, OMX
+# sentence in an English answer ("[Supervisor] As respostas dos especialistas que a sua mensagem pediu.") is not
+# outweighed by the English around it. Capitalised words are names and codes, the business's data ("1) Nordea Bank, OMX
 # Stockholm, SEK"), not a sentence.
 MIN_SENTENCE_WORDS = 3
 _SENTENCE = re.compile(r"[.!?;:\n()\[\]]+")

@@ -290,13 +290,14 @@ def test_the_business_words_quotes_and_identifiers_are_not_read_for_the_answers_
 
 def test_an_answer_with_a_sentence_or_a_fixed_text_of_another_language_is_not_in_the_customers(fixed):
     consolidated = (
-        "[Supervisor] Consolidação de múltiplos agentes acionados.\n\nsupport_agent: Suporte (offline model): "
+        "[Supervisor] As respostas dos especialistas que a sua mensagem pediu.\n\n"
+        "support_agent: Suporte (offline model): "
         'I received your message. You said: "my data is dead". I will look into it as a specialist.'
     )
     asked = 'Para seguir preciso da sua autorização para usar diagnosticar_linha (“Diagnóstico da linha”). Ok? "sim"'
 
     read = answer_language(consolidated, "en", fixed)
-    assert read.others == ("Consolidação de múltiplos agentes acionados",)
+    assert read.others == ("As respostas dos especialistas que a sua mensagem pediu",)
     assert not read.fits("en")
     assert answer_language(asked, "en", fixed).foreign == ("para seguir preciso da sua autorização para usar",)
     assert not answer_language(asked, "en", fixed).fits("en")

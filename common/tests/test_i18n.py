@@ -117,3 +117,25 @@ def test_a_sentence_is_said_in_the_language_asked_and_english_is_its_message_id(
     assert say("en", "{person} is with you now.", person="Ana") == "Ana is with you now."
     assert say("xx", "{person} is with you now.", person="Ana") == "Ana está atendendo você agora."  # the default
     assert translation.get_language() == settings.LANGUAGE_CODE  # the language asked does not outlive the call
+
+
+# The platform's own machinery, which a customer neither sees nor asks for: they meet specialists and people.
+MACHINERY = re.compile(
+    r"\b(?:agents?|agentes?|acionad[oa]s?|activad[oa]s?|triggered|consolida(?:tion|ção|cao|ción|cion)|orquestra\w*"
+    r"|orchestrat\w*)\b",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("language", ("en", *CATALOGUE_LANGUAGES))
+def test_no_customer_facing_message_names_the_platforms_machinery(language):
+    ids = customer_message_ids()
+    translated = catalogue(language) if language != "en" else {message: message.split("\x04")[-1] for message in ids}
+
+    internal = {
+        message: translated.get(message, "")
+        for message in ids
+        if MACHINERY.search(re.sub(r"\{[^{}]*\}", "", translated.get(message, "")))
+    }
+
+    assert not internal, f"locale/{language} says what the platform does inside: {internal}"

@@ -315,7 +315,7 @@ def test_the_model_finds_an_uncovered_part_and_its_specialist_answers_it(api, su
     [
         ("en", "[Supervisor] The answers of the specialists", "[no answer: timeout]"),
         ("es", "[Supervisor] Las respuestas de los especialistas", "[sin respuesta: timeout]"),
-        ("pt", "[Supervisor] Consolidação de múltiplos agentes", "[sem resposta: timeout]"),
+        ("pt", "[Supervisor] As respostas dos especialistas", "[sem resposta: timeout]"),
     ],
 )
 def test_a_joined_answer_says_its_header_and_gaps_in_the_conversations_language_alone(language, header, gap):
