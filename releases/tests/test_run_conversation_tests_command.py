@@ -4,6 +4,7 @@ what of the profile the tests covered; the run kept."""
 
 from __future__ import annotations
 
+import contextlib
 from io import StringIO
 from xml.etree import ElementTree
 
@@ -99,3 +100,21 @@ def test_a_version_the_profile_does_not_have_and_a_file_of_another_profile_are_r
         run("--profile", "telecom_contas", "--version", "7")
     with pytest.raises(CommandError, match="its profile is 'retail_orders', not 'telecom_contas'"):
         run("--profile", "telecom_contas", "--file", str(suite))
+
+
+def stderr_of(*args: str) -> str:
+    err = StringIO()
+    with contextlib.suppress(SystemExit):  # a failing test: what is read here is stderr
+        call_command("run_conversation_tests", *args, stdout=StringIO(), stderr=err)
+    return err.getvalue()
+
+
+def test_an_mcp_server_the_outbound_policy_refuses_is_named_with_the_setting_that_allows_it(telecom, settings):
+    settings.OUTBOUND_ALLOWED = ["127.0.0.1:8200"]
+
+    said = stderr_of("--profile", "telecom_contas")
+
+    assert "MCP server 'telecom' is refused to this command" in said and "OUTBOUND_ALLOWED" in said
+    assert "'retail'" not in said
+    settings.OUTBOUND_ALLOWED = ["127.0.0.0/8"]
+    assert "refused" not in stderr_of("--profile", "telecom_contas")

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.models import AgentProfile
+from agents.models import AgentProfile, McpServer
 from common.errors import DomainError
+from common.outbound import url_refusal
 from releases.evals import conversation_tests_parse, conversation_tests_saved
 from releases.evals.compare import Comparison
 from releases.evals.junit import junit_xml
@@ -61,6 +62,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--only: no test named {', '.join(map(repr, unknown))}.")
             cases = [case for case in cases if case.name in options["only"]]
         compare = version_arg(options["compare"]) if options["compare"] else ""
+        self._refused_servers()
         try:
             kept = conversation_test_run_create(
                 profile=profile, source=ConversationTestRunSource.COMMAND, version=against, compare=compare, cases=cases
@@ -83,6 +85,17 @@ class Command(BaseCommand):
         self.stdout.write("Coverage: " + "; ".join(played.coverage.lines()))
         if run.failed:
             sys.exit(1)
+
+    def _refused_servers(self) -> None:
+        """Say on stderr which MCP servers the outbound policy refuses to this process: their tools' calls end "not
+        run" in every test that records no answer for them, which a failed check alone does not explain."""
+        for server in McpServer.objects.filter(enabled=True).order_by("name"):
+            refusal = url_refusal(server.endpoint)
+            if refusal is not None:
+                self.stderr.write(
+                    f"MCP server {server.name!r} is refused to this command ({refusal}): its tools are not run "
+                    "where a test records no answer for them. Allow it in OUTBOUND_ALLOWED (docs/settings.md)."
+                )
 
     def _compared(self, compared: Comparison) -> None:
         before, after = compared.before, compared.after
