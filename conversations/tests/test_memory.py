@@ -18,7 +18,7 @@ from conversations.memory.facts import facts_of
 from conversations.models import Conversation, CustomerFact
 from tests.llm_server import Reply
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
 USER = "cust-memory-1"
 PREFERENCE = "prefiro ser contatado por e-mail"
