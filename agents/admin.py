@@ -641,6 +641,7 @@ class SpecialistAdminForm(SpecialistTranslations, forms.ModelForm):  # type: ign
             "enabled",
             "step_limit",
             "knowledge",
+            "remember_tool",
             "allowed_tools",
             "handoff_targets",
         ]
@@ -707,6 +708,7 @@ class SpecialistAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         ("Prompt", {"fields": ["prompt_text", "prompt_note"]}),
         ("Tools and handoffs", {"fields": ["allowed_tools", "handoff_targets"]}),
         ("Knowledge", {"fields": ["knowledge"]}),
+        ("Memory", {"fields": ["remember_tool"]}),
     ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Specialist]:

@@ -42,6 +42,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
 from agents.passages import SEARCH_KNOWLEDGE, coverage, general_question, passages_read, relevant_sentences
+from agents.remember_tool import REMEMBER_TOOL, preference_stated
 from agents.schemas import model_key_variable_refusal
 from agents.tool_summary import result_summary
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
@@ -84,6 +85,7 @@ OFFLINE_MESSAGES: dict[str, Any] = {
     "handoff_summary": gettext_lazy('{name} received: "{text}"; nothing checked yet.'),
     "human_reason": gettext_lazy("The customer asked for a person."),
     "documents": gettext_lazy("Our documents say:"),
+    "noted": gettext_lazy("I have noted it for your next conversations: \u201c{fact}\u201d."),
 }
 
 
@@ -402,6 +404,8 @@ class OfflineChatModel(BaseChatModel):
     of the business's documents (a system note, or what ``search_knowledge`` returned: :mod:`agents.passages`), it
     quotes the best one's sentences that share a content word with the message and cites it (``[1]``); with neither
     it acknowledges the message, naming the specialist and subject.
+    Offered the built-in ``remember`` tool, it calls it beside those with the preference the message states
+    (:func:`agents.remember_tool.preference_stated`), and its answer then says what it noted.
 
     Its text keeps what the call asks (:mod:`agents.generation`): ``response_format`` (the text put into the
     JSON object or schema), ``stop`` sequences and ``max_tokens`` (its own count, four characters a token), and
@@ -437,7 +441,7 @@ class OfflineChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], tool_choice=tool_choice, **kwargs)
 
     def _reply(self, messages: list[Any], tools: list[dict[str, Any]], tool_choice: str | None) -> AIMessage:
-        from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+        from langchain_core.messages import HumanMessage, ToolMessage
 
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
@@ -454,7 +458,7 @@ class OfflineChatModel(BaseChatModel):
             asked = _asked_without_arguments(tools, self.intent_tools, text)
             for tool in tools:
                 function = tool["function"]
-                if function["name"] in CONTROL_TOOLS or function["name"] == SEARCH_KNOWLEDGE:
+                if function["name"] in CONTROL_TOOLS or function["name"] in (SEARCH_KNOWLEDGE, REMEMBER_TOOL):
                     continue
                 parameters = function.get("parameters") or {}
                 required = parameters.get("required", [])
@@ -468,6 +472,10 @@ class OfflineChatModel(BaseChatModel):
                         if context.get(name) not in (None, "")
                     }
                     calls.append({"name": function["name"], "args": arguments, "id": f"offline_{len(calls) + 1}"})
+            offered = any(tool["function"]["name"] == REMEMBER_TOOL for tool in tools)
+            preference = preference_stated(text) if offered else ""  # a stated preference is kept for next time
+            if preference:
+                calls.append({"name": REMEMBER_TOOL, "args": {"fact": preference}, "id": f"offline_{len(calls) + 1}"})
             if calls:
                 return AIMessage(content="", tool_calls=calls)
             if _documents_asked(tools, self.intent_tools, text):
@@ -477,6 +485,21 @@ class OfflineChatModel(BaseChatModel):
                     "id": f"offline_{SEARCH_KNOWLEDGE}",
                 }
                 return AIMessage(content="", tool_calls=[search])
+        noted = [result for result in results if result.name == REMEMBER_TOOL]
+        others = [result for result in results if result not in noted]
+        reply = self._answer(messages[:last_human], text, others, language)
+        saved = [tool_data_read(result.content) for result in noted if getattr(result, "status", "success") != "error"]
+        facts = [str(payload.get("fact", "")) for payload in saved if isinstance(payload, dict) and payload.get("fact")]
+        if facts:  # the customer's words, quoted
+            reply.content = f"{reply.text} " + words["noted"].format(fact="; ".join(facts).replace("”", '"'))
+        return reply
+
+    def _answer(self, earlier: list[Any], text: str, results: list[Any], language: str) -> AIMessage:
+        """The answer's text: from the tool results, else from the passages of the business's documents given,
+        else an acknowledgement naming the specialist and the subject."""
+        from langchain_core.messages import SystemMessage, ToolMessage
+
+        words = offline_words(language)
         header = f"{self.display_name} {words['notice']}:"
         searched = [m for m in results if m.name == SEARCH_KNOWLEDGE]
         results = [m for m in results if m.name != SEARCH_KNOWLEDGE]
@@ -498,7 +521,7 @@ class OfflineChatModel(BaseChatModel):
         passages = next(
             (
                 read
-                for m in (*searched, *reversed(messages[:last_human]))
+                for m in (*searched, *reversed(earlier))
                 if isinstance(m, (SystemMessage, ToolMessage)) and (read := passages_read(m.content))
             ),
             None,
@@ -506,7 +529,7 @@ class OfflineChatModel(BaseChatModel):
         if passages:  # extractive: the best passage's sentences that bear on the message, quoted and cited
             quote = " ".join(relevant_sentences(passages[0].text, text)).replace("”", '"')
             return AIMessage(content=f"{header} {words['documents']} “{quote}” [{passages[0].number}]")
-        ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in messages[:last_human])
+        ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in earlier)
         subject = words["subject"].format(topic=self.topic) if self.topic else ""
         parts = [
             header,

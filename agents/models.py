@@ -790,6 +790,12 @@ class AgentProfile(models.Model):
         "conversations (what the customer asked it to remember is always shared). Off: each specialist reads only "
         "what it saved itself.",
     )
+    extract_customer_facts = models.BooleanField(
+        default=False,
+        help_text="Whether the profile's model, when it rewrites a conversation's summary, also writes down lasting "
+        "facts about the customer (kept with source extracted, shared with the customer's other conversations). "
+        "Offline: the preferences the customer stated (docs/memory.md).",
+    )
     llm_base_url = models.CharField(
         max_length=500,
         blank=True,
@@ -913,6 +919,11 @@ class Specialist(models.Model):
         default=10,
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Maximum model/tool steps per turn.",
+    )
+    remember_tool = models.BooleanField(
+        default=False,
+        help_text="Offer its model the built-in remember tool: a fact about the customer it saves is given to the "
+        "specialists in the customer's next conversations (docs/memory.md).",
     )
     knowledge = models.JSONField(
         default=dict,

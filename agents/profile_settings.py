@@ -267,6 +267,16 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         added=23,
     ),
     ProfileSetting(
+        "extract_customer_facts",
+        "boolean",
+        False,
+        ANSWERS,
+        "When the model rewrites a conversation's summary it also keeps lasting facts about the customer (offline: "
+        "the preferences they stated); docs/memory.md.",
+        agents_yaml="extract_customer_facts",
+        added=25,
+    ),
+    ProfileSetting(
         "llm_model",
         "text",
         "",

@@ -145,6 +145,7 @@ def specialist_request(
         generation=generation,
         tenant_pk=turn.input.tenant_pk,
         knowledge_held=profile.pk in current.knowledge,
+        customer_identified=bool(turn.memory.user_id),
     )
 
 

@@ -833,6 +833,7 @@ class FactSource(models.TextChoices):
     TOLD = "told", "Told by the customer"  # "remember that …"
     SAVED = "saved", "Saved by a specialist"  # the built-in remember tool
     EDITED = "edited", "Written by staff"
+    EXTRACTED = "extracted", "Read from a conversation"  # the summary's rewrite, where the profile allows
 
 
 class CustomerFact(models.Model):
@@ -845,7 +846,7 @@ class CustomerFact(models.Model):
     text = models.TextField(
         help_text="What to remember, as the customer or a specialist put it (personal data masked)."
     )
-    source = models.CharField(max_length=8, choices=FactSource.choices, default=FactSource.TOLD)
+    source = models.CharField(max_length=16, choices=FactSource.choices, default=FactSource.TOLD)
     agent = models.CharField(
         max_length=64,
         blank=True,

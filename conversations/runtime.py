@@ -12,6 +12,9 @@ Personal data never reaches the model: the model sees the masked text and
 context (placeholders such as ``[PHONE_1]``); the arguments it writes are
 unmasked before the call and completed from the request context, and what is
 recorded is masked again. Nothing here raises for a model or tool failure.
+
+A specialist given the built-in ``remember`` tool (``Specialist.remember_tool``) is offered it beside its MCP tools;
+its calls are answered here without I/O (:mod:`conversations.memory.tool`) and kept with the turn.
 """
 
 from __future__ import annotations
@@ -32,12 +35,14 @@ from agents.generation import ANSWER_CHARS_ASKED, Generation
 from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.passages import SEARCH_KNOWLEDGE, SEARCH_KNOWLEDGE_DEFINITION
+from agents.remember_tool import REMEMBER_TOOL, remember_definition
 from agents.usage import reply_tokens
 from common.events import Emit, emit_safely
 from common.i18n import say
 from common.infra import tracing
 from common.text import phrase_found
 from conversations.knowledge_turn import KnowledgeTool, KnowledgeUse, knowledge_prepared, knowledge_settle
+from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.router import CompiledRouter
@@ -91,10 +96,17 @@ class SpecialistRequest:
     # The conversation's tenant, and whether its profile holds knowledge (routing.snapshot): what retrieval reads.
     tenant_pk: int | None = None
     knowledge_held: bool = False
+    # The conversation names its customer (a user id): what the remember tool needs to keep a fact.
+    customer_identified: bool = False
 
     @property
     def steps_allowed(self) -> int:
         return self.step_limit or self.specialist.step_limit
+
+    @property
+    def remembers(self) -> bool:
+        """Whether its model is offered the built-in remember tool (conversations.memory.tool)."""
+        return self.specialist.remember_tool
 
 
 @dataclass
@@ -196,7 +208,7 @@ def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
 def _system_prompt(request: SpecialistRequest) -> str:
     name = request.profile.display_name_in(request.specialist, request.language)
     parts = [request.profile.policy, request.specialist.prompt or f"You are {name}."]
-    if request.tools:
+    if request.tools or request.remembers:
         parts.append(TOOL_DATA_NOTE)
     if request.tools and request.model_context:
         parts.append(f"{CONTEXT_NOTE}\n{json.dumps(request.model_context, ensure_ascii=False, sort_keys=True)}")
@@ -308,6 +320,15 @@ async def _tool_step(
     """
     searched = [call for call in reply.tool_calls if call.get("name") == SEARCH_KNOWLEDGE and searches is not None]
     calls = [call for call in reply.tool_calls if call.get("name") not in control and call not in searched]
+    if request.remembers:  # answered here, kept with the turn
+        for call in (call for call in calls if call.get("name") == REMEMBER_TOOL):
+            saved = len(facts_saved(outcome.tool_results))
+            result = remember_answer(
+                call.get("args"), identified=request.customer_identified, mask=request.mask, saved_before=saved
+            )
+            outcome.tool_results.append(result)
+            messages.append(_tool_message(call, result, request.mask))
+        calls = [call for call in calls if call.get("name") != REMEMBER_TOOL]
     runnable = [call for call in calls if not _gated(request, offered, call)]
     results = await asyncio.gather(*(_run_tool(request, offered, call) for call in runnable))
     for call, result in zip(runnable, results, strict=True):
@@ -419,6 +440,8 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
     if searches is not None:
         definitions.append(SEARCH_KNOWLEDGE_DEFINITION)
+    if request.remembers:
+        definitions.append(remember_definition())
     options = provider.call_options(request.generation) if request.generation is not None else {}
     runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
 

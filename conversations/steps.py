@@ -44,6 +44,7 @@ def payload_from_request(request: SpecialistRequest, vault: MaskVault) -> dict[s
         "generation": request.generation.as_dict() if request.generation is not None else None,
         "language": request.language,
         "tenant_pk": request.tenant_pk,
+        "customer_identified": request.customer_identified,
         "attachments": attachment_scope().as_dict(),  # whose the step's attachments are (agents.mcp)
     }
 
@@ -78,6 +79,7 @@ def request_from_payload(payload: dict[str, Any], current: Snapshot) -> Speciali
         language=str(payload.get("language") or ""),
         tenant_pk=payload.get("tenant_pk"),
         knowledge_held=profile.pk in current.knowledge,
+        customer_identified=bool(payload.get("customer_identified")),
     )
 
 

@@ -46,7 +46,9 @@ INTENT_DEFAULTS: Mapping[str, Any] = {
     "keyword_exclusion_languages": {},
     "translations": {},
 }
-SPECIALIST_DEFAULTS: Mapping[str, Any] = {"translations": {}, "knowledge": {}}
+SPECIALIST_DEFAULTS: Mapping[str, Any] = {"translations": {}, "knowledge": {}, "remember_tool": False}
+# A specialist's fields its document holds as the row has them.
+SPECIALIST_PLAIN_FIELDS = ("display_name", "description", "enabled", "step_limit", "remember_tool")
 GOAL_DEFAULTS: Mapping[str, Any] = {"translations": {}}
 
 
@@ -95,15 +97,12 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
         targets.setdefault(specialist_id, []).append(target)
     specialists: dict[int, dict[str, dict[str, Any]]] = {}
     for row in scoped(Specialist.objects, "profile_id").values(
-        "pk", "profile_id", "name", "display_name", "description", "translations", "enabled", "step_limit", "knowledge"
+        "pk", "profile_id", "name", "translations", "knowledge", *SPECIALIST_PLAIN_FIELDS
     ):
         prompt_version, prompt = prompts.get(row["pk"], (None, ""))
         specialists.setdefault(row["profile_id"], {})[row["name"]] = {
-            "display_name": row["display_name"],
-            "description": row["description"],
+            **{name: row[name] for name in SPECIALIST_PLAIN_FIELDS},
             "translations": translations_cleaned(row["translations"]),
-            "enabled": row["enabled"],
-            "step_limit": row["step_limit"],
             "knowledge": dict(row["knowledge"] or {}),
             "prompt": prompt,
             "prompt_version": prompt_version,
@@ -525,14 +524,11 @@ def profile_compile(
             prompt_version=specialist["prompt_version"],
             allowed_tools=frozenset(specialist["allowed_tools"]),
             handoff_targets=tuple(
-                sorted(
-                    target
-                    for target in specialist["handoff_targets"]
-                    if document["specialists"].get(target, {}).get("enabled")
-                )
+                sorted(to for to in specialist["handoff_targets"] if document["specialists"].get(to, {}).get("enabled"))
             ),
             step_limit=specialist["step_limit"],
             knowledge=SpecialistKnowledge.from_json(specialist["knowledge"]),
+            remember_tool=specialist["remember_tool"],
         )
         for name, specialist in sorted(document["specialists"].items())
         if specialist["enabled"]

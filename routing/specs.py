@@ -77,6 +77,8 @@ class SpecialistSpec:
     translations: Translations = field(default_factory=dict, hash=False)
     # Whether it searches the profile's knowledge before answering, and the tags it keeps to.
     knowledge: SpecialistKnowledge = field(default_factory=SpecialistKnowledge)
+    # Whether its model is offered the built-in remember tool (conversations.memory.tool).
+    remember_tool: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,8 @@ class ProfileSpec:
     review_single_turns: bool = False
     # Whether its specialists share a customer's remembered facts (conversations.memory).
     share_customer_memory: bool = True
+    # Whether the summary's rewrite also keeps lasting facts about the customer (conversations.memory.summary).
+    extract_customer_facts: bool = False
     # The enabled remote backends it routes to (a gateway profile), by name: agents in its router like specialists.
     backends: Mapping[str, BackendSpec] = field(default_factory=dict)
     # People in the loop: when its conversations go to a person, and when an idle one is closed.

@@ -128,9 +128,9 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 100
 SIZE_ALLOWED: dict[str, tuple[int, str]] = {
-    "agents/admin.py": (1138, "eight model admins and the profile form in one module; owed a package, one per model"),
+    "agents/admin.py": (1140, "eight model admins and the profile form in one module; owed a package, one per model"),
     "agents/models.py": (
-        1211,
+        1222,
         "every model agents/ owns (profiles, specialists, prompts, MCP, usage, desks); one "
         "migration history: a models package with re-exports is owed",
     ),
@@ -142,7 +142,7 @@ SIZE_ALLOWED: dict[str, tuple[int, str]] = {
     ),
     "releases/configio/importer.py": (832, "the import's reference checks and upserts for every kind of entity"),
     "releases/configio/parse.py": (
-        1034,
+        1036,
         "one parser per kind of YAML file, each with its messages; owed one module per kind",
     ),
     "routing/examples.py": (822, "the examples tier's index, its three engines' fit and the tier's decision"),

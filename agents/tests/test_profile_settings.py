@@ -151,6 +151,7 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
         "supervisor_planner": "model",
         "review_single_turns": True,
         "share_customer_memory": False,
+        "extract_customer_facts": True,
         "llm_model": "small-model",
         "llm_temperature": 0.3,
         "llm_base_url": "https://llm.example.com/v1",

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agents.remember_tool import FACT_MAX_CHARS  # what one fact keeps of the customer's words
+
 REMEMBER, FORGET, RECALL = "remember", "forget", "recall"
 HEAD_CHARS = 160  # the commands are read at the message's start (a recall question may follow a greeting)
-FACT_MAX_CHARS = 500  # what one fact keeps of the customer's words
 
 # The stems any command holds, lower-cased; a message without one of them in its head is no command.
 STEMS = (

@@ -73,12 +73,14 @@ class TurnMemory:
 
     def metadata(self) -> dict[str, Any]:
         """``metadata["memory"]``: the summary and the facts the specialists were given, the command the message
-        was (``remember``, ``forget``, ``recall``; ``None``), and whether the turn rewrote the summary."""
+        was (``remember``, ``forget``, ``recall``; ``None``), whether the turn rewrote the summary, and the facts its
+        rewrite read about the customer (kept with source ``extracted``)."""
         return {
             "summary": self.summary if self.given_summary else "",
             "facts": list(self.given_facts.values()),
             "command": self.command.kind if self.command is not None else None,
             "summary_updated": self.written is not None,
+            "extracted": [fact for fact, _ in self.written.facts] if self.written is not None else [],
         }
 
 

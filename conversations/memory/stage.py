@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from common.i18n import say
+from common.text import normalize
 from conversations.memory.commands import FORGET, RECALL, REMEMBER, command_read
 from conversations.memory.facts import fact_remember, facts_forget, facts_matching
 from conversations.memory.part import (
@@ -25,9 +26,11 @@ from conversations.memory.part import (
 from conversations.memory.summary import (
     SummaryWritten,
     messages_left_window,
-    summary_by_model,
     summary_due,
+    summary_rewritten,
 )
+from conversations.memory.tool import facts_saved
+from conversations.models import FactSource
 from conversations.turn import Turn
 from routing.router import RouteDecision
 
@@ -97,8 +100,10 @@ async def _summary_rewrite(turn: Turn) -> SummaryWritten | None:
     )
     if not left:  # nothing left the window since: wait another round
         return SummaryWritten(memory.summary, memory.summary_through, memory.message_count)
-    text = await summary_by_model(turn.input.profile, memory.summary, left)
-    return SummaryWritten(text, left[-1].message_id or memory.summary_through, memory.message_count)
+    extract = turn.input.profile.extract_customer_facts and bool(memory.user_id)
+    read = await summary_rewritten(turn.input.profile, memory.summary, left, extract=extract)
+    facts = tuple((turn.vault.mask(fact), source) for fact, source in read.facts)
+    return SummaryWritten(read.text, left[-1].message_id or memory.summary_through, memory.message_count, facts)
 
 
 def memory_notes(turn: Turn, agent: str) -> tuple[str, ...]:
@@ -120,9 +125,23 @@ async def memory_settle(turn: Turn) -> None:
         logger.warning("The conversation's summary could not be rewritten: %s", exc)
 
 
+def facts_saved_by(turn: Turn) -> list[tuple[str, str]]:
+    """(specialist, fact) for every fact the turn's runs saved with the remember tool (:mod:`.tool`), a plan's parts
+    included, in order."""
+    runs = [*turn.runs, *((part.agent, part.outcome) for part in turn.supervised_parts() if part.outcome)]
+    seen: set[int] = set()
+    saved = []
+    for agent, outcome in runs:
+        if id(outcome) not in seen:
+            seen.add(id(outcome))
+            saved += [(agent, fact) for fact in facts_saved(outcome.tool_results)]
+    return saved
+
+
 def memory_persist(turn: Turn) -> None:
-    """Once the customer's message is stored (its id the fact's source): keep or forget what the command said, in
-    the database thread."""
+    """Once the customer's message is stored (its id the fact's source): keep or forget what the command said, keep
+    what the specialists saved and what the summary's rewrite read (a fact the customer has already is not kept
+    twice), in the database thread."""
     memory, data = turn.memory, turn.input
     if memory.remember:
         fact_remember(
@@ -133,3 +152,23 @@ def memory_persist(turn: Turn) -> None:
         )
     if memory.forget:
         facts_forget(tenant_id=data.tenant_pk, user_id=memory.user_id, ids=memory.forget)
+    extracted = memory.written.facts if memory.written is not None else ()
+    kept = [
+        *((FactSource.SAVED, agent, fact, turn.user_message_id) for agent, fact in facts_saved_by(turn)),
+        *((FactSource.EXTRACTED, "", fact, source) for fact, source in extracted),
+    ]
+    if not kept or not memory.user_id:  # a saved fact needs a user id (the tool said so); most turns keep none
+        return
+    known = {normalize(fact.text) for fact in memory.facts}
+    for source, agent, text, message_id in kept:
+        if normalize(text) in known:
+            continue
+        known.add(normalize(text))
+        fact_remember(
+            tenant_id=data.tenant_pk,
+            user_id=memory.user_id,
+            text=text,
+            source=source,
+            agent=agent,
+            source_message_id=message_id,
+        )

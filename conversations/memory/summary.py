@@ -7,7 +7,7 @@ when :data:`SUMMARY_EVERY` messages have been stored since it was last written (
 two counts the turn read anyway), one read fetches the messages between what it covers and the window — at most
 :data:`SUMMARY_READ_MAX` — and the summary is rewritten from the old one and those:
 
-- by the profile's model where one is configured (:func:`summary_by_model`; its tokens are counted in the turn's
+- by the profile's model where one is configured (:func:`summary_rewritten`; its tokens are counted in the turn's
   usage as kind ``memory``);
 - offline, by :func:`summary_extracted`: deterministic and extractive — one line per message, the speaker and the
   first sentence of what they wrote (at most :data:`LINE_MAX_CHARS`), appended to the old lines; the oldest lines go
@@ -15,10 +15,17 @@ two counts the turn read anyway), one read fetches the messages between what it 
 
 So the summary lags the window by fewer than :data:`SUMMARY_EVERY` messages, and a conversation of n messages pays for
 about n / :data:`SUMMARY_EVERY` summaries, each over a bounded text.
+
+Where the profile allows it (``extract_customer_facts``) and the conversation names its customer, the same rewrite
+also reads lasting facts about the customer from those messages (:func:`summary_rewritten`): the model is asked for
+the summary and the facts in one JSON reply (:data:`SUMMARY_FACTS_PROMPT`; one call, not two), read defensively — a
+reply that is plain text is the summary and gives no fact, one that is JSON of another shape keeps the old summary —
+and offline the customer's stated preferences are read (:func:`agents.remember_tool.preference_stated`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +33,10 @@ from typing import Any
 from django.db import connection
 
 from agents.llm import OpenAICompatibleModel, llm_configured
+from agents.remember_tool import FACT_MAX_CHARS, preference_stated
 from agents.usage import KIND_MEMORY, usage_record
 from common.infra import tracing
+from common.text import normalize
 from conversations.history import HISTORY_ROLES, HistoryEntry
 from conversations.models import Message
 
@@ -42,7 +51,16 @@ SUMMARY_PROMPT = (
     "promised, and what is still open. Keep placeholders such as [PHONE_1] as they are. At most {words} words; write "
     "only the summary.\n\nSummary so far:\n{summary}\n\nNew messages (oldest first):\n{messages}"
 )
+FACTS_PER_SUMMARY = 5  # what one rewrite may read of lasting facts
+SUMMARY_FACTS_PROMPT = (
+    SUMMARY_PROMPT.replace("; write only the summary.", ".")
+    + "\n\nAlso write down the lasting facts about the customer that these new messages tell and that will still "
+    "hold in their next conversations (their preferences, their situation), at most {facts}, each one short "
+    'sentence; none when there is none. Answer with one JSON object and nothing else: {{"summary": "…", "facts": '
+    '["…"]}}'
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,17 @@ class SummaryWritten:
     text: str
     through: int
     at_count: int
+    # Lasting facts about the customer read from the messages it covers (kept with source extracted): (text, the
+    # customer's message it came from, None when no message can be told).
+    facts: tuple[tuple[str, int | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class SummaryRead:
+    """What one rewrite gives: the summary's text and the facts read with it."""
+
+    text: str
+    facts: tuple[tuple[str, int | None], ...] = ()
 
 
 def summary_due(*, message_count: int, at_count: int, window: int, history: tuple[HistoryEntry, ...]) -> bool:
@@ -99,18 +128,64 @@ def _transcript(messages: tuple[HistoryEntry, ...]) -> str:
     return "\n".join(f"{SPEAKERS.get(m.role, m.role)}: {m.content}" for m in messages)
 
 
-async def summary_by_model(profile: Any, summary: str, messages: tuple[HistoryEntry, ...]) -> str:
-    """The summary rewritten by ``profile``'s model (counted in the turn's usage as ``memory``); the offline one when
-    the profile has no model. A model's failure raises (the caller keeps the summary it had)."""
+async def summary_rewritten(
+    profile: Any, summary: str, messages: tuple[HistoryEntry, ...], *, extract: bool
+) -> SummaryRead:
+    """The summary rewritten by ``profile``'s model (counted in the turn's usage as ``memory``), the offline one when
+    the profile has no model; and with ``extract`` the lasting facts about the customer that ``messages`` tell: the
+    model's, in the same reply (:func:`_read_reply`), offline the preferences the customer stated. A model's failure,
+    or a reply that is JSON but no summary, raises (the caller keeps the summary it had)."""
     if not llm_configured(profile):
-        return summary_extracted(summary, messages)
+        facts = _preferences(messages) if extract else ()
+        return SummaryRead(summary_extracted(summary, messages), facts)
     model = OpenAICompatibleModel(profile)
-    prompt = SUMMARY_PROMPT.format(
-        words=SUMMARY_MAX_CHARS // 8, summary=summary or "(none yet)", messages=_transcript(messages)
+    prompt = (SUMMARY_FACTS_PROMPT if extract else SUMMARY_PROMPT).format(
+        words=SUMMARY_MAX_CHARS // 8,
+        summary=summary or "(none yet)",
+        messages=_transcript(messages),
+        facts=FACTS_PER_SUMMARY,
     )
     with tracing.llm_span(model.model_name, purpose="memory") as current:
         reply = await model.client().ainvoke([("human", prompt)])
         tracing.usage_record(current, reply)
     usage_record(KIND_MEMORY, model.model_name, reply)
-    text = reply.content if isinstance(reply.content, str) else str(reply.content)
-    return text.strip()[:SUMMARY_MAX_CHARS]
+    text = (reply.content if isinstance(reply.content, str) else str(reply.content)).strip()
+    if not extract:
+        return SummaryRead(text[:SUMMARY_MAX_CHARS])
+    written, read = _read_reply(text)
+    return SummaryRead(written[:SUMMARY_MAX_CHARS], tuple((fact, _source(fact, messages)) for fact in read))
+
+
+def _read_reply(text: str) -> tuple[str, list[str]]:
+    """The summary and the facts of a reply asked for as JSON: plain text is the summary and gives no fact; JSON
+    without a summary raises; a fact that is no text is skipped."""
+    fenced = _FENCED.fullmatch(text)
+    body = fenced.group(1) if fenced else text
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return text, []
+    if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
+        raise ValueError("the model's reply holds no summary")
+    listed = data.get("facts")
+    if not isinstance(listed, list):
+        listed = []
+    facts = [" ".join(fact.split())[:FACT_MAX_CHARS] for fact in listed if isinstance(fact, str) and fact.strip()]
+    return data["summary"].strip(), facts[:FACTS_PER_SUMMARY]
+
+
+def _preferences(messages: tuple[HistoryEntry, ...]) -> tuple[tuple[str, int | None], ...]:
+    found = ((preference_stated(m.content), m.message_id) for m in messages if m.role == "user")
+    return tuple((fact, source) for fact, source in found if fact)[:FACTS_PER_SUMMARY]
+
+
+def _source(fact: str, messages: tuple[HistoryEntry, ...]) -> int | None:
+    """The customer's message ``fact`` shares most words with (the newest of equals); ``None`` when it shares none."""
+    words = set(normalize(fact).split())
+    best, shared = None, 0
+    for message in messages:
+        if message.role == "user":
+            count = len(words & set(normalize(message.content).split()))
+            if count and count >= shared:
+                best, shared = message.message_id, count
+    return best

@@ -6,6 +6,7 @@ them (the suite's scripted OpenAI-compatible server)."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from django.core.cache import cache
@@ -16,6 +17,7 @@ from conversations.desk.reads import DeskTenant, escalation_detail
 from conversations.memory import summary
 from conversations.memory.facts import facts_of
 from conversations.models import Conversation, CustomerFact
+from conversations.tests.memory_talk import said, system_notes
 from tests.llm_server import Reply
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -23,20 +25,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 USER = "cust-memory-1"
 PREFERENCE = "prefiro ser contatado por e-mail"
 
-
-def say(api, text: str, *, user: str = USER, session: str = "s-memory-1") -> dict:
-    response = api.post(
-        "/api/gateway/message",
-        {"agent_id": "telecom_contas", "payload": {"text": text, "session_id": session, "user_id": user}},
-        format="json",
-    )
-    assert response.status_code == 200, response.content
-    return response.json()
-
-
-def system_notes(request: dict) -> str:
-    """Every system message of a chat completion request the scripted server received, joined."""
-    return "\n".join(m["content"] for m in request["messages"] if m["role"] == "system")
+say = partial(said, user=USER, session="s-memory-1")
 
 
 def test_a_fact_told_in_one_session_is_in_the_specialists_prompt_of_the_next(api, telecom, scripted_llm):

@@ -177,6 +177,7 @@ def _specialist(specialist: Specialist, prompt: str | None) -> dict[str, Any]:
         "enabled": specialist.enabled,
         "step_limit": specialist.step_limit,
         **({"knowledge": specialist.knowledge} if specialist.knowledge else {}),
+        **({"remember_tool": True} if specialist.remember_tool else {}),
         "tools": _sorted_names(specialist.allowed_tools.all()),
         "handoff_targets": _sorted_names(specialist.handoff_targets.all()),
     }

@@ -113,6 +113,7 @@ SPECIALIST_KEYS = (
     "handoff_targets",
     "step_limit",
     "knowledge",
+    "remember_tool",
     "enabled",
 )
 SERVER_KEYS = ("transport", "endpoint", "enabled", "description", "timeout")
@@ -809,6 +810,7 @@ def _parse_specialists(section: Node, agent_id: str, problems: Problems, parsed:
                 patch.put("knowledge", keys["knowledge"], {})
             elif check(keys["knowledge"], "mapping", problems):
                 patch.put("knowledge", keys["knowledge"], keys["knowledge"].value)
+        _scalar(patch, keys, "remember_tool", "boolean", problems)
         _scalar(patch, keys, "enabled", "boolean", problems)
         if "prompt" in keys and check(keys["prompt"], "string", problems):
             if keys["prompt"].value.strip():

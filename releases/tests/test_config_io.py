@@ -1124,3 +1124,25 @@ def test_a_wrong_value_at_each_declared_key_is_refused_naming_its_file_line_and_
         error = assert_refused_without_writing(path)
         for name, (line, key) in where.items():
             assert f"{path}:{line}: {key}: must be " in error, name
+
+
+def test_a_specialists_remember_tool_is_imported_and_exported_only_when_given(small):
+    write(
+        small,
+        "agents.yaml",
+        AGENTS.replace("tools: [consultar_fatura]", "tools: [consultar_fatura]\n            remember_tool: true"),
+    )
+    run_import(small)
+
+    specialists = {s.name: s.remember_tool for s in Specialist.objects.all()}
+    assert specialists == {"billing_agent": True, "support_agent": False}
+    written = {s["name"]: s for s in config_export_data()["agents.yaml"]["agents"][0]["specialists"]}
+    assert written["billing_agent"]["remember_tool"] is True
+    assert "remember_tool" not in written["support_agent"]
+
+    write(
+        small,
+        "agents.yaml",
+        AGENTS.replace("tools: [consultar_fatura]", "tools: [consultar_fatura]\n            remember_tool: sim"),
+    )
+    assert "remember_tool" in refused(small)
