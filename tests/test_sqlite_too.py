@@ -89,6 +89,7 @@ def failures(report: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("shard", range(SHARDS))
+@pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 60)  # the run's own bound governs, not the suite's 300 s per test
 def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     if connection.vendor == "sqlite":
         pytest.skip("this run is on SQLite already: the marked tests run in it")
