@@ -316,6 +316,8 @@ CELERY_BEAT_SCHEDULE = {
     # Posts whose retry was lost (a worker stopped, a broker restarted) are taken up again.
     "desk-webhooks-sweep": {"task": "conversations.desk_webhooks_sweep", "schedule": 60.0},
     "retention-purge": {"task": "conversations.retention_purge", "schedule": RETENTION_PURGE_SECONDS},
+    # PostgreSQL: agent_handoffs' partitions of the months ahead (handoffs/partitions.py); nothing on SQLite.
+    "handoff-partitions": {"task": "handoffs.partitions_ensure", "schedule": 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

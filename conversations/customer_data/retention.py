@@ -13,6 +13,14 @@ of them are deleted children first, the conversations last. The purge's :class:`
 written before the first batch and updated in each batch's transaction: what it says is gone is gone. A purge that
 stops midway leaves whole conversations purged and the rest as they were; the next run finishes the work.
 
+On PostgreSQL ``agent_handoffs`` is partitioned by month (:mod:`handoffs.partitions`). Before the batches,
+:func:`retention_purge_all` drops a month's partition whole when every tenant with rows in it has a window whose
+cutoff has passed the month's end, and none of its rows belongs to a conversation the purge keeps (one last written
+to since its tenant's cutoff): the batches then find none of that month's handoffs to delete. The analytics are told
+first, for the month's days, as for a batch. The month is decided on what has expired when it is checked, a moment
+before the drop: a conversation past its window that a customer takes up again in that moment keeps its rows but
+that month's handoffs. Any other month's rows, and the DEFAULT partition's, go in batches.
+
 A customer's own rows outside any conversation (a memory of facts) are not the purge's: they keep their own expiry.
 """
 
@@ -33,6 +41,8 @@ from django.utils import timezone
 from conversations.customer_data.registry import HOLDERS, ROOT, Holder
 from conversations.models import Conversation, Message
 from conversations.signals import store_rows_retiring
+from handoffs.models import Handoff
+from handoffs.partitions import MonthPartition, month_partitions, partition_drop, partition_rows
 from tenants.models import RetentionPurge, Tenant
 
 
@@ -47,6 +57,7 @@ class Purge:
     batches: int
     seconds: float
     record_id: int | None = None  # None: a dry run, or nothing had expired
+    handoff_months: tuple[str, ...] = ()  # agent_handoffs' months (YYYY-MM) dropped (dry: to drop) with its rows
 
 
 def retention_cutoff(*, window_days: int, now: dt.datetime | None = None) -> dt.datetime:
@@ -114,9 +125,12 @@ def retention_purge(
     dry_run: bool = False,
     batch_size: int | None = None,
     pause_seconds: float | None = None,
+    months: Iterable[MonthDropped] = (),
 ) -> Purge | None:
     """Purge the tenant's expired conversations (see the module); ``dry_run``: count the rows that would go and change
-    nothing. None when the tenant keeps its conversations forever. Batches and pause default to the settings."""
+    nothing. None when the tenant keeps its conversations forever. Batches and pause default to the settings.
+    ``months``: agent_handoffs' months :func:`retention_purge_all` dropped (dry: would drop), whose rows of this
+    tenant the purge counts (dry: the batches count them)."""
     window_days = tenant.retention_window_days()
     if window_days is None:
         return None
@@ -125,11 +139,16 @@ def retention_purge(
     cutoff = retention_cutoff(window_days=window_days, now=now)
     started = time.monotonic()
     counts: Counter[str] = Counter()
+    mine = [month for month in months if month.rows.get(tenant.pk)]
+    if not dry_run:
+        counts[Handoff._meta.label] += sum(month.rows[tenant.pk] for month in mine)
     batches = 0
     record = None
     first = conversations_expired(tenant_id=tenant.pk, cutoff=cutoff).aggregate(since=Min("created_at"))["since"]
     if first is not None and not dry_run:
-        record = RetentionPurge.objects.create(tenant=tenant, window_days=window_days, cutoff=cutoff)
+        record = RetentionPurge.objects.create(
+            tenant=tenant, window_days=window_days, cutoff=cutoff, counts=_sorted(counts)
+        )
         store_rows_retiring.send(sender=Conversation, since=first, before=cutoff)
     after = 0
     while first is not None:
@@ -154,6 +173,7 @@ def retention_purge(
         batches=batches,
         seconds=seconds,
         record_id=record.pk if record is not None else None,
+        handoff_months=tuple(f"{month.partition.start:%Y-%m}" for month in mine),
     )
 
 
@@ -162,10 +182,57 @@ def _sorted(counts: Counter[str]) -> dict[str, int]:
 
 
 def retention_purge_all(*, now: dt.datetime | None = None, dry_run: bool = False) -> list[Purge]:
-    """:func:`retention_purge` every tenant whose conversations are not kept forever (inactive ones too), by slug."""
+    """:func:`retention_purge` every tenant whose conversations are not kept forever (inactive ones too), by slug,
+    after dropping (dry: naming) agent_handoffs' months that may go whole (see the module)."""
+    tenants = list(Tenant.objects.order_by("slug"))
+    months = handoff_months_expired(tenants=tenants, now=now)
+    if not dry_run:
+        for month in months:
+            store_rows_retiring.send(sender=Conversation, since=month.partition.start, before=month.partition.end)
+            partition_drop(month.partition)
     purges = []
-    for tenant in Tenant.objects.order_by("slug"):
-        purge = retention_purge(tenant=tenant, now=now, dry_run=dry_run)
+    for tenant in tenants:
+        purge = retention_purge(tenant=tenant, now=now, dry_run=dry_run, months=months)
         if purge is not None:
             purges.append(purge)
     return purges
+
+
+@dataclass(frozen=True)
+class MonthDropped:
+    """An agent_handoffs month that may be dropped whole, and its rows per tenant id."""
+
+    partition: MonthPartition
+    rows: dict[int, int]
+
+
+def handoff_months_expired(*, tenants: list[Tenant], now: dt.datetime | None = None) -> list[MonthDropped]:
+    """agent_handoffs' months (none but on PostgreSQL) whose every row is of a tenant whose cutoff has passed the
+    month's end and of a conversation that tenant's purge takes, with their rows per tenant id."""
+    partitions = month_partitions()
+    if not partitions:
+        return []
+    cutoffs: dict[int, dt.datetime | None] = {}
+    for tenant in tenants:
+        window_days = tenant.retention_window_days()
+        cutoffs[tenant.pk] = None if window_days is None else retention_cutoff(window_days=window_days, now=now)
+    latest = max((cutoff for cutoff in cutoffs.values() if cutoff is not None), default=None)
+    return [
+        MonthDropped(partition=partition, rows=partition_rows(partition))
+        for partition in partitions
+        if latest is not None and partition.end <= latest and _month_expired(partition, cutoffs)
+    ]
+
+
+def _month_expired(partition: MonthPartition, cutoffs: dict[int, dt.datetime | None]) -> bool:
+    month = Handoff.objects.filter(created_at__gte=partition.start, created_at__lt=partition.end)
+    for tenant_id, cutoff in cutoffs.items():
+        theirs = month.filter(tenant_id=tenant_id)
+        if not theirs.exists():
+            continue
+        if cutoff is None or cutoff < partition.end:
+            return False
+        expired = conversations_expired(tenant_id=tenant_id, cutoff=cutoff).filter(pk=OuterRef("conversation_id"))
+        if theirs.exclude(Exists(expired)).exists():
+            return False
+    return True

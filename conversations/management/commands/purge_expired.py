@@ -1,6 +1,6 @@
 """``manage.py purge_expired [--tenant T] [--dry-run]``: purge the conversations past their tenant's retention window
 with every row they left (conversations/customer_data/retention.py), now — what the periodic job does — and print
-the rows purged per model, tenant by tenant."""
+the rows purged per model, tenant by tenant, and agent_handoffs' months dropped whole (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -44,3 +44,5 @@ class Command(BaseCommand):
         )
         for label, count in purge.counts.items():
             self.stdout.write(f"  {label}: {count}")
+        for month in purge.handoff_months:
+            self.stdout.write(f"  {'would drop' if dry_run else 'dropped'} agent_handoffs' month {month} whole")
