@@ -108,6 +108,7 @@ from conversations.supervisor import STATUS_OK, STATUS_TIMEOUT
 from conversations.turn import TurnInput
 from conversations.turn_store import conversation_defaults
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
+from handoffs.partitions import partitions_ensure
 from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
 from handoffs.services import Move
 from routing import snapshot
@@ -1946,6 +1947,7 @@ def bench_data_generate(
         people=bench_people_ensure(),
     )
     report = GenerateReport()
+    partitions_ensure(since=_when(end - days * 86400))  # PostgreSQL: the rows go to their months, not the DEFAULT
     with _cycle_collector_paused():
         _batches(simulator, count=count, size=batch, report=report, progress=progress, started=started)
     _statistics_refresh()

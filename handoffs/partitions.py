@@ -89,15 +89,20 @@ def month_partitions() -> list[MonthPartition]:
     return sorted(found)
 
 
-def partitions_ensure(*, now: dt.datetime | None = None, ahead: int = MONTHS_AHEAD) -> list[str]:
-    """Make the partitions of this month and ``ahead`` months after it, and of every month the DEFAULT partition
-    holds rows of (those rows move into it); the names made, [] when nothing was missing or the table is not
-    partitioned. Each month is made in a transaction of its own (see the module for its locks)."""
+def partitions_ensure(
+    *, now: dt.datetime | None = None, ahead: int = MONTHS_AHEAD, since: dt.datetime | None = None
+) -> list[str]:
+    """Make the partitions of this month and ``ahead`` months after it (from ``since``'s month when given: rows about
+    to be written back-dated), and of every month the DEFAULT partition holds rows of (those rows move into it); the
+    names made, [] when nothing was missing or the table is not partitioned. Each month is made in a transaction of
+    its own (see the module for its locks)."""
     if not handoffs_partitioned():
         return []
-    first = month_start(now or timezone.now())
-    months = [first]
+    last = month_start(now or timezone.now())
     for _ in range(ahead):
+        last = month_next(last)
+    months = [month_start(min(since, last)) if since is not None else month_start(now or timezone.now())]
+    while months[-1] < last:
         months.append(month_next(months[-1]))
     months.extend(_default_months())
     have = {partition.start for partition in month_partitions()}

@@ -150,3 +150,11 @@ def test_the_maintenance_is_a_periodic_job_the_embedded_runner_runs_too(settings
     (job,) = periodic_jobs({"handoff-partitions": entry})
     assert job.task.name == "handoffs.partitions_ensure"
     assert job.run()  # on SQLite as on PostgreSQL: nothing missing, nothing made
+
+
+@postgresql_only
+def test_the_maintenance_makes_the_months_back_to_a_date_for_rows_about_to_be_written_back_dated():
+    made = partitions_ensure(since=months_back(6) + dt.timedelta(days=12))
+
+    assert made == [partition_name(months_back(n)) for n in range(6, 0, -1)]
+    assert partitions_ensure(since=months_back(6)) == []
