@@ -35,7 +35,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -628,11 +628,17 @@ class Simulator:
             channel=rng.choices([c for c, _ in CHANNELS], weights=[w for _, w in CHANNELS])[0],
         )
 
-    def conversation(self, local_id: int, batch: Batch) -> tuple[int, Counter, Counter]:
-        """Simulate one conversation and append its rows to ``batch``; returns (handoffs, kinds, methods)."""
+    def drawn(self) -> tuple[_Who, int, float]:
+        """Whose conversation, of how many turns, arriving when."""
         who = self._who()
         turns = self.rng.choices(range(1, len(TURN_WEIGHTS) + 1), weights=TURN_WEIGHTS)[0]
-        arrival = self._arrival()
+        return who, turns, self._arrival()
+
+    def conversation(
+        self, local_id: int, batch: Batch, who: _Who, turns: int, arrival: float
+    ) -> tuple[int, Counter, Counter]:
+        """Simulate one conversation (as :meth:`drawn`) and append its rows to ``batch``; returns (handoffs, kinds,
+        methods)."""
         live = self._live(who, turns, arrival, local_id)
         simulated = self._simulate(live, turns, arrival)
         # A conversation's turns end within the range, its last turn's rows too (they are stamped microseconds apart
@@ -1733,6 +1739,155 @@ def _stamp(rows: TurnRows, persisted: float) -> None:
         row.created_at = _when(persisted + tick * 2e-5)
 
 
+# --- replay ----------------------------------------------------------------------------------
+
+REPLAY_POOL = 10_000  # simulated conversations kept to be replayed (about 150 MB of rows)
+REPLAY_MINIMUM = 200  # a kind of conversation is replayed once this many of its kind are kept
+REPLAY_FRESH = 0.05  # share of conversations simulated anew once their kind is replayed: the pool keeps changing
+REPLAY_CUT = 3 * 86400.0  # seconds: conversations arriving this close to the range's end are always simulated
+
+
+@dataclass
+class _Template:
+    """A simulated conversation's rows (per list of a :class:`Batch`), where its messages started in that batch,
+    when it arrived, and what :meth:`Simulator.conversation` returned for it."""
+
+    rows: dict[str, list[Model]]
+    first_message: int
+    arrival: float
+    counted: tuple[int, Counter, Counter]
+
+
+class Replayer:
+    """Conversations as the :class:`Simulator` draws them, most of them replayed: the rows of a conversation
+    simulated earlier, of the same profile, cohort and side of the supervisor period, for the customer drawn (tenant,
+    user, session, channel) at the moment drawn, under new ids.
+
+    Simulating a conversation turn by turn costs far more than writing it; a replay copies its rows' values and
+    moves their times. A kind of conversation is replayed once :data:`REPLAY_MINIMUM` of its kind were simulated,
+    then :data:`REPLAY_FRESH` of them are simulated anew and take a random place among the ``pool`` kept, so the
+    mix drawn stays the simulator's. Conversations arriving in the last :data:`REPLAY_CUT` of the range are always
+    simulated: their end (a person still answering, a conversation not yet closed) depends on the range's end.
+    Everything comes from the simulator's ``rng``: a seed still gives the same rows.
+    """
+
+    def __init__(self, simulator: Simulator, *, pool: int, minimum: int, fresh: float) -> None:
+        self.simulator = simulator
+        self.pool, self.minimum, self.fresh = pool, max(minimum, 1), fresh
+        self.kept: dict[tuple[str, bool, bool], list[_Template]] = {}
+        self.seen: Counter[tuple[str, bool, bool]] = Counter()
+        self.stored = 0
+
+    def conversation(self, local_id: int, batch: Batch) -> tuple[int, Counter, Counter]:
+        """Add one conversation to ``batch``, simulated or replayed; returns (handoffs, kinds, methods)."""
+        simulator = self.simulator
+        rng = simulator.rng
+        who, turns, arrival = simulator.drawn()
+        kind = (who.catalogue.agent_id, who.multi_agent, arrival >= simulator.supervisor_from)
+        kept = self.kept.setdefault(kind, [])
+        early = arrival < simulator.until - REPLAY_CUT
+        if self.pool and early and len(kept) >= self.minimum and rng.random() >= self.fresh:
+            return _replay(kept[rng.randrange(len(kept))], who, arrival, local_id, batch, rng)
+        marks = {name: len(getattr(batch, name)) for _, name in TABLES}
+        counted = simulator.conversation(local_id, batch, who, turns, arrival)
+        if self.pool and early:
+            template = _Template(
+                rows={name: getattr(batch, name)[mark:] for name, mark in marks.items()},
+                first_message=marks["messages"],
+                arrival=batch.conversations[-1].created_at.timestamp(),
+                counted=counted,
+            )
+            self.seen[kind] += 1
+            if self.stored < self.pool:
+                kept.append(template)
+                self.stored += 1
+            else:  # a random one of its kind makes room: the pool follows what is drawn
+                kept[rng.randrange(len(kept))] = template
+        return counted
+
+
+_MOVED: dict[type[Model], tuple[str, ...]] = {}  # a model's date-time attributes, moved with a replay
+
+
+def _moved(model: type[Model]) -> tuple[str, ...]:
+    found = _MOVED.get(model)
+    if found is None:
+        found = _MOVED[model] = tuple(
+            each.attname for each in model._meta.concrete_fields if each.get_internal_type() == "DateTimeField"
+        )
+    return found
+
+
+def _replay(
+    template: _Template, who: _Who, arrival: float, local_id: int, batch: Batch, rng: random.Random
+) -> tuple[int, Counter, Counter]:
+    """Append a copy of ``template``'s rows to ``batch``: ``who``'s, moved to ``arrival``, under new places."""
+    shift = timedelta(seconds=arrival - template.arrival)
+    first = len(batch.messages) - template.first_message  # added to a message's place in the template's batch
+    fresh = _conversation_row(local_id, who)
+    escalations = {row.pk: uuid.UUID(int=rng.getrandbits(128), version=4) for row in template.rows["escalations"]}
+    for name, rows in template.rows.items():
+        into = getattr(batch, name)
+        for row in rows:
+            copied = row.__dict__.copy()
+            for attname in _moved(type(row)):
+                if copied[attname] is not None:
+                    copied[attname] += shift
+            if "tenant_id" in copied:
+                copied["tenant_id"] = who.tenant.pk
+            if "conversation_id" in copied:
+                copied["conversation_id"] = local_id
+            if name == "messages":
+                copied["id"] += first
+                copied["metadata"] = _replayed_metadata(copied["metadata"], who, escalations)
+            elif "message_id" in copied:
+                copied["message_id"] += first
+            if name == "conversations":
+                for attname in ("id", "session_id", "conversation_key", "user_id", "channel"):
+                    copied[attname] = getattr(fresh, attname)
+                copied["escalation_id"] = escalations.get(copied["escalation_id"], copied["escalation_id"])
+                sub = copied["sub_conversation"]
+                if sub and sub.get("started_at"):
+                    copied["sub_conversation"] = {
+                        **sub,
+                        "started_at": round(sub["started_at"] + shift.total_seconds(), 3),
+                    }
+            elif name == "escalations":
+                copied["id"] = escalations[copied["id"]]
+            elif name == "ratings":
+                copied["user_id"] = who.user_id
+            copy_ = row.__class__.__new__(row.__class__)
+            copy_.__dict__ = copied
+            into.append(copy_)
+    return template.counted
+
+
+def _replayed_metadata(metadata: dict[str, Any], who: _Who, escalations: dict[Any, uuid.UUID]) -> dict[str, Any]:
+    """A message's metadata for ``who``: the customer's id and channel, their side of the flag, and the escalation
+    it names (its id, or the escalation as the customer saw it), where it says."""
+    if "user_id" not in metadata and "flags" not in metadata and "escalation" not in metadata:
+        return metadata
+    changed = dict(metadata)
+    if "user_id" in changed:
+        changed.update(user_id=who.user_id, channel=who.channel)
+    if "flags" in changed:
+        changed["flags"] = who.flags
+    shown = changed.get("escalation")
+    if isinstance(shown, str):
+        changed["escalation"] = _replayed_id(shown, escalations)
+    elif isinstance(shown, dict) and isinstance(shown.get("id"), str):
+        changed["escalation"] = {**shown, "id": _replayed_id(shown["id"], escalations)}
+    return changed
+
+
+def _replayed_id(value: str, escalations: dict[Any, uuid.UUID]) -> str:
+    """The replay's id of the escalation ``value`` names; anything else as it is."""
+    try:
+        return str(escalations.get(uuid.UUID(value), value))
+    except ValueError:
+        return value
+
+
 # --- writing -------------------------------------------------------------------------------
 
 
@@ -1923,15 +2078,17 @@ def bench_data_generate(
     batch: int = 20_000,
     until: datetime | None = None,
     progress: Callable[[Progress], None] | None = None,
+    pool: int = REPLAY_POOL,
 ) -> GenerateReport:
     """Generate conversations until exactly ``count`` handoff rows were written, in batches of about ``batch``.
 
     Every row's ``created_at`` lies in ``[until - days, until]`` (``until`` defaults to now). A
     conversation whose moves would pass ``count`` is drawn again, so the last one fits exactly and
-    every conversation is whole. Each batch is one transaction.
+    every conversation is whole. Each batch is one transaction. ``pool``: conversations kept to replay
+    (:class:`Replayer`; 0: every conversation simulated).
     """
-    if count < 0 or tenants < 1 or days < 1 or batch < 1:
-        raise BenchDataError("count must be ≥ 0, and tenants, days and batch ≥ 1.")
+    if count < 0 or tenants < 1 or days < 1 or batch < 1 or pool < 0:
+        raise BenchDataError("count and pool must be ≥ 0, and tenants, days and batch ≥ 1.")
     started = time.perf_counter()
     until = until or datetime.now(tz=UTC)
     end = until.timestamp()
@@ -1946,10 +2103,11 @@ def bench_data_generate(
         until=end,
         people=bench_people_ensure(),
     )
+    replayer = Replayer(simulator, pool=pool, minimum=min(REPLAY_MINIMUM, pool // 20), fresh=REPLAY_FRESH)
     report = GenerateReport()
     partitions_ensure(since=_when(end - days * 86400))  # PostgreSQL: the rows go to their months, not the DEFAULT
     with _cycle_collector_paused():
-        _batches(simulator, count=count, size=batch, report=report, progress=progress, started=started)
+        _batches(replayer, count=count, size=batch, report=report, progress=progress, started=started)
     _statistics_refresh()
     # The rows are dated back: sum their days into the analytics' daily totals again (today stays live).
     summing = time.perf_counter()
@@ -1970,7 +2128,7 @@ def _statistics_refresh() -> None:
 
 
 def _batches(
-    simulator: Simulator,
+    simulator: Replayer,
     *,
     count: int,
     size: int,
@@ -2013,7 +2171,7 @@ def _cycle_collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _draw(simulator: Simulator, batch: Batch, remaining: int, report: GenerateReport) -> None:
+def _draw(simulator: Replayer, batch: Batch, remaining: int, report: GenerateReport) -> None:
     """Add one conversation to ``batch`` with at most ``remaining`` handoffs (drawing again until one fits)."""
     while True:
         marks = {name: len(getattr(batch, name)) for _, name in TABLES}

@@ -1,15 +1,17 @@
 """Realistic conversations for the analytics benchmark, down to exactly ``--count`` agent_handoffs rows.
 
     PYTHONPATH=. .venv/bin/python bench/generate_handoffs.py --count 1000000 [--tenants 3] [--days 90] [--seed 1]
-        [--batch 20000] [--until 2025-06-01T00:00] [--clear]
+        [--batch 20000] [--pool 10000] [--until 2025-06-01T00:00] [--clear]
 
 Conversations of the demo profiles for the tenants ``bench_tenant_1..N``, with their messages, route decisions and tool
 calls, the hand-overs to people and what the desk's people (``bench_person_1..6``) wrote, the customers' ratings and how
 each conversation ended, spread over ``--days`` back from ``--until`` (simulated by :mod:`bench.benchdata`, the rows
 built by :mod:`conversations.records`, :mod:`conversations.desk.escalations` and :mod:`conversations.outcomes` as the
-platform builds them). Deterministic for a ``--seed`` and ``--until``. ``--clear`` first deletes the bench tenants'
-conversations. The database is the one the settings point at (``DATABASE_URL``); ``bench/analytics_bench.py`` runs this
-inside a throwaway PostgreSQL.
+platform builds them). Once a few hundred conversations of a kind (profile, cohort) were simulated, most of the next
+ones are those replayed for another customer and moment under new ids (``--pool``, :class:`bench.benchdata.Replayer`):
+several times faster, the same mix. Deterministic for a ``--seed`` and ``--until``. ``--clear`` first deletes the bench
+tenants' conversations. The database is the one the settings point at (``DATABASE_URL``); ``bench/analytics_bench.py``
+runs this inside a throwaway PostgreSQL.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ def _parser(tenant_prefix: str) -> argparse.ArgumentParser:
     parser.add_argument("--days", type=int, default=90, help="Days back from --until (default 90).")
     parser.add_argument("--seed", type=int, default=1, help="Random seed (default 1).")
     parser.add_argument("--batch", type=int, default=20_000, help="Handoff rows per transaction (default 20000).")
+    parser.add_argument(
+        "--pool",
+        type=int,
+        default=10_000,
+        help="Simulated conversations kept to be replayed for other customers and moments (default 10000; 0: every "
+        "conversation simulated turn by turn, several times slower).",
+    )
     parser.add_argument("--until", type=_moment, help="End of the range, ISO 8601 (default: now; UTC if naive).")
     parser.add_argument(
         "--clear", action="store_true", help=f"Delete the conversations of the {tenant_prefix}* tenants first."
@@ -81,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             batch=args.batch,
             until=args.until,
             progress=_progress,
+            pool=args.pool,
         )
     except BenchDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -132,6 +142,7 @@ def _django_setup() -> None:
     if not hasattr(sys.modules.get("platform"), "__path__"):
         sys.modules.pop("platform", None)  # the standard library's, imported before the path was set
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
+    os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.0/8")  # the demo's MCP servers listen on loopback (seed_demo)
     import django
 
     django.setup()

@@ -53,10 +53,12 @@ def generate(*args: str) -> str:
     return out
 
 
-@pytest.fixture
-def generated() -> str:
+@pytest.fixture(params=["0", "100"], ids=["simulated", "replayed"])
+def generated(request) -> str:
+    """500 handoffs, every conversation simulated, or most of them replays of 100 kept (bench.benchdata.Replayer):
+    each test holds the data to its shape either way."""
     demo_seed()  # what the generator would seed (bench/benchdata.py), once per worker
-    return generate("--count", "500", "--days", str(DAYS), "--batch", "200")
+    return generate("--count", "500", "--days", str(DAYS), "--batch", "200", "--pool", request.param)
 
 
 def handoff_rows() -> list[tuple]:
@@ -342,15 +344,31 @@ def test_delegations_and_returns_belong_to_the_coordinated_profile(generated):
 
 
 def test_the_same_seed_gives_the_same_rows_and_clear_removes_them():
-    generate("--count", "300", "--seed", "7")
+    generate("--count", "300", "--seed", "7", "--pool", "40")  # replays too
     first = handoff_rows()
-    output = generate("--clear", "--count", "300", "--seed", "7")
+    output = generate("--clear", "--count", "300", "--seed", "7", "--pool", "40")
     assert "Cleared bench data" in output
     assert handoff_rows() == first
     assert Handoff.objects.count() == 300
 
     generate("--clear", "--count", "300", "--seed", "8")
     assert handoff_rows() != first
+
+
+def test_replayed_conversations_are_kept_ones_for_other_customers_at_other_moments():
+    generate("--count", "500", "--days", str(DAYS), "--pool", "100")
+    said: dict[tuple, list[tuple]] = {}
+    for conversation in Conversation.objects.prefetch_related("messages"):
+        words = tuple(message.content for message in conversation.messages.all())
+        said.setdefault((conversation.profile_id, conversation.cohort, words), []).append(
+            (conversation.conversation_key, conversation.user_id, conversation.created_at)
+        )
+    repeated = [group for group in said.values() if len(group) > 1]
+    assert sum(len(group) for group in repeated) > Conversation.objects.count() / 2  # most are replays
+    for group in repeated:
+        assert len({key for key, _, _ in group}) == len(group) and len({when for _, _, when in group}) == len(group)
+    for message in Message.objects.filter(role=MessageRole.USER).select_related("conversation")[:200]:
+        assert message.metadata["user_id"] == message.conversation.user_id  # the replay's customer, not the original's
 
 
 def test_clear_leaves_other_tenants_alone(tenant):
@@ -526,7 +544,8 @@ def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers, des
     from conversations.outcomes import outcomes_close
     from conversations.supervisor import gap_text
 
-    generate("--count", "2000", "--days", str(DAYS))  # loads the demo profiles
+    # Every conversation simulated (a replay copies their rows): rare rows (a supervisor part timing out) show.
+    generate("--count", "2000", "--days", str(DAYS), "--pool", "0")  # loads the demo profiles
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
