@@ -45,6 +45,7 @@ from conversations.knowledge_turn import KnowledgeTool, KnowledgeUse, knowledge_
 from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
+from routing.replies import NO
 from routing.router import CompiledRouter
 from routing.small_talk import person_asked_in, small_talk_read
 from routing.specs import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
@@ -292,7 +293,18 @@ def _moves_read_on(request: SpecialistRequest) -> tuple[tuple[str, ...], tuple[s
     if rest is None:
         return _hit_agents(profile.router, request.text), profile.closing_words
     closing = tuple(word for word in profile.closing_words if phrase_found(rest, (word,)))
-    return _hit_agents(profile.router, rest), closing
+    return _hit_agents(profile.router, asked_text(request)), closing
+
+
+def asked_text(request: SpecialistRequest) -> str:
+    """What the message asks of the specialist besides answering its question: the whole message; on a reply to its
+    question, what follows the reply (``request.reply_rest``) — nothing when that refuses too ("não, não quero que
+    mexa na minha linha", "no thanks, don't run anything on my line": the refusal said twice, which hands the
+    conversation to no one and is searched for in no document)."""
+    rest = request.reply_rest
+    if rest is None:
+        return request.text
+    return "" if request.profile.reply_words.read(rest).reads_as == NO else rest
 
 
 def _gated(request: SpecialistRequest, offered: dict[str, ToolSpec], call: ToolCall) -> bool:
@@ -433,7 +445,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         specialist=request.specialist,
         held=request.knowledge_held,
         tenant_pk=request.tenant_pk,
-        text=request.text,
+        text=asked_text(request),
         language=request.language,
         tools_offered=bool(request.tools),
     )

@@ -19,6 +19,7 @@ from knowledge.retrieval import document_link
 from knowledge.services import document_ingest
 from releases.versions import version_publish
 from routing.documents import profile_documents
+from tests.demo_snapshot import demo_seed
 from tests.streaming import run, sse_events
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too, pytest.mark.usefixtures("multi_agent_for_everyone")]
@@ -282,3 +283,32 @@ def test_i_dont_know_counts_as_a_fallback_answer_for_the_profiles_escalation_rul
 
     assert first["answer"] == say("en", DONT_KNOW) and first["metadata"]["escalation"] is None
     assert second["metadata"]["escalation"]["reason"] == "fallbacks"
+
+
+LINE_SERVICES = """# Atendimento
+
+## Serviços na linha
+
+Para qualquer serviço na linha agora, traga um documento com foto a uma loja.
+""".encode()
+
+
+@pytest.fixture
+def demo_line(db):
+    """The demo, its help centre holding an article that shares words with a refusal of the line's diagnosis."""
+    demo_seed()
+    source = KnowledgeSource.objects.filter(profile__agent_id="telecom_contas").first()
+    document_ingest(source=source, file_name="atendimento.md", data=LINE_SERVICES, language="pt")
+
+
+def test_a_no_to_the_permission_question_said_twice_moves_nothing_and_searches_nothing(api, demo_line):
+    line = {"context": {"msisdn": "5511999999999"}, "session_id": "declined-diagnosis"}
+    asked = ask(api, "Meu celular está sem sinal desde ontem", **line)
+    assert "diagnosticar_linha" in asked["answer"], (asked["agent"], asked["answer"])
+
+    body = ask(api, "não, não quero que mexa na minha linha agora", **line)
+
+    assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "denied"}
+    assert body["agent"] == "support_agent", "the refusal's words hand the conversation to no one"
+    assert "documento com foto" not in body["answer"], body["answer"]
+    assert not (body["metadata"].get("knowledge") or {}).get("citations")
