@@ -794,7 +794,7 @@ class AgentProfile(models.Model):
         default=False,
         help_text="Whether the profile's model, when it rewrites a conversation's summary, also writes down lasting "
         "facts about the customer (kept with source extracted, shared with the customer's other conversations). "
-        "Offline: the preferences the customer stated (docs/memory.md).",
+        "Offline: the preferences the customer stated.",
     )
     llm_base_url = models.CharField(
         max_length=500,
@@ -923,7 +923,7 @@ class Specialist(models.Model):
     remember_tool = models.BooleanField(
         default=False,
         help_text="Offer its model the built-in remember tool: a fact about the customer it saves is given to the "
-        "specialists in the customer's next conversations (docs/memory.md).",
+        "specialists in the customer's next conversations.",
     )
     knowledge = models.JSONField(
         default=dict,

@@ -58,6 +58,9 @@ _QUESTION_OPENERS = (
     "donde", "puedo", "se puede", "es posible", "hay",
 )  # fmt: skip
 _CLAUSE_END = re.compile(r"[,.;:!?¿¡\n]+")
+# The customer's own things: a question that opens with one of them ("Where is my order?", "¿Dónde está mi pedido?")
+# asks what the business's systems hold of the customer, not what its documents say.
+_OWN = frozenset({"my", "meu", "minha", "meus", "minhas", "mi", "mis"})
 # Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters.
 _COMMON_WORDS = (
     "como qual quais quando onde porque para pelo pela pelos pelas com sem uma umas uns meu minha meus minhas seu "
@@ -131,11 +134,15 @@ def coverage(question: str, text: str) -> float:
 
 def general_question(text: str) -> bool:
     """Whether ``text`` asks how something is done, where, or whether it may be done (a clause of it opens with one
-    of :data:`_QUESTION_OPENERS`): a question the business's documents answer, whatever its subject — not a request
-    about the customer's own account, which the business's tools answer."""
+    of :data:`_QUESTION_OPENERS`, none of its first words the customer's own — :data:`_OWN`): a question the business's
+    documents answer, whatever its subject — not a request about the customer's own account, which the business's
+    tools answer."""
     for clause in _CLAUSE_END.split(text):
-        head = " ".join(normalize(clause).split()[:3])
-        if any(head == opener or head.startswith(f"{opener} ") for opener in _QUESTION_OPENERS):
+        words = normalize(clause).split()[:3]
+        head = " ".join(words)
+        if _OWN.isdisjoint(words) and any(
+            head == opener or head.startswith(f"{opener} ") for opener in _QUESTION_OPENERS
+        ):
             return True
     return False
 

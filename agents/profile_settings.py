@@ -272,7 +272,7 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         False,
         ANSWERS,
         "When the model rewrites a conversation's summary it also keeps lasting facts about the customer (offline: "
-        "the preferences they stated); docs/memory.md.",
+        "the preferences they stated).",
         agents_yaml="extract_customer_facts",
         added=25,
     ),

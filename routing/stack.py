@@ -69,8 +69,8 @@ _CLAUSES = re.compile(
     re.IGNORECASE,
 )
 _QUESTION_WORDS = re.compile(
-    r"^\s*¿|\?(?:\s|$)|^\s*(qual|quais|quando|onde|como|quanto|quantos|por que|porque|o que|what|when|where|how|why|"
-    r"which|who|can|could|is|are|do|does|did|cu[aá]l|cu[aá]ndo|d[oó]nde|c[oó]mo|cu[aá]nto|por qu[eé]|qu[eé])\b",
+    r"^\s*¿|\?(?:\s|$)|^\s*(qual|quais|quando|onde|cad[eê]|como|quanto|quantos|por que|porque|o que|what|when|where|"
+    r"how|why|which|who|can|could|is|are|do|does|did|cu[aá]l|cu[aá]ndo|d[oó]nde|c[oó]mo|cu[aá]nto|por qu[eé]|qu[eé])\b",
     re.IGNORECASE,
 )
 # Words that announce one more request ("also, …", "outra coisa: …", "y además …"): the clause after them is a

@@ -13,11 +13,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agentprofile',
             name='extract_customer_facts',
-            field=models.BooleanField(default=False, help_text="Whether the profile's model, when it rewrites a conversation's summary, also writes down lasting facts about the customer (kept with source extracted, shared with the customer's other conversations). Offline: the preferences the customer stated (docs/memory.md)."),
+            field=models.BooleanField(default=False, help_text="Whether the profile's model, when it rewrites a conversation's summary, also writes down lasting facts about the customer (kept with source extracted, shared with the customer's other conversations). Offline: the preferences the customer stated."),
         ),
         migrations.AddField(
             model_name='specialist',
             name='remember_tool',
-            field=models.BooleanField(default=False, help_text="Offer its model the built-in remember tool: a fact about the customer it saves is given to the specialists in the customer's next conversations (docs/memory.md)."),
+            field=models.BooleanField(default=False, help_text="Offer its model the built-in remember tool: a fact about the customer it saves is given to the specialists in the customer's next conversations."),
         ),
     ]

@@ -71,6 +71,9 @@ def test_a_general_question_is_told_from_a_request_about_the_customers_own_accou
         "My bill is too high this month, can you check it?",
         "mi factura vino muy alta, la pueden revisar?",
         "quero cancelar o pedido",
+        "Where is my order? It was supposed to arrive yesterday",
+        "¿Dónde está mi pedido?",
+        "onde está minha encomenda",
         "",
     ):
         assert not general_question(text), text

@@ -169,6 +169,7 @@ def test_a_clause_after_words_that_add_a_request_or_a_question_after_a_question_
 def test_questions_are_told_in_the_three_languages():
     assert is_question("qual o vencimento")
     assert is_question("¿cuándo vence")
+    assert is_question("cadê meu pedido P100")  # "where is", a question without its mark
     assert is_question("is my order out?")
     assert not is_question("já paguei")
     assert is_question("why is there a roaming charge on it? I was only there for 3 days")  # a sentence of it asks
