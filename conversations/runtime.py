@@ -281,19 +281,20 @@ def _hit_agents(router: CompiledRouter, text: str) -> tuple[str, ...]:
     return tuple(agents)
 
 
-def _moves_read_on(request: SpecialistRequest) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _moves_read_on(request: SpecialistRequest, asked: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What the offline model decides its moves on: the specialists the message hits and the closing words it holds.
 
     On a reply to the specialist's own question (``request.reply_rest``) only what follows the reply counts: the
     reply's words answer the question and never hand the conversation on or end a sub-conversation ("sim, pode
     diagnosticar" is not billing's payment request, "não, obrigado" is no goodbye), while "Não, na verdade meu pedido
     atrasou" may still go to the orders specialist. The closing words passed are then those that follow the reply.
+    ``asked`` is :func:`asked_text`: nothing when what follows the reply refuses too.
     """
     profile, rest = request.profile, request.reply_rest
     if rest is None:
         return _hit_agents(profile.router, request.text), profile.closing_words
     closing = tuple(word for word in profile.closing_words if phrase_found(rest, (word,)))
-    return _hit_agents(profile.router, asked_text(request)), closing
+    return _hit_agents(profile.router, asked), closing
 
 
 def asked_text(request: SpecialistRequest) -> str:
@@ -426,7 +427,8 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     started_at = time.time()
     provider = provider_for(request.profile)
     topic = (request.intent_description or "").strip().rstrip(".")
-    hit_agents, closing_words = _moves_read_on(request)
+    asked = asked_text(request)  # read once: the moves and the knowledge search both go on it
+    hit_agents, closing_words = _moves_read_on(request, asked)
     control = {tool.name: tool for tool in request.control}
     model = provider.chat_model(
         context=request.model_context,
@@ -445,7 +447,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         specialist=request.specialist,
         held=request.knowledge_held,
         tenant_pk=request.tenant_pk,
-        text=asked_text(request),
+        text=asked,
         language=request.language,
         tools_offered=bool(request.tools),
     )
