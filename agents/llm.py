@@ -42,6 +42,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
 from agents.passages import SEARCH_KNOWLEDGE, coverage, general_question, passages_read, relevant_sentences
+from agents.permission_notes import declined_tool
 from agents.remember_tool import REMEMBER_TOOL, preference_stated
 from agents.schemas import model_key_variable_refusal
 from agents.tool_summary import result_summary
@@ -86,6 +87,7 @@ OFFLINE_MESSAGES: dict[str, Any] = {
     "human_reason": gettext_lazy("The customer asked for a person."),
     "documents": gettext_lazy("Our documents say:"),
     "noted": gettext_lazy("I have noted it for your next conversations: \u201c{fact}\u201d."),
+    "declined": gettext_lazy("As you asked, I did not use {tool}, so I could not check what it checks."),
 }
 
 
@@ -441,7 +443,7 @@ class OfflineChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], tool_choice=tool_choice, **kwargs)
 
     def _reply(self, messages: list[Any], tools: list[dict[str, Any]], tool_choice: str | None) -> AIMessage:
-        from langchain_core.messages import HumanMessage, ToolMessage
+        from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
@@ -454,6 +456,10 @@ class OfflineChatModel(BaseChatModel):
             move = self._move(text, messages[:last_human], tools, words)
             if move is not None:
                 return move
+        declined = declined_tool(m.text for m in messages[:last_human] if isinstance(m, SystemMessage))
+        if declined is not None:  # a "no" to its permission question: the request it was asked for is answered
+            text = next((m.text for m in reversed(messages[:last_human]) if isinstance(m, HumanMessage)), text)
+        if not results and tools and tool_choice != "none":
             calls: list[ToolCall] = []
             asked = _asked_without_arguments(tools, self.intent_tools, text)
             for tool in tools:
@@ -488,6 +494,8 @@ class OfflineChatModel(BaseChatModel):
         noted = [result for result in results if result.name == REMEMBER_TOOL]
         others = [result for result in results if result not in noted]
         reply = self._answer(messages[:last_human], text, others, language)
+        if declined is not None:  # what it could not check, said plainly
+            reply.content = f"{reply.text} " + words["declined"].format(tool=declined)
         saved = [tool_data_read(result.content) for result in noted if getattr(result, "status", "success") != "error"]
         facts = [str(payload.get("fact", "")) for payload in saved if isinstance(payload, dict) and payload.get("fact")]
         if facts:  # the customer's words, quoted

@@ -52,6 +52,7 @@ from agents.generation import (
 )
 from agents.llm import ERROR_ANSWER, judge_asker
 from agents.mcp import AttachmentScope, attachments_for
+from agents.permission_notes import permission_note
 from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
 from common.i18n import say
@@ -99,12 +100,7 @@ from conversations.models import (
     EscalationReason,
     EscalationStatus,
 )
-from conversations.permissions import (
-    DENIED,
-    GRANTED,
-    permission_note,
-    permission_reply,
-)
+from conversations.permissions import DENIED, GRANTED, permission_reply
 from conversations.stack_turn import (
     answer_lines,
     delegation_kept,
@@ -356,7 +352,7 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
         turn.granted.append(tool)
     turn.permission = {"tool": tool, "reply": reply}
     turn.context = {**pending.get("context", {}), **turn.input.context}
-    turn.notes.append(permission_note(tool, reply))
+    turn.notes.append(permission_note(tool, granted=reply == GRANTED))
     tools = [name for name in pending.get("mcp_tools", []) if reply == GRANTED or name != tool]
     return RouteDecision(
         route=pending["agent"],

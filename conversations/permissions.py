@@ -5,7 +5,8 @@ The specialist's run stops when it calls such a tool without a grant
 the answer by :mod:`routing.replies` with the profile's yes and no words: a yes
 or no that leads the message (or ends a short one) answers; a question holding a
 yes word does not; a refusal wins over agreement ("não pode"), so a refusal is
-never taken for a grant. A grant lasts for the rest of the conversation.
+never taken for a grant. A grant lasts for the rest of the conversation. What the
+specialist is told of the reply: :mod:`agents.permission_notes`.
 """
 
 from __future__ import annotations
@@ -48,16 +49,6 @@ def permission_question(profile: ProfileSpec, tool: ToolSpec, language: str | No
         no = profile.denial_words[0] if profile.denial_words else no
     what = tool.description.strip().rstrip(".") or tool.name
     return say(language, PERMISSION_ASK, tool=tool.name, what=what, yes=yes, no=no)
-
-
-def permission_note(tool: str, reply: str) -> str:
-    """The system note the specialist gets with the user's reply."""
-    if reply == GRANTED:
-        return f"The user agreed to let you use {tool} for their request above. Use it now and answer the request."
-    return (
-        f"The user did not agree to let you use {tool}. Do not call it; answer their request above without it "
-        "and say plainly what you could not check."
-    )
 
 
 def permission_context(tools, context: dict[str, Any]) -> dict[str, Any]:

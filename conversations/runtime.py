@@ -35,6 +35,7 @@ from agents.generation import ANSWER_CHARS_ASKED, Generation
 from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
 from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
 from agents.passages import SEARCH_KNOWLEDGE, SEARCH_KNOWLEDGE_DEFINITION
+from agents.permission_notes import declined_tool
 from agents.remember_tool import REMEMBER_TOOL, remember_definition
 from agents.usage import reply_tokens
 from common.events import Emit, emit_safely
@@ -308,6 +309,15 @@ def asked_text(request: SpecialistRequest) -> str:
     return "" if request.profile.reply_words.read(rest).reads_as == NO else rest
 
 
+def declined_request(request: SpecialistRequest) -> str:
+    """On the customer's refusal of the specialist's permission question, the request the question was asked for (their
+    last message before it): what the specialist answers without the tool, and what is searched for in the help
+    centre whatever follows the "no" ("não, deixa a linha como está" asks nothing new); ``""`` on any other message."""
+    if declined_tool(request.notes) is None:
+        return ""
+    return next((entry[1] for entry in reversed(request.history) if entry[0] == "user"), "")
+
+
 def _gated(request: SpecialistRequest, offered: dict[str, ToolSpec], call: ToolCall) -> bool:
     spec = offered.get(call.get("name", ""))
     return spec is not None and spec.needs_permission and spec.name not in request.granted
@@ -447,7 +457,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         specialist=request.specialist,
         held=request.knowledge_held,
         tenant_pk=request.tenant_pk,
-        text=asked,
+        text=declined_request(request) or asked,
         language=request.language,
         tools_offered=bool(request.tools),
     )

@@ -302,6 +302,45 @@ def test_a_refusal_with_thanks_is_a_denial_answered_by_the_specialist_that_asked
     assert conversation.granted_permissions == [] and conversation.pending_permission is None
 
 
+@pytest.mark.parametrize(
+    ("asked", "refused", "declined", "article"),
+    [
+        (
+            "minha internet de casa não conecta desde a chuva",
+            "não, deixa a minha linha como está",
+            "não usei diagnosticar_linha",
+            "Internet fibra sem conexão ou lenta",
+        ),
+        (
+            "my fibre internet is slow and the modem won't connect",
+            "no, leave my line as it is",
+            "I did not use diagnosticar_linha",
+            "Fibre internet down or slow",
+        ),
+        (
+            "el internet de casa no conecta desde la tormenta",
+            "no, deja mi línea como está",
+            "no usé diagnosticar_linha",
+            "Internet de fibra sin conexión o lenta",
+        ),
+    ],
+)
+def test_a_refusal_is_answered_on_the_request_it_was_asked_for_and_says_what_was_not_checked(
+    api, demo, asked, refused, declined, article
+):
+    session_id = "r-declined-" + asked.split()[0]
+    first = say(api, asked, agent_id="telecom_contas", session=session_id, msisdn=MSISDN)
+    assert [r["status"] for r in first["metadata"]["mcp_results"]] == ["permission_required"]
+    body = say(api, refused, agent_id="telecom_contas", session=session_id)
+
+    assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "denied"}
+    assert (body["agent"], body["metadata"]["handoffs"]) == ("support_agent", [])
+    assert declined in body["answer"]
+    # The help centre was searched for the request, not for the refusal's words about the line.
+    assert [c["title"] for c in body["metadata"]["knowledge"]["citations"]] == [article]
+    assert refused not in body["answer"]
+
+
 def test_a_question_holding_a_yes_word_is_no_grant_and_is_routed_as_usual(api, demo):
     ask_permission(api, "r-q")
     body = say(api, "você pode me dizer o valor da fatura?", agent_id="telecom_contas", session="r-q", msisdn=MSISDN)
