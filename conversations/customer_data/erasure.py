@@ -84,8 +84,8 @@ def _conversation_erase(pk: int, customer: Customer, *, dry_run: bool) -> Counte
         for key in attachment_keys(result)
     ]
     for holder in reversed(HOLDERS):
-        if holder.of_conversation is not None:
-            counts[holder.label] += _erased(holder, holder.of_conversation(locked), dry_run=dry_run)
+        if holder.of_conversations is not None:
+            counts[holder.label] += _erased(holder, holder.of_conversations((locked,)), dry_run=dry_run)
     counts[ROOT.label] += _erased(ROOT, Q(pk=pk), dry_run=dry_run)
     if not dry_run:
         # Read again as erased: the desks are told of the close under the erased key, with the erased summary.

@@ -82,9 +82,9 @@ def _conversation(conversation: Conversation) -> Iterator[str]:
     head = {**row_data(conversation), "agent_id": conversation.profile.agent_id}
     yield _json(head)[:-1]  # the object left open for its rows
     for holder in HOLDERS:
-        if holder.of_conversation is not None:
+        if holder.of_conversations is not None:
             yield f",{_json(holder.name)}:"
-            yield from _listed(_rows(holder, holder.of_conversation(conversation)))
+            yield from _listed(_rows(holder, holder.of_conversations((conversation,))))
     yield "}"
 
 

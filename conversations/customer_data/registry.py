@@ -21,7 +21,8 @@ with the reason it is no single tenant's to export or erase.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +53,9 @@ class Customer:
 class Holder:
     """A model holding customer data, how its rows are reached, and what erasure does to them.
 
-    Exactly one of ``of_customer`` and ``of_conversation`` says which rows: those of the customer, or those of one of
-    their conversations (read with its profile). ``blank``: fields set to their empty value (``""``, ``None``, or the
+    Exactly one of ``of_customer`` and ``of_conversations`` says which rows: those of the customer, or those of some
+    of their conversations (read with their profiles), reached in one filter however many there are (a retention
+    purge's batch, an erasure's one conversation). ``blank``: fields set to their empty value (``""``, ``None``, or the
     field's default ``{}``/``[]``); ``kept_keys``: JSON fields of which only these keys stay (figures the analytics
     or the usage read); ``values``: fields given a value or an expression of the row's own columns.
     """
@@ -62,7 +64,7 @@ class Holder:
     name: str  # the export's key
     erase: Erase
     of_customer: Callable[[Customer], Q] | None = None
-    of_conversation: Callable[[Conversation], Q] | None = None
+    of_conversations: Callable[[Sequence[Conversation]], Q] | None = None
     blank: tuple[str, ...] = ()
     kept_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     values: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
@@ -80,18 +82,22 @@ def _erased_name() -> Any:
     return Concat(models.Value("erased:"), Cast("pk", models.CharField()))
 
 
-def _tests_made_from(conversation: Conversation) -> Q:
-    return Q(source_message_id__in=Message.objects.filter(conversation_id=conversation.pk).values("pk"))
+def _pks(conversations: Sequence[Conversation]) -> list[int]:
+    return [conversation.pk for conversation in conversations]
+
+
+def _tests_made_from(conversations: Sequence[Conversation]) -> Q:
+    return Q(source_message_id__in=Message.objects.filter(conversation_id__in=_pks(conversations)).values("pk"))
 
 
 TESTS_MADE_FROM_MESSAGES = ("routing.RoutingTestCase", "routing.ConversationTest")
 
 
-def _history_of_tests_made_from(conversation: Conversation) -> Q:
+def _history_of_tests_made_from(conversations: Sequence[Conversation]) -> Q:
     # The field history (django-auditlog) of a saved test records its messages as written.
     reach = Q(pk__in=[])
     for label in TESTS_MADE_FROM_MESSAGES:
-        made = apps.get_model(label).objects.filter(_tests_made_from(conversation))
+        made = apps.get_model(label).objects.filter(_tests_made_from(conversations))
         reach |= Q(
             content_type=ContentType.objects.get_for_model(made.model),
             object_pk__in=[str(pk) for pk in made.values_list("pk", flat=True)],
@@ -99,13 +105,29 @@ def _history_of_tests_made_from(conversation: Conversation) -> Q:
     return reach
 
 
-def _a2a_tasks_of(conversation: Conversation) -> Q:
+def _by_tenant(conversations: Sequence[Conversation]) -> dict[int, list[Conversation]]:
+    grouped: dict[int, list[Conversation]] = defaultdict(list)
+    for conversation in conversations:
+        grouped[conversation.tenant_id].append(conversation)
+    return grouped
+
+
+def _a2a_tasks_of(conversations: Sequence[Conversation]) -> Q:
     # An A2A task names its conversation by the protocol's contextId: the conversation's session id.
-    return Q(
-        tenant_id=conversation.tenant_id,
-        agent_id=conversation.profile.agent_id,
-        context_id=conversation.session_id,
-    )
+    sessions: dict[tuple[int, str], list[str]] = defaultdict(list)
+    for conversation in conversations:
+        sessions[conversation.tenant_id, conversation.profile.agent_id].append(conversation.session_id)
+    reach = Q(pk__in=[])
+    for (tenant_id, agent_id), session_ids in sessions.items():
+        reach |= Q(tenant_id=tenant_id, agent_id=agent_id, context_id__in=session_ids)
+    return reach
+
+
+def _idempotent_requests_of(conversations: Sequence[Conversation]) -> Q:
+    reach = Q(pk__in=[])
+    for tenant_id, mine in _by_tenant(conversations).items():
+        reach |= Q(tenant_id=tenant_id, turn__conversation_pk__in=_pks(mine))
+    return reach
 
 
 def _of_customer(customer: Customer) -> Q:
@@ -117,8 +139,8 @@ def conversations_of(customer: Customer) -> models.QuerySet[Conversation]:
     return Conversation.objects.filter(_of_customer(customer)).select_related("profile").order_by("pk")
 
 
-def _in_conversation(conversation: Conversation) -> Q:
-    return Q(conversation_id=conversation.pk)
+def _in_conversations(conversations: Sequence[Conversation]) -> Q:
+    return Q(conversation_id__in=_pks(conversations))
 
 
 # The conversation first (the export nests the others under it), then what hangs off it, parents before children;
@@ -150,7 +172,7 @@ HOLDERS: tuple[Holder, ...] = (
         "conversations.Message",
         "messages",
         Erase.ANONYMISE,
-        of_conversation=_in_conversation,
+        of_conversations=_in_conversations,
         blank=("content",),
         # Kept: the turn's number (answers are found by it), a part's status (a rollout guard counts failed parts),
         # a note's kind, and the turn's usage per model (the usage figures split tokens by model from it).
@@ -160,73 +182,73 @@ HOLDERS: tuple[Holder, ...] = (
         "conversations.RouteDecisionRecord",
         "route_decisions",
         Erase.ANONYMISE,
-        of_conversation=_in_conversation,
+        of_conversations=_in_conversations,
         blank=("reason", "metadata"),
     ),
     Holder(
         "conversations.ToolCall",
         "tool_calls",
         Erase.ANONYMISE,
-        of_conversation=_in_conversation,
+        of_conversations=_in_conversations,
         blank=("arguments", "result", "error"),
     ),
     Holder(
         "handoffs.Handoff",
         "handoffs",
         Erase.ANONYMISE,
-        of_conversation=_in_conversation,
+        of_conversations=_in_conversations,
         blank=("reason", "context_summary"),
     ),
     Holder(
         "conversations.MessageFeedback",
         "ratings",
         Erase.ANONYMISE,
-        of_conversation=_in_conversation,
+        of_conversations=_in_conversations,
         blank=("comment", "user_id"),
     ),
     Holder(
         "conversations.Escalation",
         "escalations",
         Erase.ANONYMISE,
-        of_conversation=_in_conversation,
+        of_conversations=_in_conversations,
         blank=("reason_text", "summary"),
     ),
     Holder(
         "conversations.ExternalDeskEvent",
         "external_desk_events",
         Erase.DELETE,  # an outbox: what is still to be posted, quoting the conversation
-        of_conversation=lambda conversation: Q(escalation__conversation_id=conversation.pk),
+        of_conversations=lambda conversations: Q(escalation__conversation_id__in=_pks(conversations)),
     ),
-    Holder("conversations.ConversationOutcome", "outcome", Erase.ANONYMISE, of_conversation=_in_conversation),
-    Holder("conversations.GoalRun", "goal_runs", Erase.ANONYMISE, of_conversation=_in_conversation),
+    Holder("conversations.ConversationOutcome", "outcome", Erase.ANONYMISE, of_conversations=_in_conversations),
+    Holder("conversations.GoalRun", "goal_runs", Erase.ANONYMISE, of_conversations=_in_conversations),
     Holder(
         "conversations.GoalStepRun",
         "goal_steps",
         Erase.ANONYMISE,
-        of_conversation=lambda conversation: Q(run__conversation_id=conversation.pk),
+        of_conversations=lambda conversations: Q(run__conversation_id__in=_pks(conversations)),
         blank=("error",),
     ),
     Holder(
         "conversations.BackendCall",
         "backend_calls",
         Erase.ANONYMISE,
-        of_conversation=_in_conversation,
+        of_conversations=_in_conversations,
         blank=("error",),
     ),
-    Holder("conversations.A2ATask", "a2a_tasks", Erase.DELETE, of_conversation=_a2a_tasks_of),
+    Holder("conversations.A2ATask", "a2a_tasks", Erase.DELETE, of_conversations=_a2a_tasks_of),
     Holder(
         "conversations.IdempotentRequest",
         "idempotent_requests",
         Erase.DELETE,  # a retry's stored answer; it expires anyway
-        of_conversation=lambda conversation: Q(tenant_id=conversation.tenant_id, turn__conversation_pk=conversation.pk),
+        of_conversations=_idempotent_requests_of,
     ),
-    Holder("routing.RoutingTestCase", "routing_tests", Erase.DELETE, of_conversation=_tests_made_from),
-    Holder("routing.ConversationTest", "conversation_tests", Erase.DELETE, of_conversation=_tests_made_from),
+    Holder("routing.RoutingTestCase", "routing_tests", Erase.DELETE, of_conversations=_tests_made_from),
+    Holder("routing.ConversationTest", "conversation_tests", Erase.DELETE, of_conversations=_tests_made_from),
     # A run's result of such a test repeats its turns and the answers they got.
     Holder(
-        "routing.ConversationTestResult", "conversation_test_results", Erase.DELETE, of_conversation=_tests_made_from
+        "routing.ConversationTestResult", "conversation_test_results", Erase.DELETE, of_conversations=_tests_made_from
     ),
-    Holder("auditlog.LogEntry", "routing_test_history", Erase.DELETE, of_conversation=_history_of_tests_made_from),
+    Holder("auditlog.LogEntry", "routing_test_history", Erase.DELETE, of_conversations=_history_of_tests_made_from),
     # What the platform remembers of them across conversations (conversations.memory), theirs alone.
     Holder("conversations.CustomerFact", "facts", Erase.DELETE, of_customer=_of_customer),
 )

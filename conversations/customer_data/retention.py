@@ -73,15 +73,12 @@ def conversations_expired(*, tenant_id: int, cutoff: dt.datetime) -> QuerySet[Co
     return Conversation.objects.filter(tenant_id=tenant_id, updated_at__lt=cutoff).exclude(Exists(since))
 
 
-def _reach(holder: Holder, conversations: Iterable[Conversation]) -> Q:
-    assert holder.of_conversation is not None
-    reach = Q(pk__in=[])
-    for conversation in conversations:
-        reach |= holder.of_conversation(conversation)
-    return reach
+def _reach(holder: Holder, conversations: list[Conversation]) -> Q:
+    assert holder.of_conversations is not None
+    return holder.of_conversations(conversations)
 
 
-_CONVERSATION_HOLDERS = tuple(holder for holder in reversed(HOLDERS[1:]) if holder.of_conversation is not None)
+_CONVERSATION_HOLDERS = tuple(holder for holder in reversed(HOLDERS[1:]) if holder.of_conversations is not None)
 
 
 def _batch_count(conversations: list[Conversation]) -> Counter[str]:

@@ -46,6 +46,6 @@ def test_the_rule_flags_a_user_id_a_conversation_relation_and_free_text_but_not_
 
 def test_each_holder_reaches_its_rows_one_way_and_erases_only_its_own_fields():
     for holder in HOLDERS:
-        assert (holder.of_customer is None) != (holder.of_conversation is None), holder.label
+        assert (holder.of_customer is None) != (holder.of_conversations is None), holder.label
         fields = {model_field.name for model_field in holder.model._meta.concrete_fields}
         assert set(holder.blank) | set(holder.kept_keys) | set(holder.values) <= fields, holder.label

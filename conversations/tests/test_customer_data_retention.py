@@ -47,9 +47,9 @@ def rows_of(conversation_pk: int) -> dict[str, int]:
     if conversation is None:
         return {}
     return {
-        holder.label: holder.rows(holder.of_conversation(conversation)).count()
+        holder.label: holder.rows(holder.of_conversations((conversation,))).count()
         for holder in HOLDERS
-        if holder.of_conversation is not None
+        if holder.of_conversations is not None
     } | {"conversations.Conversation": 1}
 
 
