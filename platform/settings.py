@@ -265,15 +265,18 @@ OUTCOMES_CLOSE_SECONDS = env.decimal("OUTCOMES_CLOSE_SECONDS", 60.0)
 
 # Retention (docs/security.md "Customer data", conversations/customer_data/retention.py): a conversation is kept
 # RETENTION_DAYS after its last message (0: forever; a tenant may have its own), then purged with every row it left,
-# every RETENTION_PURGE_SECONDS, RETENTION_PURGE_BATCH conversations per transaction with a pause between batches.
+# every RETENTION_PURGE_SECONDS, RETENTION_PURGE_BATCH conversations per transaction with a rest between batches.
 RETENTION_DAYS = env.integer("RETENTION_DAYS", 0)
 RETENTION_PURGE_SECONDS = env.decimal("RETENTION_PURGE_SECONDS", 3600.0)
 RETENTION_PURGE_BATCH = env.integer("RETENTION_PURGE_BATCH", 100)
 RETENTION_PURGE_PAUSE_SECONDS = env.decimal("RETENTION_PURGE_PAUSE_SECONDS", 0.05)
+RETENTION_PURGE_SHARE = env.decimal("RETENTION_PURGE_SHARE", 0.25)  # at most this share of its time in batches
 if RETENTION_DAYS < 0 or RETENTION_PURGE_BATCH < 1 or RETENTION_PURGE_PAUSE_SECONDS < 0:
     raise ImproperlyConfigured(
         "RETENTION_DAYS and RETENTION_PURGE_PAUSE_SECONDS must not be negative, RETENTION_PURGE_BATCH at least 1."
     )
+if not 0 < RETENTION_PURGE_SHARE <= 1:
+    raise ImproperlyConfigured("RETENTION_PURGE_SHARE must be above 0 and at most 1.")
 
 # Operational events (docs/events.md, common/infra/bus.py): agent.completed, handoff.completed, rollout.rolled_back,
 # backend.down/up. Published off the request path to the Channels layer (groups "events" and "events.<tenant>";

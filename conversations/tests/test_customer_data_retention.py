@@ -172,3 +172,34 @@ def test_a_purge_stopped_midway_leaves_whole_batches_purged_and_the_rest_as_it_w
     assert finished is not None and finished.batches == 2 and finished.counts["conversations.Conversation"] == 2
     assert not conversations_expired(tenant_id=alpha.pk, cutoff=finished.cutoff).exists()
     assert not Message.objects.filter(conversation__tenant=alpha).exists()
+
+
+class Clock:
+    """The purge's clock: ``batch`` seconds pass between two readings (a batch's start and end); what the purge
+    sleeps is recorded."""
+
+    def __init__(self, batch: float) -> None:
+        self.now, self.batch, self.slept = 0.0, batch, []
+
+    def monotonic(self) -> float:
+        self.now += self.batch
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 6))
+
+
+@pytest.mark.parametrize(("share", "batch", "pause", "rests"), [(0.25, 0.2, 0.05, 0.6), (0.5, 0.02, 0.05, 0.05)])
+def test_a_purge_rests_after_each_batch_so_that_batches_keep_to_their_share_of_its_time(
+    alpha, settings, monkeypatch, share, batch, pause, rests
+):
+    settings.RETENTION_PURGE_SHARE = share
+    for n in range(2):
+        aged(conversation_of(alpha, session=f"r{n}"), WINDOW + 3)
+    clock = Clock(batch)
+    monkeypatch.setattr("conversations.customer_data.retention.time", clock)
+
+    purge = retention_purge(tenant=alpha, batch_size=1, pause_seconds=pause)
+
+    assert purge is not None and purge.batches == 2
+    assert clock.slept == [rests, rests]  # a batch of 0.2 s at a quarter: 0.6 s; a short one: the pause
