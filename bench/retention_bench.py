@@ -2,20 +2,23 @@
 same load with the purge held still.
 
     PYTHONPATH=. .venv/bin/python bench/retention_bench.py [--count 1000000] [--window 60] [--pairs 3] [--dry-run]
-        [--clients 64] [--duration 30] [--latency-ms 0]
+        [--clients 64] [--duration 30] [--latency-ms 0[,1000…]] [--rate R] [--quiet LOAD] [--finish]
 
 Starts a throwaway PostgreSQL (``scripts/services.py``), migrates, seeds the demo, fills the bench tenants with
 ``bench/generate_handoffs.py --count N --days 90`` (conversations with their messages, route decisions, tool calls,
 hand-overs, ratings), then gives the bench tenants a retention window of ``--window`` days: the oldest
 ``90 - window`` days expire (the default: a month, about a third of the rows). ``manage.py purge_expired`` starts in
-a process of its own, with the settings' batches and pause (``--env RETENTION_PURGE_BATCH=…`` to vary them).
+a process of its own, with the settings' batches, pause and share (``--env RETENTION_PURGE_BATCH=…`` to vary them).
+``--quiet L`` waits, before the purge starts, for a one-minute load average of at most L: the generation may run
+beside other work, the pairs then on a quiet machine.
 
-Then ``--pairs`` pairs of ``bench/chat_load.py`` rounds (each a fresh server, the same load, new sessions): in the
-first round of a pair the purge is held still (SIGSTOP; a batch it was in stays open, its locks are on old
-conversations only), in the second it runs (SIGCONT). Reports each round's msg/s and p99 (as chat_load.py prints
-them), the medians of the two kinds, their ratio (target: the purge's p99 within 10 % of the held one's), and the
-rows the purge deleted while it ran. A purge that ends before the last pair is said, and the pairs after it are not
-counted. ``--finish`` lets the purge run to its end afterwards and prints its record (rows per model, seconds).
+Then ``--pairs`` pairs of ``bench/chat_load.py`` rounds at each ``--latency-ms`` in turn (each a fresh server, the
+same load, new sessions): in the first round of a pair the purge is held still (SIGSTOP; a batch it was in stays open,
+its locks are on old conversations only), in the second it runs (SIGCONT). Reports each round's msg/s and p99 (as
+chat_load.py prints them), the medians of the two kinds, their ratio (target: the purge's p99 within 10 % of the held
+one's), and the rows the purge deleted while it ran. A purge that ends before the last pair is said, and the pairs
+after it are not counted. ``--finish`` lets the purge run to its end afterwards and prints its record (rows per model,
+seconds).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from bench import chat_load
@@ -77,14 +81,66 @@ def _load_round(args: argparse.Namespace, env: dict[str, str], key: str) -> tupl
     raise SystemExit("chat_load.py printed no table row")
 
 
-def run(args: argparse.Namespace) -> int:
+def _quiet_awaited(load: float | None) -> None:
+    """With ``--quiet L``: wait until the machine's one-minute load average is at most L (other work ended)."""
+    if load is None:
+        return
+    print(f"waiting for a load average of at most {load} (now {os.getloadavg()[0]:.2f})", flush=True)
+    while os.getloadavg()[0] > load:
+        time.sleep(10)
+    print(f"load average {os.getloadavg()[0]:.2f}: the pairs begin", flush=True)
+
+
+def _summary(latency_ms: int, held: list[tuple[float, float]], running: list[tuple[float, float]]) -> bool:
+    """Print one model latency's medians and ratio; whether the target is met."""
+    if not held or not running:
+        print(f"model latency {latency_ms} ms: no pair with the purge running throughout (a larger --count)")
+        return False
+    p99_held = statistics.median(p99 for _, p99 in held)
+    p99_running = statistics.median(p99 for _, p99 in running)
+    print(f"\nmodel latency {latency_ms} ms\n\n| purge | rounds | msg/s (median) | p99 (median) |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| held still | {len(held)} | {statistics.median(r for r, _ in held):.1f} | {p99_held:,.1f} ms |")
+    print(f"| running | {len(running)} | {statistics.median(r for r, _ in running):.1f} | {p99_running:,.1f} ms |")
+    ratio = p99_running / p99_held
+    print(f"p99 with the purge / without: {ratio:.2f} (target ≤ 1.10: {'met' if ratio <= 1.10 else 'NOT met'})")
+    return ratio <= 1.10
+
+
+def _pairs(
+    args: argparse.Namespace, env: dict[str, str], key: str, purge: subprocess.Popen[bytes]
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]], bool]:
+    """``--pairs`` pairs at ``args.latency_ms``: (held rounds, running rounds, whether the purge is still going)."""
     held: list[tuple[float, float]] = []
     running: list[tuple[float, float]] = []
+    served = {**env, "OFFLINE_LLM_LATENCY_MS": str(args.latency_ms)}  # the server of each round
+    for pair in range(1, args.pairs + 1):
+        purge.send_signal(signal.SIGSTOP)
+        print(f"\n## model {args.latency_ms} ms, pair {pair} of {args.pairs}: the purge held still")
+        before_held = _purged(env)[0]
+        held.append(_load_round(args, served, key))
+        before = _purged(env)[0]  # read before it runs again: a batch may commit the moment it does
+        assert before == before_held, "the purge deleted rows while held still"
+        purge.send_signal(signal.SIGCONT)
+        print(f"\n## model {args.latency_ms} ms, pair {pair} of {args.pairs}: the purge running")
+        result = _load_round(args, served, key)
+        after, still = _purged(env)
+        if purge.poll() is not None or not still:
+            print(f"the purge ended during pair {pair}: that pair is not counted")
+            held.pop()
+            return held, running, False
+        running.append(result)
+        print(f"the purge deleted {after - before:,} rows during the round")
+    return held, running, True
+
+
+def run(args: argparse.Namespace) -> int:
+    rounds: dict[int, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {}
     with contextlib.ExitStack() as stack:
         env = dict(os.environ)
         env.update(stack.enter_context(services.scratch()))
         env.update(stack.enter_context(services.postgres()))
-        env.update({**services.bench_server_env(ROOT), "OFFLINE_LLM_LATENCY_MS": str(args.latency_ms)})
+        env.update(services.bench_server_env(ROOT))
         env.update(dict(item.split("=", 1) for item in args.env))
         _manage(env, "migrate", "--noinput")
         _manage(env, "seed_demo")
@@ -99,45 +155,27 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.dry_run:  # counts every batch without deleting: about as long as the purge itself
             print(_manage(env, "purge_expired", "--dry-run"))
+        _quiet_awaited(args.quiet)
         log = (Path(env["VAR_DIR"]) / "purge.log").open("w")
         purge = subprocess.Popen(
             [sys.executable, "manage.py", "purge_expired"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
         stack.callback(services.stop_process, purge)
-        for pair in range(1, args.pairs + 1):
-            purge.send_signal(signal.SIGSTOP)
-            print(f"\n## pair {pair} of {args.pairs}: the purge held still")
-            before_held = _purged(env)[0]
-            held.append(_load_round(args, env, key))
-            before = _purged(env)[0]  # read before it runs again: a batch may commit the moment it does
-            assert before == before_held, "the purge deleted rows while held still"
-            purge.send_signal(signal.SIGCONT)
-            print(f"\n## pair {pair} of {args.pairs}: the purge running")
-            result = _load_round(args, env, key)
-            after, still = _purged(env)
-            if purge.poll() is not None or not still:
-                print(f"the purge ended during pair {pair}: that pair is not counted")
-                held.pop()
+        going = True
+        for latency_ms in args.latency_ms:
+            held, running, going = _pairs(
+                argparse.Namespace(**{**vars(args), "latency_ms": latency_ms}), env, key, purge
+            )
+            rounds[latency_ms] = (held, running)
+            if not going:
                 break
-            running.append(result)
-            print(f"the purge deleted {after - before:,} rows during the round")
         if args.finish and purge.poll() is None:
             purge.send_signal(signal.SIGCONT)
             purge.wait()
         log.close()
         print(_manage(env, "shell", "-c", RECORDS))
-    if not held or not running:
-        print("no pair with the purge running throughout: nothing to compare (a larger --count)")
-        return 1
-    p99_held = statistics.median(p99 for _, p99 in held)
-    p99_running = statistics.median(p99 for _, p99 in running)
-    print("\n| purge | rounds | msg/s (median) | p99 (median) |")
-    print("| --- | ---: | ---: | ---: |")
-    print(f"| held still | {len(held)} | {statistics.median(r for r, _ in held):.1f} | {p99_held:,.1f} ms |")
-    print(f"| running | {len(running)} | {statistics.median(r for r, _ in running):.1f} | {p99_running:,.1f} ms |")
-    ratio = p99_running / p99_held
-    print(f"p99 with the purge / without: {ratio:.2f} (target ≤ 1.10: {'met' if ratio <= 1.10 else 'NOT met'})")
-    return 0 if ratio <= 1.10 else 1
+    met = [_summary(latency_ms, *rounds.get(latency_ms, ([], []))) for latency_ms in args.latency_ms]
+    return 0 if all(met) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,7 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--duration", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=5)
-    parser.add_argument("--latency-ms", type=int, default=0)
+    parser.add_argument(
+        "--latency-ms",
+        type=lambda value: [int(part) for part in value.split(",")],
+        default=[0],
+        help="the offline model's latency; several, comma-separated: pairs at each in turn (e.g. 0,1000)",
+    )
+    parser.add_argument("--quiet", type=float, help="before the pairs, wait for a one-minute load average this low")
     parser.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1))
     parser.add_argument("--client-procs", type=int, default=1)
     parser.add_argument("--ramp", type=float, default=1)
