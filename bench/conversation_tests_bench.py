@@ -1,7 +1,8 @@
 """Conversation tests benchmark: 1,000 deterministic tests against the demo's ``telecom_contas``, offline.
 
     PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python scripts/services.py --scratch \
-        --postgres -- .venv/bin/python bench/conversation_tests_bench.py [--tests 1000] [--runs 3] [--profile 25]
+        --postgres -- .venv/bin/python bench/conversation_tests_bench.py [--tests 1000] [--runs 3] [--profile 25] \
+        [--processes N]
 
 (Figures in docs/benchmarks.md.) Migrates the database the settings point at (a throwaway PostgreSQL with the
 command above) and loads the demo (``seed_demo``), then writes ``--tests`` conversation tests in pt, en and es: an
@@ -9,9 +10,11 @@ invoice explained with its recorded tool answers (its total asserted in the answ
 order question, a thank-you after either (two turns, no state left), a message of two requests answered together;
 each names its own number, so no two are the same text. The tests are written as a YAML file and read back through
 the parser, then played by ``releases.evals.run.conversation_tests_run`` — the real turn, each test in a transaction
-rolled back — ``--runs`` times: total, per test and per turn, median and range. ``--profile N`` prints the N
-functions of one run with the most time of their own (cProfile). No model is configured: the specialists and the
-judge are the offline ones. The target: under 10 s.
+rolled back — ``--runs`` times: total, per test and per turn, median and range, and the CPU of this process and of
+the processes it started. ``--processes`` (default: one a core) plays each run in that many new processes, whose
+start is part of the run's time. ``--profile N`` prints the N functions of one run, played in this process, with the
+most time of their own (cProfile). No model is configured: the specialists and the judge are the offline ones. The
+target: under 10 s.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import statistics
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -109,6 +115,7 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="print the N functions of most own time (one run)")
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="play each run in N processes")
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
@@ -122,29 +129,56 @@ def main() -> None:
     turns = sum(len(case.turns) for case in cases)
 
     conversation_tests_run(spec, cases[:20])  # warm-up: the first turn loads models and compiles
-    seconds, cpu = [], []
+    seconds, cpu, children = [], [], []
     run = None
     for _ in range(args.runs):
-        started, used = time.perf_counter(), time.process_time()
-        run = conversation_tests_run(spec, cases)
+        started, used, theirs = time.perf_counter(), time.process_time(), _children_cpu()
+        run = conversation_tests_run(spec, cases, processes=args.processes)
         seconds.append(time.perf_counter() - started)
         cpu.append(time.process_time() - used)
+        children.append(_children_cpu() - theirs)
     assert run is not None
     median = statistics.median(seconds)
     print(
-        f"{run.total} tests ({turns} turns): {run.passed} passed, {run.failed} failed; "
+        f"{run.total} tests ({turns} turns) in {args.processes} process(es): {run.passed} passed, {run.failed} failed; "
         f"median {median:.2f} s (range {min(seconds):.2f}–{max(seconds):.2f} s over {args.runs} runs), "
         f"{median / run.total * 1000:.1f} ms a test, {median / turns * 1000:.1f} ms a turn; "
-        f"this process's CPU a test {statistics.median(cpu) / run.total * 1000:.1f} ms (median); "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"CPU a test (median): this process {statistics.median(cpu) / run.total * 1000:.1f} ms, the processes it "
+        f"started {statistics.median(children) / run.total * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
     )
     for result in run.failures[:5]:
         print("  FAIL", result.failure_text())
     if args.profile:
-        profiler = cProfile.Profile()
-        profiler.runcall(conversation_tests_run, spec, cases)
-        stats = pstats.Stats(profiler, stream=sys.stdout)
-        stats.sort_stats("tottime").print_stats(args.profile)
+        profiled(args.profile, lambda: conversation_tests_run(spec, cases))
+
+
+def profiled(shown: int, play: Callable[[], object]) -> None:
+    """Print the ``shown`` functions of most own CPU in ``play``, in every thread it starts (the tests are played in
+    threads of their own): a profiler for each thread, started by its first call, timed by the thread's CPU (a wall
+    clock would give each function the time its thread waited for the interpreter lock), the profiles added up."""
+    profilers: list[cProfile.Profile] = []
+
+    def started(*_: object) -> None:
+        profiler = cProfile.Profile(time.thread_time)
+        profilers.append(profiler)
+        profiler.enable()  # replaces this hook in the thread
+
+    threading.setprofile(started)
+    try:
+        mine = cProfile.Profile(time.thread_time)
+        mine.runcall(play)
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    for profiler in profilers:
+        profiler.create_stats()
+    stats = pstats.Stats(mine, *profilers, stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(shown)
+
+
+def _children_cpu() -> float:
+    """The CPU seconds of this process's children that ended (the processes a run started, once it is over)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 if __name__ == "__main__":

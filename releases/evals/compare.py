@@ -130,13 +130,14 @@ def conversation_tests_compare(
     labels: tuple[str, str] = ("live", "draft"),
     tenant: Tenant | None = None,
     on_result: Played | None = None,
+    processes: int = 1,
 ) -> Comparison:
     """Play ``cases`` against ``before`` and ``after`` (compiled versions: :func:`releases.routing_tests.
-    routing_tests_spec`), each in isolation as :func:`releases.evals.run.conversation_tests_run` plays them, and pair
-    the results test by test; ``labels`` name the two sides. ``before`` is played first; ``on_result`` is told of each
-    result of ``after``."""
-    old = conversation_tests_run(before, cases, tenant=tenant)
-    new = conversation_tests_run(after, cases, tenant=tenant, on_result=on_result)
+    routing_tests_spec`), each in isolation as :func:`releases.evals.run.conversation_tests_run` plays them (in
+    ``processes`` processes), and pair the results test by test; ``labels`` name the two sides. ``before`` is played
+    first; ``on_result`` is told of each result of ``after``."""
+    old = conversation_tests_run(before, cases, tenant=tenant, processes=processes)
+    new = conversation_tests_run(after, cases, tenant=tenant, on_result=on_result, processes=processes)
     tests = tuple(
         TestCompared(was, now, answers_changed(was, now)) for was, now in zip(old.results, new.results, strict=True)
     )

@@ -24,9 +24,11 @@ least :data:`MIN_PASS_RATE` of its runs pass; offline, once (the offline judge i
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +38,7 @@ from django.db import connection, connections, transaction
 from agents.llm import llm_configured
 from agents.usage import TurnUsage, usage_counting
 from common.infra.statements import insert_statement, inserted, statement_cursor
+from common.processes import process_pool, processes_usable
 from common.rehearsal import rehearsing
 from conversations.graph import run_turn
 from conversations.models import Conversation
@@ -50,6 +53,9 @@ from tenants.models import Tenant
 CONCURRENCY = 4  # tests played at once on PostgreSQL: a turn mostly waits on the database
 MIN_PASS_RATE = 2 / 3  # of a model-judged test's runs
 FIRST_FAILURES = 5  # named in a summary
+# Pieces of a suite for each process when it is played in several: a process that is slower (or started later) takes
+# fewer; each piece costs a hand-over and the start of its threads.
+PIECES_A_PROCESS = 16
 SESSION_PREFIX = "conversation-test-"
 
 
@@ -217,6 +223,7 @@ def conversation_tests_run(
     *,
     tenant: Tenant | None = None,
     on_result: Played | None = None,
+    processes: int = 1,
 ) -> SuiteRun:
     """Play every test of ``cases`` against ``profile`` (the version under test, compiled:
     :func:`releases.routing_tests.routing_tests_spec`), each isolated (see the module); results in the tests' order.
@@ -226,7 +233,17 @@ def conversation_tests_run(
     Sync. On PostgreSQL, outside a transaction, :data:`CONCURRENCY` tests are played at once, each thread on a
     connection of its own (closed after): a turn mostly waits on the database. Inside a transaction (whose rows
     other connections cannot see), on SQLite (one writer at a time), the tests are played one after the other, in
-    this thread — or in a thread of its own where an event loop already runs in this one."""
+    this thread — or in a thread of its own where an event loop already runs in this one.
+
+    ``processes`` above 1 plays the suite, in pieces, in this process and ``processes - 1`` new ones
+    (:func:`common.processes.process_pool`), each playing its pieces as above: the turn is mostly CPU, and a process
+    plays under one interpreter lock. Where they cannot share the database (:func:`common.processes.processes_usable`:
+    SQLite, inside a transaction), in this process alone. A piece whose process failed (it ended, its results could
+    not come back) is a failed test each, its error naming what happened, and the other processes play the rest;
+    ``on_result`` is told of a new process's results from a thread of this one, as each piece ends."""
+    apart = processes_usable(processes) if len(cases) > 1 else 1
+    if apart > 1:
+        return SuiteRun(_played_apart(profile, cases, tenant, on_result, apart))
     workers = min(CONCURRENCY, len(cases)) if connection.vendor == "postgresql" else 1
     if connection.in_atomic_block:
         workers = 1
@@ -242,6 +259,85 @@ def conversation_tests_run(
     for index in range(len(cases)):  # dealt round-robin: gathered back in the tests' order
         results.append(played[index % len(shares)][index // len(shares)])
     return SuiteRun(results)
+
+
+def _played_apart(
+    profile: ProfileSpec,
+    cases: Sequence[ConversationCase],
+    tenant: Tenant | None,
+    on_result: Played | None,
+    processes: int,
+) -> list[CaseResult]:
+    """Play ``cases`` in this process and ``processes - 1`` new ones, in lanes: each lane plays a piece of
+    consecutive tests (:data:`PIECES_A_PROCESS` a process), then takes the next piece left, so a process that started
+    later (a new one's start costs it seconds) plays fewer. This process's lane plays its pieces as one process
+    does; a new process's lane stops when its process ended, leaving the rest to the others. Gathered back in the
+    tests' order."""
+    size = -(-len(cases) // (processes * PIECES_A_PROCESS))
+    pieces = [list(cases[start : start + size]) for start in range(0, len(cases), size)]
+    played: list[list[CaseResult]] = [[] for _ in pieces]
+    taking, left = threading.Lock(), iter(range(processes, len(pieces)))  # each lane's first: its own number
+
+    def taken(first: int) -> Iterator[int]:
+        if first < len(pieces):
+            yield first
+        while True:
+            with taking:
+                index = next(left, None)
+            if index is None:
+                return
+            yield index
+
+    def here() -> None:
+        for index in taken(0):
+            played[index] = conversation_tests_run(profile, pieces[index], tenant=tenant, on_result=on_result).results
+
+    def there(lane: int, pool: ProcessPoolExecutor) -> None:
+        try:
+            for index in taken(lane):
+                ended = False
+                try:
+                    results = pool.submit(_piece_played, pieces[index]).result()
+                except Exception as exc:  # noqa: BLE001 — the piece's tests fail, and say why
+                    results, ended = (
+                        [_unplayed(case, exc) for case in pieces[index]],
+                        isinstance(exc, BrokenProcessPool),
+                    )
+                played[index] = results
+                if on_result is not None:
+                    for result in results:
+                        on_result(result)
+                if ended:
+                    return  # its process ended: the other lanes play what is left
+        finally:
+            connections.close_all()  # what on_result opened in this thread
+
+    with (
+        process_pool(processes - 1, ready=_process_ready, ready_args=(profile, tenant)) as pool,
+        ThreadPoolExecutor(max_workers=processes) as lanes,
+    ):
+        running = [lanes.submit(here), *(lanes.submit(there, lane, pool) for lane in range(1, processes))]
+        for lane in running:
+            lane.result()
+    return [result for piece in played for result in piece]
+
+
+# In a process playing pieces of a suite (:func:`_played_apart`): the version under test and the tenant, sent once.
+_PLAYING: dict[str, Any] = {}
+
+
+def _process_ready(profile: ProfileSpec, tenant: Tenant | None) -> None:
+    _PLAYING.update(profile=profile, tenant=tenant)
+
+
+def _piece_played(cases: Sequence[ConversationCase]) -> list[CaseResult]:
+    """A piece of a suite, played in a process of its own (:func:`_played_apart`)."""
+    return conversation_tests_run(_PLAYING["profile"], cases, tenant=_PLAYING["tenant"]).results
+
+
+def _unplayed(case: ConversationCase, error: BaseException) -> CaseResult:
+    """A test of a piece whose process failed: failed, with what happened as its error."""
+    return CaseResult(case, (Attempt((), error=f"{type(error).__name__}: {error}"),))
 
 
 def _cases_run(

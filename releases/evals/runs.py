@@ -149,11 +149,12 @@ def _stored(
 
 
 def conversation_test_run_play(
-    run: ConversationTestRun, *, cases: Sequence[ConversationCase] | None = None
+    run: ConversationTestRun, *, cases: Sequence[ConversationCase] | None = None, processes: int = 1
 ) -> RunPlayed | None:
-    """Play ``run`` (its saved tests; ``cases``: these instead, e.g. a file's) and store what came. ``None`` when it
-    could not be played (its ``error`` says why). Runs outside any transaction of the caller's: the turns may call
-    models, and the progress is written as it goes."""
+    """Play ``run`` (its saved tests; ``cases``: these instead, e.g. a file's) and store what came, in ``processes``
+    processes (:func:`releases.evals.run.conversation_tests_run`). ``None`` when it could not be played (its
+    ``error`` says why). Runs outside any transaction of the caller's: the turns may call models, and the progress is
+    written as it goes."""
     profile = run.profile
     picked = [(case, None) for case in cases] if cases is not None else _saved(profile, run.names)
     now = timezone.now()
@@ -171,11 +172,11 @@ def conversation_test_run_play(
         if run.compared_with:
             base = routing_tests_spec(profile, version_read(run.compared_with, field="compare"))
             comparison = conversation_tests_compare(
-                base, spec, tests, labels=(run.compared_with, run.version), on_result=one_more
+                base, spec, tests, labels=(run.compared_with, run.version), on_result=one_more, processes=processes
             )
             suite = SuiteRun([test.after for test in comparison.tests])
         else:
-            suite = conversation_tests_run(spec, tests, on_result=one_more)
+            suite = conversation_tests_run(spec, tests, on_result=one_more, processes=processes)
     except DomainError as exc:
         _failed(run, exc.message)
         return None

@@ -118,3 +118,23 @@ def test_an_mcp_server_the_outbound_policy_refuses_is_named_with_the_setting_tha
     assert "'retail'" not in said
     settings.OUTBOUND_ALLOWED = ["127.0.0.0/8"]
     assert "refused" not in stderr_of("--profile", "telecom_contas")
+
+
+@pytest.mark.django_db(transaction=True)  # the processes read what the test's profile committed
+def test_in_two_processes_the_command_prints_and_reports_what_it_does_in_one(telecom, tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE, encoding="utf-8")
+    reports = {processes: tmp_path / f"report-{processes}.xml" for processes in ("1", "2")}
+
+    said = {
+        processes: run(
+            "--profile", "telecom_contas", "--file", str(suite), "--junit", str(report), "--processes", processes
+        )
+        for processes, report in reports.items()
+    }
+
+    assert said["2"] == said["1"]
+    assert said["2"][0] == 1
+    assert reports["2"].read_bytes() == reports["1"].read_bytes()
+    with pytest.raises(CommandError, match="--processes: must be 1 or more"):
+        run("--profile", "telecom_contas", "--processes", "0")

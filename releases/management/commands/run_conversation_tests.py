@@ -1,12 +1,14 @@
 """``manage.py run_conversation_tests --profile P [--version draft|live|N] [--compare live|draft|N] [--file F.yaml]
-[--junit FILE] [--only NAME]``: play a profile's conversation tests, failures first, ``N passed, M failed``, exit
-status 1 on any failure. With ``--compare`` the tests are played against that version too, and each test whose result
-or answers changed is printed first, with both results and both answers
+[--junit FILE] [--only NAME] [--processes N]``: play a profile's conversation tests, failures first, ``N passed, M
+failed``, exit status 1 on any failure. With ``--compare`` the tests are played against that version too, and each
+test whose result or answers changed is printed first, with both results and both answers
 (:func:`releases.evals.compare.conversation_tests_compare`). Then what of the profile the tests covered
-(:mod:`releases.evals.coverage`). The run is kept (:mod:`releases.evals.runs`): the admin lists it with the others."""
+(:mod:`releases.evals.coverage`). The run is kept (:mod:`releases.evals.runs`): the admin lists it with the others.
+The tests are played in ``--processes`` processes (by default one a core; one on SQLite)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -49,11 +51,20 @@ class Command(BaseCommand):
         )
         parser.add_argument("--junit", help="Write a JUnit XML report to this file.")
         parser.add_argument("--only", action="append", default=[], help="Run only the test of this name (repeatable).")
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=os.cpu_count() or 1,
+            help="Play the tests in this many processes (default: one a core, here %(default)s); SQLite plays them in "
+            "one.",
+        )
 
     def handle(self, *args, **options):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
         if profile is None:
             raise CommandError(f"Unknown profile {options['profile']!r}.")
+        if options["processes"] < 1:
+            raise CommandError("--processes: must be 1 or more.")
         against = version_arg(options["against"])
         cases = self._cases(profile, options["file"])
         if options["only"]:
@@ -69,7 +80,7 @@ class Command(BaseCommand):
             )
         except DomainError as exc:
             raise CommandError(exc.message) from None
-        played = conversation_test_run_play(kept, cases=cases)
+        played = conversation_test_run_play(kept, cases=cases, processes=options["processes"])
         if played is None:
             raise CommandError(kept.error)
         if played.comparison is not None:
