@@ -289,8 +289,12 @@ def _played_apart(
             yield index
 
     def here() -> None:
-        for index in taken(0):
-            played[index] = conversation_tests_run(profile, pieces[index], tenant=tenant, on_result=on_result).results
+        try:
+            for index in taken(0):
+                run = conversation_tests_run(profile, pieces[index], tenant=tenant, on_result=on_result)
+                played[index] = run.results
+        finally:
+            connections.close_all()  # this thread's, when a piece was played in it
 
     def there(lane: int, pool: ProcessPoolExecutor) -> None:
         try:

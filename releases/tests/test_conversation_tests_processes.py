@@ -80,7 +80,7 @@ def test_the_tests_of_a_process_that_could_not_start_fail_naming_why_and_the_oth
     lines = [[line.split(": BrokenProcessPool: ")[0] for line in result.failure_lines()] for result in run.results]
     assert lines == [
         [],
-        ["turn 1 of 1 (“cadê meu pedido P0?”): could not be played"],  # the new process's first piece
+        ["turn 1 of 1: could not be played"],  # the new process's first piece
         [],
         ["turn 1 of 1 (“cadê meu pedido P1?”): agent: expected 'billing_agent', got 'orders_agent'"],
     ]
