@@ -56,6 +56,8 @@ FIRST_FAILURES = 5  # named in a summary
 # Pieces of a suite for each process when it is played in several: a process that is slower (or started later) takes
 # fewer; each piece costs a hand-over and the start of its threads.
 PIECES_A_PROCESS = 16
+# A new process's start (its imports, its first turns) costs about as much CPU as this many tests (docs/benchmarks.md).
+TESTS_A_NEW_PROCESS = 250
 SESSION_PREFIX = "conversation-test-"
 
 
@@ -259,6 +261,12 @@ def conversation_tests_run(
     for index in range(len(cases)):  # dealt round-robin: gathered back in the tests' order
         results.append(played[index % len(shares)][index // len(shares)])
     return SuiteRun(results)
+
+
+def processes_worth(tests: int, *, cores: int) -> int:
+    """How many processes a suite of ``tests`` is worth playing in: one a core, and a new one only for each
+    :data:`TESTS_A_NEW_PROCESS` tests (a small suite would spend more starting them than playing)."""
+    return max(1, min(cores, 1 + tests // TESTS_A_NEW_PROCESS))
 
 
 def _played_apart(

@@ -11,7 +11,7 @@ from django.db import connection
 
 from common.processes import processes_usable
 from releases.evals import conversation_tests_parse
-from releases.evals.run import conversation_tests_run
+from releases.evals.run import TESTS_A_NEW_PROCESS, conversation_tests_run, processes_worth
 from releases.routing_tests import DRAFT, routing_tests_spec
 
 TEST = """\
@@ -122,3 +122,10 @@ def test_on_sqlite_a_suite_asked_for_two_processes_is_played_in_this_one(telecom
     assert processes_usable(2) == 1
     assert started == [0, 0]
     assert (run.passed, run.failed) == (1, 1)
+
+
+def test_a_new_process_is_worth_it_only_for_as_many_tests_as_its_start_costs():
+    assert processes_worth(10, cores=8) == 1
+    assert processes_worth(2 * TESTS_A_NEW_PROCESS - 1, cores=8) == 2
+    assert processes_worth(1000, cores=2) == 2
+    assert processes_worth(100 * TESTS_A_NEW_PROCESS, cores=8) == 8

@@ -4,7 +4,8 @@ failed``, exit status 1 on any failure. With ``--compare`` the tests are played 
 test whose result or answers changed is printed first, with both results and both answers
 (:func:`releases.evals.compare.conversation_tests_compare`). Then what of the profile the tests covered
 (:mod:`releases.evals.coverage`). The run is kept (:mod:`releases.evals.runs`): the admin lists it with the others.
-The tests are played in ``--processes`` processes (by default one a core; one on SQLite)."""
+The tests are played in ``--processes`` processes (by default one a core, as many as the suite is worth:
+:func:`releases.evals.run.processes_worth`; one on SQLite)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from common.outbound import url_refusal
 from releases.evals import conversation_tests_parse, conversation_tests_saved
 from releases.evals.compare import Comparison
 from releases.evals.junit import junit_xml
+from releases.evals.run import TESTS_A_NEW_PROCESS, processes_worth
 from releases.evals.runs import conversation_test_run_create, conversation_test_run_play
 from releases.management.commands.routing_test import version_arg
 from releases.routing_tests import DRAFT
@@ -54,16 +56,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--processes",
             type=int,
-            default=os.cpu_count() or 1,
-            help="Play the tests in this many processes (default: one a core, here %(default)s); SQLite plays them in "
-            "one.",
+            help="Play the tests in this many processes (default: one a core, one for each "
+            f"{TESTS_A_NEW_PROCESS} tests at most); SQLite plays them in one.",
         )
 
     def handle(self, *args, **options):
         profile = AgentProfile.objects.filter(agent_id=options["profile"]).first()
         if profile is None:
             raise CommandError(f"Unknown profile {options['profile']!r}.")
-        if options["processes"] < 1:
+        if options["processes"] is not None and options["processes"] < 1:
             raise CommandError("--processes: must be 1 or more.")
         against = version_arg(options["against"])
         cases = self._cases(profile, options["file"])
@@ -80,7 +81,8 @@ class Command(BaseCommand):
             )
         except DomainError as exc:
             raise CommandError(exc.message) from None
-        played = conversation_test_run_play(kept, cases=cases, processes=options["processes"])
+        processes = options["processes"] or processes_worth(len(cases), cores=os.cpu_count() or 1)
+        played = conversation_test_run_play(kept, cases=cases, processes=processes)
         if played is None:
             raise CommandError(kept.error)
         if played.comparison is not None:
