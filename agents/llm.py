@@ -41,7 +41,14 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCal
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
-from agents.passages import SEARCH_KNOWLEDGE, coverage, general_question, passages_read, relevant_sentences
+from agents.passages import (
+    SEARCH_KNOWLEDGE,
+    coverage,
+    general_question,
+    passages_read,
+    question_in_general,
+    relevant_sentences,
+)
 from agents.permission_notes import declined_tool
 from agents.remember_tool import REMEMBER_TOOL, preference_stated
 from agents.schemas import model_key_variable_refusal
@@ -177,7 +184,9 @@ def _asked_without_arguments(tools: list[dict[str, Any]], intent_tools: tuple[st
 def _documents_asked(tools: list[dict[str, Any]], intent_tools: tuple[str, ...], text: str) -> bool:
     """Whether the offline model searches the business's documents (``search_knowledge`` is offered and it calls no
     other tool): when the message asks how something is done, where, or whether it may be
-    (:func:`agents.passages.general_question`: "Como eu tiro a segunda via pelo aplicativo?"), or when it is about
+    (:func:`agents.passages.general_question`: "Como eu tiro a segunda via pelo aplicativo?"), or asks a question that
+    names none of the customer's own things (:func:`agents.passages.question_in_general`: "O frete é grátis?" to
+    billing, whose tools want the customer's line; "Quando vence a minha conta?" is theirs), or when it is about
     none of the offered MCP tools — the turn's winning intent lists none of them (the routing read the message, in
     whatever language it came) and it shares no content word (:func:`agents.passages.coverage`) with one's name or
     description.
@@ -190,7 +199,7 @@ def _documents_asked(tools: list[dict[str, Any]], intent_tools: tuple[str, ...],
     functions = [tool["function"] for tool in tools]
     if SEARCH_KNOWLEDGE not in {function["name"] for function in functions}:
         return False
-    if general_question(text):
+    if general_question(text) or question_in_general(text):
         return True
     if intent_tools:
         return False

@@ -58,6 +58,11 @@ _QUESTION_OPENERS = (
     "donde", "puedo", "se puede", "es posible", "hay",
 )  # fmt: skip
 _CLAUSE_END = re.compile(r"[,.;:!?¿¡\n]+")
+# The words a question opens with when it asks what, which, how much or when (folded), in pt, en and es; with a
+# question mark at a clause's end, the two signs that a message asks rather than tells or requests.
+_ASKING = "quanto quanta quantos quantas quando qual quais what whats which when cuanto cuanta cuantos cuantas cuando"
+_ASKING_WORDS = frozenset([*_ASKING.split(), "cual", "cuales"])
+_QUESTION_MARK = re.compile(r"\?\s*(?:[,.;:!\n]|$)")
 # The customer's own things: a question that opens with one of them ("Where is my order?", "¿Dónde está mi pedido?")
 # asks what the business's systems hold of the customer, not what its documents say.
 _OWN = frozenset({"my", "meu", "minha", "meus", "minhas", "mi", "mis"})
@@ -145,6 +150,20 @@ def general_question(text: str) -> bool:
         ):
             return True
     return False
+
+
+def question_in_general(text: str) -> bool:
+    """Whether ``text`` asks a question (a clause ends with a question mark, or opens with one of
+    :data:`_ASKING_WORDS`: "o frete é grátis?", "what's the fee for a paper invoice") that names none of the
+    customer's own things (no word of :data:`_OWN` anywhere): what the business's documents say, where "Quando vence a
+    minha conta?" asks what its systems hold of the customer."""
+    words = normalize(text).split()
+    if not words or not _OWN.isdisjoint(words):
+        return False
+    if _QUESTION_MARK.search(text):
+        return True
+    clauses = (normalize(clause).split() for clause in _CLAUSE_END.split(text))
+    return any(clause[0] in _ASKING_WORDS for clause in clauses if clause)
 
 
 def sentences_of(passage: str) -> list[str]:

@@ -9,6 +9,7 @@ from agents.passages import (
     general_question,
     passages_note,
     passages_read,
+    question_in_general,
     relevant_sentences,
 )
 
@@ -77,3 +78,27 @@ def test_a_general_question_is_told_from_a_request_about_the_customers_own_accou
         "",
     ):
         assert not general_question(text), text
+
+
+def test_a_question_that_names_none_of_the_customers_own_things_is_told_from_one_about_them_in_each_language():
+    for text in (
+        "o cartão-presente tem validade?",
+        "Quanto custa a entrega expressa para o interior",
+        "a troca de voltagem é feita na loja?",
+        "what's the fee for a paper invoice?",
+        "Which cards do you take",
+        "¿cuánto cuesta el envío express?",
+        "el cargador viene incluido?",
+    ):
+        assert question_in_general(text), text
+    for text in (
+        "Quando vence a minha conta?",
+        "why is my bill so high this month?",
+        "¿por qué mi factura vino tan alta?",
+        "o meu pedido já saiu?",
+        "Preciso da segunda via do boleto",
+        "quero contestar uma cobrança que não reconheço",
+        "I want to pay the invoice now",
+        "",
+    ):
+        assert not question_in_general(text), text

@@ -159,6 +159,26 @@ def test_a_help_centre_question_to_a_specialist_whose_tools_cannot_answer_is_ans
     assert knowledge["answered_from_knowledge"] is True
 
 
+def test_a_question_to_a_tools_specialist_that_names_none_of_the_customers_own_things_is_searched(api, invoices):
+    body = ask(api, "O débito automático já vale para a próxima fatura?")
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"] == []
+    (citation,) = knowledge["citations"]
+    assert (citation["document"], citation["title"]) == (invoices, "Faturas")
+    assert "vale a partir da fatura seguinte" in body["answer"]
+
+
+def test_a_question_about_the_customers_own_bill_to_a_tools_specialist_searches_nothing(api, invoices):
+    for number, text in enumerate(("Quando vence a minha fatura?", "Por que a minha fatura veio tão alta?")):
+        body = ask(api, text, session_id=f"own-{number}")
+
+        assert body["agent"] == "billing_agent", text
+        assert body["metadata"]["knowledge"] is None, text
+        assert body["answer"] != say(body["metadata"]["language"], DONT_KNOW), text
+
+
 def test_a_specialist_whose_tools_cannot_answer_and_whose_search_finds_nothing_says_it_does_not_know(api, invoices):
     body = ask(api, UNANSWERABLE_BILLING)
 
