@@ -75,6 +75,9 @@ _COMMON_WORDS = (
     "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho"
 )
 _COMMON = frozenset(_COMMON_WORDS.split())
+# A passage answers a question of two content words or more only if it holds two of them: one word shared ("ship" of
+# "do you ship to the US?" beside "ps5" of "is the ps5 back in stock?") is a word shared, not an answer.
+MIN_WORDS_HELD = 2
 STEM_CHARS = 5  # words alike when their first letters up to this many are ("senha", "senhas"; "refund", "refunds")
 MAX_SENTENCES = 3
 
@@ -127,14 +130,18 @@ def _found(word: str, stems: set[str]) -> bool:
     return word[:STEM_CHARS] in stems or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
 
 
+def words_held(question: str, text: str) -> tuple[int, int]:
+    """How many of ``question``'s content words (:func:`content_words`) ``text`` holds, and how many it has."""
+    asked = content_words(question)
+    stems = _stems(text) if asked else set()
+    return sum(_found(word, stems) for word in asked), len(asked)
+
+
 def coverage(question: str, text: str) -> float:
     """The share of ``question``'s content words (:func:`content_words`) that ``text`` holds, in [0, 1]: how much of
     what is asked a passage speaks of, the same on every engine (0 for a question with no content word)."""
-    asked = content_words(question)
-    if not asked:
-        return 0.0
-    stems = _stems(text)
-    return sum(_found(word, stems) for word in asked) / len(asked)
+    held, asked = words_held(question, text)
+    return held / asked if asked else 0.0
 
 
 def general_question(text: str) -> bool:

@@ -223,7 +223,7 @@ def knowledge_settle(use: KnowledgeUse, answer: str, *, answered: bool, language
     """The run's answer with its sources (rule 4), or :data:`DONT_KNOW` (rule 3). ``answered``: the run ended with
     an answer of its own (no move, no question for permission, no failure)."""
     bar = use.retrieved.min_score
-    considered = [{**_row(passage), "used": passage.relevance >= bar} for passage in use.retrieved.considered]
+    considered = [{**_row(passage), "used": passage.reaches(bar)} for passage in use.retrieved.considered]
     metadata: dict[str, Any] = {"citations": [], "retrieved": considered, "answered_from_knowledge": False}
     if not answered:
         return Settled(answer, "", metadata)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.urls import reverse
 
-from agents.passages import coverage
+from agents.passages import MIN_WORDS_HELD, words_held
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search
 
@@ -25,10 +25,17 @@ class Considered:
     """A passage found, with its relevance to the question: the share of the question's content words it holds
     (:func:`agents.passages.coverage`, heading and text), the measure the relevance bar is held to on every engine
     (the search's own score orders the passages, but its scale is each engine's, and on SQLite a question's common
-    words alone score high)."""
+    words alone score high); and how many of the question's ``asked`` content words it ``held``."""
 
     hit: Hit
     relevance: float
+    held: int
+    asked: int
+
+    def reaches(self, bar: float) -> bool:
+        """The passage answers the question as far as words tell: it holds ``bar``'s share of the question's content
+        words and at least :data:`agents.passages.MIN_WORDS_HELD` of them (all, for a question of fewer)."""
+        return self.relevance >= bar and self.held >= min(MIN_WORDS_HELD, self.asked)
 
 
 @dataclass(frozen=True)
@@ -42,12 +49,16 @@ class Retrieved:
     def used(self) -> tuple[Considered, ...]:
         """The passages at or above the bar, the most relevant first (the search's order among equals): what the
         specialist is given."""
-        at_bar = [passage for passage in self.considered if passage.relevance >= self.min_score]
+        at_bar = [passage for passage in self.considered if passage.reaches(self.min_score)]
         return tuple(sorted(at_bar, key=lambda passage: -passage.relevance))
 
 
 def _considered(hits: Iterable[Hit], query: str) -> list[Considered]:
-    return [Considered(hit, round(coverage(query, f"{hit.heading}\n{hit.text}"), 6)) for hit in hits]
+    out = []
+    for hit in hits:
+        held, asked = words_held(query, f"{hit.heading}\n{hit.text}")
+        out.append(Considered(hit, round(held / asked, 6) if asked else 0.0, held, asked))
+    return out
 
 
 def knowledge_profiles() -> frozenset[int]:
@@ -76,7 +87,7 @@ def knowledge_retrieve(
         profile=profile_pk, query=query, tenant=tenant_pk, language=language or None, tags=tags, limit=limit
     )
     considered = _considered(found, query)
-    if language and not any(passage.relevance >= min_score for passage in considered):
+    if language and not any(passage.reaches(min_score) for passage in considered):
         seen = {hit.passage_id for hit in found}
         others = knowledge_search(profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit)
         considered += _considered((hit for hit in others if hit.passage_id not in seen), query)

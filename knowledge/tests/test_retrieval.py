@@ -145,3 +145,13 @@ def test_the_profiles_holding_knowledge_are_those_with_an_enabled_source_holding
     document_ingest(source=source, file_name="a.md", data=b"# A\n\nSome text.\n")
 
     assert knowledge_profiles() == frozenset({help_centre.pk})
+
+
+def test_a_passage_that_shares_one_word_of_a_question_of_several_is_not_used_however_short_the_question(help_centre):
+    shares_a_word = retrieve(help_centre, "en", "Delivery to Iceland?")  # delivery, iceland: the first only
+    answers = retrieve(help_centre, "en", "Express delivery?")
+    one_word = retrieve(help_centre, "pt", "Parcelamento?")
+
+    assert shares_a_word.considered[0].relevance == 0.5 and not shares_a_word.used
+    assert answers.used[0].hit.heading == "Delivery › Delivery times"
+    assert one_word.used[0].hit.heading == "Pagamentos › Parcelamento"
