@@ -72,8 +72,9 @@ class KnowledgeSettings:
     * ``retrieval`` — its specialists search its knowledge (the shared sources and the conversation's tenant's, the
       conversation's language first) before they answer; off: no specialist does, whatever its own setting;
     * ``tags`` — keep to documents holding one of these tags;
-    * ``min_score`` — the relevance bar in [0, 1): a passage scoring below it is not used, and a specialist with no
-      passage at or above it (and no tool to answer from) says it does not know.
+    * ``min_score`` — the relevance bar in [0, 1): a passage scoring below it (or holding fewer than two of the
+      question's content words: :data:`agents.passages.MIN_WORDS_HELD`) is not used, and a specialist with no
+      passage at the bar (and no tool to answer from) says it does not know.
     """
 
     retrieval: bool = True

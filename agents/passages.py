@@ -62,7 +62,6 @@ _CLAUSE_END = re.compile(r"[,.;:!?¿¡\n]+")
 # question mark at a clause's end, the two signs that a message asks rather than tells or requests.
 _ASKING = "quanto quanta quantos quantas quando qual quais what whats which when cuanto cuanta cuantos cuantas cuando"
 _ASKING_WORDS = frozenset([*_ASKING.split(), "cual", "cuales"])
-_QUESTION_MARK = re.compile(r"\?\s*(?:[,.;:!\n]|$)")
 # The customer's own things: a question that opens with one of them ("Where is my order?", "¿Dónde está mi pedido?")
 # asks what the business's systems hold of the customer, not what its documents say.
 _OWN = frozenset({"my", "meu", "minha", "meus", "minhas", "mi", "mis"})
@@ -75,8 +74,8 @@ _COMMON_WORDS = (
     "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho"
 )
 _COMMON = frozenset(_COMMON_WORDS.split())
-# A passage answers a question of two content words or more only if it holds two of them: one word shared ("ship" of
-# "do you ship to the US?" beside "ps5" of "is the ps5 back in stock?") is a word shared, not an answer.
+# A passage answers a question of two content words or more only if it holds two of them: one word shared ("delivery"
+# of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
 STEM_CHARS = 5  # words alike when their first letters up to this many are ("senha", "senhas"; "refund", "refunds")
 MAX_SENTENCES = 3
@@ -167,7 +166,7 @@ def question_in_general(text: str) -> bool:
     words = normalize(text).split()
     if not words or not _OWN.isdisjoint(words):
         return False
-    if _QUESTION_MARK.search(text):
+    if "?" in text:
         return True
     clauses = (normalize(clause).split() for clause in _CLAUSE_END.split(text))
     return any(clause[0] in _ASKING_WORDS for clause in clauses if clause)

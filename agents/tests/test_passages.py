@@ -89,6 +89,7 @@ def test_a_question_that_names_none_of_the_customers_own_things_is_told_from_one
         "Which cards do you take",
         "¿cuánto cuesta el envío express?",
         "el cargador viene incluido?",
+        "a garantia cobre queda? obrigada",
     ):
         assert question_in_general(text), text
     for text in (
