@@ -321,7 +321,7 @@ def demo_line(db):
     document_ingest(source=source, file_name="atendimento.md", data=LINE_SERVICES, language="pt")
 
 
-def test_a_no_to_the_permission_question_said_twice_moves_nothing_and_searches_nothing(api, demo_line):
+def test_a_no_to_the_permission_question_said_twice_moves_nothing_and_is_not_what_is_searched(api, demo_line):
     line = {"context": {"msisdn": "5511999999999"}, "session_id": "declined-diagnosis"}
     asked = ask(api, "Meu celular está sem sinal desde ontem", **line)
     assert "diagnosticar_linha" in asked["answer"], (asked["agent"], asked["answer"])
@@ -331,4 +331,7 @@ def test_a_no_to_the_permission_question_said_twice_moves_nothing_and_searches_n
     assert body["metadata"]["permission"] == {"tool": "diagnosticar_linha", "reply": "denied"}
     assert body["agent"] == "support_agent", "the refusal's words hand the conversation to no one"
     assert "documento com foto" not in body["answer"], body["answer"]
-    assert not (body["metadata"].get("knowledge") or {}).get("citations")
+    # The request the question was asked for is what the specialist answers and searches for, without the tool.
+    citations = (body["metadata"].get("knowledge") or {}).get("citations") or []
+    assert "Atendimento" not in [citation["title"] for citation in citations]
+    assert "não usei diagnosticar_linha" in body["answer"]
