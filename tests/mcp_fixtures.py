@@ -11,7 +11,9 @@
   intent (two with no required argument, :data:`NO_ARGUMENT_TOOLS`; one with a dotted name); a message with
   :data:`ALL_CONTENT_CONTEXT` can call them all;
 * ``seeded_demo`` — the demo configuration (``seed_demo``, seeded once per worker: ``tests/demo_snapshot.py``) with its
-  MCP servers pointed at the running ones.
+  MCP servers pointed at the running ones;
+* ``module_demo`` — the demo seeded once for a module's tests, each test's writes rolled back after it;
+  ``served_module_demo`` — the same with its MCP servers pointed at the running ones.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 from tests.demo_snapshot import demo_seed
 from tests.mcp_processes import MCPServerProcess, running_mcp_servers
+from tests.shared_rows import rows_shared
 
 SLOW_SERVER_DELAY_MS = 3000
 ALL_CONTENT_CONTEXT = {"msisdn": "5511999999999", "invoice_id": "INV001", "path": "contract.txt"}
@@ -71,16 +74,36 @@ def live_mcp(db, telecom, mcp_servers):
     return mcp_servers
 
 
-@pytest.fixture
-def seeded_demo(db, mcp_servers):
-    """The demo configuration as shipped (``seed_demo``), its MCP servers the running example servers."""
+def _demo_servers_pointed(mcp_servers: dict[str, str]) -> None:
+    """The demo's MCP servers pointed at the running example servers."""
     from agents.models import McpServer
     from common.config_version import config_version_bump
 
-    demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
+
+
+@pytest.fixture
+def seeded_demo(db, mcp_servers):
+    """The demo configuration as shipped (``seed_demo``), its MCP servers the running example servers."""
+    demo_seed()
+    _demo_servers_pointed(mcp_servers)
+
+
+@pytest.fixture(scope="module")
+def module_demo(request, django_db_setup, django_db_blocker):
+    """The demo as shipped (``seed_demo``), seeded once for the tests of a module (tests/shared_rows.py): each test
+    sees it as seeded and nothing another test wrote. A seed costs 6-12 s on SQLite, where no snapshot restores it
+    (tests/demo_snapshot.py), and a restore a test on PostgreSQL."""
+    with rows_shared(request, django_db_blocker, demo_seed):
+        yield
+
+
+@pytest.fixture
+def served_module_demo(module_demo, db, mcp_servers):
+    """``module_demo`` with its MCP servers pointed at the running example servers (for this test only)."""
+    _demo_servers_pointed(mcp_servers)
 
 
 @pytest.fixture

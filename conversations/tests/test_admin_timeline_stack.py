@@ -47,7 +47,9 @@ def walk(api, session: str, *texts: str) -> Conversation:
     return Conversation.objects.get(conversation_key=bodies[-1]["conversation_key"])
 
 
-def test_each_message_shows_what_it_did_to_the_flows_of_a_conversation_run_on_the_demo(api, seeded_demo, staff_client):
+def test_each_message_shows_what_it_did_to_the_flows_of_a_conversation_run_on_the_demo(
+    api, served_module_demo, staff_client
+):
     conversation = walk(
         api,
         "timeline-stack",
@@ -70,7 +72,7 @@ def test_each_message_shows_what_it_did_to_the_flows_of_a_conversation_run_on_th
     assert re.match(r"2 requests in one message: \w+ \(\w+\) answered, \w+ \(\w+\) answered\.", two), two
 
 
-def test_the_second_request_queued_in_turn_is_shown_queued_and_open(api, seeded_demo, staff_client, staff_user):
+def test_the_second_request_queued_in_turn_is_shown_queued_and_open(api, served_module_demo, staff_client, staff_user):
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     profile.multi_topic = "in_turn"
     profile.save(update_fields=["multi_topic"])
@@ -91,7 +93,7 @@ def test_the_second_request_queued_in_turn_is_shown_queued_and_open(api, seeded_
     assert f"the queued request {found.group(2)}" in two.split("Open after it")[1]
 
 
-def test_the_details_show_the_flows_the_conversation_has_open(api, seeded_demo, staff_client):
+def test_the_details_show_the_flows_the_conversation_has_open(api, served_module_demo, staff_client):
     conversation = walk(api, "details-open", "Quero pagar minha fatura com pix")
 
     page = page_of(staff_client, conversation)

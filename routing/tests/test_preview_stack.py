@@ -13,7 +13,6 @@ from agents.models import AgentProfile
 from handoffs.tests.test_demo_flows import say
 from routing.admin_views import EARLIER_MAX_MESSAGES
 from routing.stack_explained import stack_explained
-from tests.demo_snapshot import demo_seed
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
@@ -26,8 +25,7 @@ WAITING = "WAITING_PAYMENT_CONFIRMATION"
 
 
 @pytest.fixture
-def contas(db) -> AgentProfile:
-    demo_seed()
+def contas(module_demo, db) -> AgentProfile:
     return AgentProfile.objects.get(agent_id="telecom_contas")
 
 
@@ -106,7 +104,7 @@ def test_two_requests_in_one_message_show_each_topic_and_what_happened_to_it(sta
     assert topics.count(" answered") == 2
 
 
-def test_the_decision_shown_is_the_one_the_chat_made_in_the_same_conversation(api, seeded_demo, staff_client):
+def test_the_decision_shown_is_the_one_the_chat_made_in_the_same_conversation(api, served_module_demo, staff_client):
     """The same three messages through the API on the demo, and the last one previewed with the two before it."""
     answers = [
         say(api, text, agent_id="telecom_contas", session="preview-same", msisdn=MSISDN)

@@ -8,16 +8,10 @@ import pytest
 
 from agents.models import AgentProfile
 from routing.stack import clauses
-from tests.demo_snapshot import demo_seed
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
 PREVIEW_URL = "/admin/routing/intent/preview/"
-
-
-@pytest.fixture
-def demo(db) -> None:
-    demo_seed()
 
 
 def decided(client, agent_id: str, text: str):
@@ -38,7 +32,7 @@ def decided(client, agent_id: str, text: str):
         ("telecom_assistente", "el módem que compré no prende, ¿tiene garantía? es el pedido P200", ""),
     ],
 )
-def test_an_order_number_beside_a_request_is_no_request_of_its_own(staff_client, demo, agent_id, text, agent):
+def test_an_order_number_beside_a_request_is_no_request_of_its_own(staff_client, module_demo, agent_id, text, agent):
     decision = decided(staff_client, agent_id, text)
 
     assert decision.intent != "multi_intent", decision.metadata.get("topics")
@@ -54,7 +48,7 @@ def test_an_order_number_beside_a_request_is_no_request_of_its_own(staff_client,
         "my internet is slow and drops all the time",
     ],
 )
-def test_one_complaint_told_in_two_clauses_is_one_request_for_support(staff_client, demo, text):
+def test_one_complaint_told_in_two_clauses_is_one_request_for_support(staff_client, module_demo, text):
     assert len(clauses(text)) == 2  # cut in two, read as one
     decision = decided(staff_client, "telecom_contas", text)
 
@@ -91,7 +85,7 @@ def test_one_complaint_told_in_two_clauses_is_one_request_for_support(staff_clie
         ),
     ],
 )
-def test_two_requests_stay_two_whatever_order_numbers_they_name(staff_client, demo, agent_id, text, intents):
+def test_two_requests_stay_two_whatever_order_numbers_they_name(staff_client, module_demo, agent_id, text, intents):
     decision = decided(staff_client, agent_id, text)
 
     assert decision.intent == "multi_intent"
