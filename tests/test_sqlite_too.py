@@ -5,9 +5,10 @@ History page answered 500 there, and nothing caught it).
 One test here runs ``pytest -m sqlite_too`` in a subprocess (one per shard of the marked files, :data:`SHARDS`) with
 the same environment, except a throwaway SQLite database and no Redis (the file cache, as ``scripts/start`` has it),
 and fails naming every test that failed there.
-It only collects the test files that mention the marker, so the subprocess costs its start, the migrations and the
-marked tests themselves. It is not marked itself, and it skips when the suite already runs on SQLite (the marked tests
-run in the session then): the subprocess never starts another.
+It only collects the test files that mention the marker, so the subprocess costs its start and the marked tests
+themselves: the shards copy one SQLite file ``manage.py migrate`` made once a run (``migrated_sqlite`` in
+tests/platform_instance.py) instead of migrating each. It is not marked itself, and it skips when the suite already
+runs on SQLite (the marked tests run in the session then): the subprocess never starts another.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+
+from tests.platform_instance import MIGRATED_SQLITE, migrated_sqlite
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "sqlite_too"
@@ -96,6 +99,8 @@ def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     files = shard_files(marked_test_files(), shard)
     assert files, f"no test file of shard {shard} mentions the {MARKER} marker"
     report = tmp_path / "junit.xml"
+    env = sqlite_environment(tmp_path)
+    env[MIGRATED_SQLITE] = str(migrated_sqlite(env))
 
     run = subprocess.run(
         [
@@ -107,11 +112,12 @@ def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
             "-q",
             "-p",
             "no:cacheprovider",
+            "--reuse-db",  # the migrated copy (above) as it is
             f"--junitxml={report}",
             *(str(path.relative_to(ROOT)) for path in files),
         ],
         cwd=ROOT,
-        env=sqlite_environment(tmp_path),
+        env=env,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_SECONDS,
