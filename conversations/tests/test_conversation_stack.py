@@ -47,7 +47,7 @@ RESUMED = {"pt": "Voltando ao que estávamos vendo", "en": "Back to where we wer
 
 
 @pytest.mark.parametrize("language", sorted(PAYMENT))
-def test_a_side_question_inside_the_payment_flow_is_answered_and_the_flow_resumed(api, seeded_demo, language):
+def test_a_side_question_inside_the_payment_flow_is_answered_and_the_flow_resumed(api, served_module_demo, language):
     start, side, back = PAYMENT[language]
 
     def walk(text):
@@ -71,7 +71,7 @@ def test_a_side_question_inside_the_payment_flow_is_answered_and_the_flow_resume
     assert conversation_of(replied).state == ""
 
 
-def test_a_side_question_for_another_specialist_is_answered_by_it_and_the_flow_waits(api, seeded_demo):
+def test_a_side_question_for_another_specialist_is_answered_by_it_and_the_flow_waits(api, served_module_demo):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session="digress-tech", msisdn=MSISDN)
 
@@ -95,7 +95,7 @@ DROPPED = {"pt": "deixei isso de lado", "en": "I have dropped that", "es": "lo d
 
 
 @pytest.mark.parametrize("language", sorted(CANCELS))
-def test_a_cancel_ends_the_flow_and_its_state(api, seeded_demo, language):
+def test_a_cancel_ends_the_flow_and_its_state(api, served_module_demo, language):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session=f"cancel-{language}", msisdn=MSISDN)
 
@@ -111,7 +111,7 @@ def test_a_cancel_ends_the_flow_and_its_state(api, seeded_demo, language):
     assert after["metadata"]["route_decision"]["method"] != "state"
 
 
-def test_a_cancel_with_no_flow_open_is_routed_as_any_message(api, seeded_demo):
+def test_a_cancel_with_no_flow_open_is_routed_as_any_message(api, served_module_demo):
     body = say(api, "esquece", agent_id="telecom_contas", session="cancel-nothing", msisdn=MSISDN)
     assert body["metadata"]["conversation"]["repair"] is None
     assert body["metadata"]["conversation"]["events"] == []
@@ -125,7 +125,7 @@ CORRECTIONS = {
 
 
 @pytest.mark.parametrize("language", sorted(CORRECTIONS))
-def test_a_correction_redoes_the_lookup_with_the_new_value(api, seeded_demo, language):
+def test_a_correction_redoes_the_lookup_with_the_new_value(api, served_module_demo, language):
     first, correction = CORRECTIONS[language]
 
     def walk(text):
@@ -141,7 +141,7 @@ def test_a_correction_redoes_the_lookup_with_the_new_value(api, seeded_demo, lan
     assert order_ids and set(order_ids) == {"P200"}
 
 
-def test_two_requests_in_one_message_in_router_mode_are_both_answered(api, seeded_demo):
+def test_two_requests_in_one_message_in_router_mode_are_both_answered(api, served_module_demo):
     body = say(
         api,
         "minha internet caiu e ainda veio a conta mais cara",
@@ -154,7 +154,9 @@ def test_two_requests_in_one_message_in_router_mode_are_both_answered(api, seede
     assert {part["agent"] for part in body["metadata"]["supervisor"]} == {topic["agent"] for topic in topics}
 
 
-def test_small_talk_and_out_of_scope_inside_a_flow_push_nothing_and_the_flow_still_takes_its_reply(api, seeded_demo):
+def test_small_talk_and_out_of_scope_inside_a_flow_push_nothing_and_the_flow_still_takes_its_reply(
+    api, served_module_demo
+):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session="flow-chat", msisdn=MSISDN)
 
@@ -168,7 +170,7 @@ def test_small_talk_and_out_of_scope_inside_a_flow_push_nothing_and_the_flow_sti
 
 
 def test_with_no_context_the_identifier_the_customer_wrote_reaches_the_tool_and_a_correction_replaces_it(
-    api, seeded_demo
+    api, served_module_demo
 ):
     def walk(text):
         return say(api, text, agent_id="retail_orders", session="correct-words")
@@ -180,7 +182,7 @@ def test_with_no_context_the_identifier_the_customer_wrote_reaches_the_tool_and_
     assert {args.get("order_id") for _, args in tool_calls(corrected) if "order_id" in args} == {"P200"}
 
 
-def test_two_requests_answered_in_turn_queue_the_second_and_a_yes_takes_it_up(api, seeded_demo):
+def test_two_requests_answered_in_turn_queue_the_second_and_a_yes_takes_it_up(api, served_module_demo):
 
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     profile.multi_topic = "in_turn"
@@ -205,7 +207,7 @@ def test_two_requests_answered_in_turn_queue_the_second_and_a_yes_takes_it_up(ap
     assert events(taken)[0] == "resumed" and taken["metadata"]["conversation"]["stack"] == []
 
 
-def test_a_yes_after_a_return_mark_confirms_the_flow_even_with_a_cancel_word_in_it(api, seeded_demo):
+def test_a_yes_after_a_return_mark_confirms_the_flow_even_with_a_cancel_word_in_it(api, served_module_demo):
     def walk(text):
         return say(api, text, agent_id="retail_orders", session="return-yes", order_id="P300")
 
@@ -227,7 +229,9 @@ NO_SIGNAL = {
 
 
 @pytest.mark.parametrize("language", sorted(SKIPS))
-def test_a_skipped_permission_question_runs_no_tool_closes_and_the_specialist_goes_on(api, seeded_demo, language):
+def test_a_skipped_permission_question_runs_no_tool_closes_and_the_specialist_goes_on(
+    api, served_module_demo, language
+):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session=f"skip-{language}", msisdn=MSISDN)
 
@@ -243,7 +247,7 @@ def test_a_skipped_permission_question_runs_no_tool_closes_and_the_specialist_go
     assert conversation.pending_permission is None and conversation.granted_permissions == []
 
 
-def test_a_permission_question_asked_and_a_delegation_begun_are_opened_events(api, seeded_demo):
+def test_a_permission_question_asked_and_a_delegation_begun_are_opened_events(api, served_module_demo):
     asked = say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="opened-1", msisdn=MSISDN)
     assert asked["metadata"]["conversation"]["events"] == [
         {"event": "opened", "frame": {"kind": "permission", "name": "diagnosticar_linha"}, "by": "technical_support"}
@@ -257,7 +261,9 @@ def test_a_permission_question_asked_and_a_delegation_begun_are_opened_events(ap
     assert follow_up["metadata"]["conversation"]["events"] == []
 
 
-def test_a_side_question_to_the_specialist_that_asked_for_permission_keeps_the_question_waiting(api, seeded_demo):
+def test_a_side_question_to_the_specialist_that_asked_for_permission_keeps_the_question_waiting(
+    api, served_module_demo
+):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session="aside-same-specialist", msisdn=MSISDN)
 
@@ -280,7 +286,7 @@ ALREADY_TOLD = {
 
 
 @pytest.mark.parametrize("language", sorted(ALREADY_TOLD))
-def test_already_told_keeps_the_specialist_and_its_tool_gets_the_value_said_earlier(api, seeded_demo, language):
+def test_already_told_keeps_the_specialist_and_its_tool_gets_the_value_said_earlier(api, served_module_demo, language):
     """No context carries the order: the value reaches the tool from what the customer wrote two turns before."""
     first, second, told = ALREADY_TOLD[language]
 
@@ -297,7 +303,7 @@ def test_already_told_keeps_the_specialist_and_its_tool_gets_the_value_said_earl
     assert ("consultar_pedido", {"order_id": "P200"}) in tool_calls(answered)
 
 
-def test_already_told_inside_a_flow_runs_the_step_that_asked_again_and_the_flow_still_waits(api, seeded_demo):
+def test_already_told_inside_a_flow_runs_the_step_that_asked_again_and_the_flow_still_waits(api, served_module_demo):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session="told-flow", msisdn=MSISDN)
 
@@ -314,7 +320,9 @@ def test_already_told_inside_a_flow_runs_the_step_that_asked_again_and_the_flow_
     assert conversation_of(told).state == "WAITING_PAYMENT_CONFIRMATION"
 
 
-def test_already_told_inside_a_delegation_runs_the_delegated_step_again_and_the_delegation_stays(api, seeded_demo):
+def test_already_told_inside_a_delegation_runs_the_delegated_step_again_and_the_delegation_stays(
+    api, served_module_demo
+):
     def walk(text):
         return say(api, text, agent_id="telecom_assistente", session="told-delegation", msisdn=MSISDN)
 
@@ -328,7 +336,7 @@ def test_already_told_inside_a_delegation_runs_the_delegated_step_again_and_the_
     assert told["metadata"]["conversation"]["stack"][-1]["name"] == "support_agent"
 
 
-def test_a_skip_inside_a_delegation_leaves_it_open_with_its_specialist_going_on(api, seeded_demo):
+def test_a_skip_inside_a_delegation_leaves_it_open_with_its_specialist_going_on(api, served_module_demo):
     def walk(text):
         return say(api, text, agent_id="telecom_assistente", session="skip-delegation", msisdn=MSISDN)
 

@@ -23,7 +23,7 @@ def conversation_of(body) -> Conversation:
 
 @pytest.mark.parametrize("agent_id", DEMO_PROFILES)
 @pytest.mark.parametrize("language", sorted(GREETINGS))
-def test_a_greeting_in_each_language_sets_no_state_on_any_demo_profile(api, seeded_demo, agent_id, language):
+def test_a_greeting_in_each_language_sets_no_state_on_any_demo_profile(api, served_module_demo, agent_id, language):
     body = say(api, GREETINGS[language], agent_id=agent_id, session=f"greeting-{language}")
 
     assert body["metadata"]["route_decision"]["method"] == "small_talk"
@@ -35,7 +35,9 @@ def test_a_greeting_in_each_language_sets_no_state_on_any_demo_profile(api, seed
     assert not (conversation.goal_state or {}).get("pending")
 
 
-def test_the_documented_sub_conversation_walk_through_resumes_with_the_coordinator_on_a_greeting(api, seeded_demo):
+def test_the_documented_sub_conversation_walk_through_resumes_with_the_coordinator_on_a_greeting(
+    api, served_module_demo
+):
     """docs/handoffs.md, "A scripted conversation on the demo data": the four messages of session demo-sub."""
 
     def walk(text, **context):
@@ -73,7 +75,7 @@ def test_the_documented_sub_conversation_walk_through_resumes_with_the_coordinat
     assert conversation.sub_conversation is None
 
 
-def test_small_talk_in_a_flow_waiting_for_a_reply_leaves_the_flow_waiting(api, seeded_demo):
+def test_small_talk_in_a_flow_waiting_for_a_reply_leaves_the_flow_waiting(api, served_module_demo):
     def walk(text, **context):
         return say(api, text, agent_id="telecom_contas", session="pay-thanks", **context)
 
@@ -87,7 +89,7 @@ def test_small_talk_in_a_flow_waiting_for_a_reply_leaves_the_flow_waiting(api, s
     assert reply["metadata"]["route_decision"]["method"] == "state"
 
 
-def test_small_talk_keeps_the_active_specialist_and_records_no_handoff(api, seeded_demo):
+def test_small_talk_keeps_the_active_specialist_and_records_no_handoff(api, served_module_demo):
     def walk(text, **context):
         return say(api, text, agent_id="telecom_contas", session="keeps", **context)
 
@@ -113,7 +115,7 @@ def test_small_talk_keeps_the_active_specialist_and_records_no_handoff(api, seed
     ],
 )
 def test_asking_whether_a_person_answers_is_answered_and_queues_no_one_until_the_customer_asks_for_one(
-    api, seeded_demo, question, asking_for_one
+    api, served_module_demo, question, asking_for_one
 ):
     def walk(text):
         return say(api, text, agent_id="telecom_contas", session="who-answers", msisdn=MSISDN)

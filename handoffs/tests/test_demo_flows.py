@@ -8,22 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import McpServer
-from common.config_version import config_version_bump
 from conversations.models import Conversation, Message, ToolCall
 from handoffs.models import Handoff
 from routing.models import ConversationTest
-from tests.demo_snapshot import demo_seed
 
 MSISDN = "5511999999999"
 
 
 @pytest.fixture
-def demo(db, mcp_servers):
-    demo_seed()
-    for name, url in mcp_servers.items():
-        McpServer.objects.filter(name=name).update(endpoint=url)
-    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+def demo(served_module_demo):
+    """The demo as shipped, seeded once for this module (``module_demo``: each test's writes rolled back after it),
+    its MCP servers the running ones."""
 
 
 def say(api, text, *, agent_id="telecom_assistente", session="demo-1", **context):
