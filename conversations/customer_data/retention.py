@@ -7,16 +7,18 @@ late reply). The analytics are told first (``store_rows_retiring``): they sum th
 keep those totals as they are from then on, so the dashboard's figures do not move.
 
 The purge goes ``RETENTION_PURGE_BATCH`` conversations at a time, each batch one short transaction, and rests after
-it: ``RETENTION_PURGE_PAUSE_SECONDS`` at least, and long enough that batches take no more than ``RETENTION_PURGE_SHARE``
-of its time (a batch of 0.1 s and a share of 0.25 rest 0.3 s), so a purge slowed by a busy database slows down with
-it instead of taking the database from the message path. On PostgreSQL a batch's commit does not wait for its
-write-ahead log to reach the disk (``synchronous_commit`` off for that transaction alone): a crash may undo the last
-batches, record included, and the next run purges them again; turns' commits do not queue behind the purge's. The
-batch's conversations are locked as a turn locks them, skipping any a
-turn holds (left for the next run; its turn makes it recent anyway), read again as expired, and every holder's rows
-of them are deleted children first, the conversations last. The purge's :class:`~tenants.models.RetentionPurge` is
-written before the first batch and updated in each batch's transaction: what it says is gone is gone. A purge that
-stops midway leaves whole conversations purged and the rest as they were; the next run finishes the work.
+it: ``RETENTION_PURGE_PAUSE_SECONDS`` at least, and long enough that batches take no more than
+``RETENTION_PURGE_SHARE`` of its time (a batch of 0.1 s and a share of 0.25 rest 0.3 s), so a purge slowed by a busy
+database slows down with it instead of taking the database from the message path; never more than
+:data:`REST_MAX_SECONDS` (a batch that seemed long because its process was paused or stalled does not stop the purge
+for minutes). On PostgreSQL a batch's commit does not wait for its write-ahead log to reach the disk
+(``synchronous_commit`` off for that transaction alone): a crash may undo the last batches, record included, and the
+next run purges them again; turns' commits do not queue behind the purge's. The batch's conversations are locked as a
+turn locks them, skipping any a turn holds (left for the next run; its turn makes it recent anyway), read again as
+expired, and every holder's rows of them are deleted children first, the conversations last. The purge's
+:class:`~tenants.models.RetentionPurge` is written before the first batch and updated in each batch's transaction:
+what it says is gone is gone. A purge that stops midway leaves whole conversations purged and the rest as they were;
+the next run finishes the work.
 
 On PostgreSQL ``agent_handoffs`` is partitioned by month (:mod:`handoffs.partitions`). Before the batches,
 :func:`retention_purge_all` drops a month's partition whole when every tenant with rows in it has a window whose
@@ -49,6 +51,8 @@ from conversations.signals import store_rows_retiring
 from handoffs.models import Handoff
 from handoffs.partitions import MonthPartition, month_partitions, partition_drop, partition_rows
 from tenants.models import RetentionPurge, Tenant
+
+REST_MAX_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,7 @@ def retention_purge(
             batches += 1
             if record is not None:
                 RetentionPurge.objects.filter(pk=record.pk).update(counts=_sorted(counts), batches=batches)
-        resting = max(float(pause), (time.monotonic() - began) * rest)
+        resting = max(float(pause), min((time.monotonic() - began) * rest, REST_MAX_SECONDS))
         if resting:
             time.sleep(resting)
     seconds = time.monotonic() - started
