@@ -87,8 +87,8 @@ def test_the_tests_of_a_process_that_could_not_start_fail_naming_why_and_the_oth
     assert "BrokenProcessPool: A process in the process pool was terminated abruptly" in run.results[1].failure_text()
 
 
-@pytest.mark.django_db
-def test_inside_a_transaction_a_suite_asked_for_two_processes_is_played_in_this_one(telecom):
+def assert_played_in_this_process(telecom) -> None:
+    """A suite of two tests asked for two processes starts none: both are played here, in order."""
     before = set(multiprocessing.active_children())
     started: list[int] = []
 
@@ -102,6 +102,11 @@ def test_inside_a_transaction_a_suite_asked_for_two_processes_is_played_in_this_
     assert processes_usable(2) == 1
     assert started == [0, 0]
     assert (run.passed, run.failed) == (1, 1)
+
+
+@pytest.mark.django_db
+def test_inside_a_transaction_a_suite_asked_for_two_processes_is_played_in_this_one(telecom):
+    assert_played_in_this_process(telecom)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -109,19 +114,7 @@ def test_inside_a_transaction_a_suite_asked_for_two_processes_is_played_in_this_
 def test_on_sqlite_a_suite_asked_for_two_processes_is_played_in_this_one(telecom):
     if connection.vendor != "sqlite":
         pytest.skip("about SQLite: tests/test_sqlite_too.py runs it there")
-    before = set(multiprocessing.active_children())
-    started: list[int] = []
-
-    run = conversation_tests_run(
-        routing_tests_spec(telecom, DRAFT),
-        cases(1),
-        processes=2,
-        on_result=lambda _: started.append(len(set(multiprocessing.active_children()) - before)),
-    )
-
-    assert processes_usable(2) == 1
-    assert started == [0, 0]
-    assert (run.passed, run.failed) == (1, 1)
+    assert_played_in_this_process(telecom)
 
 
 def test_a_new_process_is_worth_it_only_for_as_many_tests_as_its_start_costs():
