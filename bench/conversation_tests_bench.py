@@ -2,7 +2,7 @@
 
     PYTHONPATH=. DJANGO_SETTINGS_MODULE=platform.settings .venv/bin/python scripts/services.py --scratch \
         --postgres -- .venv/bin/python bench/conversation_tests_bench.py [--tests 1000] [--runs 3] [--profile 25] \
-        [--processes N]
+        [--profile-file F] [--processes N]
 
 (Figures in docs/benchmarks.md.) Migrates the database the settings point at (a throwaway PostgreSQL with the
 command above) and loads the demo (``seed_demo``), then writes ``--tests`` conversation tests in pt, en and es: an
@@ -32,13 +32,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# The demo's MCP servers are on loopback, which the outbound policy refuses unless allowed; none is called here (every
-# tool a test reaches has a recorded answer), but the demo's configuration is checked on load.
-os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.1:8100,127.0.0.1:8200,127.0.0.1:8300")
-os.environ.setdefault("OPENAI_BASE_URL", "")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from services import bench_server_env  # noqa: E402
 
-import django
+# The production settings the served benchmarks run with (Django's debug mode keeps every statement of the process in
+# memory and times it), no model configured; the demo's MCP servers are on loopback, which they allow (none is
+# called here: every tool a test reaches has a recorded answer, but the demo's configuration is checked on load).
+for name, value in {**bench_server_env(ROOT), "OPENAI_BASE_URL": ""}.items():
+    os.environ.setdefault(name, value)
+
+import django  # noqa: E402
 
 django.setup()
 
@@ -115,6 +120,7 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, help="print the N functions of most own time (one run)")
+    parser.add_argument("--profile-file", default="", help="with --profile: also save the profile there (pstats)")
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="play each run in N processes")
     args = parser.parse_args()
 
@@ -149,10 +155,10 @@ def main() -> None:
     for result in run.failures[:5]:
         print("  FAIL", result.failure_text())
     if args.profile:
-        profiled(args.profile, lambda: conversation_tests_run(spec, cases))
+        profiled(args.profile, lambda: conversation_tests_run(spec, cases), saved=args.profile_file)
 
 
-def profiled(shown: int, play: Callable[[], object]) -> None:
+def profiled(shown: int, play: Callable[[], object], *, saved: str = "") -> None:
     """Print the ``shown`` functions of most own CPU in ``play``, in every thread it starts (the tests are played in
     threads of their own): a profiler for each thread, started by its first call, timed by the thread's CPU (a wall
     clock would give each function the time its thread waited for the interpreter lock), the profiles added up."""
@@ -173,6 +179,8 @@ def profiled(shown: int, play: Callable[[], object]) -> None:
         profiler.create_stats()
     stats = pstats.Stats(mine, *profilers, stream=sys.stdout)
     stats.sort_stats("tottime").print_stats(shown)
+    if saved:
+        stats.dump_stats(saved)
 
 
 def _children_cpu() -> float:
