@@ -43,6 +43,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -55,7 +56,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from common.infra.metrics import ticket_wait_observe
-from common.infra.statements import statement_cursor
+from common.infra.statements import insert_statement, statement_cursor
 from conversations.models import Conversation
 
 logger = logging.getLogger(__name__)
@@ -113,13 +114,17 @@ def conversation_table() -> str:
 def _take_sql(and_read: str = "") -> str:
     """The ticket statement; the table and column names are the model's own constants, values are parameters.
     ``and_read``: an expression returned too when the ticket's turn has come (``NULL`` otherwise)."""
-    ready = f", CASE WHEN turn_tickets_done = turn_tickets_issued - 1 THEN {and_read} END" if and_read else ""
     return (
         f"UPDATE {conversation_table()} SET turn_tickets_issued = turn_tickets_issued + 1, "  # noqa: S608
         "turn_started_at = CASE WHEN turn_tickets_done = turn_tickets_issued THEN %s ELSE turn_started_at END "
-        "WHERE conversation_key = %s "
-        f"RETURNING id, turn_tickets_issued, turn_tickets_done, {', '.join(STATE_COLUMNS)}{ready}"
+        f"WHERE conversation_key = %s RETURNING {_taken_columns(and_read)}"
     )
+
+
+def _taken_columns(and_read: str) -> str:
+    """What a ticket's statement returns of the conversation's row (:func:`_taken` reads it)."""
+    ready = f", CASE WHEN turn_tickets_done = turn_tickets_issued - 1 THEN {and_read} END" if and_read else ""
+    return f"id, turn_tickets_issued, turn_tickets_done, {', '.join(STATE_COLUMNS)}{ready}"
 
 
 def _aware(value: Any) -> datetime:
@@ -145,8 +150,26 @@ def _take(
         # One statement: the row is locked only while it runs. SET reads the old values on both backends.
         cursor.execute(_take_sql(read_sql), [now, conversation_key, *read_params])
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return _taken(row, and_read) if row is not None else None
+
+
+def _create_taking(
+    conversation_key: str, defaults: dict, and_read: tuple[str, list[Any]] | None
+) -> tuple[int, int, bool, dict[str, Any]] | None:
+    """The conversation created with its first ticket taken, in one statement (``INSERT … RETURNING`` what the take
+    returns); ``None`` when another message created it meanwhile (its key is taken: nothing is written)."""
+    read_sql, read_params = and_read or ("", [])
+    created = Conversation(
+        conversation_key=conversation_key, turn_tickets_issued=1, turn_started_at=timezone.now(), **defaults
+    )
+    sql, params = insert_statement([created], conflicts_ignored=True, returning=_taken_columns(read_sql))
+    with statement_cursor() as cursor:
+        cursor.execute(sql, [*params, *read_params])
+        row = cursor.fetchone()
+    return _taken(row, and_read) if row is not None else None
+
+
+def _taken(row: Sequence[Any], and_read: tuple[str, list[Any]] | None) -> tuple[int, int, bool, dict[str, Any]]:
     pk, issued, done, *values = row
     read = values.pop() if and_read else None
     state = {
@@ -177,13 +200,11 @@ def ticket_take(
     the conversation's history so: one round trip). The conversation is created on its first message. The
     connection stays open so the caller can read on with it; the caller gives it back.
     """
-    taken = _take(conversation_key, and_read)
+    # A conversation's first message: the take finds no row, and one statement creates it with the ticket taken
+    # (get_or_create's read, savepoint, insert and release, then the take again, were five round trips); when
+    # another message created it meanwhile (nothing written), the take again.
+    taken = _take(conversation_key, and_read) or _create_taking(conversation_key, defaults, and_read)
     if taken is None:
-        # One statement whichever message creates it (ON CONFLICT DO NOTHING): get_or_create's read, savepoint,
-        # insert and release were four round trips on every conversation's first message.
-        Conversation.objects.bulk_create(
-            [Conversation(conversation_key=conversation_key, **defaults)], ignore_conflicts=True
-        )
         taken = _take(conversation_key, and_read)
         if taken is None:  # deleted again at once (retention), or refused by another unique column
             raise IntegrityError(f"The conversation {conversation_key!r} could not be created.")

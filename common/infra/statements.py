@@ -21,6 +21,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.utils import CursorWrapper
 from django.db.models import AutoField, Field, Model, sql
+from django.db.models.constants import OnConflict
 from django.db.models.expressions import RawSQL
 
 from common.infra import stock_paths
@@ -50,6 +51,8 @@ class _InsertShape:
     """What every ``INSERT`` of one model's new rows shares."""
 
     head: str  # INSERT INTO "table" ("column", …) VALUES
+    head_ignoring: str  # the same, new rows only: rows whose unique columns are taken are left out
+    ignoring: str  # what follows the values then (PostgreSQL: ON CONFLICT DO NOTHING; SQLite: INSERT OR IGNORE before)
     fields: tuple[Field, ...]
     returning: str  # RETURNING "table"."id", … ("" where the database returns nothing)
     returned: tuple[Field, ...]
@@ -73,23 +76,40 @@ def _shape(model: type[Model], using: str) -> _InsertShape:
             # Django's (PostgreSQL's: RETURNING "table"."column"), not in django-stubs.
             sql_text, _ = connection.ops.return_insert_columns(returned) or ("", ())  # type: ignore[attr-defined]
             returning = f" {sql_text}" if sql_text else ""
-        head = (
-            f"{connection.ops.insert_statement(on_conflict=None)} {quote(str(opts.db_table))} "
-            f"({', '.join(quote(str(field.column)) for field in fields)}) VALUES "
+        target = f"{quote(str(opts.db_table))} ({', '.join(quote(str(field.column)) for field in fields)}) VALUES "
+        ignoring = connection.ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
+        shape = _shapes[(model, using)] = _InsertShape(
+            head=f"{connection.ops.insert_statement(on_conflict=None)} {target}",
+            head_ignoring=f"{connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)} {target}",
+            ignoring=f" {ignoring}" if ignoring else "",
+            fields=fields,
+            returning=returning,
+            returned=returned,
         )
-        shape = _shapes[(model, using)] = _InsertShape(head=head, fields=fields, returning=returning, returned=returned)
     return shape
 
 
-def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) -> tuple[str, list[Any]]:
+def insert_statement(
+    objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS, conflicts_ignored: bool = False, returning: str = ""
+) -> tuple[str, list[Any]]:
     """``(sql, params)`` of the ``INSERT … RETURNING`` that ``bulk_create(objs)`` sends for new rows of one model.
 
     Nothing is sent. A field may hold a :class:`SqlValue`, written in place, or an expression (``RawSQL``),
     compiled in place as ``save()`` would. Related objects are not read: set the ``…_id`` attributes. Hand what the
     statement returns to :func:`inserted`.
+
+    ``conflicts_ignored``: the statement of ``bulk_create(objs, ignore_conflicts=True)``, which writes only the rows
+    whose unique columns are free and returns nothing. ``returning``: the caller's own ``RETURNING`` list (SQL over
+    the inserted row, no parameters of its own), in place of the model's returned columns: one row for each row
+    written.
     """
-    if stock_paths():
-        return _compiled_insert(objs, using)
+    sql_text, params = (
+        _compiled_insert(objs, using, conflicts_ignored) if stock_paths() else _insert(objs, using, conflicts_ignored)
+    )
+    return (f"{sql_text} RETURNING {returning}" if returning else sql_text), params
+
+
+def _insert(objs: Sequence[Model], using: str, conflicts_ignored: bool) -> tuple[str, list[Any]]:
     model = type(objs[0])
     shape = _shape(model, using)
     connection = connections[using]
@@ -113,10 +133,12 @@ def insert_statement(objs: Sequence[Model], *, using: str = DEFAULT_DB_ALIAS) ->
                 placeholders.append("%s")
                 params.append(field.get_db_prep_save(value, connection=connection))
         rows.append(f"({', '.join(placeholders)})")
+    if conflicts_ignored:
+        return f"{shape.head_ignoring}{', '.join(rows)}{shape.ignoring}", params
     return f"{shape.head}{', '.join(rows)}{shape.returning}", params
 
 
-def _compiled_insert(objs: Sequence[Model], using: str) -> tuple[str, list[Any]]:
+def _compiled_insert(objs: Sequence[Model], using: str, conflicts_ignored: bool = False) -> tuple[str, list[Any]]:
     """The stock path (``STOCK_PATHS``): the statement as Django's insert compiler builds it for ``bulk_create``, a
     :class:`SqlValue` handed to it as the ``RawSQL`` expression it stands for."""
     model = type(objs[0])
@@ -132,10 +154,10 @@ def _compiled_insert(objs: Sequence[Model], using: str) -> tuple[str, list[Any]]
                 # The SQL is the caller's own code, its values bound as parameters, as on the fast path.
                 setattr(obj, field.attname, RawSQL(value.sql, value.params, output_field=field))  # noqa: S611
     try:
-        query = sql.InsertQuery(model)
+        query = sql.InsertQuery(model, on_conflict=OnConflict.IGNORE if conflicts_ignored else None)
         query.insert_values(fields, list(objs))
         compiler: Any = query.get_compiler(using=using)
-        if connection.features.can_return_rows_from_bulk_insert:
+        if connection.features.can_return_rows_from_bulk_insert and not conflicts_ignored:
             compiler.returning_fields = opts.db_returning_fields
         [(text, params)] = compiler.as_sql()
     finally:

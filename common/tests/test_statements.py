@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.db import connection
@@ -40,16 +41,19 @@ def sent_by_bulk_create(objs: list[Message]) -> list[tuple[str, tuple]]:
 
 
 def comparable(params: tuple | list) -> tuple:
-    """Each build's ``auto_now_add`` stamps its own time; psycopg's JSON wrappers compare by identity. Django's own
-    PostgreSQL backend sends a column's values as one array (``UNNEST``)."""
+    """Each build's ``auto_now_add`` stamps its own time (SQLite's backend sends it as text); psycopg's JSON wrappers
+    compare by identity. Django's own PostgreSQL backend sends a column's values as one array (``UNNEST``)."""
     return tuple(
         comparable(value)
         if isinstance(value, list | tuple)
         else "<time>"
-        if isinstance(value, dt.datetime)
+        if isinstance(value, dt.datetime) or (isinstance(value, str) and STAMP.fullmatch(value))
         else getattr(value, "obj", value)
         for value in params
     )
+
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?")
 
 
 @fast_path_only
@@ -91,6 +95,46 @@ def test_sql_in_place_of_a_value_goes_into_the_statement_with_its_parameters(con
 
     assert "upper(%s)" in sql and "written" in params
     assert Message.objects.get(pk=obj.pk).content == "WRITTEN"
+
+
+@pytest.mark.parametrize("stock", [False, True], ids=["fast path", "stock path"])
+def test_with_conflicts_ignored_a_row_whose_key_is_taken_is_left_out_and_the_callers_columns_come_back(
+    conversation, settings, stock
+):
+    settings.STOCK_PATHS = stock
+    taken = Conversation(conversation_key=conversation.conversation_key, tenant_id=conversation.tenant_id)
+    taken.profile_id = conversation.profile_id
+    free = Conversation(conversation_key="tenant_a:telecom_contas:free", tenant_id=conversation.tenant_id)
+    free.profile_id, free.state = conversation.profile_id, "NEW"
+
+    written = []
+    for obj in (taken, free):
+        sql, params = insert_statement([obj], conflicts_ignored=True, returning="conversation_key, state")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            written += cursor.fetchall()
+
+    assert written == [("tenant_a:telecom_contas:free", "NEW")]
+    assert Conversation.objects.count() == 2
+
+
+@fast_path_only
+def test_with_conflicts_ignored_the_statement_is_the_one_bulk_create_sends_so(conversation):
+    objs = messages(conversation)
+    ours = insert_statement(objs, conflicts_ignored=True)
+
+    statements = []
+
+    def capture(execute, sql, params, many, context):
+        statements.append((sql, tuple(params or ())))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        Message.objects.bulk_create(messages(conversation), ignore_conflicts=True)
+
+    [theirs] = statements
+    assert ours[0] == theirs[0] and comparable(ours[1]) == comparable(theirs[1])
+    assert "RETURNING" not in ours[0]
 
 
 def test_returned_rows_that_do_not_match_the_objects_are_refused(conversation):

@@ -129,13 +129,13 @@ def test_concurrent_turns_in_one_event_loop_are_serialised_too(tenant, telecom, 
 
 
 @pytest.mark.django_db
-def test_a_conversations_first_message_creates_it_and_takes_its_ticket_in_three_statements(
+def test_a_conversations_first_message_creates_it_and_takes_its_ticket_in_two_statements(
     tenant, telecom, django_assert_num_queries
 ):
     key = f"{tenant.slug}:telecom_contas:first"
     defaults = {"tenant_id": tenant.pk, "profile_id": telecom.pk, "session_id": "first", "channel": "api"}
 
-    with django_assert_num_queries(3):  # the take that finds no row, the insert, the take
+    with django_assert_num_queries(2):  # the take that finds no row, the insert that takes the first ticket
         pk, ticket, state = ordering.ticket_take(conversation_key=key, defaults=defaults)
     with django_assert_num_queries(1):
         again, second, _ = ordering.ticket_take(conversation_key=key, defaults=defaults)
@@ -145,6 +145,29 @@ def test_a_conversations_first_message_creates_it_and_takes_its_ticket_in_three_
     created = Conversation.objects.get(pk=pk)
     assert (created.tenant_id, created.session_id, created.channel) == (tenant.pk, "first", "api")
     assert (created.turn_tickets_issued, created.turn_tickets_done) == (2, 0)
+    assert created.turn_started_at is not None
+
+
+@pytest.mark.django_db
+def test_a_conversation_created_by_another_message_meanwhile_is_taken_not_written_again(tenant, telecom, monkeypatch):
+    key = f"{tenant.slug}:telecom_contas:raced"
+    defaults = {"tenant_id": tenant.pk, "profile_id": telecom.pk, "session_id": "raced", "channel": "api"}
+    take = ordering._take
+    calls = []
+
+    def take_missing_the_other_message(conversation_key, and_read=None):
+        calls.append(conversation_key)
+        if len(calls) == 1:  # the other message creates it between this one's take and insert
+            Conversation.objects.create(conversation_key=key, tenant=tenant, profile=telecom, session_id="raced")
+            return None
+        return take(conversation_key, and_read)
+
+    monkeypatch.setattr(ordering, "_take", take_missing_the_other_message)
+
+    pk, ticket, state = ordering.ticket_take(conversation_key=key, defaults=defaults)
+
+    assert len(calls) == 2 and Conversation.objects.filter(conversation_key=key).count() == 1
+    assert (pk, ticket) == (Conversation.objects.get(conversation_key=key).pk, 0) and state is not None
 
 
 @pytest.mark.django_db(transaction=True)
