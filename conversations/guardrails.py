@@ -19,6 +19,7 @@ and run in that order by :func:`run_input_guardrails` and
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import json
 import re
@@ -48,8 +49,9 @@ from common.text import normalize
 PLACEHOLDER_RE = re.compile(r"\[(CPF|CNPJ|EMAIL|PHONE|CARD)_(\d+)\]", re.IGNORECASE)
 
 
-def _walk(obj: Any, on_string: Callable[[str], Any]) -> Any:
-    """Apply ``on_string`` to every string inside a JSON-like value, keeping its shape.
+def _walk(obj: Any, on_string: Callable[[str], Any], *, hidden: Callable[[Any], bool] | None = None) -> Any:
+    """Apply ``on_string`` to every string inside a JSON-like value, keeping its shape; ``hidden``: the mapping keys
+    whose values are replaced with :data:`SECRET_MASK` whole.
 
     Iterative (an explicit stack): no nesting depth a client sends can raise ``RecursionError``.
     """
@@ -62,6 +64,9 @@ def _walk(obj: Any, on_string: Callable[[str], Any]) -> Any:
     while stack:
         source, items, out, parent, key = stack[-1]
         for item_key, item in items:
+            if hidden is not None and isinstance(out, dict) and hidden(item_key):
+                out[item_key] = SECRET_MASK
+                continue
             if isinstance(item, _CONTAINERS):
                 child = _walk_empty(item)
                 _walk_put(out, item_key, child)
@@ -192,7 +197,9 @@ class MaskVault:
     def redact(self, obj: Any) -> Any:
         """The storage form: placeholders and raw personal data become irreversible labels,
         and values under secret-looking keys are hidden (see :func:`mask_secrets`)."""
-        return _walk(mask_secrets(obj), lambda text: _redact_findings(self.redact_placeholders(text)))
+        return _walk(
+            obj, lambda text: _redact_findings(self.redact_placeholders(_bearer_masked(text))), hidden=is_secret_key
+        )
 
 
 def _replace_findings(text: str, replace: Callable[[Finding], str]) -> str:
@@ -228,6 +235,7 @@ _KEY_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _BEARER = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}")
 
 
+@functools.lru_cache(maxsize=4096)  # the same few keys come back in every tool result
 def is_secret_key(key: Any) -> bool:
     """Whether a mapping key names a secret: ``password``, ``access_token``, ``apiKey``, ``X-Api-Key``, ``cvv``…
 
@@ -243,7 +251,7 @@ def is_secret_key(key: Any) -> bool:
 def mask_secrets(obj: Any) -> Any:
     """Hide the values under secret-looking keys (recursively) and bearer tokens inside strings."""
     if isinstance(obj, str):
-        return _BEARER.sub(lambda m: f"{m.group(1)} {SECRET_MASK}", obj)
+        return _bearer_masked(obj)
     if isinstance(obj, Mapping):
         return {key: SECRET_MASK if is_secret_key(key) else mask_secrets(item) for key, item in obj.items()}
     if isinstance(obj, list):
@@ -251,6 +259,10 @@ def mask_secrets(obj: Any) -> Any:
     if isinstance(obj, tuple):
         return tuple(mask_secrets(item) for item in obj)
     return obj
+
+
+def _bearer_masked(text: str) -> str:
+    return _BEARER.sub(lambda m: f"{m.group(1)} {SECRET_MASK}", text)
 
 
 # --- guardrail results --------------------------------------------------------------

@@ -254,6 +254,7 @@ def turn_record(turn: Turn) -> TurnRecord:
     data, vault = turn.input, turn.vault
     metadata = turn.metadata()
     usage = metadata["usage"]
+    tool_calls = metadata["mcp_results"]  # redacted once: the rows store what the answer shows, before its bound
     metadata = response_bounded(turn, metadata)
     return TurnRecord(
         conversation_id=turn.conversation_pk,
@@ -288,7 +289,7 @@ def turn_record(turn: Turn) -> TurnRecord:
             )
             for partial in turn.supervised_parts()
         ],
-        tool_calls=turn.mcp_results(),
+        tool_calls=tool_calls,
         moves=turn.all_moves(),
         backend_calls=(turn.backend_reply,) if turn.backend_reply else (),
         answered=turn.answered,

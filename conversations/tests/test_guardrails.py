@@ -189,6 +189,7 @@ def test_it_masks_secrets_by_key_at_any_depth():
         "note": f"sent with Bearer {SECRET_MASK}",
     }
     assert redact({"api_key": "k", "cpf": VALID_CPF}) == {"api_key": SECRET_MASK, "cpf": "[CPF]"}
+    assert redact(value) == mask_secrets(value)  # the storage form hides the same, at any depth
 
 
 # -- input guardrails ---------------------------------------------------------------------
