@@ -74,11 +74,12 @@ _Scorer = Callable[[str], tuple[str, float]]
 _scorer: _Scorer | None = None
 _compiled = False  # language_compiled_use()
 _model_lock = threading.Lock()
-# The last text told in this context (a request's task) and what it was told to be: a turn asks about the
-# customer's message twice (the offline model answers in its language, the judge checks the answer's), and a
-# request never reuses another's.
+# The last texts told in this context (a request's task) and what each was told to be, newest last: a turn asks about
+# the customer's message and its answer more than once (the turn's language, the offline model, the judge, a
+# conversation test's checks), with other texts asked between; a request never reuses another's.
 _Told = tuple[str, str | None]
-_last_told: contextvars.ContextVar[_Told | None] = contextvars.ContextVar("language_told", default=None)
+_last_told: contextvars.ContextVar[tuple[_Told, ...]] = contextvars.ContextVar("language_told", default=())
+TOLD_KEPT = 4
 
 
 def identifier() -> Any:
@@ -217,11 +218,13 @@ def detect_language(text: str) -> str | None:
     The text's words alone are read (numbers, ids and emoji left out). A reading of Portuguese or Spanish under
     :data:`MARKS_DECIDE_BELOW` of two words or more gives way to the marks of one of the two (:func:`_marked`: "y",
     "el", "¿" against "e", "os", "não"). Thread-safe; the first call loads the model.
-    The same text asked again in the same context (one request's turn) is answered from the last reading.
+    The same text asked again in the same context (one request's turn) is answered from its last reading (of the
+    last :data:`TOLD_KEPT` texts).
     """
-    last = _last_told.get()
-    if last is not None and last[0] == text:
-        return last[1]
+    kept = _last_told.get()
+    for told_text, told_language in kept:
+        if told_text == text:
+            return told_language
     words = _WORD.findall(text)
     if not words:
         return None
@@ -230,7 +233,7 @@ def detect_language(text: str) -> str | None:
     told = language if probability >= needed else None
     if len(words) > 1 and language in _MARKS and probability < MARKS_DECIDE_BELOW:
         told = _marked(text) or told
-    _last_told.set((text, told))
+    _last_told.set((*kept[1 - TOLD_KEPT :], (text, told)))
     return told
 
 

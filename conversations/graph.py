@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -55,7 +56,7 @@ from agents.mcp import AttachmentScope, attachments_for
 from agents.permission_notes import permission_note
 from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
-from common.i18n import say
+from common.i18n import language_known, say
 from common.infra import tracing
 from common.infra.bus import publish_event
 from common.sizes import limit_hit, text_cut
@@ -474,18 +475,16 @@ async def judge(turn: Turn) -> None:
         answer="\n".join(strings_of(value)) if is_json else turn.answer,  # the words of a JSON answer, not its keys
         tool_results=_tool_results(turn),
         settings=judges,
-        boilerplate=tuple(
-            say(turn.language, text)
-            for text in (
-                ERROR_ANSWER,
-                BLOCKED_ANSWER,
-                NO_SPECIALIST_ANSWER,
-                REVIEW_FALLBACK_ANSWER,
-                BACKEND_UNAVAILABLE_ANSWER,
-            )
-        ),
+        boilerplate=_boilerplate(language_known(turn.language)),
         ask=judge_asker(turn.input.profile) if judges.get("llm_judge") else None,
     )
+
+
+@functools.cache  # a few languages; the catalogues are compiled once for the process
+def _boilerplate(language: str) -> tuple[str, ...]:
+    """The platform's canned answers in ``language``: never an answer to the judges."""
+    answers = (ERROR_ANSWER, BLOCKED_ANSWER, NO_SPECIALIST_ANSWER, REVIEW_FALLBACK_ANSWER, BACKEND_UNAVAILABLE_ANSWER)
+    return tuple(say(language, text) for text in answers)
 
 
 REVIEW_NOTE = (

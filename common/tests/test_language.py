@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from pathlib import Path
 
 import pytest
@@ -112,30 +113,6 @@ def test_the_scorer_gives_py3langids_language_and_probability_for_every_kind_of_
         assert (language, probability) == (expected_language, pytest.approx(expected_probability, abs=1e-5)), text
 
 
-def test_a_text_asked_again_in_the_same_request_is_told_once_and_another_requests_texts_afresh(monkeypatch):
-    """A turn asks about the customer's message twice (the offline model, then the judge): scored once."""
-    import contextvars
-
-    scored: list[str] = []
-    score = language.language_scores
-
-    def counted(text: str) -> tuple[str, float]:
-        scored.append(text)
-        return score(text)
-
-    monkeypatch.setattr(language, "language_scores", counted)
-
-    def one_request() -> list[str | None]:
-        text = "Minha fatura veio alta este mês"
-        return [detect_language(text), detect_language(text), detect_language("my bill"), detect_language(text)]
-
-    first = contextvars.copy_context().run(one_request)
-    second = contextvars.copy_context().run(one_request)
-
-    assert first == second == ["pt", "pt", "en", "pt"]
-    assert len(scored) == 6  # three readings per request: the repeated text once until another text came between
-
-
 def test_the_models_arrays_are_kept_once_on_disk_and_mapped_read_only_with_the_same_scores(settings, tmp_path):
     """The first process writes the cut model's arrays under VAR_DIR/cache/language; the next ones map them (shared
     between processes, never written) and score exactly as the arrays made from py3langid's model do."""
@@ -234,3 +211,26 @@ def test_the_compiled_loop_scores_once_a_process_has_numba_and_never_with_the_st
 )
 def test_a_name_written_with_a_capital_is_no_mark_of_its_language(text, language):
     assert detect_language(text) == language
+
+
+def test_a_text_asked_again_after_others_in_the_same_context_is_read_once_and_a_new_context_reads_it_again(
+    monkeypatch,
+):
+    """A turn asks about the customer's message and its answer more than once, other texts between."""
+    scored: list[str] = []
+
+    def counted(text: str) -> tuple[str, float]:
+        scored.append(text)
+        return language_scores(text)
+
+    monkeypatch.setattr(language, "language_scores", counted)
+    texts = ["minha fatura veio alta", "where is my order", "quiero hablar con una persona", "cade minha encomenda"]
+
+    def ask() -> list[str | None]:
+        return [detect_language(text) for text in (*texts, texts[0], texts[-1])]
+
+    first = contextvars.copy_context().run(ask)
+    assert first == ["pt", "en", "es", "pt", "pt", "pt"]
+    assert scored == texts  # the last two were told from the context's readings
+    contextvars.Context().run(ask)
+    assert len(scored) == 2 * len(texts)  # another request reads for itself
