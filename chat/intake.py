@@ -468,6 +468,7 @@ def turn_input_build(
         profile=profile,
         text=message.text,
         session_id=message.session_id or new_session_id(),
+        session_new=not message.session_id,
         user_id=message.user_id,
         channel=message.channel,
         context=dict(message.context),

@@ -147,6 +147,7 @@ _DATE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 _NUMBER = re.compile(r"(?<![\w])\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?(?!\d)|(?<![\w])\d+(?:[.,]\d+)?(?!\d)")
 _TOKEN = re.compile(r"[A-Za-z0-9][\w-]*[A-Za-z0-9]")
+_DIGIT = re.compile(r"\d")
 _ID = re.compile(r"^(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]{2,40}$|^\d{3,20}$")
 
 
@@ -234,6 +235,8 @@ def _dates_in(text: str) -> tuple[set[tuple[str, int, int]], str]:
 def _values_in_text(text: str) -> set[tuple[Any, ...]]:
     """Dates, numbers (every reading) and ids written in free text."""
     folded = _fold(text)
+    if not _DIGIT.search(folded):  # each of them holds a digit: most of a tool result's texts hold none
+        return set()
     dates, rest = _dates_in(folded)
     values: set[tuple[Any, ...]] = set(dates)
     values |= {("id", normalize(token)) for token in _TOKEN.findall(text) if _ID.match(token)}

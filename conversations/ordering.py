@@ -190,7 +190,7 @@ READ = "read"
 
 
 def ticket_take(
-    *, conversation_key: str, defaults: dict, and_read: tuple[str, list[Any]] | None = None
+    *, conversation_key: str, defaults: dict, and_read: tuple[str, list[Any]] | None = None, new: bool = False
 ) -> tuple[int, int, dict[str, Any] | None]:
     """``(conversation pk, ticket, state)``; ``state`` is the conversation's when the turn may run at once,
     ``None`` when earlier messages are still being answered (wait with :func:`ticket_wait`, then read it).
@@ -198,16 +198,19 @@ def ticket_take(
     ``and_read``: ``(sql, params)`` of an expression over the conversation's row (:func:`conversation_table`)
     evaluated in the same statement when the turn may run at once, its value in ``state[READ]`` (the graph reads
     the conversation's history so: one round trip). The conversation is created on its first message. The
-    connection stays open so the caller can read on with it; the caller gives it back.
+    connection stays open so the caller can read on with it; the caller gives it back. ``new``: the conversation is
+    expected not to exist (its session id was just made), so the statement that creates it is sent first.
     """
     # A conversation's first message: the take finds no row, and one statement creates it with the ticket taken
     # (get_or_create's read, savepoint, insert and release, then the take again, were five round trips); when
-    # another message created it meanwhile (nothing written), the take again.
-    taken = _take(conversation_key, and_read) or _create_taking(conversation_key, defaults, and_read)
-    if taken is None:
-        taken = _take(conversation_key, and_read)
-        if taken is None:  # deleted again at once (retention), or refused by another unique column
-            raise IntegrityError(f"The conversation {conversation_key!r} could not be created.")
+    # another message created it meanwhile (nothing written), the take again. A new session's begins with that one.
+    if new:
+        taken = _create_taking(conversation_key, defaults, and_read) or _take(conversation_key, and_read)
+    else:
+        taken = _take(conversation_key, and_read) or _create_taking(conversation_key, defaults, and_read)
+        taken = taken or _take(conversation_key, and_read)
+    if taken is None:  # deleted again at once (retention), or refused by another unique column
+        raise IntegrityError(f"The conversation {conversation_key!r} could not be created.")
     pk, ticket, ready, state = taken
     return pk, ticket, state if ready else None
 

@@ -103,6 +103,9 @@ class TurnInput:
     profile: ProfileSpec
     text: str
     session_id: str = ""
+    # The session id was made for this message (none was given): its conversation does not exist yet, and the
+    # ticket's take begins by creating it.
+    session_new: bool = False
     user_id: str = ""
     channel: str = "api"
     context: dict[str, Any] = field(default_factory=dict)

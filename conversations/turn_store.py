@@ -87,6 +87,7 @@ def turn_start(turn: Turn) -> bool:
         turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
             conversation_key=data.conversation_key,
             defaults=conversation_defaults(data),
+            new=data.session_new,
             and_read=history_read(
                 conversation=ordering.conversation_table(), limit=settings.CONVERSATION_HISTORY_LIMIT
             ),

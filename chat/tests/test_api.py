@@ -394,17 +394,21 @@ def test_the_message_path_has_a_fixed_query_budget(api, telecom, django_assert_m
     assert write.startswith('WITH m AS (INSERT INTO "routing_message"')
 
 
-def test_the_message_path_reads_a_messages_keywords_once_and_scores_two_texts_language(api, telecom, monkeypatch):
+def test_the_message_path_reads_a_messages_keywords_once_and_each_texts_language_once(api, telecom, monkeypatch):
     """A turn routes on the message's keywords and the offline model moves on the same hits; the language is read
-    of the message (the turn's language, the offline model's) and of the answer (the judge): each is worked out
-    once."""
+    of the message (the turn's language, the offline model's, the judge's) and of the answer's own words (the
+    judge): each text is worked out once (the answer's own words here are the previous answer's, its quote of the
+    message left out: told already in this test's one context)."""
     calls: list[str] = []
+    scored: list[str] = []
 
     def counted(owner, name):
         original = getattr(owner, name)
 
         def call(*args, **kwargs):
             calls.append(name)
+            if name == "language_scores":
+                scored.append(args[0])
             return original(*args, **kwargs)
 
         monkeypatch.setattr(owner, name, call)
@@ -412,12 +416,17 @@ def test_the_message_path_reads_a_messages_keywords_once_and_scores_two_texts_la
     counted(CompiledRouter, "keyword_match")
     counted(language, "language_scores")
     send(api, "Minha fatura veio alta")
+    first_scored = list(scored)
     calls.clear()
+    scored.clear()
 
     body = send(api, "Preciso da segunda via do boleto").json()
 
     assert body["metadata"]["route_decision"]["method"] == "keyword"
-    assert sorted(calls) == ["keyword_match", "language_scores", "language_scores"]
+    assert calls.count("keyword_match") == 1
+    assert scored == ["Preciso da segunda via do boleto"]
+    assert len(first_scored) == len(set(first_scored)) == 2  # the first message and its answer's own words
+    assert body["metadata"]["judges"]["rule_based"]["details"]["language_matches"] == {"user": "pt", "answer": "pt"}
 
 
 def test_the_examples_tier_scores_a_message_once_a_turn(api, telecom, monkeypatch):

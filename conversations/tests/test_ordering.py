@@ -149,6 +149,22 @@ def test_a_conversations_first_message_creates_it_and_takes_its_ticket_in_two_st
 
 
 @pytest.mark.django_db
+def test_a_new_sessions_first_message_creates_its_conversation_with_its_ticket_in_one_statement(
+    tenant, telecom, django_assert_num_queries
+):
+    key = f"{tenant.slug}:telecom_contas:made"
+    defaults = {"tenant_id": tenant.pk, "profile_id": telecom.pk, "session_id": "made", "channel": "api"}
+
+    with django_assert_num_queries(1):
+        pk, ticket, state = ordering.ticket_take(conversation_key=key, defaults=defaults, new=True)
+    with django_assert_num_queries(2):  # a client that reuses the session id it was given: found after the insert
+        again, second, _ = ordering.ticket_take(conversation_key=key, defaults=defaults, new=True)
+
+    assert (ticket, second, again) == (0, 1, pk) and state is not None
+    assert Conversation.objects.get(pk=pk).turn_tickets_issued == 2
+
+
+@pytest.mark.django_db
 def test_a_conversation_created_by_another_message_meanwhile_is_taken_not_written_again(tenant, telecom, monkeypatch):
     key = f"{tenant.slug}:telecom_contas:raced"
     defaults = {"tenant_id": tenant.pk, "profile_id": telecom.pk, "session_id": "raced", "channel": "api"}

@@ -447,6 +447,7 @@ async def _play(
             profile=profile,
             text=turn.user,
             session_id=session,
+            session_new=number == 1,
             user_id=case.user,
             channel=turn.channel or case.channel or "api",
             context={**case.context, **turn.context},
