@@ -394,6 +394,22 @@ def test_the_message_path_has_a_fixed_query_budget(api, telecom, django_assert_m
     assert write.startswith('WITH m AS (INSERT INTO "routing_message"')
 
 
+def test_a_message_that_starts_a_session_creates_its_conversation_and_takes_its_ticket_in_one_statement(
+    api, telecom, django_assert_max_num_queries
+):
+    send(api, "Minha fatura veio alta")  # the key cached in the process, the routing compiled in it
+    with django_assert_max_num_queries(2) as captured:
+        posted = message("Minha fatura veio alta")
+        del posted["payload"]["session_id"]
+        body = api.post("/api/gateway/message", posted, format="json").json()
+
+    create, write = (query["sql"] for query in captured.captured_queries)
+    assert create.startswith('INSERT INTO "routing_conversation"') and "ON CONFLICT DO NOTHING RETURNING" in create
+    assert write.startswith('WITH m AS (INSERT INTO "routing_message"')
+    stored = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert (stored.turn_tickets_issued, stored.turn_tickets_done, stored.messages.count()) == (1, 1, 2)
+
+
 def test_the_message_path_reads_a_messages_keywords_once_and_each_texts_language_once(api, telecom, monkeypatch):
     """A turn routes on the message's keywords and the offline model moves on the same hits; the language is read
     of the message (the turn's language, the offline model's, the judge's) and of the answer's own words (the
