@@ -145,6 +145,10 @@ _DATE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b" + _MONTH + r"\s+(\d{1,2})(?!\d)(?:,?\s+(\d{4}))?"), "month-d"),
     (re.compile(r"\b" + _MONTH + r"(?:\s+de|\s*/)?\s+(\d{4})(?!\d)"), "month-y"),
 )
+# What each shape cannot match without: its separator, or a month's name (one search for the three shapes).
+_SHAPE_MARKS = {"ymd": "-", "dmy": "/", "ym": "-", "my": "/"}
+_NAMED_SHAPES = frozenset({"d-month", "month-d", "month-y"})
+_MONTH_NAMED = re.compile(r"\b" + _MONTH)
 _NUMBER = re.compile(r"(?<![\w])\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?(?!\d)|(?<![\w])\d+(?:[.,]\d+)?(?!\d)")
 _TOKEN = re.compile(r"[A-Za-z0-9][\w-]*[A-Za-z0-9]")
 _DIGIT = re.compile(r"\d")
@@ -195,7 +199,14 @@ def _dates_in(text: str) -> tuple[set[tuple[str, int, int]], str]:
     """Dates found in folded ``text`` as ``("md", month, day)`` / ``("ym", year, month)``,
     and the text with them cut out (so their parts are not read as numbers)."""
     found: set[tuple[str, int, int]] = set()
+    named: bool | None = None  # whether the text names a month, read once the first shape that needs one comes
     for pattern, shape in _DATE_PATTERNS:
+        if shape in _NAMED_SHAPES:
+            named = _MONTH_NAMED.search(text) is not None if named is None else named
+            if not named:
+                continue
+        elif _SHAPE_MARKS[shape] not in text:
+            continue  # its separator is not in the text
 
         def collect(match: re.Match[str], shape: str = shape) -> str:
             groups = match.groups()
