@@ -37,6 +37,14 @@ UNTIL = datetime(2025, 6, 1, tzinfo=UTC)
 DAYS = 30
 
 
+@pytest.fixture
+def demo(db) -> None:
+    """The demo the generator writes for, from this worker's record of ``seed_demo`` (tests/demo_snapshot.py) instead
+    of the generator's own seed of several seconds a test (one test leaves it to the generator). Asked for before a
+    test's other fixtures: a tenant made first would give the seed another starting point, so a real seed again."""
+    demo_seed()
+
+
 def run(*args: str) -> tuple[int, str, str]:
     """``bench/generate_handoffs.py *args``: its exit status, output and errors."""
     out, err = StringIO(), StringIO()
@@ -70,7 +78,7 @@ def handoff_rows() -> list[tuple]:
     )
 
 
-def test_conversations_are_handed_to_people_and_back_as_the_graph_and_the_desk_do():
+def test_conversations_are_handed_to_people_and_back_as_the_graph_and_the_desk_do(demo):
     from routing import snapshot
 
     generate("--count", "2500", "--days", "2")  # enough hand-overs in a short range for each way they end
@@ -117,7 +125,6 @@ def rules_published() -> None:
     from releases.versions import version_publish
     from routing.models import ConversationTest, Intent, RoutingTestCase
 
-    demo_seed()
     profile = AgentProfile.objects.get(agent_id="retail_orders")
     profile.escalation = {**profile.escalation, "after_fallbacks": 2, "on_thumbs_down": True}
     profile.save(update_fields=["escalation"])
@@ -127,7 +134,7 @@ def rules_published() -> None:
     version_publish(profile=profile, note="people answer more")
 
 
-def test_a_profiles_rules_hand_conversations_to_people_as_the_platform_does():
+def test_a_profiles_rules_hand_conversations_to_people_as_the_platform_does(demo):
     rules_published()
     generate("--count", "1500", "--days", str(DAYS))
 
@@ -170,7 +177,7 @@ def test_a_profiles_rules_hand_conversations_to_people_as_the_platform_does():
         assert set(told.filter(role=MessageRole.ASSISTANT).values_list("metadata__route", flat=True)) <= {PERSON}
 
 
-def test_the_same_seed_gives_the_same_rows_and_clear_removes_them():
+def test_the_same_seed_gives_the_same_rows_and_clear_removes_them(demo):
     generate("--count", "300", "--seed", "7", "--pool", "40")  # replays too
     first = handoff_rows()
     output = generate("--clear", "--count", "300", "--seed", "7", "--pool", "40")
@@ -182,7 +189,7 @@ def test_the_same_seed_gives_the_same_rows_and_clear_removes_them():
     assert handoff_rows() != first
 
 
-def test_replayed_conversations_are_kept_ones_for_other_customers_at_other_moments():
+def test_replayed_conversations_are_kept_ones_for_other_customers_at_other_moments(demo):
     generate("--count", "500", "--days", str(DAYS), "--pool", "100")
     said: dict[tuple, list[tuple]] = {}
     for conversation in Conversation.objects.prefetch_related("messages"):
@@ -198,7 +205,7 @@ def test_replayed_conversations_are_kept_ones_for_other_customers_at_other_momen
         assert message.metadata["user_id"] == message.conversation.user_id  # the replay's customer, not the original's
 
 
-def test_clear_leaves_other_tenants_alone(tenant):
+def test_clear_leaves_other_tenants_alone(demo, tenant):
     generate("--count", "50")
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     own = Conversation.objects.create(
@@ -218,7 +225,9 @@ def test_clear_leaves_other_tenants_alone(tenant):
 
 
 def test_generating_the_same_seed_twice_without_clear_says_what_to_do():
-    generate("--count", "20")
+    assert not AgentProfile.objects.exists()
+    generate("--count", "20")  # seeds the demo itself
+    assert set(AgentProfile.objects.values_list("agent_id", flat=True)) >= {"telecom_contas", "retail_orders"}
     status, _, err = run("--count", "20", "--until", UNTIL.isoformat())
     assert status == 1 and "--clear" in err
     assert ERROR_ALREADY_GENERATED.startswith("Conversations of this --seed")
@@ -357,7 +366,7 @@ def people_in_the_loop(tenant, user) -> None:
         )
 
 
-def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers, desk_person):
+def test_the_generator_writes_the_rows_the_graph_writes(demo, tenant, mcp_servers, desk_person):
     """Both build a turn's rows with conversations.records.turn_rows, the desk's with conversations.desk.escalations,
     the outcomes with conversations.outcomes: a row retyped on either side (a column more or less, another metadata key,
     another text for a supervisor part with no answer) fails here. The graph's side is compared as the periodic
@@ -372,7 +381,7 @@ def test_the_generator_writes_the_rows_the_graph_writes(tenant, mcp_servers, des
     from conversations.supervisor import gap_text
 
     # Every conversation simulated (a replay copies their rows): rare rows (a supervisor part timing out) show.
-    generate("--count", "2000", "--days", str(DAYS), "--pool", "0")  # loads the demo profiles
+    generate("--count", "2000", "--days", str(DAYS), "--pool", "0")
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals

@@ -21,6 +21,8 @@ MSISDN = "5511999999999"
 
 @pytest.fixture
 def demo(db, mcp_servers):
+    """The demo, its MCP servers running. Asked for before ``api``: the seed reads the tenants' table, and a tenant
+    made first would make every test seed for real instead of restoring the worker's record (tests/demo_snapshot.py)."""
     demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
@@ -97,7 +99,7 @@ def test_a_channel_names_its_language_by_tag_or_accept_language_preference():
     ],
 )
 def test_a_demo_conversation_is_answered_in_its_language_from_permission_to_a_person(
-    api, demo, fixed, language, problem, yes, asked, queued
+    demo, api, fixed, language, problem, yes, asked, queued
 ):
     session = f"lang-{language}"
     ask = say(api, problem, session=session, context={"msisdn": MSISDN})
@@ -127,7 +129,7 @@ def off_language(answers, language, fixed) -> dict[str, str]:
     return {turn: answer for turn, answer in answers if not answer_language(answer, language, fixed).fits(language)}
 
 
-def test_the_payload_names_the_language_and_wins_over_the_words(api, demo):
+def test_the_payload_names_the_language_and_wins_over_the_words(demo, api):
     body = say(api, "Estou sem sinal no celular", session="lang-named", language="en-GB", context={"msisdn": MSISDN})
 
     assert body["metadata"]["language"] == "en"
@@ -135,7 +137,7 @@ def test_the_payload_names_the_language_and_wins_over_the_words(api, demo):
     assert 'Reply "yes"' in body["answer"]  # the language's own yes, which the profile reads as yes
 
 
-def test_accept_language_is_a_guess_only_when_the_words_do_not_tell(api, demo):
+def test_accept_language_is_a_guess_only_when_the_words_do_not_tell(demo, api):
     told = say(api, "Estou sem sinal no celular", session="lang-h1", headers={"Accept-Language": "es-ES,es;q=0.9"})
     untold = say(api, "P100", session="lang-h2", headers={"Accept-Language": "es-ES,es;q=0.9"})
 
@@ -143,7 +145,7 @@ def test_accept_language_is_a_guess_only_when_the_words_do_not_tell(api, demo):
     assert untold["metadata"]["language"] == "es"
 
 
-def test_a_language_the_platform_does_not_speak_is_refused_naming_the_field(api, demo):
+def test_a_language_the_platform_does_not_speak_is_refused_naming_the_field(demo, api):
     body = {"channel": "api", "agent_id": "telecom_contas", "payload": {"text": "bonjour", "language": "fr"}}
 
     response = api.post("/api/gateway/message", body, format="json")
@@ -155,7 +157,8 @@ def test_a_language_the_platform_does_not_speak_is_refused_naming_the_field(api,
 
 @pytest.fixture
 def demo_with_goals(db, mcp_servers, finance_mcp, monkeypatch):
-    """The demo with its three MCP servers, the finance profile's goal plans included."""
+    """The demo with its three MCP servers, the finance profile's goal plans included (asked for before ``api``, as
+    ``demo`` is)."""
     for name, url in {**mcp_servers, "finance": finance_mcp}.items():
         address = urlsplit(url)
         monkeypatch.setenv(f"MCP_{name.upper()}_HOST", address.hostname or "")
@@ -213,7 +216,7 @@ WALKS = {
 
 @pytest.mark.parametrize("language", ["en", "es", "pt"])
 def test_a_demo_conversation_per_language_walks_payment_cancellations_goal_confirmation_and_lists_in_it(
-    api, demo_with_goals, fixed, language
+    demo_with_goals, api, fixed, language
 ):
     said = WALKS[language]
     answers = []

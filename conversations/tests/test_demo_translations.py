@@ -61,6 +61,8 @@ WALKS = {
 
 @pytest.fixture
 def demo(db, mcp_servers):
+    """The demo, its MCP servers running. Asked for before ``api``: the seed reads the tenants' table, and a tenant
+    made first would make every test seed for real instead of restoring the worker's record (tests/demo_snapshot.py)."""
     demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
@@ -68,7 +70,7 @@ def demo(db, mcp_servers):
 
 
 @pytest.mark.parametrize("language", sorted(WALKS))
-def test_a_demo_conversation_names_its_specialists_and_subjects_in_its_language(api, demo, language):
+def test_a_demo_conversation_names_its_specialists_and_subjects_in_its_language(demo, api, language):
     for text, agent, start in WALKS[language]:
         body = {"channel": "api", "agent_id": "telecom_contas", "payload": {"text": text, "session_id": language}}
         response = api.post("/api/gateway/message", body, format="json")

@@ -24,8 +24,12 @@ from tests.streaming import run, sse_events
 AGENT_ID = "finance_assistente"
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def finance(db, finance_mcp, monkeypatch):
+    """The demo seeded with the finance server's manifest. Autouse, so that it runs before the tests' own fixtures:
+    the seed reads the tenants' table (the publishing gate plays the conversation tests under a tenant of their own),
+    and a tenant made first (``api``'s, with its own timestamps) would give every test another starting point, so a
+    real seed of ten seconds each (tests/demo_snapshot.py) instead of the worker's recorded one."""
     server = urlsplit(finance_mcp)
     monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
     monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))

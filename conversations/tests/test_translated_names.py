@@ -42,6 +42,8 @@ def translated(*, names=BILLING, subject=SUBJECT) -> None:
 
 @pytest.fixture
 def demo(db, mcp_servers):
+    """The demo with its names translated. Asked for before ``api``: the seed reads the tenants' table, and a tenant
+    made first would make every test seed for real instead of restoring the worker's record (tests/demo_snapshot.py)."""
     demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
@@ -69,11 +71,11 @@ def answer(api, text: str, session: str) -> str:
         ),
     ],
 )
-def test_the_offline_answer_names_the_specialist_and_subject_in_the_conversations_language(api, demo, language, header):
+def test_the_offline_answer_names_the_specialist_and_subject_in_the_conversations_language(demo, api, language, header):
     assert answer(api, QUESTIONS[language], f"names-{language}").startswith(header)
 
 
-def test_a_name_without_a_translation_is_said_as_the_business_wrote_it(api, demo):
+def test_a_name_without_a_translation_is_said_as_the_business_wrote_it(demo, api):
     translated(names={"es": {"display_name": "Facturas y pagos"}})
 
     said = answer(api, QUESTIONS["en"], "names-fallback")

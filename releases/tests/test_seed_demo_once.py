@@ -18,6 +18,7 @@ from releases.versions import version_publish
 from routing.documents import profile_documents
 from routing.models import Intent, Keyword, RoutingVersion
 from routing.selectors import live_version
+from tests.demo_snapshot import demo_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +67,7 @@ def test_the_demo_import_is_each_demo_profiles_version_1_with_its_note():
 
 
 def test_a_restart_keeps_the_admins_published_edit_and_draft_edit():
-    seed_demo()
+    demo_seed()  # the first start, from this worker's record: the restart below is what runs for real
     admin_edits()
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     published = edits_published(profile, "priority 1, conta cara, prompt edited", refused_first=True)
@@ -105,7 +106,7 @@ def test_a_profile_the_user_made_with_a_demo_agent_id_is_left_alone_and_the_rest
 
 
 def test_force_reloads_the_demo_over_the_edits_and_publishes_it():
-    seed_demo()
+    demo_seed()  # the first start, from this worker's record: the restart below is what runs for real
     admin_edits()
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     demo = live_version(profile)
@@ -193,7 +194,7 @@ def test_each_demo_profile_gets_its_help_centre_a_source_per_language_and_search
 
 
 def test_a_restart_leaves_the_help_centre_as_it_is_and_force_uploads_only_what_is_missing():
-    seed_demo()
+    demo_seed()  # the first start, from this worker's record: the restart below is what runs for real
     documents = KnowledgeDocument.objects.filter(source__profile__agent_id="telecom_contas")
     removed = {"file_name": "roaming-internacional.md", "source__language": "pt"}
     others = documents.exclude(**removed)
