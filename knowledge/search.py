@@ -36,6 +36,7 @@ from django.db import connection
 from django.db.models import Q, Sum
 
 from agents.passages import STEM_CHARS, content_words
+from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeWord
 
@@ -52,6 +53,8 @@ _WORD = re.compile(r"\w+")
 FTS_TABLE = "knowledge_passage_fts"
 PASSAGE_TABLE = KnowledgePassage._meta.db_table
 WORD_TABLE = KnowledgeWord._meta.db_table
+SCOPES_KEPT = 256  # per process: the documents of this many (profile, tenant, language, tags)
+WORDS_KEPT = 20_000  # per process: this many (sources, word) counts and spellings
 
 
 def search_config(language: str) -> str:
@@ -98,46 +101,149 @@ class Plan:
     ranked: list[str]
 
 
+@dataclass(frozen=True)
+class Scope:
+    """The documents a search may read (with what a hit tells of each: title, file name, source's name, language),
+    and their sources."""
+
+    documents: list[int]
+    sources: list[int]
+    about: dict[int, tuple[str, str, str, str]]
+
+
+class PerVersion:
+    """Values read from the database that hold while the configuration version does, in this process: every write
+    of a source or a document (an upload, a replacement, a delete, a source switched off) bumps the version
+    (:class:`knowledge.apps.KnowledgeConfig`), and the words' counts are written in the same transaction as their
+    document. The caller reads the version before the database, so that a value is never older than the version it
+    is kept under. At most ``size`` values: past that, they are read again."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._held: tuple[object, dict[Any, Any]] = (None, {})
+
+    def get(self, version: object, key: Any) -> Any:
+        held_version, values = self._held
+        return values.get(key) if held_version == version else None
+
+    def put(self, version: object, key: Any, value: Any) -> None:
+        held_version, values = self._held
+        if held_version != version or len(values) >= self.size:
+            values = {}
+            self._held = (version, values)
+        values[key] = value
+
+
+SCOPES = PerVersion(SCOPES_KEPT)
+WORDS = PerVersion(WORDS_KEPT)
+
+
+def _version() -> tuple[int, int]:
+    """What :class:`PerVersion` values are kept under: the configuration version, and this process's own writes
+    (seen at once, before their commit publishes the version)."""
+    return config_version(), local_generation()
+
+
 def _words(query: str) -> list[str]:
     return list(dict.fromkeys(_WORD.findall(query.casefold())))[:MAX_QUERY_WORDS]
 
 
-def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[str]) -> tuple[list[int], list[int]]:
+def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[str], version: object) -> Scope:
     """The documents a search may read, and their sources: the profile's enabled sources shared by every tenant or
     kept to ``tenant``, in ``language`` when given, holding one of ``tags`` (the document's or its source's) when
-    given."""
+    given. One query, once per configuration version."""
+    wanted = frozenset(tags)
+    key = (getattr(profile, "pk", profile), getattr(tenant, "pk", tenant), language or None, wanted)
+    if (kept := SCOPES.get(version, key)) is not None:
+        return kept
     scope = Q(source__tenant__isnull=True)
     if tenant is not None:
         scope |= Q(source__tenant=tenant)
     documents = KnowledgeDocument.objects.filter(scope, source__profile=profile, source__enabled=True)
     if language:
         documents = documents.filter(language=language)
-    wanted = set(tags)
-    if not wanted:
-        kept = list(documents.values_list("pk", "source_id"))
-    else:
-        rows = documents.values_list("pk", "source_id", "tags", "source__tags")
-        kept = [(pk, source) for pk, source, own, inherited in rows if wanted & {*own, *inherited}]
-    return [pk for pk, _ in kept], sorted({source for _, source in kept})
+    rows = documents.values_list(
+        "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags"
+    ).order_by()
+    kept_rows = [row for row in rows if not wanted or wanted & {*row[6], *row[7]}]
+    found = Scope(
+        [row[0] for row in kept_rows],
+        sorted({row[1] for row in kept_rows}),
+        {row[0]: (row[2], row[3], row[4], row[5]) for row in kept_rows},
+    )
+    SCOPES.put(version, key, found)
+    return found
 
 
-def _terms(query: str, sources: list[int]) -> list[Term]:
+def _terms(query: str, sources: list[int], version: object) -> list[Term]:
     """The question's content words (its words when it has none), each with the passages holding it and its
-    spellings in the sources' words: two queries, each on the (source, stem) index."""
+    spellings in the sources' words (on PostgreSQL, a word no passage holds read as its nearest words): kept per
+    configuration version, the words not kept read in one query."""
     asked = content_words(query)[:MAX_QUERY_WORDS] or [fold(word) for word in _words(query)]
-    terms = {word: Term(word) for word in asked}
-    prefixes = {term.prefix for term in terms.values()}
+    held = tuple(sources)
+    known = {word: WORDS.get(version, (held, word)) for word in dict.fromkeys(asked)}
+    missing = [word for word, found in known.items() if found is None]
+    if missing:
+        read = (
+            _words_postgres(missing, sources) if connection.vendor == "postgresql" else _words_sqlite(missing, sources)
+        )
+        for word, found in read.items():
+            WORDS.put(version, (held, word), found)
+            known[word] = found
+    return [Term(word, passages, set(forms)) for word, (passages, forms) in known.items()]
+
+
+def _words_sqlite(words: list[str], sources: list[int]) -> dict[str, tuple[int, frozenset[str]]]:
+    """SQLite: the passages holding a word that starts as each of ``words`` does (FTS5 matches by those letters, and
+    the ranking reads no spelling), on the (source, stem) index."""
     starts = Q()
-    for prefix in prefixes:  # a range, not LIKE: the index serves it on both engines
+    for prefix in {word[:STEM_CHARS] for word in words}:  # a range, not LIKE: the index serves it
         starts |= Q(stem__gte=prefix, stem__lt=prefix + "\uffff")
-    words = KnowledgeWord.objects.filter(source_id__in=sources)
-    held = words.filter(starts).values_list("stem").annotate(total=Sum("passages")).order_by()
-    spelt = words.filter(stem__in={word[:STEM_CHARS] for word in asked}, folded__in=asked)
-    for term in terms.values():
-        term.passages = sum(total for stem, total in held if stem.startswith(term.prefix))
-    for word, folded in spelt.values_list("word", "folded"):
-        terms[folded].forms.add(word)
-    return list(terms.values())
+    rows = KnowledgeWord.objects.filter(starts, source_id__in=sources).values_list("stem").annotate(Sum("passages"))
+    held = list(rows.order_by())
+    return {
+        word: (sum(total for stem, total in held if stem.startswith(word[:STEM_CHARS])), frozenset()) for word in words
+    }
+
+
+# For each word asked: the passages holding a word starting as it does, its spellings (the documents' words folding
+# to it), and when no passage holds it (and it has TYPO_MIN_CHARS letters or more) the sources' TYPO_WORDS nearest
+# words, with their passages: one query on the (source, stem) index, the trigram index only for unknown words.
+_WORDS_SQL = (
+    "SELECT asked, held.passages, spelt.forms, near.word, near.passages "  # noqa: S608 — names are ours
+    "FROM unnest(%s::text[], %s::text[], %s::text[]) AS words (asked, prefix, bound) "
+    "CROSS JOIN LATERAL ("
+    f"SELECT COALESCE(SUM(passages), 0) AS passages FROM {WORD_TABLE} "
+    "WHERE source_id = ANY(%s) AND stem >= prefix AND stem < bound AND starts_with(stem, prefix)) AS held "
+    "CROSS JOIN LATERAL ("
+    f"SELECT array_agg(word) AS forms FROM {WORD_TABLE} "
+    "WHERE source_id = ANY(%s) AND stem = prefix AND folded = asked) AS spelt "
+    "LEFT JOIN LATERAL ("
+    f"SELECT word, passages FROM {WORD_TABLE} "
+    "WHERE held.passages = 0 AND length(asked) >= %s AND source_id = ANY(%s) "
+    "AND folded %% asked AND similarity(folded, asked) >= %s "
+    "ORDER BY similarity(folded, asked) DESC, word LIMIT %s) AS near ON true"
+)
+
+
+def _words_postgres(words: list[str], sources: list[int]) -> dict[str, tuple[int, frozenset[str]]]:
+    """PostgreSQL: :data:`_WORDS_SQL` for ``words``."""
+    prefixes = [word[:STEM_CHARS] for word in words]
+    params = [
+        words, prefixes, [prefix + "\uffff" for prefix in prefixes], sources, sources,
+        TYPO_MIN_CHARS, sources, TYPO_SIMILARITY, TYPO_WORDS,
+    ]  # fmt: skip
+    passages: dict[str, int] = {}
+    forms: dict[str, set[str]] = {word: set() for word in words}
+    with connection.cursor() as cursor:
+        cursor.execute(_WORDS_SQL, params)
+        for asked, held, spelt, near, near_passages in cursor.fetchall():
+            passages.setdefault(asked, int(held))
+            forms[asked].update(spelt or ())
+            if near is not None:
+                passages[asked] += near_passages
+                forms[asked].add(near)
+    return {word: (passages.get(word, 0), frozenset(forms[word])) for word in words}
 
 
 def _plan(terms: list[Term], typed: list[str]) -> Plan:
@@ -157,25 +263,6 @@ def _plan(terms: list[Term], typed: list[str]) -> Plan:
     return Plan(filtered, False, ranked)
 
 
-def _typos(terms: list[Term], sources: list[int]) -> None:
-    """PostgreSQL: each word no passage holds, of :data:`TYPO_MIN_CHARS` letters or more, read as the sources'
-    :data:`TYPO_WORDS` nearest words (trigram similarity of the folded words), with the passages those hold."""
-    by_word = {term.folded: term for term in terms if not term.passages and len(term.folded) >= TYPO_MIN_CHARS}
-    if not by_word or not sources:
-        return
-    sql = (
-        "SELECT asked, near.word, near.passages FROM unnest(%s::text[]) AS asked CROSS JOIN LATERAL ("  # noqa: S608
-        f"SELECT word, passages FROM {WORD_TABLE} "
-        "WHERE source_id = ANY(%s) AND folded %% asked AND similarity(folded, asked) >= %s "
-        "ORDER BY similarity(folded, asked) DESC, word LIMIT %s) AS near"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [list(by_word), sources, TYPO_SIMILARITY, TYPO_WORDS])
-        for asked, word, passages in cursor.fetchall():
-            by_word[asked].passages += passages
-            by_word[asked].forms.add(word)
-
-
 def _tsquery(words: Iterable[str], configs: list[str], joiner: str = " | ") -> tuple[str, list[str]]:
     """SQL for the OR, over ``configs``, of ``to_tsquery(config, words joined by joiner)``, and its parameters. The
     words are ``\\w+`` runs (or ``&``/``|`` groups of them): nothing to escape in tsquery syntax inside quotes."""
@@ -184,9 +271,11 @@ def _tsquery(words: Iterable[str], configs: list[str], joiner: str = " | ") -> t
     return f"({sql})", [value for config in configs for value in (config, raw)]
 
 
-def _postgres(
-    plan: Plan, query: str, documents: list[int], language: str | None, limit: int
-) -> list[tuple[int, float]]:
+# The passages a ranking query returns: id, score, document, heading, position, text.
+Row = tuple[int, float, int, str, int, str]
+
+
+def _postgres(plan: Plan, query: str, documents: list[int], language: str | None, limit: int) -> list[Row]:
     configs = [search_config(language)] if language else sorted({*CONFIGS.values(), "simple"})
     typed = {fold(word): word for word in plan.ranked}
     spellings = [sorted(term.forms or {typed.get(term.folded, term.folded)}) for term in plan.filtered]
@@ -194,37 +283,36 @@ def _postgres(
     filter_sql, filter_params = _tsquery(groups, configs, " & " if plan.both else " | ")
     rank_sql, rank_params = _tsquery([f"'{word}'" for word in plan.ranked], configs)
     sql = (
-        f"SELECT id, rank + %s * word_similarity(%s, text) AS score FROM ("  # noqa: S608 — names are ours
-        f"SELECT id, text, ts_rank(search_vector, {rank_sql}, 32) AS rank FROM {PASSAGE_TABLE} "
+        "SELECT id, rank + %s * word_similarity(%s, text) AS score, document_id, heading, position, text FROM ("  # noqa: S608
+        f"SELECT id, document_id, heading, position, text, ts_rank(search_vector, {rank_sql}, 32) AS rank "
+        f"FROM {PASSAGE_TABLE} "
         f"WHERE search_vector @@ {filter_sql} AND document_id = ANY(%s) ORDER BY rank DESC, id LIMIT %s"
         ") AS candidates ORDER BY score DESC, id LIMIT %s"
     )
     params = [TRIGRAM_WEIGHT, query, *rank_params, *filter_params, documents, max(limit, RERANK), limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [(pk, float(score)) for pk, score in cursor.fetchall()]
+        return [(pk, float(score), *rest) for pk, score, *rest in cursor.fetchall()]
 
 
-def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[tuple[int, float]]:
+def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[Row]:
     joiner = " AND " if plan.both else " OR "
     match = joiner.join(f'"{term.prefix}"' + ("*" if len(term.prefix) >= 4 else "") for term in plan.filtered)
     marks = ", ".join("%s" for _ in documents)
     sql = (
-        f"SELECT p.id, -bm25({FTS_TABLE}, 2.0, 1.0) AS relevance FROM {FTS_TABLE} "  # noqa: S608 — names are ours
+        f"SELECT p.id, -bm25({FTS_TABLE}, 2.0, 1.0) AS relevance, p.document_id, p.heading, p.position, p.text "  # noqa: S608
+        f"FROM {FTS_TABLE} "
         f"JOIN {PASSAGE_TABLE} p ON p.id = {FTS_TABLE}.rowid "
         f"WHERE {FTS_TABLE} MATCH %s AND p.document_id IN ({marks}) ORDER BY relevance DESC, p.id LIMIT %s"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [match, *documents, limit])
-        return [(pk, relevance / (relevance + 1)) for pk, relevance in cursor.fetchall()]
+        return [(pk, relevance / (relevance + 1), *rest) for pk, relevance, *rest in cursor.fetchall()]
 
 
 def search_plan(*, query: str, sources: list[int]) -> Plan:
     """The words a search of ``query`` over ``sources`` filters on and ranks by (step 1 of the module's docstring)."""
-    terms = _terms(query, sources)
-    if connection.vendor == "postgresql":
-        _typos(terms, sources)
-    return _plan(terms, _words(query))
+    return _plan(_terms(query, sources, _version()), _words(query))
 
 
 def knowledge_search(
@@ -239,38 +327,30 @@ def knowledge_search(
     """The ``limit`` passages (at most :data:`MAX_LIMIT`) of ``profile``'s enabled knowledge that best match
     ``query``, best first, read for ``tenant`` (its sources and the shared ones; ``None``: the shared ones only),
     filtered by the documents' ``language`` and by ``tags`` (any of them, the document's or its source's). A query
-    with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Five queries
-    on SQLite, six at most on PostgreSQL, whatever the size of the knowledge; the ranking query ranks the passages
-    of the filtered words only (:func:`search_plan`)."""
+    with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Three queries
+    at most on either engine, whatever the size of the knowledge: the documents searched and the words' counts,
+    each kept per configuration version (:class:`PerVersion`), and the ranking, which returns the passages' rows
+    and ranks the passages of the filtered words only (:func:`search_plan`)."""
     limit = max(0, min(limit, MAX_LIMIT))
     if not _words(query) or not limit:
         return []
-    documents, sources = _scope(profile=profile, tenant=tenant, language=language, tags=tags)
-    if not documents:
+    version = _version()
+    scope = _scope(profile=profile, tenant=tenant, language=language, tags=tags, version=version)
+    if not scope.documents:
         return []
-    plan = search_plan(query=query, sources=sources)
+    plan = _plan(_terms(query, scope.sources, version), _words(query))
     if not plan.filtered:
         return []
     if connection.vendor == "postgresql":
-        ranked = _postgres(plan, query[:1000], documents, language, limit)
+        ranked = _postgres(plan, query[:1000], scope.documents, language, limit)
     else:
-        ranked = _sqlite(plan, documents, limit)
-    scores = dict(ranked)
-    passages = KnowledgePassage.objects.filter(pk__in=scores).select_related("document__source")
-    by_id = {passage.pk: passage for passage in passages}
-    return [
-        Hit(
-            passage_id=pk,
-            document_id=passage.document_id,
-            document_title=passage.document.title,
-            file_name=passage.document.file_name,
-            source_name=passage.document.source.name,
-            language=passage.document.language,
-            heading=passage.heading,
-            position=passage.position,
-            text=passage.text,
-            score=round(float(scores[pk]), 6),
+        ranked = _sqlite(plan, scope.documents, limit)
+    hits = []
+    for pk, score, document, heading, position, text in ranked:
+        title, file_name, source_name, document_language = scope.about[document]
+        hits.append(
+            Hit(
+                pk, document, title, file_name, source_name, document_language, heading, position, text, round(score, 6)
+            )
         )
-        for pk, _score in ranked
-        if (passage := by_id.get(pk)) is not None
-    ]
+    return hits
