@@ -27,13 +27,14 @@ the words a large knowledge holds in thousands of passages.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, Sum
+from django.db.models import Count, Q, Sum
 
 from agents.passages import STEM_CHARS, content_words
 from common.config_version import config_version, local_generation
@@ -44,6 +45,12 @@ CONFIGS = {"pt": "portuguese", "en": "english", "es": "spanish"}
 MAX_QUERY_WORDS = 32
 MAX_LIMIT = 50
 CANDIDATE_BUDGET = 2000  # passages the filtered words may bring, by the sources' counts
+# PostgreSQL: a search of every language past this many passages finds its candidates by the full-text index alone
+# (the filtered words bring at most CANDIDATE_BUDGET of the searched ones), never by the documents' index: the
+# planner, reading that index as a cheap scan of the whole table in order, chose it for 100,000 passages and tested
+# every one (0.5-1 s). In one language the documents' index may be the better one: the full-text index also brings
+# the other languages' passages holding the word.
+LARGE_SCOPE = 4 * CANDIDATE_BUDGET
 RERANK = 50  # PostgreSQL: the best passages by full text that the trigram similarity re-ranks
 TRIGRAM_WEIGHT = 0.5  # a misspelt word's match counts, but less than the words themselves
 TYPO_MIN_CHARS = 4  # shorter unknown words are left as they are: too many words are near them
@@ -60,6 +67,11 @@ WORDS_KEPT = 20_000  # per process: this many (sources, word) counts and spellin
 def search_config(language: str) -> str:
     """PostgreSQL's text search configuration for a language of the platform's (``simple`` for any other)."""
     return CONFIGS.get(language, "simple")
+
+
+def search_configs(language: str | None) -> list[str]:
+    """The configurations a search reads with: the language's, or without one every language's and ``simple``."""
+    return [search_config(language)] if language else sorted({*CONFIGS.values(), "simple"})
 
 
 @dataclass(frozen=True)
@@ -86,10 +98,25 @@ class Term:
     folded: str
     passages: int = 0
     forms: set[str] = field(default_factory=set)
+    # PostgreSQL: the lexemes its spellings stem to, by configuration, each with the passages of the sources holding
+    # a word that starts with it (what a full-text filter on it brings: "pague" is "pag" in Spanish, as "pago" is).
+    lexemes: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def prefix(self) -> str:
         return self.folded[:STEM_CHARS]
+
+    def brings(self, configs: Iterable[str] | None) -> int:
+        """The passages a filter on this word brings: on PostgreSQL (``configs`` given), those of its lexemes in
+        ``configs`` (each counted once); on SQLite, those of its first letters."""
+        if configs is None:
+            return self.passages
+        wanted = set(configs)
+        counts = {fold(lexeme): count for config, lexeme, count in self.lexemes if config in wanted}
+        # A lexeme that starts with another ("fedigo", "fedig") brings none of the passages that one does not.
+        return sum(
+            count for lexeme, count in counts.items() if not any(lexeme.startswith(o) for o in counts if o != lexeme)
+        )
 
 
 @dataclass(frozen=True)
@@ -109,6 +136,7 @@ class Scope:
     documents: list[int]
     sources: list[int]
     about: dict[int, tuple[str, str, str, str]]
+    passages: int
 
 
 class PerVersion:
@@ -162,38 +190,48 @@ def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[st
     documents = KnowledgeDocument.objects.filter(scope, source__profile=profile, source__enabled=True)
     if language:
         documents = documents.filter(language=language)
-    rows = documents.values_list(
-        "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags"
-    ).order_by()
-    kept_rows = [row for row in rows if not wanted or wanted & {*row[6], *row[7]}]
+    rows = documents.annotate(held=Count("passages")).values_list(
+        "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags", "held"
+    )
+    kept_rows = [row for row in rows.order_by() if not wanted or wanted & {*row[6], *row[7]}]
     found = Scope(
         [row[0] for row in kept_rows],
         sorted({row[1] for row in kept_rows}),
         {row[0]: (row[2], row[3], row[4], row[5]) for row in kept_rows},
+        sum(row[8] for row in kept_rows),
     )
     SCOPES.put(version, key, found)
     return found
 
 
+Counted = tuple[int, frozenset[str], tuple[tuple[str, str, int], ...]]  # a word's passages, spellings, lexemes
+
+
 def _terms(query: str, sources: list[int], version: object) -> list[Term]:
     """The question's content words (its words when it has none), each with the passages holding it and its
-    spellings in the sources' words (on PostgreSQL, a word no passage holds read as its nearest words): kept per
-    configuration version, the words not kept read in one query."""
+    spellings in the sources' words (on PostgreSQL, a word no passage holds read as its nearest words, and the
+    lexemes of its spellings counted): kept per configuration version, the words not kept read in one query."""
     asked = content_words(query)[:MAX_QUERY_WORDS] or [fold(word) for word in _words(query)]
+    typed = {fold(word): word for word in _words(query)}
     held = tuple(sources)
-    known = {word: WORDS.get(version, (held, word)) for word in dict.fromkeys(asked)}
+    keys = {word: (held, word, typed.get(word, word)) for word in dict.fromkeys(asked)}
+    known: dict[str, Counted | None] = {word: WORDS.get(version, key) for word, key in keys.items()}
     missing = [word for word, found in known.items() if found is None]
     if missing:
-        read = (
-            _words_postgres(missing, sources) if connection.vendor == "postgresql" else _words_sqlite(missing, sources)
-        )
+        if connection.vendor == "postgresql":
+            read = _words_postgres([keys[word][2] for word in missing], missing, sources)
+        else:
+            read = _words_sqlite(missing, sources)
         for word, found in read.items():
-            WORDS.put(version, (held, word), found)
+            WORDS.put(version, keys[word], found)
             known[word] = found
-    return [Term(word, passages, set(forms)) for word, (passages, forms) in known.items()]
+    return [
+        Term(word, passages, set(forms), lexemes)
+        for word, (passages, forms, lexemes) in ((word, found) for word, found in known.items() if found is not None)
+    ]
 
 
-def _words_sqlite(words: list[str], sources: list[int]) -> dict[str, tuple[int, frozenset[str]]]:
+def _words_sqlite(words: list[str], sources: list[int]) -> dict[str, Counted]:
     """SQLite: the passages holding a word that starts as each of ``words`` does (FTS5 matches by those letters, and
     the ranking reads no spelling), on the (source, stem) index."""
     starts = Q()
@@ -202,64 +240,87 @@ def _words_sqlite(words: list[str], sources: list[int]) -> dict[str, tuple[int, 
     rows = KnowledgeWord.objects.filter(starts, source_id__in=sources).values_list("stem").annotate(Sum("passages"))
     held = list(rows.order_by())
     return {
-        word: (sum(total for stem, total in held if stem.startswith(word[:STEM_CHARS])), frozenset()) for word in words
+        word: (sum(total for stem, total in held if stem.startswith(word[:STEM_CHARS])), frozenset(), ())
+        for word in words
     }
 
 
-# For each word asked: the passages holding a word starting as it does, its spellings (the documents' words folding
-# to it), and when no passage holds it (and it has TYPO_MIN_CHARS letters or more) the sources' TYPO_WORDS nearest
-# words, with their passages: one query on the (source, stem) index, the trigram index only for unknown words.
+# The accented letters of the platform's languages, and their folded forms: the stemmers keep some accents (Portuguese
+# "lín" of "línea") and drop others (Spanish "line"), and the words' stems are folded.
+_ACCENTED = "áàâãäåéèêëíìîïóòôõöúùûüçñýÿ"
+_PLAIN = "".join(fold(letter) for letter in _ACCENTED)
+
+# For each word asked (folded, and as typed): the passages holding a word starting as it does; its spellings (the
+# documents' words folding to it); when no passage holds it (and it has TYPO_MIN_CHARS letters or more) the
+# sources' TYPO_WORDS nearest words, with their passages; and the lexemes its spellings (else the word as typed)
+# stem to in each configuration, each with the passages holding a word that starts with it (folded). One query on the
+# (source, stem) and (source, word) indexes, the trigram index only for unknown words.
 _WORDS_SQL = (
-    "SELECT asked, held.passages, spelt.forms, near.word, near.passages "  # noqa: S608 — names are ours
-    "FROM unnest(%s::text[], %s::text[], %s::text[]) AS words (asked, prefix, bound) "
+    "SELECT asked, held.passages, spelt.forms, near.words, near.passages, counted.lexemes "  # noqa: S608
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS asked_words (asked, typed, prefix, bound) "
     "CROSS JOIN LATERAL ("
     f"SELECT COALESCE(SUM(passages), 0) AS passages FROM {WORD_TABLE} "
     "WHERE source_id = ANY(%s) AND stem >= prefix AND stem < bound AND starts_with(stem, prefix)) AS held "
     "CROSS JOIN LATERAL ("
-    f"SELECT array_agg(word) AS forms FROM {WORD_TABLE} "
+    f"SELECT COALESCE(array_agg(word), '{{}}') AS forms FROM {WORD_TABLE} "
     "WHERE source_id = ANY(%s) AND stem = prefix AND folded = asked) AS spelt "
-    "LEFT JOIN LATERAL ("
+    "CROSS JOIN LATERAL ("
+    "SELECT COALESCE(array_agg(word), '{}') AS words, COALESCE(SUM(passages), 0) AS passages FROM ("
     f"SELECT word, passages FROM {WORD_TABLE} "
     "WHERE held.passages = 0 AND length(asked) >= %s AND source_id = ANY(%s) "
     "AND folded %% asked AND similarity(folded, asked) >= %s "
-    "ORDER BY similarity(folded, asked) DESC, word LIMIT %s) AS near ON true"
+    "ORDER BY similarity(folded, asked) DESC, word LIMIT %s) AS nearest) AS near "
+    "CROSS JOIN LATERAL ("
+    "SELECT COALESCE(json_agg(json_build_array(config, lexeme, brought.passages)), '[]') AS lexemes FROM ("
+    "SELECT config, lexeme, translate(lexeme, %s, %s) AS plain FROM ("
+    "SELECT DISTINCT config, lexeme FROM unnest(%s::text[]) AS configs (config) "
+    "CROSS JOIN unnest(CASE WHEN spelt.forms || near.words = '{}' THEN ARRAY[typed] "
+    "ELSE spelt.forms || near.words END) AS spellings (spelling) "
+    "CROSS JOIN unnest(tsvector_to_array(to_tsvector(config::regconfig, spelling))) AS lexeme) AS distinct_lexemes"
+    ") AS lexemes CROSS JOIN LATERAL ("
+    f"SELECT COALESCE(SUM(passages), 0) AS passages FROM {WORD_TABLE} "
+    "WHERE source_id = ANY(%s) AND stem >= left(plain, %s) AND stem < left(plain, %s) || %s "
+    "AND starts_with(folded, plain)) AS brought) AS counted"
 )
 
 
-def _words_postgres(words: list[str], sources: list[int]) -> dict[str, tuple[int, frozenset[str]]]:
-    """PostgreSQL: :data:`_WORDS_SQL` for ``words``."""
+def _words_postgres(typed: list[str], words: list[str], sources: list[int]) -> dict[str, Counted]:
+    """PostgreSQL: :data:`_WORDS_SQL` for ``words`` (folded), typed as ``typed``."""
     prefixes = [word[:STEM_CHARS] for word in words]
+    configs = sorted({*CONFIGS.values(), "simple"})
     params = [
-        words, prefixes, [prefix + "\uffff" for prefix in prefixes], sources, sources,
-        TYPO_MIN_CHARS, sources, TYPO_SIMILARITY, TYPO_WORDS,
+        words, typed, prefixes, [prefix + "\uffff" for prefix in prefixes], sources, sources,
+        TYPO_MIN_CHARS, sources, TYPO_SIMILARITY, TYPO_WORDS, _ACCENTED, _PLAIN, configs,
+        sources, STEM_CHARS, STEM_CHARS, "\uffff",
     ]  # fmt: skip
-    passages: dict[str, int] = {}
-    forms: dict[str, set[str]] = {word: set() for word in words}
+    read: dict[str, Counted] = {}
     with connection.cursor() as cursor:
         cursor.execute(_WORDS_SQL, params)
-        for asked, held, spelt, near, near_passages in cursor.fetchall():
-            passages.setdefault(asked, int(held))
-            forms[asked].update(spelt or ())
-            if near is not None:
-                passages[asked] += near_passages
-                forms[asked].add(near)
-    return {word: (passages.get(word, 0), frozenset(forms[word])) for word in words}
+        for asked, held, spelt, near, near_passages, lexemes in cursor.fetchall():
+            counted = json.loads(lexemes) if isinstance(lexemes, str) else lexemes
+            read[asked] = (
+                int(held) + int(near_passages),
+                frozenset([*spelt, *near]),
+                tuple(sorted((config, lexeme, int(count)) for config, lexeme, count in counted)),
+            )
+    return read
 
 
-def _plan(terms: list[Term], typed: list[str]) -> Plan:
-    """Rarest first, the words whose passages add up to at most :data:`CANDIDATE_BUDGET`; when the rarest alone
-    brings more, the two rarest together."""
-    known = sorted((term for term in terms if term.passages), key=lambda term: (term.passages, term.folded))
+def _plan(terms: list[Term], typed: list[str], configs: list[str] | None) -> Plan:
+    """Rarest first, the words whose passages (:meth:`Term.brings`) add up to at most :data:`CANDIDATE_BUDGET`;
+    when the rarest alone brings more, the two rarest together."""
+    brings = {term.folded: term.brings(configs) for term in terms}
+    known = sorted((term for term in terms if term.passages), key=lambda term: (brings[term.folded], term.folded))
     ranked = list(dict.fromkeys([*typed, *(form for term in terms for form in term.forms)]))
-    if len(known) > 1 and known[0].passages > CANDIDATE_BUDGET:
+    if len(known) > 1 and brings[known[0].folded] > CANDIDATE_BUDGET:
         return Plan(known[:2], True, ranked)
     filtered: list[Term] = []
     total = 0
     for term in known:
-        if filtered and total + term.passages > CANDIDATE_BUDGET:
+        if filtered and total + brings[term.folded] > CANDIDATE_BUDGET:
             break
         filtered.append(term)
-        total += term.passages
+        total += brings[term.folded]
     return Plan(filtered, False, ranked)
 
 
@@ -275,21 +336,23 @@ def _tsquery(words: Iterable[str], configs: list[str], joiner: str = " | ") -> t
 Row = tuple[int, float, int, str, int, str]
 
 
-def _postgres(plan: Plan, query: str, documents: list[int], language: str | None, limit: int) -> list[Row]:
-    configs = [search_config(language)] if language else sorted({*CONFIGS.values(), "simple"})
+def _postgres(plan: Plan, query: str, scope: Scope, language: str | None, limit: int) -> list[Row]:
+    configs = search_configs(language)
     typed = {fold(word): word for word in plan.ranked}
     spellings = [sorted(term.forms or {typed.get(term.folded, term.folded)}) for term in plan.filtered]
     groups = ["(" + " | ".join(f"'{word}'" for word in words) + ")" for words in spellings]
     filter_sql, filter_params = _tsquery(groups, configs, " & " if plan.both else " | ")
     rank_sql, rank_params = _tsquery([f"'{word}'" for word in plan.ranked], configs)
+    whole = language is None and scope.passages > LARGE_SCOPE
+    in_documents = "(document_id + 0)" if whole else "document_id"  # + 0: no index serves it
     sql = (
         "SELECT id, rank + %s * word_similarity(%s, text) AS score, document_id, heading, position, text FROM ("  # noqa: S608
         f"SELECT id, document_id, heading, position, text, ts_rank(search_vector, {rank_sql}, 32) AS rank "
         f"FROM {PASSAGE_TABLE} "
-        f"WHERE search_vector @@ {filter_sql} AND document_id = ANY(%s) ORDER BY rank DESC, id LIMIT %s"
+        f"WHERE search_vector @@ {filter_sql} AND {in_documents} = ANY(%s) ORDER BY rank DESC, id LIMIT %s"
         ") AS candidates ORDER BY score DESC, id LIMIT %s"
     )
-    params = [TRIGRAM_WEIGHT, query, *rank_params, *filter_params, documents, max(limit, RERANK), limit]
+    params = [TRIGRAM_WEIGHT, query, *rank_params, *filter_params, scope.documents, max(limit, RERANK), limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(pk, float(score), *rest) for pk, score, *rest in cursor.fetchall()]
@@ -310,9 +373,11 @@ def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[Row]:
         return [(pk, relevance / (relevance + 1), *rest) for pk, relevance, *rest in cursor.fetchall()]
 
 
-def search_plan(*, query: str, sources: list[int]) -> Plan:
-    """The words a search of ``query`` over ``sources`` filters on and ranks by (step 1 of the module's docstring)."""
-    return _plan(_terms(query, sources, _version()), _words(query))
+def search_plan(*, query: str, sources: list[int], language: str | None = None) -> Plan:
+    """The words a search of ``query`` over ``sources`` (in ``language``'s documents when given) filters on and
+    ranks by (step 1 of the module's docstring)."""
+    configs = search_configs(language) if connection.vendor == "postgresql" else None
+    return _plan(_terms(query, sources, _version()), _words(query), configs)
 
 
 def knowledge_search(
@@ -338,11 +403,12 @@ def knowledge_search(
     scope = _scope(profile=profile, tenant=tenant, language=language, tags=tags, version=version)
     if not scope.documents:
         return []
-    plan = _plan(_terms(query, scope.sources, version), _words(query))
+    configs = search_configs(language) if connection.vendor == "postgresql" else None
+    plan = _plan(_terms(query, scope.sources, version), _words(query), configs)
     if not plan.filtered:
         return []
     if connection.vendor == "postgresql":
-        ranked = _postgres(plan, query[:1000], scope.documents, language, limit)
+        ranked = _postgres(plan, query[:1000], scope, language, limit)
     else:
         ranked = _sqlite(plan, scope.documents, limit)
     hits = []

@@ -219,3 +219,21 @@ def test_one_tenants_search_kept_is_never_served_to_another_tenant(source, profi
         assert headings(knowledge_search(profile=profile, query="discount", tenant=acme)) == ["acme › Discount"]
         assert headings(knowledge_search(profile=profile, query="discount", tenant=other)) == ["other › Discount"]
         assert knowledge_search(profile=profile, query="discount") == []
+
+
+def test_on_postgresql_a_word_counts_against_the_budget_by_the_passages_its_stem_brings(profile, monkeypatch):
+    """Spanish stems "pagué" to "pag", as it does "pago": a filter on it brings every passage on payments, which its
+    first letters ("pague") do not count."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite matches the first letters themselves")
+    source = KnowledgeSource.objects.create(profile=profile, name="Ayuda", language="es")
+    payments = "\n\n".join(f"## Pago {n}\n\nEl pago número {n}." for n in range(6))
+    article = f"# Pagos\n\n{payments}\n\n## Deuda\n\nYa pagué la deuda."
+    document_ingest(source=source, file_name="pagos.md", data=article.encode())
+    monkeypatch.setattr(search, "CANDIDATE_BUDGET", 4)
+
+    plan = search.search_plan(query="ya pagué la deuda", sources=[source.pk], language="es")
+
+    assert [term.folded for term in plan.filtered] == ["deuda"] and not plan.both
+    assert {"pagué", "deuda"} <= set(plan.ranked)
+    assert headings(knowledge_search(profile=profile, query="ya pagué la deuda", limit=1)) == ["Pagos › Deuda"]
