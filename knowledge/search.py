@@ -8,7 +8,8 @@ holds a common word:
    the three languages and words under four letters left out) are looked up in the searched sources' words
    (:class:`knowledge.models.KnowledgeWord`), which say how many passages hold each (by its first letters, as the
    relevance bar compares words). Rarest first, words are taken while the passages they bring add up to at most
-   :data:`CANDIDATE_BUDGET`; when even the rarest brings more, the passages must hold the two rarest. The words left
+   :data:`CANDIDATE_BUDGET` (on PostgreSQL, the passages of the lexemes they stem to: :meth:`Term.brings`); when
+   even the rarest brings more, the passages must hold the two rarest. The words left
    out still rank on PostgreSQL. On PostgreSQL, a word no passage holds is read as the documents' nearest words
    (trigram similarity of the folded words, at least :data:`TYPO_SIMILARITY`: ``pasword`` → ``password``), and a
    word typed without its accents as the documents write it (``cartao`` → ``cartão``).
