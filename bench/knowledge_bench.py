@@ -21,6 +21,10 @@ under headings, 100 passages to a document.
    generated ones of 2 to 8 words, each searched twice with :func:`knowledge.search.knowledge_search` — in its
    language (as the turn searches) and in every language — after a warm-up; p50, p95 and the maximum of each.
 
+``--keep``: the loaded profile is kept at the end, and a later run with the same ``--passages`` and ``--seed`` on the
+same database (``DATABASE_URL``, e.g. a PostgreSQL server that outlives one run) reads it again instead of loading
+(the documents are still generated, so that the queries are the same); its load time is then the first run's.
+
 ``--explain``: PostgreSQL's plan (``EXPLAIN (ANALYZE, BUFFERS)``) of the ranking query for the slowest query of each
 kind. The machine is shared: the load average is printed with the figures.
 """
@@ -141,19 +145,21 @@ Timings = dict[str, list[tuple[float, str, str | None]]]
 KINDS = ("in its language", "in every language")
 
 
-def load(profile: Any, writers: dict[str, Writer], passages: int) -> tuple[int, float]:
-    """``passages`` passages into a source per language, through the upload's service: (documents, seconds)."""
+def load(profile: Any, writers: dict[str, Writer], passages: int, *, loaded: bool = False) -> tuple[int, float]:
+    """``passages`` passages into a source per language, through the upload's service: (documents, seconds).
+    ``loaded``: the profile holds them already; they are generated (the queries drawn after them stay the same) but
+    not written."""
     sources = {
-        language: KnowledgeSource.objects.create(profile=profile, name=f"bench {language}", language=language)
+        language: KnowledgeSource.objects.get_or_create(profile=profile, name=f"bench {language}", language=language)[0]
         for language in LANGUAGES
     }
     documents = -(-passages // PASSAGES_PER_DOCUMENT)
     started = time.perf_counter()
     for number in range(documents):
         language = LANGUAGES[number % 3]
-        document_ingest(
-            source=sources[language], file_name=f"article-{number}.md", data=document(writers[language], number)
-        )
+        data = document(writers[language], number)
+        if not loaded:
+            document_ingest(source=sources[language], file_name=f"article-{number}.md", data=data)
         if (number + 1) % 100 == 0:
             print(f"  loaded {number + 1} of {documents} documents", file=sys.stderr, flush=True)
     return documents, time.perf_counter() - started
@@ -208,14 +214,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="Runs of indexing and retrieval (default %(default)s).")
     parser.add_argument("--seed", type=int, default=58, help="The generator's seed.")
     parser.add_argument("--explain", action="store_true", help="PostgreSQL: the plan of the slowest queries.")
+    parser.add_argument("--keep", action="store_true", help="Keep the loaded profile; reuse one kept before.")
     args = parser.parse_args(argv)
     call_command("migrate", "--noinput", verbosity=0)
     rng = random.Random(args.seed)
     writers = {language: Writer(language, rng) for language in LANGUAGES}
-    profile = AgentProfile.objects.create(agent_id=f"kbench_{uuid.uuid4().hex[:8]}", name="Knowledge bench")
+    profile, loaded = kept_profile(args.passages, args.seed) if args.keep else (None, False)
+    if profile is None:
+        profile = AgentProfile.objects.create(agent_id=f"kbench_{uuid.uuid4().hex[:8]}", name="Knowledge bench")
     runs: list[tuple[float, dict[str, float], int]] = []
     try:
-        documents, load_seconds = load(profile, writers, args.passages)
+        documents, load_seconds = load(profile, writers, args.passages, loaded=loaded)
+        if loaded:
+            load_seconds = float(profile.description.rsplit(" ", 1)[-1])
+        elif args.keep:
+            profile.description = f"loaded in {load_seconds:.1f}"
+            profile.save(update_fields=["description"])
         held = KnowledgePassage.objects.filter(document__source__profile=profile).count()
         queries = queries_make(writers, args.queries)
         for run in range(args.repeat):
@@ -237,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"The slowest search {kind} ({ms:.1f} ms): {text!r}")
                 explain(profile, text, searched)
     finally:
-        profile.delete()
+        if not args.keep:
+            profile.delete()
     target = 50 if connection.vendor == "postgresql" else 100
     print(f"{connection.vendor}: {held:,} passages in {documents:,} documents; {len(queries)} queries, each twice")
     print(f"load: {load_seconds:.1f} s ({held / load_seconds:,.0f} passages/s)")
@@ -247,6 +262,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  retrieval {kind}: p95 {statistics.median(r[1][kind] for r in runs):.1f} ms (target ≤ {target} ms)")
     print(f"searches that found a passage: {runs[-1][2]} of {2 * len(queries)}")
     return 0
+
+
+def kept_profile(passages: int, seed: int) -> tuple[Any, bool]:
+    """The profile a ``--keep`` run left with these passages, and whether its load finished (else it is loaded
+    again from the start)."""
+    profile = AgentProfile.objects.filter(agent_id=f"kbench_kept_{passages}_{seed}").first()
+    if profile is None:
+        return AgentProfile.objects.create(agent_id=f"kbench_kept_{passages}_{seed}", name="Knowledge bench"), False
+    if not profile.description.startswith("loaded in "):
+        KnowledgeSource.objects.filter(profile=profile).delete()
+        return profile, False
+    return profile, True
 
 
 def explain(profile: Any, text: str, language: str | None) -> None:

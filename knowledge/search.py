@@ -8,7 +8,8 @@ holds a common word:
    the three languages and words under four letters left out) are looked up in the searched sources' words
    (:class:`knowledge.models.KnowledgeWord`), which say how many passages hold each (by its first letters, as the
    relevance bar compares words). Rarest first, words are taken while the passages they bring add up to at most
-   :data:`CANDIDATE_BUDGET`; when even the rarest brings more, the passages must hold the two rarest. The words left
+   :data:`CANDIDATE_BUDGET` (on PostgreSQL, the passages of the lexemes they stem to: :meth:`Term.brings`); when
+   even the rarest brings more, the passages must hold the two rarest. The words left
    out still rank on PostgreSQL. On PostgreSQL, a word no passage holds is read as the documents' nearest words
    (trigram similarity of the folded words, at least :data:`TYPO_SIMILARITY`: ``pasword`` → ``password``), and a
    word typed without its accents as the documents write it (``cartao`` → ``cartão``).
@@ -27,15 +28,17 @@ the words a large knowledge holds in thousands of passages.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
-from django.db.models import Q, Sum
+from django.db import connection, transaction
+from django.db.models import Count, Q, Sum
 
 from agents.passages import STEM_CHARS, content_words
+from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeWord
 
@@ -43,6 +46,12 @@ CONFIGS = {"pt": "portuguese", "en": "english", "es": "spanish"}
 MAX_QUERY_WORDS = 32
 MAX_LIMIT = 50
 CANDIDATE_BUDGET = 2000  # passages the filtered words may bring, by the sources' counts
+# PostgreSQL: a search of every language past this many passages finds its candidates by the full-text index alone
+# (the filtered words bring at most CANDIDATE_BUDGET of the searched ones), never by the documents' index: the
+# planner, reading that index as a cheap scan of the whole table in order, chose it for 100,000 passages and tested
+# every one (0.5-1 s). In one language the documents' index may be the better one: the full-text index also brings
+# the other languages' passages holding the word.
+LARGE_SCOPE = 4 * CANDIDATE_BUDGET
 RERANK = 50  # PostgreSQL: the best passages by full text that the trigram similarity re-ranks
 TRIGRAM_WEIGHT = 0.5  # a misspelt word's match counts, but less than the words themselves
 TYPO_MIN_CHARS = 4  # shorter unknown words are left as they are: too many words are near them
@@ -52,11 +61,18 @@ _WORD = re.compile(r"\w+")
 FTS_TABLE = "knowledge_passage_fts"
 PASSAGE_TABLE = KnowledgePassage._meta.db_table
 WORD_TABLE = KnowledgeWord._meta.db_table
+SCOPES_KEPT = 256  # per process: the documents of this many (profile, tenant, language, tags)
+WORDS_KEPT = 20_000  # per process: this many (sources, word) counts and spellings
 
 
 def search_config(language: str) -> str:
     """PostgreSQL's text search configuration for a language of the platform's (``simple`` for any other)."""
     return CONFIGS.get(language, "simple")
+
+
+def search_configs(language: str | None) -> list[str]:
+    """The configurations a search reads with: the language's, or without one every language's and ``simple``."""
+    return [search_config(language)] if language else sorted({*CONFIGS.values(), "simple"})
 
 
 @dataclass(frozen=True)
@@ -83,10 +99,25 @@ class Term:
     folded: str
     passages: int = 0
     forms: set[str] = field(default_factory=set)
+    # PostgreSQL: the lexemes its spellings stem to, by configuration, each with the passages of the sources holding
+    # a word that starts with it (what a full-text filter on it brings: "pague" is "pag" in Spanish, as "pago" is).
+    lexemes: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def prefix(self) -> str:
         return self.folded[:STEM_CHARS]
+
+    def brings(self, configs: Iterable[str] | None) -> int:
+        """The passages a filter on this word brings: on PostgreSQL (``configs`` given), those of its lexemes in
+        ``configs`` (each counted once); on SQLite, those of its first letters."""
+        if configs is None:
+            return self.passages
+        wanted = set(configs)
+        counts = {fold(lexeme): count for config, lexeme, count in self.lexemes if config in wanted}
+        # A lexeme that starts with another ("fedigo", "fedig") brings none of the passages that one does not.
+        return sum(
+            count for lexeme, count in counts.items() if not any(lexeme.startswith(o) for o in counts if o != lexeme)
+        )
 
 
 @dataclass(frozen=True)
@@ -98,82 +129,203 @@ class Plan:
     ranked: list[str]
 
 
+@dataclass(frozen=True)
+class Scope:
+    """The documents a search may read (with what a hit tells of each: title, file name, source's name, language),
+    and their sources."""
+
+    documents: list[int]
+    sources: list[int]
+    about: dict[int, tuple[str, str, str, str]]
+    passages: int
+
+
+class PerVersion:
+    """Values read from the database that hold while the configuration version does, in this process: every write
+    of a source or a document (an upload, a replacement, a delete, a source switched off) bumps the version
+    (:class:`knowledge.apps.KnowledgeConfig`), and the words' counts are written in the same transaction as their
+    document. The caller reads the version before the database, so that a value is never older than the version it
+    is kept under. At most ``size`` values: past that, they are read again."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._held: tuple[object, dict[Any, Any]] = (None, {})
+
+    def get(self, version: object, key: Any) -> Any:
+        held_version, values = self._held
+        return values.get(key) if held_version == version else None
+
+    def put(self, version: object, key: Any, value: Any) -> None:
+        held_version, values = self._held
+        if held_version != version or len(values) >= self.size:
+            values = {}
+            self._held = (version, values)
+        values[key] = value
+
+
+SCOPES = PerVersion(SCOPES_KEPT)
+WORDS = PerVersion(WORDS_KEPT)
+
+
+def _version() -> tuple[int, int]:
+    """What :class:`PerVersion` values are kept under: the configuration version, and this process's own writes
+    (seen at once, before their commit publishes the version)."""
+    return config_version(), local_generation()
+
+
 def _words(query: str) -> list[str]:
     return list(dict.fromkeys(_WORD.findall(query.casefold())))[:MAX_QUERY_WORDS]
 
 
-def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[str]) -> tuple[list[int], list[int]]:
+def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[str], version: object) -> Scope:
     """The documents a search may read, and their sources: the profile's enabled sources shared by every tenant or
     kept to ``tenant``, in ``language`` when given, holding one of ``tags`` (the document's or its source's) when
-    given."""
+    given. One query, once per configuration version."""
+    wanted = frozenset(tags)
+    key = (getattr(profile, "pk", profile), getattr(tenant, "pk", tenant), language or None, wanted)
+    if (kept := SCOPES.get(version, key)) is not None:
+        return kept
     scope = Q(source__tenant__isnull=True)
     if tenant is not None:
         scope |= Q(source__tenant=tenant)
     documents = KnowledgeDocument.objects.filter(scope, source__profile=profile, source__enabled=True)
     if language:
         documents = documents.filter(language=language)
-    wanted = set(tags)
-    if not wanted:
-        kept = list(documents.values_list("pk", "source_id"))
-    else:
-        rows = documents.values_list("pk", "source_id", "tags", "source__tags")
-        kept = [(pk, source) for pk, source, own, inherited in rows if wanted & {*own, *inherited}]
-    return [pk for pk, _ in kept], sorted({source for _, source in kept})
+    rows = documents.annotate(held=Count("passages")).values_list(
+        "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags", "held"
+    )
+    kept_rows = [row for row in rows.order_by() if not wanted or wanted & {*row[6], *row[7]}]
+    found = Scope(
+        [row[0] for row in kept_rows],
+        sorted({row[1] for row in kept_rows}),
+        {row[0]: (row[2], row[3], row[4], row[5]) for row in kept_rows},
+        sum(row[8] for row in kept_rows),
+    )
+    SCOPES.put(version, key, found)
+    return found
 
 
-def _terms(query: str, sources: list[int]) -> list[Term]:
+Counted = tuple[int, frozenset[str], tuple[tuple[str, str, int], ...]]  # a word's passages, spellings, lexemes
+
+
+def _terms(query: str, sources: list[int], version: object) -> list[Term]:
     """The question's content words (its words when it has none), each with the passages holding it and its
-    spellings in the sources' words: two queries, each on the (source, stem) index."""
+    spellings in the sources' words (on PostgreSQL, a word no passage holds read as its nearest words, and the
+    lexemes of its spellings counted): kept per configuration version, the words not kept read in one query."""
     asked = content_words(query)[:MAX_QUERY_WORDS] or [fold(word) for word in _words(query)]
-    terms = {word: Term(word) for word in asked}
-    prefixes = {term.prefix for term in terms.values()}
+    typed = {fold(word): word for word in _words(query)}
+    held = tuple(sources)
+    keys = {word: (held, word, typed.get(word, word)) for word in dict.fromkeys(asked)}
+    known: dict[str, Counted | None] = {word: WORDS.get(version, key) for word, key in keys.items()}
+    missing = [word for word, found in known.items() if found is None]
+    if missing:
+        if connection.vendor == "postgresql":
+            read = _words_postgres([keys[word][2] for word in missing], missing, sources)
+        else:
+            read = _words_sqlite(missing, sources)
+        for word, found in read.items():
+            WORDS.put(version, keys[word], found)
+            known[word] = found
+    return [
+        Term(word, passages, set(forms), lexemes)
+        for word, (passages, forms, lexemes) in ((word, found) for word, found in known.items() if found is not None)
+    ]
+
+
+def _words_sqlite(words: list[str], sources: list[int]) -> dict[str, Counted]:
+    """SQLite: the passages holding a word that starts as each of ``words`` does (FTS5 matches by those letters, and
+    the ranking reads no spelling), on the (source, stem) index."""
     starts = Q()
-    for prefix in prefixes:  # a range, not LIKE: the index serves it on both engines
+    for prefix in {word[:STEM_CHARS] for word in words}:  # a range, not LIKE: the index serves it
         starts |= Q(stem__gte=prefix, stem__lt=prefix + "\uffff")
-    words = KnowledgeWord.objects.filter(source_id__in=sources)
-    held = words.filter(starts).values_list("stem").annotate(total=Sum("passages")).order_by()
-    spelt = words.filter(stem__in={word[:STEM_CHARS] for word in asked}, folded__in=asked)
-    for term in terms.values():
-        term.passages = sum(total for stem, total in held if stem.startswith(term.prefix))
-    for word, folded in spelt.values_list("word", "folded"):
-        terms[folded].forms.add(word)
-    return list(terms.values())
+    rows = KnowledgeWord.objects.filter(starts, source_id__in=sources).values_list("stem").annotate(Sum("passages"))
+    held = list(rows.order_by())
+    return {
+        word: (sum(total for stem, total in held if stem.startswith(word[:STEM_CHARS])), frozenset(), ())
+        for word in words
+    }
 
 
-def _plan(terms: list[Term], typed: list[str]) -> Plan:
-    """Rarest first, the words whose passages add up to at most :data:`CANDIDATE_BUDGET`; when the rarest alone
-    brings more, the two rarest together."""
-    known = sorted((term for term in terms if term.passages), key=lambda term: (term.passages, term.folded))
+# The accented letters of the platform's languages, and their folded forms: the stemmers keep some accents (Portuguese
+# "lín" of "línea") and drop others (Spanish "line"), and the words' stems are folded.
+_ACCENTED = "áàâãäåéèêëíìîïóòôõöúùûüçñýÿ"
+_PLAIN = "".join(fold(letter) for letter in _ACCENTED)
+
+# For each word asked (folded, and as typed): the passages holding a word starting as it does; its spellings (the
+# documents' words folding to it); when no passage holds it (and it has TYPO_MIN_CHARS letters or more) the
+# sources' TYPO_WORDS nearest words, with their passages; and the lexemes its spellings (else the word as typed)
+# stem to in each configuration, each with the passages holding a word that starts with it (folded). One query on the
+# (source, stem) and (source, word) indexes, the trigram index only for unknown words.
+_WORDS_SQL = (
+    "SELECT asked, held.passages, spelt.forms, near.words, near.passages, counted.lexemes "  # noqa: S608
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS asked_words (asked, typed, prefix, bound) "
+    "CROSS JOIN LATERAL ("
+    f"SELECT COALESCE(SUM(passages), 0) AS passages FROM {WORD_TABLE} "
+    "WHERE source_id = ANY(%s) AND stem >= prefix AND stem < bound AND starts_with(stem, prefix)) AS held "
+    "CROSS JOIN LATERAL ("
+    f"SELECT COALESCE(array_agg(word), '{{}}') AS forms FROM {WORD_TABLE} "
+    "WHERE source_id = ANY(%s) AND stem = prefix AND folded = asked) AS spelt "
+    "CROSS JOIN LATERAL ("
+    "SELECT COALESCE(array_agg(word), '{}') AS words, COALESCE(SUM(passages), 0) AS passages FROM ("
+    f"SELECT word, passages FROM {WORD_TABLE} "
+    "WHERE held.passages = 0 AND length(asked) >= %s AND source_id = ANY(%s) "
+    "AND folded %% asked AND similarity(folded, asked) >= %s "
+    "ORDER BY similarity(folded, asked) DESC, word LIMIT %s) AS nearest) AS near "
+    "CROSS JOIN LATERAL ("
+    "SELECT COALESCE(json_agg(json_build_array(config, lexeme, brought.passages)), '[]') AS lexemes FROM ("
+    "SELECT config, lexeme, translate(lexeme, %s, %s) AS plain FROM ("
+    "SELECT DISTINCT config, lexeme FROM unnest(%s::text[]) AS configs (config) "
+    "CROSS JOIN unnest(CASE WHEN spelt.forms || near.words = '{}' THEN ARRAY[typed] "
+    "ELSE spelt.forms || near.words END) AS spellings (spelling) "
+    "CROSS JOIN unnest(tsvector_to_array(to_tsvector(config::regconfig, spelling))) AS lexeme) AS distinct_lexemes"
+    ") AS lexemes CROSS JOIN LATERAL ("
+    f"SELECT COALESCE(SUM(passages), 0) AS passages FROM {WORD_TABLE} "
+    "WHERE source_id = ANY(%s) AND stem >= left(plain, %s) AND stem < left(plain, %s) || %s "
+    "AND starts_with(folded, plain)) AS brought) AS counted"
+)
+
+
+def _words_postgres(typed: list[str], words: list[str], sources: list[int]) -> dict[str, Counted]:
+    """PostgreSQL: :data:`_WORDS_SQL` for ``words`` (folded), typed as ``typed``."""
+    prefixes = [word[:STEM_CHARS] for word in words]
+    configs = sorted({*CONFIGS.values(), "simple"})
+    params = [
+        words, typed, prefixes, [prefix + "\uffff" for prefix in prefixes], sources, sources,
+        TYPO_MIN_CHARS, sources, TYPO_SIMILARITY, TYPO_WORDS, _ACCENTED, _PLAIN, configs,
+        sources, STEM_CHARS, STEM_CHARS, "\uffff",
+    ]  # fmt: skip
+    read: dict[str, Counted] = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Its lateral counts are estimated far above what they cost (under a millisecond each): past jit_above_cost,
+        # compiling it took 30-250 ms of the 5 ms it runs in.
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(_WORDS_SQL, params)
+        for asked, held, spelt, near, near_passages, lexemes in cursor.fetchall():
+            counted = json.loads(lexemes) if isinstance(lexemes, str) else lexemes
+            read[asked] = (
+                int(held) + int(near_passages),
+                frozenset([*spelt, *near]),
+                tuple(sorted((config, lexeme, int(count)) for config, lexeme, count in counted)),
+            )
+    return read
+
+
+def _plan(terms: list[Term], typed: list[str], configs: list[str] | None) -> Plan:
+    """Rarest first, the words whose passages (:meth:`Term.brings`) add up to at most :data:`CANDIDATE_BUDGET`;
+    when the rarest alone brings more, the two rarest together."""
+    brings = {term.folded: term.brings(configs) for term in terms}
+    known = sorted((term for term in terms if term.passages), key=lambda term: (brings[term.folded], term.folded))
     ranked = list(dict.fromkeys([*typed, *(form for term in terms for form in term.forms)]))
-    if len(known) > 1 and known[0].passages > CANDIDATE_BUDGET:
+    if len(known) > 1 and brings[known[0].folded] > CANDIDATE_BUDGET:
         return Plan(known[:2], True, ranked)
     filtered: list[Term] = []
     total = 0
     for term in known:
-        if filtered and total + term.passages > CANDIDATE_BUDGET:
+        if filtered and total + brings[term.folded] > CANDIDATE_BUDGET:
             break
         filtered.append(term)
-        total += term.passages
+        total += brings[term.folded]
     return Plan(filtered, False, ranked)
-
-
-def _typos(terms: list[Term], sources: list[int]) -> None:
-    """PostgreSQL: each word no passage holds, of :data:`TYPO_MIN_CHARS` letters or more, read as the sources'
-    :data:`TYPO_WORDS` nearest words (trigram similarity of the folded words), with the passages those hold."""
-    by_word = {term.folded: term for term in terms if not term.passages and len(term.folded) >= TYPO_MIN_CHARS}
-    if not by_word or not sources:
-        return
-    sql = (
-        "SELECT asked, near.word, near.passages FROM unnest(%s::text[]) AS asked CROSS JOIN LATERAL ("  # noqa: S608
-        f"SELECT word, passages FROM {WORD_TABLE} "
-        "WHERE source_id = ANY(%s) AND folded %% asked AND similarity(folded, asked) >= %s "
-        "ORDER BY similarity(folded, asked) DESC, word LIMIT %s) AS near"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [list(by_word), sources, TYPO_SIMILARITY, TYPO_WORDS])
-        for asked, word, passages in cursor.fetchall():
-            by_word[asked].passages += passages
-            by_word[asked].forms.add(word)
 
 
 def _tsquery(words: Iterable[str], configs: list[str], joiner: str = " | ") -> tuple[str, list[str]]:
@@ -184,47 +336,52 @@ def _tsquery(words: Iterable[str], configs: list[str], joiner: str = " | ") -> t
     return f"({sql})", [value for config in configs for value in (config, raw)]
 
 
-def _postgres(
-    plan: Plan, query: str, documents: list[int], language: str | None, limit: int
-) -> list[tuple[int, float]]:
-    configs = [search_config(language)] if language else sorted({*CONFIGS.values(), "simple"})
+# The passages a ranking query returns: id, score, document, heading, position, text.
+Row = tuple[int, float, int, str, int, str]
+
+
+def _postgres(plan: Plan, query: str, scope: Scope, language: str | None, limit: int) -> list[Row]:
+    configs = search_configs(language)
     typed = {fold(word): word for word in plan.ranked}
     spellings = [sorted(term.forms or {typed.get(term.folded, term.folded)}) for term in plan.filtered]
     groups = ["(" + " | ".join(f"'{word}'" for word in words) + ")" for words in spellings]
     filter_sql, filter_params = _tsquery(groups, configs, " & " if plan.both else " | ")
     rank_sql, rank_params = _tsquery([f"'{word}'" for word in plan.ranked], configs)
+    whole = language is None and scope.passages > LARGE_SCOPE
+    in_documents = "(document_id + 0)" if whole else "document_id"  # + 0: no index serves it
     sql = (
-        f"SELECT id, rank + %s * word_similarity(%s, text) AS score FROM ("  # noqa: S608 — names are ours
-        f"SELECT id, text, ts_rank(search_vector, {rank_sql}, 32) AS rank FROM {PASSAGE_TABLE} "
-        f"WHERE search_vector @@ {filter_sql} AND document_id = ANY(%s) ORDER BY rank DESC, id LIMIT %s"
+        "SELECT id, rank + %s * word_similarity(%s, text) AS score, document_id, heading, position, text FROM ("  # noqa: S608
+        f"SELECT id, document_id, heading, position, text, ts_rank(search_vector, {rank_sql}, 32) AS rank "
+        f"FROM {PASSAGE_TABLE} "
+        f"WHERE search_vector @@ {filter_sql} AND {in_documents} = ANY(%s) ORDER BY rank DESC, id LIMIT %s"
         ") AS candidates ORDER BY score DESC, id LIMIT %s"
     )
-    params = [TRIGRAM_WEIGHT, query, *rank_params, *filter_params, documents, max(limit, RERANK), limit]
+    params = [TRIGRAM_WEIGHT, query, *rank_params, *filter_params, scope.documents, max(limit, RERANK), limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [(pk, float(score)) for pk, score in cursor.fetchall()]
+        return [(pk, float(score), *rest) for pk, score, *rest in cursor.fetchall()]
 
 
-def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[tuple[int, float]]:
+def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[Row]:
     joiner = " AND " if plan.both else " OR "
     match = joiner.join(f'"{term.prefix}"' + ("*" if len(term.prefix) >= 4 else "") for term in plan.filtered)
     marks = ", ".join("%s" for _ in documents)
     sql = (
-        f"SELECT p.id, -bm25({FTS_TABLE}, 2.0, 1.0) AS relevance FROM {FTS_TABLE} "  # noqa: S608 — names are ours
+        f"SELECT p.id, -bm25({FTS_TABLE}, 2.0, 1.0) AS relevance, p.document_id, p.heading, p.position, p.text "  # noqa: S608
+        f"FROM {FTS_TABLE} "
         f"JOIN {PASSAGE_TABLE} p ON p.id = {FTS_TABLE}.rowid "
         f"WHERE {FTS_TABLE} MATCH %s AND p.document_id IN ({marks}) ORDER BY relevance DESC, p.id LIMIT %s"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [match, *documents, limit])
-        return [(pk, relevance / (relevance + 1)) for pk, relevance in cursor.fetchall()]
+        return [(pk, relevance / (relevance + 1), *rest) for pk, relevance, *rest in cursor.fetchall()]
 
 
-def search_plan(*, query: str, sources: list[int]) -> Plan:
-    """The words a search of ``query`` over ``sources`` filters on and ranks by (step 1 of the module's docstring)."""
-    terms = _terms(query, sources)
-    if connection.vendor == "postgresql":
-        _typos(terms, sources)
-    return _plan(terms, _words(query))
+def search_plan(*, query: str, sources: list[int], language: str | None = None) -> Plan:
+    """The words a search of ``query`` over ``sources`` (in ``language``'s documents when given) filters on and
+    ranks by (step 1 of the module's docstring)."""
+    configs = search_configs(language) if connection.vendor == "postgresql" else None
+    return _plan(_terms(query, sources, _version()), _words(query), configs)
 
 
 def knowledge_search(
@@ -239,38 +396,31 @@ def knowledge_search(
     """The ``limit`` passages (at most :data:`MAX_LIMIT`) of ``profile``'s enabled knowledge that best match
     ``query``, best first, read for ``tenant`` (its sources and the shared ones; ``None``: the shared ones only),
     filtered by the documents' ``language`` and by ``tags`` (any of them, the document's or its source's). A query
-    with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Five queries
-    on SQLite, six at most on PostgreSQL, whatever the size of the knowledge; the ranking query ranks the passages
-    of the filtered words only (:func:`search_plan`)."""
+    with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Three queries
+    at most on either engine, whatever the size of the knowledge: the documents searched and the words' counts,
+    each kept per configuration version (:class:`PerVersion`), and the ranking, which returns the passages' rows
+    and ranks the passages of the filtered words only (:func:`search_plan`)."""
     limit = max(0, min(limit, MAX_LIMIT))
     if not _words(query) or not limit:
         return []
-    documents, sources = _scope(profile=profile, tenant=tenant, language=language, tags=tags)
-    if not documents:
+    version = _version()
+    scope = _scope(profile=profile, tenant=tenant, language=language, tags=tags, version=version)
+    if not scope.documents:
         return []
-    plan = search_plan(query=query, sources=sources)
+    configs = search_configs(language) if connection.vendor == "postgresql" else None
+    plan = _plan(_terms(query, scope.sources, version), _words(query), configs)
     if not plan.filtered:
         return []
     if connection.vendor == "postgresql":
-        ranked = _postgres(plan, query[:1000], documents, language, limit)
+        ranked = _postgres(plan, query[:1000], scope, language, limit)
     else:
-        ranked = _sqlite(plan, documents, limit)
-    scores = dict(ranked)
-    passages = KnowledgePassage.objects.filter(pk__in=scores).select_related("document__source")
-    by_id = {passage.pk: passage for passage in passages}
-    return [
-        Hit(
-            passage_id=pk,
-            document_id=passage.document_id,
-            document_title=passage.document.title,
-            file_name=passage.document.file_name,
-            source_name=passage.document.source.name,
-            language=passage.document.language,
-            heading=passage.heading,
-            position=passage.position,
-            text=passage.text,
-            score=round(float(scores[pk]), 6),
+        ranked = _sqlite(plan, scope.documents, limit)
+    hits = []
+    for pk, score, document, heading, position, text in ranked:
+        title, file_name, source_name, document_language = scope.about[document]
+        hits.append(
+            Hit(
+                pk, document, title, file_name, source_name, document_language, heading, position, text, round(score, 6)
+            )
         )
-        for pk, _score in ranked
-        if (passage := by_id.get(pk)) is not None
-    ]
+    return hits

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from common.config_version import CACHE_KEY as CONFIG_VERSION_KEY
+from common.config_version import config_version
 from knowledge import search
-from knowledge.models import KnowledgeSource
+from knowledge.models import KnowledgeDocument, KnowledgeSource, KnowledgeWord
 from knowledge.search import knowledge_search
-from knowledge.services import document_ingest
+from knowledge.services import document_delete, document_ingest
 from knowledge.tests.conftest import HELP_EN, HELP_ES, HELP_PT
 from tests.factories import AgentProfileFactory, TenantFactory
 
@@ -147,3 +150,90 @@ def test_an_unaccented_word_finds_the_accented_one_on_postgresql(three_languages
     assert headings(knowledge_search(profile=profile, query="envios", language="es", limit=1)) == [
         "Centro de ayuda › Envíos"
     ]
+
+
+def knowledge_queries(captured: CaptureQueriesContext) -> list[str]:
+    return [query["sql"] for query in captured.captured_queries if "knowledge_" in query["sql"]]
+
+
+def test_a_search_reads_its_documents_and_words_once_a_version_and_then_runs_only_its_ranking(three_languages, profile):
+    with CaptureQueriesContext(connection) as first:
+        cold = knowledge_search(profile=profile, query="How do I reset my password?")
+    with CaptureQueriesContext(connection) as second:
+        warm = knowledge_search(profile=profile, query="How do I reset my password?")
+    with CaptureQueriesContext(connection) as third:
+        knowledge_search(profile=profile, query="reset refunds")  # "reset" kept, "refunds" read
+
+    assert warm == cold and cold[0].heading == "Help centre › Passwords"
+    assert len(knowledge_queries(first)) == 3  # the documents searched, the words, the ranking with the rows
+    assert len(knowledge_queries(second)) == 1
+    assert len(knowledge_queries(third)) == 2
+
+
+def test_an_upload_and_a_delete_are_found_by_the_next_search_of_words_searched_before(source, profile):
+    document_ingest(source=source, file_name="help.md", data=HELP_EN)
+    assert knowledge_search(profile=profile, query="pigeon refunds", limit=1)[0].heading == "Help centre › Refunds"
+
+    document_ingest(source=source, file_name="help.md", data=HELP_EN.replace(b"email", b"carrier pigeon"))
+    assert headings(knowledge_search(profile=profile, query="pigeon", limit=1)) == ["Help centre › Passwords"]
+
+    document_ingest(source=source, file_name="more.md", data=b"# More\n\n## Pigeons\n\nA pigeon, a pigeon.\n")
+    assert "More › Pigeons" in headings(knowledge_search(profile=profile, query="pigeon"))
+
+    document_delete(document=source.documents.get(file_name="help.md"))
+    assert headings(knowledge_search(profile=profile, query="pigeon refunds")) == ["More › Pigeons"]
+
+    source.enabled = False
+    source.save(update_fields=["enabled"])
+    assert knowledge_search(profile=profile, query="pigeon") == []
+
+
+def filtered(query: str, sources: list[int]) -> list[str]:
+    return sorted(term.folded for term in search.search_plan(query=query, sources=sources).filtered)
+
+
+def test_what_a_search_kept_holds_until_another_process_publishes_a_new_version(three_languages, profile):
+    query, sources = "segunda via da fatura", [three_languages.pk]
+    assert headings(knowledge_search(profile=profile, query=query, limit=1)) == ["Central de ajuda › Fatura"]
+    assert filtered(query, sources) == ["fatura", "segunda"]
+    # Another process's write, as this one sees it: the rows change with no signal here, then the version moves.
+    KnowledgeDocument.objects.filter(file_name="ajuda.md").update(title="Ajuda nova")
+    KnowledgeWord.objects.filter(source=three_languages, folded="fatura").update(passages=999_999)
+
+    assert knowledge_search(profile=profile, query=query, limit=1)[0].document_title == "Central de ajuda"
+    assert filtered(query, sources) == ["fatura", "segunda"]
+    cache.set(CONFIG_VERSION_KEY, config_version() + 1, 15)
+    assert knowledge_search(profile=profile, query=query, limit=1)[0].document_title == "Ajuda nova"
+    assert filtered(query, sources) == ["segunda"]
+    cache.delete(CONFIG_VERSION_KEY)
+
+
+def test_one_tenants_search_kept_is_never_served_to_another_tenant(source, profile):
+    acme, other = TenantFactory(slug="acme"), TenantFactory(slug="other")
+    for tenant in (acme, other):
+        own = KnowledgeSource.objects.create(profile=profile, tenant=tenant, name=tenant.slug, language="en")
+        text = f"# {tenant.slug}\n\n## Discount\n\n{tenant.slug} staff get a discount.\n"
+        document_ingest(source=own, file_name="staff.md", data=text.encode())
+
+    for _ in range(2):  # the second time from what the first kept
+        assert headings(knowledge_search(profile=profile, query="discount", tenant=acme)) == ["acme › Discount"]
+        assert headings(knowledge_search(profile=profile, query="discount", tenant=other)) == ["other › Discount"]
+        assert knowledge_search(profile=profile, query="discount") == []
+
+
+def test_on_postgresql_a_word_counts_against_the_budget_by_the_passages_its_stem_brings(profile, monkeypatch):
+    """Spanish stems "pagué" to "pag", as it does "pago": a filter on it brings every passage on payments, which its
+    first letters ("pague") do not count."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite matches the first letters themselves")
+    source = KnowledgeSource.objects.create(profile=profile, name="Ayuda", language="es")
+    payments = "\n\n".join(f"## Pago {n}\n\nEl pago número {n}." for n in range(6))
+    article = f"# Pagos\n\n{payments}\n\n## Deuda\n\nYa pagué la deuda."
+    document_ingest(source=source, file_name="pagos.md", data=article.encode())
+    monkeypatch.setattr(search, "CANDIDATE_BUDGET", 4)
+
+    plan = search.search_plan(query="ya pagué la deuda", sources=[source.pk], language="es")
+
+    assert [term.folded for term in plan.filtered] == ["deuda"] and not plan.both
+    assert {"pagué", "deuda"} <= set(plan.ranked)
+    assert headings(knowledge_search(profile=profile, query="ya pagué la deuda", limit=1)) == ["Pagos › Deuda"]
