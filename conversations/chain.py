@@ -120,21 +120,21 @@ def specialist_request(
     if generation is not None and part:
         generation = generation.without_format()
     if turn.input.instructions:
-        notes = (*notes, INSTRUCTIONS_NOTE.format(instructions=turn.vault.mask(turn.input.instructions)))
+        notes = (*notes, INSTRUCTIONS_NOTE.format(instructions=turn.guardrails.vault.mask(turn.input.instructions)))
     return SpecialistRequest(
         profile=profile,
         specialist=spec,
-        text=turn.sanitized_text,
+        text=turn.guardrails.sanitized_text,
         intent=intent_name,
         intent_description=profile.subject_line_in(intent, turn.language),
         history=turn.history,
         memory=memory_notes(turn, agent),
         context=turn.context,
-        model_context=turn.vault.mask_value(turn.context),
+        model_context=turn.guardrails.vault.mask_value(turn.context),
         tools=tools,
         servers=current.servers,
-        unmask=turn.vault.unmask,
-        mask=turn.vault.mask_value,
+        unmask=turn.guardrails.vault.unmask,
+        mask=turn.guardrails.vault.mask_value,
         control=control,
         notes=notes,
         step_limit=step_limit,
@@ -154,10 +154,10 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
     that fails gets the profile's fallback specialist (told why), or a graceful sentence when it has none."""
     data, profile = turn.input, turn.input.profile
     backend = profile.backends[turn.agent]
-    move = turn.backend_move
+    move = turn.backend.move
     event = {"agent": backend.name, "display_name": backend.display_name, "via": "backend"}
     await emit_safely(data.emit, "agent", event)
-    masker = StreamMasker(turn.vault, profile.guardrails)
+    masker = StreamMasker(turn.guardrails.vault, profile.guardrails)
     message = GatewayMessage(
         text=data.text.strip(),  # the remote deployment applies its own guardrails to what the user wrote
         conversation_key=data.conversation_key,
@@ -166,7 +166,7 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
         context=turn.context,
         handoff_summary=move.context_summary if move is not None else "",
         reason=turn.decision.reason if turn.decision else "",
-        task_id=turn.backend_task if backend.name == turn.active_agent else "",
+        task_id=turn.backend.task if backend.name == turn.active_agent else "",
     )
     reply = await backend_call(
         backend=backend,
@@ -177,13 +177,13 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
     )
     if rest := masker.flush():
         await emit_safely(data.emit, "token", {"agent": backend.name, "text": rest})
-    turn.backend_reply = reply
-    turn.backend_task = reply.waiting_task if reply.ok else ""
+    turn.backend.reply = reply
+    turn.backend.task = reply.waiting_task if reply.ok else ""
     if reply.ok:
         turn.answer = reply.answer
         return
     if move is not None:
-        turn.backend_move = replace(move, status=HandoffStatus.STOPPED, outcome=f"backend_{reply.status}"[:32])
+        turn.backend.move = replace(move, status=HandoffStatus.STOPPED, outcome=f"backend_{reply.status}"[:32])
     await emit_safely(data.emit, "discard", {"agent": backend.name})
     if profile.fallback_agent not in profile.specialists:
         turn.agent, turn.answer = "", say(turn.language, BACKEND_UNAVAILABLE_ANSWER)
@@ -296,7 +296,7 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
     """``link.agent`` answers once (its model steps bounded by what it has left); refusals and a step-limit stop
     become moves. ``None`` when the agent is not one of the profile's specialists."""
     agent, profile = link.agent, turn.input.profile
-    masker = StreamMasker(turn.vault, profile.guardrails)
+    masker = StreamMasker(turn.guardrails.vault, profile.guardrails)
     request = specialist_request(
         turn,
         current,
@@ -372,7 +372,7 @@ async def _sub_conversation_ended(turn: Turn, link: _Link, outcome: SpecialistOu
     note = result_note(turn.pending_result or {})
     turn.pending_result = None
     turn.stored_notes.append((coordinator, note))
-    intent = turn.input.profile.router.intent_of(coordinator, turn.sanitized_text)
+    intent = turn.input.profile.router.intent_of(coordinator, turn.guardrails.sanitized_text)
     link.move_to(coordinator, intent, via=HandoffKind.RETURN, notes=(note,))
     if intent is None:
         link.intent = COORDINATION_INTENT
@@ -404,7 +404,7 @@ async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move
         turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn), language=turn.language)
         return True
     turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
-    intent = turn.input.profile.router.intent_of(target, turn.sanitized_text)
+    intent = turn.input.profile.router.intent_of(target, turn.guardrails.sanitized_text)
     turn.next_state = intent.next_state if intent else ""
     if kind == HandoffKind.DELEGATION:
         turn.sub_conversation = {
@@ -424,7 +424,7 @@ async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move
 async def _to_person(turn: Turn, link: _Link, outcome: SpecialistOutcome, move: ControlCall) -> bool:
     """``request_human``: the specialist hands the conversation to a person; the escalation node answers (the
     customer's place in line), whatever the specialist wrote."""
-    turn.escalate = specialist_asked(turn.input.profile.escalation, link.agent, move.args)
+    turn.escalation.ask = specialist_asked(turn.input.profile.escalation, link.agent, move.args)
     turn.answer = ""
     return True
 
@@ -476,7 +476,7 @@ def _end_sub_conversation(turn: Turn, agent: str, move: ControlCall) -> str:
         "specialist": agent,
         "status": move.status,
         "final_result": move.args.get("final_result"),
-        "last_user_message": move.text("last_user_message") or turn.sanitized_text,
+        "last_user_message": move.text("last_user_message") or turn.guardrails.sanitized_text,
         "message_to_coordinator": move.text("message_to_coordinator"),
     }
     turn.sub_conversation = None
@@ -524,14 +524,14 @@ def parts_runner(turn: Turn, current: Snapshot, notes: Callable[[PlanStep], tupl
             requests,
             timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS,
             round_number=round_number,
-            vault=turn.vault,
+            vault=turn.guardrails.vault,
             on_partial=report if turn.input.emit is not None else None,
         )
 
     async def report(partial: Partial) -> None:
         """A step finished: streaming clients see its part at once, before the others and the consolidation."""
         event = {"agent": partial.agent, "intent": partial.intent, "status": partial.status, "round": partial.round}
-        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.vault.redact(partial.answer)})
+        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.guardrails.vault.redact(partial.answer)})
 
     return run
 
@@ -541,7 +541,7 @@ def parts_open(turn: Turn, *, single_turn: bool = False) -> tuple[str, CoverageC
     its prompt) when one is configured; else, for a single-specialist turn, the keyword coverage rule (the
     conversation's active specialist answered the previous message); else (a plan offline) nothing beyond its
     failed parts."""
-    profile, question, history = turn.input.profile, turn.sanitized_text, turn.history
+    profile, question, history = turn.input.profile, turn.guardrails.sanitized_text, turn.history
 
     async def by_model(result: PlanResult) -> list[PlanStep]:
         return await llm_uncovered(profile=profile, question=question, result=result, history=history)
@@ -569,10 +569,10 @@ async def supervisor_run(turn: Turn, current: Snapshot, steps: list[PlanStep]) -
         await emit_safely(turn.input.emit, "agent", {"agent": step.agent, "display_name": name, "via": "supervisor"})
     result = await run(steps, 0)
     uncovered = coverage_check(steps, parts_open(turn)[1])
-    turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
+    turn.supervisor.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
     # A part that stopped at a tool needing permission asked for it in its answer; the reply goes to that
     # specialist, as in router mode.
-    for partial in turn.plan_result.partials:
+    for partial in turn.supervisor.plan_result.partials:
         results = partial.outcome.tool_results if partial.outcome else []
         waiting = next((r.tool for r in results if r.status == STATUS_PERMISSION_REQUIRED), None)
         planned = next((item for item in steps if item.agent == partial.agent), None)
@@ -580,10 +580,10 @@ async def supervisor_run(turn: Turn, current: Snapshot, steps: list[PlanStep]) -
             request = specialist_request(turn, current, planned.agent, planned.intent, planned.mcp_tools)
             if request is not None:
                 turn.pending_permission = _waiting_request(turn, request, waiting)
-    turn.answer, turn.consolidation = await consolidate(
-        turn.plan_result,
+    turn.answer, turn.supervisor.consolidation = await consolidate(
+        turn.supervisor.plan_result,
         profile=turn.input.profile,
-        question=turn.sanitized_text,
+        question=turn.guardrails.sanitized_text,
         generation=turn.input.generation,
         language=turn.language,
     )

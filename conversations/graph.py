@@ -183,18 +183,18 @@ async def input_guardrails(turn: Turn) -> None:
     report = run_input_guardrails(
         turn.input.text.strip(),
         turn.input.profile.guardrails,
-        turn.vault,
+        turn.guardrails.vault,
         default_max_input_chars=settings.MAX_INPUT_CHARS,
     )
-    turn.blocked = report.blocked
-    turn.sanitized_text = report.text_for_model
-    turn.text_to_store = report.text_to_store
-    turn.guardrails["input"] = report.as_dict()
+    turn.guardrails.blocked = report.blocked
+    turn.guardrails.sanitized_text = report.text_for_model
+    turn.guardrails.text_to_store = report.text_to_store
+    turn.guardrails.report["input"] = report.as_dict()
     earlier = (entry.content for entry in reversed(turn.history) if entry.role == "user")
     turn.language, turn.language_kept = language_decide(
         kept=turn.language_kept,
         channel=turn.input.language,
-        text=turn.sanitized_text,
+        text=turn.guardrails.sanitized_text,
         earlier=earlier,
         hint=turn.input.language_hint,
     )
@@ -203,7 +203,7 @@ async def input_guardrails(turn: Turn) -> None:
 async def routing_decision(turn: Turn) -> None:
     """The permission gate's reply first, then a remote backend's question's answer, then the profile's routing
     (coordinator or router/hybrid/supervisor)."""
-    if turn.blocked:
+    if turn.guardrails.blocked:
         return
     profile = turn.input.profile
     turn.decision = memory_begin(turn) or _permission_decision(turn) or _backend_answer_decision(turn)
@@ -214,7 +214,9 @@ async def routing_decision(turn: Turn) -> None:
         if turn.decision.method in ("coordinator", "sub_conversation"):
             turn.decision.handoff = False  # moves under a coordinator are delegations and returns
     if turn.reply is None and turn.decision.method == "state" and "reply" in turn.decision.metadata:
-        turn.reply = profile.reply_words.read(turn.sanitized_text)  # what the router recorded, with what follows it
+        turn.reply = profile.reply_words.read(
+            turn.guardrails.sanitized_text
+        )  # what the router recorded, with what follows it
     turn.agent = turn.decision.agent
     turn.final_intent = turn.decision.intent
     # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it —
@@ -224,18 +226,18 @@ async def routing_decision(turn: Turn) -> None:
     else:
         turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
     decision = turn.decision
-    turn.escalate = escalation_asked(profile.escalation, decision, escalate_to=escalation_team(profile, decision))
-    if turn.escalate is not None:
+    turn.escalation.ask = escalation_asked(profile.escalation, decision, escalate_to=escalation_team(profile, decision))
+    if turn.escalation.ask is not None:
         # A person answers: the assistant routed to never takes the conversation, and its state stays as it was.
         decision.handoff, decision.keeps_conversation = False, True
-        decision.metadata["escalation"] = turn.escalate.reason
+        decision.metadata["escalation"] = turn.escalation.ask.reason
         turn.next_state = turn.state
     if note := gateway_note(turn.input.context):  # another deployment's gateway handed the conversation here
         turn.notes.append(note)
         turn.stored_notes.append((turn.agent, note))
     if (
         decision.handoff
-        and turn.escalate is None
+        and turn.escalation.ask is None
         and profile.backends
         and (turn.agent in profile.backends or turn.active_agent in profile.backends)
     ):
@@ -258,7 +260,7 @@ async def routing_decision(turn: Turn) -> None:
     coordinated = turn.decision.method == "coordinator" or (
         turn.decision.method == "small_talk" and turn.agent == profile.coordinator
     )
-    if coordinated and turn.pending_result and turn.escalate is None:
+    if coordinated and turn.pending_result and turn.escalation.ask is None:
         # A delegation's finished sub-conversation: its result reaches the coordinator once, with this message
         # (a greeting too).
         note = result_note(turn.pending_result)
@@ -300,7 +302,7 @@ async def _backend_move(turn: Turn) -> None:
         max_repeats=limits.max_repeats,
     )
     status = HandoffStatus.STOPPED if stop else HandoffStatus.COMPLETED
-    turn.backend_move = Move(source, target, HandoffKind.BACKEND, status, decision.reason, summary, outcome=stop or "")
+    turn.backend.move = Move(source, target, HandoffKind.BACKEND, status, decision.reason, summary, outcome=stop or "")
     if stop is None and target not in turn.input.profile.backends:
         turn.notes.append(
             f"[SYSTEM_NOTE: the backend {source} handed this conversation back to you. Summary: {summary}]"
@@ -309,9 +311,9 @@ async def _backend_move(turn: Turn) -> None:
 
 def _backend_answer_decision(turn: Turn) -> RouteDecision | None:
     """The message answers the active remote backend's question (its task waits for input,
-    :attr:`Turn.backend_task`): it goes to that backend, which continues its task; the conversation stays there."""
+    :attr:`TurnBackend.task`): it goes to that backend, which continues its task; the conversation stays there."""
     backend = turn.active_agent
-    if not turn.backend_task or backend not in turn.input.profile.backends:
+    if not turn.backend.task or backend not in turn.input.profile.backends:
         return None
     return RouteDecision(
         route=backend,
@@ -334,11 +336,13 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
     pending = turn.pending_permission
     if not pending:
         return None
-    repair = turn.input.profile.repair_words.read(turn.sanitized_text)
+    repair = turn.input.profile.repair_words.read(turn.guardrails.sanitized_text)
     if repair is not None and repair.pattern == CANCEL:
         return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
-    reading = turn.input.profile.reply_words.read_past_fillers(turn.sanitized_text)
-    skipped = skips_the_question(repair, reading, turn.sanitized_text)  # passed as a no is: the tool does not run
+    reading = turn.input.profile.reply_words.read_past_fillers(turn.guardrails.sanitized_text)
+    skipped = skips_the_question(
+        repair, reading, turn.guardrails.sanitized_text
+    )  # passed as a no is: the tool does not run
     reply = DENIED if skipped else permission_reply(reading)
     if reply is None:
         return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
@@ -369,13 +373,17 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
 async def specialist(turn: Turn) -> None:
     """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does. A cancel or a
     repeat is the platform's own answer; a flow a side question interrupted is resumed at the end of the answer."""
-    fixed = (fixed_answer(turn) or turn.memory.answer or None) if not turn.blocked and turn.escalate is None else None
+    fixed = (
+        (fixed_answer(turn) or turn.memory.answer or None)
+        if not turn.guardrails.blocked and turn.escalation.ask is None
+        else None
+    )
     if fixed is not None:
         turn.agent, turn.answer = turn.decision.agent if turn.decision else turn.agent, fixed
         await emit_safely(turn.input.emit, "token", {"agent": turn.agent, "text": fixed})
         return
     await _answered(turn)
-    if turn.escalate is None and not turn.blocked:
+    if turn.escalation.ask is None and not turn.guardrails.blocked:
         delegation_kept(turn)
         frames_asked(turn)
         if lines := answer_lines(turn):
@@ -384,10 +392,10 @@ async def specialist(turn: Turn) -> None:
 
 
 async def _answered(turn: Turn) -> None:
-    if turn.blocked:
+    if turn.guardrails.blocked:
         turn.answer = say(turn.language, BLOCKED_ANSWER)
         return
-    if turn.escalate is not None:  # the routing handed the conversation to a person: the escalation node answers
+    if turn.escalation.ask is not None:  # the routing handed the conversation to a person: the escalation node answers
         turn.agent = PERSON
         return
     decision = turn.decision
@@ -398,10 +406,10 @@ async def _answered(turn: Turn) -> None:
     if turn.goal is not None and turn.goal.decision.status != GENERAL:
         await goal_answer(turn, current)
         return
-    if turn.backend_move is not None and turn.backend_move.status == HandoffStatus.STOPPED:
+    if turn.backend.move is not None and turn.backend.move.status == HandoffStatus.STOPPED:
         # Loop safety stopped a move to, from or between backends: the conversation stays where it was.
         turn.agent = turn.active_agent
-        turn.answer = stop_summary(reason=turn.backend_move.outcome, answer="", findings=[], language=turn.language)
+        turn.answer = stop_summary(reason=turn.backend.move.outcome, answer="", findings=[], language=turn.language)
         return
     if turn.agent in turn.input.profile.backends:
         await remote_answer(turn, current)
@@ -437,21 +445,21 @@ async def output_guardrails(turn: Turn) -> None:
     results, options = _tool_results(turn), turn.input.profile.guardrails
     is_json, value = _asked_json(turn)
     if not is_json:
-        report = run_output_guardrails(turn.answer, turn.vault, results, settings=options)
+        report = run_output_guardrails(turn.answer, turn.guardrails.vault, results, settings=options)
         turn.answer = report.answer
-        turn.guardrails["output"] = report.as_dict()
+        turn.guardrails.report["output"] = report.as_dict()
         return
     reports: list[Any] = []
 
     def guarded(text: str) -> str:
-        reports.append(run_output_guardrails(text, turn.vault, results, settings=options))
+        reports.append(run_output_guardrails(text, turn.guardrails.vault, results, settings=options))
         return reports[-1].answer
 
     changed = strings_mapped(value, guarded)
     if changed != value:
         turn.answer = json_text(changed)
-    checks = reports or [run_output_guardrails("", turn.vault, results, settings=options)]
-    turn.guardrails["output"] = {
+    checks = reports or [run_output_guardrails("", turn.guardrails.vault, results, settings=options)]
+    turn.guardrails.report["output"] = {
         "passed": all(report.passed for report in checks),
         # Per guardrail, the first string it changed (else the first string's check).
         "checks": [
@@ -465,12 +473,12 @@ async def output_guardrails(turn: Turn) -> None:
 async def judge(turn: Turn) -> None:
     """Rule-based judge always; the LLM judge when the profile asks for it and a model is configured. Not on a turn
     handed to a person (its answer is the customer's place in line)."""
-    if turn.escalate is not None:
+    if turn.escalation.ask is not None:
         return
     judges = turn.input.profile.judges
     is_json, value = _asked_json(turn)
-    turn.judges = await judge_answer(
-        question=turn.sanitized_text,
+    turn.supervisor.judges = await judge_answer(
+        question=turn.guardrails.sanitized_text,
         answer="\n".join(strings_of(value)) if is_json else turn.answer,  # the words of a JSON answer, not its keys
         tool_results=_tool_results(turn),
         settings=judges,
@@ -500,17 +508,19 @@ async def supervisor_review(turn: Turn) -> None:
     judges is replaced with a safe fallback (when the profile allows) — unless the turn already changed something
     (:func:`_side_effects`): then it stands, with a note in the customer's language. Not on a turn handed to a
     person."""
-    if turn.escalate is not None:
+    if turn.escalation.ask is not None:
         return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
     current = turn.input.snapshot or await sync_to_async(snapshots.current)()
-    turn.review = review_decision(turn.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current))
+    turn.supervisor.review = review_decision(
+        turn.supervisor.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current)
+    )
     if single is not None:
-        turn.review["single_turn"] = single
-    if turn.review.get("action") == REPLACE:
-        turn.review["replaced_answer_chars"] = len(turn.answer)
+        turn.supervisor.review["single_turn"] = single
+    if turn.supervisor.review.get("action") == REPLACE:
+        turn.supervisor.review["replaced_answer_chars"] = len(turn.answer)
         turn.answer = say(turn.language, REVIEW_FALLBACK_ANSWER)
-    elif turn.review.get("action") == NOTE:
+    elif turn.supervisor.review.get("action") == NOTE:
         turn.answer = f"{turn.answer}\n\n{review_note(turn.language)}"
 
 
@@ -531,7 +541,7 @@ def _single_turn_reviewable(turn: Turn) -> bool:
     decision, outcome = turn.decision, turn.outcome
     return (
         decision is not None
-        and not turn.blocked
+        and not turn.guardrails.blocked
         and not decision.is_plan
         and turn.goal is None
         and outcome is not None
@@ -568,16 +578,20 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
     )
     if not result.rounds:
         return {"source": source, "open": []}
-    turn.reviewed = PlanResult(partials=result.partials[1:], rounds=result.rounds)
-    turn.answer, turn.consolidation = await consolidate(
-        result, profile=profile, question=turn.sanitized_text, generation=turn.input.generation, language=turn.language
+    turn.supervisor.reviewed = PlanResult(partials=result.partials[1:], rounds=result.rounds)
+    turn.answer, turn.supervisor.consolidation = await consolidate(
+        result,
+        profile=profile,
+        question=turn.guardrails.sanitized_text,
+        generation=turn.input.generation,
+        language=turn.language,
     )
     await output_guardrails(turn)
     await judge(turn)
     return {
         "source": source,
         "open": [step for round_ in result.rounds for step in round_["uncovered"]],
-        "parts": [partial.describe() for partial in turn.reviewed.partials],
+        "parts": [partial.describe() for partial in turn.supervisor.reviewed.partials],
     }
 
 
@@ -595,16 +609,16 @@ async def escalation(turn: Turn) -> None:
     turn.fallbacks_in_row = turn.fallbacks_in_row + 1 if method == FALLBACK_METHOD else 0
     people = profile.escalation
     ruled = people.on_guardrail_block or people.on_loop_stop or people.on_goal_failure or people.after_fallbacks
-    if turn.escalate is None and people.enabled and ruled:
-        turn.escalate = escalation_after(
+    if turn.escalation.ask is None and people.enabled and ruled:
+        turn.escalation.ask = escalation_after(
             people,
-            blocked=turn.blocked,
+            blocked=turn.guardrails.blocked,
             moves=turn.all_moves(),
             goal_failed=turn.goal is not None and turn.goal.status == GOAL_FAILED,
             method=method,
             fallbacks_in_row=turn.fallbacks_in_row,
         )
-    ask = turn.escalate
+    ask = turn.escalation.ask
     if ask is None:
         return
     data = turn.input
@@ -623,7 +637,7 @@ async def escalation(turn: Turn) -> None:
             agent=answered_by or turn.active_agent,
             state=turn.state,
             history=[(entry.role, entry.content) for entry in turn.history],
-            text=turn.sanitized_text,
+            text=turn.guardrails.sanitized_text,
             answer=turn.answer if kept else "",
         ),
         from_agent=answered_by if answered_by not in ("", PERSON) else turn.active_agent or profile.fallback_agent,
@@ -631,13 +645,13 @@ async def escalation(turn: Turn) -> None:
         desk=profile.escalation.desk,
     )
     position = 1 + await sync_to_async(_queue_ahead)(escalation)
-    turn.escalation, turn.escalation_position = escalation, position
+    turn.escalation.opened, turn.escalation.position = escalation, position
     words = notice("queued", language, position=position)
     turn.answer = f"{turn.answer.strip()}\n\n{words}" if kept else words
     if not kept:
         turn.agent = PERSON
-    turn.person_move = person_move(escalation)
-    await moves_out(turn, [turn.person_move])
+    turn.escalation.person_move = person_move(escalation)
+    await moves_out(turn, [turn.escalation.person_move])
     await emit_safely(data.emit, "escalation", escalation_public(escalation, position=position))
 
 
@@ -674,9 +688,9 @@ async def person(turn: Turn) -> None:
     """A person holds the conversation: the message is stored and goes to the desk, no assistant answers it. While
     it waits in line the customer is told their place; once a person has it, nothing is answered now (the person
     writes on the desk, and the reply reaches the customer's socket or stream, and the sessions API)."""
-    held = turn.held
+    held = turn.escalation.held
     assert held is not None
-    if turn.blocked:
+    if turn.guardrails.blocked:
         turn.answer = say(turn.language, BLOCKED_ANSWER)
         return
     turn.agent = PERSON
@@ -685,10 +699,10 @@ async def person(turn: Turn) -> None:
     turn.decision = held_decision(held, intent=turn.active_intent)
     if held.status == EscalationStatus.QUEUED:
         language = language_of(turn.language, fallback=held.language)
-        turn.answer = notice("waiting", language, position=turn.escalation_position)
+        turn.answer = notice("waiting", language, position=turn.escalation.position)
     else:
-        turn.answer, turn.answered = "", False
-    await emit_safely(turn.input.emit, "escalation", escalation_public(held, position=turn.escalation_position))
+        turn.answer, turn.escalation.answered = "", False
+    await emit_safely(turn.input.emit, "escalation", escalation_public(held, position=turn.escalation.position))
 
 
 def _answer_as_asked(turn: Turn) -> None:
@@ -697,12 +711,12 @@ def _answer_as_asked(turn: Turn) -> None:
     sequence, within max_tokens; a cut (or the model's own) is recorded as the ``max_tokens`` limit, and its text cut
     to make room for the format's other values (here, or by the offline model that wrote it) as ``answer_chars``."""
     asked = turn.input.generation
-    if asked is None or not turn.answered:
+    if asked is None or not turn.escalation.answered:
         return
     cut_by_model = turn.outcome is not None and turn.outcome.finish_reason == FINISH_LENGTH
     answer = turn.answer
     whole = 0
-    if turn.outcome is not None and turn.review.get("action") != REPLACE:  # the model's answer still stands
+    if turn.outcome is not None and turn.supervisor.review.get("action") != REPLACE:  # the model's answer still stands
         whole = turn.outcome.answer_chars_asked
     if asked.response_format is not None and not cut_by_model:
         answer, fitted_from = answer_fitted(answer, asked.response_format)
@@ -865,7 +879,7 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
             await sync_to_async(conversation_load)(turn, None)
         scope = AttachmentScope(tenant=data.tenant_pk, origin=data.origin)
         with usage_counting(turn.model_calls), attachments_for(scope):
-            for name, node in HELD_NODES if turn.held is not None else NODES:
+            for name, node in HELD_NODES if turn.escalation.held is not None else NODES:
                 await _timed(turn, name, node)
         handed_on = True  # by the persisting transaction
         turn_observe_metrics(turn)

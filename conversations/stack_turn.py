@@ -76,7 +76,7 @@ async def stack_route(turn: Turn) -> RouteDecision:
     sub = turn.sub_conversation or {}
     decision, step = await conversation_decide(
         profile=turn.input.profile,
-        text=turn.sanitized_text,
+        text=turn.guardrails.sanitized_text,
         frames=frames_live(turn),
         turn=turn.ticket + 1,
         now=timezone.now(),
@@ -170,7 +170,9 @@ def delegation_kept(turn: Turn) -> None:
         return
     specialist = str(before.get("specialist", ""))
     handed_back = any(move.kind == HandoffKind.RETURN and move.from_agent == specialist for move in turn.moves)
-    if not handed_back or not (is_question(turn.sanitized_text) or marks_digression(turn.sanitized_text)):
+    if not handed_back or not (
+        is_question(turn.guardrails.sanitized_text) or marks_digression(turn.guardrails.sanitized_text)
+    ):
         return
     frame = Frame(kind=DELEGATION, name=specialist, agent=specialist, intent=str(before.get("intent", "")))
     turn.sub_conversation = before

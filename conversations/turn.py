@@ -20,16 +20,15 @@ from agents.usage import KIND_ANSWER, TurnUsage
 from common.events import Emit
 from common.sizes import json_size, limit_hit
 from conversations.desk.escalations import escalation_public
-from conversations.escalation import EscalationAsk
-from conversations.gateway import BackendReply
+from conversations.escalation import TurnEscalation
+from conversations.gateway import TurnBackend
 from conversations.goals.engine import PlanRun
-from conversations.guardrails import MaskVault
+from conversations.guardrails import TurnGuardrails
 from conversations.history import HistoryEntry
 from conversations.knowledge_turn import knowledge_merged
 from conversations.memory.part import TurnMemory
-from conversations.models import Escalation
 from conversations.runtime import SpecialistOutcome
-from conversations.supervisor import Partial, PlanResult
+from conversations.supervisor import PlanResult, TurnSupervision
 from handoffs.models import HandoffKind
 from handoffs.services import Move
 from routing.goals.decide import PLAN, GoalDecision
@@ -178,21 +177,13 @@ class Turn:
     active_agent: str = ""
     active_intent: str = ""
     history: tuple[HistoryEntry, ...] = ()
-    vault: MaskVault = field(default_factory=MaskVault)
-    sanitized_text: str = ""
-    text_to_store: str = ""
-    blocked: bool = False
+    guardrails: TurnGuardrails = field(default_factory=TurnGuardrails)  # the message masked, blocked; the reports
     decision: RouteDecision | None = None
     agent: str = ""
     answer: str = ""
     offered_tools: list[str] = field(default_factory=list)
     outcome: SpecialistOutcome | None = None
-    plan_result: PlanResult | None = None
-    reviewed: PlanResult | None = None  # the parts the review of a single-specialist turn sent on
-    consolidation: dict[str, Any] | None = None
-    guardrails: dict[str, Any] = field(default_factory=dict)
-    judges: dict[str, Any] = field(default_factory=dict)
-    review: dict[str, Any] = field(default_factory=dict)
+    supervisor: TurnSupervision = field(default_factory=TurnSupervision)  # a plan's parts, the judges, the review
     trace: list[dict[str, Any]] = field(default_factory=list)
     language: str = ""  # the turn's (conversations.language.language_decide): the platform's own words use it
     language_kept: str = ""  # the conversation's column as read; then what it keeps after this message
@@ -223,10 +214,7 @@ class Turn:
     handoff_kinds: int = 0
     conversation_created_at: dt.datetime | None = None
     recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
-    # The gateway: the move to, from or between remote backends (in place of the routing handoff), and the hop.
-    backend_move: Move | None = None
-    backend_reply: BackendReply | None = None
-    backend_task: str = ""  # the active backend's task waiting for this message (Conversation.backend_task)
+    backend: TurnBackend = field(default_factory=TurnBackend)  # the gateway's move and hop
     # What the chain of specialists did.
     context: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain
@@ -240,15 +228,7 @@ class Turn:
     final_intent: str = ""
     next_state: str = ""
     limits: list[dict[str, Any]] = field(default_factory=list)  # the answer's and the response's limits that bit
-    # People in the loop: the escalation a person holds the conversation under, as loaded (its messages then go to
-    # the desk), with its place in line; this turn's reason to hand the conversation over (the routing's or a
-    # specialist's, else the escalation node's rules), the escalation it opens (stored with the turn) and its move.
-    held: Escalation | None = None
-    escalate: EscalationAsk | None = None
-    escalation: Escalation | None = None
-    escalation_position: int | None = None
-    person_move: Move | None = None
-    answered: bool = True  # False: nobody answers now (a person holds the conversation and writes on the desk)
+    escalation: TurnEscalation = field(default_factory=TurnEscalation)  # people in the loop
     fallbacks_in_row: int = 0  # the conversation's fallback answers in a row, this turn's counted
     fallbacks_before: int = 0  # ... as the turn found it (the column is written only when it changes)
     outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)
@@ -261,8 +241,8 @@ class Turn:
         decision = self.decision
         if decision is not None and decision.handoff:
             routed = Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason)
-            moves.append(self.backend_move or routed)
-        for partial in self.supervised_parts():
+            moves.append(self.backend.move or routed)
+        for partial in self.supervisor.parts():
             moves.append(
                 Move(
                     SUPERVISOR_ROUTE,
@@ -272,28 +252,24 @@ class Turn:
                     context_summary=decision.reason if decision else "",
                 )
             )
-        return moves + self.moves + ([self.person_move] if self.person_move else [])
-
-    def supervised_parts(self) -> list[Partial]:
-        """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
-        return [part for result in (self.plan_result, self.reviewed) if result for part in result.partials]
+        return moves + self.moves + ([self.escalation.person_move] if self.escalation.person_move else [])
 
     def usage(self) -> TurnUsage:
         """Every model call of the turn: the specialists' runs and a plan's parts (from workers too) as kind
         ``answer``, and the calls recorded meanwhile (routing, synthesis, review, judge, goal)."""
         runs = [outcome for _, outcome in self.runs]
-        runs += [part.outcome for part in self.supervised_parts() if part.outcome]
+        runs += [part.outcome for part in self.supervisor.parts() if part.outcome]
         usage = TurnUsage()
         for run in runs:
             usage.add(KIND_ANSWER, run.model, run.prompt_tokens, run.completion_tokens, run.steps)
         return usage.merged(self.model_calls)
 
     def tool_results(self) -> list[Any]:
-        if self.plan_result:
-            return self.plan_result.tool_results()
+        if self.supervisor.plan_result:
+            return self.supervisor.plan_result.tool_results()
         if self.goal is not None and self.goal.run is not None:
             return self.goal.tool_results()
-        reviewed = self.reviewed.tool_results() if self.reviewed else []
+        reviewed = self.supervisor.reviewed.tool_results() if self.supervisor.reviewed else []
         return [result for _, outcome in self.runs for result in outcome.tool_results] + reviewed
 
     def limits_bitten(self) -> list[dict[str, Any]]:
@@ -357,9 +333,9 @@ class Turn:
             "route_decision": decision.as_dict() if decision else None,
             "mcp_tools": self.offered_tools,
             "mcp_results": self.mcp_results(),
-            "guardrails": self.guardrails,
-            "judges": self.judges,
-            "review": self.review,
+            "guardrails": self.guardrails.report,
+            "judges": self.supervisor.judges,
+            "review": self.supervisor.review,
             "handoffs": [move.as_dict() for move in self.all_moves()],
             "agents": [agent for agent, _ in self.runs],
             "turn": self.ticket + 1,  # the message's place in its conversation, in arrival order
@@ -374,12 +350,14 @@ class Turn:
             else ("openai" if llm_configured(self.input.profile) else "offline"),
             "model": self.outcome.describe() if self.outcome else None,
             "prompt_version": self._prompt_version(),
-            "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
-            "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
-            "consolidation": self.consolidation,
+            "supervisor": [partial.describe() for partial in self.supervisor.plan_result.partials]
+            if self.supervisor.plan_result
+            else None,
+            "review_rounds": (self.supervisor.plan_result or self.supervisor.reviewed or PlanResult()).rounds,
+            "consolidation": self.supervisor.consolidation,
             "goal": goal,
             "conversation": self.conversation_metadata(),
-            "backend": self.backend_reply.metadata() if self.backend_reply else None,
+            "backend": self.backend.reply.metadata() if self.backend.reply else None,
             "escalation": self.escalation_metadata(),
             "usage": self.usage().as_dict(),
             "memory": self.memory.metadata(),
@@ -432,14 +410,14 @@ class Turn:
     def escalation_metadata(self) -> dict[str, Any] | None:
         """``metadata.escalation``: the escalation this turn opened, or the one a person holds the conversation
         under (``status``, ``queue``, ``position`` in line, ``reason``, …); ``None`` when the assistants answer."""
-        escalation = self.escalation or self.held
-        return escalation_public(escalation, position=self.escalation_position) if escalation is not None else None
+        escalation = self.escalation.opened or self.escalation.held
+        return escalation_public(escalation, position=self.escalation.position) if escalation is not None else None
 
     def knowledge_metadata(self) -> dict[str, Any] | None:
         """``metadata.knowledge``: what the answering specialist (or a plan's parts) retrieved and cited
         (:mod:`conversations.knowledge_turn`); ``None`` when no run searched the knowledge."""
         runs = [self.outcome] if self.outcome is not None else []
-        runs += [part.outcome for part in self.supervised_parts() if part.outcome and part.outcome is not self.outcome]
+        runs += [part.outcome for part in self.supervisor.parts() if part.outcome and part.outcome is not self.outcome]
         return knowledge_merged(run.knowledge for run in runs)
 
     def knowledge_unknown(self) -> bool:
@@ -448,7 +426,7 @@ class Turn:
 
     def mcp_results(self) -> list[dict[str, Any]]:
         """The turn's tool calls as stored and shown: personal data and secrets redacted."""
-        return [self.vault.redact(result.as_dict()) for result in self.tool_results()]
+        return [self.guardrails.vault.redact(result.as_dict()) for result in self.tool_results()]
 
     def _prompt_version(self) -> int | None:
         specialist = self.input.profile.specialists.get(self.agent)

@@ -121,7 +121,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.state = state["state"]
         turn.active_agent = state["active_specialist"]
         turn.active_intent = state["active_intent"]
-        turn.backend_task = state["backend_task"]
+        turn.backend.task = state["backend_task"]
         turn.sub_conversation = state["sub_conversation"]
         turn.pending_result = state["pending_result"]
         turn.pending_permission = state["pending_permission"]
@@ -154,8 +154,8 @@ def held_load(turn: Turn, escalation_id: Any) -> None:
     """The escalation a person holds the conversation under, and its place in line while it waits."""
     held = Escalation.objects.filter(pk=escalation_id, status__in=ESCALATION_OPEN).first()
     if held is not None:
-        turn.held = held
-        turn.escalation_position = queue_position(held)
+        turn.escalation.held = held
+        turn.escalation.position = queue_position(held)
 
 
 def cohort_keep(turn: Turn) -> None:
@@ -217,7 +217,7 @@ def recent_paths(conversation_pk: int, window: int) -> list[tuple[str, str]]:
 
 def active_specialist(turn: Turn) -> str:
     if turn.agent == PERSON:  # handed to a person: the assistant that answered before stays the active one
-        return turn.escalation.from_agent if turn.escalation is not None else turn.active_agent
+        return turn.escalation.opened.from_agent if turn.escalation.opened is not None else turn.active_agent
     profile = turn.input.profile
     if delegation_active(profile) and not turn.input.single_agent:
         return (turn.sub_conversation or {}).get("specialist") or profile.coordinator
@@ -251,7 +251,7 @@ def response_bounded(turn: Turn, metadata: dict[str, Any]) -> dict[str, Any]:
 def turn_record(turn: Turn) -> TurnRecord:
     """What the turn stores, as :mod:`conversations.records` defines it: personal data masked, results redacted,
     the answer with its metadata within ``RESPONSE_MAX_BYTES``."""
-    data, vault = turn.input, turn.vault
+    data, vault = turn.input, turn.guardrails.vault
     metadata = turn.metadata()
     usage = metadata["usage"]
     metadata = response_bounded(turn, metadata)
@@ -259,7 +259,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         conversation_id=turn.conversation_pk,
         tenant_id=data.tenant_pk,
         profile_id=data.profile.pk,
-        text=turn.text_to_store,
+        text=turn.guardrails.text_to_store,
         answer=turn.answer,
         agent=turn.agent,
         mode=turn.mode,
@@ -274,7 +274,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         user_id=stored_user_id(data),
         client_metadata={key: vault.redact(value) for key, value in data.client_metadata.items()},
         latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
-        judge_score=(turn.judges.get("rule_based") or {}).get("score"),
+        judge_score=(turn.supervisor.judges.get("rule_based") or {}).get("score"),
         decision=turn.decision,
         notes=[(agent, vault.redact(note)) for agent, note in turn.stored_notes],
         parts=[
@@ -286,13 +286,13 @@ def turn_record(turn: Turn) -> TurnRecord:
                 error=partial.error,
                 round=partial.round,
             )
-            for partial in turn.supervised_parts()
+            for partial in turn.supervisor.parts()
         ],
         tool_calls=turn.mcp_results(),
         moves=turn.all_moves(),
-        backend_calls=(turn.backend_reply,) if turn.backend_reply else (),
-        answered=turn.answered,
-        escalation=turn.escalation,
+        backend_calls=(turn.backend.reply,) if turn.backend.reply else (),
+        answered=turn.escalation.answered,
+        escalation=turn.escalation.opened,
         goal=goal_served(turn),
     )
 
@@ -316,7 +316,7 @@ def turn_persist(turn: Turn) -> int:
     live = LiveState(
         active_backend=backend if decision is not None and backend != was else None,
         # A backend's task waits for the next message only while that backend answers.
-        backend_task=None if decision is None else turn.backend_task if backend else "",
+        backend_task=None if decision is None else turn.backend.task if backend else "",
         sub_conversation=turn.sub_conversation,
         pending_result=turn.pending_result,
         pending_permission=turn.pending_permission,
@@ -331,7 +331,7 @@ def turn_persist(turn: Turn) -> int:
             active_specialist(turn),
             decision.plan[0].intent if decision.plan else turn.final_intent,
         ),
-        escalation_id=turn.escalation.pk if turn.escalation is not None else None,
+        escalation_id=turn.escalation.opened.pk if turn.escalation.opened is not None else None,
         fallbacks_in_row=turn.fallbacks_in_row if turn.fallbacks_in_row != turn.fallbacks_before else None,
         outcome=outcome_now(turn),
         language=turn.language_kept,
@@ -363,7 +363,7 @@ def outcome_now(turn: Turn) -> str | None:
     """The conversation's outcome column after the turn, ``None`` when it stays: ``escalated`` when the turn handed
     it to a person; open again (``""``) when the customer wrote to a conversation that had been closed as resolved or
     abandoned (or before outcomes were recorded). Escalated is final."""
-    if turn.escalation is not None:
+    if turn.escalation.opened is not None:
         return Outcome.ESCALATED
     if turn.outcome_was not in (OPEN, Outcome.ESCALATED):
         return OPEN
@@ -373,23 +373,25 @@ def outcome_now(turn: Turn) -> str | None:
 def desks_told(turn: Turn, customer_message: Any) -> None:
     """The tenant's desks hear of the stored turn: a conversation that joined a queue, or the customer's message
     to a conversation a person holds (pushed now: this is the database thread, after the write)."""
-    if turn.escalation is not None:
+    if turn.escalation.opened is not None:
         escalation_opened(
-            turn.escalation, conversation_key=turn.input.conversation_key, position=turn.escalation_position
+            turn.escalation.opened, conversation_key=turn.input.conversation_key, position=turn.escalation.position
         )
-    elif turn.held is not None:
+    elif turn.escalation.held is not None:
         public = message_public(customer_message)
         push_now(
-            desk_group(turn.held.tenant_id),
+            desk_group(turn.escalation.held.tenant_id),
             DESK_EVENT,
-            {"kind": "message", "escalation": str(turn.held.pk), "message": public},
+            {"kind": "message", "escalation": str(turn.escalation.held.pk), "message": public},
         )
-        escalation_changed.send(sender=Escalation, escalation=turn.held, kind="customer_message", message=public)
+        escalation_changed.send(
+            sender=Escalation, escalation=turn.escalation.held, kind="customer_message", message=public
+        )
 
 
 def turn_observe_metrics(turn: Turn) -> None:
     """The stored turn's figures (common/infra/metrics.py): profile, mode, routing method, latency and handoffs."""
-    method = turn.decision.method if turn.decision is not None else ("blocked" if turn.blocked else "none")
+    method = turn.decision.method if turn.decision is not None else ("blocked" if turn.guardrails.blocked else "none")
     seconds = sum(node["ms"] for node in turn.trace) / 1000
     moves = ((move.kind, move.status) for move in turn.all_moves())
     metrics.turn_observe(turn.input.profile.agent_id, turn.mode, method, seconds, moves)

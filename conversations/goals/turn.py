@@ -58,20 +58,23 @@ async def goal_routing(turn: Turn) -> RouteDecision:
     profile = turn.input.profile
     pending = (turn.goal_state or {}).get("pending")
     waiting: dict[str, Any] = pending if isinstance(pending, dict) else {}
-    repair = profile.repair_words.read(turn.sanitized_text) if waiting else None
+    repair = profile.repair_words.read(turn.guardrails.sanitized_text) if waiting else None
     asked_yes_or_no = waiting.get("reason") == LOW_CONFIDENCE
-    if asked_yes_or_no and profile.reply_words.read_past_fillers(turn.sanitized_text).reads_as is not None:
+    if asked_yes_or_no and profile.reply_words.read_past_fillers(turn.guardrails.sanitized_text).reads_as is not None:
         repair = None  # "is this what you want?" answered no: the goal's own answer to a no (it asks what instead)
     if waiting and repair is not None and repair.pattern == CANCEL:
         return clarification_cancelled(turn, waiting, repair)
     if repair is not None and repair.pattern in (REPEAT, SKIP):
         return question_repeated(turn, waiting, repair)
-    said = turn.sanitized_text
+    said = turn.guardrails.sanitized_text
     correction = profile.repair_words.read(said) if not waiting else None
     if correction is not None and correction.pattern == CORRECT:
         said = after_phrases(said, profile.repair_words.correct)  # "errei, eu queria dizer VALE3": "VALE3"
     if not said:
-        correction, said = None, turn.sanitized_text  # nothing follows the apology: the message is read whole
+        correction, said = (
+            None,
+            turn.guardrails.sanitized_text,
+        )  # nothing follows the apology: the message is read whole
     decision = await goal_decide(profile=profile, text=said, goal_state=turn.goal_state, language=turn.language)
     turn.goal = GoalTurn(decision)
     turn.goal_state = decision.goal_state
@@ -81,7 +84,7 @@ async def goal_routing(turn: Turn) -> RouteDecision:
     if decision.status == GENERAL:
         routed = await route_decide(
             profile=profile,
-            text=turn.sanitized_text,
+            text=turn.guardrails.sanitized_text,
             state=turn.state or None,
             active_agent=turn.active_agent,
             active_intent=turn.active_intent,
@@ -183,14 +186,16 @@ async def _chosen_in_the_reply(turn: Turn, clarification: dict[str, Any]) -> Goa
     if step is None or not any(event["event"] == "bound" for event in step.events):
         return None
     picked = candidate_choose(
-        turn.sanitized_text,
+        turn.guardrails.sanitized_text,
         clarification.get("candidates") or [],
         label_fields=tuple(clarification.get("label_fields") or ("label",)),
         value_field=str(clarification.get("value_field") or "value"),
     )
     if picked is None:
         return None
-    decided = await goal_decide(profile=turn.input.profile, text=turn.sanitized_text, goal_state=turn.goal_state)
+    decided = await goal_decide(
+        profile=turn.input.profile, text=turn.guardrails.sanitized_text, goal_state=turn.goal_state
+    )
     return decided if decided.status == PLAN else None
 
 
@@ -229,7 +234,7 @@ async def goal_answer(turn: Turn, current: Snapshot, *, replied: bool = True) ->
     turn.offered_tools = sorted({*turn.offered_tools, *(turn.decision.mcp_tools if turn.decision else [])})
 
     async def on_event(event: str, data: dict[str, Any]) -> None:
-        await emit_safely(turn.input.emit, event, turn.vault.redact(data))
+        await emit_safely(turn.input.emit, event, turn.guardrails.vault.redact(data))
 
     goal.run = await plan_execute(
         decision.plan, turn.input.profile.goals, current, on_event=on_event, language=language
@@ -248,5 +253,7 @@ async def goal_answer(turn: Turn, current: Snapshot, *, replied: bool = True) ->
         turn.answer = str(goal.run.clarification.get("question", ""))
         return
     goal.combined = outputs_combine(decision.plan, goal.run.outputs, language)
-    turn.answer, goal.writing = await answer_write(turn.input.profile, turn.sanitized_text, goal.combined, language)
+    turn.answer, goal.writing = await answer_write(
+        turn.input.profile, turn.guardrails.sanitized_text, goal.combined, language
+    )
     await emit_safely(turn.input.emit, "goal", {"phase": "finished", "status": goal.status})

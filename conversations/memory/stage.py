@@ -42,7 +42,7 @@ def _answer(turn: Turn) -> str | None:
     it is none. A bare "forget that" is the last fact's only while no flow or question is open (else it cancels
     it, conversations.stack_turn); a "forget …" that matches no fact is no command (it may be a request)."""
     memory, language = turn.memory, turn.language
-    command = memory.command = command_read(turn.sanitized_text)
+    command = memory.command = command_read(turn.guardrails.sanitized_text)
     if command is None:
         return None
     if command.kind == FORGET:
@@ -102,7 +102,7 @@ async def _summary_rewrite(turn: Turn) -> SummaryWritten | None:
         return SummaryWritten(memory.summary, memory.summary_through, memory.message_count)
     extract = turn.input.profile.extract_customer_facts and bool(memory.user_id)
     read = await summary_rewritten(turn.input.profile, memory.summary, left, extract=extract)
-    facts = tuple((turn.vault.mask(fact), source) for fact, source in read.facts)
+    facts = tuple((turn.guardrails.vault.mask(fact), source) for fact, source in read.facts)
     return SummaryWritten(read.text, left[-1].message_id or memory.summary_through, memory.message_count, facts)
 
 
@@ -128,7 +128,7 @@ async def memory_settle(turn: Turn) -> None:
 def facts_saved_by(turn: Turn) -> list[tuple[str, str]]:
     """(specialist, fact) for every fact the turn's runs saved with the remember tool (:mod:`.tool`), a plan's parts
     included, in order."""
-    runs = [*turn.runs, *((part.agent, part.outcome) for part in turn.supervised_parts() if part.outcome)]
+    runs = [*turn.runs, *((part.agent, part.outcome) for part in turn.supervisor.parts() if part.outcome)]
     seen: set[int] = set()
     saved = []
     for agent, outcome in runs:
