@@ -72,6 +72,7 @@ from conversations.chain import (
     result_note,
     supervisor_run,
 )
+from conversations.chain_part import TurnChain
 from conversations.desk.escalations import (
     escalation_new,
     escalation_public,
@@ -191,8 +192,8 @@ async def input_guardrails(turn: Turn) -> None:
     turn.guardrails.text_to_store = report.text_to_store
     turn.guardrails.report["input"] = report.as_dict()
     earlier = (entry.content for entry in reversed(turn.history) if entry.role == "user")
-    turn.language, turn.language_kept = language_decide(
-        kept=turn.language_kept,
+    turn.language.code, turn.language.kept = language_decide(
+        kept=turn.language.kept,
         channel=turn.input.language,
         text=turn.guardrails.sanitized_text,
         earlier=earlier,
@@ -213,33 +214,33 @@ async def routing_decision(turn: Turn) -> None:
         turn.decision = await stack_route(turn)
         if turn.decision.method in ("coordinator", "sub_conversation"):
             turn.decision.handoff = False  # moves under a coordinator are delegations and returns
-    if turn.reply is None and turn.decision.method == "state" and "reply" in turn.decision.metadata:
-        turn.reply = profile.reply_words.read(
-            turn.guardrails.sanitized_text
-        )  # what the router recorded, with what follows it
+    if turn.stack.reply is None and turn.decision.method == "state" and "reply" in turn.decision.metadata:
+        # What the router recorded, with what follows it.
+        turn.stack.reply = profile.reply_words.read(turn.guardrails.sanitized_text)
     turn.agent = turn.decision.agent
-    turn.final_intent = turn.decision.intent
+    turn.route.final_intent = turn.decision.intent
     # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it —
     # with the stack, to the flow on top of it after the message.
-    if turn.stack_step is not None:
-        turn.next_state = stack_state(turn)
+    route = turn.route
+    if turn.stack.step is not None:
+        route.next_state = stack_state(turn)
     else:
-        turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
+        route.next_state = route.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
     decision = turn.decision
     turn.escalation.ask = escalation_asked(profile.escalation, decision, escalate_to=escalation_team(profile, decision))
     if turn.escalation.ask is not None:
         # A person answers: the assistant routed to never takes the conversation, and its state stays as it was.
         decision.handoff, decision.keeps_conversation = False, True
         decision.metadata["escalation"] = turn.escalation.ask.reason
-        turn.next_state = turn.state
+        turn.route.next_state = turn.route.state
     if note := gateway_note(turn.input.context):  # another deployment's gateway handed the conversation here
-        turn.notes.append(note)
-        turn.stored_notes.append((turn.agent, note))
+        turn.chain.notes.append(note)
+        turn.chain.stored_notes.append((turn.agent, note))
     if (
         decision.handoff
         and turn.escalation.ask is None
         and profile.backends
-        and (turn.agent in profile.backends or turn.active_agent in profile.backends)
+        and (turn.agent in profile.backends or turn.route.active_agent in profile.backends)
     ):
         await _backend_move(turn)
     await emit_safely(
@@ -260,13 +261,13 @@ async def routing_decision(turn: Turn) -> None:
     coordinated = turn.decision.method == "coordinator" or (
         turn.decision.method == "small_talk" and turn.agent == profile.coordinator
     )
-    if coordinated and turn.pending_result and turn.escalation.ask is None:
+    if coordinated and turn.stack.pending_result and turn.escalation.ask is None:
         # A delegation's finished sub-conversation: its result reaches the coordinator once, with this message
         # (a greeting too).
-        note = result_note(turn.pending_result)
-        turn.notes.append(note)
-        turn.stored_notes.append((turn.agent, note))
-        turn.pending_result = None
+        note = result_note(turn.stack.pending_result)
+        turn.chain.notes.append(note)
+        turn.chain.stored_notes.append((turn.agent, note))
+        turn.stack.pending_result = None
 
 
 def escalation_team(profile: ProfileSpec, decision: RouteDecision) -> str:
@@ -286,15 +287,15 @@ async def _backend_move(turn: Turn) -> None:
     back gets the summary as a system note (a backend gets it in ``context.gateway``)."""
     decision, limits = turn.decision, turn.input.profile.loop_safety
     assert decision is not None
-    source, target = turn.active_agent, decision.agent
+    source, target = turn.route.active_agent, decision.agent
     summary = handoff_summary(turn.history)
-    if turn.recent_paths is None:
-        turn.recent_paths = await sync_to_async(recent_paths)(turn.conversation_pk, limits.window)
+    if turn.store.recent_paths is None:
+        turn.store.recent_paths = await sync_to_async(recent_paths)(turn.store.conversation_pk, limits.window)
     stop = move_check(
         chain=[source],
         target=target,
         moves_this_turn=0,
-        recent_paths=turn.recent_paths,
+        recent_paths=turn.store.recent_paths,
         steps_left=1,
         max_handoffs=limits.max_handoffs_per_turn,
         block_ping_pong=limits.block_ping_pong,
@@ -304,7 +305,7 @@ async def _backend_move(turn: Turn) -> None:
     status = HandoffStatus.STOPPED if stop else HandoffStatus.COMPLETED
     turn.backend.move = Move(source, target, HandoffKind.BACKEND, status, decision.reason, summary, outcome=stop or "")
     if stop is None and target not in turn.input.profile.backends:
-        turn.notes.append(
+        turn.chain.notes.append(
             f"[SYSTEM_NOTE: the backend {source} handed this conversation back to you. Summary: {summary}]"
         )
 
@@ -312,13 +313,13 @@ async def _backend_move(turn: Turn) -> None:
 def _backend_answer_decision(turn: Turn) -> RouteDecision | None:
     """The message answers the active remote backend's question (its task waits for input,
     :attr:`TurnBackend.task`): it goes to that backend, which continues its task; the conversation stays there."""
-    backend = turn.active_agent
+    backend = turn.route.active_agent
     if not turn.backend.task or backend not in turn.input.profile.backends:
         return None
     return RouteDecision(
         route=backend,
         agent=backend,
-        intent=turn.active_intent,
+        intent=turn.route.active_intent,
         confidence=1.0,
         reason=f"{backend} asked the customer a question; this message answers it",
         method="state",
@@ -328,35 +329,34 @@ def _backend_answer_decision(turn: Turn) -> RouteDecision | None:
 
 def _permission_decision(turn: Turn) -> RouteDecision | None:
     """A reply to the permission question goes back to the specialist that asked, granted or denied; it is recorded
-    as ``metadata["reply"]`` and its words move nothing (:attr:`Turn.reply`).
+    as ``metadata["reply"]`` and its words move nothing (:attr:`TurnStack.reply`).
 
     Any other message is routed with the conversation's frames (:mod:`conversations.stack_turn`): a side question
     keeps the request waiting and asks again after its answer; a new request to the same specialist drops it.
     """
-    pending = turn.pending_permission
+    pending = turn.stack.pending_permission
     if not pending:
         return None
     repair = turn.input.profile.repair_words.read(turn.guardrails.sanitized_text)
     if repair is not None and repair.pattern == CANCEL:
         return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
-    reading = turn.input.profile.reply_words.read_past_fillers(turn.guardrails.sanitized_text)
-    skipped = skips_the_question(
-        repair, reading, turn.guardrails.sanitized_text
-    )  # passed as a no is: the tool does not run
+    said = turn.guardrails.sanitized_text
+    reading = turn.input.profile.reply_words.read_past_fillers(said)
+    skipped = skips_the_question(repair, reading, said)  # passed as a no is: the tool does not run
     reply = DENIED if skipped else permission_reply(reading)
     if reply is None:
         return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
-    turn.pending_permission = None
-    turn.stack_step = permission_bound(turn, pending, repair=repair if skipped else None)
+    turn.stack.pending_permission = None
+    turn.stack.step = permission_bound(turn, pending, repair=repair if skipped else None)
     if skipped and repair is not None:
         reading = Reply(NO, repair.phrase, "")
-    turn.reply = reading
+    turn.stack.reply = reading
     tool = pending["tool"]
-    if reply == GRANTED and tool not in turn.granted:
-        turn.granted.append(tool)
-    turn.permission = {"tool": tool, "reply": reply}
-    turn.context = {**pending.get("context", {}), **turn.input.context}
-    turn.notes.append(permission_note(tool, granted=reply == GRANTED))
+    if reply == GRANTED and tool not in turn.stack.granted:
+        turn.stack.granted.append(tool)
+    turn.stack.permission = {"tool": tool, "reply": reply}
+    turn.chain.context = {**pending.get("context", {}), **turn.input.context}
+    turn.chain.notes.append(permission_note(tool, granted=reply == GRANTED))
     tools = [name for name in pending.get("mcp_tools", []) if reply == GRANTED or name != tool]
     return RouteDecision(
         route=pending["agent"],
@@ -366,18 +366,15 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
         reason=f"Reply to the permission question: the user {reply} {tool}.",
         method="permission",
         mcp_tools=tools,
-        metadata={"permission": turn.permission, "reply": reading.as_metadata()},
+        metadata={"permission": turn.stack.permission, "reply": reading.as_metadata()},
     )
 
 
 async def specialist(turn: Turn) -> None:
     """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does. A cancel or a
     repeat is the platform's own answer; a flow a side question interrupted is resumed at the end of the answer."""
-    fixed = (
-        (fixed_answer(turn) or turn.memory.answer or None)
-        if not turn.guardrails.blocked and turn.escalation.ask is None
-        else None
-    )
+    answering = not turn.guardrails.blocked and turn.escalation.ask is None
+    fixed = (fixed_answer(turn) or turn.memory.answer or None) if answering else None
     if fixed is not None:
         turn.agent, turn.answer = turn.decision.agent if turn.decision else turn.agent, fixed
         await emit_safely(turn.input.emit, "token", {"agent": turn.agent, "text": fixed})
@@ -393,7 +390,7 @@ async def specialist(turn: Turn) -> None:
 
 async def _answered(turn: Turn) -> None:
     if turn.guardrails.blocked:
-        turn.answer = say(turn.language, BLOCKED_ANSWER)
+        turn.answer = say(turn.language.code, BLOCKED_ANSWER)
         return
     if turn.escalation.ask is not None:  # the routing handed the conversation to a person: the escalation node answers
         turn.agent = PERSON
@@ -408,8 +405,9 @@ async def _answered(turn: Turn) -> None:
         return
     if turn.backend.move is not None and turn.backend.move.status == HandoffStatus.STOPPED:
         # Loop safety stopped a move to, from or between backends: the conversation stays where it was.
-        turn.agent = turn.active_agent
-        turn.answer = stop_summary(reason=turn.backend.move.outcome, answer="", findings=[], language=turn.language)
+        turn.agent = turn.route.active_agent
+        reason = turn.backend.move.outcome
+        turn.answer = stop_summary(reason=reason, answer="", findings=[], language=turn.language.code)
         return
     if turn.agent in turn.input.profile.backends:
         await remote_answer(turn, current)
@@ -483,7 +481,7 @@ async def judge(turn: Turn) -> None:
         tool_results=_tool_results(turn),
         settings=judges,
         boilerplate=tuple(
-            say(turn.language, text)
+            say(turn.language.code, text)
             for text in (
                 ERROR_ANSWER,
                 BLOCKED_ANSWER,
@@ -512,16 +510,17 @@ async def supervisor_review(turn: Turn) -> None:
         return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
     current = turn.input.snapshot or await sync_to_async(snapshots.current)()
-    turn.supervisor.review = review_decision(
-        turn.supervisor.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current)
+    supervision = turn.supervisor
+    supervision.review = review_decision(
+        supervision.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current)
     )
     if single is not None:
-        turn.supervisor.review["single_turn"] = single
-    if turn.supervisor.review.get("action") == REPLACE:
-        turn.supervisor.review["replaced_answer_chars"] = len(turn.answer)
-        turn.answer = say(turn.language, REVIEW_FALLBACK_ANSWER)
-    elif turn.supervisor.review.get("action") == NOTE:
-        turn.answer = f"{turn.answer}\n\n{review_note(turn.language)}"
+        supervision.review["single_turn"] = single
+    if supervision.review.get("action") == REPLACE:
+        supervision.review["replaced_answer_chars"] = len(turn.answer)
+        turn.answer = say(turn.language.code, REVIEW_FALLBACK_ANSWER)
+    elif supervision.review.get("action") == NOTE:
+        turn.answer = f"{turn.answer}\n\n{review_note(turn.language.code)}"
 
 
 def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
@@ -538,7 +537,7 @@ def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
 def _single_turn_reviewable(turn: Turn) -> bool:
     """A turn one specialist answered (router, hybrid, or a supervisor's one-specialist plan), not waiting for the
     user's permission, not a coordinator's, a goal's or the single-agent path's."""
-    decision, outcome = turn.decision, turn.outcome
+    decision, outcome = turn.decision, turn.chain.outcome
     return (
         decision is not None
         and not turn.guardrails.blocked
@@ -546,7 +545,7 @@ def _single_turn_reviewable(turn: Turn) -> bool:
         and turn.goal is None
         and outcome is not None
         and not outcome.error
-        and turn.pending_permission is None
+        and turn.stack.pending_permission is None
         and not turn.input.single_agent
         and not delegation_active(turn.input.profile)
     )
@@ -559,10 +558,11 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
     each part sent on to the handoffs as a supervisor's fan-out; ``None`` when the turn is not one to review."""
     if not _single_turn_reviewable(turn):
         return None
-    assert turn.outcome is not None
+    assert turn.chain.outcome is not None
     profile, answered_by = turn.input.profile, turn.agent
     source, more = parts_open(turn, single_turn=True)
-    first = Partial(answered_by, turn.final_intent, STATUS_OK, outcome=replace(turn.outcome, answer=turn.answer))
+    outcome = replace(turn.chain.outcome, answer=turn.answer)
+    first = Partial(answered_by, turn.route.final_intent, STATUS_OK, outcome=outcome)
 
     def note(step: PlanStep) -> tuple[str, ...]:
         intent = profile.router.intents_by_name.get(step.intent)
@@ -584,7 +584,7 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
         profile=profile,
         question=turn.guardrails.sanitized_text,
         generation=turn.input.generation,
-        language=turn.language,
+        language=turn.language.code,
     )
     await output_guardrails(turn)
     await judge(turn)
@@ -606,7 +606,7 @@ async def escalation(turn: Turn) -> None:
     profile, decision = turn.input.profile, turn.decision
     # "I don't know" (conversations.knowledge_turn) counts as the fallback's answer.
     method: str = FALLBACK_METHOD if turn.knowledge_unknown() else (decision.method if decision is not None else "")
-    turn.fallbacks_in_row = turn.fallbacks_in_row + 1 if method == FALLBACK_METHOD else 0
+    turn.store.fallbacks_in_row = turn.store.fallbacks_in_row + 1 if method == FALLBACK_METHOD else 0
     people = profile.escalation
     ruled = people.on_guardrail_block or people.on_loop_stop or people.on_goal_failure or people.after_fallbacks
     if turn.escalation.ask is None and people.enabled and ruled:
@@ -616,32 +616,33 @@ async def escalation(turn: Turn) -> None:
             moves=turn.all_moves(),
             goal_failed=turn.goal is not None and turn.goal.status == GOAL_FAILED,
             method=method,
-            fallbacks_in_row=turn.fallbacks_in_row,
+            fallbacks_in_row=turn.store.fallbacks_in_row,
         )
     ask = turn.escalation.ask
     if ask is None:
         return
     data = turn.input
-    language = language_of(turn.language)
-    answered_by = turn.agent if turn.runs or turn.goal is not None else ""
+    language = language_of(turn.language.code)
+    answered_by = turn.agent if turn.chain.runs or turn.goal is not None else ""
+    route = turn.route
     kept = ask.reason in ANSWER_KEPT and turn.answer.strip()
     escalation = escalation_new(
-        conversation_id=turn.conversation_pk,
+        conversation_id=turn.store.conversation_pk,
         tenant_id=data.tenant_pk,
         profile_id=profile.pk,
         ask=ask,
         language=language,
         summary=summary_for_person(
             ask,
-            intent=turn.final_intent or turn.active_intent,
-            agent=answered_by or turn.active_agent,
-            state=turn.state,
+            intent=turn.route.final_intent or turn.route.active_intent,
+            agent=answered_by or turn.route.active_agent,
+            state=turn.route.state,
             history=[(entry.role, entry.content) for entry in turn.history],
             text=turn.guardrails.sanitized_text,
             answer=turn.answer if kept else "",
         ),
-        from_agent=answered_by if answered_by not in ("", PERSON) else turn.active_agent or profile.fallback_agent,
-        intent=turn.final_intent or turn.active_intent,
+        from_agent=answered_by if answered_by not in ("", PERSON) else route.active_agent or profile.fallback_agent,
+        intent=route.final_intent or route.active_intent,
         desk=profile.escalation.desk,
     )
     position = 1 + await sync_to_async(_queue_ahead)(escalation)
@@ -691,14 +692,14 @@ async def person(turn: Turn) -> None:
     held = turn.escalation.held
     assert held is not None
     if turn.guardrails.blocked:
-        turn.answer = say(turn.language, BLOCKED_ANSWER)
+        turn.answer = say(turn.language.code, BLOCKED_ANSWER)
         return
     turn.agent = PERSON
-    turn.final_intent = turn.active_intent
-    turn.next_state = turn.state
-    turn.decision = held_decision(held, intent=turn.active_intent)
+    turn.route.final_intent = turn.route.active_intent
+    turn.route.next_state = turn.route.state
+    turn.decision = held_decision(held, intent=turn.route.active_intent)
     if held.status == EscalationStatus.QUEUED:
-        language = language_of(turn.language, fallback=held.language)
+        language = language_of(turn.language.code, fallback=held.language)
         turn.answer = notice("waiting", language, position=turn.escalation.position)
     else:
         turn.answer, turn.escalation.answered = "", False
@@ -713,11 +714,11 @@ def _answer_as_asked(turn: Turn) -> None:
     asked = turn.input.generation
     if asked is None or not turn.escalation.answered:
         return
-    cut_by_model = turn.outcome is not None and turn.outcome.finish_reason == FINISH_LENGTH
+    cut_by_model = turn.chain.outcome is not None and turn.chain.outcome.finish_reason == FINISH_LENGTH
     answer = turn.answer
     whole = 0
-    if turn.outcome is not None and turn.supervisor.review.get("action") != REPLACE:  # the model's answer still stands
-        whole = turn.outcome.answer_chars_asked
+    if turn.chain.outcome is not None and turn.supervisor.review.get("action") != REPLACE:  # the model's answer stands
+        whole = turn.chain.outcome.answer_chars_asked
     if asked.response_format is not None and not cut_by_model:
         answer, fitted_from = answer_fitted(answer, asked.response_format)
         whole = max(whole, fitted_from)
@@ -735,7 +736,7 @@ def _answer_as_asked(turn: Turn) -> None:
 async def persist(turn: Turn) -> None:
     _answer_as_asked(turn)
     await memory_settle(turn)
-    turn.conversation_pk = await sync_to_async(turn_persist)(turn)
+    turn.store.conversation_pk = await sync_to_async(turn_persist)(turn)
     turn_events_publish(turn)
 
 
@@ -755,7 +756,7 @@ def turn_events_publish(turn: Turn) -> None:
         "method": decision.method if decision else "",
         "mode": turn.mode,
         "latency_ms": round(sum(node["ms"] for node in turn.trace), 3),
-        "message_id": turn.answer_message_id,
+        "message_id": turn.store.answer_message_id,
     }
     publish_event("agent.completed", completed, **where)
 
@@ -817,7 +818,7 @@ def _turn_new(data: TurnInput) -> Turn:
     mode = "single_agent" if data.single_agent else data.profile.effective_mode
     # What the turn streams keeps to the answer's limit, as what it stores does (_answer_bounded).
     data = replace(data, emit=answer_stream_bounded(data.emit, settings.ANSWER_MAX_CHARS))
-    return Turn(input=data, mode=mode, context=dict(data.context))
+    return Turn(input=data, mode=mode, chain=TurnChain(context=dict(data.context)))
 
 
 def turn_begin(data: TurnInput) -> Turn:
@@ -831,7 +832,7 @@ def turn_begin(data: TurnInput) -> Turn:
 
 def turn_abandon(turn: Turn) -> None:
     """Hand on the ticket of a begun turn that will not run, as soon as its turn comes (from the background)."""
-    ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+    ordering.ticket_abandon(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
 
 
 async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
@@ -870,11 +871,11 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
             start.add_done_callback(lambda task: ticket_abandon_taken(task, turn))
             raise
     else:
-        turn, ready = begun, begun.ready
+        turn, ready = begun, begun.store.ready
     handed_on = False
     try:
         if not ready:
-            waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+            waited = await ordering.ticket_wait(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
             await sync_to_async(conversation_load)(turn, None)
         scope = AttachmentScope(tenant=data.tenant_pk, origin=data.origin)
@@ -886,10 +887,11 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
     except asyncio.CancelledError:
         # The client went away while the turn waited or ran: awaiting anything more here could be cancelled
         # again, so the ticket is handed on from the background as soon as its turn comes.
-        ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+        ordering.ticket_abandon(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
         handed_on = True
         raise
     finally:
         if not handed_on:
-            await sync_to_async(ordering.ticket_release)(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+            store = turn.store
+            await sync_to_async(ordering.ticket_release)(conversation_pk=store.conversation_pk, ticket=store.ticket)
     return turn.result()
