@@ -120,26 +120,26 @@ def specialist_request(
     if generation is not None and part:
         generation = generation.without_format()
     if turn.input.instructions:
-        notes = (*notes, INSTRUCTIONS_NOTE.format(instructions=turn.vault.mask(turn.input.instructions)))
+        notes = (*notes, INSTRUCTIONS_NOTE.format(instructions=turn.guardrails.vault.mask(turn.input.instructions)))
     return SpecialistRequest(
         profile=profile,
         specialist=spec,
-        text=turn.sanitized_text,
+        text=turn.guardrails.sanitized_text,
         intent=intent_name,
-        intent_description=profile.subject_line_in(intent, turn.language),
+        intent_description=profile.subject_line_in(intent, turn.language.code),
         history=turn.history,
         memory=memory_notes(turn, agent),
-        context=turn.context,
-        model_context=turn.vault.mask_value(turn.context),
+        context=turn.chain.context,
+        model_context=turn.guardrails.vault.mask_value(turn.chain.context),
         tools=tools,
         servers=current.servers,
-        unmask=turn.vault.unmask,
-        mask=turn.vault.mask_value,
+        unmask=turn.guardrails.vault.unmask,
+        mask=turn.guardrails.vault.mask_value,
         control=control,
         notes=notes,
         step_limit=step_limit,
-        granted=frozenset(turn.granted),
-        language=turn.language,
+        granted=frozenset(turn.stack.granted),
+        language=turn.language.code,
         emit=emit,
         reply_rest=reply_rest,
         generation=generation,
@@ -154,19 +154,19 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
     that fails gets the profile's fallback specialist (told why), or a graceful sentence when it has none."""
     data, profile = turn.input, turn.input.profile
     backend = profile.backends[turn.agent]
-    move = turn.backend_move
+    move = turn.backend.move
     event = {"agent": backend.name, "display_name": backend.display_name, "via": "backend"}
     await emit_safely(data.emit, "agent", event)
-    masker = StreamMasker(turn.vault, profile.guardrails)
+    masker = StreamMasker(turn.guardrails.vault, profile.guardrails)
     message = GatewayMessage(
         text=data.text.strip(),  # the remote deployment applies its own guardrails to what the user wrote
         conversation_key=data.conversation_key,
         from_profile=profile.agent_id,
         user_id=stored_user_id(data),
-        context=turn.context,
+        context=turn.chain.context,
         handoff_summary=move.context_summary if move is not None else "",
         reason=turn.decision.reason if turn.decision else "",
-        task_id=turn.backend_task if backend.name == turn.active_agent else "",
+        task_id=turn.backend.task if backend.name == turn.route.active_agent else "",
     )
     reply = await backend_call(
         backend=backend,
@@ -177,19 +177,21 @@ async def remote_answer(turn: Turn, current: Snapshot) -> None:
     )
     if rest := masker.flush():
         await emit_safely(data.emit, "token", {"agent": backend.name, "text": rest})
-    turn.backend_reply = reply
-    turn.backend_task = reply.waiting_task if reply.ok else ""
+    turn.backend.reply = reply
+    turn.backend.task = reply.waiting_task if reply.ok else ""
     if reply.ok:
         turn.answer = reply.answer
         return
     if move is not None:
-        turn.backend_move = replace(move, status=HandoffStatus.STOPPED, outcome=f"backend_{reply.status}"[:32])
+        turn.backend.move = replace(move, status=HandoffStatus.STOPPED, outcome=f"backend_{reply.status}"[:32])
     await emit_safely(data.emit, "discard", {"agent": backend.name})
     if profile.fallback_agent not in profile.specialists:
-        turn.agent, turn.answer = "", say(turn.language, BACKEND_UNAVAILABLE_ANSWER)
+        turn.agent, turn.answer = "", say(turn.language.code, BACKEND_UNAVAILABLE_ANSWER)
         return
-    turn.agent, turn.final_intent = profile.fallback_agent, FALLBACK_INTENT
-    turn.notes.append(f"[SYSTEM_NOTE: {backend.display_name} could not answer ({reply.status}); answer as you can.]")
+    turn.agent, turn.route.final_intent = profile.fallback_agent, FALLBACK_INTENT
+    turn.chain.notes.append(
+        f"[SYSTEM_NOTE: {backend.display_name} could not answer ({reply.status}); answer as you can.]"
+    )
     await chain_run(turn, current)
 
 
@@ -209,7 +211,7 @@ def _agent_moves(turn: Turn, agent: str) -> tuple[ControlTool, ...]:
     if turn.input.single_agent:
         return ()
     if delegation_active(profile):
-        sub = turn.sub_conversation
+        sub = turn.stack.sub_conversation
         if sub and sub.get("specialist") == agent:
             return (ControlTool(END_SUB_CONVERSATION),)
         if agent == profile.coordinator:
@@ -265,23 +267,23 @@ async def chain_run(turn: Turn, current: Snapshot) -> None:
     tools = list(turn.decision.mcp_tools) if turn.decision else []
     link = _Link(
         agent=turn.agent,
-        intent=turn.final_intent,
+        intent=turn.route.final_intent,
         tools=tools,
-        notes=tuple(turn.notes),
+        notes=tuple(turn.chain.notes),
         path=[turn.agent],
-        reply_rest=turn.reply.rest if turn.reply else repair_rest(turn),
+        reply_rest=turn.stack.reply.rest if turn.stack.reply else repair_rest(turn),
     )
     while True:
-        moves_before = len(turn.moves)
+        moves_before = len(turn.chain.moves)
         step = await _step(turn, current, link)
         if step is None:
-            turn.answer = say(turn.language, NO_SPECIALIST_ANSWER)
+            turn.answer = say(turn.language.code, NO_SPECIALIST_ANSWER)
             return
         request, outcome = step
         if outcome.permission_needed is not None:
             # The specialist called a needs-permission tool without a grant: it asks, and the request waits.
             turn.answer = outcome.answer
-            turn.pending_permission = _waiting_request(turn, request, outcome.permission_needed.name)
+            turn.stack.pending_permission = _waiting_request(turn, request, outcome.permission_needed.name)
             answered = True
         elif outcome.control is None:
             turn.answer, answered = outcome.answer, True
@@ -296,7 +298,7 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
     """``link.agent`` answers once (its model steps bounded by what it has left); refusals and a step-limit stop
     become moves. ``None`` when the agent is not one of the profile's specialists."""
     agent, profile = link.agent, turn.input.profile
-    masker = StreamMasker(turn.vault, profile.guardrails)
+    masker = StreamMasker(turn.guardrails.vault, profile.guardrails)
     request = specialist_request(
         turn,
         current,
@@ -311,30 +313,32 @@ async def _step(turn: Turn, current: Snapshot, link: _Link) -> tuple[SpecialistR
     )
     if request is None:
         return None
-    turn.agent, turn.final_intent = agent, link.intent
-    turn.offered_tools = sorted({*turn.offered_tools, *(tool.name for tool in request.tools)})
+    turn.agent, turn.route.final_intent = agent, link.intent
+    turn.chain.offered_tools = sorted({*turn.chain.offered_tools, *(tool.name for tool in request.tools)})
     event = {
         "agent": agent,
-        "display_name": profile.display_name_in(request.specialist, turn.language),
+        "display_name": profile.display_name_in(request.specialist, turn.language.code),
         "via": link.via,
     }
     await emit_safely(turn.input.emit, "agent", event)
     outcome = await specialist_run(request)
     if rest := masker.flush():
         await emit_safely(turn.input.emit, "token", {"agent": agent, "text": rest})
-    turn.outcome = outcome
-    turn.runs.append((agent, outcome))
+    turn.chain.outcome = outcome
+    turn.chain.runs.append((agent, outcome))
     link.used[agent] = link.used.get(agent, 0) + outcome.steps
     for refused in outcome.refused:
         kind = HandoffKind.DELEGATION if refused.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF
         reason = refused.text("reason") or f"{refused.target or '(none)'} is not a target of {agent}."
         summary = refused.text("context_summary") or refused.text("initial_context")
-        turn.moves.append(
+        turn.chain.moves.append(
             Move(agent, refused.target, kind, HandoffStatus.REFUSED, reason, summary, outcome=REFUSED_NOT_ALLOWED)
         )
     if outcome.stopped == STOP_STEP_LIMIT:
         reason = f"{agent} used its {outcome.steps - 1} steps; it answered with what it had."
-        turn.moves.append(Move(agent, "", HandoffKind.HANDOFF, HandoffStatus.STOPPED, reason, outcome=STOP_STEP_LIMIT))
+        turn.chain.moves.append(
+            Move(agent, "", HandoffKind.HANDOFF, HandoffStatus.STOPPED, reason, outcome=STOP_STEP_LIMIT)
+        )
     move = outcome.control
     if move is not None and outcome.permission_needed is None and outcome.answer.strip():
         kept = move.name == END_SUB_CONVERSATION and move.status != STATUS_OUT_OF_SCOPE
@@ -369,10 +373,10 @@ async def _sub_conversation_ended(turn: Turn, link: _Link, outcome: SpecialistOu
     if move.status != STATUS_OUT_OF_SCOPE and outcome.answer.strip():
         turn.answer = outcome.answer
         return True
-    note = result_note(turn.pending_result or {})
-    turn.pending_result = None
-    turn.stored_notes.append((coordinator, note))
-    intent = turn.input.profile.router.intent_of(coordinator, turn.sanitized_text)
+    note = result_note(turn.stack.pending_result or {})
+    turn.stack.pending_result = None
+    turn.chain.stored_notes.append((coordinator, note))
+    intent = turn.input.profile.router.intent_of(coordinator, turn.guardrails.sanitized_text)
     link.move_to(coordinator, intent, via=HandoffKind.RETURN, notes=(note,))
     if intent is None:
         link.intent = COORDINATION_INTENT
@@ -386,13 +390,14 @@ async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move
     kind = HandoffKind.DELEGATION if move.name == REQUEST_SUB_CONVERSATION else HandoffKind.HANDOFF
     summary = move.text("context_summary") or move.text("initial_context")
     reason = move.text("reason") or f"{agent} delegated to {target}."
-    if turn.recent_paths is None:
-        turn.recent_paths = await sync_to_async(recent_paths)(turn.conversation_pk, limits.window)
+    if turn.store.recent_paths is None:
+        turn.store.recent_paths = await sync_to_async(recent_paths)(turn.store.conversation_pk, limits.window)
     stop = move_check(
         chain=link.path,
         target=target,
-        moves_this_turn=sum(1 for m in turn.moves if _counts_as_move(m)),
-        recent_paths=turn.recent_paths + [(m.from_agent, m.to_agent) for m in turn.moves if _counts_as_path(m)],
+        moves_this_turn=sum(1 for m in turn.chain.moves if _counts_as_move(m)),
+        recent_paths=turn.store.recent_paths
+        + [(m.from_agent, m.to_agent) for m in turn.chain.moves if _counts_as_path(m)],
         steps_left=_steps_left(turn, target, link.used),
         max_handoffs=limits.max_handoffs_per_turn,
         block_ping_pong=limits.block_ping_pong,
@@ -400,14 +405,16 @@ async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move
         max_repeats=limits.max_repeats,
     )
     if stop:
-        turn.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
-        turn.answer = stop_summary(reason=stop, answer=outcome.answer, findings=_findings(turn), language=turn.language)
+        turn.chain.moves.append(Move(agent, target, kind, HandoffStatus.STOPPED, reason, summary, outcome=stop))
+        turn.answer = stop_summary(
+            reason=stop, answer=outcome.answer, findings=_findings(turn), language=turn.language.code
+        )
         return True
-    turn.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
-    intent = turn.input.profile.router.intent_of(target, turn.sanitized_text)
-    turn.next_state = intent.next_state if intent else ""
+    turn.chain.moves.append(Move(agent, target, kind, HandoffStatus.COMPLETED, reason, summary))
+    intent = turn.input.profile.router.intent_of(target, turn.guardrails.sanitized_text)
+    turn.route.next_state = intent.next_state if intent else ""
     if kind == HandoffKind.DELEGATION:
-        turn.sub_conversation = {
+        turn.stack.sub_conversation = {
             "specialist": target,
             "coordinator": agent,
             "intent": intent.name if intent else "",
@@ -424,7 +431,7 @@ async def _transferred(turn: Turn, link: _Link, outcome: SpecialistOutcome, move
 async def _to_person(turn: Turn, link: _Link, outcome: SpecialistOutcome, move: ControlCall) -> bool:
     """``request_human``: the specialist hands the conversation to a person; the escalation node answers (the
     customer's place in line), whatever the specialist wrote."""
-    turn.escalate = specialist_asked(turn.input.profile.escalation, link.agent, move.args)
+    turn.escalation.ask = specialist_asked(turn.input.profile.escalation, link.agent, move.args)
     turn.answer = ""
     return True
 
@@ -442,7 +449,7 @@ MOVES: dict[str, MoveHandler] = {
 
 
 async def _emit_moves(turn: Turn, since: int) -> None:
-    await moves_out(turn, turn.moves[since:])
+    await moves_out(turn, turn.chain.moves[since:])
 
 
 async def moves_out(turn: Turn, moves: list[Move]) -> None:
@@ -470,18 +477,18 @@ def _counts_as_path(move: Move) -> bool:
 
 def _end_sub_conversation(turn: Turn, agent: str, move: ControlCall) -> str:
     """Close the sub-conversation, keep its result pending for the coordinator; returns the coordinator."""
-    sub = turn.sub_conversation or {}
+    sub = turn.stack.sub_conversation or {}
     coordinator = sub.get("coordinator") or turn.input.profile.coordinator
     result = {
         "specialist": agent,
         "status": move.status,
         "final_result": move.args.get("final_result"),
-        "last_user_message": move.text("last_user_message") or turn.sanitized_text,
+        "last_user_message": move.text("last_user_message") or turn.guardrails.sanitized_text,
         "message_to_coordinator": move.text("message_to_coordinator"),
     }
-    turn.sub_conversation = None
-    turn.pending_result = result
-    turn.moves.append(
+    turn.stack.sub_conversation = None
+    turn.stack.pending_result = result
+    turn.chain.moves.append(
         Move(
             agent,
             coordinator,
@@ -501,7 +508,7 @@ def _waiting_request(turn: Turn, request: SpecialistRequest, tool: str) -> dict[
         "agent": request.specialist.name,
         "intent": request.intent,
         "mcp_tools": [spec.name for spec in request.tools],
-        "context": permission_context(request.tools, turn.context),
+        "context": permission_context(request.tools, turn.chain.context),
         "asked_at": time.time(),
     }
 
@@ -518,20 +525,20 @@ def parts_runner(turn: Turn, current: Snapshot, notes: Callable[[PlanStep], tupl
             for step in batch
         }
         offered = {tool.name for request in requests.values() if request for tool in request.tools}
-        turn.offered_tools = sorted({*turn.offered_tools, *offered})
+        turn.chain.offered_tools = sorted({*turn.chain.offered_tools, *offered})
         return await executor_for().run(
             batch,
             requests,
             timeout=settings.SUPERVISOR_SPECIALIST_TIMEOUT_SECONDS,
             round_number=round_number,
-            vault=turn.vault,
+            vault=turn.guardrails.vault,
             on_partial=report if turn.input.emit is not None else None,
         )
 
     async def report(partial: Partial) -> None:
         """A step finished: streaming clients see its part at once, before the others and the consolidation."""
         event = {"agent": partial.agent, "intent": partial.intent, "status": partial.status, "round": partial.round}
-        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.vault.redact(partial.answer)})
+        await emit_safely(turn.input.emit, "partial", {**event, "answer": turn.guardrails.vault.redact(partial.answer)})
 
     return run
 
@@ -541,14 +548,14 @@ def parts_open(turn: Turn, *, single_turn: bool = False) -> tuple[str, CoverageC
     its prompt) when one is configured; else, for a single-specialist turn, the keyword coverage rule (the
     conversation's active specialist answered the previous message); else (a plan offline) nothing beyond its
     failed parts."""
-    profile, question, history = turn.input.profile, turn.sanitized_text, turn.history
+    profile, question, history = turn.input.profile, turn.guardrails.sanitized_text, turn.history
 
     async def by_model(result: PlanResult) -> list[PlanStep]:
         return await llm_uncovered(profile=profile, question=question, result=result, history=history)
 
     async def by_keywords(result: PlanResult) -> list[PlanStep]:
         return keyword_uncovered(
-            profile=profile, question=question, result=result, history=history, also_answered=turn.active_agent
+            profile=profile, question=question, result=result, history=history, also_answered=turn.route.active_agent
         )
 
     async def nothing(result: PlanResult) -> list[PlanStep]:
@@ -565,25 +572,25 @@ async def supervisor_run(turn: Turn, current: Snapshot, steps: list[PlanStep]) -
     run = parts_runner(turn, current)
     for step in steps:
         spec = turn.input.profile.specialists.get(step.agent)
-        name = turn.input.profile.display_name_in(spec, turn.language) if spec else step.agent
+        name = turn.input.profile.display_name_in(spec, turn.language.code) if spec else step.agent
         await emit_safely(turn.input.emit, "agent", {"agent": step.agent, "display_name": name, "via": "supervisor"})
     result = await run(steps, 0)
     uncovered = coverage_check(steps, parts_open(turn)[1])
-    turn.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
+    turn.supervisor.plan_result = await review_loop(result, run=run, uncovered=uncovered, max_rounds=MAX_REVIEW_ROUNDS)
     # A part that stopped at a tool needing permission asked for it in its answer; the reply goes to that
     # specialist, as in router mode.
-    for partial in turn.plan_result.partials:
+    for partial in turn.supervisor.plan_result.partials:
         results = partial.outcome.tool_results if partial.outcome else []
         waiting = next((r.tool for r in results if r.status == STATUS_PERMISSION_REQUIRED), None)
         planned = next((item for item in steps if item.agent == partial.agent), None)
-        if waiting and planned is not None and turn.pending_permission is None:
+        if waiting and planned is not None and turn.stack.pending_permission is None:
             request = specialist_request(turn, current, planned.agent, planned.intent, planned.mcp_tools)
             if request is not None:
-                turn.pending_permission = _waiting_request(turn, request, waiting)
-    turn.answer, turn.consolidation = await consolidate(
-        turn.plan_result,
+                turn.stack.pending_permission = _waiting_request(turn, request, waiting)
+    turn.answer, turn.supervisor.consolidation = await consolidate(
+        turn.supervisor.plan_result,
         profile=turn.input.profile,
-        question=turn.sanitized_text,
+        question=turn.guardrails.sanitized_text,
         generation=turn.input.generation,
-        language=turn.language,
+        language=turn.language.code,
     )

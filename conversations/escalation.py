@@ -22,7 +22,7 @@ from django.utils.translation import gettext_lazy
 from agents.escalation import EscalationSettings
 from common.i18n import DEFAULT_LANGUAGE, say
 from common.language import LANGUAGES
-from conversations.models import EscalationPriority, EscalationReason
+from conversations.models import Escalation, EscalationPriority, EscalationReason
 from handoffs.models import HandoffStatus
 from handoffs.safety import REFUSED_NOT_ALLOWED
 from handoffs.services import Move
@@ -52,6 +52,21 @@ class EscalationAsk:
     team: str
     priority: int = EscalationPriority.NORMAL
     summary: str = ""
+
+
+@dataclass
+class TurnEscalation:
+    """People in the loop's part of one turn (``turn.escalation``): the escalation a person holds the conversation
+    under, as loaded (its messages then go to the desk), with its place in line; this turn's reason to hand the
+    conversation over (the routing's or a specialist's, else the escalation node's rules), the escalation it opens
+    (stored with the turn) and its move."""
+
+    held: Escalation | None = None
+    ask: EscalationAsk | None = None
+    opened: Escalation | None = None
+    position: int | None = None
+    person_move: Move | None = None
+    answered: bool = True  # False: nobody answers now (a person holds the conversation and writes on the desk)
 
 
 def _ask(settings: EscalationSettings, reason: str, why: str, team: str = "", **kwargs: Any) -> EscalationAsk:

@@ -59,6 +59,7 @@ from common.infra.bus import publish_event
 from common.infra.circuit import TRIAL, Circuit
 from common.outbound import outbound_async_client
 from conversations.models import BackendCall, BackendCallStatus
+from handoffs.services import Move
 from routing.specs import BackendSpec
 
 logger = logging.getLogger(__name__)
@@ -168,6 +169,17 @@ class BackendReply:
             latency_ms=self.latency_ms,
             error=self.error[:ERROR_CHARS],
         )
+
+
+@dataclass
+class TurnBackend:
+    """The gateway's part of one turn (``turn.backend``): the move to, from or between remote backends (in place of
+    the routing handoff), the hop's reply, and the active backend's task waiting for this message
+    (``Conversation.backend_task``)."""
+
+    move: Move | None = None
+    reply: BackendReply | None = None
+    task: str = ""
 
 
 class _Fault(Exception):

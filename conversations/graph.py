@@ -73,6 +73,7 @@ from conversations.chain import (
     result_note,
     supervisor_run,
 )
+from conversations.chain_part import TurnChain
 from conversations.desk.escalations import (
     escalation_new,
     escalation_public,
@@ -184,18 +185,18 @@ async def input_guardrails(turn: Turn) -> None:
     report = run_input_guardrails(
         turn.input.text.strip(),
         turn.input.profile.guardrails,
-        turn.vault,
+        turn.guardrails.vault,
         default_max_input_chars=settings.MAX_INPUT_CHARS,
     )
-    turn.blocked = report.blocked
-    turn.sanitized_text = report.text_for_model
-    turn.text_to_store = report.text_to_store
-    turn.guardrails["input"] = report.as_dict()
+    turn.guardrails.blocked = report.blocked
+    turn.guardrails.sanitized_text = report.text_for_model
+    turn.guardrails.text_to_store = report.text_to_store
+    turn.guardrails.report["input"] = report.as_dict()
     earlier = (entry.content for entry in reversed(turn.history) if entry.role == "user")
-    turn.language, turn.language_kept = language_decide(
-        kept=turn.language_kept,
+    turn.language.code, turn.language.kept = language_decide(
+        kept=turn.language.kept,
         channel=turn.input.language,
-        text=turn.sanitized_text,
+        text=turn.guardrails.sanitized_text,
         earlier=earlier,
         hint=turn.input.language_hint,
     )
@@ -204,7 +205,7 @@ async def input_guardrails(turn: Turn) -> None:
 async def routing_decision(turn: Turn) -> None:
     """The permission gate's reply first, then a remote backend's question's answer, then the profile's routing
     (coordinator or router/hybrid/supervisor)."""
-    if turn.blocked:
+    if turn.guardrails.blocked:
         return
     profile = turn.input.profile
     turn.decision = memory_begin(turn) or _permission_decision(turn) or _backend_answer_decision(turn)
@@ -214,31 +215,33 @@ async def routing_decision(turn: Turn) -> None:
         turn.decision = await stack_route(turn)
         if turn.decision.method in ("coordinator", "sub_conversation"):
             turn.decision.handoff = False  # moves under a coordinator are delegations and returns
-    if turn.reply is None and turn.decision.method == "state" and "reply" in turn.decision.metadata:
-        turn.reply = profile.reply_words.read(turn.sanitized_text)  # what the router recorded, with what follows it
+    if turn.stack.reply is None and turn.decision.method == "state" and "reply" in turn.decision.metadata:
+        # What the router recorded, with what follows it.
+        turn.stack.reply = profile.reply_words.read(turn.guardrails.sanitized_text)
     turn.agent = turn.decision.agent
-    turn.final_intent = turn.decision.intent
+    turn.route.final_intent = turn.decision.intent
     # Small talk keeps the conversation's state (a flow waiting for its reply still waits); anything else sets it —
     # with the stack, to the flow on top of it after the message.
-    if turn.stack_step is not None:
-        turn.next_state = stack_state(turn)
+    route = turn.route
+    if turn.stack.step is not None:
+        route.next_state = stack_state(turn)
     else:
-        turn.next_state = turn.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
+        route.next_state = route.state if turn.decision.keeps_conversation else (turn.decision.next_state or "")
     decision = turn.decision
-    turn.escalate = escalation_asked(profile.escalation, decision, escalate_to=escalation_team(profile, decision))
-    if turn.escalate is not None:
+    turn.escalation.ask = escalation_asked(profile.escalation, decision, escalate_to=escalation_team(profile, decision))
+    if turn.escalation.ask is not None:
         # A person answers: the assistant routed to never takes the conversation, and its state stays as it was.
         decision.handoff, decision.keeps_conversation = False, True
-        decision.metadata["escalation"] = turn.escalate.reason
-        turn.next_state = turn.state
+        decision.metadata["escalation"] = turn.escalation.ask.reason
+        turn.route.next_state = turn.route.state
     if note := gateway_note(turn.input.context):  # another deployment's gateway handed the conversation here
-        turn.notes.append(note)
-        turn.stored_notes.append((turn.agent, note))
+        turn.chain.notes.append(note)
+        turn.chain.stored_notes.append((turn.agent, note))
     if (
         decision.handoff
-        and turn.escalate is None
+        and turn.escalation.ask is None
         and profile.backends
-        and (turn.agent in profile.backends or turn.active_agent in profile.backends)
+        and (turn.agent in profile.backends or turn.route.active_agent in profile.backends)
     ):
         await _backend_move(turn)
     await emit_safely(
@@ -259,13 +262,13 @@ async def routing_decision(turn: Turn) -> None:
     coordinated = turn.decision.method == "coordinator" or (
         turn.decision.method == "small_talk" and turn.agent == profile.coordinator
     )
-    if coordinated and turn.pending_result and turn.escalate is None:
+    if coordinated and turn.stack.pending_result and turn.escalation.ask is None:
         # A delegation's finished sub-conversation: its result reaches the coordinator once, with this message
         # (a greeting too).
-        note = result_note(turn.pending_result)
-        turn.notes.append(note)
-        turn.stored_notes.append((turn.agent, note))
-        turn.pending_result = None
+        note = result_note(turn.stack.pending_result)
+        turn.chain.notes.append(note)
+        turn.chain.stored_notes.append((turn.agent, note))
+        turn.stack.pending_result = None
 
 
 def escalation_team(profile: ProfileSpec, decision: RouteDecision) -> str:
@@ -285,15 +288,15 @@ async def _backend_move(turn: Turn) -> None:
     back gets the summary as a system note (a backend gets it in ``context.gateway``)."""
     decision, limits = turn.decision, turn.input.profile.loop_safety
     assert decision is not None
-    source, target = turn.active_agent, decision.agent
+    source, target = turn.route.active_agent, decision.agent
     summary = handoff_summary(turn.history)
-    if turn.recent_paths is None:
-        turn.recent_paths = await sync_to_async(recent_paths)(turn.conversation_pk, limits.window)
+    if turn.store.recent_paths is None:
+        turn.store.recent_paths = await sync_to_async(recent_paths)(turn.store.conversation_pk, limits.window)
     stop = move_check(
         chain=[source],
         target=target,
         moves_this_turn=0,
-        recent_paths=turn.recent_paths,
+        recent_paths=turn.store.recent_paths,
         steps_left=1,
         max_handoffs=limits.max_handoffs_per_turn,
         block_ping_pong=limits.block_ping_pong,
@@ -301,23 +304,23 @@ async def _backend_move(turn: Turn) -> None:
         max_repeats=limits.max_repeats,
     )
     status = HandoffStatus.STOPPED if stop else HandoffStatus.COMPLETED
-    turn.backend_move = Move(source, target, HandoffKind.BACKEND, status, decision.reason, summary, outcome=stop or "")
+    turn.backend.move = Move(source, target, HandoffKind.BACKEND, status, decision.reason, summary, outcome=stop or "")
     if stop is None and target not in turn.input.profile.backends:
-        turn.notes.append(
+        turn.chain.notes.append(
             f"[SYSTEM_NOTE: the backend {source} handed this conversation back to you. Summary: {summary}]"
         )
 
 
 def _backend_answer_decision(turn: Turn) -> RouteDecision | None:
     """The message answers the active remote backend's question (its task waits for input,
-    :attr:`Turn.backend_task`): it goes to that backend, which continues its task; the conversation stays there."""
-    backend = turn.active_agent
-    if not turn.backend_task or backend not in turn.input.profile.backends:
+    :attr:`TurnBackend.task`): it goes to that backend, which continues its task; the conversation stays there."""
+    backend = turn.route.active_agent
+    if not turn.backend.task or backend not in turn.input.profile.backends:
         return None
     return RouteDecision(
         route=backend,
         agent=backend,
-        intent=turn.active_intent,
+        intent=turn.route.active_intent,
         confidence=1.0,
         reason=f"{backend} asked the customer a question; this message answers it",
         method="state",
@@ -327,33 +330,34 @@ def _backend_answer_decision(turn: Turn) -> RouteDecision | None:
 
 def _permission_decision(turn: Turn) -> RouteDecision | None:
     """A reply to the permission question goes back to the specialist that asked, granted or denied; it is recorded
-    as ``metadata["reply"]`` and its words move nothing (:attr:`Turn.reply`).
+    as ``metadata["reply"]`` and its words move nothing (:attr:`TurnStack.reply`).
 
     Any other message is routed with the conversation's frames (:mod:`conversations.stack_turn`): a side question
     keeps the request waiting and asks again after its answer; a new request to the same specialist drops it.
     """
-    pending = turn.pending_permission
+    pending = turn.stack.pending_permission
     if not pending:
         return None
-    repair = turn.input.profile.repair_words.read(turn.sanitized_text)
+    repair = turn.input.profile.repair_words.read(turn.guardrails.sanitized_text)
     if repair is not None and repair.pattern == CANCEL:
         return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
-    reading = turn.input.profile.reply_words.read_past_fillers(turn.sanitized_text)
-    skipped = skips_the_question(repair, reading, turn.sanitized_text)  # passed as a no is: the tool does not run
+    said = turn.guardrails.sanitized_text
+    reading = turn.input.profile.reply_words.read_past_fillers(said)
+    skipped = skips_the_question(repair, reading, said)  # passed as a no is: the tool does not run
     reply = DENIED if skipped else permission_reply(reading)
     if reply is None:
         return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
-    turn.pending_permission = None
-    turn.stack_step = permission_bound(turn, pending, repair=repair if skipped else None)
+    turn.stack.pending_permission = None
+    turn.stack.step = permission_bound(turn, pending, repair=repair if skipped else None)
     if skipped and repair is not None:
         reading = Reply(NO, repair.phrase, "")
-    turn.reply = reading
+    turn.stack.reply = reading
     tool = pending["tool"]
-    if reply == GRANTED and tool not in turn.granted:
-        turn.granted.append(tool)
-    turn.permission = {"tool": tool, "reply": reply}
-    turn.context = {**pending.get("context", {}), **turn.input.context}
-    turn.notes.append(permission_note(tool, granted=reply == GRANTED))
+    if reply == GRANTED and tool not in turn.stack.granted:
+        turn.stack.granted.append(tool)
+    turn.stack.permission = {"tool": tool, "reply": reply}
+    turn.chain.context = {**pending.get("context", {}), **turn.input.context}
+    turn.chain.notes.append(permission_note(tool, granted=reply == GRANTED))
     tools = [name for name in pending.get("mcp_tools", []) if reply == GRANTED or name != tool]
     return RouteDecision(
         route=pending["agent"],
@@ -363,20 +367,21 @@ def _permission_decision(turn: Turn) -> RouteDecision | None:
         reason=f"Reply to the permission question: the user {reply} {tool}.",
         method="permission",
         mcp_tools=tools,
-        metadata={"permission": turn.permission, "reply": reading.as_metadata()},
+        metadata={"permission": turn.stack.permission, "reply": reading.as_metadata()},
     )
 
 
 async def specialist(turn: Turn) -> None:
     """The chosen specialist answers (and may hand over); for a supervisor plan, every planned one does. A cancel or a
     repeat is the platform's own answer; a flow a side question interrupted is resumed at the end of the answer."""
-    fixed = (fixed_answer(turn) or turn.memory.answer or None) if not turn.blocked and turn.escalate is None else None
+    answering = not turn.guardrails.blocked and turn.escalation.ask is None
+    fixed = (fixed_answer(turn) or turn.memory.answer or None) if answering else None
     if fixed is not None:
         turn.agent, turn.answer = turn.decision.agent if turn.decision else turn.agent, fixed
         await emit_safely(turn.input.emit, "token", {"agent": turn.agent, "text": fixed})
         return
     await _answered(turn)
-    if turn.escalate is None and not turn.blocked:
+    if turn.escalation.ask is None and not turn.guardrails.blocked:
         delegation_kept(turn)
         frames_asked(turn)
         if lines := answer_lines(turn):
@@ -385,10 +390,10 @@ async def specialist(turn: Turn) -> None:
 
 
 async def _answered(turn: Turn) -> None:
-    if turn.blocked:
-        turn.answer = say(turn.language, BLOCKED_ANSWER)
+    if turn.guardrails.blocked:
+        turn.answer = say(turn.language.code, BLOCKED_ANSWER)
         return
-    if turn.escalate is not None:  # the routing handed the conversation to a person: the escalation node answers
+    if turn.escalation.ask is not None:  # the routing handed the conversation to a person: the escalation node answers
         turn.agent = PERSON
         return
     decision = turn.decision
@@ -399,10 +404,11 @@ async def _answered(turn: Turn) -> None:
     if turn.goal is not None and turn.goal.decision.status != GENERAL:
         await goal_answer(turn, current)
         return
-    if turn.backend_move is not None and turn.backend_move.status == HandoffStatus.STOPPED:
+    if turn.backend.move is not None and turn.backend.move.status == HandoffStatus.STOPPED:
         # Loop safety stopped a move to, from or between backends: the conversation stays where it was.
-        turn.agent = turn.active_agent
-        turn.answer = stop_summary(reason=turn.backend_move.outcome, answer="", findings=[], language=turn.language)
+        turn.agent = turn.route.active_agent
+        reason = turn.backend.move.outcome
+        turn.answer = stop_summary(reason=reason, answer="", findings=[], language=turn.language.code)
         return
     if turn.agent in turn.input.profile.backends:
         await remote_answer(turn, current)
@@ -438,21 +444,21 @@ async def output_guardrails(turn: Turn) -> None:
     results, options = _tool_results(turn), turn.input.profile.guardrails
     is_json, value = _asked_json(turn)
     if not is_json:
-        report = run_output_guardrails(turn.answer, turn.vault, results, settings=options)
+        report = run_output_guardrails(turn.answer, turn.guardrails.vault, results, settings=options)
         turn.answer = report.answer
-        turn.guardrails["output"] = report.as_dict()
+        turn.guardrails.report["output"] = report.as_dict()
         return
     reports: list[Any] = []
 
     def guarded(text: str) -> str:
-        reports.append(run_output_guardrails(text, turn.vault, results, settings=options))
+        reports.append(run_output_guardrails(text, turn.guardrails.vault, results, settings=options))
         return reports[-1].answer
 
     changed = strings_mapped(value, guarded)
     if changed != value:
         turn.answer = json_text(changed)
-    checks = reports or [run_output_guardrails("", turn.vault, results, settings=options)]
-    turn.guardrails["output"] = {
+    checks = reports or [run_output_guardrails("", turn.guardrails.vault, results, settings=options)]
+    turn.guardrails.report["output"] = {
         "passed": all(report.passed for report in checks),
         # Per guardrail, the first string it changed (else the first string's check).
         "checks": [
@@ -466,16 +472,16 @@ async def output_guardrails(turn: Turn) -> None:
 async def judge(turn: Turn) -> None:
     """Rule-based judge always; the LLM judge when the profile asks for it and a model is configured. Not on a turn
     handed to a person (its answer is the customer's place in line)."""
-    if turn.escalate is not None:
+    if turn.escalation.ask is not None:
         return
     judges = turn.input.profile.judges
     is_json, value = _asked_json(turn)
-    turn.judges = await judge_answer(
-        question=turn.sanitized_text,
+    turn.supervisor.judges = await judge_answer(
+        question=turn.guardrails.sanitized_text,
         answer="\n".join(strings_of(value)) if is_json else turn.answer,  # the words of a JSON answer, not its keys
         tool_results=_tool_results(turn),
         settings=judges,
-        boilerplate=_boilerplate(language_known(turn.language)),
+        boilerplate=_boilerplate(language_known(turn.language.code)),
         ask=judge_asker(turn.input.profile) if judges.get("llm_judge") else None,
     )
 
@@ -499,18 +505,21 @@ async def supervisor_review(turn: Turn) -> None:
     judges is replaced with a safe fallback (when the profile allows) — unless the turn already changed something
     (:func:`_side_effects`): then it stands, with a note in the customer's language. Not on a turn handed to a
     person."""
-    if turn.escalate is not None:
+    if turn.escalation.ask is not None:
         return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
     current = turn.input.snapshot or await sync_to_async(snapshots.current)()
-    turn.review = review_decision(turn.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current))
+    supervision = turn.supervisor
+    supervision.review = review_decision(
+        supervision.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current)
+    )
     if single is not None:
-        turn.review["single_turn"] = single
-    if turn.review.get("action") == REPLACE:
-        turn.review["replaced_answer_chars"] = len(turn.answer)
-        turn.answer = say(turn.language, REVIEW_FALLBACK_ANSWER)
-    elif turn.review.get("action") == NOTE:
-        turn.answer = f"{turn.answer}\n\n{review_note(turn.language)}"
+        supervision.review["single_turn"] = single
+    if supervision.review.get("action") == REPLACE:
+        supervision.review["replaced_answer_chars"] = len(turn.answer)
+        turn.answer = say(turn.language.code, REVIEW_FALLBACK_ANSWER)
+    elif supervision.review.get("action") == NOTE:
+        turn.answer = f"{turn.answer}\n\n{review_note(turn.language.code)}"
 
 
 def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
@@ -527,15 +536,15 @@ def _side_effects(turn: Turn, current: Snapshot) -> list[str]:
 def _single_turn_reviewable(turn: Turn) -> bool:
     """A turn one specialist answered (router, hybrid, or a supervisor's one-specialist plan), not waiting for the
     user's permission, not a coordinator's, a goal's or the single-agent path's."""
-    decision, outcome = turn.decision, turn.outcome
+    decision, outcome = turn.decision, turn.chain.outcome
     return (
         decision is not None
-        and not turn.blocked
+        and not turn.guardrails.blocked
         and not decision.is_plan
         and turn.goal is None
         and outcome is not None
         and not outcome.error
-        and turn.pending_permission is None
+        and turn.stack.pending_permission is None
         and not turn.input.single_agent
         and not delegation_active(turn.input.profile)
     )
@@ -548,10 +557,11 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
     each part sent on to the handoffs as a supervisor's fan-out; ``None`` when the turn is not one to review."""
     if not _single_turn_reviewable(turn):
         return None
-    assert turn.outcome is not None
+    assert turn.chain.outcome is not None
     profile, answered_by = turn.input.profile, turn.agent
     source, more = parts_open(turn, single_turn=True)
-    first = Partial(answered_by, turn.final_intent, STATUS_OK, outcome=replace(turn.outcome, answer=turn.answer))
+    outcome = replace(turn.chain.outcome, answer=turn.answer)
+    first = Partial(answered_by, turn.route.final_intent, STATUS_OK, outcome=outcome)
 
     def note(step: PlanStep) -> tuple[str, ...]:
         intent = profile.router.intents_by_name.get(step.intent)
@@ -567,16 +577,20 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
     )
     if not result.rounds:
         return {"source": source, "open": []}
-    turn.reviewed = PlanResult(partials=result.partials[1:], rounds=result.rounds)
-    turn.answer, turn.consolidation = await consolidate(
-        result, profile=profile, question=turn.sanitized_text, generation=turn.input.generation, language=turn.language
+    turn.supervisor.reviewed = PlanResult(partials=result.partials[1:], rounds=result.rounds)
+    turn.answer, turn.supervisor.consolidation = await consolidate(
+        result,
+        profile=profile,
+        question=turn.guardrails.sanitized_text,
+        generation=turn.input.generation,
+        language=turn.language.code,
     )
     await output_guardrails(turn)
     await judge(turn)
     return {
         "source": source,
         "open": [step for round_ in result.rounds for step in round_["uncovered"]],
-        "parts": [partial.describe() for partial in turn.reviewed.partials],
+        "parts": [partial.describe() for partial in turn.supervisor.reviewed.partials],
     }
 
 
@@ -591,52 +605,53 @@ async def escalation(turn: Turn) -> None:
     profile, decision = turn.input.profile, turn.decision
     # "I don't know" (conversations.knowledge_turn) counts as the fallback's answer.
     method: str = FALLBACK_METHOD if turn.knowledge_unknown() else (decision.method if decision is not None else "")
-    turn.fallbacks_in_row = turn.fallbacks_in_row + 1 if method == FALLBACK_METHOD else 0
+    turn.store.fallbacks_in_row = turn.store.fallbacks_in_row + 1 if method == FALLBACK_METHOD else 0
     people = profile.escalation
     ruled = people.on_guardrail_block or people.on_loop_stop or people.on_goal_failure or people.after_fallbacks
-    if turn.escalate is None and people.enabled and ruled:
-        turn.escalate = escalation_after(
+    if turn.escalation.ask is None and people.enabled and ruled:
+        turn.escalation.ask = escalation_after(
             people,
-            blocked=turn.blocked,
+            blocked=turn.guardrails.blocked,
             moves=turn.all_moves(),
             goal_failed=turn.goal is not None and turn.goal.status == GOAL_FAILED,
             method=method,
-            fallbacks_in_row=turn.fallbacks_in_row,
+            fallbacks_in_row=turn.store.fallbacks_in_row,
         )
-    ask = turn.escalate
+    ask = turn.escalation.ask
     if ask is None:
         return
     data = turn.input
-    language = language_of(turn.language)
-    answered_by = turn.agent if turn.runs or turn.goal is not None else ""
+    language = language_of(turn.language.code)
+    answered_by = turn.agent if turn.chain.runs or turn.goal is not None else ""
+    route = turn.route
     kept = ask.reason in ANSWER_KEPT and turn.answer.strip()
     escalation = escalation_new(
-        conversation_id=turn.conversation_pk,
+        conversation_id=turn.store.conversation_pk,
         tenant_id=data.tenant_pk,
         profile_id=profile.pk,
         ask=ask,
         language=language,
         summary=summary_for_person(
             ask,
-            intent=turn.final_intent or turn.active_intent,
-            agent=answered_by or turn.active_agent,
-            state=turn.state,
+            intent=turn.route.final_intent or turn.route.active_intent,
+            agent=answered_by or turn.route.active_agent,
+            state=turn.route.state,
             history=[(entry.role, entry.content) for entry in turn.history],
-            text=turn.sanitized_text,
+            text=turn.guardrails.sanitized_text,
             answer=turn.answer if kept else "",
         ),
-        from_agent=answered_by if answered_by not in ("", PERSON) else turn.active_agent or profile.fallback_agent,
-        intent=turn.final_intent or turn.active_intent,
+        from_agent=answered_by if answered_by not in ("", PERSON) else route.active_agent or profile.fallback_agent,
+        intent=route.final_intent or route.active_intent,
         desk=profile.escalation.desk,
     )
     position = 1 + await sync_to_async(_queue_ahead)(escalation)
-    turn.escalation, turn.escalation_position = escalation, position
+    turn.escalation.opened, turn.escalation.position = escalation, position
     words = notice("queued", language, position=position)
     turn.answer = f"{turn.answer.strip()}\n\n{words}" if kept else words
     if not kept:
         turn.agent = PERSON
-    turn.person_move = person_move(escalation)
-    await moves_out(turn, [turn.person_move])
+    turn.escalation.person_move = person_move(escalation)
+    await moves_out(turn, [turn.escalation.person_move])
     await emit_safely(data.emit, "escalation", escalation_public(escalation, position=position))
 
 
@@ -673,21 +688,21 @@ async def person(turn: Turn) -> None:
     """A person holds the conversation: the message is stored and goes to the desk, no assistant answers it. While
     it waits in line the customer is told their place; once a person has it, nothing is answered now (the person
     writes on the desk, and the reply reaches the customer's socket or stream, and the sessions API)."""
-    held = turn.held
+    held = turn.escalation.held
     assert held is not None
-    if turn.blocked:
-        turn.answer = say(turn.language, BLOCKED_ANSWER)
+    if turn.guardrails.blocked:
+        turn.answer = say(turn.language.code, BLOCKED_ANSWER)
         return
     turn.agent = PERSON
-    turn.final_intent = turn.active_intent
-    turn.next_state = turn.state
-    turn.decision = held_decision(held, intent=turn.active_intent)
+    turn.route.final_intent = turn.route.active_intent
+    turn.route.next_state = turn.route.state
+    turn.decision = held_decision(held, intent=turn.route.active_intent)
     if held.status == EscalationStatus.QUEUED:
-        language = language_of(turn.language, fallback=held.language)
-        turn.answer = notice("waiting", language, position=turn.escalation_position)
+        language = language_of(turn.language.code, fallback=held.language)
+        turn.answer = notice("waiting", language, position=turn.escalation.position)
     else:
-        turn.answer, turn.answered = "", False
-    await emit_safely(turn.input.emit, "escalation", escalation_public(held, position=turn.escalation_position))
+        turn.answer, turn.escalation.answered = "", False
+    await emit_safely(turn.input.emit, "escalation", escalation_public(held, position=turn.escalation.position))
 
 
 def _answer_as_asked(turn: Turn) -> None:
@@ -696,13 +711,13 @@ def _answer_as_asked(turn: Turn) -> None:
     sequence, within max_tokens; a cut (or the model's own) is recorded as the ``max_tokens`` limit, and its text cut
     to make room for the format's other values (here, or by the offline model that wrote it) as ``answer_chars``."""
     asked = turn.input.generation
-    if asked is None or not turn.answered:
+    if asked is None or not turn.escalation.answered:
         return
-    cut_by_model = turn.outcome is not None and turn.outcome.finish_reason == FINISH_LENGTH
+    cut_by_model = turn.chain.outcome is not None and turn.chain.outcome.finish_reason == FINISH_LENGTH
     answer = turn.answer
     whole = 0
-    if turn.outcome is not None and turn.review.get("action") != REPLACE:  # the model's answer still stands
-        whole = turn.outcome.answer_chars_asked
+    if turn.chain.outcome is not None and turn.supervisor.review.get("action") != REPLACE:  # the model's answer stands
+        whole = turn.chain.outcome.answer_chars_asked
     if asked.response_format is not None and not cut_by_model:
         answer, fitted_from = answer_fitted(answer, asked.response_format)
         whole = max(whole, fitted_from)
@@ -720,7 +735,7 @@ def _answer_as_asked(turn: Turn) -> None:
 async def persist(turn: Turn) -> None:
     _answer_as_asked(turn)
     await memory_settle(turn)
-    turn.conversation_pk = await sync_to_async(turn_persist)(turn)
+    turn.store.conversation_pk = await sync_to_async(turn_persist)(turn)
     turn_events_publish(turn)
 
 
@@ -740,7 +755,7 @@ def turn_events_publish(turn: Turn) -> None:
         "method": decision.method if decision else "",
         "mode": turn.mode,
         "latency_ms": round(sum(node["ms"] for node in turn.trace), 3),
-        "message_id": turn.answer_message_id,
+        "message_id": turn.store.answer_message_id,
     }
     publish_event("agent.completed", completed, **where)
 
@@ -802,7 +817,7 @@ def _turn_new(data: TurnInput) -> Turn:
     mode = "single_agent" if data.single_agent else data.profile.effective_mode
     # What the turn streams keeps to the answer's limit, as what it stores does (_answer_bounded).
     data = replace(data, emit=answer_stream_bounded(data.emit, settings.ANSWER_MAX_CHARS))
-    return Turn(input=data, mode=mode, context=dict(data.context))
+    return Turn(input=data, mode=mode, chain=TurnChain(context=dict(data.context)))
 
 
 def turn_begin(data: TurnInput) -> Turn:
@@ -816,7 +831,7 @@ def turn_begin(data: TurnInput) -> Turn:
 
 def turn_abandon(turn: Turn) -> None:
     """Hand on the ticket of a begun turn that will not run, as soon as its turn comes (from the background)."""
-    ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+    ordering.ticket_abandon(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
 
 
 async def run_turn(data: TurnInput, *, begun: Turn | None = None) -> TurnResult:
@@ -855,26 +870,27 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
             start.add_done_callback(lambda task: ticket_abandon_taken(task, turn))
             raise
     else:
-        turn, ready = begun, begun.ready
+        turn, ready = begun, begun.store.ready
     handed_on = False
     try:
         if not ready:
-            waited = await ordering.ticket_wait(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+            waited = await ordering.ticket_wait(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
             await sync_to_async(conversation_load)(turn, None)
         scope = AttachmentScope(tenant=data.tenant_pk, origin=data.origin)
         with usage_counting(turn.model_calls), attachments_for(scope):
-            for name, node in HELD_NODES if turn.held is not None else NODES:
+            for name, node in HELD_NODES if turn.escalation.held is not None else NODES:
                 await _timed(turn, name, node)
         handed_on = True  # by the persisting transaction
         turn_observe_metrics(turn)
     except asyncio.CancelledError:
         # The client went away while the turn waited or ran: awaiting anything more here could be cancelled
         # again, so the ticket is handed on from the background as soon as its turn comes.
-        ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+        ordering.ticket_abandon(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
         handed_on = True
         raise
     finally:
         if not handed_on:
-            await sync_to_async(ordering.ticket_release)(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+            store = turn.store
+            await sync_to_async(ordering.ticket_release)(conversation_pk=store.conversation_pk, ticket=store.ticket)
     return turn.result()

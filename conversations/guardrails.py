@@ -721,6 +721,19 @@ class OutputReport:
         return {"passed": self.passed, "checks": self.checks}
 
 
+@dataclass
+class TurnGuardrails:
+    """The guardrails' part of one turn (``turn.guardrails``): the vault that masks the customer's personal data,
+    the message as the specialists read it (masked) and as it is stored, whether it was blocked, and the input and
+    output reports (``metadata["guardrails"]``)."""
+
+    vault: MaskVault = field(default_factory=MaskVault)
+    sanitized_text: str = ""
+    text_to_store: str = ""
+    blocked: bool = False
+    report: dict[str, Any] = field(default_factory=dict)
+
+
 def run_output_guardrails(
     answer: str,
     vault: MaskVault,

@@ -19,12 +19,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from common.i18n import DEFAULT_LANGUAGE
 from common.language import LANGUAGES, detect_language, language_clear
 
 CHANGE_WORDS = 3  # a message this long that reads as another language changes the kept one
 _WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+@dataclass
+class TurnLanguage:
+    """The language's part of one turn (``turn.language``): the turn's (:func:`language_decide`; the platform's own
+    words use it), what the conversation keeps (its column as read, then what it keeps after this message) and the
+    column as the turn found it (the analytics' daily totals count a change)."""
+
+    code: str = ""
+    kept: str = ""
+    found: str = ""
 
 
 def _words(text: str) -> int:

@@ -41,23 +41,29 @@ def frames_live(turn: Turn) -> list[Frame]:
     open delegation on top (read from their own columns). A stored state frame that is no longer the conversation's
     state (the state was changed elsewhere: a session ended, an editor's reset) is left out, and a state with no
     frame (a conversation from before the stack) gets one."""
-    frames = [frame for frame in turn.frames if frame.kind != STATE or frame.name == turn.state or not turn.state]
-    if not turn.state:
+    frames = [
+        frame
+        for frame in turn.stack.frames
+        if frame.kind != STATE or frame.name == turn.route.state or not turn.route.state
+    ]
+    if not turn.route.state:
         frames = [frame for frame in frames if frame.kind != STATE]
-    elif not any(frame.kind == STATE and frame.name == turn.state for frame in frames):
-        frames.append(Frame(kind=STATE, name=turn.state, agent=turn.active_agent, intent=turn.active_intent))
-    if turn.sub_conversation:
-        specialist = str(turn.sub_conversation.get("specialist", ""))
+    elif not any(frame.kind == STATE and frame.name == turn.route.state for frame in frames):
+        frames.append(
+            Frame(kind=STATE, name=turn.route.state, agent=turn.route.active_agent, intent=turn.route.active_intent)
+        )
+    if turn.stack.sub_conversation:
+        specialist = str(turn.stack.sub_conversation.get("specialist", ""))
         frames.append(
             Frame(
                 kind=DELEGATION,
                 name=specialist,
                 agent=specialist,
-                intent=str(turn.sub_conversation.get("intent", "")),
+                intent=str(turn.stack.sub_conversation.get("intent", "")),
             )
         )
-    if turn.pending_permission:
-        pending = turn.pending_permission
+    if turn.stack.pending_permission:
+        pending = turn.stack.pending_permission
         frames.append(
             Frame(
                 kind=PERMISSION,
@@ -71,24 +77,24 @@ def frames_live(turn: Turn) -> list[Frame]:
 
 
 async def stack_route(turn: Turn) -> RouteDecision:
-    """The message routed with the conversation's frames; the step is kept on the turn (``turn.stack_step``) and the
+    """The message routed with the conversation's frames; the step is kept on the turn (``turn.stack.step``) and the
     columns it changes are set (:func:`stack_apply`)."""
-    sub = turn.sub_conversation or {}
+    sub = turn.stack.sub_conversation or {}
     decision, step = await conversation_decide(
         profile=turn.input.profile,
-        text=turn.sanitized_text,
+        text=turn.guardrails.sanitized_text,
         frames=frames_live(turn),
-        turn=turn.ticket + 1,
+        turn=turn.store.ticket + 1,
         now=timezone.now(),
-        active_agent=turn.active_agent,
-        active_intent=turn.active_intent,
+        active_agent=turn.route.active_agent,
+        active_intent=turn.route.active_intent,
         delegated_to=sub.get("specialist", ""),
         delegated_intent=sub.get("intent", ""),
         single_agent=turn.input.single_agent,
-        context=turn.context,
+        context=turn.chain.context,
     )
-    turn.stack_step = step
-    turn.sub_conversation_before = dict(turn.sub_conversation) if turn.sub_conversation else None
+    turn.stack.step = step
+    turn.stack.sub_conversation_before = dict(turn.stack.sub_conversation) if turn.stack.sub_conversation else None
     stack_apply(turn, step)
     return decision
 
@@ -97,7 +103,7 @@ def permission_bound(turn: Turn, pending: dict[str, Any], *, repair: Repair | No
     """The reply to the permission question: bound to its frame, which closes; the frames under it stay. ``repair``:
     the question was passed (a skip) rather than answered."""
     frames = frames_live(turn)
-    step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now(), repair=repair)
+    step = StackStep(frames=frames, turn=turn.store.ticket + 1, now=timezone.now(), repair=repair)
     frame = Frame(
         kind=PERMISSION,
         name=str(pending.get("tool", "")),
@@ -107,7 +113,7 @@ def permission_bound(turn: Turn, pending: dict[str, Any], *, repair: Repair | No
     if repair is None:
         step.event("bound", frame, "reply")
     step.event("closed", frame, repair.pattern if repair is not None else "reply")
-    turn.frames = [frame for frame in frames if frame.kind in STORED_KINDS]
+    turn.stack.frames = [frame for frame in frames if frame.kind in STORED_KINDS]
     return step
 
 
@@ -116,37 +122,37 @@ def stack_apply(turn: Turn, step: StackStep) -> None:
     dropped, the stored frames are the state and queued-request frames, a correction's values replace the context's."""
     kinds = {frame.kind for frame in step.frames}
     if PERMISSION not in kinds:
-        turn.pending_permission = None
+        turn.stack.pending_permission = None
     if DELEGATION not in kinds and step.cancelled is not None and step.cancelled.kind == DELEGATION:
-        turn.sub_conversation = None
-    turn.frames = [frame for frame in step.frames if frame.kind in STORED_KINDS]
+        turn.stack.sub_conversation = None
+    turn.stack.frames = [frame for frame in step.frames if frame.kind in STORED_KINDS]
     if step.corrected:
-        turn.context = {**turn.context, **step.corrected}
+        turn.chain.context = {**turn.chain.context, **step.corrected}
     if step.note:
-        turn.notes.append(step.note)
+        turn.chain.notes.append(step.note)
 
 
 def repair_rest(turn: Turn) -> str | None:
     """What of the message may move the conversation on, when it repairs a step (a correction, "I already told
     you", a skip): nothing — it answers that step's specialist, and the order it names again ("é o mesmo pedido")
     is no request for another; ``None`` for any other message (read whole)."""
-    step = turn.stack_step
+    step = turn.stack.step
     redone = step is not None and step.repair is not None and step.repair.pattern in (CORRECT, ALREADY_TOLD, SKIP)
     return "" if redone else None
 
 
 def stack_state(turn: Turn) -> str:
     """The conversation state after the turn: the topmost state frame's."""
-    return next((frame.name for frame in reversed(turn.frames) if frame.kind == STATE), "")
+    return next((frame.name for frame in reversed(turn.stack.frames) if frame.kind == STATE), "")
 
 
 def fixed_answer(turn: Turn) -> str | None:
     """The platform's own answer to a cancel, a repeat or a skip of a question that cannot be passed (no specialist
     runs), or ``None``."""
-    step = turn.stack_step
+    step = turn.stack.step
     if step is None or not step.fixed:
         return None
-    with translation.override(language_known(turn.language)):
+    with translation.override(language_known(turn.language.code)):
         if step.fixed == SKIP and step.top is not None and step.top.question:
             return gettext("I need this answer to go on: %(question)s") % {"question": step.top.question}
         if step.fixed in (REPEAT, SKIP):
@@ -165,29 +171,31 @@ def delegation_kept(turn: Turn) -> None:
     """A side question inside a delegation: the delegated specialist handed it back as out of scope and the
     coordinator passed it on. Answered, the delegation that was open is resumed — pushed under the side question —
     rather than replaced (a cancel, or its expiry, ends it)."""
-    step, before = turn.stack_step, turn.sub_conversation_before
-    if step is None or step.fixed or not before or turn.sub_conversation == before:
+    step, before = turn.stack.step, turn.stack.sub_conversation_before
+    if step is None or step.fixed or not before or turn.stack.sub_conversation == before:
         return
     specialist = str(before.get("specialist", ""))
-    handed_back = any(move.kind == HandoffKind.RETURN and move.from_agent == specialist for move in turn.moves)
-    if not handed_back or not (is_question(turn.sanitized_text) or marks_digression(turn.sanitized_text)):
+    handed_back = any(move.kind == HandoffKind.RETURN and move.from_agent == specialist for move in turn.chain.moves)
+    if not handed_back or not (
+        is_question(turn.guardrails.sanitized_text) or marks_digression(turn.guardrails.sanitized_text)
+    ):
         return
     frame = Frame(kind=DELEGATION, name=specialist, agent=specialist, intent=str(before.get("intent", "")))
-    turn.sub_conversation = before
-    turn.pending_result = None
-    step.event("pushed", frame, turn.final_intent or turn.agent)
-    step.event("resumed", frame, turn.final_intent or turn.agent)
+    turn.stack.sub_conversation = before
+    turn.stack.pending_result = None
+    step.event("pushed", frame, turn.route.final_intent or turn.agent)
+    step.event("resumed", frame, turn.route.final_intent or turn.agent)
     step.resume = frame
 
 
 def answer_lines(turn: Turn) -> str:
     """What the answer ends with: the line that resumes the flow a side question interrupted, the offer of the
     requests queued for later; ``""`` when none."""
-    step = turn.stack_step
+    step = turn.stack.step
     if step is None or step.fixed:
         return ""
     lines: list[str] = []
-    with translation.override(language_known(turn.language)):
+    with translation.override(language_known(turn.language.code)):
         if step.resume is not None and turn.input.profile.resume_style == "explicit":
             lines.append(_resume_line(step.resume))
         for frame in step.queued:
@@ -213,11 +221,11 @@ def question_of(answer: str) -> str:
 
 def frames_asked(turn: Turn) -> None:
     """After the answer: a frame the turn opened keeps the question its answer asked."""
-    step = turn.stack_step
-    if step is None or not turn.frames:
+    step = turn.stack.step
+    if step is None or not turn.stack.frames:
         return
-    top = turn.frames[-1]
+    top = turn.stack.frames[-1]
     if top.kind == STATE and top.opened_turn == step.turn and not top.question:
         question = question_of(turn.answer)
         if question:
-            turn.frames[-1] = replace(top, question=question)
+            turn.stack.frames[-1] = replace(top, question=question)

@@ -97,6 +97,23 @@ class PlanResult:
         return list(latest.values())
 
 
+@dataclass
+class TurnSupervision:
+    """The supervisor's and the judges' part of one turn (``turn.supervisor``): a plan's parts, those the review of
+    a single-specialist turn sent on (``reviewed``), their consolidation, the judges' scores and the review's
+    decision on the answer."""
+
+    plan_result: PlanResult | None = None
+    reviewed: PlanResult | None = None
+    consolidation: dict[str, Any] | None = None
+    judges: dict[str, Any] = field(default_factory=dict)
+    review: dict[str, Any] = field(default_factory=dict)
+
+    def parts(self) -> list[Partial]:
+        """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
+        return [part for result in (self.plan_result, self.reviewed) if result for part in result.partials]
+
+
 MAX_REVIEW_ROUNDS = 3
 
 Runner = Callable[[list[PlanStep], int], Awaitable[PlanResult]]

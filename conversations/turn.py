@@ -1,5 +1,5 @@
-"""What one turn knows: the message as it came in (:class:`TurnInput`), everything one pass through the graph
-reads and produces (:class:`Turn`), and goal mode's part of it (:class:`GoalTurn`).
+"""What one turn knows: the message as it came in (:class:`TurnInput`), and what every stage of one pass through the
+graph shares (:class:`Turn`) beside the parts its features own, each defined in the feature's module.
 
 The graph's nodes (:mod:`conversations.graph`), goal mode's nodes (:mod:`conversations.goals.turn`) and the faces
 take and fill these; they live here, below all of them, so a helper that takes a turn need not import the pipeline.
@@ -7,7 +7,6 @@ take and fill these; they live here, below all of them, so a helper that takes a
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,83 +14,34 @@ from django.conf import settings
 
 from agents.generation import Generation
 from agents.llm import llm_configured
-from agents.mcp import ToolResult
 from agents.usage import KIND_ANSWER, TurnUsage
 from common.events import Emit
 from common.sizes import json_size, limit_hit
+from conversations.chain_part import TurnChain
 from conversations.desk.escalations import escalation_public
-from conversations.escalation import EscalationAsk
-from conversations.gateway import BackendReply
-from conversations.goals.engine import PlanRun
-from conversations.guardrails import MaskVault
+from conversations.escalation import TurnEscalation
+from conversations.gateway import TurnBackend
+from conversations.goals.part import GoalTurn
+from conversations.guardrails import TurnGuardrails
 from conversations.history import HistoryEntry
 from conversations.knowledge_turn import knowledge_merged
+from conversations.language import TurnLanguage
 from conversations.memory.part import TurnMemory
-from conversations.models import Escalation
-from conversations.runtime import SpecialistOutcome
-from conversations.supervisor import Partial, PlanResult
+from conversations.route_part import TurnRoute
+from conversations.stack_part import TurnStack
+from conversations.store_part import TurnStore
+from conversations.supervisor import PlanResult, TurnSupervision
 from handoffs.models import HandoffKind
 from handoffs.services import Move
-from routing.goals.decide import PLAN, GoalDecision
-from routing.goals.planner import FAILURE, GOAL_AGENT
-from routing.replies import Reply
 from routing.router import SUPERVISOR_ROUTE, RouteDecision
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec
-from routing.stack import CLARIFICATION, DELEGATION, PERMISSION, Frame, StackStep
 
 # The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
 # with its metadata (the response the faces return and the stored message).
 LIMIT_TOOL_OUTPUT, LIMIT_ANSWER, LIMIT_RESPONSE = "tool_output", "answer_chars", "response_bytes"
 LIMIT_TOOL_RESPONSE = "tool_response"  # a server's answer on the wire, not read
 LIMIT_MAX_TOKENS = "max_tokens"  # the client's own limit on the answer (agents.generation), a request parameter
-
-
-@dataclass
-class GoalTurn:
-    """Goal mode's part of one turn."""
-
-    decision: GoalDecision
-    run: PlanRun | None = None
-    combined: dict[str, Any] | None = None
-    writing: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def status(self) -> str:
-        if self.decision.status == PLAN:
-            return self.run.status if self.run is not None else FAILURE
-        return self.decision.status
-
-    def clarification(self) -> dict[str, Any] | None:
-        if self.run is not None and self.run.clarification:
-            return self.run.clarification
-        return self.decision.clarification
-
-    def limits(self) -> list[dict[str, Any]]:
-        """The plan's and the run's limits that bit (``routing.goals.planner.limit_hit``)."""
-        return [*self.decision.as_dict()["limits"], *(self.run.limits if self.run else ())]
-
-    def metadata(self) -> dict[str, Any]:
-        decided = self.decision.as_dict()
-        return {
-            "status": self.status,
-            "intent_output": decided["intent_output"],
-            "reading": decided["reading"],
-            "execution_intents": decided["execution_intents"],
-            "plan": decided["plan"],
-            "outputs": {str(step): output.as_dict() for step, output in (self.run.outputs if self.run else {}).items()},
-            "clarification": self.clarification(),
-            "reason": decided["reason"],
-            "threshold": decided["threshold"],
-            "language": decided["language"],
-            "combined": self.combined,
-            "answer": self.writing,
-            "latency_ms": round(self.run.latency_ms, 3) if self.run else 0.0,
-            "limits": self.limits(),
-        }
-
-    def tool_results(self) -> list[ToolResult]:
-        return list(self.run.tool_results) if self.run is not None else []
 
 
 @dataclass(frozen=True)
@@ -173,99 +123,39 @@ class ClaimTakenOver(Exception):
 
 @dataclass
 class Turn:
-    """Everything one pass through the graph knows and produces."""
+    """What every stage of one pass through the graph shares, and the parts its features own: each part is defined
+    in its feature's module, which does not import this one (docs/architecture.md, "The turn")."""
 
     input: TurnInput
     mode: str
-    state: str = ""
-    active_agent: str = ""
-    active_intent: str = ""
     history: tuple[HistoryEntry, ...] = ()
-    vault: MaskVault = field(default_factory=MaskVault)
-    sanitized_text: str = ""
-    text_to_store: str = ""
-    blocked: bool = False
     decision: RouteDecision | None = None
     agent: str = ""
     answer: str = ""
-    offered_tools: list[str] = field(default_factory=list)
-    outcome: SpecialistOutcome | None = None
-    plan_result: PlanResult | None = None
-    reviewed: PlanResult | None = None  # the parts the review of a single-specialist turn sent on
-    consolidation: dict[str, Any] | None = None
-    guardrails: dict[str, Any] = field(default_factory=dict)
-    judges: dict[str, Any] = field(default_factory=dict)
-    review: dict[str, Any] = field(default_factory=dict)
     trace: list[dict[str, Any]] = field(default_factory=list)
-    language: str = ""  # the turn's (conversations.language.language_decide): the platform's own words use it
-    language_kept: str = ""  # the conversation's column as read; then what it keeps after this message
-    conversation_pk: int = 0  # set when the turn takes its ticket
-    ticket: int = 0
-    ready: bool = False  # its ticket's turn had come when it was taken (the conversation was read with it)
-    answer_message_id: int | None = None  # the stored answer's id, set by persist (what feedback names)
-    stored_metadata: dict[str, Any] | None = None  # the answer's metadata as persist stored it
-    # The conversation's live state as loaded, changed by the turn, written back by persist.
-    sub_conversation: dict[str, Any] | None = None
-    pending_result: dict[str, Any] | None = None
-    pending_permission: dict[str, Any] | None = None
-    granted: list[str] = field(default_factory=list)
-    goal_state: dict[str, Any] | None = None  # goal mode: the pending goal (a clarification) and the last one
-    # The conversation stack (routing.stack): the stored frames, as loaded and as the turn leaves them, and what the
-    # message did to them (conversations.stack_turn).
-    frames: list[Frame] = field(default_factory=list)
-    stack_step: StackStep | None = None
-    sub_conversation_before: dict[str, Any] | None = None  # the delegation open when the message arrived
-    # The questions and delegation waiting when the message arrived, as (kind, name): what the turn opened is new.
-    found_waiting: tuple[tuple[str, str], ...] = ()
-    goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
-    model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
-    # What the analytics' daily totals know of the conversation (see conversations.turn_store.turn_persist).
-    stored_cohort: str = ""
-    stored_language: str = ""  # the conversation's language as read (language_kept may change it)
-    rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
-    handoff_kinds: int = 0
-    conversation_created_at: dt.datetime | None = None
-    recent_paths: list[tuple[str, str]] | None = None  # read when the first move of the turn is checked
-    # The gateway: the move to, from or between remote backends (in place of the routing handoff), and the hop.
-    backend_move: Move | None = None
-    backend_reply: BackendReply | None = None
-    backend_task: str = ""  # the active backend's task waiting for this message (Conversation.backend_task)
-    # What the chain of specialists did.
-    context: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # system notes for the first specialist of the chain
-    stored_notes: list[tuple[str, str]] = field(default_factory=list)  # (agent, note) kept as system messages
-    runs: list[tuple[str, SpecialistOutcome]] = field(default_factory=list)
-    moves: list[Move] = field(default_factory=list)
-    permission: dict[str, Any] | None = None
-    # The message read as the yes or no to the question the answering specialist asked (the permission gate's, a
-    # state policy's flow): its words answer the question and move nothing (routing.replies).
-    reply: Reply | None = None
-    final_intent: str = ""
-    next_state: str = ""
     limits: list[dict[str, Any]] = field(default_factory=list)  # the answer's and the response's limits that bit
-    # People in the loop: the escalation a person holds the conversation under, as loaded (its messages then go to
-    # the desk), with its place in line; this turn's reason to hand the conversation over (the routing's or a
-    # specialist's, else the escalation node's rules), the escalation it opens (stored with the turn) and its move.
-    held: Escalation | None = None
-    escalate: EscalationAsk | None = None
-    escalation: Escalation | None = None
-    escalation_position: int | None = None
-    person_move: Move | None = None
-    answered: bool = True  # False: nobody answers now (a person holds the conversation and writes on the desk)
-    fallbacks_in_row: int = 0  # the conversation's fallback answers in a row, this turn's counted
-    fallbacks_before: int = 0  # ... as the turn found it (the column is written only when it changes)
-    outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)
-    user_message_id: int | None = None  # the stored customer message (set by persist)
+    model_calls: TurnUsage = field(default_factory=TurnUsage)  # calls recorded by agents.usage (not specialists')
+    # The parts.
+    route: TurnRoute = field(default_factory=TurnRoute)  # the conversation's state and specialist, before and after
+    guardrails: TurnGuardrails = field(default_factory=TurnGuardrails)  # the message masked, blocked; the reports
+    stack: TurnStack = field(default_factory=TurnStack)  # the conversation's frames and live state, as loaded
+    chain: TurnChain = field(default_factory=TurnChain)  # the specialists that ran, their moves, the answering one
+    supervisor: TurnSupervision = field(default_factory=TurnSupervision)  # a plan's parts, the judges, the review
+    goal: GoalTurn | None = None  # goal mode's decision, plan run and combined output
+    escalation: TurnEscalation = field(default_factory=TurnEscalation)  # people in the loop
+    backend: TurnBackend = field(default_factory=TurnBackend)  # the gateway's move and hop
+    language: TurnLanguage = field(default_factory=TurnLanguage)  # the turn's, and the conversation's kept one
     memory: TurnMemory = field(default_factory=TurnMemory)  # the summary and the customer's facts (docs/memory.md)
+    store: TurnStore = field(default_factory=TurnStore)  # the ticket, the stored ids, the row as the turn found it
 
     def all_moves(self) -> list[Move]:
         """Every move this turn records, in order: the router's handoff, a plan's fan-out, the chain's moves."""
         moves: list[Move] = []
         decision = self.decision
         if decision is not None and decision.handoff:
-            routed = Move(self.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason)
-            moves.append(self.backend_move or routed)
-        for partial in self.supervised_parts():
+            routed = Move(self.route.active_agent, decision.agent, HandoffKind.ROUTING, reason=decision.reason)
+            moves.append(self.backend.move or routed)
+        for partial in self.supervisor.parts():
             moves.append(
                 Move(
                     SUPERVISOR_ROUTE,
@@ -275,29 +165,25 @@ class Turn:
                     context_summary=decision.reason if decision else "",
                 )
             )
-        return moves + self.moves + ([self.person_move] if self.person_move else [])
-
-    def supervised_parts(self) -> list[Partial]:
-        """The parts a supervisor asked for: a plan's, or those the review of a single-specialist turn sent on."""
-        return [part for result in (self.plan_result, self.reviewed) if result for part in result.partials]
+        return moves + self.chain.moves + ([self.escalation.person_move] if self.escalation.person_move else [])
 
     def usage(self) -> TurnUsage:
         """Every model call of the turn: the specialists' runs and a plan's parts (from workers too) as kind
         ``answer``, and the calls recorded meanwhile (routing, synthesis, review, judge, goal)."""
-        runs = [outcome for _, outcome in self.runs]
-        runs += [part.outcome for part in self.supervised_parts() if part.outcome]
+        runs = [outcome for _, outcome in self.chain.runs]
+        runs += [part.outcome for part in self.supervisor.parts() if part.outcome]
         usage = TurnUsage()
         for run in runs:
             usage.add(KIND_ANSWER, run.model, run.prompt_tokens, run.completion_tokens, run.steps)
         return usage.merged(self.model_calls)
 
     def tool_results(self) -> list[Any]:
-        if self.plan_result:
-            return self.plan_result.tool_results()
+        if self.supervisor.plan_result:
+            return self.supervisor.plan_result.tool_results()
         if self.goal is not None and self.goal.run is not None:
             return self.goal.tool_results()
-        reviewed = self.reviewed.tool_results() if self.reviewed else []
-        return [result for _, outcome in self.runs for result in outcome.tool_results] + reviewed
+        reviewed = self.supervisor.reviewed.tool_results() if self.supervisor.reviewed else []
+        return [result for _, outcome in self.chain.runs for result in outcome.tool_results] + reviewed
 
     def limits_bitten(self) -> list[dict[str, Any]]:
         """Every limit of the platform that bit in this turn: the goal plan's, the servers' answers not read
@@ -335,9 +221,9 @@ class Turn:
             answer=self.answer,
             agent=self.agent,
             conversation_key=self.input.conversation_key,
-            metadata=self.stored_metadata if self.stored_metadata is not None else self.metadata(),
-            message_id=self.answer_message_id,
-            conversation_pk=self.conversation_pk or None,
+            metadata=self.store.metadata if self.store.metadata is not None else self.metadata(),
+            message_id=self.store.answer_message_id,
+            conversation_pk=self.store.conversation_pk or None,
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -354,35 +240,37 @@ class Turn:
             if self.input.profile.version is None
             and self.input.profile.agent_id in getattr(self.input.snapshot, "released", {})
             else self.input.profile.version,
-            "rollout": self.rollout,
+            "rollout": self.store.rollout,
             "route": decision.route if decision else "",
             "intent": decision.intent if decision else "",
             "route_decision": decision.as_dict() if decision else None,
-            "mcp_tools": self.offered_tools,
+            "mcp_tools": self.chain.offered_tools,
             "mcp_results": self.mcp_results(),
-            "guardrails": self.guardrails,
-            "judges": self.judges,
-            "review": self.review,
+            "guardrails": self.guardrails.report,
+            "judges": self.supervisor.judges,
+            "review": self.supervisor.review,
             "handoffs": [move.as_dict() for move in self.all_moves()],
-            "agents": [agent for agent, _ in self.runs],
-            "turn": self.ticket + 1,  # the message's place in its conversation, in arrival order
-            "language": self.language,
-            "permission": self.permission,
-            "granted_permissions": list(self.granted),
-            "sub_conversation": self.sub_conversation,
+            "agents": [agent for agent, _ in self.chain.runs],
+            "turn": self.store.ticket + 1,  # the message's place in its conversation, in arrival order
+            "language": self.language.code,
+            "permission": self.stack.permission,
+            "granted_permissions": list(self.stack.granted),
+            "sub_conversation": self.stack.sub_conversation,
             "flags": self.input.flags,
             "cohort": self.input.cohort,
-            "llm": self.outcome.llm
-            if self.outcome
+            "llm": self.chain.outcome.llm
+            if self.chain.outcome
             else ("openai" if llm_configured(self.input.profile) else "offline"),
-            "model": self.outcome.describe() if self.outcome else None,
+            "model": self.chain.outcome.describe() if self.chain.outcome else None,
             "prompt_version": self._prompt_version(),
-            "supervisor": [partial.describe() for partial in self.plan_result.partials] if self.plan_result else None,
-            "review_rounds": (self.plan_result or self.reviewed or PlanResult()).rounds,
-            "consolidation": self.consolidation,
+            "supervisor": [partial.describe() for partial in self.supervisor.plan_result.partials]
+            if self.supervisor.plan_result
+            else None,
+            "review_rounds": (self.supervisor.plan_result or self.supervisor.reviewed or PlanResult()).rounds,
+            "consolidation": self.supervisor.consolidation,
             "goal": goal,
-            "conversation": self.conversation_metadata(),
-            "backend": self.backend_reply.metadata() if self.backend_reply else None,
+            "conversation": self.stack.metadata(by=self.route.final_intent or self.agent),
+            "backend": self.backend.reply.metadata() if self.backend.reply else None,
             "escalation": self.escalation_metadata(),
             "usage": self.usage().as_dict(),
             "memory": self.memory.metadata(),
@@ -391,58 +279,18 @@ class Turn:
             "trace": self.trace,
         }
 
-    def waiting_frames(self) -> list[Frame]:
-        """The frames kept in their own columns rather than the stack's: a goal's clarification, an open delegation,
-        a permission question — in that order, on top of the stored ones."""
-        frames: list[Frame] = []
-        pending = (self.goal_state or {}).get("pending") if isinstance(self.goal_state, dict) else None
-        if pending:
-            read = pending.get("intent_output") or {}
-            name = f"{read.get('primary_domain', '')}.{read.get('goal', '')}".strip(".")
-            frames.append(Frame(kind=CLARIFICATION, name=name, agent=GOAL_AGENT))
-        if self.sub_conversation:
-            specialist = str(self.sub_conversation.get("specialist", ""))
-            frames.append(Frame(kind=DELEGATION, name=specialist, agent=specialist))
-        if self.pending_permission:
-            pending = self.pending_permission
-            agent = str(pending.get("agent", ""))
-            frames.append(Frame(kind=PERMISSION, name=str(pending.get("tool", "")), agent=agent))
-        return frames
-
-    def conversation_metadata(self) -> dict[str, Any]:
-        """``metadata["conversation"]``: the frames open after the turn (bottom first; a delegation or a permission
-        question on top), what the message did to them, the repair pattern it read as, the requests it held;
-        no events when the message did nothing to them. A question asked or a delegation begun by this turn is
-        ``opened`` like a state the turn set; one that was waiting and is gone with no event of its own (a delegation
-        that moved to another specialist) is ``closed``."""
-        step = self.stack_step
-        waiting = self.waiting_frames()
-        shown = [frame.as_dict() for frame in (*self.frames, *waiting)]
-        told = step.as_metadata() if step is not None else {"events": [], "repair": None, "topics": []}
-        events = list(told["events"])
-        by = self.final_intent or self.agent
-        after = {(frame.kind, frame.name) for frame in waiting}
-        for kind, name in self.found_waiting:  # ended by the turn (a delegation moved on) with no event of its own
-            label = {"kind": kind, "name": name}
-            if (kind, name) not in after and all(e["frame"] != label for e in events):
-                events.append({"event": "closed", "frame": label, "by": by})
-        for frame in waiting:
-            label = frame.label()
-            if (frame.kind, frame.name) not in self.found_waiting and all(e["frame"] != label for e in events):
-                events.append({"event": "opened", "frame": label, "by": by})
-        return {**told, "events": events, "stack": shown}
-
     def escalation_metadata(self) -> dict[str, Any] | None:
         """``metadata.escalation``: the escalation this turn opened, or the one a person holds the conversation
         under (``status``, ``queue``, ``position`` in line, ``reason``, …); ``None`` when the assistants answer."""
-        escalation = self.escalation or self.held
-        return escalation_public(escalation, position=self.escalation_position) if escalation is not None else None
+        escalation = self.escalation.opened or self.escalation.held
+        return escalation_public(escalation, position=self.escalation.position) if escalation is not None else None
 
     def knowledge_metadata(self) -> dict[str, Any] | None:
         """``metadata.knowledge``: what the answering specialist (or a plan's parts) retrieved and cited
         (:mod:`conversations.knowledge_turn`); ``None`` when no run searched the knowledge."""
-        runs = [self.outcome] if self.outcome is not None else []
-        runs += [part.outcome for part in self.supervised_parts() if part.outcome and part.outcome is not self.outcome]
+        answering = self.chain.outcome
+        runs = [answering] if answering is not None else []
+        runs += [part.outcome for part in self.supervisor.parts() if part.outcome and part.outcome is not answering]
         return knowledge_merged(run.knowledge for run in runs)
 
     def knowledge_unknown(self) -> bool:
@@ -451,7 +299,7 @@ class Turn:
 
     def mcp_results(self) -> list[dict[str, Any]]:
         """The turn's tool calls as stored and shown: personal data and secrets redacted."""
-        return [self.vault.redact(result.as_dict()) for result in self.tool_results()]
+        return [self.guardrails.vault.redact(result.as_dict()) for result in self.tool_results()]
 
     def _prompt_version(self) -> int | None:
         specialist = self.input.profile.specialists.get(self.agent)

@@ -84,7 +84,7 @@ def turn_start(turn: Turn) -> bool:
     taken for a conversation that could not be read is handed on before the error goes up."""
     data = turn.input
     try:
-        turn.conversation_pk, turn.ticket, state = ordering.ticket_take(
+        turn.store.conversation_pk, turn.store.ticket, state = ordering.ticket_take(
             conversation_key=data.conversation_key,
             defaults=conversation_defaults(data),
             new=data.session_new,
@@ -96,10 +96,10 @@ def turn_start(turn: Turn) -> bool:
             try:
                 conversation_load(turn, state)
             except BaseException:
-                ordering.ticket_release(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+                ordering.ticket_release(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
                 raise
-        turn.ready = state is not None
-        return turn.ready
+        turn.store.ready = state is not None
+        return turn.store.ready
     finally:
         if not connection.in_atomic_block:
             connection.close()
@@ -116,26 +116,26 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
     """
     try:
         if state is None:
-            state = Conversation.objects.filter(pk=turn.conversation_pk).values(*ordering.STATE_COLUMNS).first()
+            state = Conversation.objects.filter(pk=turn.store.conversation_pk).values(*ordering.STATE_COLUMNS).first()
             if state is None:
                 return
-        turn.state = state["state"]
-        turn.active_agent = state["active_specialist"]
-        turn.active_intent = state["active_intent"]
-        turn.backend_task = state["backend_task"]
-        turn.sub_conversation = state["sub_conversation"]
-        turn.pending_result = state["pending_result"]
-        turn.pending_permission = state["pending_permission"]
-        turn.granted = list(state["granted_permissions"] or [])
-        turn.goal_state = state["goal_state"]
-        turn.frames = frames_read(state["stack"])
-        turn.found_waiting = tuple((frame.kind, frame.name) for frame in turn.waiting_frames())
-        turn.stored_cohort = state["cohort"]
-        turn.handoff_kinds = state["handoff_kinds"]
-        turn.conversation_created_at = state["created_at"]
-        turn.fallbacks_in_row = turn.fallbacks_before = state["fallbacks_in_row"]
-        turn.outcome_was = state["outcome"]
-        turn.language_kept = turn.stored_language = state["language"]
+        turn.route.state = state["state"]
+        turn.route.active_agent = state["active_specialist"]
+        turn.route.active_intent = state["active_intent"]
+        turn.backend.task = state["backend_task"]
+        turn.stack.sub_conversation = state["sub_conversation"]
+        turn.stack.pending_result = state["pending_result"]
+        turn.stack.pending_permission = state["pending_permission"]
+        turn.stack.granted = list(state["granted_permissions"] or [])
+        turn.stack.goal_state = state["goal_state"]
+        turn.stack.frames = frames_read(state["stack"])
+        turn.stack.found_waiting = tuple((frame.kind, frame.name) for frame in turn.stack.waiting_frames())
+        turn.store.cohort = state["cohort"]
+        turn.store.handoff_kinds = state["handoff_kinds"]
+        turn.store.conversation_created_at = state["created_at"]
+        turn.store.fallbacks_in_row = turn.store.fallbacks_before = state["fallbacks_in_row"]
+        turn.store.outcome_was = state["outcome"]
+        turn.language.kept = turn.language.found = state["language"]
         if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
             held_load(turn, state["escalation_id"])
         rollout_serve(turn)
@@ -144,7 +144,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
             turn.history = history_parse(state[ordering.READ])
         else:
             turn.history = conversation_history(
-                turn.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
+                turn.store.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
             )
     finally:
         if not connection.in_atomic_block:
@@ -155,8 +155,8 @@ def held_load(turn: Turn, escalation_id: Any) -> None:
     """The escalation a person holds the conversation under, and its place in line while it waits."""
     held = Escalation.objects.filter(pk=escalation_id, status__in=ESCALATION_OPEN).first()
     if held is not None:
-        turn.held = held
-        turn.escalation_position = queue_position(held)
+        turn.escalation.held = held
+        turn.escalation.position = queue_position(held)
 
 
 def cohort_keep(turn: Turn) -> None:
@@ -165,7 +165,7 @@ def cohort_keep(turn: Turn) -> None:
     it started in. Overrides and the kill switch still decide at once: they are a person's or a rollback's."""
     data = turn.input
     flag = data.flags.get(MULTI_AGENT_FLAG) or {}
-    kept = turn.stored_cohort
+    kept = turn.store.cohort
     if (
         flag.get("reason") != REASON_BUCKET
         or kept not in (COHORT_MULTI_AGENT, COHORT_SINGLE_AGENT)
@@ -189,8 +189,8 @@ def rollout_serve(turn: Turn) -> None:
     live = current.released.get(data.profile.agent_id)
     if rollout is None or live is None or data.profile.version != live:
         return
-    candidate = rollout.serves_candidate(data.conversation_key, turn.conversation_created_at)
-    turn.rollout = {"plan": rollout.plan_id, "cohort": "candidate" if candidate else "control"}
+    candidate = rollout.serves_candidate(data.conversation_key, turn.store.conversation_created_at)
+    turn.store.rollout = {"plan": rollout.plan_id, "cohort": "candidate" if candidate else "control"}
     if candidate:
         turn.input = replace(data, profile=rollout.candidate)
         if not data.single_agent:
@@ -218,10 +218,10 @@ def recent_paths(conversation_pk: int, window: int) -> list[tuple[str, str]]:
 
 def active_specialist(turn: Turn) -> str:
     if turn.agent == PERSON:  # handed to a person: the assistant that answered before stays the active one
-        return turn.escalation.from_agent if turn.escalation is not None else turn.active_agent
+        return turn.escalation.opened.from_agent if turn.escalation.opened is not None else turn.route.active_agent
     profile = turn.input.profile
     if delegation_active(profile) and not turn.input.single_agent:
-        return (turn.sub_conversation or {}).get("specialist") or profile.coordinator
+        return (turn.stack.sub_conversation or {}).get("specialist") or profile.coordinator
     decision = turn.decision
     if decision is not None and decision.is_plan:
         return decision.agents[0]
@@ -252,16 +252,16 @@ def response_bounded(turn: Turn, metadata: dict[str, Any]) -> dict[str, Any]:
 def turn_record(turn: Turn) -> TurnRecord:
     """What the turn stores, as :mod:`conversations.records` defines it: personal data masked, results redacted,
     the answer with its metadata within ``RESPONSE_MAX_BYTES``."""
-    data, vault = turn.input, turn.vault
+    data, vault = turn.input, turn.guardrails.vault
     metadata = turn.metadata()
     usage = metadata["usage"]
     tool_calls = metadata["mcp_results"]  # redacted once: the rows store what the answer shows, before its bound
     metadata = response_bounded(turn, metadata)
     return TurnRecord(
-        conversation_id=turn.conversation_pk,
+        conversation_id=turn.store.conversation_pk,
         tenant_id=data.tenant_pk,
         profile_id=data.profile.pk,
-        text=turn.text_to_store,
+        text=turn.guardrails.text_to_store,
         answer=turn.answer,
         agent=turn.agent,
         mode=turn.mode,
@@ -276,9 +276,9 @@ def turn_record(turn: Turn) -> TurnRecord:
         user_id=stored_user_id(data),
         client_metadata={key: vault.redact(value) for key, value in data.client_metadata.items()},
         latency_ms=round(sum(node["ms"] for node in turn.trace), 3),
-        judge_score=(turn.judges.get("rule_based") or {}).get("score"),
+        judge_score=(turn.supervisor.judges.get("rule_based") or {}).get("score"),
         decision=turn.decision,
-        notes=[(agent, vault.redact(note)) for agent, note in turn.stored_notes],
+        notes=[(agent, vault.redact(note)) for agent, note in turn.chain.stored_notes],
         parts=[
             PartRecord(
                 agent=partial.agent,
@@ -288,13 +288,13 @@ def turn_record(turn: Turn) -> TurnRecord:
                 error=partial.error,
                 round=partial.round,
             )
-            for partial in turn.supervised_parts()
+            for partial in turn.supervisor.parts()
         ],
         tool_calls=tool_calls,
         moves=turn.all_moves(),
-        backend_calls=(turn.backend_reply,) if turn.backend_reply else (),
-        answered=turn.answered,
-        escalation=turn.escalation,
+        backend_calls=(turn.backend.reply,) if turn.backend.reply else (),
+        answered=turn.escalation.answered,
+        escalation=turn.escalation.opened,
         goal=goal_served(turn),
     )
 
@@ -303,7 +303,7 @@ def goal_served(turn: Turn) -> str:
     """Goal mode: the goal the turn served (``domain.goal``), or the last one the conversation served."""
     if turn.goal is not None and turn.decision is not None and turn.decision.method == "goal":
         return turn.decision.intent
-    last = (turn.goal_state or {}).get("last") if isinstance(turn.goal_state, dict) else None
+    last = (turn.stack.goal_state or {}).get("last") if isinstance(turn.stack.goal_state, dict) else None
     if isinstance(last, dict) and last.get("goal"):
         return f"{last.get('domain', '')}.{last['goal']}".strip(".")
     return ""
@@ -313,61 +313,63 @@ def turn_persist(turn: Turn) -> int:
     decision = turn.decision
     backends = turn.input.profile.backends
     backend = turn.agent if turn.agent in backends else ""
-    was = turn.active_agent if turn.active_agent in backends else ""
+    was = turn.route.active_agent if turn.route.active_agent in backends else ""
     written = turn.memory.written
     live = LiveState(
         active_backend=backend if decision is not None and backend != was else None,
         # A backend's task waits for the next message only while that backend answers.
-        backend_task=None if decision is None else turn.backend_task if backend else "",
-        sub_conversation=turn.sub_conversation,
-        pending_result=turn.pending_result,
-        pending_permission=turn.pending_permission,
-        granted_permissions=turn.granted,
-        goal_state=turn.goal_state,
-        stack=[frame.as_dict() for frame in turn.frames],
+        backend_task=None if decision is None else turn.backend.task if backend else "",
+        sub_conversation=turn.stack.sub_conversation,
+        pending_result=turn.stack.pending_result,
+        pending_permission=turn.stack.pending_permission,
+        granted_permissions=turn.stack.granted,
+        goal_state=turn.stack.goal_state,
+        stack=[frame.as_dict() for frame in turn.stack.frames],
         # Small talk that moved nothing leaves the state, the active specialist and its intent as they were.
         routed=None
-        if decision is None or (decision.keeps_conversation and not turn.moves)
+        if decision is None or (decision.keeps_conversation and not turn.chain.moves)
         else (
-            turn.next_state,
+            turn.route.next_state,
             active_specialist(turn),
-            decision.plan[0].intent if decision.plan else turn.final_intent,
+            decision.plan[0].intent if decision.plan else turn.route.final_intent,
         ),
-        escalation_id=turn.escalation.pk if turn.escalation is not None else None,
-        fallbacks_in_row=turn.fallbacks_in_row if turn.fallbacks_in_row != turn.fallbacks_before else None,
+        escalation_id=turn.escalation.opened.pk if turn.escalation.opened is not None else None,
+        fallbacks_in_row=turn.store.fallbacks_in_row
+        if turn.store.fallbacks_in_row != turn.store.fallbacks_before
+        else None,
         outcome=outcome_now(turn),
-        language=turn.language_kept,
+        language=turn.language.kept,
         memory_summary=(written.text, written.through, written.at_count) if written is not None else None,
     )
     counted = CountedAs(
-        cohort=turn.stored_cohort,
-        handoff_kinds=turn.handoff_kinds,
-        created_at=turn.conversation_created_at,
-        language=turn.stored_language,
+        cohort=turn.store.cohort,
+        handoff_kinds=turn.store.handoff_kinds,
+        created_at=turn.store.conversation_created_at,
+        language=turn.language.found,
     )
     record = turn_record(turn)
     claim = turn.input.idempotency_claim
     with transaction.atomic() if claim is not None else contextlib.nullcontext():
         if claim is not None and not IdempotentRequest.objects.select_for_update().filter(pk=claim).exists():
             raise ClaimTakenOver(claim)
-        rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.ticket)
-        turn.stored_metadata = record.metadata
-        turn.answer_message_id = rows.answer.pk if rows.answer is not None else None
-        turn.user_message_id = rows.user_message.pk
+        rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.store.ticket)
+        turn.store.metadata = record.metadata
+        turn.store.answer_message_id = rows.answer.pk if rows.answer is not None else None
+        turn.store.user_message_id = rows.user_message.pk
         if claim is not None:  # a request that dies before it stores its answer leaves this for its retry
             IdempotentRequest.objects.filter(pk=claim).update(turn=turn.result().recorded())
     memory_persist(turn)
     desks_told(turn, rows.user_message)
-    return turn.conversation_pk
+    return turn.store.conversation_pk
 
 
 def outcome_now(turn: Turn) -> str | None:
     """The conversation's outcome column after the turn, ``None`` when it stays: ``escalated`` when the turn handed
     it to a person; open again (``""``) when the customer wrote to a conversation that had been closed as resolved or
     abandoned (or before outcomes were recorded). Escalated is final."""
-    if turn.escalation is not None:
+    if turn.escalation.opened is not None:
         return Outcome.ESCALATED
-    if turn.outcome_was not in (OPEN, Outcome.ESCALATED):
+    if turn.store.outcome_was not in (OPEN, Outcome.ESCALATED):
         return OPEN
     return None
 
@@ -375,23 +377,25 @@ def outcome_now(turn: Turn) -> str | None:
 def desks_told(turn: Turn, customer_message: Any) -> None:
     """The tenant's desks hear of the stored turn: a conversation that joined a queue, or the customer's message
     to a conversation a person holds (pushed now: this is the database thread, after the write)."""
-    if turn.escalation is not None:
+    if turn.escalation.opened is not None:
         escalation_opened(
-            turn.escalation, conversation_key=turn.input.conversation_key, position=turn.escalation_position
+            turn.escalation.opened, conversation_key=turn.input.conversation_key, position=turn.escalation.position
         )
-    elif turn.held is not None:
+    elif turn.escalation.held is not None:
         public = message_public(customer_message)
         push_now(
-            desk_group(turn.held.tenant_id),
+            desk_group(turn.escalation.held.tenant_id),
             DESK_EVENT,
-            {"kind": "message", "escalation": str(turn.held.pk), "message": public},
+            {"kind": "message", "escalation": str(turn.escalation.held.pk), "message": public},
         )
-        escalation_changed.send(sender=Escalation, escalation=turn.held, kind="customer_message", message=public)
+        escalation_changed.send(
+            sender=Escalation, escalation=turn.escalation.held, kind="customer_message", message=public
+        )
 
 
 def turn_observe_metrics(turn: Turn) -> None:
     """The stored turn's figures (common/infra/metrics.py): profile, mode, routing method, latency and handoffs."""
-    method = turn.decision.method if turn.decision is not None else ("blocked" if turn.blocked else "none")
+    method = turn.decision.method if turn.decision is not None else ("blocked" if turn.guardrails.blocked else "none")
     seconds = sum(node["ms"] for node in turn.trace) / 1000
     moves = ((move.kind, move.status) for move in turn.all_moves())
     metrics.turn_observe(turn.input.profile.agent_id, turn.mode, method, seconds, moves)
@@ -400,4 +404,4 @@ def turn_observe_metrics(turn: Turn) -> None:
 def ticket_abandon_taken(start: asyncio.Future[bool], turn: Turn) -> None:
     """Give up the ticket a cancelled request took (if taking it succeeded)."""
     if not start.cancelled() and start.exception() is None:
-        ordering.ticket_abandon(conversation_pk=turn.conversation_pk, ticket=turn.ticket)
+        ordering.ticket_abandon(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)

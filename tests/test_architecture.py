@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
+import typing
 from pathlib import Path
 
 import pytest
+
+from conversations.turn import Turn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,6 +67,32 @@ def test_every_function_level_import_of_a_product_module_has_its_reason_listed(h
 
 def test_no_module_imports_another_modules_private_name(house):
     assert broken(house, "private") == []
+
+
+# What one turn may keep of its own; the rest is in the parts its features define (docs/architecture.md, "The turn").
+TURN_FIELDS_MAX = 20
+TURN_PARTS = {"route", "guardrails", "stack", "chain", "supervisor", "escalation", "backend", "language", "store"}
+
+
+def _dataclass_in(hint: object) -> type | None:
+    """The dataclass a field holds (``GoalTurn | None`` holds ``GoalTurn``), or None."""
+    kinds = [hint, *typing.get_args(hint)]
+    return next((kind for kind in kinds if isinstance(kind, type) and dataclasses.is_dataclass(kind)), None)
+
+
+def test_the_turn_keeps_at_most_twenty_fields_and_each_part_is_defined_in_a_module_that_does_not_import_it(house):
+    own = dataclasses.fields(Turn)
+    assert len(own) <= TURN_FIELDS_MAX, [field.name for field in own]
+    hints = typing.get_type_hints(Turn)
+    # The message as it came in (TurnInput) is the turn's own; every other dataclass it holds is a feature's part.
+    parts = {field.name: _dataclass_in(hints[field.name]) for field in own if field.name != "input"}
+    parts = {name: kind for name, kind in parts.items() if kind is not None}
+    assert TURN_PARTS | {"memory", "goal"} <= set(parts), sorted(parts)
+    for name, kind in parts.items():
+        assert kind.__module__ != "conversations.turn", name
+        path = kind.__module__.replace(".", "/") + ".py"
+        assert (ROOT / path).exists(), path
+        assert "conversations/turn.py" not in house.imports.get(path, {}), f"{name}: {path} imports the turn"
 
 
 def test_each_app_says_its_layers_rule_at_the_top_of_its_package():

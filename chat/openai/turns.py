@@ -67,7 +67,7 @@ class TurnRef:
 
 
 def turn_ref(begun: Turn) -> TurnRef:
-    return TurnRef(begun.conversation_pk, begun.ticket + 1)
+    return TurnRef(begun.store.conversation_pk, begun.store.ticket + 1)
 
 
 def result_ref(result: TurnResult) -> TurnRef:

@@ -25,7 +25,8 @@ from django.utils import timezone
 
 from common.events import emit_safely
 from conversations.goals.engine import answer_write, outputs_combine, plan_execute
-from conversations.turn import GoalTurn, Turn
+from conversations.goals.part import GoalTurn
+from conversations.turn import Turn
 from routing.decide import route_decide
 from routing.goals.decide import (
     CLARIFICATION,
@@ -56,57 +57,62 @@ FAILED_PLAN_ANSWER = MESSAGES["failed_plan"]
 async def goal_routing(turn: Turn) -> RouteDecision:
     """The decision for a goal-mode message; sets ``turn.goal`` and the goal state the conversation keeps."""
     profile = turn.input.profile
-    pending = (turn.goal_state or {}).get("pending")
+    pending = (turn.stack.goal_state or {}).get("pending")
     waiting: dict[str, Any] = pending if isinstance(pending, dict) else {}
-    repair = profile.repair_words.read(turn.sanitized_text) if waiting else None
+    repair = profile.repair_words.read(turn.guardrails.sanitized_text) if waiting else None
     asked_yes_or_no = waiting.get("reason") == LOW_CONFIDENCE
-    if asked_yes_or_no and profile.reply_words.read_past_fillers(turn.sanitized_text).reads_as is not None:
+    if asked_yes_or_no and profile.reply_words.read_past_fillers(turn.guardrails.sanitized_text).reads_as is not None:
         repair = None  # "is this what you want?" answered no: the goal's own answer to a no (it asks what instead)
     if waiting and repair is not None and repair.pattern == CANCEL:
         return clarification_cancelled(turn, waiting, repair)
     if repair is not None and repair.pattern in (REPEAT, SKIP):
         return question_repeated(turn, waiting, repair)
-    said = turn.sanitized_text
+    said = turn.guardrails.sanitized_text
     correction = profile.repair_words.read(said) if not waiting else None
     if correction is not None and correction.pattern == CORRECT:
         said = after_phrases(said, profile.repair_words.correct)  # "errei, eu queria dizer VALE3": "VALE3"
     if not said:
-        correction, said = None, turn.sanitized_text  # nothing follows the apology: the message is read whole
-    decision = await goal_decide(profile=profile, text=said, goal_state=turn.goal_state, language=turn.language)
+        correction, said = (
+            None,
+            turn.guardrails.sanitized_text,
+        )  # nothing follows the apology: the message is read whole
+    decision = await goal_decide(
+        profile=profile, text=said, goal_state=turn.stack.goal_state, language=turn.language.code
+    )
     turn.goal = GoalTurn(decision)
-    turn.goal_state = decision.goal_state
+    turn.stack.goal_state = decision.goal_state
     resumed = bool(waiting) and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision)
     read = decision.intent_output
     await emit_safely(turn.input.emit, "goal", {"phase": "decided", **_public(decision)})
     if decision.status == GENERAL:
         routed = await route_decide(
             profile=profile,
-            text=turn.sanitized_text,
-            state=turn.state or None,
-            active_agent=turn.active_agent,
-            active_intent=turn.active_intent,
+            text=turn.guardrails.sanitized_text,
+            state=turn.route.state or None,
+            active_agent=turn.route.active_agent,
+            active_intent=turn.route.active_intent,
         )
         routed.metadata["goal"] = {"status": GENERAL, "intent_output": read.as_dict(), "reading": dict(read.reading)}
         if resumed:  # a side question for the specialists; out of scope, it moves no frame
-            turn.stack_step = clarification_resumed(
-                waiting, decision, turn=turn.ticket + 1, moved=routed.method != "fallback"
+            turn.stack.step = clarification_resumed(
+                waiting, decision, turn=turn.store.ticket + 1, moved=routed.method != "fallback"
             )
         return routed
     if resumed:
-        turn.stack_step = clarification_resumed(waiting, decision, turn=turn.ticket + 1, moved=True)
+        turn.stack.step = clarification_resumed(waiting, decision, turn=turn.store.ticket + 1, moved=True)
     elif correction is not None and correction.pattern == CORRECT:
-        turn.stack_step = StackStep(frames=[], turn=turn.ticket + 1, now=timezone.now(), repair=correction)
+        turn.stack.step = StackStep(frames=[], turn=turn.store.ticket + 1, now=timezone.now(), repair=correction)
     elif waiting and not (decision.goal_state or {}).get("pending") and decision.status != CLARIFICATION:
-        frame = _clarification_frame(waiting, turn=turn.ticket + 1)
-        turn.stack_step = StackStep(frames=[], turn=turn.ticket + 1, now=timezone.now())
-        turn.stack_step.event("bound", frame, "reply")
-        turn.stack_step.event("closed", frame, "reply")
+        frame = _clarification_frame(waiting, turn=turn.store.ticket + 1)
+        turn.stack.step = StackStep(frames=[], turn=turn.store.ticket + 1, now=timezone.now())
+        turn.stack.step.event("bound", frame, "reply")
+        turn.stack.step.event("closed", frame, "reply")
     tools = [
         spec.tool_name
         for step in (decision.plan.steps if decision.plan else ())
         if (spec := profile.goals.capabilities.get(step.capability)) is not None
     ]
-    previous = turn.active_agent
+    previous = turn.route.active_agent
     return RouteDecision(
         route=GOAL_ROUTE,
         agent=GOAL_AGENT,
@@ -141,9 +147,11 @@ def question_repeated(turn: Turn, waiting: dict[str, Any], repair: Repair) -> Ro
     """ "Pode repetir?" while a goal waits: its question again (the last answer), nothing read or run. A skip ("pula
     essa") gets the question again too, with why: a goal asks only what it cannot go on without (a required entity,
     which of several it means, whether it read the request right), so no question of a goal is passed."""
-    frames = [_clarification_frame(waiting, turn=turn.ticket + 1)] if waiting else []
+    frames = [_clarification_frame(waiting, turn=turn.store.ticket + 1)] if waiting else []
     pattern = repair.pattern
-    turn.stack_step = StackStep(frames=frames, turn=turn.ticket + 1, now=timezone.now(), repair=repair, fixed=pattern)
+    turn.stack.step = StackStep(
+        frames=frames, turn=turn.store.ticket + 1, now=timezone.now(), repair=repair, fixed=pattern
+    )
     return RouteDecision(
         route=GOAL_ROUTE,
         agent=GOAL_AGENT,
@@ -160,11 +168,13 @@ def question_repeated(turn: Turn, waiting: dict[str, Any], repair: Repair) -> Ro
 
 def clarification_cancelled(turn: Turn, waiting: dict[str, Any], repair: Repair) -> RouteDecision:
     """A cancel while a goal waits for its clarification: the goal is dropped, nothing runs, the platform answers."""
-    frame = _clarification_frame(waiting, turn=turn.ticket + 1)
-    step = StackStep(frames=[], turn=turn.ticket + 1, now=timezone.now(), repair=repair, fixed=CANCEL, cancelled=frame)
+    frame = _clarification_frame(waiting, turn=turn.store.ticket + 1)
+    step = StackStep(
+        frames=[], turn=turn.store.ticket + 1, now=timezone.now(), repair=repair, fixed=CANCEL, cancelled=frame
+    )
     step.event("cancelled", frame, CANCEL)
-    turn.stack_step = step
-    turn.goal_state = {**(turn.goal_state or {}), "pending": None}
+    turn.stack.step = step
+    turn.stack.goal_state = {**(turn.stack.goal_state or {}), "pending": None}
     return RouteDecision(
         route=GOAL_ROUTE,
         agent=GOAL_AGENT,
@@ -179,18 +189,20 @@ def clarification_cancelled(turn: Turn, waiting: dict[str, Any], repair: Repair)
 async def _chosen_in_the_reply(turn: Turn, clarification: dict[str, Any]) -> GoalDecision | None:
     """The goal planned with the option the message picks ("a segunda", "Helsinki") when the message answered the
     goal's question (its frame was bound); ``None`` when it did not, or picks none."""
-    step = turn.stack_step
+    step = turn.stack.step
     if step is None or not any(event["event"] == "bound" for event in step.events):
         return None
     picked = candidate_choose(
-        turn.sanitized_text,
+        turn.guardrails.sanitized_text,
         clarification.get("candidates") or [],
         label_fields=tuple(clarification.get("label_fields") or ("label",)),
         value_field=str(clarification.get("value_field") or "value"),
     )
     if picked is None:
         return None
-    decided = await goal_decide(profile=turn.input.profile, text=turn.sanitized_text, goal_state=turn.goal_state)
+    decided = await goal_decide(
+        profile=turn.input.profile, text=turn.guardrails.sanitized_text, goal_state=turn.stack.goal_state
+    )
     return decided if decided.status == PLAN else None
 
 
@@ -226,10 +238,10 @@ async def goal_answer(turn: Turn, current: Snapshot, *, replied: bool = True) ->
         logger.info("A goal plan could not be made: %s", decision.reason)
         turn.answer = said("failed_plan", language)
         return
-    turn.offered_tools = sorted({*turn.offered_tools, *(turn.decision.mcp_tools if turn.decision else [])})
+    turn.chain.offered_tools = sorted({*turn.chain.offered_tools, *(turn.decision.mcp_tools if turn.decision else [])})
 
     async def on_event(event: str, data: dict[str, Any]) -> None:
-        await emit_safely(turn.input.emit, event, turn.vault.redact(data))
+        await emit_safely(turn.input.emit, event, turn.guardrails.vault.redact(data))
 
     goal.run = await plan_execute(
         decision.plan, turn.input.profile.goals, current, on_event=on_event, language=language
@@ -239,14 +251,16 @@ async def goal_answer(turn: Turn, current: Snapshot, *, replied: bool = True) ->
         turn.answer = said("failed_plan", language)
         return
     if goal.run.status == CLARIFICATION and goal.run.clarification:
-        turn.goal_state = ambiguity_pending(decision, goal.run.clarification)
+        turn.stack.goal_state = ambiguity_pending(decision, goal.run.clarification)
         chosen = await _chosen_in_the_reply(turn, goal.run.clarification) if replied else None
         if chosen is not None:
-            turn.goal, turn.goal_state = GoalTurn(chosen), chosen.goal_state
+            turn.goal, turn.stack.goal_state = GoalTurn(chosen), chosen.goal_state
             await goal_answer(turn, current, replied=False)
             return
         turn.answer = str(goal.run.clarification.get("question", ""))
         return
     goal.combined = outputs_combine(decision.plan, goal.run.outputs, language)
-    turn.answer, goal.writing = await answer_write(turn.input.profile, turn.sanitized_text, goal.combined, language)
+    turn.answer, goal.writing = await answer_write(
+        turn.input.profile, turn.guardrails.sanitized_text, goal.combined, language
+    )
     await emit_safely(turn.input.emit, "goal", {"phase": "finished", "status": goal.status})

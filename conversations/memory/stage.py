@@ -41,12 +41,12 @@ def _answer(turn: Turn) -> str | None:
     """The platform's answer to the message as a memory command (and what it will keep or forget), or ``None`` when
     it is none. A bare "forget that" is the last fact's only while no flow or question is open (else it cancels
     it, conversations.stack_turn); a "forget …" that matches no fact is no command (it may be a request)."""
-    memory, language = turn.memory, turn.language
-    command = memory.command = command_read(turn.sanitized_text)
+    memory, language = turn.memory, turn.language.code
+    command = memory.command = command_read(turn.guardrails.sanitized_text)
     if command is None:
         return None
     if command.kind == FORGET:
-        if command.forgets_the_last and (turn.frames or turn.found_waiting):
+        if command.forgets_the_last and (turn.stack.frames or turn.stack.found_waiting):
             return None
         forgotten = facts_matching(memory.facts, command.words)
         if not forgotten:
@@ -79,12 +79,12 @@ def memory_begin(turn: Turn) -> RouteDecision | None:
         memory.command = None
         return None
     memory.answer = answer
-    agent = turn.active_agent or turn.input.profile.fallback_agent
+    agent = turn.route.active_agent or turn.input.profile.fallback_agent
     assert memory.command is not None
     return RouteDecision(
         route=agent,
         agent=agent,
-        intent=turn.active_intent,
+        intent=turn.route.active_intent,
         confidence=1.0,
         reason=f"The customer's memory: {memory.command.kind}.",
         method="memory",
@@ -96,13 +96,13 @@ async def _summary_rewrite(turn: Turn) -> SummaryWritten | None:
     memory = turn.memory
     first = turn.history[0].message_id or 0
     left = await sync_to_async(messages_left_window)(
-        conversation_pk=turn.conversation_pk, after=memory.summary_through, before=first, ended_at=memory.ended_at
+        conversation_pk=turn.store.conversation_pk, after=memory.summary_through, before=first, ended_at=memory.ended_at
     )
     if not left:  # nothing left the window since: wait another round
         return SummaryWritten(memory.summary, memory.summary_through, memory.message_count)
     extract = turn.input.profile.extract_customer_facts and bool(memory.user_id)
     read = await summary_rewritten(turn.input.profile, memory.summary, left, extract=extract)
-    facts = tuple((turn.vault.mask(fact), source) for fact, source in read.facts)
+    facts = tuple((turn.guardrails.vault.mask(fact), source) for fact, source in read.facts)
     return SummaryWritten(read.text, left[-1].message_id or memory.summary_through, memory.message_count, facts)
 
 
@@ -128,7 +128,7 @@ async def memory_settle(turn: Turn) -> None:
 def facts_saved_by(turn: Turn) -> list[tuple[str, str]]:
     """(specialist, fact) for every fact the turn's runs saved with the remember tool (:mod:`.tool`), a plan's parts
     included, in order."""
-    runs = [*turn.runs, *((part.agent, part.outcome) for part in turn.supervised_parts() if part.outcome)]
+    runs = [*turn.chain.runs, *((part.agent, part.outcome) for part in turn.supervisor.parts() if part.outcome)]
     seen: set[int] = set()
     saved = []
     for agent, outcome in runs:
@@ -148,13 +148,13 @@ def memory_persist(turn: Turn) -> None:
             tenant_id=data.tenant_pk,
             user_id=memory.user_id,
             text=memory.remember,
-            source_message_id=turn.user_message_id,
+            source_message_id=turn.store.user_message_id,
         )
     if memory.forget:
         facts_forget(tenant_id=data.tenant_pk, user_id=memory.user_id, ids=memory.forget)
     extracted = memory.written.facts if memory.written is not None else ()
     kept = [
-        *((FactSource.SAVED, agent, fact, turn.user_message_id) for agent, fact in facts_saved_by(turn)),
+        *((FactSource.SAVED, agent, fact, turn.store.user_message_id) for agent, fact in facts_saved_by(turn)),
         *((FactSource.EXTRACTED, "", fact, source) for fact, source in extracted),
     ]
     if not kept or not memory.user_id:  # a saved fact needs a user id (the tool said so); most turns keep none

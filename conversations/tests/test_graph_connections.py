@@ -21,7 +21,7 @@ def _turn(tenant, session_id: str) -> Turn:
         session_id=session_id,
     )
     turn = Turn(input=data, mode=profile.effective_mode)
-    turn.text_to_store = turn.sanitized_text = data.text
+    turn.guardrails.text_to_store = turn.guardrails.sanitized_text = data.text
     turn.answer = "Resposta"
     assert turn_start(turn)  # the ticket, and the conversation read with it
     return turn
