@@ -22,6 +22,7 @@ class TurnStore:
     user_message_id: int | None = None  # the stored customer message (set by persist)
     answer_message_id: int | None = None  # the stored answer's id, set by persist (what feedback names)
     metadata: dict[str, Any] | None = None  # the answer's metadata as persist stored it
+    state: str | None = None  # the conversation's state as persist left it (None: not stored)
     fallbacks_in_row: int = 0  # the conversation's fallback answers in a row, this turn's counted
     fallbacks_before: int = 0  # ... as the turn found it (the column is written only when it changes)
     outcome_was: str = ""  # the conversation's outcome when the turn began (OPEN: still open)

@@ -96,6 +96,8 @@ class TurnResult:
     metadata: dict[str, Any]
     message_id: int | None = None  # the stored answer: what POST /api/sessions/{key}/feedback rates
     conversation_pk: int | None = None
+    # The conversation's state as the turn stored it (None: the turn stored nothing); not in the faces' answer.
+    state: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The answer as every face returns it: the JSON routes' body, the SSE and WebSocket ``done`` event."""
@@ -224,6 +226,7 @@ class Turn:
             metadata=self.store.metadata if self.store.metadata is not None else self.metadata(),
             message_id=self.store.answer_message_id,
             conversation_pk=self.store.conversation_pk or None,
+            state=self.store.state,
         )
 
     def metadata(self) -> dict[str, Any]:

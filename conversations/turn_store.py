@@ -354,6 +354,7 @@ def turn_persist(turn: Turn) -> int:
             raise ClaimTakenOver(claim)
         rows = conversation_turn_record(record=record, live=live, counted=counted, ticket=turn.store.ticket)
         turn.store.metadata = record.metadata
+        turn.store.state = live.routed[0] if live.routed is not None else turn.route.state
         turn.store.answer_message_id = rows.answer.pk if rows.answer is not None else None
         turn.store.user_message_id = rows.user_message.pk
         if claim is not None:  # a request that dies before it stores its answer leaves this for its retry

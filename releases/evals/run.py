@@ -456,7 +456,7 @@ async def _play(
         )
         with rehearsing({**case.tool_answers, **turn.tool_answers}) as rehearsal:
             result = await run_turn(data)
-        state = await sync_to_async(_state_after)(result.conversation_pk)
+        state = result.state if result.state is not None else await sync_to_async(_state_after)(result.conversation_pk)
         seen = observed(result, state, [call.as_dict() for call in rehearsal.calls])
         failures = turn_checked(turn.expect, seen, language=case.language)
         verdict = None
@@ -482,9 +482,9 @@ def turn_usage(shown: Mapping[str, Any]) -> TurnUsage:
 
 
 def _state_after(conversation_pk: int | None) -> str:
-    """The conversation's state as the turn stored it (``""`` when it stored none). Read after every turn played:
-    one fixed statement, prepared once per connection, without the query compiler (which cost more CPU than the
-    read)."""
+    """The conversation's state as the turn stored it (``""`` when it stored none), read from the database for a
+    turn whose result does not say it (:attr:`conversations.turn.TurnResult.state`): one fixed statement, prepared
+    once per connection, without the query compiler (which cost more CPU than the read)."""
     if conversation_pk is None:
         return ""
     quote, opts = connection.ops.quote_name, Conversation._meta

@@ -10,7 +10,7 @@ from agents.models import ModelCallUsage
 from conversations.memory.facts import facts_of
 from conversations.models import Conversation, Escalation, Message, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
-from releases.evals import conversation_tests_parse
+from releases.evals import conversation_tests_parse, run
 from releases.evals.run import conversation_tests_run
 from releases.routing_tests import DRAFT, LIVE, routing_tests_spec
 from releases.versions import version_publish
@@ -189,3 +189,12 @@ def test_under_a_named_tenant_a_fact_a_test_told_reaches_no_later_test_nor_the_t
 
     assert [result.failure_lines() for result in run.results] == [[], []]
     assert facts_of(tenant_id=tenant.pk, user_id="cliente-repetido") == ()
+
+
+def test_a_turns_state_is_what_the_turn_says_it_stored_not_read_again(telecom, monkeypatch):
+    read: list[int | None] = []
+    monkeypatch.setattr(run, "_state_after", lambda conversation_pk: read.append(conversation_pk) or "")
+
+    results = conversation_tests_run(routing_tests_spec(telecom, DRAFT), cases()).results
+
+    assert all(result.passed for result in results) and read == []
