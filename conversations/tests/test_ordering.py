@@ -224,4 +224,3 @@ def test_a_turn_that_fails_unexpectedly_hands_the_conversation_on(tenant, teleco
     asyncio.run(run_turn(data))  # not stuck behind the failed turn
     conversation = Conversation.objects.get(session_id="boom")
     assert conversation.turn_tickets_issued == conversation.turn_tickets_done == 2
-
