@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -413,8 +415,7 @@ def test_a_message_that_starts_a_session_creates_its_conversation_and_takes_its_
 def test_the_message_path_reads_a_messages_keywords_once_and_each_texts_language_once(api, telecom, monkeypatch):
     """A turn routes on the message's keywords and the offline model moves on the same hits; the language is read
     of the message (the turn's language, the offline model's, the judge's) and of the answer's own words (the
-    judge): each text is worked out once (the answer's own words here are the previous answer's, its quote of the
-    message left out: told already in this test's one context)."""
+    judge): each text is worked out once a request."""
     calls: list[str] = []
     scored: list[str] = []
 
@@ -431,17 +432,19 @@ def test_the_message_path_reads_a_messages_keywords_once_and_each_texts_language
 
     counted(CompiledRouter, "keyword_match")
     counted(language, "language_scores")
-    send(api, "Minha fatura veio alta")
+    # Each request in a context of its own, as the ASGI server gives it: the test client's requests share the test's.
+    contextvars.Context().run(send, api, "Minha fatura veio alta")
     first_scored = list(scored)
     calls.clear()
     scored.clear()
 
-    body = send(api, "Preciso da segunda via do boleto").json()
+    body = contextvars.Context().run(send, api, "Preciso da segunda via do boleto").json()
 
     assert body["metadata"]["route_decision"]["method"] == "keyword"
     assert calls.count("keyword_match") == 1
-    assert scored == ["Preciso da segunda via do boleto"]
-    assert len(first_scored) == len(set(first_scored)) == 2  # the first message and its answer's own words
+    # The message once (the turn's language, the offline model's, the judge's), and the answer's own words once.
+    assert len(scored) == len(set(scored)) == 2 and scored[0] == "Preciso da segunda via do boleto"
+    assert len(first_scored) == len(set(first_scored)) == 2
     assert body["metadata"]["judges"]["rule_based"]["details"]["language_matches"] == {"user": "pt", "answer": "pt"}
 
 
