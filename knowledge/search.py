@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, Q, Sum
 
 from agents.passages import STEM_CHARS, content_words
 from common.config_version import config_version, local_generation
 from common.text import fold
-from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeWord
+from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
 
 CONFIGS = {"pt": "portuguese", "en": "english", "es": "spanish"}
 MAX_QUERY_WORDS = 32
@@ -138,6 +138,7 @@ class Scope:
     sources: list[int]
     about: dict[int, tuple[str, str, str, str]]
     passages: int
+    tenants_kept: bool = True  # a tenant of the profile has a source of its own: each tenant's scope is its own
 
 
 class PerVersion:
@@ -180,28 +181,39 @@ def _words(query: str) -> list[str]:
 def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[str], version: object) -> Scope:
     """The documents a search may read, and their sources: the profile's enabled sources shared by every tenant or
     kept to ``tenant``, in ``language`` when given, holding one of ``tags`` (the document's or its source's) when
-    given. One query, once per configuration version."""
+    given. One query, once per configuration version — for every tenant of a profile none of whose tenants has a
+    source of its own (the scope kept says so), for each tenant otherwise."""
     wanted = frozenset(tags)
-    key = (getattr(profile, "pk", profile), getattr(tenant, "pk", tenant), language or None, wanted)
-    if (kept := SCOPES.get(version, key)) is not None:
-        return kept
+    shared = (getattr(profile, "pk", profile), None, language or None, wanted)
+    tenant_pk = getattr(tenant, "pk", tenant)
+    key = shared if tenant_pk is None else (shared[0], tenant_pk, *shared[2:])
+    for held in (key, shared) if key != shared else (key,):
+        kept = SCOPES.get(version, held)
+        if kept is not None and (held == key or not kept.tenants_kept):
+            return kept
     scope = Q(source__tenant__isnull=True)
     if tenant is not None:
         scope |= Q(source__tenant=tenant)
     documents = KnowledgeDocument.objects.filter(scope, source__profile=profile, source__enabled=True)
     if language:
         documents = documents.filter(language=language)
-    rows = documents.annotate(held=Count("passages")).values_list(
-        "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags", "held"
-    )
-    kept_rows = [row for row in rows.order_by() if not wanted or wanted & {*row[6], *row[7]}]
+    tenants_kept = KnowledgeSource.objects.filter(profile=profile, enabled=True, tenant__isnull=False)
+    rows = documents.annotate(held=Count("passages"), tenants_kept=Exists(tenants_kept)).values_list(
+        "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags", "held",
+        "tenants_kept",
+    )  # fmt: skip
+    read = list(rows.order_by())
+    kept_rows = [row for row in read if not wanted or wanted & {*row[6], *row[7]}]
     found = Scope(
         [row[0] for row in kept_rows],
         sorted({row[1] for row in kept_rows}),
         {row[0]: (row[2], row[3], row[4], row[5]) for row in kept_rows},
         sum(row[8] for row in kept_rows),
+        tenants_kept=any(row[9] for row in read),
     )
     SCOPES.put(version, key, found)
+    if read and not found.tenants_kept:  # what every tenant of the profile reads
+        SCOPES.put(version, shared, found)
     return found
 
 

@@ -170,6 +170,28 @@ def test_a_search_reads_its_documents_and_words_once_a_version_and_then_runs_onl
     assert len(knowledge_queries(third)) == 2
 
 
+def test_the_tenants_of_a_profile_whose_sources_are_all_shared_read_the_documents_kept_once_for_all(
+    three_languages, profile
+):
+    """A profile's many tenants share its sources: a tenant new to the process costs no query of documents. Once a
+    tenant has a source of its own, each tenant's documents are read (and kept) apart."""
+    acme, other, own = TenantFactory(slug="acme"), TenantFactory(slug="other"), TenantFactory(slug="own")
+    knowledge_search(profile=profile, query="reset my password", tenant=acme)
+
+    with CaptureQueriesContext(connection) as shared:
+        hits = knowledge_search(profile=profile, query="reset my password", tenant=other)
+    private = KnowledgeSource.objects.create(profile=profile, tenant=own, name="Own", language="en")
+    document_ingest(source=private, file_name="own.md", data=b"# Own\n\n## Passwords\n\nOwn staff reset by phone.\n")
+
+    assert headings(hits)[0] == "Help centre › Passwords"
+    assert len(knowledge_queries(shared)) == 1  # the ranking alone
+    assert "Own › Passwords" in headings(knowledge_search(profile=profile, query="reset my password", tenant=own))
+    for tenant in (other, acme, None):
+        assert "Own › Passwords" not in headings(
+            knowledge_search(profile=profile, query="reset password", tenant=tenant)
+        )
+
+
 def test_an_upload_and_a_delete_are_found_by_the_next_search_of_words_searched_before(source, profile):
     document_ingest(source=source, file_name="help.md", data=HELP_EN)
     assert knowledge_search(profile=profile, query="pigeon refunds", limit=1)[0].heading == "Help centre › Refunds"
