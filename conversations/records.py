@@ -362,7 +362,10 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
     joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's
     alone = joined and not (rows.backend_calls or goal or recounted or opened or reopened)
     try:
-        with contextlib.nullcontext() if alone else transaction.atomic():
+        # Inside a transaction already (a conversation test's, an idempotency claim's), the write joins it: a failed
+        # write ends that transaction too (the test fails, the claim's block raises), so a savepoint of its own
+        # would cost two round trips and protect nothing.
+        with contextlib.nullcontext() if alone else transaction.atomic(savepoint=False):
             if opened is not None:  # first: the conversation's update names it
                 opened.save(force_insert=True)
                 outcome_escalated(

@@ -49,3 +49,16 @@ def test_a_turns_tool_calls_are_stored_with_its_messages_in_the_one_statement_th
     answer = Message.objects.get(pk=result.message_id)
     stored = ToolCall.objects.filter(message=answer).order_by("id").values_list("tool", "status")
     assert list(stored) == [("consultar_fatura", "ok"), ("consultar_pagamentos", "ok")]
+
+
+def test_a_turn_that_recounts_its_conversation_inside_an_open_transaction_joins_it_without_a_savepoint(tenant, telecom):
+    """A conversation test plays its turns in a transaction rolled back at its end: a turn's write that needs a
+    transaction (here the recount of a conversation whose request went to two specialists) joins it; a savepoint
+    would cost two round trips and protect nothing, since a failed write fails the test and nothing goes on in it."""
+    two_requests = replace(invoice_question(tenant, "minha fatura veio alta e cadê meu pedido P1?"), session_id="two")
+    with CaptureQueriesContext(connection) as queries, rehearsing({**ANSWERS, "consultar_pedido": {"status": "ok"}}):
+        async_to_sync(run_turn)(two_requests)
+
+    statements = [query["sql"].split(" ", 1)[0] for query in queries.captured_queries]
+    assert connection.in_atomic_block and "WITH" in statements
+    assert not {"SAVEPOINT", "RELEASE"} & set(statements), statements
