@@ -325,7 +325,7 @@ def _played_apart(
             connections.close_all()  # what on_result opened in this thread
 
     with (
-        process_pool(processes - 1, ready=_process_ready, ready_args=(profile, tenant)) as pool,
+        process_pool(processes - 1, ready=_process_ready, ready_args=(profile, tenant, snapshot.current())) as pool,
         ThreadPoolExecutor(max_workers=processes) as lanes,
     ):
         running = [lanes.submit(here), *(lanes.submit(there, lane, pool) for lane in range(1, processes))]
@@ -334,11 +334,13 @@ def _played_apart(
     return [result for piece in played for result in piece]
 
 
-# In a process playing pieces of a suite (:func:`_played_apart`): the version under test and the tenant, sent once.
+# In a process playing pieces of a suite (:func:`_played_apart`): the version under test and the tenant, sent once
+# (with the parent's routing snapshot, which the process serves rather than compiling its own).
 _PLAYING: dict[str, Any] = {}
 
 
-def _process_ready(profile: ProfileSpec, tenant: Tenant | None) -> None:
+def _process_ready(profile: ProfileSpec, tenant: Tenant | None, current: snapshot.Snapshot) -> None:
+    snapshot.adopt(current)  # the parent's, unless the configuration moved on since
     _PLAYING.update(profile=profile, tenant=tenant)
 
 

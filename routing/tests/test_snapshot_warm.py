@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import pickle
+from dataclasses import replace
 
 import pytest
 from django.db import OperationalError, connection
@@ -33,3 +35,23 @@ def test_a_database_that_does_not_answer_yet_is_no_error_at_start(monkeypatch, c
         snapshot.snapshot_warm()
 
     assert "Routing not compiled at start (OperationalError: connection refused)" in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_snapshot_another_process_built_of_the_version_read_now_is_served_without_compiling_one_of_another_is_not(
+    telecom, monkeypatch
+):
+    """A suite's new processes are sent their parent's snapshot (compiling it costs a new process about half a
+    second of CPU): served as it is while the configuration version is the one it was built of."""
+    sent = pickle.loads(pickle.dumps(snapshot.current()))  # noqa: S301 — as another process sends it
+    snapshot.invalidate()
+    built = []
+    monkeypatch.setattr(snapshot, "build", lambda **kwargs: built.append(kwargs) or sent)
+
+    assert snapshot.adopt(sent)
+    assert snapshot.current().profiles["telecom_contas"] == sent.profiles["telecom_contas"] and not built
+
+    snapshot.invalidate()
+    assert not snapshot.adopt(replace(sent, version=sent.version - 1))
+    snapshot.current()
+    assert len(built) == 1
