@@ -42,6 +42,26 @@ def test_greetings_thanks_goodbyes_bot_questions_and_asking_for_a_person_are_sma
 @pytest.mark.parametrize(
     "text",
     [
+        "obrigado, era isso",
+        "thanks, that was it",
+        "ok thanks, that was all I needed",
+        "thank you, that will be all",
+        "gracias, era eso",
+        "gracias, era todo",
+        "gracias, solo era eso",
+    ],
+)
+def test_thanks_that_close_a_conversation_are_a_goodbye_in_each_language(text):
+    """"That was it" after an answer closes the conversation in English and Spanish as "era isso" does in Portuguese:
+    read by its words instead, it went to the fallback, which searched the help centre and answered "I don't know"."""
+    talk = small_talk_read(text)
+
+    assert talk is not None and talk.kind == "goodbye"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "bom dia, minha fatura veio alta",
         "obrigado, mas o pedido ainda não chegou",
         "hi, I can't log in to my account",
