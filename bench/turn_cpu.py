@@ -10,7 +10,8 @@ application (``platform.asgi``: the middleware, DRF, the graph, PostgreSQL throu
 ``--clients`` conversations at a time, with no HTTP server and no network in between, and divides the process's
 CPU time (all its threads) by the messages answered. The database is a throwaway PostgreSQL
 (``scripts/services.py``); its own CPU is measured too, from /proc. Each round sends ``--messages`` messages after
-a warm-up; the median round is reported.
+a warm-up, after which the start-up heap is frozen out of the garbage collector's full passes as a served process's
+is (``common.infra.heap``); the median round is reported, with the full collections that fell in the rounds.
 
 ``--path`` chooses the message path: ``keyword`` (the default, above), ``examples`` (questions to the same profile
 that no keyword matches, decided by the examples tier) or ``goal`` (price questions to ``finance_assistente``, each
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -41,6 +43,7 @@ import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
 
 from bench.chat_load import AGENT_ID, TENANT, TEXTS, _manage, _postmaster_pid, process_cpu_seconds  # noqa: E402
 from bench.turn_stages import sampling, self_time_report, stages_report  # noqa: E402
+from common.infra.heap import heap_settle  # noqa: E402
 
 # Questions to telecom_contas that no keyword matches: the examples tier decides them (the run counts the methods).
 EXAMPLE_TEXTS = (
@@ -157,8 +160,25 @@ def _finance_server(env: dict[str, str]):
         services.stop_process(server)
 
 
+class _FullCollections:
+    """The garbage collector's full (oldest-generation) passes, counted with their CPU (a ``gc.callbacks`` entry)."""
+
+    def __init__(self) -> None:
+        self.count, self.cpu_ms, self._began = 0, 0.0, 0.0
+
+    def seen(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.thread_time()
+        else:
+            self.count += 1
+            self.cpu_ms += (time.thread_time() - self._began) * 1000
+
+
 def run(args: argparse.Namespace) -> int:
     methods: Counter[str] = Counter()
+    full_collections = _FullCollections()
     with contextlib.ExitStack() as stack:
         env = dict(os.environ)
         env.update(stack.enter_context(services.scratch()))
@@ -177,6 +197,11 @@ def run(args: argparse.Namespace) -> int:
 
         async def main() -> list[tuple[tuple[float, float], float, float, list[str]]]:
             await _round(application, key, args.path, "warm-", max(args.clients * 20, 200), args.clients, Counter())
+            # As a served process does before its first request (platform/serve.py): without it, whether one of the
+            # ~220 ms full collections of the start-up heap falls inside a round moves the figure by up to a tenth,
+            # and where it falls shifts with any change to what the process allocates.
+            heap_settle()
+            gc.callbacks.append(full_collections.seen)
             rounds = []
             with sampling(stacks, gil=args.gil) if args.stages else contextlib.nullcontext():
                 for number in range(args.rounds):
@@ -213,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
             f"| {postgres * 1000 / sent:.2f} ms | {sent / wall:.0f} | {len(errors)} |"
         )
     print(f"\nmedian server CPU per message: {median:.2f} ms")
+    collected = f"{full_collections.count} ({full_collections.cpu_ms:.0f} ms)"
+    print(f"full garbage collections in the measured rounds: {collected}")
     print("decided by: " + ", ".join(f"{method} {count}" for method, count in methods.most_common()))
     if stage_table:
         print(f"\nBy stage (py-spy samples of this process over the measured rounds, {sent} messages a round):\n")
