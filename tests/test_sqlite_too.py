@@ -7,8 +7,10 @@ the same environment, except a throwaway SQLite database and no Redis (the file 
 and fails naming every test that failed there.
 It only collects the test files that mention the marker, so the subprocess costs its start and the marked tests
 themselves: the shards copy one SQLite file ``manage.py migrate`` made once a run (``migrated_sqlite`` in
-tests/platform_instance.py) instead of migrating each. It is not marked itself, and it skips when the suite already
-runs on SQLite (the marked tests run in the session then): the subprocess never starts another.
+tests/platform_instance.py) instead of migrating each, and seed the demo and build the cast's ``telecom`` profile
+once each, restoring them after (tests/demo_snapshot.py), as the workers on PostgreSQL do. It is not marked itself,
+and it skips when the suite already runs on SQLite (the marked tests run in the session then): the subprocess never
+starts another.
 """
 
 from __future__ import annotations
