@@ -7,8 +7,8 @@ the command for real the first time in a worker for given arguments and a given 
 
 * which tables the command read or wrote (the tables its SQL names) and their content before it ran, as one md5
   of the rows per table — the *pre-state* the result depends on;
-* the rows of every table whose content it changed (``COPY … TO STDOUT``), the sequences it advanced, and what it
-  printed.
+* the rows of every table whose content it changed (``COPY … TO STDOUT``; on SQLite, the rows as stored), the
+  sequences it advanced (SQLite's ``AUTOINCREMENT`` counters), and what it printed.
 
 A later test whose database holds the same content in those tables (one query) gets the recorded result instead:
 the changed tables are emptied (``DELETE``: inside the test's transaction, so rolled back with it) and their rows
@@ -23,12 +23,14 @@ cache only on commit (never, in a test's transaction; the autouse ``fresh_routin
 
 Only a test inside a transaction (``db``) is served from a snapshot; a transactional test (``transactional_db``,
 ``django_db(transaction=True)``) seeds for real every time: its rows are committed and flushed, and what runs on
-commit must run; so does a test on SQLite (tests/test_sqlite_too.py). ``TEST_DEMO_SNAPSHOT=0`` in the environment
-seeds and builds for real every time.
+commit must run. The same on PostgreSQL and on SQLite (the runs of tests/test_sqlite_too.py, where the pre-state's
+md5s are taken in Python, a query a table). ``TEST_DEMO_SNAPSHOT=0`` in the environment seeds and builds for real
+every time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable
@@ -56,7 +58,8 @@ class SeedOutput:
 @dataclass
 class Snapshot:
     pre_state: dict[str, str]  # table -> md5 of its rows, for every table the command named or changed
-    rows: dict[str, bytes]  # table -> its rows after the command (COPY text format), for every table it changed
+    # table -> its rows after the command (COPY text format; on SQLite, tuples as stored), for every table it changed
+    rows: dict[str, bytes | list[tuple]]
     sequences: dict[str, int]  # sequence -> last value after the command, for every sequence it advanced
     output: Any  # what the call returned, as plain data (``replayed``'s ``keep``)
 
@@ -90,19 +93,55 @@ def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+def _sqlite() -> bool:
+    return connection.vendor == "sqlite"
+
+
 def _tables() -> list[str]:
     """Every table but the configuration version's: a counter (started from the clock when its row is made), which
-    the command only moves on; a restore moves it on too (:func:`config_version_bump`)."""
+    the command only moves on; a restore moves it on too (:func:`config_version_bump`). On SQLite, the full-text
+    tables aside too (:func:`_sqlite_index_tables`)."""
     from common.models import ConfigVersion
 
     with connection.cursor() as cursor:
-        return sorted(set(connection.introspection.table_names(cursor)) - {ConfigVersion._meta.db_table})
+        tables = set(connection.introspection.table_names(cursor)) - {ConfigVersion._meta.db_table}
+        if _sqlite():
+            tables -= _sqlite_index_tables(cursor)
+    return sorted(tables)
+
+
+def _sqlite_index_tables(cursor: Any) -> set[str]:
+    """SQLite's full-text tables (knowledge/migrations/0002_search_indexes.py) and the shadow tables that hold their
+    index: triggers on the passages' table keep them in step with it, so they are no state of their own, and a
+    restore of the passages (a ``DELETE`` and ``INSERT`` that fire the triggers) brings them back."""
+    cursor.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+    rows = cursor.fetchall()
+    virtual = {name for name, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL TABLE")}
+    return {name for name, _ in rows if any(name == table or name.startswith(f"{table}_") for table in virtual)}
+
+
+def _sqlite_rows(table: str) -> list[tuple]:
+    """The rows of ``table`` as SQLite stores them: each column read through a unary ``+`` (an expression, which
+    keeps the value and its storage class but has no declared type, so Django's converters leave it as stored)."""
+    with connection.cursor() as cursor:
+        # PRAGMA, not the introspection's table description: that one parses each table's SQL (~10 ms a table).
+        cursor.execute(f"PRAGMA table_info({_quote(table)})")
+        columns = [name for _, name, *_ in cursor.fetchall()]
+        selected = ", ".join(f"+{_quote(column)}" for column in columns)
+        cursor.execute(f"SELECT {selected} FROM {_quote(table)}")  # noqa: S608 — names from the catalogue
+        return [tuple(row) for row in cursor.fetchall()]
+
+
+def _sqlite_md5(table: str) -> str:
+    return hashlib.md5("\n".join(sorted(map(repr, _sqlite_rows(table)))).encode(), usedforsecurity=False).hexdigest()
 
 
 def table_md5s(tables: list[str]) -> dict[str, str]:
-    """Per table, an md5 of its rows in a fixed order: one query."""
+    """Per table, an md5 of its rows in a fixed order: one query (on SQLite, one a table)."""
     if not tables:
         return {}
+    if _sqlite():
+        return {table: _sqlite_md5(table) for table in tables}
     parts = [
         f"SELECT %s, md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM {_quote(table)} t"  # noqa: S608 — names from the catalogue
         for table in tables
@@ -112,21 +151,46 @@ def table_md5s(tables: list[str]) -> dict[str, str]:
         return dict(cursor.fetchall())
 
 
-def _sequences() -> dict[str, int | None]:
+def sequences() -> dict[str, int | None]:
+    """Each sequence's last value (None: never used); on SQLite, the ``AUTOINCREMENT`` tables' counters (a table
+    that never had a row has none)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = current_schema()")
+        if _sqlite():
+            cursor.execute("SELECT name, seq FROM sqlite_sequence")
+        else:
+            cursor.execute("SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = current_schema()")
         return dict(cursor.fetchall())
 
 
-def _copy_out(table: str) -> bytes:
+def sequences_set(values: dict[str, int | None]) -> None:
+    """Each sequence of ``values`` set to its last value (None: as if never used)."""
+    with connection.cursor() as cursor:
+        for name, value in values.items():
+            if _sqlite():
+                cursor.execute("DELETE FROM sqlite_sequence WHERE name = %s", [name])
+                if value is not None:
+                    cursor.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [name, value])
+            elif value is None:
+                cursor.execute("SELECT setval(%s, 1, false)", [_quote(name)])
+            else:
+                cursor.execute("SELECT setval(%s, %s, true)", [_quote(name), value])
+
+
+def _copy_out(table: str) -> bytes | list[tuple]:
+    if _sqlite():
+        return _sqlite_rows(table)
     with connection.cursor() as cursor, cursor.copy(f"COPY {_quote(table)} TO STDOUT") as copy:
         return b"".join(bytes(block) for block in copy)
 
 
-def _copy_in(table: str, rows: bytes) -> None:
+def _copy_in(table: str, rows: bytes | list[tuple]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {_quote(table)}")  # noqa: S608 — a name from the catalogue
-        if rows:
+        if isinstance(rows, list):  # SQLite's: the rows as stored, in the table's column order
+            if rows:
+                marks = ", ".join(["%s"] * len(rows[0]))
+                cursor.executemany(f"INSERT INTO {_quote(table)} VALUES ({marks})", rows)  # noqa: S608 — idem
+        elif rows:
             with cursor.copy(f"COPY {_quote(table)} FROM STDIN") as copy:
                 copy.write(rows)
 
@@ -149,16 +213,14 @@ def _restore(snapshot: Snapshot) -> None:
 
     for table, rows in snapshot.rows.items():
         _copy_in(table, rows)
-    with connection.cursor() as cursor:
-        for sequence, value in snapshot.sequences.items():
-            cursor.execute("SELECT setval(%s, %s, true)", [_quote(sequence), value])
+    sequences_set(dict(snapshot.sequences))
     config_version_bump()  # the rows came back without the signals that bump it
 
 
 def _record(call: Callable[[], R]) -> tuple[R, Snapshot]:
     tables = _tables()
     before = table_md5s(tables)
-    sequences_before = _sequences()
+    sequences_before = sequences()
     named: set[str] = set()
 
     def record(execute, sql, params, many, context):
@@ -175,7 +237,7 @@ def _record(call: Callable[[], R]) -> tuple[R, Snapshot]:
         rows={table: _copy_out(table) for table in changed},
         sequences={
             name: value
-            for name, value in _sequences().items()
+            for name, value in sequences().items()
             if value is not None and value != sequences_before.get(name)
         },
         output=None,
@@ -187,7 +249,7 @@ def replayed(key: tuple, call: Callable[[], R], keep: Callable[[R], Any], revive
     """``call()`` — for real, or its rows restored from this worker's record of a run with the same ``key`` that
     started from the same content; ``keep`` turns its result into plain data to record, ``revive`` turns that back
     into a result after a restore (e.g. a model's primary key and a fresh query)."""
-    if not snapshots_enabled() or not connection.in_atomic_block or connection.vendor != "postgresql":
+    if not snapshots_enabled() or not connection.in_atomic_block:
         _stats.real += 1
         return call()
     full_key = (*key, connection.settings_dict["NAME"])
@@ -197,11 +259,12 @@ def replayed(key: tuple, call: Callable[[], R], keep: Callable[[R], Any], revive
             _restore(snapshot)
             _stats.restored += 1
             return revive(snapshot.output)
+    _stats.real += 1
+    if len(recorded) >= MAX_SNAPSHOTS_PER_KEY:  # no room for another record: not worth taking one
+        return call()
     result, snapshot = _record(call)
     snapshot.output = keep(result)
-    _stats.real += 1
-    if len(recorded) < MAX_SNAPSHOTS_PER_KEY:
-        recorded.append(snapshot)
+    recorded.append(snapshot)
     return result
 
 

@@ -94,8 +94,7 @@ def seeded_demo(db, mcp_servers):
 @pytest.fixture(scope="module")
 def module_demo(request, django_db_setup, django_db_blocker):
     """The demo as shipped (``seed_demo``), seeded once for the tests of a module (tests/shared_rows.py): each test
-    sees it as seeded and nothing another test wrote. A seed costs 6-12 s on SQLite, where no snapshot restores it
-    (tests/demo_snapshot.py), and a restore a test on PostgreSQL."""
+    sees it as seeded and nothing another test wrote: one restore (tests/demo_snapshot.py) instead of one a test."""
     with rows_shared(request, django_db_blocker, demo_seed):
         yield
 

@@ -11,7 +11,7 @@ tested in the app's own ``tests/test_admin.py``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 import pytest
 from auditlog.models import LogEntry
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.utils import timezone
@@ -63,6 +64,7 @@ from routing.models import (
 )
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
 from tenants.models import ApiKey, RetentionPurge, Tenant, TenantGrant
+from tenants.services import api_key_create
 from tests.adminkit import (
     add_url,
     change_url,
@@ -74,6 +76,8 @@ from tests.adminkit import (
     history_url,
 )
 from tests.factories import StatePolicyFactory
+from tests.fixtures import telecom_build
+from tests.shared_rows import rows_shared
 
 pytestmark = pytest.mark.django_db
 
@@ -337,10 +341,25 @@ def created_lookup(model: type[models.Model], posted: dict[str, Any]) -> dict[st
     return {name: value for name, value in posted.items() if name in columns}
 
 
+@pytest.fixture(scope="module")
+def shared_samples(request, django_db_setup, django_db_blocker) -> Iterator[dict[type[models.Model], Any]]:
+    """The primary key of each sample (:func:`samples_build`), built once for the module's tests (tests/shared_rows.py):
+    each test sees them as built and nothing another test wrote."""
+    with rows_shared(request, django_db_blocker, samples_build) as built:
+        yield {model: obj.pk for model, obj in built.items()}
+
+
 @pytest.fixture
-def samples(tenant_key, telecom, django_user_model) -> Samples:
-    """One object of every registered model, built from the fixtures' cast."""
-    support = django_user_model.objects.create_user("support", is_staff=True)
+def samples(shared_samples, db) -> Samples:
+    """The samples, fetched afresh for this test: what an earlier test changed of its objects was rolled back."""
+    return {model: model._base_manager.get(pk=pk) for model, pk in shared_samples.items()}
+
+
+def samples_build() -> Samples:
+    """One object of every registered model, built from the fixtures' cast (``tenant_key``'s, ``telecom``'s)."""
+    tenant_key = api_key_create(tenant_slug="tenant_a", name="test key")[0]
+    telecom = telecom_build()
+    support = get_user_model().objects.create_user("support", is_staff=True)
     conversation = conversation_with_history(tenant=tenant_key.tenant, profile=telecom)
     rollout_flag_set(key="multi_agent", actor="test", create=True)  # the migration's flag, unless a flush removed it
     rollout_flag_set(key="multi_agent", actor="test", percentage=10)

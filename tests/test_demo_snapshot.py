@@ -1,5 +1,5 @@
 """The demo seeded once per worker (tests/demo_snapshot.py): a restore is what a real seed makes, and only where the
-database holds what the first seed started from."""
+database holds what the first seed started from; on SQLite as well (the embedded default's runs restore it too)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from contextlib import contextmanager
 import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.db import connection, models, transaction
+from django.db import models, transaction
 
 from agents.models import AgentProfile
 from common.models import ConfigVersion
-from tests.demo_snapshot import ENV_SWITCH, counts, demo_seed, forget
+from knowledge.search import knowledge_search
+from tests.demo_snapshot import ENV_SWITCH, counts, demo_seed, forget, sequences, sequences_set
 
 pytestmark = pytest.mark.django_db
 
@@ -32,22 +33,6 @@ def rolled_back() -> Iterator[None]:
         transaction.set_rollback(True)
 
 
-def sequences() -> dict[str, int | None]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = current_schema()")
-        return dict(cursor.fetchall())
-
-
-def sequences_set(values: dict[str, int | None]) -> None:
-    with connection.cursor() as cursor:
-        for name, value in values.items():
-            quoted = connection.ops.quote_name(name)
-            if value is None:
-                cursor.execute("SELECT setval(%s, 1, false)", [quoted])
-            else:
-                cursor.execute("SELECT setval(%s, %s, true)", [quoted, value])
-
-
 def rows_by_table() -> dict[str, list[tuple]]:
     """Every table's rows by primary key, their timestamps aside (a real seed stamps its own time), and the
     configuration version's counter aside (it only ever moves on)."""
@@ -61,6 +46,14 @@ def rows_by_table() -> dict[str, list[tuple]]:
     return out
 
 
+def searched() -> list[tuple[str, str]]:
+    """What a help centre's search finds: on SQLite, through the full-text index that triggers on the passages keep."""
+    profile = AgentProfile.objects.get(agent_id="retail_orders")
+    hits = knowledge_search(profile=profile, query="quero trocar o tamanho do tênis", language="pt")
+    return [(hit.file_name, hit.heading) for hit in hits]
+
+
+@pytest.mark.sqlite_too  # the rows as SQLite stores them, its counters and its full-text index's triggers
 def test_a_restored_demo_holds_the_rows_a_real_seed_makes_table_by_table(monkeypatch):
     forget()
     start = sequences()
@@ -71,6 +64,7 @@ def test_a_restored_demo_holds_the_rows_a_real_seed_makes_table_by_table(monkeyp
     with rolled_back():
         again = demo_seed()
         from_snapshot = rows_by_table()
+        found_restored = searched()
     assert counts() == (real, restored + 1)
     assert again == first
 
@@ -79,11 +73,13 @@ def test_a_restored_demo_holds_the_rows_a_real_seed_makes_table_by_table(monkeyp
         sequences_set(start)  # the same ids as the first seed's
         demo_seed()
         seeded = rows_by_table()
+        found_seeded = searched()
     assert counts() == (real + 1, restored + 1)
 
     assert from_snapshot.keys() == seeded.keys()
     for table, rows in seeded.items():
         assert from_snapshot[table] == rows, table
+    assert found_restored == found_seeded != []
     assert AgentProfile.objects.count() == 0  # each block was rolled back
 
 

@@ -7,8 +7,10 @@ the same environment, except a throwaway SQLite database and no Redis (the file 
 and fails naming every test that failed there.
 It only collects the test files that mention the marker, so the subprocess costs its start and the marked tests
 themselves: the shards copy one SQLite file ``manage.py migrate`` made once a run (``migrated_sqlite`` in
-tests/platform_instance.py) instead of migrating each. It is not marked itself, and it skips when the suite already
-runs on SQLite (the marked tests run in the session then): the subprocess never starts another.
+tests/platform_instance.py) instead of migrating each, and seed the demo and build the cast's ``telecom`` profile
+once each, restoring them after (tests/demo_snapshot.py), as the workers on PostgreSQL do. It is not marked itself,
+and it skips when the suite already runs on SQLite (the marked tests run in the session then): the subprocess never
+starts another.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ RUN_TIMEOUT_SECONDS = 1800
 # run of them all took 170-250 s of a busy machine's time, close to the hang guard above. Files are dealt to the
 # shards by size (the crawls and the browser day are the biggest), so no shard holds the heavy ones together.
 SHARDS = 3
+# Each shard a unit of work of its own (tests/xdist_worker.py hands out whole files otherwise): the three start
+# first on three workers (they are ``slow``), instead of one after the other on one.
+SHARD_PARAMS = [
+    pytest.param(shard, marks=pytest.mark.xdist_group(f"sqlite_too shard {shard}"), id=str(shard))
+    for shard in range(SHARDS)
+]
 
 pytestmark = pytest.mark.slow  # the marked tests again, in a process of its own
 
@@ -91,7 +99,7 @@ def failures(report: Path) -> list[str]:
     return failed
 
 
-@pytest.mark.parametrize("shard", range(SHARDS))
+@pytest.mark.parametrize("shard", SHARD_PARAMS)
 @pytest.mark.timeout(RUN_TIMEOUT_SECONDS + 60)  # the run's own bound governs, not the suite's 300 s per test
 def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     if connection.vendor == "sqlite":
@@ -130,6 +138,13 @@ def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     assert run.returncode == 0, f"pytest on SQLite exited {run.returncode}:\n{output}"
     ran = sum(1 for case in cases(report) if case.find("skipped") is None)
     assert ran > 0, f"no test marked {MARKER} ran on SQLite:\n{output}"
+
+
+def test_each_shard_is_handed_to_a_worker_as_a_unit_of_its_own():
+    groups = [mark.args[0] for param in SHARD_PARAMS for mark in param.marks if mark.name == "xdist_group"]
+
+    assert [param.values for param in SHARD_PARAMS] == [(shard,) for shard in range(SHARDS)]
+    assert len(set(groups)) == len(groups) == SHARDS
 
 
 def test_the_shards_share_the_files_out_without_losing_or_repeating_one(tmp_path):
