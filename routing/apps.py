@@ -11,19 +11,17 @@ class RoutingConfig(AppConfig):
         from agents.signals import mcp_server_synced
         from common.config_version import config_models_watch
         from common.history.registry import USER_ID_MASK, history_register
+        from releases.models import ConversationTest, RolloutPlan, RoutingTestCase
         from routing import checks  # noqa: F401  (registers system checks)
         from routing.goals.sync import on_mcp_server_synced
         from routing.models import (
             Capability,
-            ConversationTest,
             Goal,
             Intent,
             Keyword,
             RolloutFlag,
-            RolloutPlan,
             RolloutTenantOverride,
             RolloutUserOverride,
-            RoutingTestCase,
             StatePolicy,
         )
 

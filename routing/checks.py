@@ -12,7 +12,8 @@ from django.db import DatabaseError
 from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
 from common.patterns import pattern_problem
 from platform import env
-from routing.models import ROLLOUT_PLAN_ACTIVE, Goal, ProfileRelease, RolloutPlan
+from releases.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan
+from routing.models import Goal, ProfileRelease
 
 
 @register(Tags.database)

@@ -21,6 +21,7 @@ from common.forms import LinesField, PhrasesField, label_choices
 from common.language import LANGUAGES
 from common.text import normalize, whole_number
 from common.translation_forms import translations_form
+from releases.models import RoutingTestCase
 from routing.decide import COORDINATION_INTENT
 from routing.expectations import (
     ROUTING_TEST_EVENTS,
@@ -33,15 +34,7 @@ from routing.expectations import (
 )
 from routing.goals.decide import GENERAL, PLAN
 from routing.goals.planner import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
-from routing.models import (
-    Goal,
-    Intent,
-    Keyword,
-    RoutingTestCase,
-    StatePolicy,
-    keyword_language_problems,
-    keyword_languages_ordered,
-)
+from routing.models import Goal, Intent, Keyword, StatePolicy, keyword_language_problems, keyword_languages_ordered
 from routing.repairs import PATTERNS as REPAIR_PATTERNS
 from routing.router import FALLBACK_INTENT, MULTI_INTENT, SMALL_TALK_INTENT, SUPERVISOR_ROUTE, Method
 from routing.services import keywords_validate_unique

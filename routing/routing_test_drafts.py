@@ -14,10 +14,10 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
+from releases.models import RoutingTestCase
 from routing.forms import expect_field, turns_text
-from routing.models import RoutingTestCase
 
-ADD_PERMISSION = "routing.add_routingtestcase"
+ADD_PERMISSION = "releases.add_routingtestcase"
 NAME_WORDS = 6
 NAME_MAX = RoutingTestCase._meta.get_field("name").max_length or 200
 
@@ -91,7 +91,7 @@ def test_case_add_url(draft: RoutingTestDraft) -> str:
         "source_agent": draft.source_agent,
     }
     query = urlencode({key: value for key, value in params.items() if value not in ("", None)})
-    return f"{reverse('admin:routing_routingtestcase_add')}?{query}"
+    return f"{reverse('admin:releases_routingtestcase_add')}?{query}"
 
 
 def test_cases_create(drafts: list[RoutingTestDraft]) -> list[RoutingTestCase]:

@@ -20,17 +20,10 @@ from django.db import DatabaseError, connections
 from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend
 from common.config_version import config_version, local_generation
 from knowledge.retrieval import knowledge_profiles
+from releases.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan, RolloutPlanTarget
 from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
 from routing.goals.planner import GOAL_MODE
-from routing.models import (
-    ROLLOUT_PLAN_ACTIVE,
-    ProfileRelease,
-    RolloutFlag,
-    RolloutPlan,
-    RolloutPlanTarget,
-    RolloutTenantOverride,
-    RolloutUserOverride,
-)
+from routing.models import ProfileRelease, RolloutFlag, RolloutTenantOverride, RolloutUserOverride
 from routing.rollout import FlagSpec
 from routing.rollout_plans import PLAN_SETTINGS, VersionRollout, history_parse, plan_fingerprint
 from routing.specs import BackendSpec, ProfileSpec, ServerSpec, ToolSpec

@@ -44,20 +44,22 @@ from conversations.models import (
     ToolCall,
 )
 from handoffs.models import Handoff
+from releases.models import (
+    ConversationTest,
+    ConversationTestRun,
+    ReleaseRequest,
+    RolloutDecision,
+    RolloutPlan,
+    RoutingTestCase,
+)
 from releases.versions import version_publish
 from routing.models import (
     Capability,
-    ConversationTest,
-    ConversationTestRun,
     Goal,
     Intent,
     Keyword,
-    ReleaseRequest,
-    RolloutDecision,
     RolloutFlag,
     RolloutFlagChange,
-    RolloutPlan,
-    RoutingTestCase,
     RoutingVersion,
     StatePolicy,
 )

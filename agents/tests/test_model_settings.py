@@ -11,9 +11,9 @@ from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
 from common.i18n import say as say_in
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.versions import version_publish
 from routing.checks import served_model_key_variables_check
-from routing.models import RolloutPlan, RolloutPlanStatus
 from tests.adminkit import change_url, error_messages, form_data
 from tests.llm_server import ScriptedLLMServer
 

@@ -20,10 +20,10 @@ from common.text import whole_number
 from releases.admin.conversation_test_runs import conversation_test_run_view
 from releases.evals.coverage import suite_coverage
 from releases.evals.files import conversation_tests_saved
+from releases.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, routing_tests_spec
 from routing.conversation_tests.drafts import conversation_test_draft_initial
 from routing.conversation_tests.forms import ConversationTestForm
-from routing.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 
 TEST_FIELDS = ("profile", "name", "required", "enabled", "language", "source_message_id")
 EVERY_TURN_SECTION = "What every turn gets"
@@ -41,8 +41,8 @@ class ConversationTestAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     search_fields = ["name"]
     list_select_related = ["profile"]
     form = ConversationTestForm
-    change_form_template = "admin/routing/conversationtest/change_form.html"
-    change_list_template = "admin/routing/conversationtest/change_list.html"
+    change_form_template = "admin/releases/conversationtest/change_form.html"
+    change_list_template = "admin/releases/conversationtest/change_list.html"
     fieldsets = [
         (None, {"fields": TEST_FIELDS}),
         (EVERY_TURN_SECTION, {"fields": EVERY_TURN_FIELDS, "description": EVERY_TURN_HELP}),
@@ -60,7 +60,7 @@ class ConversationTestAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
 
     def get_urls(self):
         run = self.admin_site.admin_view(lambda request: conversation_test_run_view(self, request))
-        return [path("run/", run, name="routing_conversationtest_run"), *super().get_urls()]
+        return [path("run/", run, name="releases_conversationtest_run"), *super().get_urls()]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra = dict(extra_context or {})

@@ -24,6 +24,7 @@ from common.errors import DomainError
 from common.history.admin import FieldHistoryAdminMixin
 from common.text import whole_number
 from releases.calibration import CalibrationError, calibrate, calibration_save
+from releases.models import RoutingTestCase
 from releases.routing_tests import (
     DRAFT,
     LIVE,
@@ -37,7 +38,6 @@ from releases.routing_tests import (
 )
 from routing.expectations import ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_EXPECT_KEYS, ROUTING_TEST_KEYS
 from routing.forms import SOURCE_FIELDS, RoutingTestCaseForm, expect_field, expect_keys_shown
-from routing.models import RoutingTestCase
 
 SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
 SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}
@@ -75,8 +75,8 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
     search_fields = ["name", "message"]
     list_select_related = ["profile"]
     form = RoutingTestCaseForm
-    change_list_template = "admin/routing/routingtestcase/change_list.html"
-    change_form_template = "admin/routing/routingtestcase/change_form.html"
+    change_list_template = "admin/releases/routingtestcase/change_list.html"
+    change_form_template = "admin/releases/routingtestcase/change_form.html"
 
     def get_fieldsets(self, request: HttpRequest, obj: RoutingTestCase | None = None) -> list[tuple[Any, Any]]:
         """The test, then its expectation: goal and goal status only where the profile is in goal mode or the test
@@ -125,19 +125,19 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
         run = self.admin_site.admin_view(self.run_view)
         calibrate_view = self.admin_site.admin_view(self.calibrate_view)
         return [
-            path("run/", run, name="routing_routingtestcase_run"),
-            path("calibrate/", calibrate_view, name="routing_routingtestcase_calibrate"),
+            path("run/", run, name="releases_routingtestcase_run"),
+            path("calibrate/", calibrate_view, name="releases_routingtestcase_calibrate"),
             *super().get_urls(),
         ]
 
     def calibrate_view(self, request: HttpRequest) -> HttpResponse:
         """Choose a profile's examples-tier threshold and margin from its saved tests and examples (GET: shown, not
-        written); POST ``save`` writes them to the profile's draft (``routing.calibrate_routingtestcase``)."""
+        written); POST ``save`` writes them to the profile's draft (``releases.calibrate_routingtestcase``)."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         data = request.POST if request.method == "POST" else request.GET
         form = CalibrateForm(data or None)
-        may_save = request.user.has_perm("routing.calibrate_routingtestcase")
+        may_save = request.user.has_perm("releases.calibrate_routingtestcase")
         context: dict[str, Any] = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
         context.update(title="Calibrate the examples tier", may_save=may_save)
         if form.is_valid():
@@ -159,7 +159,7 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
                     )
                     return redirect(f"{request.path}?profile={profile.agent_id}")
                 context.update(result=result, profile=profile, last=profile.examples_calibration or None)
-        return TemplateResponse(request, "admin/routing/routingtestcase/calibrate.html", context)
+        return TemplateResponse(request, "admin/releases/routingtestcase/calibrate.html", context)
 
     def run_view(self, request: HttpRequest) -> HttpResponse:
         """Run a profile's saved tests against its draft or live version (GET: nothing is written). The results
@@ -189,7 +189,7 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
                     intents=sorted(run.confusion),
                     columns=_columns(run),
                 )
-        return TemplateResponse(request, "admin/routing/routingtestcase/run.html", context)
+        return TemplateResponse(request, "admin/releases/routingtestcase/run.html", context)
 
 
 def results_shown(run: TestRun, show: str = SHOW_ALL) -> list[CaseResult]:

@@ -21,10 +21,10 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
-from routing.models import ConversationTest
+from releases.models import ConversationTest
 from routing.routing_test_drafts import draft_name
 
-ADD_PERMISSION = "routing.add_conversationtest"
+ADD_PERMISSION = "releases.add_conversationtest"
 SESSION_KEY = "conversation_test_drafts"
 DRAFT_PARAMETER = "draft"
 DRAFTS_KEPT = 5
@@ -73,7 +73,7 @@ def conversation_test_add_url(request: HttpRequest, draft: ConversationTestDraft
         "turns": [dict(turn) for turn in draft.turns],
     }
     request.session[SESSION_KEY] = kept
-    return f"{reverse('admin:routing_conversationtest_add')}?{urlencode({DRAFT_PARAMETER: token})}"
+    return f"{reverse('admin:releases_conversationtest_add')}?{urlencode({DRAFT_PARAMETER: token})}"
 
 
 def conversation_test_draft_initial(request: HttpRequest) -> dict[str, Any]:

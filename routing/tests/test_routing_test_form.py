@@ -9,6 +9,7 @@ import typing
 import pytest
 
 from agents.models import RoutingMode
+from releases.models import RoutingTestCase
 from routing import routing_test_drafts as drafts
 from routing.expectations import ROUTING_TEST_KEYS
 from routing.forms import (
@@ -18,7 +19,7 @@ from routing.forms import (
     RoutingTestCaseForm,
     expect_field,
 )
-from routing.models import Goal, RoutingTestCase
+from routing.models import Goal
 from routing.router import Method
 from tests.adminkit import add_url, change_url, error_messages, form_data
 from tests.factories import (
