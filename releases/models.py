@@ -91,7 +91,7 @@ class RoutingTestCase(models.Model):
 
     def clean_fields(self, exclude: Any = None) -> None:
         # Checked with the fields, not in clean(): a form that edits ``expect`` through fields of its own (the admin's,
-        # routing.forms.RoutingTestCaseForm) leaves it out and names its own errors — Django's documented way.
+        # releases.forms.RoutingTestCaseForm) leaves it out and names its own errors — Django's documented way.
         errors: dict[str, Any] = {}
         try:
             super().clean_fields(exclude=exclude)

@@ -14,8 +14,8 @@ from django.utils.html import escape
 
 from conversations.feedback import feedback_give
 from conversations.models import Conversation, Message, RouteDecisionRecord
+from releases.evals.forms import MORE_FIELD, TURN_PREFIX
 from releases.models import ConversationTest
-from routing.conversation_tests.forms import MORE_FIELD, TURN_PREFIX
 from tenants.models import TenantGrant
 from tests.adminkit import error_messages, form_data
 

@@ -1,5 +1,5 @@
 """Saved conversation tests in the admin: routing editors write a profile's tests as forms — the test's fields, then
-each turn a row of what the customer says and what the answer must show (:mod:`routing.conversation_tests.forms`).
+each turn a row of what the customer says and what the answer must show (:mod:`releases.evals.forms`).
 The list is per profile (the profile's page links it, filtered): each test's name, whether it is required and
 enabled, its turns and its language. A test made from a real conversation opens its add page filled in
 (:mod:`routing.conversation_tests.drafts`). Filtered to one profile, the list says what of the profile's draft the
@@ -20,10 +20,10 @@ from common.text import whole_number
 from releases.admin.conversation_test_runs import conversation_test_run_view
 from releases.evals.coverage import suite_coverage
 from releases.evals.files import conversation_tests_saved
+from releases.evals.forms import ConversationTestForm
 from releases.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, routing_tests_spec
 from routing.conversation_tests.drafts import conversation_test_draft_initial
-from routing.conversation_tests.forms import ConversationTestForm
 
 TEST_FIELDS = ("profile", "name", "required", "enabled", "language", "source_message_id")
 EVERY_TURN_SECTION = "What every turn gets"

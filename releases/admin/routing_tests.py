@@ -1,5 +1,5 @@
 """Saved routing tests in the admin: routing editors write cases per profile — what the decision must be as fields
-(:class:`routing.forms.RoutingTestCaseForm`), and for a short conversation the earlier turns, a line each — and run
+(:class:`releases.forms.RoutingTestCaseForm`), and for a short conversation the earlier turns, a line each — and run
 them against the profile's draft or its live version before they publish: failures first, each case's pass or fail
 with the actual decision and its reason (a failing conversation turn by turn), the confusion matrix of intents, and
 precision and recall per intent."""
@@ -24,6 +24,7 @@ from common.errors import DomainError
 from common.history.admin import FieldHistoryAdminMixin
 from common.text import whole_number
 from releases.calibration import CalibrationError, calibrate, calibration_save
+from releases.forms import RoutingTestCaseForm
 from releases.models import RoutingTestCase
 from releases.routing_tests import (
     DRAFT,
@@ -37,7 +38,7 @@ from releases.routing_tests import (
     value_text,
 )
 from routing.expectations import ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_EXPECT_KEYS, ROUTING_TEST_KEYS
-from routing.forms import SOURCE_FIELDS, RoutingTestCaseForm, expect_field, expect_keys_shown
+from routing.forms import SOURCE_FIELDS, expect_field, expect_keys_shown
 
 SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
 SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}

@@ -9,6 +9,7 @@ import typing
 import pytest
 
 from agents.models import RoutingMode
+from releases.forms import RoutingTestCaseForm
 from releases.models import RoutingTestCase
 from routing import routing_test_drafts as drafts
 from routing.expectations import ROUTING_TEST_KEYS
@@ -16,7 +17,6 @@ from routing.forms import (
     ERROR_EXPECT_NOTHING,
     EXPECT_LABELS,
     METHOD_WORDS,
-    RoutingTestCaseForm,
     expect_field,
 )
 from routing.models import Goal
