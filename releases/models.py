@@ -25,6 +25,7 @@ from routing.conversation_tests.cases import conversation_test_problems, problem
 from routing.expectations import (
     ROUTING_TEST_KEYS,
     ROUTING_TEST_MAX_TURNS,
+    ROUTING_TEST_NAME_MAX,
     routing_test_expect_errors,
     routing_test_input_limit,
     routing_test_turns_problems,
@@ -46,7 +47,7 @@ class RoutingTestCase(models.Model):
     messages come first, in order, each checked against its own ``expect`` when it has one."""
 
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="routing_tests")
-    name = models.CharField(max_length=200, help_text="e.g. fatura alta")
+    name = models.CharField(max_length=ROUTING_TEST_NAME_MAX, help_text="e.g. fatura alta")
     message = models.TextField(help_text="The user's message (in a conversation, its last one).")
     state = models.CharField(
         max_length=100, blank=True, help_text="The conversation's state, e.g. WAITING_PAYMENT_CONFIRMATION."

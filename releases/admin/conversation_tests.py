@@ -21,6 +21,7 @@ from releases.admin.conversation_test_runs import conversation_test_run_view
 from releases.evals.coverage import suite_coverage
 from releases.evals.files import conversation_tests_saved
 from releases.evals.forms import ConversationTestForm
+from releases.from_messages import saved_name_unique
 from releases.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, routing_tests_spec
 from routing.conversation_tests.drafts import conversation_test_draft_initial
@@ -56,6 +57,9 @@ class ConversationTestAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
         initial.pop("turns", None)  # turns come from a draft, never from the address
         initial.update(conversation_test_draft_initial(request))  # "Add as conversation test" on a conversation
+        profile_id = whole_number(str(initial.get("profile") or ""))
+        if profile_id and isinstance(initial.get("name"), str):
+            initial["name"] = saved_name_unique(ConversationTest, profile_id=profile_id, name=initial["name"])
         return initial
 
     def get_urls(self):

@@ -13,18 +13,22 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
 from agents.models import AgentProfile
-from common.adminkit import RenderedFormMixin
+from common.adminkit import AdminExtension, RenderedFormMixin, admin_extend
 from common.errors import DomainError
 from common.history.admin import FieldHistoryAdminMixin
 from common.text import whole_number
+from conversations.models import RouteDecisionRecord
+from conversations.saved_test_drafts import decision_draft
 from releases.calibration import CalibrationError, calibrate, calibration_save
 from releases.forms import RoutingTestCaseForm
+from releases.from_messages import routing_tests_create, saved_name_unique
 from releases.models import RoutingTestCase
 from releases.routing_tests import (
     DRAFT,
@@ -39,6 +43,7 @@ from releases.routing_tests import (
 )
 from routing.expectations import ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_EXPECT_KEYS, ROUTING_TEST_KEYS
 from routing.forms import SOURCE_FIELDS, expect_field, expect_keys_shown
+from routing.routing_test_drafts import test_case_may_add
 
 SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
 SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}
@@ -103,8 +108,12 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         """A link's expectation arrives as one query parameter per key (``expect_intent=…``); an older link's as
-        JSON text (``expect={"intent": …}``), which fills the same fields."""
+        JSON text (``expect={"intent": …}``), which fills the same fields. A name given (a link made from a message)
+        is made unique among the profile's tests."""
         initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
+        profile_id = whole_number(str(initial.get("profile") or ""))
+        if profile_id and isinstance(initial.get("name"), str):
+            initial["name"] = saved_name_unique(RoutingTestCase, profile_id=profile_id, name=initial["name"])
         expect = initial.pop("expect", None)
         try:
             stored = json.loads(expect) if isinstance(expect, str) else {}
@@ -274,3 +283,36 @@ def _filters(request: HttpRequest, run: TestRun, show: str) -> list[dict[str, An
 def _columns(run: Any) -> list[str]:
     """The confusion matrix's actual intents, in a stable order."""
     return sorted({actual for row in run.confusion.values() for actual in row})
+
+
+# -- the stored decisions' "Add as routing test cases" -----------------------------------------------------------
+
+
+@admin.action(description="Add as routing test cases")
+def add_as_routing_test_cases(
+    model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[RouteDecisionRecord]
+) -> None:
+    """Each selected decision's message becomes an enabled routing test expecting what was decided
+    (:func:`conversations.saved_test_drafts.decision_draft`): an editor then corrects the misroutes."""
+    records = queryset.select_related("conversation", "message").order_by("created_at", "id")
+    drafts = [draft for draft in map(decision_draft, records) if draft is not None]
+    cases = routing_tests_create(drafts)
+    skipped = len(records) - len(drafts)
+    text = (
+        f"{len(cases)} routing test case(s) added, each expecting what was decided: open each one in "
+        "Routing tests and correct the expected intent and agent where the decision was wrong."
+    )
+    if skipped:
+        text += f" {skipped} decision(s) without a stored message were skipped."
+    model_admin.message_user(request, text, messages.SUCCESS)
+
+
+class RoutingTestsFromDecisions(AdminExtension):
+    """The stored decisions' list (the engine's admin) offers their messages as routing tests to those who may add
+    them."""
+
+    def actions(self, request: HttpRequest) -> list[Any]:
+        return [add_as_routing_test_cases] if test_case_may_add(request) else []
+
+
+admin_extend(RouteDecisionRecord, RoutingTestsFromDecisions())
