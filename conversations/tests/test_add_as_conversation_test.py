@@ -89,6 +89,17 @@ def test_the_inboxs_link_opens_the_form_filled_with_the_turns_up_to_the_rated_an
     assert escape(rated.content) in page.content.decode()  # shown beside the turn to mark what was wrong
 
 
+def test_a_second_test_of_the_same_words_and_day_is_named_apart_from_the_first(client, reader, rated):
+    client.force_login(reader)
+    link = LINK.search(client.get(INBOX).content.decode()).group(1)
+    name = opened(client, link).context["adminform"].form.initial["name"]
+    ConversationTest.objects.create(profile_id=rated.conversation.profile_id, name=name, turns=[{"user": "oi"}])
+
+    again = opened(client, LINK.search(client.get(INBOX).content.decode()).group(1))
+
+    assert again.context["adminform"].form.initial["name"] == f"{name} 2"
+
+
 def test_a_thumbs_down_becomes_a_test_with_a_click_and_a_save(client, reader, rated):
     client.force_login(reader)
     page = opened(client, LINK.search(client.get(INBOX).content.decode()).group(1))
