@@ -79,7 +79,7 @@ from tests.factories import StatePolicyFactory
 
 pytestmark = pytest.mark.django_db
 
-PROJECT_APPS = {"common", "tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics"}
+PROJECT_APPS = {"common", "tenants", "handoffs", "agents", "routing", "conversations", "releases", "chat", "analytics"}
 
 Samples = Mapping[type[models.Model], models.Model]
 
