@@ -178,7 +178,17 @@ def staff_user(django_user_model):
 
 
 # The apps whose migrations may make a group or give it permissions, lowest layer first.
-GROUP_MIGRATION_APPS = ("tenants", "handoffs", "agents", "knowledge", "routing", "conversations", "chat", "analytics")
+GROUP_MIGRATION_APPS = (
+    "tenants",
+    "handoffs",
+    "agents",
+    "knowledge",
+    "routing",
+    "conversations",
+    "releases",
+    "chat",
+    "analytics",
+)
 
 
 def _codenames(modules, table: str) -> set[tuple[str, str, str]]:
