@@ -41,10 +41,10 @@ from common.errors import DomainError
 from conversations.feedback import feedback_with_turn
 from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
+from releases.models import RoutingTestCase
 from releases.routing_tests import Case as TestCase
 from releases.routing_tests import routing_tests_run
 from routing import snapshot as snapshots
-from routing.models import RoutingTestCase
 from tenants.selectors import TenantScope, tenant_scope_where
 
 GROUPINGS = ("profile", "intent", "agent", "cohort", "version")

@@ -31,19 +31,19 @@ from rest_framework.views import APIView
 
 from analytics.filters import ANALYTICS_PERMISSION, analytics_may_read, can_view_all_tenants, whole_number_between
 from common.errors import DomainError, NotFound, error_responses
+from releases.models import RolloutDecision, RolloutPlan
 from releases.rollout.guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
-from routing.models import RolloutDecision, RolloutPlan
 from routing.rollout_plans import GUARD_METRICS, history_parse, may_view_plans
 from routing.rollout_words import actor_words, limit_words, plan_stage_words
 
 DEFAULT_SLICES = 12
 MAX_SLICES = 48
 COHORTS = (CANDIDATE, CONTROL)
-PLANS_PERMISSION = "routing.view_rolloutplan"
-PLANS_CHANGE_PERMISSION = "routing.change_rolloutplan"  # the admin lets who may change a plan view it too
+PLANS_PERMISSION = "releases.view_rolloutplan"
+PLANS_CHANGE_PERMISSION = "releases.change_rolloutplan"  # the admin lets who may change a plan view it too
 ERROR_ROLLOUTS_FORBIDDEN = (
     "Rollout plans are configuration across tenants: reading them needs a staff session with the permission "
-    "analytics.view_analytics or routing.view_rolloutplan (an API key may not)."
+    "analytics.view_analytics or releases.view_rolloutplan (an API key may not)."
 )
 ERROR_PLAN_NOT_FOUND = "No rollout plan with this id."
 ERROR_SLICES = f"A whole number of slices from 1 to {MAX_SLICES} (default {DEFAULT_SLICES})."
@@ -326,7 +326,7 @@ class RolloutPlansApi(APIView):
     @extend_schema(
         summary="Rollout plans, newest first: what each rolls out, its status, stage and share of new conversations",
         description=(
-            "Staff with routing.view_rolloutplan or analytics.view_analytics only: a plan spans tenants, so an API "
+            "Staff with releases.view_rolloutplan or analytics.view_analytics only: a plan spans tenants, so an API "
             "key gets 403."
         ),
         responses={
@@ -349,7 +349,7 @@ class RolloutPlanApi(APIView):
             "conversations and turns (the samples), errors, each guard metric's `values` (rates as fractions, the "
             "judge's mean score, p95 latency in ms; null without a sample) and `samples` (the count each value is "
             "of). `stages`: when each stage began and its percentage. `decisions`: newest first, with the samples "
-            "and verdicts the guard recorded. Staff with routing.view_rolloutplan or analytics.view_analytics only."
+            "and verdicts the guard recorded. Staff with releases.view_rolloutplan or analytics.view_analytics only."
         ),
         parameters=[
             OpenApiParameter(

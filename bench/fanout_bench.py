@@ -66,8 +66,8 @@ def inner(args: argparse.Namespace) -> int:
     call_command("migrate", verbosity=0)
     call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
     AgentProfile.objects.filter(agent_id="telecom_contas").update(routing_mode="supervisor")
+    from releases.models import RoutingTestCase
     from releases.versions import NothingToPublish, version_publish
-    from routing.models import RoutingTestCase
 
     # The demo is published: the edit reaches customers once published (it bumps the configuration version).
     profile = AgentProfile.objects.get(agent_id="telecom_contas")

@@ -49,7 +49,8 @@ def prepare(handoffs: int, plans: int) -> tuple[int, float]:
     from agents.models import AgentProfile
     from bench.benchdata import bench_data_generate
     from conversations.models import Message
-    from routing.models import ProfileRelease, RolloutPlan, RolloutPlanStatus, RoutingVersion
+    from releases.models import RolloutPlan, RolloutPlanStatus
+    from routing.models import ProfileRelease, RoutingVersion
     from routing.rollout_plans import plan_fingerprint
 
     started = time.perf_counter()

@@ -22,7 +22,7 @@ from chat.intake import tenant_resolve
 from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses
 from releases.evals.runs import conversation_test_run_start, run_report
-from routing.models import ConversationTestRun, ConversationTestRunSource, ConversationTestRunStatus
+from releases.models import ConversationTestRun, ConversationTestRunSource, ConversationTestRunStatus
 from tenants.auth import ApiClient
 from tenants.models import TenantRight
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.helpers import AdminField, AdminForm, InlineAdminFormSet
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.utils import flatten, flatten_fieldsets, unquote
 from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, ValidationError
 from django.db import models
@@ -391,6 +392,11 @@ class AdminExtension:
         found, or not readable)."""
         return {}
 
+    def actions(self, request: HttpRequest) -> Sequence[Callable[..., Any]]:
+        """Actions on the list's selected rows that ``request``'s user may take: admin action functions
+        (``(model_admin, request, queryset)``, ``@admin.action`` for their description), named by their function."""
+        return ()
+
 
 _EXTENSIONS: dict[type[models.Model], list[AdminExtension]] = {}
 
@@ -446,6 +452,17 @@ class ExtensibleAdmin(_ModelAdminBase):
     def get_urls(self) -> list[Any]:
         added = [url for extension in admin_extensions(self.model) for url in extension.urls(self)]
         return [*added, *super().get_urls()]
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        actions = super().get_actions(request)
+        if self.actions is None or IS_POPUP_VAR in request.GET:
+            return actions  # where the admin offers no action, none is added
+        for extension in admin_extensions(self.model):
+            for action in extension.actions(request):
+                found = self.get_action(action)
+                if found is not None:
+                    actions[found[1]] = found
+        return actions
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
@@ -30,25 +29,19 @@ from conversations.models import (
     Conversation,
     GoalRun,
     Message,
-    MessageRole,
     RouteDecisionRecord,
     ToolCall,
 )
+from conversations.saved_test_drafts import conversation_test_draft, decision_draft, message_draft
 from conversations.timeline import conversation_timeline
-from routing.conversation_tests.cases import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
 from routing.conversation_tests.drafts import (
-    ConversationTestDraft,
     conversation_test_add_url,
-    conversation_test_expect,
     conversation_test_may_add,
 )
-from routing.expectations import ROUTING_TEST_MAX_TURNS
 from routing.routing_test_drafts import (
     RoutingTestDraft,
     test_case_add_url,
-    test_case_expect,
     test_case_may_add,
-    test_cases_create,
 )
 from routing.stack_explained import frames_told
 from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
@@ -56,120 +49,6 @@ from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
 ADD_TEST_CASE_LABEL = "Add as routing test case"
 ADD_TEST_CASE_TEMPLATE = "admin/conversations/add_test_case_change_form.html"
 EXCERPT = 100  # characters of a message shown in a list
-
-
-def _arrived_in(message: Message) -> tuple[str, str]:
-    """The state and active specialist the conversation had when ``message`` arrived, as far as the store knows:
-    what the previous turn's decision left (its next state; the specialist that answered it)."""
-    earlier = RouteDecisionRecord.objects.filter(conversation_id=message.conversation_id, message__lt=message.pk)
-    previous = earlier.order_by("-created_at", "-id").values_list("next_state", flat=True).first()
-    answered = (
-        Message.objects.filter(conversation_id=message.conversation_id, role="assistant", pk__lt=message.pk)
-        .order_by("-created_at", "-id")
-        .values_list("agent", flat=True)
-        .first()
-    )
-    return previous or "", answered or ""
-
-
-def _earlier_turns(message: Message) -> tuple[tuple[dict[str, Any], ...], Message]:
-    """The customer's messages before ``message`` in its conversation, oldest first — at most the
-    :data:`~routing.models.ROUTING_TEST_MAX_TURNS` a saved test holds — each expecting what was decided for it; and
-    the message the test starts from (the first of them, or ``message`` itself)."""
-    earlier = list(
-        Message.objects.filter(conversation_id=message.conversation_id, role="user", pk__lt=message.pk).order_by(
-            "-created_at", "-id"
-        )[:ROUTING_TEST_MAX_TURNS]
-    )[::-1]
-    decided = {
-        record.message_id: test_case_expect(intent=record.intent, agent=record.agent)
-        for record in RouteDecisionRecord.objects.filter(message__in=earlier)
-    }
-    turns = tuple(
-        {"message": said.content, **({"expect": decided[said.pk]} if decided.get(said.pk) else {})} for said in earlier
-    )
-    return turns, (earlier[0] if earlier else message)
-
-
-def _draft_of_decision(record: RouteDecisionRecord) -> RoutingTestDraft | None:
-    if record.message is None:
-        return None
-    turns, start = _earlier_turns(record.message)
-    state, specialist = _arrived_in(start)
-    return RoutingTestDraft(
-        profile_id=record.conversation.profile_id,
-        message=record.message.content,
-        state=state,
-        active_specialist=str(specialist if turns else record.metadata.get("previous_agent") or specialist),
-        expect=test_case_expect(intent=record.intent, agent=record.agent),
-        when=record.created_at.date(),
-        source_message_id=record.message.pk,
-        source_intent=record.intent,
-        source_agent=record.agent,
-        turns=turns,
-    )
-
-
-def _draft_of_message(message: Message) -> RoutingTestDraft | None:
-    if message.role != "user":
-        return None
-    decision = RouteDecisionRecord.objects.filter(message=message).order_by("id").first()
-    if decision is not None:
-        return _draft_of_decision(decision)
-    turns, start = _earlier_turns(message)
-    state, specialist = _arrived_in(start)
-    return RoutingTestDraft(
-        profile_id=message.conversation.profile_id,
-        message=message.content,
-        state=state,
-        active_specialist=specialist,
-        when=message.created_at.date(),
-        turns=turns,
-    )
-
-
-def _conversation_test_draft(message: Message) -> ConversationTestDraft | None:
-    """A conversation test of ``message``'s conversation up to it: an answer (the customer's messages before it) or
-    a customer message (those up to it, with the answer it got). Each turn expects what was decided for it and an
-    answer in the conversation's language; the last shows the answer given, for the editor to mark what was wrong."""
-    conversation = message.conversation
-    if conversation.profile_id is None or message.role not in (MessageRole.USER, MessageRole.ASSISTANT):
-        return None
-    asked = message.role == MessageRole.USER
-    before = {"pk__lte" if asked else "pk__lt": message.pk}
-    questions = list(
-        Message.objects.filter(conversation_id=conversation.pk, role=MessageRole.USER, **before).order_by(
-            "-created_at", "-id"
-        )[:CONVERSATION_TEST_MAX_TURNS]
-    )[::-1]
-    if not questions:
-        return None
-    answer = message if not asked else _answer_to(message)
-    decided = {record.message_id: record for record in RouteDecisionRecord.objects.filter(message__in=questions)}
-    turns = []
-    for question in questions:
-        record = decided.get(question.pk)
-        expect = conversation_test_expect(
-            intent=record.intent if record else "", agent=record.agent if record else "", language=conversation.language
-        )
-        turns.append({"user": question.content, **({"expect": expect} if expect else {})})
-    turns[-1]["answer_given"] = answer.content if answer is not None else ""
-    return ConversationTestDraft(
-        profile_id=conversation.profile_id,
-        turns=tuple(turns),
-        language=conversation.language,
-        channel=conversation.channel,
-        when=message.created_at.date(),
-        source_message_id=questions[-1].pk,
-    )
-
-
-def _answer_to(question: Message) -> Message | None:
-    return (
-        Message.objects.filter(conversation_id=question.conversation_id, role=MessageRole.ASSISTANT, pk__gt=question.pk)
-        .order_by("created_at", "id")
-        .first()
-    )
 
 
 def _add_url(request: HttpRequest, draft: RoutingTestDraft | None) -> str:
@@ -308,7 +187,7 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
         """The timeline's "Add as routing test" on a customer message: the saved test's add form, filled in with the
         message, the state and specialist it arrived in and what was decided (as a message's own page does)."""
         message = self._message_to_test(request, object_id, message_id, may_add=test_case_may_add(request))
-        draft = _draft_of_message(message) if message is not None else None
+        draft = message_draft(message) if message is not None else None
         if draft is None:
             raise Http404("No message of the customer's with this id in this conversation.")
         return HttpResponseRedirect(test_case_add_url(draft))
@@ -317,7 +196,7 @@ class ConversationAdmin(ExtensibleAdmin, TenantScopedAdminMixin, ReadOnlyAdminMi
         """ "Add as conversation test" on an answer (the timeline's, the ratings inbox's) or a customer message: the
         saved conversation test's add form, filled in with the conversation's turns up to it."""
         message = self._message_to_test(request, object_id, message_id, may_add=conversation_test_may_add(request))
-        draft = _conversation_test_draft(message) if message is not None else None
+        draft = conversation_test_draft(message) if message is not None else None
         if draft is None:
             raise Http404("No answer or customer message with this id in this conversation.")
         return HttpResponseRedirect(conversation_test_add_url(request, draft))
@@ -354,11 +233,15 @@ class MessageAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, ReadOnlyAdminMi
 
     def routing_test_draft(self, request: HttpRequest, object_id: str) -> RoutingTestDraft | None:
         message = self.get_queryset(request).select_related("conversation").filter(pk=object_id).first()
-        return _draft_of_message(message) if message is not None else None
+        return message_draft(message) if message is not None else None
 
 
 @admin.register(RouteDecisionRecord)
-class RouteDecisionRecordAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class RouteDecisionRecordAdmin(
+    ExtensibleAdmin, TenantScopedAdminMixin, AddTestCaseLinkMixin, ReadOnlyAdminMixin, admin.ModelAdmin
+):
+    """The routing decisions stored; releases adds "Add as routing test cases" on the selected ones."""
+
     tenant_lookup = "conversation__tenant"
     change_form_template = ADD_TEST_CASE_TEMPLATE
     list_display = [
@@ -383,7 +266,6 @@ class RouteDecisionRecordAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, Rea
     search_fields = ["intent", "agent", "reason", "message__content", "conversation__conversation_key"]
     date_hierarchy = "created_at"
     ordering = ["-created_at", "-id"]
-    actions = ["add_as_routing_test_cases"]
 
     @admin.display(description="message")
     def message_excerpt(self, obj: RouteDecisionRecord) -> str:
@@ -399,24 +281,7 @@ class RouteDecisionRecordAdmin(TenantScopedAdminMixin, AddTestCaseLinkMixin, Rea
 
     def routing_test_draft(self, request: HttpRequest, object_id: str) -> RoutingTestDraft | None:
         record = self.get_queryset(request).select_related("conversation", "message").filter(pk=object_id).first()
-        return _draft_of_decision(record) if record is not None else None
-
-    def has_add_routing_test_permission(self, request: HttpRequest) -> bool:
-        return test_case_may_add(request)
-
-    @admin.action(description="Add as routing test cases", permissions=["add_routing_test"])
-    def add_as_routing_test_cases(self, request: HttpRequest, queryset: QuerySet[RouteDecisionRecord]) -> None:
-        records = queryset.select_related("conversation", "message").order_by("created_at", "id")
-        drafts = [draft for draft in map(_draft_of_decision, records) if draft is not None]
-        cases = test_cases_create(drafts)
-        skipped = len(records) - len(drafts)
-        text = (
-            f"{len(cases)} routing test case(s) added, each expecting what was decided: open each one in "
-            "Routing tests and correct the expected intent and agent where the decision was wrong."
-        )
-        if skipped:
-            text += f" {skipped} decision(s) without a stored message were skipped."
-        self.message_user(request, text, messages.SUCCESS)
+        return decision_draft(record) if record is not None else None
 
 
 @admin.register(ToolCall)

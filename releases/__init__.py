@@ -2,6 +2,6 @@
 publishing and reverting versions, a second person's approval, rollout plans and their guard, the impact preview,
 and the configuration's YAML import and export. Layer 7: imports the engine and below, never a face.
 
-The models it works on stay in ``routing/models.py`` (app label ``routing``). The layers and their rules:
-docs/architecture.md.
+Its models are in ``releases/models.py``; the versions and which one is served are routing's. The layers and their
+rules: docs/architecture.md.
 """

@@ -7,7 +7,7 @@ the given settings, and the plan starts (:func:`releases.rollout.commands.plan_s
 **The two-person rule.** A profile may need a second person (``AgentProfile.release_needs_approval``, switched only
 by users with :data:`~releases.versions.APPROVE_PERMISSION` and superusers: :func:`second_person_switch`; a new
 profile needs one when another profile does). Its customers are then served only a version, never its draft, and a
-person's publish becomes a :class:`~routing.models.ReleaseRequest` (:func:`publish_request`), and so does a staged
+person's publish becomes a :class:`~releases.models.ReleaseRequest` (:func:`publish_request`), and so does a staged
 rollout (the candidate and the plan are made, the plan stays ready: :func:`draft_rollout`, :func:`rollout_request`).
 Another person with the permission reviews it and approves (:func:`release_request_approve`: then it is published, or
 the plan starts) or declines it with a note (:func:`release_request_decline`); the requester may withdraw it. Nobody
@@ -37,6 +37,15 @@ from agents.models import AgentProfile
 from common.errors import DomainError
 from common.fingerprint import document_fingerprint
 from releases.evals.gate import release_gate
+from releases.models import (
+    ReleaseKind,
+    ReleaseRequest,
+    ReleaseStatus,
+    RolloutDecision,
+    RolloutPlan,
+    RolloutPlanStatus,
+    RolloutPlanTarget,
+)
 from releases.rollout.commands import PlanChanged, RolloutStateError, plan_start
 from releases.versions import (
     ERROR_APPROVER_SAME,
@@ -51,16 +60,7 @@ from releases.versions import (
     version_publish,
 )
 from routing.documents import profile_documents
-from routing.models import (
-    ReleaseKind,
-    ReleaseRequest,
-    ReleaseStatus,
-    RolloutDecision,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RolloutPlanTarget,
-    RoutingVersion,
-)
+from routing.models import RoutingVersion
 from routing.rollout_plans import PLAN_SETTINGS, plan_errors, plan_fingerprint
 from routing.selectors import live_version
 

@@ -8,6 +8,10 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db import DatabaseError
+
+from releases.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan
+from routing.checks import served_version_problems
 
 
 @register(Tags.security)
@@ -39,3 +43,23 @@ def rollout_webhook_secret_check(app_configs: Sequence[AppConfig] | None, **kwar
             id="releases.W001",
         )
     ]
+
+
+@register(Tags.database)
+def rolled_out_model_key_variables_check(
+    app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """The key variable of each running or paused rollout's candidate: routing's rule for every served version
+    (:func:`routing.checks.served_version_problems`, ``routing.W001`` and ``routing.W002``)."""
+    if not databases:
+        return []
+    try:
+        served = [
+            (plan.profile, plan.candidate, f"is rolled out by the plan {plan.name!r}")
+            for plan in RolloutPlan.objects.filter(status__in=ROLLOUT_PLAN_ACTIVE)
+            .select_related("profile", "candidate")
+            .order_by("name")
+        ]
+    except DatabaseError:  # migrate runs the checks before it creates or alters the tables
+        return []
+    return served_version_problems(served)

@@ -33,6 +33,7 @@ from common.errors import DomainError, NotFound
 from conversations.language import language_decide
 from releases.configio.exporter import dump
 from releases.configio.source import Problems, Source, load
+from releases.models import RoutingTestCase
 from routing import snapshot
 from routing.decide import delegated_of, delegation_active, route_decide
 from routing.documents import profile_compile, profile_documents
@@ -47,7 +48,7 @@ from routing.expectations import (
 )
 from routing.goals.decide import GENERAL, goal_decide
 from routing.goals.planner import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
-from routing.models import RoutingTestCase, RoutingVersion
+from routing.models import RoutingVersion
 from routing.router import RouteDecision
 from routing.selectors import live_version
 from routing.specs import ProfileSpec

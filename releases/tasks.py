@@ -11,8 +11,8 @@ import logging
 
 from platform.celery import app
 from releases.evals.runs import RUN_TASK, conversation_test_run_play
+from releases.models import ConversationTestRun, ConversationTestRunStatus
 from releases.rollout.guard import plans_evaluate
-from routing.models import ConversationTestRun, ConversationTestRunStatus
 
 logger = logging.getLogger(__name__)
 

@@ -120,7 +120,7 @@ def permission_check(*, user: Any, permission: str, doing: str) -> None:
         raise PermissionMissing(ERROR_PERMISSION.format(user=user.get_username(), doing=doing, permission=permission))
 
 
-APPROVE_PERMISSION = "routing.approve_release"
+APPROVE_PERMISSION = "releases.approve_release"
 ERROR_APPROVAL_REQUIRED = (
     "{agent_id} needs a second person to publish or to start a rollout: ask for approval (the publish page does it), "
     "and someone with the right to approve releases approves it."

@@ -15,21 +15,18 @@ class RoutingConfig(AppConfig):
         from routing.goals.sync import on_mcp_server_synced
         from routing.models import (
             Capability,
-            ConversationTest,
             Goal,
             Intent,
             Keyword,
             RolloutFlag,
-            RolloutPlan,
             RolloutTenantOverride,
             RolloutUserOverride,
-            RoutingTestCase,
             StatePolicy,
         )
 
         # Rollout flags too: the snapshot carries them, so a change reaches every process on its next message.
         # Their history (RolloutFlagChange) is not configuration. A profile's goal domains are watched here: only
-        # routing's snapshot reads them. Rollout plans: which conversations a candidate version serves.
+        # routing's snapshot reads them. (The rollout plans it serves are watched by releases, which owns them.)
         config_models_watch(
             Intent,
             Keyword,
@@ -39,13 +36,12 @@ class RoutingConfig(AppConfig):
             RolloutFlag,
             RolloutUserOverride,
             RolloutTenantOverride,
-            RolloutPlan,
             relations=(Intent.mcp_tools.through, AgentProfile.goal_domains.through),
         )
         # A synced MCP server's domain manifests become goals and capabilities.
         mcp_server_synced.connect(on_mcp_server_synced, sender=McpServer, dispatch_uid="routing-goal-sync")
-        # Field-level history (old → new, who, when) of every routing model; the saved tests too, since they gate
-        # publishing. RolloutFlagChange and the versions are histories themselves.
+        # Field-level history (old → new, who, when) of every routing model (the saved tests': releases').
+        # RolloutFlagChange and the versions are histories themselves.
         history_register(Intent, m2m_fields={"mcp_tools"})
         for model in (
             Keyword,
@@ -54,11 +50,8 @@ class RoutingConfig(AppConfig):
             Capability,
             RolloutFlag,
             RolloutTenantOverride,
-            RoutingTestCase,
-            ConversationTest,
         ):
             history_register(model)
         # A user override names a customer: its id is recorded as its keyed pseudonym (an e-mail as the conversation
         # store keeps it, any other id as user:…), and so is the entry's name (RolloutUserOverride.__str__).
         history_register(RolloutUserOverride, mask_fields={"user_id"}, mask_callable=USER_ID_MASK)
-        # Not RolloutPlan: its decisions (RolloutDecision) are its history, with the figures behind each.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.apps import AppConfig
@@ -12,32 +12,32 @@ from django.db import DatabaseError
 from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
 from common.patterns import pattern_problem
 from platform import env
-from routing.models import ROLLOUT_PLAN_ACTIVE, Goal, ProfileRelease, RolloutPlan
+from routing.models import Goal, ProfileRelease
 
 
 @register(Tags.database)
 def served_model_key_variables_check(
     app_configs: Sequence[AppConfig] | None, databases: Sequence[str] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """The key variable of each version customers are served (a profile's released version, a running or paused
-    rollout's candidate) is one the operator allows (``routing.W002``; else it is never read), and holds a value
-    here when it is not the profile's own (``routing.W001``; ``agents.W002`` warns of that one):
-    an edit of the variable not yet published leaves the served version reading the old one. Names the variable,
-    never a value."""
+    """The key variable of each profile's released version (:func:`served_version_problems`; a rollout's candidate:
+    :mod:`releases.checks`)."""
     if not databases:
         return []
     try:
         served = [
             (release.profile, release.version, "is served")
             for release in ProfileRelease.objects.select_related("profile", "version").order_by("profile__agent_id")
-        ] + [
-            (plan.profile, plan.candidate, f"is rolled out by the plan {plan.name!r}")
-            for plan in RolloutPlan.objects.filter(status__in=ROLLOUT_PLAN_ACTIVE)
-            .select_related("profile", "candidate")
-            .order_by("name")
         ]
     except DatabaseError:  # migrate runs the checks before it creates or alters the tables
         return []
+    return served_version_problems(served)
+
+
+def served_version_problems(served: Iterable[tuple[Any, Any, str]]) -> list[CheckMessage]:
+    """The key variable of each version customers are served (``served``: its profile, the version, and how it is
+    served, in words) is one the operator allows (``routing.W002``; else it is never read), and holds a value here
+    when it is not the profile's own (``routing.W001``; ``agents.W002`` warns of that one): an edit of the variable
+    not yet published leaves the served version reading the old one. Names the variable, never a value."""
     problems: list[CheckMessage] = []
     for profile, version, how in served:
         if profile is None or version is None:  # a plan not yet given its candidate

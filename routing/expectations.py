@@ -24,6 +24,7 @@ ROUTING_TEST_KEYS = (*ROUTING_TEST_EXPECT_KEYS, *ROUTING_TEST_CONVERSATION_KEYS,
 ROUTING_TEST_LIST_KEYS = ("events", "topics")
 ROUTING_TEST_EVENTS = ("opened", "pushed", "resumed", "bound", "closed", "cancelled", "expired", "queued")
 ROUTING_TEST_MAX_TURNS = 10  # earlier turns of a conversation test, before its own message
+ROUTING_TEST_NAME_MAX = 200  # characters of a saved routing test's name
 TURN_KEYS = ("message", "expect")
 
 Where = tuple[int | str, ...]  # where a problem of a test's turns is: (), (2,), (2, "message"), (2, "expect", "events")

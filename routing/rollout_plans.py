@@ -108,6 +108,16 @@ ERROR_STAGES_RISING = "Stages: each percentage must be higher than the one befor
 ERROR_STAGES_LAST = "Stages: the last stage must be 100 % (every new conversation)."
 
 
+def default_rollout_stages() -> list[int]:
+    """A new plan's stages (a model field's default: old migrations name it here)."""
+    return [5, 25, 50, 100]
+
+
+def default_rollout_guards() -> list[dict[str, object]]:
+    """A new plan's guards, a copy of :data:`DEFAULT_GUARDS` (a model field's default: old migrations name it here)."""
+    return [dict(guard) for guard in DEFAULT_GUARDS]
+
+
 def stages_errors(stages: Any) -> list[str]:
     """What is wrong with a plan's stages (``[]``: nothing): whole percentages from 1 to 100, rising, ending at 100."""
     if (
@@ -191,7 +201,7 @@ PLAN_SETTINGS = ("stages", "hold_minutes", "min_conversations", "guards", "max_e
 
 def plan_fingerprint(plan: Any) -> str:
     """What an approver of a rollout reviews, and what a started plan must stay (its ``started_as``): its candidate and
-    its settings (:data:`PLAN_SETTINGS`). ``plan`` is a :class:`~routing.models.RolloutPlan`, or a mapping of the same
+    its settings (:data:`PLAN_SETTINGS`). ``plan`` is a :class:`~releases.models.RolloutPlan`, or a mapping of the same
     fields (``candidate_id`` and the settings) as the snapshot reads them."""
     read = plan.get if isinstance(plan, Mapping) else partial(getattr, plan)
     return document_fingerprint({"candidate": read("candidate_id"), **{name: read(name) for name in PLAN_SETTINGS}})
@@ -231,7 +241,7 @@ def history_parse(history: Sequence[Any]) -> tuple[tuple[dt.datetime, int], ...]
     return tuple(sorted((dt.datetime.fromisoformat(str(at)), int(percentage)) for at, percentage in history))
 
 
-PLAN_VIEW_PERMISSION = "routing.view_rolloutplan"
+PLAN_VIEW_PERMISSION = "releases.view_rolloutplan"
 ANALYTICS_PERMISSION = "analytics.view_analytics"
 
 

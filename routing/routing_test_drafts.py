@@ -1,11 +1,14 @@
 """A real message turned into a saved routing test: the pre-filled "Add as routing test case" link of
-the admin (a stored route decision, a user message, the route preview) and the cases the admin action creates.
+the admin (a stored route decision, a user message, the route preview), and the drafts the release lifecycle saves
+as tests (``releases.from_messages``; the tests are its rows, a layer above).
 
-The case expects what was decided; the editor corrects it to the right answer, which makes a misroute a test.
+The case expects what was decided; the editor corrects it to the right answer, which makes a misroute a test. A
+draft's name is the message's first words and the date; the page that saves it makes it unique in the profile.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -14,12 +17,11 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
+from routing.expectations import ROUTING_TEST_NAME_MAX
 from routing.forms import expect_field, turns_text
-from routing.models import RoutingTestCase
 
-ADD_PERMISSION = "routing.add_routingtestcase"
+ADD_PERMISSION = "releases.add_routingtestcase"
 NAME_WORDS = 6
-NAME_MAX = RoutingTestCase._meta.get_field("name").max_length or 200
 
 
 @dataclass(frozen=True)
@@ -53,30 +55,31 @@ def test_case_expect(*, intent: str, agent: str) -> dict[str, str]:
     return {key: value for key, value in (("intent", intent), ("agent", agent)) if value}
 
 
-def test_case_name(draft: RoutingTestDraft, *, taken: set[str] | None = None) -> str:
-    """The message's first words and the date, made unique in the profile: "minha fatura veio alta (2026-11-22)",
-    then "… (2026-11-22) 2"."""
-    return draft_name(draft.message, draft.when, model=RoutingTestCase, profile_id=draft.profile_id, taken=taken)
+def test_case_name(draft: RoutingTestDraft) -> str:
+    """The message's first words and the date: "minha fatura veio alta (2026-11-22)" (:func:`name_unique` makes it
+    "… (2026-11-22) 2" where the profile has that one)."""
+    return draft_name(draft.message, draft.when, limit=ROUTING_TEST_NAME_MAX)
 
 
-def draft_name(message: str, when: date | None, *, model: Any, profile_id: int, taken: set[str] | None = None) -> str:
-    """A new saved test's name from the message it starts with: its first words and the date, unique among the
-    profile's tests of ``model`` (or ``taken``)."""
-    limit = model._meta.get_field("name").max_length or NAME_MAX
+def draft_name(message: str, when: date | None, *, limit: int) -> str:
+    """A new saved test's name from the message it starts with: its first words and the date, in ``limit``
+    characters, with room left for :func:`name_unique`'s number."""
     words = " ".join(message.split()[:NAME_WORDS]) or "message"
     suffix = f" ({when.isoformat()})" if when else ""
-    base = words[: limit - len(suffix) - 4] + suffix
-    if taken is None:
-        taken = set(model.objects.filter(profile_id=profile_id, name__startswith=base).values_list("name", flat=True))
-    name, n = base, 1
-    while name in taken:
+    return words[: limit - len(suffix) - 4] + suffix
+
+
+def name_unique(name: str, taken: Collection[str]) -> str:
+    """``name``, or with the first number from 2 that makes it none of ``taken``: "… (2026-11-22) 2"."""
+    unique, n = name, 1
+    while unique in taken:
         n += 1
-        name = f"{base} {n}"
-    return name
+        unique = f"{name} {n}"
+    return unique
 
 
 def test_case_add_url(draft: RoutingTestDraft) -> str:
-    """The admin's add form of a saved routing test, pre-filled with ``draft`` (a unique name included): its
+    """The admin's add form of a saved routing test, pre-filled with ``draft`` (the page makes its name unique): its
     expectation fills the form's fields, one per key (:func:`routing.forms.expect_field`)."""
     params = {
         "profile": draft.profile_id,
@@ -91,32 +94,4 @@ def test_case_add_url(draft: RoutingTestDraft) -> str:
         "source_agent": draft.source_agent,
     }
     query = urlencode({key: value for key, value in params.items() if value not in ("", None)})
-    return f"{reverse('admin:routing_routingtestcase_add')}?{query}"
-
-
-def test_cases_create(drafts: list[RoutingTestDraft]) -> list[RoutingTestCase]:
-    """Save ``drafts`` as enabled routing tests, each under a unique name (also among themselves)."""
-    taken: dict[int, set[str]] = {}
-    cases = []
-    for draft in drafts:
-        names = taken.setdefault(
-            draft.profile_id,
-            set(RoutingTestCase.objects.filter(profile_id=draft.profile_id).values_list("name", flat=True)),
-        )
-        name = test_case_name(draft, taken=names)
-        names.add(name)
-        cases.append(
-            RoutingTestCase.objects.create(
-                profile_id=draft.profile_id,
-                name=name,
-                message=draft.message,
-                state=draft.state,
-                active_specialist=draft.active_specialist,
-                turns=list(draft.turns),
-                expect=draft.expect,
-                source_message_id=draft.source_message_id,
-                source_intent=draft.source_intent,
-                source_agent=draft.source_agent,
-            )
-        )
-    return cases
+    return f"{reverse('admin:releases_routingtestcase_add')}?{query}"

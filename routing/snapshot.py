@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connections
@@ -22,15 +24,7 @@ from common.config_version import config_version, local_generation
 from knowledge.retrieval import knowledge_profiles
 from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
 from routing.goals.planner import GOAL_MODE
-from routing.models import (
-    ROLLOUT_PLAN_ACTIVE,
-    ProfileRelease,
-    RolloutFlag,
-    RolloutPlan,
-    RolloutPlanTarget,
-    RolloutTenantOverride,
-    RolloutUserOverride,
-)
+from routing.models import ProfileRelease, RolloutFlag, RolloutTenantOverride, RolloutUserOverride
 from routing.rollout import FlagSpec
 from routing.rollout_plans import PLAN_SETTINGS, VersionRollout, history_parse, plan_fingerprint
 from routing.specs import BackendSpec, ProfileSpec, ServerSpec, ToolSpec
@@ -204,28 +198,39 @@ def backends_load(profile_pks: list[int] | None = None) -> dict[int, dict[str, B
     return out
 
 
+# The rollout plans a snapshot serves are the release lifecycle's, a layer above: it hands routing their reader at
+# start-up (:func:`rollouts_source_set`, from ``ReleasesConfig.ready``), so routing reads them without importing it.
+# The reader returns one mapping per running or paused plan of a version that has its candidate, with these keys.
+ROLLOUT_FIELDS = (
+    "pk",
+    "profile__agent_id",
+    "candidate_id",
+    "candidate__number",
+    "candidate__document",
+    "control__number",
+    "history",
+    "started_as",
+    *PLAN_SETTINGS,
+)
+RolloutsSource = Callable[[], Iterable[Mapping[str, Any]]]
+_rollouts_source: list[RolloutsSource] = []
+
+
+def rollouts_source_set(source: RolloutsSource) -> None:
+    """Read the rollout plans served from ``source`` (one query; its rows have :data:`ROLLOUT_FIELDS`). Without one,
+    nothing is rolled out: every conversation gets the released version."""
+    _rollouts_source[:] = [source]
+
+
 def _rollouts(
     pks: dict[str, int], profiles: dict[str, ProfileSpec], backends: dict[int, dict[str, BackendSpec]]
 ) -> dict[str, VersionRollout]:
     """The running and paused version plans, their candidates compiled (one query). A plan whose candidate or settings
     are no longer what it started as (``started_as``: what a second person approved) serves no conversation its
     candidate — every one gets the live version, the control — until its next evaluation aborts it
-    (:mod:`releases.rollout.commands`), whatever wrote the change."""
-    plans = RolloutPlan.objects.filter(
-        status__in=ROLLOUT_PLAN_ACTIVE, target=RolloutPlanTarget.VERSION, candidate__isnull=False
-    ).values(
-        "pk",
-        "profile__agent_id",
-        "candidate_id",
-        "candidate__number",
-        "candidate__document",
-        "control__number",
-        "history",
-        "started_as",
-        *PLAN_SETTINGS,
-    )
+    (:mod:`releases.rollout.commands`), whatever wrote the change: the check is made here, on the rows as read."""
     out = {}
-    for plan in plans:
+    for plan in (row for source in _rollouts_source for row in source()):
         agent_id, document = plan["profile__agent_id"], plan["candidate__document"]
         if plan_fingerprint(plan) != plan["started_as"]:
             continue

@@ -178,7 +178,17 @@ def staff_user(django_user_model):
 
 
 # The apps whose migrations may make a group or give it permissions, lowest layer first.
-GROUP_MIGRATION_APPS = ("tenants", "handoffs", "agents", "knowledge", "routing", "conversations", "chat", "analytics")
+GROUP_MIGRATION_APPS = (
+    "tenants",
+    "handoffs",
+    "agents",
+    "knowledge",
+    "routing",
+    "conversations",
+    "releases",
+    "chat",
+    "analytics",
+)
 
 
 def _codenames(modules, table: str) -> set[tuple[str, str, str]]:
@@ -216,11 +226,17 @@ def group_from_migrations(name: str):
             if getattr(module, "GROUP_NAME", None) == name and hasattr(module, "PERMISSIONS"):
                 modules.append(module)
     assert modules, f"no migration makes the group {name!r}"
+    # A model that moved app after a group's migration named it is found under its app of today (the move migrated
+    # its content type, and so the group's permissions, with it).
+    moved = importlib.import_module("routing.migrations.0046_release_models_moved_to_releases").MOVED
+    app_now = {("routing", model): "releases" for model in moved}
     group, created = Group.objects.get_or_create(name=name)
     if created:
         granted, revoked = _codenames(modules, "PERMISSIONS"), _codenames(modules, "REVOKED")
         group.permissions.set(
-            Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=codename)
+            Permission.objects.get(
+                content_type__app_label=app_now.get((app, model), app), content_type__model=model, codename=codename
+            )
             for app, model, codename in sorted(granted - revoked)
         )
     return group

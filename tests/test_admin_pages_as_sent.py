@@ -43,25 +43,20 @@ from conversations.feedback import feedback_give
 from conversations.models import BackendCall, CustomerFact
 from knowledge.models import KnowledgeDocument, KnowledgeSource
 from knowledge.services import document_ingest
-from releases.rollout.commands import plan_command, plan_start
-from releases.versions import version_publish
-from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's
-from routing.models import (
-    Capability,
+from releases.models import (
     ConversationTest,
     ConversationTestResult,
     ConversationTestRun,
-    Goal,
-    Intent,
-    Keyword,
     ReleaseRequest,
     RolloutDecision,
-    RolloutFlag,
-    RolloutFlagChange,
     RolloutPlan,
     RolloutPlanStatus,
     RoutingTestCase,
 )
+from releases.rollout.commands import plan_command, plan_start
+from releases.versions import version_publish
+from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's
+from routing.models import Capability, Goal, Intent, Keyword, RolloutFlag, RolloutFlagChange
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
 from tenants.models import ApiKey, RetentionPurge, Tenant, TenantGrant
 from tests.adminkit import (

@@ -45,20 +45,22 @@ from conversations.models import (
     ToolCall,
 )
 from handoffs.models import Handoff
+from releases.models import (
+    ConversationTest,
+    ConversationTestRun,
+    ReleaseRequest,
+    RolloutDecision,
+    RolloutPlan,
+    RoutingTestCase,
+)
 from releases.versions import version_publish
 from routing.models import (
     Capability,
-    ConversationTest,
-    ConversationTestRun,
     Goal,
     Intent,
     Keyword,
-    ReleaseRequest,
-    RolloutDecision,
     RolloutFlag,
     RolloutFlagChange,
-    RolloutPlan,
-    RoutingTestCase,
     RoutingVersion,
     StatePolicy,
 )
@@ -81,7 +83,7 @@ from tests.shared_rows import rows_shared
 
 pytestmark = pytest.mark.django_db
 
-PROJECT_APPS = {"common", "tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics"}
+PROJECT_APPS = {"common", "tenants", "handoffs", "agents", "routing", "conversations", "releases", "chat", "analytics"}
 
 Samples = Mapping[type[models.Model], models.Model]
 

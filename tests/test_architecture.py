@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib.util
 import sys
@@ -9,6 +10,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from django.apps import apps
 
 from conversations.turn import Turn
 
@@ -99,6 +101,42 @@ def test_each_app_says_its_layers_rule_at_the_top_of_its_package():
     for app, _ in architecture.LAYERS:
         doc = (ROOT / app / "__init__.py").read_text(encoding="utf-8")
         assert doc.startswith('"""') and "architecture.md" in doc, app
+
+
+# The release lifecycle's models, which lived in routing/models.py until they moved with their rows.
+RELEASE_MODELS = (
+    "RoutingTestCase",
+    "ConversationTest",
+    "ConversationTestRun",
+    "ConversationTestResult",
+    "RolloutPlan",
+    "RolloutDecision",
+    "ReleaseRequest",
+)
+
+
+def test_every_model_lives_in_the_app_its_label_names():
+    misplaced = [
+        f"{model._meta.label} is defined in {model.__module__}"
+        for model in apps.get_models()
+        if model.__module__.split(".")[0] in {app for app, _ in architecture.LAYERS}
+        and not model.__module__.startswith(f"{model._meta.app_config.name}.")
+    ]
+    assert misplaced == []
+
+
+def test_the_release_models_are_the_releases_apps_and_imported_from_it_alone():
+    assert {apps.get_model("releases", name)._meta.app_label for name in RELEASE_MODELS} == {"releases"}
+    elsewhere = []
+    folders = [app for app, _ in architecture.LAYERS] + ["bench", "mcp_servers", "scripts", "tests"]
+    for path in (path for folder in folders for path in (ROOT / folder).rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module != "releases.models":
+                named = {alias.name for alias in node.names} & set(RELEASE_MODELS)
+                elsewhere += [f"{path.relative_to(ROOT)}: {name} from {node.module}" for name in sorted(named)]
+    assert elsewhere == []
 
 
 def test_the_rules_catch_an_upward_import_a_private_import_and_an_oversized_app(tmp_path):

@@ -78,7 +78,18 @@ def test_every_link_of_the_readme_and_the_docs_reaches_a_file_and_its_heading():
 def product_environment() -> set[str]:
     """The environment variables product code reads through platform/env.py."""
     read = set()
-    for app in ("platform", "common", "tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics"):
+    for app in (
+        "platform",
+        "common",
+        "tenants",
+        "handoffs",
+        "agents",
+        "routing",
+        "conversations",
+        "releases",
+        "chat",
+        "analytics",
+    ):
         for path in (BASE / app).rglob("*.py"):
             if "tests" not in path.relative_to(BASE).parts:
                 read |= set(ENV_READ.findall(path.read_text(encoding="utf-8")))

@@ -16,8 +16,9 @@ import httpx
 import pytest
 from django.db import connection
 
+from releases.models import RolloutPlan, RolloutPlanStatus, RoutingTestCase
 from releases.versions import version_publish
-from routing.models import RolloutPlan, RolloutPlanStatus, RoutingTestCase, RoutingVersion
+from routing.models import RoutingVersion
 from routing.selectors import live_version
 from tenants.models import TenantGrant
 from tests.browser_fixtures import screenshot_path, submit_login
@@ -82,7 +83,7 @@ def shot(page, name: str) -> None:
 
 
 def run_tests(page, base: str) -> str:
-    page.goto(base + "/admin/routing/routingtestcase/")
+    page.goto(base + "/admin/releases/routingtestcase/")
     page.click("text=Run tests")
     page.select_option("select[name=profile]", "telecom_contas")
     page.select_option("select[name=version]", "draft")
@@ -115,7 +116,7 @@ def test_a_routing_editors_day_from_a_rating_to_a_staged_rollout_and_back(
     page.wait_for_selector(".timeline-add-test")
     shot(page, "03-conversation")
     page.click(".timeline-add-test")
-    page.wait_for_url("**/admin/routing/routingtestcase/add/**")
+    page.wait_for_url("**/admin/releases/routingtestcase/add/**")
     assert page.input_value("#id_message") == COMPLAINT
     assert page.input_value("#id_expect_intent") == "retail_order_tracking"  # what was decided
     page.fill("#id_name", "reclamação de entrega")

@@ -39,9 +39,10 @@ from analytics.rollouts import can_view_rollouts
 from chat.desk.page import desk_may_use
 from conversations.feedback import feedback_give
 from conversations.models import Message, MessageFeedback
+from releases.models import RolloutPlan, RolloutPlanStatus, RoutingTestCase
 from releases.rollout.guard import plan_start
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus, RoutingTestCase
+from routing.models import Intent, Keyword
 from routing.services import rollout_flag_set, rollout_tenant_override_set
 from tenants.models import TenantGrant
 from tests.adminkit import conversation_with_history

@@ -20,7 +20,7 @@ from django.contrib import admin
 from django.urls import get_resolver
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_APPS = ("common", "tenants", "handoffs", "agents", "routing", "conversations", "chat", "analytics")
+PROJECT_APPS = ("common", "tenants", "handoffs", "agents", "routing", "conversations", "releases", "chat", "analytics")
 
 PLANNING = re.compile(r"\bseed \d{3}\b|\bW[1-9](?: \d+/\d+)?\b|\bwave\b|\bissue #?\d+\b", re.IGNORECASE)
 DOCS_PATH = re.compile(r"\bdocs/[\w./-]+\.md\b")

@@ -11,9 +11,10 @@ from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
 from common.i18n import say as say_in
+from releases.checks import rolled_out_model_key_variables_check
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.versions import version_publish
 from routing.checks import served_model_key_variables_check
-from routing.models import RolloutPlan, RolloutPlanStatus
 from tests.adminkit import change_url, error_messages, form_data
 from tests.llm_server import ScriptedLLMServer
 
@@ -130,10 +131,11 @@ def test_a_served_version_reading_a_key_variable_that_is_not_set_is_warned_of_un
     retail.llm_api_key_env = "RETAIL_NEW_LLM_API_KEY"
     retail.save()
     plan = RolloutPlan.objects.create(name="old key", profile=retail, candidate=candidate)
-    assert served_model_key_variables_check(None, databases=["default"]) == []  # a plan not started serves nothing
+    assert rolled_out_model_key_variables_check(None, databases=["default"]) == []  # a plan not started serves nothing
     plan.status = RolloutPlanStatus.RUNNING
     plan.save()
-    (warning,) = served_model_key_variables_check(None, databases=["default"])
+    assert served_model_key_variables_check(None, databases=["default"]) == []  # the released version is fine
+    (warning,) = rolled_out_model_key_variables_check(None, databases=["default"])
     assert "Version 3 of profile retail_loja is rolled out by the plan 'old key'" in warning.msg
 
 

@@ -13,9 +13,10 @@ import httpx
 
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
+from releases.models import RolloutDecision, RolloutPlan
 from releases.rollout.guard import plan_evaluate, plan_start
 from releases.versions import version_publish
-from routing.models import Intent, RolloutDecision, RolloutPlan
+from routing.models import Intent
 from routing.rollout_plans import DEFAULT_GUARDS, RELATIVE_MAX
 
 INVOICE = "Minha fatura veio alta"

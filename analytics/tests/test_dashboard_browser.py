@@ -33,7 +33,8 @@ from conversations.models import (
 from conversations.tests import goal_examples
 from conversations.tests.stored_turns import conversation_of, stored_turn
 from handoffs.models import KIND_BITS, PERSON, Handoff
-from routing.models import RolloutPlan, RoutingVersion
+from releases.models import RolloutPlan
+from routing.models import RoutingVersion
 from tenants.models import Tenant
 from tests.browser_fixtures import screenshot_path, submit_login
 from tests.factories import AgentProfileFactory

@@ -19,8 +19,8 @@ from analytics.outcomes import ERROR_BY
 from conversations.models import Conversation, ConversationOutcome, Message, RouteDecisionRecord
 from conversations.outcomes import outcomes_close
 from handoffs.models import PERSON, Handoff
+from releases.models import RoutingTestCase
 from releases.versions import version_publish
-from routing.models import RoutingTestCase
 from tests.factories import AgentProfileFactory, ConversationFactory
 
 pytestmark = pytest.mark.django_db

@@ -19,7 +19,7 @@ from analytics.rollouts import (
 )
 from analytics.tests.rollout_traffic import rolled_back_plan, started_plan, through_client
 from common.errors import ERROR_NOT_AUTHENTICATED
-from routing.models import RolloutPlan
+from releases.models import RolloutPlan
 from routing.rollout_plans import GUARD_METRICS
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -131,7 +131,7 @@ def test_staff_open_a_rolled_back_plan_and_see_both_cohorts_the_rollback_and_the
 
 def test_slices_out_of_range_are_named_on_the_page(live_server, browser_page, staff_user, telecom):
     from agents.models import AgentProfile
-    from routing.models import RolloutPlan
+    from releases.models import RolloutPlan
 
     plan = RolloutPlan.objects.create(name="ready", profile=AgentProfile.objects.get(agent_id="telecom_contas"))
     page, base = browser_page, live_server.url

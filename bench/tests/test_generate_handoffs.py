@@ -122,8 +122,9 @@ def rules_published() -> None:
     """retail_orders hands more to people than the demo does: after two fallback answers in a row, on a rating down,
     and when the customer wants to cancel an order (its exchanges team answers that). Its saved routing and
     conversation tests are switched off rather than forced past the publishing gate (they do not expect people)."""
+    from releases.models import ConversationTest, RoutingTestCase
     from releases.versions import version_publish
-    from routing.models import ConversationTest, Intent, RoutingTestCase
+    from routing.models import Intent
 
     profile = AgentProfile.objects.get(agent_id="retail_orders")
     profile.escalation = {**profile.escalation, "after_fallbacks": 2, "on_thumbs_down": True}
@@ -321,8 +322,8 @@ def supervisor_mode_published() -> None:
     """The demo is published: a switch to supervisor mode reaches customers once published. The demo's saved
     routing and conversation tests describe router mode (a message hitting two intents is one intent there, a plan
     here), so they are switched off rather than forced past the gate."""
+    from releases.models import ConversationTest, RoutingTestCase
     from releases.versions import version_publish
-    from routing.models import ConversationTest, RoutingTestCase
 
     profile = AgentProfile.objects.get(agent_id="telecom_contas")
     RoutingTestCase.objects.filter(profile=profile).update(enabled=False)

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from releases.evals import conversation_tests_load, conversation_tests_parse
 from releases.evals.runs import QUEUE_FROM
-from routing.models import ConversationTestRun
+from releases.models import ConversationTestRun
 from tenants.models import TenantGrant, TenantRight
 from tenants.services import api_key_create
 

@@ -10,8 +10,9 @@ from django.urls import reverse
 
 from agents.admin import AgentProfileAdmin
 from common.adminkit import ERROR_ROW_GONE
+from releases.models import RoutingTestCase
 from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's
-from routing.models import Intent, Keyword, RoutingTestCase
+from routing.models import Intent, Keyword
 from tests.adminkit import change_url, error_messages, form_data, unread_errors, visible_text
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -42,7 +43,7 @@ def test_an_error_of_a_hidden_input_is_said_on_the_page(editor_client, telecom):
     page = editor_client.get(add)
     assert page.context["adminform"].form["source_message_id"].is_hidden
 
-    answer = editor_client.post(reverse("admin:routing_routingtestcase_add"), form_data(page))
+    answer = editor_client.post(reverse("admin:releases_routingtestcase_add"), form_data(page))
 
     assert answer.status_code == 200 and not RoutingTestCase.objects.exists()
     assert unread_errors(answer) == []

@@ -90,7 +90,7 @@ def _tests_made_from(conversations: Sequence[Conversation]) -> Q:
     return Q(source_message_id__in=Message.objects.filter(conversation_id__in=_pks(conversations)).values("pk"))
 
 
-TESTS_MADE_FROM_MESSAGES = ("routing.RoutingTestCase", "routing.ConversationTest")
+TESTS_MADE_FROM_MESSAGES = ("releases.RoutingTestCase", "releases.ConversationTest")
 
 
 def _history_of_tests_made_from(conversations: Sequence[Conversation]) -> Q:
@@ -242,11 +242,11 @@ HOLDERS: tuple[Holder, ...] = (
         Erase.DELETE,  # a retry's stored answer; it expires anyway
         of_conversations=_idempotent_requests_of,
     ),
-    Holder("routing.RoutingTestCase", "routing_tests", Erase.DELETE, of_conversations=_tests_made_from),
-    Holder("routing.ConversationTest", "conversation_tests", Erase.DELETE, of_conversations=_tests_made_from),
+    Holder("releases.RoutingTestCase", "routing_tests", Erase.DELETE, of_conversations=_tests_made_from),
+    Holder("releases.ConversationTest", "conversation_tests", Erase.DELETE, of_conversations=_tests_made_from),
     # A run's result of such a test repeats its turns and the answers they got.
     Holder(
-        "routing.ConversationTestResult", "conversation_test_results", Erase.DELETE, of_conversations=_tests_made_from
+        "releases.ConversationTestResult", "conversation_test_results", Erase.DELETE, of_conversations=_tests_made_from
     ),
     Holder("auditlog.LogEntry", "routing_test_history", Erase.DELETE, of_conversations=_history_of_tests_made_from),
     # What the platform remembers of them across conversations (conversations.memory), theirs alone.
@@ -280,11 +280,11 @@ NO_CUSTOMER_DATA: Mapping[str, str] = {
     "routing.RolloutFlag": CONFIGURATION,
     "routing.RolloutFlagChange": "a flag's history; a user override's id is recorded as its keyed pseudonym",
     "routing.RoutingVersion": "a published copy of the configuration",
-    "routing.RolloutPlan": CONFIGURATION + "; its history holds figures",
-    "routing.RolloutDecision": "a rollout's decision and the cohorts' figures: counts, no conversation",
-    "routing.ReleaseRequest": "an editor's request and an approver's note",
-    "routing.ConversationTestRun": "a run of saved tests: counts, model usage, coverage; each test's words and "
-    "answers are in its results (routing.ConversationTestResult)",
+    "releases.RolloutPlan": CONFIGURATION + "; its history holds figures",
+    "releases.RolloutDecision": "a rollout's decision and the cohorts' figures: counts, no conversation",
+    "releases.ReleaseRequest": "an editor's request and an approver's note",
+    "releases.ConversationTestRun": "a run of saved tests: counts, model usage, coverage; each test's words and "
+    "answers are in its results (releases.ConversationTestResult)",
     "conversations.CustomerErasure": "the record of an erasure: the customer's keyed pseudonym, who asked, counts",
     "tenants.RetentionPurge": "the record of a tenant's retention purge: its cutoff and the rows purged, counts",
 }

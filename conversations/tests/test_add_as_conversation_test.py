@@ -14,8 +14,8 @@ from django.utils.html import escape
 
 from conversations.feedback import feedback_give
 from conversations.models import Conversation, Message, RouteDecisionRecord
-from routing.conversation_tests.forms import MORE_FIELD, TURN_PREFIX
-from routing.models import ConversationTest
+from releases.evals.forms import MORE_FIELD, TURN_PREFIX
+from releases.models import ConversationTest
 from tenants.models import TenantGrant
 from tests.adminkit import error_messages, form_data
 
@@ -87,6 +87,17 @@ def test_the_inboxs_link_opens_the_form_filled_with_the_turns_up_to_the_rated_an
     assert second.initial["answer_given"] == rated.content
     assert first.initial["answer_given"] == ""
     assert escape(rated.content) in page.content.decode()  # shown beside the turn to mark what was wrong
+
+
+def test_a_second_test_of_the_same_words_and_day_is_named_apart_from_the_first(client, reader, rated):
+    client.force_login(reader)
+    link = LINK.search(client.get(INBOX).content.decode()).group(1)
+    name = opened(client, link).context["adminform"].form.initial["name"]
+    ConversationTest.objects.create(profile_id=rated.conversation.profile_id, name=name, turns=[{"user": "oi"}])
+
+    again = opened(client, LINK.search(client.get(INBOX).content.decode()).group(1))
+
+    assert again.context["adminform"].form.initial["name"] == f"{name} 2"
 
 
 def test_a_thumbs_down_becomes_a_test_with_a_click_and_a_save(client, reader, rated):

@@ -12,8 +12,8 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from conversations.models import Message, RouteDecisionRecord
+from releases.models import RoutingTestCase
 from routing.forms import expect_field
-from routing.models import RoutingTestCase
 from tenants.models import TenantGrant
 
 pytestmark = pytest.mark.django_db
@@ -86,7 +86,7 @@ def test_saving_the_corrected_form_creates_the_case(client, reader, stored):
     form = add_form_of(client, page)
 
     response = client.post(
-        "/admin/routing/routingtestcase/add/",
+        "/admin/releases/routingtestcase/add/",
         {
             **form.initial,
             expect_field("intent"): "retail_order_tracking",

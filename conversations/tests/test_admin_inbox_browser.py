@@ -81,7 +81,7 @@ def test_an_editor_finds_an_answer_rated_down_opens_its_conversation_and_adds_it
     page.screenshot(path=str(screenshot_path("admin-conversation-timeline.png")), full_page=True)
 
     page.click(f".timeline-add-test[data-message-id='{complaint.question.pk}']")
-    page.wait_for_url("**/admin/routing/routingtestcase/add/**")
+    page.wait_for_url("**/admin/releases/routingtestcase/add/**")
     assert page.input_value("#id_message") == LONG
     assert page.errors == []
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, Permission
 from conversations.models import BackendCall, Conversation, Message, MessageFeedback, RouteDecisionRecord, ToolCall
 from conversations.tests.stored_turns import conversation_of, store_reader, stored_turn
 from handoffs.models import Handoff
-from routing.models import RoutingTestCase
+from releases.models import RoutingTestCase
 from tenants.models import TenantGrant
 from tests.adminkit import change_url, changelist_url
 from tests.factories import TenantFactory

@@ -13,8 +13,8 @@ from agents.models import AgentProfile
 from conversations.models import Conversation
 from conversations.tests.stored_turns import conversation_of, stored_turn
 from handoffs.tests.test_demo_flows import say
+from releases.models import ConversationTest, RoutingTestCase
 from releases.versions import version_publish
-from routing.models import ConversationTest, RoutingTestCase
 from tests.factories import TenantFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]

@@ -12,8 +12,8 @@ import pytest
 from agents.models import AgentProfile
 from conversations.models import Conversation
 from handoffs.tests.test_demo_flows import say
+from releases.models import ConversationTest, RoutingTestCase
 from releases.versions import version_publish
-from routing.models import ConversationTest, RoutingTestCase
 
 MSISDN = "5511999999999"
 

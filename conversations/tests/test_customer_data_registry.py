@@ -39,7 +39,7 @@ def test_the_lists_name_installed_models_each_once_and_with_a_reason():
 def test_the_rule_flags_a_user_id_a_conversation_relation_and_free_text_but_not_counts():
     assert holds_customer_data(apps.get_model("routing.RolloutUserOverride"))  # user_id, nothing else
     assert holds_customer_data(apps.get_model("conversations.ConversationOutcome"))  # only its conversation
-    assert holds_customer_data(apps.get_model("routing.RoutingTestCase"))  # source_message_id, message
+    assert holds_customer_data(apps.get_model("releases.RoutingTestCase"))  # source_message_id, message
     assert not holds_customer_data(apps.get_model("analytics.DailyMessages"))  # the daily totals: counts
     assert not holds_customer_data(apps.get_model("tenants.ApiKey"))
 

@@ -16,8 +16,9 @@ from agents.mcp import Endpoint, tool_call
 from agents.models import AgentProfile, McpServer
 from conversations.models import Conversation, Message
 from handoffs.models import Handoff, HandoffKind
+from releases.models import ConversationTest, RoutingTestCase
 from releases.versions import version_publish
-from routing.models import ConversationTest, Goal, RoutingTestCase
+from routing.models import Goal
 from tests.demo_snapshot import demo_seed
 from tests.streaming import run, sse_events
 

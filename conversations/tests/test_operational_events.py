@@ -22,9 +22,10 @@ from agents.models import AgentProfile, McpServer
 from common.config_version import config_version_bump
 from common.infra.bus import EVENTS_GROUP, Webhook, events_flush, tenant_group
 from platform.logs import RedactFilter
+from releases.models import RolloutPlan
 from releases.rollout.guard import plan_evaluate, plan_start
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutPlan
+from routing.models import Intent, Keyword
 from tests.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.django_db

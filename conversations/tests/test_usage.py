@@ -15,9 +15,9 @@ from conversations.models import Message, MessageRole
 from conversations.runtime import SpecialistOutcome
 from conversations.selectors import usage_report
 from conversations.steps import outcome_as_dict, outcome_from_dict
+from releases.models import RoutingTestCase
 from releases.versions import version_publish
 from routing.admin_views import route_preview
-from routing.models import RoutingTestCase
 from tests.streaming import run, sse_events
 
 pytestmark = pytest.mark.django_db

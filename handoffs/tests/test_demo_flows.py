@@ -10,7 +10,7 @@ import pytest
 
 from conversations.models import Conversation, Message, ToolCall
 from handoffs.models import Handoff
-from routing.models import ConversationTest
+from releases.models import ConversationTest
 
 MSISDN = "5511999999999"
 

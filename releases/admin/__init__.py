@@ -1,5 +1,5 @@
-"""The release lifecycle's admin pages. The models are the routing app's (app label ``routing``), so their URLs
-stay under /admin/routing/; the pages added to other apps' admins hang on their extension points."""
+"""The release lifecycle's admin pages: its own models' under /admin/releases/ (the versions' are routing's model,
+under /admin/routing/); the pages added to other apps' admins hang on their extension points."""
 
 from releases.admin import (  # noqa: F401  (each module registers its pages)
     approvals,  # requests for a second person's approval and their review page

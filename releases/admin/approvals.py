@@ -1,10 +1,10 @@
 """Requests for a second person's approval in the admin: the list, and a review page to approve or decline one.
 
 A profile that needs a second person (``AgentProfile.release_needs_approval``) turns a publish or a staged rollout
-into a :class:`~routing.models.ReleaseRequest` (:mod:`releases.approvals`). Whoever may read requests
-(``routing.view_releaserequest``: the "Routing editors" and the "Release approvers") sees them listed, newest first,
+into a :class:`~releases.models.ReleaseRequest` (:mod:`releases.approvals`). Whoever may read requests
+(``releases.view_releaserequest``: the "Routing editors" and the "Release approvers") sees them listed, newest first,
 and each one's review page: what it would change for customers, in words, the saved routing tests run against it,
-and — for a rollout — the plan's stages and guards. Someone with ``routing.approve_release`` who did not ask for it
+and — for a rollout — the plan's stages and guards. Someone with ``releases.approve_release`` who did not ask for it
 approves it (then it is published, or the plan starts) or declines it with a note; the requester may withdraw it.
 A request whose draft, live version or plan changed since it was asked for is out of date: the page says so and
 approving it is refused. The profile's page shows its pending requests too (:mod:`releases.admin.versions`).
@@ -34,8 +34,8 @@ from releases.approvals import (
     release_request_withdraw,
 )
 from releases.evals.gate import release_gate
+from releases.models import ReleaseKind, ReleaseRequest, ReleaseStatus
 from releases.versions import document_diff, may_approve
-from routing.models import ReleaseKind, ReleaseRequest, ReleaseStatus
 from routing.rollout_plans import may_view_plans
 from routing.rollout_words import plan_settings_words, when_words
 from routing.selectors import live_version
@@ -76,19 +76,19 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "decision_note",
     )
     readonly_fields = fields
-    change_form_template = "admin/routing/releaserequest/change_form.html"
+    change_form_template = "admin/releases/releaserequest/change_form.html"
 
     @admin.display(description="")
     def review(self, obj: ReleaseRequest) -> str:
         label = "Review and decide" if obj.status == ReleaseStatus.PENDING else "Details"
-        return format_html('<a href="{}">{}</a>', reverse("admin:routing_releaserequest_review", args=[obj.pk]), label)
+        return format_html('<a href="{}">{}</a>', reverse("admin:releases_releaserequest_review", args=[obj.pk]), label)
 
     def get_urls(self) -> list[Any]:
         return [
             path(
                 "<path:object_id>/review/",
                 self.admin_site.admin_view(self.review_view),
-                name="routing_releaserequest_review",
+                name="releases_releaserequest_review",
             ),
             *super().get_urls(),
         ]
@@ -99,7 +99,7 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             raise Http404
         if not self.has_view_permission(request, asked):
             raise PermissionDenied
-        here = reverse("admin:routing_releaserequest_review", args=[asked.pk])
+        here = reverse("admin:releases_releaserequest_review", args=[asked.pk])
         pending = asked.status == ReleaseStatus.PENDING
         mine = asked.requested_by_id == request.user.pk
         may_decide = pending and may_approve(request.user) and not mine
@@ -137,7 +137,7 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                     self.message_user(request, done, messages.SUCCESS)
                     return HttpResponseRedirect(self._after(request, asked))
         return TemplateResponse(
-            request, "admin/routing/releaserequest/review.html", self._context(request, asked, form, may_decide, mine)
+            request, "admin/releases/releaserequest/review.html", self._context(request, asked, form, may_decide, mine)
         )
 
     def _approved_message(self, asked: ReleaseRequest) -> str:
@@ -153,7 +153,7 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         asked.refresh_from_db()
         if asked.status == ReleaseStatus.APPROVED and asked.plan_id and may_view_plans(request.user):
             return reverse("analytics-rollout-page", args=[asked.plan_id])
-        return reverse("admin:routing_releaserequest_review", args=[asked.pk])
+        return reverse("admin:releases_releaserequest_review", args=[asked.pk])
 
     def _context(
         self, request: HttpRequest, asked: ReleaseRequest, form: DecisionForm, may_decide: bool, mine: bool
@@ -191,8 +191,8 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "changes": changes_html(changes, empty="Nothing differs from the live version."),
             "tests": tests,
             "plan_lines": plan_settings_words(asked.plan) if asked.plan is not None else [],
-            "plan_url": reverse("admin:routing_rolloutplan_change", args=[asked.plan_id])
-            if asked.plan_id and request.user.has_perm("routing.view_rolloutplan")
+            "plan_url": reverse("admin:releases_rolloutplan_change", args=[asked.plan_id])
+            if asked.plan_id and request.user.has_perm("releases.view_rolloutplan")
             else "",
             "stale": stale,
             "form": form,
@@ -201,5 +201,5 @@ class ReleaseRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "may_withdraw": pending and mine,
             "mine": mine,
             "profile_url": reverse("admin:agents_agentprofile_change", args=[profile.pk]),
-            "list_url": reverse("admin:routing_releaserequest_changelist"),
+            "list_url": reverse("admin:releases_releaserequest_changelist"),
         }

@@ -48,7 +48,7 @@ from releases.versions import Change, document_diff, document_masked
 from routing.documents import profile_documents
 from routing.models import Intent, RoutingVersion
 
-TESTS_PERMISSIONS = ("routing.add_routingtestcase", "routing.change_routingtestcase")
+TESTS_PERMISSIONS = ("releases.add_routingtestcase", "releases.change_routingtestcase")
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 2 * 1024 * 1024
 

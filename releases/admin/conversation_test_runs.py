@@ -5,7 +5,7 @@ profile, shows every run kept (the command's and the API's too) with its progres
 its counts, each test's result failures first (the failed checks, each turn's answer, the answers that changed
 against the compared version), what of the profile the suite covered and the model usage it cost.
 
-Starting a run takes ``routing.add_conversationtestrun``; seeing them, ``routing.view_conversationtestrun``. Runs are
+Starting a run takes ``releases.add_conversationtestrun``; seeing them, ``releases.view_conversationtestrun``. Runs are
 written only by playing: the pages are read-only."""
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.evals.coverage import AREA_WORDS, AREAS
 from releases.evals.runs import conversation_test_run_start
-from releases.routing_tests import DRAFT
-from routing.models import (
+from releases.models import (
     ConversationTestResult,
     ConversationTestRun,
     ConversationTestRunSource,
     ConversationTestRunStatus,
 )
+from releases.routing_tests import DRAFT
 
 RUNNING = (ConversationTestRunStatus.QUEUED, ConversationTestRunStatus.RUNNING)
 REFRESH_SECONDS = 3  # a running run's page reloads itself
@@ -50,7 +50,7 @@ class ConversationTestRunForm(forms.Form):
 
 def conversation_test_run_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """GET: the form (the profile filled in from ``?profile=``); POST: start the run and open its page."""
-    if not request.user.has_perm("routing.add_conversationtestrun"):
+    if not request.user.has_perm("releases.add_conversationtestrun"):
         raise PermissionDenied
     form = ConversationTestRunForm(request.POST if request.method == "POST" else None, initial=request.GET.dict())
     if request.method == "POST" and form.is_valid():
@@ -70,14 +70,14 @@ def conversation_test_run_view(model_admin: admin.ModelAdmin, request: HttpReque
         else:
             if run.status == ConversationTestRunStatus.QUEUED:
                 messages.info(request, f"{run.total} tests queued: a worker plays them; this page follows it.")
-            return redirect(reverse("admin:routing_conversationtestrun_change", args=[run.pk]))
+            return redirect(reverse("admin:releases_conversationtestrun_change", args=[run.pk]))
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": ConversationTestRun._meta,
         "form": form,
         "title": "Run conversation tests",
     }
-    return TemplateResponse(request, "admin/routing/conversationtestrun/run.html", context)
+    return TemplateResponse(request, "admin/releases/conversationtestrun/run.html", context)
 
 
 @admin.register(ConversationTestRun)
@@ -92,7 +92,7 @@ class ConversationTestRunAdmin(admin.ModelAdmin):
               "progress", "passed", "failed", "required_failed", "changed", "created_at", "started_at", "finished_at",
               "error")  # fmt: skip
     readonly_fields = fields
-    change_form_template = "admin/routing/conversationtestrun/change_form.html"
+    change_form_template = "admin/releases/conversationtestrun/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # a run is started by "Run tests", the command or the API, and written by playing

@@ -1,5 +1,5 @@
 """Saved conversation tests in the admin: routing editors write a profile's tests as forms — the test's fields, then
-each turn a row of what the customer says and what the answer must show (:mod:`routing.conversation_tests.forms`).
+each turn a row of what the customer says and what the answer must show (:mod:`releases.evals.forms`).
 The list is per profile (the profile's page links it, filtered): each test's name, whether it is required and
 enabled, its turns and its language. A test made from a real conversation opens its add page filled in
 (:mod:`routing.conversation_tests.drafts`). Filtered to one profile, the list says what of the profile's draft the
@@ -20,10 +20,11 @@ from common.text import whole_number
 from releases.admin.conversation_test_runs import conversation_test_run_view
 from releases.evals.coverage import suite_coverage
 from releases.evals.files import conversation_tests_saved
+from releases.evals.forms import ConversationTestForm
+from releases.from_messages import saved_name_unique
+from releases.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, routing_tests_spec
 from routing.conversation_tests.drafts import conversation_test_draft_initial
-from routing.conversation_tests.forms import ConversationTestForm
-from routing.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 
 TEST_FIELDS = ("profile", "name", "required", "enabled", "language", "source_message_id")
 EVERY_TURN_SECTION = "What every turn gets"
@@ -41,8 +42,8 @@ class ConversationTestAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
     search_fields = ["name"]
     list_select_related = ["profile"]
     form = ConversationTestForm
-    change_form_template = "admin/routing/conversationtest/change_form.html"
-    change_list_template = "admin/routing/conversationtest/change_list.html"
+    change_form_template = "admin/releases/conversationtest/change_form.html"
+    change_list_template = "admin/releases/conversationtest/change_list.html"
     fieldsets = [
         (None, {"fields": TEST_FIELDS}),
         (EVERY_TURN_SECTION, {"fields": EVERY_TURN_FIELDS, "description": EVERY_TURN_HELP}),
@@ -56,11 +57,14 @@ class ConversationTestAdmin(FieldHistoryAdminMixin, admin.ModelAdmin):
         initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
         initial.pop("turns", None)  # turns come from a draft, never from the address
         initial.update(conversation_test_draft_initial(request))  # "Add as conversation test" on a conversation
+        profile_id = whole_number(str(initial.get("profile") or ""))
+        if profile_id and isinstance(initial.get("name"), str):
+            initial["name"] = saved_name_unique(ConversationTest, profile_id=profile_id, name=initial["name"])
         return initial
 
     def get_urls(self):
         run = self.admin_site.admin_view(lambda request: conversation_test_run_view(self, request))
-        return [path("run/", run, name="routing_conversationtest_run"), *super().get_urls()]
+        return [path("run/", run, name="releases_conversationtest_run"), *super().get_urls()]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra = dict(extra_context or {})

@@ -46,22 +46,13 @@ from common.adminkit import EndpointSecretsAdminMixin, ReadOnlyAdminMixin, ReadO
 from common.errors import DomainError
 from common.forms import label_choices
 from releases.approvals import release_requests_pending, rollout_request
+from releases.models import RolloutDecision, RolloutDecisionAction, RolloutPlan, RolloutPlanStatus, RolloutPlanTarget
 from releases.rollout.commands import FLAG_PERMISSION, RolloutStateError, advance_check, plan_command, plan_start
 from releases.rollout.forms import GuardsField, StagesField
 from releases.rollout.guard import CANDIDATE, CONTROL
 from releases.versions import ApprovalRequired, needs_second_person, version_publish
-from routing.models import (
-    ProfileRelease,
-    RolloutDecision,
-    RolloutDecisionAction,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RolloutPlanTarget,
-    RoutingVersion,
-    default_rollout_guards,
-    default_rollout_stages,
-)
-from routing.rollout_plans import GUARD_METRICS, may_view_plans
+from routing.models import ProfileRelease, RoutingVersion
+from routing.rollout_plans import GUARD_METRICS, default_rollout_guards, default_rollout_stages, may_view_plans
 from routing.rollout_words import (
     actor_words,
     guard_words,
@@ -230,7 +221,7 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
         ),
         ("Notifications", {"fields": ["webhook_url"]}),
     ]
-    change_form_template = "admin/routing/rolloutplan/change_form.html"
+    change_form_template = "admin/releases/rolloutplan/change_form.html"
 
     @admin.display(description="candidate")
     def candidate_number(self, plan: RolloutPlan) -> str:
@@ -350,7 +341,7 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
             path(
                 "<int:object_id>/command/<str:command>/",
                 self.admin_site.admin_view(self.command_view),
-                name="routing_rolloutplan_command",
+                name="releases_rolloutplan_command",
             ),
             *super().get_urls(),
         ]
@@ -380,7 +371,7 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
             raise Http404
         if not self.has_change_permission(request, plan) or command not in COMMANDS:
             raise PermissionDenied
-        here = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+        here = reverse("admin:releases_rolloutplan_change", args=[plan.pk])
         if request.method != "POST":
             return self._confirm(request, plan, command)
         try:
@@ -410,7 +401,7 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
             self.message_user(
                 request, f"Plan {plan} is {plan.get_status_display().lower()}: it cannot do that now.", messages.ERROR
             )
-            return HttpResponseRedirect(reverse("admin:routing_rolloutplan_change", args=[plan.pk]))
+            return HttpResponseRedirect(reverse("admin:releases_rolloutplan_change", args=[plan.pk]))
         held = command == START and self._held(plan)
         waiting = list(release_requests_pending().filter(plan=plan)) if held else []
         refusal = self._refusal(plan, command, request.user)
@@ -428,9 +419,9 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
             "held": held,
             "waiting": waiting,
             "refusal": refusal,
-            "cancel_url": reverse("admin:routing_rolloutplan_change", args=[plan.pk]),
+            "cancel_url": reverse("admin:releases_rolloutplan_change", args=[plan.pk]),
         }
-        return TemplateResponse(request, "admin/routing/rolloutplan/command_confirm.html", context)
+        return TemplateResponse(request, "admin/releases/rolloutplan/command_confirm.html", context)
 
     def _what_happens(self, plan: RolloutPlan, command: str) -> list[str]:
         """What the command will do for customers, in sentences."""
@@ -473,7 +464,7 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
                 context["rollout_commands"] = [
                     {
                         "label": "Ask to start" if command == START and self._held(plan) else COMMANDS[command],
-                        "url": reverse("admin:routing_rolloutplan_command", args=[plan.pk, command]),
+                        "url": reverse("admin:releases_rolloutplan_command", args=[plan.pk, command]),
                         "confirmed": command in CONFIRMED,
                         "slug": command,
                     }
@@ -482,7 +473,7 @@ class RolloutPlanAdmin(RenderedFormMixin, EndpointSecretsAdminMixin, admin.Model
                 ]
             context["rollout_view"] = may_view_plans(request.user)
             context["decisions_url"] = (
-                reverse("admin:routing_rolloutdecision_changelist") + f"?plan__id__exact={plan.pk}"
+                reverse("admin:releases_rolloutdecision_changelist") + f"?plan__id__exact={plan.pk}"
             )
         return super().render_change_form(request, context, *args, **kwargs)
 

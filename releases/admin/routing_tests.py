@@ -1,5 +1,5 @@
 """Saved routing tests in the admin: routing editors write cases per profile — what the decision must be as fields
-(:class:`routing.forms.RoutingTestCaseForm`), and for a short conversation the earlier turns, a line each — and run
+(:class:`releases.forms.RoutingTestCaseForm`), and for a short conversation the earlier turns, a line each — and run
 them against the profile's draft or its live version before they publish: failures first, each case's pass or fail
 with the actual decision and its reason (a failing conversation turn by turn), the confusion matrix of intents, and
 precision and recall per intent."""
@@ -13,17 +13,23 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
 from agents.models import AgentProfile
-from common.adminkit import RenderedFormMixin
+from common.adminkit import AdminExtension, RenderedFormMixin, admin_extend
 from common.errors import DomainError
 from common.history.admin import FieldHistoryAdminMixin
 from common.text import whole_number
+from conversations.models import RouteDecisionRecord
+from conversations.saved_test_drafts import decision_draft
 from releases.calibration import CalibrationError, calibrate, calibration_save
+from releases.forms import RoutingTestCaseForm
+from releases.from_messages import routing_tests_create, saved_name_unique
+from releases.models import RoutingTestCase
 from releases.routing_tests import (
     DRAFT,
     LIVE,
@@ -36,8 +42,8 @@ from releases.routing_tests import (
     value_text,
 )
 from routing.expectations import ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_EXPECT_KEYS, ROUTING_TEST_KEYS
-from routing.forms import SOURCE_FIELDS, RoutingTestCaseForm, expect_field, expect_keys_shown
-from routing.models import RoutingTestCase
+from routing.forms import SOURCE_FIELDS, expect_field, expect_keys_shown
+from routing.routing_test_drafts import test_case_may_add
 
 SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
 SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}
@@ -75,8 +81,8 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
     search_fields = ["name", "message"]
     list_select_related = ["profile"]
     form = RoutingTestCaseForm
-    change_list_template = "admin/routing/routingtestcase/change_list.html"
-    change_form_template = "admin/routing/routingtestcase/change_form.html"
+    change_list_template = "admin/releases/routingtestcase/change_list.html"
+    change_form_template = "admin/releases/routingtestcase/change_form.html"
 
     def get_fieldsets(self, request: HttpRequest, obj: RoutingTestCase | None = None) -> list[tuple[Any, Any]]:
         """The test, then its expectation: goal and goal status only where the profile is in goal mode or the test
@@ -102,8 +108,12 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         """A link's expectation arrives as one query parameter per key (``expect_intent=…``); an older link's as
-        JSON text (``expect={"intent": …}``), which fills the same fields."""
+        JSON text (``expect={"intent": …}``), which fills the same fields. A name given (a link made from a message)
+        is made unique among the profile's tests."""
         initial: dict[str, Any] = dict(super().get_changeform_initial_data(request))
+        profile_id = whole_number(str(initial.get("profile") or ""))
+        if profile_id and isinstance(initial.get("name"), str):
+            initial["name"] = saved_name_unique(RoutingTestCase, profile_id=profile_id, name=initial["name"])
         expect = initial.pop("expect", None)
         try:
             stored = json.loads(expect) if isinstance(expect, str) else {}
@@ -125,19 +135,19 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
         run = self.admin_site.admin_view(self.run_view)
         calibrate_view = self.admin_site.admin_view(self.calibrate_view)
         return [
-            path("run/", run, name="routing_routingtestcase_run"),
-            path("calibrate/", calibrate_view, name="routing_routingtestcase_calibrate"),
+            path("run/", run, name="releases_routingtestcase_run"),
+            path("calibrate/", calibrate_view, name="releases_routingtestcase_calibrate"),
             *super().get_urls(),
         ]
 
     def calibrate_view(self, request: HttpRequest) -> HttpResponse:
         """Choose a profile's examples-tier threshold and margin from its saved tests and examples (GET: shown, not
-        written); POST ``save`` writes them to the profile's draft (``routing.calibrate_routingtestcase``)."""
+        written); POST ``save`` writes them to the profile's draft (``releases.calibrate_routingtestcase``)."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         data = request.POST if request.method == "POST" else request.GET
         form = CalibrateForm(data or None)
-        may_save = request.user.has_perm("routing.calibrate_routingtestcase")
+        may_save = request.user.has_perm("releases.calibrate_routingtestcase")
         context: dict[str, Any] = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form}
         context.update(title="Calibrate the examples tier", may_save=may_save)
         if form.is_valid():
@@ -159,7 +169,7 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
                     )
                     return redirect(f"{request.path}?profile={profile.agent_id}")
                 context.update(result=result, profile=profile, last=profile.examples_calibration or None)
-        return TemplateResponse(request, "admin/routing/routingtestcase/calibrate.html", context)
+        return TemplateResponse(request, "admin/releases/routingtestcase/calibrate.html", context)
 
     def run_view(self, request: HttpRequest) -> HttpResponse:
         """Run a profile's saved tests against its draft or live version (GET: nothing is written). The results
@@ -189,7 +199,7 @@ class RoutingTestCaseAdmin(RenderedFormMixin, FieldHistoryAdminMixin, admin.Mode
                     intents=sorted(run.confusion),
                     columns=_columns(run),
                 )
-        return TemplateResponse(request, "admin/routing/routingtestcase/run.html", context)
+        return TemplateResponse(request, "admin/releases/routingtestcase/run.html", context)
 
 
 def results_shown(run: TestRun, show: str = SHOW_ALL) -> list[CaseResult]:
@@ -273,3 +283,36 @@ def _filters(request: HttpRequest, run: TestRun, show: str) -> list[dict[str, An
 def _columns(run: Any) -> list[str]:
     """The confusion matrix's actual intents, in a stable order."""
     return sorted({actual for row in run.confusion.values() for actual in row})
+
+
+# -- the stored decisions' "Add as routing test cases" -----------------------------------------------------------
+
+
+@admin.action(description="Add as routing test cases")
+def add_as_routing_test_cases(
+    model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[RouteDecisionRecord]
+) -> None:
+    """Each selected decision's message becomes an enabled routing test expecting what was decided
+    (:func:`conversations.saved_test_drafts.decision_draft`): an editor then corrects the misroutes."""
+    records = queryset.select_related("conversation", "message").order_by("created_at", "id")
+    drafts = [draft for draft in map(decision_draft, records) if draft is not None]
+    cases = routing_tests_create(drafts)
+    skipped = len(records) - len(drafts)
+    text = (
+        f"{len(cases)} routing test case(s) added, each expecting what was decided: open each one in "
+        "Routing tests and correct the expected intent and agent where the decision was wrong."
+    )
+    if skipped:
+        text += f" {skipped} decision(s) without a stored message were skipped."
+    model_admin.message_user(request, text, messages.SUCCESS)
+
+
+class RoutingTestsFromDecisions(AdminExtension):
+    """The stored decisions' list (the engine's admin) offers their messages as routing tests to those who may add
+    them."""
+
+    def actions(self, request: HttpRequest) -> list[Any]:
+        return [add_as_routing_test_cases] if test_case_may_add(request) else []
+
+
+admin_extend(RouteDecisionRecord, RoutingTestsFromDecisions())

@@ -11,12 +11,12 @@ a second person, and offers "Publish draft": one review page with two choices â€
 
 Failing saved routing tests refuse both alike. When the profile needs a second person
 (``AgentProfile.release_needs_approval``) either choice becomes a request that another person with
-``routing.approve_release`` approves (:mod:`releases.admin.approvals`); only such a person (or a superuser) switches the
-setting, with the button on the profile's page.
+``releases.approve_release`` approves (:mod:`releases.admin.approvals`); only such a person (or a superuser) switches
+the setting, with the button on the profile's page.
 
 The version history lists every published version, compares any two (or one with the live version or the draft)
 and reverts to one. Publishing and reverting need ``routing.add_routingversion`` (the "Routing editors" group has
-it), a staged rollout ``routing.add_rolloutplan`` too, and a change of the model settings the operator's permission;
+it), a staged rollout ``releases.add_rolloutplan`` too, and a change of the model settings the operator's permission;
 refusals (a conflict with a publish made meanwhile, nothing to publish, failing routing tests, a rollout already
 running) are shown as the admin's error messages, the editor's note kept.
 
@@ -53,6 +53,7 @@ from releases.approvals import draft_rollout, publish_request, release_requests_
 from releases.evals import conversation_tests_saved
 from releases.evals.compare import conversation_tests_compare
 from releases.evals.gate import SUMMARY_KEY, gate_warnings
+from releases.models import ConversationTest, ReleaseRequest, RolloutPlan, RolloutPlanStatus
 from releases.rollout.commands import PLAN_ADD_PERMISSION
 from releases.rollout.forms import PlanSettingsForm
 from releases.routing_tests import routing_tests_spec
@@ -68,14 +69,7 @@ from releases.versions import (
 )
 from routing.admin_views import may_publish
 from routing.documents import profile_documents
-from routing.models import (
-    ConversationTest,
-    PublishedFrom,
-    ReleaseRequest,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RoutingVersion,
-)
+from routing.models import PublishedFrom, RoutingVersion
 from routing.rollout_plans import may_view_plans
 from routing.rollout_words import plan_stage_words, stages_words, when_words
 from routing.selectors import live_version
@@ -89,7 +83,7 @@ RECENT_PLANS = 3  # finished plans listed on the profile's page, besides those r
 
 
 def may_roll_out(request: HttpRequest) -> bool:
-    """Rolling the draft out in stages: publishing, and making rollout plans (``routing.add_rolloutplan``)."""
+    """Rolling the draft out in stages: publishing, and making rollout plans (``releases.add_rolloutplan``)."""
     return may_publish(request) and bool(request.user.has_perm(PLAN_ADD_PERMISSION))
 
 
@@ -218,7 +212,7 @@ def plan_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, Any
     plans = RolloutPlan.objects.filter(profile=profile).select_related("candidate", "control")
     active = [RolloutPlanStatus.READY, RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED]
     shown = list(plans.filter(status__in=active)) + list(plans.exclude(status__in=active)[:RECENT_PLANS])
-    live_view, admin_view = may_view_plans(request.user), request.user.has_perm("routing.view_rolloutplan")
+    live_view, admin_view = may_view_plans(request.user), request.user.has_perm("releases.view_rolloutplan")
     return [
         {
             "plan": plan,
@@ -229,7 +223,7 @@ def plan_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, Any
             else (f"version {plan.candidate.number}" if plan.candidate else "the multi-agent mode"),
             "started": when_words(plan.started_at) if plan.started_at else "",
             "live_url": reverse("analytics-rollout-page", args=[plan.pk]) if live_view else "",
-            "admin_url": reverse("admin:routing_rolloutplan_change", args=[plan.pk]) if admin_view else "",
+            "admin_url": reverse("admin:releases_rolloutplan_change", args=[plan.pk]) if admin_view else "",
         }
         for plan in shown
     ]
@@ -238,7 +232,7 @@ def plan_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, Any
 def request_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, Any]]:
     """The profile's requests waiting for a second person, each with who may do what about it."""
     approver = may_approve(request.user)
-    readable = request.user.has_perm("routing.view_releaserequest")
+    readable = request.user.has_perm("releases.view_releaserequest")
     rows = []
     for pending in release_requests_pending(profile=profile):
         mine = pending.requested_by_id == request.user.pk
@@ -250,7 +244,7 @@ def request_rows(request: HttpRequest, profile: AgentProfile) -> list[dict[str, 
                 "when": when_words(pending.requested_at),
                 "mine": mine,
                 "to_review": approver and not mine,
-                "url": reverse("admin:routing_releaserequest_review", args=[pending.pk]) if readable else "",
+                "url": reverse("admin:releases_releaserequest_review", args=[pending.pk]) if readable else "",
             }
         )
     return rows
@@ -345,8 +339,8 @@ class ProfileReleases(AdminExtension):
             extra.update(
                 {
                     "plan_rows": plan_rows(request, obj),
-                    "plans_url": reverse("admin:routing_rolloutplan_changelist") + f"?profile__id__exact={obj.pk}"
-                    if request.user.has_perm("routing.view_rolloutplan")
+                    "plans_url": reverse("admin:releases_rolloutplan_changelist") + f"?profile__id__exact={obj.pk}"
+                    if request.user.has_perm("releases.view_rolloutplan")
                     else "",
                     "request_rows": request_rows(request, obj),
                     "may_switch_second_person": may_approve(request.user),
@@ -566,7 +560,7 @@ class ProfileReleases(AdminExtension):
         _warn(model_admin, request, outcome.candidate)
         if may_view_plans(request.user):
             return HttpResponseRedirect(reverse("analytics-rollout-page", args=[outcome.plan.pk]))
-        return HttpResponseRedirect(reverse("admin:routing_rolloutplan_change", args=[outcome.plan.pk]))
+        return HttpResponseRedirect(reverse("admin:releases_rolloutplan_change", args=[outcome.plan.pk]))
 
 
 def answers_compared(profile: AgentProfile) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
 """Runs kept: a run of a profile's conversation tests against one of its versions, written as it goes
-(:class:`routing.models.ConversationTestRun`, a :class:`~routing.models.ConversationTestResult` per test) — by
+(:class:`releases.models.ConversationTestRun`, a :class:`~releases.models.ConversationTestResult` per test) — by
 ``manage.py run_conversation_tests``, the admin and the API alike.
 
 * :func:`conversation_test_run_create` checks what is asked (the version, the version compared with, the tests by
@@ -32,14 +32,9 @@ from releases.evals.compare import Comparison, conversation_tests_compare
 from releases.evals.coverage import Coverage, suite_coverage
 from releases.evals.files import conversation_test_case
 from releases.evals.run import CaseResult, SuiteRun, conversation_tests_run
+from releases.models import ConversationTest, ConversationTestResult, ConversationTestRun, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, LIVE, routing_tests_spec
 from routing.conversation_tests.cases import ConversationCase
-from routing.models import (
-    ConversationTest,
-    ConversationTestResult,
-    ConversationTestRun,
-    ConversationTestRunStatus,
-)
 
 QUEUE_FROM = 20  # tests: a suite this large goes to a Celery worker where a broker is configured
 RUN_TASK = "releases.conversation_tests_run"

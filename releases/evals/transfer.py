@@ -15,10 +15,10 @@ from releases.configio.exporter import HEADER
 from releases.configio.source import Source, plain_value
 from releases.evals.files import ConversationTestsFileError, conversation_tests_dump, conversation_tests_load
 from releases.evals.files import conversation_tests_parse as parse
+from releases.models import ConversationTest
 from releases.routing_tests import LoadReport
-from routing.models import ConversationTest
 
-TESTS_PERMISSIONS = ("routing.add_conversationtest", "routing.change_conversationtest")
+TESTS_PERMISSIONS = ("releases.add_conversationtest", "releases.change_conversationtest")
 FILE_KEY = "conversation_tests"
 
 

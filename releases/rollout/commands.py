@@ -1,5 +1,5 @@
 """A rollout plan's commands: start, pause, resume, advance, abort — and the completion that serves the candidate to
-everyone. Each is recorded as a :class:`~routing.models.RolloutDecision`; those that move the plan are posted to its
+everyone. Each is recorded as a :class:`~releases.models.RolloutDecision`; those that move the plan are posted to its
 webhook, signed with ``ROLLOUT_WEBHOOK_SECRET`` over a timestamp (:func:`webhook_headers`), to an address the outbound
 policy allows (:func:`webhook_send`); the decision says whether it was delivered, never what answered.
 
@@ -41,6 +41,7 @@ from django.utils import timezone
 from common.endpoints import endpoint_mask
 from common.infra.bus import signed_headers
 from common.outbound import OutboundRefused, outbound_client
+from releases.models import RolloutDecision, RolloutDecisionAction, RolloutPlan, RolloutPlanStatus, RolloutPlanTarget
 from releases.versions import (
     ApprovalRequired,
     approval_check,
@@ -48,15 +49,7 @@ from releases.versions import (
     needs_second_person,
     version_release,
 )
-from routing.models import (
-    RolloutDecision,
-    RolloutDecisionAction,
-    RolloutFlag,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RolloutPlanTarget,
-    RoutingVersion,
-)
+from routing.models import RolloutFlag, RoutingVersion
 from routing.rollout import MULTI_AGENT_FLAG
 from routing.rollout_plans import plan_fingerprint
 from routing.rollout_words import stage_words
@@ -65,8 +58,8 @@ from routing.selectors import live_version
 logger = logging.getLogger(__name__)
 
 # What the admin asks of a person who makes or commands a plan, and so does a command's --user.
-PLAN_ADD_PERMISSION = "routing.add_rolloutplan"
-PLAN_CHANGE_PERMISSION = "routing.change_rolloutplan"
+PLAN_ADD_PERMISSION = "releases.add_rolloutplan"
+PLAN_CHANGE_PERMISSION = "releases.change_rolloutplan"
 FLAG_PERMISSION = "routing.change_rolloutflag"  # a multi_agent plan moves the flag
 ERROR_PLAN_CHANGED = (
     "The plan's candidate or settings changed since it started (what its start was approved for): aborted, every "

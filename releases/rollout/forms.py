@@ -23,7 +23,7 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
-from routing.models import RolloutPlan
+from releases.models import RolloutPlan
 from routing.rollout_plans import GUARD_METRICS, RELATIVE_MAX, GuardMetric, absolute_range, stages_errors
 from routing.rollout_words import percent_words
 
@@ -90,7 +90,7 @@ def _shown(number: float) -> str:
 class GuardsWidget(forms.MultiWidget):
     """A table: one row per guard metric, its relative and absolute limit side by side (two number inputs)."""
 
-    template_name = "admin/routing/rolloutplan/guards_widget.html"
+    template_name = "admin/releases/rolloutplan/guards_widget.html"
 
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         inputs = []

@@ -1,7 +1,7 @@
 """Rollout plans' guard (docs/rollouts.md): from the stored turns, advance, hold or roll back each running plan.
 
 Every minute (Celery beat's ``conversations.rollout_evaluate``; without a broker, the embedded server's timer) each
-running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of its running stage:
+running plan (:class:`releases.models.RolloutPlan`) is evaluated on the turns of its running stage:
 
 * **Cohorts.** A version plan's candidate cohort is the turns its candidate version served
   (``routing_version``), its control cohort the turns the control version served, both of the plan's profile;
@@ -29,7 +29,7 @@ running plan (:class:`routing.models.RolloutPlan`) is evaluated on the turns of 
   lock is taken: a test added since the candidate was made holds the stage until it passes or a person advances by
   hand); after the last stage the plan completes and the candidate is released to every customer
   (:func:`releases.rollout.commands.plan_advance`). Otherwise it holds.
-  Each decision is a :class:`~routing.models.RolloutDecision` with the figures that drove it and a reason in words
+  Each decision is a :class:`~releases.models.RolloutDecision` with the figures that drove it and a reason in words
   (:mod:`routing.rollout_words`); those that move the plan are posted to its webhook; a rollback is also published
   as the operational event ``rollout.rolled_back`` (:mod:`common.infra.bus`).
 
@@ -80,6 +80,7 @@ from conversations.models import (
 )
 from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from releases.evals.gate import stage_tests_failures
+from releases.models import RolloutDecision, RolloutDecisionAction, RolloutPlan, RolloutPlanStatus, RolloutPlanTarget
 from releases.rollout.commands import (
     RolloutStateError,
     decision_record,
@@ -93,13 +94,6 @@ from releases.rollout.commands import (
     webhook_body,
     webhook_headers,
     webhook_send,
-)
-from routing.models import (
-    RolloutDecision,
-    RolloutDecisionAction,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RolloutPlanTarget,
 )
 from routing.rollout import COHORT_MULTI_AGENT, COHORT_SINGLE_AGENT
 from routing.rollout_plans import GUARD_METRICS

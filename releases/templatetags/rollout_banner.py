@@ -11,13 +11,13 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
-from routing.models import RolloutPlan, RolloutPlanStatus
+from releases.models import RolloutPlan, RolloutPlanStatus
 
 register = template.Library()
 
 BANNER_HOURS = 24
 # A plan's page opens for who may view or change plans; the banner shows to them and to who edits or publishes.
-PLAN_PAGE = ("routing.view_rolloutplan", "routing.change_rolloutplan")
+PLAN_PAGE = ("releases.view_rolloutplan", "releases.change_rolloutplan")
 SHOWN_TO = (*PLAN_PAGE, "routing.change_intent", "routing.add_routingversion")
 
 

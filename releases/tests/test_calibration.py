@@ -20,8 +20,9 @@ from releases.calibration import (
     calibration_save,
     near_copies,
 )
+from releases.models import RoutingTestCase
 from releases.routing_tests import DRAFT, Case, CaseTurn, routing_tests_saved, routing_tests_spec
-from routing.models import Intent, RoutingTestCase
+from routing.models import Intent
 
 pytestmark = pytest.mark.django_db
 
@@ -174,13 +175,13 @@ def test_a_profile_without_an_examples_tier_cannot_be_calibrated(examples):
 def test_an_editor_calibrates_in_the_admin_and_saves_the_rule_to_the_draft(client, editor, examples):
     client.force_login(editor)
 
-    page = client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"}).content.decode()
+    page = client.get("/admin/releases/routingtestcase/calibrate/", {"profile": "telecom_contas"}).content.decode()
 
     assert 'id="chosen"' in page and 'id="current"' in page and "out-of-scope messages left out in turn" in page
     assert 'id="explanation"' in page and 'id="reliability"' in page and "Expected calibration error" in page
     assert 'id="state-bar"' in page
     assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
-    saved = client.post("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
+    saved = client.post("/admin/releases/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
     assert saved.status_code == 302
     shown = client.get(saved["Location"]).content.decode()
     # The identifier as it is, not capitalised.
@@ -189,7 +190,7 @@ def test_an_editor_calibrates_in_the_admin_and_saves_the_rule_to_the_draft(clien
     assert stored.examples_calibration["by"] == "editor"
     profile_page = client.get(f"/admin/agents/agentprofile/{examples.pk}/change/").content.decode()
     assert f"threshold {stored.examples_threshold}" in profile_page
-    assert "Calibrate the examples tier" in client.get("/admin/routing/routingtestcase/").content.decode()
+    assert "Calibrate the examples tier" in client.get("/admin/releases/routingtestcase/").content.decode()
 
 
 def test_a_viewer_without_the_profile_change_right_sees_the_figures_but_cannot_save(
@@ -201,9 +202,9 @@ def test_a_viewer_without_the_profile_change_right_sees_the_figures_but_cannot_s
     viewer.user_permissions.add(Permission.objects.get(codename="view_routingtestcase"))
     client.force_login(viewer)
 
-    page = client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"}).content.decode()
+    page = client.get("/admin/releases/routingtestcase/calibrate/", {"profile": "telecom_contas"}).content.decode()
     assert 'id="chosen"' in page and 'name="save"' not in page
-    denied = client.post("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
+    denied = client.post("/admin/releases/routingtestcase/calibrate/", {"profile": "telecom_contas", "save": "1"})
     assert denied.status_code == 403
     assert AgentProfile.objects.get(pk=examples.pk).examples_calibration == {}
 
@@ -309,7 +310,7 @@ def test_the_keyword_check_proposed_sets_aside_none_of_the_profiles_own_examples
     )
     assert result.keyword_check in KEYWORD_CHECK_BARS and result.keyword_check >= 0.9
     assert result.keyword_check > highest or result.keyword_check == 1.0
-    page = staff_client.get("/admin/routing/routingtestcase/calibrate/", {"profile": "telecom_contas"})
+    page = staff_client.get("/admin/releases/routingtestcase/calibrate/", {"profile": "telecom_contas"})
     assert 'id="keyword-check"' in page.content.decode()
 
 

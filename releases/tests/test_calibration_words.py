@@ -11,7 +11,7 @@ from releases.calibration import Calibration, Figures, Sample, calibrate, sample
 from releases.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
 from routing.models import Intent
 
-CALIBRATE_URL = "/admin/routing/routingtestcase/calibrate/"
+CALIBRATE_URL = "/admin/releases/routingtestcase/calibrate/"
 
 
 def figures(threshold: float, accuracy: float, wrong: float, fallback: float, **kwargs) -> Figures:

@@ -1,8 +1,8 @@
 """A command acting as a user (``--user``) asks for the permissions the admin's page asks for the same act.
 
 A role's powers are the same on every path: publishing and reverting take ``routing.add_routingversion``, making a
-rollout plan ``routing.add_rolloutplan``, starting, pausing, resuming, advancing or aborting one
-``routing.change_rolloutplan``, reading them ``routing.view_rolloutplan``, an import the import page's
+rollout plan ``releases.add_rolloutplan``, starting, pausing, resuming, advancing or aborting one
+``releases.change_rolloutplan``, reading them ``releases.view_rolloutplan``, an import the import page's
 ``routing.change_intent`` (and each change it makes, its own), an import that publishes the right to publish too.
 Each refusal names the user and the permission, and nothing is written. Without ``--user`` the operator is not held.
 """
@@ -15,13 +15,14 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import CommandError, call_command
 
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.rollout.commands import plan_start
 from releases.tests.test_import_lands_in_draft import ROUTING
 from releases.tests.test_release_approval import publish_url
 from releases.tests.test_release_approval_paths import command_url, numbers, revert_url
 from releases.versions import ERROR_NOT_STAFF, ERROR_PERMISSION, version_publish
 from routing.documents import profile_documents
-from routing.models import Keyword, RolloutPlan, RolloutPlanStatus, RoutingVersion
+from routing.models import Keyword, RoutingVersion
 from routing.selectors import live_version
 
 pytestmark = pytest.mark.django_db
@@ -92,11 +93,11 @@ def test_a_user_who_may_not_change_rollout_plans_commands_none_but_may_read_them
     for command in ("pause", "advance", "abort"):
         with pytest.raises(CommandError) as refused:
             run("rollout", command, str(plan.pk), "--user", "writer")
-        assert str(refused.value) == refusal("writer", f"{command} rollout plans", "routing.change_rolloutplan")
+        assert str(refused.value) == refusal("writer", f"{command} rollout plans", "releases.change_rolloutplan")
     with pytest.raises(CommandError) as start:
         run("rollout", "start", "--profile", "telecom_contas", "--version", "2", "--user", "writer")
 
-    assert str(start.value) == refusal("writer", "make rollout plans", "routing.add_rolloutplan")
+    assert str(start.value) == refusal("writer", "make rollout plans", "releases.add_rolloutplan")
     plan.refresh_from_db()
     assert (plan.status, plan.percentage, RolloutPlan.objects.count()) == (RolloutPlanStatus.RUNNING, 10, 1)
     assert "modem" in run("rollout", "status", "--user", "writer")  # reading is theirs

@@ -12,7 +12,7 @@ from django.urls import reverse
 from agents.models import AgentProfile
 from releases.evals import conversation_tests_load, conversation_tests_parse
 from releases.evals.runs import conversation_test_run_start
-from routing.models import ConversationTest, ConversationTestRun
+from releases.models import ConversationTest, ConversationTestRun
 from tests.adminkit import change_url, changelist_url
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -31,7 +31,7 @@ conversation_tests:
       - user: cadê meu pedido?
         expect: {agent: billing_agent}
 """
-RUN_URL = "admin:routing_conversationtest_run"
+RUN_URL = "admin:releases_conversationtest_run"
 
 
 @pytest.fixture

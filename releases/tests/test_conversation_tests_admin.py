@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from routing.conversation_tests.forms import MORE_FIELD, TURN_PREFIX
-from routing.models import ConversationTest
+from releases.evals.forms import MORE_FIELD, TURN_PREFIX
+from releases.models import ConversationTest
 from tests.adminkit import add_url, change_url, changelist_url, error_messages, form_data
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]

@@ -17,8 +17,8 @@ from releases.evals import (
     conversation_tests_text,
 )
 from releases.evals.files import MAX_TESTS
+from releases.models import ConversationTest
 from routing.conversation_tests.cases import CaseTurn, ConversationCase
-from routing.models import ConversationTest
 
 # The issue's example, byte for byte.
 EXAMPLE = """\

@@ -11,10 +11,11 @@ from django.contrib.auth.models import Permission
 from releases.approvals import draft_rollout, publish_request
 from releases.evals import conversation_tests_load, conversation_tests_parse
 from releases.evals.gate import SUMMARY_KEY, ConversationTestsFailed, gate_warnings
+from releases.models import ReleaseRequest, RolloutDecisionAction, RolloutPlan
 from releases.rollout.guard import TESTS_HOLD, plan_evaluate, plan_start
 from releases.routing_tests import PublishForbidden
 from releases.versions import version_publish
-from routing.models import Keyword, ReleaseRequest, RolloutDecisionAction, RolloutPlan, RoutingVersion
+from routing.models import Keyword, RoutingVersion
 from routing.selectors import live_version
 
 pytestmark = pytest.mark.django_db

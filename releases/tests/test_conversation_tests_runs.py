@@ -16,8 +16,8 @@ from conversations.models import Message
 from releases.evals import conversation_tests_load, conversation_tests_parse
 from releases.evals.run import conversation_tests_run
 from releases.evals.runs import QUEUE_FROM, conversation_test_run_start, run_report
+from releases.models import ConversationTestRun, ConversationTestRunSource, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, routing_tests_spec
-from routing.models import ConversationTestRun, ConversationTestRunSource, ConversationTestRunStatus
 from tests.llm_server import Reply
 
 SUITE = """\

@@ -16,7 +16,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from routing.models import ConversationTest, Keyword
+from releases.models import ConversationTest
+from routing.models import Keyword
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
@@ -127,7 +128,7 @@ def test_a_user_without_the_tests_rights_may_not_import_them(telecom, tmp_path, 
     user.user_permissions.add(Permission.objects.get(codename="change_intent"))
     (path,) = write(tmp_path, {"evals.yaml": TESTS})
 
-    with pytest.raises(CommandError, match=re.escape("needs the permission(s) routing.add_conversationtest")):
+    with pytest.raises(CommandError, match=re.escape("needs the permission(s) releases.add_conversationtest")):
         import_config(path, user="importer")
     assert not ConversationTest.objects.exists()
 

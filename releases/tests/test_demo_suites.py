@@ -24,6 +24,7 @@ from releases.evals import conversation_tests_parse, conversation_tests_saved
 from releases.evals.run import conversation_tests_run
 from releases.evals.transfer import conversation_tests_file_name
 from releases.management.commands.seed_demo import CONVERSATION_TESTS_DIR, DEMO_DIR, SYNCED_TESTS, TESTS_DIR
+from releases.models import ConversationTest, RoutingTestCase
 from releases.routing_tests import (
     LIVE,
     routing_tests_parse,
@@ -31,7 +32,6 @@ from releases.routing_tests import (
     routing_tests_saved,
     routing_tests_spec,
 )
-from routing.models import ConversationTest, RoutingTestCase
 from routing.selectors import live_version
 from tests.demo_snapshot import demo_seed
 

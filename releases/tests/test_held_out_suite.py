@@ -13,7 +13,7 @@ from django.core.management import call_command
 from agents.models import AgentProfile
 from releases.evals import conversation_tests_parse
 from releases.evals.runs import conversation_test_run_start, run_report
-from routing.models import ConversationTestRunSource
+from releases.models import ConversationTestRunSource
 from tests.demo_snapshot import demo_seed
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from routing.models import Keyword, RoutingTestCase
+from releases.models import RoutingTestCase
+from routing.models import Keyword
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
@@ -83,5 +84,5 @@ def test_a_user_who_may_not_add_routing_tests_is_refused_naming_the_permission(e
 
     response = post(editor_client, {"tests.yaml": TESTS})
 
-    assert "routing.add_routingtestcase" in response.context["problems"][0]
+    assert "releases.add_routingtestcase" in response.context["problems"][0]
     assert not RoutingTestCase.objects.exists()

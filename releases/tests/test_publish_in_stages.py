@@ -9,15 +9,9 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from agents.models import AgentProfile
+from releases.models import RolloutDecision, RolloutPlan, RolloutPlanStatus, RoutingTestCase
 from releases.versions import version_publish
-from routing.models import (
-    Keyword,
-    RolloutDecision,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RoutingTestCase,
-    RoutingVersion,
-)
+from routing.models import Keyword, RoutingVersion
 from routing.rollout_plans import GUARD_METRICS
 from routing.selectors import live_version
 from tests.adminkit import change_url
@@ -222,5 +216,5 @@ def test_the_profile_page_lists_its_plans_with_their_stage_and_a_link_to_each_li
     assert "Rollout plans" in page and "modem rollout" in page and "old one" in page
     assert "stage 2 of 3 (50 %)" in page and "completed: stage 4 of 4 (100 %)" in page
     assert f'href="/analytics/rollouts/{running.pk}/"' in page
-    assert f'href="/admin/routing/rolloutplan/{running.pk}/change/"' in page
+    assert f'href="/admin/releases/rolloutplan/{running.pk}/change/"' in page
     assert editor_client.get(f"/analytics/rollouts/{running.pk}/").status_code == 200

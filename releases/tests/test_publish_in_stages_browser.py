@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.versions import version_publish
-from routing.models import Keyword, RolloutPlan, RolloutPlanStatus
+from routing.models import Keyword
 from routing.selectors import live_version
 from tests.browser_fixtures import screenshot_path, submit_login
 

@@ -13,17 +13,10 @@ from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
 from releases.approvals import publish_request, release_request_approve
+from releases.models import ReleaseRequest, ReleaseStatus, RolloutDecision, RolloutPlan, RolloutPlanStatus
 from releases.rollout.commands import plan_start
 from releases.versions import ApprovalRequired, version_publish
-from routing.models import (
-    Keyword,
-    ReleaseRequest,
-    ReleaseStatus,
-    RolloutDecision,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RoutingVersion,
-)
+from routing.models import Keyword, RoutingVersion
 from routing.rollout_words import history_words
 from routing.selectors import live_version
 from tests.adminkit import change_url
@@ -36,7 +29,7 @@ def publish_url(profile: AgentProfile) -> str:
 
 
 def review_url(asked: ReleaseRequest) -> str:
-    return f"/admin/routing/releaserequest/{asked.pk}/review/"
+    return f"/admin/releases/releaserequest/{asked.pk}/review/"
 
 
 def switch_url(profile: AgentProfile) -> str:
@@ -66,7 +59,7 @@ def test_the_release_approvers_group_holds_the_permission_and_what_a_review_read
     assert {"approve_release", "view_releaserequest", "view_agentprofile", "view_routingversion"} <= codenames
     assert {"view_rolloutplan", "view_rolloutdecision", "view_routingtestcase"} <= codenames
     assert not {name for name in codenames if name.startswith(("change_", "add_", "delete_"))}
-    assert approver.has_perm("routing.approve_release")
+    assert approver.has_perm("releases.approve_release")
 
 
 @pytest.mark.sqlite_too
@@ -231,7 +224,7 @@ def test_the_requester_may_withdraw_and_others_may_not(client, editor, approver,
 def test_the_plans_start_button_asks_for_approval_instead_of_starting(client, editor, guarded):
     candidate = version_publish(profile=guarded, note="candidate", release=False)
     plan = RolloutPlan.objects.create(name="modem", profile=guarded, candidate=candidate, stages=[10, 100])
-    start = f"/admin/routing/rolloutplan/{plan.pk}/command/start/"
+    start = f"/admin/releases/rolloutplan/{plan.pk}/command/start/"
     client.force_login(editor)
 
     confirm = client.get(start).content.decode()

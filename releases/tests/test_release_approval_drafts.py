@@ -20,10 +20,11 @@ from agents.models import AgentProfile
 from common.errors import ERROR_UNKNOWN_AGENT
 from releases.admin.versions import NEVER_PUBLISHED_HELD
 from releases.approvals import SWITCH_NOTE, publish_request, release_request_approve
+from releases.models import RoutingTestCase
 from releases.tests.test_release_approval import messages_of, switch_url
 from releases.versions import ERROR_APPROVAL_REQUIRED, ApprovalRequired, version_publish
 from routing import snapshot
-from routing.models import Keyword, RoutingTestCase, RoutingVersion
+from routing.models import Keyword, RoutingVersion
 from routing.selectors import live_version
 from tests.adminkit import add_url, change_url, error_messages, form_data
 

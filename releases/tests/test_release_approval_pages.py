@@ -11,10 +11,11 @@ import pytest
 from django.urls import reverse
 
 from releases.approvals import draft_rollout
+from releases.models import RolloutDecisionAction
 from releases.rollout.commands import ERROR_ADVANCE_SECOND_PERSON, plan_command
 from releases.tests.test_release_approval_paths import QUICK, approved_rollout, command_url, revert_url
 from releases.versions import ERROR_REVERT_NEVER_RELEASED, version_publish
-from routing.models import Keyword, RolloutDecisionAction, RoutingVersion
+from routing.models import Keyword, RoutingVersion
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 
@@ -26,7 +27,7 @@ def page_of(client, url: str) -> str:
 
 
 def plan_page(plan) -> str:
-    return reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    return reverse("admin:releases_rolloutplan_change", args=[plan.pk])
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_the_plan_forms_candidates_say_whether_each_was_served_to_everyone(admin
     Keyword.objects.create(intent=telecom.intents.get(name="retail_order_tracking"), text="chip")
     version_publish(profile=telecom, note="fourth", release=False)  # 4, a candidate
 
-    response = admin_client.get(reverse("admin:routing_rolloutplan_add"))
+    response = admin_client.get(reverse("admin:releases_rolloutplan_add"))
 
     labels = {label for _, label in response.context["adminform"].form.fields["candidate"].choices if label}
     assert {

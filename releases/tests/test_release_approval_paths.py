@@ -24,6 +24,7 @@ from django.utils import timezone
 from agents.models import AgentProfile
 from releases.admin.rollouts import ERROR_STARTED_MEANWHILE, RolloutPlanAdmin
 from releases.approvals import draft_rollout, publish_request, release_request_approve
+from releases.models import ReleaseRequest, ReleaseStatus, RolloutDecisionAction, RolloutPlan, RolloutPlanStatus
 from releases.rollout.commands import (
     ERROR_ADVANCE_SECOND_PERSON,
     ERROR_PLAN_CHANGED,
@@ -43,15 +44,7 @@ from releases.versions import (
 )
 from routing import snapshot
 from routing.documents import profile_documents
-from routing.models import (
-    Keyword,
-    ReleaseRequest,
-    ReleaseStatus,
-    RolloutDecisionAction,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RoutingVersion,
-)
+from routing.models import Keyword, RoutingVersion
 from routing.rollout_plans import plan_fingerprint
 from routing.selectors import live_version
 
@@ -66,7 +59,7 @@ def revert_url(version: RoutingVersion) -> str:
 
 
 def command_url(plan: RolloutPlan, command: str) -> str:
-    return f"/admin/routing/rolloutplan/{plan.pk}/command/{command}/"
+    return f"/admin/releases/rolloutplan/{plan.pk}/command/{command}/"
 
 
 def numbers(profile: AgentProfile) -> list[int]:

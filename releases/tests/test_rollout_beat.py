@@ -21,9 +21,10 @@ from django.conf import settings
 
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.rollout.guard import plan_start
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
+from routing.models import Intent, Keyword
 from routing.selectors import live_version
 from tests.celery_fixtures import worker_database_url
 from tests.celery_processes import CeleryBeatProcess

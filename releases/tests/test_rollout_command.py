@@ -15,8 +15,9 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from agents.models import AgentProfile
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
+from routing.models import Intent, Keyword
 from routing.selectors import live_version
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,6 +17,7 @@ from agents.models import AgentProfile
 from common.config_version import config_version_bump
 from conversations.models import ConversationOutcome, Message, MessageRole
 from conversations.outcomes import outcomes_close
+from releases.models import RolloutDecision, RolloutPlan, RolloutPlanStatus
 from releases.rollout.guard import (
     CANDIDATE,
     CONTROL,
@@ -30,7 +31,7 @@ from releases.rollout.guard import (
     plans_evaluate,
 )
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutDecision, RolloutPlan, RolloutPlanStatus
+from routing.models import Intent, Keyword
 from routing.selectors import live_version
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -10,10 +10,11 @@ from django.utils import timezone
 
 from agents.models import AgentProfile
 from releases.admin.rollouts import RolloutPlanAdmin
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.rollout.commands import plan_command, plan_start
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus, default_rollout_stages
-from routing.rollout_plans import GUARD_METRICS
+from routing.models import Intent, Keyword
+from routing.rollout_plans import GUARD_METRICS, default_rollout_stages
 from tests.adminkit import error_messages, form_data, shown_fields, unread_errors, visible_text
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,7 @@ def candidate(telecom):
 
 
 def command_url(plan, command):
-    return reverse("admin:routing_rolloutplan_command", args=[plan.pk, command])
+    return reverse("admin:releases_rolloutplan_command", args=[plan.pk, command])
 
 
 def guard_rows(**limits: tuple[str, str]) -> dict[str, str]:
@@ -43,7 +44,7 @@ def guard_rows(**limits: tuple[str, str]) -> dict[str, str]:
 
 def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_client, candidate):
     added = admin_client.post(
-        reverse("admin:routing_rolloutplan_add"),
+        reverse("admin:releases_rolloutplan_add"),
         {
             "name": "zz for invoices",
             "target": "version",
@@ -62,7 +63,7 @@ def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_clien
     )
     assert added.status_code == 302, added.content.decode()[:3000]
     plan = RolloutPlan.objects.get()
-    page = admin_client.get(reverse("admin:routing_rolloutplan_change", args=[plan.pk])).content.decode()
+    page = admin_client.get(reverse("admin:releases_rolloutplan_change", args=[plan.pk])).content.decode()
     assert command_url(plan, "start") in page and command_url(plan, "pause") not in page
 
     started = admin_client.post(command_url(plan, "start"), follow=True).content.decode()
@@ -81,17 +82,17 @@ def test_an_admin_creates_a_plan_starts_pauses_resumes_and_aborts_it(admin_clien
     plan.refresh_from_db()
     assert plan.status == RolloutPlanStatus.ABORTED and "Aborted by hand" in aborted
     assert plan.stages == [10, 50, 100] and plan.guards == [{"metric": "fallback_rate", "threshold": 0.25}]
-    decisions = admin_client.get(reverse("admin:routing_rolloutdecision_changelist")).content.decode()
+    decisions = admin_client.get(reverse("admin:releases_rolloutdecision_changelist")).content.decode()
     assert decisions.count('<td class="field-actor_shown">admin</td>') >= 4
 
 
 def test_a_plans_webhook_url_is_shown_masked_and_kept_when_sent_back_masked(admin_client, candidate):
     hook = "https://hooks.example/rollouts?sig=r0ll0ut-s1g"
     plan = RolloutPlan.objects.create(name="zz", profile=candidate.profile, candidate=candidate, webhook_url=hook)
-    change = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    change = reverse("admin:releases_rolloutplan_change", args=[plan.pk])
 
     page = admin_client.get(change)
-    listing = admin_client.get(reverse("admin:routing_rolloutplan_changelist")).content.decode()
+    listing = admin_client.get(reverse("admin:releases_rolloutplan_changelist")).content.decode()
     data = form_data(page)
     data["name"] = "zz, renamed"
     saved = admin_client.post(change, data)
@@ -120,7 +121,7 @@ def started(candidate, status: str) -> RolloutPlan:
 @pytest.mark.parametrize("status", [RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED])
 def test_a_started_plan_is_renamed_with_what_its_page_shows(editor_client, candidate, status):
     plan = started(candidate, status)
-    change = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    change = reverse("admin:releases_rolloutplan_change", args=[plan.pk])
     page = editor_client.get(change)
     data = form_data(page)  # what a browser sends: the stages and guards are text here
     data["name"] = "zz, renamed"
@@ -138,7 +139,7 @@ def test_a_started_plan_whose_stored_guards_todays_rules_refuse_says_so_on_its_p
     # of them (RolloutPlan.clean) named a field the form does not hold — Django answered 500.
     plan = started(candidate, RolloutPlanStatus.RUNNING)
     RolloutPlan.objects.filter(pk=plan.pk).update(guards=[{"metric": "retired_rate", "threshold": 0.5}])
-    change = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    change = reverse("admin:releases_rolloutplan_change", args=[plan.pk])
     data = form_data(editor_client.get(change))
     data["name"] = "zz, renamed"
 
@@ -155,7 +156,7 @@ def test_a_plans_form_has_no_field_its_page_does_not_show_ready_or_started(admin
     ready = RolloutPlan.objects.create(name="ready", profile=candidate.profile, candidate=candidate)
     running = started(candidate, RolloutPlanStatus.RUNNING)
     for plan in (ready, running):
-        page = admin_client.get(reverse("admin:routing_rolloutplan_change", args=[plan.pk]))
+        page = admin_client.get(reverse("admin:releases_rolloutplan_change", args=[plan.pk]))
         assert set(page.context["adminform"].form.fields) == shown_fields(page), plan.status
 
 
@@ -172,7 +173,7 @@ def test_a_field_a_plans_page_leaves_out_is_left_out_of_its_form(admin_client, c
         ]
 
     monkeypatch.setattr(RolloutPlanAdmin, "get_fieldsets", without_stages)
-    add = reverse("admin:routing_rolloutplan_add")
+    add = reverse("admin:releases_rolloutplan_add")
     page = admin_client.get(add)
     assert "stages" not in page.context["adminform"].form.fields
     data = form_data(page)
@@ -186,7 +187,7 @@ def test_a_field_a_plans_page_leaves_out_is_left_out_of_its_form(admin_client, c
 
 def test_a_plan_with_wrong_settings_is_refused_naming_the_field(admin_client, candidate):
     answer = admin_client.post(
-        reverse("admin:routing_rolloutplan_add"),
+        reverse("admin:releases_rolloutplan_add"),
         {
             "name": "bad",
             "target": "version",
@@ -236,7 +237,7 @@ def test_every_admin_page_announces_a_plan_that_rolled_itself_back_today(admin_c
 
 
 def test_a_routing_editor_adds_a_plan_and_starts_it(editor_client, editor, candidate):
-    add = reverse("admin:routing_rolloutplan_add")
+    add = reverse("admin:releases_rolloutplan_add")
     data = form_data(editor_client.get(add))
     data.update(name="zz for editors", target="version", profile=candidate.profile.pk, candidate=candidate.pk)
 
@@ -245,13 +246,13 @@ def test_a_routing_editor_adds_a_plan_and_starts_it(editor_client, editor, candi
     assert added.status_code == 302, error_messages(added)
     plan = RolloutPlan.objects.get()
     assert plan.created_by == editor
-    page = editor_client.get(reverse("admin:routing_rolloutplan_change", args=[plan.pk])).content.decode()
+    page = editor_client.get(reverse("admin:releases_rolloutplan_change", args=[plan.pk])).content.decode()
     assert command_url(plan, "start") in page
     started = editor_client.post(command_url(plan, "start"), follow=True)
     assert started.status_code == 200
     plan.refresh_from_db()
     assert plan.status == RolloutPlanStatus.RUNNING
-    decisions = editor_client.get(reverse("admin:routing_rolloutdecision_changelist"))
+    decisions = editor_client.get(reverse("admin:releases_rolloutdecision_changelist"))
     assert decisions.status_code == 200 and plan.decisions.get().actor == "admin: editor"
     assert '<td class="field-actor_shown">editor</td>' in decisions.content.decode()  # who, as people say it
 
@@ -259,7 +260,7 @@ def test_a_routing_editor_adds_a_plan_and_starts_it(editor_client, editor, candi
 def test_a_routing_editor_may_not_delete_a_plan(editor_client, candidate):
     plan = RolloutPlan.objects.create(name="p", profile=candidate.profile, candidate=candidate)
 
-    assert editor_client.get(reverse("admin:routing_rolloutplan_delete", args=[plan.pk])).status_code == 403
+    assert editor_client.get(reverse("admin:releases_rolloutplan_delete", args=[plan.pk])).status_code == 403
     assert RolloutPlan.objects.filter(pk=plan.pk).exists()
 
 
@@ -275,7 +276,7 @@ def test_the_rollback_banner_shows_to_the_routing_editors_and_opens_the_plan(edi
     page = editor_client.get(reverse("admin:index")).content.decode()
 
     assert "rollout-banner" in page and "bad invoices" in page
-    plan_url = reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    plan_url = reverse("admin:releases_rolloutplan_change", args=[plan.pk])
     assert f'href="{plan_url}"' in page
     assert editor_client.get(plan_url).status_code == 200
 
@@ -313,10 +314,10 @@ def test_the_rollback_banner_is_not_shown_to_staff_who_neither_edit_nor_release(
 
 
 def test_a_routing_editor_rolls_out_versions_but_not_the_multi_agent_flag(editor_client, candidate):
-    add_page = editor_client.get(reverse("admin:routing_rolloutplan_add")).content.decode()
+    add_page = editor_client.get(reverse("admin:releases_rolloutplan_add")).content.decode()
     flag_plan = RolloutPlan.objects.create(name="multi", target="multi_agent", profile=candidate.profile)
 
-    page = editor_client.get(reverse("admin:routing_rolloutplan_change", args=[flag_plan.pk]))
+    page = editor_client.get(reverse("admin:releases_rolloutplan_change", args=[flag_plan.pk]))
 
     assert 'value="version"' in add_page and 'value="multi_agent"' not in add_page
     assert page.status_code == 200 and command_url(flag_plan, "start") not in page.content.decode()

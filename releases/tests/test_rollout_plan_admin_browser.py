@@ -10,9 +10,10 @@ import pytest
 from django.urls import reverse
 
 from agents.models import AgentProfile
+from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.rollout.commands import plan_start
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutPlan, RolloutPlanStatus
+from routing.models import Intent, Keyword
 from tests.browser_fixtures import submit_login
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -29,12 +30,12 @@ def test_an_editor_renames_a_running_plan_from_its_change_page(live_server, brow
     page.goto(base + "/admin/login/?next=/admin/")
     submit_login(page, "editor", "editor-password")
 
-    page.goto(base + reverse("admin:routing_rolloutplan_change", args=[plan.pk]))
+    page.goto(base + reverse("admin:releases_rolloutplan_change", args=[plan.pk]))
     assert page.locator("#id_stages").count() == 0  # started: the stages are text
     assert "10 → 50 → 100 %" in page.text_content(".field-stages_shown")
     page.fill("#id_name", "zz for invoices")
     page.click("input[name=_save]")
-    changelist = reverse("admin:routing_rolloutplan_changelist")
+    changelist = reverse("admin:releases_rolloutplan_changelist")
     page.wait_for_url(lambda url: urlsplit(url).path == changelist)
 
     assert "was changed successfully" in page.text_content(".messagelist")

@@ -12,18 +12,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from releases.models import RolloutDecision, RolloutPlan, RolloutPlanStatus
 from releases.rollout.forms import GuardsField, StagesField
 from releases.rollout.guard import guard_verdict
 from releases.tests.test_rollout_guard import every_answer_slower
 from releases.versions import version_publish
-from routing.models import (
-    Intent,
-    Keyword,
-    RolloutDecision,
-    RolloutPlan,
-    RolloutPlanStatus,
-    RoutingVersion,
-)
+from routing.models import Intent, Keyword, RoutingVersion
 from routing.rollout_plans import GUARD_METRICS, guard_errors
 from routing.rollout_words import actor_words, history_words, plan_stage_words, stage_words
 from routing.selectors import live_version
@@ -41,11 +35,11 @@ def candidate(telecom) -> RoutingVersion:
 
 
 def plan_url(plan: RolloutPlan) -> str:
-    return reverse("admin:routing_rolloutplan_change", args=[plan.pk])
+    return reverse("admin:releases_rolloutplan_change", args=[plan.pk])
 
 
 def command_url(plan: RolloutPlan, command: str) -> str:
-    return reverse("admin:routing_rolloutplan_command", args=[plan.pk, command])
+    return reverse("admin:releases_rolloutplan_command", args=[plan.pk, command])
 
 
 def decided(plan: RolloutPlan, action: str, stage: int, percentage: int, actor: str, minute: int, **figures):
@@ -127,7 +121,7 @@ def test_a_guard_needs_a_known_metric_once_and_a_limit_each_error_naming_the_gua
 
 @pytest.mark.sqlite_too
 def test_the_add_page_shows_stages_as_a_list_and_guards_as_a_table_with_no_json_nor_shell(admin_client, candidate):
-    page = admin_client.get(reverse("admin:routing_rolloutplan_add")).content.decode()
+    page = admin_client.get(reverse("admin:releases_rolloutplan_add")).content.decode()
 
     assert 'name="stages" value="5, 25, 50, 100"' in page
     assert 'class="rollout-guards"' in page and page.count('class="guard-relative"') == len(GUARD_METRICS)
@@ -141,10 +135,10 @@ def test_the_add_page_shows_stages_as_a_list_and_guards_as_a_table_with_no_json_
 def test_a_candidate_is_made_from_the_draft_in_the_plan_form_without_a_shell(admin_client, admin_user, telecom):
     version_publish(profile=telecom, note="v1")
     Keyword.objects.create(intent=Intent.objects.get(profile=telecom, name="billing_invoice_explanation"), text="zz")
-    data = form_data(admin_client.get(reverse("admin:routing_rolloutplan_add")))
+    data = form_data(admin_client.get(reverse("admin:releases_rolloutplan_add")))
     data.update({"name": "zz", "profile": telecom.pk, "candidate": "", "from_draft": "on", "stages": "10, 100"})
 
-    answer = admin_client.post(reverse("admin:routing_rolloutplan_add"), data)
+    answer = admin_client.post(reverse("admin:releases_rolloutplan_add"), data)
 
     assert answer.status_code == 302, answer.content.decode()[-3000:]
     plan = RolloutPlan.objects.get()
@@ -155,10 +149,10 @@ def test_a_candidate_is_made_from_the_draft_in_the_plan_form_without_a_shell(adm
 
 def test_a_candidate_from_an_unchanged_draft_is_refused_on_its_field(admin_client, telecom):
     version_publish(profile=telecom, note="v1")
-    data = form_data(admin_client.get(reverse("admin:routing_rolloutplan_add")))
+    data = form_data(admin_client.get(reverse("admin:releases_rolloutplan_add")))
     data.update({"name": "nothing", "profile": telecom.pk, "candidate": "", "from_draft": "on"})
 
-    answer = admin_client.post(reverse("admin:routing_rolloutplan_add"), data)
+    answer = admin_client.post(reverse("admin:releases_rolloutplan_add"), data)
 
     assert answer.status_code == 200 and not RolloutPlan.objects.exists()
     assert "is the same as the live version 1" in str(answer.context["adminform"].form.errors["from_draft"])
@@ -195,7 +189,7 @@ def test_a_plans_history_and_decisions_are_said_in_words(admin_client, candidate
     assert "hold reason" not in page  # the holds are in the decisions' own list
     for internal in ("[[", "2026-11-25T16", "admin: ana", ">watch<", ">beat<", '"threshold"'):
         assert internal not in page, internal
-    listed = admin_client.get(reverse("admin:routing_rolloutdecision_changelist")).content.decode()
+    listed = admin_client.get(reverse("admin:releases_rolloutdecision_changelist")).content.decode()
     assert '<td class="field-actor_shown">the guard</td>' in listed and "admin: ana" not in listed
 
 
@@ -217,7 +211,7 @@ def test_stage_numbers_agree_between_the_admin_the_list_the_view_and_the_decisio
     decided(plan, "advance", 1, 50, "beat", 10)
 
     admin_page = admin_client.get(plan_url(plan)).content.decode()
-    admin_list = admin_client.get(reverse("admin:routing_rolloutplan_changelist")).content.decode()
+    admin_list = admin_client.get(reverse("admin:releases_rolloutplan_changelist")).content.decode()
     rollouts = admin_client.get("/analytics/rollouts/").content.decode()
     view = admin_client.get(f"/api/analytics/rollouts/{plan.pk}").json()
 

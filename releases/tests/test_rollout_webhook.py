@@ -24,9 +24,10 @@ from django.urls import reverse
 
 from agents.models import AgentProfile
 from common.outbound import ERROR_INTERNAL
+from releases.models import RolloutDecision, RolloutPlan
 from releases.rollout.commands import WEBHOOK_DELIVERED, WEBHOOK_FAILED, plan_command, plan_start
 from releases.versions import version_publish
-from routing.models import Intent, Keyword, RolloutDecision, RolloutPlan
+from routing.models import Intent, Keyword
 from tests.adminkit import error_messages, form_data
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a decision is posted once its transaction commits
@@ -84,7 +85,7 @@ def webhook_cells(page: str) -> list[str]:
 @pytest.mark.parametrize("url", INTERNAL)
 def test_an_editor_cannot_save_a_webhook_on_an_internal_address(editor_client, candidate, nothing_allowed, url):
     url = url.format(port=18511)
-    add = reverse("admin:routing_rolloutplan_add")
+    add = reverse("admin:releases_rolloutplan_add")
     data = form_data(editor_client.get(add))
     data.update(name="zz", target="version", profile=candidate.profile.pk, candidate=candidate.pk, webhook_url=url)
 
@@ -139,7 +140,7 @@ def test_the_log_says_delivered_or_not_and_never_what_answered(editor_client, ca
     [failed] = set(logged.values())
     assert failed.startswith("not delivered") and not any(character.isdigit() for character in failed)
     assert "Error" not in failed and "HTTP" not in failed
-    page = editor_client.get(reverse("admin:routing_rolloutplan_change", args=[plan.pk])).content.decode()
+    page = editor_client.get(reverse("admin:releases_rolloutplan_change", args=[plan.pk])).content.decode()
     assert set(webhook_cells(page)) - {"", "-", "—"} == {"delivered", failed}  # the start posts nothing
 
 
@@ -222,7 +223,7 @@ def test_the_plan_form_refuses_the_metadata_service_and_saves_a_public_webhook(
     from common import outbound
 
     monkeypatch.setattr(outbound, "resolve", lambda host, port: ["93.184.216.34"])  # hooks.example.com, public
-    add = reverse("admin:routing_rolloutplan_add")
+    add = reverse("admin:releases_rolloutplan_add")
     data = form_data(editor_client.get(add))
     data.update(name="zz", target="version", profile=candidate.profile.pk, candidate=candidate.pk)
 

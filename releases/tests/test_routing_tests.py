@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 
+from releases.models import RoutingTestCase
 from releases.routing_tests import (
     Case,
     PublishForbidden,
@@ -15,7 +16,7 @@ from releases.routing_tests import (
     routing_tests_spec,
 )
 from releases.versions import version_publish, version_revert
-from routing.models import RoutingTestCase, RoutingVersion
+from routing.models import RoutingVersion
 from routing.selectors import live_version
 from tests.factories import StatePolicyFactory
 

@@ -9,9 +9,10 @@ import re
 import pytest
 
 from releases.admin.routing_tests import results_shown, run_summary
+from releases.models import RoutingTestCase
 from releases.routing_tests import Case, CaseResult, TestRun
 from releases.versions import version_publish
-from routing.models import Keyword, RoutingTestCase
+from routing.models import Keyword
 from tests.adminkit import add_url, change_url, shown_fields
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -33,7 +34,7 @@ def cases(telecom):
 
 def run(client, version="draft", **params):
     response = client.get(
-        "/admin/routing/routingtestcase/run/", {"profile": "telecom_contas", "version": version, **params}
+        "/admin/releases/routingtestcase/run/", {"profile": "telecom_contas", "version": version, **params}
     )
     assert response.status_code == 200
     return response.content.decode()
@@ -120,9 +121,9 @@ def test_the_draft_and_the_live_version_are_run_apart(client, editor, cases):
 def test_the_change_list_links_to_the_run_page(client, editor, cases):
     client.force_login(editor)
 
-    page = client.get("/admin/routing/routingtestcase/").content.decode()
+    page = client.get("/admin/releases/routingtestcase/").content.decode()
 
-    assert "/admin/routing/routingtestcase/run/" in page and "fatura alta" in page
+    assert "/admin/releases/routingtestcase/run/" in page and "fatura alta" in page
 
 
 def test_a_staff_member_without_the_right_to_view_routing_tests_is_refused_the_run_page_with_a_403(
@@ -131,7 +132,7 @@ def test_a_staff_member_without_the_right_to_view_routing_tests_is_refused_the_r
     clerk = django_user_model.objects.create_user("clerk", "clerk@example.com", "clerk-password", is_staff=True)
     client.force_login(clerk)
 
-    response = client.get("/admin/routing/routingtestcase/run/", {"profile": "telecom_contas"})
+    response = client.get("/admin/releases/routingtestcase/run/", {"profile": "telecom_contas"})
 
     assert response.status_code == 403
 
@@ -209,6 +210,6 @@ def test_the_change_list_says_a_test_is_a_conversation(client, editor, cases):
     )
     client.force_login(editor)
 
-    page = client.get("/admin/routing/routingtestcase/").content.decode()
+    page = client.get("/admin/releases/routingtestcase/").content.decode()
 
     assert "after 2 earlier turns: events=[bound]" in page

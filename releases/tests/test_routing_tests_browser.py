@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from routing.models import RoutingTestCase
+from releases.models import RoutingTestCase
 from tests.browser_fixtures import screenshot_path, submit_login
 from tests.factories import IntentFactory
 
@@ -63,7 +63,7 @@ def test_the_results_lead_with_the_failure_and_fit_a_1400_pixel_window(live_serv
     page, base = browser_page, live_server.url
     login(page, base)
 
-    page.goto(base + "/admin/routing/routingtestcase/run/?profile=telecom_contas&version=draft")
+    page.goto(base + "/admin/releases/routingtestcase/run/?profile=telecom_contas&version=draft")
     page.wait_for_selector("#results")
     page.screenshot(path=str(screenshot_path("routing-tests-run-1400.png")), full_page=True)
 
@@ -86,7 +86,7 @@ def test_the_calibrate_button_says_it_is_working_while_the_page_works_without_it
 ):
     page, base = browser_page, live_server.url
     login(page, base)
-    page.goto(base + "/admin/routing/routingtestcase/calibrate/")
+    page.goto(base + "/admin/releases/routingtestcase/calibrate/")
     page.select_option("#id_profile", label="telecom_contas")
     assert page.locator("#calibrate-form .progress").is_hidden()
 

@@ -10,10 +10,10 @@ import json
 import pytest
 
 from common.config_version import config_version_bump
+from releases.models import RoutingTestCase
 from releases.routing_tests import Case, CaseTurn, RoutingTestsFailed, routing_tests_run, routing_tests_spec
 from releases.versions import version_publish
 from routing.expectations import ROUTING_TEST_EXPECT_KEYS, routing_test_expect_errors
-from routing.models import RoutingTestCase
 from routing.selectors import live_version
 from tests.factories import IntentFactory, StatePolicyFactory
 

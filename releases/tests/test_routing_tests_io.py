@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 import pytest
 from django.core.management import CommandError, call_command
 
+from releases.models import RoutingTestCase
 from releases.routing_tests import (
     RoutingTestsFileError,
     routing_tests_dump,
@@ -16,7 +17,6 @@ from releases.routing_tests import (
     routing_tests_parse,
 )
 from releases.versions import version_publish
-from routing.models import RoutingTestCase
 
 TESTS = """\
 profile: telecom_contas

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from releases.evals import conversation_tests_load, conversation_tests_parse
-from routing.models import ConversationTestRun
+from releases.models import ConversationTestRun
 
 pytestmark = pytest.mark.django_db
 

@@ -136,7 +136,7 @@ def write_tests(directory, expect_intent: str) -> None:
 
 def test_the_demos_routing_tests_are_loaded_before_it_is_published(tmp_path, monkeypatch):
     from releases.management.commands import seed_demo as command
-    from routing.models import RoutingTestCase
+    from releases.models import RoutingTestCase
 
     write_tests(tmp_path / "tests", "billing_invoice_explanation")
     monkeypatch.setattr(command, "TESTS_DIR", tmp_path / "tests")

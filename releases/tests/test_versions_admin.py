@@ -373,7 +373,7 @@ def test_a_state_policys_specialist_and_intent_drop_downs_are_its_profiles(admin
 
 @pytest.fixture
 def modem_test(telecom):
-    from routing.models import RoutingTestCase
+    from releases.models import RoutingTestCase
 
     return RoutingTestCase.objects.create(
         profile=telecom, name="modem goes to orders", message="meu modem", expect={"intent": "retail_order_tracking"}

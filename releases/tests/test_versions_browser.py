@@ -8,8 +8,9 @@ import httpx
 import pytest
 
 from agents.models import AgentProfile
+from releases.models import RoutingTestCase
 from releases.versions import version_publish
-from routing.models import RoutingTestCase, RoutingVersion
+from routing.models import RoutingVersion
 from tests.browser_fixtures import screenshot_path, submit_login
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -65,7 +66,7 @@ def test_an_editor_edits_tests_publishes_and_reverts_and_customers_follow(
     add_keyword(page, base, product.pk, "modem")
 
     # ...and writes the test of what they want: "modem" is an orders question.
-    page.goto(base + "/admin/routing/routingtestcase/add/")
+    page.goto(base + "/admin/releases/routingtestcase/add/")
     page.select_option("#id_profile", label=str(profile))
     page.fill("#id_name", "modem")
     page.fill("#id_message", "meu modem parou")
@@ -75,7 +76,7 @@ def test_an_editor_edits_tests_publishes_and_reverts_and_customers_follow(
     page.wait_for_selector(".messagelist .success")
 
     # Run the tests on the draft: the new one fails, with the actual decision and its reason.
-    page.goto(base + "/admin/routing/routingtestcase/run/?profile=telecom_contas&version=draft")
+    page.goto(base + "/admin/releases/routingtestcase/run/?profile=telecom_contas&version=draft")
     assert page.inner_text("#summary") == "1 of 2 failed: “modem”. 1 passed."
     assert "FAIL" in page.inner_text("#results") and "product_information" in page.inner_text("#results")
     shot(page, "1-test-fails")
@@ -96,7 +97,7 @@ def test_an_editor_edits_tests_publishes_and_reverts_and_customers_follow(
     page.click("input[name=_save]")
     page.wait_for_selector(".messagelist .success")
     add_keyword(page, base, orders.pk, "modem")
-    page.goto(base + "/admin/routing/routingtestcase/run/?profile=telecom_contas&version=draft")
+    page.goto(base + "/admin/releases/routingtestcase/run/?profile=telecom_contas&version=draft")
     assert page.inner_text("#summary") == "All 2 passed."
     # Customers still get version 1 while the fix is a draft.
     assert ask(api, "meu modem parou", "b-2")["intent"] != "retail_order_tracking"

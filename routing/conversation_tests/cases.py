@@ -2,7 +2,7 @@
 
 A conversation test is a short conversation played against a version of a profile: its turns in order, each the
 customer's message, and what each answer must show (``expect``). Every path that writes one — the model
-(:class:`routing.models.ConversationTest`), the admin's form, the YAML file (:mod:`releases.evals`) — refuses the same
+(:class:`releases.models.ConversationTest`), the admin's form, the YAML file (:mod:`releases.evals`) — refuses the same
 things, through :func:`conversation_test_problems`; :mod:`releases.evals` plays them.
 
 A test (:data:`TEST_KEYS`): ``name``; ``required`` (default true: a failure blocks publishing and rollout stages);
@@ -207,7 +207,7 @@ Problems = list[tuple[Where, str]]
 
 def conversation_test_problems(data: object, *, max_chars: int) -> Problems:
     """What is wrong with a test in the YAML item's shape (the model's fields give the same,
-    :meth:`routing.models.ConversationTest.data`), each problem with where it is (``("turns", 0, "expect",
+    :meth:`releases.models.ConversationTest.data`), each problem with where it is (``("turns", 0, "expect",
     "judge", "rubric")``); ``max_chars`` bounds each message (the profile's input limit)."""
     if not isinstance(data, Mapping):
         return [((), "must be a mapping with name and turns.")]

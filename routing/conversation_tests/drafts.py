@@ -4,10 +4,11 @@ turns up to that answer, each expecting what happened (the specialist and intent
 conversation's language), and the answer itself shown on the last turn, where the editor marks what was wrong with it
 (a phrase it must not contain, a judge's rubric). A thumbs-down becomes a regression test with one click and a save.
 
-The conversation store is a layer above: its admin builds the :class:`ConversationTestDraft` and asks
-:func:`conversation_test_add_url` for the address. The turns are too long for an address, so the draft waits in the
-user's session under a random key the address names (the last :data:`DRAFTS_KEPT`); the add page reads it back
-(:func:`conversation_test_draft_initial`). Messages are stored masked, and so is the draft.
+The conversation store and the tests are layers above: the store's admin builds the :class:`ConversationTestDraft`
+and asks :func:`conversation_test_add_url` for the address. The turns are too long for an address, so the draft waits
+in the user's session under a random key the address names (the last :data:`DRAFTS_KEPT`); the add page reads it
+back (:func:`conversation_test_draft_initial`) and makes the name unique among the profile's tests. Messages are
+stored masked, and so is the draft.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
-from routing.models import ConversationTest
+from routing.conversation_tests.cases import NAME_MAX_CHARS
 from routing.routing_test_drafts import draft_name
 
-ADD_PERMISSION = "routing.add_conversationtest"
+ADD_PERMISSION = "releases.add_conversationtest"
 SESSION_KEY = "conversation_test_drafts"
 DRAFT_PARAMETER = "draft"
 DRAFTS_KEPT = 5
@@ -59,7 +60,7 @@ def conversation_test_expect(*, intent: str, agent: str, language: str) -> dict[
 def conversation_test_add_url(request: HttpRequest, draft: ConversationTestDraft) -> str:
     """The add form of a conversation test, to be filled in with ``draft`` (kept in the user's session)."""
     first = next((turn["user"] for turn in draft.turns), "")
-    name = draft_name(first, draft.when, model=ConversationTest, profile_id=draft.profile_id)
+    name = draft_name(first, draft.when, limit=NAME_MAX_CHARS)  # the add page makes it unique in the profile
     kept: dict[str, Any] = dict(request.session.get(SESSION_KEY) or {})
     for old in list(kept)[: max(0, len(kept) - DRAFTS_KEPT + 1)]:
         del kept[old]
@@ -73,7 +74,7 @@ def conversation_test_add_url(request: HttpRequest, draft: ConversationTestDraft
         "turns": [dict(turn) for turn in draft.turns],
     }
     request.session[SESSION_KEY] = kept
-    return f"{reverse('admin:routing_conversationtest_add')}?{urlencode({DRAFT_PARAMETER: token})}"
+    return f"{reverse('admin:releases_conversationtest_add')}?{urlencode({DRAFT_PARAMETER: token})}"
 
 
 def conversation_test_draft_initial(request: HttpRequest) -> dict[str, Any]:

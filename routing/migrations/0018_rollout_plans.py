@@ -3,73 +3,215 @@
 import django.core.validators
 import django.db.models.deletion
 import django.utils.timezone
-import routing.models
+import routing.rollout_plans
 from django.conf import settings
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0005_goal_mode_synced_descriptions'),
-        ('routing', '0017_routing_editors_view_history'),
+        ("agents", "0005_goal_mode_synced_descriptions"),
+        ("routing", "0017_routing_editors_view_history"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RolloutPlan',
+            name="RolloutPlan",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('target', models.CharField(choices=[('version', 'A routing version of the profile'), ('multi_agent', 'The multi_agent flag (multi-agent mode)')], default='version', max_length=16)),
-                ('stages', models.JSONField(default=routing.models.default_rollout_stages, help_text='Percentages of new conversations, rising, ending at 100.')),
-                ('hold_minutes', models.PositiveIntegerField(default=60, help_text='The least time a stage runs before advancing.')),
-                ('min_conversations', models.PositiveIntegerField(default=200, help_text='The least conversations each cohort needs in a stage before anything moves.')),
-                ('guards', models.JSONField(default=routing.models.default_rollout_guards, help_text='Guard metrics relative to the control, e.g. [{"metric": "fallback_rate", "threshold": 0.25}] (the candidate may be at most 25 % worse); see docs/rollouts.md.')),
-                ('max_errors', models.PositiveIntegerField(default=20, help_text='Failed specialist parts and tool errors the candidate may have in a stage, absolute.')),
-                ('alpha', models.FloatField(default=0.01, help_text='Significance a rate or score difference needs before it rolls back (one-sided tests).', validators=[django.core.validators.MinValueValidator(0.0001), django.core.validators.MaxValueValidator(0.2)])),
-                ('webhook_url', models.URLField(blank=True, help_text='Optional: each decision that moves the plan is posted here.')),
-                ('status', models.CharField(choices=[('ready', 'Ready (not started)'), ('running', 'Running'), ('paused', 'Paused (holding its stage)'), ('rolled_back', 'Rolled back'), ('completed', 'Completed'), ('aborted', 'Aborted')], default='ready', max_length=16)),
-                ('stage', models.PositiveSmallIntegerField(default=0, help_text='The index of the running stage.')),
-                ('stage_started_at', models.DateTimeField(blank=True, null=True)),
-                ('history', models.JSONField(blank=True, default=list, help_text='[started at (ISO), percentage] of each stage run, in order: which share of new conversations each moment gave the candidate (a conversation keeps the cohort its start gave it).')),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('candidate', models.ForeignKey(blank=True, help_text='The version rolled out (routing_publish --candidate stores one without releasing it).', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='routing.routingversion')),
-                ('control', models.ForeignKey(blank=True, help_text="The version live when the plan started: the control cohort's.", null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='routing.routingversion')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('profile', models.ForeignKey(blank=True, help_text='The profile whose version is rolled out; for the multi_agent flag, the profile whose traffic is watched (empty: every profile).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='rollout_plans', to='agents.agentprofile')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "target",
+                    models.CharField(
+                        choices=[
+                            ("version", "A routing version of the profile"),
+                            ("multi_agent", "The multi_agent flag (multi-agent mode)"),
+                        ],
+                        default="version",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "stages",
+                    models.JSONField(
+                        default=routing.rollout_plans.default_rollout_stages,
+                        help_text="Percentages of new conversations, rising, ending at 100.",
+                    ),
+                ),
+                (
+                    "hold_minutes",
+                    models.PositiveIntegerField(default=60, help_text="The least time a stage runs before advancing."),
+                ),
+                (
+                    "min_conversations",
+                    models.PositiveIntegerField(
+                        default=200,
+                        help_text="The least conversations each cohort needs in a stage before anything moves.",
+                    ),
+                ),
+                (
+                    "guards",
+                    models.JSONField(
+                        default=routing.rollout_plans.default_rollout_guards,
+                        help_text='Guard metrics relative to the control, e.g. [{"metric": "fallback_rate", "threshold": 0.25}] (the candidate may be at most 25 % worse); see docs/rollouts.md.',
+                    ),
+                ),
+                (
+                    "max_errors",
+                    models.PositiveIntegerField(
+                        default=20,
+                        help_text="Failed specialist parts and tool errors the candidate may have in a stage, absolute.",
+                    ),
+                ),
+                (
+                    "alpha",
+                    models.FloatField(
+                        default=0.01,
+                        help_text="Significance a rate or score difference needs before it rolls back (one-sided tests).",
+                        validators=[
+                            django.core.validators.MinValueValidator(0.0001),
+                            django.core.validators.MaxValueValidator(0.2),
+                        ],
+                    ),
+                ),
+                (
+                    "webhook_url",
+                    models.URLField(
+                        blank=True, help_text="Optional: each decision that moves the plan is posted here."
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("ready", "Ready (not started)"),
+                            ("running", "Running"),
+                            ("paused", "Paused (holding its stage)"),
+                            ("rolled_back", "Rolled back"),
+                            ("completed", "Completed"),
+                            ("aborted", "Aborted"),
+                        ],
+                        default="ready",
+                        max_length=16,
+                    ),
+                ),
+                ("stage", models.PositiveSmallIntegerField(default=0, help_text="The index of the running stage.")),
+                ("stage_started_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "history",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="[started at (ISO), percentage] of each stage run, in order: which share of new conversations each moment gave the candidate (a conversation keeps the cohort its start gave it).",
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "candidate",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The version rolled out (routing_publish --candidate stores one without releasing it).",
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="routing.routingversion",
+                    ),
+                ),
+                (
+                    "control",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The version live when the plan started: the control cohort's.",
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="routing.routingversion",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "profile",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The profile whose version is rolled out; for the multi_agent flag, the profile whose traffic is watched (empty: every profile).",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="rollout_plans",
+                        to="agents.agentprofile",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='RolloutDecision',
+            name="RolloutDecision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action', models.CharField(choices=[('start', 'Started'), ('hold', 'Held'), ('advance', 'Advanced'), ('rollback', 'Rolled back'), ('complete', 'Completed'), ('pause', 'Paused'), ('resume', 'Resumed'), ('abort', 'Aborted')], max_length=16)),
-                ('stage', models.PositiveSmallIntegerField()),
-                ('percentage', models.PositiveSmallIntegerField()),
-                ('reason', models.TextField()),
-                ('figures', models.JSONField(blank=True, default=dict, help_text='Per cohort: samples and every guard metric.')),
-                ('actor', models.CharField(help_text='"beat", "admin: <username>" or "manage.py rollout".', max_length=200)),
-                ('webhook', models.CharField(blank=True, help_text='How the webhook answered (blank: not sent).', max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('plan', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='routing.rolloutplan')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("start", "Started"),
+                            ("hold", "Held"),
+                            ("advance", "Advanced"),
+                            ("rollback", "Rolled back"),
+                            ("complete", "Completed"),
+                            ("pause", "Paused"),
+                            ("resume", "Resumed"),
+                            ("abort", "Aborted"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("stage", models.PositiveSmallIntegerField()),
+                ("percentage", models.PositiveSmallIntegerField()),
+                ("reason", models.TextField()),
+                (
+                    "figures",
+                    models.JSONField(blank=True, default=dict, help_text="Per cohort: samples and every guard metric."),
+                ),
+                (
+                    "actor",
+                    models.CharField(help_text='"beat", "admin: <username>" or "manage.py rollout".', max_length=200),
+                ),
+                (
+                    "webhook",
+                    models.CharField(
+                        blank=True, help_text="How the webhook answered (blank: not sent).", max_length=200
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "plan",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="decisions", to="routing.rolloutplan"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.AddIndex(
-            model_name='rolloutplan',
-            index=models.Index(fields=['status'], name='rollout_plan_status'),
+            model_name="rolloutplan",
+            index=models.Index(fields=["status"], name="rollout_plan_status"),
         ),
         migrations.AddIndex(
-            model_name='rolloutdecision',
-            index=models.Index(fields=['plan', '-created_at'], name='rollout_decision_plan_recent'),
+            model_name="rolloutdecision",
+            index=models.Index(fields=["plan", "-created_at"], name="rollout_decision_plan_recent"),
         ),
     ]

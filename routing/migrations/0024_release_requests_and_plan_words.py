@@ -2,84 +2,207 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import routing.models
+import routing.rollout_plans
 from django.conf import settings
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0014_profile_release_needs_approval'),
-        ('routing', '0023_version_published_from'),
+        ("agents", "0014_profile_release_needs_approval"),
+        ("routing", "0023_version_published_from"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='routingversion',
-            name='approved_by',
-            field=models.ForeignKey(blank=True, help_text='Who approved publishing it, when its profile needs a second person.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="routingversion",
+            name="approved_by",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="Who approved publishing it, when its profile needs a second person.",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutdecision',
-            name='actor',
-            field=models.CharField(help_text='Who decided: the guard, a person in the admin, or someone at the command line.', max_length=200),
+            model_name="rolloutdecision",
+            name="actor",
+            field=models.CharField(
+                help_text="Who decided: the guard, a person in the admin, or someone at the command line.",
+                max_length=200,
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutplan',
-            name='candidate',
-            field=models.ForeignKey(blank=True, help_text="The version rolled out: one made from the profile's draft and not live yet (“Roll out in stages” on the profile's publish page makes it, or tick “make the candidate from the draft” here).", null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='routing.routingversion'),
+            model_name="rolloutplan",
+            name="candidate",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The version rolled out: one made from the profile's draft and not live yet (“Roll out in stages” on the profile's publish page makes it, or tick “make the candidate from the draft” here).",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="routing.routingversion",
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutplan',
-            name='guards',
-            field=models.JSONField(default=routing.models.default_rollout_guards, help_text='What rolls the plan back: per metric, how much worse than the control the candidate may be (relative limit, e.g. 25 % worse) and a level it may never pass (absolute limit); a metric with neither is not guarded.'),
+            model_name="rolloutplan",
+            name="guards",
+            field=models.JSONField(
+                default=routing.rollout_plans.default_rollout_guards,
+                help_text="What rolls the plan back: per metric, how much worse than the control the candidate may be (relative limit, e.g. 25 % worse) and a level it may never pass (absolute limit); a metric with neither is not guarded.",
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutplan',
-            name='profile',
-            field=models.ForeignKey(blank=True, help_text='The profile whose version is rolled out; for the multi-agent mode, the profile whose traffic is watched (empty: every profile).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='rollout_plans', to='agents.agentprofile'),
+            model_name="rolloutplan",
+            name="profile",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The profile whose version is rolled out; for the multi-agent mode, the profile whose traffic is watched (empty: every profile).",
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="rollout_plans",
+                to="agents.agentprofile",
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutplan',
-            name='stage',
-            field=models.PositiveSmallIntegerField(default=0, help_text='The running stage (the first is stored as 0 and shown as stage 1).'),
+            model_name="rolloutplan",
+            name="stage",
+            field=models.PositiveSmallIntegerField(
+                default=0, help_text="The running stage (the first is stored as 0 and shown as stage 1)."
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutplan',
-            name='stages',
-            field=models.JSONField(default=routing.models.default_rollout_stages, help_text='The share of new conversations the candidate gets at each stage, in percent, rising and ending at 100: e.g. 10, 50, 100.'),
+            model_name="rolloutplan",
+            name="stages",
+            field=models.JSONField(
+                default=routing.rollout_plans.default_rollout_stages,
+                help_text="The share of new conversations the candidate gets at each stage, in percent, rising and ending at 100: e.g. 10, 50, 100.",
+            ),
         ),
         migrations.AlterField(
-            model_name='rolloutplan',
-            name='target',
-            field=models.CharField(choices=[('version', 'A routing version of the profile'), ('multi_agent', 'The multi-agent mode (its rollout flag)')], default='version', max_length=16),
+            model_name="rolloutplan",
+            name="target",
+            field=models.CharField(
+                choices=[
+                    ("version", "A routing version of the profile"),
+                    ("multi_agent", "The multi-agent mode (its rollout flag)"),
+                ],
+                default="version",
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='ReleaseRequest',
+            name="ReleaseRequest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('publish', 'Publish to everyone'), ('rollout', 'Roll out in stages')], max_length=16)),
-                ('status', models.CharField(choices=[('pending', 'Waiting for approval'), ('approved', 'Approved'), ('declined', 'Declined'), ('stale', 'Out of date (the draft or the live version changed)'), ('withdrawn', 'Withdrawn')], default='pending', max_length=16)),
-                ('based_on', models.PositiveIntegerField(blank=True, help_text='The live version when it was requested (none: never published).', null=True)),
-                ('document_hash', models.CharField(blank=True, help_text="A fingerprint of what the requester reviewed: the draft (a publish), or the plan's candidate and settings (a rollout).", max_length=64)),
-                ('note', models.CharField(blank=True, help_text='What changed and why, by the requester.', max_length=300)),
-                ('forced_reason', models.TextField(blank=True, help_text="Why to publish although routing tests fail (the requester's, with the permission).")),
-                ('requested_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('decision_note', models.TextField(blank=True, help_text="The approver's note; a decline says why.")),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('plan', models.ForeignKey(blank=True, help_text='The rollout plan to start (a staged rollout).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='release_requests', to='routing.rolloutplan')),
-                ('profile', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='release_requests', to='agents.agentprofile')),
-                ('requested_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('version', models.ForeignKey(blank=True, help_text='The candidate rolled out, or the version the approved publish made.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='routing.routingversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("publish", "Publish to everyone"), ("rollout", "Roll out in stages")], max_length=16
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Waiting for approval"),
+                            ("approved", "Approved"),
+                            ("declined", "Declined"),
+                            ("stale", "Out of date (the draft or the live version changed)"),
+                            ("withdrawn", "Withdrawn"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "based_on",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="The live version when it was requested (none: never published).",
+                        null=True,
+                    ),
+                ),
+                (
+                    "document_hash",
+                    models.CharField(
+                        blank=True,
+                        help_text="A fingerprint of what the requester reviewed: the draft (a publish), or the plan's candidate and settings (a rollout).",
+                        max_length=64,
+                    ),
+                ),
+                (
+                    "note",
+                    models.CharField(blank=True, help_text="What changed and why, by the requester.", max_length=300),
+                ),
+                (
+                    "forced_reason",
+                    models.TextField(
+                        blank=True,
+                        help_text="Why to publish although routing tests fail (the requester's, with the permission).",
+                    ),
+                ),
+                ("requested_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("decision_note", models.TextField(blank=True, help_text="The approver's note; a decline says why.")),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "plan",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The rollout plan to start (a staged rollout).",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="release_requests",
+                        to="routing.rolloutplan",
+                    ),
+                ),
+                (
+                    "profile",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="release_requests",
+                        to="agents.agentprofile",
+                    ),
+                ),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The candidate rolled out, or the version the approved publish made.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="routing.routingversion",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'release request',
-                'ordering': ['-requested_at', '-id'],
-                'permissions': [('approve_release', 'Can approve publishes and rollout starts')],
-                'indexes': [models.Index(fields=['status', 'profile'], name='release_request_status')],
+                "verbose_name": "release request",
+                "ordering": ["-requested_at", "-id"],
+                "permissions": [("approve_release", "Can approve publishes and rollout starts")],
+                "indexes": [models.Index(fields=["status", "profile"], name="release_request_status")],
             },
         ),
     ]

@@ -354,17 +354,17 @@ def test_the_routing_editors_group_has_exactly_the_routing_content_permissions(e
     versions = {("routing", "add_routingversion"), ("routing", "view_routingversion")}
     # Routing tests, and saving the examples-tier calibration they choose to a profile's draft.
     routing_tests = {
-        ("routing", f"{action}_routingtestcase") for action in ("add", "change", "delete", "view", "calibrate")
+        ("releases", f"{action}_routingtestcase") for action in ("add", "change", "delete", "view", "calibrate")
     }
     # Conversation tests, as the routing tests.
-    routing_tests |= {("routing", f"{action}_conversationtest") for action in ("add", "change", "delete", "view")}
+    routing_tests |= {("releases", f"{action}_conversationtest") for action in ("add", "change", "delete", "view")}
     # Their runs: started (add) and read, never changed or deleted (a run is what was found).
-    routing_tests |= {("routing", "add_conversationtestrun"), ("routing", "view_conversationtestrun")}
+    routing_tests |= {("releases", "add_conversationtestrun"), ("releases", "view_conversationtestrun")}
     # The field-level history: read, never deleted.
     history = {("auditlog", "view_logentry")}
     # Rollout plans: made, changed and commanded (start, pause, ...), never deleted; the guard's decisions read.
-    plans = {("routing", f"{action}_rolloutplan") for action in ("add", "change", "view")}
-    plans |= {("routing", "view_rolloutdecision"), ("routing", "view_releaserequest")}  # and publish requests
+    plans = {("releases", f"{action}_rolloutplan") for action in ("add", "change", "view")}
+    plans |= {("releases", "view_rolloutdecision"), ("releases", "view_releaserequest")}  # and publish requests
     # Rollout flags belong to operators: read, never changed.
     flags = {
         ("routing", f"view_{model}")

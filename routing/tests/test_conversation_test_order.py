@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import AgentProfile
-from routing.models import ConversationTest
+from releases.models import ConversationTest
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
 

@@ -8,6 +8,7 @@ import copy
 import pytest
 from django.core.exceptions import ValidationError
 
+from releases.models import ConversationTest
 from routing.conversation_tests.cases import (
     EXPECT_KEYS,
     JUDGE_MAX_RUNS,
@@ -17,7 +18,6 @@ from routing.conversation_tests.cases import (
     Judge,
     conversation_test_problems,
 )
-from routing.models import ConversationTest
 
 LIMIT = 4000
 # The example, as data.

@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend, Specialist, SpecialistPrompt
 from common.history.admin import history_entries
+from releases.models import RoutingTestCase
 from routing.models import (
     Capability,
     Goal,
@@ -25,7 +26,6 @@ from routing.models import (
     RolloutFlag,
     RolloutTenantOverride,
     RolloutUserOverride,
-    RoutingTestCase,
     StatePolicy,
 )
 from tests.adminkit import change_url, changelist_url, form_data

@@ -4,21 +4,23 @@ goal status where the profile is in goal mode. A blank field is not checked; err
 
 from __future__ import annotations
 
+import datetime
 import typing
 
 import pytest
 
 from agents.models import RoutingMode
+from releases.forms import RoutingTestCaseForm
+from releases.models import RoutingTestCase
 from routing import routing_test_drafts as drafts
 from routing.expectations import ROUTING_TEST_KEYS
 from routing.forms import (
     ERROR_EXPECT_NOTHING,
     EXPECT_LABELS,
     METHOD_WORDS,
-    RoutingTestCaseForm,
     expect_field,
 )
-from routing.models import Goal, RoutingTestCase
+from routing.models import Goal
 from routing.router import Method
 from tests.adminkit import add_url, change_url, error_messages, form_data
 from tests.factories import (
@@ -204,6 +206,19 @@ def test_a_link_made_from_a_decision_fills_the_intent_and_specialist_fields(edit
     assert form[expect_field("agent")].value() == "billing_agent"
     assert form[expect_field("method")].value() in ("", None)
     assert "expect=" not in url
+
+
+def test_a_link_made_from_a_message_is_named_apart_from_the_profiles_tests_of_that_name(editor_client, telecom):
+    draft = drafts.RoutingTestDraft(
+        profile_id=telecom.pk, message="minha fatura veio alta", when=datetime.date(2026, 11, 22)
+    )
+    name = "minha fatura veio alta (2026-11-22)"
+    assert drafts.test_case_name(draft) == name
+    RoutingTestCase.objects.create(profile=telecom, name=name, message="minha fatura veio alta")
+
+    form = editor_client.get(drafts.test_case_add_url(draft)).context["adminform"].form
+
+    assert form.initial["name"] == f"{name} 2"
 
 
 def test_an_older_link_with_the_expectation_as_json_still_fills_the_fields(editor_client, telecom):

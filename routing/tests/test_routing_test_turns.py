@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from releases.models import RoutingTestCase
 from routing.expectations import ROUTING_TEST_MAX_TURNS, routing_test_expect_errors
-from routing.models import RoutingTestCase
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@
 named by its id. ``status`` lists the plans (or shows one, with its last decisions).
 
 ``--user USERNAME`` acts as that user, as the other commands do, with the permissions the admin asks for the same act:
-``routing.add_rolloutplan`` to make a plan, ``routing.change_rolloutplan`` to start, pause, resume, advance or abort
-one (and ``routing.change_rolloutflag`` for a plan of the multi_agent flag), ``routing.view_rolloutplan`` to read
+``releases.add_rolloutplan`` to make a plan, ``releases.change_rolloutplan`` to start, pause, resume, advance or abort
+one (and ``routing.change_rolloutflag`` for a plan of the multi_agent flag), ``releases.view_rolloutplan`` to read
 them. On a profile that needs a second person their start is refused (nothing is made: a command has no one to
 approve it; ask for approval in the admin) and so is their advance by hand, unless they may approve releases and did
 not make or ask for the plan. Without it the command is the operator's, who is not held.
@@ -32,10 +32,11 @@ from django.db import transaction
 from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.management.commands.import_config import USER_HELP, acting_user
+from releases.models import RolloutPlan, RolloutPlanTarget
 from releases.rollout.commands import FLAG_PERMISSION, PLAN_ADD_PERMISSION, PLAN_CHANGE_PERMISSION
 from releases.rollout.guard import RolloutStateError, plan_command, plan_start, plans_evaluate
 from releases.versions import permission_check
-from routing.models import RolloutPlan, RolloutPlanTarget, RoutingVersion
+from routing.models import RoutingVersion
 from routing.rollout_plans import PLAN_VIEW_PERMISSION
 from routing.rollout_words import plan_stage_words
 

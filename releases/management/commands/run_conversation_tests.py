@@ -24,8 +24,8 @@ from releases.evals.junit import junit_xml
 from releases.evals.run import TESTS_A_NEW_PROCESS, processes_worth
 from releases.evals.runs import conversation_test_run_create, conversation_test_run_play
 from releases.management.commands.routing_test import version_arg
+from releases.models import ConversationTestRunSource
 from releases.routing_tests import DRAFT
-from routing.models import ConversationTestRunSource
 
 
 class Command(BaseCommand):

@@ -25,6 +25,7 @@ from common.forms import LinesField, PhrasesField
 from common.language import LANGUAGES
 from common.parsers import JsonTooDeep, NulCharacter, json_loads_limited
 from common.text import whole_number
+from releases.models import ConversationTest
 from routing.conversation_tests.cases import (
     CHANNEL_MAX_CHARS,
     EXPECT_KEYS,
@@ -36,7 +37,6 @@ from routing.conversation_tests.cases import (
 )
 from routing.expectations import Where, routing_test_input_limit
 from routing.forms import EXPECT_WHAT, LANGUAGE_NAMES, expect_choices
-from routing.models import ConversationTest
 
 TURN_PREFIX = "turn"
 # The expect keys with a field of their own in a turn's row (the field has the key's name), in the row's order.
