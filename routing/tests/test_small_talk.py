@@ -52,7 +52,7 @@ def test_greetings_thanks_goodbyes_bot_questions_and_asking_for_a_person_are_sma
     ],
 )
 def test_thanks_that_close_a_conversation_are_a_goodbye_in_each_language(text):
-    """"That was it" after an answer closes the conversation in English and Spanish as "era isso" does in Portuguese:
+    """After an answer, "that was it" closes the conversation in English and Spanish as "era isso" does in Portuguese:
     read by its words instead, it went to the fallback, which searched the help centre and answered "I don't know"."""
     talk = small_talk_read(text)
 
