@@ -493,7 +493,8 @@ class OfflineChatModel(BaseChatModel):
                 calls.append({"name": REMEMBER_TOOL, "args": {"fact": preference}, "id": f"offline_{len(calls) + 1}"})
             if calls:
                 return AIMessage(content="", tool_calls=calls)
-            if _documents_asked(tools, self.intent_tools, text):
+            handed = any(isinstance(m, SystemMessage) and passages_read(m.content) for m in messages[:last_human])
+            if not handed and _documents_asked(tools, self.intent_tools, text):
                 search: ToolCall = {
                     "name": SEARCH_KNOWLEDGE,
                     "args": {"query": text},

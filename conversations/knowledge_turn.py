@@ -99,9 +99,11 @@ def _note(passages: Iterable[Considered], first: int) -> str:
 
 @dataclass
 class KnowledgeTool:
-    """The ``search_knowledge`` tool of one run offered MCP tools: each call searches as retrieval before the model
-    does (:func:`knowledge.retrieval.knowledge_retrieve`, for the query the model wrote) and returns the passages at
-    the bar not given yet, numbered after those, within :data:`NOTE_MAX_CHARS` for the whole run."""
+    """The knowledge of one run offered MCP tools: the message retrieved before the model (:meth:`before`: the
+    passages at the bar go to it in a note, numbered from 1) and the ``search_knowledge`` tool beside its tools, each
+    call searching as retrieval does (:func:`knowledge.retrieval.knowledge_retrieve`, for the query the model wrote)
+    and returning the passages at the bar not given yet, numbered after those, within :data:`NOTE_MAX_CHARS` for the
+    whole run. A query searched already in the run (the message, most often) is not searched again."""
 
     profile_pk: int
     tenant_pk: int | None
@@ -112,26 +114,43 @@ class KnowledgeTool:
     considered: list[Considered] = field(default_factory=list)
     given: list[Considered] = field(default_factory=list)
     calls: int = 0
+    searched: dict[str, Retrieved] = field(default_factory=dict)
 
-    async def search(self, query: str) -> str:
-        """The tool's result for ``query`` (the customer's message when empty): a note of :func:`passages_note`."""
-        self.calls += 1
-        retrieved = await sync_to_async(knowledge_retrieve)(
-            profile_pk=self.profile_pk,
-            tenant_pk=self.tenant_pk,
-            query=query.strip() or self.question,
-            language=self.language,
-            tags=self.tags,
-            min_score=self.min_score,
-        )
+    async def _given(self, query: str) -> list[Considered]:
+        """The passages at the bar for ``query`` not given yet, that fit: now given."""
+        retrieved = self.searched.get(query)
+        if retrieved is None:
+            retrieved = await sync_to_async(knowledge_retrieve)(
+                profile_pk=self.profile_pk,
+                tenant_pk=self.tenant_pk,
+                query=query,
+                language=self.language,
+                tags=self.tags,
+                min_score=self.min_score,
+            )
+            self.searched[query] = retrieved
         seen = {passage.hit.passage_id for passage in self.considered}
         self.considered += [passage for passage in retrieved.considered if passage.hit.passage_id not in seen]
         given = {passage.hit.passage_id for passage in self.given}
         fresh = [passage for passage in retrieved.used if passage.hit.passage_id not in given]
-        first = len(self.given) + 1
         added = _fitted(fresh, sum(len(passage.hit.text) for passage in self.given)) if fresh else []
         self.given += added
-        return _note(added, first)
+        return added
+
+    async def before(self) -> KnowledgeUse | None:
+        """The message retrieved before the model answers: what to hand it in a note (``None``: no passage reached
+        the bar, and the model is handed nothing but the tool). Its answer may come from its tools: no bar makes it
+        say it does not know unless it searches itself."""
+        added = await self._given(self.question)
+        if not added:
+            return None
+        return KnowledgeUse(Retrieved(tuple(self.considered), self.min_score), self.question, True, tuple(added))
+
+    async def search(self, query: str) -> str:
+        """The tool's result for ``query`` (the customer's message when empty): a note of :func:`passages_note`."""
+        self.calls += 1
+        first = len(self.given) + 1
+        return _note(await self._given(query.strip() or self.question), first)
 
     @property
     def found_nothing(self) -> bool:
@@ -139,12 +158,13 @@ class KnowledgeTool:
         return self.calls > 0 and not self.given
 
     def use(self, *, tools_ran: bool) -> KnowledgeUse | None:
-        """What the run used, once it ended (``None``: its model never called the tool); ``tools_ran``: an MCP tool
-        of the run answered."""
-        if not self.calls:
+        """What the run used, once it ended (``None``: nothing was searched); ``tools_ran``: an MCP tool of the run
+        answered. A run whose model did not call the tool answered from its tools or its own words, the passages
+        given before beside them: it is never made to say it does not know."""
+        if not self.searched:
             return None
         retrieved = Retrieved(tuple(self.considered), self.min_score)
-        return KnowledgeUse(retrieved, self.question, tools_ran, tuple(self.given))
+        return KnowledgeUse(retrieved, self.question, tools_ran or not self.calls, tuple(self.given))
 
 
 def knowledge_tags(profile: ProfileSpec, specialist: SpecialistSpec) -> tuple[str, ...] | None:
@@ -173,7 +193,8 @@ async def knowledge_prepared(
         return None, None
     min_score = profile.knowledge.min_score
     if tools_offered and not specialist.knowledge.with_tools:
-        return None, KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text)
+        tool = KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text)
+        return await tool.before(), tool
     retrieved = await sync_to_async(knowledge_retrieve)(
         profile_pk=profile.pk, tenant_pk=tenant_pk, query=text, language=language, tags=tags, min_score=min_score
     )
