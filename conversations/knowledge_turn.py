@@ -32,7 +32,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext_lazy
 
-from agents.passages import NotedPassage, passages_note, relevant_sentences
+from agents.passages import MIN_WORDS_HELD, NotedPassage, passages_note, relevant_sentences
 from common.i18n import say
 from knowledge.retrieval import Considered, Retrieved, document_link, knowledge_retrieve
 from routing.small_talk import small_talk_read
@@ -114,21 +114,39 @@ class KnowledgeTool:
     considered: list[Considered] = field(default_factory=list)
     given: list[Considered] = field(default_factory=list)
     calls: int = 0
-    searched: dict[str, Retrieved] = field(default_factory=dict)
+    searched: dict[str, Retrieved] = field(default_factory=dict)  # by query, what the run found
+    everywhere: set[str] = field(default_factory=set)  # the queries searched in every language too
 
-    async def _given(self, query: str) -> list[Considered]:
-        """The passages at the bar for ``query`` not given yet, that fit: now given."""
+    async def _retrieved(self, query: str, *, every_language: bool) -> Retrieved:
+        """``query``'s passages in the conversation's language, and when none reaches the bar and ``every_language``
+        is on, every language's after them (as :func:`knowledge.retrieval.knowledge_retrieve` orders them); what
+        the run searched already is not searched again."""
         retrieved = self.searched.get(query)
         if retrieved is None:
-            retrieved = await sync_to_async(knowledge_retrieve)(
-                profile_pk=self.profile_pk,
-                tenant_pk=self.tenant_pk,
-                query=query,
-                language=self.language,
-                tags=self.tags,
-                min_score=self.min_score,
-            )
-            self.searched[query] = retrieved
+            retrieved = await self._search(query, self.language)
+        if every_language and self.language and not retrieved.used and query not in self.everywhere:
+            seen = {passage.hit.passage_id for passage in retrieved.considered}
+            others = (await self._search(query, "")).considered
+            more = tuple(passage for passage in others if passage.hit.passage_id not in seen)
+            retrieved = Retrieved(retrieved.considered + more, self.min_score)
+            self.everywhere.add(query)
+        self.searched[query] = retrieved
+        return retrieved
+
+    async def _search(self, query: str, language: str) -> Retrieved:
+        return await sync_to_async(knowledge_retrieve)(
+            profile_pk=self.profile_pk,
+            tenant_pk=self.tenant_pk,
+            query=query,
+            language=language,
+            tags=self.tags,
+            min_score=self.min_score,
+            every_language=False,
+        )
+
+    async def _given(self, query: str, *, every_language: bool = True) -> list[Considered]:
+        """The passages at the bar for ``query`` not given yet, that fit: now given."""
+        retrieved = await self._retrieved(query, every_language=every_language)
         seen = {passage.hit.passage_id for passage in self.considered}
         self.considered += [passage for passage in retrieved.considered if passage.hit.passage_id not in seen]
         given = {passage.hit.passage_id for passage in self.given}
@@ -138,10 +156,11 @@ class KnowledgeTool:
         return added
 
     async def before(self) -> KnowledgeUse | None:
-        """The message retrieved before the model answers: what to hand it in a note (``None``: no passage reached
-        the bar, and the model is handed nothing but the tool). Its answer may come from its tools: no bar makes it
-        say it does not know unless it searches itself."""
-        added = await self._given(self.question)
+        """The message retrieved before the model answers, in the conversation's language only (every message to a
+        tool's specialist pays it; the other languages are the tool's, when its model asks): what to hand it in a
+        note (``None``: no passage reached the bar, and the model is handed nothing but the tool). Its answer may
+        come from its tools: no bar makes it say it does not know unless it searches itself."""
+        added = await self._given(self.question, every_language=False)
         if not added:
             return None
         return KnowledgeUse(Retrieved(tuple(self.considered), self.min_score), self.question, True, tuple(added))
@@ -199,6 +218,27 @@ async def knowledge_prepared(
         profile_pk=profile.pk, tenant_pk=tenant_pk, query=text, language=language, tags=tags, min_score=min_score
     )
     return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
+
+
+async def knowledge_answers(
+    *, profile: ProfileSpec, held: bool, tenant_pk: int | None, text: str, language: str
+) -> bool:
+    """Whether the profile's knowledge answers ``text`` by itself: retrieval is on and a passage reaches the bar
+    holding at least :data:`agents.passages.MIN_WORDS_HELD` of its content words (one word shared, even all of a
+    one-word question's — "qual o preço?" —, is not enough here). Goal mode asks it before it asks the customer for
+    what a goal lacks (:mod:`conversations.goals.turn`). ``held``: as for :func:`knowledge_prepared`."""
+    settings = profile.knowledge
+    if not held or not settings.retrieval or not text.strip() or small_talk_read(text) is not None:
+        return False
+    retrieved = await sync_to_async(knowledge_retrieve)(
+        profile_pk=profile.pk,
+        tenant_pk=tenant_pk,
+        query=text,
+        language=language,
+        tags=settings.tags,
+        min_score=settings.min_score,
+    )
+    return any(passage.held >= MIN_WORDS_HELD for passage in retrieved.used)
 
 
 def _searched_tags(
