@@ -32,7 +32,14 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext_lazy
 
-from agents.passages import MIN_WORDS_HELD, NotedPassage, passages_note, relevant_sentences
+from agents.passages import (
+    MIN_WORDS_HELD,
+    NotedPassage,
+    general_question,
+    passages_note,
+    question_in_general,
+    relevant_sentences,
+)
 from common.i18n import say
 from knowledge.retrieval import Considered, Retrieved, document_link, knowledge_retrieve
 from routing.small_talk import small_talk_read
@@ -223,12 +230,16 @@ async def knowledge_prepared(
 async def knowledge_answers(
     *, profile: ProfileSpec, held: bool, tenant_pk: int | None, text: str, language: str
 ) -> bool:
-    """Whether the profile's knowledge answers ``text`` by itself: retrieval is on and a passage reaches the bar
-    holding at least :data:`agents.passages.MIN_WORDS_HELD` of its content words (one word shared, even all of a
-    one-word question's — "qual o preço?" —, is not enough here). Goal mode asks it before it asks the customer for
-    what a goal lacks (:mod:`conversations.goals.turn`). ``held``: as for :func:`knowledge_prepared`."""
+    """Whether the profile's knowledge answers ``text`` by itself: ``text`` asks a question in general
+    (:func:`agents.passages.question_in_general` or :func:`agents.passages.general_question`: "a cotação tem atraso?",
+    not "quero uma cotação", a request its goal serves), retrieval is on, and a passage reaches the bar holding at
+    least :data:`agents.passages.MIN_WORDS_HELD` of its content words (one word shared, even all of a one-word
+    question's — "qual o preço?" —, is not enough here). Goal mode asks it before it asks the customer for what a
+    goal lacks (:mod:`conversations.goals.turn`). ``held``: as for :func:`knowledge_prepared`."""
     settings = profile.knowledge
-    if not held or not settings.retrieval or not text.strip() or small_talk_read(text) is not None:
+    if not held or not settings.retrieval or not (question_in_general(text) or general_question(text)):
+        return False
+    if small_talk_read(text) is not None:
         return False
     retrieved = await sync_to_async(knowledge_retrieve)(
         profile_pk=profile.pk,

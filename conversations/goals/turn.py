@@ -86,7 +86,8 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         profile=profile, text=said, goal_state=turn.stack.goal_state, language=turn.language.code
     )
     if not waiting and await _documents_answer(turn, decision):
-        decision = replace(decision, status=GENERAL, goal_state=turn.stack.goal_state, reason=DOCUMENTS_ANSWER)
+        kept = turn.stack.goal_state
+        decision = replace(decision, status=GENERAL, goal_state=kept, clarification=None, reason=DOCUMENTS_ANSWER)
     turn.goal = GoalTurn(decision)
     turn.stack.goal_state = decision.goal_state
     resumed = bool(waiting) and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision)
