@@ -165,13 +165,19 @@ def general_question(text: str) -> bool:
     return False
 
 
+def names_own(text: str) -> bool:
+    """Whether ``text`` names one of the customer's own things (a word of :data:`_OWN`: "minha fatura", "my order",
+    "mi pedido"): what the business's systems hold of the customer, which its tools read."""
+    return not _OWN.isdisjoint(normalize(text).split())
+
+
 def question_in_general(text: str) -> bool:
     """Whether ``text`` asks a question (a clause ends with a question mark, or opens with one of
     :data:`_ASKING_WORDS`: "o frete é grátis?", "what's the fee for a paper invoice") that names none of the
     customer's own things (no word of :data:`_OWN` anywhere): what the business's documents say, where "Quando vence a
     minha conta?" asks what its systems hold of the customer."""
     words = normalize(text).split()
-    if not words or not _OWN.isdisjoint(words):
+    if not words or names_own(text):
         return False
     if "?" in text:
         return True

@@ -165,7 +165,7 @@ class KnowledgeTool:
     async def before(self) -> KnowledgeUse | None:
         """The message retrieved before the model answers, in the conversation's language only (every message to a
         tool's specialist pays it; the other languages are the tool's, when its model asks): what to hand it in a
-        note (``None``: no passage reached the bar, and the model is handed nothing but the tool). Its answer may
+        note, the passages at the bar (``None``: none, and the model is handed nothing but the tool). Its answer may
         come from its tools: no bar makes it say it does not know unless it searches itself."""
         added = await self._given(self.question, every_language=False)
         if not added:

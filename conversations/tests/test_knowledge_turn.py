@@ -185,6 +185,16 @@ def test_a_request_to_a_tools_specialist_whose_tools_cannot_run_yet_is_answered_
     assert body["answer"].endswith("Fontes: [1] Faturas")
 
 
+def test_a_request_about_the_customers_own_bill_is_not_answered_from_a_passage_sharing_half_its_words(api, invoices):
+    body = ask(api, "A minha fatura chega com valor errado")  # fatura and chega: the copy's article, half its words
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "billing_agent"
+    assert [row["score"] for row in knowledge["retrieved"] if row["used"]] == [DEFAULT_MIN_SCORE]
+    assert knowledge["citations"] == [] and "Faturas" not in body["answer"]
+    assert body["answer"] != say("pt", DONT_KNOW)
+
+
 def test_a_question_about_the_customers_own_bill_that_no_passage_answers_is_not_said_i_dont_know(api, invoices):
     for number, text in enumerate(("Quando vence a minha fatura?", "Por que a minha fatura veio tão alta?")):
         body = ask(api, text, session_id=f"own-{number}")
