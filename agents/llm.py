@@ -45,6 +45,7 @@ from agents.passages import (
     SEARCH_KNOWLEDGE,
     coverage,
     general_question,
+    names_own,
     passages_read,
     question_in_general,
     relevant_sentences,
@@ -493,7 +494,8 @@ class OfflineChatModel(BaseChatModel):
                 calls.append({"name": REMEMBER_TOOL, "args": {"fact": preference}, "id": f"offline_{len(calls) + 1}"})
             if calls:
                 return AIMessage(content="", tool_calls=calls)
-            if _documents_asked(tools, self.intent_tools, text):
+            handed = any(isinstance(m, SystemMessage) and passages_read(m.content) for m in messages[:last_human])
+            if not handed and _documents_asked(tools, self.intent_tools, text):
                 search: ToolCall = {
                     "name": SEARCH_KNOWLEDGE,
                     "args": {"query": text},
@@ -502,7 +504,10 @@ class OfflineChatModel(BaseChatModel):
                 return AIMessage(content="", tool_calls=[search])
         noted = [result for result in results if result.name == REMEMBER_TOOL]
         others = [result for result in results if result not in noted]
-        reply = self._answer(messages[:last_human], text, others, language)
+        # A request about the customer's own things to a specialist whose intent lists tools is theirs: the passages
+        # handed before the model do not answer it ("Mi factura llegó muy alta, ¿puede revisarla?").
+        own_request = bool(self.intent_tools) and names_own(text) and not general_question(text)
+        reply = self._answer(messages[:last_human], text, others, language, notes_read=not own_request)
         if declined is not None:  # what it could not check, said plainly
             reply.content = f"{reply.text} " + words["declined"].format(tool=declined)
         saved = [tool_data_read(result.content) for result in noted if getattr(result, "status", "success") != "error"]
@@ -511,9 +516,12 @@ class OfflineChatModel(BaseChatModel):
             reply.content = f"{reply.text} " + words["noted"].format(fact="; ".join(facts).replace("”", '"'))
         return reply
 
-    def _answer(self, earlier: list[Any], text: str, results: list[Any], language: str) -> AIMessage:
-        """The answer's text: from the tool results, else from the passages of the business's documents given,
-        else an acknowledgement naming the specialist and the subject."""
+    def _answer(
+        self, earlier: list[Any], text: str, results: list[Any], language: str, *, notes_read: bool = True
+    ) -> AIMessage:
+        """The answer's text: from the tool results, else from the passages of the business's documents given
+        (``notes_read`` off: only those its own search returned, not a note's), else an acknowledgement naming the
+        specialist and the subject."""
         from langchain_core.messages import SystemMessage, ToolMessage
 
         words = offline_words(language)
@@ -538,7 +546,7 @@ class OfflineChatModel(BaseChatModel):
         passages = next(
             (
                 read
-                for m in (*searched, *reversed(earlier))
+                for m in (*searched, *(reversed(earlier) if notes_read else ()))
                 if isinstance(m, (SystemMessage, ToolMessage)) and (read := passages_read(m.content))
             ),
             None,

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agents.stop_words import STOP_WORDS
 from common.text import normalize
 
 PASSAGES_NOTE = (
@@ -65,7 +66,8 @@ _ASKING_WORDS = frozenset([*_ASKING.split(), "cual", "cuales"])
 # The customer's own things: a question that opens with one of them ("Where is my order?", "¿Dónde está mi pedido?")
 # asks what the business's systems hold of the customer, not what its documents say.
 _OWN = frozenset({"my", "meu", "minha", "meus", "minhas", "mi", "mis"})
-# Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters.
+# Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters, the
+# question words above and the full-text stop words of the three languages (agents.stop_words).
 _COMMON_WORDS = (
     "como qual quais quando onde porque para pelo pela pelos pelas com sem uma umas uns meu minha meus minhas seu "
     "sua voce voces esta este isso isto essa esse fazer posso pode podem preciso quero tenho ter mais muito "
@@ -73,7 +75,9 @@ _COMMON_WORDS = (
     "will want need make "
     "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho"
 )
-_COMMON = frozenset(_COMMON_WORDS.split())
+_COMMON = frozenset(_COMMON_WORDS.split()) | _ASKING_WORDS | STOP_WORDS
+# A compound a document writes with a hyphen ("Wi-Fi", "e-mail", "pré-pago"), which customers write joined too.
+_COMPOUND = re.compile(r"(?<![\w-])(\w+)-(\w+)(?![\w-])")
 # A passage answers a question of two content words or more only if it holds two of them: one word shared ("delivery"
 # of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
@@ -120,7 +124,10 @@ def content_words(text: str) -> list[str]:
 
 
 def _stems(text: str) -> set[str]:
-    return {word[:STEM_CHARS] for word in normalize(text).split() if len(word) >= 4}
+    """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too."""
+    joined = (first + second for first, second in _COMPOUND.findall(text))
+    words = [*normalize(text).split(), *(normalize(word) for word in joined)]
+    return {word[:STEM_CHARS] for word in words if len(word) >= 4}
 
 
 def _found(word: str, stems: set[str]) -> bool:
@@ -158,13 +165,19 @@ def general_question(text: str) -> bool:
     return False
 
 
+def names_own(text: str) -> bool:
+    """Whether ``text`` names one of the customer's own things (a word of :data:`_OWN`: "minha fatura", "my order",
+    "mi pedido"): what the business's systems hold of the customer, which its tools read."""
+    return not _OWN.isdisjoint(normalize(text).split())
+
+
 def question_in_general(text: str) -> bool:
     """Whether ``text`` asks a question (a clause ends with a question mark, or opens with one of
     :data:`_ASKING_WORDS`: "o frete é grátis?", "what's the fee for a paper invoice") that names none of the
     customer's own things (no word of :data:`_OWN` anywhere): what the business's documents say, where "Quando vence a
     minha conta?" asks what its systems hold of the customer."""
     words = normalize(text).split()
-    if not words or not _OWN.isdisjoint(words):
+    if not words or names_own(text):
         return False
     if "?" in text:
         return True

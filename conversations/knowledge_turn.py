@@ -32,7 +32,14 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext_lazy
 
-from agents.passages import NotedPassage, passages_note, relevant_sentences
+from agents.passages import (
+    MIN_WORDS_HELD,
+    NotedPassage,
+    general_question,
+    passages_note,
+    question_in_general,
+    relevant_sentences,
+)
 from common.i18n import say
 from knowledge.retrieval import Considered, Retrieved, document_link, knowledge_retrieve
 from routing.small_talk import small_talk_read
@@ -99,9 +106,11 @@ def _note(passages: Iterable[Considered], first: int) -> str:
 
 @dataclass
 class KnowledgeTool:
-    """The ``search_knowledge`` tool of one run offered MCP tools: each call searches as retrieval before the model
-    does (:func:`knowledge.retrieval.knowledge_retrieve`, for the query the model wrote) and returns the passages at
-    the bar not given yet, numbered after those, within :data:`NOTE_MAX_CHARS` for the whole run."""
+    """The knowledge of one run offered MCP tools: the message retrieved before the model (:meth:`before`: the
+    passages at the bar go to it in a note, numbered from 1) and the ``search_knowledge`` tool beside its tools, each
+    call searching as retrieval does (:func:`knowledge.retrieval.knowledge_retrieve`, for the query the model wrote)
+    and returning the passages at the bar not given yet, numbered after those, within :data:`NOTE_MAX_CHARS` for the
+    whole run. A query searched already in the run (the message, most often) is not searched again."""
 
     profile_pk: int
     tenant_pk: int | None
@@ -112,26 +121,62 @@ class KnowledgeTool:
     considered: list[Considered] = field(default_factory=list)
     given: list[Considered] = field(default_factory=list)
     calls: int = 0
+    searched: dict[str, Retrieved] = field(default_factory=dict)  # by query, what the run found
+    everywhere: set[str] = field(default_factory=set)  # the queries searched in every language too
 
-    async def search(self, query: str) -> str:
-        """The tool's result for ``query`` (the customer's message when empty): a note of :func:`passages_note`."""
-        self.calls += 1
-        retrieved = await sync_to_async(knowledge_retrieve)(
+    async def _retrieved(self, query: str, *, every_language: bool) -> Retrieved:
+        """``query``'s passages in the conversation's language, and when none reaches the bar and ``every_language``
+        is on, every language's after them (as :func:`knowledge.retrieval.knowledge_retrieve` orders them); what
+        the run searched already is not searched again."""
+        retrieved = self.searched.get(query)
+        if retrieved is None:
+            retrieved = await self._search(query, self.language)
+        if every_language and self.language and not retrieved.used and query not in self.everywhere:
+            seen = {passage.hit.passage_id for passage in retrieved.considered}
+            others = (await self._search(query, "")).considered
+            more = tuple(passage for passage in others if passage.hit.passage_id not in seen)
+            retrieved = Retrieved(retrieved.considered + more, self.min_score)
+            self.everywhere.add(query)
+        self.searched[query] = retrieved
+        return retrieved
+
+    async def _search(self, query: str, language: str) -> Retrieved:
+        return await sync_to_async(knowledge_retrieve)(
             profile_pk=self.profile_pk,
             tenant_pk=self.tenant_pk,
-            query=query.strip() or self.question,
-            language=self.language,
+            query=query,
+            language=language,
             tags=self.tags,
             min_score=self.min_score,
+            every_language=False,
         )
+
+    async def _given(self, query: str, *, every_language: bool = True) -> list[Considered]:
+        """The passages at the bar for ``query`` not given yet, that fit: now given."""
+        retrieved = await self._retrieved(query, every_language=every_language)
         seen = {passage.hit.passage_id for passage in self.considered}
         self.considered += [passage for passage in retrieved.considered if passage.hit.passage_id not in seen]
         given = {passage.hit.passage_id for passage in self.given}
         fresh = [passage for passage in retrieved.used if passage.hit.passage_id not in given]
-        first = len(self.given) + 1
         added = _fitted(fresh, sum(len(passage.hit.text) for passage in self.given)) if fresh else []
         self.given += added
-        return _note(added, first)
+        return added
+
+    async def before(self) -> KnowledgeUse | None:
+        """The message retrieved before the model answers, in the conversation's language only (every message to a
+        tool's specialist pays it; the other languages are the tool's, when its model asks): what to hand it in a
+        note, the passages at the bar (``None``: none, and the model is handed nothing but the tool). Its answer may
+        come from its tools: no bar makes it say it does not know unless it searches itself."""
+        added = await self._given(self.question, every_language=False)
+        if not added:
+            return None
+        return KnowledgeUse(Retrieved(tuple(self.considered), self.min_score), self.question, True, tuple(added))
+
+    async def search(self, query: str) -> str:
+        """The tool's result for ``query`` (the customer's message when empty): a note of :func:`passages_note`."""
+        self.calls += 1
+        first = len(self.given) + 1
+        return _note(await self._given(query.strip() or self.question), first)
 
     @property
     def found_nothing(self) -> bool:
@@ -139,12 +184,13 @@ class KnowledgeTool:
         return self.calls > 0 and not self.given
 
     def use(self, *, tools_ran: bool) -> KnowledgeUse | None:
-        """What the run used, once it ended (``None``: its model never called the tool); ``tools_ran``: an MCP tool
-        of the run answered."""
-        if not self.calls:
+        """What the run used, once it ended (``None``: nothing was searched); ``tools_ran``: an MCP tool of the run
+        answered. A run whose model did not call the tool answered from its tools or its own words, the passages
+        given before beside them: it is never made to say it does not know."""
+        if not self.searched:
             return None
         retrieved = Retrieved(tuple(self.considered), self.min_score)
-        return KnowledgeUse(retrieved, self.question, tools_ran, tuple(self.given))
+        return KnowledgeUse(retrieved, self.question, tools_ran or not self.calls, tuple(self.given))
 
 
 def knowledge_tags(profile: ProfileSpec, specialist: SpecialistSpec) -> tuple[str, ...] | None:
@@ -173,11 +219,37 @@ async def knowledge_prepared(
         return None, None
     min_score = profile.knowledge.min_score
     if tools_offered and not specialist.knowledge.with_tools:
-        return None, KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text)
+        tool = KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text)
+        return await tool.before(), tool
     retrieved = await sync_to_async(knowledge_retrieve)(
         profile_pk=profile.pk, tenant_pk=tenant_pk, query=text, language=language, tags=tags, min_score=min_score
     )
     return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
+
+
+async def knowledge_answers(
+    *, profile: ProfileSpec, held: bool, tenant_pk: int | None, text: str, language: str
+) -> bool:
+    """Whether the profile's knowledge answers ``text`` by itself: ``text`` asks a question in general
+    (:func:`agents.passages.question_in_general` or :func:`agents.passages.general_question`: "a cotação tem atraso?",
+    not "quero uma cotação", a request its goal serves), retrieval is on, and a passage reaches the bar holding at
+    least :data:`agents.passages.MIN_WORDS_HELD` of its content words (one word shared, even all of a one-word
+    question's — "qual o preço?" —, is not enough here). Goal mode asks it before it asks the customer for what a
+    goal lacks (:mod:`conversations.goals.turn`). ``held``: as for :func:`knowledge_prepared`."""
+    settings = profile.knowledge
+    if not held or not settings.retrieval or not (question_in_general(text) or general_question(text)):
+        return False
+    if small_talk_read(text) is not None:
+        return False
+    retrieved = await sync_to_async(knowledge_retrieve)(
+        profile_pk=profile.pk,
+        tenant_pk=tenant_pk,
+        query=text,
+        language=language,
+        tags=settings.tags,
+        min_score=settings.min_score,
+    )
+    return any(passage.held >= MIN_WORDS_HELD for passage in retrieved.used)
 
 
 def _searched_tags(

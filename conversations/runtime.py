@@ -505,7 +505,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = say(request.language, ERROR_ANSWER)
         outcome.error = f"{type(exc).__name__}: {exc}"
-    if knowledge is None and searches is not None:
+    if searches is not None:  # what was retrieved before the model, and what it searched itself
         knowledge = searches.use(tools_ran=bool(outcome.tool_results))
     if knowledge is not None:
         await _knowledge_settled(request, outcome, knowledge)

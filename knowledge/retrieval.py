@@ -78,16 +78,18 @@ def knowledge_retrieve(
     tags: Iterable[str],
     min_score: float,
     limit: int = RETRIEVE_LIMIT,
+    every_language: bool = True,
 ) -> Retrieved:
     """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
-    sources and its own), keeping to ``tags`` when given: those in ``language``, and when none of them reaches
-    ``min_score``, the ``limit`` best of every language after them."""
+    sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
+    and when none of them reaches ``min_score`` and ``every_language`` is on, the ``limit`` best of every language
+    after them."""
     tags = tuple(tags)
     found = knowledge_search(
         profile=profile_pk, query=query, tenant=tenant_pk, language=language or None, tags=tags, limit=limit
     )
     considered = _considered(found, query)
-    if language and not any(passage.reaches(min_score) for passage in considered):
+    if every_language and language and not any(passage.reaches(min_score) for passage in considered):
         seen = {hit.passage_id for hit in found}
         others = knowledge_search(profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit)
         considered += _considered((hit for hit in others if hit.passage_id not in seen), query)

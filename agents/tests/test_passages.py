@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from agents.passages import (
     NotedPassage,
+    content_words,
     coverage,
     general_question,
     passages_note,
     passages_read,
     question_in_general,
     relevant_sentences,
+    words_held,
 )
 
 PASSAGE = (
@@ -34,6 +36,19 @@ def test_coverage_is_the_share_of_the_questions_content_words_the_passage_holds_
     assert coverage("Qual o prazo para devolução?", "O prazo de devolucao é de 30 dias.") == 1.0
     assert coverage("Do you sell gift cards?", PASSAGE) == 1 / 3  # gift; not sell, cards
     assert coverage("ok?", PASSAGE) == 0.0
+
+
+def test_a_word_a_passage_writes_with_a_hyphen_is_held_by_a_question_that_writes_it_joined():
+    passage = "Longe do roteador o Wi-Fi fica lento. A fatura chega por e-mail."
+
+    assert words_held("o wifi está lento", passage) == (2, 2)
+    assert words_held("quero a fatura por email", passage) == (2, 2)
+
+
+def test_the_stop_words_of_the_three_languages_tell_nothing_of_what_a_question_is_about():
+    assert content_words("posso trocar depois da entrega?") == ["trocar", "entrega"]
+    assert content_words("how long until the technician comes?") == ["long", "technician", "comes"]
+    assert content_words("¿puedo cambiar algo antes del envío?") == ["cambiar", "envio"]
 
 
 def test_the_sentences_quoted_are_those_that_hold_a_word_of_the_question_else_the_first():

@@ -19,19 +19,24 @@ not be made or run stays there (``reason``, the outputs' metadata) and in the lo
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from common.events import emit_safely
 from conversations.goals.engine import answer_write, outputs_combine, plan_execute
 from conversations.goals.part import GoalTurn
+from conversations.knowledge_turn import knowledge_answers
 from conversations.turn import Turn
+from routing import snapshot as snapshots
 from routing.decide import route_decide
 from routing.goals.decide import (
     CLARIFICATION,
     GENERAL,
     LOW_CONFIDENCE,
+    MISSING_ENTITY,
     PLAN,
     SMALL_TALK,
     GoalDecision,
@@ -50,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 GOAL_ROUTE = "goal"
 GOAL_AGENT = "goal_planner"  # the answer's author in goal mode: the plan, written up by the profile's model
+DOCUMENTS_ANSWER = "The goal lacks an entity, and the profile's documents answer the message: its specialists answer."
 # The answer when a plan cannot be made or is refused before it runs, said in the turn's language.
 FAILED_PLAN_ANSWER = MESSAGES["failed_plan"]
 
@@ -79,6 +85,9 @@ async def goal_routing(turn: Turn) -> RouteDecision:
     decision = await goal_decide(
         profile=profile, text=said, goal_state=turn.stack.goal_state, language=turn.language.code
     )
+    if not waiting and await _documents_answer(turn, decision):
+        kept = turn.stack.goal_state
+        decision = replace(decision, status=GENERAL, goal_state=kept, clarification=None, reason=DOCUMENTS_ANSWER)
     turn.goal = GoalTurn(decision)
     turn.stack.goal_state = decision.goal_state
     resumed = bool(waiting) and (decision.goal_state or {}).get("pending") == waiting and not _small_talk(decision)
@@ -124,6 +133,23 @@ async def goal_routing(turn: Turn) -> RouteDecision:
         domain=read.primary_domain,
         mcp_tools=sorted(set(tools)),
         metadata={"goal_status": decision.status, "reading": dict(read.reading)},
+    )
+
+
+async def _documents_answer(turn: Turn, decision: GoalDecision) -> bool:
+    """Whether a goal that would ask for an entity it lacks leaves the message to the profile's specialists instead,
+    because the profile's documents answer it (:func:`conversations.knowledge_turn.knowledge_answers`): "as cotações
+    que vocês mostram têm atraso?" reads as a quote without its stock, and the help centre says how late they are."""
+    if decision.status != CLARIFICATION or (decision.clarification or {}).get("reason") != MISSING_ENTITY:
+        return False
+    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    profile = turn.input.profile
+    return await knowledge_answers(
+        profile=profile,
+        held=profile.pk in current.knowledge,
+        tenant_pk=turn.input.tenant_pk,
+        text=turn.guardrails.sanitized_text,
+        language=turn.language.code,
     )
 
 

@@ -178,6 +178,18 @@ def test_a_goal_missing_an_entity_asks_for_it_and_the_reply_completes_it(api, fi
     assert "VALE3.SA" in answered["answer"]
 
 
+def test_a_goal_lacking_an_entity_leaves_a_message_its_help_centre_answers_to_the_specialists(api, finance):
+    body = say(api, "a cotação tem atraso de quantos minutos?", session="fin-documents")  # a quote, but of what?
+
+    goal = body["metadata"]["goal"]
+    assert (goal["status"], goal["intent_output"]["goal"], goal["clarification"]) == ("general", "GET_QUOTE", None)
+    (citation, *_) = body["metadata"]["knowledge"]["citations"]
+    assert citation["title"] == "Horário do pregão e cotações"
+    assert "atraso de 15 minutos" in body["answer"]
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert not (conversation.goal_state or {}).get("pending")
+
+
 @pytest.mark.parametrize(
     ("side", "moved"),
     [

@@ -16,6 +16,7 @@ from common.i18n import say
 from conversations.knowledge_turn import DONT_KNOW, SOURCES
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import document_link
+from knowledge.search import PASSAGE_TABLE
 from knowledge.services import document_ingest
 from releases.versions import version_publish
 from routing.documents import profile_documents
@@ -170,12 +171,37 @@ def test_a_question_to_a_tools_specialist_that_names_none_of_the_customers_own_t
     assert "vale a partir da fatura seguinte" in body["answer"]
 
 
-def test_a_question_about_the_customers_own_bill_to_a_tools_specialist_searches_nothing(api, invoices):
+def test_a_request_to_a_tools_specialist_whose_tools_cannot_run_yet_is_answered_from_the_passage_that_answers_it(
+    api, invoices
+):
+    body = ask(api, "Quero ativar o débito automático na fatura")  # a request, not a question: no search asked
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"] == []
+    (citation,) = knowledge["citations"]
+    assert (citation["document"], citation["title"]) == (invoices, "Faturas")
+    assert "“O débito automático é ativado no aplicativo, em Pagamentos" in body["answer"]
+    assert body["answer"].endswith("Fontes: [1] Faturas")
+
+
+def test_a_request_about_the_customers_own_bill_is_not_answered_from_a_passage_sharing_half_its_words(api, invoices):
+    body = ask(api, "A minha fatura chega com valor errado")  # fatura and chega: the copy's article, half its words
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "billing_agent"
+    assert [row["score"] for row in knowledge["retrieved"] if row["used"]] == [DEFAULT_MIN_SCORE]
+    assert knowledge["citations"] == [] and "Faturas" not in body["answer"]
+    assert body["answer"] != say("pt", DONT_KNOW)
+
+
+def test_a_question_about_the_customers_own_bill_that_no_passage_answers_is_not_said_i_dont_know(api, invoices):
     for number, text in enumerate(("Quando vence a minha fatura?", "Por que a minha fatura veio tão alta?")):
         body = ask(api, text, session_id=f"own-{number}")
 
+        knowledge = body["metadata"]["knowledge"]
         assert body["agent"] == "billing_agent", text
-        assert body["metadata"]["knowledge"] is None, text
+        assert knowledge["citations"] == [] and "unknown" not in knowledge, text
         assert body["answer"] != say(body["metadata"]["language"], DONT_KNOW), text
 
 
@@ -213,7 +239,7 @@ def test_search_knowledge_numbers_its_passages_on_across_calls_and_the_answer_ci
     scripted_llm.reply_tool_call(SEARCH_KNOWLEDGE, {"query": "ativar débito automático em pagamentos"})
     scripted_llm.reply("O débito automático é ativado no aplicativo [2].")
 
-    body = ask(api, "Quero a segunda via do boleto e ativar o débito automático da fatura")
+    body = ask(api, "Duas coisas sobre a conta, por favor")  # nothing at the bar before the model: its own searches
 
     first, _, last = scripted_llm.requests
     assert SEARCH_KNOWLEDGE in [tool["function"]["name"] for tool in first["tools"]]
@@ -227,25 +253,32 @@ def test_search_knowledge_numbers_its_passages_on_across_calls_and_the_answer_ci
     assert body["answer"].endswith("Fontes: [2] Faturas")
 
 
-def test_a_question_about_a_tool_the_specialist_cannot_call_yet_searches_nothing(api, invoices):
-    with CaptureQueriesContext(connection) as queries:
-        body = ask(api, "Minha fatura veio alta")  # consultar_fatura's question; the line is not known yet
+def test_a_question_about_a_tool_the_specialist_cannot_call_yet_is_searched_and_not_said_i_dont_know(api, invoices):
+    body = ask(api, "Minha fatura veio alta")  # consultar_fatura's question; the line is not known yet
 
+    knowledge = body["metadata"]["knowledge"]
     assert body["agent"] == "billing_agent"
-    assert body["metadata"]["mcp_results"] == [] and body["metadata"]["knowledge"] is None
-    assert body["answer"] != say("pt", DONT_KNOW)
-    assert not [query for query in queries if "knowledge_knowledgepassage" in query["sql"]]
+    assert body["metadata"]["mcp_results"] == [] and knowledge["citations"] == []
+    assert knowledge["retrieved"] and not any(row["used"] for row in knowledge["retrieved"])
+    assert body["answer"] != say("pt", DONT_KNOW) and "unknown" not in knowledge
 
 
-def test_a_run_offered_tools_answers_from_its_tools_and_searches_nothing(api, help_centre):
+def test_a_question_the_model_searches_after_the_message_was_retrieved_is_not_searched_again(api, invoices):
     with CaptureQueriesContext(connection) as queries:
-        body = ask(api, "Minha fatura veio alta", context={"msisdn": "11999990000"})
+        body = ask(api, UNANSWERABLE_BILLING)  # retrieved before the model, then searched by it: the same words
+
+    assert body["answer"] == say("pt", DONT_KNOW)
+    rankings = [query for query in queries if PASSAGE_TABLE in query["sql"] and "heading" in query["sql"]]
+    assert len(rankings) == 2, "the message's language, then every language: once each"
+
+
+def test_a_run_offered_tools_answers_from_its_tools_and_cites_no_passage_that_does_not_answer(api, help_centre):
+    body = ask(api, "Minha fatura veio alta", context={"msisdn": "11999990000"})
 
     assert body["agent"] == "billing_agent"
     assert body["metadata"]["mcp_results"], "the tool was called, not replaced by the documents"
-    assert body["metadata"]["knowledge"] is None
-    searches = [query for query in queries if "knowledge_knowledgepassage" in query["sql"]]
-    assert not searches, "the routing snapshot may read the sources; nothing reads a passage"
+    assert body["metadata"]["knowledge"]["citations"] == []
+    assert body["metadata"]["knowledge"]["answered_from_knowledge"] is False
 
 
 def test_a_specialist_with_tools_that_searches_anyway_never_says_it_does_not_know(api, telecom, help_centre):
