@@ -36,6 +36,7 @@ from agents.passages import (
     MIN_WORDS_HELD,
     NotedPassage,
     general_question,
+    names_own,
     passages_note,
     question_in_general,
     relevant_sentences,
@@ -220,7 +221,11 @@ async def knowledge_prepared(
     min_score = profile.knowledge.min_score
     if tools_offered and not specialist.knowledge.with_tools:
         tool = KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text)
-        return await tool.before(), tool
+        # A request about the customer's own things (their bill, their order) is its tools' to answer: retrieved
+        # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
+        # specialist's messages. Its model may still search.
+        own_request = names_own(text) and not general_question(text)
+        return (None if own_request else await tool.before()), tool
     retrieved = await sync_to_async(knowledge_retrieve)(
         profile_pk=profile.pk, tenant_pk=tenant_pk, query=text, language=language, tags=tags, min_score=min_score
     )
