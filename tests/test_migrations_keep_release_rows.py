@@ -9,7 +9,6 @@ and the field history written about a plan still names it.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from functools import reduce
 
 import pytest
@@ -30,6 +29,7 @@ from releases.models import (
     RolloutPlan,
     RoutingTestCase,
 )
+from tests.migration_moves import assert_foreign_keys_declared, contents, migrate_to_latest, row_maker
 
 BEFORE_THE_MOVE = {"routing": "0045_conversation_test_runs"}
 NEW_APPS = ("releases",)
@@ -78,22 +78,9 @@ def migrate_to_before_the_move(executor: MigrationExecutor):
     return executor.loader.project_state([*BEFORE_THE_MOVE.items(), *others]).apps
 
 
-def migrate_to_latest(executor: MigrationExecutor) -> None:
-    """Apply every migration (the state every other test expects)."""
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
-    executor.loader.build_graph()
-    ContentType.objects.clear_cache()
-
-
 def populate(apps) -> dict[str, list[int]]:
     """A profile with two versions, saved tests, a run, a running plan with its decisions, and a request."""
-    made: dict[str, list[int]] = defaultdict(list)
-
-    def add(label: str, **fields):
-        row = apps.get_model(label).objects.create(**fields)
-        made[label].append(row.pk)
-        return row
+    add, made = row_maker(apps)
 
     profile = add("agents.AgentProfile", agent_id="keep_release_rows", name="Keep release rows")
     editor = add(settings.AUTH_USER_MODEL, username="requester", password="!")
@@ -146,14 +133,6 @@ def grant_and_record(apps, plan_id: int) -> tuple[int, int, dict[str, int], int]
     return group.pk, user.pk, {model: content_type.pk for model, content_type in content_types.items()}, entry.pk
 
 
-def contents(model_of) -> dict[str, list[tuple]]:
-    """Every row of every table of ``ROWS``: its id and compared columns, read through ``model_of(label)``."""
-    return {
-        label: list(model_of(label).objects.order_by("pk").values_list("pk", *columns))
-        for label, (_, columns) in ROWS.items()
-    }
-
-
 def assert_relations_resolve(made: dict[str, list[int]]) -> None:
     for label, paths in RELATIONS.items():
         rows = list(ROWS[label][0].objects.filter(pk__in=made[label]))
@@ -163,17 +142,6 @@ def assert_relations_resolve(made: dict[str, list[int]]) -> None:
                 if label == "routing.ReleaseRequest" and row.kind == "publish" and path != "profile":
                     continue  # a publish request names no plan, no version and (here) nobody
                 assert reduce(getattr, path.split("__"), row) is not None, f"{label} {row.pk}: {path} is lost"
-
-
-def assert_foreign_keys_are_postgresql_constraints() -> None:
-    with connection.cursor() as cursor:
-        for model, _ in ROWS.values():
-            constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
-            declared = {(tuple(c["columns"]), c["foreign_key"]) for c in constraints.values() if c["foreign_key"]}
-            for field in model._meta.concrete_fields:
-                if field.many_to_one:
-                    target = (field.related_model._meta.db_table, field.target_field.column)
-                    assert ((field.column,), target) in declared, f"{model.__name__}.{field.name} lost its constraint"
 
 
 def assert_content_types_followed(group_id: int, user_id: int, content_type_ids: dict[str, int], entry_id: int):
@@ -200,13 +168,13 @@ def test_a_database_filled_before_the_release_models_moved_keeps_their_rows_keys
         old_apps = migrate_to_before_the_move(executor)
         made = populate(old_apps)
         group_id, user_id, content_type_ids, entry_id = grant_and_record(old_apps, made["routing.RolloutPlan"][0])
-        before = contents(old_apps.get_model)
+        before = contents(ROWS, old_apps.get_model)
 
         migrate_to_latest(executor)
 
-        assert contents(lambda label: ROWS[label][0]) == before  # the same rows, ids and values
+        assert contents(ROWS, lambda label: ROWS[label][0]) == before  # the same rows, ids and values
         assert_relations_resolve(made)
-        assert_foreign_keys_are_postgresql_constraints()
+        assert_foreign_keys_declared(ROWS)
         assert_content_types_followed(group_id, user_id, content_type_ids, entry_id)
     finally:
         migrate_to_latest(executor)  # whatever happened: later tests expect today's schema

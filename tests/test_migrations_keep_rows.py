@@ -10,7 +10,6 @@ renamed a table, or left a content type behind, this test would fail.
 from __future__ import annotations
 
 import datetime
-from collections import defaultdict
 from functools import reduce
 
 import pytest
@@ -27,6 +26,7 @@ from conversations.models import Conversation, Message, RouteDecisionRecord, Too
 from handoffs.models import Handoff
 from routing.models import RolloutTenantOverride
 from tenants.models import ApiKey, Tenant
+from tests.migration_moves import assert_foreign_keys_declared, contents, migrate_to_latest, row_maker
 
 # The leaf migrations of the apps the move touched, as they were just before it; the new apps did not exist.
 BEFORE_THE_MOVE = {
@@ -84,22 +84,9 @@ def migrate_to_before_the_move(executor: MigrationExecutor):
     return executor.loader.project_state(list(BEFORE_THE_MOVE.items())).apps
 
 
-def migrate_to_latest(executor: MigrationExecutor) -> None:
-    """Apply every migration (the state every other test expects)."""
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
-    executor.loader.build_graph()
-    ContentType.objects.clear_cache()
-
-
 def populate(apps) -> dict[str, list[int]]:
     """Two tenants with keys, conversations, messages, decisions, tool calls, handoffs, overrides and daily totals."""
-    made: dict[str, list[int]] = defaultdict(list)
-
-    def add(label: str, **fields):
-        row = apps.get_model(label).objects.create(**fields)
-        made[label].append(row.pk)
-        return row
+    add, made = row_maker(apps)
 
     profile = add("agents.AgentProfile", agent_id="keep_rows", name="Keep rows")
     billing = add("agents.Specialist", profile=profile, name="billing_agent").name
@@ -150,14 +137,6 @@ def grant_view_permissions(apps) -> tuple[int, int, dict[tuple[str, str], int]]:
     return group.pk, user.pk, {key: content_type.pk for key, content_type in content_types.items()}
 
 
-def contents(model_of) -> dict[str, list[tuple]]:
-    """Every row of every table of ``ROWS``: its id and compared columns, read through ``model_of(label)``."""
-    return {
-        label: list(model_of(label).objects.order_by("pk").values_list("pk", *columns))
-        for label, (_, columns) in ROWS.items()
-    }
-
-
 def assert_relations_resolve(made: dict[str, list[int]]) -> None:
     """Each row made before the move reaches its tenant, profile, conversation and message through today's models."""
     for label, paths in RELATIONS.items():
@@ -172,14 +151,7 @@ def assert_relations_resolve(made: dict[str, list[int]]) -> None:
 
 def assert_foreign_keys_are_postgresql_constraints() -> None:
     """Each foreign key of the current models is a constraint on the right column and table, and is enforced."""
-    with connection.cursor() as cursor:
-        for model, _ in ROWS.values():
-            constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
-            declared = {(tuple(c["columns"]), c["foreign_key"]) for c in constraints.values() if c["foreign_key"]}
-            for field in model._meta.concrete_fields:
-                if field.many_to_one:
-                    target = (field.related_model._meta.db_table, field.target_field.column)
-                    assert ((field.column,), target) in declared, f"{model.__name__}.{field.name} lost its constraint"
+    assert_foreign_keys_declared(ROWS)
     with pytest.raises(IntegrityError), transaction.atomic():  # checked at commit: Django's constraints are deferred
         Message.objects.create(conversation_id=10**12, role="user", content="a message of no conversation")
 
@@ -215,11 +187,11 @@ def test_a_database_filled_before_the_move_keeps_its_rows_keys_and_permissions_a
         group_id, user_id, content_type_ids = grant_view_permissions(old_apps)
         group = old_apps.get_model("auth", "Group").objects.get(pk=group_id)
         permission_ids = set(group.permissions.values_list("pk", flat=True))
-        before = contents(old_apps.get_model)
+        before = contents(ROWS, old_apps.get_model)
 
         migrate_to_latest(executor)
 
-        assert contents(lambda label: ROWS[label][0]) == before  # the same rows, ids and values
+        assert contents(ROWS, lambda label: ROWS[label][0]) == before  # the same rows, ids and values
         assert_relations_resolve(made)
         assert_foreign_keys_are_postgresql_constraints()
         assert_permissions_followed(group_id, user_id, content_type_ids, permission_ids)
