@@ -13,6 +13,7 @@ from django.urls import include, path
 urlpatterns = [
     path("api/", include("chat.urls")),
     path("v1/", include("chat.openai.urls")),
+    path("admin/routing/", include("releases.moved_urls")),  # the release models' pages from before they moved
     path("admin/", admin.site.urls),
     path("", include("analytics.urls")),  # the dashboard at analytics/, its API at api/analytics/
     path("chat/", include("chat.page_urls")),
