@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, NamedTuple
 
-import orjson
 from django.db import connection
 
 from common.infra.statements import statement_cursor
@@ -31,9 +30,12 @@ class HistoryEntry(NamedTuple):
     message_id: int | None = None  # the stored message's id (None: not one of this database's rows)
 
 
-def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, limit: int) -> tuple[HistoryEntry, ...]:
+def conversation_history(
+    conversation_pk: int, *, ended_at: dt.datetime | None, limit: int, between: tuple[int, int] | None = None
+) -> tuple[HistoryEntry, ...]:
     """The conversation's last ``limit`` user and assistant messages (and people's replies: the desk's), oldest first,
-    as :class:`HistoryEntry`.
+    as :class:`HistoryEntry`; with ``between``, of those whose ids lie strictly between its two (what left the
+    window since the summary was written, :mod:`conversations.memory.summary`).
 
     A session ended through the API (``ended_at``) starts afresh: earlier messages stay stored but out of the
     model's view. Written as SQL, as the ticket's take is: it runs on every message (docs/benchmarks.md).
@@ -44,6 +46,9 @@ def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, 
     if ended_at is not None:
         since = " AND created_at > %s"
         params.append(connection.ops.adapt_datetimefield_value(ended_at))
+    if between is not None:
+        since += " AND id > %s AND id < %s"
+        params += between
     statement = (
         f"SELECT role, content, id FROM {table} WHERE conversation_id = %s AND role IN (%s, %s, %s){since}"  # noqa: S608  # the model's table; values are parameters
         " ORDER BY created_at DESC, id DESC LIMIT %s"
@@ -55,7 +60,7 @@ def conversation_history(conversation_pk: int, *, ended_at: dt.datetime | None, 
 
 
 def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | None:
-    """``(sql, params)`` of the conversation's history (as :func:`conversation_history` reads it) as one JSON text, for
+    """``(sql, params)`` of the conversation's history (as :func:`conversation_history` reads it) as one JSON array, for
     a statement over the conversation's row (``conversation``: its table, quoted): how the ticket's statement brings
     the history along (:func:`conversations.ordering.ticket_take`). ``None`` where the database has no JSON
     aggregate of the kind (SQLite, the quick start: the history is then read on its own)."""
@@ -63,7 +68,7 @@ def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | No
         return None
     table = connection.ops.quote_name(Message._meta.db_table)
     sql = (
-        "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id)::text FROM "  # noqa: S608  # the model's names; values are parameters
+        "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id) FROM "  # noqa: S608  # the model's names; values are parameters
         f"(SELECT role, content, id, created_at FROM {table} WHERE conversation_id = {conversation}.id"
         f" AND role IN (%s, %s, %s) AND ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
         " ORDER BY created_at DESC, id DESC LIMIT %s) h)"
@@ -71,6 +76,6 @@ def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | No
     return sql, [*HISTORY_ROLES, limit]
 
 
-def history_parse(read: str | None) -> tuple[HistoryEntry, ...]:
-    """The history :func:`history_read` brought, oldest first."""
-    return tuple(HistoryEntry(role, content, pk) for role, content, pk in orjson.loads(read)) if read else ()
+def history_parse(read: list[Any] | None) -> tuple[HistoryEntry, ...]:
+    """The history :func:`history_read` brought (decoded), oldest first."""
+    return tuple(HistoryEntry(role, content, pk) for role, content, pk in read or ())

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import replace
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -28,6 +29,7 @@ from conversations.desk.escalations import (
 )
 from conversations.guardrails import identifier_pseudonym
 from conversations.history import conversation_history, history_parse, history_read
+from conversations.memory.facts import facts_parse, facts_read
 from conversations.memory.part import memory_read
 from conversations.memory.stage import memory_persist
 from conversations.models import (
@@ -88,9 +90,7 @@ def turn_start(turn: Turn) -> bool:
             conversation_key=data.conversation_key,
             defaults=conversation_defaults(data),
             new=data.session_new,
-            and_read=history_read(
-                conversation=ordering.conversation_table(), limit=settings.CONVERSATION_HISTORY_LIMIT
-            ),
+            and_read=conversation_read(data),
         )
         if state is not None:
             try:
@@ -103,6 +103,17 @@ def turn_start(turn: Turn) -> bool:
     finally:
         if not connection.in_atomic_block:
             connection.close()
+
+
+def conversation_read(data: TurnInput) -> tuple[str, list[Any]] | None:
+    """``(sql, params)`` of what the ticket's statement brings along when the turn may run at once (PostgreSQL): the
+    conversation's recent history and the customer's facts, one JSON array of the two; ``None`` where the database
+    has no JSON aggregate of the kind (then :func:`conversation_load` reads them on their own)."""
+    history = history_read(conversation=ordering.conversation_table(), limit=settings.CONVERSATION_HISTORY_LIMIT)
+    if history is None:
+        return None
+    facts = facts_read(tenant_id=data.tenant_pk, user_id=stored_user_id(data)) or ("NULL", [])
+    return f"json_build_array({history[0]}, {facts[0]})::text", [*history[1], *facts[1]]
 
 
 def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
@@ -139,13 +150,18 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
             held_load(turn, state["escalation_id"])
         rollout_serve(turn)
-        turn.memory = memory_read(tenant_id=turn.input.tenant_pk, user_id=stored_user_id(turn.input), state=state)
-        if ordering.READ in state:  # the ticket's statement brought it
-            turn.history = history_parse(state[ordering.READ])
+        facts = None
+        if ordering.READ in state:  # the ticket's statement brought them (conversation_read)
+            history, facts_found = orjson.loads(state[ordering.READ])
+            turn.history = history_parse(history)
+            facts = facts_parse(facts_found)
         else:
             turn.history = conversation_history(
                 turn.store.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
             )
+        turn.memory = memory_read(
+            tenant_id=turn.input.tenant_pk, user_id=stored_user_id(turn.input), state=state, facts=facts
+        )
     finally:
         if not connection.in_atomic_block:
             connection.close()

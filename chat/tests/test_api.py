@@ -385,9 +385,9 @@ def test_a_message_reads_no_routing_configuration_from_the_database(api, telecom
 def test_the_message_path_has_a_fixed_query_budget(api, telecom, django_assert_max_num_queries):
     send(api, "Minha fatura veio alta")
     # Two statements a message (the key is cached in the process, the routing compiled in it): the ticket, one
-    # UPDATE … RETURNING that also reads the conversation's state and its history; then one statement with both
-    # messages, the decision and the conversation's update (which hands the ticket on), no transaction around it
-    # (conversations/records.py). A test transaction wraps them here, with no savepoint.
+    # UPDATE … RETURNING that also reads the conversation's state, its history and the customer's facts; then one
+    # statement with both messages, the decision and the conversation's update (which hands the ticket on), no
+    # transaction around it (conversations/records.py). A test transaction wraps them here, with no savepoint.
     with django_assert_max_num_queries(2) as captured:
         send(api, "Minha fatura veio alta de novo")
 

@@ -1,21 +1,24 @@
-"""The facts remembered about one end user of one tenant: kept, read (through the cache), matched and forgotten.
+"""The facts remembered about one end user of one tenant: kept, read, matched and forgotten.
 
 Every read names the tenant and the user id as the conversations keep it (a keyed pseudonym when the id is personal
-data): another tenant's customer with the same id reads nothing. The facts of a customer are cached whole
-(``FACTS_CACHE_SECONDS``; a customer with none is cached as none), so a turn reads no row when nothing changed; every
-write drops the entry once it commits. A rehearsed turn (a conversation test's, :mod:`common.rehearsal`) caches
-nothing: what it reads may be its own writes, which are rolled back, and the cache would give them to the next test
-and to the tenant's customer of the same id.
+data): another tenant's customer with the same id reads nothing. On PostgreSQL a turn reads them in the statement
+that takes its ticket (:func:`facts_read`, :func:`facts_parse`): no round trip and no cache of its own. Elsewhere
+(SQLite, a turn that waited for its ticket, the desk) they are read through the cache (:func:`facts_of`), cached
+whole (``FACTS_CACHE_SECONDS``; a customer with none is cached as none), so a read finds no row to fetch when nothing
+changed; every write drops the entry once it commits. A rehearsed turn (a conversation test's,
+:mod:`common.rehearsal`) caches nothing: what it reads may be its own writes, which are rolled back, and the cache
+would give them to the next test and to the tenant's customer of the same id.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -72,8 +75,36 @@ def facts_of(*, tenant_id: int, user_id: str, now: dt.datetime | None = None) ->
         ]
         if rehearsal_current() is None:  # a rehearsal reads its own facts, which its rollback takes away
             cache.set(key, cached, FACTS_CACHE_SECONDS)
+    return _unexpired((Fact(*row) for row in cached), now)
+
+
+def facts_read(*, tenant_id: int, user_id: str) -> tuple[str, list[Any]] | None:
+    """``(sql, params)`` of the customer's facts as one JSON array (``null`` for none), for a statement the turn
+    sends anyway (the ticket's, :mod:`conversations.turn_store`): what :func:`facts_of` reads, fresh, with no trip of
+    its own. ``None`` where the database has no JSON aggregate of the kind (SQLite) or the customer is anonymous."""
+    if connection.vendor != "postgresql" or not user_id:
+        return None
+    table = connection.ops.quote_name(CustomerFact._meta.db_table)
+    sql = (
+        "(SELECT json_agg(json_build_array(id, text, agent, created_at, expires_at) ORDER BY created_at, id) "  # noqa: S608  # the model's table; values are parameters
+        f"FROM {table} WHERE tenant_id = %s AND user_id = %s)"
+    )
+    return sql, [tenant_id, user_id]
+
+
+def facts_parse(read: list[Any] | None, now: dt.datetime | None = None) -> tuple[Fact, ...]:
+    """The facts :func:`facts_read` brought that have not expired, oldest first."""
+    timestamp = dt.datetime.fromisoformat
+    facts = (
+        Fact(pk, text, agent, timestamp(created), timestamp(expires) if expires else None)
+        for pk, text, agent, created, expires in read or ()
+    )
+    return _unexpired(facts, now)
+
+
+def _unexpired(facts: Iterable[Fact], now: dt.datetime | None) -> tuple[Fact, ...]:
     now = now or timezone.now()
-    return tuple(Fact(*row) for row in cached if row[4] is None or row[4] > now)
+    return tuple(fact for fact in facts if fact.expires_at is None or fact.expires_at > now)
 
 
 def facts_given(facts: tuple[Fact, ...], *, agent: str, shared: bool) -> tuple[Fact, ...]:

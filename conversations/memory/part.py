@@ -84,12 +84,15 @@ class TurnMemory:
         }
 
 
-def memory_read(*, tenant_id: int, user_id: str, state: dict[str, Any]) -> TurnMemory:
-    """Memory as the turn finds it: the customer's facts (:func:`.facts.facts_of`: a cache read) and the summary
-    columns of the conversation's ``state`` (:data:`conversations.ordering.STATE_COLUMNS`)."""
+def memory_read(
+    *, tenant_id: int, user_id: str, state: dict[str, Any], facts: tuple[Fact, ...] | None = None
+) -> TurnMemory:
+    """Memory as the turn finds it: the customer's ``facts`` where the turn's statement brought them, else
+    :func:`.facts.facts_of`'s (a cache read), and the summary columns of the conversation's ``state``
+    (:data:`conversations.ordering.STATE_COLUMNS`)."""
     return TurnMemory(
         user_id=user_id,
-        facts=facts_of(tenant_id=tenant_id, user_id=user_id),
+        facts=facts_of(tenant_id=tenant_id, user_id=user_id) if facts is None else facts,
         summary=state.get("memory_summary") or "",
         summary_through=state.get("memory_summary_through") or 0,
         summary_at_count=state.get("memory_summary_at_count") or 0,

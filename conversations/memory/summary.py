@@ -37,8 +37,7 @@ from agents.remember_tool import FACT_MAX_CHARS, preference_stated
 from agents.usage import KIND_MEMORY, usage_record
 from common.infra import tracing
 from common.text import normalize
-from conversations.history import HISTORY_ROLES, HistoryEntry
-from conversations.models import Message
+from conversations.history import HistoryEntry, conversation_history
 
 SUMMARY_EVERY = 10  # messages stored between two summaries
 SUMMARY_READ_MAX = 60  # messages read for one summary (the newest of those that left the window)
@@ -95,17 +94,11 @@ def messages_left_window(
 ) -> tuple[HistoryEntry, ...]:
     """The conversation's history messages with ids between ``after`` and ``before`` (the window's first), since the
     session last ended: at most the newest :data:`SUMMARY_READ_MAX`, oldest first."""
-    rows = Message.objects.filter(
-        conversation_id=conversation_pk, role__in=HISTORY_ROLES, id__gt=after, id__lt=before
-    ).order_by("-id")
-    if ended_at is not None:
-        rows = rows.filter(created_at__gt=ended_at)
     try:
-        read = list(rows.values_list("role", "content", "id")[:SUMMARY_READ_MAX])
+        return conversation_history(conversation_pk, ended_at=ended_at, limit=SUMMARY_READ_MAX, between=(after, before))
     finally:
         if not connection.in_atomic_block:
             connection.close()
-    return tuple(HistoryEntry(role, content, pk) for role, content, pk in reversed(read))
 
 
 def _first_sentence(text: str) -> str:
