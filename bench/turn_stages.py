@@ -107,6 +107,7 @@ STAGES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("goal mode (reading, plan, engine)", "conversations/goals/records.py", None),
     ("other routing", "routing/decide.py", None),
     ("other routing", "conversations/graph.py", frozenset({"routing_decision"})),
+    ("other routing", "conversations/backend_turn.py", None),
     ("MCP tool calls", "agents/mcp.py", None),
     ("MCP tool calls", "agents/mcp_wire.py", None),
     ("specialist and model", "conversations/runtime.py", None),

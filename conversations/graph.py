@@ -17,6 +17,10 @@ back (``end_specialist_sub_conversation``) — each move checked by loop safety
 (:mod:`handoffs.safety`) and recorded in ``agent_handoffs``. The database edges are
 :mod:`conversations.turn_store`'s.
 
+Before the profile's routing, the turn's stages (:mod:`conversations.stages`) may claim the message — memory's
+command, the reply to a permission question, a remote backend's question answered, goal mode — and they settle and
+write their own rows around ``persist``.
+
 People in the loop (docs/desk.md): the routing (the customer asks for a person, an intent people answer), a
 specialist (``request_human``) or the profile's rules read by the ``escalation`` node hand the conversation to a
 person: the turn stores the escalation with its answer — the customer's place in line — and a ``human`` handoff.
@@ -53,7 +57,6 @@ from agents.generation import (
 )
 from agents.llm import ERROR_ANSWER, judge_asker
 from agents.mcp import AttachmentScope, attachments_for
-from agents.permission_notes import permission_note
 from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
 from common.i18n import language_known, say
@@ -62,6 +65,7 @@ from common.infra.bus import publish_event
 from common.sizes import limit_hit, text_cut
 from conversations import ordering
 from conversations.answer_limit import answer_cut_recorded, answer_stream_bounded
+from conversations.backend_turn import backend_move
 from conversations.chain import (
     BACKEND_UNAVAILABLE_ANSWER,
     NO_SPECIALIST_ANSWER,
@@ -88,30 +92,28 @@ from conversations.escalation import (
     notice,
     summary_for_person,
 )
-from conversations.gateway import gateway_note, handoff_summary
-from conversations.goals.turn import GENERAL, goal_answer, goal_routing
+from conversations.gateway import gateway_note
+from conversations.goals.turn import GENERAL, goal_answer
 from conversations.guardrails import (
     run_input_guardrails,
     run_output_guardrails,
 )
 from conversations.judges import NOTE, REPLACE, REVIEW_FALLBACK_ANSWER, judge_answer, review_decision, review_note
 from conversations.language import language_decide
-from conversations.memory.stage import memory_begin, memory_settle
 from conversations.models import (
     Escalation,
     EscalationReason,
     EscalationStatus,
 )
-from conversations.permissions import DENIED, GRANTED, permission_reply
 from conversations.stack_turn import (
     answer_lines,
     delegation_kept,
     fixed_answer,
     frames_asked,
-    permission_bound,
     stack_route,
     stack_state,
 )
+from conversations.stages import stages_claim, stages_settle, stages_stored
 from conversations.supervisor import (
     MAX_REVIEW_ROUNDS,
     STATUS_OK,
@@ -129,20 +131,16 @@ from conversations.turn import (
 )
 from conversations.turn_store import (
     conversation_load,
-    recent_paths,
     ticket_abandon_taken,
     turn_observe_metrics,
     turn_persist,
     turn_start,
 )
-from handoffs.models import PERSON, HandoffKind, HandoffStatus
-from handoffs.safety import move_check, stop_summary
-from handoffs.services import Move
+from handoffs.models import PERSON, HandoffStatus
+from handoffs.safety import stop_summary
 from routing import snapshot as snapshots
 from routing.decide import delegation_active
 from routing.goals.planner import FAILURE as GOAL_FAILED
-from routing.repairs import CANCEL, skips_the_question
-from routing.replies import NO, Reply
 from routing.router import PlanStep, RouteDecision
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec
@@ -208,9 +206,7 @@ async def routing_decision(turn: Turn) -> None:
     if turn.guardrails.blocked:
         return
     profile = turn.input.profile
-    turn.decision = memory_begin(turn) or _permission_decision(turn) or _backend_answer_decision(turn)
-    if turn.decision is None and turn.mode == "goal":
-        turn.decision = await goal_routing(turn)
+    turn.decision = await stages_claim(turn)
     if turn.decision is None:
         turn.decision = await stack_route(turn)
         if turn.decision.method in ("coordinator", "sub_conversation"):
@@ -243,7 +239,7 @@ async def routing_decision(turn: Turn) -> None:
         and profile.backends
         and (turn.agent in profile.backends or turn.route.active_agent in profile.backends)
     ):
-        await _backend_move(turn)
+        await backend_move(turn)
     await emit_safely(
         turn.input.emit,
         "route",
@@ -279,96 +275,6 @@ def escalation_team(profile: ProfileSpec, decision: RouteDecision) -> str:
         if spec is not None and spec.escalate_to:
             return spec.escalate_to
     return ""
-
-
-async def _backend_move(turn: Turn) -> None:
-    """The answering side changes to, from or between remote backends: a ``backend_handoff`` with the decision's
-    reason and a short summary of the conversation, checked by loop safety as agents' handoffs are (the
-    conversation's recent backend moves count as its handoff paths); a local specialist taking the conversation
-    back gets the summary as a system note (a backend gets it in ``context.gateway``)."""
-    decision, limits = turn.decision, turn.input.profile.loop_safety
-    assert decision is not None
-    source, target = turn.route.active_agent, decision.agent
-    summary = handoff_summary(turn.history)
-    if turn.store.recent_paths is None:
-        turn.store.recent_paths = await sync_to_async(recent_paths)(turn.store.conversation_pk, limits.window)
-    stop = move_check(
-        chain=[source],
-        target=target,
-        moves_this_turn=0,
-        recent_paths=turn.store.recent_paths,
-        steps_left=1,
-        max_handoffs=limits.max_handoffs_per_turn,
-        block_ping_pong=limits.block_ping_pong,
-        window=limits.window,
-        max_repeats=limits.max_repeats,
-    )
-    status = HandoffStatus.STOPPED if stop else HandoffStatus.COMPLETED
-    turn.backend.move = Move(source, target, HandoffKind.BACKEND, status, decision.reason, summary, outcome=stop or "")
-    if stop is None and target not in turn.input.profile.backends:
-        turn.chain.notes.append(
-            f"[SYSTEM_NOTE: the backend {source} handed this conversation back to you. Summary: {summary}]"
-        )
-
-
-def _backend_answer_decision(turn: Turn) -> RouteDecision | None:
-    """The message answers the active remote backend's question (its task waits for input,
-    :attr:`TurnBackend.task`): it goes to that backend, which continues its task; the conversation stays there."""
-    backend = turn.route.active_agent
-    if not turn.backend.task or backend not in turn.input.profile.backends:
-        return None
-    return RouteDecision(
-        route=backend,
-        agent=backend,
-        intent=turn.route.active_intent,
-        confidence=1.0,
-        reason=f"{backend} asked the customer a question; this message answers it",
-        method="state",
-        keeps_conversation=True,
-    )
-
-
-def _permission_decision(turn: Turn) -> RouteDecision | None:
-    """A reply to the permission question goes back to the specialist that asked, granted or denied; it is recorded
-    as ``metadata["reply"]`` and its words move nothing (:attr:`TurnStack.reply`).
-
-    Any other message is routed with the conversation's frames (:mod:`conversations.stack_turn`): a side question
-    keeps the request waiting and asks again after its answer; a new request to the same specialist drops it.
-    """
-    pending = turn.stack.pending_permission
-    if not pending:
-        return None
-    repair = turn.input.profile.repair_words.read(turn.guardrails.sanitized_text)
-    if repair is not None and repair.pattern == CANCEL:
-        return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
-    said = turn.guardrails.sanitized_text
-    reading = turn.input.profile.reply_words.read_past_fillers(said)
-    skipped = skips_the_question(repair, reading, said)  # passed as a no is: the tool does not run
-    reply = DENIED if skipped else permission_reply(reading)
-    if reply is None:
-        return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
-    turn.stack.pending_permission = None
-    turn.stack.step = permission_bound(turn, pending, repair=repair if skipped else None)
-    if skipped and repair is not None:
-        reading = Reply(NO, repair.phrase, "")
-    turn.stack.reply = reading
-    tool = pending["tool"]
-    if reply == GRANTED and tool not in turn.stack.granted:
-        turn.stack.granted.append(tool)
-    turn.stack.permission = {"tool": tool, "reply": reply}
-    turn.chain.context = {**pending.get("context", {}), **turn.input.context}
-    turn.chain.notes.append(permission_note(tool, granted=reply == GRANTED))
-    tools = [name for name in pending.get("mcp_tools", []) if reply == GRANTED or name != tool]
-    return RouteDecision(
-        route=pending["agent"],
-        agent=pending["agent"],
-        intent=pending.get("intent", ""),
-        confidence=1.0,
-        reason=f"Reply to the permission question: the user {reply} {tool}.",
-        method="permission",
-        mcp_tools=tools,
-        metadata={"permission": turn.stack.permission, "reply": reading.as_metadata()},
-    )
 
 
 async def specialist(turn: Turn) -> None:
@@ -734,8 +640,8 @@ def _answer_as_asked(turn: Turn) -> None:
 
 async def persist(turn: Turn) -> None:
     _answer_as_asked(turn)
-    await memory_settle(turn)
-    turn.store.conversation_pk = await sync_to_async(turn_persist)(turn)
+    await stages_settle(turn)
+    turn.store.conversation_pk = await sync_to_async(turn_persist)(turn, stored=stages_stored)
     turn_events_publish(turn)
 
 

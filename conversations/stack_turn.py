@@ -17,10 +17,13 @@ from typing import Any
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
+from agents.permission_notes import permission_note
 from common.i18n import language_known
+from conversations.permissions import DENIED, GRANTED, permission_reply
 from conversations.turn import Turn
 from handoffs.models import HandoffKind
-from routing.repairs import ALREADY_TOLD, CANCEL, CORRECT, REPEAT, SKIP, Repair, marks_digression
+from routing.repairs import ALREADY_TOLD, CANCEL, CORRECT, REPEAT, SKIP, Repair, marks_digression, skips_the_question
+from routing.replies import NO, Reply
 from routing.router import RouteDecision
 from routing.stack import (
     DELEGATION,
@@ -229,3 +232,47 @@ def frames_asked(turn: Turn) -> None:
         question = question_of(turn.answer)
         if question:
             turn.stack.frames[-1] = replace(top, question=question)
+
+
+async def permission_claim(turn: Turn) -> RouteDecision | None:
+    """A reply to the permission question goes back to the specialist that asked, granted or denied (a claim of the
+    routing, :mod:`conversations.stages`); it is recorded as ``metadata["reply"]`` and its words move nothing
+    (:attr:`TurnStack.reply`).
+
+    Any other message is routed with the conversation's frames (:func:`stack_route`): a side question
+    keeps the request waiting and asks again after its answer; a new request to the same specialist drops it.
+    """
+    pending = turn.stack.pending_permission
+    if not pending:
+        return None
+    repair = turn.input.profile.repair_words.read(turn.guardrails.sanitized_text)
+    if repair is not None and repair.pattern == CANCEL:
+        return None  # "pode esquecer": the stack drops the question (conversations.stack_turn)
+    said = turn.guardrails.sanitized_text
+    reading = turn.input.profile.reply_words.read_past_fillers(said)
+    skipped = skips_the_question(repair, reading, said)  # passed as a no is: the tool does not run
+    reply = DENIED if skipped else permission_reply(reading)
+    if reply is None:
+        return None  # the stack reads it: a side question keeps the question waiting, a new request drops it
+    turn.stack.pending_permission = None
+    turn.stack.step = permission_bound(turn, pending, repair=repair if skipped else None)
+    if skipped and repair is not None:
+        reading = Reply(NO, repair.phrase, "")
+    turn.stack.reply = reading
+    tool = pending["tool"]
+    if reply == GRANTED and tool not in turn.stack.granted:
+        turn.stack.granted.append(tool)
+    turn.stack.permission = {"tool": tool, "reply": reply}
+    turn.chain.context = {**pending.get("context", {}), **turn.input.context}
+    turn.chain.notes.append(permission_note(tool, granted=reply == GRANTED))
+    tools = [name for name in pending.get("mcp_tools", []) if reply == GRANTED or name != tool]
+    return RouteDecision(
+        route=pending["agent"],
+        agent=pending["agent"],
+        intent=pending.get("intent", ""),
+        confidence=1.0,
+        reason=f"Reply to the permission question: the user {reply} {tool}.",
+        method="permission",
+        mcp_tools=tools,
+        metadata={"permission": turn.stack.permission, "reply": reading.as_metadata()},
+    )

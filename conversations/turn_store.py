@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +32,6 @@ from conversations.guardrails import identifier_pseudonym
 from conversations.history import conversation_history, history_parse, history_read
 from conversations.memory.facts import facts_parse, facts_read
 from conversations.memory.part import memory_read
-from conversations.memory.stage import memory_persist
 from conversations.models import (
     ESCALATION_OPEN,
     OPEN,
@@ -325,7 +325,7 @@ def goal_served(turn: Turn) -> str:
     return ""
 
 
-def turn_persist(turn: Turn) -> int:
+def turn_persist(turn: Turn, *, stored: Callable[[Turn], None] | None = None) -> int:
     decision = turn.decision
     backends = turn.input.profile.backends
     backend = turn.agent if turn.agent in backends else ""
@@ -375,7 +375,8 @@ def turn_persist(turn: Turn) -> int:
         turn.store.user_message_id = rows.user_message.pk
         if claim is not None:  # a request that dies before it stores its answer leaves this for its retry
             IdempotentRequest.objects.filter(pk=claim).update(turn=turn.result().recorded())
-    memory_persist(turn)
+    if stored is not None:  # the features' own writes once the rows are (conversations.stages)
+        stored(turn)
     desks_told(turn, rows.user_message)
     return turn.store.conversation_pk
 

@@ -60,6 +60,11 @@ DOCUMENTS_ANSWER = "The goal lacks an entity, and the profile's documents answer
 FAILED_PLAN_ANSWER = MESSAGES["failed_plan"]
 
 
+async def goal_claim(turn: Turn) -> RouteDecision | None:
+    """Goal mode's claim of the routing (:mod:`conversations.stages`): every message of a goal-mode profile."""
+    return await goal_routing(turn) if turn.mode == "goal" else None
+
+
 async def goal_routing(turn: Turn) -> RouteDecision:
     """The decision for a goal-mode message; sets ``turn.goal`` and the goal state the conversation keeps."""
     profile = turn.input.profile

@@ -64,10 +64,10 @@ def _answer(turn: Turn) -> str | None:
     return "\n".join([say(language, RECALLED), *(f"- {fact.text}" for fact in memory.facts)])
 
 
-def memory_begin(turn: Turn) -> RouteDecision | None:
-    """At the start of the routing: start rewriting the summary when it is due (it runs beside the turn), and read
-    the message as a memory command — then the platform answers it (the decision returned, method ``memory``: the
-    conversation's state, specialist and flows stay as they were)."""
+async def memory_begin(turn: Turn) -> RouteDecision | None:
+    """At the start of the routing (memory's claim, :mod:`conversations.stages`): start rewriting the summary when it
+    is due (it runs beside the turn), and read the message as a memory command — then the platform answers it (the
+    decision returned, method ``memory``: the conversation's state, specialist and flows stay as they were)."""
     memory = turn.memory
     window = settings.CONVERSATION_HISTORY_LIMIT
     if summary_due(

@@ -213,7 +213,7 @@ def test_a_turn_that_fails_unexpectedly_hands_the_conversation_on(tenant, teleco
     profile = snapshot.current().profiles["telecom_contas"]
     data = TurnInput(tenant_pk=tenant.pk, tenant_slug=tenant.slug, profile=profile, text="oi", session_id="boom")
 
-    def explode(turn):
+    def explode(turn, **_):
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(graph, "turn_persist", explode)
