@@ -278,6 +278,8 @@ def kept_profile(passages: int, seed: int) -> tuple[Any, bool]:
 
 def explain(profile: Any, text: str, language: str | None) -> None:
     """PostgreSQL's plan of the ranking query of one search (the query holding ``ts_rank``), run again."""
+    # A full log (9,000 queries, as after a run) keeps its length, and a capture reads the queries by their count.
+    connection.queries_log.clear()
     with CaptureQueriesContext(connection) as captured:
         knowledge_search(profile=profile, query=text, language=language)
     ranking = next(query["sql"] for query in captured.captured_queries if "ts_rank" in query["sql"])
