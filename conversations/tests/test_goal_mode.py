@@ -20,21 +20,36 @@ from releases.models import ConversationTest, RoutingTestCase
 from releases.versions import version_publish
 from routing.models import Goal
 from tests.demo_snapshot import demo_seed
-from tests.streaming import run, sse_events
+from tests.shared_rows import rows_shared
 
 AGENT_ID = "finance_assistente"
 
 
-@pytest.fixture(autouse=True)
-def finance(db, finance_mcp, monkeypatch):
-    """The demo seeded with the finance server's manifest. Autouse, so that it runs before the tests' own fixtures:
-    the seed reads the tenants' table (the publishing gate plays the conversation tests under a tenant of their own),
-    and a tenant made first (``api``'s, with its own timestamps) would give every test another starting point, so a
-    real seed of ten seconds each (tests/demo_snapshot.py) instead of the worker's recorded one."""
+def finance_seeded(monkeypatch: pytest.MonkeyPatch, finance_mcp: str) -> None:
+    """The demo seeded with the finance server's manifest (``seed_demo --sync``), its server the running one."""
     server = urlsplit(finance_mcp)
     monkeypatch.setenv("MCP_FINANCE_HOST", server.hostname)
     monkeypatch.setenv("MCP_FINANCE_PORT", str(server.port))
     demo_seed("--sync")
+
+
+@pytest.fixture(scope="module")
+def finance_demo(request, django_db_setup, django_db_blocker, finance_mcp):
+    """The finance demo seeded once for the module's tests (tests/shared_rows.py): each test sees it as seeded and
+    nothing another test wrote (its publishes and conversations are rolled back after it): one restore of the
+    worker's recorded seed (tests/demo_snapshot.py) instead of one a test. Module-scoped, so it is set up before
+    any test's own fixtures: a tenant made first (``api``'s, with its own timestamps) would give the seed another
+    starting point, so a real seed of ten seconds instead of the worker's recorded one."""
+    with (
+        pytest.MonkeyPatch.context() as monkeypatch,
+        rows_shared(request, django_db_blocker, lambda: finance_seeded(monkeypatch, finance_mcp)),
+    ):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def finance(finance_demo, db, finance_mcp):
+    """The finance server's URL, the shared demo's finance server pointed at it."""
     assert McpServer.objects.get(name="finance").endpoint == finance_mcp
     return finance_mcp
 
@@ -385,30 +400,6 @@ def test_debug_plan_names_the_field_of_bad_input(debug_api, finance):
 
     assert response.status_code == 400
     assert "payload.text" in response.content.decode()
-
-
-@pytest.mark.django_db(transaction=True)  # the ASGI request's thread must see the data
-def test_a_streaming_client_sees_the_goal_and_each_plan_step(tenant_key, finance):
-    from django.test import AsyncClient
-
-    async def stream() -> bytes:
-        client = AsyncClient()
-        response = await client.post(
-            "/api/gateway/message/stream",
-            {"channel": "api", "agent_id": AGENT_ID, "payload": {"text": "maiores altas do Brasil", "session_id": "s"}},
-            content_type="application/json",
-            headers={"Authorization": f"Bearer {tenant_key.raw}"},
-        )
-        return b"".join([chunk async for chunk in response.streaming_content])
-
-    events = sse_events(run(stream()))
-
-    names = [name for name, _ in events]
-    assert "goal" in names
-    step_events = [data for name, data in events if name == "plan_step"]
-    assert [e["status"] for e in step_events] == ["started", "success"]
-    assert step_events[0]["capability"] == "get_top_gainers"
-    assert names[-1] == "done"
 
 
 def test_routing_mode_goal_from_the_environment_serves_any_profile_with_goals(api, finance, settings):

@@ -26,7 +26,6 @@ from releases.tests.test_config_io import (
     write,
 )
 from routing.models import Capability, Goal
-from tests.demo_snapshot import demo_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -34,9 +33,8 @@ FINANCE_FILE = goals_file_name("finance")
 
 
 @pytest.fixture
-def finance(db, finance_mcp) -> McpServer:
-    """The demo, with the finance server's manifest synced into goals and capabilities."""
-    demo_seed()
+def finance(demo, finance_mcp) -> McpServer:
+    """The demo, with the finance server's manifest synced into goals and capabilities (for this test only)."""
     McpServer.objects.filter(name="finance").update(endpoint=finance_mcp)
     config_version_bump()  # QuerySet.update bypasses the invalidation signals
     call_command("sync_mcp_tools", "finance", stdout=StringIO())
@@ -45,9 +43,9 @@ def finance(db, finance_mcp) -> McpServer:
 
 
 @pytest.fixture
-def demo(db) -> None:
-    """The demo without a sync: the finance server and its tools exist, no goal yet."""
-    demo_seed()
+def demo(module_demo, db) -> None:
+    """The demo without a sync: the finance server and its tools exist, no goal yet. Seeded once for the module's
+    tests (``module_demo``): each test sees it as seeded and nothing another test imported or synced."""
 
 
 def export_to(directory: Path) -> Path:

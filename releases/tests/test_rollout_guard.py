@@ -34,7 +34,7 @@ from releases.versions import version_publish
 from routing.models import Intent, Keyword
 from routing.selectors import live_version
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 INVOICE = "Minha fatura veio alta"
 
