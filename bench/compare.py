@@ -15,6 +15,15 @@ output is kept there. The worktree is removed at the end.
 
 Both sides use the one virtual environment of this checkout: an old commit that needs a package since removed, or a
 version since changed, runs with today's — say so beside a figure where it matters.
+
+``--bench-from-head FILE`` (repeatable) copies the head's ``bench/FILE`` into the base's checkout before its runs,
+so that both sides are measured by the same benchmark: an older commit's copy may measure differently (before
+``turn_cpu.py`` froze the start-up heap after its warm-up, a full collection in a round moved its figure by up to a
+quarter). A copied benchmark must still run on the older tree; ``turn_cpu.py`` and ``turn_stages.py`` do back to
+d34cf42::
+
+    PYTHONPATH=. .venv/bin/python bench/compare.py --base d34cf42 --runs 5 --bench-from-head turn_cpu.py \
+        --bench-from-head turn_stages.py --figure 'median server CPU per message: ([0-9.]+)' -- turn_cpu.py
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -78,6 +88,15 @@ def measure(tree: Path, command: list[str], figure: re.Pattern[str], log: Path |
     return float(value[0] if isinstance(value, tuple) else value)
 
 
+def bench_copied(head: Path, base: Path, names: list[str]) -> None:
+    """The head's ``bench/NAME`` of each of ``names`` written over the base's (``--bench-from-head``)."""
+    for name in names:
+        source = head / "bench" / name
+        if not source.is_file():
+            raise SystemExit(f"--bench-from-head {name}: no such file in the head's bench/")
+        shutil.copyfile(source, base / "bench" / name)
+
+
 def load_average() -> str:
     with contextlib.suppress(OSError):
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -91,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs of each side (at least 5 for a recorded figure)")
     parser.add_argument("--figure", required=True, help="regular expression; its first group is the figure")
     parser.add_argument("--log", type=Path, help="keep each run's output in this folder")
+    parser.add_argument(
+        "--bench-from-head",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="copy the head's bench/FILE into the base's checkout (repeatable)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]: a script of bench/, its args")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -105,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         trees = {"base": stack.enter_context(checkout(args.base))}
         trees["head"] = stack.enter_context(checkout(args.head)) if args.head else ROOT
+        bench_copied(trees["head"], trees["base"], args.bench_from_head)
         for number, side in enumerate(order(args.runs), 1):
             value = measure(trees[side], command, figure, args.log, f"{number:02d}-{side}")
             figures[side].append(value)

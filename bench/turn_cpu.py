@@ -43,7 +43,11 @@ import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
 
 from bench.chat_load import AGENT_ID, TENANT, TEXTS, _manage, _postmaster_pid, process_cpu_seconds  # noqa: E402
 from bench.turn_stages import sampling, self_time_report, stages_report  # noqa: E402
-from common.infra.heap import heap_settle  # noqa: E402
+
+try:
+    from common.infra.heap import heap_settle
+except ImportError:  # an older tree (bench/compare.py --bench-from-head): the module before it moved to infra/
+    from common.heap import heap_settle  # type: ignore[no-redef]
 
 # Questions to telecom_contas that no keyword matches: the examples tier decides them (the run counts the methods).
 EXAMPLE_TEXTS = (

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from bench.compare import ROOT, main, order
+from bench.compare import ROOT, bench_copied, main, order
 
 
 def worktrees() -> str:
@@ -47,3 +47,18 @@ def test_a_benchmark_runs_in_an_older_checkout_and_in_this_one_and_the_medians_a
 def test_a_run_whose_output_lacks_the_figure_stops_the_comparison_naming_the_run(tmp_path):
     with pytest.raises(SystemExit, match="01-base: exit 0, figure not found"):
         main(["--base", "HEAD", "--runs", "1", "--figure", r"no such figure (\d+)", "--", "compare.py", "--help"])
+
+
+def test_the_heads_benchmark_files_are_copied_over_the_bases_and_a_missing_one_is_refused(tmp_path):
+    head, base = tmp_path / "head", tmp_path / "base"
+    for tree, text in ((head, "new"), (base, "old")):
+        (tree / "bench").mkdir(parents=True)
+        (tree / "bench" / "turn_cpu.py").write_text(text)
+        (tree / "bench" / "chat_load.py").write_text(text)
+
+    bench_copied(head, base, ["turn_cpu.py"])
+
+    assert (base / "bench" / "turn_cpu.py").read_text() == "new"
+    assert (base / "bench" / "chat_load.py").read_text() == "old"  # only what was named
+    with pytest.raises(SystemExit, match="no such file"):
+        bench_copied(head, base, ["nowhere.py"])
