@@ -97,6 +97,13 @@ OFFLINE_MESSAGES: dict[str, Any] = {
     "noted": gettext_lazy("I have noted it for your next conversations: \u201c{fact}\u201d."),
     "declined": gettext_lazy("As you asked, I did not use {tool}, so I could not check what it checks."),
 }
+# The offline model's answer to small talk (routing.small_talk's kinds; a request for a person is the escalation's).
+OFFLINE_SMALL_TALK: dict[str, Any] = {
+    "greeting": gettext_lazy("Hello! How can I help you?"),
+    "thanks": gettext_lazy("You're welcome! If you need anything else, just ask."),
+    "goodbye": gettext_lazy("Goodbye, and thank you for getting in touch!"),
+    "bot_question": gettext_lazy("I am the virtual assistant of this service. How can I help you?"),
+}
 
 
 @lru_cache(maxsize=8)
@@ -319,6 +326,7 @@ class ModelProvider:
         person_asked: bool = False,
         language: str = "",
         intent_tools: tuple[str, ...] = (),
+        small_talk: str = "",
     ) -> BaseChatModel:
         """A chat model for one specialist turn; ``context`` is the (masked) request context.
 
@@ -329,7 +337,9 @@ class ModelProvider:
         ``language`` is the conversation's: the offline model writes its own words in it; ``display_name`` and
         ``topic`` (the intent's subject line, ``""`` when it has none in that language) come written in it.
         ``intent_tools`` are the offered tools the winning intent lists itself, which the offline model reads to
-        tell whether a tool with no required argument is asked for.
+        tell whether a tool with no required argument is asked for. ``small_talk``: the kind of small talk the
+        message is (a greeting, thanks, a goodbye, a question about the assistant; ``""``: none), which the offline
+        model answers in kind.
         """
         raise NotImplementedError
 
@@ -373,6 +383,7 @@ class OfflineModel(ModelProvider):
         person_asked: bool = False,
         language: str = "",
         intent_tools: tuple[str, ...] = (),
+        small_talk: str = "",
     ) -> BaseChatModel:
         return OfflineChatModel(
             language=language,
@@ -385,6 +396,7 @@ class OfflineModel(ModelProvider):
             closing_words=tuple(closing_words),
             person_asked=person_asked,
             intent_tools=tuple(intent_tools),
+            small_talk=small_talk,
         )
 
 
@@ -435,6 +447,7 @@ class OfflineChatModel(BaseChatModel):
     closing_words: tuple[str, ...] = ()
     person_asked: bool = False
     intent_tools: tuple[str, ...] = ()  # the offered tools the winning intent lists itself
+    small_talk: str = ""  # the message's kind of small talk, answered in kind (OFFLINE_SMALL_TALK)
     language: str = ""  # the conversation's; "" → the message's, else OFFLINE_LANGUAGE
 
     def __repr_args__(self) -> Any:
@@ -554,6 +567,8 @@ class OfflineChatModel(BaseChatModel):
         if passages:  # extractive: the best passage's sentences that bear on the message, quoted and cited
             quote = " ".join(relevant_sentences(passages[0].text, text)).replace("”", '"')
             return AIMessage(content=f"{header} {words['documents']} “{quote}” [{passages[0].number}]")
+        if self.small_talk in OFFLINE_SMALL_TALK:  # small talk alone: answered in kind
+            return AIMessage(content=f"{header} {say(language, OFFLINE_SMALL_TALK[self.small_talk])}")
         ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in earlier)
         subject = words["subject"].format(topic=self.topic) if self.topic else ""
         parts = [
@@ -884,6 +899,7 @@ class OpenAICompatibleModel(ModelProvider):
         person_asked: bool = False,
         language: str = "",
         intent_tools: tuple[str, ...] = (),
+        small_talk: str = "",
     ) -> BaseChatModel:
         return self.client()
 

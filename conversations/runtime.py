@@ -47,7 +47,7 @@ from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.replies import NO
-from routing.router import CompiledRouter
+from routing.router import CompiledRouter, small_talk_kind
 from routing.small_talk import person_asked_in, small_talk_read
 from routing.specs import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
@@ -450,6 +450,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         person_asked=REQUEST_HUMAN in control and person_asked_in(request.text),
         language=request.language,
         intent_tools=intent_named_tools(request),
+        small_talk=small_talk_kind(request.intent),
     )
     offered = {tool.name: tool for tool in request.tools}
     knowledge, searches = await knowledge_prepared(

@@ -84,6 +84,14 @@ Method = Literal[
 
 FALLBACK_INTENT = "fallback"
 SMALL_TALK_INTENT = "small_talk:{kind}"
+
+
+def small_talk_kind(intent: str) -> str:
+    """The kind of small talk a decision's ``intent`` names (:data:`SMALL_TALK_INTENT`); ``""`` for any other."""
+    prefix = SMALL_TALK_INTENT.partition("{")[0]
+    return intent[len(prefix) :] if intent.startswith(prefix) else ""
+
+
 MULTI_INTENT = "multi_intent"
 SUPERVISOR_ROUTE = "supervisor_agent"
 

@@ -142,6 +142,21 @@ def test_closing_words_are_answered_in_the_customers_language():
     assert spanish.tool_calls[0]["args"]["message_to_coordinator"].startswith("El cliente cerró el asunto")
 
 
+def test_small_talk_alone_is_answered_in_kind_in_the_customers_language():
+    greeting = answer("oi", small_talk="greeting", language="pt")
+    assert greeting == f"Faturas e pagamentos {PT_NOTICE}: Olá! Como posso ajudar?"
+    assert answer("thanks, bye", small_talk="goodbye", language="en").endswith(
+        "(offline model): Goodbye, and thank you for getting in touch!"
+    )
+    thanks = answer("gracias", small_talk="thanks", language="es")
+    assert thanks.endswith("¡De nada! Si necesita algo más, solo avíseme.")
+    assert answer("¿eres un bot?", small_talk="bot_question", language="es").endswith(
+        "Soy el asistente virtual de este servicio. ¿En qué puedo ayudarle?"
+    )
+    # a request for a person is the escalation's; the model acknowledges it as any message
+    assert "recebi sua mensagem" in answer("quero falar com um atendente", small_talk="human_request", language="pt")
+
+
 def test_a_tools_marked_output_is_read_as_data_and_its_words_stay_quoted_as_the_tools():
     from agents.llm import tool_data
 
