@@ -7,8 +7,8 @@ setting to the spec (``profile_compile``), the YAML keys of an ``agents.yaml`` e
 ``router:`` block with their reading and writing (``releases.configio``), the fields of the admin's sections
 (``agents.admin.profiles``), the fields only operators change (:data:`agents.models.MODEL_ENDPOINT_FIELDS`), and the
 table of docs/configuration.md (held to them by ``tests/test_docs.py``). The model field itself stays in
-agents/models.py, where migrations read it; ``agents/tests/test_profile_settings.py`` holds each declaration to it and
-to the spec. Recipe: docs/recipes/add-a-profile-setting.md.
+agents/models/profiles.py, where migrations read it; ``agents/tests/test_profile_settings.py`` holds each declaration
+to it and to the spec. Recipe: docs/recipes/add-a-profile-setting.md.
 
 Pure: plain data, no app above agents.
 """
