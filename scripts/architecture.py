@@ -134,7 +134,6 @@ MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 100
 SIZE_ALLOWED: dict[str, tuple[int, str]] = {
     "analytics/selectors.py": (814, "every dashboard panel's read; owed one module per panel beside rollups.py"),
-    "releases/configio/importer.py": (832, "the import's reference checks and upserts for every kind of entity"),
     "releases/configio/parse.py": (
         1036,
         "one parser per kind of YAML file, each with its messages; owed one module per kind",
