@@ -34,6 +34,8 @@ from agents.schemas import endpoint_exported, endpoint_kept
 from agents.selectors import external_desk_refusal
 from common.config_version import config_batch
 from common.text import normalize
+from releases.configio.fields import Parsed, Patch
+from releases.configio.kinds.routing import routing_files_named
 from releases.configio.messages import (
     ERROR_CAPABILITY_DOMAIN,
     ERROR_CONFLICT,
@@ -52,7 +54,7 @@ from releases.configio.messages import (
     WARNING_COORDINATOR_UNUSED,
     WARNING_TOOL_NOT_ALLOWED,
 )
-from releases.configio.parse import Parsed, Patch, parse_source, routing_files_named
+from releases.configio.parse import parse_source
 from releases.configio.rights import rights_check
 from releases.configio.source import Node, Problems, Source, format_path, load
 from releases.configio.world import ImportReport, Plan, World

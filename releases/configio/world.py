@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-from releases.configio.parse import Parsed, Patch
+from releases.configio.fields import Parsed, Patch
 from routing.models import Capability, Goal, Intent, StatePolicy
 
 # Entity kinds in the order they are written (and reported).

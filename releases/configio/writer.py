@@ -14,7 +14,7 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist, Speciali
 from agents.schemas import expand_args_schema
 from agents.services import prompt_version_create
 from common.text import normalize
-from releases.configio.parse import Patch
+from releases.configio.fields import Patch
 from releases.configio.rights import Touch, touches
 from releases.configio.source import Node
 from releases.configio.world import ImportReport, Plan, World
