@@ -133,7 +133,6 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 100
 SIZE_ALLOWED: dict[str, tuple[int, str]] = {
-    "analytics/selectors.py": (814, "every dashboard panel's read; owed one module per panel beside rollups.py"),
     "routing/examples.py": (822, "the examples tier's index, its three engines' fit and the tier's decision"),
     "routing/goals/planner.py": (821, "goal mode's deterministic core: resolve, plan and the manifests' metadata"),
     "routing/router.py": (1021, "the compiled router: keywords, state policies and the decision order in one place"),
