@@ -5,10 +5,10 @@ From :data:`PROFILE_SETTINGS` follow the document's fields and the values versio
 are served with (``routing.documents``: ``PROFILE_FIELDS``, ``PROFILE_DEFAULTS``), the compile's passing of each plain
 setting to the spec (``profile_compile``), the YAML keys of an ``agents.yaml`` entry and of a ``routing.yaml``'s
 ``router:`` block with their reading and writing (``releases.configio``), the fields of the admin's sections
-(``agents.admin``), the fields only operators change (:data:`agents.models.MODEL_ENDPOINT_FIELDS`), and the table of
-docs/configuration.md (held to them by ``tests/test_docs.py``). The model field itself stays in agents/models.py,
-where migrations read it; ``agents/tests/test_profile_settings.py`` holds each declaration to it and to the spec.
-Recipe: docs/recipes/add-a-profile-setting.md.
+(``agents.admin.profiles``), the fields only operators change (:data:`agents.models.MODEL_ENDPOINT_FIELDS`), and the
+table of docs/configuration.md (held to them by ``tests/test_docs.py``). The model field itself stays in
+agents/models/profiles.py, where migrations read it; ``agents/tests/test_profile_settings.py`` holds each declaration
+to it and to the spec. Recipe: docs/recipes/add-a-profile-setting.md.
 
 Pure: plain data, no app above agents.
 """

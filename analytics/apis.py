@@ -15,7 +15,7 @@ from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analytics import selectors
+from analytics import goals, selectors
 from analytics.filters import (
     BUCKETS,
     COHORT_CHOICES,
@@ -563,7 +563,7 @@ class GoalsApi(AnalyticsApi):
         responses={200: GOALS_RESPONSE, **ERRORS},
     )
     def get(self, request):
-        return Response(selectors.goal_analytics(**self.filters(request).selector_kwargs()))
+        return Response(goals.goal_analytics(**self.filters(request).selector_kwargs()))
 
 
 class UsageApi(AnalyticsApi):

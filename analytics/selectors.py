@@ -11,9 +11,9 @@ Every selector takes the same keyword-only filters and returns plain dicts and l
 The window's closed days are read from the daily totals and the rest (today) from the rows themselves
 (:mod:`analytics.rollups`); either way the rows are grouped in SQL and Python only adds up grouped rows,
 whose number is bounded by days, agents, kinds, statuses, methods or tools — never by the number of
-handoffs or messages. The goal-mode figures (one row per goal-mode answer and per plan step, far fewer than
-messages) are read from their rows over the same window, on indexes that lead with the window and hold every
-column read (``conversations.models.GoalRun``).
+handoffs or messages. The goal-mode figures (:mod:`analytics.goals`: one row per goal-mode answer and per plan step,
+far fewer than messages) are read from their rows over the same window, on indexes that lead with the window and
+hold every column read (``conversations.models.GoalRun``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any, TypedDict, TypeVar
 
-from django.db.models import Count, Model, QuerySet, Sum
+from django.db.models import Count, Model, QuerySet
 from django.db.models.functions import Trunc
 
 from agents.models import AgentProfile
@@ -36,16 +36,16 @@ from analytics.rollups import (
     day_start,
     fact_rows,
     histogram_percentile,
-    latency_bucket,
     slice_where,
 )
 from analytics.services import window_open
 from common.language import LANGUAGES
-from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, MessageRole, ToolCallStatus
+from conversations.models import MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
 from tenants.selectors import TenantScope, tenant_scope_where
 
 M = TypeVar("M", bound=Model)
+
 
 # What counts as a handoff: a move of the conversation that happened — between agents, or to, from or between remote
 # backends (a backend move is recorded in place of the routing handoff it is). Returns end a delegation (they are the
@@ -57,25 +57,39 @@ COUNTED_KINDS: tuple[str, ...] = (
     HandoffKind.DELEGATION,
     HandoffKind.BACKEND,
 )
+
+
 COHORTS: tuple[str, ...] = ("multi_agent", "single_agent")
+
+
 # Shown even when nothing was routed that way, so that the mix reads the same from one window to the next.
 CORE_METHODS: tuple[str, ...] = ("state", "keyword", "examples", "llm", "fallback")
+
+
 FALLBACK_METHOD = "fallback"
+
+
 # A call waiting for the user's permission is not an error (tool_call_stats counts it apart).
 TOOL_ERROR_STATUSES: tuple[str, ...] = tuple(
     s for s in ToolCallStatus.values if s not in (ToolCallStatus.OK, ToolCallStatus.PERMISSION_REQUIRED)
 )
+
+
 NO_LANGUAGE = "none"  # language_mix's row of conversations whose language was never told (a blank column)
+
+
 # How a specialist came to answer (agent_utilisation): chosen by routing, or the single-agent path's general agent.
 ROUTED_PATH = "routed"
+
+
 SINGLE_AGENT_PATH = "single_agent"
 
 
-def _share(part: float, whole: float) -> float:
+def percent(part: float, whole: float) -> float:
     return round(100.0 * part / whole, 2) if whole else 0.0
 
 
-def _round(value: float | None, digits: int = 2) -> float | None:
+def rounded(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
@@ -160,9 +174,6 @@ def _conversations_with(rows: list[dict[str, Any]], mask: int) -> tuple[int, int
     return total, sum(row["n"] for row in rows if row["handoff_kinds"] & mask)
 
 
-# -- handoffs ----------------------------------------------------------------------------------------------
-
-
 def handoff_summary(
     *,
     start: dt.datetime,
@@ -208,7 +219,7 @@ def handoff_summary(
         "handoff_paths": paths,
         "conversations_with_handoffs": with_handoffs,
         "total_conversations": total_conversations,
-        "handoff_rate_percentage": _share(with_handoffs, total_conversations),
+        "handoff_rate_percentage": percent(with_handoffs, total_conversations),
     }
 
 
@@ -325,7 +336,7 @@ def handoff_stops(
         pair["by_outcome"] = dict(sorted(pair["by_outcome"].items()))
     return {
         "total_stopped": sum(by_outcome.values()),
-        "by_outcome": _ranked(by_outcome, "outcome"),
+        "by_outcome": ranked_counts(by_outcome, "outcome"),
         "by_agent": _per_agent(stopped, "from_agent", names),
         "by_pair": by_pair,
         "total_refused": sum(row["n"] for row in refused),
@@ -333,7 +344,7 @@ def handoff_stops(
     }
 
 
-def _ranked(counts: dict[str, int], name: str) -> list[dict[str, Any]]:
+def ranked_counts(counts: dict[str, int], name: str) -> list[dict[str, Any]]:
     return [{name: key, "count": count} for key, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 
 
@@ -373,7 +384,8 @@ def delegation_outcomes(
         "total_delegations": delegations,
         "total_returns": returns,
         "returns_by_outcome": [
-            {**item, "share_percentage": _share(item["count"], returns)} for item in _ranked(by_outcome, "outcome")
+            {**item, "share_percentage": percent(item["count"], returns)}
+            for item in ranked_counts(by_outcome, "outcome")
         ],
         "returns_by_specialist": _per_agent(returned, "from_agent", _profile_names(returned)),
     }
@@ -414,9 +426,6 @@ def handoff_list_recent(
     ]
 
 
-# -- turns, routing, tools -----------------------------------------------------------------------------------
-
-
 def agent_utilisation(
     *,
     start: dt.datetime,
@@ -449,7 +458,7 @@ def agent_utilisation(
         turns[key] = turns.get(key, 0) + row["n"]
     total = sum(turns.values())
     return [
-        {"profile": profile, "agent": agent, "path": path, "turns": n, "share_percentage": _share(n, total)}
+        {"profile": profile, "agent": agent, "path": path, "turns": n, "share_percentage": percent(n, total)}
         for (profile, agent, path), n in sorted(turns.items(), key=lambda item: (-item[1], *item[0]))
     ]
 
@@ -474,8 +483,10 @@ def route_method_mix(
         counts[row["method"]] = row["n"]
     total = sum(counts.values())
     return {
-        "methods": [{**item, "share_percentage": _share(item["count"], total)} for item in _ranked(counts, "method")],
-        "fallback_rate_percentage": _share(counts[FALLBACK_METHOD], total),
+        "methods": [
+            {**item, "share_percentage": percent(item["count"], total)} for item in ranked_counts(counts, "method")
+        ],
+        "fallback_rate_percentage": percent(counts[FALLBACK_METHOD], total),
         "total": total,
     }
 
@@ -525,7 +536,7 @@ def tool_call_stats(
     listed = []
     for tool in sorted(tools.values(), key=lambda t: (-t["calls"], t["tool"], t["server"])):
         ms, ran = tool.pop("ms"), tool["calls"] - tool["permission_asks"]
-        tool["error_rate_percentage"] = _share(tool["errors"], ran)
+        tool["error_rate_percentage"] = percent(tool["errors"], ran)
         tool["errors_by_status"] = dict(sorted(tool["errors_by_status"].items()))
         tool["avg_latency_ms"] = round(ms / ran, 2) if ran else None
         listed.append(tool)
@@ -536,9 +547,6 @@ def tool_call_stats(
         "total_errors": sum(t["errors"] for t in listed),
         "error_statuses": list(TOOL_ERROR_STATUSES),
     }
-
-
-# -- languages ------------------------------------------------------------------------------------------------
 
 
 class _LanguageFigures(TypedDict):
@@ -602,20 +610,17 @@ def language_mix(
     for row in fact_rows(MESSAGES, window, by=("language",), where={"role": MessageRole.ASSISTANT}, **scope):
         item = figures(row["language"])
         item["answers"] += row["n"]
-        item["avg_judge_score"] = _round(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
+        item["avg_judge_score"] = rounded(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
     for row in fact_rows(ROUTE_METHODS, window, by=("language", "method"), **scope):
         item = figures(row["language"])
         item["routed"] += row["n"]
         if row["method"] == FALLBACK_METHOD:
             item["fallbacks"] += row["n"]
     for item in found.values():
-        item["fallback_rate_percentage"] = _share(item["fallbacks"], item["routed"])
+        item["fallback_rate_percentage"] = percent(item["fallbacks"], item["routed"])
     known = [found[language] for language in LANGUAGES]
     others = sorted((item for key, item in found.items() if key not in LANGUAGES), key=lambda item: item["language"])
     return {"languages": [*known, *others]}
-
-
-# -- rollout cohorts ------------------------------------------------------------------------------------------
 
 
 class _CohortFigures(TypedDict):
@@ -680,14 +685,14 @@ def cohort_comparison(
     for row in fact_rows(MESSAGES, window, by=("cohort",), where=answers, **scope):
         item = result[row["cohort"]]
         item["answers"] = row["n"]
-        item["avg_judge_score"] = _round(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
-        item["avg_latency_ms"] = _round(row["latency_sum"] / row["latency_n"]) if row["latency_n"] else None
+        item["avg_judge_score"] = rounded(row["judge_sum"] / row["judge_n"], 3) if row["judge_n"] else None
+        item["avg_latency_ms"] = rounded(row["latency_sum"] / row["latency_n"]) if row["latency_n"] else None
     buckets: dict[str, dict[int, int]] = {side: {} for side in COHORTS}
     for row in fact_rows(LATENCIES, window, by=("cohort", "bucket"), where=in_cohorts, **scope):
         buckets[row["cohort"]][row["bucket"]] = row["n"]
     for side, counts in buckets.items():
-        result[side]["p50_latency_ms"] = _round(histogram_percentile(counts, 0.5))
-        result[side]["p95_latency_ms"] = _round(histogram_percentile(counts, 0.95))
+        result[side]["p50_latency_ms"] = rounded(histogram_percentile(counts, 0.5))
+        result[side]["p95_latency_ms"] = rounded(histogram_percentile(counts, 0.95))
     counted = {"status": HandoffStatus.COMPLETED, "kind__in": COUNTED_KINDS}
     for row in fact_rows(HANDOFFS, window, by=("cohort",), where={**in_cohorts, **counted}, **scope):
         result[row["cohort"]]["handoffs"] = row["n"]
@@ -698,215 +703,5 @@ def cohort_comparison(
         item["conversations"], item["conversations_with_handoffs"] = _conversations_with(
             rows, kinds_mask(COUNTED_KINDS)
         )
-        item["handoff_rate_percentage"] = _share(item["conversations_with_handoffs"], item["conversations"])
+        item["handoff_rate_percentage"] = percent(item["conversations_with_handoffs"], item["conversations"])
     return {"cohorts": [result[side] for side in COHORTS], "percentiles": True}
-
-
-# -- goal mode ------------------------------------------------------------------------------------------------
-
-
-def _goal_rows(
-    model: type[GoalRun] | type[GoalStepRun],
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: TenantScope,
-    profile_id: int | None,
-    cohort: str | None = None,
-    version: int | str | None = None,
-) -> QuerySet:
-    rows = model.objects.filter(created_at__gte=start, created_at__lt=end)
-    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
-    if profile_id is not None:
-        rows = rows.filter(profile_id=profile_id)
-    # A run is sliced by its answer's turn, a step by its run's answer.
-    answer = "message__" if model is GoalRun else "run__message__"
-    sliced = slice_where(cohort=cohort, version=version)
-    rows = rows.filter(**{answer + lookup: value for lookup, value in sliced.items()})
-    return rows.order_by()
-
-
-def _percentiles(buckets: QuerySet, key: tuple[str, ...] = ()) -> dict[tuple, dict[int, int]]:
-    """Latency buckets (rows of ``*key, bucket, n``) as ``{key: {bucket: count}}``."""
-    found: dict[tuple, dict[int, int]] = {}
-    for row in buckets:
-        found.setdefault(tuple(row[name] for name in key), {})[row["bucket"]] = row["n"]
-    return found
-
-
-def _goal_run_groups(**scope: Any) -> list[dict[str, Any]]:
-    """Goal runs grouped by domain, goal, status and clarification reason, with their step counts."""
-    return list(
-        _goal_rows(GoalRun, **scope)
-        .values("domain", "goal", "status", "clarification_reason")
-        .annotate(n=Count("*"), steps=Sum("step_count"), failed_steps=Sum("failed_step_count"))
-    )
-
-
-def _goal_summary(groups: list[dict[str, Any]], **scope: Any) -> dict[str, Any]:
-    by_status = dict.fromkeys(GoalRunStatus.values, 0)
-    reasons: dict[str, int] = {}
-    for row in groups:
-        by_status[row["status"]] = by_status.get(row["status"], 0) + row["n"]
-        if row["status"] == GoalRunStatus.CLARIFICATION:
-            reasons[row["clarification_reason"]] = reasons.get(row["clarification_reason"], 0) + row["n"]
-    runs = sum(by_status.values())
-    timed = _goal_rows(GoalRun, **scope).filter(plan_latency_ms__isnull=False)
-    latency = timed.values(bucket=latency_bucket("plan_latency_ms")).annotate(n=Count("*"))
-    counts = _percentiles(latency).get((), {})
-    return {
-        "runs": runs,
-        "by_status": by_status,
-        "clarification_rate_percentage": _share(by_status[GoalRunStatus.CLARIFICATION], runs),
-        "failure_rate_percentage": _share(by_status[GoalRunStatus.FAILURE], runs),
-        "clarification_reasons": _ranked(reasons, "reason"),
-        "steps": sum(row["steps"] or 0 for row in groups),
-        "failed_steps": sum(row["failed_steps"] or 0 for row in groups),
-        "plans_run": sum(counts.values()),
-        "p50_plan_latency_ms": _round(histogram_percentile(counts, 0.5)),
-        "p95_plan_latency_ms": _round(histogram_percentile(counts, 0.95)),
-    }
-
-
-def _goal_breakdown(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    goals: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in groups:
-        item = goals.setdefault(
-            (row["domain"], row["goal"]),
-            {"domain": row["domain"], "goal": row["goal"], "runs": 0, **dict.fromkeys(GoalRunStatus.values, 0)},
-        )
-        item["runs"] += row["n"]
-        item[row["status"]] = item.get(row["status"], 0) + row["n"]
-    return sorted(goals.values(), key=lambda item: (-item["runs"], item["domain"], item["goal"]))
-
-
-def goal_summary(
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: TenantScope,
-    profile_id: int | None = None,
-    cohort: str | None = None,
-    version: int | str | None = None,
-) -> dict[str, Any]:
-    """Goal-mode answers: ``{runs, by_status: {success, failure, clarification, general}, clarification_rate_percentage,
-    failure_rate_percentage, clarification_reasons: [{reason, count}], steps, failed_steps, plans_run,
-    p50_plan_latency_ms, p95_plan_latency_ms}``.
-
-    ``runs`` counts every goal-mode answer, domain ``general`` included (status ``general``): both rates are of
-    ``runs``. ``steps`` and ``failed_steps`` add up the plans' steps and those whose output was a failure. The
-    plan latency is read over the answers whose plan ran (``plans_run``), p50 and p95 from latency buckets 5 %
-    wide as :func:`cohort_comparison` reads them (``None`` when no plan ran). Two queries.
-    """
-    scope = {
-        "start": start,
-        "end": end,
-        "tenant_id": tenant_id,
-        "profile_id": profile_id,
-        "cohort": cohort,
-        "version": version,
-    }
-    return _goal_summary(_goal_run_groups(**scope), **scope)
-
-
-def goal_breakdown(
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: TenantScope,
-    profile_id: int | None = None,
-    cohort: str | None = None,
-    version: int | str | None = None,
-) -> list[dict[str, Any]]:
-    """Goal-mode answers per goal: ``[{domain, goal, runs, success, failure, clarification, general}]``, most runs
-    first, then by domain and goal (answers in domain ``general`` are one more row). One query."""
-    return _goal_breakdown(
-        _goal_run_groups(
-            start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
-        )
-    )
-
-
-def capability_stats(
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: TenantScope,
-    profile_id: int | None = None,
-    cohort: str | None = None,
-    version: int | str | None = None,
-) -> list[dict[str, Any]]:
-    """Plan steps per capability: ``[{domain, capability, steps, success, failures, clarifications, skipped,
-    failure_rate_percentage, avg_latency_ms, p95_latency_ms}]``, most steps first, then by domain and capability.
-
-    ``skipped`` steps were planned and never ran (an optional step whose input failed, or the steps after a
-    required one failed); ``failure_rate_percentage`` is of the steps that ran. Latencies are the steps' that
-    ran, p95 from latency buckets 5 % wide (``None`` without one). Two queries.
-    """
-    rows = _goal_rows(
-        GoalStepRun, start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
-    )
-    grouped = rows.values("domain", "capability", "status").annotate(
-        n=Count("*"), latency_sum=Sum("latency_ms", default=0.0), latency_n=Count("latency_ms")
-    )
-    capabilities: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in grouped:
-        item = capabilities.setdefault(
-            (row["domain"], row["capability"]),
-            {"domain": row["domain"], "capability": row["capability"], "steps": 0, "ms": 0.0, "timed": 0}
-            | {status: 0 for status in GoalStepStatus.values},
-        )
-        item["steps"] += row["n"]
-        item[row["status"]] = item.get(row["status"], 0) + row["n"]
-        item["ms"] += row["latency_sum"]
-        item["timed"] += row["latency_n"]
-    timed = rows.filter(latency_ms__isnull=False).values("domain", "capability", bucket=latency_bucket())
-    buckets = _percentiles(timed.annotate(n=Count("*")), ("domain", "capability"))
-    listed = []
-    for key, item in sorted(capabilities.items(), key=lambda pair: (-pair[1]["steps"], *pair[0])):
-        ms, timed_n = item.pop("ms"), item.pop("timed")
-        ran = item["steps"] - item[GoalStepStatus.SKIPPED]
-        listed.append(
-            {
-                "domain": item["domain"],
-                "capability": item["capability"],
-                "steps": item["steps"],
-                "success": item[GoalStepStatus.SUCCESS],
-                "failures": item[GoalStepStatus.FAILURE],
-                "clarifications": item[GoalStepStatus.CLARIFICATION],
-                "skipped": item[GoalStepStatus.SKIPPED],
-                "failure_rate_percentage": _share(item[GoalStepStatus.FAILURE], ran),
-                "avg_latency_ms": _round(ms / timed_n) if timed_n else None,
-                "p95_latency_ms": _round(histogram_percentile(buckets.get(key, {}), 0.95)),
-            }
-        )
-    return listed
-
-
-def goal_analytics(
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: TenantScope,
-    profile_id: int | None = None,
-    cohort: str | None = None,
-    version: int | str | None = None,
-) -> dict[str, Any]:
-    """The analytics API's goal figures in one answer: ``{summary, goals, capabilities}``, as
-    :func:`goal_summary`, :func:`goal_breakdown` and :func:`capability_stats` give them. Four queries."""
-    scope = {
-        "start": start,
-        "end": end,
-        "tenant_id": tenant_id,
-        "profile_id": profile_id,
-        "cohort": cohort,
-        "version": version,
-    }
-    groups = _goal_run_groups(**scope)
-    return {
-        "summary": _goal_summary(groups, **scope),
-        "goals": _goal_breakdown(groups),
-        "capabilities": capability_stats(
-            start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
-        ),
-    }

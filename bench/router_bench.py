@@ -207,7 +207,8 @@ def examples_tier(
     from dataclasses import replace
 
     from routing.background import background_of
-    from routing.examples import ExampleIndex, TfidfVectoriser
+    from routing.examples import ExampleIndex
+    from routing.tfidf import TfidfVectoriser
 
     shared = [synthetic_word(rng) for _ in range(400)]
     own = [[synthetic_word(rng) for _ in range(30)] for _ in intents]

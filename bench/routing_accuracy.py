@@ -239,7 +239,8 @@ def _open_set_compare(model: ScriptedLLMServer, which: str) -> None:
     from releases.calibration import calibrate
     from releases.routing_tests import DRAFT, routing_tests_saved, routing_tests_spec
     from routing.background import PREFIX, background_of, corpus
-    from routing.examples import ExampleIndex, TfidfVectoriser
+    from routing.examples import ExampleIndex
+    from routing.tfidf import TfidfVectoriser
 
     totals: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for agent_id in PROFILES:

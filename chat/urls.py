@@ -2,23 +2,30 @@
 
 from django.urls import path
 
-from chat import apis, conversation_test_apis, customer_apis, health, mcp_apis, usage_apis
+from chat import conversation_test_apis, customer_apis, health, mcp_apis, usage_apis
 from chat.desk import apis as desk_apis
+from chat.rest import agents, debug, feedback, messages, sessions
 
 urlpatterns = [
-    path("gateway/message", apis.GatewayMessageApi.as_view(), name="gateway-message"),
-    path("gateway/message/stream", apis.GatewayMessageStreamApi.as_view(), name="gateway-message-stream"),
-    path("chat/message", apis.ChatMessageApi.as_view(), name="chat-message"),
-    path("chat/message/stream", apis.ChatMessageStreamApi.as_view(), name="chat-message-stream"),
-    path("chat/multi-agent/message", apis.MultiAgentChatMessageApi.as_view(), name="chat-multi-agent-message"),
+    path("gateway/message", messages.MessageApi.as_view(face=messages.GATEWAY), name="gateway-message"),
+    path(
+        "gateway/message/stream",
+        messages.MessageApi.as_view(face=messages.GATEWAY_STREAM),
+        name="gateway-message-stream",
+    ),
+    path("chat/message", messages.MessageApi.as_view(face=messages.CHAT), name="chat-message"),
+    path("chat/message/stream", messages.MessageApi.as_view(face=messages.CHAT_STREAM), name="chat-message-stream"),
+    path(
+        "chat/multi-agent/message", messages.MessageApi.as_view(face=messages.PREVIEW), name="chat-multi-agent-message"
+    ),
     path(
         "chat/multi-agent/message/stream",
-        apis.MultiAgentChatMessageStreamApi.as_view(),
+        messages.MessageApi.as_view(face=messages.PREVIEW_STREAM),
         name="chat-multi-agent-message-stream",
     ),
-    path("debug/route", apis.DebugRouteApi.as_view(), name="debug-route"),
-    path("debug/plan", apis.DebugPlanApi.as_view(), name="debug-plan"),
-    path("debug/env", apis.DebugEnvApi.as_view(), name="debug-env"),
+    path("debug/route", debug.DebugRouteApi.as_view(), name="debug-route"),
+    path("debug/plan", debug.DebugPlanApi.as_view(), name="debug-plan"),
+    path("debug/env", debug.DebugEnvApi.as_view(), name="debug-env"),
     path("debug/usage", usage_apis.DebugUsageApi.as_view(), name="debug-usage"),
     path("debug/mcp/tools", mcp_apis.McpToolsApi.as_view(), name="debug-mcp-tools"),
     path("debug/mcp/call/<str:tool>", mcp_apis.McpCallApi.as_view(), name="debug-mcp-call"),
@@ -26,7 +33,7 @@ urlpatterns = [
     path("health", health.HealthApi.as_view(), name="health"),
     path("health/live", health.HealthLiveApi.as_view(), name="health-live"),
     path("health/ready", health.HealthReadyApi.as_view(), name="health-ready"),
-    path("agents", apis.AgentsApi.as_view(), name="agents"),
+    path("agents", agents.AgentsApi.as_view(), name="agents"),
     path(
         "profiles/<slug:agent_id>/conversation-tests/runs",
         conversation_test_apis.ConversationTestRunsApi.as_view(),
@@ -37,13 +44,15 @@ urlpatterns = [
         conversation_test_apis.ConversationTestRunApi.as_view(),
         name="conversation-test-run",
     ),
-    path("sessions", apis.SessionsApi.as_view(), name="sessions"),
-    path("sessions/<str:conversation_key>", apis.SessionApi.as_view(), name="session"),
-    path("sessions/<str:conversation_key>/clear", apis.SessionClearApi.as_view(), name="session-clear"),
-    path("sessions/<str:conversation_key>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),
-    path("sessions/<str:conversation_key>/events", apis.SessionEventsApi.as_view(), name="session-events"),
-    path("sessions/<str:conversation_key>/checkpoint", apis.SessionCheckpointApi.as_view(), name="session-checkpoint"),
-    path("sessions/<str:conversation_key>/feedback", apis.SessionFeedbackApi.as_view(), name="session-feedback"),
+    path("sessions", sessions.SessionsApi.as_view(), name="sessions"),
+    path("sessions/<str:conversation_key>", sessions.SessionApi.as_view(), name="session"),
+    path("sessions/<str:conversation_key>/clear", sessions.SessionClearApi.as_view(), name="session-clear"),
+    path("sessions/<str:conversation_key>/messages", sessions.SessionMessagesApi.as_view(), name="session-messages"),
+    path("sessions/<str:conversation_key>/events", sessions.SessionEventsApi.as_view(), name="session-events"),
+    path(
+        "sessions/<str:conversation_key>/checkpoint", sessions.SessionCheckpointApi.as_view(), name="session-checkpoint"
+    ),
+    path("sessions/<str:conversation_key>/feedback", feedback.SessionFeedbackApi.as_view(), name="session-feedback"),
     path("customers/<str:user_id>/data", customer_apis.CustomerDataApi.as_view(), name="customer-data"),
     path("escalations", desk_apis.EscalationsApi.as_view(), name="escalations"),
     path("escalations/<str:escalation_id>", desk_apis.EscalationApi.as_view(), name="escalation"),

@@ -29,7 +29,8 @@ from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
-from agents.admin import SpecialistListFilter, servers_sync_messages, specialist_choices
+from agents.admin.mcp import servers_sync_messages
+from agents.admin.parts import SpecialistListFilter, specialist_choices
 from agents.models import AgentProfile, McpServer, McpTool, Specialist
 from agents.selectors import profile_translations_missing, specialist_translations_missing
 from common.adminkit import AdminExtension, ExtensibleAdmin, ReadOnlyAdminMixin, admin_extend

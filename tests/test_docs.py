@@ -119,7 +119,7 @@ def profile_setting_row(setting: ProfileSetting) -> str:
         return f"`{text}`" if text else "—"
 
     if setting.default == MODEL_DEFAULT:
-        default = "see agents/models.py"
+        default = "see agents/models/"
     elif setting.kind in SCALAR_KINDS:
         default = code("null" if setting.default is None else json.dumps(setting.default))
     else:

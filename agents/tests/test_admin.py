@@ -10,7 +10,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from agents.admin import ERROR_COORDINATOR_OTHER_PROFILE
+from agents.admin.profiles import ERROR_COORDINATOR_OTHER_PROFILE
 from agents.models import McpServer, McpTool, Specialist, SpecialistPrompt
 from agents.services import prompt_version_create
 from common.models import ConfigVersion

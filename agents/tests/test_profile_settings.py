@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 from django.db import models
 
-from agents.admin import PROFILE_SECTIONS, PROFILE_SHOWN, AgentProfileAdmin
+from agents.admin.profiles import PROFILE_SECTIONS, PROFILE_SHOWN, AgentProfileAdmin
 from agents.models import MODEL_ENDPOINT_FIELDS, AgentProfile
 from agents.profile_settings import (
     AS_DEFAULT,

@@ -1,4 +1,4 @@
-"""The goal-mode figures (analytics.selectors' goal selectors) against the answers of analytics/tests/goal_traffic.py.
+"""The goal-mode figures (analytics.goals) against the answers of analytics/tests/goal_traffic.py.
 
 Unless a test says otherwise the window is the last 30 days (D29..today) and the reader tenant A, which holds
 every one of A's answers but the D40 one.
@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from analytics import selectors
+from analytics import goals
 from analytics.rollups import LATENCY_BUCKET_RATIO
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +38,7 @@ def percentile(latencies: list[float], fraction: float) -> float:
 
 
 def test_the_summary_counts_every_goal_mode_answer_by_status_with_both_rates_of_all_of_them(goal_traffic):
-    summary = selectors.goal_summary(**window(goal_traffic), tenant_id=goal_traffic.tenant_a.pk)
+    summary = goals.goal_summary(**window(goal_traffic), tenant_id=goal_traffic.tenant_a.pk)
     # Plans that ran: quote_and_notify 160 ms, ambiguous_quote 30 ms, failed_movers 5000 ms.
     assert summary == {
         "runs": 5,
@@ -57,7 +57,7 @@ def test_the_summary_counts_every_goal_mode_answer_by_status_with_both_rates_of_
 
 
 def test_the_breakdown_lists_each_goal_by_status_most_answers_first(goal_traffic):
-    assert selectors.goal_breakdown(**window(goal_traffic), tenant_id=goal_traffic.tenant_a.pk) == [
+    assert goals.goal_breakdown(**window(goal_traffic), tenant_id=goal_traffic.tenant_a.pk) == [
         {
             "domain": "finance",
             "goal": "GET_QUOTE",
@@ -81,7 +81,7 @@ def test_the_breakdown_lists_each_goal_by_status_most_answers_first(goal_traffic
 
 
 def test_capability_figures_count_steps_by_status_with_failure_rates_of_the_steps_that_ran(goal_traffic):
-    assert selectors.capability_stats(**window(goal_traffic), tenant_id=goal_traffic.tenant_a.pk) == [
+    assert goals.capability_stats(**window(goal_traffic), tenant_id=goal_traffic.tenant_a.pk) == [
         {
             "domain": "finance",
             "capability": "get_stock_price",
@@ -123,9 +123,9 @@ def test_capability_figures_count_steps_by_status_with_failure_rates_of_the_step
 
 def test_one_profile_counts_only_its_own_answers(goal_traffic):
     scope = {**window(goal_traffic), "tenant_id": goal_traffic.tenant_a.pk, "profile_id": goal_traffic.p2.pk}
-    summary = selectors.goal_summary(**scope)
+    summary = goals.goal_summary(**scope)
     assert (summary["runs"], summary["by_status"]["failure"], summary["failure_rate_percentage"]) == (1, 1, 100.0)
-    assert [(row["capability"], row["steps"]) for row in selectors.capability_stats(**scope)] == [
+    assert [(row["capability"], row["steps"]) for row in goals.capability_stats(**scope)] == [
         ("get_top_gainers", 1),
         ("send_notification", 1),
     ]
@@ -134,7 +134,7 @@ def test_one_profile_counts_only_its_own_answers(goal_traffic):
 def test_the_window_holds_exactly_its_days(goal_traffic):
     start = dt.datetime.combine(goal_traffic.today - dt.timedelta(days=40), dt.time.min, tzinfo=dt.UTC)
     only_d40 = {"start": start, "end": start + dt.timedelta(days=1), "tenant_id": goal_traffic.tenant_a.pk}
-    assert selectors.goal_breakdown(**only_d40) == [
+    assert goals.goal_breakdown(**only_d40) == [
         {
             "domain": "finance",
             "goal": "GET_QUOTE",
@@ -145,24 +145,24 @@ def test_the_window_holds_exactly_its_days(goal_traffic):
             "general": 0,
         }
     ]
-    assert selectors.goal_summary(**window(goal_traffic, days=90), tenant_id=goal_traffic.tenant_a.pk)["runs"] == 6
-    assert selectors.goal_summary(**window(goal_traffic, days=1), tenant_id=goal_traffic.tenant_a.pk)["runs"] == 0
+    assert goals.goal_summary(**window(goal_traffic, days=90), tenant_id=goal_traffic.tenant_a.pk)["runs"] == 6
+    assert goals.goal_summary(**window(goal_traffic, days=1), tenant_id=goal_traffic.tenant_a.pk)["runs"] == 0
 
 
 def test_a_tenant_sees_only_its_own_answers_and_every_tenant_adds_them_up(goal_traffic):
-    summary = selectors.goal_summary(**window(goal_traffic), tenant_id=goal_traffic.tenant_b.pk)
+    summary = goals.goal_summary(**window(goal_traffic), tenant_id=goal_traffic.tenant_b.pk)
     assert (summary["runs"], summary["by_status"], summary["steps"], summary["failed_steps"]) == (
         3,
         {"success": 1, "failure": 2, "clarification": 0, "general": 0},
         7,  # 2 + 2 + 3
         3,  # get_top_gainers twice, send_notification once
     )
-    everyone = selectors.goal_summary(**window(goal_traffic), tenant_id=None)
+    everyone = goals.goal_summary(**window(goal_traffic), tenant_id=None)
     assert (everyone["runs"], everyone["by_status"]["failure"], everyone["plans_run"]) == (8, 3, 6)
 
 
 def test_no_answers_give_zeros_and_no_percentiles(goal_traffic):
-    empty = selectors.goal_analytics(**window(goal_traffic, days=1), tenant_id=None)
+    empty = goals.goal_analytics(**window(goal_traffic, days=1), tenant_id=None)
     assert empty == {
         "summary": {
             "runs": 0,
@@ -185,10 +185,10 @@ def test_no_answers_give_zeros_and_no_percentiles(goal_traffic):
 def test_the_api_selector_reads_in_four_queries_however_many_rows(goal_traffic, one_tenant, django_assert_num_queries):
     tenant_id = goal_traffic.tenant_a.pk if one_tenant else None
     with django_assert_num_queries(4):
-        body = selectors.goal_analytics(**window(goal_traffic), tenant_id=tenant_id, profile_id=goal_traffic.p1.pk)
-    assert body["summary"] == selectors.goal_summary(
+        body = goals.goal_analytics(**window(goal_traffic), tenant_id=tenant_id, profile_id=goal_traffic.p1.pk)
+    assert body["summary"] == goals.goal_summary(
         **window(goal_traffic), tenant_id=tenant_id, profile_id=goal_traffic.p1.pk
     )
-    assert body["goals"] == selectors.goal_breakdown(
+    assert body["goals"] == goals.goal_breakdown(
         **window(goal_traffic), tenant_id=tenant_id, profile_id=goal_traffic.p1.pk
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.contrib.staticfiles import finders
 
-from analytics import selectors
+from analytics import goals
 from analytics.filters import ERROR_TENANT_NOT_FOUND, ERROR_UNKNOWN_PROFILE
 
 pytestmark = pytest.mark.django_db
@@ -28,9 +28,7 @@ def get(client, **params):
 def test_a_key_reads_its_own_tenants_goal_figures_as_the_selector_counts_them(api, goal_traffic):
     body = get(api)
     end = dt.datetime.combine(goal_traffic.today + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
-    assert body == selectors.goal_analytics(
-        start=end - dt.timedelta(days=30), end=end, tenant_id=goal_traffic.tenant_a.pk
-    )
+    assert body == goals.goal_analytics(start=end - dt.timedelta(days=30), end=end, tenant_id=goal_traffic.tenant_a.pk)
     assert (body["summary"]["runs"], body["summary"]["clarification_rate_percentage"]) == (5, 40.0)
     assert [(row["goal"], row["runs"]) for row in body["goals"]] == [("GET_QUOTE", 3), ("TOP_MOVERS", 1), ("", 1)]
 

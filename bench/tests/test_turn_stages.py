@@ -19,7 +19,8 @@ LANGUAGE_IN_JUDGE = (
     ";classify (py3langid/langid.py:9) 10"
 )
 IDEMPOTENT_WRAPPER = (
-    "process 1:answer (chat/apis.py:300);idempotent (chat/idempotency.py:190);raw_decode (json/decoder.py:353) 5"
+    "process 1:answer (chat/rest/messages.py:300);idempotent (chat/idempotency.py:190)"
+    ";raw_decode (json/decoder.py:353) 5"
 )
 
 ASGI_UNDER_TRACING = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agents.admin import AgentProfileAdmin
+from agents.admin.profiles import AgentProfileAdmin
 from common.adminkit import ERROR_ROW_GONE
 from releases.models import RoutingTestCase
 from routing import routing_test_drafts  # its test_case_add_url is no test of pytest's

@@ -12,7 +12,7 @@ from django.contrib import admin
 from django.core.checks import run_checks
 from django.urls import reverse
 
-from agents.admin import AgentProfileAdmin
+from agents.admin.profiles import AgentProfileAdmin
 from agents.models import AgentProfile
 from common import adminkit
 from common.adminkit import AdminExtension, admin_extend, admin_extensions, admin_extensions_check

@@ -79,7 +79,7 @@ PIECES = {
             "opentelemetry.exporter.otlp.proto.common._internal.trace_encoder:encode_spans": "b16bb6d715f5acf0",
         },
     ),
-    "adrf's dispatch and throttle check, copied (chat/apis.py, chat/asyncapi.py)": Piece(
+    "adrf's dispatch and throttle check, copied (chat/rest/messages.py, chat/asyncapi.py)": Piece(
         "adrf-dispatch.md",
         {
             "adrf.views:APIView.async_dispatch": "5926f734eb685633",

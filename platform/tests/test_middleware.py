@@ -339,18 +339,18 @@ def test_an_admin_change_served_by_the_asgi_application_names_its_editor_and_add
 def test_a_client_that_leaves_while_its_message_is_checked_does_not_hold_the_conversation(
     tenant_key, telecom, settings, monkeypatch
 ):
-    """The checks of a message take its ticket (chat/apis.py, MessageApi.initial); a client that disconnects
+    """The checks of a message take its ticket (chat/rest/messages.py, MessageApi.initial); a client that disconnects
     meanwhile gets its request cancelled, and the ticket is handed on: the next message does not wait for the
     lease."""
     import threading
     import time
 
-    from chat import apis
+    from chat.rest import messages
     from conversations.models import Conversation, Message
 
     settings.CONVERSATION_TURN_LEASE_SECONDS = 300
     began, go_on = threading.Event(), threading.Event()
-    begin = apis.turn_begin
+    begin = messages.turn_begin
 
     def held_up(data):
         turn = begin(data)  # the ticket is taken
@@ -358,7 +358,7 @@ def test_a_client_that_leaves_while_its_message_is_checked_does_not_hold_the_con
         go_on.wait(10)
         return turn
 
-    monkeypatch.setattr(apis, "turn_begin", held_up)
+    monkeypatch.setattr(messages, "turn_begin", held_up)
     body = json.dumps({**MESSAGE, "payload": {**MESSAGE["payload"], "session_id": "left"}}).encode()
     headers = [
         (b"host", b"testserver"),
@@ -380,7 +380,7 @@ def test_a_client_that_leaves_while_its_message_is_checked_does_not_hold_the_con
         await communicator.wait(timeout=10)
 
     run(leave())
-    monkeypatch.setattr(apis, "turn_begin", begin)
+    monkeypatch.setattr(messages, "turn_begin", begin)
 
     deadline = time.monotonic() + 60  # a hang guard
     while True:

@@ -5,8 +5,9 @@ Management commands, ``seed_demo`` and the admin all go through these functions.
 """
 
 from releases.configio.exporter import config_export, config_export_data, goals_file_name, routing_file_name
-from releases.configio.importer import ConfigImportError, ImportReport, config_import
+from releases.configio.importer import ConfigImportError, config_import
 from releases.configio.source import Source
+from releases.configio.world import ImportReport
 
 __all__ = [
     "ConfigImportError",

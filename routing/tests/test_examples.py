@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from routing import examples
-from routing.examples import ALPHA, ENGINES, TEMPERATURE, ExampleIndex, TfidfVectoriser, examples_compile
+from routing.examples import ALPHA, ENGINES, TEMPERATURE, ExampleIndex, examples_compile
 from routing.router import Classification, CompiledRouter, IntentSpec
+from routing.tfidf import TfidfVectoriser
 
 INTENTS = (
     IntentSpec(

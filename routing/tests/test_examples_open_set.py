@@ -9,9 +9,10 @@ import pytest
 
 from routing.admin_views import set_aside_sentences
 from routing.background import OUT_OF_SCOPE, PREFIX, background_of, corpus, none_label
-from routing.examples import ExampleIndex, TfidfVectoriser
+from routing.examples import ExampleIndex
 from routing.router import CompiledRouter, IntentSpec
 from routing.tests.test_examples import sklearn_posteriors
+from routing.tfidf import TfidfVectoriser
 
 INTENTS = (
     IntentSpec(
