@@ -30,7 +30,6 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from functools import lru_cache
 from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
@@ -41,6 +40,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCal
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
+from agents.offline_words import OFFLINE_LANGUAGE, OFFLINE_SMALL_TALK, offline_words
 from agents.passages import (
     SEARCH_KNOWLEDGE,
     coverage,
@@ -71,46 +71,6 @@ from handoffs.tools import (
 from platform import env
 
 logger = logging.getLogger(__name__)
-
-# The offline model's own words, in the conversation's language (common.i18n: English message ids, the catalogues'
-# translations); Portuguese when it is not known. Names, tool results and the customer's own words are business data:
-# they are quoted, never translated; a specialist's display name and an intent's subject line come in the conversation's
-# language (common.translations: the caller hands the subject line only when it has one in that language).
-OFFLINE_LANGUAGE = "pt"
-OFFLINE_MESSAGES: dict[str, Any] = {
-    "notice": gettext_lazy("(offline model)"),
-    "consulted": gettext_lazy("I checked our systems about your message."),
-    "not_consulted": gettext_lazy("I could not check it right now ({error})."),
-    "resumed": gettext_lazy("Picking up where we left off:"),
-    "received": gettext_lazy("I received your message."),
-    "subject": gettext_lazy("Subject: {topic}."),
-    "you_said": gettext_lazy('You said: "{text}".'),
-    "will_handle": gettext_lazy("I will look into it as a specialist."),
-    "glad": gettext_lazy("glad I could help! If you need anything else, just ask."),
-    "closed": gettext_lazy("The customer closed the matter ({closing!r})."),
-    "out_of_scope": gettext_lazy("Out of my scope; this looks like a matter for {agent}."),
-    "delegated": gettext_lazy("The customer wrote: {text}"),
-    "handoff_reason": gettext_lazy("The message is in the scope of {target}, not of {agent}."),
-    "handoff_summary": gettext_lazy('{name} received: "{text}"; nothing checked yet.'),
-    "human_reason": gettext_lazy("The customer asked for a person."),
-    "documents": gettext_lazy("Our documents say:"),
-    "noted": gettext_lazy("I have noted it for your next conversations: \u201c{fact}\u201d."),
-    "declined": gettext_lazy("As you asked, I did not use {tool}, so I could not check what it checks."),
-}
-# The offline model's answer to small talk (routing.small_talk's kinds; a request for a person is the escalation's).
-OFFLINE_SMALL_TALK: dict[str, Any] = {
-    "greeting": gettext_lazy("Hello! How can I help you?"),
-    "thanks": gettext_lazy("You're welcome! If you need anything else, just ask."),
-    "goodbye": gettext_lazy("Goodbye, and thank you for getting in touch!"),
-    "bot_question": gettext_lazy("I am the virtual assistant of this service. How can I help you?"),
-}
-
-
-@lru_cache(maxsize=8)
-def offline_words(language: str | None) -> dict[str, str]:
-    """The offline model's own words (:data:`OFFLINE_MESSAGES`) in ``language``."""
-    return {key: say(language, message) for key, message in OFFLINE_MESSAGES.items()}
-
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 # The system note with which a finished sub-conversation's result reaches the coordinator (conversations.graph).
@@ -567,9 +527,10 @@ class OfflineChatModel(BaseChatModel):
         if passages:  # extractive: the best passage's sentences that bear on the message, quoted and cited
             quote = " ".join(relevant_sentences(passages[0].text, text)).replace("”", '"')
             return AIMessage(content=f"{header} {words['documents']} “{quote}” [{passages[0].number}]")
-        if self.small_talk in OFFLINE_SMALL_TALK:  # small talk alone: answered in kind
-            return AIMessage(content=f"{header} {say(language, OFFLINE_SMALL_TALK[self.small_talk])}")
         ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in earlier)
+        if self.small_talk in OFFLINE_SMALL_TALK:  # small talk alone: answered in kind
+            reply = (header, words["resumed"] if ended else "", say(language, OFFLINE_SMALL_TALK[self.small_talk]))
+            return AIMessage(content=" ".join(part for part in reply if part))
         subject = words["subject"].format(topic=self.topic) if self.topic else ""
         parts = [
             header,

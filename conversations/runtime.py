@@ -47,8 +47,8 @@ from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
 from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.replies import NO
-from routing.router import CompiledRouter, small_talk_kind
-from routing.small_talk import person_asked_in, small_talk_read
+from routing.router import CompiledRouter
+from routing.small_talk import person_asked_in, small_talk_kind, small_talk_read
 from routing.specs import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
 
 logger = logging.getLogger(__name__)

@@ -32,9 +32,10 @@ from routing.goals.decide import GENERAL, PLAN
 from routing.goals.planner import CLARIFICATION, FAILURE, GOAL_AGENT, GOAL_MODE
 from routing.models import Goal, Intent, Keyword, StatePolicy, keyword_language_problems, keyword_languages_ordered
 from routing.repairs import PATTERNS as REPAIR_PATTERNS
-from routing.router import FALLBACK_INTENT, MULTI_INTENT, SMALL_TALK_INTENT, SUPERVISOR_ROUTE, Method
+from routing.router import FALLBACK_INTENT, MULTI_INTENT, SUPERVISOR_ROUTE, Method
 from routing.services import keywords_validate_unique
 from routing.small_talk import KINDS as SMALL_TALK_KINDS
+from routing.small_talk import SMALL_TALK_INTENT
 
 ERROR_KEYWORD_DUPLICATE = "Keyword {keyword!r} appears twice in this intent (as {other!r})."
 ERROR_KEYWORD_EMPTY = "A keyword needs at least one letter or digit."

@@ -60,7 +60,7 @@ from common.translations import Translations
 from routing.background import none_label
 from routing.examples import ExampleIndex, ExamplesMatch
 from routing.replies import NO_REPLY_WORDS, ReplyWords
-from routing.small_talk import small_talk_read, small_talk_reader
+from routing.small_talk import SMALL_TALK_INTENT, small_talk_read, small_talk_reader
 
 logger = logging.getLogger(__name__)
 
@@ -83,13 +83,6 @@ Method = Literal[
 ]
 
 FALLBACK_INTENT = "fallback"
-SMALL_TALK_INTENT = "small_talk:{kind}"
-
-
-def small_talk_kind(intent: str) -> str:
-    """The kind of small talk a decision's ``intent`` names (:data:`SMALL_TALK_INTENT`); ``""`` for any other."""
-    prefix = SMALL_TALK_INTENT.partition("{")[0]
-    return intent[len(prefix) :] if intent.startswith(prefix) else ""
 
 
 MULTI_INTENT = "multi_intent"

@@ -31,6 +31,15 @@ from common.text import normalize
 
 LEXICON = Path(__file__).resolve().parent / "data" / "small_talk.yaml"
 KINDS = ("human_request", "bot_question", "goodbye", "thanks", "greeting")  # a message's kind: the first it holds
+SMALL_TALK_INTENT = "small_talk:{kind}"  # the intent a decision on small talk names
+
+
+def small_talk_kind(intent: str) -> str:
+    """The kind of small talk a decision's ``intent`` names (:data:`SMALL_TALK_INTENT`); ``""`` for any other."""
+    prefix = SMALL_TALK_INTENT.partition("{")[0]
+    return intent[len(prefix) :] if intent.startswith(prefix) else ""
+
+
 MAX_WORDS = 24  # small talk is short: a longer message is read by its words
 _REPEATS = re.compile(r"(\w)\1+")
 _ALTERNATIVES = re.compile(r"\(([^()]*)\)")

@@ -21,7 +21,8 @@ from agents.generation import (
     json_answer,
     text_within,
 )
-from agents.llm import OfflineChatModel, offline_words
+from agents.llm import OfflineChatModel
+from agents.offline_words import offline_words
 from agents.structured import FILL_MAX_STEPS, schema_instance
 from agents.usage import text_tokens
 from tests.hostile_schemas import fan_out, padded, reference_tree

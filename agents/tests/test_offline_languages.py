@@ -11,7 +11,8 @@ import json
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-from agents.llm import OfflineChatModel, offline_words
+from agents.llm import OfflineChatModel
+from agents.offline_words import offline_words
 from common.language import detect_language
 from conversations.judges import JudgeCase, RuleBasedJudge
 from handoffs.tools import END_SUB_CONVERSATION, REQUEST_HANDOFF, ControlTool

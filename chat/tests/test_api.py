@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.llm import offline_words
 from agents.models import AgentProfile
+from agents.offline_words import offline_words
 from common import language
 from common.config_version import config_version_bump
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY

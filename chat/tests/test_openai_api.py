@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from agents.llm import offline_words
+from agents.offline_words import offline_words
 from common.sizes import CUT_MARK
 from conversations.models import Conversation, Message
 from tests.hostile_schemas import json_schema_format, padded, reference_tree

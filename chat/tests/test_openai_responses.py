@@ -11,7 +11,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from agents.llm import offline_words
+from agents.offline_words import offline_words
 from conversations.models import Conversation, IdempotentRequest
 from tests.hostile_schemas import padded
 

@@ -45,7 +45,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents.llm import OpenAICompatibleModel, llm_configured, offline_words, tool_data
+from agents.llm import OpenAICompatibleModel, llm_configured, tool_data
 from agents.mcp import (
     STATUS_ERROR,
     STATUS_OK,
@@ -56,6 +56,7 @@ from agents.mcp import (
     runtime,
     tool_call,
 )
+from agents.offline_words import offline_words
 from agents.tool_summary import result_summary
 from agents.usage import KIND_ANSWER, usage_record
 from common.infra import tracing

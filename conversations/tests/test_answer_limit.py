@@ -14,7 +14,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
-from agents.llm import offline_words
+from agents.offline_words import offline_words
 from common.sizes import CUT_MARK
 from conversations.answer_limit import answer_stream_bounded, stream_room
 from conversations.models import Message

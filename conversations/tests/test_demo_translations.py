@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.llm import offline_words
 from agents.models import McpServer
+from agents.offline_words import offline_words
 from common.config_version import config_version_bump
 from tests.demo_snapshot import demo_seed
 

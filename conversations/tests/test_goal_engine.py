@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agents.llm import offline_words
 from agents.mcp import Endpoint, runtime, tools_list
+from agents.offline_words import offline_words
 from bench.otlp_sink import OtlpSink, attributes
 from common.infra import tracing
 from conversations.goals.engine import (

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from agents.llm import offline_words
 from agents.models import AgentProfile, McpServer, Specialist
+from agents.offline_words import offline_words
 from common.config_version import config_version_bump
 from conversations.graph import run_turn
 from conversations.turn import TurnInput
