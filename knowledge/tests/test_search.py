@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.core.cache import cache
 from django.db import connection
@@ -10,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from common.config_version import CACHE_KEY as CONFIG_VERSION_KEY
 from common.config_version import config_version
 from knowledge import search
-from knowledge.models import KnowledgeDocument, KnowledgeSource, KnowledgeWord
+from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
 from knowledge.search import knowledge_search
 from knowledge.services import document_delete, document_ingest
 from knowledge.tests.conftest import HELP_EN, HELP_ES, HELP_PT
@@ -275,3 +277,31 @@ def test_on_postgresql_a_search_ranks_at_most_its_candidate_limit_however_many_p
     hits = knowledge_search(profile=profile, query="order", limit=5)
 
     assert len(hits) == 3 and all(hit.heading.startswith("Orders › Order") for hit in hits)
+
+
+DEMO_ENGLISH = sorted((Path(__file__).resolve().parents[2] / "config/demo/knowledge").glob("*/en/*"))
+
+
+def test_on_postgresql_ranking_reads_each_passages_tsvector_from_its_row_not_from_toast_storage(source):
+    """Ranking reads up to CANDIDATE_LIMIT tsvectors. A passage of help-centre prose has its text compressed and its
+    tsvector (the row's largest value) moved to TOAST storage unless the column's storage is MAIN (migration 0006):
+    reading every passage's tsvector then reads TOAST pages beyond the table's own."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite keeps no tsvector")
+    # The demo's English articles as one document: passages cut to the longest a section's prose makes.
+    prose = [line for path in DEMO_ENGLISH for line in path.read_text().splitlines() if line and line[0].isalpha()]
+    document_ingest(source=source, file_name="all.md", data=("# Help\n\n" + " ".join(prose)).encode())
+    table = KnowledgePassage._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'search_vector'", [table]
+        )
+        assert cursor.fetchone() == ("m",)
+        cursor.execute(f"SELECT count(*) FROM {table} WHERE pg_column_size(search_vector) > 1000")  # noqa: S608
+        assert cursor.fetchone()[0] >= 5  # passages large enough for TOAST storage
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT sum(length(search_vector)) FROM {table}")  # noqa: S608
+        (aggregate,) = cursor.fetchone()[0]
+    plan = aggregate["Plan"]
+    read = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    scanned = sum(child["Shared Hit Blocks"] + child["Shared Read Blocks"] for child in plan["Plans"])
+    assert read == scanned
