@@ -69,13 +69,18 @@ class Seen:
 SEEN = Seen()
 
 
-async def work(label: str, delay_ms: int = 300) -> dict[str, Any]:
-    """Take ``delay_ms``; the server notes when it started and ended, and how many ran at once."""
+async def work(label: str, delay_ms: int = 300, meet: int = 0) -> dict[str, Any]:
+    """Take ``delay_ms``; the server notes when it started and ended, and how many ran at once. With ``meet``,
+    first wait until that many calls have been in flight together: calls the platform lets run side by side
+    then meet however slowly the machine starts them (a longer sleep instead would race a busy machine)."""
     SEEN.arguments.append(("work", {"label": label, "delay_ms": delay_ms}))
     SEEN.log.append(("start", label))
     SEEN.in_flight += 1
     SEEN.peak = max(SEEN.peak, SEEN.in_flight)
     try:
+        with anyio.move_on_after(60):  # a hang guard: the test has failed long before
+            while SEEN.peak < meet:
+                await anyio.sleep(0.01)
         await anyio.sleep(delay_ms / 1000)
     finally:
         SEEN.in_flight -= 1
@@ -199,12 +204,14 @@ def test_references_carry_an_explanation_and_a_result_field_from_one_real_call_t
 
 @pytest.mark.parametrize("max_concurrency", [1, 2, 5])
 def test_independent_steps_run_side_by_side_but_never_more_at_once_than_max_concurrency(plan_server, max_concurrency):
-    plan = plan_of(*(step(n, "work", label=f"w{n}") for n in range(1, 6)), max_concurrency=max_concurrency)
+    plan = plan_of(
+        *(step(n, "work", label=f"w{n}", meet=max_concurrency) for n in range(1, 6)), max_concurrency=max_concurrency
+    )
 
     run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
 
     assert run.status == SUCCESS
-    assert SEEN.peak == max_concurrency  # as the server saw them: five calls of 300 ms each
+    assert SEEN.peak == max_concurrency  # as the server saw them: the first calls met, and 300 ms more each
 
 
 def test_a_step_starts_once_the_steps_it_depends_on_have_ended_and_not_before(plan_server):
@@ -414,7 +421,9 @@ def test_the_plans_of_several_turns_on_several_event_loops_run_at_most_the_proce
     runs: list = []
 
     def turn(name: str) -> None:  # each turn on an event loop of its own, as async_to_sync and the server give them
-        plan = plan_of(*(step(n, "work", label=f"{name}{n}", delay_ms=200) for n in (1, 2, 3)), max_concurrency=3)
+        plan = plan_of(
+            *(step(n, "work", label=f"{name}{n}", delay_ms=200, meet=2) for n in (1, 2, 3)), max_concurrency=3
+        )
         runs.append(execute(plan, snapshot=snapshot)[0])
 
     threads = [threading.Thread(target=turn, args=(name,)) for name in "ab"]
@@ -628,10 +637,10 @@ def test_real_celery_workers_give_the_same_outputs_as_in_process_and_keep_max_co
         step(1, "number", output_key="primary", n=21),
         step(2, "echo", 1, message="${1.explanation}"),
         step(3, "fail", 1, required=False),
-        # long enough to overlap even when a worker process makes its first MCP call (imports, a new session)
-        step(4, "work", 1, label="x", delay_ms=1500),
-        step(5, "work", 1, label="y", delay_ms=1500),
-        step(6, "work", 1, label="z", delay_ms=1500),
+        # the first two meet, however long a worker process takes over its first MCP call (imports, a new session)
+        step(4, "work", 1, label="x", delay_ms=300, meet=2),
+        step(5, "work", 1, label="y", delay_ms=300, meet=2),
+        step(6, "work", 1, label="z", delay_ms=300, meet=2),
         step(7, "echo", 4, 5, 6, message="${4.explanation}, ${5.explanation}, ${6.explanation}"),
         max_concurrency=2,
     )
