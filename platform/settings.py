@@ -271,10 +271,13 @@ RETENTION_PURGE_SECONDS = env.decimal("RETENTION_PURGE_SECONDS", 3600.0)
 RETENTION_PURGE_BATCH = env.integer("RETENTION_PURGE_BATCH", 100)
 RETENTION_PURGE_PAUSE_SECONDS = env.decimal("RETENTION_PURGE_PAUSE_SECONDS", 0.05)
 RETENTION_PURGE_SHARE = env.decimal("RETENTION_PURGE_SHARE", 0.25)  # at most this share of its time in batches
+RETENTION_PURGE_ROWS_PER_SECOND = env.decimal("RETENTION_PURGE_ROWS_PER_SECOND", 0.0)  # 0: as the share allows
 if RETENTION_DAYS < 0 or RETENTION_PURGE_BATCH < 1 or RETENTION_PURGE_PAUSE_SECONDS < 0:
     raise ImproperlyConfigured(
         "RETENTION_DAYS and RETENTION_PURGE_PAUSE_SECONDS must not be negative, RETENTION_PURGE_BATCH at least 1."
     )
+if RETENTION_PURGE_ROWS_PER_SECOND < 0:
+    raise ImproperlyConfigured("RETENTION_PURGE_ROWS_PER_SECOND must not be negative (0: no limit but the share).")
 if not 0 < RETENTION_PURGE_SHARE <= 1:
     raise ImproperlyConfigured("RETENTION_PURGE_SHARE must be above 0 and at most 1.")
 

@@ -6,19 +6,23 @@ today's. A conversation is expired when it was last updated before the cutoff an
 late reply). The analytics are told first (``store_rows_retiring``): they sum the days the rows were written on, and
 keep those totals as they are from then on, so the dashboard's figures do not move.
 
-The purge goes ``RETENTION_PURGE_BATCH`` conversations at a time, each batch one short transaction, and rests after
-it: ``RETENTION_PURGE_PAUSE_SECONDS`` at least, and long enough that batches take no more than
+The purge goes ``RETENTION_PURGE_BATCH`` conversations at a time at most, each batch one short transaction, and rests
+after it: ``RETENTION_PURGE_PAUSE_SECONDS`` at least, and long enough that batches take no more than
 ``RETENTION_PURGE_SHARE`` of its time (a batch of 0.1 s and a share of 0.25 rest 0.3 s), so a purge slowed by a busy
-database slows down with it instead of taking the database from the message path; never more than
+database slows down with it instead of taking the database from the message path — that rest never more than
 :data:`REST_MAX_SECONDS` (a batch that seemed long because its process was paused or stalled does not stop the purge
-for minutes). On PostgreSQL a batch's commit does not wait for its write-ahead log to reach the disk
-(``synchronous_commit`` off for that transaction alone): a crash may undo the last batches, record included, and the
-next run purges them again; turns' commits do not queue behind the purge's. The batch's conversations are locked as a
-turn locks them, skipping any a turn holds (left for the next run; its turn makes it recent anyway), read again as
-expired, and every holder's rows of them are deleted children first, the conversations last. The purge's
-:class:`~tenants.models.RetentionPurge` is written before the first batch and updated in each batch's transaction:
-what it says is gone is gone. A purge that stops midway leaves whole conversations purged and the rest as they were;
-the next run finishes the work.
+for minutes). With ``RETENTION_PURGE_ROWS_PER_SECOND`` the purge also deletes no more rows a second than that: it
+rests a batch's rows over the rate, begins with one conversation and sizes each next batch to about a second of rows
+by the rows a conversation has had so far, so that it deletes in small steps rather than in bursts (a burst is what a
+turn beside it feels).
+
+On PostgreSQL a batch's commit does not wait for its write-ahead log to reach the disk (``synchronous_commit`` off for
+that transaction alone): a crash may undo the last batches, record included, and the next run purges them again; turns'
+commits do not queue behind the purge's. The batch's conversations are locked as a turn locks them, skipping any a turn
+holds (left for the next run; its turn makes it recent anyway), read again as expired, and every holder's rows of them
+are deleted children first, the conversations last. The purge's :class:`~tenants.models.RetentionPurge` is written
+before the first batch and updated in each batch's transaction: what it says is gone is gone. A purge that stops midway
+leaves whole conversations purged and the rest as they were; the next run finishes the work.
 
 On PostgreSQL ``agent_handoffs`` is partitioned by month (:mod:`handoffs.partitions`). Before the batches,
 :func:`retention_purge_all` drops a month's partition whole when every tenant with rows in it has a window whose
@@ -147,9 +151,11 @@ def retention_purge(
     window_days = tenant.retention_window_days()
     if window_days is None:
         return None
-    size = batch_size or settings.RETENTION_PURGE_BATCH
+    most = batch_size or settings.RETENTION_PURGE_BATCH
     pause = settings.RETENTION_PURGE_PAUSE_SECONDS if pause_seconds is None else pause_seconds
     rest = (1 - settings.RETENTION_PURGE_SHARE) / settings.RETENTION_PURGE_SHARE  # seconds rested a second of work
+    rate = 0.0 if dry_run else float(settings.RETENTION_PURGE_ROWS_PER_SECOND)  # 0: as the share allows
+    size = 1 if rate else most  # paced: one conversation first, to learn what one holds
     cutoff = retention_cutoff(window_days=window_days, now=now)
     started = time.monotonic()
     counts: Counter[str] = Counter()
@@ -165,6 +171,7 @@ def retention_purge(
         )
         store_rows_retiring.send(sender=Conversation, since=first, before=cutoff)
     after = 0
+    paced = (0, 0)  # rows and conversations the batches deleted
     while first is not None:
         began = time.monotonic()
         with transaction.atomic():
@@ -177,6 +184,11 @@ def retention_purge(
             if record is not None:
                 RetentionPurge.objects.filter(pk=record.pk).update(counts=_sorted(counts), batches=batches)
         resting = max(float(pause), min((time.monotonic() - began) * rest, REST_MAX_SECONDS))
+        if rate:
+            rows = sum(done.values())
+            paced = (paced[0] + rows, paced[1] + done[ROOT.label])
+            resting = max(resting, rows / rate)
+            size = _batch_paced(most=most, rate=rate, rows=paced[0], conversations=paced[1])
         if resting:
             time.sleep(resting)
     seconds = time.monotonic() - started
@@ -192,6 +204,14 @@ def retention_purge(
         record_id=record.pk if record is not None else None,
         handoff_months=tuple(f"{month.partition.start:%Y-%m}" for month in mine),
     )
+
+
+def _batch_paced(*, most: int, rate: float, rows: int, conversations: int) -> int:
+    """The conversations of about a second of rows at ``rate``, by the rows a conversation has had so far; 1 to
+    ``most``."""
+    if not conversations:
+        return most
+    return max(1, min(most, int(rate * conversations / max(rows, 1))))
 
 
 def _sorted(counts: Counter[str]) -> dict[str, int]:

@@ -10,7 +10,7 @@ import pytest
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from conversations.customer_data import retention_purge
+from conversations.customer_data import retention, retention_purge
 from conversations.customer_data.registry import HOLDERS
 from conversations.customer_data.retention import conversations_expired, retention_cutoff
 from conversations.models import Conversation, Message
@@ -207,3 +207,32 @@ def test_a_purge_rests_after_each_batch_so_that_batches_keep_to_their_share_of_i
     # A batch of 0.2 s at a quarter: 0.6 s; a short one: the pause; one that seemed to take 36 s (its process was
     # stopped): 5 s at most.
     assert clock.slept == [rests, rests]
+
+
+@pytest.mark.parametrize(
+    ("per_second", "batches", "rests"), [(2, [1, 2, 2], [0.5, 1.0, 0.5]), (100, [1, 100], [0.05, 0.05])]
+)
+def test_a_paced_purge_deletes_no_more_rows_a_second_than_its_rate_in_batches_of_about_a_second(
+    alpha, settings, monkeypatch, per_second, batches, rests
+):
+    conversations = [aged(conversation_of(alpha, session=f"p{n}"), WINDOW + 3) for n in range(4)]
+    rows = sum(rows_of(conversations[0].pk).values())  # every conversation holds as many
+    settings.RETENTION_PURGE_ROWS_PER_SECOND = per_second * rows
+    clock = Clock(0.01)
+    monkeypatch.setattr("conversations.customer_data.retention.time", clock)
+    sizes: list[int] = []
+    batch = retention._batch
+
+    def counted(**kwargs):
+        sizes.append(kwargs["size"])
+        return batch(**kwargs)
+
+    monkeypatch.setattr(retention, "_batch", counted)
+
+    purge = retention_purge(tenant=alpha, pause_seconds=0.05)
+
+    assert purge is not None and purge.counts["conversations.Conversation"] == 4
+    # Two conversations' rows a second: one first (half a second's rest), then two (a second), then two asked and the
+    # last found; at a hundred, one and then a hundred asked (the batch's most), resting the pause (the rows take less).
+    assert sizes[: len(batches)] == batches and purge.batches == len(batches)
+    assert clock.slept == rests
