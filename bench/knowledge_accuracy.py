@@ -240,6 +240,7 @@ class TurnSeen:
     tools: tuple[str, ...]
     unknown: bool
     answer: str
+    grounded: bool | None = None  # None: the answer cites nothing
 
     def describe(self) -> str:
         tools = ", ".join(self.tools) or "no tool"
@@ -252,8 +253,12 @@ def turn_answers(questions: Iterable[Question], *, client: Any) -> list[tuple[An
     client holding a key of the demo's tenant): the articles its answer cites, in the answer's order, each with its
     relevance, and where it went."""
     from knowledge.models import KnowledgeDocument
+    from releases.evals.checks import answer_framing, grounding
+    from releases.evals.run import cited_passages
+    from routing import snapshot
 
     names = dict(KnowledgeDocument.objects.values_list("pk", "file_name"))
+    profiles = snapshot.current().profiles
     out = []
     for number, question in enumerate(questions):
         response = client.post(
@@ -272,6 +277,9 @@ def turn_answers(questions: Iterable[Question], *, client: Any) -> list[tuple[An
             (names.get(citation["document"], f"#{citation['document']}"), float(citation["score"]))
             for citation in knowledge.get("citations") or ()
         )
+        passages = cited_passages(knowledge)
+        framing = answer_framing(profiles[question.profile], str(body.get("agent")), metadata.get("language"))
+        grounded = not grounding(str(body.get("answer") or ""), question.text, passages, framing=framing)
         seen = TurnSeen(
             agent=str(body.get("agent") or f"HTTP {response.status_code}"),
             intent=str((metadata.get("route_decision") or {}).get("intent") or ""),
@@ -279,6 +287,7 @@ def turn_answers(questions: Iterable[Question], *, client: Any) -> list[tuple[An
             tools=tuple(str(result.get("tool")) for result in metadata.get("mcp_results") or ()),
             unknown=bool(knowledge.get("unknown")),
             answer=str(body.get("answer") or ""),
+            grounded=grounded if passages else None,
         )
         out.append((Answer(cited), seen))
     return out
@@ -297,13 +306,18 @@ def turn_report(
     groups["all"] = list(range(len(questions)))
     out = {}
     for title, table in (("language", groups), ("profile", {**dict(sorted(profiles.items())), "all": groups["all"]})):
-        write(f'{title:20}  answerable  cited right  cited any  unanswerable  refused    said "I don\'t know"')
+        write(
+            f'{title:20}  answerable  cited right  cited any  unanswerable  refused    said "I don\'t know"'
+            "  grounded (of cited)"
+        )
         for name, indexes in table.items():
             f = accuracy([questions[i] for i in indexes], [answers[i] for i in indexes], bar=-1.0)
             unknown = sum(seen[i][1].unknown for i in indexes if not questions[i].article)
+            cited = [seen[i][1].grounded for i in indexes if seen[i][1].grounded is not None]
             write(
                 f"{name:20}  {f.answerable:10}  {f.share(f.cited, f.answerable):>11}  {f.share(f.kept, f.answerable)}"
                 f"  {f.unanswerable:12}  {f.share(f.refused, f.unanswerable)}  {f.share(unknown, f.unanswerable)}"
+                f"  {f.share(sum(cited), len(cited)):>19}"
             )
             if title == "language":
                 out[name] = f
@@ -319,6 +333,8 @@ def turn_misses(questions: Sequence[Question], seen: Sequence[tuple[Answer, Turn
         if (first == question.article) if question.article else first is None:
             continue
         cited = ", ".join(f"{name} {score:.2f}" for name, score in answer.cited) or "nothing"
+        if turn.grounded is False:
+            cited += " (not grounded)"
         lines.append(
             f"  [{question.lang} {question.profile}] {question.text!r}: want {question.article or 'no answer'}; "
             f"cited {cited}; {turn.describe()}; {turn.answer[:90]!r}"

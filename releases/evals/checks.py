@@ -17,7 +17,13 @@ Each expectation of a turn (:mod:`routing.conversation_tests.cases` lists them) 
   outcome; ``{tool: {argument: value}}`` passes when one call of the tool had every argument named with that value;
 * flow: ``frame_pushed`` / ``frame_resumed`` true (some frame), false (none) or a frame's name or kind;
   ``escalated`` whether the turn leaves the conversation with a person; ``delegated_to`` a delegation to that
-  specialist in the turn, ``returned`` a return (from that specialist, when named).
+  specialist in the turn, ``returned`` a return (from that specialist, when named);
+* knowledge (``metadata.knowledge``): ``cites`` the passages the answer cites (a document named by its title, case and
+  accents folded, or its file name); ``unknown`` whether the answer said the documents do not say; ``grounded`` the
+  answer against the passages it cites (:func:`grounding`): every number it states is in them or in the customer's
+  message, and at least :data:`GROUNDED_SHARE` of its content words are (the words it shares with them on their first
+  letters, as the relevance bar reads them) — a check of words, not of meaning: an answer that rewords its passages
+  freely wants a ``judge``.
 
 ``judge`` is not checked here: :mod:`releases.evals.judging` scores it.
 """
@@ -25,10 +31,13 @@ Each expectation of a turn (:mod:`routing.conversation_tests.cases` lists them) 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.offline_words import offline_words
+from agents.passages import content_words, words_held
 from agents.structured import SchemaTooCostly, schema_errors
 from common.language import detect_language
 from common.patterns import pattern_compiled
@@ -36,8 +45,21 @@ from common.text import fold
 from conversations.judges import unquoted
 from routing.conversation_tests.cases import JUDGE_KEY
 from routing.expectations import ROUTING_TEST_LIST_KEYS
+from routing.specs import ProfileSpec
 
 NOTHING = "(none)"
+GROUNDED_SHARE = 0.7  # of the answer's content words found in the passages it cites (or the customer's message)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CITATION_MARK = re.compile(r"\[\d+\]")
+
+
+@dataclass(frozen=True)
+class Cited:
+    """A passage the answer cites: its document's title and file name, and its text."""
+
+    title: str
+    file_name: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,12 @@ class Observed:
     frames: Sequence[Mapping[str, Any]] = ()  # the conversation's events: {event, frame: {kind, name}}
     escalated: bool = False
     judged: Mapping[str, Any] = field(default_factory=dict)
+    question: str = ""  # the customer's message
+    knowledge: Mapping[str, Any] = field(default_factory=dict)  # metadata.knowledge
+    cited: Sequence[Cited] = ()  # the passages its citations name, in their order
+    framing: Sequence[
+        str
+    ] = ()  # texts around the answer that are no claim: the specialist's name, the platform's words
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +92,7 @@ class Observed:
             "tools": [dict(tool) for tool in self.tools],
             "handoffs": [dict(move) for move in self.handoffs],
             "escalated": self.escalated,
+            "cited": [cited.title for cited in self.cited],
         }
 
 
@@ -169,7 +198,64 @@ def _check(key: str, expected: Any, seen: Observed) -> Failure | None:
         back = [move["from_agent"] for move in seen.handoffs if move.get("kind") == "return"]
         met = bool(back) == expected if isinstance(expected, bool) else expected in back
         return None if met else Failure(key, expected, back)
+    if key in ("cites", "grounded", "unknown"):
+        return _knowledge(key, expected, seen)
     return Failure(key, expected, None, "not a key this platform checks")
+
+
+def _knowledge(key: str, expected: Any, seen: Observed) -> Failure | None:
+    titles = [cited.title for cited in seen.cited]
+    if key == "unknown":
+        said = bool(seen.knowledge.get("unknown"))
+        return None if said == expected else Failure(key, expected, said)
+    if key == "cites":
+        if isinstance(expected, bool):
+            met = bool(seen.cited) == expected
+        else:
+            met = any(folded(expected) == folded(cited.title) or expected == cited.file_name for cited in seen.cited)
+        return None if met else Failure(key, expected, titles)
+    why = grounding(seen.answer, seen.question, seen.cited, framing=seen.framing)
+    return None if (not why) == expected else Failure(key, expected, why or "grounded", why)
+
+
+def grounding(answer: str, question: str, cited: Sequence[Cited], *, framing: Sequence[str] = ()) -> str:
+    """Why ``answer`` is not grounded in the passages it cites (``""``: it is): it cites none, states a number
+    neither they nor the customer's message hold, or fewer than :data:`GROUNDED_SHARE` of its content words are theirs
+    or the message's. The answer is read without its line of sources and its citation marks (``[1]``); the words of
+    ``framing`` (who answers, the platform's own phrases around an answer) are no claim and count as held."""
+    if not cited:
+        return "the answer cites no passage"
+    own = _CITATION_MARK.sub(" ", _without_sources(answer, cited[-1].title))
+    support = "\n".join((*(passage.text for passage in cited), *(passage.title for passage in cited), question))
+    support = "\n".join((support, *framing))
+    known = {_digits(number) for number in _NUMBER.findall(support)}
+    invented = [number for number in dict.fromkeys(_NUMBER.findall(own)) if _digits(number) not in known]
+    if invented:
+        return f"states {', '.join(invented)}, which neither the cited passages nor the message hold"
+    held, words = words_held(own, support)
+    if words and held / words < GROUNDED_SHARE:
+        missing = [word for word in content_words(own) if not words_held(word, support)[0]]
+        shown_missing = ", ".join(missing[:8]) + (", …" if len(missing) > 8 else "")
+        return f"{words - held} of its {words} content words are not in the cited passages: {shown_missing}"
+    return ""
+
+
+def answer_framing(profile: ProfileSpec, agent: str, language: str | None) -> tuple[str, ...]:
+    """What frames an answer of ``agent`` and is no claim: its display name in the conversation's ``language``, and
+    the offline model's own words in it."""
+    specialist = profile.specialists.get(agent)
+    named = (profile.display_name_in(specialist, language),) if specialist is not None else ()
+    return (*named, *offline_words(language).values())
+
+
+def _without_sources(answer: str, last_title: str) -> str:
+    """``answer`` without its closing line of sources (a last paragraph ending in the last citation's title)."""
+    body, _, tail = answer.rstrip().rpartition("\n\n")
+    return body if body and tail.rstrip().endswith(last_title) else answer
+
+
+def _digits(number: str) -> str:
+    return number.replace(".", "").replace(",", "")
 
 
 def folded(text: str) -> str:

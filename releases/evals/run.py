@@ -43,7 +43,8 @@ from common.rehearsal import rehearsing
 from conversations.graph import run_turn
 from conversations.models import Conversation
 from conversations.turn import TurnInput, TurnResult
-from releases.evals.checks import Failure, Observed, turn_checked
+from knowledge.models import KnowledgePassage
+from releases.evals.checks import Cited, Failure, Observed, answer_framing, turn_checked
 from releases.evals.judging import Verdict, answer_judged
 from routing import snapshot
 from routing.conversation_tests.cases import JUDGE_KEY, CaseTurn, ConversationCase
@@ -459,7 +460,15 @@ async def _play(
         with rehearsing({**case.tool_answers, **turn.tool_answers}) as rehearsal:
             result = await run_turn(data)
         state = result.state if result.state is not None else await sync_to_async(_state_after)(result.conversation_pk)
-        seen = observed(result, state, [call.as_dict() for call in rehearsal.calls])
+        cited = await sync_to_async(cited_passages)(result.metadata.get("knowledge") or {})
+        seen = observed(
+            result,
+            state,
+            [call.as_dict() for call in rehearsal.calls],
+            question=turn.user,
+            cited=cited,
+            framing=answer_framing(profile, result.agent, result.metadata.get("language") or None),
+        )
         failures = turn_checked(turn.expect, seen, language=case.language)
         verdict = None
         usage = turn_usage(result.metadata.get("usage") or {})
@@ -498,9 +507,29 @@ def _state_after(conversation_pk: int | None) -> str:
     return (row[0] if row else "") or ""
 
 
-def observed(result: TurnResult, state: str, tools: Sequence[Mapping[str, Any]]) -> Observed:
-    """What a turn showed, read from its answer's metadata, the conversation's state after it and the tool calls it
-    made."""
+def cited_passages(knowledge: Mapping[str, Any]) -> tuple[Cited, ...]:
+    """The passages ``metadata.knowledge``'s citations name, in their order (a passage gone since: left out)."""
+    ids = [citation["passage"] for citation in knowledge.get("citations") or ()]
+    if not ids:
+        return ()
+    rows = KnowledgePassage.objects.filter(pk__in=ids).values_list(
+        "pk", "document__title", "document__file_name", "text"
+    )
+    found = {pk: Cited(title, file_name, text) for pk, title, file_name, text in rows}
+    return tuple(found[pk] for pk in ids if pk in found)
+
+
+def observed(
+    result: TurnResult,
+    state: str,
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    question: str = "",
+    cited: Sequence[Cited] = (),
+    framing: Sequence[str] = (),
+) -> Observed:
+    """What a turn showed, read from its answer's metadata, the conversation's state after it, the tool calls it
+    made, the customer's message and the passages its answer cites."""
     metadata = result.metadata
     route = metadata.get("route_decision") or {}
     goal = metadata.get("goal") or {}
@@ -527,4 +556,8 @@ def observed(result: TurnResult, state: str, tools: Sequence[Mapping[str, Any]])
         handoffs=tuple(metadata.get("handoffs") or ()),
         frames=tuple(events),
         escalated=metadata.get("escalation") is not None,
+        question=question,
+        knowledge=metadata.get("knowledge") or {},
+        cited=tuple(cited),
+        framing=tuple(framing),
     )

@@ -24,6 +24,9 @@ them; ``tool_answers`` (``{tool: result}``, used in place of calling the tool's 
 * flow: ``frame_pushed`` and ``frame_resumed`` (true, false, or the frame's name or kind: :mod:`routing.stack`),
   ``escalated`` (true or false), ``delegated_to`` (a specialist), ``returned`` (true, false, or the specialist that
   returned);
+* knowledge: ``cites`` (true: the answer cites a passage of the profile's documents; false: none; or a document's
+  title or file name it cites), ``grounded`` (true: the answer is grounded in the passages it cites —
+  :func:`releases.evals.checks.grounding`), ``unknown`` (true: the answer says the documents do not say);
 * ``judge``: ``{rubric, min_score, runs?}`` — a rubric in words, the lowest score in [0, 1] that passes, and how many
   times a model-judged test runs (:data:`JUDGE_MAX_RUNS` at most).
 
@@ -60,8 +63,9 @@ ANSWER_KEYS = (
 )
 TOOL_KEYS = ("tools_called", "tools_not_called")
 FLOW_KEYS = ("frame_pushed", "frame_resumed", "escalated", "delegated_to", "returned")
+KNOWLEDGE_KEYS = ("cites", "grounded", "unknown")
 JUDGE_KEY = "judge"
-EXPECT_KEYS = (*ROUTING_KEYS, *ANSWER_KEYS, *TOOL_KEYS, *FLOW_KEYS, JUDGE_KEY)
+EXPECT_KEYS = (*ROUTING_KEYS, *ANSWER_KEYS, *TOOL_KEYS, *FLOW_KEYS, *KNOWLEDGE_KEYS, JUDGE_KEY)
 JUDGE_KEYS = ("rubric", "min_score", "runs")
 
 MAX_TURNS = 20
@@ -335,7 +339,13 @@ def _value_problems(key: str, value: Any) -> Problems:
     """The problems of one key's value (the routing keys' are :func:`routing_test_expect_problems`')."""
     if key == "state" or key == "delegated_to":
         return _text((), value, TOOL_NAME_MAX_CHARS, required=True)
-    if key in ("no_state", "escalated"):
+    if key == "cites":
+        if isinstance(value, bool):
+            return []
+        if isinstance(value, str) and value.strip():
+            return _text((), value, NAME_MAX_CHARS)
+        return [((), "must be true, false or a document's title or file name.")]
+    if key in ("no_state", "escalated", "grounded", "unknown"):
         return [] if isinstance(value, bool) else [((), "must be true or false.")]
     if key in ("frame_pushed", "frame_resumed", "returned"):
         if isinstance(value, bool) or (isinstance(value, str) and value.strip()):
