@@ -1,6 +1,7 @@
-"""The admin of the profiles' knowledge: a source's page lists its documents (with their passages), and its upload
-page takes files or pasted text. Reading takes ``view_knowledgesource``; every change, upload and delete takes
-``knowledge.edit_knowledge`` (the "Routing editors" hold both)."""
+"""The admin of the profiles' knowledge: a source's page lists its documents (with their passages) and its latest
+uploads (their status, and what each changed), and its upload page takes files or pasted text. Reading takes
+``view_knowledgesource``; every change, upload and delete takes ``knowledge.edit_knowledge`` (the "Routing editors"
+hold both)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,19 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from common.errors import DomainError
 from common.language import LANGUAGES
-from knowledge.models import EDIT_PERMISSION, KnowledgeDocument, KnowledgePassage, KnowledgeSource, validate_tags
+from knowledge.models import (
+    EDIT_PERMISSION,
+    KnowledgeDocument,
+    KnowledgePassage,
+    KnowledgeSource,
+    KnowledgeUpload,
+    UploadStatus,
+    validate_tags,
+)
 from knowledge.reading import SUFFIXES
-from knowledge.services import IngestReport, document_delete, document_ingest
+from knowledge.services import IngestReport, document_delete
+from knowledge.uploads import uploads_queue
 
 PASTED_SUFFIX = ".txt"
 
@@ -115,6 +124,37 @@ class DocumentInline(admin.TabularInline):
         return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
 
 
+class UploadInline(admin.TabularInline):
+    """The source's latest uploads (:data:`knowledge.uploads.UPLOADS_KEPT`): queued, being read, done or refused."""
+
+    model = KnowledgeUpload
+    extra = 0
+    fields = ("file_name", "status", "outcome", "uploaded_by", "created_at", "finished_at")
+    readonly_fields = fields
+    can_delete = False
+    verbose_name_plural = "latest uploads"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeUpload]:
+        return super().get_queryset(request).select_related("uploaded_by").defer("data")
+
+    @admin.display(description="what it changed, or why it was refused")
+    def outcome(self, obj: Any) -> str:
+        if obj.status == UploadStatus.FAILED:
+            return obj.error
+        if obj.status == UploadStatus.DONE and obj.report:
+            return report_words(IngestReport(**obj.report))
+        return "—"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
+
+
 class PassageInline(admin.TabularInline):
     model = KnowledgePassage
     extra = 0
@@ -173,7 +213,10 @@ class KnowledgeSourceAdmin(admin.ModelAdmin):
     search_fields = ("name", "profile__agent_id")
     list_select_related = ("profile", "tenant")
     fields = ("profile", "tenant", "name", "language", "tags", "owner", "enabled")
-    inlines = [DocumentInline]
+    inlines = [DocumentInline, UploadInline]
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[admin.options.InlineModelAdmin]]:
+        return [DocumentInline] if obj is None else [DocumentInline, UploadInline]  # a new source has no uploads
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeSource]:
         return (
@@ -241,28 +284,24 @@ class KnowledgeSourceAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/knowledge/knowledgesource/upload.html", context)
 
     def _ingest(self, request: HttpRequest, source: KnowledgeSource, data: dict[str, Any]) -> bool:
-        """Each upload on its own: one refused file does not stop the others. True when every one went in."""
+        """Each upload on its own: one refused file does not stop the others. True when none was refused (a queued
+        one is read by a worker: its status is on the source's page)."""
         # One byte past the bound is enough to refuse a file: a huge upload is never read whole.
         limit = settings.KNOWLEDGE_MAX_FILE_BYTES + 1
-        uploads = [(upload.name, upload.read(limit), "") for upload in data["uploads"]]
+        files = [(upload.name, upload.read(limit), "") for upload in data["uploads"]]
         if data["pasted"].strip():
-            uploads.append((data["pasted_name"].strip() + PASTED_SUFFIX, data["pasted"].encode(), data["title"]))
-        all_in = True
-        for name, content, title in uploads:
-            try:
-                report = document_ingest(
-                    source=source,
-                    file_name=name,
-                    data=content,
-                    title=title,
-                    language=data["language"],
-                    tags=data["tags"],
-                    user=request.user,
-                )
-            except DomainError as error:
-                all_in = False
-                self.message_user(request, f"{name}: {error.message}", messages.ERROR)
+            files.append((data["pasted_name"].strip() + PASTED_SUFFIX, data["pasted"].encode(), data["title"]))
+        uploads = uploads_queue(
+            source=source, files=files, language=data["language"], tags=data["tags"], user=request.user
+        )
+        for upload in uploads:
+            if upload.status == UploadStatus.FAILED:
+                self.message_user(request, f"{upload.file_name}: {upload.error}", messages.ERROR)
                 continue
-            self.log_change(request, source, [{"changed": {"name": "document", "object": report.file_name}}])
-            self.message_user(request, report_words(report), messages.SUCCESS)
-        return all_in
+            self.log_change(request, source, [{"changed": {"name": "document", "object": upload.file_name}}])
+            if upload.status == UploadStatus.DONE:
+                self.message_user(request, report_words(IngestReport(**upload.report)), messages.SUCCESS)
+            else:
+                queued = f"{upload.file_name}: queued, read in the background; its status is under latest uploads."
+                self.message_user(request, queued, messages.INFO)
+        return all(upload.status != UploadStatus.FAILED for upload in uploads)

@@ -135,3 +135,39 @@ class KnowledgeWord(models.Model):
 
     def __str__(self) -> str:
         return self.word
+
+
+class UploadStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    INDEXING = "indexing", "Indexing"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class KnowledgeUpload(models.Model):
+    """A file handed to a source, read into a document by a Celery worker where a broker exists and in the request
+    otherwise (:mod:`knowledge.uploads`): its status, and once read, what it changed (``report``) or why it was refused
+    (``error``). Its bytes are kept only until it is read."""
+
+    source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="uploads")
+    file_name = models.CharField(max_length=255)
+    title = models.CharField(max_length=300, blank=True)
+    language = models.CharField(max_length=8, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    data = models.BinaryField(default=bytes, editable=False)
+    size_bytes = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=UploadStatus.choices, default=UploadStatus.QUEUED)
+    report = models.JSONField(default=dict, blank=True, help_text="What reading it changed: passages added, removed.")
+    error = models.TextField(blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["source", "-created_at"], name="knowledge_upload_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.file_name} ({self.status})"

@@ -272,6 +272,7 @@ NO_CUSTOMER_DATA: Mapping[str, str] = {
     "knowledge.KnowledgeSource": KNOWLEDGE,
     "knowledge.KnowledgeDocument": KNOWLEDGE,
     "knowledge.KnowledgePassage": KNOWLEDGE,
+    "knowledge.KnowledgeUpload": KNOWLEDGE,
     "routing.Intent": CONFIGURATION,
     "routing.Keyword": CONFIGURATION,
     "routing.StatePolicy": CONFIGURATION,
