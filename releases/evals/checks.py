@@ -79,9 +79,8 @@ class Observed:
     question: str = ""  # the customer's message
     knowledge: Mapping[str, Any] = field(default_factory=dict)  # metadata.knowledge
     cited: Sequence[Cited] = ()  # the passages its citations name, in their order
-    framing: Sequence[
-        str
-    ] = ()  # texts around the answer that are no claim: the specialist's name, the platform's words
+    # Texts around the answer that are no claim: the specialist's name, the platform's own words.
+    framing: Sequence[str] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -215,7 +214,7 @@ def _knowledge(key: str, expected: Any, seen: Observed) -> Failure | None:
             met = any(folded(expected) == folded(cited.title) or expected == cited.file_name for cited in seen.cited)
         return None if met else Failure(key, expected, titles)
     why = grounding(seen.answer, seen.question, seen.cited, framing=seen.framing)
-    return None if (not why) == expected else Failure(key, expected, why or "grounded", why)
+    return None if (not why) == expected else Failure(key, expected, not why, why)
 
 
 def grounding(answer: str, question: str, cited: Sequence[Cited], *, framing: Sequence[str] = ()) -> str:

@@ -62,7 +62,7 @@ def test_an_answer_stating_a_number_its_passages_do_not_hold_is_not_grounded():
 
     (failure,) = turn_checked({"grounded": True}, seen(invented, SPEED))
 
-    assert failure.key == "grounded"
+    assert (failure.key, failure.actual) == ("grounded", False)
     assert failure.note == "states 900, 99.90, which neither the cited passages nor the message hold"
     assert grounding("The fibre plan delivers up to 500.0 megabits per second.", QUESTION, [SPEED]) != ""
     assert grounding("Up to 1,000 megabits per second.", "Is 1.000 megabits per second possible?", [SPEED]) == ""
