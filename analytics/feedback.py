@@ -31,6 +31,7 @@ from analytics.filters import BUCKETS, DEFAULT_RECENT_LIMIT, MAX_RECENT_LIMIT, b
 from analytics.selectors import timeline_periods, window_rows
 from conversations.feedback import FeedbackRate, feedback_rates, feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
+from knowledge.models import KnowledgeDocument
 from tenants.selectors import TenantScope
 
 EXCERPT = 300  # characters of the customer's message and of the answer in a recent row
@@ -204,11 +205,12 @@ def feedback_breakdown(
     cohort: str | None = None,
     version: int | str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The share rated down per profile, per intent and per agent, intents and agents named within their profile:
-    ``{profiles: [{profile, ...}], intents: [{profile, intent, ...}], agents: [{profile, agent, ...}]}``, each row
-    with ``rated``, ``up``, ``down``, ``negative_rate_percentage``; most rated down first. The intent is the route
-    decision's of the rated answer's turn ("" when the turn stored none); the agent is the one that wrote the
-    answer. Four queries."""
+    """The share rated down per profile, per intent, per agent and per document cited, each named within its
+    profile: ``{profiles: [{profile, ...}], intents: [{profile, intent, ...}], agents: [{profile, agent, ...}],
+    documents: [{profile, document, title, ...}]}``, each row with ``rated``, ``up``, ``down``,
+    ``negative_rate_percentage``; most rated down first. The intent is the route decision's of the rated answer's turn
+    ("" when the turn stored none); the agent is the one that wrote the answer; the documents those its citations name
+    (:func:`_per_document`). Six queries."""
     rows = _rated(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
     counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
     per_profile = list(rows.values("profile_id").annotate(**counts))
@@ -220,7 +222,37 @@ def feedback_breakdown(
         "profiles": _ranked(per_profile, names),
         "intents": _ranked(per_intent, names, "intent", "decision_intent"),
         "agents": _ranked(per_agent, names, "agent", "message__agent"),
+        "documents": _per_document(rows, names),
     }
+
+
+def _per_document(rows: QuerySet[MessageFeedback], names: dict[int, str]) -> list[dict[str, Any]]:
+    """Ratings of the answers that cite the profile's documents (``metadata.knowledge.citations``), per document
+    cited, each answer counted once per document: ``[{profile, document, title, ...}]``, most rated down first. Reads
+    the citations of the rated answers given from knowledge only; a document deleted since keeps its id, titled
+    "(deleted)"."""
+    cited = rows.filter(message__metadata__knowledge__answered_from_knowledge=True).values_list(
+        "profile_id", "rating", "message__metadata__knowledge__citations"
+    )
+    merged: dict[tuple[int, int], list[int]] = {}
+    for profile_id, rating, citations in cited:
+        documents = {
+            c["document"] for c in citations or () if isinstance(c, dict) and isinstance(c.get("document"), int)
+        }
+        for document in documents:
+            figures = merged.setdefault((profile_id, document), [0, 0])
+            figures[rating == FeedbackRating.DOWN] += 1
+    titles = dict(KnowledgeDocument.objects.filter(pk__in={key[1] for key in merged}).values_list("pk", "title"))
+    ranked = sorted(merged.items(), key=lambda item: (-item[1][1], -item[1][1] / sum(item[1]), item[0][1]))
+    return [
+        {
+            "profile": names.get(profile_id, ""),
+            "document": document,
+            "title": titles.get(document, "(deleted)"),
+            **_figures(up, down),
+        }
+        for (profile_id, document), (up, down) in ranked
+    ]
 
 
 def feedback_list_recent(
@@ -290,6 +322,16 @@ BREAKDOWN_RESPONSE = inline_serializer(
             {"profile": serializers.CharField(), "agent": serializers.CharField(allow_blank=True), **RATINGS_FIELDS},
             many=True,
         ),
+        "documents": inline_serializer(
+            "FeedbackByDocument",
+            {
+                "profile": serializers.CharField(),
+                "document": serializers.IntegerField(),
+                "title": serializers.CharField(),
+                **RATINGS_FIELDS,
+            },
+            many=True,
+        ),
     },
 )
 RECENT_RESPONSE = inline_serializer(
@@ -338,11 +380,12 @@ class FeedbackTimelineApi(AnalyticsApi):
 
 class FeedbackBreakdownApi(AnalyticsApi):
     @extend_schema(
-        summary="The share of rated answers rated down, per profile, per intent and per agent",
+        summary="The share of rated answers rated down, per profile, intent, agent and document cited",
         description=(
             "`intents`: by the route decision of the rated answer's turn (blank: the turn stored none); `agents`: "
-            "by the specialist that wrote the answer. Intents and agents are named within their `profile`. Most "
-            "rated down first."
+            "by the specialist that wrote the answer; `documents`: by the knowledge documents the answer cites (an "
+            'answer citing two counts for each; `title` is "(deleted)" for a document deleted since). Intents, '
+            "agents and documents are named within their `profile`. Most rated down first."
         ),
         parameters=FILTER_PARAMETERS,
         responses={200: BREAKDOWN_RESPONSE, **ERRORS},

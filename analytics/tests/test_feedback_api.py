@@ -1,6 +1,6 @@
 """``GET /api/analytics/feedback``: feedback per cohort and per routing version, with the analytics' tenant scoping;
 ``.../timeline``, ``.../breakdown`` and ``.../recent``: the dashboard's ratings panel (ratings over time, the share
-rated down per profile, intent and agent, the latest answers rated down)."""
+rated down per profile, intent, agent and knowledge document cited, the latest answers rated down)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from agents.models import AgentProfile
 from conversations.feedback import feedback_give
 from conversations.models import Message
 from conversations.tests.stored_turns import conversation_of, stored_turn
+from knowledge.models import KnowledgeDocument, KnowledgeSource
+from knowledge.services import document_delete, document_ingest
 from tests.factories import AgentProfileFactory, ConversationFactory
 
 pytestmark = pytest.mark.django_db
@@ -239,12 +241,56 @@ def test_the_breakdown_gives_the_share_rated_down_per_profile_intent_and_agent(a
     }
 
 
+@pytest.mark.sqlite_too
+def test_the_breakdown_gives_the_share_rated_down_per_knowledge_document_an_answer_cites(api, tenant, outsider):
+    ours = conversation_of(tenant, "telecom_contas", "k-1")
+    source = KnowledgeSource.objects.create(profile=ours.profile, name="Central", language="pt")
+    bills = document_ingest(source=source, file_name="faturas.md", data=b"# Faturas\n\nA segunda via sai no app.\n")
+    plans = document_ingest(source=source, file_name="planos.md", data=b"# Planos\n\nTroque de plano no app.\n")
+
+    def cited(conversation, text, rating, *documents, unknown=False):
+        turn = stored_turn(conversation, text, rating=rating, when=days_ago(1))
+        citations = [{"document": document, "title": "?", "passage": 1, "score": 0.9} for document in documents]
+        knowledge = {"citations": citations, "retrieved": [], "answered_from_knowledge": bool(documents)}
+        Message.objects.filter(pk=turn.answer.pk).update(metadata={"knowledge": knowledge | {"unknown": unknown}})
+
+    cited(ours, "segunda via?", "down", bills.document_id, plans.document_id)
+    cited(ours, "segunda via pelo app?", "down", bills.document_id, bills.document_id)  # one answer: counted once
+    cited(ours, "trocar de plano?", "up", plans.document_id)
+    cited(ours, "vale-presente?", "down", unknown=True)  # cites nothing: no document's
+    cited(conversation_of(outsider, "telecom_contas", "k-2"), "segredo?", "down", plans.document_id)
+    document_delete(document=KnowledgeDocument.objects.get(pk=plans.document_id))
+
+    body = api.get(f"{URL}/breakdown", {"days": 7}).json()
+
+    assert body["documents"] == [
+        {
+            "profile": "telecom_contas",
+            "document": bills.document_id,
+            "title": "Faturas",
+            "rated": 2,
+            "up": 0,
+            "down": 2,
+            "negative_rate_percentage": 100.0,
+        },
+        {
+            "profile": "telecom_contas",
+            "document": plans.document_id,
+            "title": "(deleted)",
+            "rated": 2,
+            "up": 1,
+            "down": 1,
+            "negative_rate_percentage": 50.0,
+        },
+    ]
+
+
 def test_the_breakdown_of_one_profile_and_of_an_empty_window(api, rated_turns):
     retail = api.get(f"{URL}/breakdown", {"days": 7, "profile": "retail_orders"}).json()
     assert [row["profile"] for row in retail["profiles"]] == ["retail_orders"]
     assert [row["agent"] for row in retail["agents"]] == ["general_agent"]
     empty = api.get(f"{URL}/breakdown", {"start": "2020-01-01", "end": "2020-01-02"}).json()
-    assert empty == {"profiles": [], "intents": [], "agents": []}
+    assert empty == {"profiles": [], "intents": [], "agents": [], "documents": []}
 
 
 def test_the_latest_rated_down_come_newest_first_with_comment_message_answer_and_route(api, rated_turns):

@@ -1047,6 +1047,7 @@
   // --- customers' ratings -----------------------------------------------------------------------------
 
   var EMPTY_RATINGS = "No answer of this period was rated";
+  var EMPTY_CITED_RATINGS = "No rated answer of this period cited a document";
 
   function drawFeedback(data) {
     var total = data.total || {};
@@ -1131,6 +1132,7 @@
     recordsTable("table-feedback-profiles", data.profiles || [], shareColumns("profile", false), EMPTY_RATINGS);
     recordsTable("table-feedback-intents", data.intents || [], shareColumns("intent", qualify), EMPTY_RATINGS);
     recordsTable("table-feedback-agents", data.agents || [], shareColumns("agent", qualify), EMPTY_RATINGS);
+    recordsTable("table-feedback-documents", data.documents || [], shareColumns("title", qualify), EMPTY_CITED_RATINGS);
   }
 
   function drawFeedbackRecent(rows) {
