@@ -398,9 +398,9 @@ class Migrations:
         return self.executor.loader.project_state([migration]).apps
 
     def from_empty_to(self, migration: tuple[str, str]) -> Any:
-        """The database as installed at ``migration`` (:func:`tests.migration_moves.installed_at`); its historical
-        apps, as :meth:`back_to`. For an early migration, where migrating back costs a minute; the rows stored before
-        are gone."""
+        """The database as installed at ``migration`` (:func:`tests.migration_moves.installed_at`: the tables
+        :meth:`back_to` leaves, made cheaper for an early migration); its historical apps, as :meth:`back_to`. The
+        rows stored before are gone."""
         from tests.migration_moves import installed_at
 
         self.executor = installed_at([migration])

@@ -36,6 +36,7 @@ BEFORE_THE_MOVE = {
     "analytics": "0002_daily_totals",
     "agents": "0004_profile_delegation_loop_safety_words",
 }
+NEW_APPS = ("common", "tenants", "conversations")
 
 # Historical model -> (the current model on the same table, the columns compared before and after).
 ROWS = {
@@ -80,7 +81,7 @@ VIEWED_AFTER = {"tenants.view_tenant", "conversations.view_conversation", "commo
 def migrate_to_before_the_move() -> tuple[MigrationExecutor, Any]:
     """The database as installed before the move (the new apps did not exist): an executor and the historical models
     of then."""
-    executor = installed_at(list(BEFORE_THE_MOVE.items()))
+    executor = installed_at([*BEFORE_THE_MOVE.items(), *((app, None) for app in NEW_APPS)])
     return executor, executor.loader.project_state(list(BEFORE_THE_MOVE.items())).apps
 
 
