@@ -397,6 +397,15 @@ class Migrations:
         self.executor.loader.build_graph()
         return self.executor.loader.project_state([migration]).apps
 
+    def from_empty_to(self, migration: tuple[str, str]) -> Any:
+        """The database as installed at ``migration`` (:func:`tests.migration_moves.installed_at`: the tables
+        :meth:`back_to` leaves, made cheaper for an early migration); its historical apps, as :meth:`back_to`. The
+        rows stored before are gone."""
+        from tests.migration_moves import installed_at
+
+        self.executor = installed_at([migration])
+        return self.executor.loader.project_state([migration]).apps
+
     def forward(self) -> None:
         """Migrate to the latest state (every other test expects it)."""
         from django.contrib.contenttypes.models import ContentType
@@ -408,9 +417,9 @@ class Migrations:
 
 @pytest.fixture
 def migrations():
-    """A data migration's test: ``migrations.back_to(("app", "000N_name"))`` returns the apps of then, rows are made
-    with them, ``migrations.forward()`` runs what came after; the latest state comes back after the test whatever
-    happens. Needs ``django_db(transaction=True)``."""
+    """A data migration's test: ``migrations.back_to(("app", "000N_name"))`` (or ``from_empty_to``, for an early
+    migration) returns the apps of then, rows are made with them, ``migrations.forward()`` runs what came after; the
+    latest state comes back after the test whatever happens. Needs ``django_db(transaction=True)``."""
     moves = Migrations()
     yield moves
     moves.forward()

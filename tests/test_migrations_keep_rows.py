@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 from functools import reduce
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -26,7 +27,7 @@ from conversations.models import Conversation, Message, RouteDecisionRecord, Too
 from handoffs.models import Handoff
 from routing.models import RolloutTenantOverride
 from tenants.models import ApiKey, Tenant
-from tests.migration_moves import assert_foreign_keys_declared, contents, migrate_to_latest, row_maker
+from tests.migration_moves import assert_foreign_keys_declared, contents, installed_at, migrate_to_latest, row_maker
 
 # The leaf migrations of the apps the move touched, as they were just before it; the new apps did not exist.
 BEFORE_THE_MOVE = {
@@ -77,11 +78,11 @@ VIEWED = ("tenant", "conversation", "routingconfigversion")  # routing's models 
 VIEWED_AFTER = {"tenants.view_tenant", "conversations.view_conversation", "common.view_configversion"}
 
 
-def migrate_to_before_the_move(executor: MigrationExecutor):
-    """Unapply the move (and the new apps) and return the historical models of before it."""
-    executor.migrate([*BEFORE_THE_MOVE.items(), *((app, None) for app in NEW_APPS)])
-    executor.loader.build_graph()
-    return executor.loader.project_state(list(BEFORE_THE_MOVE.items())).apps
+def migrate_to_before_the_move() -> tuple[MigrationExecutor, Any]:
+    """The database as installed before the move (the new apps did not exist): an executor and the historical models
+    of then."""
+    executor = installed_at([*BEFORE_THE_MOVE.items(), *((app, None) for app in NEW_APPS)])
+    return executor, executor.loader.project_state(list(BEFORE_THE_MOVE.items())).apps
 
 
 def populate(apps) -> dict[str, list[int]]:
@@ -182,7 +183,7 @@ def test_a_database_filled_before_the_move_keeps_its_rows_keys_and_permissions_a
     if not set(executor.loader.graph.leaf_nodes()) <= set(executor.loader.applied_migrations):
         pytest.skip("the test database was not built by migrations (--nomigrations)")
     try:
-        old_apps = migrate_to_before_the_move(executor)
+        executor, old_apps = migrate_to_before_the_move()
         made = populate(old_apps)
         group_id, user_id, content_type_ids = grant_view_permissions(old_apps)
         group = old_apps.get_model("auth", "Group").objects.get(pk=group_id)
