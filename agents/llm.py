@@ -30,11 +30,13 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from functools import cached_property
 from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
 from django.utils.translation import gettext_lazy
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import LangSmithParams
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -420,6 +422,39 @@ class OfflineChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "offline"
 
+    @cached_property
+    def _serialized(self) -> dict[str, Any]:
+        """What langchain hands callbacks as the model (its ``dumpd``: a model it cannot serialise, by name and
+        ``repr``), written here: built for every turn's model, langchain's way looked for a missing ``__name__``."""
+        kind = type(self)
+        return {
+            "lc": 1,
+            "type": "not_implemented",
+            "id": [*kind.__module__.split("."), kind.__name__],
+            "repr": repr(self),
+            "name": self.get_name(),
+        }
+
+    def _get_invocation_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+        """What langchain hands callbacks as the call's parameters: the same as its own (the model has no identifying
+        parameters), without its per-call ``dict()`` under a deprecation-warnings filter."""
+        return {"_type": self._llm_type, "stop": stop, **kwargs}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        """The tracing parameters, named: langchain's own looked for ``model``, ``model_name``, ``temperature`` and
+        ``max_tokens`` attributes, each a raised and caught ``AttributeError`` on every call."""
+        model = kwargs.get("model")
+        params = LangSmithParams(
+            ls_provider="offline", ls_model_name=model if isinstance(model, str) else "offline", ls_model_type="chat"
+        )
+        if stop:
+            params["ls_stop"] = stop
+        if isinstance(kwargs.get("temperature"), (int, float)):
+            params["ls_temperature"] = kwargs["temperature"]
+        if isinstance(kwargs.get("max_tokens"), int):
+            params["ls_max_tokens"] = kwargs["max_tokens"]
+        return params
+
     def bind_tools(self, tools, *, tool_choice: str | None = None, **kwargs):
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -674,7 +709,7 @@ class OfflineChatModel(BaseChatModel):
 
 def _message_tokens(message: Any) -> int:
     text = message.content if isinstance(message.content, str) else message.text
-    calls = getattr(message, "tool_calls", None) or ()
+    calls = message.tool_calls if isinstance(message, AIMessage) else ()  # a miss on the others raises and is caught
     return text_tokens(text) + sum(text_tokens(call["name"] + json.dumps(call["args"])) for call in calls)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,14 +124,14 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(word for word in normalize(text).split() if len(word) >= 4 and word not in _COMMON))
 
 
-def _stems(text: str) -> set[str]:
+def stems_of(text: str) -> set[str]:
     """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too."""
     joined = (first + second for first, second in _COMPOUND.findall(text))
     words = [*normalize(text).split(), *(normalize(word) for word in joined)]
     return {word[:STEM_CHARS] for word in words if len(word) >= 4}
 
 
-def _found(word: str, stems: set[str]) -> bool:
+def _found(word: str, stems: AbstractSet[str]) -> bool:
     """``word`` is among ``stems``: the same first :data:`STEM_CHARS` letters ("senha", "senhas"), or for a shorter
     word, the start of one ("take", "takes")."""
     return word[:STEM_CHARS] in stems or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
@@ -139,8 +140,12 @@ def _found(word: str, stems: set[str]) -> bool:
 def words_held(question: str, text: str) -> tuple[int, int]:
     """How many of ``question``'s content words (:func:`content_words`) ``text`` holds, and how many it has."""
     asked = content_words(question)
-    stems = _stems(text) if asked else set()
-    return sum(_found(word, stems) for word in asked), len(asked)
+    return held_in(asked, stems_of(text)) if asked else 0, len(asked)
+
+
+def held_in(asked: list[str], stems: AbstractSet[str]) -> int:
+    """How many of the content words ``asked`` (:func:`content_words`) a text of ``stems`` (:func:`stems_of`) holds."""
+    return sum(_found(word, stems) for word in asked)
 
 
 def coverage(question: str, text: str) -> float:
@@ -201,5 +206,5 @@ def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCE
     (:func:`content_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
     sentences = sentences_of(passage)
     asked = content_words(question)
-    shared = [sentence for sentence in sentences if any(_found(word, _stems(sentence)) for word in asked)]
+    shared = [sentence for sentence in sentences if any(_found(word, stems_of(sentence)) for word in asked)]
     return (shared or sentences[:1])[:limit]

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.urls import reverse
 
-from agents.passages import MIN_WORDS_HELD, words_held
+from agents.passages import MIN_WORDS_HELD, content_words, held_in, stems_of
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search
 
 RETRIEVE_LIMIT = 5  # passages considered per question
+# The passages whose words are kept read, the most recently found: with their text, about 3 MiB at most.
+PASSAGES_READ_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,19 @@ class Retrieved:
         return tuple(sorted(at_bar, key=lambda passage: -passage.relevance))
 
 
+@lru_cache(maxsize=PASSAGES_READ_KEPT)
+def _passage_words(heading: str, text: str) -> frozenset[str]:
+    """The words a passage holds (:func:`agents.passages.stems_of`, heading and text): read once, not at every
+    question that finds it (reading them was most of the Python a search ran)."""
+    return frozenset(stems_of(f"{heading}\n{text}"))
+
+
 def _considered(hits: Iterable[Hit], query: str) -> list[Considered]:
+    asked = content_words(query)  # the question's words, read once for the passages found
     out = []
     for hit in hits:
-        held, asked = words_held(query, f"{hit.heading}\n{hit.text}")
-        out.append(Considered(hit, round(held / asked, 6) if asked else 0.0, held, asked))
+        held = held_in(asked, _passage_words(hit.heading, hit.text)) if asked else 0
+        out.append(Considered(hit, round(held / len(asked), 6) if asked else 0.0, held, len(asked)))
     return out
 
 

@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
+from agents.passages import words_held
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
 from knowledge.services import document_ingest
@@ -135,6 +136,28 @@ def test_the_conversations_language_comes_first_and_the_others_only_when_it_has_
 
     assert {passage.hit.language for passage in in_spanish.considered} == {"es"}
     assert elsewhere.used and elsewhere.used[0].hit.heading == "Delivery › Delivery times"
+
+
+def test_a_passages_words_are_read_once_whatever_questions_find_it(help_centre, monkeypatch):
+    import agents.passages
+    from knowledge import retrieval
+
+    read: list[str] = []
+    monkeypatch.setattr(retrieval, "stems_of", lambda text: read.append(text) or agents.passages.stems_of(text))
+    retrieval._passage_words.cache_clear()
+    questions = ["Posso parcelar a compra no cartão de crédito?", "Qual o prazo para parcelar no cartão?"]
+    first, second = (retrieve(help_centre, "pt", question) for question in questions)
+    again = retrieve(help_centre, "pt", questions[0])
+
+    found = {passage.hit.passage_id for passage in (*first.considered, *second.considered)}
+    assert len(read) == len(found) < len(first.considered) + len(second.considered)
+    assert [(p.relevance, p.held, p.asked) for p in again.considered] == [
+        (p.relevance, p.held, p.asked) for p in first.considered
+    ]
+    assert [(p.relevance, p.held) for p in first.considered] == [
+        (round(held / asked, 6), held)
+        for held, asked in (words_held(questions[0], f"{p.hit.heading}\n{p.hit.text}") for p in first.considered)
+    ]
 
 
 def test_the_profiles_holding_knowledge_are_those_with_an_enabled_source_holding_a_document(help_centre):
