@@ -58,7 +58,7 @@ from agents.schemas import model_key_variable_refusal
 from agents.tool_summary import result_summary
 from agents.usage import KIND_JUDGE, text_tokens, usage_record
 from common.i18n import say
-from common.infra import tracing
+from common.infra import stock_paths, tracing
 from common.infra.metrics import model_call_observe
 from common.language import detect_language
 from common.outbound import AsyncHttpx2GuardedTransport, Httpx2GuardedTransport, origin_entry
@@ -422,10 +422,15 @@ class OfflineChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "offline"
 
+    # Three of langchain's hooks written for this model (docs/decisions/offline-model-langchain-hooks.md); with
+    # STOCK_PATHS on, langchain's own.
+
     @cached_property
     def _serialized(self) -> dict[str, Any]:
         """What langchain hands callbacks as the model (its ``dumpd``: a model it cannot serialise, by name and
         ``repr``), written here: built for every turn's model, langchain's way looked for a missing ``__name__``."""
+        if stock_paths():
+            return BaseChatModel._serialized.func(self)  # type: ignore[attr-defined]  # the cached_property's function
         kind = type(self)
         return {
             "lc": 1,
@@ -438,11 +443,15 @@ class OfflineChatModel(BaseChatModel):
     def _get_invocation_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
         """What langchain hands callbacks as the call's parameters: the same as its own (the model has no identifying
         parameters), without its per-call ``dict()`` under a deprecation-warnings filter."""
+        if stock_paths():
+            return super()._get_invocation_params(stop=stop, **kwargs)
         return {"_type": self._llm_type, "stop": stop, **kwargs}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         """The tracing parameters, named: langchain's own looked for ``model``, ``model_name``, ``temperature`` and
         ``max_tokens`` attributes, each a raised and caught ``AttributeError`` on every call."""
+        if stock_paths():
+            return super()._get_ls_params(stop=stop, **kwargs)
         model = kwargs.get("model")
         params = LangSmithParams(
             ls_provider="offline", ls_model_name=model if isinstance(model, str) else "offline", ls_model_type="chat"

@@ -39,6 +39,7 @@ STOCK_PATH_SUITE: dict[str, tuple[str, ...]] = {
         "common/tests/test_language.py",
     ),
     "a2a-whole-numbers.md": ("chat/tests/test_a2a.py",),
+    "offline-model-langchain-hooks.md": ("agents/tests/test_llm.py",),
 }
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from agents.llm import ERROR_ANSWER
 from common.i18n import say as say_in
+from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
 
@@ -232,6 +233,7 @@ def test_the_offline_model_hands_callbacks_who_is_speaking_never_the_customers_c
     assert "5511999999999" not in json.dumps(seen) and "123.456.789-09" not in json.dumps(seen)
 
 
+@fast_path_only
 def test_an_offline_model_call_raises_no_attribute_miss_and_sets_no_warnings_filter(monkeypatch):
     """langchain's bookkeeping of each call looked for attributes the offline model has not (``model``,
     ``temperature``, …) and its token count for a tool call on every message, each a raised and caught

@@ -10,6 +10,7 @@ the record. ``STOCK_PATHS=true`` runs every library's own code meanwhile.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -99,6 +100,15 @@ PIECES = {
         },
         ("a2a.server.routes.jsonrpc_dispatcher:JsonRpcDispatcher._create_response",),
     ),
+    "the offline model's langchain hooks (agents/llm.py)": Piece(
+        "offline-model-langchain-hooks.md",
+        {
+            "langchain_core.language_models.chat_models:BaseChatModel._serialized": "ea58b0baa85acd6b",
+            "langchain_core.language_models.chat_models:BaseChatModel._get_invocation_params": "213a64073dcf6db4",
+            "langchain_core.language_models.chat_models:BaseChatModel._get_ls_params": "0f99b21c2caebb16",
+        },
+        ("langchain_core.language_models.chat_models:BaseChatModel._serialized",),
+    ),
 }
 
 
@@ -107,6 +117,8 @@ def resolve(path: str) -> Any:
     found: Any = importlib.import_module(module)
     for part in qualified.split("."):
         found = getattr(found, part)
+    if isinstance(found, functools.cached_property):
+        return found.func
     return found.fget if isinstance(found, property) else found
 
 
