@@ -134,8 +134,6 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 100
 SIZE_ALLOWED: dict[str, tuple[int, str]] = {
-    "routing/goals/planner.py": (821, "goal mode's deterministic core: resolve, plan and the manifests' metadata"),
-    "routing/router.py": (1020, "the compiled router: keywords, state policies and the decision order in one place"),
     "analytics/outcomes.py::routing_quality": (
         115,
         "one aggregate per routing method and its labels; owed a split by figure",
