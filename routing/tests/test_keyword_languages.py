@@ -43,7 +43,7 @@ def readings(monkeypatch) -> list[str]:
         read.append(text)
         return detect(text)
 
-    monkeypatch.setattr("routing.router.detect_language", counting)
+    monkeypatch.setattr("routing.keywords.detect_language", counting)
     return read
 
 
