@@ -448,7 +448,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "conversations/knowledge_turn.py": (
         "agents.passages",
-        "knowledge.retrieval",
         "routing.small_talk",
         "routing.specs",
     ),
@@ -695,7 +694,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
     "releases/management/commands/seed_demo.py": (
         "agents.mcp",
         "agents.services",
-        "knowledge.services",
         "routing.conversation_tests.cases",
         "routing.selectors",
         "routing.services",
@@ -775,7 +773,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "agents.signals",
     ),
     "routing/models.py": ("agents.escalation",),
-    "routing/snapshot.py": ("knowledge.retrieval",),
     "routing/specs.py": (
         "agents.escalation",
         "agents.knowledge_settings",
