@@ -61,7 +61,7 @@ from common.infra.metrics import model_call_observe
 from common.language import detect_language
 from common.outbound import AsyncHttpx2GuardedTransport, Httpx2GuardedTransport, origin_entry
 from common.text import described_example, identifier_shape, identifiers, normalize, phrase_found
-from handoffs.tools import (
+from handoffs.public import (
     CONTROL_TOOLS,
     END_SUB_CONVERSATION,
     REQUEST_HANDOFF,

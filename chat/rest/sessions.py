@@ -39,7 +39,7 @@ from conversations.selectors import (
     message_cursor,
 )
 from conversations.services import session_clear, session_end
-from handoffs.selectors import handoff_list_for_conversation
+from handoffs.public import handoff_list_for_conversation
 from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
 from tenants.selectors import tenant_right_held
