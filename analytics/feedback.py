@@ -31,7 +31,7 @@ from analytics.filters import BUCKETS, DEFAULT_RECENT_LIMIT, MAX_RECENT_LIMIT, b
 from analytics.selectors import timeline_periods, window_rows
 from conversations.feedback import FeedbackRate, feedback_rates, feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
-from tenants.selectors import TenantScope
+from tenants.public import TenantScope
 
 EXCERPT = 300  # characters of the customer's message and of the answer in a recent row
 UP, DOWN = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)

@@ -45,7 +45,7 @@ from releases.models import RoutingTestCase
 from releases.routing_tests import Case as TestCase
 from releases.routing_tests import routing_tests_run
 from routing import snapshot as snapshots
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.public import TenantScope, tenant_scope_where
 
 GROUPINGS = ("profile", "intent", "agent", "cohort", "version")
 DEFAULT_GROUPING = "profile"

@@ -116,8 +116,15 @@ from conversations.models import A2ATask
 from conversations.turn import TurnInput, TurnResult
 from routing import snapshot
 from routing.specs import ProfileSpec
-from tenants.auth import ApiClient, api_client_authenticate
-from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, request_throttle
+from tenants.public import (
+    API_SCOPE,
+    MESSAGES_SCOPE,
+    ApiClient,
+    api_client_authenticate,
+    client_address,
+    principal_ident,
+    request_throttle,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -83,9 +83,15 @@ from common.parsers import JsonTooDeep, json_loads_limited
 from conversations.delivery import conversation_group
 from conversations.graph import run_turn, turn_detach
 from conversations.turn import TurnInput
-from tenants.auth import api_client_authenticate
 from tenants.models import Tenant, TenantRight
-from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, request_throttle
+from tenants.public import (
+    API_SCOPE,
+    MESSAGES_SCOPE,
+    api_client_authenticate,
+    client_address,
+    principal_ident,
+    request_throttle,
+)
 
 logger = logging.getLogger(__name__)
 

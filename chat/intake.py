@@ -50,10 +50,14 @@ from routing.rollout import (
     flag_evaluate,
 )
 from routing.specs import ProfileSpec
-from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_get_active, tenant_ids_with_right, tenant_right_held_anywhere
-from tenants.throttles import session_throttle
+from tenants.public import (
+    ApiClient,
+    session_throttle,
+    tenant_get_active,
+    tenant_ids_with_right,
+    tenant_right_held_anywhere,
+)
 
 ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant to act for ({field})."
 ERROR_UNKNOWN_TENANT = "Unknown tenant {slug!r}."

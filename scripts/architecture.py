@@ -173,32 +173,20 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
     "analytics/apis.py": (
         "chat.usage_apis",
         "conversations.selectors",
-        "tenants.auth",
     ),
     "analytics/apps.py": ("conversations.signals",),
-    "analytics/feedback.py": (
-        "conversations.feedback",
-        "tenants.selectors",
-    ),
-    "analytics/filters.py": (
-        "agents.selectors",
-        "tenants.auth",
-        "tenants.selectors",
-    ),
-    "analytics/goals.py": ("tenants.selectors",),
+    "analytics/feedback.py": ("conversations.feedback",),
+    "analytics/filters.py": ("agents.selectors",),
     "analytics/outcomes.py": (
         "conversations.feedback",
         "releases.routing_tests",
         "routing.snapshot",
-        "tenants.selectors",
     ),
     "analytics/rollouts.py": (
         "releases.rollout.guard",
         "routing.rollout_plans",
         "routing.rollout_words",
     ),
-    "analytics/rollups.py": ("tenants.selectors",),
-    "analytics/selectors.py": ("tenants.selectors",),
     "chat/a2a.py": (
         "conversations.graph",
         "conversations.guardrails",
@@ -206,59 +194,41 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "conversations.turn",
         "routing.snapshot",
         "routing.specs",
-        "tenants.auth",
-        "tenants.throttles",
     ),
-    "chat/chat_page.py": (
-        "routing.snapshot",
-        "tenants.selectors",
-    ),
+    "chat/chat_page.py": ("routing.snapshot",),
     "chat/consumers.py": (
         "conversations.delivery",
         "conversations.graph",
         "conversations.turn",
-        "tenants.auth",
-        "tenants.throttles",
     ),
     "chat/conversation_test_apis.py": (
         "agents.selectors",
         "releases.evals.runs",
-        "tenants.auth",
     ),
-    "chat/customer_apis.py": (
-        "conversations.customer_data",
-        "tenants.auth",
-    ),
+    "chat/customer_apis.py": ("conversations.customer_data",),
     "chat/desk/access.py": (
         "conversations.desk.escalations",
         "conversations.desk.reads",
-        "tenants.auth",
-        "tenants.selectors",
     ),
     "chat/desk/apis.py": (
         "agents.selectors",
         "conversations.desk.contract",
         "conversations.desk.escalations",
-        "tenants.auth",
     ),
     "chat/desk/page.py": (
         "conversations.desk.reads",
         "routing.snapshot",
-        "tenants.selectors",
     ),
     "chat/desk/socket.py": (
         "conversations.delivery",
         "conversations.desk.escalations",
         "conversations.desk.reads",
         "conversations.escalation",
-        "tenants.throttles",
     ),
     "chat/drafts.py": (
         "conversations.turn",
         "routing.snapshot",
         "routing.specs",
-        "tenants.auth",
-        "tenants.selectors",
     ),
     "chat/environment.py": (
         "agents.llm",
@@ -279,29 +249,22 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "routing.rollout",
         "routing.snapshot",
         "routing.specs",
-        "tenants.auth",
-        "tenants.selectors",
-        "tenants.throttles",
     ),
     "chat/mcp_apis.py": (
         "agents.mcp",
         "routing.snapshot",
-        "tenants.auth",
-        "tenants.selectors",
     ),
     "chat/openai/api.py": (
         "agents.generation",
         "conversations.language",
         "conversations.turn",
         "routing.snapshot",
-        "tenants.auth",
     ),
     "chat/openai/params.py": ("agents.generation",),
     "chat/openai/responses.py": (
         "agents.generation",
         "conversations.selectors",
         "conversations.turn",
-        "tenants.auth",
     ),
     "chat/openai/turns.py": (
         "agents.generation",
@@ -309,10 +272,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "conversations.graph",
         "conversations.guardrails",
         "conversations.turn",
-    ),
-    "chat/permissions.py": (
-        "tenants.auth",
-        "tenants.selectors",
     ),
     "chat/pushes.py": ("conversations.delivery",),
     "chat/rest/agents.py": (
@@ -331,20 +290,16 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "conversations.desk.escalations",
         "conversations.feedback",
         "conversations.selectors",
-        "tenants.auth",
     ),
     "chat/rest/messages.py": (
         "conversations.graph",
         "conversations.turn",
-        "tenants.schema",
     ),
     "chat/rest/sessions.py": (
         "agents.selectors",
         "conversations.delivery",
         "conversations.selectors",
         "conversations.services",
-        "tenants.auth",
-        "tenants.selectors",
     ),
     "chat/usage_apis.py": (
         "agents.selectors",
@@ -354,13 +309,10 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "routing.conversation_tests.drafts",
         "routing.routing_test_drafts",
         "routing.stack_explained",
-        "tenants.admin_scope",
     ),
-    "conversations/admin_memory.py": ("tenants.admin_scope",),
     "conversations/admin_ratings.py": (
         "routing.conversation_tests.drafts",
         "routing.router",
-        "tenants.admin_scope",
     ),
     "conversations/backend_turn.py": ("routing.router",),
     "conversations/chain.py": (
@@ -387,7 +339,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
     "conversations/feedback.py": (
         "agents.escalation",
         "routing.snapshot",
-        "tenants.selectors",
     ),
     "conversations/gateway.py": ("routing.specs",),
     "conversations/goals/engine.py": (
@@ -473,7 +424,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "routing.expectations",
         "routing.routing_test_drafts",
     ),
-    "conversations/selectors.py": ("tenants.selectors",),
     "conversations/stack_part.py": (
         "routing.goals.planner",
         "routing.replies",
@@ -520,7 +470,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
         "routing.snapshot",
         "routing.stack",
     ),
-    "handoffs/admin.py": ("tenants.admin_scope",),
     "knowledge/models.py": ("agents.knowledge_settings",),
     "knowledge/retrieval.py": ("agents.passages",),
     "knowledge/search.py": ("agents.passages",),
@@ -528,10 +477,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
     "platform/asgi.py": (
         "chat.a2a",
         "chat.routing",
-    ),
-    "platform/gate.py": (
-        "tenants.auth",
-        "tenants.throttles",
     ),
     "platform/logs.py": ("conversations.guardrails",),
     "platform/serve.py": ("routing.snapshot",),
@@ -542,7 +487,6 @@ DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "releases/admin/config.py": ("routing.documents",),
     "releases/admin/conversation_tests.py": ("routing.conversation_tests.drafts",),
-    "releases/admin/impact.py": ("tenants.selectors",),
     "releases/admin/rollouts.py": (
         "routing.rollout_plans",
         "routing.rollout_words",

@@ -48,7 +48,7 @@ from conversations.desk.escalations import (
     queue_position,
 )
 from conversations.models import Escalation, EscalationPriority
-from tenants.auth import ApiClient
+from tenants.public import ApiClient
 
 LIST_LIMIT = 50
 LIST_LIMIT_MAX = 200

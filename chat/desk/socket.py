@@ -88,7 +88,7 @@ from conversations.desk.escalations import (
 from conversations.desk.reads import DeskTenant, desk_entry, desk_snapshot, escalation_detail
 from conversations.escalation import PRIORITY_WORDS
 from conversations.models import Escalation, EscalationPriority
-from tenants.throttles import API_SCOPE, principal_ident, request_throttle
+from tenants.public import API_SCOPE, principal_ident, request_throttle
 
 logger = logging.getLogger(__name__)
 

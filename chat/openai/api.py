@@ -100,7 +100,7 @@ from common.errors import DomainError
 from conversations.language import language_asked
 from conversations.turn import TurnInput, TurnResult
 from routing import snapshot
-from tenants.auth import ApiClient
+from tenants.public import ApiClient
 
 CHANNEL = "openai"
 # Unix time this process started: the "created" of every model (profiles carry no creation time).

@@ -76,7 +76,7 @@ from chat.openai.turns import (
 from common.errors import DomainError
 from conversations.selectors import answer_of_turn, conversation_get_by_pk, question_of_answer
 from conversations.turn import TurnResult
-from tenants.auth import ApiClient
+from tenants.public import ApiClient
 
 ERROR_PREVIOUS_NOT_FOUND = "Previous response with id {id!r} not found."
 ERROR_RESPONSE_NOT_FOUND = "Response with id {id!r} not found."

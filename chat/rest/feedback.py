@@ -17,8 +17,8 @@ from conversations.desk.escalations import escalation_public
 from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
 from conversations.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
 from conversations.selectors import answer_of_turn
-from tenants.auth import ApiClient
 from tenants.models import TenantRight
+from tenants.public import ApiClient
 
 ERROR_ANSWER_ID = "Must be an answer's message_id, or a completion's or response's id (chatcmpl-…, resp_…)."
 

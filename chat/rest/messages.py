@@ -33,7 +33,6 @@ from common.errors import error_responses
 from common.infra import stock_paths, tracing
 from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
 from conversations.turn import Turn, TurnInput, TurnResult
-from tenants import schema as _schema  # noqa: F401  (registers the bearer scheme)
 
 logger = logging.getLogger(__name__)
 

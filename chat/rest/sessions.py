@@ -40,9 +40,8 @@ from conversations.selectors import (
 )
 from conversations.services import session_clear, session_end
 from handoffs.public import handoff_list_for_conversation
-from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_right_held
+from tenants.public import ApiClient, tenant_right_held
 
 
 def _conversation_not_found() -> NotFound:
