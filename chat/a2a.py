@@ -109,11 +109,8 @@ from common.errors import (
 from common.infra import tracing
 from common.infra.metrics import http_request_observe
 from common.parsers import JsonTooDeep, json_depth_check
-from conversations.graph import run_turn, turn_detach
-from conversations.guardrails import redact
-from conversations.language import language_asked
 from conversations.models import A2ATask
-from conversations.turn import TurnInput, TurnResult
+from conversations.public import TurnInput, TurnResult, language_asked, redact, run_turn, turn_detach
 from routing import snapshot
 from routing.specs import ProfileSpec
 from tenants.public import (

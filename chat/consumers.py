@@ -80,9 +80,7 @@ from chat.pushes import LISTEN_READY_SECONDS, conversation_listen, listen_stop, 
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY, DomainError, error_body, error_fields
 from common.infra.bus import tenant_group
 from common.parsers import JsonTooDeep, json_loads_limited
-from conversations.delivery import conversation_group
-from conversations.graph import run_turn, turn_detach
-from conversations.turn import TurnInput
+from conversations.public import TurnInput, conversation_group, run_turn, turn_detach
 from tenants.models import Tenant, TenantRight
 from tenants.public import (
     API_SCOPE,

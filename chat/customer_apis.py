@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from chat.intake import TenantForbidden, principal_is_staff, tenant_resolve
 from common.errors import error_responses
-from conversations.customer_data import Customer, customer_erase, customer_export, customer_for
+from conversations.public import Customer, customer_erase, customer_export, customer_for
 from tenants.models import Tenant, TenantRight
 from tenants.public import ApiClient
 

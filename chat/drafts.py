@@ -19,7 +19,7 @@ from rest_framework import status
 
 from chat.intake import TextTooLong, principal_is_staff
 from common.errors import DomainError
-from conversations.turn import TurnInput
+from conversations.public import TurnInput
 from routing import snapshot
 from routing.specs import ProfileSpec
 from tenants.models import Tenant, TenantRight

@@ -36,11 +36,7 @@ from common.errors import (
     DomainError,
 )
 from common.text import whole_number
-from conversations.gateway import HOPS_HEADER
-from conversations.graph import new_session_id
-from conversations.guardrails import identifier_pseudonym
-from conversations.language import language_asked
-from conversations.turn import TurnInput
+from conversations.public import HOPS_HEADER, TurnInput, identifier_pseudonym, language_asked, new_session_id
 from routing import snapshot
 from routing.rollout import (
     COHORT_MULTI_AGENT,

@@ -17,9 +17,8 @@ from rest_framework.request import Request
 
 from chat.intake import principal_is_staff
 from common.errors import DomainError, NotFound
-from conversations.desk.escalations import ERROR_ESCALATION_NOT_FOUND, Person, escalation_get, person_of_user
-from conversations.desk.reads import DeskTenant
 from conversations.models import Escalation
+from conversations.public import ERROR_ESCALATION_NOT_FOUND, DeskTenant, Person, escalation_get, person_of_user
 from tenants.models import Tenant, TenantRight
 from tenants.public import ApiClient, tenant_ids_with_right, tenant_right_held, tenant_right_held_anywhere
 

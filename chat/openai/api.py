@@ -97,8 +97,7 @@ from chat.openai.turns import (
     usage_of,
 )
 from common.errors import DomainError
-from conversations.language import language_asked
-from conversations.turn import TurnInput, TurnResult
+from conversations.public import TurnInput, TurnResult, language_asked
 from routing import snapshot
 from tenants.public import ApiClient
 
