@@ -911,7 +911,7 @@ async def _manifests(endpoint: Endpoint) -> list[tuple[str, str]]:
 async def manifests_read(endpoint: Endpoint) -> list[tuple[str, str]]:
     """``(uri, text)`` of every ``manifest://`` resource the server lists (``resources/list``, then
     ``resources/read``); ``[]`` for a server without resources. Raises :class:`McpUnavailable` when the server
-    cannot be reached. The text is not checked here: ``routing.goals.planner.manifest_read`` does that."""
+    cannot be reached. The text is not checked here: ``routing.goals.manifest.manifest_read`` does that."""
     return await runtime.run(_manifests(endpoint))
 
 

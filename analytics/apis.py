@@ -37,8 +37,8 @@ from analytics.filters import (
 from chat.usage_apis import USAGE_DESCRIPTION, USAGE_FIELDS
 from common.errors import error_responses
 from common.language import LANGUAGES
-from conversations.selectors import usage_report
-from tenants.auth import ApiClient
+from conversations.public import usage_report
+from tenants.public import ApiClient
 
 
 def _or_empty(schema: dict) -> dict:

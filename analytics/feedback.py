@@ -29,10 +29,10 @@ from agents.models import AgentProfile
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
 from analytics.filters import BUCKETS, DEFAULT_RECENT_LIMIT, MAX_RECENT_LIMIT, bucket_parse, limit_parse
 from analytics.selectors import timeline_periods, window_rows
-from conversations.feedback import FeedbackRate, feedback_rates, feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
+from conversations.public import FeedbackRate, feedback_rates, feedback_with_turn
 from knowledge.models import KnowledgeDocument
-from tenants.selectors import TenantScope
+from tenants.public import TenantScope
 
 EXCERPT = 300  # characters of the customer's message and of the answer in a recent row
 UP, DOWN = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)

@@ -20,9 +20,8 @@ from analytics.rollups import DRAFT, NO_COHORT
 from common.errors import DomainError, NotFound
 from common.text import whole_number
 from handoffs.models import HandoffKind
-from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import TenantScope, tenant_ids_with_right
+from tenants.public import ApiClient, TenantScope, tenant_ids_with_right
 
 ANALYTICS_PERMISSION = "analytics.view_analytics"
 

@@ -13,7 +13,7 @@ from django.db.models import Count, QuerySet, Sum
 from analytics.rollups import histogram_percentile, latency_bucket, slice_where
 from analytics.selectors import percent, ranked_counts, rounded
 from conversations.models import GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.public import TenantScope, tenant_scope_where
 
 
 def _goal_rows(

@@ -38,14 +38,14 @@ from analytics.rollups import DRAFT, HANDOFFS, MESSAGES, NO_COHORT, fact_rows, s
 from analytics.selectors import timeline_periods, window_rows
 from analytics.services import window_open
 from common.errors import DomainError
-from conversations.feedback import feedback_with_turn
 from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome
+from conversations.public import feedback_with_turn
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from releases.models import RoutingTestCase
 from releases.routing_tests import Case as TestCase
 from releases.routing_tests import routing_tests_run
 from routing import snapshot as snapshots
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.public import TenantScope, tenant_scope_where
 
 GROUPINGS = ("profile", "intent", "agent", "cohort", "version")
 DEFAULT_GROUPING = "profile"

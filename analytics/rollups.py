@@ -32,7 +32,7 @@ from analytics.models import (
 )
 from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.public import TenantScope, tenant_scope_where
 
 DAY = dt.timedelta(days=1)
 # The ``version`` slice that reads rows served by no published version (a draft, or a profile never published):

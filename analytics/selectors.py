@@ -42,7 +42,7 @@ from analytics.services import window_open
 from common.language import LANGUAGES
 from conversations.models import MessageRole, ToolCallStatus
 from handoffs.models import Handoff, HandoffKind, HandoffStatus, kinds_mask
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.public import TenantScope, tenant_scope_where
 
 M = TypeVar("M", bound=Model)
 

@@ -26,7 +26,8 @@ import statistics
 import string
 import time
 
-from routing.router import CompiledRouter, IntentSpec, KeywordLoopMatcher
+from routing.keywords import KeywordLoopMatcher
+from routing.router import CompiledRouter, IntentSpec
 
 ACCENTED = "áéíóúãõçâê"
 

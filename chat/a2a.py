@@ -109,15 +109,19 @@ from common.errors import (
 from common.infra import tracing
 from common.infra.metrics import http_request_observe
 from common.parsers import JsonTooDeep, json_depth_check
-from conversations.graph import run_turn, turn_detach
-from conversations.guardrails import redact
-from conversations.language import language_asked
 from conversations.models import A2ATask
-from conversations.turn import TurnInput, TurnResult
+from conversations.public import TurnInput, TurnResult, language_asked, redact, run_turn, turn_detach
 from routing import snapshot
 from routing.specs import ProfileSpec
-from tenants.auth import ApiClient, api_client_authenticate
-from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, request_throttle
+from tenants.public import (
+    API_SCOPE,
+    MESSAGES_SCOPE,
+    ApiClient,
+    api_client_authenticate,
+    client_address,
+    principal_ident,
+    request_throttle,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from django.shortcuts import render
 
 from routing import snapshot
 from tenants.models import TenantRight
-from tenants.selectors import tenant_choices, tenant_ids_with_right, tenant_right_held_anywhere
+from tenants.public import tenant_choices, tenant_ids_with_right, tenant_right_held_anywhere
 
 ERROR_CHAT_FORBIDDEN = (
     "You may not chat as any tenant yet. Chatting here needs the right to chat as a tenant, given tenant by tenant: "

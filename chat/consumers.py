@@ -80,12 +80,16 @@ from chat.pushes import LISTEN_READY_SECONDS, conversation_listen, listen_stop, 
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY, DomainError, error_body, error_fields
 from common.infra.bus import tenant_group
 from common.parsers import JsonTooDeep, json_loads_limited
-from conversations.delivery import conversation_group
-from conversations.graph import run_turn, turn_detach
-from conversations.turn import TurnInput
-from tenants.auth import api_client_authenticate
+from conversations.public import TurnInput, conversation_group, run_turn, turn_detach
 from tenants.models import Tenant, TenantRight
-from tenants.throttles import API_SCOPE, MESSAGES_SCOPE, client_address, principal_ident, request_throttle
+from tenants.public import (
+    API_SCOPE,
+    MESSAGES_SCOPE,
+    api_client_authenticate,
+    client_address,
+    principal_ident,
+    request_throttle,
+)
 
 logger = logging.getLogger(__name__)
 

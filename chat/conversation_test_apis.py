@@ -23,8 +23,8 @@ from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses
 from releases.evals.runs import conversation_test_run_start, run_report
 from releases.models import ConversationTestRun, ConversationTestRunSource, ConversationTestRunStatus
-from tenants.auth import ApiClient
 from tenants.models import TenantRight
+from tenants.public import ApiClient
 
 BODY_KEYS = ("version", "names", "compare", "tenant")
 ERROR_BODY = "The body must be a JSON object."

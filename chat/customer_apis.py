@@ -22,9 +22,9 @@ from rest_framework.views import APIView
 
 from chat.intake import TenantForbidden, principal_is_staff, tenant_resolve
 from common.errors import error_responses
-from conversations.customer_data import Customer, customer_erase, customer_export, customer_for
-from tenants.auth import ApiClient
+from conversations.public import Customer, customer_erase, customer_export, customer_for
 from tenants.models import Tenant, TenantRight
+from tenants.public import ApiClient
 
 ERROR_KEY_NAMES_ITS_TENANT = "An API key acts for its own tenant's customers only: leave tenant out, or name its own."
 ERROR_NOT_A_CLIENT = "Only an API key or a staff session may read or erase a customer's data."

@@ -19,12 +19,11 @@ from rest_framework import status
 
 from chat.intake import TextTooLong, principal_is_staff
 from common.errors import DomainError
-from conversations.turn import TurnInput
+from conversations.public import TurnInput
 from routing import snapshot
 from routing.specs import ProfileSpec
-from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_right_held
+from tenants.public import ApiClient, tenant_right_held
 
 
 class Version(enum.StrEnum):

@@ -20,7 +20,7 @@ from agents.llm import key_held, key_variable, llm_configured, router_llm_separa
 from agents.models import McpServer
 from common.endpoints import endpoint_mask
 from common.infra.tracing import tracing_settings
-from conversations.guardrails import SECRET_MASK, is_secret_key, mask_secrets
+from conversations.public import SECRET_MASK, is_secret_key, mask_secrets
 from platform import env
 from routing import snapshot
 

@@ -39,7 +39,7 @@ from rest_framework.response import Response
 
 from common.errors import DomainError
 from conversations.models import IdempotentRequest
-from conversations.turn import ClaimTakenOver, TurnInput, TurnResult
+from conversations.public import ClaimTakenOver, TurnInput, TurnResult
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

@@ -36,11 +36,7 @@ from common.errors import (
     DomainError,
 )
 from common.text import whole_number
-from conversations.gateway import HOPS_HEADER
-from conversations.graph import new_session_id
-from conversations.guardrails import identifier_pseudonym
-from conversations.language import language_asked
-from conversations.turn import TurnInput
+from conversations.public import HOPS_HEADER, TurnInput, identifier_pseudonym, language_asked, new_session_id
 from routing import snapshot
 from routing.rollout import (
     COHORT_MULTI_AGENT,
@@ -50,10 +46,14 @@ from routing.rollout import (
     flag_evaluate,
 )
 from routing.specs import ProfileSpec
-from tenants.auth import ApiClient
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_get_active, tenant_ids_with_right, tenant_right_held_anywhere
-from tenants.throttles import session_throttle
+from tenants.public import (
+    ApiClient,
+    session_throttle,
+    tenant_get_active,
+    tenant_ids_with_right,
+    tenant_right_held_anywhere,
+)
 
 ERROR_TENANT_REQUIRED = "Staff sessions must name the tenant to act for ({field})."
 ERROR_UNKNOWN_TENANT = "Unknown tenant {slug!r}."

@@ -22,9 +22,8 @@ from chat.permissions import IsDebugClient
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound, error_body, error_responses
 from routing import snapshot
-from tenants.auth import ApiClient, ApiKeyAuthentication
 from tenants.models import TenantRight
-from tenants.selectors import tenant_right_held, tenant_right_held_anywhere
+from tenants.public import ApiClient, ApiKeyAuthentication, tenant_right_held, tenant_right_held_anywhere
 
 ERROR_UNKNOWN_TOOL = "Unknown MCP tool {tool!r}."
 ERROR_TOOL_DISABLED = "The MCP tool {tool!r} or its server is disabled."

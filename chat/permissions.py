@@ -10,9 +10,8 @@ from rest_framework.request import Request
 
 from chat.intake import preview_allowed, principal_is_staff
 from common.errors import ERROR_DEBUG_FORBIDDEN, ERROR_PREVIEW_FORBIDDEN
-from tenants.auth import ApiClient
 from tenants.models import TenantRight
-from tenants.selectors import tenant_right_held_anywhere
+from tenants.public import ApiClient, tenant_right_held_anywhere
 
 
 class IsDebugClient(permissions.BasePermission):

@@ -15,7 +15,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from conversations.delivery import layer_circuit
+from conversations.public import layer_circuit
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from chat.intake import tenant_resolve
 from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses
 from common.text import whole_number
-from conversations.selectors import usage_report
+from conversations.public import usage_report
 from tenants.models import TenantRight
 
 DEFAULT_DAYS = 30

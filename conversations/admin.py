@@ -44,7 +44,7 @@ from routing.routing_test_drafts import (
     test_case_may_add,
 )
 from routing.stack_explained import frames_told
-from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
+from tenants.public import ReadableTenantFilter, TenantScopedAdminMixin
 
 ADD_TEST_CASE_LABEL = "Add as routing test case"
 ADD_TEST_CASE_TEMPLATE = "admin/conversations/add_test_case_change_form.html"

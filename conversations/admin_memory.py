@@ -14,8 +14,8 @@ from django.http import HttpRequest
 
 from conversations.memory.facts import fact_changed
 from conversations.models import CustomerFact, FactSource
-from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin, tenant_ids_readable
 from tenants.models import Tenant
+from tenants.public import ReadableTenantFilter, TenantScopedAdminMixin, tenant_ids_readable
 
 
 @admin.register(CustomerFact)

@@ -26,7 +26,7 @@ from conversations.feedback import feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
 from routing.conversation_tests.drafts import conversation_test_may_add
 from routing.router import Method
-from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
+from tenants.public import ReadableTenantFilter, TenantScopedAdminMixin
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations

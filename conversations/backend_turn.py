@@ -11,8 +11,7 @@ from conversations.gateway import handoff_summary
 from conversations.turn import Turn
 from conversations.turn_store import recent_paths
 from handoffs.models import HandoffKind, HandoffStatus
-from handoffs.safety import move_check
-from handoffs.services import Move
+from handoffs.public import Move, move_check
 from routing.router import RouteDecision
 
 

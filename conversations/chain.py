@@ -53,16 +53,19 @@ from conversations.supervisor import (
 from conversations.turn import Turn
 from conversations.turn_store import recent_paths, stored_user_id
 from handoffs.models import HandoffKind, HandoffStatus
-from handoffs.safety import REFUSED_NOT_ALLOWED, STOP_STEP_LIMIT, move_check, stop_summary
-from handoffs.services import Move
-from handoffs.tools import (
+from handoffs.public import (
     END_SUB_CONVERSATION,
+    REFUSED_NOT_ALLOWED,
     REQUEST_HANDOFF,
     REQUEST_HUMAN,
     REQUEST_SUB_CONVERSATION,
     STATUS_OUT_OF_SCOPE,
+    STOP_STEP_LIMIT,
     ControlCall,
     ControlTool,
+    Move,
+    move_check,
+    stop_summary,
 )
 from routing.decide import COORDINATION_INTENT, delegation_active
 from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep

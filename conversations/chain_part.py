@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conversations.runtime import SpecialistOutcome
-from handoffs.services import Move
+from handoffs.public import Move
 
 
 @dataclass

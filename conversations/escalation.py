@@ -24,8 +24,7 @@ from common.i18n import DEFAULT_LANGUAGE, say
 from common.language import LANGUAGES
 from conversations.models import Escalation, EscalationPriority, EscalationReason
 from handoffs.models import HandoffStatus
-from handoffs.safety import REFUSED_NOT_ALLOWED
-from handoffs.services import Move
+from handoffs.public import REFUSED_NOT_ALLOWED, Move
 from routing.router import RouteDecision
 
 HUMAN_REQUEST = "human_request"  # the small-talk kind of "I want to talk to a person" (routing.small_talk)

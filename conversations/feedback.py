@@ -35,7 +35,7 @@ from conversations.models import (
 )
 from conversations.ratings import outcome_ratings_count
 from routing import snapshot as snapshots
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.public import TenantScope, tenant_scope_where
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations

@@ -59,7 +59,7 @@ from common.infra.bus import publish_event
 from common.infra.circuit import TRIAL, Circuit
 from common.outbound import outbound_async_client
 from conversations.models import BackendCall, BackendCallStatus
-from handoffs.services import Move
+from handoffs.public import Move
 from routing.specs import BackendSpec
 
 logger = logging.getLogger(__name__)

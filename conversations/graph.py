@@ -137,7 +137,7 @@ from conversations.turn_store import (
     turn_start,
 )
 from handoffs.models import PERSON, HandoffStatus
-from handoffs.safety import stop_summary
+from handoffs.public import stop_summary
 from routing import snapshot as snapshots
 from routing.decide import delegation_active
 from routing.goals.planner import FAILURE as GOAL_FAILED

@@ -42,7 +42,7 @@ from agents.passages import (
     relevant_sentences,
 )
 from common.i18n import say
-from knowledge.retrieval import Considered, Retrieved, document_link, knowledge_retrieve
+from knowledge.public import Considered, Retrieved, document_link, knowledge_retrieve
 from routing.small_talk import small_talk_read
 from routing.specs import ProfileSpec, SpecialistSpec
 

@@ -45,7 +45,7 @@ from common.text import phrase_found
 from conversations.knowledge_turn import KnowledgeTool, KnowledgeUse, knowledge_prepared, knowledge_settle
 from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
-from handoffs.tools import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
+from handoffs.public import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
 from routing.replies import NO
 from routing.router import CompiledRouter
 from routing.small_talk import person_asked_in, small_talk_kind, small_talk_read

@@ -25,7 +25,7 @@ from conversations.models import (
     Outcome,
 )
 from tenants.models import Tenant
-from tenants.selectors import TenantScope, tenant_scope_where
+from tenants.public import TenantScope, tenant_scope_where
 
 MILLION = Decimal(1_000_000)
 # The ``purpose`` of the usage rows of customers' turns (the others are agents.models.UsagePurpose's).

@@ -32,7 +32,7 @@ from conversations.stack_part import TurnStack
 from conversations.store_part import TurnStore
 from conversations.supervisor import PlanResult, TurnSupervision
 from handoffs.models import HandoffKind
-from handoffs.services import Move
+from handoffs.public import Move
 from routing.router import SUPERVISOR_ROUTE, RouteDecision
 from routing.snapshot import Snapshot
 from routing.specs import ProfileSpec

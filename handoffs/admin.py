@@ -7,7 +7,7 @@ from django.contrib import admin
 
 from common.adminkit import ReadOnlyAdminMixin
 from handoffs.models import Handoff
-from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin
+from tenants.public import ReadableTenantFilter, TenantScopedAdminMixin
 
 
 @admin.register(Handoff)

@@ -44,8 +44,7 @@ from common.infra.renderers import JSONRenderer
 from common.parsers import ERROR_NUL_CHARACTER, BodyTooLarge
 from platform.errors import bad_request, is_page
 from platform.middleware import KEY_PREFIXES, route_label
-from tenants.auth import api_client_authenticate, api_key_verified
-from tenants.throttles import client_address
+from tenants.public import api_client_authenticate, api_key_verified, client_address
 
 ERROR_TOO_MANY_QUERY_FIELDS = "The query string has more than {limit} parameters."
 ERROR_PAGE_BODY_TOO_LARGE = "Request body too large: the limit is {limit} bytes."

@@ -30,7 +30,7 @@ from agents.models import AgentProfile, UsagePurpose
 from agents.services import model_usage_record
 from agents.usage import TurnUsage, usage_counting
 from common.errors import DomainError, NotFound
-from conversations.language import language_decide
+from conversations.public import language_decide
 from releases.configio.exporter import dump
 from releases.configio.source import Problems, Source, load
 from releases.models import RoutingTestCase

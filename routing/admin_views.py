@@ -191,7 +191,7 @@ def _none_why(none: dict[str, Any], ranking: list[dict[str, Any]]) -> str:
 
 def exclusion_sentence(entry: dict[str, Any]) -> str:
     """Why a keyword did not count, from a decision's ``metadata["excluded_keywords"]`` entry
-    (:meth:`routing.router.KeywordExclusion.describe`)."""
+    (:meth:`routing.keywords.KeywordExclusion.describe`)."""
     keyword, exclusion, intent = entry["keyword"], entry["exclusion"], entry["intent"]
     if entry.get("kind") == "context":
         return f"'{keyword}' did not count: '{exclusion}' is in the message, an exclusion of {intent}"
@@ -200,7 +200,7 @@ def exclusion_sentence(entry: dict[str, Any]) -> str:
 
 def off_language_sentence(entry: dict[str, Any]) -> str:
     """Why a keyword did not count, from a decision's ``metadata["keywords_off_language"]`` entry
-    (:meth:`routing.router.KeywordOffLanguage.describe`)."""
+    (:meth:`routing.keywords.KeywordOffLanguage.describe`)."""
     read_as = LANGUAGE_NAMES.get(entry["language"], entry["language"])
     return (
         f"'{entry['keyword']}' of {entry['intent']} did not count: the message reads as {read_as}, "
@@ -210,7 +210,7 @@ def off_language_sentence(entry: dict[str, Any]) -> str:
 
 def exclusion_off_language_sentence(entry: dict[str, Any]) -> str:
     """Why an exclusion cancelled nothing, from a decision's ``metadata["exclusions_off_language"]`` entry
-    (:meth:`routing.router.ExclusionOffLanguage.describe`)."""
+    (:meth:`routing.keywords.ExclusionOffLanguage.describe`)."""
     read_as = LANGUAGE_NAMES.get(entry["language"], entry["language"])
     return (
         f"'{entry['exclusion']}' did not cancel '{entry['keyword']}' of {entry['intent']}: the message reads as "

@@ -14,7 +14,8 @@ from common.history.registry import user_id_pseudonym
 from common.language import LANGUAGES
 from common.text import normalize
 from common.translations import translations_problems
-from routing.goals.planner import GOAL_TRANSLATED, ManifestError, goal_check
+from routing.goals.manifest import ManifestError, goal_check
+from routing.goals.planner import GOAL_TRANSLATED
 
 INTENT_TRANSLATED = ("description",)  # the texts of an intent that have a value per language
 

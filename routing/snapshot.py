@@ -21,7 +21,7 @@ from django.db import DatabaseError, connections
 
 from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend
 from common.config_version import config_version, local_generation
-from knowledge.retrieval import knowledge_profiles
+from knowledge.public import knowledge_profiles
 from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
 from routing.goals.planner import GOAL_MODE
 from routing.models import ProfileRelease, RolloutFlag, RolloutTenantOverride, RolloutUserOverride

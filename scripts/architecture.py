@@ -25,6 +25,12 @@ included, whose module is another app's; a model named by a string (``"tenants.T
   :data:`MAX_FUNCTION_LINES` lines (from its ``def`` to its last line, docstring and nested functions included),
   but those in :data:`SIZE_ALLOWED`, each with its size when listed and why; the list only shrinks: an entry that
   grew past its size, or is no longer over the limit, or names a file or function that is gone, is broken too;
+* an app that other apps import has a door, its ``public`` module (``knowledge/public.py``), and another app imports
+  it only through that door, or its Django models (``<app>.models``, a module or a package: a ForeignKey or a
+  queryset names them); the ground (:data:`GROUND`: ``platform/``'s settings and Celery app, the ``common/`` kernel)
+  is imported module by module. What still goes past a door is in :data:`DOORS_ALLOWED`, and that list only
+  shrinks: an import past a door it does not list breaks the rule, and so does a listed one no longer made; an
+  app's own modules do not import its door;
 * a feature's family is a room: no folder holds :data:`MAX_FAMILY` or more modules named with one prefix side by side
   (``openai_api.py``, ``openai_params.py``, …: they go in a sub-package, ``chat/openai/``), Django's command folders
   aside, but the families in :data:`ROOMS_ALLOWED`, each with its size when listed and why; that list only shrinks
@@ -134,8 +140,6 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 100
 SIZE_ALLOWED: dict[str, tuple[int, str]] = {
-    "routing/goals/planner.py": (821, "goal mode's deterministic core: resolve, plan and the manifests' metadata"),
-    "routing/router.py": (1020, "the compiled router: keywords, state policies and the decision order in one place"),
     "analytics/outcomes.py::routing_quality": (
         115,
         "one aggregate per routing method and its labels; owed a split by figure",
@@ -157,6 +161,467 @@ SIZE_KEY = "::"
 MAX_FAMILY = 3
 ROOMS_ALLOWED: dict[str, tuple[int, str]] = {}
 
+# Doors: the module of an app through which the others import it, beside its models. The ground floors have none:
+# every module of theirs is a library the whole house stands on (a door there would be one module re-exporting all).
+DOOR = "public"
+MODELS = "models"
+GROUND = frozenset({"platform", "common"})
+# What still goes past a door, by importing file: the modules it imports from another app that are neither that
+# app's door nor its models. The list only shrinks: move an import to the door (re-export the name there) and drop
+# it here; nothing is added to it.
+DOORS_ALLOWED: dict[str, tuple[str, ...]] = {
+    "analytics/apis.py": ("chat.usage_apis",),
+    "analytics/apps.py": ("conversations.signals",),
+    "analytics/filters.py": ("agents.selectors",),
+    "analytics/outcomes.py": (
+        "releases.routing_tests",
+        "routing.snapshot",
+    ),
+    "analytics/rollouts.py": (
+        "releases.rollout.guard",
+        "routing.rollout_plans",
+        "routing.rollout_words",
+    ),
+    "chat/a2a.py": (
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "chat/chat_page.py": ("routing.snapshot",),
+    "chat/conversation_test_apis.py": (
+        "agents.selectors",
+        "releases.evals.runs",
+    ),
+    "chat/desk/apis.py": ("agents.selectors",),
+    "chat/desk/page.py": ("routing.snapshot",),
+    "chat/drafts.py": (
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "chat/environment.py": (
+        "agents.llm",
+        "routing.snapshot",
+    ),
+    "chat/health.py": (
+        "agents.llm",
+        "routing.snapshot",
+    ),
+    "chat/intake.py": (
+        "routing.rollout",
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "chat/mcp_apis.py": (
+        "agents.mcp",
+        "routing.snapshot",
+    ),
+    "chat/openai/api.py": (
+        "agents.generation",
+        "routing.snapshot",
+    ),
+    "chat/openai/params.py": ("agents.generation",),
+    "chat/openai/responses.py": ("agents.generation",),
+    "chat/openai/turns.py": ("agents.generation",),
+    "chat/rest/agents.py": ("routing.snapshot",),
+    "chat/rest/debug.py": (
+        "agents.services",
+        "agents.usage",
+        "routing.decide",
+        "routing.goals.decide",
+    ),
+    "chat/rest/sessions.py": ("agents.selectors",),
+    "chat/usage_apis.py": ("agents.selectors",),
+    "conversations/admin.py": (
+        "routing.conversation_tests.drafts",
+        "routing.routing_test_drafts",
+        "routing.stack_explained",
+    ),
+    "conversations/admin_ratings.py": (
+        "routing.conversation_tests.drafts",
+        "routing.router",
+    ),
+    "conversations/backend_turn.py": ("routing.router",),
+    "conversations/chain.py": (
+        "agents.llm",
+        "agents.tool_summary",
+        "routing.decide",
+        "routing.router",
+        "routing.snapshot",
+    ),
+    "conversations/customer_data/erasure.py": ("agents.mcp",),
+    "conversations/desk/escalations.py": (
+        "agents.escalation",
+        "routing.snapshot",
+    ),
+    "conversations/desk/webhook.py": (
+        "agents.desks",
+        "agents.selectors",
+    ),
+    "conversations/escalation.py": (
+        "agents.escalation",
+        "routing.router",
+    ),
+    "conversations/fanout.py": ("routing.router",),
+    "conversations/feedback.py": (
+        "agents.escalation",
+        "routing.snapshot",
+    ),
+    "conversations/gateway.py": ("routing.specs",),
+    "conversations/goals/engine.py": (
+        "agents.llm",
+        "agents.mcp",
+        "agents.offline_words",
+        "agents.tool_summary",
+        "agents.usage",
+        "routing.goals.planner",
+        "routing.goals.words",
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "conversations/goals/part.py": (
+        "agents.mcp",
+        "routing.goals.decide",
+        "routing.goals.planner",
+    ),
+    "conversations/goals/records.py": ("routing.goals.planner",),
+    "conversations/goals/turn.py": (
+        "routing.decide",
+        "routing.goals.decide",
+        "routing.goals.planner",
+        "routing.goals.words",
+        "routing.repairs",
+        "routing.router",
+        "routing.snapshot",
+        "routing.stack",
+    ),
+    "conversations/graph.py": (
+        "agents.generation",
+        "agents.llm",
+        "agents.mcp",
+        "agents.usage",
+        "routing.decide",
+        "routing.goals.planner",
+        "routing.router",
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "conversations/knowledge_turn.py": (
+        "agents.passages",
+        "routing.small_talk",
+        "routing.specs",
+    ),
+    "conversations/memory/commands.py": ("agents.remember_tool",),
+    "conversations/memory/stage.py": ("routing.router",),
+    "conversations/memory/summary.py": (
+        "agents.llm",
+        "agents.remember_tool",
+        "agents.usage",
+    ),
+    "conversations/memory/tool.py": (
+        "agents.mcp",
+        "agents.remember_tool",
+    ),
+    "conversations/outcomes.py": (
+        "agents.escalation",
+        "routing.small_talk",
+        "routing.snapshot",
+    ),
+    "conversations/permissions.py": (
+        "routing.replies",
+        "routing.specs",
+    ),
+    "conversations/records.py": ("routing.router",),
+    "conversations/runtime.py": (
+        "agents.generation",
+        "agents.llm",
+        "agents.mcp",
+        "agents.passages",
+        "agents.permission_notes",
+        "agents.remember_tool",
+        "agents.usage",
+        "routing.replies",
+        "routing.router",
+        "routing.small_talk",
+        "routing.specs",
+    ),
+    "conversations/saved_test_drafts.py": (
+        "routing.conversation_tests.cases",
+        "routing.conversation_tests.drafts",
+        "routing.expectations",
+        "routing.routing_test_drafts",
+    ),
+    "conversations/stack_part.py": (
+        "routing.goals.planner",
+        "routing.replies",
+        "routing.stack",
+    ),
+    "conversations/stack_turn.py": (
+        "agents.permission_notes",
+        "routing.repairs",
+        "routing.replies",
+        "routing.router",
+        "routing.stack",
+    ),
+    "conversations/stages.py": ("routing.router",),
+    "conversations/steps.py": (
+        "agents.generation",
+        "agents.mcp",
+        "routing.snapshot",
+    ),
+    "conversations/supervisor.py": (
+        "agents.generation",
+        "agents.llm",
+        "agents.usage",
+        "routing.classifier",
+        "routing.router",
+        "routing.specs",
+    ),
+    "conversations/tasks.py": (
+        "agents.mcp",
+        "routing.snapshot",
+    ),
+    "conversations/timeline.py": ("routing.stack_explained",),
+    "conversations/turn.py": (
+        "agents.generation",
+        "agents.llm",
+        "agents.usage",
+        "routing.router",
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "conversations/turn_store.py": (
+        "agents.usage",
+        "routing.decide",
+        "routing.rollout",
+        "routing.snapshot",
+        "routing.stack",
+    ),
+    "knowledge/models.py": ("agents.knowledge_settings",),
+    "knowledge/retrieval.py": ("agents.passages",),
+    "knowledge/search.py": ("agents.passages",),
+    "knowledge/words.py": ("agents.passages",),
+    "platform/asgi.py": (
+        "chat.a2a",
+        "chat.routing",
+    ),
+    "platform/logs.py": ("conversations.guardrails",),
+    "platform/serve.py": ("routing.snapshot",),
+    "releases/admin/approvals.py": (
+        "routing.rollout_plans",
+        "routing.rollout_words",
+        "routing.selectors",
+    ),
+    "releases/admin/config.py": ("routing.documents",),
+    "releases/admin/conversation_tests.py": ("routing.conversation_tests.drafts",),
+    "releases/admin/rollouts.py": (
+        "routing.rollout_plans",
+        "routing.rollout_words",
+        "routing.selectors",
+    ),
+    "releases/admin/routing_tests.py": (
+        "routing.expectations",
+        "routing.forms",
+        "routing.routing_test_drafts",
+    ),
+    "releases/admin/versions.py": (
+        "routing.admin_views",
+        "routing.documents",
+        "routing.rollout_plans",
+        "routing.rollout_words",
+        "routing.selectors",
+    ),
+    "releases/approvals.py": (
+        "routing.documents",
+        "routing.rollout_plans",
+        "routing.selectors",
+    ),
+    "releases/apps.py": ("routing.snapshot",),
+    "releases/calibration.py": (
+        "routing.background",
+        "routing.examples",
+        "routing.specs",
+    ),
+    "releases/checks.py": ("routing.checks",),
+    "releases/configio/exporter.py": (
+        "agents.escalation",
+        "agents.profile_settings",
+        "agents.schemas",
+    ),
+    "releases/configio/importer.py": (
+        "agents.escalation",
+        "agents.schemas",
+        "agents.selectors",
+        "routing.goals.manifest",
+        "routing.services",
+    ),
+    "releases/configio/kinds/agents.py": (
+        "agents.escalation",
+        "agents.profile_settings",
+    ),
+    "releases/configio/kinds/domains.py": ("routing.goals.planner",),
+    "releases/configio/kinds/mcp.py": ("agents.schemas",),
+    "releases/configio/kinds/routing.py": ("agents.profile_settings",),
+    "releases/configio/messages.py": ("agents.schemas",),
+    "releases/configio/writer.py": (
+        "agents.schemas",
+        "agents.services",
+    ),
+    "releases/evals/checks.py": (
+        "agents.offline_words",
+        "agents.passages",
+        "agents.structured",
+        "routing.conversation_tests.cases",
+        "routing.expectations",
+        "routing.specs",
+    ),
+    "releases/evals/compare.py": (
+        "routing.conversation_tests.cases",
+        "routing.specs",
+    ),
+    "releases/evals/coverage.py": (
+        "routing.conversation_tests.cases",
+        "routing.goals.planner",
+        "routing.repairs",
+        "routing.specs",
+    ),
+    "releases/evals/files.py": ("routing.conversation_tests.cases",),
+    "releases/evals/forms.py": (
+        "routing.conversation_tests.cases",
+        "routing.expectations",
+        "routing.forms",
+    ),
+    "releases/evals/gate.py": (
+        "routing.documents",
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "releases/evals/judging.py": (
+        "agents.llm",
+        "routing.conversation_tests.cases",
+        "routing.specs",
+    ),
+    "releases/evals/run.py": (
+        "agents.llm",
+        "agents.usage",
+        "routing.conversation_tests.cases",
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "releases/evals/runs.py": ("routing.conversation_tests.cases",),
+    "releases/forms.py": (
+        "routing.expectations",
+        "routing.forms",
+    ),
+    "releases/from_messages.py": ("routing.routing_test_drafts",),
+    "releases/impact.py": (
+        "agents.services",
+        "routing.decide",
+        "routing.router",
+        "routing.snapshot",
+        "routing.specs",
+    ),
+    "releases/management/commands/import_config.py": (
+        "routing.admin_views",
+        "routing.documents",
+    ),
+    "releases/management/commands/rollout.py": (
+        "routing.rollout_plans",
+        "routing.rollout_words",
+    ),
+    "releases/management/commands/routing_publish.py": (
+        "routing.admin_views",
+        "routing.selectors",
+    ),
+    "releases/management/commands/routing_revert.py": (
+        "routing.admin_views",
+        "routing.selectors",
+    ),
+    "releases/management/commands/seed_demo.py": (
+        "agents.mcp",
+        "agents.services",
+        "routing.conversation_tests.cases",
+        "routing.selectors",
+        "routing.services",
+    ),
+    "releases/management/commands/set_rollout.py": (
+        "routing.selectors",
+        "routing.services",
+    ),
+    "releases/models.py": (
+        "routing.conversation_tests.cases",
+        "routing.expectations",
+        "routing.rollout_plans",
+        "routing.rollout_words",
+    ),
+    "releases/rollout/commands.py": (
+        "routing.rollout",
+        "routing.rollout_plans",
+        "routing.rollout_words",
+        "routing.selectors",
+    ),
+    "releases/rollout/forms.py": (
+        "routing.rollout_plans",
+        "routing.rollout_words",
+    ),
+    "releases/rollout/guard.py": (
+        "routing.rollout",
+        "routing.rollout_plans",
+        "routing.rollout_words",
+        "routing.selectors",
+    ),
+    "releases/rollout/served.py": ("routing.snapshot",),
+    "releases/routing_tests.py": (
+        "agents.services",
+        "agents.usage",
+        "routing.decide",
+        "routing.documents",
+        "routing.expectations",
+        "routing.goals.decide",
+        "routing.goals.planner",
+        "routing.router",
+        "routing.selectors",
+        "routing.snapshot",
+        "routing.specs",
+        "routing.stack",
+        "routing.stack_replay",
+    ),
+    "releases/versions.py": (
+        "agents.schemas",
+        "routing.documents",
+        "routing.selectors",
+    ),
+    "routing/admin.py": (
+        "agents.admin.mcp",
+        "agents.admin.parts",
+        "agents.selectors",
+    ),
+    "routing/admin_views.py": ("agents.services",),
+    "routing/apps.py": ("agents.signals",),
+    "routing/checks.py": ("agents.schemas",),
+    "routing/classifier.py": (
+        "agents.llm",
+        "agents.usage",
+    ),
+    "routing/conversation_tests/cases.py": ("agents.structured",),
+    "routing/documents.py": (
+        "agents.escalation",
+        "agents.knowledge_settings",
+        "agents.profile_settings",
+    ),
+    "routing/goals/intent.py": (
+        "agents.llm",
+        "agents.usage",
+    ),
+    "routing/goals/sync.py": (
+        "agents.mcp",
+        "agents.signals",
+    ),
+    "routing/models.py": ("agents.escalation",),
+    "routing/specs.py": (
+        "agents.escalation",
+        "agents.knowledge_settings",
+    ),
+}
+
 
 @dataclass
 class House:
@@ -168,6 +633,8 @@ class House:
     circles: list[tuple[str, ...]] = field(default_factory=list)  # files importing each other, round and round
     late: list[str] = field(default_factory=list)  # "file:line: module" of every function-level import of ours
     sizes: dict[str, int] = field(default_factory=dict)  # file, or file::qualname, over its limit -> its size
+    past: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, module past a door) -> first line
+    doors: list[str] = field(default_factory=list)  # the apps with a door
 
     @property
     def total(self) -> int:
@@ -297,6 +764,30 @@ def sizes_check(house: House, measured: dict[str, int], allowed: dict[str, tuple
             )
 
 
+def through_door(module: str) -> bool:
+    """Whether another app may import ``module``: the ground's modules, an app's door and its models."""
+    app = module.split(".", 1)[0]
+    return app in GROUND or module in (f"{app}.{DOOR}", f"{app}.{MODELS}")
+
+
+def doors_check(house: House, allowed: dict[str, tuple[str, ...]]) -> None:
+    """Break the rule for each import past a door in ``house.past`` that ``allowed`` does not list, and for each
+    listed one no longer made."""
+    listed = {(relative, module) for relative, modules in allowed.items() for module in modules}
+    for (relative, module), line in sorted(house.past.items()):
+        if (relative, module) not in listed:
+            app = module.split(".", 1)[0]
+            house.broken.append(
+                f"{relative}:{line}: imports {module} past the {app} door: import it from {app}.{DOOR} (re-export it "
+                f"there) or {app}.{MODELS}"
+            )
+    for relative, module in sorted(listed - set(house.past)):
+        house.broken.append(
+            f"{relative}: DOORS_ALLOWED lets it import {module} past the door; it no longer does (now through the "
+            "door): remove it"
+        )
+
+
 def rooms_check(house: House, paths: list[str], allowed: dict[str, tuple[int, str]]) -> None:
     """Break the rule for each family of :data:`MAX_FAMILY` or more modules side by side in one folder of ``paths``
     that ``allowed`` does not list or that grew past its listed size, and for each listed one no longer flat."""
@@ -385,9 +876,11 @@ def measure(
     root: Path = ROOT,
     sizes_allowed: dict[str, tuple[int, str]] | None = None,
     rooms_allowed: dict[str, tuple[int, str]] | None = None,
+    doors_allowed: dict[str, tuple[str, ...]] | None = None,
 ) -> House:
     """Read the product's files and check them against the rules (the size limits against ``sizes_allowed``,
-    :data:`SIZE_ALLOWED` unless given; the rooms against ``rooms_allowed``, :data:`ROOMS_ALLOWED` unless given)."""
+    :data:`SIZE_ALLOWED` unless given; the rooms against ``rooms_allowed``, :data:`ROOMS_ALLOWED` unless given; the
+    doors against ``doors_allowed``, :data:`DOORS_ALLOWED` unless given)."""
     house = House()
     measured_sizes: dict[str, int] = {}
     apps = {name for name, _ in LAYERS}
@@ -411,7 +904,8 @@ def measure(
             target = module.split(".", 1)[0]
             if target not in apps:
                 continue
-            for imported in _imported_files(statement, files):
+            imported_files = _imported_files(statement, files)
+            for imported in imported_files:
                 if imported != relative:
                     how = "" if statement.where == MODULE_LEVEL else f" ({statement.where})"
                     house.imports[relative].setdefault(imported, []).append(f"{relative}:{line}{how}")
@@ -427,9 +921,14 @@ def measure(
             private = [name for name in statement.names if name.startswith("_") and not name.startswith("__")]
             if private and module != this_module:
                 house.broken.append(f"{relative}:{line}: imports the private {', '.join(private)} of {module}")
+            if target == app and f"{app}.{DOOR}" in {_module_of(imported) for imported in imported_files}:
+                house.broken.append(f"{relative}:{line}: imports its own app's door, {app}.{DOOR}: a circle waiting")
             if target == app or (app == TOP and target == "platform"):
                 continue
             house.edges[(app, target)] += 1
+            for imported in imported_files:
+                if not through_door(_module_of(imported)):
+                    house.past.setdefault((relative, _module_of(imported)), line)
             if target == "analytics":
                 house.broken.append(f"{relative}:{line}: {app} imports {module}: nobody imports the analytics")
             elif rank(target) >= rank(app):
@@ -455,6 +954,8 @@ def measure(
     sizes_check(house, measured_sizes, SIZE_ALLOWED if sizes_allowed is None else sizes_allowed)
     relatives = [path.relative_to(root).as_posix() for path in paths]
     rooms_check(house, relatives, ROOMS_ALLOWED if rooms_allowed is None else rooms_allowed)
+    house.doors = [app for app, _ in LAYERS if app not in GROUND and (root / app / f"{DOOR}.py").exists()]
+    doors_check(house, DOORS_ALLOWED if doors_allowed is None else doors_allowed)
     return house
 
 
@@ -469,6 +970,10 @@ def report(house: House) -> str:
     rows.append(f"| {len(LAYERS)} | `platform/` urls, asgi, wsgi, serve | (in platform) | | {top} |")
     rows.append(f"\n{house.total:,} lines of product code; {sum(house.edges.values())} imports between apps.")
     rows.append("Rules broken: " + ("none." if not house.broken else "\n" + "\n".join(house.broken)))
+    rows.append(
+        f"Doors: {', '.join(house.doors) or 'none'}; {len(house.past)} imports past a door (DOORS_ALLOWED), "
+        f"from {len({relative for relative, _ in house.past})} files."
+    )
     return "\n".join(rows)
 
 

@@ -11,6 +11,7 @@ from rest_framework import authentication, exceptions
 
 from common.config_version import config_version, local_generation
 from common.errors import ERROR_INVALID_KEY
+from tenants import schema as _schema  # noqa: F401  (the OpenAPI description of this scheme registers itself)
 from tenants.models import ApiKey, Tenant
 from tenants.throttles import (
     ERROR_AUTH_LOCKED,

@@ -269,3 +269,52 @@ def test_the_rooms_rule_catches_a_new_flat_family_a_listed_one_that_grew_and_one
     assert "agents/desk_*: 4 modules, grown past the 3 ROOMS_ALLOWED lets it have" in found
     assert "routing/goal_*: ROOMS_ALLOWED lets it have 4 modules; it has a room now: remove it" in found
     assert not [line for line in found if "memo_" in line or "run_" in line]
+
+
+def test_every_import_of_another_app_goes_through_its_door_or_to_its_models_but_those_listed(house):
+    assert broken(house, "door") == []
+    listed = {(relative, module) for relative, modules in architecture.DOORS_ALLOWED.items() for module in modules}
+    assert set(house.past) == listed
+    assert all(modules for modules in architecture.DOORS_ALLOWED.values())
+    assert not [app for app in house.doors if app in architecture.GROUND]
+
+
+def test_the_doors_rule_catches_an_import_past_a_door_of_any_kind_and_a_listed_one_now_through_the_door(tmp_path):
+    def write(relative: str, text: str) -> None:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    write("common/text.py", "def fold(): ...\n")
+    write("agents/models/__init__.py", "from agents.models.profiles import Profile\n")
+    write("agents/models/profiles.py", "class Profile: ...\n")
+    write("knowledge/public.py", "from knowledge.retrieval import search\n")
+    write("knowledge/retrieval.py", "def search(): ...\n")
+    write("knowledge/services.py", "from knowledge.public import search\n")  # its own app's door
+    write("knowledge/models.py", "class Document: ...\n")
+    write(  # the door, the models (a module, a package) and the ground: no rule broken
+        "routing/door.py",
+        "from common.text import fold\nfrom knowledge.public import search\nfrom knowledge import models\n"
+        "from knowledge.models import Document\nfrom agents.models import Profile\n",
+    )
+    write("routing/past.py", "from knowledge.retrieval import search\nfrom agents.models.profiles import Profile\n")
+    typed = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from knowledge import retrieval\n"
+    write("routing/typed.py", typed)
+    write("routing/listed.py", "from knowledge import services\n")
+    write("routing/moved.py", "from knowledge.public import search\n")
+    allowed = {"routing/listed.py": ("knowledge.services",), "routing/moved.py": ("knowledge.retrieval",)}
+
+    house = architecture.measure(tmp_path, sizes_allowed={}, rooms_allowed={}, doors_allowed=allowed)
+
+    assert broken(house, "door") == [
+        "knowledge/services.py:1: imports its own app's door, knowledge.public: a circle waiting",
+        "routing/past.py:2: imports agents.models.profiles past the agents door: import it from agents.public "
+        "(re-export it there) or agents.models",
+        "routing/past.py:1: imports knowledge.retrieval past the knowledge door: import it from knowledge.public "
+        "(re-export it there) or knowledge.models",
+        "routing/typed.py:3: imports knowledge.retrieval past the knowledge door: import it from knowledge.public "
+        "(re-export it there) or knowledge.models",
+        "routing/moved.py: DOORS_ALLOWED lets it import knowledge.retrieval past the door; it no longer does (now "
+        "through the door): remove it",
+    ]
+    assert house.doors == ["knowledge"]

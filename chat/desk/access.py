@@ -17,12 +17,10 @@ from rest_framework.request import Request
 
 from chat.intake import principal_is_staff
 from common.errors import DomainError, NotFound
-from conversations.desk.escalations import ERROR_ESCALATION_NOT_FOUND, Person, escalation_get, person_of_user
-from conversations.desk.reads import DeskTenant
 from conversations.models import Escalation
-from tenants.auth import ApiClient
+from conversations.public import ERROR_ESCALATION_NOT_FOUND, DeskTenant, Person, escalation_get, person_of_user
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_ids_with_right, tenant_right_held, tenant_right_held_anywhere
+from tenants.public import ApiClient, tenant_ids_with_right, tenant_right_held, tenant_right_held_anywhere
 
 ERROR_DESK_FORBIDDEN = (
     "You may not answer as a person for any tenant yet. The desk needs the right to answer as a person, given tenant "

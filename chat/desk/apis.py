@@ -23,32 +23,30 @@ from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
 from chat.desk.access import IsDeskClient, desk_tenant_ids, escalation_for, person_for
 from chat.intake import KnownFieldsSerializer, StrictCharField
 from common.errors import DomainError, error_responses
-from conversations.desk.contract import (
+from conversations.models import Escalation, EscalationPriority
+from conversations.public import (
     DETAIL_MESSAGES,
     LIST_OPEN,
     LIST_STATUSES,
-    desk_history,
-    desk_route_decisions,
-    escalation_for_desk,
-    escalation_list,
-    list_after,
-    list_cursor,
-    positions,
-    where_of,
-)
-from conversations.desk.escalations import (
     Person,
+    desk_history,
     desk_note,
     desk_reply,
+    desk_route_decisions,
+    escalation_for_desk,
     escalation_get,
     escalation_hand_back,
+    escalation_list,
     escalation_take,
     escalation_transfer,
+    list_after,
+    list_cursor,
     message_public,
+    positions,
     queue_position,
+    where_of,
 )
-from conversations.models import Escalation, EscalationPriority
-from tenants.auth import ApiClient
+from tenants.public import ApiClient
 
 LIST_LIMIT = 50
 LIST_LIMIT_MAX = 200

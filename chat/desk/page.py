@@ -22,10 +22,10 @@ from django.shortcuts import render
 
 from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants, escalation_for
 from common.errors import NotFound
-from conversations.desk.reads import desk_snapshot, escalation_detail
+from conversations.public import desk_snapshot, escalation_detail
 from routing import snapshot
 from tenants.models import TenantRight
-from tenants.selectors import tenant_right_held_anywhere
+from tenants.public import tenant_right_held_anywhere
 
 
 def desk_may_use(user: Any) -> bool:

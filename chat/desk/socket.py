@@ -74,21 +74,24 @@ from chat.pushes import LISTEN_READY_SECONDS, group_listen, listen_stop
 from common.config_version import config_version
 from common.errors import DomainError, NotFound, error_body
 from common.parsers import JsonTooDeep, json_loads_limited
-from conversations.delivery import desk_group
-from conversations.desk.escalations import (
+from conversations.models import Escalation, EscalationPriority
+from conversations.public import (
     ERROR_ESCALATION_NOT_FOUND,
+    PRIORITY_WORDS,
+    DeskTenant,
     Person,
+    desk_entry,
+    desk_group,
     desk_note,
     desk_reply,
+    desk_snapshot,
+    escalation_detail,
     escalation_hand_back,
     escalation_take,
     escalation_transfer,
     message_public,
 )
-from conversations.desk.reads import DeskTenant, desk_entry, desk_snapshot, escalation_detail
-from conversations.escalation import PRIORITY_WORDS
-from conversations.models import Escalation, EscalationPriority
-from tenants.throttles import API_SCOPE, principal_ident, request_throttle
+from tenants.public import API_SCOPE, principal_ident, request_throttle
 
 logger = logging.getLogger(__name__)
 

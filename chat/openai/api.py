@@ -97,10 +97,9 @@ from chat.openai.turns import (
     usage_of,
 )
 from common.errors import DomainError
-from conversations.language import language_asked
-from conversations.turn import TurnInput, TurnResult
+from conversations.public import TurnInput, TurnResult, language_asked
 from routing import snapshot
-from tenants.auth import ApiClient
+from tenants.public import ApiClient
 
 CHANNEL = "openai"
 # Unix time this process started: the "created" of every model (profiles carry no creation time).

@@ -74,9 +74,8 @@ from chat.openai.turns import (
     usage_of,
 )
 from common.errors import DomainError
-from conversations.selectors import answer_of_turn, conversation_get_by_pk, question_of_answer
-from conversations.turn import TurnResult
-from tenants.auth import ApiClient
+from conversations.public import TurnResult, answer_of_turn, conversation_get_by_pk, question_of_answer
+from tenants.public import ApiClient
 
 ERROR_PREVIOUS_NOT_FOUND = "Previous response with id {id!r} not found."
 ERROR_RESPONSE_NOT_FOUND = "Response with id {id!r} not found."

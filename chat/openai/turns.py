@@ -32,10 +32,19 @@ from django.conf import settings
 from agents.generation import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
 from chat.openai.errors import ROUTE_HEADER, invalid
 from common.infra import tracing
-from conversations.answer_limit import stream_room
-from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
-from conversations.guardrails import identifier_pseudonym
-from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, Turn, TurnInput, TurnResult
+from conversations.public import (
+    LIMIT_ANSWER,
+    LIMIT_MAX_TOKENS,
+    Turn,
+    TurnInput,
+    TurnResult,
+    identifier_pseudonym,
+    run_turn,
+    stream_room,
+    turn_abandon,
+    turn_begin,
+    turn_detach,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.errors import error_responses
-from conversations.language import language_asked
+from conversations.public import language_asked
 from routing import snapshot
 
 

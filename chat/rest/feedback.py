@@ -13,12 +13,17 @@ from chat.intake import KnownFieldsSerializer, StrictCharField
 from chat.openai.turns import TURN_ID_PATTERN, TurnRef, turn_ref_read
 from chat.rest.sessions import conversation_for
 from common.errors import error_responses
-from conversations.desk.escalations import escalation_public
-from conversations.feedback import ERROR_INVALID_MESSAGE, ERROR_NOT_AN_ANSWER, NotAnAnswer, feedback_give
 from conversations.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, FeedbackRating
-from conversations.selectors import answer_of_turn
-from tenants.auth import ApiClient
+from conversations.public import (
+    ERROR_INVALID_MESSAGE,
+    ERROR_NOT_AN_ANSWER,
+    NotAnAnswer,
+    answer_of_turn,
+    escalation_public,
+    feedback_give,
+)
 from tenants.models import TenantRight
+from tenants.public import ApiClient
 
 ERROR_ANSWER_ID = "Must be an answer's message_id, or a completion's or response's id (chatcmpl-…, resp_…)."
 

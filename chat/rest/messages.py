@@ -31,9 +31,7 @@ from chat.permissions import IsPreviewClient
 from chat.schema_areas import AreaSchema
 from common.errors import error_responses
 from common.infra import stock_paths, tracing
-from conversations.graph import run_turn, turn_abandon, turn_begin, turn_detach
-from conversations.turn import Turn, TurnInput, TurnResult
-from tenants import schema as _schema  # noqa: F401  (registers the bearer scheme)
+from conversations.public import Turn, TurnInput, TurnResult, run_turn, turn_abandon, turn_begin, turn_detach
 
 logger = logging.getLogger(__name__)
 

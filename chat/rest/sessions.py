@@ -25,24 +25,24 @@ from chat.pushes import conversation_listen, pushed_event
 from chat.rest.messages import sse
 from common.cursors import ERROR_CURSOR, cursor_time
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, DomainError, NotFound, error_responses
-from conversations.delivery import conversation_group
 from conversations.models import CONVERSATION_OUTCOMES, Conversation
-from conversations.selectors import (
+from conversations.public import (
     CONVERSATION_STATUSES,
     conversation_escalation,
     conversation_get,
     conversation_get_for_tenant,
+    conversation_group,
     conversation_list,
     conversation_messages,
     conversation_status,
     message_after,
     message_cursor,
+    session_clear,
+    session_end,
 )
-from conversations.services import session_clear, session_end
-from handoffs.selectors import handoff_list_for_conversation
-from tenants.auth import ApiClient
+from handoffs.public import handoff_list_for_conversation
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_right_held
+from tenants.public import ApiClient, tenant_right_held
 
 
 def _conversation_not_found() -> NotFound:

@@ -53,7 +53,7 @@ from conversations.customer_data.registry import HOLDERS, ROOT, Holder
 from conversations.models import Conversation, Message
 from conversations.signals import store_rows_retiring
 from handoffs.models import Handoff
-from handoffs.partitions import MonthPartition, month_partitions, partition_drop, partition_rows
+from handoffs.public import MonthPartition, month_partitions, partition_drop, partition_rows
 from tenants.models import RetentionPurge, Tenant
 
 REST_MAX_SECONDS = 5.0

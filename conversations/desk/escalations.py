@@ -45,7 +45,7 @@ from conversations.models import (
 from conversations.ratings import outcome_ratings_count
 from conversations.signals import escalation_changed
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
-from handoffs.services import Move
+from handoffs.public import Move
 from routing import snapshot as snapshots
 
 ERROR_ESCALATION_NOT_FOUND = "No escalation with this id."

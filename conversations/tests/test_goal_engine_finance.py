@@ -11,6 +11,7 @@ from agents.mcp import Endpoint, tool_call
 from conversations.goals.engine import SKIPPED, STARTED, outputs_combine
 from conversations.tests.test_goal_engine import execute, snapshot_of, statuses
 from mcp_servers.finance import server as finance
+from routing.goals.manifest import manifest_read
 from routing.goals.planner import (
     CLARIFICATION,
     DAG,
@@ -22,7 +23,6 @@ from routing.goals.planner import (
     IntentOutput,
     candidate_choose,
     goal_resolve,
-    manifest_read,
     plan_build,
 )
 from tests.mcp_processes import running_mcp_servers

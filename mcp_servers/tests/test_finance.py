@@ -10,14 +10,8 @@ import pytest
 from mcp_servers.finance import server as finance
 from mcp_servers.tests.test_servers import session_to
 from routing.goals.intent import pattern_values
-from routing.goals.planner import (
-    DAG,
-    IntentOutput,
-    ManifestError,
-    goal_resolve,
-    manifest_read,
-    plan_build,
-)
+from routing.goals.manifest import ManifestError, manifest_read
+from routing.goals.planner import DAG, IntentOutput, goal_resolve, plan_build
 from tests.mcp_processes import running_mcp_servers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -24,7 +24,7 @@ from common.adminkit import AdminExtension, admin_extend
 from conversations.models import Conversation
 from releases.impact import impact_preview
 from tenants.models import TenantRight
-from tenants.selectors import tenant_ids_with_right
+from tenants.public import tenant_ids_with_right
 
 PERMISSIONS = ("conversations.view_conversation", "routing.view_intent")
 DAYS_DEFAULT = 7

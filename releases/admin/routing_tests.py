@@ -25,7 +25,7 @@ from common.errors import DomainError
 from common.history.admin import FieldHistoryAdminMixin
 from common.text import whole_number
 from conversations.models import RouteDecisionRecord
-from conversations.saved_test_drafts import decision_draft
+from conversations.public import decision_draft
 from releases.calibration import CalibrationError, calibrate, calibration_save
 from releases.forms import RoutingTestCaseForm
 from releases.from_messages import routing_tests_create, saved_name_unique

@@ -59,7 +59,7 @@ from releases.configio.rights import rights_check
 from releases.configio.source import Node, Problems, Source, format_path, load
 from releases.configio.world import ImportReport, Plan, World
 from releases.configio.writer import Writer
-from routing.goals.planner import ManifestError, goal_check
+from routing.goals.manifest import ManifestError, goal_check
 from routing.models import Intent, Keyword
 from routing.services import ERROR_KEYWORD_TAKEN
 
@@ -323,7 +323,7 @@ def _keep_masked(patch: Patch, field: str, stored: str, problems: Problems) -> N
 
 def _check_domains(plan: Plan, world: World, problems: Problems, servers: set[str]) -> None:
     """Goals and capabilities: a domain belongs to one MCP server, a capability name to one domain, a
-    capability's tool to its domain's server, and every goal passes :func:`routing.goals.planner.goal_check` (the
+    capability's tool to its domain's server, and every goal passes :func:`routing.goals.manifest.goal_check` (the
     admin's and the manifest's rules) against its domain's capabilities, stored and imported."""
     domain_server: dict[str, Node] = {}
     reported: set[tuple[str, Any]] = set()

@@ -42,7 +42,7 @@ from agents.structured import SchemaTooCostly, schema_errors
 from common.language import detect_language
 from common.patterns import pattern_compiled
 from common.text import fold
-from conversations.judges import unquoted
+from conversations.public import unquoted
 from routing.conversation_tests.cases import JUDGE_KEY
 from routing.expectations import ROUTING_TEST_LIST_KEYS
 from routing.specs import ProfileSpec

@@ -27,15 +27,7 @@ from typing import Any, ClassVar
 from agents.llm import judge_asker, llm_configured
 from common.language import detect_language
 from common.text import normalize
-from conversations.judges import (
-    FAILED,
-    NOT_APPLICABLE,
-    PASSED,
-    JudgeCase,
-    JudgeResult,
-    LLMJudge,
-    RuleBasedJudge,
-)
+from conversations.public import FAILED, NOT_APPLICABLE, PASSED, JudgeCase, JudgeResult, LLMJudge, RuleBasedJudge
 from releases.evals.checks import folded
 from routing.conversation_tests.cases import Judge
 from routing.specs import ProfileSpec

@@ -40,9 +40,8 @@ from agents.usage import TurnUsage, usage_counting
 from common.infra.statements import insert_statement, inserted, statement_cursor
 from common.processes import process_pool, processes_usable
 from common.rehearsal import rehearsing
-from conversations.graph import run_turn
 from conversations.models import Conversation
-from conversations.turn import TurnInput, TurnResult
+from conversations.public import TurnInput, TurnResult, run_turn
 from knowledge.models import KnowledgePassage
 from releases.evals.checks import Cited, Failure, Observed, answer_framing, turn_checked
 from releases.evals.judging import Verdict, answer_judged

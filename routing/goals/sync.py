@@ -1,7 +1,7 @@
 """Domain manifests read into goals and capabilities (docs/goals.md), keeping what business users edited.
 
 :func:`goals_sync` reads every ``manifest://<domain>`` resource an MCP server serves, checks each manifest
-(:func:`routing.goals.planner.manifest_read`) and upserts the domain's :class:`~routing.models.Goal` and
+(:func:`routing.goals.manifest.manifest_read`) and upserts the domain's :class:`~routing.models.Goal` and
 :class:`~routing.models.Capability` rows in one transaction per domain, by a three-way merge: a field takes the
 manifest's value only while it still holds what the last sync wrote (``synced[field]``: nobody edited it
 since); ``synced[field]`` always becomes the manifest's value. ``enabled`` and ``confidence_threshold`` are the
@@ -27,7 +27,8 @@ from agents.mcp import MANIFEST_SCHEME, Endpoint, McpUnavailable, manifests_read
 from agents.models import McpServer, McpTool
 from agents.signals import SyncNotes
 from common.config_version import config_batch
-from routing.goals.planner import Manifest, ManifestError, manifest_bounds, manifest_read, plan_limits
+from routing.goals.manifest import Manifest, ManifestError, manifest_bounds, manifest_read
+from routing.goals.planner import plan_limits
 from routing.models import Capability, Goal
 
 NOTHING_CHANGED = "nothing changed"

@@ -10,7 +10,8 @@ import random
 import pytest
 
 from common import language as language_module
-from routing.router import CompiledRouter, ExclusionOffLanguage, IntentSpec, KeywordLoopMatcher
+from routing.keywords import ExclusionOffLanguage, KeywordLoopMatcher
+from routing.router import CompiledRouter, IntentSpec
 
 # "internet do banco" is online banking in Portuguese: "banco" cancels "internet" there; a Spanish customer whose
 # connection fails while at the bank ("estoy en el banco") still has a connectivity problem.
@@ -39,7 +40,7 @@ def readings(monkeypatch) -> list[str]:
         read.append(text)
         return detect(text)
 
-    monkeypatch.setattr("routing.router.detect_language", counting)
+    monkeypatch.setattr("routing.keywords.detect_language", counting)
     return read
 
 

@@ -21,6 +21,7 @@ from routing.goals.intent import (
     missing_required,
     pattern_values,
 )
+from routing.goals.manifest import manifest_read
 from routing.goals.planner import (
     DEFAULT_CONFIDENCE_THRESHOLD,
     GENERAL_DOMAIN,
@@ -28,7 +29,6 @@ from routing.goals.planner import (
     GoalSpec,
     IntentOutput,
     goal_resolve,
-    manifest_read,
     plan_build,
 )
 from routing.router import CompiledRouter

@@ -15,7 +15,8 @@ from django.core.checks import run_checks
 
 from common.patterns import pattern_compiled, pattern_problem
 from routing.goals.intent import INCOMPLETE, intent_read
-from routing.goals.planner import GoalCatalogue, GoalSpec, IntentOutput, ManifestError, manifest_read
+from routing.goals.manifest import ManifestError, manifest_read
+from routing.goals.planner import GoalCatalogue, GoalSpec, IntentOutput
 from routing.models import Capability, Goal
 from routing.tests.test_goal_intent import profile_serving
 from tests.adminkit import change_url, error_messages, form_data

@@ -19,7 +19,8 @@ from releases.configio import ConfigImportError, Source, config_export_data, con
 from releases.versions import document_diff, version_publish
 from routing.documents import profile_compile, profile_documents
 from routing.goals.decide import CLARIFICATION, LOW_CONFIDENCE, goal_decide
-from routing.goals.planner import GoalCatalogue, ManifestError, manifest_read
+from routing.goals.manifest import ManifestError, manifest_read
+from routing.goals.planner import GoalCatalogue
 from routing.models import Goal
 from routing.selectors import live_version
 from routing.tests.test_goal_intent import catalogue_of, profile_serving

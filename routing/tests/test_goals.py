@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from routing.goals.manifest import ManifestError, manifest_bounds, manifest_read
 from routing.goals.planner import (
     DAG,
     LAST,
@@ -16,13 +17,10 @@ from routing.goals.planner import (
     ExecutionStep,
     GoalSpec,
     IntentOutput,
-    ManifestError,
     PlanError,
     PlanLimits,
     candidate_choose,
     goal_resolve,
-    manifest_bounds,
-    manifest_read,
     plan_build,
     plan_check,
     refs_resolve,

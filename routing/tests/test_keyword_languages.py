@@ -9,7 +9,8 @@ import random
 import pytest
 
 from common import language as language_module
-from routing.router import CompiledRouter, IntentSpec, KeywordLoopMatcher, KeywordOffLanguage
+from routing.keywords import KeywordLoopMatcher, KeywordOffLanguage
+from routing.router import CompiledRouter, IntentSpec
 
 ORDERS = IntentSpec(
     name="retail_order_tracking",
@@ -42,7 +43,7 @@ def readings(monkeypatch) -> list[str]:
         read.append(text)
         return detect(text)
 
-    monkeypatch.setattr("routing.router.detect_language", counting)
+    monkeypatch.setattr("routing.keywords.detect_language", counting)
     return read
 
 

@@ -9,15 +9,9 @@ from dataclasses import replace
 import pytest
 
 from common.text import normalize
+from routing.keywords import KeywordExclusion, KeywordLoopMatcher
 from routing.replies import ReplyWords
-from routing.router import (
-    Classification,
-    CompiledRouter,
-    IntentSpec,
-    KeywordExclusion,
-    KeywordLoopMatcher,
-    StatePolicySpec,
-)
+from routing.router import Classification, CompiledRouter, IntentSpec, StatePolicySpec
 
 BILLING = IntentSpec(
     name="billing_invoice_explanation",

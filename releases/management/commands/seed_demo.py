@@ -50,7 +50,7 @@ from agents.models import AgentProfile, McpServer, McpTool
 from agents.services import mcp_server_sync
 from common.errors import DomainError
 from knowledge.models import KnowledgeSource
-from knowledge.services import CREATED, REPLACED, document_ingest
+from knowledge.public import CREATED, REPLACED, document_ingest
 from releases.configio import ConfigImportError, Source, config_import
 from releases.configio.source import FAST_LOADER
 from releases.evals.files import ConversationTestsFileError, conversation_tests_load, conversation_tests_parse
