@@ -195,7 +195,7 @@ class Clock:
 def test_a_purge_rests_after_each_batch_so_that_batches_keep_to_their_share_of_its_time(
     alpha, settings, monkeypatch, share, batch, pause, rests
 ):
-    settings.RETENTION_PURGE_SHARE = share
+    settings.RETENTION_PURGE_SHARE, settings.RETENTION_PURGE_ROWS_PER_SECOND = share, 0  # the share alone
     for n in range(2):
         aged(conversation_of(alpha, session=f"r{n}"), WINDOW + 3)
     clock = Clock(batch)
