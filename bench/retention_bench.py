@@ -13,8 +13,9 @@ a process of its own, with the settings' batches, pause and share (``--env RETEN
 beside other work, the pairs then on a quiet machine.
 
 Then ``--pairs`` pairs of ``bench/chat_load.py`` rounds at each ``--latency-ms`` in turn (each a fresh server, the
-same load, new sessions): in the first round of a pair the purge is held still (SIGSTOP; a batch it was in stays open,
-its locks are on old conversations only), in the second it runs (SIGCONT). Reports each round's msg/s and p99 (as
+same load, new sessions): in one round of a pair the purge is held still (SIGSTOP; a batch it was in stays open, its
+locks are on old conversations only), in the other it runs (SIGCONT) — held first in odd pairs, running first in even
+ones. Reports each round's msg/s and p99 (as
 chat_load.py prints them), the medians of the two kinds, their ratio (target: the purge's p99 within 10 % of the held
 one's), and the rows the purge deleted while it ran. A purge that ends before the last pair is said, and the pairs
 after it are not counted. ``--finish`` lets the purge run to its end afterwards and prints its record (rows per model,
@@ -115,22 +116,32 @@ def _pairs(
     running: list[tuple[float, float]] = []
     served = {**env, "OFFLINE_LLM_LATENCY_MS": str(args.latency_ms)}  # the server of each round
     for pair in range(1, args.pairs + 1):
+        # The order alternates (held first in odd pairs, running first in even ones): a round's place in its pair,
+        # right after a new server's start or not, weighs on neither kind.
         purge.send_signal(signal.SIGSTOP)
-        print(f"\n## model {args.latency_ms} ms, pair {pair} of {args.pairs}: the purge held still")
-        before_held = _purged(env)[0]
-        held.append(_load_round(args, served, key))
-        before = _purged(env)[0]  # read before it runs again: a batch may commit the moment it does
-        assert before == before_held, "the purge deleted rows while held still"
+        kinds = ("held", "running") if pair % 2 else ("running", "held")
+        rounds: dict[str, tuple[float, float]] = {}
+        deleted = 0
+        for kind in kinds:
+            before = _purged(env)[0]  # read while it is held: a batch may commit the moment it runs again
+            if kind == "held":
+                print(f"\n## model {args.latency_ms} ms, pair {pair} of {args.pairs}: the purge held still")
+                rounds[kind] = _load_round(args, served, key)
+                assert _purged(env)[0] == before, "the purge deleted rows while held still"
+                continue
+            purge.send_signal(signal.SIGCONT)
+            print(f"\n## model {args.latency_ms} ms, pair {pair} of {args.pairs}: the purge running")
+            rounds[kind] = _load_round(args, served, key)
+            purge.send_signal(signal.SIGSTOP)
+            after, still = _purged(env)
+            if purge.poll() is not None or not still:
+                print(f"the purge ended during pair {pair}: that pair is not counted")
+                return held, running, False
+            deleted = after - before
+        held.append(rounds["held"])
+        running.append(rounds["running"])
+        print(f"the purge deleted {deleted:,} rows during its round")
         purge.send_signal(signal.SIGCONT)
-        print(f"\n## model {args.latency_ms} ms, pair {pair} of {args.pairs}: the purge running")
-        result = _load_round(args, served, key)
-        after, still = _purged(env)
-        if purge.poll() is not None or not still:
-            print(f"the purge ended during pair {pair}: that pair is not counted")
-            held.pop()
-            return held, running, False
-        running.append(result)
-        print(f"the purge deleted {after - before:,} rows during the round")
     return held, running, True
 
 
