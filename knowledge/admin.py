@@ -124,14 +124,28 @@ class DocumentInline(admin.TabularInline):
         return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
 
 
-class UploadInline(admin.TabularInline):
+class ReadOnlyInline(admin.TabularInline):
+    """Rows a source's or a document's page lists and nobody edits there: read with the view permission."""
+
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
+
+
+class UploadInline(ReadOnlyInline):
     """The source's latest uploads (:data:`knowledge.uploads.UPLOADS_KEPT`): queued, being read, done or refused."""
 
     model = KnowledgeUpload
-    extra = 0
     fields = ("file_name", "status", "outcome", "uploaded_by", "created_at", "finished_at")
     readonly_fields = fields
-    can_delete = False
     verbose_name_plural = "latest uploads"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeUpload]:
@@ -145,31 +159,11 @@ class UploadInline(admin.TabularInline):
             return report_words(IngestReport(**obj.report))
         return "—"
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
-
-
-class PassageInline(admin.TabularInline):
+class PassageInline(ReadOnlyInline):
     model = KnowledgePassage
-    extra = 0
     fields = ("position", "heading", "text")
     readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
 
 
 @admin.register(KnowledgeDocument)
