@@ -28,6 +28,7 @@ from platform.celery import app
 logger = logging.getLogger(__name__)
 
 UPLOAD_TASK = "knowledge.upload_read"
+ERROR_INTERNAL = "It could not be read: an error of the platform's, logged for its operators. Upload it again."
 UPLOADS_KEPT = 50  # a source's latest uploads kept (the older ones, read, are deleted as new ones come)
 
 
@@ -86,6 +87,9 @@ def upload_read(upload_pk: int) -> None:
         )
     except DomainError as error:
         done |= {"status": UploadStatus.FAILED, "error": error.message}
+    except Exception:  # anything else: the upload must not stay "indexing" for ever
+        logger.exception("knowledge upload %s could not be read", upload_pk)
+        done |= {"status": UploadStatus.FAILED, "error": ERROR_INTERNAL}
     else:
         done |= {"status": UploadStatus.DONE, "report": asdict(report)}
     done["finished_at"] = timezone.now()

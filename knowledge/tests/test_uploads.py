@@ -68,6 +68,21 @@ def test_an_upload_is_read_once_however_often_its_task_comes(source, settings):
 
 @pytest.mark.django_db
 @pytest.mark.sqlite_too
+def test_an_upload_whose_reading_breaks_ends_failed_not_indexing_for_ever(source, settings, monkeypatch):
+    settings.REDIS_URL = ""
+
+    def broken(**_):
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(uploads, "document_ingest", broken)
+    (upload,) = uploads_queue(source=source, files=[("help.md", HELP_EN, "")], language="", tags=[], user=None)
+
+    assert (upload.status, upload.error, upload.data) == (UploadStatus.FAILED, uploads.ERROR_INTERNAL, b"")
+    assert upload.finished_at is not None
+
+
+@pytest.mark.django_db
+@pytest.mark.sqlite_too
 def test_a_source_keeps_its_latest_uploads_read_and_never_drops_one_waiting(source, settings, monkeypatch):
     settings.REDIS_URL = ""
     monkeypatch.setattr(uploads, "UPLOADS_KEPT", 2)
