@@ -67,6 +67,7 @@ class Seen:
 
 
 SEEN = Seen()
+MEETING = 55.0  # a server deadline for calls that meet: under the hang guard of ``work``, past any slow start
 
 
 async def work(label: str, delay_ms: int = 300, meet: int = 0) -> dict[str, Any]:
@@ -138,13 +139,15 @@ def plan_server(plan_url):
     SEEN.release.set()
 
 
-def snapshot_of(**urls: str) -> Snapshot:
-    """A snapshot with the servers at ``urls`` and the tools they list (their real argument schemas)."""
+def snapshot_of(timeout: float = 5.0, **urls: str) -> Snapshot:
+    """A snapshot with the servers at ``urls`` and the tools they list (their real argument schemas).
+    Tests whose calls ``meet`` give a ``timeout`` a meeting cannot reach however slowly a busy machine starts
+    the calls: the servers' deadline is not what they test."""
     tools = {}
     for name, url in urls.items():
         for info in asyncio.run(tools_list(Endpoint(name, url, 5.0))):
             tools[info.name] = ToolSpec(info.name, name, info.description, info.input_schema, False, True)
-    servers = {name: ServerSpec(name, url, "streamable_http", 5.0, True) for name, url in urls.items()}
+    servers = {name: ServerSpec(name, url, "streamable_http", timeout, True) for name, url in urls.items()}
     return Snapshot(version=0, generation=0, profiles={}, tools=tools, servers=servers)
 
 
@@ -208,7 +211,7 @@ def test_independent_steps_run_side_by_side_but_never_more_at_once_than_max_conc
         *(step(n, "work", label=f"w{n}", meet=max_concurrency) for n in range(1, 6)), max_concurrency=max_concurrency
     )
 
-    run, _ = execute(plan, snapshot=snapshot_of(plan=plan_server))
+    run, _ = execute(plan, snapshot=snapshot_of(MEETING, plan=plan_server))
 
     assert run.status == SUCCESS
     assert SEEN.peak == max_concurrency  # as the server saw them: the first calls met, and 300 ms more each
@@ -417,7 +420,7 @@ def test_a_plan_asking_for_more_steps_at_once_than_the_platform_allows_runs_at_m
 
 def test_the_plans_of_several_turns_on_several_event_loops_run_at_most_the_process_limit_at_once(plan_server, settings):
     settings.GOAL_PROCESS_MAX_CONCURRENCY = 2
-    snapshot = snapshot_of(plan=plan_server)
+    snapshot = snapshot_of(MEETING, plan=plan_server)
     runs: list = []
 
     def turn(name: str) -> None:  # each turn on an event loop of its own, as async_to_sync and the server give them
@@ -644,7 +647,8 @@ def test_real_celery_workers_give_the_same_outputs_as_in_process_and_keep_max_co
         step(7, "echo", 4, 5, 6, message="${4.explanation}, ${5.explanation}, ${6.explanation}"),
         max_concurrency=2,
     )
-    snapshot = snapshot_of(plan=plan_server)
+    snapshot = snapshot_of(MEETING, plan=plan_server)
+    settings.GOAL_PLAN_TIMEOUT_SECONDS = 2 * MEETING  # nor the plan's: a worker's first call may start late
     received = celery_worker.output().count("conversations.goal_step")
 
     settings.SUPERVISOR_EXECUTOR = "celery"
