@@ -15,11 +15,12 @@ beside other work, the pairs then on a quiet machine.
 Then ``--pairs`` pairs of ``bench/chat_load.py`` rounds at each ``--latency-ms`` in turn (each a fresh server, the
 same load, new sessions): in one round of a pair the purge is held still (SIGSTOP; a batch it was in stays open, its
 locks are on old conversations only), in the other it runs (SIGCONT) — held first in odd pairs, running first in even
-ones. Reports each round's msg/s and p99 (as
-chat_load.py prints them), the medians of the two kinds, their ratio (target: the purge's p99 within 10 % of the held
-one's), and the rows the purge deleted while it ran. A purge that ends before the last pair is said, and the pairs
-after it are not counted. ``--finish`` lets the purge run to its end afterwards and prints its record (rows per model,
-seconds).
+ones. Reports each round's msg/s and p99 (as chat_load.py prints them), the medians of the two kinds, their ratio
+(target: the purge's p99 within 10 % of the held one's) and the median of the pairs' own ratios, and the rows the
+purge deleted while it ran. ``--waits`` samples PostgreSQL's sessions (``pg_stat_activity``) every 50 ms through each
+round and prints, per round, how many samples found a session of the message path waiting and on what (a lock, the
+WAL, I/O, a client), and the purge's own. A purge that ends before the last pair is said, and the pairs after it are
+not counted. ``--finish`` lets the purge run to its end afterwards and prints its record (rows per model, seconds).
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from pathlib import Path
+
+import psycopg
 
 from bench import chat_load
 from bench.chat_load import ROOT, TENANT, _manage, services
@@ -68,10 +73,50 @@ def _purged(env: dict[str, str]) -> tuple[int, int]:
     return int(rows), int(running)
 
 
+WAITS = """
+SELECT application_name = 'purge', state, wait_event_type, wait_event
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'
+"""
+
+
+@contextlib.contextmanager
+def _waits_sampled(env: dict[str, str], on: bool):
+    """With ``on``: sample the database's sessions every 50 ms until the block ends, then print what they waited on:
+    per kind of session (the purge's, the others'), samples by state and wait event."""
+    if not on:
+        yield
+        return
+    seen: Counter[tuple[str, str]] = Counter()
+    samples = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal samples
+        with psycopg.connect(env["DATABASE_URL"], autocommit=True) as connection:
+            while not stop.wait(0.05):
+                samples += 1
+                for purge, state, kind, event in connection.execute(WAITS):
+                    seen["purge" if purge else "others", f"{state}: {kind or 'cpu'}/{event or '-'}"] += 1
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sampler.join()
+        print(
+            f"sessions over {samples} samples (state: wait type/event): "
+            + "; ".join(
+                f"{who} {what} {count}" for (who, what), count in sorted(seen.items(), key=lambda item: -item[1])
+            )
+        )
+
+
 def _load_round(args: argparse.Namespace, env: dict[str, str], key: str) -> tuple[float, float]:
     """One chat_load.py round (its report printed as it is); returns (msg/s, p99 in ms)."""
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with _waits_sampled(env, args.waits), contextlib.redirect_stdout(printed):
         chat_load.run_once(args, env, key, {}, traced=False)
     report = printed.getvalue()
     print(report)
@@ -104,7 +149,10 @@ def _summary(latency_ms: int, held: list[tuple[float, float]], running: list[tup
     print(f"| held still | {len(held)} | {statistics.median(r for r, _ in held):.1f} | {p99_held:,.1f} ms |")
     print(f"| running | {len(running)} | {statistics.median(r for r, _ in running):.1f} | {p99_running:,.1f} ms |")
     ratio = p99_running / p99_held
+    pairs = [run[1] / hold[1] for hold, run in zip(held, running, strict=True)]
     print(f"p99 with the purge / without: {ratio:.2f} (target ≤ 1.10: {'met' if ratio <= 1.10 else 'NOT met'})")
+    each = ", ".join(f"{pair:.2f}" for pair in pairs)
+    print(f"each pair's p99 running / held: {each} → median {statistics.median(pairs):.2f}")
     return ratio <= 1.10
 
 
@@ -169,7 +217,11 @@ def run(args: argparse.Namespace) -> int:
         _quiet_awaited(args.quiet)
         log = (Path(env["VAR_DIR"]) / "purge.log").open("w")
         purge = subprocess.Popen(
-            [sys.executable, "manage.py", "purge_expired"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "manage.py", "purge_expired"],
+            cwd=ROOT,
+            env={**env, "PGAPPNAME": "purge"},  # libpq's: its sessions are told apart in --waits
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         stack.callback(services.stop_process, purge)
         going = True
@@ -196,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3, help="pairs of rounds: purge held still, purge running")
     parser.add_argument("--finish", action="store_true", help="let the purge end afterwards and print its record")
     parser.add_argument("--dry-run", action="store_true", help="first count what the purge will delete (slow)")
+    parser.add_argument("--waits", action="store_true", help="sample the database's sessions' waits in each round")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="server and purge env")
     # chat_load.py's round, as its own options name it.
     parser.add_argument("--clients", type=int, default=64)
