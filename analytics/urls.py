@@ -5,7 +5,7 @@
 
 from django.urls import path
 
-from analytics import apis, feedback, outcomes, rollouts
+from analytics import apis, feedback, knowledge, outcomes, rollouts
 from analytics.views import DashboardView
 
 urlpatterns = [
@@ -28,6 +28,7 @@ urlpatterns = [
         "api/analytics/feedback/breakdown", feedback.FeedbackBreakdownApi.as_view(), name="analytics-feedback-breakdown"
     ),
     path("api/analytics/feedback/recent", feedback.FeedbackRecentApi.as_view(), name="analytics-feedback-recent"),
+    path("api/analytics/knowledge/gaps", knowledge.KnowledgeGapsApi.as_view(), name="analytics-knowledge-gaps"),
     path("api/analytics/outcomes", outcomes.OutcomesApi.as_view(), name="analytics-outcomes"),
     path("api/analytics/outcomes/timeline", outcomes.OutcomesTimelineApi.as_view(), name="analytics-outcomes-timeline"),
     path("api/analytics/quality", outcomes.QualityApi.as_view(), name="analytics-quality"),

@@ -167,6 +167,11 @@ class MessageRole(models.TextChoices):
 # A specialist's part of a supervisor turn that failed or timed out: an error for a rollout plan's guard, read
 # through its own partial index (few rows) rather than from every message's metadata.
 PART_FAILED = models.Q(role=MessageRole.AGENT, metadata__status__in=("error", "timeout"))
+# Answers whose turn searched the profile's knowledge, and those of them that said the specialist does not know (no
+# passage at the bar, no tool answered): the analytics' knowledge gaps count and list them in a window through their
+# own partial indexes, never reading every answer's metadata.
+KNOWLEDGE_SEARCHED = models.Q(role=MessageRole.ASSISTANT, metadata__has_key="knowledge")
+KNOWLEDGE_UNKNOWN = models.Q(role=MessageRole.ASSISTANT, metadata__knowledge__unknown=True)
 
 
 class Message(models.Model):
@@ -243,6 +248,13 @@ class Message(models.Model):
                 condition=models.Q(role="assistant", other_models=True),
                 name="message_usage_other_models",
             ),
+            models.Index(
+                fields=["created_at"],
+                include=["profile", "conversation", "cohort", "routing_version"],
+                condition=KNOWLEDGE_SEARCHED,
+                name="message_knowledge_searched",
+            ),
+            models.Index(fields=["created_at"], condition=KNOWLEDGE_UNKNOWN, name="message_knowledge_unknown"),
         ]
 
     def __str__(self) -> str:

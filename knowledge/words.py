@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from agents.passages import STEM_CHARS
+from agents.passages import STEM_CHARS, content_words
 from common.text import fold
 
 MAX_WORD_CHARS = 64
@@ -36,3 +36,13 @@ def words_counted(passages: Iterable[tuple[str, str]]) -> Counter[str]:
     for heading, text in passages:
         counts.update(passage_words(f"{heading}\n{text}"))
     return counts
+
+
+def question_words(question: str) -> dict[str, str]:
+    """The words of ``question`` that tell what it is about (:func:`agents.passages.content_words`: folded, common
+    and short words left out), by their stems, in order, each as the question first wrote it: the unit the analytics
+    group unanswered questions by."""
+    words: dict[str, str] = {}
+    for word in content_words(question):
+        words.setdefault(word[:STEM_CHARS], word)
+    return words

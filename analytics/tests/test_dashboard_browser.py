@@ -665,6 +665,11 @@ def build_ratings_and_plans(traffic: Traffic) -> dict[str, Any]:
         retail, "cancelar", intent="fallback", agent="general_agent", method="fallback", rating="down", when=when
     )
     stored_turn(conversation_of(traffic.tenant_b, "telecom_contas", "rated-3"), "cliente B", rating="down", when=when)
+    # Two questions the help centre did not answer (the knowledge gaps panel), both about roaming.
+    for text in ("Tem roaming na Argentina?", "Quanto custa o roaming no Chile?"):
+        gap = stored_turn(telecom, text, version=2, when=when)
+        unknown = {"citations": [], "retrieved": [], "answered_from_knowledge": False, "unknown": True}
+        Message.objects.filter(pk=gap.answer.pk).update(metadata={"knowledge": unknown})
 
     profiles = {name: AgentProfileFactory(agent_id=name) for name in ("telecom_contas", "retail_orders")}
     versions = {
@@ -729,6 +734,13 @@ def test_staff_see_customers_ratings_and_each_profiles_rollouts_drawn_with_the_a
     recent = api(page, base, "feedback/recent", {"days": 30, "limit": 10})
     assert rows(page, "table-feedback-recent", "rating-id") == [(str(row["id"]),) for row in recent]
     assert page.locator("#table-feedback-recent", has_text="Eu queria reclamar do vendedor!").count() == 1
+    gaps = api(page, base, "knowledge/gaps", {"days": 30})
+    assert figure(page, "gaps-unknown") == gaps["unknown"] == 2 and figure(page, "gaps-share") == 100.0
+    assert rows(page, "table-knowledge-gaps", "topic", "questions") == [
+        (group["topic"], str(group["questions"])) for group in gaps["groups"]
+    ]
+    assert [group["topic"] for group in gaps["groups"]] == ["roaming"]
+    assert page.locator("#table-knowledge-gaps a", has_text="Tem roaming na Argentina?").count() == 1
 
     plans = [
         (
@@ -748,6 +760,9 @@ def test_staff_see_customers_ratings_and_each_profiles_rollouts_drawn_with_the_a
     assert "50 % of new conversations" in running.inner_text()
     assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
     page.locator("#panel-feedback").screenshot(path=str(screenshot_path("analytics-dashboard-ratings.png")))
+    page.locator("#panel-knowledge-gaps").screenshot(
+        path=str(screenshot_path("analytics-dashboard-knowledge-gaps.png"))
+    )
     page.locator("#panel-rollouts").screenshot(path=str(screenshot_path("analytics-dashboard-rollouts.png")))
 
     page.select_option("#filter-profile", "retail_orders")

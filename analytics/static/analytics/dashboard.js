@@ -38,6 +38,7 @@
     feedbackTimeline: "feedback/timeline",
     feedbackBreakdown: "feedback/breakdown",
     feedbackRecent: "feedback/recent",
+    knowledgeGaps: "knowledge/gaps",
     outcomes: "outcomes",
     outcomesTimeline: "outcomes/timeline",
     quality: "quality",
@@ -1135,6 +1136,58 @@
     recordsTable("table-feedback-documents", data.documents || [], shareColumns("title", qualify), EMPTY_CITED_RATINGS);
   }
 
+  // --- knowledge gaps ---------------------------------------------------------------------------------
+
+  var EMPTY_GAPS = "Every question of this period that searched the documents was answered from them";
+
+  function drawKnowledgeGaps(data) {
+    setFigure("gaps-unknown", data.unknown, formatCount(data.unknown));
+    setFigure("gaps-searched", data.searched, formatCount(data.searched));
+    setFigure("gaps-share", data.unknown_percentage, formatPercent(data.unknown_percentage));
+    byId("gaps-read").textContent =
+      data.read < data.unknown ? "Grouped: the latest " + formatCount(data.read) + " of them." : "";
+    var conversationUrl = byId("panel-knowledge-gaps").dataset.conversationUrl;
+    fillTable(
+      byId("table-knowledge-gaps"),
+      null,
+      (data.groups || []).map(function (group) {
+        var languages = Object.keys(group.languages || {})
+          .map(function (language) {
+            return language + " " + formatCount(group.languages[language]);
+          })
+          .join(", ");
+        var examples = (group.examples || []).map(function (example) {
+          var text = example.question || "–";
+          var item = conversationUrl
+            ? el("a", {
+                href:
+                  conversationUrl.replace("/0/", "/" + encodeURIComponent(example.conversation_id) + "/") +
+                  "#answer-" +
+                  encodeURIComponent(example.message_id),
+                title: "Open the conversation at this answer",
+                text: text,
+              })
+            : document.createTextNode(text);
+          return el("li", {}, [item]);
+        });
+        var about = group.topic || "(no telling word)";
+        return el("tr", { "data-topic": group.topic, "data-questions": group.questions }, [
+          el("td", {}, [
+            about,
+            el("span", {
+              className: "analytics-quiet",
+              text: (group.words || []).length ? "with " + group.words.join(", ") : (group.profiles || []).join(", "),
+            }),
+          ]),
+          numCell(group.questions, formatCount(group.questions)),
+          cell(languages || "–"),
+          el("td", {}, [el("ul", { className: "analytics-gap-examples" }, examples)]),
+        ]);
+      }),
+      EMPTY_GAPS,
+    );
+  }
+
   function drawFeedbackRecent(rows) {
     var panel = byId("panel-feedback");
     var conversationUrl = panel.dataset.conversationUrl;
@@ -1537,6 +1590,7 @@
       }],
       ["ratings per profile, intent and agent", ENDPOINTS.feedbackBreakdown, params, drawFeedbackBreakdown],
       ["answers rated down", ENDPOINTS.feedbackRecent, ratedDownParams, drawFeedbackRecent],
+      ["knowledge gaps", ENDPOINTS.knowledgeGaps, params, drawKnowledgeGaps],
       ["outcomes", ENDPOINTS.outcomes, params, drawOutcomes],
       ["outcomes over time", ENDPOINTS.outcomesTimeline, timelineParams, function (data) {
         drawOutcomesTimeline(data, bucket);
