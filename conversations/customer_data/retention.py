@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from auditlog.context import disable_auditlog
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, Min, OuterRef, Q, QuerySet
+from django.db.models import SET_NULL, Exists, ForeignObjectRel, Min, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from conversations.customer_data.registry import HOLDERS, ROOT, Holder
@@ -105,12 +105,38 @@ def _batch_count(conversations: list[Conversation]) -> Counter[str]:
 def _batch_delete(conversations: list[Conversation]) -> Counter[str]:
     """Every holder's rows of the conversations, children first, then the conversations: rows per model label."""
     counts: Counter[str] = Counter()
+    pks = [conversation.pk for conversation in conversations]
     # Unrecorded: the field history would write each deleted row's values (a customer's words) into a new entry.
     with disable_auditlog():
         for holder in _CONVERSATION_HOLDERS:
-            counts.update(holder.rows(_reach(holder, conversations)).delete()[1])
-        counts.update(Conversation.objects.filter(pk__in=[c.pk for c in conversations]).delete()[1])
+            if holder.model is Message:
+                counts[holder.label] += _rows_delete(Message, "conversation_id", pks)
+            else:
+                counts.update(holder.rows(_reach(holder, conversations)).delete()[1])
+        counts[ROOT.label] += _rows_delete(Conversation, "id", pks)
     return counts
+
+
+def _rows_delete(model: type[Model], column: str, values: list[int]) -> int:
+    """Delete ``model``'s rows whose ``column`` (its field's name too) is one of ``values`` in one statement; how many
+    went.
+
+    For the two holders of a row per turn or per conversation — messages, conversations —, whose children the holders
+    before them have deleted: ``QuerySet.delete`` would read every row back and delete again, child table by child
+    table, what is gone already (16 of a batch's 40 statements). Relations that set null on delete are set first; a
+    child row no holder deleted fails the batch's commit on its foreign key (checked at commit) rather than going
+    unseen. No signal is sent: neither model has a receiver, and the field history is off for the purge."""
+    rows = model._base_manager.filter(**{f"{column}__in": values})
+    for relation in model._meta.get_fields(include_hidden=True):  # hidden ones too: a related_name of "+"
+        if isinstance(relation, ForeignObjectRel) and relation.on_delete is SET_NULL:
+            name = relation.field.name
+            relation.field.model._base_manager.filter(**{f"{name}__in": rows.values("pk")}).update(**{name: None})
+    table, where = connection.ops.quote_name(model._meta.db_table), connection.ops.quote_name(column)
+    marks = ", ".join(["%s"] * len(values))
+    with connection.cursor() as cursor:  # names quoted, values bound
+        cursor.execute(f"DELETE FROM {table} WHERE {where} IN ({marks})", values)  # noqa: S608
+        return cursor.rowcount
+        return cursor.rowcount
 
 
 def _commit_unsynced() -> None:

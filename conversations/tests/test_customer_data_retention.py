@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.customer_data import retention, retention_purge
 from conversations.customer_data.registry import HOLDERS
 from conversations.customer_data.retention import conversations_expired, retention_cutoff
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, CustomerFact, Message
 from conversations.tests.stored_turns import conversation_of, stored_turn
 from tenants.models import RetentionPurge
 from tests.factories import TenantFactory
@@ -236,3 +237,34 @@ def test_a_paced_purge_deletes_no_more_rows_a_second_than_its_rate_in_batches_of
     # last found; at a hundred, one and then a hundred asked (the batch's most), resting the pause (the rows take less).
     assert sizes[: len(batches)] == batches and purge.batches == len(batches)
     assert clock.slept == rests
+
+
+def test_a_fact_told_in_a_purged_conversation_stays_and_no_longer_points_at_its_message(alpha):
+    old = aged(conversation_of(alpha, session="told"), WINDOW + 2)
+    told = Message.objects.filter(conversation=old, role="user").first()
+    fact = CustomerFact.objects.create(
+        tenant=alpha, user_id=old.user_id, text="prefers e-mail", source_message=told, expires_at=None
+    )
+
+    retention_purge(tenant=alpha, pause_seconds=0)
+
+    assert not Conversation.objects.filter(pk=old.pk).exists()
+    fact.refresh_from_db()
+    assert (fact.text, fact.source_message_id) == ("prefers e-mail", None)
+
+
+def test_a_batch_deletes_in_the_same_few_statements_however_many_rows_its_conversations_hold(alpha, settings):
+    settings.RETENTION_PURGE_ROWS_PER_SECOND = 0  # one batch of every conversation
+    small = aged(conversation_of(alpha, session="small"), WINDOW + 2)
+    cutoff = retention_cutoff(window_days=WINDOW)
+
+    def statements(conversation: Conversation) -> int:
+        with CaptureQueriesContext(connection) as queries, transaction.atomic():
+            retention._batch(tenant_id=alpha.pk, cutoff=cutoff, after=0, size=10, dry_run=False)
+        assert not Conversation.objects.filter(pk=conversation.pk).exists()
+        return len(queries)
+
+    few = statements(small)
+    large = aged(conversation_of(alpha, session="large"), WINDOW + 2, turns=6)
+
+    assert statements(large) == few <= 26  # each holder's rows in one statement; none read back to be deleted again
