@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 from analytics.filters import ANALYTICS_PERMISSION, analytics_may_read, can_view_all_tenants, whole_number_between
 from common.errors import DomainError, NotFound, error_responses
 from releases.models import RolloutDecision, RolloutPlan
-from releases.rollout.guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
+from releases.public import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.rollout_plans import GUARD_METRICS, history_parse, may_view_plans
 from routing.rollout_words import actor_words, limit_words, plan_stage_words
 

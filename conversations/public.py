@@ -79,6 +79,7 @@ from conversations.selectors import (
     usage_report,
 )
 from conversations.services import session_clear, session_end
+from conversations.signals import conversation_recounted, store_rows_deleted, store_rows_retiring
 from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, ClaimTakenOver, Turn, TurnInput, TurnResult
 from conversations.usage_fields import USAGE_DESCRIPTION, USAGE_FIELDS
 
@@ -122,6 +123,7 @@ __all__ = [
     "conversation_group",
     "conversation_list",
     "conversation_messages",
+    "conversation_recounted",
     "conversation_route_state",
     "conversation_status",
     "customer_erase",
@@ -166,6 +168,8 @@ __all__ = [
     "run_turn",
     "session_clear",
     "session_end",
+    "store_rows_deleted",
+    "store_rows_retiring",
     "stream_room",
     "turn_abandon",
     "turn_begin",
