@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import AgentProfile
-from agents.selectors import ERROR_UNKNOWN_PROFILE
+from agents.public import ERROR_UNKNOWN_PROFILE
 from chat.intake import tenant_resolve
 from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.llm import key_held, key_variable, llm_configured, router_llm_separate
 from agents.models import McpServer
+from agents.public import key_held, key_variable, llm_configured, router_llm_separate
 from common.endpoints import endpoint_mask
 from common.infra.tracing import tracing_settings
 from conversations.public import SECRET_MASK, is_secret_key, mask_secrets

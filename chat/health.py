@@ -32,7 +32,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.llm import llm_configured
+from agents.public import llm_configured
 from chat.intake import principal_is_staff
 from common.checks import pushes_split
 from common.endpoints import endpoint_mask

@@ -15,7 +15,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from agents.mcp import AttachmentScope, Endpoint, attachment_read, attachments_for, tool_call
+from agents.public import AttachmentScope, Endpoint, attachment_read, attachments_for, tool_call
 from chat.asyncapi import AsyncAPIView
 from chat.intake import principal_is_staff, request_origin
 from chat.permissions import IsDebugClient

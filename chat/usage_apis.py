@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
+from agents.public import ERROR_UNKNOWN_PROFILE, profile_pk
 from chat.intake import tenant_resolve
 from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses

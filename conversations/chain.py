@@ -19,8 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext_lazy
 
-from agents.llm import llm_configured
-from agents.tool_summary import result_summary
+from agents.public import llm_configured, result_summary
 from common.events import Emit, emit_safely
 from common.i18n import say
 from common.infra import tracing

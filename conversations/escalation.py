@@ -19,7 +19,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy
 
-from agents.escalation import EscalationSettings
+from agents.public import EscalationSettings
 from common.i18n import DEFAULT_LANGUAGE, say
 from common.language import LANGUAGES
 from conversations.models import Escalation, EscalationPriority, EscalationReason

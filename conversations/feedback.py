@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from django.db import transaction
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
-from agents.escalation import EscalationSettings
+from agents.public import EscalationSettings
 from common.errors import DomainError
 from common.language import detect_language
 from conversations.desk.escalations import EscalationConflict, escalation_open, queue_position

@@ -45,19 +45,22 @@ from django.conf import settings
 from django.db import connection
 from django.utils.translation import gettext_lazy
 
-from agents.generation import (
+from agents.public import (
+    ERROR_ANSWER,
     FINISH_LENGTH,
+    AttachmentScope,
     answer_fitted,
     answer_limit,
+    attachments_for,
     json_answer,
     json_text,
+    judge_asker,
     strings_mapped,
     strings_of,
+    text_tokens,
     text_within,
+    usage_counting,
 )
-from agents.llm import ERROR_ANSWER, judge_asker
-from agents.mcp import AttachmentScope, attachments_for
-from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
 from common.i18n import language_known, say
 from common.infra import tracing

@@ -32,7 +32,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext_lazy
 
-from agents.passages import (
+from agents.public import (
     MIN_WORDS_HELD,
     NotedPassage,
     general_question,

@@ -35,8 +35,8 @@ from django.db import transaction
 from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.utils import timezone
 
-from agents.escalation import EscalationSettings
 from agents.models import AgentProfile
+from agents.public import EscalationSettings
 from common.text import phrase_found
 from conversations.desk.escalations import escalation_close
 from conversations.models import (

@@ -17,7 +17,7 @@ from typing import Any
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from agents.permission_notes import permission_note
+from agents.public import permission_note
 from common.i18n import language_known
 from conversations.permissions import DENIED, GRANTED, permission_reply
 from conversations.turn import Turn

@@ -14,8 +14,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from agents.generation import Generation
-from agents.mcp import ToolResult, attachment_scope
+from agents.public import Generation, ToolResult, attachment_scope
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
 from routing.snapshot import Snapshot

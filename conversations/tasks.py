@@ -22,7 +22,7 @@ from typing import Any
 from celery import Task, signals
 from django.conf import settings
 
-from agents.mcp import AttachmentScope, Endpoint, attachments_for, tool_call
+from agents.public import AttachmentScope, Endpoint, attachments_for, tool_call
 from common.infra import tracing
 from common.infra.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
 from conversations.customer_data import retention_purge_all

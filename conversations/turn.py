@@ -12,9 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.generation import Generation
-from agents.llm import llm_configured
-from agents.usage import KIND_ANSWER, TurnUsage
+from agents.public import KIND_ANSWER, Generation, TurnUsage, llm_configured
 from common.events import Emit
 from common.sizes import json_size, limit_hit
 from conversations.chain_part import TurnChain

@@ -18,7 +18,7 @@ import orjson
 from django.conf import settings
 from django.db import connection, transaction
 
-from agents.usage import other_models
+from agents.public import other_models
 from common.infra import metrics
 from common.sizes import json_bounded, json_size, limit_hit
 from conversations import ordering

@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from agents.passages import STEM_CHARS
+from agents.public import STEM_CHARS
 from common.text import fold
 
 MAX_WORD_CHARS = 64

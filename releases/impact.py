@@ -21,7 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import UsagePurpose
-from agents.services import usage_outside_turns
+from agents.public import usage_outside_turns
 from conversations.models import Conversation, RouteDecisionRecord
 from routing.decide import delegated_of, route_decide
 from routing.router import RouteDecision

@@ -27,8 +27,7 @@ from django.utils import timezone
 from rest_framework import status
 
 from agents.models import AgentProfile, UsagePurpose
-from agents.services import model_usage_record
-from agents.usage import TurnUsage, usage_counting
+from agents.public import TurnUsage, model_usage_record, usage_counting
 from common.errors import DomainError, NotFound
 from conversations.public import language_decide
 from releases.configio.exporter import dump

@@ -44,7 +44,7 @@ from django.utils import timezone
 from rest_framework import status
 
 from agents.models import MODEL_ENDPOINT_FIELDS, MODEL_ENDPOINT_PERMISSION, AgentProfile
-from agents.schemas import model_key_variable_refusal
+from agents.public import model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound

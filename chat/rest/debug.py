@@ -12,8 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import UsagePurpose
-from agents.services import model_usage_record
-from agents.usage import TurnUsage, usage_counting
+from agents.public import TurnUsage, model_usage_record, usage_counting
 from chat.asyncapi import AsyncAPIView
 from chat.drafts import draft_apply
 from chat.environment import effective_configuration

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.escalation import EscalationSettings
+from agents.public import EscalationSettings
 from common.errors import DomainError, NotFound
 from conversations.delivery import CONVERSATION_EVENT, DESK_EVENT, conversation_group, desk_group, push_on_commit
 from conversations.escalation import EscalationAsk, notice

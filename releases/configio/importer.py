@@ -28,10 +28,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, RoutingMode
-from agents.schemas import endpoint_exported, endpoint_kept
-from agents.selectors import external_desk_refusal
+from agents.public import EscalationSettings, endpoint_exported, endpoint_kept, external_desk_refusal
 from common.config_version import config_batch
 from common.text import normalize
 from releases.configio.fields import Parsed, Patch

@@ -36,9 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.offline_words import offline_words
-from agents.passages import content_words, words_held
-from agents.structured import SchemaTooCostly, schema_errors
+from agents.public import SchemaTooCostly, content_words, offline_words, schema_errors, words_held
 from common.language import detect_language
 from common.patterns import pattern_compiled
 from common.text import fold

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agents.llm import judge_asker, llm_configured
+from agents.public import judge_asker, llm_configured
 from common.language import detect_language
 from common.text import normalize
 from conversations.public import FAILED, NOT_APPLICABLE, PASSED, JudgeCase, JudgeResult, LLMJudge, RuleBasedJudge

@@ -35,8 +35,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection, connections, transaction
 
-from agents.llm import llm_configured
-from agents.usage import TurnUsage, usage_counting
+from agents.public import TurnUsage, llm_configured, usage_counting
 from common.infra.statements import insert_statement, inserted, statement_cursor
 from common.processes import process_pool, processes_usable
 from common.rehearsal import rehearsing

@@ -45,9 +45,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool
-from agents.services import mcp_server_sync
+from agents.public import McpUnavailable, mcp_server_sync
 from common.errors import DomainError
 from knowledge.models import KnowledgeSource
 from knowledge.public import CREATED, REPLACED, document_ingest
