@@ -43,7 +43,7 @@ from conversations.public import feedback_with_turn
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from releases.models import RoutingTestCase
 from releases.public import RoutingTestData, routing_tests_run
-from routing import snapshot as snapshots
+from routing.public import snapshot_current
 from tenants.public import TenantScope, tenant_scope_where
 
 GROUPINGS = ("profile", "intent", "agent", "cohort", "version")
@@ -223,7 +223,7 @@ def routing_tests_accuracy(*, profile_id: int | None = None) -> dict[str, Any]:
     cases: dict[str, list[RoutingTestData]] = {}
     for row in tests:
         cases.setdefault(row.profile.agent_id, []).append(RoutingTestData.of(row))
-    snapshot = snapshots.current() if cases else None  # nothing to run: the compiled profiles are not needed
+    snapshot = snapshot_current() if cases else None  # nothing to run: the compiled profiles are not needed
     served = snapshot.profiles if snapshot is not None else {}
     config = snapshot.version if snapshot is not None else 0
     profiles: list[dict[str, Any]] = []

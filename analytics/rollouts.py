@@ -33,8 +33,7 @@ from analytics.filters import ANALYTICS_PERMISSION, analytics_may_read, can_view
 from common.errors import DomainError, NotFound, error_responses
 from releases.models import RolloutDecision, RolloutPlan
 from releases.public import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
-from routing.rollout_plans import GUARD_METRICS, history_parse, may_view_plans
-from routing.rollout_words import actor_words, limit_words, plan_stage_words
+from routing.public import GUARD_METRICS, actor_words, history_parse, limit_words, may_view_plans, plan_stage_words
 
 DEFAULT_SLICES = 12
 MAX_SLICES = 48

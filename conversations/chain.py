@@ -66,9 +66,7 @@ from handoffs.public import (
     move_check,
     stop_summary,
 )
-from routing.decide import COORDINATION_INTENT, delegation_active
-from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep
-from routing.snapshot import Snapshot
+from routing.public import COORDINATION_INTENT, FALLBACK_INTENT, IntentSpec, PlanStep, Snapshot, delegation_active
 
 # In the conversation's language (common.i18n.say).
 NO_SPECIALIST_ANSWER = gettext_lazy("No specialist is available for this profile right now.")

@@ -43,8 +43,7 @@ from agents.public import (
 )
 from common.i18n import say
 from knowledge.public import Considered, Retrieved, document_link, knowledge_retrieve
-from routing.small_talk import small_talk_read
-from routing.specs import ProfileSpec, SpecialistSpec
+from routing.public import ProfileSpec, SpecialistSpec, small_talk_read
 
 # In the customer's language (common.i18n.say).
 DONT_KNOW = gettext_lazy(

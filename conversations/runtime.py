@@ -58,10 +58,17 @@ from conversations.knowledge_turn import KnowledgeTool, KnowledgeUse, knowledge_
 from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
 from handoffs.public import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
-from routing.replies import NO
-from routing.router import CompiledRouter
-from routing.small_talk import person_asked_in, small_talk_kind, small_talk_read
-from routing.specs import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
+from routing.public import (
+    NO,
+    CompiledRouter,
+    ProfileSpec,
+    ServerSpec,
+    SpecialistSpec,
+    ToolSpec,
+    person_asked_in,
+    small_talk_kind,
+    small_talk_read,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 from agents.public import Generation, ToolResult, attachment_scope
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
-from routing.snapshot import Snapshot
+from routing.public import Snapshot
 
 logger = logging.getLogger(__name__)
 

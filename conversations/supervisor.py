@@ -24,9 +24,7 @@ from common.infra import tracing
 from common.language import LANGUAGES
 from conversations.history import HistoryEntry
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
-from routing.classifier import structured_answer
-from routing.router import PlanStep
-from routing.specs import ProfileSpec
+from routing.public import PlanStep, ProfileSpec, structured_answer
 
 logger = logging.getLogger(__name__)
 

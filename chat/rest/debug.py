@@ -21,8 +21,7 @@ from chat.permissions import IsDebugClient
 from chat.rest.messages import GATEWAY_EXAMPLE, MESSAGE_ERRORS, MessageBody
 from common.errors import error_responses
 from conversations.public import TurnInput, conversation_goal_state, conversation_route_state
-from routing.decide import route_decide
-from routing.goals.decide import goal_decide
+from routing.public import goal_decide, route_decide
 from tenants.models import TenantRight
 
 VERSIONS = ("live", "draft")

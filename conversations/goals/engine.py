@@ -73,8 +73,9 @@ from conversations.fanout import (
     results_collect,
 )
 from conversations.tasks import goal_step
-from routing.goals.planner import (
+from routing.public import (
     CLARIFICATION,
+    DEFAULT_LANGUAGE,
     FAILURE,
     LAST,
     LIMIT_PLAN_SECONDS,
@@ -89,13 +90,16 @@ from routing.goals.planner import (
     ExecutionStep,
     GoalCatalogue,
     PlanError,
+    ProfileSpec,
+    Snapshot,
+    in_language,
     limit_hit,
     plan_check,
     refs_resolve,
+    said,
+    turn_language,
+    words,
 )
-from routing.goals.words import DEFAULT_LANGUAGE, in_language, said, turn_language, words
-from routing.snapshot import Snapshot
-from routing.specs import ProfileSpec
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,7 @@ from typing import Any
 
 from agents.public import ToolResult
 from conversations.goals.engine import PlanRun
-from routing.goals.decide import PLAN, GoalDecision
-from routing.goals.planner import FAILURE
+from routing.public import FAILURE, PLAN, GoalDecision
 
 
 @dataclass

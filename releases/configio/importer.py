@@ -57,9 +57,8 @@ from releases.configio.rights import rights_check
 from releases.configio.source import Node, Problems, Source, format_path, load
 from releases.configio.world import ImportReport, Plan, World
 from releases.configio.writer import Writer
-from routing.goals.manifest import ManifestError, goal_check
 from routing.models import Intent, Keyword
-from routing.services import ERROR_KEYWORD_TAKEN
+from routing.public import ERROR_KEYWORD_TAKEN, ManifestError, goal_check
 
 
 class ConfigImportError(Exception):
